@@ -1,0 +1,3 @@
+from sparkdoctor.cli import main
+
+main()

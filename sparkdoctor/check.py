@@ -1,0 +1,68 @@
+"""`sparkdoctor check`: collect Facts (or load a snapshot), judge them against the matrix."""
+
+from __future__ import annotations
+
+import os
+import platform
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from sparkdoctor import __version__
+from sparkdoctor.collect import Collector, Context, run_collectors
+from sparkdoctor.facts import Facts
+from sparkdoctor.locations import cache_dir
+from sparkdoctor.target import Target
+
+
+@dataclass
+class CheckOptions:
+    arch: str | None = None
+    constraint_files: list[Path] = field(default_factory=list)
+    kernels: bool = True
+    use_cache: bool = True
+    timeout: float = 20.0
+    progress: Callable[[str], None] | None = None
+
+
+def collectors(kernels: bool) -> list[Collector]:
+    # Imported here so `sparkdoctor matrix ...` and `--facts` never pay for collector imports.
+    from sparkdoctor.collect import capabilities, constraints, gpu, targetenv, toolkits
+
+    found = [targetenv.COLLECTOR, gpu.COLLECTOR, toolkits.COLLECTOR, constraints.COLLECTOR, capabilities.COLLECTOR]
+    if kernels:  # compile probes: seconds cold, cached warm
+        from sparkdoctor import kernels as ptx_kernels
+        from sparkdoctor.collect import cutedsl
+
+        found += [ptx_kernels.COLLECTOR, cutedsl.COLLECTOR]
+    return found
+
+
+def collect_facts(target: Target, options: CheckOptions) -> Facts:
+    facts = Facts(tool={"name": "sparkdoctor", "version": __version__, "host_python": platform.python_version()})
+    facts.target = target.describe()
+    if options.arch:
+        facts.arch = {"value": options.arch, "source": "given"}
+    ctx = Context(
+        target=target,
+        facts=facts,
+        arch_override=options.arch,
+        constraint_files=list(options.constraint_files),
+        cache_dir=cache_dir(),
+        use_cache=options.use_cache,
+        kernels=options.kernels,
+        timeout=options.timeout,
+        progress=options.progress,
+    )
+    run_collectors(ctx, collectors(options.kernels))
+    if os.environ.get("SPARKDOCTOR_NO_TIMINGS"):
+        facts.timings_ms = {}
+    return facts
+
+
+def apply_arch_override(facts: Facts, arch: str | None) -> Facts:
+    """--arch on a saved snapshot: evaluate it as if it ran on that GPU; keep what was detected."""
+    if arch:
+        detected = facts.arch.get("value") if facts.arch.get("source") == "detected" else facts.arch.get("detected")
+        facts.arch = {"value": arch, "source": "given", **({"detected": detected} if detected else {})}
+    return facts

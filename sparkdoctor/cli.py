@@ -1,0 +1,251 @@
+"""The `sparkdoctor` command: parse, call, render. Thin on purpose.
+
+Errors reach the user as one line on stderr and an exit code from the table in findings.py.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from sparkdoctor import __version__
+from sparkdoctor.findings import EXIT_UNPROBEABLE, EXIT_USAGE
+
+app = typer.Typer(
+    name="sparkdoctor",
+    help="Toolchain doctor for LLM serving on NVIDIA DGX Spark (GB10, sm_121a).",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+matrix_app = typer.Typer(help="List, show, validate and verify the knowledge base.", no_args_is_help=True)
+app.add_typer(matrix_app, name="matrix")
+
+
+class Fatal(Exception):
+    """An error to print as one line, with its exit code."""
+
+    def __init__(self, message: str, code: int = EXIT_USAGE):
+        super().__init__(message)
+        self.code = code
+
+
+def _err(message: str) -> None:
+    sys.stderr.write(f"sparkdoctor: error: {message}\n")
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"sparkdoctor {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version and exit."),
+) -> None:
+    pass
+
+
+@app.command()
+def check(
+    python: Optional[str] = typer.Option(None, "--python", help="Interpreter (or venv folder) of the target environment. Default: $VIRTUAL_ENV, else this interpreter."),
+    arch: Optional[str] = typer.Option(None, "--arch", help="Evaluate as if the target ran on this GPU arch (e.g. sm_121a): for CI builders and image builds with no GB10."),
+    facts_file: Optional[Path] = typer.Option(None, "--facts", help="Evaluate a saved snapshot instead of probing a live target."),
+    save_facts: Optional[Path] = typer.Option(None, "--save-facts", help="Write the collected Facts snapshot (JSON) to this file."),
+    fmt: str = typer.Option("console", "--format", "-f", help="console | json | junit | markdown"),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the report here instead of stdout."),
+    fail_on: Optional[str] = typer.Option(None, "--fail-on", help="Lowest severity that fails the check: info | warn | error (default error)."),
+    strict: bool = typer.Option(False, "--strict", help="Fail on warnings too (same as --fail-on warn)."),
+    ignore: List[str] = typer.Option([], "--ignore", help="Entry id to ignore (repeatable)."),
+    config: Optional[Path] = typer.Option(None, "--config", help="Config file with permanent ignores (default ./sparkdoctor.toml, then the user config)."),
+    constraints: List[Path] = typer.Option([], "--constraints", "-c", help="Constraints/requirements file whose pins to check (repeatable)."),
+    matrix_path: Optional[Path] = typer.Option(None, "--matrix", help="Matrix folder or file to use instead of the bundled one."),
+    kernels: bool = typer.Option(True, "--kernels/--no-kernels", help="Run the kernel compile probes (--no-kernels: the fast path)."),
+    no_cache: bool = typer.Option(False, "--no-cache", help="Ignore cached probe results and file hashes."),
+    timeout: float = typer.Option(20.0, "--timeout", help="Seconds each collector may take."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Show clear and unevaluated entries and all facts."),
+) -> None:
+    """Probe the target environment, match it against the matrix, report findings. Exit code gates CI."""
+    from sparkdoctor.render import FORMATS
+
+    if fmt not in FORMATS:
+        raise Fatal(f"--format {fmt}: choose one of {', '.join(FORMATS)}")
+    if fail_on is not None and fail_on not in ("info", "warn", "error"):
+        raise Fatal(f"--fail-on {fail_on}: choose one of info, warn, error")
+    if arch is not None and not _valid_arch(arch):
+        raise Fatal(f"--arch {arch}: expected an arch like sm_121a, sm_121, sm_90a")
+    for c in constraints:
+        if not c.is_file():
+            raise Fatal(f"--constraints {c}: no such file")
+
+    from sparkdoctor.check import CheckOptions, apply_arch_override, collect_facts
+    from sparkdoctor.config import ConfigError, load_config
+    from sparkdoctor.facts import Facts, FactsError
+    from sparkdoctor.findings import build_report
+    from sparkdoctor.matrix import MatrixError, load
+    from sparkdoctor.target import TargetError, resolve_python_target
+
+    try:
+        cfg = load_config(config)
+        matrix = load(matrix_path)
+    except (ConfigError, MatrixError) as exc:
+        raise Fatal(str(exc)) from None
+    threshold = "warn" if strict else (fail_on or cfg.fail_on or "error")
+
+    if facts_file is not None:
+        if python:
+            raise Fatal("--facts and --python exclude each other: a snapshot is already of one target")
+        try:
+            facts = Facts.load(facts_file)
+        except FactsError as exc:
+            raise Fatal(str(exc)) from None
+        apply_arch_override(facts, arch)
+    else:
+        try:
+            target = resolve_python_target(python)
+        except TargetError as exc:
+            raise Fatal(str(exc), EXIT_UNPROBEABLE) from None
+        if no_cache:
+            os.environ["SPARKDOCTOR_NO_CACHE"] = "1"
+        options = CheckOptions(arch=arch, constraint_files=list(constraints), kernels=kernels, use_cache=not no_cache, timeout=timeout)
+        facts = _collect_with_progress(target, options, fmt)
+        if save_facts is not None:
+            try:
+                facts.save(save_facts)
+            except OSError as exc:
+                raise Fatal(f"--save-facts {save_facts}: {exc.strerror or exc}") from None
+
+    report = build_report(facts, matrix, fail_on=threshold, ignore=set(ignore) | set(cfg.ignore))
+    _emit(report, fmt, output, verbose)
+    raise typer.Exit(report.exit_code())
+
+
+def _valid_arch(arch: str) -> bool:
+    import re
+
+    return re.fullmatch(r"sm_\d{2,3}[af]?", arch) is not None
+
+
+def _collect_with_progress(target, options, fmt: str):
+    from sparkdoctor.check import collect_facts
+
+    # Progress goes to stderr, and only to a terminal: stdout stays the document.
+    if not sys.stderr.isatty():
+        return collect_facts(target, options)
+    from rich.console import Console
+
+    err = Console(stderr=True)
+    finished: list[str] = []
+    with err.status("probing the target…", spinner="dots") as status:
+
+        def progress(name: str) -> None:
+            finished.append(name)
+            status.update(f"probing the target… ({', '.join(finished)} done)")
+
+        options.progress = progress
+        return collect_facts(target, options)
+
+
+def _emit(report, fmt: str, output: Optional[Path], verbose: bool) -> None:
+    if fmt == "console":
+        from rich.console import Console
+
+        from sparkdoctor.render.console import render_console
+
+        if output is not None:
+            with open(output, "w", encoding="utf-8") as fh:
+                render_console(report, Console(file=fh, width=110, no_color=True), verbose=verbose)
+        else:
+            render_console(report, Console(), verbose=verbose)
+        return
+    from sparkdoctor.render import render_text
+
+    text = render_text(report, fmt)
+    if output is not None:
+        tmp = output.with_name(f".{output.name}.tmp")
+        tmp.write_text(text + "\n", encoding="utf-8")
+        tmp.replace(output)
+    else:
+        sys.stdout.write(text + "\n")
+
+
+# ---- matrix ---------------------------------------------------------------------------------------
+
+
+@matrix_app.command("list")
+def matrix_list(
+    matrix_path: Optional[Path] = typer.Option(None, "--matrix", help="Matrix folder or file (default: bundled)."),
+    fmt: str = typer.Option("console", "--format", "-f", help="console | json"),
+) -> None:
+    """List every entry and known-good stack."""
+    from sparkdoctor.render.matrix import list_matrix
+
+    list_matrix(_load_matrix(matrix_path), fmt)
+
+
+@matrix_app.command("show")
+def matrix_show(
+    entry_id: str = typer.Argument(..., help="Entry or stack id."),
+    matrix_path: Optional[Path] = typer.Option(None, "--matrix"),
+    fmt: str = typer.Option("console", "--format", "-f", help="console | json"),
+) -> None:
+    """Show one entry (or stack) in full."""
+    from sparkdoctor.render.matrix import show_item
+
+    m = _load_matrix(matrix_path)
+    item = m.get(entry_id) or next((s for s in m.stacks if s.id == entry_id), None)
+    if item is None:
+        raise Fatal(f"no matrix entry or stack with id {entry_id!r} (try `sparkdoctor matrix list`)")
+    show_item(item, fmt)
+
+
+@matrix_app.command("validate")
+def matrix_validate(path: Optional[Path] = typer.Argument(None, help="Matrix folder or file (default: bundled).")) -> None:
+    """Check matrix files against the schema; errors name the file, entry and field."""
+    m = _load_matrix(path)
+    typer.echo(f"ok: {len(m.entries)} entries, {len(m.stacks)} known-good stacks in {len(m.files)} file(s)")
+
+
+def _load_matrix(path: Optional[Path]):
+    from sparkdoctor.matrix import MatrixError, load
+
+    try:
+        return load(path)
+    except MatrixError as exc:
+        raise Fatal(str(exc)) from None
+
+
+def main() -> None:
+    """Console entry point: every failure is one line and a documented exit code."""
+    debug = bool(os.environ.get("SPARKDOCTOR_DEBUG"))
+    try:
+        rc = app(standalone_mode=False)
+        sys.exit(rc if isinstance(rc, int) else 0)
+    except Fatal as exc:
+        _err(str(exc))
+        sys.exit(exc.code)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except SystemExit:
+        raise
+    except KeyboardInterrupt:
+        _err("interrupted")
+        sys.exit(130)
+    except Exception as exc:  # click usage errors and real bugs alike get one line
+        import click
+
+        if isinstance(exc, click.exceptions.Abort):
+            _err("aborted")
+            sys.exit(EXIT_USAGE)
+        if isinstance(exc, click.ClickException):
+            _err(exc.format_message())
+            sys.exit(EXIT_USAGE)
+        if debug:
+            raise
+        _err(f"internal error: {type(exc).__name__}: {exc} (set SPARKDOCTOR_DEBUG=1 for the traceback)")
+        sys.exit(EXIT_USAGE)

@@ -1,0 +1,194 @@
+"""Facts: one JSON-able snapshot of everything observed about a target.
+
+Every later stage (matrix, findings, fixes, bench) reads Facts and nothing else, so a saved snapshot
+is evaluated exactly like a live box.
+
+Unknown is not absent: a field that is None means "could not be observed" (its collector failed or
+did not run); an empty list/dict means "observed, and there is nothing". Shapes of the fields:
+
+  target      {"kind": "python", "python": path, "version": "3.12.3", "prefix": path, "implementation": "cpython"}
+  host        {"os": "Ubuntu 24.04", "machine": "aarch64", "kernel": "6.11.0-1016-nvidia"}
+  arch        {"value": "sm_121a" | None, "source": "detected" | "given" | "none" | "unknown"}
+  gpus        [{"index", "name", "cc": "12.1", "arch": "sm_121a", "memory_total_mib", "unified"}]
+  driver      {"version": "580.95.05", "cuda": "13.0", "source": "nvml" | "nvidia-smi" | "libcuda"}
+  toolkits    [{"tool": "ptxas", "path", "version": "13.0.88", "source": "system" | "pip" | "triton" | "env",
+                "used_by": ["triton"], "sm_121a": true}]
+  packages    {canonical name: {"name", "version", "location", "integrity": "ok" | "modified" | "unchecked" | "no-record",
+                "files_modified": [...], "files_missing": [...], "cuda": "13.0" (torch only)}}
+  cutedsl     {"active_build": "libs-cu13" | "libs-base" | "libs-cu12" | "unknown" | None, "bundled_cuda": "13.1",
+               "installed_builds": [...], "evidence": "..."}
+  env         {NAME: value} (secret-looking values redacted)
+  constraints [{"file", "source", "requirement", "name", "specifier"}]
+  kernels     {probe id: {...}}            (kernel probes, see sparkdoctor.kernels)
+  capabilities {capability id: value}      (static facts read from installed files)
+  errors      [{"collector", "error"}]
+  timings_ms  {collector: ms}
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field, fields
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from packaging.utils import canonicalize_name
+
+SCHEMA = 1
+
+
+class FactsError(ValueError):
+    """A snapshot that cannot be read; the message names the file and the field."""
+
+
+@dataclass
+class Facts:
+    schema: int = SCHEMA
+    taken_at: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
+    tool: dict[str, Any] = field(default_factory=dict)
+    target: dict[str, Any] | None = None
+    host: dict[str, Any] | None = None
+    arch: dict[str, Any] = field(default_factory=lambda: {"value": None, "source": "unknown"})
+    gpus: list[dict[str, Any]] | None = None
+    driver: dict[str, Any] | None = None
+    toolkits: list[dict[str, Any]] | None = None
+    packages: dict[str, dict[str, Any]] | None = None
+    cutedsl: dict[str, Any] | None = None
+    env: dict[str, str] | None = None
+    constraints: list[dict[str, Any]] | None = None
+    kernels: dict[str, Any] | None = None
+    capabilities: dict[str, Any] | None = None
+    recipe: dict[str, Any] | None = None
+    errors: list[dict[str, str]] = field(default_factory=list)
+    timings_ms: dict[str, float] = field(default_factory=dict)
+
+    # ---- accessors the matrix and renderers use -------------------------------------------------
+    def package(self, name: str) -> dict[str, Any] | None:
+        """The installed distribution `name`, None if absent. Raises nothing; check packages is not None first."""
+        if self.packages is None:
+            return None
+        return self.packages.get(canonicalize_name(name))
+
+    def add_error(self, collector: str, error: str) -> None:
+        self.errors.append({"collector": collector, "error": error})
+
+    # ---- (de)serialisation ----------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return json.dumps(self.to_dict(), indent=indent, sort_keys=False)
+
+    @classmethod
+    def from_dict(cls, data: Any, source: str = "snapshot") -> "Facts":
+        if not isinstance(data, dict):
+            raise FactsError(f"{source}: expected a JSON object at the top level")
+        schema = data.get("schema")
+        if schema != SCHEMA:
+            raise FactsError(f"{source}: field 'schema' is {schema!r}; this sparkdoctor reads schema {SCHEMA}")
+        known = {f.name: f for f in fields(cls)}
+        kwargs: dict[str, Any] = {}
+        for key, value in data.items():
+            if key not in known:
+                continue  # newer producers may add fields; ignoring them loses nothing we use
+            expected = _SHAPES.get(key)
+            if expected and value is not None and not isinstance(value, expected):
+                raise FactsError(f"{source}: field '{key}' should be {_shape_name(expected)}, got {type(value).__name__}")
+            kwargs[key] = value
+        if kwargs.get("packages"):
+            for name, pkg in kwargs["packages"].items():
+                if not isinstance(pkg, dict) or "version" not in pkg:
+                    raise FactsError(f"{source}: field 'packages.{name}' needs a 'version'")
+        return cls(**kwargs)
+
+    @classmethod
+    def load(cls, path: Path) -> "Facts":
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise FactsError(f"{path}: cannot read snapshot: {exc.strerror or exc}") from None
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise FactsError(f"{path}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
+        return cls.from_dict(data, source=str(path))
+
+    def save(self, path: Path) -> None:
+        """Write atomically: a crash leaves the old file, never half a new one."""
+        path = Path(path)
+        tmp = path.with_name(f".{path.name}.tmp")
+        tmp.write_text(self.to_json() + "\n", encoding="utf-8")
+        tmp.replace(path)
+
+    # ---- fingerprint ----------------------------------------------------------------------------
+    def fingerprint_material(self) -> dict[str, Any]:
+        """What decides behaviour and speed; a change here makes earlier conclusions stale."""
+        pkgs = self.packages or {}
+        return {
+            "arch": self.arch.get("value"),
+            "gpus": sorted((g.get("name"), g.get("cc")) for g in (self.gpus or [])),
+            "driver": (self.driver or {}).get("version"),
+            "cuda_driver": (self.driver or {}).get("cuda"),
+            "packages": {
+                name: [p.get("version"), sorted(p.get("files_modified") or []), p.get("cuda")]
+                for name, p in sorted(pkgs.items())
+                if _is_tracked(name)
+            },
+            "cutedsl_build": (self.cutedsl or {}).get("active_build"),
+            "ptxas": sorted((t.get("version"), tuple(t.get("used_by") or ())) for t in (self.toolkits or [])),
+            "env": {k: v for k, v in sorted((self.env or {}).items()) if k in FINGERPRINT_ENV or k.startswith("VLLM_")},
+        }
+
+    def fingerprint(self) -> str:
+        blob = json.dumps(self.fingerprint_material(), sort_keys=True, separators=(",", ":"), default=list)
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+# The serving stack whose versions and files decide behaviour; also the packages whose files are
+# integrity-checked against their RECORD.
+TRACKED_PREFIXES = ("torch", "triton", "vllm", "flashinfer", "nvidia-cutlass-dsl", "cuda-python", "cuda-bindings", "quack-kernels", "b12x")
+
+FINGERPRINT_ENV = frozenset(
+    {
+        "CUTE_DSL_ARCH",
+        "TORCH_CUDA_ARCH_LIST",
+        "FLASHINFER_CUDA_ARCH_LIST",
+        "TRITON_PTXAS_PATH",
+        "TRITON_OVERRIDE_ARCH",
+        "CUDA_HOME",
+        "PYTORCH_CUDA_ALLOC_CONF",
+    }
+)
+
+
+def _is_tracked(name: str) -> bool:
+    return name == "torch" or any(name == p or name.startswith(p + "-") for p in TRACKED_PREFIXES)
+
+
+is_tracked = _is_tracked
+
+_SHAPES: dict[str, type | tuple[type, ...]] = {
+    "taken_at": str,
+    "tool": dict,
+    "target": dict,
+    "host": dict,
+    "arch": dict,
+    "gpus": list,
+    "driver": dict,
+    "toolkits": list,
+    "packages": dict,
+    "cutedsl": dict,
+    "env": dict,
+    "constraints": list,
+    "kernels": dict,
+    "capabilities": dict,
+    "recipe": dict,
+    "errors": list,
+    "timings_ms": dict,
+}
+
+
+def _shape_name(t: type | tuple[type, ...]) -> str:
+    return {dict: "an object", list: "a list", str: "a string"}.get(t, str(t))  # type: ignore[arg-type]

@@ -1,0 +1,124 @@
+"""Findings and the Report every renderer draws from; exit codes live here too.
+
+A Finding is what a matched matrix entry means for this box: what is wrong, the evidence (which facts
+matched, probe output), what to do, and where it is written down.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from sparkdoctor.facts import Facts
+from sparkdoctor.matrix import SEVERITIES, Evaluation, Matrix, evaluate_all
+
+REPORT_SCHEMA = 1
+
+# Exit codes (documented in the README; CI depends on them).
+EXIT_OK = 0  # nothing at or above --fail-on
+EXIT_FINDINGS = 1  # findings at or above --fail-on
+EXIT_USAGE = 2  # usage or internal error
+EXIT_UNPROBEABLE = 3  # the target could not be probed at all
+
+SEVERITY_RANK = {s: i for i, s in enumerate(SEVERITIES)}  # info < warn < error
+
+
+@dataclass
+class Finding:
+    id: str
+    severity: str
+    action: str
+    title: str
+    summary: str
+    remedy: str
+    evidence: list[str]
+    refs: list[str]
+    component: str
+    fix: str | None = None
+    symptoms: list[str] = field(default_factory=list)
+    verified_by: dict[str, Any] | None = None
+
+    @classmethod
+    def from_evaluation(cls, ev: Evaluation) -> "Finding":
+        e = ev.entry
+        return cls(
+            id=e.id,
+            severity=e.severity,
+            action=e.action,
+            title=e.title,
+            summary=e.summary,
+            remedy=e.remedy,
+            evidence=ev.evidence,
+            refs=e.refs,
+            component=e.component,
+            fix=e.fix,
+            symptoms=e.symptoms,
+            verified_by=e.verified_by,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass
+class Report:
+    facts: Facts
+    evaluations: list[Evaluation]
+    findings: list[Finding]
+    ignored: list[str]
+    fail_on: str
+    matrix_files: list[str]
+
+    @property
+    def unknown(self) -> list[Evaluation]:
+        return [ev for ev in self.evaluations if ev.outcome == "unknown"]
+
+    def counts(self) -> dict[str, int]:
+        c = {s: 0 for s in SEVERITIES}
+        for f in self.findings:
+            c[f.severity] += 1
+        return c
+
+    def failing(self) -> list[Finding]:
+        floor = SEVERITY_RANK[self.fail_on]
+        return [f for f in self.findings if SEVERITY_RANK[f.severity] >= floor]
+
+    def probed(self) -> bool:
+        """False when nothing about the target's packages could be observed."""
+        return self.facts.packages is not None
+
+    def exit_code(self) -> int:
+        if not self.probed():
+            return EXIT_UNPROBEABLE
+        return EXIT_FINDINGS if self.failing() else EXIT_OK
+
+    def to_dict(self) -> dict[str, Any]:
+        """The versioned JSON document (`--format json`)."""
+        return {
+            "schema": REPORT_SCHEMA,
+            "tool": self.facts.tool,
+            "fingerprint": self.facts.fingerprint(),
+            "fail_on": self.fail_on,
+            "exit_code": self.exit_code(),
+            "summary": {
+                **self.counts(),
+                "evaluated": len(self.evaluations),
+                "unknown": len(self.unknown),
+                "ignored": len(self.ignored),
+            },
+            "findings": [f.to_dict() for f in self.findings],
+            "unknown": [{"id": ev.entry.id, "title": ev.entry.title, "missing": ev.unknowns} for ev in self.unknown],
+            "ignored": self.ignored,
+            "facts": self.facts.to_dict(),
+        }
+
+
+def build_report(facts: Facts, matrix: Matrix, fail_on: str = "error", ignore: set[str] | None = None) -> Report:
+    ignore = ignore or set()
+    evaluations = evaluate_all(matrix, facts)
+    findings = [
+        Finding.from_evaluation(ev) for ev in evaluations if ev.outcome == "match" and ev.entry.id not in ignore
+    ]
+    findings.sort(key=lambda f: (-SEVERITY_RANK[f.severity], f.component, f.id))
+    ignored = sorted(ev.entry.id for ev in evaluations if ev.outcome == "match" and ev.entry.id in ignore)
+    return Report(facts, evaluations, findings, ignored, fail_on, matrix.files)

@@ -1,0 +1,38 @@
+"""Where the knowledge folders and the user's cache/state/config live.
+
+The knowledge folders (matrix/, probes/, fixes/, recipes/) sit at the top of a checkout and inside
+the package (sparkdoctor/_data/) in a wheel; both layouts are found.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import platformdirs
+
+_PKG = Path(__file__).resolve().parent
+APP = "sparkdoctor"
+
+
+def data_dir(name: str) -> Path:
+    """The knowledge folder `name` (matrix, probes, fixes, recipes)."""
+    for candidate in (_PKG / "_data" / name, _PKG.parent / name):
+        if candidate.is_dir():
+            return candidate
+    raise FileNotFoundError(f"sparkdoctor's {name}/ folder is missing from this installation ({_PKG})")
+
+
+def cache_dir() -> Path:
+    override = os.environ.get("SPARKDOCTOR_CACHE_DIR")
+    return Path(override) if override else Path(platformdirs.user_cache_dir(APP))
+
+
+def config_file() -> Path:
+    override = os.environ.get("SPARKDOCTOR_CONFIG")
+    return Path(override) if override else Path(platformdirs.user_config_dir(APP)) / "config.toml"
+
+
+def state_dir() -> Path:
+    override = os.environ.get("SPARKDOCTOR_STATE_DIR")
+    return Path(override) if override else Path(platformdirs.user_state_dir(APP))

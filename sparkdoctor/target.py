@@ -1,0 +1,94 @@
+"""The target environment: where the serving stack lives, not where sparkdoctor is installed.
+
+Everything about the target's packages is read by probe scripts (probes/*.py, standard library only)
+run by the target's own interpreter in a subprocess with a timeout. A container target later only
+needs another way to run a script; nothing downstream changes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from sparkdoctor import proc
+
+
+class TargetError(RuntimeError):
+    """The target cannot be probed at all (exit code 3)."""
+
+
+class Target(Protocol):
+    kind: str
+
+    def describe(self) -> dict[str, Any]: ...
+
+    def run_script(self, script: Path, args: list[str], timeout: float, env: dict[str, str] | None = None) -> proc.ProcResult: ...
+
+
+@dataclass
+class PythonTarget:
+    """A Python interpreter (usually a venv's bin/python) on this machine."""
+
+    python: str
+    chosen_by: str  # "--python", "VIRTUAL_ENV", "current interpreter"
+    kind: str = "python"
+
+    def describe(self) -> dict[str, Any]:
+        return {"kind": self.kind, "python": self.python, "chosen_by": self.chosen_by}
+
+    def run_script(self, script: Path, args: list[str], timeout: float, env: dict[str, str] | None = None) -> proc.ProcResult:
+        full_env = dict(os.environ)
+        full_env.update(env or {})
+        # -B: never leave .pyc files behind in the probes folder or the target.
+        return proc.run([self.python, "-B", str(script), *args], timeout=timeout, env=full_env)
+
+
+def resolve_python_target(python: str | None) -> PythonTarget:
+    """--python PATH, else $VIRTUAL_ENV, else the interpreter running sparkdoctor."""
+    if python:
+        path = _resolve_interpreter(python)
+        return PythonTarget(path, "--python")
+    venv = os.environ.get("VIRTUAL_ENV")
+    if venv:
+        for name in ("bin/python", "bin/python3", "Scripts/python.exe"):
+            candidate = Path(venv) / name
+            if candidate.exists():
+                return PythonTarget(str(candidate), "VIRTUAL_ENV")
+    return PythonTarget(sys.executable, "current interpreter")
+
+
+def _resolve_interpreter(python: str) -> str:
+    path = Path(python)
+    if path.is_dir():  # a venv folder given instead of its interpreter
+        for name in ("bin/python", "bin/python3"):
+            if (path / name).exists():
+                return str(path / name)
+        raise TargetError(f"--python {python}: a folder without bin/python")
+    if path.exists():
+        if not os.access(path, os.X_OK):
+            raise TargetError(f"--python {python}: not executable")
+        return str(path)
+    found = shutil.which(python)
+    if found:
+        return found
+    raise TargetError(f"--python {python}: no such interpreter")
+
+
+def run_json_probe(target: Target, script: Path, args: list[str], timeout: float) -> dict[str, Any]:
+    """Run a probe script that prints one JSON object; raise TargetError with one clear line otherwise."""
+    result = target.run_script(script, args, timeout)
+    if not result.ok:
+        raise TargetError(f"probe {script.name} in {target.describe().get('python')}: {result.describe_failure()}")
+    try:
+        data = json.loads(result.stdout)
+    except json.JSONDecodeError:
+        first = (result.stdout.strip().splitlines() or ["no output"])[0][:200]
+        raise TargetError(f"probe {script.name} printed no JSON: {first}") from None
+    if not isinstance(data, dict):
+        raise TargetError(f"probe {script.name} printed JSON that is not an object")
+    return data
