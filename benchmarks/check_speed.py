@@ -1,0 +1,126 @@
+#!/usr/bin/env python3
+"""How fast is `sparkdoctor check` against the environment collectors people use today?
+
+Times, on ONE machine in ONE run, interleaved so drift hits everyone alike:
+  * sparkdoctor check --no-kernels     (fast path; warm = hash caches filled, cold = empty cache dir)
+  * sparkdoctor check                  (with kernel + CuTe DSL probes; cold and warm)
+  * python -m torch.utils.collect_env  (PyTorch's collector, run by the target interpreter)
+  * vllm collect-env                   (vLLM's collector)
+against a real serving venv (default: one made with `pip install vllm==0.32.0`).
+
+    python benchmarks/check_speed.py --venv /path/to/venv --runs 7 [--markdown]
+
+Reports the median, min and max wall time of each, and the speed-up of the warm fast path over each
+anchor. sparkdoctor runs from its own environment (like a pipx/uv tool install) and examines the
+target with --python.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent.parent
+
+
+def timed(argv: list[str], env: dict[str, str], timeout: float = 300) -> tuple[float, int, str]:
+    start = time.perf_counter()
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=timeout)
+    return time.perf_counter() - start, done.returncode, done.stdout
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--venv", required=True, type=Path, help="target serving venv (with vllm installed)")
+    ap.add_argument("--runs", type=int, default=7, help="repetitions of each command (odd: the median is a run)")
+    ap.add_argument("--sparkdoctor", default=None, help="sparkdoctor executable (default: the one beside this python)")
+    ap.add_argument("--skip-kernels", action="store_true", help="do not time the kernel-probe variants")
+    ap.add_argument("--markdown", action="store_true", help="print a README-ready table")
+    args = ap.parse_args()
+
+    py = args.venv / "bin" / "python"
+    if not py.exists():
+        ap.error(f"{py} does not exist")
+    doctor = args.sparkdoctor or shutil.which("sparkdoctor", path=str(Path(sys.executable).parent)) or "sparkdoctor"
+    base_env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV",)}
+    warm_cache = Path(tempfile.mkdtemp(prefix="sd-bench-warm-"))
+    check = [doctor, "check", "--python", str(py), "--format", "json"]
+
+    def env_with(cache: Path) -> dict[str, str]:
+        return {**base_env, "SPARKDOCTOR_CACHE_DIR": str(cache)}
+
+    def cold(argv: list[str]):
+        # a fresh, empty cache dir for every cold run
+        def run():
+            d = Path(tempfile.mkdtemp(prefix="sd-bench-cold-"))
+            try:
+                return timed(argv, env_with(d))
+            finally:
+                shutil.rmtree(d, ignore_errors=True)
+
+        return run
+
+    cases: dict[str, callable] = {
+        "sparkdoctor check --no-kernels (warm)": lambda: timed(check + ["--no-kernels"], env_with(warm_cache)),
+        "sparkdoctor check --no-kernels (cold)": cold(check + ["--no-kernels"]),
+    }
+    if not args.skip_kernels:
+        cases["sparkdoctor check, kernel probes (warm)"] = lambda: timed(check, env_with(warm_cache))
+        cases["sparkdoctor check, kernel probes (cold)"] = cold(check)
+    cases["python -m torch.utils.collect_env"] = lambda: timed([str(py), "-m", "torch.utils.collect_env"], base_env)
+    vllm_cli = args.venv / "bin" / "vllm"
+    if vllm_cli.exists():
+        cases["vllm collect-env"] = lambda: timed([str(vllm_cli), "collect-env"], base_env)
+
+    # fill the warm cache once (not timed)
+    timed(check, env_with(warm_cache))
+    samples: dict[str, list[float]] = {name: [] for name in cases}
+    notes: dict[str, str] = {}
+    for i in range(args.runs):
+        for name, fn in cases.items():  # interleaved
+            seconds, rc, out = fn()
+            samples[name].append(seconds)
+            if name.startswith("sparkdoctor") and rc not in (0, 1):
+                notes[name] = f"exit {rc}"
+            if name == "sparkdoctor check --no-kernels (warm)" and i == 0 and rc in (0, 1):
+                facts = json.loads(out)["facts"]
+                notes["_collected"] = (
+                    f"{len(facts.get('packages') or {})} packages, "
+                    f"{sum(len(p.get('files_modified') or []) + 0 for p in (facts.get('packages') or {}).values())} modified files flagged, "
+                    f"{len(facts.get('toolkits') or [])} ptxas, {len(facts.get('capabilities') or {})} capabilities"
+                )
+        print(f"run {i + 1}/{args.runs} done", file=sys.stderr)
+    shutil.rmtree(warm_cache, ignore_errors=True)
+
+    fast = statistics.median(samples["sparkdoctor check --no-kernels (warm)"])
+    rows = []
+    for name, xs in samples.items():
+        med = statistics.median(xs)
+        ratio = "" if name.startswith("sparkdoctor") else f"{med / fast:.1f}x"
+        rows.append((name, med, min(xs), max(xs), ratio, notes.get(name, "")))
+    header = f"target venv: {args.venv}  runs: {args.runs}  python: {sys.version.split()[0]}  cpus: {os.cpu_count()}"
+    if args.markdown:
+        print(header + "\n")
+        print("| command | median s | min s | max s | slower than sparkdoctor (warm, no kernels) |")
+        print("|---|---:|---:|---:|---:|")
+        for name, med, lo, hi, ratio, note in rows:
+            print(f"| `{name}` | {med:.3f} | {lo:.3f} | {hi:.3f} | {ratio}{' ' + note if note else ''} |")
+    else:
+        print(header)
+        for name, med, lo, hi, ratio, note in rows:
+            print(f"{name:42s} median {med:7.3f}s  min {lo:7.3f}s  max {hi:7.3f}s  {ratio:>6s} {note}")
+    if "_collected" in notes:
+        print(f"\nsparkdoctor collected: {notes['_collected']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
