@@ -88,7 +88,7 @@ def run_collectors(ctx: Context, collectors: list[Collector]) -> Facts:
                 facts.timings_ms[name] = round(elapsed * 1000, 1)
                 with lock:
                     if t.is_alive():
-                        facts.add_error(name, f"timed out after {limit:.0f}s")
+                        facts.add_error(name, f"timed out after {limit:g}s")
                     elif "error" in box:
                         facts.add_error(name, box["error"])
                     else:
