@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sparkdoctor.facts import Facts
-from sparkdoctor.matrix import SEVERITIES, Evaluation, Matrix, evaluate_all
+from sparkdoctor.matrix import SEVERITIES, Evaluation, Matrix, Stack, evaluate_all, version_in
 
 REPORT_SCHEMA = 1
 
@@ -61,6 +61,34 @@ class Finding:
 
 
 @dataclass
+class StackDistance:
+    """How far the box is from a known-good stack: the differences, in words."""
+
+    id: str
+    title: str
+    differences: list[str]
+    refs: list[str]
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def stack_distance(stack: Stack, facts: Facts) -> StackDistance:
+    diffs: list[str] = []
+    for name, spec in stack.packages.items():
+        pkg = facts.package(name)
+        if pkg is None:
+            diffs.append(f"{name} {spec} wanted, not installed")
+        elif version_in(pkg.get("version"), spec) is False:
+            diffs.append(f"{name} {pkg.get('version')} installed, {spec} wanted")
+    env = facts.env or {}
+    for name, value in stack.env.items():
+        if env.get(name) != value:
+            diffs.append(f"{name}={value} wanted, {'is ' + env[name] if name in env else 'not set'}")
+    return StackDistance(stack.id, stack.title, diffs, stack.refs)
+
+
+@dataclass
 class Report:
     facts: Facts
     evaluations: list[Evaluation]
@@ -68,6 +96,11 @@ class Report:
     ignored: list[str]
     fail_on: str
     matrix_files: list[str]
+    stacks: list[StackDistance] = field(default_factory=list)  # nearest known-good stack first
+
+    @property
+    def nearest_stack(self) -> StackDistance | None:
+        return self.stacks[0] if self.stacks else None
 
     @property
     def unknown(self) -> list[Evaluation]:
@@ -109,6 +142,7 @@ class Report:
             "findings": [f.to_dict() for f in self.findings],
             "unknown": [{"id": ev.entry.id, "title": ev.entry.title, "missing": ev.unknowns} for ev in self.unknown],
             "ignored": self.ignored,
+            "stacks": [s.to_dict() for s in self.stacks],
             "facts": self.facts.to_dict(),
         }
 
@@ -121,4 +155,7 @@ def build_report(facts: Facts, matrix: Matrix, fail_on: str = "error", ignore: s
     ]
     findings.sort(key=lambda f: (-SEVERITY_RANK[f.severity], f.component, f.id))
     ignored = sorted(ev.entry.id for ev in evaluations if ev.outcome == "match" and ev.entry.id in ignore)
-    return Report(facts, evaluations, findings, ignored, fail_on, matrix.files)
+    stacks: list[StackDistance] = []
+    if facts.packages is not None:
+        stacks = sorted((stack_distance(s, facts) for s in matrix.stacks), key=lambda d: len(d.differences))
+    return Report(facts, evaluations, findings, ignored, fail_on, matrix.files, stacks)

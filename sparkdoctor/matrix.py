@@ -150,6 +150,9 @@ def _version_in(version: str | None, spec: str) -> Tri:
         return None
 
 
+version_in = _version_in
+
+
 def _v_spec(value: Any) -> str | None:
     if not isinstance(value, str):
         return "must be a PEP 440 specifier string such as \">=4.5.0,<4.6\" (or \"*\")"
