@@ -1,0 +1,543 @@
+"""The console report, for people: what was probed, what is wrong, what to do, one summary line.
+
+Everything is drawn from the Report. Data from the box and the matrix goes into rich `Text` objects,
+never into markup strings, so a title with `[brackets]` prints as written. Colour and links appear
+only on a terminal; in a pipe rich drops them and the text stays readable.
+
+The plain-text describers (describe_*, tracked_stack, kernel_rows, summary_line) are shared with the
+markdown and junit renderers.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console, Group
+from rich.padding import Padding
+from rich.table import Table
+from rich.text import Text
+
+from sparkdoctor.facts import is_tracked
+from sparkdoctor.findings import EXIT_FINDINGS, EXIT_OK, EXIT_UNPROBEABLE, SEVERITY_RANK
+
+SEVERITY_STYLE = {"error": "bold red", "warn": "bold yellow", "info": "bold cyan"}
+SEVERITY_HEADING = {"error": "error", "warn": "warning", "info": "info"}
+# The serving stack shown in the header, in the order a person reads it.
+HEADER_PACKAGES = ("torch", "triton", "vllm", "flashinfer-python", "nvidia-cutlass-dsl")
+UNKNOWN_SHOWN = 8  # beyond this, non-verbose output says "and N more (-v)"
+
+
+# ---- plain-text describers (shared with markdown / junit) ----------------------------------------
+
+
+def plural(n: int, word: str) -> str:
+    if word == "info":
+        return f"{n} info"
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def describe_target(facts) -> str:
+    t = facts.target
+    if not t:
+        return "unknown"
+    where = t.get("python") or t.get("container") or t.get("kind") or "unknown"
+    parts = [str(where)]
+    if t.get("version"):
+        parts.append(f"Python {t['version']}")
+    if t.get("chosen_by"):
+        parts.append(f"chosen by {t['chosen_by']}")
+    return " · ".join(parts)
+
+
+def describe_host(facts) -> str:
+    h = facts.host
+    if not h:
+        return "unknown"
+    parts = [h.get("machine"), h.get("os"), f"kernel {h['kernel']}" if h.get("kernel") else None]
+    return " · ".join(str(p) for p in parts if p) or "unknown"
+
+
+def describe_gpus(facts) -> str:
+    if facts.gpus is None:
+        return "unknown (not observed)"
+    if not facts.gpus:
+        return "no GPU"
+    out = []
+    for g in facts.gpus:
+        bits = []
+        if g.get("cc"):
+            bits.append(f"cc {g['cc']}")
+        if g.get("arch"):
+            bits.append(str(g["arch"]))
+        mem = g.get("memory_total_mib")
+        if isinstance(mem, (int, float)):
+            bits.append(f"{mem / 1024:.1f} GiB{' unified' if g.get('unified') else ''}")
+        name = str(g.get("name") or "unnamed GPU")
+        out.append(f"{name} ({', '.join(bits)})" if bits else name)
+    return "; ".join(out)
+
+
+def describe_arch(facts) -> str:
+    arch = facts.arch or {}
+    value, source = arch.get("value"), arch.get("source")
+    if value and source == "given":
+        detected = arch.get("detected")
+        return f"{value} (given via --arch{'; detected ' + str(detected) if detected else ''})"
+    if value:
+        return f"{value} ({source or 'source unknown'})"
+    if source == "none":
+        return "none (no GPU detected, no --arch given)"
+    return "unknown"
+
+
+def describe_driver(facts) -> str:
+    d = facts.driver
+    if d is None:
+        return "unknown (not observed)"
+    if not d.get("version"):
+        return "no NVIDIA driver"
+    text = str(d["version"])
+    if d.get("cuda"):
+        text += f" · CUDA {d['cuda']}"
+    return text
+
+
+def describe_package(facts, name: str) -> str:
+    """`2.13.0+cu130 (CUDA 13.0)`, `not installed`, or `unknown`."""
+    if facts.packages is None:
+        return "unknown"
+    pkg = facts.package(name)
+    if pkg is None:
+        return "not installed"
+    text = str(pkg.get("version"))
+    if name == "torch":
+        text += f" (CUDA {pkg['cuda']})" if pkg.get("cuda") else " (CPU build)"
+    if name == "nvidia-cutlass-dsl" and facts.cutedsl and facts.cutedsl.get("active_build"):
+        text += f" [{facts.cutedsl['active_build']}]"
+    modified = pkg.get("files_modified") or []
+    if modified:
+        text += f" ({plural(len(modified), 'file')} modified)"
+    return text
+
+
+def tracked_stack(facts) -> list[tuple[str, str]]:
+    """(name, description) for the header packages: the serving stack at a glance."""
+    return [(name, describe_package(facts, name)) for name in HEADER_PACKAGES]
+
+
+def stack_line(facts) -> str:
+    if facts.packages is None:
+        return "unknown (packages not observed)"
+    shown = [f"{n} {d}" for n, d in tracked_stack(facts) if d != "not installed"]
+    return " · ".join(shown) if shown else "none of " + ", ".join(HEADER_PACKAGES) + " installed"
+
+
+def _ptxas_label(facts, path: Any, version: Any) -> str:
+    for t in facts.toolkits or []:
+        if t.get("path") == path and t.get("source"):
+            return f"{version or '?'} {t['source']}"
+    if path:
+        p = Path(str(path))
+        hint = p.parent.parent.name or p.parent.name  # .../triton/backends/nvidia/bin/ptxas -> nvidia
+        return f"{version or '?'} {hint}".strip()
+    return str(version or "?")
+
+
+def kernel_rows(facts) -> list[dict[str, Any]]:
+    """One row per (probe, ptxas) run; a probe with no runs gets one row (run=False) with its status.
+
+    Keys: probe, kind, status, detail, run, ptxas, arch, compiled, sass_ok, sass, ran, verified, note,
+    ms, cached, first. compiled/sass_ok/ran/verified are True / False / None (None = not attempted or
+    not known); note is the run's compile error or run note, first line only.
+    """
+    rows: list[dict[str, Any]] = []
+    for probe_id, result in sorted((facts.kernels or {}).items()):
+        if not isinstance(result, dict):  # an older or foreign producer: show what is there
+            result = {"status": str(result)}
+        runs = [r for r in result.get("runs") or [] if isinstance(r, dict)]
+        base = {
+            "probe": probe_id,
+            "kind": result.get("kind") or "",
+            "status": result.get("status") or "unknown",
+            "detail": _first_line(result.get("detail")),
+        }
+        if not runs:
+            rows.append({**base, "run": False, "ptxas": "", "arch": result.get("arch") or "",
+                         "compiled": result.get("compiled"), "sass_ok": None, "sass": None, "ran": result.get("ran"),
+                         "verified": result.get("verified"), "note": "", "ms": result.get("ms"), "cached": None,
+                         "first": True})
+            continue
+        for i, run in enumerate(runs):
+            rows.append({
+                **base,
+                "run": True,
+                "ptxas": _ptxas_label(facts, run.get("ptxas"), run.get("ptxas_version")),
+                "arch": run.get("arch") or result.get("arch") or "",
+                "compiled": run.get("compiled"),
+                "sass_ok": run.get("sass_ok"),
+                "sass": run.get("sass"),
+                "ran": run.get("ran"),
+                "verified": run.get("verified"),
+                "note": _first_line(run.get("error") or run.get("run_note")),
+                "ms": run.get("ms"),
+                "cached": run.get("cached"),
+                "first": i == 0,
+            })
+    return rows
+
+
+def _first_line(value: Any) -> str:
+    text = str(value or "").strip()
+    return text.splitlines()[0] if text else ""
+
+
+def counted_evaluations(report) -> int:
+    return sum(1 for ev in report.evaluations if ev.outcome != "withdrawn")
+
+
+def verdict(report) -> str:
+    code = report.exit_code()
+    if code == EXIT_UNPROBEABLE:
+        return f"target could not be probed (exit {code})"
+    return f"fail-on {report.fail_on} → {'PASS' if code == EXIT_OK else 'FAIL'} (exit {code})"
+
+
+def summary_line(report) -> str:
+    """`2 errors, 1 warning, 0 info · 31 entries checked, 3 unknown · fail-on error → FAIL (exit 1)`."""
+    c = report.counts()
+    parts = [
+        ", ".join(plural(c.get(s, 0), SEVERITY_HEADING[s]) for s in ("error", "warn", "info")),
+        f"{plural(counted_evaluations(report), 'entry').replace('entrys', 'entries')} checked, {len(report.unknown)} unknown",
+    ]
+    if report.ignored:
+        parts[-1] += f", {len(report.ignored)} ignored"
+    parts.append(verdict(report))
+    return " · ".join(parts)
+
+
+def first_false(ev) -> str:
+    """Why an entry is clear: the first condition that does not hold."""
+    return next((c.evidence for c in ev.checks if c.result is False), "")
+
+
+# ---- console rendering -----------------------------------------------------------------------------
+
+
+class _Glyphs:
+    def __init__(self, console: Console):
+        fancy = (console.encoding or "").lower().startswith("utf")
+        self.bullet = "•" if fancy else "-"
+        self.yes = "✓" if fancy else "yes"
+        self.no = "✗" if fancy else "no"
+        self.none = "–" if fancy else "-"
+        self.sev = {"error": "✖" if fancy else "x", "warn": "▲" if fancy else "!", "info": "ℹ" if fancy else "i"}
+
+
+def _labelled(rows: list[tuple[str, Any]], label_width: int | None = None) -> Table:
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="dim", no_wrap=True, min_width=label_width)
+    grid.add_column(overflow="fold")
+    for label, value in rows:
+        grid.add_row(label, value if isinstance(value, (Text, Table)) else Text(str(value)))
+    return grid
+
+
+def _pairs(rows: list[tuple[Text, Text]]) -> Table:
+    """Two columns; the second wraps under itself, not under the first."""
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(no_wrap=True)
+    grid.add_column(overflow="fold")
+    for left, right in rows:
+        grid.add_row(left, right)
+    return grid
+
+
+def _link(url: str) -> Text:
+    return Text(url, style=f"link {url}")
+
+
+def _header(report) -> Table:
+    facts = report.facts
+    rows: list[tuple[str, Any]] = [
+        ("target", describe_target(facts)),
+        ("host", describe_host(facts)),
+        ("GPU", describe_gpus(facts)),
+        ("arch", describe_arch(facts)),
+        ("driver", describe_driver(facts)),
+    ]
+    if facts.packages is None:
+        rows.append(("stack", Text("unknown (packages not observed)", style="yellow")))
+    else:
+        stack = Text()
+        for i, (name, desc) in enumerate(tracked_stack(facts)):
+            if i:
+                stack.append(" · ", style="dim")
+            stack.append(name + " ", style="bold" if desc != "not installed" else "dim")
+            stack.append(desc, style="dim" if desc == "not installed" else "")
+        rows.append(("stack", stack))
+    rows.append(("fingerprint", Text(facts.fingerprint(), style="dim")))
+    return _labelled(rows, label_width=11)
+
+
+def _finding(f, g: _Glyphs, verbose: bool) -> Group:
+    head = Text()
+    head.append(f"{g.sev[f.severity]} {f.id}", style=SEVERITY_STYLE[f.severity])
+    head.append(f"  {f.component} · {f.action}", style="dim")
+    parts: list[Any] = [head, Padding(Text(f.title, style="bold"), (0, 0, 0, 2))]
+    rows: list[tuple[str, Any]] = []
+    if verbose and f.summary:
+        rows.append(("why", Text(f.summary)))
+    if f.evidence:
+        rows.append(("evidence", _pairs([(Text(g.bullet), Text(line)) for line in f.evidence])))
+    if f.remedy:
+        rows.append(("what to do", Text(f.remedy)))
+    if f.fix:
+        fix = Text(f.fix, style="bold")
+        fix.append("  (sparkdoctor fix shows the plan)", style="dim")
+        rows.append(("fix", fix))
+    if f.refs:
+        refs = f.refs if verbose else f.refs[:1]
+        ref = Text()
+        for i, url in enumerate(refs):
+            if i:
+                ref.append("\n")
+            ref.append_text(_link(url))
+        if len(f.refs) > len(refs):
+            ref.append(f"  (+{len(f.refs) - len(refs)} more)", style="dim")
+        rows.append(("see", ref))
+    parts.append(Padding(_labelled(rows, label_width=10), (0, 0, 0, 2)))
+    return Group(*parts)
+
+
+def _kernel_section(facts, g: _Glyphs, verbose: bool) -> Group:
+    """Per probe: its status and detail, then one line per (ptxas, arch) run."""
+
+    def mark(label: str, value: Any) -> Text:
+        t = Text(f"{label} ")
+        if value is True:
+            t.append(g.yes, style="green")
+        elif value is False:
+            t.append(g.no, style="red")
+        else:
+            t.append(g.none, style="dim")
+        return t
+
+    status_style = {"ok": "green", "fail": "red", "crash": "red", "error": "red", "timeout": "red", "refused": "yellow"}
+    parts: list[Any] = []
+    for row in kernel_rows(facts):
+        if row["first"]:
+            head = Text()
+            head.append(row["probe"], style="bold")
+            head.append("  ")
+            head.append(row["status"], style=status_style.get(row["status"], "dim"))
+            if row["kind"]:
+                head.append(f" ({row['kind']})", style="dim")
+            parts.append(head)
+            if row["detail"]:
+                parts.append(Padding(Text(row["detail"], style="dim"), (0, 0, 0, 4)))
+        if not row["run"]:
+            continue
+        line = Text(f"ptxas {row['ptxas']}")
+        if row["arch"]:
+            line.append(f"  {row['arch']}")
+        line.append("  ")
+        line.append_text(mark("compiled", row["compiled"]))
+        if row["compiled"]:
+            for label, key in (("SASS", "sass_ok"), ("ran", "ran"), ("verified", "verified")):
+                if row.get(key) is not None:
+                    line.append("  ")
+                    line.append_text(mark(label, row[key]))
+        if row["note"]:
+            line.append("  ")
+            line.append(row["note"], style="red" if row["compiled"] is False else "dim")
+        if verbose and row.get("ms") is not None:
+            line.append(f"  {row['ms']} ms{' (cached)' if row.get('cached') else ''}", style="dim")
+        parts.append(Padding(line, (0, 0, 0, 4)))
+    return Group(*parts)
+
+
+def _section(console: Console, title: str, count: int | None = None) -> None:
+    console.print()
+    console.print(Text(title + (f" ({count})" if count is not None else ""), style="bold"))
+
+
+def render_console(report, console: Console, verbose: bool = False) -> None:
+    facts = report.facts
+    g = _Glyphs(console)
+    tool = facts.tool or {}
+    title = Text(f"sparkdoctor {tool.get('version', '')}".strip(), style="bold")
+    title.append(f"  {facts.taken_at}", style="dim")
+    console.print(title)
+    console.print(_header(report))
+
+    for severity in ("error", "warn", "info"):
+        group = [f for f in report.findings if f.severity == severity]
+        if not group:
+            continue
+        console.print()
+        heading = Text(plural(len(group), SEVERITY_HEADING[severity]), style=SEVERITY_STYLE[severity])
+        if SEVERITY_RANK[severity] >= SEVERITY_RANK[report.fail_on]:
+            heading.append("  (fails the check)", style="dim")
+        console.print(heading)
+        for f in group:
+            console.print(Padding(_finding(f, g, verbose), (0, 0, 1 if f is not group[-1] else 0, 2)))
+
+    if not report.findings and report.probed():
+        console.print()
+        console.print(Text(f"{g.yes} no known problem matches this box", style="bold green"))
+
+    if report.ignored:
+        console.print()
+        line = Text("ignored: ", style="dim")
+        line.append(", ".join(report.ignored))
+        line.append("  (--ignore / config)", style="dim")
+        console.print(line)
+
+    nearest = getattr(report, "nearest_stack", None)
+    if nearest is not None and (report.findings or verbose):
+        console.print()
+        line = Text("nearest known-good stack: ", style="bold")
+        line.append(nearest.id)
+        line.append(f"  {nearest.title}", style="dim")
+        console.print(line)
+        if nearest.differences:
+            console.print(Padding(Text("\n".join(f"{g.bullet} {d}" for d in nearest.differences)), (0, 0, 0, 2)))
+        else:
+            console.print(Padding(Text("this box matches it", style="green"), (0, 0, 0, 2)))
+
+    unknown = report.unknown
+    if unknown:
+        _section(console, "could not evaluate", len(unknown))
+        shown = unknown if verbose else unknown[:UNKNOWN_SHOWN]
+        grid = _pairs([(Text(ev.entry.id, style="yellow"), Text("; ".join(ev.unknowns), style="dim")) for ev in shown])
+        console.print(Padding(grid, (0, 0, 0, 2)))
+        if len(unknown) > len(shown):
+            console.print(Text(f"  and {len(unknown) - len(shown)} more (-v shows them)", style="dim"))
+
+    if facts.errors:
+        _section(console, "could not observe", len(facts.errors))
+        grid = _pairs([(Text(f"{e.get('collector', '?')}:", style="yellow"), Text(str(e.get("error", "")))) for e in facts.errors])
+        console.print(Padding(grid, (0, 0, 0, 2)))
+
+    if facts.kernels:
+        _section(console, "kernel probes")
+        console.print(Padding(_kernel_section(facts, g, verbose), (0, 0, 0, 2)))
+
+    if verbose:
+        _verbose_sections(report, console, g)
+
+    console.print()
+    code = report.exit_code()
+    style = {EXIT_OK: "bold green", EXIT_FINDINGS: "bold red"}.get(code, "bold yellow")
+    console.print(Text(summary_line(report), style=style))
+
+
+def _verbose_sections(report, console: Console, g: _Glyphs) -> None:
+    facts = report.facts
+    clear = [ev for ev in report.evaluations if ev.outcome == "clear"]
+    if clear:
+        _section(console, "clear", len(clear))
+        for ev in clear:
+            line = Text(f"  {g.yes} {ev.entry.id}", style="green")
+            line.append(f": {first_false(ev)}", style="dim")
+            console.print(line)
+    withdrawn = [ev for ev in report.evaluations if ev.outcome == "withdrawn"]
+    if withdrawn:
+        _section(console, "withdrawn entries", len(withdrawn))
+        for ev in withdrawn:
+            console.print(Text(f"  {ev.entry.id}: {ev.entry.withdrawn}", style="dim"))
+
+    stacks = getattr(report, "stacks", None) or []
+    if len(stacks) > 1:
+        _section(console, "known-good stacks, nearest first")
+        for s in stacks:
+            line = Text(f"  {s.id}: ")
+            line.append(plural(len(s.differences), "difference") if s.differences else "matches", style="dim")
+            console.print(line)
+
+    _packages_section(facts, console)
+    _toolkits_section(facts, console, g)
+
+    def simple(title: str, items: list[Text] | None) -> None:
+        _section(console, title, None if items is None else len(items))
+        if items is None:
+            console.print(Text("  not observed", style="yellow"))
+        elif not items:
+            console.print(Text("  none", style="dim"))
+        for item in items or []:
+            console.print(Padding(item, (0, 0, 0, 2)))
+
+    simple("environment", None if facts.env is None else [Text(f"{k}={v}") for k, v in sorted(facts.env.items())])
+    simple("pins", None if facts.constraints is None else [
+        Text.assemble(str(c.get("requirement", "?")), (f"  {c.get('file', '')}", "dim")) for c in facts.constraints
+    ])
+    if facts.capabilities:
+        simple("capabilities", [
+            Text(f"{k} = {(v.get('value') if isinstance(v, dict) else v)!r}") for k, v in sorted(facts.capabilities.items())
+        ])
+    if facts.timings_ms:
+        _section(console, "timings")
+        items = sorted(facts.timings_ms.items(), key=lambda kv: -kv[1])
+        console.print(Padding(Text(" · ".join(f"{k} {v:.0f}ms" for k, v in items), style="dim"), (0, 0, 0, 2)))
+    if report.matrix_files:
+        _section(console, "matrix files", len(report.matrix_files))
+        console.print(Padding(Text("\n".join(report.matrix_files), style="dim"), (0, 0, 0, 2)))
+
+
+def _packages_section(facts, console: Console) -> None:
+    if facts.packages is None:
+        _section(console, "tracked packages")
+        console.print(Text("  not observed", style="yellow"))
+        return
+    tracked = sorted((n, p) for n, p in facts.packages.items() if is_tracked(n))
+    _section(console, "tracked packages", len(tracked))
+    if not tracked:
+        console.print(Text("  none installed", style="dim"))
+    else:
+        table = Table(box=None, show_edge=False, pad_edge=False, header_style="bold dim")
+        for col in ("package", "version", "integrity", "modified / missing files"):
+            table.add_column(col, overflow="fold", no_wrap=col != "modified / missing files")
+        for name, pkg in tracked:
+            changed = [*(pkg.get("files_modified") or []), *(f"missing: {m}" for m in pkg.get("files_missing") or [])]
+            shown = "\n".join(changed[:10]) + (f"\n… {len(changed) - 10} more" if len(changed) > 10 else "")
+            integrity = str(pkg.get("integrity") or "?")
+            style = "red" if integrity == "modified" else "dim" if integrity != "ok" else ""
+            table.add_row(name, str(pkg.get("version")), Text(integrity, style=style), Text(shown))
+        console.print(Padding(table, (0, 0, 0, 2)))
+    c = facts.cutedsl
+    if c:
+        bits = [f"active build {c.get('active_build')}"]
+        if c.get("bundled_cuda"):
+            bits.append(f"bundled CUDA {c['bundled_cuda']}")
+        if c.get("installed_builds"):
+            bits.append("installed: " + ", ".join(c["installed_builds"]))
+        line = Text("cutlass-dsl: " + " · ".join(bits))
+        if c.get("evidence"):
+            line.append(f" ({c['evidence']})", style="dim")
+        console.print(Padding(line, (0, 0, 0, 2)))
+
+
+def _toolkits_section(facts, console: Console, g: _Glyphs) -> None:
+    if facts.toolkits is None:
+        _section(console, "toolkits")
+        console.print(Text("  not observed", style="yellow"))
+        return
+    _section(console, "toolkits", len(facts.toolkits))
+    if not facts.toolkits:
+        console.print(Text("  none found", style="dim"))
+        return
+    table = Table(box=None, show_edge=False, pad_edge=False, header_style="bold dim")
+    for col in ("tool", "version", "source", "used by", "sm_121a", "path"):
+        table.add_column(col, overflow="fold", no_wrap=col != "path")
+    for t in facts.toolkits:
+        sm = t.get("sm_121a")
+        table.add_row(
+            str(t.get("tool", "?")),
+            str(t.get("version", "?")),
+            str(t.get("source", "?")),
+            ", ".join(t.get("used_by") or []) or g.none,
+            Text(g.yes if sm else g.no if sm is False else g.none, style="green" if sm else "red" if sm is False else "dim"),
+            str(t.get("path", "")),
+        )
+    console.print(Padding(table, (0, 0, 0, 2)))
