@@ -1,0 +1,350 @@
+"""The gpu collector: the real no-GPU path, real (fake-script) nvidia-smi runs, NVML answers from a GB10-like stand-in."""
+
+from __future__ import annotations
+
+import ctypes.util
+import os
+import shutil
+import subprocess
+import sys
+import time
+import types
+from pathlib import Path
+
+import pynvml
+import pytest
+
+from sparkdoctor.collect import CollectorError, Context, run_collectors
+from sparkdoctor.collect import gpu
+from sparkdoctor.facts import Facts
+from sparkdoctor.target import PythonTarget
+
+GB10_CSV = "0, NVIDIA GB10, 12.1, [N/A], 580.95.05\n"
+HAS_NVIDIA = bool(shutil.which("nvidia-smi") or ctypes.util.find_library("nvidia-ml") or ctypes.util.find_library("cuda"))
+
+
+def make_ctx(arch: str | None = None) -> Context:
+    return Context(target=PythonTarget(sys.executable, "test"), facts=Facts(), arch_override=arch)
+
+
+def fake_tool(folder: Path, name: str, body: str) -> Path:
+    path = folder / name
+    path.write_text("#!/bin/sh\n" + body + "\n")
+    path.chmod(0o755)
+    return path
+
+
+@pytest.fixture
+def smi_path(tmp_path, monkeypatch):
+    """A PATH holding only a folder for fake tools plus the basics (sh, sleep)."""
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    monkeypatch.setenv("PATH", f"{folder}{os.pathsep}/usr/bin{os.pathsep}/bin")
+    return folder
+
+
+@pytest.fixture
+def no_nvml(monkeypatch):
+    def missing():
+        raise gpu.Missing("libnvidia-ml.so.1 not found")
+
+    monkeypatch.setattr(gpu, "nvml_query", missing)
+    monkeypatch.setattr(gpu, "libcuda_version", lambda: None)
+
+
+# ---- pure helpers --------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "cc,arch",
+    [("12.1", "sm_121a"), ("12.0", "sm_120a"), ("10.0", "sm_100a"), ("9.0", "sm_90a"), ("8.9", "sm_89"), ("8.0", "sm_80"), ("x", None)],
+)
+def test_arch_of(cc, arch):
+    assert gpu.arch_of(cc) == arch
+
+
+def test_cuda_version_of():
+    assert gpu.cuda_version_of(13000) == "13.0"
+    assert gpu.cuda_version_of(12090) == "12.9"
+    assert gpu.cuda_version_of(12080) == "12.8"
+
+
+def test_parse_smi_csv_gb10():
+    obs = gpu.parse_smi_csv(GB10_CSV)
+    assert obs.gpus == [{"index": 0, "name": "NVIDIA GB10", "cc": "12.1", "arch": "sm_121a", "memory_total_mib": None, "unified": None}]
+    assert obs.driver == {"version": "580.95.05", "source": "nvidia-smi"}
+
+
+def test_parse_smi_csv_discrete_and_comma_in_name():
+    obs = gpu.parse_smi_csv("0, NVIDIA H100 80GB HBM3, 9.0, 81559, 570.86.15\n1, Odd, Name, 8.9, 24564, 570.86.15\n")
+    assert [g["arch"] for g in obs.gpus] == ["sm_90a", "sm_89"]
+    assert obs.gpus[0]["memory_total_mib"] == 81559
+    assert obs.gpus[1]["name"] == "Odd, Name"
+
+
+@pytest.mark.parametrize("text", ["garbage\n", "", "NVIDIA-SMI has failed because it couldn't communicate\n"])
+def test_parse_smi_csv_rejects_other_output(text):
+    with pytest.raises(gpu.Failed):
+        gpu.parse_smi_csv(text)
+
+
+# ---- the real no-GPU path of this machine ------------------------------------------------------------
+@pytest.mark.skipif(HAS_NVIDIA, reason="this machine has NVIDIA libraries or nvidia-smi")
+def test_no_gpu_for_real(smi_path):
+    out = gpu.run(make_ctx())
+    assert out == {"gpus": [], "driver": {}, "arch": {"value": None, "source": "none"}}
+
+
+@pytest.mark.skipif(HAS_NVIDIA, reason="this machine has NVIDIA libraries or nvidia-smi")
+def test_no_gpu_with_given_arch_for_real(smi_path):
+    out = gpu.run(make_ctx(arch="sm_121a"))
+    assert out["gpus"] == []
+    assert out["arch"] == {"value": "sm_121a", "source": "given", "detected": None}
+
+
+@pytest.mark.skipif(HAS_NVIDIA, reason="this machine has NVIDIA libraries or nvidia-smi")
+def test_real_nvml_reports_missing_library():
+    with pytest.raises(gpu.Missing):
+        gpu.nvml_query()
+    assert gpu.libcuda_version() is None
+
+
+# ---- real nvidia-smi processes (fake scripts on PATH) -------------------------------------------
+def test_smi_gb10_csv(smi_path, no_nvml):
+    fake_tool(smi_path, "nvidia-smi", f"printf '{GB10_CSV}'")
+    out = gpu.run(make_ctx())
+    assert out["gpus"][0]["name"] == "NVIDIA GB10"
+    assert out["driver"] == {"version": "580.95.05", "source": "nvidia-smi"}
+    assert out["arch"] == {"value": "sm_121a", "source": "detected"}
+
+
+def test_smi_gets_the_query_arguments(smi_path, no_nvml):
+    log = smi_path / "argv"
+    fake_tool(smi_path, "nvidia-smi", f'echo "$@" > {log}\nprintf \'{GB10_CSV}\'')
+    gpu.run(make_ctx())
+    assert log.read_text().split() == gpu.SMI_QUERY
+
+
+def test_smi_hang_times_out_in_about_5s(smi_path, no_nvml):
+    fake_tool(smi_path, "nvidia-smi", "sleep 60")
+    start = time.monotonic()
+    with pytest.raises(CollectorError) as err:
+        gpu.run(make_ctx())
+    took = time.monotonic() - start
+    assert 4.5 <= took < 9, took
+    assert "timed out after 5" in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_smi_hang_is_an_error_line_not_fatal(smi_path, no_nvml, monkeypatch):
+    monkeypatch.setattr(gpu, "SMI_TIMEOUT", 1.0)  # the 5 s default is timed in the test above
+    fake_tool(smi_path, "nvidia-smi", "sleep 60")
+    facts = run_collectors(make_ctx(), [gpu.COLLECTOR])
+    assert facts.gpus is None and facts.driver is None  # unknown, not "no GPU"
+    assert facts.arch["source"] == "unknown"
+    assert len(facts.errors) == 1 and facts.errors[0]["collector"] == "gpu"
+    assert "timed out" in facts.errors[0]["error"]
+
+
+def test_smi_exit_9_driver_not_loaded(smi_path, no_nvml):
+    fake_tool(smi_path, "nvidia-smi", "echo 'NVIDIA-SMI has failed because it could not communicate with the NVIDIA driver.' >&2; exit 9")
+    with pytest.raises(CollectorError) as err:
+        gpu.run(make_ctx())
+    assert "exited 9" in str(err.value) and "NVIDIA driver" in str(err.value)
+
+
+def test_smi_exit_12_means_no_driver_libraries(smi_path, no_nvml):
+    fake_tool(smi_path, "nvidia-smi", "echo 'NVIDIA-SMI could not find libnvidia-ml.so library in your system.'; exit 12")
+    assert gpu.run(make_ctx())["gpus"] == []
+
+
+def test_smi_no_devices(smi_path, no_nvml):
+    fake_tool(smi_path, "nvidia-smi", "echo 'No devices were found'; exit 6")
+    out = gpu.run(make_ctx())
+    assert out["gpus"] == [] and out["arch"] == {"value": None, "source": "none"}
+
+
+def test_smi_killed_by_signal(smi_path, no_nvml):
+    fake_tool(smi_path, "nvidia-smi", "kill -SEGV $$")
+    with pytest.raises(CollectorError, match="SIGSEGV"):
+        gpu.run(make_ctx())
+
+
+def test_nvml_failure_falls_back_to_smi_and_says_so(smi_path, monkeypatch):
+    def broken():
+        raise gpu.Failed("NVML init: Driver Not Loaded")
+
+    monkeypatch.setattr(gpu, "nvml_query", broken)
+    monkeypatch.setattr(gpu, "libcuda_version", lambda: "13.0")
+    fake_tool(smi_path, "nvidia-smi", f"printf '{GB10_CSV}'")
+    ctx = make_ctx()
+    out = gpu.run(ctx)
+    assert out["driver"] == {"version": "580.95.05", "source": "nvidia-smi", "libcuda": "13.0", "cuda": "13.0"}
+    assert ctx.facts.errors == [{"collector": "gpu", "error": "NVML init: Driver Not Loaded; GPUs read with nvidia-smi instead"}]
+
+
+def test_nvml_failure_and_no_smi_is_unknown(smi_path, monkeypatch):
+    def broken():
+        raise gpu.Failed("NVML init: Driver Not Loaded")
+
+    monkeypatch.setattr(gpu, "nvml_query", broken)
+    monkeypatch.setattr(gpu, "libcuda_version", lambda: "13.0")
+    with pytest.raises(CollectorError) as err:
+        gpu.run(make_ctx())
+    assert str(err.value) == "NVML init: Driver Not Loaded; libcuda reports CUDA 13.0"
+
+
+def test_libcuda_alone_gives_the_driver_cuda(smi_path, monkeypatch):
+    monkeypatch.setattr(gpu, "nvml_query", lambda: (_ for _ in ()).throw(gpu.Missing("no lib")))
+    monkeypatch.setattr(gpu, "libcuda_version", lambda: "13.0")
+    out = gpu.run(make_ctx())
+    assert out["gpus"] == []
+    assert out["driver"] == {"libcuda": "13.0", "cuda": "13.0", "source": "libcuda"}
+
+
+# ---- libcuda through ctypes, against a real shared library ------------------------------------------
+@pytest.fixture(scope="module")
+def fake_libcuda(tmp_path_factory):
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if not cc:
+        pytest.skip("no C compiler to build a stand-in libcuda")
+    folder = tmp_path_factory.mktemp("libcuda")
+    src = folder / "cuda.c"
+    src.write_text("int cuDriverGetVersion(int *v) { *v = 13000; return 0; }\n")
+    lib = folder / "libcuda.so.1"
+    subprocess.run([cc, "-shared", "-fPIC", "-o", str(lib), str(src)], check=True, timeout=60)
+    return lib
+
+
+def test_libcuda_version_through_ctypes(fake_libcuda):
+    assert gpu.libcuda_version(str(fake_libcuda)) == "13.0"
+
+
+def test_libcuda_without_the_symbol(tmp_path):
+    libc = ctypes.util.find_library("c")
+    assert gpu.libcuda_version(libc) is None  # loads, but is not libcuda
+    assert gpu.libcuda_version(str(tmp_path / "nope.so")) is None
+
+
+# ---- NVML answers from a GB10-like stand-in (real pynvml error classes) ------------------------------
+def fake_pynvml(gpus: list[dict], init_error: int | None = None, cuda: int | None = 13000, addressing: bool = True):
+    mod = types.ModuleType("pynvml")
+    for name in dir(pynvml):
+        if name.startswith(("NVMLError", "NVML_")):
+            setattr(mod, name, getattr(pynvml, name))
+    calls = {"shutdown": 0}
+
+    def init():
+        if init_error is not None:
+            raise pynvml.NVMLError(init_error)
+
+    def shutdown():
+        calls["shutdown"] += 1
+
+    def cuda_version():
+        if cuda is None:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_FUNCTION_NOT_FOUND)
+        return cuda
+
+    def memory(h):
+        if gpus[h]["memory"] is None:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        return types.SimpleNamespace(total=gpus[h]["memory"] * 1024 * 1024)
+
+    mod.nvmlInit = init
+    mod.nvmlShutdown = shutdown
+    mod.nvmlSystemGetDriverVersion = lambda: "580.95.05"
+    mod.nvmlSystemGetCudaDriverVersion = cuda_version
+    mod.nvmlDeviceGetCount = lambda: len(gpus)
+    mod.nvmlDeviceGetHandleByIndex = lambda i: i
+    mod.nvmlDeviceGetName = lambda h: gpus[h]["name"]
+    mod.nvmlDeviceGetCudaComputeCapability = lambda h: gpus[h]["cc"]
+    mod.nvmlDeviceGetMemoryInfo = memory
+    if addressing:
+        mod.nvmlDeviceGetAddressingMode = lambda h: gpus[h]["mode"]
+    mod.calls = calls
+    return mod
+
+
+GB10 = {"name": "NVIDIA GB10", "cc": (12, 1), "memory": None, "mode": pynvml.NVML_DEVICE_ADDRESSING_MODE_ATS}
+H100 = {"name": b"NVIDIA H100 80GB HBM3", "cc": (9, 0), "memory": 81559, "mode": pynvml.NVML_DEVICE_ADDRESSING_MODE_HMM}
+
+
+def test_nvml_gb10(monkeypatch):
+    fake = fake_pynvml([GB10])
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    monkeypatch.setattr(gpu, "libcuda_version", lambda: "13.0")
+    out = gpu.run(make_ctx())
+    assert out["gpus"] == [
+        {"index": 0, "name": "NVIDIA GB10", "cc": "12.1", "arch": "sm_121a", "memory_total_mib": None, "unified": True, "addressing_mode": "ATS"}
+    ]
+    assert out["driver"] == {"version": "580.95.05", "source": "nvml", "cuda": "13.0", "libcuda": "13.0"}
+    assert out["arch"] == {"value": "sm_121a", "source": "detected"}
+    assert fake.calls["shutdown"] == 1
+
+
+def test_nvml_discrete_gpu_is_not_unified(monkeypatch):
+    monkeypatch.setitem(sys.modules, "pynvml", fake_pynvml([H100]))
+    monkeypatch.setattr(gpu, "libcuda_version", lambda: None)
+    g = gpu.run(make_ctx())["gpus"][0]
+    assert (g["name"], g["arch"], g["memory_total_mib"], g["unified"]) == ("NVIDIA H100 80GB HBM3", "sm_90a", 81559, False)
+
+
+def test_nvml_without_addressing_mode_leaves_unified_unknown(monkeypatch):
+    monkeypatch.setitem(sys.modules, "pynvml", fake_pynvml([GB10], addressing=False))
+    monkeypatch.setattr(gpu, "libcuda_version", lambda: None)
+    g = gpu.run(make_ctx())["gpus"][0]
+    assert g["unified"] is None and g["addressing_mode"] is None
+
+
+def test_nvml_cuda_version_missing_is_filled_by_libcuda(monkeypatch):
+    monkeypatch.setitem(sys.modules, "pynvml", fake_pynvml([GB10], cuda=None))
+    monkeypatch.setattr(gpu, "libcuda_version", lambda: "13.0")
+    assert gpu.run(make_ctx())["driver"]["cuda"] == "13.0"
+
+
+def test_nvml_given_arch_keeps_detected(monkeypatch):
+    monkeypatch.setitem(sys.modules, "pynvml", fake_pynvml([H100]))
+    monkeypatch.setattr(gpu, "libcuda_version", lambda: None)
+    assert gpu.run(make_ctx(arch="sm_121a"))["arch"] == {"value": "sm_121a", "source": "given", "detected": "sm_90a"}
+
+
+def test_nvml_library_not_found_is_missing(monkeypatch):
+    monkeypatch.setitem(sys.modules, "pynvml", fake_pynvml([], init_error=pynvml.NVML_ERROR_LIBRARY_NOT_FOUND))
+    with pytest.raises(gpu.Missing):
+        gpu.nvml_query()
+
+
+def test_nvml_driver_not_loaded_is_failed(monkeypatch):
+    monkeypatch.setitem(sys.modules, "pynvml", fake_pynvml([], init_error=pynvml.NVML_ERROR_DRIVER_NOT_LOADED))
+    with pytest.raises(gpu.Failed, match="Driver Not Loaded"):
+        gpu.nvml_query()
+
+
+def test_nvml_zero_gpus_is_observed_empty(monkeypatch):
+    monkeypatch.setitem(sys.modules, "pynvml", fake_pynvml([]))
+    monkeypatch.setattr(gpu, "libcuda_version", lambda: "13.0")
+    out = gpu.run(make_ctx())
+    assert out["gpus"] == [] and out["driver"]["version"] == "580.95.05"
+    assert out["arch"] == {"value": None, "source": "none"}
+
+
+# ---- on a machine with an NVIDIA GPU -----------------------------------------------------------------
+@pytest.mark.gpu
+def test_real_gpu_matches_nvidia_smi():
+    out = gpu.run(make_ctx())
+    listed = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30).stdout
+    assert len(out["gpus"]) == listed.count("GPU ")
+    assert out["driver"]["source"] == "nvml" and out["driver"]["version"]
+    assert out["driver"]["cuda"] and out["driver"]["libcuda"]
+    g = out["gpus"][0]
+    assert g["name"] in listed and g["arch"].startswith("sm_")
+    assert out["arch"] == {"value": g["arch"], "source": "detected"}
+    if g["memory_total_mib"] is not None:
+        assert g["unified"] is False
+
+
+@pytest.mark.gpu
+def test_real_smi_agrees_with_nvml():
+    via_nvml = gpu.nvml_query()
+    via_smi = gpu.smi_query()
+    assert [(g["name"], g["cc"]) for g in via_smi.gpus] == [(g["name"], g["cc"]) for g in via_nvml.gpus]
+    assert via_smi.driver["version"] == via_nvml.driver["version"]
