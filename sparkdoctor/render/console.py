@@ -32,9 +32,9 @@ UNKNOWN_SHOWN = 8  # beyond this, non-verbose output says "and N more (-v)"
 
 
 def plural(n: int, word: str) -> str:
-    if word == "info":
-        return f"{n} info"
-    return f"{n} {word}{'' if n == 1 else 's'}"
+    if word == "info" or n == 1:
+        return f"{n} {word}"
+    return f"{n} {word[:-1] + 'ies' if word.endswith('y') else word + 's'}"
 
 
 def describe_target(facts) -> str:
@@ -208,7 +208,7 @@ def summary_line(report) -> str:
     c = report.counts()
     parts = [
         ", ".join(plural(c.get(s, 0), SEVERITY_HEADING[s]) for s in ("error", "warn", "info")),
-        f"{plural(counted_evaluations(report), 'entry').replace('entrys', 'entries')} checked, {len(report.unknown)} unknown",
+        f"{plural(counted_evaluations(report), 'entry')} checked, {len(report.unknown)} unknown",
     ]
     if report.ignored:
         parts[-1] += f", {len(report.ignored)} ignored"
