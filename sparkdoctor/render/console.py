@@ -225,13 +225,13 @@ def first_false(ev) -> str:
 
 
 class _Glyphs:
-    def __init__(self, console: Console):
-        fancy = (console.encoding or "").lower().startswith("utf")
-        self.bullet = "•" if fancy else "-"
-        self.yes = "✓" if fancy else "yes"
-        self.no = "✗" if fancy else "no"
-        self.none = "–" if fancy else "-"
-        self.sev = {"error": "✖" if fancy else "x", "warn": "▲" if fancy else "!", "info": "ℹ" if fancy else "i"}
+    # UTF-8 everywhere that matters: Python coerces the C locale to UTF-8 (PEP 538), and rich turns
+    # box characters into ASCII itself where it must.
+    bullet = "•"
+    yes = "✓"
+    no = "✗"
+    none = "–"
+    sev = {"error": "✖", "warn": "▲", "info": "ℹ"}
 
 
 def _labelled(rows: list[tuple[str, Any]], label_width: int | None = None) -> Table:
@@ -364,7 +364,7 @@ def _section(console: Console, title: str, count: int | None = None) -> None:
 
 def render_console(report, console: Console, verbose: bool = False) -> None:
     facts = report.facts
-    g = _Glyphs(console)
+    g = _Glyphs()
     tool = facts.tool or {}
     title = Text(f"sparkdoctor {tool.get('version', '')}".strip(), style="bold")
     title.append(f"  {facts.taken_at}", style="dim")
