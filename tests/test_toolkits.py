@@ -1,0 +1,395 @@
+"""The toolkits collector against real ptxas binaries (system CUDA, pip wheels, Triton's) and misbehaving stand-ins."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from sparkdoctor.collect import Context, run_collectors
+from sparkdoctor.collect import toolkits
+from sparkdoctor.facts import Facts
+from sparkdoctor.target import PythonTarget
+from tests import venvs
+
+SYSTEM_PTXAS = "/usr/local/bin/ptxas"
+needs_system_ptxas = pytest.mark.skipif(not os.path.exists(SYSTEM_PTXAS), reason=f"no {SYSTEM_PTXAS}")
+VLLM_VENV = Path("/work/scratch/vllm032")
+
+HELP_12_8 = """--gpu-name <gpu name>                               (-arch)
+        Specify name of NVIDIA GPU to generate code for.
+        Allowed values for this option:  'compute_120','lto_120','sm_100','sm_100a','sm_120',
+        'sm_120a','sm_52','sm_90','sm_90a'.
+        Default value:  'sm_52'.
+
+--help                                              (-h)
+        Print this help information on this tool.
+"""
+
+
+def make_ctx(tmp_path: Path, env: dict | None = None, path_env: str | None = None, candidates: list | None = None, use_cache: bool = True) -> Context:
+    facts = Facts()
+    facts.env = dict(env or {})
+    ctx = Context(target=PythonTarget(sys.executable, "test"), facts=facts, cache_dir=tmp_path / "cache", use_cache=use_cache)
+    # an empty folder keeps this process's PATH (and its ptxas) out of tests that do not want it
+    ctx.scratch["path_env"] = path_env if path_env is not None else str(tmp_path / "empty-path")
+    if candidates is not None:
+        ctx.scratch["ptxas_candidates"] = candidates
+    return ctx
+
+
+def fake_ptxas(folder: Path, body: str, name: str = "ptxas") -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
+    path.write_text("#!/bin/sh\n" + body + "\n")
+    path.chmod(0o755)
+    return path
+
+
+def version_and_help(release: str, full: str, help_text: str) -> str:
+    """A shell body that answers --version and --help like ptxas does."""
+    return (
+        'case "$1" in\n'
+        f'  --version) echo "ptxas: NVIDIA (R) Ptx optimizing assembler"; echo "Cuda compilation tools, release {release}, V{full}";;\n'
+        f"  --help) cat <<'EOF'\n{help_text}EOF\n;;\n"
+        "esac"
+    )
+
+
+def by_path(result: dict, path: Path | str) -> dict:
+    real = os.path.realpath(path)
+    hits = [t for t in result["toolkits"] if t["realpath"] == real]
+    assert len(hits) == 1, [t["realpath"] for t in result["toolkits"]]
+    return hits[0]
+
+
+def triton_tree(tmp_path: Path, blackwell: bool) -> Path:
+    """A Triton-shaped install: bundled ptxas 12.8 (no sm_121a) and, for Triton >= 3.6, ptxas-blackwell 13.0."""
+    bin_dir = tmp_path / "site" / "triton" / "backends" / "nvidia" / "bin"
+    fake_ptxas(bin_dir, version_and_help("12.8", "12.8.93", HELP_12_8))
+    if blackwell:
+        os.symlink("/usr/local/cuda-13.0/bin/ptxas", bin_dir / "ptxas-blackwell")
+    return bin_dir
+
+
+def triton_candidate(bin_dir: Path) -> dict:
+    return {"path": str(bin_dir / "ptxas"), "source": "triton", "package": "triton", "version_of_package": "3.5.0"}
+
+
+# ---- parsing -------------------------------------------------------------------------------------------
+def test_parse_version():
+    assert toolkits.parse_version("Cuda compilation tools, release 13.0, V13.0.88\nBuild cuda_13.0") == "13.0.88"
+    assert toolkits.parse_version("Cuda compilation tools, release 12.8") == "12.8"
+    assert toolkits.parse_version("hello") is None
+
+
+def test_parse_gpu_names_sorts_numerically_and_keeps_only_sm():
+    assert toolkits.parse_gpu_names(HELP_12_8) == ["sm_52", "sm_90", "sm_90a", "sm_100", "sm_100a", "sm_120", "sm_120a"]
+    assert toolkits.parse_gpu_names("usage: ptxas [options] file") == []
+    assert toolkits.parse_gpu_names("--gpu-name <gpu name>\n   no list here\n--help\n 'sm_121a'") == []
+
+
+def test_judge_target():
+    assert toolkits.judge_target("12.8.93", ["sm_120a"]) == (False, "help")
+    assert toolkits.judge_target("12.8.93", ["sm_121a"]) == (True, "help")  # the tool's own list wins
+    assert toolkits.judge_target("12.9.86", []) == (True, "version")
+    assert toolkits.judge_target("12.8", []) == (False, "version")
+    assert toolkits.judge_target(None, []) == (None, None)
+
+
+# ---- real system ptxas -------------------------------------------------------------------------------
+@needs_system_ptxas
+def test_real_system_ptxas(tmp_path):
+    out = toolkits.run(make_ctx(tmp_path, path_env="/usr/local/bin"))
+    t = by_path(out, SYSTEM_PTXAS)
+    assert t["version"] == "13.0.88"
+    assert t["sm_121a"] is True and t["sm_121a_by"] == "help"
+    assert {"sm_120a", "sm_121", "sm_121a", "sm_121f", "sm_90a"} <= set(t["archs"])
+    assert not any(a.startswith(("compute_", "lto_")) for a in t["archs"])
+    assert t["source"] == "system" and t["error"] is None and t["used_by"] == []
+
+
+@needs_system_ptxas
+def test_scratch_gets_the_same_list(tmp_path):
+    ctx = make_ctx(tmp_path, path_env="/usr/local/bin")
+    out = toolkits.run(ctx)
+    assert ctx.scratch["ptxas"] == out["toolkits"] and out["toolkits"]
+
+
+def test_cuda_home_from_target_env(tmp_path):
+    home = tmp_path / "cuda-x"
+    fake_ptxas(home / "bin", version_and_help("12.9", "12.9.86", ""))
+    out = toolkits.run(make_ctx(tmp_path, env={"CUDA_HOME": str(home)}))
+    t = by_path(out, home / "bin" / "ptxas")
+    assert (t["version"], t["sm_121a"], t["sm_121a_by"]) == ("12.9.86", True, "version")
+
+
+# ---- misbehaving ptxas: evidence, never fatal ------------------------------------------------------------
+def test_hanging_ptxas_times_out_and_others_still_answer(tmp_path):
+    hang = fake_ptxas(tmp_path / "hang", "sleep 60")
+    good = fake_ptxas(tmp_path / "good", version_and_help("13.0", "13.0.88", ""))
+    start = time.monotonic()
+    out = toolkits.run(make_ctx(tmp_path, path_env=f"{hang.parent}{os.pathsep}{good.parent}"))
+    assert time.monotonic() - start < 9
+    assert "timed out after 5" in by_path(out, hang)["error"]
+    assert by_path(out, hang)["version"] is None and by_path(out, hang)["sm_121a"] is None
+    assert by_path(out, good)["version"] == "13.0.88"
+
+
+def test_crashing_ptxas(tmp_path):
+    crash = fake_ptxas(tmp_path / "crash", "kill -SEGV $$")
+    t = by_path(toolkits.run(make_ctx(tmp_path, path_env=str(crash.parent))), crash)
+    assert t["error"] == "ptxas was killed by SIGSEGV"
+
+
+def test_garbage_ptxas(tmp_path):
+    junk = fake_ptxas(tmp_path / "junk", "echo 'hello, I am not a compiler'")
+    t = by_path(toolkits.run(make_ctx(tmp_path, path_env=str(junk.parent))), junk)
+    assert t["error"] == "ptxas --version printed no CUDA release: hello, I am not a compiler"
+    assert t["version"] is None
+
+
+def test_failing_ptxas(tmp_path):
+    bad = fake_ptxas(tmp_path / "bad", "echo 'error while loading shared libraries: libstdc++.so.6' >&2; exit 127")
+    t = by_path(toolkits.run(make_ctx(tmp_path, path_env=str(bad.parent))), bad)
+    assert t["error"].startswith("ptxas exited 127: error while loading shared libraries")
+
+
+def test_not_executable(tmp_path):
+    f = tmp_path / "noexec" / "ptxas"
+    f.parent.mkdir()
+    f.write_text("#!/bin/sh\necho release 13.0\n")
+    t = by_path(toolkits.run(make_ctx(tmp_path, path_env=str(f.parent))), f)
+    assert t["error"].endswith("is not executable")
+
+
+def test_help_that_hangs_falls_back_to_version(tmp_path, monkeypatch):
+    monkeypatch.setattr(toolkits, "PTXAS_TIMEOUT", 1.0)  # the 5 s default is timed above
+    p = fake_ptxas(tmp_path / "h", 'case "$1" in --version) echo "release 12.9, V12.9.86";; *) sleep 60;; esac')
+    t = by_path(toolkits.run(make_ctx(tmp_path, path_env=str(p.parent))), p)
+    assert (t["version"], t["sm_121a"], t["sm_121a_by"], t["error"]) == ("12.9.86", True, "version", None)
+
+
+def test_the_collector_runner_survives_a_hang(tmp_path, monkeypatch):
+    monkeypatch.setattr(toolkits, "PTXAS_TIMEOUT", 1.0)
+    hang = fake_ptxas(tmp_path / "hang", "sleep 60")
+    ctx = make_ctx(tmp_path, path_env=str(hang.parent))
+    facts = run_collectors(ctx, [toolkits.COLLECTOR])
+    assert facts.errors == []
+    assert "timed out" in next(t for t in facts.toolkits if t["path"] == str(hang))["error"]
+
+
+# ---- dedupe -----------------------------------------------------------------------------------------------
+@needs_system_ptxas
+def test_symlinks_are_one_entry_with_every_route(tmp_path):
+    real = os.path.realpath("/usr/local/cuda-13.0/bin/ptxas")
+    a, b = tmp_path / "a", tmp_path / "b"
+    for d in (a, b):
+        d.mkdir()
+        os.symlink(real, d / "ptxas")
+    pip_bin = tmp_path / "site" / "nvidia" / "cu13" / "bin"
+    pip_bin.mkdir(parents=True)
+    os.symlink(a / "ptxas", pip_bin / "ptxas")  # a chain of links
+    cand = [{"path": str(pip_bin / "ptxas"), "source": "pip", "package": "nvidia-cuda-nvcc", "version_of_package": "13.0.88"}]
+    out = toolkits.run(make_ctx(tmp_path, path_env=f"{a}{os.pathsep}{b}", candidates=cand))
+    hits = [t for t in out["toolkits"] if t["realpath"] == real]
+    assert len(hits) == 1
+    t = hits[0]
+    assert t["path"] == str(a / "ptxas")
+    assert {str(a / "ptxas"), str(b / "ptxas"), str(pip_bin / "ptxas")} <= set(t["paths"])
+    assert t["sources"] == ["system", "pip"] and t["source"] == "pip"
+    assert (t["package"], t["package_version"]) == ("nvidia-cuda-nvcc", "13.0.88")
+
+
+def test_candidate_missing_on_this_machine(tmp_path):
+    cand = [{"path": "/nonexistent/site-packages/nvidia/cu13/bin/ptxas", "source": "pip", "package": "nvidia-cuda-nvcc", "version_of_package": "13.0.88"}]
+    out = toolkits.run(make_ctx(tmp_path, candidates=cand))
+    t = next(t for t in out["toolkits"] if t["path"] == cand[0]["path"])
+    assert "does not exist on this machine" in t["error"] and t["source"] == "pip"
+
+
+# ---- which ptxas Triton runs -------------------------------------------------------------------------------
+def triton_user(out: dict) -> list[dict]:
+    return [t for t in out["toolkits"] if "triton" in t["used_by"]]
+
+
+def test_triton_bundled_ptxas_before_3_6(tmp_path):
+    bin_dir = triton_tree(tmp_path, blackwell=False)
+    out = toolkits.run(make_ctx(tmp_path, candidates=[triton_candidate(bin_dir)]))
+    [used] = triton_user(out)
+    assert used["path"] == str(bin_dir / "ptxas")
+    assert (used["version"], used["sm_121a"], used["source"], used["package"]) == ("12.8.93", False, "triton", "triton")
+
+
+@needs_system_ptxas
+def test_triton_ptxas_path_overrides_before_3_6(tmp_path):
+    bin_dir = triton_tree(tmp_path, blackwell=False)
+    ctx = make_ctx(tmp_path, env={"TRITON_PTXAS_PATH": SYSTEM_PTXAS}, candidates=[triton_candidate(bin_dir)])
+    out = toolkits.run(ctx)
+    [used] = triton_user(out)
+    assert used["path"] == SYSTEM_PTXAS and used["sm_121a"] is True
+    assert used["env_vars"] == ["TRITON_PTXAS_PATH"] and used["sources"] == ["env", "system"] and used["source"] == "system"
+    assert by_path(out, bin_dir / "ptxas")["used_by"] == []
+
+
+def test_triton_ptxas_path_that_does_not_exist_falls_back(tmp_path):
+    bin_dir = triton_tree(tmp_path, blackwell=False)
+    ctx = make_ctx(tmp_path, env={"TRITON_PTXAS_PATH": str(tmp_path / "gone" / "ptxas")}, candidates=[triton_candidate(bin_dir)])
+    out = toolkits.run(ctx)
+    gone = next(t for t in out["toolkits"] if t["source"] == "env")
+    assert "does not exist on this machine (named by TRITON_PTXAS_PATH)" in gone["error"]
+    assert [t["path"] for t in triton_user(out)] == [str(bin_dir / "ptxas")]
+
+
+def test_triton_ptxas_path_that_prints_garbage_falls_back(tmp_path):
+    bin_dir = triton_tree(tmp_path, blackwell=False)
+    junk = fake_ptxas(tmp_path / "junk", "echo nonsense")
+    out = toolkits.run(make_ctx(tmp_path, env={"TRITON_PTXAS_PATH": str(junk)}, candidates=[triton_candidate(bin_dir)]))
+    assert [t["path"] for t in triton_user(out)] == [str(bin_dir / "ptxas")]
+
+
+def test_triton_ptxas_path_from_this_process_when_the_target_env_lacks_it(tmp_path, monkeypatch):
+    bin_dir = triton_tree(tmp_path, blackwell=False)
+    other = fake_ptxas(tmp_path / "other", version_and_help("13.0", "13.0.88", ""))
+    monkeypatch.setenv("TRITON_PTXAS_PATH", str(other))
+    out = toolkits.run(make_ctx(tmp_path, candidates=[triton_candidate(bin_dir)]))
+    assert [t["path"] for t in triton_user(out)] == [str(other)]
+
+
+@needs_system_ptxas
+def test_triton_3_6_runs_ptxas_blackwell_and_ignores_triton_ptxas_path(tmp_path):
+    bin_dir = triton_tree(tmp_path, blackwell=True)
+    stale = fake_ptxas(tmp_path / "stale", version_and_help("12.8", "12.8.93", HELP_12_8))
+    ctx = make_ctx(tmp_path, env={"TRITON_PTXAS_PATH": str(stale)}, candidates=[triton_candidate(bin_dir)])
+    out = toolkits.run(ctx)
+    [used] = triton_user(out)
+    assert str(bin_dir / "ptxas-blackwell") in used["paths"]  # found beside the bundled ptxas, not listed by the probe
+    assert used["source"] == "triton" and used["sm_121a"] is True and used["version"] == "13.0.88"
+    assert by_path(out, stale)["used_by"] == []
+
+
+def test_triton_3_6_with_triton_ptxas_blackwell_path(tmp_path):
+    bin_dir = triton_tree(tmp_path, blackwell=False)
+    fake_ptxas(bin_dir, version_and_help("12.9", "12.9.86", ""), name="ptxas-blackwell")
+    mine = fake_ptxas(tmp_path / "mine", version_and_help("13.0", "13.0.88", ""))
+    ctx = make_ctx(tmp_path, env={"TRITON_PTXAS_BLACKWELL_PATH": str(mine)}, candidates=[triton_candidate(bin_dir)])
+    out = toolkits.run(ctx)
+    assert [t["path"] for t in triton_user(out)] == [str(mine)]
+    assert by_path(out, mine)["env_vars"] == ["TRITON_PTXAS_BLACKWELL_PATH"]
+
+
+def test_no_triton_means_no_triton_user(tmp_path):
+    other = fake_ptxas(tmp_path / "other", version_and_help("13.0", "13.0.88", ""))
+    out = toolkits.run(make_ctx(tmp_path, env={"TRITON_PTXAS_PATH": str(other)}))
+    assert triton_user(out) == []
+    assert by_path(out, other)["source"] == "env"
+
+
+@pytest.mark.skipif(not (VLLM_VENV / "lib/python3.11/site-packages/triton").is_dir(), reason="no vLLM 0.32 scratch venv")
+def test_real_triton_3_9_install(tmp_path):
+    bin_dir = VLLM_VENV / "lib/python3.11/site-packages/triton/backends/nvidia/bin"
+    cand = [{"path": str(bin_dir / "ptxas"), "source": "triton", "package": "triton", "version_of_package": "3.9.0"}]
+    out = toolkits.run(make_ctx(tmp_path, candidates=cand))
+    [used] = triton_user(out)
+    assert used["path"] == str(bin_dir / "ptxas-blackwell")
+    assert used["version"].startswith("13.") and used["sm_121a"] is True and used["sm_121a_by"] == "help"
+    legacy = by_path(out, bin_dir / "ptxas")
+    assert legacy["version"].startswith("12.") and legacy["used_by"] == []
+
+
+# ---- cache --------------------------------------------------------------------------------------------------
+@pytest.fixture
+def binary_ptxas(tmp_path):
+    """A real ptxas binary at a private path (the cache only trusts files that are not wrapper scripts)."""
+    src = "/usr/local/cuda-13.0/bin/ptxas"
+    if not os.path.exists(src):
+        pytest.skip(f"no {src}")
+    dst = tmp_path / "copy" / "ptxas"
+    dst.parent.mkdir()
+    shutil.copy2(src, dst)
+    return dst
+
+
+def cache_file(tmp_path: Path) -> Path:
+    return tmp_path / "cache" / toolkits.CACHE_FILE
+
+
+def test_cache_is_written_and_used(tmp_path, binary_ptxas):
+    toolkits.run(make_ctx(tmp_path, path_env=str(binary_ptxas.parent)))
+    data = json.loads(cache_file(tmp_path).read_text())
+    entry = data["entries"][str(binary_ptxas)]
+    assert entry["version"] == "13.0.88" and "sm_121a" in entry["archs"]
+    # A cached answer is believed while the file's size and mtime stay the same...
+    entry["version"] = "13.0.1"
+    cache_file(tmp_path).write_text(json.dumps(data))
+    assert by_path(toolkits.run(make_ctx(tmp_path, path_env=str(binary_ptxas.parent))), binary_ptxas)["version"] == "13.0.1"
+    # ...and not once the file changes.
+    os.utime(binary_ptxas, ns=(time.time_ns(), time.time_ns() + 10**9))
+    assert by_path(toolkits.run(make_ctx(tmp_path, path_env=str(binary_ptxas.parent))), binary_ptxas)["version"] == "13.0.88"
+
+
+def test_no_cache_asks_again_and_refreshes(tmp_path, binary_ptxas):
+    toolkits.run(make_ctx(tmp_path, path_env=str(binary_ptxas.parent)))
+    data = json.loads(cache_file(tmp_path).read_text())
+    data["entries"][str(binary_ptxas)]["version"] = "13.0.1"
+    cache_file(tmp_path).write_text(json.dumps(data))
+    out = toolkits.run(make_ctx(tmp_path, path_env=str(binary_ptxas.parent), use_cache=False))
+    assert by_path(out, binary_ptxas)["version"] == "13.0.88"
+    assert json.loads(cache_file(tmp_path).read_text())["entries"][str(binary_ptxas)]["version"] == "13.0.88"
+
+
+@pytest.mark.parametrize("junk", ["{not json", "[]", '{"schema": 99, "entries": {}}', '{"schema": 1, "entries": {"/x": 5}}'])
+def test_corrupt_cache_is_ignored_and_rewritten(tmp_path, binary_ptxas, junk):
+    cache_file(tmp_path).parent.mkdir(parents=True)
+    cache_file(tmp_path).write_text(junk)
+    out = toolkits.run(make_ctx(tmp_path, path_env=str(binary_ptxas.parent)))
+    assert by_path(out, binary_ptxas)["version"] == "13.0.88"
+    data = json.loads(cache_file(tmp_path).read_text())
+    assert data["schema"] == toolkits.CACHE_SCHEMA and data["entries"][str(binary_ptxas)]["version"] == "13.0.88"
+
+
+def test_scripts_and_failures_are_not_cached(tmp_path):
+    script = fake_ptxas(tmp_path / "s", version_and_help("13.0", "13.0.88", ""))
+    crash = fake_ptxas(tmp_path / "c", "kill -SEGV $$")
+    toolkits.run(make_ctx(tmp_path, path_env=f"{script.parent}{os.pathsep}{crash.parent}"))
+    entries = json.loads(cache_file(tmp_path).read_text())["entries"] if cache_file(tmp_path).exists() else {}
+    assert str(script) not in entries and str(crash) not in entries
+
+
+def test_no_cache_dir_works(tmp_path):
+    p = fake_ptxas(tmp_path / "p", version_and_help("13.0", "13.0.88", ""))
+    ctx = make_ctx(tmp_path, path_env=str(p.parent))
+    ctx.cache_dir = None
+    assert by_path(toolkits.run(ctx), p)["version"] == "13.0.88"
+
+
+# ---- real pip ptxas (installs from PyPI) -----------------------------------------------------------------------
+def pip_ptxas(name: str, requirement: str, inner: str) -> Path:
+    python = venvs.shared_venv(name, [requirement])
+    site = next(python.parent.parent.glob("lib/python*/site-packages"))
+    return site / inner
+
+
+@pytest.mark.slow
+def test_real_pip_ptxas_12_8_does_not_know_sm_121a(tmp_path):
+    path = pip_ptxas("ptxas128", "nvidia-cuda-nvcc-cu12==12.8.*", "nvidia/cuda_nvcc/bin/ptxas")
+    cand = [{"path": str(path), "source": "pip", "package": "nvidia-cuda-nvcc-cu12", "version_of_package": "12.8.93"}]
+    t = by_path(toolkits.run(make_ctx(tmp_path, candidates=cand)), path)
+    assert t["version"].startswith("12.8.")
+    assert (t["sm_121a"], t["sm_121a_by"]) == (False, "help")
+    assert "sm_120a" in t["archs"] and "sm_121a" not in t["archs"]
+    assert (t["source"], t["package"]) == ("pip", "nvidia-cuda-nvcc-cu12")
+
+
+@pytest.mark.slow
+def test_real_pip_ptxas_13_0_knows_sm_121a(tmp_path):
+    path = pip_ptxas("ptxas130", "nvidia-cuda-nvcc==13.0.*", "nvidia/cu13/bin/ptxas")
+    cand = [{"path": str(path), "source": "pip", "package": "nvidia-cuda-nvcc", "version_of_package": "13.0"}]
+    t = by_path(toolkits.run(make_ctx(tmp_path, candidates=cand)), path)
+    assert t["version"].startswith("13.0.")
+    assert (t["sm_121a"], t["sm_121a_by"]) == (True, "help")
