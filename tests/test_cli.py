@@ -244,12 +244,27 @@ def _collectors_present() -> bool:
     return all(importlib.util.find_spec(f"sparkdoctor.collect.{n}") is not None for n in names)
 
 
-@pytest.mark.skipif(not _collectors_present(), reason="the collectors (sparkdoctor.collect.targetenv, ...) are not written yet")
-def test_live_check_of_this_interpreter_gives_json(run):
-    p = run("check", "--no-kernels", "--format", "json", "--python", sys.executable, timeout=180)
-    assert p.returncode in (0, 1), p.stderr
+live = pytest.mark.skipif(not _collectors_present(), reason="the collectors (sparkdoctor.collect.targetenv, ...) are not written yet")
+
+
+def _live_check(run, *extra: str) -> dict:
+    p = run("check", "--no-kernels", "--format", "json", "--python", sys.executable, *extra, timeout=180)
+    assert p.returncode in (0, 1), p.stderr  # never 2 (usage/internal) or 3 (unprobeable)
     doc = json.loads(p.stdout)
     assert doc["schema"] == 1 and doc["exit_code"] == p.returncode
-    facts = doc["facts"]
-    assert facts["target"]["python"] == sys.executable
-    assert "pytest" in facts["packages"]  # the target's own packages were read
+    return doc
+
+
+@live
+def test_live_check_of_this_interpreter_gives_json(run, matrix):
+    facts = _live_check(run, "--matrix", str(matrix))["facts"]
+    assert Path(facts["target"]["python"]).resolve() == Path(sys.executable).resolve()
+    assert isinstance(facts["packages"], dict)  # the target's packages were read
+    assert facts["kernels"] in (None, {})  # --no-kernels compiled nothing
+
+
+@live
+@pytest.mark.skipif(not list((REPO / "matrix").glob("*.toml")), reason="the bundled matrix has no entries yet")
+def test_live_check_against_the_bundled_matrix(run):
+    doc = _live_check(run)
+    assert doc["summary"]["evaluated"] > 0
