@@ -1,0 +1,81 @@
+"""The target's Python environment: interpreter, host, packages and their integrity, CuTe DSL build, env.
+
+All of it comes from one probe (probes/target_env.py) run by the TARGET's interpreter, so the
+sparkdoctor process never imports what it inspects. File hashes are cached per interpreter under
+<cache>/hashes/, which keeps a warm check fast; `--no-cache` makes the probe re-hash everything.
+Raw observations other collectors need (ptxas copies inside site-packages, pip config files, the
+target's PATH) go to ctx.scratch, not into Facts.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+from sparkdoctor.collect import Collector, CollectorError, Context
+from sparkdoctor.locations import data_dir
+from sparkdoctor.target import TargetError, run_json_probe
+
+PROBE = "target_env.py"
+PROBE_TIMEOUT = 15.0  # a cold run hashes ~0.7 GB on a full vLLM venv: seconds, not minutes
+SCRATCH_KEYS = ("ptxas_candidates", "pip_config_files", "path_env")
+BASE_FIELDS = ("name", "version", "location")
+
+
+def cache_file(cache_dir: Path, python: str) -> Path:
+    """One hash cache per interpreter: two targets never share (or clobber) entries."""
+    return cache_dir / "hashes" / f"{hashlib.sha256(python.encode()).hexdigest()[:16]}.json"
+
+
+def probe_args(ctx: Context) -> list[str]:
+    if ctx.cache_dir is None:
+        return []
+    python = str(ctx.target.describe().get("python") or "")
+    path = cache_file(ctx.cache_dir, python)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        ctx.facts.add_error("target", f"hash cache folder {path.parent}: {exc.strerror or exc}; hashing without a cache")
+        return []
+    return ["--cache", str(path)] + ([] if ctx.use_cache else ["--no-cache"])
+
+
+def run(ctx: Context) -> dict[str, Any]:
+    try:
+        data = run_json_probe(ctx.target, data_dir("probes") / PROBE, probe_args(ctx), PROBE_TIMEOUT)
+    except TargetError as exc:
+        raise CollectorError(str(exc)) from None
+    packages = data.get("packages")
+    if not isinstance(packages, dict):
+        raise CollectorError(f"probe {PROBE} reported no package list")
+
+    for item in data.get("errors") or []:
+        if isinstance(item, dict) and item.get("error"):
+            ctx.facts.add_error(str(item.get("collector") or "target_env"), str(item["error"]))
+    for key in SCRATCH_KEYS:
+        if key in data:
+            ctx.scratch[key] = data[key]
+
+    target = dict(ctx.facts.target or {})
+    target.update(data.get("target") or {})
+    for key, value in (ctx.facts.target or {}).items():  # how the target was chosen stays as given
+        if key in ("kind", "python", "chosen_by"):
+            target[key] = value
+    return {
+        "target": target,
+        "host": data.get("host"),
+        "packages": {name: _package(pkg) for name, pkg in packages.items() if isinstance(pkg, dict)},
+        "cutedsl": data.get("cutedsl"),
+        "env": data.get("env") if isinstance(data.get("env"), dict) else None,
+    }
+
+
+def _package(pkg: dict[str, Any]) -> dict[str, Any]:
+    """Tracked packages keep their integrity fields; the rest carry only name, version and location."""
+    if "integrity" in pkg or "cuda" in pkg:
+        return dict(pkg)
+    return {key: pkg.get(key) for key in BASE_FIELDS}
+
+
+COLLECTOR = Collector("target", run, timeout=PROBE_TIMEOUT + 5)
