@@ -203,7 +203,7 @@ def test_arch_given_on_a_snapshot(run, matrix):
     assert p.returncode == 0
     assert json.loads(p.stdout)["facts"]["arch"] == {"value": "sm_121a", "source": "given"}
     console = run("check", "--facts", snap("nogpu-clean"), "--arch", "sm_121a", "--matrix", matrix)
-    assert "sm_121a (given via --arch)" in console.stdout
+    assert "sm_121a (given via --arch; no GPU detected)" in console.stdout
     # Evaluated as another GPU, the sm_121a-only error no longer applies; what was detected is kept.
     other = run("check", "--facts", snap("gb10-broken"), "--arch", "sm_120a", "--matrix", matrix, "--format", "json")
     assert other.returncode == 0

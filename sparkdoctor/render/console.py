@@ -83,7 +83,9 @@ def describe_arch(facts) -> str:
     value, source = arch.get("value"), arch.get("source")
     if value and source == "given":
         detected = arch.get("detected")
-        return f"{value} (given via --arch{'; detected ' + str(detected) if detected else ''})"
+        if detected:
+            return f"{value} (given via --arch; detected {detected})"
+        return f"{value} (given via --arch{'; no GPU detected' if facts.gpus == [] else ''})"
     if value:
         return f"{value} ({source or 'source unknown'})"
     if source == "none":
