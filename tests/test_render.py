@@ -179,7 +179,7 @@ def test_console_unknowns_errors_kernels_and_summary(matrix):
     out = console_text(report_of("gb10-broken", matrix))
     flat = squash(out)
     assert "could not evaluate (1)" in flat
-    assert "nvfp4-gemm-probe probe nvfp4-gemm did not run" in flat
+    assert "nvfp4-gemm-probe: probe nvfp4-gemm did not run" in flat
     assert "could not observe (1)" in flat and "serve-log: no recipe given" in flat
     assert "kernel probes" in out
     assert "cutedsl-nvfp4-mma fail (cutedsl)" in flat

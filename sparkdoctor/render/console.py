@@ -412,7 +412,7 @@ def render_console(report, console: Console, verbose: bool = False) -> None:
     if unknown:
         _section(console, "could not evaluate", len(unknown))
         shown = unknown if verbose else unknown[:UNKNOWN_SHOWN]
-        grid = _pairs([(Text(ev.entry.id, style="yellow"), Text("; ".join(ev.unknowns), style="dim")) for ev in shown])
+        grid = _pairs([(Text(f"{ev.entry.id}:", style="yellow"), Text("; ".join(ev.unknowns), style="dim")) for ev in shown])
         console.print(Padding(grid, (0, 0, 0, 2)))
         if len(unknown) > len(shown):
             console.print(Text(f"  and {len(unknown) - len(shown)} more (-v shows them)", style="dim"))
