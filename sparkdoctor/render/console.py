@@ -440,10 +440,8 @@ def _verbose_sections(report, console: Console, g: _Glyphs) -> None:
     clear = [ev for ev in report.evaluations if ev.outcome == "clear"]
     if clear:
         _section(console, "clear", len(clear))
-        for ev in clear:
-            line = Text(f"  {g.yes} {ev.entry.id}", style="green")
-            line.append(f": {first_false(ev)}", style="dim")
-            console.print(line)
+        grid = _pairs([(Text(f"{g.yes} {ev.entry.id}:", style="green"), Text(first_false(ev), style="dim")) for ev in clear])
+        console.print(Padding(grid, (0, 0, 0, 2)))
     withdrawn = [ev for ev in report.evaluations if ev.outcome == "withdrawn"]
     if withdrawn:
         _section(console, "withdrawn entries", len(withdrawn))
