@@ -224,6 +224,22 @@ def test_pip_config_later_file_wins_and_install_beats_global(tmp_path):
     assert pins(ctx) == [("torch", "==2.12.0", f"pip-config: {site}")]
 
 
+def test_pip_config_file_order_follows_pip_not_the_list(tmp_path):
+    """The target probe lists PIP_CONFIG_FILE first; pip lets it beat site, user and global files."""
+    env_pins = write(tmp_path / "env.txt", "torch==2.13.0\n")
+    site_pins = write(tmp_path / "site.txt", "torch==2.12.0\n")
+    glob_pins = write(tmp_path / "global.txt", "torch==2.11.0\n")
+    ctx = make_ctx()
+    ctx.scratch["pip_config_files"] = [
+        {"path": "/pipconf/env.conf", "kind": "env", "text": f"[global]\nconstraint = {env_pins}\n"},
+        {"path": "/etc/xdg/pip/pip.conf", "kind": "global", "text": f"[global]\nconstraint = {glob_pins}\n"},
+        {"path": "/venv/pip.conf", "kind": "site", "text": f"[global]\nconstraint = {site_pins}\n"},
+    ]
+    assert pins(ctx) == [("torch", "==2.13.0", "pip-config: /pipconf/env.conf")]
+    ctx.scratch["pip_config_files"] = ctx.scratch["pip_config_files"][1:]
+    assert pins(ctx) == [("torch", "==2.12.0", "pip-config: /venv/pip.conf")]
+
+
 def test_pip_config_key_spellings_and_multiple_files(tmp_path):
     a = write(tmp_path / "a.txt", "torch==2.13.0\n")
     b = write(tmp_path / "b.txt", "vllm==0.22.0\n")

@@ -53,12 +53,23 @@ def _config_key(raw: str) -> str:
     return key[2:] if key.startswith("--") else key
 
 
+# pip's precedence among config files, lowest first (pip/_internal/configuration.py OVERRIDE_ORDER):
+# the file PIP_CONFIG_FILE names beats the site file, which beats the user's, which beats the global ones.
+_KIND_RANK = {"global": 0, "user": 1, "site": 2, "env": 3}
+
+
+def _in_pip_order(items: list[Any]) -> list[dict[str, Any]]:
+    """The target probe lists files as it finds them; a stable sort by kind gives pip's override order."""
+    usable = [i for i in items if isinstance(i, dict) and isinstance(i.get("text"), str)]
+    if all(i.get("kind") in _KIND_RANK for i in usable):
+        usable.sort(key=lambda i: _KIND_RANK[i["kind"]])
+    return usable  # without kinds, the order given is taken as pip's
+
+
 def pip_config_constraints(ctx: Context) -> tuple[str, list[str]] | None:
     """(source, files) that pip's config files give the `constraint` option, after pip's overrides."""
     chosen: dict[str, tuple[str, str]] = {}  # section -> (config path, value); later files replace earlier
-    for item in ctx.scratch.get("pip_config_files") or []:
-        if not isinstance(item, dict) or not isinstance(item.get("text"), str):
-            continue
+    for item in _in_pip_order(ctx.scratch.get("pip_config_files") or []):
         path = str(item.get("path", "?"))
         parser = configparser.RawConfigParser()
         try:
