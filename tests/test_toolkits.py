@@ -283,6 +283,19 @@ def test_triton_3_6_with_triton_ptxas_blackwell_path(tmp_path):
     assert by_path(out, mine)["env_vars"] == ["TRITON_PTXAS_BLACKWELL_PATH"]
 
 
+def test_a_triton_fork_under_another_module_name_is_not_triton(tmp_path):
+    fork_bin = tmp_path / "site" / "tokenspeed_triton" / "backends" / "nvidia" / "bin"
+    fake_ptxas(fork_bin, version_and_help("13.4", "13.4.59", ""))
+    bin_dir = triton_tree(tmp_path, blackwell=False)
+    cand = [
+        {"path": str(fork_bin / "ptxas"), "source": "triton", "package": "tokenspeed-triton", "version_of_package": "1.0"},
+        triton_candidate(bin_dir),
+    ]
+    out = toolkits.run(make_ctx(tmp_path, candidates=cand))
+    assert [t["package"] for t in triton_user(out)] == ["triton"]
+    assert by_path(out, fork_bin / "ptxas")["source"] == "triton"  # still listed, just not "used by triton"
+
+
 def test_no_triton_means_no_triton_user(tmp_path):
     other = fake_ptxas(tmp_path / "other", version_and_help("13.0", "13.0.88", ""))
     out = toolkits.run(make_ctx(tmp_path, env={"TRITON_PTXAS_PATH": str(other)}))

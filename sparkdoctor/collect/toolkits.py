@@ -254,9 +254,15 @@ def discover(ctx: Context) -> list[Ptxas]:
     return list(found.values())
 
 
+def _in_triton_module(path: str) -> bool:
+    """A copy inside the importable `triton` package (triton or pytorch-triton), not a fork under another name."""
+    parts = Path(path).parts
+    return len(parts) >= 5 and parts[-5:-1] == ("triton", "backends", "nvidia", "bin")
+
+
 def mark_triton(entries: list[Ptxas], ctx: Context) -> None:
     """Put used_by "triton" on the ptxas Triton runs for sm_121a (see TRITON_ENV_VARS)."""
-    bundled = [e for e in entries if "triton" in e.sources]
+    bundled = [e for e in entries if "triton" in e.sources and any(_in_triton_module(p) for p in e.paths)]
     if not bundled:
         return  # no Triton in the target: its variables steer nothing
     blackwell = next((e for e in bundled if e.named(TRITON_BLACKWELL_NAME)), None)
