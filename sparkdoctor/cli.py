@@ -185,6 +185,7 @@ def matrix_list(
     """List every entry and known-good stack."""
     from sparkdoctor.render.matrix import list_matrix
 
+    _check_matrix_format(fmt)
     list_matrix(_load_matrix(matrix_path), fmt)
 
 
@@ -197,6 +198,7 @@ def matrix_show(
     """Show one entry (or stack) in full."""
     from sparkdoctor.render.matrix import show_item
 
+    _check_matrix_format(fmt)
     m = _load_matrix(matrix_path)
     item = m.get(entry_id) or next((s for s in m.stacks if s.id == entry_id), None)
     if item is None:
@@ -208,7 +210,18 @@ def matrix_show(
 def matrix_validate(path: Optional[Path] = typer.Argument(None, help="Matrix folder or file (default: bundled).")) -> None:
     """Check matrix files against the schema; errors name the file, entry and field."""
     m = _load_matrix(path)
-    typer.echo(f"ok: {len(m.entries)} entries, {len(m.stacks)} known-good stacks in {len(m.files)} file(s)")
+    typer.echo(f"ok: {_n(len(m.entries), 'entry', 'entries')}, {_n(len(m.stacks), 'known-good stack')} in {_n(len(m.files), 'file')}")
+
+
+def _n(count: int, one: str, many: str | None = None) -> str:
+    return f"{count} {one if count == 1 else (many or one + 's')}"
+
+
+def _check_matrix_format(fmt: str) -> None:
+    from sparkdoctor.render.matrix import MATRIX_FORMATS
+
+    if fmt not in MATRIX_FORMATS:
+        raise Fatal(f"--format {fmt}: choose one of {', '.join(MATRIX_FORMATS)}")
 
 
 def _load_matrix(path: Optional[Path]):
@@ -237,13 +250,14 @@ def main() -> None:
         _err("interrupted")
         sys.exit(130)
     except Exception as exc:  # click usage errors and real bugs alike get one line
-        import click
-
-        if isinstance(exc, click.exceptions.Abort):
+        # click's errors (vendored inside typer in recent versions) carry format_message();
+        # match by behaviour rather than by a private import path.
+        if type(exc).__name__ == "Abort":
             _err("aborted")
             sys.exit(EXIT_USAGE)
-        if isinstance(exc, click.ClickException):
-            _err(exc.format_message())
+        format_message = getattr(exc, "format_message", None)
+        if callable(format_message):
+            _err(format_message())
             sys.exit(EXIT_USAGE)
         if debug:
             raise

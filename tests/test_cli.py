@@ -149,10 +149,12 @@ def test_bad_arch_and_fail_on_exit_2(run, matrix):
     assert_one_line_error(run(*base, "--fail-on", "fatal"), "--fail-on fatal")
 
 
-@pytest.mark.xfail(strict=True, reason="cli.main imports click for usage errors, but typer>=0.2x vendors it as "
-                   "typer._click, so an unknown option ends in a ModuleNotFoundError traceback (reported to the lead)")
 def test_unknown_option_is_a_one_line_usage_error(run):
     assert_one_line_error(run("check", "--no-such-option"), "--no-such-option")
+
+
+def test_bad_matrix_list_format_is_a_one_line_usage_error(run):
+    assert_one_line_error(run("matrix", "list", "--format", "yaml"), "--format yaml")
 
 
 # ---- document formats -----------------------------------------------------------------------------
