@@ -88,6 +88,103 @@ CASES: dict[str, tuple[dict, dict]] = {
         dict(packages=CORE_48, modified={"nvidia-cutlass-dsl-libs-core": [f"{CORE_FILE}/warp/copy.py"]}),
         dict(packages=CORE_48),
     ),
+    # ---- vllm --------------------------------------------------------------------------------
+    "vllm-cmake-sm121a-pre-019": (
+        dict(packages={"vllm": "0.18.1"}),
+        dict(packages={"vllm": "0.19.0"}),
+    ),
+    "vllm-cuda13-arch-family": (
+        dict(),
+        dict(torch_cuda="12.9"),
+    ),
+    "vllm-cg-estimate-negative": (
+        dict(),
+        dict(env={"VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS": "0"}),
+    ),
+    "vllm-uma-startup-free-memory": (
+        dict(packages={"vllm": "0.24.0"}),
+        dict(packages={"vllm": "0.33.0"}),
+    ),
+    "vllm-mamba-align-mnbt": (
+        dict(),
+        dict(capabilities={"vllm.mamba_align_assert": False}),
+    ),
+    "vllm-marlin-fp8-rejected-sm121": (
+        dict(env={"VLLM_MARLIN_INPUT_DTYPE": "fp8"}, capabilities={"vllm.marlin_fp8_sm121": False}),
+        dict(env={"VLLM_MARLIN_INPUT_DTYPE": "fp8"}),
+    ),
+    "vllm-marlin-fp8-corrupts-sm121": (
+        dict(env={"VLLM_MARLIN_INPUT_DTYPE": "fp8"}),
+        dict(env={"VLLM_MARLIN_INPUT_DTYPE": "int8"}),
+    ),
+    "vllm-env-nvfp4-gemm-backend-deprecated": (
+        dict(env={"VLLM_NVFP4_GEMM_BACKEND": "marlin"}, capabilities={"vllm.env.VLLM_NVFP4_GEMM_BACKEND": "deprecated"}),
+        dict(env={"VLLM_NVFP4_GEMM_BACKEND": "marlin"}, capabilities={"vllm.env.VLLM_NVFP4_GEMM_BACKEND": "known"}),
+    ),
+    "vllm-env-nvfp4-gemm-backend-removed": (
+        dict(env={"VLLM_NVFP4_GEMM_BACKEND": "marlin"}, capabilities={"vllm.env.VLLM_NVFP4_GEMM_BACKEND": "unknown"}),
+        dict(env={"VLLM_NVFP4_GEMM_BACKEND": "marlin"}, capabilities={"vllm.env.VLLM_NVFP4_GEMM_BACKEND": "deprecated"}),
+    ),
+    "vllm-env-flashinfer-moe-fp4-deprecated": (
+        dict(env={"VLLM_USE_FLASHINFER_MOE_FP4": "0"}, capabilities={"vllm.env.VLLM_USE_FLASHINFER_MOE_FP4": "deprecated"}),
+        dict(env={"VLLM_USE_FLASHINFER_MOE_FP4": "0"}, capabilities={"vllm.env.VLLM_USE_FLASHINFER_MOE_FP4": "known"}),
+    ),
+    "vllm-env-flashinfer-moe-fp4-removed": (
+        dict(env={"VLLM_USE_FLASHINFER_MOE_FP4": "0"}, capabilities={"vllm.env.VLLM_USE_FLASHINFER_MOE_FP4": "unknown"}),
+        dict(env={"VLLM_USE_FLASHINFER_MOE_FP4": "0"}, capabilities={"vllm.env.VLLM_USE_FLASHINFER_MOE_FP4": "known"}),
+    ),
+    "vllm-env-flashinfer-moe-backend-deprecated": (
+        dict(env={"VLLM_FLASHINFER_MOE_BACKEND": "throughput"}, capabilities={"vllm.env.VLLM_FLASHINFER_MOE_BACKEND": "deprecated"}),
+        dict(env={"VLLM_FLASHINFER_MOE_BACKEND": "throughput"}, capabilities={"vllm.env.VLLM_FLASHINFER_MOE_BACKEND": "unknown"}),
+    ),
+    "vllm-env-flashinfer-moe-backend-removed": (
+        dict(env={"VLLM_FLASHINFER_MOE_BACKEND": "throughput"}, capabilities={"vllm.env.VLLM_FLASHINFER_MOE_BACKEND": "unknown"}),
+        dict(capabilities={"vllm.env.VLLM_FLASHINFER_MOE_BACKEND": "unknown"}),  # not set
+    ),
+    "vllm-env-test-force-fp8-marlin-removed": (
+        dict(env={"VLLM_TEST_FORCE_FP8_MARLIN": "1"}, capabilities={"vllm.env.VLLM_TEST_FORCE_FP8_MARLIN": "unknown"}),
+        dict(env={"VLLM_TEST_FORCE_FP8_MARLIN": "1"}, capabilities={"vllm.env.VLLM_TEST_FORCE_FP8_MARLIN": "known"}),
+    ),
+    "vllm-nvfp4-emulation-forced": (
+        dict(env={"VLLM_USE_NVFP4_CT_EMULATIONS": "1"}, capabilities={"vllm.env.VLLM_USE_NVFP4_CT_EMULATIONS": "deprecated"}),
+        dict(env={"VLLM_USE_NVFP4_CT_EMULATIONS": "0"}, capabilities={"vllm.env.VLLM_USE_NVFP4_CT_EMULATIONS": "deprecated"}),
+    ),
+    "vllm-b12x-linear-opt-in": (
+        dict(),
+        dict(env={"VLLM_NVFP4_GEMM_BACKEND": "flashinfer-b12x"}),
+    ),
+    "vllm-b12x-moe-opt-in": (
+        dict(),
+        dict(capabilities={"vllm.b12x_moe_auto": True}),
+    ),
+    "vllm-b12x-requested-missing": (
+        dict(env={"VLLM_NVFP4_GEMM_BACKEND": "flashinfer-b12x"}, capabilities={"vllm.b12x_linear": False}),
+        dict(env={"VLLM_NVFP4_GEMM_BACKEND": "flashinfer-b12x"}),
+    ),
+    "vllm-b12x-gate-patched": (
+        dict(modified={"vllm": ["vllm/model_executor/kernels/linear/nvfp4/flashinfer.py"]}),
+        dict(modified={"vllm": ["vllm/model_executor/kernels/linear/nvfp4/cutlass.py"]}),
+    ),
+    "vllm-nvfp4-illegal-instruction": (
+        dict(packages={"vllm": "0.19.1"}),
+        dict(packages={"vllm": "0.20.0"}),
+    ),
+    "vllm-early-nvfp4-moe": (
+        dict(packages={"vllm": "0.12.0"}),
+        dict(packages={"vllm": "0.13.0"}),
+    ),
+    "vllm-mtp-nvfp4-bf16-drafter": (
+        dict(packages={"vllm": "0.23.0"}),
+        dict(packages={"vllm": "0.24.0"}),
+    ),
+    "vllm-flashinfer-moe-latency-sm12x": (
+        dict(env={"VLLM_FLASHINFER_MOE_BACKEND": "latency"}),
+        dict(env={"VLLM_FLASHINFER_MOE_BACKEND": "throughput"}),
+    ),
+    "vllm-hand-modified": (
+        dict(modified={"vllm": ["vllm/model_executor/layers/quantization/modelopt.py"]}),
+        dict(modified={"vllm": []}),
+    ),
 }
 
 
