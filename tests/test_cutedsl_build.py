@@ -1,0 +1,63 @@
+"""Which CuTe DSL compiler build is really on disk, proven with the real 4.5.0 wheels.
+
+For 4.4/4.5, nvidia-cutlass-dsl-libs-base and -libs-cu13 write the SAME _cutlass_ir*.so path, so
+the last install wins whatever pip lists. The probe must follow the bytes, not pip's list, and a
+hash cache must never carry an answer across a reinstall. (cp311 wheels exist for 4.5.0, so the
+test interpreter's 3.11 is fine.)
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from sparkdoctor.locations import data_dir
+from tests import venvs
+
+PROBE = data_dir("probes") / "target_env.py"
+LIB_SO = "python_packages/cutlass/_mlir/_mlir_libs/_cutlass_ir.cpython-%d%d-x86_64-linux-gnu.so" % sys.version_info[:2]
+
+
+def probe(python, cache):
+    done = subprocess.run([str(python), "-B", str(PROBE), "--cache", str(cache)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+@pytest.mark.slow
+def test_active_build_follows_the_bytes_not_pips_list(tmp_path):
+    python = venvs.create(tmp_path / "venv", ["nvidia-cutlass-dsl==4.5.0"])
+    cache = tmp_path / "hashes.json"
+
+    base = probe(python, cache)["cutedsl"]
+    assert base["installed_builds"] == ["libs-base"]
+    assert (base["active_build"], base["bundled_cuda"]) == ("libs-base", "12.9")
+    assert "matches the RECORD of nvidia-cutlass-dsl-libs-base 4.5.0" in base["evidence"]
+
+    venvs.pip(python, "install", "nvidia-cutlass-dsl-libs-cu13==4.5.0")
+    cu13 = probe(python, cache)
+    assert cu13["cutedsl"]["installed_builds"] == ["libs-base", "libs-cu13"]
+    assert (cu13["cutedsl"]["active_build"], cu13["cutedsl"]["bundled_cuda"]) == ("libs-cu13", "13.1")
+    assert "nvidia-cutlass-dsl-libs-cu13 4.5.0" in cu13["cutedsl"]["evidence"]
+    # libs-base's RECORD no longer describes the shared files: its integrity says so.
+    assert cu13["packages"]["nvidia-cutlass-dsl-libs-base"]["integrity"] == "modified"
+
+    venvs.pip(python, "install", "--force-reinstall", "--no-deps", "nvidia-cutlass-dsl-libs-base==4.5.0")
+    back = probe(python, cache)
+    assert "nvidia-cutlass-dsl-libs-cu13" in back["packages"], "pip still lists libs-cu13"
+    assert back["cutedsl"]["installed_builds"] == ["libs-base", "libs-cu13"]
+    assert (back["cutedsl"]["active_build"], back["cutedsl"]["bundled_cuda"]) == ("libs-base", "12.9")
+    assert back["cache"]["hashed_files"] > 0, "reinstalled files are hashed again, not read from the cache"
+    cu13_pkg = back["packages"]["nvidia-cutlass-dsl-libs-cu13"]
+    assert cu13_pkg["integrity"] == "modified"
+    assert any(p.endswith(LIB_SO.split("/")[-1]) for p in cu13_pkg["files_modified"])
+
+    # Uninstalling the listed cu13 build deletes the shared files: no compiler is left on disk.
+    venvs.pip(python, "uninstall", "-y", "nvidia-cutlass-dsl-libs-cu13")
+    gone = probe(python, cache)["cutedsl"]
+    assert gone["installed_builds"] == ["libs-base"]
+    assert gone["active_build"] == "unknown" and gone["bundled_cuda"] is None
+    assert "no CuTe DSL compiler file is on disk" in gone["evidence"]
