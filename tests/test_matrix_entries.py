@@ -185,6 +185,43 @@ CASES: dict[str, tuple[dict, dict]] = {
         dict(modified={"vllm": ["vllm/model_executor/layers/quantization/modelopt.py"]}),
         dict(modified={"vllm": []}),
     ),
+    # ---- flashinfer --------------------------------------------------------------------------
+    "fi-jit-120a-cuda129": (
+        dict(packages={"flashinfer-python": "0.6.6"}, toolkits=[ptxas("12.9.86", "system"), ptxas("12.9.86", "triton", used_by=["triton"])]),
+        dict(packages={"flashinfer-python": "0.6.6"}),  # system toolkit is CUDA 13.0
+    ),
+    "fi-moe-utils-jit-sm12x": (
+        dict(),
+        dict(arch="sm_100a"),
+    ),
+    "fi-jit-cache-no-sm121a": (
+        dict(packages={"flashinfer-jit-cache": "0.6.11+cu130"}),
+        dict(packages={"flashinfer-jit-cache": "0.6.18+cu130"}),
+    ),
+    "fi-b12x-unavailable": (
+        dict(env={"VLLM_NVFP4_GEMM_BACKEND": "flashinfer-b12x"}, packages={"flashinfer-python": "0.6.8.post1"}),
+        dict(env={"VLLM_NVFP4_GEMM_BACKEND": "flashinfer-b12x"}, packages={"flashinfer-python": "0.6.9"}),
+    ),
+    "fi-b12x-needs-cuda13": (
+        dict(env={"VLLM_NVFP4_GEMM_BACKEND": "flashinfer-b12x"}, toolkits=[ptxas("12.9.86", "system")]),
+        dict(env={"VLLM_NVFP4_GEMM_BACKEND": "flashinfer-b12x"}, toolkits=[ptxas("12.9.86", "system")], packages={"flashinfer-python": "0.7.2.post1"}),
+    ),
+    "fi-trtllm-fp4-gemm-sm12x": (
+        dict(env={"VLLM_NVFP4_GEMM_BACKEND": "flashinfer-trtllm"}),
+        dict(env={"VLLM_NVFP4_GEMM_BACKEND": "flashinfer-cutlass"}),
+    ),
+    "fi-b12x-kernel-patched": (
+        dict(modified={"flashinfer-python": ["flashinfer/gemm/kernels/dense_blockscaled_gemm_sm120_b12x.py"]}),
+        dict(modified={"flashinfer-python": ["flashinfer/fused_moe/cute_dsl/blackwell_sm12x/__init__.py"]}),
+    ),
+    "fi-e2m1-software-patch": (
+        dict(modified={"flashinfer-python": ["flashinfer/data/cutlass/include/cutlass/float_subbyte.h"]}),
+        dict(modified={"flashinfer-python": ["flashinfer/data/cutlass/include/cutlass/float_subbyte.h"]}, arch="sm_100a"),
+    ),
+    "fi-hand-modified": (
+        dict(modified={"flashinfer-python": ["flashinfer/fused_moe/cute_dsl/blackwell_sm12x/__init__.py"]}),
+        dict(modified={"vllm": ["vllm/model_executor/layers/quantization/modelopt.py"]}),
+    ),
 }
 
 
