@@ -572,24 +572,28 @@ def vllm_cubins(files):
 
 
 def scan_archs(path, chunk=1 << 24):
-    """Every `-arch sm_XXX[af]` in a (large) binary, read in chunks with overlap."""
+    """Every `-arch sm_XXX[af]` in a (large) binary, read in chunks; the last bytes of a chunk are
+    scanned with the next one so that no string is cut in two."""
     found = set()
     pat = re.compile(rb"-arch[ =]?(sm_\d{2,3}[af]?)\b")
+    keep = 32  # longer than any match
     try:
         with open(path, "rb") as fh:
             tail = b""
             while True:
                 block = fh.read(chunk)
-                if not block:
-                    break
                 data = tail + block
-                pos = data.find(b"-arch")
+                stop = len(data) if not block else max(0, len(data) - keep)
+                end = stop + 4  # a "-arch" that starts before stop belongs to this round
+                pos = data.find(b"-arch", 0, end)
                 while pos != -1:
                     m = pat.match(data, pos)
                     if m:
                         found.add(m.group(1).decode())
-                    pos = data.find(b"-arch", pos + 5)
-                tail = data[-32:]
+                    pos = data.find(b"-arch", pos + 5, end)
+                if not block:
+                    break
+                tail = data[stop:]
     except OSError:
         pass
     return found
