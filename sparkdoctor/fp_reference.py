@@ -15,11 +15,12 @@ in f32 whatever the accumulation order: the comparison with the GPU is exact.
 
 from __future__ import annotations
 
+import itertools
 import math
 import struct
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Callable, Sequence
 
 # ---- number formats ------------------------------------------------------------------------------
 
@@ -493,7 +494,7 @@ def e2m1_cvt_values() -> list[int]:
     """The f32 bit patterns the conversion probe feeds: every grid value, every tie and both of its
     f32 neighbours, saturation, infinities, NaNs (with payloads), signed zeros, subnormals."""
     magnitudes: list[float] = list(E2M1_MAGNITUDES[1:])
-    ties = [(lo + hi) / 2 for lo, hi in zip(E2M1_MAGNITUDES, E2M1_MAGNITUDES[1:])]  # 0.25 ... 5.0
+    ties = [(lo + hi) / 2 for lo, hi in itertools.pairwise(E2M1_MAGNITUDES)]  # 0.25 ... 5.0
     for tie in ties:
         magnitudes += [tie, *_f32_neighbours(tie)]
     magnitudes += [6.5, 7.0, 8.0, 100.0, 3.4028234663852886e38, 0.1, 1e-30]

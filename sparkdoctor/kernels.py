@@ -29,7 +29,6 @@ import shutil
 import sys
 import tempfile
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -84,7 +83,7 @@ class Probe:
 
     @property
     def ptx_version(self) -> str:
-        found = re.search(r"^\s*\.version\s+(\S+)", self.source, re.M)
+        found = re.search(r"^\s*\.version\s+(\S+)", self.source, re.MULTILINE)
         return found.group(1) if found else "?"
 
     def ptx_for(self, arch: str) -> str:
@@ -92,7 +91,7 @@ class Probe:
 
     def body(self) -> str:
         """The source after its module directives, for building one module out of several probes."""
-        match = re.search(r"^\s*\.address_size\s+64\s*$", self.source, re.M)
+        match = re.search(r"^\s*\.address_size\s+64\s*$", self.source, re.MULTILINE)
         return self.source[match.end():] if match else ""
 
 
@@ -208,7 +207,7 @@ def plain_sm12x_settings(env: dict[str, str]) -> list[tuple[str, str]]:
     found = []
     for name in ("TORCH_CUDA_ARCH_LIST", "FLASHINFER_CUDA_ARCH_LIST"):
         for token in re.split(r"[;,\s]+", env.get(name, "")):
-            match = re.fullmatch(r"(?:sm_)?(12)\.?(\d)([af]?)(\+PTX)?", token.strip(), re.I)
+            match = re.fullmatch(r"(?:sm_)?(12)\.?(\d)([af]?)(\+PTX)?", token.strip(), re.IGNORECASE)
             if match and not match.group(3):
                 arch = f"sm_12{match.group(2)}"
                 if (f"{name}={env[name]}", arch) not in found:
