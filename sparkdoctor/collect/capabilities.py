@@ -42,4 +42,5 @@ def cache_file(ctx: Context) -> Path | None:
     return Path(ctx.cache_dir) / "capabilities" / f"{hashlib.sha256(who.encode()).hexdigest()[:16]}.json"
 
 
-COLLECTOR = Collector("capabilities", run, needs=("target",), timeout=20)
+# Reads installed files only: runs beside the target probe, not after it.
+COLLECTOR = Collector("capabilities", run, timeout=20)
