@@ -222,6 +222,47 @@ CASES: dict[str, tuple[dict, dict]] = {
         dict(modified={"flashinfer-python": ["flashinfer/fused_moe/cute_dsl/blackwell_sm12x/__init__.py"]}),
         dict(modified={"vllm": ["vllm/model_executor/layers/quantization/modelopt.py"]}),
     ),
+    # ---- triton ------------------------------------------------------------------------------
+    "triton-ptxas-no-sm121a": (
+        dict(packages={"triton": "3.5.1"}, toolkits=[ptxas("13.0.88", "system"), ptxas("12.8.93", "triton", used_by=["triton"])]),
+        # TRITON_PTXAS_PATH moves Triton onto the system ptxas; the bundled one is left unused
+        dict(packages={"triton": "3.5.1"}, env={"TRITON_PTXAS_PATH": "/usr/local/cuda/bin/ptxas"},
+             toolkits=[ptxas("13.0.88", "system", used_by=["triton"]), ptxas("12.8.93", "triton")]),
+    ),
+    "triton-override-arch": (
+        dict(env={"TRITON_OVERRIDE_ARCH": "sm120"}),
+        dict(),
+    ),
+    "triton-ptxas-path-leftover": (
+        dict(env={"TRITON_PTXAS_PATH": "/usr/local/cuda/bin/ptxas"}),
+        dict(env={"TRITON_PTXAS_PATH": "/usr/local/cuda/bin/ptxas"}, packages={"triton": "3.5.1"}),
+    ),
+    # ---- torch -------------------------------------------------------------------------------
+    "torch-cc-121-warning": (
+        dict(),
+        dict(torch_cuda="12.6"),
+    ),
+    "torch-cuda-below-128": (
+        dict(torch_cuda="12.6"),
+        dict(torch_cuda="12.8"),
+    ),
+    "torch-cu12-with-cuda13-vllm": (
+        dict(torch_cuda="12.9"),
+        dict(torch_cuda="12.9", packages={"vllm": "0.19.0"}),
+    ),
+    # ---- driver / CUDA toolkit ---------------------------------------------------------------
+    "driver-cuda-below-129": (
+        dict(driver={"version": "570.133.20", "cuda": "12.8"}),
+        dict(driver={"version": "575.57.08", "cuda": "12.9"}),
+    ),
+    "driver-590-graph-capture": (
+        dict(driver={"version": "590.48.01", "cuda": "13.1"}),
+        dict(driver={"version": "580.159.03", "cuda": "13.0"}),
+    ),
+    "toolkit-system-ptxas-no-sm121a": (
+        dict(toolkits=[ptxas("12.8.93", "system"), ptxas("12.9.86", "triton", used_by=["triton"])]),
+        dict(toolkits=[ptxas("12.9.86", "system"), ptxas("12.9.86", "triton", used_by=["triton"])]),
+    ),
 }
 
 
