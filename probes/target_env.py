@@ -237,6 +237,23 @@ def parse_record(text):
     return rows
 
 
+def direct_url(dist):
+    """PEP 610 direct_url.json: where a package came from when not from an index (a source build,
+    an editable checkout, a wheel file); None for ordinary index installs."""
+    if not dist.is_dist_info:
+        return None
+    try:
+        with open(os.path.join(dist.info_dir, "direct_url.json"), "rb") as fh:
+            data = json.loads(fh.read(65536).decode("utf-8", "replace"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict):
+        return None
+    dir_info = data.get("dir_info") if isinstance(data.get("dir_info"), dict) else {}
+    vcs = data.get("vcs_info") if isinstance(data.get("vcs_info"), dict) else {}
+    return {"url": data.get("url"), "editable": bool(dir_info.get("editable")), "commit": vcs.get("commit_id")}
+
+
 def torch_build(dist):
     """cuda and git_version from torch/version.py, read as text (importing torch takes seconds)."""
     path = os.path.join(dist.location, "torch", "version.py")
@@ -523,6 +540,40 @@ def _hash_all(dist, to_hash, cache, unreadable, sig):
     return bad
 
 
+def mark_shared_files(dists, packages):
+    """For modified files another installed dist also lists in its RECORD: say which.
+
+    Two wheels that ship the same path (a top-level build_backend.py, the 4.4/4.5 CuTe DSL builds)
+    overwrite each other; the loser then reads as "modified" although nobody edited it, and
+    reinstalling it would clobber the winner. Cheap: only runs when something is modified, and
+    only searches the other RECORDs' raw bytes for those few paths.
+    """
+    wanted = {}  # (location, record path) -> package key
+    for key, pkg in packages.items():
+        for rel in pkg.get("files_modified") or ():
+            wanted[(pkg["location"], rel)] = key
+    if not wanted:
+        return
+    for other in dists.values():
+        path = other.record_path()
+        if path is None:
+            continue
+        try:
+            with open(path, "rb") as fh:
+                raw = fh.read()
+        except OSError:
+            continue
+        for (location, rel), key in wanted.items():
+            if key == other.canonical or location != other.location:
+                continue
+            needle = rel.encode("utf-8", "surrogateescape") + b","
+            at = raw.find(needle)
+            while at > 0 and raw[at - 1 : at] not in (b"\n", b"\r"):  # a whole path, not a suffix
+                at = raw.find(needle, at + 1)
+            if at >= 0:
+                packages[key].setdefault("files_shared", {}).setdefault(rel, []).append("%s %s" % (other.name, other.version))
+
+
 # ---- CuTe DSL: which compiler build is really on disk --------------------------------------------------
 
 
@@ -792,9 +843,16 @@ def main(argv):
             except Exception as exc:  # one odd package must not hide the others
                 error("%s: integrity check failed: %s: %s" % (dist.name, type(exc).__name__, exc))
                 pkg["integrity"] = "unchecked"
+            origin = direct_url(dist)
+            if origin is not None:
+                pkg["direct_url"] = origin
         if key == "torch":
             pkg.update(torch_build(dist))
         packages[key] = pkg
+    try:
+        mark_shared_files(dists, packages)
+    except Exception as exc:
+        error("shared-file check failed: %s: %s" % (type(exc).__name__, exc))
     out["packages"] = packages
     try:
         out["cutedsl"] = cutedsl_build(dists, records, cache)

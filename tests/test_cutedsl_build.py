@@ -53,7 +53,8 @@ def test_active_build_follows_the_bytes_not_pips_list(tmp_path):
     assert back["cache"]["hashed_files"] > 0, "reinstalled files are hashed again, not read from the cache"
     cu13_pkg = back["packages"]["nvidia-cutlass-dsl-libs-cu13"]
     assert cu13_pkg["integrity"] == "modified"
-    assert any(p.endswith(LIB_SO.split("/")[-1]) for p in cu13_pkg["files_modified"])
+    so = next(p for p in cu13_pkg["files_modified"] if p.endswith(LIB_SO))
+    assert cu13_pkg["files_shared"][so] == ["nvidia-cutlass-dsl-libs-base 4.5.0"]
 
     # Uninstalling the listed cu13 build deletes the shared files: no compiler is left on disk.
     venvs.pip(python, "uninstall", "-y", "nvidia-cutlass-dsl-libs-cu13")

@@ -130,6 +130,19 @@ def test_untouched_tracked_packages_are_ok(small_python):
     assert "integrity" not in data["packages"]["packaging"]
 
 
+def test_direct_url_says_where_a_tracked_package_came_from(venv):
+    site = site_of(venv)
+    info = next(site.glob("idna-*.dist-info"))
+    (info / "direct_url.json").write_text(json.dumps({"url": "file:///src/idna", "dir_info": {"editable": True}}))
+    (next(site.glob("six-*.dist-info")) / "direct_url.json").write_text(
+        json.dumps({"url": "https://github.com/benjaminp/six", "vcs_info": {"vcs": "git", "commit_id": "abc123"}})
+    )
+    pkgs = probe(venv, "--no-cache", "--track", "idna", "--track", "six", "--track", "packaging")["packages"]
+    assert pkgs["idna"]["direct_url"] == {"url": "file:///src/idna", "editable": True, "commit": None}
+    assert pkgs["six"]["direct_url"] == {"url": "https://github.com/benjaminp/six", "editable": False, "commit": "abc123"}
+    assert "direct_url" not in pkgs["packaging"], "an index install has none"
+
+
 def test_same_size_edit_and_size_change_are_modified(venv):
     site = site_of(venv)
     same_size_edit(site / "idna" / "core.py")
@@ -140,6 +153,16 @@ def test_same_size_edit_and_size_change_are_modified(venv):
     assert data["packages"]["six"]["files_modified"] == ["six.py"]
     assert data["packages"]["idna"]["integrity"] == data["packages"]["six"]["integrity"] == "modified"
     assert data["packages"]["packaging"]["integrity"] == "ok"
+
+
+def test_a_file_two_wheels_ship_is_reported_as_shared(venv):
+    site = site_of(venv)
+    write_dist(site, "six-fork", "9.0", "Metadata-Version: 2.1\nName: six-fork\nVersion: 9.0\n", ["six.py,sha256=AAAA,10", "x/six.py,sha256=BBBB,5"])
+    (site / "six.py").write_text("# the fork's six.py won\n")
+    data = probe(venv, "--no-cache", "--track", "six", "--track", "idna")
+    six = data["packages"]["six"]
+    assert six["files_modified"] == ["six.py"] and six["files_shared"] == {"six.py": ["six-fork 9.0"]}
+    assert "files_shared" not in data["packages"]["idna"]
 
 
 def test_deleted_file_is_missing(venv):
@@ -443,6 +466,10 @@ def test_real_vllm_venv(tmp_path):
     assert torch["integrity"] == "ok" and torch["files_checked"] > 10000
     assert pkgs["vllm"]["version"] == "0.32.0" and pkgs["vllm"]["integrity"] == "ok"
     assert pkgs["triton"]["integrity"] == "ok" and pkgs["flashinfer-python"]["integrity"] == "ok"
+    # flashinfer-python and torch-c-dlpack-ext both ship a top-level build_backend.py: a wheel collision.
+    dlpack = pkgs["torch-c-dlpack-ext"]
+    assert dlpack["files_modified"] == ["build_backend.py"]
+    assert dlpack["files_shared"] == {"build_backend.py": [f"flashinfer-python {pkgs['flashinfer-python']['version']}"]}
     cute = warm["cutedsl"]
     assert set(cute["installed_builds"]) == {"libs-base", "libs-core", "libs-cu12", "libs-cu13"}
     assert cute["active_build"] == "libs-cu13" and cute["bundled_cuda"] == "13.4"
