@@ -20,6 +20,17 @@ _ATTR_CC_MAJOR = 75  # CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR
 _ATTR_CC_MINOR = 76
 
 
+# The ABI entry points of the calls whose plain names are legacy. Names are never guessed: some
+# "_v2" symbols take different arguments (cuCtxSynchronize_v2 takes a context).
+_SYMBOLS = {
+    "cuMemAlloc": "cuMemAlloc_v2",
+    "cuMemFree": "cuMemFree_v2",
+    "cuMemcpyHtoD": "cuMemcpyHtoD_v2",
+    "cuMemcpyDtoH": "cuMemcpyDtoH_v2",
+    "cuDevicePrimaryCtxRelease": "cuDevicePrimaryCtxRelease_v2",
+}
+
+
 class CudaError(RuntimeError):
     """A driver call failed; the message names the call and the driver's error name and text."""
 
@@ -43,14 +54,11 @@ class Driver:
     # ---- plumbing --------------------------------------------------------------------------------
     def _get(self, name: str):
         if name not in self._fn:
-            for symbol in (name + "_v2", name):  # the _v2 entry points are the current ABI
-                try:
-                    self._fn[name] = getattr(self.lib, symbol)
-                    break
-                except AttributeError:
-                    continue
-            else:
-                raise CudaUnavailable(f"libcuda has no {name}")
+            symbol = _SYMBOLS.get(name, name)
+            try:
+                self._fn[name] = getattr(self.lib, symbol)
+            except AttributeError:
+                raise CudaUnavailable(f"libcuda has no {symbol}") from None
         return self._fn[name]
 
     def _call(self, name: str, *args) -> None:
