@@ -10,6 +10,9 @@ from __future__ import annotations
 import re
 
 import pytest
+from packaging.specifiers import SpecifierSet
+from packaging.utils import canonicalize_name
+from packaging.version import Version
 
 from sparkdoctor import matrix
 from tests.gb10 import gb10_facts, pin, ptxas
@@ -308,3 +311,35 @@ def test_healthy_gb10_matches_no_error_and_decides_every_entry():
     assert not errors, "\n".join(errors)
     undecided = [_explain(r) for r in results if r.outcome == "unknown"]
     assert not undecided, "baseline facts leave entries undecided:\n" + "\n".join(undecided)
+
+
+STACKS = {
+    "ngc-vllm-26.05",
+    "eugr-spark-vllm-docker",
+    "flashinfer-b12x-0.6.11",
+    "vllm-0.22.0-cutlass-dsl-4.5.2",
+    "avarok-dgx-vllm-v22",
+}
+
+
+def test_bundled_stacks_are_the_known_ones():
+    assert {s.id for s in MATRIX.stacks} == STACKS
+
+
+@pytest.mark.parametrize("stack_id", sorted(STACKS))
+def test_stack_loads_with_valid_specifiers(stack_id):
+    stack = next(s for s in MATRIX.stacks if s.id == stack_id)
+    assert stack.packages and stack.refs and stack.notes.strip()
+    for name, spec in stack.packages.items():
+        assert canonicalize_name(name) == name, f"{stack_id}: use the canonical name for {name}"
+        SpecifierSet("" if spec == "*" else spec)
+    if stack.driver is not None:
+        assert Version("580.95.05") in SpecifierSet(stack.driver), f"{stack_id}: driver range excludes DGX OS 580.95.05"
+    assert all(isinstance(v, str) for v in stack.env.values())
+
+
+def test_healthy_baseline_is_the_vllm_022_stack():
+    stack = next(s for s in MATRIX.stacks if s.id == "vllm-0.22.0-cutlass-dsl-4.5.2")
+    facts = gb10_facts()
+    for name, spec in stack.packages.items():
+        assert Version(facts.package(name)["version"]) in SpecifierSet(spec, prereleases=True), name
