@@ -36,10 +36,11 @@ def fake_tool(folder: Path, name: str, body: str) -> Path:
 
 @pytest.fixture
 def smi_path(tmp_path, monkeypatch):
-    """A PATH holding only a folder for fake tools plus the basics (sh, sleep)."""
+    """A PATH of one folder for fake tools: a real nvidia-smi (on a GPU machine) stays out of sight."""
     folder = tmp_path / "bin"
     folder.mkdir()
-    monkeypatch.setenv("PATH", f"{folder}{os.pathsep}/usr/bin{os.pathsep}/bin")
+    os.symlink(shutil.which("sleep"), folder / "sleep")  # the fake scripts' only non-builtin
+    monkeypatch.setenv("PATH", str(folder))
     return folder
 
 
@@ -348,3 +349,23 @@ def test_real_smi_agrees_with_nvml():
     via_smi = gpu.smi_query()
     assert [(g["name"], g["cc"]) for g in via_smi.gpus] == [(g["name"], g["cc"]) for g in via_nvml.gpus]
     assert via_smi.driver["version"] == via_nvml.driver["version"]
+
+
+@pytest.mark.gpu
+def test_real_smi_fallback_when_nvml_fails(monkeypatch):
+    def broken():
+        raise gpu.Failed("NVML init: Driver Not Loaded")
+
+    monkeypatch.setattr(gpu, "nvml_query", broken)
+    ctx = make_ctx()
+    out = gpu.run(ctx)
+    assert out["gpus"] and out["driver"]["source"] == "nvidia-smi" and out["driver"]["libcuda"]
+    assert out["driver"]["cuda"] == out["driver"]["libcuda"]
+    assert ctx.facts.errors[0]["error"].endswith("GPUs read with nvidia-smi instead")
+
+
+@pytest.mark.gpu
+def test_real_collector_run_is_fast():
+    facts = run_collectors(make_ctx(), [gpu.COLLECTOR])
+    assert facts.errors == [] and facts.gpus
+    assert facts.timings_ms["gpu"] < 3000
