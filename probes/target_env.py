@@ -459,50 +459,49 @@ def check_integrity(dist, rows, cache):
     if rows is None:
         return result
     modified, missing, unreadable = result["files_modified"], result["files_missing"], result["files_unreadable"]
-    to_hash = []  # (record path, abs path, stat, expected b64 digest)
-    stamp = [len(rows)]  # row index, size, mtime_ns of every file to hash: the dist's signature
+    # RECORD itself and generated files carry no hash.
+    rows = [r for r in rows if r[1] and not r[0].endswith(".pyc") and "__pycache__" not in r[0]]
+    result["files_checked"] = len(rows)
     prefix = dist.location + os.sep
-    do_stat = os.stat
-    hashable = HASHABLE_SUFFIXES
-    checked = 0
-    # The hot loop of a warm run (tens of thousands of rows): keep it to one stat and a few string ops.
-    for index, row in enumerate(rows):
-        rel, recorded, size = row
-        if not recorded or rel.endswith(".pyc") or "__pycache__" in rel:
-            continue  # RECORD itself and generated files carry no hash
-        checked += 1
-        full = prefix + rel if rel[:1] != "/" else rel
-        try:
-            st = do_stat(full)
-        except (FileNotFoundError, NotADirectoryError):
-            if os.path.islink(full):
-                unreadable.append({"path": rel, "error": "broken symlink"})
-                modified.append(rel)
-            else:
-                missing.append(rel)
-            continue
-        except OSError as exc:
-            unreadable.append({"path": rel, "error": exc.strerror or str(exc)})
-            continue
-        st_size = st.st_size
-        if st.st_mode & 0o170000 != 0o100000:  # not a regular file
+    fulls = [r[0] if r[0][:1] == "/" else prefix + r[0] for r in rows]
+    # The hot path of a warm run is one stat per file (tens of thousands): keep it in C-level loops
+    # and fall back to the careful per-file loop only when some file cannot be stat'ed.
+    try:
+        stats = list(map(os.stat, fulls))
+    except OSError:
+        stats = [_stat_or_report(full, row[0], modified, missing, unreadable) for full, row in zip(fulls, rows)]
+    wrong = [
+        i
+        for i, row, st in zip(range(len(rows)), rows, stats)
+        if st is not None and (st.st_mode & 0o170000 != 0o100000 or (row[2] and row[2] != str(st.st_size)))
+    ]
+    for i in wrong:
+        st = stats[i]
+        if st.st_mode & 0o170000 != 0o100000:
             kind = "a directory" if stat.S_ISDIR(st.st_mode) else "not a regular file"
-            unreadable.append({"path": rel, "error": "%s where RECORD lists a file" % kind})
-            modified.append(rel)
-            continue
-        if size and size != str(st_size):
-            modified.append(rel)
-            continue
-        if rel.endswith(hashable) or ("_cutlass_ir" in rel and CUTLASS_IR_RE.match(os.path.basename(rel))):
-            if recorded[:7] == "sha256=":
-                to_hash.append((rel, full, st, recorded[7:]))
-                stamp += (index, st_size, st.st_mtime_ns)
-    result["files_checked"] = checked
+            unreadable.append({"path": rows[i][0], "error": "%s where RECORD lists a file" % kind})
+        modified.append(rows[i][0])
+    wrong = set(wrong)
+    hashable = HASHABLE_SUFFIXES
+    selected = [
+        i
+        for i, row in enumerate(rows)
+        if (row[0].endswith(hashable) or ("_cutlass_ir" in row[0] and CUTLASS_IR_RE.match(os.path.basename(row[0]))))
+        and row[1][:7] == "sha256="
+        and stats[i] is not None
+        and i not in wrong
+    ]
+    # The signature: RECORD's identity plus (index, size, mtime_ns) of every file to hash.
+    stamp = [len(rows)]
+    for i in selected:
+        st = stats[i]
+        stamp += (i, st.st_size, st.st_mtime_ns)
     rst = dist.record_stat
     head = "%s\t%d\t%d\n" % (dist.info_dir, rst.st_size, rst.st_mtime_ns) if rst else dist.info_dir + "\n"
     sig = hashlib.sha256(head.encode("utf-8", "surrogateescape") + array.array("q", stamp).tobytes()).hexdigest()
     bad = cache.verdict(dist.info_dir, sig)
     if bad is None:
+        to_hash = [(rows[i][0], fulls[i], stats[i], rows[i][1][7:]) for i in selected]
         bad = _hash_all(dist, to_hash, cache, unreadable, sig)
     modified.extend(bad)
     if modified or missing:
@@ -512,6 +511,21 @@ def check_integrity(dist, rows, cache):
     else:
         result["integrity"] = "ok"
     return result
+
+
+def _stat_or_report(full, rel, modified, missing, unreadable):
+    """stat, or None after filing the file under missing / modified / unreadable."""
+    try:
+        return os.stat(full)
+    except (FileNotFoundError, NotADirectoryError):
+        if os.path.islink(full):
+            unreadable.append({"path": rel, "error": "broken symlink"})
+            modified.append(rel)
+        else:
+            missing.append(rel)
+    except OSError as exc:
+        unreadable.append({"path": rel, "error": exc.strerror or str(exc)})
+    return None
 
 
 def _hash_all(dist, to_hash, cache, unreadable, sig):
