@@ -121,6 +121,29 @@ def test_lists_real_packages_with_versions_and_locations(small_python):
     assert data["errors"] == []
 
 
+IMPORTLIB_LIST = """
+import importlib.metadata as md, json, re
+found = {}
+for d in md.distributions():
+    name = d.metadata["Name"]
+    if name:
+        found.setdefault(re.sub(r"[-_.]+", "-", name).lower(), [d.version, str(d.locate_file(""))])
+print(json.dumps(found))
+"""
+
+
+@pytest.mark.parametrize("which", ["small", "vllm032"])
+def test_discovery_agrees_with_importlib_metadata(small_python, which):
+    """The probe finds distributions itself (importing importlib.metadata costs more than the rest)."""
+    python = small_python if which == "small" else VLLM032 / "bin" / "python"
+    if not python.exists():
+        pytest.skip("needs /work/scratch/vllm032")
+    done = subprocess.run([str(python), "-B", "-c", IMPORTLIB_LIST], capture_output=True, text=True, timeout=60, cwd="/")
+    expected = json.loads(done.stdout)
+    got = {k: [p["version"], p["location"]] for k, p in probe(python)["packages"].items()}
+    assert got == expected and len(got) > 3
+
+
 def test_untouched_tracked_packages_are_ok(small_python):
     data = probe(small_python, "--no-cache", "--track", "six", "--track", "IDNA")
     for name in ("six", "idna"):
