@@ -7,6 +7,7 @@ in facts.errors, and the others go on: a broken box is exactly the box this tool
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from dataclasses import dataclass, field
@@ -31,6 +32,12 @@ class Context:
     # Raw observations one collector hands to those that need it (e.g. the target's ptxas
     # candidates and pip-config constraint files); not part of Facts.
     scratch: dict[str, Any] = field(default_factory=dict)
+
+    def target_env(self, name: str) -> str | None:
+        """A variable as the target sees it: the target probe's view, else this process's environment."""
+        env = self.facts.env
+        value = env[name] if env is not None and name in env else os.environ.get(name)
+        return value or None
 
 
 @dataclass(frozen=True)

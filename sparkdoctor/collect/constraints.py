@@ -39,13 +39,6 @@ _ARCHIVES = (".whl", ".tar.gz", ".tgz", ".tar.bz2", ".tbz", ".tar.xz", ".txz", "
 _INCLUDE_OPTS = {"-c": "constraint", "--constraint": "constraint", "-r": "requirement", "--requirement": "requirement"}
 
 
-def _target_env(ctx: Context, name: str) -> str | None:
-    """A variable as the target sees it: the env collector's view, else this process's environment."""
-    env = ctx.facts.env
-    value = env[name] if env is not None and name in env else os.environ.get(name)
-    return value or None
-
-
 # ---- where the constraints files come from ------------------------------------------------------------
 def _config_key(raw: str) -> str:
     """pip's normalisation of config keys: case, '_' for '-', an optional leading '--'."""
@@ -95,7 +88,7 @@ def pip_config_constraints(ctx: Context) -> tuple[str, list[str]] | None:
 
 def sources(ctx: Context) -> list[tuple[str, list[str]]]:
     found: list[tuple[str, list[str]]] = []
-    env_value = _target_env(ctx, "PIP_CONSTRAINT")
+    env_value = ctx.target_env("PIP_CONSTRAINT")
     if env_value and env_value.split():
         found.append((SOURCE_ENV, env_value.split()))
     else:
@@ -239,7 +232,7 @@ class Reader:
             return
         for number, line in logical_lines(text):
             here = f"{path}:{number}"
-            line = _ENV_VAR_RE.sub(lambda m: _target_env(self.ctx, m.group(1)) or m.group(0), line)
+            line = _ENV_VAR_RE.sub(lambda m: self.ctx.target_env(m.group(1)) or m.group(0), line)
             if line.startswith("-"):
                 self._option_line(line, path, source, stack + (real,), here)
                 continue

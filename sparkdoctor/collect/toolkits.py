@@ -210,13 +210,6 @@ class _Cache:
 
 
 # ---- discovery -------------------------------------------------------------------------------------------
-def target_env(ctx: Context, name: str) -> str | None:
-    """A variable as the target sees it: the env collector's view, else this process's environment."""
-    env = ctx.facts.env
-    value = env[name] if env is not None and name in env else os.environ.get(name)
-    return value or None
-
-
 def discover(ctx: Context) -> list[Ptxas]:
     found: dict[str, Ptxas] = {}
 
@@ -229,10 +222,10 @@ def discover(ctx: Context) -> list[Ptxas]:
         entry.add(path, source, **extra)
 
     for var in TRITON_ENV_VARS:
-        value = target_env(ctx, var)
+        value = ctx.target_env(var)
         if value:
             add(value, "env", must_exist=True, env_var=var)
-    cuda_home = target_env(ctx, "CUDA_HOME")
+    cuda_home = ctx.target_env("CUDA_HOME")
     if cuda_home:
         add(os.path.join(cuda_home, "bin", "ptxas"), "system", must_exist=False)
     path_env = ctx.scratch.get("path_env") or os.environ.get("PATH", "")
