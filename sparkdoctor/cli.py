@@ -213,6 +213,40 @@ def matrix_validate(path: Optional[Path] = typer.Argument(None, help="Matrix fol
     typer.echo(f"ok: {_n(len(m.entries), 'entry', 'entries')}, {_n(len(m.stacks), 'known-good stack')} in {_n(len(m.files), 'file')}")
 
 
+@matrix_app.command("verify")
+def matrix_verify(
+    entry_id: Optional[str] = typer.Argument(None, help="Entry id (default: every entry with verified_by and a verify table)."),
+    keep: bool = typer.Option(False, "--keep", help="Keep the scratch environments (reused by the next run)."),
+    matrix_path: Optional[Path] = typer.Option(None, "--matrix", help="Matrix folder or file (default: bundled)."),
+    fmt: str = typer.Option("console", "--format", "-f", help="console | json"),
+) -> None:
+    """Install each entry's affected and fixed versions into scratch environments, run its probe in each.
+    Exit 0: all confirmed; 1: an entry is contradicted; 2: an environment could not be built or probed."""
+    import time
+
+    from sparkdoctor import verify
+
+    if fmt not in ("console", "json"):
+        raise Fatal(f"--format {fmt}: choose one of console, json")
+    try:
+        specs = verify.select(_load_matrix(matrix_path), entry_id)
+    except verify.VerifyError as exc:
+        raise Fatal(str(exc)) from None
+    from rich.console import Console
+
+    err = Console(stderr=True)
+    started = time.monotonic()
+    results = verify.verify(specs, keep=keep, log=lambda line: err.print(f"[dim]{line}[/]") if sys.stderr.isatty() else None)
+    seconds = time.monotonic() - started
+    if fmt == "json":
+        sys.stdout.write(verify.to_json(results, seconds) + "\n")
+    elif not results:
+        typer.echo("no matrix entry has both verified_by and a verify table")
+    else:
+        verify.render_console(results, Console(), seconds)
+    raise typer.Exit(verify.exit_code(results))
+
+
 def _n(count: int, one: str, many: str | None = None) -> str:
     return f"{count} {one if count == 1 else (many or one + 's')}"
 
