@@ -12,7 +12,9 @@ Each .ptx file opens with a comment block of TOML (`// key = value`) that descri
   sass                     regex the disassembly must match
   entry, threads, params   the kernel, its one-block launch, its pointer parameters in order
   inputs, reference        fp_reference functions: the input bytes, and the expected outputs
-The source contains `.target @ARCH@`; the arch is put in at compile time.
+The source contains `.target @ARCH@`; the arch is put in at compile time, and `.version` is raised
+to the first PTX ISA that knows that arch (8.7 for sm_120a, 8.8 for sm_121a): a probe written for
+8.7 then still assembles for sm_120a with CUDA 12.8.
 
 Results are cached under <cache>/kernels/ by (ptxas realpath, version, size, mtime; probe source;
 arch; disassembler); a GPU run additionally by (GPU name, cc, driver version). An unreadable entry
@@ -52,6 +54,8 @@ MAX_PARALLEL = 4
 
 # The first CUDA release whose ptxas knows each arch (suffix "" / "a" / "f"): for explanations.
 _FIRST_CUDA = {89: (11, 8), 90: (12, 0), 100: (12, 8), 120: (12, 8), 121: (12, 9)}
+# The first PTX ISA version with each arch as a .target (family "f" targets arrived with 8.8).
+_FIRST_PTX = {89: (7, 8), 90: (8, 0), 100: (8, 6), 120: (8, 7), 121: (8, 8)}
 _SOURCE_RANK = {"system": 0, "pip": 1, "env": 2, "triton": 3}
 
 
@@ -86,8 +90,17 @@ class Probe:
         found = re.search(r"^\s*\.version\s+(\S+)", self.source, re.MULTILINE)
         return found.group(1) if found else "?"
 
+    def ptx_version_for(self, arch: str) -> str:
+        own = _version_tuple(self.ptx_version)
+        number, suffix = parse_arch(arch)
+        first = _FIRST_PTX.get(number, (0, 0))
+        if suffix == "f":
+            first = max(first, (8, 8))
+        return ".".join(map(str, max(own, first)))
+
     def ptx_for(self, arch: str) -> str:
-        return self.source.replace(ARCH_PLACEHOLDER, arch)
+        source = re.sub(r"^(\s*\.version\s+)\S+", lambda m: m.group(1) + self.ptx_version_for(arch), self.source, count=1, flags=re.MULTILINE)
+        return source.replace(ARCH_PLACEHOLDER, arch)
 
     def body(self) -> str:
         """The source after its module directives, for building one module out of several probes."""
@@ -319,7 +332,7 @@ def explain(error: str, arch: str, probe: Probe, ptxas_version: str | None) -> s
     if "not defined for option" in error or "does not support .target" in error or "Unknown target" in error:
         return f"ptxas {ptxas_version or '?'} does not know {arch}: targeting it needs {first_text} or newer"
     if "Unsupported .version" in error:
-        return f"ptxas {ptxas_version or '?'} is older than the PTX ISA {probe.ptx_version} this probe is written in"
+        return f"ptxas {ptxas_version or '?'} is older than PTX ISA {probe.ptx_version_for(arch)}, which this probe needs for {arch}"
     if "not supported on .target" in error:
         if probe.needs_suffix and not suffix and base in probe.family:
             return f"these instructions need {base}a or {base}f; a build that targets plain {base} cannot use them"
@@ -334,6 +347,7 @@ class Job:
     arch: str
     purpose: str  # "target" | "diagnosis"
     setting: str | None = None
+    primary: bool = False  # the preferred ptxas for this probe and arch: its SASS is read
     key: str = ""
     disassembler: Tool | None = None
     record: dict[str, Any] = field(default_factory=dict)
@@ -439,7 +453,7 @@ def sass_for_group(jobs: list[Job], workdir: Path) -> None:
         for job in jobs:
             job.record["sass_ok"], job.record["sass"] = None, "SASS not checked: no nvdisasm or cuobjdump found"
         return
-    version = max((j.probe.ptx_version for j in jobs), key=_version_tuple)
+    version = max((j.probe.ptx_version_for(j.arch) for j in jobs), key=_version_tuple)
     module = f".version {version}\n.target {first.arch}\n.address_size 64\n" + "\n".join(j.probe.body() for j in jobs)
     folder = Path(tempfile.mkdtemp(prefix="sass-", dir=workdir))
     (folder / "all.ptx").write_text(module, encoding="utf-8")
@@ -658,8 +672,8 @@ def run(ctx: Context) -> dict[str, Any]:
         arch, note = compile_arch(probe, target)
         arch_notes[probe.id] = (note, "home") if note else (target_note, source)
         ordered = preferred(tools, arch)
-        for tool in ordered:
-            jobs.append(Job(probe, tool, arch, "target", disassembler=disassemblers[tool.identity]))
+        for rank, tool in enumerate(ordered):
+            jobs.append(Job(probe, tool, arch, "target", primary=rank == 0, disassembler=disassemblers[tool.identity]))
         for setting, plain in settings:
             if arch_base(plain) in probe.family and plain != arch:
                 jobs.append(Job(probe, ordered[0], plain, "diagnosis", setting))
@@ -697,9 +711,13 @@ def _compile_phase(pending: list[Job], workdir: Path) -> None:
         list(pool.map(lambda j: compile_job(j, workdir, hung, lock), pending))
         groups: dict[tuple[str, str, str | None], list[Job]] = {}
         for job in pending:
-            if job.purpose == "target" and job.record["compiled"]:
-                dis = job.disassembler.identity if job.disassembler else None
-                groups.setdefault((job.ptxas.identity, job.arch, dis), []).append(job)
+            if job.purpose != "target" or not job.record["compiled"]:
+                continue
+            if not job.primary:
+                job.record["sass"] = "SASS not read: it is read for the preferred ptxas only (a disassembler call costs ~0.7 s)"
+                continue
+            dis = job.disassembler.identity if job.disassembler else None
+            groups.setdefault((job.ptxas.identity, job.arch, dis), []).append(job)
         list(pool.map(lambda g: sass_for_group(g, workdir), groups.values()))
 
 
