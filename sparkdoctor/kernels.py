@@ -237,6 +237,7 @@ class Tool:
     version: str | None
     source: str
     identity: str  # realpath, size, mtime and version: changes whenever the binary does
+    used_by: tuple[str, ...] = ()  # e.g. ("triton",): who really calls this ptxas
 
 
 def _identity(path: str, version: str | None) -> str | None:
@@ -266,7 +267,7 @@ def usable_ptxas(toolkits: list[dict[str, Any]]) -> tuple[list[Tool], list[str]]
         if real in seen:
             continue
         seen.add(real)
-        tools.append(Tool(path, tk.get("version"), str(tk.get("source") or "unknown"), ident))
+        tools.append(Tool(path, tk.get("version"), str(tk.get("source") or "unknown"), ident, tuple(tk.get("used_by") or ())))
     return tools, skipped
 
 
@@ -369,7 +370,7 @@ def _job_key(job: Job) -> str:
 def _new_record(job: Job) -> dict[str, Any]:
     return {
         "ptxas": job.ptxas.path, "ptxas_version": job.ptxas.version, "ptxas_source": job.ptxas.source,
-        "arch": job.arch, "purpose": job.purpose, "outcome": None, "compiled": False, "error": None,
+        "used_by": list(job.ptxas.used_by), "arch": job.arch, "purpose": job.purpose, "outcome": None, "compiled": False, "error": None,
         "explanation": None, "sass_ok": None, "sass": None, "ran": None, "verified": None,
         "run_note": None, "ms": None, "cached": False,
         **({"setting": job.setting} if job.setting else {}),
@@ -731,6 +732,9 @@ def _entry(probe: Probe, jobs: list[Job], arch_note: str | None, arch_source: st
     target_runs = [r for r in runs if r["purpose"] == "target"]
     primary = target_runs[0]  # jobs were queued in preference order
     status, detail = _judge(primary, target_runs)
+    for r in target_runs[1:]:
+        if r.get("used_by") and not r["compiled"] and r["outcome"] != primary["outcome"]:
+            detail += f"; the ptxas {', '.join(r['used_by'])} uses, {_who(r)}, does not: {r['explanation'] or r['error']}"
     for r in runs:
         if r["purpose"] == "diagnosis" and not r["compiled"]:
             detail += f"; {r['setting']} targets plain {r['arch']}: {r['explanation'] or r['error']}"

@@ -317,6 +317,7 @@ def test_an_old_ptxas_gets_a_reason_and_the_one_that_knows_the_arch_decides(tmp_
     assert entry["status"] == "ok"
     assert [r["ptxas_source"] for r in entry["runs"]] == ["system", "triton"]
     assert "(1/2 ptxas compiled it)" in entry["detail"]
+    assert "; the ptxas triton uses, ptxas 12.8.93 (triton), does not: ptxas 12.8.93 does not know sm_121a" in entry["detail"]
 
 
 # ---- cache ---------------------------------------------------------------------------------------
