@@ -67,8 +67,8 @@ CASES: dict[str, tuple[dict, dict]] = {
         dict(),
     ),
     "cutedsl-arch-mismatch": (
-        dict(env={"CUTE_DSL_ARCH": "sm_120a"}),
-        dict(env={"CUTE_DSL_ARCH": "sm_121f"}),
+        dict(env={"CUTE_DSL_ARCH": "sm_120f"}),
+        dict(env={"CUTE_DSL_ARCH": None}),  # unset is a different entry; sm_121a is the baseline
     ),
     "cutedsl-warp-mma-patch-obsolete": (
         dict(modified={"nvidia-cutlass-dsl-libs-cu13": [f"{CU13_FILE}/warp/mma.py"]}),
