@@ -2,7 +2,8 @@
 
 `gb10_facts()` is a plausible healthy box: DGX OS, driver 580.95.05 (CUDA 13.0), torch 2.13.0+cu130,
 triton 3.6.0, vLLM 0.22.0, FlashInfer 0.6.11.post2, nvidia-cutlass-dsl[cu13] 4.5.2 with the cu13 library
-build active, system ptxas 13.0.88 plus Triton's bundled one, CUTE_DSL_ARCH=sm_121a, all probes ok.
+build active, system ptxas 13.0.88 plus Triton's two bundled ones (ptxas 12.8.93, and ptxas-blackwell
+12.9.86 which Triton runs for GB10), CUTE_DSL_ARCH=sm_121a, all probes ok.
 
 `gb10_facts(**changes)` edits that baseline; each keyword is a Facts field:
   - None makes the field unknown (e.g. packages=None: "could not be observed");
@@ -28,6 +29,8 @@ from sparkdoctor.facts import Facts
 SITE = "/opt/venv/lib/python3.12/site-packages"
 SYSTEM_PTXAS = "/usr/local/cuda/bin/ptxas"
 TRITON_PTXAS = f"{SITE}/triton/backends/nvidia/bin/ptxas"
+# Triton >= 3.6 runs this second bundled ptxas for sm_100 and newer, GB10 included
+TRITON_PTXAS_BLACKWELL = f"{SITE}/triton/backends/nvidia/bin/ptxas-blackwell"
 
 # name -> version of the healthy stack (names as pip shows them)
 BASELINE_PACKAGES = {
@@ -123,7 +126,11 @@ def _baseline() -> Facts:
         arch={"value": "sm_121a", "source": "detected"},
         gpus=[{"index": 0, "name": "NVIDIA GB10", "cc": "12.1", "arch": "sm_121a", "memory_total_mib": 122570, "unified": True}],
         driver={"version": "580.95.05", "cuda": "13.0", "source": "nvml"},
-        toolkits=[ptxas("13.0.88", "system"), ptxas("12.9.86", "triton", used_by=["triton"])],
+        toolkits=[
+            ptxas("13.0.88", "system"),
+            ptxas("12.8.93", "triton"),  # Triton 3.6's legacy ptxas, used only below sm_100
+            ptxas("12.9.86", "triton", path=TRITON_PTXAS_BLACKWELL, used_by=["triton"]),
+        ],
         packages=packages,
         cutedsl={
             "active_build": "libs-cu13",

@@ -15,7 +15,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from sparkdoctor import matrix
-from tests.gb10 import gb10_facts, pin, ptxas
+from tests.gb10 import TRITON_PTXAS_BLACKWELL, gb10_facts, pin, ptxas
 
 MATRIX = matrix.load()
 
@@ -190,7 +190,7 @@ CASES: dict[str, tuple[dict, dict]] = {
     ),
     # ---- flashinfer --------------------------------------------------------------------------
     "fi-jit-120a-cuda129": (
-        dict(packages={"flashinfer-python": "0.6.6"}, toolkits=[ptxas("12.9.86", "system"), ptxas("12.9.86", "triton", used_by=["triton"])]),
+        dict(packages={"flashinfer-python": "0.6.6"}, toolkits=[ptxas("12.9.86", "system")]),
         dict(packages={"flashinfer-python": "0.6.6"}),  # system toolkit is CUDA 13.0
     ),
     "fi-moe-utils-jit-sm12x": (
@@ -227,6 +227,7 @@ CASES: dict[str, tuple[dict, dict]] = {
     ),
     # ---- triton ------------------------------------------------------------------------------
     "triton-ptxas-no-sm121a": (
+        # Triton 3.5: only the legacy bundled ptxas, which predates sm_121a
         dict(packages={"triton": "3.5.1"}, toolkits=[ptxas("13.0.88", "system"), ptxas("12.8.93", "triton", used_by=["triton"])]),
         # TRITON_PTXAS_PATH moves Triton onto the system ptxas; the bundled one is left unused
         dict(packages={"triton": "3.5.1"}, env={"TRITON_PTXAS_PATH": "/usr/local/cuda/bin/ptxas"},
@@ -236,7 +237,7 @@ CASES: dict[str, tuple[dict, dict]] = {
         dict(env={"TRITON_OVERRIDE_ARCH": "sm120"}),
         dict(),
     ),
-    "triton-ptxas-path-leftover": (
+    "triton-ptxas-path-no-effect": (
         dict(env={"TRITON_PTXAS_PATH": "/usr/local/cuda/bin/ptxas"}),
         dict(env={"TRITON_PTXAS_PATH": "/usr/local/cuda/bin/ptxas"}, packages={"triton": "3.5.1"}),
     ),
@@ -263,8 +264,8 @@ CASES: dict[str, tuple[dict, dict]] = {
         dict(driver={"version": "580.159.03", "cuda": "13.0"}),
     ),
     "toolkit-system-ptxas-no-sm121a": (
-        dict(toolkits=[ptxas("12.8.93", "system"), ptxas("12.9.86", "triton", used_by=["triton"])]),
-        dict(toolkits=[ptxas("12.9.86", "system"), ptxas("12.9.86", "triton", used_by=["triton"])]),
+        dict(toolkits=[ptxas("12.8.93", "system"), ptxas("12.9.86", "triton", path=TRITON_PTXAS_BLACKWELL, used_by=["triton"])]),
+        dict(toolkits=[ptxas("12.9.86", "system"), ptxas("12.9.86", "triton", path=TRITON_PTXAS_BLACKWELL, used_by=["triton"])]),
     ),
 }
 
