@@ -29,9 +29,7 @@ import os
 import re
 import shutil
 import sys
-import tempfile
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -143,11 +141,6 @@ def parse_probe(path: Path) -> Probe:
         re.compile(meta["sass"])
     except re.error as exc:
         raise ProbeError(f"{path}: header field 'sass' is not a regex: {exc}") from None
-    from sparkdoctor import fp_reference
-
-    for name in ("inputs", "reference"):
-        if not callable(getattr(fp_reference, meta[name], None)):
-            raise ProbeError(f"{path}: header field '{name}' names no function of sparkdoctor.fp_reference")
     for arch in [*meta["family"], meta["home_arch"]]:
         try:
             parse_arch(arch)
@@ -238,6 +231,12 @@ class Tool:
     source: str
     identity: str  # realpath, size, mtime and version: changes whenever the binary does
     used_by: tuple[str, ...] = ()  # e.g. ("triton",): who really calls this ptxas
+    archs: tuple[str, ...] = ()  # the --gpu-name values it lists, when the toolkits collector read them
+
+    def knows(self, arch: str) -> bool | None:
+        if self.archs:
+            return arch in self.archs
+        return ptxas_knows(self.version, arch)
 
 
 def _identity(path: str, version: str | None) -> str | None:
@@ -267,14 +266,16 @@ def usable_ptxas(toolkits: list[dict[str, Any]]) -> tuple[list[Tool], list[str]]
         if real in seen:
             continue
         seen.add(real)
-        tools.append(Tool(path, tk.get("version"), str(tk.get("source") or "unknown"), ident, tuple(tk.get("used_by") or ())))
+        tools.append(
+            Tool(path, tk.get("version"), str(tk.get("source") or "unknown"), ident, tuple(tk.get("used_by") or ()), tuple(tk.get("archs") or ()))
+        )
     return tools, skipped
 
 
 def preferred(tools: list[Tool], arch: str) -> list[Tool]:
     """The ptxas that matters first: one that knows the arch, from a CUDA toolkit (system, pip)
     before the one an env var or Triton brings."""
-    return sorted(tools, key=lambda t: (ptxas_knows(t.version, arch) is False, _SOURCE_RANK.get(t.source, 9)))
+    return sorted(tools, key=lambda t: (t.knows(arch) is False, _SOURCE_RANK.get(t.source, 9)))
 
 
 def _nvidia_wheel_bins() -> list[Path]:
@@ -384,7 +385,8 @@ def compile_job(job: Job, workdir: Path, hung: set[str], lock: threading.Lock) -
         if job.ptxas.identity in hung:
             rec.update(outcome="timeout", error=f"not tried: this ptxas hung on another probe (over {COMPILE_TIMEOUT:.0f}s)")
             return
-    folder = Path(tempfile.mkdtemp(prefix=f"{job.probe.id}-", dir=workdir))
+    folder = workdir / (job.key[:24] or f"{job.probe.id}-{job.arch}-{id(job)}")  # keys are unique per job
+    folder.mkdir()
     ptx, cubin = folder / "in.ptx", folder / "out.cubin"
     ptx.write_text(job.probe.ptx_for(job.arch), encoding="utf-8")
     result = proc.run([job.ptxas.path, f"-arch={job.arch}", "-o", str(cubin), str(ptx)], timeout=COMPILE_TIMEOUT)
@@ -456,7 +458,8 @@ def sass_for_group(jobs: list[Job], workdir: Path) -> None:
         return
     version = max((j.probe.ptx_version_for(j.arch) for j in jobs), key=_version_tuple)
     module = f".version {version}\n.target {first.arch}\n.address_size 64\n" + "\n".join(j.probe.body() for j in jobs)
-    folder = Path(tempfile.mkdtemp(prefix="sass-", dir=workdir))
+    folder = workdir / f"sass-{first.key[:24]}"
+    folder.mkdir()
     (folder / "all.ptx").write_text(module, encoding="utf-8")
     result = proc.run([first.ptxas.path, f"-arch={first.arch}", "-o", str(folder / "all.cubin"), str(folder / "all.ptx")], timeout=COMPILE_TIMEOUT)
     functions, why_not = (None, f"the combined module did not assemble: {result.describe_failure()}")
@@ -511,6 +514,8 @@ def _atomic_write(path: Path, data: bytes) -> None:
 
 def matching_gpu(gpus: list[dict[str, Any]] | None, arch: str) -> dict[str, Any] | None:
     """The first GPU a cubin for `arch` runs on (a: the same cc; plain and f: later minors too)."""
+    if not gpus:
+        return None
     from sparkdoctor.cuda_driver import cc_matches
 
     want = arch_cc(arch)
@@ -544,21 +549,28 @@ def run_on_gpu(requests: list[dict[str, Any]], timeout: float | None = None) -> 
     return [{"id": req["id"], "ok": False, "error": failed} for req in requests]
 
 
-def probe_buffers(probe: Probe) -> dict[str, bytes | int]:
+def reference_function(probe: Probe, field_name: str):
+    """The fp_reference function a probe's `inputs` / `reference` field names (imported only when
+    a GPU run needs it: `check` stays fast without one)."""
     from sparkdoctor import fp_reference
 
-    buffers = getattr(fp_reference, probe.inputs)()
+    fn = getattr(fp_reference, getattr(probe, field_name), None)
+    if not callable(fn):
+        raise ProbeError(f"{probe.path}: header field '{field_name}' names no function of sparkdoctor.fp_reference")
+    return fn
+
+
+def probe_buffers(probe: Probe) -> dict[str, bytes | int]:
+    buffers = reference_function(probe, "inputs")()
     if list(buffers) != list(probe.params):
         raise ProbeError(f"{probe.path}: {probe.inputs}() returns buffers {list(buffers)}, the kernel takes {list(probe.params)}")
     return buffers
 
 
 def verify_outputs(probe: Probe, buffers: dict[str, bytes | int], outputs: dict[str, bytes]) -> tuple[bool, str]:
-    from sparkdoctor import fp_reference
-
     inputs = {k: v for k, v in buffers.items() if isinstance(v, bytes)}
     notes, ok = [], True
-    for expected in getattr(fp_reference, probe.reference)(inputs):
+    for expected in reference_function(probe, "reference")(inputs):
         same, note = expected.compare(outputs.get(expected.name, b""))
         ok, notes = ok and same, notes + [note]
     return ok, "; ".join(notes)
@@ -690,7 +702,11 @@ def run(ctx: Context) -> dict[str, Any]:
             job.record.update(hit[0], cached=True)
 
     needs_gpu = any(j.purpose == "target" and matching_gpu(ctx.facts.gpus, j.arch) for j in jobs)
-    workdir_ctx = tempfile.TemporaryDirectory(prefix="sparkdoctor-kernels-") if pending or needs_gpu else None
+    workdir_ctx = None
+    if pending or needs_gpu:
+        import tempfile  # cold path only: `check` with a warm cache never needs a scratch folder
+
+        workdir_ctx = tempfile.TemporaryDirectory(prefix="sparkdoctor-kernels-")
     try:
         workdir = Path(workdir_ctx.name) if workdir_ctx else None
         if pending and workdir is not None:
@@ -706,6 +722,8 @@ def run(ctx: Context) -> dict[str, Any]:
 
 
 def _compile_phase(pending: list[Job], workdir: Path) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
     hung: set[str] = set()
     lock = threading.Lock()
     with ThreadPoolExecutor(max_workers=MAX_PARALLEL) as pool:

@@ -107,7 +107,6 @@ reference = "e2m1_cvt_expected"
     [
         (lambda h: h.replace('threads = 32', 'threads = "32"'), "'threads' is missing or not a int"),
         (lambda h: h.replace('id = "x"', "id = x"), "header is not TOML"),
-        (lambda h: h.replace("e2m1_cvt_expected", "no_such_function"), "'reference' names no function"),
         (lambda h: h.replace("'F2FP'", "'F2FP('"), "'sass' is not a regex"),
         (lambda h: h.replace('home_arch = "sm_121a"', 'home_arch = "gb10"'), "not a CUDA arch"),
     ],
@@ -127,6 +126,20 @@ def test_ptx_version_is_raised_to_what_the_arch_needs():
     assert ".version 8.8\n.target sm_120f\n" in probe.ptx_for("sm_120f")
     fp8 = next(p for p in kernels.load_probes() if p.id == "fp8-mma-sm90")
     assert ".version 8.4\n.target sm_90a\n" in fp8.ptx_for("sm_90a")
+
+
+def test_every_probe_names_existing_reference_functions():
+    for probe in kernels.load_probes():
+        buffers = kernels.probe_buffers(probe)
+        assert callable(kernels.reference_function(probe, "reference")) and list(buffers) == list(probe.params)
+
+
+def test_an_unknown_reference_function_is_named_when_it_is_needed(tmp_path):
+    _write_probe(tmp_path, GOOD_HEADER.replace("e2m1_cvt_expected", "no_such_function"))
+    [probe] = kernels.load_probes(tmp_path)  # loading stays cheap: fp_reference is imported for GPU runs only
+    with pytest.raises(kernels.ProbeError, match="'reference' names no function") as err:
+        kernels.reference_function(probe, "reference")
+    assert str(tmp_path / "x.ptx") in str(err.value)
 
 
 def test_probe_without_arch_placeholder_and_duplicate_ids(tmp_path):
