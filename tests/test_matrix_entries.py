@@ -14,7 +14,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from sparkdoctor import matrix
+from sparkdoctor import matrix, verify
 from tests.gb10 import TRITON_PTXAS_BLACKWELL, gb10_facts, pin, ptxas
 
 MATRIX = matrix.load()
@@ -304,6 +304,13 @@ def test_entries_are_written_out():
         assert len(e.summary) >= 80, f"{e.id}: summary too thin to act on"
         assert e.remedy and e.title, e.id
         assert not e.fix, f"{e.id}: fix definitions come later; do not reference one yet"
+
+
+def test_verify_tables_are_usable_by_matrix_verify():
+    specs = verify.select(MATRIX, None)  # raises VerifyError naming the entry and field if one is malformed
+    assert {s.entry.id for s in specs} == {e.id for e in MATRIX.entries if e.verify}
+    for spec in specs:
+        assert spec.affected, spec.entry.id
 
 
 def test_healthy_gb10_matches_no_error_and_decides_every_entry():
