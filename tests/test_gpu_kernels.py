@@ -149,7 +149,7 @@ def test_raw_buffers_of_every_runnable_probe(gpu):
             outputs = {k: bytes.fromhex(v) for k, v in result["outputs"].items()}
             verified, note = kernels.verify_outputs(probe, buffers, outputs)
             records[probe.id] = {
-                "arch": arch, "ptxas_version": toolkit["version"], "device": result["device"], "verified": verified, "note": note,
+                "probe_sha256": probe.sha256, "arch": arch, "ptxas_version": toolkit["version"], "device": result["device"], "verified": verified, "note": note,
                 "inputs": {k: v.hex() for k, v in buffers.items() if isinstance(v, bytes)}, "outputs": result["outputs"],
             }
     _save("raw-runs.json", {"gpu": gpu, "runs": records})

@@ -540,6 +540,11 @@ def test_h100_evidence_fp8_run_matches_the_reference_recomputed_here():
     assert raw["gpu"]["name"].startswith("NVIDIA H100") and raw["gpu"]["cc"] == "9.0"
     run = raw["runs"]["fp8-mma-sm90"]
     assert run["verified"] is True and run["device"]["cc"] == "9.0"
+    probe = next(p for p in kernels.load_probes() if p.id == "fp8-mma-sm90")
+    assert run["probe_sha256"] == probe.sha256, (
+        "probes/kernels/fp8-mma-sm90.ptx changed since the H100 run: regenerate tests/data/h100/ with "
+        "SPARKDOCTOR_EVIDENCE_DIR=... pytest tests/test_gpu_kernels.py on an sm_90 GPU"
+    )
     inputs = {k: bytes.fromhex(v) for k, v in run["inputs"].items()}
     # the evidence was made from today's generator and today's reference agrees with the GPU
     assert inputs == {k: v for k, v in fp_reference.fp8_mma_inputs().items() if isinstance(v, bytes)}
