@@ -241,7 +241,12 @@ def _eval_driver_field(fieldname: str, label: str) -> Callable[[Any, Facts], lis
     return ev
 
 
+def _v_torch_cuda(value: Any) -> str | None:
+    return None if value == "none" else _v_spec(value)
+
+
 def _eval_torch_cuda(value: str, facts: Facts) -> list[Check]:
+    """A specifier on the CUDA version torch was built for; "none" matches a CPU-only build."""
     if facts.packages is None:
         return [Check("torch_cuda", None, "torch build unknown")]
     torch = facts.package("torch")
@@ -249,7 +254,9 @@ def _eval_torch_cuda(value: str, facts: Facts) -> list[Check]:
         return [Check("torch_cuda", False, "torch not installed")]
     cuda = torch.get("cuda")
     if cuda is None:
-        return [Check("torch_cuda", False, f"torch {torch.get('version')} is a CPU build")]
+        return [Check("torch_cuda", value == "none", f"torch {torch.get('version')} is a CPU-only build")]
+    if value == "none":
+        return [Check("torch_cuda", False, f"torch {torch.get('version')} is built for CUDA {cuda}")]
     ok = _version_in(cuda, value)
     return [Check("torch_cuda", ok, f"torch {torch.get('version')} built for CUDA {cuda} ({'matches' if ok else 'does not match'} {value})")]
 
@@ -479,7 +486,7 @@ CONDITIONS: dict[str, Condition] = {
     "not_installed": Condition(_v_str_list, _eval_not_installed, "none of these packages installed"),
     "driver": Condition(_v_spec, _eval_driver_field("version", "NVIDIA driver"), "driver version in range"),
     "cuda_driver": Condition(_v_spec, _eval_driver_field("cuda", "driver CUDA version"), "CUDA version the driver supports in range"),
-    "torch_cuda": Condition(_v_spec, _eval_torch_cuda, "CUDA version torch was built for in range"),
+    "torch_cuda": Condition(_v_torch_cuda, _eval_torch_cuda, "CUDA version torch was built for in range (\"none\": a CPU-only build)"),
     "cutedsl_build": Condition(_v_str_list, _eval_cutedsl_build, "the cutlass-dsl library build on disk"),
     "env": Condition(_v_env, _eval_env, "env vars set / unset / equal / one of"),
     "env_matches": Condition(_v_regex_table, _eval_env_matches, "env var set and matches a regular expression"),

@@ -126,6 +126,9 @@ def test_missing_and_absent_facts_are_not_the_same(tmp_path):
     assert outcome(driver, driver={"version": None, "cuda": None}) == "clear"  # looked: no NVIDIA driver
     torch = one_entry(tmp_path, 'when.torch_cuda = ">=12.8"')
     assert outcome(torch, torch_cuda=None) == "clear"  # a CPU build has no CUDA
+    cpu = one_entry(tmp_path, 'when.torch_cuda = "none"')
+    assert outcome(cpu, torch_cuda=None) == "match"
+    assert outcome(cpu) == "clear"  # the baseline's torch is a cu130 build
     build = one_entry(tmp_path, 'when.cutedsl_build = "libs-cu13"')
     assert outcome(build, cutedsl={"active_build": "unknown", "evidence": "no RECORD matched"}) == "unknown"
     caps = one_entry(tmp_path, 'when.capabilities = { "vllm.env.VLLM_NVFP4_GEMM_BACKEND" = "unknown" }')

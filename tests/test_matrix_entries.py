@@ -250,6 +250,10 @@ CASES: dict[str, tuple[dict, dict]] = {
         dict(torch_cuda="12.6"),
         dict(torch_cuda="12.8"),
     ),
+    "torch-cpu-only-build": (
+        dict(torch_cuda=None),
+        dict(torch_cuda=None, packages={"vllm": None}),
+    ),
     "torch-cu12-with-cuda13-vllm": (
         dict(torch_cuda="12.9"),
         dict(torch_cuda="12.9", packages={"vllm": "0.19.0"}),
