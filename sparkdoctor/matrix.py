@@ -582,11 +582,11 @@ def _entry(raw: dict, index: int, component: str, where: str) -> Entry:
         raise MatrixError(f"{label}: field 'verified_by' needs probe = \"id\" and expect = ok | fail | refused | crash | error")
     return Entry(
         id=raw["id"],
-        title=raw["title"].strip(),
+        title=_prose(raw["title"]),
         severity=raw["severity"],
         action=raw["action"],
-        summary=raw["summary"].strip(),
-        remedy=raw["remedy"].strip(),
+        summary=_prose(raw["summary"]),
+        remedy=_prose(raw["remedy"]),
         when=raw["when"],
         refs=raw["refs"],
         component=component,
@@ -597,6 +597,11 @@ def _entry(raw: dict, index: int, component: str, where: str) -> Entry:
         withdrawn=raw.get("withdrawn"),
         verify=raw.get("verify"),
     )
+
+
+def _prose(text: str) -> str:
+    """TOML multi-line strings wrap where the author's editor did; renderers wrap for the reader."""
+    return " ".join(text.split())
 
 
 def _stack(raw: dict, index: int, component: str, where: str) -> Stack:
