@@ -226,7 +226,8 @@ def ensure_venv(root: Path, env: Env, log: Callable[[str], None] | None = None) 
         shutil.rmtree(venv, ignore_errors=True)
         if log:
             log(f"building {venv.name}: {env.label}")
-        made = proc.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], timeout=VENV_TIMEOUT)
+        # With our own pip the venv needs none of its own (saves seconds per venv); else it brings one.
+        made = proc.run([sys.executable, "-m", "venv", *(["--without-pip"] if _own_pip() else []), str(venv)], timeout=VENV_TIMEOUT)
         if not made.ok:
             raise BuildError(f"python -m venv failed: {made.describe_failure()}")
         for step in env.steps:
@@ -238,9 +239,22 @@ def ensure_venv(root: Path, env: Env, log: Callable[[str], None] | None = None) 
         return python, True
 
 
+_OWN_PIP: list[bool] = []
+
+
+def _own_pip() -> bool:
+    """Can sparkdoctor's own pip install into another environment (pip >= 22.3 has --python)?"""
+    if not _OWN_PIP:
+        found = proc.run([sys.executable, "-m", "pip", "--version"], timeout=60)
+        version = re.match(r"pip (\d+)\.(\d+)", found.stdout or "")
+        _OWN_PIP.append(bool(found.ok and version and (int(version.group(1)), int(version.group(2))) >= (22, 3)))
+    return _OWN_PIP[0]
+
+
 def _pip_install(python: Path, step: tuple[str, ...]) -> list[str]:
     # sparkdoctor's own pip installs into the scratch venv (pip --python): no pip bootstrap per venv.
-    return [sys.executable, "-m", "pip", "--python", str(python), "--disable-pip-version-check", "--no-input", "-q", "install", *step]
+    pip = [sys.executable, "-m", "pip", "--python", str(python)] if _own_pip() else [str(python), "-m", "pip"]
+    return [*pip, "--disable-pip-version-check", "--no-input", "-q", "install", *step]
 
 
 def _pip_error(result: proc.ProcResult) -> str:
@@ -393,10 +407,10 @@ def render_console(results: list[Result], console, seconds: float) -> None:
 
     style = {"confirmed": "green", "contradicted": "bold red", "error": "yellow"}
     for r in results:
-        console.print(f"[{style[r.verdict]}]{r.verdict.upper():<12}[/] [bold]{escape(r.id)}[/]  probe {escape(r.probe)} expects {escape(r.expect)}")
+        console.print(f"[{style[r.verdict]}]{r.verdict.upper():<12}[/] [bold]{escape(r.id)}[/]  probe {escape(r.probe)} expects {escape(r.expect)}", soft_wrap=True)
         for run in r.runs:
             mark = "ok " if (run.status == r.expect) == (run.role == "affected") else "!! "
-            console.print(f"    {mark}{run.role:<8} {escape(run.env.label)} @ {run.env.arch}: {run.status} ({run.seconds:.1f}s)")
+            console.print(f"    {mark}{run.role:<8} {escape(run.env.label)} @ {run.env.arch}: {run.status} ({run.seconds:.1f}s)", soft_wrap=True)
             console.print(f"             {escape(run.detail)}", soft_wrap=True)
         if r.verdict != "confirmed":
             console.print(f"    {escape(r.why)}", soft_wrap=True)

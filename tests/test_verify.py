@@ -179,6 +179,15 @@ def test_build_failure_is_an_error_and_fresh_envs_are_removed(tmp_path, envs, mo
     assert verify.exit_code([result]) == 2
 
 
+def test_pip_comes_from_sparkdoctor_or_else_from_the_venv(monkeypatch):
+    python = Path("/x/venv/bin/python")
+    monkeypatch.setattr(verify, "_OWN_PIP", [True])
+    assert verify._pip_install(python, ("a==1",))[:5] == [sys.executable, "-m", "pip", "--python", str(python)]
+    monkeypatch.setattr(verify, "_OWN_PIP", [False])
+    assert verify._pip_install(python, ("a==1",))[:3] == [str(python), "-m", "pip"]
+    assert verify._pip_install(python, ("--no-deps", "a==1"))[-3:] == ["install", "--no-deps", "a==1"]
+
+
 def test_unknown_probe_is_an_error(tmp_path, envs):
     (result,) = verify.verify(specs_of(tmp_path, TABLE, probe="no-such-probe", expect="fail"), root=envs)
     assert result.verdict == "error" and "unknown probe 'no-such-probe'" in result.why
@@ -323,3 +332,15 @@ def test_real_ptxas_13_rejects_fp4_for_plain_sm121(real_results):
     assert "not supported on .target 'sm_121'" in r.runs[0].detail
     assert "need sm_121a or sm_121f" in r.runs[0].detail
     assert r.runs[1].status == "ok"
+
+
+@pytest.mark.verify
+@pytest.mark.slow
+def test_bundled_matrix_entries_verify():
+    """Every shipped entry with a verify table holds against the real releases it names."""
+    specs = verify.select(load(), None)
+    assert specs, "the bundled matrix has no entry with a verify table"
+    started = time.monotonic()
+    results = verify.verify(specs, root=VERIFY_VENVS, keep=True)
+    sys.stderr.write(f"\nmatrix verify (bundled matrix, {len(specs)} entries): {time.monotonic() - started:.1f}s\n")
+    assert {r.id: r.verdict for r in results} == {s.entry.id: "confirmed" for s in specs}, [r.why for r in results if r.verdict != "confirmed"]
