@@ -66,15 +66,23 @@ def find_package(dist_name, top):
         except OSError:
             continue
         for name in names:
-            m = re.match(r"^([A-Za-z0-9_.]+?)-([^-]+)\.dist-info$", name)
+            m = re.match(r"^([A-Za-z0-9_.]+?)-([^-]+)\.dist-info$", name) or re.match(r"^([A-Za-z0-9_.]+?)(?:-([^-]+?))?(?:-py[\d.]+)?\.egg-info$", name)
             if not m or re.sub(r"[-_.]+", "_", m.group(1)).lower() != want:
                 continue
             info = os.path.join(entry or ".", name)
+            version = m.group(2) or egg_version(info)
             pkg = os.path.join(entry or ".", top)
             if os.path.isfile(os.path.join(pkg, "__init__.py")):
-                return m.group(2), os.path.abspath(pkg)
-            return m.group(2), locate_elsewhere(info, entry or ".", top)
+                return version, os.path.abspath(pkg)
+            return version, locate_elsewhere(info, entry or ".", top)
     return None
+
+
+def egg_version(info):
+    """Version from a (setup.py develop) .egg-info's PKG-INFO."""
+    text = read_text(os.path.join(info, "PKG-INFO")) if os.path.isdir(info) else read_text(info)
+    m = re.search(r"^Version:\s*(\S+)", text or "", re.M)
+    return m.group(1) if m else "unknown"
 
 
 def locate_elsewhere(info, site, top):

@@ -362,6 +362,16 @@ def test_editable_install_is_found_through_its_finder(tmp_path):
     assert out["capabilities"]["vllm.mamba_align_assert"]["value"] is True
 
 
+def test_source_checkout_with_egg_info_is_found(tmp_path):
+    checkout = tmp_path / "vllm-src"
+    write(checkout, "vllm/__init__.py", POISON)
+    write(checkout, "vllm/config/vllm.py", VLLM_CONFIG_ASSERT)
+    write(checkout, "vllm.egg-info/PKG-INFO", "Metadata-Version: 2.1\nName: vllm\nVersion: 0.21.1.dev42+g1234abc.cu130\n")
+    out = run_probe(checkout)
+    assert out["packages"]["vllm"] == {"version": "0.21.1.dev42+g1234abc.cu130", "root": str(checkout / "vllm")}
+    assert out["capabilities"]["vllm.mamba_align_assert"]["value"] is True
+
+
 def test_installed_but_unlocatable_gives_unknown_ids(tmp_path):
     site = tmp_path / "site"
     dist(site, "flashinfer-python", "0.6.9")
