@@ -448,27 +448,29 @@ def check_sass(probe: Probe, instructions: list[str] | None, why_not: str | None
     return False, f"no instruction matches /{probe.sass}/; tensor/convert instructions: {', '.join(seen) or 'none'}"
 
 
-def sass_for_group(jobs: list[Job], workdir: Path) -> None:
-    """One module holding every probe of the group (same ptxas, arch and disassembler), compiled and
-    disassembled once: nvdisasm costs about half a second per call, whatever the cubin's size."""
+def read_sass(jobs: list[Job], workdir: Path, tag: str) -> tuple[dict[str, list[str]] | None, str | None]:
+    """Instructions per kernel of one module holding every probe of the group (same ptxas, arch and
+    disassembler), assembled and disassembled once: nvdisasm costs ~0.6 s of CPU per call, whatever
+    the cubin's size."""
     first = jobs[0]
-    if first.disassembler is None:
-        for job in jobs:
-            job.record["sass_ok"], job.record["sass"] = None, "SASS not checked: no nvdisasm or cuobjdump found"
-        return
+    assert first.disassembler is not None
     version = max((j.probe.ptx_version_for(j.arch) for j in jobs), key=_version_tuple)
     module = f".version {version}\n.target {first.arch}\n.address_size 64\n" + "\n".join(j.probe.body() for j in jobs)
-    folder = workdir / f"sass-{first.key[:24]}"
+    folder = workdir / f"sass-{tag}-{first.key[:24]}"
     folder.mkdir()
     (folder / "all.ptx").write_text(module, encoding="utf-8")
     result = proc.run([first.ptxas.path, f"-arch={first.arch}", "-o", str(folder / "all.cubin"), str(folder / "all.ptx")], timeout=COMPILE_TIMEOUT)
-    functions, why_not = (None, f"the combined module did not assemble: {result.describe_failure()}")
-    if result.ok:
-        functions, why_not = disassemble(first.disassembler, folder / "all.cubin")
+    if not result.ok:
+        return None, f"the combined module did not assemble: {result.describe_failure()}"
+    return disassemble(first.disassembler, folder / "all.cubin")
+
+
+def apply_sass(jobs: list[Job], functions: dict[str, list[str]] | None, why_not: str | None) -> None:
     for job in jobs:
         instructions = None if functions is None else functions.get(job.probe.entry, [])
         ok, text = check_sass(job.probe, instructions, why_not)
-        job.record["sass_ok"], job.record["sass"] = ok, f"{Path(first.disassembler.path).name}: {text}" if ok is not None else text
+        tool = Path(job.disassembler.path).name if job.disassembler else None
+        job.record["sass_ok"], job.record["sass"] = ok, f"{tool}: {text}" if ok is not None else text
 
 
 # ---- cache ---------------------------------------------------------------------------------------
@@ -722,22 +724,34 @@ def run(ctx: Context) -> dict[str, Any]:
 
 
 def _compile_phase(pending: list[Job], workdir: Path) -> None:
+    """Compile every pending job, ≤ MAX_PARALLEL at once, and read the SASS of the preferred ptxas's
+    cubins. The SASS read starts at once, beside the compiles (it is the slow part); it is redone
+    without the failures only if some probe of its group did not compile."""
     from concurrent.futures import ThreadPoolExecutor
 
+    groups: dict[tuple[str, str, str | None], list[Job]] = {}
+    for job in pending:
+        if job.purpose == "target" and job.primary:
+            dis = job.disassembler.identity if job.disassembler else None
+            groups.setdefault((job.ptxas.identity, job.arch, dis), []).append(job)
     hung: set[str] = set()
     lock = threading.Lock()
     with ThreadPoolExecutor(max_workers=MAX_PARALLEL) as pool:
+        early = {key: pool.submit(read_sass, group, workdir, "all") for key, group in groups.items() if group[0].disassembler}
         list(pool.map(lambda j: compile_job(j, workdir, hung, lock), pending))
-        groups: dict[tuple[str, str, str | None], list[Job]] = {}
-        for job in pending:
-            if job.purpose != "target" or not job.record["compiled"]:
+        for key, group in groups.items():
+            compiled = [j for j in group if j.record["compiled"]]
+            if not compiled:
                 continue
-            if not job.primary:
-                job.record["sass"] = "SASS not read: it is read for the preferred ptxas only (a disassembler call costs ~0.7 s)"
-                continue
-            dis = job.disassembler.identity if job.disassembler else None
-            groups.setdefault((job.ptxas.identity, job.arch, dis), []).append(job)
-        list(pool.map(lambda g: sass_for_group(g, workdir), groups.values()))
+            if key not in early:
+                apply_sass(compiled, None, "no nvdisasm or cuobjdump found")
+            elif len(compiled) == len(group):
+                apply_sass(compiled, *early[key].result())
+            else:
+                apply_sass(compiled, *read_sass(compiled, workdir, "compiled"))
+    for job in pending:
+        if job.purpose == "target" and job.record["compiled"] and not job.primary:
+            job.record["sass"] = "SASS not read: it is read for the preferred ptxas only (a disassembler call costs ~0.6 s)"
 
 
 def _skipped(probe: Probe, target: str, why: str) -> dict[str, Any]:

@@ -444,6 +444,20 @@ def test_sass_holds_the_tensor_core_instructions(tmp_path):
         assert run["sass_ok"] is True and opcode in run["sass"], run["sass"]
 
 
+@needs_ptxas
+def test_sass_is_still_read_when_a_probe_of_the_group_does_not_compile(tmp_path, monkeypatch):
+    if kernels.find_disassembler(kernels.Tool(SYSTEM_PTXAS, None, "system", "")) is None:
+        pytest.skip("no nvdisasm/cuobjdump (pip install nvidia-cuda-nvdisasm)")
+    probes = tmp_path / "probes"
+    shutil.copytree(kernels.probes_dir(), probes)
+    broken = probes / "mxf4-mma.ptx"
+    broken.write_text(broken.read_text().replace("ret;", "ret; this is not PTX;"))
+    monkeypatch.setattr(kernels, "probes_dir", lambda: probes)
+    out = kernels.run(make_ctx(tmp_path, [system_toolkit()]))["kernels"]
+    assert out["mxf4-mma"]["status"] == "fail" and out["mxf4-mma"]["runs"][0]["sass_ok"] is None
+    assert out["nvfp4-mma"]["runs"][0]["sass_ok"] is True and "OMMA.SF.16864" in out["nvfp4-mma"]["runs"][0]["sass"]
+
+
 # ---- the GPU path through its seams ----------------------------------------------------------------
 
 
