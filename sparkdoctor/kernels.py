@@ -364,6 +364,7 @@ def _job_key(job: Job) -> str:
         "source": job.probe.sha256,
         "arch": job.arch,
         "disassembler": job.disassembler.identity if job.disassembler else None,
+        "primary": job.primary,  # only the preferred ptxas's SASS is read
     }
     return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()
 
