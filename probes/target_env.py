@@ -69,6 +69,10 @@ CHUNK = 1 << 20
 ERRORS = []
 
 
+class HashBudgetSpent(Exception):
+    """The run's time budget for hashing is used up; what is left waits for the next run."""
+
+
 def error(message):
     ERRORS.append({"collector": "target_env", "error": message})
 
@@ -291,8 +295,10 @@ class HashCache(object):
     entries to their (size, mtime_ns).
     """
 
-    def __init__(self, path, use_existing):
+    def __init__(self, path, use_existing, budget=None):
         self.path = path
+        self.deadline = time.monotonic() + budget if budget is not None else None
+        self.budget_spent = False
         self.table_path = path + ".files" if path else None
         self.use_existing = bool(path) and use_existing
         self.files = {}  # abs path -> [size, mtime_ns, b64 digest, cuda release or None]
@@ -370,14 +376,19 @@ class HashCache(object):
             self.fresh_sections[key] = table
         return self.fresh_sections[key]
 
-    def digest(self, path, st, table=None):
-        """(b64 digest, cuda release) of path whose stat is st; read the file only if not cached."""
+    def digest(self, path, st, table=None, force=False):
+        """(b64 digest, cuda release) of path whose stat is st; read the file only if not cached.
+
+        Raises HashBudgetSpent instead of reading once the budget is used up, unless forced."""
         store = self.files if table is None else table
         if table is None:
             self.seen_files.add(path)
         entry = store.get(path)
         if entry is not None and entry[0] == st.st_size and entry[1] == st.st_mtime_ns:
             return entry[2], entry[3]
+        if not force and self.deadline is not None and time.monotonic() > self.deadline:
+            self.budget_spent = True
+            raise HashBudgetSpent()
         digest, release = hash_file(path, CUTLASS_IR_RE.match(os.path.basename(path)) is not None)
         self.hashed += 1
         self.hashed_bytes += st.st_size
@@ -500,13 +511,16 @@ def check_integrity(dist, rows, cache):
     head = "%s\t%d\t%d\n" % (dist.info_dir, rst.st_size, rst.st_mtime_ns) if rst else dist.info_dir + "\n"
     sig = hashlib.sha256(head.encode("utf-8", "surrogateescape") + array.array("q", stamp).tobytes()).hexdigest()
     bad = cache.verdict(dist.info_dir, sig)
+    unverified = 0
     if bad is None:
         to_hash = [(rows[i][0], fulls[i], stats[i], rows[i][1][7:]) for i in selected]
-        bad = _hash_all(dist, to_hash, cache, unreadable, sig)
+        bad, unverified = _hash_all(dist, to_hash, cache, unreadable, sig)
     modified.extend(bad)
+    if unverified:
+        result["files_unverified"] = unverified
     if modified or missing:
         result["integrity"] = "modified"
-    elif unreadable:
+    elif unreadable or unverified:
         result["integrity"] = "unchecked"
     else:
         result["integrity"] = "ok"
@@ -529,10 +543,12 @@ def _stat_or_report(full, rel, modified, missing, unreadable):
 
 
 def _hash_all(dist, to_hash, cache, unreadable, sig):
-    """Record paths whose content differs from RECORD; hashes only files whose stat changed."""
+    """(record paths whose content differs from RECORD, how many could not be hashed within the
+    budget); hashes only files whose stat changed."""
     table = cache.table_for(dist.info_dir)
     seen = {}
     bad = []
+    unverified = 0
     complete = True
     for rel, full, st, expected in to_hash:
         try:
@@ -541,6 +557,10 @@ def _hash_all(dist, to_hash, cache, unreadable, sig):
             else:
                 digest, _ = cache.digest(full, st, table)
                 seen[full] = table[full]
+        except HashBudgetSpent:
+            unverified += 1  # cached files further on still count; only misses are skipped
+            complete = False
+            continue
         except OSError as exc:
             unreadable.append({"path": rel, "error": exc.strerror or str(exc)})
             complete = False
@@ -551,7 +571,7 @@ def _hash_all(dist, to_hash, cache, unreadable, sig):
     table.update(seen)  # drop entries of files no longer in RECORD
     if complete:
         cache.store_verdict(dist.info_dir, sig, bad)
-    return bad
+    return bad, unverified
 
 
 def mark_shared_files(dists, packages):
@@ -641,7 +661,7 @@ def cutedsl_build(dists, records, cache):
             continue
         entry["size"] = st.st_size
         try:
-            digest, release = cache.digest(full, st)
+            digest, release = cache.digest(full, st, force=True)  # the build check never waits
         except OSError as exc:
             entry["error"] = exc.strerror or str(exc)
             files.append(entry)
@@ -816,7 +836,7 @@ def pip_config_files():
 
 
 def parse_args(argv):
-    cache_path, use_cache, extra = None, True, set()
+    cache_path, use_cache, extra, budget = None, True, set(), None
     i = 0
     while i < len(argv):
         arg = argv[i]
@@ -825,6 +845,9 @@ def parse_args(argv):
             i += 1
         elif arg.startswith("--cache="):
             cache_path = arg.split("=", 1)[1]
+        elif arg == "--hash-budget" and i + 1 < len(argv):
+            budget = float(argv[i + 1])
+            i += 1
         elif arg == "--no-cache":
             use_cache = False
         elif arg == "--track" and i + 1 < len(argv):
@@ -835,25 +858,30 @@ def parse_args(argv):
         else:
             raise SystemExit("target_env.py: unknown argument %r" % arg)
         i += 1
-    return cache_path, use_cache, extra
+    return cache_path, use_cache, extra, budget
 
 
 def main(argv):
     started = time.perf_counter()
-    cache_path, use_cache, extra = parse_args(argv)
-    cache = HashCache(cache_path, use_cache)
+    cache_path, use_cache, extra, budget = parse_args(argv)
+    cache = HashCache(cache_path, use_cache, budget)
     out = {"target": describe_target(), "host": describe_host()}
     dists = find_distributions()
-    records = {}
+    tracked = [key for key in sorted(dists) if is_tracked(key, extra)]
+    records = dict((key, read_record(dists[key])) for key in tracked)
+    # First, so that a hash budget never leaves the build unknown (its hashes are then reused).
+    try:
+        out["cutedsl"] = cutedsl_build(dists, records, cache)
+    except Exception as exc:
+        error("cutedsl build check failed: %s: %s" % (type(exc).__name__, exc))
+        out["cutedsl"] = None
     packages = {}
     for key in sorted(dists):
         dist = dists[key]
         pkg = {"name": dist.name, "version": dist.version, "location": dist.location}
-        if is_tracked(key, extra):
-            rows = read_record(dist)
-            records[key] = rows
+        if key in records:
             try:
-                pkg.update(check_integrity(dist, rows, cache))
+                pkg.update(check_integrity(dist, records[key], cache))
             except Exception as exc:  # one odd package must not hide the others
                 error("%s: integrity check failed: %s: %s" % (dist.name, type(exc).__name__, exc))
                 pkg["integrity"] = "unchecked"
@@ -863,16 +891,17 @@ def main(argv):
         if key == "torch":
             pkg.update(torch_build(dist))
         packages[key] = pkg
+    if cache.budget_spent:
+        waiting = sorted(k for k, p in packages.items() if p.get("files_unverified"))
+        error(
+            "hashing stopped at its %gs budget; not yet verified: %s (the next run goes on from the hash cache)"
+            % (budget, ", ".join(waiting))
+        )
     try:
         mark_shared_files(dists, packages)
     except Exception as exc:
         error("shared-file check failed: %s: %s" % (type(exc).__name__, exc))
     out["packages"] = packages
-    try:
-        out["cutedsl"] = cutedsl_build(dists, records, cache)
-    except Exception as exc:
-        error("cutedsl build check failed: %s: %s" % (type(exc).__name__, exc))
-        out["cutedsl"] = None
     out["env"] = relevant_env()
     out["ptxas_candidates"] = ptxas_candidates(dists, records)
     out["pip_config_files"] = pip_config_files()

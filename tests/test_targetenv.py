@@ -392,6 +392,24 @@ def test_no_cache_rehashes_and_rewrites(venv, tmp_path):
     assert json.loads(cache.read_text())["verdicts"], "rewritten with fresh verdicts"
 
 
+def test_hash_budget_leaves_packages_unverified_and_the_next_run_goes_on(venv, tmp_path):
+    site = site_of(venv)
+    with open(site / "six.py", "a") as fh:
+        fh.write("# size changed\n")
+    cache = tmp_path / "hashes.json"
+    args = ["--cache", str(cache), "--track", "idna", "--track", "six"]
+    spent = probe(venv, *args, "--hash-budget", "0")
+    idna, six = spent["packages"]["idna"], spent["packages"]["six"]
+    assert idna["integrity"] == "unchecked" and idna["files_unverified"] > 5
+    assert six["integrity"] == "modified" and six["files_modified"] == ["six.py"], "stat-only findings still count"
+    [line] = [e for e in error_lines(spent) if "budget" in e]
+    assert "idna" in line and "six" in line
+    assert spent["cache"]["hashed_files"] == 0
+    full = probe(venv, *args)
+    assert full["packages"]["idna"]["integrity"] == "ok" and "files_unverified" not in full["packages"]["idna"]
+    assert not [e for e in error_lines(full) if "budget" in e]
+
+
 def test_probe_runs_under_python_3_8(small_python):
     if not PY38.exists():
         pytest.skip("no Python 3.8 interpreter here")
@@ -430,7 +448,7 @@ def test_collector_no_cache_passes_through(venv, tmp_path):
     ctx = make_ctx(str(venv), tmp_path, use_cache=False)
     assert targetenv.probe_args(ctx)[-1] == "--no-cache"
     ctx.cache_dir = None
-    assert targetenv.probe_args(ctx) == []
+    assert targetenv.probe_args(ctx) == ["--hash-budget", str(targetenv.HASH_BUDGET)]
 
 
 def fake_interpreter(tmp_path: Path, body: str) -> str:
@@ -467,6 +485,74 @@ def test_probe_that_hangs_times_out_and_packages_stay_unknown(tmp_path, monkeypa
     assert ctx.facts.packages is None
     [err] = [e for e in ctx.facts.errors if e["collector"] == "target"]
     assert "timed out" in err["error"] and "\n" not in err["error"]
+
+
+# ---- CuTe DSL >= 4.6 layout (one compiler per CUDA major), built offline -----------------------------------------
+def bare_venv(tmp_path: Path) -> Path:
+    """A venv without pip: offline, so it also works on the GPU machine."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "bare")], check=True, timeout=60)
+    return tmp_path / "bare" / "bin" / "python"
+
+
+def flavoured_cutedsl(python: Path, version: str = "4.8.0") -> dict[int, Path]:
+    """The 4.6+ wheel layout: libs-cu12 and libs-cu13 each ship _cutlass_ir.cu<N>.*.so (contents are
+    stand-ins carrying the release banner the real compiler embeds)."""
+    site = site_of(python)
+    mlir = site / "nvidia_cutlass_dsl" / "dsl_packages" / "cutlass" / "_mlir" / "_mlir_libs"
+    mlir.mkdir(parents=True)
+    write_dist(site, "nvidia-cutlass-dsl", version, f"Metadata-Version: 2.1\nName: nvidia-cutlass-dsl\nVersion: {version}\n", [])
+    files = {}
+    for major, release in ((12, "12.9, V12.9.86"), (13, "13.4, V13.4.59")):
+        so = mlir / f"_cutlass_ir.cu{major}.cpython-311-x86_64-linux-gnu.so"
+        so.write_bytes(b"\x7fELF" + b"\0" * 3000 + f"Cuda compilation tools, release {release}".encode() + b"\0" * 100)
+        name = f"nvidia-cutlass-dsl-libs-cu{major}"
+        write_dist(site, name, version, f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n", [record_row(site, str(so.relative_to(site)))])
+        files[major] = so
+    return files
+
+
+def test_flavoured_layout_both_intact(tmp_path):
+    python = bare_venv(tmp_path)
+    flavoured_cutedsl(python)
+    cute = probe(python, "--no-cache")["cutedsl"]
+    assert cute["installed_builds"] == ["libs-cu12", "libs-cu13"]
+    assert "cu12 intact" in cute["evidence"] and "cu13 intact" in cute["evidence"]
+    assert {f["flavor"]: f["cuda_release"] for f in cute["files"]} == {12: "12.9", 13: "13.4"}
+    assert (cute["active_build"], cute["bundled_cuda"]) == ("libs-cu13", "13.4")  # no driver, or a CUDA 13 one
+
+
+def test_flavoured_layout_with_a_corrupt_chosen_build_is_unknown(tmp_path):
+    python = bare_venv(tmp_path)
+    files = flavoured_cutedsl(python)
+    data = bytearray(files[13].read_bytes())
+    data[10] = 1
+    files[13].write_bytes(bytes(data))
+    cute = probe(python, "--no-cache")["cutedsl"]
+    assert cute["active_build"] == "unknown" and "cu13 matches no RECORD" in cute["evidence"]
+    assert "cu12 intact" in cute["evidence"]
+
+
+def test_flavoured_compiler_nobody_records_is_listed(tmp_path):
+    python = bare_venv(tmp_path)
+    files = flavoured_cutedsl(python)
+    orphan = files[13].with_name("_cutlass_ir.cu14.cpython-311-x86_64-linux-gnu.so")
+    shutil.copy(files[13], orphan)
+    cute = probe(python, "--no-cache")["cutedsl"]
+    entry = next(f for f in cute["files"] if f["path"] == str(orphan))
+    assert entry["matches"] == [] and entry["flavor"] == 14
+    if "no CUDA driver here" in cute["evidence"]:  # the loader would take the newest: the orphan
+        assert cute["active_build"] == "unknown" and "cu14 matches no RECORD" in cute["evidence"]
+
+
+@pytest.mark.gpu
+def test_flavoured_layout_is_chosen_by_the_real_driver(tmp_path):
+    python = bare_venv(tmp_path)
+    flavoured_cutedsl(python)
+    cute = probe(python, "--no-cache")["cutedsl"]
+    match = re.search(r"the driver reports CUDA (\d+)\.(\d+), so the loader picks cu(\d+)", cute["evidence"])
+    assert match, cute["evidence"]
+    assert int(match.group(3)) == min(13, int(match.group(1)))
+    assert cute["active_build"] == f"libs-cu{match.group(3)}"
 
 
 # ---- a real vLLM venv (read-only) -----------------------------------------------------------------------------------

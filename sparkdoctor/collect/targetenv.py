@@ -18,7 +18,11 @@ from sparkdoctor.locations import data_dir
 from sparkdoctor.target import TargetError, run_json_probe
 
 PROBE = "target_env.py"
-PROBE_TIMEOUT = 15.0  # a cold run hashes ~0.7 GB on a full vLLM venv: seconds, not minutes
+PROBE_TIMEOUT = 15.0
+# A cold run hashes ~0.7 GB on a full vLLM venv (2-3 s here). On a slow disk the probe stops hashing
+# at this budget, reports the rest as unverified and goes on from the cache next time, rather than
+# losing every package fact to the timeout.
+HASH_BUDGET = 8.0
 SCRATCH_KEYS = ("ptxas_candidates", "pip_config_files", "path_env")
 BASE_FIELDS = ("name", "version", "location")
 
@@ -29,16 +33,17 @@ def cache_file(cache_dir: Path, python: str) -> Path:
 
 
 def probe_args(ctx: Context) -> list[str]:
+    budget = ["--hash-budget", str(HASH_BUDGET)]
     if ctx.cache_dir is None:
-        return []
+        return budget
     python = str(ctx.target.describe().get("python") or "")
     path = cache_file(ctx.cache_dir, python)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         ctx.facts.add_error("target", f"hash cache folder {path.parent}: {exc.strerror or exc}; hashing without a cache")
-        return []
-    return ["--cache", str(path)] + ([] if ctx.use_cache else ["--no-cache"])
+        return budget
+    return budget + ["--cache", str(path)] + ([] if ctx.use_cache else ["--no-cache"])
 
 
 def run(ctx: Context) -> dict[str, Any]:
