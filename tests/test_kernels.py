@@ -21,7 +21,15 @@ from sparkdoctor.facts import Facts
 from sparkdoctor.target import PythonTarget
 
 DATA = Path(__file__).parent / "data" / "h100"
-SYSTEM_PTXAS = next((p for p in ("/usr/local/bin/ptxas", shutil.which("ptxas")) if p and os.access(p, os.X_OK)), None)
+# A CUDA toolkit's ptxas, else the one the nvidia-cuda-nvcc test dependency puts in this environment.
+SYSTEM_PTXAS = next(
+    (
+        str(p)
+        for p in ("/usr/local/bin/ptxas", shutil.which("ptxas"), *(b / "ptxas" for b in kernels._nvidia_wheel_bins()))
+        if p and os.access(p, os.X_OK)
+    ),
+    None,
+)
 VLLM_PTXAS = "/work/scratch/vllm032/lib/python3.11/site-packages/nvidia/cu13/bin/ptxas"
 SM12X = ["e2m1-cvt", "fp4-mma", "nvfp4-mma", "mxf4-mma"]
 
