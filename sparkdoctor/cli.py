@@ -208,8 +208,16 @@ def matrix_show(
 
 @matrix_app.command("validate")
 def matrix_validate(path: Optional[Path] = typer.Argument(None, help="Matrix folder or file (default: bundled).")) -> None:
-    """Check matrix files against the schema; errors name the file, entry and field."""
+    """Check matrix files against the schema, probe ids and verify tables; errors name the file, entry and field."""
+    from sparkdoctor.verify import VerifyError, check_entry, known_probes
+
     m = _load_matrix(path)
+    probes = known_probes()
+    try:
+        for entry in m.entries:
+            check_entry(entry, probes)
+    except VerifyError as exc:
+        raise Fatal(str(exc)) from None
     typer.echo(f"ok: {_n(len(m.entries), 'entry', 'entries')}, {_n(len(m.stacks), 'known-good stack')} in {_n(len(m.files), 'file')}")
 
 

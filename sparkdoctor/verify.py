@@ -139,6 +139,26 @@ def parse_spec(entry: Entry) -> Spec:
     return Spec(entry, vb["probe"], vb["expect"], affected, fixed)
 
 
+def known_probes() -> set[str]:
+    """Every probe id an entry may name: the PTX probes in probes/kernels/ and the CuTe DSL ones."""
+    from sparkdoctor.collect.cutedsl import KERNELS
+    from sparkdoctor.kernels import load_probes
+
+    return {p.id for p in load_probes()} | set(KERNELS)
+
+
+def check_entry(entry: Entry, probes: set[str]) -> None:
+    """What `matrix validate` adds to the schema: probes that exist and verify tables that parse."""
+    vb = entry.verified_by
+    if vb and vb["probe"] not in probes:
+        raise VerifyError(
+            f"{entry.file}: entry {entry.id}: field 'verified_by.probe' names {vb['probe']!r}, which is no probe "
+            f"(known: {', '.join(sorted(probes))})"
+        )
+    if entry.verify:
+        parse_spec(entry)
+
+
 def _envs(value: Any, arch: str, label: str) -> list[Env]:
     if not isinstance(value, list):
         raise VerifyError(f"{label} must be a list of environments (each a list of pip install steps)")

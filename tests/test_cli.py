@@ -238,6 +238,23 @@ def test_matrix_show_unknown_id_and_validate_bad_file_exit_2(run, matrix, tmp_pa
     assert_one_line_error(run("matrix", "validate", bad), "refs")
 
 
+def test_matrix_validate_checks_probe_ids_and_verify_tables(run, tmp_path):
+    bundled = REPO / "matrix"
+    assert run("matrix", "validate", bundled).returncode == 0
+    for name, old, new, needle in (
+        ("probe", 'probe = "e2m1-cvt", expect = "fail" }', 'probe = "e2m1-cvtx", expect = "fail" }', "'e2m1-cvtx', which is no probe"),
+        ("verify", 'verify.affected = [["nvidia-cuda-nvcc-cu12==12.8.93"]]', "verify.affected = []", "verify.affected"),
+    ):
+        folder = tmp_path / name
+        folder.mkdir()
+        for f in bundled.glob("*.toml"):
+            (folder / f.name).write_text(f.read_text())
+        triton = folder / "triton.toml"
+        assert old in triton.read_text()
+        triton.write_text(triton.read_text().replace(old, new))
+        assert_one_line_error(run("matrix", "validate", folder), "triton.toml", "triton-ptxas-no-sm121a", needle)
+
+
 # ---- live: the real collectors on this very interpreter -------------------------------------------
 
 
