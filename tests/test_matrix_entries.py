@@ -355,3 +355,11 @@ def test_healthy_baseline_is_the_vllm_022_stack():
     facts = gb10_facts()
     for name, spec in stack.packages.items():
         assert Version(facts.package(name)["version"]) in SpecifierSet(spec, prereleases=True), name
+
+
+def test_entries_on_an_absent_package_are_clear_not_unknown():
+    """A box without vLLM/FlashInfer has no capabilities for them: those entries must say 'clear'
+    (the package is absent) rather than 'could not evaluate'."""
+    facts = gb10_facts(packages={"vllm": None, "flashinfer-python": None}, capabilities=None)
+    unknown = [ev.entry.id for ev in matrix.evaluate_all(MATRIX, facts) if ev.outcome == "unknown"]
+    assert unknown == []
