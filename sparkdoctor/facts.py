@@ -6,21 +6,26 @@ is evaluated exactly like a live box.
 Unknown is not absent: a field that is None means "could not be observed" (its collector failed or
 did not run); an empty list/dict means "observed, and there is nothing". Shapes of the fields:
 
-  target      {"kind": "python", "python": path, "version": "3.12.3", "prefix": path, "implementation": "cpython"}
+  target      {"kind": "python", "python": path, "chosen_by", "version": "3.12.3", "implementation", "prefix",
+               "base_prefix", "is_venv", "executable"}
   host        {"os": "Ubuntu 24.04", "machine": "aarch64", "kernel": "6.11.0-1016-nvidia"}
-  arch        {"value": "sm_121a" | None, "source": "detected" | "given" | "none" | "unknown"}
-  gpus        [{"index", "name", "cc": "12.1", "arch": "sm_121a", "memory_total_mib", "unified"}]
-  driver      {"version": "580.95.05", "cuda": "13.0", "source": "nvml" | "nvidia-smi" | "libcuda"}
-  toolkits    [{"tool": "ptxas", "path", "version": "13.0.88", "source": "system" | "pip" | "triton" | "env",
-                "used_by": ["triton"], "sm_121a": true}]
-  packages    {canonical name: {"name", "version", "location", "integrity": "ok" | "modified" | "unchecked" | "no-record",
-                "files_modified": [...], "files_missing": [...], "cuda": "13.0" (torch only)}}
-  cutedsl     {"active_build": "libs-cu13" | "libs-base" | "libs-cu12" | "unknown" | None, "bundled_cuda": "13.1",
-               "installed_builds": [...], "evidence": "..."}
+  arch        {"value": "sm_121a" | None, "source": "detected" | "given" | "none" | "unknown", "detected": arch}
+  gpus        [{"index", "name", "cc": "12.1", "arch": "sm_121a", "memory_total_mib", "unified", "addressing_mode"}]
+  driver      {"version": "580.95.05", "cuda": "13.0", "libcuda": "13.0", "source": "nvml" | "nvidia-smi" | "libcuda"}
+               ({} = looked, no NVIDIA driver)
+  toolkits    [{"tool": "ptxas", "path", "realpath", "version": "13.0.88", "source": "system" | "pip" | "triton" | "env",
+                "sources", "package", "package_version", "used_by": ["triton"], "sm_121a": bool | None,
+                "sm_121a_by": "help" | "version", "archs": [...], "error"}]
+  packages    {canonical name: {"name", "version", "location"}} for every distribution; tracked ones add
+               "integrity": "ok" | "modified" | "unchecked" | "no-record", "files_modified", "files_missing",
+               "files_unreadable": [{"path", "error"}], "files_shared": {path: [other dists]}, "files_checked",
+               "files_unverified", "direct_url" (PEP 610); torch adds "cuda" (None: CPU build) and "git_version"
+  cutedsl     {"active_build": "libs-cu13" | "libs-base" | "libs-cu12" | "unknown" | None (not installed),
+               "bundled_cuda": "13.1", "installed_builds": [...], "evidence": "...", "sha256", "files": [...]}
   env         {NAME: value} (secret-looking values redacted)
-  constraints [{"file", "source", "requirement", "name", "specifier"}]
-  kernels     {probe id: {...}}            (kernel probes, see sparkdoctor.kernels)
-  capabilities {capability id: value}      (static facts read from installed files)
+  constraints [{"file", "line", "source", "requirement", "name", "specifier", "marker", "extras", "url", "included_from"}]
+  kernels     {probe id: {"kind": "ptx" | "cutedsl", "status", "detail", "arch", "runs": [...], ...}}
+  capabilities {capability id: {"value", "evidence": "file:line"}}  (static facts read from installed files)
   errors      [{"collector", "error"}]
   timings_ms  {collector: ms}
 """
