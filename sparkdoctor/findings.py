@@ -147,12 +147,29 @@ class Report:
         }
 
 
+def probe_evidence(verified_by: dict[str, Any] | None, facts: Facts) -> str | None:
+    """What the probe that proves an entry said on this box, if it ran: the strongest evidence there is."""
+    if not verified_by or not facts.kernels:
+        return None
+    result = facts.kernels.get(verified_by.get("probe"))
+    if not isinstance(result, dict) or result.get("status") in (None, "skipped"):
+        return None
+    status, expect = result["status"], verified_by.get("expect")
+    verdict = "confirms this entry" if status == expect else f"this entry expects {expect}"
+    detail = f": {result['detail']}" if result.get("detail") else ""
+    return f"probe {verified_by['probe']} {status}{detail} → {verdict}"
+
+
 def build_report(facts: Facts, matrix: Matrix, fail_on: str = "error", ignore: set[str] | None = None) -> Report:
     ignore = ignore or set()
     evaluations = evaluate_all(matrix, facts)
     findings = [
         Finding.from_evaluation(ev) for ev in evaluations if ev.outcome == "match" and ev.entry.id not in ignore
     ]
+    for finding in findings:
+        line = probe_evidence(finding.verified_by, facts)
+        if line:
+            finding.evidence.append(line)
     findings.sort(key=lambda f: (-SEVERITY_RANK[f.severity], f.component, f.id))
     ignored = sorted(ev.entry.id for ev in evaluations if ev.outcome == "match" and ev.entry.id in ignore)
     stacks: list[StackDistance] = []
