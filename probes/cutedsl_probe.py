@@ -8,28 +8,32 @@ Compiles tiny kernels with the target's own CuTe DSL for an arch given on the co
   e2m1-cvt   f32 -> e2m1 conversion (cvt ... e2m1x2.f32)
 
   python cutedsl_probe.py --arch sm_121a --kernel nvfp4-mma   compile one kernel in this process
-  python cutedsl_probe.py --arch sm_121a                      each kernel in its own subprocess
+  python cutedsl_probe.py --arch sm_121a [--cache FILE]       each kernel in its own subprocess
 
 Prints one JSON object per kernel (one per line):
-  {"kernel", "status": ok|refused|fail|crash|error, "detail", "arch", "version", "builds",
-   "bundled_cuda", "admissible_archs", "instruction", "ptx", "cubin", "ms"}
+  {"kernel", "status": ok|refused|fail|crash|error|skipped, "detail", "arch", "version", "dists",
+   "build", "compiler_lib", "bundled_cuda", "admissible_archs", "instruction", "ptx", "cubin", "ms", "cached"}
 ok: compiled, `instruction` is the mma/cvt line found in the PTX; refused: the DSL rejected the arch
 (admissible_archs lists what it accepts); fail: the PTX compiler rejected the generated code (detail
 is its error line); crash: the compiler died on a signal; error: anything else (e.g. 4.4.x needs
-libcuda after code generation: PTX/cubin exist, the runtime step failed).
+libcuda after code generation: PTX/cubin exist, the runtime step failed); skipped: no
+nvidia-cutlass-dsl* distribution on sys.path (told without importing anything).
+
+--cache FILE (isolated mode) answers from FILE when nothing that decides the outcome changed: the key
+is read from disk without importing cutlass (dist names+versions, size+mtime of every file their
+RECORDs list and of every _cutlass_ir*.so, this script's hash, the arch, the driver, CUTE_DSL_*).
+Only settled outcomes (ok/refused/fail/crash) are written; a timeout or an error never is.
 
 Standard library only, Python 3.8+; portable across nvidia-cutlass-dsl 4.4 .. 4.8 (the scale-factor
 partition is done here because only some builds ship helpers for it).
 """
 
 import argparse
+import hashlib
 import json
 import os
 import re
-import shutil
-import subprocess
 import sys
-import tempfile
 import time
 
 KERNELS = ("nvfp4-mma", "e2m1-cvt")
@@ -40,18 +44,194 @@ INSTRUCTION_RE = {
 ANSI_RE = re.compile(r"\x1b\[[0-9;]*m")
 
 
-def dist_versions():
-    """Versions of the nvidia-cutlass-dsl* distributions, read from metadata (no import)."""
-    try:
-        from importlib import metadata
-    except ImportError:  # pragma: no cover - Python < 3.8
-        return {}
-    found = {}
-    for dist in metadata.distributions():
-        name = (dist.metadata.get("Name") or "").lower().replace("_", "-")
-        if name.startswith("nvidia-cutlass-dsl"):
-            found[name] = dist.version
+DIST_PREFIX = "nvidia-cutlass-dsl"
+LIBS_PREFIX = DIST_PREFIX + "-libs-"
+CUTLASS_IR_RE = re.compile(r"^_cutlass_ir(\.cu\d+)?\..*\.so$")
+CACHEABLE = ("ok", "refused", "fail", "crash")
+CACHE_FORMAT = 1
+
+
+# ---- what is installed, read from disk (no import) ----------------------------------------------
+
+
+def find_dists():
+    """The nvidia-cutlass-dsl* dist-info folders on sys.path, in path order:
+    [{"name", "version", "site", "info"}]. Listing folders is all it costs."""
+    found, seen = [], set()
+    for entry in sys.path:
+        site = os.path.abspath(entry or ".")
+        real = os.path.realpath(site)
+        if real in seen:
+            continue
+        seen.add(real)
+        try:
+            names = os.listdir(site)
+        except OSError:  # a missing folder or a zip on sys.path
+            continue
+        for folder in sorted(names):
+            low = folder.lower()
+            if not (low.endswith(".dist-info") and low.replace("-", "_").startswith("nvidia_cutlass_dsl")):
+                continue
+            info = os.path.join(site, folder)
+            name, version = read_name_version(info, folder[: -len(".dist-info")])
+            if name.startswith(DIST_PREFIX):
+                found.append({"name": name, "version": version, "site": site, "info": info})
     return found
+
+
+def read_name_version(info, stem):
+    """Name and Version from METADATA's header (what pip shows); the folder name where it has none."""
+    name, _, version = stem.rpartition("-")
+    try:
+        with open(os.path.join(info, "METADATA"), encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                if not line.strip():
+                    break  # the header ends at the first blank line; the long description follows
+                key, _, value = line.partition(":")
+                if key == "Name":
+                    name = value.strip()
+                elif key == "Version":
+                    version = value.strip()
+    except OSError:
+        pass
+    return re.sub(r"[-_.]+", "-", name).lower(), version or None
+
+
+def dist_versions(dists):
+    versions = {}
+    for d in dists:
+        versions.setdefault(d["name"], d["version"])  # the first on sys.path is the one imported
+    return versions
+
+
+def record_rows(dist):
+    import csv
+
+    try:
+        with open(os.path.join(dist["info"], "RECORD"), encoding="utf-8", errors="replace", newline="") as fh:
+            return [row for row in csv.reader(fh) if row]
+    except OSError:
+        return []
+
+
+def installed_files(dists):
+    """Every file the dists' RECORDs list (bytecode aside) plus every _cutlass_ir*.so on disk:
+    {absolute path: [(libs build, recorded size)]} (the list is empty for non-compiler files)."""
+    import glob
+
+    files = {}
+    for dist in dists:
+        build = dist["name"][len(DIST_PREFIX) + 1:] if dist["name"].startswith(LIBS_PREFIX) else None
+        for row in record_rows(dist):
+            rel = row[0]
+            if "__pycache__" in rel or rel.endswith(".pyc") or ".dist-info/" in rel:
+                continue
+            full = os.path.normpath(os.path.join(dist["site"], rel))
+            owners = files.setdefault(full, [])
+            if build and CUTLASS_IR_RE.match(os.path.basename(rel)):
+                size = row[2] if len(row) > 2 else ""
+                owners.append((build, int(size) if size.isdigit() else None))
+    # A compiler file no RECORD lists still loads (the loader lists the folder): 4.4/4.5 and >= 4.6 layouts.
+    for site in sorted({d["site"] for d in dists}):
+        for so in glob.glob(os.path.join(site, "nvidia_cutlass_dsl", "*", "cutlass", "_mlir", "_mlir_libs", "_cutlass_ir*.so")):
+            files.setdefault(os.path.normpath(so), [])
+    return files
+
+
+def stat_files(paths):
+    """[path, size, mtime_ns] for each path; a missing file keeps its place with None."""
+    out = []
+    for path in sorted(paths):
+        try:
+            st = os.stat(path)
+            out.append([path, st.st_size, st.st_mtime_ns])
+        except OSError:
+            out.append([path, None, None])
+    return out
+
+
+def active_build(compiler_lib, files, stats):
+    """Which libs build wrote the compiler library in use: the one whose RECORD lists that file at its
+    size on disk. The library the compile loaded when known, else the only one on disk; None if untold."""
+    sizes = {p: size for p, size, _ in stats}
+    if compiler_lib is None:
+        on_disk = [p for p in files if CUTLASS_IR_RE.match(os.path.basename(p)) and sizes.get(p) is not None]
+        if len(on_disk) != 1:
+            return None  # the loader picks among several by the driver: only the compile can tell
+        compiler_lib = on_disk[0]
+    compiler_lib = os.path.normpath(compiler_lib)
+    if compiler_lib not in files:
+        return None
+    owners = files[compiler_lib]
+    size = sizes.get(compiler_lib)
+    builds = sorted({b for b, want in owners if want is None or want == size})
+    if len(builds) == 1:
+        return builds[0]
+    return "unknown" if owners else None
+
+
+# ---- the cache ----------------------------------------------------------------------------------
+
+
+def cache_key(arch, dists, stats):
+    """Everything that decides the outcome, as JSON-plain values (a key read back compares equal)."""
+    with open(os.path.abspath(__file__), "rb") as fh:
+        probe = hashlib.sha256(fh.read()).hexdigest()
+    env = sorted([k, v] for k, v in os.environ.items() if k.startswith("CUTE_DSL_") or k in ("PYTHONPATH", "LD_LIBRARY_PATH"))
+    return {
+        "format": CACHE_FORMAT,
+        "probe": probe,
+        "python": [sys.executable, sys.version],
+        "arch": arch,
+        "dists": [[d["name"], d["version"], d["info"]] for d in dists],
+        "files": stats,
+        "driver": driver_identity(),
+        "env": env,
+    }
+
+
+def driver_identity():
+    """The kernel driver's version line: a driver change can change what compiles (libcuda after
+    codegen in 4.4, the compiler flavour the >= 4.6 loader picks)."""
+    try:
+        with open("/proc/driver/nvidia/version", encoding="utf-8", errors="replace") as fh:
+            return fh.readline().strip()
+    except OSError:
+        return None
+
+
+def read_cache(path, key):
+    """({kernel: settled result}, build) from FILE when its key is this key; ({}, None) otherwise."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+    except (OSError, ValueError):
+        return {}, None  # absent or corrupt: compile, then rewrite it
+    if not isinstance(data, dict) or data.get("key") != key or not isinstance(data.get("results"), dict):
+        return {}, None
+    results = {}
+    for kernel, result in data["results"].items():
+        if kernel in KERNELS and isinstance(result, dict) and result.get("kernel") == kernel and result.get("status") in CACHEABLE:
+            results[kernel] = result
+    build = data.get("build")
+    return results, build if isinstance(build, str) else None
+
+
+def write_cache(path, key, results, build):
+    settled = {k: r for k, r in results.items() if r.get("status") in CACHEABLE}
+    if not settled:
+        return
+    tmp = "%s.%d.tmp" % (path, os.getpid())
+    try:
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump({"key": key, "results": settled, "build": build}, fh)
+        os.replace(tmp, path)  # readers see the old file or the new one, never half of one
+    except OSError:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass  # a read-only cache costs speed, not correctness
 
 
 # ---- the kernels (only defined once cutlass is importable) --------------------------------------
@@ -200,6 +380,7 @@ def compile_one(kernel, arch, dump_dir):
         result["detail"] = "import cutlass.cute failed: %s: %s" % (type(exc).__name__, first_line(ANSI_RE.sub("", str(exc))))
         return result
     result["bundled_cuda"] = bundled_cuda()
+    result["compiler_lib"] = compiler_lib()
     try:
         fn, args = BUILDERS[kernel](cutlass, cute)
         options = "--gpu-arch %s --keep-ptx --keep-cubin --dump-dir %s" % (arch, dump_dir)
@@ -302,6 +483,15 @@ def read_dumped(dump_dir, suffix):
     return "\n".join(texts) or None
 
 
+def compiler_lib():
+    """The _cutlass_ir*.so this process loaded (>= 4.6 ships one per CUDA major and picks at import)."""
+    for module in list(sys.modules.values()):
+        path = getattr(module, "__file__", None) or ""
+        if CUTLASS_IR_RE.match(os.path.basename(path)):
+            return path
+    return None
+
+
 def bundled_cuda():
     try:
         from cutlass.base_dsl.version_info import CUDA_VERSION
@@ -315,13 +505,40 @@ def bundled_cuda():
 
 
 def run_isolated(kernel, arch, timeout):
+    """Compile one kernel in a child process: a compiler that segfaults or hangs takes only itself down."""
+    import subprocess
+
     t0 = time.time()
     cmd = [sys.executable, "-B", os.path.abspath(__file__), "--arch", arch, "--kernel", kernel]
+    # Same process group: whoever kills this probe at its deadline kills the compiles too.
+    child = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, errors="replace")
     try:
-        done = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout, universal_newlines=True, errors="replace")
+        out, err = child.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        return {"kernel": kernel, "arch": arch, "status": "error", "detail": "compile timed out after %ds" % timeout}
-    return interpret(kernel, arch, done.returncode, done.stdout, done.stderr, time.time() - t0)
+        child.kill()
+        child.communicate()
+        return {"kernel": kernel, "arch": arch, "status": "error", "detail": "compile timed out after %gs" % timeout, "ms": round((time.time() - t0) * 1000)}
+    return interpret(kernel, arch, child.returncode, out, err, time.time() - t0)
+
+
+def run_all_isolated(kernels, arch, timeout):
+    """Each kernel in its own child, all at once (the compiles are CPU-bound and independent)."""
+    import threading
+
+    results = {}
+
+    def one(kernel):
+        try:
+            results[kernel] = run_isolated(kernel, arch, timeout)
+        except Exception as exc:  # e.g. no process could be started: evidence, not a traceback
+            results[kernel] = {"kernel": kernel, "arch": arch, "status": "error", "detail": "could not run the compile: %s: %s" % (type(exc).__name__, exc)}
+
+    threads = [threading.Thread(target=one, args=(k,)) for k in kernels]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return results
 
 
 def interpret(kernel, arch, returncode, stdout, stderr, seconds):
@@ -336,9 +553,45 @@ def interpret(kernel, arch, returncode, stdout, stderr, seconds):
             if isinstance(data, dict) and data.get("kernel") == kernel:
                 return data
     tail = [l for l in (stderr or "").strip().splitlines() if l.strip()]
+    ms = round(seconds * 1000)
     if returncode is not None and returncode < 0:
-        return {"kernel": kernel, "arch": arch, "status": "crash", "detail": "the compiler died on signal %d%s" % (-returncode, ": " + tail[-1][:300] if tail else "")}
-    return {"kernel": kernel, "arch": arch, "status": "error", "detail": "probe exited %s without a result%s" % (returncode, ": " + tail[-1][:300] if tail else "")}
+        return {"kernel": kernel, "arch": arch, "status": "crash", "detail": "the CuTe DSL compiler was killed by %s%s" % (signal_name(-returncode), ": " + tail[-1][:300] if tail else ""), "ms": ms}
+    return {"kernel": kernel, "arch": arch, "status": "error", "detail": "probe exited %s without a result%s" % (returncode, ": " + tail[-1][:300] if tail else ""), "ms": ms}
+
+
+def signal_name(number):
+    import signal
+
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return "signal %d" % number
+
+
+def probe_all(arch, timeout, cache_path=None, read_cache_file=True):
+    """Every kernel's result: skipped at once without the DSL, else from the cache or a compile."""
+    dists = find_dists()
+    versions = dist_versions(dists)
+    info = {"version": versions.get(DIST_PREFIX) or next(iter(versions.values()), None), "dists": versions}
+    if not dists:
+        return [dict(info, kernel=k, arch=arch, status="skipped", detail="nvidia-cutlass-dsl not installed", build=None, cached=False) for k in KERNELS]
+    files = installed_files(dists)
+    stats = stat_files(files)
+    key = cache_key(arch, dists, stats) if cache_path else None
+    cached, build = read_cache(cache_path, key) if cache_path and read_cache_file else ({}, None)
+    missing = [k for k in KERNELS if k not in cached]
+    fresh = run_all_isolated(missing, arch, timeout) if missing else {}
+    if missing:
+        loaded = next((r.get("compiler_lib") for r in fresh.values() if r.get("compiler_lib")), None)
+        build = active_build(loaded, files, stats) if loaded or build is None else build
+        if cache_path:
+            write_cache(cache_path, key, dict(cached, **fresh), build)
+    out = []
+    for kernel in KERNELS:
+        result = dict(cached[kernel], cached=True) if kernel in cached else dict(fresh[kernel], cached=False)
+        result.update(info, build=build)
+        out.append(result)
+    return out
 
 
 def main(argv=None):
@@ -346,11 +599,17 @@ def main(argv=None):
     ap.add_argument("--arch", required=True, help="target arch, e.g. sm_121a")
     ap.add_argument("--kernel", choices=KERNELS, help="compile only this kernel, in this process")
     ap.add_argument("--timeout", type=float, default=60.0, help="seconds per kernel (isolated mode)")
+    ap.add_argument("--cache", metavar="FILE", help="answer from / record settled results in FILE (isolated mode)")
+    ap.add_argument("--refresh", action="store_true", help="with --cache: compile anyway, then record")
     args = ap.parse_args(argv)
     if not re.match(r"^sm_\d+[af]?$", args.arch):
         ap.error("--arch must look like sm_121a")
-    info = {"version": dist_versions().get("nvidia-cutlass-dsl"), "dists": dist_versions()}
     if args.kernel:
+        import shutil
+        import tempfile
+
+        versions = dist_versions(find_dists())
+        info = {"version": versions.get(DIST_PREFIX) or next(iter(versions.values()), None), "dists": versions}
         os.environ["CUTE_DSL_ARCH"] = args.arch  # older DSLs read the arch from here when an op is built
         os.environ.setdefault("CUTE_DSL_NO_CACHE", "1")  # never answer from a previous compile
         dump_dir = tempfile.mkdtemp(prefix="sparkdoctor-cutedsl-")
@@ -363,11 +622,9 @@ def main(argv=None):
         sys.stdout.write(json.dumps(result) + "\n")
         sys.stdout.flush()
         return 0
-    for kernel in KERNELS:
-        result = run_isolated(kernel, args.arch, args.timeout)
-        result.update(info)
+    for result in probe_all(args.arch, args.timeout, args.cache, not args.refresh):
         sys.stdout.write(json.dumps(result) + "\n")
-        sys.stdout.flush()
+    sys.stdout.flush()
     return 0
 
 
