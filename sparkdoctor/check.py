@@ -6,7 +6,7 @@ import os
 import platform
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from sparkdoctor import __version__
 from sparkdoctor.collect import Collector, Context, run_collectors
@@ -23,6 +23,7 @@ class CheckOptions:
     use_cache: bool = True
     timeout: float = 20.0
     progress: Callable[[str], None] | None = None
+    prestarted: dict[str, Any] = field(default_factory=dict)  # probes started early, by scratch key
 
 
 def collectors(kernels: bool) -> list[Collector]:
@@ -54,6 +55,7 @@ def collect_facts(target: Target, options: CheckOptions) -> Facts:
         timeout=options.timeout,
         progress=options.progress,
     )
+    ctx.scratch.update(options.prestarted)
     run_collectors(ctx, collectors(options.kernels))
     if os.environ.get("SPARKDOCTOR_NO_TIMINGS"):
         facts.timings_ms = {}

@@ -13,7 +13,7 @@ from typing import List, Optional
 import typer
 
 from sparkdoctor import __version__
-from sparkdoctor.findings import EXIT_UNPROBEABLE, EXIT_USAGE
+from sparkdoctor.exitcodes import EXIT_UNPROBEABLE, EXIT_USAGE
 
 app = typer.Typer(
     name="sparkdoctor",
@@ -83,12 +83,25 @@ def check(
         if not c.is_file():
             raise Fatal(f"--constraints {c}: no such file")
 
-    from sparkdoctor.check import CheckOptions, apply_arch_override, collect_facts
+    prestarted = {}
+    if facts_file is None:
+        # Start the target probe (the long pole of a warm check) now, and import the rest of
+        # sparkdoctor while it runs.
+        from sparkdoctor.collect import targetenv
+        from sparkdoctor.locations import cache_dir
+        from sparkdoctor.target import TargetError, resolve_python_target
+
+        try:
+            target = resolve_python_target(python)
+        except TargetError as exc:
+            raise Fatal(str(exc), EXIT_UNPROBEABLE) from None
+        prestarted[targetenv.PRESTART_KEY] = targetenv.prestart(target, cache_dir(), use_cache=not no_cache)
+
+    from sparkdoctor.check import CheckOptions, apply_arch_override
     from sparkdoctor.config import ConfigError, load_config
     from sparkdoctor.facts import Facts, FactsError
     from sparkdoctor.findings import build_report
     from sparkdoctor.matrix import MatrixError, load
-    from sparkdoctor.target import TargetError, resolve_python_target
 
     try:
         cfg = load_config(config)
@@ -106,13 +119,14 @@ def check(
             raise Fatal(str(exc)) from None
         apply_arch_override(facts, arch)
     else:
-        try:
-            target = resolve_python_target(python)
-        except TargetError as exc:
-            raise Fatal(str(exc), EXIT_UNPROBEABLE) from None
-        if no_cache:
-            os.environ["SPARKDOCTOR_NO_CACHE"] = "1"
-        options = CheckOptions(arch=arch, constraint_files=list(constraints), kernels=kernels, use_cache=not no_cache, timeout=timeout)
+        options = CheckOptions(
+            arch=arch,
+            constraint_files=list(constraints),
+            kernels=kernels,
+            use_cache=not no_cache,
+            timeout=timeout,
+            prestarted=prestarted,
+        )
         facts = _collect_with_progress(target, options, fmt)
         if save_facts is not None:
             try:

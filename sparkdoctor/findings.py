@@ -14,11 +14,7 @@ from sparkdoctor.matrix import SEVERITIES, Evaluation, Matrix, Stack, evaluate_a
 
 REPORT_SCHEMA = 1
 
-# Exit codes (documented in the README; CI depends on them).
-EXIT_OK = 0  # nothing at or above --fail-on
-EXIT_FINDINGS = 1  # findings at or above --fail-on
-EXIT_USAGE = 2  # usage or internal error
-EXIT_UNPROBEABLE = 3  # the target could not be probed at all
+from sparkdoctor.exitcodes import EXIT_FINDINGS, EXIT_OK, EXIT_UNPROBEABLE, EXIT_USAGE  # noqa: F401 (re-exported)
 
 SEVERITY_RANK = {s: i for i, s in enumerate(SEVERITIES)}  # info < warn < error
 

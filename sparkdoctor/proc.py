@@ -52,17 +52,40 @@ class ProcResult:
         return f"{name} exited {self.returncode}: {last[:300]}"
 
 
-def run(
+class Running:
+    """A started process; result() collects it, killing its group at the deadline."""
+
+    def __init__(self, argv: list[str], popen: subprocess.Popen | None, started: float, input: str | None = None,
+                 start_error: str | None = None):
+        self.argv, self.popen, self.started, self.input, self.start_error = argv, popen, started, input, start_error
+
+    def result(self, timeout: float) -> ProcResult:
+        """Wait until `timeout` seconds after the START (not after this call); never raise."""
+        if self.popen is None:
+            return ProcResult(self.argv, None, "", "", time.monotonic() - self.started, start_error=self.start_error)
+        remaining = max(0.0, timeout - (time.monotonic() - self.started))
+        try:
+            out, err = self.popen.communicate(input=self.input, timeout=remaining)
+            return ProcResult(self.argv, self.popen.returncode, out, err, time.monotonic() - self.started)
+        except subprocess.TimeoutExpired:
+            _kill_group(self.popen)
+            try:
+                out, err = self.popen.communicate(timeout=2)
+            except subprocess.TimeoutExpired:
+                out, err = "", ""
+            return ProcResult(self.argv, None, out or "", err or "", time.monotonic() - self.started, timed_out=True)
+
+
+def start(
     argv: list[str],
-    timeout: float,
     env: dict[str, str] | None = None,
     cwd: str | None = None,
     input: str | None = None,
-) -> ProcResult:
-    """Run argv, kill its whole process group at the deadline, never raise."""
-    start = time.monotonic()
+) -> Running:
+    """Start argv in its own process group (so a timeout can kill its children too); never raise."""
+    started = time.monotonic()
     try:
-        proc = subprocess.Popen(
+        popen = subprocess.Popen(
             argv,
             stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
             stdout=subprocess.PIPE,
@@ -71,20 +94,22 @@ def run(
             cwd=cwd,
             text=True,
             errors="replace",
-            start_new_session=True,  # so a timeout can kill the children too
+            start_new_session=True,
         )
     except OSError as exc:
-        return ProcResult(argv, None, "", "", time.monotonic() - start, start_error=exc.strerror or str(exc))
-    try:
-        out, err = proc.communicate(input=input, timeout=timeout)
-        return ProcResult(argv, proc.returncode, out, err, time.monotonic() - start)
-    except subprocess.TimeoutExpired:
-        _kill_group(proc)
-        try:
-            out, err = proc.communicate(timeout=2)
-        except subprocess.TimeoutExpired:
-            out, err = "", ""
-        return ProcResult(argv, None, out or "", err or "", time.monotonic() - start, timed_out=True)
+        return Running(argv, None, started, start_error=exc.strerror or str(exc))
+    return Running(argv, popen, started, input=input)
+
+
+def run(
+    argv: list[str],
+    timeout: float,
+    env: dict[str, str] | None = None,
+    cwd: str | None = None,
+    input: str | None = None,
+) -> ProcResult:
+    """Run argv, kill its whole process group at the deadline, never raise."""
+    return start(argv, env=env, cwd=cwd, input=input).result(timeout)
 
 
 def _kill_group(proc: subprocess.Popen) -> None:

@@ -27,6 +27,8 @@ class Target(Protocol):
 
     def describe(self) -> dict[str, Any]: ...
 
+    def start_script(self, script: Path, args: list[str], env: dict[str, str] | None = None) -> proc.Running: ...
+
     def run_script(self, script: Path, args: list[str], timeout: float, env: dict[str, str] | None = None) -> proc.ProcResult: ...
 
 
@@ -41,11 +43,14 @@ class PythonTarget:
     def describe(self) -> dict[str, Any]:
         return {"kind": self.kind, "python": self.python, "chosen_by": self.chosen_by}
 
-    def run_script(self, script: Path, args: list[str], timeout: float, env: dict[str, str] | None = None) -> proc.ProcResult:
+    def start_script(self, script: Path, args: list[str], env: dict[str, str] | None = None) -> proc.Running:
         full_env = dict(os.environ)
         full_env.update(env or {})
         # -B: never leave .pyc files behind in the probes folder or the target.
-        return proc.run([self.python, "-B", str(script), *args], timeout=timeout, env=full_env)
+        return proc.start([self.python, "-B", str(script), *args], env=full_env)
+
+    def run_script(self, script: Path, args: list[str], timeout: float, env: dict[str, str] | None = None) -> proc.ProcResult:
+        return self.start_script(script, args, env).result(timeout)
 
 
 def resolve_python_target(python: str | None) -> PythonTarget:
@@ -81,7 +86,11 @@ def _resolve_interpreter(python: str) -> str:
 
 def run_json_probe(target: Target, script: Path, args: list[str], timeout: float) -> dict[str, Any]:
     """Run a probe script that prints one JSON object; raise TargetError with one clear line otherwise."""
-    result = target.run_script(script, args, timeout)
+    return parse_json_probe(target, script, target.run_script(script, args, timeout))
+
+
+def parse_json_probe(target: Target, script: Path, result: proc.ProcResult) -> dict[str, Any]:
+    """The one JSON object a probe printed; TargetError with one clear line otherwise."""
     if not result.ok:
         raise TargetError(f"probe {script.name} in {target.describe().get('python')}: {result.describe_failure()}")
     try:

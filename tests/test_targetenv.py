@@ -446,9 +446,20 @@ def test_collector_end_to_end_through_python_target(venv, tmp_path):
 
 def test_collector_no_cache_passes_through(venv, tmp_path):
     ctx = make_ctx(str(venv), tmp_path, use_cache=False)
-    assert targetenv.probe_args(ctx)[-1] == "--no-cache"
-    ctx.cache_dir = None
-    assert targetenv.probe_args(ctx) == ["--hash-budget", str(targetenv.HASH_BUDGET)]
+    args, warning = targetenv.probe_args(ctx.target, ctx.cache_dir, ctx.use_cache)
+    assert args[-1] == "--no-cache" and warning is None
+    assert targetenv.probe_args(ctx.target, None, False) == (["--hash-budget", str(targetenv.HASH_BUDGET)], None)
+
+
+def test_prestarted_probe_is_used_and_gives_the_same_facts(venv, tmp_path):
+    """check starts the probe before importing the rest of sparkdoctor; the collector then only waits."""
+    live = make_ctx(str(venv), tmp_path)
+    expected = targetenv.run(live)
+    early = make_ctx(str(venv), tmp_path)
+    early.scratch[targetenv.PRESTART_KEY] = targetenv.prestart(early.target, early.cache_dir, early.use_cache)
+    got = targetenv.run(early)
+    assert targetenv.PRESTART_KEY not in early.scratch, "consumed"
+    assert got["packages"] == expected["packages"] and got["env"] == expected["env"]
 
 
 def fake_interpreter(tmp_path: Path, body: str) -> str:

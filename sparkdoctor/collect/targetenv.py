@@ -10,12 +10,14 @@ target's PATH) go to ctx.scratch, not into Facts.
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from sparkdoctor.collect import Collector, CollectorError, Context
 from sparkdoctor.locations import data_dir
-from sparkdoctor.target import TargetError, run_json_probe
+from sparkdoctor.proc import Running
+from sparkdoctor.target import Target, TargetError, parse_json_probe
 
 PROBE = "target_env.py"
 PROBE_TIMEOUT = 15.0
@@ -24,6 +26,7 @@ PROBE_TIMEOUT = 15.0
 # losing every package fact to the timeout.
 HASH_BUDGET = 8.0
 SCRATCH_KEYS = ("ptxas_candidates", "pip_config_files", "path_env")
+PRESTART_KEY = "target_probe_prestarted"
 BASE_FIELDS = ("name", "version", "location")
 
 
@@ -32,23 +35,41 @@ def cache_file(cache_dir: Path, python: str) -> Path:
     return cache_dir / "hashes" / f"{hashlib.sha256(python.encode()).hexdigest()[:16]}.json"
 
 
-def probe_args(ctx: Context) -> list[str]:
+@dataclass
+class Prestarted:
+    """The probe, started before the rest of sparkdoctor is even imported (check's critical path)."""
+
+    running: Running
+    warning: str | None
+
+
+def probe_args(target: Target, cache_dir: Path | None, use_cache: bool) -> tuple[list[str], str | None]:
     budget = ["--hash-budget", str(HASH_BUDGET)]
-    if ctx.cache_dir is None:
-        return budget
-    python = str(ctx.target.describe().get("python") or "")
-    path = cache_file(ctx.cache_dir, python)
+    if cache_dir is None:
+        return budget, None
+    python = str(target.describe().get("python") or "")
+    path = cache_file(cache_dir, python)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        ctx.facts.add_error("target", f"hash cache folder {path.parent}: {exc.strerror or exc}; hashing without a cache")
-        return budget
-    return budget + ["--cache", str(path)] + ([] if ctx.use_cache else ["--no-cache"])
+        return budget, f"hash cache folder {path.parent}: {exc.strerror or exc}; hashing without a cache"
+    return budget + ["--cache", str(path)] + ([] if use_cache else ["--no-cache"]), None
+
+
+def prestart(target: Target, cache_dir: Path | None, use_cache: bool) -> Prestarted:
+    args, warning = probe_args(target, cache_dir, use_cache)
+    return Prestarted(target.start_script(data_dir("probes") / PROBE, args), warning)
 
 
 def run(ctx: Context) -> dict[str, Any]:
+    early = ctx.scratch.pop(PRESTART_KEY, None)
+    if not isinstance(early, Prestarted):
+        early = prestart(ctx.target, ctx.cache_dir, ctx.use_cache)
+    if early.warning:
+        ctx.facts.add_error("target", early.warning)
+    script = data_dir("probes") / PROBE
     try:
-        data = run_json_probe(ctx.target, data_dir("probes") / PROBE, probe_args(ctx), PROBE_TIMEOUT)
+        data = parse_json_probe(ctx.target, script, early.running.result(PROBE_TIMEOUT))
     except TargetError as exc:
         raise CollectorError(str(exc)) from None
     packages = data.get("packages")
