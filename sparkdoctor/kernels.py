@@ -208,8 +208,9 @@ def ptxas_knows(version: str | None, arch: str) -> bool | None:
     return have[:2] >= first
 
 
-def plain_sm12x_settings(env: dict[str, str]) -> list[tuple[str, str]]:
-    """(setting, arch) for every plain 12.x entry (no a/f suffix) of the build arch-list variables."""
+def plain_sm12x_settings(env: dict[str, str], capabilities: dict[str, Any] | None = None) -> list[tuple[str, str]]:
+    """(setting, arch) for every plain 12.x entry (no a/f suffix) of the build arch-list variables,
+    and a vLLM whose compiled kernels target plain sm_121 (a source build that lost the suffix)."""
     found = []
     for name in ("TORCH_CUDA_ARCH_LIST", "FLASHINFER_CUDA_ARCH_LIST"):
         for token in re.split(r"[;,\s]+", env.get(name, "")):
@@ -218,6 +219,12 @@ def plain_sm12x_settings(env: dict[str, str]) -> list[tuple[str, str]]:
                 arch = f"sm_12{match.group(2)}"
                 if (f"{name}={env[name]}", arch) not in found:
                     found.append((f"{name}={env[name]}", arch))
+    built = (capabilities or {}).get("vllm.cubin_archs")
+    archs = built.get("value") if isinstance(built, dict) else None
+    # Release wheels carry plain sm_120 SASS next to sm_120f on purpose; plain sm_121 only comes from
+    # a Spark source build whose arch list lost its suffix.
+    if isinstance(archs, list) and "sm_121" in archs:
+        found.append((f"vLLM's compiled kernels target {', '.join(a for a in archs if a.startswith('sm_12'))}", "sm_121"))
     return found
 
 
@@ -680,7 +687,7 @@ def run(ctx: Context) -> dict[str, Any]:
         why = "no ptxas found" + (f" ({'; '.join(unusable)})" if unusable else "")
         return {"kernels": {p.id: _skipped(p, target, why) for p in probes}}
 
-    settings = plain_sm12x_settings(ctx.facts.env or {})
+    settings = plain_sm12x_settings(ctx.facts.env or {}, ctx.facts.capabilities)
     disassemblers = {t.identity: find_disassembler(t) for t in tools}
     jobs: list[Job] = []
     arch_notes: dict[str, tuple[str | None, str]] = {}
@@ -805,4 +812,5 @@ def _judge(primary: dict[str, Any], target_runs: list[dict[str, Any]]) -> tuple[
     return "ok", "; ".join(parts)
 
 
-COLLECTOR = Collector("kernels", run, needs=("toolkits", "gpu", "target"), timeout=60)
+# capabilities (vLLM's build archs) finishes long before toolkits, so waiting on it costs nothing.
+COLLECTOR = Collector("kernels", run, needs=("toolkits", "gpu", "target", "capabilities"), timeout=60)

@@ -267,6 +267,14 @@ def test_plain_sm12x_settings_are_read_from_the_build_arch_lists():
     assert kernels.plain_sm12x_settings({}) == []
 
 
+def test_a_vllm_built_for_plain_sm121_is_diagnosed_but_release_sm120_is_not():
+    release = {"vllm.cubin_archs": {"value": ["sm_90a", "sm_100f", "sm_120", "sm_120f"], "evidence": "x"}}
+    assert kernels.plain_sm12x_settings({}, release) == []
+    stripped = {"vllm.cubin_archs": {"value": ["sm_90a", "sm_121"], "evidence": "x"}}
+    assert kernels.plain_sm12x_settings({}, stripped) == [("vLLM's compiled kernels target sm_121", "sm_121")]
+    assert kernels.plain_sm12x_settings({}, {"vllm.cubin_archs": {"value": None, "evidence": "?"}}) == []
+
+
 @needs_ptxas
 def test_a_plain_12_1_build_setting_gets_a_diagnosis_compile(tmp_path, no_disassembler):
     ctx = make_ctx(tmp_path, [system_toolkit()], env={"TORCH_CUDA_ARCH_LIST": "12.1"})
