@@ -42,11 +42,12 @@ def load_probe():
 
 # ---- stand-in cutlass installs --------------------------------------------------------------------
 
-# Every stand-in `cutlass.cute` first notes that a compile started (compiles.log beside it), so a test
-# can tell a cached answer from a compile by counting lines.
-LOG_COMPILE = """\
+# Every stand-in `cutlass.cute` notes each import (imports.log beside it, with the importing
+# process's arguments); the compiling one also notes each compile (compiles.log: the kernel), so a
+# test can tell a cached answer from a compile.
+LOG_IMPORT = """\
     import os as _os, sys as _sys
-    with open(_os.path.join(_os.path.dirname(__file__), "compiles.log"), "a") as _fh:
+    with open(_os.path.join(_os.path.dirname(__file__), "imports.log"), "a") as _fh:
         _fh.write(" ".join(_sys.argv[1:]) + "\\n")
     """
 
@@ -59,8 +60,9 @@ REFUSING_CUTE = """\
     """
 
 # Compiles anything: every DSL call returns a stub; compile() hands back PTX holding both instructions.
-COMPILING_CUTE = """\
-    import types
+# ON_COMPILE is where a variant misbehaves for one kernel (`kernel` is the probe's compile_one argument).
+COMPILING_TEMPLATE = """\
+    import os, sys, types
 
     class _Stub:
         def __getattr__(self, name):
@@ -82,14 +84,26 @@ COMPILING_CUTE = """\
     jit = kernel
 
     def compile(fn, *args, **kwargs):
+        kernel = sys._getframe(1).f_locals.get("kernel")
+        with open(os.path.join(os.path.dirname(__file__), "compiles.log"), "a") as fh:
+            fh.write("%s\\n" % kernel)
+        ON_COMPILE
         ptx = "\\t%s;\\n\\t%s ;\\n" % ("{MMA}", "{CVT}")
         return types.SimpleNamespace(__ptx__=ptx, __cubin__=b"cubin")
     """.replace("{MMA}", MMA_PTX + " {%f1}, {%r1}").replace("{CVT}", CVT_PTX + " %rs1, %f2, %f3")
 
+
+def compiling_cute(on_compile: str = "pass") -> str:
+    assert "ON_COMPILE" in COMPILING_TEMPLATE
+    return COMPILING_TEMPLATE.replace("ON_COMPILE", on_compile)
+
+
 SEGFAULT_CUTE = "import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\n"
 HANGING_CUTE = "import time\ntime.sleep(600)\n"
-# The MMA compile hangs, the cvt one compiles: one settled result beside one timeout.
-HALF_HANGING_CUTE = "import sys, time\nif 'nvfp4-mma' in sys.argv:\n    time.sleep(600)\n" + textwrap.dedent(COMPILING_CUTE)
+# The MMA compile hangs / segfaults, the cvt one compiles: one settled result beside the other.
+HALF_HANGING_CUTE = compiling_cute("if kernel == 'nvfp4-mma': __import__('time').sleep(600)")
+HALF_CRASHING_CUTE = compiling_cute("if kernel == 'nvfp4-mma': os.kill(os.getpid(), 11)")
+COMPILING_CUTE = compiling_cute()
 
 
 def fake_cutlass(root: Path, cute_source: str, version: str = "4.9.9") -> Path:
@@ -101,7 +115,7 @@ def fake_cutlass(root: Path, cute_source: str, version: str = "4.9.9") -> Path:
     (cute / "nvgpu" / "warp").mkdir(parents=True)
     # cutlass.X resolves through cutlass.cute (where each stand-in decides what exists)
     (pkgs / "cutlass" / "__init__.py").write_text("def __getattr__(name):\n    import cutlass.cute as c\n    return getattr(c, name)\n")
-    (cute / "__init__.py").write_text(textwrap.dedent(LOG_COMPILE) + textwrap.dedent(cute_source))
+    (cute / "__init__.py").write_text(textwrap.dedent(LOG_IMPORT) + textwrap.dedent(cute_source))
     (cute / "nvgpu" / "warp" / "mma.py").write_text("# the file two libs wheels both ship\n")
     libs = pkgs / "cutlass" / "_mlir" / "_mlir_libs"
     libs.mkdir(parents=True)
@@ -122,9 +136,19 @@ def write_dist(site: Path, name: str, version: str, files: list[str]) -> Path:
     return info
 
 
-def compiles(site: Path) -> list[str]:
-    log = site / "nvidia_cutlass_dsl" / "python_packages" / "cutlass" / "cute" / "compiles.log"
+def logged(site: Path, name: str) -> list[str]:
+    log = site / "nvidia_cutlass_dsl" / "python_packages" / "cutlass" / "cute" / name
     return log.read_text().splitlines() if log.exists() else []
+
+
+def compiles(site: Path) -> list[str]:
+    """The kernels the stand-in compiled, in order."""
+    return logged(site, "compiles.log")
+
+
+def imports(site: Path) -> list[str]:
+    """The arguments of every process that imported the stand-in DSL."""
+    return logged(site, "imports.log")
 
 
 def fake_venv(root: Path, cute_source: str) -> Path:
@@ -241,10 +265,10 @@ def test_compiler_segfault_is_a_crash_for_each_kernel_and_is_cached(tmp_path, mo
         assert k["detail"].startswith("the CuTe DSL compiler was killed by SIGSEGV")
         assert k["kind"] == "cutedsl" and k["arch"] == "sm_121a" and k["build"] == "libs-base" and k["cached"] is False
         assert k["version"] == "4.9.9" and k["runs"] == []
-    assert len(compiles(site)) == 2
+    assert len(imports(site)) == 1  # the compile server died importing; both kernels were in it
     again = cutedsl.run(ctx)["kernels"]
     assert all(k["cached"] and k["status"] == "crash" and k["build"] == "libs-base" for k in again.values())
-    assert len(compiles(site)) == 2
+    assert len(imports(site)) == 1
 
 
 def test_arch_comes_from_facts_and_a_refusal_reports_the_admissible_list(tmp_path, monkeypatch):
@@ -253,7 +277,7 @@ def test_arch_comes_from_facts_and_a_refusal_reports_the_admissible_list(tmp_pat
     ctx.facts.arch = {"value": "sm_120a", "source": "given"}
     mma = cutedsl.run(ctx)["kernels"]["cutedsl-nvfp4-mma"]
     assert mma["status"] == "refused" and mma["admissible_archs"] == ["sm_120a"] and mma["arch"] == "sm_120a"
-    assert all("--arch sm_120a" in line for line in compiles(site))
+    assert imports(site) and all("--arch sm_120a" in line for line in imports(site))
 
 
 def test_warm_run_answers_from_the_cache_without_compiling(tmp_path, monkeypatch):
@@ -263,12 +287,13 @@ def test_warm_run_answers_from_the_cache_without_compiling(tmp_path, monkeypatch
     assert first["cutedsl-nvfp4-mma"]["status"] == "ok" and first["cutedsl-nvfp4-mma"]["instruction"] == MMA_PTX
     assert first["cutedsl-e2m1-cvt"]["instruction"] == CVT_PTX
     assert not any(k["cached"] for k in first.values())
-    assert sorted(compiles(site)) == ["--arch sm_121a --kernel e2m1-cvt", "--arch sm_121a --kernel nvfp4-mma"]
+    assert sorted(compiles(site)) == ["e2m1-cvt", "nvfp4-mma"]
+    assert len(imports(site)) == 1  # one import, a forked child per kernel
     [entry] = cache_files(tmp_path)  # one file for this interpreter
     assert entry.name == cutedsl.cache_file(ctx).name
     second = cutedsl.run(ctx)["kernels"]
     assert all(k["cached"] for k in second.values())
-    assert len(compiles(site)) == 2  # nothing compiled
+    assert len(compiles(site)) == 2 and len(imports(site)) == 1  # nothing compiled, cutlass not even imported
     drop = ("cached",)
     assert [{k: v for k, v in x.items() if k not in drop} for x in second.values()] == [{k: v for k, v in x.items() if k not in drop} for x in first.values()]
 
@@ -351,7 +376,24 @@ def test_a_timeout_beside_a_settled_result_keeps_only_the_settled_one(tmp_path, 
     second = cutedsl.run(ctx)["kernels"]
     assert second["cutedsl-e2m1-cvt"]["cached"] is True
     assert second["cutedsl-nvfp4-mma"]["cached"] is False and "timed out" in second["cutedsl-nvfp4-mma"]["detail"]
-    assert [line.split()[-1] for line in compiles(site)].count("e2m1-cvt") == 1  # the timeout alone was retried
+    assert compiles(site).count("e2m1-cvt") == 1  # the timeout alone was retried
+
+
+@pytest.mark.parametrize("fork", [True, False], ids=["forked", "fresh interpreters"])
+def test_a_segfault_in_one_compile_leaves_the_other_result(fork, tmp_path, monkeypatch):
+    site = fake_cutlass(tmp_path, HALF_CRASHING_CUTE)
+    ctx = ctx_for(site, tmp_path, monkeypatch)
+    if not fork:  # the way the server compiles where the import initialised the CUDA driver
+        monkeypatch.setenv("SPARKDOCTOR_CUTEDSL_NO_FORK", "1")
+    kernels = cutedsl.run(ctx)["kernels"]
+    assert kernels["cutedsl-nvfp4-mma"]["status"] == "crash"
+    assert kernels["cutedsl-nvfp4-mma"]["detail"].startswith("the CuTe DSL compiler was killed by SIGSEGV")
+    assert kernels["cutedsl-e2m1-cvt"]["status"] == "ok" and kernels["cutedsl-e2m1-cvt"]["instruction"] == CVT_PTX
+    assert sorted(compiles(site)) == ["e2m1-cvt", "nvfp4-mma"]
+    if fork:  # the server's one import
+        assert len(imports(site)) == 1 and "--compile nvfp4-mma,e2m1-cvt" in imports(site)[0]
+    else:  # none in the server, one per kernel in its own interpreter
+        assert sorted(line.split("--kernel ")[1] for line in imports(site)) == ["e2m1-cvt", "nvfp4-mma"]
 
 
 def test_no_cache_flag_compiles_again_and_refreshes_the_cache(tmp_path, monkeypatch):
@@ -425,6 +467,43 @@ def test_probe_isolated_mode_reports_each_kernel(tmp_path):
     lines = [json.loads(x) for x in done.stdout.splitlines()]
     assert [x["kernel"] for x in lines] == ["nvfp4-mma", "e2m1-cvt"]
     assert all(x["status"] == "crash" and x["version"] == "4.9.9" and x["build"] == "libs-base" for x in lines)
+
+
+# ---- the compile server and the CUDA driver (a GPU machine) -----------------------------------------
+
+# nvidia-cutlass-dsl 4.4/4.5 query the GPU (cuInit) at import even with CUTE_DSL_ARCH set, and 4.4
+# needs libcuda again after code generation; a child forked after cuInit cannot use the driver.
+CUINIT_AT_IMPORT = "import ctypes\nassert ctypes.CDLL('libcuda.so.1').cuInit(0) == 0\n"
+NEEDS_CUDA_TO_COMPILE = compiling_cute(
+    "if __import__('ctypes').CDLL('libcuda.so.1').cuInit(0) != 0: raise RuntimeError('CudaDriverDependencyError: libcuda unusable here')"
+)
+
+
+def probe_isolated(site: Path, *args: str) -> dict[str, dict]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(site / "nvidia_cutlass_dsl" / "python_packages")])}
+    done = subprocess.run([sys.executable, "-B", str(PROBE), "--arch", "sm_121a", *args], capture_output=True, text=True, timeout=120, env=env)
+    return {x["kernel"]: x for x in map(json.loads, done.stdout.splitlines())}
+
+
+@pytest.mark.gpu
+def test_a_dsl_that_initialises_cuda_at_import_compiles_in_fresh_interpreters(tmp_path):
+    site = fake_cutlass(tmp_path, CUINIT_AT_IMPORT + textwrap.dedent(NEEDS_CUDA_TO_COMPILE))
+    out = probe_isolated(site)
+    assert {k: (r["status"], r["isolation"]) for k, r in out.items()} == {"nvfp4-mma": ("ok", "exec"), "e2m1-cvt": ("ok", "exec")}
+
+
+@pytest.mark.gpu
+def test_a_dsl_that_leaves_cuda_alone_at_import_compiles_in_forked_children(tmp_path):
+    site = fake_cutlass(tmp_path, NEEDS_CUDA_TO_COMPILE)
+    out = probe_isolated(site)
+    assert {k: (r["status"], r["isolation"]) for k, r in out.items()} == {"nvfp4-mma": ("ok", "fork"), "e2m1-cvt": ("ok", "fork")}
+    assert len(imports(site)) == 1
+
+
+def test_here_without_a_driver_the_server_forks(tmp_path):
+    site = fake_cutlass(tmp_path, COMPILING_CUTE)
+    assert load_probe().cuda_initialized() is False  # this process never loaded libcuda
+    assert {r["isolation"] for r in probe_isolated(site).values()} == {"fork"}
 
 
 # ---- the real releases (environments shared with `matrix verify` tests) ------------------------------
