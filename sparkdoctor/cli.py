@@ -1,6 +1,6 @@
 """The `sparkdoctor` command: parse, call, render. Thin on purpose.
 
-Errors reach the user as one line on stderr and an exit code from the table in findings.py.
+Errors reach the user as one line on stderr and an exit code from sparkdoctor/exitcodes.py.
 """
 
 from __future__ import annotations
@@ -127,7 +127,7 @@ def check(
             timeout=timeout,
             prestarted=prestarted,
         )
-        facts = _collect_with_progress(target, options, fmt)
+        facts = _collect_with_progress(target, options)
         if save_facts is not None:
             try:
                 facts.save(save_facts)
@@ -145,7 +145,7 @@ def _valid_arch(arch: str) -> bool:
     return re.fullmatch(r"sm_\d{2,3}[af]?", arch) is not None
 
 
-def _collect_with_progress(target, options, fmt: str):
+def _collect_with_progress(target, options):
     from sparkdoctor.check import collect_facts
 
     # Progress goes to stderr, and only to a terminal: stdout stays the document.
@@ -166,6 +166,13 @@ def _collect_with_progress(target, options, fmt: str):
 
 
 def _emit(report, fmt: str, output: Optional[Path], verbose: bool) -> None:
+    try:
+        _write_report(report, fmt, output, verbose)
+    except OSError as exc:
+        raise Fatal(f"--output {output}: {exc.strerror or exc}") from None
+
+
+def _write_report(report, fmt: str, output: Optional[Path], verbose: bool) -> None:
     if fmt == "console":
         from rich.console import Console
 
@@ -180,7 +187,7 @@ def _emit(report, fmt: str, output: Optional[Path], verbose: bool) -> None:
     from sparkdoctor.render import render_text
 
     text = render_text(report, fmt)
-    if output is not None:
+    if output is not None:  # atomically: a reader never sees half a report
         tmp = output.with_name(f".{output.name}.tmp")
         tmp.write_text(text + "\n", encoding="utf-8")
         tmp.replace(output)

@@ -153,6 +153,11 @@ def test_unknown_option_is_a_one_line_usage_error(run):
     assert_one_line_error(run("check", "--no-such-option"), "--no-such-option")
 
 
+def test_unwritable_output_is_a_one_line_error(run, matrix, tmp_path):
+    p = run("check", "--facts", snap("nogpu-clean"), "--matrix", matrix, "--format", "json", "-o", tmp_path / "no" / "x.json")
+    assert_one_line_error(p, "--output", "No such file or directory")
+
+
 def test_bad_matrix_list_format_is_a_one_line_usage_error(run):
     assert_one_line_error(run("matrix", "list", "--format", "yaml"), "--format yaml")
 
