@@ -21,7 +21,8 @@ nvidia-cutlass-dsl* distribution on sys.path (told without importing anything).
 
 --cache FILE (isolated mode) answers from FILE when nothing that decides the outcome changed: the key
 is read from disk without importing cutlass (dist names+versions, size+mtime of every file their
-RECORDs list and of every _cutlass_ir*.so, this script's hash, the arch, the driver, CUTE_DSL_*).
+RECORDs list, of every _cutlass_ir*.so and of every sys.path folder, this script's hash, the arch,
+the driver, CUTE_DSL_*).
 Only settled outcomes (ok/refused/fail/crash) are written; a timeout or an error never is.
 
 Standard library only, Python 3.8+; portable across nvidia-cutlass-dsl 4.4 .. 4.8 (the scale-factor
@@ -185,6 +186,9 @@ def cache_key(arch, dists, stats):
         "arch": arch,
         "dists": [[d["name"], d["version"], d["info"]] for d in dists],
         "files": stats,
+        # A folder on sys.path changes when anything is installed or removed in it: a .pth or a
+        # `cutlass` that no RECORD above lists could change what `import cutlass` finds.
+        "path": stat_files(os.path.abspath(e or ".") for e in sys.path),
         "driver": driver_identity(),
         "env": env,
     }

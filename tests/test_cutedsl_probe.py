@@ -298,7 +298,10 @@ def test_warm_run_answers_from_the_cache_without_compiling(tmp_path, monkeypatch
     assert [{k: v for k, v in x.items() if k not in drop} for x in second.values()] == [{k: v for k, v in x.items() if k not in drop} for x in first.values()]
 
 
-@pytest.mark.parametrize("change", ["compiler library swapped", "compiler library touched", "warp/mma.py touched", "version", "arch", "CUTE_DSL_ env", "probe source"])
+@pytest.mark.parametrize(
+    "change",
+    ["compiler library swapped", "compiler library touched", "warp/mma.py touched", "version", "arch", "CUTE_DSL_ env", "probe source", "something installed"],
+)
 def test_anything_that_decides_the_outcome_misses_the_cache(change, tmp_path, monkeypatch):
     site = fake_cutlass(tmp_path, COMPILING_CUTE)
     ctx = ctx_for(site, tmp_path, monkeypatch)
@@ -318,6 +321,9 @@ def test_anything_that_decides_the_outcome_misses_the_cache(change, tmp_path, mo
         ctx.facts.arch = {"value": "sm_120a", "source": "given"}
     elif change == "CUTE_DSL_ env":
         monkeypatch.setenv("CUTE_DSL_LOG_LEVEL", "10")
+    elif change == "something installed":  # e.g. a .pth that puts another cutlass first on sys.path
+        (site / "another.pth").write_text(str(tmp_path) + "\n")
+        touch_later(site)
     elif change == "probe source":
         copy = tmp_path / "probes" / "cutedsl_probe.py"
         copy.parent.mkdir()
