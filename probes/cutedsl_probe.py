@@ -8,18 +8,20 @@ Compiles tiny kernels with the target's own CuTe DSL for an arch given on the co
   e2m1-cvt   f32 -> e2m1 conversion (cvt ... e2m1x2.f32)
 
   python cutedsl_probe.py --arch sm_121a --kernel nvfp4-mma   compile one kernel in this process
-  python cutedsl_probe.py --arch sm_121a [--cache FILE]       each kernel in its own subprocess
+  python cutedsl_probe.py --arch sm_121a [--cache FILE]       every kernel, each in its own process
+                                                              (a compile server, see below)
 
 Prints one JSON object per kernel (one per line):
   {"kernel", "status": ok|refused|fail|crash|error|skipped, "detail", "arch", "version", "dists",
-   "build", "compiler_lib", "bundled_cuda", "admissible_archs", "instruction", "ptx", "cubin", "ms", "cached"}
+   "build", "compiler_lib", "bundled_cuda", "admissible_archs", "instruction", "ptx", "cubin", "ms",
+   "cached", "isolation": fork|exec}
 ok: compiled, `instruction` is the mma/cvt line found in the PTX; refused: the DSL rejected the arch
 (admissible_archs lists what it accepts); fail: the PTX compiler rejected the generated code (detail
 is its error line); crash: the compiler died on a signal; error: anything else (e.g. 4.4.x needs
 libcuda after code generation: PTX/cubin exist, the runtime step failed); skipped: no
 nvidia-cutlass-dsl* distribution on sys.path (told without importing anything).
 
---cache FILE (isolated mode) answers from FILE when nothing that decides the outcome changed: the key
+--cache FILE (every-kernel mode) answers from FILE when nothing that decides the outcome changed: the key
 is read from disk without importing cutlass (dist names+versions, size+mtime of every file their
 RECORDs list, of every _cutlass_ir*.so and of every sys.path folder, this script's hash, the arch,
 the driver, CUTE_DSL_*).
@@ -744,9 +746,9 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--arch", required=True, help="target arch, e.g. sm_121a")
     ap.add_argument("--kernel", choices=KERNELS, help="compile only this kernel, in this process")
-    ap.add_argument("--timeout", type=float, default=60.0, help="seconds per kernel (isolated mode)")
+    ap.add_argument("--timeout", type=float, default=60.0, help="seconds for the compiles, which run at once (every-kernel mode)")
     ap.add_argument("--compile", metavar="K1,K2", help="compile server: these kernels, one import, a child each")
-    ap.add_argument("--cache", metavar="FILE", help="answer from / record settled results in FILE (isolated mode)")
+    ap.add_argument("--cache", metavar="FILE", help="answer from / record settled results in FILE (every-kernel mode)")
     ap.add_argument("--refresh", action="store_true", help="with --cache: compile anyway, then record")
     args = ap.parse_args(argv)
     if not re.match(r"^sm_\d+[af]?$", args.arch):
