@@ -500,3 +500,21 @@ def test_matrix_renderers_refuse_unknown_formats(matrix):
 )
 def test_conditions_in_words(key, value, words):
     assert describe_condition(key, value) == words
+
+
+def test_two_ptxas_of_one_version_and_source_are_told_apart_by_path():
+    from sparkdoctor.render.console import kernel_rows
+
+    def tool(path):
+        return {"tool": "ptxas", "path": path, "version": "13.0.88", "source": "system"}
+
+    run = {"arch": "sm_121a", "compiled": True, "ptxas_version": "13.0.88"}
+    facts = Facts(
+        toolkits=[tool("/usr/local/bin/ptxas"), tool("/usr/local/cuda-13.0/bin/ptxas"),
+                  {"tool": "ptxas", "path": "/t/ptxas", "version": "12.8.93", "source": "triton"}],
+        kernels={"e2m1-cvt": {"kind": "ptx", "status": "ok", "runs": [
+            {**run, "ptxas": "/usr/local/bin/ptxas"}, {**run, "ptxas": "/usr/local/cuda-13.0/bin/ptxas"},
+            {**run, "ptxas": "/t/ptxas", "ptxas_version": "12.8.93"}]}},
+    )
+    labels = [r["ptxas"] for r in kernel_rows(facts)]
+    assert labels == ["13.0.88 system /usr/local/bin/ptxas", "13.0.88 system /usr/local/cuda-13.0/bin/ptxas", "12.8.93 triton"]

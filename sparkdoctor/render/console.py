@@ -136,9 +136,12 @@ def stack_line(facts) -> str:
 
 
 def _ptxas_label(facts, path: Any, version: Any) -> str:
-    for t in facts.toolkits or []:
+    tools = facts.toolkits or []
+    for t in tools:
         if t.get("path") == path and t.get("source"):
-            return f"{version or '?'} {t['source']}"
+            twins = [u for u in tools if u.get("source") == t["source"] and u.get("version") == t.get("version")]
+            where = f" {path}" if len(twins) > 1 else ""  # two system ptxas of one version: say which
+            return f"{version or '?'} {t['source']}{where}"
     if path:
         p = Path(str(path))
         hint = p.parent.parent.name or p.parent.name  # .../triton/backends/nvidia/bin/ptxas -> nvidia
