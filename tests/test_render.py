@@ -229,7 +229,11 @@ def test_console_no_gpu_box_is_clean(matrix):
     assert "none (no GPU detected, no --arch given)" in flat
     assert "torch 2.13.0+cpu (CPU build)" in flat
     assert "no known problem matches this box" in flat
-    assert "compiled, not run: no sm_121a GPU here" in flat
+    # a probe every ptxas compiled and nothing could run is one line; -v lists each ptxas
+    assert re.search(r"sm_121a: (\d+)/\1 ptxas \S+ .*not run: no sm_121a GPU here", flat)
+    assert "ptxas 13.5.37" not in flat
+    verbose = squash(console_text(report_of("nogpu-clean", matrix), verbose=True))
+    assert "ptxas 13.5.37 pip sm_121a compiled" in verbose and "compiled, not run: no sm_121a GPU here" in verbose
     assert out.strip().splitlines()[-1].endswith("fail-on error → PASS (exit 0)")
 
 

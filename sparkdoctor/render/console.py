@@ -330,7 +330,12 @@ def _kernel_section(facts, g: _Glyphs, verbose: bool) -> Group:
 
     status_style = {"ok": "green", "fail": "red", "crash": "red", "error": "red", "timeout": "red", "refused": "yellow"}
     parts: list[Any] = []
-    for row in kernel_rows(facts):
+    rows = kernel_rows(facts)
+    for row in rows:
+        runs = [r for r in rows if r["probe"] == row["probe"] and r["run"]]
+        # The common clean case (every ptxas compiled it, nothing could run) is one line unless -v;
+        # failures, refusals and real runs always show their per-ptxas lines.
+        quiet = not verbose and row["status"] == "ok" and runs and all(r["compiled"] and r.get("ran") is None for r in runs)
         if row["first"]:
             head = Text()
             head.append(row["probe"], style="bold")
@@ -338,10 +343,20 @@ def _kernel_section(facts, g: _Glyphs, verbose: bool) -> Group:
             head.append(row["status"], style=status_style.get(row["status"], "dim"))
             if row["kind"]:
                 head.append(f" ({row['kind']})", style="dim")
+            if quiet:
+                arches = sorted({r["arch"] for r in runs if r["arch"]})
+                head.append(f"  {', '.join(arches)}: {len(runs)}/{len(runs)} ptxas ", style="dim")
+                head.append(g.yes, style="green")
+                if any(r.get("sass_ok") for r in runs):
+                    head.append("  SASS ", style="dim")
+                    head.append(g.yes, style="green")
+                note = runs[0]["note"] or ""
+                if note:  # "compiled" was just said
+                    head.append(f"  {note.removeprefix('compiled, ')}", style="dim")
             parts.append(head)
-            if row["detail"]:
+            if row["detail"] and not quiet:
                 parts.append(Padding(Text(row["detail"], style="dim"), (0, 0, 0, 4)))
-        if not row["run"]:
+        if not row["run"] or quiet:
             continue
         line = Text(f"ptxas {row['ptxas']}")
         if row["arch"]:
