@@ -82,6 +82,18 @@ CASES: dict[str, tuple[dict, dict]] = {
         dict(modified={"nvidia-cutlass-dsl-libs-cu13": [f"{CU13_FILE}/tcgen05/mma.py", f"{CU13_FILE}/tcgen05/copy.py"]}),
         dict(modified={"nvidia-cutlass-dsl-libs-cu13": [f"{CU13_FILE}/warp/mma.py"]}),
     ),
+    "cutedsl-warp-mma-patched-pre-45": (
+        dict(packages={"nvidia-cutlass-dsl": "4.4.2", "nvidia-cutlass-dsl-libs-base": "4.4.2", "nvidia-cutlass-dsl-libs-cu13": None},
+             cutedsl_build="libs-base", modified={"nvidia-cutlass-dsl-libs-base": [f"{CU13_FILE}/warp/mma.py"]}),
+        # the same edit on a release that admits sm_121a is the other entry's business
+        dict(packages={"nvidia-cutlass-dsl-libs-cu13": None}, cutedsl_build="libs-base",
+             modified={"nvidia-cutlass-dsl-libs-base": [f"{CU13_FILE}/warp/mma.py"]}),
+    ),
+    "cutedsl-base-hand-modified": (
+        dict(cutedsl_build="libs-base", modified={"nvidia-cutlass-dsl-libs-base": [f"{CU13_FILE}/tcgen05/mma.py"]}),
+        # libs-cu13 is the build on disk: libs-base's RECORD no longer describes these files
+        dict(modified={"nvidia-cutlass-dsl-libs-base": [f"{CU13_FILE}/tcgen05/mma.py"]}),
+    ),
     "cutedsl-hand-modified": (
         dict(modified={"nvidia-cutlass-dsl-libs-cu13": [f"{CU13_FILE}/warp/mma.py"]}),
         # libs-base active: its RECORD, not libs-cu13's, describes the files on disk
