@@ -1,3 +1,3 @@
-from sparkdoctor.cli import main
+from sparkdoctor.launch import main
 
 main()

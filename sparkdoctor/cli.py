@@ -12,7 +12,7 @@ from typing import List, Optional
 
 import typer
 
-from sparkdoctor import __version__
+from sparkdoctor import __version__, target_probe
 from sparkdoctor.exitcodes import EXIT_UNPROBEABLE, EXIT_USAGE
 
 app = typer.Typer(
@@ -84,9 +84,10 @@ def check(
             raise Fatal(f"--constraints {c}: no such file")
 
     prestarted = {}
+    early = target_probe.EARLY.pop("target", None)
     if facts_file is None:
-        # Start the target probe (the long pole of a warm check) now, and import the rest of
-        # sparkdoctor while it runs.
+        # The target probe is the long pole of a warm check: the entry point started it before
+        # typer was imported; use it if it probes what typer parsed, else start it now.
         from sparkdoctor.collect import targetenv
         from sparkdoctor.locations import cache_dir
         from sparkdoctor.target import TargetError, resolve_python_target
@@ -95,7 +96,13 @@ def check(
             target = resolve_python_target(python)
         except TargetError as exc:
             raise Fatal(str(exc), EXIT_UNPROBEABLE) from None
-        prestarted[targetenv.PRESTART_KEY] = targetenv.prestart(target, cache_dir(), use_cache=not no_cache)
+        if early is None or early.python != target.python or early.use_cache != (not no_cache):
+            if early is not None:
+                early.running.cancel()
+            early = target_probe.prestart(target, cache_dir(), use_cache=not no_cache)
+        prestarted[targetenv.PRESTART_KEY] = early
+    elif early is not None:
+        early.running.cancel()
 
     from sparkdoctor.check import CheckOptions, apply_arch_override
     from sparkdoctor.config import ConfigError, load_config

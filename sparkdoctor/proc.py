@@ -76,6 +76,13 @@ class Running:
             return ProcResult(self.argv, None, out or "", err or "", time.monotonic() - self.started, timed_out=True)
 
 
+    def cancel(self) -> None:
+        """Kill it (and its children) and reap it: a started probe that turned out not to be wanted."""
+        if self.popen is not None and self.popen.poll() is None:
+            _kill_group(self.popen)
+            self.popen.communicate()
+
+
 def start(
     argv: list[str],
     env: dict[str, str] | None = None,

@@ -9,56 +9,17 @@ target's PATH) go to ctx.scratch, not into Facts.
 
 from __future__ import annotations
 
-import hashlib
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from sparkdoctor.collect import Collector, CollectorError, Context
 from sparkdoctor.locations import data_dir
-from sparkdoctor.proc import Running
-from sparkdoctor.target import Target, TargetError, parse_json_probe
+from sparkdoctor.target import TargetError, parse_json_probe
+from sparkdoctor.target_probe import HASH_BUDGET, PROBE, Prestarted, cache_file, prestart, probe_args  # noqa: F401
 
-PROBE = "target_env.py"
 PROBE_TIMEOUT = 15.0
-# A cold run hashes ~0.7 GB on a full vLLM venv (2-3 s here). On a slow disk the probe stops hashing
-# at this budget, reports the rest as unverified and goes on from the cache next time, rather than
-# losing every package fact to the timeout.
-HASH_BUDGET = 8.0
 SCRATCH_KEYS = ("ptxas_candidates", "pip_config_files", "path_env")
 PRESTART_KEY = "target_probe_prestarted"
 BASE_FIELDS = ("name", "version", "location")
-
-
-def cache_file(cache_dir: Path, python: str) -> Path:
-    """One hash cache per interpreter: two targets never share (or clobber) entries."""
-    return cache_dir / "hashes" / f"{hashlib.sha256(python.encode()).hexdigest()[:16]}.json"
-
-
-@dataclass
-class Prestarted:
-    """The probe, started before the rest of sparkdoctor is even imported (check's critical path)."""
-
-    running: Running
-    warning: str | None
-
-
-def probe_args(target: Target, cache_dir: Path | None, use_cache: bool) -> tuple[list[str], str | None]:
-    budget = ["--hash-budget", str(HASH_BUDGET)]
-    if cache_dir is None:
-        return budget, None
-    python = str(target.describe().get("python") or "")
-    path = cache_file(cache_dir, python)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        return budget, f"hash cache folder {path.parent}: {exc.strerror or exc}; hashing without a cache"
-    return budget + ["--cache", str(path)] + ([] if use_cache else ["--no-cache"]), None
-
-
-def prestart(target: Target, cache_dir: Path | None, use_cache: bool) -> Prestarted:
-    args, warning = probe_args(target, cache_dir, use_cache)
-    return Prestarted(target.start_script(data_dir("probes") / PROBE, args), warning)
 
 
 def run(ctx: Context) -> dict[str, Any]:

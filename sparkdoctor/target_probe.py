@@ -1,0 +1,91 @@
+"""Launching the target probe (probes/target_env.py): the long pole of a warm `check`.
+
+Kept free of heavy imports (no typer, rich or packaging) so that `sparkdoctor check` can start the
+probe at the top of the process and import everything else while the target works.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from sparkdoctor.locations import cache_dir, data_dir
+from sparkdoctor.proc import Running
+from sparkdoctor.target import Target, TargetError, resolve_python_target
+
+PROBE = "target_env.py"
+# A cold run hashes ~0.7 GB on a full vLLM venv (2-3 s here). On a slow disk the probe stops hashing
+# at this budget, reports the rest as unverified and goes on from the cache next time, rather than
+# losing every package fact to the timeout.
+HASH_BUDGET = 8.0
+
+
+@dataclass
+class Prestarted:
+    """A probe already running for `python`, with or without the hash cache."""
+
+    running: Running
+    warning: str | None
+    python: str
+    use_cache: bool
+
+
+def cache_file(cache_root: Path, python: str) -> Path:
+    """One hash cache per interpreter: two targets never share (or clobber) entries."""
+    return cache_root / "hashes" / f"{hashlib.sha256(python.encode()).hexdigest()[:16]}.json"
+
+
+def probe_args(target: Target, cache_root: Path | None, use_cache: bool) -> tuple[list[str], str | None]:
+    budget = ["--hash-budget", str(HASH_BUDGET)]
+    if cache_root is None:
+        return budget, None
+    python = str(target.describe().get("python") or "")
+    path = cache_file(cache_root, python)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        return budget, f"hash cache folder {path.parent}: {exc.strerror or exc}; hashing without a cache"
+    return budget + ["--cache", str(path)] + ([] if use_cache else ["--no-cache"]), None
+
+
+def prestart(target: Target, cache_root: Path | None, use_cache: bool) -> Prestarted:
+    args, warning = probe_args(target, cache_root, use_cache)
+    running = target.start_script(data_dir("probes") / PROBE, args)
+    return Prestarted(running, warning, str(target.describe().get("python") or ""), use_cache)
+
+
+def prestart_from_argv(argv: list[str]) -> Prestarted | None:
+    """Start the probe for `sparkdoctor check ...` before the CLI framework is even imported.
+
+    Reads only the unambiguous cases (--python X / --python=X, --no-cache); anything else returns
+    None and the collector starts the probe itself. The CLI later checks that what typer parsed
+    names the same interpreter and cache mode, and discards this probe otherwise.
+    """
+    if len(argv) < 2 or argv[1] != "check":
+        return None
+    args = argv[2:]
+    if any(a in ("--help", "-h") or a == "--facts" or a.startswith("--facts=") for a in args):
+        return None
+    python = None
+    for i, a in enumerate(args):
+        if a == "--python" and i + 1 < len(args):
+            python = args[i + 1]
+        elif a.startswith("--python="):
+            python = a.split("=", 1)[1]
+    try:
+        target = resolve_python_target(python)
+    except TargetError:
+        return None  # the CLI reports it properly, after parsing
+    return prestart(target, cache_dir(), use_cache="--no-cache" not in args)
+
+
+EARLY: dict[str, Prestarted] = {}
+
+
+def early_start() -> None:
+    """Called first thing by the console entry point."""
+    started = prestart_from_argv(sys.argv)
+    if started is not None:
+        EARLY["target"] = started
