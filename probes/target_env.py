@@ -401,6 +401,34 @@ class HashCache(object):
             self.index_changed = True
         return digest, release
 
+    def prefetch(self, items):
+        """Hash several large files at once. hashlib and file reads release the GIL, so the big
+        compiler libraries (~190 MB each) hash on all cores; cached entries are skipped, and a file
+        that cannot be read is left for digest() to report."""
+        todo = []
+        for path, st in items:
+            entry = self.files.get(path)
+            if entry is None or entry[0] != st.st_size or entry[1] != st.st_mtime_ns:
+                todo.append((path, st))
+        if len(todo) < 2:
+            return
+        from concurrent.futures import ThreadPoolExecutor
+
+        def work(item):
+            try:
+                return hash_file(item[0], True)
+            except OSError:
+                return None
+
+        with ThreadPoolExecutor(max_workers=min(len(todo), os.cpu_count() or 2)) as pool:
+            results = list(pool.map(work, todo))
+        for (path, st), result in zip(todo, results):
+            if result is not None:
+                self.files[path] = [st.st_size, st.st_mtime_ns, result[0], result[1]]
+                self.hashed += 1
+                self.hashed_bytes += st.st_size
+                self.index_changed = True
+
     def save(self):
         """Write what changed; returns True if anything was written."""
         if not self.path:
@@ -655,6 +683,13 @@ def cutedsl_build(dists, records, cache):
             full = os.path.join(folder, name)
             if CUTLASS_IR_RE.match(name) and full not in recorded:
                 recorded[full] = {"rel": full, "by": []}
+    stats = []
+    for full in sorted(recorded):
+        try:
+            stats.append((full, os.stat(full)))
+        except OSError:
+            pass  # reported per file below
+    cache.prefetch(stats)
     files = []
     for full in sorted(recorded):
         info = recorded[full]
