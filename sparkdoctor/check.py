@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import platform
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -57,8 +56,6 @@ def collect_facts(target: Target, options: CheckOptions) -> Facts:
     )
     ctx.scratch.update(options.prestarted)
     run_collectors(ctx, collectors(options.kernels))
-    if os.environ.get("SPARKDOCTOR_NO_TIMINGS"):
-        facts.timings_ms = {}
     return facts
 
 
