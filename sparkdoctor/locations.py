@@ -31,8 +31,3 @@ def cache_dir() -> Path:
 def config_file() -> Path:
     override = os.environ.get("SPARKDOCTOR_CONFIG")
     return Path(override) if override else Path(platformdirs.user_config_dir(APP)) / "config.toml"
-
-
-def state_dir() -> Path:
-    override = os.environ.get("SPARKDOCTOR_STATE_DIR")
-    return Path(override) if override else Path(platformdirs.user_state_dir(APP))
