@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from sparkdoctor import __version__
+from sparkdoctor.arch import assumed
 from sparkdoctor.collect import Collector, Context, run_collectors
 from sparkdoctor.facts import Facts
 from sparkdoctor.locations import cache_dir
@@ -41,8 +42,8 @@ def collectors(kernels: bool) -> list[Collector]:
 def collect_facts(target: Target, options: CheckOptions) -> Facts:
     facts = Facts(tool={"name": "sparkdoctor", "version": __version__, "host_python": platform.python_version()})
     facts.target = target.describe()
-    if options.arch:
-        facts.arch = {"value": options.arch, "source": "given"}
+    # Until the GPU collector says otherwise (and if it fails): the GB10 arch, marked as assumed.
+    facts.arch = {"value": options.arch, "source": "given"} if options.arch else assumed("GPU detection did not finish")
     ctx = Context(
         target=target,
         facts=facts,
@@ -60,7 +61,8 @@ def collect_facts(target: Target, options: CheckOptions) -> Facts:
 
 
 def apply_arch_override(facts: Facts, arch: str | None) -> Facts:
-    """--arch on a saved snapshot: evaluate it as if it ran on that GPU; keep what was detected."""
+    """--arch on a saved snapshot: evaluate it as if it ran on that GPU; keep what was detected.
+    Without --arch, a snapshot with no arch (an older one) gets the assumption in build_report."""
     if arch:
         detected = facts.arch.get("value") if facts.arch.get("source") == "detected" else facts.arch.get("detected")
         facts.arch = {"value": arch, "source": "given", **({"detected": detected} if detected else {})}

@@ -77,8 +77,12 @@ def check(
         raise Fatal(f"--format {fmt}: choose one of {', '.join(FORMATS)}")
     if fail_on is not None and fail_on not in ("info", "warn", "error"):
         raise Fatal(f"--fail-on {fail_on}: choose one of info, warn, error")
-    if arch is not None and not _valid_arch(arch):
-        raise Fatal(f"--arch {arch}: expected an arch like sm_121a, sm_121, sm_90a")
+    if arch is not None:
+        from sparkdoctor.arch import real_arch_problem
+
+        problem = real_arch_problem(arch)
+        if problem:
+            raise Fatal(f"--arch {arch!r}: {problem}")
     for c in constraints:
         if not c.is_file():
             raise Fatal(f"--constraints {c}: no such file")
@@ -144,12 +148,6 @@ def check(
     report = build_report(facts, matrix, fail_on=threshold, ignore=set(ignore) | set(cfg.ignore))
     _emit(report, fmt, output, verbose)
     raise typer.Exit(report.exit_code())
-
-
-def _valid_arch(arch: str) -> bool:
-    import re
-
-    return re.fullmatch(r"sm_\d{2,3}[af]?", arch) is not None
 
 
 def _collect_with_progress(target, options):

@@ -9,7 +9,8 @@ did not run); an empty list/dict means "observed, and there is nothing". Shapes 
   target      {"kind": "python", "python": path, "chosen_by", "version": "3.12.3", "implementation", "prefix",
                "base_prefix", "is_venv", "executable"}
   host        {"os": "Ubuntu 24.04", "machine": "aarch64", "kernel": "6.11.0-1016-nvidia"}
-  arch        {"value": "sm_121a" | None, "source": "detected" | "given" | "none" | "unknown", "detected": arch}
+  arch        {"value": "sm_121a", "source": "detected" | "given" | "assumed", "detected": arch, "why": str}
+              (assumed: no GPU / unreadable GPU and no --arch; older snapshots may hold "none" | "unknown")
   gpus        [{"index", "name", "cc": "12.1", "arch": "sm_121a", "memory_total_mib", "unified", "addressing_mode"}]
   driver      {"version": "580.95.05", "cuda": "13.0", "libcuda": "13.0", "source": "nvml" | "nvidia-smi" | "libcuda"}
                ({} = looked, no NVIDIA driver)

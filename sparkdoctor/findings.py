@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from sparkdoctor.arch import settle
 from sparkdoctor.facts import Facts
 from sparkdoctor.matrix import SEVERITIES, Evaluation, Matrix, Stack, evaluate_all, version_in
 
@@ -158,6 +159,7 @@ def probe_evidence(verified_by: dict[str, Any] | None, facts: Facts) -> str | No
 
 def build_report(facts: Facts, matrix: Matrix, fail_on: str = "error", ignore: set[str] | None = None) -> Report:
     ignore = ignore or set()
+    facts.arch = settle(facts.arch)  # one place for every path: live, snapshot, hand-built (sparkdoctor.arch)
     evaluations = evaluate_all(matrix, facts)
     findings = [
         Finding.from_evaluation(ev) for ev in evaluations if ev.outcome == "match" and ev.entry.id not in ignore

@@ -35,6 +35,8 @@ from pathlib import Path
 from typing import Any
 
 from sparkdoctor import proc
+from sparkdoctor.arch import ARCH_RE as _ARCH_RE
+from sparkdoctor.arch import DEFAULT_ARCH, FIRST_PTX as _FIRST_PTX, arch_base, arch_cc, first_cuda_for, parse_arch, settle
 from sparkdoctor.collect import Collector, Context
 
 if sys.version_info >= (3, 11):
@@ -43,17 +45,12 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 ARCH_PLACEHOLDER = "@ARCH@"
-DEFAULT_ARCH = "sm_121a"
 CACHE_VERSION = 1
 COMPILE_TIMEOUT = 20.0
 DISASSEMBLE_TIMEOUT = 20.0
 RUN_TIMEOUT = 30.0
 MAX_PARALLEL = 4
 
-# The first CUDA release whose ptxas knows each arch (suffix "" / "a" / "f"): for explanations.
-_FIRST_CUDA = {89: (11, 8), 90: (12, 0), 100: (12, 8), 120: (12, 8), 121: (12, 9)}
-# The first PTX ISA version with each arch as a .target (family "f" targets arrived with 8.8).
-_FIRST_PTX = {89: (7, 8), 90: (8, 0), 100: (8, 6), 120: (8, 7), 121: (8, 8)}
 _SOURCE_RANK = {"system": 0, "pip": 1, "env": 2, "triton": 3}
 
 
@@ -166,35 +163,7 @@ def load_probes(folder: Path | None = None) -> list[Probe]:
     return probes
 
 
-# ---- arches --------------------------------------------------------------------------------------
-
-_ARCH_RE = re.compile(r"^sm_(\d+)([af]?)$")
-
-
-def parse_arch(arch: str) -> tuple[int, str]:
-    """'sm_121a' -> (121, 'a')."""
-    match = _ARCH_RE.match(arch or "")
-    if not match:
-        raise ValueError(f"not a CUDA arch: {arch!r} (expected e.g. sm_121a)")
-    return int(match.group(1)), match.group(2)
-
-
-def arch_base(arch: str) -> str:
-    return f"sm_{parse_arch(arch)[0]}"
-
-
-def arch_cc(arch: str) -> tuple[int, int]:
-    number = parse_arch(arch)[0]
-    return number // 10, number % 10
-
-
-def first_cuda_for(arch: str) -> tuple[int, int] | None:
-    number, suffix = parse_arch(arch)
-    first = _FIRST_CUDA.get(number)
-    if first and suffix == "f":
-        first = max(first, (12, 9))  # family targets arrived with CUDA 12.9
-    return first
-
+# ---- arches (the arithmetic lives in sparkdoctor.arch) ----------------------------------------
 
 def _version_tuple(version: str | None) -> tuple[int, ...]:
     return tuple(int(x) for x in re.findall(r"\d+", version or "")[:3])
@@ -652,11 +621,10 @@ def _gpu_phase(jobs: list[Job], ctx: Context, cache: Cache, workdir: Path | None
 
 
 def target_arch(facts) -> tuple[str, str, str | None]:
-    """(arch, source, note): the detected or given arch, else sm_121a."""
-    value = (facts.arch or {}).get("value")
-    if value:
-        return value, (facts.arch or {}).get("source") or "given", None
-    return DEFAULT_ARCH, "default", f"no GPU and no --arch: compiled for {DEFAULT_ARCH}"
+    """(arch, source, note): the arch in use (detected, given or assumed; see sparkdoctor.arch)."""
+    arch = settle(facts.arch)
+    note = f"arch {arch['value']} assumed ({arch.get('why')})" if arch.get("source") == "assumed" else None
+    return arch["value"], arch.get("source") or "given", note
 
 
 def compile_arch(probe: Probe, target: str) -> tuple[str, str | None]:

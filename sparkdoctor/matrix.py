@@ -19,6 +19,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from sparkdoctor.arch import describe_source, settle
 from sparkdoctor.facts import Facts
 
 if sys.version_info >= (3, 11):
@@ -188,12 +189,10 @@ def _v_spec_table(value: Any) -> str | None:
 # gpu_arch -------------------------------------------------------------------------------------
 def _eval_gpu_arch(value: Any, facts: Facts) -> list[Check]:
     wanted = _as_list(value)
-    arch, source = facts.arch.get("value"), facts.arch.get("source")
-    if arch is None:
-        if source == "none":
-            return [Check("gpu_arch", False, f"no GPU detected and no --arch given (entry needs {', '.join(wanted)})")]
-        return [Check("gpu_arch", None, f"GPU arch unknown (entry needs {', '.join(wanted)})")]
+    settled = settle(facts.arch)  # no arch known: the GB10 one, assumed (sparkdoctor.arch)
+    arch = settled["value"]
     ok = arch in wanted
+    source = describe_source(settled)
     return [Check("gpu_arch", ok, f"GPU arch {arch} ({source}){'' if ok else ' not'} in {', '.join(wanted)}")]
 
 

@@ -49,7 +49,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from sparkdoctor import proc
 from sparkdoctor.matrix import Entry, Matrix
 
-DEFAULT_ARCH = "sm_121a"
+from sparkdoctor.arch import DEFAULT_ARCH  # noqa: E402  (the target every entry is about)
 ALLOWED_OPTIONS = frozenset({"--force-reinstall", "--no-deps", "--pre", "--upgrade", "-U", "--only-binary=:all:", "--no-binary=:all:", "--ignore-installed"})
 PIP_TIMEOUT = 1800.0
 VENV_TIMEOUT = 300.0

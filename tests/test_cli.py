@@ -82,6 +82,22 @@ def test_errors_exit_1(run, matrix):
     assert p.stdout.strip().splitlines()[-1].endswith("fail-on error → FAIL (exit 1)")
 
 
+def test_no_gpu_and_no_arch_is_judged_as_an_assumed_gb10_not_a_pass(run, matrix, tmp_path):
+    # The same broken environment seen from a builder with no GPU: it used to read "clear" and exit 0.
+    doc = json.loads(snap("gb10-broken").read_text())
+    doc.update(gpus=[], arch={"value": None, "source": "none"})
+    builder = tmp_path / "builder.json"
+    builder.write_text(json.dumps(doc))
+    p = run("check", "--facts", builder, "--matrix", matrix)
+    assert p.returncode == 1, p.stdout
+    assert CUTEDSL in p.stdout and "no known problem" not in p.stdout
+    assert "sm_121a (assumed: no GPU detected; pass --arch to choose)" in p.stdout
+    report = json.loads(run("check", "--facts", builder, "--matrix", matrix, "-f", "json").stdout)
+    assert report["facts"]["arch"]["source"] == "assumed"
+    [finding] = [f for f in report["findings"] if f["id"] == CUTEDSL]
+    assert any("assumed" in line for line in finding["evidence"])
+
+
 def test_warnings_fail_only_when_strict(run, tmp_path):
     warn_only = write_matrix(tmp_path / "warn-only", ["triton-ptxas-sm121a", "vllm-files-modified"])
     base = ("check", "--facts", snap("gb10-broken"), "--matrix", warn_only)
@@ -145,7 +161,7 @@ def test_facts_and_python_exclude_each_other(run, matrix):
 
 def test_bad_arch_and_fail_on_exit_2(run, matrix):
     base = ("check", "--facts", snap("nogpu-clean"), "--matrix", matrix)
-    assert_one_line_error(run(*base, "--arch", "gb10"), "--arch gb10")
+    assert_one_line_error(run(*base, "--arch", "gb10"), "--arch 'gb10'")
     assert_one_line_error(run(*base, "--fail-on", "fatal"), "--fail-on fatal")
 
 

@@ -91,7 +91,7 @@ def test_parse_smi_csv_rejects_other_output(text):
 @pytest.mark.skipif(HAS_NVIDIA, reason="this machine has NVIDIA libraries or nvidia-smi")
 def test_no_gpu_for_real(smi_path):
     out = gpu.run(make_ctx())
-    assert out == {"gpus": [], "driver": {}, "arch": {"value": None, "source": "none"}}
+    assert out == {"gpus": [], "driver": {}, "arch": {"value": "sm_121a", "source": "assumed", "why": "no GPU detected"}}
 
 
 @pytest.mark.skipif(HAS_NVIDIA, reason="this machine has NVIDIA libraries or nvidia-smi")
@@ -160,7 +160,7 @@ def test_smi_exit_12_means_no_driver_libraries(smi_path, no_nvml):
 def test_smi_no_devices(smi_path, no_nvml):
     fake_tool(smi_path, "nvidia-smi", "echo 'No devices were found'; exit 6")
     out = gpu.run(make_ctx())
-    assert out["gpus"] == [] and out["arch"] == {"value": None, "source": "none"}
+    assert out["gpus"] == [] and out["arch"] == {"value": "sm_121a", "source": "assumed", "why": "no GPU detected"}
 
 
 def test_smi_killed_by_signal(smi_path, no_nvml):
@@ -325,7 +325,7 @@ def test_nvml_zero_gpus_is_observed_empty(monkeypatch):
     monkeypatch.setattr(gpu, "libcuda_version", lambda: "13.0")
     out = gpu.run(make_ctx())
     assert out["gpus"] == [] and out["driver"]["version"] == "580.95.05"
-    assert out["arch"] == {"value": None, "source": "none"}
+    assert out["arch"] == {"value": "sm_121a", "source": "assumed", "why": "no GPU detected"}
 
 
 # ---- on a machine with an NVIDIA GPU -----------------------------------------------------------------

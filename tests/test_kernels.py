@@ -235,8 +235,8 @@ def test_collector_without_gpu_or_arch_compiles_for_sm_121a_and_says_so(tmp_path
     assert set(out) == set(SM12X)  # the sm_90 proof stays out of a Spark check
     for entry in out.values():
         assert entry["status"] == "ok", entry["detail"]
-        assert entry["arch"] == "sm_121a" and entry["arch_source"] == "default"
-        assert entry["detail"].startswith("no GPU and no --arch: compiled for sm_121a")
+        assert entry["arch"] == "sm_121a" and entry["arch_source"] == "assumed"
+        assert entry["detail"].startswith("arch sm_121a assumed (")
         [run] = entry["runs"]
         assert run["compiled"] and run["ran"] is None and run["verified"] is None
         assert run["run_note"] == "compiled, not run: no sm_121a GPU here"

@@ -226,7 +226,8 @@ def test_console_no_gpu_box_is_clean(matrix):
     flat = squash(out)
     assert "GPU no GPU" in flat
     assert "driver no NVIDIA driver" in flat
-    assert "none (no GPU detected, no --arch given)" in flat
+    # no GPU and no --arch: evaluated as the GB10 it is built for, and it says so
+    assert "arch sm_121a (assumed: no GPU detected; pass --arch to choose)" in flat
     assert "torch 2.13.0+cpu (CPU build)" in flat
     assert "no known problem matches this box" in flat
     # a probe every ptxas compiled and nothing could run is one line; -v lists each ptxas

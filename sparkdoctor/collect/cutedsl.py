@@ -25,10 +25,10 @@ from typing import Any
 
 from sparkdoctor import proc
 from sparkdoctor.collect import Collector, Context
+from sparkdoctor.arch import DEFAULT_ARCH
 from sparkdoctor.locations import data_dir
 
 KERNELS = {"cutedsl-nvfp4-mma": "nvfp4-mma", "cutedsl-e2m1-cvt": "e2m1-cvt"}
-DEFAULT_ARCH = "sm_121a"
 COMPILE_TIMEOUT = 60.0  # per kernel, inside the probe (the kernels compile at the same time)
 PROBE_MARGIN = 15.0  # the probe's own start, its disk reads and its children's exits
 DIST_PREFIX = "nvidia-cutlass-dsl"

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sparkdoctor import proc
+from sparkdoctor.arch import assumed
 from sparkdoctor.collect import Collector, CollectorError, Context
 
 SMI_TIMEOUT = 5.0
@@ -243,9 +244,9 @@ def run(ctx: Context) -> dict[str, Any]:
     elif detected:
         arch = {"value": detected, "source": "detected"}
     elif observed.gpus:  # a GPU whose compute capability made no sense
-        arch = {"value": None, "source": "unknown"}
+        arch = assumed("the GPU's compute capability could not be read")
     else:
-        arch = {"value": None, "source": "none"}
+        arch = assumed("no GPU detected")
     return {"gpus": observed.gpus, "driver": driver, "arch": arch}
 
 

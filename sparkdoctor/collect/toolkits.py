@@ -23,12 +23,13 @@ from pathlib import Path
 from typing import Any
 
 from sparkdoctor import proc
+from sparkdoctor.arch import DEFAULT_ARCH
 from sparkdoctor.collect import Collector, Context
 
 PTXAS_TIMEOUT = 5.0
 CACHE_FILE = "toolkits.json"
 CACHE_SCHEMA = 1
-TARGET_ARCH = "sm_121a"
+TARGET_ARCH = DEFAULT_ARCH
 FIRST_VERSION_WITH_TARGET = (12, 9)  # CUDA 12.9 is the first toolkit that targets sm_121a
 SOURCE_ORDER = ("triton", "pip", "system", "env")  # an entry's `source` is where the file comes from
 

@@ -86,6 +86,8 @@ def describe_arch(facts) -> str:
         if detected:
             return f"{value} (given via --arch; detected {detected})"
         return f"{value} (given via --arch{'; no GPU detected' if facts.gpus == [] else ''})"
+    if value and source == "assumed":
+        return f"{value} (assumed: {arch.get('why') or 'not detected'}; pass --arch to choose)"
     if value:
         return f"{value} ({source or 'source unknown'})"
     if source == "none":
