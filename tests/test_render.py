@@ -508,7 +508,7 @@ def test_conditions_in_words(key, value, words):
 
 
 def test_two_ptxas_of_one_version_and_source_are_told_apart_by_path():
-    from sparkdoctor.render.console import kernel_rows
+    from sparkdoctor.render.describe import kernel_rows
 
     def tool(path):
         return {"tool": "ptxas", "path": path, "version": "13.0.88", "source": "system"}
@@ -523,3 +523,14 @@ def test_two_ptxas_of_one_version_and_source_are_told_apart_by_path():
     )
     labels = [r["ptxas"] for r in kernel_rows(facts)]
     assert labels == ["13.0.88 system /usr/local/bin/ptxas", "13.0.88 system /usr/local/cuda-13.0/bin/ptxas", "12.8.93 triton"]
+
+
+def test_document_renderers_do_not_load_the_terminal_renderer():
+    # junit and markdown share the plain-text describers, not the rich console module (issue 13).
+    import subprocess
+    import sys
+
+    code = ("import sys, sparkdoctor.render.junit, sparkdoctor.render.markdown, sparkdoctor.render.json; "
+            "print(sorted(m for m in sys.modules if m == 'rich' or m.startswith('rich.') or m == 'sparkdoctor.render.console'))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True).stdout
+    assert out.strip() == "[]"

@@ -4,13 +4,11 @@ Everything is drawn from the Report. Data from the box and the matrix goes into 
 never into markup strings, so a title with `[brackets]` prints as written. Colour and links appear
 only on a terminal; in a pipe rich drops them and the text stays readable.
 
-The plain-text describers (describe_*, tracked_stack, kernel_rows, summary_line) are shared with the
-markdown and junit renderers.
+The words themselves come from render.describe, shared with the markdown and junit renderers.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from rich.console import Console, Group
@@ -19,216 +17,23 @@ from rich.table import Table
 from rich.text import Text
 
 from sparkdoctor.facts import is_tracked
-from sparkdoctor.findings import EXIT_FINDINGS, EXIT_OK, EXIT_UNPROBEABLE, SEVERITY_RANK
+from sparkdoctor.findings import EXIT_FINDINGS, EXIT_OK, SEVERITY_RANK
+from sparkdoctor.render.describe import (
+    SEVERITY_HEADING,
+    describe_arch,
+    describe_driver,
+    describe_gpus,
+    describe_host,
+    describe_target,
+    first_false,
+    kernel_rows,
+    plural,
+    summary_line,
+    tracked_stack,
+)
 
 SEVERITY_STYLE = {"error": "bold red", "warn": "bold yellow", "info": "bold cyan"}
-SEVERITY_HEADING = {"error": "error", "warn": "warning", "info": "info"}
-# The serving stack shown in the header, in the order a person reads it.
-HEADER_PACKAGES = ("torch", "triton", "vllm", "flashinfer-python", "nvidia-cutlass-dsl")
 UNKNOWN_SHOWN = 8  # beyond this, non-verbose output says "and N more (-v)"
-
-
-# ---- plain-text describers (shared with markdown / junit) ----------------------------------------
-
-
-def plural(n: int, word: str) -> str:
-    if word == "info" or n == 1:
-        return f"{n} {word}"
-    return f"{n} {word[:-1] + 'ies' if word.endswith('y') else word + 's'}"
-
-
-def describe_target(facts) -> str:
-    t = facts.target
-    if not t:
-        return "unknown"
-    where = t.get("python") or t.get("container") or t.get("kind") or "unknown"
-    parts = [str(where)]
-    if t.get("version"):
-        parts.append(f"Python {t['version']}")
-    if t.get("chosen_by"):
-        parts.append(f"chosen by {t['chosen_by']}")
-    return " · ".join(parts)
-
-
-def describe_host(facts) -> str:
-    h = facts.host
-    if not h:
-        return "unknown"
-    parts = [h.get("machine"), h.get("os"), f"kernel {h['kernel']}" if h.get("kernel") else None]
-    return " · ".join(str(p) for p in parts if p) or "unknown"
-
-
-def describe_gpus(facts) -> str:
-    if facts.gpus is None:
-        return "unknown (not observed)"
-    if not facts.gpus:
-        return "no GPU"
-    out = []
-    for g in facts.gpus:
-        bits = []
-        if g.get("cc"):
-            bits.append(f"cc {g['cc']}")
-        if g.get("arch"):
-            bits.append(str(g["arch"]))
-        mem = g.get("memory_total_mib")
-        if isinstance(mem, (int, float)):
-            bits.append(f"{mem / 1024:.1f} GiB{' unified' if g.get('unified') else ''}")
-        name = str(g.get("name") or "unnamed GPU")
-        out.append(f"{name} ({', '.join(bits)})" if bits else name)
-    return "; ".join(out)
-
-
-def describe_arch(facts) -> str:
-    arch = facts.arch or {}
-    value, source = arch.get("value"), arch.get("source")
-    if value and source == "given":
-        detected = arch.get("detected")
-        if detected:
-            return f"{value} (given via --arch; detected {detected})"
-        return f"{value} (given via --arch{'; no GPU detected' if facts.gpus == [] else ''})"
-    if value and source == "assumed":
-        return f"{value} (assumed: {arch.get('why') or 'not detected'}; pass --arch to choose)"
-    if value:
-        return f"{value} ({source or 'source unknown'})"
-    if source == "none":
-        return "none (no GPU detected, no --arch given)"
-    return "unknown"
-
-
-def describe_driver(facts) -> str:
-    d = facts.driver
-    if d is None:
-        return "unknown (not observed)"
-    if not d.get("version"):
-        return "no NVIDIA driver"
-    text = str(d["version"])
-    if d.get("cuda"):
-        text += f" · CUDA {d['cuda']}"
-    return text
-
-
-def describe_package(facts, name: str) -> str:
-    """`2.13.0+cu130 (CUDA 13.0)`, `not installed`, or `unknown`."""
-    if facts.packages is None:
-        return "unknown"
-    pkg = facts.package(name)
-    if pkg is None:
-        return "not installed"
-    text = str(pkg.get("version"))
-    if name == "torch":
-        text += f" (CUDA {pkg['cuda']})" if pkg.get("cuda") else " (CPU build)"
-    if name == "nvidia-cutlass-dsl" and facts.cutedsl and facts.cutedsl.get("active_build"):
-        text += f" [{facts.cutedsl['active_build']}]"
-    modified = pkg.get("files_modified") or []
-    if modified:
-        text += f" ({plural(len(modified), 'file')} modified)"
-    return text
-
-
-def tracked_stack(facts) -> list[tuple[str, str]]:
-    """(name, description) for the header packages: the serving stack at a glance."""
-    return [(name, describe_package(facts, name)) for name in HEADER_PACKAGES]
-
-
-def stack_line(facts) -> str:
-    if facts.packages is None:
-        return "unknown (packages not observed)"
-    shown = [f"{n} {d}" for n, d in tracked_stack(facts) if d != "not installed"]
-    return " · ".join(shown) if shown else "none of " + ", ".join(HEADER_PACKAGES) + " installed"
-
-
-def _ptxas_label(facts, path: Any, version: Any) -> str:
-    tools = facts.toolkits or []
-    for t in tools:
-        if t.get("path") == path and t.get("source"):
-            twins = [u for u in tools if u.get("source") == t["source"] and u.get("version") == t.get("version")]
-            where = f" {path}" if len(twins) > 1 else ""  # two system ptxas of one version: say which
-            return f"{version or '?'} {t['source']}{where}"
-    if path:
-        p = Path(str(path))
-        hint = p.parent.parent.name or p.parent.name  # .../triton/backends/nvidia/bin/ptxas -> nvidia
-        return f"{version or '?'} {hint}".strip()
-    return str(version or "?")
-
-
-def kernel_rows(facts) -> list[dict[str, Any]]:
-    """One row per (probe, ptxas) run; a probe with no runs gets one row (run=False) with its status.
-
-    Keys: probe, kind, status, detail, run, ptxas, arch, compiled, sass_ok, sass, ran, verified, note,
-    ms, cached, first. compiled/sass_ok/ran/verified are True / False / None (None = not attempted or
-    not known); note is the run's compile error or run note, first line only.
-    """
-    rows: list[dict[str, Any]] = []
-    for probe_id, result in sorted((facts.kernels or {}).items()):
-        if not isinstance(result, dict):  # an older or foreign producer: show what is there
-            result = {"status": str(result)}
-        runs = [r for r in result.get("runs") or [] if isinstance(r, dict)]
-        base = {
-            "probe": probe_id,
-            "kind": result.get("kind") or "",
-            "status": result.get("status") or "unknown",
-            "detail": _first_line(result.get("detail")),
-        }
-        if not runs:
-            rows.append({**base, "run": False, "ptxas": "", "arch": result.get("arch") or "",
-                         "compiled": result.get("compiled"), "sass_ok": None, "sass": None, "ran": result.get("ran"),
-                         "verified": result.get("verified"), "note": "", "ms": result.get("ms"), "cached": None,
-                         "first": True})
-            continue
-        for i, run in enumerate(runs):
-            rows.append({
-                **base,
-                "run": True,
-                "ptxas": _ptxas_label(facts, run.get("ptxas"), run.get("ptxas_version")),
-                "arch": run.get("arch") or result.get("arch") or "",
-                "compiled": run.get("compiled"),
-                "sass_ok": run.get("sass_ok"),
-                "sass": run.get("sass"),
-                "ran": run.get("ran"),
-                "verified": run.get("verified"),
-                "note": _first_line(run.get("error") or run.get("run_note")),
-                "ms": run.get("ms"),
-                "cached": run.get("cached"),
-                "first": i == 0,
-            })
-    return rows
-
-
-def _first_line(value: Any) -> str:
-    text = str(value or "").strip()
-    return text.splitlines()[0] if text else ""
-
-
-def counted_evaluations(report) -> int:
-    return sum(1 for ev in report.evaluations if ev.outcome != "withdrawn")
-
-
-def verdict(report) -> str:
-    code = report.exit_code()
-    if code == EXIT_UNPROBEABLE:
-        return f"target could not be probed (exit {code})"
-    return f"fail-on {report.fail_on} → {'PASS' if code == EXIT_OK else 'FAIL'} (exit {code})"
-
-
-def summary_line(report) -> str:
-    """`2 errors, 1 warning, 0 info · 31 entries checked, 3 unknown · fail-on error → FAIL (exit 1)`."""
-    c = report.counts()
-    parts = [
-        ", ".join(plural(c.get(s, 0), SEVERITY_HEADING[s]) for s in ("error", "warn", "info")),
-        f"{plural(counted_evaluations(report), 'entry')} checked, {len(report.unknown)} unknown",
-    ]
-    if report.ignored:
-        parts[-1] += f", {len(report.ignored)} ignored"
-    parts.append(verdict(report))
-    return " · ".join(parts)
-
-
-def first_false(ev) -> str:
-    """Why an entry is clear: the first condition that does not hold."""
-    return next((c.evidence for c in ev.checks if c.result is False), "")
-
-
-# ---- console rendering -----------------------------------------------------------------------------
 
 
 class _Glyphs:

@@ -19,7 +19,7 @@ import re
 import xml.etree.ElementTree as ET
 
 from sparkdoctor.findings import SEVERITY_RANK
-from sparkdoctor.render.console import describe_arch, summary_line
+from sparkdoctor.render.describe import describe_arch, summary_line
 
 # XML 1.0 cannot carry most control characters; probe output sometimes has them.
 _INVALID_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")

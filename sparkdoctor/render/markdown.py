@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 
-from sparkdoctor.render.console import (
+from sparkdoctor.render.describe import (
     SEVERITY_HEADING,
     describe_arch,
     describe_driver,
