@@ -3,6 +3,10 @@
 The words for the box (target, host, GPU, arch, driver, stack), the kernel probe rows and the one
 summary line live here, free of rich, so each renderer says the same thing its own way and the
 document renderers never import the terminal one.
+
+Strings from a snapshot can be anything (a 25 MB kernel detail, a version of thousands of digits):
+every renderer passes what it prints through clip(), so output stays bounded and fast; the JSON
+report keeps the data whole.
 """
 
 from __future__ import annotations
@@ -10,11 +14,31 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from sparkdoctor.findings import EXIT_OK, EXIT_UNPROBEABLE
+from sparkdoctor.findings import FAIL, PASS, UNPROBEABLE, UNVERIFIED
+
+FACT_CHARS = 500  # one fact-derived line (a probe detail is ~300)
+PROSE_CHARS = 4000  # matrix prose (a summary paragraph)
+VERDICT_WORD = {PASS: "PASS", UNVERIFIED: "UNVERIFIED", FAIL: "FAIL"}
 
 SEVERITY_HEADING = {"error": "error", "warn": "warning", "info": "info"}
 # The serving stack shown in the header, in the order a person reads it.
 HEADER_PACKAGES = ("torch", "triton", "vllm", "flashinfer-python", "nvidia-cutlass-dsl")
+
+
+def text_of(value: Any) -> str:
+    """str(value) that cannot raise (an int past Python's 4,300-digit limit does)."""
+    if isinstance(value, str):
+        return value
+    try:
+        return str(value)
+    except ValueError:
+        return f"<{type(value).__name__} too long to print>"
+
+
+def clip(value: Any, limit: int = FACT_CHARS) -> str:
+    """At most `limit` characters, saying how long the whole was: `abc… (25000000 chars)`."""
+    text = text_of(value)
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text)} chars)"
 
 
 def plural(n: int, word: str) -> str:
@@ -174,7 +198,7 @@ def kernel_rows(facts) -> list[dict[str, Any]]:
 
 
 def _first_line(value: Any) -> str:
-    text = str(value or "").strip()
+    text = text_of(value or "").strip()
     return text.splitlines()[0] if text else ""
 
 
@@ -183,14 +207,24 @@ def counted_evaluations(report) -> int:
 
 
 def verdict(report) -> str:
-    code = report.exit_code()
-    if code == EXIT_UNPROBEABLE:
+    """`fail-on error → PASS (exit 0)`; UNVERIFIED (still exit 0) when nothing fails but a kernel probe could not run."""
+    code, word = report.exit_code(), report.verdict()
+    if word == UNPROBEABLE:
         return f"target could not be probed (exit {code})"
-    return f"fail-on {report.fail_on} → {'PASS' if code == EXIT_OK else 'FAIL'} (exit {code})"
+    return f"fail-on {report.fail_on} → {VERDICT_WORD[word]} (exit {code})"
+
+
+def arch_assumed(facts) -> str | None:
+    """`arch assumed (no GPU detected)` when the arch under evaluation is the sparkdoctor.arch default."""
+    arch = facts.arch or {}
+    if arch.get("source") != "assumed":
+        return None
+    return f"arch assumed ({text_of(arch.get('why') or 'not detected')})"
 
 
 def summary_line(report) -> str:
-    """`2 errors, 1 warning, 0 info · 31 entries checked, 3 unknown · fail-on error → FAIL (exit 1)`."""
+    """`2 errors, 1 warning, 0 info · 31 entries checked, 3 unknown · fail-on error → FAIL (exit 1)`,
+    with `1 kernel probe unverified` and `arch assumed (why)` before the verdict when they apply."""
     c = report.counts()
     parts = [
         ", ".join(plural(c.get(s, 0), SEVERITY_HEADING[s]) for s in ("error", "warn", "info")),
@@ -198,10 +232,39 @@ def summary_line(report) -> str:
     ]
     if report.ignored:
         parts[-1] += f", {len(report.ignored)} ignored"
+    if report.unverified:
+        parts.append(f"{plural(len(report.unverified), 'kernel probe')} unverified")
+    assumed = arch_assumed(report.facts)
+    if assumed:
+        parts.append(clip(assumed, 200))
     parts.append(verdict(report))
     return " · ".join(parts)
+
+
+def unverified_line(report) -> str:
+    """Why a clean report is not a PASS: `kernel probe e2m1-cvt could not run (error): no ptxas found`."""
+    return "; ".join(f"kernel probe {u.probe} could not run ({u.status}): {_first_line(u.detail) or 'no detail'}" for u in report.unverified)
 
 
 def first_false(ev) -> str:
     """Why an entry is clear: the first condition that does not hold."""
     return next((c.evidence for c in ev.checks if c.result is False), "")
+
+
+def stack_also_includes(stack) -> str | None:
+    """The stack's packages this box lacks, said apart from the differences (not a list to install)."""
+    if not stack.missing:
+        return None
+    return f"the stack also includes {', '.join(stack.missing)} (not installed here)"
+
+
+def stack_gap(stack) -> str:
+    """`2 differences, 1 package not installed`, `matches`, or `none of its packages installed`."""
+    if not stack.present:
+        return "none of its packages installed"
+    if stack.matches:
+        return "matches"
+    bits = [plural(len(stack.differences), "difference")] if stack.differences else []
+    if stack.missing:
+        bits.append(f"{plural(len(stack.missing), 'package')} not installed")
+    return ", ".join(bits)

@@ -8,9 +8,13 @@ Every evaluated matrix entry is a testcase named "<entry id>: <title>" in class
   unknown                    <skipped message="could not evaluate: ...">
   withdrawn                  <skipped message="withdrawn: ...">
   clear                      passes
-A target that could not be probed at all adds one <error> testcase, so the report is not all green
-while the exit code says 3. Collector errors go to the suite's <system-err>; the fingerprint and the
-arch (and where it came from) are suite properties.
+A kernel probe that failed with no entry to explain it is a testcase of its own ("probe-<id>: ...",
+a <failure>, or <skipped> when ignored); one that could not run at all is a <skipped> testcase
+"probe <id>: ..." with message "unverified: ...". A target that could not be probed at all adds one
+<error> testcase, so the report is not all green while the exit code says 3. Collector errors go to
+the suite's <system-err>; the fingerprint, the verdict and the arch (where it came from, and
+arch.assumed with the reason when it was assumed) are suite properties. Every string from the
+snapshot is clipped (render.describe.clip).
 """
 
 from __future__ import annotations
@@ -19,28 +23,29 @@ import re
 import xml.etree.ElementTree as ET
 
 from sparkdoctor.findings import SEVERITY_RANK
-from sparkdoctor.render.describe import describe_arch, summary_line
+from sparkdoctor.render.describe import PROSE_CHARS, arch_assumed, clip, describe_arch, summary_line
 
 # XML 1.0 cannot carry most control characters; probe output sometimes has them.
 _INVALID_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
+FINDING_CHARS = 20 * PROSE_CHARS  # a whole finding: title, evidence lines (each clipped), remedy, refs
 
 
-def _clean(text: object) -> str:
-    return _INVALID_XML.sub("", str(text))
+def _clean(text: object, limit: int = PROSE_CHARS) -> str:
+    return _INVALID_XML.sub("", clip(text, limit))
 
 
 def _finding_text(finding) -> str:
     lines = [f"{finding.severity} ({finding.action}): {finding.title}"]
     if finding.evidence:
         lines.append("evidence:")
-        lines += [f"  - {e}" for e in finding.evidence]
+        lines += [f"  - {clip(e)}" for e in finding.evidence]
     if finding.remedy:
         lines.append(f"what to do: {finding.remedy}")
     if finding.fix:
         lines.append(f"fix: {finding.fix} (sparkdoctor fix shows the plan)")
     if finding.refs:
         lines.append("refs:")
-        lines += [f"  - {r}" for r in finding.refs]
+        lines += [f"  - {clip(r)}" for r in finding.refs]
     return "\n".join(lines)
 
 
@@ -62,9 +67,11 @@ def render_junit(report) -> str:
         ("arch", arch.get("value") or "none"),
         ("arch.source", arch.get("source") or "unknown"),
         ("arch.description", describe_arch(facts)),
+        ("arch.assumed", arch_assumed(facts)),
         ("target", (facts.target or {}).get("python") or (facts.target or {}).get("kind")),
         ("fail_on", report.fail_on),
         ("exit_code", report.exit_code()),
+        ("verdict", report.verdict()),
         ("summary", summary_line(report)),
     ):
         if value is not None:
@@ -77,9 +84,9 @@ def render_junit(report) -> str:
     if not report.probed():
         tc = case("sparkdoctor.target", "target: probe the target environment")
         counts["errors"] += 1
-        why = "; ".join(f"{e.get('collector')}: {e.get('error')}" for e in facts.errors) or "installed packages unknown"
+        why = "; ".join(f"{clip(e.get('collector'))}: {clip(e.get('error'))}" for e in facts.errors) or "installed packages unknown"
         err = ET.SubElement(tc, "error", message=_clean(f"the target could not be probed: {why}"), type="unprobeable")
-        err.text = _clean(why)
+        err.text = _clean(why, FINDING_CHARS)
 
     for ev in report.evaluations:
         entry = ev.entry
@@ -89,7 +96,7 @@ def render_junit(report) -> str:
             ET.SubElement(tc, "skipped", message="ignored by --ignore or the config file")
         elif ev.outcome == "match":
             finding = findings.get(entry.id)
-            text = _clean(_finding_text(finding)) if finding else ""
+            text = _clean(_finding_text(finding), FINDING_CHARS) if finding else ""
             if SEVERITY_RANK[entry.severity] >= floor:
                 counts["failures"] += 1
                 failure = ET.SubElement(tc, "failure", message=_clean(entry.title), type=entry.severity)
@@ -104,9 +111,23 @@ def render_junit(report) -> str:
             ET.SubElement(tc, "skipped", message=_clean(f"withdrawn: {entry.withdrawn}"))
         # "clear" passes: an empty testcase
 
+    for finding in report.probe_findings:
+        tc = case(f"sparkdoctor.{finding.component}", f"{finding.id}: {finding.title}")
+        if finding.id in ignored:
+            counts["skipped"] += 1
+            ET.SubElement(tc, "skipped", message="ignored by --ignore or the config file")
+        else:  # an error, so at or above every --fail-on
+            counts["failures"] += 1
+            failure = ET.SubElement(tc, "failure", message=_clean(finding.title), type=finding.severity)
+            failure.text = _clean(_finding_text(finding), FINDING_CHARS)
+    for probe in report.unverified:
+        tc = case("sparkdoctor.kernels", f"probe {probe.probe}: kernel probe could not run")
+        counts["skipped"] += 1
+        ET.SubElement(tc, "skipped", message=_clean(f"unverified: the probe could not run ({probe.status}): {clip(probe.detail)}"))
+
     if facts.errors:
         ET.SubElement(suite, "system-err").text = _clean(
-            "\n".join(f"could not observe: {e.get('collector')}: {e.get('error')}" for e in facts.errors)
+            "\n".join(f"could not observe: {clip(e.get('collector'))}: {clip(e.get('error'))}" for e in facts.errors), FINDING_CHARS
         )
     for key, value in counts.items():
         suite.set(key, str(value))
