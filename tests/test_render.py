@@ -700,3 +700,24 @@ def test_nearest_stack_speaks_about_what_the_box_has(tmp_path):
     assert "- nvidia-cutlass-dsl 4.5.0 installed, >=4.5.1 wanted\n\nthe stack also includes vllm" in md
     facts.packages = {"numpy": {"name": "numpy", "version": "2.0"}}  # none of any stack: nothing is near
     assert build_report(facts, load(path)).nearest_stack is None
+
+
+@pytest.mark.parametrize("env", [{"PYTHONIOENCODING": "ascii"}, {"LC_ALL": "C", "PYTHONCOERCECLOCALE": "0", "PYTHONUTF8": "0"}])
+def test_the_command_on_an_ascii_stdout_prints_ascii(tmp_path, env):
+    # The console renderer picks ASCII symbols from the stream's encoding unless told otherwise.
+    import os
+    import subprocess
+    import sys
+
+    path = write_matrix(tmp_path / "m")
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("LC_", "PYTHONIO", "PYTHONUTF8", "FORCE_COLOR"))}
+    done = subprocess.run(
+        [sys.executable, "-m", "sparkdoctor", "check", "--facts", str(FACTS_DIR / "gb10-broken.json"), "--matrix", str(path), "-v"],
+        capture_output=True, timeout=60, cwd=tmp_path,
+        env={**base, "COLUMNS": "80", "SPARKDOCTOR_CONFIG": str(tmp_path / "none.toml"), **env,
+             "PYTHONPATH": str(Path(__file__).resolve().parent.parent)},
+    )
+    assert done.returncode == 1, done.stderr
+    assert done.stderr == b""
+    assert done.stdout.isascii()
+    assert squash(done.stdout.decode()).strip().endswith("fail-on error -> FAIL (exit 1)")

@@ -43,9 +43,11 @@ LABEL_WIDTH = 10  # the finding rows' label column ("what to do")
 FINDING_INDENT = 4  # a finding's rows sit under its heading, inside the severity group
 
 
-def render_console(report, console: Console, verbose: bool = False, ascii_only: bool = False) -> None:
-    """Print the report. ascii_only: spell every symbol in ASCII (for a stream that cannot encode
-    Unicode; cli decides, e.g. `ascii_only=needs_ascii(sys.stdout)`)."""
+def render_console(report, console: Console, verbose: bool = False, ascii_only: bool | None = None) -> None:
+    """Print the report. ascii_only: spell every symbol in ASCII; None (the default) decides from
+    the encoding of the console's stream (PYTHONIOENCODING=ascii, a C locale without UTF-8)."""
+    if ascii_only is None:
+        ascii_only = needs_ascii(console.file)
     ink = Ink(ascii_only)
     if not ascii_only:
         _render(report, console, verbose, ink)
