@@ -558,9 +558,9 @@ def test_a_25_mb_field_renders_in_under_2_s_in_every_renderer(matrix):
         "junit": lambda: render_junit(report),
     }
     for name, render in renderers.items():
-        start = time.perf_counter()
+        start = time.process_time()  # CPU seconds: the machine may be busy with other work
         out = render()
-        assert time.perf_counter() - start < 2, name
+        assert time.process_time() - start < 2, name
         assert len(out) < 1_000_000, name
         assert re.search(r"… \(250000\d\d chars\)", squash(out)), name  # clipped, and says how long the whole was
     assert len(json.dumps(report.to_dict())) > 4 * BIG  # the JSON report keeps the data
@@ -721,3 +721,20 @@ def test_the_command_on_an_ascii_stdout_prints_ascii(tmp_path, env):
     assert done.stderr == b""
     assert done.stdout.isascii()
     assert squash(done.stdout.decode()).strip().endswith("fail-on error -> FAIL (exit 1)")
+
+
+def test_junit_has_a_case_for_each_unexplained_or_unverified_probe(tmp_path):
+    warn_only = load(write_matrix(tmp_path / "m", ["triton-ptxas-sm121a", "vllm-files-modified"]))
+    facts = facts_of("gb10-broken")
+    facts.kernels["e2m1-cvt"].update(status="timeout", detail="ptxas timed out after 60s")
+    suite = parse_junit(render_junit(build_report(facts, warn_only)))
+    assert check_counts(suite) == {"tests": 4, "failures": 1, "errors": 0, "skipped": 1}
+    failure = case_named(suite, "probe-cutedsl-nvfp4-mma").find("failure")
+    assert failure.get("type") == "error" and "Unexpected instruction types specified for '_mma'" in failure.text
+    assert case_named(suite, "probe e2m1-cvt").find("skipped").get("message") == (
+        "unverified: the probe could not run (timeout): ptxas timed out after 60s")
+    props = {p.get("name"): p.get("value") for p in suite.find("properties")}
+    assert props["verdict"] == "fail"
+    ignored = parse_junit(render_junit(build_report(facts, warn_only, ignore={"probe-cutedsl-nvfp4-mma"})))
+    assert check_counts(ignored) == {"tests": 4, "failures": 0, "errors": 0, "skipped": 2}
+    assert {p.get("name"): p.get("value") for p in ignored.find("properties")}["verdict"] == "unverified"

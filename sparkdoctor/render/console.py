@@ -68,7 +68,26 @@ def _render(report, console: Console, verbose: bool, ink: Ink) -> None:
     ink.append(title, f"  {facts.taken_at}", style="dim")
     console.print(title)
     console.print(_header(report, ink))
+    _print_findings(console, report, ink, verbose)
+    nearest = report.nearest_stack
+    if nearest is not None and (report.findings or verbose):
+        _print_nearest_stack(console, nearest, ink)
+    _print_not_known(console, report, ink, verbose)
+    if facts.kernels:
+        section(console, "kernel probes")
+        console.print(Padding(_kernel_section(facts, ink, verbose), (0, 0, 0, 2)))
+    if verbose:
+        from sparkdoctor.render.console_verbose import render_verbose_sections
 
+        render_verbose_sections(report, console, ink)
+    console.print()
+    verdict = report.verdict()
+    style = "bold green" if verdict == PASS else "bold red" if report.exit_code() == EXIT_FINDINGS else "bold yellow"
+    console.print(ink.text(summary_line(report), style=style))
+
+
+def _print_findings(console: Console, report, ink: Ink, verbose: bool) -> None:
+    """The findings by severity; when there are none, a tick only if every probe could run."""
     for severity in ("error", "warn", "info"):
         group = [f for f in report.findings if f.severity == severity]
         if not group:
@@ -96,10 +115,9 @@ def _render(report, console: Console, verbose: bool, ink: Ink) -> None:
         line.append("  (--ignore / config)", style="dim")
         console.print(line)
 
-    nearest = report.nearest_stack
-    if nearest is not None and (report.findings or verbose):
-        _print_nearest_stack(console, nearest, ink)
 
+def _print_not_known(console: Console, report, ink: Ink, verbose: bool) -> None:
+    """Entries that could not be evaluated and collectors that could not observe."""
     unknown = report.unknown
     if unknown:
         section(console, "could not evaluate", len(unknown))
@@ -108,25 +126,11 @@ def _render(report, console: Console, verbose: bool, ink: Ink) -> None:
         console.print(Padding(grid, (0, 0, 0, 2)))
         if len(unknown) > len(shown):
             console.print(Text(f"  and {len(unknown) - len(shown)} more (-v shows them)", style="dim"))
-
-    if facts.errors:
-        section(console, "could not observe", len(facts.errors))
-        grid = pairs([(ink.text(f"{e.get('collector', '?')}:", style="yellow"), ink.text(e.get("error", ""))) for e in facts.errors])
+    errors = report.facts.errors
+    if errors:
+        section(console, "could not observe", len(errors))
+        grid = pairs([(ink.text(f"{e.get('collector', '?')}:", style="yellow"), ink.text(e.get("error", ""))) for e in errors])
         console.print(Padding(grid, (0, 0, 0, 2)))
-
-    if facts.kernels:
-        section(console, "kernel probes")
-        console.print(Padding(_kernel_section(facts, ink, verbose), (0, 0, 0, 2)))
-
-    if verbose:
-        from sparkdoctor.render.console_verbose import render_verbose_sections
-
-        render_verbose_sections(report, console, ink)
-
-    console.print()
-    verdict = report.verdict()
-    style = "bold green" if verdict == PASS else "bold red" if report.exit_code() == EXIT_FINDINGS else "bold yellow"
-    console.print(ink.text(summary_line(report), style=style))
 
 
 def _header(report, ink: Ink):

@@ -75,22 +75,30 @@ def _mark(value: object) -> str:
 
 def render_markdown(report) -> str:
     facts = report.facts
-    out: list[str] = ["## sparkdoctor report", ""]
-    out.append(f"**{summary_line(report)}**")
-    out.append("")
     tool = facts.tool or {}
-    out.append(f"sparkdoctor {_text(tool.get('version', '?'))} · snapshot taken {_text(facts.taken_at)} · fingerprint {_code(facts.fingerprint())}")
-    out.append("")
+    out: list[str] = [
+        "## sparkdoctor report",
+        "",
+        f"**{summary_line(report)}**",
+        "",
+        f"sparkdoctor {_text(tool.get('version', '?'))} · snapshot taken {_text(facts.taken_at)} · fingerprint {_code(facts.fingerprint())}",
+        "",
+    ]
+    for section in (_toolchain, _findings, _not_known, _kernels, _nearest_stack, _snapshot):
+        out += section(report)
+    return "\n".join(out)
 
-    out += ["### Toolchain", "", "| | |", "|---|---|"]
+
+def _toolchain(report) -> list[str]:
+    facts = report.facts
     rows = [
         ("target", describe_target(facts)),
         ("host", describe_host(facts)),
         ("GPU", describe_gpus(facts)),
         ("arch", describe_arch(facts)),
         ("driver", describe_driver(facts)),
+        *tracked_stack(facts),
     ]
-    rows += [(name, desc) for name, desc in tracked_stack(facts)]
     joined = []  # rows that join several facts, each clipped on its own
     for t in facts.toolkits or []:
         if t.get("tool") == "ptxas":
@@ -99,77 +107,87 @@ def render_markdown(report) -> str:
             joined.append((f"ptxas ({clip(t.get('source', '?'))})", f"{clip(t.get('version', '?'))} · {sm} · used by {used} · {_code(t.get('path', ''))}"))
     if facts.env:  # the env collector keeps only what matters and redacts secret-looking values
         joined.append(("env", ", ".join(_code(f"{k}={v}") for k, v in sorted(facts.env.items()))))
-    for label, value in rows:
-        out.append(f"| {_cell(label)} | {_cell(value)} |")
-    for label, value in joined:
-        out.append(f"| {_cell(label)} | {_cell(value, CELL_CHARS)} |")
-    out.append("")
+    out = ["### Toolchain", "", "| | |", "|---|---|"]
+    out += [f"| {_cell(label)} | {_cell(value)} |" for label, value in rows]
+    out += [f"| {_cell(label)} | {_cell(value, CELL_CHARS)} |" for label, value in joined]
+    return out + [""]
 
-    out.append("### Findings")
-    out.append("")
+
+def _findings(report) -> list[str]:
+    out = ["### Findings", ""]
     if not report.findings:
-        out.append("No known problem matches this environment." if report.probed() else "None: the target could not be probed.")
-        out.append("")
+        out += ["No known problem matches this environment." if report.probed() else "None: the target could not be probed.", ""]
     if report.unverified:
         out += [f"**Unverified** (the verdict says so; exit 0 unless something else fails): {_text(unverified_line(report), CELL_CHARS)}", ""]
     for f in report.findings:
-        out.append(f"#### {SEVERITY_HEADING[f.severity]}: {_code(f.id)} {_text(f.title, PROSE_CHARS)}")
-        out.append("")
-        out.append(f"*{_text(f.component)} · action: {_text(f.action)}*")
-        out.append("")
+        out += [f"#### {SEVERITY_HEADING[f.severity]}: {_code(f.id)} {_text(f.title, PROSE_CHARS)}", ""]
+        out += [f"*{_text(f.component)} · action: {_text(f.action)}*", ""]
         if f.summary:
             out += [_text(f.summary, PROSE_CHARS), ""]
         if f.evidence:
-            out.append("Evidence:")
-            out += [f"- {_text(e)}" for e in f.evidence]
-            out.append("")
+            out += ["Evidence:", *(f"- {_text(e)}" for e in f.evidence), ""]
         if f.remedy:
             out += [f"**What to do:** {_text(f.remedy, PROSE_CHARS)}", ""]
         if f.fix:
             out += [f"**Fix:** {_code(f.fix)} (`sparkdoctor fix` shows the plan)", ""]
         if f.refs:
-            out.append("References: " + " · ".join(f"<{clip(r)}>" for r in f.refs))
-            out.append("")
+            out += ["References: " + " · ".join(f"<{clip(r)}>" for r in f.refs), ""]
     if report.ignored:
         out += ["Ignored (by `--ignore` or the config file): " + ", ".join(_code(i) for i in report.ignored), ""]
+    return out
 
+
+def _not_known(report) -> list[str]:
+    """What could not be evaluated (entries) or observed (collectors)."""
+    out: list[str] = []
     if report.unknown:
         out += ["### Could not evaluate", ""]
         out += [f"- {_code(ev.entry.id)}: {_text('; '.join(ev.unknowns), CELL_CHARS)}" for ev in report.unknown]
         out.append("")
-    if facts.errors:
+    if report.facts.errors:
         out += ["### Could not observe", ""]
-        out += [f"- {_text(e.get('collector', '?'))}: {_text(e.get('error', ''))}" for e in facts.errors]
+        out += [f"- {_text(e.get('collector', '?'))}: {_text(e.get('error', ''))}" for e in report.facts.errors]
         out.append("")
+    return out
 
-    rows_k = kernel_rows(facts)
-    if rows_k:
-        out += ["### Kernel probes", "", "| probe | status | ptxas | arch | compiled | SASS | ran | verified | note |",
-                "|---|---|---|---|---|---|---|---|---|"]
-        for r in rows_k:
-            note = r["note"] or (r["detail"] if r["first"] else "")
-            out.append("| " + " | ".join(_cell(x) for x in (
-                r["probe"] if r["first"] else "", r["status"] if r["first"] else "", r["ptxas"] or "-", r["arch"] or "-",
-                _mark(r["compiled"]), _mark(r["sass_ok"]), _mark(r["ran"]), _mark(r["verified"]), note or "",
-            )) + " |")
-        out.append("")
 
-    nearest = getattr(report, "nearest_stack", None)
-    if nearest is not None:
-        out += ["### Nearest known-good stack", "", f"{_code(nearest.id)} {_text(nearest.title)}", ""]
-        if not nearest.differences:
-            out.append("- this environment matches it" if nearest.matches else "- what this environment has of it matches")
-        out += [f"- {_text(d)}" for d in nearest.differences]
-        also = stack_also_includes(nearest)
-        if also:
-            out += ["", _text(also, CELL_CHARS)]
-        out.append("")
+def _kernels(report) -> list[str]:
+    rows = kernel_rows(report.facts)
+    if not rows:
+        return []
+    out = ["### Kernel probes", "", "| probe | status | ptxas | arch | compiled | SASS | ran | verified | note |",
+           "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        note = r["note"] or (r["detail"] if r["first"] else "")
+        out.append("| " + " | ".join(_cell(x) for x in (
+            r["probe"] if r["first"] else "", r["status"] if r["first"] else "", r["ptxas"] or "-", r["arch"] or "-",
+            _mark(r["compiled"]), _mark(r["sass_ok"]), _mark(r["ran"]), _mark(r["verified"]), note or "",
+        )) + " |")
+    return out + [""]
 
+
+def _nearest_stack(report) -> list[str]:
+    nearest = report.nearest_stack
+    if nearest is None:
+        return []
+    out = ["### Nearest known-good stack", "", f"{_code(nearest.id)} {_text(nearest.title)}", ""]
+    if not nearest.differences:
+        out.append("- this environment matches it" if nearest.matches else "- what this environment has of it matches")
+    out += [f"- {_text(d)}" for d in nearest.differences]
+    also = stack_also_includes(nearest)
+    if also:
+        out += ["", _text(also, CELL_CHARS)]
+    return out + [""]
+
+
+def _snapshot(report) -> list[str]:
     clipped: list[int] = []
-    snapshot = json.dumps(_bounded(facts.to_dict(), clipped), indent=2)
+    snapshot = json.dumps(_bounded(report.facts.to_dict(), clipped), indent=2)
     fence = "````" if "```" in snapshot else "```"
-    what = "Full facts snapshot" if not clipped else f"Facts snapshot ({plural(len(clipped), 'string')} over {SNAPSHOT_CHARS} characters clipped; `--save-facts` keeps them)"
-    out += [
+    what = "Full facts snapshot"
+    if clipped:
+        what = f"Facts snapshot ({plural(len(clipped), 'string')} over {SNAPSHOT_CHARS} characters clipped; <code>--save-facts</code> keeps them)"
+    return [
         f"<details><summary>{what} (JSON; <code>sparkdoctor check --facts FILE</code> re-evaluates it)</summary>",
         "",
         f"{fence}json",
@@ -178,4 +196,3 @@ def render_markdown(report) -> str:
         "",
         "</details>",
     ]
-    return "\n".join(out)
