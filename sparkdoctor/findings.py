@@ -1,7 +1,14 @@
-"""Findings and the Report every renderer draws from; exit codes live here too.
+"""Findings and the Report every renderer draws from.
 
 A Finding is what a matched matrix entry means for this box: what is wrong, the evidence (which facts
 matched, probe output), what to do, and where it is written down.
+
+The engine adds one kind of finding of its own: a kernel probe that failed for the arch under
+evaluation while no matched entry explains it (`probe-<probe id>`). A failing probe is the
+strongest evidence there is; it must never sit under a green PASS just because the matrix does not
+know the failure yet. A probe that could not run at all (status error or timeout: no ptxas, a
+compiler that hung) proves nothing either way: the report calls it unverified, and so does the
+verdict, instead of PASS.
 """
 
 from __future__ import annotations
@@ -10,14 +17,24 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sparkdoctor.arch import settle
+from sparkdoctor.exitcodes import EXIT_FINDINGS, EXIT_OK, EXIT_UNPROBEABLE, EXIT_USAGE  # noqa: F401 (re-exported)
 from sparkdoctor.facts import Facts
-from sparkdoctor.matrix import SEVERITIES, Evaluation, Matrix, Stack, evaluate_all, version_in
+from sparkdoctor.matrix import SEVERITIES, Entry, Evaluation, Matrix, Stack, evaluate_all, version_in
 
 REPORT_SCHEMA = 1
 
-from sparkdoctor.exitcodes import EXIT_FINDINGS, EXIT_OK, EXIT_UNPROBEABLE, EXIT_USAGE  # noqa: F401 (re-exported)
-
 SEVERITY_RANK = {s: i for i, s in enumerate(SEVERITIES)}  # info < warn < error
+
+# Kernel probe statuses (sparkdoctor.kernels, collect/cutedsl.py), by what they say about the toolchain.
+# refused counts as a failure: the DSL saying it cannot build the kernel for this arch is as much a
+# broken GB10 toolchain as a compile error (the matrix explains the known cases with expect = "refused").
+PROBE_FAILED = ("fail", "crash", "refused")
+PROBE_UNVERIFIED = ("error", "timeout")  # the probe could not give an answer
+PROBE_COMPONENT = {"ptx": "cuda-toolkit", "cutedsl": "nvidia-cutlass-dsl"}
+PROBE_FINDING_PREFIX = "probe-"  # engine findings are `probe-<probe id>`; --ignore takes them like any id
+
+# Report.verdict(): what the run concludes, the same word in every renderer and in the JSON.
+PASS, UNVERIFIED, FAIL, UNPROBEABLE = "pass", "unverified", "fail", "unprobeable"
 
 
 @dataclass
@@ -59,12 +76,24 @@ class Finding:
 
 @dataclass
 class StackDistance:
-    """How far the box is from a known-good stack: the differences, in words."""
+    """How far the box is from a known-good stack, in words, about what the box has.
+
+    differences: installed packages at other versions, env settings that differ. missing: the
+    stack's packages this box does not have, kept apart ("the stack also includes ..."): a venv
+    built for one library is not told to install a whole serving stack. present: how many of the
+    stack's packages are installed; a stack with none is not near at all.
+    """
 
     id: str
     title: str
     differences: list[str]
     refs: list[str]
+    missing: list[str] = field(default_factory=list)
+    present: int = 0
+
+    @property
+    def matches(self) -> bool:
+        return not self.differences and not self.missing
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -72,17 +101,33 @@ class StackDistance:
 
 def stack_distance(stack: Stack, facts: Facts) -> StackDistance:
     diffs: list[str] = []
+    missing: list[str] = []
+    present = 0
     for name, spec in stack.packages.items():
         pkg = facts.package(name)
         if pkg is None:
-            diffs.append(f"{name} {spec} wanted, not installed")
-        elif version_in(pkg.get("version"), spec) is False:
+            missing.append(f"{name} {spec}")
+            continue
+        present += 1
+        if version_in(pkg.get("version"), spec) is False:
             diffs.append(f"{name} {pkg.get('version')} installed, {spec} wanted")
     env = facts.env or {}
     for name, value in stack.env.items():
         if env.get(name) != value:
             diffs.append(f"{name}={value} wanted, {'is ' + env[name] if name in env else 'not set'}")
-    return StackDistance(stack.id, stack.title, diffs, stack.refs)
+    return StackDistance(stack.id, stack.title, diffs, stack.refs, missing, present)
+
+
+@dataclass
+class UnverifiedProbe:
+    """A kernel probe that could not give an answer (status error / timeout)."""
+
+    probe: str
+    status: str
+    detail: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
 
 
 @dataclass
@@ -94,10 +139,13 @@ class Report:
     fail_on: str
     matrix_files: list[str]
     stacks: list[StackDistance] = field(default_factory=list)  # nearest known-good stack first
+    unverified: list[UnverifiedProbe] = field(default_factory=list)
+    probe_findings: list[Finding] = field(default_factory=list)  # engine findings, ignored ones included
 
     @property
     def nearest_stack(self) -> StackDistance | None:
-        return self.stacks[0] if self.stacks else None
+        """The nearest stack this box has any part of (None when it has none of any)."""
+        return self.stacks[0] if self.stacks and self.stacks[0].present else None
 
     @property
     def unknown(self) -> list[Evaluation]:
@@ -122,6 +170,14 @@ class Report:
             return EXIT_UNPROBEABLE
         return EXIT_FINDINGS if self.failing() else EXIT_OK
 
+    def verdict(self) -> str:
+        """fail / unprobeable / unverified (nothing fails, but a kernel probe could not run: exit 0) / pass."""
+        if not self.probed():
+            return UNPROBEABLE
+        if self.failing():
+            return FAIL
+        return UNVERIFIED if self.unverified else PASS
+
     def to_dict(self) -> dict[str, Any]:
         """The versioned JSON document (`--format json`)."""
         return {
@@ -135,9 +191,14 @@ class Report:
                 "evaluated": len(self.evaluations),
                 "unknown": len(self.unknown),
                 "ignored": len(self.ignored),
+                "unverified": len(self.unverified),
+                "verdict": self.verdict(),
+                "arch": (self.facts.arch or {}).get("value"),
+                "arch_source": (self.facts.arch or {}).get("source"),
             },
             "findings": [f.to_dict() for f in self.findings],
             "unknown": [{"id": ev.entry.id, "title": ev.entry.title, "missing": ev.unknowns} for ev in self.unknown],
+            "unverified": [u.to_dict() for u in self.unverified],
             "ignored": self.ignored,
             "stacks": [s.to_dict() for s in self.stacks],
             "facts": self.facts.to_dict(),
@@ -157,20 +218,90 @@ def probe_evidence(verified_by: dict[str, Any] | None, facts: Facts) -> str | No
     return f"probe {verified_by['probe']} {status}{detail} → {verdict}"
 
 
+# ---- kernel probes the matrix does not explain ------------------------------------------------------
+
+
+def probes_for_arch(facts: Facts) -> list[tuple[str, dict[str, Any]]]:
+    """(id, result) of the kernel probes run for the arch under evaluation (or that do not say)."""
+    arch = (facts.arch or {}).get("value")
+    out = []
+    for probe_id, result in sorted((facts.kernels or {}).items()):
+        if isinstance(result, dict) and result.get("kind") in PROBE_COMPONENT and result.get("arch") in (None, "", arch):
+            out.append((probe_id, result))
+    return out
+
+
+def explains(entry: Entry, probe_id: str, status: str) -> bool:
+    """A matched entry accounts for this probe outcome: it cites the probe expecting exactly this
+    status, or its conditions test the probe's status."""
+    vb = entry.verified_by or {}
+    if vb.get("probe") == probe_id and vb.get("expect") in (None, status):
+        return True
+    kernels = entry.when.get("kernels")
+    return isinstance(kernels, dict) and probe_id in kernels
+
+
+_FAILED_WORDS = {"fail": "failed", "crash": "crashed", "refused": "was refused"}
+_PROBE_KIND = {"ptx": "PTX probe (assembled by ptxas)", "cutedsl": "CuTe DSL probe (compiled by the target's nvidia-cutlass-dsl)"}
+
+
+def probe_finding(probe_id: str, result: dict[str, Any]) -> Finding:
+    status, kind = str(result.get("status")), str(result.get("kind"))
+    arch = result.get("arch") or "this arch"
+    detail = str(result.get("detail") or "").strip() or "(the probe gave no detail)"
+    return Finding(
+        id=PROBE_FINDING_PREFIX + probe_id,
+        severity="error",
+        action="report",
+        title=f"kernel probe {probe_id} {_FAILED_WORDS.get(status, status)} and no matrix entry explains it",
+        summary=(
+            f"The {_PROBE_KIND.get(kind, kind + ' probe')} builds one tiny {arch} kernel with this box's own "
+            f"toolchain. It {_FAILED_WORDS.get(status, status)}, and no known problem in the matrix matches "
+            "this box and accounts for that, so sparkdoctor cannot say why or what fixes it. Real kernels "
+            "that need the same instruction are likely to fail the same way."
+        ),
+        remedy=(
+            "run `sparkdoctor check -v` and report it: sparkdoctor has no known cause or fix for this yet. "
+            "Attach `sparkdoctor check --format markdown` (it carries the snapshot); "
+            f"`--ignore {PROBE_FINDING_PREFIX + probe_id}` silences it once you know why."
+        ),
+        evidence=[f"probe {probe_id} {status} for {arch}: {detail}"],
+        refs=[],
+        component=PROBE_COMPONENT.get(kind, "kernels"),
+    )
+
+
+def check_probes(facts: Facts, matched: list[Evaluation]) -> tuple[list[Finding], list[UnverifiedProbe]]:
+    """The engine's own findings (failed probes no matched entry explains) and the unverified probes.
+
+    `matched` includes matches the user ignored: an ignored entry still explains its probe.
+    """
+    findings, unverified = [], []
+    for probe_id, result in probes_for_arch(facts):
+        status = result.get("status")
+        if status in PROBE_UNVERIFIED:
+            unverified.append(UnverifiedProbe(probe_id, status, str(result.get("detail") or "")))
+        elif status in PROBE_FAILED and not any(explains(ev.entry, probe_id, status) for ev in matched):
+            findings.append(probe_finding(probe_id, result))
+    return findings, unverified
+
+
 def build_report(facts: Facts, matrix: Matrix, fail_on: str = "error", ignore: set[str] | None = None) -> Report:
     ignore = ignore or set()
     facts.arch = settle(facts.arch)  # one place for every path: live, snapshot, hand-built (sparkdoctor.arch)
     evaluations = evaluate_all(matrix, facts)
-    findings = [
-        Finding.from_evaluation(ev) for ev in evaluations if ev.outcome == "match" and ev.entry.id not in ignore
-    ]
+    matched = [ev for ev in evaluations if ev.outcome == "match"]
+    findings = [Finding.from_evaluation(ev) for ev in matched if ev.entry.id not in ignore]
     for finding in findings:
         line = probe_evidence(finding.verified_by, facts)
         if line:
             finding.evidence.append(line)
+    probe_findings, unverified = check_probes(facts, matched)
+    findings += [f for f in probe_findings if f.id not in ignore]
     findings.sort(key=lambda f: (-SEVERITY_RANK[f.severity], f.component, f.id))
-    ignored = sorted(ev.entry.id for ev in evaluations if ev.outcome == "match" and ev.entry.id in ignore)
+    ignored = sorted([ev.entry.id for ev in matched if ev.entry.id in ignore] + [f.id for f in probe_findings if f.id in ignore])
     stacks: list[StackDistance] = []
     if facts.packages is not None:
-        stacks = sorted((stack_distance(s, facts) for s in matrix.stacks), key=lambda d: len(d.differences))
-    return Report(facts, evaluations, findings, ignored, fail_on, matrix.files, stacks)
+        distances = (stack_distance(s, facts) for s in matrix.stacks)
+        stacks = sorted(distances, key=lambda d: (not d.present, len(d.differences), len(d.missing)))
+    return Report(facts, evaluations, findings, ignored, fail_on, matrix.files, stacks, unverified, probe_findings)

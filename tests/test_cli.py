@@ -100,7 +100,8 @@ def test_no_gpu_and_no_arch_is_judged_as_an_assumed_gb10_not_a_pass(run, matrix,
 
 def test_warnings_fail_only_when_strict(run, tmp_path):
     warn_only = write_matrix(tmp_path / "warn-only", ["triton-ptxas-sm121a", "vllm-files-modified"])
-    base = ("check", "--facts", snap("gb10-broken"), "--matrix", warn_only)
+    # Nothing in this matrix explains the snapshot's failing CuTe DSL probe: that is an error of its own.
+    base = ("check", "--facts", snap("gb10-broken"), "--matrix", warn_only, "--ignore", "probe-cutedsl-nvfp4-mma")
     assert run(*base).returncode == 0
     assert run(*base, "--strict").returncode == 1
     assert run(*base, "--fail-on", "warn").returncode == 1

@@ -1,8 +1,15 @@
-"""Findings: probe evidence joins the matched conditions."""
+"""Findings: probe evidence joins the matched conditions; a failing probe no entry explains is a
+finding of its own, and one that could not run makes the verdict unverified."""
+
+import json
+
+import pytest
 
 from sparkdoctor.findings import build_report
 from sparkdoctor.matrix import load
+from sparkdoctor.render.describe import summary_line
 from tests.gb10 import gb10_facts
+from tests.test_render import console_text, facts_of, squash, write_matrix
 
 
 def _collision_facts(status: str, detail: str):
@@ -31,3 +38,92 @@ def test_no_probe_line_when_the_probe_did_not_run():
     report = build_report(_collision_facts("skipped", "--no-kernels"), load())
     finding = next(f for f in report.findings if f.id == "cutedsl-wheel-collision")
     assert not any(e.startswith("probe ") for e in finding.evidence)
+
+
+# ---- a failing kernel probe never sits under a green PASS (issue 6) --------------------------------
+# The matrices are written by the test (tests/test_render.py ENTRIES), so the bundled one can change.
+
+UNEXPLAINED = "probe-cutedsl-nvfp4-mma"
+
+
+@pytest.fixture
+def warn_only(tmp_path):
+    """Entries that match gb10-broken but none that explains its failing CuTe DSL probe."""
+    return load(write_matrix(tmp_path / "warn-only", ["triton-ptxas-sm121a", "vllm-files-modified"]))
+
+
+def test_failing_probe_no_entry_explains_is_an_error_finding(warn_only):
+    report = build_report(facts_of("gb10-broken"), warn_only)
+    finding = next(f for f in report.findings if f.id == UNEXPLAINED)
+    assert (finding.severity, finding.component, finding.action) == ("error", "nvidia-cutlass-dsl", "report")
+    assert finding.title == "kernel probe cutedsl-nvfp4-mma failed and no matrix entry explains it"
+    assert finding.evidence == ["probe cutedsl-nvfp4-mma fail for sm_121a: ptxas error: Unexpected instruction types specified for '_mma'"]
+    assert finding.remedy.startswith("run `sparkdoctor check -v` and report it")
+    assert report.exit_code() == 1 and report.verdict() == "fail"
+    doc = report.to_dict()
+    assert doc["summary"]["error"] == 1 and doc["summary"]["verdict"] == "fail" and doc["exit_code"] == 1
+    assert summary_line(report).endswith("fail-on error → FAIL (exit 1)")
+
+
+def test_the_reported_case_no_gpu_builder_with_the_mma_failure_is_not_a_pass(tmp_path):
+    # The issue's run: no GPU, no --arch, nothing in the matrix matches, the CuTe DSL probe fails.
+    facts = facts_of("nogpu-clean")
+    facts.kernels["cutedsl-nvfp4-mma"] = {"kind": "cutedsl", "status": "fail", "arch": "sm_121a", "runs": [],
+                                          "detail": "ptxas error: Unexpected instruction types specified for '_mma'"}
+    report = build_report(facts, load(write_matrix(tmp_path / "m", ["driver-before-580"])))
+    assert [f.id for f in report.findings] == [UNEXPLAINED]
+    out = console_text(report)
+    assert "no known problem matches this box" not in out
+    assert squash(out).strip().endswith("arch assumed (no GPU detected) · fail-on error → FAIL (exit 1)")
+
+
+def test_a_matched_entry_that_cites_the_probe_explains_it_even_when_ignored(tmp_path):
+    matrix = load(write_matrix(tmp_path / "m"))  # cutedsl-libs-base-mma: verified_by the probe, expect fail
+    assert not [f for f in build_report(facts_of("gb10-broken"), matrix).findings if f.id.startswith("probe-")]
+    report = build_report(facts_of("gb10-broken"), matrix, ignore={"cutedsl-libs-base-mma"})
+    assert not [f for f in report.findings if f.id.startswith("probe-")] and report.exit_code() == 0
+
+
+def test_an_entry_expecting_another_outcome_does_not_explain_it(tmp_path):
+    facts = facts_of("gb10-broken")
+    facts.kernels["cutedsl-nvfp4-mma"].update(status="crash", detail="the CuTe DSL compiler was killed by SIGSEGV")
+    report = build_report(facts, load(write_matrix(tmp_path / "m")))  # the entry that cites it expects fail
+    finding = next(f for f in report.findings if f.id == UNEXPLAINED)
+    assert finding.title == "kernel probe cutedsl-nvfp4-mma crashed and no matrix entry explains it"
+
+
+def test_an_entry_whose_conditions_test_the_probe_explains_it(tmp_path):
+    facts = facts_of("gb10-broken")
+    facts.kernels["nvfp4-gemm"] = {"kind": "ptx", "status": "fail", "arch": "sm_121a", "detail": "rejected", "runs": []}
+    report = build_report(facts, load(write_matrix(tmp_path / "m")))  # nvfp4-gemm-probe: when.kernels nvfp4-gemm = fail
+    ids = [f.id for f in report.findings]
+    assert "nvfp4-gemm-probe" in ids and "probe-nvfp4-gemm" not in ids
+
+
+def test_a_probe_for_another_arch_is_not_judged(warn_only):
+    facts = facts_of("gb10-broken")
+    facts.kernels["cutedsl-nvfp4-mma"]["arch"] = "sm_90a"  # e.g. a snapshot re-evaluated with another --arch
+    assert not [f for f in build_report(facts, warn_only).findings if f.id.startswith("probe-")]
+
+
+def test_a_probe_finding_is_ignored_like_any_id(warn_only):
+    report = build_report(facts_of("gb10-broken"), warn_only, ignore={UNEXPLAINED})
+    assert UNEXPLAINED not in [f.id for f in report.findings]
+    assert report.ignored == [UNEXPLAINED] and report.exit_code() == 0 and report.verdict() == "pass"
+
+
+def test_a_probe_that_could_not_run_is_unverified_never_a_ticked_pass(tmp_path):
+    facts = facts_of("nogpu-clean")
+    facts.kernels["e2m1-cvt"].update(status="error", detail="no ptxas found")
+    report = build_report(facts, load(write_matrix(tmp_path / "m", ["driver-before-580"])))
+    assert not report.findings and report.exit_code() == 0
+    assert report.verdict() == "unverified"
+    doc = json.loads(json.dumps(report.to_dict()))
+    assert doc["summary"]["verdict"] == "unverified" and doc["summary"]["unverified"] == 1
+    assert doc["unverified"] == [{"probe": "e2m1-cvt", "status": "error", "detail": "no ptxas found"}]
+    line = summary_line(report)
+    assert "1 kernel probe unverified" in line and line.endswith("fail-on error → UNVERIFIED (exit 0)")
+    out = console_text(report)
+    assert "✓ no known problem" not in out
+    assert "kernel probe e2m1-cvt could not run (error): no ptxas found" in " ".join(out.split())
+    assert squash(out).strip().endswith("UNVERIFIED (exit 0)")

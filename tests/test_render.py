@@ -18,6 +18,7 @@ from sparkdoctor.findings import build_report
 from sparkdoctor.matrix import load
 from sparkdoctor.render import render_text
 from sparkdoctor.render.console import render_console
+from sparkdoctor.render.describe import summary_line
 from sparkdoctor.render.junit import render_junit
 from sparkdoctor.render.markdown import render_markdown
 from sparkdoctor.render.matrix import describe_condition, list_matrix, show_item
@@ -508,7 +509,7 @@ def test_conditions_in_words(key, value, words):
 
 
 def test_two_ptxas_of_one_version_and_source_are_told_apart_by_path():
-    from sparkdoctor.render.console import kernel_rows
+    from sparkdoctor.render.describe import kernel_rows
 
     def tool(path):
         return {"tool": "ptxas", "path": path, "version": "13.0.88", "source": "system"}
@@ -523,3 +524,217 @@ def test_two_ptxas_of_one_version_and_source_are_told_apart_by_path():
     )
     labels = [r["ptxas"] for r in kernel_rows(facts)]
     assert labels == ["13.0.88 system /usr/local/bin/ptxas", "13.0.88 system /usr/local/cuda-13.0/bin/ptxas", "12.8.93 triton"]
+
+
+def test_document_renderers_do_not_load_the_terminal_renderer():
+    # junit and markdown share the plain-text describers, not the rich console module (issue 13).
+    import subprocess
+    import sys
+
+    code = ("import sys, sparkdoctor.render.junit, sparkdoctor.render.markdown, sparkdoctor.render.json; "
+            "print(sorted(m for m in sys.modules if m == 'rich' or m.startswith('rich.') or m == 'sparkdoctor.render.console'))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True).stdout
+    assert out.strip() == "[]"
+
+
+# ---- hardening (issue 6): hostile strings, ASCII, URLs, width, arch assumed, stacks ------------------
+
+BIG = 25_000_000
+
+
+def test_a_25_mb_field_renders_in_under_2_s_in_every_renderer(matrix):
+    import time
+
+    facts = facts_of("gb10-broken")
+    facts.kernels["cutedsl-nvfp4-mma"]["detail"] = "ptxas error: " + "x" * BIG
+    facts.errors.append({"collector": "flood", "error": "e" * BIG})
+    facts.packages["vllm"]["version"] = "0.22.0" + "9" * BIG
+    facts.env["TORCH_CUDA_ARCH_LIST"] = "12.1a" + "a" * BIG
+    report = build_report(facts, matrix)
+    renderers = {
+        "console": lambda: console_text(report, width=80),
+        "console -v": lambda: console_text(report, verbose=True, width=80),
+        "markdown": lambda: render_markdown(report),
+        "junit": lambda: render_junit(report),
+    }
+    for name, render in renderers.items():
+        start = time.process_time()  # CPU seconds: the machine may be busy with other work
+        out = render()
+        assert time.process_time() - start < 2, name
+        assert len(out) < 1_000_000, name
+        assert re.search(r"… \(250000\d\d chars\)", squash(out)), name  # clipped, and says how long the whole was
+    assert len(json.dumps(report.to_dict())) > 4 * BIG  # the JSON report keeps the data
+
+
+NASTY = ["[bold]", "[/]", "[/bold red]", "[link=file:///etc/passwd]x[/link]", "[red", "\\[x]", ":warning:", "[[/]]"]
+
+
+def test_rich_markup_in_any_fact_prints_literally(matrix):
+    facts = facts_of("gb10-broken")
+    for i, nasty in enumerate(NASTY):
+        facts.packages[f"vllm-nasty-{i}"] = {"name": f"vllm-nasty-{i}", "version": nasty, "integrity": nasty,
+                                             "files_modified": [nasty], "files_missing": [nasty]}
+    facts.packages["vllm"]["version"] = "[/]"
+    facts.env["VLLM_NASTY"] = "[/bold]"
+    facts.toolkits.append({"tool": "[/]", "version": "[bold]", "source": "[/]", "used_by": ["[/x]"], "path": "[/]"})
+    facts.constraints.append({"requirement": "vllm[/]", "file": "[/bold]"})
+    facts.capabilities["x.[/]"] = {"value": "[/]"}
+    facts.cutedsl.update(active_build="[/]", installed_builds=["[/]"], evidence="[/]")
+    facts.errors.append({"collector": "[/]", "error": "[bold]oops[/bold]"})
+    facts.kernels["[/]"] = {"kind": "[/]", "status": "[/]", "detail": "[/]", "runs": [{"ptxas": "[/]", "ptxas_version": "[/]", "error": "[/]"}]}
+    facts.gpus[0]["name"] = "GB10 [/]"
+    facts.tool["version"] = "[/]"
+    report = build_report(facts, matrix)
+    for verbose in (False, True):
+        out = console_text(report, verbose=verbose, width=100)
+        assert "GB10 [/]" in out and "vllm [/]" in squash(out)
+    out = console_text(report, verbose=True)
+    for nasty in NASTY:
+        assert nasty in out
+    assert "VLLM_NASTY=[/bold]" in out and "cutlass-dsl: active build [/]" in out
+
+
+def test_verbose_never_prints_active_build_none(matrix):
+    facts = facts_of("nogpu-clean")
+    facts.cutedsl = {"active_build": None, "installed_builds": [], "evidence": "nvidia-cutlass-dsl is not installed"}
+    out = squash(console_text(build_report(facts, matrix), verbose=True))
+    assert "None" not in out
+    assert "cutlass-dsl: not installed (nvidia-cutlass-dsl is not installed)" in out
+    facts.cutedsl = {"active_build": "unknown", "installed_builds": ["libs-base", "libs-cu13"], "evidence": "no RECORD matches"}
+    out = squash(console_text(build_report(facts, matrix), verbose=True))
+    assert "cutlass-dsl: active build unknown · installed: libs-base, libs-cu13 (no RECORD matches)" in out
+
+
+URL = re.compile(r"https?://\S+")
+
+
+@pytest.mark.parametrize("width", [80, 100])
+def test_urls_are_never_broken_and_other_lines_fit_the_width(tmp_path, width):
+    path = write_matrix(tmp_path / "m")
+    long_ref = "https://github.com/NVIDIA/cutlass/blob/0123456789abcdef0123456789abcdef01234567/python/CuTeDSL/cutlass/cute/nvgpu/warp/mma.py#L120"
+    path.write_text(path.read_text().replace("https://github.com/NVIDIA/cutlass/issues/3170", long_ref))
+    report = build_report(facts_of("gb10-broken"), load(path))
+    for verbose in (False, True):
+        out = console_text(report, verbose=verbose, width=width)
+        refs = [r for f in report.findings for r in (f.refs if verbose else f.refs[:1])]
+        for ref in refs:
+            assert any(ref in line for line in out.splitlines()), ref  # whole on one line
+        for line in out.splitlines():
+            if not URL.search(line):
+                assert len(line) <= width, line
+        assert (long_ref in out) is verbose
+
+
+def test_ascii_only_output_encodes_on_an_ascii_stream(matrix):
+    from sparkdoctor.render.console import needs_ascii
+
+    facts = facts_of("gb10-broken")
+    facts.gpus[0]["name"] = "NVIDIA GB10 – Spark™ ☃"
+    facts.kernels["e2m1-cvt"]["detail"] = "assembles … and runs → ok ✓"
+    report = build_report(facts, matrix)
+    for verbose in (False, True):
+        raw = io.BytesIO()
+        stream = io.TextIOWrapper(raw, encoding="ascii")
+        assert needs_ascii(stream)
+        render_console(report, Console(file=stream, width=100), verbose=verbose, ascii_only=True)
+        stream.flush()
+        out = raw.getvalue().decode("ascii")  # raises if one byte is not ASCII
+        flat = squash(out)
+        assert "[x] cutedsl-libs-base-mma serving | fix" in flat
+        assert "NVIDIA GB10 - Spark? ?" in flat and "assembles ... and runs -> ok ok" in flat
+        assert "compiled ok SASS ok ran ok verified ok" in flat and "compiled NO" in flat
+        assert flat.strip().endswith("fail-on error -> FAIL (exit 1)")
+        assert max(len(line) for line in out.splitlines() if not URL.search(line)) <= 100
+    assert not needs_ascii(io.TextIOWrapper(io.BytesIO(), encoding="utf-8"))
+
+
+def test_assumed_arch_is_said_in_every_renderer(matrix):
+    report = report_of("nogpu-clean", matrix)
+    assert "arch assumed (no GPU detected)" in summary_line(report)
+    assert "arch assumed (no GPU detected) · fail-on error → PASS (exit 0)" in squash(console_text(report))
+    md = render_markdown(report)
+    assert "arch assumed (no GPU detected)" in md.splitlines()[2]  # the bold summary at the top
+    assert "| arch | sm_121a (assumed: no GPU detected; pass --arch to choose) |" in md
+    props = {p.get("name"): p.get("value") for p in parse_junit(render_junit(report)).find("properties")}
+    assert props["arch.source"] == "assumed" and props["arch.assumed"] == "arch assumed (no GPU detected)"
+    assert "arch assumed (no GPU detected)" in props["summary"]
+    doc = json.loads(render_text(report, "json"))
+    assert doc["summary"]["arch_source"] == "assumed"
+    detected = report_of("gb10-broken", matrix)
+    assert "assumed" not in summary_line(detected)
+    assert "arch.assumed" not in {p.get("name") for p in parse_junit(render_junit(detected)).find("properties")}
+
+
+STACKS = '''
+[[stack]]
+id = "full-serving"
+title = "vLLM, FlashInfer, torch and cutlass-dsl"
+packages = { "vllm" = ">=0.22", "flashinfer-python" = ">=0.6.11", "torch" = ">=2.13", "nvidia-cutlass-dsl" = ">=4.5.1" }
+refs = ["https://github.com/vllm-project/vllm/pull/40082"]
+
+[[stack]]
+id = "other-world"
+title = "Something this box has none of"
+packages = { "sglang" = ">=0.5" }
+refs = ["https://github.com/sgl-project/sglang"]
+'''
+
+
+def test_nearest_stack_speaks_about_what_the_box_has(tmp_path):
+    path = write_matrix(tmp_path / "m", ["driver-before-580"], stack=False)
+    path.write_text(path.read_text() + STACKS)
+    facts = facts_of("nogpu-clean")
+    facts.packages = {"nvidia-cutlass-dsl": {"name": "nvidia-cutlass-dsl", "version": "4.5.0"}}  # a cutlass-dsl-only venv
+    report = build_report(facts, load(path))
+    nearest = report.nearest_stack
+    assert nearest.id == "full-serving"
+    assert nearest.differences == ["nvidia-cutlass-dsl 4.5.0 installed, >=4.5.1 wanted"]  # nothing to install
+    assert nearest.missing == ["vllm >=0.22", "flashinfer-python >=0.6.11", "torch >=2.13"]
+    out = squash(console_text(report, verbose=True))
+    assert "• nvidia-cutlass-dsl 4.5.0 installed, >=4.5.1 wanted" in out
+    assert "the stack also includes vllm >=0.22, flashinfer-python >=0.6.11, torch >=2.13 (not installed here)" in out
+    assert "wanted, not installed" not in out
+    assert "full-serving: 1 difference, 3 packages not installed" in out
+    assert "other-world: none of its packages installed" in out
+    md = render_markdown(report)
+    assert "- nvidia-cutlass-dsl 4.5.0 installed, >=4.5.1 wanted\n\nthe stack also includes vllm" in md
+    facts.packages = {"numpy": {"name": "numpy", "version": "2.0"}}  # none of any stack: nothing is near
+    assert build_report(facts, load(path)).nearest_stack is None
+
+
+@pytest.mark.parametrize("env", [{"PYTHONIOENCODING": "ascii"}, {"LC_ALL": "C", "PYTHONCOERCECLOCALE": "0", "PYTHONUTF8": "0"}])
+def test_the_command_on_an_ascii_stdout_prints_ascii(tmp_path, env):
+    # The console renderer picks ASCII symbols from the stream's encoding unless told otherwise.
+    import os
+    import subprocess
+    import sys
+
+    path = write_matrix(tmp_path / "m")
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("LC_", "PYTHONIO", "PYTHONUTF8", "FORCE_COLOR"))}
+    done = subprocess.run(
+        [sys.executable, "-m", "sparkdoctor", "check", "--facts", str(FACTS_DIR / "gb10-broken.json"), "--matrix", str(path), "-v"],
+        capture_output=True, timeout=60, cwd=tmp_path,
+        env={**base, "COLUMNS": "80", "SPARKDOCTOR_CONFIG": str(tmp_path / "none.toml"), **env,
+             "PYTHONPATH": str(Path(__file__).resolve().parent.parent)},
+    )
+    assert done.returncode == 1, done.stderr
+    assert done.stderr == b""
+    assert done.stdout.isascii()
+    assert squash(done.stdout.decode()).strip().endswith("fail-on error -> FAIL (exit 1)")
+
+
+def test_junit_has_a_case_for_each_unexplained_or_unverified_probe(tmp_path):
+    warn_only = load(write_matrix(tmp_path / "m", ["triton-ptxas-sm121a", "vllm-files-modified"]))
+    facts = facts_of("gb10-broken")
+    facts.kernels["e2m1-cvt"].update(status="timeout", detail="ptxas timed out after 60s")
+    suite = parse_junit(render_junit(build_report(facts, warn_only)))
+    assert check_counts(suite) == {"tests": 4, "failures": 1, "errors": 0, "skipped": 1}
+    failure = case_named(suite, "probe-cutedsl-nvfp4-mma").find("failure")
+    assert failure.get("type") == "error" and "Unexpected instruction types specified for '_mma'" in failure.text
+    assert case_named(suite, "probe e2m1-cvt").find("skipped").get("message") == (
+        "unverified: the probe could not run (timeout): ptxas timed out after 60s")
+    props = {p.get("name"): p.get("value") for p in suite.find("properties")}
+    assert props["verdict"] == "fail"
+    ignored = parse_junit(render_junit(build_report(facts, warn_only, ignore={"probe-cutedsl-nvfp4-mma"})))
+    assert check_counts(ignored) == {"tests": 4, "failures": 0, "errors": 0, "skipped": 2}
+    assert {p.get("name"): p.get("value") for p in ignored.find("properties")}["verdict"] == "unverified"

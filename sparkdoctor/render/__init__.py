@@ -1,23 +1,25 @@
 """Renderers: every output is drawn from one Report. `console` is for people; `json` (versioned),
-`junit` (CI) and `markdown` (bug reports) print only their document on stdout."""
+`junit` (CI) and `markdown` (bug reports) print only their document on stdout.
+
+A new document format is one row in DOCUMENTS: (module, function) imported only when asked for, so
+`check` does not pay for renderers it does not use.
+"""
 
 from __future__ import annotations
 
-FORMATS = ("console", "json", "junit", "markdown")
+from importlib import import_module
+
+DOCUMENTS = {
+    "json": ("sparkdoctor.render.json", "render_json"),
+    "junit": ("sparkdoctor.render.junit", "render_junit"),
+    "markdown": ("sparkdoctor.render.markdown", "render_markdown"),
+}
+FORMATS = ("console", *DOCUMENTS)
 
 
 def render_text(report, fmt: str) -> str:
     """The document for a machine-readable format."""
-    if fmt == "json":
-        from sparkdoctor.render.json import render_json
-
-        return render_json(report)
-    if fmt == "junit":
-        from sparkdoctor.render.junit import render_junit
-
-        return render_junit(report)
-    if fmt == "markdown":
-        from sparkdoctor.render.markdown import render_markdown
-
-        return render_markdown(report)
-    raise ValueError(f"unknown format {fmt!r}")
+    if fmt not in DOCUMENTS:
+        raise ValueError(f"unknown format {fmt!r}")
+    module, function = DOCUMENTS[fmt]
+    return getattr(import_module(module), function)(report)

@@ -1,398 +1,93 @@
 """The console report, for people: what was probed, what is wrong, what to do, one summary line.
 
-Everything is drawn from the Report. Data from the box and the matrix goes into rich `Text` objects,
-never into markup strings, so a title with `[brackets]` prints as written. Colour and links appear
-only on a terminal; in a pipe rich drops them and the text stays readable.
-
-The plain-text describers (describe_*, tracked_stack, kernel_rows, summary_line) are shared with the
-markdown and junit renderers.
+Everything is drawn from the Report. The words come from render.describe (shared with markdown and
+junit); every string becomes rich `Text` through terminal_text.Ink, never markup, so a title with
+`[brackets]` prints as written and a huge field is clipped. Colour and links appear only on a
+terminal; in a pipe rich drops them and the text stays readable. A reference URL is never broken
+across lines (a terminal could no longer open it): it gets a line of its own, even when that line is
+wider than the terminal.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from rich.console import Console, Group
 from rich.padding import Padding
-from rich.table import Table
 from rich.text import Text
 
-from sparkdoctor.facts import is_tracked
-from sparkdoctor.findings import EXIT_FINDINGS, EXIT_OK, EXIT_UNPROBEABLE, SEVERITY_RANK
+from sparkdoctor.findings import EXIT_FINDINGS, PASS, SEVERITY_RANK
+from sparkdoctor.render.describe import (
+    PROSE_CHARS,
+    SEVERITY_HEADING,
+    describe_arch,
+    describe_driver,
+    describe_gpus,
+    describe_host,
+    describe_target,
+    kernel_rows,
+    plural,
+    stack_also_includes,
+    summary_line,
+    tracked_stack,
+    unverified_line,
+)
+from sparkdoctor.render.terminal_text import Ink, labelled, needs_ascii, pairs, section, to_ascii
+
+__all__ = ["render_console", "needs_ascii"]
 
 SEVERITY_STYLE = {"error": "bold red", "warn": "bold yellow", "info": "bold cyan"}
-SEVERITY_HEADING = {"error": "error", "warn": "warning", "info": "info"}
-# The serving stack shown in the header, in the order a person reads it.
-HEADER_PACKAGES = ("torch", "triton", "vllm", "flashinfer-python", "nvidia-cutlass-dsl")
+STATUS_STYLE = {"ok": "green", "fail": "red", "crash": "red", "error": "red", "timeout": "red", "refused": "yellow"}
 UNKNOWN_SHOWN = 8  # beyond this, non-verbose output says "and N more (-v)"
+LABEL_WIDTH = 10  # the finding rows' label column ("what to do")
+FINDING_INDENT = 4  # a finding's rows sit under its heading, inside the severity group
 
 
-# ---- plain-text describers (shared with markdown / junit) ----------------------------------------
+def render_console(report, console: Console, verbose: bool = False, ascii_only: bool | None = None) -> None:
+    """Print the report. ascii_only: spell every symbol in ASCII; None (the default) decides from
+    the encoding of the console's stream (PYTHONIOENCODING=ascii, a C locale without UTF-8)."""
+    if ascii_only is None:
+        ascii_only = needs_ascii(console.file)
+    ink = Ink(ascii_only)
+    if not ascii_only:
+        _render(report, console, verbose, ink)
+        return
+    # Ink already spelled everything in ASCII; whatever rich adds itself (an ellipsis) is caught here.
+    with console.capture() as captured:
+        _render(report, console, verbose, ink)
+    console.file.write(to_ascii(captured.get()))
+    console.file.flush()
 
 
-def plural(n: int, word: str) -> str:
-    if word == "info" or n == 1:
-        return f"{n} {word}"
-    return f"{n} {word[:-1] + 'ies' if word.endswith('y') else word + 's'}"
-
-
-def describe_target(facts) -> str:
-    t = facts.target
-    if not t:
-        return "unknown"
-    where = t.get("python") or t.get("container") or t.get("kind") or "unknown"
-    parts = [str(where)]
-    if t.get("version"):
-        parts.append(f"Python {t['version']}")
-    if t.get("chosen_by"):
-        parts.append(f"chosen by {t['chosen_by']}")
-    return " · ".join(parts)
-
-
-def describe_host(facts) -> str:
-    h = facts.host
-    if not h:
-        return "unknown"
-    parts = [h.get("machine"), h.get("os"), f"kernel {h['kernel']}" if h.get("kernel") else None]
-    return " · ".join(str(p) for p in parts if p) or "unknown"
-
-
-def describe_gpus(facts) -> str:
-    if facts.gpus is None:
-        return "unknown (not observed)"
-    if not facts.gpus:
-        return "no GPU"
-    out = []
-    for g in facts.gpus:
-        bits = []
-        if g.get("cc"):
-            bits.append(f"cc {g['cc']}")
-        if g.get("arch"):
-            bits.append(str(g["arch"]))
-        mem = g.get("memory_total_mib")
-        if isinstance(mem, (int, float)):
-            bits.append(f"{mem / 1024:.1f} GiB{' unified' if g.get('unified') else ''}")
-        name = str(g.get("name") or "unnamed GPU")
-        out.append(f"{name} ({', '.join(bits)})" if bits else name)
-    return "; ".join(out)
-
-
-def describe_arch(facts) -> str:
-    arch = facts.arch or {}
-    value, source = arch.get("value"), arch.get("source")
-    if value and source == "given":
-        detected = arch.get("detected")
-        if detected:
-            return f"{value} (given via --arch; detected {detected})"
-        return f"{value} (given via --arch{'; no GPU detected' if facts.gpus == [] else ''})"
-    if value and source == "assumed":
-        return f"{value} (assumed: {arch.get('why') or 'not detected'}; pass --arch to choose)"
-    if value:
-        return f"{value} ({source or 'source unknown'})"
-    if source == "none":
-        return "none (no GPU detected, no --arch given)"
-    return "unknown"
-
-
-def describe_driver(facts) -> str:
-    d = facts.driver
-    if d is None:
-        return "unknown (not observed)"
-    if not d.get("version"):
-        return "no NVIDIA driver"
-    text = str(d["version"])
-    if d.get("cuda"):
-        text += f" · CUDA {d['cuda']}"
-    return text
-
-
-def describe_package(facts, name: str) -> str:
-    """`2.13.0+cu130 (CUDA 13.0)`, `not installed`, or `unknown`."""
-    if facts.packages is None:
-        return "unknown"
-    pkg = facts.package(name)
-    if pkg is None:
-        return "not installed"
-    text = str(pkg.get("version"))
-    if name == "torch":
-        text += f" (CUDA {pkg['cuda']})" if pkg.get("cuda") else " (CPU build)"
-    if name == "nvidia-cutlass-dsl" and facts.cutedsl and facts.cutedsl.get("active_build"):
-        text += f" [{facts.cutedsl['active_build']}]"
-    modified = pkg.get("files_modified") or []
-    if modified:
-        text += f" ({plural(len(modified), 'file')} modified)"
-    return text
-
-
-def tracked_stack(facts) -> list[tuple[str, str]]:
-    """(name, description) for the header packages: the serving stack at a glance."""
-    return [(name, describe_package(facts, name)) for name in HEADER_PACKAGES]
-
-
-def stack_line(facts) -> str:
-    if facts.packages is None:
-        return "unknown (packages not observed)"
-    shown = [f"{n} {d}" for n, d in tracked_stack(facts) if d != "not installed"]
-    return " · ".join(shown) if shown else "none of " + ", ".join(HEADER_PACKAGES) + " installed"
-
-
-def _ptxas_label(facts, path: Any, version: Any) -> str:
-    tools = facts.toolkits or []
-    for t in tools:
-        if t.get("path") == path and t.get("source"):
-            twins = [u for u in tools if u.get("source") == t["source"] and u.get("version") == t.get("version")]
-            where = f" {path}" if len(twins) > 1 else ""  # two system ptxas of one version: say which
-            return f"{version or '?'} {t['source']}{where}"
-    if path:
-        p = Path(str(path))
-        hint = p.parent.parent.name or p.parent.name  # .../triton/backends/nvidia/bin/ptxas -> nvidia
-        return f"{version or '?'} {hint}".strip()
-    return str(version or "?")
-
-
-def kernel_rows(facts) -> list[dict[str, Any]]:
-    """One row per (probe, ptxas) run; a probe with no runs gets one row (run=False) with its status.
-
-    Keys: probe, kind, status, detail, run, ptxas, arch, compiled, sass_ok, sass, ran, verified, note,
-    ms, cached, first. compiled/sass_ok/ran/verified are True / False / None (None = not attempted or
-    not known); note is the run's compile error or run note, first line only.
-    """
-    rows: list[dict[str, Any]] = []
-    for probe_id, result in sorted((facts.kernels or {}).items()):
-        if not isinstance(result, dict):  # an older or foreign producer: show what is there
-            result = {"status": str(result)}
-        runs = [r for r in result.get("runs") or [] if isinstance(r, dict)]
-        base = {
-            "probe": probe_id,
-            "kind": result.get("kind") or "",
-            "status": result.get("status") or "unknown",
-            "detail": _first_line(result.get("detail")),
-        }
-        if not runs:
-            rows.append({**base, "run": False, "ptxas": "", "arch": result.get("arch") or "",
-                         "compiled": result.get("compiled"), "sass_ok": None, "sass": None, "ran": result.get("ran"),
-                         "verified": result.get("verified"), "note": "", "ms": result.get("ms"), "cached": None,
-                         "first": True})
-            continue
-        for i, run in enumerate(runs):
-            rows.append({
-                **base,
-                "run": True,
-                "ptxas": _ptxas_label(facts, run.get("ptxas"), run.get("ptxas_version")),
-                "arch": run.get("arch") or result.get("arch") or "",
-                "compiled": run.get("compiled"),
-                "sass_ok": run.get("sass_ok"),
-                "sass": run.get("sass"),
-                "ran": run.get("ran"),
-                "verified": run.get("verified"),
-                "note": _first_line(run.get("error") or run.get("run_note")),
-                "ms": run.get("ms"),
-                "cached": run.get("cached"),
-                "first": i == 0,
-            })
-    return rows
-
-
-def _first_line(value: Any) -> str:
-    text = str(value or "").strip()
-    return text.splitlines()[0] if text else ""
-
-
-def counted_evaluations(report) -> int:
-    return sum(1 for ev in report.evaluations if ev.outcome != "withdrawn")
-
-
-def verdict(report) -> str:
-    code = report.exit_code()
-    if code == EXIT_UNPROBEABLE:
-        return f"target could not be probed (exit {code})"
-    return f"fail-on {report.fail_on} → {'PASS' if code == EXIT_OK else 'FAIL'} (exit {code})"
-
-
-def summary_line(report) -> str:
-    """`2 errors, 1 warning, 0 info · 31 entries checked, 3 unknown · fail-on error → FAIL (exit 1)`."""
-    c = report.counts()
-    parts = [
-        ", ".join(plural(c.get(s, 0), SEVERITY_HEADING[s]) for s in ("error", "warn", "info")),
-        f"{plural(counted_evaluations(report), 'entry')} checked, {len(report.unknown)} unknown",
-    ]
-    if report.ignored:
-        parts[-1] += f", {len(report.ignored)} ignored"
-    parts.append(verdict(report))
-    return " · ".join(parts)
-
-
-def first_false(ev) -> str:
-    """Why an entry is clear: the first condition that does not hold."""
-    return next((c.evidence for c in ev.checks if c.result is False), "")
-
-
-# ---- console rendering -----------------------------------------------------------------------------
-
-
-class _Glyphs:
-    # UTF-8 everywhere that matters: Python coerces the C locale to UTF-8 (PEP 538), and rich turns
-    # box characters into ASCII itself where it must.
-    bullet = "•"
-    yes = "✓"
-    no = "✗"
-    none = "–"
-    sev = {"error": "✖", "warn": "▲", "info": "ℹ"}
-
-
-def _labelled(rows: list[tuple[str, Any]], label_width: int | None = None) -> Table:
-    grid = Table.grid(padding=(0, 2))
-    grid.add_column(style="dim", no_wrap=True, min_width=label_width)
-    grid.add_column(overflow="fold")
-    for label, value in rows:
-        grid.add_row(label, value if isinstance(value, (Text, Table)) else Text(str(value)))
-    return grid
-
-
-def _pairs(rows: list[tuple[Text, Text]]) -> Table:
-    """Two columns; the second wraps under itself, not under the first."""
-    grid = Table.grid(padding=(0, 1))
-    grid.add_column(no_wrap=True)
-    grid.add_column(overflow="fold")
-    for left, right in rows:
-        grid.add_row(left, right)
-    return grid
-
-
-def _link(url: str) -> Text:
-    return Text(url, style=f"link {url}")
-
-
-def _header(report) -> Table:
+def _render(report, console: Console, verbose: bool, ink: Ink) -> None:
     facts = report.facts
-    rows: list[tuple[str, Any]] = [
-        ("target", describe_target(facts)),
-        ("host", describe_host(facts)),
-        ("GPU", describe_gpus(facts)),
-        ("arch", describe_arch(facts)),
-        ("driver", describe_driver(facts)),
-    ]
-    if facts.packages is None:
-        rows.append(("stack", Text("unknown (packages not observed)", style="yellow")))
-    else:
-        stack = Text()
-        for i, (name, desc) in enumerate(tracked_stack(facts)):
-            if i:
-                stack.append(" · ", style="dim")
-            stack.append(name + " ", style="bold" if desc != "not installed" else "dim")
-            stack.append(desc, style="dim" if desc == "not installed" else "")
-        rows.append(("stack", stack))
-    rows.append(("fingerprint", Text(facts.fingerprint(), style="dim")))
-    return _labelled(rows, label_width=11)
-
-
-def _finding(f, g: _Glyphs, verbose: bool) -> Group:
-    head = Text()
-    head.append(f"{g.sev[f.severity]} {f.id}", style=SEVERITY_STYLE[f.severity])
-    head.append(f"  {f.component} · {f.action}", style="dim")
-    parts: list[Any] = [head, Padding(Text(f.title, style="bold"), (0, 0, 0, 2))]
-    rows: list[tuple[str, Any]] = []
-    if verbose and f.summary:
-        rows.append(("why", Text(f.summary)))
-    if f.evidence:
-        rows.append(("evidence", _pairs([(Text(g.bullet), Text(line)) for line in f.evidence])))
-    if f.remedy:
-        rows.append(("what to do", Text(f.remedy)))
-    if f.fix:
-        fix = Text(f.fix, style="bold")
-        fix.append("  (sparkdoctor fix shows the plan)", style="dim")
-        rows.append(("fix", fix))
-    if f.refs:
-        refs = f.refs if verbose else f.refs[:1]
-        ref = Text()
-        for i, url in enumerate(refs):
-            if i:
-                ref.append("\n")
-            ref.append_text(_link(url))
-        if len(f.refs) > len(refs):
-            ref.append(f"  (+{len(f.refs) - len(refs)} more)", style="dim")
-        rows.append(("see", ref))
-    parts.append(Padding(_labelled(rows, label_width=10), (0, 0, 0, 2)))
-    return Group(*parts)
-
-
-def _kernel_section(facts, g: _Glyphs, verbose: bool) -> Group:
-    """Per probe: its status and detail, then one line per (ptxas, arch) run."""
-
-    def mark(label: str, value: Any) -> Text:
-        t = Text(f"{label} ")
-        if value is True:
-            t.append(g.yes, style="green")
-        elif value is False:
-            t.append(g.no, style="red")
-        else:
-            t.append(g.none, style="dim")
-        return t
-
-    status_style = {"ok": "green", "fail": "red", "crash": "red", "error": "red", "timeout": "red", "refused": "yellow"}
-    parts: list[Any] = []
-    rows = kernel_rows(facts)
-    for row in rows:
-        runs = [r for r in rows if r["probe"] == row["probe"] and r["run"]]
-        # The common clean case (every ptxas compiled it, nothing could run) is one line unless -v;
-        # failures, refusals and real runs always show their per-ptxas lines.
-        quiet = not verbose and row["status"] == "ok" and runs and all(r["compiled"] and r.get("ran") is None for r in runs)
-        if row["first"]:
-            head = Text()
-            head.append(row["probe"], style="bold")
-            head.append("  ")
-            head.append(row["status"], style=status_style.get(row["status"], "dim"))
-            if row["kind"]:
-                head.append(f" ({row['kind']})", style="dim")
-            if quiet:
-                arches = sorted({r["arch"] for r in runs if r["arch"]})
-                head.append(f"  {', '.join(arches)}: {len(runs)}/{len(runs)} ptxas ", style="dim")
-                head.append(g.yes, style="green")
-                if any(r.get("sass_ok") for r in runs):
-                    head.append("  SASS ", style="dim")
-                    head.append(g.yes, style="green")
-                note = runs[0]["note"] or ""
-                if note:  # "compiled" was just said
-                    head.append(f"  {note.removeprefix('compiled, ')}", style="dim")
-            parts.append(head)
-            if row["detail"] and not quiet:
-                parts.append(Padding(Text(row["detail"], style="dim"), (0, 0, 0, 4)))
-        if not row["run"] or quiet:
-            continue
-        line = Text(f"ptxas {row['ptxas']}")
-        if row["arch"]:
-            line.append(f"  {row['arch']}")
-        line.append("  ")
-        line.append_text(mark("compiled", row["compiled"]))
-        if row["compiled"]:
-            for label, key in (("SASS", "sass_ok"), ("ran", "ran"), ("verified", "verified")):
-                if row.get(key) is not None:
-                    line.append("  ")
-                    line.append_text(mark(label, row[key]))
-        if row["note"]:
-            line.append("  ")
-            line.append(row["note"], style="red" if row["compiled"] is False else "dim")
-        if verbose and row.get("ms") is not None:
-            line.append(f"  {row['ms']} ms{' (cached)' if row.get('cached') else ''}", style="dim")
-        parts.append(Padding(line, (0, 0, 0, 4)))
-    return Group(*parts)
-
-
-def _section(console: Console, title: str, count: int | None = None) -> None:
-    console.print()
-    console.print(Text(title + (f" ({count})" if count is not None else ""), style="bold"))
-
-
-def render_console(report, console: Console, verbose: bool = False) -> None:
-    facts = report.facts
-    g = _Glyphs()
     tool = facts.tool or {}
-    title = Text(f"sparkdoctor {tool.get('version', '')}".strip(), style="bold")
-    title.append(f"  {facts.taken_at}", style="dim")
+    title = Text("sparkdoctor", style="bold")
+    if tool.get("version"):
+        ink.append(title, f" {tool['version']}", style="bold")
+    ink.append(title, f"  {facts.taken_at}", style="dim")
     console.print(title)
-    console.print(_header(report))
+    console.print(_header(report, ink))
+    _print_findings(console, report, ink, verbose)
+    nearest = report.nearest_stack
+    if nearest is not None and (report.findings or verbose):
+        _print_nearest_stack(console, nearest, ink)
+    _print_not_known(console, report, ink, verbose)
+    if facts.kernels:
+        section(console, "kernel probes")
+        console.print(Padding(_kernel_section(facts, ink, verbose), (0, 0, 0, 2)))
+    if verbose:
+        from sparkdoctor.render.console_verbose import render_verbose_sections
 
+        render_verbose_sections(report, console, ink)
+    console.print()
+    verdict = report.verdict()
+    style = "bold green" if verdict == PASS else "bold red" if report.exit_code() == EXIT_FINDINGS else "bold yellow"
+    console.print(ink.text(summary_line(report), style=style))
+
+
+def _print_findings(console: Console, report, ink: Ink, verbose: bool) -> None:
+    """The findings by severity; when there are none, a tick only if every probe could run."""
     for severity in ("error", "warn", "info"):
         group = [f for f in report.findings if f.severity == severity]
         if not group:
@@ -403,161 +98,168 @@ def render_console(report, console: Console, verbose: bool = False) -> None:
             heading.append("  (fails the check)", style="dim")
         console.print(heading)
         for f in group:
-            console.print(Padding(_finding(f, g, verbose), (0, 0, 1 if f is not group[-1] else 0, 2)))
+            _print_finding(console, f, ink, verbose, last=f is group[-1])
 
     if not report.findings and report.probed():
         console.print()
-        console.print(Text(f"{g.yes} no known problem matches this box", style="bold green"))
+        if report.unverified:  # nothing known is wrong, but not everything could be checked: no tick
+            line = Text("no known problem matches this box, but not every kernel probe could run: ", style="bold yellow")
+            console.print(ink.append(line, unverified_line(report), style="yellow"))
+        else:
+            console.print(Text(f"{ink.yes} no known problem matches this box", style="bold green"))
 
     if report.ignored:
         console.print()
         line = Text("ignored: ", style="dim")
-        line.append(", ".join(report.ignored))
+        ink.append(line, ", ".join(report.ignored))
         line.append("  (--ignore / config)", style="dim")
         console.print(line)
 
-    nearest = getattr(report, "nearest_stack", None)
-    if nearest is not None and (report.findings or verbose):
-        console.print()
-        line = Text("nearest known-good stack: ", style="bold")
-        line.append(nearest.id)
-        line.append(f"  {nearest.title}", style="dim")
-        console.print(line)
-        if nearest.differences:
-            console.print(Padding(Text("\n".join(f"{g.bullet} {d}" for d in nearest.differences)), (0, 0, 0, 2)))
-        else:
-            console.print(Padding(Text("this box matches it", style="green"), (0, 0, 0, 2)))
 
+def _print_not_known(console: Console, report, ink: Ink, verbose: bool) -> None:
+    """Entries that could not be evaluated and collectors that could not observe."""
     unknown = report.unknown
     if unknown:
-        _section(console, "could not evaluate", len(unknown))
+        section(console, "could not evaluate", len(unknown))
         shown = unknown if verbose else unknown[:UNKNOWN_SHOWN]
-        grid = _pairs([(Text(f"{ev.entry.id}:", style="yellow"), Text("; ".join(ev.unknowns), style="dim")) for ev in shown])
+        grid = pairs([(ink.text(f"{ev.entry.id}:", style="yellow"), ink.text("; ".join(ev.unknowns), style="dim")) for ev in shown])
         console.print(Padding(grid, (0, 0, 0, 2)))
         if len(unknown) > len(shown):
             console.print(Text(f"  and {len(unknown) - len(shown)} more (-v shows them)", style="dim"))
-
-    if facts.errors:
-        _section(console, "could not observe", len(facts.errors))
-        grid = _pairs([(Text(f"{e.get('collector', '?')}:", style="yellow"), Text(str(e.get("error", "")))) for e in facts.errors])
+    errors = report.facts.errors
+    if errors:
+        section(console, "could not observe", len(errors))
+        grid = pairs([(ink.text(f"{e.get('collector', '?')}:", style="yellow"), ink.text(e.get("error", ""))) for e in errors])
         console.print(Padding(grid, (0, 0, 0, 2)))
 
-    if facts.kernels:
-        _section(console, "kernel probes")
-        console.print(Padding(_kernel_section(facts, g, verbose), (0, 0, 0, 2)))
 
-    if verbose:
-        _verbose_sections(report, console, g)
-
-    console.print()
-    code = report.exit_code()
-    style = {EXIT_OK: "bold green", EXIT_FINDINGS: "bold red"}.get(code, "bold yellow")
-    console.print(Text(summary_line(report), style=style))
-
-
-def _verbose_sections(report, console: Console, g: _Glyphs) -> None:
+def _header(report, ink: Ink):
     facts = report.facts
-    clear = [ev for ev in report.evaluations if ev.outcome == "clear"]
-    if clear:
-        _section(console, "clear", len(clear))
-        grid = _pairs([(Text(f"{g.yes} {ev.entry.id}:", style="green"), Text(first_false(ev), style="dim")) for ev in clear])
-        console.print(Padding(grid, (0, 0, 0, 2)))
-    withdrawn = [ev for ev in report.evaluations if ev.outcome == "withdrawn"]
-    if withdrawn:
-        _section(console, "withdrawn entries", len(withdrawn))
-        for ev in withdrawn:
-            console.print(Text(f"  {ev.entry.id}: {ev.entry.withdrawn}", style="dim"))
-
-    stacks = getattr(report, "stacks", None) or []
-    if len(stacks) > 1:
-        _section(console, "known-good stacks, nearest first")
-        for s in stacks:
-            line = Text(f"  {s.id}: ")
-            line.append(plural(len(s.differences), "difference") if s.differences else "matches", style="dim")
-            console.print(line)
-
-    _packages_section(facts, console)
-    _toolkits_section(facts, console, g)
-
-    def simple(title: str, items: list[Text] | None) -> None:
-        _section(console, title, None if items is None else len(items))
-        if items is None:
-            console.print(Text("  not observed", style="yellow"))
-        elif not items:
-            console.print(Text("  none", style="dim"))
-        for item in items or []:
-            console.print(Padding(item, (0, 0, 0, 2)))
-
-    simple("environment", None if facts.env is None else [Text(f"{k}={v}") for k, v in sorted(facts.env.items())])
-    simple("pins", None if facts.constraints is None else [
-        Text.assemble(str(c.get("requirement", "?")), (f"  {c.get('file', '')}", "dim")) for c in facts.constraints
-    ])
-    if facts.capabilities:
-        simple("capabilities", [
-            Text(f"{k} = {(v.get('value') if isinstance(v, dict) else v)!r}") for k, v in sorted(facts.capabilities.items())
-        ])
-    if facts.timings_ms:
-        _section(console, "timings")
-        items = sorted(facts.timings_ms.items(), key=lambda kv: -kv[1])
-        console.print(Padding(Text(" · ".join(f"{k} {v:.0f}ms" for k, v in items), style="dim"), (0, 0, 0, 2)))
-    if report.matrix_files:
-        _section(console, "matrix files", len(report.matrix_files))
-        console.print(Padding(Text("\n".join(report.matrix_files), style="dim"), (0, 0, 0, 2)))
-
-
-def _packages_section(facts, console: Console) -> None:
+    rows: list[tuple[str, Any]] = [
+        ("target", describe_target(facts)),
+        ("host", describe_host(facts)),
+        ("GPU", describe_gpus(facts)),
+        ("arch", describe_arch(facts)),
+        ("driver", describe_driver(facts)),
+    ]
     if facts.packages is None:
-        _section(console, "tracked packages")
-        console.print(Text("  not observed", style="yellow"))
-        return
-    tracked = sorted((n, p) for n, p in facts.packages.items() if is_tracked(n))
-    _section(console, "tracked packages", len(tracked))
-    if not tracked:
-        console.print(Text("  none installed", style="dim"))
+        rows.append(("stack", ink.text("unknown (packages not observed)", style="yellow")))
     else:
-        table = Table(box=None, show_edge=False, pad_edge=False, header_style="bold dim")
-        for col in ("package", "version", "integrity", "modified / missing files"):
-            table.add_column(col, overflow="fold", no_wrap=col != "modified / missing files")
-        for name, pkg in tracked:
-            changed = [*(pkg.get("files_modified") or []), *(f"missing: {m}" for m in pkg.get("files_missing") or [])]
-            shown = "\n".join(changed[:10]) + (f"\n… {len(changed) - 10} more" if len(changed) > 10 else "")
-            integrity = str(pkg.get("integrity") or "?")
-            style = "red" if integrity == "modified" else "dim" if integrity != "ok" else ""
-            table.add_row(name, str(pkg.get("version")), Text(integrity, style=style), Text(shown))
-        console.print(Padding(table, (0, 0, 0, 2)))
-    c = facts.cutedsl
-    if c:
-        bits = [f"active build {c.get('active_build')}"]
-        if c.get("bundled_cuda"):
-            bits.append(f"bundled CUDA {c['bundled_cuda']}")
-        if c.get("installed_builds"):
-            bits.append("installed: " + ", ".join(c["installed_builds"]))
-        line = Text("cutlass-dsl: " + " · ".join(bits))
-        if c.get("evidence"):
-            line.append(f" ({c['evidence']})", style="dim")
-        console.print(Padding(line, (0, 0, 0, 2)))
+        stack = Text()
+        for i, (name, desc) in enumerate(tracked_stack(facts)):
+            if i:
+                ink.append(stack, " · ", style="dim")
+            stack.append(name + " ", style="bold" if desc != "not installed" else "dim")
+            ink.append(stack, desc, style="dim" if desc == "not installed" else "")
+        rows.append(("stack", stack))
+    rows.append(("fingerprint", Text(facts.fingerprint(), style="dim")))
+    return labelled(rows, ink, label_width=11)
 
 
-def _toolkits_section(facts, console: Console, g: _Glyphs) -> None:
-    if facts.toolkits is None:
-        _section(console, "toolkits")
-        console.print(Text("  not observed", style="yellow"))
-        return
-    _section(console, "toolkits", len(facts.toolkits))
-    if not facts.toolkits:
-        console.print(Text("  none found", style="dim"))
-        return
-    table = Table(box=None, show_edge=False, pad_edge=False, header_style="bold dim")
-    for col in ("tool", "version", "source", "used by", "sm_121a", "path"):
-        table.add_column(col, overflow="fold", no_wrap=col != "path")
-    for t in facts.toolkits:
-        sm = t.get("sm_121a")
-        table.add_row(
-            str(t.get("tool", "?")),
-            str(t.get("version", "?")),
-            str(t.get("source", "?")),
-            ", ".join(t.get("used_by") or []) or g.none,
-            Text(g.yes if sm else g.no if sm is False else g.none, style="green" if sm else "red" if sm is False else "dim"),
-            str(t.get("path", "")),
-        )
-    console.print(Padding(table, (0, 0, 0, 2)))
+def _print_finding(console: Console, f, ink: Ink, verbose: bool, last: bool) -> None:
+    head = Text()
+    ink.append(head, f"{ink.sev.get(f.severity, '?')} {f.id}", style=SEVERITY_STYLE.get(f.severity, "bold"))
+    ink.append(head, f"  {f.component} · {f.action}", style="dim")
+    parts: list[Any] = [head, Padding(ink.text(f.title, style="bold", limit=PROSE_CHARS), (0, 0, 0, 2))]
+    rows: list[tuple[str, Any]] = []
+    if verbose and f.summary:
+        rows.append(("why", ink.text(f.summary, limit=PROSE_CHARS)))
+    if f.evidence:
+        rows.append(("evidence", pairs([(Text(ink.bullet), ink.text(line)) for line in f.evidence])))
+    if f.remedy:
+        rows.append(("what to do", ink.text(f.remedy, limit=PROSE_CHARS)))
+    if f.fix:
+        fix = ink.text(f.fix, style="bold")
+        fix.append("  (sparkdoctor fix shows the plan)", style="dim")
+        rows.append(("fix", fix))
+    if rows:
+        parts.append(Padding(labelled(rows, ink, label_width=LABEL_WIDTH), (0, 0, 0, 2)))
+    console.print(Padding(Group(*parts), (0, 0, 0, 2)))
+    _print_refs(console, f.refs, ink, verbose)
+    if not last:
+        console.print()
+
+
+def _print_refs(console: Console, refs: list[str], ink: Ink, verbose: bool) -> None:
+    """Each URL whole on its own line, in the value column under the finding's other rows."""
+    shown = refs if verbose else refs[:1]
+    for i, url in enumerate(shown):
+        line = Text(" " * FINDING_INDENT)
+        line.append(("see" if i == 0 else "").ljust(LABEL_WIDTH + 2), style="dim")
+        line.append_text(ink.link(url))
+        if i == 0 and len(refs) > len(shown):
+            line.append(f"  (+{len(refs) - len(shown)} more)", style="dim")
+        console.print(line, no_wrap=True, overflow="ignore", crop=False)
+
+
+def _print_nearest_stack(console: Console, nearest, ink: Ink) -> None:
+    console.print()
+    line = Text("nearest known-good stack: ", style="bold")
+    ink.append(line, nearest.id)
+    ink.append(line, f"  {nearest.title}", style="dim")
+    console.print(line)
+    lines = [Text.assemble(f"{ink.bullet} ", ink.text(d)) for d in nearest.differences]
+    also = stack_also_includes(nearest)
+    if also:
+        lines.append(ink.text(also, style="dim"))
+    if not nearest.differences:
+        lines.insert(0, Text("this box matches it" if nearest.matches else "what this box has of it matches", style="green"))
+    console.print(Padding(Group(*lines), (0, 0, 0, 2)))
+
+
+def _kernel_section(facts, ink: Ink, verbose: bool) -> Group:
+    """Per probe: its status and detail, then one line per (ptxas, arch) run."""
+    parts: list[Any] = []
+    rows = kernel_rows(facts)
+    for row in rows:
+        runs = [r for r in rows if r["probe"] == row["probe"] and r["run"]]
+        # The common clean case (every ptxas compiled it, nothing could run) is one line unless -v;
+        # failures, refusals and real runs always show their per-ptxas lines.
+        quiet = not verbose and row["status"] == "ok" and runs and all(r["compiled"] and r.get("ran") is None for r in runs)
+        if row["first"]:
+            parts += _probe_head(row, runs, ink, quiet)
+        if not row["run"] or quiet:
+            continue
+        parts.append(Padding(_run_line(row, ink, verbose), (0, 0, 0, 4)))
+    return Group(*parts)
+
+
+def _probe_head(row: dict[str, Any], runs: list[dict[str, Any]], ink: Ink, quiet: bool) -> list[Any]:
+    head = ink.text(row["probe"], style="bold")
+    head.append("  ")
+    ink.append(head, row["status"], style=STATUS_STYLE.get(row["status"], "dim"))
+    if row["kind"]:
+        ink.append(head, f" ({row['kind']})", style="dim")
+    if quiet:
+        arches = sorted({r["arch"] for r in runs if r["arch"]})
+        ink.append(head, f"  {', '.join(arches)}: {len(runs)}/{len(runs)} ptxas ", style="dim")
+        head.append(ink.yes, style="green")
+        if any(r.get("sass_ok") for r in runs):
+            head.append("  SASS ", style="dim")
+            head.append(ink.yes, style="green")
+        note = runs[0]["note"] or ""
+        if note:  # "compiled" was just said
+            ink.append(head, f"  {note.removeprefix('compiled, ')}", style="dim")
+    parts: list[Any] = [head]
+    if row["detail"] and not quiet:
+        parts.append(Padding(ink.text(row["detail"], style="dim"), (0, 0, 0, 4)))
+    return parts
+
+
+def _run_line(row: dict[str, Any], ink: Ink, verbose: bool) -> Text:
+    line = ink.text(f"ptxas {row['ptxas']}")
+    if row["arch"]:
+        ink.append(line, f"  {row['arch']}")
+    line.append("  ")
+    line.append_text(ink.mark("compiled", row["compiled"]))
+    if row["compiled"]:
+        for label, key in (("SASS", "sass_ok"), ("ran", "ran"), ("verified", "verified")):
+            if row.get(key) is not None:
+                line.append("  ")
+                line.append_text(ink.mark(label, row[key]))
+    if row["note"]:
+        line.append("  ")
+        ink.append(line, row["note"], style="red" if row["compiled"] is False else "dim")
+    if verbose and row.get("ms") is not None:
+        ink.append(line, f"  {row['ms']} ms{' (cached)' if row.get('cached') else ''}", style="dim")
+    return line

@@ -15,7 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from sparkdoctor.matrix import CONDITIONS, Entry, Matrix, Stack
-from sparkdoctor.render.console import plural
+from sparkdoctor.render.describe import plural
 
 MATRIX_FORMATS = ("console", "json")
 _SEVERITY_STYLE = {"error": "red", "warn": "yellow", "info": "cyan"}
