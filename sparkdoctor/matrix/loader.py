@@ -34,19 +34,20 @@ def known_probes() -> frozenset[str]:
     return frozenset({p.id for p in load_probes()} | set(KERNELS))
 
 
-def read_toml(path: Path) -> dict:
+def read_toml(path: Path, error: type[Exception] = MatrixError) -> dict:
+    """A TOML file as a dict, or `error` with one line naming the file (shared with the config)."""
     where = str(path)
     try:
         with open(path, "rb") as fh:
             return tomllib.load(fh)
     except OSError as exc:
-        raise MatrixError(f"{where}: cannot read: {exc.strerror or exc}") from None
+        raise error(f"{where}: cannot read: {exc.strerror or exc}") from None
     except tomllib.TOMLDecodeError as exc:
-        raise MatrixError(f"{where}: not valid TOML: {str(exc).splitlines()[0]}") from None
+        raise error(f"{where}: not valid TOML: {str(exc).splitlines()[0] if str(exc) else 'unparsable'}") from None
     except UnicodeDecodeError as exc:
-        raise MatrixError(f"{where}: not UTF-8 text (byte {exc.start}): TOML files are UTF-8") from None
+        raise error(f"{where}: not UTF-8 text (byte {exc.start}): TOML files are UTF-8") from None
     except RecursionError:
-        raise MatrixError(f"{where}: not usable TOML: nested too deeply") from None
+        raise error(f"{where}: not usable TOML: nested too deeply") from None
 
 
 def load_file(path: Path) -> tuple[list[Entry], list[Stack]]:
