@@ -433,3 +433,18 @@ def test_check_validate_and_verify_refuse_a_matrix_with_one_message(tmp_path):
         errors.add(done.stderr)
     (message,) = errors
     assert message.count("\n") == 1 and "'e2m1-cvtx', which is no probe" in message
+
+
+def test_patterns_without_repetition_cost_no_regex_import(tmp_path):
+    # check's budget: the bundled patterns (no repetition) are matched by re, linear there
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from sparkdoctor import matrix; from tests.gb10 import gb10_facts; "
+        "m = matrix.load(); matrix.evaluate_all(m, gb10_facts(env={'CUTE_DSL_ARCH': 'sm_120f', 'TORCH_CUDA_ARCH_LIST': '12.1a'})); "
+        "print('regex' in sys.modules)"
+    )
+    repo = str(Path(__file__).resolve().parent.parent)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=repo)
+    assert done.stdout.strip() == "False", done.stderr

@@ -6,12 +6,13 @@ snapshot, so a backtracking pattern such as `(a+)+$` against a long value could 
 minutes. Two bounds: the validator refuses nested quantifiers (the usual catastrophic shape), and
 the evaluator matches with the `regex` module under a time limit (a pattern that runs out of time
 makes the condition unknown, said in the evidence). `regex` costs ~20 ms to import, so it is
-imported only when an env_matches condition meets a value that is set.
+imported only when a pattern that repeats meets a value that is set (see search()).
 """
 
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from typing import Any
 
 from sparkdoctor.facts import Facts
@@ -125,10 +126,22 @@ def v_regex_table(value: Any) -> str | None:
     return None
 
 
+@lru_cache(maxsize=256)
+def _repeats(pattern: str) -> bool:
+    return _unbounded(_sre_parse.parse(pattern))
+
+
 def search(pattern: str, text: str, seconds: float = MATCH_SECONDS) -> bool | None:
-    """re.search under a time limit: None when the pattern ran out of time (or cannot be run)."""
+    """re.search, bounded: None when the pattern ran out of time (or cannot be run).
+
+    A pattern with no repetition at all (every bundled one: `12\\.1a`, `^(?!sm_121a$)`) tries
+    each start once at a cost bounded by its own length, so the standard re is linear there and
+    nothing is imported; any repetition goes to the `regex` module, which takes a time limit.
+    """
+    if not _repeats(pattern):
+        return re.search(pattern, text) is not None
     try:
-        import regex  # lazily: ~20 ms, paid only when a value is really matched
+        import regex  # lazily: ~20 ms, paid only when a repeating pattern meets a value
     except ImportError:  # pragma: no cover (a declared dependency)
         return None
     try:
