@@ -22,6 +22,7 @@ from typing import Any, Iterable
 
 from sparkdoctor.locations import config_file
 from sparkdoctor.matrix import SEVERITIES, Matrix
+from sparkdoctor.matrix.model import one_line
 from sparkdoctor.matrix.loader import read_toml
 
 ENV_VAR = "SPARKDOCTOR_CONFIG"
@@ -31,6 +32,9 @@ _IGNORE_KEYS = {"id", "reason"}
 
 class ConfigError(ValueError):
     """A config file that cannot be used; the message names the file and the key, in one line."""
+
+    def __init__(self, message: str):
+        super().__init__(one_line(message))
 
 
 @dataclass

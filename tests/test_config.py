@@ -129,3 +129,8 @@ def test_cli_reports_a_missing_env_config_in_one_line(tmp_path):
     done = subprocess.run([sys.executable, "-m", "sparkdoctor", "check", "--facts", str(snapshot)], capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
     assert done.returncode == 2, done.stdout
     assert done.stderr.count("\n") == 1 and "SPARKDOCTOR_CONFIG" in done.stderr and "missing.toml" in done.stderr
+
+
+def test_newlines_in_a_key_stay_escaped(tmp_path):
+    message = config_error(write(tmp_path, '[check]\n"fail\\non" = "warn"\n'))
+    assert "fail\\non" in message

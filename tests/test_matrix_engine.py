@@ -448,3 +448,22 @@ def test_patterns_without_repetition_cost_no_regex_import(tmp_path):
     repo = str(Path(__file__).resolve().parent.parent)
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=repo)
     assert done.stdout.strip() == "False", done.stderr
+
+
+@pytest.mark.parametrize(
+    ("body", "words"),
+    [
+        (entry_toml("key-newline", 'when."gpu\\narch" = ["sm_121a"]'), ["when.gpu\\narch"]),
+        (entry_toml("pkg-newline", 'when.packages = { "vl\\nlm" = "=>1" }'), ["vl\\nlm"]),
+        (entry_toml("arch-newline", 'when.gpu_arch = ["sm_121a\\n"]'), ["when.gpu_arch", "sm_121a\\n"]),
+        (entry_toml("verify-arch-newline", 'when.gpu_arch = ["sm_121a"]',
+                    extra='verified_by = { probe = "e2m1-cvt", expect = "fail" }\nverify = { arch = "sm_121a\\n", affected = [["x==1"]] }\n'),
+         ["verify.arch"]),
+    ],
+)
+def test_newlines_from_a_file_never_break_the_error_line(tmp_path, body, words):
+    write(tmp_path, "m.toml", body)
+    message = load_error(tmp_path)
+    assert "\n" not in message and "\r" not in message, message
+    for word in words:
+        assert word in message, message

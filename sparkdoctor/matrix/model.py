@@ -17,8 +17,17 @@ ACTIONS = ("fix", "configure", "rebench", "monitor")
 ID_RE = re.compile(r"[a-z0-9][a-z0-9.-]*[a-z0-9]")
 
 
+def one_line(message: str) -> str:
+    """A message with every line break and control character from its input escaped: an error
+    is one line, whatever a file's keys or values hold."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)
+
+
 class MatrixError(ValueError):
-    """A malformed matrix file; the message names the file, the entry and the field."""
+    """A malformed matrix file; the message names the file, the entry and the field, in one line."""
+
+    def __init__(self, message: str):
+        super().__init__(one_line(message))
 
 
 @dataclass
