@@ -5,7 +5,7 @@ table is a conjunction of conditions over Facts. Evaluation is three-valued: a c
 False, or None when the fact it needs is unknown, so an entry either matches, is clear, or could
 not be evaluated; "unknown" is never reported as "clear".
 
-Modules, imported one way (model <- versions <- conditions <- schema <- loader; evaluate):
+Modules, each importing only those above it:
   model        Entry, Stack, Matrix, Check, Evaluation, MatrixError
   versions     PEP 440 versions and specifiers, safe against any reported string
   conditions/  the condition vocabulary: one registry, a validator and an evaluator per condition
