@@ -467,3 +467,20 @@ def test_newlines_from_a_file_never_break_the_error_line(tmp_path, body, words):
     assert "\n" not in message and "\r" not in message, message
     for word in words:
         assert word in message, message
+
+
+def test_probe_ids_are_the_ones_the_kernels_module_loads():
+    from sparkdoctor.collect.cutedsl import KERNELS
+    from sparkdoctor.kernels import load_probes
+
+    assert matrix.known_probes() == {p.id for p in load_probes()} | set(KERNELS)
+
+
+def test_loading_the_matrix_does_not_import_the_kernels_module():
+    # `check --no-kernels` and `--facts` must not pay for sparkdoctor.kernels to validate probe names
+    import subprocess
+    import sys
+
+    code = "import sys; from sparkdoctor import matrix; matrix.load(); print('sparkdoctor.kernels' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=Path(__file__).resolve().parent.parent)
+    assert done.stdout.strip() == "False", done.stderr

@@ -29,9 +29,36 @@ def known_probes() -> frozenset[str]:
     """Every probe id an entry may name: the PTX probes in probes/kernels/ and the CuTe DSL ones.
     Read only when some entry names a probe, and once per process."""
     from sparkdoctor.collect.cutedsl import KERNELS
-    from sparkdoctor.kernels import load_probes
 
-    return frozenset({p.id for p in load_probes()} | set(KERNELS))
+    return frozenset(_ptx_probe_ids() | set(KERNELS))
+
+
+def _ptx_probe_ids() -> set[str]:
+    """The `id` in the header (the leading `//` lines, TOML) of each probes/kernels/*.ptx.
+
+    Read here rather than through sparkdoctor.kernels.load_probes, which would import the kernels
+    module (~30 ms) into every `check --no-kernels` and `--facts` run just to validate names;
+    tests/test_matrix_engine.py checks that load_probes finds the same ids."""
+    from sparkdoctor.locations import data_dir
+
+    ids = set()
+    for path in sorted((data_dir("probes") / "kernels").glob("*.ptx")):
+        try:
+            lines = path.read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeDecodeError):
+            continue
+        header = []
+        for line in lines:
+            if not line.startswith("//"):
+                break
+            header.append(line[2:])
+        try:
+            probe_id = tomllib.loads("\n".join(x[1:] if x.startswith(" ") else x for x in header)).get("id")
+        except tomllib.TOMLDecodeError:
+            continue
+        if isinstance(probe_id, str):
+            ids.add(probe_id)
+    return ids
 
 
 def read_toml(path: Path, error: type[Exception] = MatrixError) -> dict:
