@@ -15,7 +15,7 @@ from typing import Any
 
 DEFAULT_ARCH = "sm_121a"
 
-ARCH_RE = re.compile(r"^sm_(\d{2,3})([af]?)$")
+ARCH_RE = re.compile(r"^sm_(\d{2,3})([af]?)\Z")  # \Z: "sm_121a\n" is not an arch
 
 # Every arch number a CUDA toolkit has targeted since Maxwell (sm_101 became sm_110 in CUDA 13).
 KNOWN_NUMBERS = frozenset({50, 52, 53, 60, 61, 62, 70, 72, 75, 80, 86, 87, 89, 90, 100, 101, 103, 110, 120, 121})

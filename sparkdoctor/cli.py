@@ -235,15 +235,7 @@ def matrix_show(
 @matrix_app.command("validate")
 def matrix_validate(path: Optional[Path] = typer.Argument(None, help="Matrix folder or file (default: bundled).")) -> None:
     """Check matrix files against the schema, probe ids and verify tables; errors name the file, entry and field."""
-    from sparkdoctor.verify import VerifyError, check_entry, known_probes
-
-    m = _load_matrix(path)
-    probes = known_probes()
-    try:
-        for entry in m.entries:
-            check_entry(entry, probes)
-    except VerifyError as exc:
-        raise Fatal(str(exc)) from None
+    m = _load_matrix(path)  # the same validation as `check --matrix` and `matrix verify`
     typer.echo(f"ok: {_n(len(m.entries), 'entry', 'entries')}, {_n(len(m.stacks), 'known-good stack')} in {_n(len(m.files), 'file')}")
 
 
@@ -268,16 +260,18 @@ def matrix_verify(
         raise Fatal(str(exc)) from None
     from rich.console import Console
 
+    from sparkdoctor.render.verify import render_verify, verify_json
+
     err = Console(stderr=True)
     started = time.monotonic()
     results = verify.verify(specs, keep=keep, log=lambda line: err.print(f"[dim]{line}[/]") if sys.stderr.isatty() else None)
     seconds = time.monotonic() - started
     if fmt == "json":
-        sys.stdout.write(verify.to_json(results, seconds) + "\n")
+        sys.stdout.write(verify_json(results, seconds) + "\n")
     elif not results:
         typer.echo("no matrix entry has both verified_by and a verify table")
     else:
-        verify.render_console(results, Console(), seconds)
+        render_verify(results, Console(), seconds)
     raise typer.Exit(verify.exit_code(results))
 
 

@@ -1,30 +1,40 @@
 """User settings: permanent ignores and defaults, from a TOML file.
 
-Looked up in order: --config FILE, ./sparkdoctor.toml, the user config dir
+Looked up in order: --config FILE, ./sparkdoctor.toml, $SPARKDOCTOR_CONFIG, the user config dir
 (~/.config/sparkdoctor/config.toml). Example:
 
     [check]
     fail_on = "warn"
     ignore = ["vllm-marlin-fp8-gate", { id = "torch-cc-warning", reason = "harmless, we know" }]
+
+Strict on purpose: a setting that is silently not applied is worse than an error. A file named by
+--config or $SPARKDOCTOR_CONFIG must exist; unknown sections and keys are refused with the list of
+known ones (a typo such as `fail-on` would otherwise do nothing); `ignore = "id"` is one id.
+Whether an ignored id exists depends on the matrix, so that is told by unknown_ids().
 """
 
 from __future__ import annotations
 
-import sys
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Iterable
 
 from sparkdoctor.locations import config_file
-from sparkdoctor.matrix import SEVERITIES
+from sparkdoctor.matrix import SEVERITIES, Matrix
+from sparkdoctor.matrix.model import one_line
+from sparkdoctor.matrix.loader import read_toml
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
+ENV_VAR = "SPARKDOCTOR_CONFIG"
+SECTIONS = {"check": {"ignore", "fail_on"}}
+_IGNORE_KEYS = {"id", "reason"}
 
 
 class ConfigError(ValueError):
-    pass
+    """A config file that cannot be used; the message names the file and the key, in one line."""
+
+    def __init__(self, message: str):
+        super().__init__(one_line(message))
 
 
 @dataclass
@@ -34,33 +44,62 @@ class Config:
     fail_on: str | None = None
 
 
-def load_config(explicit: Path | None = None) -> Config:
+def find_config(explicit: Path | None = None) -> Path | None:
+    """The config file in use, or None; a file that is named but missing is an error."""
     if explicit is not None:
         if not explicit.is_file():
-            raise ConfigError(f"{explicit}: no such config file")
-        path = explicit
-    else:
-        path = next((p for p in (Path("sparkdoctor.toml"), config_file()) if p.is_file()), None)
-        if path is None:
-            return Config()
-    try:
-        with open(path, "rb") as fh:
-            doc = tomllib.load(fh)
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise ConfigError(f"{path}: cannot read config: {exc}") from None
+            raise ConfigError(f"--config {explicit}: no such config file")
+        return explicit
+    named = os.environ.get(ENV_VAR)
+    if named and not Path(named).is_file():
+        raise ConfigError(f"{ENV_VAR}={named}: no such config file")
+    return next((p for p in (Path("sparkdoctor.toml"), config_file()) if p.is_file()), None)
+
+
+def load_config(explicit: Path | None = None) -> Config:
+    path = find_config(explicit)
+    if path is None:
+        return Config()
+    doc = read_toml(path, ConfigError)
+    _refuse_unknown(doc, path)
     check = doc.get("check", {})
-    if not isinstance(check, dict):
-        raise ConfigError(f"{path}: [check] must be a table")
-    cfg = Config(path=str(path))
-    for i, item in enumerate(check.get("ignore", [])):
+    return Config(path=str(path), ignore=_ignores(check.get("ignore", []), path), fail_on=_fail_on(check.get("fail_on"), path))
+
+
+def _refuse_unknown(doc: dict[str, Any], path: Path) -> None:
+    for section, value in doc.items():
+        if section not in SECTIONS:
+            raise ConfigError(f"{path}: unknown section {section!r} (known: {', '.join(f'[{s}]' for s in SECTIONS)})")
+        if not isinstance(value, dict):
+            raise ConfigError(f"{path}: [{section}] must be a table")
+        unknown = sorted(set(value) - SECTIONS[section])
+        if unknown:
+            raise ConfigError(f"{path}: unknown key {section}.{unknown[0]!r} (known: {', '.join(sorted(SECTIONS[section]))})")
+
+
+def _ignores(value: Any, path: Path) -> dict[str, str]:
+    if isinstance(value, str):  # one id, not a list of its letters
+        value = [value]
+    if not isinstance(value, list):
+        raise ConfigError(f"{path}: check.ignore must be an id or a list of ids / {{ id = \"...\", reason = \"...\" }}")
+    out: dict[str, str] = {}
+    for i, item in enumerate(value):
         if isinstance(item, str):
-            cfg.ignore[item] = ""
-        elif isinstance(item, dict) and isinstance(item.get("id"), str):
-            cfg.ignore[item["id"]] = str(item.get("reason", ""))
+            out[item] = ""
+        elif isinstance(item, dict) and isinstance(item.get("id"), str) and isinstance(item.get("reason", ""), str) and set(item) <= _IGNORE_KEYS:
+            out[item["id"]] = item.get("reason", "")
         else:
             raise ConfigError(f"{path}: check.ignore[{i}] must be an id or {{ id = \"...\", reason = \"...\" }}")
-    fail_on = check.get("fail_on")
-    if fail_on is not None and fail_on not in SEVERITIES:
-        raise ConfigError(f"{path}: check.fail_on must be one of {', '.join(SEVERITIES)}")
-    cfg.fail_on = fail_on
-    return cfg
+    return out
+
+
+def _fail_on(value: Any, path: Path) -> str | None:
+    if value is not None and value not in SEVERITIES:
+        raise ConfigError(f"{path}: check.fail_on must be one of {', '.join(SEVERITIES)}, not {value!r}")
+    return value
+
+
+def unknown_ids(ids: Iterable[str], matrix: Matrix) -> list[str]:
+    """The ids (from --ignore or check.ignore) that name no entry or stack of `matrix`, sorted."""
+    known = matrix.ids()
+    return sorted(set(ids) - known)

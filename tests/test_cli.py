@@ -26,9 +26,11 @@ CUTEDSL = "cutedsl-libs-base-mma"
 @pytest.fixture
 def run(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "NO_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE", "SPARKDOCTOR_DEBUG")}
+    user_config = tmp_path / "empty-user-config.toml"  # a named config file must exist
+    user_config.write_text("")
     env.update(
         PYTHONPATH=str(REPO) + os.pathsep + env.get("PYTHONPATH", ""),
-        SPARKDOCTOR_CONFIG=str(tmp_path / "no-user-config.toml"),
+        SPARKDOCTOR_CONFIG=str(user_config),
         SPARKDOCTOR_CACHE_DIR=str(tmp_path / "cache"),
         SPARKDOCTOR_STATE_DIR=str(tmp_path / "state"),
         COLUMNS="100",

@@ -518,7 +518,7 @@ def test_here_without_a_driver_the_server_forks(tmp_path):
 def real_env(*steps: str) -> Path:
     from sparkdoctor import verify
 
-    env = verify.Env(tuple(verify._step(s, "test") for s in steps), "sm_121a")
+    env = verify.Env(tuple(verify.parse_step(s, "test") for s in steps), "sm_121a")
     python, _ = verify.ensure_venv(VERIFY_VENVS, env)
     return python
 

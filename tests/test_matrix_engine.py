@@ -277,3 +277,210 @@ def test_single_file_and_folder_load_the_same(tmp_path):
     path = write(tmp_path, "a.toml", entry_toml("one-entry", 'when.gpu_arch = ["sm_121a"]'))
     assert [e.id for e in matrix.load(path).entries] == [e.id for e in matrix.load(tmp_path).entries] == ["one-entry"]
     assert matrix.load(path).entries[0].component == "test"
+
+
+# ---- one validation for every command (issue 6) ----------------------------------------------------
+STACK = f'[[stack]]\nid = "good-stack"\ntitle = "t"\npackages = {{ "vllm" = ">=0.22" }}\nrefs = ["{REF}"]\n'
+
+
+@pytest.mark.parametrize(
+    ("body", "words"),
+    [
+        # what `matrix validate` used to add on top of load: check --matrix took these
+        (entry_toml("no-such-probe", 'when.gpu_arch = ["sm_121a"]', extra='verified_by = { probe = "e2m1-cvtx", expect = "fail" }\n'),
+         ["verified_by.probe", "'e2m1-cvtx', which is no probe"]),
+        (entry_toml("bad-verify", 'when.gpu_arch = ["sm_121a"]', extra='verified_by = { probe = "e2m1-cvt", expect = "fail" }\nverify.affected = []\n'),
+         ["verify.affected", "at least one environment"]),
+        (entry_toml("verify-no-probe", 'when.gpu_arch = ["sm_121a"]', extra='verify.affected = [["x==1"]]\n'), ["verified_by"]),
+        (entry_toml("verify-arch", 'when.gpu_arch = ["sm_121a"]', extra='verified_by = { probe = "e2m1-cvt", expect = "fail" }\nverify = { arch = "sm_999", affected = [["x==1"]] }\n'),
+         ["verify.arch", "sm_999"]),
+        # stacks: the driver specifier, the id and the env were never looked at
+        (STACK.replace('refs =', 'driver = "=>580"\nrefs ='), ["stack good-stack", "driver", "=>580"]),
+        (STACK.replace('id = "good-stack"', 'id = "Bad Stack"'), ["stack 'Bad Stack'", "field 'id'"]),
+        (STACK.replace('refs =', 'env = { CUTE_DSL_ARCH = 121 }\nrefs ='), ["stack good-stack", "env", "CUTE_DSL_ARCH"]),
+        # an id or a ref with a trailing newline passed the `$` anchor
+        (entry_toml("x", 'when.gpu_arch = ["sm_121a"]').replace('id = "x"', 'id = "trailing-newline\\n"'), ["'trailing-newline\\n'", "field 'id'"]),
+        (entry_toml("ref-newline", 'when.gpu_arch = ["sm_121a"]', refs=f'["{REF}\\n"]'), ["refs", "not a URL"]),
+        # gpu_arch names real arches, and a specifier's numbers must be comparable
+        (entry_toml("bad-arch", 'when.gpu_arch = ["sm_999a"]'), ["when.gpu_arch", "sm_999a"]),
+        (entry_toml("huge-spec", f'when.packages = {{ "vllm" = ">={"9" * 5000}" }}'), ["when.packages", "vllm", "characters"]),
+        (entry_toml("nested-quantifier", 'when.env_matches = { CUTE_DSL_ARCH = "^(sm_1+)+$" }'), ["when.env_matches", "CUTE_DSL_ARCH", "nested quantifier"]),
+    ],
+)
+def test_load_refuses_what_validate_refuses(tmp_path, body, words):
+    path = write(tmp_path, "m.toml", body)
+    message = load_error(tmp_path)
+    assert str(path) in message and "\n" not in message and len(message) < 1000, message
+    for word in words:
+        assert word in message, message
+
+
+@pytest.mark.parametrize(
+    ("schema", "ok"),
+    [("", True), ("schema = 1\n", True), ("schema = 99\n", False), ('schema = "1"\n', False), ("schema = 1.0\n", False)],
+)
+def test_schema_version_is_checked(tmp_path, schema, ok):
+    (tmp_path / "m.toml").write_text(schema + 'component = "t"\n' + entry_toml("one-entry", 'when.gpu_arch = ["sm_121a"]'))
+    if ok:
+        assert [e.id for e in matrix.load(tmp_path).entries] == ["one-entry"]
+    else:
+        message = load_error(tmp_path)
+        assert "schema" in message and str(tmp_path / "m.toml") in message
+
+
+@pytest.mark.parametrize(
+    ("data", "words"),
+    [
+        (b'component = "t\xff"\n', ["not UTF-8"]),
+        (b'component = "t"\nx = ' + b"[" * 100_000 + b"]" * 100_000 + b"\n", ["nested too deeply"]),
+        (b'component = "t"\nx = ' + b"{a=" * 5_000 + b"1" + b"}" * 5_000 + b"\n", ["nested too deeply"]),
+    ],
+)
+def test_unreadable_toml_is_one_line_naming_the_file(tmp_path, data, words):
+    (tmp_path / "m.toml").write_bytes(data)
+    message = load_error(tmp_path)
+    assert message.startswith(str(tmp_path / "m.toml")) and "\n" not in message, message
+    for word in words:
+        assert word in message, message
+
+
+def test_bundled_matrix_passes_the_one_validation():
+    m = matrix.load()
+    assert m.entries and m.stacks
+
+
+# ---- evaluation never hangs or crashes on what a box reports (issue 6) -----------------------------
+HUGE = "1" * 5000  # past Python's 4,300-digit int() limit: packaging raised ValueError
+
+
+@pytest.mark.parametrize(
+    ("when", "changes"),
+    [
+        ('when.packages = { "vllm" = ">=0.22" }', {"packages": {"vllm": HUGE}}),
+        ('when.driver = ">=580"', {"driver": {"version": HUGE, "cuda": "13.0"}}),
+        ('when.cuda_driver = ">=13.0"', {"driver": {"version": "580.95.05", "cuda": HUGE}}),
+        ('when.torch_cuda = ">=13.0"', {"torch_cuda": HUGE}),
+        ('when.constraints = { "nvidia-cutlass-dsl" = "<4.5" }', {"constraints": [pin(f"nvidia-cutlass-dsl=={HUGE}")]}),
+    ],
+)
+def test_versions_past_the_digit_limit_are_not_comparable(tmp_path, when, changes):
+    entry = one_entry(tmp_path, when)
+    result = matrix.evaluate(entry, gb10_facts(**changes))
+    assert result.outcome in ("unknown", "clear"), result.outcome
+    assert all(len(c.evidence) < 300 for c in result.checks), [c.evidence for c in result.checks]
+
+
+def test_huge_package_version_says_why_it_is_unknown(tmp_path):
+    entry = one_entry(tmp_path, 'when.packages = { "vllm" = ">=0.22" }')
+    result = matrix.evaluate(entry, gb10_facts(packages={"vllm": HUGE}))
+    assert result.outcome == "unknown"
+    (line,) = result.unknowns
+    assert "not a valid version" in line and "5000 characters" in line, line
+
+
+def test_ptxas_with_a_huge_version_does_not_crash(tmp_path):
+    entry = one_entry(tmp_path, 'when.ptxas = { version = ">=13.0" }')
+    assert outcome(entry, toolkits=[{**ptxas("13.0.88", "system"), "version": HUGE}]) == "clear"
+
+
+CATASTROPHIC = r"""
+import sys, time
+sys.path.insert(0, {repo!r})
+from pathlib import Path
+from sparkdoctor import matrix
+from tests.gb10 import gb10_facts
+entry = matrix.load(Path({path!r})).entries[0]
+started = time.monotonic()
+result = matrix.evaluate(entry, gb10_facts(env={{"X": "a" * 5000 + "!"}}))
+print(result.outcome, round(time.monotonic() - started, 2), result.unknowns)
+"""
+
+
+def test_a_backtracking_pattern_is_bounded_in_time(tmp_path):
+    # no nested quantifier, so validation lets it through, yet it backtracks exponentially
+    path = write(tmp_path, "m.toml", entry_toml("slow-regex", r'when.env_matches = { X = "^(a|aa)+$" }'))
+    repo = str(Path(__file__).resolve().parent.parent)
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", CATASTROPHIC.format(repo=repo, path=str(path))], capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    outcome_, seconds, unknowns = done.stdout.split(" ", 2)
+    assert outcome_ == "unknown" and float(seconds) < 3, done.stdout
+    assert "could not be matched" in unknowns
+
+
+def test_env_matches_still_supports_lookahead(tmp_path):
+    entry = one_entry(tmp_path, 'when.env_matches = { CUTE_DSL_ARCH = "^(?!sm_121a$)" }')
+    assert outcome(entry, env={"CUTE_DSL_ARCH": "sm_120f"}) == "match"
+    assert outcome(entry) == "clear"  # the baseline sets sm_121a
+
+
+def test_check_validate_and_verify_refuse_a_matrix_with_one_message(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    repo = Path(__file__).resolve().parent.parent
+    write(tmp_path, "m.toml", entry_toml("no-such-probe", 'when.gpu_arch = ["sm_121a"]', extra='verified_by = { probe = "e2m1-cvtx", expect = "fail" }\n'))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SPARKDOCTOR_")}
+    env.update(PYTHONPATH=str(repo), SPARKDOCTOR_CACHE_DIR=str(tmp_path / "cache"), XDG_CONFIG_HOME=str(tmp_path / "xdg"))
+    snapshot = str(repo / "tests" / "data" / "facts" / "nogpu-clean.json")
+    errors = set()
+    for args in (["check", "--facts", snapshot, "--matrix", str(tmp_path)], ["matrix", "validate", str(tmp_path)], ["matrix", "verify", "--matrix", str(tmp_path)]):
+        done = subprocess.run([sys.executable, "-m", "sparkdoctor", *args], capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
+        assert done.returncode == 2, (args, done.stdout, done.stderr)
+        errors.add(done.stderr)
+    (message,) = errors
+    assert message.count("\n") == 1 and "'e2m1-cvtx', which is no probe" in message
+
+
+def test_patterns_without_repetition_cost_no_regex_import(tmp_path):
+    # check's budget: the bundled patterns (no repetition) are matched by re, linear there
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from sparkdoctor import matrix; from tests.gb10 import gb10_facts; "
+        "m = matrix.load(); matrix.evaluate_all(m, gb10_facts(env={'CUTE_DSL_ARCH': 'sm_120f', 'TORCH_CUDA_ARCH_LIST': '12.1a'})); "
+        "print('regex' in sys.modules)"
+    )
+    repo = str(Path(__file__).resolve().parent.parent)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=repo)
+    assert done.stdout.strip() == "False", done.stderr
+
+
+@pytest.mark.parametrize(
+    ("body", "words"),
+    [
+        (entry_toml("key-newline", 'when."gpu\\narch" = ["sm_121a"]'), ["when.gpu\\narch"]),
+        (entry_toml("pkg-newline", 'when.packages = { "vl\\nlm" = "=>1" }'), ["vl\\nlm"]),
+        (entry_toml("arch-newline", 'when.gpu_arch = ["sm_121a\\n"]'), ["when.gpu_arch", "sm_121a\\n"]),
+        (entry_toml("verify-arch-newline", 'when.gpu_arch = ["sm_121a"]',
+                    extra='verified_by = { probe = "e2m1-cvt", expect = "fail" }\nverify = { arch = "sm_121a\\n", affected = [["x==1"]] }\n'),
+         ["verify.arch"]),
+    ],
+)
+def test_newlines_from_a_file_never_break_the_error_line(tmp_path, body, words):
+    write(tmp_path, "m.toml", body)
+    message = load_error(tmp_path)
+    assert "\n" not in message and "\r" not in message, message
+    for word in words:
+        assert word in message, message
+
+
+def test_probe_ids_are_the_ones_the_kernels_module_loads():
+    from sparkdoctor.collect.cutedsl import KERNELS
+    from sparkdoctor.kernels import load_probes
+
+    assert matrix.known_probes() == {p.id for p in load_probes()} | set(KERNELS)
+
+
+def test_loading_the_matrix_does_not_import_the_kernels_module():
+    # `check --no-kernels` and `--facts` must not pay for sparkdoctor.kernels to validate probe names
+    import subprocess
+    import sys
+
+    code = "import sys; from sparkdoctor import matrix; matrix.load(); print('sparkdoctor.kernels' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=Path(__file__).resolve().parent.parent)
+    assert done.stdout.strip() == "False", done.stderr

@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 
 from sparkdoctor import verify
-from sparkdoctor.matrix import load
+from sparkdoctor.matrix import MatrixError, load
+from sparkdoctor.verify import venvs
 from tests.test_cutedsl_probe import COMPILING_CUTE, REFUSING_CUTE, VERIFY_VENVS, fake_venv
 
 REPO = Path(__file__).resolve().parent.parent
@@ -79,7 +80,8 @@ def test_schema_steps_tables_and_arch(tmp_path):
     ],
 )
 def test_schema_errors_name_file_entry_and_field(tmp_path, table, message):
-    with pytest.raises(verify.VerifyError) as err:
+    # refused when the matrix is loaded: check, validate and verify share one validation
+    with pytest.raises(MatrixError) as err:
         specs_of(tmp_path, table)
     assert message in str(err.value)
     assert "\n" not in str(err.value)
@@ -125,7 +127,7 @@ def test_judge(tmp_path, runs, verdict):
 
 def prepared(root: Path, tmp_path: Path, step: str, cute_source: str) -> None:
     """Put a ready environment for [step] where verify will look for it."""
-    env = verify.Env((verify._step(step, "test"),), "")
+    env = verify.Env((verify.parse_step(step, "test"),), "")
     python = fake_venv(tmp_path / step.replace("=", "_"), cute_source)
     target = verify.venv_path(root, env)
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -170,7 +172,7 @@ def test_build_failure_is_an_error_and_fresh_envs_are_removed(tmp_path, envs, mo
     def failing_pip(python, step):
         return [sys.executable, "-c", "import sys; sys.stderr.write('ERROR: No matching distribution found for nvidia-cutlass-dsl==0.0.1\\n'); sys.exit(1)"]
 
-    monkeypatch.setattr(verify, "_pip_install", failing_pip)
+    monkeypatch.setattr(venvs, "pip_install", failing_pip)
     table = 'verify = { affected = [["nvidia-cutlass-dsl==0.0.1"]], fixed = [["nvidia-cutlass-dsl==4.5.1"]] }'
     (result,) = verify.verify(specs_of(tmp_path, table, expect="refused"), root=envs)
     assert result.verdict == "error"
@@ -181,16 +183,19 @@ def test_build_failure_is_an_error_and_fresh_envs_are_removed(tmp_path, envs, mo
 
 def test_pip_comes_from_sparkdoctor_or_else_from_the_venv(monkeypatch):
     python = Path("/x/venv/bin/python")
-    monkeypatch.setattr(verify, "_OWN_PIP", [True])
-    assert verify._pip_install(python, ("a==1",))[:5] == [sys.executable, "-m", "pip", "--python", str(python)]
-    monkeypatch.setattr(verify, "_OWN_PIP", [False])
-    assert verify._pip_install(python, ("a==1",))[:3] == [str(python), "-m", "pip"]
-    assert verify._pip_install(python, ("--no-deps", "a==1"))[-3:] == ["install", "--no-deps", "a==1"]
+    monkeypatch.setattr(venvs, "_OWN_PIP", [True])
+    assert venvs.pip_install(python, ("a==1",))[:5] == [sys.executable, "-m", "pip", "--python", str(python)]
+    monkeypatch.setattr(venvs, "_OWN_PIP", [False])
+    assert venvs.pip_install(python, ("a==1",))[:3] == [str(python), "-m", "pip"]
+    assert venvs.pip_install(python, ("--no-deps", "a==1"))[-3:] == ["install", "--no-deps", "a==1"]
 
 
-def test_unknown_probe_is_an_error(tmp_path, envs):
-    (result,) = verify.verify(specs_of(tmp_path, TABLE, probe="no-such-probe", expect="fail"), root=envs)
-    assert result.verdict == "error" and "unknown probe 'no-such-probe'" in result.why
+def test_unknown_probe_is_refused_at_load_and_an_error_at_run(tmp_path, envs):
+    with pytest.raises(MatrixError, match="'no-such-probe', which is no probe"):
+        specs_of(tmp_path, TABLE, probe="no-such-probe", expect="fail")
+    python = verify.venv_path(envs, verify.Env((verify.parse_step("nvidia-cutlass-dsl==4.4.2", "test"),), "")) / "bin" / "python"
+    status, detail, _ = verify.run_probe("no-such-probe", python, "sm_121a")
+    assert status == "error" and "unknown probe 'no-such-probe'" in detail
 
 
 def cli(tmp_path: Path, root: Path, *args: str) -> subprocess.CompletedProcess:

@@ -11,15 +11,18 @@ import sys
 from typing import Any
 
 from rich.console import Console
+from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from sparkdoctor.matrix import CONDITIONS, Entry, Matrix, Stack
+from sparkdoctor.matrix import CONDITIONS, Entry, Matrix, MatrixError, Stack
+from sparkdoctor.matrix.verify_table import parse_verify_table
 from sparkdoctor.render.describe import plural
 
 MATRIX_FORMATS = ("console", "json")
 _SEVERITY_STYLE = {"error": "red", "warn": "yellow", "info": "cyan"}
 _SEVERITY_ORDER = {"error": 0, "warn": 1, "info": 2}
+TITLE_MIN = 40  # narrower than this, a title column reads a word per line: titles go under the row
 
 
 def _check_format(fmt: str) -> None:
@@ -56,33 +59,50 @@ def list_matrix(matrix: Matrix, fmt: str = "console", console: Console | None = 
         return
     console = console or Console()
     if entries:
-        table = Table(box=None, pad_edge=False, header_style="bold dim", title_justify="left")
-        table.add_column("id", no_wrap=True)
-        table.add_column("severity", no_wrap=True)
-        table.add_column("component", no_wrap=True)
-        table.add_column("title", overflow="fold", ratio=1)
-        for e in entries:
-            if e.withdrawn:
-                table.add_row(Text(e.id, style="dim"), Text("withdrawn", style="dim"), Text(e.component, style="dim"),
-                              Text(e.title, style="dim strike"))
-            else:
-                table.add_row(e.id, Text(e.severity, style=_SEVERITY_STYLE.get(e.severity, "")), e.component, Text(e.title))
+        rows = [_entry_cells(e) for e in entries]
         console.print(Text(f"entries ({len(entries)})", style="bold"))
-        console.print(table)
+        _print_rows(console, ["id", "severity", "component"], rows)
     if stacks:
         if entries:
             console.print()
-        table = Table(box=None, pad_edge=False, header_style="bold dim")
-        table.add_column("id", no_wrap=True)
-        table.add_column("component", no_wrap=True)
-        table.add_column("title", overflow="fold", ratio=1)
-        for s in stacks:
-            table.add_row(s.id, s.component, Text(s.title))
+        rows = [[Text(s.id), Text(s.component), Text(s.title)] for s in stacks]
         console.print(Text(f"known-good stacks ({len(stacks)})", style="bold"))
-        console.print(table)
+        _print_rows(console, ["id", "component"], rows)
     console.print()
     counts = f"{plural(len(entries), 'entry')}, {plural(len(stacks), 'known-good stack')} in {plural(len(matrix.files), 'file')}"
     console.print(Text(f"{counts} · `sparkdoctor matrix show ID` shows one in full", style="dim"))
+
+
+def _entry_cells(e: Entry) -> list[Text]:
+    if e.withdrawn:
+        return [Text(e.id, style="dim"), Text("withdrawn", style="dim"), Text(e.component, style="dim"), Text(e.title, style="dim strike")]
+    return [Text(e.id), Text(e.severity, style=_SEVERITY_STYLE.get(e.severity, "")), Text(e.component), Text(e.title)]
+
+
+def _print_rows(console: Console, heads: list[str], rows: list[list[Text]]) -> None:
+    """One row per item with the title beside it where the width allows a readable title column
+    (TITLE_MIN), else the short columns on one line and the title wrapped under them."""
+    widths = [max(len(head), *(len(r[i].plain) for r in rows)) for i, head in enumerate(heads)]
+    if sum(widths) + 2 * len(heads) + TITLE_MIN <= console.width:
+        table = Table(box=None, pad_edge=False, header_style="bold dim")
+        for head in heads:
+            table.add_column(head, no_wrap=True)
+        table.add_column("title", ratio=1)
+        for row in rows:
+            table.add_row(*row)
+        console.print(table)
+        return
+    aligned = sum(widths) + 2 * (len(heads) - 1) <= console.width
+    for row in rows:
+        line = Text()
+        for i, cell in enumerate(row[:-1]):
+            if i:
+                line.append("  ")
+            line.append_text(cell)
+            if aligned and i < len(row) - 2:
+                line.append(" " * (widths[i] - len(cell.plain)))
+        console.print(line, no_wrap=True, overflow="ignore", crop=False)
+        console.print(Padding(row[-1], (0, 0, 0, 4), expand=False))
 
 
 # ---- show -----------------------------------------------------------------------------------------
@@ -112,9 +132,12 @@ def describe_condition(key: str, value: Any) -> str:
     return str(value)
 
 
+_LABEL = len("verified by")
+
+
 def _rows(console: Console, rows: list[tuple[str, Any]]) -> None:
     grid = Table.grid(padding=(0, 2))
-    grid.add_column(style="dim", no_wrap=True)
+    grid.add_column(style="dim", no_wrap=True, min_width=_LABEL)
     grid.add_column(overflow="fold")
     for label, value in rows:
         if value is None or (isinstance(value, str) and not value):
@@ -123,13 +146,35 @@ def _rows(console: Console, rows: list[tuple[str, Any]]) -> None:
     console.print(grid)
 
 
-def _links(refs: list[str]) -> Text:
-    out = Text()
-    for i, url in enumerate(refs):
-        if i:
-            out.append("\n")
-        out.append(url, style=f"link {url}")
-    return out
+def _verify_steps(e: Entry) -> Table | Text | None:
+    """The verify table as the installs a person would type: numbered environments, each with its
+    pip steps in order and the arch its probe is compiled for."""
+    if not e.verify:
+        return None
+    try:
+        table = parse_verify_table(e.verify, e.id)
+    except MatrixError:  # an Entry made by hand; the loader never lets one through
+        return Text(json.dumps(e.verify))
+    expect = (e.verified_by or {}).get("expect", "its result")
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(no_wrap=True)
+    grid.add_column(no_wrap=True, style="dim")
+    grid.add_column(overflow="fold")
+    for role, envs in (("affected", table.affected), ("fixed", table.fixed)):
+        if envs:
+            grid.add_row(Text(role), "", Text(f"(the probe must {'' if role == 'affected' else 'not '}give {expect})", style="dim"))
+        for n, env in enumerate(envs, 1):
+            for i, step in enumerate(env.steps):
+                grid.add_row(f"  {n}." if i == 0 else "", env.arch if i == 0 else "then", Text(f"pip install {' '.join(step)}"))
+    return grid
+
+
+def _print_unbroken(console: Console, label: str, lines: list[str], style: str = "") -> None:
+    """URLs and paths on lines of their own, never folded: a broken URL is not a link any more."""
+    for i, line in enumerate(lines):
+        text = Text(f"{label if i == 0 else '':<{_LABEL}}  ", style="dim")
+        text.append(line, style=f"{style} link {line}".strip() if line.startswith("http") else style)
+        console.print(text, no_wrap=True, overflow="ignore", crop=False)
 
 
 def show_item(item: Entry | Stack, fmt: str = "console", console: Console | None = None) -> None:
@@ -165,7 +210,6 @@ def _show_entry(e: Entry, console: Console) -> None:
         when.add_row(key, line)
     vb = e.verified_by
     verified = f"probe {vb.get('probe')} (expects {vb.get('expect') or 'any result'})" if vb else None
-    verify = ", ".join(f"{k}: {v}" for k, v in (e.verify or {}).items()) or None
     _rows(console, [
         ("withdrawn", e.withdrawn),
         ("summary", Text(e.summary)),
@@ -174,11 +218,11 @@ def _show_entry(e: Entry, console: Console) -> None:
         ("what to do", Text(e.remedy)),
         ("fix", e.fix),
         ("verified by", verified),
-        ("verify", verify),
-        ("refs", _links(e.refs)),
+        ("verify", _verify_steps(e)),
         ("component", e.component),
-        ("file", Text(e.file, style="dim")),
     ])
+    _print_unbroken(console, "refs", e.refs)
+    _print_unbroken(console, "file", [e.file], style="dim")
 
 
 def _show_stack(s: Stack, console: Console) -> None:
@@ -197,7 +241,7 @@ def _show_stack(s: Stack, console: Console) -> None:
         ("env", Text("\n".join(f"{k}={v}" for k, v in s.env.items())) if s.env else None),
         ("driver", s.driver),
         ("notes", Text(s.notes) if s.notes else None),
-        ("refs", _links(s.refs)),
         ("component", s.component),
-        ("file", Text(s.file, style="dim")),
     ])
+    _print_unbroken(console, "refs", s.refs)
+    _print_unbroken(console, "file", [s.file], style="dim")

@@ -1,0 +1,27 @@
+"""The matrix: the cited knowledge of what is broken (entries) and what is good (stacks).
+
+Every matrix/*.toml file holds one component's `[[entry]]` and `[[stack]]` tables. An entry's `when`
+table is a conjunction of conditions over Facts. Evaluation is three-valued: a condition is True,
+False, or None when the fact it needs is unknown, so an entry either matches, is clear, or could
+not be evaluated; "unknown" is never reported as "clear".
+
+Modules, each importing only those above it:
+  model        Entry, Stack, Matrix, Check, Evaluation, MatrixError
+  versions     PEP 440 versions and specifiers, safe against any reported string
+  conditions/  the condition vocabulary: one registry, a validator and an evaluator per condition
+  verify_table the `verify` table of an entry (installs that `matrix verify` builds)
+  schema       one entry / one stack checked field by field
+  loader       files, TOML, unique ids: the one validation path of every command
+  evaluate     entries judged against Facts
+"""
+
+from sparkdoctor.matrix.conditions import CONDITIONS, Condition
+from sparkdoctor.matrix.evaluate import evaluate, evaluate_all
+from sparkdoctor.matrix.loader import known_probes, load, load_file
+from sparkdoctor.matrix.model import ACTIONS, SEVERITIES, Check, Entry, Evaluation, Matrix, MatrixError, Stack
+from sparkdoctor.matrix.versions import version_in
+
+__all__ = [
+    "ACTIONS", "CONDITIONS", "Check", "Condition", "Entry", "Evaluation", "Matrix", "MatrixError", "SEVERITIES", "Stack",
+    "evaluate", "evaluate_all", "known_probes", "load", "load_file", "version_in",
+]

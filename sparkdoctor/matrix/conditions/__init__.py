@@ -1,0 +1,43 @@
+"""The condition vocabulary of an entry's `when` table: ONE registry, CONDITIONS.
+
+Each condition is a validator for its TOML value (returns why it is wrong, or None) and an
+evaluator that turns Facts into Checks (True / False / None = unknown). Adding a condition means
+writing those two functions in the module of its subject (installed packages, the platform, the
+environment, probe results) and adding one row below; the loader and `matrix show` read this table.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from sparkdoctor.facts import Facts
+from sparkdoctor.matrix.conditions import environment, installed, platform, probes
+from sparkdoctor.matrix.conditions.shapes import v_scalar_table, v_spec, v_spec_table, v_str_list
+from sparkdoctor.matrix.model import Check
+
+
+@dataclass(frozen=True)
+class Condition:
+    validate: Callable[[Any], str | None]
+    evaluate: Callable[[Any, Facts], list[Check]]
+    doc: str
+
+
+CONDITIONS: dict[str, Condition] = {
+    "gpu_arch": Condition(platform.v_arch_list, platform.eval_gpu_arch, "GPU arch (detected or --arch) is one of these"),
+    "packages": Condition(v_spec_table, installed.eval_packages, "each package installed with a version in its specifier"),
+    "not_installed": Condition(v_str_list, installed.eval_not_installed, "none of these packages installed"),
+    "driver": Condition(v_spec, platform.eval_driver_field("version", "NVIDIA driver"), "driver version in range"),
+    "cuda_driver": Condition(v_spec, platform.eval_driver_field("cuda", "driver CUDA version"), "CUDA version the driver supports in range"),
+    "torch_cuda": Condition(installed.v_torch_cuda, installed.eval_torch_cuda, "CUDA version torch was built for in range (\"none\": a CPU-only build)"),
+    "cutedsl_build": Condition(v_str_list, platform.eval_cutedsl_build, "the cutlass-dsl library build on disk"),
+    "env": Condition(environment.v_env, environment.eval_env, "env vars set / unset / equal / one of"),
+    "env_matches": Condition(environment.v_regex_table, environment.eval_env_matches, "env var set and matches a regular expression"),
+    "modified": Condition(installed.v_modified, installed.eval_modified, "files of a package differ from its RECORD"),
+    "ptxas": Condition(platform.v_ptxas, platform.eval_ptxas, "some ptxas matches source / used_by / version / sm_121a support"),
+    "constraints": Condition(v_spec_table, installed.eval_constraints, "a pin of the package exists in a constraints file"),
+    "kernels": Condition(v_scalar_table, probes.eval_kernels, "kernel / CuTe DSL probe status"),
+    "capabilities": Condition(v_scalar_table, probes.eval_capabilities, "static capability read from installed files"),
+    "host_machine": Condition(v_str_list, platform.eval_host_machine, "host CPU architecture"),
+}

@@ -1,0 +1,129 @@
+"""Conditions on what pip installed in the target: versions, absences, torch's CUDA build, files
+that differ from their RECORD, and pins in constraints files."""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from typing import Any
+
+from packaging.utils import canonicalize_name
+
+from sparkdoctor.facts import Facts
+from sparkdoctor.matrix.conditions.shapes import as_list, v_spec, v_str_list
+from sparkdoctor.matrix.model import Check
+from sparkdoctor.matrix.versions import shown, version_in
+
+_WORD = {True: "matches", False: "does not match", None: "cannot be compared with"}
+
+
+def eval_packages(value: dict[str, str], facts: Facts) -> list[Check]:
+    out = []
+    for name, spec in value.items():
+        if facts.packages is None:
+            out.append(Check("packages", None, f"installed packages unknown (entry needs {name} {spec})"))
+            continue
+        pkg = facts.package(name)
+        if pkg is None:
+            out.append(Check("packages", False, f"{name} not installed"))
+            continue
+        version = pkg.get("version")
+        ok = version_in(version, spec)
+        wanted = "any version" if spec.strip() == "*" else spec
+        if version is None:
+            out.append(Check("packages", None, f"{name} installed, version unknown (entry needs {wanted})"))
+            continue
+        word = "not a valid version, so it cannot be compared with" if ok is None else _WORD[ok]
+        out.append(Check("packages", ok, f"{name} {shown(version)} installed ({word} {wanted})"))
+    return out
+
+
+def eval_not_installed(value: Any, facts: Facts) -> list[Check]:
+    out = []
+    for name in as_list(value):
+        if facts.packages is None:
+            out.append(Check("not_installed", None, f"installed packages unknown (entry needs {name} absent)"))
+        else:
+            pkg = facts.package(name)
+            said = "not installed" if pkg is None else f"{shown(pkg.get('version'))} installed"
+            out.append(Check("not_installed", pkg is None, f"{name} {said}"))
+    return out
+
+
+def v_torch_cuda(value: Any) -> str | None:
+    return None if value == "none" else v_spec(value)
+
+
+def eval_torch_cuda(value: str, facts: Facts) -> list[Check]:
+    """A specifier on the CUDA version torch was built for; "none" matches a CPU-only build."""
+    if facts.packages is None:
+        return [Check("torch_cuda", None, "torch build unknown")]
+    torch = facts.package("torch")
+    if torch is None:
+        return [Check("torch_cuda", False, "torch not installed")]
+    version = shown(torch.get("version"))
+    cuda = torch.get("cuda")
+    if cuda is None:
+        return [Check("torch_cuda", value == "none", f"torch {version} is a CPU-only build")]
+    if value == "none":
+        return [Check("torch_cuda", False, f"torch {version} is built for CUDA {shown(cuda)}")]
+    ok = version_in(cuda, value)
+    return [Check("torch_cuda", ok, f"torch {version} built for CUDA {shown(cuda)} ({_WORD[ok]} {value})")]
+
+
+def v_modified(value: Any) -> str | None:
+    if not isinstance(value, dict) or not value:
+        return "must be a table of package = [\"glob\", ...] (\"*\" for any file)"
+    for name, globs in value.items():
+        err = v_str_list(globs)
+        if err:
+            return f"{name}: {err}"
+    return None
+
+
+def eval_modified(value: dict[str, Any], facts: Facts) -> list[Check]:
+    out = []
+    for name, globs in value.items():
+        if facts.packages is None:
+            out.append(Check("modified", None, f"installed packages unknown (entry looks at {name} files)"))
+            continue
+        pkg = facts.package(name)
+        if pkg is None:
+            out.append(Check("modified", False, f"{name} not installed"))
+            continue
+        if pkg.get("integrity") in ("unchecked", None):
+            out.append(Check("modified", None, f"{name} files were not checked"))
+            continue
+        hits = [f for f in pkg.get("files_modified") or [] if any(fnmatch.fnmatch(f, g) for g in as_list(globs))]
+        listed = ", ".join(hits[:5]) + (f" and {len(hits) - 5} more" if len(hits) > 5 else "")
+        out.append(Check("modified", bool(hits), f"{name} files differ from its RECORD: {listed}" if hits else f"{name}: no matching file modified"))
+    return out
+
+
+def eval_constraints(value: dict[str, str], facts: Facts) -> list[Check]:
+    out = []
+    for name, spec in value.items():
+        if facts.constraints is None:
+            out.append(Check("constraints", None, f"pins unknown (entry looks for a pin of {name})"))
+            continue
+        hit = None
+        for c in facts.constraints:
+            if canonicalize_name(c.get("name", "")) != canonicalize_name(name):
+                continue
+            if spec.strip() == "*":
+                hit = c
+                break
+            pinned = _pinned_version(c.get("specifier", ""))
+            if pinned and version_in(pinned, spec):
+                hit = c
+                break
+        if hit:
+            out.append(Check("constraints", True, f"{hit.get('requirement')} pinned in {hit.get('file')}"))
+        else:
+            out.append(Check("constraints", False, f"no pin of {name} {spec}"))
+    return out
+
+
+def _pinned_version(specifier: str) -> str | None:
+    m = re.fullmatch(r"\s*===?\s*([^,\s*]+)\s*", specifier or "")
+    return m.group(1) if m else None

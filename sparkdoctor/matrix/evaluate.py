@@ -1,0 +1,30 @@
+"""Judge entries against Facts, three-valued: an entry matches, is clear, or could not be evaluated.
+
+Any condition that is False clears the entry (false wins over unknown); otherwise any unknown makes
+the entry unknown, never clear; only all-True is a match.
+"""
+
+from __future__ import annotations
+
+from sparkdoctor.facts import Facts
+from sparkdoctor.matrix.conditions import CONDITIONS
+from sparkdoctor.matrix.model import Check, Entry, Evaluation, Matrix
+
+
+def evaluate(entry: Entry, facts: Facts) -> Evaluation:
+    if entry.withdrawn:
+        return Evaluation(entry, "withdrawn", [])
+    checks: list[Check] = []
+    for key, spec in entry.when.items():
+        checks.extend(CONDITIONS[key].evaluate(spec, facts))
+    if any(c.result is False for c in checks):
+        outcome = "clear"
+    elif any(c.result is None for c in checks):
+        outcome = "unknown"
+    else:
+        outcome = "match"
+    return Evaluation(entry, outcome, checks)
+
+
+def evaluate_all(matrix: Matrix, facts: Facts) -> list[Evaluation]:
+    return [evaluate(e, facts) for e in matrix.entries]

@@ -1,0 +1,128 @@
+"""Read matrix files: TOML, the top-level fields, ids unique across files, and every entry and
+stack through sparkdoctor.matrix.schema. This is the only way a Matrix is made, so the files that
+`check --matrix`, `matrix validate` and `matrix verify` accept are the same.
+
+A bad file is one line naming it: unreadable, not UTF-8, not TOML, nested past what the parser
+can take, or of a schema this sparkdoctor does not read.
+"""
+
+from __future__ import annotations
+
+import sys
+from functools import lru_cache
+from pathlib import Path
+
+from sparkdoctor.matrix.model import Entry, Matrix, MatrixError, Stack
+from sparkdoctor.matrix.schema import entry_from, stack_from
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+SCHEMA = 1  # the matrix file format this sparkdoctor reads; `schema` may be left out
+_TOP = {"component", "entry", "stack", "schema"}
+
+
+@lru_cache(maxsize=1)
+def known_probes() -> frozenset[str]:
+    """Every probe id an entry may name: the PTX probes in probes/kernels/ and the CuTe DSL ones.
+    Read only when some entry names a probe, and once per process."""
+    from sparkdoctor.collect.cutedsl import KERNELS
+
+    return frozenset(_ptx_probe_ids() | set(KERNELS))
+
+
+def _ptx_probe_ids() -> set[str]:
+    """The `id` in the header (the leading `//` lines, TOML) of each probes/kernels/*.ptx.
+
+    Read here rather than through sparkdoctor.kernels.load_probes, which would import the kernels
+    module (~30 ms) into every `check --no-kernels` and `--facts` run just to validate names;
+    tests/test_matrix_engine.py checks that load_probes finds the same ids."""
+    from sparkdoctor.locations import data_dir
+
+    ids = set()
+    for path in sorted((data_dir("probes") / "kernels").glob("*.ptx")):
+        try:
+            lines = path.read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeDecodeError):
+            continue
+        header = []
+        for line in lines:
+            if not line.startswith("//"):
+                break
+            header.append(line[2:])
+        try:
+            probe_id = tomllib.loads("\n".join(x[1:] if x.startswith(" ") else x for x in header)).get("id")
+        except tomllib.TOMLDecodeError:
+            continue
+        if isinstance(probe_id, str):
+            ids.add(probe_id)
+    return ids
+
+
+def read_toml(path: Path, error: type[Exception] = MatrixError) -> dict:
+    """A TOML file as a dict, or `error` with one line naming the file (shared with the config)."""
+    where = str(path)
+    try:
+        with open(path, "rb") as fh:
+            return tomllib.load(fh)
+    except OSError as exc:
+        raise error(f"{where}: cannot read: {exc.strerror or exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise error(f"{where}: not valid TOML: {str(exc).splitlines()[0] if str(exc) else 'unparsable'}") from None
+    except UnicodeDecodeError as exc:
+        raise error(f"{where}: not UTF-8 text (byte {exc.start}): TOML files are UTF-8") from None
+    except RecursionError:
+        raise error(f"{where}: not usable TOML: nested too deeply") from None
+
+
+def load_file(path: Path) -> tuple[list[Entry], list[Stack]]:
+    where = str(path)
+    doc = read_toml(path)
+    schema = doc.get("schema", SCHEMA)
+    if type(schema) is not int or schema != SCHEMA:
+        raise MatrixError(f"{where}: field 'schema' is {schema!r}; this sparkdoctor reads matrix schema {SCHEMA} (upgrade sparkdoctor for newer files)")
+    component = doc.get("component")
+    if not isinstance(component, str) or not component.strip():
+        raise MatrixError(f"{where}: top-level field 'component' (a string) is missing")
+    unknown_top = set(doc) - _TOP
+    if unknown_top:
+        raise MatrixError(f"{where}: unknown top-level field(s): {', '.join(sorted(map(repr, unknown_top)))}")
+    raw_entries = _table_list(doc, "entry", where)
+    probes = known_probes() if any("verified_by" in raw for raw in raw_entries) else frozenset()
+    entries = [entry_from(raw, i, component, where, probes) for i, raw in enumerate(raw_entries)]
+    stacks = [stack_from(raw, i, component, where) for i, raw in enumerate(_table_list(doc, "stack", where))]
+    return entries, stacks
+
+
+def _table_list(doc: dict, key: str, where: str) -> list[dict]:
+    value = doc.get(key, [])
+    if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
+        raise MatrixError(f"{where}: '{key}' must be an array of tables ([[{key}]])")
+    return value
+
+
+def load(path: Path | None = None) -> Matrix:
+    """Load a matrix folder (default: the bundled one) or a single file; ids must be unique."""
+    from sparkdoctor.locations import data_dir
+
+    root = Path(path) if path else data_dir("matrix")
+    if not root.exists():
+        raise MatrixError(f"{root}: no such matrix file or folder")
+    files = sorted(root.glob("*.toml")) if root.is_dir() else [root]
+    if not files:
+        raise MatrixError(f"{root}: no *.toml matrix files")
+    entries: list[Entry] = []
+    stacks: list[Stack] = []
+    seen: dict[str, str] = {}
+    for f in files:
+        e, s = load_file(f)
+        for kind, items in (("entry", e), ("stack", s)):
+            for item in items:
+                if item.id in seen:
+                    raise MatrixError(f"{f}: {kind} id {item.id!r} is already used in {seen[item.id]}")
+                seen[item.id] = str(f)
+        entries += e
+        stacks += s
+    return Matrix(entries, stacks, [str(f) for f in files])

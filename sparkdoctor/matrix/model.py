@@ -1,0 +1,103 @@
+"""What the matrix is made of: entries (known problems), stacks (known-good sets) and the judgement.
+
+Plain data, no behaviour: the conditions (sparkdoctor.matrix.conditions), the loader and the
+evaluator all import from here and from nothing above them, so the imports run one way.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+SEVERITIES = ("info", "warn", "error")
+ACTIONS = ("fix", "configure", "rebench", "monitor")
+# An id is a stable name: lowercase words joined by '-' or '.'. Matched with fullmatch (a `$`
+# anchor would let "an-id\n" through).
+ID_RE = re.compile(r"[a-z0-9][a-z0-9.-]*[a-z0-9]")
+
+
+def one_line(message: str) -> str:
+    """A message with every line break and control character from its input escaped: an error
+    is one line, whatever a file's keys or values hold."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)
+
+
+class MatrixError(ValueError):
+    """A malformed matrix file; the message names the file, the entry and the field, in one line."""
+
+    def __init__(self, message: str):
+        super().__init__(one_line(message))
+
+
+@dataclass
+class Entry:
+    id: str
+    title: str
+    severity: str
+    action: str
+    summary: str
+    remedy: str
+    when: dict[str, Any]
+    refs: list[str]
+    component: str
+    file: str
+    symptoms: list[str] = field(default_factory=list)
+    verified_by: dict[str, Any] | None = None
+    fix: str | None = None
+    withdrawn: str | None = None
+    verify: dict[str, Any] | None = None  # affected/fixed installs for `matrix verify`
+
+
+@dataclass
+class Stack:
+    id: str
+    title: str
+    packages: dict[str, str]
+    refs: list[str]
+    component: str
+    file: str
+    env: dict[str, str] = field(default_factory=dict)
+    driver: str | None = None
+    notes: str = ""
+
+
+@dataclass
+class Matrix:
+    entries: list[Entry]
+    stacks: list[Stack]
+    files: list[str]
+
+    def get(self, entry_id: str) -> Entry | None:
+        return next((e for e in self.entries if e.id == entry_id), None)
+
+    def ids(self) -> set[str]:
+        """Every entry and stack id: what an ignore list or `matrix show` may name."""
+        return {e.id for e in self.entries} | {s.id for s in self.stacks}
+
+
+Tri = bool | None  # True / False / None = unknown
+
+
+@dataclass
+class Check:
+    """One condition's outcome and the evidence for it, in words a person reads."""
+
+    key: str
+    result: Tri
+    evidence: str
+
+
+@dataclass
+class Evaluation:
+    entry: Entry
+    outcome: str  # "match" | "clear" | "unknown" | "withdrawn"
+    checks: list[Check]
+
+    @property
+    def evidence(self) -> list[str]:
+        return [c.evidence for c in self.checks if c.result]
+
+    @property
+    def unknowns(self) -> list[str]:
+        return [c.evidence for c in self.checks if c.result is None]

@@ -1,0 +1,151 @@
+"""The schema of one `[[entry]]` and one `[[stack]]`: every field checked, errors that name the
+file, the entry and the field in one line. The loader calls this for every command that reads a
+matrix, so `check --matrix`, `matrix validate` and `matrix verify` accept exactly the same files.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from sparkdoctor.matrix.conditions import CONDITIONS
+from sparkdoctor.matrix.model import ACTIONS, ID_RE, SEVERITIES, Entry, MatrixError, Stack
+from sparkdoctor.matrix.verify_table import parse_verify_table
+from sparkdoctor.matrix.versions import spec_problem
+
+_ENTRY_REQUIRED = {"id": str, "title": str, "severity": str, "action": str, "summary": str, "remedy": str, "when": dict, "refs": list}
+_ENTRY_OPTIONAL = {"symptoms": list, "verified_by": dict, "fix": str, "withdrawn": str, "verify": dict}
+_STACK_REQUIRED = {"id": str, "title": str, "packages": dict, "refs": list}
+_STACK_OPTIONAL = {"env": dict, "driver": str, "notes": str}
+PROBE_OUTCOMES = ("ok", "fail", "refused", "crash", "error")
+_URL = re.compile(r"https?://\S+")
+
+
+def label_of(kind: str, raw: dict, index: int, where: str) -> str:
+    """'FILE: entry ID' for messages; an id that is not a clean one is quoted, never printed raw."""
+    ident = raw.get("id")
+    shown = ident if isinstance(ident, str) and ID_RE.fullmatch(ident) else (repr(ident)[:80] if ident is not None else f"#{index + 1}")
+    return f"{where}: {kind} {shown}"
+
+
+def _check_fields(raw: dict, required: dict, optional: dict, label: str) -> None:
+    for name, typ in required.items():
+        if name not in raw:
+            raise MatrixError(f"{label}: required field '{name}' is missing")
+        if not isinstance(raw[name], typ):
+            raise MatrixError(f"{label}: field '{name}' must be a {typ.__name__}")
+    for name, typ in optional.items():
+        if name in raw and not isinstance(raw[name], typ):
+            raise MatrixError(f"{label}: field '{name}' must be a {typ.__name__}")
+    unknown = set(raw) - set(required) - set(optional)
+    if unknown:
+        raise MatrixError(f"{label}: unknown field(s): {', '.join(sorted(map(repr, unknown)))}")
+
+
+def _check_id(ident: str, label: str) -> None:
+    if not ID_RE.fullmatch(ident):
+        raise MatrixError(f"{label}: field 'id' must be lowercase letters, digits, '.' and '-' (no spaces or line breaks)")
+
+
+def _check_refs(refs: list, label: str) -> None:
+    if not refs:
+        raise MatrixError(f"{label}: field 'refs' needs at least one citation")
+    for ref in refs:
+        if not isinstance(ref, str) or not _URL.fullmatch(ref):
+            raise MatrixError(f"{label}: field 'refs' has {ref!r}, which is not a URL")
+
+
+def _check_strings(raw: dict, name: str, label: str) -> None:
+    if not all(isinstance(s, str) for s in raw.get(name, [])):
+        raise MatrixError(f"{label}: field '{name}' must be a list of strings")
+
+
+def _check_verified_by(vb: dict[str, Any] | None, probes: frozenset[str], label: str) -> None:
+    if vb is None:
+        return
+    unknown = set(vb) - {"probe", "expect"}
+    if unknown or not isinstance(vb.get("probe"), str) or vb.get("expect") not in (None, *PROBE_OUTCOMES):
+        raise MatrixError(f"{label}: field 'verified_by' needs probe = \"id\" and expect = {' | '.join(PROBE_OUTCOMES)}")
+    if vb["probe"] not in probes:
+        raise MatrixError(f"{label}: field 'verified_by.probe' names {vb['probe']!r}, which is no probe (known: {', '.join(sorted(probes))})")
+
+
+def entry_from(raw: dict, index: int, component: str, where: str, probes: frozenset[str]) -> Entry:
+    label = label_of("entry", raw, index, where)
+    _check_fields(raw, _ENTRY_REQUIRED, _ENTRY_OPTIONAL, label)
+    _check_id(raw["id"], label)
+    if raw["severity"] not in SEVERITIES:
+        raise MatrixError(f"{label}: field 'severity' must be one of {', '.join(SEVERITIES)}, not {raw['severity']!r}")
+    if raw["action"] not in ACTIONS:
+        raise MatrixError(f"{label}: field 'action' must be one of {', '.join(ACTIONS)}, not {raw['action']!r}")
+    if not raw["when"]:
+        raise MatrixError(f"{label}: field 'when' needs at least one condition")
+    for key, value in raw["when"].items():
+        cond = CONDITIONS.get(key)
+        if cond is None:
+            raise MatrixError(f"{label}: field 'when.{key}' is not a known condition (known: {', '.join(CONDITIONS)})")
+        err = cond.validate(value)
+        if err:
+            raise MatrixError(f"{label}: field 'when.{key}' {err}")
+    _check_refs(raw["refs"], label)
+    _check_strings(raw, "symptoms", label)
+    vb = raw.get("verified_by")
+    _check_verified_by(vb, probes, label)
+    if raw.get("verify") is not None:
+        if not vb or not vb.get("expect"):
+            raise MatrixError(f"{label}: field 'verified_by' needs probe and expect for verify")
+        parse_verify_table(raw["verify"], label)
+    return Entry(
+        id=raw["id"],
+        title=_prose(raw["title"]),
+        severity=raw["severity"],
+        action=raw["action"],
+        summary=_prose(raw["summary"]),
+        remedy=_prose(raw["remedy"]),
+        when=raw["when"],
+        refs=raw["refs"],
+        component=component,
+        file=where,
+        symptoms=raw.get("symptoms", []),
+        verified_by=vb,
+        fix=raw.get("fix"),
+        withdrawn=raw.get("withdrawn"),
+        verify=raw.get("verify"),
+    )
+
+
+def _prose(text: str) -> str:
+    """TOML multi-line strings wrap where the author's editor did; renderers wrap for the reader."""
+    return " ".join(text.split())
+
+
+def stack_from(raw: dict, index: int, component: str, where: str) -> Stack:
+    label = label_of("stack", raw, index, where)
+    _check_fields(raw, _STACK_REQUIRED, _STACK_OPTIONAL, label)
+    _check_id(raw["id"], label)
+    for name, spec in raw["packages"].items():
+        err = spec_problem(spec)
+        if err:
+            raise MatrixError(f"{label}: field 'packages' {name}: {err}")
+    if not raw["packages"]:
+        raise MatrixError(f"{label}: field 'packages' must be a table of package = \"specifier\"")
+    if "driver" in raw:
+        err = spec_problem(raw["driver"])
+        if err:
+            raise MatrixError(f"{label}: field 'driver' {err}")
+    if "env" in raw:
+        bad = next((k for k, v in raw["env"].items() if not isinstance(v, str)), None)
+        if bad is not None:
+            raise MatrixError(f"{label}: field 'env' {bad}: must be a string (the value the stack sets)")
+    _check_refs(raw["refs"], label)
+    return Stack(
+        id=raw["id"],
+        title=raw["title"],
+        packages=raw["packages"],
+        refs=raw["refs"],
+        component=component,
+        file=where,
+        env=raw.get("env", {}),
+        driver=raw.get("driver"),
+        notes=raw.get("notes", ""),
+    )

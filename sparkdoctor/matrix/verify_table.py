@@ -1,0 +1,113 @@
+"""An entry's `verify` table: which installs `matrix verify` builds to prove the entry.
+
+Part of the entry schema, so the loader checks it for every command (`check --matrix`, `matrix
+validate`, `matrix verify`) and sparkdoctor.verify only reads what passed. Format:
+
+    verified_by = { probe = "cutedsl-nvfp4-mma", expect = "fail" }
+    verify.arch = "sm_121a"                                   # what the probe compiles for (default sm_121a)
+    verify.affected = [["nvidia-cutlass-dsl==4.5.0"]]
+    verify.fixed = [["nvidia-cutlass-dsl[cu13]==4.5.0"], ["nvidia-cutlass-dsl==4.5.1"]]
+
+Each item of `affected` / `fixed` is one scratch environment, written as the list of `pip install`
+steps that build it, run in order. A step is one requirement or a line of pip install arguments;
+only the options in ALLOWED_OPTIONS pass (no index URLs, no files, no shell). An item may instead be
+a table { steps = [...], arch = "sm_121" } to compile that environment's probe for another arch.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+from typing import Any
+
+from packaging.requirements import InvalidRequirement, Requirement
+
+from sparkdoctor.arch import DEFAULT_ARCH, real_arch_problem
+from sparkdoctor.matrix.model import MatrixError
+
+ALLOWED_OPTIONS = frozenset({"--force-reinstall", "--no-deps", "--pre", "--upgrade", "-U", "--only-binary=:all:", "--no-binary=:all:", "--ignore-installed"})
+
+
+@dataclass(frozen=True)
+class Env:
+    """One scratch environment to build: pip install steps, each an argument list."""
+
+    steps: tuple[tuple[str, ...], ...]
+    arch: str
+
+    @property
+    def label(self) -> str:
+        return " ; ".join(" ".join(s) for s in self.steps)
+
+
+@dataclass(frozen=True)
+class VerifyTable:
+    affected: list[Env]
+    fixed: list[Env]
+
+
+def parse_verify_table(table: Any, label: str) -> VerifyTable:
+    """The environments of a `verify` table; MatrixError naming `label` and the field otherwise."""
+    if not isinstance(table, dict):
+        raise MatrixError(f"{label}: field 'verify' must be a table")
+    unknown = set(table) - {"arch", "affected", "fixed"}
+    if unknown:
+        raise MatrixError(f"{label}: field 'verify' has unknown key(s): {', '.join(sorted(map(str, unknown)))}")
+    arch = table.get("arch", DEFAULT_ARCH)
+    _check_arch(arch, f"{label}: field 'verify.arch'")
+    affected = _envs(table.get("affected"), arch, f"{label}: field 'verify.affected'")
+    if not affected:
+        raise MatrixError(f"{label}: field 'verify.affected' needs at least one environment")
+    fixed = _envs(table.get("fixed", []), arch, f"{label}: field 'verify.fixed'")
+    return VerifyTable(affected, fixed)
+
+
+def _check_arch(arch: Any, where: str) -> None:
+    problem = real_arch_problem(arch) if isinstance(arch, str) else "must be a string"
+    if problem:
+        raise MatrixError(f"{where} must be an arch like sm_121a: {arch!r}: {problem}")
+
+
+def _envs(value: Any, arch: str, label: str) -> list[Env]:
+    if not isinstance(value, list):
+        raise MatrixError(f"{label} must be a list of environments (each a list of pip install steps)")
+    out = []
+    for i, item in enumerate(value):
+        where = f"{label}[{i}]"
+        env_arch = arch
+        if isinstance(item, dict):
+            extra = set(item) - {"steps", "arch"}
+            if extra:
+                raise MatrixError(f"{where} has unknown key(s): {', '.join(sorted(map(str, extra)))}")
+            env_arch = item.get("arch", arch)
+            _check_arch(env_arch, f"{where}.arch")
+            item = item.get("steps")
+        if not isinstance(item, list) or not item or not all(isinstance(s, str) and s.strip() for s in item):
+            raise MatrixError(f"{where} must be a non-empty list of pip install steps (strings)")
+        out.append(Env(tuple(parse_step(s, where) for s in item), env_arch))
+    return out
+
+
+def parse_step(text: str, where: str) -> tuple[str, ...]:
+    """One pip install step as arguments: requirements and ALLOWED_OPTIONS only."""
+    try:
+        args = shlex.split(text)
+    except ValueError as exc:
+        raise MatrixError(f"{where}: step {text!r} cannot be split: {exc}") from None
+    reqs = 0
+    for arg in args:
+        if arg.startswith("-"):
+            if arg not in ALLOWED_OPTIONS:
+                raise MatrixError(f"{where}: step {text!r} uses {arg}; allowed pip options: {', '.join(sorted(ALLOWED_OPTIONS))}")
+            continue
+        try:
+            req = Requirement(arg)
+        except InvalidRequirement as exc:
+            reason = str(exc).splitlines()[0] if str(exc) else "unparsable"
+            raise MatrixError(f"{where}: step {text!r}: {arg!r} is not a requirement ({reason})") from None
+        if req.url:
+            raise MatrixError(f"{where}: step {text!r}: URL requirements are not allowed")
+        reqs += 1
+    if not reqs:
+        raise MatrixError(f"{where}: step {text!r} installs nothing")
+    return tuple(args)

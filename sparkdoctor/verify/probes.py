@@ -1,0 +1,75 @@
+"""Run one probe in one scratch environment: `cutedsl-*` ids run probes/cutedsl_probe.py with the
+environment's python; any other id is a PTX probe of probes/kernels/ (sparkdoctor.kernels),
+assembled with the ptxas that the environment's pip packages bring (nvidia-cuda-nvcc(-cu12))."""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any
+
+from sparkdoctor import proc
+
+PROBE_TIMEOUT = 90.0
+VERSION_TIMEOUT = 20.0
+
+
+def run_probe(probe_id: str, python: Path, arch: str) -> tuple[str, str, dict[str, Any]]:
+    """(status, detail, versions) of one probe in one environment."""
+    from sparkdoctor.collect import cutedsl
+
+    if probe_id in cutedsl.KERNELS:
+        return _run_cutedsl(cutedsl, cutedsl.KERNELS[probe_id], python, arch)
+    from sparkdoctor import kernels
+
+    probe = next((p for p in kernels.load_probes() if p.id == probe_id), None)
+    if probe is None:
+        known = sorted([*cutedsl.KERNELS, *(p.id for p in kernels.load_probes())])
+        return "error", f"unknown probe {probe_id!r} (known: {', '.join(known)})", {}
+    return _run_ptx(kernels, probe, python, arch)
+
+
+def _clean_env() -> dict[str, str]:
+    # The user's CuTe DSL / Python settings must not leak into a scratch environment's probe.
+    return {k: v for k, v in os.environ.items() if not k.startswith(("CUTE_DSL_", "PYTHON", "VIRTUAL_ENV", "PIP_"))}
+
+
+def _run_cutedsl(cutedsl, kernel: str, python: Path, arch: str) -> tuple[str, str, dict[str, Any]]:
+    result = proc.run([str(python), "-B", str(cutedsl.probe_script()), "--arch", arch, "--kernel", kernel], timeout=PROBE_TIMEOUT, env=_clean_env())
+    raw = cutedsl.interpret(kernel, arch, result)
+    versions = dict(raw.get("dists") or {})
+    if raw.get("bundled_cuda"):
+        versions["bundled CUDA"] = raw["bundled_cuda"]
+    return raw.get("status", "error"), raw.get("detail", ""), versions
+
+
+def find_ptxas(python: Path) -> Path | None:
+    """The ptxas an nvidia-cuda-nvcc(-cu12) wheel put into this environment."""
+    venv = python.parent.parent
+    found = sorted(venv.glob("lib/python*/site-packages/nvidia/*/bin/ptxas"))
+    return found[0] if found else None
+
+
+def _run_ptx(kernels, probe, python: Path, arch: str) -> tuple[str, str, dict[str, Any]]:
+    ptxas = find_ptxas(python)
+    if ptxas is None:
+        return "error", "no ptxas in this environment (install nvidia-cuda-nvcc or nvidia-cuda-nvcc-cu12)", {}
+    version_run = proc.run([str(ptxas), "--version"], timeout=VERSION_TIMEOUT)
+    found = re.search(r"V(\d+\.\d+\.\d+)", version_run.stdout or "")
+    version = found.group(1) if found else None
+    tool = kernels.Tool(str(ptxas), version, "pip", f"{ptxas}|{version}")
+    job = kernels.Job(probe, tool, arch, "target")
+    job.record = kernels._new_record(job)
+    with tempfile.TemporaryDirectory(prefix="sparkdoctor-verify-") as work:
+        kernels.compile_job(job, Path(work), set(), threading.Lock())
+    rec = job.record
+    versions = {"ptxas": version}
+    if rec["outcome"] == "compiled":
+        return "ok", f"ptxas {version} compiled {probe.id} for {arch}", versions
+    if rec["outcome"] == "rejected":
+        why = f" ({rec['explanation']})" if rec.get("explanation") else ""
+        return "fail", f"ptxas {version} rejected {probe.id} for {arch}: {rec['error']}{why}", versions
+    return "error", f"ptxas {version}: {rec.get('error') or rec['outcome']}", versions

@@ -1,0 +1,92 @@
+"""The scratch environments `matrix verify` installs into: one per step list and Python version,
+under <cache>/verify-venvs (or $SPARKDOCTOR_VERIFY_VENVS), built with real pip (its wheel cache
+makes a rebuild cheap), locked so two runs never build one at once, marked ready only when every
+step succeeded."""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import re
+import shutil
+import sys
+from pathlib import Path
+from typing import Callable
+
+from sparkdoctor import proc
+from sparkdoctor.matrix.verify_table import Env
+
+PIP_TIMEOUT = 1800.0
+VENV_TIMEOUT = 300.0
+READY = ".sparkdoctor-ready"
+
+
+class BuildError(RuntimeError):
+    """An environment that could not be built; the message is pip's (or venv's) last error line."""
+
+
+def venv_root() -> Path:
+    override = os.environ.get("SPARKDOCTOR_VERIFY_VENVS")
+    if override:
+        return Path(override)
+    from sparkdoctor.locations import cache_dir
+
+    return cache_dir() / "verify-venvs"
+
+
+def venv_path(root: Path, env: Env) -> Path:
+    key = json.dumps([list(s) for s in env.steps] + [sys.version_info[:2]], sort_keys=True)
+    return root / f"env-{hashlib.sha256(key.encode()).hexdigest()[:16]}"
+
+
+def ensure_venv(root: Path, env: Env, log: Callable[[str], None] | None = None) -> tuple[Path, bool]:
+    """The python of a ready environment for `env`, building it if needed; (python, built now)."""
+    venv = venv_path(root, env)
+    python = venv / "bin" / "python"
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / f"{venv.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # two verify runs must not build one venv at once
+        if (venv / READY).is_file() and python.exists():
+            return python, False
+        shutil.rmtree(venv, ignore_errors=True)
+        if log:
+            log(f"building {venv.name}: {env.label}")
+        # With our own pip the venv needs none of its own (saves seconds per venv); else it brings one.
+        made = proc.run([sys.executable, "-m", "venv", *(["--without-pip"] if own_pip() else []), str(venv)], timeout=VENV_TIMEOUT)
+        if not made.ok:
+            raise BuildError(f"python -m venv failed: {made.describe_failure()}")
+        for step in env.steps:
+            result = proc.run(pip_install(python, step), timeout=PIP_TIMEOUT)
+            if not result.ok:
+                shutil.rmtree(venv, ignore_errors=True)
+                raise BuildError(f"pip install {' '.join(step)} failed: {pip_error(result)}")
+        (venv / READY).write_text(json.dumps([list(s) for s in env.steps]) + "\n", encoding="utf-8")
+        return python, True
+
+
+_OWN_PIP: list[bool] = []
+
+
+def own_pip() -> bool:
+    """Can sparkdoctor's own pip install into another environment (pip >= 22.3 has --python)?"""
+    if not _OWN_PIP:
+        found = proc.run([sys.executable, "-m", "pip", "--version"], timeout=60)
+        version = re.match(r"pip (\d+)\.(\d+)", found.stdout or "")
+        _OWN_PIP.append(bool(found.ok and version and (int(version.group(1)), int(version.group(2))) >= (22, 3)))
+    return _OWN_PIP[0]
+
+
+def pip_install(python: Path, step: tuple[str, ...]) -> list[str]:
+    # sparkdoctor's own pip installs into the scratch venv (pip --python): no pip bootstrap per venv.
+    pip = [sys.executable, "-m", "pip", "--python", str(python)] if own_pip() else [str(python), "-m", "pip"]
+    return [*pip, "--disable-pip-version-check", "--no-input", "-q", "install", *step]
+
+
+def pip_error(result: proc.ProcResult) -> str:
+    if result.timed_out or result.start_error or result.signal:
+        return result.describe_failure()
+    lines = [x.strip() for x in (result.stderr or result.stdout).splitlines() if x.strip()]
+    errors = [x for x in lines if x.startswith("ERROR")]
+    return (errors or lines or ["no output"])[-1][:400]
