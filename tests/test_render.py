@@ -711,6 +711,7 @@ def test_the_command_on_an_ascii_stdout_prints_ascii(tmp_path, env):
 
     path = write_matrix(tmp_path / "m")
     base = {k: v for k, v in os.environ.items() if not k.startswith(("LC_", "PYTHONIO", "PYTHONUTF8", "FORCE_COLOR"))}
+    (tmp_path / "none.toml").write_text("")  # an empty config: the user's own stays out of the test
     done = subprocess.run(
         [sys.executable, "-m", "sparkdoctor", "check", "--facts", str(FACTS_DIR / "gb10-broken.json"), "--matrix", str(path), "-v"],
         capture_output=True, timeout=60, cwd=tmp_path,
