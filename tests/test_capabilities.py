@@ -19,7 +19,7 @@ from sparkdoctor.collect import capabilities as collector
 from sparkdoctor.facts import Facts
 from sparkdoctor.target import PythonTarget
 
-PROBE = Path(__file__).resolve().parents[1] / "probes" / "capabilities.py"
+PROBE = Path(__file__).resolve().parents[1] / "probes" / "capabilities" / "__main__.py"
 WHEELS = Path(os.environ.get("SPARKDOCTOR_TEST_WHEELS", Path.home() / ".cache" / "sparkdoctor-tests" / "wheels"))
 VLLM032 = Path("/work/scratch/vllm032/bin/python")
 POISON = "raise SystemExit('the probe must not import this package')\n"
@@ -338,9 +338,13 @@ def test_vllm_so_without_arch_strings_is_unknown(tmp_path):
 def test_arch_scan_across_chunk_boundaries(tmp_path):
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("sd_caps_probe", PROBE)
+    sys.path.insert(0, str(PROBE.parent))  # the rule module imports its siblings, as when the probe runs
+    spec = importlib.util.spec_from_file_location("sd_caps_vllm", PROBE.parent / "capabilities_vllm.py")
     mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    try:
+        spec.loader.exec_module(mod)
+    finally:
+        sys.path.remove(str(PROBE.parent))
     blob = tmp_path / "_C.so"
     blob.write_bytes(b"x" * 10 + b"-arch sm_121a -m 64" + b"y" * 7 + b"-arch sm_90 ")
     for chunk in range(4, 40):  # every split point of both strings
@@ -421,7 +425,8 @@ def test_corrupt_cache_is_ignored(tmp_path):
 def test_probe_is_python38_syntax():
     import ast
 
-    ast.parse(PROBE.read_text(), feature_version=(3, 8))
+    for path in [*PROBE.parent.glob("*.py"), *(PROBE.parents[1] / "shared").glob("*.py")]:
+        ast.parse(path.read_text(), feature_version=(3, 8))
 
 
 def test_collector_runs_the_probe_through_the_target(tmp_path, monkeypatch):

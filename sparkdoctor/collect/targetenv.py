@@ -1,6 +1,6 @@
 """The target's Python environment: interpreter, host, packages and their integrity, CuTe DSL build, env.
 
-All of it comes from one probe (probes/target_env.py) run by the TARGET's interpreter, so the
+All of it comes from one probe (probes/target_env/) run by the TARGET's interpreter, so the
 sparkdoctor process never imports what it inspects. File hashes are cached per interpreter under
 <cache>/hashes/, which keeps a warm check fast; `--no-cache` makes the probe re-hash everything.
 Raw observations other collectors need (ptxas copies inside site-packages, pip config files, the
@@ -12,8 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from sparkdoctor.collect import Collector, CollectorError, Context
-from sparkdoctor.locations import data_dir
-from sparkdoctor.target import TargetError, parse_json_probe
+from sparkdoctor.target import TargetError, parse_json_probe, probe_entry
 from sparkdoctor.target_probe import HASH_BUDGET, PROBE, Prestarted, cache_file, prestart, probe_args  # noqa: F401
 
 PROBE_TIMEOUT = 15.0
@@ -28,7 +27,7 @@ def run(ctx: Context) -> dict[str, Any]:
         early = prestart(ctx.target, ctx.cache_dir, ctx.use_cache)
     if early.warning:
         ctx.facts.add_error("target", early.warning)
-    script = data_dir("probes") / PROBE
+    script = probe_entry(PROBE)
     try:
         data = parse_json_probe(ctx.target, script, early.running.result(PROBE_TIMEOUT))
     except TargetError as exc:
