@@ -252,6 +252,8 @@ def _eval_torch_cuda(value: str, facts: Facts) -> list[Check]:
     if torch is None:
         return [Check("torch_cuda", False, "torch not installed")]
     cuda = torch.get("cuda")
+    if cuda is None and torch.get("build_error"):  # version.py missing or unreadable: not a CPU build
+        return [Check("torch_cuda", None, f"torch {torch.get('version')} build unknown: {torch['build_error']}")]
     if cuda is None:
         return [Check("torch_cuda", value == "none", f"torch {torch.get('version')} is a CPU-only build")]
     if value == "none":

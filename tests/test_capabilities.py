@@ -330,6 +330,17 @@ def test_vllm_layouts_not_recognised_are_unknown(tmp_path):
         assert caps[key]["evidence"], key
 
 
+@pytest.mark.parametrize("odd", ["a FIFO", "/dev/zero"])
+def test_an_odd_source_file_is_unknown_and_never_blocks(tmp_path, odd):
+    site = vllm_site(tmp_path, envs=None, so=None)
+    for rel in ("vllm/envs.py", "vllm/_C.abi3.so"):
+        os.mkfifo(site / rel) if odd == "a FIFO" else (site / rel).symlink_to("/dev/zero")
+    caps = caps_of(site)  # before: blocked on open(), or read /dev/zero without end
+    assert caps["vllm.env.VLLM_NVFP4_GEMM_BACKEND"]["value"] is None
+    assert caps["vllm.cubin_archs"]["value"] is None
+    assert caps["vllm.mamba_align_assert"]["value"] is True  # the rest is read as usual
+
+
 def test_vllm_so_without_arch_strings_is_unknown(tmp_path):
     caps = caps_of(vllm_site(tmp_path, so=b"\x7fELF nothing here"))
     assert caps["vllm.cubin_archs"]["value"] is None
@@ -338,13 +349,15 @@ def test_vllm_so_without_arch_strings_is_unknown(tmp_path):
 def test_arch_scan_across_chunk_boundaries(tmp_path):
     import importlib.util
 
-    sys.path.insert(0, str(PROBE.parent))  # the rule module imports its siblings, as when the probe runs
+    folders = [str(PROBE.parent), str(PROBE.parents[1] / "shared")]  # its siblings, as when the probe runs
+    sys.path[:0] = folders
     spec = importlib.util.spec_from_file_location("sd_caps_vllm", PROBE.parent / "capabilities_vllm.py")
     mod = importlib.util.module_from_spec(spec)
     try:
         spec.loader.exec_module(mod)
     finally:
-        sys.path.remove(str(PROBE.parent))
+        for folder in folders:
+            sys.path.remove(folder)
     blob = tmp_path / "_C.so"
     blob.write_bytes(b"x" * 10 + b"-arch sm_121a -m 64" + b"y" * 7 + b"-arch sm_90 ")
     for chunk in range(4, 40):  # every split point of both strings

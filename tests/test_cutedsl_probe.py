@@ -38,11 +38,13 @@ def load_probe(module: str = "cutedsl_install"):
     """One of the probe's modules, loaded from its file (its siblings on sys.path, as when it runs)."""
     spec = importlib.util.spec_from_file_location(f"sd_{module}", PROBE.parent / f"{module}.py")
     mod = importlib.util.module_from_spec(spec)
-    sys.path.insert(0, str(PROBE.parent))
+    folders = [str(PROBE.parent), str(PROBE.parents[1] / "shared")]
+    sys.path[:0] = folders
     try:
         spec.loader.exec_module(mod)
     finally:
-        sys.path.remove(str(PROBE.parent))
+        for folder in folders:
+            sys.path.remove(folder)
     return mod
 
 
@@ -465,6 +467,26 @@ def test_without_cutlass_dsl_the_probe_skips_at_once(tmp_path, monkeypatch):
     assert kernels["cutedsl-nvfp4-mma"]["detail"] == "nvidia-cutlass-dsl not installed"
     assert kernels["cutedsl-nvfp4-mma"]["build"] is None and kernels["cutedsl-nvfp4-mma"]["version"] is None
     assert not (tmp_path / "cache" / "cutedsl").exists()  # nothing to key a cache on
+
+
+@pytest.mark.parametrize("odd", ["METADATA a FIFO", "RECORD a FIFO", "RECORD /dev/zero", "RECORD line past the csv limit", "RECORD size of 5000 digits"])
+def test_an_odd_metadata_or_record_never_stops_the_compile_probe(odd, tmp_path, monkeypatch):
+    site = fake_cutlass(tmp_path, COMPILING_CUTE)
+    info = next(site.glob("nvidia_cutlass_dsl_libs_base-*.dist-info"))
+    name = odd.split()[0]
+    if "FIFO" in odd or "/dev/zero" in odd:
+        (info / name).unlink()
+        os.mkfifo(info / name) if "FIFO" in odd else (info / name).symlink_to("/dev/zero")
+    elif "csv" in odd:
+        (info / "RECORD").write_text('"' + "x" * 200_000 + '",sha256=x,1\n' + (info / "RECORD").read_text())
+    else:
+        so = next(site.rglob(SO_NAME)).relative_to(site)
+        (info / "RECORD").write_text(f"{so},sha256=x,{'9' * 5000}\n")
+    ctx = ctx_for(site, tmp_path, monkeypatch)
+    started = time.monotonic()
+    kernels = cutedsl.run(ctx)["kernels"]
+    assert time.monotonic() - started < 30  # before: blocked on the FIFO, or died on csv / int()
+    assert {k["status"] for k in kernels.values()} == {"ok"}, kernels
 
 
 def test_dists_are_read_from_disk_without_importing(tmp_path, monkeypatch):

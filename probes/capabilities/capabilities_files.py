@@ -6,6 +6,8 @@ import os
 import re
 import sys
 
+from probe_io import MAX_SOURCE, read_text as read_regular_text
+
 
 def cap(value, evidence):
     return {"value": value, "evidence": evidence}
@@ -63,9 +65,10 @@ def locate_elsewhere(info, site, top):
 
 
 def read_text(path):
+    """A source or metadata file's text; None when it cannot be read, is not a regular file or is
+    larger than any source file (a FIFO or /dev/zero never blocks or floods the probe)."""
     try:
-        with open(path, "r", encoding="utf-8", errors="replace") as fh:
-            return fh.read()
+        return read_regular_text(path, MAX_SOURCE)
     except OSError:
         return None
 

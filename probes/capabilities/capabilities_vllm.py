@@ -8,10 +8,12 @@ import re
 import ast
 
 from capabilities_files import cap
+from probe_io import open_regular
 from capabilities_vllm_env import V_ENVS
 from capabilities_source import CapabilityEval, FREE, GPU_CC, const, find_block, has_string, line_of, names_in, parse
 
 
+MAX_BINARY = 4 << 30
 V_LINEAR = "vllm/model_executor/kernels/linear/__init__.py"
 
 
@@ -193,7 +195,11 @@ def scan_archs(path, chunk=1 << 24):
     pat = re.compile(rb"-arch[ =]?(sm_\d{2,3}[af]?)\b")
     keep = 32  # longer than any match
     try:
-        with open(path, "rb") as fh:
+        fh, st = open_regular(path)
+        if st.st_size > MAX_BINARY:
+            fh.close()
+            return found  # no real extension module is this large (a sparse file): unknown
+        with fh:
             tail = b""
             while True:
                 block = fh.read(chunk)

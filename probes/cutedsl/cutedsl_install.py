@@ -7,6 +7,7 @@ import os
 import re
 import sys
 
+from probe_io import MAX_HEADER, read_head, read_record, record_size
 
 
 DIST_PREFIX = "nvidia-cutlass-dsl"
@@ -47,17 +48,17 @@ def read_name_version(info, stem):
     """Name and Version from METADATA's header (what pip shows); the folder name where it has none."""
     name, _, version = stem.rpartition("-")
     try:
-        with open(os.path.join(info, "METADATA"), encoding="utf-8", errors="replace") as fh:
-            for line in fh:
-                if not line.strip():
-                    break  # the header ends at the first blank line; the long description follows
-                key, _, value = line.partition(":")
-                if key == "Name":
-                    name = value.strip()
-                elif key == "Version":
-                    version = value.strip()
-    except OSError:
-        pass
+        head = read_head(os.path.join(info, "METADATA"), MAX_HEADER)[0].decode("utf-8", "replace")
+    except OSError:  # also a FIFO or a device where METADATA should be: never read
+        head = ""
+    for line in head.splitlines():
+        if not line.strip():
+            break  # the header ends at the first blank line; the long description follows
+        key, _, value = line.partition(":")
+        if key == "Name":
+            name = value.strip()
+        elif key == "Version":
+            version = value.strip()
     return re.sub(r"[-_.]+", "-", name).lower(), version or None
 
 
@@ -69,12 +70,10 @@ def dist_versions(dists):
 
 
 def record_rows(dist):
-    import csv
-
+    """RECORD rows; none when RECORD cannot be read or parsed (the compile still runs and tells)."""
     try:
-        with open(os.path.join(dist["info"], "RECORD"), encoding="utf-8", errors="replace", newline="") as fh:
-            return [row for row in csv.reader(fh) if row]
-    except OSError:
+        return read_record(os.path.join(dist["info"], "RECORD"))[0]
+    except (OSError, ValueError):
         return []
 
 
@@ -93,8 +92,7 @@ def installed_files(dists):
             full = os.path.normpath(os.path.join(dist["site"], rel))
             owners = files.setdefault(full, [])
             if build and CUTLASS_IR_RE.match(os.path.basename(rel)):
-                size = row[2] if len(row) > 2 else ""
-                owners.append((build, int(size) if size.isdigit() else None))
+                owners.append((build, record_size(row[2]) if len(row) > 2 else None))
     # A compiler file no RECORD lists still loads (the loader lists the folder): 4.4/4.5 and >= 4.6 layouts.
     for site in sorted({d["site"] for d in dists}):
         for so in glob.glob(os.path.join(site, "nvidia_cutlass_dsl", "*", "cutlass", "_mlir", "_mlir_libs", "_cutlass_ir*.so")):

@@ -11,6 +11,7 @@ Each probe's __main__.py puts this folder on sys.path; the `probe_` prefix keeps
 module of the target.
 """
 
+import csv
 import errno
 import hashlib
 import json
@@ -81,6 +82,51 @@ def read_head(path, limit):
 def read_text(path, limit, errors="replace"):
     """read_regular() decoded as UTF-8."""
     return read_regular(path, limit)[0].decode("utf-8", errors)
+
+
+# Bounds on what a probe reads. Real files sit far below them (torch's RECORD is ~3 MB, a METADATA
+# header block a few KB); only a broken or hostile file reaches one, and then costs its own package.
+MAX_RECORD = 64 << 20
+MAX_HEADER = 64 << 10
+MAX_SOURCE = 16 << 20
+
+
+def parse_record(text):
+    """RECORD rows [path, hash, size] (CSV). Hash and size never hold a comma, so only a quoted path
+    needs the csv module; ValueError names the first line it cannot read (e.g. a field over the csv
+    module's limit) instead of letting csv.Error end the probe."""
+    rows = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line:
+            continue
+        if line.startswith('"'):
+            try:
+                rows.extend(row for row in csv.reader([line]) if row)
+            except csv.Error as exc:
+                raise ValueError("RECORD line %d: %s" % (number, exc))
+            continue
+        row = line.rsplit(",", 2)
+        if len(row) == 3:
+            rows.append(row)
+    return rows
+
+
+def read_record(path, only=None):
+    """(rows, stat) of a RECORD file (only the lines containing `only`, if given); OSError when it
+    cannot be read or is not a regular file, ValueError when a line cannot be parsed."""
+    data, st = read_regular(path, MAX_RECORD)
+    text = data.decode("utf-8", "replace")
+    if only is not None:
+        text = "\n".join(line for line in text.splitlines() if only in line)
+    return parse_record(text), st
+
+
+def record_size(field):
+    """A RECORD size field as an int; None when empty or not a plausible size (int() of a string of
+    thousands of digits raises past Python's digit limit)."""
+    if field and len(field) <= 20 and field.isdigit():
+        return int(field)
+    return None
 
 
 def source_hash(*folders):

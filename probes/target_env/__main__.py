@@ -28,7 +28,7 @@ from targetenv_base import ERRORS, canonical, error, is_tracked  # noqa: E402
 from targetenv_cutedsl import cutedsl_build  # noqa: E402
 from targetenv_dists import direct_url, find_distributions, read_record, torch_build  # noqa: E402
 from targetenv_hashes import HashCache  # noqa: E402
-from targetenv_integrity import check_integrity, mark_shared_files  # noqa: E402
+from targetenv_integrity import check_integrity, resolve_shared_files  # noqa: E402
 from targetenv_system import describe_host, describe_target, pip_config_files, ptxas_candidates, relevant_env  # noqa: E402
 
 
@@ -58,35 +58,50 @@ def parse_args(argv):
     return cache_path, use_cache, extra, budget
 
 
+def guarded(what, fn, *args):
+    """fn(*args), or None after an error line: one part that fails never costs the others."""
+    try:
+        return fn(*args)
+    except Exception as exc:
+        error("%s failed: %s: %s" % (what, type(exc).__name__, exc))
+        return None
+
+
+def describe_package(dist, record, cache):
+    """One distribution's facts; tracked ones (a record entry, even None) add their integrity."""
+    pkg = {"name": dist.name, "version": dist.version, "location": dist.location}
+    if record is not TRACKED_NOT:
+        pkg.update(check_integrity(dist, record, cache))
+        origin = direct_url(dist)
+        if origin is not None:
+            pkg["direct_url"] = origin
+    if dist.canonical == "torch":
+        pkg.update(torch_build(dist))
+    return pkg
+
+
+TRACKED_NOT = object()
+
+
 def main(argv):
     started = time.perf_counter()
     cache_path, use_cache, extra, budget = parse_args(argv)
     cache = HashCache(cache_path, use_cache, budget)
-    out = {"target": describe_target(), "host": describe_host()}
-    dists = find_distributions()
+    out = {"target": describe_target(), "host": guarded("reading the host", describe_host)}
+    unlisted = []
+    dists = find_distributions(unlisted)
     tracked = [key for key in sorted(dists) if is_tracked(key, extra)]
     records = dict((key, read_record(dists[key])) for key in tracked)
     # First, so that a hash budget never leaves the build unknown (its hashes are then reused).
-    try:
-        out["cutedsl"] = cutedsl_build(dists, records, cache)
-    except Exception as exc:
-        error("cutedsl build check failed: %s: %s" % (type(exc).__name__, exc))
-        out["cutedsl"] = None
+    out["cutedsl"] = guarded("cutedsl build check", cutedsl_build, dists, records, cache)
     packages = {}
     for key in sorted(dists):
         dist = dists[key]
-        pkg = {"name": dist.name, "version": dist.version, "location": dist.location}
-        if key in records:
-            try:
-                pkg.update(check_integrity(dist, records[key], cache))
-            except Exception as exc:  # one odd package must not hide the others
-                error("%s: integrity check failed: %s: %s" % (dist.name, type(exc).__name__, exc))
+        pkg = guarded("%s: integrity check" % dist.name, describe_package, dist, records.get(key, TRACKED_NOT), cache)
+        if pkg is None:  # one odd package must not hide the others
+            pkg = {"name": dist.name, "version": dist.version, "location": dist.location}
+            if key in records:
                 pkg["integrity"] = "unchecked"
-            origin = direct_url(dist)
-            if origin is not None:
-                pkg["direct_url"] = origin
-        if key == "torch":
-            pkg.update(torch_build(dist))
         packages[key] = pkg
     if cache.budget_spent:
         waiting = sorted(k for k, p in packages.items() if p.get("files_unverified"))
@@ -94,14 +109,12 @@ def main(argv):
             "hashing stopped at its %gs budget; not yet verified: %s (the next run goes on from the hash cache)"
             % (budget, ", ".join(waiting))
         )
-    try:
-        mark_shared_files(dists, packages)
-    except Exception as exc:
-        error("shared-file check failed: %s: %s" % (type(exc).__name__, exc))
+    guarded("shared-file check", resolve_shared_files, dists, packages)
     out["packages"] = packages
+    out["unlisted"] = unlisted
     out["env"] = relevant_env()
-    out["ptxas_candidates"] = ptxas_candidates(dists, records)
-    out["pip_config_files"] = pip_config_files()
+    out["ptxas_candidates"] = guarded("looking for ptxas", ptxas_candidates, dists, records) or []
+    out["pip_config_files"] = guarded("reading pip config files", pip_config_files) or []
     out["path_env"] = os.environ.get("PATH", "")
     saved = cache.save()
     out["cache"] = {
@@ -116,7 +129,6 @@ def main(argv):
     out["errors"] = ERRORS
     answer(out)
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))

@@ -25,6 +25,11 @@ HASHABLE_SUFFIXES = (
 )
 
 
+# Larger "editable" files are checked by size only: nobody hand-edits a 16 MB file, and hashing a
+# 200 GB sparse file listed in a RECORD would outlast any budget.
+MAX_EDITABLE_BYTES = 16 << 20
+# The compiler library is hashed for its identity (~190 MB a build); past this, it is no real one.
+MAX_IDENTITY_BYTES = 2 << 30
 # Not checked at all: torch's C++ SDK (9k+ headers, 60% of torch's RECORD) is there to build
 # extensions against; patching it changes no serving behaviour, and stat-ing it costs a third of a
 # warm run.

@@ -5,6 +5,7 @@ but only the file on disk (or, from 4.6, the one the loader picks by driver) com
 import base64
 import os
 
+from probe_io import record_size
 from targetenv_base import CUTLASS_IR_RE
 from targetenv_dists import read_record
 
@@ -74,7 +75,7 @@ def cutedsl_build(dists, records, cache):
         entry["cuda_release"] = release
         entry["sha256"] = base64.urlsafe_b64decode(digest + "=" * (-len(digest) % 4)).hex()
         for dist, size, want in info["by"]:
-            if want and want == digest and (not size or not size.isdigit() or int(size) == st.st_size):
+            if want and want == digest and (record_size(size) is None or record_size(size) == st.st_size):
                 entry["matches"].append("%s %s" % (dist.canonical, dist.version))
         files.append(entry)
     active, evidence, chosen = _choose_build(files)

@@ -3,17 +3,17 @@
 and what their metadata says: RECORD rows, PEP 610 origin, torch's CUDA build.
 """
 
-import csv
 import json
 import os
 import re
 import sys
 
+from probe_io import MAX_HEADER, MAX_SOURCE, read_head, read_record as read_record_file, read_regular
 from targetenv_base import canonical, error
 
 
 class Dist(object):
-    __slots__ = ("name", "canonical", "version", "location", "info_dir", "is_dist_info", "record_stat")
+    __slots__ = ("name", "canonical", "version", "location", "info_dir", "is_dist_info", "record_stat", "record_error")
 
     def __init__(self, name, version, location, info_dir, is_dist_info):
         self.name = name
@@ -23,6 +23,7 @@ class Dist(object):
         self.info_dir = info_dir
         self.is_dist_info = is_dist_info
         self.record_stat = None
+        self.record_error = None  # why a RECORD that is there could not be read
 
     def record_path(self):
         return os.path.join(self.info_dir, "RECORD") if self.is_dist_info else None
@@ -30,8 +31,7 @@ class Dist(object):
 
 def read_headers(path):
     """Name and Version from a METADATA/PKG-INFO header block (what the email parser would give)."""
-    with open(path, "rb") as fh:
-        head = fh.read(65536)
+    head, _ = read_head(path, MAX_HEADER)
     end = head.find(b"\n\n")  # the long description after the headers is never decoded
     text = (head if end < 0 else head[:end]).decode("utf-8", "replace")
     found = {}
@@ -47,26 +47,40 @@ def read_headers(path):
     return found.get("name"), found.get("version")
 
 
-def path_entries():
-    """sys.path folders in order, without the probe's own folders (this one and probes/shared)."""
+def path_entries(unlisted):
+    """sys.path folders in order, without the probe's own folders (this one and probes/shared).
+
+    A folder that is not there (or is a zip) is skipped, as the import system skips it; one that
+    cannot be looked at (no permission on it or a parent) goes to `unlisted`: what it holds is
+    unknown, not absent."""
     here = os.path.dirname(os.path.abspath(__file__))
     seen = set([here, os.path.join(os.path.dirname(here), "shared")])
     for entry in sys.path:
         folder = os.path.abspath(entry or os.getcwd())
-        if folder in seen or not os.path.isdir(folder):
+        if folder in seen:
             continue
         seen.add(folder)
-        yield folder
+        try:
+            if os.path.isdir(folder) or not os.path.lexists(folder):
+                os.stat(folder)  # raises for a folder behind a parent without search permission
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        except OSError as exc:
+            unlisted.append({"path": folder, "error": exc.strerror or str(exc)})
+            continue
+        if os.path.isdir(folder):
+            yield folder
 
 
-def find_distributions():
-    """Installed distributions, first on sys.path wins (as importlib.metadata resolves them)."""
+def find_distributions(unlisted):
+    """Installed distributions, first on sys.path wins (as importlib.metadata resolves them); the
+    sys.path folders that could not be listed go to `unlisted` ([{"path", "error"}])."""
     dists = {}
-    for folder in path_entries():
+    for folder in path_entries(unlisted):
         try:
             names = sorted(os.listdir(folder))
         except OSError as exc:
-            error("cannot list %s: %s" % (folder, exc.strerror or exc))
+            unlisted.append({"path": folder, "error": exc.strerror or str(exc)})
             continue
         here = {}
         for entry in names:
@@ -99,37 +113,21 @@ def find_distributions():
 
 
 def read_record(dist, only=None):
-    """RECORD rows [path, hash, size] of a dist (those containing `only`, if given), or None without RECORD."""
+    """RECORD rows [path, hash, size] of a dist (those containing `only`, if given), or None without
+    RECORD. A RECORD that is there but cannot be read (unreadable, not a regular file, too large, a
+    line csv cannot parse) is also None, with dist.record_error saying why: that package's
+    integrity is unchecked, and nothing else is lost."""
     path = dist.record_path()
     if path is None:
         return None
     try:
-        with open(path, "rb") as fh:
-            data = fh.read()
-            dist.record_stat = os.fstat(fh.fileno())
+        rows, dist.record_stat = read_record_file(path, only)
     except FileNotFoundError:
         return None
-    except OSError as exc:
-        error("%s: cannot read RECORD: %s" % (dist.info_dir, exc.strerror or exc))
+    except (OSError, ValueError) as exc:
+        dist.record_error = getattr(exc, "strerror", None) or str(exc)
+        error("%s: cannot read RECORD: %s" % (dist.info_dir, dist.record_error))
         return None
-    text = data.decode("utf-8", "replace")
-    if only is not None:
-        text = "\n".join(line for line in text.splitlines() if only in line)
-    return parse_record(text)
-
-
-def parse_record(text):
-    """RECORD is CSV; hash and size never hold a comma, so only a quoted path needs the csv module."""
-    rows = []
-    for line in text.splitlines():
-        if not line:
-            continue
-        if line.startswith('"'):
-            rows.extend(row for row in csv.reader([line]) if row)
-            continue
-        row = line.rsplit(",", 2)
-        if len(row) == 3:
-            rows.append(row)
     return rows
 
 
@@ -139,8 +137,7 @@ def direct_url(dist):
     if not dist.is_dist_info:
         return None
     try:
-        with open(os.path.join(dist.info_dir, "direct_url.json"), "rb") as fh:
-            data = json.loads(fh.read(65536).decode("utf-8", "replace"))
+        data = json.loads(read_regular(os.path.join(dist.info_dir, "direct_url.json"), MAX_HEADER)[0].decode("utf-8", "replace"))
     except (OSError, ValueError):
         return None
     if not isinstance(data, dict):
@@ -151,20 +148,36 @@ def direct_url(dist):
 
 
 def torch_build(dist):
-    """cuda and git_version from torch/version.py, read as text (importing torch takes seconds)."""
+    """cuda and git_version from torch/version.py, read as text (importing torch takes seconds).
+
+    "cuda": None is a CPU-only build, and only when version.py says so (`cuda = None`); a version.py
+    that is missing, unreadable or assigns no cuda leaves the build unknown: "build_error" says why."""
     path = os.path.join(dist.location, "torch", "version.py")
     try:
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            text = fh.read()
+        text = read_regular(path, MAX_SOURCE)[0].decode("utf-8", "replace")
     except OSError as exc:
-        error("torch %s: cannot read torch/version.py (broken install?): %s" % (dist.version, exc.strerror or exc))
-        return {"cuda": None, "git_version": None}
-    return {"cuda": _assigned(text, "cuda"), "git_version": _assigned(text, "git_version")}
+        why = "cannot read torch/version.py (broken install?): %s" % (exc.strerror or exc)
+        error("torch %s: %s" % (dist.version, why))
+        return {"cuda": None, "git_version": None, "build_error": why}
+    build = {"cuda": _assigned(text, "cuda"), "git_version": _assigned(text, "git_version")}
+    if build["cuda"] is NOT_ASSIGNED:
+        build["cuda"] = None
+        build["build_error"] = "torch/version.py assigns no cuda"
+        error("torch %s: %s" % (dist.version, build["build_error"]))
+    if build["git_version"] is NOT_ASSIGNED:
+        build["git_version"] = None
+    return build
+
+
+NOT_ASSIGNED = object()
 
 
 def _assigned(text, name):
-    """The string a module-level `name = '...'` or `name: T = '...'` assigns; None for None or absent."""
-    match = re.search(r"^%s\s*(?::[^=\n]*)?=\s*(?:'([^'\n]*)'|\"([^\"\n]*)\")" % re.escape(name), text, re.M)
+    """The string a module-level `name = '...'` or `name: T = '...'` assigns; None for `= None`,
+    NOT_ASSIGNED when nothing is assigned."""
+    match = re.search(r"^%s\s*(?::[^=\n]*)?=\s*(?:'([^'\n]*)'|\"([^\"\n]*)\"|(None)\b)" % re.escape(name), text, re.M)
     if not match:
+        return NOT_ASSIGNED
+    if match.group(3):
         return None
     return match.group(1) if match.group(1) is not None else match.group(2)

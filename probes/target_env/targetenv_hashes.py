@@ -8,13 +8,17 @@ import json
 import os
 import time
 
-from targetenv_base import CUDA_RELEASE_MARK, CUDA_RELEASE_RE, CUTLASS_IR_RE, HashBudgetSpent, error
+from probe_io import OddFile, open_regular, read_regular, record_size
+from targetenv_base import CUDA_RELEASE_MARK, CUDA_RELEASE_RE, CUTLASS_IR_RE, MAX_IDENTITY_BYTES, HashBudgetSpent, error
 
 
 CACHE_FORMAT = 3
 
 
 TABLE_MAGIC = "sparkdoctor hash table 3"
+
+
+MAX_CACHE_BYTES = 256 << 20  # our own files; a cache past this is not ours
 
 
 CHUNK = 1 << 20
@@ -56,8 +60,7 @@ class HashCache(object):
 
     def _load_index(self):
         try:
-            with open(self.path, "rb") as fh:
-                data = json.loads(fh.read().decode("utf-8", "surrogateescape"))
+            data = json.loads(read_regular(self.path, MAX_CACHE_BYTES)[0].decode("utf-8", "surrogateescape"))
         except FileNotFoundError:
             return
         except (OSError, ValueError) as exc:
@@ -81,8 +84,7 @@ class HashCache(object):
         if not (self.use_existing and self.loaded):
             return  # a table without a valid index is not trusted either
         try:
-            with open(self.table_path, "rb") as fh:
-                text = fh.read().decode("utf-8", "surrogateescape")
+            text = read_regular(self.table_path, MAX_CACHE_BYTES)[0].decode("utf-8", "surrogateescape")
         except OSError:
             return
         if not text.startswith(TABLE_MAGIC):
@@ -110,15 +112,17 @@ class HashCache(object):
             table = {}
             for line in self.sections.get(key, "").split("\n"):
                 parts = line.split("\t")
-                if len(parts) == 4 and parts[1].isdigit() and parts[2].isdigit():
-                    table[parts[0]] = [int(parts[1]), int(parts[2]), parts[3], None]
+                size, mtime = record_size(parts[1]) if len(parts) == 4 else None, record_size(parts[2]) if len(parts) == 4 else None
+                if size is not None and mtime is not None:
+                    table[parts[0]] = [size, mtime, parts[3], None]
             self.fresh_sections[key] = table
         return self.fresh_sections[key]
 
     def digest(self, path, st, table=None, force=False):
         """(b64 digest, cuda release) of path whose stat is st; read the file only if not cached.
 
-        Raises HashBudgetSpent instead of reading once the budget is used up, unless forced."""
+        Raises HashBudgetSpent instead of reading once the budget is used up (also in the middle of
+        a file), unless forced."""
         store = self.files if table is None else table
         if table is None:
             self.seen_files.add(path)
@@ -128,7 +132,11 @@ class HashCache(object):
         if not force and self.deadline is not None and time.monotonic() > self.deadline:
             self.budget_spent = True
             raise HashBudgetSpent()
-        digest, release = hash_file(path, CUTLASS_IR_RE.match(os.path.basename(path)) is not None)
+        try:
+            digest, release = hash_file(path, CUTLASS_IR_RE.match(os.path.basename(path)) is not None, None if force else self.deadline)
+        except HashBudgetSpent:  # the budget ran out in the middle of this file
+            self.budget_spent = True
+            raise
         self.hashed += 1
         self.hashed_bytes += st.st_size
         store[path] = [st.st_size, st.st_mtime_ns, digest, release]
@@ -206,13 +214,21 @@ class HashCache(object):
             return False
 
 
-def hash_file(path, scan_release):
-    """sha256 as RECORD writes it (urlsafe base64, no padding); optionally the embedded CUDA release."""
+def hash_file(path, scan_release, deadline=None):
+    """sha256 as RECORD writes it (urlsafe base64, no padding); optionally the embedded CUDA release.
+
+    Only a regular file up to MAX_IDENTITY_BYTES is read (OddFile otherwise); past `deadline`
+    (time.monotonic()) it stops between chunks with HashBudgetSpent."""
     h = hashlib.sha256()
     release = None
     tail = b""
-    with open(path, "rb") as fh:
+    fh, st = open_regular(path)
+    with fh:
+        if st.st_size > MAX_IDENTITY_BYTES:
+            raise OddFile("too large to hash (%d bytes)" % st.st_size)
         while True:
+            if deadline is not None and time.monotonic() > deadline:
+                raise HashBudgetSpent()
             chunk = fh.read(CHUNK)
             if not chunk:
                 break

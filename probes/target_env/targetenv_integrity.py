@@ -7,13 +7,18 @@ import hashlib
 import os
 import stat
 
-from targetenv_base import CUTLASS_IR_RE, HASHABLE_SUFFIXES, HashBudgetSpent, SKIPPED_PREFIXES
+from probe_io import MAX_RECORD, parse_record, read_regular, record_size
+from targetenv_base import CUTLASS_IR_RE, HASHABLE_SUFFIXES, MAX_EDITABLE_BYTES, HashBudgetSpent, SKIPPED_PREFIXES
+from targetenv_hashes import hash_file
 
 
 def check_integrity(dist, rows, cache):
     """Compare the files on disk with the dist's RECORD: sizes always, hashes for editable files."""
     result = {"integrity": "no-record", "files_modified": [], "files_missing": [], "files_unreadable": [], "files_checked": 0}
     if rows is None:
+        if dist.record_error:  # there, but unreadable: unknown, never "no RECORD"
+            result["integrity"] = "unchecked"
+            result["files_unreadable"].append({"path": os.path.basename(dist.info_dir) + "/RECORD", "error": dist.record_error})
         return result
     modified, missing, unreadable = result["files_modified"], result["files_missing"], result["files_unreadable"]
     # RECORD itself and generated files carry no hash.
@@ -44,13 +49,18 @@ def check_integrity(dist, rows, cache):
         modified.append(rows[i][0])
     wrong = set(wrong)
     hashable = HASHABLE_SUFFIXES
+    # Editable files far larger than anything a person edits (a data blob named .json, a sparse
+    # file) are checked by size only, like binaries; the compiler library is hashed for its identity.
     selected = [
         i
         for i, row in enumerate(rows)
-        if (row[0].endswith(hashable) or ("_cutlass_ir" in row[0] and CUTLASS_IR_RE.match(os.path.basename(row[0]))))
-        and row[1][:7] == "sha256="
+        if row[1][:7] == "sha256="
         and stats[i] is not None
         and i not in wrong
+        and (
+            (row[0].endswith(hashable) and stats[i].st_size <= MAX_EDITABLE_BYTES)
+            or ("_cutlass_ir" in row[0] and CUTLASS_IR_RE.match(os.path.basename(row[0])))
+        )
     ]
     # The signature: RECORD's identity plus (index, size, mtime_ns) of every file to hash.
     stamp = [len(rows)]
@@ -124,35 +134,80 @@ def _hash_all(dist, to_hash, cache, unreadable, sig):
     return bad, unverified
 
 
-def mark_shared_files(dists, packages):
-    """For modified files another installed dist also lists in its RECORD: say which.
+def resolve_shared_files(dists, packages):
+    """For modified files another installed dist also lists in its RECORD: whose bytes are they?
 
-    Two wheels that ship the same path (a top-level build_backend.py, the 4.4/4.5 CuTe DSL builds)
-    overwrite each other; the loser then reads as "modified" although nobody edited it, and
-    reinstalling it would clobber the winner. Cheap: only runs when something is modified, and
-    only searches the other RECORDs' raw bytes for those few paths.
+    Two wheels that ship the same path (a top-level build_backend.py, the 4.4/4.5 CuTe DSL builds
+    libs-base and libs-cu13 with different warp/mma.py) overwrite each other; the loser then differs
+    from its own RECORD although nobody edited it. A file whose bytes match the RECORD of another
+    dist that lists the same path is that dist's file: it leaves files_modified for
+    files_overwritten {path: "name version"} (the owner of the bytes). Every such path, owned or not,
+    is listed in files_shared {path: [other dists listing it]}. Cheap: only runs when something is
+    modified, and only searches the other RECORDs' raw bytes for those few paths.
     """
-    wanted = {}  # (location, record path) -> package key
+    wanted = {}  # (location, record path) -> keys of the packages it reads as modified in
     for key, pkg in packages.items():
         for rel in pkg.get("files_modified") or ():
-            wanted[(pkg["location"], rel)] = key
+            wanted.setdefault((pkg["location"], rel), []).append(key)
     if not wanted:
         return
-    for other in dists.values():
+    owners = {}  # (key, rel) -> "name version" of the dist whose RECORD the bytes match
+    for other in sorted(dists.values(), key=lambda d: d.canonical):
         path = other.record_path()
         if path is None:
             continue
         try:
-            with open(path, "rb") as fh:
-                raw = fh.read()
+            raw, _ = read_regular(path, MAX_RECORD)
         except OSError:
-            continue
-        for (location, rel), key in wanted.items():
-            if key == other.canonical or location != other.location:
+            continue  # already reported when that dist was checked, if it is tracked
+        for (location, rel), keys in wanted.items():
+            if location != other.location or keys == [other.canonical]:
                 continue
-            needle = rel.encode("utf-8", "surrogateescape") + b","
-            at = raw.find(needle)
-            while at > 0 and raw[at - 1 : at] not in (b"\n", b"\r"):  # a whole path, not a suffix
-                at = raw.find(needle, at + 1)
-            if at >= 0:
-                packages[key].setdefault("files_shared", {}).setdefault(rel, []).append("%s %s" % (other.name, other.version))
+            row = _record_row(raw, rel)
+            if row is None:
+                continue
+            label = "%s %s" % (other.name, other.version)
+            owned = _bytes_match(os.path.join(location, rel), row)
+            for key in keys:
+                if key == other.canonical:
+                    continue
+                packages[key].setdefault("files_shared", {}).setdefault(rel, []).append(label)
+                if owned and (key, rel) not in owners:
+                    owners[(key, rel)] = label
+    for (key, rel), label in owners.items():
+        pkg = packages[key]
+        pkg["files_modified"].remove(rel)
+        pkg.setdefault("files_overwritten", {})[rel] = label
+        if pkg.get("integrity") == "modified" and not pkg["files_modified"] and not pkg.get("files_missing"):
+            pkg["integrity"] = "unchecked" if pkg.get("files_unreadable") or pkg.get("files_unverified") else "ok"
+
+
+def _record_row(raw, rel):
+    """The RECORD row (parsed) for path `rel` in a RECORD's raw bytes; None if it lists no such path."""
+    needle = rel.encode("utf-8", "surrogateescape") + b","
+    at = raw.find(needle)
+    while at > 0 and raw[at - 1 : at] not in (b"\n", b"\r"):  # a whole path, not a suffix
+        at = raw.find(needle, at + 1)
+    if at < 0:
+        return None
+    end = raw.find(b"\n", at)
+    try:
+        rows = parse_record(raw[at : end if end >= 0 else len(raw)].decode("utf-8", "replace"))
+    except ValueError:
+        return None
+    return rows[0] if rows and len(rows[0]) >= 3 else None
+
+
+def _bytes_match(full, row):
+    """Whether the file at `full` holds exactly the bytes RECORD row `row` describes (size first)."""
+    algo, _, want = row[1].partition("=")
+    size = record_size(row[2])
+    if algo != "sha256" or not want or size is None or size > MAX_EDITABLE_BYTES:
+        return False
+    try:
+        st = os.stat(full)
+        if st.st_size != size:
+            return False
+        return hash_file(full, False)[0] == want
+    except OSError:
+        return False

@@ -5,6 +5,7 @@ variables (secrets redacted), ptxas binaries inside site-packages, the pip confi
 import os
 import sys
 
+from probe_io import read_head
 from targetenv_base import error
 from targetenv_dists import read_record
 
@@ -47,11 +48,10 @@ def describe_host():
     uname = os.uname()
     host = {"os": None, "machine": uname.machine, "kernel": uname.release}
     try:
-        with open("/etc/os-release", encoding="utf-8", errors="replace") as fh:
-            for line in fh:
-                if line.startswith("PRETTY_NAME="):
-                    host["os"] = line.split("=", 1)[1].strip().strip("\"'")
-                    break
+        for line in read_head("/etc/os-release", MAX_CONFIG_TEXT)[0].decode("utf-8", "replace").splitlines():
+            if line.startswith("PRETTY_NAME="):
+                host["os"] = line.split("=", 1)[1].strip().strip("\"'")
+                break
     except OSError as exc:
         error("cannot read /etc/os-release: %s" % (exc.strerror or exc))
     return host
@@ -127,8 +127,7 @@ def pip_config_files():
             continue
         seen.add(path)
         try:
-            with open(path, encoding="utf-8", errors="replace") as fh:
-                text = fh.read(MAX_CONFIG_TEXT)
+            text = read_head(path, MAX_CONFIG_TEXT)[0].decode("utf-8", "replace")
         except OSError as exc:
             error("cannot read pip config %s: %s" % (path, exc.strerror or exc))
             continue

@@ -3,7 +3,9 @@
 All of it comes from one probe (probes/target_env/) run by the TARGET's interpreter, so the
 sparkdoctor process never imports what it inspects. File hashes are cached per interpreter under
 <cache>/hashes/, which keeps a warm check fast; `--no-cache` makes the probe re-hash everything.
-Raw observations other collectors need (ptxas copies inside site-packages, pip config files, the
+A sys.path folder the probe could not list (no permission) makes packages None: what it holds is
+unknown, not absent, and every entry that needs packages reads as unknown. Raw observations other
+collectors need (ptxas copies inside site-packages, pip config files, the
 target's PATH) go to ctx.scratch, not into Facts.
 """
 
@@ -43,6 +45,10 @@ def run(ctx: Context) -> dict[str, Any]:
         if key in data:
             ctx.scratch[key] = data[key]
 
+    unlisted = [u for u in data.get("unlisted") or [] if isinstance(u, dict)]
+    for item in unlisted:
+        ctx.facts.add_error("target", f"cannot list {item.get('path')}: {item.get('error')}; installed packages are unknown")
+
     target = dict(ctx.facts.target or {})
     target.update(data.get("target") or {})
     for key, value in (ctx.facts.target or {}).items():  # how the target was chosen stays as given
@@ -51,7 +57,7 @@ def run(ctx: Context) -> dict[str, Any]:
     return {
         "target": target,
         "host": data.get("host"),
-        "packages": {name: _package(pkg) for name, pkg in packages.items() if isinstance(pkg, dict)},
+        "packages": None if unlisted else {name: _package(pkg) for name, pkg in packages.items() if isinstance(pkg, dict)},
         "cutedsl": data.get("cutedsl"),
         "env": data.get("env") if isinstance(data.get("env"), dict) else None,
     }
@@ -59,7 +65,7 @@ def run(ctx: Context) -> dict[str, Any]:
 
 def _package(pkg: dict[str, Any]) -> dict[str, Any]:
     """Tracked packages keep their integrity fields; the rest carry only name, version and location."""
-    if "integrity" in pkg or "cuda" in pkg:
+    if "integrity" in pkg or "cuda" in pkg or "build_error" in pkg:
         return dict(pkg)
     return {key: pkg.get(key) for key in BASE_FIELDS}
 
