@@ -16,6 +16,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -276,3 +277,23 @@ def test_the_probe_never_opens_a_fifo_it_was_not_asked_about(bare_venv):
     data = run_probe(python, timeout=30)
     assert data["packages"]["vllm"]["integrity"] == "ok"
     assert stat.S_ISFIFO((site / "odd.egg-info").stat().st_mode)
+
+
+def test_the_hash_budget_stops_inside_a_file_not_only_between_files(tmp_path):
+    """A budget that runs out while one large file is read stops there (HashBudgetSpent), instead
+    of reading the file to its end first."""
+    folders = [str(PROBE.parent), str(PROBE.parents[1] / "shared")]
+    sys.path[:0] = folders
+    try:
+        import targetenv_base
+        import targetenv_hashes
+    finally:
+        for folder in folders:
+            sys.path.remove(folder)
+    big = tmp_path / "_cutlass_ir.cpython-312-aarch64-linux-gnu.so"
+    with open(big, "wb") as fh:
+        fh.truncate(1 << 30)  # sparse: 1 GiB of zeros to read, under the identity-hash limit
+    started = time.monotonic()
+    with pytest.raises(targetenv_base.HashBudgetSpent):
+        targetenv_hashes.hash_file(str(big), True, started + 0.05)
+    assert time.monotonic() - started < 0.5
