@@ -11,7 +11,6 @@ Each probe's __main__.py puts this folder on sys.path; the `probe_` prefix keeps
 module of the target.
 """
 
-import csv
 import errno
 import hashlib
 import json
@@ -100,6 +99,8 @@ def parse_record(text):
         if not line:
             continue
         if line.startswith('"'):
+            import csv  # rare (a path with a comma or quote): not worth its import on every run
+
             try:
                 rows.extend(row for row in csv.reader([line]) if row)
             except csv.Error as exc:
