@@ -17,7 +17,8 @@ did not run); an empty list/dict means "observed, and there is nothing". Shapes 
   toolkits    [{"tool": "ptxas", "path", "realpath", "version": "13.0.88", "source": "system" | "pip" | "triton" | "env",
                 "sources", "package", "package_version", "used_by": ["triton"], "sm_121a": bool | None,
                 "sm_121a_by": "help" | "version", "archs": [...], "error"}]
-  packages    {canonical name: {"name", "version", "location"}} for every distribution; tracked ones add
+  packages    {canonical name: {"name", "version", "location"}} for every distribution ("metadata_error": METADATA
+               was unreadable, name and version come from the folder name); tracked ones add
                "integrity": "ok" | "modified" | "unchecked" | "no-record", "files_modified", "files_missing",
                "files_unreadable": [{"path", "error"}], "files_shared": {path: [other dists listing it]},
                "files_overwritten": {path: "dist version" whose RECORD the bytes match (not a modification)},

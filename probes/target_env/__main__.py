@@ -70,6 +70,8 @@ def guarded(what, fn, *args):
 def describe_package(dist, record, cache):
     """One distribution's facts; tracked ones (a record entry, even None) add their integrity."""
     pkg = {"name": dist.name, "version": dist.version, "location": dist.location}
+    if dist.metadata_error:
+        pkg["metadata_error"] = dist.metadata_error
     if record is not TRACKED_NOT:
         pkg.update(check_integrity(dist, record, cache))
         origin = direct_url(dist)

@@ -13,7 +13,7 @@ from targetenv_base import canonical, error
 
 
 class Dist(object):
-    __slots__ = ("name", "canonical", "version", "location", "info_dir", "is_dist_info", "record_stat", "record_error")
+    __slots__ = ("name", "canonical", "version", "location", "info_dir", "is_dist_info", "record_stat", "record_error", "metadata_error")
 
     def __init__(self, name, version, location, info_dir, is_dist_info):
         self.name = name
@@ -24,6 +24,7 @@ class Dist(object):
         self.is_dist_info = is_dist_info
         self.record_stat = None
         self.record_error = None  # why a RECORD that is there could not be read
+        self.metadata_error = None  # why METADATA could not be read (name and version from the folder name)
 
     def record_path(self):
         return os.path.join(self.info_dir, "RECORD") if self.is_dist_info else None
@@ -45,6 +46,15 @@ def read_headers(path):
             if len(found) == 2:
                 break
     return found.get("name"), found.get("version")
+
+
+def name_from_folder(entry):
+    """(name, version) from a metadata folder's name: 'vllm-0.22.0.dist-info', 'six-1.17.0-py3.8.egg-info'."""
+    stem = entry.rsplit(".", 1)[0]
+    parts = stem.split("-")
+    if len(parts) < 2 or not parts[0] or not parts[1]:
+        return None, None
+    return parts[0], parts[1]
 
 
 def path_entries(unlisted):
@@ -91,15 +101,23 @@ def find_distributions(unlisted):
             meta = info_dir
             if os.path.isdir(info_dir):
                 meta = os.path.join(info_dir, "METADATA" if is_dist_info else "PKG-INFO")
+            metadata_error = None
             try:
                 name, version = read_headers(meta)
-            except OSError as exc:
-                error("%s: cannot read %s: %s" % (info_dir, os.path.basename(meta), exc.strerror or exc))
+            except FileNotFoundError:
+                error("%s: cannot read %s: no such file" % (info_dir, os.path.basename(meta)))
                 continue
+            except OSError as exc:
+                # There but unreadable (no permission, a FIFO, a device): the dist is installed, so
+                # its folder name (name-version.dist-info) stands in; absent would be a wrong answer.
+                metadata_error = "cannot read %s: %s" % (os.path.basename(meta), exc.strerror or exc)
+                error("%s: %s" % (info_dir, metadata_error))
+                name, version = name_from_folder(entry)
             if not name or not version:
                 error("%s: %s has no %s (corrupt metadata)" % (info_dir, os.path.basename(meta), "Name" if not name else "Version"))
                 continue
             dist = Dist(name, version, folder, info_dir, is_dist_info)
+            dist.metadata_error = metadata_error
             if dist.canonical in here:
                 error(
                     "%s: two metadata folders for %s (%s and %s); a stale one is left over from an upgrade"

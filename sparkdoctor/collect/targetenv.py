@@ -67,7 +67,10 @@ def _package(pkg: dict[str, Any]) -> dict[str, Any]:
     """Tracked packages keep their integrity fields; the rest carry only name, version and location."""
     if "integrity" in pkg or "cuda" in pkg or "build_error" in pkg:
         return dict(pkg)
-    return {key: pkg.get(key) for key in BASE_FIELDS}
+    base = {key: pkg.get(key) for key in BASE_FIELDS}
+    if pkg.get("metadata_error"):  # unreadable METADATA: name and version come from the folder name
+        base["metadata_error"] = pkg["metadata_error"]
+    return base
 
 
 COLLECTOR = Collector("target", run, timeout=PROBE_TIMEOUT + 5)
