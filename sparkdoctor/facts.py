@@ -17,10 +17,14 @@ did not run); an empty list/dict means "observed, and there is nothing". Shapes 
   toolkits    [{"tool": "ptxas", "path", "realpath", "version": "13.0.88", "source": "system" | "pip" | "triton" | "env",
                 "sources", "package", "package_version", "used_by": ["triton"], "sm_121a": bool | None,
                 "sm_121a_by": "help" | "version", "archs": [...], "error"}]
-  packages    {canonical name: {"name", "version", "location"}} for every distribution; tracked ones add
+  packages    {canonical name: {"name", "version", "location"}} for every distribution ("metadata_error": METADATA
+               was unreadable, name and version come from the folder name); tracked ones add
                "integrity": "ok" | "modified" | "unchecked" | "no-record", "files_modified", "files_missing",
-               "files_unreadable": [{"path", "error"}], "files_shared": {path: [other dists]}, "files_checked",
-               "files_unverified", "direct_url" (PEP 610); torch adds "cuda" (None: CPU build) and "git_version"
+               "files_unreadable": [{"path", "error"}], "files_shared": {path: [other dists listing it]},
+               "files_overwritten": {path: "dist version" whose RECORD the bytes match (not a modification)},
+               "files_checked", "files_unverified", "direct_url" (PEP 610); torch adds "cuda" (None: CPU build),
+               "git_version" and, when torch/version.py cannot tell, "build_error" (the build is unknown).
+               None: some sys.path folder could not be listed, so any package may be there (unknown)
   cutedsl     {"active_build": "libs-cu13" | "libs-base" | "libs-cu12" | "unknown" | None (not installed),
                "bundled_cuda": "13.1", "installed_builds": [...], "evidence": "...", "sha256", "files": [...]}
   env         {NAME: value} (secret-looking values redacted)

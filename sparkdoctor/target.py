@@ -1,8 +1,9 @@
 """The target environment: where the serving stack lives, not where sparkdoctor is installed.
 
-Everything about the target's packages is read by probe scripts (probes/*.py, standard library only)
-run by the target's own interpreter in a subprocess with a timeout. A container target later only
-needs another way to run a script; nothing downstream changes.
+Everything about the target's packages is read by probes (standard library only) run by the
+target's own interpreter in a subprocess with a timeout. A probe is a folder, probes/<name>/, run as
+its __main__.py with probes/shared/ beside it; the probes/ folder is the unit that ships. A
+container target later only needs another way to run a probe; nothing downstream changes.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from sparkdoctor import proc
+from sparkdoctor.locations import data_dir
 
 
 class TargetError(RuntimeError):
@@ -84,20 +86,35 @@ def _resolve_interpreter(python: str) -> str:
     raise TargetError(f"--python {python}: no such interpreter")
 
 
+def probe_entry(name: str) -> Path:
+    """The script that runs probe `name` (probes/<name>/__main__.py, in a checkout or a wheel)."""
+    return data_dir("probes") / name / "__main__.py"
+
+
+def probe_name(script: Path) -> str:
+    """'target_env' for probes/target_env/__main__.py: what an error line calls the probe."""
+    return script.parent.name if script.name == "__main__.py" else script.name
+
+
 def run_json_probe(target: Target, script: Path, args: list[str], timeout: float) -> dict[str, Any]:
     """Run a probe script that prints one JSON object; raise TargetError with one clear line otherwise."""
     return parse_json_probe(target, script, target.run_script(script, args, timeout))
 
 
 def parse_json_probe(target: Target, script: Path, result: proc.ProcResult) -> dict[str, Any]:
-    """The one JSON object a probe printed; TargetError with one clear line otherwise."""
+    """The one JSON object a probe printed as its last line (a .pth file of the target may print
+    before it); TargetError with one clear line otherwise."""
+    name = probe_name(script)
     if not result.ok:
-        raise TargetError(f"probe {script.name} in {target.describe().get('python')}: {result.describe_failure()}")
+        raise TargetError(f"probe {name} in {target.describe().get('python')}: {result.describe_failure()}")
+    lines = result.stdout.strip().splitlines()
     try:
-        data = json.loads(result.stdout)
-    except json.JSONDecodeError:
-        first = (result.stdout.strip().splitlines() or ["no output"])[0][:200]
-        raise TargetError(f"probe {script.name} printed no JSON: {first}") from None
+        data = json.loads(lines[-1]) if lines else None
+    except ValueError:  # also a number past int()'s digit limit
+        data = None
+    if data is None:
+        first = (lines or ["no output"])[-1][:200]
+        raise TargetError(f"probe {name} printed no JSON: {first}")
     if not isinstance(data, dict):
-        raise TargetError(f"probe {script.name} printed JSON that is not an object")
+        raise TargetError(f"probe {name} printed JSON that is not an object")
     return data

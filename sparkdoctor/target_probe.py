@@ -1,4 +1,4 @@
-"""Launching the target probe (probes/target_env.py): the long pole of a warm `check`.
+"""Launching the target probe (probes/target_env/): the long pole of a warm `check`.
 
 Kept free of heavy imports (no typer, rich or packaging) so that `sparkdoctor check` can start the
 probe at the top of the process and import everything else while the target works.
@@ -11,11 +11,11 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from sparkdoctor.locations import cache_dir, data_dir
+from sparkdoctor.locations import cache_dir
 from sparkdoctor.proc import Running
-from sparkdoctor.target import Target, TargetError, resolve_python_target
+from sparkdoctor.target import Target, TargetError, probe_entry, resolve_python_target
 
-PROBE = "target_env.py"
+PROBE = "target_env"
 # A cold run hashes ~0.7 GB on a full vLLM venv (2-3 s here). On a slow disk the probe stops hashing
 # at this budget, reports the rest as unverified and goes on from the cache next time, rather than
 # losing every package fact to the timeout.
@@ -52,7 +52,7 @@ def probe_args(target: Target, cache_root: Path | None, use_cache: bool) -> tupl
 
 def prestart(target: Target, cache_root: Path | None, use_cache: bool) -> Prestarted:
     args, warning = probe_args(target, cache_root, use_cache)
-    running = target.start_script(data_dir("probes") / PROBE, args)
+    running = target.start_script(probe_entry(PROBE), args)
     return Prestarted(running, warning, str(target.describe().get("python") or ""), use_cache)
 
 

@@ -19,7 +19,7 @@ from sparkdoctor.collect import capabilities as collector
 from sparkdoctor.facts import Facts
 from sparkdoctor.target import PythonTarget
 
-PROBE = Path(__file__).resolve().parents[1] / "probes" / "capabilities.py"
+PROBE = Path(__file__).resolve().parents[1] / "probes" / "capabilities" / "__main__.py"
 WHEELS = Path(os.environ.get("SPARKDOCTOR_TEST_WHEELS", Path.home() / ".cache" / "sparkdoctor-tests" / "wheels"))
 VLLM032 = Path("/work/scratch/vllm032/bin/python")
 POISON = "raise SystemExit('the probe must not import this package')\n"
@@ -330,6 +330,17 @@ def test_vllm_layouts_not_recognised_are_unknown(tmp_path):
         assert caps[key]["evidence"], key
 
 
+@pytest.mark.parametrize("odd", ["a FIFO", "/dev/zero"])
+def test_an_odd_source_file_is_unknown_and_never_blocks(tmp_path, odd):
+    site = vllm_site(tmp_path, envs=None, so=None)
+    for rel in ("vllm/envs.py", "vllm/_C.abi3.so"):
+        os.mkfifo(site / rel) if odd == "a FIFO" else (site / rel).symlink_to("/dev/zero")
+    caps = caps_of(site)  # before: blocked on open(), or read /dev/zero without end
+    assert caps["vllm.env.VLLM_NVFP4_GEMM_BACKEND"]["value"] is None
+    assert caps["vllm.cubin_archs"]["value"] is None
+    assert caps["vllm.mamba_align_assert"]["value"] is True  # the rest is read as usual
+
+
 def test_vllm_so_without_arch_strings_is_unknown(tmp_path):
     caps = caps_of(vllm_site(tmp_path, so=b"\x7fELF nothing here"))
     assert caps["vllm.cubin_archs"]["value"] is None
@@ -338,9 +349,15 @@ def test_vllm_so_without_arch_strings_is_unknown(tmp_path):
 def test_arch_scan_across_chunk_boundaries(tmp_path):
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("sd_caps_probe", PROBE)
+    folders = [str(PROBE.parent), str(PROBE.parents[1] / "shared")]  # its siblings, as when the probe runs
+    sys.path[:0] = folders
+    spec = importlib.util.spec_from_file_location("sd_caps_vllm", PROBE.parent / "capabilities_vllm.py")
     mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    try:
+        spec.loader.exec_module(mod)
+    finally:
+        for folder in folders:
+            sys.path.remove(folder)
     blob = tmp_path / "_C.so"
     blob.write_bytes(b"x" * 10 + b"-arch sm_121a -m 64" + b"y" * 7 + b"-arch sm_90 ")
     for chunk in range(4, 40):  # every split point of both strings
@@ -421,7 +438,8 @@ def test_corrupt_cache_is_ignored(tmp_path):
 def test_probe_is_python38_syntax():
     import ast
 
-    ast.parse(PROBE.read_text(), feature_version=(3, 8))
+    for path in [*PROBE.parent.glob("*.py"), *(PROBE.parents[1] / "shared").glob("*.py")]:
+        ast.parse(path.read_text(), feature_version=(3, 8))
 
 
 def test_collector_runs_the_probe_through_the_target(tmp_path, monkeypatch):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -26,18 +27,30 @@ from sparkdoctor.facts import Facts
 from sparkdoctor.target import PythonTarget
 from tests.venvs import ROOT as TEST_VENVS
 
-PROBE = Path(__file__).resolve().parents[1] / "probes" / "cutedsl_probe.py"
+PROBE = Path(__file__).resolve().parents[1] / "probes" / "cutedsl" / "__main__.py"
 VERIFY_VENVS = TEST_VENVS / "verify"
 MMA_PTX = "mma.sync.aligned.kind::mxf4nvf4.block_scale.scale_vec::4X.m16n8k64.row.col.f32.e2m1.e2m1.f32.ue4m3"
 CVT_PTX = "cvt.rn.satfinite.e2m1x2.f32"
 SO_NAME = "_cutlass_ir.cpython-311-x86_64-linux-gnu.so"
 
 
-def load_probe():
-    spec = importlib.util.spec_from_file_location("sd_cutedsl_probe", PROBE)
+def load_probe(module: str = "cutedsl_install"):
+    """One of the probe's modules, loaded from its file (its siblings on sys.path, as when it runs)."""
+    spec = importlib.util.spec_from_file_location(f"sd_{module}", PROBE.parent / f"{module}.py")
     mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    folders = [str(PROBE.parent), str(PROBE.parents[1] / "shared")]
+    sys.path[:0] = folders
+    try:
+        spec.loader.exec_module(mod)
+    finally:
+        for folder in folders:
+            sys.path.remove(folder)
     return mod
+
+
+def result_lines(stdout: str) -> list[dict]:
+    """The probe's per-kernel JSON lines (each printed on a line of its own, blank lines between)."""
+    return [json.loads(x) for x in stdout.splitlines() if x.strip()]
 
 
 # ---- stand-in cutlass installs --------------------------------------------------------------------
@@ -194,7 +207,7 @@ def chain(*excs: BaseException) -> BaseException:
 
 
 def classify(exc: BaseException, kernel="nvfp4-mma", dump_dir: Path | None = None) -> dict:
-    mod = load_probe()
+    mod = load_probe("cutedsl_kernels")
     result = {"kernel": kernel, "status": "error", "detail": "", "admissible_archs": None, "instruction": None}
     mod.classify_exception(result, exc, kernel, str(dump_dir or "/nonexistent"))
     return result
@@ -245,7 +258,8 @@ def test_other_errors_name_the_informative_line():
 def test_probe_is_python38_syntax():
     import ast
 
-    ast.parse(PROBE.read_text(), feature_version=(3, 8))
+    for path in [*PROBE.parent.glob("*.py"), *(PROBE.parents[1] / "shared").glob("*.py")]:
+        ast.parse(path.read_text(), feature_version=(3, 8))
 
 
 # ---- the collector through real subprocesses --------------------------------------------------------
@@ -325,9 +339,10 @@ def test_anything_that_decides_the_outcome_misses_the_cache(change, tmp_path, mo
         (site / "another.pth").write_text(str(tmp_path) + "\n")
         touch_later(site)
     elif change == "probe source":
-        copy = tmp_path / "probes" / "cutedsl_probe.py"
-        copy.parent.mkdir()
-        copy.write_text(PROBE.read_text() + "\n# another revision\n")
+        shutil.copytree(PROBE.parents[1], tmp_path / "probes", ignore=shutil.ignore_patterns("kernels"))
+        copy = tmp_path / "probes" / "cutedsl" / "__main__.py"
+        kernels_module = copy.parent / "cutedsl_kernels.py"  # any part of the probe, not only its entry
+        kernels_module.write_text(kernels_module.read_text() + "\n# another revision\n")
         monkeypatch.setattr(cutedsl, "probe_script", lambda: copy)
     kernels = cutedsl.run(ctx)["kernels"]
     assert not any(k["cached"] for k in kernels.values())
@@ -454,6 +469,26 @@ def test_without_cutlass_dsl_the_probe_skips_at_once(tmp_path, monkeypatch):
     assert not (tmp_path / "cache" / "cutedsl").exists()  # nothing to key a cache on
 
 
+@pytest.mark.parametrize("odd", ["METADATA a FIFO", "RECORD a FIFO", "RECORD /dev/zero", "RECORD line past the csv limit", "RECORD size of 5000 digits"])
+def test_an_odd_metadata_or_record_never_stops_the_compile_probe(odd, tmp_path, monkeypatch):
+    site = fake_cutlass(tmp_path, COMPILING_CUTE)
+    info = next(site.glob("nvidia_cutlass_dsl_libs_base-*.dist-info"))
+    name = odd.split()[0]
+    if "FIFO" in odd or "/dev/zero" in odd:
+        (info / name).unlink()
+        os.mkfifo(info / name) if "FIFO" in odd else (info / name).symlink_to("/dev/zero")
+    elif "csv" in odd:
+        (info / "RECORD").write_text('"' + "x" * 200_000 + '",sha256=x,1\n' + (info / "RECORD").read_text())
+    else:
+        so = next(site.rglob(SO_NAME)).relative_to(site)
+        (info / "RECORD").write_text(f"{so},sha256=x,{'9' * 5000}\n")
+    ctx = ctx_for(site, tmp_path, monkeypatch)
+    started = time.monotonic()
+    kernels = cutedsl.run(ctx)["kernels"]
+    assert time.monotonic() - started < 30  # before: blocked on the FIFO, or died on csv / int()
+    assert {k["status"] for k in kernels.values()} == {"ok"}, kernels
+
+
 def test_dists_are_read_from_disk_without_importing(tmp_path, monkeypatch):
     site = fake_cutlass(tmp_path, SEGFAULT_CUTE)  # importing this cutlass would kill the probe
     monkeypatch.setattr(sys, "path", [str(tmp_path / "missing"), str(site)])
@@ -470,7 +505,7 @@ def test_dists_are_read_from_disk_without_importing(tmp_path, monkeypatch):
 def test_probe_isolated_mode_reports_each_kernel(tmp_path):
     python = fake_venv(tmp_path, SEGFAULT_CUTE)
     done = subprocess.run([str(python), "-B", str(PROBE), "--arch", "sm_121a"], capture_output=True, text=True, timeout=120)
-    lines = [json.loads(x) for x in done.stdout.splitlines()]
+    lines = result_lines(done.stdout)
     assert [x["kernel"] for x in lines] == ["nvfp4-mma", "e2m1-cvt"]
     assert all(x["status"] == "crash" and x["version"] == "4.9.9" and x["build"] == "libs-base" for x in lines)
 
@@ -488,7 +523,7 @@ NEEDS_CUDA_TO_COMPILE = compiling_cute(
 def probe_isolated(site: Path, *args: str) -> dict[str, dict]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(site / "nvidia_cutlass_dsl" / "python_packages")])}
     done = subprocess.run([sys.executable, "-B", str(PROBE), "--arch", "sm_121a", *args], capture_output=True, text=True, timeout=120, env=env)
-    return {x["kernel"]: x for x in map(json.loads, done.stdout.splitlines())}
+    return {x["kernel"]: x for x in result_lines(done.stdout)}
 
 
 @pytest.mark.gpu
@@ -508,7 +543,7 @@ def test_a_dsl_that_leaves_cuda_alone_at_import_compiles_in_forked_children(tmp_
 
 def test_here_without_a_driver_the_server_forks(tmp_path):
     site = fake_cutlass(tmp_path, COMPILING_CUTE)
-    assert load_probe().cuda_initialized() is False  # this process never loaded libcuda
+    assert load_probe("cutedsl_isolation").cuda_initialized() is False  # this process never loaded libcuda
     assert {r["isolation"] for r in probe_isolated(site).values()} == {"fork"}
 
 
@@ -526,7 +561,7 @@ def real_env(*steps: str) -> Path:
 def probe_in(python: Path, arch: str = "sm_121a") -> dict[str, dict]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CUTE_DSL_", "PYTHONPATH"))}
     done = subprocess.run([str(python), "-B", str(PROBE), "--arch", arch], capture_output=True, text=True, timeout=300, env=env)
-    return {x["kernel"]: x for x in map(json.loads, done.stdout.splitlines())}
+    return {x["kernel"]: x for x in result_lines(done.stdout)}
 
 
 @pytest.mark.slow

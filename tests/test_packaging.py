@@ -22,7 +22,9 @@ def test_installed_wheel_finds_its_matrix_and_probes(tmp_path):
     names = zipfile.ZipFile(wheel).namelist()
     for folder in ("matrix", "probes", "fixes"):
         assert any(n.startswith(f"sparkdoctor/_data/{folder}/") for n in names), folder
-    assert "sparkdoctor/_data/probes/target_env.py" in names
+    for probe in ("target_env", "cutedsl", "capabilities"):
+        assert f"sparkdoctor/_data/probes/{probe}/__main__.py" in names
+    assert "sparkdoctor/_data/probes/shared/probe_io.py" in names
 
     python = venvs.create(tmp_path / "venv", [str(wheel)])
     doctor = python.parent / "sparkdoctor"

@@ -27,7 +27,7 @@ from sparkdoctor.locations import data_dir
 from sparkdoctor.target import PythonTarget
 from tests import venvs
 
-PROBE = data_dir("probes") / "target_env.py"
+PROBE = data_dir("probes") / "target_env" / "__main__.py"
 SMALL = ["six==1.17.0", "idna==3.10", "packaging==24.2"]
 VLLM032 = Path("/work/scratch/vllm032")
 PY38 = Path("/root/.pyenv/versions/3.8.18/bin/python")
@@ -71,7 +71,7 @@ def probe(python: Path, *args: str, env: dict[str, str] | None = None, timeout: 
         [str(python), "-B", str(PROBE), *args], capture_output=True, text=True, timeout=timeout, env=full_env
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.count("\n") == 1, "one JSON object on one line"
+    assert done.stdout.strip().count("\n") == 0, "one JSON object on one line"
     return json.loads(done.stdout)
 
 

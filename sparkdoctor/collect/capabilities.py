@@ -1,6 +1,6 @@
 """Static capabilities of the target's FlashInfer and vLLM, read from their installed files.
 
-probes/capabilities.py runs under the target's interpreter and reads source files (no import of
+probes/capabilities/ runs under the target's interpreter and reads source files (no import of
 either package: that would cost seconds and may crash). Facts: capabilities = {id: {"value",
 "evidence"}}; a package that is not installed contributes no ids, one whose layout the rules do
 not recognise gives value None. The probe keeps derived facts in a per-interpreter cache file
@@ -14,8 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from sparkdoctor.collect import Collector, CollectorError, Context
-from sparkdoctor.locations import data_dir
-from sparkdoctor.target import TargetError, run_json_probe
+from sparkdoctor.target import TargetError, probe_entry, run_json_probe
 
 PROBE_TIMEOUT = 15.0
 
@@ -26,7 +25,7 @@ def run(ctx: Context) -> dict[str, Any]:
     if cache is not None:
         args = ["--cache", str(cache)]
     try:
-        data = run_json_probe(ctx.target, data_dir("probes") / "capabilities.py", args, PROBE_TIMEOUT)
+        data = run_json_probe(ctx.target, probe_entry("capabilities"), args, PROBE_TIMEOUT)
     except TargetError as exc:
         raise CollectorError(str(exc)) from None
     caps = data.get("capabilities")

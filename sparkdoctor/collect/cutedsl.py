@@ -1,6 +1,6 @@
 """CuTe DSL compile probes: the target's own nvidia-cutlass-dsl compiles tiny sm_121a kernels.
 
-Runs probes/cutedsl_probe.py once under the target's interpreter. The probe tells from disk alone
+Runs probes/cutedsl/ once under the target's interpreter. The probe tells from disk alone
 (no import) whether nvidia-cutlass-dsl is there and whether its cache still holds the answer; only
 then does it compile, each kernel in its own child process (a compiler that segfaults on one kernel
 must not hide the other's result), both at once. So this collector needs only the arch, and starts
@@ -26,7 +26,7 @@ from typing import Any
 from sparkdoctor import proc
 from sparkdoctor.collect import Collector, Context
 from sparkdoctor.arch import DEFAULT_ARCH
-from sparkdoctor.locations import data_dir
+from sparkdoctor.target import probe_entry
 
 KERNELS = {"cutedsl-nvfp4-mma": "nvfp4-mma", "cutedsl-e2m1-cvt": "e2m1-cvt"}
 COMPILE_TIMEOUT = 60.0  # per kernel, inside the probe (the kernels compile at the same time)
@@ -35,7 +35,7 @@ DIST_PREFIX = "nvidia-cutlass-dsl"
 
 
 def probe_script() -> Path:
-    return data_dir("probes") / "cutedsl_probe.py"
+    return probe_entry("cutedsl")
 
 
 def run(ctx: Context) -> dict[str, Any]:

@@ -1,9 +1,11 @@
 """The target's Python environment: interpreter, host, packages and their integrity, CuTe DSL build, env.
 
-All of it comes from one probe (probes/target_env.py) run by the TARGET's interpreter, so the
+All of it comes from one probe (probes/target_env/) run by the TARGET's interpreter, so the
 sparkdoctor process never imports what it inspects. File hashes are cached per interpreter under
 <cache>/hashes/, which keeps a warm check fast; `--no-cache` makes the probe re-hash everything.
-Raw observations other collectors need (ptxas copies inside site-packages, pip config files, the
+A sys.path folder the probe could not list (no permission) makes packages None: what it holds is
+unknown, not absent, and every entry that needs packages reads as unknown. Raw observations other
+collectors need (ptxas copies inside site-packages, pip config files, the
 target's PATH) go to ctx.scratch, not into Facts.
 """
 
@@ -12,8 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from sparkdoctor.collect import Collector, CollectorError, Context
-from sparkdoctor.locations import data_dir
-from sparkdoctor.target import TargetError, parse_json_probe
+from sparkdoctor.target import TargetError, parse_json_probe, probe_entry
 from sparkdoctor.target_probe import HASH_BUDGET, PROBE, Prestarted, cache_file, prestart, probe_args  # noqa: F401
 
 PROBE_TIMEOUT = 15.0
@@ -28,7 +29,7 @@ def run(ctx: Context) -> dict[str, Any]:
         early = prestart(ctx.target, ctx.cache_dir, ctx.use_cache)
     if early.warning:
         ctx.facts.add_error("target", early.warning)
-    script = data_dir("probes") / PROBE
+    script = probe_entry(PROBE)
     try:
         data = parse_json_probe(ctx.target, script, early.running.result(PROBE_TIMEOUT))
     except TargetError as exc:
@@ -44,6 +45,10 @@ def run(ctx: Context) -> dict[str, Any]:
         if key in data:
             ctx.scratch[key] = data[key]
 
+    unlisted = [u for u in data.get("unlisted") or [] if isinstance(u, dict)]
+    for item in unlisted:
+        ctx.facts.add_error("target", f"cannot list {item.get('path')}: {item.get('error')}; installed packages are unknown")
+
     target = dict(ctx.facts.target or {})
     target.update(data.get("target") or {})
     for key, value in (ctx.facts.target or {}).items():  # how the target was chosen stays as given
@@ -52,7 +57,7 @@ def run(ctx: Context) -> dict[str, Any]:
     return {
         "target": target,
         "host": data.get("host"),
-        "packages": {name: _package(pkg) for name, pkg in packages.items() if isinstance(pkg, dict)},
+        "packages": None if unlisted else {name: _package(pkg) for name, pkg in packages.items() if isinstance(pkg, dict)},
         "cutedsl": data.get("cutedsl"),
         "env": data.get("env") if isinstance(data.get("env"), dict) else None,
     }
@@ -60,9 +65,12 @@ def run(ctx: Context) -> dict[str, Any]:
 
 def _package(pkg: dict[str, Any]) -> dict[str, Any]:
     """Tracked packages keep their integrity fields; the rest carry only name, version and location."""
-    if "integrity" in pkg or "cuda" in pkg:
+    if "integrity" in pkg or "cuda" in pkg or "build_error" in pkg:
         return dict(pkg)
-    return {key: pkg.get(key) for key in BASE_FIELDS}
+    base = {key: pkg.get(key) for key in BASE_FIELDS}
+    if pkg.get("metadata_error"):  # unreadable METADATA: name and version come from the folder name
+        base["metadata_error"] = pkg["metadata_error"]
+    return base
 
 
 COLLECTOR = Collector("target", run, timeout=PROBE_TIMEOUT + 5)

@@ -126,7 +126,10 @@ def describe_package(facts, name: str) -> str:
         return "not installed"
     text = str(pkg.get("version"))
     if name == "torch":
-        text += f" (CUDA {pkg['cuda']})" if pkg.get("cuda") else " (CPU build)"
+        if pkg.get("cuda"):
+            text += f" (CUDA {pkg['cuda']})"
+        else:  # no CUDA read: a CPU build only when torch/version.py said so
+            text += " (build unknown)" if pkg.get("build_error") else " (CPU build)"
     if name == "nvidia-cutlass-dsl" and facts.cutedsl and facts.cutedsl.get("active_build"):
         text += f" [{facts.cutedsl['active_build']}]"
     modified = pkg.get("files_modified") or []

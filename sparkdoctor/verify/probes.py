@@ -1,4 +1,4 @@
-"""Run one probe in one scratch environment: `cutedsl-*` ids run probes/cutedsl_probe.py with the
+"""Run one probe in one scratch environment: `cutedsl-*` ids run probes/cutedsl/ with the
 environment's python; any other id is a PTX probe of probes/kernels/ (sparkdoctor.kernels),
 assembled with the ptxas that the environment's pip packages bring (nvidia-cuda-nvcc(-cu12))."""
 

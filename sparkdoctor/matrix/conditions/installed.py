@@ -63,6 +63,8 @@ def eval_torch_cuda(value: str, facts: Facts) -> list[Check]:
         return [Check("torch_cuda", False, "torch not installed")]
     version = shown(torch.get("version"))
     cuda = torch.get("cuda")
+    if cuda is None and torch.get("build_error"):  # version.py missing or unreadable: not a CPU build
+        return [Check("torch_cuda", None, f"torch {version} build unknown: {shown(torch['build_error'])}")]
     if cuda is None:
         return [Check("torch_cuda", value == "none", f"torch {version} is a CPU-only build")]
     if value == "none":

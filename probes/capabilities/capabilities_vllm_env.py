@@ -1,0 +1,26 @@
+"""Which VLLM_* variables the installed vLLM knows, from the table its envs.py defines (built by
+capabilities_vllm on a cold run and cached). Kept apart from the rules so a warm run answers for
+the current environment without importing ast.
+"""
+
+from capabilities_files import cap
+
+WATCHED_ENV = ("VLLM_NVFP4_GEMM_BACKEND", "VLLM_USE_FLASHINFER_MOE_FP4", "VLLM_FLASHINFER_MOE_BACKEND", "VLLM_TEST_FORCE_FP8_MARLIN", "VLLM_MARLIN_INPUT_DTYPE")
+V_ENVS = "vllm/envs.py"
+
+
+def vllm_env_caps(table, names):
+    out = {}
+    for name in names:
+        key = "vllm.env." + name
+        if table is None:
+            out[key] = cap(None, "%s: no environment_variables dict recognised" % V_ENVS)
+            continue
+        row = table.get(name)
+        if row is None:
+            out[key] = cap("unknown", "%s: not in environment_variables" % V_ENVS)
+        elif row[0] == "deprecated":
+            out[key] = cap("deprecated", "%s:%d deprecated_env(%s)" % (V_ENVS, row[1], row[2]))
+        else:
+            out[key] = cap("known", "%s:%d" % (V_ENVS, row[1]))
+    return out

@@ -1,0 +1,136 @@
+"""Everything sparkdoctor needs to know about a target's Python environment, in one pass.
+
+Runs under the TARGET's interpreter: standard library only, Python 3.8+. The folder is the probe:
+
+    python -B probes/target_env --cache FILE [--no-cache] [--hash-budget SECONDS] [--track NAME ...]
+
+It prints ONE JSON object, on the last line of stdout (a .pth file may print before it). What it
+reports (see main()): the interpreter and host, every installed distribution, the RECORD integrity
+of the serving-stack packages, which CuTe DSL compiler build's bytes are really on disk, the
+relevant environment variables (secrets redacted), ptxas binaries shipped inside site-packages, the
+pip config files pip would read, and every partial failure as an error line. One odd file costs at
+most its package's facts, never the run.
+
+Speed matters (it runs on every `sparkdoctor check`), so it never imports what it inspects, hashes
+only files a person can edit plus the compiler binaries whose identity matters, and caches hashes by
+(path, size, mtime_ns). Its modules carry a `targetenv_` prefix: this folder is sys.path[0] here,
+and a plain name (`dists`, `hashes`) could shadow a module of the target.
+"""
+
+import os
+import sys
+import time
+
+sys.path.insert(1, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "shared"))
+
+from probe_io import answer  # noqa: E402
+from targetenv_base import ERRORS, canonical, error, is_tracked  # noqa: E402
+from targetenv_cutedsl import cutedsl_build  # noqa: E402
+from targetenv_dists import direct_url, find_distributions, read_record, torch_build  # noqa: E402
+from targetenv_hashes import HashCache  # noqa: E402
+from targetenv_integrity import check_integrity, resolve_shared_files  # noqa: E402
+from targetenv_system import describe_host, describe_target, pip_config_files, ptxas_candidates, relevant_env  # noqa: E402
+
+
+def parse_args(argv):
+    cache_path, use_cache, extra, budget = None, True, set(), None
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg == "--cache" and i + 1 < len(argv):
+            cache_path = argv[i + 1]
+            i += 1
+        elif arg.startswith("--cache="):
+            cache_path = arg.split("=", 1)[1]
+        elif arg == "--hash-budget" and i + 1 < len(argv):
+            budget = float(argv[i + 1])
+            i += 1
+        elif arg == "--no-cache":
+            use_cache = False
+        elif arg == "--track" and i + 1 < len(argv):
+            extra.add(canonical(argv[i + 1]))
+            i += 1
+        elif arg.startswith("--track="):
+            extra.add(canonical(arg.split("=", 1)[1]))
+        else:
+            raise SystemExit("target_env: unknown argument %r" % arg)
+        i += 1
+    return cache_path, use_cache, extra, budget
+
+
+def guarded(what, fn, *args):
+    """fn(*args), or None after an error line: one part that fails never costs the others."""
+    try:
+        return fn(*args)
+    except Exception as exc:
+        error("%s failed: %s: %s" % (what, type(exc).__name__, exc))
+        return None
+
+
+def describe_package(dist, record, cache):
+    """One distribution's facts; tracked ones (a record entry, even None) add their integrity."""
+    pkg = {"name": dist.name, "version": dist.version, "location": dist.location}
+    if dist.metadata_error:
+        pkg["metadata_error"] = dist.metadata_error
+    if record is not TRACKED_NOT:
+        pkg.update(check_integrity(dist, record, cache))
+        origin = direct_url(dist)
+        if origin is not None:
+            pkg["direct_url"] = origin
+    if dist.canonical == "torch":
+        pkg.update(torch_build(dist))
+    return pkg
+
+
+TRACKED_NOT = object()
+
+
+def main(argv):
+    started = time.perf_counter()
+    cache_path, use_cache, extra, budget = parse_args(argv)
+    cache = HashCache(cache_path, use_cache, budget)
+    out = {"target": describe_target(), "host": guarded("reading the host", describe_host)}
+    unlisted = []
+    dists = find_distributions(unlisted)
+    tracked = [key for key in sorted(dists) if is_tracked(key, extra)]
+    records = dict((key, read_record(dists[key])) for key in tracked)
+    # First, so that a hash budget never leaves the build unknown (its hashes are then reused).
+    out["cutedsl"] = guarded("cutedsl build check", cutedsl_build, dists, records, cache)
+    packages = {}
+    for key in sorted(dists):
+        dist = dists[key]
+        pkg = guarded("%s: integrity check" % dist.name, describe_package, dist, records.get(key, TRACKED_NOT), cache)
+        if pkg is None:  # one odd package must not hide the others
+            pkg = {"name": dist.name, "version": dist.version, "location": dist.location}
+            if key in records:
+                pkg["integrity"] = "unchecked"
+        packages[key] = pkg
+    if cache.budget_spent:
+        waiting = sorted(k for k, p in packages.items() if p.get("files_unverified"))
+        error(
+            "hashing stopped at its %gs budget; not yet verified: %s (the next run goes on from the hash cache)"
+            % (budget, ", ".join(waiting))
+        )
+    guarded("shared-file check", resolve_shared_files, dists, packages)
+    out["packages"] = packages
+    out["unlisted"] = unlisted
+    out["env"] = relevant_env()
+    out["ptxas_candidates"] = guarded("looking for ptxas", ptxas_candidates, dists, records) or []
+    out["pip_config_files"] = guarded("reading pip config files", pip_config_files) or []
+    out["path_env"] = os.environ.get("PATH", "")
+    saved = cache.save()
+    out["cache"] = {
+        "path": cache_path,
+        "loaded": cache.loaded,
+        "hashed_files": cache.hashed,
+        "hashed_bytes": cache.hashed_bytes,
+        "saved": saved,
+        "note": cache.note,
+    }
+    out["seconds"] = round(time.perf_counter() - started, 3)
+    out["errors"] = ERRORS
+    answer(out)
+    return 0
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,156 @@
+"""Which CuTe DSL compiler build's bytes are really on disk: pip lists every libs-* build installed,
+but only the file on disk (or, from 4.6, the one the loader picks by driver) compiles anything.
+"""
+
+import base64
+import os
+
+from probe_io import record_size
+from targetenv_base import CUTLASS_IR_RE
+from targetenv_dists import read_record
+
+
+def cutedsl_build(dists, records, cache):
+    libs = sorted((d for d in dists.values() if d.canonical.startswith("nvidia-cutlass-dsl-libs-")), key=lambda d: d.canonical)
+    umbrella = dists.get("nvidia-cutlass-dsl")
+    if umbrella is None and not libs:
+        return {
+            "active_build": None,
+            "installed_builds": [],
+            "bundled_cuda": None,
+            "sha256": None,
+            "evidence": "nvidia-cutlass-dsl is not installed",
+            "files": [],
+        }
+    builds = [d.canonical[len("nvidia-cutlass-dsl-"):] for d in libs]
+    # abs path -> {record path, recorded digests by build}
+    recorded = {}
+    for dist in libs:
+        rows = records.get(dist.canonical)
+        if rows is None:
+            rows = read_record(dist)
+        for row in rows or []:
+            if len(row) < 3 or not CUTLASS_IR_RE.match(os.path.basename(row[0])):
+                continue
+            full = os.path.normpath(os.path.join(dist.location, row[0]))
+            info = recorded.setdefault(full, {"rel": row[0], "by": []})
+            algo, _, digest = row[1].partition("=")
+            info["by"].append((dist, row[2], digest if algo == "sha256" else None))
+    # A flavoured compiler file nobody records still loads (the loader lists the folder).
+    for folder in sorted({os.path.dirname(p) for p in recorded}):
+        try:
+            names = os.listdir(folder)
+        except OSError:
+            continue
+        for name in names:
+            full = os.path.join(folder, name)
+            if CUTLASS_IR_RE.match(name) and full not in recorded:
+                recorded[full] = {"rel": full, "by": []}
+    stats = []
+    for full in sorted(recorded):
+        try:
+            stats.append((full, os.stat(full)))
+        except OSError:
+            pass  # reported per file below
+    cache.prefetch(stats)
+    files = []
+    for full in sorted(recorded):
+        info = recorded[full]
+        entry = {"path": full, "size": None, "matches": [], "cuda_release": None, "flavor": None}
+        flavor = CUTLASS_IR_RE.match(os.path.basename(full)).group(2)
+        entry["flavor"] = int(flavor) if flavor else None
+        try:
+            st = os.stat(full)
+        except OSError as exc:
+            entry["error"] = exc.strerror or str(exc)
+            files.append(entry)
+            continue
+        entry["size"] = st.st_size
+        try:
+            digest, release = cache.digest(full, st, force=True)  # the build check never waits
+        except OSError as exc:
+            entry["error"] = exc.strerror or str(exc)
+            files.append(entry)
+            continue
+        entry["cuda_release"] = release
+        entry["sha256"] = base64.urlsafe_b64decode(digest + "=" * (-len(digest) % 4)).hex()
+        for dist, size, want in info["by"]:
+            if want and want == digest and (record_size(size) is None or record_size(size) == st.st_size):
+                entry["matches"].append("%s %s" % (dist.canonical, dist.version))
+        files.append(entry)
+    active, evidence, chosen = _choose_build(files)
+    return {
+        "active_build": active,
+        "installed_builds": builds,
+        "bundled_cuda": chosen.get("cuda_release") if chosen else None,
+        "sha256": chosen.get("sha256") if chosen else None,
+        "evidence": evidence,
+        "files": files,
+    }
+
+
+def _build_of(match):
+    """'nvidia-cutlass-dsl-libs-cu13 4.5.0' -> 'libs-cu13'."""
+    return match.split(" ")[0][len("nvidia-cutlass-dsl-"):]
+
+
+def _choose_build(files):
+    present = [f for f in files if f.get("size") is not None]
+    if not present:
+        if files:
+            return "unknown", "no CuTe DSL compiler file is on disk (%s missing)" % os.path.basename(files[0]["path"]), None
+        return "unknown", "no installed nvidia-cutlass-dsl-libs-* RECORD lists a _cutlass_ir*.so", None
+    flavored = [f for f in present if f["flavor"] is not None]
+    if not flavored:
+        # 4.4/4.5 layout: every build writes the same file; the last install wins, whatever pip lists.
+        chosen = present[0]
+        name = os.path.basename(chosen["path"])
+        if not chosen["matches"]:
+            return "unknown", "%s (%d bytes) matches the RECORD of no installed build" % (name, chosen["size"]), chosen
+        builds = sorted({_build_of(m) for m in chosen["matches"]})
+        active = builds[0] if len(builds) == 1 else "unknown"
+        return active, "%s matches the RECORD of %s" % (name, ", ".join(chosen["matches"])), chosen
+    # >= 4.6 layout: one _cutlass_ir.cu<N>.*.so per toolkit flavour, chosen at import by the driver.
+    by_flavor = {}
+    for f in flavored:
+        by_flavor[f["flavor"]] = f
+    described = []
+    for flavor in sorted(by_flavor):
+        f = by_flavor[flavor]
+        described.append("cu%d %s" % (flavor, "intact (%s)" % f["matches"][0] if f["matches"] else "matches no RECORD"))
+    driver = _driver_cuda_version() if len(by_flavor) > 1 else None
+    if len(by_flavor) == 1:
+        flavor = next(iter(by_flavor))
+        why = "only cu%d is on disk" % flavor
+    elif driver is not None:
+        fit = [v for v in by_flavor if driver // 1000 >= v]
+        if not fit:
+            return "unknown", "%s; the CUDA driver (%d) supports none of them, import fails" % ("; ".join(described), driver), None
+        flavor = max(fit)
+        why = "the driver reports CUDA %d.%d, so the loader picks cu%d" % (driver // 1000, (driver % 1000) // 10, flavor)
+    else:
+        flavor = max(by_flavor)
+        why = "no CUDA driver here, so the loader picks the newest (cu%d); a driver older than CUDA %d would pick an older one" % (
+            flavor,
+            flavor,
+        )
+    chosen = by_flavor[flavor]
+    evidence = "flavoured layout (a build per CUDA major, chosen at import by the driver): %s; %s" % ("; ".join(described), why)
+    if not chosen["matches"]:
+        return "unknown", evidence, chosen
+    builds = sorted({_build_of(m) for m in chosen["matches"]})
+    return (builds[0] if len(builds) == 1 else "unknown"), evidence, chosen
+
+
+def _driver_cuda_version():
+    """cuDriverGetVersion, as the CuTe DSL loader asks it (no cuInit, no context); None without a driver."""
+    try:
+        import ctypes
+
+        libcuda = ctypes.CDLL("libcuda.so.1")
+        version = ctypes.c_int(0)
+        if libcuda.cuDriverGetVersion(ctypes.byref(version)) == 0:
+            return version.value
+    except (OSError, AttributeError):
+        return None
+    return None

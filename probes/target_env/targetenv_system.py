@@ -1,0 +1,135 @@
+"""The interpreter, the host, and what outside the packages decides a build: the relevant environment
+variables (secrets redacted), ptxas binaries inside site-packages, the pip config files pip reads.
+"""
+
+import os
+import sys
+
+from probe_io import read_head
+from targetenv_base import error
+from targetenv_dists import read_record
+
+
+ENV_NAMES = frozenset(
+    {
+        "TORCH_CUDA_ARCH_LIST",
+        "FLASHINFER_CUDA_ARCH_LIST",
+        "CUDA_HOME",
+        "CUDA_VISIBLE_DEVICES",
+        "PIP_CONSTRAINT",
+        "PYTORCH_CUDA_ALLOC_CONF",
+        "FLA_USE_TMA",
+    }
+)
+
+
+ENV_PREFIXES = ("CUTE_DSL_", "TRITON_", "VLLM_")
+
+
+SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL", "AUTH")
+
+
+MAX_CONFIG_TEXT = 65536
+
+
+def describe_target():
+    base_prefix = getattr(sys, "base_prefix", sys.prefix)
+    return {
+        "version": "%d.%d.%d" % sys.version_info[:3],
+        "implementation": sys.implementation.name,
+        "prefix": sys.prefix,
+        "base_prefix": base_prefix,
+        "is_venv": sys.prefix != base_prefix,
+        "executable": sys.executable,
+    }
+
+
+def describe_host():
+    uname = os.uname()
+    host = {"os": None, "machine": uname.machine, "kernel": uname.release}
+    try:
+        for line in read_head("/etc/os-release", MAX_CONFIG_TEXT)[0].decode("utf-8", "replace").splitlines():
+            if line.startswith("PRETTY_NAME="):
+                host["os"] = line.split("=", 1)[1].strip().strip("\"'")
+                break
+    except OSError as exc:
+        error("cannot read /etc/os-release: %s" % (exc.strerror or exc))
+    return host
+
+
+def relevant_env():
+    found = {}
+    for name, value in os.environ.items():
+        if name in ENV_NAMES or name.startswith(ENV_PREFIXES):
+            upper = name.upper()
+            found[name] = "<redacted>" if any(word in upper for word in SECRET_WORDS) else value
+    return dict(sorted(found.items()))
+
+
+def ptxas_candidates(dists, records):
+    found = []
+    for dist in sorted(dists.values(), key=lambda d: d.canonical):
+        if dist.canonical.startswith("nvidia-cuda-nvcc"):
+            source = "pip"
+        elif "triton" in dist.canonical:
+            source = "triton"
+        else:
+            continue
+        rows = records.get(dist.canonical)
+        if rows is None:
+            rows = read_record(dist, only="ptxas") or []
+        for row in rows:
+            rel = row[0]
+            base = os.path.basename(rel)
+            if base not in ("ptxas", "ptxas-blackwell") or "/bin/" not in rel:
+                continue
+            if source == "triton" and "backends/nvidia/bin/" not in rel:
+                continue
+            full = os.path.normpath(os.path.join(dist.location, rel))
+            if not os.path.isfile(full):
+                continue
+            found.append(
+                {
+                    "path": full,
+                    "source": source,
+                    "package": dist.name,
+                    "version_of_package": dist.version,
+                    "binary": base,
+                    "executable": os.access(full, os.X_OK),
+                }
+            )
+    return found
+
+
+def pip_config_files():
+    """The config files pip would read for this interpreter, in pip's order, that exist."""
+    env_file = os.environ.get("PIP_CONFIG_FILE")
+    if env_file == os.devnull:
+        return []  # pip reads no config files at all then
+    home = os.path.expanduser("~")
+    xdg_dirs = os.environ.get("XDG_CONFIG_DIRS") or "/etc/xdg"
+    candidates = []
+    if env_file:
+        candidates.append(("env", env_file))
+    for folder in xdg_dirs.split(os.pathsep):
+        if folder:
+            candidates.append(("global", os.path.join(folder, "pip", "pip.conf")))
+    candidates.append(("global", "/etc/pip.conf"))
+    if not (env_file and os.path.exists(env_file)):
+        xdg_home = os.environ.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
+        candidates.append(("user", os.path.join(home, ".pip", "pip.conf")))
+        candidates.append(("user", os.path.join(xdg_home, "pip", "pip.conf")))
+    candidates.append(("site", os.path.join(sys.prefix, "pip.conf")))
+    found = []
+    seen = set()
+    for kind, path in candidates:
+        if path in seen or not os.path.isfile(path):
+            continue
+        seen.add(path)
+        try:
+            text = read_head(path, MAX_CONFIG_TEXT)[0].decode("utf-8", "replace")
+        except OSError as exc:
+            error("cannot read pip config %s: %s" % (path, exc.strerror or exc))
+            continue
+        found.append({"path": path, "kind": kind, "text": text})
+    return found
