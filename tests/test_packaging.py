@@ -112,3 +112,51 @@ def test_pipx_install_gives_a_working_command(wheel, tmp_path, source, backend):
     doctor = tmp_path / "bin" / "sparkdoctor"
     assert doctor.resolve() == home / "venvs" / DISTRIBUTION / "bin" / "sparkdoctor"
     _assert_works_away_from_the_checkout(doctor, home / "venvs" / DISTRIBUTION / "bin" / "python", tmp_path)
+
+
+# ---- .ci/run ----------------------------------------------------------------------------------------------------
+CI_RUN = REPO / ".ci" / "run"
+
+
+def test_ci_runs_the_readme_test_command():
+    """.ci/run is what the README tells a person to run, word for word (plus keeping pytest's exit code)."""
+    readme = (REPO / "README.md").read_text()
+    [command] = [line for line in readme.splitlines() if line.startswith("python3 -m venv .venv") and "pytest" in line]
+    assert f"{command} || rc=$?" in CI_RUN.read_text().splitlines()
+
+
+def _checkout_with_tests(tmp_path: Path, test_source: str | None) -> tuple[Path, Path]:
+    """A checkout holding a copy of .ci/run, where `python3 -m venv` and `pip install` are stand-ins (the install is
+    not what is tested) and .venv/bin/python is this interpreter: real bash, real pytest on real test files."""
+    repo = tmp_path / "checkout"
+    (repo / ".ci").mkdir(parents=True)
+    (repo / ".ci" / "run").write_bytes(CI_RUN.read_bytes())
+    (repo / ".ci" / "run").chmod(0o755)
+    (repo / "pyproject.toml").write_text('[tool.pytest.ini_options]\ntestpaths = ["tests"]\n')
+    (repo / "tests").mkdir()
+    if test_source is not None:
+        (repo / "tests" / "test_one.py").write_text(test_source)
+    stubs = tmp_path / "stubs"
+    stubs.mkdir()
+    venv_bin = repo / ".venv" / "bin"
+    (stubs / "python3").write_text(f'#!/bin/sh\nmkdir -p "{venv_bin}"\n')
+    venv_bin.mkdir(parents=True)
+    (venv_bin / "pip").write_text("#!/bin/sh\nexit 0\n")
+    (venv_bin / "python").write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
+    for stub in (stubs / "python3", venv_bin / "pip", venv_bin / "python"):
+        stub.chmod(0o755)
+    return repo, stubs
+
+
+@pytest.mark.parametrize("test_source, code", [
+    (None, 5),
+    ("def test_fails():\n    assert False\n", 1),
+    ("def test_passes():\n    pass\n", 0),
+], ids=["no-tests", "failing", "passing"])
+def test_ci_run_passes_pytest_exit_code_and_names_an_empty_run(tmp_path, test_source, code):
+    repo, stubs = _checkout_with_tests(tmp_path, test_source)
+    env = {**os.environ, "PATH": f"{stubs}:{os.environ['PATH']}"}
+    done = subprocess.run([str(repo / ".ci" / "run")], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == code, done.stdout[-2000:] + done.stderr[-2000:]
+    said = ".ci/run: error: pytest collected no tests (exit 5): nothing was tested\n"
+    assert (said in done.stderr) == (code == 5), done.stderr
