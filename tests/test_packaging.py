@@ -98,14 +98,15 @@ def test_installed_wheel_finds_its_matrix_and_probes(wheel, tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("source, backend", [("wheel", "pip"), ("checkout", "uv")])
+@pytest.mark.parametrize("source, backend", [("wheel", "pip"), ("checkout", "uv"), ("git", "pip")])
 def test_pipx_install_gives_a_working_command(wheel, tmp_path, source, backend):
-    """`pipx install /path/to/sparkdoctor_gb10-*.whl` and `pipx install ./` (the README's lines), in a private
-    PIPX_HOME, with both of pipx's installers."""
+    """The README's lines `pipx install /path/to/sparkdoctor_gb10-*.whl`, `pipx install ./` and
+    `pipx install git+URL` (here a file URL of this checkout's HEAD), in a private PIPX_HOME, with both of
+    pipx's installers."""
     home = tmp_path / "pipx"
     env = {**os.environ, "HOME": str(tmp_path), "PIPX_HOME": str(home), "PIPX_BIN_DIR": str(tmp_path / "bin"),
            "PIPX_MAN_DIR": str(tmp_path / "man"), "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
-    spec = str(wheel) if source == "wheel" else "./"
+    spec = {"wheel": str(wheel), "checkout": "./", "git": f"git+file://{REPO}"}[source]
     done = subprocess.run([sys.executable, "-m", "pipx", "install", "--backend", backend, spec], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
