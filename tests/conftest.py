@@ -1,7 +1,18 @@
+"""Session-wide test setup: GPU tests skip where there is no GPU; real target venvs are built once per session.
+
+A fixture that builds a big venv is only for slow tests: a fast test that asked for one would make the fast
+half of the suite download gigabytes, so collection refuses it.
+"""
+
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
+
+from tests import venvs
+
+SLOW_ONLY_FIXTURES = {"vllm032_venv"}
 
 
 def _has_nvidia_gpu() -> bool:
@@ -15,9 +26,19 @@ def _has_nvidia_gpu() -> bool:
 
 
 def pytest_collection_modifyitems(config, items):
+    for item in items:
+        wants = SLOW_ONLY_FIXTURES.intersection(getattr(item, "fixturenames", ()))
+        if wants and "slow" not in item.keywords:
+            raise pytest.UsageError(f"{item.nodeid} uses {', '.join(sorted(wants))} but is not marked slow")
     if _has_nvidia_gpu():
         return
     skip = pytest.mark.skip(reason="needs an NVIDIA GPU and driver (run on a GPU machine)")
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def vllm032_venv() -> Path:
+    """A real vLLM 0.32.0 venv (read-only; see venvs.VLLM_032 for what is in it and why)."""
+    return venvs.vllm032().parent.parent

@@ -21,7 +21,6 @@ from sparkdoctor.target import PythonTarget
 
 PROBE = Path(__file__).resolve().parents[1] / "probes" / "capabilities" / "__main__.py"
 WHEELS = Path(os.environ.get("SPARKDOCTOR_TEST_WHEELS", Path.home() / ".cache" / "sparkdoctor-tests" / "wheels"))
-VLLM032 = Path("/work/scratch/vllm032/bin/python")
 POISON = "raise SystemExit('the probe must not import this package')\n"
 
 
@@ -551,10 +550,10 @@ def test_real_vllm_wheels(tmp_path, version):
         assert "v0.23" in caps["vllm.env.VLLM_NVFP4_GEMM_BACKEND"]["evidence"]
 
 
-@pytest.mark.skipif(not VLLM032.exists(), reason="needs the vLLM 0.32.0 scratch venv")
-def test_real_vllm_032_install(tmp_path):
+@pytest.mark.slow
+def test_real_vllm_032_install(tmp_path, vllm032_venv):
     cache = tmp_path / "caps.json"
-    cmd = [str(VLLM032), "-B", str(PROBE), "--cache", str(cache)]
+    cmd = [str(vllm032_venv / "bin" / "python"), "-B", str(PROBE), "--cache", str(cache)]
     env = {k: v for k, v in os.environ.items() if not k.startswith("VLLM_")}
     cold = json.loads(subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=env, check=True).stdout)
     started = time.monotonic()

