@@ -62,7 +62,7 @@ def version_and_help(release: str, full: str, help_text: str) -> str:
 
 
 def by_path(result: dict, path: Path | str) -> dict:
-    real = os.path.realpath(path)
+    real = toolkits.resolve_ptxas(str(path)).binary  # /usr/local/bin/ptxas may be a wrapper script
     hits = [t for t in result["toolkits"] if t["realpath"] == real]
     assert len(hits) == 1, [t["realpath"] for t in result["toolkits"]]
     return hits[0]

@@ -5,6 +5,9 @@ copies inside the target's packages (the target probe lists them in ctx.scratch[
 the nvidia-cuda-nvcc wheels, Triton's bundled ones) and the files Triton's environment variables
 name. Copies reached by several routes (symlinks, wrapper folders) are one entry with all routes.
 
+A wrapper script is the ptxas it runs (see resolve_ptxas): a `#!` script whose text names exactly
+one executable ptxas by absolute path is one entry with that binary, listed under `wrappers`.
+
 Support for sm_121a is asked of the tool itself: the allowed values of --gpu-name in `ptxas --help`.
 Only a ptxas whose help lists nothing is judged by version (CUDA >= 12.9 knows sm_121a), and the
 entry says which way it was decided. Results are cached by (path, size, mtime).
@@ -40,8 +43,63 @@ SOURCE_ORDER = ("triton", "pip", "system", "env")  # an entry's `source` is wher
 TRITON_ENV_VARS = ("TRITON_PTXAS_PATH", "TRITON_PTXAS_BLACKWELL_PATH")
 TRITON_BLACKWELL_NAME = "ptxas-blackwell"
 
-_VERSION_RE = re.compile(r"release (\d+)\.(\d+)(?:, V(\d+\.\d+\.\d+))?")
-_ARCH_RE = re.compile(r"'(sm_(\d+)([a-z]?))'")
+_VERSION_RE = re.compile(r"release (\d{1,9})\.(\d{1,9})(?:, V(\d{1,9}\.\d{1,9}\.\d{1,9}))?\b")
+_ARCH_RE = re.compile(r"'(sm_(\d{1,9})([a-z]?))'")
+MAX_VERSION_DIGITS = 9  # a longer number is not a version (and int() refuses over 4,300 digits)
+WRAPPER_MAX_BYTES = 64 * 1024  # a bigger `#!` file is a program, not a wrapper
+WRAPPER_MAX_DEPTH = 4
+_ABSOLUTE_PTXAS = re.compile(r"(/[^\s\"'`;|&<>(){}$]*/ptxas(?:-[\w.]+)?)(?![\w/.-])")
+
+
+def version_tuple(version: str | None, parts: int = 3) -> tuple[int, ...]:
+    """"13.0.88" -> (13, 0, 88): the first `parts` numbers in the text; () when there are none or one
+    is too long to be a version (the one bounded version parser of ptxas and kernel code)."""
+    numbers = re.findall(r"\d+", version or "")[:parts]
+    if any(len(n) > MAX_VERSION_DIGITS for n in numbers):
+        return ()
+    return tuple(int(n) for n in numbers)
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """What running a ptxas path really runs: `binary` (a realpath), through `scripts` (the wrapper
+    scripts' realpaths, outermost first; empty for a binary). An unresolvable wrapper is its own
+    binary: it is then counted, and its results cached, on its own bytes."""
+
+    binary: str
+    scripts: tuple[str, ...] = ()
+
+
+def is_script(path: str) -> bool:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(2) == b"#!"
+    except OSError:
+        return False
+
+
+def resolve_ptxas(path: str) -> Resolved:
+    """Follow wrapper scripts to the ptxas binary they run. The rule: a `#!` script (at most 64 KiB)
+    whose text names, by absolute path, exactly one executable file called ptxas or ptxas-<x>
+    (other than itself, after following links and further wrappers) resolves to that file. A script
+    naming none, or several different ones, or one only through variables, is not resolved."""
+    scripts: list[str] = []
+    real = os.path.realpath(path)
+    while is_script(real) and len(scripts) < WRAPPER_MAX_DEPTH:
+        try:
+            with open(real, "rb") as fh:
+                text = fh.read(WRAPPER_MAX_BYTES + 1)
+        except OSError:
+            break
+        if len(text) > WRAPPER_MAX_BYTES:
+            break
+        named = {os.path.realpath(m) for m in _ABSOLUTE_PTXAS.findall(text.decode("utf-8", "replace"))}
+        named = {n for n in named if n != real and n not in scripts and os.path.isfile(n) and os.access(n, os.X_OK)}
+        if len(named) != 1:
+            break
+        scripts.append(real)
+        real = named.pop()
+    return Resolved(real, tuple(scripts))  # `real` may be a wrapper it could not follow: then that is the tool
 
 
 @dataclass
@@ -59,6 +117,7 @@ class Ptxas:
     sm_121a_by: str | None = None
     error: str | None = None
     used_by: list[str] = field(default_factory=list)
+    wrappers: list[str] = field(default_factory=list)  # paths that are scripts running `realpath`
 
     def add(self, path: str, source: str, package: str | None = None, package_version: str | None = None, env_var: str | None = None) -> None:
         if path not in self.paths:
@@ -90,6 +149,7 @@ class Ptxas:
             "archs": list(self.archs),
             "sm_121a_by": self.sm_121a_by,
             "error": self.error,
+            "wrappers": list(self.wrappers),
         }
 
 
@@ -117,18 +177,11 @@ def parse_gpu_names(help_text: str) -> list[str]:
     return sorted(found, key=lambda name: found[name])
 
 
-def _version_tuple(version: str | None) -> tuple[int, ...] | None:
-    try:
-        return tuple(int(x) for x in (version or "").split("."))
-    except ValueError:
-        return None
-
-
 def judge_target(version: str | None, archs: list[str]) -> tuple[bool | None, str | None]:
     if archs:
         return TARGET_ARCH in archs, "help"
-    vt = _version_tuple(version)
-    if vt:
+    vt = version_tuple(version)
+    if len(vt) >= 2:
         return vt[:2] >= FIRST_VERSION_WITH_TARGET, "version"
     return None, None
 
@@ -218,9 +271,11 @@ def discover(ctx: Context) -> list[Ptxas]:
         exists = os.path.isfile(path)
         if not exists and not must_exist:
             return
-        real = os.path.realpath(path) if exists else os.path.abspath(path)
-        entry = found.setdefault(real, Ptxas(real, missing=not exists))
+        resolved = resolve_ptxas(path) if exists else Resolved(os.path.abspath(path))
+        entry = found.setdefault(resolved.binary, Ptxas(resolved.binary, missing=not exists))
         entry.add(path, source, **extra)
+        if resolved.scripts and path not in entry.wrappers:
+            entry.wrappers.append(path)
 
     for var in TRITON_ENV_VARS:
         value = ctx.target_env(var)
@@ -279,10 +334,14 @@ def _fill(entry: Ptxas, cache: _Cache) -> None:
     if not os.access(entry.realpath, os.X_OK):
         entry.error = f"{entry.paths[0]} is not executable"
         return
-    result = cache.get(entry.realpath)
+    # Ask the binary itself where a route reaches it directly: a wrapper's answer may not be the
+    # binary's, so it is asked through the wrapper (and not cached) only when there is no such route.
+    direct = [p for p in entry.paths if p not in entry.wrappers]
+    result = cache.get(entry.realpath) if direct else None
     if result is None:
-        result = probe(entry.paths[0])
-        cache.put(entry.realpath, result)
+        result = probe(direct[0] if direct else entry.paths[0])
+        if direct:
+            cache.put(entry.realpath, result)
     if "error" in result:
         entry.error = result["error"]
         return
