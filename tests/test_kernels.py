@@ -25,7 +25,7 @@ DATA = Path(__file__).parent / "data" / "h100"
 SYSTEM_PTXAS = next(
     (
         str(p)
-        for p in ("/usr/local/bin/ptxas", shutil.which("ptxas"), *(b / "ptxas" for b in kernels._nvidia_wheel_bins()))
+        for p in ("/usr/local/bin/ptxas", shutil.which("ptxas"), *(b / "ptxas" for b in kernels.tools.nvidia_wheel_bins()))
         if p and os.access(p, os.X_OK)
     ),
     None,
@@ -69,7 +69,7 @@ def fake_ptxas(tmp_path: Path, name: str, body: str) -> str:
 @pytest.fixture
 def no_disassembler(monkeypatch):
     """nvdisasm costs ~0.6 s a call on these 2 cores; only the SASS tests pay for it."""
-    monkeypatch.setattr(kernels, "find_disassembler", lambda ptxas: None)
+    monkeypatch.setattr(kernels.tools, "find_disassembler", lambda ptxas: None)
 
 
 # ---- probe definitions ---------------------------------------------------------------------------
@@ -169,7 +169,7 @@ def _compile(ptxas: str, probe_id: str, arch: str, tmp_path: Path) -> dict:
     probe = next(p for p in kernels.load_probes() if p.id == probe_id)
     tool = kernels.Tool(ptxas, ptxas_version(ptxas), "system", ptxas)
     job = kernels.Job(probe, tool, arch, "target")
-    job.record = kernels._new_record(job)
+    job.record = kernels.new_record(job)
     kernels.compile_job(job, tmp_path, set(), threading.Lock())
     return job.record
 
@@ -308,7 +308,7 @@ def test_kernels_off_reports_nothing(tmp_path):
 
 
 def test_a_hanging_ptxas_times_out_fast_and_is_not_cached(tmp_path, monkeypatch, no_disassembler):
-    monkeypatch.setattr(kernels, "COMPILE_TIMEOUT", 0.5)
+    monkeypatch.setattr(kernels.assemble, "COMPILE_TIMEOUT", 0.5)
     hang = fake_ptxas(tmp_path, "ptxas", "exec sleep 60")
     toolkits = [{"tool": "ptxas", "path": hang, "version": "13.0.88", "source": "system"}]
     start = time.monotonic()
@@ -393,7 +393,7 @@ def test_cache_key_changes_with_the_ptxas_and_the_source(tmp_path, monkeypatch, 
 
     probes = tmp_path / "probes"
     shutil.copytree(kernels.probes_dir(), probes)
-    monkeypatch.setattr(kernels, "probes_dir", lambda: probes)
+    monkeypatch.setattr(kernels.probes, "probes_dir", lambda: probes)
     kernels.run(make_ctx(tmp_path, tk))
     edited = probes / "nvfp4-mma.ptx"
     edited.write_text(edited.read_text().replace("ret;", "ret; // edited"))
@@ -468,7 +468,7 @@ def test_sass_is_still_read_when_a_probe_of_the_group_does_not_compile(tmp_path,
     shutil.copytree(kernels.probes_dir(), probes)
     broken = probes / "mxf4-mma.ptx"
     broken.write_text(broken.read_text().replace("ret;", "ret; this is not PTX;"))
-    monkeypatch.setattr(kernels, "probes_dir", lambda: probes)
+    monkeypatch.setattr(kernels.probes, "probes_dir", lambda: probes)
     out = kernels.run(make_ctx(tmp_path, [system_toolkit()]))["kernels"]
     assert out["mxf4-mma"]["status"] == "fail" and out["mxf4-mma"]["runs"][0]["sass_ok"] is None
     assert out["nvfp4-mma"]["runs"][0]["sass_ok"] is True and "OMMA.SF.16864" in out["nvfp4-mma"]["runs"][0]["sass"]
@@ -501,7 +501,7 @@ def test_a_matching_gpu_runs_verifies_and_caches(tmp_path, monkeypatch, no_disas
         return [{"id": r["id"], "ok": True, "ms": 1.0, "device": {"name": "NVIDIA GB10", "cc": "12.1"},
                  "outputs": _reference_outputs(r["entry"], r)} for r in requests]
 
-    monkeypatch.setattr(kernels, "run_on_gpu", gpu)
+    monkeypatch.setattr(kernels.gpu_run, "run_on_gpu", gpu)
     ctx = make_ctx(tmp_path, [system_toolkit()], arch="sm_121a", gpus=GB10, driver={"version": "580.95.05"})
     out = kernels.run(ctx)["kernels"]
     assert calls == [4]  # one child process for every run
@@ -518,7 +518,7 @@ def test_a_matching_gpu_runs_verifies_and_caches(tmp_path, monkeypatch, no_disas
 
 @needs_ptxas
 def test_wrong_gpu_results_fail_and_a_broken_run_is_an_error(tmp_path, monkeypatch, no_disassembler):
-    monkeypatch.setattr(kernels, "run_on_gpu", lambda reqs, timeout=None: [
+    monkeypatch.setattr(kernels.gpu_run, "run_on_gpu", lambda reqs, timeout=None: [
         {"id": r["id"], "ok": True, "device": {"name": "NVIDIA GB10", "cc": "12.1"}, "outputs": _reference_outputs(r["entry"], r, corrupt=True)}
         for r in reqs])
     out = kernels.run(make_ctx(tmp_path, [system_toolkit()], arch="sm_121a", gpus=GB10))["kernels"]
@@ -526,7 +526,7 @@ def test_wrong_gpu_results_fail_and_a_broken_run_is_an_error(tmp_path, monkeypat
     assert "1 of 128 differ" in out["nvfp4-mma"]["runs"][0]["run_note"]
     assert out["e2m1-cvt"]["runs"][0]["verified"] is False
 
-    monkeypatch.setattr(kernels, "run_on_gpu", lambda reqs, timeout=None: [
+    monkeypatch.setattr(kernels.gpu_run, "run_on_gpu", lambda reqs, timeout=None: [
         {"id": r["id"], "ok": False, "error": "cuLaunchKernel: CUDA_ERROR_ILLEGAL_INSTRUCTION (an illegal instruction was encountered)"}
         for r in reqs])
     out = kernels.run(make_ctx(tmp_path / "other", [system_toolkit()], arch="sm_121a", gpus=GB10))["kernels"]
