@@ -1,4 +1,7 @@
-"""Assembling one probe with one ptxas for one arch (a Job), and reading why ptxas said no."""
+"""Assembling one probe with one ptxas for one arch (a Job), and reading why ptxas said no.
+
+A compile counts only when ptxas exits 0 AND its output is a cubin for the arch (kernels.cubin):
+a ptxas that exits 0 with garbage, nothing, or another arch's cubin is an error, never a pass."""
 
 from __future__ import annotations
 
@@ -12,10 +15,12 @@ from typing import Any
 
 from sparkdoctor import proc
 from sparkdoctor.arch import arch_base, first_cuda_for, parse_arch
+from sparkdoctor.kernels.cubin import cubin_problem
 from sparkdoctor.kernels.probes import Probe
 from sparkdoctor.kernels.tools import Tool
 
-CACHE_VERSION = 1
+# 2: a compile now counts only with a valid cubin for the arch; version-1 passes were not proven so.
+CACHE_VERSION = 2
 COMPILE_TIMEOUT = 20.0
 
 _PTXAS_MESSAGE = re.compile(r"^ptxas\s+(?:\S+?, line (\d+); )?(error|fatal)\s*:\s*(.*)$")
@@ -91,8 +96,10 @@ def new_record(job: Job) -> dict[str, Any]:
     }
 
 
-def run_ptxas(ptxas: Tool, arch: str, ptx: Path, cubin: Path, timeout: float) -> proc.ProcResult:
-    return proc.run([ptxas.path, f"-arch={arch}", "-o", str(cubin), str(ptx)], timeout=timeout)
+def run_ptxas(ptxas: Tool, arch: str, ptx: Path, cubin: Path, timeout: float) -> tuple[proc.ProcResult, str | None]:
+    """Run ptxas; (its result, why the output is not a cubin for `arch` when it exited 0)."""
+    result = proc.run([ptxas.path, f"-arch={arch}", "-o", str(cubin), str(ptx)], timeout=timeout)
+    return result, cubin_problem(cubin, arch) if result.ok else None
 
 
 def compile_job(job: Job, workdir: Path, hung: set[str], lock: threading.Lock) -> None:
@@ -107,9 +114,12 @@ def compile_job(job: Job, workdir: Path, hung: set[str], lock: threading.Lock) -
     folder.mkdir()
     ptx, cubin = folder / "in.ptx", folder / "out.cubin"
     ptx.write_text(job.probe.ptx_for(job.arch), encoding="utf-8")
-    result = run_ptxas(job.ptxas, job.arch, ptx, cubin, COMPILE_TIMEOUT)
+    result, bad_output = run_ptxas(job.ptxas, job.arch, ptx, cubin, COMPILE_TIMEOUT)
     rec["ms"] = round(result.seconds * 1000, 1)
-    if result.ok and cubin.is_file():
+    if result.ok and bad_output:
+        # Not cached: a broken tool is asked again next time, and costs no wrong verdict.
+        rec.update(outcome="error", error=f"ptxas exited 0 but {bad_output}")
+    elif result.ok:
         rec.update(outcome="compiled", compiled=True)
         job.cubin = cubin.read_bytes()
         job.cacheable = True

@@ -23,7 +23,7 @@ class Cache:
         try:
             data = json.loads((self.root / f"{key}.json").read_text(encoding="utf-8"))
             cubin = (self.root / f"{key}.cubin").read_bytes() if want_cubin and data.get("record", {}).get("compiled") else None
-        except (OSError, ValueError):
+        except (OSError, ValueError, AttributeError):
             return None  # missing or corrupt: recompute
         if not isinstance(data, dict) or data.get("key") != key or data.get("v") != CACHE_VERSION or not isinstance(data.get("record"), dict):
             return None

@@ -1,6 +1,7 @@
 """Reading the SASS: the probes of one (ptxas, arch, disassembler) group assembled into one module
 and disassembled once (nvdisasm costs ~0.6 s of CPU per call, whatever the cubin's size), then each
-probe's kernel searched for the instruction its header names."""
+probe's kernel searched for the instruction its header names. A kernel whose SASS lacks it did not
+really compile the probe: the verdict (kernels.verdict) is a fail."""
 
 from __future__ import annotations
 
@@ -53,6 +54,8 @@ def check_sass(probe: Probe, instructions: list[str] | None, why_not: str | None
     for ins in instructions:
         if pattern.search(ins):
             return True, ins
+    if not instructions:
+        return False, f"kernel {probe.entry} is not in the disassembly: no instruction matches /{probe.sass}/"
     seen = sorted({ins.split()[0] for ins in instructions if re.search(r"MMA|F2FP", ins.split()[0])})
     return False, f"no instruction matches /{probe.sass}/; tensor/convert instructions: {', '.join(seen) or 'none'}"
 
@@ -67,9 +70,11 @@ def read_sass(jobs: list[Job], workdir: Path, tag: str) -> tuple[Functions | Non
     folder = workdir / f"sass-{tag}-{first.key[:24]}"
     folder.mkdir()
     (folder / "all.ptx").write_text(module, encoding="utf-8")
-    result = assemble.run_ptxas(first.ptxas, first.arch, folder / "all.ptx", folder / "all.cubin", assemble.COMPILE_TIMEOUT)
+    result, bad_output = assemble.run_ptxas(first.ptxas, first.arch, folder / "all.ptx", folder / "all.cubin", assemble.COMPILE_TIMEOUT)
     if not result.ok:
         return None, f"the combined module did not assemble: {result.describe_failure()}"
+    if bad_output:
+        return None, f"the combined module did not assemble: ptxas exited 0 but {bad_output}"
     return disassemble(first.disassembler, folder / "all.cubin")
 
 

@@ -1,5 +1,6 @@
-"""One probe's verdict from its runs: ok, fail, error, timeout or skipped, with the reason in one
-detail line."""
+"""One probe's verdict from its runs: ok only with proof (a cubin for the arch, the instruction in its
+SASS where a disassembler could read it, the right outputs where a GPU ran it); otherwise fail,
+error, timeout or skipped, with the reason in one detail line."""
 
 from __future__ import annotations
 
@@ -46,8 +47,10 @@ def judge(primary: dict[str, Any], target_runs: list[dict[str, Any]]) -> tuple[s
         why = f" ({primary['explanation']})" if primary["explanation"] else ""
         return "fail", f"{who(primary)} rejected it for {primary['arch']}: {primary['error']}{why}{tally}"
     parts = [f"compiled for {primary['arch']} by {who(primary)}{tally}"]
-    if primary["sass_ok"] is not None:
-        parts.append(f"SASS {'has' if primary['sass_ok'] else 'lacks'} the instruction ({primary['sass']})")
+    if primary["sass_ok"] is False:
+        return "fail", "; ".join(parts + [f"but its SASS lacks the instruction, so the probe did not really compile ({primary['sass']})"])
+    if primary["sass_ok"]:
+        parts.append(f"SASS has the instruction ({primary['sass']})")
     if primary["ran"] is False:
         return "error", "; ".join(parts + [primary["run_note"]])
     if primary["ran"] and not primary["verified"]:

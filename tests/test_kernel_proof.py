@@ -1,0 +1,242 @@
+"""A kernel verdict needs proof: a cubin for the arch (ELF, EM_CUDA, the SM in e_flags), the
+instruction in its SASS, one tool per real ptxas binary (wrappers resolved), a cache that follows
+the binary behind a wrapper, and version numbers that cannot crash anything. Real ptxas and real
+misbehaving stand-ins (scripts that exit 0 with garbage, cheat on the arch, strip the instruction)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+from pathlib import Path
+
+import pytest
+
+from sparkdoctor import kernels
+from sparkdoctor.collect import toolkits
+from tests.test_kernels import SM12X, SYSTEM_PTXAS, fake_ptxas, make_ctx, needs_ptxas, no_disassembler, ptxas_version  # noqa: F401
+
+# The ELF binary behind /usr/local/bin/ptxas (a wrapper script on some machines), and the
+# nvidia-cuda-nvcc wheel's: two builds whose cubin headers are both checked.
+REAL_PTXAS = toolkits.resolve_ptxas(SYSTEM_PTXAS).binary if SYSTEM_PTXAS else None
+WHEEL_PTXAS = next((str(b / "ptxas") for b in kernels.tools.nvidia_wheel_bins() if os.access(b / "ptxas", os.X_OK)), None)
+TRIVIAL_PTX = ".version 8.8\n.target {arch}\n.address_size 64\n.visible .entry k() {{ ret; }}\n"
+HUGE = "1" * 5000  # int() refuses strings over 4,300 digits
+
+
+def real_cubin(folder: Path, arch: str, ptxas: str | None = None) -> Path:
+    import subprocess
+
+    folder.mkdir(parents=True, exist_ok=True)
+    ptx, cubin = folder / f"{arch}.ptx", folder / f"{arch}.cubin"
+    ptx.write_text(TRIVIAL_PTX.format(arch=arch))
+    subprocess.run([ptxas or REAL_PTXAS, f"-arch={arch}", "-o", str(cubin), str(ptx)], check=True, timeout=60)
+    return cubin
+
+
+def toolkit(path: str | Path, version: str = "13.0.88", source: str = "system", **extra) -> dict:
+    return {"tool": "ptxas", "path": str(path), "version": version, "source": source, **extra}
+
+
+# ---- the cubin check ---------------------------------------------------------------------------
+
+
+@needs_ptxas
+def test_real_cubins_carry_their_sm_in_e_flags(tmp_path):
+    """Measured with both ptxas builds: the SM number is in the header, the a/f suffix is not."""
+    archs = {"sm_89": 89, "sm_90": 90, "sm_90a": 90, "sm_100a": 100, "sm_120a": 120, "sm_121": 121, "sm_121a": 121, "sm_121f": 121}
+    for ptxas in filter(None, (REAL_PTXAS, WHEEL_PTXAS)):
+        for arch, sm in archs.items():
+            cubin = real_cubin(tmp_path / Path(ptxas).parent.name, arch, ptxas)
+            assert kernels.cubin_sm(cubin.read_bytes()) == (sm, None), (ptxas, arch)
+            assert kernels.cubin_problem(cubin, arch) is None
+        assert kernels.cubin_problem(cubin, "sm_90a") == "its cubin is for sm_121, not sm_90a"
+
+
+@needs_ptxas
+def test_what_is_not_a_cubin_is_named(tmp_path):
+    cubin = real_cubin(tmp_path, "sm_121a").read_bytes()
+    cases = {
+        "empty": (b"", "its output is empty"),
+        "text": (b"garbage\n", "its output is not an ELF file (it starts with b'garbage\\n')"),
+        "host ELF": (Path("/bin/true").read_bytes(), "its output is an ELF file for machine "),
+        "cut": (cubin[:200], "its cubin is cut short (200 bytes;"),
+        "elf32": (b"\x7fELF\x01\x01" + bytes(60), "its output is not a whole 64-bit little-endian ELF file"),
+    }
+    for name, (data, message) in cases.items():
+        (tmp_path / name).write_bytes(data)
+        problem = kernels.cubin_problem(tmp_path / name, "sm_121a")
+        assert problem is not None and problem.startswith(message), (name, problem)
+    assert kernels.cubin_problem(tmp_path / "missing", "sm_121a") == "it wrote no cubin"
+    os.mkfifo(tmp_path / "fifo")  # reading it would block for ever
+    assert kernels.cubin_problem(tmp_path / "fifo", "sm_121a") == "its output is not a regular file"
+
+
+def _broken_outputs(tmp_path: Path) -> dict[str, tuple[str, str]]:
+    sm90 = real_cubin(tmp_path / "real", "sm_90a")
+    return {
+        "nothing": ("exit 0", "it wrote no cubin"),
+        "garbage": ('echo garbage > "$3"', "its output is not an ELF file"),
+        "host ELF": ('cp /bin/true "$3"', "its output is an ELF file for machine "),
+        "cut short": (f'head -c 300 "{sm90}" > "$3"', "its cubin is cut short"),
+        "another arch": (f'cp "{sm90}" "$3"', "its cubin is for sm_90, not sm_121a"),
+    }
+
+
+@needs_ptxas
+@pytest.mark.parametrize("case", ["nothing", "garbage", "host ELF", "cut short", "another arch"])
+def test_a_ptxas_that_exits_0_without_a_cubin_for_the_arch_is_an_error(tmp_path, case, no_disassembler):
+    body, message = _broken_outputs(tmp_path)[case]
+    liar = fake_ptxas(tmp_path, "ptxas", body)
+    out = kernels.run(make_ctx(tmp_path, [toolkit(liar)]))["kernels"]
+    for pid in SM12X:
+        entry = out[pid]
+        assert entry["status"] == "error", entry["detail"]
+        assert f"ptxas exited 0 but {message}" in entry["detail"]
+        assert entry["runs"][0]["compiled"] is False and entry["runs"][0]["outcome"] == "error"
+    again = kernels.run(make_ctx(tmp_path, [toolkit(liar)]))["kernels"]
+    assert not any(e["runs"][0]["cached"] for e in again.values())  # a broken tool is asked again
+
+
+@needs_ptxas
+def test_an_arch_the_ptxas_does_not_know_never_compiles(tmp_path):
+    probe = next(p for p in kernels.load_probes() if p.id == "e2m1-cvt")
+
+    def compile_for(path: str, arch: str) -> dict:
+        job = kernels.Job(probe, kernels.Tool(path, "13.0.88", "system", path), arch, "target")
+        workdir = tmp_path / f"work-{len(list(tmp_path.glob('work-*')))}"
+        workdir.mkdir()
+        kernels.compile_job(job, workdir, set(), threading.Lock())
+        return job.record
+
+    assert compile_for(SYSTEM_PTXAS, "sm_999")["outcome"] == "rejected"  # the real one says no
+    # a wrapper that ignores -arch and always writes an sm_121a cubin: exit 0 is not a pass
+    sm121 = real_cubin(tmp_path / "real", "sm_121a")
+    cheat = fake_ptxas(tmp_path, "cheat", f'cp "{sm121}" "$3"')
+    rec = compile_for(cheat, "sm_999")
+    assert (rec["outcome"], rec["compiled"]) == ("error", False)
+    assert rec["error"] == "ptxas exited 0 but its cubin is for sm_121, not sm_999"
+    assert compile_for(cheat, "sm_121a")["compiled"] is True
+
+
+# ---- the SASS check ---------------------------------------------------------------------------
+
+
+@needs_ptxas
+def test_a_cubin_whose_sass_lacks_the_instruction_fails(tmp_path):
+    if kernels.find_disassembler(kernels.Tool(SYSTEM_PTXAS, None, "system", "")) is None:
+        pytest.skip("no nvdisasm/cuobjdump (pip install nvidia-cuda-nvdisasm)")
+    # a ptxas that quietly turns the FP4 conversion into an integer one: a valid sm_121a cubin
+    strip = 's/cvt\\.rn\\.satfinite\\.e2m1x2\\.f32 %byte, %hi, %lo;/cvt.rzi.u8.f32 %byte, %hi;/'
+    liar = fake_ptxas(tmp_path, "ptxas", f"sed '{strip}' \"$4\" > \"$4.x\" && exec \"{REAL_PTXAS}\" \"$1\" \"$2\" \"$3\" \"$4.x\"")
+    out = kernels.run(make_ctx(tmp_path, [toolkit(liar)]))["kernels"]
+    entry = out["e2m1-cvt"]
+    assert entry["status"] == "fail", entry["detail"]
+    assert entry["runs"][0]["compiled"] is True and entry["runs"][0]["sass_ok"] is False
+    assert "its SASS lacks the instruction" in entry["detail"] and "no instruction matches /F2FP" in entry["detail"]
+    assert out["fp4-mma"]["status"] == "ok" and out["fp4-mma"]["runs"][0]["sass_ok"] is True
+
+
+def test_a_kernel_missing_from_the_disassembly_lacks_the_instruction():
+    probe = next(p for p in kernels.load_probes() if p.id == "nvfp4-mma")
+    ok, text = kernels.check_sass(probe, [], None)
+    assert ok is False and text.startswith("kernel probe_nvfp4_mma is not in the disassembly")
+    record = {"outcome": "compiled", "compiled": True, "arch": "sm_121a", "ptxas_version": "13.0.88", "ptxas_source": "pip",
+              "sass_ok": False, "sass": f"nvdisasm: {text}", "ran": None, "run_note": "compiled, not run"}
+    status, detail = kernels.verdict.judge(record, [record])
+    assert status == "fail" and "its SASS lacks the instruction" in detail
+
+
+# ---- wrappers: one tool per binary, cached on the binary and the wrapper's bytes --------------
+
+
+@needs_ptxas
+def test_a_wrapper_and_the_binary_it_runs_are_one_ptxas(tmp_path, no_disassembler):
+    version = ptxas_version(REAL_PTXAS)
+    wrapper = fake_ptxas(tmp_path, "ptxas", f'exec "{REAL_PTXAS}" "$@"')
+    tk = [toolkit(wrapper, version, "env", used_by=["triton"]), toolkit(REAL_PTXAS, version)]
+    entry = kernels.run(make_ctx(tmp_path, tk))["kernels"]["nvfp4-mma"]
+    assert entry["status"] == "ok"
+    [run] = entry["runs"]
+    assert run["used_by"] == ["triton"]  # whoever uses either uses the one binary
+    assert "ptxas compiled it" not in entry["detail"]  # no "(2/2 ...)" tally for one binary
+
+
+@needs_ptxas
+def test_the_cache_follows_the_binary_behind_a_wrapper_and_the_wrappers_bytes(tmp_path, no_disassembler):
+    binary = tmp_path / "cuda" / "bin" / "ptxas"
+    binary.parent.mkdir(parents=True)
+    shutil.copy2(REAL_PTXAS, binary)
+    wrapper = fake_ptxas(tmp_path, "ptxas", f'exec "{binary}" "$@" # a')
+    tk = [toolkit(wrapper, ptxas_version(str(binary)))]
+
+    def cached() -> set[bool]:
+        return {e["runs"][0]["cached"] for e in kernels.run(make_ctx(tmp_path, tk))["kernels"].values()}
+
+    assert cached() == {False} and cached() == {True}
+    os.utime(binary, (1, 1))  # the binary behind the wrapper was reinstalled
+    assert cached() == {False} and cached() == {True}
+    before = os.stat(wrapper)
+    Path(wrapper).write_text(Path(wrapper).read_text().replace("# a", "# b"))  # same size ...
+    os.utime(wrapper, ns=(before.st_atime_ns, before.st_mtime_ns))  # ... and mtime: only the bytes differ
+    assert cached() == {False}
+
+
+def test_wrapper_resolution_rule(tmp_path):
+    binary = tmp_path / "cuda" / "ptxas"
+    binary.parent.mkdir()
+    shutil.copy("/bin/true", binary)  # any executable that is not a script
+    other = tmp_path / "other" / "ptxas-blackwell"
+    other.parent.mkdir()
+    shutil.copy("/bin/true", other)
+    real = str(binary.resolve())
+
+    def wrap(name: str, body: str) -> str:
+        return os.path.realpath(fake_ptxas(tmp_path, name, body))
+
+    one = wrap("one", f'exec "{binary}" "$@"')
+    assert toolkits.resolve_ptxas(one) == toolkits.Resolved(real, (one,))
+    chain = wrap("chain", f"exec {one} \"$@\"  # not named ptxas: not followed")
+    assert toolkits.resolve_ptxas(chain) == toolkits.Resolved(chain, ())
+    os.symlink(one, tmp_path / "ptxas")
+    outer = wrap("outer", f'exec {tmp_path / "ptxas"} "$@"')
+    assert toolkits.resolve_ptxas(outer) == toolkits.Resolved(real, (outer, one))  # through a link to a wrapper
+    assert toolkits.resolve_ptxas(str(binary)) == toolkits.Resolved(real, ())
+    unresolved = {
+        "two": f'if [ -n "$X" ]; then exec {binary} "$@"; else exec {other} "$@"; fi',
+        "missing": 'exec /nonexistent/bin/ptxas "$@"',
+        "variable": 'exec "$CUDA_HOME/bin/ptxas" "$@"',
+        "relative": 'exec ./bin/ptxas "$@"',
+    }
+    for name, body in unresolved.items():
+        path = wrap(name, body)
+        assert toolkits.resolve_ptxas(path) == toolkits.Resolved(path, ()), name
+    big = wrap("big", f'exec "{binary}" "$@"\n' + "#" * (70 * 1024))
+    assert toolkits.resolve_ptxas(big) == toolkits.Resolved(big, ())  # a program, not a wrapper
+    looping = tmp_path.resolve() / "loop" / "ptxas"
+    looping.parent.mkdir()
+    looping.write_text(f'#!/bin/sh\nexec "{looping}" "$@"\n')
+    looping.chmod(0o755)
+    assert toolkits.resolve_ptxas(str(looping)) == toolkits.Resolved(str(looping), ())
+
+
+# ---- version numbers -------------------------------------------------------------------------
+
+
+def test_version_numbers_over_the_int_limit_are_no_versions():
+    assert toolkits.version_tuple(f"{HUGE}.0.1") == ()
+    assert toolkits.version_tuple("13.0.88") == (13, 0, 88) and toolkits.version_tuple("12.9", parts=2) == (12, 9)
+    assert toolkits.parse_version(f"Cuda compilation tools, release {HUGE}.0, V{HUGE}.0.1") is None
+    assert toolkits.parse_version(f"Cuda compilation tools, release 13.0, V13.0.{HUGE}") == "13.0"
+    assert toolkits.parse_gpu_names(f"--gpu-name <gpu name>\n   Allowed values for this option: 'sm_{HUGE}a','sm_90a'.\n") == ["sm_90a"]
+    assert toolkits.judge_target(f"{HUGE}.0", []) == (None, None)
+    assert kernels.ptxas_knows(f"{HUGE}.0.1", "sm_121a") is None
+    assert kernels.matching_gpu([{"cc": f"{HUGE}.1"}], "sm_121a") is None
+    huge_tool = kernels.Tool("/x/ptxas", f"{HUGE}.0", "system", "x")
+    assert kernels.preferred([huge_tool], "sm_121a") == [huge_tool]
+
+
+@needs_ptxas
+def test_a_ptxas_fact_with_a_huge_version_still_compiles(tmp_path, no_disassembler):
+    out = kernels.run(make_ctx(tmp_path, [toolkit(SYSTEM_PTXAS, f"{HUGE}.0.1")]))["kernels"]
+    assert {e["status"] for e in out.values()} == {"ok"}
