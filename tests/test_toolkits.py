@@ -19,7 +19,6 @@ from tests import venvs
 
 SYSTEM_PTXAS = "/usr/local/bin/ptxas"
 needs_system_ptxas = pytest.mark.skipif(not os.path.exists(SYSTEM_PTXAS), reason=f"no {SYSTEM_PTXAS}")
-VLLM_VENV = Path("/work/scratch/vllm032")
 
 HELP_12_8 = """--gpu-name <gpu name>                               (-arch)
         Specify name of NVIDIA GPU to generate code for.
@@ -331,10 +330,11 @@ def test_no_triton_means_no_triton_user(tmp_path):
     assert by_path(out, other)["source"] == "env"
 
 
-@pytest.mark.skipif(not (VLLM_VENV / "lib/python3.11/site-packages/triton").is_dir(), reason="no vLLM 0.32 scratch venv")
-def test_real_triton_3_9_install(tmp_path):
-    bin_dir = VLLM_VENV / "lib/python3.11/site-packages/triton/backends/nvidia/bin"
-    cand = [{"path": str(bin_dir / "ptxas"), "source": "triton", "package": "triton", "version_of_package": "3.9.0"}]
+@pytest.mark.slow
+def test_real_triton_install(tmp_path):
+    python = venvs.shared_venv("triton-3.8", ["triton==3.8.0"], pip_args=["--no-deps"])
+    [bin_dir] = python.parent.parent.glob("lib/python*/site-packages/triton/backends/nvidia/bin")
+    cand = [{"path": str(bin_dir / "ptxas"), "source": "triton", "package": "triton", "version_of_package": "3.8.0"}]
     out = toolkits.run(make_ctx(tmp_path, candidates=cand))
     [used] = triton_user(out)
     assert used["path"] == str(bin_dir / "ptxas-blackwell")
