@@ -240,3 +240,50 @@ def test_version_numbers_over_the_int_limit_are_no_versions():
 def test_a_ptxas_fact_with_a_huge_version_still_compiles(tmp_path, no_disassembler):
     out = kernels.run(make_ctx(tmp_path, [toolkit(SYSTEM_PTXAS, f"{HUGE}.0.1")]))["kernels"]
     assert {e["status"] for e in out.values()} == {"ok"}
+
+
+def test_a_disassembler_that_prints_no_kernel_leaves_the_sass_unknown(tmp_path):
+    probe = next(p for p in kernels.load_probes() if p.id == "nvfp4-mma")
+    tool = kernels.Tool("/x/ptxas", "13.0.88", "system", "x")
+    job = kernels.Job(probe, tool, "sm_121a", "target", disassembler=kernels.Tool("/x/nvdisasm", None, "path", "d"))
+    job.record = kernels.new_record(job)
+    kernels.sass.apply_sass([job], {}, None)  # a broken nvdisasm: exit 0, nothing we can read
+    assert job.record["sass_ok"] is None and job.record["sass"] == "SASS not checked: the disassembler printed no kernel it could read"
+    kernels.sass.apply_sass([job], {"probe_other": ["HMMA.16816.F32 R1, R2, R3, RZ"]}, None)  # a cubin without this kernel
+    assert job.record["sass_ok"] is False
+
+
+# ---- the GPU runner's reply and the cached cubin ---------------------------------------------
+
+
+@pytest.mark.parametrize("reply", ["[1, 2]", '{"results": 5}', '{"results": [{"id": "x", "ok": true, "outputs": {"d": "zz"}}]}',
+                                   '{"results": [{"id": "x", "ok": true, "outputs": {"d": 7}}]}', '"text"'])
+def test_a_malformed_gpu_runner_reply_is_an_error_per_request(tmp_path, monkeypatch, reply):
+    from sparkdoctor import cuda_driver
+
+    runner = tmp_path / "runner.py"
+    runner.write_text(f"import sys\nsys.stdin.read()\nprint({reply!r})\n")
+    monkeypatch.setattr(cuda_driver, "__file__", str(runner))
+    [result] = kernels.run_on_gpu([{"id": "x"}])
+    assert result["ok"] is False and result["id"] == "x" and result["error"] in ("no result", "the GPU runner's reply is not what it writes")
+
+
+@needs_ptxas
+def test_a_damaged_cached_cubin_is_not_run(tmp_path, monkeypatch, no_disassembler):
+    from tests.test_kernels import GB10, _reference_outputs
+
+    calls = []
+
+    def gpu(requests, timeout=None):
+        calls.append(len(requests))
+        return [{"id": r["id"], "ok": True, "device": {"name": "NVIDIA GB10", "cc": "12.1"}, "outputs": _reference_outputs(r["entry"], r)}
+                for r in requests]
+
+    monkeypatch.setattr(kernels.gpu_run, "run_on_gpu", gpu)
+    kernels.run(make_ctx(tmp_path, [toolkit(SYSTEM_PTXAS)], arch="sm_121a", gpus=GB10, driver={"version": "580.95.05"}))
+    for cubin in (tmp_path / "cache" / "kernels").glob("*.cubin"):
+        cubin.write_bytes(b"\x7fELF damaged")
+    out = kernels.run(make_ctx(tmp_path, [toolkit(SYSTEM_PTXAS)], arch="sm_121a", gpus=GB10, driver={"version": "590.1"}))["kernels"]
+    assert calls == [4]  # the new driver needs new runs, and no damaged cubin is sent to the GPU
+    for entry in out.values():
+        assert entry["runs"][0]["run_note"] == "not run: the cached cubin is damaged; run again with --no-cache"

@@ -16,6 +16,7 @@ from sparkdoctor.collect import Context
 from sparkdoctor.collect.toolkits import version_tuple
 from sparkdoctor.kernels.assemble import Job
 from sparkdoctor.kernels.cache import Cache
+from sparkdoctor.kernels.cubin import cubin_sm
 from sparkdoctor.kernels.probes import Probe, ProbeError
 
 RUN_TIMEOUT = 30.0
@@ -49,12 +50,29 @@ def run_on_gpu(requests: list[dict[str, Any]], timeout: float | None = None) -> 
             reply = json.loads(result.stdout)
         except ValueError:
             reply, failed = {}, "the GPU runner printed no JSON"
+        if not isinstance(reply, dict) or not isinstance(reply.get("results", []), list):
+            reply, failed = {}, "the GPU runner's reply is not what it writes"
         if not failed and reply.get("error"):
-            failed = reply["error"]
+            failed = str(reply["error"])
         if not failed:
-            by_id = {r.get("id"): r for r in reply.get("results", [])}
+            by_id = {r.get("id"): r for r in reply.get("results", []) if _well_formed(r)}
             return [by_id.get(req["id"]) or {"id": req["id"], "ok": False, "error": "no result"} for req in requests]
     return [{"id": req["id"], "ok": False, "error": failed} for req in requests]
+
+
+def _well_formed(result: Any) -> bool:
+    """A result the GPU phase can read: a dict whose outputs, if any, map names to hex strings."""
+    if not isinstance(result, dict):
+        return False
+    outputs = result.get("outputs", {})
+    if not isinstance(outputs, dict) or not all(isinstance(h, str) for h in outputs.values()):
+        return False
+    try:
+        for h in outputs.values():
+            bytes.fromhex(h)
+    except ValueError:
+        return False
+    return True
 
 
 def reference_function(probe: Probe, field_name: str):
@@ -123,8 +141,8 @@ def gpu_phase(jobs: list[Job], ctx: Context, cache: Cache, workdir: Path | None)
         if cubin is None:
             hit = cache.get(job.key, want_cubin=True)
             cubin = hit[1] if hit else None
-        if cubin is None:
-            job.record["run_note"] = "not run: the cached cubin is gone; run again with --no-cache"
+        if cubin is None or cubin_sm(cubin) != (parse_arch(job.arch)[0], None):
+            job.record["run_note"] = f"not run: the cached cubin is {'gone' if cubin is None else 'damaged'}; run again with --no-cache"
             continue
         path = workdir / f"run-{index}.cubin"
         path.write_bytes(cubin)

@@ -79,6 +79,8 @@ def read_sass(jobs: list[Job], workdir: Path, tag: str) -> tuple[Functions | Non
 
 
 def apply_sass(jobs: list[Job], functions: Functions | None, why_not: str | None) -> None:
+    if functions == {}:  # a disassembler that printed no kernel at all is broken: the SASS is unknown
+        functions, why_not = None, "the disassembler printed no kernel it could read"
     for job in jobs:
         instructions = None if functions is None else functions.get(job.probe.entry, [])
         ok, text = check_sass(job.probe, instructions, why_not)
