@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 import threading
 from pathlib import Path
 
@@ -287,3 +288,16 @@ def test_a_damaged_cached_cubin_is_not_run(tmp_path, monkeypatch, no_disassemble
     assert calls == [4]  # the new driver needs new runs, and no damaged cubin is sent to the GPU
     for entry in out.values():
         assert entry["runs"][0]["run_note"] == "not run: the cached cubin is damaged; run again with --no-cache"
+
+
+def test_a_wrapper_names_only_literal_absolute_ptxas_paths(tmp_path):
+    assert toolkits.named_ptxas('exec "/opt/cuda/bin/ptxas" "$@"') == {"/opt/cuda/bin/ptxas"}
+    assert toolkits.named_ptxas("P=/a/ptxas-blackwell\nexec $P") == {"/a/ptxas-blackwell"}
+    for text in ('exec "${CUDA}/bin/ptxas" "$@"', 'exec "$(dirname "$0")/real/ptxas"', "exec /opt/cuda-*/bin/ptxas", "exec ./ptxas",
+                 "exec /opt/cuda/bin/ptxas2", "exec /opt/cuda/bin/nvptxas"):
+        assert toolkits.named_ptxas(text) == set(), text
+    start = time.monotonic()
+    assert toolkits.named_ptxas("/" * 65536 + "x") == set()  # one long word: no quadratic backtracking
+    assert time.monotonic() - start < 1
+    os.mkfifo(tmp_path / "ptxas")  # opening it would block for ever
+    assert toolkits.resolve_ptxas(str(tmp_path / "ptxas")) == toolkits.Resolved(str((tmp_path / "ptxas").resolve()), ())

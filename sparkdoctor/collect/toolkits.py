@@ -48,7 +48,8 @@ _ARCH_RE = re.compile(r"'(sm_(\d{1,9})([a-z]?))'")
 MAX_VERSION_DIGITS = 9  # a longer number is not a version (and int() refuses over 4,300 digits)
 WRAPPER_MAX_BYTES = 64 * 1024  # a bigger `#!` file is a program, not a wrapper
 WRAPPER_MAX_DEPTH = 4
-_ABSOLUTE_PTXAS = re.compile(r"(/[^\s\"'`;|&<>(){}$]*/ptxas(?:-[\w.]+)?)(?![\w/.-])")
+_SHELL_SEPARATORS = re.compile(r"[\s\"'`;|&<>=]+")  # words of a wrapper's text, linear time
+_PTXAS_NAME = re.compile(r"ptxas(?:-[\w.]+)?")
 
 
 def version_tuple(version: str | None, parts: int = 3) -> tuple[int, ...]:
@@ -71,11 +72,23 @@ class Resolved:
 
 
 def is_script(path: str) -> bool:
+    if not os.path.isfile(path):  # a FIFO would block the read
+        return False
     try:
         with open(path, "rb") as fh:
             return fh.read(2) == b"#!"
     except OSError:
         return False
+
+
+def named_ptxas(text: str) -> set[str]:
+    """Absolute paths of files called ptxas or ptxas-<x> that a script's text names literally (a word
+    with a variable, a glob or a `$(...)` in it names nothing)."""
+    return {
+        word for word in _SHELL_SEPARATORS.split(text)
+        if word.startswith("/") and len(word) <= 4096 and not any(c in word for c in "$*?[(){}")
+        and _PTXAS_NAME.fullmatch(os.path.basename(word))
+    }
 
 
 def resolve_ptxas(path: str) -> Resolved:
@@ -93,7 +106,7 @@ def resolve_ptxas(path: str) -> Resolved:
             break
         if len(text) > WRAPPER_MAX_BYTES:
             break
-        named = {os.path.realpath(m) for m in _ABSOLUTE_PTXAS.findall(text.decode("utf-8", "replace"))}
+        named = {os.path.realpath(m) for m in named_ptxas(text.decode("utf-8", "replace"))}
         named = {n for n in named if n != real and n not in scripts and os.path.isfile(n) and os.access(n, os.X_OK)}
         if len(named) != 1:
             break
