@@ -301,3 +301,10 @@ def test_a_wrapper_names_only_literal_absolute_ptxas_paths(tmp_path):
     assert time.monotonic() - start < 1
     os.mkfifo(tmp_path / "ptxas")  # opening it would block for ever
     assert toolkits.resolve_ptxas(str(tmp_path / "ptxas")) == toolkits.Resolved(str((tmp_path / "ptxas").resolve()), ())
+
+
+def test_a_flooding_disassembler_line_costs_no_time():
+    start = time.monotonic()
+    text = ".text.probe_x:\n/*0000*/ " + " " * 1_000_000 + "x\n" + "/*0010*/   F2FP.SATFINITE.E2M1.F32 R0, R2, R3, RZ ;\n" + "/*0020*/ " + "/*0000*/ " * 100_000
+    assert kernels.split_sass(text) == {"probe_x": ["F2FP.SATFINITE.E2M1.F32 R0, R2, R3, RZ"]}
+    assert time.monotonic() - start < 1

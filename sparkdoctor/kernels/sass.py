@@ -17,7 +17,8 @@ from sparkdoctor.kernels.tools import Tool
 
 DISASSEMBLE_TIMEOUT = 20.0
 
-_SASS_LINE = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(.+?)\s*;")
+_SASS_ADDRESS = re.compile(r"/\*[0-9a-f]{4,}\*/")
+MAX_SASS_LINE = 4096  # no instruction line is longer; a longer one is not read (and cannot cost time)
 _FUNCTION = re.compile(r"(?:\.text\.|Function\s*:\s*)([A-Za-z_$][\w$]*)")
 
 Functions = dict[str, list[str]]
@@ -28,14 +29,19 @@ def split_sass(text: str) -> Functions:
     out: Functions = {}
     current: str | None = None
     for line in text.splitlines():
+        if len(line) > MAX_SASS_LINE:
+            continue
         header = _FUNCTION.search(line)
         if header and "/*" not in line.split(header.group(0))[0]:
             current = header.group(1)
             out.setdefault(current, [])
             continue
-        ins = _SASS_LINE.search(line)
-        if ins and current:
-            out[current].append(re.sub(r"\s+", " ", ins.group(1)))
+        address = _SASS_ADDRESS.search(line)
+        if address and current:
+            rest = line[address.end():]
+            body, semicolon, _ = rest.partition(";")
+            if semicolon and rest[:1].isspace() and body.strip():
+                out[current].append(" ".join(body.split()))
     return out
 
 
