@@ -308,3 +308,9 @@ def test_a_flooding_disassembler_line_costs_no_time():
     text = ".text.probe_x:\n/*0000*/ " + " " * 1_000_000 + "x\n" + "/*0010*/   F2FP.SATFINITE.E2M1.F32 R0, R2, R3, RZ ;\n" + "/*0020*/ " + "/*0000*/ " * 100_000
     assert kernels.split_sass(text) == {"probe_x": ["F2FP.SATFINITE.E2M1.F32 R0, R2, R3, RZ"]}
     assert time.monotonic() - start < 1
+
+
+def test_a_flooding_ptxas_help_costs_no_time():
+    start = time.monotonic()
+    assert toolkits.parse_gpu_names("\n" * 200_000 + "no options here") == []
+    assert time.monotonic() - start < 1

@@ -177,7 +177,7 @@ def parse_version(text: str) -> str | None:
 
 def parse_gpu_names(help_text: str) -> list[str]:
     """The sm_ targets --gpu-name accepts, from the "Allowed values" of that option in `ptxas --help`."""
-    start = re.search(r"(?m)^\s*--gpu-name\b", help_text)
+    start = re.search(r"(?m)^[ \t]*--gpu-name\b", help_text)  # [ \t]: \s would cross lines (quadratic)
     if start is None:
         return []
     block = help_text[start.end():]

@@ -45,7 +45,7 @@ class Probe:
 
     @property
     def ptx_version(self) -> str:
-        found = re.search(r"^\s*\.version\s+(\S+)", self.source, re.MULTILINE)
+        found = re.search(r"^[ \t]*\.version[ \t]+(\S+)", self.source, re.MULTILINE)
         return found.group(1) if found else "?"
 
     def ptx_version_for(self, arch: str) -> str:
@@ -57,12 +57,12 @@ class Probe:
         return ".".join(map(str, max(own, first)))
 
     def ptx_for(self, arch: str) -> str:
-        source = re.sub(r"^(\s*\.version\s+)\S+", lambda m: m.group(1) + self.ptx_version_for(arch), self.source, count=1, flags=re.MULTILINE)
+        source = re.sub(r"^([ \t]*\.version[ \t]+)\S+", lambda m: m.group(1) + self.ptx_version_for(arch), self.source, count=1, flags=re.MULTILINE)
         return source.replace(ARCH_PLACEHOLDER, arch)
 
     def body(self) -> str:
         """The source after its module directives, for building one module out of several probes."""
-        match = re.search(r"^\s*\.address_size\s+64\s*$", self.source, re.MULTILINE)
+        match = re.search(r"^[ \t]*\.address_size[ \t]+64[ \t]*$", self.source, re.MULTILINE)
         return self.source[match.end():] if match else ""
 
 
