@@ -14,12 +14,13 @@ from pathlib import Path
 import pytest
 
 from sparkdoctor import kernels
+from sparkdoctor import ptxas
 from sparkdoctor.collect import toolkits
 from tests.test_kernels import SM12X, SYSTEM_PTXAS, fake_ptxas, make_ctx, needs_ptxas, no_disassembler, ptxas_version  # noqa: F401
 
 # The ELF binary behind /usr/local/bin/ptxas (a wrapper script on some machines), and the
 # nvidia-cuda-nvcc wheel's: two builds whose cubin headers are both checked.
-REAL_PTXAS = toolkits.resolve_ptxas(SYSTEM_PTXAS).binary if SYSTEM_PTXAS else None
+REAL_PTXAS = ptxas.resolve_ptxas(SYSTEM_PTXAS).binary if SYSTEM_PTXAS else None
 WHEEL_PTXAS = next((str(b / "ptxas") for b in kernels.tools.nvidia_wheel_bins() if os.access(b / "ptxas", os.X_OK)), None)
 TRIVIAL_PTX = ".version 8.8\n.target {arch}\n.address_size 64\n.visible .entry k() {{ ret; }}\n"
 HUGE = "1" * 5000  # int() refuses strings over 4,300 digits
@@ -196,13 +197,13 @@ def test_wrapper_resolution_rule(tmp_path):
         return os.path.realpath(fake_ptxas(tmp_path, name, body))
 
     one = wrap("one", f'exec "{binary}" "$@"')
-    assert toolkits.resolve_ptxas(one) == toolkits.Resolved(real, (one,))
+    assert ptxas.resolve_ptxas(one) == ptxas.Resolved(real, (one,))
     chain = wrap("chain", f"exec {one} \"$@\"  # not named ptxas: not followed")
-    assert toolkits.resolve_ptxas(chain) == toolkits.Resolved(chain, ())
+    assert ptxas.resolve_ptxas(chain) == ptxas.Resolved(chain, ())
     os.symlink(one, tmp_path / "ptxas")
     outer = wrap("outer", f'exec {tmp_path / "ptxas"} "$@"')
-    assert toolkits.resolve_ptxas(outer) == toolkits.Resolved(real, (outer, one))  # through a link to a wrapper
-    assert toolkits.resolve_ptxas(str(binary)) == toolkits.Resolved(real, ())
+    assert ptxas.resolve_ptxas(outer) == ptxas.Resolved(real, (outer, one))  # through a link to a wrapper
+    assert ptxas.resolve_ptxas(str(binary)) == ptxas.Resolved(real, ())
     unresolved = {
         "two": f'if [ -n "$X" ]; then exec {binary} "$@"; else exec {other} "$@"; fi',
         "missing": 'exec /nonexistent/bin/ptxas "$@"',
@@ -211,22 +212,22 @@ def test_wrapper_resolution_rule(tmp_path):
     }
     for name, body in unresolved.items():
         path = wrap(name, body)
-        assert toolkits.resolve_ptxas(path) == toolkits.Resolved(path, ()), name
+        assert ptxas.resolve_ptxas(path) == ptxas.Resolved(path, ()), name
     big = wrap("big", f'exec "{binary}" "$@"\n' + "#" * (70 * 1024))
-    assert toolkits.resolve_ptxas(big) == toolkits.Resolved(big, ())  # a program, not a wrapper
+    assert ptxas.resolve_ptxas(big) == ptxas.Resolved(big, ())  # a program, not a wrapper
     looping = tmp_path.resolve() / "loop" / "ptxas"
     looping.parent.mkdir()
     looping.write_text(f'#!/bin/sh\nexec "{looping}" "$@"\n')
     looping.chmod(0o755)
-    assert toolkits.resolve_ptxas(str(looping)) == toolkits.Resolved(str(looping), ())
+    assert ptxas.resolve_ptxas(str(looping)) == ptxas.Resolved(str(looping), ())
 
 
 # ---- version numbers -------------------------------------------------------------------------
 
 
 def test_version_numbers_over_the_int_limit_are_no_versions():
-    assert toolkits.version_tuple(f"{HUGE}.0.1") == ()
-    assert toolkits.version_tuple("13.0.88") == (13, 0, 88) and toolkits.version_tuple("12.9", parts=2) == (12, 9)
+    assert ptxas.version_tuple(f"{HUGE}.0.1") == ()
+    assert ptxas.version_tuple("13.0.88") == (13, 0, 88) and ptxas.version_tuple("12.9", parts=2) == (12, 9)
     assert toolkits.parse_version(f"Cuda compilation tools, release {HUGE}.0, V{HUGE}.0.1") is None
     assert toolkits.parse_version(f"Cuda compilation tools, release 13.0, V13.0.{HUGE}") == "13.0"
     assert toolkits.parse_gpu_names(f"--gpu-name <gpu name>\n   Allowed values for this option: 'sm_{HUGE}a','sm_90a'.\n") == ["sm_90a"]
@@ -291,16 +292,16 @@ def test_a_damaged_cached_cubin_is_not_run(tmp_path, monkeypatch, no_disassemble
 
 
 def test_a_wrapper_names_only_literal_absolute_ptxas_paths(tmp_path):
-    assert toolkits.named_ptxas('exec "/opt/cuda/bin/ptxas" "$@"') == {"/opt/cuda/bin/ptxas"}
-    assert toolkits.named_ptxas("P=/a/ptxas-blackwell\nexec $P") == {"/a/ptxas-blackwell"}
+    assert ptxas.named_ptxas('exec "/opt/cuda/bin/ptxas" "$@"') == {"/opt/cuda/bin/ptxas"}
+    assert ptxas.named_ptxas("P=/a/ptxas-blackwell\nexec $P") == {"/a/ptxas-blackwell"}
     for text in ('exec "${CUDA}/bin/ptxas" "$@"', 'exec "$(dirname "$0")/real/ptxas"', "exec /opt/cuda-*/bin/ptxas", "exec ./ptxas",
                  "exec /opt/cuda/bin/ptxas2", "exec /opt/cuda/bin/nvptxas"):
-        assert toolkits.named_ptxas(text) == set(), text
+        assert ptxas.named_ptxas(text) == set(), text
     start = time.monotonic()
-    assert toolkits.named_ptxas("/" * 65536 + "x") == set()  # one long word: no quadratic backtracking
+    assert ptxas.named_ptxas("/" * 65536 + "x") == set()  # one long word: no quadratic backtracking
     assert time.monotonic() - start < 1
     os.mkfifo(tmp_path / "ptxas")  # opening it would block for ever
-    assert toolkits.resolve_ptxas(str(tmp_path / "ptxas")) == toolkits.Resolved(str((tmp_path / "ptxas").resolve()), ())
+    assert ptxas.resolve_ptxas(str(tmp_path / "ptxas")) == ptxas.Resolved(str((tmp_path / "ptxas").resolve()), ())
 
 
 def test_a_flooding_disassembler_line_costs_no_time():

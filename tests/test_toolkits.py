@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from sparkdoctor import ptxas
 from sparkdoctor.collect import Context, run_collectors
 from sparkdoctor.collect import toolkits
 from sparkdoctor.facts import Facts
@@ -61,7 +62,7 @@ def version_and_help(release: str, full: str, help_text: str) -> str:
 
 
 def by_path(result: dict, path: Path | str) -> dict:
-    real = toolkits.resolve_ptxas(str(path)).binary  # /usr/local/bin/ptxas may be a wrapper script
+    real = ptxas.resolve_ptxas(str(path)).binary  # /usr/local/bin/ptxas may be a wrapper script
     hits = [t for t in result["toolkits"] if t["realpath"] == real]
     assert len(hits) == 1, [t["realpath"] for t in result["toolkits"]]
     return hits[0]

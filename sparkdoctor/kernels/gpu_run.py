@@ -13,7 +13,7 @@ from typing import Any
 from sparkdoctor import proc
 from sparkdoctor.arch import arch_cc, parse_arch
 from sparkdoctor.collect import Context
-from sparkdoctor.collect.toolkits import version_tuple
+from sparkdoctor.ptxas import version_tuple
 from sparkdoctor.kernels.assemble import Job
 from sparkdoctor.kernels.cache import Cache
 from sparkdoctor.kernels.cubin import cubin_sm

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sparkdoctor.arch import FIRST_PTX, parse_arch
-from sparkdoctor.collect.toolkits import version_tuple
+from sparkdoctor.ptxas import version_tuple
 
 if sys.version_info >= (3, 11):
     import tomllib

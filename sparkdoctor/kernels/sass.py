@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 
 from sparkdoctor import proc
-from sparkdoctor.collect.toolkits import version_tuple
+from sparkdoctor.ptxas import version_tuple
 from sparkdoctor.kernels import assemble
 from sparkdoctor.kernels.assemble import Job
 from sparkdoctor.kernels.probes import Probe

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from sparkdoctor.arch import first_cuda_for
-from sparkdoctor.collect.toolkits import is_script, resolve_ptxas, version_tuple
+from sparkdoctor.ptxas import is_script, resolve_ptxas, version_tuple
 
 _SOURCE_RANK = {"system": 0, "pip": 1, "env": 2, "triton": 3}
 
