@@ -50,7 +50,7 @@ def test_real_cubins_carry_their_sm_in_e_flags(tmp_path):
     for ptxas in filter(None, (REAL_PTXAS, WHEEL_PTXAS)):
         for arch, sm in archs.items():
             cubin = real_cubin(tmp_path / Path(ptxas).parent.name, arch, ptxas)
-            assert kernels.cubin_sm(cubin.read_bytes()) == (sm, None), (ptxas, arch)
+            assert kernels.cubin_arch(cubin.read_bytes()) == (f"sm_{sm}", None), (ptxas, arch)  # 13.0 sets no 'a' bit
             assert kernels.cubin_problem(cubin, arch) is None
         assert kernels.cubin_problem(cubin, "sm_90a") == "its cubin is for sm_121, not sm_90a"
 
@@ -70,8 +70,29 @@ def test_what_is_not_a_cubin_is_named(tmp_path):
         problem = kernels.cubin_problem(tmp_path / name, "sm_121a")
         assert problem is not None and problem.startswith(message), (name, problem)
     assert kernels.cubin_problem(tmp_path / "missing", "sm_121a") == "it wrote no cubin"
+    (tmp_path / "no-arch").write_bytes(cubin[:48] + bytes(4) + cubin[52:])
+    assert kernels.cubin_problem(tmp_path / "no-arch", "sm_121a") == "its cubin names no arch (e_flags 0x00000000)"
     os.mkfifo(tmp_path / "fifo")  # reading it would block for ever
     assert kernels.cubin_problem(tmp_path / "fifo", "sm_121a") == "its output is not a regular file"
+
+
+@needs_ptxas
+def test_both_e_flags_layouts_and_the_a_bit(tmp_path):
+    """The values ptxas 12.8.93 writes (measured; the slow test compiles with it for real)."""
+    cubin = real_cubin(tmp_path, "sm_121a").read_bytes()
+
+    def header(abi: int, flags: int) -> bytes:
+        return cubin[:8] + bytes([abi]) + cubin[9:48] + flags.to_bytes(4, "little") + cubin[52:]
+
+    cases = {(7, 0x005A0D5A): "sm_90a", (7, 0x005A055A): "sm_90", (7, 0x00590559): "sm_89",
+             (8, 0x0600780A): "sm_120a", (8, 0x06007802): "sm_120", (8, 0x06007902): "sm_121"}
+    for (abi, flags), arch in cases.items():
+        assert kernels.cubin_arch(header(abi, flags)) == (arch, None), (abi, hex(flags))
+    (tmp_path / "a.cubin").write_bytes(header(8, 0x0600780A))
+    assert kernels.cubin_problem(tmp_path / "a.cubin", "sm_120a") is None
+    assert kernels.cubin_problem(tmp_path / "a.cubin", "sm_120") == "its cubin is for sm_120a, not sm_120"  # would not load on sm_121
+    (tmp_path / "plain.cubin").write_bytes(header(8, 0x06007902))
+    assert kernels.cubin_problem(tmp_path / "plain.cubin", "sm_121a") is None  # 13.0 never sets the bit
 
 
 def _broken_outputs(tmp_path: Path) -> dict[str, tuple[str, str]]:

@@ -164,6 +164,16 @@ def test_probe_without_arch_placeholder_and_duplicate_ids(tmp_path):
 # ---- real ptxas -----------------------------------------------------------------------------------
 
 
+def _compile_cubin(ptxas: str, probe_id: str, arch: str, tmp_path: Path) -> bytes:
+    import threading
+
+    probe = next(p for p in kernels.load_probes() if p.id == probe_id)
+    job = kernels.Job(probe, kernels.Tool(ptxas, ptxas_version(ptxas), "pip", ptxas), arch, "target", key=f"cubin-{probe_id}-{arch}")
+    kernels.compile_job(job, tmp_path, set(), threading.Lock())
+    assert job.cubin is not None, job.record["error"]
+    return job.cubin
+
+
 def _compile(ptxas: str, probe_id: str, arch: str, tmp_path: Path) -> dict:
     import threading
 
@@ -225,6 +235,9 @@ def test_pip_ptxas_12_8_cannot_target_sm_121a(tmp_path):
     assert _compile(str(ptxas), "nvfp4-mma", "sm_120a", tmp_path)["outcome"] == "compiled"
     rec = _compile(str(ptxas), "nvfp4-mma", "sm_120f", tmp_path)
     assert rec["outcome"] == "rejected" and rec["explanation"].startswith("ptxas 12.8.93 ")
+    # its cubins use both e_flags layouts (ABI 7 up to sm_90, ABI 8 after) with the 'a' bit set
+    assert kernels.cubin_arch(_compile_cubin(str(ptxas), "fp8-mma-sm90", "sm_90a", tmp_path)) == ("sm_90a", None)
+    assert kernels.cubin_arch(_compile_cubin(str(ptxas), "nvfp4-mma", "sm_120a", tmp_path)) == ("sm_120a", None)
 
 
 # ---- the collector end to end ---------------------------------------------------------------------

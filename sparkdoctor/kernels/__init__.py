@@ -36,7 +36,7 @@ finish cleanly (timeout, crash, an output that is not a cubin for the arch) is c
 from sparkdoctor.kernels.assemble import CACHE_VERSION, COMPILE_TIMEOUT, Job, compile_job, explain, job_key, new_record, ptxas_errors
 from sparkdoctor.kernels.cache import Cache
 from sparkdoctor.kernels.collector import COLLECTOR, compile_arch, plain_sm12x_settings, run, selected_probes, target_arch
-from sparkdoctor.kernels.cubin import cubin_problem, cubin_sm
+from sparkdoctor.kernels.cubin import cubin_arch, cubin_problem
 from sparkdoctor.kernels.gpu_run import matching_gpu, probe_buffers, reference_function, run_on_gpu, verify_outputs
 from sparkdoctor.kernels.probes import Probe, ProbeError, load_probes, parse_probe, probes_dir
 from sparkdoctor.kernels.sass import check_sass, split_sass
@@ -44,7 +44,7 @@ from sparkdoctor.kernels.tools import Tool, find_disassembler, preferred, ptxas_
 
 __all__ = [
     "CACHE_VERSION", "COLLECTOR", "COMPILE_TIMEOUT", "Cache", "Job", "Probe", "ProbeError", "Tool", "check_sass",
-    "compile_arch", "compile_job", "cubin_problem", "cubin_sm", "explain", "find_disassembler", "job_key",
+    "compile_arch", "compile_job", "cubin_arch", "cubin_problem", "explain", "find_disassembler", "job_key",
     "load_probes", "matching_gpu", "new_record", "parse_probe", "plain_sm12x_settings", "preferred", "probe_buffers",
     "probes_dir", "ptxas_errors", "ptxas_knows", "reference_function", "run", "run_on_gpu", "selected_probes",
     "split_sass", "target_arch", "usable_ptxas", "verify_outputs",

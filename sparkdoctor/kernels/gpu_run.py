@@ -16,7 +16,7 @@ from sparkdoctor.collect import Context
 from sparkdoctor.ptxas import version_tuple
 from sparkdoctor.kernels.assemble import Job
 from sparkdoctor.kernels.cache import Cache
-from sparkdoctor.kernels.cubin import cubin_sm
+from sparkdoctor.kernels import cubin as cubin_check
 from sparkdoctor.kernels.probes import Probe, ProbeError
 
 RUN_TIMEOUT = 30.0
@@ -141,7 +141,8 @@ def gpu_phase(jobs: list[Job], ctx: Context, cache: Cache, workdir: Path | None)
         if cubin is None:
             hit = cache.get(job.key, want_cubin=True)
             cubin = hit[1] if hit else None
-        if cubin is None or cubin_sm(cubin) != (parse_arch(job.arch)[0], None):
+        found = cubin_check.cubin_arch(cubin)[0] if cubin is not None else None
+        if cubin is None or found is None or not cubin_check.matches(found, job.arch):
             job.record["run_note"] = f"not run: the cached cubin is {'gone' if cubin is None else 'damaged'}; run again with --no-cache"
             continue
         path = workdir / f"run-{index}.cubin"
