@@ -16,7 +16,7 @@ import pytest
 from sparkdoctor import kernels
 from sparkdoctor import ptxas
 from sparkdoctor.collect import toolkits
-from tests.test_kernels import SM12X, SYSTEM_PTXAS, fake_ptxas, make_ctx, needs_ptxas, no_disassembler, ptxas_version  # noqa: F401
+from tests.test_kernels import SM12X, SYSTEM_PTXAS, fake_ptxas, make_ctx, needs_ptxas, ptxas_version
 
 # The ELF binary behind /usr/local/bin/ptxas (a wrapper script on some machines), and the
 # nvidia-cuda-nvcc wheel's: two builds whose cubin headers are both checked.
@@ -24,6 +24,12 @@ REAL_PTXAS = ptxas.resolve_ptxas(SYSTEM_PTXAS).binary if SYSTEM_PTXAS else None
 WHEEL_PTXAS = next((str(b / "ptxas") for b in kernels.tools.nvidia_wheel_bins() if os.access(b / "ptxas", os.X_OK)), None)
 TRIVIAL_PTX = ".version 8.8\n.target {arch}\n.address_size 64\n.visible .entry k() {{ ret; }}\n"
 HUGE = "1" * 5000  # int() refuses strings over 4,300 digits
+
+
+@pytest.fixture
+def no_disassembler(monkeypatch):
+    """The SASS read costs ~0.6 s a call; only the tests about SASS pay for it."""
+    monkeypatch.setattr(kernels.tools, "find_disassembler", lambda ptxas: None)
 
 
 def real_cubin(folder: Path, arch: str, ptxas: str | None = None) -> Path:
@@ -47,10 +53,10 @@ def toolkit(path: str | Path, version: str = "13.0.88", source: str = "system", 
 def test_real_cubins_carry_their_sm_in_e_flags(tmp_path):
     """Measured with both ptxas builds: the SM number is in the header, the a/f suffix is not."""
     archs = {"sm_89": 89, "sm_90": 90, "sm_90a": 90, "sm_100a": 100, "sm_120a": 120, "sm_121": 121, "sm_121a": 121, "sm_121f": 121}
-    for ptxas in filter(None, (REAL_PTXAS, WHEEL_PTXAS)):
+    for tool in filter(None, (REAL_PTXAS, WHEEL_PTXAS)):
         for arch, sm in archs.items():
-            cubin = real_cubin(tmp_path / Path(ptxas).parent.name, arch, ptxas)
-            assert kernels.cubin_arch(cubin.read_bytes()) == (f"sm_{sm}", None), (ptxas, arch)  # 13.0 sets no 'a' bit
+            cubin = real_cubin(tmp_path / Path(tool).parent.name, arch, tool)
+            assert kernels.cubin_arch(cubin.read_bytes()) == (f"sm_{sm}", None), (tool, arch)  # 13.0 sets no 'a' bit
             assert kernels.cubin_problem(cubin, arch) is None
         assert kernels.cubin_problem(cubin, "sm_90a") == "its cubin is for sm_121, not sm_90a"
 
