@@ -342,3 +342,9 @@ def test_a_flooding_ptxas_help_costs_no_time():
     start = time.monotonic()
     assert toolkits.parse_gpu_names("\n" * 200_000 + "no options here") == []
     assert time.monotonic() - start < 1
+
+
+def test_a_flooding_ptxas_error_is_cut_to_one_short_line():
+    flood = "\n".join(["ptxas fatal   : " + "x" * 1_000_000] * 10 + ["ptxas error   : " + "y" * 50_000])
+    assert len(kernels.ptxas_errors(flood)) <= 2 * 300 + 3
+    assert "\n" not in kernels.ptxas_errors(flood)

@@ -22,6 +22,7 @@ from sparkdoctor.kernels.tools import Tool
 # 2: a compile now counts only with a valid cubin for the arch; version-1 passes were not proven so.
 CACHE_VERSION = 2
 COMPILE_TIMEOUT = 20.0
+MAX_MESSAGE = 300  # characters of one ptxas message kept: a flooding ptxas cannot bloat the report
 
 _PTXAS_MESSAGE = re.compile(r"^ptxas\s+(?:\S+?, line (\d+); )?(error|fatal)\s*:\s*(.*)$")
 
@@ -33,13 +34,13 @@ def ptxas_errors(stderr: str) -> str:
         match = _PTXAS_MESSAGE.match(line.strip())
         if not match:
             continue
-        text = match.group(3).strip()
+        text = match.group(3).strip()[:MAX_MESSAGE]
         if text == "Ptx assembly aborted due to errors":
             continue
         text = f"line {match.group(1)}: {text}" if match.group(1) else text
         if text not in messages:
             messages.append(text)
-    return " | ".join(messages[:3]) or (stderr.strip().splitlines() or ["no message"])[-1][:300]
+    return " | ".join(messages[:3]) or (stderr.strip().splitlines() or ["no message"])[-1][:MAX_MESSAGE]
 
 
 def explain(error: str, arch: str, probe: Probe, ptxas_version: str | None) -> str | None:
