@@ -348,3 +348,15 @@ def test_a_flooding_ptxas_error_is_cut_to_one_short_line():
     flood = "\n".join(["ptxas fatal   : " + "x" * 1_000_000] * 10 + ["ptxas error   : " + "y" * 50_000])
     assert len(kernels.ptxas_errors(flood)) <= 2 * 300 + 3
     assert "\n" not in kernels.ptxas_errors(flood)
+
+
+def test_a_huge_sparse_script_is_identified_without_reading_it(tmp_path):
+    script = tmp_path / "ptxas"
+    with open(script, "wb") as fh:
+        fh.write(b"#!/bin/sh\nexec /nonexistent/ptxas\n")
+        fh.truncate(50 * 1024**3)  # 50 GB, sparse: reading it all would take minutes
+    script.chmod(0o755)
+    start = time.monotonic()
+    binary, identity = kernels.tools.tool_identity(str(script), "13.0.88")
+    assert binary == str(script.resolve()) and str(50 * 1024**3) in identity
+    assert time.monotonic() - start < 2

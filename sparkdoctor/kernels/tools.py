@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from sparkdoctor.arch import first_cuda_for
-from sparkdoctor.ptxas import is_script, resolve_ptxas, version_tuple
+from sparkdoctor.ptxas import WRAPPER_MAX_BYTES, is_script, resolve_ptxas, version_tuple
 
 _SOURCE_RANK = {"system": 0, "pip": 1, "env": 2, "triton": 3}
 
@@ -46,9 +46,9 @@ class Tool:
 def _file_identity(path: str, with_bytes: bool) -> str:
     st = os.stat(path)
     text = f"{path}|{st.st_size}|{st.st_mtime_ns}"
-    if with_bytes:
+    if with_bytes:  # a wrapper is at most WRAPPER_MAX_BYTES: a bigger script is known by size, mtime and its head
         with open(path, "rb") as fh:
-            text += "|" + hashlib.sha256(fh.read()).hexdigest()
+            text += "|" + hashlib.sha256(fh.read(WRAPPER_MAX_BYTES + 1)).hexdigest()
     return text
 
 
