@@ -147,7 +147,9 @@ class Facts:
                 if _is_tracked(name)
             },
             "cutedsl_build": (self.cutedsl or {}).get("active_build"),
-            "ptxas": sorted((t.get("version"), tuple(t.get("used_by") or ())) for t in (self.toolkits or [])),
+            # a broken ptxas has version None: ordered as text, so one beside a working one cannot crash
+            "ptxas": sorted(((t.get("version"), tuple(t.get("used_by") or ())) for t in (self.toolkits or [])),
+                            key=lambda item: (str(item[0]), tuple(map(str, item[1])))),
             "env": {k: v for k, v in sorted((self.env or {}).items()) if k in FINGERPRINT_ENV or k.startswith("VLLM_")},
         }
 

@@ -8,6 +8,8 @@ import struct
 import pytest
 
 from sparkdoctor import fp_reference as fr
+from sparkdoctor.fp_reference import buffers as fp_buffers
+from sparkdoctor.fp_reference import probes as fp_probes
 
 INF, NAN = math.inf, math.nan
 
@@ -167,13 +169,13 @@ def test_scale_factor_lanes():
 
 def test_fragment_packing_round_trip_and_bit_positions():
     codes = [[(r * 7 + c) % 16 for c in range(32)] for r in range(16)]
-    packed = fr._pack_fragments(codes, 4, 4, 8, fr.frag_a_m16n8k32_8bit, shift=2)
-    assert fr._unpack_fragments(packed, 16, 32, 4, 4, 8, fr.frag_a_m16n8k32_8bit, shift=2) == codes
+    packed = fp_buffers.pack_fragments(codes, 4, 4, 8, fr.frag_a_m16n8k32_8bit, shift=2)
+    assert fp_buffers.unpack_fragments(packed, 16, 32, 4, 4, 8, fr.frag_a_m16n8k32_8bit, shift=2) == codes
     # lane 0 register 0 holds A[0][0..3] low byte first, each code in bits [5:2]
     first = struct.unpack("<I", packed[:4])[0]
     assert [(first >> (8 * j)) & 0xFF for j in range(4)] == [codes[0][j] << 2 for j in range(4)]
     nibbles = [[(r + 3 * c) % 16 for c in range(64)] for r in range(16)]
-    packed4 = fr._pack_fragments(nibbles, 4, 8, 4, fr.frag_a_m16n8k64_4bit)
+    packed4 = fp_buffers.pack_fragments(nibbles, 4, 8, 4, fr.frag_a_m16n8k64_4bit)
     first4 = struct.unpack("<I", packed4[:4])[0]
     assert [(first4 >> (4 * j)) & 0xF for j in range(8)] == nibbles[0][:8]
 
@@ -234,7 +236,7 @@ def test_mma_case_catches_a_wrong_layout():
 
 
 def test_block_scaled_cases_put_decoys_in_lanes_that_supply_no_scale():
-    for inputs, decoy, blocks in ((fr.nvfp4_mma_inputs(), fr._UE4M3_DECOY, 4), (fr.mxf4_mma_inputs(), fr._UE8M0_DECOY, 2)):
+    for inputs, decoy, blocks in ((fr.nvfp4_mma_inputs(), fp_probes._UE4M3_DECOY, 4), (fr.mxf4_mma_inputs(), fp_probes._UE8M0_DECOY, 2)):
         sfa = struct.unpack("<32I", inputs["sfa"])
         sfb = struct.unpack("<32I", inputs["sfb"])
         for lane in range(32):
@@ -250,7 +252,7 @@ def test_scales_change_the_result():
     """The block-scaled references really apply the scales: decoding them as 1.0 gives other numbers."""
     buffers = _inputs(fr.nvfp4_mma_inputs())
     [scaled] = fr.nvfp4_mma_expected(buffers)
-    [unscaled] = fr._block_scaled_expected(buffers, 4, lambda byte: 1.0)
+    [unscaled] = fp_probes._block_scaled_expected(buffers, 4, lambda byte: 1.0)
     assert scaled.values != unscaled.values
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from sparkdoctor import cuda_driver, kernels
+from sparkdoctor.arch import arch_base
 from sparkdoctor.collect import Context
 from sparkdoctor.facts import Facts
 from sparkdoctor.target import PythonTarget
@@ -109,10 +110,10 @@ def test_collector_runs_and_verifies_what_this_gpu_can_run(gpu, suffix, tmp_path
     facts = kernels.run(ctx)["kernels"]
     _save(f"collector-{arch}.json", {"gpu": gpu, "toolkits": ctx.facts.toolkits, "kernels": facts})
     ran = {pid: r for pid, entry in facts.items() for r in entry["runs"] if r["ran"] is not None}
-    if kernels.arch_base(arch) in ("sm_89", "sm_90"):
+    if arch_base(arch) in ("sm_89", "sm_90"):
         assert facts["fp8-mma-sm90"]["status"] == "ok", facts["fp8-mma-sm90"]["detail"]
         assert "fp8-mma-sm90" in ran
-    if kernels.arch_base(arch) in ("sm_120", "sm_121") and suffix:
+    if arch_base(arch) in ("sm_120", "sm_121") and suffix:
         assert {"e2m1-cvt", "fp4-mma", "nvfp4-mma", "mxf4-mma"} <= set(ran)
     for pid, entry in facts.items():
         for r in entry["runs"]:
@@ -134,17 +135,17 @@ def test_raw_buffers_of_every_runnable_probe(gpu):
     records = {}
     with tempfile.TemporaryDirectory() as work:
         for probe in kernels.load_probes():
-            arch = gpu["arch"] if kernels.arch_base(gpu["arch"]) in probe.family else None
+            arch = gpu["arch"] if arch_base(gpu["arch"]) in probe.family else None
             if arch is None:
                 continue
             job = kernels.Job(probe, ptxas, arch, "target")
-            job.record = kernels._new_record(job)
+            job.record = kernels.new_record(job)
             kernels.compile_job(job, Path(work), set(), __import__("threading").Lock())
             assert job.record["compiled"], job.record["error"]
             cubin = Path(work) / f"{probe.id}.cubin"
             cubin.write_bytes(job.cubin)
             buffers = kernels.probe_buffers(probe)
-            [result] = kernels.run_on_gpu([kernels.gpu_request(job, cubin, buffers, probe.id)])
+            [result] = kernels.run_on_gpu([kernels.gpu_run.gpu_request(job, cubin, buffers, probe.id)])
             assert result["ok"], result["error"]
             outputs = {k: bytes.fromhex(v) for k, v in result["outputs"].items()}
             verified, note = kernels.verify_outputs(probe, buffers, outputs)

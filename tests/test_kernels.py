@@ -25,11 +25,13 @@ DATA = Path(__file__).parent / "data" / "h100"
 SYSTEM_PTXAS = next(
     (
         str(p)
-        for p in ("/usr/local/bin/ptxas", shutil.which("ptxas"), *(b / "ptxas" for b in kernels._nvidia_wheel_bins()))
+        for p in ("/usr/local/bin/ptxas", shutil.which("ptxas"), *(b / "ptxas" for b in kernels.tools.nvidia_wheel_bins()))
         if p and os.access(p, os.X_OK)
     ),
     None,
 )
+# The nvidia-cuda-nvcc 13.0 wheel's ptxas: a test dependency, so it is in every test environment.
+PIP_PTXAS = next((str(b / "ptxas") for b in kernels.tools.nvidia_wheel_bins() if os.access(b / "ptxas", os.X_OK)), None)
 SM12X = ["e2m1-cvt", "fp4-mma", "nvfp4-mma", "mxf4-mma"]
 
 needs_ptxas = pytest.mark.skipif(SYSTEM_PTXAS is None, reason="no ptxas on this machine")
@@ -68,7 +70,7 @@ def fake_ptxas(tmp_path: Path, name: str, body: str) -> str:
 @pytest.fixture
 def no_disassembler(monkeypatch):
     """nvdisasm costs ~0.6 s a call on these 2 cores; only the SASS tests pay for it."""
-    monkeypatch.setattr(kernels, "find_disassembler", lambda ptxas: None)
+    monkeypatch.setattr(kernels.tools, "find_disassembler", lambda ptxas: None)
 
 
 # ---- probe definitions ---------------------------------------------------------------------------
@@ -162,13 +164,23 @@ def test_probe_without_arch_placeholder_and_duplicate_ids(tmp_path):
 # ---- real ptxas -----------------------------------------------------------------------------------
 
 
+def _compile_cubin(ptxas: str, probe_id: str, arch: str, tmp_path: Path) -> bytes:
+    import threading
+
+    probe = next(p for p in kernels.load_probes() if p.id == probe_id)
+    job = kernels.Job(probe, kernels.Tool(ptxas, ptxas_version(ptxas), "pip", ptxas), arch, "target", key=f"cubin-{probe_id}-{arch}")
+    kernels.compile_job(job, tmp_path, set(), threading.Lock())
+    assert job.cubin is not None, job.record["error"]
+    return job.cubin
+
+
 def _compile(ptxas: str, probe_id: str, arch: str, tmp_path: Path) -> dict:
     import threading
 
     probe = next(p for p in kernels.load_probes() if p.id == probe_id)
     tool = kernels.Tool(ptxas, ptxas_version(ptxas), "system", ptxas)
     job = kernels.Job(probe, tool, arch, "target")
-    job.record = kernels._new_record(job)
+    job.record = kernels.new_record(job)
     kernels.compile_job(job, tmp_path, set(), threading.Lock())
     return job.record
 
@@ -202,13 +214,11 @@ def test_fp8_probe_assembles_for_hopper_and_ada(tmp_path):
         assert _compile(SYSTEM_PTXAS, "fp8-mma-sm90", arch, tmp_path)["outcome"] == "compiled"
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("probe_id", SM12X)
-def test_pip_ptxas_13_assembles_for_sm_121a_and_rejects_plain(probe_id, tmp_path, vllm032_venv):
-    """The ptxas of the nvidia-cuda-nvcc 13.x wheel that vLLM 0.32.0 pulls in."""
-    [ptxas] = vllm032_venv.glob("lib/python*/site-packages/nvidia/cu13/bin/ptxas")
-    assert _compile(str(ptxas), probe_id, "sm_121a", tmp_path)["outcome"] == "compiled"
-    rec = _compile(str(ptxas), probe_id, "sm_121", tmp_path)
+def test_pip_ptxas_13_assembles_for_sm_121a_and_rejects_plain(probe_id, tmp_path):
+    assert PIP_PTXAS, "no nvidia-cuda-nvcc wheel in this environment: pip install -e '.[test]'"
+    assert _compile(PIP_PTXAS, probe_id, "sm_121a", tmp_path)["outcome"] == "compiled"
+    rec = _compile(PIP_PTXAS, probe_id, "sm_121", tmp_path)
     assert rec["outcome"] == "rejected" and "need sm_121a or sm_121f" in rec["explanation"]
 
 
@@ -225,6 +235,9 @@ def test_pip_ptxas_12_8_cannot_target_sm_121a(tmp_path):
     assert _compile(str(ptxas), "nvfp4-mma", "sm_120a", tmp_path)["outcome"] == "compiled"
     rec = _compile(str(ptxas), "nvfp4-mma", "sm_120f", tmp_path)
     assert rec["outcome"] == "rejected" and rec["explanation"].startswith("ptxas 12.8.93 ")
+    # its cubins use both e_flags layouts (ABI 7 up to sm_90, ABI 8 after) with the 'a' bit set
+    assert kernels.cubin_arch(_compile_cubin(str(ptxas), "fp8-mma-sm90", "sm_90a", tmp_path)) == ("sm_90a", None)
+    assert kernels.cubin_arch(_compile_cubin(str(ptxas), "nvfp4-mma", "sm_120a", tmp_path)) == ("sm_120a", None)
 
 
 # ---- the collector end to end ---------------------------------------------------------------------
@@ -309,7 +322,7 @@ def test_kernels_off_reports_nothing(tmp_path):
 
 
 def test_a_hanging_ptxas_times_out_fast_and_is_not_cached(tmp_path, monkeypatch, no_disassembler):
-    monkeypatch.setattr(kernels, "COMPILE_TIMEOUT", 0.5)
+    monkeypatch.setattr(kernels.assemble, "COMPILE_TIMEOUT", 0.5)
     hang = fake_ptxas(tmp_path, "ptxas", "exec sleep 60")
     toolkits = [{"tool": "ptxas", "path": hang, "version": "13.0.88", "source": "system"}]
     start = time.monotonic()
@@ -394,7 +407,7 @@ def test_cache_key_changes_with_the_ptxas_and_the_source(tmp_path, monkeypatch, 
 
     probes = tmp_path / "probes"
     shutil.copytree(kernels.probes_dir(), probes)
-    monkeypatch.setattr(kernels, "probes_dir", lambda: probes)
+    monkeypatch.setattr(kernels.probes, "probes_dir", lambda: probes)
     kernels.run(make_ctx(tmp_path, tk))
     edited = probes / "nvfp4-mma.ptx"
     edited.write_text(edited.read_text().replace("ret;", "ret; // edited"))
@@ -469,7 +482,7 @@ def test_sass_is_still_read_when_a_probe_of_the_group_does_not_compile(tmp_path,
     shutil.copytree(kernels.probes_dir(), probes)
     broken = probes / "mxf4-mma.ptx"
     broken.write_text(broken.read_text().replace("ret;", "ret; this is not PTX;"))
-    monkeypatch.setattr(kernels, "probes_dir", lambda: probes)
+    monkeypatch.setattr(kernels.probes, "probes_dir", lambda: probes)
     out = kernels.run(make_ctx(tmp_path, [system_toolkit()]))["kernels"]
     assert out["mxf4-mma"]["status"] == "fail" and out["mxf4-mma"]["runs"][0]["sass_ok"] is None
     assert out["nvfp4-mma"]["runs"][0]["sass_ok"] is True and "OMMA.SF.16864" in out["nvfp4-mma"]["runs"][0]["sass"]
@@ -502,7 +515,7 @@ def test_a_matching_gpu_runs_verifies_and_caches(tmp_path, monkeypatch, no_disas
         return [{"id": r["id"], "ok": True, "ms": 1.0, "device": {"name": "NVIDIA GB10", "cc": "12.1"},
                  "outputs": _reference_outputs(r["entry"], r)} for r in requests]
 
-    monkeypatch.setattr(kernels, "run_on_gpu", gpu)
+    monkeypatch.setattr(kernels.gpu_run, "run_on_gpu", gpu)
     ctx = make_ctx(tmp_path, [system_toolkit()], arch="sm_121a", gpus=GB10, driver={"version": "580.95.05"})
     out = kernels.run(ctx)["kernels"]
     assert calls == [4]  # one child process for every run
@@ -519,7 +532,7 @@ def test_a_matching_gpu_runs_verifies_and_caches(tmp_path, monkeypatch, no_disas
 
 @needs_ptxas
 def test_wrong_gpu_results_fail_and_a_broken_run_is_an_error(tmp_path, monkeypatch, no_disassembler):
-    monkeypatch.setattr(kernels, "run_on_gpu", lambda reqs, timeout=None: [
+    monkeypatch.setattr(kernels.gpu_run, "run_on_gpu", lambda reqs, timeout=None: [
         {"id": r["id"], "ok": True, "device": {"name": "NVIDIA GB10", "cc": "12.1"}, "outputs": _reference_outputs(r["entry"], r, corrupt=True)}
         for r in reqs])
     out = kernels.run(make_ctx(tmp_path, [system_toolkit()], arch="sm_121a", gpus=GB10))["kernels"]
@@ -527,7 +540,7 @@ def test_wrong_gpu_results_fail_and_a_broken_run_is_an_error(tmp_path, monkeypat
     assert "1 of 128 differ" in out["nvfp4-mma"]["runs"][0]["run_note"]
     assert out["e2m1-cvt"]["runs"][0]["verified"] is False
 
-    monkeypatch.setattr(kernels, "run_on_gpu", lambda reqs, timeout=None: [
+    monkeypatch.setattr(kernels.gpu_run, "run_on_gpu", lambda reqs, timeout=None: [
         {"id": r["id"], "ok": False, "error": "cuLaunchKernel: CUDA_ERROR_ILLEGAL_INSTRUCTION (an illegal instruction was encountered)"}
         for r in reqs])
     out = kernels.run(make_ctx(tmp_path / "other", [system_toolkit()], arch="sm_121a", gpus=GB10))["kernels"]

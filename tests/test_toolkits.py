@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from sparkdoctor import ptxas
 from sparkdoctor.collect import Context, run_collectors
 from sparkdoctor.collect import toolkits
 from sparkdoctor.facts import Facts
@@ -61,7 +62,7 @@ def version_and_help(release: str, full: str, help_text: str) -> str:
 
 
 def by_path(result: dict, path: Path | str) -> dict:
-    real = os.path.realpath(path)
+    real = ptxas.resolve_ptxas(str(path)).binary  # /usr/local/bin/ptxas may be a wrapper script
     hits = [t for t in result["toolkits"] if t["realpath"] == real]
     assert len(hits) == 1, [t["realpath"] for t in result["toolkits"]]
     return hits[0]
@@ -205,6 +206,34 @@ def test_symlinks_are_one_entry_with_every_route(tmp_path):
     assert (t["package"], t["package_version"]) == ("nvidia-cuda-nvcc", "13.0.88")
 
 
+@needs_system_ptxas
+def test_a_wrapper_script_and_the_binary_it_runs_are_one_entry(tmp_path):
+    real = os.path.realpath("/usr/local/cuda-13.0/bin/ptxas")
+    wrapper = fake_ptxas(tmp_path / "wrap", f'exec "{real}" "$@"')
+    chained = fake_ptxas(tmp_path / "outer", f'exec {wrapper} "$@"')
+    folders = [wrapper.parent, chained.parent, Path(real).parent]
+    out = toolkits.run(make_ctx(tmp_path, path_env=os.pathsep.join(map(str, folders))))
+    [t] = [t for t in out["toolkits"] if str(wrapper) in t["paths"]]  # not three ptxas: one binary, three routes
+    assert t["realpath"] == real and t["paths"][:3] == [str(wrapper), str(chained), os.path.join(Path(real).parent, "ptxas")]
+    assert t["wrappers"][:2] == [str(wrapper), str(chained)]
+    assert str(chained) not in {p for other in out["toolkits"] if other is not t for p in other["paths"]}
+    assert t["version"] == "13.0.88" and t["error"] is None
+
+
+def test_a_wrapper_naming_two_binaries_is_its_own_entry_and_not_cached(tmp_path):
+    one, two = tmp_path / "a" / "ptxas", tmp_path / "b" / "ptxas"
+    for binary in (one, two):
+        binary.parent.mkdir()
+        shutil.copy("/bin/true", binary)
+    script = fake_ptxas(tmp_path / "s", f'[ -n "$X" ] && exec {one} "$@"\n{version_and_help("13.0", "13.0.88", "")}')
+    script.write_text(script.read_text() + f'\nexec {two} "$@"\n')
+    out = toolkits.run(make_ctx(tmp_path, path_env=str(script.parent)))
+    t = by_path(out, script)
+    assert t["realpath"] == str(script.resolve()) and t["wrappers"] == [] and t["version"] == "13.0.88"
+    entries = json.loads(cache_file(tmp_path).read_text())["entries"] if cache_file(tmp_path).exists() else {}
+    assert str(script.resolve()) not in entries
+
+
 def test_candidate_missing_on_this_machine(tmp_path):
     cand = [{"path": "/nonexistent/site-packages/nvidia/cu13/bin/ptxas", "source": "pip", "package": "nvidia-cuda-nvcc", "version_of_package": "13.0.88"}]
     out = toolkits.run(make_ctx(tmp_path, candidates=cand))
@@ -318,9 +347,11 @@ def test_real_triton_3_9_install(tmp_path, vllm032_venv):
 @pytest.fixture
 def binary_ptxas(tmp_path):
     """A real ptxas binary at a private path (the cache only trusts files that are not wrapper scripts)."""
-    src = "/usr/local/cuda-13.0/bin/ptxas"
-    if not os.path.exists(src):
-        pytest.skip(f"no {src}")
+    # the test extra's nvidia-cuda-nvcc wheel: in every test environment, no system CUDA needed
+    from sparkdoctor.kernels.tools import nvidia_wheel_bins
+
+    src = next((b / "ptxas" for b in nvidia_wheel_bins() if os.access(b / "ptxas", os.X_OK)), None)
+    assert src is not None, "no nvidia-cuda-nvcc wheel in this environment: pip install -e '.[test]'"
     dst = tmp_path / "copy" / "ptxas"
     dst.parent.mkdir()
     shutil.copy2(src, dst)
@@ -405,3 +436,48 @@ def test_real_pip_ptxas_13_0_knows_sm_121a(tmp_path):
     t = by_path(toolkits.run(make_ctx(tmp_path, candidates=cand)), path)
     assert t["version"].startswith("13.0.")
     assert (t["sm_121a"], t["sm_121a_by"]) == (True, "help")
+
+
+# ---- broken ptxas beside a working one, end to end -----------------------------------------------------
+@needs_system_ptxas
+def test_each_broken_ptxas_is_reported_on_its_own_and_the_check_still_works(tmp_path):
+    """A hang, a segfault, exit 1, a garbage and a 5,000-digit version, and a stale TRITON_PTXAS_PATH,
+    beside the real ptxas: `check` finishes, names each one's failure and proves the kernels with the
+    good one (this once died in the fingerprint, sorting versions that were None)."""
+    import subprocess
+
+    bodies = {
+        "hang": "exec sleep 60",
+        "segv": "kill -SEGV $$",
+        "exit1": "echo 'libnvptxcompiler.so: cannot open shared object file' >&2; exit 1",
+        "garbage": "echo 'Cuda compilation tools, release banana'",
+        "huge": f"echo 'Cuda compilation tools, release 1{'0' * 5000}.0, V1{'0' * 5000}.0.1'",
+    }
+    folders = [fake_ptxas(tmp_path / name, body).parent for name, body in bodies.items()]
+    good = tmp_path / "good"
+    good.mkdir()
+    os.symlink("/usr/local/cuda-13.0/bin/ptxas", good / "ptxas")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TRITON_", "CUDA_HOME", "SPARKDOCTOR_"))}
+    env.update(
+        PATH=os.pathsep.join([*map(str, folders), str(good), "/usr/bin", "/bin"]), TRITON_PTXAS_PATH=str(tmp_path / "gone" / "ptxas"),
+        SPARKDOCTOR_CACHE_DIR=str(tmp_path / "cache"), SPARKDOCTOR_CONFIG=str(tmp_path / "no-config.toml"),
+        PYTHONPATH=str(Path(__file__).resolve().parent.parent),
+    )
+    report = tmp_path / "report.json"
+    done = subprocess.run([sys.executable, "-m", "sparkdoctor", "check", "--python", sys.executable, "-f", "json", "-o", str(report)],
+                          env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert done.returncode in (0, 1), done.stderr  # a verdict, not an internal error (3)
+    facts = json.loads(report.read_text())["facts"]
+    errors = {Path(t["path"]).parent.name: t["error"] for t in facts["toolkits"] if t["error"]}
+    expected = {
+        "hang": "ptxas timed out after 5.0s",
+        "segv": "ptxas was killed by SIGSEGV",
+        "exit1": "ptxas exited 1: libnvptxcompiler.so: cannot open shared object file",
+        "garbage": "ptxas --version printed no CUDA release: Cuda compilation tools, release banana",
+        "huge": "ptxas --version printed no CUDA release: Cuda compilation tools, release 1000",
+        "gone": f"{tmp_path / 'gone' / 'ptxas'} does not exist on this machine (named by TRITON_PTXAS_PATH)",
+    }
+    assert set(errors) == set(expected) and all(errors[k].startswith(v) for k, v in expected.items()), errors
+    ptx = {pid: k for pid, k in facts["kernels"].items() if k["kind"] == "ptx"}
+    assert ptx and {k["status"] for k in ptx.values()} == {"ok"}, {pid: k["detail"] for pid, k in ptx.items()}
+    assert all(r["compiled"] and r["ptxas_version"] == "13.0.88" for k in ptx.values() for r in k["runs"])

@@ -5,6 +5,9 @@ copies inside the target's packages (the target probe lists them in ctx.scratch[
 the nvidia-cuda-nvcc wheels, Triton's bundled ones) and the files Triton's environment variables
 name. Copies reached by several routes (symlinks, wrapper folders) are one entry with all routes.
 
+A wrapper script is the ptxas it runs (sparkdoctor.ptxas.resolve_ptxas): a `#!` script whose text
+names exactly one executable ptxas by absolute path is one entry with that binary, under `wrappers`.
+
 Support for sm_121a is asked of the tool itself: the allowed values of --gpu-name in `ptxas --help`.
 Only a ptxas whose help lists nothing is judged by version (CUDA >= 12.9 knows sm_121a), and the
 entry says which way it was decided. Results are cached by (path, size, mtime).
@@ -25,6 +28,7 @@ from typing import Any
 from sparkdoctor import proc
 from sparkdoctor.arch import DEFAULT_ARCH
 from sparkdoctor.collect import Collector, Context
+from sparkdoctor.ptxas import Resolved, resolve_ptxas, version_tuple
 
 PTXAS_TIMEOUT = 5.0
 CACHE_FILE = "toolkits.json"
@@ -40,10 +44,8 @@ SOURCE_ORDER = ("triton", "pip", "system", "env")  # an entry's `source` is wher
 TRITON_ENV_VARS = ("TRITON_PTXAS_PATH", "TRITON_PTXAS_BLACKWELL_PATH")
 TRITON_BLACKWELL_NAME = "ptxas-blackwell"
 
-_VERSION_RE = re.compile(r"release (\d+)\.(\d+)(?:, V(\d+\.\d+\.\d+))?")
-_ARCH_RE = re.compile(r"'(sm_(\d+)([a-z]?))'")
-
-
+_VERSION_RE = re.compile(r"release (\d{1,9})\.(\d{1,9})(?:, V(\d{1,9}\.\d{1,9}\.\d{1,9}))?\b")
+_ARCH_RE = re.compile(r"'(sm_(\d{1,9})([a-z]?))'")
 @dataclass
 class Ptxas:
     realpath: str
@@ -59,6 +61,7 @@ class Ptxas:
     sm_121a_by: str | None = None
     error: str | None = None
     used_by: list[str] = field(default_factory=list)
+    wrappers: list[str] = field(default_factory=list)  # paths that are scripts running `realpath`
 
     def add(self, path: str, source: str, package: str | None = None, package_version: str | None = None, env_var: str | None = None) -> None:
         if path not in self.paths:
@@ -90,6 +93,7 @@ class Ptxas:
             "archs": list(self.archs),
             "sm_121a_by": self.sm_121a_by,
             "error": self.error,
+            "wrappers": list(self.wrappers),
         }
 
 
@@ -104,7 +108,7 @@ def parse_version(text: str) -> str | None:
 
 def parse_gpu_names(help_text: str) -> list[str]:
     """The sm_ targets --gpu-name accepts, from the "Allowed values" of that option in `ptxas --help`."""
-    start = re.search(r"(?m)^\s*--gpu-name\b", help_text)
+    start = re.search(r"(?m)^[ \t]*--gpu-name\b", help_text)  # [ \t]: \s would cross lines (quadratic)
     if start is None:
         return []
     block = help_text[start.end():]
@@ -117,18 +121,11 @@ def parse_gpu_names(help_text: str) -> list[str]:
     return sorted(found, key=lambda name: found[name])
 
 
-def _version_tuple(version: str | None) -> tuple[int, ...] | None:
-    try:
-        return tuple(int(x) for x in (version or "").split("."))
-    except ValueError:
-        return None
-
-
 def judge_target(version: str | None, archs: list[str]) -> tuple[bool | None, str | None]:
     if archs:
         return TARGET_ARCH in archs, "help"
-    vt = _version_tuple(version)
-    if vt:
+    vt = version_tuple(version)
+    if len(vt) >= 2:
         return vt[:2] >= FIRST_VERSION_WITH_TARGET, "version"
     return None, None
 
@@ -218,9 +215,11 @@ def discover(ctx: Context) -> list[Ptxas]:
         exists = os.path.isfile(path)
         if not exists and not must_exist:
             return
-        real = os.path.realpath(path) if exists else os.path.abspath(path)
-        entry = found.setdefault(real, Ptxas(real, missing=not exists))
+        resolved = resolve_ptxas(path) if exists else Resolved(os.path.abspath(path))
+        entry = found.setdefault(resolved.binary, Ptxas(resolved.binary, missing=not exists))
         entry.add(path, source, **extra)
+        if resolved.scripts and path not in entry.wrappers:
+            entry.wrappers.append(path)
 
     for var in TRITON_ENV_VARS:
         value = ctx.target_env(var)
@@ -279,10 +278,14 @@ def _fill(entry: Ptxas, cache: _Cache) -> None:
     if not os.access(entry.realpath, os.X_OK):
         entry.error = f"{entry.paths[0]} is not executable"
         return
-    result = cache.get(entry.realpath)
+    # Ask the binary itself where a route reaches it directly: a wrapper's answer may not be the
+    # binary's, so it is asked through the wrapper (and not cached) only when there is no such route.
+    direct = [p for p in entry.paths if p not in entry.wrappers]
+    result = cache.get(entry.realpath) if direct else None
     if result is None:
-        result = probe(entry.paths[0])
-        cache.put(entry.realpath, result)
+        result = probe(direct[0] if direct else entry.paths[0])
+        if direct:
+            cache.put(entry.realpath, result)
     if "error" in result:
         entry.error = result["error"]
         return

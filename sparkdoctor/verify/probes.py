@@ -62,7 +62,7 @@ def _run_ptx(kernels, probe, python: Path, arch: str) -> tuple[str, str, dict[st
     version = found.group(1) if found else None
     tool = kernels.Tool(str(ptxas), version, "pip", f"{ptxas}|{version}")
     job = kernels.Job(probe, tool, arch, "target")
-    job.record = kernels._new_record(job)
+    job.record = kernels.new_record(job)
     with tempfile.TemporaryDirectory(prefix="sparkdoctor-verify-") as work:
         kernels.compile_job(job, Path(work), set(), threading.Lock())
     rec = job.record

@@ -1,0 +1,165 @@
+"""Running compiled probes on a GPU whose arch matches and checking the outputs exactly against
+sparkdoctor.fp_reference. The driver is called in a child process (cuda_driver --run-jobs), where a
+crash is evidence; fp_reference is imported only when a GPU run needs it, so `check` stays fast."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from sparkdoctor import proc
+from sparkdoctor.arch import arch_cc, parse_arch
+from sparkdoctor.collect import Context
+from sparkdoctor.ptxas import version_tuple
+from sparkdoctor.kernels.assemble import Job
+from sparkdoctor.kernels.cache import Cache
+from sparkdoctor.kernels import cubin as cubin_check
+from sparkdoctor.kernels.probes import Probe, ProbeError
+
+RUN_TIMEOUT = 30.0
+
+def matching_gpu(gpus: list[dict[str, Any]] | None, arch: str) -> dict[str, Any] | None:
+    """The first GPU a cubin for `arch` runs on (a: the same cc; plain and f: later minors too)."""
+    if not gpus:
+        return None
+    from sparkdoctor.cuda_driver import cc_matches
+
+    want = arch_cc(arch)
+    exact = parse_arch(arch)[1] == "a"
+    for gpu in gpus or []:
+        cc = version_tuple(str(gpu.get("cc") or ""), parts=2)
+        if len(cc) >= 2 and cc_matches((cc[0], cc[1]), want, exact):
+            return gpu
+    return None
+
+
+def run_on_gpu(requests: list[dict[str, Any]], timeout: float | None = None) -> list[dict[str, Any]]:
+    """Run cuda_driver's job runner in a child process; one result per request, always."""
+    from sparkdoctor import cuda_driver
+
+    script = Path(cuda_driver.__file__)
+    result = proc.run([sys.executable, "-B", str(script), "--run-jobs"], timeout=timeout or RUN_TIMEOUT, input=json.dumps({"jobs": requests}))
+    failed = None
+    if not result.ok:
+        failed = f"the GPU runner failed: {result.describe_failure()}"
+    else:
+        try:
+            reply = json.loads(result.stdout)
+        except ValueError:
+            reply, failed = {}, "the GPU runner printed no JSON"
+        if not isinstance(reply, dict) or not isinstance(reply.get("results", []), list):
+            reply, failed = {}, "the GPU runner's reply is not what it writes"
+        if not failed and reply.get("error"):
+            failed = str(reply["error"])
+        if not failed:
+            by_id = {r.get("id"): r for r in reply.get("results", []) if _well_formed(r)}
+            return [by_id.get(req["id"]) or {"id": req["id"], "ok": False, "error": "no result"} for req in requests]
+    return [{"id": req["id"], "ok": False, "error": failed} for req in requests]
+
+
+def _well_formed(result: Any) -> bool:
+    """A result the GPU phase can read: a dict whose outputs, if any, map names to hex strings."""
+    if not isinstance(result, dict):
+        return False
+    outputs = result.get("outputs", {})
+    if not isinstance(outputs, dict) or not all(isinstance(h, str) for h in outputs.values()):
+        return False
+    try:
+        for h in outputs.values():
+            bytes.fromhex(h)
+    except ValueError:
+        return False
+    return True
+
+
+def reference_function(probe: Probe, field_name: str):
+    """The fp_reference function a probe's `inputs` / `reference` field names (imported only when
+    a GPU run needs it: `check` stays fast without one)."""
+    from sparkdoctor import fp_reference
+
+    fn = getattr(fp_reference, getattr(probe, field_name), None)
+    if not callable(fn):
+        raise ProbeError(f"{probe.path}: header field '{field_name}' names no function of sparkdoctor.fp_reference")
+    return fn
+
+
+def probe_buffers(probe: Probe) -> dict[str, bytes | int]:
+    buffers = reference_function(probe, "inputs")()
+    if list(buffers) != list(probe.params):
+        raise ProbeError(f"{probe.path}: {probe.inputs}() returns buffers {list(buffers)}, the kernel takes {list(probe.params)}")
+    return buffers
+
+
+def verify_outputs(probe: Probe, buffers: dict[str, bytes | int], outputs: dict[str, bytes]) -> tuple[bool, str]:
+    inputs = {k: v for k, v in buffers.items() if isinstance(v, bytes)}
+    notes, ok = [], True
+    for expected in reference_function(probe, "reference")(inputs):
+        same, note = expected.compare(outputs.get(expected.name, b""))
+        ok, notes = ok and same, notes + [note]
+    return ok, "; ".join(notes)
+
+
+def gpu_request(job: Job, cubin_path: Path, buffers: dict[str, bytes | int], request_id: str) -> dict[str, Any]:
+    return {
+        "id": request_id, "cubin": str(cubin_path), "entry": job.probe.entry, "threads": job.probe.threads, "grid": 1,
+        "cc": list(arch_cc(job.arch)), "exact_cc": parse_arch(job.arch)[1] == "a",
+        "buffers": [{"name": n, "hex": v.hex()} if isinstance(v, bytes) else {"name": n, "size": v} for n, v in buffers.items()],
+    }
+
+
+def gpu_phase(jobs: list[Job], ctx: Context, cache: Cache, workdir: Path | None) -> None:
+    facts = ctx.facts
+    driver = (facts.driver or {}).get("version")
+    pending: list[tuple[Job, dict[str, Any], str]] = []
+    for job in jobs:
+        rec = job.record
+        if job.purpose != "target":
+            continue
+        if not rec["compiled"]:
+            rec["run_note"] = "not run: it did not compile"
+            continue
+        gpu = matching_gpu(facts.gpus, job.arch)
+        if gpu is None:
+            where = "GPU unknown (the gpu collector found nothing it could read)" if facts.gpus is None else f"no {job.arch} GPU here"
+            rec["run_note"] = f"compiled, not run: {where}"
+            continue
+        run_key = hashlib.sha256(f"{job.key}|{gpu.get('name')}|{gpu.get('cc')}|{driver}".encode()).hexdigest()
+        hit = cache.get(run_key)
+        if hit is not None:
+            rec.update({k: hit[0].get(k) for k in ("ran", "verified", "run_note", "run_ms")})
+            continue
+        pending.append((job, gpu, run_key))
+    if not pending:
+        return
+    assert workdir is not None
+    requests, cases = [], {}
+    for index, (job, gpu, run_key) in enumerate(pending):
+        cubin = job.cubin
+        if cubin is None:
+            hit = cache.get(job.key, want_cubin=True)
+            cubin = hit[1] if hit else None
+        found = cubin_check.cubin_arch(cubin)[0] if cubin is not None else None
+        if cubin is None or found is None or not cubin_check.matches(found, job.arch):
+            job.record["run_note"] = f"not run: the cached cubin is {'gone' if cubin is None else 'damaged'}; run again with --no-cache"
+            continue
+        path = workdir / f"run-{index}.cubin"
+        path.write_bytes(cubin)
+        buffers = probe_buffers(job.probe)
+        cases[str(index)] = (job, gpu, run_key, buffers)
+        requests.append(gpu_request(job, path, buffers, str(index)))
+    for result in run_on_gpu(requests) if requests else []:
+        job, gpu, run_key, buffers = cases[result["id"]]
+        rec = job.record
+        rec["run_ms"] = result.get("ms")
+        device = result.get("device") or {}
+        where = f"{device.get('name') or gpu.get('name')} (cc {device.get('cc') or gpu.get('cc')})"
+        if not result.get("ok"):
+            rec.update(ran=False, verified=None, run_note=f"could not run on {where}: {result.get('error')}")
+            continue
+        outputs = {name: bytes.fromhex(h) for name, h in result.get("outputs", {}).items()}
+        verified, note = verify_outputs(job.probe, buffers, outputs)
+        rec.update(ran=True, verified=verified, run_note=f"ran on {where}: {note}")
+        cache.put(run_key, rec)
