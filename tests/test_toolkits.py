@@ -456,7 +456,11 @@ def test_each_broken_ptxas_is_reported_on_its_own_and_the_check_still_works(tmp_
     folders = [fake_ptxas(tmp_path / name, body).parent for name, body in bodies.items()]
     good = tmp_path / "good"
     good.mkdir()
-    os.symlink("/usr/local/cuda-13.0/bin/ptxas", good / "ptxas")
+    from sparkdoctor.kernels.tools import nvidia_wheel_bins
+
+    real = next(b / "ptxas" for b in nvidia_wheel_bins() if os.access(b / "ptxas", os.X_OK))  # the test extra's
+    os.symlink(real, good / "ptxas")
+    (tmp_path / "no-config.toml").write_text("")  # an empty config: the user's own stays out
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TRITON_", "CUDA_HOME", "SPARKDOCTOR_"))}
     env.update(
         PATH=os.pathsep.join([*map(str, folders), str(good), "/usr/bin", "/bin"]), TRITON_PTXAS_PATH=str(tmp_path / "gone" / "ptxas"),
