@@ -5,14 +5,17 @@ Errors reach the user as one line on stderr and an exit code from sparkdoctor/ex
 
 from __future__ import annotations
 
+import math
 import os
+import re
 import sys
+import time
 from pathlib import Path
 from typing import List, Optional
 
 import typer
 
-from sparkdoctor import __version__, target_probe
+from sparkdoctor import __version__, proc, target_probe
 from sparkdoctor.exitcodes import EXIT_UNPROBEABLE, EXIT_USAGE
 
 app = typer.Typer(
@@ -34,8 +37,30 @@ class Fatal(Exception):
         self.code = code
 
 
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def one_line(message: str) -> str:
+    """Control characters (from paths, ids, tool output) escaped: an error is always one line."""
+    return _CONTROL.sub(lambda m: _ESCAPES.get(m.group(), f"\\x{ord(m.group()):02x}"), message)
+
+
+def _say(kind: str, message: str) -> None:
+    if sys.stderr is not None:
+        try:
+            sys.stderr.write(f"sparkdoctor: {kind}: {one_line(message)}\n")
+            sys.stderr.flush()
+        except (OSError, ValueError):
+            pass  # a closed stderr: the exit code is all that is left
+
+
 def _err(message: str) -> None:
-    sys.stderr.write(f"sparkdoctor: error: {message}\n")
+    _say("error", message)
+
+
+def _warn(message: str) -> None:
+    _say("warning", message)
 
 
 def _version(value: bool) -> None:
@@ -49,6 +74,9 @@ def _root(
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version and exit."),
 ) -> None:
     pass
+
+
+DEFAULT_TIMEOUT = 120.0
 
 
 @app.command()
@@ -67,12 +95,24 @@ def check(
     matrix_path: Optional[Path] = typer.Option(None, "--matrix", help="Matrix folder or file to use instead of the bundled one."),
     kernels: bool = typer.Option(True, "--kernels/--no-kernels", help="Run the kernel compile probes (--no-kernels: the fast path)."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Ignore cached probe results and file hashes."),
-    timeout: float = typer.Option(20.0, "--timeout", help="Seconds each collector may take."),
+    timeout: float = typer.Option(DEFAULT_TIMEOUT, "--timeout", help="Seconds the whole run may take: every collector and probe shares this budget."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Show clear and unevaluated entries and all facts."),
 ) -> None:
     """Probe the target environment, match it against the matrix, report findings. Exit code gates CI."""
     from sparkdoctor.render import FORMATS
 
+    if not (math.isfinite(timeout) and timeout > 0):
+        raise Fatal(f"--timeout {timeout}: give a number of seconds above 0")
+    deadline = time.monotonic() + timeout
+    proc.set_deadline(deadline)  # every subprocess of this run, whoever starts it, ends by then
+    if python is not None and not python.strip():
+        raise Fatal("--python '': give an interpreter or a venv folder (leave --python out for the default)")
+    if output is not None:
+        _check_writable("--output", output)
+    if save_facts is not None:
+        _check_writable("--save-facts", save_facts)
+    if output is None and sys.stdout is None:
+        raise Fatal("stdout is closed: nowhere to write the report (use -o FILE)")
     if fmt not in FORMATS:
         raise Fatal(f"--format {fmt}: choose one of {', '.join(FORMATS)}")
     if fail_on is not None and fail_on not in ("info", "warn", "error"):
@@ -135,7 +175,7 @@ def check(
             constraint_files=list(constraints),
             kernels=kernels,
             use_cache=not no_cache,
-            timeout=timeout,
+            deadline=deadline,
             prestarted=prestarted,
         )
         facts = _collect_with_progress(target, options)
@@ -145,6 +185,7 @@ def check(
             except OSError as exc:
                 raise Fatal(f"--save-facts {save_facts}: {exc.strerror or exc}") from None
 
+    _warn_unknown_ignores(matrix, ignore, cfg)
     report = build_report(facts, matrix, fail_on=threshold, ignore=set(ignore) | set(cfg.ignore))
     _emit(report, fmt, output, verbose)
     raise typer.Exit(report.exit_code())
@@ -170,34 +211,87 @@ def _collect_with_progress(target, options):
         return collect_facts(target, options)
 
 
-def _emit(report, fmt: str, output: Optional[Path], verbose: bool) -> None:
+def _check_writable(option: str, path: Path) -> None:
+    """Refuse a path that is not (or cannot become) a regular file before spending time on probes."""
+    from sparkdoctor.outfile import OutputError, target_of
+
     try:
-        _write_report(report, fmt, output, verbose)
+        target_of(path)
+    except OutputError as exc:
+        raise Fatal(f"{option} {str(path) or repr('')}: {exc}") from None
+
+
+def _warn_unknown_ignores(matrix, ignore: List[str], cfg) -> None:
+    """An ignore that names no entry ignores nothing: say so (a warning, not an error, so a config
+    shared by boxes on different matrix versions keeps working). probe-<id> findings come from the
+    engine, not the matrix, and are always accepted."""
+    known = {e.id for e in matrix.entries}
+    for source, ids in (("--ignore", ignore), (f"{cfg.path}: ignore", list(cfg.ignore))):
+        for entry_id in ids:
+            if entry_id not in known and not entry_id.startswith("probe-"):
+                _warn(f"{source} {entry_id!r}: no matrix entry has this id; it ignores nothing (see `sparkdoctor matrix list`)")
+
+
+# The console renderer's symbols: a stream that cannot encode them gets ASCII.
+CONSOLE_SYMBOLS = "✓✗✖▲ℹ→…•–·"
+
+
+def needs_ascii(stream) -> bool:
+    """True when `stream`'s encoding cannot carry the console symbols (PYTHONIOENCODING=ascii, a C locale)."""
+    encoding = getattr(stream, "encoding", None) or "ascii"
+    try:
+        CONSOLE_SYMBOLS.encode(encoding)
+    except (UnicodeEncodeError, LookupError):
+        return True
+    return False
+
+
+def _emit(report, fmt: str, output: Optional[Path], verbose: bool) -> None:
+    from sparkdoctor.outfile import OutputError, write_text
+
+    if output is not None:
+        try:
+            write_text(output, _render_document(report, fmt, verbose))
+        except OutputError as exc:
+            raise Fatal(f"--output {output}: {exc.strerror or exc}") from None
+        return
+    try:
+        if fmt == "console":
+            from rich.console import Console
+
+            from sparkdoctor.render.console import render_console
+
+            if needs_ascii(sys.stdout) and hasattr(sys.stdout, "reconfigure"):
+                sys.stdout.reconfigure(errors="replace")  # never a crash on a symbol the stream cannot carry
+            render_console(report, Console(), verbose=verbose)
+        else:
+            sys.stdout.write(_render_document(report, fmt, verbose))
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # The reader went away (`| head`): the judgement is complete, so keep its exit code and
+        # say nothing; point stdout at /dev/null so the interpreter's final flush stays quiet.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
     except OSError as exc:
-        raise Fatal(f"--output {output}: {exc.strerror or exc}") from None
+        raise Fatal(f"cannot write the report to stdout: {exc.strerror or exc} (use -o FILE)") from None
 
 
-def _write_report(report, fmt: str, output: Optional[Path], verbose: bool) -> None:
+def _render_document(report, fmt: str, verbose: bool) -> str:
+    """The whole report as text; console output for a file is plain (no colour), 110 columns."""
     if fmt == "console":
+        import io
+
         from rich.console import Console
 
         from sparkdoctor.render.console import render_console
 
-        if output is not None:
-            with open(output, "w", encoding="utf-8") as fh:
-                render_console(report, Console(file=fh, width=110, no_color=True), verbose=verbose)
-        else:
-            render_console(report, Console(), verbose=verbose)
-        return
+        buffer = io.StringIO()
+        render_console(report, Console(file=buffer, width=110, no_color=True, force_terminal=False), verbose=verbose)
+        return buffer.getvalue()
     from sparkdoctor.render import render_text
 
-    text = render_text(report, fmt)
-    if output is not None:  # atomically: a reader never sees half a report
-        tmp = output.with_name(f".{output.name}.tmp")
-        tmp.write_text(text + "\n", encoding="utf-8")
-        tmp.replace(output)
-    else:
-        sys.stdout.write(text + "\n")
+    return render_text(report, fmt) + "\n"
 
 
 # ---- matrix ---------------------------------------------------------------------------------------
@@ -314,9 +408,10 @@ def main() -> None:
         sys.exit(exc.exit_code)
     except SystemExit:
         raise
-    except KeyboardInterrupt:
-        _err("interrupted")
-        sys.exit(130)
+    except (KeyboardInterrupt, proc.Interrupted) as exc:
+        code, why = proc.interrupted(exc)
+        _err(why)
+        sys.exit(code)
     except Exception as exc:  # click usage errors and real bugs alike get one line
         # click's errors (vendored inside typer in recent versions) carry format_message();
         # match by behaviour rather than by a private import path.
@@ -325,7 +420,9 @@ def main() -> None:
             sys.exit(EXIT_USAGE)
         format_message = getattr(exc, "format_message", None)
         if callable(format_message):
-            _err(format_message())
+            message = format_message()
+            if message:  # empty: bare `sparkdoctor` (or `matrix`), whose help is already printed
+                _err(message)
             sys.exit(EXIT_USAGE)
         if debug:
             raise

@@ -122,11 +122,10 @@ class Facts:
         return cls.from_dict(data, source=str(path))
 
     def save(self, path: Path) -> None:
-        """Write atomically: a crash leaves the old file, never half a new one."""
-        path = Path(path)
-        tmp = path.with_name(f".{path.name}.tmp")
-        tmp.write_text(self.to_json() + "\n", encoding="utf-8")
-        tmp.replace(path)
+        """Write atomically, and only to a regular file (sparkdoctor.outfile); OSError otherwise."""
+        from sparkdoctor.outfile import write_text
+
+        write_text(Path(path), self.to_json() + "\n")
 
     # ---- fingerprint ----------------------------------------------------------------------------
     def fingerprint_material(self) -> dict[str, Any]:
