@@ -140,14 +140,17 @@ atexit.register(kill_all)
 
 
 def install_signal_handlers() -> None:
-    """SIGTERM and SIGHUP unwind the main thread as Interrupted (SIGINT already raises KeyboardInterrupt),
-    so the entry point can kill every child and exit 128+signal with one line."""
+    """SIGINT, SIGTERM and SIGHUP unwind the main thread as Interrupted, so the entry point can kill
+    every child and exit 128+signal with one line. Not KeyboardInterrupt: typer turns that into a
+    silent exit 130 before the entry point sees it. A signal the parent ignores stays ignored."""
 
     def handler(signum, _frame):
         raise Interrupted(signum)
 
-    for sig in (signal.SIGTERM, signal.SIGHUP):
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         try:
+            if signal.getsignal(sig) == signal.SIG_IGN:
+                continue
             signal.signal(sig, handler)
         except (ValueError, OSError):  # not the main thread, or not settable here
             pass

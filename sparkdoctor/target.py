@@ -74,13 +74,13 @@ def _resolve_interpreter(python: str) -> str:
             if (path / name).exists():
                 return str(path / name)
         raise TargetError(f"--python {python}: a folder without bin/python")
-    if path.exists():
-        if not os.access(path, os.X_OK):
-            raise TargetError(f"--python {python}: not executable")
-        return str(path)
-    found = shutil.which(python)
+    found = shutil.which(python) if os.sep not in python else None  # a bare name is a PATH lookup
     if found:
         return found
+    if path.exists():  # absolute: the probes run it from another working folder
+        if not os.access(path, os.X_OK):
+            raise TargetError(f"--python {python}: not executable")
+        return os.path.abspath(path)
     raise TargetError(f"--python {python}: no such interpreter")
 
 
