@@ -89,24 +89,28 @@ class Facts:
 
     @classmethod
     def from_dict(cls, data: Any, source: str = "snapshot") -> "Facts":
+        """Facts from a parsed snapshot; FactsError (one line: source, field path, why) for any field
+        that does not have its documented shape (sparkdoctor/facts_shapes.py)."""
+        from sparkdoctor.facts_shapes import ShapeError, check_field
+
         if not isinstance(data, dict):
             raise FactsError(f"{source}: expected a JSON object at the top level")
         schema = data.get("schema")
-        if schema != SCHEMA:
-            raise FactsError(f"{source}: field 'schema' is {schema!r}; this sparkdoctor reads schema {SCHEMA}")
-        known = {f.name: f for f in fields(cls)}
+        if type(schema) is not int or schema != SCHEMA:  # `true` == 1 in Python, not in a schema number
+            raise FactsError(f"{source}: field 'schema' is {repr(schema)[:50]}; this sparkdoctor reads schema {SCHEMA}")
+        known = {f.name for f in fields(cls)}
         kwargs: dict[str, Any] = {}
         for key, value in data.items():
             if key not in known:
                 continue  # newer producers may add fields; ignoring them loses nothing we use
-            expected = _SHAPES.get(key)
-            if expected and value is not None and not isinstance(value, expected):
-                raise FactsError(f"{source}: field '{key}' should be {_shape_name(expected)}, got {type(value).__name__}")
+            try:
+                check_field(key, value)
+            except ShapeError as exc:
+                raise FactsError(f"{source}: {exc}") from None
             kwargs[key] = value
-        if kwargs.get("packages"):
-            for name, pkg in kwargs["packages"].items():
-                if not isinstance(pkg, dict) or "version" not in pkg:
-                    raise FactsError(f"{source}: field 'packages.{name}' needs a 'version'")
+        for key in ("arch", "tool", "errors", "timings_ms", "taken_at"):  # fields that are never unknown
+            if key in kwargs and kwargs[key] is None:
+                del kwargs[key]
         return cls(**kwargs)
 
     @classmethod
@@ -115,10 +119,14 @@ class Facts:
             text = Path(path).read_text(encoding="utf-8")
         except OSError as exc:
             raise FactsError(f"{path}: cannot read snapshot: {exc.strerror or exc}") from None
+        except UnicodeDecodeError as exc:
+            raise FactsError(f"{path}: not UTF-8 text (byte {exc.start})") from None
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
             raise FactsError(f"{path}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
+        except (ValueError, RecursionError) as exc:  # a 5,000-digit number; nesting deeper than Python's stack
+            raise FactsError(f"{path}: not a snapshot: {str(exc)[:200]}") from None
         return cls.from_dict(data, source=str(path))
 
     def save(self, path: Path) -> None:
@@ -174,27 +182,3 @@ def _is_tracked(name: str) -> bool:
 
 
 is_tracked = _is_tracked
-
-_SHAPES: dict[str, type | tuple[type, ...]] = {
-    "taken_at": str,
-    "tool": dict,
-    "target": dict,
-    "host": dict,
-    "arch": dict,
-    "gpus": list,
-    "driver": dict,
-    "toolkits": list,
-    "packages": dict,
-    "cutedsl": dict,
-    "env": dict,
-    "constraints": list,
-    "kernels": dict,
-    "capabilities": dict,
-    "recipe": dict,
-    "errors": list,
-    "timings_ms": dict,
-}
-
-
-def _shape_name(t: type | tuple[type, ...]) -> str:
-    return {dict: "an object", list: "a list", str: "a string"}.get(t, str(t))  # type: ignore[arg-type]
