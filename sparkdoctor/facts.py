@@ -141,7 +141,7 @@ class Facts:
         pkgs = self.packages or {}
         return {
             "arch": self.arch.get("value"),
-            "gpus": sorted((g.get("name"), g.get("cc")) for g in (self.gpus or [])),
+            "gpus": sorted(((g.get("name"), g.get("cc")) for g in (self.gpus or [])), key=_none_first),
             "driver": (self.driver or {}).get("version"),
             "cuda_driver": (self.driver or {}).get("cuda"),
             "packages": {
@@ -150,7 +150,7 @@ class Facts:
                 if _is_tracked(name)
             },
             "cutedsl_build": (self.cutedsl or {}).get("active_build"),
-            "ptxas": sorted((t.get("version"), tuple(t.get("used_by") or ())) for t in (self.toolkits or [])),
+            "ptxas": sorted(((t.get("version"), tuple(t.get("used_by") or ())) for t in (self.toolkits or [])), key=_none_first),
             "env": {k: v for k, v in sorted((self.env or {}).items()) if k in FINGERPRINT_ENV or k.startswith("VLLM_")},
         }
 
@@ -175,6 +175,12 @@ FINGERPRINT_ENV = frozenset(
         "PYTORCH_CUDA_ALLOC_CONF",
     }
 )
+
+
+def _none_first(row: tuple[Any, ...]) -> tuple[Any, ...]:
+    """A sort key for rows holding unknowns (None): a ptxas whose version could not be read sorts
+    before the rest instead of raising TypeError; rows without None sort exactly as before."""
+    return tuple((value is not None, value if value is not None else "") for value in row)
 
 
 def _is_tracked(name: str) -> bool:

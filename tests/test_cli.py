@@ -509,3 +509,18 @@ def test_a_relative_python_path_is_made_absolute(run, matrix):
     facts = json.loads(p.stdout)["facts"]
     assert facts["target"]["python"] == str(run.cwd / "py")
     assert not [e for e in facts["errors"] if "could not start" in e["error"]], facts["errors"]
+
+
+def test_a_ptxas_that_floods_its_output_is_cheap(run, matrix, tmp_path):
+    # It used to cost 92 s (every byte kept in memory); now its output is capped and it times out alone.
+    folder = tmp_path / "flood"
+    folder.mkdir()
+    (folder / "ptxas").write_text('#!/bin/sh\nexec yes "ptxas flood flood flood flood flood flood flood flood"\n')
+    (folder / "ptxas").chmod(0o755)
+    run.env["PATH"] = f"{folder}{os.pathsep}{run.env.get('PATH', '')}"
+    started = time.monotonic()
+    p = run("check", "--python", sys.executable, "--matrix", matrix, "--no-cache", "-f", "json", "--timeout", "30", timeout=120)
+    assert time.monotonic() - started < 25
+    assert p.returncode in (0, 1), p.stderr
+    [flood] = [t for t in json.loads(p.stdout)["facts"]["toolkits"] if t["path"] == str(folder / "ptxas")]
+    assert flood["version"] is None and "timed out" in flood["error"]

@@ -149,3 +149,15 @@ def test_unknown_keys_are_allowed_known_ones_are_checked():
     doc = broken(lambda d: d["packages"]["torch"].update(new_field={"x": [1]}))
     doc["something_new"] = 5
     assert Facts.from_dict(doc).packages["torch"]["new_field"] == {"x": [1]}
+
+
+def test_fingerprint_survives_unknown_versions_and_names():
+    # A broken ptxas (no version) next to a working one used to end the whole check with a TypeError.
+    f = sample()
+    f.toolkits = [{"tool": "ptxas", "version": "13.0.88", "used_by": ["triton"]}, {"tool": "ptxas", "version": None}]
+    f.gpus = [{"name": "NVIDIA GB10", "cc": "12.1"}, {"name": None, "cc": None}]
+    assert len(f.fingerprint()) == 16
+    g = sample()
+    g.toolkits = list(reversed(f.toolkits))
+    g.gpus = list(reversed(f.gpus))
+    assert g.fingerprint() == f.fingerprint()
