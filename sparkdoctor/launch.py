@@ -33,7 +33,11 @@ def main() -> None:
 
         try:
             target_probe.early_start()
-        except Exception:  # never let the head start break the CLI: it simply starts the probe itself
+            if target_probe.EARLY:  # a live `check` is coming: the GPU query helper gets a head start too
+                from sparkdoctor.collect import gpu
+
+                gpu.prestart()
+        except Exception:  # never let the head start break the CLI: it simply starts the probes itself
             target_probe.EARLY.clear()
         from sparkdoctor.cli import main as cli_main
     except (KeyboardInterrupt, proc.Interrupted) as exc:  # before the CLI could take over

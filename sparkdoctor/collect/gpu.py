@@ -94,10 +94,26 @@ def query_libraries() -> Libraries:
     return Libraries(nvml, libcuda, problems)
 
 
+_early: proc.Running | None = None
+
+
+def prestart() -> None:
+    """Start the helper now (the console entry point does, for `check`): its interpreter start and
+    library loads then overlap sparkdoctor's own imports instead of adding to the run."""
+    global _early
+    if _early is None:
+        _early = _start_helper([])
+
+
+def _start_helper(args: list[str]) -> proc.Running:
+    return proc.start([sys.executable, "-I", "-B", str(HELPER), *args], env={**os.environ, "PYTHONIOENCODING": "utf-8"})
+
+
 def _run_helper(args: list[str]) -> tuple[dict[str, dict[str, Any]], str | None]:
     """The finished stages' answers, and one line on the stage that did not finish (None if all did)."""
-    result = proc.run([sys.executable, "-I", "-B", str(HELPER), *args], timeout=HELPER_TIMEOUT,
-                      env={**os.environ, "PYTHONIOENCODING": "utf-8"})
+    global _early
+    running, _early = (_early, None) if _early is not None and not args else (_start_helper(args), _early)
+    result = running.result(HELPER_TIMEOUT)
     records: dict[str, dict[str, Any]] = {}
     started: list[str] = []
     for line in result.stdout.splitlines():

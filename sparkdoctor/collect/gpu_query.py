@@ -36,7 +36,11 @@ def nvml_answer(nv: Any = None) -> dict[str, Any]:
     """{"gpus", "driver"} | {"missing": why} | {"failed": why}; `nv` is the pynvml module (tests pass a stand-in)."""
     if nv is None:
         try:
-            import pynvml as nv  # loads libnvidia-ml.so.1 at nvmlInit
+            ctypes.CDLL("libnvidia-ml.so.1")  # what pynvml loads at nvmlInit: without it, skip its 0.1 s import
+        except OSError:
+            return {"missing": "libnvidia-ml.so.1 not found"}
+        try:
+            import pynvml as nv
         except ImportError as exc:
             return {"missing": f"nvidia-ml-py not importable: {exc}"}
     try:
