@@ -4,7 +4,8 @@ Every later stage (matrix, findings, fixes, bench) reads Facts and nothing else,
 is evaluated exactly like a live box.
 
 Unknown is not absent: a field that is None means "could not be observed" (its collector failed or
-did not run); an empty list/dict means "observed, and there is nothing". Shapes of the fields:
+did not run); an empty list/dict means "observed, and there is nothing". Shapes of the fields
+(sparkdoctor/facts_shapes.py checks them when a snapshot is read; keep the two in step):
 
   target      {"kind": "python", "python": path, "chosen_by", "version": "3.12.3", "implementation", "prefix",
                "base_prefix", "is_venv", "executable"}
