@@ -52,6 +52,7 @@ class ProcResult:
     start_error: str | None = None  # e.g. "No such file or directory"
     out_of_budget: bool = False  # cut short by the run's deadline, not by its own timeout
     dropped: int = 0  # bytes of output dropped between head and tail (both streams)
+    stopped: str | None = None  # killed on purpose by its caller, and why
 
     @property
     def ok(self) -> bool:
@@ -69,6 +70,8 @@ class ProcResult:
         name = os.path.basename(self.argv[0]) if self.argv else "?"
         if self.start_error:
             return f"{name} could not start: {self.start_error}"
+        if self.stopped:
+            return f"{name} was stopped: {self.stopped}"
         if self.timed_out:
             why = f" ({BUDGET_NOTE})" if self.out_of_budget else ""
             return f"{name} timed out after {self.seconds:.1f}s{why}"
@@ -248,6 +251,11 @@ class Running:
             out_of_budget=not finished and until < own,
             dropped=out.dropped + err.dropped,
         )
+
+    def kill(self) -> None:
+        """Kill its process group from another thread; whoever waits in result() sees it end."""
+        if self.popen is not None:
+            _kill_group(self.popen)
 
     def cancel(self) -> None:
         """Kill it (and its children) and reap it: a started probe that turned out not to be wanted."""

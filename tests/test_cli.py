@@ -524,3 +524,16 @@ def test_a_ptxas_that_floods_its_output_is_cheap(run, matrix, tmp_path):
     assert p.returncode in (0, 1), p.stderr
     [flood] = [t for t in json.loads(p.stdout)["facts"]["toolkits"] if t["path"] == str(folder / "ptxas")]
     assert flood["version"] is None and "timed out" in flood["error"]
+
+
+def test_a_dead_target_interpreter_costs_one_probe_timeout(run, matrix, tmp_path):
+    # With the default budget a hanging interpreter cost 76 s: every script waited out its own limit.
+    python, pids = hanging_python(tmp_path)
+    started = time.monotonic()
+    p = run("check", "--python", python, "--matrix", matrix, "-f", "json", timeout=120)
+    assert time.monotonic() - started < 40
+    assert p.returncode == 3, p.stderr
+    kernels = json.loads(p.stdout)["facts"]["kernels"]
+    assert "the interpreter does not answer" in kernels["cutedsl-nvfp4-mma"]["detail"]
+    time.sleep(0.3)
+    assert not [pid for pid in _pids(pids) if _alive(pid)]
