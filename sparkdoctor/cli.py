@@ -99,33 +99,9 @@ def check(
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Show clear and unevaluated entries and all facts."),
 ) -> None:
     """Probe the target environment, match it against the matrix, report findings. Exit code gates CI."""
-    from sparkdoctor.render import FORMATS
-
-    if not (math.isfinite(timeout) and timeout > 0):
-        raise Fatal(f"--timeout {timeout}: give a number of seconds above 0")
+    _refuse_bad_options(timeout, python, output, save_facts, fmt, fail_on, arch, constraints)
     deadline = time.monotonic() + timeout
     proc.set_deadline(deadline)  # every subprocess of this run, whoever starts it, ends by then
-    if python is not None and not python.strip():
-        raise Fatal("--python '': give an interpreter or a venv folder (leave --python out for the default)")
-    if output is not None:
-        _check_writable("--output", output)
-    if save_facts is not None:
-        _check_writable("--save-facts", save_facts)
-    if output is None and sys.stdout is None:
-        raise Fatal("stdout is closed: nowhere to write the report (use -o FILE)")
-    if fmt not in FORMATS:
-        raise Fatal(f"--format {fmt}: choose one of {', '.join(FORMATS)}")
-    if fail_on is not None and fail_on not in ("info", "warn", "error"):
-        raise Fatal(f"--fail-on {fail_on}: choose one of info, warn, error")
-    if arch is not None:
-        from sparkdoctor.arch import real_arch_problem
-
-        problem = real_arch_problem(arch)
-        if problem:
-            raise Fatal(f"--arch {arch!r}: {problem}")
-    for c in constraints:
-        if not c.is_file():
-            raise Fatal(f"--constraints {c}: no such file")
 
     prestarted = {}
     early = target_probe.EARLY.pop("target", None)
@@ -191,6 +167,35 @@ def check(
     raise typer.Exit(report.exit_code())
 
 
+def _refuse_bad_options(timeout: float, python: Optional[str], output: Optional[Path], save_facts: Optional[Path],
+                        fmt: str, fail_on: Optional[str], arch: Optional[str], constraints: List[Path]) -> None:
+    """Every usage error of `check`, before a single probe starts (exit 2, one line)."""
+    from sparkdoctor.render import FORMATS
+
+    if not (math.isfinite(timeout) and timeout > 0):
+        raise Fatal(f"--timeout {timeout}: give a number of seconds above 0")
+    if python is not None and not python.strip():
+        raise Fatal("--python '': give an interpreter or a venv folder (leave --python out for the default)")
+    for option, path in (("--output", output), ("--save-facts", save_facts)):
+        if path is not None:
+            _check_writable(option, path)
+    if output is None and sys.stdout is None:
+        raise Fatal("stdout is closed: nowhere to write the report (use -o FILE)")
+    if fmt not in FORMATS:
+        raise Fatal(f"--format {fmt}: choose one of {', '.join(FORMATS)}")
+    if fail_on is not None and fail_on not in ("info", "warn", "error"):
+        raise Fatal(f"--fail-on {fail_on}: choose one of info, warn, error")
+    if arch is not None:
+        from sparkdoctor.arch import real_arch_problem
+
+        problem = real_arch_problem(arch)
+        if problem:
+            raise Fatal(f"--arch {arch!r}: {problem}")
+    for c in constraints:
+        if not c.is_file():
+            raise Fatal(f"--constraints {c}: no such file")
+
+
 def _collect_with_progress(target, options):
     from sparkdoctor.check import collect_facts
 
@@ -213,7 +218,7 @@ def _collect_with_progress(target, options):
 
 def _check_writable(option: str, path: Path) -> None:
     """Refuse a path that is not (or cannot become) a regular file before spending time on probes."""
-    from sparkdoctor.outfile import OutputError, target_of
+    from sparkdoctor.output import OutputError, target_of
 
     try:
         target_of(path)
@@ -232,66 +237,13 @@ def _warn_unknown_ignores(matrix, ignore: List[str], cfg) -> None:
                 _warn(f"{source} {entry_id!r}: no matrix entry has this id; it ignores nothing (see `sparkdoctor matrix list`)")
 
 
-# The console renderer's symbols: a stream that cannot encode them gets ASCII.
-CONSOLE_SYMBOLS = "✓✗✖▲ℹ→…•–·"
-
-
-def needs_ascii(stream) -> bool:
-    """True when `stream`'s encoding cannot carry the console symbols (PYTHONIOENCODING=ascii, a C locale)."""
-    encoding = getattr(stream, "encoding", None) or "ascii"
-    try:
-        CONSOLE_SYMBOLS.encode(encoding)
-    except (UnicodeEncodeError, LookupError):
-        return True
-    return False
-
-
 def _emit(report, fmt: str, output: Optional[Path], verbose: bool) -> None:
-    from sparkdoctor.outfile import OutputError, write_text
+    from sparkdoctor.output import OutputError, write_report
 
-    if output is not None:
-        try:
-            write_text(output, _render_document(report, fmt, verbose))
-        except OutputError as exc:
-            raise Fatal(f"--output {output}: {exc.strerror or exc}") from None
-        return
     try:
-        if fmt == "console":
-            from rich.console import Console
-
-            from sparkdoctor.render.console import render_console
-
-            if needs_ascii(sys.stdout) and hasattr(sys.stdout, "reconfigure"):
-                sys.stdout.reconfigure(errors="replace")  # never a crash on a symbol the stream cannot carry
-            render_console(report, Console(), verbose=verbose)
-        else:
-            sys.stdout.write(_render_document(report, fmt, verbose))
-        sys.stdout.flush()
-    except BrokenPipeError:
-        # The reader went away (`| head`): the judgement is complete, so keep its exit code and
-        # say nothing; point stdout at /dev/null so the interpreter's final flush stays quiet.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
-    except OSError as exc:
-        raise Fatal(f"cannot write the report to stdout: {exc.strerror or exc} (use -o FILE)") from None
-
-
-def _render_document(report, fmt: str, verbose: bool) -> str:
-    """The whole report as text; console output for a file is plain (no colour), 110 columns."""
-    if fmt == "console":
-        import io
-
-        from rich.console import Console
-
-        from sparkdoctor.render.console import render_console
-
-        buffer = io.StringIO()
-        render_console(report, Console(file=buffer, width=110, no_color=True, force_terminal=False), verbose=verbose)
-        return buffer.getvalue()
-    from sparkdoctor.render import render_text
-
-    return render_text(report, fmt) + "\n"
+        write_report(report, fmt, output, verbose)
+    except OutputError as exc:
+        raise Fatal(str(exc)) from None
 
 
 # ---- matrix ---------------------------------------------------------------------------------------

@@ -131,8 +131,8 @@ class Facts:
         return cls.from_dict(data, source=str(path))
 
     def save(self, path: Path) -> None:
-        """Write atomically, and only to a regular file (sparkdoctor.outfile); OSError otherwise."""
-        from sparkdoctor.outfile import write_text
+        """Write atomically, and only to a regular file (sparkdoctor.output); OSError otherwise."""
+        from sparkdoctor.output import write_text
 
         write_text(Path(path), self.to_json() + "\n")
 

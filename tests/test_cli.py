@@ -461,7 +461,7 @@ def test_ascii_stdout_gets_a_report_not_a_crash(run, matrix):
 def test_needs_ascii_follows_the_stream_encoding():
     import io
 
-    from sparkdoctor.cli import needs_ascii
+    from sparkdoctor.output import needs_ascii
 
     assert needs_ascii(io.TextIOWrapper(io.BytesIO(), encoding="ascii"))
     assert needs_ascii(io.TextIOWrapper(io.BytesIO(), encoding="latin-1"))
