@@ -102,6 +102,8 @@ def time_left() -> float | None:
 
 
 # ---- the registry of live children ------------------------------------------------------------------
+_starting = 0  # the main thread is between starting a child and registering it
+_pending_signal: int | None = None
 _live: dict[int, subprocess.Popen] = {}
 _live_lock = threading.Lock()
 _closing = False
@@ -148,6 +150,10 @@ def install_signal_handlers() -> None:
     silent exit 130 before the entry point sees it. A signal the parent ignores stays ignored."""
 
     def handler(signum, _frame):
+        global _pending_signal
+        if _starting:  # between fork and registration: raise once the child is registered
+            _pending_signal = signum
+            return
         raise Interrupted(signum)
 
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
@@ -335,23 +341,34 @@ def start(
         return Running(argv, None, started, start_error="sparkdoctor is shutting down")
     if _deadline is not None and started >= _deadline:
         return Running(argv, None, started, start_error=f"not started: {BUDGET_NOTE}")
+    global _starting, _pending_signal
+    main = threading.current_thread() is threading.main_thread()  # where signal handlers run
+    if main:
+        _starting += 1
     try:
-        popen = subprocess.Popen(
-            argv,
-            stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=env,
-            cwd=cwd,
-            start_new_session=True,
-        )
-    except (OSError, ValueError) as exc:  # ValueError: e.g. an embedded NUL in an argument
-        return Running(argv, None, started, start_error=getattr(exc, "strerror", None) or str(exc))
-    if not _register(popen):
-        popen.wait()
-        _close(popen)
-        return Running(argv, None, started, start_error="sparkdoctor is shutting down")
-    return Running(argv, popen, started, input=input, max_output=max_output)
+        try:
+            popen = subprocess.Popen(
+                argv,
+                stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=env,
+                cwd=cwd,
+                start_new_session=True,
+            )
+        except (OSError, ValueError) as exc:  # ValueError: e.g. an embedded NUL in an argument
+            return Running(argv, None, started, start_error=getattr(exc, "strerror", None) or str(exc))
+        if not _register(popen):
+            popen.wait()
+            _close(popen)
+            return Running(argv, None, started, start_error="sparkdoctor is shutting down")
+        return Running(argv, popen, started, input=input, max_output=max_output)
+    finally:
+        if main:
+            _starting -= 1
+            if not _starting and _pending_signal is not None:
+                signum, _pending_signal = _pending_signal, None
+                raise Interrupted(signum)  # the child is registered now: kill_all() will find it
 
 
 def run(
