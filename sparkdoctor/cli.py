@@ -84,9 +84,9 @@ def check(
     python: Optional[str] = typer.Option(None, "--python", help="Interpreter (or venv folder) of the target environment. Default: $VIRTUAL_ENV, else this interpreter."),
     arch: Optional[str] = typer.Option(None, "--arch", help="Evaluate as if the target ran on this GPU arch (e.g. sm_121a): for CI builders and image builds with no GB10."),
     facts_file: Optional[Path] = typer.Option(None, "--facts", help="Evaluate a saved snapshot instead of probing a live target."),
-    save_facts: Optional[Path] = typer.Option(None, "--save-facts", help="Write the collected Facts snapshot (JSON) to this file."),
+    save_facts_name: Optional[str] = typer.Option(None, "--save-facts", metavar="PATH", help="Write the collected Facts snapshot (JSON) to this file."),
     fmt: str = typer.Option("console", "--format", "-f", help="console | json | junit | markdown"),
-    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the report here instead of stdout."),
+    output_name: Optional[str] = typer.Option(None, "--output", "-o", metavar="PATH", help="Write the report here instead of stdout."),
     fail_on: Optional[str] = typer.Option(None, "--fail-on", help="Lowest severity that fails the check: info | warn | error (default error)."),
     strict: bool = typer.Option(False, "--strict", help="Fail on warnings too (same as --fail-on warn)."),
     ignore: List[str] = typer.Option([], "--ignore", help="Entry id to ignore (repeatable)."),
@@ -99,6 +99,8 @@ def check(
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Show clear and unevaluated entries and all facts."),
 ) -> None:
     """Probe the target environment, match it against the matrix, report findings. Exit code gates CI."""
+    # Taken as text, not Path: typer turns '' into Path('.'), and '' deserves its own answer.
+    output, save_facts = _file_option("--output", output_name), _file_option("--save-facts", save_facts_name)
     _refuse_bad_options(timeout, python, output, save_facts, fmt, fail_on, arch, constraints)
     deadline = time.monotonic() + timeout
     proc.set_deadline(deadline)  # every subprocess of this run, whoever starts it, ends by then
@@ -165,6 +167,14 @@ def check(
     report = build_report(facts, matrix, fail_on=threshold, ignore=set(ignore) | set(cfg.ignore))
     _emit(report, fmt, output, verbose)
     raise typer.Exit(report.exit_code())
+
+
+def _file_option(option: str, name: Optional[str]) -> Optional[Path]:
+    if name is None:
+        return None
+    if not name:
+        raise Fatal(f"{option} '': give a file name")
+    return Path(name)
 
 
 def _refuse_bad_options(timeout: float, python: Optional[str], output: Optional[Path], save_facts: Optional[Path],

@@ -399,7 +399,8 @@ def test_output_to_a_folder_or_empty_name_is_one_line_and_leaves_nothing(run, ma
     folder.mkdir()
     for fmt in ("json", "console"):
         assert_one_line_error(run("check", "--facts", snap("nogpu-clean"), "--matrix", matrix, "-f", fmt, "-o", folder), "is a directory")
-        assert_one_line_error(run("check", "--facts", snap("nogpu-clean"), "--matrix", matrix, "-f", fmt, "-o", ""), "is a directory")
+        assert_one_line_error(run("check", "--facts", snap("nogpu-clean"), "--matrix", matrix, "-f", fmt, "-o", ""), "--output '': give a file name")
+        assert_one_line_error(run("check", "--facts", snap("nogpu-clean"), "--matrix", matrix, "-f", fmt, "-o", "."), "is a directory")
     assert not list(tmp_path.glob(".*.tmp")) and not list(folder.iterdir())
 
 
