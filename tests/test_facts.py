@@ -113,6 +113,11 @@ def broken(change) -> dict:
         (lambda d: d["errors"].append({"collector": "gpu"}), "needs a 'error'"),
         (lambda d: d.update(timings_ms={"gpu": "fast"}), "field 'timings_ms.gpu' should be a number"),
         (lambda d: d.update(schema=True), "field 'schema' is True"),
+        # Found by mutating gb10-broken.json: each passed the old check and crashed the matrix or a renderer.
+        (lambda d: d["env"].update(TORCH_CUDA_ARCH_LIST=None), "field 'env.TORCH_CUDA_ARCH_LIST' should be a string, got null"),
+        (lambda d: d["packages"]["triton"].update(version=None), "field 'packages.triton.version' should be a version string, got null"),
+        (lambda d: d.update(constraints=[{"file": "c.txt", "name": None}]), "field 'constraints[0].name' should be a string, got null"),
+        (lambda d: d["kernels"]["e2m1-cvt"]["runs"][0].update(verified=[]), "field 'kernels.e2m1-cvt.runs[0].verified' should be true or false, got a list"),
     ],
 )
 def test_a_malformed_field_is_named_by_its_path(change, message):
