@@ -21,7 +21,8 @@ class CheckOptions:
     constraint_files: list[Path] = field(default_factory=list)
     kernels: bool = True
     use_cache: bool = True
-    timeout: float = 20.0
+    timeout: float = 20.0  # per collector that names no limit of its own
+    deadline: float | None = None  # time.monotonic() by which collection must end (--timeout)
     progress: Callable[[str], None] | None = None
     prestarted: dict[str, Any] = field(default_factory=dict)  # probes started early, by scratch key
 
@@ -53,6 +54,7 @@ def collect_facts(target: Target, options: CheckOptions) -> Facts:
         use_cache=options.use_cache,
         kernels=options.kernels,
         timeout=options.timeout,
+        deadline=options.deadline,
         progress=options.progress,
     )
     ctx.scratch.update(options.prestarted)

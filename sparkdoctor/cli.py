@@ -5,14 +5,17 @@ Errors reach the user as one line on stderr and an exit code from sparkdoctor/ex
 
 from __future__ import annotations
 
+import math
 import os
+import re
 import sys
+import time
 from pathlib import Path
 from typing import List, Optional
 
 import typer
 
-from sparkdoctor import __version__, target_probe
+from sparkdoctor import __version__, proc, target_probe
 from sparkdoctor.exitcodes import EXIT_UNPROBEABLE, EXIT_USAGE
 
 app = typer.Typer(
@@ -34,8 +37,30 @@ class Fatal(Exception):
         self.code = code
 
 
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def one_line(message: str) -> str:
+    """Control characters (from paths, ids, tool output) escaped: an error is always one line."""
+    return _CONTROL.sub(lambda m: _ESCAPES.get(m.group(), f"\\x{ord(m.group()):02x}"), message)
+
+
+def _say(kind: str, message: str) -> None:
+    if sys.stderr is not None:
+        try:
+            sys.stderr.write(f"sparkdoctor: {kind}: {one_line(message)}\n")
+            sys.stderr.flush()
+        except (OSError, ValueError):
+            pass  # a closed stderr: the exit code is all that is left
+
+
 def _err(message: str) -> None:
-    sys.stderr.write(f"sparkdoctor: error: {message}\n")
+    _say("error", message)
+
+
+def _warn(message: str) -> None:
+    _say("warning", message)
 
 
 def _version(value: bool) -> None:
@@ -51,14 +76,17 @@ def _root(
     pass
 
 
+DEFAULT_TIMEOUT = 120.0
+
+
 @app.command()
 def check(
     python: Optional[str] = typer.Option(None, "--python", help="Interpreter (or venv folder) of the target environment. Default: $VIRTUAL_ENV, else this interpreter."),
     arch: Optional[str] = typer.Option(None, "--arch", help="Evaluate as if the target ran on this GPU arch (e.g. sm_121a): for CI builders and image builds with no GB10."),
     facts_file: Optional[Path] = typer.Option(None, "--facts", help="Evaluate a saved snapshot instead of probing a live target."),
-    save_facts: Optional[Path] = typer.Option(None, "--save-facts", help="Write the collected Facts snapshot (JSON) to this file."),
+    save_facts_name: Optional[str] = typer.Option(None, "--save-facts", metavar="PATH", help="Write the collected Facts snapshot (JSON) to this file."),
     fmt: str = typer.Option("console", "--format", "-f", help="console | json | junit | markdown"),
-    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the report here instead of stdout."),
+    output_name: Optional[str] = typer.Option(None, "--output", "-o", metavar="PATH", help="Write the report here instead of stdout."),
     fail_on: Optional[str] = typer.Option(None, "--fail-on", help="Lowest severity that fails the check: info | warn | error (default error)."),
     strict: bool = typer.Option(False, "--strict", help="Fail on warnings too (same as --fail-on warn)."),
     ignore: List[str] = typer.Option([], "--ignore", help="Entry id to ignore (repeatable)."),
@@ -67,25 +95,15 @@ def check(
     matrix_path: Optional[Path] = typer.Option(None, "--matrix", help="Matrix folder or file to use instead of the bundled one."),
     kernels: bool = typer.Option(True, "--kernels/--no-kernels", help="Run the kernel compile probes (--no-kernels: the fast path)."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Ignore cached probe results and file hashes."),
-    timeout: float = typer.Option(20.0, "--timeout", help="Seconds each collector may take."),
+    timeout: float = typer.Option(DEFAULT_TIMEOUT, "--timeout", help="Seconds the whole run may take: every collector and probe shares this budget."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Show clear and unevaluated entries and all facts."),
 ) -> None:
     """Probe the target environment, match it against the matrix, report findings. Exit code gates CI."""
-    from sparkdoctor.render import FORMATS
-
-    if fmt not in FORMATS:
-        raise Fatal(f"--format {fmt}: choose one of {', '.join(FORMATS)}")
-    if fail_on is not None and fail_on not in ("info", "warn", "error"):
-        raise Fatal(f"--fail-on {fail_on}: choose one of info, warn, error")
-    if arch is not None:
-        from sparkdoctor.arch import real_arch_problem
-
-        problem = real_arch_problem(arch)
-        if problem:
-            raise Fatal(f"--arch {arch!r}: {problem}")
-    for c in constraints:
-        if not c.is_file():
-            raise Fatal(f"--constraints {c}: no such file")
+    # Taken as text, not Path: typer turns '' into Path('.'), and '' deserves its own answer.
+    output, save_facts = _file_option("--output", output_name), _file_option("--save-facts", save_facts_name)
+    _refuse_bad_options(timeout, python, output, save_facts, fmt, fail_on, arch, constraints)
+    deadline = time.monotonic() + timeout
+    proc.set_deadline(deadline)  # every subprocess of this run, whoever starts it, ends by then
 
     prestarted = {}
     early = target_probe.EARLY.pop("target", None)
@@ -135,7 +153,7 @@ def check(
             constraint_files=list(constraints),
             kernels=kernels,
             use_cache=not no_cache,
-            timeout=timeout,
+            deadline=deadline,
             prestarted=prestarted,
         )
         facts = _collect_with_progress(target, options)
@@ -145,9 +163,47 @@ def check(
             except OSError as exc:
                 raise Fatal(f"--save-facts {save_facts}: {exc.strerror or exc}") from None
 
+    _warn_unknown_ignores(matrix, ignore, cfg)
     report = build_report(facts, matrix, fail_on=threshold, ignore=set(ignore) | set(cfg.ignore))
     _emit(report, fmt, output, verbose)
     raise typer.Exit(report.exit_code())
+
+
+def _file_option(option: str, name: Optional[str]) -> Optional[Path]:
+    if name is None:
+        return None
+    if not name:
+        raise Fatal(f"{option} '': give a file name")
+    return Path(name)
+
+
+def _refuse_bad_options(timeout: float, python: Optional[str], output: Optional[Path], save_facts: Optional[Path],
+                        fmt: str, fail_on: Optional[str], arch: Optional[str], constraints: List[Path]) -> None:
+    """Every usage error of `check`, before a single probe starts (exit 2, one line)."""
+    from sparkdoctor.render import FORMATS
+
+    if not (math.isfinite(timeout) and timeout > 0):
+        raise Fatal(f"--timeout {timeout}: give a number of seconds above 0")
+    if python is not None and not python.strip():
+        raise Fatal("--python '': give an interpreter or a venv folder (leave --python out for the default)")
+    for option, path in (("--output", output), ("--save-facts", save_facts)):
+        if path is not None:
+            _check_writable(option, path)
+    if output is None and sys.stdout is None:
+        raise Fatal("stdout is closed: nowhere to write the report (use -o FILE)")
+    if fmt not in FORMATS:
+        raise Fatal(f"--format {fmt}: choose one of {', '.join(FORMATS)}")
+    if fail_on is not None and fail_on not in ("info", "warn", "error"):
+        raise Fatal(f"--fail-on {fail_on}: choose one of info, warn, error")
+    if arch is not None:
+        from sparkdoctor.arch import real_arch_problem
+
+        problem = real_arch_problem(arch)
+        if problem:
+            raise Fatal(f"--arch {arch!r}: {problem}")
+    for c in constraints:
+        if not c.is_file():
+            raise Fatal(f"--constraints {c}: no such file")
 
 
 def _collect_with_progress(target, options):
@@ -170,34 +226,34 @@ def _collect_with_progress(target, options):
         return collect_facts(target, options)
 
 
-def _emit(report, fmt: str, output: Optional[Path], verbose: bool) -> None:
+def _check_writable(option: str, path: Path) -> None:
+    """Refuse a path that is not (or cannot become) a regular file before spending time on probes."""
+    from sparkdoctor.output import OutputError, target_of
+
     try:
-        _write_report(report, fmt, output, verbose)
-    except OSError as exc:
-        raise Fatal(f"--output {output}: {exc.strerror or exc}") from None
+        target_of(path)
+    except OutputError as exc:
+        raise Fatal(f"{option} {str(path) or repr('')}: {exc}") from None
 
 
-def _write_report(report, fmt: str, output: Optional[Path], verbose: bool) -> None:
-    if fmt == "console":
-        from rich.console import Console
+def _warn_unknown_ignores(matrix, ignore: List[str], cfg) -> None:
+    """An ignore that names no entry ignores nothing: say so (a warning, not an error, so a config
+    shared by boxes on different matrix versions keeps working). probe-<id> findings come from the
+    engine, not the matrix, and are always accepted."""
+    known = {e.id for e in matrix.entries}
+    for source, ids in (("--ignore", ignore), (f"{cfg.path}: ignore", list(cfg.ignore))):
+        for entry_id in ids:
+            if entry_id not in known and not entry_id.startswith("probe-"):
+                _warn(f"{source} {entry_id!r}: no matrix entry has this id; it ignores nothing (see `sparkdoctor matrix list`)")
 
-        from sparkdoctor.render.console import render_console
 
-        if output is not None:
-            with open(output, "w", encoding="utf-8") as fh:
-                render_console(report, Console(file=fh, width=110, no_color=True), verbose=verbose)
-        else:
-            render_console(report, Console(), verbose=verbose)
-        return
-    from sparkdoctor.render import render_text
+def _emit(report, fmt: str, output: Optional[Path], verbose: bool) -> None:
+    from sparkdoctor.output import OutputError, write_report
 
-    text = render_text(report, fmt)
-    if output is not None:  # atomically: a reader never sees half a report
-        tmp = output.with_name(f".{output.name}.tmp")
-        tmp.write_text(text + "\n", encoding="utf-8")
-        tmp.replace(output)
-    else:
-        sys.stdout.write(text + "\n")
+    try:
+        write_report(report, fmt, output, verbose)
+    except OutputError as exc:
+        raise Fatal(str(exc)) from None
 
 
 # ---- matrix ---------------------------------------------------------------------------------------
@@ -308,9 +364,10 @@ def main() -> None:
         sys.exit(exc.exit_code)
     except SystemExit:
         raise
-    except KeyboardInterrupt:
-        _err("interrupted")
-        sys.exit(130)
+    except (KeyboardInterrupt, proc.Interrupted) as exc:
+        code, why = proc.interrupted(exc)
+        _err(why)
+        sys.exit(code)
     except Exception as exc:  # click usage errors and real bugs alike get one line
         # click's errors (vendored inside typer in recent versions) carry format_message();
         # match by behaviour rather than by a private import path.
@@ -319,7 +376,9 @@ def main() -> None:
             sys.exit(EXIT_USAGE)
         format_message = getattr(exc, "format_message", None)
         if callable(format_message):
-            _err(format_message())
+            message = format_message()
+            if message:  # empty: bare `sparkdoctor` (or `matrix`), whose help is already printed
+                _err(message)
             sys.exit(EXIT_USAGE)
         if debug:
             raise

@@ -4,7 +4,8 @@ Every later stage (matrix, findings, fixes, bench) reads Facts and nothing else,
 is evaluated exactly like a live box.
 
 Unknown is not absent: a field that is None means "could not be observed" (its collector failed or
-did not run); an empty list/dict means "observed, and there is nothing". Shapes of the fields:
+did not run); an empty list/dict means "observed, and there is nothing". Shapes of the fields
+(sparkdoctor/facts_shapes.py checks them when a snapshot is read; keep the two in step):
 
   target      {"kind": "python", "python": path, "chosen_by", "version": "3.12.3", "implementation", "prefix",
                "base_prefix", "is_venv", "executable"}
@@ -93,24 +94,28 @@ class Facts:
 
     @classmethod
     def from_dict(cls, data: Any, source: str = "snapshot") -> "Facts":
+        """Facts from a parsed snapshot; FactsError (one line: source, field path, why) for any field
+        that does not have its documented shape (sparkdoctor/facts_shapes.py)."""
+        from sparkdoctor.facts_shapes import ShapeError, check_field
+
         if not isinstance(data, dict):
             raise FactsError(f"{source}: expected a JSON object at the top level")
         schema = data.get("schema")
-        if schema != SCHEMA:
-            raise FactsError(f"{source}: field 'schema' is {schema!r}; this sparkdoctor reads schema {SCHEMA}")
-        known = {f.name: f for f in fields(cls)}
+        if type(schema) is not int or schema != SCHEMA:  # `true` == 1 in Python, not in a schema number
+            raise FactsError(f"{source}: field 'schema' is {repr(schema)[:50]}; this sparkdoctor reads schema {SCHEMA}")
+        known = {f.name for f in fields(cls)}
         kwargs: dict[str, Any] = {}
         for key, value in data.items():
             if key not in known:
                 continue  # newer producers may add fields; ignoring them loses nothing we use
-            expected = _SHAPES.get(key)
-            if expected and value is not None and not isinstance(value, expected):
-                raise FactsError(f"{source}: field '{key}' should be {_shape_name(expected)}, got {type(value).__name__}")
+            try:
+                check_field(key, value)
+            except ShapeError as exc:
+                raise FactsError(f"{source}: {exc}") from None
             kwargs[key] = value
-        if kwargs.get("packages"):
-            for name, pkg in kwargs["packages"].items():
-                if not isinstance(pkg, dict) or "version" not in pkg:
-                    raise FactsError(f"{source}: field 'packages.{name}' needs a 'version'")
+        for key in ("arch", "tool", "errors", "timings_ms", "taken_at"):  # fields that are never unknown
+            if key in kwargs and kwargs[key] is None:
+                del kwargs[key]
         return cls(**kwargs)
 
     @classmethod
@@ -119,18 +124,21 @@ class Facts:
             text = Path(path).read_text(encoding="utf-8")
         except OSError as exc:
             raise FactsError(f"{path}: cannot read snapshot: {exc.strerror or exc}") from None
+        except UnicodeDecodeError as exc:
+            raise FactsError(f"{path}: not UTF-8 text (byte {exc.start})") from None
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
             raise FactsError(f"{path}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
+        except (ValueError, RecursionError) as exc:  # a 5,000-digit number; nesting deeper than Python's stack
+            raise FactsError(f"{path}: not a snapshot: {str(exc)[:200]}") from None
         return cls.from_dict(data, source=str(path))
 
     def save(self, path: Path) -> None:
-        """Write atomically: a crash leaves the old file, never half a new one."""
-        path = Path(path)
-        tmp = path.with_name(f".{path.name}.tmp")
-        tmp.write_text(self.to_json() + "\n", encoding="utf-8")
-        tmp.replace(path)
+        """Write atomically, and only to a regular file (sparkdoctor.output); OSError otherwise."""
+        from sparkdoctor.output import write_text
+
+        write_text(Path(path), self.to_json() + "\n")
 
     # ---- fingerprint ----------------------------------------------------------------------------
     def fingerprint_material(self) -> dict[str, Any]:
@@ -138,7 +146,7 @@ class Facts:
         pkgs = self.packages or {}
         return {
             "arch": self.arch.get("value"),
-            "gpus": sorted((g.get("name"), g.get("cc")) for g in (self.gpus or [])),
+            "gpus": sorted(((g.get("name"), g.get("cc")) for g in (self.gpus or [])), key=_none_first),
             "driver": (self.driver or {}).get("version"),
             "cuda_driver": (self.driver or {}).get("cuda"),
             "packages": {
@@ -147,9 +155,7 @@ class Facts:
                 if _is_tracked(name)
             },
             "cutedsl_build": (self.cutedsl or {}).get("active_build"),
-            # a broken ptxas has version None: ordered as text, so one beside a working one cannot crash
-            "ptxas": sorted(((t.get("version"), tuple(t.get("used_by") or ())) for t in (self.toolkits or [])),
-                            key=lambda item: (str(item[0]), tuple(map(str, item[1])))),
+            "ptxas": sorted(((t.get("version"), tuple(t.get("used_by") or ())) for t in (self.toolkits or [])), key=_none_first),
             "env": {k: v for k, v in sorted((self.env or {}).items()) if k in FINGERPRINT_ENV or k.startswith("VLLM_")},
         }
 
@@ -176,32 +182,14 @@ FINGERPRINT_ENV = frozenset(
 )
 
 
+def _none_first(row: tuple[Any, ...]) -> tuple[Any, ...]:
+    """A sort key for rows holding unknowns (None): a ptxas whose version could not be read sorts
+    before the rest instead of raising TypeError; rows without None sort exactly as before."""
+    return tuple((value is not None, value if value is not None else "") for value in row)
+
+
 def _is_tracked(name: str) -> bool:
     return name == "torch" or any(name == p or name.startswith(p + "-") for p in TRACKED_PREFIXES)
 
 
 is_tracked = _is_tracked
-
-_SHAPES: dict[str, type | tuple[type, ...]] = {
-    "taken_at": str,
-    "tool": dict,
-    "target": dict,
-    "host": dict,
-    "arch": dict,
-    "gpus": list,
-    "driver": dict,
-    "toolkits": list,
-    "packages": dict,
-    "cutedsl": dict,
-    "env": dict,
-    "constraints": list,
-    "kernels": dict,
-    "capabilities": dict,
-    "recipe": dict,
-    "errors": list,
-    "timings_ms": dict,
-}
-
-
-def _shape_name(t: type | tuple[type, ...]) -> str:
-    return {dict: "an object", list: "a list", str: "a string"}.get(t, str(t))  # type: ignore[arg-type]

@@ -1,16 +1,48 @@
 """Console entry point. Starts the target probe before the CLI framework is imported: the probe is
-the long pole of a warm `check`, and typer + rich + the rest of sparkdoctor load while it runs."""
+the long pole of a warm `check`, and typer + rich + the rest of sparkdoctor load while it runs.
+
+Before anything starts a child, it makes sure SIGTERM unwinds like Ctrl-C (so every child is
+killed on the way out) and that fds 0-2 are taken, so a pipe to a child never lands on the fd of a
+closed stdout.
+"""
 
 from __future__ import annotations
 
+import os
+import sys
+
+
+def _hold_std_fds() -> None:
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:  # closed by the caller (`>&-`): park /dev/null there; sys.stdout stays None
+            null = os.open(os.devnull, os.O_RDWR)
+            if null != fd:
+                os.dup2(null, fd)
+                os.close(null)
+
 
 def main() -> None:
-    from sparkdoctor import target_probe
+    from sparkdoctor import proc
 
+    _hold_std_fds()
+    proc.install_signal_handlers()
     try:
-        target_probe.early_start()
-    except Exception:  # never let the head start break the CLI: it simply starts the probe itself
-        target_probe.EARLY.clear()
-    from sparkdoctor.cli import main as cli_main
+        from sparkdoctor import target_probe
 
+        try:
+            target_probe.early_start()
+            if target_probe.EARLY:  # a live `check` is coming: the GPU query helper gets a head start too
+                from sparkdoctor.collect import gpu
+
+                gpu.prestart()
+        except Exception:  # never let the head start break the CLI: it simply starts the probes itself
+            target_probe.EARLY.clear()
+        from sparkdoctor.cli import main as cli_main
+    except (KeyboardInterrupt, proc.Interrupted) as exc:  # before the CLI could take over
+        code, why = proc.interrupted(exc)
+        if sys.stderr is not None:
+            sys.stderr.write(f"sparkdoctor: error: {why}\n")
+        sys.exit(code)
     cli_main()

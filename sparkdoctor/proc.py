@@ -1,16 +1,44 @@
 """Run a subprocess with a hard timeout and turn every way it can go wrong into data.
 
-A probe that hangs or crashes is evidence, never a traceback: callers get a ProcResult whatever
-happened and decide what it means.
+A probe that hangs, crashes or floods its output is evidence, never a traceback: callers get a
+ProcResult whatever happened and decide what it means. Three process-wide guarantees live here,
+because every child sparkdoctor starts goes through this module:
+
+- the run's time budget: `set_deadline()` bounds every wait, whatever timeout its caller asked for;
+- bounded output: each stream keeps its head and tail and says how many bytes it dropped;
+- no orphans: every child gets its own process group and is registered until reaped, so
+  `kill_all()` (at exit, on SIGINT/SIGTERM) takes down every group still alive.
 """
 
 from __future__ import annotations
 
+import atexit
+import collections
+import locale
 import os
+import select
+import selectors
 import signal
 import subprocess
+import threading
 import time
 from dataclasses import dataclass
+
+# Bytes kept per stream: the head (where tools print what parsers read) and the tail (where they
+# print the error that made them stop). A flood in between is counted, not kept.
+HEAD_BYTES = 8 * 1024 * 1024
+TAIL_BYTES = 256 * 1024
+_CHUNK = 64 * 1024
+_PIPE_BUF = getattr(select, "PIPE_BUF", 512)
+BUDGET_NOTE = "the run's time budget ran out"
+
+
+class Interrupted(BaseException):
+    """SIGTERM/SIGHUP arrived: unwind like KeyboardInterrupt (which `except Exception` cannot swallow)."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
 
 
 @dataclass
@@ -22,6 +50,9 @@ class ProcResult:
     seconds: float
     timed_out: bool = False
     start_error: str | None = None  # e.g. "No such file or directory"
+    out_of_budget: bool = False  # cut short by the run's deadline, not by its own timeout
+    dropped: int = 0  # bytes of output dropped between head and tail (both streams)
+    stopped: str | None = None  # killed on purpose by its caller, and why
 
     @property
     def ok(self) -> bool:
@@ -39,8 +70,11 @@ class ProcResult:
         name = os.path.basename(self.argv[0]) if self.argv else "?"
         if self.start_error:
             return f"{name} could not start: {self.start_error}"
+        if self.stopped:
+            return f"{name} was stopped: {self.stopped}"
         if self.timed_out:
-            return f"{name} timed out after {self.seconds:.1f}s"
+            why = f" ({BUDGET_NOTE})" if self.out_of_budget else ""
+            return f"{name} timed out after {self.seconds:.1f}s{why}"
         if self.signal:
             try:
                 signame = signal.Signals(self.signal).name
@@ -52,35 +86,246 @@ class ProcResult:
         return f"{name} exited {self.returncode}: {last[:300]}"
 
 
+# ---- the run's deadline ---------------------------------------------------------------------------
+_deadline: float | None = None  # time.monotonic() value; None: no budget
+
+
+def set_deadline(at: float | None) -> None:
+    """Bound every wait in this process by `at` (a time.monotonic() value); None lifts the bound."""
+    global _deadline
+    _deadline = at
+
+
+def time_left() -> float | None:
+    """Seconds until the run's deadline (0 when past it); None when there is no deadline."""
+    return None if _deadline is None else max(0.0, _deadline - time.monotonic())
+
+
+# ---- the registry of live children ------------------------------------------------------------------
+_starting = 0  # the main thread is between starting a child and registering it
+_pending_signal: int | None = None
+_live: dict[int, subprocess.Popen] = {}
+_live_lock = threading.Lock()
+_closing = False
+
+
+def _register(popen: subprocess.Popen) -> bool:
+    """Track a new child; False (and the child killed) when sparkdoctor is already shutting down."""
+    with _live_lock:
+        if not _closing:
+            _live[popen.pid] = popen
+            return True
+    _kill_group(popen)
+    return False
+
+
+def _unregister(popen: subprocess.Popen) -> None:
+    with _live_lock:
+        _live.pop(popen.pid, None)
+
+
+def kill_all() -> int:
+    """Kill the process group of every child still registered and refuse new ones; the count killed."""
+    global _closing
+    with _live_lock:
+        _closing = True
+        alive = list(_live.values())
+        _live.clear()
+    for popen in alive:
+        _kill_group(popen)
+    return len(alive)
+
+
+def live_pids() -> list[int]:
+    with _live_lock:
+        return sorted(_live)
+
+
+atexit.register(kill_all)
+
+
+def install_signal_handlers() -> None:
+    """SIGINT, SIGTERM and SIGHUP unwind the main thread as Interrupted, so the entry point can kill
+    every child and exit 128+signal with one line. Not KeyboardInterrupt: typer turns that into a
+    silent exit 130 before the entry point sees it. A signal the parent ignores stays ignored."""
+
+    def handler(signum, _frame):
+        global _pending_signal
+        if _starting:  # between fork and registration: raise once the child is registered
+            _pending_signal = signum
+            return
+        raise Interrupted(signum)
+
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        try:
+            if signal.getsignal(sig) == signal.SIG_IGN:
+                continue
+            signal.signal(sig, handler)
+        except (ValueError, OSError):  # not the main thread, or not settable here
+            pass
+
+
+def interrupted(exc: BaseException) -> tuple[int, str]:
+    """After SIGINT (KeyboardInterrupt) or SIGTERM/SIGHUP (Interrupted): kill every child; the exit
+    code (128 + signal, the shell's convention) and the one line to print."""
+    kill_all()
+    signum = exc.signum if isinstance(exc, Interrupted) else signal.SIGINT
+    name = signal.Signals(signum).name
+    return 128 + signum, f"interrupted ({name}); every probe it started was stopped"
+
+
+# ---- running ---------------------------------------------------------------------------------------
+class _Capped:
+    """One output stream: the first HEAD bytes, the last TAIL bytes, and a count of what fell between."""
+
+    def __init__(self, head: int, tail: int):
+        self.head_max, self.tail_max = head, tail
+        self.head = bytearray()
+        self.tail: collections.deque[bytes] = collections.deque()
+        self.tail_size = 0
+        self.dropped = 0
+
+    def add(self, data: bytes) -> None:
+        room = self.head_max - len(self.head)
+        if room > 0:
+            self.head += data[:room]
+            data = data[room:]
+        if not data:
+            return
+        self.tail.append(data)
+        self.tail_size += len(data)
+        while self.tail and self.tail_size - len(self.tail[0]) >= self.tail_max:
+            gone = self.tail.popleft()
+            self.tail_size -= len(gone)
+            self.dropped += len(gone)
+
+    def text(self, encoding: str) -> str:
+        def decode(b: bytes) -> str:
+            return b.decode(encoding, errors="replace").replace("\r\n", "\n").replace("\r", "\n")
+
+        tail = b"".join(self.tail)
+        if len(tail) > self.tail_max:  # whole chunks were kept while reading; trim to the byte here
+            self.dropped += len(tail) - self.tail_max
+            tail = tail[len(tail) - self.tail_max:]
+            self.tail, self.tail_size = collections.deque([tail]), len(tail)
+        if not self.dropped:
+            return decode(bytes(self.head) + tail)
+        return f"{decode(bytes(self.head))}\n[... {self.dropped} bytes of output dropped ...]\n{decode(tail)}"
+
+
 class Running:
     """A started process; result() collects it, killing its group at the deadline."""
 
     def __init__(self, argv: list[str], popen: subprocess.Popen | None, started: float, input: str | None = None,
-                 start_error: str | None = None):
+                 start_error: str | None = None, max_output: tuple[int, int] = (HEAD_BYTES, TAIL_BYTES)):
         self.argv, self.popen, self.started, self.input, self.start_error = argv, popen, started, input, start_error
+        self.max_output = max_output
 
     def result(self, timeout: float) -> ProcResult:
-        """Wait until `timeout` seconds after the START (not after this call); never raise."""
+        """Wait until `timeout` seconds after the START (not after this call), or the run's deadline
+        if that comes first; never raise."""
         if self.popen is None:
             return ProcResult(self.argv, None, "", "", time.monotonic() - self.started, start_error=self.start_error)
-        remaining = max(0.0, timeout - (time.monotonic() - self.started))
-        try:
-            out, err = self.popen.communicate(input=self.input, timeout=remaining)
-            return ProcResult(self.argv, self.popen.returncode, out, err, time.monotonic() - self.started)
-        except subprocess.TimeoutExpired:
-            _kill_group(self.popen)
+        own = self.started + timeout
+        until = own if _deadline is None else min(own, _deadline)
+        encoding = locale.getpreferredencoding(False)
+        out, err = _Capped(*self.max_output), _Capped(*self.max_output)
+        data = self.input.encode(encoding, errors="replace") if self.input is not None else None
+        finished = _pump(self.popen, data, out, err, until)
+        if finished:
             try:
-                out, err = self.popen.communicate(timeout=2)
+                self.popen.wait(timeout=max(0.0, until - time.monotonic()))
             except subprocess.TimeoutExpired:
-                out, err = "", ""
-            return ProcResult(self.argv, None, out or "", err or "", time.monotonic() - self.started, timed_out=True)
+                finished = False
+        if not finished:
+            _kill_group(self.popen)
+            _pump(self.popen, None, out, err, time.monotonic() + 2)
+            try:
+                self.popen.wait(timeout=2)
+            except subprocess.TimeoutExpired:
+                pass
+        _unregister(self.popen)
+        _close(self.popen)
+        stdout, stderr = out.text(encoding), err.text(encoding)
+        return ProcResult(
+            self.argv,
+            self.popen.returncode if finished else None,
+            stdout,
+            stderr,
+            time.monotonic() - self.started,
+            timed_out=not finished,
+            out_of_budget=not finished and until < own,
+            dropped=out.dropped + err.dropped,
+        )
 
+    def kill(self) -> None:
+        """Kill its process group from another thread; whoever waits in result() sees it end."""
+        if self.popen is not None:
+            _kill_group(self.popen)
 
     def cancel(self) -> None:
         """Kill it (and its children) and reap it: a started probe that turned out not to be wanted."""
-        if self.popen is not None and self.popen.poll() is None:
+        if self.popen is None:
+            return
+        if self.popen.poll() is None:
             _kill_group(self.popen)
-            self.popen.communicate()
+            try:
+                self.popen.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+        _unregister(self.popen)
+        _close(self.popen)
+
+
+def _pump(popen: subprocess.Popen, data: bytes | None, out: _Capped, err: _Capped, until: float) -> bool:
+    """Feed stdin and read stdout/stderr until both reach EOF (True) or `until` passes (False)."""
+    sel = selectors.DefaultSelector()
+    try:
+        for stream, sink in ((popen.stdout, out), (popen.stderr, err)):
+            if stream is not None and not stream.closed:
+                sel.register(stream, selectors.EVENT_READ, sink)
+        offset = 0
+        if popen.stdin is not None and not popen.stdin.closed:
+            if data:
+                sel.register(popen.stdin, selectors.EVENT_WRITE, None)
+            else:
+                _quiet_close(popen.stdin)
+        while sel.get_map():
+            left = until - time.monotonic()
+            if left <= 0:
+                return False
+            for key, _ in sel.select(timeout=left):
+                if key.fileobj is popen.stdin:
+                    try:
+                        offset += os.write(key.fd, data[offset:offset + _PIPE_BUF])  # type: ignore[index]
+                    except BrokenPipeError:
+                        offset = len(data)  # type: ignore[arg-type]
+                    if offset >= len(data):  # type: ignore[arg-type]
+                        sel.unregister(key.fileobj)
+                        _quiet_close(popen.stdin)
+                    continue
+                chunk = os.read(key.fd, _CHUNK)
+                if chunk:
+                    key.data.add(chunk)
+                else:
+                    sel.unregister(key.fileobj)
+                    key.fileobj.close()
+        return True
+    finally:
+        sel.close()
+
+
+def _quiet_close(stream) -> None:
+    try:
+        stream.close()
+    except OSError:
+        pass
+
+
+def _close(popen: subprocess.Popen) -> None:
+    for stream in (popen.stdin, popen.stdout, popen.stderr):
+        if stream is not None:
+            _quiet_close(stream)
 
 
 def start(
@@ -88,24 +333,42 @@ def start(
     env: dict[str, str] | None = None,
     cwd: str | None = None,
     input: str | None = None,
+    max_output: tuple[int, int] = (HEAD_BYTES, TAIL_BYTES),
 ) -> Running:
     """Start argv in its own process group (so a timeout can kill its children too); never raise."""
     started = time.monotonic()
+    if _closing:
+        return Running(argv, None, started, start_error="sparkdoctor is shutting down")
+    if _deadline is not None and started >= _deadline:
+        return Running(argv, None, started, start_error=f"not started: {BUDGET_NOTE}")
+    global _starting, _pending_signal
+    main = threading.current_thread() is threading.main_thread()  # where signal handlers run
+    if main:
+        _starting += 1
     try:
-        popen = subprocess.Popen(
-            argv,
-            stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=env,
-            cwd=cwd,
-            text=True,
-            errors="replace",
-            start_new_session=True,
-        )
-    except OSError as exc:
-        return Running(argv, None, started, start_error=exc.strerror or str(exc))
-    return Running(argv, popen, started, input=input)
+        try:
+            popen = subprocess.Popen(
+                argv,
+                stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=env,
+                cwd=cwd,
+                start_new_session=True,
+            )
+        except (OSError, ValueError) as exc:  # ValueError: e.g. an embedded NUL in an argument
+            return Running(argv, None, started, start_error=getattr(exc, "strerror", None) or str(exc))
+        if not _register(popen):
+            popen.wait()
+            _close(popen)
+            return Running(argv, None, started, start_error="sparkdoctor is shutting down")
+        return Running(argv, popen, started, input=input, max_output=max_output)
+    finally:
+        if main:
+            _starting -= 1
+            if not _starting and _pending_signal is not None:
+                signum, _pending_signal = _pending_signal, None
+                raise Interrupted(signum)  # the child is registered now: kill_all() will find it
 
 
 def run(
@@ -114,13 +377,17 @@ def run(
     env: dict[str, str] | None = None,
     cwd: str | None = None,
     input: str | None = None,
+    max_output: tuple[int, int] = (HEAD_BYTES, TAIL_BYTES),
 ) -> ProcResult:
     """Run argv, kill its whole process group at the deadline, never raise."""
-    return start(argv, env=env, cwd=cwd, input=input).result(timeout)
+    return start(argv, env=env, cwd=cwd, input=input, max_output=max_output).result(timeout)
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
-        proc.kill()
+        try:
+            proc.kill()
+        except OSError:
+            pass

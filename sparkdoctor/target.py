@@ -8,10 +8,13 @@ container target later only needs another way to run a probe; nothing downstream
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
 import sys
+import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -48,11 +51,76 @@ class PythonTarget:
     def start_script(self, script: Path, args: list[str], env: dict[str, str] | None = None) -> proc.Running:
         full_env = dict(os.environ)
         full_env.update(env or {})
-        # -B: never leave .pyc files behind in the probes folder or the target.
-        return proc.start([self.python, "-B", str(script), *args], env=full_env)
+        argv = [self.python, "-B", str(script), *args]  # -B: no .pyc left in the probes folder or the target
+        liveness = _liveness(self.python)
+        if liveness.dead:
+            return proc.Running(argv, None, time.monotonic(), start_error=f"not started: {liveness.dead}")
+        return _Watched(proc.start(argv, env=full_env), liveness, script.name)
 
     def run_script(self, script: Path, args: list[str], timeout: float, env: dict[str, str] | None = None) -> proc.ProcResult:
         return self.start_script(script, args, env).result(timeout)
+
+
+PING_TIMEOUT = 3.0
+
+
+class _Liveness:
+    """What one interpreter has shown so far. When a script times out before the interpreter ever
+    finished one, it is pinged (`-c pass`, same startup path: site, .pth files, sitecustomize); if
+    that hangs too, the interpreter itself does not answer, its other scripts are stopped and no new
+    one starts, so a dead target costs one probe timeout instead of the longest (76 s before)."""
+
+    def __init__(self, python: str) -> None:
+        self.python = python
+        self.lock = threading.Lock()
+        self.answered = False
+        self.dead: str | None = None
+        self.running: set[_Watched] = set()
+
+
+_LIVENESS: dict[str, _Liveness] = {}
+_LIVENESS_LOCK = threading.Lock()
+
+
+def _liveness(python: str) -> _Liveness:
+    with _LIVENESS_LOCK:
+        return _LIVENESS.setdefault(python, _Liveness(python))
+
+
+class _Watched(proc.Running):
+    """A target script's Running that reports how it ended to its interpreter's liveness."""
+
+    def __init__(self, inner: proc.Running, liveness: _Liveness, name: str):
+        super().__init__(inner.argv, inner.popen, inner.started, inner.input, inner.start_error, inner.max_output)
+        self.inner, self.liveness, self.name = inner, liveness, name
+        with liveness.lock:
+            liveness.running.add(self)
+
+    def result(self, timeout: float) -> proc.ProcResult:
+        res = self.inner.result(timeout)
+        live = self.liveness
+        with live.lock:
+            live.running.discard(self)
+            if live.dead and res.returncode is not None and res.returncode < 0:
+                return dataclasses.replace(res, returncode=None, stopped=live.dead)
+            if res.returncode is not None:
+                live.answered = True
+            suspect = res.timed_out and not res.out_of_budget and not live.answered and not live.dead
+        if suspect and not proc.run([live.python, "-c", "pass"], timeout=PING_TIMEOUT).ok:
+            with live.lock:
+                live.dead = live.dead or f"the interpreter does not answer ({self.name} timed out, `-c pass` too)"
+                others = list(live.running)
+            for other in others:
+                other.inner.kill()
+        return res
+
+    def kill(self) -> None:
+        self.inner.kill()
+
+    def cancel(self) -> None:
+        with self.liveness.lock:
+            self.liveness.running.discard(self)
+        self.inner.cancel()
 
 
 def resolve_python_target(python: str | None) -> PythonTarget:
@@ -76,13 +144,13 @@ def _resolve_interpreter(python: str) -> str:
             if (path / name).exists():
                 return str(path / name)
         raise TargetError(f"--python {python}: a folder without bin/python")
-    if path.exists():
-        if not os.access(path, os.X_OK):
-            raise TargetError(f"--python {python}: not executable")
-        return str(path)
-    found = shutil.which(python)
+    found = shutil.which(python) if os.sep not in python else None  # a bare name is a PATH lookup
     if found:
         return found
+    if path.exists():  # absolute: the probes run it from another working folder
+        if not os.access(path, os.X_OK):
+            raise TargetError(f"--python {python}: not executable")
+        return os.path.abspath(path)
     raise TargetError(f"--python {python}: no such interpreter")
 
 

@@ -10,8 +10,11 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import signal
+import stat
 import subprocess
 import sys
+import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -42,6 +45,7 @@ def run(tmp_path):
         return subprocess.run([sys.executable, "-m", "sparkdoctor", *map(str, args)], cwd=work, env=env,
                               capture_output=True, text=True, timeout=timeout)
 
+    call.env, call.cwd = env, work  # for tests that start the command themselves
     return call
 
 
@@ -311,3 +315,229 @@ def test_live_check_of_this_interpreter_gives_json(run, matrix):
 def test_live_check_against_the_bundled_matrix(run):
     doc = _live_check(run)
     assert doc["summary"]["evaluated"] > 0
+
+
+# ---- the run's budget, its children, signals ------------------------------------------------------
+
+
+def hanging_python(folder: Path) -> tuple[Path, Path]:
+    """A target interpreter that never answers and leaves a grandchild: every pid lands in a file."""
+    pids = folder / "pids"
+    script = folder / "python"
+    script.write_text(f"#!/bin/sh\necho $$ >> {pids}\nsleep 300 &\necho $! >> {pids}\nwait\n")
+    script.chmod(0o755)
+    return script, pids
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def _pids(path: Path) -> list[int]:
+    return [int(x) for x in path.read_text().split()] if path.exists() else []
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "nan", "inf", "-inf"])
+def test_timeout_must_be_a_positive_number(run, matrix, value):
+    assert_one_line_error(run("check", "--facts", snap("nogpu-clean"), "--matrix", matrix, "--timeout", value), "--timeout")
+
+
+def test_timeout_bounds_the_whole_run_and_leaves_no_child(run, matrix, tmp_path):
+    python, pids = hanging_python(tmp_path)
+    started = time.monotonic()
+    p = run("check", "--python", python, "--no-kernels", "--matrix", matrix, "--timeout", "2", "-f", "json")
+    took = time.monotonic() - started
+    assert took < 6, took  # it used to take 16 s whatever --timeout said (76 s on this target)
+    assert p.returncode == 3, p.stderr
+    errors = json.loads(p.stdout)["facts"]["errors"]
+    assert any(e["collector"] == "target" and "time budget" in e["error"] for e in errors), errors
+    time.sleep(0.3)
+    assert len(_pids(pids)) >= 2 and not [pid for pid in _pids(pids) if _alive(pid)]
+
+
+@pytest.mark.parametrize("sig,code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_a_signal_stops_every_child_and_exits_with_one_line(run, matrix, tmp_path, sig, code):
+    python, pids = hanging_python(tmp_path)
+    p = subprocess.Popen([sys.executable, "-m", "sparkdoctor", "check", "--python", str(python), "--no-kernels", "--matrix", str(matrix)],
+                         cwd=run.cwd, env=run.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # as from a terminal
+    deadline = time.monotonic() + 30
+    while len(_pids(pids)) < 2 and time.monotonic() < deadline:  # the probe (and its grandchild) are running
+        time.sleep(0.05)
+    time.sleep(0.5)  # let the CLI get past its imports into the collectors
+    assert _pids(pids), "the probe never started"
+    p.send_signal(sig)
+    out, err = p.communicate(timeout=30)
+    assert p.returncode == code, (out, err)
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("sparkdoctor: error: interrupted"), err
+    time.sleep(0.3)
+    assert not [pid for pid in _pids(pids) if _alive(pid)]
+
+
+# ---- where the report goes --------------------------------------------------------------------------
+
+
+def test_output_refuses_special_files(run, matrix, tmp_path):
+    base = ("check", "--facts", snap("nogpu-clean"), "--matrix", matrix, "-f", "json")
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    link = tmp_path / "stdout-link"
+    link.symlink_to("/proc/self/fd/1")
+    for path in (Path("/dev/null"), fifo, link):
+        for option in ("-o", "--save-facts"):
+            p = run(*base, option, path) if option == "-o" else run("check", "--python", sys.executable, "--no-kernels",
+                                                                      "--matrix", matrix, option, path)
+            assert_one_line_error(p, str(path), "regular file")
+    assert stat.S_ISFIFO(fifo.lstat().st_mode) and link.is_symlink()
+    assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
+
+
+def test_output_to_a_folder_or_empty_name_is_one_line_and_leaves_nothing(run, matrix, tmp_path):
+    folder = tmp_path / "out"
+    folder.mkdir()
+    for fmt in ("json", "console"):
+        assert_one_line_error(run("check", "--facts", snap("nogpu-clean"), "--matrix", matrix, "-f", fmt, "-o", folder), "is a directory")
+        assert_one_line_error(run("check", "--facts", snap("nogpu-clean"), "--matrix", matrix, "-f", fmt, "-o", ""), "--output '': give a file name")
+        assert_one_line_error(run("check", "--facts", snap("nogpu-clean"), "--matrix", matrix, "-f", fmt, "-o", "."), "is a directory")
+    assert not list(tmp_path.glob(".*.tmp")) and not list(folder.iterdir())
+
+
+@pytest.mark.parametrize("fmt", ["json", "console"])
+def test_output_through_a_symlink_writes_the_file_and_keeps_the_link(run, matrix, tmp_path, fmt):
+    real = tmp_path / "real.txt"
+    real.write_text("old\n")
+    link = tmp_path / "link.txt"
+    link.symlink_to(real)
+    p = run("check", "--facts", snap("nogpu-clean"), "--matrix", matrix, "-f", fmt, "-o", link)
+    assert p.returncode == 0, p.stderr
+    assert link.is_symlink()
+    assert ('"exit_code": 0' if fmt == "json" else "PASS") in real.read_text()
+
+
+def test_console_output_file_is_written_atomically(run, matrix, tmp_path):
+    # A console report used to be rendered straight into the file: a reader (or a failure) saw half of it.
+    # Atomic means a new file renamed over the old one: the old inode is never written into.
+    out = tmp_path / "report.txt"
+    out.write_text("previous report\n")
+    out.chmod(0o640)
+    before = out.stat().st_ino
+    p = run("check", "--facts", snap("gb10-broken"), "--matrix", matrix, "-o", out)
+    assert p.returncode == 1
+    assert CUTEDSL in out.read_text() and stat.S_IMODE(out.stat().st_mode) == 0o640
+    assert out.stat().st_ino != before and not list(tmp_path.glob(".report.txt*"))
+
+
+def test_broken_pipe_is_quiet_and_keeps_the_exit_code(run, matrix):
+    # `sparkdoctor check | head -1`: the reader leaves early; no "--output None: Broken pipe".
+    for fmt in ("console", "json"):
+        p = subprocess.run(f"{sys.executable} -m sparkdoctor check --facts {snap('gb10-broken')} --matrix {matrix} -v -f {fmt}"
+                           " | true; echo \"rc=${PIPESTATUS[0]}\"",
+                           shell=True, executable="/bin/bash", cwd=run.cwd, env=run.env, capture_output=True, text=True, timeout=60)
+        assert p.stdout.strip().endswith("rc=1"), p.stdout
+        assert p.stderr == "", p.stderr
+
+
+def test_closed_stdout_is_one_line_not_a_lost_report(run, matrix, tmp_path):
+    p = subprocess.run(f"{sys.executable} -m sparkdoctor check --facts {snap('gb10-broken')} --matrix {matrix} >&-",
+                       shell=True, cwd=run.cwd, env=run.env, capture_output=True, text=True, timeout=60)
+    assert_one_line_error(p, "stdout is closed")
+    out = tmp_path / "r.json"
+    p = subprocess.run(f"{sys.executable} -m sparkdoctor check --facts {snap('gb10-broken')} --matrix {matrix} -f json -o {out} >&-",
+                       shell=True, cwd=run.cwd, env=run.env, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 1 and json.loads(out.read_text())["exit_code"] == 1
+
+
+def test_ascii_stdout_gets_a_report_not_a_crash(run, matrix):
+    env = {**run.env, "PYTHONIOENCODING": "ascii"}
+    p = subprocess.run([sys.executable, "-m", "sparkdoctor", "check", "--facts", str(snap("gb10-broken")), "--matrix", str(matrix), "-v"],
+                       cwd=run.cwd, env=env, capture_output=True, timeout=60)
+    assert p.returncode == 1, p.stderr
+    assert p.stderr == b""
+    p.stdout.decode("ascii")  # pure ASCII
+    assert CUTEDSL.encode() in p.stdout and b"FAIL (exit 1)" in p.stdout
+
+
+def test_needs_ascii_follows_the_stream_encoding():
+    import io
+
+    from sparkdoctor.output import needs_ascii
+
+    assert needs_ascii(io.TextIOWrapper(io.BytesIO(), encoding="ascii"))
+    assert needs_ascii(io.TextIOWrapper(io.BytesIO(), encoding="latin-1"))
+    assert not needs_ascii(io.TextIOWrapper(io.BytesIO(), encoding="utf-8"))
+    assert needs_ascii(object())  # no encoding at all: play safe
+
+
+# ---- silent misconfiguration --------------------------------------------------------------------------
+
+
+def test_empty_python_is_refused(run, matrix):
+    assert_one_line_error(run("check", "--python", "", "--no-kernels", "--matrix", matrix), "--python ''")
+
+
+def test_unknown_ignore_id_warns(run, matrix, tmp_path):
+    p = run("check", "--facts", snap("gb10-broken"), "--matrix", matrix, "--ignore", "no-such-id", "--ignore", CUTEDSL, "--ignore", "probe-e2m1-cvt")
+    assert p.returncode == 1 or p.returncode == 0
+    assert p.stderr.strip().splitlines() == [
+        "sparkdoctor: warning: --ignore 'no-such-id': no matrix entry has this id; it ignores nothing (see `sparkdoctor matrix list`)"
+    ]
+    config = tmp_path / "c.toml"
+    config.write_text('[check]\nignore = ["nope"]\n')
+    p = run("check", "--facts", snap("nogpu-clean"), "--matrix", matrix, "--config", config)
+    assert p.returncode == 0 and "'nope'" in p.stderr and str(config) in p.stderr
+
+
+def test_error_lines_escape_newlines_from_user_input(run, matrix):
+    p = run("check", "--facts", "bad\nname.json", "--matrix", matrix)
+    assert_one_line_error(p, "bad\\nname.json")
+    p = run("matrix", "show", "x\ny\rz", "--matrix", matrix)
+    assert_one_line_error(p, "x\\ny\\rz")
+
+
+@pytest.mark.parametrize("args", [(), ("matrix",)])
+def test_bare_command_prints_help_without_a_stray_error_line(run, args):
+    p = run(*args)
+    assert p.returncode == 2
+    assert "Usage:" in p.stdout and "error" not in p.stderr and p.stderr == ""
+
+
+def test_a_relative_python_path_is_made_absolute(run, matrix):
+    # `--python ./py` used to run "py" looked up on PATH: "py could not start".
+    (run.cwd / "py").symlink_to(sys.executable)
+    p = run("check", "--python", "./py", "--no-kernels", "--matrix", matrix, "-f", "json", timeout=120)
+    facts = json.loads(p.stdout)["facts"]
+    assert facts["target"]["python"] == str(run.cwd / "py")
+    assert not [e for e in facts["errors"] if "could not start" in e["error"]], facts["errors"]
+
+
+def test_a_ptxas_that_floods_its_output_is_cheap(run, matrix, tmp_path):
+    # It used to cost 92 s (every byte kept in memory); now its output is capped and it times out alone.
+    folder = tmp_path / "flood"
+    folder.mkdir()
+    (folder / "ptxas").write_text('#!/bin/sh\nexec yes "ptxas flood flood flood flood flood flood flood flood"\n')
+    (folder / "ptxas").chmod(0o755)
+    run.env["PATH"] = f"{folder}{os.pathsep}{run.env.get('PATH', '')}"
+    started = time.monotonic()
+    p = run("check", "--python", sys.executable, "--matrix", matrix, "--no-cache", "-f", "json", "--timeout", "30", timeout=120)
+    assert time.monotonic() - started < 25
+    assert p.returncode in (0, 1), p.stderr
+    [flood] = [t for t in json.loads(p.stdout)["facts"]["toolkits"] if t["path"] == str(folder / "ptxas")]
+    assert flood["version"] is None and "timed out" in flood["error"]
+
+
+def test_a_dead_target_interpreter_costs_one_probe_timeout(run, matrix, tmp_path):
+    # With the default budget a hanging interpreter cost 76 s: every script waited out its own limit.
+    python, pids = hanging_python(tmp_path)
+    started = time.monotonic()
+    p = run("check", "--python", python, "--matrix", matrix, "-f", "json", timeout=120)
+    assert time.monotonic() - started < 40
+    assert p.returncode == 3, p.stderr
+    kernels = json.loads(p.stdout)["facts"]["kernels"]
+    assert "the interpreter does not answer" in kernels["cutedsl-nvfp4-mma"]["detail"]
+    time.sleep(0.3)
+    assert not [pid for pid in _pids(pids) if _alive(pid)]

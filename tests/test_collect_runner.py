@@ -75,3 +75,44 @@ def test_unmeetable_needs_do_not_spin():
     c = ctx()
     run_collectors(c, [Collector("x", lambda ctx: {}, needs=("y",)), Collector("y", lambda ctx: {}, needs=("x",))])
     assert {e["collector"] for e in c.facts.errors} == {"x", "y"}
+
+
+def test_a_collector_returning_an_unknown_field_is_its_error_not_a_crash():
+    # run_collectors is documented "never raise": a wrong key used to raise AttributeError out of it.
+    c = ctx()
+    run_collectors(
+        c,
+        [
+            Collector("wrong", lambda ctx: {"gpu": [], "host": {"machine": "x"}}),
+            Collector("notdict", lambda ctx: ["env"]),
+            Collector("fine", lambda ctx: {"env": {"A": "1"}}),
+        ],
+    )
+    errors = {e["collector"]: e["error"] for e in c.facts.errors}
+    assert "unknown Facts field(s): gpu" in errors["wrong"]
+    assert c.facts.host is None, "half a result is not kept"
+    assert "not a dict" in errors["notdict"]
+    assert c.facts.env == {"A": "1"}
+
+
+def test_the_run_deadline_bounds_every_collector():
+    def hang(ctx):
+        time.sleep(30)
+        return {}
+
+    c = ctx(timeout=20)
+    c.deadline = time.monotonic() + 0.5
+    started = time.monotonic()
+    run_collectors(
+        c,
+        [
+            Collector("slow", hang, timeout=20),
+            Collector("after", lambda ctx: {"env": {}}, needs=("slow",)),
+            Collector("fine", lambda ctx: {"host": {}}),
+        ],
+    )
+    assert time.monotonic() - started < 2
+    errors = {e["collector"]: e["error"] for e in c.facts.errors}
+    assert errors["slow"].startswith("timed out after") and "--timeout" in errors["slow"]
+    assert errors["after"] == "not run: the run's time budget (--timeout) ran out"
+    assert c.facts.host == {} and c.facts.env is None

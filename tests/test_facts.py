@@ -84,3 +84,85 @@ def test_newer_fields_are_ignored_not_fatal():
     data = sample().to_dict()
     data["from_the_future"] = {"x": 1}
     assert Facts.from_dict(data).packages["vllm"]["version"] == "0.22.0"
+
+
+# ---- every field's shape is checked when a snapshot is read ---------------------------------------
+GB10_BROKEN = __import__("pathlib").Path(__file__).parent / "data" / "facts" / "gb10-broken.json"
+
+
+def broken(change) -> dict:
+    doc = json.loads(GB10_BROKEN.read_text())
+    change(doc)
+    return doc
+
+
+@pytest.mark.parametrize(
+    "change,message",
+    [
+        (lambda d: d["packages"]["torch"].update(version=12), "field 'packages.torch.version' should be a version string, got int"),
+        (lambda d: d["packages"]["torch"].pop("version"), "field 'packages.torch' needs a 'version'"),
+        (lambda d: d["packages"]["torch"].update(files_modified="a.py"), "field 'packages.torch.files_modified' should be a list"),
+        (lambda d: d["packages"].update(torch=["2.9"]), "field 'packages.torch' should be an object, got a list"),
+        (lambda d: d.update(arch={"value": 121}), "field 'arch.value' should be a GPU arch such as sm_121a, got int"),
+        (lambda d: d.update(arch={"value": "sm_999", "source": "given"}), "field 'arch.value' is 'sm_999'"),
+        (lambda d: d["gpus"][0].update(index="0"), "field 'gpus[0].index' should be an integer, got a string"),
+        (lambda d: d["gpus"][0].update(unified="yes"), "field 'gpus[0].unified' should be true or false"),
+        (lambda d: d["gpus"].append("GB10"), "field 'gpus[1]' should be an object, got a string"),
+        (lambda d: d["driver"].update(version="5" * 5000), "field 'driver.version' has 5,000 characters"),
+        (lambda d: d["env"].update(X=1), "field 'env.X' should be a string, got int"),
+        (lambda d: d["errors"].append({"collector": "gpu"}), "needs a 'error'"),
+        (lambda d: d.update(timings_ms={"gpu": "fast"}), "field 'timings_ms.gpu' should be a number"),
+        (lambda d: d.update(schema=True), "field 'schema' is True"),
+        # Found by mutating gb10-broken.json: each passed the old check and crashed the matrix or a renderer.
+        (lambda d: d["env"].update(TORCH_CUDA_ARCH_LIST=None), "field 'env.TORCH_CUDA_ARCH_LIST' should be a string, got null"),
+        (lambda d: d["packages"]["triton"].update(version=None), "field 'packages.triton.version' should be a version string, got null"),
+        (lambda d: d.update(constraints=[{"file": "c.txt", "name": None}]), "field 'constraints[0].name' should be a string, got null"),
+        (lambda d: d["kernels"]["e2m1-cvt"]["runs"][0].update(verified=[]), "field 'kernels.e2m1-cvt.runs[0].verified' should be true or false, got a list"),
+    ],
+)
+def test_a_malformed_field_is_named_by_its_path(change, message):
+    with pytest.raises(FactsError) as err:
+        Facts.from_dict(broken(change), source="snap.json")
+    assert str(err.value).startswith("snap.json: ") and message in str(err.value), str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_the_bundled_snapshots_and_a_saved_one_pass(tmp_path):
+    for path in (GB10_BROKEN.parent).glob("*.json"):
+        Facts.load(path)
+    f = sample()
+    f.save(tmp_path / "x.json")
+    assert Facts.load(tmp_path / "x.json").to_dict() == f.to_dict()
+
+
+@pytest.mark.parametrize(
+    "text,message",
+    [
+        ('{"schema": 1, "gpus": [' + "9" * 5000 + "]}", "not a snapshot"),
+        ("[" * 100000 + "]" * 100000, "not a snapshot"),
+        (b"\xff\xfe{}", "not UTF-8"),
+    ],
+)
+def test_unreadable_json_is_one_line(tmp_path, text, message):
+    path = tmp_path / "s.json"
+    path.write_bytes(text if isinstance(text, bytes) else text.encode())
+    with pytest.raises(FactsError, match=message):
+        Facts.load(path)
+
+
+def test_unknown_keys_are_allowed_known_ones_are_checked():
+    doc = broken(lambda d: d["packages"]["torch"].update(new_field={"x": [1]}))
+    doc["something_new"] = 5
+    assert Facts.from_dict(doc).packages["torch"]["new_field"] == {"x": [1]}
+
+
+def test_fingerprint_survives_unknown_versions_and_names():
+    # A broken ptxas (no version) next to a working one used to end the whole check with a TypeError.
+    f = sample()
+    f.toolkits = [{"tool": "ptxas", "version": "13.0.88", "used_by": ["triton"]}, {"tool": "ptxas", "version": None}]
+    f.gpus = [{"name": "NVIDIA GB10", "cc": "12.1"}, {"name": None, "cc": None}]
+    assert len(f.fingerprint()) == 16
+    g = sample()
+    g.toolkits = list(reversed(f.toolkits))
+    g.gpus = list(reversed(f.gpus))
+    assert g.fingerprint() == f.fingerprint()

@@ -15,11 +15,12 @@ import pynvml
 import pytest
 
 from sparkdoctor.collect import CollectorError, Context, run_collectors
-from sparkdoctor.collect import gpu
+from sparkdoctor.collect import gpu, gpu_query
 from sparkdoctor.facts import Facts
 from sparkdoctor.target import PythonTarget
 
 GB10_CSV = "0, NVIDIA GB10, 12.1, [N/A], 580.95.05\n"
+CC = shutil.which("cc") or shutil.which("gcc")  # looked up before any test narrows PATH
 HAS_NVIDIA = bool(shutil.which("nvidia-smi") or ctypes.util.find_library("nvidia-ml") or ctypes.util.find_library("cuda"))
 
 
@@ -44,13 +45,19 @@ def smi_path(tmp_path, monkeypatch):
     return folder
 
 
+def answered(monkeypatch, nvml, libcuda: str | None = None) -> None:
+    """The driver libraries' answers, as the helper process would give them."""
+    monkeypatch.setattr(gpu, "query_libraries", lambda: gpu.Libraries(nvml, libcuda))
+
+
+def nvml_of(fake) -> object:
+    """A stand-in pynvml read by the helper's own code, interpreted by the collector's."""
+    return gpu._nvml_of({"stage": "nvml", **gpu_query.nvml_answer(fake)})
+
+
 @pytest.fixture
 def no_nvml(monkeypatch):
-    def missing():
-        raise gpu.Missing("libnvidia-ml.so.1 not found")
-
-    monkeypatch.setattr(gpu, "nvml_query", missing)
-    monkeypatch.setattr(gpu, "libcuda_version", lambda: None)
+    answered(monkeypatch, gpu.Missing("libnvidia-ml.so.1 not found"))
 
 
 # ---- pure helpers --------------------------------------------------------------------------------
@@ -103,9 +110,8 @@ def test_no_gpu_with_given_arch_for_real(smi_path):
 
 @pytest.mark.skipif(HAS_NVIDIA, reason="this machine has NVIDIA libraries or nvidia-smi")
 def test_real_nvml_reports_missing_library():
-    with pytest.raises(gpu.Missing):
-        gpu.nvml_query()
-    assert gpu.libcuda_version() is None
+    libs = gpu.query_libraries()  # the real helper process
+    assert isinstance(libs.nvml, gpu.Missing) and libs.libcuda is None and libs.problems == []
 
 
 # ---- real nvidia-smi processes (fake scripts on PATH) -------------------------------------------
@@ -170,11 +176,7 @@ def test_smi_killed_by_signal(smi_path, no_nvml):
 
 
 def test_nvml_failure_falls_back_to_smi_and_says_so(smi_path, monkeypatch):
-    def broken():
-        raise gpu.Failed("NVML init: Driver Not Loaded")
-
-    monkeypatch.setattr(gpu, "nvml_query", broken)
-    monkeypatch.setattr(gpu, "libcuda_version", lambda: "13.0")
+    answered(monkeypatch, gpu.Failed("NVML init: Driver Not Loaded"), "13.0")
     fake_tool(smi_path, "nvidia-smi", f"printf '{GB10_CSV}'")
     ctx = make_ctx()
     out = gpu.run(ctx)
@@ -183,19 +185,14 @@ def test_nvml_failure_falls_back_to_smi_and_says_so(smi_path, monkeypatch):
 
 
 def test_nvml_failure_and_no_smi_is_unknown(smi_path, monkeypatch):
-    def broken():
-        raise gpu.Failed("NVML init: Driver Not Loaded")
-
-    monkeypatch.setattr(gpu, "nvml_query", broken)
-    monkeypatch.setattr(gpu, "libcuda_version", lambda: "13.0")
+    answered(monkeypatch, gpu.Failed("NVML init: Driver Not Loaded"), "13.0")
     with pytest.raises(CollectorError) as err:
         gpu.run(make_ctx())
     assert str(err.value) == "NVML init: Driver Not Loaded; libcuda reports CUDA 13.0"
 
 
 def test_libcuda_alone_gives_the_driver_cuda(smi_path, monkeypatch):
-    monkeypatch.setattr(gpu, "nvml_query", lambda: (_ for _ in ()).throw(gpu.Missing("no lib")))
-    monkeypatch.setattr(gpu, "libcuda_version", lambda: "13.0")
+    answered(monkeypatch, gpu.Missing("no lib"), "13.0")
     out = gpu.run(make_ctx())
     assert out["gpus"] == []
     assert out["driver"] == {"libcuda": "13.0", "cuda": "13.0", "source": "libcuda"}
@@ -216,13 +213,19 @@ def fake_libcuda(tmp_path_factory):
 
 
 def test_libcuda_version_through_ctypes(fake_libcuda):
-    assert gpu.libcuda_version(str(fake_libcuda)) == "13.0"
+    assert gpu_query.libcuda_encoded(str(fake_libcuda)) == 13000
+
+
+def test_libcuda_version_through_the_helper_process(fake_libcuda, monkeypatch):
+    monkeypatch.setenv("LD_LIBRARY_PATH", str(fake_libcuda.parent))  # how the loader finds libcuda.so.1
+    libs = gpu.query_libraries()
+    assert libs.libcuda == "13.0" and libs.problems == []
 
 
 def test_libcuda_without_the_symbol(tmp_path):
     libc = ctypes.util.find_library("c")
-    assert gpu.libcuda_version(libc) is None  # loads, but is not libcuda
-    assert gpu.libcuda_version(str(tmp_path / "nope.so")) is None
+    assert gpu_query.libcuda_encoded(libc) is None  # loads, but is not libcuda
+    assert gpu_query.libcuda_encoded(str(tmp_path / "nope.so")) is None
 
 
 # ---- NVML answers from a GB10-like stand-in (real pynvml error classes) ------------------------------
@@ -271,8 +274,7 @@ H100 = {"name": b"NVIDIA H100 80GB HBM3", "cc": (9, 0), "memory": 81559, "mode":
 
 def test_nvml_gb10(monkeypatch):
     fake = fake_pynvml([GB10])
-    monkeypatch.setitem(sys.modules, "pynvml", fake)
-    monkeypatch.setattr(gpu, "libcuda_version", lambda: "13.0")
+    answered(monkeypatch, nvml_of(fake), "13.0")
     out = gpu.run(make_ctx())
     assert out["gpus"] == [
         {"index": 0, "name": "NVIDIA GB10", "cc": "12.1", "arch": "sm_121a", "memory_total_mib": None, "unified": True, "addressing_mode": "ATS"}
@@ -283,46 +285,38 @@ def test_nvml_gb10(monkeypatch):
 
 
 def test_nvml_discrete_gpu_is_not_unified(monkeypatch):
-    monkeypatch.setitem(sys.modules, "pynvml", fake_pynvml([H100]))
-    monkeypatch.setattr(gpu, "libcuda_version", lambda: None)
+    answered(monkeypatch, nvml_of(fake_pynvml([H100])), None)
     g = gpu.run(make_ctx())["gpus"][0]
     assert (g["name"], g["arch"], g["memory_total_mib"], g["unified"]) == ("NVIDIA H100 80GB HBM3", "sm_90a", 81559, False)
 
 
 def test_nvml_without_addressing_mode_leaves_unified_unknown(monkeypatch):
-    monkeypatch.setitem(sys.modules, "pynvml", fake_pynvml([GB10], addressing=False))
-    monkeypatch.setattr(gpu, "libcuda_version", lambda: None)
+    answered(monkeypatch, nvml_of(fake_pynvml([GB10], addressing=False)), None)
     g = gpu.run(make_ctx())["gpus"][0]
     assert g["unified"] is None and g["addressing_mode"] is None
 
 
 def test_nvml_cuda_version_missing_is_filled_by_libcuda(monkeypatch):
-    monkeypatch.setitem(sys.modules, "pynvml", fake_pynvml([GB10], cuda=None))
-    monkeypatch.setattr(gpu, "libcuda_version", lambda: "13.0")
+    answered(monkeypatch, nvml_of(fake_pynvml([GB10], cuda=None)), "13.0")
     assert gpu.run(make_ctx())["driver"]["cuda"] == "13.0"
 
 
 def test_nvml_given_arch_keeps_detected(monkeypatch):
-    monkeypatch.setitem(sys.modules, "pynvml", fake_pynvml([H100]))
-    monkeypatch.setattr(gpu, "libcuda_version", lambda: None)
+    answered(monkeypatch, nvml_of(fake_pynvml([H100])), None)
     assert gpu.run(make_ctx(arch="sm_121a"))["arch"] == {"value": "sm_121a", "source": "given", "detected": "sm_90a"}
 
 
-def test_nvml_library_not_found_is_missing(monkeypatch):
-    monkeypatch.setitem(sys.modules, "pynvml", fake_pynvml([], init_error=pynvml.NVML_ERROR_LIBRARY_NOT_FOUND))
-    with pytest.raises(gpu.Missing):
-        gpu.nvml_query()
+def test_nvml_library_not_found_is_missing():
+    assert isinstance(nvml_of(fake_pynvml([], init_error=pynvml.NVML_ERROR_LIBRARY_NOT_FOUND)), gpu.Missing)
 
 
-def test_nvml_driver_not_loaded_is_failed(monkeypatch):
-    monkeypatch.setitem(sys.modules, "pynvml", fake_pynvml([], init_error=pynvml.NVML_ERROR_DRIVER_NOT_LOADED))
-    with pytest.raises(gpu.Failed, match="Driver Not Loaded"):
-        gpu.nvml_query()
+def test_nvml_driver_not_loaded_is_failed():
+    answer = nvml_of(fake_pynvml([], init_error=pynvml.NVML_ERROR_DRIVER_NOT_LOADED))
+    assert isinstance(answer, gpu.Failed) and "Driver Not Loaded" in str(answer)
 
 
 def test_nvml_zero_gpus_is_observed_empty(monkeypatch):
-    monkeypatch.setitem(sys.modules, "pynvml", fake_pynvml([]))
-    monkeypatch.setattr(gpu, "libcuda_version", lambda: "13.0")
+    answered(monkeypatch, nvml_of(fake_pynvml([])), "13.0")
     out = gpu.run(make_ctx())
     assert out["gpus"] == [] and out["driver"]["version"] == "580.95.05"
     assert out["arch"] == {"value": "sm_121a", "source": "assumed", "why": "no GPU detected"}
@@ -345,7 +339,7 @@ def test_real_gpu_matches_nvidia_smi():
 
 @pytest.mark.gpu
 def test_real_smi_agrees_with_nvml():
-    via_nvml = gpu.nvml_query()
+    via_nvml = gpu.query_libraries().nvml
     via_smi = gpu.smi_query()
     assert [(g["name"], g["cc"]) for g in via_smi.gpus] == [(g["name"], g["cc"]) for g in via_nvml.gpus]
     assert via_smi.driver["version"] == via_nvml.driver["version"]
@@ -353,10 +347,8 @@ def test_real_smi_agrees_with_nvml():
 
 @pytest.mark.gpu
 def test_real_smi_fallback_when_nvml_fails(monkeypatch):
-    def broken():
-        raise gpu.Failed("NVML init: Driver Not Loaded")
-
-    monkeypatch.setattr(gpu, "nvml_query", broken)
+    real = gpu.query_libraries()
+    answered(monkeypatch, gpu.Failed("NVML init: Driver Not Loaded"), real.libcuda)
     ctx = make_ctx()
     out = gpu.run(ctx)
     assert out["gpus"] and out["driver"]["source"] == "nvidia-smi" and out["driver"]["libcuda"]
@@ -369,3 +361,103 @@ def test_real_collector_run_is_fast():
     facts = run_collectors(make_ctx(), [gpu.COLLECTOR])
     assert facts.errors == [] and facts.gpus
     assert facts.timings_ms["gpu"] < 3000
+
+
+# ---- driver libraries that crash or hang: real shared libraries, found the way the loader finds them ----
+FAKE_NVML_GB10 = r"""
+#include <string.h>
+typedef struct { unsigned long long total, free, used; } mem_t;
+int nvmlInitWithFlags(unsigned int flags) { return 0; }
+int nvmlInit_v2(void) { return 0; }
+int nvmlShutdown(void) { return 0; }
+const char *nvmlErrorString(int r) { return r == 3 ? "Not Supported" : "Unknown Error"; }
+int nvmlSystemGetDriverVersion(char *v, unsigned int n) { strncpy(v, "580.95.05", n); return 0; }
+int nvmlSystemGetCudaDriverVersion(int *v) { *v = 13000; return 0; }
+int nvmlSystemGetCudaDriverVersion_v2(int *v) { *v = 13000; return 0; }
+int nvmlDeviceGetCount_v2(unsigned int *n) { *n = 1; return 0; }
+int nvmlDeviceGetHandleByIndex_v2(unsigned int i, void **h) { *h = (void *)0x1; return 0; }
+int nvmlDeviceGetName(void *h, char *name, unsigned int n) { strncpy(name, "NVIDIA GB10", n); return 0; }
+int nvmlDeviceGetCudaComputeCapability(void *h, int *major, int *minor) { *major = 12; *minor = 1; return 0; }
+int nvmlDeviceGetMemoryInfo(void *h, mem_t *m) { return 3; }
+int nvmlDeviceGetMemoryInfo_v2(void *h, mem_t *m) { return 3; }
+"""
+SEGFAULT = "{ volatile int *p = 0; *p = 1; return 0; }"
+HANG = "{ for (;;) sleep(60); return 0; }"
+
+
+def build_lib(folder: Path, soname: str, source: str) -> Path:
+    cc = CC
+    if not cc:
+        pytest.skip("no C compiler to build a stand-in driver library")
+    folder.mkdir(parents=True, exist_ok=True)
+    src = folder / (soname + ".c")
+    src.write_text("#include <unistd.h>\n" + source)
+    lib = folder / soname
+    subprocess.run([cc, "-shared", "-fPIC", "-o", str(lib), str(src)], check=True, timeout=60, env={**os.environ, "PATH": "/usr/bin:/bin"})
+    return lib
+
+
+@pytest.fixture
+def libdir(tmp_path, monkeypatch):
+    folder = tmp_path / "lib"
+    folder.mkdir()
+    monkeypatch.setenv("LD_LIBRARY_PATH", str(folder))
+    return folder
+
+
+def test_nvml_that_segfaults_is_evidence_not_a_dead_check(libdir, smi_path):
+    build_lib(libdir, "libnvidia-ml.so.1", f"int nvmlInitWithFlags(unsigned int f) {SEGFAULT}\nint nvmlInit_v2(void) {SEGFAULT}\n")
+    build_lib(libdir, "libcuda.so.1", "int cuDriverGetVersion(int *v) { *v = 13000; return 0; }\n")
+    facts = run_collectors(make_ctx(), [gpu.COLLECTOR])  # in this very process: it used to die here
+    assert facts.gpus is None, "a crashed driver library leaves the GPUs unknown"
+    [error] = facts.errors
+    assert error["collector"] == "gpu"
+    assert error["error"] == "NVML: the driver library crashed its process (SIGSEGV); libcuda reports CUDA 13.0"
+
+
+def test_nvml_that_hangs_is_killed_and_reported(libdir, smi_path, monkeypatch):
+    monkeypatch.setattr(gpu, "HELPER_TIMEOUT", 1.0)
+    build_lib(libdir, "libnvidia-ml.so.1", f"int nvmlInitWithFlags(unsigned int f) {HANG}\nint nvmlInit_v2(void) {HANG}\n")
+    started = time.monotonic()
+    facts = run_collectors(make_ctx(), [gpu.COLLECTOR])
+    assert time.monotonic() - started < 6
+    [error] = facts.errors
+    assert error["error"].startswith("NVML: no answer within 1.") and "hangs" in error["error"]
+
+
+def test_libcuda_that_segfaults_costs_only_the_cuda_version(libdir, smi_path):
+    build_lib(libdir, "libnvidia-ml.so.1", FAKE_NVML_GB10)
+    build_lib(libdir, "libcuda.so.1", f"int cuDriverGetVersion(int *v) {SEGFAULT}\n")
+    facts = run_collectors(make_ctx(), [gpu.COLLECTOR])
+    assert [g["name"] for g in facts.gpus] == ["NVIDIA GB10"]
+    assert facts.arch == {"value": "sm_121a", "source": "detected"}
+    assert facts.driver == {"version": "580.95.05", "source": "nvml", "cuda": "13.0"}
+    assert facts.errors == [{"collector": "gpu", "error": "libcuda (cuDriverGetVersion): the driver library crashed its process (SIGSEGV)"}]
+
+
+def test_nvml_crash_still_asks_libcuda_and_nvidia_smi(libdir, smi_path):
+    build_lib(libdir, "libnvidia-ml.so.1", f"int nvmlInitWithFlags(unsigned int f) {SEGFAULT}\nint nvmlInit_v2(void) {SEGFAULT}\n")
+    build_lib(libdir, "libcuda.so.1", "int cuDriverGetVersion(int *v) { *v = 13000; return 0; }\n")
+    fake_tool(smi_path, "nvidia-smi", f"printf '{GB10_CSV}'")
+    out = gpu.run(ctx := make_ctx())
+    assert out["gpus"][0]["name"] == "NVIDIA GB10"
+    assert out["driver"] == {"version": "580.95.05", "source": "nvidia-smi", "libcuda": "13.0", "cuda": "13.0"}
+    assert ctx.facts.errors[0]["error"].endswith("(SIGSEGV); GPUs read with nvidia-smi instead")
+
+
+def test_a_gb10_through_the_real_helper(libdir, smi_path):
+    build_lib(libdir, "libnvidia-ml.so.1", FAKE_NVML_GB10)
+    out = gpu.run(make_ctx())
+    assert out["gpus"] == [
+        {"index": 0, "name": "NVIDIA GB10", "cc": "12.1", "arch": "sm_121a", "memory_total_mib": None, "unified": None, "addressing_mode": None}
+    ]
+    assert out["driver"] == {"version": "580.95.05", "source": "nvml", "cuda": "13.0"}
+
+
+def test_smi_with_a_5000_digit_number_is_not_an_internal_error():
+    huge = "9" * 5000
+    obs = gpu.parse_smi_csv(f"0, NVIDIA GB10, 12.1, {huge}, 580.95.05\n")
+    assert obs.gpus[0]["memory_total_mib"] is None
+    with pytest.raises(gpu.Failed):
+        gpu.parse_smi_csv(f"{huge}, NVIDIA GB10, 12.1, 1, 580.95.05\n")
+    assert gpu.arch_of(f"{huge}.1") is None and gpu.arch_of("１２.1") is None

@@ -1,7 +1,14 @@
+import os
+import subprocess
 import sys
 import time
+from pathlib import Path
+
+import pytest
 
 from sparkdoctor import proc
+
+REPO = Path(__file__).resolve().parent.parent
 
 
 def test_ok_and_exit_code():
@@ -27,3 +34,93 @@ def test_signal_is_named():
 def test_missing_program_is_data_not_exception():
     r = proc.run(["/nonexistent/ptxas", "--version"], timeout=5)
     assert r.start_error and "could not start" in r.describe_failure()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with open(f"/proc/{pid}/stat") as fh:  # a zombie is dead for our purpose
+        return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+
+
+@pytest.fixture
+def deadline():
+    yield proc.set_deadline
+    proc.set_deadline(None)
+
+
+def test_the_run_deadline_cuts_a_longer_timeout(deadline):
+    deadline(time.monotonic() + 0.5)
+    start = time.monotonic()
+    r = proc.run([sys.executable, "-c", "import time; time.sleep(60)"], timeout=30)
+    assert time.monotonic() - start < 4
+    assert r.timed_out and r.out_of_budget
+    assert "time budget ran out" in r.describe_failure()
+    late = proc.run([sys.executable, "-c", "print(1)"], timeout=30)
+    assert late.start_error and "time budget" in late.describe_failure()
+
+
+def test_a_flood_is_capped_to_head_and_tail_and_cheap():
+    # 400 MB on stdout, then a last line: kept are the head, the tail and the count between.
+    code = (
+        "import sys; w = sys.stdout.buffer.write; w(b'first line\\n');"
+        "[w(b'x' * 1048576) for _ in range(400)]; w(b'\\nlast line\\n')"
+    )
+    start = time.monotonic()
+    r = proc.run([sys.executable, "-c", code], timeout=60, max_output=(1024, 1024))
+    took = time.monotonic() - start
+    assert r.ok and took < 15, took
+    assert r.stdout.startswith("first line\n") and r.stdout.endswith("last line\n")
+    assert len(r.stdout) < 4096
+    assert r.dropped > 399 * 1048576 and f"[... {r.dropped} bytes of output dropped ...]" in r.stdout
+
+
+def test_a_flood_that_never_ends_stops_at_the_timeout():
+    start = time.monotonic()
+    r = proc.run(["yes"], timeout=1)
+    assert r.timed_out and time.monotonic() - start < 5
+    assert len(r.stdout) < proc.HEAD_BYTES + proc.TAIL_BYTES + 100
+
+
+def test_input_reaches_the_child_and_stdout_is_text():
+    r = proc.run([sys.executable, "-c", "import sys; print(sys.stdin.read().upper())"], timeout=10, input="héllo\r\n" * 3)
+    assert r.ok and r.stdout == "HÉLLO\n" * 3 + "\n"
+
+
+def test_kill_all_kills_every_registered_group(tmp_path):
+    pidfile = tmp_path / "grandchild"
+    code = f"import subprocess, time; p = subprocess.Popen(['sleep', '60']); open({str(pidfile)!r}, 'w').write(str(p.pid)); time.sleep(60)"
+    script = tmp_path / "run.py"
+    # A fresh interpreter: kill_all() closes the registry for good, which this test process must not do.
+    script.write_text(
+        "import sys, time\n"
+        f"sys.path.insert(0, {str(REPO)!r})\n"
+        "from sparkdoctor import proc\n"
+        f"r = proc.start([sys.executable, '-c', {code!r}])\n"
+        f"while not __import__('os').path.exists({str(pidfile)!r}): time.sleep(0.01)\n"
+        "print(r.popen.pid, proc.kill_all(), flush=True)\n"
+        "print(proc.start(['true']).start_error)\n"
+    )
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=30)
+    lines = out.stdout.split("\n")
+    child, killed = map(int, lines[0].split())
+    assert killed == 1 and lines[1] == "sparkdoctor is shutting down"
+    time.sleep(0.2)
+    assert not _alive(child) and not _alive(int(pidfile.read_text()))
+
+
+def test_children_are_killed_at_exit(tmp_path):
+    pidfile = tmp_path / "child"
+    script = tmp_path / "run.py"
+    script.write_text(
+        "import sys\n"
+        f"sys.path.insert(0, {str(REPO)!r})\n"
+        "from sparkdoctor import proc\n"
+        "r = proc.start(['sleep', '60'])\n"
+        f"open({str(pidfile)!r}, 'w').write(str(r.popen.pid))\n"
+    )
+    subprocess.run([sys.executable, str(script)], timeout=30, check=True)
+    time.sleep(0.2)
+    assert not _alive(int(pidfile.read_text()))

@@ -1,8 +1,10 @@
 """Collectors: each observes one subject and returns Facts fields; they run concurrently.
 
 A collector is a module-level `Collector(name, needs, run)`. `run(ctx)` returns a dict of Facts
-field updates. If it raises or outlives its timeout, its fields stay None (unknown), the error lands
-in facts.errors, and the others go on: a broken box is exactly the box this tool is for.
+field updates. If it raises, outlives its timeout or returns a key Facts does not have, its fields
+stay None (unknown), the error lands in facts.errors, and the others go on: a broken box is exactly
+the box this tool is for. The run's deadline (Context.deadline, the user's --timeout) bounds every
+collector: each gets min(its own limit, the time left), and one that cannot start in time is reported.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable
 
@@ -27,7 +29,8 @@ class Context:
     cache_dir: Path | None = None
     use_cache: bool = True
     kernels: bool = True
-    timeout: float = 20.0  # per collector; subprocesses inside use their own, shorter ones
+    timeout: float = 20.0  # per collector without its own; subprocesses inside use their own, shorter ones
+    deadline: float | None = None  # time.monotonic() by which the whole run must be done
     progress: Callable[[str], None] | None = None
     # Raw observations one collector hands to those that need it (e.g. the target's ptxas
     # candidates and pip-config constraint files); not part of Facts.
@@ -56,9 +59,9 @@ def run_collectors(ctx: Context, collectors: list[Collector]) -> Facts:
     """Run collectors as their needs allow; write their fields into ctx.facts; never raise."""
     facts = ctx.facts
     pending = {c.name: c for c in collectors}
+    names = set(pending)
     done: set[str] = set()
-    running: dict[str, tuple[threading.Thread, dict[str, Any], float, float]] = {}
-    lock = threading.Lock()
+    running: dict[str, tuple[threading.Thread, dict[str, Any], float, float, bool]] = {}
 
     def start(c: Collector) -> None:
         box: dict[str, Any] = {}
@@ -71,15 +74,23 @@ def run_collectors(ctx: Context, collectors: list[Collector]) -> Facts:
             except Exception as exc:  # a bug or a surprise in one collector must not sink the check
                 box["error"] = f"{type(exc).__name__}: {exc}"
 
-        # daemon: a call that hangs inside a C library (NVML) cannot keep the process alive
+        # daemon: a call that hangs inside a C library cannot keep the process alive
         t = threading.Thread(target=body, name=f"collect-{c.name}", daemon=True)
+        now = time.monotonic()
         limit = c.timeout if c.timeout is not None else ctx.timeout
-        running[c.name] = (t, box, time.monotonic(), limit)
+        by_deadline = ctx.deadline is not None and ctx.deadline - now < limit
+        if by_deadline:
+            limit = max(0.0, ctx.deadline - now)  # type: ignore[operator]
+        running[c.name] = (t, box, now, limit, by_deadline)
         t.start()
 
     while pending or running:
+        if ctx.deadline is not None and time.monotonic() >= ctx.deadline:
+            for name in pending:  # what could not start in time is unknown, and says why
+                facts.add_error(name, "not run: the run's time budget (--timeout) ran out")
+            pending.clear()
         for name, c in list(pending.items()):
-            if all(n in done or n not in {x.name for x in collectors} for n in c.needs):
+            if all(n in done or n not in names for n in c.needs):
                 del pending[name]
                 start(c)
         if not running:  # needs that can never be met (a cycle): report rather than spin
@@ -87,24 +98,42 @@ def run_collectors(ctx: Context, collectors: list[Collector]) -> Facts:
                 facts.add_error(name, "collector waits on a collector that never ran")
             break
         time.sleep(0.002)
-        for name, (t, box, started, limit) in list(running.items()):
+        for name, (t, box, started, limit, by_deadline) in list(running.items()):
             elapsed = time.monotonic() - started
             if not t.is_alive() or elapsed > limit:
                 del running[name]
                 done.add(name)
                 facts.timings_ms[name] = round(elapsed * 1000, 1)
-                with lock:
-                    if t.is_alive():
-                        facts.add_error(name, f"timed out after {limit:g}s")
-                    elif "error" in box:
-                        facts.add_error(name, box["error"])
-                    else:
-                        for key, value in (box.get("result") or {}).items():
-                            current = getattr(facts, key)
-                            if isinstance(current, dict) and isinstance(value, dict):
-                                current.update(value)  # e.g. kernels/capabilities from several collectors
-                            else:
-                                setattr(facts, key, value)
+                if t.is_alive():
+                    why = " (the run's time budget, --timeout)" if by_deadline else ""
+                    facts.add_error(name, f"timed out after {limit:.3g}s{why}")
+                elif "error" in box:
+                    facts.add_error(name, box["error"])
+                else:
+                    _merge(facts, name, box.get("result"))
                 if ctx.progress:
                     ctx.progress(name)
     return facts
+
+
+FACT_FIELDS = frozenset(f.name for f in fields(Facts)) - {"schema", "errors", "timings_ms"}
+
+
+def _merge(facts: Facts, collector: str, result: Any) -> None:
+    """Write one collector's fields into facts; a result that is not {Facts field: value} is that
+    collector's error, and none of it is kept (half a result would read as observed)."""
+    if result is None:
+        return
+    if not isinstance(result, dict):
+        facts.add_error(collector, f"collector returned {type(result).__name__}, not a dict of Facts fields")
+        return
+    unknown = sorted(str(k) for k in result if k not in FACT_FIELDS)
+    if unknown:
+        facts.add_error(collector, f"collector returned unknown Facts field(s): {', '.join(unknown)[:200]}")
+        return
+    for key, value in result.items():
+        current = getattr(facts, key)
+        if isinstance(current, dict) and isinstance(value, dict):
+            current.update(value)  # e.g. kernels/capabilities from several collectors
+        else:
+            setattr(facts, key, value)

@@ -1,19 +1,26 @@
-"""GPUs and the NVIDIA driver, observed from the sparkdoctor process (the GPU is the host's, not the venv's).
+"""GPUs and the NVIDIA driver, observed for the host (the GPU is the host's, not the venv's).
 
 Order of evidence: NVML (nvidia-ml-py), then `nvidia-smi` with a short timeout (it can hang), then
 libcuda's cuDriverGetVersion (needs no cuInit, so no GPU). A box with none of the three has no GPU:
 that is a normal state (gpus=[], driver={}), not an error. A driver that is there but does not answer
 is unknown (gpus stays None) and the reason lands in facts.errors.
 
-The three access functions (`nvml_query`, `smi_query`, `libcuda_version`) are module-level so tests
-can swap them; everything else works on their plain-data results.
+NVML and libcuda are never loaded into the sparkdoctor process: a driver library that segfaults or
+hangs would take the whole check with it. They are asked by a child (collect/gpu_query.py, run with
+this interpreter, -I, a timeout), so a crash or a hang becomes one line of evidence. The access
+functions (`query_libraries`, `smi_query`) are module-level so tests can swap them; everything else
+works on their plain-data results.
 """
 
 from __future__ import annotations
 
-import ctypes
+import json
+import os
 import shutil
+import signal
+import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from sparkdoctor import proc
@@ -22,6 +29,9 @@ from sparkdoctor.collect import Collector, CollectorError, Context
 
 SMI_TIMEOUT = 5.0
 SMI_QUERY = ["--query-gpu=index,name,compute_cap,memory.total,driver_version", "--format=csv,noheader,nounits"]
+HELPER = Path(__file__).with_name("gpu_query.py")
+HELPER_TIMEOUT = 5.0
+STAGE_NAMES = {"nvml": "NVML", "libcuda": "libcuda (cuDriverGetVersion)"}
 
 
 class Missing(Exception):
@@ -40,10 +50,10 @@ class Observation:
 
 def arch_of(cc: str) -> str | None:
     """"12.1" -> "sm_121a": from Hopper on, arch-specific features need the `a` target."""
-    try:
-        major, minor = (int(x) for x in cc.split("."))
-    except ValueError:
+    parts = cc.split(".")
+    if len(parts) != 2 or not all(p.isascii() and p.isdigit() and len(p) <= 3 for p in parts):
         return None
+    major, minor = (int(x) for x in parts)
     return f"sm_{major}{minor}a" if major >= 9 else f"sm_{major}{minor}"
 
 
@@ -52,78 +62,118 @@ def cuda_version_of(encoded: int) -> str:
     return f"{encoded // 1000}.{(encoded % 1000) // 10}"
 
 
-# ---- NVML -------------------------------------------------------------------------------------------
-def nvml_query() -> Observation:
-    try:
-        import pynvml  # lazily: nvidia-ml-py loads libnvidia-ml.so.1 at nvmlInit, and costs an import
-    except ImportError as exc:
-        raise Missing(f"nvidia-ml-py not importable: {exc}") from None
-    try:
-        pynvml.nvmlInit()
-    except pynvml.NVMLError as exc:
-        if exc.value == pynvml.NVML_ERROR_LIBRARY_NOT_FOUND:
-            raise Missing("libnvidia-ml.so.1 not found") from None
-        raise Failed(f"NVML init: {_nvml_text(exc)}") from None
-    try:
-        return _nvml_read(pynvml)
-    except pynvml.NVMLError as exc:
-        raise Failed(f"NVML: {_nvml_text(exc)}") from None
-    finally:
-        try:
-            pynvml.nvmlShutdown()
-        except pynvml.NVMLError:
-            pass
+# ---- NVML and libcuda, in a child process ------------------------------------------------------------
+@dataclass
+class Libraries:
+    """What the driver libraries said: NVML's observation (or why there is none), libcuda's CUDA version,
+    and one line for each library that crashed or hung the helper."""
+
+    nvml: Observation | Missing | Failed
+    libcuda: str | None = None
+    problems: list[str] = field(default_factory=list)
 
 
-def _nvml_read(nv: Any) -> Observation:
-    driver: dict[str, Any] = {"version": _text(nv.nvmlSystemGetDriverVersion()), "source": "nvml"}
-    try:
-        driver["cuda"] = cuda_version_of(nv.nvmlSystemGetCudaDriverVersion())
-    except nv.NVMLError:
-        pass  # libcuda may still tell it
-    gpus = []
-    for index in range(nv.nvmlDeviceGetCount()):
-        handle = nv.nvmlDeviceGetHandleByIndex(index)
-        major, minor = nv.nvmlDeviceGetCudaComputeCapability(handle)
-        cc = f"{major}.{minor}"
-        memory_total_mib, memory_supported = None, None
+def query_libraries() -> Libraries:
+    """Ask NVML and libcuda through the helper; never raise. A stage that kills the helper is reported,
+    and libcuda is asked again on its own when NVML took the helper down with it."""
+    records, problem = _run_helper([])
+    nvml: Observation | Missing | Failed
+    if "nvml" in records:
+        nvml = _nvml_of(records["nvml"])
+    else:
+        nvml = Failed(problem or "NVML: the helper gave no answer")
+    problems: list[str] = []
+    if "libcuda" not in records and problem and "nvml" not in records:
+        records, problem = _run_helper(["--skip-nvml"])
+    if "libcuda" in records:
+        encoded = records["libcuda"].get("encoded")
+        libcuda = cuda_version_of(encoded) if isinstance(encoded, int) and encoded > 0 else None
+    else:
+        libcuda = None
+        problems.append(problem or "libcuda: the helper gave no answer")
+    return Libraries(nvml, libcuda, problems)
+
+
+_early: proc.Running | None = None
+
+
+def prestart() -> None:
+    """Start the helper now (the console entry point does, for `check`): its interpreter start and
+    library loads then overlap sparkdoctor's own imports instead of adding to the run."""
+    global _early
+    if _early is None:
+        _early = _start_helper([])
+
+
+def _start_helper(args: list[str]) -> proc.Running:
+    return proc.start([sys.executable, "-I", "-B", str(HELPER), *args], env={**os.environ, "PYTHONIOENCODING": "utf-8"})
+
+
+def _run_helper(args: list[str]) -> tuple[dict[str, dict[str, Any]], str | None]:
+    """The finished stages' answers, and one line on the stage that did not finish (None if all did)."""
+    global _early
+    running, _early = (_early, None) if _early is not None and not args else (_start_helper(args), _early)
+    result = running.result(HELPER_TIMEOUT)
+    records: dict[str, dict[str, Any]] = {}
+    started: list[str] = []
+    for line in result.stdout.splitlines():
         try:
-            memory_total_mib = nv.nvmlDeviceGetMemoryInfo(handle).total // (1024 * 1024)
-            memory_supported = True
-        except nv.NVMLError_NotSupported:
-            memory_supported = False  # GB10 and other integrated GPUs: no memory of their own to report
-        except nv.NVMLError:
-            pass  # e.g. no permission: the size is unknown, the rest of the GPU is not
-        mode = _addressing_mode(nv, handle)
-        gpus.append(
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if not isinstance(record, dict) or record.get("stage") not in STAGE_NAMES:
+            continue
+        if record.get("start"):
+            started.append(record["stage"])
+        else:
+            records[record["stage"]] = record
+    unfinished = [stage for stage in started if stage not in records]
+    if result.ok and not unfinished:
+        return records, None
+    who = STAGE_NAMES[unfinished[0]] if unfinished else "the GPU query helper"
+    return records, f"{who}: {_helper_failure(result)}"
+
+
+def _helper_failure(result: proc.ProcResult) -> str:
+    if result.start_error:
+        return f"the query process could not start: {result.start_error}"
+    if result.timed_out:
+        return f"no answer within {result.seconds:.1f}s (the driver library hangs; its process was killed)"
+    if result.signal:
+        try:
+            name = signal.Signals(result.signal).name
+        except ValueError:
+            name = f"signal {result.signal}"
+        return f"the driver library crashed its process ({name})"
+    tail = (result.stderr or result.stdout).strip().splitlines()
+    return f"the query process exited {result.returncode}: {(tail[-1] if tail else 'no output')[:300]}"
+
+
+def _nvml_of(record: dict[str, Any]) -> Observation | Missing | Failed:
+    if "missing" in record:
+        return Missing(str(record["missing"]))
+    if "failed" in record:
+        return Failed(str(record["failed"]))
+    try:
+        raw_driver, raw_gpus = record["driver"], record["gpus"]
+        driver: dict[str, Any] = {"version": str(raw_driver["version"]), "source": "nvml"}
+        if isinstance(raw_driver.get("cuda_encoded"), int):
+            driver["cuda"] = cuda_version_of(raw_driver["cuda_encoded"])
+        gpus = [
             {
-                "index": index,
-                "name": _text(nv.nvmlDeviceGetName(handle)),
-                "cc": cc,
-                "arch": arch_of(cc),
-                "memory_total_mib": memory_total_mib,
-                "unified": _unified(memory_supported, mode),
-                "addressing_mode": mode,
+                "index": g["index"],
+                "name": g["name"],
+                "cc": g["cc"],
+                "arch": arch_of(g["cc"]),
+                "memory_total_mib": g["memory_total_mib"],
+                "unified": _unified(g["memory_supported"], g["addressing_mode"]),
+                "addressing_mode": g["addressing_mode"],
             }
-        )
+            for g in raw_gpus
+        ]
+    except (KeyError, TypeError) as exc:
+        return Failed(f"NVML: the query process answered in an unexpected shape ({type(exc).__name__}: {exc})")
     return Observation(gpus, driver)
-
-
-def _addressing_mode(nv: Any, handle: Any) -> str | None:
-    """"ATS" / "HMM" / "none"; None where this nvidia-ml-py or driver cannot say."""
-    getter = getattr(nv, "nvmlDeviceGetAddressingMode", None)
-    if getter is None:
-        return None
-    try:
-        value = getter(handle)
-    except (nv.NVMLError, AttributeError):  # AttributeError: a driver without the symbol
-        return None
-    names = {
-        getattr(nv, "NVML_DEVICE_ADDRESSING_MODE_NONE", 0): "none",
-        getattr(nv, "NVML_DEVICE_ADDRESSING_MODE_HMM", 1): "HMM",
-        getattr(nv, "NVML_DEVICE_ADDRESSING_MODE_ATS", 2): "ATS",
-    }
-    return names.get(value, str(value))
 
 
 def _unified(memory_supported: bool | None, mode: str | None) -> bool | None:
@@ -137,14 +187,6 @@ def _unified(memory_supported: bool | None, mode: str | None) -> bool | None:
     if memory_supported:
         return False
     return True if mode == "ATS" else None
-
-
-def _nvml_text(exc: Exception) -> str:
-    return str(exc).strip() or type(exc).__name__
-
-
-def _text(value: Any) -> str:
-    return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
 
 
 # ---- nvidia-smi -------------------------------------------------------------------------------------
@@ -166,22 +208,27 @@ def smi_query() -> Observation:
     return parse_smi_csv(result.stdout)
 
 
+def _count(text: str) -> int | None:
+    """A plain decimal count, or None: no int() of a 5,000-digit or non-ASCII "number" from a tool."""
+    return int(text) if text.isascii() and text.isdigit() and len(text) <= 18 else None
+
+
 def parse_smi_csv(text: str) -> Observation:
     gpus, versions = [], set()
     for line in text.splitlines():
         if not line.strip():
             continue
         parts = [p.strip() for p in line.split(",")]
-        if len(parts) < 5 or not parts[0].isdigit():
+        if len(parts) < 5 or _count(parts[0]) is None:
             raise Failed(f"nvidia-smi printed an unexpected line: {line.strip()[:200]}")
         cc = parts[-3]
         gpus.append(
             {
-                "index": int(parts[0]),
+                "index": _count(parts[0]),
                 "name": ", ".join(parts[1:-3]),  # a name with a comma in it survives
                 "cc": cc,
                 "arch": arch_of(cc),
-                "memory_total_mib": int(parts[-2]) if parts[-2].isdigit() else None,  # "[N/A]" on GB10
+                "memory_total_mib": _count(parts[-2]),  # None for "[N/A]" on GB10
                 "unified": None,  # nvidia-smi's [N/A] alone does not prove it (see _unified)
             }
         )
@@ -191,33 +238,17 @@ def parse_smi_csv(text: str) -> Observation:
     return Observation(gpus, {"version": sorted(versions)[0], "source": "nvidia-smi"})
 
 
-# ---- libcuda ----------------------------------------------------------------------------------------
-def libcuda_version(library: str = "libcuda.so.1") -> str | None:
-    """The CUDA version the installed driver library supports; None when there is no libcuda."""
-    try:
-        lib = ctypes.CDLL(library)
-    except OSError:
-        return None
-    value = ctypes.c_int(0)
-    try:
-        status = lib.cuDriverGetVersion(ctypes.byref(value))
-    except AttributeError:
-        return None
-    if status != 0 or value.value <= 0:
-        return None
-    return cuda_version_of(value.value)
-
-
 # ---- the collector ----------------------------------------------------------------------------------
 def run(ctx: Context) -> dict[str, Any]:
     problems: list[str] = []
     observed: Observation | None = None
-    try:
-        observed = nvml_query()
-    except Missing:
-        pass
-    except Failed as exc:
-        problems.append(str(exc))
+    libs = query_libraries()
+    for problem in libs.problems:
+        ctx.facts.add_error("gpu", problem)
+    if isinstance(libs.nvml, Observation):
+        observed = libs.nvml
+    elif isinstance(libs.nvml, Failed):
+        problems.append(str(libs.nvml))
     if observed is None:
         try:
             observed = smi_query()
@@ -227,7 +258,7 @@ def run(ctx: Context) -> dict[str, Any]:
             pass
         except Failed as exc:
             problems.append(str(exc))  # already names nvidia-smi
-    libcuda = libcuda_version()
+    libcuda = libs.libcuda
     if observed is None:
         if problems:
             tail = f"; libcuda reports CUDA {libcuda}" if libcuda else ""
@@ -250,4 +281,4 @@ def run(ctx: Context) -> dict[str, Any]:
     return {"gpus": observed.gpus, "driver": driver, "arch": arch}
 
 
-COLLECTOR = Collector("gpu", run, timeout=10)
+COLLECTOR = Collector("gpu", run, timeout=2 * HELPER_TIMEOUT + SMI_TIMEOUT + 2)

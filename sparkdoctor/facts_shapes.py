@@ -1,0 +1,182 @@
+"""The shape of every Facts field (as facts.py documents them), checked when a snapshot is read.
+
+A snapshot is user input: a wrong type three levels down used to surface as "internal error:
+<Python exception>" somewhere in the matrix or a renderer, or worse, pass silently
+(`"arch": {"value": 121}`). Every field is checked here, once, and the first problem is one line
+naming its path (`field 'packages.torch.version' should be a version string or null, got int`). Keys this sparkdoctor does
+not know are allowed (a newer producer may add them); keys it knows must have their documented
+type. Strings are bounded, so a 5,000-digit "version" never reaches int() or a regex.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sparkdoctor.arch import real_arch_problem
+
+MAX_VERSION = 200  # characters in any version string
+MAX_TEXT = 1_000_000  # characters in any other string (a detail, an error, a path)
+
+
+class ShapeError(ValueError):
+    """The first field that does not have its documented shape: path and one line why."""
+
+
+@dataclass(frozen=True)
+class Str:
+    max_len: int = MAX_TEXT
+    name: str = "a string"
+
+
+@dataclass(frozen=True)
+class Opt:
+    inner: Any  # the shape, or None
+
+
+@dataclass(frozen=True)
+class ListOf:
+    item: Any
+
+
+@dataclass(frozen=True)
+class MapOf:
+    value: Any
+
+
+@dataclass(frozen=True)
+class Arch:
+    """A real GPU arch name (sm_121a), or None."""
+
+
+ANY = object()
+TEXT = Str()
+VERSION = Str(MAX_VERSION, "a version string")
+NUMBER = (int, float)
+
+
+def _o(shape: Any) -> Opt:
+    return Opt(shape)
+
+
+def _record(**keys: Any) -> dict[str, Any]:
+    """An object whose known keys are all optional and may be null (null: unknown)."""
+    return {k: _o(v) for k, v in keys.items()}
+
+
+FIELD_SHAPES: dict[str, Any] = {
+    "taken_at": TEXT,
+    "tool": _record(name=TEXT, version=VERSION, host_python=VERSION),
+    "target": _record(kind=TEXT, python=TEXT, chosen_by=TEXT, version=VERSION, implementation=TEXT, prefix=TEXT,
+                      base_prefix=TEXT, is_venv=bool, executable=TEXT),
+    "host": _record(os=TEXT, machine=TEXT, kernel=VERSION),
+    "arch": _record(value=Arch(), source=TEXT, detected=Arch(), why=TEXT),
+    "gpus": ListOf(_record(index=int, name=TEXT, cc=VERSION, arch=TEXT, memory_total_mib=NUMBER, unified=bool,
+                           addressing_mode=TEXT)),
+    "driver": _record(version=VERSION, cuda=VERSION, libcuda=VERSION, source=TEXT),
+    "toolkits": ListOf(_record(tool=TEXT, path=TEXT, realpath=TEXT, version=VERSION, source=TEXT, sources=ListOf(TEXT),
+                               paths=ListOf(TEXT), package=TEXT, package_version=VERSION, used_by=ListOf(TEXT),
+                               sm_121a=bool, sm_121a_by=TEXT, archs=ListOf(TEXT), error=TEXT)),
+    "packages": MapOf({**_record(name=TEXT, location=TEXT, integrity=TEXT, files_modified=ListOf(TEXT),
+                                 files_missing=ListOf(TEXT), files_unreadable=ListOf(_record(path=TEXT, error=TEXT)),
+                                 files_shared=MapOf(ListOf(TEXT)), files_checked=int, direct_url=dict, cuda=VERSION,
+                                 git_version=TEXT),
+                       "version": VERSION, "!required": ("version",)}),
+    "cutedsl": _record(active_build=TEXT, bundled_cuda=VERSION, installed_builds=ListOf(TEXT), evidence=TEXT, sha256=TEXT,
+                       files=list),
+    "env": MapOf(TEXT),
+    "constraints": ListOf({**_record(file=TEXT, line=int, source=TEXT, specifier=TEXT, marker=TEXT, extras=ListOf(TEXT),
+                                     url=TEXT, included_from=TEXT),
+                           "name": TEXT, "requirement": TEXT, "!required": ("name",)}),
+    "kernels": MapOf(_record(kind=TEXT, status=TEXT, detail=TEXT, arch=TEXT, title=TEXT, instruction=TEXT,
+                             runs=ListOf(_record(arch=TEXT, outcome=TEXT, ptxas=TEXT, ptxas_source=TEXT,
+                                                 ptxas_version=VERSION, purpose=TEXT, error=TEXT, explanation=TEXT,
+                                                 run_note=TEXT, sass=TEXT, used_by=ListOf(TEXT), compiled=bool,
+                                                 ran=bool, verified=bool, sass_ok=bool, cached=bool, ms=NUMBER,
+                                                 run_ms=NUMBER)))),
+    "capabilities": MapOf(_record(evidence=TEXT)),
+    "recipe": dict,
+    "errors": ListOf({"collector": TEXT, "error": TEXT, "!required": ("collector", "error")}),
+    "timings_ms": MapOf(NUMBER),
+}
+
+
+def check_field(name: str, value: Any) -> None:
+    """ShapeError naming the path of the first part of `value` that is not FIELD_SHAPES[name]."""
+    shape = FIELD_SHAPES.get(name)
+    if shape is not None and value is not None:
+        _check(value, shape, name)
+
+
+def _type_name(value: Any) -> str:
+    return "null" if value is None else {dict: "an object", list: "a list", str: "a string", bool: "a boolean"}.get(
+        type(value), type(value).__name__)
+
+
+def _want(shape: Any) -> str:
+    if isinstance(shape, Str):
+        return shape.name
+    if isinstance(shape, Opt):
+        return f"{_want(shape.inner)} or null"
+    if isinstance(shape, (dict, MapOf)) or shape is dict:
+        return "an object"
+    if isinstance(shape, ListOf) or shape is list:
+        return "a list"
+    if isinstance(shape, Arch):
+        return "a GPU arch such as sm_121a"
+    if shape is bool:
+        return "true or false"
+    if shape is int:
+        return "an integer"
+    if shape == NUMBER:
+        return "a number"
+    return str(shape)
+
+
+def _check(value: Any, shape: Any, path: str) -> None:
+    if shape is ANY:
+        return
+    if isinstance(shape, Opt):
+        if value is not None:
+            _check(value, shape.inner, path)
+        return
+    if isinstance(shape, Str):
+        if not isinstance(value, str):
+            raise ShapeError(f"field '{path}' should be {shape.name}, got {_type_name(value)}")
+        if len(value) > shape.max_len:
+            raise ShapeError(f"field '{path}' has {len(value):,} characters, more than the {shape.max_len:,} a real one has")
+        return
+    if isinstance(shape, Arch):
+        if not isinstance(value, str):
+            raise ShapeError(f"field '{path}' should be {_want(shape)}, got {_type_name(value)}")
+        problem = real_arch_problem(value[:50])
+        if problem:
+            raise ShapeError(f"field '{path}' is {value[:50]!r}: {problem}")
+        return
+    if isinstance(shape, dict):
+        if not isinstance(value, dict):
+            raise ShapeError(f"field '{path}' should be an object, got {_type_name(value)}")
+        for key in shape.get("!required", ()):
+            if key not in value:
+                raise ShapeError(f"field '{path}' needs a {key!r}")
+        for key, inner in shape.items():
+            if not key.startswith("!") and key in value:
+                _check(value[key], inner, f"{path}.{key}")
+        return
+    if isinstance(shape, MapOf):
+        if not isinstance(value, dict):
+            raise ShapeError(f"field '{path}' should be an object, got {_type_name(value)}")
+        for key, item in value.items():
+            _check(item, shape.value, f"{path}.{str(key)[:100]}")
+        return
+    if isinstance(shape, ListOf):
+        if not isinstance(value, list):
+            raise ShapeError(f"field '{path}' should be a list, got {_type_name(value)}")
+        for i, item in enumerate(value):
+            _check(item, shape.item, f"{path}[{i}]")
+        return
+    types = shape if isinstance(shape, tuple) else (shape,)
+    if isinstance(value, bool) and bool not in types:  # JSON true is not a number here
+        raise ShapeError(f"field '{path}' should be {_want(shape)}, got a boolean")
+    if not isinstance(value, types):
+        raise ShapeError(f"field '{path}' should be {_want(shape)}, got {_type_name(value)}")
