@@ -75,20 +75,6 @@ def write_text(path: Path, text: str) -> None:
 
 
 # ---- reports -------------------------------------------------------------------------------------
-# The console renderer's symbols: a stream that cannot encode them gets ASCII.
-CONSOLE_SYMBOLS = "✓✗✖▲ℹ→…•–·"
-
-
-def needs_ascii(stream) -> bool:
-    """True when `stream`'s encoding cannot carry the console symbols (PYTHONIOENCODING=ascii, a C locale)."""
-    encoding = getattr(stream, "encoding", None) or "ascii"
-    try:
-        CONSOLE_SYMBOLS.encode(encoding)
-    except (UnicodeEncodeError, LookupError):
-        return True
-    return False
-
-
 def render_document(report, fmt: str, verbose: bool) -> str:
     """The whole report as text; console output for a file is plain (no colour), 110 columns."""
     if fmt == "console":
@@ -120,7 +106,10 @@ def write_report(report, fmt: str, output: Path | None, verbose: bool) -> None:
             from rich.console import Console
 
             from sparkdoctor.render.console import render_console
+            from sparkdoctor.render.terminal_text import needs_ascii
 
+            # the renderer spells its symbols in ASCII on such a stream; a fact's own non-ASCII
+            # characters are replaced rather than crash the write
             if needs_ascii(sys.stdout) and hasattr(sys.stdout, "reconfigure"):
                 sys.stdout.reconfigure(errors="replace")  # never a crash on a character the stream cannot carry
             render_console(report, Console(), verbose=verbose)

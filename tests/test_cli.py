@@ -462,17 +462,6 @@ def test_ascii_stdout_gets_a_report_not_a_crash(run, matrix):
     assert CUTEDSL.encode() in p.stdout and b"FAIL (exit 1)" in p.stdout
 
 
-def test_needs_ascii_follows_the_stream_encoding():
-    import io
-
-    from sparkdoctor.output import needs_ascii
-
-    assert needs_ascii(io.TextIOWrapper(io.BytesIO(), encoding="ascii"))
-    assert needs_ascii(io.TextIOWrapper(io.BytesIO(), encoding="latin-1"))
-    assert not needs_ascii(io.TextIOWrapper(io.BytesIO(), encoding="utf-8"))
-    assert needs_ascii(object())  # no encoding at all: play safe
-
-
 # ---- silent misconfiguration --------------------------------------------------------------------------
 
 
