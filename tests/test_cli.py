@@ -388,13 +388,20 @@ def test_output_refuses_special_files(run, matrix, tmp_path):
     os.mkfifo(fifo)
     link = tmp_path / "stdout-link"
     link.symlink_to("/proc/self/fd/1")
-    for path in (Path("/dev/null"), fifo, link):
+    # a device node of the test's own (the null device's numbers), never the machine's /dev/null:
+    # a regression would replace whatever device it was given
+    device = tmp_path / "null-device"
+    try:
+        os.mknod(device, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+    except PermissionError:  # not root: a FIFO and a link still cover the rule
+        device = fifo
+    for path in (device, fifo, link):
         for option in ("-o", "--save-facts"):
             p = run(*base, option, path) if option == "-o" else run("check", "--python", sys.executable, "--no-kernels",
                                                                       "--matrix", matrix, option, path)
             assert_one_line_error(p, str(path), "regular file")
     assert stat.S_ISFIFO(fifo.lstat().st_mode) and link.is_symlink()
-    assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
+    assert stat.S_ISCHR(device.lstat().st_mode) or device == fifo
 
 
 def test_output_to_a_folder_or_empty_name_is_one_line_and_leaves_nothing(run, matrix, tmp_path):
