@@ -228,7 +228,7 @@ def _collect_with_progress(target, options):
 
 def _check_writable(option: str, path: Path) -> None:
     """Refuse a path that is not (or cannot become) a regular file before spending time on probes."""
-    from sparkdoctor.output import OutputError, target_of
+    from sparkdoctor.files import OutputError, target_of
 
     try:
         target_of(path)

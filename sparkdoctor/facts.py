@@ -136,7 +136,7 @@ class Facts:
 
     def save(self, path: Path) -> None:
         """Write atomically, and only to a regular file (sparkdoctor.output); OSError otherwise."""
-        from sparkdoctor.output import write_text
+        from sparkdoctor.files import write_text
 
         write_text(Path(path), self.to_json() + "\n")
 

@@ -1,0 +1,76 @@
+"""Writing a file the user names, safely: atomically, and only ever as a regular file.
+
+A reader never sees half a file, a failed write leaves neither a half file nor a temporary one
+behind, and a path that names something else (a device, a FIFO, a folder, a symlink into /proc) is
+refused rather than replaced, so sparkdoctor never turns /dev/null or a terminal into a file. A
+symlink to a regular file is followed, so the link stays a link. Used for reports, snapshots, and
+every file a later stage writes; it imports nothing of sparkdoctor, so anything may use it.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import tempfile
+from pathlib import Path
+
+
+class OutputError(OSError):
+    """The report or file cannot be written; the message is one line saying why."""
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def target_of(path: Path) -> Path:
+    """The regular file `path` names (through symlinks), or OutputError saying why it is none."""
+    if str(path) in ("", "."):
+        raise OutputError("is a directory; name a file")
+    try:
+        st = os.stat(path)  # follows symlinks: what a write would really reach
+    except FileNotFoundError:
+        if os.path.islink(path):
+            raise OutputError("is a dangling symlink") from None
+        return Path(path)
+    except OSError as exc:
+        raise OutputError(exc.strerror or str(exc)) from None
+    if stat.S_ISDIR(st.st_mode):
+        raise OutputError("is a directory; name a file")
+    if not stat.S_ISREG(st.st_mode):
+        raise OutputError("is not a regular file (a device, FIFO or socket); sparkdoctor writes only regular files")
+    return Path(os.path.realpath(path))
+
+
+def write_text(path: Path, text: str) -> None:
+    """Replace `path` with `text` (UTF-8) atomically; OutputError (one line) if it cannot be done."""
+    final = target_of(Path(path))
+    folder = final.parent
+    try:
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{final.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise OutputError(exc.strerror or str(exc)) from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())  # the bytes are on disk before the name points at them
+        try:
+            mode = stat.S_IMODE(os.stat(final).st_mode)
+        except OSError:
+            mode = 0o666 & ~_umask()
+        os.chmod(tmp, mode)
+        os.replace(tmp, final)
+    except BaseException as exc:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        if isinstance(exc, OSError):
+            raise OutputError(exc.strerror or str(exc)) from None
+        raise
+
+
+# ---- reports -------------------------------------------------------------------------------------
