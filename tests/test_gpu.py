@@ -451,7 +451,8 @@ def test_a_gb10_through_the_real_helper(libdir, smi_path):
     assert out["gpus"] == [
         {"index": 0, "name": "NVIDIA GB10", "cc": "12.1", "arch": "sm_121a", "memory_total_mib": None, "unified": None, "addressing_mode": None}
     ]
-    assert out["driver"] == {"version": "580.95.05", "source": "nvml", "cuda": "13.0"}
+    # a machine with a real libcuda (a GPU box) adds what it says: not this test's subject
+    assert {k: v for k, v in out["driver"].items() if k != "libcuda"} == {"version": "580.95.05", "source": "nvml", "cuda": "13.0"}
 
 
 def test_smi_with_a_5000_digit_number_is_not_an_internal_error():
