@@ -17,6 +17,7 @@ import copy
 import datetime as dt
 import json
 import math
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -214,20 +215,20 @@ def json_text(doc: Any) -> str:
 # ---- TOML writing (the standard library reads TOML but does not write it) -------------------------
 
 
+_TOML_ESCAPE = re.compile('["\\\\\x00-\x1f\x7f\ud800-\udfff]')
+
+
+def _toml_escape(m: re.Match) -> str:
+    ch = m.group()
+    if ch in '"\\':
+        return "\\" + ch
+    if 0xD800 <= ord(ch) <= 0xDFFF:
+        return "\ufffd"  # TOML cannot carry a lone surrogate
+    return f"\\u{ord(ch):04x}"
+
+
 def _toml_str(s: str) -> str:
-    out = ['"']
-    for ch in s:
-        o = ord(ch)
-        if ch in '"\\':
-            out.append("\\" + ch)
-        elif o < 0x20 or o == 0x7F:
-            out.append(f"\\u{o:04x}")
-        elif 0xD800 <= o <= 0xDFFF:
-            out.append("\ufffd")  # TOML cannot carry a lone surrogate
-        else:
-            out.append(ch)
-    out.append('"')
-    return "".join(out)
+    return '"' + _TOML_ESCAPE.sub(_toml_escape, s) + '"'
 
 
 def _toml_value(v: Any) -> str:
@@ -268,7 +269,7 @@ BAD_BYTES = [b"\xff", b"\xfe\xff", b"\xc3", b"\xed\xa0\x80", b"\x00", b"\xef\xbb
 def damaged(draw, text: str) -> bytes:
     """`text` encoded, then maybe cut, spliced with invalid UTF-8, or given a BOM."""
     data = text.encode("utf-8", "surrogatepass")
-    op = draw(st.sampled_from(["none", "none", "none", "truncate", "insert", "bom", "replace"]))
+    op = draw(st.sampled_from(["none"] * 9 + ["truncate", "insert", "bom", "replace"]))
     if op == "none" or not data:
         return data
     at = draw(st.integers(0, len(data)))
@@ -337,8 +338,19 @@ def matrix_bases() -> list[dict]:
     return docs
 
 
-def matrices(max_mutations: int = 4) -> st.SearchStrategy[dict]:
-    return mutated(matrix_bases(), toml_values(), MATRIX_KEYS, max_mutations)
+@st.composite
+def matrices(draw, max_mutations: int = 4) -> dict:
+    """A mutated matrix document; one in four also gets an env regex condition on some entry, so
+    bad and backtracking regexes meet the SLOW_ENV values they explode on."""
+    doc = draw(mutated(matrix_bases(), toml_values(), MATRIX_KEYS, max_mutations))
+    entries = doc.get("entry") if isinstance(doc, dict) else None
+    if isinstance(entries, list) and entries and draw(st.integers(0, 3)) == 0:
+        entry = draw(st.sampled_from(entries))
+        if isinstance(entry, dict):
+            when = entry.setdefault("when", {})
+            if isinstance(when, dict):
+                when["env_matches"] = {draw(st.sampled_from(sorted(SLOW_ENV))): draw(st.sampled_from(REGEXES))}
+    return doc
 
 
 @st.composite

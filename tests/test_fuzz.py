@@ -174,6 +174,8 @@ def probes():
 
 
 FACT_BASES = S.snapshot_bases()
+# the matrix fuzz reads env values that make backtracking regexes explode
+SLOW_BASES = [{**b, "env": {**b["env"], **S.SLOW_ENV}} if isinstance(b.get("env"), dict) else b for b in FACT_BASES]
 
 
 # ---- the library path: snapshots ------------------------------------------------------------------
@@ -244,7 +246,7 @@ def test_matrix_files(probes, work, blob, beside, base):
         matrix = load_matrix_file(work, blob, beside)
         if matrix is None:
             return
-        report_everything(Facts.from_dict(FACT_BASES[base]), matrix)
+        report_everything(Facts.from_dict(SLOW_BASES[base]), matrix)
         for entry in matrix.entries:  # what `matrix validate` adds
             try:
                 check_entry(entry, probes)
