@@ -38,7 +38,7 @@ FACTS_DIR = REPO / "tests" / "data" / "facts"
 MATRIX_DIR = REPO / "matrix"
 
 # An env var whose value makes a backtracking regex explode: the facts the matrix fuzz uses carry it.
-SLOW_ENV = {"FUZZ_SLOW": "a" * 48 + "!", "CUTE_DSL_ARCH": "sm_" + "1" * 48 + "!"}
+SLOW_ENV = {"FUZZ_SLOW": "a" * 48 + "!", "CUTE_DSL_ARCH": "a" * 48 + "!"}
 
 
 @dataclass(frozen=True)
@@ -318,7 +318,7 @@ def snapshots(max_mutations: int = 4, huge: bool = True) -> st.SearchStrategy[An
 
 SPECIFIERS = ["", "*", " * ", ">=", "==1.*.2", "~=1", "<<1", "1.0", "==4.5.0", ">=4.5,<4.6", "!=", "===x", ">=1,", ",",
               "==" + "1" * 5000, ">=" + "9" * 4301, "<12.9", "== 1.0 ; python_version<'3'", "@ http://x", ">=1\n<2"]
-REGEXES = ["(", "[", "*", "(?P<", "a{99999999999}", "(a+)+$", "(a|aa)+$", "(.*a){20}", "(\\d+)+!$", "^(1+)+$",
+REGEXES = ["(a+)+$", "(", "(a|aa)+$", "[", "*", "(?P<", "a{99999999999}", "(.*a){20}$", "(\\w+)+b", "^(1+)+$",
            "(?i)SM_121A", "\\", ".*", "[[:alpha:]]", "(?<=a+)b"]
 IDS = ["A", "-x", "x-", "id\n", "id\t", "é", "a" * 1000, "a..b", "1", "x", "dup", "driver-cuda-below-129", ""]
 MATRIX_KEYS = [*CONDITIONS, "id", "title", "severity", "action", "summary", "remedy", "when", "refs", "symptoms",
