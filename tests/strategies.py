@@ -73,6 +73,10 @@ def _huge(n: int) -> str:
     return ("word [bold] " * (n // 12 + 1))[:n]
 
 
+# The strings that broke renderers and parsers, nastiest first (hypothesis favours the front).
+SPECIAL = ["[/]", _huge(300_000), "a\nb", "\ud800", "[bold]x", "\x00", "x\r", *MARKUP, *CONTROL, *VERSIONS[:3], _huge(10_000)]
+
+
 def scalars(huge: bool = True) -> st.SearchStrategy[Any]:
     strings = st.one_of(
         st.sampled_from(MARKUP + CONTROL + VERSIONS + WORDS),
@@ -115,7 +119,10 @@ def toml_values() -> st.SearchStrategy[Any]:
 
 # ---- mutation at every depth ---------------------------------------------------------------------
 
-OPS = ("replace", "replace", "delete", "add", "rename", "wrap", "empty")
+OPS = ("special", "replace", "special", "replace", "delete", "add", "rename", "wrap", "empty")
+# Fields compared as versions: they get the versions that broke packaging and int() before.
+VERSION_KEYS = frozenset({"version", "cuda", "ptxas_version", "libcuda", "bundled_cuda", "driver", "cuda_driver",
+                          "torch_cuda", "specifier", "requirement", "vllm", "torch", "nvidia-cutlass-dsl", "triton"})
 
 
 def _slots(doc: Any) -> list[list[tuple[Any, Any]]]:
@@ -149,6 +156,8 @@ def mutated(draw, bases: list[Any], values: st.SearchStrategy[Any], keys: list[s
         op = draw(st.sampled_from(OPS))
         if op == "replace":
             container[key] = draw(values)
+        elif op == "special":
+            container[key] = draw(st.sampled_from(VERSIONS if key in VERSION_KEYS else SPECIAL))
         elif op == "delete":
             del container[key]
         elif op == "empty":

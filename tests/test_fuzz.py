@@ -54,13 +54,13 @@ else:  # pragma: no cover
 MIN_TOTAL = 10_000
 EXIT_TABLE = {EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_UNPROBEABLE}  # README's exit code table
 REPORT_EXITS = {EXIT_OK, EXIT_FINDINGS, EXIT_UNPROBEABLE}  # what a report itself may say
-HARD_LIMIT_S = 15  # a hang is stopped here; anything slower than the deadline already failed
+HARD_LIMIT_S = 6  # a hang is stopped here (a replay of a hang while shrinking costs this much)
 TEXT_FORMATS = tuple(f for f in FORMATS if f != "console")
 
 FUZZ = settings(
     derandomize=True,  # the same examples on every run and in CI
     database=None,
-    deadline=timedelta(seconds=5),
+    deadline=timedelta(seconds=3),  # typical examples take 5-100 ms
     suppress_health_check=list(HealthCheck),  # big inputs are the point
     print_blob=False,
 )
