@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import datetime as dt
+import functools
 import json
 import math
 import re
@@ -333,8 +334,10 @@ IDS = ["A", "-x", "x-", "id\n", "id\t", "é", "a" * 1000, "a..b", "1", "x", "dup
 MATRIX_KEYS = [*CONDITIONS, "id", "title", "severity", "action", "summary", "remedy", "when", "refs", "symptoms",
                "verified_by", "fix", "withdrawn", "verify", "component", "entry", "stack", "schema", "packages", "env",
                "driver", "notes", "probe", "expect", "affected", "fixed", "arch", "steps", "FUZZ_SLOW", "CUTE_DSL_ARCH"]
+_TOML_VALUES = toml_values()
 
 
+@functools.lru_cache(maxsize=None)
 def matrix_bases() -> list[dict]:
     docs = []
     for path in sorted(MATRIX_DIR.glob("*.toml")):
@@ -351,7 +354,7 @@ def matrix_bases() -> list[dict]:
 def matrices(draw, max_mutations: int = 4) -> dict:
     """A mutated matrix document; one in four also gets an env regex condition on some entry, so
     bad and backtracking regexes meet the SLOW_ENV values they explode on."""
-    doc = draw(mutated(matrix_bases(), toml_values(), MATRIX_KEYS, max_mutations))
+    doc = draw(mutated(matrix_bases(), _TOML_VALUES, MATRIX_KEYS, max_mutations))
     entries = doc.get("entry") if isinstance(doc, dict) else None
     if isinstance(entries, list) and entries and draw(st.integers(0, 3)) == 0:
         entry = draw(st.sampled_from(entries))
