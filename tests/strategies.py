@@ -59,11 +59,31 @@ class BigNumber:
 
 # ---- values ------------------------------------------------------------------------------------
 
+class Huge(str):
+    """A long string that reports itself in a few words: failure reports stay readable."""
+
+    def __repr__(self) -> str:
+        return f"<{len(self):,} chars: {str.__repr__(self[:24])}...>"
+
+    def _repr_pretty_(self, p, cycle) -> None:  # hypothesis prints examples through this
+        p.text(repr(self))
+
+
+class Blob(bytes):
+    """File contents that report themselves briefly once they are long."""
+
+    def __repr__(self) -> str:
+        return bytes.__repr__(self) if len(self) <= 2000 else f"<{len(self):,} bytes: {bytes.__repr__(self[:300])}...>"
+
+    def _repr_pretty_(self, p, cycle) -> None:
+        p.text(repr(self))
+
+
 MARKUP = ["[bold]", "[/]", "[/bold]", "[red]x", "[link=http://x]y[/link]", "[bold red]x[/bold red]", "[", "]", "\\[x]",
           ":warning:", "\x1b[31mred\x1b[0m", "\x1b]8;;http://evil\x07x\x1b]8;;\x07"]
 CONTROL = ["", " ", "a\nb", "a\r\nb", "line\n", "\nlead", "\x00", "\x07\x08\x7f", "\t", "\u2028", "\u0085", "\ufeff",
            "\ud800", "x\udcffy", "\U0001f600", "e\u0301", "<b>x</b>", "]]>", "*x*", "|", "`", "``x``", "--", "&amp;"]
-VERSIONS = ["1" * 5000, "1." + "0" * 5000, "9" * 4301 + ".1", "0", "0.0.0", "13.0", "580.95.05", "4.5.0", "2.13.0+cu130",
+VERSIONS = [Huge("1" * 5000), Huge("1." + "0" * 5000), Huge("9" * 4301 + ".1"), "0", "0.0.0", "13.0", "580.95.05", "4.5.0", "2.13.0+cu130",
             "1.0.dev0", "1!2.0", "v1", "latest", "None", "12.1a", "1.2.3.4.5.6.7.8.9.10", "1.0+" + "a" * 300]
 WORDS = ["sm_121a", "sm_999", "sm_121", "none", "unknown", "detected", "given", "assumed", "libs-base", "libs-cu13",
          "ok", "fail", "crash", "refused", "error", "timeout", "skipped", "modified", "unchecked", "no-record", "ptxas",
@@ -71,7 +91,7 @@ WORDS = ["sm_121a", "sm_999", "sm_121", "none", "unknown", "detected", "given", 
 
 
 def _huge(n: int) -> str:
-    return ("word [bold] " * (n // 12 + 1))[:n]
+    return Huge(("word [bold] " * (n // 12 + 1))[:n])
 
 
 # The strings that broke renderers and parsers, nastiest first (hypothesis favours the front).
@@ -368,7 +388,7 @@ def matrices(draw, max_mutations: int = 4) -> dict:
 @st.composite
 def matrix_files(draw, max_mutations: int = 4) -> bytes:
     """The bytes of one mutated matrix file."""
-    return draw(damaged(toml_text(draw(matrices(max_mutations)))))
+    return Blob(draw(damaged(toml_text(draw(matrices(max_mutations))))))
 
 
 # ---- configs -------------------------------------------------------------------------------------
@@ -394,7 +414,7 @@ def config_docs() -> st.SearchStrategy[dict]:
 
 @st.composite
 def config_files(draw) -> bytes:
-    return draw(damaged(toml_text(draw(config_docs()))))
+    return Blob(draw(damaged(toml_text(draw(config_docs())))))
 
 
 RAW_SNAPSHOTS = ["", "null", "[]", "{}", "NaN", "1" * 5000, "[" * 100_000 + "]" * 100_000, '{"schema": 1e400}',
@@ -407,5 +427,5 @@ RAW_SNAPSHOTS = ["", "null", "[]", "{}", "NaN", "1" * 5000, "[" * 100_000 + "]" 
 def snapshot_files(draw, max_mutations: int = 4, huge: bool = True) -> bytes:
     """The bytes of one snapshot file: a mutated snapshot, maybe damaged, or a hand-made bad one."""
     if draw(st.integers(0, 19)) == 0:
-        return draw(st.sampled_from(RAW_SNAPSHOTS)).encode()
-    return draw(damaged(json_text(draw(snapshots(max_mutations, huge)))))
+        return Blob(draw(st.sampled_from(RAW_SNAPSHOTS)).encode())
+    return Blob(draw(damaged(json_text(draw(snapshots(max_mutations, huge))))))

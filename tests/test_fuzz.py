@@ -21,6 +21,7 @@ import contextlib
 import io
 import json
 import os
+import re
 import signal
 import sys
 import xml.etree.ElementTree as ET
@@ -77,6 +78,7 @@ def bounded(seconds: float = HARD_LIMIT_S):
     def alarm(signum, frame):
         raise Hung(f"still running after {seconds} s")
 
+    re.purge()  # each example pays for its own regexes, as a fresh `sparkdoctor check` does
     previous = signal.signal(signal.SIGALRM, alarm)
     # then every second: an alarm that lands in code which swallows exceptions (a gc callback) fires again
     signal.setitimer(signal.ITIMER_REAL, seconds, 1.0)
