@@ -1,6 +1,6 @@
 """Property-based fuzzing of the public entry points: no input may produce an internal error.
 
-Over 10,000 generated snapshots, matrix files and config files (tests/strategies.py) go through
+Over 10,000 generated snapshots, matrix files and config files (tests/fuzz/) go through
   - the library path, for the bulk because it is fast: Facts.from_dict / Facts.load ->
     findings.build_report -> every renderer (json, junit, markdown, console, matrix list/show);
   - the real command in-process (typer's CliRunner on sparkdoctor.cli.app, classified the way
@@ -45,7 +45,7 @@ from sparkdoctor.render import FORMATS, render_text
 from sparkdoctor.render.console import render_console
 from sparkdoctor.render.matrix import list_matrix, show_item
 from sparkdoctor.verify import VerifyError, check_entry, known_probes
-from tests import strategies as S
+from tests import fuzz as S
 
 if sys.version_info >= (3, 11):
     import tomllib
