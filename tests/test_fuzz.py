@@ -11,8 +11,10 @@ An internal error is any exception other than the documented one-line errors (Fa
 MatrixError, VerifyError, ConfigError, cli.Fatal), an exit code outside the README's table, a
 multi-line or traceback error, a --format json stdout that is not strict JSON, a junit document that
 is not XML, output that cannot be written as UTF-8, or an example slower than the deadline (a hard
-watchdog stops real hangs, e.g. a catastrophic regex). Runs are reproducible (derandomize, no
-example database); the total number of examples is printed and must reach MIN_TOTAL.
+watchdog stops real hangs, e.g. a catastrophic regex). Two properties more: a config's ignores are
+the ids written in it, and `matrix validate` and `check --matrix` judge a file alike. Runs are
+reproducible (derandomize, no example database); the number of examples is printed and must reach
+MIN_TOTAL.
 """
 
 from __future__ import annotations
