@@ -20,6 +20,7 @@ MIN_TOTAL.
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import json
 import os
@@ -170,14 +171,9 @@ def work(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("fuzz")
 
 
-@pytest.fixture(scope="module")
-def bundled():
-    return load(None)
-
-
-@pytest.fixture(scope="module")
-def probes():
-    return known_probes()
+# Loaded once, and not as fixtures: hypothesis prints a failing test's arguments, fixtures included.
+bundled_matrix = functools.lru_cache(maxsize=None)(lambda: load(None))
+probe_ids = functools.lru_cache(maxsize=None)(known_probes)
 
 
 FACT_BASES = S.snapshot_bases()
@@ -191,28 +187,28 @@ SLOW_BASES = [{**b, "env": {**b["env"], **S.SLOW_ENV}} if isinstance(b.get("env"
 @settings(FUZZ, max_examples=3400)
 @given(doc=S.snapshots(), fail_on=st.sampled_from(SEVERITIES),
        ignore=st.lists(st.sampled_from(["driver-cuda-below-129", "no-such-id", "", "x\ny"]), max_size=2))
-def test_snapshot_reports(bundled, doc, fail_on, ignore):
+def test_snapshot_reports(doc, fail_on, ignore):
     count("snapshot->json/junit/markdown")
     with bounded():
         facts = load_snapshot_doc(doc)
         if facts is not None:
-            report_everything(facts, bundled, fail_on=fail_on, ignore=ignore)
+            report_everything(facts, bundled_matrix(), fail_on=fail_on, ignore=ignore)
 
 
 @settings(FUZZ, max_examples=450)
 @given(doc=S.snapshots(max_mutations=3),
        console=st.fixed_dictionaries({"verbose": st.booleans(), "terminal": st.booleans(), "width": st.sampled_from([40, 100, 200])}))
-def test_snapshot_console(bundled, doc, console):
+def test_snapshot_console(doc, console):
     count("snapshot->console")
     with bounded():
         facts = load_snapshot_doc(doc)
         if facts is not None:
-            report_everything(facts, bundled, formats=(), console=console)
+            report_everything(facts, bundled_matrix(), formats=(), console=console)
 
 
 @settings(FUZZ, max_examples=2000)
 @given(blob=S.snapshot_files())
-def test_snapshot_files(bundled, work, blob):
+def test_snapshot_files(work, blob):
     count("snapshot file->Facts.load->json")
     path = work / "snapshot.json"
     path.write_bytes(blob)
@@ -222,7 +218,7 @@ def test_snapshot_files(bundled, work, blob):
         except FactsError as exc:
             assert_one_line(str(exc))
             return
-        report_everything(facts, bundled, formats=("json",))
+        report_everything(facts, bundled_matrix(), formats=("json",))
 
 
 # ---- the library path: matrices -------------------------------------------------------------------
@@ -247,7 +243,7 @@ def load_matrix_file(work: Path, blob: bytes, beside: str | None):
 @settings(FUZZ, max_examples=2300)
 @given(blob=S.matrix_files(), beside=st.sampled_from([None, None, "driver.toml", "stacks.toml"]),
        base=st.sampled_from(range(len(FACT_BASES))))
-def test_matrix_files(probes, work, blob, beside, base):
+def test_matrix_files(work, blob, beside, base):
     count("matrix file->load/validate->report")
     with bounded():
         matrix = load_matrix_file(work, blob, beside)
@@ -256,7 +252,7 @@ def test_matrix_files(probes, work, blob, beside, base):
         report_everything(Facts.from_dict(SLOW_BASES[base]), matrix)
         for entry in matrix.entries:  # what `matrix validate` adds
             try:
-                check_entry(entry, probes)
+                check_entry(entry, probe_ids())
             except VerifyError as exc:
                 assert_one_line(str(exc))
 
@@ -300,7 +296,7 @@ def written_ignores(blob: bytes) -> set[str] | None:
 
 @settings(FUZZ, max_examples=1400)
 @given(blob=S.config_files(), base=st.sampled_from(range(len(FACT_BASES))))
-def test_config_files(bundled, work, blob, base):
+def test_config_files(work, blob, base):
     count("config file->load_config->report")
     path = work / "config.toml"
     path.write_bytes(blob)
@@ -313,7 +309,7 @@ def test_config_files(bundled, work, blob, base):
         assert cfg.fail_on in (None, *SEVERITIES)
         written = written_ignores(blob)
         assert written is not None and set(cfg.ignore) <= written, f"ignores {sorted(cfg.ignore)} were not written in the file"
-        report_everything(Facts.from_dict(FACT_BASES[base]), bundled, fail_on=cfg.fail_on or "error",
+        report_everything(Facts.from_dict(FACT_BASES[base]), bundled_matrix(), fail_on=cfg.fail_on or "error",
                           ignore=cfg.ignore, formats=("json",))
 
 
