@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import math
 import os
-import re
 import sys
 import time
 from pathlib import Path
@@ -17,6 +16,7 @@ import typer
 
 from sparkdoctor import __version__, proc, target_probe
 from sparkdoctor.exitcodes import EXIT_UNPROBEABLE, EXIT_USAGE
+from sparkdoctor.text import one_line
 
 app = typer.Typer(
     name="sparkdoctor",
@@ -35,15 +35,6 @@ class Fatal(Exception):
     def __init__(self, message: str, code: int = EXIT_USAGE):
         super().__init__(message)
         self.code = code
-
-
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
-
-
-def one_line(message: str) -> str:
-    """Control characters (from paths, ids, tool output) escaped: an error is always one line."""
-    return _CONTROL.sub(lambda m: _ESCAPES.get(m.group(), f"\\x{ord(m.group()):02x}"), message)
 
 
 def _say(kind: str, message: str) -> None:

@@ -22,7 +22,7 @@ from typing import Any, Iterable
 
 from sparkdoctor.locations import config_file
 from sparkdoctor.matrix import SEVERITIES, Matrix
-from sparkdoctor.matrix.model import one_line
+from sparkdoctor.text import one_line
 from sparkdoctor.matrix.loader import read_toml
 
 ENV_VAR = "SPARKDOCTOR_CONFIG"

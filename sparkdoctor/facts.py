@@ -47,11 +47,16 @@ from typing import Any
 
 from packaging.utils import canonicalize_name
 
+from sparkdoctor.text import one_line
+
 SCHEMA = 1
 
 
 class FactsError(ValueError):
-    """A snapshot that cannot be read; the message names the file and the field."""
+    """A snapshot that cannot be read; the message names the file and the field, in one line."""
+
+    def __init__(self, message: str):
+        super().__init__(one_line(message))
 
 
 @dataclass
@@ -112,7 +117,7 @@ class Facts:
                 check_field(key, value)
             except ShapeError as exc:
                 raise FactsError(f"{source}: {exc}") from None
-            kwargs[key] = value
+            kwargs[key] = scrub(value)
         for key in ("arch", "tool", "errors", "timings_ms", "taken_at"):  # fields that are never unknown
             if key in kwargs and kwargs[key] is None:
                 del kwargs[key]
@@ -180,6 +185,23 @@ FINGERPRINT_ENV = frozenset(
         "PYTORCH_CUDA_ALLOC_CONF",
     }
 )
+
+
+def scrub(value: Any) -> Any:
+    """`value` with every lone surrogate spelled out (\\udcff): a file name that is not UTF-8 (read
+    with surrogateescape) or a "\\udcff" escape in a snapshot can then be printed, written and
+    hashed like any other text. Every Facts field passes through here on its way in."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+            return value
+        except UnicodeEncodeError:
+            return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    if isinstance(value, dict):
+        return {scrub(k): scrub(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [scrub(v) for v in value]
+    return value
 
 
 def _none_first(row: tuple[Any, ...]) -> tuple[Any, ...]:

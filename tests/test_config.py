@@ -134,3 +134,12 @@ def test_cli_reports_a_missing_env_config_in_one_line(tmp_path):
 def test_newlines_in_a_key_stay_escaped(tmp_path):
     message = config_error(write(tmp_path, '[check]\n"fail\\non" = "warn"\n'))
     assert "fail\\non" in message
+
+
+def test_a_number_past_the_digit_limit_is_one_line(tmp_path):
+    # tomllib hands such a number to int(), which refuses more than 4,300 digits with a ValueError
+    path = tmp_path / "sparkdoctor.toml"
+    path.write_text("[check]\nfail_on = " + "9" * 5000 + "\n")
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    assert str(path) in str(info.value) and "\n" not in str(info.value)

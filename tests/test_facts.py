@@ -166,3 +166,17 @@ def test_fingerprint_survives_unknown_versions_and_names():
     g.toolkits = list(reversed(f.toolkits))
     g.gpus = list(reversed(f.gpus))
     assert g.fingerprint() == f.fingerprint()
+
+
+def test_lone_surrogates_become_printable_text_on_the_way_in():
+    # a file name that is not UTF-8 (os.listdir's surrogateescape) or a "\udcff" escape in a snapshot
+    facts = Facts.from_dict({"schema": 1, "errors": [{"collector": "target", "error": "bad name x\udcffy"}]})
+    text = facts.errors[0]["error"]
+    assert text == "bad name x\\udcffy"
+    text.encode("utf-8")  # before: UnicodeEncodeError in every renderer and file write
+
+
+def test_a_field_name_with_a_line_break_is_named_on_one_line():
+    with pytest.raises(FactsError) as info:
+        Facts.from_dict({"schema": 1, "capabilities": {"a\nb": "not an object"}})
+    assert "\n" not in str(info.value) and "a\\nb" in str(info.value)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable
 
-from sparkdoctor.facts import Facts
+from sparkdoctor.facts import Facts, scrub
 from sparkdoctor.target import Target
 
 
@@ -132,6 +132,7 @@ def _merge(facts: Facts, collector: str, result: Any) -> None:
         facts.add_error(collector, f"collector returned unknown Facts field(s): {', '.join(unknown)[:200]}")
         return
     for key, value in result.items():
+        value = scrub(value)  # a target's odd file names become printable text, here, once
         current = getattr(facts, key)
         if isinstance(current, dict) and isinstance(value, dict):
             current.update(value)  # e.g. kernels/capabilities from several collectors

@@ -75,6 +75,8 @@ def read_toml(path: Path, error: type[Exception] = MatrixError) -> dict:
         raise error(f"{where}: not UTF-8 text (byte {exc.start}): TOML files are UTF-8") from None
     except RecursionError:
         raise error(f"{where}: not usable TOML: nested too deeply") from None
+    except ValueError as exc:  # tomllib's int() of a number past Python's 4,300-digit limit
+        raise error(f"{where}: not usable TOML: {str(exc).splitlines()[0][:120]}") from None
 
 
 def load_file(path: Path) -> tuple[list[Entry], list[Stack]]:

@@ -9,18 +9,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from typing import Any
+from sparkdoctor.text import one_line  # noqa: F401 (config and loader use it from here too)
 
 SEVERITIES = ("info", "warn", "error")
 ACTIONS = ("fix", "configure", "rebench", "monitor")
 # An id is a stable name: lowercase words joined by '-' or '.'. Matched with fullmatch (a `$`
 # anchor would let "an-id\n" through).
 ID_RE = re.compile(r"[a-z0-9][a-z0-9.-]*[a-z0-9]")
-
-
-def one_line(message: str) -> str:
-    """A message with every line break and control character from its input escaped: an error
-    is one line, whatever a file's keys or values hold."""
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)
 
 
 class MatrixError(ValueError):
