@@ -117,7 +117,10 @@ class Facts:
                 check_field(key, value)
             except ShapeError as exc:
                 raise FactsError(f"{source}: {exc}") from None
-            kwargs[key] = scrub(value)
+            try:
+                kwargs[key] = scrub(value)
+            except RecursionError:
+                raise FactsError(f"{source}: field '{key}' is nested too deeply") from None
         for key in ("arch", "tool", "errors", "timings_ms", "taken_at"):  # fields that are never unknown
             if key in kwargs and kwargs[key] is None:
                 del kwargs[key]

@@ -180,3 +180,12 @@ def test_a_field_name_with_a_line_break_is_named_on_one_line():
     with pytest.raises(FactsError) as info:
         Facts.from_dict({"schema": 1, "capabilities": {"a\nb": "not an object"}})
     assert "\n" not in str(info.value) and "a\\nb" in str(info.value)
+
+
+def test_a_deeply_nested_free_form_value_is_one_line():
+    deep: object = "x"
+    for _ in range(5000):
+        deep = [deep]
+    with pytest.raises(FactsError) as info:
+        Facts.from_dict({"schema": 1, "capabilities": {"vllm.x": {"value": deep, "evidence": "f.py:1"}}})
+    assert "nested too deeply" in str(info.value)
