@@ -189,3 +189,14 @@ def test_a_deeply_nested_free_form_value_is_one_line():
     with pytest.raises(FactsError) as info:
         Facts.from_dict({"schema": 1, "capabilities": {"vllm.x": {"value": deep, "evidence": "f.py:1"}}})
     assert "nested too deeply" in str(info.value)
+
+
+@pytest.mark.parametrize("schema", [10**5000, [[[[]]]]])
+def test_an_unprintable_schema_value_is_named_by_its_type(schema):
+    deep = schema
+    if isinstance(schema, list):
+        for _ in range(5000):
+            deep = [deep]
+    with pytest.raises(FactsError) as info:
+        Facts.from_dict({"schema": deep})
+    assert f"a {type(deep).__name__}" in str(info.value)
