@@ -191,7 +191,7 @@ def test_a_deeply_nested_free_form_value_is_one_line():
     assert "nested too deeply" in str(info.value)
 
 
-@pytest.mark.parametrize("schema", [10**5000, [[[[]]]]])
+@pytest.mark.parametrize("schema", [10**5000, [[[[]]]]], ids=["5000-digit-int", "deep-list"])
 def test_an_unprintable_schema_value_is_named_by_its_type(schema):
     deep = schema
     if isinstance(schema, list):
