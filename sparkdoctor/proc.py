@@ -33,6 +33,14 @@ _PIPE_BUF = getattr(select, "PIPE_BUF", 512)
 BUDGET_NOTE = "the run's time budget ran out"
 
 
+
+def signal_name(number: int) -> str:
+    """SIGSEGV for 11; 'signal 99' for a number with no name."""
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
 class Interrupted(BaseException):
     """SIGTERM/SIGHUP arrived: unwind like KeyboardInterrupt (which `except Exception` cannot swallow)."""
 
@@ -76,11 +84,7 @@ class ProcResult:
             why = f" ({BUDGET_NOTE})" if self.out_of_budget else ""
             return f"{name} timed out after {self.seconds:.1f}s{why}"
         if self.signal:
-            try:
-                signame = signal.Signals(self.signal).name
-            except ValueError:
-                signame = f"signal {self.signal}"
-            return f"{name} was killed by {signame}"
+            return f"{name} was killed by {signal_name(self.signal)}"
         tail = (self.stderr or self.stdout).strip().splitlines()
         last = tail[-1] if tail else "no output"
         return f"{name} exited {self.returncode}: {last[:300]}"

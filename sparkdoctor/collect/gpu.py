@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -140,11 +139,7 @@ def _helper_failure(result: proc.ProcResult) -> str:
     if result.timed_out:
         return f"no answer within {result.seconds:.1f}s (the driver library hangs; its process was killed)"
     if result.signal:
-        try:
-            name = signal.Signals(result.signal).name
-        except ValueError:
-            name = f"signal {result.signal}"
-        return f"the driver library crashed its process ({name})"
+        return f"the driver library crashed its process ({proc.signal_name(result.signal)})"
     tail = (result.stderr or result.stdout).strip().splitlines()
     return f"the query process exited {result.returncode}: {(tail[-1] if tail else 'no output')[:300]}"
 
