@@ -95,69 +95,71 @@ def check(
     _refuse_bad_options(timeout, python, output, save_facts, fmt, fail_on, arch, constraints)
     deadline = time.monotonic() + timeout
     proc.set_deadline(deadline)  # every subprocess of this run, whoever starts it, ends by then
-
-    prestarted = {}
-    early = target_probe.EARLY.pop("target", None)
-    if facts_file is None:
-        # The target probe is the long pole of a warm check: the entry point started it before
-        # typer was imported; use it if it probes what typer parsed, else start it now.
-        from sparkdoctor.collect import targetenv
-        from sparkdoctor.locations import cache_dir
-        from sparkdoctor.target import TargetError, resolve_python_target
-
-        try:
-            target = resolve_python_target(python)
-        except TargetError as exc:
-            raise Fatal(str(exc), EXIT_UNPROBEABLE) from None
-        if early is None or early.python != target.python or early.use_cache != (not no_cache):
-            if early is not None:
-                early.running.cancel()
-            early = target_probe.prestart(target, cache_dir(), use_cache=not no_cache)
-        prestarted[targetenv.PRESTART_KEY] = early
-    elif early is not None:
-        early.running.cancel()
-
-    from sparkdoctor.check import CheckOptions, apply_arch_override
-    from sparkdoctor.config import ConfigError, load_config
-    from sparkdoctor.facts import Facts, FactsError
-    from sparkdoctor.findings import build_report
-    from sparkdoctor.matrix import MatrixError, load
-
     try:
-        cfg = load_config(config)
-        matrix = load(matrix_path)
-    except (ConfigError, MatrixError) as exc:
-        raise Fatal(str(exc)) from None
-    threshold = "warn" if strict else (fail_on or cfg.fail_on or "error")
+        prestarted = {}
+        early = target_probe.EARLY.pop("target", None)
+        if facts_file is None:
+            # The target probe is the long pole of a warm check: the entry point started it before
+            # typer was imported; use it if it probes what typer parsed, else start it now.
+            from sparkdoctor.collect import targetenv
+            from sparkdoctor.locations import cache_dir
+            from sparkdoctor.target import TargetError, resolve_python_target
 
-    if facts_file is not None:
-        if python:
-            raise Fatal("--facts and --python exclude each other: a snapshot is already of one target")
-        try:
-            facts = Facts.load(facts_file)
-        except FactsError as exc:
-            raise Fatal(str(exc)) from None
-        apply_arch_override(facts, arch)
-    else:
-        options = CheckOptions(
-            arch=arch,
-            constraint_files=list(constraints),
-            kernels=kernels,
-            use_cache=not no_cache,
-            deadline=deadline,
-            prestarted=prestarted,
-        )
-        facts = _collect_with_progress(target, options)
-        if save_facts is not None:
             try:
-                facts.save(save_facts)
-            except OSError as exc:
-                raise Fatal(f"--save-facts {save_facts}: {exc.strerror or exc}") from None
+                target = resolve_python_target(python)
+            except TargetError as exc:
+                raise Fatal(str(exc), EXIT_UNPROBEABLE) from None
+            if early is None or early.python != target.python or early.use_cache != (not no_cache):
+                if early is not None:
+                    early.running.cancel()
+                early = target_probe.prestart(target, cache_dir(), use_cache=not no_cache)
+            prestarted[targetenv.PRESTART_KEY] = early
+        elif early is not None:
+            early.running.cancel()
 
-    _warn_unknown_ignores(matrix, ignore, cfg)
-    report = build_report(facts, matrix, fail_on=threshold, ignore=set(ignore) | set(cfg.ignore))
-    _emit(report, fmt, output, verbose)
-    raise typer.Exit(report.exit_code())
+        from sparkdoctor.check import CheckOptions, apply_arch_override
+        from sparkdoctor.config import ConfigError, load_config
+        from sparkdoctor.facts import Facts, FactsError
+        from sparkdoctor.findings import build_report
+        from sparkdoctor.matrix import MatrixError, load
+
+        try:
+            cfg = load_config(config)
+            matrix = load(matrix_path)
+        except (ConfigError, MatrixError) as exc:
+            raise Fatal(str(exc)) from None
+        threshold = "warn" if strict else (fail_on or cfg.fail_on or "error")
+
+        if facts_file is not None:
+            if python:
+                raise Fatal("--facts and --python exclude each other: a snapshot is already of one target")
+            try:
+                facts = Facts.load(facts_file)
+            except FactsError as exc:
+                raise Fatal(str(exc)) from None
+            apply_arch_override(facts, arch)
+        else:
+            options = CheckOptions(
+                arch=arch,
+                constraint_files=list(constraints),
+                kernels=kernels,
+                use_cache=not no_cache,
+                deadline=deadline,
+                prestarted=prestarted,
+            )
+            facts = _collect_with_progress(target, options)
+            if save_facts is not None:
+                try:
+                    facts.save(save_facts)
+                except OSError as exc:
+                    raise Fatal(f"--save-facts {save_facts}: {exc.strerror or exc}") from None
+
+        _warn_unknown_ignores(matrix, ignore, cfg)
+        report = build_report(facts, matrix, fail_on=threshold, ignore=set(ignore) | set(cfg.ignore))
+        _emit(report, fmt, output, verbose)
+        raise typer.Exit(report.exit_code())
+    finally:  # the budget is this run's: a caller in the same process (tests, a library) is not bound by it
+        proc.set_deadline(None)
 
 
 def _file_option(option: str, name: Optional[str]) -> Optional[Path]:

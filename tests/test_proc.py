@@ -124,3 +124,18 @@ def test_children_are_killed_at_exit(tmp_path):
     subprocess.run([sys.executable, str(script)], timeout=30, check=True)
     time.sleep(0.2)
     assert not _alive(int(pidfile.read_text()))
+
+
+def test_a_check_run_in_process_leaves_no_deadline_behind(tmp_path):
+    # The fuzz suite runs `check` in-process; its budget used to stay set, and every later
+    # subprocess of the test session timed out at once.
+    from typer.testing import CliRunner
+
+    from sparkdoctor.cli import app
+
+    snapshot = Path(__file__).parent / "data" / "facts" / "nogpu-clean.json"
+    config = tmp_path / "empty.toml"
+    config.write_text("")
+    result = CliRunner().invoke(app, ["check", "--facts", str(snapshot), "--config", str(config), "--timeout", "0.5"])
+    assert result.exit_code in (0, 1), result.output
+    assert proc.time_left() is None
