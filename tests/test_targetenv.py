@@ -588,9 +588,12 @@ def test_real_vllm_venv(tmp_path, vllm032_venv):
     assert pkgs["vllm"]["version"] == "0.32.0" and pkgs["vllm"]["integrity"] == "ok"
     assert pkgs["triton"]["integrity"] == "ok" and pkgs["flashinfer-python"]["integrity"] == "ok"
     # flashinfer-python and torch-c-dlpack-ext both ship a top-level build_backend.py: a wheel collision.
+    # The bytes on disk are flashinfer-python's (its RECORD matches): overwritten, not hand-modified.
     dlpack = pkgs["torch-c-dlpack-ext"]
-    assert dlpack["files_modified"] == ["build_backend.py"]
-    assert dlpack["files_shared"] == {"build_backend.py": [f"flashinfer-python {pkgs['flashinfer-python']['version']}"]}
+    flashinfer = f"flashinfer-python {pkgs['flashinfer-python']['version']}"
+    assert not dlpack.get("files_modified")
+    assert dlpack["files_overwritten"] == {"build_backend.py": flashinfer}
+    assert dlpack["files_shared"] == {"build_backend.py": [flashinfer]}
     cute = warm["cutedsl"]
     assert set(cute["installed_builds"]) == {"libs-base", "libs-core", "libs-cu12", "libs-cu13"}
     assert cute["active_build"] == "libs-cu13" and cute["bundled_cuda"] == "13.4"
