@@ -16,7 +16,7 @@ import typer
 
 from sparkdoctor import __version__, proc, target_probe
 from sparkdoctor.exitcodes import EXIT_UNPROBEABLE, EXIT_USAGE
-from sparkdoctor.text import one_line
+from sparkdoctor.cli_support import Fatal, _err, _warn
 
 app = typer.Typer(
     name="sparkdoctor",
@@ -27,31 +27,6 @@ app = typer.Typer(
 )
 matrix_app = typer.Typer(help="List, show, validate and verify the knowledge base.", no_args_is_help=True)
 app.add_typer(matrix_app, name="matrix")
-
-
-class Fatal(Exception):
-    """An error to print as one line, with its exit code."""
-
-    def __init__(self, message: str, code: int = EXIT_USAGE):
-        super().__init__(message)
-        self.code = code
-
-
-def _say(kind: str, message: str) -> None:
-    if sys.stderr is not None:
-        try:
-            sys.stderr.write(f"sparkdoctor: {kind}: {one_line(message)}\n")
-            sys.stderr.flush()
-        except (OSError, ValueError):
-            pass  # a closed stderr: the exit code is all that is left
-
-
-def _err(message: str) -> None:
-    _say("error", message)
-
-
-def _warn(message: str) -> None:
-    _say("warning", message)
 
 
 def _version(value: bool) -> None:
@@ -342,6 +317,15 @@ def _load_matrix(path: Optional[Path]):
         return load(path)
     except MatrixError as exc:
         raise Fatal(str(exc)) from None
+
+
+def _register_verbs() -> None:
+    from sparkdoctor.commands import register_all
+
+    register_all(app)
+
+
+_register_verbs()
 
 
 def main() -> None:

@@ -31,3 +31,9 @@ def cache_dir() -> Path:
 def config_file() -> Path:
     override = os.environ.get("SPARKDOCTOR_CONFIG")
     return Path(override) if override else Path(platformdirs.user_config_dir(APP)) / "config.toml"
+
+
+def state_dir() -> Path:
+    """Where sparkdoctor keeps what it must not lose: fix journals, the benchmark ledger."""
+    override = os.environ.get("SPARKDOCTOR_STATE_DIR")
+    return Path(override) if override else Path(platformdirs.user_state_dir(APP))

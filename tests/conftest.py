@@ -38,6 +38,13 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+@pytest.fixture(autouse=True)
+def _own_state_dir(tmp_path_factory, monkeypatch):
+    """Each test gets its own state folder (fix journals, the ledger): nothing a test writes can land in
+    the real user's state dir or leak into another test. A test that wants a specific one sets it again."""
+    monkeypatch.setenv("SPARKDOCTOR_STATE_DIR", str(tmp_path_factory.mktemp("state")))
+
+
 @pytest.fixture(scope="session")
 def vllm032_venv() -> Path:
     """A real vLLM 0.32.0 venv (read-only; see venvs.VLLM_032 for what is in it and why)."""

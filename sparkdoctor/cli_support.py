@@ -1,0 +1,43 @@
+"""What every command module shares: the one-line error, warnings, and the `Fatal` exception that
+`cli.main` turns into a message on stderr and a documented exit code (sparkdoctor/exitcodes.py).
+
+Command modules (sparkdoctor/commands/) import this, never cli.py, so imports run one way:
+cli -> commands -> cli_support.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from sparkdoctor.exitcodes import EXIT_USAGE
+from sparkdoctor.text import one_line
+
+
+class Fatal(Exception):
+    """An error to print as one line, with its exit code."""
+
+    def __init__(self, message: str, code: int = EXIT_USAGE):
+        super().__init__(message)
+        self.code = code
+
+
+def say(kind: str, message: str) -> None:
+    if sys.stderr is not None:
+        try:
+            sys.stderr.write(f"sparkdoctor: {kind}: {one_line(message)}\n")
+            sys.stderr.flush()
+        except (OSError, ValueError):
+            pass  # a closed stderr: the exit code is all that is left
+
+
+def err(message: str) -> None:
+    say("error", message)
+
+
+def warn(message: str) -> None:
+    say("warning", message)
+
+
+# The names cli.py has always used.
+_err = err
+_warn = warn
