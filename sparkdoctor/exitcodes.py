@@ -9,3 +9,8 @@ EXIT_UNPROBEABLE = 3  # the target could not be probed at all
 # `sparkdoctor matrix verify`
 EXIT_VERIFY_CONTRADICTED = 1  # an entry is contradicted by the installs it names
 EXIT_VERIFY_ERROR = 2  # an environment could not be built or probed (and none contradicted)
+
+# `sparkdoctor diff A B`
+EXIT_DIFF_SAFE = 0  # no risky difference (there may be benign ones)
+EXIT_DIFF_RISKY = 1  # a difference that breaks a multi-node run (vLLM, torch, NCCL, driver, image, ...)
+EXIT_DIFF_BAD_INPUT = 2  # a file that is not a Facts snapshot (one line naming the file and field)

@@ -1,0 +1,139 @@
+"""`sparkdoctor report`: a bug report to post (GitHub markdown or forum text), anonymized by default.
+
+Parse and deliver only: the facts come from the check pipeline (a live target or a saved
+snapshot), the judgement from findings.build_report, the document from sparkdoctor/report/.
+The exit code says whether the report was written (0), not what it found: `check` gates CI; 3
+when the target could not be probed (the report is still written, with the errors that say why).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from sparkdoctor.cli_support import Fatal
+from sparkdoctor.exitcodes import EXIT_UNPROBEABLE
+
+DEFAULT_TIMEOUT = 120.0
+
+
+def register(app: typer.Typer) -> None:
+    app.command("report")(report)
+
+
+def report(
+    python: Optional[str] = typer.Option(None, "--python", help="Interpreter (or venv folder) of the environment to report on. Default: $VIRTUAL_ENV, else this interpreter."),
+    facts_file: Optional[Path] = typer.Option(None, "--facts", help="Report on a saved snapshot (check --save-facts) instead of probing."),
+    fmt: str = typer.Option("github", "--format", "-f", help="github (markdown, long parts folded) | forum (plain text)"),
+    output_name: Optional[str] = typer.Option(None, "--output", "-o", metavar="PATH", help="Write the report here (atomically) instead of stdout."),
+    no_redact: bool = typer.Option(False, "--no-redact", help="Keep user and host names, home paths, addresses and tokens (default: anonymized)."),
+    arch: Optional[str] = typer.Option(None, "--arch", help="Evaluate as if the target ran on this GPU arch (e.g. sm_121a)."),
+    kernels: bool = typer.Option(True, "--kernels/--no-kernels", help="Run the kernel compile probes (live target only)."),
+    matrix_path: Optional[Path] = typer.Option(None, "--matrix", help="Matrix folder or file to use instead of the bundled one."),
+    timeout: float = typer.Option(DEFAULT_TIMEOUT, "--timeout", help="Seconds probing the live target may take."),
+) -> None:
+    """Write a bug report with the facts a maintainer asks for (collect-env, cutlass build, kernels, findings)."""
+    from sparkdoctor.report import REPORT_FORMATS
+
+    if fmt not in REPORT_FORMATS:
+        raise Fatal(f"--format {fmt}: choose one of {', '.join(REPORT_FORMATS)}")
+    if facts_file is not None and python:
+        raise Fatal("--facts and --python exclude each other: a snapshot is already of one target")
+    if not (timeout > 0 and timeout != float("inf")):
+        raise Fatal(f"--timeout {timeout}: give a number of seconds above 0")
+    output = _output(output_name)
+    if arch is not None:
+        from sparkdoctor.arch import real_arch_problem
+
+        problem = real_arch_problem(arch)
+        if problem:
+            raise Fatal(f"--arch {arch!r}: {problem}")
+
+    from sparkdoctor.findings import build_report
+    from sparkdoctor.matrix import MatrixError, load
+
+    try:
+        matrix = load(matrix_path)
+    except MatrixError as exc:
+        raise Fatal(str(exc)) from None
+    facts = _facts(facts_file, python, arch, kernels, timeout)
+    from sparkdoctor.report import build_bug_report
+
+    judged = build_report(facts, matrix)
+    _deliver(build_bug_report(judged, fmt, redact=not no_redact, local=facts_file is None), output)
+    if not judged.probed():  # the report is written (its errors say why), but it is not a report on packages
+        raise Fatal("the target's packages could not be read: the report holds only what was observed", EXIT_UNPROBEABLE)
+
+
+def _output(name: Optional[str]) -> Optional[Path]:
+    if name is None:
+        return None
+    if not name:
+        raise Fatal("--output '': give a file name")
+    from sparkdoctor.files import OutputError, target_of
+
+    try:
+        target_of(Path(name))
+    except OutputError as exc:
+        raise Fatal(f"--output {name}: {exc}") from None
+    return Path(name)
+
+
+def _facts(facts_file: Optional[Path], python: Optional[str], arch: Optional[str], kernels: bool, timeout: float):
+    from sparkdoctor.check import apply_arch_override
+    from sparkdoctor.facts import Facts, FactsError
+
+    if facts_file is not None:
+        try:
+            return apply_arch_override(Facts.load(facts_file), arch)
+        except FactsError as exc:
+            raise Fatal(str(exc)) from None
+    from sparkdoctor import proc
+    from sparkdoctor.check import CheckOptions, collect_facts
+    from sparkdoctor.target import TargetError, resolve_python_target
+
+    try:
+        target = resolve_python_target(python)
+    except TargetError as exc:
+        raise Fatal(str(exc), EXIT_UNPROBEABLE) from None
+    deadline = time.monotonic() + timeout
+    proc.set_deadline(deadline)
+    try:
+        options = CheckOptions(arch=arch, kernels=kernels, deadline=deadline)
+        if not sys.stderr.isatty():
+            return collect_facts(target, options)
+        from rich.console import Console
+
+        with Console(stderr=True).status("probing the target for the report…", spinner="dots"):
+            return collect_facts(target, options)
+    finally:
+        proc.set_deadline(None)
+
+
+def _deliver(text: str, output: Optional[Path]) -> None:
+    if output is not None:
+        from sparkdoctor.files import OutputError, write_text
+
+        try:
+            write_text(output, text)
+        except OutputError as exc:
+            raise Fatal(f"--output {output}: {exc}") from None
+        return
+    if sys.stdout is None:
+        raise Fatal("stdout is closed: nowhere to write the report (use -o FILE)")
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # the reader left early (| head): what it read is what it wanted; point stdout at /dev/null
+        # so the interpreter's final flush stays quiet too
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except OSError as exc:
+        raise Fatal(f"cannot write the report to stdout: {exc.strerror or exc} (use -o FILE)") from None

@@ -1,0 +1,13 @@
+"""`sparkdoctor diff`: drift between two Facts snapshots (two nodes, or one box before and after an
+upgrade), field by field, with a verdict per difference: risky for a multi-node run, or benign.
+
+compare.py walks the fields, rules.py holds the verdicts (data), render.py prints console and
+versioned JSON. The basis of a fleet view: N snapshots are N-1 diffs against a reference node.
+"""
+
+from __future__ import annotations
+
+from sparkdoctor.diff.compare import Comparison, Difference, compare
+from sparkdoctor.diff.rules import BENIGN, RISKY
+
+__all__ = ["BENIGN", "RISKY", "Comparison", "Difference", "compare"]

@@ -1,0 +1,273 @@
+"""Two Facts snapshots compared field by field, each difference with a verdict (diff/rules.py).
+
+One comparer per Facts field that has structure worth naming (packages by name, ptxas by where
+it came from, kernel probes by id); any other field, including those a newer sparkdoctor or
+another collector adds (a host's health, a container's details), is flattened to paths and
+compared leaf by leaf, so nothing in a snapshot is silently skipped. Fields that are unknown
+(None) on either side are listed as not compared: a difference that could not be seen is not
+reported as agreement.
+
+Fields that differ on every run by nature (taken_at, timings_ms) and the producing tool are not
+compared.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from typing import Any, Callable
+
+from sparkdoctor.diff.rules import BENIGN, RISKY, env_verdict, package_verdict, target_key_verdict
+from sparkdoctor.facts import Facts, is_tracked
+from sparkdoctor.render.describe import clip, text_of
+
+NOT_COMPARED = frozenset({"schema", "taken_at", "timings_ms", "tool", "errors"})
+MAX_LEAVES = 5000  # per generic field: a hostile snapshot can hold millions
+
+
+@dataclass
+class Difference:
+    area: str  # the Facts field (packages, driver, env, ...)
+    key: str  # what in it (a package name, a variable, a probe id)
+    a: str | None  # the value in A; None: absent there
+    b: str | None
+    verdict: str  # risky | benign
+    why: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class Comparison:
+    differences: list[Difference]
+    not_compared: list[dict[str, str]]  # {"area", "why"}
+
+    @property
+    def risky(self) -> list[Difference]:
+        return [d for d in self.differences if d.verdict == RISKY]
+
+    @property
+    def benign(self) -> list[Difference]:
+        return [d for d in self.differences if d.verdict == BENIGN]
+
+
+def compare(a: Facts, b: Facts) -> Comparison:
+    diffs: list[Difference] = []
+    unknown: list[dict[str, str]] = []
+    for f in fields(Facts):
+        if f.name in NOT_COMPARED:
+            continue
+        va, vb = getattr(a, f.name), getattr(b, f.name)
+        if va is None or vb is None:
+            if va is not None or vb is not None:
+                side = "A" if va is None else "B"
+                unknown.append({"area": f.name, "why": f"not observed in {side}"})
+            continue
+        comparer = COMPARERS.get(f.name, _generic)
+        diffs += comparer(f.name, va, vb)
+    return Comparison(diffs, unknown)
+
+
+def _show(value: Any) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, (list, tuple)):
+        return clip(", ".join(text_of(v) for v in value) or "none", 300)
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return clip(value, 300)
+
+
+def _diff(area: str, key: str, va: Any, vb: Any, verdict: str, why: str) -> list[Difference]:
+    if va == vb:
+        return []
+    return [Difference(area, key, _show(va), _show(vb), verdict, why)]
+
+
+def _packages(area: str, pa: dict, pb: dict) -> list[Difference]:
+    out: list[Difference] = []
+    for name in sorted(set(pa) | set(pb)):
+        a, b = pa.get(name) or {}, pb.get(name) or {}
+        verdict, why = package_verdict(name)
+        if not a or not b:
+            which = "A" if not a else "B"
+            out += _diff(area, name, a.get("version"), b.get("version"), verdict, f"not installed in {which}; {why}")
+            continue
+        out += _diff(area, name, a.get("version"), b.get("version"), verdict, why)
+        if name == "torch":
+            out += _diff(area, "torch CUDA build", a.get("cuda"), b.get("cuda"), RISKY,
+                         "torch built for another CUDA: kernels and NCCL differ")
+        for kind in ("files_modified", "files_missing"):
+            sa, sb = sorted(a.get(kind) or []), sorted(b.get(kind) or [])
+            if sa != sb:
+                tracked = is_tracked(name)
+                out += _diff("modified files", f"{name} {kind[6:]}", sa, sb, RISKY if tracked else BENIGN,
+                             "the nodes run different code under one version number" if tracked else
+                             "files of a package outside the serving stack")
+    return out
+
+
+def _driver(area: str, da: dict, db: dict) -> list[Difference]:
+    out = _diff(area, "version", da.get("version"), db.get("version"), RISKY,
+                "different driver between nodes (has broken Ray/vLLM clusters: vllm-project/vllm#4114)")
+    out += _diff(area, "CUDA", da.get("cuda"), db.get("cuda"), RISKY, "the driver supports another CUDA version")
+    out += _diff(area, "libcuda", da.get("libcuda"), db.get("libcuda"), RISKY, "another libcuda")
+    return out
+
+
+def _cutedsl(area: str, ca: dict, cb: dict) -> list[Difference]:
+    out = _diff(area, "active build", ca.get("active_build"), cb.get("active_build"), RISKY,
+                "another cutlass-dsl library build on disk: FP4 kernels compile differently")
+    out += _diff(area, "bundled CUDA", ca.get("bundled_cuda"), cb.get("bundled_cuda"), RISKY,
+                 "the DSL compiles with another bundled CUDA")
+    out += _diff(area, "installed builds", sorted(ca.get("installed_builds") or []),
+                 sorted(cb.get("installed_builds") or []), BENIGN, "the active build decides; the others are dormant")
+    return out
+
+
+def _ptxas_key(t: dict) -> str:
+    """`triton ptxas-blackwell`: where it came from and which binary; paths differ between venvs."""
+    path = text_of(t.get("path") or t.get("tool") or "ptxas")
+    return f"{t.get('source') or '?'} {path.rsplit('/', 1)[-1]}"
+
+
+def _toolkits(area: str, ta: list, tb: list) -> list[Difference]:
+    out: list[Difference] = []
+    by_a = {_ptxas_key(t): t for t in ta if isinstance(t, dict)}
+    by_b = {_ptxas_key(t): t for t in tb if isinstance(t, dict)}
+    for key in sorted(set(by_a) | set(by_b)):
+        a, b = by_a.get(key) or {}, by_b.get(key) or {}
+        used = bool(a.get("used_by") or b.get("used_by"))
+        verdict = RISKY if used else BENIGN
+        why = f"used by {', '.join(map(text_of, a.get('used_by') or b.get('used_by')))}: kernels compile differently" \
+            if used else "a ptxas nothing is configured to use"
+        out += _diff("ptxas", key, a.get("version") if a else None, b.get("version") if b else None, verdict, why)
+        if a and b:
+            out += _diff("ptxas", f"{key} used by", sorted(a.get("used_by") or []), sorted(b.get("used_by") or []),
+                         RISKY, "another consumer runs this ptxas")
+    return out
+
+
+def _env(area: str, ea: dict, eb: dict) -> list[Difference]:
+    out: list[Difference] = []
+    for name in sorted(set(ea) | set(eb)):
+        verdict, why = env_verdict(name)
+        out += _diff(area, name, ea.get(name), eb.get(name), verdict, why)
+    return out
+
+
+def _kernels(area: str, ka: dict, kb: dict) -> list[Difference]:
+    out: list[Difference] = []
+    for probe in sorted(set(ka) | set(kb)):
+        a, b = ka.get(probe), kb.get(probe)
+        sa = a.get("status") if isinstance(a, dict) else (None if a is None else text_of(a))
+        sb = b.get("status") if isinstance(b, dict) else (None if b is None else text_of(b))
+        out += _diff(area, probe, sa, sb, RISKY, "the kernel probe ends differently: the toolchains compile differently")
+    return out
+
+
+def _target(area: str, ta: dict, tb: dict) -> list[Difference]:
+    out: list[Difference] = []
+    for key, va, vb in _leaf_pairs(ta, tb):
+        if key == "version":
+            minor_a, minor_b = (".".join(text_of(v).split(".")[:2]) if v else None for v in (va, vb))
+            verdict = RISKY if minor_a != minor_b else BENIGN
+            why = "another Python minor version" if verdict == RISKY else "another Python patch release"
+        else:
+            verdict, why = target_key_verdict(key)
+        out += _diff(area, key, va, vb, verdict, why)
+    return out
+
+
+def _host(area: str, ha: dict, hb: dict) -> list[Difference]:
+    out: list[Difference] = []
+    for key, va, vb in _leaf_pairs(ha, hb):
+        if key == "machine":
+            out += _diff(area, key, va, vb, RISKY, "another CPU architecture")
+        elif key == "kernel":
+            out += _diff(area, key, va, vb, BENIGN, "another kernel (ConnectX and GPU drivers ride on it: worth aligning)")
+        else:
+            out += _diff(area, key, va, vb, BENIGN, "a host reading, not the serving stack")
+    return out
+
+
+def _arch(area: str, aa: dict, ab: dict) -> list[Difference]:
+    return _diff(area, "value", aa.get("value"), ab.get("value"), RISKY, "evaluated for another GPU arch")
+
+
+def _gpus(area: str, ga: list, gb: list) -> list[Difference]:
+    def names(gs: list) -> list[str]:
+        return sorted(f"{g.get('name')} cc {g.get('cc')}" for g in gs if isinstance(g, dict))
+
+    return _diff(area, "models", names(ga), names(gb), RISKY, "other GPUs")
+
+
+def _constraints(area: str, ca: list, cb: list) -> list[Difference]:
+    def pins(rows: list) -> dict[str, list[str]]:
+        found: dict[str, list[str]] = {}
+        for row in rows:
+            if isinstance(row, dict):
+                found.setdefault(text_of(row.get("name")), []).append(text_of(row.get("requirement") or row.get("specifier") or ""))
+        return {k: sorted(v) for k, v in found.items()}
+
+    pa, pb = pins(ca), pins(cb)
+    out: list[Difference] = []
+    for name in sorted(set(pa) | set(pb)):
+        out += _diff(area, name, pa.get(name), pb.get(name), BENIGN, "a pin in a constraints file, not what is installed")
+    return out
+
+
+def _capabilities(area: str, ca: dict, cb: dict) -> list[Difference]:
+    out: list[Difference] = []
+    for key in sorted(set(ca) | set(cb)):
+        a, b = ca.get(key), cb.get(key)
+        va = a.get("value") if isinstance(a, dict) else a
+        vb = b.get("value") if isinstance(b, dict) else b
+        out += _diff(area, key, va, vb, BENIGN, "read from the installed files: follows the package versions above")
+    return out
+
+
+def _generic(area: str, va: Any, vb: Any) -> list[Difference]:
+    out: list[Difference] = []
+    for key, a, b in _leaf_pairs(va, vb):
+        risky = "fingerprint" in key.lower()
+        out += _diff(area, key, a, b, RISKY if risky else BENIGN,
+                     "a content fingerprint" if risky else f"a {area} reading, not the serving stack")
+    return out
+
+
+def _leaf_pairs(va: Any, vb: Any) -> list[tuple[str, Any, Any]]:
+    fa, fb = dict(_leaves(va)), dict(_leaves(vb))
+    return [(k, fa.get(k), fb.get(k)) for k in sorted(set(fa) | set(fb))]
+
+
+def _leaves(value: Any, prefix: str = "") -> list[tuple[str, Any]]:
+    out: list[tuple[str, Any]] = []
+    stack: list[tuple[str, Any]] = [(prefix, value)]
+    while stack and len(out) < MAX_LEAVES:
+        path, item = stack.pop()
+        if isinstance(item, dict) and item:
+            stack += [(f"{path}.{k}" if path else str(k), v) for k, v in item.items()]
+        elif isinstance(item, list) and item and any(isinstance(v, (dict, list)) for v in item):
+            stack += [(f"{path}[{i}]", v) for i, v in enumerate(item)]
+        elif not path and isinstance(item, (dict, list)) and not item:
+            continue  # an empty field: nothing observed to compare, leaf by leaf
+        else:
+            out.append((path or "value", item))
+    return out
+
+
+COMPARERS: dict[str, Callable[[str, Any, Any], list[Difference]]] = {
+    "packages": _packages,
+    "driver": _driver,
+    "cutedsl": _cutedsl,
+    "toolkits": _toolkits,
+    "env": _env,
+    "kernels": _kernels,
+    "target": _target,
+    "host": _host,
+    "arch": _arch,
+    "gpus": _gpus,
+    "constraints": _constraints,
+    "capabilities": _capabilities,
+}

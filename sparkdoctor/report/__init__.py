@@ -1,0 +1,45 @@
+"""`sparkdoctor report`: a bug report people can post, anonymized by default.
+
+The report is drawn from the same Report `check` builds (findings judged on the real Facts), but
+everything that leaves the box passes through one Redactor (report/anonymize.py) first: the Facts
+are redacted as data (so the sections and the folded snapshot are), and every finding string is
+redacted as text. Two shapes: GitHub markdown with the long parts folded in <details>
+(report/github.py) and plain text for a forum (report/forum.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from sparkdoctor.facts import Facts
+from sparkdoctor.report.anonymize import Redactor, redactor_for
+
+REPORT_FORMATS = ("github", "forum")
+
+REDACTED_NOTE = ("Anonymized by sparkdoctor: user names, host names, home paths, IP and MAC addresses, tokens and keys "
+                 "are replaced by <user>, <host>, <ip>, <mac>, <redacted>. Read it before you post it.")
+NOT_REDACTED_NOTE = "NOT anonymized (--no-redact): user names, host names, addresses and paths are as found."
+
+
+def redacted_facts(facts: Facts, redactor: Redactor) -> Facts:
+    """A copy of `facts` with every string redacted (the original is not touched)."""
+    data = redactor.data(facts.to_dict())
+    return dataclasses.replace(facts, **{f.name: data[f.name] for f in dataclasses.fields(facts) if f.name in data})
+
+
+def build_bug_report(report, fmt: str, redact: bool = True, local: bool = False) -> str:
+    """The bug report for `report` (a findings.Report) in `fmt` (github | forum).
+
+    `local`: the report is made on the box the Facts describe, so this machine's user and host
+    names are learned as identities too (a snapshot from elsewhere teaches only its own)."""
+    if fmt not in REPORT_FORMATS:
+        raise ValueError(f"unknown report format {fmt!r}")
+    redactor = redactor_for(report.facts.to_dict(), enabled=redact, local=local)
+    shown = redacted_facts(report.facts, redactor) if redact else report.facts
+    if fmt == "github":
+        from sparkdoctor.report.github import render_github
+
+        return render_github(report, shown, redactor)
+    from sparkdoctor.report.forum import render_forum
+
+    return render_forum(report, shown, redactor)

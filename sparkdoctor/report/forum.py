@@ -1,0 +1,78 @@
+"""The forum form of the bug report: plain text, no markup, nothing folded, so it reads the same
+pasted into the NVIDIA developer forum, a mailing list or a chat. The environment part has the
+layout of `vllm collect-env` (`== Section ==`, `label : value`), which maintainers know.
+The Facts snapshot is left out (too long for a post): `check --save-facts` writes it.
+"""
+
+from __future__ import annotations
+
+from sparkdoctor.facts import Facts
+from sparkdoctor.render.describe import clip, describe_target, tracked_stack
+from sparkdoctor.report import NOT_REDACTED_NOTE, REDACTED_NOTE, judgement
+from sparkdoctor.report.anonymize import Redactor
+from sparkdoctor.report.sections import Section, environment_sections
+
+RULE = "=" * 30
+
+
+def render_forum(report, facts: Facts, r: Redactor) -> str:
+    tool = facts.tool or {}
+    out = [
+        f"sparkdoctor report (sparkdoctor {clip(tool.get('version', '?'), 100)}, taken {clip(facts.taken_at, 100)}, "
+        f"fingerprint {report.facts.fingerprint()})",
+        f"verdict: {judgement.verdict_line(report, r)}",
+        f"target:  {describe_target(facts)}",
+        "stack:   " + " · ".join(f"{name} {value}" for name, value in tracked_stack(facts)),
+        "",
+        *_findings(report, r),
+    ]
+    for s in environment_sections(facts):
+        out += _section(s)
+    out += [REDACTED_NOTE if r.enabled else NOT_REDACTED_NOTE, ""]
+    return "\n".join(out)
+
+
+def _heading(title: str) -> list[str]:
+    return [RULE, f"{title:^30}".rstrip(), RULE]
+
+
+def _findings(report, r: Redactor) -> list[str]:
+    out = _heading("Findings")
+    found = judgement.findings(report, r)
+    if not found:
+        out.append("No known problem matches this environment." if report.probed() else "None: the target could not be probed.")
+    for f in found:
+        out += [f"[{f.severity}] {f.id}: {f.title} ({f.where})"]
+        out += [f"    evidence: {e}" for e in f.evidence]
+        if f.remedy:
+            out.append(f"    what to do: {f.remedy}")
+        if f.fix:
+            out.append(f"    fix: {f.fix} (sparkdoctor fix shows the plan)")
+        out += [f"    see: {ref}" for ref in f.refs]
+    if report.ignored:
+        out.append("ignored: " + ", ".join(judgement.ignored(report)))
+    unknown = judgement.not_evaluated(report, r)
+    if unknown:
+        out += ["", "could not evaluate:", *(f"    {line}" for line in unknown)]
+    stack = judgement.nearest_stack(report, r)
+    if stack:
+        out += ["", f"nearest known-good stack: {stack[0]}", *(f"    {line}" for line in stack[1:])]
+    return out + [""]
+
+
+def _section(s: Section) -> list[str]:
+    out = _heading(s.title)
+    width = min(max((len(label) for label, _ in s.rows), default=0), 40)
+    out += [f"{label:<{width}} : {value}" for label, value in s.rows]
+    out += s.lines
+    if s.table is not None:
+        out += _table(s.table)
+    if s.note:
+        out.append(s.note)
+    return out + [""]
+
+
+def _table(table: list[list[str]]) -> list[str]:
+    widths = [min(max(len(row[i]) for row in table), 60) for i in range(len(table[0]))]
+    widths[-1] = 0  # the note column runs to the end of the line
+    return ["  ".join(f"{cell:<{w}}" for cell, w in zip(row, widths)).rstrip() for row in table]

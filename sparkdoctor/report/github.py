@@ -1,0 +1,148 @@
+"""The GitHub issue form of the bug report: what a maintainer reads first in the open (verdict,
+the box in one table, the findings), and the long parts folded into <details> (the collect-env
+style environment, kernel probes, host health, the redacted Facts snapshot that
+`sparkdoctor check --facts` re-evaluates).
+
+Text from the box is escaped for markdown (a `*` or `<user>` must show as written) or put in a
+fenced block whose fence is longer than any backtick run inside it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from sparkdoctor.facts import Facts
+from sparkdoctor.render.describe import (
+    PROSE_CHARS,
+    clip,
+    describe_arch,
+    describe_driver,
+    describe_gpus,
+    describe_host,
+    describe_target,
+    tracked_stack,
+)
+from sparkdoctor.report import NOT_REDACTED_NOTE, REDACTED_NOTE, judgement
+from sparkdoctor.report.anonymize import Redactor
+from sparkdoctor.report.sections import Section, environment_sections
+
+SNAPSHOT_CHARS = PROSE_CHARS  # strings in the folded snapshot; longer ones are clipped and counted
+_SPECIAL = re.compile(r"([\\`*_\[\]<>|#~])")
+
+
+def md(text: object) -> str:
+    """Inline markdown that shows `text` exactly: specials escaped, one line."""
+    return _SPECIAL.sub(r"\\\1", str(text)).replace("\r", " ").replace("\n", " ")
+
+
+def fenced(body: str, lang: str = "text") -> list[str]:
+    longest = max((len(m) for m in re.findall(r"`+", body)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return [f"{fence}{lang}", body, fence]
+
+
+def folded(summary: str, body: list[str]) -> list[str]:
+    return ["<details>", f"<summary>{summary}</summary>", "", *body, "", "</details>", ""]
+
+
+def render_github(report, facts: Facts, r: Redactor) -> str:
+    tool = facts.tool or {}
+    out = [
+        "### sparkdoctor report",
+        "",
+        f"**{md(judgement.verdict_line(report, r))}**",
+        "",
+        f"sparkdoctor {md(clip(tool.get('version', '?'), 100))} · taken {md(clip(facts.taken_at, 100))} · "
+        f"fingerprint `{report.facts.fingerprint()}`",  # of the real Facts: the one `check` prints
+        "",
+        *_box_table(facts),
+        *_findings(report, r),
+    ]
+    sections = environment_sections(facts)
+    env_text = "\n".join(_section_text(s) for s in sections if s.table is None)
+    out += folded("Environment (what <code>vllm collect-env</code> prints, plus the cutlass-dsl build, every ptxas, "
+                  "modified files and host facts)", fenced(env_text))
+    for s in sections:
+        if s.table is not None:
+            out += folded(s.title, _table(s.table))
+    out += _snapshot(facts)
+    out += [f"<sub>{md(REDACTED_NOTE if r.enabled else NOT_REDACTED_NOTE)}</sub>", ""]
+    return "\n".join(out)
+
+
+def _box_table(facts: Facts) -> list[str]:
+    rows = [("target", describe_target(facts)), ("host", describe_host(facts)), ("GPU", describe_gpus(facts)),
+            ("arch", describe_arch(facts)), ("driver", describe_driver(facts)), *tracked_stack(facts)]
+    target = facts.target if isinstance(facts.target, dict) else {}
+    if target.get("kind") not in (None, "python"):
+        rows.insert(0, ("target kind", str(target.get("kind"))))
+    out = ["| | |", "|---|---|"]
+    out += [f"| {md(clip(label, 200))} | {md(clip(value)) or ' '} |" for label, value in rows]
+    return out + [""]
+
+
+def _findings(report, r: Redactor) -> list[str]:
+    out = ["#### Findings", ""]
+    found = judgement.findings(report, r)
+    if not found:
+        out += ["No known problem matches this environment." if report.probed() else "None: the target could not be probed.", ""]
+    for f in found:
+        out += [f"- **{md(f.severity)}** `{f.id.replace('`', '')}` {md(f.title)} ({md(f.where)})"]
+        out += [f"  - evidence: {md(e)}" for e in f.evidence]
+        if f.remedy:
+            out.append(f"  - what to do: {md(f.remedy)}")
+        if f.fix:
+            out.append(f"  - fix: `{f.fix.replace('`', '')}` (`sparkdoctor fix` shows the plan)")
+        if f.refs:
+            out.append("  - see: " + " · ".join(md(ref) for ref in f.refs))
+    if found:
+        out.append("")
+    if report.ignored:
+        out += ["Ignored: " + ", ".join(md(i) for i in judgement.ignored(report)), ""]
+    unknown = judgement.not_evaluated(report, r)
+    if unknown:
+        out += folded(f"Could not evaluate ({len(unknown)})", [f"- {md(line)}" for line in unknown])
+    stack = judgement.nearest_stack(report, r)
+    if stack:
+        out += [f"Nearest known-good stack: {md(stack[0])}", *(f"- {md(line)}" for line in stack[1:]), ""]
+    return out
+
+
+def _section_text(s: Section) -> str:
+    lines = [f"== {s.title} =="]
+    width = min(max((len(label) for label, _ in s.rows), default=0), 40)
+    lines += [f"{label:<{width}} : {value}" for label, value in s.rows]
+    lines += s.lines
+    if s.note:
+        lines.append(s.note)
+    return "\n".join(lines) + "\n"
+
+
+def _table(table: list[list[str]]) -> list[str]:
+    head, *rows = table
+    out = ["| " + " | ".join(md(h) for h in head) + " |", "|" + "---|" * len(head)]
+    out += ["| " + " | ".join(md(c) or " " for c in row) + " |" for row in rows]
+    return out
+
+
+def _bounded(value, clipped: list[int]):
+    if isinstance(value, str):
+        if len(value) > SNAPSHOT_CHARS:
+            clipped.append(len(value))
+            return clip(value, SNAPSHOT_CHARS)
+        return value
+    if isinstance(value, dict):
+        return {(_bounded(k, clipped) if isinstance(k, str) else k): _bounded(v, clipped) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_bounded(v, clipped) for v in value]
+    return value
+
+
+def _snapshot(facts: Facts) -> list[str]:
+    clipped: list[int] = []
+    body = json.dumps(_bounded(facts.to_dict(), clipped), indent=2, ensure_ascii=False)
+    what = "Facts snapshot (JSON; save it and run <code>sparkdoctor check --facts FILE</code> to re-evaluate it)"
+    if clipped:
+        what += f"; {len(clipped)} strings over {SNAPSHOT_CHARS} characters clipped"
+    return folded(what, fenced(body, "json"))

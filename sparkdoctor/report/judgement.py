@@ -1,0 +1,73 @@
+"""The judgement part of a bug report (verdict, findings, what could not be evaluated, the nearest
+known-good stack) as redacted plain strings, shared by the GitHub and forum renderers.
+
+Findings are judged on the real Facts, so their evidence can quote a path, an address or a probe's
+output: every string here passes through the Redactor, matrix prose included (it costs nothing and
+a probe finding's title is made from probe output).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from sparkdoctor.render.describe import PROSE_CHARS, SEVERITY_HEADING, clip, stack_also_includes, summary_line, unverified_line
+from sparkdoctor.report.anonymize import Redactor
+
+
+@dataclass
+class FindingText:
+    severity: str  # error | warning | info
+    id: str
+    title: str
+    where: str  # component · action
+    evidence: list[str] = field(default_factory=list)
+    remedy: str = ""
+    fix: str = ""
+    refs: list[str] = field(default_factory=list)
+
+
+def verdict_line(report, r: Redactor) -> str:
+    return r.text(summary_line(report))
+
+
+def findings(report, r: Redactor) -> list[FindingText]:
+    out = []
+    for f in report.findings:
+        out.append(FindingText(
+            severity=SEVERITY_HEADING.get(f.severity, f.severity),
+            id=r.text(clip(f.id, 200)),
+            title=r.text(clip(f.title, PROSE_CHARS)),
+            where=r.text(clip(f"{f.component} · {f.action}", 200)),
+            evidence=[r.text(clip(e)) for e in f.evidence],
+            remedy=r.text(clip(f.remedy or "", PROSE_CHARS)),
+            fix=r.text(clip(f.fix or "", 200)),
+            refs=[r.text(clip(ref, 500)) for ref in f.refs],
+        ))
+    return out
+
+
+def not_evaluated(report, r: Redactor) -> list[str]:
+    """`entry-id: why` for every entry that could not be evaluated, and the unverified probes."""
+    lines = [r.text(clip(f"{ev.entry.id}: {'; '.join(ev.unknowns)}", PROSE_CHARS)) for ev in report.unknown]
+    if report.unverified:
+        lines.append(r.text(clip(unverified_line(report), PROSE_CHARS)))
+    return lines
+
+
+def nearest_stack(report, r: Redactor) -> list[str]:
+    """The nearest known-good stack: its id and title, then each difference."""
+    nearest = report.nearest_stack
+    if nearest is None:
+        return []
+    lines = [r.text(clip(f"{nearest.id}: {nearest.title}", PROSE_CHARS))]
+    if not nearest.differences:
+        lines.append("this environment matches it" if nearest.matches else "what this environment has of it matches")
+    lines += [r.text(clip(d)) for d in nearest.differences]
+    also = stack_also_includes(nearest)
+    if also:
+        lines.append(r.text(clip(also, PROSE_CHARS)))
+    return lines
+
+
+def ignored(report) -> list[str]:
+    return [clip(i, 200) for i in report.ignored]
