@@ -39,7 +39,8 @@ SYSTEM_USERS = frozenset({"root", "nobody", "ubuntu", "admin", "user", "home", "
 # Host names too generic to replace in text.
 GENERIC_HOSTS = frozenset({"localhost", "localhost.localdomain", "ip6-localhost", "ip6-loopback"})
 
-_W = "A-Za-z0-9_"  # a word character, for whole-word replacement (ASCII: what names are made of)
+_W = "A-Za-z0-9_"  # a word character (ASCII: what names and addresses are made of)
+_NAME = "A-Za-z0-9"  # a learned name is replaced between any other characters: alice_run.log -> <user>_run.log
 
 TOKEN_PATTERNS = [
     re.compile(r"\bhf_[A-Za-z0-9]{8,}"),
@@ -64,6 +65,8 @@ MAC_ADDRESS = re.compile(rf"(?<![{_W}:\-])(?:[0-9A-Fa-f]{{2}}([:\-]))(?:[0-9A-Fa
 IPV4 = re.compile(rf"(?<![{_W}.])(?:\d{{1,3}}\.){{3}}\d{{1,3}}(?![{_W}]|\.\d)")
 # Runs of hex digits, colons and dots (linear to scan); those with two colons that parse are addresses.
 IPV6_CANDIDATE = re.compile(rf"(?<![{_W}:.])[0-9A-Fa-f:.]+(?:%[{_W}]+)?(?![{_W}:])")
+
+KEY_WITH_DATA = re.compile(r"[/.:@\s]")
 
 # Facts paths whose strings are versions: never read as IPv4 addresses.
 VERSION_KEYS = frozenset({"version", "ptxas_version", "package_version", "cuda", "libcuda", "bundled_cuda", "kernel"})
@@ -177,7 +180,9 @@ class Redactor:
         if isinstance(value, dict):
             out = {}
             for key, item in value.items():
-                new_key = self.text(key) if isinstance(key, str) else key
+                # a key that can hold a path or an address (files_shared, probe ids) is redacted; a
+                # schema key (version, kind) is kept even if a learned name is spelled like it
+                new_key = self.text(key) if isinstance(key, str) and KEY_WITH_DATA.search(key) else key
                 if path == ("env",) and isinstance(key, str) and SECRET_NAME.search(key) and isinstance(item, str):
                     out[new_key] = SECRET
                 else:
@@ -204,14 +209,15 @@ class Redactor:
 
     def _ipv6(self, match: re.Match[str]) -> str:
         text = match.group(0)
-        bare = text.split("%", 1)[0]
-        if bare.count(":") < 2:
+        core = text.rstrip(".")  # `... from fe80::1.` ends a sentence
+        tail = text[len(core):]
+        if core.split("%", 1)[0].count(":") < 2:
             return text
         try:
-            address = ipaddress.IPv6Address(bare)
+            address = ipaddress.IPv6Address(core.split("%", 1)[0])
         except ValueError:
             return text
-        return text if address.is_loopback or address.is_unspecified else IP
+        return text if address.is_loopback or address.is_unspecified else IP + tail
 
 
 def redactor_for(data: dict[str, Any], enabled: bool = True, local: bool = False) -> Redactor:
@@ -234,7 +240,7 @@ def _words(names: Iterable[str]) -> Any:
     ordered = sorted({n for n in names if n}, key=len, reverse=True)
     if not ordered:
         return None
-    return re.compile(rf"(?<![{_W}])(?:{'|'.join(re.escape(n) for n in ordered)})(?![{_W}])")
+    return re.compile(rf"(?<![{_NAME}])(?:{'|'.join(re.escape(n) for n in ordered)})(?![{_NAME}])")
 
 
 def _is_address(text: str) -> bool:

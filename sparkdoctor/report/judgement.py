@@ -35,22 +35,22 @@ def findings(report, r: Redactor) -> list[FindingText]:
     for f in report.findings:
         out.append(FindingText(
             severity=SEVERITY_HEADING.get(f.severity, f.severity),
-            id=r.text(clip(f.id, 200)),
-            title=r.text(clip(f.title, PROSE_CHARS)),
-            where=r.text(clip(f"{f.component} · {f.action}", 200)),
-            evidence=[r.text(clip(e)) for e in f.evidence],
-            remedy=r.text(clip(f.remedy or "", PROSE_CHARS)),
-            fix=r.text(clip(f.fix or "", 200)),
-            refs=[r.text(clip(ref, 500)) for ref in f.refs],
+            id=clip(r.text(f.id), 200),
+            title=clip(r.text(f.title), PROSE_CHARS),
+            where=clip(r.text(f"{f.component} · {f.action}"), 200),
+            evidence=[clip(r.text(e)) for e in f.evidence],
+            remedy=clip(r.text(f.remedy or ""), PROSE_CHARS),
+            fix=clip(r.text(f.fix or ""), 200),
+            refs=[clip(r.text(ref), 500) for ref in f.refs],
         ))
     return out
 
 
 def not_evaluated(report, r: Redactor) -> list[str]:
     """`entry-id: why` for every entry that could not be evaluated, and the unverified probes."""
-    lines = [r.text(clip(f"{ev.entry.id}: {'; '.join(ev.unknowns)}", PROSE_CHARS)) for ev in report.unknown]
+    lines = [clip(r.text(f"{ev.entry.id}: {'; '.join(ev.unknowns)}"), PROSE_CHARS) for ev in report.unknown]
     if report.unverified:
-        lines.append(r.text(clip(unverified_line(report), PROSE_CHARS)))
+        lines.append(clip(r.text(unverified_line(report)), PROSE_CHARS))
     return lines
 
 
@@ -59,13 +59,13 @@ def nearest_stack(report, r: Redactor) -> list[str]:
     nearest = report.nearest_stack
     if nearest is None:
         return []
-    lines = [r.text(clip(f"{nearest.id}: {nearest.title}", PROSE_CHARS))]
+    lines = [clip(r.text(f"{nearest.id}: {nearest.title}"), PROSE_CHARS)]
     if not nearest.differences:
         lines.append("this environment matches it" if nearest.matches else "what this environment has of it matches")
-    lines += [r.text(clip(d)) for d in nearest.differences]
+    lines += [clip(r.text(d)) for d in nearest.differences]
     also = stack_also_includes(nearest)
     if also:
-        lines.append(r.text(clip(also, PROSE_CHARS)))
+        lines.append(clip(r.text(also), PROSE_CHARS))
     return lines
 
 

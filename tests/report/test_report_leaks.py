@@ -1,0 +1,133 @@
+"""No redacted class leaks out of a bug report, in either format.
+
+A realistic GB10 Facts (tests/gb10.py) gets a secret planted in every field that can carry one: the
+target interpreter and prefix, package locations and modified files, ptxas paths, env values
+(secret-named and address-named), the host name, collector errors, kernel probe output, cutlass-dsl
+and capability evidence, constraints files, and a target key a newer collector might add. The
+planted facts also fire matrix entries whose evidence quotes paths, so findings carry them too.
+Both formats are rendered and no planted string may survive; hypothesis varies the user and host
+names, IPv4/IPv6/MAC addresses and tokens. With --no-redact they must all be there (the test can fail).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+
+from hypothesis import HealthCheck, Phase, assume, given, settings
+from hypothesis import strategies as st
+
+from sparkdoctor.facts import Facts
+from sparkdoctor.findings import build_report
+from sparkdoctor.matrix import load
+from sparkdoctor.report import REPORT_FORMATS, build_bug_report
+from tests.gb10 import gb10_facts, ptxas
+
+MATRIX = load(None)
+WORD = "A-Za-z0-9"  # a name between other characters is the name (alice_run.log names alice)
+# Fixed examples; no shrinking (a failing example is printed as found: shrinking one took minutes).
+CASES = settings(derandomize=True, database=None, deadline=None, max_examples=60, phases=[Phase.explicit, Phase.generate],
+                 suppress_health_check=list(HealthCheck), print_blob=False)
+
+
+def planted_facts(user: str, host: str, ip4: str, ip6: str, mac: str, tokens: dict[str, str]) -> Facts:
+    home = f"/home/{user}"
+    site = f"{home}/vllm/.venv/lib/python3.12/site-packages"
+    facts = gb10_facts(packages={"triton": "3.5.1"}, modified={"vllm": [f"vllm/{user}_patch.py"]},
+                       env={"HF_TOKEN": tokens["hf"], "OPENAI_API_KEY": tokens["sk"], "MY_SERVICE_SECRET": tokens["secret"],
+                            "VLLM_HOST_IP": ip4, "MASTER_ADDR": f"{host}.cluster.lan", "HF_HOME": f"{home}/.cache/hf",
+                            "VLLM_LOGGING_CONFIG_PATH": f"/Users/{user}/log.json", "CUTE_DSL_ARCH": None},
+                       errors=[{"collector": "gpu", "error": f"nvidia-smi on {host} as {user}: cannot reach {ip6} "
+                                f"(mac {mac}); Authorization: Bearer {tokens['bearer']}"},
+                               {"collector": "serve-log", "error": f"GET https://{user}:{tokens['secret']}@hub.example/x failed: "
+                                f"token {tokens['gh']} rejected from {ip4}."}])
+    facts.target = {**facts.target, "python": f"{site}/../../../bin/python", "prefix": f"{home}/vllm/.venv",
+                    "executable": f"{home}/vllm/.venv/bin/python3", "container_host": f"{host}.cluster.lan"}
+    facts.host = {**facts.host, "hostname": f"{host}.cluster.lan"}
+    facts.toolkits = [ptxas("13.0.88", "system", path=f"{home}/cuda-13/bin/ptxas"),
+                      ptxas("12.8.93", "triton", path=f"{site}/triton/backends/nvidia/bin/ptxas", used_by=["triton"])]
+    for pkg in facts.packages.values():
+        pkg["location"] = site
+    facts.packages["vllm"]["files_shared"] = {f"{site}/vllm/x.py": ["other"]}
+    facts.cutedsl = {**facts.cutedsl, "evidence": f"{site}/nvidia_cutlass_dsl/lib/_cutlass_ir.so on {host} matches"}
+    facts.kernels["e2m1-cvt"] = {"kind": "ptx", "status": "fail", "arch": "sm_121a",
+                                 "detail": f"ptxas {home}/cuda-13/bin/ptxas on {host} ({ip4}) crashed; HF_TOKEN={tokens['hf']}",
+                                 "runs": [{"ptxas": f"{home}/cuda-13/bin/ptxas", "ptxas_version": "13.0.88", "compiled": False,
+                                           "error": f"{home}/tmp/x.ptx: {ip6} {mac}"}]}
+    facts.capabilities["vllm.cmake_keeps_arch_suffix"] = {"value": True, "evidence": f"{site}/vllm/CMakeLists.txt:12"}
+    facts.constraints = [{"name": "vllm", "requirement": "vllm==0.22.0", "file": f"{home}/constraints.txt", "line": 1}]
+    return facts
+
+
+def leaked(text: str, user: str, host: str, ip4: str, ip6: str, mac: str, tokens: dict[str, str]) -> list[str]:
+    text = re.sub(r"\\(.)", r"\1", text)  # as GitHub shows the markdown: `\_` is `_`
+    found = []
+    for name in (user, host, f"{host}.cluster.lan"):
+        if re.search(rf"(?<![{WORD}]){re.escape(name)}(?![{WORD}])", text):
+            found.append(name)
+    if re.search(rf"(?<![\d.]){re.escape(ip4)}(?!\d|\.\d)", text):
+        found.append(ip4)
+    for literal in (ip6, mac, *tokens.values()):
+        if literal in text:
+            found.append(literal)
+    return found
+
+
+def render(facts: Facts, fmt: str, redact: bool = True) -> str:
+    return build_bug_report(build_report(facts, MATRIX), fmt, redact=redact)
+
+
+# Words the report prints for reasons of its own: a planted name equal to one cannot be told apart.
+BASELINE_WORDS = set(re.findall(rf"[{WORD}]+", "".join(render(gb10_facts(packages={"triton": "3.5.1"}), fmt, redact=False)
+                                                        for fmt in REPORT_FORMATS)))
+
+names = st.from_regex(r"[a-z][a-z0-9]{2,10}", fullmatch=True)
+hosts = st.from_regex(r"[a-z][a-z0-9]{1,8}-[a-z0-9]{1,6}", fullmatch=True)
+ip4s = st.ip_addresses(v=4).filter(lambda a: not (a.is_loopback or a.is_unspecified)).map(str)
+ip6s = st.ip_addresses(v=6).filter(lambda a: not (a.is_loopback or a.is_unspecified)).map(str)
+macs = st.tuples(st.lists(st.integers(0, 255), min_size=6, max_size=6), st.sampled_from([":", "-"]), st.booleans()).map(
+    lambda t: t[1].join(f"{b:02X}" if t[2] else f"{b:02x}" for b in t[0]))
+alnum = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+tokens = st.fixed_dictionaries({
+    "hf": st.text(alnum, min_size=30, max_size=40).map(lambda s: "hf_" + s),
+    "sk": st.text(alnum + "-_", min_size=30, max_size=50).map(lambda s: "sk-proj-" + s),
+    "gh": st.text(alnum, min_size=36, max_size=36).map(lambda s: "ghp_" + s),
+    "bearer": st.text(alnum + "._-", min_size=24, max_size=40),
+    "secret": st.text(alnum + "!#$%*+=?^~", min_size=12, max_size=30),
+})
+
+
+@CASES
+@given(user=names, host=hosts, ip4=ip4s, ip6=ip6s, mac=macs, tokens=tokens)
+def test_no_redacted_class_leaks_from_either_format(user, host, ip4, ip6, mac, tokens):
+    assume(user not in BASELINE_WORDS and host.split("-")[0] not in BASELINE_WORDS and user != host)
+    facts = planted_facts(user, host, ip4, ip6, mac, tokens)
+    for fmt in REPORT_FORMATS:
+        text = render(facts, fmt)
+        assert leaked(text, user, host, ip4, ip6, mac, tokens) == [], fmt
+        assert "<user>" in text and "<host>" in text and "<ip>" in text and "<mac>" in text and "<redacted>" in text
+
+
+def test_no_redact_keeps_everything_so_the_leak_check_can_fail():
+    secrets = {"hf": "hf_" + "a1" * 16, "sk": "sk-proj-" + "b2" * 16, "gh": "ghp_" + "c3" * 18, "bearer": "d4" * 10,
+               "secret": "e5!" * 5}
+    facts = planted_facts("zorblat", "spark-07", "10.20.30.40", "fe80::1234:5678", "aa:bb:cc:dd:ee:0f", secrets)
+    for fmt in REPORT_FORMATS:
+        text = render(facts, fmt, redact=False)
+        assert set(leaked(text, "zorblat", "spark-07", "10.20.30.40", "fe80::1234:5678", "aa:bb:cc:dd:ee:0f", secrets)) >= {
+            "zorblat", "spark-07", "10.20.30.40", "fe80::1234:5678", "aa:bb:cc:dd:ee:0f", *secrets.values()}, fmt
+        assert "NOT anonymized" in text
+
+
+def test_findings_quoting_planted_paths_are_redacted_too():
+    """The triton ptxas entry quotes the ptxas path and the modified-files entry the file: both fire."""
+    facts = planted_facts("zorblat", "spark-07", "10.20.30.40", "fe80::1", "aa:bb:cc:dd:ee:0f",
+                          {"hf": "hf_" + "x" * 30, "sk": "sk-" + "y" * 30, "gh": "ghp_" + "z" * 36, "bearer": "q" * 20,
+                           "secret": "s3cr3t-value"})
+    report = build_report(facts, MATRIX)
+    ids = {f.id for f in report.findings}
+    assert {"triton-ptxas-no-sm121a", "vllm-hand-modified"} <= ids
+    evidence = " ".join(e for f in report.findings for e in f.evidence)
+    assert "zorblat" in evidence  # the real evidence quotes it ...
+    text = build_bug_report(report, "github")
+    assert "zorblat" not in text and "/home/<user>/vllm/.venv/lib/python3.12/site-packages/triton" in text  # ... the report does not
