@@ -231,7 +231,7 @@ def redactor_for(data: dict[str, Any], enabled: bool = True, local: bool = False
 
 
 def _secret_pair(match: re.Match[str]) -> str:
-    if SECRET_WORD.search(match.group(1)):
+    if SECRET_WORD.search(match.group(1)) and match.group(3).lower() not in ("bearer", "basic"):  # AUTH_SCHEME's job
         return f"{match.group(1)}{match.group(2)}{SECRET}"
     return match.group(0)
 

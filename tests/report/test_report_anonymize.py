@@ -1,0 +1,111 @@
+"""The anonymizer, class by class: what it must replace (trigger) and what it must keep (near miss),
+so a report stays useful: versions, loopback binds, C++ scopes, timestamps and probe ids survive."""
+
+from __future__ import annotations
+
+import getpass
+import socket
+
+import pytest
+
+from sparkdoctor.report.anonymize import Redactor, redactor_for
+
+
+def learned() -> Redactor:
+    return redactor_for({
+        "host": {"os": "Ubuntu 24.04", "hostname": "spark-01.lab.example"},
+        "target": {"python": "/home/alice/serve/.venv/bin/python"},
+        "env": {"HF_TOKEN": "opaque-value-123", "MASTER_ADDR": "spark-02", "VLLM_HOST_IP": "10.1.2.3",
+                "NCCL_SOCKET_IFNAME": "enp1s0f1np1"},
+        "packages": {"nvidia-cublas-cu12": {"version": "12.4.5.8"}},
+    })
+
+
+@pytest.mark.parametrize("before, after", [
+    ("/home/alice/serve/.venv/bin/python", "/home/<user>/serve/.venv/bin/python"),
+    ("/Users/bob/x.json", "/Users/<user>/x.json"),  # a home path teaches nothing, yet is replaced
+    ("permission denied for alice", "permission denied for <user>"),
+    ("alice_run.log", "<user>_run.log"),
+    ("ssh spark-01.lab.example failed", "ssh <host> failed"),
+    ("spark-01: no route; spark-02: ok", "<host>: no route; <host>: ok"),
+    ("bind 192.168.7.20:8000", "bind <ip>:8000"),
+    ("from 10.1.2.3.", "from <ip>."),
+    ("peer fe80::1c2d:3e4f%enp1s0 down", "peer <ip> down"),
+    ("2001:db8::8a2e:370:7334.", "<ip>."),
+    ("[::ffff:10.0.0.1]:80", "[<ip>]:80"),
+    ("link aa:bb:cc:dd:ee:ff up", "link <mac> up"),
+    ("AA-BB-CC-DD-EE-0F", "<mac>"),
+    ("guid 00:00:10:87:fe:80:00:00:00:00:00:00:00:00:00:00:00:00:00:01", "guid <mac>"),
+    ("HF_TOKEN=hf_abcdefghijklmnopqrstu", "HF_TOKEN=<redacted>"),
+    ("sk-proj-abcdefghijklmnop12 used", "<redacted> used"),
+    ("ghp_abcdefghijklmnopqrstuvwxyz0123456789", "<redacted>"),
+    ("github_pat_11AAAAAAA0abcdefghij", "<redacted>"),
+    ("nvapi-abcdefghijklmnopqrstuv", "<redacted>"),
+    ("AKIAABCDEFGHIJKLMNOP", "<redacted>"),
+    ("Authorization: Bearer abc.def-ghi", "Authorization: Bearer <redacted>"),
+    ("bearer abc.def-ghi", "bearer <redacted>"),
+    ("api_key=xyz password: hunter2", "api_key=<redacted> password: <redacted>"),
+    ("https://bob:pw@hub.example/x", "https://<redacted>@hub.example/x"),
+    ("value opaque-value-123 leaked", "value <redacted> leaked"),  # a secret env value, wherever it appears
+])
+def test_replaced(before, after):
+    assert learned().text(before) == after
+
+
+@pytest.mark.parametrize("kept", [
+    "nvidia-cublas-cu12 12.4.5.8 installed",  # a known version is not an address
+    "listening on 127.0.0.1 and 0.0.0.0 and ::1",  # loopback and unspecified name no machine
+    "cute::gemm and std::vector", "22:35:18", "2026-11-22T22:35:18+00:00",
+    "ptxas 13.0.88 · CUDA 13.0 · driver 580.95.05", "sm_121a", "cutedsl-nvfp4-mma", "999.1.1.1",
+    "Ubuntu 24.04", "enp1s0f1np1", "the token was fine", "author: someone",
+])
+def test_kept(kept):
+    r = learned()
+    if kept == "author: someone":  # a name=value pair whose name holds a secret word is redacted: `auth`
+        assert r.text(kept) == "author: <redacted>"
+        return
+    assert r.text(kept) == kept
+
+
+def test_redacting_twice_changes_nothing():
+    r = learned()
+    once = r.text("alice@spark-01 10.0.0.9 aa:bb:cc:dd:ee:ff hf_abcdefghijklmnopqrstu Bearer x1y2z3")
+    assert r.text(once) == once
+
+
+def test_data_redacts_secret_named_env_values_whatever_they_hold_and_keeps_schema_keys():
+    r = learned()
+    out = r.data({"env": {"MY_API_KEY": "short", "CUDA_HOME": "/usr/local/cuda"},
+                  "packages": {"x": {"version": "10.0.0.1", "location": "/home/alice/x",
+                                     "files_shared": {"/home/alice/x/a.py": ["y"]}}}})
+    assert out["env"] == {"MY_API_KEY": "<redacted>", "CUDA_HOME": "/usr/local/cuda"}
+    assert out["packages"]["x"]["version"] == "10.0.0.1"  # a version field is never an address
+    assert out["packages"]["x"]["location"] == "/home/<user>/x"
+    assert out["packages"]["x"]["files_shared"] == {"/home/<user>/x/a.py": ["y"]}
+
+
+def test_disabled_changes_nothing():
+    r = redactor_for({"target": {"python": "/home/alice/x"}}, enabled=False)
+    assert r.text("/home/alice/x 10.0.0.1") == "/home/alice/x 10.0.0.1"
+    assert r.data({"env": {"HF_TOKEN": "v"}}) == {"env": {"HF_TOKEN": "v"}}
+
+
+def test_local_learns_this_machines_user_and_host(monkeypatch):
+    monkeypatch.setenv("USER", "zorblatuser")
+    monkeypatch.setenv("LOGNAME", "zorblatuser")
+    r = redactor_for({}, local=True)
+    assert getpass.getuser() == "zorblatuser"
+    assert r.text("zorblatuser ran it") == "<user> ran it"
+    host = socket.gethostname()
+    if host.split(".")[0].lower() not in ("localhost",) and len(host) >= 2:
+        assert host not in r.text(f"on {host} today")
+
+
+def test_a_long_hostile_string_is_redacted_in_linear_time():
+    import time
+
+    r = learned()
+    for chunk in ("a-", "ab:", "1.", "key=", "/home/"):
+        started = time.monotonic()
+        r.text(chunk * 100_000)
+        assert time.monotonic() - started < 5, chunk
