@@ -54,17 +54,17 @@ class Comparison:
 def compare(a: Facts, b: Facts) -> Comparison:
     diffs: list[Difference] = []
     unknown: list[dict[str, str]] = []
-    for f in fields(Facts):
-        if f.name in NOT_COMPARED:
+    names = [f.name for f in fields(a)] + [f.name for f in fields(b) if f.name not in {g.name for g in fields(a)}]
+    for name in names:
+        if name in NOT_COMPARED:
             continue
-        va, vb = getattr(a, f.name), getattr(b, f.name)
+        va, vb = getattr(a, name, None), getattr(b, name, None)
         if va is None or vb is None:
             if va is not None or vb is not None:
                 side = "A" if va is None else "B"
-                unknown.append({"area": f.name, "why": f"not observed in {side}"})
+                unknown.append({"area": name, "why": f"not observed in {side}"})
             continue
-        comparer = COMPARERS.get(f.name, _generic)
-        diffs += comparer(f.name, va, vb)
+        diffs += COMPARERS.get(name, _generic)(name, va, vb)
     return Comparison(diffs, unknown)
 
 

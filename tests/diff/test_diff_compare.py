@@ -1,0 +1,97 @@
+"""The comparison, difference by difference: each risky kind (trigger) beside a benign near miss."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from sparkdoctor.diff import BENIGN, RISKY, compare
+from sparkdoctor.facts import Facts
+from tests.gb10 import gb10_facts, ptxas
+
+
+def only(a: Facts, b: Facts) -> list[tuple[str, str, str | None, str | None, str]]:
+    return [(d.area, d.key, d.a, d.b, d.verdict) for d in compare(a, b).differences]
+
+
+def test_identical_snapshots_have_no_difference():
+    c = compare(gb10_facts(), gb10_facts())
+    assert c.differences == [] and c.not_compared == []
+
+
+def test_snapshot_time_timings_and_tool_are_not_differences():
+    b = gb10_facts()
+    b.taken_at, b.timings_ms, b.tool = "2030-01-01T00:00:00+00:00", {"gpu": 5.0}, {"name": "sparkdoctor", "version": "9"}
+    b.errors = [{"collector": "gpu", "error": "x"}]
+    assert only(gb10_facts(), b) == []
+
+
+@pytest.mark.parametrize("changes, expected", [
+    ({"packages": {"vllm": "0.23.0"}}, ("packages", "vllm", "0.22.0", "0.23.0", RISKY)),
+    ({"packages": {"nvidia-nccl-cu13": "2.28.9"}}, ("packages", "nvidia-nccl-cu13", None, "2.28.9", RISKY)),
+    ({"packages": {"ray": "2.50.0"}}, ("packages", "ray", None, "2.50.0", RISKY)),
+    ({"packages": {"numpy": "2.2.6"}}, ("packages", "numpy", None, "2.2.6", BENIGN)),
+    ({"packages": {"triton": "3.6.1"}}, ("packages", "triton", "3.6.0", "3.6.1", RISKY)),
+    ({"driver": {"version": "590.44.01"}}, ("driver", "version", "580.95.05", "590.44.01", RISKY)),
+    ({"cutedsl_build": "libs-base"}, ("cutedsl", "active build", "libs-cu13", "libs-base", RISKY)),
+    ({"env": {"NCCL_IB_HCA": "rocep1s0f1"}}, ("env", "NCCL_IB_HCA", None, "rocep1s0f1", RISKY)),
+    ({"env": {"CUTE_DSL_ARCH": None}}, ("env", "CUTE_DSL_ARCH", "sm_121a", None, RISKY)),
+    ({"env": {"VLLM_HOST_IP": "10.0.0.2"}}, ("env", "VLLM_HOST_IP", None, "10.0.0.2", BENIGN)),
+    ({"env": {"HF_HOME": "/data/hf"}}, ("env", "HF_HOME", None, "/data/hf", BENIGN)),
+    ({"modified": {"vllm": ["vllm/x.py"]}}, ("modified files", "vllm modified", "none", "vllm/x.py", RISKY)),
+    ({"arch": "sm_100a"}, ("arch", "value", "sm_121a", "sm_100a", RISKY)),
+])
+def test_one_difference_and_its_verdict(changes, expected):
+    assert expected in only(gb10_facts(), gb10_facts(**changes))
+
+
+def test_torch_built_for_another_cuda_is_risky():
+    diffs = only(gb10_facts(), gb10_facts(torch_cuda="12.8"))
+    assert ("packages", "torch CUDA build", "13.0", "12.8", RISKY) in diffs
+
+
+def test_a_ptxas_that_a_consumer_uses_is_risky_one_that_nothing_uses_is_benign():
+    a = gb10_facts()
+    b = gb10_facts(toolkits=[ptxas("13.1.40", "system"), ptxas("12.8.93", "triton"),
+                             ptxas("13.0.88", "triton", path=a.toolkits[2]["path"], used_by=["triton"])])
+    diffs = only(a, b)
+    assert ("ptxas", "system ptxas", "13.0.88", "13.1.40", BENIGN) in diffs
+    assert ("ptxas", "triton ptxas-blackwell", "12.9.86", "13.0.88", RISKY) in diffs
+
+
+def test_python_minor_is_risky_patch_is_benign_and_venv_paths_are_benign():
+    a = gb10_facts()
+    b = gb10_facts(target={**a.target, "version": "3.12.9", "python": "/srv/other/bin/python"})
+    c = gb10_facts(target={**a.target, "version": "3.11.9"})
+    assert ("target", "version", "3.12.3", "3.12.9", BENIGN) in only(a, b)
+    assert ("target", "python", "/opt/venv/bin/python", "/srv/other/bin/python", BENIGN) in only(a, b)
+    assert ("target", "version", "3.12.3", "3.11.9", RISKY) in only(a, c)
+
+
+def test_container_image_fingerprint_is_risky_its_id_alone_is_not():
+    a = gb10_facts(target={"kind": "container", "container": "vllm_node", "image_id": "sha256:1", "image_fingerprint": "f1"})
+    same_content = gb10_facts(target={**a.target, "image_id": "sha256:2"})
+    other_content = gb10_facts(target={**a.target, "image_fingerprint": "f2"})
+    assert only(a, same_content) == [("target", "image_id", "sha256:1", "sha256:2", BENIGN)]
+    assert only(a, other_content) == [("target", "image_fingerprint", "f1", "f2", RISKY)]
+
+
+def test_a_field_this_sparkdoctor_does_not_know_is_compared_leaf_by_leaf():
+    future = dataclasses.make_dataclass("FutureFacts", [("host_health", object, None)], bases=(Facts,))
+    base = gb10_facts()
+
+    def with_health(health):
+        return future(**{f.name: getattr(base, f.name) for f in dataclasses.fields(base)}, host_health=health)
+
+    a = with_health({"memory": {"available_kib": 100}, "links": [{"name": "enp1", "mtu": 9000}]})
+    b = with_health({"memory": {"available_kib": 200}, "links": [{"name": "enp1", "mtu": 1500}]})
+    diffs = only(a, b)
+    assert ("host_health", "memory.available_kib", "100", "200", BENIGN) in diffs
+    assert ("host_health", "links[0].mtu", "9000", "1500", BENIGN) in diffs
+
+
+def test_a_field_observed_on_one_side_only_is_said_not_compared():
+    c = compare(gb10_facts(), gb10_facts(packages=None))
+    assert {"area": "packages", "why": "not observed in B"} in c.not_compared
+    assert not any(d.area == "packages" for d in c.differences)
