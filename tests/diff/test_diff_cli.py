@@ -129,7 +129,9 @@ def test_real_snapshots_of_real_venvs(run, tmp_path):
     subprocess.run([venvs.uv(), "pip", "install", "-q", "--python", str(edited_python), "--no-deps",
                     "quack-kernels==0.6.4", "six==1.16.0"], check=True, timeout=600, capture_output=True)
     init = next((tmp_path / "edited").glob("lib/python*/site-packages/quack/__init__.py"))
-    init.write_text(init.read_text() + "\n# hand mod\n")
+    text = init.read_text()
+    init.unlink()  # uv hard-links files from its cache: a new file, never a write into the shared one
+    init.write_text(text + "\n# hand mod\n")
     edited = _snapshot(run, edited_python, tmp_path / "d.json")
     doc = json.loads(run("diff", base, edited, "--format", "json").stdout)
     risky = [(d["area"], d["key"], d["b"]) for d in doc["differences"] if d["verdict"] == "risky"]
