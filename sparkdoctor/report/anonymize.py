@@ -37,7 +37,8 @@ HOST_KEYS = ("hostname", "host_name", "node", "nodename", "fqdn", "name")
 # Accounts that name no person: never learned as a user name.
 SYSTEM_USERS = frozenset({"root", "nobody", "ubuntu", "admin", "user", "home", "runner", "docker", "nvidia", "opt", "usr"})
 # Host names too generic to replace in text.
-GENERIC_HOSTS = frozenset({"localhost", "localhost.localdomain", "ip6-localhost", "ip6-loopback"})
+GENERIC_HOSTS = frozenset({"localhost", "localhost.localdomain", "ip6-localhost", "ip6-loopback", "auto", "none", "local",
+                           "head", "true", "false", "any", "default"})
 
 _W = "A-Za-z0-9_"  # a word character (ASCII: what names and addresses are made of)
 _NAME = "A-Za-z0-9"  # a learned name is replaced between any other characters: alice_run.log -> <user>_run.log

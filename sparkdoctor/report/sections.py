@@ -71,7 +71,9 @@ def _system(facts: Facts) -> Section:
     host = facts.host if isinstance(facts.host, dict) else {}
     rows = [("OS", text_of(host.get("os") or "unknown")), ("machine", text_of(host.get("machine") or "unknown")),
             ("kernel", text_of(host.get("kernel") or "unknown"))]
-    rows += [(key, _value(value)) for key, value in host.items() if key not in ("os", "machine", "kernel")]
+    for key, value in host.items():  # what a newer host collector adds (health readings): flattened
+        if key not in ("os", "machine", "kernel"):
+            rows += [(key if path == "value" else f"{key}.{path}", _value(leaf)) for path, leaf in _flatten(value)]
     if not host:
         rows = [("host", describe_host(facts))]
     return Section("System", rows)

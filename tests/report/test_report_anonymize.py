@@ -109,3 +109,9 @@ def test_a_long_hostile_string_is_redacted_in_linear_time():
         started = time.monotonic()
         r.text(chunk * 100_000)
         assert time.monotonic() - started < 5, chunk
+
+
+def test_an_address_variable_holding_a_keyword_teaches_no_host_name():
+    r = redactor_for({"env": {"RAY_ADDRESS": "auto", "MASTER_ADDR": "localhost"}})
+    assert r.hosts == set()
+    assert r.text("vllm.b12x_linear_auto on localhost") == "vllm.b12x_linear_auto on localhost"

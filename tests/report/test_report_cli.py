@@ -149,7 +149,9 @@ def test_container_target_and_fields_of_a_newer_sparkdoctor_are_shown():
                                 "links": [{"name": "enp1s0f1np1", "speed_mbps": 100000, "mtu": 9000}]})
     facts.target = {**facts.target, "kind": "container", "container": "vllm_node", "image_id": "sha256:abc",
                     "image_fingerprint": "f00dfeed"}
+    facts.host = {**facts.host, "memory": {"swap_used_kib": 0}}  # or health read into the host record itself
     titles = {s.title: s for s in environment_sections(facts)}
+    assert ("memory.swap_used_kib", "0") in titles["System"].rows
     assert ("image_fingerprint", "f00dfeed") in titles["Container"].rows
     assert ("memory.psi_some_avg10", "3.5") in titles["Host health"].rows
     assert ("links[0].mtu", "9000") in titles["Host health"].rows
