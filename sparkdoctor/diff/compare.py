@@ -227,6 +227,53 @@ def _capabilities(area: str, ca: dict, cb: dict) -> list[Difference]:
     return out
 
 
+def _container(area: str, ca: dict, cb: dict) -> list[Difference]:
+    """The image record of a container target: its content fingerprint decides."""
+    out: list[Difference] = []
+    for key, va, vb in _leaf_pairs(ca, cb):
+        if key in ("fingerprint", "platform"):
+            out += _diff(area, key, va, vb, RISKY, "another image content: eugr's launcher refuses two nodes like this")
+        elif key == "runtime":
+            out += _diff(area, key, va, vb, RISKY, "another container runtime: one node may run the image without the GPU")
+        else:
+            out += _diff(area, key, va, vb, BENIGN, "ids, names and digests differ between stores; the fingerprint decides")
+    return out
+
+
+def _host_health(area: str, ha: dict, hb: dict) -> list[Difference]:
+    """Live readings are benign; what NCCL and the container need from both hosts is not: the same
+    ConnectX interface names, MTU, speed and state, GPU clocks locked on both or neither, a GPU runtime."""
+    out: list[Difference] = []
+    links_a = {text_of(l.get("name")): l for l in ha.get("links") or [] if isinstance(l, dict)}
+    links_b = {text_of(l.get("name")): l for l in hb.get("links") or [] if isinstance(l, dict)}
+    for name in sorted(set(links_a) | set(links_b)):
+        a, b = links_a.get(name), links_b.get(name)
+        if a is None or b is None:
+            out += _diff(area, f"link {name}", "present" if a else None, "present" if b else None, RISKY,
+                         "interface names must be identical on every node (NCCL_SOCKET_IFNAME, NCCL_IB_HCA)")
+            continue
+        for key in ("state", "mtu", "speed_mbps", "rate"):
+            out += _diff(area, f"link {name} {key}", a.get(key), b.get(key), RISKY,
+                         "the nodes' links differ: NCCL runs at the slower one, or not at all")
+    gpus_a = {g.get("index"): g for g in ha.get("gpus") or [] if isinstance(g, dict)}
+    gpus_b = {g.get("index"): g for g in hb.get("gpus") or [] if isinstance(g, dict)}
+    for index in sorted(set(gpus_a) & set(gpus_b), key=text_of):
+        out += _diff(area, f"gpu {index} clocks_locked", gpus_a[index].get("clocks_locked"), gpus_b[index].get("clocks_locked"),
+                     RISKY, "clocks locked on one node only (nvidia-smi -lgc does not survive a reboot)")
+    docker_a, docker_b = ha.get("docker") or {}, hb.get("docker") or {}
+    if isinstance(docker_a, dict) and isinstance(docker_b, dict):
+        for key in ("default_runtime", "nvidia_cdi", "nvidia_runtime_binary"):
+            out += _diff(area, f"docker {key}", docker_a.get(key), docker_b.get(key), RISKY,
+                         "the container gets the GPU another way (or not at all) on one node")
+    judged = {"links", "docker"}
+    rest_a = {k: v for k, v in ha.items() if k not in judged}
+    rest_b = {k: v for k, v in hb.items() if k not in judged}
+    for key, va, vb in _leaf_pairs(rest_a, rest_b):
+        if not key.endswith("clocks_locked"):
+            out += _diff(area, key, va, vb, BENIGN, "a live reading of the host, not its configuration")
+    return out
+
+
 def _generic(area: str, va: Any, vb: Any) -> list[Difference]:
     out: list[Difference] = []
     for key, a, b in _leaf_pairs(va, vb):
@@ -270,4 +317,6 @@ COMPARERS: dict[str, Callable[[str, Any, Any], list[Difference]]] = {
     "gpus": _gpus,
     "constraints": _constraints,
     "capabilities": _capabilities,
+    "container": _container,
+    "host_health": _host_health,
 }

@@ -77,6 +77,10 @@ def _box_table(facts: Facts) -> list[str]:
     target = facts.target if isinstance(facts.target, dict) else {}
     if target.get("kind") not in (None, "python"):
         rows.insert(0, ("target kind", str(target.get("kind"))))
+    container = getattr(facts, "container", None)  # a container target's image (another collector's field)
+    if isinstance(container, dict):
+        rows.insert(1, ("image", " · ".join(clip(container.get(k) or "?", 200) for k in ("name", "image")) +
+                        f" · fingerprint {clip(container.get('fingerprint') or 'unknown', 100)}"))
     out = ["| | |", "|---|---|"]
     out += [f"| {md(clip(label, 200))} | {md(clip(value)) or ' '} |" for label, value in rows]
     return out + [""]

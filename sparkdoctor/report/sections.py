@@ -35,7 +35,8 @@ RELEVANT_PACKAGES = ("torch", "numpy", "triton", "optree", "onnx", "nccl", "tran
                      "safetensors", "sglang", "deep-gemm", "deep-ep")
 # The Facts fields this module renders by name; any other field is shown generically.
 KNOWN_FIELDS = frozenset({"schema", "taken_at", "tool", "target", "host", "arch", "gpus", "driver", "toolkits", "packages",
-                          "cutedsl", "env", "constraints", "kernels", "capabilities", "recipe", "errors", "timings_ms"})
+                          "cutedsl", "env", "constraints", "kernels", "capabilities", "recipe", "errors", "timings_ms",
+                          "container"})
 PYTHON_TARGET_KEYS = ("kind", "python", "chosen_by", "version", "implementation", "prefix", "base_prefix", "is_venv",
                       "executable")
 MAX_LISTED_FILES = 20  # modified files per package; the snapshot has them all
@@ -52,7 +53,7 @@ class Section:
 
 
 def environment_sections(facts: Facts) -> list[Section]:
-    found = [_system(facts), _container(facts), _python(facts), _pytorch(facts), _cuda(facts), _cutedsl(facts),
+    found = [_system(facts), _target_extra(facts), _container(facts), _python(facts), _pytorch(facts), _cuda(facts), _cutedsl(facts),
              _libraries(facts), _modified(facts), _env(facts), _kernels(facts), *_other_fields(facts), _errors(facts)]
     return [s for s in found if s is not None and (s.rows or s.table or s.lines or s.note)]
 
@@ -79,17 +80,36 @@ def _system(facts: Facts) -> Section:
     return Section("System", rows)
 
 
-def _container(facts: Facts) -> Section | None:
-    """A container target (kind, name, image id, content fingerprint) or any key a newer target adds."""
+def _target_extra(facts: Facts) -> Section | None:
+    """What a target other than a plain venv adds (a container's name, engine and OS) or any key a
+    newer target adds."""
     target = facts.target if isinstance(facts.target, dict) else {}
-    extra = [(key, _value(value)) for key, value in target.items()
-             if key not in PYTHON_TARGET_KEYS and not isinstance(value, (dict, list))]
+    rows = []
     for key, value in target.items():
-        if isinstance(value, dict):
-            extra += [(f"{key}.{k}", _value(v)) for k, v in _flatten(value)]
+        if key not in PYTHON_TARGET_KEYS:
+            rows += [(key if path == "value" else f"{key}.{path}", _value(leaf)) for path, leaf in _flatten(value)]
     if target.get("kind") not in (None, "python"):
-        extra.insert(0, ("target kind", _value(target.get("kind"))))
-    return Section("Container" if target.get("kind") == "container" else "Target", extra) if extra else None
+        rows.insert(0, ("target kind", _value(target.get("kind"))))
+    return Section("Target", rows) if rows else None
+
+
+# The container record (a container target): the rows a maintainer compares, in this order.
+CONTAINER_ROWS = ("name", "engine", "image", "image_id", "platform", "runtime", "fingerprint", "config_digest", "image_error")
+
+
+def _container(facts: Facts) -> Section | None:
+    """The image the stack runs from: content fingerprint (platform + layers + config) first."""
+    record = getattr(facts, "container", None)
+    if not isinstance(record, dict):
+        return None
+    rows = [(key, _value(record[key])) for key in CONTAINER_ROWS if record.get(key) is not None]
+    if isinstance(record.get("layers"), list):
+        rows.append(("layers", f"{len(record['layers'])} layer digests (in the snapshot)"))
+    if record.get("repo_digests"):
+        rows.append(("repo digests", _value(record["repo_digests"])))
+    rows += [(key, _value(value)) for key, value in record.items()
+             if key not in (*CONTAINER_ROWS, "layers", "repo_digests") and not isinstance(value, (dict, list))]
+    return Section("Container", rows)
 
 
 def _python(facts: Facts) -> Section:

@@ -77,18 +77,46 @@ def test_container_image_fingerprint_is_risky_its_id_alone_is_not():
     assert only(a, other_content) == [("target", "image_fingerprint", "f1", "f2", RISKY)]
 
 
-def test_a_field_this_sparkdoctor_does_not_know_is_compared_leaf_by_leaf():
-    future = dataclasses.make_dataclass("FutureFacts", [("host_health", object, None)], bases=(Facts,))
+# The fields the container target adds (container, host_health), made here without its code: the
+# diff reads them by name, defensively, and works the same before and after they land in Facts.
+FutureFacts = dataclasses.make_dataclass("FutureFacts", [("container", object, None), ("host_health", object, None),
+                                                         ("future_thing", object, None)], bases=(Facts,))
+
+
+def future(**extra) -> Facts:
     base = gb10_facts()
+    return FutureFacts(**{f.name: getattr(base, f.name) for f in dataclasses.fields(base)}, **extra)
 
-    def with_health(health):
-        return future(**{f.name: getattr(base, f.name) for f in dataclasses.fields(base)}, host_health=health)
 
-    a = with_health({"memory": {"available_kib": 100}, "links": [{"name": "enp1", "mtu": 9000}]})
-    b = with_health({"memory": {"available_kib": 200}, "links": [{"name": "enp1", "mtu": 1500}]})
-    diffs = only(a, b)
-    assert ("host_health", "memory.available_kib", "100", "200", BENIGN) in diffs
-    assert ("host_health", "links[0].mtu", "9000", "1500", BENIGN) in diffs
+def test_a_field_this_sparkdoctor_does_not_know_is_compared_leaf_by_leaf():
+    diffs = only(future(future_thing={"a": {"b": 1}}), future(future_thing={"a": {"b": 2}}))
+    assert diffs == [("future_thing", "a.b", "1", "2", BENIGN)]
+
+
+def test_host_health_readings_are_benign_link_and_runtime_differences_are_risky():
+    def health(mtu, available, runtime="nvidia", locked=False, links=("enp1s0f1np1",)):
+        return {"live": True, "memory": {"available_kib": available},
+                "gpus": [{"index": 0, "clocks_locked": locked, "power_w": 12.5}],
+                "docker": {"default_runtime": runtime, "runtimes": ["nvidia", "runc"]},
+                "links": [{"name": n, "kind": "net", "state": "up", "mtu": mtu, "speed_mbps": 200000} for n in links]}
+
+    a = future(host_health=health(9000, 100))
+    assert only(a, future(host_health=health(9000, 200))) == [
+        ("host_health", "memory.available_kib", "100", "200", BENIGN)]
+    risky = {(d[1], d[4]) for d in only(a, future(host_health=health(1500, 100, "runc", True, ("enp1s0f0np0",))))}
+    assert risky == {("link enp1s0f1np1", RISKY), ("link enp1s0f0np0", RISKY), ("docker default_runtime", RISKY),
+                     ("gpu 0 clocks_locked", RISKY)}
+    assert ("host_health", "link enp1s0f1np1 mtu", "9000", "1500", RISKY) in only(a, future(host_health=health(1500, 100)))
+
+
+def test_container_image_content_is_risky_its_ids_are_not():
+    record = {"name": "vllm_node", "engine": "docker", "image": "vllm:spark", "image_id": "sha256:1",
+              "platform": "linux/arm64", "layers": ["sha256:a", "sha256:b"], "fingerprint": "0123abcd"}
+    a = future(container=record)
+    assert only(a, future(container={**record, "image_id": "sha256:2", "name": "node2"})) == [
+        ("container", "image_id", "sha256:1", "sha256:2", BENIGN), ("container", "name", "vllm_node", "node2", BENIGN)]
+    diffs = only(a, future(container={**record, "layers": ["sha256:a", "sha256:c"], "fingerprint": "4567ef01"}))
+    assert ("container", "fingerprint", "0123abcd", "4567ef01", RISKY) in diffs
 
 
 def test_a_field_observed_on_one_side_only_is_said_not_compared():

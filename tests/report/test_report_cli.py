@@ -140,21 +140,28 @@ def test_an_unprobed_target_still_gets_its_report_and_exit_3(run, tmp_path):
 
 
 def test_container_target_and_fields_of_a_newer_sparkdoctor_are_shown():
-    """The container helper's facts (target kind, image, fingerprint) and a Facts field this module does
-    not know (host health) are shown without the report depending on their code."""
-    future = dataclasses.make_dataclass("FutureFacts", [("host_health", object, None)], bases=(Facts,))
+    """The container helper's facts (target kind, the container record with the image fingerprint, host
+    health) and a field nobody knows yet are shown without the report depending on their code."""
+    future = dataclasses.make_dataclass("FutureFacts", [("container", object, None), ("host_health", object, None),
+                                                        ("future_thing", object, None)], bases=(Facts,))
     base = gb10_facts()
     facts = future(**{f.name: getattr(base, f.name) for f in dataclasses.fields(base)},
-                   host_health={"memory": {"MemAvailable_kib": 1024, "psi_some_avg10": 3.5},
-                                "links": [{"name": "enp1s0f1np1", "speed_mbps": 100000, "mtu": 9000}]})
-    facts.target = {**facts.target, "kind": "container", "container": "vllm_node", "image_id": "sha256:abc",
-                    "image_fingerprint": "f00dfeed"}
+                   container={"name": "vllm_node", "engine": "docker", "image": "vllm:spark", "image_id": "sha256:abc",
+                              "platform": "linux/arm64", "layers": ["sha256:1", "sha256:2"], "fingerprint": "f00dfeed"},
+                   host_health={"memory": {"available_kib": 1024}, "pressure": {"some_avg10": 3.5},
+                                "links": [{"name": "enp1s0f1np1", "speed_mbps": 100000, "mtu": 9000}]},
+                   future_thing={"x": 1})
+    facts.target = {**facts.target, "kind": "container", "container": "vllm_node", "engine": "docker"}
     facts.host = {**facts.host, "memory": {"swap_used_kib": 0}}  # or health read into the host record itself
     titles = {s.title: s for s in environment_sections(facts)}
     assert ("memory.swap_used_kib", "0") in titles["System"].rows
-    assert ("image_fingerprint", "f00dfeed") in titles["Container"].rows
-    assert ("memory.psi_some_avg10", "3.5") in titles["Host health"].rows
+    assert titles["Target"].rows[:2] == [("target kind", "container"), ("container", "vllm_node")]
+    assert ("fingerprint", "f00dfeed") in titles["Container"].rows
+    assert ("layers", "2 layer digests (in the snapshot)") in titles["Container"].rows
+    assert ("pressure.some_avg10", "3.5") in titles["Host health"].rows
     assert ("links[0].mtu", "9000") in titles["Host health"].rows
+    assert ("x", "1") in titles["Future thing"].rows
     for fmt in ("github", "forum"):
         text = build_bug_report(build_report(facts, load(None)), fmt)
-        assert "f00dfeed" in text and "psi_some_avg10" in text and "container" in text
+        assert "f00dfeed" in text and "some_avg10" in text and "vllm_node" in text
+    assert "| image | vllm\\_node · vllm:spark · fingerprint f00dfeed |" in build_bug_report(build_report(facts, load(None)), "github")
