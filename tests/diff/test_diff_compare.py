@@ -85,7 +85,7 @@ FutureFacts = dataclasses.make_dataclass("FutureFacts", [("container", object, N
 
 def future(**extra) -> Facts:
     base = gb10_facts()
-    return FutureFacts(**{f.name: getattr(base, f.name) for f in dataclasses.fields(base)}, **extra)
+    return FutureFacts(**{**{f.name: getattr(base, f.name) for f in dataclasses.fields(base)}, **extra})
 
 
 def test_a_field_this_sparkdoctor_does_not_know_is_compared_leaf_by_leaf():

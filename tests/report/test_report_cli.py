@@ -145,7 +145,8 @@ def test_container_target_and_fields_of_a_newer_sparkdoctor_are_shown():
     future = dataclasses.make_dataclass("FutureFacts", [("container", object, None), ("host_health", object, None),
                                                         ("future_thing", object, None)], bases=(Facts,))
     base = gb10_facts()
-    facts = future(**{f.name: getattr(base, f.name) for f in dataclasses.fields(base)},
+    facts = future(**{f.name: getattr(base, f.name) for f in dataclasses.fields(base)
+                      if f.name not in ("container", "host_health")},  # in Facts once the container target lands
                    container={"name": "vllm_node", "engine": "docker", "image": "vllm:spark", "image_id": "sha256:abc",
                               "platform": "linux/arm64", "layers": ["sha256:1", "sha256:2"], "fingerprint": "f00dfeed"},
                    host_health={"memory": {"available_kib": 1024}, "pressure": {"some_avg10": 3.5},
