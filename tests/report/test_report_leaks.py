@@ -11,7 +11,6 @@ names, IPv4/IPv6/MAC addresses and tokens. With --no-redact they must all be the
 
 from __future__ import annotations
 
-import ipaddress
 import re
 
 from hypothesis import HealthCheck, Phase, assume, given, settings
