@@ -9,3 +9,6 @@ EXIT_UNPROBEABLE = 3  # the target could not be probed at all
 # `sparkdoctor matrix verify`
 EXIT_VERIFY_CONTRADICTED = 1  # an entry is contradicted by the installs it names
 EXIT_VERIFY_ERROR = 2  # an environment could not be built or probed (and none contradicted)
+
+# `sparkdoctor audit` (bad input — a corrupt header, a config without the fields — is EXIT_USAGE)
+EXIT_AUDIT_FINDINGS = 1  # weights + KV cache do not fit, or the quantization config disagrees with the tensors
