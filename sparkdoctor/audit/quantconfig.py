@@ -17,6 +17,7 @@ Sources and their matching rules (how the loader that reads each one decides tha
 from __future__ import annotations
 
 import fnmatch
+import functools
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -47,17 +48,23 @@ class QuantConfig:
         return any(t == "Linear" or matches(t, module, "exact-or-re") for t in self.targets)
 
 
+@functools.lru_cache(maxsize=512)
+def _compiled(pattern: str, how: str) -> re.Pattern[str] | None:
+    try:
+        if how == "exact-or-re" and pattern.startswith("re:"):
+            return re.compile(pattern[3:])
+        if how == "fnmatch" and any(c in pattern for c in "*?["):
+            return re.compile(fnmatch.translate(pattern))
+    except re.error:
+        return re.compile(r"(?!)")  # a broken regex matches nothing (and is then reported as matching nothing)
+    return None
+
+
 def matches(pattern: str, module: str, how: str) -> bool:
-    if how == "exact-or-re":
-        if pattern.startswith("re:"):
-            try:
-                return re.match(pattern[3:], module) is not None
-            except re.error:
-                return False
-        return pattern == module
-    if how == "fnmatch":
-        return pattern == module or fnmatch.fnmatchcase(module, pattern)
-    return pattern in module
+    if how == "substring":
+        return pattern in module
+    compiled = _compiled(pattern, how)
+    return compiled.match(module) is not None if compiled is not None else pattern == module
 
 
 def _list(value: Any, where: str) -> list[str]:

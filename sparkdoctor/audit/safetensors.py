@@ -20,6 +20,7 @@ import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from sparkdoctor.audit.errors import AuditError
 
@@ -35,13 +36,16 @@ DTYPE_BITS = {
 }
 
 
-@dataclass(frozen=True)
-class TensorInfo:
+class TensorInfo(NamedTuple):
+    """One header entry (a NamedTuple: a 300,000-tensor MoE header must parse in well under a second)."""
+
     name: str
     dtype: str
     shape: tuple[int, ...]
     nbytes: int
     file: str  # the shard's file name (not the path: reports stay short and anonymous)
+    begin: int = 0  # offsets into the data region
+    end: int = 0
 
     @property
     def numel(self) -> int:
@@ -105,7 +109,14 @@ def _parse(raw: bytes, where: str) -> tuple[dict[str, TensorInfo], dict[str, str
     if not raw.startswith(b"{"):
         raise AuditError(f"{where}: the header does not start with '{{': not a safetensors file")
     try:
-        doc = json.loads(raw.decode("utf-8"), object_pairs_hook=_no_duplicates)
+        text = raw.decode("utf-8")
+        doc = json.loads(text)
+        # A repeated key is silently dropped by json.loads: every tensor entry spells "data_offsets" once
+        # (a name holding those characters is escaped and cannot match), so fewer entries than spellings
+        # means a duplicate; only then parse again, slowly, to name it.
+        entries = len(doc) - ("__metadata__" in doc) if isinstance(doc, dict) else 0
+        if isinstance(doc, dict) and any(raw.count(key) != entries for key in (b'"data_offsets"', b'"dtype"', b'"shape"')):
+            json.loads(text, object_pairs_hook=_no_duplicates)
     except _Duplicate as exc:
         raise AuditError(f"{where}: the header names {exc.key!r} twice") from None
     except UnicodeDecodeError as exc:
@@ -117,14 +128,37 @@ def _parse(raw: bytes, where: str) -> tuple[dict[str, TensorInfo], dict[str, str
     metadata = doc.pop("__metadata__", None) or {}
     if not isinstance(metadata, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()):
         raise AuditError(f"{where}: __metadata__ must map strings to strings")
-    tensors = {name: _tensor(name, entry, where) for name, entry in doc.items()}
+    file = Path(where).name
+    tensors = {name: _tensor(name, entry, where, file) for name, entry in doc.items()}
     return tensors, metadata
 
 
-def _tensor(name: str, entry: object, where: str) -> TensorInfo:
-    at = f"{where}: tensor {name!r}"
+def _tensor(name: str, entry: object, where: str, file: str) -> TensorInfo:
+    # The common, valid entry takes the first branch (a MoE header holds 300,000 of them); anything odd
+    # falls through to _explain, which says exactly what is wrong.
+    if type(entry) is dict and len(entry) == 3:
+        dtype, shape, offsets = entry.get("dtype"), entry.get("shape"), entry.get("data_offsets")
+        bits = DTYPE_BITS.get(dtype) if type(dtype) is str else None
+        if bits and type(shape) is list and type(offsets) is list and len(offsets) == 2:
+            begin, end = offsets
+            numel = 1
+            for d in shape:
+                if type(d) is not int or d < 0:
+                    break
+                numel *= d
+            else:
+                if type(begin) is int and type(end) is int and 0 <= begin <= end and numel * bits == (end - begin) * 8:
+                    return TensorInfo(name, dtype, tuple(shape), end - begin, file, begin, end)
+    _explain(name, entry, f"{where}: tensor {name!r}")
+    raise AssertionError("unreachable")
+
+
+def _explain(name: str, entry: object, at: str) -> None:
     if not isinstance(entry, dict):
         raise AuditError(f"{at}: its entry is not an object")
+    unknown = sorted(set(entry) - {"dtype", "shape", "data_offsets"})
+    if unknown:
+        raise AuditError(f"{at}: unknown field {unknown[0]!r} (an entry has dtype, shape and data_offsets)")
     dtype, shape, offsets = entry.get("dtype"), entry.get("shape"), entry.get("data_offsets")
     if not isinstance(dtype, str):
         raise AuditError(f"{at}: no dtype string")
@@ -140,20 +174,12 @@ def _tensor(name: str, entry: object, where: str) -> TensorInfo:
     bits = math.prod(shape) * DTYPE_BITS[dtype]
     if bits % 8:
         raise AuditError(f"{at}: {math.prod(shape)} elements of {dtype} do not fill whole bytes")
-    if bits // 8 != end - begin:
-        raise AuditError(f"{at}: shape {list(shape)} of {dtype} is {bits // 8} bytes but data_offsets span {end - begin}")
-    return _Placed(name, dtype, tuple(shape), end - begin, Path(where).name, begin, end)
-
-
-@dataclass(frozen=True)
-class _Placed(TensorInfo):
-    begin: int = 0
-    end: int = 0
+    raise AuditError(f"{at}: shape {list(shape)} of {dtype} is {bits // 8} bytes but data_offsets span {end - begin}")
 
 
 def _check_layout(tensors: dict[str, TensorInfo], data_size: int, where: str) -> None:
     """Offsets must tile the data region exactly: in order, no overlap, no hole, no tail."""
-    placed = sorted(tensors.values(), key=lambda t: (t.begin, t.end))  # type: ignore[attr-defined]
+    placed = sorted(tensors.values(), key=lambda t: (t.begin, t.end))
     cursor, previous = 0, None
     for tensor in placed:
         if tensor.begin < cursor:
