@@ -14,7 +14,7 @@ from pathlib import Path
 
 MODELS = Path(__file__).resolve().parent.parent / "data" / "models"
 BITS = {"BOOL": 8, "U8": 8, "I8": 8, "F8_E4M3": 8, "F8_E5M2": 8, "F8_E8M0": 8, "F4": 4, "I16": 16, "F16": 16, "BF16": 16,
-        "I32": 32, "U32": 32, "F32": 32, "I64": 64, "F64": 64}
+        "I32": 32, "U32": 32, "F32": 32, "I64": 64, "F64": 64, "F6_E2M3": 6, "F6_E3M2": 6, "U16": 16, "U64": 64, "C64": 64}
 
 Entry = tuple  # (name, dtype, shape)
 
