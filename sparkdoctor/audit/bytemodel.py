@@ -47,12 +47,14 @@ class GroupRow:
     params: int = 0
     bytes_stored: int = 0
     bytes_read: float = 0.0  # per decoded token, one sequence
+    params_read: float = 0.0  # parameters behind bytes_read (the "active" parameters)
     formats: dict[str, int] = field(default_factory=dict)  # format -> bytes stored
     note: str = ""
 
     def to_dict(self) -> dict:
         return {"group": self.key, "label": self.label, "modules": self.modules, "params": self.params,
                 "bytes_stored": self.bytes_stored, "bytes_read_per_token": round(self.bytes_read),
+                "params_read_per_token": round(self.params_read),
                 "formats": dict(sorted(self.formats.items(), key=lambda kv: -kv[1])), "note": self.note}
 
 
@@ -81,10 +83,13 @@ def group_rows(modules: list[Module], shape: ModelShape, include_mtp: bool) -> l
         row.params += module.format.params
         row.bytes_stored += module.nbytes
         row.formats[module.format.name] = row.formats.get(module.format.name, 0) + module.nbytes
-        row.bytes_read += _read(module, fraction, include_mtp)
+        read = _read(module, fraction, include_mtp)
+        row.bytes_read += read
+        row.params_read += module.format.params * read / module.nbytes if module.nbytes else 0.0
     _notes(rows, shape, fraction, include_mtp)
     if shape.tied_embeddings and "lm_head" not in rows and "embeddings" in rows:
-        rows["lm_head"] = GroupRow("lm_head", "lm_head (tied to the embeddings)", bytes_read=float(rows["embeddings"].bytes_stored),
+        emb = rows["embeddings"]
+        rows["lm_head"] = GroupRow("lm_head", "lm_head (tied to the embeddings)", bytes_read=float(emb.bytes_stored), params_read=float(emb.params),
                                    note="tied: stored once (in embeddings), the whole matrix is read per token")
     order = list(GROUPS)
     return sorted(rows.values(), key=lambda r: order.index(r.key))

@@ -30,6 +30,7 @@ def audit_to_dict(audit: "Audit") -> dict:
         "groups": [g.to_dict() for g in audit.groups],
         "per_token": {"weights_bytes": round(audit.weights_per_token), "kv_cache_bytes": round(audit.kv_per_token),
                       "recurrent_state_bytes": round(audit.state_per_token), "total_bytes": round(audit.bytes_per_token),
+                      "active_params": round(audit.active_params),
                       "context": o.context, "kv_cache_dtype": audit.kv_dtype,
                       "read_by_format": {k: round(v) for k, v in sorted(audit.read_by_format.items(), key=lambda kv: -kv[1]) if v}},
         "unquantized_share": round(audit.unquantized_share, 4),
@@ -78,6 +79,7 @@ def render_console(audit: "Audit", console: "Console") -> None:
                   f"({o.context} tokens of context, {e(audit.kv_dtype)})"
                   + (f" + recurrent state {_gb(audit.state_per_token)}" if audit.state_per_token else "")
                   + f" = [bold]{_gb(audit.bytes_per_token)}[/bold]")
+    console.print(f"active parameters per token: {_params(round(audit.active_params))}")
     console.print(f"unquantized (BF16/F16/F32) share of weight bytes read: [bold]{audit.unquantized_share:.1%}[/bold]")
     console.print(f"ceiling at {audit.bandwidth:g} GB/s ({e(audit.bandwidth_source)}): [bold]{audit.ceiling:.1f} tok/s[/bold] single-stream"
                   + (f"; batch {o.batch}: {o.batch * audit.bandwidth * 1e9 / audit.step_bytes:.1f} tok/s aggregate" if o.batch > 1 else ""))

@@ -93,6 +93,10 @@ class Audit:
         return self.bandwidth * GB / self.bytes_per_token
 
     @property
+    def active_params(self) -> float:
+        return sum(g.params_read for g in self.groups)
+
+    @property
     def unquantized_share(self) -> float:
         unq = sum(v for k, v in self.read_by_format.items() if k in UNQUANTIZED)
         return unq / self.weights_per_token if self.weights_per_token else 0.0

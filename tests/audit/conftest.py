@@ -36,8 +36,16 @@ def qwen3_next(models):
 
 
 @pytest.fixture(scope="session")
-def qwen3_next_audit(qwen3_next):
-    return run_audit(AuditOptions(str(qwen3_next), context=512, gpu="gb10"))
+def qwen3_next_checkpoint(qwen3_next):
+    """Headers read once; tests that want other options pass it to run_audit(..., checkpoint=)."""
+    from sparkdoctor.audit.checkpoint import load_checkpoint
+
+    return load_checkpoint(qwen3_next)
+
+
+@pytest.fixture(scope="session")
+def qwen3_next_audit(qwen3_next, qwen3_next_checkpoint):
+    return run_audit(AuditOptions(str(qwen3_next), context=512, gpu="gb10"), checkpoint=qwen3_next_checkpoint)
 
 
 @pytest.fixture(scope="session")
