@@ -195,3 +195,10 @@ def ceiling_for(model_dir: str | Path, bandwidth: float | None = None, context: 
                                    bandwidth=bandwidth, gpu=gpu))
     return {"ceiling_tok_s": audit.ceiling, "bytes_per_token": audit.bytes_per_token, "bandwidth_gbs": audit.bandwidth,
             "bandwidth_source": audit.bandwidth_source, "context": context, "batch_ceiling_tok_s": batch * audit.bandwidth * GB / audit.step_bytes}
+
+
+def roofline_line(ceiling: dict, measured_tok_s: float) -> str:
+    """The line a bench report prints under a measured decode speed, from `ceiling_for`'s answer."""
+    share = measured_tok_s / ceiling["ceiling_tok_s"] if ceiling["ceiling_tok_s"] else 0.0
+    return (f"roofline: {measured_tok_s:.1f} tok/s is {share:.0%} of the {ceiling['ceiling_tok_s']:.1f} tok/s ceiling "
+            f"({ceiling['bytes_per_token'] / 1e9:.2f} GB per token at {ceiling['bandwidth_gbs']:g} GB/s, {ceiling['context']} tokens of context)")

@@ -124,3 +124,11 @@ def test_fit_counts_weights_and_kv_at_max_model_len_times_seqs(qwen3_8b):
 def test_bad_options_are_one_line(qwen3_8b, kw, message):
     with pytest.raises(AuditError, match=message.replace("-", r"\-")):
         audit(qwen3_8b["nvfp4"], **kw)
+
+
+def test_ceiling_for_and_the_bench_roofline_line(qwen3_8b):
+    from sparkdoctor.audit import ceiling_for, roofline_line
+
+    c = ceiling_for(qwen3_8b["nvfp4a16"], context=512, kv_cache_dtype="fp8", gpu="gb10")
+    assert c["ceiling_tok_s"] == pytest.approx(52.6, abs=0.1) and c["bandwidth_gbs"] == 273
+    assert roofline_line(c, 40.85) == "roofline: 40.9 tok/s is 78% of the 52.6 tok/s ceiling (5.19 GB per token at 273 GB/s, 512 tokens of context)"
