@@ -33,10 +33,7 @@ class Module:
     group: str
     tensors: dict[str, TensorInfo]
     format: Format
-
-    @property
-    def nbytes(self) -> int:
-        return sum(t.nbytes for t in self.tensors.values())
+    nbytes: int = 0  # all its tensors, computed once (a MoE has 100,000 modules)
 
 
 @dataclass
@@ -63,7 +60,8 @@ def modules_of(checkpoint: Checkpoint, shape: ModelShape, bits: int) -> list[Mod
     for tensor in checkpoint.tensors.values():
         module, role = split_name(tensor.name, len(tensor.shape))
         grouped[module][role] = tensor
-    return [Module(name, group_of(name, shape.layers), tensors, classify(tensors, bits)) for name, tensors in sorted(grouped.items())]
+    return [Module(name, group_of(name, shape.layers), tensors, classify(tensors, bits), sum(t.nbytes for t in tensors.values()))
+            for name, tensors in sorted(grouped.items())]
 
 
 def expert_fraction(shape: ModelShape, batch: int = 1) -> float:

@@ -132,3 +132,29 @@ def test_ceiling_for_and_the_bench_roofline_line(qwen3_8b):
     c = ceiling_for(qwen3_8b["nvfp4a16"], context=512, kv_cache_dtype="fp8", gpu="gb10")
     assert c["ceiling_tok_s"] == pytest.approx(52.6, abs=0.1) and c["bandwidth_gbs"] == 273
     assert roofline_line(c, 40.85) == "roofline: 40.9 tok/s is 78% of the 52.6 tok/s ceiling (5.19 GB per token at 273 GB/s, 512 tokens of context)"
+
+
+def test_mla_latent_kv_and_nextn_layers_past_the_decoder_are_mtp(tmp_path):
+    cfg = {"model_type": "deepseek_v3", "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "vocab_size": 100,
+           "kv_lora_rank": 512, "qk_rope_head_dim": 64, "num_nextn_predict_layers": 1, "n_routed_experts": 8, "num_experts_per_tok": 2}
+    entries = [("model.embed_tokens.weight", "BF16", [100, 64])]
+    for layer in range(3):  # layer 2 is the nextn (MTP) layer
+        entries += builders.linear(f"model.layers.{layer}.self_attn.kv_a_proj_with_mqa", 576, 64, "fp8-block")
+        entries += builders.linear(f"model.layers.{layer}.mlp.experts.0.up_proj", 128, 64, "fp8-block")
+    a = audit(builders.write_checkpoint(tmp_path / "ds", cfg, entries), context=1000, kv_cache_dtype="fp8")
+    assert a.kv_per_token == 2 * 1000 * 576 * 1
+    assert group(a, "mtp").modules == 2 and group(a, "mtp").bytes_read == 0
+    assert a.shape.mtp_layers == 1
+
+
+def test_mamba_layers_read_their_state_not_a_kv_cache(tmp_path):
+    cfg = {"model_type": "nemotron_h", "num_hidden_layers": 4, "hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2,
+           "head_dim": 16, "vocab_size": 100, "hybrid_override_pattern": "M-M*", "mamba_num_heads": 8, "mamba_head_dim": 16,
+           "ssm_state_size": 32}
+    entries = [("backbone.embeddings.weight", "BF16", [100, 64])] + builders.linear("backbone.layers.0.mixer.in_proj", 256, 64, "bf16") \
+        + builders.linear("backbone.layers.3.mixer.q_proj", 64, 64, "bf16") + builders.linear("backbone.layers.1.mixer.up_proj", 128, 64, "bf16")
+    a = audit(builders.write_checkpoint(tmp_path / "nh", cfg, entries), context=100)
+    assert a.shape.layer_kinds == ["mamba", "mlp", "mamba", "attention"]
+    assert a.state_per_token == 2 * 8 * 16 * 32 * 2
+    assert a.kv_per_token == 1 * 100 * 2 * 2 * 16 * 2
+    assert {g.key for g in a.groups} == {"embeddings", "mixer", "attention", "mlp"}
