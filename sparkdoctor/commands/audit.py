@@ -17,7 +17,7 @@ def register(app: typer.Typer) -> None:
 
 
 def audit(
-    model: str = typer.Argument(..., help="Checkpoint folder, or org/name[@revision] or a snapshot id in the Hugging Face cache (never downloaded)."),
+    model: str = typer.Argument(..., help="Checkpoint folder, or a model in the Hugging Face cache: org/name, org/name@revision or a snapshot id (never downloaded)."),
     bandwidth: Optional[float] = typer.Option(None, "--bandwidth", help="Memory bandwidth in GB/s (default: the GPU's; GB10 = 273)."),
     gpu: Optional[str] = typer.Option(None, "--gpu", help="Take bandwidth and memory from this GPU (gb10, h100-sxm, h100-pcie, h200, ...) instead of the detected one."),
     context: int = typer.Option(4096, "--context", help="Tokens of context each decoded token attends to (KV cache read per token)."),
