@@ -46,6 +46,8 @@ def audit_to_dict(audit: "Audit") -> dict:
 
 
 def _gb(n: float) -> str:
+    if n == 0:
+        return "0"
     if n >= 1e9:
         return f"{n / 1e9:.2f} GB"
     if n >= 1e6:
