@@ -14,10 +14,10 @@ if TYPE_CHECKING:
 
     from sparkdoctor.audit.roofline import Audit
 
+AUDIT_VERSION = 1  # bump when a key changes meaning or goes away; new keys may appear without a bump
+
 
 def audit_to_dict(audit: "Audit") -> dict:
-    from sparkdoctor.audit.roofline import AUDIT_VERSION
-
     o, s = audit.options, audit.shape
     return {
         "audit_version": AUDIT_VERSION,

@@ -19,7 +19,6 @@ from sparkdoctor.audit.locate import resolve_model
 from sparkdoctor.audit.modelconfig import ModelShape, read_shape
 from sparkdoctor.audit.quantconfig import QuantConfig, read_quant_configs
 
-AUDIT_VERSION = 1
 GB = 1e9
 
 
@@ -101,11 +100,6 @@ class Audit:
         unq = sum(v for k, v in self.read_by_format.items() if k in UNQUANTIZED)
         return unq / self.weights_per_token if self.weights_per_token else 0.0
 
-    def to_dict(self) -> dict:
-        from sparkdoctor.audit.report import audit_to_dict
-
-        return audit_to_dict(self)
-
 
 def _bandwidth(options: AuditOptions) -> tuple[float, str, gpus.Gpu]:
     gpu = None
@@ -133,7 +127,9 @@ def _kv_dtype(options: AuditOptions, shape: ModelShape, quant: list[QuantConfig]
     if name not in bytemodel.KV_BYTES:
         raise AuditError(f"--kv-cache-dtype {options.kv_cache_dtype}: not one of {', '.join(bytemodel.KV_BYTES)}")
     if name == "auto":
-        return f"auto (model dtype, {shape.dtype_bytes} bytes)", float(shape.dtype_bytes)
+        scaled = next((q.source for q in quant if q.kv_cache_dtype == "fp8"), None)
+        hint = f"; {scaled} carries FP8 KV scales: --kv-cache-dtype fp8 uses them" if scaled else ""
+        return f"auto (model dtype, {shape.dtype_bytes} bytes{hint})", float(shape.dtype_bytes)
     return name, float(bytemodel.KV_BYTES[name])
 
 

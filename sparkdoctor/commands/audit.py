@@ -48,7 +48,9 @@ def audit(
         import json
         import sys
 
-        sys.stdout.write(json.dumps(result.to_dict(), indent=2) + "\n")
+        from sparkdoctor.audit.report import audit_to_dict
+
+        sys.stdout.write(json.dumps(audit_to_dict(result), indent=2) + "\n")
     else:
         from rich.console import Console
 

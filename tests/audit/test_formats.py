@@ -158,3 +158,13 @@ def test_mamba_layers_read_their_state_not_a_kv_cache(tmp_path):
     assert a.state_per_token == 2 * 8 * 16 * 32 * 2
     assert a.kv_per_token == 1 * 100 * 2 * 2 * 16 * 2
     assert {g.key for g in a.groups} == {"embeddings", "mixer", "attention", "mlp"}
+
+
+def test_modelopt_fp8_kv_scales_are_pointed_out_when_the_kv_dtype_is_auto(tmp_path):
+    cfg = builders.load_config("qwen3-8b")
+    cfg.update(num_hidden_layers=1)
+    hf_quant = {"producer": {"name": "modelopt"}, "quantization": {"quant_algo": "NVFP4", "kv_cache_quant_algo": "FP8", "exclude_modules": ["lm_head"]}}
+    folder = builders.write_checkpoint(tmp_path / "mo", cfg, builders.qwen3_dense(cfg, "modelopt-nvfp4"), extra={"hf_quant_config.json": hf_quant})
+    a = audit(folder, context=100)
+    assert "hf_quant_config.json carries FP8 KV scales" in a.kv_dtype
+    assert group(a, "mlp").formats.keys() == {"NVFP4"} and a.disagreements == []
