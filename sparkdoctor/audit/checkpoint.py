@@ -1,0 +1,101 @@
+"""A checkpoint folder as the audit sees it: its config files and the headers of all its safetensors shards.
+
+Shards come from `model.safetensors.index.json` when there is one (its weight_map must agree with the
+headers: a tensor the index places in a shard that does not hold it is a broken download), else from every
+`*.safetensors` in the folder. A tensor name in two shards is an error naming both files. Only headers are
+read: `Checkpoint.bytes_read` is the sum over shards, and the benchmark and tests hold the audit to it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sparkdoctor.audit.errors import AuditError
+from sparkdoctor.audit.safetensors import TensorInfo, read_header
+
+INDEX = "model.safetensors.index.json"
+
+
+@dataclass
+class Checkpoint:
+    folder: Path
+    config: dict[str, Any]
+    tensors: dict[str, TensorInfo]
+    shards: list[Path]
+    bytes_read: int  # header bytes read, all shards together
+    bytes_on_disk: int  # the shards' sizes (what loading the weights would read)
+
+    def json_file(self, name: str) -> dict[str, Any] | None:
+        """A JSON object file of the folder (e.g. hf_quant_config.json), None if absent."""
+        return read_json(self.folder / name, required=False)
+
+
+def read_json(path: Path, required: bool = True) -> dict[str, Any] | None:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        if required:
+            raise AuditError(f"{path}: missing (a checkpoint folder has a config.json)") from None
+        return None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise AuditError(f"{path}: cannot read: {getattr(exc, 'strerror', None) or exc}") from None
+    try:
+        doc = json.loads(text)
+    except ValueError as exc:
+        raise AuditError(f"{path}: not valid JSON: {exc}") from None
+    if not isinstance(doc, dict):
+        raise AuditError(f"{path}: not a JSON object")
+    return doc
+
+
+def load_checkpoint(folder: Path) -> Checkpoint:
+    folder = Path(folder)
+    config = read_json(folder / "config.json")
+    assert config is not None
+    shards, expected = _shards(folder)
+    tensors: dict[str, TensorInfo] = {}
+    read = on_disk = 0
+    for shard in shards:
+        header = read_header(shard)
+        read += header.bytes_read
+        on_disk += header.file_size
+        for name, tensor in header.tensors.items():
+            if name in tensors:
+                raise AuditError(f"{shard}: tensor {name!r} is also in {tensors[name].file}: a tensor must live in one shard")
+            tensors[name] = tensor
+    if expected is not None:
+        _agree(folder / INDEX, expected, tensors)
+    return Checkpoint(folder, config, tensors, shards, read, on_disk)
+
+
+def _shards(folder: Path) -> tuple[list[Path], dict[str, str] | None]:
+    index = read_json(folder / INDEX, required=False)
+    if index is None:
+        shards = sorted(folder.glob("*.safetensors"))
+        if not shards:
+            raise AuditError(f"{folder}: no *.safetensors files (audit reads safetensors headers; .bin, .pt and .gguf are not read)")
+        return shards, None
+    weight_map = index.get("weight_map")
+    if not isinstance(weight_map, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in weight_map.items()):
+        raise AuditError(f"{folder / INDEX}: weight_map must map tensor names to shard file names")
+    files = sorted(set(weight_map.values()))
+    for name in files:
+        if "/" in name or "\\" in name or name in ("", ".", ".."):
+            raise AuditError(f"{folder / INDEX}: weight_map names a shard outside the folder: {name!r}")
+        if not (folder / name).is_file():
+            raise AuditError(f"{folder / INDEX}: weight_map names shard {name!r}, which is not in the folder (an incomplete download?)")
+    return [folder / name for name in files], weight_map
+
+
+def _agree(index: Path, expected: dict[str, str], tensors: dict[str, TensorInfo]) -> None:
+    for name, file in expected.items():
+        tensor = tensors.get(name)
+        if tensor is None or tensor.file != file:
+            where = "no shard" if tensor is None else tensor.file
+            raise AuditError(f"{index}: weight_map puts {name!r} in {file} but {where} holds it")
+    extra = sorted(set(tensors) - set(expected))
+    if extra:
+        raise AuditError(f"{index}: {len(extra)} tensor(s) in the shards are missing from weight_map, e.g. {extra[0]!r}")

@@ -1,0 +1,8 @@
+"""The one error the audit raises: a checkpoint, config or option it cannot use, said in one line that names
+the file (and the field or tensor) so the user knows exactly what to look at."""
+
+from __future__ import annotations
+
+
+class AuditError(Exception):
+    """A bad checkpoint folder, header, config or option; the message is one line naming the file."""

@@ -1,0 +1,200 @@
+"""The audit, end to end: checkpoint + config -> per-group bytes, bytes per token, the tok/s ceiling, the fit.
+
+`run_audit(AuditOptions)` is what the command calls; `ceiling_for(model_dir, ...)` is the one number a
+benchmark needs to say what share of the physical limit it achieved. Neither imports anything heavy and
+neither reads a weight.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sparkdoctor.audit import bytemodel, gpus
+from sparkdoctor.audit.checkpoint import Checkpoint, load_checkpoint
+from sparkdoctor.audit.crosscheck import Disagreement, cross_check
+from sparkdoctor.audit.errors import AuditError
+from sparkdoctor.audit.formats import UNQUANTIZED
+from sparkdoctor.audit.locate import resolve_model
+from sparkdoctor.audit.modelconfig import ModelShape, read_shape
+from sparkdoctor.audit.quantconfig import QuantConfig, read_quant_configs
+
+GB = 1e9
+
+
+@dataclass
+class AuditOptions:
+    model: str
+    context: int = 4096
+    batch: int = 1
+    kv_cache_dtype: str = "auto"
+    bandwidth: float | None = None  # GB/s; None: the GPU's (given, detected, else GB10)
+    gpu: str | None = None  # a key or name from gpus.GPUS
+    detect_gpu: bool = True
+    include_mtp: bool = False
+    max_model_len: int | None = None  # default: the config's max_position_embeddings, else --context
+    max_num_seqs: int = 1
+    memory_gib: float | None = None  # default: the GPU's
+    gpu_memory_utilization: float = 0.9
+
+
+@dataclass
+class Fit:
+    weights: int
+    kv_cache: float
+    budget: float
+    max_model_len: int
+    max_num_seqs: int
+    memory_gib: float
+    utilization: float
+
+    @property
+    def fits(self) -> bool:
+        return self.weights + self.kv_cache <= self.budget
+
+    def to_dict(self) -> dict:
+        return {"fits": self.fits, "weights_bytes": self.weights, "kv_cache_bytes": round(self.kv_cache),
+                "budget_bytes": round(self.budget), "headroom_bytes": round(self.budget - self.weights - self.kv_cache),
+                "max_model_len": self.max_model_len, "max_num_seqs": self.max_num_seqs,
+                "memory_gib": round(self.memory_gib, 2), "gpu_memory_utilization": self.utilization}
+
+
+@dataclass
+class Audit:
+    folder: Path
+    shape: ModelShape
+    quant: list[QuantConfig]
+    groups: list[bytemodel.GroupRow]
+    weights_per_token: float
+    kv_per_token: float
+    state_per_token: float
+    kv_dtype: str
+    kv_dtype_bytes: float
+    read_by_format: dict[str, float]
+    bandwidth: float
+    bandwidth_source: str
+    gpu: str
+    options: AuditOptions
+    fit: Fit
+    disagreements: list[Disagreement]
+    bytes_read: int
+    bytes_on_disk: int
+    step_bytes: float = 0.0  # one decode step of --batch sequences
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def bytes_per_token(self) -> float:
+        return self.weights_per_token + self.kv_per_token + self.state_per_token
+
+    @property
+    def ceiling(self) -> float:
+        """Single-stream decode tok/s at the bandwidth."""
+        return self.bandwidth * GB / self.bytes_per_token
+
+    @property
+    def active_params(self) -> float:
+        return sum(g.params_read for g in self.groups)
+
+    @property
+    def unquantized_share(self) -> float:
+        unq = sum(v for k, v in self.read_by_format.items() if k in UNQUANTIZED)
+        return unq / self.weights_per_token if self.weights_per_token else 0.0
+
+
+def _bandwidth(options: AuditOptions) -> tuple[float, str, gpus.Gpu]:
+    gpu = None
+    if options.gpu:
+        gpu = gpus.by_name(options.gpu)
+        if gpu is None:
+            raise AuditError(f"--gpu {options.gpu}: not a known GPU (known: {', '.join(g.key for g in gpus.GPUS)}); give --bandwidth GB/s instead")
+        source = f"--gpu {options.gpu}"
+    elif options.detect_gpu and options.bandwidth is None:
+        name, _why = gpus.detect()
+        gpu = gpus.by_name(name) if name else None
+        source = f"detected {name}" if gpu else (f"detected {name}, not in the table: GB10 assumed" if name else "no GPU detected: GB10 assumed")
+    else:
+        source = "default (GB10)"
+    gpu = gpu or gpus.DEFAULT
+    if options.bandwidth is not None:
+        if not options.bandwidth > 0:
+            raise AuditError(f"--bandwidth {options.bandwidth}: must be a positive number of GB/s")
+        return options.bandwidth, "--bandwidth", gpu
+    return float(gpu.bandwidth_gbs), source, gpu
+
+
+def _kv_dtype(options: AuditOptions, shape: ModelShape, quant: list[QuantConfig]) -> tuple[str, float]:
+    name = options.kv_cache_dtype.lower()
+    if name not in bytemodel.KV_BYTES:
+        raise AuditError(f"--kv-cache-dtype {options.kv_cache_dtype}: not one of {', '.join(bytemodel.KV_BYTES)}")
+    if name == "auto":
+        scaled = next((q.source for q in quant if q.kv_cache_dtype == "fp8"), None)
+        hint = f"; {scaled} carries FP8 KV scales: --kv-cache-dtype fp8 uses them" if scaled else ""
+        return f"auto (model dtype, {shape.dtype_bytes} bytes{hint})", float(shape.dtype_bytes)
+    return name, float(bytemodel.KV_BYTES[name])
+
+
+def _check_options(options: AuditOptions) -> None:
+    for flag, value in (("--context", options.context), ("--batch", options.batch), ("--max-num-seqs", options.max_num_seqs)):
+        if value is None or value < (0 if flag == "--context" else 1):
+            raise AuditError(f"{flag} {value}: must be {'>= 0' if flag == '--context' else '>= 1'}")
+    if options.max_model_len is not None and options.max_model_len < 1:
+        raise AuditError(f"--max-model-len {options.max_model_len}: must be >= 1")
+    if not 0 < options.gpu_memory_utilization <= 1:
+        raise AuditError(f"--gpu-memory-utilization {options.gpu_memory_utilization}: must be in (0, 1]")
+    if options.memory_gib is not None and not options.memory_gib > 0:
+        raise AuditError(f"--memory {options.memory_gib}: must be a positive number of GiB")
+
+
+def run_audit(options: AuditOptions, checkpoint: Checkpoint | None = None) -> Audit:
+    _check_options(options)
+    if checkpoint is None:
+        checkpoint = load_checkpoint(resolve_model(options.model))
+    shape = read_shape(checkpoint.config, checkpoint.folder / "config.json")
+    quant = read_quant_configs(checkpoint.config, checkpoint.json_file("hf_quant_config.json"))
+    bits = next((q.bits for q in quant if q.method in ("gptq", "awq", "compressed-tensors")), 4)
+    modules = bytemodel.modules_of(checkpoint, shape, bits)
+    groups = bytemodel.group_rows(modules, shape, options.include_mtp)
+    tied_read = next((g.bytes_read for g in groups if g.key == "lm_head" and g.bytes_stored == 0), 0.0)
+    weights = sum(g.bytes_read for g in groups)
+    kv_name, kv_bytes = _kv_dtype(options, shape, quant)
+    kv = bytemodel.kv_bytes_per_token(shape, options.context, kv_bytes)
+    state = float(bytemodel.state_bytes_per_token(shape))
+    bandwidth, source, gpu = _bandwidth(options)
+    disagreements = [d for q in quant for d in cross_check(modules, q)]
+    audit = Audit(checkpoint.folder, shape, quant, groups, weights, kv, state, kv_name, kv_bytes,
+                  bytemodel.read_by_format(modules, shape, options.include_mtp, tied_read), bandwidth, source, gpu.name,
+                  options, _fit(options, shape, groups, kv_bytes, gpu), disagreements, checkpoint.bytes_read, checkpoint.bytes_on_disk)
+    audit.step_bytes = _step_bytes(audit, groups, shape, options.batch)
+    return audit
+
+
+def _step_bytes(audit: Audit, groups: list[bytemodel.GroupRow], shape: ModelShape, batch: int) -> float:
+    experts = next((g for g in groups if g.key == "experts"), None)
+    dense = audit.weights_per_token - (experts.bytes_read if experts else 0.0)
+    routed = experts.bytes_stored * bytemodel.expert_fraction(shape, batch) if experts else 0.0
+    return dense + routed + batch * (audit.kv_per_token + audit.state_per_token)
+
+
+def _fit(options: AuditOptions, shape: ModelShape, groups: list[bytemodel.GroupRow], kv_bytes: float, gpu: gpus.Gpu) -> Fit:
+    weights = sum(g.bytes_stored for g in groups if options.include_mtp or g.key != "mtp")
+    max_len = options.max_model_len or shape.max_position or options.context
+    per_seq = bytemodel.kv_bytes_per_token(shape, max_len, kv_bytes) + bytemodel.state_bytes_per_token(shape)
+    memory = options.memory_gib or gpu.memory_gib
+    return Fit(weights, per_seq * options.max_num_seqs, memory * 2**30 * options.gpu_memory_utilization, max_len,
+               options.max_num_seqs, memory, options.gpu_memory_utilization)
+
+
+def ceiling_for(model_dir: str | Path, bandwidth: float | None = None, context: int = 4096, kv_cache_dtype: str = "auto",
+                batch: int = 1, gpu: str | None = None) -> dict:
+    """The roofline for a bench report: tok/s ceiling and the bytes behind it (AuditError if it cannot)."""
+    audit = run_audit(AuditOptions(str(model_dir), context=context, batch=batch, kv_cache_dtype=kv_cache_dtype,
+                                   bandwidth=bandwidth, gpu=gpu))
+    return {"ceiling_tok_s": audit.ceiling, "bytes_per_token": audit.bytes_per_token, "bandwidth_gbs": audit.bandwidth,
+            "bandwidth_source": audit.bandwidth_source, "context": context, "batch_ceiling_tok_s": batch * audit.bandwidth * GB / audit.step_bytes}
+
+
+def roofline_line(ceiling: dict, measured_tok_s: float) -> str:
+    """The line a bench report prints under a measured decode speed, from `ceiling_for`'s answer."""
+    share = measured_tok_s / ceiling["ceiling_tok_s"] if ceiling["ceiling_tok_s"] else 0.0
+    return (f"roofline: {measured_tok_s:.1f} tok/s is {share:.0%} of the {ceiling['ceiling_tok_s']:.1f} tok/s ceiling "
+            f"({ceiling['bytes_per_token'] / 1e9:.2f} GB per token at {ceiling['bandwidth_gbs']:g} GB/s, {ceiling['context']} tokens of context)")
