@@ -110,23 +110,27 @@ CASES: dict[str, tuple[dict, dict]] = {
     ),
     "vllm-cuda13-arch-family": (
         dict(),
-        dict(torch_cuda="12.9"),
+        dict(packages={"vllm": "0.19.1"}),  # 0.19.x still lists 12.1 for CUDA 13 (#39878 is in 0.20.0)
     ),
     "vllm-cg-estimate-negative": (
         dict(),
-        dict(env={"VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS": "0"}),
+        dict(packages={"vllm": "0.19.1"}),  # the estimate is off by default before 0.20.0
     ),
     "vllm-uma-startup-free-memory": (
-        dict(packages={"vllm": "0.24.0"}),
-        dict(packages={"vllm": "0.33.0"}),
+        dict(packages={"vllm": "0.11.0"}),
+        dict(packages={"vllm": "0.12.0"}),
+    ),
+    "vllm-cg-estimate-forced-on": (
+        dict(packages={"vllm": "0.19.1"}, env={"VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS": "1"}),
+        dict(packages={"vllm": "0.19.1"}, env={"VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS": "0"}),
     ),
     "vllm-mamba-align-mnbt": (
         dict(),
         dict(capabilities={"vllm.mamba_align_assert": False}),
     ),
     "vllm-marlin-fp8-rejected-sm121": (
-        dict(env={"VLLM_MARLIN_INPUT_DTYPE": "fp8"}, capabilities={"vllm.marlin_fp8_sm121": False}),
-        dict(env={"VLLM_MARLIN_INPUT_DTYPE": "fp8"}),
+        dict(env={"VLLM_MARLIN_INPUT_DTYPE": "fp8"}, packages={"vllm": "0.21.0"}, capabilities={"vllm.marlin_fp8_sm121": False}),
+        dict(env={"VLLM_MARLIN_INPUT_DTYPE": "fp8"}, packages={"vllm": "0.21.0"}),
     ),
     "vllm-marlin-fp8-corrupts-sm121": (
         dict(env={"VLLM_MARLIN_INPUT_DTYPE": "fp8"}),
@@ -147,6 +151,10 @@ CASES: dict[str, tuple[dict, dict]] = {
     "vllm-env-flashinfer-moe-fp4-removed": (
         dict(env={"VLLM_USE_FLASHINFER_MOE_FP4": "0"}, capabilities={"vllm.env.VLLM_USE_FLASHINFER_MOE_FP4": "unknown"}),
         dict(env={"VLLM_USE_FLASHINFER_MOE_FP4": "0"}, capabilities={"vllm.env.VLLM_USE_FLASHINFER_MOE_FP4": "known"}),
+    ),
+    "vllm-env-flashinfer-moe-fp4-on-removed": (
+        dict(env={"VLLM_USE_FLASHINFER_MOE_FP4": "1"}, capabilities={"vllm.env.VLLM_USE_FLASHINFER_MOE_FP4": "unknown"}),
+        dict(env={"VLLM_USE_FLASHINFER_MOE_FP4": "0"}, capabilities={"vllm.env.VLLM_USE_FLASHINFER_MOE_FP4": "unknown"}),
     ),
     "vllm-env-flashinfer-moe-backend-deprecated": (
         dict(env={"VLLM_FLASHINFER_MOE_BACKEND": "throughput"}, capabilities={"vllm.env.VLLM_FLASHINFER_MOE_BACKEND": "deprecated"}),
@@ -189,12 +197,12 @@ CASES: dict[str, tuple[dict, dict]] = {
         dict(packages={"vllm": "0.13.0"}),
     ),
     "vllm-mtp-nvfp4-bf16-drafter": (
-        dict(packages={"vllm": "0.23.0"}),
         dict(packages={"vllm": "0.24.0"}),
+        dict(packages={"vllm": "0.25.0"}),
     ),
     "vllm-flashinfer-moe-latency-sm12x": (
         dict(env={"VLLM_FLASHINFER_MOE_BACKEND": "latency"}),
-        dict(env={"VLLM_FLASHINFER_MOE_BACKEND": "throughput"}),
+        dict(env={"VLLM_FLASHINFER_MOE_BACKEND": "latency"}, packages={"vllm": "0.24.0"}),  # the variable is gone
     ),
     "vllm-hand-modified": (
         dict(modified={"vllm": ["vllm/model_executor/layers/quantization/modelopt.py"]}),
