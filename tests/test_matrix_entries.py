@@ -25,6 +25,7 @@ BASE_ONLY_450 = dict(
     packages={"nvidia-cutlass-dsl": "4.5.0", "nvidia-cutlass-dsl-libs-base": "4.5.0", "nvidia-cutlass-dsl-libs-cu13": None},
     cutedsl_build="libs-base",
 )
+COLLIDED_450 = {"nvidia-cutlass-dsl": "4.5.0", "nvidia-cutlass-dsl-libs-base": "4.5.0", "nvidia-cutlass-dsl-libs-cu13": "4.5.0"}
 CORE_48 = {
     "nvidia-cutlass-dsl": "4.8.0",
     "nvidia-cutlass-dsl-libs-base": "4.8.0",
@@ -35,8 +36,12 @@ CORE_48 = {
 CASES: dict[str, tuple[dict, dict]] = {
     # ---- nvidia-cutlass-dsl -------------------------------------------------------------------
     "cutedsl-wheel-collision": (
+        dict(packages=COLLIDED_450, cutedsl_build="libs-base"),
+        dict(packages=COLLIDED_450),  # both wheels installed, the cu13 build really on disk
+    ),
+    "cutedsl-wheel-collision-451": (
         dict(cutedsl_build="libs-base"),
-        dict(),  # both wheels installed, the cu13 build really on disk
+        dict(),
     ),
     "cutedsl-450-libs-base-mma": (
         BASE_ONLY_450,
@@ -67,8 +72,8 @@ CASES: dict[str, tuple[dict, dict]] = {
         dict(),
     ),
     "cutedsl-arch-mismatch": (
-        dict(env={"CUTE_DSL_ARCH": "sm_120f"}),
-        dict(env={"CUTE_DSL_ARCH": None}),  # unset is a different entry; sm_121a is the baseline
+        dict(env={"CUTE_DSL_ARCH": "sm_120a"}),
+        dict(env={"CUTE_DSL_ARCH": "sm_120f"}),  # the family target runs on CC 12.1
     ),
     "cutedsl-warp-mma-patch-obsolete": (
         dict(modified={"nvidia-cutlass-dsl-libs-cu13": [f"{CU13_FILE}/warp/mma.py"]}),
@@ -263,8 +268,8 @@ CASES: dict[str, tuple[dict, dict]] = {
     ),
     # ---- torch -------------------------------------------------------------------------------
     "torch-cc-121-warning": (
-        dict(),
-        dict(torch_cuda="12.6"),
+        dict(packages={"torch": "2.10.0+cu130"}),
+        dict(packages={"torch": "2.11.0+cu130"}),  # 2.11 rewrote the check and admits CC 12.x
     ),
     "torch-cuda-below-128": (
         dict(torch_cuda="12.6"),
@@ -282,6 +287,10 @@ CASES: dict[str, tuple[dict, dict]] = {
     "driver-cuda-below-129": (
         dict(driver={"version": "570.133.20", "cuda": "12.8"}),
         dict(driver={"version": "575.57.08", "cuda": "12.9"}),
+    ),
+    "driver-image-needs-newer-driver": (
+        dict(env={"NVIDIA_REQUIRE_CUDA": "cuda>=13.1 brand=unknown,driver>=590"}),
+        dict(env={"NVIDIA_REQUIRE_CUDA": "cuda>=13.0 brand=unknown,driver>=580"}),
     ),
     "driver-590-graph-capture": (
         dict(driver={"version": "590.48.01", "cuda": "13.1"}),
@@ -304,6 +313,9 @@ def test_entry_matches_its_trigger_and_not_its_near_miss(entry_id):
     assert entry is not None, f"{entry_id} has a test row but no matrix entry"
     trigger, near_miss = CASES[entry_id]
     hit = matrix.evaluate(entry, gb10_facts(**trigger))
+    if entry.withdrawn:  # kept so its id is never reused; it must never fire
+        assert hit.outcome == matrix.evaluate(entry, gb10_facts(**near_miss)).outcome == "withdrawn"
+        return
     assert hit.outcome == "match", _explain(hit)
     miss = matrix.evaluate(entry, gb10_facts(**near_miss))
     assert miss.outcome == "clear", _explain(miss)
