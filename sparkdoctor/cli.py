@@ -260,7 +260,8 @@ def matrix_show(
 def matrix_validate(path: Optional[Path] = typer.Argument(None, help="Matrix folder or file (default: bundled).")) -> None:
     """Check matrix files against the schema, probe ids and verify tables; errors name the file, entry and field."""
     m = _load_matrix(path)  # the same validation as `check --matrix` and `matrix verify`
-    typer.echo(f"ok: {_n(len(m.entries), 'entry', 'entries')}, {_n(len(m.stacks), 'known-good stack')} in {_n(len(m.files), 'file')}")
+    levels = ", ".join(f"{sum(1 for e in m.entries if e.evidence == lv)} {lv}" for lv in ("reproduced", "checked", "reported"))
+    typer.echo(f"ok: {_n(len(m.entries), 'entry', 'entries')}, {_n(len(m.stacks), 'known-good stack')} in {_n(len(m.files), 'file')} · evidence: {levels}")
 
 
 @matrix_app.command("verify")
