@@ -123,7 +123,7 @@ CASES: dict[str, tuple[dict, dict]] = {
     ),
     "vllm-uma-startup-free-memory": (
         dict(packages={"vllm": "0.11.0"}),
-        dict(packages={"vllm": "0.12.0"}),
+        dict(packages={"vllm": "0.11.1"}),
     ),
     "vllm-cg-estimate-forced-on": (
         dict(packages={"vllm": "0.19.1"}, env={"VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS": "1"}),

@@ -130,7 +130,8 @@ def entry_spec(entry: Entry, package: str) -> str | None:
     packages = entry.when.get("packages") or {}
     from packaging.utils import canonicalize_name
 
-    return next((s for name, s in packages.items() if canonicalize_name(name) == package), None)
+    found = next((s for name, s in packages.items() if canonicalize_name(name) == package), None)
+    return None if found is None or found.strip() == "*" else found  # "*" bounds nothing
 
 
 def bisect(entry: Entry, log: Log | None = None, versions: tuple[str, ...] | None = None) -> dict[str, Any]:
