@@ -9,3 +9,6 @@ EXIT_UNPROBEABLE = 3  # the target could not be probed at all
 # `sparkdoctor matrix verify`
 EXIT_VERIFY_CONTRADICTED = 1  # an entry is contradicted by the installs it names
 EXIT_VERIFY_ERROR = 2  # an environment could not be built or probed (and none contradicted)
+
+# `sparkdoctor explain`
+EXIT_EXPLAIN_NO_MATCH = 1  # no matrix entry's symptom appears in the text (0: at least one did)

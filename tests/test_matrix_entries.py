@@ -213,6 +213,80 @@ CASES: dict[str, tuple[dict, dict]] = {
         dict(modified={"vllm": ["vllm/model_executor/layers/quantization/modelopt.py"]}),
         dict(modified={"vllm": []}),
     ),
+    "vllm-fp8-sm120-only-trap": (
+        dict(env={"TORCH_CUDA_ARCH_LIST": "12.1f"}),
+        dict(env={"TORCH_CUDA_ARCH_LIST": "12.1a"}),
+    ),
+    "vllm-arch-12-1f-dropped": (
+        dict(env={"TORCH_CUDA_ARCH_LIST": "12.0f;12.1f"}),
+        dict(),
+    ),
+    "vllm-fp8-blockscaled-cutlass-disabled": (
+        dict(env={"VLLM_DISABLED_KERNELS": "CutlassFp8BlockScaledMMKernel"}),
+        dict(env={"VLLM_DISABLED_KERNELS": "MarlinFP8ScaledMMLinearKernel"}),
+    ),
+    "vllm-deep-gemm-gb10": (
+        dict(env={"VLLM_USE_DEEP_GEMM": "1"}),
+        dict(env={"VLLM_USE_DEEP_GEMM": "0"}),
+    ),
+    "vllm-gptoss-mxfp4-no-backend": (
+        dict(packages={"vllm": "0.20.1"}),
+        dict(packages={"vllm": "0.22.0"}),
+    ),
+    "vllm-sparse-topk-smem-sm12x": (
+        dict(packages={"vllm": "0.29.0"}),
+        dict(packages={"vllm": "0.19.1"}),
+    ),
+    "vllm-ray-v2-multinode-hang": (
+        dict(packages={"vllm": "0.24.0", "ray": "2.49.2"}),
+        dict(packages={"vllm": "0.24.0"}),  # no Ray: single node
+    ),
+    "vllm-ngc-26.05-no-ray": (
+        dict(packages={"vllm": "0.20.1"}),
+        dict(packages={"vllm": "0.20.1", "ray": "2.49.2"}),
+    ),
+    # ---- nccl / other engines ------------------------------------------------------------------
+    "nccl-pip-2289-multinode-hang": (
+        dict(packages={"nvidia-nccl-cu13": "2.28.9"}),
+        dict(packages={"nvidia-nccl-cu13": "2.29.7"}),
+    ),
+    "nccl-2304-nvls-hang": (
+        dict(packages={"nvidia-nccl-cu13": "2.30.4"}),
+        dict(packages={"nvidia-nccl-cu13": "2.30.4"}, env={"NCCL_NVLS_ENABLE": "0"}),
+    ),
+    "sglang-multinode-nccl-init-freeze": (
+        dict(packages={"sglang": "0.5.17"}),
+        dict(packages={"sglang": "0.5.17"}, arch="sm_100a"),
+    ),
+    "trtllm-fp8-blockscale-sm121": (
+        dict(packages={"tensorrt-llm": "1.2.0"}),
+        dict(),
+    ),
+    # ---- flashinfer --------------------------------------------------------------------------
+    "fi-cutlass-moe-relu2-sm121": (
+        dict(packages={"flashinfer-python": "0.6.7"}),
+        dict(packages={"flashinfer-python": "0.6.8"}),
+    ),
+    "fi-b12x-moe-ima-sm121": (
+        dict(packages={"flashinfer-python": "0.6.18.post1"}),
+        dict(packages={"flashinfer-python": "0.7.0"}),
+    ),
+    "triton-360-kernels-one-warp": (
+        dict(),
+        dict(packages={"triton": "3.6.1"}),
+    ),
+    "torch-2.10-multinode-hang": (
+        dict(packages={"torch": "2.10.0+cu130", "ray": "2.49.2"}),
+        dict(packages={"torch": "2.11.0+cu130", "ray": "2.49.2"}),
+    ),
+    "torch-213-no-kernels-warning": (
+        dict(),
+        dict(packages={"torch": "2.11.0+cu130"}),
+    ),
+    "driver-nvml-memory-not-supported": (
+        dict(packages={"nvitop": "1.5.3"}),
+        dict(packages={"nvitop": "1.5.3"}, arch="sm_90a"),
+    ),
     # ---- flashinfer --------------------------------------------------------------------------
     "fi-jit-120a-cuda129": (
         dict(packages={"flashinfer-python": "0.6.6"}, toolkits=[ptxas("12.9.86", "system")]),
