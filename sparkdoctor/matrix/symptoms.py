@@ -8,8 +8,8 @@ wherever it is read. Two passes per symptom:
   tolerant  it appears once the text and the symptom are both normalised: ANSI colour codes
             dropped, every run of whitespace removed (a terminal or a paste that wrapped a line
             anywhere, even mid-word, still matches), letters folded to lower case, file paths
-            replaced by one token and numbers by another (a path in site-packages, a PID, a size
-            or a version differs from one box to the next).
+            replaced by one token and numbers of three digits or more by another (a path in
+            site-packages, a PID, a size or a driver version differs from one box to the next).
 
 Pure functions over strings and entries; nothing here reads files or the environment.
 """
@@ -24,9 +24,10 @@ from sparkdoctor.matrix.model import Entry
 
 ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
 _PATH = re.compile(r"(?:[A-Za-z]:)?(?:\.{0,2}/)?(?:[\w.+@-]+/)+[\w.+@-]*|/[\w.+@-]+")
-# A number on its own (a size, a PID, a line number, "2048"), never digits inside a word such as
-# sm_121a or e2m1x2, which name what the symptom is about.
-_NUMBER = re.compile(r"(?<![\w.])\d+(?:[.,:]\d+)*(?!\w)")
+# A number that varies from box to box: standing on its own (never digits inside a word such as
+# sm_121a or e2m1x2) and of three digits or more (a size, a PID, a line number, a timeout, 2048,
+# 35.69, 580.159.03). Shorter ones stay literal: "major versions [10]" is not "[12]".
+_NUMBER = re.compile(r"(?<![\w.])(?=(?:[.,:]?\d){3})\d+(?:[.,:]\d+)*(?!\w)")
 _SPACE = re.compile(r"\s+")
 MIN_TOLERANT = 12  # a symptom shorter than this once normalised matches exactly or not at all
 WRAP_LINES = 3  # a wrapped symptom is looked for across this many consecutive lines
