@@ -39,6 +39,10 @@ CASES: dict[str, tuple[dict, dict]] = {
         dict(packages=COLLIDED_450, cutedsl_build="libs-base"),
         dict(packages=COLLIDED_450),  # both wheels installed, the cu13 build really on disk
     ),
+    "cutedsl-libs-base-tile-crash": (
+        dict(packages={"nvidia-cutlass-dsl-libs-cu13": None}, cutedsl_build="libs-base"),  # plain pip install nvidia-cutlass-dsl==4.5.2
+        dict(packages={"nvidia-cutlass-dsl-libs-cu13": None, "nvidia-cutlass-dsl": "4.6.0"}, cutedsl_build="libs-base"),
+    ),
     "cutedsl-wheel-collision-451": (
         dict(cutedsl_build="libs-base"),
         dict(),
