@@ -40,7 +40,7 @@ def render_verify(results: list, console: Console, seconds: float) -> None:
         if r.verdict != "confirmed":
             console.print(f"    {escape(r.why)}", soft_wrap=True)
     counts = ", ".join(f"{n} {v}" for v, n in _summary(results).items())
-    console.print(f"{len(results)} verification{'s' * (len(results) != 1)} in {seconds:.0f}s: {counts}")
+    console.print(f"{len(results)} entr{'y' if len(results) == 1 else 'ies'} verified in {seconds:.0f}s: {counts}")
 
 
 def _render_installs(r, console: Console) -> None:
