@@ -272,7 +272,7 @@ def matrix_verify(
     fmt: str = typer.Option("console", "--format", "-f", help="console | json"),
     kind: str = typer.Option("all", "--kind", help="all | installs (probe in scratch venvs) | files (released wheels)."),
     bisect_id: Optional[str] = typer.Option(None, "--bisect", metavar="ENTRY", help="Walk the released versions to find where ENTRY's file checks stop holding."),
-    latest: bool = typer.Option(False, "--latest", help="Run the file checks on the newest release of each package."),
+    latest: bool = typer.Option(False, "--latest", help="Run the file checks and verify tables on the newest releases."),
 ) -> None:
     """Prove entries: install affected/fixed versions and run the probe; read their released wheels.
     Exit 0: all confirmed; 1: an entry is contradicted (or its bound differs); 2: could not build, download or probe."""

@@ -221,3 +221,26 @@ def test_bundled_file_checks_hold_on_the_released_wheels(entry_id):
     entry = load().get(entry_id)
     result = file_checks.verify_files(entry)
     assert result.verdict == "confirmed", f"{entry_id}: {result.why}"
+
+
+def test_bump_pins_moves_every_exact_pin_and_keeps_extras_and_options():
+    steps = (("nvidia-cutlass-dsl[cu13]==4.5.0",), ("--force-reinstall", "--no-deps", "nvidia-cutlass-dsl-libs-base==4.5.0"), ("triton>=3.5",))
+    bumped = file_checks.bump_pins(steps, {"nvidia-cutlass-dsl": "4.8.1", "nvidia-cutlass-dsl-libs-base": "4.8.1"}.__getitem__)
+    assert bumped == (("nvidia-cutlass-dsl[cu13]==4.8.1",), ("--force-reinstall", "--no-deps", "nvidia-cutlass-dsl-libs-base==4.8.1"), ("triton>=3.5",))
+
+
+@pytest.mark.slow
+@pytest.mark.verify
+def test_latest_reads_the_newest_releases_for_files_and_installs():
+    """--latest: the MTP entry's file check on the newest vLLM (outside <0.25.0, fixed there), and
+    the plain-sm_121 entry's probe with the newest pip ptxas (still assembles for sm_121a)."""
+    run = subprocess.run([sys.executable, "-m", "sparkdoctor", "matrix", "verify", "--latest", "vllm-mtp-nvfp4-bf16-drafter", "-f", "json"],
+                         capture_output=True, text=True, timeout=900)
+    [found] = json.loads(run.stdout)["latest"]
+    assert run.returncode == 0 and found["verdict"] == "holds", found
+    assert found["version"] == released_versions("vllm")[-1]
+    run = subprocess.run([sys.executable, "-m", "sparkdoctor", "matrix", "verify", "--latest", "vllm-cmake-sm121a-pre-019", "--kind", "installs", "-f", "json"],
+                         capture_output=True, text=True, timeout=900)
+    [found] = json.loads(run.stdout)["latest"]
+    assert run.returncode == 0 and found["verdict"] == "holds" and found["kind"] == "installs", found
+    assert f"nvidia-cuda-nvcc=={released_versions('nvidia-cuda-nvcc')[-1]}" in found["why"]

@@ -45,7 +45,7 @@ def run_verify(entry_id: str | None, keep: bool, matrix_path: Path | None, fmt: 
     if bisect_id is not None:
         return _bisect(matrix, bisect_id, fmt)
     if latest:
-        return _latest(matrix, entry_id, fmt)
+        return _latest(matrix, entry_id, fmt, kind)
     return _verify(matrix, entry_id, keep, fmt, kind)
 
 
@@ -111,15 +111,19 @@ def _bisect(matrix, entry_id: str, fmt: str) -> int:
     return {"agrees": EXIT_OK, "found": EXIT_OK, "differs": EXIT_VERIFY_CONTRADICTED}.get(found["verdict"], EXIT_VERIFY_ERROR)
 
 
-def _latest(matrix, entry_id: str | None, fmt: str) -> int:
+def _latest(matrix, entry_id: str | None, fmt: str, kind: str) -> int:
+    from sparkdoctor import verify
     from sparkdoctor.render.verify import render_latest, write_json
-    from sparkdoctor.verify.files import latest
+    from sparkdoctor.verify.files import latest, latest_installs
 
-    entries = [e for e in matrix.entries if e.files and not e.withdrawn and (entry_id is None or e.id == entry_id)]
-    if entry_id is not None and not entries:
-        raise Fatal(f"no matrix entry with id {entry_id!r} and a 'files' table")
+    chosen = [e for e in matrix.entries if not e.withdrawn and (entry_id is None or e.id == entry_id)]
+    with_files = [e for e in chosen if e.files and kind != "installs"]
+    with_installs = [e for e in chosen if e.verify and e.verified_by and kind != "files"]
+    if entry_id is not None and not (with_files or with_installs):
+        raise Fatal(f"no matrix entry with id {entry_id!r} and a 'files' or 'verify' table of kind {kind}")
     log = _log()
-    results = [latest(e, log) for e in entries]
+    results = [latest(e, log) for e in with_files]
+    results += [dict(latest_installs(verify.parse_spec(e), log), kind="installs") for e in with_installs]
     if fmt == "json":
         write_json({"schema": 1, "latest": results})
     else:
