@@ -611,7 +611,9 @@ def test_real_collector_against_a_real_release(tmp_path, monkeypatch):
     started = time.monotonic()
     cold = cutedsl.run(ctx)["kernels"]
     cold_s = time.monotonic() - started
-    assert {k: v["status"] for k, v in cold.items()} == {"cutedsl-nvfp4-mma": "ok", "cutedsl-e2m1-cvt": "ok"}
+    # libs-base 4.5.1 compiles the minimal MMA and kills the compiler on the realistic tile
+    assert {k: v["status"] for k, v in cold.items()} == {"cutedsl-nvfp4-mma": "ok", "cutedsl-nvfp4-mma-tile": "crash", "cutedsl-e2m1-cvt": "ok"}
+    assert cold["cutedsl-nvfp4-mma-tile"]["detail"] == "the CuTe DSL compiler was killed by SIGSEGV"
     assert {v["build"] for v in cold.values()} == {"libs-base"} and {v["version"] for v in cold.values()} == {"4.5.1"}
     started = time.monotonic()
     warm = cutedsl.run(ctx)["kernels"]
