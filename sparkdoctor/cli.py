@@ -260,43 +260,25 @@ def matrix_show(
 def matrix_validate(path: Optional[Path] = typer.Argument(None, help="Matrix folder or file (default: bundled).")) -> None:
     """Check matrix files against the schema, probe ids and verify tables; errors name the file, entry and field."""
     m = _load_matrix(path)  # the same validation as `check --matrix` and `matrix verify`
-    typer.echo(f"ok: {_n(len(m.entries), 'entry', 'entries')}, {_n(len(m.stacks), 'known-good stack')} in {_n(len(m.files), 'file')}")
+    levels = ", ".join(f"{sum(1 for e in m.entries if e.evidence == lv)} {lv}" for lv in ("reproduced", "checked", "reported"))
+    typer.echo(f"ok: {_n(len(m.entries), 'entry', 'entries')}, {_n(len(m.stacks), 'known-good stack')} in {_n(len(m.files), 'file')} · evidence: {levels}")
 
 
 @matrix_app.command("verify")
 def matrix_verify(
-    entry_id: Optional[str] = typer.Argument(None, help="Entry id (default: every entry with verified_by and a verify table)."),
+    entry_id: Optional[str] = typer.Argument(None, help="Entry id (default: every entry with a verify or files table)."),
     keep: bool = typer.Option(False, "--keep", help="Keep the scratch environments (reused by the next run)."),
     matrix_path: Optional[Path] = typer.Option(None, "--matrix", help="Matrix folder or file (default: bundled)."),
     fmt: str = typer.Option("console", "--format", "-f", help="console | json"),
+    kind: str = typer.Option("all", "--kind", help="all | installs (probe in scratch venvs) | files (released wheels)."),
+    bisect_id: Optional[str] = typer.Option(None, "--bisect", metavar="ENTRY", help="Walk the released versions to find where ENTRY's file checks stop holding."),
+    latest: bool = typer.Option(False, "--latest", help="Run the file checks and verify tables on the newest releases."),
 ) -> None:
-    """Install each entry's affected and fixed versions into scratch environments, run its probe in each.
-    Exit 0: all confirmed; 1: an entry is contradicted; 2: an environment could not be built or probed."""
-    import time
+    """Prove entries: install affected/fixed versions and run the probe; read their released wheels.
+    Exit 0: all confirmed; 1: an entry is contradicted (or its bound differs); 2: could not build, download or probe."""
+    from sparkdoctor.verify.command import run_verify
 
-    from sparkdoctor import verify
-
-    if fmt not in ("console", "json"):
-        raise Fatal(f"--format {fmt}: choose one of console, json")
-    try:
-        specs = verify.select(_load_matrix(matrix_path), entry_id)
-    except verify.VerifyError as exc:
-        raise Fatal(str(exc)) from None
-    from rich.console import Console
-
-    from sparkdoctor.render.verify import render_verify, verify_json
-
-    err = Console(stderr=True)
-    started = time.monotonic()
-    results = verify.verify(specs, keep=keep, log=lambda line: err.print(f"[dim]{line}[/]") if sys.stderr.isatty() else None)
-    seconds = time.monotonic() - started
-    if fmt == "json":
-        sys.stdout.write(verify_json(results, seconds) + "\n")
-    elif not results:
-        typer.echo("no matrix entry has both verified_by and a verify table")
-    else:
-        render_verify(results, Console(), seconds)
-    raise typer.Exit(verify.exit_code(results))
+    raise typer.Exit(run_verify(entry_id, keep, matrix_path, fmt, kind, bisect_id, latest))
 
 
 def _n(count: int, one: str, many: str | None = None) -> str:

@@ -14,5 +14,9 @@ EXIT_VERIFY_ERROR = 2  # an environment could not be built or probed (and none c
 EXIT_DIFF_SAFE = 0  # no risky difference (there may be benign ones)
 EXIT_DIFF_RISKY = 1  # a difference that breaks a multi-node run (vLLM, torch, NCCL, driver, image, ...)
 EXIT_DIFF_BAD_INPUT = 2  # a file that is not a Facts snapshot (one line naming the file and field)
+
 # `sparkdoctor audit` (bad input — a corrupt header, a config without the fields — is EXIT_USAGE)
 EXIT_AUDIT_FINDINGS = 1  # weights + KV cache do not fit, or the quantization config disagrees with the tensors
+
+# `sparkdoctor explain`
+EXIT_EXPLAIN_NO_MATCH = 1  # no matrix entry's symptom appears in the text (0: at least one did)

@@ -19,7 +19,7 @@ from typing import Any
 from sparkdoctor.arch import settle
 from sparkdoctor.exitcodes import EXIT_FINDINGS, EXIT_OK, EXIT_UNPROBEABLE, EXIT_USAGE  # noqa: F401 (re-exported)
 from sparkdoctor.facts import Facts
-from sparkdoctor.matrix import SEVERITIES, Entry, Evaluation, Matrix, Stack, evaluate_all, version_in
+from sparkdoctor.matrix import EVIDENCE_LEVELS, SEVERITIES, Entry, Evaluation, Matrix, Stack, evaluate_all, version_in
 
 REPORT_SCHEMA = 1
 
@@ -51,6 +51,7 @@ class Finding:
     fix: str | None = None
     symptoms: list[str] = field(default_factory=list)
     verified_by: dict[str, Any] | None = None
+    evidence_level: str = "reported"  # how the matrix knows: reproduced | checked | reported
 
     @classmethod
     def from_evaluation(cls, ev: Evaluation) -> "Finding":
@@ -68,6 +69,7 @@ class Finding:
             fix=e.fix,
             symptoms=e.symptoms,
             verified_by=e.verified_by,
+            evidence_level=e.evidence,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -157,6 +159,13 @@ class Report:
             c[f.severity] += 1
         return c
 
+    def evidence_counts(self) -> dict[str, int]:
+        """How many findings rest on each evidence level, strongest first."""
+        c = {level: 0 for level in EVIDENCE_LEVELS}
+        for f in self.findings:
+            c[f.evidence_level] = c.get(f.evidence_level, 0) + 1
+        return c
+
     def failing(self) -> list[Finding]:
         floor = SEVERITY_RANK[self.fail_on]
         return [f for f in self.findings if SEVERITY_RANK[f.severity] >= floor]
@@ -192,6 +201,7 @@ class Report:
                 "unknown": len(self.unknown),
                 "ignored": len(self.ignored),
                 "unverified": len(self.unverified),
+                "evidence": self.evidence_counts(),
                 "verdict": self.verdict(),
                 "arch": (self.facts.arch or {}).get("value"),
                 "arch_source": (self.facts.arch or {}).get("source"),
@@ -266,6 +276,7 @@ def probe_finding(probe_id: str, result: dict[str, Any]) -> Finding:
             f"`--ignore {PROBE_FINDING_PREFIX + probe_id}` silences it once you know why."
         ),
         evidence=[f"probe {probe_id} {status} for {arch}: {detail}"],
+        evidence_level="reproduced",  # a probe failed on this very box
         refs=[],
         component=PROBE_COMPONENT.get(kind, "kernels"),
     )

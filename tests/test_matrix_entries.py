@@ -25,6 +25,7 @@ BASE_ONLY_450 = dict(
     packages={"nvidia-cutlass-dsl": "4.5.0", "nvidia-cutlass-dsl-libs-base": "4.5.0", "nvidia-cutlass-dsl-libs-cu13": None},
     cutedsl_build="libs-base",
 )
+COLLIDED_450 = {"nvidia-cutlass-dsl": "4.5.0", "nvidia-cutlass-dsl-libs-base": "4.5.0", "nvidia-cutlass-dsl-libs-cu13": "4.5.0"}
 CORE_48 = {
     "nvidia-cutlass-dsl": "4.8.0",
     "nvidia-cutlass-dsl-libs-base": "4.8.0",
@@ -35,8 +36,16 @@ CORE_48 = {
 CASES: dict[str, tuple[dict, dict]] = {
     # ---- nvidia-cutlass-dsl -------------------------------------------------------------------
     "cutedsl-wheel-collision": (
+        dict(packages=COLLIDED_450, cutedsl_build="libs-base"),
+        dict(packages=COLLIDED_450),  # both wheels installed, the cu13 build really on disk
+    ),
+    "cutedsl-libs-base-tile-crash": (
+        dict(packages={"nvidia-cutlass-dsl-libs-cu13": None}, cutedsl_build="libs-base"),  # plain pip install nvidia-cutlass-dsl==4.5.2
+        dict(packages={"nvidia-cutlass-dsl-libs-cu13": None, "nvidia-cutlass-dsl": "4.6.0"}, cutedsl_build="libs-base"),
+    ),
+    "cutedsl-wheel-collision-451": (
         dict(cutedsl_build="libs-base"),
-        dict(),  # both wheels installed, the cu13 build really on disk
+        dict(),
     ),
     "cutedsl-450-libs-base-mma": (
         BASE_ONLY_450,
@@ -67,8 +76,8 @@ CASES: dict[str, tuple[dict, dict]] = {
         dict(),
     ),
     "cutedsl-arch-mismatch": (
-        dict(env={"CUTE_DSL_ARCH": "sm_120f"}),
-        dict(env={"CUTE_DSL_ARCH": None}),  # unset is a different entry; sm_121a is the baseline
+        dict(env={"CUTE_DSL_ARCH": "sm_120a"}),
+        dict(env={"CUTE_DSL_ARCH": "sm_120f"}),  # the family target runs on CC 12.1
     ),
     "cutedsl-warp-mma-patch-obsolete": (
         dict(modified={"nvidia-cutlass-dsl-libs-cu13": [f"{CU13_FILE}/warp/mma.py"]}),
@@ -110,23 +119,27 @@ CASES: dict[str, tuple[dict, dict]] = {
     ),
     "vllm-cuda13-arch-family": (
         dict(),
-        dict(torch_cuda="12.9"),
+        dict(packages={"vllm": "0.19.1"}),  # 0.19.x still lists 12.1 for CUDA 13 (#39878 is in 0.20.0)
     ),
     "vllm-cg-estimate-negative": (
         dict(),
-        dict(env={"VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS": "0"}),
+        dict(packages={"vllm": "0.19.1"}),  # the estimate is off by default before 0.20.0
     ),
     "vllm-uma-startup-free-memory": (
-        dict(packages={"vllm": "0.24.0"}),
-        dict(packages={"vllm": "0.33.0"}),
+        dict(packages={"vllm": "0.11.0"}),
+        dict(packages={"vllm": "0.11.1"}),
+    ),
+    "vllm-cg-estimate-forced-on": (
+        dict(packages={"vllm": "0.19.1"}, env={"VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS": "1"}),
+        dict(packages={"vllm": "0.19.1"}, env={"VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS": "0"}),
     ),
     "vllm-mamba-align-mnbt": (
         dict(),
         dict(capabilities={"vllm.mamba_align_assert": False}),
     ),
     "vllm-marlin-fp8-rejected-sm121": (
-        dict(env={"VLLM_MARLIN_INPUT_DTYPE": "fp8"}, capabilities={"vllm.marlin_fp8_sm121": False}),
-        dict(env={"VLLM_MARLIN_INPUT_DTYPE": "fp8"}),
+        dict(env={"VLLM_MARLIN_INPUT_DTYPE": "fp8"}, packages={"vllm": "0.21.0"}, capabilities={"vllm.marlin_fp8_sm121": False}),
+        dict(env={"VLLM_MARLIN_INPUT_DTYPE": "fp8"}, packages={"vllm": "0.21.0"}),
     ),
     "vllm-marlin-fp8-corrupts-sm121": (
         dict(env={"VLLM_MARLIN_INPUT_DTYPE": "fp8"}),
@@ -147,6 +160,10 @@ CASES: dict[str, tuple[dict, dict]] = {
     "vllm-env-flashinfer-moe-fp4-removed": (
         dict(env={"VLLM_USE_FLASHINFER_MOE_FP4": "0"}, capabilities={"vllm.env.VLLM_USE_FLASHINFER_MOE_FP4": "unknown"}),
         dict(env={"VLLM_USE_FLASHINFER_MOE_FP4": "0"}, capabilities={"vllm.env.VLLM_USE_FLASHINFER_MOE_FP4": "known"}),
+    ),
+    "vllm-env-flashinfer-moe-fp4-on-removed": (
+        dict(env={"VLLM_USE_FLASHINFER_MOE_FP4": "1"}, capabilities={"vllm.env.VLLM_USE_FLASHINFER_MOE_FP4": "unknown"}),
+        dict(env={"VLLM_USE_FLASHINFER_MOE_FP4": "0"}, capabilities={"vllm.env.VLLM_USE_FLASHINFER_MOE_FP4": "unknown"}),
     ),
     "vllm-env-flashinfer-moe-backend-deprecated": (
         dict(env={"VLLM_FLASHINFER_MOE_BACKEND": "throughput"}, capabilities={"vllm.env.VLLM_FLASHINFER_MOE_BACKEND": "deprecated"}),
@@ -189,16 +206,90 @@ CASES: dict[str, tuple[dict, dict]] = {
         dict(packages={"vllm": "0.13.0"}),
     ),
     "vllm-mtp-nvfp4-bf16-drafter": (
-        dict(packages={"vllm": "0.23.0"}),
         dict(packages={"vllm": "0.24.0"}),
+        dict(packages={"vllm": "0.25.0"}),
     ),
     "vllm-flashinfer-moe-latency-sm12x": (
         dict(env={"VLLM_FLASHINFER_MOE_BACKEND": "latency"}),
-        dict(env={"VLLM_FLASHINFER_MOE_BACKEND": "throughput"}),
+        dict(env={"VLLM_FLASHINFER_MOE_BACKEND": "latency"}, packages={"vllm": "0.24.0"}),  # the variable is gone
     ),
     "vllm-hand-modified": (
         dict(modified={"vllm": ["vllm/model_executor/layers/quantization/modelopt.py"]}),
         dict(modified={"vllm": []}),
+    ),
+    "vllm-fp8-sm120-only-trap": (
+        dict(env={"TORCH_CUDA_ARCH_LIST": "12.1f"}),
+        dict(env={"TORCH_CUDA_ARCH_LIST": "12.1a"}),
+    ),
+    "vllm-arch-12-1f-dropped": (
+        dict(env={"TORCH_CUDA_ARCH_LIST": "12.0f;12.1f"}),
+        dict(),
+    ),
+    "vllm-fp8-blockscaled-cutlass-disabled": (
+        dict(env={"VLLM_DISABLED_KERNELS": "CutlassFp8BlockScaledMMKernel"}),
+        dict(env={"VLLM_DISABLED_KERNELS": "MarlinFP8ScaledMMLinearKernel"}),
+    ),
+    "vllm-deep-gemm-gb10": (
+        dict(env={"VLLM_USE_DEEP_GEMM": "1"}),
+        dict(env={"VLLM_USE_DEEP_GEMM": "0"}),
+    ),
+    "vllm-gptoss-mxfp4-no-backend": (
+        dict(packages={"vllm": "0.20.1"}),
+        dict(packages={"vllm": "0.22.0"}),
+    ),
+    "vllm-sparse-topk-smem-sm12x": (
+        dict(packages={"vllm": "0.29.0"}),
+        dict(packages={"vllm": "0.19.1"}),
+    ),
+    "vllm-ray-v2-multinode-hang": (
+        dict(packages={"vllm": "0.24.0", "ray": "2.49.2"}),
+        dict(packages={"vllm": "0.24.0"}),  # no Ray: single node
+    ),
+    "vllm-ngc-26.05-no-ray": (
+        dict(packages={"vllm": "0.20.1"}),
+        dict(packages={"vllm": "0.20.1", "ray": "2.49.2"}),
+    ),
+    # ---- nccl / other engines ------------------------------------------------------------------
+    "nccl-pip-2289-multinode-hang": (
+        dict(packages={"nvidia-nccl-cu13": "2.28.9"}),
+        dict(packages={"nvidia-nccl-cu13": "2.29.7"}),
+    ),
+    "nccl-2304-nvls-hang": (
+        dict(packages={"nvidia-nccl-cu13": "2.30.4"}),
+        dict(packages={"nvidia-nccl-cu13": "2.30.4"}, env={"NCCL_NVLS_ENABLE": "0"}),
+    ),
+    "sglang-multinode-nccl-init-freeze": (
+        dict(packages={"sglang": "0.5.17"}),
+        dict(packages={"sglang": "0.5.17"}, arch="sm_100a"),
+    ),
+    "trtllm-fp8-blockscale-sm121": (
+        dict(packages={"tensorrt-llm": "1.2.0"}),
+        dict(),
+    ),
+    # ---- flashinfer --------------------------------------------------------------------------
+    "fi-cutlass-moe-relu2-sm121": (
+        dict(packages={"flashinfer-python": "0.6.7"}),
+        dict(packages={"flashinfer-python": "0.6.8"}),
+    ),
+    "fi-b12x-moe-ima-sm121": (
+        dict(packages={"flashinfer-python": "0.6.18.post1"}),
+        dict(packages={"flashinfer-python": "0.7.0"}),
+    ),
+    "triton-360-kernels-one-warp": (
+        dict(),
+        dict(packages={"triton": "3.6.1"}),
+    ),
+    "torch-2.10-multinode-hang": (
+        dict(packages={"torch": "2.10.0+cu130", "ray": "2.49.2"}),
+        dict(packages={"torch": "2.11.0+cu130", "ray": "2.49.2"}),
+    ),
+    "torch-213-no-kernels-warning": (
+        dict(),
+        dict(packages={"torch": "2.11.0+cu130"}),
+    ),
+    "driver-nvml-memory-not-supported": (
+        dict(packages={"nvitop": "1.5.3"}),
+        dict(packages={"nvitop": "1.5.3"}, arch="sm_90a"),
     ),
     # ---- flashinfer --------------------------------------------------------------------------
     "fi-jit-120a-cuda129": (
@@ -255,8 +346,8 @@ CASES: dict[str, tuple[dict, dict]] = {
     ),
     # ---- torch -------------------------------------------------------------------------------
     "torch-cc-121-warning": (
-        dict(),
-        dict(torch_cuda="12.6"),
+        dict(packages={"torch": "2.10.0+cu130"}),
+        dict(packages={"torch": "2.11.0+cu130"}),  # 2.11 rewrote the check and admits CC 12.x
     ),
     "torch-cuda-below-128": (
         dict(torch_cuda="12.6"),
@@ -274,6 +365,10 @@ CASES: dict[str, tuple[dict, dict]] = {
     "driver-cuda-below-129": (
         dict(driver={"version": "570.133.20", "cuda": "12.8"}),
         dict(driver={"version": "575.57.08", "cuda": "12.9"}),
+    ),
+    "driver-image-needs-newer-driver": (
+        dict(env={"NVIDIA_REQUIRE_CUDA": "cuda>=13.1 brand=unknown,driver>=590"}),
+        dict(env={"NVIDIA_REQUIRE_CUDA": "cuda>=13.0 brand=unknown,driver>=580"}),
     ),
     "driver-590-graph-capture": (
         dict(driver={"version": "590.48.01", "cuda": "13.1"}),
@@ -296,6 +391,9 @@ def test_entry_matches_its_trigger_and_not_its_near_miss(entry_id):
     assert entry is not None, f"{entry_id} has a test row but no matrix entry"
     trigger, near_miss = CASES[entry_id]
     hit = matrix.evaluate(entry, gb10_facts(**trigger))
+    if entry.withdrawn:  # kept so its id is never reused; it must never fire
+        assert hit.outcome == matrix.evaluate(entry, gb10_facts(**near_miss)).outcome == "withdrawn"
+        return
     assert hit.outcome == "match", _explain(hit)
     miss = matrix.evaluate(entry, gb10_facts(**near_miss))
     assert miss.outcome == "clear", _explain(miss)

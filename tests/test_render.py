@@ -186,8 +186,7 @@ def test_console_unknowns_errors_kernels_and_summary(matrix):
     assert "cutedsl-nvfp4-mma fail (cutedsl)" in flat
     assert "ptxas 13.0.88 system sm_121a compiled ✓ SASS ✓ ran ✓ verified ✓" in flat
     assert "ptxas 12.8.93 triton sm_121a compiled ✗ ptxas fatal : Value 'sm_121a' is not defined" in flat
-    last = out.strip().splitlines()[-1]
-    assert last == "1 error, 1 warning, 1 info · 5 entries checked, 1 unknown · fail-on error → FAIL (exit 1)"
+    assert flat.strip().endswith("1 error, 1 warning, 1 info · 5 entries checked, 1 unknown · evidence: 3 reported · fail-on error → FAIL (exit 1)")
 
 
 def test_console_fits_100_columns_and_has_no_escape_codes_in_a_pipe(matrix):
@@ -263,7 +262,7 @@ def test_console_ignored_and_strict(matrix):
     out = squash(console_text(report))
     assert "ignored: cutedsl-libs-base-mma" in out
     assert "1 warning (fails the check)" in out
-    assert out.strip().endswith("0 errors, 1 warning, 1 info · 5 entries checked, 1 unknown, 1 ignored · fail-on warn → FAIL (exit 1)")
+    assert squash(out).strip().endswith("0 errors, 1 warning, 1 info · 5 entries checked, 1 unknown, 1 ignored · evidence: 2 reported · fail-on warn → FAIL (exit 1)")
 
 
 def test_console_prints_matrix_text_literally(tmp_path):
@@ -450,7 +449,7 @@ def test_list_matrix_console(matrix):
     list_matrix(matrix, "console", console=Console(file=buf, width=100))
     out = squash(buf.getvalue())
     assert "entries (6)" in out and "known-good stacks (1)" in out
-    assert "triton-ptxas-sm121a warn serving Triton's bundled ptxas does not know sm_121a" in out
+    assert "triton-ptxas-sm121a warn reported serving Triton's bundled ptxas does not know sm_121a" in out
     assert "withdrawn-entry withdrawn" in out
     assert "b12x-cu13 serving FlashInfer b12x with cutlass-dsl cu13" in out
     assert "6 entries, 1 known-good stack in 1 file" in out

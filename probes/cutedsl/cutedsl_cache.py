@@ -11,7 +11,7 @@ from cutedsl_install import stat_files
 from probe_io import source_hash
 
 
-KERNELS = ("nvfp4-mma", "e2m1-cvt")
+KERNELS = ("nvfp4-mma", "nvfp4-mma-tile", "e2m1-cvt")
 
 
 CACHEABLE = ("ok", "refused", "fail", "crash")

@@ -12,6 +12,7 @@ from cutedsl_install import CUTLASS_IR_RE
 
 INSTRUCTION_RE = {
     "nvfp4-mma": re.compile(r"^\s*(?:@!?%p\d+\s+)?(_?mma\.[^\s]*(?:block_scale|mxf4)[^\s]*)", re.M),
+    "nvfp4-mma-tile": re.compile(r"^\s*(?:@!?%p\d+\s+)?(_?mma\.[^\s]*(?:block_scale|mxf4)[^\s]*)", re.M),
     "e2m1-cvt": re.compile(r"^\s*(?:@!?%p\d+\s+)?(cvt\.[^\s]*e2m1[^\s]*)", re.M),
 }
 
@@ -19,11 +20,15 @@ INSTRUCTION_RE = {
 ANSI_RE = re.compile(r"\x1b\[[0-9;]*m")
 
 
-def build_nvfp4_mma(cutlass, cute):
-    """A one-warp kernel issuing one NVFP4 block-scaled MMA; returns (jit function, fake args)."""
+def build_nvfp4_mma(cutlass, cute, warps=(1, 1), kblocks=1):
+    """A kernel issuing NVFP4 block-scaled MMAs on a tile of warps[0] x warps[1] warps (each warp
+    one 16x8 atom) over `kblocks` k-blocks of 64; returns (jit function, fake args). The default is
+    the minimal one-warp, one-MMA kernel."""
     warp = cute.nvgpu.warp
     f4, f32, sf_t = cutlass.Float4E2M1FN, cutlass.Float32, cutlass.Float8E4M3FN
-    M, N, K, VEC = 16, 8, 64, 16
+    M, N, K, VEC = 16 * warps[0], 8 * warps[1], 64 * kblocks, 16
+    ATOM_K = 64
+    THREADS = 32 * warps[0] * warps[1]
 
     # Plain functions (not traced as kernel code, so a Python `if` stays a Python `if`).
     def gemm_variadic(tiled_mma, c, a, sfa, b, sfb):
@@ -75,7 +80,7 @@ def build_nvfp4_mma(cutlass, cute):
     def kernel(gA: cute.Tensor, gB: cute.Tensor, gSFA: cute.Tensor, gSFB: cute.Tensor, gC: cute.Tensor):
         # Building the op is where the DSL checks the arch (and refuses one it does not admit).
         op = warp.MmaMXF4NVF4Op(f4, f32, sf_t)
-        tiled_mma = cute.make_tiled_mma(op, (1, 1, 1), permutation_mnk=(M, N, K))
+        tiled_mma = cute.make_tiled_mma(op, (warps[0], warps[1], 1), permutation_mnk=(M, N, ATOM_K))
         tidx, _, _ = cute.arch.thread_idx()
         thr_mma = tiled_mma.get_slice(tidx)
         tCgA = thr_mma.partition_A(gA)
@@ -98,7 +103,7 @@ def build_nvfp4_mma(cutlass, cute):
 
     @cute.jit
     def launch(gA: cute.Tensor, gB: cute.Tensor, gSFA: cute.Tensor, gSFB: cute.Tensor, gC: cute.Tensor):
-        kernel(gA, gB, gSFA, gSFB, gC).launch(grid=(1, 1, 1), block=(32, 1, 1))
+        kernel(gA, gB, gSFA, gSFB, gC).launch(grid=(1, 1, 1), block=(THREADS, 1, 1))
 
     fake = cute.runtime.make_fake_compact_tensor
     args = (
@@ -146,7 +151,13 @@ def source_of(fn):
         return ""
 
 
-BUILDERS = {"nvfp4-mma": build_nvfp4_mma, "e2m1-cvt": build_e2m1_cvt}
+def build_nvfp4_mma_tile(cutlass, cute):
+    """The realistic tile: 2x2 warps and 4 k-blocks, the shape of the b12x GEMM's inner loop. Some
+    installs compile the minimal kernel and kill the compiler (SIGSEGV) on this one."""
+    return build_nvfp4_mma(cutlass, cute, warps=(2, 2), kblocks=4)
+
+
+BUILDERS = {"nvfp4-mma": build_nvfp4_mma, "nvfp4-mma-tile": build_nvfp4_mma_tile, "e2m1-cvt": build_e2m1_cvt}
 
 
 def import_failure():
@@ -183,7 +194,7 @@ def compile_one(kernel, arch, dump_dir):
             result["status"] = "ok"
             result["detail"] = "compiled for %s; PTX has %s" % (arch, result["instruction"])
         else:
-            result["detail"] = "compiled for %s, but no %s instruction in the PTX" % (arch, "block-scaled mma" if kernel == "nvfp4-mma" else "e2m1 cvt")
+            result["detail"] = "compiled for %s, but no %s instruction in the PTX" % (arch, "block-scaled mma" if kernel.startswith("nvfp4-mma") else "e2m1 cvt")
     except BaseException as exc:
         if os.environ.get("SPARKDOCTOR_PROBE_DEBUG"):
             import traceback

@@ -28,7 +28,7 @@ from sparkdoctor.collect import Collector, Context
 from sparkdoctor.arch import DEFAULT_ARCH
 from sparkdoctor.target import probe_entry
 
-KERNELS = {"cutedsl-nvfp4-mma": "nvfp4-mma", "cutedsl-e2m1-cvt": "e2m1-cvt"}
+KERNELS = {"cutedsl-nvfp4-mma": "nvfp4-mma", "cutedsl-nvfp4-mma-tile": "nvfp4-mma-tile", "cutedsl-e2m1-cvt": "e2m1-cvt"}
 COMPILE_TIMEOUT = 60.0  # per kernel, inside the probe (the kernels compile at the same time)
 PROBE_MARGIN = 15.0  # the probe's own start, its disk reads and its children's exits
 DIST_PREFIX = "nvidia-cutlass-dsl"

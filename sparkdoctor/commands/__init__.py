@@ -17,6 +17,7 @@ import typer
 VERBS: list[str] = [
     "audit",
     "report",
+    "explain",
     "diff",
 ]
 

@@ -13,6 +13,10 @@ from sparkdoctor.text import one_line  # noqa: F401 (config and loader use it fr
 
 SEVERITIES = ("info", "warn", "error")
 ACTIONS = ("fix", "configure", "rebench", "monitor")
+# How an entry knows what it claims, strongest first: a probe here reproduces it and its verify table
+# proves it on real installs; its bounds and symptom strings were checked mechanically against the
+# released files (its `files` table); a cited report only.
+EVIDENCE_LEVELS = ("reproduced", "checked", "reported")
 # An id is a stable name: lowercase words joined by '-' or '.'. Matched with fullmatch (a `$`
 # anchor would let "an-id\n" through).
 ID_RE = re.compile(r"[a-z0-9][a-z0-9.-]*[a-z0-9]")
@@ -42,6 +46,9 @@ class Entry:
     fix: str | None = None
     withdrawn: str | None = None
     verify: dict[str, Any] | None = None  # affected/fixed installs for `matrix verify`
+    evidence: str = "reported"  # one of EVIDENCE_LEVELS
+    files: dict[str, Any] | None = None  # checks over released wheels (sparkdoctor.matrix.file_checks)
+    last_verified: dict[str, Any] | None = None  # {date = "YYYY-MM-DD", versions = "..."}
 
 
 @dataclass

@@ -9,12 +9,15 @@ import re
 from typing import Any
 
 from sparkdoctor.matrix.conditions import CONDITIONS
-from sparkdoctor.matrix.model import ACTIONS, ID_RE, SEVERITIES, Entry, MatrixError, Stack
+from sparkdoctor.matrix.file_checks import parse_files_table
+from sparkdoctor.matrix.model import ACTIONS, EVIDENCE_LEVELS, ID_RE, SEVERITIES, Entry, MatrixError, Stack
 from sparkdoctor.matrix.verify_table import parse_verify_table
 from sparkdoctor.matrix.versions import spec_problem
 
 _ENTRY_REQUIRED = {"id": str, "title": str, "severity": str, "action": str, "summary": str, "remedy": str, "when": dict, "refs": list}
-_ENTRY_OPTIONAL = {"symptoms": list, "verified_by": dict, "fix": str, "withdrawn": str, "verify": dict}
+_ENTRY_OPTIONAL = {"symptoms": list, "verified_by": dict, "fix": str, "withdrawn": str, "verify": dict,
+                   "evidence": str, "files": dict, "last_verified": dict}
+_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 _STACK_REQUIRED = {"id": str, "title": str, "packages": dict, "refs": list}
 _STACK_OPTIONAL = {"env": dict, "driver": str, "notes": str}
 PROBE_OUTCOMES = ("ok", "fail", "refused", "crash", "error")
@@ -95,6 +98,10 @@ def entry_from(raw: dict, index: int, component: str, where: str, probes: frozen
         if not vb or not vb.get("expect"):
             raise MatrixError(f"{label}: field 'verified_by' needs probe and expect for verify")
         parse_verify_table(raw["verify"], label)
+    if raw.get("files") is not None:
+        parse_files_table(raw["files"], label)
+    evidence = _check_evidence(raw, label)
+    _check_last_verified(raw.get("last_verified"), label)
     return Entry(
         id=raw["id"],
         title=_prose(raw["title"]),
@@ -111,7 +118,33 @@ def entry_from(raw: dict, index: int, component: str, where: str, probes: frozen
         fix=raw.get("fix"),
         withdrawn=raw.get("withdrawn"),
         verify=raw.get("verify"),
+        evidence=evidence,
+        files=raw.get("files"),
+        last_verified=raw.get("last_verified"),
     )
+
+
+def _check_evidence(raw: dict, label: str) -> str:
+    """The evidence level, refused when the entry lacks what the level claims: `reproduced` needs a
+    probe (verified_by) and a verify table that proves it on real installs, `checked` needs checks
+    over the released files (a `files` table) or a verify table. Left out, an entry is `reported`."""
+    level = raw.get("evidence", "reported")
+    if level not in EVIDENCE_LEVELS:
+        raise MatrixError(f"{label}: field 'evidence' must be one of {', '.join(EVIDENCE_LEVELS)}, not {level!r}")
+    if level == "reproduced" and not (raw.get("verify") and raw.get("verified_by")):
+        raise MatrixError(f"{label}: field 'evidence' is 'reproduced' but the entry has no verify table and verified_by probe that reproduce it")
+    if level == "checked" and not (raw.get("files") or raw.get("verify")):
+        raise MatrixError(f"{label}: field 'evidence' is 'checked' but the entry has no check (a 'files' table over the released wheels)")
+    return level
+
+
+def _check_last_verified(value: dict | None, label: str) -> None:
+    if value is None:
+        return
+    unknown = set(value) - {"date", "versions"}
+    date = value.get("date")
+    if unknown or not isinstance(date, str) or not _DATE.fullmatch(date) or not isinstance(value.get("versions", ""), str):
+        raise MatrixError(f"{label}: field 'last_verified' needs date = \"YYYY-MM-DD\" and versions = \"what it was verified against\"")
 
 
 def _prose(text: str) -> str:

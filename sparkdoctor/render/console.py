@@ -159,7 +159,7 @@ def _header(report, ink: Ink):
 def _print_finding(console: Console, f, ink: Ink, verbose: bool, last: bool) -> None:
     head = Text()
     ink.append(head, f"{ink.sev.get(f.severity, '?')} {f.id}", style=SEVERITY_STYLE.get(f.severity, "bold"))
-    ink.append(head, f"  {f.component} · {f.action}", style="dim")
+    ink.append(head, f"  {f.component} · {f.action} · {f.evidence_level}", style="dim")
     parts: list[Any] = [head, Padding(ink.text(f.title, style="bold", limit=PROSE_CHARS), (0, 0, 0, 2))]
     rows: list[tuple[str, Any]] = []
     if verbose and f.summary:

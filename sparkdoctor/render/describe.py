@@ -226,7 +226,8 @@ def arch_assumed(facts) -> str | None:
 
 
 def summary_line(report) -> str:
-    """`2 errors, 1 warning, 0 info · 31 entries checked, 3 unknown · fail-on error → FAIL (exit 1)`,
+    """`2 errors, 1 warning, 0 info · 31 entries checked, 3 unknown · evidence: 1 checked, 2 reported ·
+    fail-on error → FAIL (exit 1)` (how many findings rest on each evidence level, those with any),
     with `1 kernel probe unverified` and `arch assumed (why)` before the verdict when they apply."""
     c = report.counts()
     parts = [
@@ -235,6 +236,8 @@ def summary_line(report) -> str:
     ]
     if report.ignored:
         parts[-1] += f", {len(report.ignored)} ignored"
+    if report.findings:
+        parts.append("evidence: " + ", ".join(f"{n} {level}" for level, n in report.evidence_counts().items() if n))
     if report.unverified:
         parts.append(f"{plural(len(report.unverified), 'kernel probe')} unverified")
     assumed = arch_assumed(report.facts)

@@ -35,7 +35,7 @@ def _clean(text: object, limit: int = PROSE_CHARS) -> str:
 
 
 def _finding_text(finding) -> str:
-    lines = [f"{finding.severity} ({finding.action}): {finding.title}"]
+    lines = [f"{finding.severity} ({finding.action}, evidence {finding.evidence_level}): {finding.title}"]
     if finding.evidence:
         lines.append("evidence:")
         lines += [f"  - {clip(e)}" for e in finding.evidence]

@@ -121,7 +121,7 @@ def _findings(report) -> list[str]:
         out += [f"**Unverified** (the verdict says so; exit 0 unless something else fails): {_text(unverified_line(report), CELL_CHARS)}", ""]
     for f in report.findings:
         out += [f"#### {SEVERITY_HEADING[f.severity]}: {_code(f.id)} {_text(f.title, PROSE_CHARS)}", ""]
-        out += [f"*{_text(f.component)} · action: {_text(f.action)}*", ""]
+        out += [f"*{_text(f.component)} · action: {_text(f.action)} · evidence: {_text(f.evidence_level)}*", ""]
         if f.summary:
             out += [_text(f.summary, PROSE_CHARS), ""]
         if f.evidence:

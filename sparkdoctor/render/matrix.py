@@ -15,7 +15,7 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from sparkdoctor.matrix import CONDITIONS, Entry, Matrix, MatrixError, Stack
+from sparkdoctor.matrix import CONDITIONS, EVIDENCE_LEVELS, Entry, Matrix, MatrixError, Stack
 from sparkdoctor.matrix.verify_table import parse_verify_table
 from sparkdoctor.render.describe import plural
 
@@ -35,7 +35,7 @@ def _write_json(doc: Any) -> None:
 
 
 def entry_row(e: Entry) -> dict[str, Any]:
-    return {"kind": "entry", "id": e.id, "severity": e.severity, "action": e.action, "component": e.component,
+    return {"kind": "entry", "id": e.id, "severity": e.severity, "action": e.action, "evidence": e.evidence, "component": e.component,
             "title": e.title, "withdrawn": e.withdrawn, "file": e.file}
 
 
@@ -61,7 +61,7 @@ def list_matrix(matrix: Matrix, fmt: str = "console", console: Console | None = 
     if entries:
         rows = [_entry_cells(e) for e in entries]
         console.print(Text(f"entries ({len(entries)})", style="bold"))
-        _print_rows(console, ["id", "severity", "component"], rows)
+        _print_rows(console, ["id", "severity", "evidence", "component"], rows)
     if stacks:
         if entries:
             console.print()
@@ -70,13 +70,15 @@ def list_matrix(matrix: Matrix, fmt: str = "console", console: Console | None = 
         _print_rows(console, ["id", "component"], rows)
     console.print()
     counts = f"{plural(len(entries), 'entry')}, {plural(len(stacks), 'known-good stack')} in {plural(len(matrix.files), 'file')}"
+    if entries:
+        counts += " (" + ", ".join(f"{sum(1 for e in entries if e.evidence == lv)} {lv}" for lv in EVIDENCE_LEVELS) + ")"
     console.print(Text(f"{counts} · `sparkdoctor matrix show ID` shows one in full", style="dim"))
 
 
 def _entry_cells(e: Entry) -> list[Text]:
     if e.withdrawn:
-        return [Text(e.id, style="dim"), Text("withdrawn", style="dim"), Text(e.component, style="dim"), Text(e.title, style="dim strike")]
-    return [Text(e.id), Text(e.severity, style=_SEVERITY_STYLE.get(e.severity, "")), Text(e.component), Text(e.title)]
+        return [Text(e.id, style="dim"), Text("withdrawn", style="dim"), Text(e.evidence, style="dim"), Text(e.component, style="dim"), Text(e.title, style="dim strike")]
+    return [Text(e.id), Text(e.severity, style=_SEVERITY_STYLE.get(e.severity, "")), Text(e.evidence), Text(e.component), Text(e.title)]
 
 
 def _print_rows(console: Console, heads: list[str], rows: list[list[Text]]) -> None:
@@ -169,6 +171,28 @@ def _verify_steps(e: Entry) -> Table | Text | None:
     return grid
 
 
+def _file_checks(e: Entry) -> Text | None:
+    """The `files` table as what is read: the package, its versions by role, each check."""
+    if not e.files:
+        return None
+    from sparkdoctor.matrix.file_checks import parse_files_table
+
+    try:
+        table = parse_files_table(e.files, e.id)
+    except MatrixError:  # an Entry made by hand; the loader never lets one through
+        return Text(json.dumps(e.files))
+    lines = [f"{table.package} wheels: affected {', '.join(table.affected)}" + (f"; fixed {', '.join(table.fixed)}" if table.fixed else "")]
+    for c in table.checks:
+        on_fixed = {"differs": "", "same": " (fixed too)", "unchecked": " (fixed: not checked)"}[c.fixed]
+        lines.append(f"  {c.label}{on_fixed}")
+    return Text("\n".join(lines))
+
+
+def _last_verified(e: Entry) -> str | None:
+    lv = e.last_verified or {}
+    return f"{lv['date']}: {lv.get('versions', '')}".rstrip(": ") if lv.get("date") else None
+
+
 def _print_unbroken(console: Console, label: str, lines: list[str], style: str = "") -> None:
     """URLs and paths on lines of their own, never folded: a broken URL is not a link any more."""
     for i, line in enumerate(lines):
@@ -195,7 +219,7 @@ def _show_entry(e: Entry, console: Console) -> None:
         head.append("  withdrawn", style="bold dim")
     else:
         head.append(f"  {e.severity}", style=f"bold {_SEVERITY_STYLE.get(e.severity, '')}")
-    head.append(f" · action: {e.action}", style="dim")
+    head.append(f" · action: {e.action} · evidence: {e.evidence}", style="dim")
     console.print(head)
     console.print(Text(e.title, style="bold"))
     console.print()
@@ -219,6 +243,8 @@ def _show_entry(e: Entry, console: Console) -> None:
         ("fix", e.fix),
         ("verified by", verified),
         ("verify", _verify_steps(e)),
+        ("file checks", _file_checks(e)),
+        ("last verified", _last_verified(e)),
         ("component", e.component),
     ])
     _print_unbroken(console, "refs", e.refs)

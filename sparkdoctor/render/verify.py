@@ -1,38 +1,84 @@
 """`sparkdoctor matrix verify` output: the versioned JSON document, or the console view with each
-environment's result under its entry's verdict."""
+environment's (or released version's) result under its entry's verdict; `--bisect` and `--latest`
+views too."""
 
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING
+import sys
+from typing import TYPE_CHECKING, Any
 
 from rich.markup import escape
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from sparkdoctor.verify.runner import Result
-
 VERDICTS = ("confirmed", "contradicted", "error")
-_STYLE = {"confirmed": "green", "contradicted": "bold red", "error": "yellow"}
+_STYLE = {"confirmed": "green", "contradicted": "bold red", "error": "yellow", "agrees": "green", "found": "cyan",
+          "differs": "bold red", "holds": "green", "fixed": "cyan", "fixed-upstream": "yellow", "regression": "bold red",
+          "range-must-grow": "bold red"}
 
 
-def _summary(results: list[Result]) -> dict[str, int]:
+def _summary(results: list) -> dict[str, int]:
     return {v: sum(1 for r in results if r.verdict == v) for v in VERDICTS}
 
 
-def verify_json(results: list[Result], seconds: float) -> str:
+def write_json(doc: Any) -> None:
+    sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+
+
+def verify_json(results: list, seconds: float) -> str:
     return json.dumps({"schema": 1, "results": [r.to_dict() for r in results], "summary": _summary(results), "seconds": round(seconds, 1)}, indent=2)
 
 
-def render_verify(results: list[Result], console: Console, seconds: float) -> None:
+def render_verify(results: list, console: Console, seconds: float) -> None:
     for r in results:
-        console.print(f"[{_STYLE[r.verdict]}]{r.verdict.upper():<12}[/] [bold]{escape(r.id)}[/]  probe {escape(r.probe)} expects {escape(r.expect)}", soft_wrap=True)
-        for run in r.runs:
-            mark = "ok " if (run.status == r.expect) == (run.role == "affected") else "!! "
-            console.print(f"    {mark}{run.role:<8} {escape(run.env.label)} @ {run.env.arch}: {escape(run.status)} ({run.seconds:.1f}s)", soft_wrap=True)
-            console.print(f"             {escape(run.detail)}", soft_wrap=True)
+        if getattr(r, "kind", "installs") == "files":
+            _render_files(r, console)
+        else:
+            _render_installs(r, console)
         if r.verdict != "confirmed":
             console.print(f"    {escape(r.why)}", soft_wrap=True)
     counts = ", ".join(f"{n} {v}" for v, n in _summary(results).items())
     console.print(f"{len(results)} entr{'y' if len(results) == 1 else 'ies'} verified in {seconds:.0f}s: {counts}")
+
+
+def _render_installs(r, console: Console) -> None:
+    console.print(f"[{_STYLE[r.verdict]}]{r.verdict.upper():<12}[/] [bold]{escape(r.id)}[/]  probe {escape(r.probe)} expects {escape(r.expect)}", soft_wrap=True)
+    for run in r.runs:
+        mark = "ok " if (run.status == r.expect) == (run.role == "affected") else "!! "
+        console.print(f"    {mark}{run.role:<8} {escape(run.env.label)} @ {run.env.arch}: {escape(run.status)} ({run.seconds:.1f}s)", soft_wrap=True)
+        console.print(f"             {escape(run.detail)}", soft_wrap=True)
+
+
+def _render_files(r, console: Console) -> None:
+    console.print(f"[{_STYLE[r.verdict]}]{r.verdict.upper():<12}[/] [bold]{escape(r.id)}[/]  released files of {escape(r.package)}", soft_wrap=True)
+    for run in r.runs:
+        mark = "!! " if run.wrong() else "ok "
+        held = sum(1 for _, ok in run.results if ok)
+        state = escape(run.error) if run.error else f"{held}/{len(run.results)} checks hold"
+        console.print(f"    {mark}{run.role:<8} {escape(run.version)}: {state}", soft_wrap=True)
+
+
+def render_bisect(found: dict[str, Any], console: Console | None = None) -> None:
+    from rich.console import Console
+
+    console = console or Console()
+    verdict = found["verdict"]
+    console.print(f"[{_STYLE.get(verdict, '')}]{verdict.upper():<12}[/] [bold]{escape(found['id'])}[/]  {escape(found['why'])}", soft_wrap=True)
+    for run in found.get("runs", []):
+        held = all(c["holds"] for c in run["checks"]) and not run["error"]
+        console.print(f"    {escape(run['version'])}: {escape(run['error']) if run['error'] else ('claim holds' if held else 'claim does not hold')}", soft_wrap=True)
+
+
+def render_latest(results: list[dict[str, Any]], console: Console | None = None) -> None:
+    from rich.console import Console
+
+    console = console or Console()
+    for r in results:
+        verdict = r["verdict"]
+        console.print(f"[{_STYLE.get(verdict, '')}]{verdict.upper():<16}[/] [bold]{escape(r['id'])}[/]  {escape(r['why'])}", soft_wrap=True)
+    counts: dict[str, int] = {}
+    for r in results:
+        counts[r["verdict"]] = counts.get(r["verdict"], 0) + 1
+    console.print(f"{len(results)} entr{'y' if len(results) == 1 else 'ies'} against their newest release: " + ", ".join(f"{n} {v}" for v, n in sorted(counts.items())))

@@ -1,0 +1,80 @@
+"""`sparkdoctor explain [FILE|-]`: which known problems does this error text or server log show?
+
+Reads pasted text (stdin, `-`) or a log file, matches it against every matrix entry's symptoms
+(sparkdoctor.matrix.symptoms: exact, then tolerant of wrapping, colour, paths and numbers) and
+prints each matched entry with its evidence level, what to do and its references. Nothing about
+the box is probed: the text alone is the evidence.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from sparkdoctor.cli_support import Fatal
+
+MAX_BYTES = 256 * 1024 * 1024  # a server log can be big; past this it is surely not text to explain
+EXPLAIN_SCHEMA = 1
+
+
+def register(app: typer.Typer) -> None:
+    app.command("explain")(explain)
+
+
+def explain(
+    source: str = typer.Argument("-", metavar="[FILE|-]", help="A log or pasted error text; '-' (default) reads stdin."),
+    matrix_path: Optional[Path] = typer.Option(None, "--matrix", help="Matrix folder or file (default: bundled)."),
+    fmt: str = typer.Option("console", "--format", "-f", help="console | json"),
+) -> None:
+    """Match error text or a server log against every entry's symptoms; print what they mean and what to do.
+    Exit 0: something matched; 1: no known symptom in the text; 2: unreadable input or matrix."""
+    from sparkdoctor.exitcodes import EXIT_EXPLAIN_NO_MATCH, EXIT_OK
+
+    if fmt not in ("console", "json"):
+        raise Fatal(f"--format {fmt}: choose one of console, json")
+    text, label = _read(source)
+    from sparkdoctor.matrix import MatrixError, load
+    from sparkdoctor.matrix.symptoms import match_text
+
+    try:
+        matrix = load(matrix_path)
+    except MatrixError as exc:
+        raise Fatal(str(exc)) from None
+    matches = match_text(text, matrix.entries)
+    lines = len(text.splitlines())
+    if fmt == "json":
+        from sparkdoctor.render.explain import explain_json
+
+        sys.stdout.write(explain_json(matches, label, lines, EXPLAIN_SCHEMA) + "\n")
+    else:
+        from rich.console import Console
+
+        from sparkdoctor.render.explain import render_explain
+
+        render_explain(matches, label, lines, Console())
+    raise typer.Exit(EXIT_OK if matches else EXIT_EXPLAIN_NO_MATCH)
+
+
+def _read(source: str) -> tuple[str, str]:
+    """The text and how to name it; Fatal with one line when it cannot be read."""
+    if source == "-":
+        if sys.stdin is None or sys.stdin.isatty():
+            raise Fatal("explain reads stdin: paste the error text and end with Ctrl-D, or give a FILE")
+        data = sys.stdin.buffer.read(MAX_BYTES + 1)
+        label = "stdin"
+    else:
+        path = Path(source)
+        try:
+            with open(path, "rb") as fh:
+                data = fh.read(MAX_BYTES + 1)
+        except OSError as exc:
+            raise Fatal(f"{path}: cannot read: {exc.strerror or exc}") from None
+        label = str(path)
+    if len(data) > MAX_BYTES:
+        raise Fatal(f"{label}: more than {MAX_BYTES // (1024 * 1024)} MiB; pass the part of the log around the error")
+    if b"\x00" in data[:8192]:
+        raise Fatal(f"{label}: binary data, not log text")
+    return data.decode("utf-8", errors="replace"), label

@@ -1,0 +1,132 @@
+"""An entry's `files` table: what the released wheels of a package must contain, so that an entry's
+version bounds and symptom strings are checked mechanically (its evidence level `checked`).
+
+Part of the entry schema (the loader checks it for every command); sparkdoctor.verify.files
+downloads the wheels and runs the checks. Format:
+
+    files.package = "vllm"                       # the distribution whose wheels are read
+    files.affected = ["0.19.1"]                  # released versions where every check must hold
+    files.fixed = ["0.20.0"]                     # released versions where they must not
+    files.checks = [
+      { path = "vllm/envs.py", contains = "VLLM_FOO" },                  # a string in a file
+      { path = "vllm/*.py", lacks = "virtual_memory().available" },       # in none of the files
+      { path = "vllm/*/flashinfer_utils.py", regex = "fall(ing)? back" },  # a regular expression
+      { path = "*.dist-info/METADATA", contains = "Requires-Dist: x>=1" },  # a METADATA pin
+      { path = "vllm/model_executor/foo.py", exists = false },           # a file (not) shipped
+      { path = "vllm/envs.py", contains = "BAR", fixed = "same" },      # true on fixed versions too
+    ]
+
+`path` is a glob over the wheel's member names (fnmatch: `*` crosses folders); a check holds when
+some matching member satisfies it (`lacks`: no matching member has the string; `exists` asks only
+whether one matches). `fixed` says what the
+check must give on the fixed versions: "differs" (default: it must not hold), "same" (it must hold
+there too, e.g. the code that prints a symptom), or "unchecked".
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from packaging.utils import canonicalize_name
+
+from sparkdoctor.matrix.model import MatrixError
+from sparkdoctor.matrix.versions import parse_version
+
+FIXED_MODES = ("differs", "same", "unchecked")
+_PREDICATES = ("contains", "lacks", "regex", "exists")
+_CHECK_KEYS = {"path", "fixed", "note", *_PREDICATES}
+_TABLE_KEYS = {"package", "affected", "fixed", "checks"}
+
+
+@dataclass(frozen=True)
+class FileCheck:
+    path: str
+    kind: str  # contains | lacks | regex | exists
+    value: Any  # the string, the pattern, or the bool
+    fixed: str = "differs"
+    note: str = ""
+
+    @property
+    def label(self) -> str:
+        if self.kind == "exists":
+            return f"{self.path} {'exists' if self.value else 'is absent'}"
+        verb = {"contains": "contains", "lacks": "lacks", "regex": "matches"}[self.kind]
+        return f"{self.path} {verb} {self.value!r}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"path": self.path, self.kind: self.value, "fixed": self.fixed, **({"note": self.note} if self.note else {})}
+
+
+@dataclass(frozen=True)
+class FilesTable:
+    package: str
+    affected: tuple[str, ...]
+    fixed: tuple[str, ...]
+    checks: tuple[FileCheck, ...]
+
+
+def parse_files_table(table: Any, label: str) -> FilesTable:
+    """The checks of a `files` table; MatrixError naming `label` and the field otherwise."""
+    where = f"{label}: field 'files"
+    if not isinstance(table, dict):
+        raise MatrixError(f"{where}' must be a table")
+    unknown = set(table) - _TABLE_KEYS
+    if unknown:
+        raise MatrixError(f"{where}' has unknown key(s): {', '.join(sorted(map(str, unknown)))}")
+    package = table.get("package")
+    if not isinstance(package, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", package):
+        raise MatrixError(f"{where}.package' must be a distribution name such as \"vllm\"")
+    affected = _versions(table.get("affected"), f"{where}.affected'", need_one=True)
+    fixed = _versions(table.get("fixed", []), f"{where}.fixed'", need_one=False)
+    both = set(affected) & set(fixed)
+    if both:
+        raise MatrixError(f"{where}': version {sorted(both)[0]} is both affected and fixed")
+    raw_checks = table.get("checks")
+    if not isinstance(raw_checks, list) or not raw_checks:
+        raise MatrixError(f"{where}.checks' must be a non-empty list of checks ({{ path = ..., contains = ... }})")
+    checks = tuple(_check(c, f"{where}.checks[{i}]'") for i, c in enumerate(raw_checks))
+    return FilesTable(canonicalize_name(package), affected, fixed, checks)
+
+
+def _versions(value: Any, where: str, need_one: bool) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise MatrixError(f"{where} must be a list of released versions (strings)")
+    if need_one and not value:
+        raise MatrixError(f"{where} needs at least one version")
+    for v in value:
+        if parse_version(v) is None:
+            raise MatrixError(f"{where} has {v!r}, which is not a PEP 440 version")
+    return tuple(value)
+
+
+def _check(raw: Any, where: str) -> FileCheck:
+    if not isinstance(raw, dict):
+        raise MatrixError(f"{where} must be a table {{ path = ..., contains = ... }}")
+    unknown = set(raw) - _CHECK_KEYS
+    if unknown:
+        raise MatrixError(f"{where} has unknown key(s): {', '.join(sorted(map(str, unknown)))}")
+    path = raw.get("path")
+    if not isinstance(path, str) or not path.strip() or path.startswith("/") or ".." in path.split("/"):
+        raise MatrixError(f"{where} needs path = a glob inside the wheel (relative, no '..')")
+    kinds = [k for k in _PREDICATES if k in raw]
+    if len(kinds) != 1:
+        raise MatrixError(f"{where} needs exactly one of {', '.join(_PREDICATES)}")
+    kind, value = kinds[0], raw[kinds[0]]
+    if kind == "exists" and not isinstance(value, bool):
+        raise MatrixError(f"{where}: exists must be true or false")
+    if kind != "exists" and (not isinstance(value, str) or not value):
+        raise MatrixError(f"{where}: {kind} must be a non-empty string")
+    if kind == "regex":
+        try:
+            re.compile(value)
+        except re.error as exc:
+            raise MatrixError(f"{where}: regex {value!r} does not compile: {exc}") from None
+    fixed = raw.get("fixed", "differs")
+    if fixed not in FIXED_MODES:
+        raise MatrixError(f"{where}: fixed must be one of {', '.join(FIXED_MODES)}, not {fixed!r}")
+    note = raw.get("note", "")
+    if not isinstance(note, str):
+        raise MatrixError(f"{where}: note must be a string")
+    return FileCheck(path, kind, value, fixed, note)

@@ -1,0 +1,144 @@
+"""Find matrix entries by their symptoms in pasted error text or a server log.
+
+One matcher for `sparkdoctor explain` and the serve log scanner, so a line means the same entry
+wherever it is read. Two passes per symptom:
+
+  exact     the symptom string appears as written (the code that prints it was read: see the
+            entries' file checks);
+  tolerant  it appears once the text and the symptom are both normalised: ANSI colour codes
+            dropped, every run of whitespace removed (a terminal or a paste that wrapped a line
+            anywhere, even mid-word, still matches), letters folded to lower case, file paths
+            replaced by one token and numbers of three digits or more by another (a path in
+            site-packages, a PID, a size or a driver version differs from one box to the next).
+
+Pure functions over strings and entries; nothing here reads files or the environment.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Iterable
+
+from sparkdoctor.matrix.model import Entry
+
+ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
+_PATH = re.compile(r"(?:[A-Za-z]:)?(?:\.{0,2}/)?(?:[\w.+@-]+/)+[\w.+@-]*|/[\w.+@-]+")
+# A number that varies from box to box: standing on its own (never digits inside a word such as
+# sm_121a or e2m1x2) and of three digits or more (a size, a PID, a line number, a timeout, 2048,
+# 35.69, 580.159.03). Shorter ones stay literal: "major versions [10]" is not "[12]".
+_NUMBER = re.compile(r"(?<![\w.])(?=(?:[.,:]?\d){3})\d+(?:[.,:]\d+)*(?!\w)")
+_SPACE = re.compile(r"\s+")
+MIN_TOLERANT = 12  # a symptom shorter than this once normalised matches exactly or not at all
+WRAP_LINES = 3  # a wrapped symptom is looked for across this many consecutive lines
+
+
+@dataclass(frozen=True)
+class SymptomMatch:
+    """One entry found in the text: the symptom that matched, how, and where."""
+
+    entry: Entry
+    symptom: str
+    how: str  # "exact" | "tolerant"
+    line_no: int  # 1-based line of the text where the match starts (0 when it cannot be placed)
+    line: str  # that line (or the lines a wrapped match spans), ANSI removed, stripped
+    count: int = 1  # how many lines of the text matched this entry
+
+    def to_dict(self) -> dict[str, object]:
+        e = self.entry
+        return {"id": e.id, "title": e.title, "severity": e.severity, "action": e.action, "evidence": e.evidence,
+                "component": e.component, "remedy": e.remedy, "refs": e.refs, "fix": e.fix, "symptom": self.symptom,
+                "match": self.how, "line_no": self.line_no, "line": self.line, "count": self.count}
+
+
+def strip_ansi(text: str) -> str:
+    return ANSI.sub("", text)
+
+
+def normalise(text: str) -> str:
+    """The form the tolerant pass compares: no colour, paths and numbers as tokens, no whitespace."""
+    text = strip_ansi(text).lower()
+    text = _PATH.sub("\x00p", text)
+    text = _NUMBER.sub("\x00n", text)
+    return _SPACE.sub("", text)
+
+
+def _symptoms(entries: Iterable[Entry]) -> list[tuple[Entry, str, str]]:
+    """(entry, symptom, its normalised form) for every live entry's symptoms."""
+    out = []
+    for e in entries:
+        if e.withdrawn:
+            continue
+        for s in e.symptoms:
+            if s.strip():
+                out.append((e, s, normalise(s)))
+    return out
+
+
+def _tolerant_ok(norm: str) -> bool:
+    return len(norm.replace("\x00p", "").replace("\x00n", "")) >= MIN_TOLERANT
+
+
+def match_line(line: str, entries: Iterable[Entry]) -> list[SymptomMatch]:
+    """The entries whose symptoms appear in one log line (exact first, then tolerant)."""
+    clean = strip_ansi(line).strip()
+    norm = None
+    found: list[SymptomMatch] = []
+    seen: set[str] = set()
+    for entry, symptom, sym_norm in _symptoms(entries):
+        if entry.id in seen:
+            continue
+        if symptom in line or symptom in clean:
+            found.append(SymptomMatch(entry, symptom, "exact", 1, clean))
+            seen.add(entry.id)
+            continue
+        if norm is None:
+            norm = normalise(line)
+        if _tolerant_ok(sym_norm) and sym_norm in norm:
+            found.append(SymptomMatch(entry, symptom, "tolerant", 1, clean))
+            seen.add(entry.id)
+    return found
+
+
+def match_text(text: str, entries: Iterable[Entry]) -> list[SymptomMatch]:
+    """The entries whose symptoms appear anywhere in `text` (pasted output or a whole log): one
+    match per entry, at its first occurrence, with how many lines matched it; exact matches are
+    preferred to tolerant ones, and a symptom wrapped over up to WRAP_LINES lines is still found."""
+    lines = text.splitlines() or [text]
+    clean = [strip_ansi(x) for x in lines]
+    norms = [normalise(x) for x in clean]
+    whole = "".join(norms)
+    results: dict[str, SymptomMatch] = {}
+    for entry, symptom, sym_norm in _symptoms(entries):
+        exact = [i for i, x in enumerate(lines) if symptom in x or symptom in clean[i]]
+        if exact:
+            _keep(results, SymptomMatch(entry, symptom, "exact", exact[0] + 1, clean[exact[0]].strip(), len(exact)))
+            continue
+        if not _tolerant_ok(sym_norm) or sym_norm not in whole:
+            continue
+        where = [i for i, x in enumerate(norms) if sym_norm in x]
+        if where:
+            _keep(results, SymptomMatch(entry, symptom, "tolerant", where[0] + 1, clean[where[0]].strip(), len(where)))
+            continue
+        start, span = _wrapped(norms, sym_norm)
+        excerpt = " ".join(x.strip() for x in clean[start:start + span]) if span else ""
+        _keep(results, SymptomMatch(entry, symptom, "tolerant", start + 1 if span else 0, excerpt))
+    order = {"exact": 0, "tolerant": 1}
+    sev = {"error": 0, "warn": 1, "info": 2}
+    return sorted(results.values(), key=lambda m: (m.line_no == 0, order[m.how], sev.get(m.entry.severity, 9), m.line_no, m.entry.id))
+
+
+def _keep(results: dict[str, SymptomMatch], match: SymptomMatch) -> None:
+    """One match per entry: exact beats tolerant, then the earliest line."""
+    old = results.get(match.entry.id)
+    if old is None or (match.how, match.line_no) < (old.how, old.line_no):
+        results[match.entry.id] = match
+
+
+def _wrapped(norms: list[str], sym_norm: str) -> tuple[int, int]:
+    """(first line, number of lines) of a symptom that a wrap split over consecutive lines."""
+    for span in range(2, WRAP_LINES + 1):
+        for i in range(len(norms) - span + 1):
+            if sym_norm in "".join(norms[i:i + span]):
+                return i, span
+    return 0, 0

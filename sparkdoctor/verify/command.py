@@ -1,0 +1,133 @@
+"""What `sparkdoctor matrix verify` does once its options are parsed: choose the entries, run the
+install checks (probe in scratch venvs) and the file checks (released wheels), or `--bisect` one
+entry, or `--latest` for all, then render and give the exit code. cli.py only parses and calls this.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Callable
+
+from sparkdoctor.cli_support import Fatal
+from sparkdoctor.exitcodes import EXIT_OK, EXIT_VERIFY_CONTRADICTED, EXIT_VERIFY_ERROR
+
+KINDS = ("all", "installs", "files")
+
+
+def _log() -> Callable[[str], None] | None:
+    if not sys.stderr.isatty():
+        return None
+    from rich.console import Console
+
+    err = Console(stderr=True)
+    return lambda line: err.print(f"[dim]{line}[/]")
+
+
+def _matrix(path: Path | None):
+    from sparkdoctor.matrix import MatrixError, load
+
+    try:
+        return load(path)
+    except MatrixError as exc:
+        raise Fatal(str(exc)) from None
+
+
+def run_verify(entry_id: str | None, keep: bool, matrix_path: Path | None, fmt: str, kind: str = "all",
+               bisect_id: str | None = None, latest: bool = False) -> int:
+    """The exit code of one `matrix verify` invocation; output already written."""
+    if fmt not in ("console", "json"):
+        raise Fatal(f"--format {fmt}: choose one of console, json")
+    if kind not in KINDS:
+        raise Fatal(f"--kind {kind}: choose one of {', '.join(KINDS)}")
+    matrix = _matrix(matrix_path)
+    if bisect_id is not None:
+        return _bisect(matrix, bisect_id, fmt)
+    if latest:
+        return _latest(matrix, entry_id, fmt, kind)
+    return _verify(matrix, entry_id, keep, fmt, kind)
+
+
+def _verify(matrix, entry_id: str | None, keep: bool, fmt: str, kind: str) -> int:
+    from sparkdoctor import verify
+    from sparkdoctor.render.verify import render_verify, verify_json
+    from sparkdoctor.verify.files import verify_files
+
+    if entry_id is not None:
+        entry = matrix.get(entry_id)
+        if entry is None:
+            raise Fatal(f"no matrix entry with id {entry_id!r}")
+        want_installs = kind != "files" and bool(entry.verify)
+        want_files = kind != "installs" and bool(entry.files)
+        if not want_installs and not want_files:
+            raise Fatal(f"{entry.file}: entry {entry.id}: nothing to verify of kind {kind} (no 'verify' table or 'files' table)")
+        chosen = [entry]
+    else:
+        want_installs, want_files = kind != "files", kind != "installs"
+        chosen = [e for e in matrix.entries if not e.withdrawn]
+    try:
+        specs = [verify.parse_spec(e) for e in chosen if want_installs and e.verify and e.verified_by]
+    except verify.VerifyError as exc:
+        raise Fatal(str(exc)) from None
+    log = _log()
+    started = time.monotonic()
+    results: list = verify.verify(specs, keep=keep, log=log) if specs else []
+    results += [verify_files(e, log) for e in chosen if want_files and e.files]
+    seconds = time.monotonic() - started
+    if fmt == "json":
+        sys.stdout.write(verify_json(results, seconds) + "\n")
+    elif not results:
+        print("no matrix entry has a verify table or a files table")
+    else:
+        from rich.console import Console
+
+        render_verify(results, Console(), seconds)
+    return exit_code(results)
+
+
+def exit_code(results: list) -> int:
+    if any(r.verdict == "contradicted" for r in results):
+        return EXIT_VERIFY_CONTRADICTED
+    if any(r.verdict == "error" for r in results):
+        return EXIT_VERIFY_ERROR
+    return EXIT_OK
+
+
+def _bisect(matrix, entry_id: str, fmt: str) -> int:
+    from sparkdoctor.render.verify import render_bisect, write_json
+    from sparkdoctor.verify.files import bisect
+
+    entry = matrix.get(entry_id)
+    if entry is None:
+        raise Fatal(f"no matrix entry with id {entry_id!r}")
+    if not entry.files:
+        raise Fatal(f"{entry.file}: entry {entry.id}: --bisect needs a 'files' table (checks over released wheels)")
+    found = bisect(entry, _log())
+    if fmt == "json":
+        write_json({"schema": 1, "bisect": found})
+    else:
+        render_bisect(found)
+    return {"agrees": EXIT_OK, "found": EXIT_OK, "differs": EXIT_VERIFY_CONTRADICTED}.get(found["verdict"], EXIT_VERIFY_ERROR)
+
+
+def _latest(matrix, entry_id: str | None, fmt: str, kind: str) -> int:
+    from sparkdoctor import verify
+    from sparkdoctor.render.verify import render_latest, write_json
+    from sparkdoctor.verify.files import latest, latest_installs
+
+    chosen = [e for e in matrix.entries if not e.withdrawn and (entry_id is None or e.id == entry_id)]
+    with_files = [e for e in chosen if e.files and kind != "installs"]
+    with_installs = [e for e in chosen if e.verify and e.verified_by and kind != "files"]
+    if entry_id is not None and not (with_files or with_installs):
+        raise Fatal(f"no matrix entry with id {entry_id!r} and a 'files' or 'verify' table of kind {kind}")
+    log = _log()
+    results = [latest(e, log) for e in with_files]
+    results += [dict(latest_installs(verify.parse_spec(e), log), kind="installs") for e in with_installs]
+    if fmt == "json":
+        write_json({"schema": 1, "latest": results})
+    else:
+        render_latest(results)
+    if any(r["verdict"] in ("regression", "range-must-grow", "fixed-upstream") for r in results):
+        return EXIT_VERIFY_CONTRADICTED
+    return EXIT_VERIFY_ERROR if any(r["verdict"] == "error" for r in results) else EXIT_OK

@@ -1,0 +1,267 @@
+"""File checks: prove an entry's version bounds and symptom strings against the released wheels.
+
+The second kind of verify (the first installs and runs a probe): each version of an entry's `files`
+table is downloaded (sparkdoctor.verify.wheels) and every check is run over the wheel's members.
+On an affected version every check must hold; on a fixed version each must give what its `fixed`
+mode says. `bisect` walks the registry's released versions to find where the checks stop holding
+and compares that boundary with the entry's `when.packages` bound; `latest` runs the checks on the
+newest release and says whether the entry's range still describes it.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from packaging.version import Version
+
+from sparkdoctor.matrix import Entry
+from sparkdoctor.matrix.file_checks import FileCheck, FilesTable, parse_files_table
+from sparkdoctor.matrix.versions import version_in
+from sparkdoctor.verify.wheels import WheelError, WheelFiles, released_versions, wheel
+
+Log = Callable[[str], None]
+
+
+@dataclass
+class VersionRun:
+    """The checks of one entry on one released version."""
+
+    version: str
+    role: str  # affected | fixed | probe (bisect / latest)
+    results: list[tuple[FileCheck, bool]] = field(default_factory=list)
+    error: str | None = None
+
+    @property
+    def holds(self) -> bool:
+        """Does the entry's claim hold here (every check true)?"""
+        return self.error is None and all(ok for _, ok in self.results)
+
+    def wrong(self) -> list[str]:
+        """What this version gives against its role, in words (empty: as the entry says)."""
+        if self.error:
+            return [self.error]
+        out = []
+        for check, ok in self.results:
+            if self.role == "affected" and not ok:
+                out.append(f"affected {self.version}: {check.label} does not hold")
+            elif self.role == "fixed" and check.fixed == "differs" and ok:
+                out.append(f"fixed {self.version}: {check.label} still holds")
+            elif self.role == "fixed" and check.fixed == "same" and not ok:
+                out.append(f"fixed {self.version}: {check.label} does not hold")
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"version": self.version, "role": self.role, "error": self.error,
+                "checks": [{"check": c.label, "holds": ok} for c, ok in self.results]}
+
+
+@dataclass
+class FileResult:
+    id: str
+    package: str
+    verdict: str  # confirmed | contradicted | error
+    why: str
+    runs: list[VersionRun]
+    kind: str = "files"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "kind": self.kind, "package": self.package, "verdict": self.verdict, "why": self.why,
+                "runs": [r.to_dict() for r in self.runs]}
+
+
+def run_checks(checks: tuple[FileCheck, ...], files: WheelFiles) -> list[tuple[FileCheck, bool]]:
+    return [(c, check_holds(c, files)) for c in checks]
+
+
+def check_holds(check: FileCheck, files: WheelFiles) -> bool:
+    members = [n for n in files.names if fnmatch.fnmatchcase(n, check.path)]
+    if check.kind == "exists":
+        return bool(members) == check.value
+    if check.kind == "contains":
+        return any(check.value in files.text(n) for n in members)
+    if check.kind == "lacks":
+        return not any(check.value in files.text(n) for n in members)
+    pattern = re.compile(check.value)
+    return any(pattern.search(files.text(n)) for n in members)
+
+
+def checks_on(table: FilesTable, version: str, role: str, log: Log | None = None) -> VersionRun:
+    run = VersionRun(version, role)
+    try:
+        if log:
+            log(f"reading {table.package}=={version}")
+        files = WheelFiles(wheel(table.package, version))
+        try:
+            run.results = run_checks(table.checks, files)
+        finally:
+            files.close()
+    except WheelError as exc:
+        run.error = str(exc)
+    return run
+
+
+def table_of(entry: Entry) -> FilesTable:
+    return parse_files_table(entry.files, f"{entry.file}: entry {entry.id}")
+
+
+def verify_files(entry: Entry, log: Log | None = None) -> FileResult:
+    table = table_of(entry)
+    runs = [checks_on(table, v, "affected", log) for v in table.affected]
+    runs += [checks_on(table, v, "fixed", log) for v in table.fixed]
+    errors = [r.error for r in runs if r.error]
+    if errors:
+        return FileResult(entry.id, table.package, "error", errors[0], runs)
+    wrong = [w for r in runs for w in r.wrong()]
+    if wrong:
+        return FileResult(entry.id, table.package, "contradicted", "; ".join(wrong), runs)
+    n = len(table.checks)
+    return FileResult(entry.id, table.package, "confirmed",
+                      f"{n} check{'s' * (n != 1)} hold on {', '.join(table.affected)}" + (f" and not on {', '.join(table.fixed)}" if table.fixed else ""), runs)
+
+
+# ---- bisect and latest ----------------------------------------------------------------------------
+
+
+def entry_spec(entry: Entry, package: str) -> str | None:
+    """The entry's version bound on the package its files table reads, if `when.packages` has one."""
+    packages = entry.when.get("packages") or {}
+    from packaging.utils import canonicalize_name
+
+    found = next((s for name, s in packages.items() if canonicalize_name(name) == package), None)
+    return None if found is None or found.strip() == "*" else found  # "*" bounds nothing
+
+
+def bisect(entry: Entry, log: Log | None = None, versions: tuple[str, ...] | None = None) -> dict[str, Any]:
+    """Find where the entry's claim stops holding between its newest affected and oldest fixed
+    version (binary search over the released versions), and compare it with the entry's bound."""
+    table = table_of(entry)
+    if not table.fixed:
+        return {"id": entry.id, "verdict": "error", "why": "the files table lists no fixed version to bisect towards"}
+    released = list(versions or released_versions(table.package))
+    lo_v, hi_v = max(table.affected, key=Version), min(table.fixed, key=Version)
+    lo_v, hi_v = sorted((lo_v, hi_v), key=Version)
+    window = [v for v in released if Version(lo_v) <= Version(v) <= Version(hi_v)]
+    if len(window) < 2:
+        return {"id": entry.id, "verdict": "error", "why": f"no released versions between {lo_v} and {hi_v}"}
+    holds: dict[str, bool] = {}
+    runs: list[VersionRun] = []
+
+    def probe(i: int) -> bool:
+        v = window[i]
+        if v not in holds:
+            run = checks_on(table, v, "probe", log)
+            runs.append(run)
+            if run.error:
+                raise WheelError(run.error)
+            holds[v] = run.holds
+        return holds[v]
+
+    try:
+        first_state = probe(0)
+        if probe(len(window) - 1) == first_state:
+            return {"id": entry.id, "verdict": "error", "why": f"the checks give the same answer on {window[0]} and {window[-1]}: no boundary",
+                    "runs": [r.to_dict() for r in runs]}
+        lo, hi = 0, len(window) - 1  # probe(lo) == first_state != probe(hi)
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if probe(mid) == first_state:
+                lo = mid
+            else:
+                hi = mid
+    except WheelError as exc:
+        return {"id": entry.id, "verdict": "error", "why": str(exc), "runs": [r.to_dict() for r in runs]}
+    last_on, first_off = window[lo], window[hi]
+    spec = entry_spec(entry, table.package)
+    boundary = f"the claim holds on {last_on}, not on {first_off}" if first_state else f"the claim holds from {first_off}, not on {last_on}"
+    agrees = None
+    if spec is not None:
+        inside = [bool(version_in(v, spec)) for v in (last_on, first_off)]
+        agrees = inside == [first_state, not first_state]
+    verdict = "agrees" if agrees else ("differs" if agrees is False else "found")
+    why = boundary + (f"; the entry's bound is {table.package} {spec}" if spec else "; the entry has no version bound on it")
+    return {"id": entry.id, "package": table.package, "verdict": verdict, "why": why, "last": last_on, "first": first_off,
+            "bound": spec, "runs": [r.to_dict() for r in runs]}
+
+
+def latest(entry: Entry, log: Log | None = None) -> dict[str, Any]:
+    """Run the entry's file checks on the newest release: does the entry's range still describe it?"""
+    table = table_of(entry)
+    try:
+        newest = released_versions(table.package)[-1]
+    except (WheelError, IndexError) as exc:
+        return {"id": entry.id, "verdict": "error", "why": str(exc) or "no released version"}
+    run = checks_on(table, newest, "probe", log)
+    if run.error:
+        return {"id": entry.id, "verdict": "error", "why": run.error, "version": newest}
+    spec = entry_spec(entry, table.package)
+    expected = bool(version_in(newest, spec)) if spec else None
+    fixed_known = [v for v in table.fixed if Version(v) < Version(newest)]
+    if expected is None:
+        verdict, why = ("holds" if run.holds else "fixed"), f"no version bound; the claim {'holds' if run.holds else 'no longer holds'} on {newest}"
+    elif expected == run.holds:
+        verdict, why = "holds", f"{newest} is {'inside' if expected else 'outside'} {spec} and the checks agree"
+    elif run.holds:
+        verdict = "regression" if fixed_known else "range-must-grow"
+        why = f"the claim holds again on {newest}, outside {spec}" + (f" (fixed in {', '.join(fixed_known)})" if fixed_known else "")
+    else:
+        verdict, why = "fixed-upstream", f"{newest} is inside {spec} but the claim no longer holds there: the bound can close"
+    return {"id": entry.id, "package": table.package, "version": newest, "verdict": verdict, "why": why, "run": run.to_dict()}
+
+
+# ---- --latest for install checks ------------------------------------------------------------------
+
+
+def bump_pins(steps: tuple[tuple[str, ...], ...], newest: Callable[[str], str]) -> tuple[tuple[str, ...], ...]:
+    """The same pip steps with every `name==version` (extras kept) moved to `newest(name)`."""
+    from packaging.requirements import Requirement
+
+    out = []
+    for step in steps:
+        args = []
+        for arg in step:
+            if arg.startswith("-"):
+                args.append(arg)
+                continue
+            req = Requirement(arg)
+            pinned = [s for s in req.specifier if s.operator == "=="]
+            if pinned:
+                extras = f"[{','.join(sorted(req.extras))}]" if req.extras else ""
+                arg = f"{req.name}{extras}=={newest(req.name)}"
+            args.append(arg)
+        out.append(tuple(args))
+    return tuple(out)
+
+
+def latest_installs(spec, log: Log | None = None) -> dict[str, Any]:
+    """Build each fixed environment of an entry's verify table at the newest releases of what it
+    pins and run the entry's probe there: giving the entry's `expect` again is a regression."""
+    from sparkdoctor.matrix.verify_table import Env
+    from sparkdoctor.verify.runner import Run, _Builds, _probe_run
+    from sparkdoctor.verify.venvs import venv_root
+
+    try:
+        envs = [Env(bump_pins(env.steps, lambda name: released_versions(name)[-1]), env.arch) for env in spec.fixed]
+    except (WheelError, IndexError) as exc:
+        return {"id": spec.entry.id, "verdict": "error", "why": str(exc) or "no released version"}
+    if not envs:
+        return {"id": spec.entry.id, "verdict": "error", "why": "the verify table has no fixed environment to move forward"}
+    import shutil
+
+    builds = _Builds(venv_root(), log)
+    try:
+        runs: list[Run] = [_probe_run(spec, "fixed", env, builds) for env in envs]
+    finally:
+        for venv in builds.fresh:  # built only to look at the newest releases
+            shutil.rmtree(venv, ignore_errors=True)
+    labels = "; ".join(r.env.label for r in runs)
+    if any(r.status == "error" and spec.expect != "error" for r in runs):
+        bad = next(r for r in runs if r.status == "error")
+        return {"id": spec.entry.id, "verdict": "error", "why": f"[{bad.env.label}]: {bad.detail}"}
+    again = [r for r in runs if r.status == spec.expect]
+    if again:
+        return {"id": spec.entry.id, "verdict": "regression",
+                "why": f"the newest releases give {spec.expect} again: [{again[0].env.label}]: {again[0].detail}"}
+    return {"id": spec.entry.id, "verdict": "holds", "why": f"the newest releases stay fixed ({labels}): {runs[0].status}"}

@@ -1,0 +1,112 @@
+"""Released wheels, downloaded once and read in place: the material of the file checks.
+
+`pip download --no-deps NAME==VERSION` into <cache>/wheels (or $SPARKDOCTOR_WHEELS), reused by every
+later run; a wheel is a zip, so its members are read straight from it (nothing is unpacked to disk).
+The released versions of a package come from the registry through `pip index versions`.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import sys
+import zipfile
+from functools import lru_cache
+from pathlib import Path
+
+from packaging.utils import canonicalize_name, parse_wheel_filename
+from packaging.version import InvalidVersion, Version
+
+from sparkdoctor import proc
+from sparkdoctor.verify.venvs import pip_error
+
+DOWNLOAD_TIMEOUT = 900.0
+INDEX_TIMEOUT = 120.0
+
+
+class WheelError(RuntimeError):
+    """A wheel that could not be fetched or read; one line, pip's own error where it has one."""
+
+
+def wheel_root() -> Path:
+    override = os.environ.get("SPARKDOCTOR_WHEELS")
+    if override:
+        return Path(override)
+    from sparkdoctor.locations import cache_dir
+
+    return cache_dir() / "wheels"
+
+
+def _cached(root: Path, name: str, version: str) -> Path | None:
+    want = Version(version)
+    for path in sorted(root.glob("*.whl")):
+        try:
+            wname, wversion, _, _ = parse_wheel_filename(path.name)
+        except (ValueError, InvalidVersion):
+            continue
+        if wname == name and wversion == want:
+            return path
+    return None
+
+
+def wheel(package: str, version: str, root: Path | None = None) -> Path:
+    """The wheel of `package==version`, from the cache or downloaded into it."""
+    root = root or wheel_root()
+    name = canonicalize_name(package)
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / f".{name}-{version}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # two runs must not download one wheel at once
+        found = _cached(root, name, version)
+        if found:
+            return found
+        argv = [sys.executable, "-m", "pip", "--disable-pip-version-check", "--no-input", "-q", "download",
+                "--no-deps", "--only-binary=:all:", f"{name}=={version}", "-d", str(root)]
+        result = proc.run(argv, timeout=DOWNLOAD_TIMEOUT)
+        found = _cached(root, name, version)
+        if found is None:
+            why = pip_error(result) if not result.ok else "pip downloaded no wheel"
+            raise WheelError(f"pip download {name}=={version} failed: {why}")
+        return found
+
+
+@lru_cache(maxsize=32)
+def released_versions(package: str) -> tuple[str, ...]:
+    """Every released version of `package` on the registry, oldest first (pre-releases left out)."""
+    argv = [sys.executable, "-m", "pip", "--disable-pip-version-check", "--no-input", "index", "versions", canonicalize_name(package)]
+    result = proc.run(argv, timeout=INDEX_TIMEOUT)
+    line = next((x for x in (result.stdout or "").splitlines() if x.startswith("Available versions:")), None)
+    if line is None:
+        raise WheelError(f"pip index versions {package} failed: {pip_error(result) if not result.ok else 'no version list'}")
+    versions = []
+    for text in line.split(":", 1)[1].split(","):
+        try:
+            v = Version(text.strip())
+        except InvalidVersion:
+            continue
+        if not v.is_prerelease and not v.is_devrelease:
+            versions.append(v)
+    return tuple(str(v) for v in sorted(versions))
+
+
+class WheelFiles:
+    """One wheel's members, read from the zip on demand and kept for the checks of this run."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        try:
+            self._zip = zipfile.ZipFile(path)
+        except (OSError, zipfile.BadZipFile) as exc:
+            raise WheelError(f"{path.name}: not a readable wheel: {exc}") from None
+        self.names = [n for n in self._zip.namelist() if not n.endswith("/")]
+        self._text: dict[str, str] = {}
+
+    def text(self, name: str) -> str:
+        if name not in self._text:
+            try:
+                self._text[name] = self._zip.read(name).decode("utf-8", errors="replace")
+            except (OSError, zipfile.BadZipFile, KeyError) as exc:
+                raise WheelError(f"{self.path.name}: cannot read {name}: {exc}") from None
+        return self._text[name]
+
+    def close(self) -> None:
+        self._zip.close()

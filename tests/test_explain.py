@@ -1,0 +1,140 @@
+"""`sparkdoctor explain` and the symptom matcher it shares with the serve log scanner.
+
+The fixtures in tests/data/explain/ are real log lines quoted in the research (vLLM #44740's
+negative graph estimate, #36734's Mamba assert, eugr #266's container driver refusal, cutlass #3227's
+`_mma` ptxas error, vLLM #42354's NCCL watchdog, FlashInfer's major-version JIT error, torch's GB10
+capability warning) inside realistic surrounding lines; one is wrapped mid-word and coloured the
+way a terminal paste arrives. The matrix is the bundled one: a fixture that stops matching means an
+entry's symptom drifted from what the software prints.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sparkdoctor.matrix import Entry, load
+from sparkdoctor.matrix.symptoms import match_line, match_text, normalise
+
+DATA = Path(__file__).resolve().parent / "data" / "explain"
+MATRIX = load()
+
+# fixture -> the entries it must explain, each with how it matches
+EXPECTED = {
+    "vllm-negative-cg-estimate.log": {"vllm-cg-estimate-negative": "exact", "vllm-cg-estimate-forced-on": "exact"},
+    "torch-gb10-warning-wrapped-ansi.txt": {"torch-cc-121-warning": "tolerant"},
+    "container-driver-too-old.txt": {"driver-image-needs-newer-driver": "exact"},
+    "mamba-align-assert.log": {"vllm-mamba-align-mnbt": "exact"},
+    "cutedsl-mma-ptxas.txt": {"cutedsl-450-libs-base-mma": "exact", "cutedsl-wheel-collision": "exact"},
+    "nccl-watchdog-two-sparks.log": {"nccl-pip-2289-multinode-hang": "exact"},
+    "flashinfer-jit-major-10.txt": {"fi-moe-utils-jit-sm12x": "exact"},  # not the toolkit entry's "[12]"
+    "vllm-clean-start.log": {},
+}
+
+
+def entry(symptoms: list[str], entry_id: str = "demo", severity: str = "warn") -> Entry:
+    return Entry(id=entry_id, title="t", severity=severity, action="configure", summary="s", remedy="r", when={},
+                 refs=["https://example.org"], component="demo", file="demo.toml", symptoms=symptoms)
+
+
+def run(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "sparkdoctor", "explain", *args], input=stdin, capture_output=True, timeout=60)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_real_log_fixtures_are_explained(name):
+    matches = match_text((DATA / name).read_text(encoding="utf-8"), MATRIX.entries)
+    assert {m.entry.id: m.how for m in matches} == EXPECTED[name]
+
+
+def test_every_fixture_is_listed():
+    assert {p.name for p in DATA.iterdir()} == set(EXPECTED)
+
+
+def test_the_wrapped_match_names_the_lines_it_spans():
+    [m] = match_text((DATA / "torch-gb10-warning-wrapped-ansi.txt").read_text(), MATRIX.entries)
+    assert m.line_no == 3 and "\x1b" not in m.line
+    assert m.line == "Minimum and Maximum cuda capability supported by this version of PyTor ch is"
+
+
+def test_exact_then_tolerant_of_paths_numbers_colour_and_wrapping():
+    e = entry(["Free memory on device cuda:0 (12.3/119.7 GiB) on startup is less than desired"])
+    line = "\x1b[31mValueError: Free memory on device cuda:0 (100.21/121.69 GiB) on startup is less than desired\x1b[0m"
+    [m] = match_line(line, [e])
+    assert m.how == "tolerant" and m.line.startswith("ValueError")
+    path = entry(["File /opt/venv/lib/python3.12/site-packages/vllm/envs.py is read-only"])
+    assert match_line("File /usr/local/lib/python3.10/dist-packages/vllm/envs.py is read-only", [path])[0].how == "tolerant"
+    assert match_line("Free memory on device cuda:0 (12.3/119.7 GiB) on startup is less than desired", [e])[0].how == "exact"
+
+
+def test_tolerance_never_changes_what_the_symptom_is_about():
+    arch = entry(["Instruction 'cvt with .e2m1x2' not supported on .target 'sm_121'"])
+    assert not match_line("Instruction 'cvt with .e2m1x2' not supported on .target 'sm_120'", [arch])
+    majors = entry(["No supported CUDA architectures found for major versions [12]"])
+    assert not match_line("No supported CUDA architectures found for major versions [10]", [majors])
+    short = entry(["!!!!!!!!"])  # shorter than MIN_TOLERANT once normalised: exact only
+    assert match_line("answer: !!!!!!!!!!!!", [short]) and not match_line("answer: !!!! !!!!", [short])
+
+
+def test_one_match_per_entry_counts_repeats_and_skips_withdrawn():
+    e = entry(["This kernel only supports sm120."])
+    text = "\n".join(["warmup"] + ["This kernel only supports sm120."] * 40)
+    [m] = match_text(text, [e])
+    assert (m.line_no, m.count) == (2, 40)
+    gone = entry(["This kernel only supports sm120."])
+    gone.withdrawn = "wrong"
+    assert match_text(text, [gone]) == []
+
+
+def test_normalise_is_what_the_docstring_says():
+    assert normalise("\x1b[1mA  b\nC\x1b[0m") == "abc"
+    assert normalise("took 600060 ms at /a/b/c.py:12") == "took\x00nmsat\x00p:12"
+
+
+def test_every_bundled_symptom_finds_its_own_entry():
+    """Each symptom string, pasted alone, is explained by the entry that lists it."""
+    for e in MATRIX.entries:
+        for s in e.symptoms if not e.withdrawn else []:
+            assert e.id in [m.entry.id for m in match_line(s, MATRIX.entries)], (e.id, s)
+
+
+# ---- the command --------------------------------------------------------------------------------
+
+
+def test_explain_file_console_and_exit_code():
+    p = run(str(DATA / "mamba-align-assert.log"))
+    out = " ".join(p.stdout.decode().split())
+    assert p.returncode == 0, p.stderr
+    assert "vllm-mamba-align-mnbt" in out and "evidence: checked" in out and "line 4 (exact match)" in out
+    assert "--max-num-batched-tokens 4096" in out and "https://github.com/vllm-project/vllm/pull/34445" in out
+    assert out.endswith("1 known problem in " + str(DATA / "mamba-align-assert.log") + " (4 lines) · 1 exact, 0 tolerant · evidence: 1 checked")
+
+
+def test_explain_stdin_json_is_versioned_and_alone_on_stdout():
+    p = run("-", "--format", "json", stdin=(DATA / "container-driver-too-old.txt").read_bytes())
+    assert p.returncode == 0 and not p.stderr
+    doc = json.loads(p.stdout)
+    assert doc["schema"] == 1 and doc["source"] == "stdin" and doc["lines"] == 10
+    [m] = doc["matches"]
+    assert (m["id"], m["match"], m["line_no"], m["evidence"]) == ("driver-image-needs-newer-driver", "exact", 7, "reported")
+    assert m["refs"] == ["https://github.com/eugr/spark-vllm-docker/issues/266"]
+    assert doc["summary"] == {"matched": 1, "exact": 1, "tolerant": 0, "evidence": {"reproduced": 0, "checked": 0, "reported": 1}}
+
+
+def test_explain_nothing_known_exits_1():
+    p = run(str(DATA / "vllm-clean-start.log"))
+    assert p.returncode == 1 and b"No known symptom" in p.stdout
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda d: d / "missing.log", "missing.log: cannot read: No such file or directory"),
+    (lambda d: (d / "bin.log").write_bytes(b"\x7fELF\x00\x00") and d / "bin.log", "bin.log: binary data, not log text"),
+])
+def test_explain_bad_input_is_one_line(tmp_path, make, message):
+    p = run(str(make(tmp_path)))
+    assert p.returncode == 2 and not p.stdout
+    assert p.stderr.decode().count("\n") == 1 and message in p.stderr.decode()
