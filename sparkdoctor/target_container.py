@@ -1,0 +1,173 @@
+"""A running container as the target: the serving stack inside it, probed through the container CLI.
+
+Most Sparks serve from a container, so the stack to check lives there while the GPU, the driver and
+the memory pressure belong to the host. A probe runs in the container as
+
+    docker exec -i NAME PYTHON -B -c BOOTSTRAP      (stdin: a header line + the probe folder, zipped)
+
+The bootstrap unpacks the probe into a fresh temporary folder inside the container, runs it with the
+container's interpreter in its own session under a deadline of its own (killing the container CLI
+does not stop what it started inside), and removes the folder: nothing is installed, nothing stays.
+The host side goes through proc like every other child (timeout, process group, kill at the run's
+deadline). Finding the container, its image and its interpreter lives in container_inspect.py.
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+import io
+import json
+import zipfile
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from sparkdoctor import proc
+from sparkdoctor.locations import data_dir
+
+# The longest a probe may run inside the container when its caller gives no timeout at start
+# (start_script): the host stops waiting earlier; this bounds what is left behind in the container.
+DEFAULT_INSIDE_TIMEOUT = 120.0
+INSIDE_MARGIN = 2.0  # the host gives up first; the container's own deadline follows shortly after
+MARKER = "sparkdoctor-probe:"
+
+# Runs under the container's interpreter (Python 3.6+, standard library only).
+BOOTSTRAP = r"""
+import base64, io, json, os, shutil, signal, subprocess, sys, tempfile, zipfile
+head = json.loads(sys.stdin.readline())
+blob = base64.b64decode(sys.stdin.read())
+tmp = tempfile.mkdtemp(prefix="sparkdoctor-probe-")
+child = None
+def stop(signum=None, frame=None):
+    if child is not None:
+        try:
+            os.killpg(child.pid, signal.SIGKILL)
+        except OSError:
+            pass
+    shutil.rmtree(tmp, ignore_errors=True)
+    if signum is not None:
+        os._exit(128 + signum)
+for s in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+    signal.signal(s, stop)
+code = 0
+try:
+    zipfile.ZipFile(io.BytesIO(blob)).extractall(tmp)
+    env = dict(os.environ)
+    env.update(head["env"])
+    argv = [sys.executable, "-B", os.path.join(tmp, head["script"])] + head["args"]
+    child = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, start_new_session=True)
+    try:
+        code = child.wait(timeout=head["timeout"])
+    except subprocess.TimeoutExpired:
+        stop()
+        child.wait()
+        sys.stderr.write("\n%s timeout %s\n" % (head["marker"], head["timeout"]))
+        code = 124
+    else:
+        if code < 0:
+            sys.stderr.write("\n%s signal %d\n" % (head["marker"], -code))
+            code = 128 - code
+finally:
+    stop()
+sys.stderr.flush()
+sys.exit(code)
+"""
+
+
+@functools.lru_cache(maxsize=16)
+def probe_payload(script: str) -> tuple[str, str]:
+    """(the script's path inside the payload, base64 of a zip holding what it needs): a probe folder
+    (probes/<name>/) travels with probes/shared/; any other script travels alone."""
+    path = Path(script)
+    root = data_dir("probes")
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
+        try:
+            inside = path.resolve().relative_to(root.resolve())
+        except ValueError:
+            inside = None
+        if inside is not None and len(inside.parts) >= 2:
+            for folder in (root / inside.parts[0], root / "shared"):
+                for file in sorted(folder.rglob("*")):
+                    if file.is_file() and "__pycache__" not in file.parts:
+                        zf.write(file, file.relative_to(root).as_posix())
+            entry = inside.as_posix()
+        else:
+            zf.write(path, path.name)
+            entry = path.name
+    return entry, base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+@dataclass
+class ContainerTarget:
+    """A running container, reached through its container CLI (docker or podman)."""
+
+    engine: list[str]  # argv prefix of the container CLI, e.g. ["docker"]
+    name: str
+    python: str  # the interpreter inside the container
+    chosen_by: str  # "--container-python", "vLLM found in the container", "the container's PATH"
+    info: dict[str, Any] = field(default_factory=dict)  # id, image, image_id, fingerprint (container_inspect)
+    kind: str = "container"
+    shares_files: bool = False  # paths it reports are the container's: host caches and host tools do not apply
+
+    def describe(self) -> dict[str, Any]:
+        return {"kind": self.kind, "python": self.python, "chosen_by": self.chosen_by, "container": self.name,
+                "engine": Path(self.engine[0]).name}
+
+    def exec_argv(self, argv: list[str], stdin: bool = False) -> list[str]:
+        return [*self.engine, "exec", *(["-i"] if stdin else []), self.name, *argv]
+
+    def start_script(self, script: Path, args: list[str], env: dict[str, str] | None = None,
+                     inside_timeout: float | None = None) -> proc.Running:
+        entry, blob = probe_payload(str(script))
+        limit = inside_timeout or DEFAULT_INSIDE_TIMEOUT
+        left = proc.time_left()
+        if left is not None:
+            limit = min(limit, left)
+        head = {"script": entry, "args": list(args), "env": dict(env or {}), "timeout": round(limit + INSIDE_MARGIN, 1),
+                "marker": MARKER}
+        argv = self.exec_argv([self.python, "-B", "-c", BOOTSTRAP], stdin=True)
+        return _InContainer(proc.start(argv, input=json.dumps(head) + "\n" + blob))
+
+    def run_script(self, script: Path, args: list[str], timeout: float, env: dict[str, str] | None = None) -> proc.ProcResult:
+        return self.start_script(script, args, env, inside_timeout=timeout).result(timeout)
+
+    def run_command(self, argv: list[str], timeout: float, input: str | None = None) -> proc.ProcResult:
+        """A command inside the container (a tool such as ptxas; no shell unless argv names one)."""
+        return proc.run(self.exec_argv(argv, stdin=input is not None), timeout=timeout, input=input)
+
+
+class _InContainer(proc.Running):
+    """A probe's Running whose result speaks like a local process's: the bootstrap's own deadline is a
+    timeout, a probe killed by a signal has a negative return code (not the CLI's 128+N)."""
+
+    def __init__(self, inner: proc.Running):
+        super().__init__(inner.argv, inner.popen, inner.started, inner.input, inner.start_error, inner.max_output)
+        self.inner = inner
+
+    def result(self, timeout: float) -> proc.ProcResult:
+        return translate(self.inner.result(timeout))
+
+    def kill(self) -> None:
+        self.inner.kill()
+
+    def cancel(self) -> None:
+        self.inner.cancel()
+
+
+def translate(res: proc.ProcResult) -> proc.ProcResult:
+    kept, note = [], None
+    for line in res.stderr.splitlines():
+        if line.startswith(MARKER):
+            note = line[len(MARKER):].split()
+        else:
+            kept.append(line)
+    if not note:
+        return res
+    stderr = "\n".join(kept).rstrip("\n")
+    if note[0] == "signal" and len(note) > 1 and note[1].isdigit():
+        return replace(res, returncode=-int(note[1]), stderr=stderr)
+    if note[0] == "timeout":
+        return replace(res, returncode=None, timed_out=True, stderr=stderr)
+    return replace(res, stderr=stderr)
