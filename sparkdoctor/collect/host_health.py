@@ -146,7 +146,7 @@ def links(root: Path) -> list[dict[str, Any]] | None:
             rate = (_read(base / "rate") or "").strip() or None
             gbps = _int(rate.split()[0]) if rate and rate.split()[0].isdigit() else None
             found.append({"name": name, "kind": "infiniband", "port": _int(port), "driver": None,
-                          "state": state.split(":", 1)[-1].strip() if state else None,
+                          "state": state.split(":", 1)[-1].strip().lower() if state else None,
                           "speed_mbps": gbps * 1000 if gbps else None, "rate": rate})
     return found
 
