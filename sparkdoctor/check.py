@@ -60,7 +60,8 @@ def collect_facts(target: Target, options: CheckOptions) -> Facts:
         facts=facts,
         arch_override=options.arch,
         constraint_files=list(options.constraint_files),
-        cache_dir=cache_dir() if shares_files else None,  # host paths mean nothing inside a container
+        # a container's probe caches live in a folder of its own, carried in and out (target_container)
+        cache_dir=cache_dir() if shares_files else getattr(target, "cache_root", None),
         use_cache=options.use_cache,
         kernels=options.kernels,
         timeout=options.timeout,

@@ -42,11 +42,11 @@ def resolve_target(python: Optional[str], container: Optional[str], container_py
 
 
 def probe_cache_root(target: Any):
-    """The host cache folder for the target's probes, or None for a target whose files are not the
-    host's (a container: its probes cannot read or write a host path)."""
+    """The host cache folder for the target's probes; a container's own (its probes' cache files are
+    carried in and out with each probe, see target_container)."""
     from sparkdoctor.locations import cache_dir
 
-    return cache_dir() if getattr(target, "shares_files", True) else None
+    return cache_dir() if getattr(target, "shares_files", True) else getattr(target, "cache_root", None)
 
 
 def start_target_probe(target: Any, no_cache: bool) -> Any:

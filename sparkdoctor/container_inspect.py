@@ -15,6 +15,7 @@ import hashlib
 import json
 import os
 import shutil
+from pathlib import Path
 from typing import Any
 
 from sparkdoctor import proc
@@ -159,6 +160,17 @@ def resolve_container_target(name: str, python: str | None = None) -> ContainerT
     if python:
         target = ContainerTarget(cli, name, python, "--container-python", info)
         check_python(target)
-        return target
-    interpreter, why = find_python(cli, name)
-    return ContainerTarget(cli, name, interpreter, why, info)
+    else:
+        interpreter, why = find_python(cli, name)
+        target = ContainerTarget(cli, name, interpreter, why, info)
+    target.cache_root = cache_root_for(target)
+    return target
+
+
+def cache_root_for(target: ContainerTarget) -> Path:
+    """The host folder of one container interpreter's probe caches: by image content and interpreter
+    (a container recreated from the same image keeps its cache; another image never shares it)."""
+    from sparkdoctor.locations import cache_dir
+
+    key = f"{target.info.get('fingerprint') or target.info.get('image_id')}|{target.name}|{target.python}"
+    return cache_dir() / "containers" / hashlib.sha256(key.encode()).hexdigest()[:16]

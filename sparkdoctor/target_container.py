@@ -29,6 +29,8 @@ from sparkdoctor.locations import data_dir
 # The longest a probe may run inside the container when its caller gives no timeout at start
 # (start_script): the host stops waiting earlier; this bounds what is left behind in the container.
 DEFAULT_INSIDE_TIMEOUT = 120.0
+MAX_CACHE_BYTES = 32 * 1024 * 1024  # a probe's cache file bigger than this is not carried in or out
+TMP = "@@SPARKDOCTOR_TMP@@"  # stands for the probe's temporary folder in the container, in its arguments
 INSIDE_MARGIN = 2.0  # the host gives up first; the container's own deadline follows shortly after
 MARKER = "sparkdoctor-probe:"
 
@@ -53,9 +55,14 @@ for s in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
 code = 0
 try:
     zipfile.ZipFile(io.BytesIO(blob)).extractall(tmp)
+    os.mkdir(os.path.join(tmp, "carried"))
+    for key, data in head["files"].items():
+        with open(os.path.join(tmp, "carried", key), "wb") as fh:
+            fh.write(base64.b64decode(data))
     env = dict(os.environ)
     env.update(head["env"])
-    argv = [sys.executable, "-B", os.path.join(tmp, head["script"])] + head["args"]
+    args = [a.replace(head["tmp"], tmp) for a in head["args"]]
+    argv = [sys.executable, "-B", os.path.join(tmp, head["script"])] + args
     child = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, start_new_session=True)
     try:
         code = child.wait(timeout=head["timeout"])
@@ -68,6 +75,11 @@ try:
         if code < 0:
             sys.stderr.write("\n%s signal %d\n" % (head["marker"], -code))
             code = 128 - code
+    for key in head["back"]:
+        path = os.path.join(tmp, "carried", key)
+        if os.path.isfile(path) and os.path.getsize(path) <= head["max"]:
+            with open(path, "rb") as fh:
+                sys.stderr.write("\n%s file %s %s\n" % (head["marker"], key, base64.b64encode(fh.read()).decode()))
 finally:
     stop()
 sys.stderr.flush()
@@ -110,6 +122,7 @@ class ContainerTarget:
     info: dict[str, Any] = field(default_factory=dict)  # id, image, image_id, fingerprint (container_inspect)
     kind: str = "container"
     shares_files: bool = False  # paths it reports are the container's: host caches and host tools do not apply
+    cache_root: Path | None = None  # host folder of this container's probe caches, carried in and out per run
 
     def describe(self) -> dict[str, Any]:
         return {"kind": self.kind, "python": self.python, "chosen_by": self.chosen_by, "container": self.name,
@@ -125,10 +138,33 @@ class ContainerTarget:
         left = proc.time_left()
         if left is not None:
             limit = min(limit, left)
-        head = {"script": entry, "args": list(args), "env": dict(env or {}), "timeout": round(limit + INSIDE_MARGIN, 1),
-                "marker": MARKER}
+        args, files, back = self._carry(list(args))
+        head = {"script": entry, "args": args, "env": dict(env or {}), "timeout": round(limit + INSIDE_MARGIN, 1),
+                "marker": MARKER, "tmp": TMP, "files": files, "back": sorted(back), "max": MAX_CACHE_BYTES}
         argv = self.exec_argv([self.python, "-B", "-c", BOOTSTRAP], stdin=True)
-        return _InContainer(proc.start(argv, input=json.dumps(head) + "\n" + blob))
+        return _InContainer(proc.start(argv, input=json.dumps(head) + "\n" + blob), back)
+
+    def _carry(self, args: list[str]) -> tuple[list[str], dict[str, str], dict[str, Path]]:
+        """Arguments naming a file under cache_root (a probe's cache) point at a copy in the probe's
+        folder inside the container; the file goes in with the probe and comes back after it."""
+        files: dict[str, str] = {}
+        back: dict[str, Path] = {}
+        if self.cache_root is None:
+            return args, files, back
+        root = self.cache_root.resolve()
+        for i, arg in enumerate(args):
+            path = Path(arg)
+            if not path.is_absolute() or root not in path.resolve().parents:
+                continue
+            key = f"c{len(back)}"
+            back[key] = path
+            args[i] = f"{TMP}/carried/{key}"
+            try:
+                if path.is_file() and path.stat().st_size <= MAX_CACHE_BYTES:
+                    files[key] = base64.b64encode(path.read_bytes()).decode("ascii")
+            except OSError:
+                pass  # an unreadable cache is a cold run, never a failure
+        return args, files, back
 
     def run_script(self, script: Path, args: list[str], timeout: float, env: dict[str, str] | None = None) -> proc.ProcResult:
         return self.start_script(script, args, env, inside_timeout=timeout).result(timeout)
@@ -142,12 +178,12 @@ class _InContainer(proc.Running):
     """A probe's Running whose result speaks like a local process's: the bootstrap's own deadline is a
     timeout, a probe killed by a signal has a negative return code (not the CLI's 128+N)."""
 
-    def __init__(self, inner: proc.Running):
+    def __init__(self, inner: proc.Running, back: dict[str, Path] | None = None):
         super().__init__(inner.argv, inner.popen, inner.started, inner.input, inner.start_error, inner.max_output)
-        self.inner = inner
+        self.inner, self.back = inner, back or {}
 
     def result(self, timeout: float) -> proc.ProcResult:
-        return translate(self.inner.result(timeout))
+        return translate(self.inner.result(timeout), self.back)
 
     def kill(self) -> None:
         self.inner.kill()
@@ -156,18 +192,33 @@ class _InContainer(proc.Running):
         self.inner.cancel()
 
 
-def translate(res: proc.ProcResult) -> proc.ProcResult:
+def translate(res: proc.ProcResult, back: dict[str, Path] | None = None) -> proc.ProcResult:
     kept, note = [], None
     for line in res.stderr.splitlines():
-        if line.startswith(MARKER):
-            note = line[len(MARKER):].split()
-        else:
+        if not line.startswith(MARKER):
             kept.append(line)
-    if not note:
-        return res
+            continue
+        words = line[len(MARKER):].split()
+        if words[:1] == ["file"] and len(words) == 3 and back and words[1] in back:
+            _bring_back(back[words[1]], words[2])
+        else:
+            note = words
     stderr = "\n".join(kept).rstrip("\n")
+    if not note:
+        return replace(res, stderr=stderr) if len(kept) != len(res.stderr.splitlines()) else res
     if note[0] == "signal" and len(note) > 1 and note[1].isdigit():
         return replace(res, returncode=-int(note[1]), stderr=stderr)
     if note[0] == "timeout":
         return replace(res, returncode=None, timed_out=True, stderr=stderr)
     return replace(res, stderr=stderr)
+
+
+def _bring_back(path: Path, data: str) -> None:
+    """A probe's cache file (JSON text), back from the container: written atomically; a bad copy is dropped."""
+    from sparkdoctor.files import OutputError, write_text
+
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_text(path, base64.b64decode(data, validate=True).decode("utf-8"))
+    except (ValueError, OSError, OutputError):  # UnicodeDecodeError and binascii.Error are ValueErrors
+        pass  # costs the next run its cache, nothing else

@@ -6,7 +6,8 @@ at, but through the container CLI: one `sh` run lists the candidates with their 
 prints each binary's --version and --help; the parsing and judging are toolkits.py's own. The PTX
 kernel probes then compile inside the container too (the PTX goes in on stdin, the cubin comes back
 base64-encoded, the temporary folder is removed) and are judged on the host like every other cubin.
-Nothing is cached here: host cache keys are host paths. SASS is not read and nothing is launched:
+Compile results are cached in the container image's own cache folder (keyed by the ptxas's real path
+and version inside it, the probe source and the arch). SASS is not read and nothing is launched:
 the disassembler and the GPU run are the host's, the cubin's validity is still checked.
 """
 
@@ -179,7 +180,8 @@ def run_kernels(ctx: Context) -> dict[str, Any]:
     import tempfile
 
     from sparkdoctor.kernels import assemble, tools, verdict
-    from sparkdoctor.kernels.assemble import Job, new_record
+    from sparkdoctor.kernels.assemble import Job, job_key, new_record
+    from sparkdoctor.kernels.cache import Cache
     from sparkdoctor.kernels.collector import compile_arch, selected_probes, target_arch
     from sparkdoctor.kernels.probes import load_probes
 
@@ -198,15 +200,28 @@ def run_kernels(ctx: Context) -> dict[str, Any]:
         arch, arch_note = compile_arch(probe, arch_value)
         notes[probe.id] = (arch_note, "home") if arch_note else (note, source)
         for rank, tool in enumerate(tools.preferred(usable, arch)):
-            job = Job(probe, tool, arch, "target", primary=rank == 0, key=f"{probe.id}-{arch}-{rank}")
+            job = Job(probe, tool, arch, "target", primary=rank == 0)
             job.record = new_record(job)
             jobs.append(job)
     hung: set[str] = set()
     lock = threading.Lock()
     runner = container_runner(ctx.target)
+    # ctx.cache_dir is this container image's own folder (container_inspect.cache_root_for)
+    cache = Cache(Path(ctx.cache_dir) / "kernels" if ctx.cache_dir else None, read=ctx.use_cache)
+    pending = []
+    for job in jobs:
+        job.key = job_key(job)
+        hit = cache.get(job.key)
+        if hit is None:
+            pending.append(job)
+        else:
+            job.record.update(hit[0], cached=True)
     with tempfile.TemporaryDirectory(prefix="sparkdoctor-kernels-") as workdir:
         with ThreadPoolExecutor(max_workers=4) as pool:
-            list(pool.map(lambda j: assemble.compile_job(j, Path(workdir), hung, lock, runner), jobs))
+            list(pool.map(lambda j: assemble.compile_job(j, Path(workdir), hung, lock, runner), pending))
+    for job in pending:
+        if job.cacheable:
+            cache.put(job.key, job.record, job.cubin)
     for job in jobs:
         if job.record["compiled"]:
             job.record["sass"] = "SASS not read: compiled inside the container (the disassembler is the host's)"
