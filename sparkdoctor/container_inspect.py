@@ -38,6 +38,7 @@ for p in "${VIRTUAL_ENV:+$VIRTUAL_ENV/bin/python}" "$(command -v python3 2>/dev/
   seen="$seen$p "
   v=$("$p" -c 'import importlib.util as u, sys; print(int(u.find_spec("vllm") is not None), "%d.%d" % sys.version_info[:2])' 2>/dev/null) || continue
   echo "$p $v"
+  case "$v" in 1\ *) break;; esac
 done
 """
 

@@ -82,6 +82,16 @@ def _reading(part: str, name: str, record: dict[str, Any]) -> Any:
     return record.get(name)
 
 
+def _in_gib(key: str, value: Any) -> str:
+    """A *_kib reading or threshold as people read it: 16963900 -> "16.2 GiB", ">=16777216" -> ">= 16.0 GiB"."""
+    if not key.endswith("_kib"):
+        return _shown(value)
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return f"{value / 1048576:.1f} GiB"
+    match = _CMP.match(value) if isinstance(value, str) else None
+    return f"{match.group(1)} {float(match.group(2)) / 1048576:.1f} GiB" if match else _shown(value)
+
+
 def _shown(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
@@ -90,7 +100,7 @@ def _shown(value: Any) -> str:
 
 def _group(part: str, tests: dict[str, Any], items: Any) -> Check:
     what = "GPU" if part == "gpu" else "link"
-    wanted = "; ".join(f"{k} {v}" for k, v in tests.items())
+    wanted = "; ".join(f"{k} {_shown(v)}" for k, v in tests.items())
     if items is None:
         return Check("host_health", None, f"{what} health unknown (needs {wanted})")
     unknown = False
@@ -128,8 +138,8 @@ def eval_host_health(value: dict[str, Any], facts: Facts) -> list[Check]:
             continue
         got = _reading(part, name, record) if isinstance(record, dict) else None
         ok = _holds(test, got)
-        shown = "unknown" if got is None else _shown(got)
-        out.append(Check("host_health", ok, f"{key} = {shown} (entry: {_shown(test)})"))
+        shown = "unknown" if got is None else _in_gib(key, got)
+        out.append(Check("host_health", ok, f"{key} = {shown} (entry: {_in_gib(key, test)})"))
     for part, tests in grouped.items():
         out.append(_group(part, tests, health.get(GROUPS[part])))
     return out
