@@ -67,7 +67,10 @@ def describe_target(facts) -> str:
 
 
 def _gib(kib) -> str:
-    return f"{kib / 1048576:.1f} GiB" if isinstance(kib, (int, float)) else "?"
+    try:
+        return f"{kib / 1048576:.1f} GiB" if isinstance(kib, (int, float)) else "?"
+    except OverflowError:  # a snapshot's 5,000-digit number
+        return "?"
 
 
 def describe_health(facts) -> str | None:

@@ -72,7 +72,10 @@ def _holds(test: Any, got: Any) -> bool | None:
 def _reading(part: str, name: str, record: dict[str, Any]) -> Any:
     if part == "memory" and name == "available_pct":
         total, avail = record.get("total_kib"), record.get("available_kib")
-        return round(100 * avail / total, 1) if isinstance(total, (int, float)) and total and isinstance(avail, (int, float)) else None
+        try:
+            return round(100 * avail / total, 1) if isinstance(total, (int, float)) and total and isinstance(avail, (int, float)) else None
+        except (OverflowError, ValueError):  # a snapshot's 5,000-digit "kB" is no reading
+            return None
     if part == "gpu" and name == "idle":
         reasons = record.get("throttle_reasons")
         return "gpu_idle" in reasons if isinstance(reasons, list) else None
@@ -87,7 +90,10 @@ def _in_gib(key: str, value: Any) -> str:
     if not key.endswith("_kib"):
         return _shown(value)
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return f"{value / 1048576:.1f} GiB"
+        try:
+            return f"{value / 1048576:.1f} GiB"
+        except OverflowError:
+            return "a number too large to be a reading"
     match = _CMP.match(value) if isinstance(value, str) else None
     return f"{match.group(1)} {float(match.group(2)) / 1048576:.1f} GiB" if match else _shown(value)
 
