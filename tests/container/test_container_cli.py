@@ -120,3 +120,10 @@ def test_host_health_of_a_snapshot_is_never_judged(tmp_path):
     assert not [f for f in data["findings"] if f["id"].startswith(("host-", "cx7-", "docker-"))]
     unknown = {u["id"] if isinstance(u, dict) else u for u in data["unknown"]}
     assert {"host-uma-memory-pressure", "cx7-link-slow"} <= unknown, data["unknown"]
+
+
+def test_a_python_target_runs_commands_here():
+    from sparkdoctor.target import PythonTarget
+
+    res = PythonTarget(sys.executable, "--python").run_command(["sh", "-c", "cat; echo $0"], timeout=10, input="in\n")
+    assert res.ok and res.stdout == "in\nsh\n"

@@ -62,7 +62,12 @@ def test_check_container_finds_what_check_python_finds(docker_env, venv_containe
     env = {**docker_env, "SPARKDOCTOR_CACHE_DIR": str(tmp_path / "cache")}
     python = str(small_venv / "bin" / "python")
     local = check_json("--python", python, "--no-kernels", env=env, cwd=tmp_path)
-    inside = check_json("--container", venv_container, "--container-python", python, "--no-kernels", env=env, cwd=tmp_path)
+    snap = tmp_path / "container.json"
+    inside = check_json("--container", venv_container, "--container-python", python, "--no-kernels", "--save-facts", str(snap),
+                        env=env, cwd=tmp_path)
+    replayed = check_json("--facts", str(snap), env=env, cwd=tmp_path)  # the snapshot keeps the container's facts
+    assert replayed["facts"]["container"] == inside["facts"]["container"] and replayed["fingerprint"] == inside["fingerprint"]
+    assert replayed["facts"]["host_health"]["live"] is False
     assert comparable(inside) == comparable(local)
     assert set(comparable(inside)["packages"]) >= {"idna", "packaging"}
     target, container = inside["facts"]["target"], inside["facts"]["container"]
