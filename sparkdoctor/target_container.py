@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import base64
 import functools
+import glob
 import io
 import json
 import zipfile
@@ -29,7 +30,7 @@ from sparkdoctor.locations import data_dir
 # The longest a probe may run inside the container when its caller gives no timeout at start
 # (start_script): the host stops waiting earlier; this bounds what is left behind in the container.
 DEFAULT_INSIDE_TIMEOUT = 120.0
-MAX_CACHE_BYTES = 32 * 1024 * 1024  # a probe's cache file bigger than this is not carried in or out
+MAX_CACHE_BYTES = 5 * 1024 * 1024  # a bigger cache file is not carried (base64 on stderr must fit proc's 8 MiB head)
 TMP = "@@SPARKDOCTOR_TMP@@"  # stands for the probe's temporary folder in the container, in its arguments
 INSIDE_MARGIN = 2.0  # the host gives up first; the container's own deadline follows shortly after
 MARKER = "sparkdoctor-probe:"
@@ -75,11 +76,11 @@ try:
         if code < 0:
             sys.stderr.write("\n%s signal %d\n" % (head["marker"], -code))
             code = 128 - code
-    for key in head["back"]:
-        path = os.path.join(tmp, "carried", key)
-        if os.path.isfile(path) and os.path.getsize(path) <= head["max"]:
+    for name in sorted(os.listdir(os.path.join(tmp, "carried"))):
+        path = os.path.join(tmp, "carried", name)
+        if name.split(".")[0] in head["back"] and os.path.isfile(path) and os.path.getsize(path) <= head["max"]:
             with open(path, "rb") as fh:
-                sys.stderr.write("\n%s file %s %s\n" % (head["marker"], key, base64.b64encode(fh.read()).decode()))
+                sys.stderr.write("\n%s file %s %s\n" % (head["marker"], name, base64.b64encode(fh.read()).decode()))
 finally:
     stop()
 sys.stderr.flush()
@@ -159,11 +160,14 @@ class ContainerTarget:
             key = f"c{len(back)}"
             back[key] = path
             args[i] = f"{TMP}/carried/{key}"
-            try:
-                if path.is_file() and path.stat().st_size <= MAX_CACHE_BYTES:
-                    files[key] = base64.b64encode(path.read_bytes()).decode("ascii")
-            except OSError:
-                pass  # an unreadable cache is a cold run, never a failure
+            # the file and its sidecars (FILE.files beside a hash cache FILE)
+            siblings = sorted(path.parent.glob(f"{glob.escape(path.name)}.*")) if path.parent.is_dir() else []
+            for one in [path, *siblings]:
+                try:
+                    if one.is_file() and one.stat().st_size <= MAX_CACHE_BYTES:
+                        files[key + one.name[len(path.name):]] = base64.b64encode(one.read_bytes()).decode("ascii")
+                except OSError:
+                    pass  # an unreadable cache is a cold run, never a failure
         return args, files, back
 
     def run_script(self, script: Path, args: list[str], timeout: float, env: dict[str, str] | None = None) -> proc.ProcResult:
@@ -199,8 +203,10 @@ def translate(res: proc.ProcResult, back: dict[str, Path] | None = None) -> proc
             kept.append(line)
             continue
         words = line[len(MARKER):].split()
-        if words[:1] == ["file"] and len(words) == 3 and back and words[1] in back:
-            _bring_back(back[words[1]], words[2])
+        if words[:1] == ["file"] and len(words) == 3 and back and words[1].split(".")[0] in back:
+            key, _, suffix = words[1].partition(".")
+            home = back[key]
+            _bring_back(home.with_name(home.name + "." + suffix) if suffix else home, words[2])
         else:
             note = words
     stderr = "\n".join(kept).rstrip("\n")

@@ -127,3 +127,27 @@ def test_a_python_target_runs_commands_here():
 
     res = PythonTarget(sys.executable, "--python").run_command(["sh", "-c", "cat; echo $0"], timeout=10, input="in\n")
     assert res.ok and res.stdout == "in\nsh\n"
+
+
+def test_a_probe_cache_and_its_sidecar_travel_in_and_back(tmp_path):
+    """A cache file named in a probe's arguments goes in with the probe (with FILE.files beside it),
+    the argument points at the copy, and what the bootstrap sends back lands at the host path."""
+    import base64
+
+    from sparkdoctor.target_container import TMP, ContainerTarget
+
+    root = tmp_path / "containers" / "abc"
+    (root / "hashes").mkdir(parents=True)
+    cache = root / "hashes" / "h.json"
+    cache.write_text('{"old": 1}')
+    (root / "hashes" / "h.json.files").write_text("old table\n")
+    target = ContainerTarget(["docker"], "c", "/usr/bin/python3", "--container-python", cache_root=root)
+    args, files, back = target._carry(["--cache", str(cache), "--other", str(tmp_path / "elsewhere.json")])
+    assert args == ["--cache", f"{TMP}/carried/c0", "--other", str(tmp_path / "elsewhere.json")]
+    assert {k: base64.b64decode(v) for k, v in files.items()} == {"c0": b'{"old": 1}', "c0.files": b"old table\n"}
+    err = "".join(f"\n{MARKER} file {k} {base64.b64encode(v).decode()}\n" for k, v in (("c0", b'{"new": 2}'), ("c0.files", b"new\n")))
+    res = translate(proc.ProcResult(["docker"], 0, "{}", "probe said hi" + err, 1.0), back)
+    assert res.stderr == "probe said hi" and cache.read_text() == '{"new": 2}'
+    assert (root / "hashes" / "h.json.files").read_text() == "new\n"
+    translate(proc.ProcResult(["docker"], 0, "", f"{MARKER} file c0 !!notbase64!!\n", 1.0), back)
+    assert cache.read_text() == '{"new": 2}'  # a damaged copy is dropped, the old one kept
