@@ -27,22 +27,32 @@ class CheckOptions:
     prestarted: dict[str, Any] = field(default_factory=dict)  # probes started early, by scratch key
 
 
-def collectors(kernels: bool) -> list[Collector]:
+def collectors(kernels: bool, shares_files: bool = True) -> list[Collector]:
+    """The collectors of a check. A target whose files are not the host's (a container) has its ptxas
+    found and compiled with inside it (toolkits_container); the GPU, driver and host health are the host's."""
     # Imported here so `sparkdoctor matrix ...` and `--facts` never pay for collector imports.
-    from sparkdoctor.collect import capabilities, constraints, gpu, targetenv, toolkits
+    from sparkdoctor.collect import capabilities, constraints, gpu, host_health, targetenv
 
-    found = [targetenv.COLLECTOR, gpu.COLLECTOR, toolkits.COLLECTOR, constraints.COLLECTOR, capabilities.COLLECTOR]
+    if shares_files:
+        from sparkdoctor.collect import toolkits
+    else:
+        from sparkdoctor.collect import toolkits_container as toolkits
+    found = [targetenv.COLLECTOR, gpu.COLLECTOR, toolkits.COLLECTOR, constraints.COLLECTOR, capabilities.COLLECTOR,
+             host_health.COLLECTOR]
     if kernels:  # compile probes: seconds cold, cached warm
         from sparkdoctor import kernels as ptx_kernels
         from sparkdoctor.collect import cutedsl
 
-        found += [ptx_kernels.COLLECTOR, cutedsl.COLLECTOR]
+        found += [ptx_kernels.COLLECTOR if shares_files else toolkits.KERNELS_COLLECTOR, cutedsl.COLLECTOR]
     return found
 
 
 def collect_facts(target: Target, options: CheckOptions) -> Facts:
     facts = Facts(tool={"name": "sparkdoctor", "version": __version__, "host_python": platform.python_version()})
     facts.target = target.describe()
+    shares_files = getattr(target, "shares_files", True)
+    if not shares_files:
+        facts.container = dict(getattr(target, "info", None) or {}) or None
     # Until the GPU collector says otherwise (and if it fails): the GB10 arch, marked as assumed.
     facts.arch = {"value": options.arch, "source": "given"} if options.arch else assumed("GPU detection did not finish")
     ctx = Context(
@@ -50,7 +60,8 @@ def collect_facts(target: Target, options: CheckOptions) -> Facts:
         facts=facts,
         arch_override=options.arch,
         constraint_files=list(options.constraint_files),
-        cache_dir=cache_dir(),
+        # a container's probe caches live in a folder of its own, carried in and out (target_container)
+        cache_dir=cache_dir() if shares_files else getattr(target, "cache_root", None),
         use_cache=options.use_cache,
         kernels=options.kernels,
         timeout=options.timeout,
@@ -58,7 +69,7 @@ def collect_facts(target: Target, options: CheckOptions) -> Facts:
         progress=options.progress,
     )
     ctx.scratch.update(options.prestarted)
-    run_collectors(ctx, collectors(options.kernels))
+    run_collectors(ctx, collectors(options.kernels, shares_files))
     return facts
 
 
@@ -68,4 +79,11 @@ def apply_arch_override(facts: Facts, arch: str | None) -> Facts:
     if arch:
         detected = facts.arch.get("value") if facts.arch.get("source") == "detected" else facts.arch.get("detected")
         facts.arch = {"value": arch, "source": "given", **({"detected": detected} if detected else {})}
+    return facts
+
+
+def mark_not_live(facts: Facts) -> Facts:
+    """A snapshot's host health is another moment (often another box): kept for reading, never judged."""
+    if isinstance(facts.host_health, dict):
+        facts.host_health = {**facts.host_health, "live": False}
     return facts

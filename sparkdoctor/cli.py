@@ -14,8 +14,8 @@ from typing import List, Optional
 
 import typer
 
-from sparkdoctor import __version__, proc, target_probe
-from sparkdoctor.exitcodes import EXIT_UNPROBEABLE, EXIT_USAGE
+from sparkdoctor import __version__, check_target, proc
+from sparkdoctor.exitcodes import EXIT_USAGE
 from sparkdoctor.cli_support import Fatal, _err, _warn
 
 app = typer.Typer(
@@ -48,6 +48,8 @@ DEFAULT_TIMEOUT = 120.0
 @app.command()
 def check(
     python: Optional[str] = typer.Option(None, "--python", help="Interpreter (or venv folder) of the target environment. Default: $VIRTUAL_ENV, else this interpreter."),
+    container: Optional[str] = typer.Option(None, "--container", metavar="NAME", help="A running container (docker or podman) whose serving stack to check; the GPU, driver and health are the host's."),
+    container_python: Optional[str] = typer.Option(None, "--container-python", metavar="PATH", help="The interpreter inside the container (default: the one holding vLLM, else the container's python3)."),
     arch: Optional[str] = typer.Option(None, "--arch", help="Evaluate as if the target ran on this GPU arch (e.g. sm_121a): for CI builders and image builds with no GB10."),
     facts_file: Optional[Path] = typer.Option(None, "--facts", help="Evaluate a saved snapshot instead of probing a live target."),
     save_facts_name: Optional[str] = typer.Option(None, "--save-facts", metavar="PATH", help="Write the collected Facts snapshot (JSON) to this file."),
@@ -68,31 +70,22 @@ def check(
     # Taken as text, not Path: typer turns '' into Path('.'), and '' deserves its own answer.
     output, save_facts = _file_option("--output", output_name), _file_option("--save-facts", save_facts_name)
     _refuse_bad_options(timeout, python, output, save_facts, fmt, fail_on, arch, constraints)
+    check_target.refuse_bad_target_options(python, container, container_python, facts_file is not None)
     deadline = time.monotonic() + timeout
     proc.set_deadline(deadline)  # every subprocess of this run, whoever starts it, ends by then
     try:
         prestarted = {}
-        early = target_probe.EARLY.pop("target", None)
         if facts_file is None:
             # The target probe is the long pole of a warm check: the entry point started it before
-            # typer was imported; use it if it probes what typer parsed, else start it now.
+            # typer was imported; check_target reuses it if it probes what typer parsed.
             from sparkdoctor.collect import targetenv
-            from sparkdoctor.locations import cache_dir
-            from sparkdoctor.target import TargetError, resolve_python_target
 
-            try:
-                target = resolve_python_target(python)
-            except TargetError as exc:
-                raise Fatal(str(exc), EXIT_UNPROBEABLE) from None
-            if early is None or early.python != target.python or early.use_cache != (not no_cache):
-                if early is not None:
-                    early.running.cancel()
-                early = target_probe.prestart(target, cache_dir(), use_cache=not no_cache)
-            prestarted[targetenv.PRESTART_KEY] = early
-        elif early is not None:
-            early.running.cancel()
+            target = check_target.resolve_target(python, container, container_python)
+            prestarted[targetenv.PRESTART_KEY] = check_target.start_target_probe(target, no_cache)
+        else:
+            check_target.drop_early_probe()
 
-        from sparkdoctor.check import CheckOptions, apply_arch_override
+        from sparkdoctor.check import CheckOptions, apply_arch_override, mark_not_live
         from sparkdoctor.config import ConfigError, load_config
         from sparkdoctor.facts import Facts, FactsError
         from sparkdoctor.findings import build_report
@@ -113,6 +106,7 @@ def check(
             except FactsError as exc:
                 raise Fatal(str(exc)) from None
             apply_arch_override(facts, arch)
+            mark_not_live(facts)
         else:
             options = CheckOptions(
                 arch=arch,

@@ -7,9 +7,23 @@ Unknown is not absent: a field that is None means "could not be observed" (its c
 did not run); an empty list/dict means "observed, and there is nothing". Shapes of the fields
 (sparkdoctor/facts_shapes.py checks them when a snapshot is read; keep the two in step):
 
-  target      {"kind": "python", "python": path, "chosen_by", "version": "3.12.3", "implementation", "prefix",
-               "base_prefix", "is_venv", "executable"}
-  host        {"os": "Ubuntu 24.04", "machine": "aarch64", "kernel": "6.11.0-1016-nvidia"}
+  target      {"kind": "python" | "container", "python": path, "chosen_by", "version": "3.12.3", "implementation",
+               "prefix", "base_prefix", "is_venv", "executable"; a container adds "container": name, "engine",
+               "os": the container's OS (its host is the machine's)}
+  host        {"os": "Ubuntu 24.04", "machine": "aarch64", "kernel": "6.11.0-1016-nvidia"} (always the machine's)
+  container   {"name", "id", "engine", "image", "image_id", "runtime", "platform": "linux/arm64", "layers": [digest],
+               "config_digest", "repo_digests", "fingerprint": 16 hex over platform + layers + config, "image_error"}
+               (None: the target is not a container)
+  host_health {"live": bool (False: read from a snapshot, never judged), "root": where /proc and /sys were read,
+               "memory": {"total_kib", "available_kib", "swap_total_kib", "swap_used_kib", "page_cache_kib",
+               "reclaimable_kib"}, "pressure": {"some_avg10", "some_avg60", "full_avg10", "full_avg60"},
+               "gpus": [{"index", "clock_graphics_mhz", "clock_graphics_max_mhz", "clock_memory_mhz", "power_w",
+               "power_limit_w", "pstate", "temperature_c", "throttle_reasons": [name], "clocks_locked": bool,
+               "memory_used_mib", "compute_processes", "processes": [{"pid", "name", "used_mib"}]}],
+               "docker": {"daemon_json", "runtimes": [name], "default_runtime", "cdi_specs": [path], "nvidia_cdi": bool,
+               "nvidia_runtime_binary": bool} (None: docker not installed),
+               "links": [{"name", "kind": "net" | "infiniband", "driver", "state", "speed_mbps", "mtu", "rate"}],
+               "errors": [str]}  (each part None where it could not be read)
   arch        {"value": "sm_121a", "source": "detected" | "given" | "assumed", "detected": arch, "why": str}
               (assumed: no GPU / unreadable GPU and no --arch; older snapshots may hold "none" | "unknown")
   gpus        [{"index", "name", "cc": "12.1", "arch": "sm_121a", "memory_total_mib", "unified", "addressing_mode"}]
@@ -66,6 +80,8 @@ class Facts:
     tool: dict[str, Any] = field(default_factory=dict)
     target: dict[str, Any] | None = None
     host: dict[str, Any] | None = None
+    container: dict[str, Any] | None = None
+    host_health: dict[str, Any] | None = None
     arch: dict[str, Any] = field(default_factory=lambda: {"value": None, "source": "unknown"})
     gpus: list[dict[str, Any]] | None = None
     driver: dict[str, Any] | None = None
@@ -168,6 +184,8 @@ class Facts:
             "cutedsl_build": (self.cutedsl or {}).get("active_build"),
             "ptxas": sorted(((t.get("version"), tuple(t.get("used_by") or ())) for t in (self.toolkits or [])), key=_none_first),
             "env": {k: v for k, v in sorted((self.env or {}).items()) if k in FINGERPRINT_ENV or k.startswith("VLLM_")},
+            # only for a container: snapshots of plain venvs keep the fingerprint they always had
+            **({"image": self.container.get("fingerprint")} if self.container else {}),
         }
 
     def fingerprint(self) -> str:

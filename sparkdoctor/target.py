@@ -3,7 +3,8 @@
 Everything about the target's packages is read by probes (standard library only) run by the
 target's own interpreter in a subprocess with a timeout. A probe is a folder, probes/<name>/, run as
 its __main__.py with probes/shared/ beside it; the probes/ folder is the unit that ships. A
-container target later only needs another way to run a probe; nothing downstream changes.
+container target (sparkdoctor/target_container.py) is another way to run a probe and a command;
+nothing downstream changes.
 """
 
 from __future__ import annotations
@@ -36,6 +37,9 @@ class Target(Protocol):
 
     def run_script(self, script: Path, args: list[str], timeout: float, env: dict[str, str] | None = None) -> proc.ProcResult: ...
 
+    # A command in the target's file system (pip, ptxas): here for a venv, inside it for a container.
+    def run_command(self, argv: list[str], timeout: float, input: str | None = None) -> proc.ProcResult: ...
+
 
 @dataclass
 class PythonTarget:
@@ -59,6 +63,9 @@ class PythonTarget:
 
     def run_script(self, script: Path, args: list[str], timeout: float, env: dict[str, str] | None = None) -> proc.ProcResult:
         return self.start_script(script, args, env).result(timeout)
+
+    def run_command(self, argv: list[str], timeout: float, input: str | None = None) -> proc.ProcResult:
+        return proc.run(argv, timeout=timeout, input=input)
 
 
 PING_TIMEOUT = 3.0

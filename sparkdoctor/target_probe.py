@@ -66,8 +66,8 @@ def prestart_from_argv(argv: list[str]) -> Prestarted | None:
     if len(argv) < 2 or argv[1] != "check":
         return None
     args = argv[2:]
-    if any(a in ("--help", "-h") or a == "--facts" or a.startswith("--facts=") for a in args):
-        return None
+    if any(a in ("--help", "-h") or a.startswith(("--facts", "--container")) for a in args):
+        return None  # a snapshot, or a container (found through its CLI, after parsing)
     python = None
     for i, a in enumerate(args):
         if a == "--python" and i + 1 < len(args):

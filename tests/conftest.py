@@ -12,7 +12,7 @@ import pytest
 
 from tests import venvs
 
-SLOW_ONLY_FIXTURES = {"vllm032_venv"}
+SLOW_ONLY_FIXTURES = {"vllm032_venv", "docker_daemon"}
 
 
 def _has_nvidia_gpu() -> bool:

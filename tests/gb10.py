@@ -25,6 +25,7 @@ from typing import Any
 from packaging.utils import canonicalize_name
 
 from sparkdoctor.facts import Facts
+from tests.container.host_fixtures import host_health
 
 SITE = "/opt/venv/lib/python3.12/site-packages"
 SYSTEM_PTXAS = "/usr/local/cuda/bin/ptxas"
@@ -126,6 +127,7 @@ def _baseline() -> Facts:
         arch={"value": "sm_121a", "source": "detected"},
         gpus=[{"index": 0, "name": "NVIDIA GB10", "cc": "12.1", "arch": "sm_121a", "memory_total_mib": 122570, "unified": True}],
         driver={"version": "580.95.05", "cuda": "13.0", "source": "nvml"},
+        host_health=host_health("gb10-healthy"),
         toolkits=[
             ptxas("13.0.88", "system"),
             ptxas("12.8.93", "triton"),  # Triton 3.6's legacy ptxas, used only below sm_100

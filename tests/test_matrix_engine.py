@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from sparkdoctor import matrix
+from tests.container.host_fixtures import hh
 from tests.gb10 import gb10_facts, pin, ptxas
 
 REF = "https://github.com/NVIDIA/cutlass/issues/3227"
@@ -102,6 +103,7 @@ CONDITION_CASES = {
         {"capabilities": {"vllm.b12x_linear_auto": None}},
     ),
     "host_machine": ('when.host_machine = "aarch64"', {}, {"host": {"machine": "x86_64"}}, {"host": None}),
+    "host_health": ('when.host_health = { "pressure.some_avg10" = ">=10" }', hh("gb10-strained"), {}, {"host_health": None}),
 }
 
 

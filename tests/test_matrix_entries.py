@@ -15,6 +15,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from sparkdoctor import matrix, verify
+from tests.container.host_fixtures import HOST_CASES
 from tests.gb10 import TRITON_PTXAS_BLACKWELL, gb10_facts, pin, ptxas
 
 MATRIX = matrix.load()
@@ -384,6 +385,8 @@ CASES: dict[str, tuple[dict, dict]] = {
 def _explain(evaluation: matrix.Evaluation) -> str:
     return f"{evaluation.entry.id}: {evaluation.outcome}\n" + "\n".join(f"  [{c.result}] {c.key}: {c.evidence}" for c in evaluation.checks)
 
+
+CASES.update(HOST_CASES)  # matrix/host.toml: tests/container/host_fixtures.py (fixture trees + NVML readings)
 
 @pytest.mark.parametrize("entry_id", sorted(CASES))
 def test_entry_matches_its_trigger_and_not_its_near_miss(entry_id):

@@ -18,6 +18,12 @@ CACHEABLE = ("ok", "refused", "fail", "crash")
 
 
 CACHE_FORMAT = 1
+PROBES_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _ours(folder):
+    """A sys.path entry that is this probe's folder or probes/shared (not the target's)."""
+    return folder == PROBES_ROOT or folder.startswith(PROBES_ROOT + os.sep)
 
 
 def cache_key(arch, dists, stats):
@@ -33,7 +39,8 @@ def cache_key(arch, dists, stats):
         "files": stats,
         # A folder on sys.path changes when anything is installed or removed in it: a .pth or a
         # `cutlass` that no RECORD above lists could change what `import cutlass` finds.
-        "path": stat_files(os.path.abspath(e or ".") for e in sys.path),
+        # (not the probes' own folders: source_hash covers them, and a container run unpacks them afresh)
+        "path": stat_files(e for e in (os.path.abspath(x or ".") for x in sys.path) if not _ours(e)),
         "driver": driver_identity(),
         "env": env,
     }

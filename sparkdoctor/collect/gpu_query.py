@@ -125,7 +125,92 @@ def libcuda_encoded(library: str = "libcuda.so.1") -> int | None:
     return value.value
 
 
+THROTTLE_BITS = ((0x1, "gpu_idle"), (0x2, "applications_clocks_setting"), (0x4, "sw_power_cap"), (0x8, "hw_slowdown"),
+                 (0x10, "sync_boost"), (0x20, "sw_thermal_slowdown"), (0x40, "hw_thermal_slowdown"),
+                 (0x80, "hw_power_brake_slowdown"), (0x100, "display_clock_setting"))
+
+
+def _try(call: Any, *args: Any) -> Any:
+    """One NVML reading, or None where the GPU does not support it (GB10's memory) or the call fails."""
+    try:
+        return call(*args)
+    except Exception:  # NVMLError_NotSupported and friends, a missing symbol in an old nvidia-ml-py
+        return None
+
+
+def _mib(value: Any) -> Any:
+    """Bytes as MiB; None for NVML's "not available" (all ones) or anything that is not a byte count."""
+    if not isinstance(value, int) or value < 0 or value >= (1 << 63):
+        return None
+    return value // (1024 * 1024)
+
+
+def _proc_name(pid: int) -> Any:
+    try:
+        with open("/proc/%d/comm" % pid) as fh:
+            return fh.read(256).strip() or None
+    except OSError:
+        return None
+
+
+def health_gpu(nv: Any, index: int) -> dict[str, Any]:
+    h = nv.nvmlDeviceGetHandleByIndex(index)
+    gpu: dict[str, Any] = {"index": index}
+    gpu["clock_graphics_mhz"] = _try(nv.nvmlDeviceGetClockInfo, h, nv.NVML_CLOCK_GRAPHICS)
+    gpu["clock_sm_mhz"] = _try(nv.nvmlDeviceGetClockInfo, h, nv.NVML_CLOCK_SM)
+    gpu["clock_memory_mhz"] = _try(nv.nvmlDeviceGetClockInfo, h, nv.NVML_CLOCK_MEM)
+    gpu["clock_graphics_max_mhz"] = _try(nv.nvmlDeviceGetMaxClockInfo, h, nv.NVML_CLOCK_GRAPHICS)
+    power = _try(nv.nvmlDeviceGetPowerUsage, h)
+    limit = _try(nv.nvmlDeviceGetEnforcedPowerLimit, h)
+    gpu["power_w"] = round(power / 1000, 1) if isinstance(power, int) else None
+    gpu["power_limit_w"] = round(limit / 1000, 1) if isinstance(limit, int) else None
+    pstate = _try(nv.nvmlDeviceGetPerformanceState, h)
+    gpu["pstate"] = pstate if isinstance(pstate, int) and 0 <= pstate <= 15 else None
+    gpu["temperature_c"] = _try(nv.nvmlDeviceGetTemperature, h, nv.NVML_TEMPERATURE_GPU)
+    getter = getattr(nv, "nvmlDeviceGetCurrentClocksEventReasons", None) or getattr(nv, "nvmlDeviceGetCurrentClocksThrottleReasons", None)
+    mask = _try(getter, h) if getter else None
+    if isinstance(mask, int):
+        gpu["throttle_mask"] = mask
+        gpu["throttle_reasons"] = [name for bit, name in THROTTLE_BITS if mask & bit]
+        gpu["clocks_locked"] = bool(mask & 0x2)
+    info = _try(nv.nvmlDeviceGetMemoryInfo, h)  # GB10: NotSupported, so None: never a number from "[N/A]"
+    gpu["memory_used_mib"] = _mib(getattr(info, "used", None)) if info is not None else None
+    procs = _try(nv.nvmlDeviceGetComputeRunningProcesses, h)
+    if isinstance(procs, list):
+        gpu["processes"] = [{"pid": p.pid, "name": _proc_name(p.pid), "used_mib": _mib(getattr(p, "usedGpuMemory", None))}
+                            for p in procs if isinstance(getattr(p, "pid", None), int)]
+    return gpu
+
+
+def health_answer(nv: Any = None) -> dict[str, Any]:
+    """{"gpus": [per-GPU readings]} | {"missing": why} | {"failed": why}: clocks, power, P-state,
+    temperature, throttle reasons, memory in use where the GPU reports it, compute processes."""
+    if nv is None:
+        try:
+            ctypes.CDLL("libnvidia-ml.so.1")
+            import pynvml as nv
+        except (OSError, ImportError) as exc:
+            return {"missing": "NVML not available: %s" % exc}
+    try:
+        nv.nvmlInit()
+    except nv.NVMLError as exc:
+        return {"failed": f"NVML init: {_nvml_error(exc)}"}
+    try:
+        return {"gpus": [health_gpu(nv, i) for i in range(nv.nvmlDeviceGetCount())]}
+    except nv.NVMLError as exc:
+        return {"failed": f"NVML: {_nvml_error(exc)}"}
+    finally:
+        try:
+            nv.nvmlShutdown()
+        except nv.NVMLError:
+            pass
+
+
 def main(argv: list[str]) -> int:
+    if "--health" in argv:
+        say({"stage": "health", "start": True})
+        say({"stage": "health", **health_answer()})
+        return 0
     if "--skip-nvml" not in argv:
         say({"stage": "nvml", "start": True})
         say({"stage": "nvml", **nvml_answer()})

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from sparkdoctor.collect import Collector, CollectorError, Context
+from sparkdoctor.collect.host_os import local_host
 from sparkdoctor.target import TargetError, parse_json_probe, probe_entry
 from sparkdoctor.target_probe import HASH_BUDGET, PROBE, Prestarted, cache_file, prestart, probe_args  # noqa: F401
 
@@ -52,11 +53,15 @@ def run(ctx: Context) -> dict[str, Any]:
     target = dict(ctx.facts.target or {})
     target.update(data.get("target") or {})
     for key, value in (ctx.facts.target or {}).items():  # how the target was chosen stays as given
-        if key in ("kind", "python", "chosen_by"):
+        if key in ("kind", "python", "chosen_by", "container", "engine"):
             target[key] = value
+    host = data.get("host")
+    if not getattr(ctx.target, "shares_files", True):  # a container: its OS is the target's, the host is ours
+        target["os"] = (host or {}).get("os") if isinstance(host, dict) else None
+        host = local_host()
     return {
         "target": target,
-        "host": data.get("host"),
+        "host": host,
         "packages": None if unlisted else {name: _package(pkg) for name, pkg in packages.items() if isinstance(pkg, dict)},
         "cutedsl": data.get("cutedsl"),
         "env": data.get("env") if isinstance(data.get("env"), dict) else None,

@@ -103,8 +103,9 @@ def run_ptxas(ptxas: Tool, arch: str, ptx: Path, cubin: Path, timeout: float) ->
     return result, cubin_problem(cubin, arch) if result.ok else None
 
 
-def compile_job(job: Job, workdir: Path, hung: set[str], lock: threading.Lock) -> None:
-    """Assemble one probe with one ptxas; fill job.record, job.cubin, job.cacheable."""
+def compile_job(job: Job, workdir: Path, hung: set[str], lock: threading.Lock, runner=None) -> None:
+    """Assemble one probe with one ptxas; fill job.record, job.cubin, job.cacheable. `runner` replaces
+    run_ptxas for a ptxas that lives elsewhere (inside a container target)."""
     rec = job.record or new_record(job)
     job.record = rec
     with lock:
@@ -115,7 +116,7 @@ def compile_job(job: Job, workdir: Path, hung: set[str], lock: threading.Lock) -
     folder.mkdir()
     ptx, cubin = folder / "in.ptx", folder / "out.cubin"
     ptx.write_text(job.probe.ptx_for(job.arch), encoding="utf-8")
-    result, bad_output = run_ptxas(job.ptxas, job.arch, ptx, cubin, COMPILE_TIMEOUT)
+    result, bad_output = (runner or run_ptxas)(job.ptxas, job.arch, ptx, cubin, COMPILE_TIMEOUT)
     rec["ms"] = round(result.seconds * 1000, 1)
     if result.ok and bad_output:
         # Not cached: a broken tool is asked again next time, and costs no wrong verdict.

@@ -23,6 +23,7 @@ from sparkdoctor.render.describe import (
     describe_arch,
     describe_driver,
     describe_gpus,
+    describe_health,
     describe_host,
     describe_target,
     kernel_rows,
@@ -142,6 +143,9 @@ def _header(report, ink: Ink):
         ("arch", describe_arch(facts)),
         ("driver", describe_driver(facts)),
     ]
+    health = describe_health(facts)
+    if health:
+        rows.append(("health", health))
     if facts.packages is None:
         rows.append(("stack", ink.text("unknown (packages not observed)", style="yellow")))
     else:

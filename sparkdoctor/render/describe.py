@@ -53,11 +53,50 @@ def describe_target(facts) -> str:
         return "unknown"
     where = t.get("python") or t.get("container") or t.get("kind") or "unknown"
     parts = [str(where)]
+    if t.get("kind") == "container":
+        c = facts.container or {}
+        image = ", ".join(str(x) for x in (c.get("image"), f"image {c['fingerprint']}" if c.get("fingerprint") else None) if x)
+        parts.insert(0, f"container {t.get('container') or c.get('name') or '?'}" + (f" ({image})" if image else ""))
+        if t.get("os"):
+            parts.append(str(t["os"]))
     if t.get("version"):
         parts.append(f"Python {t['version']}")
     if t.get("chosen_by"):
         parts.append(f"chosen by {t['chosen_by']}")
     return " · ".join(parts)
+
+
+def _gib(kib) -> str:
+    try:
+        return f"{kib / 1048576:.1f} GiB" if isinstance(kib, (int, float)) else "?"
+    except OverflowError:  # a snapshot's 5,000-digit number
+        return "?"
+
+
+def describe_health(facts) -> str | None:
+    """One line of host health (None when it was not observed)."""
+    h = facts.host_health
+    if not isinstance(h, dict):
+        return None
+    mem, psi, parts = h.get("memory") or {}, h.get("pressure") or {}, []
+    if mem:
+        parts.append(f"MemAvailable {_gib(mem.get('available_kib'))} of {_gib(mem.get('total_kib'))}")
+        if mem.get("swap_used_kib"):
+            parts.append(f"swap used {_gib(mem['swap_used_kib'])}")
+        if mem.get("reclaimable_kib") is not None:
+            parts.append(f"page cache {_gib(mem['reclaimable_kib'])} reclaimable")
+    if psi.get("some_avg10") is not None:
+        parts.append(f"PSI some {psi['some_avg10']:.1f}%")
+    for gpu in h.get("gpus") or []:
+        bits = [f"{k}" for k in ((f"{gpu['clock_graphics_mhz']} MHz" if gpu.get("clock_graphics_mhz") is not None else None),
+                                 (f"{gpu['power_w']} W" if gpu.get("power_w") is not None else None),
+                                 (f"{gpu['temperature_c']} C" if gpu.get("temperature_c") is not None else None),
+                                 (f"P{gpu['pstate']}" if gpu.get("pstate") is not None else None)) if k]
+        if bits:
+            parts.append(f"GPU{gpu.get('index', '')} " + " ".join(bits))
+    if not h.get("live", True):
+        parts.append("from a snapshot: not judged")
+    return " · ".join(parts) or "unknown"
 
 
 def describe_host(facts) -> str:

@@ -19,6 +19,7 @@ from sparkdoctor.render.describe import (
     describe_arch,
     describe_driver,
     describe_gpus,
+    describe_health,
     describe_host,
     describe_target,
     kernel_rows,
@@ -97,6 +98,7 @@ def _toolchain(report) -> list[str]:
         ("GPU", describe_gpus(facts)),
         ("arch", describe_arch(facts)),
         ("driver", describe_driver(facts)),
+        *([("health", describe_health(facts))] if describe_health(facts) else []),
         *tracked_stack(facts),
     ]
     joined = []  # rows that join several facts, each clipped on its own

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from sparkdoctor.facts import Facts
-from sparkdoctor.matrix.conditions import environment, installed, platform, probes
+from sparkdoctor.matrix.conditions import environment, host, installed, platform, probes
 from sparkdoctor.matrix.conditions.shapes import v_scalar_table, v_spec, v_spec_table, v_str_list
 from sparkdoctor.matrix.model import Check
 
@@ -40,4 +40,5 @@ CONDITIONS: dict[str, Condition] = {
     "kernels": Condition(v_scalar_table, probes.eval_kernels, "kernel / CuTe DSL probe status"),
     "capabilities": Condition(v_scalar_table, probes.eval_capabilities, "static capability read from installed files"),
     "host_machine": Condition(v_str_list, platform.eval_host_machine, "host CPU architecture"),
+    "host_health": Condition(host.v_host_health, host.eval_host_health, "live host readings (memory, PSI, GPU clocks/power, docker, links)"),
 }

@@ -1,0 +1,68 @@
+"""`check`'s choice of target from its options (--python, --container, --container-python), and the
+early start of the target probe. Kept out of cli.py so the CLI stays parse-call-render; imports only
+the light target modules (the container ones load only when --container is given).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from sparkdoctor import target_probe
+from sparkdoctor.cli_support import Fatal
+from sparkdoctor.exitcodes import EXIT_UNPROBEABLE
+
+
+def refuse_bad_target_options(python: Optional[str], container: Optional[str], container_python: Optional[str],
+                              facts_given: bool) -> None:
+    """Usage errors among the target options (exit 2, one line), before anything starts."""
+    if container is not None and not container.strip():
+        raise Fatal("--container '': give a container name or id")
+    if container is not None and python is not None:
+        raise Fatal("--python and --container exclude each other (inside a container use --container-python)")
+    if container_python is not None and container is None:
+        raise Fatal("--container-python needs --container (for a local interpreter use --python)")
+    if container_python is not None and not container_python.strip():
+        raise Fatal("--container-python '': give the interpreter's path inside the container")
+    if facts_given and container is not None:
+        raise Fatal("--facts and --container exclude each other: a snapshot is already of one target")
+
+
+def resolve_target(python: Optional[str], container: Optional[str], container_python: Optional[str]) -> Any:
+    """The Target the options name; Fatal with exit 3 when it cannot be probed at all."""
+    from sparkdoctor.target import TargetError, resolve_python_target
+
+    try:
+        if container is not None:
+            from sparkdoctor.container_inspect import resolve_container_target
+
+            return resolve_container_target(container, container_python)
+        return resolve_python_target(python)
+    except TargetError as exc:
+        raise Fatal(str(exc), EXIT_UNPROBEABLE) from None
+
+
+def probe_cache_root(target: Any):
+    """The host cache folder for the target's probes; a container's own (its probes' cache files are
+    carried in and out with each probe, see target_container)."""
+    from sparkdoctor.locations import cache_dir
+
+    return cache_dir() if getattr(target, "shares_files", True) else getattr(target, "cache_root", None)
+
+
+def start_target_probe(target: Any, no_cache: bool) -> Any:
+    """The target probe, running: the one the entry point started early if it probes this target in
+    this cache mode, else a new one (the early one is cancelled)."""
+    early = target_probe.EARLY.pop("target", None)
+    python = str(target.describe().get("python") or "")
+    same = early is not None and early.python == python and early.use_cache == (not no_cache)
+    if same and getattr(target, "kind", "python") == "python":
+        return early
+    if early is not None:
+        early.running.cancel()
+    return target_probe.prestart(target, probe_cache_root(target), use_cache=not no_cache)
+
+
+def drop_early_probe() -> None:
+    early = target_probe.EARLY.pop("target", None)
+    if early is not None:
+        early.running.cancel()

@@ -1,0 +1,183 @@
+"""Host health: how the box is doing right now, read from /proc, /sys, /etc and NVML.
+
+On a DGX Spark the GPU and the CPU share one pool of LPDDR5X, so the serving stack's worst days come
+from the host: little MemAvailable (NVML reports GB10's memory as N/A, so /proc/meminfo is the
+source), memory pressure (PSI), swap in use, page cache that holds what CUDA could have had, a GPU
+stuck in a low-power state or throttling, several heavy GPU processes at once, a docker without the
+NVIDIA runtime, a ConnectX-7 link that is down or slow. Each observation is a fact here; each
+judgement is a matrix entry (matrix/host.toml).
+
+Everything is read under host_root() (SPARKDOCTOR_HOST_ROOT; tests feed real-shaped trees). The
+readings are of this moment on this box: "live" is True here, and a snapshot loaded later is marked
+not live and never judged. NVML is asked only on the real root (collect/gpu_health.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from sparkdoctor.collect import Collector, Context
+from sparkdoctor.collect.hostroot import host_root, is_live_root
+
+MAX_READ = 256 * 1024
+MEMINFO_KEYS = {"MemTotal": "total_kib", "MemAvailable": "available_kib", "SwapTotal": "swap_total_kib",
+                "SwapFree": "swap_free_kib", "Cached": "cached_kib", "Buffers": "buffers_kib", "Shmem": "shmem_kib",
+                "SReclaimable": "slab_reclaimable_kib", "Dirty": "dirty_kib"}
+CDI_DIRS = ("etc/cdi", "var/run/cdi")
+RUNTIME_BINARIES = ("usr/bin/nvidia-container-runtime", "usr/local/bin/nvidia-container-runtime")
+DOCKER_BINARIES = ("usr/bin/dockerd", "usr/sbin/dockerd", "usr/local/bin/dockerd")
+
+
+def _read(path: Path) -> str | None:
+    """A small text file under the root, or None (absent, unreadable, not a regular file)."""
+    try:
+        if not path.is_file():
+            return None
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            return fh.read(MAX_READ)
+    except OSError:
+        return None
+
+
+def _int(text: str | None) -> int | None:
+    text = (text or "").strip()
+    return int(text) if text.isascii() and text.lstrip("-").isdigit() and len(text) <= 18 else None
+
+
+def memory(root: Path) -> dict[str, Any] | None:
+    text = _read(root / "proc" / "meminfo")
+    if text is None:
+        return None
+    raw: dict[str, int] = {}
+    for line in text.splitlines():
+        name, _, rest = line.partition(":")
+        value = _int(rest.split()[0]) if rest.split() else None
+        if name in MEMINFO_KEYS and value is not None:
+            raw[MEMINFO_KEYS[name]] = value
+    out: dict[str, Any] = {k: raw.get(k) for k in ("total_kib", "available_kib", "swap_total_kib")}
+    if "swap_total_kib" in raw and "swap_free_kib" in raw:
+        out["swap_used_kib"] = raw["swap_total_kib"] - raw["swap_free_kib"]
+    if "cached_kib" in raw:
+        # clean page cache a `drop_caches` would give back: not shared memory (tmpfs), not dirty pages
+        cache = raw["cached_kib"] + raw.get("buffers_kib", 0) - raw.get("shmem_kib", 0)
+        out["page_cache_kib"] = max(0, cache)
+        out["reclaimable_kib"] = max(0, cache - raw.get("dirty_kib", 0) + raw.get("slab_reclaimable_kib", 0))
+    return out
+
+
+def pressure(root: Path) -> dict[str, Any] | None:
+    """PSI memory pressure: the share of time tasks stalled on memory (some: at least one; full: all)."""
+    text = _read(root / "proc" / "pressure" / "memory")
+    if text is None:
+        return None
+    out: dict[str, Any] = {}
+    for line in text.splitlines():
+        kind, *pairs = line.split()
+        if kind not in ("some", "full"):
+            continue
+        for pair in pairs:
+            key, _, value = pair.partition("=")
+            if key in ("avg10", "avg60", "avg300"):
+                try:
+                    out[f"{kind}_{key}"] = float(value) if len(value) <= 20 else None
+                except ValueError:
+                    out[f"{kind}_{key}"] = None
+    return out
+
+
+def docker_runtime(root: Path) -> dict[str, Any] | None:
+    """The NVIDIA runtime in docker's daemon.json and the CDI specs that name nvidia.com/gpu; None
+    where docker is not installed (nothing to judge)."""
+    daemon = root / "etc" / "docker" / "daemon.json"
+    text = _read(daemon)
+    installed = text is not None or any((root / b).exists() for b in DOCKER_BINARIES)
+    if not installed:
+        return None
+    out: dict[str, Any] = {"daemon_json": "/etc/docker/daemon.json" if text is not None else None, "runtimes": [],
+                           "default_runtime": None, "cdi_specs": [], "nvidia_cdi": False,
+                           "nvidia_runtime_binary": any((root / b).exists() for b in RUNTIME_BINARIES)}
+    if text is not None and text.strip():
+        try:
+            conf = json.loads(text)
+            out["runtimes"] = sorted(str(k) for k in (conf.get("runtimes") or {}))
+            out["default_runtime"] = conf.get("default-runtime") if isinstance(conf.get("default-runtime"), str) else None
+        except (ValueError, AttributeError):
+            out["error"] = "/etc/docker/daemon.json is not a JSON object"
+    for folder in CDI_DIRS:
+        try:
+            names = sorted(os.listdir(root / folder))
+        except OSError:
+            continue
+        for name in names:
+            if name.endswith((".yaml", ".yml", ".json")):
+                out["cdi_specs"].append(f"/{folder}/{name}")
+                spec = _read(root / folder / name) or ""
+                if "nvidia.com/gpu" in spec:
+                    out["nvidia_cdi"] = True
+    return out
+
+
+def links(root: Path) -> list[dict[str, Any]] | None:
+    """Physical network links (/sys/class/net entries with a device) and InfiniBand/RoCE ports."""
+    net = root / "sys" / "class" / "net"
+    if not net.is_dir():
+        return None
+    found: list[dict[str, Any]] = []
+    for name in sorted(os.listdir(net)):
+        dev = net / name
+        if not (dev / "device").exists() and not (dev / "device").is_symlink():
+            continue  # virtual: lo, bridges, veths, docker0
+        try:
+            driver = os.path.basename(os.readlink(dev / "device" / "driver"))
+        except OSError:
+            driver = None
+        speed = _int(_read(dev / "speed"))
+        found.append({"name": name, "kind": "net", "driver": driver, "state": (_read(dev / "operstate") or "").strip() or None,
+                      "speed_mbps": speed if speed is not None and speed > 0 else None, "mtu": _int(_read(dev / "mtu"))})
+    ib = root / "sys" / "class" / "infiniband"
+    for name in sorted(os.listdir(ib)) if ib.is_dir() else []:
+        ports = ib / name / "ports"
+        for port in sorted(os.listdir(ports)) if ports.is_dir() else []:
+            base = ports / port
+            state = (_read(base / "state") or "").strip()
+            rate = (_read(base / "rate") or "").strip() or None
+            gbps = _int(rate.split()[0]) if rate and rate.split()[0].isdigit() else None
+            found.append({"name": name, "kind": "infiniband", "port": _int(port), "driver": None,
+                          "state": state.split(":", 1)[-1].strip().lower() if state else None,
+                          "speed_mbps": gbps * 1000 if gbps else None, "rate": rate})
+    return found
+
+
+def observe(root: Path, live: bool = True) -> dict[str, Any]:
+    errors: list[str] = []
+    out: dict[str, Any] = {"live": live, "root": str(root)}
+    for key, reader in (("memory", memory), ("pressure", pressure), ("docker", docker_runtime), ("links", links)):
+        try:
+            out[key] = reader(root)
+        except Exception as exc:  # one odd file costs its part, never the others
+            out[key] = None
+            errors.append(f"{key}: {type(exc).__name__}: {exc}"[:300])
+    if out["memory"] is None:
+        errors.append(f"{root / 'proc/meminfo'} not readable: memory headroom unknown")
+    out["errors"] = errors
+    return out
+
+
+def run(ctx: Context) -> dict[str, Any]:
+    root = host_root()
+    health = observe(root)
+    if is_live_root():
+        from sparkdoctor.collect import gpu_health
+
+        health["gpus"], problem = gpu_health.read()
+        if problem:
+            health["errors"].append(problem)
+    else:
+        health["gpus"] = None  # a fixture tree has no NVML; this machine's GPU is not that tree's
+    return {"host_health": health}
+
+
+COLLECTOR = Collector("host_health", run, timeout=12)

@@ -1,0 +1,177 @@
+"""Finding a container target: the container CLI, the container's state, its image and its interpreter.
+
+Everything here is asked of the container CLI (docker, or podman, which answers the same inspect
+fields) through proc, each call with a short timeout: a CLI that hangs, a container that does not
+exist or is stopped, or one without Python is a TargetError with one line (exit 3), before any probe.
+
+The image content fingerprint is what eugr's launcher compares before it starts two nodes: the
+platform, the layer digests and the config digest. Two containers with one fingerprint run the same
+bytes whatever their tags say.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+from sparkdoctor import proc
+from sparkdoctor.target import TargetError
+from sparkdoctor.target_container import ContainerTarget
+
+INSPECT_TIMEOUT = 10.0
+FIND_TIMEOUT = 20.0
+CLI_ENV = "SPARKDOCTOR_CONTAINER_CLI"  # e.g. "podman", or a path
+
+# POSIX sh, run in the container: every interpreter worth trying, in order, with whether it holds
+# vLLM (found, not imported) and its version. $VIRTUAL_ENV and the image's PATH come first.
+FIND_SCRIPT = r"""
+seen=" "
+for p in "${VIRTUAL_ENV:+$VIRTUAL_ENV/bin/python}" "$(command -v python3 2>/dev/null)" "$(command -v python 2>/dev/null)" \
+         /opt/*/bin/python /opt/*/*/bin/python /venv/bin/python /.venv/bin/python /workspace/*/bin/python \
+         /root/*/bin/python /app/*/bin/python /usr/local/bin/python3 /usr/bin/python3; do
+  [ -n "$p" ] && [ -x "$p" ] || continue
+  case "$seen" in *" $p "*) continue;; esac
+  seen="$seen$p "
+  v=$("$p" -c 'import importlib.util as u, sys; print(int(u.find_spec("vllm") is not None), "%d.%d" % sys.version_info[:2])' 2>/dev/null) || continue
+  echo "$p $v"
+  case "$v" in 1\ *) break;; esac
+done
+"""
+
+
+def container_cli() -> list[str]:
+    """The container CLI: $SPARKDOCTOR_CONTAINER_CLI, else docker, else podman on PATH."""
+    chosen = os.environ.get(CLI_ENV)
+    for name in ([chosen] if chosen else ["docker", "podman"]):
+        found = shutil.which(name)
+        if found:
+            return [found]
+    if chosen:
+        raise TargetError(f"{CLI_ENV}={chosen}: no such program on PATH")
+    raise TargetError("--container: neither docker nor podman is on PATH")
+
+
+def _ask(cli: list[str], args: list[str], what: str, timeout: float = INSPECT_TIMEOUT) -> str:
+    res = proc.run([*cli, *args], timeout=timeout)
+    if res.timed_out:
+        why = f" ({proc.BUDGET_NOTE})" if res.out_of_budget else ""
+        raise TargetError(f"{what}: `{os.path.basename(cli[0])} {args[0]}` did not answer within {res.seconds:.1f}s{why}; is the container daemon up?")
+    if not res.ok:
+        raise TargetError(f"{what}: {res.describe_failure()}")
+    return res.stdout
+
+
+def inspect_container(cli: list[str], name: str) -> dict[str, Any]:
+    what = f"--container {name}"
+    res = proc.run([*cli, "container", "inspect", name], timeout=INSPECT_TIMEOUT)
+    if res.timed_out:
+        why = f" ({proc.BUDGET_NOTE})" if res.out_of_budget else ""
+        raise TargetError(f"{what}: `{os.path.basename(cli[0])} container inspect` did not answer within {res.seconds:.1f}s{why}; is the container daemon up?")
+    text = (res.stderr + res.stdout).lower()
+    if not res.ok and "no such" in text:
+        raise TargetError(f"{what}: no such container (see `{os.path.basename(cli[0])} ps -a`)")
+    if not res.ok:
+        raise TargetError(f"{what}: {res.describe_failure()}")
+    try:
+        data = json.loads(res.stdout)
+        record = data[0] if isinstance(data, list) else data
+        state = record.get("State") or {}
+    except (ValueError, IndexError, AttributeError, TypeError):
+        raise TargetError(f"{what}: the container CLI printed no inspect record") from None
+    if not isinstance(record, dict) or not isinstance(state, dict):
+        raise TargetError(f"{what}: the container CLI printed no inspect record")
+    if not state.get("Running"):
+        raise TargetError(f"{what}: the container is {state.get('Status') or 'not running'}; start it first (sparkdoctor probes a running container)")
+    return record
+
+
+def image_facts(cli: list[str], image_id: str) -> dict[str, Any]:
+    """Platform, layer digests, config digest and the fingerprint over the three."""
+    data = json.loads(_ask(cli, ["image", "inspect", image_id], f"image {image_id[:19]}"))
+    record = data[0] if isinstance(data, list) else data
+    platform = "/".join(str(p) for p in (record.get("Os"), record.get("Architecture"), record.get("Variant")) if p)
+    layers = list(((record.get("RootFS") or {}).get("Layers")) or [])
+    config = str(record.get("Id") or image_id)
+    if not config.startswith("sha256:"):
+        config = f"sha256:{config}"  # podman prints the bare hex
+    material = json.dumps({"platform": platform, "layers": layers, "config": config}, sort_keys=True)
+    return {
+        "platform": platform,
+        "layers": layers,
+        "config_digest": config,
+        "repo_digests": list(record.get("RepoDigests") or []),
+        "fingerprint": hashlib.sha256(material.encode()).hexdigest()[:16],
+    }
+
+
+def find_python(cli: list[str], name: str) -> tuple[str, str]:
+    """(interpreter, why it was chosen): the first holding vLLM, else the first on the container's PATH."""
+    res = proc.run([*cli, "exec", name, "sh", "-c", FIND_SCRIPT], timeout=FIND_TIMEOUT)
+    if res.timed_out:
+        raise TargetError(f"--container {name}: looking for Python in the container did not finish within {res.seconds:.1f}s")
+    found = []
+    for line in res.stdout.splitlines():
+        parts = line.split()
+        if len(parts) == 3 and parts[1] in ("0", "1"):
+            found.append((parts[0], parts[1] == "1", parts[2]))
+    if not found and not res.ok and "sh" in (res.stderr + res.stdout) and "not found" in (res.stderr + res.stdout).lower():
+        for bare in ("python3", "python"):  # no shell in the image: try the usual names directly
+            if proc.run([*cli, "exec", name, bare, "-c", "pass"], timeout=FIND_TIMEOUT).ok:
+                return bare, "the container's PATH (no shell in the image)"
+    with_vllm = [p for p, has, _ in found if has]
+    if with_vllm:
+        return with_vllm[0], "vLLM found in the container"
+    if found:
+        return found[0][0], "the container's first Python (no vLLM found)"
+    raise TargetError(f"--container {name}: no Python interpreter found in the container (give one with --container-python)")
+
+
+def check_python(target: ContainerTarget) -> None:
+    res = target.run_command([target.python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"], timeout=FIND_TIMEOUT)
+    if res.timed_out:
+        raise TargetError(f"--container-python {target.python}: did not answer within {res.seconds:.1f}s")
+    if not res.ok:
+        raise TargetError(f"--container-python {target.python}: not runnable in container {target.name}: {res.describe_failure()}")
+
+
+def resolve_container_target(name: str, python: str | None = None) -> ContainerTarget:
+    """The running container `name` with its interpreter; TargetError (one line) when it cannot be probed."""
+    if not name.strip():
+        raise TargetError("--container '': give a container name or id")
+    cli = container_cli()
+    record = inspect_container(cli, name)
+    image_id = str(record.get("Image") or "")
+    config = record.get("Config") or {}
+    info: dict[str, Any] = {
+        "name": str(record.get("Name") or name).lstrip("/"),
+        "id": str(record.get("Id") or "")[:12],
+        "engine": os.path.basename(cli[0]),
+        "image": str(config.get("Image") or record.get("ImageName") or ""),
+        "image_id": image_id,
+        "runtime": (record.get("HostConfig") or {}).get("Runtime"),
+    }
+    try:
+        info.update(image_facts(cli, image_id))
+    except (TargetError, ValueError, IndexError, AttributeError, TypeError) as exc:
+        info["image_error"] = str(exc)[:300]
+    if python:
+        target = ContainerTarget(cli, name, python, "--container-python", info)
+        check_python(target)
+    else:
+        interpreter, why = find_python(cli, name)
+        target = ContainerTarget(cli, name, interpreter, why, info)
+    target.cache_root = cache_root_for(target)
+    return target
+
+
+def cache_root_for(target: ContainerTarget) -> Path:
+    """The host folder of one container interpreter's probe caches: by image content and interpreter
+    (a container recreated from the same image keeps its cache; another image never shares it)."""
+    from sparkdoctor.locations import cache_dir
+
+    key = f"{target.info.get('fingerprint') or target.info.get('image_id')}|{target.name}|{target.python}"
+    return cache_dir() / "containers" / hashlib.sha256(key.encode()).hexdigest()[:16]

@@ -1,0 +1,230 @@
+"""A running container as the target: the serving stack inside it, probed through the container CLI.
+
+Most Sparks serve from a container, so the stack to check lives there while the GPU, the driver and
+the memory pressure belong to the host. A probe runs in the container as
+
+    docker exec -i NAME PYTHON -B -c BOOTSTRAP      (stdin: a header line + the probe folder, zipped)
+
+The bootstrap unpacks the probe into a fresh temporary folder inside the container, runs it with the
+container's interpreter in its own session under a deadline of its own (killing the container CLI
+does not stop what it started inside), and removes the folder: nothing is installed, nothing stays.
+The host side goes through proc like every other child (timeout, process group, kill at the run's
+deadline). Finding the container, its image and its interpreter lives in container_inspect.py.
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+import glob
+import io
+import json
+import zipfile
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from sparkdoctor import proc
+from sparkdoctor.locations import data_dir
+
+# The longest a probe may run inside the container when its caller gives no timeout at start
+# (start_script): the host stops waiting earlier; this bounds what is left behind in the container.
+DEFAULT_INSIDE_TIMEOUT = 120.0
+MAX_CACHE_BYTES = 5 * 1024 * 1024  # a bigger cache file is not carried (base64 on stderr must fit proc's 8 MiB head)
+TMP = "@@SPARKDOCTOR_TMP@@"  # stands for the probe's temporary folder in the container, in its arguments
+INSIDE_MARGIN = 2.0  # the host gives up first; the container's own deadline follows shortly after
+MARKER = "sparkdoctor-probe:"
+
+# Runs under the container's interpreter (Python 3.6+, standard library only).
+BOOTSTRAP = r"""
+import base64, io, json, os, shutil, signal, subprocess, sys, tempfile, zipfile
+head = json.loads(sys.stdin.readline())
+blob = base64.b64decode(sys.stdin.read())
+tmp = tempfile.mkdtemp(prefix="sparkdoctor-probe-")
+child = None
+def stop(signum=None, frame=None):
+    if child is not None:
+        try:
+            os.killpg(child.pid, signal.SIGKILL)
+        except OSError:
+            pass
+    shutil.rmtree(tmp, ignore_errors=True)
+    if signum is not None:
+        os._exit(128 + signum)
+for s in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+    signal.signal(s, stop)
+code = 0
+try:
+    zipfile.ZipFile(io.BytesIO(blob)).extractall(tmp)
+    os.mkdir(os.path.join(tmp, "carried"))
+    for key, data in head["files"].items():
+        with open(os.path.join(tmp, "carried", key), "wb") as fh:
+            fh.write(base64.b64decode(data))
+    env = dict(os.environ)
+    env.update(head["env"])
+    args = [a.replace(head["tmp"], tmp) for a in head["args"]]
+    argv = [sys.executable, "-B", os.path.join(tmp, head["script"])] + args
+    child = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, start_new_session=True)
+    try:
+        code = child.wait(timeout=head["timeout"])
+    except subprocess.TimeoutExpired:
+        stop()
+        child.wait()
+        sys.stderr.write("\n%s timeout %s\n" % (head["marker"], head["timeout"]))
+        code = 124
+    else:
+        if code < 0:
+            sys.stderr.write("\n%s signal %d\n" % (head["marker"], -code))
+            code = 128 - code
+    for name in sorted(os.listdir(os.path.join(tmp, "carried"))):
+        path = os.path.join(tmp, "carried", name)
+        if name.split(".")[0] in head["back"] and os.path.isfile(path) and os.path.getsize(path) <= head["max"]:
+            with open(path, "rb") as fh:
+                sys.stderr.write("\n%s file %s %s\n" % (head["marker"], name, base64.b64encode(fh.read()).decode()))
+finally:
+    stop()
+sys.stderr.flush()
+sys.exit(code)
+"""
+
+
+@functools.lru_cache(maxsize=16)
+def probe_payload(script: str) -> tuple[str, str]:
+    """(the script's path inside the payload, base64 of a zip holding what it needs): a probe folder
+    (probes/<name>/) travels with probes/shared/; any other script travels alone."""
+    path = Path(script)
+    root = data_dir("probes")
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
+        try:
+            inside = path.resolve().relative_to(root.resolve())
+        except ValueError:
+            inside = None
+        if inside is not None and len(inside.parts) >= 2:
+            for folder in (root / inside.parts[0], root / "shared"):
+                for file in sorted(folder.rglob("*")):
+                    if file.is_file() and "__pycache__" not in file.parts:
+                        zf.write(file, file.relative_to(root).as_posix())
+            entry = inside.as_posix()
+        else:
+            zf.write(path, path.name)
+            entry = path.name
+    return entry, base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+@dataclass
+class ContainerTarget:
+    """A running container, reached through its container CLI (docker or podman)."""
+
+    engine: list[str]  # argv prefix of the container CLI, e.g. ["docker"]
+    name: str
+    python: str  # the interpreter inside the container
+    chosen_by: str  # "--container-python", "vLLM found in the container", "the container's PATH"
+    info: dict[str, Any] = field(default_factory=dict)  # id, image, image_id, fingerprint (container_inspect)
+    kind: str = "container"
+    shares_files: bool = False  # paths it reports are the container's: host caches and host tools do not apply
+    cache_root: Path | None = None  # host folder of this container's probe caches, carried in and out per run
+
+    def describe(self) -> dict[str, Any]:
+        return {"kind": self.kind, "python": self.python, "chosen_by": self.chosen_by, "container": self.name,
+                "engine": Path(self.engine[0]).name}
+
+    def exec_argv(self, argv: list[str], stdin: bool = False) -> list[str]:
+        return [*self.engine, "exec", *(["-i"] if stdin else []), self.name, *argv]
+
+    def start_script(self, script: Path, args: list[str], env: dict[str, str] | None = None,
+                     inside_timeout: float | None = None) -> proc.Running:
+        entry, blob = probe_payload(str(script))
+        limit = inside_timeout or DEFAULT_INSIDE_TIMEOUT
+        left = proc.time_left()
+        if left is not None:
+            limit = min(limit, left)
+        args, files, back = self._carry(list(args))
+        head = {"script": entry, "args": args, "env": dict(env or {}), "timeout": round(limit + INSIDE_MARGIN, 1),
+                "marker": MARKER, "tmp": TMP, "files": files, "back": sorted(back), "max": MAX_CACHE_BYTES}
+        argv = self.exec_argv([self.python, "-B", "-c", BOOTSTRAP], stdin=True)
+        return _InContainer(proc.start(argv, input=json.dumps(head) + "\n" + blob), back)
+
+    def _carry(self, args: list[str]) -> tuple[list[str], dict[str, str], dict[str, Path]]:
+        """Arguments naming a file under cache_root (a probe's cache) point at a copy in the probe's
+        folder inside the container; the file goes in with the probe and comes back after it."""
+        files: dict[str, str] = {}
+        back: dict[str, Path] = {}
+        if self.cache_root is None:
+            return args, files, back
+        root = self.cache_root.resolve()
+        for i, arg in enumerate(args):
+            path = Path(arg)
+            if not path.is_absolute() or root not in path.resolve().parents:
+                continue
+            key = f"c{len(back)}"
+            back[key] = path
+            args[i] = f"{TMP}/carried/{key}"
+            # the file and its sidecars (FILE.files beside a hash cache FILE)
+            siblings = sorted(path.parent.glob(f"{glob.escape(path.name)}.*")) if path.parent.is_dir() else []
+            for one in [path, *siblings]:
+                try:
+                    if one.is_file() and one.stat().st_size <= MAX_CACHE_BYTES:
+                        files[key + one.name[len(path.name):]] = base64.b64encode(one.read_bytes()).decode("ascii")
+                except OSError:
+                    pass  # an unreadable cache is a cold run, never a failure
+        return args, files, back
+
+    def run_script(self, script: Path, args: list[str], timeout: float, env: dict[str, str] | None = None) -> proc.ProcResult:
+        return self.start_script(script, args, env, inside_timeout=timeout).result(timeout)
+
+    def run_command(self, argv: list[str], timeout: float, input: str | None = None) -> proc.ProcResult:
+        """A command inside the container (a tool such as ptxas; no shell unless argv names one)."""
+        return proc.run(self.exec_argv(argv, stdin=input is not None), timeout=timeout, input=input)
+
+
+class _InContainer(proc.Running):
+    """A probe's Running whose result speaks like a local process's: the bootstrap's own deadline is a
+    timeout, a probe killed by a signal has a negative return code (not the CLI's 128+N)."""
+
+    def __init__(self, inner: proc.Running, back: dict[str, Path] | None = None):
+        super().__init__(inner.argv, inner.popen, inner.started, inner.input, inner.start_error, inner.max_output)
+        self.inner, self.back = inner, back or {}
+
+    def result(self, timeout: float) -> proc.ProcResult:
+        return translate(self.inner.result(timeout), self.back)
+
+    def kill(self) -> None:
+        self.inner.kill()
+
+    def cancel(self) -> None:
+        self.inner.cancel()
+
+
+def translate(res: proc.ProcResult, back: dict[str, Path] | None = None) -> proc.ProcResult:
+    kept, note = [], None
+    for line in res.stderr.splitlines():
+        if not line.startswith(MARKER):
+            kept.append(line)
+            continue
+        words = line[len(MARKER):].split()
+        if words[:1] == ["file"] and len(words) == 3 and back and words[1].split(".")[0] in back:
+            key, _, suffix = words[1].partition(".")
+            home = back[key]
+            _bring_back(home.with_name(home.name + "." + suffix) if suffix else home, words[2])
+        else:
+            note = words
+    stderr = "\n".join(kept).rstrip("\n")
+    if not note:
+        return replace(res, stderr=stderr) if len(kept) != len(res.stderr.splitlines()) else res
+    if note[0] == "signal" and len(note) > 1 and note[1].isdigit():
+        return replace(res, returncode=-int(note[1]), stderr=stderr)
+    if note[0] == "timeout":
+        return replace(res, returncode=None, timed_out=True, stderr=stderr)
+    return replace(res, stderr=stderr)
+
+
+def _bring_back(path: Path, data: str) -> None:
+    """A probe's cache file (JSON text), back from the container: written atomically; a bad copy is dropped."""
+    from sparkdoctor.files import OutputError, write_text
+
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_text(path, base64.b64decode(data, validate=True).decode("utf-8"))
+    except (ValueError, OSError, OutputError):  # UnicodeDecodeError and binascii.Error are ValueErrors
+        pass  # costs the next run its cache, nothing else

@@ -1,0 +1,168 @@
+"""A real container runtime for tests: Debian's docker.io, one dockerd per test session, left behind
+by nothing.
+
+The daemon runs on its own socket, data root and exec root under the session's tmp folder, with no
+bridge and no iptables rules (--bridge=none --iptables=false), so it touches neither the machine's
+firewall nor its network, and never meets another dockerd (another test session's, or the machine's).
+Images are built without a registry: `docker import` of a skeleton root file system (a few folders,
+20 kB) whose containers get the host's /usr (and the test interpreter's base prefix) read-only, so
+a venv made on the host runs inside at the same path (see research/container-runtime.md).
+
+Clean-up, whatever happened: every container removed, the daemon stopped by its own PID (then its
+process group killed), mounts under its roots unmounted, and the machine's iptables rules, links and
+mounts compared with what they were before; a daemon this code did not start is never touched.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tarfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sparkdoctor import proc
+
+APT_TIMEOUT = 600
+
+
+class NoRuntime(Exception):
+    """No container runtime can run here; the message is the skip reason."""
+
+
+def _ensure_dockerd() -> str:
+    found = shutil.which("dockerd")
+    if found:
+        return found
+    if os.geteuid() != 0 or not shutil.which("apt-get"):
+        raise NoRuntime("dockerd is not installed and this user cannot apt-get install docker.io")
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    done = proc.run(["apt-get", "install", "-y", "-q", "--no-install-recommends", "docker.io"], timeout=APT_TIMEOUT, env=env)
+    if not done.ok:
+        proc.run(["apt-get", "update", "-q"], timeout=APT_TIMEOUT, env=env)
+        done = proc.run(["apt-get", "install", "-y", "-q", "--no-install-recommends", "docker.io"], timeout=APT_TIMEOUT, env=env)
+    found = shutil.which("dockerd")
+    if not found:
+        raise NoRuntime(f"apt-get install docker.io failed: {done.describe_failure()}")
+    return found
+
+
+def _machine_state() -> dict[str, str]:
+    """What a daemon could leave behind: firewall rules, network links, mounts under docker's paths."""
+    def out(argv: list[str]) -> str:
+        res = proc.run(argv, timeout=20) if shutil.which(argv[0]) else None
+        return res.stdout if res is not None and res.ok else ""
+
+    links = "\n".join(sorted(line.split(":")[1].strip() for line in out(["ip", "-o", "link"]).splitlines() if ":" in line))
+    return {"iptables": out(["iptables", "-S"]), "links": links}
+
+
+@dataclass
+class Daemon:
+    root: Path
+    socket: Path
+    popen_running: proc.Running
+    before: dict[str, str]
+    env: dict[str, str] = field(default_factory=dict)
+    containers: list[str] = field(default_factory=list)
+
+    @property
+    def pid(self) -> int:
+        return self.popen_running.popen.pid  # type: ignore[union-attr]
+
+    def docker(self, *args: str, timeout: float = 120, input: str | None = None) -> proc.ProcResult:
+        return proc.run(["docker", *args], timeout=timeout, env=self.env, input=input)
+
+    def must(self, *args: str, timeout: float = 120) -> str:
+        res = self.docker(*args, timeout=timeout)
+        if not res.ok:
+            raise RuntimeError(f"docker {' '.join(args)}: {res.describe_failure()}\n{res.stderr[-2000:]}")
+        return res.stdout.strip()
+
+    def import_skeleton(self, tag: str) -> str:
+        """A registry-free image: an empty root with the mount points the skeleton containers need."""
+        tar_path = self.root / f"{tag.replace(':', '-')}.tar"
+        with tarfile.open(tar_path, "w") as tar:
+            for name in ("proc", "sys", "dev", "tmp", "etc", "usr", "opt", "root", "run", "sbin", "var", "var/tmp", "work"):
+                info = tarfile.TarInfo(name)
+                info.type, info.mode = tarfile.DIRTYPE, 0o1777 if name in ("tmp", "var/tmp") else 0o755
+                tar.addfile(info)
+            for link, to in (("bin", "usr/bin"), ("lib", "usr/lib"), ("lib64", "usr/lib64")):
+                info = tarfile.TarInfo(link)
+                info.type, info.linkname = tarfile.SYMTYPE, to
+                tar.addfile(info)
+            passwd = b"root:x:0:0:root:/root:/bin/sh\n"
+            info = tarfile.TarInfo("etc/passwd")
+            info.size = len(passwd)
+            tar.addfile(info, io.BytesIO(passwd))
+        self.must("import", "--change", "ENV PATH=/usr/local/bin:/usr/bin:/bin", str(tar_path), tag)
+        return tag
+
+    def run_container(self, name: str, image: str, mounts: list[tuple[str, str]], *extra: str) -> str:
+        args = ["run", "-d", "--init", "--network", "none", "--name", name]
+        for src, dst in mounts:
+            args += ["-v", f"{src}:{dst}:ro"]
+        self.containers.append(name)
+        self.must(*args, *extra, image, "sleep", "infinity")
+        return name
+
+    def host_mounts(self) -> list[tuple[str, str]]:
+        """/usr and the test interpreter's base prefix (a pyenv Python lives outside /usr)."""
+        mounts = [("/usr", "/usr")]
+        base = os.path.realpath(sys.base_prefix)
+        if not base.startswith("/usr/"):
+            mounts.append((base, base))
+        return mounts
+
+    def stop(self) -> None:
+        """Remove every container, stop the daemon by its PID, undo what it left; idempotent."""
+        for name in self.containers:
+            self.docker("rm", "-f", name, timeout=60)
+        popen = self.popen_running.popen
+        if popen is not None and popen.poll() is None:
+            os.kill(popen.pid, signal.SIGTERM)
+            try:
+                popen.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                pass
+        self.popen_running.cancel()  # kills the process group (its containerd too) and reaps it
+        for line in reversed(Path("/proc/self/mounts").read_text().splitlines()):
+            where = line.split()[1]
+            if where.startswith(str(self.root)):
+                proc.run(["umount", "-l", where], timeout=20)
+        after = _machine_state()
+        if "docker0" in after["links"] and "docker0" not in self.before["links"]:
+            proc.run(["ip", "link", "del", "docker0"], timeout=20)
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+def start_daemon(root: Path) -> Daemon:
+    dockerd = _ensure_dockerd()
+    if os.geteuid() != 0:
+        raise NoRuntime("dockerd needs root here (no rootless setup)")
+    if not shutil.which("docker"):
+        raise NoRuntime("no docker client on PATH")
+    root.mkdir(parents=True, exist_ok=True)
+    socket = root / "docker.sock"
+    before = _machine_state()
+    argv = [dockerd, "--data-root", str(root / "data"), "--exec-root", str(root / "exec"), "--pidfile", str(root / "dockerd.pid"),
+            "-H", f"unix://{socket}", "--bridge=none", "--iptables=false", "--ip6tables=false"]
+    log = root / "dockerd.log"
+    running = proc.start(["sh", "-c", 'exec "$@" >"$0" 2>&1', str(log), *argv])
+    daemon = Daemon(root, socket, running, before, env={**os.environ, "DOCKER_HOST": f"unix://{socket}"})
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if running.popen is None or running.popen.poll() is not None:
+            tail = log.read_text(errors="replace")[-500:] if log.exists() else ""
+            daemon.stop()
+            raise NoRuntime(f"dockerd exited at start: {tail.strip().splitlines()[-1] if tail.strip() else 'no log'}")
+        if socket.exists() and daemon.docker("version", timeout=10).ok:
+            return daemon
+        time.sleep(0.3)
+    daemon.stop()
+    raise NoRuntime("dockerd did not answer within 60 s")
