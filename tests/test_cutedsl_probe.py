@@ -530,14 +530,14 @@ def probe_isolated(site: Path, *args: str) -> dict[str, dict]:
 def test_a_dsl_that_initialises_cuda_at_import_compiles_in_fresh_interpreters(tmp_path):
     site = fake_cutlass(tmp_path, CUINIT_AT_IMPORT + textwrap.dedent(NEEDS_CUDA_TO_COMPILE))
     out = probe_isolated(site)
-    assert {k: (r["status"], r["isolation"]) for k, r in out.items()} == {"nvfp4-mma": ("ok", "exec"), "e2m1-cvt": ("ok", "exec")}
+    assert {k: (r["status"], r["isolation"]) for k, r in out.items()} == {"nvfp4-mma": ("ok", "exec"), "nvfp4-mma-tile": ("ok", "exec"), "e2m1-cvt": ("ok", "exec")}
 
 
 @pytest.mark.gpu
 def test_a_dsl_that_leaves_cuda_alone_at_import_compiles_in_forked_children(tmp_path):
     site = fake_cutlass(tmp_path, NEEDS_CUDA_TO_COMPILE)
     out = probe_isolated(site)
-    assert {k: (r["status"], r["isolation"]) for k, r in out.items()} == {"nvfp4-mma": ("ok", "fork"), "e2m1-cvt": ("ok", "fork")}
+    assert {k: (r["status"], r["isolation"]) for k, r in out.items()} == {"nvfp4-mma": ("ok", "fork"), "nvfp4-mma-tile": ("ok", "fork"), "e2m1-cvt": ("ok", "fork")}
     assert len(imports(site)) == 1
 
 
