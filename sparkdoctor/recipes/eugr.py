@@ -42,9 +42,9 @@ def read(doc: dict[str, Any], path: Path, duplicates: list[str], overrides: dict
         warnings.append(f"{path.name}: fields run-recipe.py does not read: {', '.join(unknown)}")
 
     params = resolve.string_map(doc.get("defaults"), where, "defaults")
-    sources = {f"param:{k}": f"defaults in {path.name}" for k in params}
+    sources = {f"param:{k}": "defaults" for k in params}
     env = resolve.string_map(doc.get("env"), where, "env")
-    sources.update({f"env:{k}": f"env in {path.name}" for k in env})
+    sources.update({f"env:{k}": "env" for k in env})
     cluster_only = bool(doc.get("cluster_only"))
     resolve.apply_overrides(params, env, sources, overrides, OVERRIDES | resolve.placeholders_strict(command), where)
 

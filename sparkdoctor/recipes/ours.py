@@ -61,13 +61,13 @@ def read(doc: dict[str, Any], path: Path, overrides: dict[str, str] | None) -> R
         raise RecipeError(f"{where}: field 'port' must be a port number (1-65535)")
 
     params = resolve.string_map(doc.get("defaults"), where, "defaults")
-    sources = {f"param:{k}": f"defaults in {path.name}" for k in params}
+    sources = {f"param:{k}": "defaults" for k in params}
     for key in TOP_PARAMS:
         if key in doc:
             params[key] = resolve.as_text(doc[key])
-            sources[f"param:{key}"] = f"{key} in {path.name}"
+            sources[f"param:{key}"] = f"{key} field"
     env = resolve.string_map(doc.get("env"), where, "env")
-    sources.update({f"env:{k}": f"env in {path.name}" for k in env})
+    sources.update({f"env:{k}": "env" for k in env})
     resolve.apply_overrides(params, env, sources, overrides, set(TOP_PARAMS), where)
 
     argv = [resolve.format_strict(resolve.as_text(a), params, f"{where}: field 'command'[{i}]") for i, a in enumerate(command)]

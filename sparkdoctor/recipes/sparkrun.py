@@ -35,17 +35,22 @@ def read(doc: dict[str, Any], path: Path, duplicates: list[str], overrides: dict
         raise RecipeError(f"{where}: required field 'model' is missing (sparkrun recipes name the model they serve)")
     runtime = str(doc.get("runtime") or "")
     params = resolve.string_map(doc.get("defaults"), where, "defaults")
-    sources = {f"param:{k}": f"defaults in {path.name}" for k in params}
+    sources = {f"param:{k}": "defaults" for k in params}
     env = resolve.string_map(doc.get("env"), where, "env")
-    sources.update({f"env:{k}": f"env in {path.name}" for k in env})
+    sources.update({f"env:{k}": "env" for k in env})
     command = doc.get("command")
     if command is not None and not isinstance(command, str):
         raise RecipeError(f"{where}: field 'command' must be text (a block scalar)")
     known = set(VLLM_FLAGS) | _placeholders(command)
     resolve.apply_overrides(params, env, sources, overrides, known, where)
     params["model"] = params.get("model", model)
-    sources.setdefault("param:model", f"model in {path.name} (always injected)")
+    sources.setdefault("param:model", "model field (always injected)")
 
+    for _ in range(resolve._ROUNDS):  # defaults may refer to each other ({short_name}-nvfp4): iterate
+        new_params = {k: resolve.substitute_lenient(v, params)[0] for k, v in params.items()}
+        if new_params == params:
+            break
+        params = new_params
     if command:
         text, unresolved = resolve.substitute_lenient(command, params)
         if unresolved:
