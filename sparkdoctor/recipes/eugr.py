@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from sparkdoctor.recipes import resolve
-from sparkdoctor.recipes.model import Recipe, RecipeError
+from sparkdoctor.recipes.model import Recipe, RecipeError, flag_value
 
 REQUIRED = ("name", "container", "command")
 KNOWN = {"recipe_version", "name", "description", "model", "container", "command", "defaults", "env", "mods",
@@ -66,7 +66,7 @@ def read(doc: dict[str, Any], path: Path, duplicates: list[str], overrides: dict
         needs.append(f"model:{model_field or model}")
     if cluster_only:
         needs.append("cluster:2")
-    served = _flag(argv, "--served-model-name") or model
+    served = flag_value(argv, "--served-model-name") or model
     extras = {k: doc[k] for k in ("mods", "build_args", "benchmark", "solo_only", "cluster_only") if doc.get(k) is not None}
     return Recipe(
         name=str(doc["name"]), source_path=str(path), format="eugr-v1", argv=argv, env=env, host=host, port=port,
@@ -74,12 +74,6 @@ def read(doc: dict[str, Any], path: Path, duplicates: list[str], overrides: dict
         needs=needs, params=params, sources=sources, warnings=warnings, description=str(doc.get("description") or ""),
         extras=extras,
     )
-
-
-def _flag(argv: list[str], flag: str) -> str | None:
-    from sparkdoctor.recipes.model import flag_value
-
-    return flag_value(argv, flag)
 
 
 def _drop_executor_backend(argv: list[str]) -> list[str]:

@@ -20,8 +20,8 @@ from sparkdoctor.recipes.model import RecipeError, flag_value
 
 # --set aliases, as run-recipe.py's override flags name them (--tp, --gpu-mem).
 ALIASES = {"tp": "tensor_parallel", "gpu_mem": "gpu_memory_utilization"}
-_PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
-_ROUNDS = 10
+PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+ROUNDS = 10
 
 
 def as_text(value: Any) -> str:
@@ -55,12 +55,12 @@ def substitute_lenient(template: str, params: dict[str, str]) -> tuple[str, set[
     when the template uses them (the v1 spelling sparkrun still honours)."""
     doubled = "{{" in template
     text = template.replace("{{", "\x00").replace("}}", "\x01") if doubled else template
-    for _ in range(_ROUNDS):
-        new = _PLACEHOLDER.sub(lambda m: params.get(m.group(1), m.group(0)), text)
+    for _ in range(ROUNDS):
+        new = PLACEHOLDER.sub(lambda m: params.get(m.group(1), m.group(0)), text)
         if new == text:
             break
         text = new
-    unresolved = {m.group(1) for m in _PLACEHOLDER.finditer(text) if m.group(1) not in params}
+    unresolved = {m.group(1) for m in PLACEHOLDER.finditer(text) if m.group(1) not in params}
     if doubled:
         text = text.replace("\x00", "{").replace("\x01", "}")
     return text, unresolved
@@ -111,7 +111,7 @@ def model_in(argv: list[str]) -> str | None:
     if explicit:
         return explicit
     for i, arg in enumerate(argv[:-1]):
-        if arg == "serve" and i >= 0 and not argv[i + 1].startswith("-"):
+        if arg == "serve" and not argv[i + 1].startswith("-"):
             return argv[i + 1]
     return None
 

@@ -46,7 +46,7 @@ def read(doc: dict[str, Any], path: Path, duplicates: list[str], overrides: dict
     params["model"] = params.get("model", model)
     sources.setdefault("param:model", "model field (always injected)")
 
-    for _ in range(resolve._ROUNDS):  # defaults may refer to each other ({short_name}-nvfp4): iterate
+    for _ in range(resolve.ROUNDS):  # defaults may refer to each other ({short_name}-nvfp4): iterate
         new_params = {k: resolve.substitute_lenient(v, params)[0] for k, v in params.items()}
         if new_params == params:
             break
@@ -88,7 +88,7 @@ def read(doc: dict[str, Any], path: Path, duplicates: list[str], overrides: dict
 def _placeholders(command: Any) -> set[str]:
     if not isinstance(command, str):
         return set()
-    return {m.group(1) for m in resolve._PLACEHOLDER.finditer(command)}
+    return {m.group(1) for m in resolve.PLACEHOLDER.finditer(command)}
 
 
 def _generate(params: dict[str, str]) -> tuple[list[str], set[str]]:
