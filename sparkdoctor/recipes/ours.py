@@ -78,13 +78,14 @@ def read(doc: dict[str, Any], path: Path, overrides: dict[str, str] | None) -> R
     readiness = doc.get("readiness_path", DEFAULT_READINESS)
     if not readiness.startswith("/"):
         raise RecipeError(f"{where}: field 'readiness_path' must start with '/' (e.g. \"/health\")")
+    needs = [resolve.format_strict(n, params, f"{where}: field 'needs'") for n in _needs(doc.get("needs", []), where)]
     warnings: list[str] = []
     workarounds = _workarounds(doc.get("workarounds", []), argv, env, where, path, warnings)
     return Recipe(
         name=doc.get("name") or path.stem, source_path=str(path), format="sparkdoctor", argv=argv, env=env,
         host=host, port=port, model=model, served_model_name=served, readiness_path=readiness,
         workload=_table(doc.get("workload", {}), where, "workload"), workarounds=workarounds,
-        container=doc.get("container") or None, needs=_needs(doc.get("needs", []), where), params=params,
+        container=doc.get("container") or None, needs=needs, params=params,
         sources=sources, warnings=warnings, description=doc.get("description", ""),
     )
 

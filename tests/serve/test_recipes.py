@@ -144,6 +144,7 @@ def test_yaml_that_is_not_a_mapping(tmp_path):
 OURS = """\
 name = "t"
 model = "/m"
+needs = ["model:{model}"]
 command = ["vllm", "serve", "{model}", "--max-model-len", "{max_model_len}", "--enforce-eager",
            "--compilation-config", "{{\\"level\\": 0}}"]
 workarounds = [{ flag = "--enforce-eager", because = "cutedsl-450-libs-base-mma" }]
@@ -161,6 +162,8 @@ def test_ours_templating_literal_braces_env_and_workarounds(tmp_path):
     assert r.env == {"CACHE": "/tmp/1024"}
     assert r.workarounds == [{"flag": "--enforce-eager", "because": "cutedsl-450-libs-base-mma"}]
     assert r.warnings == [] and r.served_model_name == "/m" and r.readiness_path == "/health"
+    assert r.needs == ["model:/m"]
+    assert recipes.load(write(tmp_path, "t.toml", OURS), {"model": "/other"}).needs == ["model:/other"]
 
 
 @pytest.mark.parametrize("text, message", [
