@@ -142,3 +142,37 @@ def test_a_command_that_is_not_there(tmp_path):
 def test_terminate_reports_a_group_that_was_already_gone():
     report = terminate(2**22 + 12345)
     assert report.clean and report.signals == [] and "nothing left" in report.describe()
+
+
+DRIVER = """
+import sys, time
+from pathlib import Path
+sys.path.insert(0, {repo!r})
+from sparkdoctor import proc
+from sparkdoctor.recipes.model import Recipe
+from sparkdoctor.serve import launch
+proc.install_signal_handlers()  # as sparkdoctor's entry point does: SIGTERM unwinds like Ctrl-C
+r = Recipe(name="fake", source_path="t", format="sparkdoctor", argv=[sys.executable, {fake!r}, "ready"])
+with launch(r, run_dir=Path({run_dir!r}), matrix=[], ready_timeout=30) as s:
+    print(s.pgid, flush=True)
+    time.sleep(120)
+"""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_to_sparkdoctor_takes_the_server_group_down(tmp_path, sig):
+    import subprocess
+
+    repo = str(Path(__file__).resolve().parent.parent.parent)
+    script = DRIVER.format(repo=repo, fake=str(FAKE), run_dir=str(tmp_path))
+    driver = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        pgid = int(driver.stdout.readline())
+        assert members(pgid), "the server group should be up while the driver waits"
+        driver.send_signal(sig)
+        driver.wait(timeout=30)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+    assert gone(pgid)
+    assert "teardown: process group" in (tmp_path / "server.log").read_text()
