@@ -151,8 +151,12 @@ def launch(recipe: Recipe, *, run_dir: Path, matrix: Any = None, ready_timeout: 
                           "not built yet: use --local to run its command in the target environment")
     entries = symptom_entries(matrix)
     run_dir = Path(run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
     log_path = run_dir / LOG_NAME
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        pump = LogPump(log_path, entries, on_hit=lambda h: say(f"known problem in the log: {h.entry_id}"))
+    except OSError as exc:
+        raise LaunchError(f"{recipe.name}: cannot write the server log {log_path}: {exc.strerror or exc}") from None
     port = free_port()
     argv, extra_env = _resolve_argv(rebind(recipe.argv, LOCALHOST, port), python)
     env = dict(os.environ)
@@ -161,7 +165,6 @@ def launch(recipe: Recipe, *, run_dir: Path, matrix: Any = None, ready_timeout: 
     env.setdefault("PYTHONUNBUFFERED", "1")
     base_url = f"http://{LOCALHOST}:{port}"
 
-    pump = LogPump(log_path, entries, on_hit=lambda h: say(f"known problem in the log: {h.entry_id}"))
     pump.add(f"[sparkdoctor] launching {recipe.name}: {' '.join(argv)}")
     t0 = time.monotonic()
     started_at = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")

@@ -21,7 +21,8 @@ def arg(name, default):
 
 mode = sys.argv[1]
 host, port = arg("--host", "127.0.0.1"), int(arg("--port", "0"))
-print(f"fake server {mode} starting on {host}:{port}", flush=True)
+# `symptom` writes every line to stderr, so their order in the log is the order printed.
+print(f"fake server {mode} starting on {host}:{port}", file=sys.stderr if mode == "symptom" else sys.stdout, flush=True)
 
 if mode == "never":
     if os.fork() == 0:

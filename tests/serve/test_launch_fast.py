@@ -176,3 +176,11 @@ def test_a_signal_to_sparkdoctor_takes_the_server_group_down(tmp_path, sig):
             driver.kill()
     assert gone(pgid)
     assert "teardown: process group" in (tmp_path / "server.log").read_text()
+
+
+def test_an_unwritable_run_dir_is_one_line(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with pytest.raises(LaunchError, match=r"fake-ready: cannot write the server log .*file/run/server.log"):
+        with launch(fake("ready"), run_dir=blocker / "run", matrix=[], ready_timeout=5):
+            pass
