@@ -11,6 +11,6 @@ Modules, each importing only those above it:
 """
 
 from sparkdoctor.recipes.loader import find, load, shipped
-from sparkdoctor.recipes.model import Recipe, RecipeError
+from sparkdoctor.recipes.model import Recipe, RecipeError, recipe_from_dict
 
-__all__ = ["Recipe", "RecipeError", "find", "load", "shipped"]
+__all__ = ["Recipe", "RecipeError", "find", "load", "recipe_from_dict", "shipped"]

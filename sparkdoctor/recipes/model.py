@@ -117,6 +117,22 @@ class Recipe:
         }
 
 
+def recipe_from_dict(doc: dict[str, Any]) -> Recipe:
+    """A Recipe back from `to_dict()` (e.g. read from the ledger); RecipeError naming a missing field. The
+    stored fingerprint must match the one recomputed, so a hand-edited record is refused."""
+    if not isinstance(doc, dict):
+        raise RecipeError("a stored recipe must be a mapping")
+    known = set(Recipe.__dataclass_fields__)
+    try:
+        recipe = Recipe(**{k: v for k, v in doc.items() if k in known})
+    except TypeError as exc:
+        raise RecipeError(f"stored recipe: {exc}") from None
+    if "fingerprint" in doc and doc["fingerprint"] != recipe.fingerprint():
+        raise RecipeError(f"stored recipe {recipe.name!r}: fingerprint {doc['fingerprint']} does not match its "
+                          f"contents ({recipe.fingerprint()})")
+    return recipe
+
+
 def flag_value(argv: list[str], flag: str) -> str | None:
     """The value of the last `flag VALUE` or `flag=VALUE` in argv (vLLM's argparse: the last one wins)."""
     found = None

@@ -238,3 +238,15 @@ def test_recipe_show_console_and_errors_are_one_line():
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "key=value" in bad.stderr
     missing = _cli("recipe", "show", str(DATA / "nope.yaml"))
     assert missing.returncode == 2 and missing.stderr.count("\n") == 1 and "no such recipe file" in missing.stderr
+
+
+def test_a_stored_recipe_comes_back_equal_and_a_tampered_one_is_refused():
+    r = recipes.load(DATA / "deepseek-v4-flash.yaml")
+    doc = json.loads(json.dumps(r.to_dict()))
+    back = recipes.recipe_from_dict(doc)
+    assert back == r and back.fingerprint() == r.fingerprint()
+    doc["argv"] = doc["argv"] + ["--enforce-eager"]
+    with pytest.raises(RecipeError, match="does not match its contents"):
+        recipes.recipe_from_dict(doc)
+    with pytest.raises(RecipeError, match="stored recipe"):
+        recipes.recipe_from_dict({"name": "x"})
