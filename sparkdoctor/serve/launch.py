@@ -141,7 +141,7 @@ def launch(recipe: Recipe, *, run_dir: Path, matrix: Any = None, ready_timeout: 
     matrix: a Matrix or a list of entries whose `symptoms` are scanned for (None: the shipped matrix).
     ready_timeout: seconds from start until GET /health (or /v1/models) must answer 200.
     local: run a recipe that names a container directly in the target environment.
-    progress: called with a one-line status while it starts.
+    progress: called (in this thread) with a one-line status while it starts and stops.
     python: the target environment's interpreter; its bin/ is searched first for the command.
     grace: seconds between SIGTERM and SIGKILL at teardown.
     """
@@ -154,7 +154,7 @@ def launch(recipe: Recipe, *, run_dir: Path, matrix: Any = None, ready_timeout: 
     log_path = run_dir / LOG_NAME
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
-        pump = LogPump(log_path, entries, on_hit=lambda h: say(f"known problem in the log: {h.entry_id}"))
+        pump = LogPump(log_path, entries)
     except OSError as exc:
         raise LaunchError(f"{recipe.name}: cannot write the server log {log_path}: {exc.strerror or exc}") from None
     port = free_port()
@@ -221,7 +221,8 @@ def _wait_ready(server: Server, recipe: Recipe, running: proc.Running, pump: Log
             raise LaunchError(f"{recipe.name}: not ready after {timeout:.0f}s (GET {recipe.readiness_path} and "
                               f"{readiness.FALLBACK} never answered 200); {_evidence(pump, server.log_path)}",
                               log_tail=pump.tail_lines(), findings=pump.hits, log_path=server.log_path)
-        say(f"starting {recipe.name} ({time.monotonic() - t0:.0f}s): {pump.last_line()[:100]}")
+        known = f" [known problems so far: {', '.join(dict.fromkeys(h.entry_id for h in pump.hits))}]" if pump.hits else ""
+        say(f"starting {recipe.name} ({time.monotonic() - t0:.0f}s){known}: {pump.last_line()[:100]}")
         time.sleep(min(POLL_S, max(0.0, deadline - time.monotonic())))
 
 
