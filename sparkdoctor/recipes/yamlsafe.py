@@ -24,7 +24,7 @@ class _Loader(yaml.SafeLoader):
 
     def construct_mapping(self, node, deep=False):
         seen: dict[Any, int] = {}
-        for key_node, value_node in node.value:
+        for key_node, _value in node.value:
             try:
                 key = self.construct_object(key_node, deep=True)
                 hash(key)
