@@ -184,3 +184,13 @@ def test_an_unwritable_run_dir_is_one_line(tmp_path):
     with pytest.raises(LaunchError, match=r"fake-ready: cannot write the server log .*file/run/server.log"):
         with launch(fake("ready"), run_dir=blocker / "run", matrix=[], ready_timeout=5):
             pass
+
+
+def test_by_default_the_shipped_matrix_symptoms_are_scanned():
+    from sparkdoctor.serve import symptom_entries
+
+    entries = symptom_entries(None)
+    assert entries and all(e.symptoms for e in entries)
+    ptxas = next(e for e in entries if e.id == "cutedsl-450-libs-base-mma")
+    line = f"\x1b[31mERROR\x1b[0m ptxas fatal: {ptxas.symptoms[0]} (sm_121a)"
+    assert "cutedsl-450-libs-base-mma" in {h.entry_id for h in match_line(line, entries)}
