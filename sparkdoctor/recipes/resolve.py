@@ -22,6 +22,7 @@ from sparkdoctor.recipes.model import RecipeError, flag_value
 ALIASES = {"tp": "tensor_parallel", "gpu_mem": "gpu_memory_utilization"}
 PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 ROUNDS = 10
+MAX_EXPANDED = 65536  # characters a lenient substitution may grow to
 
 
 def as_text(value: Any) -> str:
@@ -32,6 +33,9 @@ def as_text(value: Any) -> str:
 def format_strict(template: str, params: dict[str, str], where: str) -> str:
     """str.format(**params); RecipeError naming the missing key (and the ones there are) or the bad brace."""
     try:
+        for _, _, spec, _ in string.Formatter().parse(template):
+            if spec and re.search(r"\d{5,}", spec):
+                raise RecipeError(f"{where}: format spec {spec!r} asks for a width of 10,000 characters or more")
         return template.format(**params)
     except KeyError as exc:
         key = exc.args[0] if exc.args else "?"
@@ -50,13 +54,16 @@ def placeholders_strict(template: str) -> set[str]:
         return set()
 
 
-def substitute_lenient(template: str, params: dict[str, str]) -> tuple[str, set[str]]:
+def substitute_lenient(template: str, params: dict[str, str], where: str = "template") -> tuple[str, set[str]]:
     """sparkrun's rule: (the text, the placeholders left unresolved). `{{`/`}}` collapse to one brace
-    when the template uses them (the v1 spelling sparkrun still honours)."""
+    when the template uses them (the v1 spelling sparkrun still honours). Parameters that refer to each
+    other can grow without end ({a} = "{b}{b}", {b} = "{a}{a}"): past MAX_EXPANDED characters it is an error."""
     doubled = "{{" in template
     text = template.replace("{{", "\x00").replace("}}", "\x01") if doubled else template
     for _ in range(ROUNDS):
         new = PLACEHOLDER.sub(lambda m: params.get(m.group(1), m.group(0)), text)
+        if len(new) > MAX_EXPANDED:
+            raise RecipeError(f"{where}: placeholders expand past {MAX_EXPANDED} characters (do parameters refer to each other?)")
         if new == text:
             break
         text = new

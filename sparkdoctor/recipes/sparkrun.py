@@ -47,12 +47,12 @@ def read(doc: dict[str, Any], path: Path, duplicates: list[str], overrides: dict
     sources.setdefault("param:model", "model field (always injected)")
 
     for _ in range(resolve.ROUNDS):  # defaults may refer to each other ({short_name}-nvfp4): iterate
-        new_params = {k: resolve.substitute_lenient(v, params)[0] for k, v in params.items()}
+        new_params = {k: resolve.substitute_lenient(v, params, f"{where}: defaults.{k}")[0] for k, v in params.items()}
         if new_params == params:
             break
         params = new_params
     if command:
-        text, unresolved = resolve.substitute_lenient(command, params)
+        text, unresolved = resolve.substitute_lenient(command, params, f"{where}: field 'command'")
         if unresolved:
             warnings.append(f"{path.name}: placeholders left as written (no value for them): "
                             + ", ".join("{" + u + "}" for u in sorted(unresolved)))

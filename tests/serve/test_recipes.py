@@ -250,3 +250,17 @@ def test_a_stored_recipe_comes_back_equal_and_a_tampered_one_is_refused():
         recipes.recipe_from_dict(doc)
     with pytest.raises(RecipeError, match="stored recipe"):
         recipes.recipe_from_dict({"name": "x"})
+
+
+def test_sparkrun_defaults_that_expand_without_end_are_an_error_not_a_memory_blowup(tmp_path):
+    path = write(tmp_path, "bomb.yaml", "model: m\ndefaults: {a: '{b}{b}{b}{b}', b: '{a}{a}{a}{a}'}\n"
+                                        "command: vllm serve {model} {a}\n")
+    with pytest.raises(RecipeError, match=r"bomb.yaml: defaults.\w: placeholders expand past 65536 characters"):
+        recipes.load(path)
+
+
+def test_eugr_format_spec_of_a_huge_width_is_refused(tmp_path):
+    path = write(tmp_path, "wide.yaml", 'recipe_version: "1"\nname: x\ncontainer: c\ndefaults: {port: 1}\n'
+                                       "command: vllm serve m --port {port:>2000000000}\n")
+    with pytest.raises(RecipeError, match=r"wide.yaml: field 'command': format spec '>2000000000'"):
+        recipes.load(path)
