@@ -15,12 +15,28 @@ import yaml
 from sparkdoctor.recipes.model import RecipeError
 
 
+MAX_ALIASES = 100  # a recipe needs few, if any; a "billion laughs" document needs many
+
+
+class _TooManyAliases(Exception):
+    pass
+
+
 class _Loader(yaml.SafeLoader):
-    """SafeLoader that notes duplicate keys instead of dropping them without a word."""
+    """SafeLoader that notes duplicate keys instead of dropping them without a word, and refuses a document
+    whose aliases could expand it without end when it is shown or stored."""
 
     def __init__(self, stream):
         super().__init__(stream)
         self.duplicates: list[str] = []
+        self.aliases = 0
+
+    def compose_node(self, parent, index):
+        if self.check_event(yaml.AliasEvent):
+            self.aliases += 1
+            if self.aliases > MAX_ALIASES:
+                raise _TooManyAliases()
+        return super().compose_node(parent, index)
 
     def construct_mapping(self, node, deep=False):
         seen: dict[Any, int] = {}
@@ -48,6 +64,8 @@ def read_yaml(path: Path) -> tuple[Any, list[str]]:
     loader = _Loader(text)
     try:
         doc = loader.get_single_data()
+    except _TooManyAliases:
+        raise RecipeError(f"{path}: more than {MAX_ALIASES} YAML aliases (*name); a recipe needs few, if any") from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = f" line {mark.line + 1}" if mark else ""

@@ -264,3 +264,14 @@ def test_eugr_format_spec_of_a_huge_width_is_refused(tmp_path):
                                        "command: vllm serve m --port {port:>2000000000}\n")
     with pytest.raises(RecipeError, match=r"wide.yaml: field 'command': format spec '>2000000000'"):
         recipes.load(path)
+
+
+def test_a_yaml_alias_bomb_is_refused(tmp_path):
+    lines = ["model: m", "a0: &a0 [x, x, x, x, x, x, x, x, x]"]
+    lines += [f"a{i}: &a{i} [*a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}]"
+              for i in range(1, 20)]
+    path = write(tmp_path, "laughs.yaml", "\n".join(lines) + "\n")
+    with pytest.raises(RecipeError, match=r"laughs.yaml: more than 100 YAML aliases"):
+        recipes.load(path)
+    few = write(tmp_path, "few.yaml", "model: m\nbase: &b {port: 8000}\ndefaults: *b\n")
+    assert recipes.load(few).port == 8000
