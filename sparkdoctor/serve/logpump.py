@@ -16,6 +16,7 @@ from typing import IO, Callable, Sequence
 from sparkdoctor.serve.logscan import Hit, match_line, strip_ansi
 
 TAIL_LINES = 40
+MAX_LINE_BYTES = 256 * 1024  # a longer "line" (output with no newline) is read in pieces, never all at once
 
 
 class LogPump:
@@ -43,7 +44,7 @@ class LogPump:
 
     def _read(self, stream: IO[bytes]) -> None:
         try:
-            for raw in iter(stream.readline, b""):
+            for raw in iter(lambda: stream.readline(MAX_LINE_BYTES), b""):
                 self.add(raw.decode("utf-8", errors="replace"))
         except (OSError, ValueError):
             pass  # the pipe was closed under us at teardown
