@@ -16,7 +16,6 @@ import contextlib
 import datetime as _dt
 import json
 import os
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -176,28 +175,24 @@ def launch(recipe: Recipe, *, run_dir: Path, matrix: Any = None, ready_timeout: 
     pid = running.popen.pid
     server = Server(recipe, base_url, recipe.served_model_name, pid, pid, port, argv, log_path, pump.hits, started_at,
                     _running=running, _pump=pump, _t0=t0)
-    failed = False
+    error: BaseException | None = None
     try:
         _wait_ready(server, recipe, running, pump, ready_timeout, say, t0)
         _write_launch(run_dir, server)
         yield server
-    except BaseException:
-        failed = True
+    except BaseException as exc:  # Ctrl-C and SIGTERM (proc.Interrupted) included: the group goes down first
+        error = exc
         raise
     finally:
         server.teardown = _teardown(running, pid, pump, grace, say)
-        if not server.teardown.clean:
-            exc = sys.exc_info()[1]
-            note = f"; teardown: {server.teardown.describe()}"
-            if isinstance(exc, LaunchError):
-                exc.args = (exc.args[0] + note,)
-                exc.teardown = server.teardown
-            elif not failed:
-                raise LaunchError(f"{recipe.name}: could not take the server down: {server.teardown.describe()}",
-                                  log_tail=server.log_tail(), findings=server.findings, log_path=log_path,
-                                  teardown=server.teardown)
-        elif isinstance(sys.exc_info()[1], LaunchError):
-            sys.exc_info()[1].teardown = server.teardown
+        if isinstance(error, LaunchError):
+            error.teardown = server.teardown
+            if not server.teardown.clean:
+                error.args = (f"{error.args[0]}; teardown: {server.teardown.describe()}",)
+        elif error is None and not server.teardown.clean:
+            raise LaunchError(f"{recipe.name}: could not take the server down: {server.teardown.describe()}",
+                              log_tail=server.log_tail(), findings=server.findings, log_path=log_path,
+                              teardown=server.teardown)
 
 
 def _wait_ready(server: Server, recipe: Recipe, running: proc.Running, pump: LogPump, timeout: float,
