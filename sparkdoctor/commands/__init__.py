@@ -16,6 +16,7 @@ import typer
 # Module names under sparkdoctor.commands, in the order their commands appear in --help.
 VERBS: list[str] = [
     "audit",
+    "recipe",
     "report",
     "explain",
     "diff",
