@@ -67,7 +67,7 @@ def _symptoms(entries: Iterable[Entry]) -> list[tuple[Entry, str, str]]:
     """(entry, symptom, its normalised form) for every live entry's symptoms."""
     out = []
     for e in entries:
-        if e.withdrawn:
+        if getattr(e, "withdrawn", False):  # duck-typed: the serve scanner passes any entry with symptoms
             continue
         for s in e.symptoms:
             if s.strip():

@@ -1,20 +1,20 @@
 """Match server log lines against the matrix's known symptoms, as the lines arrive.
 
-Every matrix entry may list `symptoms`: exact strings a broken stack prints (a ptxas error, a Python
-exception message). `check` matches them against what it collects; the launcher matches them against
-each line of a starting server's log, so a known failure is named the moment it is printed. Matching is
-a plain substring test on the line with terminal colour codes removed (vLLM colours its log level when
-it thinks it has a terminal); it is pure and cheap, so it can run on every line.
+Every matrix entry may list `symptoms`: strings a broken stack prints (a ptxas error, a Python
+exception message). The launcher matches each line of a starting server's log as it arrives, so a
+known failure is named the moment it is printed. The matching itself is the one `sparkdoctor
+explain` uses (sparkdoctor.matrix.symptoms: exact, then tolerant of colour, paths and numbers), so a
+line means the same entry wherever it is read; this module only shapes its answer into a Hit.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Iterable, Protocol
 
-# CSI sequences (colours, cursor moves) and the two-byte ESC forms.
-_ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
+from sparkdoctor.matrix.symptoms import match_line as _match_symptoms
+from sparkdoctor.matrix.symptoms import strip_ansi  # re-exported: the log pump strips lines with it
+
 MAX_LINE = 2000  # characters of a matched line kept in a hit
 
 
@@ -35,17 +35,6 @@ class Hit:
         return {"entry_id": self.entry_id, "symptom": self.symptom, "line": self.line}
 
 
-def strip_ansi(line: str) -> str:
-    return _ANSI.sub("", line)
-
-
 def match_line(line: str, entries: Iterable[HasSymptoms]) -> list[Hit]:
-    """Every (entry, symptom) whose symptom occurs in `line` (colour codes ignored); at most one hit per entry."""
-    clean = strip_ansi(line).rstrip("\r\n")
-    hits = []
-    for entry in entries:
-        for symptom in entry.symptoms or ():
-            if symptom and symptom in clean:
-                hits.append(Hit(entry.id, symptom, clean[:MAX_LINE]))
-                break
-    return hits
+    """Every entry whose symptom occurs in `line` (colour codes ignored); at most one hit per entry."""
+    return [Hit(m.entry.id, m.symptom, m.line[:MAX_LINE]) for m in _match_symptoms(line.rstrip("\r\n"), entries)]
