@@ -9,3 +9,7 @@ EXIT_UNPROBEABLE = 3  # the target could not be probed at all
 # `sparkdoctor matrix verify`
 EXIT_VERIFY_CONTRADICTED = 1  # an entry is contradicted by the installs it names
 EXIT_VERIFY_ERROR = 2  # an environment could not be built or probed (and none contradicted)
+
+# `sparkdoctor fix` (after --yes, or a dry run: check's table above for the target as it is then)
+EXIT_FIX_REFUSED = 4  # the plan has a refusal (system interpreter, vendor build, user pin, ...) and --yes was given
+EXIT_FIX_FAILED = 5  # the apply failed and was rolled back (or a rollback found differences)
