@@ -102,9 +102,9 @@ def _plan_or_apply(python, yes, fmt, out, env_file, recipe, constraints, system,
     from sparkdoctor.fix.pipeline import CheckSettings, apply_and_recheck, make_plan
     from sparkdoctor.fix.plan import FixOptions
 
-    target = _target(python, env_file)
+    target = _target(python, env_file.absolute() if env_file else None)
     settings = CheckSettings(matrix=matrix, fixes=fixes, arch=arch, constraint_files=list(constraints), kernels=kernels, progress=_progress)
-    options = FixOptions(env_file=env_file, recipe=recipe, system=system, allow_replace=set(allow_replace), allow_downgrade=set(allow_downgrade))
+    options = FixOptions(env_file=env_file.absolute() if env_file else None, recipe=recipe.absolute() if recipe else None, system=system, allow_replace=set(allow_replace), allow_downgrade=set(allow_downgrade))
     planned = make_plan(target, settings, options)
     if not planned.report.probed():
         raise Fatal("the target's packages could not be read; nothing to plan", EXIT_UNPROBEABLE)

@@ -25,6 +25,27 @@ from sparkdoctor.target import Target
 
 KILL_ENV = "SPARKDOCTOR_FIX_KILL_AT"
 TRACE_ENV = "SPARKDOCTOR_FIX_TRACE"
+# Fault injection for the installer: SPARKDOCTOR_FIX_FAULT=bad-version:N asks the installer for a
+# version that does not exist at step N; conflict:N adds a constraint no version satisfies (a
+# resolver conflict). Only the tests set it: it proves a failing installer is rolled back.
+FAULT_ENV = "SPARKDOCTOR_FIX_FAULT"
+
+
+def _injected(index: int, s):
+    spec = os.environ.get(FAULT_ENV, "")
+    kind, _, at = spec.partition(":")
+    if not at.isdigit() or int(at) != index or s.op not in ("install", "restore") or not s.requirements:
+        return s
+    import dataclasses
+
+    from packaging.requirements import Requirement
+
+    name = Requirement(s.requirements[0]).name
+    if kind == "bad-version":
+        return dataclasses.replace(s, requirements=[f"{name}==0.0.0.dev987654"])
+    if kind == "conflict":
+        return dataclasses.replace(s, constraints=[*s.constraints, f"{name}<0.0.0.dev0"], op="install")
+    return s
 
 
 class Boundaries:
@@ -99,7 +120,7 @@ def apply(target: Target, plan: Plan, inventory: Inventory, installer: Installer
         try:
             for i, s in enumerate(plan.steps):
                 step(f"step-{i + 1}-{s.op}")
-                _run_step(s, journal, installer, inventory)
+                _run_step(_injected(i + 1, s), journal, installer, inventory)
                 outcome.done.append(f"{s.op} {s.path or ' '.join(s.names or s.requirements)}")
             step("verify")
             _verify_applied(target, plan)

@@ -69,7 +69,7 @@ def set_env(text: str, name: str, value: str) -> str:
         m = _ENV_LINE.match(ln)
         if m and m.group(1) == name:
             if not done:
-                ending = ln[len(ln.rstrip("\r\n")):] or "\n"
+                ending = ln[len(ln.rstrip("\r\n")):]
                 out.append(new_line + ending)
                 done = True
             continue
