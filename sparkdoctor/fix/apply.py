@@ -94,11 +94,10 @@ def _header(plan: Plan, inventory: Inventory, installer: Installer) -> dict[str,
 
 def _save_wheels(plan: Plan, inventory: Inventory, installer: Installer):
     def save(folder: Path) -> dict[str, str | None]:
-        out: dict[str, str | None] = {}
-        for name in plan.touched:
-            dist = inventory.get(name)
-            if dist is not None:  # what the apply replaces or removes: its wheel, fetched BEFORE any change
-                out[name] = installer.download(f"{dist.name}=={dist.version}", str(folder)) if dist.from_registry() else None
+        # what the apply replaces or removes: its wheel, fetched BEFORE any change (none for a non-registry dist)
+        dists = [inventory.get(n) for n in plan.touched if inventory.get(n) is not None]
+        out: dict[str, str | None] = {d.key: None for d in dists}
+        out.update(installer.download([f"{d.key}=={d.version}" for d in dists if d.from_registry()], str(folder)))
         return out
     return save
 

@@ -51,7 +51,7 @@ def edit_pin(text: str, package: str, specifier: str | None, where: str) -> str:
         extras = f"[{','.join(sorted(req.extras))}]" if req.extras else ""
         marker = f"; {req.marker}" if req.marker else ""
         indent = body[: len(body) - len(body.lstrip())]
-        out.append(f"{indent}{req.name}{extras}{specifier}{marker}{comment and ' ' + comment.strip()}{ending}")
+        out.append(f"{indent}{req.name}{extras}{specifier}{marker}{comment}{ending}")
     if not found:
         raise FixError(f"{where}: no pin of {package} to change (was the file edited since check read it?)")
     return "".join(out)

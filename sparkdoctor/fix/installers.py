@@ -89,19 +89,35 @@ class PipInstaller(Installer):
         if names:
             self._pip(["uninstall", "--yes", *names], f"pip uninstall {' '.join(names)}")
 
-    def download(self, requirement, dest):
-        return _download(requirement, dest, self.inventory, lambda args: self.target.run_script(RUNNER, args, TIMEOUT))
+    def download(self, requirements, dest):
+        return _download(requirements, dest, lambda args: self.target.run_script(RUNNER, args, TIMEOUT))
 
 
-def _download(requirement: str, dest: str, inv: Inventory, run) -> str | None:
-    """The wheel of `requirement` saved into dest (None when none can be had), before any change."""
-    before = set(os.listdir(dest)) if os.path.isdir(dest) else set()
-    args = ["download", "--disable-pip-version-check", "--quiet", "--no-deps", "--only-binary=:all:", "-d", dest, requirement]
-    result = run(args)
-    if not result.ok:
-        return None
-    new = sorted(set(os.listdir(dest)) - before)
-    return new[0] if new else next((f for f in sorted(os.listdir(dest)) if f.endswith(".whl")), None)
+def _download(requirements: list[str], dest: str, run) -> dict[str, str | None]:
+    """The wheels of `requirements` saved into dest, in one pip call (one start-up), before any
+    change; name -> file name, None for one that cannot be had (then one by one finds which)."""
+    from packaging.requirements import Requirement
+    from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+
+    def fetch(reqs: list[str]) -> bool:
+        return run(["download", "--disable-pip-version-check", "--quiet", "--no-deps", "--only-binary=:all:", "-d", dest, *reqs]).ok
+
+    if requirements and not fetch(requirements) and len(requirements) > 1:
+        for req in requirements:
+            fetch([req])
+    found: dict[str, str] = {}
+    for fname in sorted(os.listdir(dest)):
+        try:
+            name, version, _b, _t = parse_wheel_filename(fname)
+        except InvalidWheelFilename:
+            continue
+        found[f"{canonicalize_name(name)}=={version}"] = fname
+    out: dict[str, str | None] = {}
+    for req in requirements:
+        r = Requirement(req)
+        version = next(iter(r.specifier)).version
+        out[canonicalize_name(r.name)] = found.get(f"{canonicalize_name(r.name)}=={version}")
+    return out
 
 
 def uv_binary() -> str | None:
@@ -153,11 +169,11 @@ class UvInstaller(Installer):
         if names:
             self._uv(["uninstall", *names], f"uv pip uninstall {' '.join(names)}")
 
-    def download(self, requirement, dest):
-        # uv has no `download`; the host's pip fetches the same wheel for the target's Python.
+    def download(self, requirements, dest):
+        # uv has no `download`; the host's pip fetches the same wheels for the target's Python.
         py = self.inventory.version
-        run = lambda args: proc.run([sys.executable, "-m", "pip", *args[:-1], "--python-version", py, args[-1]], timeout=TIMEOUT)  # noqa: E731
-        return _download(requirement, dest, self.inventory, run)
+        run = lambda args: proc.run([sys.executable, "-m", "pip", args[0], "--python-version", py, *args[1:]], timeout=TIMEOUT)  # noqa: E731
+        return _download(requirements, dest, run)
 
 
 def for_target(target: Target, inventory: Inventory) -> Installer:
