@@ -96,10 +96,11 @@ def diff(a: dict, b: dict) -> list[str]:
     return out
 
 
-def fix_cli(python: Path, *args: str, env: dict | None = None, timeout: float = 600) -> proc.ProcResult:
+def fix_cli(python: Path, *args: str, env: dict | None = None, timeout: float = 600, data: Path = DATA) -> proc.ProcResult:
     argv = [sys.executable, "-m", "sparkdoctor", "fix", *args]
     if python is not None and "--rollback" not in args and "--history" not in args:
-        argv += ["--python", str(python), "--no-kernels", "--matrix", str(DATA / "matrix"), "--fixes", str(DATA / "fixes")]
+        argv += ["--python", str(python), "--no-kernels", "--matrix", str(data / "matrix")]
+        argv += [] if "--fixes" in args else ["--fixes", str(data / "fixes")]
     return run(argv, timeout=timeout, env=env)
 
 

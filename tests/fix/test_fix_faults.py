@@ -1,0 +1,212 @@
+"""Fault injection: the promise is that nothing is lost.
+
+The process SIGKILLs itself at every step boundary of apply, of rollback and of the automatic
+rollback (SPARKDOCTOR_FIX_KILL_AT), the installer fails (a version that does not exist, a resolver
+conflict), a file turns read-only, a disk is full (tmpfs of 4 MB). After each: either the apply
+completed, or a rollback from the journal restores the exact prior state: every dist on disk and
+the sha256 of every file of every dist (so `pip freeze --all` and every byte), plus the edited files.
+The test prints the count and the outcome table.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections import Counter
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from sparkdoctor.fix import journal as jr
+from tests.fix import scenario
+from tests.fix.scenario import fix_cli
+
+pytestmark = pytest.mark.slow
+KILLED = -9
+
+
+class Target:
+    def __init__(self, root: Path, kind: str, wheels: Path, small: bool = False):
+        root.mkdir(parents=True)
+        self.root, self.kind = root, kind
+        self.python = scenario.make_target(root, kind, wheels)
+        self.env_file, self.pins = scenario.files_for(root)
+        self.small = small
+        self.before = self.state()
+
+    def state(self) -> dict:
+        return scenario.state(self.python, [self.env_file, self.pins])
+
+    def args(self) -> list[str]:
+        return ["--env-file", str(self.env_file)]
+
+    def env(self, **extra: str) -> dict:
+        env = {"PIP_CONSTRAINT": str(self.pins)}
+        env.update(extra)
+        return env
+
+    def fix(self, *args: str, **env: str):
+        data = scenario.DATA / "small" if self.small else scenario.DATA  # small: only the env-file fix, no package step
+        return fix_cli(self.python, *self.args(), *args, env=self.env(**env), data=data)
+
+    def lost(self) -> list[str]:
+        return scenario.diff(self.before, self.state())
+
+
+def _rollback(**env: str):
+    return fix_cli(None, "--rollback", env=env)
+
+
+def _settle(t: Target) -> str:
+    """After a fault: what the journal says, then roll back if there is anything to roll back."""
+    found = scenario.journals(jr.state_dir())
+    if not found:
+        return "no journal: unchanged"
+    status = jr.load(str(found[0])).status()
+    if status == "half-written":
+        out = _rollback()
+        assert "nothing was changed" in out.stdout, out.stdout + out.stderr
+        return "half-written journal: unchanged"
+    if status == "rolled back":
+        return "auto rolled back"
+    if status == "applied":
+        after = t.state()
+        assert "six-1.17.0.dist-info" in after["dists"] or t.small, "applied means the plan's state"
+        assert _rollback().returncode == 0
+        return "completed (then rolled back)"
+    out = _rollback(PIP_NO_INDEX="1", UV_OFFLINE="1")
+    assert out.returncode == 0, out.stdout + out.stderr
+    return "interrupted: rolled back offline"
+
+
+@contextmanager
+def tmpfs(path: Path, size: str = "4m"):
+    path.mkdir(parents=True, exist_ok=True)
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], capture_output=True, timeout=30)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here (needs root): {done.stderr.decode().strip()}")
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)], capture_output=True, timeout=30)
+
+
+def _fill(folder: Path) -> None:
+    with open(folder / "filler", "wb") as fh:
+        try:
+            while True:
+                fh.write(b"\0" * 65536)
+                fh.flush()
+        except OSError:
+            pass
+
+
+def test_fault_injection_nothing_lost(tmp_path, wheels, monkeypatch):
+    outcomes: list[tuple[str, str, str]] = []  # (fault, outcome, problem)
+    n = [0]
+
+    def case(name: str, kind: str = "uv", small: bool = False) -> Target:
+        n[0] += 1
+        monkeypatch.setenv("SPARKDOCTOR_STATE_DIR", str(tmp_path / f"state{n[0]}"))
+        return Target(tmp_path / f"case{n[0]}", kind, wheels, small)
+
+    def record(name: str, t: Target, outcome: str) -> None:
+        lost = t.lost()
+        outcomes.append((name, outcome, "; ".join(lost)[:300] if lost else ""))
+
+    def kill_apply(kind: str, small: bool, count: int) -> None:
+        for at in range(1, count + 1):
+            t = case(f"{kind}-apply-{at}", kind, small)
+            res = t.fix("--yes", SPARKDOCTOR_FIX_KILL_AT=f"apply:{at}")
+            assert res.returncode in (KILLED, 0), res.stdout + res.stderr
+            record(f"{kind}{' small' if small else ''}: SIGKILL at apply boundary {at}", t,
+                   _settle(t) if res.returncode == KILLED else "completed (no kill: past the last boundary)")
+
+    # 1. SIGKILL at every apply boundary: the full plan (6 steps, 14 boundaries) and a file-only plan.
+    kill_apply("uv", False, 14)
+    kill_apply("uv", True, 9)
+    # 2. SIGKILL at every rollback boundary, then a rollback that finishes.
+    for at in range(1, 7):
+        t = case(f"rollback-{at}")
+        assert t.fix("--yes").returncode == 0
+        res = _rollback(SPARKDOCTOR_FIX_KILL_AT=f"rollback:{at}")
+        assert res.returncode == KILLED, res.stdout + res.stderr
+        record(f"uv: SIGKILL at rollback boundary {at}", t, _settle(t))
+    # 3. The installer fails after the journal: the automatic rollback restores; and a SIGKILL inside it.
+    for fault in ("bad-version:4", "bad-version:5", "bad-version:6", "conflict:4", "conflict:5", "conflict:6"):
+        t = case(fault)
+        res = t.fix("--yes", SPARKDOCTOR_FIX_FAULT=fault)
+        assert res.returncode == 5 and "FAILED" in res.stdout and "Rolled back: package set and file bytes verified identical" in res.stdout, res.stdout + res.stderr
+        record(f"uv: installer {fault.replace(':', ' at step ')}", t, _settle(t))
+    for at in range(1, 7):
+        t = case(f"auto-rollback-{at}")
+        res = t.fix("--yes", SPARKDOCTOR_FIX_FAULT="bad-version:5", SPARKDOCTOR_FIX_KILL_AT=f"auto-rollback:{at}")
+        assert res.returncode == KILLED, res.stdout + res.stderr
+        record(f"uv: installer fails, SIGKILL at auto-rollback boundary {at}", t, _settle(t))
+    # 4. A version that does not exist, found by the plan's dry run: refused before anything changes.
+    t = case("plan-bad-version")
+    fixes = tmp_path / "fixes-bad"
+    fixes.mkdir()
+    for f in (scenario.DATA / "fixes").glob("*.toml"):
+        (fixes / f.name).write_text(f.read_text().replace("six==1.17.0", "six==0.0.0.dev987654"))
+    res = fix_cli(t.python, *t.args(), "--yes", "--fixes", str(fixes), env=t.env())
+    assert res.returncode == 5 and "failed" in res.stderr and len(res.stderr.strip().splitlines()) <= 3, res.stderr
+    record("uv: nonexistent version in the plan's dry run", t, _settle(t))
+    # 5. Files that cannot be written, a full disk: in the journal's folder, in the target's file.
+    t = case("journal-disk-full")
+    with tmpfs(tmp_path / "full-state") as full:
+        _fill(full)
+        res = t.fix("--yes", SPARKDOCTOR_STATE_DIR=str(full))
+        assert res.returncode == 5 and "the journal could not be written" in res.stderr and "nothing was changed" in res.stderr, res.stderr
+        record("uv: state disk full (4 MB tmpfs) while journaling", t, "refused: nothing changed")
+    for mode in ("read-only", "disk-full"):
+        t = case(mode)
+        with tmpfs(tmp_path / f"fs-{mode}") as fs:
+            env_file = fs / "vllm.env"
+            env_file.write_text(scenario.ENV_TEXT)
+            t.env_file = env_file
+            t.before = t.state()
+            _in_process_sabotaged_apply(t, fs, mode)
+            record(f"uv: the env file's file system turns {mode} between plan and apply", t, _settle(t))
+    # 6. The pip target (slow: pip starts in seconds here): an installer failure, and a SIGKILL mid-install.
+    t = case("pip-bad-version", "pip")
+    res = t.fix("--yes", SPARKDOCTOR_FIX_FAULT="bad-version:5")
+    assert res.returncode == 5 and "Rolled back: package set and file bytes verified identical" in res.stdout, res.stdout + res.stderr
+    record("pip: installer bad-version at step 5", t, _settle(t))
+    t = case("pip-kill", "pip")
+    res = t.fix("--yes", SPARKDOCTOR_FIX_KILL_AT="apply:11")
+    assert res.returncode == KILLED, res.stdout + res.stderr
+    record("pip: SIGKILL at apply boundary 11 (after the family reinstall)", t, _settle(t))
+
+    width = max(len(f) for f, _, _ in outcomes)
+    print(f"\n{len(outcomes)} injected faults")
+    for fault, outcome, problem in outcomes:
+        print(f"  {fault:<{width}}  {outcome}{'  LOST: ' + problem if problem else ''}")
+    print("  " + ", ".join(f"{k}: {v}" for k, v in Counter(o for _, o, _ in outcomes).items()))
+    assert len(outcomes) >= 50
+    assert [o for o in outcomes if o[2]] == [], "something was lost"
+
+
+def _in_process_sabotaged_apply(t: Target, fs: Path, mode: str) -> None:
+    """Plan, then make the env file unwritable (remount read-only) or its disk full, then apply."""
+    from sparkdoctor.fix.envfile import EnvFileTarget
+    from sparkdoctor.fix.pipeline import CheckSettings, apply_and_recheck, make_plan
+    from sparkdoctor.fix.plan import FixOptions
+    from sparkdoctor.target import resolve_python_target
+
+    os.environ["PIP_CONSTRAINT"] = str(t.pins)
+    try:
+        target = EnvFileTarget(resolve_python_target(str(t.python)), t.env_file)
+        settings = CheckSettings(matrix=scenario.DATA / "matrix", fixes=scenario.DATA / "fixes", kernels=False)
+        planned = make_plan(target, settings, FixOptions(env_file=t.env_file))
+        assert planned.plan.steps[0].path == str(t.env_file) and not planned.plan.refusals
+        if mode == "read-only":
+            subprocess.run(["mount", "-o", "remount,ro", str(fs)], check=True, timeout=30)
+        else:
+            _fill(fs)
+        result = apply_and_recheck(target, planned, settings)
+        assert result["error"] and str(t.env_file) in result["error"] and result["rolled_back"], result
+        assert result["rollback_verified"]["ok"], result["rollback_verified"]
+    finally:
+        del os.environ["PIP_CONSTRAINT"]
