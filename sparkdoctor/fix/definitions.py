@@ -34,7 +34,7 @@ FLAG_RE = re.compile(r"--?[A-Za-z0-9][A-Za-z0-9_.-]*")
 VOCABULARY: dict[str, tuple[dict[str, type], dict[str, type]]] = {
     "install": ({"requirements": list}, {}),
     "uninstall": ({"packages": list}, {}),
-    "reinstall-family": ({"packages": list, "requirement": str, "version": str}, {}),
+    "reinstall-family": ({"packages": list, "requirement": str, "version": str}, {"last": str}),
     "restore-files": ({"packages": list}, {}),
     "pin": ({"package": str}, {"specifier": str, "remove": bool}),
     "set-env": ({"name": str, "value": str}, {}),
@@ -125,6 +125,9 @@ def action_from(raw: Any, index: int, where: str) -> ActionSpec:
         _need(canonicalize_name(req.name) in fields["packages"], label, "field 'requirement' must name a package of the family")
         if raw["version"] != "installed":
             _specifier(raw["version"], label, "version")
+        if "last" in raw:
+            fields["last"] = _names([raw["last"]], label, "last")[0]
+            _need(fields["last"] in fields["packages"], label, "field 'last' must name a package of the family")
     elif kind == "pin":
         fields["package"] = _names([raw["package"]], label, "package")[0]
         _need(("specifier" in raw) != bool(raw.get("remove")), label, "give exactly one of 'specifier' or remove = true")

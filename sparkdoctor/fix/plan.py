@@ -137,7 +137,8 @@ class Planner:
 
     def _reinstall_family(self, a: ActionSpec, fix: str, why: list[str]) -> None:
         key = tuple(sorted(a.fields["packages"]))
-        fam = self.families.setdefault(key, {"requirement": a.fields["requirement"], "specs": [], "fixes": [], "why": []})
+        fam = self.families.setdefault(key, {"requirement": a.fields["requirement"], "specs": [], "fixes": [], "why": [], "last": None})
+        fam["last"] = fam["last"] or a.fields.get("last")
         if a.fields["version"] != "installed":
             fam["specs"].append(a.fields["version"])
         fam["fixes"].append(fix)
@@ -204,6 +205,9 @@ class Planner:
         fix, why = fam["fixes"][0], fam["why"]
         self.plan.steps.append(Step("uninstall", fix, why, "reinstall-family", names=installed_family))
         self.plan.steps.append(Step("install", fix, why, "reinstall-family", requirements=[requirement], constraints=constraints))
+        last = fam["last"]
+        if last and last in res.installs:  # its files must win where the family's wheels share paths
+            self.plan.steps.append(Step("restore", fix, why, "reinstall-family", requirements=[f"{last}=={res.installs[last]}"]))
         changed = set(installed_family)
         for name in installed_family:
             self.plan.changes[name] = [self.inv.get(name).version, res.installs.get(name)]

@@ -29,6 +29,8 @@ def plan_lines(plan: Plan) -> list[str]:
         elif s.op == "install":
             extra = f" (with {len(s.constraints)} constraint lines: what installed packages require, the rest kept where it is)" if s.constraints else ""
             out.append(f"  {i}. install {' '.join(s.requirements)} in one resolver call{extra}  [{s.kind}]")
+        elif s.kind == "reinstall-family":
+            out.append(f"  {i}. reinstall {' '.join(s.requirements)} last, by itself, no dependencies: its files win the paths the family's wheels share  [{s.kind}]")
         else:
             out.append(f"  {i}. reinstall {' '.join(s.requirements)} from the registry, no dependencies  [{s.kind}]")
     if plan.changes:
