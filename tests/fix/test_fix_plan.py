@@ -60,9 +60,10 @@ def test_collision_plan_is_one_clean_family_reinstall_that_obeys_dependents():
     inst = FakeInstaller({n: "4.5.0" for n in CUTE} | {"numpy": "2.1.0"})
     plan = build_plan([finding("cutedsl-wheel-collision", "cutlass-dsl-cu13-clean-reinstall", "cutedsl-nvfp4-mma")], load_all(),
                       collision_inventory(), inst, facts(), FixOptions())
-    assert [s.op for s in plan.steps] == ["uninstall", "install"]
+    assert [s.op for s in plan.steps] == ["uninstall", "install", "restore"]
     assert plan.steps[0].names == sorted(CUTE)
     assert plan.steps[1].requirements == ["nvidia-cutlass-dsl[cu13]==4.5.0"]
+    assert plan.steps[2].requirements == ["nvidia-cutlass-dsl-libs-cu13==4.5.0"], "libs-cu13 last: its bytes win the shared paths"
     (reqs, constraints, ignore_installed), = inst.calls
     assert ignore_installed and "nvidia-cutlass-dsl>=4.5.0" in constraints[0] and "numpy==2.1.0" in constraints[0]
     assert not any(c.startswith("torch") for c in constraints[0]), "a vendor build is never pinned into a registry resolution"
