@@ -35,7 +35,7 @@ VOCABULARY: dict[str, tuple[dict[str, type], dict[str, type]]] = {
     "install": ({"requirements": list}, {}),
     "uninstall": ({"packages": list}, {}),
     "reinstall-family": ({"packages": list, "requirement": str, "version": str}, {"last": str}),
-    "restore-files": ({"packages": list}, {}),
+    "restore-files": ({"packages": list}, {"last": str}),
     "pin": ({"package": str}, {"specifier": str, "remove": bool}),
     "set-env": ({"name": str, "value": str}, {}),
     "unset-env": ({"names": list}, {}),
@@ -119,6 +119,9 @@ def action_from(raw: Any, index: int, where: str) -> ActionSpec:
             _requirement(text, label, "requirements", exact=True)
     elif kind in ("uninstall", "restore-files"):
         fields["packages"] = _names(raw["packages"], label, "packages")
+        if "last" in raw:
+            fields["last"] = _names([raw["last"]], label, "last")[0]
+            _need(fields["last"] in fields["packages"], label, "field 'last' must name one of 'packages'")
     elif kind == "reinstall-family":
         fields["packages"] = _names(raw["packages"], label, "packages")
         req = _requirement(raw["requirement"], label, "requirement", exact=False)

@@ -57,6 +57,7 @@ class Planner:
         self.originals: dict[str, str] = {}
         self.families: dict[tuple[str, ...], dict[str, Any]] = {}
         self.restores: dict[str, str] = {}
+        self.restore_last: set[str] = set()
         self.exact_installs: list[str] = []
         self.uninstalls: list[str] = []
         self.why: dict[str, tuple[str, list[str], str]] = {}
@@ -145,6 +146,8 @@ class Planner:
         fam["why"] += why
 
     def _restore_files(self, a: ActionSpec, fix: str, why: list[str]) -> None:
+        if a.fields.get("last"):
+            self.restore_last.add(a.fields["last"])
         for name in a.fields["packages"]:
             dist = self.inv.get(name)
             if dist is None:
@@ -271,10 +274,17 @@ class Planner:
             for name in self.uninstalls:
                 plan.changes[name] = [self.inv.get(name).version, None]
             plan.touched += self.uninstalls
+        for name in sorted(self.restores):
+            if any(name in key for key in self.families):  # a clean reinstall writes all its files fresh
+                del self.restores[name]
+                plan.notes.append(f"{name}: its edited files are replaced by the clean reinstall above")
         if self.restores:
-            reqs = [f"{n}=={v}" for n, v in sorted(self.restores.items())]
-            fix, why, kind = self.why["restore:" + sorted(self.restores)[0]]
-            plan.steps.append(Step("restore", fix, why, kind, requirements=reqs))
+            first = [n for n in sorted(self.restores) if n not in self.restore_last]
+            last = [n for n in sorted(self.restores) if n in self.restore_last]
+            for group in (first, last):  # `last`: its files win the paths it shares with the others
+                if group:
+                    fix, why, kind = self.why["restore:" + group[0]]
+                    plan.steps.append(Step("restore", fix, why, kind, requirements=[f"{n}=={self.restores[n]}" for n in group]))
             for name, version in self.restores.items():
                 plan.changes[name] = [version, version]
             plan.touched += sorted(self.restores)

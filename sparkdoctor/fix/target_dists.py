@@ -68,7 +68,7 @@ def mismatches(location, rows):
             out.append({"path": rel, "problem": "missing"})
             continue
         if got != digest[len("sha256="):]:
-            out.append({"path": rel, "problem": "modified"})
+            out.append({"path": rel, "problem": "modified", "full": full, "sha256": "sha256=" + got})
     return out
 
 
@@ -94,7 +94,25 @@ def describe(dist, hash_names):
     }
     if canonical(name) in hash_names:
         out["mismatched"] = mismatches(location, rows)
-    return out
+    return out, rows
+
+
+def drop_overwritten(dists, rows_of):
+    """A file whose bytes are what ANOTHER dist's RECORD says for the same path was overwritten by
+    that dist (wheels sharing paths), not edited: it is not this dist's to restore."""
+    owners = {}
+    for key, (location, rows) in rows_of.items():
+        for rel, digest, _size in rows:
+            owners.setdefault(os.path.normpath(os.path.join(location, rel)), set()).add((key, digest))
+    for key, info in dists.items():
+        kept = []
+        for m in info.get("mismatched") or []:
+            others = [k for k, d in owners.get(m.get("full"), ()) if k != key and d == m.get("sha256")]
+            if others:
+                continue
+            kept.append({"path": m["path"], "problem": m["problem"]})
+        if "mismatched" in info:
+            info["mismatched"] = kept
 
 
 def pyvenv_cfg():
@@ -123,6 +141,7 @@ def main(argv):
 
     purelib = sysconfig.get_paths()["purelib"]
     dists = {}
+    rows_of = {}
     for dist in metadata.distributions():
         name = dist.metadata["Name"]
         if not name:
@@ -131,9 +150,12 @@ def main(argv):
         if key in dists:  # the first one on sys.path is the one imported
             continue
         try:
-            dists[key] = describe(dist, hash_names)
+            dists[key], rows = describe(dist, hash_names)
+            rows_of[key] = (dists[key]["location"], rows)
         except Exception as exc:
             dists[key] = {"name": name, "version": dist.version, "error": "%s: %s" % (type(exc).__name__, exc)}
+    if hash_names:
+        drop_overwritten(dists, rows_of)
     cfg = pyvenv_cfg()
     has_pip = "pip" in dists
     out = {
