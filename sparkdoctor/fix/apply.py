@@ -203,8 +203,8 @@ def rollback(target: Target, journal: jr.Journal, installer: Installer) -> dict[
 
 def _rollback_locked(target: Target, journal: jr.Journal, installer: Installer, step: Boundaries) -> dict[str, Any]:
     data = journal.data
-    before = {p["name"].lower(): p for p in data["packages_before"]}
     before_keys = {inv_mod.canonicalize_name(p["name"]) for p in data["packages_before"]}
+    journal.mark(jr.ROLLING_BACK)
     step("start")
     now = inv_mod.read(target)
     touched = list(data["touched_before"])

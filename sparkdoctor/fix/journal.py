@@ -8,7 +8,7 @@ state_dir()/journals/<id>/
     wheels/        the wheels of every dist the apply removes or replaces (pip download, before)
     COMPLETE       written last: the sha256 of journal.json. Without it the journal is half-written:
                    reported, never trusted (and nothing was changed: changes start after it)
-    applying, applied, rolled-back   state markers, each written atomically
+    applying, applied, rolling-back, rolled-back   state markers, each written atomically
 
 A lock per target (fcntl, state_dir()/locks/) keeps two fixes off one target at once.
 """
@@ -31,7 +31,7 @@ from sparkdoctor.fix.interface import FixError
 from sparkdoctor.locations import state_dir
 
 JOURNAL_VERSION = 1
-COMPLETE, APPLYING, APPLIED, ROLLED_BACK = "COMPLETE", "applying", "applied", "rolled-back"
+COMPLETE, APPLYING, APPLIED, ROLLING_BACK, ROLLED_BACK = "COMPLETE", "applying", "applied", "rolling-back", "rolled-back"
 
 
 def journals_dir() -> Path:
@@ -133,9 +133,9 @@ class Journal:
     def status(self) -> str:
         if not self.has(COMPLETE):
             return "half-written"
-        for m in (ROLLED_BACK, APPLIED, APPLYING):
+        for m in (ROLLED_BACK, ROLLING_BACK, APPLIED, APPLYING):
             if self.has(m):
-                return {APPLYING: "interrupted", APPLIED: "applied", ROLLED_BACK: "rolled back"}[m]
+                return {APPLYING: "interrupted", APPLIED: "applied", ROLLING_BACK: "rollback interrupted", ROLLED_BACK: "rolled back"}[m]
         return "planned"
 
     def copy_of(self, rel: str) -> Path:
@@ -253,9 +253,9 @@ def history() -> list[Journal]:
 
 
 def unfinished_for(python: str) -> Journal | None:
-    """The newest journal of this target that was applying when it stopped (killed, power loss)."""
+    """The newest journal of this target whose apply or rollback stopped half-way (killed, power loss)."""
     real = os.path.realpath(python)
     for j in history():
-        if j.data and os.path.realpath(j.data.get("target", {}).get("python", "")) == real and j.status() == "interrupted":
+        if j.data and os.path.realpath(j.data.get("target", {}).get("python", "")) == real and j.status() in ("interrupted", "rollback interrupted"):
             return j
     return None

@@ -94,6 +94,8 @@ def rollback(target_for: Callable[[str], Any], ident: str | None) -> dict[str, A
     if status == "half-written":
         return {"journal": journal.id, "status": status, "message":
                 f"journal {journal.id} is half-written (no COMPLETE marker): not trusted; its apply never started, so nothing was changed"}
+    if status == "planned":
+        return {"journal": journal.id, "status": status, "message": f"journal {journal.id} is complete but its apply never started: nothing was changed"}
     if status == "rolled back":
         return {"journal": journal.id, "status": "already rolled back", "message": f"journal {journal.id} was already rolled back",
                 "verified": journal.marker(jr.ROLLED_BACK)}

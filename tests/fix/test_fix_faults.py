@@ -70,6 +70,10 @@ def _settle(t: Target) -> str:
         return "half-written journal: unchanged"
     if status == "rolled back":
         return "auto rolled back"
+    if status == "rollback interrupted":
+        out = _rollback(PIP_NO_INDEX="1", UV_OFFLINE="1")
+        assert out.returncode == 0 and "byte for byte" in out.stdout, out.stdout + out.stderr
+        return "rollback interrupted: rolled back again offline"
     if status == "applied":
         after = t.state()
         assert "six-1.17.0.dist-info" in after["dists"] or t.small, "applied means the plan's state"
