@@ -140,7 +140,7 @@ class Planner:
         key = tuple(sorted(a.fields["packages"]))
         fam = self.families.setdefault(key, {"requirement": a.fields["requirement"], "specs": [], "fixes": [], "why": [], "last": None})
         fam["last"] = fam["last"] or a.fields.get("last")
-        if a.fields["version"] != "installed":
+        if a.fields["version"] != "installed" and a.fields["version"] not in fam["specs"]:
             fam["specs"].append(a.fields["version"])
         fam["fixes"].append(fix)
         fam["why"] += why
