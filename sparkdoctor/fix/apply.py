@@ -43,6 +43,8 @@ def _injected(index: int, s):
     name = Requirement(s.requirements[0]).name
     if kind == "bad-version":
         return dataclasses.replace(s, requirements=[f"{name}==0.0.0.dev987654"])
+    if kind == "drift":
+        return dataclasses.replace(s, requirements=[name], op="install")
     if kind == "conflict":
         return dataclasses.replace(s, constraints=[*s.constraints, f"{name}<0.0.0.dev0"], op="install")
     return s

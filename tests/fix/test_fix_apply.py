@@ -106,3 +106,18 @@ def test_a_vendor_local_wheel_is_refused(tmp_path, wheels):
     plan = fix_cli(venv / "bin/python")
     assert "REFUSED: six 1.16.0+vendor came from" in plan.stdout
     assert json.loads(fix_cli(None, "--history", "--format", "json").stdout)["result"] == []
+
+
+def test_an_install_that_differs_from_the_plan_is_rolled_back(tmp_path, wheels):
+    """The installer does something else than the dry run said (here: keeps six 1.16.0): the apply
+    is undone at once from the journal and says why."""
+    python = scenario.make_target(tmp_path, "uv", wheels)
+    env_file, pins = scenario.files_for(tmp_path)
+    before = scenario.state(python, [env_file, pins])
+    res = fix_cli(python, "--env-file", str(env_file), "--yes", "--format", "json",
+                  env={"SPARKDOCTOR_FIX_FAULT": "drift:5", "PIP_CONSTRAINT": str(pins)})
+    assert res.returncode == 5, res.stdout + res.stderr
+    body = as_json(res)
+    assert "differs from the plan: six is 1.16.0, the plan said 1.17.0" in body["error"]
+    assert body["rolled_back"] and body["rollback_verified"]["ok"]
+    assert scenario.diff(before, scenario.state(python, [env_file, pins])) == []
