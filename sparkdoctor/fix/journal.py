@@ -90,18 +90,25 @@ def sha256_bytes(data: bytes) -> str:
 def target_lock(python: str) -> Iterator[None]:
     """One fix or rollback per target at a time; a second one is refused at once."""
     folder = state_dir() / "locks"
-    folder.mkdir(parents=True, exist_ok=True)
     key = hashlib.sha256(os.path.realpath(python).encode()).hexdigest()[:16]
     path = folder / f"{key}.lock"
-    with open(path, "a+") as fh:
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fh = open(path, "a+")
+    except OSError as exc:
+        raise FixError(f"cannot take the lock {path}: {exc.strerror or exc}; nothing was changed") from None
+    with fh:
         try:
             fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
             raise FixError(f"another sparkdoctor fix or rollback is running on {python} (lock {path}); wait for it") from None
-        fh.seek(0)
-        fh.truncate()
-        fh.write(f"{os.getpid()}\n")
-        fh.flush()
+        try:
+            fh.seek(0)
+            fh.truncate()
+            fh.write(f"{os.getpid()}\n")
+            fh.flush()
+        except OSError:
+            pass  # the pid is a courtesy for a person; the flock is the lock
         try:
             yield
         finally:

@@ -106,50 +106,68 @@ def _fill(folder: Path) -> None:
             pass
 
 
-def test_fault_injection_nothing_lost(tmp_path, wheels, monkeypatch):
-    outcomes: list[tuple[str, str, str]] = []  # (fault, outcome, problem)
+OUTCOMES: list[tuple[str, str, str]] = []  # (fault, outcome, what was lost), across this module's tests
+
+
+@pytest.fixture
+def case(tmp_path, wheels, monkeypatch):
+    """case(kind, small) -> a fresh target and its own state folder; record(name, t, outcome) appends to the table."""
     n = [0]
 
-    def case(name: str, kind: str = "uv", small: bool = False) -> Target:
+    def make(kind: str = "uv", small: bool = False) -> Target:
         n[0] += 1
         monkeypatch.setenv("SPARKDOCTOR_STATE_DIR", str(tmp_path / f"state{n[0]}"))
         return Target(tmp_path / f"case{n[0]}", kind, wheels, small)
 
-    def record(name: str, t: Target, outcome: str) -> None:
-        lost = t.lost()
-        outcomes.append((name, outcome, "; ".join(lost)[:300] if lost else ""))
+    return make
 
-    def kill_apply(kind: str, small: bool, count: int) -> None:
-        for at in range(1, count + 1):
-            t = case(f"{kind}-apply-{at}", kind, small)
-            res = t.fix("--yes", SPARKDOCTOR_FIX_KILL_AT=f"apply:{at}")
-            assert res.returncode in (KILLED, 0), res.stdout + res.stderr
-            record(f"{kind}{' small' if small else ''}: SIGKILL at apply boundary {at}", t,
-                   _settle(t) if res.returncode == KILLED else "completed (no kill: past the last boundary)")
 
-    # 1. SIGKILL at every apply boundary: the full plan (6 steps, 14 boundaries) and a file-only plan.
-    kill_apply("uv", False, 14)
-    kill_apply("uv", True, 9)
-    # 2. SIGKILL at every rollback boundary, then a rollback that finishes.
+def record(name: str, t: Target, outcome: str) -> None:
+    lost = t.lost()
+    OUTCOMES.append((name, outcome, "; ".join(lost)[:300] if lost else ""))
+    assert not lost, f"{name}: {outcome}: LOST {lost}"
+
+
+def _kill_apply(case, kind: str, small: bool, count: int) -> None:
+    for at in range(1, count + 1):
+        t = case(kind, small)
+        res = t.fix("--yes", SPARKDOCTOR_FIX_KILL_AT=f"apply:{at}")
+        assert res.returncode in (KILLED, 0), res.stdout + res.stderr
+        record(f"{kind}{' file-only plan' if small else ''}: SIGKILL at apply boundary {at}", t,
+               _settle(t) if res.returncode == KILLED else "completed (no kill: past the last boundary)")
+
+
+def test_sigkill_at_every_apply_boundary(case):
+    """The full plan (6 steps, 14 boundaries) and a plan that only edits a file (9 boundaries)."""
+    _kill_apply(case, "uv", False, 14)
+    _kill_apply(case, "uv", True, 9)
+
+
+def test_sigkill_at_every_rollback_boundary(case):
     for at in range(1, 7):
-        t = case(f"rollback-{at}")
+        t = case()
         assert t.fix("--yes").returncode == 0
         res = _rollback(SPARKDOCTOR_FIX_KILL_AT=f"rollback:{at}")
         assert res.returncode == KILLED, res.stdout + res.stderr
         record(f"uv: SIGKILL at rollback boundary {at}", t, _settle(t))
-    # 3. The installer fails after the journal: the automatic rollback restores; and a SIGKILL inside it.
+
+
+def test_installer_failures_are_rolled_back(case):
+    """After the journal: the automatic rollback restores; a SIGKILL inside it is finished by --rollback."""
     for fault in ("bad-version:4", "bad-version:5", "bad-version:6", "conflict:4", "conflict:5", "conflict:6"):
-        t = case(fault)
+        t = case()
         res = t.fix("--yes", SPARKDOCTOR_FIX_FAULT=fault)
         assert res.returncode == 5 and "FAILED" in res.stdout and "Rolled back: package set and file bytes verified identical" in res.stdout, res.stdout + res.stderr
         record(f"uv: installer {fault.replace(':', ' at step ')}", t, _settle(t))
     for at in range(1, 7):
-        t = case(f"auto-rollback-{at}")
+        t = case()
         res = t.fix("--yes", SPARKDOCTOR_FIX_FAULT="bad-version:5", SPARKDOCTOR_FIX_KILL_AT=f"auto-rollback:{at}")
         assert res.returncode == KILLED, res.stdout + res.stderr
         record(f"uv: installer fails, SIGKILL at auto-rollback boundary {at}", t, _settle(t))
-    # 4. A version that does not exist, found by the plan's dry run: refused before anything changes.
-    t = case("plan-bad-version")
+
+
+def test_a_version_that_does_not_exist_is_refused_by_the_dry_run(case, tmp_path):
+    t = case()
     fixes = tmp_path / "fixes-bad"
     fixes.mkdir()
     for f in (scenario.DATA / "fixes").glob("*.toml"):
@@ -157,15 +175,17 @@ def test_fault_injection_nothing_lost(tmp_path, wheels, monkeypatch):
     res = fix_cli(t.python, *t.args(), "--yes", "--fixes", str(fixes), env=t.env())
     assert res.returncode == 5 and "failed" in res.stderr and len(res.stderr.strip().splitlines()) <= 3, res.stderr
     record("uv: nonexistent version in the plan's dry run", t, _settle(t))
-    # 5. Files that cannot be written, a full disk: in the journal's folder, in the target's file.
-    t = case("journal-disk-full")
+
+
+def test_full_disks_and_read_only_files(case, tmp_path):
+    t = case()
     with tmpfs(tmp_path / "full-state") as full:
         _fill(full)
         res = t.fix("--yes", SPARKDOCTOR_STATE_DIR=str(full))
-        assert res.returncode == 5 and "the journal could not be written" in res.stderr and "nothing was changed" in res.stderr, res.stderr
-        record("uv: state disk full (4 MB tmpfs) while journaling", t, "refused: nothing changed")
+        assert res.returncode == 5 and "nothing was changed" in res.stderr and len(res.stderr.strip().splitlines()) == 3, res.stderr
+        record("uv: the state disk is full (4 MB tmpfs) at the journal", t, "refused: nothing changed")
     for mode in ("read-only", "disk-full"):
-        t = case(mode)
+        t = case()
         with tmpfs(tmp_path / f"fs-{mode}") as fs:
             env_file = fs / "vllm.env"
             env_file.write_text(scenario.ENV_TEXT)
@@ -173,23 +193,29 @@ def test_fault_injection_nothing_lost(tmp_path, wheels, monkeypatch):
             t.before = t.state()
             _in_process_sabotaged_apply(t, fs, mode)
             record(f"uv: the env file's file system turns {mode} between plan and apply", t, _settle(t))
-    # 6. The pip target (slow: pip starts in seconds here): an installer failure, and a SIGKILL mid-install.
-    t = case("pip-bad-version", "pip")
+
+
+def test_pip_target_faults(case):
+    """The pip target (slow: pip starts in seconds on this machine): an installer failure, a SIGKILL mid-install."""
+    t = case("pip")
     res = t.fix("--yes", SPARKDOCTOR_FIX_FAULT="bad-version:5")
     assert res.returncode == 5 and "Rolled back: package set and file bytes verified identical" in res.stdout, res.stdout + res.stderr
     record("pip: installer bad-version at step 5", t, _settle(t))
-    t = case("pip-kill", "pip")
+    t = case("pip")
     res = t.fix("--yes", SPARKDOCTOR_FIX_KILL_AT="apply:11")
     assert res.returncode == KILLED, res.stdout + res.stderr
     record("pip: SIGKILL at apply boundary 11 (after the family reinstall)", t, _settle(t))
 
-    width = max(len(f) for f, _, _ in outcomes)
-    print(f"\n{len(outcomes)} injected faults")
-    for fault, outcome, problem in outcomes:
+
+def test_zz_outcome_table():
+    """The count and the outcome table of every fault above (run the whole module: it needs them all)."""
+    width = max((len(f) for f, _, _ in OUTCOMES), default=10)
+    print(f"\n{len(OUTCOMES)} injected faults")
+    for fault, outcome, problem in OUTCOMES:
         print(f"  {fault:<{width}}  {outcome}{'  LOST: ' + problem if problem else ''}")
-    print("  " + ", ".join(f"{k}: {v}" for k, v in Counter(o for _, o, _ in outcomes).items()))
-    assert len(outcomes) >= 50
-    assert [o for o in outcomes if o[2]] == [], "something was lost"
+    print("  " + ", ".join(f"{k}: {v}" for k, v in Counter(o for _, o, _ in OUTCOMES).items()))
+    assert len(OUTCOMES) >= 50, "run the whole module: the table counts the faults of every test in it"
+    assert [o for o in OUTCOMES if o[2]] == [], "something was lost"
 
 
 def _in_process_sabotaged_apply(t: Target, fs: Path, mode: str) -> None:
