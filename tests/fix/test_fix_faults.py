@@ -152,9 +152,19 @@ def test_sigkill_at_every_rollback_boundary(case):
         record(f"uv: SIGKILL at rollback boundary {at}", t, _settle(t))
 
 
+def test_sigkill_in_the_rollback_of_an_interrupted_apply(case):
+    """Two faults in a row: killed mid-apply (after the first package step), then killed mid-rollback."""
+    for at in (1, 2, 3):
+        t = case()
+        assert t.fix("--yes", SPARKDOCTOR_FIX_KILL_AT="apply:10").returncode == KILLED
+        res = _rollback(SPARKDOCTOR_FIX_KILL_AT=f"rollback:{at}")
+        assert res.returncode == KILLED, res.stdout + res.stderr
+        record(f"uv: SIGKILL at apply boundary 10, then at rollback boundary {at}", t, _settle(t))
+
+
 def test_installer_failures_are_rolled_back(case):
     """After the journal: the automatic rollback restores; a SIGKILL inside it is finished by --rollback."""
-    for fault in ("bad-version:4", "bad-version:5", "bad-version:6", "conflict:4", "conflict:5", "conflict:6"):
+    for fault in ("bad-version:4", "bad-version:5", "bad-version:6", "conflict:4", "conflict:5", "conflict:6", "drift:4", "drift:5"):
         t = case()
         res = t.fix("--yes", SPARKDOCTOR_FIX_FAULT=fault)
         assert res.returncode == 5 and "FAILED" in res.stdout and "Rolled back: package set and file bytes verified identical" in res.stdout, res.stdout + res.stderr
@@ -178,6 +188,16 @@ def test_a_version_that_does_not_exist_is_refused_by_the_dry_run(case, tmp_path)
 
 
 def test_full_disks_and_read_only_files(case, tmp_path):
+    t = case()
+    with tmpfs(tmp_path / "ro-at-plan") as fs:
+        env_file = fs / "vllm.env"
+        env_file.write_text(scenario.ENV_TEXT)
+        subprocess.run(["mount", "-o", "remount,ro", str(fs)], check=True, timeout=30)
+        t.env_file = env_file
+        t.before = t.state()
+        res = t.fix("--yes")
+        assert res.returncode == 4 and f"{env_file} is not writable" in res.stderr, res.stderr
+        record("uv: the env file is on a read-only file system at plan time", t, "refused: nothing changed")
     t = case()
     with tmpfs(tmp_path / "full-state") as full:
         _fill(full)
