@@ -94,25 +94,20 @@ def target_lock(python: str) -> Iterator[None]:
     path = folder / f"{key}.lock"
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        fh = open(path, "a+")
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)  # an empty file: nothing to flush on a full disk
     except OSError as exc:
         raise FixError(f"cannot take the lock {path}: {exc.strerror or exc}; nothing was changed") from None
-    with fh:
+    try:
         try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
             raise FixError(f"another sparkdoctor fix or rollback is running on {python} (lock {path}); wait for it") from None
         try:
-            fh.seek(0)
-            fh.truncate()
-            fh.write(f"{os.getpid()}\n")
-            fh.flush()
-        except OSError:
-            pass  # the pid is a courtesy for a person; the flock is the lock
-        try:
             yield
         finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
 
 
 @dataclass
