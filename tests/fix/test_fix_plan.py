@@ -126,3 +126,22 @@ def test_env_fix_without_an_env_file_says_where_to_act(tmp_path):
     (step,) = plan.steps
     assert step.op == "edit" and step.diff == ["-VLLM_NVFP4_GEMM_BACKEND=marlin"] and step.new_text == "A=1\n"
     assert env.read_text() == "A=1\nVLLM_NVFP4_GEMM_BACKEND=marlin\n", "a plan changes nothing"
+
+
+def test_recipe_flag_actions_plan_an_edit_of_the_recipe_file(tmp_path):
+    from sparkdoctor.fix.definitions import load_file
+
+    fix = tmp_path / "drop-eager.toml"
+    fix.write_text('schema = 1\nid = "drop-eager"\ntitle = "t"\nsummary = "s"\n'
+                   '[[action]]\nkind = "drop-flag"\nflag = "--enforce-eager"\n'
+                   '[[action]]\nkind = "add-flag"\nflag = "--linear-backend"\nvalue = "flashinfer_b12x"\n')
+    recipe = tmp_path / "serve.toml"
+    recipe.write_text('command = ["vllm", "serve", "m", "--enforce-eager"]\nenv = { A = "1" }\n')
+    defs = {"drop-eager": load_file(fix)}
+    plan = build_plan([finding("f", "drop-eager")], defs, inventory(), FakeInstaller({}), facts(), FixOptions())
+    assert plan.steps == [] and "--recipe FILE" in plan.notes[0]
+    plan = build_plan([finding("f", "drop-eager")], defs, inventory(), FakeInstaller({}), facts(), FixOptions(recipe=recipe))
+    (step,) = plan.steps
+    assert step.kind == "add-flag" and step.path == str(recipe)
+    assert step.new_text == 'command = ["vllm", "serve", "m", "--linear-backend", "flashinfer_b12x"]\nenv = { A = "1" }\n'
+    assert step.diff == ['-command = ["vllm", "serve", "m", "--enforce-eager"]', '+command = ["vllm", "serve", "m", "--linear-backend", "flashinfer_b12x"]']
