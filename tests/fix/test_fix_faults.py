@@ -97,11 +97,10 @@ def tmpfs(path: Path, size: str = "4m"):
 
 
 def _fill(folder: Path) -> None:
-    with open(folder / "filler", "wb") as fh:
+    with open(folder / "filler", "wb", buffering=0) as fh:  # unbuffered: nothing left to fail at close
         try:
             while True:
                 fh.write(b"\0" * 65536)
-                fh.flush()
         except OSError:
             pass
 
