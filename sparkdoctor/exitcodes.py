@@ -20,3 +20,7 @@ EXIT_AUDIT_FINDINGS = 1  # weights + KV cache do not fit, or the quantization co
 
 # `sparkdoctor explain`
 EXIT_EXPLAIN_NO_MATCH = 1  # no matrix entry's symptom appears in the text (0: at least one did)
+
+# `sparkdoctor fix` (after --yes, or a dry run: check's table above for the target as it is then)
+EXIT_FIX_REFUSED = 4  # the plan has a refusal (system interpreter, vendor build, user pin, ...) and --yes was given
+EXIT_FIX_FAILED = 5  # the apply failed and was rolled back (or a rollback found differences)

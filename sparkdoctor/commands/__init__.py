@@ -15,6 +15,7 @@ import typer
 
 # Module names under sparkdoctor.commands, in the order their commands appear in --help.
 VERBS: list[str] = [
+    "fix",
     "audit",
     "recipe",
     "report",

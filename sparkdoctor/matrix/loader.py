@@ -105,8 +105,31 @@ def _table_list(doc: dict, key: str, where: str) -> list[dict]:
     return value
 
 
-def load(path: Path | None = None) -> Matrix:
-    """Load a matrix folder (default: the bundled one) or a single file; ids must be unique."""
+def fix_ids(folder: Path | None = None) -> set[str]:
+    """The fix ids an entry may name: the stems of fixes/*.toml (sparkdoctor.fix.definitions checks
+    that each file's id is its stem, and everything else in it). Only names, so matrix never imports fix."""
+    from sparkdoctor.locations import data_dir
+
+    root = Path(folder) if folder else data_dir("fixes")
+    return {p.stem for p in root.glob("*.toml")} if root.is_dir() else set()
+
+
+def check_fixes(entries: list[Entry], files: dict[str, str], ids: set[str], bundled: bool) -> None:
+    """Every `fix` names a fix file; in the bundled matrix also: action = "fix" names a fix, and no fix is unused."""
+    for e in entries:
+        if e.fix is not None and e.fix not in ids:
+            raise MatrixError(f"{e.file}: entry {e.id}: field 'fix' names {e.fix!r}, which is no fix in fixes/ (known: {', '.join(sorted(ids)) or 'none'})")
+        if bundled and e.action == "fix" and e.fix is None:
+            raise MatrixError(f"{e.file}: entry {e.id}: field 'fix' is missing: action = \"fix\" needs a fix id (or use action = \"configure\" when no safe automatic fix exists)")
+    if bundled:
+        unused = sorted(ids - {e.fix for e in entries})
+        if unused:
+            raise MatrixError(f"fixes/{unused[0]}.toml: fix {unused[0]!r} is named by no matrix entry (field 'fix'); remove it or name it")
+
+
+def load(path: Path | None = None, fixes: Path | None = None) -> Matrix:
+    """Load a matrix folder (default: the bundled one) or a single file; ids must be unique, and fix
+    ids must name fix files (of `fixes`, default the bundled fixes/)."""
     from sparkdoctor.locations import data_dir
 
     root = Path(path) if path else data_dir("matrix")
@@ -127,4 +150,7 @@ def load(path: Path | None = None) -> Matrix:
                 seen[item.id] = str(f)
         entries += e
         stacks += s
+    if any(e.fix is not None or e.action == "fix" for e in entries):
+        bundled = path is None or (root.is_dir() and root.resolve() == data_dir("matrix").resolve())
+        check_fixes(entries, seen, fix_ids(fixes), bundled and fixes is None)
     return Matrix(entries, stacks, [str(f) for f in files])

@@ -1,0 +1,13 @@
+"""`sparkdoctor fix`: turn check's findings into a reviewed plan, apply it with a journal, prove it
+worked by checking again, and roll it back byte for byte.
+
+The pipeline, one module each, imports running one way (definitions -> plan -> journal -> apply):
+- definitions: the fix files (fixes/*.toml), a FIXED vocabulary of actions, validated;
+- inventory: what the target has (every dist, its files, where it came from), read by a
+  standard-library script run by the target's own interpreter;
+- installers: pip or uv, whichever the target uses, always with a dry-run resolution first;
+- edits: the text edits (a pin, an env line, a recipe flag) as pure functions of file bytes;
+- plan: findings -> actions -> a Plan, with the refusals a person would not want done silently;
+- journal: everything needed to undo, written and marked complete before the first change;
+- apply: apply, re-check, rollback, each step a numbered boundary (fault injection kills there).
+"""

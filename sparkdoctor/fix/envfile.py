@@ -1,0 +1,64 @@
+"""An env file (KEY=VALUE lines, as docker --env-file and systemd EnvironmentFile read them) and a
+Target wrapper that runs every script with it, so `check` inside `fix` sees what the server sees.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sparkdoctor import proc
+from sparkdoctor.fix.interface import FixError
+from sparkdoctor.target import Target
+
+_LINE = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=(.*)$")
+
+
+def read_env_file(path: Path) -> dict[str, str]:
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise FixError(f"{path}: cannot read the env file: {getattr(exc, 'strerror', None) or exc}") from None
+    out = {}
+    for line in text.splitlines():
+        m = _LINE.match(line)
+        if not m or line.lstrip().startswith("#"):
+            continue
+        value = m.group(2).strip()
+        if value[:1] in ("'", '"'):
+            try:
+                value = shlex.split(value)[0] if value else ""
+            except ValueError:
+                value = value.strip("'\"")
+        out[m.group(1)] = value
+    return out
+
+
+@dataclass
+class EnvFileTarget:
+    """`inner` with the env file's variables set for every script it runs (read again each time)."""
+
+    inner: Target
+    env_file: Path
+
+    @property
+    def kind(self) -> str:
+        return self.inner.kind
+
+    def __getattr__(self, name: str) -> Any:  # python, chosen_by, ...: the inner target's
+        return getattr(self.inner, name)
+
+    def describe(self) -> dict[str, Any]:
+        return {**self.inner.describe(), "env_file": str(self.env_file)}
+
+    def _env(self, env: dict[str, str] | None) -> dict[str, str]:
+        return {**read_env_file(self.env_file), **(env or {})}
+
+    def start_script(self, script: Path, args: list[str], env: dict[str, str] | None = None) -> proc.Running:
+        return self.inner.start_script(script, args, self._env(env))
+
+    def run_script(self, script: Path, args: list[str], timeout: float, env: dict[str, str] | None = None) -> proc.ProcResult:
+        return self.inner.run_script(script, args, timeout, self._env(env))

@@ -1,0 +1,186 @@
+"""The target's own installer: pip (`python -m pip`, run through the Target protocol) or uv
+(`uv pip --python`) for a uv venv (pyvenv.cfg has a `uv = ...` key, or the venv has no pip).
+
+Every plan starts from a dry-run resolution (`pip install --dry-run --report`, `uv pip install
+--dry-run`), so what the plan shows is what the real call will do. Every call has a timeout and is
+killed with its children (sparkdoctor.proc); a failure is a FixError with the installer's last line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+from packaging.utils import canonicalize_name
+
+from sparkdoctor import proc
+from sparkdoctor.fix.interface import FixError, Installer, Resolution
+from sparkdoctor.fix.inventory import Inventory
+from sparkdoctor.target import Target
+
+RUNNER = Path(__file__).with_name("target_pip.py")
+TIMEOUT = float(os.environ.get("SPARKDOCTOR_FIX_INSTALL_TIMEOUT", "1800"))
+
+
+def _fail(what: str, result: proc.ProcResult) -> FixError:
+    lines = [ln.strip() for ln in (result.stderr or result.stdout).splitlines() if ln.strip()]
+    errors = [ln for ln in lines if ln.startswith("ERROR") or ln.startswith("error")]
+    last = (errors or lines or [result.describe_failure()])[-1]
+    if result.returncode is None or result.signal:
+        last = result.describe_failure()
+    return FixError(f"{what} failed: {last[:300]}")
+
+
+def _constraint_args(constraints: list[str] | None) -> list[str]:
+    return [a for c in constraints or [] for a in ("-c", c)]
+
+
+class PipInstaller(Installer):
+    name = "pip"
+
+    def __init__(self, target: Target, inventory: Inventory):
+        self.target, self.inventory = target, inventory
+
+    def _pip(self, args: list[str], what: str, env: dict[str, str] | None = None) -> proc.ProcResult:
+        base = ["--disable-pip-version-check", "--no-input"]
+        result = self.target.run_script(RUNNER, [args[0], *base, *args[1:]], TIMEOUT, env=env)
+        if not result.ok:
+            raise _fail(what, result)
+        return result
+
+    def describe(self) -> str:
+        return f"{self.inventory.python} -m pip"
+
+    def dry_run(self, requirements, *, force_reinstall=False, no_deps=False, ignore_installed=False, constraints=None, env=None):
+        with tempfile.TemporaryDirectory(prefix="sparkdoctor-fix-") as tmp:
+            report = Path(tmp) / "report.json"
+            args = ["install", "--dry-run", "--quiet", "--report", str(report), *_constraint_args(constraints)]
+            args += (["--force-reinstall"] if force_reinstall else []) + (["--no-deps"] if no_deps else [])
+            args += ["--ignore-installed"] if ignore_installed else []
+            self._pip(args + list(requirements), f"pip dry run of {' '.join(requirements)}", env)
+            try:
+                data = json.loads(report.read_text(encoding="utf-8"))
+            except (OSError, ValueError) as exc:
+                raise FixError(f"pip dry run wrote no readable report: {exc}") from None
+        res = Resolution()
+        for item in data.get("install") or []:
+            meta = item.get("metadata") or {}
+            name, version = canonicalize_name(meta.get("name", "?")), str(meta.get("version", "?"))
+            have = self.inventory.get(name)
+            res.installs[name] = version
+            if have is not None:
+                res.removes[name] = have.version
+        return res
+
+    def install(self, requirements, *, force_reinstall=False, no_deps=False, offline_from=None, constraints=None):
+        args = ["install", "--quiet", *_constraint_args(constraints)]
+        args += (["--force-reinstall"] if force_reinstall else []) + (["--no-deps"] if no_deps else [])
+        env = None
+        if offline_from:
+            args += ["--no-index", "--find-links", offline_from, "--no-compile"]
+            env = {"PIP_NO_INDEX": "1", "PIP_CONSTRAINT": "", "PIP_FIND_LINKS": offline_from}
+        self._pip(args + list(requirements), f"pip install {' '.join(requirements)}", env)
+
+    def uninstall(self, names):
+        if names:
+            self._pip(["uninstall", "--yes", *names], f"pip uninstall {' '.join(names)}")
+
+    def download(self, requirements, dest):
+        return _download(requirements, dest, lambda args: self.target.run_script(RUNNER, args, TIMEOUT))
+
+
+def _download(requirements: list[str], dest: str, run) -> dict[str, str | None]:
+    """The wheels of `requirements` saved into dest, in one pip call (one start-up), before any
+    change; name -> file name, None for one that cannot be had (then one by one finds which)."""
+    from packaging.requirements import Requirement
+    from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+
+    def fetch(reqs: list[str]) -> bool:
+        return run(["download", "--disable-pip-version-check", "--quiet", "--no-deps", "--only-binary=:all:", "-d", dest, *reqs]).ok
+
+    if requirements and not fetch(requirements) and len(requirements) > 1:
+        for req in requirements:
+            fetch([req])
+    found: dict[str, str] = {}
+    for fname in sorted(os.listdir(dest)):
+        try:
+            name, version, _b, _t = parse_wheel_filename(fname)
+        except InvalidWheelFilename:
+            continue
+        found[f"{canonicalize_name(name)}=={version}"] = fname
+    out: dict[str, str | None] = {}
+    for req in requirements:
+        r = Requirement(req)
+        version = next(iter(r.specifier)).version
+        out[canonicalize_name(r.name)] = found.get(f"{canonicalize_name(r.name)}=={version}")
+    return out
+
+
+def uv_binary() -> str | None:
+    found = shutil.which("uv")
+    if found:
+        return found
+    beside = Path(sys.executable).with_name("uv")
+    return str(beside) if beside.exists() else None
+
+
+class UvInstaller(Installer):
+    name = "uv"
+
+    def __init__(self, uv: str, inventory: Inventory):
+        self.uv, self.inventory = uv, inventory
+
+    def describe(self) -> str:
+        return f"uv pip --python {self.inventory.python}"
+
+    def _uv(self, args: list[str], what: str, env: dict[str, str] | None = None) -> proc.ProcResult:
+        full = dict(os.environ)
+        full.update(env or {})
+        result = proc.run([self.uv, "pip", args[0], "--python", self.inventory.python, *args[1:]], timeout=TIMEOUT, env=full)
+        if not result.ok:
+            raise _fail(what, result)
+        return result
+
+    def dry_run(self, requirements, *, force_reinstall=False, no_deps=False, ignore_installed=False, constraints=None, env=None):
+        args = ["install", "--dry-run", *_constraint_args(constraints)]
+        args += (["--reinstall"] if force_reinstall or ignore_installed else []) + (["--no-deps"] if no_deps else [])
+        out = self._uv(args + list(requirements), f"uv dry run of {' '.join(requirements)}", env)
+        res = Resolution()
+        for line in (out.stderr + "\n" + out.stdout).splitlines():
+            line = line.strip()
+            if line[:2] in ("+ ", "- ") and "==" in line:
+                name, version = line[2:].split("==", 1)
+                name, version = canonicalize_name(name.strip()), version.strip().split()[0]
+                (res.installs if line[0] == "+" else res.removes)[name] = version
+        return res
+
+    def install(self, requirements, *, force_reinstall=False, no_deps=False, offline_from=None, constraints=None):
+        args = ["install", *_constraint_args(constraints)]
+        args += (["--reinstall"] if force_reinstall else []) + (["--no-deps"] if no_deps else [])
+        if offline_from:
+            args += ["--offline", "--no-index", "--find-links", offline_from]
+        self._uv(args + list(requirements), f"uv pip install {' '.join(requirements)}")
+
+    def uninstall(self, names):
+        if names:
+            self._uv(["uninstall", *names], f"uv pip uninstall {' '.join(names)}")
+
+    def download(self, requirements, dest):
+        # uv has no `download`; the host's pip fetches the same wheels for the target's Python.
+        py = self.inventory.version
+        run = lambda args: proc.run([sys.executable, "-m", "pip", args[0], "--python-version", py, *args[1:]], timeout=TIMEOUT)  # noqa: E731
+        return _download(requirements, dest, run)
+
+
+def for_target(target: Target, inventory: Inventory) -> Installer:
+    """uv for a uv venv (or a venv without pip, when uv is here); pip otherwise."""
+    uv = uv_binary()
+    if (inventory.uv or not inventory.has_pip) and uv:
+        return UvInstaller(uv, inventory)
+    if not inventory.has_pip:
+        raise FixError(f"{inventory.python} has neither pip nor a uv to drive it: install pip in the target")
+    return PipInstaller(target, inventory)

@@ -1,0 +1,131 @@
+"""What the target has: every distribution, the files its RECORD lists, where it came from, and
+whether the target is a venv, a uv venv, has pip and can be written.
+
+Read by target_dists.py under the target's own interpreter (through the Target protocol), so the
+sparkdoctor process never imports what it changes. Also: which dists count as "not from the
+registry" (a local version, a direct_url.json), the hashes of files (what a rollback is judged by).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+from sparkdoctor.fix.interface import FixError
+from sparkdoctor.target import Target, TargetError, parse_json_probe
+
+SCRIPT = Path(__file__).with_name("target_dists.py")
+TIMEOUT = 60.0
+
+
+@dataclass
+class Dist:
+    name: str
+    version: str
+    location: str
+    installer: str | None = None
+    direct_url: dict[str, Any] | None = None
+    requires: list[str] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)
+    mismatched: list[dict[str, str]] | None = None
+
+    @property
+    def key(self) -> str:
+        return canonicalize_name(self.name)
+
+    def source(self) -> str:
+        """registry, or what else it came from (local wheel, vcs, editable, a vendor build)."""
+        d = self.direct_url
+        if d:
+            if (d.get("dir_info") or {}).get("editable"):
+                return "editable " + str(d.get("url", ""))
+            if d.get("vcs_info"):
+                return "vcs " + str(d.get("url", ""))
+            return "direct " + str(d.get("url", ""))
+        try:
+            if Version(self.version).local:
+                return f"local build (+{Version(self.version).local})"
+        except InvalidVersion:
+            return "unparsable version"
+        return "registry"
+
+    def from_registry(self) -> bool:
+        return self.source() == "registry"
+
+    def paths(self) -> list[Path]:
+        return [Path(os.path.normpath(os.path.join(self.location, rel))) for rel in self.files]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "version": self.version, "source": self.source(), "installer": self.installer}
+
+
+@dataclass
+class Inventory:
+    python: str
+    is_venv: bool
+    uv: bool
+    has_pip: bool
+    writable: bool
+    purelib: str
+    version: str
+    dists: dict[str, Dist]
+
+    def get(self, name: str) -> Dist | None:
+        return self.dists.get(canonicalize_name(name))
+
+    def package_set(self) -> dict[str, str]:
+        """name -> version: what `pip freeze --all` says, in a form that compares."""
+        return {k: d.version for k, d in sorted(self.dists.items())}
+
+
+def read(target: Target, hash_names: list[str] | tuple[str, ...] = ()) -> Inventory:
+    args = [a for n in hash_names for a in ("--hash", n)]
+    try:
+        data = parse_json_probe(target, SCRIPT, target.run_script(SCRIPT, args, TIMEOUT))
+    except TargetError as exc:
+        raise FixError(str(exc)) from None
+    dists = {}
+    for key, raw in (data.get("dists") or {}).items():
+        if not isinstance(raw, dict) or "error" in raw:
+            continue
+        dists[canonicalize_name(key)] = Dist(
+            name=raw["name"], version=raw["version"], location=raw.get("location") or "",
+            installer=raw.get("installer"), direct_url=raw.get("direct_url"), requires=raw.get("requires") or [],
+            files=raw.get("files") or [], mismatched=raw.get("mismatched"),
+        )
+    return Inventory(
+        python=str(data.get("python")), is_venv=bool(data.get("is_venv")), uv=bool(data.get("uv")),
+        has_pip=bool(data.get("has_pip")), writable=bool(data.get("writable")), purelib=str(data.get("purelib")),
+        version=str(data.get("version")), dists=dists,
+    )
+
+
+def sha256_file(path: Path) -> str | None:
+    h = hashlib.sha256()
+    try:
+        with open(path, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                h.update(chunk)
+    except OSError:
+        return None
+    return h.hexdigest()
+
+
+def file_hashes(inv: Inventory, names: set[str]) -> dict[str, str | None]:
+    """path -> sha256 (None: missing) of every file of the named dists: what 'byte for byte' is judged by."""
+    out: dict[str, str | None] = {}
+    for name in sorted(names):
+        dist = inv.get(name)
+        if dist is None:
+            continue
+        for path in dist.paths():
+            if path.suffix == ".pyc" or "__pycache__" in path.parts:
+                continue
+            out[str(path)] = sha256_file(path)
+    return out

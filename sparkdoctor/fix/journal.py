@@ -1,0 +1,263 @@
+"""The journal: everything needed to undo one apply, written and marked complete BEFORE the first change.
+
+state_dir()/journals/<id>/
+    journal.json   versioned (JOURNAL_VERSION): target, installer, the plan, the package set before
+                   (name, version, source), every edited file and every file of every touched dist
+                   (path, sha256, where its copy is), the wheels saved for an offline reinstall
+    copies/N       byte copies of those files
+    wheels/        the wheels of every dist the apply removes or replaces (pip download, before)
+    COMPLETE       written last: the sha256 of journal.json. Without it the journal is half-written:
+                   reported, never trusted (and nothing was changed: changes start after it)
+    applying, applied, rolling-back, rolled-back   state markers, each written atomically
+
+A lock per target (fcntl, state_dir()/locks/) keeps two fixes off one target at once.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import secrets
+import shutil
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from sparkdoctor.fix.interface import FixError
+from sparkdoctor.locations import state_dir
+
+JOURNAL_VERSION = 1
+COMPLETE, APPLYING, APPLIED, ROLLING_BACK, ROLLED_BACK = "COMPLETE", "applying", "applied", "rolling-back", "rolled-back"
+
+
+def journals_dir() -> Path:
+    return state_dir() / "journals"
+
+
+def _fsync_dir(folder: Path) -> None:
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_bytes(path: Path, data: bytes, mode: int | None = None) -> None:
+    """Replace path with data atomically (temp + fsync + rename); the mode is kept or given."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+    try:
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        if mode is None and path.exists():
+            mode = path.stat().st_mode & 0o7777
+        if mode is not None:
+            os.chmod(tmp, mode)
+        os.replace(tmp, path)
+        _fsync_dir(path.parent)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def copy_file(src: Path, dest: Path) -> None:
+    """A byte copy, fsynced, under a temporary name until complete."""
+    tmp = dest.with_name(f".{dest.name}.tmp")
+    with open(src, "rb") as fin, open(tmp, "wb") as fout:
+        shutil.copyfileobj(fin, fout, 1 << 20)
+        fout.flush()
+        os.fsync(fout.fileno())
+    os.replace(tmp, dest)
+
+
+def sha256_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+@contextmanager
+def target_lock(python: str) -> Iterator[None]:
+    """One fix or rollback per target at a time; a second one is refused at once."""
+    folder = state_dir() / "locks"
+    key = hashlib.sha256(os.path.realpath(python).encode()).hexdigest()[:16]
+    path = folder / f"{key}.lock"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)  # an empty file: nothing to flush on a full disk
+    except OSError as exc:
+        raise FixError(f"cannot take the lock {path}: {exc.strerror or exc}; nothing was changed") from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            raise FixError(f"another sparkdoctor fix or rollback is running on {python} (lock {path}); wait for it") from None
+        try:
+            yield
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+
+
+@dataclass
+class Journal:
+    path: Path
+    data: dict[str, Any]
+
+    @property
+    def id(self) -> str:
+        return self.path.name
+
+    def has(self, marker: str) -> bool:
+        return (self.path / marker).exists()
+
+    def mark(self, marker: str, detail: dict[str, Any] | None = None) -> None:
+        body = {"at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **(detail or {})}
+        write_bytes(self.path / marker, (json.dumps(body, indent=1) + "\n").encode())
+
+    def marker(self, marker: str) -> dict[str, Any] | None:
+        try:
+            return json.loads((self.path / marker).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+
+    def status(self) -> str:
+        if not self.has(COMPLETE):
+            return "half-written"
+        for m in (ROLLED_BACK, ROLLING_BACK, APPLIED, APPLYING):
+            if self.has(m):
+                return {APPLYING: "interrupted", APPLIED: "applied", ROLLING_BACK: "rollback interrupted", ROLLED_BACK: "rolled back"}[m]
+        return "planned"
+
+    def copy_of(self, rel: str) -> Path:
+        return self.path / rel
+
+
+def new_id() -> str:
+    return time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + secrets.token_hex(3)
+
+
+def create(header: dict[str, Any], files: list[str], dist_files: dict[str, list[str]], wheels: Callable[[Path], dict[str, str | None]],
+           boundary: Callable[[str], None]) -> Journal:
+    """Write a complete journal, or raise FixError and leave none (a half one is removed when it can be)."""
+    root = journals_dir()
+    path = root / new_id()
+    try:
+        (path / "copies").mkdir(parents=True)
+        (path / "wheels").mkdir()
+        n = 0
+        file_rows = []
+        for name in files:
+            p = Path(name)
+            row: dict[str, Any] = {"path": name, "existed": p.exists()}
+            if p.exists():
+                n += 1
+                copy_file(p, path / "copies" / str(n))
+                row.update(copy=f"copies/{n}", sha256=_sha(p), mode=p.stat().st_mode & 0o7777)
+            file_rows.append(row)
+        boundary("journal-files")
+        dist_rows: dict[str, list[dict[str, Any]]] = {}
+        seen: dict[str, str] = {}
+        for dist, paths in dist_files.items():
+            rows = []
+            for name in paths:
+                p = Path(name)
+                if name in seen:
+                    rows.append({"path": name, "copy": seen[name]})
+                    continue
+                if not p.is_file():
+                    rows.append({"path": name, "copy": None})
+                    continue
+                n += 1
+                copy_file(p, path / "copies" / str(n))
+                seen[name] = f"copies/{n}"
+                rows.append({"path": name, "copy": f"copies/{n}", "mode": p.stat().st_mode & 0o7777})
+            dist_rows[dist] = rows
+        boundary("journal-dists")
+        saved = wheels(path / "wheels")
+        boundary("journal-wheels")
+        data = {"journal_version": JOURNAL_VERSION, "id": path.name, **header, "files": file_rows, "dist_files": dist_rows, "wheels": saved}
+        body = (json.dumps(data, indent=1, sort_keys=True) + "\n").encode()
+        write_bytes(path / "journal.json", body)
+        boundary("journal-written")
+        write_bytes(path / COMPLETE, (sha256_bytes(body) + "\n").encode())
+    except OSError as exc:
+        shutil.rmtree(path, ignore_errors=True)
+        raise FixError(f"the journal could not be written in {root}: {exc.strerror or exc}; nothing was changed") from None
+    return Journal(path, data)
+
+
+def _sha(p: Path) -> str:
+    h = hashlib.sha256()
+    with open(p, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def load(ident: str | None) -> Journal:
+    """A journal by id or path (default: the newest). A half-written one is returned, never trusted:
+    its data is empty and status() says so."""
+    root = journals_dir()
+    if ident:
+        path = Path(ident) if os.sep in ident else root / ident
+    else:
+        found = history()
+        if not found:
+            raise FixError(f"no fix journals in {root}")
+        path = found[0].path
+    if not path.is_dir():
+        raise FixError(f"{path}: no such fix journal (see sparkdoctor fix --history)")
+    journal = Journal(path, {})
+    if not journal.has(COMPLETE):
+        return journal
+    try:
+        body = (path / "journal.json").read_bytes()
+        want = (path / COMPLETE).read_text(encoding="utf-8").strip()
+    except OSError as exc:
+        raise FixError(f"{path}: cannot read the journal: {exc.strerror or exc}") from None
+    if sha256_bytes(body) != want:
+        raise FixError(f"{path}/journal.json does not match its COMPLETE marker: the journal is damaged; not trusted")
+    data = json.loads(body)
+    version = data.get("journal_version")
+    if version != JOURNAL_VERSION:
+        raise FixError(f"{path}/journal.json: field 'journal_version' is {version!r}; this sparkdoctor reads {JOURNAL_VERSION} (upgrade sparkdoctor)")
+    journal.data = data
+    return journal
+
+
+def history() -> list[Journal]:
+    """Every journal, newest first (ids start with the UTC time)."""
+    root = journals_dir()
+    if not root.is_dir():
+        return []
+    out = []
+    for p in sorted((q for q in root.iterdir() if q.is_dir()), key=lambda q: q.name, reverse=True):
+        j = Journal(p, {})
+        if j.has(COMPLETE):
+            try:
+                j = load(str(p))
+            except (FixError, ValueError):
+                pass
+        out.append(j)
+    return out
+
+
+def unfinished_for(python: str) -> Journal | None:
+    """The newest journal of this target whose apply or rollback stopped half-way (killed, power loss)."""
+    real = os.path.realpath(python)
+    for j in history():
+        if j.data and os.path.realpath(j.data.get("target", {}).get("python", "")) == real and j.status() in ("interrupted", "rollback interrupted"):
+            return j
+    return None

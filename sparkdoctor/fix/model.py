@@ -1,0 +1,63 @@
+"""The Plan: what `fix` will do, in apply order, as plain data that is shown, journaled and replayed.
+
+A Plan is computed once (sparkdoctor.fix.plan), shown as the dry run, written into the journal,
+and applied from the journal, so what runs is what was shown. Versioned like every store.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+PLAN_VERSION = 1
+
+
+@dataclass
+class Step:
+    """One change. op: edit (a file's new text), uninstall (names), install (requirements in one
+    resolver call, with constraint lines), restore (force-reinstall exact versions, no deps)."""
+
+    op: str
+    fix: str
+    why: list[str]
+    kind: str  # the vocabulary word that asked for it
+    path: str | None = None
+    old_sha256: str | None = None
+    new_text: str | None = None
+    diff: list[str] = field(default_factory=list)
+    names: list[str] = field(default_factory=list)
+    requirements: list[str] = field(default_factory=list)
+    constraints: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Plan:
+    target: dict[str, Any]
+    installer: str
+    fixes: list[dict[str, Any]] = field(default_factory=list)
+    steps: list[Step] = field(default_factory=list)
+    changes: dict[str, list[str | None]] = field(default_factory=dict)  # name -> [before, after]
+    touched: list[str] = field(default_factory=list)  # every dist whose files may change
+    checks_after: list[str] = field(default_factory=list)  # finding ids that should be gone
+    probes_after: list[str] = field(default_factory=list)
+    refusals: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    version: int = PLAN_VERSION
+
+    @property
+    def empty(self) -> bool:
+        return not self.steps
+
+    def files(self) -> list[str]:
+        return [s.path for s in self.steps if s.op == "edit" and s.path]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Plan":
+        if data.get("version") != PLAN_VERSION:
+            raise ValueError(f"plan version {data.get('version')!r}; this sparkdoctor reads {PLAN_VERSION}")
+        data = dict(data)
+        data["steps"] = [Step(**s) for s in data.get("steps", [])]
+        return cls(**data)

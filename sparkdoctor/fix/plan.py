@@ -1,0 +1,339 @@
+"""From check's findings to a Plan: which fixes the findings name, what each action becomes on THIS
+target (a file's new text, an installer call), the dry-run resolution, and the refusals.
+
+Refusals (one line each, with the flag that says yes): a system interpreter (--system), a target
+or file that is not writable, replacing a dist that did not come from the registry (a +local
+vendor build, a local wheel, an editable or VCS install: --allow-replace NAME), downgrading a
+package a constraints/requirements file pins (--allow-downgrade NAME). Restoring files from a
+source other than the one they came from is refused with no way to say yes.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from packaging.markers import InvalidMarker
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import SpecifierSet
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+from sparkdoctor.fix import edits
+from sparkdoctor.fix.definitions import ActionSpec, FixDefinition
+from sparkdoctor.fix.interface import FixError, Installer
+from sparkdoctor.fix.inventory import Inventory, sha256_file
+from sparkdoctor.fix.model import Plan, Step
+
+
+@dataclass
+class FixOptions:
+    env_file: Path | None = None
+    recipe: Path | None = None
+    system: bool = False
+    allow_replace: set[str] = field(default_factory=set)
+    allow_downgrade: set[str] = field(default_factory=set)
+
+
+def wanted_fixes(findings: list[Any], definitions: dict[str, FixDefinition]) -> list[tuple[FixDefinition, list[str]]]:
+    """Each fix the findings name, once, with the finding ids that ask for it (report order)."""
+    out: dict[str, list[str]] = {}
+    for f in findings:
+        if f.fix:
+            if f.fix not in definitions:
+                raise FixError(f"finding {f.id} names fix {f.fix!r}, which is not in the fixes folder")
+            out.setdefault(f.fix, []).append(f.id)
+    return [(definitions[k], v) for k, v in out.items()]
+
+
+class Planner:
+    def __init__(self, inventory: Inventory, installer: Installer, facts: Any, options: FixOptions):
+        self.inv, self.installer, self.facts, self.opts = inventory, installer, facts, options
+        self.plan = Plan(target={"python": inventory.python, "is_venv": inventory.is_venv}, installer=installer.describe())
+        self.texts: dict[str, str] = {}  # path -> text as edited so far
+        self.originals: dict[str, str] = {}
+        self.families: dict[tuple[str, ...], dict[str, Any]] = {}
+        self.restores: dict[str, str] = {}
+        self.restore_last: set[str] = set()
+        self.exact_installs: list[str] = []
+        self.uninstalls: list[str] = []
+        self.why: dict[str, tuple[str, list[str], str]] = {}
+
+    # ---- files --------------------------------------------------------------------------------
+    def _text(self, path: Path) -> str:
+        key = str(path)
+        if key not in self.texts:
+            try:
+                self.texts[key] = self.originals[key] = path.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError) as exc:
+                raise FixError(f"{path}: cannot read: {getattr(exc, 'strerror', None) or exc}") from None
+        return self.texts[key]
+
+    def _edit(self, path: Path, new: str, fix: str, why: list[str], kind: str) -> None:
+        self.texts[str(path)] = new
+        self.why[str(path)] = (fix, why, kind)
+
+    def _pin_files(self, package: str) -> list[Path]:
+        out = []
+        for c in self.facts.constraints or []:
+            if canonicalize_name(c.get("name", "")) == package and c.get("file") and Path(c["file"]) not in out:
+                out.append(Path(c["file"]))
+        return out
+
+    # ---- actions ------------------------------------------------------------------------------
+    def add(self, fix: FixDefinition, why: list[str]) -> None:
+        self.plan.fixes.append({"id": fix.id, "title": fix.title, "findings": why})
+        self.plan.checks_after += [w for w in why if w not in self.plan.checks_after]
+        for action in fix.actions:
+            getattr(self, "_" + action.kind.replace("-", "_"))(action, fix.id, why)
+
+    def _pin(self, a: ActionSpec, fix: str, why: list[str]) -> None:
+        files = self._pin_files(a.fields["package"])
+        if not files:
+            self.plan.notes.append(f"{fix}: no constraints or requirements file that check read pins {a.fields['package']}; nothing to edit")
+        for path in files:
+            spec = None if a.fields.get("remove") else a.fields["specifier"]
+            self._edit(path, edits.edit_pin(self._text(path), a.fields["package"], spec, str(path)), fix, why, a.kind)
+
+    def _env_file(self, fix: str, names: list[str]) -> Path | None:
+        if self.opts.env_file is None:
+            self.plan.notes.append(f"{fix}: {', '.join(names)} is set in the environment sparkdoctor runs in: remove it where it is set, or name the env file with --env-file FILE")
+        return self.opts.env_file
+
+    def _unset_env(self, a: ActionSpec, fix: str, why: list[str]) -> None:
+        path = self._env_file(fix, a.fields["names"])
+        if path is not None:
+            self._edit(path, edits.unset_env(self._text(path), a.fields["names"]), fix, why, a.kind)
+
+    def _set_env(self, a: ActionSpec, fix: str, why: list[str]) -> None:
+        path = self._env_file(fix, [a.fields["name"]])
+        if path is not None:
+            self._edit(path, edits.set_env(self._text(path), a.fields["name"], a.fields["value"]), fix, why, a.kind)
+
+    def _recipe(self, fix: str) -> Path | None:
+        if self.opts.recipe is None:
+            self.plan.notes.append(f"{fix}: changes a serving recipe: name it with --recipe FILE")
+        return self.opts.recipe
+
+    def _add_flag(self, a: ActionSpec, fix: str, why: list[str]) -> None:
+        path = self._recipe(fix)
+        if path is not None:
+            self._edit(path, edits.add_flag(self._text(path), a.fields["flag"], a.fields.get("value"), str(path)), fix, why, a.kind)
+
+    def _drop_flag(self, a: ActionSpec, fix: str, why: list[str]) -> None:
+        path = self._recipe(fix)
+        if path is not None:
+            self._edit(path, edits.drop_flag(self._text(path), a.fields["flag"], str(path)), fix, why, a.kind)
+
+    def _install(self, a: ActionSpec, fix: str, why: list[str]) -> None:
+        self.exact_installs += [r for r in a.fields["requirements"] if r not in self.exact_installs]
+        self.why.setdefault("install", (fix, why, a.kind))
+
+    def _uninstall(self, a: ActionSpec, fix: str, why: list[str]) -> None:
+        self.uninstalls += [n for n in a.fields["packages"] if self.inv.get(n) and n not in self.uninstalls]
+        self.why.setdefault("uninstall", (fix, why, a.kind))
+
+    def _reinstall_family(self, a: ActionSpec, fix: str, why: list[str]) -> None:
+        key = tuple(sorted(a.fields["packages"]))
+        fam = self.families.setdefault(key, {"requirement": a.fields["requirement"], "specs": [], "fixes": [], "why": [], "last": None})
+        fam["last"] = fam["last"] or a.fields.get("last")
+        if a.fields["version"] != "installed" and a.fields["version"] not in fam["specs"]:
+            fam["specs"].append(a.fields["version"])
+        fam["fixes"].append(fix)
+        fam["why"] += why
+
+    def _restore_files(self, a: ActionSpec, fix: str, why: list[str]) -> None:
+        if a.fields.get("last"):
+            self.restore_last.add(a.fields["last"])
+        for name in a.fields["packages"]:
+            dist = self.inv.get(name)
+            if dist is None:
+                continue
+            if dist.mismatched is None:
+                raise FixError(f"internal: {name} was not hashed")
+            if not dist.mismatched:
+                continue
+            if not dist.from_registry():
+                self.plan.refusals.append(
+                    f"{dist.name} {dist.version} was installed from {dist.source()}: its files cannot be restored from the registry; "
+                    "reinstall it from that source (rebuild the image, re-run the build, git checkout the edit)")
+                continue
+            self.restores[dist.key] = dist.version
+            self.why.setdefault("restore:" + dist.key, (fix, why, a.kind))
+            shown = ", ".join(f"{m['path']} ({m['problem']})" for m in dist.mismatched[:5])
+            self.plan.notes.append(f"{dist.name} {dist.version}: {len(dist.mismatched)} file(s) differ from RECORD: {shown}")
+
+    # ---- packages -----------------------------------------------------------------------------
+    def _dependents(self, family: set[str]) -> list[str]:
+        """What the installed dists outside the family require of it, as constraint lines."""
+        lines = []
+        for dist in self.inv.dists.values():
+            if dist.key in family:
+                continue
+            for text in dist.requires:
+                try:
+                    req = Requirement(text)
+                    if req.marker is not None and not req.marker.evaluate({"extra": ""}):
+                        continue
+                except (InvalidRequirement, InvalidMarker, Exception):  # noqa: B014 (markers raise odd things)
+                    continue
+                if canonicalize_name(req.name) in family and req.specifier:
+                    line = f"{canonicalize_name(req.name)}{req.specifier}"
+                    if line not in lines:
+                        lines.append(line)
+        return lines
+
+    def _keep_installed(self, family: set[str]) -> list[str]:
+        """Pins that keep every registry dist outside the family where it is (resolution must not move them)."""
+        return [f"{d.key}=={d.version}" for d in self.inv.dists.values() if d.key not in family and d.from_registry()]
+
+    def _family_step(self, key: tuple[str, ...], fam: dict[str, Any], env: dict[str, str] | None) -> None:
+        family = set(key)
+        base = fam["requirement"]
+        req_name = canonicalize_name(Requirement(base).name)
+        have = self.inv.get(req_name)
+        if fam["specs"]:
+            spec = ",".join(fam["specs"])
+        elif have is not None:
+            spec = f"=={have.version}"
+        else:
+            raise FixError(f"{fam['fixes'][0]}: {req_name} is not installed, so there is no installed version to reinstall")
+        requirement = f"{base}{spec}"
+        constraints = self._dependents(family) + self._keep_installed(family)
+        res = self._dry_run([requirement], constraints, env, ignore_installed=True)
+        installed_family = sorted(n for n in family if self.inv.get(n))
+        fix, why = fam["fixes"][0], fam["why"]
+        self.plan.steps.append(Step("uninstall", fix, why, "reinstall-family", names=installed_family))
+        self.plan.steps.append(Step("install", fix, why, "reinstall-family", requirements=[requirement], constraints=constraints))
+        last = fam["last"]
+        if last and last in res.installs:  # its files must win where the family's wheels share paths
+            self.plan.steps.append(Step("restore", fix, why, "reinstall-family", requirements=[f"{last}=={res.installs[last]}"]))
+        changed = set(installed_family)
+        for name in installed_family:
+            self.plan.changes[name] = [self.inv.get(name).version, res.installs.get(name)]
+        for name, version in res.installs.items():
+            before = self.inv.get(name)
+            if name in family or before is None or before.version != version:
+                self.plan.changes[name] = [before.version if before else None, version]
+                changed.add(name)
+        self.plan.touched += sorted(changed)
+
+    def _dry_run(self, requirements: list[str], constraints: list[str], env: dict[str, str] | None, **kw: Any):
+        with tempfile.TemporaryDirectory(prefix="sparkdoctor-plan-") as tmp:
+            cfile = os.path.join(tmp, "constraints.txt")
+            with open(cfile, "w", encoding="utf-8") as fh:
+                fh.write("".join(c + "\n" for c in constraints))
+            return self.installer.dry_run(requirements, constraints=[cfile], env=env, **kw)
+
+    def _constraint_env(self, tmp: str) -> dict[str, str] | None:
+        """PIP_CONSTRAINT with the files this plan edits replaced by their edited text: the dry run
+        must resolve against the pins as they will be."""
+        edited = {p: t for p, t in self.texts.items() if self.originals.get(p) != t}
+        current = os.environ.get("PIP_CONSTRAINT", "")
+        if not edited or not current:
+            return None
+        parts = []
+        for i, part in enumerate(current.split()):
+            if os.path.realpath(part) in {os.path.realpath(p) for p in edited}:
+                copy = os.path.join(tmp, f"edited-{i}.txt")
+                Path(copy).write_text(edited[next(p for p in edited if os.path.realpath(p) == os.path.realpath(part))], encoding="utf-8")
+                part = copy
+            parts.append(part)
+        return {"PIP_CONSTRAINT": " ".join(parts)}
+
+    # ---- the whole plan -----------------------------------------------------------------------
+    def finish(self) -> Plan:
+        plan = self.plan
+        for path, new in self.texts.items():
+            old = self.originals[path]
+            if new == old:
+                continue
+            fix, why, kind = self.why[path]
+            plan.steps.append(Step("edit", fix, why, kind, path=path, old_sha256=sha256_file(Path(path)), new_text=new,
+                                   diff=edits.line_diff(old, new)))
+            if not os.access(path, os.W_OK) or not os.access(os.path.dirname(os.path.abspath(path)) or ".", os.W_OK):
+                plan.refusals.append(f"{path} is not writable by this user (run as its owner)")
+        with tempfile.TemporaryDirectory(prefix="sparkdoctor-pins-") as tmp:
+            env = self._constraint_env(tmp)
+            for key, fam in self.families.items():
+                self._family_step(key, fam, env)
+            if self.exact_installs:
+                fix, why, kind = self.why["install"]
+                res = self._dry_run(self.exact_installs, [], env)
+                plan.steps.append(Step("install", fix, why, kind, requirements=list(self.exact_installs)))
+                for name, version in res.installs.items():
+                    before = self.inv.get(name)
+                    plan.changes[name] = [before.version if before else None, version]
+                plan.touched += sorted(res.installs)
+        if self.uninstalls:
+            fix, why, kind = self.why["uninstall"]
+            plan.steps.append(Step("uninstall", fix, why, kind, names=list(self.uninstalls)))
+            for name in self.uninstalls:
+                plan.changes[name] = [self.inv.get(name).version, None]
+            plan.touched += self.uninstalls
+        for name in sorted(self.restores):
+            if any(name in key for key in self.families):  # a clean reinstall writes all its files fresh
+                del self.restores[name]
+                plan.notes.append(f"{name}: its edited files are replaced by the clean reinstall above")
+        if self.restores:
+            first = [n for n in sorted(self.restores) if n not in self.restore_last]
+            last = [n for n in sorted(self.restores) if n in self.restore_last]
+            for group in (first, last):  # `last`: its files win the paths it shares with the others
+                if group:
+                    fix, why, kind = self.why["restore:" + group[0]]
+                    plan.steps.append(Step("restore", fix, why, kind, requirements=[f"{n}=={self.restores[n]}" for n in group]))
+            for name, version in self.restores.items():
+                plan.changes[name] = [version, version]
+            plan.touched += sorted(self.restores)
+        plan.touched = sorted(set(plan.touched))
+        self._refuse()
+        return plan
+
+    def _refuse(self) -> None:
+        plan = self.plan
+        if not any(s.op != "edit" for s in plan.steps):
+            return
+        if not self.inv.is_venv and not self.opts.system:
+            plan.refusals.append(f"{self.inv.python} is a system interpreter, not a venv: changing its packages can break the OS's own tools (to allow it: --system)")
+        if not self.inv.writable:
+            plan.refusals.append(f"{self.inv.purelib} is not writable by this user (run as the owner of the environment)")
+        pinned = {canonicalize_name(c.get("name", "")) for c in self.facts.constraints or []}
+        for name, (before, after) in sorted(plan.changes.items()):
+            dist = self.inv.get(name)
+            if dist is not None and not dist.from_registry() and name not in self.opts.allow_replace:
+                plan.refusals.append(f"{dist.name} {dist.version} came from {dist.source()}, not the registry: replacing it with a registry wheel changes the build (to allow it: --allow-replace {name})")
+            if before and after and name in pinned and name not in self.opts.allow_downgrade and _lower(after, before):
+                plan.refusals.append(f"{name} is pinned in a constraints/requirements file and the plan downgrades it {before} -> {after} (to allow it: --allow-downgrade {name})")
+
+
+def _lower(after: str, before: str) -> bool:
+    try:
+        return Version(after) < Version(before)
+    except InvalidVersion:
+        return False
+
+
+def build_plan(findings: list[Any], definitions: dict[str, FixDefinition], inventory: Inventory, installer: Installer,
+               facts: Any, options: FixOptions) -> Plan:
+    planner = Planner(inventory, installer, facts, options)
+    for fix, why in wanted_fixes(findings, definitions):
+        planner.add(fix, why)
+    plan = planner.finish()
+    plan.probes_after = sorted({f.verified_by["probe"] for f in findings if f.fix and f.verified_by and f.verified_by.get("probe")})
+    return plan
+
+
+def hash_names(findings: list[Any], definitions: dict[str, FixDefinition]) -> list[str]:
+    """The dists whose files a restore-files action must hash before it can plan."""
+    names: list[str] = []
+    for fix, _ in wanted_fixes(findings, definitions):
+        for a in fix.actions:
+            if a.kind == "restore-files":
+                names += [n for n in a.fields["packages"] if n not in names]
+    return names
+
+
+__all__ = ["FixOptions", "build_plan", "hash_names", "wanted_fixes", "SpecifierSet"]

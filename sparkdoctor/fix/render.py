@@ -1,0 +1,100 @@
+"""The plan, the apply's outcome, a rollback and the history, for people (console) and for programs (JSON).
+
+JSON is versioned (`fix_version`) and is the only thing on stdout."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from sparkdoctor.fix.model import Plan
+
+FIX_VERSION = 1
+
+
+def plan_lines(plan: Plan) -> list[str]:
+    out = [f"Target: {plan.target['python']}  (installer: {plan.installer})"]
+    if not plan.fixes:
+        out.append("Nothing to fix: no finding names a fix.")
+    for f in plan.fixes:
+        out.append(f"Fix {f['id']}: {f['title']}  (asked for by: {', '.join(f['findings'])})")
+    if plan.steps:
+        out.append("Steps, in order:")
+    for i, s in enumerate(plan.steps, 1):
+        if s.op == "edit":
+            out.append(f"  {i}. edit {s.path}  [{s.kind}]")
+            out += [f"       {line}" for line in s.diff]
+        elif s.op == "uninstall":
+            out.append(f"  {i}. uninstall {' '.join(s.names)}  [{s.kind}]")
+        elif s.op == "install":
+            extra = f" (with {len(s.constraints)} constraint lines: what installed packages require, the rest kept where it is)" if s.constraints else ""
+            out.append(f"  {i}. install {' '.join(s.requirements)} in one resolver call{extra}  [{s.kind}]")
+        elif s.kind == "reinstall-family":
+            out.append(f"  {i}. reinstall {' '.join(s.requirements)} last, by itself, no dependencies: its files win the paths the family's wheels share  [{s.kind}]")
+        else:
+            out.append(f"  {i}. reinstall {' '.join(s.requirements)} from the registry, no dependencies  [{s.kind}]")
+    if plan.changes:
+        out.append("Versions, before -> after:")
+        for name, (before, after) in sorted(plan.changes.items()):
+            tag = " (reinstalled)" if before == after else ""
+            out.append(f"  {name}: {before or '(not installed)'} -> {after or '(removed)'}{tag}")
+    for note in plan.notes:
+        out.append(f"Note: {note}")
+    if plan.checks_after:
+        probes = f"; probes: {', '.join(plan.probes_after)}" if plan.probes_after else ""
+        out.append(f"Checked after: check runs again; expected gone: {', '.join(plan.checks_after)}{probes}")
+    for r in plan.refusals:
+        out.append(f"REFUSED: {r}")
+    return out
+
+
+def plan_json(plan: Plan, report: Any) -> str:
+    return json.dumps({"fix_version": FIX_VERSION, "mode": "plan", "plan": plan.to_dict(),
+                       "findings": sorted(f.id for f in report.findings), "verdict": report.verdict()}, indent=2)
+
+
+def applied_lines(result: dict[str, Any]) -> list[str]:
+    out = [f"Journal: {result['journal']}"]
+    out += [f"  done: {d}" for d in result["done"]]
+    if result["error"]:
+        out.append(f"FAILED: {result['error']}")
+        if result["rolled_back"]:
+            v = result["rollback_verified"] or {}
+            out.append(f"Rolled back: {'package set and file bytes verified identical' if v.get('ok') else 'DIFFERENCES: ' + '; '.join(v.get('packages_differ', []) + v.get('files_differ', []))}")
+    out.append(f"Findings gone: {', '.join(result['gone']) or 'none'}")
+    out.append(f"Findings remaining: {', '.join(result['remaining']) or 'none'}")
+    out.append(f"New findings: {', '.join(result['new']) or 'none'}")
+    out.append(f"Verdict after: {result['report_after'].verdict()}   (undo: sparkdoctor fix --rollback {result['journal']})")
+    return out
+
+
+def applied_json(result: dict[str, Any]) -> str:
+    body = {k: v for k, v in result.items() if k != "report_after"}
+    body["verdict_after"] = result["report_after"].verdict()
+    return json.dumps({"fix_version": FIX_VERSION, "mode": "apply", **body}, indent=2)
+
+
+def rollback_lines(result: dict[str, Any]) -> list[str]:
+    out = [result["message"]]
+    v = result.get("verified") or {}
+    if result["status"] == "rolled back":
+        for name, version in sorted(result.get("restored_packages", {}).items()):
+            out.append(f"  restored {name} {version}")
+        for path in result.get("restored_files", []):
+            out.append(f"  restored {path}")
+    if v:
+        if v.get("ok"):
+            out.append(f"Verified: {v.get('packages')} packages as before; {v.get('files')} files byte for byte")
+        else:
+            out.append("DIFFERENCES: " + "; ".join(v.get("packages_differ", []) + v.get("files_differ", [])))
+    return out
+
+
+def history_lines(rows: list[dict[str, Any]]) -> list[str]:
+    if not rows:
+        return ["No fix journals yet."]
+    return [f"{r['journal']}  {r['status']:<14} {', '.join(r['fixes']) or '-'}  {r['target'] or ''}" for r in rows]
+
+
+def as_json(mode: str, body: Any) -> str:
+    return json.dumps({"fix_version": FIX_VERSION, "mode": mode, "result": body}, indent=2)

@@ -1,0 +1,178 @@
+"""Run by the TARGET's interpreter (standard library only, Python 3.8+): its distributions, as JSON.
+
+    python -B target_dists.py [--hash NAME ...]
+
+`fix` needs more than `check` keeps: every file each distribution's RECORD lists (to copy them
+into the journal and compare them after a rollback), INSTALLER and direct_url.json (where each
+came from, so nothing is replaced from the wrong source), Requires-Dist (what the installed
+packages demand of a family being reinstalled), and whether the target is a venv, a uv venv, has
+pip, and can be written. With --hash NAME the RECORD hashes of NAME's files are checked too.
+Prints one JSON object on the last line of stdout.
+"""
+
+import base64
+import hashlib
+import json
+import os
+import re
+import sys
+
+try:
+    from importlib import metadata
+except ImportError:  # pragma: no cover (3.7)
+    metadata = None
+
+
+def canonical(name):
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def read_text(dist, name):
+    try:
+        return dist.read_text(name)
+    except Exception:
+        return None
+
+
+def record_rows(dist):
+    text = read_text(dist, "RECORD")
+    rows = []
+    if not text:
+        return rows
+    import csv
+    import io
+
+    for row in csv.reader(io.StringIO(text)):
+        if row:
+            rows.append((row[0], row[1] if len(row) > 1 else "", row[2] if len(row) > 2 else ""))
+    return rows
+
+
+def file_hash(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h
+
+
+def mismatches(location, rows):
+    out = []
+    for rel, digest, _size in rows:
+        if not digest.startswith("sha256="):
+            continue
+        full = os.path.normpath(os.path.join(location, rel))
+        try:
+            got = base64.urlsafe_b64encode(file_hash(full).digest()).rstrip(b"=").decode()
+        except OSError:
+            out.append({"path": rel, "problem": "missing"})
+            continue
+        if got != digest[len("sha256="):]:
+            out.append({"path": rel, "problem": "modified", "full": full, "sha256": "sha256=" + got})
+    return out
+
+
+def describe(dist, hash_names):
+    name = dist.metadata["Name"] or "?"
+    location = str(dist.locate_file(""))
+    rows = record_rows(dist)
+    direct = read_text(dist, "direct_url.json")
+    try:
+        direct = json.loads(direct) if direct else None
+    except ValueError:
+        direct = {"unreadable": True}
+    info_dir = getattr(dist, "_path", None)
+    out = {
+        "name": name,
+        "version": dist.version,
+        "location": location,
+        "info_dir": str(info_dir) if info_dir else None,
+        "installer": (read_text(dist, "INSTALLER") or "").strip() or None,
+        "direct_url": direct,
+        "requires": list(dist.requires or []),
+        "files": [r[0] for r in rows],
+    }
+    if canonical(name) in hash_names:
+        out["mismatched"] = mismatches(location, rows)
+    return out, rows
+
+
+def drop_overwritten(dists, rows_of):
+    """A file whose bytes are what ANOTHER dist's RECORD says for the same path was overwritten by
+    that dist (wheels sharing paths), not edited: it is not this dist's to restore."""
+    owners = {}
+    for key, (location, rows) in rows_of.items():
+        for rel, digest, _size in rows:
+            owners.setdefault(os.path.normpath(os.path.join(location, rel)), set()).add((key, digest))
+    for key, info in dists.items():
+        kept = []
+        for m in info.get("mismatched") or []:
+            others = [k for k, d in owners.get(m.get("full"), ()) if k != key and d == m.get("sha256")]
+            if others:
+                continue
+            kept.append({"path": m["path"], "problem": m["problem"]})
+        if "mismatched" in info:
+            info["mismatched"] = kept
+
+
+def pyvenv_cfg():
+    path = os.path.join(sys.prefix, "pyvenv.cfg")
+    keys = {}
+    try:
+        with open(path, encoding="utf-8") as fh:
+            for line in fh:
+                if "=" in line:
+                    k, v = line.split("=", 1)
+                    keys[k.strip().lower()] = v.strip()
+    except OSError:
+        return None
+    return keys
+
+
+def main(argv):
+    hash_names = set()
+    i = 0
+    while i < len(argv):
+        if argv[i] == "--hash" and i + 1 < len(argv):
+            hash_names.add(canonical(argv[i + 1]))
+            i += 1
+        i += 1
+    import sysconfig
+
+    purelib = sysconfig.get_paths()["purelib"]
+    dists = {}
+    rows_of = {}
+    for dist in metadata.distributions():
+        name = dist.metadata["Name"]
+        if not name:
+            continue
+        key = canonical(name)
+        if key in dists:  # the first one on sys.path is the one imported
+            continue
+        try:
+            dists[key], rows = describe(dist, hash_names)
+            rows_of[key] = (dists[key]["location"], rows)
+        except Exception as exc:
+            dists[key] = {"name": name, "version": dist.version, "error": "%s: %s" % (type(exc).__name__, exc)}
+    if hash_names:
+        drop_overwritten(dists, rows_of)
+    cfg = pyvenv_cfg()
+    has_pip = "pip" in dists
+    out = {
+        "python": sys.executable,
+        "prefix": sys.prefix,
+        "base_prefix": getattr(sys, "base_prefix", sys.prefix),
+        "is_venv": sys.prefix != getattr(sys, "base_prefix", sys.prefix),
+        "uv": bool(cfg and "uv" in cfg),
+        "has_pip": has_pip,
+        "purelib": purelib,
+        "writable": os.access(purelib, os.W_OK),
+        "version": "%d.%d" % sys.version_info[:2],
+        "dists": dists,
+    }
+    sys.stdout.write(json.dumps(out) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,123 @@
+"""`sparkdoctor fix` end to end on real venvs (pip and uv targets), real registry dists, real files:
+plan (dry run changes nothing) -> --yes (journal, apply, re-check) -> --rollback offline -> the
+original bytes; a second rollback; --history; the lock; a half-written and an interrupted journal."""
+
+import fcntl
+import hashlib
+import json
+import os
+
+import pytest
+
+from sparkdoctor.fix import journal as jr
+from tests.fix import scenario
+from tests.fix.scenario import as_json, fix_cli
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.mark.parametrize("kind", ["pip", "uv"])
+def test_plan_apply_rollback_byte_for_byte(tmp_path, wheels, kind):
+    python = scenario.make_target(tmp_path, kind, wheels)
+    env_file, pins = scenario.files_for(tmp_path)
+    env = {"PIP_CONSTRAINT": str(pins)}
+    before = scenario.state(python, [env_file, pins])
+
+    plan = fix_cli(python, "--env-file", str(env_file), "--format", "json", env=env)
+    assert plan.returncode == 1, plan.stderr  # check's table: error findings present
+    body = as_json(plan)
+    assert body["fix_version"] == 1 and body["mode"] == "plan"
+    steps = [(s["op"], s["kind"]) for s in body["plan"]["steps"]]
+    assert ("edit", "unset-env") in steps and ("edit", "pin") in steps and ("restore", "restore-files") in steps
+    assert ("uninstall", "reinstall-family") in steps and ("install", "install") in steps
+    assert body["plan"]["changes"]["six"] == ["1.16.0", "1.17.0"]
+    assert body["plan"]["installer"].startswith("uv pip" if kind == "uv" else str(python))
+    assert scenario.diff(before, scenario.state(python, [env_file, pins])) == [], "a dry run changes nothing"
+
+    applied = fix_cli(python, "--env-file", str(env_file), "--yes", env=env)
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    assert "Findings gone: small-env-stale, small-pin-old, small-six-old" in applied.stdout
+    assert "VLLM_NVFP4_GEMM_BACKEND" not in env_file.read_text() and "six>=1.17  # why not" in pins.read_text()
+    after = scenario.state(python, [env_file, pins])
+    assert "six-1.17.0.dist-info" in after["dists"] and after["hashes"]["idna/core.py"] != before["hashes"]["idna/core.py"]
+
+    offline = {"PIP_NO_INDEX": "1", "UV_OFFLINE": "1", "PIP_CONSTRAINT": str(pins)}
+    back = fix_cli(None, "--rollback", env=offline)
+    assert back.returncode == 0, back.stdout + back.stderr
+    assert "restored six 1.16.0" in back.stdout and f"restored {env_file}" in back.stdout and "byte for byte" in back.stdout
+    assert scenario.diff(before, scenario.state(python, [env_file, pins])) == []
+
+    again = fix_cli(None, "--rollback", "--format", "json")
+    assert again.returncode == 0 and as_json(again)["result"]["status"] == "already rolled back"
+    hist = as_json(fix_cli(None, "--history", "--format", "json"))["result"]
+    assert [h["status"] for h in hist] == ["rolled back"] and "six-upgrade" in hist[0]["fixes"]
+
+
+def test_a_second_fix_on_the_same_target_waits_for_the_lock(tmp_path, wheels):
+    python = scenario.make_target(tmp_path, "uv", wheels)
+    lock_dir = jr.state_dir() / "locks"
+    lock_dir.mkdir(parents=True)
+    key = hashlib.sha256(os.path.realpath(python).encode()).hexdigest()[:16]
+    with open(lock_dir / f"{key}.lock", "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        res = fix_cli(python, "--yes")
+    assert res.returncode == 5 and "another sparkdoctor fix or rollback is running" in res.stderr
+    assert len(res.stderr.strip().splitlines()[-1]) < 400 and not scenario.journals(jr.state_dir())
+
+
+def test_half_written_and_interrupted_journals(tmp_path, wheels):
+    python = scenario.make_target(tmp_path, "uv", wheels)
+    res = fix_cli(python, "--yes", env={"SPARKDOCTOR_FIX_KILL_AT": "apply:4"})  # inside the journal, before COMPLETE
+    assert res.returncode == -9
+    (half,) = scenario.journals(jr.state_dir())
+    assert not (half / "COMPLETE").exists()
+    out = fix_cli(None, "--rollback")
+    assert out.returncode == 0 and "half-written" in out.stdout and "nothing was changed" in out.stdout
+    res = fix_cli(python, "--yes", env={"SPARKDOCTOR_FIX_KILL_AT": "apply:8"})  # mid-apply
+    assert res.returncode == -9
+    blocked = fix_cli(python, "--yes")
+    assert blocked.returncode == 5 and "stopped mid-apply: run `sparkdoctor fix --rollback" in blocked.stderr
+    hist = fix_cli(None, "--history").stdout
+    assert "interrupted" in hist and "half-written" in hist
+    assert hist.index("interrupted") < hist.index("half-written"), "newest first"
+
+
+def test_a_vendor_local_wheel_is_refused(tmp_path, wheels):
+    """A `+local` build installed from a file: the plan refuses to replace it and says why."""
+    import zipfile
+
+    src = next(wheels.glob("six-1.16.0-*.whl"))
+    local = tmp_path / "six-1.16.0+vendor-py2.py3-none-any.whl"
+    with zipfile.ZipFile(src) as zin, zipfile.ZipFile(local, "w") as zout:
+        for item in zin.infolist():
+            data = zin.read(item)
+            name = item.filename.replace("six-1.16.0.dist-info", "six-1.16.0+vendor.dist-info")
+            if name.endswith("METADATA"):
+                data = data.replace(b"Version: 1.16.0", b"Version: 1.16.0+vendor")
+            if name.endswith("RECORD"):
+                data = b"\n".join(r.replace(b"six-1.16.0.dist-info", b"six-1.16.0+vendor.dist-info").split(b",")[0] + b",," for r in data.splitlines())
+            zout.writestr(name, data)
+    venv = tmp_path / "v"
+    scenario.must([scenario.uv(), "venv", "--quiet", str(venv)])
+    scenario.must([scenario.uv(), "pip", "install", "--quiet", "--python", str(venv / "bin/python"), str(local)])
+    res = fix_cli(venv / "bin/python", "--yes")
+    assert res.returncode == 4, res.stdout + res.stderr
+    assert "six 1.16.0+vendor came from" in res.stderr and "--allow-replace six" in res.stderr
+    plan = fix_cli(venv / "bin/python")
+    assert "REFUSED: six 1.16.0+vendor came from" in plan.stdout
+    assert json.loads(fix_cli(None, "--history", "--format", "json").stdout)["result"] == []
+
+
+def test_an_install_that_differs_from_the_plan_is_rolled_back(tmp_path, wheels):
+    """The installer does something else than the dry run said (here: keeps six 1.16.0): the apply
+    is undone at once from the journal and says why."""
+    python = scenario.make_target(tmp_path, "uv", wheels)
+    env_file, pins = scenario.files_for(tmp_path)
+    before = scenario.state(python, [env_file, pins])
+    res = fix_cli(python, "--env-file", str(env_file), "--yes", "--format", "json",
+                  env={"SPARKDOCTOR_FIX_FAULT": "drift:5", "PIP_CONSTRAINT": str(pins)})
+    assert res.returncode == 5, res.stdout + res.stderr
+    body = as_json(res)
+    assert "differs from the plan: six is 1.16.0, the plan said 1.17.0" in body["error"]
+    assert body["rolled_back"] and body["rollback_verified"]["ok"]
+    assert scenario.diff(before, scenario.state(python, [env_file, pins])) == []

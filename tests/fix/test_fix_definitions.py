@@ -1,0 +1,101 @@
+"""Fix definitions and the matrix agree: every action = "fix" entry names a fix, every fix is used,
+every field is validated with one line naming the file and the field, and every bundled fix is safe."""
+
+from pathlib import Path
+
+import pytest
+
+from sparkdoctor.fix.definitions import VOCABULARY, load_all, load_file
+from sparkdoctor.fix.interface import DefinitionError
+from sparkdoctor.matrix import MatrixError
+from sparkdoctor.matrix.loader import load
+
+DATA = Path(__file__).parent / "data"
+VENDOR_IMAGE_PACKAGES = {"torch", "vllm", "triton", "torchvision", "torchaudio"}
+
+
+def test_every_fix_entry_names_a_fix_and_every_fix_is_used():
+    matrix = load()
+    fixes = load_all()
+    named = {e.fix for e in matrix.entries if e.fix}
+    assert all(e.fix for e in matrix.entries if e.action == "fix")
+    assert named == set(fixes), "a fix no entry uses, or an entry naming no fix file"
+    assert len(fixes) >= 10
+
+
+def test_bundled_fixes_are_safe():
+    """No bundled fix installs, uninstalls or reinstalls a vendor-image package (torch, vLLM) from the
+    registry (the audit's NGC torch-2.12a ABI hazard); restoring their files is gated by the source check."""
+    for fix in load_all().values():
+        for action in fix.actions:
+            assert action.kind in VOCABULARY
+            if action.kind in ("install", "uninstall", "reinstall-family"):
+                from sparkdoctor.fix.definitions import touched_packages
+
+                assert not (touched_packages(action) & VENDOR_IMAGE_PACKAGES), (fix.id, action)
+
+
+def _write(tmp_path: Path, name: str, text: str) -> Path:
+    p = tmp_path / f"{name}.toml"
+    p.write_text(text)
+    return p
+
+
+GOOD = 'schema = 1\nid = "xx"\ntitle = "t"\nsummary = "s"\n'
+
+
+@pytest.mark.parametrize("body, field", [
+    ('[[action]]\nkind = "shell"\n', "field 'kind' must be one of"),
+    ('[[action]]\nkind = "install"\nrequirements = ["six>=1"]\n', "exact requirements"),
+    ('[[action]]\nkind = "install"\nrequirements = ["six @ https://x/y.whl"]\n', "field 'requirements'"),
+    ('[[action]]\nkind = "install"\nrequirements = ["six==1"]\ncommand = "rm -rf /"\n', "unknown field(s): 'command'"),
+    ('[[action]]\nkind = "unset-env"\nnames = ["A B"]\n', "field 'names'"),
+    ('[[action]]\nkind = "drop-flag"\nflag = "; rm"\n', "field 'flag'"),
+    ('[[action]]\nkind = "pin"\npackage = "six"\n', "exactly one of 'specifier' or remove"),
+    ('[[action]]\nkind = "reinstall-family"\npackages = ["a"]\nrequirement = "b"\nversion = "installed"\n', "field 'requirement'"),
+    ('[[action]]\nkind = "reinstall-family"\npackages = ["a"]\nrequirement = "a"\nversion = "latest!"\n', "field 'version'"),
+    ('', "field 'action'"),
+])
+def test_a_bad_fix_file_is_one_line_naming_file_and_field(tmp_path, body, field):
+    path = _write(tmp_path, "xx", GOOD + body)
+    with pytest.raises(DefinitionError) as info:
+        load_file(path)
+    message = str(info.value)
+    assert str(path) in message and field in message and "\n" not in message
+
+
+def test_fix_id_must_match_its_file_name(tmp_path):
+    path = _write(tmp_path, "other", GOOD + '[[action]]\nkind = "uninstall"\npackages = ["six"]\n')
+    with pytest.raises(DefinitionError, match="named <id>.toml"):
+        load_file(path)
+
+
+def test_a_newer_fix_schema_is_refused(tmp_path):
+    path = _write(tmp_path, "xx", GOOD.replace("schema = 1", "schema = 2") + '[[action]]\nkind = "uninstall"\npackages = ["six"]\n')
+    with pytest.raises(DefinitionError, match="schema"):
+        load_file(path)
+
+
+def test_an_entry_naming_an_unknown_fix_is_refused_by_the_matrix_loader(tmp_path):
+    text = (DATA / "matrix" / "small.toml").read_text().replace('fix = "six-upgrade"', 'fix = "no-such-fix"')
+    (tmp_path / "m.toml").write_text(text)
+    with pytest.raises(MatrixError) as info:
+        load(tmp_path, DATA / "fixes")
+    assert "m.toml: entry small-six-old: field 'fix' names 'no-such-fix'" in str(info.value)
+
+
+def test_the_test_matrix_and_fixes_load():
+    matrix = load(DATA / "matrix", DATA / "fixes")
+    assert {e.fix for e in matrix.entries} == set(load_all(DATA / "fixes"))
+
+
+def test_unused_fix_and_missing_fix_rules_of_the_bundled_matrix():
+    from sparkdoctor.matrix.loader import check_fixes
+
+    entries = load().entries
+    with pytest.raises(MatrixError, match="named by no matrix entry"):
+        check_fixes(entries, {}, {e.fix for e in entries if e.fix} | {"orphan-fix"}, bundled=True)
+    bare = [e for e in entries if e.action == "fix"][0]
+    bare.fix = None
+    with pytest.raises(MatrixError, match=f"entry {bare.id}: field 'fix' is missing"):
+        check_fixes([bare], {}, set(), bundled=True)

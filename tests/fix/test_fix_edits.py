@@ -1,0 +1,65 @@
+"""The text edits: only the lines they are about change; recipes are edited as argv lists, on a file."""
+
+import sys
+
+import pytest
+
+from sparkdoctor.fix import edits
+from sparkdoctor.fix.interface import FixError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+
+def test_pin_change_keeps_comments_markers_and_other_lines():
+    text = "# pins\nnvidia-cutlass-dsl[cu13]==4.4.2 ; python_version >= '3.10'  # the old b12x pin\nsix==1.16\n"
+    out = edits.edit_pin(text, "nvidia_cutlass_dsl", ">=4.5.2", "c.txt")
+    assert out.splitlines()[0] == "# pins" and out.splitlines()[2] == "six==1.16"
+    assert out.splitlines()[1].startswith('nvidia-cutlass-dsl[cu13]>=4.5.2; python_version >= "3.10"')
+    assert "# the old b12x pin" in out.splitlines()[1]
+
+
+def test_pin_removal_and_a_missing_pin():
+    assert edits.edit_pin("a==1\nsix==1.16\r\n", "six", None, "c.txt") == "a==1\n"
+    with pytest.raises(FixError, match="c.txt: no pin of torch"):
+        edits.edit_pin("a==1\n", "torch", None, "c.txt")
+
+
+def test_env_unset_and_set():
+    text = "A=1\nexport VLLM_NVFP4_GEMM_BACKEND=marlin\n# VLLM_NVFP4_GEMM_BACKEND=x stays a comment\nB=2"
+    out = edits.unset_env(text, ["VLLM_NVFP4_GEMM_BACKEND"])
+    assert out == "A=1\n# VLLM_NVFP4_GEMM_BACKEND=x stays a comment\nB=2"
+    assert edits.set_env(out, "B", "two words") == "A=1\n# VLLM_NVFP4_GEMM_BACKEND=x stays a comment\nB='two words'"
+    assert edits.set_env("A=1", "C", "3") == "A=1\nC=3\n"
+
+
+RECIPE = '''# a serving recipe
+name = "demo"
+command = [
+  "vllm", "serve", "m",  # the model
+  "--enforce-eager",
+  "--moe-backend", "marlin",
+]
+env = { VLLM_X = "1" }
+'''
+
+
+def test_recipe_flags_on_a_file(tmp_path):
+    path = tmp_path / "r.toml"
+    path.write_text(RECIPE)
+    dropped = edits.drop_flag(path.read_text(), "--enforce-eager", str(path))
+    path.write_text(dropped)
+    doc = tomllib.loads(path.read_text())
+    assert doc["command"] == ["vllm", "serve", "m", "--moe-backend", "marlin"]
+    assert doc["env"] == {"VLLM_X": "1"} and path.read_text().startswith("# a serving recipe\nname = \"demo\"\n")
+    added = edits.add_flag(path.read_text(), "--moe-backend", "flashinfer_b12x", str(path))
+    assert tomllib.loads(added)["command"] == ["vllm", "serve", "m", "--moe-backend", "flashinfer_b12x"]
+    assert edits.drop_flag(added, "--not-there", str(path)) == added
+    with pytest.raises(FixError, match="field 'command'"):
+        edits.drop_flag("name = 1\n", "--x", "r.toml")
+
+
+def test_line_diff():
+    assert edits.line_diff("a\nb\n", "a\nc\n") == ["-b", "+c"]

@@ -1,0 +1,261 @@
+"""Fault injection: the promise is that nothing is lost.
+
+The process SIGKILLs itself at every step boundary of apply, of rollback and of the automatic
+rollback (SPARKDOCTOR_FIX_KILL_AT), the installer fails (a version that does not exist, a resolver
+conflict), a file turns read-only, a disk is full (tmpfs of 4 MB). After each: either the apply
+completed, or a rollback from the journal restores the exact prior state: every dist on disk and
+the sha256 of every file of every dist (so `pip freeze --all` and every byte), plus the edited files.
+The test prints the count and the outcome table.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections import Counter
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from sparkdoctor.fix import journal as jr
+from tests.fix import scenario
+from tests.fix.scenario import fix_cli
+
+pytestmark = pytest.mark.slow
+KILLED = -9
+
+
+class Target:
+    def __init__(self, root: Path, kind: str, wheels: Path, small: bool = False):
+        root.mkdir(parents=True)
+        self.root, self.kind = root, kind
+        self.python = scenario.make_target(root, kind, wheels)
+        self.env_file, self.pins = scenario.files_for(root)
+        self.small = small
+        self.before = self.state()
+
+    def state(self) -> dict:
+        return scenario.state(self.python, [self.env_file, self.pins])
+
+    def args(self) -> list[str]:
+        return ["--env-file", str(self.env_file)]
+
+    def env(self, **extra: str) -> dict:
+        env = {"PIP_CONSTRAINT": str(self.pins)}
+        env.update(extra)
+        return env
+
+    def fix(self, *args: str, **env: str):
+        data = scenario.DATA / "small" if self.small else scenario.DATA  # small: only the env-file fix, no package step
+        return fix_cli(self.python, *self.args(), *args, env=self.env(**env), data=data)
+
+    def lost(self) -> list[str]:
+        return scenario.diff(self.before, self.state())
+
+
+def _rollback(**env: str):
+    return fix_cli(None, "--rollback", env=env)
+
+
+def _settle(t: Target) -> str:
+    """After a fault: what the journal says, then roll back if there is anything to roll back."""
+    found = scenario.journals(jr.state_dir())
+    if not found:
+        return "no journal: unchanged"
+    status = jr.load(str(found[0])).status()
+    if status == "half-written":
+        out = _rollback()
+        assert "nothing was changed" in out.stdout, out.stdout + out.stderr
+        return "half-written journal: unchanged"
+    if status == "rolled back":
+        return "auto rolled back"
+    if status == "rollback interrupted":
+        out = _rollback(PIP_NO_INDEX="1", UV_OFFLINE="1")
+        assert out.returncode == 0 and "byte for byte" in out.stdout, out.stdout + out.stderr
+        return "rollback interrupted: rolled back again offline"
+    if status == "applied":
+        after = t.state()
+        assert "six-1.17.0.dist-info" in after["dists"] or t.small, "applied means the plan's state"
+        assert _rollback().returncode == 0
+        return "completed (then rolled back)"
+    out = _rollback(PIP_NO_INDEX="1", UV_OFFLINE="1")
+    assert out.returncode == 0, out.stdout + out.stderr
+    return "interrupted: rolled back offline"
+
+
+@contextmanager
+def tmpfs(path: Path, size: str = "4m"):
+    path.mkdir(parents=True, exist_ok=True)
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], capture_output=True, timeout=30)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here (needs root): {done.stderr.decode().strip()}")
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)], capture_output=True, timeout=30)
+
+
+def _fill(folder: Path) -> None:
+    with open(folder / "filler", "wb", buffering=0) as fh:  # unbuffered: nothing left to fail at close
+        try:
+            while True:
+                fh.write(b"\0" * 65536)
+        except OSError:
+            pass
+
+
+OUTCOMES: list[tuple[str, str, str]] = []  # (fault, outcome, what was lost), across this module's tests
+
+
+@pytest.fixture
+def case(tmp_path, wheels, monkeypatch):
+    """case(kind, small) -> a fresh target and its own state folder; record(name, t, outcome) appends to the table."""
+    n = [0]
+
+    def make(kind: str = "uv", small: bool = False) -> Target:
+        n[0] += 1
+        monkeypatch.setenv("SPARKDOCTOR_STATE_DIR", str(tmp_path / f"state{n[0]}"))
+        return Target(tmp_path / f"case{n[0]}", kind, wheels, small)
+
+    return make
+
+
+def record(name: str, t: Target, outcome: str) -> None:
+    lost = t.lost()
+    OUTCOMES.append((name, outcome, "; ".join(lost)[:300] if lost else ""))
+    assert not lost, f"{name}: {outcome}: LOST {lost}"
+
+
+def _kill_apply(case, kind: str, small: bool, count: int) -> None:
+    for at in range(1, count + 1):
+        t = case(kind, small)
+        res = t.fix("--yes", SPARKDOCTOR_FIX_KILL_AT=f"apply:{at}")
+        assert res.returncode in (KILLED, 0), res.stdout + res.stderr
+        record(f"{kind}{' file-only plan' if small else ''}: SIGKILL at apply boundary {at}", t,
+               _settle(t) if res.returncode == KILLED else "completed (no kill: past the last boundary)")
+
+
+def test_sigkill_at_every_apply_boundary(case):
+    """The full plan (6 steps, 14 boundaries) and a plan that only edits a file (9 boundaries)."""
+    _kill_apply(case, "uv", False, 14)
+    _kill_apply(case, "uv", True, 9)
+
+
+def test_sigkill_at_every_rollback_boundary(case):
+    for at in range(1, 7):
+        t = case()
+        assert t.fix("--yes").returncode == 0
+        res = _rollback(SPARKDOCTOR_FIX_KILL_AT=f"rollback:{at}")
+        assert res.returncode == KILLED, res.stdout + res.stderr
+        record(f"uv: SIGKILL at rollback boundary {at}", t, _settle(t))
+
+
+def test_sigkill_in_the_rollback_of_an_interrupted_apply(case):
+    """Two faults in a row: killed mid-apply (after the first package step), then killed mid-rollback."""
+    for at in (1, 2, 3):
+        t = case()
+        assert t.fix("--yes", SPARKDOCTOR_FIX_KILL_AT="apply:10").returncode == KILLED
+        res = _rollback(SPARKDOCTOR_FIX_KILL_AT=f"rollback:{at}")
+        assert res.returncode == KILLED, res.stdout + res.stderr
+        record(f"uv: SIGKILL at apply boundary 10, then at rollback boundary {at}", t, _settle(t))
+
+
+def test_installer_failures_are_rolled_back(case):
+    """After the journal: the automatic rollback restores; a SIGKILL inside it is finished by --rollback."""
+    for fault in ("bad-version:4", "bad-version:5", "bad-version:6", "conflict:4", "conflict:5", "conflict:6", "drift:4", "drift:5"):
+        t = case()
+        res = t.fix("--yes", SPARKDOCTOR_FIX_FAULT=fault)
+        assert res.returncode == 5 and "FAILED" in res.stdout and "Rolled back: package set and file bytes verified identical" in res.stdout, res.stdout + res.stderr
+        record(f"uv: installer {fault.replace(':', ' at step ')}", t, _settle(t))
+    for at in range(1, 7):
+        t = case()
+        res = t.fix("--yes", SPARKDOCTOR_FIX_FAULT="bad-version:5", SPARKDOCTOR_FIX_KILL_AT=f"auto-rollback:{at}")
+        assert res.returncode == KILLED, res.stdout + res.stderr
+        record(f"uv: installer fails, SIGKILL at auto-rollback boundary {at}", t, _settle(t))
+
+
+def test_a_version_that_does_not_exist_is_refused_by_the_dry_run(case, tmp_path):
+    t = case()
+    fixes = tmp_path / "fixes-bad"
+    fixes.mkdir()
+    for f in (scenario.DATA / "fixes").glob("*.toml"):
+        (fixes / f.name).write_text(f.read_text().replace("six==1.17.0", "six==0.0.0.dev987654"))
+    res = fix_cli(t.python, *t.args(), "--yes", "--fixes", str(fixes), env=t.env())
+    assert res.returncode == 5 and "failed" in res.stderr and len(res.stderr.strip().splitlines()) <= 3, res.stderr
+    record("uv: nonexistent version in the plan's dry run", t, _settle(t))
+
+
+def test_full_disks_and_read_only_files(case, tmp_path):
+    t = case()
+    with tmpfs(tmp_path / "ro-at-plan") as fs:
+        env_file = fs / "vllm.env"
+        env_file.write_text(scenario.ENV_TEXT)
+        subprocess.run(["mount", "-o", "remount,ro", str(fs)], check=True, timeout=30)
+        t.env_file = env_file
+        t.before = t.state()
+        res = t.fix("--yes")
+        assert res.returncode == 4 and f"{env_file} is not writable" in res.stderr, res.stderr
+        record("uv: the env file is on a read-only file system at plan time", t, "refused: nothing changed")
+    t = case()
+    with tmpfs(tmp_path / "full-state") as full:
+        _fill(full)
+        res = t.fix("--yes", SPARKDOCTOR_STATE_DIR=str(full))
+        assert res.returncode == 5 and "nothing was changed" in res.stderr and len(res.stderr.strip().splitlines()) == 3, res.stderr
+        record("uv: the state disk is full (4 MB tmpfs) at the journal", t, "refused: nothing changed")
+    for mode in ("read-only", "disk-full"):
+        t = case()
+        with tmpfs(tmp_path / f"fs-{mode}") as fs:
+            env_file = fs / "vllm.env"
+            env_file.write_text(scenario.ENV_TEXT)
+            t.env_file = env_file
+            t.before = t.state()
+            _in_process_sabotaged_apply(t, fs, mode)
+            record(f"uv: the env file's file system turns {mode} between plan and apply", t, _settle(t))
+
+
+def test_pip_target_faults(case):
+    """The pip target (slow: pip starts in seconds on this machine): an installer failure, a SIGKILL mid-install."""
+    t = case("pip")
+    res = t.fix("--yes", SPARKDOCTOR_FIX_FAULT="bad-version:5")
+    assert res.returncode == 5 and "Rolled back: package set and file bytes verified identical" in res.stdout, res.stdout + res.stderr
+    record("pip: installer bad-version at step 5", t, _settle(t))
+    t = case("pip")
+    res = t.fix("--yes", SPARKDOCTOR_FIX_KILL_AT="apply:11")
+    assert res.returncode == KILLED, res.stdout + res.stderr
+    record("pip: SIGKILL at apply boundary 11 (after the family reinstall)", t, _settle(t))
+
+
+def test_zz_outcome_table():
+    """The count and the outcome table of every fault above (run the whole module: it needs them all)."""
+    width = max((len(f) for f, _, _ in OUTCOMES), default=10)
+    print(f"\n{len(OUTCOMES)} injected faults")
+    for fault, outcome, problem in OUTCOMES:
+        print(f"  {fault:<{width}}  {outcome}{'  LOST: ' + problem if problem else ''}")
+    print("  " + ", ".join(f"{k}: {v}" for k, v in Counter(o for _, o, _ in OUTCOMES).items()))
+    assert len(OUTCOMES) >= 50, "run the whole module: the table counts the faults of every test in it"
+    assert [o for o in OUTCOMES if o[2]] == [], "something was lost"
+
+
+def _in_process_sabotaged_apply(t: Target, fs: Path, mode: str) -> None:
+    """Plan, then make the env file unwritable (remount read-only) or its disk full, then apply."""
+    from sparkdoctor.fix.envfile import EnvFileTarget
+    from sparkdoctor.fix.pipeline import CheckSettings, apply_and_recheck, make_plan
+    from sparkdoctor.fix.plan import FixOptions
+    from sparkdoctor.target import resolve_python_target
+
+    os.environ["PIP_CONSTRAINT"] = str(t.pins)
+    try:
+        target = EnvFileTarget(resolve_python_target(str(t.python)), t.env_file)
+        settings = CheckSettings(matrix=scenario.DATA / "matrix", fixes=scenario.DATA / "fixes", kernels=False)
+        planned = make_plan(target, settings, FixOptions(env_file=t.env_file))
+        assert planned.plan.steps[0].path == str(t.env_file) and not planned.plan.refusals
+        if mode == "read-only":
+            subprocess.run(["mount", "-o", "remount,ro", str(fs)], check=True, timeout=30)
+        else:
+            _fill(fs)
+        result = apply_and_recheck(target, planned, settings)
+        assert result["error"] and str(t.env_file) in result["error"] and result["rolled_back"], result
+        assert result["rollback_verified"]["ok"], result["rollback_verified"]
+    finally:
+        del os.environ["PIP_CONSTRAINT"]
