@@ -9,3 +9,7 @@ EXIT_UNPROBEABLE = 3  # the target could not be probed at all
 # `sparkdoctor matrix verify`
 EXIT_VERIFY_CONTRADICTED = 1  # an entry is contradicted by the installs it names
 EXIT_VERIFY_ERROR = 2  # an environment could not be built or probed (and none contradicted)
+
+# `sparkdoctor bench` and `sparkdoctor history`
+EXIT_BENCH_FAILED = 4  # the server could not be launched, reached or measured to the end (nothing stored)
+EXIT_LEDGER = 5  # the ledger file cannot be opened, read or written (corrupt, newer schema, not ours)
