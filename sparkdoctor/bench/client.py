@@ -90,50 +90,60 @@ def _text_of(api: str, choice: dict[str, Any]) -> tuple[str | None, str | None]:
 
 async def stream_one(base_url: str, api: str, payload: dict[str, Any], timeout: float) -> Sample:
     """Send one streamed request and time it. Never raises for a server's failure: a failed
-    request is a Sample with ok=False and the one-line reason."""
+    request is a Sample with ok=False and the one-line reason.
+
+    While the stream runs, the client only reads and stamps lines; the JSON is parsed after the
+    stream ends, so parsing never delays the arrival time of the next token (or of another stream's).
+    """
     sample = Sample(ok=False)
-    usage: dict[str, Any] | None = None
-    last_text_at: float | None = None
+    events: list[tuple[float, bytes]] = []
     t0 = time.perf_counter()
     end = t0
     try:
-        async for at, line in post_lines(base_url, PATHS[api], payload, timeout):
+        async for at, line in post_lines(base_url, PATHS[api], payload, timeout, prefix=b"data:"):
             end = at
-            if not line.startswith(b"data:"):
-                continue
             data = line[5:].strip()
             if data == b"[DONE]":
                 sample.ended_by = "[DONE]"
                 break
-            try:
-                event = json.loads(data)
-            except ValueError:
-                sample.error = f"the stream carried a line that is not JSON: {data[:80]!r}"
-                return sample
-            if not isinstance(event, dict):
-                continue
-            if event.get("error"):
-                err = event["error"]
-                sample.error = "the server reported: " + str(err.get("message") if isinstance(err, dict) else err)[:300]
-                return sample
-            if event.get("usage"):
-                usage = event["usage"]
-            for choice in event.get("choices") or ():
-                kind, _text = _text_of(api, choice)
-                if choice.get("finish_reason"):
-                    sample.finish_reason = choice["finish_reason"]
-                if kind is None:
-                    continue
-                if sample.ttft is None:
-                    sample.ttft, sample.first_kind = at - t0, kind
-                elif last_text_at is not None:
-                    sample.gaps.append(at - last_text_at)
-                last_text_at = at
-                sample.chunks += 1
+            events.append((at, data))
     except HttpError as exc:
         sample.error = str(exc)
         return sample
     sample.e2e = end - t0
+    return _account(sample, api, events, t0)
+
+
+def _account(sample: Sample, api: str, events: list[tuple[float, bytes]], t0: float) -> Sample:
+    """Fill a sample from the stamped events of its stream."""
+    usage: dict[str, Any] | None = None
+    last_text_at: float | None = None
+    for at, data in events:
+        try:
+            event = json.loads(data)
+        except ValueError:
+            sample.error = f"the stream carried a line that is not JSON: {data[:80]!r}"
+            return sample
+        if not isinstance(event, dict):
+            continue
+        if event.get("error"):
+            err = event["error"]
+            sample.error = "the server reported: " + str(err.get("message") if isinstance(err, dict) else err)[:300]
+            return sample
+        if event.get("usage"):
+            usage = event["usage"]
+        for choice in event.get("choices") or ():
+            kind, _text = _text_of(api, choice)
+            if choice.get("finish_reason"):
+                sample.finish_reason = choice["finish_reason"]
+            if kind is None:
+                continue
+            if sample.ttft is None:
+                sample.ttft, sample.first_kind = at - t0, kind
+            elif last_text_at is not None:
+                sample.gaps.append(at - last_text_at)
+            last_text_at = at
+            sample.chunks += 1
     if usage and isinstance(usage.get("completion_tokens"), int):
         sample.output_tokens, sample.tokens_from = usage["completion_tokens"], "usage"
         sample.prompt_tokens = usage.get("prompt_tokens")

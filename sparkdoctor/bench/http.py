@@ -140,11 +140,57 @@ async def get(url: str, path: str, timeout: float = 5.0) -> tuple[int, bytes]:
         await _close(writer)
 
 
-async def post_lines(url: str, path: str, payload: dict[str, Any], timeout: float) -> AsyncIterator[tuple[float, bytes]]:
-    """POST JSON; yield (time.perf_counter() at arrival, line) for each line of the answer's body.
+class _Dechunker:
+    """Incremental decoder of the chunked transfer coding: feed bytes, get body bytes.
+    Walks each buffer with an offset (no copying per chunk: a 64 KiB read holds hundreds of them)."""
+
+    def __init__(self) -> None:
+        self.buf = b""
+        self.left = 0  # body bytes still due in the current chunk; -1: its closing CRLF is due
+        self.done = False
+
+    def feed(self, data: bytes) -> bytes:
+        buf = self.buf + data if self.buf else data
+        pos, n = 0, len(buf)
+        out = []
+        while not self.done and pos < n:
+            if self.left > 0:
+                take = min(self.left, n - pos)
+                out.append(buf[pos:pos + take])
+                pos += take
+                self.left -= take
+                if self.left:
+                    break
+                self.left = -1
+            if self.left < 0:
+                if n - pos < 2:
+                    break
+                pos += 2
+                self.left = 0
+            end = buf.find(b"\r\n", pos)
+            if end < 0:
+                break
+            try:
+                size = int(buf[pos:end].split(b";", 1)[0].strip() or b"0", 16)
+            except ValueError:
+                raise HttpError(f"bad chunk size {buf[pos:end][:40]!r}") from None
+            pos = end + 2
+            if size == 0:
+                self.done = True
+            self.left = size
+        self.buf = buf[pos:]
+        return b"".join(out)
+
+
+async def post_lines(url: str, path: str, payload: dict[str, Any], timeout: float,
+                     prefix: bytes = b"") -> AsyncIterator[tuple[float, bytes]]:
+    """POST JSON; yield (time.perf_counter() at arrival, line) for each line of the answer's body
+    that starts with `prefix`.
 
     A status other than 200 raises HttpError with the start of the server's message. `timeout`
-    bounds the wait for any one read (a server that stops sending), not the whole stream.
+    bounds the wait for the answer and any silence inside the stream (a server that stops sending),
+    not the whole stream. Reads are as large as the socket has ready: a burst of chunks costs one
+    read, and every line of it gets the same arrival time, which is when the client could see it.
     """
     ep = Endpoint.parse(url)
     reader, writer = await _open(ep, timeout)
@@ -156,32 +202,63 @@ async def post_lines(url: str, path: str, payload: dict[str, Any], timeout: floa
             raise HttpError(f"POST {path}: no answer within {timeout:g}s") from None
         except (OSError, asyncio.IncompleteReadError) as exc:
             raise HttpError(f"POST {path}: the connection broke before an answer ({exc})") from None
-        chunks = _body_chunks(reader, headers).__aiter__()
         if status != 200:
             body = b""
             try:
-                body = b"".join([c async for c in chunks])[:300]
-            except (OSError, HttpError):
+                body = await asyncio.wait_for(reader.read(300), timeout)
+                if "chunked" in headers.get("transfer-encoding", "").lower():
+                    body = _Dechunker().feed(body)
+            except (OSError, asyncio.TimeoutError):
                 pass
-            raise HttpError(f"POST {path} answered HTTP {status}: {body.decode('utf-8', 'replace').strip()}")
+            raise HttpError(f"POST {path} answered HTTP {status}: {body.decode('utf-8', 'replace').strip()[:300]}")
+        chunked = "chunked" in headers.get("transfer-encoding", "").lower()
+        left = int(headers["content-length"]) if "content-length" in headers and not chunked else None
+        dechunk = _Dechunker() if chunked else None
+        last = [time.monotonic()]
+        stalled = [False]
+
+        def watchdog() -> None:  # one timer per request instead of one per read
+            if time.monotonic() - last[0] >= timeout:
+                stalled[0] = True
+                writer.transport.abort()
+            else:
+                handle[0] = loop.call_later(max(0.05, timeout - (time.monotonic() - last[0])), watchdog)
+
+        loop = asyncio.get_running_loop()
+        handle = [loop.call_later(timeout, watchdog)]
         pending = b""
-        while True:
-            try:
-                chunk = await asyncio.wait_for(chunks.__anext__(), timeout)
-            except StopAsyncIteration:
-                break
-            except asyncio.TimeoutError:
-                raise HttpError(f"POST {path}: the stream stalled for {timeout:g}s") from None
-            except HttpError as exc:
-                raise HttpError(f"POST {path}: {exc}") from None
-            except OSError as exc:
-                raise HttpError(f"POST {path}: the connection broke mid-stream ({exc.strerror or exc})") from None
-            now = time.perf_counter()
-            pending += chunk
-            *lines, pending = pending.split(b"\n")
-            for line in lines:
-                yield now, line.rstrip(b"\r")
-        if pending:
+        try:
+            while True:
+                try:
+                    data = await reader.read(1 << 16)
+                except OSError as exc:
+                    if stalled[0]:
+                        raise HttpError(f"POST {path}: the stream stalled for {timeout:g}s") from None
+                    raise HttpError(f"POST {path}: the connection broke mid-stream ({exc.strerror or exc})") from None
+                now = time.perf_counter()
+                last[0] = time.monotonic()
+                if not data:
+                    if stalled[0]:
+                        raise HttpError(f"POST {path}: the stream stalled for {timeout:g}s")
+                    if dechunk is not None and not dechunk.done:
+                        raise HttpError(f"POST {path}: the connection closed in the middle of the answer (no final chunk)")
+                    break
+                if dechunk is not None:
+                    data = dechunk.feed(data)
+                elif left is not None:
+                    data = data[:left]
+                    left -= len(data)
+                pending += data
+                if b"\n" in pending:
+                    *lines, pending = pending.split(b"\n")
+                    for line in lines:
+                        if line.startswith(prefix):
+                            yield now, line.rstrip(b"\r")
+                if (dechunk is not None and dechunk.done) or left == 0:
+                    break
+        finally:
+            handle[0].cancel()
+        if pending and pending.startswith(prefix):
             yield time.perf_counter(), pending.rstrip(b"\r")
     finally:
         await _close(writer)
