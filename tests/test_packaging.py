@@ -89,7 +89,7 @@ def _assert_works_away_from_the_checkout(doctor: Path, python: Path, tmp_path: P
 @pytest.mark.slow
 def test_installed_wheel_finds_its_matrix_and_probes(wheel, tmp_path):
     names = zipfile.ZipFile(wheel).namelist()
-    for folder in ("matrix", "probes", "fixes"):
+    for folder in ("matrix", "probes", "fixes", "recipes"):
         assert any(n.startswith(f"sparkdoctor/_data/{folder}/") for n in names), folder
     for probe in ("target_env", "cutedsl", "capabilities"):
         assert f"sparkdoctor/_data/probes/{probe}/__main__.py" in names

@@ -1,0 +1,56 @@
+"""`sparkdoctor recipe show RECIPE`: what a recipe resolves to (argv, env, model, port) and where each
+value came from. The pipeline (sparkdoctor.recipes) loads inside the command, so `check` never pays for
+PyYAML."""
+
+from __future__ import annotations
+
+import sys
+from typing import List, Optional
+
+import typer
+
+from sparkdoctor.cli_support import Fatal, warn
+
+FORMATS = ("console", "json")
+
+
+def parse_sets(values: list[str] | None) -> dict[str, str]:
+    """--set key=value (repeatable) into a dict; Fatal on a value without '='."""
+    out: dict[str, str] = {}
+    for item in values or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise Fatal(f"--set {item!r}: write key=value (e.g. --set port=9000 or --set env.NAME=value)")
+        out[key.strip()] = value
+    return out
+
+
+def register(app: typer.Typer) -> None:
+    recipe_app = typer.Typer(help="Read serving recipes (ours, eugr/spark-vllm-docker, sparkrun).", no_args_is_help=True)
+    app.add_typer(recipe_app, name="recipe")
+
+    @recipe_app.command("show")
+    def show(
+        recipe: str = typer.Argument(..., help="A recipe file (.toml, .yaml) or the name of a shipped recipe."),
+        sets: Optional[List[str]] = typer.Option(None, "--set", help="Override a parameter: key=value, or env.NAME=value (repeatable)."),
+        fmt: str = typer.Option("console", "--format", "-f", help="console | json"),
+    ) -> None:
+        """Show the resolved command, env, model and port of a recipe, and where each value came from."""
+        if fmt not in FORMATS:
+            raise Fatal(f"--format {fmt}: choose one of {', '.join(FORMATS)}")
+        overrides = parse_sets(sets)
+        from sparkdoctor.recipes import RecipeError, load
+        from sparkdoctor.recipes.show import render_console, to_json
+
+        try:
+            resolved = load(recipe, overrides)
+        except RecipeError as exc:
+            raise Fatal(str(exc)) from None
+        if fmt == "json":
+            sys.stdout.write(to_json(resolved) + "\n")
+            for warning in resolved.warnings:
+                warn(warning)
+            return
+        from rich.console import Console
+
+        render_console(resolved, Console())

@@ -1,0 +1,145 @@
+"""What a recipe resolves to: one model for every recipe format sparkdoctor reads.
+
+A recipe (ours in TOML, eugr/spark-vllm-docker v1 YAML, sparkrun v2 YAML) is read, templated and
+overridden by its reader; what comes out is a Recipe whose `argv` is the exact command a launcher
+runs. Nothing downstream (launcher, bench, ledger, rerun) ever sees a format's own spelling.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from sparkdoctor.text import one_line
+
+FORMATS = ("sparkdoctor", "eugr-v1", "sparkrun-v2")
+DEFAULT_READINESS = "/health"
+# Flags whose values the launcher replaces (it binds 127.0.0.1 on a free port): left out of the fingerprint.
+BIND_FLAGS = ("--host", "--port")
+# A matrix entry id (what a workaround's `because` names), as the matrix spells ids.
+ID_WORDS = re.compile(r"[a-z0-9][a-z0-9.-]*[a-z0-9]")
+
+
+class RecipeError(ValueError):
+    """A recipe that cannot be read or resolved; the message names the file and the field, in one line."""
+
+    def __init__(self, message: str):
+        super().__init__(one_line(message))
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """A recipe with every template filled in and every override applied.
+
+    name: the recipe's own name (its `name` field, else the file name).
+    source_path: the file it was read from.
+    format: one of FORMATS.
+    argv: the command, fully resolved, as an argument list (never a shell string).
+    env: environment variables the command runs with (values as strings).
+    host, port: where the recipe says the server listens (from --host/--port in argv, else the recipe's
+        fields or defaults, else None); the launcher overrides both.
+    model: the model path or hub id the server loads.
+    served_model_name: the name clients send as `model` (the --served-model-name, else `model`).
+    readiness_path: the HTTP path that answers 200 once the server is ready.
+    workload: what to measure by default (prompts, max_tokens, concurrency, repeats, ...), as the recipe says.
+    workarounds: flags and env vars the recipe carries only because of a known problem:
+        [{"flag": "--enforce-eager", "because": "<matrix entry id>"}] or [{"env": "NAME", "because": ...}].
+    container: the container image the recipe runs in, or None for a command run in the target environment.
+    needs: what the recipe needs to run: "gb10", "model:<id>", "cluster:<nodes>".
+    params: the template parameters after defaults and overrides ({key: value as a string}).
+    sources: where each resolved value came from: {"param:port": "defaults in FILE", "env:X": "--set", ...}.
+    warnings: things a reader should know that did not stop it (duplicate YAML keys, dropped keys, ...).
+    description: the recipe's description, if any.
+    extras: format-specific fields kept for display (mods, build_args, benchmark, metadata, runtime).
+    """
+
+    name: str
+    source_path: str
+    format: str
+    argv: list[str]
+    env: dict[str, str] = field(default_factory=dict)
+    host: str | None = None
+    port: int | None = None
+    model: str | None = None
+    served_model_name: str | None = None
+    readiness_path: str = DEFAULT_READINESS
+    workload: dict[str, Any] = field(default_factory=dict)
+    workarounds: list[dict[str, str]] = field(default_factory=list)
+    container: str | None = None
+    needs: list[str] = field(default_factory=list)
+    params: dict[str, str] = field(default_factory=dict)
+    sources: dict[str, str] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    description: str = ""
+    extras: dict[str, Any] = field(default_factory=dict)
+
+    def fingerprint(self) -> str:
+        """A stable hash (16 hex digits) of what was resolved: argv (less the --host/--port values the
+        launcher replaces), env, model, served name, container and readiness path. Equal fingerprints
+        launch the same server; the recipe's name, file and comments do not count."""
+        doc = {
+            "argv": strip_bind_flags(self.argv),
+            "env": dict(sorted(self.env.items())),
+            "model": self.model,
+            "served_model_name": self.served_model_name,
+            "container": self.container,
+            "readiness_path": self.readiness_path,
+        }
+        blob = json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
+        return hashlib.sha256(blob).hexdigest()[:16]
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-ready data (the fingerprint included)."""
+        return {
+            "name": self.name,
+            "source_path": self.source_path,
+            "format": self.format,
+            "fingerprint": self.fingerprint(),
+            "argv": list(self.argv),
+            "env": dict(self.env),
+            "host": self.host,
+            "port": self.port,
+            "model": self.model,
+            "served_model_name": self.served_model_name,
+            "readiness_path": self.readiness_path,
+            "workload": dict(self.workload),
+            "workarounds": [dict(w) for w in self.workarounds],
+            "container": self.container,
+            "needs": list(self.needs),
+            "params": dict(self.params),
+            "sources": dict(self.sources),
+            "warnings": list(self.warnings),
+            "description": self.description,
+            "extras": dict(self.extras),
+        }
+
+
+def flag_value(argv: list[str], flag: str) -> str | None:
+    """The value of the last `flag VALUE` or `flag=VALUE` in argv (vLLM's argparse: the last one wins)."""
+    found = None
+    for i, arg in enumerate(argv):
+        if arg == flag and i + 1 < len(argv):
+            found = argv[i + 1]
+        elif arg.startswith(flag + "="):
+            found = arg[len(flag) + 1:]
+    return found
+
+
+def strip_bind_flags(argv: list[str]) -> list[str]:
+    """argv without --host/--port and their values."""
+    out: list[str] = []
+    skip = False
+    for arg in argv:
+        if skip:
+            skip = False
+            continue
+        if arg in BIND_FLAGS:
+            skip = True
+            continue
+        if any(arg.startswith(f + "=") for f in BIND_FLAGS):
+            continue
+        out.append(arg)
+    return out

@@ -1,0 +1,148 @@
+"""The steps every recipe format shares: templating, overrides, splitting a command into argv, and
+reading host/port/model back out of the resolved argv.
+
+Two templating rules exist in the wild and both are kept exactly, because a recipe must launch the
+same command here as under its own runner:
+- strict (eugr run-recipe.py, and ours): Python `str.format`; a missing key is an error that names it;
+  `{{` and `}}` are literal braces;
+- lenient (sparkrun v2): `{key}` (an identifier in braces) is replaced, repeatedly, until nothing
+  changes; a placeholder with no value is kept as written; JSON braces pass through untouched.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import string
+from typing import Any
+
+from sparkdoctor.recipes.model import RecipeError, flag_value
+
+# --set aliases, as run-recipe.py's override flags name them (--tp, --gpu-mem).
+ALIASES = {"tp": "tensor_parallel", "gpu_mem": "gpu_memory_utilization"}
+PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+ROUNDS = 10
+
+
+def as_text(value: Any) -> str:
+    """A YAML/TOML scalar as the runners render it (Python str(): 1 -> "1", True -> "True", 0.85 -> "0.85")."""
+    return value if isinstance(value, str) else str(value)
+
+
+def format_strict(template: str, params: dict[str, str], where: str) -> str:
+    """str.format(**params); RecipeError naming the missing key (and the ones there are) or the bad brace."""
+    try:
+        return template.format(**params)
+    except KeyError as exc:
+        key = exc.args[0] if exc.args else "?"
+        have = ", ".join(sorted(params)) or "none"
+        raise RecipeError(f"{where}: missing parameter {{{key}}} (the recipe's parameters: {have}; "
+                          "write a literal brace as {{ or }})") from None
+    except (IndexError, ValueError, AttributeError) as exc:
+        raise RecipeError(f"{where}: bad template: {exc} (write a literal brace as {{{{ or }}}})") from None
+
+
+def placeholders_strict(template: str) -> set[str]:
+    """The parameter names a str.format template refers to (bad templates: none)."""
+    try:
+        return {f.split(".")[0].split("[")[0] for _, f, _, _ in string.Formatter().parse(template) if f}
+    except ValueError:
+        return set()
+
+
+def substitute_lenient(template: str, params: dict[str, str]) -> tuple[str, set[str]]:
+    """sparkrun's rule: (the text, the placeholders left unresolved). `{{`/`}}` collapse to one brace
+    when the template uses them (the v1 spelling sparkrun still honours)."""
+    doubled = "{{" in template
+    text = template.replace("{{", "\x00").replace("}}", "\x01") if doubled else template
+    for _ in range(ROUNDS):
+        new = PLACEHOLDER.sub(lambda m: params.get(m.group(1), m.group(0)), text)
+        if new == text:
+            break
+        text = new
+    unresolved = {m.group(1) for m in PLACEHOLDER.finditer(text) if m.group(1) not in params}
+    if doubled:
+        text = text.replace("\x00", "{").replace("\x01", "}")
+    return text, unresolved
+
+
+def split_command(text: str, where: str) -> list[str]:
+    """A shell-style command (a YAML block scalar) into argv: backslash continuations joined, lines that
+    are only a comment dropped, quotes honoured. No shell ever runs it."""
+    lines = []
+    for line in text.splitlines():
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#") or stripped == "\\":
+            continue
+        lines.append(re.sub(r"\\\s*$", "", line.rstrip()))
+    try:
+        argv = shlex.split(" ".join(lines))
+    except ValueError as exc:
+        raise RecipeError(f"{where}: cannot split the command into arguments: {exc}") from None
+    if not argv:
+        raise RecipeError(f"{where}: the command is empty")
+    return argv
+
+
+def apply_overrides(params: dict[str, str], env: dict[str, str], sources: dict[str, str],
+                    overrides: dict[str, str] | None, known: set[str], where: str) -> None:
+    """Apply --set overrides in place: `env.NAME=value` sets an env var; any other key must be a parameter
+    the recipe has (or one of `known`); run-recipe.py's --tp/--gpu-mem spellings are accepted."""
+    for raw_key, value in (overrides or {}).items():
+        if raw_key.startswith("env."):
+            name = raw_key[4:]
+            if not name:
+                raise RecipeError(f"{where}: --set {raw_key}: name the variable (env.NAME=value)")
+            env[name] = value
+            sources[f"env:{name}"] = "--set"
+            continue
+        key = ALIASES.get(raw_key, raw_key)
+        if key not in params and key not in known:
+            have = ", ".join(sorted(set(params) | known)) or "none"
+            raise RecipeError(f"{where}: --set {raw_key}: the recipe has no parameter {key!r} (its parameters: {have}; "
+                              "env.NAME=value sets a variable)")
+        params[key] = value
+        sources[f"param:{key}"] = "--set"
+
+
+def model_in(argv: list[str]) -> str | None:
+    """The model a `vllm serve MODEL` (or `--model MODEL`) command loads."""
+    explicit = flag_value(argv, "--model")
+    if explicit:
+        return explicit
+    for i, arg in enumerate(argv[:-1]):
+        if arg == "serve" and not argv[i + 1].startswith("-"):
+            return argv[i + 1]
+    return None
+
+
+def bind_of(argv: list[str], params: dict[str, str], where: str) -> tuple[str | None, int | None]:
+    """(host, port) the command binds: its --host/--port, else the `host`/`port` parameters."""
+    host = flag_value(argv, "--host") or params.get("host")
+    port_text = flag_value(argv, "--port") or params.get("port")
+    port = None
+    if port_text is not None:
+        try:
+            port = int(port_text)
+        except ValueError:
+            raise RecipeError(f"{where}: port {port_text!r} is not a number") from None
+        if not 0 < port < 65536:
+            raise RecipeError(f"{where}: port {port} is out of range")
+    return host, port
+
+
+def string_map(value: Any, where: str, field: str) -> dict[str, str]:
+    """A mapping of names to scalars (an `env` or `defaults` block) as strings; None (a block holding only a
+    comment) is empty."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise RecipeError(f"{where}: field {field!r} must be a mapping of names to values")
+    out = {}
+    for k, v in value.items():
+        if not isinstance(k, str):
+            raise RecipeError(f"{where}: field {field!r} has a non-text key {k!r}")
+        if isinstance(v, (dict, list)):
+            raise RecipeError(f"{where}: field '{field}.{k}' must be a single value, not a {type(v).__name__}")
+        out[k] = "" if v is None else as_text(v)
+    return out

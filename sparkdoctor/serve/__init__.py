@@ -1,0 +1,15 @@
+"""Serving: launch the server a recipe describes, watch its log for known problems, tear it down.
+
+Modules, each importing only those above it:
+  logscan    match_line(): a log line against the matrix entries' symptoms (pure)
+  binding    free_port(), rebind(): 127.0.0.1 on a free port, whatever the recipe says
+  groups     terminate(): SIGTERM, grace, SIGKILL to a process group, then proof from /proc
+  readiness  GET /health, else /v1/models
+  logpump    output -> log file, line by line, scanned as it arrives
+  launch     launch(): the context manager the bench uses
+"""
+
+from sparkdoctor.serve.launch import LaunchError, Server, launch, symptom_entries
+from sparkdoctor.serve.logscan import Hit, match_line
+
+__all__ = ["Hit", "LaunchError", "Server", "launch", "match_line", "symptom_entries"]

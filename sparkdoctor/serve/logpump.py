@@ -1,0 +1,94 @@
+"""Carry a server's output into its log file, line by line, and scan each line as it arrives.
+
+One thread per stream (stdout, stderr) reads lines from the pipe, appends them to one log file, keeps the
+last lines for error messages, and hands each to the symptom matcher (sparkdoctor.serve.logscan). A
+hit is recorded the moment the line is printed, so a server that dies at startup is explained by the
+known problem it printed, not just by its exit code.
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+from pathlib import Path
+from typing import IO, Callable, Sequence
+
+from sparkdoctor.serve.logscan import Hit, match_line, strip_ansi
+
+TAIL_LINES = 40
+
+
+class LogPump:
+    """Reads a child's streams into `log_path`; `hits` grows live (one hit per entry and symptom)."""
+
+    def __init__(self, log_path: Path, entries: Sequence, on_hit: Callable[[Hit], None] | None = None):
+        self.log_path = log_path
+        self.entries = list(entries)
+        self.on_hit = on_hit
+        self.hits: list[Hit] = []
+        self.tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
+        self.lines = 0
+        self._seen: set[tuple[str, str]] = set()
+        self._lock = threading.Lock()
+        self._file = open(log_path, "a", encoding="utf-8", errors="replace")
+        self._threads: list[threading.Thread] = []
+
+    def start(self, *streams: IO[bytes] | None) -> None:
+        for stream in streams:
+            if stream is None:
+                continue
+            thread = threading.Thread(target=self._read, args=(stream,), name="sparkdoctor-logpump", daemon=True)
+            thread.start()
+            self._threads.append(thread)
+
+    def _read(self, stream: IO[bytes]) -> None:
+        try:
+            for raw in iter(stream.readline, b""):
+                self.add(raw.decode("utf-8", errors="replace"))
+        except (OSError, ValueError):
+            pass  # the pipe was closed under us at teardown
+
+    def add(self, line: str) -> None:
+        """Record one line of output (also used for sparkdoctor's own notes in the log)."""
+        text = line.rstrip("\r\n")
+        hits = match_line(text, self.entries) if self.entries else []
+        with self._lock:
+            self.lines += 1
+            self.tail.append(strip_ansi(text))
+            try:
+                self._file.write(text + "\n")
+                self._file.flush()
+            except (OSError, ValueError):
+                pass
+            new = [h for h in hits if (h.entry_id, h.symptom) not in self._seen]
+            for hit in new:
+                self._seen.add((hit.entry_id, hit.symptom))
+                self.hits.append(hit)
+        for hit in new:
+            if self.on_hit:
+                self.on_hit(hit)
+
+    def last_line(self) -> str:
+        """The last non-empty line printed so far ('' when none)."""
+        with self._lock:
+            for line in reversed(self.tail):
+                if line.strip():
+                    return line.strip()
+        return ""
+
+    def tail_lines(self) -> list[str]:
+        with self._lock:
+            return list(self.tail)
+
+    def join(self, timeout: float) -> bool:
+        """Wait until every stream reached EOF (the whole group closed its ends); False when one has not."""
+        for thread in self._threads:
+            thread.join(timeout)
+        return not any(t.is_alive() for t in self._threads)
+
+    def close(self) -> None:
+        with self._lock:
+            try:
+                self._file.close()
+            except OSError:
+                pass

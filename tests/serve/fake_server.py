@@ -1,0 +1,52 @@
+"""A stand-in server process for the launcher's fast tests (run as a script, standard library only).
+
+    fake_server.py MODE [--host H] [--port P]
+
+MODE: `ready`     serve GET /health and /v1/models with 200 (after printing a line);
+      `models`    serve only /v1/models (GET /health is 404), as servers without /health do;
+      `never`     print a line, start a child that ignores SIGTERM, and never listen;
+      `symptom`   print a coloured log line holding a known symptom, then exit 3.
+"""
+
+import http.server
+import os
+import signal
+import sys
+import time
+
+
+def arg(name, default):
+    return sys.argv[sys.argv.index(name) + 1] if name in sys.argv else default
+
+
+mode = sys.argv[1]
+host, port = arg("--host", "127.0.0.1"), int(arg("--port", "0"))
+print(f"fake server {mode} starting on {host}:{port}", flush=True)
+
+if mode == "never":
+    if os.fork() == 0:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        time.sleep(600)
+        os._exit(0)
+    time.sleep(600)
+elif mode == "symptom":
+    print("\x1b[1;31mERROR\x1b[0m 11-22 [core.py:1] RuntimeError: FAKE-SYMPTOM-42 happened here", file=sys.stderr, flush=True)
+    print("fake server giving up", file=sys.stderr, flush=True)
+    sys.exit(3)
+else:
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            ok = self.path == "/v1/models" or (self.path == "/health" and mode == "ready")
+            body = b'{"data":[{"id":"fake"}]}' if ok else b"not found"
+            self.send_response(200 if ok else 404)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, fmt, *args):
+            print("request " + fmt % args, flush=True)
+
+    if os.fork() == 0:  # a worker child, as vLLM has: it must go down with the group
+        time.sleep(600)
+        os._exit(0)
+    http.server.ThreadingHTTPServer((host, port), Handler).serve_forever()

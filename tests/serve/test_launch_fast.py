@@ -1,0 +1,178 @@
+"""The launcher against real stand-in processes (tests/serve/fake_server.py): readiness, the live log scan,
+fail-fast, timeouts, a server killed mid-way, Ctrl-C, and the process group always gone (checked in /proc)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from sparkdoctor.recipes.model import Recipe
+from sparkdoctor.serve import LaunchError, launch, match_line
+from sparkdoctor.serve.binding import rebind
+from sparkdoctor.serve.groups import members, terminate
+
+FAKE = Path(__file__).resolve().parent / "fake_server.py"
+
+
+@dataclass
+class FakeEntry:
+    id: str
+    symptoms: list[str] = field(default_factory=list)
+
+
+ENTRIES = [FakeEntry("fake-entry", ["FAKE-SYMPTOM-42"]), FakeEntry("other-entry", ["never printed"])]
+
+
+def fake(mode: str, **kw) -> Recipe:
+    return Recipe(name=f"fake-{mode}", source_path="test", format="sparkdoctor",
+                  argv=[sys.executable, str(FAKE), mode, "--host", "0.0.0.0", "--port", "8000"], **kw)
+
+
+def gone(pgid: int) -> bool:
+    return members(pgid) == []
+
+
+# ---- pure parts --------------------------------------------------------------------------------------------------
+def test_match_line_ignores_colour_codes_and_reports_one_hit_per_entry():
+    split = match_line("\x1b[1;31mERROR\x1b[0m RuntimeError: FAKE-SYMPTOM-\x1b[0m42", ENTRIES)
+    assert [h.line for h in split] == ["ERROR RuntimeError: FAKE-SYMPTOM-42"]  # colour inside the symptom too
+    hits = match_line("\x1b[31mERROR\x1b[0m FAKE-SYMPTOM-42 and FAKE-SYMPTOM-42\n", ENTRIES)
+    assert [(h.entry_id, h.symptom, h.line) for h in hits] == [("fake-entry", "FAKE-SYMPTOM-42", "ERROR FAKE-SYMPTOM-42 and FAKE-SYMPTOM-42")]
+    assert match_line("all good", ENTRIES) == []
+
+
+@pytest.mark.parametrize("argv, expected", [
+    (["vllm", "serve", "m"], ["vllm", "serve", "m", "--host", "127.0.0.1", "--port", "5"]),
+    (["vllm", "serve", "m", "--port", "8000", "--host", "0.0.0.0"], ["vllm", "serve", "m", "--port", "5", "--host", "127.0.0.1"]),
+    (["vllm", "--host=0.0.0.0", "--port=1", "x"], ["vllm", "--host=127.0.0.1", "--port=5", "x"]),
+    (["srv", "--port", "1", "--port", "2"], ["srv", "--port", "5", "--port", "5", "--host", "127.0.0.1"]),
+])
+def test_rebind_replaces_or_adds_host_and_port(argv, expected):
+    assert rebind(argv, "127.0.0.1", 5) == expected
+
+
+# ---- real processes ----------------------------------------------------------------------------------------------
+def test_ready_server_is_served_then_its_whole_group_is_gone(tmp_path):
+    with launch(fake("ready", served_model_name="fake"), run_dir=tmp_path, matrix=ENTRIES, ready_timeout=30) as s:
+        assert s.base_url.startswith("http://127.0.0.1:") and s.ready_path == "/health"
+        assert s.argv[-4:] == ["--host", "127.0.0.1", "--port", str(s.port)]
+        assert len(members(s.pgid)) == 2  # the server and its worker child
+        s.check_alive()
+        pgid = s.pgid
+    assert gone(pgid) and s.teardown.clean and s.teardown.signals == ["SIGTERM"]
+    log = s.log_path.read_text()
+    assert "fake server ready starting" in log and "teardown: process group" in log
+    assert (tmp_path / "launch.json").exists()
+
+
+def test_readiness_falls_back_to_v1_models(tmp_path):
+    with launch(fake("models"), run_dir=tmp_path, matrix=[], ready_timeout=30) as s:
+        assert s.ready_path == "/v1/models"
+    assert gone(s.pgid)
+
+
+def test_startup_failure_is_explained_by_the_symptom_it_printed(tmp_path):
+    with pytest.raises(LaunchError) as err:
+        with launch(fake("symptom"), run_dir=tmp_path, matrix=ENTRIES, ready_timeout=30):
+            pytest.fail("the server died; launch must not yield it")
+    e = err.value
+    msg = str(e)
+    assert "exited with status 3" in msg and "before it was ready" in msg
+    assert "known problems in its log: fake-entry" in msg and "last log line: fake server giving up" in msg
+    assert "\n" not in msg
+    assert [h.entry_id for h in e.findings] == ["fake-entry"]
+    assert "FAKE-SYMPTOM-42" in e.findings[0].line and "\x1b" not in e.findings[0].line
+    assert any("FAKE-SYMPTOM-42" in line for line in e.log_tail) and e.teardown.clean
+
+
+def test_never_ready_times_out_and_a_child_ignoring_sigterm_is_killed(tmp_path):
+    t0 = time.monotonic()
+    with pytest.raises(LaunchError) as err:
+        with launch(fake("never"), run_dir=tmp_path, matrix=ENTRIES, ready_timeout=3, grace=1.5):
+            pass
+    e = err.value
+    assert "not ready after 3s" in str(e) and "no known problem matched" in str(e)
+    assert e.teardown.signals == ["SIGTERM", "SIGKILL after 1.5s"] and e.teardown.clean
+    assert gone(e.teardown.pgid)
+    assert time.monotonic() - t0 < 20
+
+
+def test_server_killed_mid_way_is_a_clear_error(tmp_path):
+    with pytest.raises(LaunchError) as err:
+        with launch(fake("ready"), run_dir=tmp_path, matrix=[], ready_timeout=30) as s:
+            os.kill(s.pid, signal.SIGKILL)
+            deadline = time.monotonic() + 10
+            while s.alive() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            s.check_alive()
+    msg = str(err.value)
+    assert "was killed by SIGKILL" in msg and "while it was serving" in msg
+    assert gone(s.pgid)  # its worker child went down with the group
+
+
+def test_ctrl_c_inside_the_block_still_tears_the_group_down(tmp_path):
+    with pytest.raises(KeyboardInterrupt):
+        with launch(fake("ready"), run_dir=tmp_path, matrix=[], ready_timeout=30) as s:
+            raise KeyboardInterrupt
+    assert gone(s.pgid) and s.teardown.clean
+
+
+def test_container_recipe_needs_local(tmp_path):
+    with pytest.raises(LaunchError, match=r"runs in container vllm-node; launching in a container is not built yet: use --local"):
+        with launch(fake("ready", container="vllm-node"), run_dir=tmp_path, matrix=[], ready_timeout=30):
+            pass
+    with launch(fake("ready", container="vllm-node"), run_dir=tmp_path, matrix=[], ready_timeout=30, local=True) as s:
+        assert s.ready_path
+    assert gone(s.pgid)
+
+
+def test_a_command_that_is_not_there(tmp_path):
+    r = Recipe(name="missing", source_path="t", format="sparkdoctor", argv=["sparkdoctor-no-such-server", "serve"])
+    with pytest.raises(LaunchError, match=r"missing: sparkdoctor-no-such-server could not start: No such file"):
+        with launch(r, run_dir=tmp_path, matrix=[], ready_timeout=5):
+            pass
+
+
+def test_terminate_reports_a_group_that_was_already_gone():
+    report = terminate(2**22 + 12345)
+    assert report.clean and report.signals == [] and "nothing left" in report.describe()
+
+
+DRIVER = """
+import sys, time
+from pathlib import Path
+sys.path.insert(0, {repo!r})
+from sparkdoctor import proc
+from sparkdoctor.recipes.model import Recipe
+from sparkdoctor.serve import launch
+proc.install_signal_handlers()  # as sparkdoctor's entry point does: SIGTERM unwinds like Ctrl-C
+r = Recipe(name="fake", source_path="t", format="sparkdoctor", argv=[sys.executable, {fake!r}, "ready"])
+with launch(r, run_dir=Path({run_dir!r}), matrix=[], ready_timeout=30) as s:
+    print(s.pgid, flush=True)
+    time.sleep(120)
+"""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_to_sparkdoctor_takes_the_server_group_down(tmp_path, sig):
+    import subprocess
+
+    repo = str(Path(__file__).resolve().parent.parent.parent)
+    script = DRIVER.format(repo=repo, fake=str(FAKE), run_dir=str(tmp_path))
+    driver = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        pgid = int(driver.stdout.readline())
+        assert members(pgid), "the server group should be up while the driver waits"
+        driver.send_signal(sig)
+        driver.wait(timeout=30)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+    assert gone(pgid)
+    assert "teardown: process group" in (tmp_path / "server.log").read_text()
