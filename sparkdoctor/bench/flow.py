@@ -221,11 +221,9 @@ def bench_ab(path_a: Path, path_b: Path, opts: Options) -> dict[str, Any]:
 
 
 def render(doc: dict[str, Any]) -> None:
-    from rich.console import Console
-
     from sparkdoctor.bench import render as r
 
-    console = Console() if sys.stdout.isatty() else Console(width=160)
+    console = r.console()
     if doc["kind"] == "comparison":
         r.render_comparison(console, doc)
     else:
