@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -23,6 +24,7 @@ from sparkdoctor.bench.server import ServerInfo, detect
 from sparkdoctor.bench.workload import Workload
 
 RESULT_SCHEMA = 1
+DEATH_WAIT_S = 5.0
 Progress = Callable[[str], None]
 
 
@@ -154,6 +156,11 @@ def run_recipe(recipe: Any, workload: Workload, toolchain: Toolchain, run_dir: P
         try:
             info, m = measure_url(server.base_url, server.model, workload, progress)
         except BenchError:
+            # A request that broke is often the first sign of a server dying: give it a moment to finish
+            # dying, so the user hears about the death (status, last log line, known problems) instead.
+            until = time.monotonic() + DEATH_WAIT_S
+            while server.alive() and time.monotonic() < until:
+                time.sleep(0.1)
             server.check_alive()  # raises LaunchError naming the death, the log's last line, known problems
             raise
         findings = [h.to_dict() for h in server.findings]

@@ -155,3 +155,50 @@ def serve(style: Style | None = None) -> Iterator[tuple[str, Style]]:
         loop.call_soon_threadsafe(box["stop"].set)
         thread.join(5)
         loop.close()
+
+
+def main(argv: list[str]) -> None:
+    """Run as a server process (what a test recipe's command starts):
+    sse_server.py [--host H] [--port P] [--delay S] [--generic] [--model NAME] [--exit-after N]
+    --exit-after N: the whole process exits (status 7) when request N+1 arrives, as a crashing server."""
+    import argparse
+    import os
+    import sys
+    import time as _time
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--host", default="127.0.0.1")
+    ap.add_argument("--port", type=int, default=0)
+    ap.add_argument("--delay", type=float, default=0.0)
+    ap.add_argument("--generic", action="store_true")
+    ap.add_argument("--model", default="tiny")
+    ap.add_argument("--exit-after", type=int, default=None)
+    args = ap.parse_args(argv)
+    style = Style(vllm=not args.generic, usage="last" if args.generic else "separate", done=not args.generic,
+                  delay=args.delay, model=args.model)
+    handler = _Handler(style)
+    if args.exit_after is not None:
+        original = handler.handle
+
+        async def handle(reader, writer):
+            if len(style.requests) >= args.exit_after:
+                print("sse_server: exiting on purpose mid-bench", file=sys.stderr, flush=True)
+                os._exit(7)
+            await original(reader, writer)
+
+        handler.handle = handle
+
+    async def serve_forever() -> None:
+        server = await asyncio.start_server(handler, args.host, args.port)
+        print(f"sse_server listening on {args.host}:{args.port} delay={args.delay}", flush=True)
+        async with server:
+            await server.serve_forever()
+
+    del _time
+    asyncio.run(serve_forever())
+
+
+if __name__ == "__main__":
+    import sys
+
+    main(sys.argv[1:])
