@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import json
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
@@ -31,6 +32,7 @@ class Style:
     reject_vllm_fields: bool = False
     die_after: int | None = None
     tokens_per_chunk: int = 1
+    stamp: bool = False  # put the send time (time.perf_counter(), one clock for all processes here) in each chunk
     model: str = "tiny"
     requests: list[dict[str, Any]] = field(default_factory=list)
     generated: int = 0
@@ -58,6 +60,8 @@ def _events(style: Style, body: dict[str, Any]) -> Iterator[bytes]:
         sent += k
         last = sent >= n
         obj = {**base, "choices": [choice]}
+        if style.stamp:
+            obj["sent"] = time.perf_counter()
         if last:
             choice["finish_reason"] = "length"
             if style.usage == "last":
@@ -164,7 +168,6 @@ def main(argv: list[str]) -> None:
     import argparse
     import os
     import sys
-    import time as _time
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--host", default="127.0.0.1")
@@ -173,9 +176,10 @@ def main(argv: list[str]) -> None:
     ap.add_argument("--generic", action="store_true")
     ap.add_argument("--model", default="tiny")
     ap.add_argument("--exit-after", type=int, default=None)
+    ap.add_argument("--stamp", action="store_true")
     args = ap.parse_args(argv)
     style = Style(vllm=not args.generic, usage="last" if args.generic else "separate", done=not args.generic,
-                  delay=args.delay, model=args.model)
+                  delay=args.delay, model=args.model, stamp=args.stamp)
     handler = _Handler(style)
     if args.exit_after is not None:
         original = handler.handle
@@ -194,7 +198,6 @@ def main(argv: list[str]) -> None:
         async with server:
             await server.serve_forever()
 
-    del _time
     asyncio.run(serve_forever())
 
 
