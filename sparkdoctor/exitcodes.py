@@ -24,3 +24,7 @@ EXIT_EXPLAIN_NO_MATCH = 1  # no matrix entry's symptom appears in the text (0: a
 # `sparkdoctor fix` (after --yes, or a dry run: check's table above for the target as it is then)
 EXIT_FIX_REFUSED = 4  # the plan has a refusal (system interpreter, vendor build, user pin, ...) and --yes was given
 EXIT_FIX_FAILED = 5  # the apply failed and was rolled back (or a rollback found differences)
+
+# `sparkdoctor bench` and `sparkdoctor history`
+EXIT_BENCH_FAILED = 4  # the server could not be launched, reached or measured to the end (nothing stored)
+EXIT_LEDGER = 5  # the ledger file cannot be opened, read or written (corrupt, newer schema, not ours)

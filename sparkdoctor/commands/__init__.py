@@ -16,6 +16,8 @@ import typer
 # Module names under sparkdoctor.commands, in the order their commands appear in --help.
 VERBS: list[str] = [
     "fix",
+    "bench",
+    "history",
     "audit",
     "recipe",
     "report",

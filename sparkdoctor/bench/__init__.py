@@ -1,0 +1,12 @@
+"""Benchmark an OpenAI-compatible server honestly: stream, time, repeat, compare.
+
+Modules, one job each: http (the wire), client (one timed streamed request), server (what is
+behind the URL), prometheus (the server's own figures), workload (what is sent), measure (a whole
+measurement: warm-up, concurrency levels, rounds), stats (medians, CIs, the A/B verdict), ab (the
+interleaved comparison), render (console text). The ledger (sparkdoctor/ledger/) stores the result.
+"""
+
+# The measurement method's version: stored with every run; runs of different versions are not
+# compared (a change in how a number is taken is a change in the number). Bump it when the
+# client, the workload's prompts or the statistics change what a figure means.
+BENCH_VERSION = 1

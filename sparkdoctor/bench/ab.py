@@ -1,0 +1,68 @@
+"""A/B: two recipes measured interleaved, one server at a time, and the ratio B/A with its CI.
+
+Order A B B A A B B A ... (counterbalanced: slow drift of the machine, thermal or background load,
+falls on both arms alike). Each arm is a fresh server: the restart is the replicate unit, because
+what a flag changes (compiled graphs, memory layout) is decided at load time. Per level the value of
+one arm run is the median of its rounds' total output tok/s (robust to bursty streams: it is whole
+requests over wall time). Both arms' runs are stored separately, each with its own Facts.
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any, Callable, Sequence
+
+from sparkdoctor.bench.stats import DEFAULT_MIN_EFFECT, paired_ratio, rounds_ratio
+
+METRIC = "output_tps"
+
+
+def schedule(pairs: int) -> list[str]:
+    """A B, B A, A B, ...: `pairs` pairs, alternating which arm goes first."""
+    order: list[str] = []
+    for i in range(pairs):
+        order += ["A", "B"] if i % 2 == 0 else ["B", "A"]
+    return order
+
+
+def _level_rounds(summary: dict[str, Any], concurrency: int) -> list[float]:
+    for lvl in summary["levels"]:
+        if lvl["concurrency"] == concurrency:
+            return list(lvl["round_output_tps"])
+    return []
+
+
+def compare(a_runs: Sequence[dict[str, Any]], b_runs: Sequence[dict[str, Any]],
+            min_effect: float = DEFAULT_MIN_EFFECT) -> list[dict[str, Any]]:
+    """Per concurrency level of the runs' summaries: each arm's per-run values, and B/A."""
+    levels = [lvl["concurrency"] for lvl in a_runs[0]["levels"]]
+    out = []
+    for c in levels:
+        a_rounds = [_level_rounds(s, c) for s in a_runs]
+        b_rounds = [_level_rounds(s, c) for s in b_runs]
+        a_vals = [statistics.median(r) for r in a_rounds if r]
+        b_vals = [statistics.median(r) for r in b_rounds if r]
+        n = min(len(a_vals), len(b_vals))
+        if n >= 2:
+            ratio = paired_ratio(a_vals[:n], b_vals[:n], min_effect)
+        elif n == 1:
+            ratio = rounds_ratio(a_rounds[0], b_rounds[0], min_effect)
+        else:
+            continue
+        out.append({"concurrency": c, "metric": METRIC, "a": a_vals, "b": b_vals, "ratio": ratio.to_dict()})
+    return out
+
+
+def overall(levels: list[dict[str, Any]]) -> str:
+    """One word for the whole comparison: the verdicts of the levels, or "mixed"."""
+    verdicts = {lvl["ratio"]["verdict"] for lvl in levels}
+    return verdicts.pop() if len(verdicts) == 1 else "mixed"
+
+
+def run_interleaved(pairs: int, run_arm: Callable[[str, int], dict[str, Any]]) -> tuple[list[str], dict[str, list]]:
+    """Call run_arm(arm, index) in schedule order; {"A": [summaries], "B": [...]}."""
+    order = schedule(pairs)
+    got: dict[str, list] = {"A": [], "B": []}
+    for i, arm in enumerate(order):
+        got[arm].append(run_arm(arm, i))
+    return order, got

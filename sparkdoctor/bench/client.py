@@ -1,0 +1,159 @@
+"""One streamed request, timed: what a bench measures, taken from the server-sent-event stream.
+
+The stream styles this accepts (both seen on real servers, see shared/research):
+- vLLM: one `data: {...}` per chunk, then a usage chunk with empty `choices`, then `data: [DONE]`;
+- transformers serve: `usage` inside the final chunk with the finish reason, no `[DONE]`, plain EOF.
+The first token is the first chunk that carries text: `content` OR `reasoning_content`/`reasoning`
+(chat), `text` (completions). A harness that waits for `content` alone reports the whole thinking
+phase of a reasoning model as its time to first token. Role-only chunks are not tokens.
+Token counts come from `usage` when the server sends it; otherwise the count of chunks with text
+(said so in `tokens_from`), which is exact only for servers that send one token per chunk.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from sparkdoctor.bench.http import HttpError, post_lines
+
+PATHS = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
+
+
+@dataclass
+class Sample:
+    """One request as the client saw it. Times in seconds from sending the request."""
+
+    ok: bool
+    error: str | None = None
+    ttft: float | None = None  # first chunk with text (content or reasoning)
+    e2e: float | None = None  # last byte of the stream
+    output_tokens: int = 0
+    tokens_from: str = "usage"  # usage | chunks
+    prompt_tokens: int | None = None
+    chunks: int = 0  # chunks that carried text
+    ended_by: str = "eof"  # [DONE] | eof
+    finish_reason: str | None = None
+    first_kind: str | None = None  # content | reasoning | text
+    gaps: list[float] = field(default_factory=list)  # seconds between successive text chunks
+
+    @property
+    def tpot(self) -> float | None:
+        """Time per output token after the first: (e2e - ttft) / (tokens - 1)."""
+        if not self.ok or self.ttft is None or self.e2e is None or self.output_tokens < 2:
+            return None
+        return (self.e2e - self.ttft) / (self.output_tokens - 1)
+
+    @property
+    def decode_tps(self) -> float | None:
+        tpot = self.tpot
+        return 1.0 / tpot if tpot else None
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["gaps"] = [round(g, 6) for g in self.gaps]
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Sample":
+        known = {f for f in cls.__dataclass_fields__}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+def build_payload(api: str, model: str, prompt: str, max_tokens: int, vllm: bool) -> dict[str, Any]:
+    """The request body. Fields only vLLM accepts (ignore_eos, min_tokens) go to vLLM only:
+    other servers reject unknown fields (transformers serve answers 422)."""
+    payload: dict[str, Any] = {"model": model, "max_tokens": max_tokens, "stream": True, "temperature": 0.0,
+                               "stream_options": {"include_usage": True}}
+    if api == "chat":
+        payload["messages"] = [{"role": "user", "content": prompt}]
+    else:
+        payload["prompt"] = prompt
+    if vllm:
+        payload.update(ignore_eos=True, min_tokens=max_tokens)
+    return payload
+
+
+def _text_of(api: str, choice: dict[str, Any]) -> tuple[str | None, str | None]:
+    """(kind, text) of the first non-empty text field of one streamed choice."""
+    if api == "completions":
+        text = choice.get("text")
+        return ("text", text) if text else (None, None)
+    delta = choice.get("delta") or {}
+    for key, kind in (("content", "content"), ("reasoning_content", "reasoning"), ("reasoning", "reasoning")):
+        if delta.get(key):
+            return kind, delta[key]
+    return None, None
+
+
+async def stream_one(base_url: str, api: str, payload: dict[str, Any], timeout: float) -> Sample:
+    """Send one streamed request and time it. Never raises for a server's failure: a failed
+    request is a Sample with ok=False and the one-line reason.
+
+    While the stream runs, the client only reads and stamps lines; the JSON is parsed after the
+    stream ends, so parsing never delays the arrival time of the next token (or of another stream's).
+    """
+    sample = Sample(ok=False)
+    events: list[tuple[float, bytes]] = []
+    t0 = time.perf_counter()
+    end = t0
+    try:
+        async for at, line in post_lines(base_url, PATHS[api], payload, timeout, prefix=b"data:"):
+            end = at
+            data = line[5:].strip()
+            if data == b"[DONE]":
+                sample.ended_by = "[DONE]"
+                break
+            events.append((at, data))
+    except HttpError as exc:
+        sample.error = str(exc)
+        return sample
+    sample.e2e = end - t0
+    return _account(sample, api, events, t0)
+
+
+def _account(sample: Sample, api: str, events: list[tuple[float, bytes]], t0: float) -> Sample:
+    """Fill a sample from the stamped events of its stream."""
+    usage: dict[str, Any] | None = None
+    last_text_at: float | None = None
+    for at, data in events:
+        try:
+            event = json.loads(data)
+        except ValueError:
+            sample.error = f"the stream carried a line that is not JSON: {data[:80]!r}"
+            return sample
+        if not isinstance(event, dict):
+            continue
+        if event.get("error"):
+            err = event["error"]
+            sample.error = "the server reported: " + str(err.get("message") if isinstance(err, dict) else err)[:300]
+            return sample
+        if event.get("usage"):
+            usage = event["usage"]
+        for choice in event.get("choices") or ():
+            kind, _text = _text_of(api, choice)
+            if choice.get("finish_reason"):
+                sample.finish_reason = choice["finish_reason"]
+            if kind is None:
+                continue
+            if sample.ttft is None:
+                sample.ttft, sample.first_kind = at - t0, kind
+            elif last_text_at is not None:
+                sample.gaps.append(at - last_text_at)
+            last_text_at = at
+            sample.chunks += 1
+    if usage and isinstance(usage.get("completion_tokens"), int):
+        sample.output_tokens, sample.tokens_from = usage["completion_tokens"], "usage"
+        sample.prompt_tokens = usage.get("prompt_tokens")
+    else:
+        sample.output_tokens, sample.tokens_from = sample.chunks, "chunks"
+    if sample.ttft is None:
+        sample.error = "the stream ended without a single token"
+        return sample
+    if sample.ended_by != "[DONE]" and sample.finish_reason is None:
+        sample.error = "the stream ended before the server said it was done (no finish_reason, no [DONE])"
+        return sample
+    sample.ok = True
+    return sample

@@ -1,0 +1,230 @@
+"""What `sparkdoctor bench` does for each of its three forms (--url, RECIPE, RECIPE --vs RECIPE_B),
+from parsed options to the result document; every way it can fail becomes a Failure with one line
+and an exit code (nothing stored when a measurement did not finish)."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from sparkdoctor.bench import ab, session
+from sparkdoctor.bench.measure import BenchError
+from sparkdoctor.bench.workload import Workload, WorkloadError
+from sparkdoctor.exitcodes import EXIT_BENCH_FAILED, EXIT_LEDGER, EXIT_UNPROBEABLE, EXIT_USAGE
+
+
+class Failure(Exception):
+    def __init__(self, message: str, code: int):
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass
+class Options:
+    overrides: dict[str, Any]  # workload fields given on the command line (win over a recipe's own)
+    sets: dict[str, str]  # recipe parameters (--set key=value), applied to every recipe
+    local: bool  # run a recipe that names a container in the target environment
+    python: str | None
+    ledger: Path | None
+    store: bool
+    ready_timeout: float
+    pairs: int
+    min_effect: float
+    fmt: str
+
+
+def parse_overrides(given: dict[str, Any]) -> dict[str, Any]:
+    """The workload options given on the command line (None: not given), checked, --concurrency split."""
+    out = {k: v for k, v in given.items() if v is not None}
+    conc = out.get("concurrency")
+    if isinstance(conc, str):
+        try:
+            out["concurrency"] = tuple(int(x) for x in conc.split(","))
+        except ValueError:
+            raise Failure(f"--concurrency {conc}: give whole numbers separated by commas, e.g. 1,4", EXIT_USAGE) from None
+    workload_from(None, **out)  # a bad value fails here, before anything starts
+    return out
+
+
+def workload_from(base: dict[str, Any] | None = None, **cli: Any) -> Workload:
+    try:
+        return Workload.from_dict(dict(base or {}), **cli)
+    except (WorkloadError, TypeError) as exc:
+        raise Failure(str(exc), EXIT_USAGE) from None
+
+
+@contextlib.contextmanager
+def progress_line(enabled: bool = True) -> Iterator[Callable[[str], None]]:
+    """A rich status line on stderr (never stdout: JSON owns it)."""
+    from rich.console import Console
+
+    console = Console(stderr=True)
+    if not enabled or not console.is_terminal:
+        yield lambda _msg: None
+        return
+    with console.status("bench") as status:
+        yield lambda msg: status.update(f"bench: {msg}")
+
+
+def _open_ledger(opts: Options):
+    if not opts.store:
+        return None
+    from sparkdoctor.ledger import Ledger, LedgerError
+
+    try:
+        return Ledger(opts.ledger)
+    except LedgerError as exc:
+        raise Failure(str(exc), EXIT_LEDGER) from None
+
+
+def _store(ledger, result: session.RunResult, comparison_id: int | None = None) -> None:
+    if ledger is None:
+        return
+    from sparkdoctor.ledger import LedgerError
+
+    try:
+        session.store(ledger, result, comparison_id)
+    except LedgerError as exc:
+        raise Failure(str(exc), EXIT_LEDGER) from None
+
+
+def _toolchain(python: str | None, progress: Callable[[str], None]) -> session.Toolchain:
+    from sparkdoctor.target import TargetError, resolve_python_target
+
+    try:
+        target = resolve_python_target(python)
+    except TargetError as exc:
+        raise Failure(str(exc), EXIT_UNPROBEABLE) from None
+    progress(f"collecting the toolchain facts of {target.python}")
+    return session.collect_toolchain(target)
+
+
+def bench_url(url: str, model: str | None, opts: Options) -> dict[str, Any]:
+    ledger = _open_ledger(opts)
+    with progress_line() as progress:
+        toolchain = _toolchain(opts.python, progress)
+        try:
+            info, m = session.measure_url(url, model, workload_from(None, **opts.overrides), progress)
+        except BenchError as exc:
+            raise Failure(str(exc), EXIT_BENCH_FAILED) from None
+    result = session.RunResult({"name": None, "url": url, "model": m.model}, info, m, toolchain)
+    _store(ledger, result)
+    return session.envelope("run", {**result.to_dict(), "ledger": str(ledger.path) if ledger else None})
+
+
+# ---- recipes ----------------------------------------------------------------------------------------
+def _load_recipe(path: Path, opts: Options) -> Any:
+    from sparkdoctor.recipes import RecipeError, load
+
+    try:
+        return load(path, opts.sets)
+    except RecipeError as exc:
+        raise Failure(str(exc), EXIT_USAGE) from None
+
+
+def _target_python(recipe: Any, opts: Options) -> str | None:
+    """--python, else the venv the recipe's command lives in (…/bin/vllm -> …/bin/python), else None (as check)."""
+    if opts.python is not None:
+        from sparkdoctor.target import TargetError, resolve_python_target
+
+        try:
+            return resolve_python_target(opts.python).python  # absolute: the server runs in its own folder
+        except TargetError as exc:
+            raise Failure(str(exc), EXIT_UNPROBEABLE) from None
+    found = session.python_of_command([str(a) for a in recipe.argv])
+    return str(found) if found else None
+
+
+def _run_dir(label: str) -> Path:
+    from sparkdoctor.locations import state_dir
+
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in label)[:60] or "recipe"
+    path = state_dir() / "runs" / f"{stamp}-{safe}-{time.monotonic_ns() % 10_000:04d}"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _launch_and_measure(recipe: Any, workload: Workload, toolchain, opts: Options, progress, arm: str | None = None):
+    from sparkdoctor.serve import LaunchError
+
+    python = _target_python(recipe, opts)
+    try:
+        return session.run_recipe(recipe, workload, toolchain, _run_dir(recipe.name), opts.ready_timeout, progress, arm,
+                                  python=python, local=opts.local)
+    except BenchError as exc:
+        raise Failure(f"{recipe.name}: {exc}", EXIT_BENCH_FAILED) from None
+    except LaunchError as exc:
+        raise Failure(str(exc), EXIT_BENCH_FAILED) from None
+
+
+def _recipe_workload(recipe: Any, opts: Options) -> Workload:
+    """The recipe's own workload table, with the command line's options on top."""
+    from sparkdoctor.bench.workload import from_recipe
+
+    try:
+        return from_recipe(recipe.workload, f"recipe {recipe.source_path}", **opts.overrides)
+    except WorkloadError as exc:
+        raise Failure(str(exc), EXIT_USAGE) from None
+
+
+def bench_recipe(path: Path, opts: Options) -> dict[str, Any]:
+    recipe = _load_recipe(path, opts)
+    workload = _recipe_workload(recipe, opts)
+    ledger = _open_ledger(opts)
+    with progress_line() as progress:
+        toolchain = _toolchain(_target_python(recipe, opts), progress)
+        result = _launch_and_measure(recipe, workload, toolchain, opts, progress)
+    _store(ledger, result)
+    return session.envelope("run", {**result.to_dict(), "ledger": str(ledger.path) if ledger else None})
+
+
+def bench_ab(path_a: Path, path_b: Path, opts: Options) -> dict[str, Any]:
+    recipes = {"A": _load_recipe(path_a, opts), "B": _load_recipe(path_b, opts)}
+    labels = {arm: r.name for arm, r in recipes.items()}
+    if labels["A"] == labels["B"] and path_a != path_b:
+        labels = {"A": f"{labels['A']} ({path_a})", "B": f"{labels['B']} ({path_b})"}
+    workload = _recipe_workload(recipes["A"], opts)  # one workload for both arms: like for like
+    ledger = _open_ledger(opts)
+    comparison_id = None
+    if ledger is not None:
+        comparison_id = ledger.begin_comparison(labels["A"], labels["B"])
+    stored: list[int] = []
+    status = "interrupted"
+    try:
+        with progress_line() as progress:
+            toolchains = {arm: _toolchain(_target_python(r, opts), progress) for arm, r in recipes.items()}
+
+            def run_arm(arm: str, index: int) -> dict[str, Any]:
+                progress(f"arm {index + 1}/{2 * opts.pairs}: {arm} ({labels[arm]})")
+                result = _launch_and_measure(recipes[arm], workload, toolchains[arm], opts, progress, arm)
+                _store(ledger, result, comparison_id)
+                if result.run_id is not None:
+                    stored.append(result.run_id)
+                return result.summary()
+
+            order, got = ab.run_interleaved(opts.pairs, run_arm)
+        levels = ab.compare(got["A"], got["B"], opts.min_effect)
+        doc = {"comparison_id": comparison_id, "a": labels["A"], "b": labels["B"], "order": order, "runs": stored,
+               "metric": ab.METRIC, "min_effect": opts.min_effect, "levels": levels, "verdict": ab.overall(levels),
+               "fingerprints": {arm: t.fingerprint for arm, t in toolchains.items()},
+               "ledger": str(ledger.path) if ledger else None}
+        status = "complete"
+        return session.envelope("comparison", doc)
+    finally:
+        if ledger is not None and comparison_id is not None:
+            ledger.finish_comparison(comparison_id, status, doc if status == "complete" else None)
+
+
+def render(doc: dict[str, Any]) -> None:
+    from sparkdoctor.bench import render as r
+
+    console = r.console()
+    if doc["kind"] == "comparison":
+        r.render_comparison(console, doc)
+    else:
+        r.render_run(console, doc)

@@ -1,0 +1,144 @@
+"""A whole measurement against one running server: warm-up, then each concurrency level for a number
+of rounds, with the server's /metrics scraped before and after each level.
+
+Per level it reports the client's figures (TTFT, TPOT, E2E, decode tok/s per stream, aggregate output
+tok/s; medians with bootstrap 95% CIs) beside the server's own (vLLM /metrics). The headline is
+single-stream decode tok/s (the number that decides a bandwidth-bound box like the GB10): taken from
+the server's inter-token-latency histogram when the server has one, because a client can only time
+chunks as they arrive and some servers (vLLM's CPU build) send them in bursts; from the client
+otherwise. The client's burst share (gaps under 1 ms) is reported so the reader can see why.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from sparkdoctor.bench import prometheus
+from sparkdoctor.bench.client import Sample, build_payload, stream_one
+from sparkdoctor.bench.server import ServerInfo
+from sparkdoctor.bench.stats import estimate
+from sparkdoctor.bench.workload import Workload, prompt
+
+BURST_GAP_S = 0.001
+
+
+class BenchError(RuntimeError):
+    """The measurement could not be completed (a request failed, the server went away)."""
+
+
+@dataclass
+class Round:
+    concurrency: int
+    wall: float  # first request sent -> last stream ended
+    samples: list[Sample]
+
+    @property
+    def output_tps(self) -> float:
+        return sum(s.output_tokens for s in self.samples) / self.wall if self.wall > 0 else 0.0
+
+
+@dataclass
+class Level:
+    concurrency: int
+    rounds: list[Round] = field(default_factory=list)
+    server: dict[str, Any] | None = None
+
+    @property
+    def samples(self) -> list[Sample]:
+        return [s for r in self.rounds for s in r.samples]
+
+    def summary(self) -> dict[str, Any]:
+        samples = self.samples
+        gaps = [g for s in samples for g in s.gaps]
+
+        def est(values):
+            e = estimate([v for v in values if v is not None])
+            return e.to_dict() if e else None
+
+        client = {
+            "ttft_s": est(s.ttft for s in samples),
+            "tpot_s": est(s.tpot for s in samples),
+            "e2e_s": est(s.e2e for s in samples),
+            "decode_tps_per_stream": est(s.decode_tps for s in samples),
+            "output_tps": est(r.output_tps for r in self.rounds),
+            "output_tokens": statistics.median(s.output_tokens for s in samples) if samples else None,
+            "tokens_from": sorted({s.tokens_from for s in samples}),
+            "burst_share": (sum(g < BURST_GAP_S for g in gaps) / len(gaps)) if gaps else None,
+        }
+        server_tps = (self.server or {}).get("decode_tps_per_stream")
+        client_tps = (client["decode_tps_per_stream"] or {}).get("median")
+        if server_tps:
+            headline = {"decode_tps_per_stream": server_tps, "source": "server /metrics (inter-token latency histogram)"}
+        else:
+            headline = {"decode_tps_per_stream": client_tps, "source": "client (stream arrival times)"}
+        return {"concurrency": self.concurrency, "requests": len(samples), "rounds": len(self.rounds),
+                "round_output_tps": [r.output_tps for r in self.rounds], "client": client, "server": self.server,
+                "headline": headline}
+
+
+@dataclass
+class Measurement:
+    base_url: str
+    model: str
+    server: ServerInfo
+    workload: Workload
+    levels: list[Level] = field(default_factory=list)
+    warmup: list[Sample] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def summary(self) -> dict[str, Any]:
+        levels = [lvl.summary() for lvl in self.levels]
+        first = next((lvl for lvl in levels if lvl["concurrency"] == 1), levels[0] if levels else None)
+        return {"levels": levels, "headline": dict(first["headline"], concurrency=first["concurrency"]) if first else None,
+                "seconds": self.seconds}
+
+
+Progress = Callable[[str], None]
+
+
+async def _run_level(m: Measurement, level: int, counter: list[int], progress: Progress | None) -> Level:
+    w = m.workload
+    lvl = Level(level)
+    before = await prometheus.scrape(m.base_url) if m.server.metrics else None
+    for r in range(w.rounds):
+        if progress:
+            progress(f"concurrency {level}, round {r + 1}/{w.rounds}")
+        start = time.perf_counter()
+        tasks = []
+        for _ in range(level):
+            payload = build_payload(w.api, m.model, prompt(counter[0], w.prompt_words), w.max_tokens, m.server.is_vllm)
+            counter[0] += 1
+            tasks.append(stream_one(m.base_url, w.api, payload, w.request_timeout))
+        samples = await asyncio.gather(*tasks)
+        wall = time.perf_counter() - start
+        failed = [s for s in samples if not s.ok]
+        if failed:
+            raise BenchError(f"a request at concurrency {level} failed: {failed[0].error}")
+        lvl.rounds.append(Round(level, wall, list(samples)))
+    after = await prometheus.scrape(m.base_url) if m.server.metrics else None
+    lvl.server = prometheus.window(before, after)
+    return lvl
+
+
+async def measure(base_url: str, model: str, server: ServerInfo, workload: Workload,
+                  progress: Progress | None = None) -> Measurement:
+    """Warm up, then measure every concurrency level. Raises BenchError on the first failed request."""
+    m = Measurement(base_url, model, server, workload)
+    started = time.perf_counter()
+    counter = [0]
+    for i in range(workload.warmup):
+        if progress:
+            progress(f"warm-up {i + 1}/{workload.warmup}")
+        payload = build_payload(workload.api, model, prompt(10_000 + i, workload.prompt_words), workload.max_tokens, server.is_vllm)
+        sample = await stream_one(base_url, workload.api, payload, workload.request_timeout)
+        if not sample.ok:
+            raise BenchError(f"the warm-up request failed: {sample.error}")
+        m.warmup.append(sample)
+    for level in workload.concurrency:
+        m.levels.append(await _run_level(m, level, counter, progress))
+    m.seconds = time.perf_counter() - started
+    return m

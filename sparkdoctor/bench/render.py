@@ -1,0 +1,118 @@
+"""Console text for bench results, history listings and comparisons (rich tables on stdout).
+
+JSON needs no renderer: it is the envelope from session.envelope, printed as is.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+
+def console() -> Console:
+    """stdout; wide when it is not a terminal (a file or a pipe gets whole rows, not wrapped ones)."""
+    import sys
+
+    return Console() if sys.stdout.isatty() else Console(width=160)
+
+
+def _f(value: Any, digits: int = 1, scale: float = 1.0, unit: str = "") -> str:
+    if value is None:
+        return "-"
+    return f"{value * scale:,.{digits}f}{unit}"
+
+
+def _ci(est: dict[str, Any] | None, digits: int = 1, scale: float = 1.0) -> str:
+    if not est:
+        return "-"
+    return f"{_f(est['median'], digits, scale)} [{_f(est['ci_low'], digits, scale)}-{_f(est['ci_high'], digits, scale)}]"
+
+
+def level_table(levels: list[dict[str, Any]], title: str) -> Table:
+    t = Table(title=title, title_justify="left")
+    for col in ("conc", "requests", "decode tok/s/stream (client)", "decode tok/s/stream (server)", "output tok/s total",
+                "TTFT ms (client)", "TTFT ms (server)", "TPOT ms", "bursts"):
+        t.add_column(col, justify="right")
+    for lvl in levels:
+        c, s = lvl["client"], lvl.get("server") or {}
+        t.add_row(str(lvl["concurrency"]), str(lvl["requests"]), _ci(c["decode_tps_per_stream"]),
+                  _f(s.get("decode_tps_per_stream")), _ci(c["output_tps"]), _ci(c["ttft_s"], 1, 1000),
+                  _f((s.get("ttft_s") or {}).get("mean"), 1, 1000), _ci(c["tpot_s"], 2, 1000),
+                  _f(c["burst_share"], 0, 100, "%"))
+    return t
+
+
+def render_run(console: Console, run: dict[str, Any]) -> None:
+    recipe = run.get("recipe") or {}
+    label = recipe.get("name") or recipe.get("url") or run.get("base_url")
+    server = run.get("server") or {}
+    console.print(f"[bold]bench[/bold] {label}: model {run.get('model')} on {server.get('kind')} "
+                  f"{server.get('version') or ''} at {run.get('base_url')}".rstrip())
+    console.print(f"toolchain fingerprint {run.get('fingerprint')}  (run {run.get('run_id') or 'not stored'})")
+    console.print(level_table(run["levels"], "medians [bootstrap 95% CI]"))
+    head = run.get("headline")
+    if head:
+        console.print(f"[bold]headline[/bold]: {_f(head['decode_tps_per_stream'])} tok/s decode per stream at "
+                      f"concurrency {head['concurrency']}, from the {head['source']}")
+        if "server" in head["source"]:
+            console.print("  why the server's figure: it times each token where it is produced; a client can only "
+                          "time chunks as they arrive, and this server sends them in bursts (see the bursts column)")
+    for finding in run.get("findings") or []:
+        console.print(f"[yellow]log finding[/yellow]: {finding.get('id')}: {finding.get('title', '')}")
+
+
+def render_comparison(console: Console, comp: dict[str, Any]) -> None:
+    console.print(f"[bold]A/B[/bold] A = {comp['a']}  vs  B = {comp['b']}; order {' '.join(comp['order'])} "
+                  f"(a server restart per arm)")
+    t = Table(title="output tok/s total per arm run (median of its rounds); ratio B/A with 95% CI", title_justify="left")
+    for col in ("conc", "A runs", "B runs", "B/A", "95% CI", "method", "verdict"):
+        t.add_column(col, justify="right")
+    for lvl in comp["levels"]:
+        r = lvl["ratio"]
+        t.add_row(str(lvl["concurrency"]), ", ".join(_f(v) for v in lvl["a"]), ", ".join(_f(v) for v in lvl["b"]),
+                  f"{r['ratio']:.3f}", f"{r['ci_low']:.3f}-{r['ci_high']:.3f}", r["method"], f"[bold]{r['verdict']}[/bold]")
+    console.print(t)
+    console.print(f"[bold]verdict[/bold]: B is {comp['verdict']} (B/A of total output tok/s; 'mixed': the levels disagree)")
+    console.print(f"runs stored: {', '.join(str(r) for r in comp.get('runs') or []) or 'none'}; "
+                  "a difference inside the noise is reported as \"no difference\", never as a win")
+
+
+def render_history(console: Console, runs: list[dict[str, Any]]) -> None:
+    if not runs:
+        console.print("no runs in the ledger")
+        return
+    t = Table(title="runs, newest first", title_justify="left")
+    for col in ("run", "when (UTC)", "recipe", "model", "fingerprint", "decode tok/s/stream", "source", "A/B"):
+        t.add_column(col)
+    for r in runs:
+        head = r.get("headline") or {}
+        ab = f"{r['comparison_id']}:{r['arm']}" if r.get("comparison_id") else ""
+        t.add_row(str(r["id"]), r["created_at"], r.get("recipe_name") or "-", r["model"], r["fingerprint"],
+                  _f(head.get("decode_tps_per_stream")), (head.get("source") or "").split(" ")[0], ab)
+    console.print(t)
+
+
+def render_compare(console: Console, cmp: dict[str, Any]) -> None:
+    a, b = cmp["a"], cmp["b"]
+    console.print(f"[bold]run {a['id']}[/bold] ({a['created_at']}, fingerprint {a['fingerprint']})  vs  "
+                  f"[bold]run {b['id']}[/bold] ({b['created_at']}, fingerprint {b['fingerprint']})")
+    for note in cmp["notes"]:
+        console.print(f"[yellow]note[/yellow]: {note}")
+    if cmp["toolchain"]:
+        t = Table(title="what changed in the toolchain", title_justify="left")
+        for col in ("what", f"run {a['id']}", f"run {b['id']}"):
+            t.add_column(col)
+        for row in cmp["toolchain"]:
+            t.add_row(row["what"], str(row["a"]), str(row["b"]))
+        console.print(t)
+    else:
+        console.print("toolchain: same fingerprint material")
+    t = Table(title="what changed in the numbers (medians)", title_justify="left")
+    for col in ("conc", "figure", f"run {a['id']}", f"run {b['id']}", "b/a"):
+        t.add_column(col, justify="right")
+    for row in cmp["numbers"]:
+        t.add_row(str(row["concurrency"]), row["figure"], _f(row["a"], 2), _f(row["b"], 2),
+                  f"{row['ratio']:.3f}" if row["ratio"] else "-")
+    console.print(t)

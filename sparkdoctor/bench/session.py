@@ -1,0 +1,170 @@
+"""One benchmark run end to end: the toolchain's Facts, the measurement, the ledger row.
+
+A run is (Facts fingerprint, resolved recipe, bench-code version) plus its numbers; a run is stored
+only when the measurement finished, in one transaction, so the ledger never holds half a run.
+The Facts are those of the target whose Python runs the server: for a recipe, the venv of its
+command (bin/vllm -> bin/python) or --python; for `--url`, the --python target (default: as `check`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from sparkdoctor import __version__
+from sparkdoctor.bench import BENCH_VERSION
+from sparkdoctor.bench.http import HttpError
+from sparkdoctor.bench.measure import BenchError, Measurement, measure
+from sparkdoctor.bench.server import ServerInfo, detect
+from sparkdoctor.bench.workload import Workload
+
+RESULT_SCHEMA = 1
+DEATH_WAIT_S = 5.0
+Progress = Callable[[str], None]
+
+
+@dataclass
+class Toolchain:
+    """Facts of the target that runs the server, collected once per bench invocation."""
+
+    facts: dict[str, Any]
+    fingerprint: str
+    target: dict[str, Any]
+
+
+def collect_toolchain(target: Any) -> Toolchain:
+    from sparkdoctor.check import CheckOptions, collect_facts
+
+    facts = collect_facts(target, CheckOptions(kernels=False))
+    return Toolchain(facts.to_dict(), facts.fingerprint(), target.describe())
+
+
+def python_of_command(argv: list[str]) -> Path | None:
+    """The interpreter of the venv a command lives in (…/bin/vllm -> …/bin/python), if there is one."""
+    if not argv:
+        return None
+    exe = Path(argv[0])
+    if os.sep not in argv[0]:  # a bare name: the one on PATH, as the launcher would run it
+        found = shutil.which(argv[0])
+        if not found:
+            return None
+        exe = Path(found)
+    if exe.name.startswith("python") and exe.exists():
+        return exe
+    for name in ("python", "python3"):
+        candidate = exe.parent / name
+        if exe.parent != Path(".") and candidate.exists():
+            return candidate
+    return None
+
+
+@dataclass
+class RunResult:
+    """A finished run: what the console and JSON render, and what the ledger stored."""
+
+    recipe: dict[str, Any]
+    server: ServerInfo
+    measurement: Measurement
+    toolchain: Toolchain
+    findings: list[dict[str, Any]] = field(default_factory=list)
+    run_id: int | None = None
+    arm: str | None = None
+
+    def summary(self) -> dict[str, Any]:
+        return self.measurement.summary()
+
+    def to_dict(self) -> dict[str, Any]:
+        s = self.summary()
+        return {"run_id": self.run_id, "arm": self.arm, "recipe": self.recipe, "server": self.server.to_dict(),
+                "base_url": self.measurement.base_url, "model": self.measurement.model,
+                "fingerprint": self.toolchain.fingerprint, "target": self.toolchain.target,
+                "bench_version": BENCH_VERSION, "workload": self.measurement.workload.to_dict(),
+                "headline": s["headline"], "levels": s["levels"], "seconds": s["seconds"], "findings": self.findings}
+
+
+def samples_of(m: Measurement) -> Iterator[tuple[int, int, int, dict[str, Any]]]:
+    for i, sample in enumerate(m.warmup):
+        yield 0, 0, i, sample.to_dict()
+    for level in m.levels:
+        for r, rnd in enumerate(level.rounds):
+            for i, sample in enumerate(rnd.samples):
+                yield level.concurrency, r, i, sample.to_dict()
+
+
+def measure_url(base_url: str, model: str | None, workload: Workload, progress: Progress | None = None
+                ) -> tuple[ServerInfo, Measurement]:
+    """Detect the server, pick the model (the only one served when none is named), measure."""
+
+    async def go() -> tuple[ServerInfo, Measurement]:
+        try:
+            info = await detect(base_url)
+        except HttpError as exc:
+            raise BenchError(f"{base_url}: {exc}") from None
+        name = model
+        if name is None:
+            if len(info.models) != 1:
+                served = ", ".join(info.models) or "none"
+                raise BenchError(f"{base_url} serves {len(info.models)} models ({served}): name one with --model")
+            name = info.models[0]
+        return info, await measure(base_url, name, info, workload, progress)
+
+    return asyncio.run(go())
+
+
+def store(ledger: Any, result: RunResult, comparison_id: int | None = None) -> int:
+    from sparkdoctor.ledger import RunRecord
+
+    m = result.measurement
+    record = RunRecord(recipe=result.recipe, base_url=m.base_url, model=m.model, server=result.server.to_dict(),
+                       facts=result.toolchain.facts, fingerprint=result.toolchain.fingerprint, bench_version=BENCH_VERSION,
+                       tool_version=__version__, workload=m.workload.to_dict(), summary=result.summary(),
+                       findings=result.findings, samples=samples_of(m), comparison_id=comparison_id, arm=result.arm)
+    result.run_id = ledger.add_run(record)
+    return result.run_id
+
+
+def envelope(kind: str, data: dict[str, Any]) -> dict[str, Any]:
+    """The one JSON shape every bench/history answer has: {"schema", "bench_version", "kind", ...}."""
+    return {"schema": RESULT_SCHEMA, "bench_version": BENCH_VERSION, "kind": kind, **data}
+
+
+# ---- a recipe: launch, measure, tear down ---------------------------------------------------------
+def resolved_recipe(recipe: Any) -> dict[str, Any]:
+    """What the ledger keeps of a recipe: name, the argv and env it ran with, the model, its source."""
+    data = recipe.to_dict() if hasattr(recipe, "to_dict") else dict(vars(recipe))
+    return {k: data.get(k) for k in ("name", "format", "source_path", "fingerprint", "argv", "env", "model",
+                                       "served_model_name", "workarounds", "params") if k in data}
+
+
+def run_recipe(recipe: Any, workload: Workload, toolchain: Toolchain, run_dir: Path, ready_timeout: float,
+               progress: Progress | None = None, arm: str | None = None, python: str | None = None,
+               local: bool = False) -> RunResult:
+    """Launch the recipe's server (serve.launch: own process group, 127.0.0.1, free port, live log
+    scan), measure it, and tear it down whatever happens. While it is measured the server must stay
+    alive: a request that fails on a dead server reports the server's death, not the request's."""
+    from sparkdoctor import serve
+
+    if progress:
+        progress(f"launching {recipe.name} (waiting until it is ready)")
+    with serve.launch(recipe, run_dir=run_dir, ready_timeout=ready_timeout, local=local, progress=progress,
+                      python=python) as server:
+        try:
+            info, m = measure_url(server.base_url, server.model, workload, progress)
+        except BenchError:
+            # A request that broke is often the first sign of a server dying: give it a moment to finish
+            # dying, so the user hears about the death (status, last log line, known problems) instead.
+            until = time.monotonic() + DEATH_WAIT_S
+            while server.alive() and time.monotonic() < until:
+                time.sleep(0.1)
+            server.check_alive()  # raises LaunchError naming the death, the log's last line, known problems
+            raise
+        findings = [h.to_dict() for h in server.findings]
+        argv = list(server.argv)
+    resolved = resolved_recipe(recipe)
+    resolved["argv"] = argv  # as it ran: the launcher's port and host, the target's bin/
+    return RunResult(resolved, info, m, toolchain, findings, arm=arm)

@@ -1,0 +1,80 @@
+"""`sparkdoctor bench`: measure a serving recipe (launch, wait, measure, tear down, store), a server
+that is already running (`--url`), or two recipes interleaved (`--vs`). Parses and renders; the work
+is in sparkdoctor/bench/ and sparkdoctor/ledger/."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from sparkdoctor.cli_support import Fatal
+
+FORMATS = ("console", "json")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("bench")(bench)
+
+
+def bench(
+    recipe: Optional[Path] = typer.Argument(None, help="Recipe to launch and measure (ours, eugr v1 YAML, sparkrun v2 YAML)."),
+    vs: Optional[Path] = typer.Option(None, "--vs", help="Second recipe: A/B, interleaved A B B A ..., ratio B/A with its 95% CI."),
+    url: Optional[str] = typer.Option(None, "--url", help="Measure a server that is already running (no launch)."),
+    model: Optional[str] = typer.Option(None, "--model", help="Model name to request (default: the only one the server lists)."),
+    sets: Optional[List[str]] = typer.Option(None, "--set", help="Recipe parameter key=value or env.NAME=value (repeatable; both recipes of --vs)."),
+    local: bool = typer.Option(False, "--local", help="Run a recipe that names a container directly in the target environment."),
+    python: Optional[str] = typer.Option(None, "--python", help="Interpreter (or venv) whose toolchain the run is stored with. Default: the recipe command's venv, else as `check`."),
+    concurrency: Optional[str] = typer.Option(None, "--concurrency", help="Concurrency levels, comma separated (default 1,4)."),
+    rounds: Optional[int] = typer.Option(None, "--rounds", help="Rounds per level (default 5)."),
+    max_tokens: Optional[int] = typer.Option(None, "--max-tokens", help="Output tokens per request (default 64)."),
+    prompt_words: Optional[int] = typer.Option(None, "--prompt-words", help="Words of prose per prompt (default 100)."),
+    warmup: Optional[int] = typer.Option(None, "--warmup", help="Warm-up requests, not counted (default 2)."),
+    api: Optional[str] = typer.Option(None, "--api", help="chat or completions (default chat)."),
+    pairs: int = typer.Option(3, "--pairs", help="--vs: interleaved (A, B) pairs, one server restart per arm."),
+    min_effect: float = typer.Option(0.02, "--min-effect", help="--vs: smallest relative difference ever called faster/slower."),
+    ready_timeout: float = typer.Option(600.0, "--ready-timeout", help="Seconds to wait for a launched server to be ready."),
+    ledger: Optional[Path] = typer.Option(None, "--ledger", help="Ledger file (default: the state folder's ledger.sqlite)."),
+    no_store: bool = typer.Option(False, "--no-store", help="Measure only; write nothing to the ledger."),
+    fmt: str = typer.Option("console", "--format", help="console or json (json: only the versioned JSON on stdout)."),
+) -> None:
+    """Benchmark a server: decode tok/s, TTFT, ITL, a concurrency sweep; stored with the toolchain fingerprint."""
+    if fmt not in FORMATS:
+        raise Fatal(f"--format {fmt}: choose one of {', '.join(FORMATS)}")
+    if (recipe is None) == (url is None):
+        raise Fatal("give a RECIPE to launch, or --url URL of a running server (not both)")
+    if vs is not None and recipe is None:
+        raise Fatal("--vs needs a RECIPE: an A/B launches both, one at a time")
+    if pairs < 1:
+        raise Fatal(f"--pairs {pairs}: give 1 or more")
+    if not 0 <= min_effect < 1:
+        raise Fatal(f"--min-effect {min_effect}: give a fraction between 0 and 1")
+    from sparkdoctor.bench import flow
+
+    given = {"concurrency": concurrency, "rounds": rounds, "max_tokens": max_tokens, "prompt_words": prompt_words,
+             "warmup": warmup, "api": api}
+    from sparkdoctor.commands.recipe import parse_sets
+
+    try:
+        overrides = flow.parse_overrides(given)
+    except flow.Failure as exc:
+        raise Fatal(str(exc), exc.code) from None
+    opts = flow.Options(overrides=overrides, sets=parse_sets(sets), local=local, python=python, ledger=ledger, store=not no_store,
+                        ready_timeout=ready_timeout, pairs=pairs, min_effect=min_effect, fmt=fmt)
+    try:
+        if url is not None:
+            doc = flow.bench_url(url, model, opts)
+        elif vs is None:
+            doc = flow.bench_recipe(recipe, opts)
+        else:
+            doc = flow.bench_ab(recipe, vs, opts)
+    except flow.Failure as exc:
+        raise Fatal(str(exc), exc.code) from None
+    if fmt == "json":
+        sys.stdout.write(json.dumps(doc, indent=2, sort_keys=False, default=str) + "\n")
+    else:
+        flow.render(doc)
+

@@ -1,0 +1,80 @@
+"""`sparkdoctor history`: list the ledger's runs, show one, or compare two (what changed in the
+toolchain, what changed in the numbers). Reads only; the work is in sparkdoctor/ledger/."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from sparkdoctor.cli_support import Fatal
+
+FORMATS = ("console", "json")
+HISTORY_SCHEMA = 1
+
+
+def register(app: typer.Typer) -> None:
+    app.command("history")(history)
+
+
+def history(
+    run_id: Optional[int] = typer.Argument(None, help="Show this run in full (its levels, toolchain and findings)."),
+    recipe: Optional[str] = typer.Option(None, "--recipe", help="Only runs of this recipe name."),
+    compare: Optional[List[int]] = typer.Option(None, "--compare", help="Two run ids: --compare A --compare B."),
+    limit: int = typer.Option(50, "--limit", help="List at most this many runs."),
+    samples: bool = typer.Option(False, "--samples", help="With RUN_ID: include the raw per-request samples (json)."),
+    ledger: Optional[Path] = typer.Option(None, "--ledger", help="Ledger file (default: the state folder's ledger.sqlite)."),
+    fmt: str = typer.Option("console", "--format", help="console or json (json: only the versioned JSON on stdout)."),
+) -> None:
+    """List, show and compare stored benchmark runs."""
+    if fmt not in FORMATS:
+        raise Fatal(f"--format {fmt}: choose one of {', '.join(FORMATS)}")
+    if compare and len(compare) != 2:
+        raise Fatal(f"--compare takes two run ids (--compare A --compare B), got {len(compare)}")
+    if compare and run_id is not None:
+        raise Fatal("give RUN_ID or --compare A --compare B, not both")
+    from sparkdoctor.bench import render
+    from sparkdoctor.bench.session import envelope
+    from sparkdoctor.exitcodes import EXIT_LEDGER
+    from sparkdoctor.ledger import Ledger, LedgerError, default_path
+    from sparkdoctor.ledger.compare import compare_runs
+
+    path = ledger or default_path()
+    if not path.exists():
+        raise Fatal(f"ledger {path}: no such file (run `sparkdoctor bench` first, or pass --ledger)", EXIT_LEDGER)
+    try:
+        with Ledger(path) as led:
+            if compare:
+                runs = [led.run(i) for i in compare]
+                missing = [str(i) for i, r in zip(compare, runs) if r is None]
+                if missing:
+                    raise Fatal(f"ledger {path}: no run {', '.join(missing)} (see `sparkdoctor history`)")
+                doc = envelope("history-compare", compare_runs(runs[0], runs[1]))
+            elif run_id is not None:
+                run = led.run(run_id, with_samples=samples)
+                if run is None:
+                    raise Fatal(f"ledger {path}: no run {run_id} (see `sparkdoctor history`)")
+                doc = envelope("history-run", {"run": run})
+            else:
+                doc = envelope("history", {"ledger": str(path), "runs": led.runs(recipe, limit)})
+    except LedgerError as exc:
+        raise Fatal(str(exc), EXIT_LEDGER) from None
+    if fmt == "json":
+        sys.stdout.write(json.dumps(doc, indent=2, default=str) + "\n")
+        return
+    console = render.console()
+    if doc["kind"] == "history-compare":
+        render.render_compare(console, doc)
+    elif doc["kind"] == "history-run":
+        run = doc["run"]
+        shown = {"run_id": run["id"], "recipe": run["recipe"], "server": run["server"], "base_url": run["base_url"],
+                 "model": run["model"], "fingerprint": run["fingerprint"], "levels": run["summary"]["levels"],
+                 "headline": run["summary"]["headline"], "findings": run["findings"]}
+        console.print(f"run {run['id']} at {run['created_at']} (bench version {run['bench_version']}, "
+                      f"sparkdoctor {run['tool_version']})")
+        render.render_run(console, shown)
+    else:
+        render.render_history(console, doc["runs"])

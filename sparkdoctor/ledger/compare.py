@@ -1,0 +1,80 @@
+"""Two stored runs side by side: what changed in the toolchain, what changed in the numbers.
+
+Unlike things are not silently compared: runs taken with different bench-code versions get no
+ratios at all (a change in how a number is taken is a change in the number), and a different
+recipe or workload is said out loud, because then the numbers compare configurations, not toolchains.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+FIGURES = (  # (name shown, where in a level summary, scale)
+    ("decode tok/s/stream (headline)", ("headline", "decode_tps_per_stream"), 1.0),
+    ("output tok/s total", ("client", "output_tps", "median"), 1.0),
+    ("TTFT ms (client)", ("client", "ttft_s", "median"), 1000.0),
+    ("TPOT ms (client)", ("client", "tpot_s", "median"), 1000.0),
+    ("ITL ms (server)", ("server", "itl_s", "mean"), 1000.0),
+)
+
+
+def _get(data: Any, path: tuple[str, ...]) -> Any:
+    for key in path:
+        if not isinstance(data, dict):
+            return None
+        data = data.get(key)
+    return data
+
+
+def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(value, dict):
+        out: dict[str, Any] = {}
+        for k, v in value.items():
+            out.update(_flatten(v, f"{prefix}.{k}" if prefix else str(k)))
+        return out
+    return {prefix: value}
+
+
+def toolchain_changes(facts_a: dict[str, Any], facts_b: dict[str, Any]) -> list[dict[str, Any]]:
+    """The fingerprint material (what decides behaviour and speed) that differs between two Facts."""
+    from sparkdoctor.facts import Facts
+
+    mat_a = _flatten(Facts.from_dict(facts_a, source="ledger").fingerprint_material())
+    mat_b = _flatten(Facts.from_dict(facts_b, source="ledger").fingerprint_material())
+    rows = []
+    for key in sorted(set(mat_a) | set(mat_b)):
+        a, b = mat_a.get(key), mat_b.get(key)
+        if a != b:
+            rows.append({"what": key, "a": a if key in mat_a else "(absent)", "b": b if key in mat_b else "(absent)"})
+    return rows
+
+
+def compare_runs(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    notes: list[str] = []
+    comparable = a["bench_version"] == b["bench_version"]
+    if not comparable:
+        notes.append(f"not comparable: measured by bench version {a['bench_version']} and {b['bench_version']}; "
+                     "no ratios are given")
+    if a["recipe_hash"] != b["recipe_hash"]:
+        notes.append("different recipes (argv, env or model differ): the numbers compare configurations, not toolchains")
+    if a["workload"] != b["workload"]:
+        notes.append("different workloads: the numbers are not like for like")
+    if a["fingerprint"] == b["fingerprint"]:
+        notes.append("same toolchain fingerprint")
+    numbers = []
+    levels_b = {lvl["concurrency"]: lvl for lvl in b["summary"].get("levels", [])}
+    for lvl_a in a["summary"].get("levels", []):
+        lvl_b = levels_b.get(lvl_a["concurrency"])
+        if lvl_b is None:
+            continue
+        for name, path, scale in FIGURES:
+            va, vb = _get(lvl_a, path), _get(lvl_b, path)
+            if va is None and vb is None:
+                continue
+            va = va * scale if va is not None else None
+            vb = vb * scale if vb is not None else None
+            ratio = vb / va if comparable and va and vb is not None else None
+            numbers.append({"concurrency": lvl_a["concurrency"], "figure": name, "a": va, "b": vb, "ratio": ratio})
+    head = lambda r: {k: r[k] for k in ("id", "created_at", "recipe_name", "fingerprint", "bench_version", "model")}  # noqa: E731
+    return {"a": head(a), "b": head(b), "comparable": comparable, "notes": notes,
+            "toolchain": toolchain_changes(a["facts"], b["facts"]), "numbers": numbers}

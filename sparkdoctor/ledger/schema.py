@@ -1,0 +1,136 @@
+"""Open a ledger file and bring it to the current schema.
+
+The schema version lives in `PRAGMA user_version`; `migrate_to_N` takes a file from N-1 to N inside
+the same transaction as the version bump, so a migration either happens whole or not at all. A file
+written by a newer sparkdoctor (a higher version), a file that is not SQLite, or an SQLite file that
+is some other program's is refused with one line naming it: nothing is changed in it.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Callable
+
+from sparkdoctor.locations import state_dir
+
+APPLICATION_ID = 0x5344_4C47  # "SDLG": marks the file as a sparkdoctor ledger
+SCHEMA_VERSION = 2
+
+
+class LedgerError(RuntimeError):
+    """The ledger cannot be opened, read or written; the message is one line naming the file."""
+
+
+def default_path() -> Path:
+    return state_dir() / "ledger.sqlite"
+
+
+def migrate_to_1(db: sqlite3.Connection) -> None:
+    """Runs and their raw per-request samples."""
+    _script(db, """
+        CREATE TABLE runs (
+            id INTEGER PRIMARY KEY,
+            created_at TEXT NOT NULL,
+            recipe_name TEXT,
+            recipe_hash TEXT NOT NULL,
+            recipe_json TEXT NOT NULL,      -- the resolved recipe: argv, env, model (or the --url)
+            base_url TEXT NOT NULL,
+            model TEXT NOT NULL,
+            server_json TEXT NOT NULL,      -- what was behind the URL (vllm/generic, version)
+            fingerprint TEXT NOT NULL,      -- Facts.fingerprint() of the target that ran the server
+            facts_json TEXT NOT NULL,       -- the full Facts
+            bench_version INTEGER NOT NULL, -- sparkdoctor.bench.BENCH_VERSION
+            tool_version TEXT NOT NULL,     -- sparkdoctor's version
+            workload_json TEXT NOT NULL,
+            summary_json TEXT NOT NULL,     -- per level: client and server figures, the headline
+            findings_json TEXT NOT NULL     -- matrix symptoms found in the server's log
+        );
+        CREATE INDEX runs_recipe ON runs(recipe_name, created_at);
+        CREATE INDEX runs_fingerprint ON runs(fingerprint);
+        CREATE TABLE samples (
+            run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+            concurrency INTEGER NOT NULL,   -- 0: a warm-up request (not counted)
+            round INTEGER NOT NULL,
+            idx INTEGER NOT NULL,
+            sample_json TEXT NOT NULL,
+            PRIMARY KEY (run_id, concurrency, round, idx)
+        );
+        """
+    )
+
+
+def migrate_to_2(db: sqlite3.Connection) -> None:
+    """A/B comparisons: the interleaved runs point to the comparison they belong to."""
+    _script(db, """
+        CREATE TABLE comparisons (
+            id INTEGER PRIMARY KEY,
+            created_at TEXT NOT NULL,
+            a_label TEXT NOT NULL,
+            b_label TEXT NOT NULL,
+            status TEXT NOT NULL,           -- running | complete | interrupted
+            result_json TEXT
+        );
+        ALTER TABLE runs ADD COLUMN comparison_id INTEGER REFERENCES comparisons(id);
+        ALTER TABLE runs ADD COLUMN arm TEXT;  -- "A" or "B" inside a comparison
+        CREATE INDEX runs_comparison ON runs(comparison_id);
+        """
+    )
+
+
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: migrate_to_1, 2: migrate_to_2}
+
+
+def _script(db: sqlite3.Connection, sql: str) -> None:
+    """Run each statement of `sql` inside the caller's transaction (executescript would COMMIT first)."""
+    for statement in sql.split(";"):
+        if statement.strip():
+            db.execute(statement)
+
+
+def _one(db: sqlite3.Connection, sql: str) -> int:
+    return int(db.execute(sql).fetchone()[0])
+
+
+def connect(path: Path, migrate: bool = True) -> sqlite3.Connection:
+    """Open (creating if absent) and migrate; raise LedgerError with one line otherwise."""
+    path = Path(path)
+    if path.is_dir():
+        raise LedgerError(f"ledger {path}: is a folder; give a file (--ledger PATH)")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        db = sqlite3.connect(str(path), timeout=30, isolation_level=None)
+    except (OSError, sqlite3.Error) as exc:
+        raise LedgerError(f"ledger {path}: cannot open ({exc})") from None
+    try:
+        version = _one(db, "PRAGMA user_version")
+        app = _one(db, "PRAGMA application_id")
+        tables = _one(db, "SELECT count(*) FROM sqlite_master")
+        if app not in (0, APPLICATION_ID) or (app == 0 and tables):
+            raise LedgerError(f"ledger {path}: an SQLite file of some other program, not a sparkdoctor ledger; "
+                              "pass another --ledger")
+        if version > SCHEMA_VERSION:
+            raise LedgerError(f"ledger {path}: schema {version} was written by a newer sparkdoctor "
+                              f"(this one reads up to {SCHEMA_VERSION}); upgrade sparkdoctor")
+        db.execute("PRAGMA foreign_keys = ON")
+        if version < SCHEMA_VERSION and migrate:
+            if db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+                db.execute("PRAGMA journal_mode = WAL")
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                version = _one(db, "PRAGMA user_version")  # another process may have migrated meanwhile
+                for target in range(version + 1, SCHEMA_VERSION + 1):
+                    MIGRATIONS[target](db)
+                    db.execute(f"PRAGMA user_version = {target}")
+                db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+        return db
+    except sqlite3.DatabaseError as exc:
+        db.close()
+        raise LedgerError(f"ledger {path}: unreadable ({exc}); move it aside or pass another --ledger") from None
+    except LedgerError:
+        db.close()
+        raise

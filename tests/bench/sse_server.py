@@ -1,0 +1,212 @@
+"""A real local OpenAI-style streaming server (asyncio, TCP on 127.0.0.1) for the client's tests and
+for benchmarks/bench_client_overhead.py: it speaks both stream styles seen on real servers.
+
+Style knobs: `vllm` (answers /version and vllm:* /metrics, requires nothing else), `usage` ("separate"
+chunk with empty choices as vLLM, "last" inside the final chunk as transformers serve, "none"),
+`done` (send `data: [DONE]` or end at EOF), `reasoning` (the first N tokens as reasoning_content),
+`delay` (seconds between tokens; 0 streams as fast as it can), `chunked` (transfer coding or EOF body),
+`reject_vllm_fields` (answer 422 to ignore_eos/min_tokens, as transformers serve does),
+`die_after` (close the connection after N tokens, as a crashed server).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+
+@dataclass
+class Style:
+    vllm: bool = True
+    usage: str = "separate"  # separate | last | none
+    done: bool = True
+    reasoning: int = 0
+    delay: float = 0.0
+    first_delay: float = 0.0
+    chunked: bool = True
+    reject_vllm_fields: bool = False
+    die_after: int | None = None
+    tokens_per_chunk: int = 1
+    stamp: bool = False  # put the send time (time.perf_counter(), one clock for all processes here) in each chunk
+    model: str = "tiny"
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    generated: int = 0
+
+
+def _chunk(obj: Any) -> bytes:
+    return b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n"
+
+
+def _events(style: Style, body: dict[str, Any]) -> Iterator[bytes]:
+    chat = "messages" in body
+    n = int(body.get("max_tokens") or 16)
+    base = {"id": "x", "model": style.model, "object": "chat.completion.chunk" if chat else "text_completion"}
+    if chat:
+        yield _chunk({**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]})
+    sent = 0
+    while sent < n:
+        k = min(style.tokens_per_chunk, n - sent)
+        text = " tok" * k
+        if chat:
+            delta = {"reasoning_content": text} if sent < style.reasoning else {"content": text}
+            choice: dict[str, Any] = {"index": 0, "delta": delta, "finish_reason": None}
+        else:
+            choice = {"index": 0, "text": text, "finish_reason": None}
+        sent += k
+        last = sent >= n
+        obj = {**base, "choices": [choice]}
+        if style.stamp:
+            obj["sent"] = time.perf_counter()
+        if last:
+            choice["finish_reason"] = "length"
+            if style.usage == "last":
+                obj["usage"] = {"prompt_tokens": 5, "completion_tokens": n, "total_tokens": n + 5}
+        yield _chunk(obj)
+    if style.usage == "separate":
+        yield _chunk({**base, "choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": n, "total_tokens": n + 5}})
+    if style.done:
+        yield b"data: [DONE]\n\n"
+
+
+class _Handler:
+    def __init__(self, style: Style):
+        self.style = style
+
+    async def __call__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            await self.handle(reader, writer)
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            writer.close()
+
+    async def handle(self, reader, writer) -> None:
+        head = await reader.readuntil(b"\r\n\r\n")
+        lines = head.decode("latin-1").split("\r\n")
+        method, path, _ = lines[0].split(" ", 2)
+        headers = {k.strip().lower(): v.strip() for k, _, v in (ln.partition(":") for ln in lines[1:] if ln)}
+        body = await reader.readexactly(int(headers.get("content-length", 0)))
+        s = self.style
+        if method == "GET":
+            if path == "/v1/models":
+                return self.plain(writer, 200, {"object": "list", "data": [{"id": s.model, "object": "model"}]})
+            if path == "/version" and s.vllm:
+                return self.plain(writer, 200, {"version": "0.32.0"})
+            if path == "/metrics" and s.vllm:
+                text = (f"# TYPE vllm:generation_tokens_total counter\nvllm:generation_tokens_total{{model_name=\"{s.model}\"}} "
+                        f"{float(s.generated)}\n")
+                return self.plain(writer, 200, text)
+            if path == "/health":
+                return self.plain(writer, 200, {})
+            return self.plain(writer, 404, {"detail": "Not Found"})
+        req = json.loads(body)
+        s.requests.append(req)
+        if s.reject_vllm_fields and ({"ignore_eos", "min_tokens"} & set(req)):
+            return self.plain(writer, 422, {"detail": "unknown field ignore_eos"})
+        hdr = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+        hdr += "Transfer-Encoding: chunked\r\n\r\n" if s.chunked else "Connection: close\r\n\r\n"
+        writer.write(hdr.encode())
+        if s.first_delay:
+            await asyncio.sleep(s.first_delay)
+        for i, event in enumerate(_events(s, req)):
+            if s.die_after is not None and i > s.die_after:
+                writer.transport.abort()
+                return
+            writer.write(b"%x\r\n%s\r\n" % (len(event), event) if s.chunked else event)
+            if event.startswith(b'data: {"id"') and b'"choices":[{' in event:
+                s.generated += 1
+            if s.delay:
+                await writer.drain()
+                await asyncio.sleep(s.delay)
+            elif i % 64 == 0:
+                await writer.drain()
+        if s.chunked:
+            writer.write(b"0\r\n\r\n")
+        await writer.drain()
+
+    def plain(self, writer, status: int, obj: Any) -> None:
+        data = obj.encode() if isinstance(obj, str) else json.dumps(obj).encode()
+        writer.write(f"HTTP/1.1 {status} X\r\nContent-Length: {len(data)}\r\nContent-Type: application/json\r\n\r\n".encode() + data)
+
+
+@contextlib.contextmanager
+def serve(style: Style | None = None) -> Iterator[tuple[str, Style]]:
+    """Run the server in a thread; yield (base URL, its Style, which records every request body)."""
+    style = style or Style()
+    loop = asyncio.new_event_loop()
+    ready = threading.Event()
+    box: dict[str, Any] = {}
+
+    async def main() -> None:
+        server = await asyncio.start_server(_Handler(style), "127.0.0.1", 0)
+        box["port"] = server.sockets[0].getsockname()[1]
+        box["stop"] = stop = asyncio.Event()
+        ready.set()
+        async with server:
+            await stop.wait()
+        rest = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for task in rest:  # connections still open: close them while the loop still runs
+            task.cancel()
+        await asyncio.gather(*rest, return_exceptions=True)
+        await asyncio.sleep(0.05)
+
+    thread = threading.Thread(target=loop.run_until_complete, args=(main(),), daemon=True)
+    thread.start()
+    ready.wait(10)
+    try:
+        yield f"http://127.0.0.1:{box['port']}", style
+    finally:
+        loop.call_soon_threadsafe(box["stop"].set)
+        thread.join(5)
+        loop.close()
+
+
+def main(argv: list[str]) -> None:
+    """Run as a server process (what a test recipe's command starts):
+    sse_server.py [--host H] [--port P] [--delay S] [--generic] [--model NAME] [--exit-after N]
+    --exit-after N: the whole process exits (status 7) when request N+1 arrives, as a crashing server."""
+    import argparse
+    import os
+    import sys
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--host", default="127.0.0.1")
+    ap.add_argument("--port", type=int, default=0)
+    ap.add_argument("--delay", type=float, default=0.0)
+    ap.add_argument("--generic", action="store_true")
+    ap.add_argument("--model", default="tiny")
+    ap.add_argument("--exit-after", type=int, default=None)
+    ap.add_argument("--stamp", action="store_true")
+    args = ap.parse_args(argv)
+    style = Style(vllm=not args.generic, usage="last" if args.generic else "separate", done=not args.generic,
+                  delay=args.delay, model=args.model, stamp=args.stamp)
+    handler = _Handler(style)
+    if args.exit_after is not None:
+        original = handler.handle
+
+        async def handle(reader, writer):
+            if len(style.requests) >= args.exit_after:
+                print("sse_server: exiting on purpose mid-bench", file=sys.stderr, flush=True)
+                os._exit(7)
+            await original(reader, writer)
+
+        handler.handle = handle
+
+    async def serve_forever() -> None:
+        server = await asyncio.start_server(handler, args.host, args.port)
+        print(f"sse_server listening on {args.host}:{args.port} delay={args.delay}", flush=True)
+        async with server:
+            await server.serve_forever()
+
+    asyncio.run(serve_forever())
+
+
+if __name__ == "__main__":
+    import sys
+
+    main(sys.argv[1:])

@@ -1,0 +1,116 @@
+"""`sparkdoctor bench --url` and `sparkdoctor history` end to end: the real command in a subprocess
+against the real local SSE server, a real ledger file, errors as one line with their exit codes."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sparkdoctor.exitcodes import EXIT_BENCH_FAILED, EXIT_LEDGER, EXIT_USAGE
+from tests.bench.sse_server import Style, serve
+
+REPO = Path(__file__).resolve().parents[2]
+QUICK = ["--rounds", "2", "--concurrency", "1,2", "--max-tokens", "8", "--warmup", "1"]
+
+
+@pytest.fixture
+def run(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "NO_COLOR")}
+    env.update(PYTHONPATH=str(REPO), SPARKDOCTOR_STATE_DIR=str(tmp_path / "state"),
+               SPARKDOCTOR_CACHE_DIR=str(tmp_path / "cache"), COLUMNS="160")
+
+    def call(*args, timeout=120):
+        return subprocess.run([sys.executable, "-m", "sparkdoctor", *map(str, args)], cwd=tmp_path, env=env,
+                              capture_output=True, text=True, timeout=timeout)
+
+    call.state = tmp_path / "state"
+    return call
+
+
+def test_bench_url_json_is_stored_and_history_shows_it(run, tmp_path):
+    ledger = tmp_path / "ledger.sqlite"
+    with serve(Style(delay=0.001)) as (url, style):
+        first = run("bench", "--url", url, *QUICK, "--ledger", ledger, "--format", "json")
+        second = run("bench", "--url", url, *QUICK, "--ledger", ledger, "--format", "json")
+    assert first.returncode == 0, first.stderr
+    doc = json.loads(first.stdout)  # stdout is only the JSON
+    assert (doc["schema"], doc["kind"], doc["run_id"], doc["model"]) == (1, "run", 1, "tiny")
+    assert doc["server"]["kind"] == "vllm" and len(doc["fingerprint"]) == 16
+    assert [lvl["concurrency"] for lvl in doc["levels"]] == [1, 2]
+    assert doc["levels"][1]["requests"] == 4 and doc["headline"]["concurrency"] == 1
+    assert len(style.requests) == 2 * (1 + 2 + 4)
+
+    listed = json.loads(run("history", "--ledger", ledger, "--format", "json").stdout)
+    assert [r["id"] for r in listed["runs"]] == [2, 1]
+    shown = json.loads(run("history", "1", "--samples", "--ledger", ledger, "--format", "json").stdout)
+    run1 = shown["run"]
+    assert len(run1["samples"]) == 1 + 2 + 4 and run1["facts"]["schema"] == 1
+    assert {s["concurrency"] for s in run1["samples"]} == {0, 1, 2}  # 0: the warm-up, kept but not counted
+    cmp = json.loads(run("history", "--compare", "1", "--compare", "2", "--ledger", ledger, "--format", "json").stdout)
+    assert cmp["kind"] == "history-compare" and cmp["toolchain"] == [] and cmp["comparable"]
+    assert "same toolchain fingerprint" in cmp["notes"]
+    assert {row["figure"] for row in cmp["numbers"]} >= {"decode tok/s/stream (headline)", "output tok/s total"}
+
+    console = run("history", "--ledger", ledger)
+    assert console.returncode == 0 and "runs, newest first" in console.stdout
+    shown = run("history", "2", "--ledger", ledger)
+    assert shown.returncode == 0 and "headline" in shown.stdout and "run 2 at" in shown.stdout
+    compared = run("history", "--compare", "1", "--compare", "2", "--ledger", ledger)
+    assert compared.returncode == 0 and "what changed in the numbers" in compared.stdout
+    assert run("history", "7", "--ledger", ledger).returncode == EXIT_USAGE
+
+
+def test_bench_url_console_against_a_generic_server(run):
+    with serve(Style(vllm=False, usage="last", done=False, reject_vllm_fields=True)) as (url, _):
+        out = run("bench", "--url", url, *QUICK, "--no-store")
+    assert out.returncode == 0, out.stderr
+    assert "generic" in out.stdout and "from the client" in out.stdout and "not stored" in out.stdout
+
+
+def test_unreachable_server_is_one_line_and_stores_nothing(run, tmp_path):
+    ledger = tmp_path / "l.sqlite"
+    out = run("bench", "--url", "http://127.0.0.1:9", *QUICK, "--ledger", ledger)
+    assert out.returncode == EXIT_BENCH_FAILED
+    assert out.stderr.count("\n") == 1 and "cannot connect to 127.0.0.1:9" in out.stderr
+    assert not ledger.exists() or json.loads(run("history", "--ledger", ledger, "--format", "json").stdout)["runs"] == []
+
+
+def test_a_server_that_dies_mid_bench_stores_nothing(run, tmp_path):
+    ledger = tmp_path / "l.sqlite"
+    with serve(Style(die_after=4)) as (url, _):
+        out = run("bench", "--url", url, *QUICK, "--warmup", "0", "--ledger", ledger)
+    assert out.returncode == EXIT_BENCH_FAILED and out.stderr.count("\n") == 1
+    assert "failed" in out.stderr
+    assert json.loads(run("history", "--ledger", ledger, "--format", "json").stdout)["runs"] == []
+
+
+def test_a_corrupt_ledger_is_one_line(run, tmp_path):
+    ledger = tmp_path / "bad.sqlite"
+    ledger.write_bytes(b"garbage" * 500)
+    out = run("history", "--ledger", ledger)
+    assert out.returncode == EXIT_LEDGER and out.stderr.count("\n") == 1 and str(ledger) in out.stderr
+    with serve(Style()) as (url, style):
+        out = run("bench", "--url", url, *QUICK, "--ledger", ledger)
+    assert out.returncode == EXIT_LEDGER and not style.requests  # refused before measuring anything
+    assert ledger.read_bytes() == b"garbage" * 500
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--concurrency", "1,x"], "--concurrency 1,x"),
+    (["--rounds", "0"], "rounds 0"),
+    (["--format", "xml"], "--format xml"),
+    (["--api", "embeddings"], "api 'embeddings'"),
+    ([], "give a RECIPE"),
+])
+def test_bad_options_are_one_line(run, args, words):
+    url_args = ["--url", "http://127.0.0.1:9"] if args else []
+    out = run("bench", *url_args, *args)
+    assert out.returncode == EXIT_USAGE and words in out.stderr and out.stderr.count("\n") == 1
+
+
+def test_history_without_a_ledger_says_so(run, tmp_path):
+    out = run("history", "--ledger", tmp_path / "none.sqlite")
+    assert out.returncode == EXIT_LEDGER and "no such file" in out.stderr

@@ -1,0 +1,99 @@
+"""Statistics: properties of the median CI and of the A/B verdict (hypothesis), and the interleaving."""
+
+import math
+import random
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sparkdoctor.bench import ab
+from sparkdoctor.bench.stats import estimate, paired_ratio, rounds_ratio, verdict
+
+values = st.lists(st.floats(min_value=0.1, max_value=1e4, allow_nan=False), min_size=1, max_size=40)
+
+
+@given(values)
+def test_the_ci_holds_the_median_and_lies_within_the_data(vals):
+    e = estimate(vals)
+    assert min(vals) <= e.low <= e.median <= e.high <= max(vals)
+    assert e.n == len(vals)
+
+
+@given(values, st.floats(min_value=0.01, max_value=100))
+@settings(max_examples=50)
+def test_the_estimate_scales_with_the_data(vals, k):
+    a, b = estimate(vals), estimate([v * k for v in vals])
+    for x, y in ((a.median, b.median), (a.low, b.low), (a.high, b.high)):
+        assert math.isclose(x * k, y, rel_tol=1e-9)
+
+
+def test_same_samples_same_interval():
+    vals = [random.Random(1).gauss(100, 5) for _ in range(30)]
+    assert estimate(vals) == estimate(list(vals))
+
+
+pairs = st.lists(st.tuples(st.floats(min_value=1, max_value=1e3), st.floats(min_value=1, max_value=1e3)),
+                 min_size=2, max_size=10)
+
+
+@given(pairs)
+def test_swapping_the_arms_inverts_the_ratio_and_the_verdict(ps):
+    a, b = [p[0] for p in ps], [p[1] for p in ps]
+    ab_, ba = paired_ratio(a, b), paired_ratio(b, a)
+    assert math.isclose(ab_.ratio * ba.ratio, 1.0, rel_tol=1e-9)
+    assert math.isclose(ab_.low * ba.high, 1.0, rel_tol=1e-9)
+    flip = {"faster": "slower", "slower": "faster", "no difference": "no difference"}
+    assert ba.verdict == flip[ab_.verdict]
+
+
+@given(st.floats(0.5, 2.0), st.floats(0.5, 2.0), st.floats(0.5, 2.0), st.floats(0, 0.2))
+def test_no_win_is_ever_claimed_inside_the_noise(r, lo, hi, min_effect):
+    lo, hi = min(lo, r), max(hi, r)
+    v = verdict(r, lo, hi, min_effect)
+    if v == "faster":
+        assert lo > 1 and r >= 1 + min_effect
+    if v == "slower":
+        assert hi < 1 and r <= 1 / (1 + min_effect)
+    if lo <= 1 <= hi:
+        assert v == "no difference"
+
+
+def test_a_clear_ten_percent_is_found_and_a_null_is_not():
+    rng = random.Random(7)
+    a = [100 * (1 + rng.gauss(0, 0.01)) for _ in range(5)]
+    b = [110 * (1 + rng.gauss(0, 0.01)) for _ in range(5)]
+    assert paired_ratio(a, b).verdict == "faster"
+    assert paired_ratio(b, a).verdict == "slower"
+    assert paired_ratio(a, a).verdict == "no difference"
+
+
+def test_one_pair_resamples_rounds_and_says_so():
+    a, b = [100, 101, 99, 100, 102], [150, 149, 151, 152, 150]
+    r = rounds_ratio(a, b)
+    assert r.method == "bootstrap-rounds" and r.verdict == "faster" and r.pairs == 1
+    # restart noise is not in a one-pair CI: a tight 5%, even 40%, is never called from one pair
+    assert rounds_ratio(a, [x * 1.05 for x in a]).verdict == "no difference"
+    assert rounds_ratio(a, [x * 1.4 for x in a]).verdict == "no difference"
+    assert rounds_ratio(a, [x / 1.6 for x in a]).verdict == "slower"
+
+
+def test_the_schedule_is_counterbalanced():
+    assert ab.schedule(3) == ["A", "B", "B", "A", "A", "B"]
+    for n in range(1, 9):
+        order = ab.schedule(n)
+        assert len(order) == 2 * n and order.count("A") == n
+        firsts = [order[2 * i] for i in range(n)]
+        assert abs(firsts.count("A") - firsts.count("B")) <= 1
+
+
+def _summary(conc_rounds):
+    return {"levels": [{"concurrency": c, "round_output_tps": r} for c, r in conc_rounds.items()]}
+
+
+def test_compare_pairs_the_runs_by_level():
+    a = [_summary({1: [100, 101, 99], 4: [300, 310, 305]}) for _ in range(3)]
+    b = [_summary({1: [100, 100.5, 99.5], 4: [600, 610, 605]}), _summary({1: [99, 101, 100], 4: [620, 600, 610]}),
+         _summary({1: [101, 100, 99.8], 4: [590, 600, 605]})]
+    levels = ab.compare(a, b)
+    assert [lvl["ratio"]["verdict"] for lvl in levels] == ["no difference", "faster"]
+    assert ab.overall(levels) == "mixed" and ab.overall(levels[1:]) == "faster"
