@@ -42,6 +42,9 @@ class Entry:
     fix: str | None = None
     withdrawn: str | None = None
     verify: dict[str, Any] | None = None  # affected/fixed installs for `matrix verify`
+    # Serving flags / env vars this problem is a reason to carry ("--enforce-eager", "NAME=value", "NAME"):
+    # a recipe carrying one is judged against this entry even without a `because` annotation.
+    justifies: list[str] = field(default_factory=list)
 
 
 @dataclass
