@@ -109,6 +109,8 @@ def bench_url(url: str, model: str | None, opts: Options) -> dict[str, Any]:
 
 # ---- recipes ----------------------------------------------------------------------------------------
 def _load_recipe(path: Path) -> Any:
+    if hasattr(path, "argv"):  # an already resolved Recipe (rerun: a recipe without one of its workarounds)
+        return path
     try:
         from sparkdoctor import recipes, serve  # noqa: F401  (serve: the launcher must exist too)
     except ImportError:

@@ -14,7 +14,7 @@ import importlib
 import typer
 
 # Module names under sparkdoctor.commands, in the order their commands appear in --help.
-VERBS: list[str] = ["recipe", "bench", "history"]
+VERBS: list[str] = ["recipe", "bench", "history", "conclusions", "rerun"]
 
 
 def register_all(app: typer.Typer) -> None:
