@@ -67,15 +67,33 @@ def _matrix_findings(recipe: Any, matrix: Any, facts: Any) -> list[dict[str, Any
     from sparkdoctor.matrix import evaluate
 
     seen = server_facts(facts, recipe)
+    box = _without_recipe_env(facts, recipe)
     out = []
     for entry in matrix.entries:
         if "env" not in entry.when and "env_matches" not in entry.when:
             continue
         ev = evaluate(entry, seen)
-        if ev.outcome != "match" or evaluate(entry, facts).outcome == "match":
+        if ev.outcome != "match" or evaluate(entry, box).outcome == "match":
             continue
         out.append(_finding("matrix", entry.id, entry.severity, entry.title, ev.evidence, entry.remedy))
     return out
+
+
+def _without_recipe_env(facts: Any, recipe: Any) -> Any:
+    """The box's own Facts: the recipe's env vars as this process has them (EnvTarget put them in)."""
+    import os
+
+    from sparkdoctor.facts import Facts
+
+    box = Facts.from_dict(facts.to_dict(), source="facts")
+    env = dict(box.env or {})
+    for name in recipe.env:
+        if name in os.environ:
+            env[name] = os.environ[name]
+        else:
+            env.pop(name, None)
+    box.env = env
+    return box
 
 
 def _env_findings(recipe: Any, facts: Any, covered: set[str]) -> list[dict[str, Any]]:
