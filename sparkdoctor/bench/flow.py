@@ -26,6 +26,8 @@ class Failure(Exception):
 @dataclass
 class Options:
     overrides: dict[str, Any]  # workload fields given on the command line (win over a recipe's own)
+    sets: dict[str, str]  # recipe parameters (--set key=value), applied to every recipe
+    local: bool  # run a recipe that names a container in the target environment
     python: str | None
     ledger: Path | None
     store: bool
@@ -35,13 +37,20 @@ class Options:
     fmt: str
 
 
-def workload_from(base: dict[str, Any] | None = None, **cli: Any) -> Workload:
-    conc = cli.get("concurrency")
+def parse_overrides(given: dict[str, Any]) -> dict[str, Any]:
+    """The workload options given on the command line (None: not given), checked, --concurrency split."""
+    out = {k: v for k, v in given.items() if v is not None}
+    conc = out.get("concurrency")
     if isinstance(conc, str):
         try:
-            cli["concurrency"] = tuple(int(x) for x in conc.split(",") if x.strip())
+            out["concurrency"] = tuple(int(x) for x in conc.split(","))
         except ValueError:
             raise Failure(f"--concurrency {conc}: give whole numbers separated by commas, e.g. 1,4", EXIT_USAGE) from None
+    workload_from(None, **out)  # a bad value fails here, before anything starts
+    return out
+
+
+def workload_from(base: dict[str, Any] | None = None, **cli: Any) -> Workload:
     try:
         return Workload.from_dict(dict(base or {}), **cli)
     except (WorkloadError, TypeError) as exc:
@@ -108,26 +117,28 @@ def bench_url(url: str, model: str | None, opts: Options) -> dict[str, Any]:
 
 
 # ---- recipes ----------------------------------------------------------------------------------------
-def _load_recipe(path: Path) -> Any:
+def _load_recipe(path: Path, opts: Options) -> Any:
     if hasattr(path, "argv"):  # an already resolved Recipe (rerun: a recipe without one of its workarounds)
         return path
+    from sparkdoctor.recipes import RecipeError, load
+
     try:
-        from sparkdoctor import recipes, serve  # noqa: F401  (serve: the launcher must exist too)
-    except ImportError:
-        raise Failure("bench RECIPE needs sparkdoctor's serve pipeline, which this build lacks; use --url", EXIT_USAGE) from None
-    try:
-        return recipes.load(path)
-    except Exception as exc:  # the recipe loader's own error: one line naming the file and field
-        raise Failure(str(exc).splitlines()[0] if str(exc) else f"{path}: {type(exc).__name__}", EXIT_USAGE) from None
+        return load(path, opts.sets)
+    except RecipeError as exc:
+        raise Failure(str(exc), EXIT_USAGE) from None
 
 
-def _recipe_toolchain(recipe: Any, opts: Options, progress) -> session.Toolchain:
-    python = opts.python
-    if python is None:
-        argv = session.resolved_recipe(recipe).get("argv") or []
-        found = session.python_of_command([str(a) for a in argv])
-        python = str(found) if found else None
-    return _toolchain(python, progress)
+def _target_python(recipe: Any, opts: Options) -> str | None:
+    """--python, else the venv the recipe's command lives in (…/bin/vllm -> …/bin/python), else None (as check)."""
+    if opts.python is not None:
+        from sparkdoctor.target import TargetError, resolve_python_target
+
+        try:
+            return resolve_python_target(opts.python).python  # absolute: the server runs in its own folder
+        except TargetError as exc:
+            raise Failure(str(exc), EXIT_UNPROBEABLE) from None
+    found = session.python_of_command([str(a) for a in recipe.argv])
+    return str(found) if found else None
 
 
 def _run_dir(label: str) -> Path:
@@ -141,38 +152,45 @@ def _run_dir(label: str) -> Path:
 
 
 def _launch_and_measure(recipe: Any, workload: Workload, toolchain, opts: Options, progress, arm: str | None = None):
-    from sparkdoctor import serve
+    from sparkdoctor.serve import LaunchError
 
-    launch_error = getattr(serve, "LaunchError", RuntimeError)
-    label = session.resolved_recipe(recipe).get("name") or "recipe"
+    python = _target_python(recipe, opts)
     try:
-        return session.run_recipe(recipe, workload, toolchain, _run_dir(label), opts.ready_timeout, progress, arm)
+        return session.run_recipe(recipe, workload, toolchain, _run_dir(recipe.name), opts.ready_timeout, progress, arm,
+                                  python=python, local=opts.local)
     except BenchError as exc:
-        raise Failure(f"{label}: {exc}", EXIT_BENCH_FAILED) from None
-    except launch_error as exc:
-        raise Failure(f"{label}: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}", EXIT_BENCH_FAILED) from None
+        raise Failure(f"{recipe.name}: {exc}", EXIT_BENCH_FAILED) from None
+    except LaunchError as exc:
+        raise Failure(str(exc), EXIT_BENCH_FAILED) from None
 
 
 def _recipe_workload(recipe: Any, opts: Options) -> Workload:
     """The recipe's own workload table, with the command line's options on top."""
-    base = getattr(recipe, "workload", None) or {}
-    return workload_from(dict(base), **opts.overrides)
+    from sparkdoctor.bench.workload import from_recipe
+
+    try:
+        return from_recipe(recipe.workload, f"recipe {recipe.source_path}", **opts.overrides)
+    except WorkloadError as exc:
+        raise Failure(str(exc), EXIT_USAGE) from None
 
 
 def bench_recipe(path: Path, opts: Options) -> dict[str, Any]:
-    recipe = _load_recipe(path)
+    recipe = _load_recipe(path, opts)
+    workload = _recipe_workload(recipe, opts)
     ledger = _open_ledger(opts)
     with progress_line() as progress:
-        toolchain = _recipe_toolchain(recipe, opts, progress)
-        result = _launch_and_measure(recipe, _recipe_workload(recipe, opts), toolchain, opts, progress)
+        toolchain = _toolchain(_target_python(recipe, opts), progress)
+        result = _launch_and_measure(recipe, workload, toolchain, opts, progress)
     _store(ledger, result)
     return session.envelope("run", {**result.to_dict(), "ledger": str(ledger.path) if ledger else None})
 
 
 def bench_ab(path_a: Path, path_b: Path, opts: Options) -> dict[str, Any]:
-    recipes = {"A": _load_recipe(path_a), "B": _load_recipe(path_b)}
-    labels = {arm: session.resolved_recipe(r).get("name") or str(p) for (arm, r), p in zip(recipes.items(), (path_a, path_b))}
-    workload = _recipe_workload(recipes["A"], opts)
+    recipes = {"A": _load_recipe(path_a, opts), "B": _load_recipe(path_b, opts)}
+    labels = {arm: r.name for arm, r in recipes.items()}
+    if labels["A"] == labels["B"] and path_a != path_b:
+        labels = {"A": f"{labels['A']} ({path_a})", "B": f"{labels['B']} ({path_b})"}
+    workload = _recipe_workload(recipes["A"], opts)  # one workload for both arms: like for like
     ledger = _open_ledger(opts)
     comparison_id = None
     if ledger is not None:
@@ -181,7 +199,7 @@ def bench_ab(path_a: Path, path_b: Path, opts: Options) -> dict[str, Any]:
     status = "interrupted"
     try:
         with progress_line() as progress:
-            toolchains = {arm: _recipe_toolchain(r, opts, progress) for arm, r in recipes.items()}
+            toolchains = {arm: _toolchain(_target_python(r, opts), progress) for arm, r in recipes.items()}
 
             def run_arm(arm: str, index: int) -> dict[str, Any]:
                 progress(f"arm {index + 1}/{2 * opts.pairs}: {arm} ({labels[arm]})")
@@ -205,11 +223,9 @@ def bench_ab(path_a: Path, path_b: Path, opts: Options) -> dict[str, Any]:
 
 
 def render(doc: dict[str, Any]) -> None:
-    from rich.console import Console
-
     from sparkdoctor.bench import render as r
 
-    console = Console() if sys.stdout.isatty() else Console(width=160)
+    console = r.console()
     if doc["kind"] == "comparison":
         r.render_comparison(console, doc)
     else:

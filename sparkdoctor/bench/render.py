@@ -11,6 +11,13 @@ from rich.console import Console
 from rich.table import Table
 
 
+def console() -> Console:
+    """stdout; wide when it is not a terminal (a file or a pipe gets whole rows, not wrapped ones)."""
+    import sys
+
+    return Console() if sys.stdout.isatty() else Console(width=160)
+
+
 def _f(value: Any, digits: int = 1, scale: float = 1.0, unit: str = "") -> str:
     if value is None:
         return "-"

@@ -9,6 +9,9 @@ command (bin/vllm -> bin/python) or --python; for `--url`, the --python target (
 from __future__ import annotations
 
 import asyncio
+import os
+import shutil
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -21,6 +24,7 @@ from sparkdoctor.bench.server import ServerInfo, detect
 from sparkdoctor.bench.workload import Workload
 
 RESULT_SCHEMA = 1
+DEATH_WAIT_S = 5.0
 Progress = Callable[[str], None]
 
 
@@ -45,6 +49,11 @@ def python_of_command(argv: list[str]) -> Path | None:
     if not argv:
         return None
     exe = Path(argv[0])
+    if os.sep not in argv[0]:  # a bare name: the one on PATH, as the launcher would run it
+        found = shutil.which(argv[0])
+        if not found:
+            return None
+        exe = Path(found)
     if exe.name.startswith("python") and exe.exists():
         return exe
     for name in ("python", "python3"):
@@ -128,22 +137,34 @@ def envelope(kind: str, data: dict[str, Any]) -> dict[str, Any]:
 def resolved_recipe(recipe: Any) -> dict[str, Any]:
     """What the ledger keeps of a recipe: name, the argv and env it ran with, the model, its source."""
     data = recipe.to_dict() if hasattr(recipe, "to_dict") else dict(vars(recipe))
-    keep = {k: data.get(k) for k in ("name", "argv", "env", "model", "served_model_name", "source", "workarounds")
-            if k in data}
-    if "argv" not in keep and "command" in data:
-        keep["argv"] = data["command"]
-    return keep
+    return {k: data.get(k) for k in ("name", "format", "source_path", "fingerprint", "argv", "env", "model",
+                                       "served_model_name", "workarounds", "params") if k in data}
 
 
 def run_recipe(recipe: Any, workload: Workload, toolchain: Toolchain, run_dir: Path, ready_timeout: float,
-               progress: Progress | None = None, arm: str | None = None) -> RunResult:
-    """Launch the recipe's server (serve.launch: own process group, 127.0.0.1, free port, log scan),
-    measure it, and tear it down whatever happens."""
+               progress: Progress | None = None, arm: str | None = None, python: str | None = None,
+               local: bool = False) -> RunResult:
+    """Launch the recipe's server (serve.launch: own process group, 127.0.0.1, free port, live log
+    scan), measure it, and tear it down whatever happens. While it is measured the server must stay
+    alive: a request that fails on a dead server reports the server's death, not the request's."""
     from sparkdoctor import serve
 
     if progress:
-        progress("launching the server (waiting until it is ready)")
-    with serve.launch(recipe, run_dir=run_dir, ready_timeout=ready_timeout) as server:
-        info, m = measure_url(server.base_url, getattr(server, "model", None), workload, progress)
-        findings = [f.to_dict() if hasattr(f, "to_dict") else dict(f) for f in (getattr(server, "findings", None) or [])]
-    return RunResult(resolved_recipe(recipe), info, m, toolchain, findings, arm=arm)
+        progress(f"launching {recipe.name} (waiting until it is ready)")
+    with serve.launch(recipe, run_dir=run_dir, ready_timeout=ready_timeout, local=local, progress=progress,
+                      python=python) as server:
+        try:
+            info, m = measure_url(server.base_url, server.model, workload, progress)
+        except BenchError:
+            # A request that broke is often the first sign of a server dying: give it a moment to finish
+            # dying, so the user hears about the death (status, last log line, known problems) instead.
+            until = time.monotonic() + DEATH_WAIT_S
+            while server.alive() and time.monotonic() < until:
+                time.sleep(0.1)
+            server.check_alive()  # raises LaunchError naming the death, the log's last line, known problems
+            raise
+        findings = [h.to_dict() for h in server.findings]
+        argv = list(server.argv)
+    resolved = resolved_recipe(recipe)
+    resolved["argv"] = argv  # as it ran: the launcher's port and host, the target's bin/
+    return RunResult(resolved, info, m, toolchain, findings, arm=arm)

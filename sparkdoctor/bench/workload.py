@@ -60,6 +60,20 @@ class Workload:
         return cls(**merged)
 
 
+# A recipe's [workload] names (recipes/README.md) -> ours. prompt_tokens is taken as words of prose:
+# the tokenizer is the server's, unknown here; the stored samples carry the real prompt_tokens.
+RECIPE_ALIASES = {"repeats": "rounds", "prompt_tokens": "prompt_words"}
+
+
+def from_recipe(table: dict[str, Any], where: str, **overrides: Any) -> Workload:
+    """A recipe's workload table (with the command line's options on top); errors name the recipe."""
+    data = {RECIPE_ALIASES.get(k, k): v for k, v in (table or {}).items()}
+    try:
+        return Workload.from_dict(data, **overrides)
+    except (WorkloadError, TypeError) as exc:
+        raise WorkloadError(f"{where}: {exc}") from None
+
+
 @lru_cache(maxsize=1)
 def passages() -> tuple[tuple[str, ...], ...]:
     text = _TEXTS.read_text(encoding="utf-8")

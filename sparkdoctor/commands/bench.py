@@ -25,6 +25,8 @@ def bench(
     vs: Optional[Path] = typer.Option(None, "--vs", help="Second recipe: A/B, interleaved A B B A ..., ratio B/A with its 95% CI."),
     url: Optional[str] = typer.Option(None, "--url", help="Measure a server that is already running (no launch)."),
     model: Optional[str] = typer.Option(None, "--model", help="Model name to request (default: the only one the server lists)."),
+    sets: Optional[List[str]] = typer.Option(None, "--set", help="Recipe parameter key=value or env.NAME=value (repeatable; both recipes of --vs)."),
+    local: bool = typer.Option(False, "--local", help="Run a recipe that names a container directly in the target environment."),
     python: Optional[str] = typer.Option(None, "--python", help="Interpreter (or venv) whose toolchain the run is stored with. Default: the recipe command's venv, else as `check`."),
     concurrency: Optional[str] = typer.Option(None, "--concurrency", help="Concurrency levels, comma separated (default 1,4)."),
     rounds: Optional[int] = typer.Option(None, "--rounds", help="Rounds per level (default 5)."),
@@ -57,11 +59,15 @@ def bench(
 
     given = {"concurrency": concurrency, "rounds": rounds, "max_tokens": max_tokens, "prompt_words": prompt_words,
              "warmup": warmup, "api": api}
-    overrides = {k: v for k, v in given.items() if v is not None}
-    opts = flow.Options(overrides=overrides, python=python, ledger=ledger, store=not no_store,
+    from sparkdoctor.commands.recipe import parse_sets
+
+    try:
+        overrides = flow.parse_overrides(given)
+    except flow.Failure as exc:
+        raise Fatal(str(exc), exc.code) from None
+    opts = flow.Options(overrides=overrides, sets=parse_sets(sets), local=local, python=python, ledger=ledger, store=not no_store,
                         ready_timeout=ready_timeout, pairs=pairs, min_effect=min_effect, fmt=fmt)
     try:
-        flow.workload_from(None, **overrides)  # a bad option fails before anything starts
         if url is not None:
             doc = flow.bench_url(url, model, opts)
         elif vs is None:
@@ -74,7 +80,7 @@ def bench(
         from sparkdoctor.conclusions.store import ConclusionError, conclude as record_conclusion
 
         try:
-            doc["conclusion"] = record_conclusion(conclude, doc, recipe, vs, python, ledger)
+            doc["conclusion"] = record_conclusion(conclude, doc, recipe, vs, python, ledger, opts.sets, local)
         except ConclusionError as exc:
             raise Fatal(str(exc)) from None
     if fmt == "json":

@@ -36,8 +36,6 @@ def history(
         raise Fatal(f"--compare takes two run ids (--compare A --compare B), got {len(compare)}")
     if compare and run_id is not None:
         raise Fatal("give RUN_ID or --compare A --compare B, not both")
-    from rich.console import Console
-
     from sparkdoctor.bench import render
     from sparkdoctor.bench.session import envelope
     from sparkdoctor.exitcodes import EXIT_LEDGER
@@ -67,7 +65,7 @@ def history(
     if fmt == "json":
         sys.stdout.write(json.dumps(doc, indent=2, default=str) + "\n")
         return
-    console = Console()
+    console = render.console()
     if doc["kind"] == "history-compare":
         render.render_compare(console, doc)
     elif doc["kind"] == "history-run":

@@ -56,14 +56,16 @@ def plan(ledger: Any, matrix: Any, toolchains: Toolchains, names: tuple[str, ...
                 continue
             done.add(arm.path)
             try:
-                recipe = load_arm(arm)
+                recipe = load_arm(arm, status.conclusion.data.get("sets"))
                 facts = toolchains.facts(status.pythons[arm_name])
             except ConclusionError:
                 continue  # the conclusion's own status already says why
             for j in judge_all(recipe, matrix, facts):
                 if j.status != "stale":
                     continue
-                item = {"recipe": arm.path, "label": recipe.name, "python": status.pythons[arm_name], **j.to_dict(),
+                item = {"recipe": arm.path, "label": recipe.name, "python": status.pythons[arm_name],
+                        "sets": status.conclusion.data.get("sets") or {}, "local": bool(status.conclusion.data.get("local")),
+                        **j.to_dict(),
                         "measured_by": _measured_by(statuses, recipe, j.workaround.key)}
                 items.append(item)
     return {"conclusions": statuses, "workarounds": items}
@@ -86,7 +88,8 @@ def _measured_by(statuses: list[staleness.Status], recipe: Any, key: str) -> dic
 def _bench_options(data: dict[str, Any], opts: Options) -> Any:
     from sparkdoctor.bench import flow
 
-    return flow.Options(overrides=dict(data.get("workload") or {}), python=data.get("python"), ledger=opts.ledger,
+    return flow.Options(overrides=dict(data.get("workload") or {}), sets=dict(data.get("sets") or {}),
+                        local=bool(data.get("local")), python=data.get("python"), ledger=opts.ledger,
                         store=True, ready_timeout=opts.ready_timeout, pairs=int(data.get("pairs") or 1),
                         min_effect=float(data.get("min_effect") or 0.02), fmt="json")
 
@@ -94,7 +97,7 @@ def _bench_options(data: dict[str, Any], opts: Options) -> Any:
 def _measure(arms: dict[str, Arm], data: dict[str, Any], opts: Options) -> dict[str, Any]:
     from sparkdoctor.bench import flow
 
-    recipes = {name: load_arm(arm) for name, arm in arms.items()}
+    recipes = {name: load_arm(arm, data.get("sets")) for name, arm in arms.items()}
     try:
         return flow.bench_ab(recipes["A"], recipes["B"], _bench_options(data, opts))
     except flow.Failure as exc:
@@ -112,7 +115,7 @@ def rerun_one(ledger: Any, status: staleness.Status, opts: Options) -> dict[str,
     previous.update(id=old.id, created_at=old.created_at, statement=old.statement())
     new = store.record(ledger, old.name, doc, old.arms, old.data.get("python"), previous_id=old.id,
                        outcome=compared["outcome"],
-                       extra={"previous": previous, "compared": compared, "arm_changes": arm_changes,
+                       extra={"sets": old.data.get("sets") or {}, "local": bool(old.data.get("local")), "previous": previous, "compared": compared, "arm_changes": arm_changes,
                               "changes": status.changes})
     return {"name": old.name, "outcome": compared["outcome"], "old": previous, "new": new.to_dict(),
             "levels": compared["levels"], "arm_changes": arm_changes, "changes": status.changes,
@@ -143,10 +146,11 @@ def measure_workaround(ledger: Any, item: dict[str, Any], by_name: dict[str, Any
     else:
         arms = {"A": Arm(item["recipe"], item["label"]),
                 "B": Arm(item["recipe"], f"{item['label']} without {item['workaround']}", (item["key"],))}
-        data = {"python": None, "pairs": 1}
+        data = {"python": item.get("python"), "pairs": 1, "sets": item.get("sets") or {}, "local": item.get("local")}
         doc = _measure(arms, data, opts)
         name = f"workaround:{item['label']}:{item['key']}"
-        rec = store.record(ledger, name, doc, arms, None)
+        rec = store.record(ledger, name, doc, arms, item.get("python"),
+                           extra={"sets": data["sets"], "local": bool(data["local"])})
         levels, source, with_arm = doc.get("levels") or [], f"conclusion {name} (new, comparison {doc['comparison_id']})", "A"
         by_name[name] = levels
         ref = {"conclusion": rec.name, "with": "A", "without": "B"}

@@ -67,7 +67,7 @@ def judge(conclusion: Conclusion, ledger: Any, toolchains: Toolchains) -> Status
         python = python_of(run["facts"]) or ""
         status.pythons[arm] = python
         try:
-            recipe = load_arm(conclusion_arm)
+            recipe = load_arm(conclusion_arm, data.get("sets"))
         except ConclusionError as exc:
             status.rerunnable = False
             status.reasons.append(f"arm {arm} cannot be re-run: {exc}")

@@ -108,7 +108,7 @@ def existing_runs(ledger: Any, run_ids: list[int]) -> set[int]:
 
 
 def conclude(name: str, comparison: dict[str, Any], path_a: Any, path_b: Any, python: str | None,
-             ledger_path: Any) -> dict[str, Any]:
+             ledger_path: Any, sets: dict[str, str] | None = None, local: bool = False) -> dict[str, Any]:
     """`bench A --vs B --conclude NAME`: store the finished A/B as conclusion NAME; its JSON."""
     from pathlib import Path
 
@@ -118,6 +118,6 @@ def conclude(name: str, comparison: dict[str, Any], path_a: Any, path_b: Any, py
             "B": Arm(str(Path(path_b).resolve()), str(comparison.get("b") or path_b))}
     try:
         with Ledger(ledger_path) as ledger:
-            return record(ledger, name, comparison, arms, python).to_dict()
+            return record(ledger, name, comparison, arms, python, extra={"sets": dict(sets or {}), "local": local}).to_dict()
     except LedgerError as exc:
         raise ConclusionError(str(exc)) from None

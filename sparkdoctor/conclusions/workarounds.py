@@ -176,12 +176,13 @@ def without(recipe: Any, keys: tuple[str, ...] | list[str]) -> Any:
     return dataclasses.replace(recipe, argv=argv, env=env, workarounds=kept, name=name)
 
 
-def load_arm(arm: Arm) -> Any:
-    """The recipe an arm measured: its file read again, its dropped workarounds removed."""
+def load_arm(arm: Arm, sets: dict[str, str] | None = None) -> Any:
+    """The recipe an arm measured: its file read again (with the --set values it was benched with), its
+    dropped workarounds removed."""
     from sparkdoctor import recipes
 
     try:
-        recipe = recipes.load(arm.path)
+        recipe = recipes.load(arm.path, dict(sets or {}))
     except Exception as exc:  # the recipe reader's own one-line error
         raise ConclusionError(f"recipe {arm.path}: {str(exc) or type(exc).__name__}") from None
     return without(recipe, arm.drop)

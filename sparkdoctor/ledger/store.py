@@ -23,7 +23,10 @@ def _dump(value: Any) -> str:
 
 
 def recipe_hash(recipe: dict[str, Any]) -> str:
-    """What identifies a recipe for comparison: its resolved argv, env and model (not its name)."""
+    """What identifies a recipe for comparison: the recipe's own fingerprint (its argv less the host and
+    port the launcher replaces, env, model), else a hash of argv, env, model and url (not its name)."""
+    if isinstance(recipe.get("fingerprint"), str):
+        return recipe["fingerprint"]
     material = {k: recipe.get(k) for k in ("argv", "env", "model", "url")}
     return hashlib.sha256(_dump(material).encode()).hexdigest()[:16]
 

@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import json
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
@@ -31,6 +32,7 @@ class Style:
     reject_vllm_fields: bool = False
     die_after: int | None = None
     tokens_per_chunk: int = 1
+    stamp: bool = False  # put the send time (time.perf_counter(), one clock for all processes here) in each chunk
     model: str = "tiny"
     requests: list[dict[str, Any]] = field(default_factory=list)
     generated: int = 0
@@ -58,6 +60,8 @@ def _events(style: Style, body: dict[str, Any]) -> Iterator[bytes]:
         sent += k
         last = sent >= n
         obj = {**base, "choices": [choice]}
+        if style.stamp:
+            obj["sent"] = time.perf_counter()
         if last:
             choice["finish_reason"] = "length"
             if style.usage == "last":
@@ -155,3 +159,49 @@ def serve(style: Style | None = None) -> Iterator[tuple[str, Style]]:
         loop.call_soon_threadsafe(box["stop"].set)
         thread.join(5)
         loop.close()
+
+
+def main(argv: list[str]) -> None:
+    """Run as a server process (what a test recipe's command starts):
+    sse_server.py [--host H] [--port P] [--delay S] [--generic] [--model NAME] [--exit-after N]
+    --exit-after N: the whole process exits (status 7) when request N+1 arrives, as a crashing server."""
+    import argparse
+    import os
+    import sys
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--host", default="127.0.0.1")
+    ap.add_argument("--port", type=int, default=0)
+    ap.add_argument("--delay", type=float, default=0.0)
+    ap.add_argument("--generic", action="store_true")
+    ap.add_argument("--model", default="tiny")
+    ap.add_argument("--exit-after", type=int, default=None)
+    ap.add_argument("--stamp", action="store_true")
+    args = ap.parse_args(argv)
+    style = Style(vllm=not args.generic, usage="last" if args.generic else "separate", done=not args.generic,
+                  delay=args.delay, model=args.model, stamp=args.stamp)
+    handler = _Handler(style)
+    if args.exit_after is not None:
+        original = handler.handle
+
+        async def handle(reader, writer):
+            if len(style.requests) >= args.exit_after:
+                print("sse_server: exiting on purpose mid-bench", file=sys.stderr, flush=True)
+                os._exit(7)
+            await original(reader, writer)
+
+        handler.handle = handle
+
+    async def serve_forever() -> None:
+        server = await asyncio.start_server(handler, args.host, args.port)
+        print(f"sse_server listening on {args.host}:{args.port} delay={args.delay}", flush=True)
+        async with server:
+            await server.serve_forever()
+
+    asyncio.run(serve_forever())
+
+
+if __name__ == "__main__":
+    import sys
+
+    main(sys.argv[1:])

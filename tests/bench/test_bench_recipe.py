@@ -1,0 +1,103 @@
+"""`sparkdoctor bench RECIPE` and `--vs` end to end, fast: the real launcher starts a real streaming server
+process (tests/bench/sse_server.py) from a recipe, the bench measures it, the ledger stores it. The A/B arms
+really differ (a token every 2 ms vs every 8 ms), and A vs A must come out "no difference"."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sparkdoctor.exitcodes import EXIT_BENCH_FAILED, EXIT_USAGE
+
+REPO = Path(__file__).resolve().parents[2]
+SERVER = Path(__file__).resolve().parent / "sse_server.py"
+QUICK = ["--rounds", "3", "--concurrency", "1", "--max-tokens", "24", "--warmup", "1", "--ready-timeout", "60"]
+
+
+def recipe(tmp_path: Path, name: str, *extra: str, workload: str = "") -> Path:
+    argv = [sys.executable, str(SERVER), "--host", "0.0.0.0", "--port", "8000", *extra]
+    path = tmp_path / f"{name}.toml"
+    path.write_text(f'schema = 1\nname = "{name}"\nmodel = "tiny"\nserved_model_name = "tiny"\n'
+                    f"command = {json.dumps(argv)}\nreadiness_path = \"/v1/models\"\n"
+                    '[env]\nPYTHONPATH = "' + str(REPO) + '"\n' + workload)
+    return path
+
+
+@pytest.fixture
+def run(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "NO_COLOR")}
+    env.update(PYTHONPATH=str(REPO), SPARKDOCTOR_STATE_DIR=str(tmp_path / "state"),
+               SPARKDOCTOR_CACHE_DIR=str(tmp_path / "cache"), COLUMNS="160")
+    ledger = tmp_path / "l.sqlite"
+
+    def call(*args, timeout=300):
+        extra = ["--ledger", str(ledger)] if args[0] in ("bench", "history") else []
+        return subprocess.run([sys.executable, "-m", "sparkdoctor", *map(str, args), *extra], cwd=tmp_path, env=env,
+                              capture_output=True, text=True, timeout=timeout)
+
+    return call
+
+
+def test_bench_recipe_launches_measures_stores_and_tears_down(run, tmp_path):
+    r = recipe(tmp_path, "fast", "--delay", "0.002", workload="[workload]\nmax_tokens = 16\nrepeats = 2\n")
+    out = run("bench", r, "--concurrency", "1,2", "--warmup", "1", "--format", "json")
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert doc["recipe"]["name"] == "fast" and doc["recipe"]["fingerprint"]
+    assert "--port" in doc["recipe"]["argv"] and "8000" not in doc["recipe"]["argv"]  # as it ran: the launcher's port
+    assert doc["levels"][0]["client"]["output_tokens"] == 16 and doc["levels"][0]["rounds"] == 2  # the recipe's workload
+    assert doc["headline"]["source"].startswith("client")  # the stand-in's /metrics has no histograms
+    again = run("bench", r, "--concurrency", "1", "--warmup", "0", "--format", "json")
+    cmp = json.loads(run("history", "--compare", "1", "--compare", "2", "--format", "json").stdout)
+    assert cmp["comparable"] and not any("different recipes" in n for n in cmp["notes"])  # same recipe, other port
+    assert any("different workloads" in n for n in cmp["notes"])
+    assert again.returncode == 0
+
+
+def test_ab_finds_the_slower_arm_and_stores_both(run, tmp_path):
+    a = recipe(tmp_path, "fast", "--delay", "0.002")
+    b = recipe(tmp_path, "slow", "--delay", "0.008")
+    out = run("bench", a, "--vs", b, "--pairs", "3", *QUICK, "--format", "json")
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert doc["order"] == ["A", "B", "B", "A", "A", "B"] and len(doc["runs"]) == 6
+    level = doc["levels"][0]
+    assert level["ratio"]["method"] == "paired-t" and level["ratio"]["verdict"] == "slower", level
+    assert doc["verdict"] == "slower"
+    runs = json.loads(run("history", "--format", "json").stdout)["runs"]
+    assert sorted((r["arm"], r["recipe_name"]) for r in runs) == [("A", "fast")] * 3 + [("B", "slow")] * 3
+    assert {r["comparison_id"] for r in runs} == {doc["comparison_id"]}
+    console = run("bench", a, "--vs", b, "--pairs", "1", *QUICK, "--no-store")
+    assert console.returncode == 0 and "slower" in console.stdout and "B/A" in console.stdout
+
+
+def test_a_vs_a_is_no_difference(run, tmp_path):
+    a = recipe(tmp_path, "fast", "--delay", "0.003")
+    out = run("bench", a, "--vs", a, "--pairs", "2", *QUICK, "--format", "json")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["verdict"] == "no difference"
+
+
+def test_a_server_that_exits_mid_bench_is_one_line_and_nothing_is_stored(run, tmp_path):
+    r = recipe(tmp_path, "crashy", "--delay", "0.001", "--exit-after", "3")
+    out = run("bench", r, *QUICK)
+    assert out.returncode == EXIT_BENCH_FAILED
+    assert out.stderr.count("\n") == 1 and "exited with status 7" in out.stderr and "while it was serving" in out.stderr
+    assert "exiting on purpose mid-bench" in out.stderr  # the log's last line
+    assert json.loads(run("history", "--format", "json").stdout)["runs"] == []
+
+
+def test_bad_recipes_are_one_line(run, tmp_path):
+    missing = tmp_path / "nocmd.toml"
+    missing.write_text('schema = 1\nname = "x"\n')
+    out = run("bench", missing)
+    assert out.returncode == EXIT_USAGE and "command" in out.stderr and out.stderr.count("\n") == 1
+    bad_workload = recipe(tmp_path, "badwl", workload="[workload]\nrepeatz = 3\n")
+    out = run("bench", bad_workload)
+    assert out.returncode == EXIT_USAGE and "badwl.toml" in out.stderr and "repeatz" in out.stderr
+    unknown = recipe(tmp_path, "tpl", "--delay", "{nope}")
+    out = run("bench", unknown)
+    assert out.returncode == EXIT_USAGE and "nope" in out.stderr and out.stderr.count("\n") == 1

