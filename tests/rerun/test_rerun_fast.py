@@ -29,8 +29,8 @@ refs = ["https://example.org/patch"]
 
 
 def _recipe(folder: Path, name: str, compiled: bool) -> Path:
-    argv = [sys.executable, str(SERVER), "--host", "0.0.0.0", "--port", "8000", "--delay", "0.012"]
-    argv += ["--compiled", "0.003"] if compiled else ["--enforce-eager"]
+    argv = [sys.executable, str(SERVER), "--host", "0.0.0.0", "--port", "8000", "--delay", "0.012", "--fast", "0.003"]
+    argv += [] if compiled else ["--enforce-eager"]
     extra = "" if compiled else 'workarounds = [{ flag = "--enforce-eager", because = "test-patch-turns-compile-off" }]\n'
     path = folder / f"{name}.toml"
     path.write_text(f'schema = 1\nname = "{name}"\nmodel = "tiny"\nserved_model_name = "tiny"\ncommand = {json.dumps(argv)}\n'
