@@ -11,8 +11,8 @@ Modules, each importing only those above it:
   model        Conclusion, Arm, ConclusionError
   store        conclusions in the ledger (table `conclusions`, ledger schema 3)
   toolchain    the current Facts of a target, once per python per invocation, and what changed
-  staleness    fresh / stale (what changed) / broken (runs gone) / incomparable (recipe or bench changed)
   workarounds  a recipe's workarounds, explicit and inferred from `justifies`, and their reasons judged
+  staleness    fresh / stale (what changed) / broken (runs gone) / incomparable (recipe or bench changed)
   outcome      holds / flipped / changed, and regressions of one arm across toolchains
   rerun        the plan (dry run) and the re-measurement
   recipe_check static lint of a recipe against the matrix and the box
