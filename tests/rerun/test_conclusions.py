@@ -168,3 +168,14 @@ def test_a_recipe_measurably_slower_on_the_new_toolchain_is_a_regression(tmp_pat
     assert [r["regression"] for r in rows["A"]] == [False]  # same speed: no difference, no regression
     (b,) = rows["B"]
     assert b["regression"] and b["ratio"]["verdict"] == "slower" and b["old_median"] == 100.0 and b["new_median"] == 70.0
+
+
+def test_a_stale_conclusion_that_cannot_be_rerun_says_why_and_stays_stale(tmp_path, here_facts):
+    path, paths = _ledger(tmp_path, here_facts, facts=older(here_facts, vllm="0.31.0"))
+    paths["A"].unlink()
+    result, doc = _json(["rerun", "--ledger", str(path), "--format", "json"])
+    assert result.exit_code == 4, result.output
+    (res,) = doc["results"]
+    assert res["outcome"] == "not re-run" and res["reasons"][0].startswith(f"arm A cannot be re-run: recipe {paths['A']}")
+    listing = _json(["conclusions", "--ledger", str(path), "--format", "json"])[1]
+    assert listing["conclusions"][0]["status"] == "stale"  # nothing was stored: still stale, still saying why
