@@ -26,6 +26,7 @@ pytestmark = pytest.mark.slow
 
 DATA = Path(__file__).resolve().parent / "data"
 PATCH = b"import os as _sd_os; _sd_os.environ.setdefault('TORCHDYNAMO_DISABLE', '1')  # local patch: compile off\n"
+READY = 1800  # seconds per launch: a loaded 2-core box has taken over 10 min for one eager start
 EVIDENCE = os.environ.get("SPARKDOCTOR_RERUN_EVIDENCE")  # a folder: keep every JSON answer (README material)
 
 
@@ -83,7 +84,7 @@ def test_a_stale_eager_workaround_is_found_remeasured_and_the_conclusion_flips(t
         assert not any(f["kind"] == "workaround" for f in check["findings"]), check["findings"]
         t0 = time.monotonic()
         bench = _sd("bench", recipes["deep-eager"], "--vs", recipes["deep-compile"], "--pairs", "1", "--min-effect", "0.3",
-                    "--conclude", "compile-vs-eager", "--ledger", ledger, "--format", "json")
+                    "--conclude", "compile-vs-eager", "--ready-timeout", READY, "--ledger", ledger, "--format", "json")
         ab = _doc(bench, "bench-conclude")
         assert bench.returncode == 0, bench.stderr[-3000:]
         assert ab["verdict"] == "no difference", ab["levels"]
@@ -104,7 +105,7 @@ def test_a_stale_eager_workaround_is_found_remeasured_and_the_conclusion_flips(t
     assert w["measured_by"] == {"conclusion": "compile-vs-eager", "with": "A", "without": "B"}
 
     t0 = time.monotonic()
-    done = _sd("rerun", "--fail-on", "flipped", "--matrix", matrix, "--ledger", ledger, "--format", "json")
+    done = _sd("rerun", "--fail-on", "flipped", "--ready-timeout", READY, "--matrix", matrix, "--ledger", ledger, "--format", "json")
     doc = _doc(done, "rerun")
     print(f"rerun in {time.monotonic() - t0:.0f} s")
     assert done.returncode == 1 and doc["failed"] == ["flipped"], done.stderr[-3000:]
