@@ -100,6 +100,14 @@ def analyse(args) -> None:
         v = simulate(launches, pairs, args.rounds_per_arm, effect, trials, seed=args.seed)
         print(f"| {name} | {pairs} | {args.rounds_per_arm} | {trials} | {v.count('faster')} ({v.count('faster') / trials:.1%}) | "
               f"{v.count('slower')} | {v.count('no difference')} |")
+    for pairs in range(2, 21):
+        v = simulate(launches, pairs, args.rounds_per_arm, 0.05, 1000, seed=args.seed)
+        if v.count("faster") >= 950:
+            print(f"\nfewest pairs that find a true 5% with >= 95% power on these samples: {pairs} "
+                  f"({v.count('faster') / 10:.1f}%)")
+            break
+    else:
+        print("\nno number of pairs up to 20 finds a true 5% with >= 95% power on these samples")
 
 
 def main() -> None:

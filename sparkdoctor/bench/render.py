@@ -74,6 +74,7 @@ def render_comparison(console: Console, comp: dict[str, Any]) -> None:
         t.add_row(str(lvl["concurrency"]), ", ".join(_f(v) for v in lvl["a"]), ", ".join(_f(v) for v in lvl["b"]),
                   f"{r['ratio']:.3f}", f"{r['ci_low']:.3f}-{r['ci_high']:.3f}", r["method"], f"[bold]{r['verdict']}[/bold]")
     console.print(t)
+    console.print(f"[bold]verdict[/bold]: B is {comp['verdict']} (B/A of total output tok/s; 'mixed': the levels disagree)")
     console.print(f"runs stored: {', '.join(str(r) for r in comp.get('runs') or []) or 'none'}; "
                   "a difference inside the noise is reported as \"no difference\", never as a win")
 

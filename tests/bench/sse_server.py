@@ -149,6 +149,11 @@ def serve(style: Style | None = None) -> Iterator[tuple[str, Style]]:
         ready.set()
         async with server:
             await stop.wait()
+        rest = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for task in rest:  # connections still open: close them while the loop still runs
+            task.cancel()
+        await asyncio.gather(*rest, return_exceptions=True)
+        await asyncio.sleep(0.05)
 
     thread = threading.Thread(target=loop.run_until_complete, args=(main(),), daemon=True)
     thread.start()

@@ -56,6 +56,11 @@ def test_bench_url_json_is_stored_and_history_shows_it(run, tmp_path):
 
     console = run("history", "--ledger", ledger)
     assert console.returncode == 0 and "runs, newest first" in console.stdout
+    shown = run("history", "2", "--ledger", ledger)
+    assert shown.returncode == 0 and "headline" in shown.stdout and "run 2 at" in shown.stdout
+    compared = run("history", "--compare", "1", "--compare", "2", "--ledger", ledger)
+    assert compared.returncode == 0 and "what changed in the numbers" in compared.stdout
+    assert run("history", "7", "--ledger", ledger).returncode == EXIT_USAGE
 
 
 def test_bench_url_console_against_a_generic_server(run):

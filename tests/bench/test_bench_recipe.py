@@ -1,6 +1,6 @@
 """`sparkdoctor bench RECIPE` and `--vs` end to end, fast: the real launcher starts a real streaming server
 process (tests/bench/sse_server.py) from a recipe, the bench measures it, the ledger stores it. The A/B arms
-really differ (a token every 2 ms vs every 8 ms), and A vs A must come out "no difference"."""
+really differ (a token every 2 ms vs every 12 ms), and A vs A must come out "no difference"."""
 
 import json
 import os
@@ -59,7 +59,7 @@ def test_bench_recipe_launches_measures_stores_and_tears_down(run, tmp_path):
 
 def test_ab_finds_the_slower_arm_and_stores_both(run, tmp_path):
     a = recipe(tmp_path, "fast", "--delay", "0.002")
-    b = recipe(tmp_path, "slow", "--delay", "0.008")
+    b = recipe(tmp_path, "slow", "--delay", "0.012")
     out = run("bench", a, "--vs", b, "--pairs", "3", *QUICK, "--format", "json")
     assert out.returncode == 0, out.stderr
     doc = json.loads(out.stdout)
