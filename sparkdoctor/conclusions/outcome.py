@@ -51,7 +51,8 @@ def _rounds(ledger: Any, run_ids: list[int]) -> dict[int, list[float]]:
 
 
 def arm_change(ledger: Any, old_ids: list[int], new_ids: list[int], min_effect: float) -> list[dict[str, Any]]:
-    """One recipe's output tok/s, new runs over old runs, per level: ratio, CI, verdict, regression."""
+    """One recipe's output tok/s, new runs over old runs, per level: ratio, CI, verdict, regression. The rounds
+    of each side are resampled (bench's one-pair method), so only a 1.5x change is ever called."""
     from sparkdoctor.bench.stats import rounds_ratio
 
     old, new = _rounds(ledger, old_ids), _rounds(ledger, new_ids)

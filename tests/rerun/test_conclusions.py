@@ -163,11 +163,11 @@ def test_a_recipe_measurably_slower_on_the_new_toolchain_is_a_regression(tmp_pat
     path, paths = _ledger(tmp_path, here_facts, tps={"A": [40.0, 41.0, 40.5], "B": [100.0, 99.0, 101.0]})
     with Ledger(path) as led:
         old = store.latest(led)[0]
-        new = add_ab(led, paths, here_facts, {"A": [40.2, 40.6, 40.9], "B": [70.0, 71.0, 69.5]}, "default-vs-one-seq")
+        new = add_ab(led, paths, here_facts, {"A": [40.2, 40.6, 40.9], "B": [60.0, 61.0, 59.5]}, "default-vs-one-seq")
         rows = {arm: outcome.arm_change(led, old.data["runs"][arm], new.data["runs"][arm], 0.02) for arm in ("A", "B")}
     assert [r["regression"] for r in rows["A"]] == [False]  # same speed: no difference, no regression
     (b,) = rows["B"]
-    assert b["regression"] and b["ratio"]["verdict"] == "slower" and b["old_median"] == 100.0 and b["new_median"] == 70.0
+    assert b["regression"] and b["ratio"]["verdict"] == "slower" and b["old_median"] == 100.0 and b["new_median"] == 60.0
 
 
 def test_a_stale_conclusion_that_cannot_be_rerun_says_why_and_stays_stale(tmp_path, here_facts):
