@@ -55,7 +55,7 @@ def test_rerun_after_the_patch_is_gone_reports_the_flip_and_the_stale_workaround
     # the patch is on: a workaround that is needed, and an A/B that finds compile no faster
     check = _run(tmp_path, "recipe", "check", eager, "--matrix", matrix, "--format", "json", patch=True)
     assert not [f for f in json.loads(check.stdout)["findings"] if f["kind"] == "workaround"], check.stdout
-    ab = _run(tmp_path, "bench", eager, "--vs", compiled, "--pairs", "2", "--min-effect", "0.3", "--conclude", "compile-vs-eager",
+    ab = _run(tmp_path, "bench", eager, "--vs", compiled, "--pairs", "3", "--min-effect", "0.3", "--conclude", "compile-vs-eager",
               "--ledger", ledger, "--format", "json", patch=True)
     assert ab.returncode == 0, ab.stderr
     doc = json.loads(ab.stdout)
