@@ -28,3 +28,7 @@ EXIT_FIX_FAILED = 5  # the apply failed and was rolled back (or a rollback found
 # `sparkdoctor bench` and `sparkdoctor history`
 EXIT_BENCH_FAILED = 4  # the server could not be launched, reached or measured to the end (nothing stored)
 EXIT_LEDGER = 5  # the ledger file cannot be opened, read or written (corrupt, newer schema, not ours)
+
+# `sparkdoctor rerun` (and `conclusions`): bench's 4 and 5 keep their meaning
+EXIT_RERUN_FAIL_ON = 1  # --fail-on flipped|regression: a conclusion flipped, or a recipe got measurably slower
+EXIT_RERUN_INCOMPLETE = 4  # a stale conclusion or workaround could not be re-measured (it stays stale; says why)

@@ -91,7 +91,7 @@ def test_installed_wheel_finds_its_matrix_and_probes(wheel, tmp_path):
     names = zipfile.ZipFile(wheel).namelist()
     for folder in ("matrix", "probes", "fixes", "recipes"):
         assert any(n.startswith(f"sparkdoctor/_data/{folder}/") for n in names), folder
-    for probe in ("target_env", "cutedsl", "capabilities"):
+    for probe in ("target_env", "cutedsl", "capabilities", "vllm_flags"):
         assert f"sparkdoctor/_data/probes/{probe}/__main__.py" in names
     assert "sparkdoctor/_data/probes/shared/probe_io.py" in names
 

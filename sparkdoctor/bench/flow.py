@@ -118,6 +118,8 @@ def bench_url(url: str, model: str | None, opts: Options) -> dict[str, Any]:
 
 # ---- recipes ----------------------------------------------------------------------------------------
 def _load_recipe(path: Path, opts: Options) -> Any:
+    if hasattr(path, "argv"):  # an already resolved Recipe (rerun: a recipe without one of its workarounds)
+        return path
     from sparkdoctor.recipes import RecipeError, load
 
     try:

@@ -18,6 +18,8 @@ VERBS: list[str] = [
     "fix",
     "bench",
     "history",
+    "conclusions",
+    "rerun",
     "audit",
     "recipe",
     "report",

@@ -40,6 +40,7 @@ def bench(
     ledger: Optional[Path] = typer.Option(None, "--ledger", help="Ledger file (default: the state folder's ledger.sqlite)."),
     no_store: bool = typer.Option(False, "--no-store", help="Measure only; write nothing to the ledger."),
     fmt: str = typer.Option("console", "--format", help="console or json (json: only the versioned JSON on stdout)."),
+    conclude: Optional[str] = typer.Option(None, "--conclude", help="--vs: record the result as conclusion NAME (sparkdoctor conclusions, rerun)."),
 ) -> None:
     """Benchmark a server: decode tok/s, TTFT, ITL, a concurrency sweep; stored with the toolchain fingerprint."""
     if fmt not in FORMATS:
@@ -52,6 +53,8 @@ def bench(
         raise Fatal(f"--pairs {pairs}: give 1 or more")
     if not 0 <= min_effect < 1:
         raise Fatal(f"--min-effect {min_effect}: give a fraction between 0 and 1")
+    if conclude is not None and (vs is None or no_store or not conclude.strip()):
+        raise Fatal("--conclude NAME needs a name and an A/B that is stored: RECIPE --vs RECIPE_B, without --no-store")
     from sparkdoctor.bench import flow
 
     given = {"concurrency": concurrency, "rounds": rounds, "max_tokens": max_tokens, "prompt_words": prompt_words,
@@ -73,8 +76,17 @@ def bench(
             doc = flow.bench_ab(recipe, vs, opts)
     except flow.Failure as exc:
         raise Fatal(str(exc), exc.code) from None
+    if conclude is not None:  # sparkdoctor/conclusions/: the A/B bound to its runs and their fingerprints
+        from sparkdoctor.conclusions.store import ConclusionError, conclude as record_conclusion
+
+        try:
+            doc["conclusion"] = record_conclusion(conclude, doc, recipe, vs, python, ledger, opts.sets, local)
+        except ConclusionError as exc:
+            raise Fatal(str(exc)) from None
     if fmt == "json":
         sys.stdout.write(json.dumps(doc, indent=2, sort_keys=False, default=str) + "\n")
     else:
         flow.render(doc)
+        if doc.get("conclusion"):
+            print(f"conclusion {conclude!r} recorded: {doc['conclusion']['statement']}")
 

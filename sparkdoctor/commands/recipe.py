@@ -54,3 +54,17 @@ def register(app: typer.Typer) -> None:
         from rich.console import Console
 
         render_console(resolved, Console())
+
+    @recipe_app.command("check")
+    def check(
+        recipe: str = typer.Argument(..., help="A recipe file (.toml, .yaml) or the name of a shipped recipe."),
+        sets: Optional[List[str]] = typer.Option(None, "--set", help="Override a parameter: key=value, or env.NAME=value (repeatable)."),
+        python: Optional[str] = typer.Option(None, "--python", help="Interpreter (or venv) of the vLLM to judge against (default: the recipe command's venv, else as check)."),
+        matrix_path: Optional[str] = typer.Option(None, "--matrix", help="Matrix folder or file (default: bundled)."),
+        fail_on: str = typer.Option("error", "--fail-on", help="Lowest severity that fails: info | warn | error."),
+        fmt: str = typer.Option("console", "--format", "-f", help="console | json"),
+    ) -> None:
+        """Judge a recipe without launching it: stale env vars and flags, stale workarounds, wrong settings."""
+        from sparkdoctor.commands.recipe_check import check_command
+
+        check_command(recipe, parse_sets(sets), python, matrix_path, fail_on, fmt)

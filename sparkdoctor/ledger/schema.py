@@ -15,7 +15,7 @@ from typing import Callable
 from sparkdoctor.locations import state_dir
 
 APPLICATION_ID = 0x5344_4C47  # "SDLG": marks the file as a sparkdoctor ledger
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 
 class LedgerError(RuntimeError):
@@ -78,7 +78,25 @@ def migrate_to_2(db: sqlite3.Connection) -> None:
     )
 
 
-MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: migrate_to_1, 2: migrate_to_2}
+def migrate_to_3(db: sqlite3.Connection) -> None:
+    """Conclusions (sparkdoctor/conclusions/): a named A/B result bound to its runs; a rerun adds a row
+    pointing to the one it re-measured."""
+    _script(db, """
+        CREATE TABLE conclusions (
+            id INTEGER PRIMARY KEY,
+            name TEXT NOT NULL,
+            created_at TEXT NOT NULL,
+            comparison_id INTEGER REFERENCES comparisons(id) ON DELETE SET NULL,
+            previous_id INTEGER REFERENCES conclusions(id) ON DELETE SET NULL,
+            outcome TEXT,                   -- NULL when first recorded, else holds | flipped | changed (a rerun)
+            data_json TEXT NOT NULL         -- recipes, workload, runs, fingerprints, verdict, ratios
+        );
+        CREATE INDEX conclusions_name ON conclusions(name, id);
+        """
+    )
+
+
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: migrate_to_1, 2: migrate_to_2, 3: migrate_to_3}
 
 
 def _script(db: sqlite3.Connection, sql: str) -> None:

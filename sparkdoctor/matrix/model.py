@@ -49,6 +49,9 @@ class Entry:
     evidence: str = "reported"  # one of EVIDENCE_LEVELS
     files: dict[str, Any] | None = None  # checks over released wheels (sparkdoctor.matrix.file_checks)
     last_verified: dict[str, Any] | None = None  # {date = "YYYY-MM-DD", versions = "..."}
+    # Serving flags / env vars this problem is a reason to carry ("--enforce-eager", "NAME=value", "NAME"):
+    # a recipe carrying one is judged against this entry even without a `because` annotation.
+    justifies: list[str] = field(default_factory=list)
 
 
 @dataclass

@@ -16,12 +16,14 @@ from sparkdoctor.matrix.versions import spec_problem
 
 _ENTRY_REQUIRED = {"id": str, "title": str, "severity": str, "action": str, "summary": str, "remedy": str, "when": dict, "refs": list}
 _ENTRY_OPTIONAL = {"symptoms": list, "verified_by": dict, "fix": str, "withdrawn": str, "verify": dict,
-                   "evidence": str, "files": dict, "last_verified": dict}
+                   "evidence": str, "files": dict, "last_verified": dict, "justifies": list}
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 _STACK_REQUIRED = {"id": str, "title": str, "packages": dict, "refs": list}
 _STACK_OPTIONAL = {"env": dict, "driver": str, "notes": str}
 PROBE_OUTCOMES = ("ok", "fail", "refused", "crash", "error")
 _URL = re.compile(r"https?://\S+")
+# What `justifies` may name: a serving flag (--name), or an env var (NAME, or NAME=value for one value).
+JUSTIFIES_RE = re.compile(r"--[a-z0-9][a-z0-9-]*|[A-Z_][A-Z0-9_]*(=\S+)?")
 
 
 def label_of(kind: str, raw: dict, index: int, where: str) -> str:
@@ -92,6 +94,9 @@ def entry_from(raw: dict, index: int, component: str, where: str, probes: frozen
             raise MatrixError(f"{label}: field 'when.{key}' {err}")
     _check_refs(raw["refs"], label)
     _check_strings(raw, "symptoms", label)
+    bad = next((j for j in raw.get("justifies", []) if not isinstance(j, str) or not JUSTIFIES_RE.fullmatch(j)), None)
+    if bad is not None:
+        raise MatrixError(f"{label}: field 'justifies' has {bad!r}: give a flag (--enforce-eager) or an env var (NAME or NAME=value)")
     vb = raw.get("verified_by")
     _check_verified_by(vb, probes, label)
     if raw.get("verify") is not None:
@@ -121,6 +126,7 @@ def entry_from(raw: dict, index: int, component: str, where: str, probes: frozen
         evidence=evidence,
         files=raw.get("files"),
         last_verified=raw.get("last_verified"),
+        justifies=list(raw.get("justifies", [])),
     )
 
 

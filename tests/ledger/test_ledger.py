@@ -50,7 +50,7 @@ def test_a_version_1_file_is_migrated_and_keeps_its_runs(tmp_path):
                " VALUES ('2026-01-01', 'old', 'h', '{}', 'u', 'm', '{}', 'fp', '{}', 1, '0', '{}', '{\"levels\": []}', '[]')")
     db.close()
     with Ledger(path) as led:
-        assert led.db.execute("PRAGMA user_version").fetchone()[0] == 2
+        assert led.db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
         assert [r["recipe_name"] for r in led.runs()] == ["old"]
         cid = led.begin_comparison("a", "b")
         led.add_run(record(comparison_id=cid, arm="A"))

@@ -1,0 +1,46 @@
+"""`sparkdoctor recipe check RECIPE`: the body of the command `recipe.py` registers (kept apart so the
+serve helper's recipe.py grows by a few lines only). Findings, --fail-on and exit codes as `check`."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Optional
+
+import typer
+
+from sparkdoctor.cli_support import Fatal
+
+FORMATS = ("console", "json")
+
+
+def check_command(recipe: str, overrides: dict, python: Optional[str], matrix_path: Optional[str], fail_on: str,
+                  fmt: str) -> None:
+    if fmt not in FORMATS:
+        raise Fatal(f"--format {fmt}: choose one of {', '.join(FORMATS)}")
+    if fail_on not in ("info", "warn", "error"):
+        raise Fatal(f"--fail-on {fail_on}: choose one of info, warn, error")
+    from sparkdoctor.bench.flow import progress_line
+    from sparkdoctor.conclusions import recipe_check
+    from sparkdoctor.exitcodes import EXIT_FINDINGS, EXIT_UNPROBEABLE
+    from sparkdoctor.matrix import MatrixError
+    from sparkdoctor.recipes import RecipeError
+    from sparkdoctor.target import TargetError
+
+    try:
+        with progress_line() as progress:
+            doc = recipe_check.run(recipe, overrides, python, matrix_path, fail_on, progress)
+    except (RecipeError, MatrixError) as exc:
+        raise Fatal(str(exc)) from None
+    except TargetError as exc:
+        raise Fatal(str(exc), EXIT_UNPROBEABLE) from None
+    if fmt == "json":
+        sys.stdout.write(json.dumps(doc, indent=2, default=str) + "\n")
+    else:
+        from rich.console import Console
+
+        from sparkdoctor.conclusions import render
+
+        render.recipe_check(Console() if sys.stdout.isatty() else Console(width=160), doc)
+    if doc["failed"]:
+        raise typer.Exit(EXIT_FINDINGS)

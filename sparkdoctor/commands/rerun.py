@@ -1,0 +1,93 @@
+"""`sparkdoctor rerun`: the post-upgrade command and a CI gate. `--dry-run` says what is stale and
+why; without it every stale conclusion is re-measured (the same A/B on the current toolchain) and
+reported as holds / flipped / changed with old and new numbers side by side, and every stale
+workaround is measured with and without. `--fail-on flipped|regression` exits 1 when a conclusion
+flipped or a recipe got measurably slower. Parses and renders; the work is in sparkdoctor/conclusions/."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from sparkdoctor.cli_support import Fatal
+
+FORMATS = ("console", "json")
+FAIL_ON = ("flipped", "regression")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("rerun")(rerun)
+
+
+def _fail_on(values: Optional[List[str]]) -> set[str]:
+    wanted = {v.strip() for item in values or [] for v in item.split(",") if v.strip()}
+    bad = sorted(wanted - set(FAIL_ON))
+    if bad:
+        raise Fatal(f"--fail-on {bad[0]}: choose flipped or regression (or both: --fail-on flipped,regression)")
+    return wanted
+
+
+def rerun(
+    names: Optional[List[str]] = typer.Argument(None, help="Only these conclusions (default: every stale one)."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Say what is stale and what changed; measure nothing."),
+    fail_on: Optional[List[str]] = typer.Option(None, "--fail-on", help="flipped and/or regression: exit 1 when one happened."),
+    ledger: Optional[Path] = typer.Option(None, "--ledger", help="Ledger file (default: the state folder's ledger.sqlite)."),
+    matrix_path: Optional[Path] = typer.Option(None, "--matrix", help="Matrix folder or file that judges workarounds (default: bundled)."),
+    ready_timeout: float = typer.Option(600.0, "--ready-timeout", help="Seconds to wait for each launched server."),
+    fmt: str = typer.Option("console", "--format", help="console or json (json: only the versioned JSON on stdout)."),
+) -> None:
+    """Re-measure stale conclusions and stale workarounds on the current toolchain."""
+    if fmt not in FORMATS:
+        raise Fatal(f"--format {fmt}: choose one of {', '.join(FORMATS)}")
+    wanted = _fail_on(fail_on)
+    from sparkdoctor.bench.flow import progress_line
+    from sparkdoctor.commands.conclusions import open_ledger
+    from sparkdoctor.conclusions import rerun as pipeline
+    from sparkdoctor.conclusions.model import ConclusionError
+    from sparkdoctor.conclusions.toolchain import Toolchains
+    from sparkdoctor.exitcodes import EXIT_RERUN_FAIL_ON, EXIT_RERUN_INCOMPLETE
+    from sparkdoctor.matrix import MatrixError, load
+
+    try:
+        matrix = load(matrix_path)
+    except MatrixError as exc:
+        raise Fatal(str(exc)) from None
+    led = open_ledger(ledger)
+    opts = pipeline.Options(ledger=led.path, matrix=matrix_path, ready_timeout=ready_timeout, names=tuple(names or ()))
+    try:
+        with progress_line() as progress:
+            planned = pipeline.plan(led, matrix, Toolchains(progress), opts.names)
+            doc = {"schema": 1, "rerun_version": pipeline.RERUN_VERSION, "kind": "rerun-plan" if dry_run else "rerun",
+                   "ledger": str(led.path), "dry_run": dry_run,
+                   "conclusions": [s.to_dict() for s in planned["conclusions"]], "workarounds": planned["workarounds"]}
+            if not dry_run:
+                doc.update(pipeline.execute(led, planned, opts, progress))
+    except ConclusionError as exc:
+        raise Fatal(str(exc)) from None
+    finally:
+        led.close()
+    failed = []
+    if not dry_run:
+        if "flipped" in wanted and any(r["outcome"] == "flipped" for r in doc["results"]):
+            failed.append("flipped")
+        if "regression" in wanted and any(r.get("regression") for r in doc["results"]):
+            failed.append("regression")
+    doc["failed"] = failed
+    if fmt == "json":
+        sys.stdout.write(json.dumps(doc, indent=2, default=str) + "\n")
+    else:
+        from rich.console import Console
+
+        from sparkdoctor.conclusions import render
+
+        console = Console() if sys.stdout.isatty() else Console(width=160)
+        render.plan(console, doc) if dry_run else render.results(console, doc)
+    if failed:
+        raise typer.Exit(EXIT_RERUN_FAIL_ON)
+    if not dry_run and (any(r["outcome"] == "not re-run" for r in doc["results"])
+                        or any(not w.get("cost") for w in doc["workarounds"])):
+        raise typer.Exit(EXIT_RERUN_INCOMPLETE)

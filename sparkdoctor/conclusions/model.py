@@ -1,0 +1,81 @@
+"""What a conclusion is: two arms (a recipe file, minus any workaround dropped from it), the A/B that
+measured them, and the runs behind it. Plain data; the ledger row holds it as JSON."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from sparkdoctor.text import one_line
+
+CONCLUSION_VERSION = 1  # the shape of `data_json` in the ledger and of the JSON documents
+OUTCOMES = ("holds", "flipped", "changed")
+
+
+class ConclusionError(RuntimeError):
+    """A conclusion that cannot be recorded, read or re-run; one line saying which and why."""
+
+    def __init__(self, message: str):
+        super().__init__(one_line(message))
+
+
+@dataclass(frozen=True)
+class Arm:
+    """One side of an A/B: the recipe file it was loaded from and the workarounds dropped from it
+    (rerun measures "the recipe without --enforce-eager" with no file of its own)."""
+
+    path: str
+    label: str
+    drop: tuple[str, ...] = ()  # workaround keys ("--enforce-eager", "env:NAME") removed from the recipe
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"path": self.path, "label": self.label, "drop": list(self.drop)}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Arm":
+        return cls(str(data["path"]), str(data.get("label") or data["path"]), tuple(data.get("drop") or ()))
+
+
+@dataclass
+class Conclusion:
+    """One row of the `conclusions` table.
+
+    data: {"version", "a": Arm, "b": Arm, "python": the --python given or None, "workload", "pairs",
+    "min_effect", "verdict", "levels" (bench's A/B levels: per concurrency the arms' values and the
+    ratio B/A with its CI), "runs": {"A": [ids], "B": [ids]}, "fingerprints": {"A", "B"},
+    "recipe_hashes": {"A", "B"}, "bench_version", and after a rerun "previous" (the old numbers) and
+    "outcome" details}."""
+
+    id: int
+    name: str
+    created_at: str
+    comparison_id: int | None
+    previous_id: int | None
+    outcome: str | None
+    data: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def arms(self) -> dict[str, Arm]:
+        return {"A": Arm.from_dict(self.data["a"]), "B": Arm.from_dict(self.data["b"])}
+
+    def statement(self) -> str:
+        """The conclusion in words: "B is faster than A: 2.41x (95% CI 2.2-2.6)"."""
+        a, b = self.data["a"]["label"], self.data["b"]["label"]
+        verdict = self.data.get("verdict")
+        ratio = _headline_ratio(self.data)
+        if ratio is None:
+            return f"{b} vs {a}: {verdict}"
+        numbers = f"{ratio['ratio']:.2f}x (95% CI {ratio['ci_low']:.2f}-{ratio['ci_high']:.2f})"
+        if verdict in ("faster", "slower"):
+            return f"{b} is {verdict} than {a}: {numbers}"
+        return f"{b} vs {a}: {verdict} ({numbers})"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "name": self.name, "created_at": self.created_at, "comparison_id": self.comparison_id,
+                "previous_id": self.previous_id, "outcome": self.outcome, "statement": self.statement(), **self.data}
+
+
+def _headline_ratio(data: dict[str, Any]) -> dict[str, Any] | None:
+    """The ratio of the lowest concurrency level (single-stream decode is the headline on a GB10)."""
+    levels = sorted(data.get("levels") or [], key=lambda lvl: lvl.get("concurrency", 0))
+    return levels[0]["ratio"] if levels else None

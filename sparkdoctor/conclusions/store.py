@@ -1,0 +1,123 @@
+"""Conclusions in the ledger: one row per recording, a rerun adds a row that points to the one it
+re-measured (`previous_id`), so the history of "is X still faster?" is kept, newest row per name wins.
+
+The runs behind a conclusion are read from the ledger's `runs` table (those of its comparison); a
+conclusion names its runs by id, so one whose runs were deleted is found out (staleness.py).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from datetime import datetime, timezone
+from typing import Any
+
+from sparkdoctor.conclusions.model import CONCLUSION_VERSION, Arm, Conclusion, ConclusionError
+
+_COLUMNS = "id, name, created_at, comparison_id, previous_id, outcome, data_json"
+
+
+def _row(row: tuple) -> Conclusion:
+    data = json.loads(row[6])
+    return Conclusion(row[0], row[1], row[2], row[3], row[4], row[5], data)
+
+
+def _fail(ledger: Any, exc: sqlite3.Error) -> ConclusionError:
+    return ConclusionError(f"ledger {ledger.path}: {exc}")
+
+
+def comparison_runs(ledger: Any, comparison_id: int) -> dict[str, list[dict[str, Any]]]:
+    """The stored runs of one A/B, by arm: id, fingerprint, recipe hash, bench version, workload."""
+    try:
+        rows = ledger.db.execute(
+            "SELECT id, arm, fingerprint, recipe_hash, bench_version, workload_json FROM runs "
+            "WHERE comparison_id = ? ORDER BY id", (comparison_id,)).fetchall()
+    except sqlite3.Error as exc:
+        raise _fail(ledger, exc) from None
+    out: dict[str, list[dict[str, Any]]] = {"A": [], "B": []}
+    for rid, arm, fp, rhash, bver, workload in rows:
+        if arm in out:
+            out[arm].append({"id": rid, "fingerprint": fp, "recipe_hash": rhash, "bench_version": bver,
+                             "workload": json.loads(workload)})
+    return out
+
+
+def record(ledger: Any, name: str, comparison: dict[str, Any], arms: dict[str, Arm], python: str | None,
+           previous_id: int | None = None, outcome: str | None = None, extra: dict[str, Any] | None = None) -> Conclusion:
+    """Store a conclusion from a finished A/B (bench's comparison document) and return it."""
+    if not name.strip():
+        raise ConclusionError("--conclude needs a name (e.g. --conclude nvfp4-vs-fp8)")
+    cid = comparison.get("comparison_id")
+    if cid is None:
+        raise ConclusionError("a conclusion needs a stored A/B (not --no-store)")
+    runs = comparison_runs(ledger, cid)
+    if not runs["A"] or not runs["B"]:
+        raise ConclusionError(f"comparison {cid} has no stored runs on both arms: nothing to conclude")
+    data = {
+        "version": CONCLUSION_VERSION,
+        "a": arms["A"].to_dict(), "b": arms["B"].to_dict(), "python": python,
+        "workload": runs["A"][0]["workload"], "pairs": len(runs["A"]), "min_effect": comparison.get("min_effect"),
+        "metric": comparison.get("metric"), "verdict": comparison.get("verdict"), "levels": comparison.get("levels") or [],
+        "runs": {arm: [r["id"] for r in rs] for arm, rs in runs.items()},
+        "fingerprints": {arm: rs[-1]["fingerprint"] for arm, rs in runs.items()},
+        "recipe_hashes": {arm: rs[-1]["recipe_hash"] for arm, rs in runs.items()},
+        "bench_version": runs["A"][0]["bench_version"],
+        **(extra or {}),
+    }
+    now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    try:
+        cur = ledger.db.execute(
+            "INSERT INTO conclusions (name, created_at, comparison_id, previous_id, outcome, data_json) VALUES (?,?,?,?,?,?)",
+            (name, now, cid, previous_id, outcome, json.dumps(data, sort_keys=True, default=str)))
+    except sqlite3.Error as exc:
+        raise _fail(ledger, exc) from None
+    return Conclusion(int(cur.lastrowid), name, now, cid, previous_id, outcome, data)
+
+
+def latest(ledger: Any, name: str | None = None) -> list[Conclusion]:
+    """The newest row of every conclusion name (or of the one named), oldest name first."""
+    sql = (f"SELECT {_COLUMNS} FROM conclusions WHERE id IN (SELECT max(id) FROM conclusions GROUP BY name)")
+    args: tuple[Any, ...] = ()
+    if name is not None:
+        sql += " AND name = ?"
+        args = (name,)
+    try:
+        rows = ledger.db.execute(sql + " ORDER BY id", args).fetchall()
+    except sqlite3.Error as exc:
+        raise _fail(ledger, exc) from None
+    return [_row(r) for r in rows]
+
+
+def history(ledger: Any, name: str) -> list[Conclusion]:
+    """Every recording of one conclusion, oldest first."""
+    try:
+        rows = ledger.db.execute(f"SELECT {_COLUMNS} FROM conclusions WHERE name = ? ORDER BY id", (name,)).fetchall()
+    except sqlite3.Error as exc:
+        raise _fail(ledger, exc) from None
+    return [_row(r) for r in rows]
+
+
+def existing_runs(ledger: Any, run_ids: list[int]) -> set[int]:
+    if not run_ids:
+        return set()
+    marks = ",".join("?" * len(run_ids))
+    try:
+        return {r[0] for r in ledger.db.execute(f"SELECT id FROM runs WHERE id IN ({marks})", run_ids)}
+    except sqlite3.Error as exc:
+        raise _fail(ledger, exc) from None
+
+
+def conclude(name: str, comparison: dict[str, Any], path_a: Any, path_b: Any, python: str | None,
+             ledger_path: Any, sets: dict[str, str] | None = None, local: bool = False) -> dict[str, Any]:
+    """`bench A --vs B --conclude NAME`: store the finished A/B as conclusion NAME; its JSON."""
+    from pathlib import Path
+
+    from sparkdoctor.ledger import Ledger, LedgerError
+
+    arms = {"A": Arm(str(Path(path_a).resolve()), str(comparison.get("a") or path_a)),
+            "B": Arm(str(Path(path_b).resolve()), str(comparison.get("b") or path_b))}
+    try:
+        with Ledger(ledger_path) as ledger:
+            return record(ledger, name, comparison, arms, python, extra={"sets": dict(sets or {}), "local": local}).to_dict()
+    except LedgerError as exc:
+        raise ConclusionError(str(exc)) from None

