@@ -12,13 +12,10 @@ from __future__ import annotations
 import dataclasses
 
 from sparkdoctor.facts import Facts
-from sparkdoctor.report.anonymize import Redactor, redactor_for
+from sparkdoctor.report.anonymize import NOT_REDACTED_NOTE, REDACTED_NOTE, Redactor, redactor_for  # noqa: F401 (re-exported)
 
 REPORT_FORMATS = ("github", "forum")
 
-REDACTED_NOTE = ("Anonymized by sparkdoctor: user names, host names, home paths, IP and MAC addresses, tokens and keys "
-                 "are replaced by <user>, <host>, <ip>, <mac>, <redacted>. Read it before you post it.")
-NOT_REDACTED_NOTE = "NOT anonymized (--no-redact): user names, host names, addresses and paths are as found."
 
 
 def redacted_facts(facts: Facts, redactor: Redactor) -> Facts:

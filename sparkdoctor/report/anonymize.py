@@ -263,3 +263,9 @@ def _walk(value: Any, path: tuple[str, ...]) -> Iterable[tuple[tuple[str, ...], 
             yield from _walk(item, path)
     else:
         yield path, value
+
+
+# The line every report carries about what was (or was not) anonymized.
+REDACTED_NOTE = ("Anonymized by sparkdoctor: user names, host names, home paths, IP and MAC addresses, tokens and keys "
+                 "are replaced by <user>, <host>, <ip>, <mac>, <redacted>. Read it before you post it.")
+NOT_REDACTED_NOTE = "NOT anonymized (--no-redact): user names, host names, addresses and paths are as found."

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from sparkdoctor.facts import Facts
 from sparkdoctor.render.describe import clip, describe_target, tracked_stack
-from sparkdoctor.report import NOT_REDACTED_NOTE, REDACTED_NOTE, judgement
+from sparkdoctor.report import judgement
+from sparkdoctor.report.anonymize import NOT_REDACTED_NOTE, REDACTED_NOTE
 from sparkdoctor.report.anonymize import Redactor
 from sparkdoctor.report.sections import Section, environment_sections
 

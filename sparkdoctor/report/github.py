@@ -23,7 +23,8 @@ from sparkdoctor.render.describe import (
     describe_target,
     tracked_stack,
 )
-from sparkdoctor.report import NOT_REDACTED_NOTE, REDACTED_NOTE, judgement
+from sparkdoctor.report import judgement
+from sparkdoctor.report.anonymize import NOT_REDACTED_NOTE, REDACTED_NOTE
 from sparkdoctor.report.anonymize import Redactor
 from sparkdoctor.report.sections import Section, environment_sections
 
