@@ -8,7 +8,6 @@ when the target could not be probed (the report is still written, with the error
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from pathlib import Path
@@ -124,16 +123,9 @@ def _deliver(text: str, output: Optional[Path]) -> None:
         except OutputError as exc:
             raise Fatal(f"--output {output}: {exc}") from None
         return
-    if sys.stdout is None:
-        raise Fatal("stdout is closed: nowhere to write the report (use -o FILE)")
+    from sparkdoctor.output import OutputError, write_stdout
+
     try:
-        sys.stdout.write(text)
-        sys.stdout.flush()
-    except BrokenPipeError:
-        # the reader left early (| head): what it read is what it wanted; point stdout at /dev/null
-        # so the interpreter's final flush stays quiet too
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
-    except OSError as exc:
-        raise Fatal(f"cannot write the report to stdout: {exc.strerror or exc} (use -o FILE)") from None
+        write_stdout(text)
+    except OutputError as exc:
+        raise Fatal(str(exc)) from None
