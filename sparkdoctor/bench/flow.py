@@ -5,7 +5,6 @@ and an exit code (nothing stored when a measurement did not finish)."""
 from __future__ import annotations
 
 import contextlib
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path

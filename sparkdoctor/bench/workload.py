@@ -6,7 +6,7 @@ way every time: request i of a run always gets the same prompt, so two runs diff
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
