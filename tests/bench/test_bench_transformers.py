@@ -50,11 +50,11 @@ readiness_path = "/health"
     return path
 
 
-def _bench(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+def _bench(tmp_path: Path, *args: str, fmt: str = "json") -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "NO_COLOR")}
     env.update(PYTHONPATH=str(REPO), SPARKDOCTOR_STATE_DIR=str(tmp_path / "state"), COLUMNS="160")
     argv = [sys.executable, "-m", "sparkdoctor", "bench", *args, "--max-tokens", str(MAX_TOKENS), "--warmup", "1",
-            "--ledger", str(tmp_path / "l.sqlite"), "--format", "json"]
+            "--ledger", str(tmp_path / "l.sqlite"), "--format", fmt]
     return subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
 
 
@@ -110,9 +110,22 @@ def test_bench_url_on_a_running_transformers_serve(tmp_path, transformers_serve)
     with launch(recipe, run_dir=tmp_path / "server", matrix=[], ready_timeout=READY_TIMEOUT, python=tf.python()) as server:
         out = _bench(tmp_path, "--url", server.base_url, "--python", str(tf.python()), "--concurrency", "1,2",
                      "--rounds", "3")
+        # The legacy completions API streams the same style (text chunks, usage in the last one, EOF).
+        text_api = _bench(tmp_path, "--url", server.base_url, "--python", str(tf.python()), "--api", "completions",
+                          "--concurrency", "2", "--rounds", "2")
+        console = _bench(tmp_path, "--url", server.base_url, "--python", str(tf.python()), "--concurrency", "1",
+                         "--rounds", "1", "--no-store", fmt="console")
         assert server.alive()  # --url measures; it never stops a server it did not start
     assert out.returncode == 0, out.stderr[-3000:]
     doc = json.loads(out.stdout)
     assert doc["base_url"] == server.base_url and doc["model"] == tf.MODEL  # the only model the server lists
     _assert_generic_run(doc, tmp_path / "l.sqlite", [1, 2], 3)
+    assert text_api.returncode == 0, text_api.stderr[-3000:]
+    text_doc = json.loads(text_api.stdout)
+    assert text_doc["run_id"] == 2 and text_doc["workload"]["api"] == "completions"
+    _assert_generic_run(text_doc, tmp_path / "l.sqlite", [2], 2)
+    assert console.returncode == 0, console.stderr[-3000:]
+    # A generic server has no version: the header names its kind alone (once printed "generic  at").
+    assert f"model {tf.MODEL} on generic at {server.base_url}" in console.stdout, console.stdout
+    assert "headline:" in console.stdout and "from the client" in console.stdout
     assert server.teardown.clean and members(server.pgid) == []
