@@ -12,7 +12,7 @@ import pytest
 
 from tests import venvs
 
-SLOW_ONLY_FIXTURES = {"vllm032_venv", "docker_daemon", "vllm_cpu", "vllm_cpu_models"}
+SLOW_ONLY_FIXTURES = {"vllm032_venv", "docker_daemon", "vllm_cpu", "vllm_cpu_models", "transformers_serve"}
 
 
 def _has_nvidia_gpu() -> bool:
@@ -65,3 +65,13 @@ def vllm_cpu_models(vllm_cpu) -> dict:
     from tests import vllm_cpu as real
 
     return real.models()
+
+
+@pytest.fixture(scope="session")
+def transformers_serve():
+    """The `transformers serve` test server, ready to launch: the tests.transformers_serve module, with its venv
+    (transformers 5.23.0, torch 2.13.0+cpu) and its private HF cache holding a tiny Llama built once per machine."""
+    from tests import transformers_serve as real
+
+    real.hf_home()  # builds the venv first
+    return real

@@ -48,8 +48,8 @@ def render_run(console: Console, run: dict[str, Any]) -> None:
     recipe = run.get("recipe") or {}
     label = recipe.get("name") or recipe.get("url") or run.get("base_url")
     server = run.get("server") or {}
-    console.print(f"[bold]bench[/bold] {label}: model {run.get('model')} on {server.get('kind')} "
-                  f"{server.get('version') or ''} at {run.get('base_url')}".rstrip())
+    kind = " ".join(str(x) for x in (server.get("kind"), server.get("version")) if x)  # a generic server has no version
+    console.print(f"[bold]bench[/bold] {label}: model {run.get('model')} on {kind} at {run.get('base_url')}")
     console.print(f"toolchain fingerprint {run.get('fingerprint')}  (run {run.get('run_id') or 'not stored'})")
     console.print(level_table(run["levels"], "medians [bootstrap 95% CI]"))
     head = run.get("headline")
