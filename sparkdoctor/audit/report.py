@@ -40,6 +40,7 @@ def audit_to_dict(audit: "Audit") -> dict:
                      "batch_ceiling_tok_s": round(o.batch * audit.bandwidth * 1e9 / audit.step_bytes, 2),
                      "moe_note": "routed experts count k/E of their bytes: the expected value for uniform routing" if s.experts else None},
         "fit": audit.fit.to_dict(),
+        "settings_sources": dict(o.sources),
         "disagreements": [d.to_dict() for d in audit.disagreements],
         "headers": {"bytes_read": audit.bytes_read, "checkpoint_bytes": audit.bytes_on_disk},
     }
@@ -91,6 +92,10 @@ def render_console(audit: "Audit", console: "Console") -> None:
     verdict = "[green]fits[/green]" if f.fits else "[red]does not fit[/red]"
     console.print(f"fit: weights {_gb(f.weights)} + KV {_gb(f.kv_cache)} ({f.max_num_seqs} x {f.max_model_len} tokens) "
                   f"vs {f.utilization:g} x {f.memory_gib:.1f} GiB = {_gb(f.budget)}: {verdict}")
+    if o.sources:
+        console.print("fit settings:")
+        for k, v in o.sources.items():
+            console.print(e(f"  {k} = {getattr(o, k)}  <- {v}"))
     for d in audit.disagreements:
         times = f" (x{d.count})" if d.count > 1 else ""
         console.print("[yellow]config vs tensors[/yellow] " + e(f"{d.module}{times}: {d.detail} [{d.source}]"))

@@ -36,6 +36,7 @@ class AuditOptions:
     max_num_seqs: int = 1
     memory_gib: float | None = None  # default: the GPU's
     gpu_memory_utilization: float = 0.9
+    sources: dict[str, str] = field(default_factory=dict)  # option -> where its value came from (audit --recipe)
 
 
 @dataclass

@@ -34,6 +34,7 @@ class Options:
     pairs: int
     min_effect: float
     fmt: str
+    model_dir: Path | None = None  # the checkpoint folder served (for the roofline); default: the recipe's model
 
 
 def parse_overrides(given: dict[str, Any]) -> dict[str, Any]:
@@ -111,6 +112,8 @@ def bench_url(url: str, model: str | None, opts: Options) -> dict[str, Any]:
         except BenchError as exc:
             raise Failure(str(exc), EXIT_BENCH_FAILED) from None
     result = session.RunResult({"name": None, "url": url, "model": m.model}, info, m, toolchain)
+    if opts.model_dir is not None:
+        _roofline(result, str(opts.model_dir), None)
     _store(ledger, result)
     return session.envelope("run", {**result.to_dict(), "ledger": str(ledger.path) if ledger else None})
 
@@ -180,8 +183,20 @@ def bench_recipe(path: Path, opts: Options) -> dict[str, Any]:
     with progress_line() as progress:
         toolchain = _toolchain(_target_python(recipe, opts), progress)
         result = _launch_and_measure(recipe, workload, toolchain, opts, progress)
+    from sparkdoctor.bench.roofline import recipe_model_dir
+
+    model_dir, why = (str(opts.model_dir), None) if opts.model_dir is not None else recipe_model_dir(recipe)
+    _roofline(result, model_dir, why)
     _store(ledger, result)
     return session.envelope("run", {**result.to_dict(), "ledger": str(ledger.path) if ledger else None})
+
+
+def _roofline(result: session.RunResult, model_dir: str | None, why: str | None) -> None:
+    """The achieved share of the audit's ceiling; never fails the run (the block says why it is missing)."""
+    from sparkdoctor.bench import roofline
+
+    result.roofline = roofline.achieved(model_dir, why, result.measurement, result.summary()["headline"],
+                                        roofline.kv_dtype_of(result.recipe.get("argv")))
 
 
 def bench_ab(path_a: Path, path_b: Path, opts: Options) -> dict[str, Any]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 
@@ -59,6 +60,16 @@ def render_run(console: Console, run: dict[str, Any]) -> None:
         if "server" in head["source"]:
             console.print("  why the server's figure: it times each token where it is produced; a client can only "
                           "time chunks as they arrive, and this server sends them in bursts (see the bursts column)")
+    roof = run.get("roofline")
+    if roof:
+        if roof.get("missing"):
+            console.print(f"[bold]roofline[/bold]: not shown: {escape(roof['missing'])}")
+        else:
+            console.print(f"[bold]{escape(roof['line'])}[/bold]")
+            console.print(f"  context assumed: {escape(roof['context_note'])}; KV cache {escape(roof['kv_cache_dtype'])}; "
+                          f"model {escape(roof['model_dir'])}")
+            if roof.get("warning"):
+                console.print(f"  [yellow]{escape(roof['warning'])}[/yellow]")
     for finding in run.get("findings") or []:
         console.print(f"[yellow]log finding[/yellow]: {finding.get('id')}: {finding.get('title', '')}")
 

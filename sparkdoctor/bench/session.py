@@ -74,6 +74,7 @@ class RunResult:
     findings: list[dict[str, Any]] = field(default_factory=list)
     run_id: int | None = None
     arm: str | None = None
+    roofline: dict[str, Any] | None = None  # bench/roofline.py: achieved share of the ceiling, or why missing
 
     def summary(self) -> dict[str, Any]:
         return self.measurement.summary()
@@ -84,7 +85,8 @@ class RunResult:
                 "base_url": self.measurement.base_url, "model": self.measurement.model,
                 "fingerprint": self.toolchain.fingerprint, "target": self.toolchain.target,
                 "bench_version": BENCH_VERSION, "workload": self.measurement.workload.to_dict(),
-                "headline": s["headline"], "levels": s["levels"], "seconds": s["seconds"], "findings": self.findings}
+                "headline": s["headline"], "levels": s["levels"], "seconds": s["seconds"], "findings": self.findings,
+                "roofline": self.roofline}
 
 
 def samples_of(m: Measurement) -> Iterator[tuple[int, int, int, dict[str, Any]]]:

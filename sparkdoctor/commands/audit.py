@@ -5,7 +5,7 @@ Imports only typer and sparkdoctor.cli_support at module level: the pipeline loa
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import List, Optional
 
 import typer
 
@@ -17,30 +17,51 @@ def register(app: typer.Typer) -> None:
 
 
 def audit(
-    model: str = typer.Argument(..., help="Checkpoint folder, or a model in the Hugging Face cache: org/name, org/name@revision or a snapshot id (never downloaded)."),
+    model: Optional[str] = typer.Argument(None, help="Checkpoint folder, or a model in the Hugging Face cache: org/name, org/name@revision or a snapshot id (never downloaded). Optional with --recipe: the recipe's model."),
+    recipe: Optional[str] = typer.Option(None, "--recipe", help="Size the fit as this recipe launches (its --max-model-len, --max-num-seqs, --gpu-memory-utilization, --kv-cache-dtype); options given here win."),
+    sets: Optional[List[str]] = typer.Option(None, "--set", help="--recipe parameter key=value or env.NAME=value (repeatable)."),
     bandwidth: Optional[float] = typer.Option(None, "--bandwidth", help="Memory bandwidth in GB/s (default: the GPU's; GB10 = 273)."),
     gpu: Optional[str] = typer.Option(None, "--gpu", help="Take bandwidth and memory from this GPU (gb10, h100-sxm, h100-pcie, h200, ...) instead of the detected one."),
     context: int = typer.Option(4096, "--context", help="Tokens of context each decoded token attends to (KV cache read per token)."),
     batch: int = typer.Option(1, "--batch", help="Sequences decoded together (aggregate ceiling; MoE experts touched grow with it)."),
-    kv_cache_dtype: str = typer.Option("auto", "--kv-cache-dtype", help="auto (the model's dtype) | bfloat16 | float16 | fp8 | fp8_e4m3 | fp8_e5m2 | float32."),
+    kv_cache_dtype: Optional[str] = typer.Option(None, "--kv-cache-dtype", help="(default auto) auto (the model's dtype) | bfloat16 | float16 | fp8 | fp8_e4m3 | fp8_e5m2 | float32."),
     mtp: bool = typer.Option(False, "--mtp", help="Count the MTP / nextn heads as read every step (speculative decoding on)."),
     max_model_len: Optional[int] = typer.Option(None, "--max-model-len", help="For the fit: tokens per sequence (default: the config's max_position_embeddings)."),
-    max_num_seqs: int = typer.Option(1, "--max-num-seqs", help="For the fit: sequences whose full KV cache must fit at once."),
+    max_num_seqs: Optional[int] = typer.Option(None, "--max-num-seqs", help="For the fit: sequences whose full KV cache must fit at once (default 1)."),
     memory: Optional[float] = typer.Option(None, "--memory", help="For the fit: GPU memory in GiB (default: the GPU's; GB10 = 119.7)."),
-    gpu_memory_utilization: float = typer.Option(0.9, "--gpu-memory-utilization", help="For the fit: the share of memory the server may use (vLLM's flag)."),
+    gpu_memory_utilization: Optional[float] = typer.Option(None, "--gpu-memory-utilization", help="For the fit: the share of memory the server may use (vLLM's flag; default 0.9)."),
     fmt: str = typer.Option("console", "--format", "-f", help="console | json"),
 ) -> None:
     """Read a checkpoint's headers (never its weights): bytes per decoded token by module group, what stays
     unquantized, the tok/s ceiling at the memory bandwidth, and whether weights + KV cache fit."""
     if fmt not in ("console", "json"):
         raise Fatal(f"--format {fmt}: choose one of console, json")
+    if sets and recipe is None:
+        raise Fatal("--set needs --recipe: it sets the recipe's parameters")
     from sparkdoctor.audit import AuditError, AuditOptions, run_audit
+    from sparkdoctor.audit import fromrecipe
     from sparkdoctor.exitcodes import EXIT_AUDIT_FINDINGS, EXIT_OK
 
-    options = AuditOptions(model, context=context, batch=batch, kv_cache_dtype=kv_cache_dtype, bandwidth=bandwidth, gpu=gpu,
-                           include_mtp=mtp, max_model_len=max_model_len, max_num_seqs=max_num_seqs, memory_gib=memory,
-                           gpu_memory_utilization=gpu_memory_utilization)
+    explicit = {"max_model_len": max_model_len, "max_num_seqs": max_num_seqs, "gpu_memory_utilization": gpu_memory_utilization,
+                "kv_cache_dtype": kv_cache_dtype}
     try:
+        if recipe is not None:
+            from sparkdoctor.commands.recipe import parse_sets
+            from sparkdoctor.recipes import RecipeError, load
+
+            try:
+                loaded = load(recipe, parse_sets(sets))
+            except RecipeError as exc:
+                raise Fatal(str(exc)) from None
+            values, sources = fromrecipe.recipe_settings(loaded, explicit)
+            model = fromrecipe.recipe_model(loaded, model)
+        elif model is None:
+            raise Fatal("give MODEL (a checkpoint folder), or --recipe RECIPE whose model is a local folder")
+        else:
+            values = {k: v if v is not None else fromrecipe.DEFAULTS[k] for k, v in explicit.items()}
+            sources = {}
+        options = AuditOptions(model, context=context, batch=batch, bandwidth=bandwidth, gpu=gpu, include_mtp=mtp,
+                               memory_gib=memory, sources=sources, **values)
         result = run_audit(options)
     except AuditError as exc:
         raise Fatal(str(exc)) from None

@@ -25,6 +25,7 @@ def bench(
     vs: Optional[Path] = typer.Option(None, "--vs", help="Second recipe: A/B, interleaved A B B A ..., ratio B/A with its 95% CI."),
     url: Optional[str] = typer.Option(None, "--url", help="Measure a server that is already running (no launch)."),
     model: Optional[str] = typer.Option(None, "--model", help="Model name to request (default: the only one the server lists)."),
+    model_dir: Optional[Path] = typer.Option(None, "--model-dir", help="Checkpoint folder the server serves: the report shows the achieved share of its roofline (default: a recipe's model, when a local folder)."),
     sets: Optional[List[str]] = typer.Option(None, "--set", help="Recipe parameter key=value or env.NAME=value (repeatable; both recipes of --vs)."),
     local: bool = typer.Option(False, "--local", help="Run a recipe that names a container directly in the target environment."),
     python: Optional[str] = typer.Option(None, "--python", help="Interpreter (or venv) whose toolchain the run is stored with. Default: the recipe command's venv, else as `check`."),
@@ -49,6 +50,8 @@ def bench(
         raise Fatal("give a RECIPE to launch, or --url URL of a running server (not both)")
     if vs is not None and recipe is None:
         raise Fatal("--vs needs a RECIPE: an A/B launches both, one at a time")
+    if model_dir is not None and vs is not None:
+        raise Fatal("--model-dir is for one run (RECIPE or --url), not an A/B")
     if pairs < 1:
         raise Fatal(f"--pairs {pairs}: give 1 or more")
     if not 0 <= min_effect < 1:
@@ -66,7 +69,8 @@ def bench(
     except flow.Failure as exc:
         raise Fatal(str(exc), exc.code) from None
     opts = flow.Options(overrides=overrides, sets=parse_sets(sets), local=local, python=python, ledger=ledger, store=not no_store,
-                        ready_timeout=ready_timeout, pairs=pairs, min_effect=min_effect, fmt=fmt)
+                        ready_timeout=ready_timeout, pairs=pairs, min_effect=min_effect, fmt=fmt,
+                        model_dir=model_dir)
     try:
         if url is not None:
             doc = flow.bench_url(url, model, opts)

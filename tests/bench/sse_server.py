@@ -182,6 +182,7 @@ def main(argv: list[str]) -> None:
     ap.add_argument("--model", default="tiny")
     ap.add_argument("--exit-after", type=int, default=None)
     ap.add_argument("--stamp", action="store_true")
+    ap.add_argument("--kv-cache-dtype", default="auto")  # accepted and ignored, as recipes for vLLM pass it (bench roofline tests)
     args = ap.parse_args(argv)
     style = Style(vllm=not args.generic, usage="last" if args.generic else "separate", done=not args.generic,
                   delay=args.delay, model=args.model, stamp=args.stamp)

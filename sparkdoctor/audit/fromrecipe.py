@@ -1,0 +1,78 @@
+"""The fit a recipe asks for: `audit --recipe` reads the server flags that size the KV cache from the
+recipe's resolved argv, so the fit answers "does THIS launch fit", not a default guess.
+
+Explicit audit options win over the recipe, the recipe over the audit's defaults; every value says
+where it came from (the `sources` an Audit carries and both renderers print).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sparkdoctor.audit.errors import AuditError
+
+# option name in AuditOptions -> the vLLM flag a recipe spells it with, and how to read its value
+FLAGS = {
+    "max_model_len": ("--max-model-len", int),
+    "max_num_seqs": ("--max-num-seqs", int),
+    "gpu_memory_utilization": ("--gpu-memory-utilization", float),
+    "kv_cache_dtype": ("--kv-cache-dtype", str),
+}
+DEFAULTS: dict[str, Any] = {"max_model_len": None, "max_num_seqs": 1, "gpu_memory_utilization": 0.9, "kv_cache_dtype": "auto"}
+
+
+def flag_values(argv: list[str]) -> dict[str, str]:
+    """The last value of each sizing flag in argv (`--flag value` or `--flag=value`), by option name."""
+    by_flag = {flag: name for name, (flag, _) in FLAGS.items()}
+    found: dict[str, str] = {}
+    for i, arg in enumerate(argv):
+        flag, eq, value = arg.partition("=")
+        if flag not in by_flag:
+            continue
+        if not eq:
+            if i + 1 >= len(argv):
+                continue
+            value = argv[i + 1]
+        found[by_flag[flag]] = value
+    return found
+
+
+def recipe_settings(recipe: Any, explicit: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
+    """(values, sources) for the four sizing options: explicit (not None) > the recipe's argv > default."""
+    from_argv = flag_values([str(a) for a in recipe.argv])
+    label = f"recipe {recipe.name}"
+    values: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    for name, (flag, kind) in FLAGS.items():
+        if explicit.get(name) is not None:
+            values[name], sources[name] = explicit[name], f"{flag} (command line)"
+        elif name in from_argv:
+            try:
+                values[name] = kind(from_argv[name])
+            except ValueError:
+                raise AuditError(f"{recipe.source_path}: {flag} {from_argv[name]!r} is not a {kind.__name__}") from None
+            sources[name] = f"{label} ({flag} {from_argv[name]})"
+        else:
+            values[name], sources[name] = DEFAULTS[name], "audit default"
+    return values, sources
+
+
+def recipe_model(recipe: Any, given: str | None) -> str:
+    """The checkpoint to audit: MODEL when given, else the recipe's model (a local folder or a cached one)."""
+    if given:
+        return given
+    model = recipe.model
+    if not model:
+        raise AuditError(f"{recipe.source_path}: the recipe names no model; give MODEL")
+    from sparkdoctor.audit.locate import resolve_model
+
+    try:
+        return str(resolve_model(model))
+    except AuditError as exc:
+        raise AuditError(f"recipe {recipe.name}: its model {model} is not on this machine ({exc}); give MODEL (a local folder)") from None
+
+
+def explicit_sources(explicit: dict[str, Any]) -> dict[str, str]:
+    """Sources without a recipe: the command line or the audit's default."""
+    return {name: f"{flag} (command line)" if explicit.get(name) is not None else "audit default" for name, (flag, _) in FLAGS.items()}
+

@@ -1,0 +1,123 @@
+"""The roofline in a bench report: the headline decode tok/s per stream at concurrency 1 as a share of the
+audit's ceiling for the model folder served (a real-shape sparse checkpoint), from a recipe whose model is
+that folder or from --url with --model-dir. A folder the audit cannot read never fails the bench."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.audit import builders
+from tests.bench.test_bench_recipe import QUICK, REPO, SERVER
+
+SLOW = ["--delay", "0.01"]  # a token every 10 ms: about 100 tok/s per stream
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    return builders.qwen3_8b(tmp_path_factory.mktemp("models") / "qwen3-8b-nvfp4", "nvfp4")
+
+
+@pytest.fixture
+def run(tmp_path):
+    bin_dir = tmp_path / "bin"  # no nvidia-smi: the bandwidth is the assumed GB10's
+    bin_dir.mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "NO_COLOR")}
+    env.update(PYTHONPATH=str(REPO), SPARKDOCTOR_STATE_DIR=str(tmp_path / "state"), SPARKDOCTOR_CACHE_DIR=str(tmp_path / "cache"),
+               COLUMNS="160", PATH=f"{bin_dir}{os.pathsep}{os.path.dirname(sys.executable)}{os.pathsep}/usr/bin:/bin")
+
+    def call(*args, timeout=300):
+        return subprocess.run([sys.executable, "-m", "sparkdoctor", "bench", *map(str, args), "--no-store", *QUICK], cwd=tmp_path,
+                              env=env, capture_output=True, text=True, timeout=timeout)
+
+    return call
+
+
+def recipe(tmp_path: Path, model: Path | str, *server_args: str, flags: tuple[str, ...] = ()) -> Path:
+    argv = [sys.executable, str(SERVER), "--host", "0.0.0.0", "--port", "8000", *server_args]
+    path = tmp_path / "r.toml"
+    path.write_text(f'schema = 1\nname = "roof"\nmodel = {json.dumps(str(model))}\nserved_model_name = "tiny"\n'
+                    f"command = {json.dumps(argv + list(flags))}\nreadiness_path = \"/v1/models\"\n"
+                    '[env]\nPYTHONPATH = "' + str(REPO) + '"\n')
+    return path
+
+
+def test_a_recipe_serving_a_local_folder_shows_the_share_of_the_ceiling(run, tmp_path, checkpoint):
+    # --kv-cache-dtype is read from the recipe's argv (the stand-in server ignores flags it does not know)
+    out = run(recipe(tmp_path, checkpoint, *SLOW, flags=("--kv-cache-dtype", "fp8")), "--format", "json")
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    roof = doc["roofline"]
+    assert roof["missing"] is None and roof["model_dir"] == str(checkpoint)
+    assert roof["bandwidth_source"] == "no GPU detected: GB10 assumed" and roof["bandwidth_gbs"] == 273
+    assert roof["kv_cache_dtype"] == "fp8"
+    assert roof["context"] == 5 + 24 // 2  # the stand-in's usage says 5 prompt tokens; half of 24 output tokens
+    # Qwen3-8B NVFP4: 52.6 tok/s at 512 tokens of context (tests/audit); a 17-token context reads less KV cache
+    assert 52.6 < roof["ceiling_tok_s"] < 60
+    head = doc["headline"]["decode_tps_per_stream"]
+    assert roof["achieved_tok_s"] == pytest.approx(head, abs=0.01)
+    assert roof["share"] == pytest.approx(head / roof["ceiling_tok_s"], rel=1e-3)
+    assert doc["bench_version"] == 1
+    assert (roof["warning"] is not None) == (roof["share"] > 1)  # a stand-in 'faster than physics' is called out
+
+    text = run(recipe(tmp_path, checkpoint, *SLOW), "--format", "console")
+    assert text.returncode == 0, text.stderr
+    assert "roofline: " in text.stdout and "tok/s ceiling" in text.stdout and "bandwidth: no GPU detected: GB10 assumed" in text.stdout
+    assert "above the ceiling: the folder is not the model served" in text.stdout  # ~100 tok/s vs a ~53 tok/s ceiling
+
+
+def test_url_with_model_dir(run, tmp_path, checkpoint):
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = subprocess.Popen([sys.executable, str(SERVER), "--host", "127.0.0.1", "--port", str(port), *SLOW],
+                              env={**os.environ, "PYTHONPATH": str(REPO)}, start_new_session=True)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        for _ in range(100):
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                import time
+
+                time.sleep(0.1)
+        out = run("--url", url, "--model-dir", checkpoint, "--format", "json")
+        assert out.returncode == 0, out.stderr
+        roof = json.loads(out.stdout)["roofline"]
+        assert roof["missing"] is None and roof["kv_cache_dtype"] == "auto" and roof["share"] > 0
+        plain = json.loads(run("--url", url, "--format", "json").stdout)
+        assert plain["roofline"] is None  # no folder named: no block at all
+    finally:
+        server.kill()
+        server.wait(timeout=10)
+
+
+def test_an_unreadable_folder_never_fails_the_bench(run, tmp_path, checkpoint):
+    empty = tmp_path / "empty-model"
+    empty.mkdir()
+    (empty / "config.json").write_text((checkpoint / "config.json").read_text())
+    out = run(recipe(tmp_path, empty, *SLOW), "--format", "json")
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert doc["headline"]["decode_tps_per_stream"] > 0
+    assert doc["roofline"]["ceiling_tok_s"] is None and doc["roofline"]["missing"].startswith(f"audit of {empty} failed: ")
+
+    corrupt = tmp_path / "corrupt-model"
+    corrupt.mkdir()
+    (corrupt / "config.json").write_text((checkpoint / "config.json").read_text())
+    (corrupt / "model.safetensors").write_bytes((10**12).to_bytes(8, "little") + b"{}")  # header longer than the file
+    text = run(recipe(tmp_path, corrupt, *SLOW))
+    assert text.returncode == 0, text.stderr
+    assert f"roofline: not shown: audit of {corrupt} failed: " in text.stdout and "model.safetensors" in text.stdout
+
+    hub = run(recipe(tmp_path, "org/not-a-folder", *SLOW), "--format", "json")
+    assert json.loads(hub.stdout)["roofline"]["missing"] == ("the recipe's model org/not-a-folder is not a local folder "
+                                                             "(bench --model-dir DIR names one)")
