@@ -146,3 +146,14 @@ def test_vllm_release_wheels_ship_sm120a_cubins_before_cuda13_and_family_code_af
     assert "sm_120" in listed["0.20.0"] and not {"sm_120a", "sm_121a"} & set(listed["0.20.0"])
     result = file_checks.verify_files(load().get("vllm-cuda13-arch-family"))
     assert result.verdict == "confirmed", result.why
+
+
+def test_matrix_verify_prints_the_listed_cubins(tmp_path, so_wheels):
+    import os
+    import sys
+
+    path = matrix_file(tmp_path, CUBIN_FILES)
+    run = subprocess.run([sys.executable, "-m", "sparkdoctor", "matrix", "verify", "--kind", "files", "--matrix", str(path)],
+                         capture_output=True, text=True, timeout=120, env={**os.environ, "SPARKDOCTOR_WHEELS": str(so_wheels)})
+    assert run.returncode == 0, run.stderr
+    assert "demo/libtwice.so: cubins sm_90, sm_120, sm_120a (cuobjdump lists family cubins (sm_XXXf) as plain sm_XXX)" in run.stdout
