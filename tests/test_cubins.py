@@ -8,8 +8,10 @@ wheel and checked end to end. verify + slow: vLLM's released _C.abi3.so (0.19.1 
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -149,9 +151,6 @@ def test_vllm_release_wheels_ship_sm120a_cubins_before_cuda13_and_family_code_af
 
 
 def test_matrix_verify_prints_the_listed_cubins(tmp_path, so_wheels):
-    import os
-    import sys
-
     path = matrix_file(tmp_path, CUBIN_FILES)
     run = subprocess.run([sys.executable, "-m", "sparkdoctor", "matrix", "verify", "--kind", "files", "--matrix", str(path)],
                          capture_output=True, text=True, timeout=120, env={**os.environ, "SPARKDOCTOR_WHEELS": str(so_wheels)})
