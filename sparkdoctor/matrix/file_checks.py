@@ -14,11 +14,16 @@ downloads the wheels and runs the checks. Format:
       { path = "*.dist-info/METADATA", contains = "Requires-Dist: x>=1" },  # a METADATA pin
       { path = "vllm/model_executor/foo.py", exists = false },           # a file (not) shipped
       { path = "vllm/envs.py", contains = "BAR", fixed = "same" },      # true on fixed versions too
+      { path = "vllm/_C.abi3.so", cubins = ["sm_120"] },                 # cubin archs a .so ships
+      { path = "vllm/_C.abi3.so", lacks_cubins = ["sm_120a", "sm_121a"] }, # archs it ships no cubin for
     ]
 
 `path` is a glob over the wheel's member names (fnmatch: `*` crosses folders); a check holds when
 some matching member satisfies it (`lacks`: no matching member has the string; `exists` asks only
-whether one matches). `fixed` says what the
+whether one matches; `cubins`: some matching member ships a cubin for every arch listed;
+`lacks_cubins`: at least one member matches and none ships a cubin for any of them). Cubins are
+listed with `cuobjdump --list-elf`, which names a family cubin (sm_120f) as plain sm_120: so a
+family arch cannot be asked for by name (write sm_120, meaning "sm_120 or the family"). `fixed` says what the
 check must give on the fixed versions: "differs" (default: it must not hold), "same" (it must hold
 there too, e.g. the code that prints a symptom), or "unchecked".
 """
@@ -35,7 +40,9 @@ from sparkdoctor.matrix.model import MatrixError
 from sparkdoctor.matrix.versions import parse_version
 
 FIXED_MODES = ("differs", "same", "unchecked")
-_PREDICATES = ("contains", "lacks", "regex", "exists")
+_PREDICATES = ("contains", "lacks", "regex", "exists", "cubins", "lacks_cubins")
+CUBIN_KINDS = ("cubins", "lacks_cubins")
+_ARCH = re.compile(r"sm_\d+a?")
 _CHECK_KEYS = {"path", "fixed", "note", *_PREDICATES}
 _TABLE_KEYS = {"package", "affected", "fixed", "checks"}
 
@@ -43,8 +50,8 @@ _TABLE_KEYS = {"package", "affected", "fixed", "checks"}
 @dataclass(frozen=True)
 class FileCheck:
     path: str
-    kind: str  # contains | lacks | regex | exists
-    value: Any  # the string, the pattern, or the bool
+    kind: str  # contains | lacks | regex | exists | cubins | lacks_cubins
+    value: Any  # the string, the pattern, the bool, or the tuple of arch names
     fixed: str = "differs"
     note: str = ""
 
@@ -52,11 +59,14 @@ class FileCheck:
     def label(self) -> str:
         if self.kind == "exists":
             return f"{self.path} {'exists' if self.value else 'is absent'}"
+        if self.kind in CUBIN_KINDS:
+            return f"{self.path} {'ships' if self.kind == 'cubins' else 'ships no'} cubins for {', '.join(self.value)}"
         verb = {"contains": "contains", "lacks": "lacks", "regex": "matches"}[self.kind]
         return f"{self.path} {verb} {self.value!r}"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"path": self.path, self.kind: self.value, "fixed": self.fixed, **({"note": self.note} if self.note else {})}
+        value = list(self.value) if self.kind in CUBIN_KINDS else self.value
+        return {"path": self.path, self.kind: value, "fixed": self.fixed, **({"note": self.note} if self.note else {})}
 
 
 @dataclass(frozen=True)
@@ -116,7 +126,9 @@ def _check(raw: Any, where: str) -> FileCheck:
     kind, value = kinds[0], raw[kinds[0]]
     if kind == "exists" and not isinstance(value, bool):
         raise MatrixError(f"{where}: exists must be true or false")
-    if kind != "exists" and (not isinstance(value, str) or not value):
+    if kind in CUBIN_KINDS:
+        value = _archs(value, f"{where}: {kind}")
+    elif kind != "exists" and (not isinstance(value, str) or not value):
         raise MatrixError(f"{where}: {kind} must be a non-empty string")
     if kind == "regex":
         try:
@@ -130,3 +142,14 @@ def _check(raw: Any, where: str) -> FileCheck:
     if not isinstance(note, str):
         raise MatrixError(f"{where}: note must be a string")
     return FileCheck(path, kind, value, fixed, note)
+
+
+def _archs(value: Any, where: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or not value or not all(isinstance(a, str) for a in value):
+        raise MatrixError(f"{where} must be a non-empty list of arch names such as [\"sm_120a\"]")
+    for arch in value:
+        if re.fullmatch(r"sm_\d+f", arch):
+            raise MatrixError(f"{where} has {arch!r}: cuobjdump lists family cubins as plain {arch[:-1]}; write that")
+        if not _ARCH.fullmatch(arch):
+            raise MatrixError(f"{where} has {arch!r}, which is not an arch name such as sm_90 or sm_120a")
+    return tuple(value)

@@ -58,6 +58,8 @@ def _render_files(r, console: Console) -> None:
         held = sum(1 for _, ok in run.results if ok)
         state = escape(run.error) if run.error else f"{held}/{len(run.results)} checks hold"
         console.print(f"    {mark}{run.role:<8} {escape(run.version)}: {state}", soft_wrap=True)
+        for line in run.evidence:  # what was read, e.g. the cubin archs cuobjdump listed
+            console.print(f"             {escape(line)}", soft_wrap=True)
 
 
 def render_bisect(found: dict[str, Any], console: Console | None = None) -> None:

@@ -18,8 +18,9 @@ from typing import Any, Callable
 from packaging.version import Version
 
 from sparkdoctor.matrix import Entry
-from sparkdoctor.matrix.file_checks import FileCheck, FilesTable, parse_files_table
+from sparkdoctor.matrix.file_checks import CUBIN_KINDS, FileCheck, FilesTable, parse_files_table
 from sparkdoctor.matrix.versions import version_in
+from sparkdoctor.verify.cubins import FAMILY_CAVEAT
 from sparkdoctor.verify.wheels import WheelError, WheelFiles, released_versions, wheel
 
 Log = Callable[[str], None]
@@ -33,6 +34,7 @@ class VersionRun:
     role: str  # affected | fixed | probe (bisect / latest)
     results: list[tuple[FileCheck, bool]] = field(default_factory=list)
     error: str | None = None
+    evidence: list[str] = field(default_factory=list)  # what was read, e.g. the cubin archs a .so lists
 
     @property
     def holds(self) -> bool:
@@ -55,7 +57,8 @@ class VersionRun:
 
     def to_dict(self) -> dict[str, Any]:
         return {"version": self.version, "role": self.role, "error": self.error,
-                "checks": [{"check": c.label, "holds": ok} for c, ok in self.results]}
+                "checks": [{"check": c.label, "holds": ok} for c, ok in self.results],
+                **({"evidence": self.evidence} if self.evidence else {})}
 
 
 @dataclass
@@ -84,6 +87,10 @@ def check_holds(check: FileCheck, files: WheelFiles) -> bool:
         return any(check.value in files.text(n) for n in members)
     if check.kind == "lacks":
         return not any(check.value in files.text(n) for n in members)
+    if check.kind == "cubins":
+        return any(set(check.value) <= set(files.cubins(n)) for n in members)
+    if check.kind == "lacks_cubins":
+        return bool(members) and not any(set(check.value) & set(files.cubins(n)) for n in members)
     pattern = re.compile(check.value)
     return any(pattern.search(files.text(n)) for n in members)
 
@@ -96,6 +103,7 @@ def checks_on(table: FilesTable, version: str, role: str, log: Log | None = None
         files = WheelFiles(wheel(table.package, version))
         try:
             run.results = run_checks(table.checks, files)
+            run.evidence = [f"{name}: cubins {', '.join(archs) or 'none'} ({FAMILY_CAVEAT})" for name, archs in files.cubin_listings.items()]
         finally:
             files.close()
     except WheelError as exc:
@@ -118,8 +126,9 @@ def verify_files(entry: Entry, log: Log | None = None) -> FileResult:
     if wrong:
         return FileResult(entry.id, table.package, "contradicted", "; ".join(wrong), runs)
     n = len(table.checks)
+    caveat = f" ({FAMILY_CAVEAT})" if any(c.kind in CUBIN_KINDS for c in table.checks) else ""
     return FileResult(entry.id, table.package, "confirmed",
-                      f"{n} check{'s' * (n != 1)} hold on {', '.join(table.affected)}" + (f" and not on {', '.join(table.fixed)}" if table.fixed else ""), runs)
+                      f"{n} check{'s' * (n != 1)} hold on {', '.join(table.affected)}" + (f" and not on {', '.join(table.fixed)}" if table.fixed else "") + caveat, runs)
 
 
 # ---- bisect and latest ----------------------------------------------------------------------------

@@ -99,6 +99,20 @@ class WheelFiles:
             raise WheelError(f"{path.name}: not a readable wheel: {exc}") from None
         self.names = [n for n in self._zip.namelist() if not n.endswith("/")]
         self._text: dict[str, str] = {}
+        self.cubin_listings: dict[str, tuple[str, ...]] = {}  # member -> the cubin archs cuobjdump lists
+
+    def cubins(self, name: str) -> tuple[str, ...]:
+        """The cubin archs of one member (a shared object), listed once per run; WheelError without cuobjdump."""
+        if name not in self.cubin_listings:
+            from sparkdoctor.verify.cubins import CubinError, list_member_cubins
+
+            try:
+                self.cubin_listings[name] = list_member_cubins(self._zip, name)
+            except CubinError as exc:
+                raise WheelError(f"{self.path.name}: {exc}") from None
+            except (OSError, zipfile.BadZipFile, KeyError) as exc:
+                raise WheelError(f"{self.path.name}: cannot read {name}: {exc}") from None
+        return self.cubin_listings[name]
 
     def text(self, name: str) -> str:
         if name not in self._text:
