@@ -51,7 +51,7 @@ def test_cu13_collision_fixed_then_rolled_back(tmp_path):
     before = tree(python)
     res = cli("fix", "--python", str(python), "--yes")
     assert res.returncode == 0, res.stdout + res.stderr
-    assert "Findings gone: cutedsl-450-nvfp4-garbage, cutedsl-wheel-collision" in res.stdout
+    assert "Findings gone: cutedsl-450-nvfp4-garbage, cutedsl-libs-base-tile-crash, cutedsl-wheel-collision" in res.stdout
     assert "reinstall nvidia-cutlass-dsl-libs-cu13==4.5.3 last" in res.stdout
     assert probe(python)[::2] == ("ok", "libs-cu13")
     back = cli("fix", "--rollback", env=OFFLINE)
