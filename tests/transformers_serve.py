@@ -18,6 +18,7 @@ from pathlib import Path
 
 from sparkdoctor import proc
 from tests import venvs
+from tests.tiny_tokenizer import TOKENIZER_PRELUDE
 
 VERSION = "5.23.0"
 TORCH = "2.13.0"
@@ -44,19 +45,7 @@ import torch
 from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
-out = Path(sys.argv[1])
-torch.manual_seed(0)
-words = ["<unk>", "<s>", "</s>"] + [f"w{i}" for i in range(1000)] + (
-    "the a of and to in is that it was for on with as by at from this be or are an he she they we you i "
-    "what how why when who hello world model tell me story about spark fast slow token".split())
-vocab = {}
-for w in words:
-    vocab.setdefault(w, len(vocab))
-tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
-tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-template = ("{% for m in messages %}{{ m['role'] }}: {{ m['content'] }} {% endfor %}"
-            "{% if add_generation_prompt %}assistant: {% endif %}")
-fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", bos_token="<s>", eos_token="</s>",
+''' + TOKENIZER_PRELUDE + r'''fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", bos_token="<s>", eos_token="</s>",
                                pad_token="<unk>", chat_template=template)
 cfg = LlamaConfig(vocab_size=len(vocab), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
                   num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048, bos_token_id=1,

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from sparkdoctor import proc
 from tests import venvs
+from tests.tiny_tokenizer import TOKENIZER_PRELUDE
 
 VERSION = "0.32.0"
 TORCH = "2.13.0"
@@ -73,19 +74,7 @@ import torch
 from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast, GenerationConfig
 
-out = Path(sys.argv[1])
-torch.manual_seed(0)
-words = ["<unk>", "<s>", "</s>"] + [f"w{i}" for i in range(1000)] + (
-    "the a of and to in is that it was for on with as by at from this be or are an he she they we you i "
-    "what how why when who hello world model tell me story about spark fast slow token".split())
-vocab = {}
-for w in words:
-    vocab.setdefault(w, len(vocab))
-tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
-tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-template = ("{% for m in messages %}{{ m['role'] }}: {{ m['content'] }} {% endfor %}"
-            "{% if add_generation_prompt %}assistant: {% endif %}")
-fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", bos_token="<s>", eos_token="</s>",
+''' + TOKENIZER_PRELUDE + r'''fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", bos_token="<s>", eos_token="</s>",
                                chat_template=template)
 
 def build(name, layers, head_dim, heads=2, kv_heads=1):
