@@ -17,8 +17,10 @@ import typer
 from sparkdoctor import __version__, check_target, proc
 from sparkdoctor.exitcodes import EXIT_USAGE
 from sparkdoctor.cli_support import Fatal, _err, _warn
+from sparkdoctor.commands import LazyVerbs
 
 app = typer.Typer(
+    cls=LazyVerbs,  # fix, bench, ... load on first use: sparkdoctor/commands/__init__.py
     name="sparkdoctor",
     help="Toolchain doctor for LLM serving on NVIDIA DGX Spark (GB10, sm_121a).",
     no_args_is_help=True,
@@ -293,15 +295,6 @@ def _load_matrix(path: Optional[Path]):
         return load(path)
     except MatrixError as exc:
         raise Fatal(str(exc)) from None
-
-
-def _register_verbs() -> None:
-    from sparkdoctor.commands import register_all
-
-    register_all(app)
-
-
-_register_verbs()
 
 
 def main() -> None:

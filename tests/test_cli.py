@@ -537,3 +537,21 @@ def test_a_dead_target_interpreter_costs_one_probe_timeout(run, matrix, tmp_path
     assert "the interpreter does not answer" in kernels["cutedsl-nvfp4-mma"]["detail"]
     time.sleep(0.3)
     assert not [pid for pid in _pids(pids) if _alive(pid)]
+
+
+def test_verbs_load_only_when_called_and_help_lists_them_all():
+    # `check` must not pay for fix, bench, ...: their modules load on first use (LazyVerbs).
+    code = ("import sys\nfrom sparkdoctor.cli import app\n"
+            "try:\n    app(['check', '--help'], standalone_mode=False)\nexcept SystemExit:\n    pass\n"
+            "loaded = sorted(m for m in sys.modules if m.startswith('sparkdoctor.commands.'))\n"
+            "app(['diff', '--help'], standalone_mode=False)\n"
+            "print('LOADED', loaded, sorted(m for m in sys.modules if m.startswith('sparkdoctor.commands.')))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "COLUMNS": "120"})
+    assert "LOADED [] ['sparkdoctor.commands.diff']" in done.stdout, done.stderr
+    from sparkdoctor.commands import VERBS
+
+    helped = subprocess.run([sys.executable, "-m", "sparkdoctor", "--help"], capture_output=True, text=True, timeout=120,
+                            env={**os.environ, "COLUMNS": "120"})
+    listed = [line.split()[1] for line in helped.stdout.splitlines() if line.startswith("│ ") and line[2].isalpha()]
+    assert listed[:2] == ["check", "matrix"] and [v for v in listed if v in VERBS] == VERBS
