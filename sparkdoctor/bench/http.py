@@ -182,6 +182,121 @@ class _Dechunker:
         return b"".join(out)
 
 
+class _LineStream(asyncio.Protocol):
+    """One streamed answer, read by the event loop's own callbacks: every `data_received` stamps the
+    time and cuts the bytes into lines right there. No future is resolved and no coroutine resumed per
+    read, which is where an asyncio StreamReader spends most of its time per token (measured in
+    benchmarks/bench_client_overhead.py); the caller is woken once, when the answer is complete."""
+
+    def __init__(self, path: str, prefix: bytes, timeout: float, done: asyncio.Future) -> None:
+        self.path, self.prefix, self.timeout, self.done = path, prefix, timeout, done
+        self.lines: list[tuple[float, bytes]] = []
+        self.transport: asyncio.Transport | None = None
+        self.head = b""
+        self.status: int | None = None
+        self.error_body = b""
+        self.dechunk: _Dechunker | None = None
+        self.left: int | None = None  # Content-Length still due, when the answer has one
+        self.pending = b""
+        self.last = time.monotonic()
+
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        now = time.perf_counter()
+        self.last = time.monotonic()
+        if self.done.done():
+            return
+        try:
+            if self.status is None:
+                self.head += data
+                end = self.head.find(b"\r\n\r\n")
+                if end < 0:
+                    if len(self.head) > 65536:
+                        raise HttpError(f"POST {self.path}: an answer head over 64 KiB")
+                    return
+                data = self.head[end + 4:]
+                self._parse_head(self.head[:end])
+            if self.status != 200:
+                self.error_body += data
+                if len(self.error_body) >= 300:
+                    self._finish_error()
+                return
+            self._body(data, now)
+        except HttpError as exc:
+            self._fail(exc)
+
+    def _parse_head(self, head: bytes) -> None:
+        status_line, *header_lines = head.split(b"\r\n")
+        parts = status_line.split(None, 2)
+        if len(parts) < 2 or not parts[0].startswith(b"HTTP/") or not parts[1].isdigit():
+            raise HttpError(f"not an HTTP answer: {status_line[:80]!r}")
+        headers = {}
+        for line in header_lines:
+            name, _, value = line.decode("latin-1").partition(":")
+            headers[name.strip().lower()] = value.strip()
+        self.status = int(parts[1])
+        if "chunked" in headers.get("transfer-encoding", "").lower():
+            self.dechunk = _Dechunker()
+        elif "content-length" in headers:
+            try:
+                self.left = int(headers["content-length"])
+            except ValueError:
+                raise HttpError(f"bad Content-Length {headers['content-length'][:40]!r}") from None
+
+    def _body(self, data: bytes, now: float) -> None:
+        if self.dechunk is not None:
+            data = self.dechunk.feed(data)
+        elif self.left is not None:
+            data = data[:self.left]
+            self.left -= len(data)
+        self.pending += data
+        if b"\n" in self.pending:
+            *lines, self.pending = self.pending.split(b"\n")
+            prefix = self.prefix
+            self.lines += [(now, line.rstrip(b"\r")) for line in lines if line.startswith(prefix)]
+        if (self.dechunk is not None and self.dechunk.done) or self.left == 0:
+            self._finish()
+
+    def _finish(self) -> None:
+        if self.pending.startswith(self.prefix) and self.pending:
+            self.lines.append((time.perf_counter(), self.pending.rstrip(b"\r")))
+        self.pending = b""
+        if not self.done.done():
+            self.done.set_result(self.lines)
+
+    def _finish_error(self) -> None:
+        body = _Dechunker().feed(self.error_body) if self.dechunk is not None else self.error_body
+        self._fail(HttpError(f"POST {self.path} answered HTTP {self.status}: "
+                             f"{body.decode('utf-8', 'replace').strip()[:300]}"))
+
+    def _fail(self, exc: Exception) -> None:
+        if not self.done.done():
+            self.done.set_exception(exc)
+
+    def eof_received(self) -> bool:
+        self._ended()
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if exc is not None and self.status is not None and not self.done.done():
+            self._fail(HttpError(f"POST {self.path}: the connection broke mid-stream ({getattr(exc, 'strerror', None) or exc})"))
+        self._ended()
+
+    def _ended(self) -> None:
+        if self.done.done():
+            return
+        if self.status is None:
+            self._fail(HttpError(f"POST {self.path}: the server closed the connection without an answer"))
+        elif self.status != 200:
+            self._finish_error()
+        elif self.dechunk is not None and not self.dechunk.done:
+            self._fail(HttpError(f"POST {self.path}: the connection closed in the middle of the answer (no final chunk)"))
+        else:
+            self._finish()
+
+
 async def post_lines(url: str, path: str, payload: dict[str, Any], timeout: float,
                      prefix: bytes = b"") -> AsyncIterator[tuple[float, bytes]]:
     """POST JSON; yield (time.perf_counter() at arrival, line) for each line of the answer's body
@@ -191,74 +306,38 @@ async def post_lines(url: str, path: str, payload: dict[str, Any], timeout: floa
     bounds the wait for the answer and any silence inside the stream (a server that stops sending),
     not the whole stream. Reads are as large as the socket has ready: a burst of chunks costs one
     read, and every line of it gets the same arrival time, which is when the client could see it.
+    The lines are stamped as they arrive and handed over when the answer is complete (the bench
+    looks at them only then), so the reading costs one callback per read and nothing more.
     """
     ep = Endpoint.parse(url)
-    reader, writer = await _open(ep, timeout)
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future = loop.create_future()
+    ctx = ssl.create_default_context() if ep.tls else None
     try:
-        writer.write(_request_bytes(ep, "POST", path, json.dumps(payload).encode()))
-        try:
-            status, headers = await asyncio.wait_for(_read_head(reader), timeout)
-        except asyncio.TimeoutError:
-            raise HttpError(f"POST {path}: no answer within {timeout:g}s") from None
-        except (OSError, asyncio.IncompleteReadError) as exc:
-            raise HttpError(f"POST {path}: the connection broke before an answer ({exc})") from None
-        if status != 200:
-            body = b""
-            try:
-                body = await asyncio.wait_for(reader.read(300), timeout)
-                if "chunked" in headers.get("transfer-encoding", "").lower():
-                    body = _Dechunker().feed(body)
-            except (OSError, asyncio.TimeoutError):
-                pass
-            raise HttpError(f"POST {path} answered HTTP {status}: {body.decode('utf-8', 'replace').strip()[:300]}")
-        chunked = "chunked" in headers.get("transfer-encoding", "").lower()
-        left = int(headers["content-length"]) if "content-length" in headers and not chunked else None
-        dechunk = _Dechunker() if chunked else None
-        last = [time.monotonic()]
-        stalled = [False]
+        transport, stream = await asyncio.wait_for(
+            loop.create_connection(lambda: _LineStream(path, prefix, timeout, done), ep.host, ep.port, ssl=ctx), timeout)
+    except asyncio.TimeoutError:
+        raise HttpError(f"{ep.host}:{ep.port} did not accept a connection within {timeout:g}s") from None
+    except OSError as exc:
+        raise HttpError(f"cannot connect to {ep.host}:{ep.port}: {exc.strerror or exc}") from None
+    stalled = False
 
-        def watchdog() -> None:  # one timer per request instead of one per read
-            if time.monotonic() - last[0] >= timeout:
-                stalled[0] = True
-                writer.transport.abort()
-            else:
-                handle[0] = loop.call_later(max(0.05, timeout - (time.monotonic() - last[0])), watchdog)
+    def watchdog() -> None:  # one timer per request, not one per read
+        nonlocal stalled
+        idle = time.monotonic() - stream.last
+        if idle >= timeout:
+            stalled = True
+            stream._fail(HttpError(f"POST {path}: no answer within {timeout:g}s" if stream.status is None
+                                   else f"POST {path}: the stream stalled for {timeout:g}s"))
+        else:
+            handle[0] = loop.call_later(max(0.05, timeout - idle), watchdog)
 
-        loop = asyncio.get_running_loop()
-        handle = [loop.call_later(timeout, watchdog)]
-        pending = b""
-        try:
-            while True:
-                try:
-                    data = await reader.read(1 << 16)
-                except OSError as exc:
-                    if stalled[0]:
-                        raise HttpError(f"POST {path}: the stream stalled for {timeout:g}s") from None
-                    raise HttpError(f"POST {path}: the connection broke mid-stream ({exc.strerror or exc})") from None
-                now = time.perf_counter()
-                last[0] = time.monotonic()
-                if not data:
-                    if stalled[0]:
-                        raise HttpError(f"POST {path}: the stream stalled for {timeout:g}s")
-                    if dechunk is not None and not dechunk.done:
-                        raise HttpError(f"POST {path}: the connection closed in the middle of the answer (no final chunk)")
-                    break
-                if dechunk is not None:
-                    data = dechunk.feed(data)
-                elif left is not None:
-                    data = data[:left]
-                    left -= len(data)
-                pending += data
-                if b"\n" in pending:
-                    *lines, pending = pending.split(b"\n")
-                    for line in lines:
-                        if line.startswith(prefix):
-                            yield now, line.rstrip(b"\r")
-                if (dechunk is not None and dechunk.done) or left == 0:
-                    break
-        finally:
-            handle[0].cancel()
-        if pending and pending.startswith(prefix):
-            yield time.perf_counter(), pending.rstrip(b"\r")
+    handle = [loop.call_later(timeout, watchdog)]
+    try:
+        transport.write(_request_bytes(ep, "POST", path, json.dumps(payload).encode()))
+        lines = await done
     finally:
-        await _close(writer)
+        handle[0].cancel()
+        transport.abort() if stalled else transport.close()
+    for item in lines:
+        yield item

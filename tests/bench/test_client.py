@@ -108,3 +108,42 @@ def test_a_failed_request_stops_the_measurement_with_one_line():
         info = asyncio.run(detect(url))
         with pytest.raises(BenchError, match="warm-up request failed"):
             asyncio.run(measure(url, "tiny", info, Workload(concurrency=(1,), rounds=1)))
+
+
+def _raw_server_run(reply: bytes, timeout: float, hold: float = 5.0):
+    """One stream_one against a raw socket server that sends `reply` and then holds the connection open."""
+
+    async def main():
+        async def handler(reader, writer):
+            await reader.read(1 << 16)
+            writer.write(reply)
+            await writer.drain()
+            await asyncio.sleep(hold)
+            writer.close()
+
+        server = await asyncio.start_server(handler, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        try:
+            payload = build_payload("chat", "tiny", "hi", 8, True)
+            t0 = asyncio.get_running_loop().time()
+            sample = await stream_one(f"http://127.0.0.1:{port}", "chat", payload, timeout)
+            return sample, asyncio.get_running_loop().time() - t0
+        finally:
+            server.close()
+
+    return asyncio.run(main())
+
+
+def test_a_stream_that_goes_silent_is_a_stall_after_the_timeout_not_a_hang():
+    chunk = b'data: {"choices":[{"index":0,"delta":{"content":" tok"}}]}\n\n'
+    head = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+    sample, took = _raw_server_run(head + b"%x\r\n" % len(chunk) + chunk + b"\r\n", timeout=0.5)
+    assert not sample.ok and sample.error == "POST /v1/chat/completions: the stream stalled for 0.5s"
+    assert took < 3
+
+
+def test_a_server_that_never_answers_and_one_that_is_not_http():
+    sample, took = _raw_server_run(b"", timeout=0.5)
+    assert not sample.ok and sample.error == "POST /v1/chat/completions: no answer within 0.5s" and took < 3
+    sample, _ = _raw_server_run(b"SSH-2.0-OpenSSH_9.6\r\n\r\n", timeout=2, hold=0)
+    assert not sample.ok and sample.error.startswith("not an HTTP answer: b'SSH-2.0")
