@@ -25,6 +25,7 @@ from sparkdoctor.target_container import ContainerTarget
 INSPECT_TIMEOUT = 10.0
 FIND_TIMEOUT = 20.0
 CLI_ENV = "SPARKDOCTOR_CONTAINER_CLI"  # e.g. "podman", or a path
+RUNTIME_ENV = "SPARKDOCTOR_CONTAINER_RUNTIME"  # the same, as container launches spell it (serve/container_launch.py)
 
 # POSIX sh, run in the container: every interpreter worth trying, in order, with whether it holds
 # vLLM (found, not imported) and its version. $VIRTUAL_ENV and the image's PATH come first.
@@ -44,8 +45,8 @@ done
 
 
 def container_cli() -> list[str]:
-    """The container CLI: $SPARKDOCTOR_CONTAINER_CLI, else docker, else podman on PATH."""
-    chosen = os.environ.get(CLI_ENV)
+    """The container CLI: $SPARKDOCTOR_CONTAINER_CLI or $SPARKDOCTOR_CONTAINER_RUNTIME, else docker, else podman on PATH."""
+    chosen = os.environ.get(CLI_ENV) or os.environ.get(RUNTIME_ENV)
     for name in ([chosen] if chosen else ["docker", "podman"]):
         found = shutil.which(name)
         if found:
