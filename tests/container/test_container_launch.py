@@ -170,3 +170,33 @@ def test_ctrl_c_inside_the_block_still_stops_and_removes_the_container(docker_da
     assert s.teardown.clean and s.teardown.steps[0].startswith("docker stop -t")
     assert everything(docker_daemon) == []
     assert time.monotonic() - t0 < 60
+
+
+def test_sigterm_to_a_bench_mid_run_stops_and_removes_its_container(docker_env, docker_daemon, skeleton, tmp_path):
+    recipe = tmp_path / "slow.toml"
+    argv = [PYTHON, str(SSE), "--host", "0.0.0.0", "--port", "8000", "--delay", "0.05"]
+    recipe.write_text(f'schema = 1\nname = "slow"\nmodel = "tiny"\ncontainer = "{skeleton}"\ncommand = {json.dumps(argv)}\n'
+                      'readiness_path = "/v1/models"\n')
+    env = {**docker_env, "SPARKDOCTOR_CONTAINER_MOUNTS": ",".join(f"{s}:{d}:{m}" for s, d, m in mounts(docker_daemon)),
+           "SPARKDOCTOR_CACHE_DIR": str(tmp_path / "cache")}
+    bench = subprocess.Popen([sys.executable, "-m", "sparkdoctor", "bench", str(recipe), "--rounds", "50", "--max-tokens", "200",
+                              "--no-store", "--ready-timeout", "60", "--format", "json"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path)
+    try:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:  # wait until its server is ready, then a moment into the measurement
+            logs = list(Path(os.environ["SPARKDOCTOR_STATE_DIR"]).glob("runs/*-slow-*/server.log"))
+            if logs and "[sparkdoctor] ready after" in logs[0].read_text() or bench.poll() is not None:
+                break
+            time.sleep(0.2)
+        time.sleep(1.0)
+        assert bench.poll() is None, bench.stderr.read()[-2000:]
+        assert len(docker_daemon.must("ps", "-q").split()) == 1
+        bench.send_signal(signal.SIGTERM)
+        out, err = bench.communicate(timeout=90)
+    finally:
+        if bench.poll() is None:
+            bench.kill()
+    assert bench.returncode == 128 + signal.SIGTERM, err[-2000:]
+    assert len(err.strip().splitlines()) == 1 and "interrupted (SIGTERM)" in err, err[-2000:]
+    assert out == "" and everything(docker_daemon) == []
