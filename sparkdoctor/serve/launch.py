@@ -166,6 +166,8 @@ class LocalServer:
         return self.running.popen.poll() if self.running and self.running.popen else -1
 
     def teardown(self, grace: float, pump: LogPump, say: Callable[[str], None]) -> groups.Teardown:
+        if self.running is None or self.running.popen is None or not self.pgid:
+            return groups.Teardown(self.pgid)  # it never started: nothing to stop (and pgid 0 means our own group)
         say("stopping the server")
         report = groups.terminate(self.pgid, self.running.popen, grace=grace)
         pump.join(3.0)

@@ -132,6 +132,7 @@ def test_a_container_left_by_a_killed_sparkdoctor_is_removed_at_the_next_launch(
     with launch(fake(skeleton, "ready"), run_dir=tmp_path / "next", matrix=[], ready_timeout=60, runtime="docker",
                 mounts=mounts(docker_daemon)) as s:
         assert docker_daemon.must("ps", "-a", "--format", "{{.Names}}").split() == [s.container["name"]]
+        assert s.container["removed_leftovers"] == [left]
     log = (tmp_path / "next" / "server.log").read_text()
     assert f"removed 1 container(s) left by an earlier sparkdoctor that was killed: {left}" in log
     assert everything(docker_daemon) == []
@@ -200,3 +201,20 @@ def test_sigterm_to_a_bench_mid_run_stops_and_removes_its_container(docker_env, 
     assert bench.returncode == 128 + signal.SIGTERM, err[-2000:]
     assert len(err.strip().splitlines()) == 1 and "interrupted (SIGTERM)" in err, err[-2000:]
     assert out == "" and everything(docker_daemon) == []
+
+
+def test_a_container_removed_while_it_serves_is_a_clear_error(docker_daemon, docker_env, skeleton, tmp_path):
+    with pytest.raises(LaunchError) as caught:
+        with launch(fake(skeleton, "ready"), run_dir=tmp_path, matrix=[], ready_timeout=60, runtime="docker",
+                    mounts=mounts(docker_daemon)) as s:
+            docker_daemon.must("rm", "-f", s.container["name"])
+            deadline = time.monotonic() + 30
+            while s.alive() and time.monotonic() < deadline:
+                time.sleep(0.1)
+            s.check_alive()
+    message = str(caught.value)
+    # `rm -f` kills, then removes: the launcher sees either the kill's status or the container gone
+    assert "while it was serving" in message
+    assert f"container {s.container['name']} is gone: removed while it ran" in message or "status 137 (SIGKILL)" in message, message
+    assert caught.value.teardown is None or caught.value.teardown.clean
+    assert everything(docker_daemon) == []

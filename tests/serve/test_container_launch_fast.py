@@ -20,7 +20,7 @@ def test_run_argv_binds_the_host_network_passes_env_by_name_and_mounts_read_only
                        ["HF_TOKEN", "PYTHONUNBUFFERED"], [("/models/m", "/models/m", "ro")], "vllm-node:1",
                        ["vllm", "serve", "/models/m", "--host", "127.0.0.1", "--port", "5"])
     assert argv == ["docker", "run", "-d", "--init", "--name", "sparkdoctor-x", "--label", "sparkdoctor.run=x",
-                    "--runtime", "nvidia", "--gpus", "all", "--network", "host", "-e", "HF_TOKEN", "-e", "PYTHONUNBUFFERED",
+                    "--runtime", "nvidia", "--gpus", "all", "--network", "host", "--ipc", "host", "-e", "HF_TOKEN", "-e", "PYTHONUNBUFFERED",
                     "-v", "/models/m:/models/m:ro", "vllm-node:1", "vllm", "serve", "/models/m", "--host", "127.0.0.1",
                     "--port", "5"]
 
@@ -40,6 +40,8 @@ def test_gpu_flags_only_where_the_host_has_a_gpu_and_the_runtime_can_pass_it(eng
 
 def test_extra_mounts_parse_and_bad_ones_are_one_line():
     assert cl.parse_mounts("/a, /b:/c ,/d:/e:rw,/f:ro,") == [("/a", "/a", "ro"), ("/b", "/c", "ro"), ("/d", "/e", "rw"), ("/f", "/f", "ro")]
+    home = os.path.expanduser("~")
+    assert cl.parse_mounts("~/.cache/huggingface:/root/.cache/huggingface") == [(f"{home}/.cache/huggingface", "/root/.cache/huggingface", "ro")]
     for bad in ("relative/path", "/a:/b:/c", "/a:b"):
         with pytest.raises(cl.ContainerLaunchError, match=rf"^{cl.MOUNTS_ENV}: '{bad}': give SRC\[:DST\[:ro\|rw\]\] with absolute paths$"):
             cl.parse_mounts(bad)
