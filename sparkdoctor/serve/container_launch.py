@@ -150,8 +150,8 @@ def run_argv(cli: list[str], name: str, labels: dict[str, str], gpu: list[str], 
 
 
 # ---- talking to the CLI -------------------------------------------------------------------------------------
-def _call(cli: list[str], args: list[str], timeout: float = CLI_TIMEOUT, env: dict[str, str] | None = None) -> proc.ProcResult:
-    return proc.run([*cli, *args], timeout=timeout, env=env)
+def _call(cli: list[str], args: list[str], timeout: float | None = None, env: dict[str, str] | None = None) -> proc.ProcResult:
+    return proc.run([*cli, *args], timeout=CLI_TIMEOUT if timeout is None else timeout, env=env)
 
 
 def _fail(res: proc.ProcResult, what: str) -> str:

@@ -86,3 +86,20 @@ def test_check_runtime_that_is_not_there_is_one_line_exit_3(tmp_path):
                        capture_output=True, text=True, env=env, timeout=120)
     assert p.returncode == EXIT_UNPROBEABLE, p.stderr
     assert p.stderr.strip() == "sparkdoctor: error: --runtime sparkdoctor-no-such-cli: no such program on PATH"
+
+
+def test_a_container_cli_that_hangs_is_one_line_and_killed(monkeypatch, tmp_path):
+    from sparkdoctor.recipes.model import Recipe
+    from sparkdoctor.serve import LaunchError, launch
+    from sparkdoctor.serve.groups import members
+
+    hang = tmp_path / "docker"
+    hang.write_text(f"#!/bin/sh\necho $$ >> {tmp_path}/pids\nexec sleep 600\n")
+    hang.chmod(0o755)
+    monkeypatch.setattr(cl, "CLI_TIMEOUT", 1.0)  # the real one is 30 s; the behaviour is the same
+    recipe = Recipe(name="hung", source_path="t", format="sparkdoctor", argv=["vllm", "serve", "m"], container="vllm-node")
+    with pytest.raises(LaunchError, match=r"^hung: `docker image inspect vllm-node` did not answer within 1s; is the container daemon up\?$"):
+        with launch(recipe, run_dir=tmp_path / "run", matrix=[], ready_timeout=5, runtime=str(hang)):
+            pass
+    pids = [int(p) for p in (tmp_path / "pids").read_text().split()]
+    assert len(pids) == 2 and all(members(pid) == [] for pid in pids)  # `ps` (the sweep) and `image inspect`, both killed
