@@ -218,3 +218,41 @@ def test_a_container_removed_while_it_serves_is_a_clear_error(docker_daemon, doc
     assert f"container {s.container['name']} is gone: removed while it ran" in message or "status 137 (SIGKILL)" in message, message
     assert caught.value.teardown is None or caught.value.teardown.clean
     assert everything(docker_daemon) == []
+
+
+def test_a_conclusion_measured_in_a_container_goes_stale_when_its_image_changes(docker_env, docker_daemon, skeleton, tmp_path):
+    docker_daemon.must("tag", skeleton, "sd-served:1")
+    for arm, delay in (("a", "0.002"), ("b", "0.004")):
+        argv = [PYTHON, str(SSE), "--host", "0.0.0.0", "--port", "8000", "--delay", delay]
+        (tmp_path / f"{arm}.toml").write_text(f'schema = 1\nname = "{arm}"\nmodel = "tiny"\ncontainer = "sd-served:1"\n'
+                                              f'command = {json.dumps(argv)}\nreadiness_path = "/v1/models"\n')
+    env = {**docker_env, "SPARKDOCTOR_CONTAINER_MOUNTS": ",".join(f"{s}:{d}:{m}" for s, d, m in mounts(docker_daemon)),
+           "SPARKDOCTOR_CACHE_DIR": str(tmp_path / "cache")}
+    ledger = str(tmp_path / "l.sqlite")
+    ab = sd("bench", str(tmp_path / "a.toml"), "--vs", str(tmp_path / "b.toml"), "--pairs", "1", "--rounds", "2",
+            "--concurrency", "1", "--max-tokens", "8", "--warmup", "0", "--ready-timeout", "60", "--conclude", "a-vs-b",
+            "--ledger", ledger, "--format", "json", env=env, cwd=tmp_path, timeout=300)
+    assert ab.returncode == 0, ab.stderr[-3000:]
+
+    def plan() -> dict:
+        p = sd("rerun", "--dry-run", "--ledger", ledger, "--format", "json", env=env, cwd=tmp_path, timeout=300)
+        assert p.returncode == 0, p.stderr[-3000:]
+        (item,) = json.loads(p.stdout)["conclusions"]
+        return item
+
+    assert plan()["state"] == "fresh"  # the same image behind the tag: nothing changed
+    before = json.loads(docker_daemon.must("image", "inspect", "sd-served:1"))[0]["Id"]
+    other = tmp_path / "other.tar"
+    import tarfile
+
+    with tarfile.open(other, "w") as tar:  # another image (one more folder) under the same tag: an image upgrade
+        for name in ("proc", "sys", "dev", "tmp", "etc", "usr", "opt", "root", "run", "var", "srv"):
+            info = tarfile.TarInfo(name)
+            info.type, info.mode = tarfile.DIRTYPE, 0o755
+            tar.addfile(info)
+    docker_daemon.must("import", str(other), "sd-served:1")
+    assert json.loads(docker_daemon.must("image", "inspect", "sd-served:1"))[0]["Id"] != before
+    item = plan()
+    assert item["state"] == "stale", item
+    assert [c["what"] for c in item["changes"]] == ["image"], item["changes"]
+    assert everything(docker_daemon) == []
