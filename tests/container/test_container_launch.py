@@ -248,11 +248,30 @@ def test_a_conclusion_measured_in_a_container_goes_stale_when_its_image_changes(
     with tarfile.open(other, "w") as tar:  # another image (one more folder) under the same tag: an image upgrade
         for name in ("proc", "sys", "dev", "tmp", "etc", "usr", "opt", "root", "run", "var", "srv"):
             info = tarfile.TarInfo(name)
-            info.type, info.mode = tarfile.DIRTYPE, 0o755
+            info.type, info.mode = tarfile.DIRTYPE, 0o1777 if name == "tmp" else 0o755
+            tar.addfile(info)
+        for link, to in (("bin", "usr/bin"), ("lib", "usr/lib"), ("lib64", "usr/lib64")):
+            info = tarfile.TarInfo(link)
+            info.type, info.linkname = tarfile.SYMTYPE, to
             tar.addfile(info)
     docker_daemon.must("import", str(other), "sd-served:1")
     assert json.loads(docker_daemon.must("image", "inspect", "sd-served:1"))[0]["Id"] != before
     item = plan()
     assert item["state"] == "stale", item
     assert [c["what"] for c in item["changes"]] == ["image"], item["changes"]
+    # re-measured in the new image: the new runs carry its fingerprint, and the conclusion is fresh again
+    done = sd("rerun", "--ledger", ledger, "--format", "json", env=env, cwd=tmp_path, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (result,) = json.loads(done.stdout)["results"]
+    assert result["outcome"] in ("holds", "changed", "flipped"), result
+    new_id = json.loads(docker_daemon.must("image", "inspect", "sd-served:1"))[0]["Id"]
+    from sparkdoctor.ledger import Ledger
+
+    led = Ledger(Path(ledger))
+    try:
+        newest = led.run(max(r["id"] for r in led.runs()))
+    finally:
+        led.close()
+    assert newest["facts"]["container"]["image_id"] == new_id
+    assert plan()["state"] == "fresh"
     assert everything(docker_daemon) == []
