@@ -27,7 +27,8 @@ def refuse_bad_target_options(python: Optional[str], container: Optional[str], c
         raise Fatal("--facts and --container exclude each other: a snapshot is already of one target")
 
 
-def resolve_target(python: Optional[str], container: Optional[str], container_python: Optional[str]) -> Any:
+def resolve_target(python: Optional[str], container: Optional[str], container_python: Optional[str],
+                   runtime: Optional[str] = None) -> Any:
     """The Target the options name; Fatal with exit 3 when it cannot be probed at all."""
     from sparkdoctor.target import TargetError, resolve_python_target
 
@@ -35,7 +36,7 @@ def resolve_target(python: Optional[str], container: Optional[str], container_py
         if container is not None:
             from sparkdoctor.container_inspect import resolve_container_target
 
-            return resolve_container_target(container, container_python)
+            return resolve_container_target(container, container_python, runtime)
         return resolve_python_target(python)
     except TargetError as exc:
         raise Fatal(str(exc), EXIT_UNPROBEABLE) from None

@@ -52,6 +52,7 @@ def check(
     python: Optional[str] = typer.Option(None, "--python", help="Interpreter (or venv folder) of the target environment. Default: $VIRTUAL_ENV, else this interpreter."),
     container: Optional[str] = typer.Option(None, "--container", metavar="NAME", help="A running container (docker or podman) whose serving stack to check; the GPU, driver and health are the host's."),
     container_python: Optional[str] = typer.Option(None, "--container-python", metavar="PATH", help="The interpreter inside the container (default: the one holding vLLM, else the container's python3)."),
+    runtime: Optional[str] = typer.Option(None, "--runtime", help="Container CLI for --container: docker or podman (default: $SPARKDOCTOR_CONTAINER_RUNTIME, else docker, else podman)."),
     arch: Optional[str] = typer.Option(None, "--arch", help="Evaluate as if the target ran on this GPU arch (e.g. sm_121a): for CI builders and image builds with no GB10."),
     facts_file: Optional[Path] = typer.Option(None, "--facts", help="Evaluate a saved snapshot instead of probing a live target."),
     save_facts_name: Optional[str] = typer.Option(None, "--save-facts", metavar="PATH", help="Write the collected Facts snapshot (JSON) to this file."),
@@ -82,7 +83,7 @@ def check(
             # typer was imported; check_target reuses it if it probes what typer parsed.
             from sparkdoctor.collect import targetenv
 
-            target = check_target.resolve_target(python, container, container_python)
+            target = check_target.resolve_target(python, container, container_python, runtime)
             prestarted[targetenv.PRESTART_KEY] = check_target.start_target_probe(target, no_cache)
         else:
             check_target.drop_early_probe()

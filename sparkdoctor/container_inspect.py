@@ -25,6 +25,7 @@ from sparkdoctor.target_container import ContainerTarget
 INSPECT_TIMEOUT = 10.0
 FIND_TIMEOUT = 20.0
 CLI_ENV = "SPARKDOCTOR_CONTAINER_CLI"  # e.g. "podman", or a path
+RUNTIME_ENV = "SPARKDOCTOR_CONTAINER_RUNTIME"  # the same, as container launches spell it (serve/container_launch.py)
 
 # POSIX sh, run in the container: every interpreter worth trying, in order, with whether it holds
 # vLLM (found, not imported) and its version. $VIRTUAL_ENV and the image's PATH come first.
@@ -43,15 +44,17 @@ done
 """
 
 
-def container_cli() -> list[str]:
-    """The container CLI: $SPARKDOCTOR_CONTAINER_CLI, else docker, else podman on PATH."""
-    chosen = os.environ.get(CLI_ENV)
+def container_cli(runtime: str | None = None) -> list[str]:
+    """The container CLI: `runtime` (--runtime), else $SPARKDOCTOR_CONTAINER_CLI or $SPARKDOCTOR_CONTAINER_RUNTIME, else
+    docker, else podman on PATH."""
+    chosen = runtime or os.environ.get(CLI_ENV) or os.environ.get(RUNTIME_ENV)
     for name in ([chosen] if chosen else ["docker", "podman"]):
         found = shutil.which(name)
         if found:
             return [found]
     if chosen:
-        raise TargetError(f"{CLI_ENV}={chosen}: no such program on PATH")
+        where = "--runtime" if runtime else CLI_ENV if os.environ.get(CLI_ENV) else RUNTIME_ENV
+        raise TargetError(f"{where} {chosen}: no such program on PATH" if runtime else f"{where}={chosen}: no such program on PATH")
     raise TargetError("--container: neither docker nor podman is on PATH")
 
 
@@ -138,11 +141,11 @@ def check_python(target: ContainerTarget) -> None:
         raise TargetError(f"--container-python {target.python}: not runnable in container {target.name}: {res.describe_failure()}")
 
 
-def resolve_container_target(name: str, python: str | None = None) -> ContainerTarget:
+def resolve_container_target(name: str, python: str | None = None, runtime: str | None = None) -> ContainerTarget:
     """The running container `name` with its interpreter; TargetError (one line) when it cannot be probed."""
     if not name.strip():
         raise TargetError("--container '': give a container name or id")
-    cli = container_cli()
+    cli = container_cli(runtime)
     record = inspect_container(cli, name)
     image_id = str(record.get("Image") or "")
     config = record.get("Config") or {}

@@ -35,6 +35,7 @@ class Options:
     min_effect: float
     fmt: str
     model_dir: Path | None = None  # the checkpoint folder served (for the roofline); default: the recipe's model
+    runtime: str | None = None  # the container CLI for recipes that name a container (default: as serve.launch)
 
 
 def parse_overrides(given: dict[str, Any]) -> dict[str, Any]:
@@ -159,7 +160,7 @@ def _launch_and_measure(recipe: Any, workload: Workload, toolchain, opts: Option
     python = _target_python(recipe, opts)
     try:
         return session.run_recipe(recipe, workload, toolchain, _run_dir(recipe.name), opts.ready_timeout, progress, arm,
-                                  python=python, local=opts.local)
+                                  python=python, local=opts.local, runtime=opts.runtime)
     except BenchError as exc:
         raise Failure(f"{recipe.name}: {exc}", EXIT_BENCH_FAILED) from None
     except LaunchError as exc:

@@ -52,6 +52,10 @@ def render_run(console: Console, run: dict[str, Any]) -> None:
     kind = " ".join(str(x) for x in (server.get("kind"), server.get("version")) if x)  # a generic server has no version
     console.print(f"[bold]bench[/bold] {label}: model {run.get('model')} on {kind} at {run.get('base_url')}")
     console.print(f"toolchain fingerprint {run.get('fingerprint')}  (run {run.get('run_id') or 'not stored'})")
+    box = run.get("container")
+    if box:  # served from a container: the number belongs to that image
+        console.print(f"container image {box.get('image')} ({box.get('engine')}): id {str(box.get('image_id'))[:19]}, "
+                      f"content fingerprint {box.get('fingerprint') or 'unknown'}", markup=False, highlight=False)
     console.print(level_table(run["levels"], "medians [bootstrap 95% CI]"))
     head = run.get("headline")
     if head:

@@ -44,6 +44,22 @@ def collect_toolchain(target: Any) -> Toolchain:
     return Toolchain(facts.to_dict(), facts.fingerprint(), target.describe())
 
 
+CONTAINER_KEYS = ("name", "id", "engine", "image", "image_id", "platform", "layers", "config_digest", "repo_digests",
+                  "fingerprint", "image_error")
+
+
+def in_image(toolchain: Toolchain, container: dict[str, Any] | None) -> Toolchain:
+    """The toolchain of a run served from a container: the image's identity (id, layers, content
+    fingerprint) joins its Facts, so the run's fingerprint changes whenever the image does and a number
+    stays tied to the image it was measured in."""
+    if not container:
+        return toolchain
+    from sparkdoctor.facts import Facts
+
+    facts = {**toolchain.facts, "container": {k: container[k] for k in CONTAINER_KEYS if container.get(k) is not None}}
+    return Toolchain(facts, Facts.from_dict(facts, source="bench").fingerprint(), toolchain.target)
+
+
 def python_of_command(argv: list[str]) -> Path | None:
     """The interpreter of the venv a command lives in (…/bin/vllm -> …/bin/python), if there is one."""
     if not argv:
@@ -75,6 +91,7 @@ class RunResult:
     run_id: int | None = None
     arm: str | None = None
     roofline: dict[str, Any] | None = None  # bench/roofline.py: achieved share of the ceiling, or why missing
+    container: dict[str, Any] | None = None  # the container it was served from (image id, fingerprint), or None
 
     def summary(self) -> dict[str, Any]:
         return self.measurement.summary()
@@ -86,7 +103,7 @@ class RunResult:
                 "fingerprint": self.toolchain.fingerprint, "target": self.toolchain.target,
                 "bench_version": BENCH_VERSION, "workload": self.measurement.workload.to_dict(),
                 "headline": s["headline"], "levels": s["levels"], "seconds": s["seconds"], "findings": self.findings,
-                "roofline": self.roofline}
+                "roofline": self.roofline, "container": self.container}
 
 
 def samples_of(m: Measurement) -> Iterator[tuple[int, int, int, dict[str, Any]]]:
@@ -140,12 +157,12 @@ def resolved_recipe(recipe: Any) -> dict[str, Any]:
     """What the ledger keeps of a recipe: name, the argv and env it ran with, the model, its source."""
     data = recipe.to_dict() if hasattr(recipe, "to_dict") else dict(vars(recipe))
     return {k: data.get(k) for k in ("name", "format", "source_path", "fingerprint", "argv", "env", "model",
-                                       "served_model_name", "workarounds", "params") if k in data}
+                                       "served_model_name", "workarounds", "params", "container") if k in data}
 
 
 def run_recipe(recipe: Any, workload: Workload, toolchain: Toolchain, run_dir: Path, ready_timeout: float,
                progress: Progress | None = None, arm: str | None = None, python: str | None = None,
-               local: bool = False) -> RunResult:
+               local: bool = False, runtime: str | None = None) -> RunResult:
     """Launch the recipe's server (serve.launch: own process group, 127.0.0.1, free port, live log
     scan), measure it, and tear it down whatever happens. While it is measured the server must stay
     alive: a request that fails on a dead server reports the server's death, not the request's."""
@@ -154,7 +171,7 @@ def run_recipe(recipe: Any, workload: Workload, toolchain: Toolchain, run_dir: P
     if progress:
         progress(f"launching {recipe.name} (waiting until it is ready)")
     with serve.launch(recipe, run_dir=run_dir, ready_timeout=ready_timeout, local=local, progress=progress,
-                      python=python) as server:
+                      python=python, runtime=runtime) as server:
         try:
             info, m = measure_url(server.base_url, server.model, workload, progress)
         except BenchError:
@@ -166,7 +183,15 @@ def run_recipe(recipe: Any, workload: Workload, toolchain: Toolchain, run_dir: P
             server.check_alive()  # raises LaunchError naming the death, the log's last line, known problems
             raise
         findings = [h.to_dict() for h in server.findings]
-        argv = list(server.argv)
+        argv = list(server.argv) if not server.container else _command_of(recipe, server)
     resolved = resolved_recipe(recipe)
     resolved["argv"] = argv  # as it ran: the launcher's port and host, the target's bin/
-    return RunResult(resolved, info, m, toolchain, findings, arm=arm)
+    return RunResult(resolved, info, m, in_image(toolchain, server.container), findings, arm=arm,
+                     container=server.container)
+
+
+def _command_of(recipe: Any, server: Any) -> list[str]:
+    """The command a container ran (the `run` argv's tail after the image), as the ledger keeps argv."""
+    from sparkdoctor.serve.binding import rebind
+
+    return rebind(list(recipe.argv), "127.0.0.1", server.port)

@@ -28,6 +28,7 @@ def bench(
     model_dir: Optional[Path] = typer.Option(None, "--model-dir", help="Checkpoint folder the server serves: the report shows the achieved share of its roofline (default: a recipe's model, when a local folder)."),
     sets: Optional[List[str]] = typer.Option(None, "--set", help="Recipe parameter key=value or env.NAME=value (repeatable; both recipes of --vs)."),
     local: bool = typer.Option(False, "--local", help="Run a recipe that names a container directly in the target environment."),
+    runtime: Optional[str] = typer.Option(None, "--runtime", help="Container CLI for a recipe that names a container: docker or podman (default: $SPARKDOCTOR_CONTAINER_RUNTIME, else docker, else podman)."),
     python: Optional[str] = typer.Option(None, "--python", help="Interpreter (or venv) whose toolchain the run is stored with. Default: the recipe command's venv, else as `check`."),
     concurrency: Optional[str] = typer.Option(None, "--concurrency", help="Concurrency levels, comma separated (default 1,4)."),
     rounds: Optional[int] = typer.Option(None, "--rounds", help="Rounds per level (default 5)."),
@@ -70,7 +71,7 @@ def bench(
         raise Fatal(str(exc), exc.code) from None
     opts = flow.Options(overrides=overrides, sets=parse_sets(sets), local=local, python=python, ledger=ledger, store=not no_store,
                         ready_timeout=ready_timeout, pairs=pairs, min_effect=min_effect, fmt=fmt,
-                        model_dir=model_dir)
+                        model_dir=model_dir, runtime=runtime)
     try:
         if url is not None:
             doc = flow.bench_url(url, model, opts)

@@ -77,7 +77,7 @@ def judge(conclusion: Conclusion, ledger: Any, toolchains: Toolchains) -> Status
                 status.reasons.append(f"recipe {arm} ({conclusion_arm.path}) changed since the conclusion (argv, env or model "
                                       "differ): a rerun would compare another configuration; record a new conclusion")
         try:
-            current = toolchains.facts(python)
+            current = toolchains.facts(python, run["facts"].get("container"))
         except ConclusionError as exc:
             status.rerunnable = False
             status.reasons.append(f"arm {arm}: {exc}")

@@ -21,7 +21,15 @@ class Toolchains:
         self._facts: dict[str, Any] = {}
         self._progress = progress
 
-    def facts(self, python: str) -> Any:
+    def facts(self, python: str, container: dict[str, Any] | None = None) -> Any:
+        """The Facts of `python`; for a run served from a container, with the image its tag names now."""
+        if container and container.get("image"):
+            key = f"{python}\0{container.get('engine')}\0{container['image']}"
+            if key not in self._facts:
+                import dataclasses
+
+                self._facts[key] = dataclasses.replace(self.facts(python), container=current_image(container))
+            return self._facts[key]
         if python not in self._facts:
             from sparkdoctor.check import CheckOptions, collect_facts
             from sparkdoctor.target import TargetError, resolve_python_target
@@ -34,6 +42,22 @@ class Toolchains:
                 self._progress(f"collecting the toolchain facts of {python}")
             self._facts[python] = collect_facts(target, CheckOptions(kernels=False))
         return self._facts[python]
+
+
+def current_image(recorded: dict[str, Any]) -> dict[str, Any]:
+    """What the image a run was served from (by its name) is now: its id and content fingerprint, or why not."""
+    import os
+
+    from sparkdoctor.container_inspect import image_facts
+    from sparkdoctor.serve.container_launch import RUNTIME_ENV, image_record, runtime_cli
+
+    image = str(recorded["image"])
+    try:
+        cli = runtime_cli(os.environ.get(RUNTIME_ENV) or recorded.get("engine"))
+        image_id = str(image_record(cli, image).get("Id") or "")
+        return {"image": image, "image_id": image_id, **image_facts(cli, image_id or image)}
+    except Exception as exc:  # noqa: BLE001 -- gone, no runtime, an odd record: a different (missing) image, never a crash
+        return {"image": image, "image_error": str(exc)[:300]}
 
 
 def python_of(run_facts: dict[str, Any]) -> str | None:

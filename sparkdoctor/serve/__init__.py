@@ -6,7 +6,8 @@ Modules, each importing only those above it:
   groups     terminate(): SIGTERM, grace, SIGKILL to a process group, then proof from /proc
   readiness  GET /health, else /v1/models
   logpump    output -> log file, line by line, scanned as it arrives
-  launch     launch(): the context manager the bench uses
+  container_launch  a recipe that names a container: `run -d --init`, `logs -f`, `stop` then `rm`, leftovers swept
+  launch     launch(): the context manager the bench uses (a local process group, or the container above)
 """
 
 from sparkdoctor.serve.launch import LaunchError, Server, launch, symptom_entries

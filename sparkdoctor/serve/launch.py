@@ -8,6 +8,10 @@ answering 200 within `ready_timeout`; a server that dies first fails at once wit
 the known problems it printed. On the way out, whatever happened (return, error, timeout, Ctrl-C,
 SIGTERM), the whole group gets SIGTERM, then SIGKILL after a grace period, and /proc is checked for any
 process left in the group.
+
+A recipe that names a container runs in it (serve/container_launch.py) unless `local`: the same
+interface (start, exited, teardown), its output followed into the same log, its teardown `stop` then
+`rm`. The local side lives here (LocalServer).
 """
 
 from __future__ import annotations
@@ -65,8 +69,9 @@ class Server:
     started_at: str  # UTC, ISO 8601
     ready_after_s: float = 0.0
     ready_path: str = ""
-    teardown: groups.Teardown | None = None
-    _running: Any = field(default=None, repr=False)
+    teardown: Any = None  # groups.Teardown (local) or container_launch.ContainerTeardown
+    container: dict[str, Any] | None = None  # engine, name, id, image, image_id, fingerprint (None: not in a container)
+    _child: Any = field(default=None, repr=False)
     _pump: Any = field(default=None, repr=False)
     _t0: float = field(default=0.0, repr=False)
 
@@ -74,13 +79,13 @@ class Server:
         return self._pump.tail_lines() if self._pump else []
 
     def alive(self) -> bool:
-        return self._running is not None and self._running.popen.poll() is None
+        return self._child is not None and self._child.exited() is None
 
     def check_alive(self) -> None:
         """Raise LaunchError (with the log tail and findings) if the server has exited."""
         if self.alive():
             return
-        code = self._running.popen.returncode if self._running else None
+        code = self._child.exited() if self._child else None
         self._pump.join(2.0)
         raise LaunchError(_died(self.recipe.name, code, time.monotonic() - self._t0, "while it was serving", self._pump,
                                 self.log_path), log_tail=self.log_tail(), findings=self.findings, log_path=self.log_path)
@@ -90,7 +95,7 @@ class Server:
                 "argv": self.argv, "log_path": str(self.log_path), "started_at": self.started_at,
                 "ready_after_s": round(self.ready_after_s, 3), "ready_path": self.ready_path,
                 "findings": [h.to_dict() for h in self.findings],
-                "teardown": self.teardown.to_dict() if self.teardown else None}
+                "teardown": self.teardown.to_dict() if self.teardown else None, "container": self.container}
 
 
 def symptom_entries(matrix: Any) -> list:
@@ -117,7 +122,12 @@ def _resolve_argv(argv: list[str], python: str | Path | None) -> tuple[list[str]
 
 
 def _died(name: str, code: int | None, after: float, when: str, pump: LogPump, log_path: Path) -> str:
-    how = f"was killed by {proc.signal_name(-code)}" if code is not None and code < 0 else f"exited with status {code}"
+    if code is not None and code < 0:
+        how = f"was killed by {proc.signal_name(-code)}"
+    elif code is not None and code > 128:  # a container's main process killed by a signal
+        how = f"exited with status {code} ({proc.signal_name(code - 128)})"
+    else:
+        how = f"exited with status {code}"
     return f"{name}: the server {how} after {after:.1f}s {when}; {_evidence(pump, log_path)}"
 
 
@@ -130,61 +140,105 @@ def _evidence(pump: LogPump, log_path: Path) -> str:
     return f"last log line: {last}; {matched} (log: {log_path})"
 
 
+class LocalServer:
+    """The recipe's command on this machine, in a session (so a process group) of its own."""
+
+    def __init__(self, recipe: Recipe, port: int, run_dir: Path, python: str | Path | None):
+        self.recipe, self.run_dir = recipe, run_dir
+        self.argv, extra_env = _resolve_argv(rebind(recipe.argv, LOCALHOST, port), python)
+        self.env = {**os.environ, **extra_env, **recipe.env}
+        self.env.setdefault("PYTHONUNBUFFERED", "1")
+        self.running: proc.Running | None = None
+        self.pid = self.pgid = 0
+        self.info: dict[str, Any] | None = None
+
+    def describe(self) -> str:
+        return " ".join(self.argv)
+
+    def start(self, pump: LogPump, say: Callable[[str], None]) -> None:
+        self.running = proc.start(self.argv, env=self.env, cwd=str(self.run_dir))
+        if self.running.popen is None:
+            raise LaunchError(f"{self.recipe.name}: {Path(self.argv[0]).name} could not start: {self.running.start_error}")
+        pump.start(self.running.popen.stdout, self.running.popen.stderr)
+        self.pid = self.pgid = self.running.popen.pid
+
+    def exited(self) -> int | None:
+        return self.running.popen.poll() if self.running and self.running.popen else -1
+
+    def teardown(self, grace: float, pump: LogPump, say: Callable[[str], None]) -> groups.Teardown:
+        if self.running is None or self.running.popen is None or not self.pgid:
+            return groups.Teardown(self.pgid)  # it never started: nothing to stop (and pgid 0 means our own group)
+        say("stopping the server")
+        report = groups.terminate(self.pgid, self.running.popen, grace=grace)
+        pump.join(3.0)
+        self.running.cancel()  # unregister from proc's registry (and kill, if the leader somehow lives)
+        return report
+
+
+def _child_for(recipe: Recipe, port: int, run_dir: Path, local: bool, python: str | Path | None,
+               runtime: str | None, mounts: list[tuple[str, str, str]] | None) -> Any:
+    if not recipe.container or local:
+        return LocalServer(recipe, port, run_dir, python)
+    from sparkdoctor.serve.container_launch import ContainerLaunchError, ContainerServer
+
+    try:
+        return ContainerServer(recipe, port, runtime=runtime, mounts=mounts)
+    except ContainerLaunchError as exc:
+        raise LaunchError(f"{recipe.name}: {exc}") from None
+
+
 @contextlib.contextmanager
 def launch(recipe: Recipe, *, run_dir: Path, matrix: Any = None, ready_timeout: float, local: bool = False,
            progress: Callable[[str], None] | None = None, python: str | Path | None = None,
-           grace: float = GRACE_S) -> Iterator[Server]:
-    """Start `recipe`'s server, yield it once ready, and always tear its process group down.
+           grace: float = GRACE_S, runtime: str | None = None,
+           mounts: list[tuple[str, str, str]] | None = None) -> Iterator[Server]:
+    """Start `recipe`'s server, yield it once ready, and always take it down (its process group, or its
+    container: stopped and removed).
 
     run_dir: where server.log (and launch.json) go; created if missing.
     matrix: a Matrix or a list of entries whose `symptoms` are scanned for (None: the shipped matrix).
     ready_timeout: seconds from start until GET /health (or /v1/models) must answer 200.
     local: run a recipe that names a container directly in the target environment.
     progress: called (in this thread) with a one-line status while it starts and stops.
-    python: the target environment's interpreter; its bin/ is searched first for the command.
-    grace: seconds between SIGTERM and SIGKILL at teardown.
+    python: the target environment's interpreter; its bin/ is searched first for the command (local only).
+    grace: seconds between SIGTERM and SIGKILL at teardown (a container's `stop -t`).
+    runtime: the container CLI (docker, podman, a path; default $SPARKDOCTOR_CONTAINER_RUNTIME, else docker).
+    mounts: extra (src, dst, ro|rw) mounts for a container, beside the local model folder.
     """
     say = progress or (lambda _msg: None)
-    if recipe.container and not local:
-        raise LaunchError(f"{recipe.name}: the recipe runs in container {recipe.container}; launching in a container is "
-                          "not built yet: use --local to run its command in the target environment")
     entries = symptom_entries(matrix)
     run_dir = Path(run_dir)
     log_path = run_dir / LOG_NAME
+    port = free_port()
+    child = _child_for(recipe, port, run_dir, local, python, runtime, mounts)
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
         pump = LogPump(log_path, entries)
     except OSError as exc:
         raise LaunchError(f"{recipe.name}: cannot write the server log {log_path}: {exc.strerror or exc}") from None
-    port = free_port()
-    argv, extra_env = _resolve_argv(rebind(recipe.argv, LOCALHOST, port), python)
-    env = dict(os.environ)
-    env.update(extra_env)
-    env.update(recipe.env)
-    env.setdefault("PYTHONUNBUFFERED", "1")
     base_url = f"http://{LOCALHOST}:{port}"
-
-    pump.add(f"[sparkdoctor] launching {recipe.name}: {' '.join(argv)}")
     t0 = time.monotonic()
     started_at = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-    running = proc.start(argv, env=env, cwd=str(run_dir))
-    if running.popen is None:
-        pump.close()
-        raise LaunchError(f"{recipe.name}: {Path(argv[0]).name} could not start: {running.start_error}", log_path=log_path)
-    pump.start(running.popen.stdout, running.popen.stderr)
-    pid = running.popen.pid
-    server = Server(recipe, base_url, recipe.served_model_name, pid, pid, port, argv, log_path, pump.hits, started_at,
-                    _running=running, _pump=pump, _t0=t0)
+    server = Server(recipe, base_url, recipe.served_model_name, 0, 0, port, [], log_path, pump.hits, started_at,
+                    _child=child, _pump=pump, _t0=t0)
     error: BaseException | None = None
     try:
-        _wait_ready(server, recipe, running, pump, ready_timeout, say, t0)
+        if isinstance(child, LocalServer):
+            pump.add(f"[sparkdoctor] launching {recipe.name}: {child.describe()}")
+        else:
+            pump.add(f"[sparkdoctor] launching {recipe.name} in container image {recipe.container}")
+        _start(child, recipe, pump, say, log_path)
+        server.pid, server.pgid, server.argv, server.container = child.pid, child.pgid, list(child.argv), child.info or None
+        _wait_ready(server, recipe, child, pump, ready_timeout, say, t0)
         _write_launch(run_dir, server)
         yield server
-    except BaseException as exc:  # Ctrl-C and SIGTERM (proc.Interrupted) included: the group goes down first
+    except BaseException as exc:  # Ctrl-C and SIGTERM (proc.Interrupted) included: the server goes down first
         error = exc
         raise
     finally:
-        server.teardown = _teardown(running, pid, pump, grace, say)
+        server.teardown = child.teardown(grace, pump, say)
+        pump.add(f"[sparkdoctor] teardown: {server.teardown.describe()}")
+        pump.close()
         if isinstance(error, LaunchError):
             error.teardown = server.teardown
             if not server.teardown.clean:
@@ -195,11 +249,20 @@ def launch(recipe: Recipe, *, run_dir: Path, matrix: Any = None, ready_timeout: 
                               teardown=server.teardown)
 
 
-def _wait_ready(server: Server, recipe: Recipe, running: proc.Running, pump: LogPump, timeout: float,
+def _start(child: Any, recipe: Recipe, pump: LogPump, say: Callable[[str], None], log_path: Path) -> None:
+    from sparkdoctor.serve.container_launch import ContainerLaunchError
+
+    try:
+        child.start(pump, say)
+    except ContainerLaunchError as exc:
+        raise LaunchError(f"{recipe.name}: {exc}", log_path=log_path) from None
+
+
+def _wait_ready(server: Server, recipe: Recipe, child: Any, pump: LogPump, timeout: float,
                 say: Callable[[str], None], t0: float) -> None:
     deadline = t0 + timeout
     while True:
-        code = running.popen.poll()
+        code = child.exited()
         if code is not None:
             pump.join(3.0)
             raise LaunchError(_died(recipe.name, code, time.monotonic() - t0, "before it was ready", pump, server.log_path),
@@ -219,16 +282,6 @@ def _wait_ready(server: Server, recipe: Recipe, running: proc.Running, pump: Log
         known = f" [known problems so far: {', '.join(dict.fromkeys(h.entry_id for h in pump.hits))}]" if pump.hits else ""
         say(f"starting {recipe.name} ({time.monotonic() - t0:.0f}s){known}: {pump.last_line()[:100]}")
         time.sleep(min(POLL_S, max(0.0, deadline - time.monotonic())))
-
-
-def _teardown(running: proc.Running, pgid: int, pump: LogPump, grace: float, say: Callable[[str], None]) -> groups.Teardown:
-    say("stopping the server")
-    report = groups.terminate(pgid, running.popen, grace=grace)
-    pump.join(3.0)
-    running.cancel()  # unregister from proc's registry (and kill, if the leader somehow lives)
-    pump.add(f"[sparkdoctor] teardown: {report.describe()}")
-    pump.close()
-    return report
 
 
 def _write_launch(run_dir: Path, server: Server) -> None:

@@ -44,3 +44,18 @@ def docker_env(docker_daemon, monkeypatch) -> dict[str, str]:
     """The environment for a sparkdoctor run that talks to the session's daemon."""
     monkeypatch.setenv("DOCKER_HOST", docker_daemon.env["DOCKER_HOST"])
     return {**os.environ, "DOCKER_HOST": docker_daemon.env["DOCKER_HOST"]}
+
+
+@pytest.fixture(scope="session")
+def podman(tmp_path_factory):
+    """A real rootful podman on its own storage (tests/container/podman_runtime.py), with the skeleton image."""
+    from tests.container.podman_runtime import start_podman
+
+    try:
+        runtime = start_podman(Path(tmp_path_factory.mktemp("podman", numbered=True)))
+    except NoRuntime as exc:
+        pytest.skip(f"podman cannot run here: {exc}")
+    try:
+        yield runtime
+    finally:
+        runtime.stop()

@@ -1,0 +1,92 @@
+"""A real podman for tests (Debian's podman + catatonit for --init), rootful, daemonless, on its own
+storage: a `podman` wrapper script that gives every call the session's own --root, --runroot and tmpdir
+(vfs storage, file events), so the machine's podman state is never touched and clean-up is one folder.
+
+This machine cannot raise a container's rlimits above its own hard limits, and podman asks for
+nofile=1048576 and nproc=4194304 by default ("error setting rlimit type 7: operation not permitted");
+the wrapper's containers.conf asks for what the machine allows instead. A real Spark's root needs none
+of that. Where podman cannot run a container at all, the reason is the skip reason.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import shutil
+import tarfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from sparkdoctor import proc
+from tests.container.docker_daemon import APT_TIMEOUT, NoRuntime
+
+
+def _ensure_podman() -> str:
+    found = shutil.which("podman")
+    if found and os.path.exists("/usr/libexec/podman/catatonit"):
+        return found
+    if os.geteuid() != 0 or not shutil.which("apt-get"):
+        raise NoRuntime("podman (with catatonit, for --init) is not installed and this user cannot apt-get install it")
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    done = proc.run(["apt-get", "install", "-y", "-q", "--no-install-recommends", "podman", "catatonit"], timeout=APT_TIMEOUT, env=env)
+    found = shutil.which("podman")
+    if not found:
+        raise NoRuntime(f"apt-get install podman failed: {done.describe_failure()}")
+    return found
+
+
+@dataclass
+class Podman:
+    root: Path
+    cli: Path  # the wrapper, named `podman` (sparkdoctor tells podman from docker by the name)
+
+    def __call__(self, *args: str, timeout: float = 120) -> proc.ProcResult:
+        return proc.run([str(self.cli), *args], timeout=timeout)
+
+    def must(self, *args: str, timeout: float = 120) -> str:
+        res = self(*args, timeout=timeout)
+        if not res.ok:
+            raise RuntimeError(f"podman {' '.join(args)}: {res.describe_failure()}\n{res.stderr[-2000:]}")
+        return res.stdout.strip()
+
+    def stop(self) -> None:
+        self("rm", "-af", "-t", "0", timeout=120)
+        for line in reversed(Path("/proc/self/mounts").read_text().splitlines()):
+            where = line.split()[1]
+            if where.startswith(str(self.root)):
+                proc.run(["umount", "-l", where], timeout=20)
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+def start_podman(root: Path) -> Podman:
+    binary = _ensure_podman()
+    if os.geteuid() != 0:
+        raise NoRuntime("these tests run podman rootful; this user is not root")
+    root.mkdir(parents=True, exist_ok=True)
+    nofile = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    conf = root / "containers.conf"
+    conf.write_text(f'[containers]\ndefault_ulimits = ["nofile={nofile}:{nofile}", "nproc=4096:4096"]\n')
+    for sub in ("storage", "run", "tmp", "bin"):
+        (root / sub).mkdir(exist_ok=True)
+    cli = root / "bin" / "podman"
+    cli.write_text(f'#!/bin/sh\nCONTAINERS_CONF="{conf}" exec "{binary}" --root "{root}/storage" --runroot "{root}/run" '
+                   f'--storage-driver vfs --events-backend file --tmpdir "{root}/tmp" "$@"\n')
+    cli.chmod(0o755)
+    podman = Podman(root, cli)
+    tar_path = root / "skeleton.tar"
+    with tarfile.open(tar_path, "w") as tar:
+        for name in ("proc", "sys", "dev", "tmp", "etc", "usr", "run", "var", "root"):
+            info = tarfile.TarInfo(name)
+            info.type, info.mode = tarfile.DIRTYPE, 0o1777 if name == "tmp" else 0o755
+            tar.addfile(info)
+        for link, to in (("bin", "usr/bin"), ("lib", "usr/lib"), ("lib64", "usr/lib64")):
+            info = tarfile.TarInfo(link)
+            info.type, info.linkname = tarfile.SYMTYPE, to
+            tar.addfile(info)
+    res = podman("import", "--change", "ENV PATH=/usr/local/bin:/usr/bin:/bin", str(tar_path), "sparkdoctor-skeleton:1")
+    if res.ok:
+        res = podman("run", "--rm", "--init", "--network", "host", "-v", "/usr:/usr:ro", "sparkdoctor-skeleton:1", "true")
+    if not res.ok:
+        podman.stop()
+        raise NoRuntime(f"podman cannot run a container here: {res.describe_failure()}")
+    return podman

@@ -1,0 +1,105 @@
+"""The container launcher's decisions that need no daemon: the `run` argv, GPU flags per runtime, extra
+mounts, who owns a leftover container, and one-line errors for a runtime that is not there. The real
+launches are in tests/container/test_container_launch.py (docker) and test_container_podman.py."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from sparkdoctor.exitcodes import EXIT_UNPROBEABLE
+from sparkdoctor.serve import container_launch as cl
+
+
+def test_run_argv_binds_the_host_network_passes_env_by_name_and_mounts_read_only():
+    argv = cl.run_argv(["docker"], "sparkdoctor-x", {"sparkdoctor.run": "x"}, ["--runtime", "nvidia", "--gpus", "all"],
+                       ["HF_TOKEN", "PYTHONUNBUFFERED"], [("/models/m", "/models/m", "ro")], "vllm-node:1",
+                       ["vllm", "serve", "/models/m", "--host", "127.0.0.1", "--port", "5"])
+    assert argv == ["docker", "run", "-d", "--init", "--name", "sparkdoctor-x", "--label", "sparkdoctor.run=x",
+                    "--runtime", "nvidia", "--gpus", "all", "--network", "host", "--ipc", "host", "-e", "HF_TOKEN", "-e", "PYTHONUNBUFFERED",
+                    "-v", "/models/m:/models/m:ro", "vllm-node:1", "vllm", "serve", "/models/m", "--host", "127.0.0.1",
+                    "--port", "5"]
+
+
+@pytest.mark.parametrize("engine, gpu, runtimes, cdi, flags, noted", [
+    ("docker", False, ["nvidia", "runc"], True, [], False),  # no GPU on the host: nothing, and nothing to say
+    ("docker", True, ["nvidia", "runc"], False, ["--runtime", "nvidia", "--gpus", "all"], False),
+    ("docker", True, ["runc"], True, ["--device", "nvidia.com/gpu=all"], False),
+    ("docker", True, ["runc"], False, [], True),  # a GPU docker cannot hand over: said, not failed
+    ("podman", True, [], True, ["--device", "nvidia.com/gpu=all"], False),
+    ("podman", True, [], False, [], True),
+])
+def test_gpu_flags_only_where_the_host_has_a_gpu_and_the_runtime_can_pass_it(engine, gpu, runtimes, cdi, flags, noted):
+    got, note = cl.gpu_args(engine, gpu, runtimes, cdi)
+    assert got == flags and bool(note) == noted
+
+
+def test_extra_mounts_parse_and_bad_ones_are_one_line():
+    assert cl.parse_mounts("/a, /b:/c ,/d:/e:rw,/f:ro,") == [("/a", "/a", "ro"), ("/b", "/c", "ro"), ("/d", "/e", "rw"), ("/f", "/f", "ro")]
+    home = os.path.expanduser("~")
+    assert cl.parse_mounts("~/.cache/huggingface:/root/.cache/huggingface") == [(f"{home}/.cache/huggingface", "/root/.cache/huggingface", "ro")]
+    for bad in ("relative/path", "/a:/b:/c", "/a:b"):
+        with pytest.raises(cl.ContainerLaunchError, match=rf"^{cl.MOUNTS_ENV}: '{bad}': give SRC\[:DST\[:ro\|rw\]\] with absolute paths$"):
+            cl.parse_mounts(bad)
+
+
+def test_the_model_folder_is_mounted_only_when_it_is_a_local_folder(tmp_path):
+    assert cl.model_mount(str(tmp_path)) == (str(tmp_path), str(tmp_path), "ro")
+    assert cl.model_mount("Qwen/Qwen3-0.6B") is None and cl.model_mount(str(tmp_path / "missing")) is None
+    assert cl.model_mount(None) is None
+
+
+def test_owner_of_a_leftover_alive_gone_or_not_ours_to_judge():
+    assert cl.owner_alive(cl.owner_label()) is True  # this very process
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    label = cl.owner_label(child.pid)
+    child.wait()
+    assert cl.owner_alive(label) is False  # it exited: its container is a leftover
+    host, boot, pid, started = cl.owner_label().split("/")
+    assert cl.owner_alive(f"{host}/{boot}/{pid}/{int(started) + 1}") is False  # the pid now belongs to another process
+    assert cl.owner_alive(f"{host}/another-boot/{pid}/{started}") is False  # rebooted since
+    assert cl.owner_alive(f"not-{socket.gethostname()}/{boot}/{pid}/{started}") is None  # another host's: left alone
+    assert cl.owner_alive("garbage") is False
+
+
+def test_runtime_choice_and_missing_runtimes_are_one_line(monkeypatch, tmp_path):
+    monkeypatch.setenv(cl.RUNTIME_ENV, "sparkdoctor-no-such-runtime")
+    with pytest.raises(cl.ContainerLaunchError, match=r"^container runtime 'sparkdoctor-no-such-runtime': no such program on PATH$"):
+        cl.runtime_cli()
+    fake = tmp_path / "podman"
+    fake.write_text("#!/bin/sh\nexit 0\n")
+    fake.chmod(0o755)
+    assert cl.runtime_cli(str(fake)) == [str(fake)] and cl.engine_of([str(fake)]) == "podman"
+    monkeypatch.delenv(cl.RUNTIME_ENV)
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    with pytest.raises(cl.ContainerLaunchError, match=r"neither docker nor podman is on PATH \(use --local"):
+        cl.runtime_cli()
+
+
+def test_check_runtime_that_is_not_there_is_one_line_exit_3(tmp_path):
+    env = {**os.environ, "SPARKDOCTOR_CACHE_DIR": str(tmp_path)}
+    p = subprocess.run([sys.executable, "-m", "sparkdoctor", "check", "--container", "c", "--runtime", "sparkdoctor-no-such-cli"],
+                       capture_output=True, text=True, env=env, timeout=120)
+    assert p.returncode == EXIT_UNPROBEABLE, p.stderr
+    assert p.stderr.strip() == "sparkdoctor: error: --runtime sparkdoctor-no-such-cli: no such program on PATH"
+
+
+def test_a_container_cli_that_hangs_is_one_line_and_killed(monkeypatch, tmp_path):
+    from sparkdoctor.recipes.model import Recipe
+    from sparkdoctor.serve import LaunchError, launch
+    from sparkdoctor.serve.groups import members
+
+    hang = tmp_path / "docker"
+    hang.write_text(f"#!/bin/sh\necho $$ >> {tmp_path}/pids\nexec sleep 600\n")
+    hang.chmod(0o755)
+    monkeypatch.setattr(cl, "CLI_TIMEOUT", 1.0)  # the real one is 30 s; the behaviour is the same
+    recipe = Recipe(name="hung", source_path="t", format="sparkdoctor", argv=["vllm", "serve", "m"], container="vllm-node")
+    with pytest.raises(LaunchError, match=r"^hung: `docker image inspect vllm-node` did not answer within 1s; is the container daemon up\?$"):
+        with launch(recipe, run_dir=tmp_path / "run", matrix=[], ready_timeout=5, runtime=str(hang)):
+            pass
+    pids = [int(p) for p in (tmp_path / "pids").read_text().split()]
+    assert len(pids) == 2 and all(members(pid) == [] for pid in pids)  # `ps` (the sweep) and `image inspect`, both killed
