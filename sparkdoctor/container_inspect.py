@@ -24,8 +24,8 @@ from sparkdoctor.target_container import ContainerTarget
 
 INSPECT_TIMEOUT = 10.0
 FIND_TIMEOUT = 20.0
-CLI_ENV = "SPARKDOCTOR_CONTAINER_CLI"  # e.g. "podman", or a path
-RUNTIME_ENV = "SPARKDOCTOR_CONTAINER_RUNTIME"  # the same, as container launches spell it (serve/container_launch.py)
+RUNTIME_ENV = "SPARKDOCTOR_CONTAINER_RUNTIME"  # docker | podman | a path: for --container and container recipes
+CLI_ENV = "SPARKDOCTOR_CONTAINER_CLI"  # the older name of the same setting, still read
 
 # POSIX sh, run in the container: every interpreter worth trying, in order, with whether it holds
 # vLLM (found, not imported) and its version. $VIRTUAL_ENV and the image's PATH come first.
@@ -45,15 +45,15 @@ done
 
 
 def container_cli(runtime: str | None = None) -> list[str]:
-    """The container CLI: `runtime` (--runtime), else $SPARKDOCTOR_CONTAINER_CLI or $SPARKDOCTOR_CONTAINER_RUNTIME, else
-    docker, else podman on PATH."""
-    chosen = runtime or os.environ.get(CLI_ENV) or os.environ.get(RUNTIME_ENV)
+    """The container CLI: `runtime` (--runtime), else $SPARKDOCTOR_CONTAINER_RUNTIME (or its older name
+    $SPARKDOCTOR_CONTAINER_CLI), else docker, else podman on PATH. The one place that chooses it."""
+    chosen = runtime or os.environ.get(RUNTIME_ENV) or os.environ.get(CLI_ENV)
     for name in ([chosen] if chosen else ["docker", "podman"]):
         found = shutil.which(name)
         if found:
             return [found]
     if chosen:
-        where = "--runtime" if runtime else CLI_ENV if os.environ.get(CLI_ENV) else RUNTIME_ENV
+        where = "--runtime" if runtime else RUNTIME_ENV if os.environ.get(RUNTIME_ENV) else CLI_ENV
         raise TargetError(f"{where} {chosen}: no such program on PATH" if runtime else f"{where}={chosen}: no such program on PATH")
     raise TargetError("--container: neither docker nor podman is on PATH")
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import shutil
 import socket
 import sys
 import time
@@ -44,16 +43,17 @@ class ContainerLaunchError(RuntimeError):
 
 
 def runtime_cli(runtime: str | None = None) -> list[str]:
-    """The container CLI: `runtime`, else $SPARKDOCTOR_CONTAINER_RUNTIME, else docker, else podman on PATH."""
-    chosen = runtime or os.environ.get(RUNTIME_ENV) or os.environ.get("SPARKDOCTOR_CONTAINER_CLI")
-    for name in ([chosen] if chosen else ["docker", "podman"]):
-        found = shutil.which(name)
-        if found:
-            return [found]
-    if chosen:
-        raise ContainerLaunchError(f"container runtime {chosen!r}: no such program on PATH")
-    raise ContainerLaunchError("the recipe runs in a container, but neither docker nor podman is on PATH (use --local "
-                               "to run its command on this machine)")
+    """The container CLI (container_inspect.container_cli chooses it, for check and launch alike)."""
+    from sparkdoctor.container_inspect import container_cli
+    from sparkdoctor.target import TargetError
+
+    try:
+        return container_cli(runtime)
+    except TargetError as exc:
+        if runtime or os.environ.get(RUNTIME_ENV) or os.environ.get("SPARKDOCTOR_CONTAINER_CLI"):
+            raise ContainerLaunchError(str(exc)) from None
+        raise ContainerLaunchError("the recipe runs in a container, but neither docker nor podman is on PATH (use --local "
+                                   "to run its command on this machine)") from None
 
 
 def engine_of(cli: list[str]) -> str:

@@ -68,7 +68,7 @@ def test_owner_of_a_leftover_alive_gone_or_not_ours_to_judge():
 
 def test_runtime_choice_and_missing_runtimes_are_one_line(monkeypatch, tmp_path):
     monkeypatch.setenv(cl.RUNTIME_ENV, "sparkdoctor-no-such-runtime")
-    with pytest.raises(cl.ContainerLaunchError, match=r"^container runtime 'sparkdoctor-no-such-runtime': no such program on PATH$"):
+    with pytest.raises(cl.ContainerLaunchError, match=r"^SPARKDOCTOR_CONTAINER_RUNTIME=sparkdoctor-no-such-runtime: no such program on PATH$"):
         cl.runtime_cli()
     fake = tmp_path / "podman"
     fake.write_text("#!/bin/sh\nexit 0\n")

@@ -124,7 +124,7 @@ def test_ctrl_c_inside_the_block_still_tears_the_group_down(tmp_path):
 
 
 def test_container_recipe_runs_locally_with_local_and_a_missing_runtime_is_one_line(tmp_path):
-    with pytest.raises(LaunchError, match=r"^fake-ready: container runtime 'sparkdoctor-no-such-cli': no such program on PATH$"):
+    with pytest.raises(LaunchError, match=r"^fake-ready: --runtime sparkdoctor-no-such-cli: no such program on PATH$"):
         with launch(fake("ready", container="vllm-node"), run_dir=tmp_path, matrix=[], ready_timeout=30,
                     runtime="sparkdoctor-no-such-cli"):
             pass
