@@ -117,7 +117,8 @@ def _setting_findings(recipe: Any, matrix: Any, facts: Any, served: dict[str, An
             out.append(_finding("setting", entry.id, entry.severity, entry.title, ev.evidence, entry.remedy))
         elif ev.outcome == "unknown":
             out.append(_finding("setting", f"unjudged:{entry.id}", "info", f"cannot judge: {entry.title}",
-                                list(dict.fromkeys(ev.unknowns)), "Check this by hand, or run recipe check where the model's files are."))
+                                list(dict.fromkeys(ev.unknowns)), "Judge it where the facts are: --python for the venv that holds the recipe's vLLM, "
+                                "and the model's folder (or its Hugging Face cache snapshot) for its config.json."))
     return out
 
 
