@@ -7,7 +7,15 @@ import json
 import shlex
 from pathlib import Path
 
+import pytest
+
 FORMATS = ("sparkdoctor", "eugr-v1", "sparkrun-v2")
+
+
+@pytest.fixture(autouse=True)
+def no_hub_cache(tmp_path, monkeypatch):
+    """Imported by a test module: there, a hub id resolves to no local files unless the test builds the cache."""
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
 
 
 def hybrid_config(max_position: int = 262144, layers: int = 8) -> dict:
@@ -60,3 +68,19 @@ def recipe_file(root: Path, fmt: str, model: str, flags: list[str], env: dict[st
     path = root / "r-sparkrun.yaml"
     path.write_text(f'recipe_version: "2"\nmodel: {json.dumps(model)}\nruntime: vllm\n{env_block}command: |\n  {command}\n')
     return path
+
+
+def _served(flags: list[str], **model) -> dict:
+    """A gb10_facts() change: the Facts.recipe `recipe check` builds, for a hybrid model of 262144 positions."""
+    facts = {"ref": "/models/m", "hybrid": True, "linear_layers": 6, "mamba_layers": 0, "max_model_len": 262144, **model}
+    return {"recipe": {"name": "r", "argv": ["vllm", "serve", "/models/m", *flags], "model": facts}}
+
+
+# entry id -> (trigger, near miss) for tests/test_matrix_entries.py (matrix/vllm-settings.toml); the
+# healthy fixture's MemTotal is 125511680 KiB (128.5e9 bytes): 120G (binary) is above it, 128g (decimal) below
+SERVING_CASES: dict[str, tuple[dict, dict]] = {
+    "vllm-hybrid-mnbt-below-mamba-block": (_served(["--max-num-batched-tokens", "2048"]), _served(["--max-num-batched-tokens", "2096"])),
+    "vllm-gpu-mem-util-above-uma-headroom": (_served(["--gpu-memory-utilization", "0.9"]), _served(["--gpu-memory-utilization", "0.85"])),
+    "vllm-kv-cache-bytes-above-host-memory": (_served(["--kv-cache-memory-bytes", "120G"]), _served(["--kv-cache-memory-bytes", "128g"])),
+    "vllm-max-model-len-above-model": (_served(["--max-model-len", "262145"]), _served(["--max-model-len", "262144"])),
+}

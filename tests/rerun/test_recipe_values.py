@@ -22,7 +22,7 @@ from sparkdoctor.matrix import MatrixError, load as load_matrix
 from sparkdoctor.matrix.conditions.serving import flag_value, parse_number
 from sparkdoctor.recipes import load as load_recipe
 from tests.gb10 import gb10_facts
-from tests.rerun.recipe_values import FORMATS, dense_config, hybrid_config, model_folder, recipe_file
+from tests.rerun.recipe_values import FORMATS, dense_config, hybrid_config, model_folder, no_hub_cache, recipe_file  # noqa: F401
 
 RECIPES = Path(__file__).resolve().parents[1] / "data" / "recipes"
 SETTINGS = ("vllm-hybrid-mnbt-below-mamba-block", "vllm-gpu-mem-util-above-uma-headroom",
@@ -33,11 +33,6 @@ GB10_MEMORY = 125511680 * 1024  # tests/gb10.py: MemTotal of the healthy fixture
 @pytest.fixture(scope="module")
 def matrix():
     return load_matrix(None)
-
-
-@pytest.fixture(autouse=True)
-def no_hub_cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))  # hub ids resolve nowhere unless a test builds the cache
 
 
 def _findings(tmp_path, matrix, fmt, flags, config=None, env=None, facts=None, model=None):
