@@ -73,6 +73,7 @@ def test_a_flag_counts_in_every_spelling_and_the_last_one_wins():
     ('{ "--max-num-batched-tokens" = { test = "<2096", default = 2048 } }', "takes `test` and `unset` only"),
     ('{ "--max-num-batched-tokens" = { test = "<2096", unset = "lots" } }', "neither true/false nor a number"),
     ('{ "--max-num-batched-tokens" = "not multiple of 0" }', "must be true, false"),
+    ('{ "--kv-cache-memory-bytes" = ">2.5G" }', "is not a number vLLM reads"),
     ("[]", "must be a table"),
 ])
 def test_a_malformed_serving_condition_names_the_file_entry_and_field(tmp_path, when, why):

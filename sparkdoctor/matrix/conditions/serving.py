@@ -72,6 +72,8 @@ def _v_test(key: str, test: Any) -> str | None:
                 return f"{key}: {ref!r} is not a model fact (one of {', '.join('model.' + n for n in MODEL_FACTS)})"
             if ref.startswith("host.") and ref[5:] not in HOST_FACTS:
                 return f"{key}: {ref!r} is not a host fact (one of {', '.join('host.' + n for n in HOST_FACTS)})"
+            if not ref[0].isalpha() and parse_number(ref) is None:
+                return f"{key}: {ref!r} is not a number vLLM reads (decimals take k/m/g/t, not K/M/G/T)"
             return None
         if _MULTIPLE.match(test) and int(_MULTIPLE.match(test).group(1)) > 0:  # type: ignore[union-attr]
             return None
