@@ -120,3 +120,24 @@ def test_the_longest_context_is_the_one_vllm_accepts(vllm_cpu, tmp_path):
     assert results[0::2] == ["ok"] * len(configs), results
     for (folder, n), refused in zip(cases[1::2], results[1::2]):
         assert f"User-specified max_model_len ({n}) is greater than the derived max_model_len" in refused, (folder, refused[:300])
+
+
+def test_a_hybrid_model_below_the_mamba_block_fails_on_a_vllm_that_asserts_it(tmp_path):
+    """vLLM 0.22.0's own files (installed --no-deps; read, never imported) assert block_size <=
+    max_num_batched_tokens in Mamba align mode: a hybrid model left at GB10's default budget (2048) is an
+    error there, and 4096 is clear."""
+    from tests import venvs
+    from tests.rerun.recipe_values import hybrid_config, model_folder, recipe_file
+
+    python = venvs.uv_venv("vllm022-files", [["--no-deps", "vllm==0.22.0"]])
+    folder = model_folder(tmp_path, "qwen36-like", hybrid_config())
+    p, doc = _check(recipe_file(tmp_path, "sparkdoctor", str(folder), ["--max-model-len", "262144"]), python)
+    assert p.returncode == 1 and doc["vllm"]["version"] == "0.22.0", p.stderr
+    (hit,) = [f for f in doc["findings"] if f["id"] == "vllm-hybrid-mnbt-below-mamba-block"]
+    assert any(e.startswith("vllm.mamba_align_assert = True (vllm/config/vllm.py:") for e in hit["evidence"]), hit["evidence"]
+    assert "--max-num-batched-tokens (not set; vLLM's default) = 2048 (entry: < 2096)" in hit["evidence"]
+    tmp2 = tmp_path / "ok"
+    tmp2.mkdir()
+    p, doc = _check(recipe_file(tmp2, "sparkrun-v2", str(folder), ["--max-model-len", "262144", "--max-num-batched-tokens", "4096",
+                                                                   "--gpu-memory-utilization", "0.8"]), python)
+    assert p.returncode == 0 and not [f for f in doc["findings"] if f["kind"] == "setting"], doc["findings"]
