@@ -94,7 +94,7 @@ def recipe_check(console: Any, doc: dict[str, Any]) -> None:
     model = doc.get("model") or {}
     if model.get("ref"):
         if model.get("error"):
-            console.print(f"model {model['ref']}: {model['error']}", highlight=False)
+            console.print(f"model: {model['error']}", highlight=False)
         else:
             kind = (f"hybrid ({model.get('linear_layers') or 0} linear-attention, {model.get('mamba_layers') or 0} Mamba layers)"
                     if model.get("hybrid") else "no Mamba / linear-attention layers")
