@@ -46,6 +46,9 @@ did not run); an empty list/dict means "observed, and there is nothing". Shapes 
   constraints [{"file", "line", "source", "requirement", "name", "specifier", "marker", "extras", "url", "included_from"}]
   kernels     {probe id: {"kind": "ptx" | "cutedsl", "status", "detail", "arch", "runs": [...], ...}}
   capabilities {capability id: {"value", "evidence": "file:line"}}  (static facts read from installed files)
+  recipe      {"name", "argv": [str], "model": {"ref", "folder", "hybrid", "linear_layers", "mamba_layers",
+               "max_position_embeddings", "max_model_len", "error"}}: the recipe `recipe check` judges
+               (conclusions/served_model.py); None everywhere else (matrix entries that read it are left out)
   errors      [{"collector", "error"}]
   timings_ms  {collector: ms}
 """

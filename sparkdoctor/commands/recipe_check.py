@@ -11,7 +11,7 @@ import typer
 
 from sparkdoctor.cli_support import Fatal
 
-FORMATS = ("console", "json")
+FORMATS = ("console", "json", "junit")
 
 
 def check_command(recipe: str, overrides: dict, python: Optional[str], matrix_path: Optional[str], fail_on: str,
@@ -36,6 +36,10 @@ def check_command(recipe: str, overrides: dict, python: Optional[str], matrix_pa
         raise Fatal(str(exc), EXIT_UNPROBEABLE) from None
     if fmt == "json":
         sys.stdout.write(json.dumps(doc, indent=2, default=str) + "\n")
+    elif fmt == "junit":
+        from sparkdoctor.conclusions import junit
+
+        sys.stdout.write(junit.render(doc) + "\n")
     else:
         from rich.console import Console
 

@@ -1,13 +1,17 @@
 """`recipe check`: judge a recipe against the matrix and the box without launching anything.
 
-Four kinds of finding, each naming its evidence:
+Five kinds of finding, each naming its evidence:
   env         a VLLM_* variable the installed vLLM does not read (not in its vllm/envs.py table) or
               has deprecated: set, it does nothing (or soon nothing);
   flag        a `--flag` the installed vLLM's `vllm serve` does not know (read from its files by
               probes/vllm_flags): the server would refuse to start;
   workaround  a workaround whose reason is gone (workarounds.py): it may cost speed for nothing;
   matrix      an entry that matches only because of the recipe's own settings (its env on top of the
-              box's Facts): a setting the matrix knows is wrong here.
+              box's Facts): a setting the matrix knows is wrong here;
+  setting     an entry with a `serving` condition (matrix/conditions/serving.py) that matches the VALUES
+              the recipe passes (a flag's number against a threshold, the model's config.json, the host's
+              memory); one that cannot be judged (a hub-id model with no local config.json) is an info
+              finding `unjudged:ENTRY` that says what is missing.
 Severities and --fail-on work as in `check`.
 """
 
@@ -68,9 +72,11 @@ def _matrix_findings(recipe: Any, matrix: Any, facts: Any) -> list[dict[str, Any
 
     seen = server_facts(facts, recipe)
     box = _without_recipe_env(facts, recipe)
+    from sparkdoctor.matrix import needs_recipe
+
     out = []
     for entry in matrix.entries:
-        if "env" not in entry.when and "env_matches" not in entry.when:
+        if ("env" not in entry.when and "env_matches" not in entry.when) or needs_recipe(entry):
             continue
         ev = evaluate(entry, seen)
         if ev.outcome != "match" or evaluate(entry, box).outcome == "match":
@@ -94,6 +100,26 @@ def _without_recipe_env(facts: Any, recipe: Any) -> Any:
             env.pop(name, None)
     box.env = env
     return box
+
+
+def _setting_findings(recipe: Any, matrix: Any, facts: Any, served: dict[str, Any]) -> list[dict[str, Any]]:
+    """Entries that judge the recipe's values, evaluated on the Facts as its server sees them."""
+    from sparkdoctor.matrix import evaluate, needs_recipe
+
+    seen = server_facts(facts, recipe)
+    seen.recipe = served
+    out = []
+    for entry in matrix.entries:
+        if not needs_recipe(entry):
+            continue
+        ev = evaluate(entry, seen)
+        if ev.outcome == "match":
+            out.append(_finding("setting", entry.id, entry.severity, entry.title, ev.evidence, entry.remedy))
+        elif ev.outcome == "unknown":
+            out.append(_finding("setting", f"unjudged:{entry.id}", "info", f"cannot judge: {entry.title}",
+                                list(dict.fromkeys(ev.unknowns)), "Judge it where the facts are: --python for the venv that holds the recipe's vLLM, "
+                                "and the model's folder (or its Hugging Face cache snapshot) for its config.json."))
+    return out
 
 
 def _env_findings(recipe: Any, facts: Any, covered: set[str]) -> list[dict[str, Any]]:
@@ -146,9 +172,16 @@ def _workaround_findings(recipe: Any, matrix: Any, facts: Any) -> list[dict[str,
     return out
 
 
-def check(recipe: Any, matrix: Any, facts: Any, flags: dict[str, Any] | None) -> list[dict[str, Any]]:
+def check(recipe: Any, matrix: Any, facts: Any, flags: dict[str, Any] | None,
+          served: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """Every finding, worst first. `served`: the recipe's Facts.recipe (served_model.recipe_facts), read here when None."""
+    if served is None:
+        from sparkdoctor.conclusions.served_model import recipe_facts
+
+        served = recipe_facts(recipe)
     findings = _matrix_findings(recipe, matrix, facts)
     covered = {name for f in findings for name in (matrix.get(f["id"]).when.get("env") or {})}
+    findings += _setting_findings(recipe, matrix, facts, served)
     findings += _env_findings(recipe, facts, covered)
     findings += _flag_findings(recipe, flags)
     findings += _workaround_findings(recipe, matrix, facts)
@@ -156,12 +189,13 @@ def check(recipe: Any, matrix: Any, facts: Any, flags: dict[str, Any] | None) ->
     return findings
 
 
-def document(recipe: Any, findings: list[dict[str, Any]], facts: Any, flags: dict[str, Any] | None, fail_on: str) -> dict[str, Any]:
+def document(recipe: Any, findings: list[dict[str, Any]], facts: Any, flags: dict[str, Any] | None, fail_on: str,
+             served: dict[str, Any] | None = None) -> dict[str, Any]:
     failing = [f for f in findings if SEVERITY_RANK[f["severity"]] >= SEVERITY_RANK[fail_on]]
     return {"recipe_check_version": RECIPE_CHECK_VERSION, "recipe": {"name": recipe.name, "path": recipe.source_path,
             "format": recipe.format, "fingerprint": recipe.fingerprint()},
             "target": (facts.target or {}).get("python"), "fingerprint": facts.fingerprint(),
-            "vllm": (flags or {}).get("vllm"), "fail_on": fail_on, "failed": bool(failing), "findings": findings}
+            "vllm": (flags or {}).get("vllm"), "model": (served or {}).get("model"), "fail_on": fail_on, "failed": bool(failing), "findings": findings}
 
 
 def run(recipe_ref: str, overrides: dict[str, str], python: str | None, matrix_path: Any, fail_on: str,
@@ -184,5 +218,8 @@ def run(recipe_ref: str, overrides: dict[str, str], python: str | None, matrix_p
         progress(f"reading the toolchain of {target.python}")
     facts = collect_facts(target, CheckOptions(kernels=False))
     flags = vllm_flags(target)
-    findings = check(recipe, matrix, facts, flags)
-    return document(recipe, findings, facts, flags, fail_on)
+    from sparkdoctor.conclusions.served_model import recipe_facts
+
+    served = recipe_facts(recipe)
+    findings = check(recipe, matrix, facts, flags, served)
+    return document(recipe, findings, facts, flags, fail_on, served)

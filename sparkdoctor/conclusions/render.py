@@ -91,6 +91,14 @@ def recipe_check(console: Any, doc: dict[str, Any]) -> None:
     vllm = doc.get("vllm") or {}
     console.print(f"recipe {r['name']} ({r['format']}, {r['path']}) against {doc['target']} "
                   f"(vLLM {vllm.get('version', 'not installed')})", highlight=False)
+    model = doc.get("model") or {}
+    if model.get("ref"):
+        if model.get("error"):
+            console.print(f"model: {model['error']}", highlight=False)
+        else:
+            kind = (f"hybrid ({model.get('linear_layers') or 0} linear-attention, {model.get('mamba_layers') or 0} Mamba layers)"
+                    if model.get("hybrid") else "no Mamba / linear-attention layers")
+            console.print(f"model {model['ref']}: {kind}, longest --max-model-len {model.get('max_model_len')}", highlight=False)
     if not doc["findings"]:
         console.print("[green]no findings[/]")
     for f in doc["findings"]:

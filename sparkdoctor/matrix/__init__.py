@@ -16,12 +16,12 @@ Modules, each importing only those above it:
 """
 
 from sparkdoctor.matrix.conditions import CONDITIONS, Condition
-from sparkdoctor.matrix.evaluate import evaluate, evaluate_all
+from sparkdoctor.matrix.evaluate import evaluate, evaluate_all, needs_recipe
 from sparkdoctor.matrix.loader import known_probes, load, load_file
 from sparkdoctor.matrix.model import ACTIONS, EVIDENCE_LEVELS, SEVERITIES, Check, Entry, Evaluation, Matrix, MatrixError, Stack
 from sparkdoctor.matrix.versions import version_in
 
 __all__ = [
     "ACTIONS", "CONDITIONS", "EVIDENCE_LEVELS", "Check", "Condition", "Entry", "Evaluation", "Matrix", "MatrixError", "SEVERITIES", "Stack",
-    "evaluate", "evaluate_all", "known_probes", "load", "load_file", "version_in",
+    "evaluate", "evaluate_all", "needs_recipe", "known_probes", "load", "load_file", "version_in",
 ]

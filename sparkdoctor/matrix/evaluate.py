@@ -26,5 +26,11 @@ def evaluate(entry: Entry, facts: Facts) -> Evaluation:
     return Evaluation(entry, outcome, checks)
 
 
+def needs_recipe(entry: Entry) -> bool:
+    """Whether the entry judges a recipe's settings (a condition only `recipe check` can evaluate)."""
+    return any(CONDITIONS[key].needs_recipe for key in entry.when if key in CONDITIONS)
+
+
 def evaluate_all(matrix: Matrix, facts: Facts) -> list[Evaluation]:
-    return [evaluate(e, facts) for e in matrix.entries]
+    """Every entry, less those that judge a recipe's settings when the Facts carry no recipe (plain check)."""
+    return [evaluate(e, facts) for e in matrix.entries if facts.recipe is not None or not needs_recipe(e)]

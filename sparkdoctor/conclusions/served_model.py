@@ -1,0 +1,86 @@
+"""What `recipe check` knows about the model a recipe serves: the facts the matrix's `serving` condition
+judges flag values against (is it hybrid, how long a context vLLM will accept for it).
+
+Read only from local files: the recipe's model as a folder or a snapshot in the Hugging Face cache,
+through the audit's own readers (config.json parsed once, by sparkdoctor.audit). A hub id with no local
+files gives no facts and says so: the values that need them are reported as not judged, never guessed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+# RoPE types whose max_position_embeddings is already the scaled length (vLLM's _get_and_verify_max_len).
+_PRESCALED_ROPE = {"su", "longrope", "llama3", "yarn", "deepseek_yarn", "deepseek_llama_scaling", "default"}
+_HUGE = 10**12  # tokenizers say "no limit" with 1e30; anything this large is no limit
+
+
+def recipe_facts(recipe: Any) -> dict[str, Any]:
+    """Facts.recipe for this recipe: its name, argv and the facts of its model."""
+    return {"name": recipe.name, "argv": [str(a) for a in recipe.argv], "model": model_facts(recipe.model)}
+
+
+def model_facts(ref: str | None) -> dict[str, Any]:
+    """{"ref", "folder", "hybrid", "linear_layers", "mamba_layers", "max_position_embeddings", "max_model_len",
+    "error"}: every fact None (and `error` saying why) when the model has no readable local config.json."""
+    from sparkdoctor.audit.checkpoint import read_json
+    from sparkdoctor.audit.errors import AuditError
+    from sparkdoctor.audit.locate import resolve_model
+    from sparkdoctor.audit.modelconfig import read_shape
+
+    out: dict[str, Any] = {"ref": ref, "folder": None, "hybrid": None, "linear_layers": None, "mamba_layers": None,
+                           "max_position_embeddings": None, "max_model_len": None, "error": None}
+    if not ref:
+        out["error"] = "the recipe names no model"
+        return out
+    try:
+        folder = resolve_model(ref)
+    except AuditError:
+        out["error"] = f"model {ref} has no local files (a hub id not in the Hugging Face cache): its config.json cannot be read"
+        return out
+    out["folder"] = str(folder)
+    try:
+        config = read_json(Path(folder) / "config.json")
+        shape = read_shape(config or {}, Path(folder) / "config.json")
+        tokenizer = read_json(Path(folder) / "tokenizer_config.json", required=False) or {}
+    except AuditError as exc:
+        out["error"] = str(exc)
+        return out
+    linear, mamba = shape.count("linear"), shape.count("mamba")
+    out.update(hybrid=bool(linear or mamba), linear_layers=linear, mamba_layers=mamba, max_position_embeddings=shape.max_position)
+    out["max_model_len"] = _max_model_len(config or {}, shape.max_position, tokenizer)
+    if out["max_model_len"] is None:
+        out["error"] = f"{folder}/config.json names no max_position_embeddings: the longest accepted --max-model-len is not known"
+    return out
+
+
+def _rope(config: dict[str, Any]) -> list[dict[str, Any]]:
+    found = []
+    for cfg in (config, config.get("text_config") if isinstance(config.get("text_config"), dict) else {}):
+        for key in ("rope_scaling", "rope_parameters"):
+            value = cfg.get(key)
+            if isinstance(value, dict):
+                found.append(value)
+    return found
+
+
+def _max_model_len(config: dict[str, Any], max_position: int | None, tokenizer: dict[str, Any]) -> int | None:
+    """The longest --max-model-len vLLM starts with, as its _get_and_verify_max_len derives it: the config's
+    length, times a RoPE scaling factor whose type does not already include it, capped by the tokenizer's
+    model_max_length; a config model_max_length above that is allowed too."""
+    if not max_position:
+        return None
+    derived: float = max_position
+    for rope in _rope(config):
+        kind = str(rope.get("rope_type") or rope.get("type") or "default")
+        factor = rope.get("factor")
+        if kind not in _PRESCALED_ROPE and isinstance(factor, (int, float)) and not isinstance(factor, bool) and 0 < factor < 1e6:
+            derived *= factor
+    limit = tokenizer.get("model_max_length")
+    if isinstance(limit, (int, float)) and not isinstance(limit, bool) and 0 < limit < _HUGE:
+        derived = min(derived, limit)
+    override = config.get("model_max_length")
+    if isinstance(override, int) and not isinstance(override, bool) and derived < override < _HUGE:
+        derived = override
+    return int(derived)
