@@ -265,7 +265,7 @@ class Planner:
                                    diff=edits.line_diff(old, new), side=side))
             where = "" if side == "host" or self.local else f" in {self.sides[side].where}"
             if row.get("read_only_fs"):
-                plan.refusals.append(f"{path}{where} is on a read-only file system (mount it read-write, or change the image)")
+                plan.refusals.append(f"{path}{where} is not writable: it is on a read-only file system (mount it read-write, or change the image)")
             elif not row.get("writable"):
                 plan.refusals.append(f"{path}{where} is not writable by this user (run as its owner)")
         with tempfile.TemporaryDirectory(prefix="sparkdoctor-pins-") as tmp:
@@ -312,7 +312,7 @@ class Planner:
             plan.refusals.append(f"{self.inv.python} is a system interpreter, not a venv: changing its packages can break the OS's own tools (to allow it: --system)")
         where = "" if self.local else f" in {self.sides['target'].where}"
         if self.inv.read_only:
-            plan.refusals.append(f"{self.inv.purelib}{where} is on a read-only file system: nothing can be installed there "
+            plan.refusals.append(f"{self.inv.purelib}{where} is not writable: it is on a read-only file system "
                                  "(mount the environment read-write, or fix the image it comes from and recreate the container)")
         elif not self.inv.writable:
             plan.refusals.append(f"{self.inv.purelib}{where} is not writable by this user (run as the owner of the environment)")
