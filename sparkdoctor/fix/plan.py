@@ -236,18 +236,20 @@ class Planner:
             return self.installer.dry_run(requirements, constraints=[cfile], env=env, **kw)
 
     def _constraint_env(self, tmp: str) -> dict[str, str] | None:
-        """PIP_CONSTRAINT with the files this plan edits replaced by their edited text: the dry run
-        must resolve against the pins as they will be."""
-        edited = {p: t for p, t in self.texts.items() if self.originals.get(p) != t}
-        current = os.environ.get("PIP_CONSTRAINT", "")
-        if not edited or not current or not self.local:  # a container's PIP_CONSTRAINT is its own, not ours
+        """PIP_CONSTRAINT with the files this plan edits replaced by their edited text (copies in the
+        target's scratch folder `tmp`): the dry run must resolve against the pins as they will be. A
+        container's PIP_CONSTRAINT is its own (as check read it), not this process's."""
+        edited = {p: t for p, t in self.texts.items() if self.originals.get(p) != t and self.side_of.get(p) == "target"}
+        current = os.environ.get("PIP_CONSTRAINT", "") if self.local else str((getattr(self.facts, "env", None) or {}).get("PIP_CONSTRAINT") or "")
+        if not edited or not current:
             return None
+        same = (lambda a, b: os.path.realpath(a) == os.path.realpath(b)) if self.local else (lambda a, b: a == b)
         parts = []
         for i, part in enumerate(current.split()):
-            if os.path.realpath(part) in {os.path.realpath(p) for p in edited}:
-                copy = os.path.join(tmp, f"edited-{i}.txt")
-                Path(copy).write_text(edited[next(p for p in edited if os.path.realpath(p) == os.path.realpath(part))], encoding="utf-8")
-                part = copy
+            match = next((p for p in edited if same(p, part)), None)
+            if match is not None:
+                part = f"{tmp}/edited-{i}.txt"
+                self.sides["target"].write(part, edited[match].encode("utf-8"))
             parts.append(part)
         return {"PIP_CONSTRAINT": " ".join(parts)}
 
@@ -268,7 +270,7 @@ class Planner:
                 plan.refusals.append(f"{path}{where} is not writable: it is on a read-only file system (mount it read-write, or change the image)")
             elif not row.get("writable"):
                 plan.refusals.append(f"{path}{where} is not writable by this user (run as its owner)")
-        with tempfile.TemporaryDirectory(prefix="sparkdoctor-pins-") as tmp:
+        with self.sides["target"].scratch() as tmp:  # where the target's pip can read the edited pins
             env = self._constraint_env(tmp)
             for key, fam in self.families.items():
                 self._family_step(key, fam, env)
@@ -337,7 +339,10 @@ def build_plan(findings: list[Any], definitions: dict[str, FixDefinition], inven
     planner = Planner(inventory, installer, facts, options, files)
     for fix, why in wanted_fixes(findings, definitions):
         planner.add(fix, why)
-    plan = planner.finish()
+    try:
+        plan = planner.finish()
+    except FileError as exc:
+        raise FixError(str(exc)) from None
     plan.probes_after = sorted({f.verified_by["probe"] for f in findings if f.fix and f.verified_by and f.verified_by.get("probe")})
     return plan
 
