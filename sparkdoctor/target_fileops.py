@@ -12,7 +12,6 @@ file in the target is always either its old bytes or its new ones. Errors are on
 
 import base64
 import hashlib
-import io
 import json
 import os
 import shutil
