@@ -22,8 +22,12 @@ EXIT_AUDIT_FINDINGS = 1  # weights + KV cache do not fit, or the quantization co
 EXIT_EXPLAIN_NO_MATCH = 1  # no matrix entry's symptom appears in the text (0: at least one did)
 
 # `sparkdoctor fix` (after --yes, or a dry run: check's table above for the target as it is then)
-EXIT_FIX_REFUSED = 4  # the plan has a refusal (system interpreter, vendor build, user pin, ...) and --yes was given
-EXIT_FIX_FAILED = 5  # the apply failed and was rolled back (or a rollback found differences)
+EXIT_FIX_REFUSED = 4  # the plan has a refusal (system interpreter, vendor build, user pin, a read-only file system,
+#                       ...) and --yes was given; or --rollback of a journal of another target (another container,
+#                       a container now running another image, a local venv named for a container's journal)
+EXIT_FIX_FAILED = 5  # the apply failed and was rolled back (or a rollback found differences); also a container
+#                      that stopped or went away half-way, or one whose environment has no pip
+# `fix --container`: a container that does not exist, is stopped or has no Python is EXIT_UNPROBEABLE (3), as for check
 
 # `sparkdoctor bench` and `sparkdoctor history`
 EXIT_BENCH_FAILED = 4  # the server could not be launched, reached or measured to the end (nothing stored)

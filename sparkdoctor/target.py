@@ -40,6 +40,9 @@ class Target(Protocol):
     # A command in the target's file system (pip, ptxas): here for a venv, inside it for a container.
     def run_command(self, argv: list[str], timeout: float, input: str | None = None) -> proc.ProcResult: ...
 
+    # The target's files, as `fix` reads, copies and writes them (sparkdoctor/target_files.py).
+    def file_transport(self) -> Any: ...
+
 
 @dataclass
 class PythonTarget:
@@ -66,6 +69,11 @@ class PythonTarget:
 
     def run_command(self, argv: list[str], timeout: float, input: str | None = None) -> proc.ProcResult:
         return proc.run(argv, timeout=timeout, input=input)
+
+    def file_transport(self) -> Any:
+        from sparkdoctor.target_files import LocalFiles
+
+        return LocalFiles()
 
 
 PING_TIMEOUT = 3.0

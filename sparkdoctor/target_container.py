@@ -177,6 +177,12 @@ class ContainerTarget:
         """A command inside the container (a tool such as ptxas; no shell unless argv names one)."""
         return proc.run(self.exec_argv(argv, stdin=input is not None), timeout=timeout, input=input)
 
+    def file_transport(self) -> Any:
+        """The container's files, through the container CLI (target_container_files.py)."""
+        from sparkdoctor.target_container_files import ContainerFiles
+
+        return ContainerFiles(self)
+
 
 class _InContainer(proc.Running):
     """A probe's Running whose result speaks like a local process's: the bootstrap's own deadline is a

@@ -26,6 +26,8 @@ def register(app: typer.Typer) -> None:
     def fix(
         journal: Optional[str] = typer.Argument(None, help="With --rollback: the journal id (default: the newest)."),
         python: Optional[str] = typer.Option(None, "--python", help="The target interpreter or venv (default: $VIRTUAL_ENV, else this Python)."),
+        container: Optional[str] = typer.Option(None, "--container", help="Fix inside this running container (docker/podman), through the container CLI."),
+        container_python: Optional[str] = typer.Option(None, "--container-python", help="The interpreter inside the container (default: the one holding vLLM)."),
         yes: bool = typer.Option(False, "--yes", help="Apply the plan (journal first), then check again."),
         rollback: bool = typer.Option(False, "--rollback", help="Restore what a journal recorded, byte for byte, offline."),
         history: bool = typer.Option(False, "--history", help="List fix journals, newest first."),
@@ -52,6 +54,10 @@ def register(app: typer.Typer) -> None:
             raise Fatal("--yes, --rollback and --history do not go together", EXIT_USAGE)
         if journal and not rollback:
             raise Fatal(f"unexpected argument {journal!r} (a journal id goes with --rollback)", EXIT_USAGE)
+        from sparkdoctor.check_target import refuse_bad_target_options
+
+        refuse_bad_target_options(python, container, container_python, facts_given=False)
+        chosen = (python, container, container_python)
         out = lambda text: typer.echo(text)  # noqa: E731
         try:
             if history:
@@ -61,9 +67,9 @@ def register(app: typer.Typer) -> None:
                 out(render.as_json("history", rows) if fmt == "json" else "\n".join(render.history_lines(rows)))
                 return
             if rollback:
-                _rollback(journal, fmt, out)
+                _rollback(journal, fmt, out, chosen)
                 return
-            _plan_or_apply(python, yes, fmt, out, env_file, recipe, constraints, system, allow_replace, allow_downgrade,
+            _plan_or_apply(chosen, yes, fmt, out, env_file, recipe, constraints, system, allow_replace, allow_downgrade,
                            kernels, arch, matrix, fixes)
         except FixError as exc:
             raise Fatal(str(exc), EXIT_FIX_FAILED) from None
@@ -71,13 +77,12 @@ def register(app: typer.Typer) -> None:
             raise Fatal(str(exc), EXIT_USAGE) from None
 
 
-def _target(python: Optional[str], env_file: Optional[Path]):
-    from sparkdoctor.target import TargetError, resolve_python_target
+def _target(chosen, env_file: Optional[Path]):
+    """The target --python / --container / --container-python name, as check resolves it (exit 3 when
+    it cannot be probed: no such container, a stopped one, one without Python)."""
+    from sparkdoctor.check_target import resolve_target
 
-    try:
-        target = resolve_python_target(python)
-    except TargetError as exc:
-        raise Fatal(str(exc), EXIT_UNPROBEABLE) from None
+    target = resolve_target(*chosen)
     if env_file is not None:
         from sparkdoctor.fix.envfile import EnvFileTarget
 
@@ -85,24 +90,48 @@ def _target(python: Optional[str], env_file: Optional[Path]):
     return target
 
 
-def _rollback(journal, fmt, out) -> None:
+def _journal_target(record: dict, chosen):
+    """The target a journal was written for, found again; a journal of another target than the one
+    the options name, or a container now running another image, is refused in one line."""
+    from sparkdoctor.fix.inventory import target_label
+
+    python, container, container_python = chosen
+    label = target_label(record)
+    if record.get("kind") == "container":
+        if python is not None or (container is not None and container != record.get("container")):
+            raise Fatal(f"this journal is of {label}, not of the target named here; roll it back without target options", EXIT_FIX_REFUSED)
+        target = _target((None, record.get("container"), container_python or record.get("python")), None)
+        now = (getattr(target, "info", None) or {}).get("image_id")
+        if record.get("image_id") and now != record["image_id"]:
+            raise Fatal(f"container {record.get('container')} now runs image {str(now)[:19]}, the journal was written on "
+                        f"{str(record['image_id'])[:19]}: not the same files; refusing to roll back into it", EXIT_FIX_REFUSED)
+        return target
+    if container is not None:
+        raise Fatal(f"this journal is of {label}, not of a container; roll it back without --container", EXIT_FIX_REFUSED)
+    target = _target((record.get("python"), None, None), None)
+    if python is not None and Path(_target(chosen, None).python).parent.resolve() != Path(target.python).parent.resolve():
+        raise Fatal(f"this journal is of {label}, not of {python}", EXIT_FIX_REFUSED)
+    return target
+
+
+def _rollback(journal, fmt, out, chosen) -> None:
     from sparkdoctor.fix import render
     from sparkdoctor.fix.pipeline import rollback
 
-    result = rollback(lambda py: _target(py, None), journal)
+    result = rollback(lambda record: _journal_target(record, chosen), journal)
     out(render.as_json("rollback", result) if fmt == "json" else "\n".join(render.rollback_lines(result)))
     verified = result.get("verified") or {}
     if result["status"] == "rolled back" and not verified.get("ok"):
         raise typer.Exit(EXIT_FIX_FAILED)
 
 
-def _plan_or_apply(python, yes, fmt, out, env_file, recipe, constraints, system, allow_replace, allow_downgrade,
+def _plan_or_apply(chosen, yes, fmt, out, env_file, recipe, constraints, system, allow_replace, allow_downgrade,
                    kernels, arch, matrix, fixes) -> None:
     from sparkdoctor.fix import render
     from sparkdoctor.fix.pipeline import CheckSettings, apply_and_recheck, make_plan
     from sparkdoctor.fix.plan import FixOptions
 
-    target = _target(python, env_file.absolute() if env_file else None)
+    target = _target(chosen, env_file.absolute() if env_file else None)
     settings = CheckSettings(matrix=matrix, fixes=fixes, arch=arch, constraint_files=list(constraints), kernels=kernels, progress=_progress)
     options = FixOptions(env_file=env_file.absolute() if env_file else None, recipe=recipe.absolute() if recipe else None, system=system, allow_replace=set(allow_replace), allow_downgrade=set(allow_downgrade))
     planned = make_plan(target, settings, options)

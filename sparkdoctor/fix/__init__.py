@@ -10,4 +10,9 @@ The pipeline, one module each, imports running one way (definitions -> plan -> j
 - plan: findings -> actions -> a Plan, with the refusals a person would not want done silently;
 - journal: everything needed to undo, written and marked complete before the first change;
 - apply: apply, re-check, rollback, each step a numbered boundary (fault injection kills there).
+
+Everything that touches the target goes through the Target protocol: scripts through run_script,
+files through its file transport (sparkdoctor/target_files.py), so `fix --container NAME` is the
+same pipeline with a ContainerTarget. The journal always stays on this machine and records which
+target it is of; the env file and the recipe named on the command line are this machine's files.
 """

@@ -19,9 +19,10 @@ from sparkdoctor import proc
 from sparkdoctor.fix import inventory as inv_mod
 from sparkdoctor.fix import journal as jr
 from sparkdoctor.fix.interface import FixError, Installer
-from sparkdoctor.fix.inventory import Inventory, sha256_file
+from sparkdoctor.fix.inventory import Inventory, sha256_file, target_key, target_label, target_record
 from sparkdoctor.fix.model import Plan
 from sparkdoctor.target import Target
+from sparkdoctor.target_files import FileError, FileTransport, LocalFiles, hashes, sha256_of, transport_of
 
 KILL_ENV = "SPARKDOCTOR_FIX_KILL_AT"
 TRACE_ENV = "SPARKDOCTOR_FIX_TRACE"
@@ -81,16 +82,22 @@ def _dist_paths(inventory: Inventory, names: list[str]) -> dict[str, list[str]]:
     return {n: [str(p) for p in inventory.get(n).paths()] for n in names if inventory.get(n)}
 
 
-def _header(plan: Plan, inventory: Inventory, installer: Installer) -> dict[str, Any]:
+def sides_of(target: Target) -> dict[str, FileTransport]:
+    """Where a step's files live: "target" (a pin file check found, a dist's files) goes through the
+    target's transport; "host" (the env file, the recipe named on the command line) is this machine's."""
+    return {"target": transport_of(target), "host": LocalFiles()}
+
+
+def _header(target: Target, plan: Plan, inventory: Inventory, installer: Installer) -> dict[str, Any]:
     touched = [n for n in plan.touched if inventory.get(n)]
     return {
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "target": {"python": inventory.python, "kind": "python"},
+        "target": target_record(target, inventory),
         "installer": installer.name,
         "plan": plan.to_dict(),
         "packages_before": [inventory.dists[k].to_dict() for k in sorted(inventory.dists)],
         "touched_before": {n: inventory.get(n).version for n in touched},
-        "hashes_before": inv_mod.file_hashes(inventory, set(touched)),
+        "hashes_before": inv_mod.file_hashes(transport_of(target), inventory, set(touched)),
     }
 
 
@@ -108,20 +115,23 @@ def apply(target: Target, plan: Plan, inventory: Inventory, installer: Installer
     if plan.refusals:
         raise FixError(plan.refusals[0])
     step = Boundaries("apply")
-    with jr.target_lock(inventory.python):
-        stuck = jr.unfinished_for(inventory.python)
+    sides = sides_of(target)
+    header = _header(target, plan, inventory, installer)
+    key = target_key(header["target"])
+    with jr.target_lock(key, target_label(header["target"])):
+        stuck = jr.unfinished_for(key, target_key)
         if stuck:
             raise FixError(f"journal {stuck.id} of this target stopped mid-apply: run `sparkdoctor fix --rollback {stuck.id}` first")
         step("locked")
-        journal = jr.create(_header(plan, inventory, installer), plan.files(), _dist_paths(inventory, plan.touched),
-                            _save_wheels(plan, inventory, installer), step)
+        edited = [(s.path, s.side) for s in plan.steps if s.op == "edit" and s.path]
+        journal = jr.create(header, edited, _dist_paths(inventory, plan.touched), _save_wheels(plan, inventory, installer), step, sides)
         step("journal-complete")
         outcome = Outcome(journal.id)
         journal.mark(jr.APPLYING)
         try:
             for i, s in enumerate(plan.steps):
                 step(f"step-{i + 1}-{s.op}")
-                _run_step(_injected(i + 1, s), journal, installer, inventory)
+                _run_step(_injected(i + 1, s), journal, installer, inventory, sides)
                 outcome.done.append(f"{s.op} {s.path or ' '.join(s.names or s.requirements)}")
             step("verify")
             _verify_applied(target, plan)
@@ -130,25 +140,25 @@ def apply(target: Target, plan: Plan, inventory: Inventory, installer: Installer
         except (Exception, KeyboardInterrupt, proc.Interrupted) as exc:
             outcome.error = str(exc) if isinstance(exc, FixError) else f"{type(exc).__name__}: {exc}"
             try:
-                outcome.verified = _rollback_locked(target, journal, installer, Boundaries("auto-rollback"))
+                outcome.verified = _rollback_locked(target, journal, installer, Boundaries("auto-rollback"), sides)
                 outcome.rolled_back = True
             except (Exception, KeyboardInterrupt, proc.Interrupted) as exc2:
                 raise FixError(f"{outcome.error}; the automatic rollback failed too ({exc2}): run `sparkdoctor fix --rollback {journal.id}`") from None
         return outcome
 
 
-def _run_step(s, journal: jr.Journal, installer: Installer, inventory: Inventory) -> None:
+def _run_step(s, journal: jr.Journal, installer: Installer, inventory: Inventory, sides: dict[str, FileTransport]) -> None:
     if s.op == "edit":
-        path = Path(s.path)
-        if sha256_file(path) != s.old_sha256:
-            raise FixError(f"{path} changed since the plan was made; run the plan again")
+        files = sides[s.side]
         try:
-            jr.write_bytes(path, s.new_text.encode("utf-8"))
-        except OSError as exc:
-            raise FixError(f"{path}: cannot write: {exc.strerror or exc}") from None
+            if sha256_of(files, s.path) != s.old_sha256:
+                raise FixError(f"{s.path} changed since the plan was made; run the plan again")
+            files.write(s.path, s.new_text.encode("utf-8"))
+        except FileError as exc:
+            raise FixError(str(exc)) from None
     elif s.op == "uninstall":
         installer.uninstall(s.names)
-        _remove_leftovers(journal, s.names, inventory)
+        _remove_leftovers(journal, s.names, inventory, sides["target"])
     elif s.op == "install":
         cfile = journal.path / f"constraints-{secrets_free_name(s)}.txt"
         jr.write_bytes(cfile, "".join(c + "\n" for c in s.constraints).encode())
@@ -163,29 +173,16 @@ def secrets_free_name(s) -> str:
     return str(abs(hash(tuple(s.requirements))) % 10**8)
 
 
-def _remove_leftovers(journal: jr.Journal, names: list[str], inventory: Inventory) -> None:
+def _remove_leftovers(journal: jr.Journal, names: list[str], inventory: Inventory, files: FileTransport) -> None:
     """What the uninstall left on disk of those dists (a file another one overwrote, a folder):
     a clean reinstall starts from nothing. Files another installed dist owns are kept."""
     owned = {str(p) for d in inventory.dists.values() if d.key not in names for p in d.paths()}
     rows = [r for n in names for r in journal.data["dist_files"].get(n, [])]
-    folders = set()
-    for row in rows:
-        p = Path(row["path"])
-        if row["path"] in owned:
-            continue
-        if p.is_file() or p.is_symlink():
-            p.unlink()
-        folders.add(p.parent)
-    for folder in sorted(folders, key=lambda f: len(f.parts), reverse=True):
-        try:
-            for cache in folder.glob("__pycache__"):
-                if not any(c.suffix != ".pyc" for c in cache.iterdir()):
-                    for c in cache.iterdir():
-                        c.unlink()
-                    cache.rmdir()
-            folder.rmdir()  # only if now empty
-        except OSError:
-            pass
+    left = list(dict.fromkeys(r["path"] for r in rows if r["path"] not in owned))
+    try:
+        files.remove(left, prune=True)
+    except FileError as exc:
+        raise FixError(str(exc)) from None
 
 
 def _verify_applied(target: Target, plan: Plan) -> None:
@@ -199,12 +196,23 @@ def _verify_applied(target: Target, plan: Plan) -> None:
 
 
 def rollback(target: Target, journal: jr.Journal, installer: Installer) -> dict[str, Any]:
-    with jr.target_lock(journal.data["target"]["python"]):
-        return _rollback_locked(target, journal, installer, Boundaries("rollback"))
+    record = journal.data["target"]
+    with jr.target_lock(target_key(record), target_label(record)):
+        return _rollback_locked(target, journal, installer, Boundaries("rollback"), sides_of(target))
 
 
-def _rollback_locked(target: Target, journal: jr.Journal, installer: Installer, step: Boundaries) -> dict[str, Any]:
+def _rollback_locked(target: Target, journal: jr.Journal, installer: Installer, step: Boundaries,
+                     sides: dict[str, FileTransport]) -> dict[str, Any]:
+    try:
+        return _rollback_steps(target, journal, installer, step, sides)
+    except FileError as exc:
+        raise FixError(str(exc)) from None
+
+
+def _rollback_steps(target: Target, journal: jr.Journal, installer: Installer, step: Boundaries,
+                    sides: dict[str, FileTransport]) -> dict[str, Any]:
     data = journal.data
+    files = sides["target"]
     before_keys = {inv_mod.canonicalize_name(p["name"]) for p in data["packages_before"]}
     journal.mark(jr.ROLLING_BACK)
     step("start")
@@ -218,51 +226,52 @@ def _rollback_locked(target: Target, journal: jr.Journal, installer: Installer, 
     if wheels:
         installer.install([f"{n}=={data['touched_before'][n]}" for n in sorted(wheels)], no_deps=True,
                           offline_from=str(journal.path / "wheels"))
-        _drop_new_files(target, journal, sorted(wheels))
+        _drop_new_files(target, journal, sorted(wheels), files)
     step("reinstalled")
-    for rows in data["dist_files"].values():
-        for row in rows:
-            if row.get("copy"):
-                dest = Path(row["path"])
-                dest.parent.mkdir(parents=True, exist_ok=True)
-                if sha256_file(dest) != sha256_file(journal.copy_of(row["copy"])):
-                    jr.write_bytes(dest, journal.copy_of(row["copy"]).read_bytes(), row.get("mode"))
+    rows = {row["path"]: row for dist_rows in data["dist_files"].values() for row in dist_rows if row.get("copy")}
+    now_hashes = hashes(files, list(rows))
+    files.import_files([(journal.copy_of(r["copy"]), p, r.get("mode")) for p, r in rows.items()
+                        if now_hashes.get(p) != sha256_file(journal.copy_of(r["copy"]))])
     step("dist-files")
-    for row in data["files"]:
-        dest = Path(row["path"])
-        if row["existed"]:
-            if sha256_file(dest) != row["sha256"]:
-                jr.write_bytes(dest, journal.copy_of(row["copy"]).read_bytes(), row.get("mode"))
-        elif dest.exists():
-            dest.unlink()
+    for side in ("target", "host"):
+        edited = [r for r in data["files"] if r.get("side", "target") == side]
+        now_edited = hashes(sides[side], [r["path"] for r in edited])
+        sides[side].import_files([(journal.copy_of(r["copy"]), r["path"], r.get("mode")) for r in edited
+                                  if r["existed"] and now_edited.get(r["path"]) != r["sha256"]])
+        sides[side].remove([r["path"] for r in edited if not r["existed"] and now_edited.get(r["path"]) is not None])
     step("files")
-    verified = verify_rolled_back(target, journal)
+    verified = verify_rolled_back(target, journal, sides)
     journal.mark(jr.ROLLED_BACK, verified)
     step("done")
     return verified
 
 
-def _drop_new_files(target: Target, journal: jr.Journal, names: list[str]) -> None:
+def _drop_new_files(target: Target, journal: jr.Journal, names: list[str], files: FileTransport) -> None:
     """Files the offline reinstall wrote that the original install did not have (REQUESTED, .pyc)."""
     now = inv_mod.read(target)
+    extra: list[str] = []
     for name in names:
         old = {r["path"] for r in journal.data["dist_files"].get(name, [])}
         dist = now.get(name)
-        for p in dist.paths() if dist else []:
-            if str(p) not in old and p.is_file():
-                p.unlink()
+        extra += [str(p) for p in (dist.paths() if dist else []) if str(p) not in old]
+    files.remove(extra)
 
 
-def verify_rolled_back(target: Target, journal: jr.Journal) -> dict[str, Any]:
+def verify_rolled_back(target: Target, journal: jr.Journal, sides: dict[str, FileTransport] | None = None) -> dict[str, Any]:
     """The package set and the bytes of every touched dist's files and every edited file, against the journal."""
+    sides = sides or sides_of(target)
     data = journal.data
     now = inv_mod.read(target)
     want = {inv_mod.canonicalize_name(p["name"]): p["version"] for p in data["packages_before"]}
     got = now.package_set()
     package_diff = sorted(f"{k}: {want.get(k) or '-'} -> {got.get(k) or '-'}" for k in set(want) | set(got) if want.get(k) != got.get(k))
-    hashes = inv_mod.file_hashes(now, set(data["touched_before"]))
-    file_diff = sorted(p for p, h in data["hashes_before"].items() if hashes.get(p, sha256_file(Path(p))) != h)
-    file_diff += [r["path"] for r in data["files"] if (sha256_file(Path(r["path"])) if r["existed"] else None) != r.get("sha256")
-                  and not (not r["existed"] and not Path(r["path"]).exists())]
+    have = inv_mod.file_hashes(sides["target"], now, set(data["touched_before"]))
+    missing = [p for p in data["hashes_before"] if p not in have]
+    have.update(hashes(sides["target"], missing))
+    file_diff = sorted(p for p, h in data["hashes_before"].items() if have.get(p) != h)
+    for side in ("target", "host"):
+        edited = [r for r in data["files"] if r.get("side", "target") == side]
+        now_edited = hashes(sides[side], [r["path"] for r in edited])
+        file_diff += [r["path"] for r in edited if now_edited.get(r["path"]) != (r.get("sha256") if r["existed"] else None)]
     return {"packages_differ": package_diff, "files_differ": file_diff, "ok": not package_diff and not file_diff,
             "packages": len(want), "files": len(data["hashes_before"]) + len(data["files"])}

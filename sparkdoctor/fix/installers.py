@@ -12,7 +12,6 @@ import json
 import os
 import shutil
 import sys
-import tempfile
 from pathlib import Path
 
 from packaging.utils import canonicalize_name
@@ -21,6 +20,7 @@ from sparkdoctor import proc
 from sparkdoctor.fix.interface import FixError, Installer, Resolution
 from sparkdoctor.fix.inventory import Inventory
 from sparkdoctor.target import Target
+from sparkdoctor.target_files import FileError, transport_of
 
 RUNNER = Path(__file__).with_name("target_pip.py")
 TIMEOUT = float(os.environ.get("SPARKDOCTOR_FIX_INSTALL_TIMEOUT", "1800"))
@@ -40,10 +40,21 @@ def _constraint_args(constraints: list[str] | None) -> list[str]:
 
 
 class PipInstaller(Installer):
+    """pip in the target. Its files (constraints, the dry run's report, downloaded wheels, the
+    journal's wheels for an offline reinstall) go through a scratch folder IN the target, moved by
+    the target's file transport: pip in a container sees the container's files, not this machine's."""
+
     name = "pip"
 
     def __init__(self, target: Target, inventory: Inventory):
         self.target, self.inventory = target, inventory
+        self.files = transport_of(target)
+
+    def _stage(self, tmp: str, constraints: list[str] | None) -> list[str]:
+        """The host constraint files, copied into the target's scratch folder; their paths there."""
+        items = [(Path(c), f"{tmp}/constraints-{i}.txt", None) for i, c in enumerate(constraints or [])]
+        self.files.import_files(items)
+        return [path for _src, path, _mode in items]
 
     def _pip(self, args: list[str], what: str, env: dict[str, str] | None = None) -> proc.ProcResult:
         base = ["--disable-pip-version-check", "--no-input"]
@@ -56,16 +67,19 @@ class PipInstaller(Installer):
         return f"{self.inventory.python} -m pip"
 
     def dry_run(self, requirements, *, force_reinstall=False, no_deps=False, ignore_installed=False, constraints=None, env=None):
-        with tempfile.TemporaryDirectory(prefix="sparkdoctor-fix-") as tmp:
-            report = Path(tmp) / "report.json"
-            args = ["install", "--dry-run", "--quiet", "--report", str(report), *_constraint_args(constraints)]
-            args += (["--force-reinstall"] if force_reinstall else []) + (["--no-deps"] if no_deps else [])
-            args += ["--ignore-installed"] if ignore_installed else []
-            self._pip(args + list(requirements), f"pip dry run of {' '.join(requirements)}", env)
-            try:
-                data = json.loads(report.read_text(encoding="utf-8"))
-            except (OSError, ValueError) as exc:
-                raise FixError(f"pip dry run wrote no readable report: {exc}") from None
+        try:
+            with self.files.scratch() as tmp:
+                report = f"{tmp}/report.json"
+                args = ["install", "--dry-run", "--quiet", "--report", report, *_constraint_args(self._stage(tmp, constraints))]
+                args += (["--force-reinstall"] if force_reinstall else []) + (["--no-deps"] if no_deps else [])
+                args += ["--ignore-installed"] if ignore_installed else []
+                self._pip(args + list(requirements), f"pip dry run of {' '.join(requirements)}", env)
+                try:
+                    data = json.loads(self.files.read(report).decode("utf-8"))
+                except (FileError, ValueError) as exc:
+                    raise FixError(f"pip dry run wrote no readable report: {exc}") from None
+        except FileError as exc:
+            raise FixError(str(exc)) from None
         res = Resolution()
         for item in data.get("install") or []:
             meta = item.get("metadata") or {}
@@ -77,34 +91,60 @@ class PipInstaller(Installer):
         return res
 
     def install(self, requirements, *, force_reinstall=False, no_deps=False, offline_from=None, constraints=None):
-        args = ["install", "--quiet", *_constraint_args(constraints)]
-        args += (["--force-reinstall"] if force_reinstall else []) + (["--no-deps"] if no_deps else [])
-        env = None
-        if offline_from:
-            args += ["--no-index", "--find-links", offline_from, "--no-compile"]
-            env = {"PIP_NO_INDEX": "1", "PIP_CONSTRAINT": "", "PIP_FIND_LINKS": offline_from}
-        self._pip(args + list(requirements), f"pip install {' '.join(requirements)}", env)
+        try:
+            with self.files.scratch() as tmp:
+                args = ["install", "--quiet", *_constraint_args(self._stage(tmp, constraints))]
+                args += (["--force-reinstall"] if force_reinstall else []) + (["--no-deps"] if no_deps else [])
+                env = None
+                if offline_from:  # the journal's wheels (on this machine), copied into the target first
+                    wheels = sorted(Path(offline_from).glob("*.whl"))
+                    self.files.import_files([(w, f"{tmp}/wheels/{w.name}", None) for w in wheels])
+                    args += ["--no-index", "--find-links", f"{tmp}/wheels", "--no-compile"]
+                    env = {"PIP_NO_INDEX": "1", "PIP_CONSTRAINT": "", "PIP_FIND_LINKS": f"{tmp}/wheels"}
+                self._pip(args + list(requirements), f"pip install {' '.join(requirements)}", env)
+        except FileError as exc:
+            raise FixError(str(exc)) from None
 
     def uninstall(self, names):
         if names:
             self._pip(["uninstall", "--yes", *names], f"pip uninstall {' '.join(names)}")
 
     def download(self, requirements, dest):
-        return _download(requirements, dest, lambda args: self.target.run_script(RUNNER, args, TIMEOUT))
+        """pip download runs WHERE THE TARGET RUNS (a container's platform, Python and glibc pick the
+        wheels); the wheels then come out to dest on this machine, where the journal keeps them."""
+        try:
+            with self.files.scratch() as tmp:
+                _fetch(requirements, tmp, lambda args: self.target.run_script(RUNNER, args, TIMEOUT))
+                names = [n for n in self.files.listdir(tmp) if n.endswith(".whl")]
+                got = self.files.export([f"{tmp}/{n}" for n in names], Path(dest))
+                for path, row in got.items():
+                    os.replace(Path(dest) / row["name"], Path(dest) / path.rsplit("/", 1)[-1])
+        except FileError as exc:
+            raise FixError(str(exc)) from None
+        return _match(requirements, dest)
 
 
-def _download(requirements: list[str], dest: str, run) -> dict[str, str | None]:
+def _fetch(requirements: list[str], dest: str, run) -> None:
     """The wheels of `requirements` saved into dest, in one pip call (one start-up), before any
-    change; name -> file name, None for one that cannot be had (then one by one finds which)."""
-    from packaging.requirements import Requirement
-    from packaging.utils import InvalidWheelFilename, parse_wheel_filename
-
+    change; one by one when the call fails, to keep those that can be had."""
     def fetch(reqs: list[str]) -> bool:
         return run(["download", "--disable-pip-version-check", "--quiet", "--no-deps", "--only-binary=:all:", "-d", dest, *reqs]).ok
 
     if requirements and not fetch(requirements) and len(requirements) > 1:
         for req in requirements:
             fetch([req])
+
+
+def _download(requirements: list[str], dest: str, run) -> dict[str, str | None]:
+    _fetch(requirements, dest, run)
+    return _match(requirements, dest)
+
+
+def _match(requirements: list[str], dest: str) -> dict[str, str | None]:
+    """name -> the wheel file in dest for each requirement; None for one that could not be had."""
+    from packaging.requirements import Requirement
+    from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+
     found: dict[str, str] = {}
     for fname in sorted(os.listdir(dest)):
         try:
@@ -177,7 +217,13 @@ class UvInstaller(Installer):
 
 
 def for_target(target: Target, inventory: Inventory) -> Installer:
-    """uv for a uv venv (or a venv without pip, when uv is here); pip otherwise."""
+    """uv for a uv venv (or a venv without pip, when uv is here); pip otherwise. In a container,
+    always the container's own pip: a uv on this machine cannot reach into it."""
+    if getattr(target, "kind", "python") == "container":
+        if not inventory.has_pip:
+            raise FixError(f"{inventory.python} in container {getattr(target, 'name', '?')} has no pip, and uv on this machine "
+                           "cannot reach into a container: install pip in that environment (or fix the image)")
+        return PipInstaller(target, inventory)
     uv = uv_binary()
     if (inventory.uv or not inventory.has_pip) and uv:
         return UvInstaller(uv, inventory)

@@ -19,6 +19,7 @@ from packaging.version import InvalidVersion, Version
 
 from sparkdoctor.fix.interface import FixError
 from sparkdoctor.target import Target, TargetError, parse_json_probe
+from sparkdoctor.target_files import FileError, FileTransport, hashes
 
 SCRIPT = Path(__file__).with_name("target_dists.py")
 TIMEOUT = 60.0
@@ -75,6 +76,7 @@ class Inventory:
     purelib: str
     version: str
     dists: dict[str, Dist]
+    read_only: bool = False  # purelib is on a read-only file system (a container's ro mount, an image layer)
 
     def get(self, name: str) -> Dist | None:
         return self.dists.get(canonicalize_name(name))
@@ -102,7 +104,7 @@ def read(target: Target, hash_names: list[str] | tuple[str, ...] = ()) -> Invent
     return Inventory(
         python=str(data.get("python")), is_venv=bool(data.get("is_venv")), uv=bool(data.get("uv")),
         has_pip=bool(data.get("has_pip")), writable=bool(data.get("writable")), purelib=str(data.get("purelib")),
-        version=str(data.get("version")), dists=dists,
+        version=str(data.get("version")), dists=dists, read_only=bool(data.get("read_only")),
     )
 
 
@@ -117,15 +119,41 @@ def sha256_file(path: Path) -> str | None:
     return h.hexdigest()
 
 
-def file_hashes(inv: Inventory, names: set[str]) -> dict[str, str | None]:
-    """path -> sha256 (None: missing) of every file of the named dists: what 'byte for byte' is judged by."""
-    out: dict[str, str | None] = {}
+def file_hashes(files: FileTransport, inv: Inventory, names: set[str]) -> dict[str, str | None]:
+    """path -> sha256 (None: missing) of every file of the named dists, read in the target in one
+    call: what 'byte for byte' is judged by."""
+    paths: list[str] = []
     for name in sorted(names):
         dist = inv.get(name)
         if dist is None:
             continue
-        for path in dist.paths():
-            if path.suffix == ".pyc" or "__pycache__" in path.parts:
-                continue
-            out[str(path)] = sha256_file(path)
-    return out
+        paths += [str(p) for p in dist.paths() if p.suffix != ".pyc" and "__pycache__" not in p.parts]
+    try:
+        return hashes(files, list(dict.fromkeys(paths)))
+    except FileError as exc:
+        raise FixError(str(exc)) from None
+
+
+def target_record(target: Target, inventory: Inventory) -> dict[str, Any]:
+    """What a journal says about its target: enough to find it again and to refuse another one."""
+    desc = target.describe()
+    record: dict[str, Any] = {"kind": desc.get("kind", "python"), "python": inventory.python}
+    if record["kind"] == "container":
+        info = getattr(target, "info", None) or {}
+        record.update(container=desc.get("container"), engine=desc.get("engine"),
+                      container_id=info.get("id"), image_id=info.get("image_id"))
+    return record
+
+
+def target_label(record: dict[str, Any]) -> str:
+    """'/opt/venv/bin/python' or 'container vllm_node: /opt/venv/bin/python'."""
+    if record.get("kind") == "container":
+        return f"container {record.get('container')}: {record.get('python')}"
+    return str(record.get("python"))
+
+
+def target_key(record: dict[str, Any]) -> str:
+    """One key per target (its lock, its unfinished journals): a container's paths are not this machine's."""
+    if record.get("kind") == "container":
+        return f"container:{record.get('container')}:{record.get('python')}"
+    return os.path.realpath(str(record.get("python", "")))

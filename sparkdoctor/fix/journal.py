@@ -4,7 +4,8 @@ state_dir()/journals/<id>/
     journal.json   versioned (JOURNAL_VERSION): target, installer, the plan, the package set before
                    (name, version, source), every edited file and every file of every touched dist
                    (path, sha256, where its copy is), the wheels saved for an offline reinstall
-    copies/N       byte copies of those files
+    copies/        byte copies of those files, brought out of the target through its file transport
+                   (copies/target, copies/host: edited files; copies/dists: the touched dists' files)
     wheels/        the wheels of every dist the apply removes or replaces (pip download, before)
     COMPLETE       written last: the sha256 of journal.json. Without it the journal is half-written:
                    reported, never trusted (and nothing was changed: changes start after it)
@@ -29,6 +30,7 @@ from typing import Any, Callable, Iterator
 
 from sparkdoctor.fix.interface import FixError
 from sparkdoctor.locations import state_dir
+from sparkdoctor.target_files import FileError, FileTransport, LocalFiles
 
 JOURNAL_VERSION = 1
 COMPLETE, APPLYING, APPLIED, ROLLING_BACK, ROLLED_BACK = "COMPLETE", "applying", "applied", "rolling-back", "rolled-back"
@@ -72,25 +74,16 @@ def write_bytes(path: Path, data: bytes, mode: int | None = None) -> None:
         raise
 
 
-def copy_file(src: Path, dest: Path) -> None:
-    """A byte copy, fsynced, under a temporary name until complete."""
-    tmp = dest.with_name(f".{dest.name}.tmp")
-    with open(src, "rb") as fin, open(tmp, "wb") as fout:
-        shutil.copyfileobj(fin, fout, 1 << 20)
-        fout.flush()
-        os.fsync(fout.fileno())
-    os.replace(tmp, dest)
-
-
 def sha256_bytes(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
 @contextmanager
-def target_lock(python: str) -> Iterator[None]:
-    """One fix or rollback per target at a time; a second one is refused at once."""
+def target_lock(target_key: str, label: str) -> Iterator[None]:
+    """One fix or rollback per target (inventory.target_key) at a time; a second one is refused at once."""
+    python = label
     folder = state_dir() / "locks"
-    key = hashlib.sha256(os.path.realpath(python).encode()).hexdigest()[:16]
+    key = hashlib.sha256(target_key.encode()).hexdigest()[:16]
     path = folder / f"{key}.lock"
     try:
         folder.mkdir(parents=True, exist_ok=True)
@@ -148,42 +141,29 @@ def new_id() -> str:
     return time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + secrets.token_hex(3)
 
 
-def create(header: dict[str, Any], files: list[str], dist_files: dict[str, list[str]], wheels: Callable[[Path], dict[str, str | None]],
-           boundary: Callable[[str], None]) -> Journal:
-    """Write a complete journal, or raise FixError and leave none (a half one is removed when it can be)."""
+def create(header: dict[str, Any], files: list[tuple[str, str]], dist_files: dict[str, list[str]],
+           wheels: Callable[[Path], dict[str, str | None]], boundary: Callable[[str], None],
+           sides: dict[str, FileTransport] | None = None) -> Journal:
+    """Write a complete journal, or raise FixError and leave none (a half one is removed when it can be).
+
+    `files` are (path, side) of the files the plan edits; `dist_files` the files of every touched
+    dist (always in the target). `sides` maps "target" and "host" to their file transports: the
+    copies come OUT of the target through its transport, the journal itself stays on this machine."""
+    sides = sides or {"target": LocalFiles(), "host": LocalFiles()}
     root = journals_dir()
     path = root / new_id()
     try:
         (path / "copies").mkdir(parents=True)
         (path / "wheels").mkdir()
-        n = 0
         file_rows = []
-        for name in files:
-            p = Path(name)
-            row: dict[str, Any] = {"path": name, "existed": p.exists()}
-            if p.exists():
-                n += 1
-                copy_file(p, path / "copies" / str(n))
-                row.update(copy=f"copies/{n}", sha256=_sha(p), mode=p.stat().st_mode & 0o7777)
-            file_rows.append(row)
+        for side in sorted({side for _p, side in files}):
+            names = [p for p, s in files if s == side]
+            rows = _copy_out(sides[side], names, path, f"copies/{side}", with_hash=True)
+            file_rows += [{"path": n, "side": side, "existed": rows[n] is not None, **(rows[n] or {})} for n in names]
         boundary("journal-files")
-        dist_rows: dict[str, list[dict[str, Any]]] = {}
-        seen: dict[str, str] = {}
-        for dist, paths in dist_files.items():
-            rows = []
-            for name in paths:
-                p = Path(name)
-                if name in seen:
-                    rows.append({"path": name, "copy": seen[name]})
-                    continue
-                if not p.is_file():
-                    rows.append({"path": name, "copy": None})
-                    continue
-                n += 1
-                copy_file(p, path / "copies" / str(n))
-                seen[name] = f"copies/{n}"
-                rows.append({"path": name, "copy": f"copies/{n}", "mode": p.stat().st_mode & 0o7777})
-            dist_rows[dist] = rows
+        unique = list(dict.fromkeys(p for paths in dist_files.values() for p in paths))
+        copied = _copy_out(sides["target"], unique, path, "copies/dists", with_hash=False)
+        dist_rows = {dist: [{"path": p, "copy": None, **(copied[p] or {})} for p in paths] for dist, paths in dist_files.items()}
         boundary("journal-dists")
         saved = wheels(path / "wheels")
         boundary("journal-wheels")
@@ -192,10 +172,28 @@ def create(header: dict[str, Any], files: list[str], dist_files: dict[str, list[
         write_bytes(path / "journal.json", body)
         boundary("journal-written")
         write_bytes(path / COMPLETE, (sha256_bytes(body) + "\n").encode())
-    except OSError as exc:
+    except (OSError, FileError) as exc:
         shutil.rmtree(path, ignore_errors=True)
-        raise FixError(f"the journal could not be written in {root}: {exc.strerror or exc}; nothing was changed") from None
+        why = str(exc) if isinstance(exc, FileError) else (exc.strerror or str(exc))
+        raise FixError(f"the journal could not be written in {root}: {why}; nothing was changed") from None
     return Journal(path, data)
+
+
+def _copy_out(files: FileTransport, names: list[str], journal: Path, folder: str, with_hash: bool) -> dict[str, dict[str, Any] | None]:
+    """path -> {copy, mode[, sha256]} for each regular file copied into journal/folder; None for the others."""
+    dest = journal / folder
+    dest.mkdir(parents=True, exist_ok=True)
+    got = files.export(names, dest)
+    out: dict[str, dict[str, Any] | None] = {}
+    for name in names:
+        row = got.get(name)
+        if row is None:
+            out[name] = None
+            continue
+        out[name] = {"copy": f"{folder}/{row['name']}", "mode": row["mode"] & 0o7777}
+        if with_hash:
+            out[name]["sha256"] = _sha(dest / row["name"])
+    return out
 
 
 def _sha(p: Path) -> str:
@@ -254,10 +252,9 @@ def history() -> list[Journal]:
     return out
 
 
-def unfinished_for(python: str) -> Journal | None:
+def unfinished_for(target_key: str, key_of: Callable[[dict[str, Any]], str]) -> Journal | None:
     """The newest journal of this target whose apply or rollback stopped half-way (killed, power loss)."""
-    real = os.path.realpath(python)
     for j in history():
-        if j.data and os.path.realpath(j.data.get("target", {}).get("python", "")) == real and j.status() in ("interrupted", "rollback interrupted"):
+        if j.data and key_of(j.data.get("target", {})) == target_key and j.status() in ("interrupted", "rollback interrupted"):
             return j
     return None

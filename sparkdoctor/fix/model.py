@@ -28,6 +28,7 @@ class Step:
     names: list[str] = field(default_factory=list)
     requirements: list[str] = field(default_factory=list)
     constraints: list[str] = field(default_factory=list)
+    side: str = "target"  # an edit's file: "target" (found in the target, e.g. a pin file) or "host" (named on the command line)
 
 
 @dataclass

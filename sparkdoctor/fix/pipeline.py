@@ -18,6 +18,7 @@ from sparkdoctor.fix.installers import for_target
 from sparkdoctor.fix.interface import FixError
 from sparkdoctor.fix.model import Plan
 from sparkdoctor.fix.plan import FixOptions, build_plan, hash_names
+from sparkdoctor.target_files import transport_of
 
 RESULT_VERSION = 1
 
@@ -60,7 +61,10 @@ def make_plan(target, settings: CheckSettings, options: FixOptions) -> Planned:
     installer = for_target(target, inventory)
     if settings.progress:
         settings.progress(f"planning with {installer.name} (dry-run resolution)")
-    plan = build_plan(report.findings, definitions, inventory, installer, report.facts, options)
+    plan = build_plan(report.findings, definitions, inventory, installer, report.facts, options, transport_of(target))
+    record = inv_mod.target_record(target, inventory)
+    if record["kind"] == "container":
+        plan.target.update(kind="container", container=record["container"], image_id=record.get("image_id"))
     return Planned(plan, report, inventory, installer)
 
 
@@ -88,7 +92,8 @@ def apply_and_recheck(target, planned: Planned, settings: CheckSettings) -> dict
     }
 
 
-def rollback(target_for: Callable[[str], Any], ident: str | None) -> dict[str, Any]:
+def rollback(target_for: Callable[[dict[str, Any]], Any], ident: str | None) -> dict[str, Any]:
+    """`target_for(journal's target record)` finds that target again (or refuses, in one line)."""
     journal = jr.load(ident)
     status = journal.status()
     if status == "half-written":
@@ -99,7 +104,7 @@ def rollback(target_for: Callable[[str], Any], ident: str | None) -> dict[str, A
     if status == "rolled back":
         return {"journal": journal.id, "status": "already rolled back", "message": f"journal {journal.id} was already rolled back",
                 "verified": journal.marker(jr.ROLLED_BACK)}
-    target = target_for(journal.data["target"]["python"])
+    target = target_for(journal.data["target"])
     inventory = inv_mod.read(target)
     installer = for_target(target, inventory)
     verified = apply_mod.rollback(target, journal, installer)
@@ -113,7 +118,7 @@ def history() -> list[dict[str, Any]]:
     for j in jr.history():
         plan = j.data.get("plan") or {}
         out.append({"journal": j.id, "status": j.status(), "created": j.data.get("created"),
-                    "target": (j.data.get("target") or {}).get("python"),
+                    "target": inv_mod.target_label(j.data["target"]) if j.data.get("target") else None,
                     "fixes": [f["id"] for f in plan.get("fixes", [])]})
     return out
 

@@ -25,8 +25,9 @@ from packaging.version import InvalidVersion, Version
 from sparkdoctor.fix import edits
 from sparkdoctor.fix.definitions import ActionSpec, FixDefinition
 from sparkdoctor.fix.interface import FixError, Installer
-from sparkdoctor.fix.inventory import Inventory, sha256_file
+from sparkdoctor.fix.inventory import Inventory
 from sparkdoctor.fix.model import Plan, Step
+from sparkdoctor.target_files import FileError, FileTransport, LocalFiles
 
 
 @dataclass
@@ -50,8 +51,13 @@ def wanted_fixes(findings: list[Any], definitions: dict[str, FixDefinition]) -> 
 
 
 class Planner:
-    def __init__(self, inventory: Inventory, installer: Installer, facts: Any, options: FixOptions):
+    def __init__(self, inventory: Inventory, installer: Installer, facts: Any, options: FixOptions,
+                 files: FileTransport | None = None):
         self.inv, self.installer, self.facts, self.opts = inventory, installer, facts, options
+        # a pin file check found is the target's; the env file and recipe named here are this machine's
+        self.sides: dict[str, FileTransport] = {"target": files or LocalFiles(), "host": LocalFiles()}
+        self.local = isinstance(self.sides["target"], LocalFiles)
+        self.side_of: dict[str, str] = {}
         self.plan = Plan(target={"python": inventory.python, "is_venv": inventory.is_venv}, installer=installer.describe())
         self.texts: dict[str, str] = {}  # path -> text as edited so far
         self.originals: dict[str, str] = {}
@@ -63,13 +69,14 @@ class Planner:
         self.why: dict[str, tuple[str, list[str], str]] = {}
 
     # ---- files --------------------------------------------------------------------------------
-    def _text(self, path: Path) -> str:
+    def _text(self, path: Path, side: str = "host") -> str:
         key = str(path)
         if key not in self.texts:
             try:
-                self.texts[key] = self.originals[key] = path.read_text(encoding="utf-8")
-            except (OSError, UnicodeDecodeError) as exc:
-                raise FixError(f"{path}: cannot read: {getattr(exc, 'strerror', None) or exc}") from None
+                self.texts[key] = self.originals[key] = self.sides[side].read(key).decode("utf-8")
+            except (FileError, UnicodeDecodeError) as exc:
+                raise FixError(f"{path}: cannot read: {exc}") from None
+            self.side_of[key] = side
         return self.texts[key]
 
     def _edit(self, path: Path, new: str, fix: str, why: list[str], kind: str) -> None:
@@ -96,7 +103,7 @@ class Planner:
             self.plan.notes.append(f"{fix}: no constraints or requirements file that check read pins {a.fields['package']}; nothing to edit")
         for path in files:
             spec = None if a.fields.get("remove") else a.fields["specifier"]
-            self._edit(path, edits.edit_pin(self._text(path), a.fields["package"], spec, str(path)), fix, why, a.kind)
+            self._edit(path, edits.edit_pin(self._text(path, "target"), a.fields["package"], spec, str(path)), fix, why, a.kind)
 
     def _env_file(self, fix: str, names: list[str]) -> Path | None:
         if self.opts.env_file is None:
@@ -229,18 +236,20 @@ class Planner:
             return self.installer.dry_run(requirements, constraints=[cfile], env=env, **kw)
 
     def _constraint_env(self, tmp: str) -> dict[str, str] | None:
-        """PIP_CONSTRAINT with the files this plan edits replaced by their edited text: the dry run
-        must resolve against the pins as they will be."""
-        edited = {p: t for p, t in self.texts.items() if self.originals.get(p) != t}
-        current = os.environ.get("PIP_CONSTRAINT", "")
+        """PIP_CONSTRAINT with the files this plan edits replaced by their edited text (copies in the
+        target's scratch folder `tmp`): the dry run must resolve against the pins as they will be. A
+        container's PIP_CONSTRAINT is its own (as check read it), not this process's."""
+        edited = {p: t for p, t in self.texts.items() if self.originals.get(p) != t and self.side_of.get(p) == "target"}
+        current = os.environ.get("PIP_CONSTRAINT", "") if self.local else str((getattr(self.facts, "env", None) or {}).get("PIP_CONSTRAINT") or "")
         if not edited or not current:
             return None
+        same = (lambda a, b: os.path.realpath(a) == os.path.realpath(b)) if self.local else (lambda a, b: a == b)
         parts = []
         for i, part in enumerate(current.split()):
-            if os.path.realpath(part) in {os.path.realpath(p) for p in edited}:
-                copy = os.path.join(tmp, f"edited-{i}.txt")
-                Path(copy).write_text(edited[next(p for p in edited if os.path.realpath(p) == os.path.realpath(part))], encoding="utf-8")
-                part = copy
+            match = next((p for p in edited if same(p, part)), None)
+            if match is not None:
+                part = f"{tmp}/edited-{i}.txt"
+                self.sides["target"].write(part, edited[match].encode("utf-8"))
             parts.append(part)
         return {"PIP_CONSTRAINT": " ".join(parts)}
 
@@ -252,11 +261,16 @@ class Planner:
             if new == old:
                 continue
             fix, why, kind = self.why[path]
-            plan.steps.append(Step("edit", fix, why, kind, path=path, old_sha256=sha256_file(Path(path)), new_text=new,
-                                   diff=edits.line_diff(old, new)))
-            if not os.access(path, os.W_OK) or not os.access(os.path.dirname(os.path.abspath(path)) or ".", os.W_OK):
-                plan.refusals.append(f"{path} is not writable by this user (run as its owner)")
-        with tempfile.TemporaryDirectory(prefix="sparkdoctor-pins-") as tmp:
+            side = self.side_of.get(path, "host")
+            row = self.sides[side].info([path], with_hash=True).get(path) or {}
+            plan.steps.append(Step("edit", fix, why, kind, path=path, old_sha256=row.get("sha256"), new_text=new,
+                                   diff=edits.line_diff(old, new), side=side))
+            where = "" if side == "host" or self.local else f" in {self.sides[side].where}"
+            if row.get("read_only_fs"):
+                plan.refusals.append(f"{path}{where} is not writable: it is on a read-only file system (mount it read-write, or change the image)")
+            elif not row.get("writable"):
+                plan.refusals.append(f"{path}{where} is not writable by this user (run as its owner)")
+        with self.sides["target"].scratch() as tmp:  # where the target's pip can read the edited pins
             env = self._constraint_env(tmp)
             for key, fam in self.families.items():
                 self._family_step(key, fam, env)
@@ -298,8 +312,12 @@ class Planner:
             return
         if not self.inv.is_venv and not self.opts.system:
             plan.refusals.append(f"{self.inv.python} is a system interpreter, not a venv: changing its packages can break the OS's own tools (to allow it: --system)")
-        if not self.inv.writable:
-            plan.refusals.append(f"{self.inv.purelib} is not writable by this user (run as the owner of the environment)")
+        where = "" if self.local else f" in {self.sides['target'].where}"
+        if self.inv.read_only:
+            plan.refusals.append(f"{self.inv.purelib}{where} is not writable: it is on a read-only file system "
+                                 "(mount the environment read-write, or fix the image it comes from and recreate the container)")
+        elif not self.inv.writable:
+            plan.refusals.append(f"{self.inv.purelib}{where} is not writable by this user (run as the owner of the environment)")
         pinned = {canonicalize_name(c.get("name", "")) for c in self.facts.constraints or []}
         for name, (before, after) in sorted(plan.changes.items()):
             dist = self.inv.get(name)
@@ -317,11 +335,14 @@ def _lower(after: str, before: str) -> bool:
 
 
 def build_plan(findings: list[Any], definitions: dict[str, FixDefinition], inventory: Inventory, installer: Installer,
-               facts: Any, options: FixOptions) -> Plan:
-    planner = Planner(inventory, installer, facts, options)
+               facts: Any, options: FixOptions, files: FileTransport | None = None) -> Plan:
+    planner = Planner(inventory, installer, facts, options, files)
     for fix, why in wanted_fixes(findings, definitions):
         planner.add(fix, why)
-    plan = planner.finish()
+    try:
+        plan = planner.finish()
+    except FileError as exc:
+        raise FixError(str(exc)) from None
     plan.probes_after = sorted({f.verified_by["probe"] for f in findings if f.fix and f.verified_by and f.verified_by.get("probe")})
     return plan
 

@@ -13,7 +13,8 @@ FIX_VERSION = 1
 
 
 def plan_lines(plan: Plan) -> list[str]:
-    out = [f"Target: {plan.target['python']}  (installer: {plan.installer})"]
+    where = f"container {plan.target['container']}: " if plan.target.get("container") else ""
+    out = [f"Target: {where}{plan.target['python']}  (installer: {plan.installer})"]
     if not plan.fixes:
         out.append("Nothing to fix: no finding names a fix.")
     for f in plan.fixes:

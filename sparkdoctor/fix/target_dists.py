@@ -115,6 +115,13 @@ def drop_overwritten(dists, rows_of):
             info["mismatched"] = kept
 
 
+def read_only(path):
+    try:
+        return bool(os.statvfs(path).f_flag & getattr(os, "ST_RDONLY", 1))
+    except OSError:
+        return False
+
+
 def pyvenv_cfg():
     path = os.path.join(sys.prefix, "pyvenv.cfg")
     keys = {}
@@ -167,6 +174,7 @@ def main(argv):
         "has_pip": has_pip,
         "purelib": purelib,
         "writable": os.access(purelib, os.W_OK),
+        "read_only": read_only(purelib),
         "version": "%d.%d" % sys.version_info[:2],
         "dists": dists,
     }

@@ -1,0 +1,149 @@
+"""A container target's files, through the container CLI: target_fileops.py runs under the
+container's own interpreter (`docker exec -i NAME PYTHON -B -c SOURCE MODE`), so nothing is
+installed in the container and nothing stays there but what a fix writes on purpose.
+
+Small operations send one JSON line and read one back. Bulk copies move raw bytes as a tar stream
+through a file on the host (`sh -c 'exec "$@" > FILE'`, and `< FILE` the other way), so a journal
+of a few hundred MB of libraries costs one exec, not one per file and not base64. Every call goes
+through proc with a timeout, and the script inside stops itself at a deadline of its own (killing
+the container CLI does not stop what it started inside). A container that was removed or stopped
+half-way is a FileError of one line, like every other failure here.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import tarfile
+import tempfile
+from contextlib import contextmanager
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Iterator
+
+from sparkdoctor import proc
+from sparkdoctor import target_fileops as ops
+from sparkdoctor.target_files import FileError
+
+SMALL_TIMEOUT = float(os.environ.get("SPARKDOCTOR_FILEOPS_TIMEOUT", "120"))
+BULK_TIMEOUT = float(os.environ.get("SPARKDOCTOR_FILEOPS_BULK_TIMEOUT", "900"))
+
+
+@lru_cache(maxsize=1)
+def _source() -> str:
+    return Path(ops.__file__).read_text(encoding="utf-8")
+
+
+class ContainerFiles:
+    def __init__(self, target: Any):
+        self.target = target
+        self.where = f"container {target.name}"
+
+    def _argv(self, mode: str, timeout: float) -> list[str]:
+        t = self.target
+        return [*t.engine, "exec", "-i", "-e", f"SPARKDOCTOR_FILEOPS_DEADLINE={int(timeout) + 5}", t.name,
+                t.python, "-B", "-c", _source(), mode]
+
+    def _failed(self, res: proc.ProcResult, what: str) -> FileError:
+        lines = [ln.strip() for ln in res.stderr.splitlines() if ln.strip()]
+        said = [ln[len("sparkdoctor-fileops: "):] for ln in lines if ln.startswith("sparkdoctor-fileops: ")]
+        if said and not res.timed_out:
+            return FileError(f"{self.where}: {said[-1]}")
+        why = res.describe_failure() if res.timed_out or res.start_error or not lines else lines[-1][:300]
+        return FileError(f"{self.where}: {what}: {why}")
+
+    def _call(self, request: dict[str, Any], timeout: float = SMALL_TIMEOUT) -> dict[str, Any]:
+        res = proc.run(self._argv("json", timeout), timeout=timeout, input=json.dumps(request) + "\n")
+        if not res.ok:
+            raise self._failed(res, f"file operation {request.get('op')}")
+        try:
+            return json.loads(res.stdout.strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            raise FileError(f"{self.where}: file operation {request.get('op')} gave no answer") from None
+
+    def info(self, paths, with_hash=False):
+        if not paths:
+            return {}
+        timeout = BULK_TIMEOUT if with_hash else SMALL_TIMEOUT
+        return self._call({"op": "info", "paths": list(paths), "hash": with_hash}, timeout)["items"]
+
+    def read(self, path):
+        import base64
+
+        return base64.b64decode(self._call({"op": "read", "path": path})["data"])
+
+    def write(self, path, data, mode=None):
+        import base64
+
+        self._call({"op": "write", "path": path, "data": base64.b64encode(data).decode("ascii"), "mode": mode})
+
+    def remove(self, paths, prune=False):
+        return self._call({"op": "remove", "paths": list(paths), "prune": prune})["removed"] if paths else 0
+
+    def listdir(self, path):
+        return self._call({"op": "list", "path": path})["names"]
+
+    def export(self, paths, dest):
+        """path -> {"name": file in dest, "mode"} for each path that is a regular file: one tar stream."""
+        paths = list(paths)
+        if not paths:
+            return {}
+        dest = Path(dest)
+        with tempfile.TemporaryDirectory(prefix="sparkdoctor-export-", dir=dest) as tmp:
+            stream = Path(tmp) / "out.tar"
+            argv = ["sh", "-c", 'exec "$@" > "$0"', str(stream), *self._argv("export", BULK_TIMEOUT)]
+            res = proc.run(argv, timeout=BULK_TIMEOUT, input=json.dumps({"paths": paths}) + "\n")
+            if not res.ok:
+                raise self._failed(res, "copying files out")
+            out: dict[str, dict[str, Any]] = {}
+            try:
+                with tarfile.open(stream, mode="r:") as tar:
+                    for member in tar:
+                        src = tar.extractfile(member)
+                        if src is None or not member.name.isdigit():
+                            continue
+                        target = dest / member.name
+                        with open(target, "wb") as fh:
+                            while chunk := src.read(1 << 20):
+                                fh.write(chunk)
+                            fh.flush()
+                            os.fsync(fh.fileno())
+                        out[paths[int(member.name)]] = {"name": member.name, "mode": member.mode}
+            except (tarfile.TarError, OSError, IndexError) as exc:
+                raise FileError(f"{self.where}: the copy out is damaged: {exc}") from None
+        return out
+
+    def import_files(self, items):
+        """Each (host file, target path, mode) written in the container, atomically, in one tar stream."""
+        items = list(items)
+        if not items:
+            return 0
+        with tempfile.TemporaryDirectory(prefix="sparkdoctor-import-") as tmp:
+            stream = Path(tmp) / "in.tar"
+            try:
+                with tarfile.open(stream, mode="w") as tar:
+                    request = json.dumps({"items": [[str(i), path, mode] for i, (_src, path, mode) in enumerate(items)]}).encode()
+                    head = tarfile.TarInfo(ops.REQUEST_MEMBER)
+                    head.size = len(request)
+                    tar.addfile(head, io.BytesIO(request))
+                    for i, (src, _path, _mode) in enumerate(items):
+                        tar.add(str(src), arcname=str(i), recursive=False)
+            except OSError as exc:
+                raise FileError(f"cannot pack files for {self.where}: {exc.strerror or exc}") from None
+            argv = ["sh", "-c", 'exec "$@" < "$0"', str(stream), *self._argv("import", BULK_TIMEOUT)]
+            res = proc.run(argv, timeout=BULK_TIMEOUT)
+            if not res.ok:
+                raise self._failed(res, "copying files in")
+        return len(items)
+
+    @contextmanager
+    def scratch(self) -> Iterator[str]:
+        path = self._call({"op": "mkscratch"})["path"]
+        try:
+            yield path
+        finally:
+            try:
+                self._call({"op": "rmscratch", "path": path})
+            except FileError:
+                pass  # the container went away: its temporary folder went with it

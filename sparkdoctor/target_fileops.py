@@ -1,0 +1,253 @@
+"""The file operations `fix` needs on a target, in the standard library only (Python 3.6+), so the
+very same code runs in the sparkdoctor process for a local target and, as a script, under the
+container's interpreter for a container target (target_container_files.py sends it in with
+`docker exec -i NAME PYTHON -B -c SOURCE`).
+
+As a script it reads one JSON request line on stdin and answers one JSON line on stdout, except
+two bulk operations that move raw bytes without base64: `export` writes a tar stream of the named
+files on stdout, and `import` reads a tar stream on stdin whose first member (`.request.json`) says
+where every other member goes. Every write is atomic (temp + fsync + rename, the mode kept), so a
+file in the target is always either its old bytes or its new ones. Errors are one line.
+"""
+
+import base64
+import hashlib
+import json
+import os
+import shutil
+import stat
+import sys
+import tarfile
+import tempfile
+
+SCRATCH_PREFIX = "sparkdoctor-fix-"
+REQUEST_MEMBER = ".request.json"
+MAX_READ = 16 * 1024 * 1024  # `read` is for text files a plan edits (pins, env lines), not for wheels
+
+
+class OpError(Exception):
+    """One line: what failed, on which path, why."""
+
+
+def _why(exc):
+    return getattr(exc, "strerror", None) or str(exc)
+
+
+def _sha256(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _read_only_fs(path):
+    probe = path
+    while probe and not os.path.exists(probe):
+        parent = os.path.dirname(probe)
+        if parent == probe:
+            break
+        probe = parent
+    try:
+        return bool(os.statvfs(probe).f_flag & getattr(os, "ST_RDONLY", 1))
+    except OSError:
+        return False
+
+
+def info(paths, with_hash=False):
+    """path -> None (absent) or {kind, size, mode, sha256 (files, when asked), writable, read_only_fs}."""
+    out = {}
+    for path in paths:
+        try:
+            st = os.lstat(path)
+        except OSError:
+            out[path] = None
+            continue
+        kind = "link" if stat.S_ISLNK(st.st_mode) else "file" if stat.S_ISREG(st.st_mode) else "dir" if stat.S_ISDIR(st.st_mode) else "other"
+        row = {"kind": kind, "size": st.st_size, "mode": stat.S_IMODE(st.st_mode),
+               "writable": os.access(path, os.W_OK) and os.access(os.path.dirname(path) or "/", os.W_OK),
+               "read_only_fs": _read_only_fs(path)}
+        if with_hash and kind in ("file", "link") and os.path.isfile(path):
+            try:
+                row["sha256"] = _sha256(path)
+            except OSError:
+                row["sha256"] = None
+        out[path] = row
+    return out
+
+
+def read(path):
+    try:
+        if os.path.getsize(path) > MAX_READ:
+            raise OpError("%s: larger than %d bytes; not a file a plan edits" % (path, MAX_READ))
+        with open(path, "rb") as fh:
+            return fh.read()
+    except OSError as exc:
+        raise OpError("%s: cannot read: %s" % (path, _why(exc)))
+
+
+def write(path, data, mode=None):
+    """Replace path with data atomically; the mode is kept (or given); parent folders are made."""
+    folder = os.path.dirname(path) or "."
+    tmp = None
+    try:
+        if not os.path.isdir(folder):
+            os.makedirs(folder)
+        if mode is None and os.path.exists(path):
+            mode = stat.S_IMODE(os.stat(path).st_mode)
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix="." + os.path.basename(path) + ".", suffix=".tmp")
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, 0o644 if mode is None else mode)
+        os.replace(tmp, path)
+        tmp = None
+        _fsync_dir(folder)
+    except OSError as exc:
+        raise OpError("%s: cannot write: %s" % (path, _why(exc)))
+    finally:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+
+
+def _fsync_dir(folder):
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def remove(paths, prune=False):
+    """Unlink the files (a missing one is fine); with prune, then drop their folders that are left
+    empty but for a __pycache__ of .pyc files. Returns how many files went."""
+    gone, folders = 0, set()
+    for path in paths:
+        try:
+            if os.path.isfile(path) or os.path.islink(path):
+                os.unlink(path)
+                gone += 1
+        except OSError as exc:
+            raise OpError("%s: cannot remove: %s" % (path, _why(exc)))
+        folders.add(os.path.dirname(path))
+    if prune:
+        for folder in sorted(folders, key=lambda f: f.count(os.sep), reverse=True):
+            _prune(folder)
+    return gone
+
+
+def _prune(folder):
+    try:
+        cache = os.path.join(folder, "__pycache__")
+        if os.path.isdir(cache) and all(n.endswith(".pyc") for n in os.listdir(cache)):
+            shutil.rmtree(cache)
+        os.rmdir(folder)  # only if now empty
+    except OSError:
+        pass
+
+
+def listdir(path):
+    try:
+        return sorted(os.listdir(path))
+    except OSError as exc:
+        raise OpError("%s: cannot list: %s" % (path, _why(exc)))
+
+
+def mkscratch():
+    try:
+        return tempfile.mkdtemp(prefix=SCRATCH_PREFIX)
+    except OSError as exc:
+        raise OpError("cannot make a temporary folder in the target: %s" % _why(exc))
+
+
+def rmscratch(path):
+    if not os.path.basename(path).startswith(SCRATCH_PREFIX):
+        raise OpError("%s: not a sparkdoctor scratch folder; not removed" % path)
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def export_tar(paths, out):
+    """A tar stream on `out` of each path that is a regular file, as members "0", "1", ... (index in paths)."""
+    with tarfile.open(fileobj=out, mode="w|") as tar:
+        for i, path in enumerate(paths):
+            if not os.path.isfile(path):
+                continue
+            try:
+                with open(path, "rb") as fh:
+                    st = os.fstat(fh.fileno())
+                    member = tarfile.TarInfo(str(i))
+                    member.size, member.mode, member.mtime = st.st_size, stat.S_IMODE(st.st_mode), int(st.st_mtime)
+                    tar.addfile(member, fh)
+            except OSError as exc:
+                raise OpError("%s: cannot read: %s" % (path, _why(exc)))
+
+
+def import_tar(stream):
+    """Write every member of a tar stream to where its request says, atomically; returns the count."""
+    done = 0
+    with tarfile.open(fileobj=stream, mode="r|") as tar:
+        where = None
+        for member in tar:
+            data = tar.extractfile(member).read() if member.isfile() else b""
+            if where is None:
+                if member.name != REQUEST_MEMBER:
+                    raise OpError("import: the stream does not start with its request")
+                where = {name: (path, mode) for name, path, mode in json.loads(data.decode("utf-8"))["items"]}
+                continue
+            path, mode = where[member.name]
+            write(path, data, mode)
+            done += 1
+    return done
+
+
+def handle(request):
+    op = request.get("op")
+    if op == "info":
+        return {"items": info(request["paths"], bool(request.get("hash")))}
+    if op == "read":
+        return {"data": base64.b64encode(read(request["path"])).decode("ascii")}
+    if op == "write":
+        write(request["path"], base64.b64decode(request["data"]), request.get("mode"))
+        return {}
+    if op == "remove":
+        return {"removed": remove(request["paths"], bool(request.get("prune")))}
+    if op == "list":
+        return {"names": listdir(request["path"])}
+    if op == "mkscratch":
+        return {"path": mkscratch()}
+    if op == "rmscratch":
+        rmscratch(request["path"])
+        return {}
+    raise OpError("unknown file operation %r" % (op,))
+
+
+def main():
+    seconds = int(os.environ.get("SPARKDOCTOR_FILEOPS_DEADLINE", "0") or 0)
+    if seconds > 0 and hasattr(__import__("signal"), "alarm"):
+        __import__("signal").alarm(seconds)  # killing `docker exec` does not stop this: it stops itself
+    mode = sys.argv[1] if len(sys.argv) > 1 else "json"
+    try:
+        if mode == "import":
+            sys.stdout.write(json.dumps({"imported": import_tar(sys.stdin.buffer)}) + "\n")
+        elif mode == "export":
+            export_tar(json.loads(sys.stdin.readline())["paths"], sys.stdout.buffer)
+            sys.stdout.buffer.flush()
+        else:
+            sys.stdout.write(json.dumps(handle(json.loads(sys.stdin.readline()))) + "\n")
+    except (OpError, KeyError, ValueError, tarfile.TarError) as exc:
+        sys.stderr.write("sparkdoctor-fileops: %s\n" % str(exc).replace("\n", " "))
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,136 @@
+"""The file side of a target: what `fix` reads, copies, writes and removes IN THE TARGET.
+
+`fix` journals the files of the dists it touches, edits pin files, removes what an uninstall left
+and restores bytes on rollback; none of that may assume the target's files are this machine's. A
+FileTransport is the small set of operations it needs, with paths as the target sees them:
+
+    info(paths, hash)      kind, size, mode, sha256, writable, read-only file system (None: absent)
+    read(path) / write(path, data, mode)       small files; writes atomic, the mode kept
+    remove(paths, prune)   unlink; prune drops the folders left empty
+    export(paths, dest)    bulk copy OUT to a host folder (journal copies, downloaded wheels)
+    import_files(items)    bulk copy IN from host files, each write atomic (rollback, wheels)
+    scratch()              a temporary folder in the target, removed after (installer reports, wheels)
+
+LocalFiles does them here (the same functions target_fileops runs in a container);
+target_container_files.ContainerFiles does them through the container CLI. Host files that the
+user names on the command line (an env file, a recipe) always use LocalFiles.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator, Protocol
+
+from sparkdoctor import target_fileops as ops
+
+
+class FileError(RuntimeError):
+    """A file operation in the target failed; the message is one line."""
+
+
+class FileTransport(Protocol):
+    where: str  # "here" or "container NAME": what an error line says
+
+    def info(self, paths: list[str], with_hash: bool = False) -> dict[str, dict[str, Any] | None]: ...
+
+    def read(self, path: str) -> bytes: ...
+
+    def write(self, path: str, data: bytes, mode: int | None = None) -> None: ...
+
+    def remove(self, paths: list[str], prune: bool = False) -> int: ...
+
+    def listdir(self, path: str) -> list[str]: ...
+
+    def export(self, paths: list[str], dest: Path) -> dict[str, dict[str, Any]]: ...
+
+    def import_files(self, items: list[tuple[Path, str, int | None]]) -> int: ...
+
+    def scratch(self) -> Any: ...
+
+
+def sha256_of(transport: FileTransport, path: str) -> str | None:
+    row = transport.info([path], with_hash=True).get(path)
+    return row.get("sha256") if row else None
+
+
+def hashes(transport: FileTransport, paths: list[str]) -> dict[str, str | None]:
+    """path -> sha256 (None: missing or not a file), in one call."""
+    rows = transport.info(list(paths), with_hash=True) if paths else {}
+    return {p: (rows.get(p) or {}).get("sha256") for p in paths}
+
+
+class LocalFiles:
+    """This machine's files (a venv's, the user's env file)."""
+
+    where = "here"
+
+    def _do(self, fn, *args):
+        try:
+            return fn(*args)
+        except ops.OpError as exc:
+            raise FileError(str(exc)) from None
+
+    def info(self, paths, with_hash=False):
+        return ops.info(list(paths), with_hash)
+
+    def read(self, path):
+        return self._do(ops.read, path)
+
+    def write(self, path, data, mode=None):
+        self._do(ops.write, path, data, mode)
+
+    def remove(self, paths, prune=False):
+        return self._do(ops.remove, list(paths), prune)
+
+    def listdir(self, path):
+        return self._do(ops.listdir, path)
+
+    def export(self, paths, dest):
+        """path -> {"name": file in dest, "mode"} for each path that is a regular file."""
+        out = {}
+        for i, path in enumerate(paths):
+            if not os.path.isfile(path):
+                continue
+            target = Path(dest) / str(i)
+            try:
+                _copy(Path(path), target)
+                out[path] = {"name": target.name, "mode": os.stat(path).st_mode & 0o7777}
+            except OSError as exc:
+                raise FileError(f"{path}: cannot copy: {exc.strerror or exc}") from None
+        return out
+
+    def import_files(self, items):
+        for src, path, mode in items:
+            try:
+                data = Path(src).read_bytes()
+            except OSError as exc:
+                raise FileError(f"{src}: cannot read: {exc.strerror or exc}") from None
+            self._do(ops.write, path, data, mode)
+        return len(items)
+
+    @contextmanager
+    def scratch(self) -> Iterator[str]:
+        path = self._do(ops.mkscratch)
+        try:
+            yield path
+        finally:
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def _copy(src: Path, dest: Path) -> None:
+    """A byte copy, fsynced, under a temporary name until complete."""
+    tmp = dest.with_name(f".{dest.name}.tmp")
+    with open(src, "rb") as fin, open(tmp, "wb") as fout:
+        shutil.copyfileobj(fin, fout, 1 << 20)
+        fout.flush()
+        os.fsync(fout.fileno())
+    os.replace(tmp, dest)
+
+
+def transport_of(target: Any) -> FileTransport:
+    """The target's file transport (a target without one is this machine's files)."""
+    get = getattr(target, "file_transport", None)
+    return get() if callable(get) else LocalFiles()
