@@ -28,6 +28,7 @@ def register(app: typer.Typer) -> None:
         python: Optional[str] = typer.Option(None, "--python", help="The target interpreter or venv (default: $VIRTUAL_ENV, else this Python)."),
         container: Optional[str] = typer.Option(None, "--container", help="Fix inside this running container (docker/podman), through the container CLI."),
         container_python: Optional[str] = typer.Option(None, "--container-python", help="The interpreter inside the container (default: the one holding vLLM)."),
+        runtime: Optional[str] = typer.Option(None, "--runtime", help="Container CLI for --container: docker or podman (default: $SPARKDOCTOR_CONTAINER_RUNTIME, else docker, else podman)."),
         yes: bool = typer.Option(False, "--yes", help="Apply the plan (journal first), then check again."),
         rollback: bool = typer.Option(False, "--rollback", help="Restore what a journal recorded, byte for byte, offline."),
         history: bool = typer.Option(False, "--history", help="List fix journals, newest first."),
@@ -57,7 +58,7 @@ def register(app: typer.Typer) -> None:
         from sparkdoctor.check_target import refuse_bad_target_options
 
         refuse_bad_target_options(python, container, container_python, facts_given=False)
-        chosen = (python, container, container_python)
+        chosen = (python, container, container_python, runtime)
         out = lambda text: typer.echo(text)  # noqa: E731
         try:
             if history:
@@ -95,12 +96,12 @@ def _journal_target(record: dict, chosen):
     the options name, or a container now running another image, is refused in one line."""
     from sparkdoctor.fix.inventory import target_label
 
-    python, container, container_python = chosen
+    python, container, container_python, runtime = chosen
     label = target_label(record)
     if record.get("kind") == "container":
         if python is not None or (container is not None and container != record.get("container")):
             raise Fatal(f"this journal is of {label}, not of the target named here; roll it back without target options", EXIT_FIX_REFUSED)
-        target = _target((None, record.get("container"), container_python or record.get("python")), None)
+        target = _target((None, record.get("container"), container_python or record.get("python"), runtime), None)
         now = (getattr(target, "info", None) or {}).get("image_id")
         if record.get("image_id") and now != record["image_id"]:
             raise Fatal(f"container {record.get('container')} now runs image {str(now)[:19]}, the journal was written on "
@@ -108,7 +109,7 @@ def _journal_target(record: dict, chosen):
         return target
     if container is not None:
         raise Fatal(f"this journal is of {label}, not of a container; roll it back without --container", EXIT_FIX_REFUSED)
-    target = _target((record.get("python"), None, None), None)
+    target = _target((record.get("python"), None, None, None), None)
     if python is not None and Path(_target(chosen, None).python).parent.resolve() != Path(target.python).parent.resolve():
         raise Fatal(f"this journal is of {label}, not of {python}", EXIT_FIX_REFUSED)
     return target

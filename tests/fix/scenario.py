@@ -62,7 +62,10 @@ def make_target(root: Path, kind: str, wheels: Path) -> Path:
         must([sys.executable, "-m", "venv", "--without-pip", str(venv)])
         extra = ["pip==24.0"]
     python = venv / "bin" / "python"
-    must([uv(), "pip", "install", "--quiet", "--python", str(python), "--offline", "--no-index", "--find-links", str(wheels), *extra, *BASE])
+    # --link-mode copy: uv hardlinks from its cache by default, and the hand edit below would then change
+    # the cached file, and with it every venv made from it (two test sessions saw each other's edit).
+    must([uv(), "pip", "install", "--quiet", "--link-mode", "copy", "--python", str(python), "--offline", "--no-index",
+          "--find-links", str(wheels), *extra, *BASE])
     core = next(venv.glob("lib/python*/site-packages/idna/core.py"))
     core.write_text(core.read_text() + "\n# a hand edit\n")
     return python

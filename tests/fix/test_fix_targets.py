@@ -64,6 +64,8 @@ def test_container_options_are_checked_like_checks(tmp_path):
     error(sd("fix", "--container-python", "/usr/bin/python3"), 2, "needs --container")
     error(sd("fix", "--container", "x", "--python", sys.executable), 2, "exclude each other")
     error(sd("fix", "--container", "x", env={"SPARKDOCTOR_CONTAINER_CLI": "no-such-cli"}), 3, "no-such-cli")
+    error(sd("fix", "--container", "x", "--runtime", "sparkdoctor-no-such-cli"), 3,
+          "--runtime sparkdoctor-no-such-cli: no such program on PATH")
 
 
 # A stand-in container CLI whose one "container" (c1) is this machine: inspect answers like docker,
