@@ -5,6 +5,7 @@ half of the suite download gigabytes, so collection refuses it.
 """
 
 import shutil
+import signal
 import subprocess
 from pathlib import Path
 
@@ -12,7 +13,16 @@ import pytest
 
 from tests import venvs
 
-SLOW_ONLY_FIXTURES = {"vllm032_venv", "docker_daemon", "vllm_cpu", "vllm_cpu_models", "transformers_serve"}
+SLOW_ONLY_FIXTURES = {"vllm032_venv", "docker_daemon", "podman", "vllm_cpu", "vllm_cpu_models", "transformers_serve"}
+
+
+def pytest_sessionstart(session):
+    # A cancelled CI job gets SIGTERM: unwind as from Ctrl-C, so the session fixtures' teardown runs
+    # (the dockerd and podman they started are stopped, servers torn down) instead of leaving them behind.
+    def _interrupt(signum, frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    signal.signal(signal.SIGTERM, _interrupt)
 
 
 def _has_nvidia_gpu() -> bool:
