@@ -103,7 +103,7 @@ def write(path, data, mode=None):
         os.chmod(tmp, 0o644 if mode is None else mode)
         os.replace(tmp, path)
         tmp = None
-        _fsync_dir(folder)
+        fsync_dir(folder)
     except OSError as exc:
         raise OpError("%s: cannot write: %s" % (path, _why(exc)))
     finally:
@@ -114,7 +114,8 @@ def write(path, data, mode=None):
                 pass
 
 
-def _fsync_dir(folder):
+def fsync_dir(folder):
+    """Make a rename in `folder` durable; a file system that cannot fsync a folder is left at that."""
     try:
         fd = os.open(folder, os.O_RDONLY)
     except OSError:

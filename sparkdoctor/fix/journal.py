@@ -30,6 +30,7 @@ from typing import Any, Callable, Iterator
 
 from sparkdoctor.fix.interface import FixError
 from sparkdoctor.locations import state_dir
+from sparkdoctor.target_fileops import fsync_dir
 from sparkdoctor.target_files import FileError, FileTransport, LocalFiles
 
 JOURNAL_VERSION = 1
@@ -38,17 +39,6 @@ COMPLETE, APPLYING, APPLIED, ROLLING_BACK, ROLLED_BACK = "COMPLETE", "applying",
 
 def journals_dir() -> Path:
     return state_dir() / "journals"
-
-
-def _fsync_dir(folder: Path) -> None:
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def write_bytes(path: Path, data: bytes, mode: int | None = None) -> None:
@@ -65,7 +55,7 @@ def write_bytes(path: Path, data: bytes, mode: int | None = None) -> None:
         if mode is not None:
             os.chmod(tmp, mode)
         os.replace(tmp, path)
-        _fsync_dir(path.parent)
+        fsync_dir(path.parent)
     except BaseException:
         try:
             os.unlink(tmp)

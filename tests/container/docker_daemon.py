@@ -31,6 +31,28 @@ from sparkdoctor import proc
 APT_TIMEOUT = 600
 
 
+SKELETON_DIRS = ("proc", "sys", "dev", "tmp", "etc", "usr", "opt", "root", "run", "sbin", "var", "var/tmp", "work")
+
+
+def skeleton_tar(tar_path: Path, dirs: tuple[str, ...] = SKELETON_DIRS) -> Path:
+    """The root file system of a skeleton image as a tarball: empty folders (the temporary ones sticky
+    and world-writable), /bin, /lib, /lib64 linked into the host /usr the containers mount, and a passwd."""
+    with tarfile.open(tar_path, "w") as tar:
+        for name in dirs:
+            info = tarfile.TarInfo(name)
+            info.type, info.mode = tarfile.DIRTYPE, 0o1777 if name in ("tmp", "var/tmp") else 0o755
+            tar.addfile(info)
+        for link, to in (("bin", "usr/bin"), ("lib", "usr/lib"), ("lib64", "usr/lib64")):
+            info = tarfile.TarInfo(link)
+            info.type, info.linkname = tarfile.SYMTYPE, to
+            tar.addfile(info)
+        passwd = b"root:x:0:0:root:/root:/bin/sh\n"
+        info = tarfile.TarInfo("etc/passwd")
+        info.size = len(passwd)
+        tar.addfile(info, io.BytesIO(passwd))
+    return tar_path
+
+
 class NoRuntime(Exception):
     """No container runtime can run here; the message is the skip reason."""
 
@@ -86,20 +108,7 @@ class Daemon:
 
     def import_skeleton(self, tag: str) -> str:
         """A registry-free image: an empty root with the mount points the skeleton containers need."""
-        tar_path = self.root / f"{tag.replace(':', '-')}.tar"
-        with tarfile.open(tar_path, "w") as tar:
-            for name in ("proc", "sys", "dev", "tmp", "etc", "usr", "opt", "root", "run", "sbin", "var", "var/tmp", "work"):
-                info = tarfile.TarInfo(name)
-                info.type, info.mode = tarfile.DIRTYPE, 0o1777 if name in ("tmp", "var/tmp") else 0o755
-                tar.addfile(info)
-            for link, to in (("bin", "usr/bin"), ("lib", "usr/lib"), ("lib64", "usr/lib64")):
-                info = tarfile.TarInfo(link)
-                info.type, info.linkname = tarfile.SYMTYPE, to
-                tar.addfile(info)
-            passwd = b"root:x:0:0:root:/root:/bin/sh\n"
-            info = tarfile.TarInfo("etc/passwd")
-            info.size = len(passwd)
-            tar.addfile(info, io.BytesIO(passwd))
+        tar_path = skeleton_tar(self.root / f"{tag.replace(':', '-')}.tar")
         self.must("import", "--change", "ENV PATH=/usr/local/bin:/usr/bin:/bin", str(tar_path), tag)
         return tag
 

@@ -13,12 +13,11 @@ from __future__ import annotations
 import os
 import resource
 import shutil
-import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from sparkdoctor import proc
-from tests.container.docker_daemon import APT_TIMEOUT, NoRuntime
+from tests.container.docker_daemon import APT_TIMEOUT, NoRuntime, skeleton_tar
 
 
 def _ensure_podman() -> str:
@@ -73,16 +72,7 @@ def start_podman(root: Path) -> Podman:
                    f'--storage-driver vfs --events-backend file --tmpdir "{root}/tmp" "$@"\n')
     cli.chmod(0o755)
     podman = Podman(root, cli)
-    tar_path = root / "skeleton.tar"
-    with tarfile.open(tar_path, "w") as tar:
-        for name in ("proc", "sys", "dev", "tmp", "etc", "usr", "run", "var", "root"):
-            info = tarfile.TarInfo(name)
-            info.type, info.mode = tarfile.DIRTYPE, 0o1777 if name == "tmp" else 0o755
-            tar.addfile(info)
-        for link, to in (("bin", "usr/bin"), ("lib", "usr/lib"), ("lib64", "usr/lib64")):
-            info = tarfile.TarInfo(link)
-            info.type, info.linkname = tarfile.SYMTYPE, to
-            tar.addfile(info)
+    tar_path = skeleton_tar(root / "skeleton.tar", ("proc", "sys", "dev", "tmp", "etc", "usr", "run", "var", "root"))
     res = podman("import", "--change", "ENV PATH=/usr/local/bin:/usr/bin:/bin", str(tar_path), "sparkdoctor-skeleton:1")
     if res.ok:
         res = podman("run", "--rm", "--init", "--network", "host", "-v", "/usr:/usr:ro", "sparkdoctor-skeleton:1", "true")

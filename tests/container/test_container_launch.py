@@ -22,6 +22,7 @@ import pytest
 from sparkdoctor.exitcodes import EXIT_BENCH_FAILED
 from sparkdoctor.recipes.model import Recipe
 from sparkdoctor.serve import LaunchError, launch
+from tests.container.docker_daemon import skeleton_tar
 from tests.container.test_container_cli import one_line, sd
 
 pytestmark = pytest.mark.slow
@@ -242,18 +243,8 @@ def test_a_conclusion_measured_in_a_container_goes_stale_when_its_image_changes(
 
     assert plan()["state"] == "fresh"  # the same image behind the tag: nothing changed
     before = json.loads(docker_daemon.must("image", "inspect", "sd-served:1"))[0]["Id"]
-    other = tmp_path / "other.tar"
-    import tarfile
-
-    with tarfile.open(other, "w") as tar:  # another image (one more folder) under the same tag: an image upgrade
-        for name in ("proc", "sys", "dev", "tmp", "etc", "usr", "opt", "root", "run", "var", "srv"):
-            info = tarfile.TarInfo(name)
-            info.type, info.mode = tarfile.DIRTYPE, 0o1777 if name == "tmp" else 0o755
-            tar.addfile(info)
-        for link, to in (("bin", "usr/bin"), ("lib", "usr/lib"), ("lib64", "usr/lib64")):
-            info = tarfile.TarInfo(link)
-            info.type, info.linkname = tarfile.SYMTYPE, to
-            tar.addfile(info)
+    # another image (one more folder) under the same tag: an image upgrade
+    other = skeleton_tar(tmp_path / "other.tar", ("proc", "sys", "dev", "tmp", "etc", "usr", "opt", "root", "run", "var", "srv"))
     docker_daemon.must("import", str(other), "sd-served:1")
     assert json.loads(docker_daemon.must("image", "inspect", "sd-served:1"))[0]["Id"] != before
     item = plan()
