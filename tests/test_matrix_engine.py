@@ -104,6 +104,13 @@ CONDITION_CASES = {
     ),
     "host_machine": ('when.host_machine = "aarch64"', {}, {"host": {"machine": "x86_64"}}, {"host": None}),
     "host_health": ('when.host_health = { "pressure.some_avg10" = ">=10" }', hh("gb10-strained"), {}, {"host_health": None}),
+    # a recipe's values: only `recipe check` fills Facts.recipe; without one the condition cannot be judged
+    "serving": (
+        'when.serving = { "--gpu-memory-utilization" = ">0.85" }',
+        {"recipe": {"argv": ["vllm", "serve", "m", "--gpu-memory-utilization", "0.95"]}},
+        {"recipe": {"argv": ["vllm", "serve", "m", "--gpu-memory-utilization=0.8"]}},
+        {"recipe": None},
+    ),
 }
 
 

