@@ -71,7 +71,6 @@ def sha256_bytes(data: bytes) -> str:
 @contextmanager
 def target_lock(target_key: str, label: str) -> Iterator[None]:
     """One fix or rollback per target (inventory.target_key) at a time; a second one is refused at once."""
-    python = label
     folder = state_dir() / "locks"
     key = hashlib.sha256(target_key.encode()).hexdigest()[:16]
     path = folder / f"{key}.lock"
@@ -84,7 +83,7 @@ def target_lock(target_key: str, label: str) -> Iterator[None]:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
-            raise FixError(f"another sparkdoctor fix or rollback is running on {python} (lock {path}); wait for it") from None
+            raise FixError(f"another sparkdoctor fix or rollback is running on {label} (lock {path}); wait for it") from None
         try:
             yield
         finally:
