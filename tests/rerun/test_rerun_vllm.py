@@ -7,8 +7,11 @@
 4. `rerun --dry-run` names the conclusion and the workaround as stale and says what changed; `rerun`
    measures again, compile is now ~2.5x faster: the conclusion flipped (exit 1 with --fail-on flipped),
    and the stale --enforce-eager is reported with what it costs.
-Four launches in all (eager ~1-2 min, compile 2-4 min on a loaded 2-core box). The vLLM file is restored
-whatever happens.
+Four launches in all (eager ~1-2 min, compile 2-4 min on a loaded 2-core box). The end-to-end checks of a
+single `bench RECIPE` (the run stored whole, ignore_eos honoured, the server's /metrics as headline, history
+list/show/compare) ride on the first A/B's arm A. The A/B in both directions is here too: eager vs compile
+with compile patched off is A vs A ("no difference"), and once the patch is gone compile is "faster".
+The vLLM file is restored whatever happens.
 """
 
 from __future__ import annotations
@@ -87,11 +90,27 @@ def test_a_stale_eager_workaround_is_found_remeasured_and_the_conclusion_flips(t
                     "--conclude", "compile-vs-eager", "--ready-timeout", READY, "--ledger", ledger, "--format", "json")
         ab = _doc(bench, "bench-conclude")
         assert bench.returncode == 0, bench.stderr[-3000:]
+        assert ab["kind"] == "comparison" and ab["order"] == ["A", "B"] and len(ab["runs"]) == 2
         assert ab["verdict"] == "no difference", ab["levels"]
         assert ab["conclusion"]["name"] == "compile-vs-eager" and ab["conclusion"]["runs"]["A"] == [1]
         print(f"conclusion recorded in {time.monotonic() - t0:.0f} s: {ab['conclusion']['statement']}")
     finally:
         init.write_bytes(original)  # the toolchain changes for real: the patch is gone
+    # A single `bench RECIPE` is checked on this A/B's arm A (a vLLM start costs a minute or more here and the
+    # suite has 45 minutes): the run is stored whole and history reads it back.
+    run_a = _doc(_sd("history", "1", "--ledger", ledger, "--format", "json"), "history-run-1")["run"]
+    assert run_a["recipe"]["name"] == "deep-eager" and "--enforce-eager" in run_a["recipe"]["argv"]
+    (lvl1,) = run_a["summary"]["levels"]
+    assert lvl1["client"]["output_tokens"] == 32 and lvl1["client"]["tokens_from"] == ["usage"]  # ignore_eos reached vLLM
+    assert lvl1["server"]["generation_tokens"] == 3 * 32 and lvl1["server"]["ttft_s"]["count"] == 3
+    headline = run_a["summary"]["headline"]
+    assert headline["source"].startswith("server /metrics") and headline["decode_tps_per_stream"] > 1
+    assert run_a["facts"]["packages"]["vllm"]["version"].startswith("0.32.0")  # the Facts of the server's venv
+    listing = _sd("history", "--recipe", "deep-eager", "--ledger", ledger)
+    assert listing.returncode == 0 and "deep-eager" in listing.stdout and "deep-compile" not in listing.stdout
+    compared = _doc(_sd("history", "--compare", "1", "--compare", "2", "--ledger", ledger, "--format", "json"), "history-compare")
+    assert any("different recipes" in n for n in compared["notes"])
+
     listing = _doc(_sd("conclusions", "--ledger", ledger, "--format", "json"), "conclusions-stale")
     (item,) = listing["conclusions"]
     assert item["status"] == "stale"
