@@ -166,7 +166,10 @@ def test_a_signal_to_sparkdoctor_takes_the_server_group_down(tmp_path, sig):
 
     repo = str(Path(__file__).resolve().parent.parent.parent)
     script = DRIVER.format(repo=repo, fake=str(FAKE), run_dir=str(tmp_path))
-    driver = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # SIGINT as a terminal leaves it: a CI job started in the background inherits it ignored, and
+    # sparkdoctor rightly keeps a signal its parent ignores ignored (then this driver would never stop).
+    driver = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         pgid = int(driver.stdout.readline())
         assert members(pgid), "the server group should be up while the driver waits"
