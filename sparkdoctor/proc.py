@@ -61,6 +61,7 @@ class ProcResult:
     out_of_budget: bool = False  # cut short by the run's deadline, not by its own timeout
     dropped: int = 0  # bytes of output dropped between head and tail (both streams)
     stopped: str | None = None  # killed on purpose by its caller, and why
+    limit: float | None = None  # the seconds it was allowed (its timeout, or what the run's deadline left)
 
     @property
     def ok(self) -> bool:
@@ -82,7 +83,8 @@ class ProcResult:
             return f"{name} was stopped: {self.stopped}"
         if self.timed_out:
             why = f" ({BUDGET_NOTE})" if self.out_of_budget else ""
-            return f"{name} timed out after {self.seconds:.1f}s{why}"
+            after = self.limit if self.limit is not None else self.seconds  # not the reap's variable tail
+            return f"{name} timed out after {after:.1f}s{why}"
         if self.signal:
             return f"{name} was killed by {signal_name(self.signal)}"
         tail = (self.stderr or self.stdout).strip().splitlines()
@@ -260,6 +262,7 @@ class Running:
             timed_out=not finished,
             out_of_budget=not finished and until < own,
             dropped=out.dropped + err.dropped,
+            limit=max(0.0, until - self.started),
         )
 
     def kill(self) -> None:

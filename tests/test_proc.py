@@ -26,6 +26,21 @@ def test_timeout_kills_the_whole_group_quickly():
     assert "timed out after" in r.describe_failure()
 
 
+def test_a_timeout_names_the_limit_it_hit_not_the_time_killing_took(monkeypatch):
+    """Killing and reaping a hung process takes longer on a loaded machine; the message must not move with it
+    (a 5 s ptxas limit once read "timed out after 5.1s" under load)."""
+    real_kill = proc._kill_group
+
+    def slow_kill(popen):
+        time.sleep(0.4)  # a loaded machine: the kill comes late
+        real_kill(popen)
+
+    monkeypatch.setattr(proc, "_kill_group", slow_kill)
+    r = proc.run(["sleep", "30"], timeout=0.3)
+    assert r.timed_out and r.seconds >= 0.7 and r.limit == pytest.approx(0.3)
+    assert r.describe_failure() == "sleep timed out after 0.3s"
+
+
 def test_signal_is_named():
     r = proc.run([sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)"], timeout=10)
     assert r.signal == 11 and "SIGSEGV" in r.describe_failure()
