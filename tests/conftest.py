@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests import venvs
+from tests import venvs, workers
 
 SLOW_ONLY_FIXTURES = {"vllm032_venv", "docker_daemon", "podman", "vllm_cpu", "vllm_cpu_models", "transformers_serve"}
 
@@ -35,17 +35,45 @@ def _has_nvidia_gpu() -> bool:
         return False
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which turns the xdist_group marks added here into groups
 def pytest_collection_modifyitems(config, items):
     for item in items:
         wants = SLOW_ONLY_FIXTURES.intersection(getattr(item, "fixturenames", ()))
         if wants and "slow" not in item.keywords:
             raise pytest.UsageError(f"{item.nodeid} uses {', '.join(sorted(wants))} but is not marked slow")
+        group = workers.group_of(item)
+        if group:
+            item.add_marker(pytest.mark.xdist_group(group))
     if _has_nvidia_gpu():
         return
     skip = pytest.mark.skip(reason="needs an NVIDIA GPU and driver (run on a GPU machine)")
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+def pytest_runtest_setup(item):
+    lost = workers.lost_group(item)
+    if lost:
+        pytest.fail(lost, pytrace=False)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    # around setup, call and teardown: session fixtures a test starts (a dockerd, an install) count as its load
+    with workers.turn(item.config, alone=item.get_closest_marker("alone") is not None):
+        return (yield)
+
+
+def pytest_testnodedown(node, error):
+    """(xdist controller) keep the summary lines a finished worker sent."""
+    lines = getattr(node, "workeroutput", {}).get("summary_lines", [])
+    node.config.stash.setdefault(workers.SUMMARY, []).extend(lines)
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    for text in config.stash.get(workers.SUMMARY, []):
+        terminalreporter.write_line(text)
 
 
 @pytest.fixture(autouse=True)

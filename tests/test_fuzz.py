@@ -48,6 +48,7 @@ from sparkdoctor.render import FORMATS, render_text
 from sparkdoctor.render.console import render_console
 from sparkdoctor.render.matrix import list_matrix, show_item
 from tests import fuzz as S
+from tests.workers import summary_line
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -55,6 +56,8 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 MIN_TOTAL = 10_000
+# The total is counted across the module's tests, so they all run on one xdist worker.
+pytestmark = pytest.mark.xdist_group("fuzz")
 EXIT_TABLE = {EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_UNPROBEABLE}  # README's exit code table
 REPORT_EXITS = {EXIT_OK, EXIT_FINDINGS, EXIT_UNPROBEABLE}  # what a report itself may say
 HARD_LIMIT_S = 6  # a hang is stopped here (a replay of a hang while shrinking costs this much)
@@ -157,9 +160,7 @@ def tally(request):
     yield
     total = sum(EXAMPLES.values())
     detail = ", ".join(f"{k} {v}" for k, v in sorted(EXAMPLES.items()))
-    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
-    if reporter is not None:
-        reporter.write_line(f"\nfuzz: {total:,} generated inputs ({detail})")
+    summary_line(request.config, f"fuzz: {total:,} generated inputs ({detail})")
     module_tests = {item.originalname for item in request.session.items if item.module is request.module}
     if module_tests >= set(TEST_NAMES) and request.session.testsfailed == failed_before:
         assert total >= MIN_TOTAL, f"only {total} generated inputs ran ({detail}); want {MIN_TOTAL}"

@@ -12,7 +12,6 @@ cached under SPARKDOCTOR_TEST_VENVS like the other test venvs.
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
@@ -63,24 +62,22 @@ print("ok")
 def hf_home() -> Path:
     """A private HF_HOME whose hub cache holds only MODEL (refs/main -> a snapshot of 40 zeros); built once."""
     py = python()
-    root = venvs.ROOT / f"tfserve-hfhome-v{_MODELS_VERSION}"
-    marker = root / venvs.READY
-    if marker.exists():
-        return root
-    org, name = MODEL.split("/")
-    repo = root / "hub" / f"models--{org}--{name}"
-    snapshot = repo / "snapshots" / ("0" * 40)
-    snapshot.mkdir(parents=True, exist_ok=True)
-    script = root / "build_model.py"
-    script.write_text(_BUILD)
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
-    done = proc.run([str(py), str(script), str(snapshot)], timeout=600, env=env)
-    if not done.ok:
-        raise RuntimeError(f"building the tiny model: {done.describe_failure()}\n{done.stderr[-3000:]}")
-    (repo / "refs").mkdir(exist_ok=True)
-    (repo / "refs" / "main").write_text("0" * 40)
-    marker.write_text(json.dumps([MODEL]))
-    return root
+
+    def build(root: Path) -> None:
+        org, name = MODEL.split("/")
+        repo = root / "hub" / f"models--{org}--{name}"
+        snapshot = repo / "snapshots" / ("0" * 40)
+        snapshot.mkdir(parents=True)
+        script = root / "build_model.py"
+        script.write_text(_BUILD)
+        env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+        done = proc.run([str(py), str(script), str(snapshot)], timeout=600, env=env)
+        if not done.ok:
+            raise RuntimeError(f"building the tiny model: {done.describe_failure()}\n{done.stderr[-3000:]}")
+        (repo / "refs").mkdir(exist_ok=True)
+        (repo / "refs" / "main").write_text("0" * 40)
+
+    return venvs.built_once(venvs.ROOT / f"tfserve-hfhome-v{_MODELS_VERSION}", build)
 
 
 def serve_env() -> dict[str, str]:

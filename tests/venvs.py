@@ -52,25 +52,28 @@ def create(venv: Path, requirements: list[str], pip_args: list[str] | None = Non
     return python_of(venv)
 
 
-def _cached(name: str, recipe: object, build) -> Path:
-    """The venv ROOT/name-<hash of recipe>, built by build(venv) unless a finished one is there; returns its python.
-
-    The ready marker is written last, so an interrupted build is redone, never trusted; a lock file keeps two test
-    sessions sharing ROOT from building (and deleting) the same venv at once."""
-    key = hashlib.sha256(repr((recipe, sys.version)).encode()).hexdigest()[:12]
-    venv = ROOT / f"{name}-{key}"
-    marker = venv / READY
+def built_once(folder: Path, build) -> Path:
+    """folder, made by build(folder) unless a finished one is there (its ready marker is written last, so an
+    interrupted build is redone, never trusted). A lock file keeps two test sessions, or two xdist workers, sharing
+    ROOT from building (and deleting) the same folder at once."""
+    marker = folder / READY
     if marker.exists():
-        return python_of(venv)
-    ROOT.mkdir(parents=True, exist_ok=True)
-    with open(ROOT / f"{name}-{key}.lock", "w") as lock:
+        return folder
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    with open(folder.parent / f"{folder.name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not marker.exists():
-            if venv.exists():
-                shutil.rmtree(venv)
-            build(venv)
-            marker.write_text(repr(recipe))
-    return python_of(venv)
+            if folder.exists():
+                shutil.rmtree(folder)
+            build(folder)
+            marker.write_text(folder.name)
+    return folder
+
+
+def _cached(name: str, recipe: object, build) -> Path:
+    """The venv ROOT/name-<hash of recipe>, built by build(venv) unless a finished one is there; returns its python."""
+    key = hashlib.sha256(repr((recipe, sys.version)).encode()).hexdigest()[:12]
+    return python_of(built_once(ROOT / f"{name}-{key}", build))
 
 
 def shared_venv(name: str, requirements: list[str], pip_args: list[str] | None = None) -> Path:

@@ -15,7 +15,6 @@ Importable by any test module: `python()`, `models()`, `serve_argv()`,
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -104,17 +103,17 @@ print("ok")
 def models() -> dict[str, Path]:
     """{"tiny", "deep", "broken"} -> model folders, built once under SPARKDOCTOR_TEST_VENVS (about 15 s)."""
     py = python()
-    root = venvs.ROOT / f"vllmcpu-models-v{_MODELS_VERSION}"
-    marker = root / venvs.READY
     names = ("tiny", "deep", "broken")
-    if not marker.exists():
-        root.mkdir(parents=True, exist_ok=True)
+
+    def build(root: Path) -> None:
+        root.mkdir(parents=True)
         script = root / "build_models.py"
         script.write_text(_BUILD)
         done = proc.run([str(py), str(script), str(root)], timeout=600, env=_quiet_env())
         if not done.ok:
             raise RuntimeError(f"building tiny models: {done.describe_failure()}\n{done.stderr[-3000:]}")
-        marker.write_text(json.dumps(names))
+
+    root = venvs.built_once(venvs.ROOT / f"vllmcpu-models-v{_MODELS_VERSION}", build)
     return {name: root / name for name in names}
 
 

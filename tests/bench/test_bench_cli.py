@@ -35,7 +35,7 @@ def test_bench_url_json_is_stored_and_history_shows_it(run, tmp_path):
     with serve(Style(delay=0.001)) as (url, style):
         first = run("bench", "--url", url, *QUICK, "--ledger", ledger, "--format", "json")
         second = run("bench", "--url", url, *QUICK, "--ledger", ledger, "--format", "json")
-    assert first.returncode == 0, first.stderr
+    assert first.returncode == 0 and second.returncode == 0, first.stderr + second.stderr
     doc = json.loads(first.stdout)  # stdout is only the JSON
     assert (doc["schema"], doc["kind"], doc["run_id"], doc["model"]) == (1, "run", 1, "tiny")
     assert doc["server"]["kind"] == "vllm" and len(doc["fingerprint"]) == 16

@@ -57,6 +57,7 @@ def test_bench_recipe_launches_measures_stores_and_tears_down(run, tmp_path):
     assert again.returncode == 0
 
 
+@pytest.mark.alone  # the verdict compares real token timings
 def test_ab_finds_the_slower_arm_and_stores_both(run, tmp_path):
     a = recipe(tmp_path, "fast", "--delay", "0.002")
     b = recipe(tmp_path, "slow", "--delay", "0.012")
@@ -74,6 +75,7 @@ def test_ab_finds_the_slower_arm_and_stores_both(run, tmp_path):
     assert console.returncode == 0 and "slower" in console.stdout and "B/A" in console.stdout
 
 
+@pytest.mark.alone  # the verdict compares real token timings
 def test_a_vs_a_is_no_difference(run, tmp_path):
     a = recipe(tmp_path, "fast", "--delay", "0.003")
     out = run("bench", a, "--vs", a, "--pairs", "2", *QUICK, "--format", "json")

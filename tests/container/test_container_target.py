@@ -12,7 +12,7 @@ import os
 import re
 import shutil
 import subprocess
-import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -186,20 +186,25 @@ def test_real_cutedsl_450_inside_a_container(docker_daemon, docker_env, skeleton
     assert again["facts"]["timings_ms"]["cutedsl"] < inside["facts"]["timings_ms"]["cutedsl"] / 2
 
 
-def test_a_daemon_leaves_nothing_behind(tmp_path, skeleton):
+def test_a_daemon_leaves_nothing_behind(skeleton):
     """What the session's daemon does at the end, done here on a second one and checked: no process,
     no mount, no link, no firewall rule of it is left (and the session's daemon is not disturbed)."""
     from tests.container.docker_daemon import _machine_state, start_daemon
 
     before = _machine_state()
-    root = tmp_path / "d2"
-    daemon = start_daemon(root)
-    daemon.import_skeleton("sd-cleanup:1")
-    daemon.run_container("sd-cleanup", "sd-cleanup:1", daemon.host_mounts())
-    daemon.stop()
-    from tests.container.test_container_cli import _alive_with
+    # A short root: containerd's sockets live under it, and a unix socket path has at most 107 bytes (an xdist
+    # worker's tmp_path, .../popen-gw0/test_a_daemon_leaves_nothing_be0, is too long for containerd to start).
+    root = Path(tempfile.mkdtemp(prefix="sd-d2-"))
+    try:
+        daemon = start_daemon(root)
+        daemon.import_skeleton("sd-cleanup:1")
+        daemon.run_container("sd-cleanup", "sd-cleanup:1", daemon.host_mounts())
+        daemon.stop()
+        from tests.container.test_container_cli import _alive_with
 
-    assert not _alive_with(str(root)), "a process of the stopped daemon is still alive"
-    assert str(root) not in Path("/proc/self/mounts").read_text()
-    assert _machine_state() == before
-    assert not root.exists()
+        assert not _alive_with(str(root)), "a process of the stopped daemon is still alive"
+        assert str(root) not in Path("/proc/self/mounts").read_text()
+        assert _machine_state() == before
+        assert not root.exists()
+    finally:
+        shutil.rmtree(root, ignore_errors=True)

@@ -22,7 +22,8 @@ from sparkdoctor.fix import journal as jr
 from tests.fix import scenario
 from tests.fix.scenario import fix_cli
 
-pytestmark = pytest.mark.slow
+# test_zz_outcome_table counts the faults of every test here, so the module runs on one xdist worker
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("fix-faults")]
 KILLED = -9
 
 

@@ -5,10 +5,8 @@ recipe are refused in one line or reported, never compared."""
 from __future__ import annotations
 
 import json
-import sqlite3
-
-import pytest
 import os
+import sqlite3
 import subprocess
 import sys
 from dataclasses import dataclass

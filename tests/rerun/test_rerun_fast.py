@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 SERVER = Path(__file__).resolve().parent / "patched_server.py"
 MATRIX = '''component = "test"
@@ -48,6 +50,7 @@ def _run(tmp_path, *args, patch: bool):
                           capture_output=True, text=True, timeout=600)
 
 
+@pytest.mark.alone  # its verdicts compare real token timings
 def test_rerun_after_the_patch_is_gone_reports_the_flip_and_the_stale_workaround(tmp_path):
     eager, compiled = _recipe(tmp_path, "eager", False), _recipe(tmp_path, "compiled", True)
     (tmp_path / "m.toml").write_text(MATRIX)
