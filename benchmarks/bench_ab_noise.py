@@ -43,6 +43,10 @@ def collect(args) -> None:
 
     recipe = load(args.recipe, {"model": args.model})
     workload = Workload(concurrency=(1,), rounds=args.rounds, warmup=3, max_tokens=args.max_tokens)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    header = {"recipe": recipe.name, "max_tokens": args.max_tokens, "concurrency": 1, "machine": _machine(),
+              "collected_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     launches = []
     for i in range(args.restarts):
         t0 = time.time()
@@ -56,12 +60,26 @@ def collect(args) -> None:
                          "server_decode_tps": server_tps})
         print(f"launch {i}: ready {ready:.0f}s, median {statistics.median(launches[-1]['round_output_tps']):.1f} tok/s "
               f"over {len(lvl.rounds)} rounds", flush=True)
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"recipe": recipe.name, "max_tokens": args.max_tokens, "concurrency": 1,
-                               "collected_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                               "launches": launches}, indent=1) + "\n")
+        # after every launch: a collection stopped by a time limit keeps the launches it finished
+        out.write_text(json.dumps({**header, "launches": launches}, indent=1) + "\n")
     print(f"wrote {out}")
+
+
+def _machine() -> str:
+    """What the samples were measured on: CPU count, and the GPU where NVML sees one."""
+    import os
+    import platform
+
+    text = f"{platform.machine()}, {os.cpu_count()} CPUs"
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        name = pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(0))
+        text += f", {name.decode() if isinstance(name, bytes) else name}"
+    except Exception:  # no NVML library or no GPU: a CPU-only box
+        text += ", no GPU"
+    return text
 
 
 def _arm_value(rng: random.Random, launches: list[list[float]], rounds: int, scale: float) -> float:
@@ -89,8 +107,9 @@ def analyse(args) -> None:
     medians = [statistics.median(r) for r in launches]
     cv_within = statistics.median(statistics.stdev(r) / statistics.mean(r) for r in launches)
     cv_between = statistics.stdev(medians) / statistics.mean(medians) if len(medians) > 1 else 0.0
+    machine = f"on {data['machine']}; " if data.get("machine") else ""
     print(f"real samples: {len(launches)} launches x {len(launches[0])} rounds ({data['recipe']}, "
-          f"{data['max_tokens']} tokens, concurrency 1; collected {data['collected_at']})")
+          f"{data['max_tokens']} tokens, concurrency 1; {machine}collected {data['collected_at']})")
     print(f"per-launch medians (tok/s): {', '.join(f'{m:.1f}' for m in medians)}; "
           f"CV inside a launch {cv_within:.1%}, between launches {cv_between:.1%}; all rounds {min(all_rounds):.1f}-{max(all_rounds):.1f}\n")
     print("| test | pairs | rounds per arm | comparisons | faster | slower | no difference |")
