@@ -117,6 +117,7 @@ reference = "e2m1_cvt_expected"
         (lambda h: h.replace('threads = 32', 'threads = "32"'), "'threads' is missing or not a int"),
         (lambda h: h.replace('id = "x"', "id = x"), "header is not TOML"),
         (lambda h: h.replace("'F2FP'", "'F2FP('"), "'sass' is not a regex"),
+        (lambda h: h.replace("'F2FP'", "'F2FP[[]'"), "'sass' is not a regex: Possible nested set"),
         (lambda h: h.replace('home_arch = "sm_121a"', 'home_arch = "gb10"'), "not a CUDA arch"),
     ],
 )

@@ -7,6 +7,8 @@ local builds (+cu130) and pre-releases the way pip does.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -314,6 +316,8 @@ STACK = f'[[stack]]\nid = "good-stack"\ntitle = "t"\npackages = {{ "vllm" = ">=0
         (entry_toml("bad-arch", 'when.gpu_arch = ["sm_999a"]'), ["when.gpu_arch", "sm_999a"]),
         (entry_toml("huge-spec", f'when.packages = {{ "vllm" = ">={"9" * 5000}" }}'), ["when.packages", "vllm", "characters"]),
         (entry_toml("nested-quantifier", 'when.env_matches = { CUTE_DSL_ARCH = "^(sm_1+)+$" }'), ["when.env_matches", "CUTE_DSL_ARCH", "nested quantifier"]),
+        # Python only warns about a set that a future Python reads as set operations: refused, not a raw FutureWarning
+        (entry_toml("nested-set", 'when.env_matches = { CUTE_DSL_ARCH = "[[a]" }'), ["when.env_matches", "CUTE_DSL_ARCH", "nested set", "future Python"]),
     ],
 )
 def test_load_refuses_what_validate_refuses(tmp_path, body, words):
@@ -493,3 +497,28 @@ def test_loading_the_matrix_does_not_import_the_kernels_module():
     code = "import sys; from sparkdoctor import matrix; matrix.load(); print('sparkdoctor.kernels' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=Path(__file__).resolve().parent.parent)
     assert done.stdout.strip() == "False", done.stderr
+
+
+def test_a_pattern_python_only_warns_about_is_refused_even_after_re_cached_it():
+    """re.compile warns once per pattern and then serves it from its cache, silently: the check must not depend on
+    whether something in this process compiled the pattern before."""
+    import re
+    import warnings
+
+    from sparkdoctor.patterns import regex_error
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        re.compile("[a&&b]")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # and nothing leaks out as a warning
+        assert "future Python" in regex_error("[a&&b]") and "future Python" in regex_error("[a&&b]")
+        assert regex_error(r"[\[a]") is None and regex_error("(") == "missing ), unterminated subpattern at position 0"
+
+
+def test_matrix_validate_prints_one_line_and_no_python_warning_for_a_nested_set(tmp_path):
+    path = write(tmp_path, "m.toml", entry_toml("nested-set", 'when.env_matches = { CUTE_DSL_ARCH = "x[[a]" }'))
+    p = subprocess.run([sys.executable, "-W", "default", "-m", "sparkdoctor", "matrix", "validate", str(path)],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2 and not p.stdout
+    assert p.stderr.count("\n") == 1 and "Warning" not in p.stderr and "nested set" in p.stderr, p.stderr

@@ -99,6 +99,7 @@ def test_evidence_defaults_to_reported_and_shows_the_level(tmp_path):
     (FILES.replace('files.affected = ["1.0"]', 'files.affected = ["one"]'), "field 'files.affected' has 'one', which is not a PEP 440 version"),
     (FILES.replace('date = "2026-11-22"', 'date = "yesterday"'), "field 'last_verified' needs date"),
     (FILES.replace('{ path = "demo/*.py", contains = "OLD_SWITCH" },', '{ path = "demo/*.py", regex = "(" },'), "does not compile"),
+    (FILES.replace('{ path = "demo/*.py", contains = "OLD_SWITCH" },', '{ path = "demo/*.py", regex = "[a&&b]" },'), "a future Python reads this set differently"),
 ])
 def test_validate_refuses_claims_without_their_proof(tmp_path, extra, message):
     with pytest.raises(MatrixError, match=None) as caught:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sparkdoctor.arch import FIRST_PTX, parse_arch
+from sparkdoctor.patterns import regex_error
 from sparkdoctor.ptxas import version_tuple
 
 if sys.version_info >= (3, 11):
@@ -97,10 +98,9 @@ def parse_probe(path: Path) -> Probe:
             raise ProbeError(f"{path}: header field '{name}' is missing or not a {kind.__name__}")
     if ARCH_PLACEHOLDER not in source:
         raise ProbeError(f"{path}: no '.target {ARCH_PLACEHOLDER}' line")
-    try:
-        re.compile(meta["sass"])
-    except re.error as exc:
-        raise ProbeError(f"{path}: header field 'sass' is not a regex: {exc}") from None
+    err = regex_error(meta["sass"])
+    if err:
+        raise ProbeError(f"{path}: header field 'sass' is not a regex: {err}")
     for arch in [*meta["family"], meta["home_arch"]]:
         try:
             parse_arch(arch)

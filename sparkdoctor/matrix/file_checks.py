@@ -37,6 +37,7 @@ from typing import Any
 from packaging.utils import canonicalize_name
 
 from sparkdoctor.matrix.model import MatrixError
+from sparkdoctor.patterns import regex_error
 from sparkdoctor.matrix.versions import parse_version
 
 FIXED_MODES = ("differs", "same", "unchecked")
@@ -131,10 +132,9 @@ def _check(raw: Any, where: str) -> FileCheck:
     elif kind != "exists" and (not isinstance(value, str) or not value):
         raise MatrixError(f"{where}: {kind} must be a non-empty string")
     if kind == "regex":
-        try:
-            re.compile(value)
-        except re.error as exc:
-            raise MatrixError(f"{where}: regex {value!r} does not compile: {exc}") from None
+        err = regex_error(value)
+        if err:
+            raise MatrixError(f"{where}: regex {value!r} does not compile: {err}")
     fixed = raw.get("fixed", "differs")
     if fixed not in FIXED_MODES:
         raise MatrixError(f"{where}: fixed must be one of {', '.join(FIXED_MODES)}, not {fixed!r}")

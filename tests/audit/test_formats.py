@@ -168,3 +168,15 @@ def test_modelopt_fp8_kv_scales_are_pointed_out_when_the_kv_dtype_is_auto(tmp_pa
     a = audit(folder, context=100)
     assert "hf_quant_config.json carries FP8 KV scales" in a.kv_dtype
     assert group(a, "mlp").formats.keys() == {"NVFP4"} and a.disagreements == []
+
+
+def test_a_checkpoints_pattern_python_warns_about_is_read_as_vllm_reads_it_without_a_warning():
+    """`re:` patterns come from someone's config.json; a FutureWarning about one must not land in the audit's output."""
+    import warnings
+
+    from sparkdoctor.audit.quantconfig import matches
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert matches("re:.*layers[[]0", "model.layers[0", "exact-or-re")
+        assert not matches("re:.*layers[[]0", "model.layers.0", "exact-or-re")

@@ -18,6 +18,7 @@ from typing import Any
 from sparkdoctor.facts import Facts
 from sparkdoctor.matrix.conditions.shapes import as_list
 from sparkdoctor.matrix.model import Check
+from sparkdoctor.patterns import regex_error
 
 try:  # Python 3.11+
     from re import _constants as _sre_constants, _parser as _sre_parse
@@ -106,11 +107,10 @@ def regex_problem(pattern: Any) -> str | None:
     """Why `pattern` may not be used in env_matches (None when it may)."""
     if not isinstance(pattern, str):
         return "must be a regular expression string"
-    try:
-        re.compile(pattern)
-        parsed = _sre_parse.parse(pattern)
-    except (re.error, RecursionError, OverflowError) as exc:
-        return f"bad regular expression: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
+    err = regex_error(pattern)
+    if err:
+        return f"bad regular expression: {err}"
+    parsed = _sre_parse.parse(pattern)
     if _nested_quantifier(parsed):
         return "has a nested quantifier such as (a+)+, which can backtrack for minutes; write it without repeating a repeat"
     return None
