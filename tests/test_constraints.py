@@ -133,6 +133,14 @@ def test_bad_line_is_reported_and_reading_goes_on(tmp_path):
     assert "\n" not in err
 
 
+def test_a_broken_url_is_a_bad_line_not_a_crash(tmp_path):
+    """urlsplit raises on a broken IPv6 host; one such line must not cost the file's other pins."""
+    f = write(tmp_path / "c.txt", "torch==2.13.0\nhttp://[::1/x-1.0-py3-none-any.whl\n-c http://[::1\nvllm==0.22.0\n")
+    ctx = make_ctx(files=[f])
+    assert [p[0] for p in pins(ctx)] == ["torch", "vllm"]
+    assert errors(ctx) == [f"{f}:2: not a URL: Invalid IPv6 URL", f"{f}:3: http://[::1 is not a URL: Invalid IPv6 URL"]
+
+
 def test_includes_are_relative_to_the_including_file(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # not the folder of the files: a cwd-relative reading would miss them
     write(tmp_path / "deep" / "sub" / "base.txt", "triton==3.5.0\n")

@@ -33,15 +33,15 @@ class Endpoint:
 
     @classmethod
     def parse(cls, url: str) -> "Endpoint":
-        parts = urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise HttpError(f"{url!r}: give an http:// or https:// URL with a host")
-        tls = parts.scheme == "https"
-        try:
+        try:  # urlsplit refuses a broken IPv6 host ("http://[::1"), .port one out of range
+            parts = urlsplit(url)
+            host, tls = parts.hostname, parts.scheme == "https"
+            if parts.scheme not in ("http", "https") or not host:
+                raise HttpError(f"{url!r}: give an http:// or https:// URL with a host")
             port = parts.port or (443 if tls else 80)
         except ValueError as exc:
             raise HttpError(f"{url!r}: {exc}") from None
-        return cls(parts.hostname, port, tls, parts.path.rstrip("/"))
+        return cls(host, port, tls, parts.path.rstrip("/"))
 
 
 async def _open(ep: Endpoint, timeout: float):

@@ -173,7 +173,10 @@ def parse_requirement(text: str) -> dict[str, Any] | None:
 
 def _name_from_location(location: str) -> tuple[str | None, str | None]:
     """A wheel or sdist file name carries name and version; a URL may carry #egg=name."""
-    parts = urlsplit(location)
+    try:
+        parts = urlsplit(location)
+    except ValueError as exc:  # a broken IPv6 host: "http://[::1/x.whl"
+        raise BadLine(f"not a URL: {exc}") from None
     egg = re.search(r"(?:^|&)egg=([^&]+)", parts.fragment)
     filename = unquote(os.path.basename(parts.path if _URL_RE.match(location) else location))
     try:
@@ -207,7 +210,11 @@ class Reader:
     def _local(self, name: str, base: Path | None, where: str) -> Path | None:
         """The local path a file reference means; URLs other than file:// are noted, not fetched."""
         if _URL_RE.match(name):
-            parts = urlsplit(name)
+            try:
+                parts = urlsplit(name)
+            except ValueError as exc:
+                self.error(f"{where}: {name} is not a URL: {exc}")
+                return None
             if parts.scheme.lower() != "file":
                 self.error(f"{where}: {name} is a URL; sparkdoctor does not download it, so the pins in it are unknown")
                 return None

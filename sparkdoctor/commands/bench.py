@@ -60,6 +60,13 @@ def bench(
     if conclude is not None and (vs is None or no_store or not conclude.strip()):
         raise Fatal("--conclude NAME needs a name and an A/B that is stored: RECIPE --vs RECIPE_B, without --no-store")
     from sparkdoctor.bench import flow
+    from sparkdoctor.bench.http import Endpoint, HttpError
+
+    if url is not None:  # a malformed URL is a usage error (2), not a server that could not be reached (4)
+        try:
+            Endpoint.parse(url)
+        except HttpError as exc:
+            raise Fatal(f"--url {exc}") from None
 
     given = {"concurrency": concurrency, "rounds": rounds, "max_tokens": max_tokens, "prompt_words": prompt_words,
              "warmup": warmup, "api": api}

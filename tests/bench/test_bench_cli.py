@@ -111,6 +111,17 @@ def test_bad_options_are_one_line(run, args, words):
     assert out.returncode == EXIT_USAGE and words in out.stderr and out.stderr.count("\n") == 1
 
 
+@pytest.mark.parametrize("url, words", [
+    ("notaurl", "--url 'notaurl': give an http:// or https:// URL with a host"),
+    ("ftp://127.0.0.1:9", "give an http:// or https:// URL"),
+    ("http://[::1", "Invalid IPv6 URL"),  # urlsplit raises on it: once an internal error
+    ("http://127.0.0.1:99999", "Port out of range"),
+])
+def test_a_malformed_url_is_a_usage_error_not_an_unreachable_server(run, url, words):
+    out = run("bench", "--url", url, *QUICK)
+    assert out.returncode == EXIT_USAGE and words in out.stderr and out.stderr.count("\n") == 1, out.stderr
+
+
 def test_history_without_a_ledger_says_so(run, tmp_path):
     out = run("history", "--ledger", tmp_path / "none.sqlite")
     assert out.returncode == EXIT_LEDGER and "no such file" in out.stderr
