@@ -41,3 +41,18 @@ def warn(message: str) -> None:
 # The names cli.py has always used.
 _err = err
 _warn = warn
+
+
+def open_ledger(path):
+    """The ledger a reading command (history, conclusions, rerun) works on, or Fatal with one line (exit 5). A
+    ledger that does not exist is refused, never created: a mistyped --ledger must not read as "nothing here"."""
+    from sparkdoctor.exitcodes import EXIT_LEDGER
+    from sparkdoctor.ledger import Ledger, LedgerError, default_path
+
+    path = path or default_path()
+    if not path.exists():
+        raise Fatal(f"ledger {path}: no such file (run `sparkdoctor bench` first, or pass --ledger)", EXIT_LEDGER)
+    try:
+        return Ledger(path)
+    except LedgerError as exc:
+        raise Fatal(str(exc), EXIT_LEDGER) from None

@@ -11,24 +11,13 @@ from typing import Optional
 
 import typer
 
-from sparkdoctor.cli_support import Fatal
+from sparkdoctor.cli_support import Fatal, open_ledger
 
 FORMATS = ("console", "json")
 
 
 def register(app: typer.Typer) -> None:
     app.command("conclusions")(conclusions)
-
-
-def open_ledger(path: Optional[Path]):
-    """The ledger, or Fatal with its one line (exit 5). Shared by `rerun`."""
-    from sparkdoctor.exitcodes import EXIT_LEDGER
-    from sparkdoctor.ledger import Ledger, LedgerError
-
-    try:
-        return Ledger(path)
-    except LedgerError as exc:
-        raise Fatal(str(exc), EXIT_LEDGER) from None
 
 
 def conclusions(

@@ -10,7 +10,7 @@ from typing import List, Optional
 
 import typer
 
-from sparkdoctor.cli_support import Fatal
+from sparkdoctor.cli_support import Fatal, open_ledger
 
 FORMATS = ("console", "json")
 HISTORY_SCHEMA = 1
@@ -39,14 +39,12 @@ def history(
     from sparkdoctor.bench import render
     from sparkdoctor.bench.session import envelope
     from sparkdoctor.exitcodes import EXIT_LEDGER
-    from sparkdoctor.ledger import Ledger, LedgerError, default_path
+    from sparkdoctor.ledger import LedgerError
     from sparkdoctor.ledger.compare import compare_runs
 
-    path = ledger or default_path()
-    if not path.exists():
-        raise Fatal(f"ledger {path}: no such file (run `sparkdoctor bench` first, or pass --ledger)", EXIT_LEDGER)
     try:
-        with Ledger(path) as led:
+        with open_ledger(ledger) as led:
+            path = led.path
             if compare:
                 runs = [led.run(i) for i in compare]
                 missing = [str(i) for i, r in zip(compare, runs) if r is None]

@@ -13,7 +13,7 @@ from typing import List, Optional
 
 import typer
 
-from sparkdoctor.cli_support import Fatal
+from sparkdoctor.cli_support import Fatal, open_ledger
 
 FORMATS = ("console", "json")
 FAIL_ON = ("flipped", "regression")
@@ -45,7 +45,6 @@ def rerun(
         raise Fatal(f"--format {fmt}: choose one of {', '.join(FORMATS)}")
     wanted = _fail_on(fail_on)
     from sparkdoctor.bench.flow import progress_line
-    from sparkdoctor.commands.conclusions import open_ledger
     from sparkdoctor.conclusions import rerun as pipeline
     from sparkdoctor.conclusions.model import ConclusionError
     from sparkdoctor.conclusions.toolchain import Toolchains

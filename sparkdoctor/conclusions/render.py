@@ -56,6 +56,11 @@ def plan(console: Any, doc: dict[str, Any]) -> None:
 
 
 def results(console: Any, doc: dict[str, Any]) -> None:
+    if not doc["results"] and not doc["workarounds"]:
+        fresh = sum(1 for i in doc["conclusions"] if i["state"] == "fresh")
+        console.print(f"Nothing to re-measure in {doc['ledger']}: no stale conclusion or workaround "
+                      f"({len(doc['conclusions'])} conclusion(s), {fresh} fresh).", highlight=False)
+        return
     for res in doc["results"]:
         console.print(f"{_tag(res['outcome'])}  [bold]{res['name']}[/]", highlight=False)
         if res["outcome"] == "not re-run":

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from sparkdoctor.conclusions import outcome, staleness, store
 from sparkdoctor.conclusions.model import Conclusion
 from sparkdoctor.conclusions.toolchain import Toolchains, what_changed
+from sparkdoctor.exitcodes import EXIT_LEDGER
 from sparkdoctor.ledger import Ledger
 from tests.rerun.ledgerdata import add_ab, older, write_recipe
-
 
 
 @dataclass
@@ -124,6 +124,21 @@ def test_a_ledger_from_a_newer_sparkdoctor_is_refused_in_one_line(tmp_path):
         result = runner.invoke(app, [*args, "--ledger", str(path)])
         assert result.exit_code == 5
         assert "schema 99 was written by a newer sparkdoctor" in result.output and result.output.count("\n") == 1
+
+
+def test_a_missing_ledger_is_refused_in_one_line_and_never_created(tmp_path):
+    """A mistyped --ledger must not read as "nothing here" (and leave an empty ledger behind)."""
+    typo = tmp_path / "ledgr.sqlite"
+    for command in (["conclusions"], ["rerun"], ["rerun", "--dry-run"], ["history"]):
+        r = runner.invoke(app, [*command, "--ledger", str(typo)])
+        assert r.exit_code == EXIT_LEDGER and r.stderr.count("\n") == 1 and f"ledger {typo}: no such file" in r.stderr, (command, r.output)
+    assert not typo.exists()
+
+
+def test_rerun_with_nothing_stale_says_so(tmp_path, here_facts):
+    path, _ = _ledger(tmp_path, here_facts)
+    r = runner.invoke(app, ["rerun", "--ledger", str(path)])
+    assert r.exit_code == 0 and f"Nothing to re-measure in {path}: no stale conclusion or workaround (1 conclusion(s), 1 fresh)." in r.stdout, r.output
 
 
 def test_rerun_refuses_bad_options_and_unknown_names(tmp_path, here_facts):
