@@ -37,8 +37,8 @@ from typing import Any
 from packaging.utils import canonicalize_name
 
 from sparkdoctor.matrix.model import MatrixError
-from sparkdoctor.patterns import regex_error
 from sparkdoctor.matrix.versions import parse_version
+from sparkdoctor.patterns import regex_error
 
 FIXED_MODES = ("differs", "same", "unchecked")
 _PREDICATES = ("contains", "lacks", "regex", "exists", "cubins", "lacks_cubins")
