@@ -5,22 +5,24 @@ skeleton image, and real venvs that the containers mount read-only at their host
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import pytest
 
 from tests import venvs
-from tests.container.docker_daemon import Daemon, NoRuntime, start_daemon
+from tests.container.docker_daemon import Daemon, NoRuntime, short_root, start_daemon
 
 SMALL = ["idna==3.7", "packaging==24.0"]
 
 
 @pytest.fixture(scope="session")
-def docker_daemon(tmp_path_factory) -> Daemon:
-    root = Path(tmp_path_factory.mktemp("dockerd", numbered=True))
+def docker_daemon() -> Daemon:
+    root = short_root("sd-dockerd-")
     try:
         daemon = start_daemon(root)
     except NoRuntime as exc:
+        shutil.rmtree(root, ignore_errors=True)
         pytest.skip(f"no container runtime can run here: {exc}")
     try:
         yield daemon
@@ -47,13 +49,15 @@ def docker_env(docker_daemon, monkeypatch) -> dict[str, str]:
 
 
 @pytest.fixture(scope="session")
-def podman(tmp_path_factory):
+def podman():
     """A real rootful podman on its own storage (tests/container/podman_runtime.py), with the skeleton image."""
     from tests.container.podman_runtime import start_podman
 
+    root = short_root("sd-podman-")
     try:
-        runtime = start_podman(Path(tmp_path_factory.mktemp("podman", numbered=True)))
+        runtime = start_podman(root)
     except NoRuntime as exc:
+        shutil.rmtree(root, ignore_errors=True)
         pytest.skip(f"podman cannot run here: {exc}")
     try:
         yield runtime

@@ -1,7 +1,7 @@
 """A real container runtime for tests: Debian's docker.io, one dockerd per test session, left behind
 by nothing.
 
-The daemon runs on its own socket, data root and exec root under the session's tmp folder, with no
+The daemon runs on its own socket, data root and exec root under a short folder of its own in /tmp, with no
 bridge and no iptables rules (--bridge=none --iptables=false), so it touches neither the machine's
 firewall nor its network, and never meets another dockerd (another test session's, or the machine's).
 Images are built without a registry: `docker import` of a skeleton root file system (a few folders,
@@ -22,6 +22,7 @@ import signal
 import subprocess
 import sys
 import tarfile
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -148,6 +149,14 @@ class Daemon:
         if "docker0" in after["links"] and "docker0" not in self.before["links"]:
             proc.run(["ip", "link", "del", "docker0"], timeout=20)
         shutil.rmtree(self.root, ignore_errors=True)
+
+
+def short_root(prefix: str) -> Path:
+    """A new folder with a short path, for a daemon's roots. podman refuses a runroot over 50 characters and a unix
+    socket path holds at most 107 bytes, while a pytest tmp path grows with pytest's run counter and the xdist
+    worker (/tmp/pytest-of-root/pytest-13/popen-gw1/podman0/run is 51: every podman test skipped). The daemon's
+    stop() removes it."""
+    return Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp" if os.path.isdir("/tmp") else None))
 
 
 def start_daemon(root: Path) -> Daemon:

@@ -12,7 +12,6 @@ import os
 import re
 import shutil
 import subprocess
-import tempfile
 import time
 from pathlib import Path
 
@@ -189,12 +188,10 @@ def test_real_cutedsl_450_inside_a_container(docker_daemon, docker_env, skeleton
 def test_a_daemon_leaves_nothing_behind(skeleton):
     """What the session's daemon does at the end, done here on a second one and checked: no process,
     no mount, no link, no firewall rule of it is left (and the session's daemon is not disturbed)."""
-    from tests.container.docker_daemon import _machine_state, start_daemon
+    from tests.container.docker_daemon import _machine_state, short_root, start_daemon
 
     before = _machine_state()
-    # A short root: containerd's sockets live under it, and a unix socket path has at most 107 bytes (an xdist
-    # worker's tmp_path, .../popen-gw0/test_a_daemon_leaves_nothing_be0, is too long for containerd to start).
-    root = Path(tempfile.mkdtemp(prefix="sd-d2-"))
+    root = short_root("sd-d2-")  # containerd's sockets live under it (a test's tmp_path is too long)
     try:
         daemon = start_daemon(root)
         daemon.import_skeleton("sd-cleanup:1")
