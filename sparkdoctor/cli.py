@@ -56,7 +56,7 @@ def check(
     arch: Optional[str] = typer.Option(None, "--arch", help="Evaluate as if the target ran on this GPU arch (e.g. sm_121a): for CI builders and image builds with no GB10."),
     facts_file: Optional[Path] = typer.Option(None, "--facts", help="Evaluate a saved snapshot instead of probing a live target."),
     save_facts_name: Optional[str] = typer.Option(None, "--save-facts", metavar="PATH", help="Write the collected Facts snapshot (JSON) to this file."),
-    fmt: str = typer.Option("console", "--format", "-f", help="console | json | junit | markdown"),
+    fmt: str = typer.Option("console", "--format", "-f", help="console | json | junit | markdown | sarif"),
     output_name: Optional[str] = typer.Option(None, "--output", "-o", metavar="PATH", help="Write the report here instead of stdout."),
     fail_on: Optional[str] = typer.Option(None, "--fail-on", help="Lowest severity that fails the check: info | warn | error (default error)."),
     strict: bool = typer.Option(False, "--strict", help="Fail on warnings too (same as --fail-on warn)."),
