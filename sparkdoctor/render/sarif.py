@@ -99,7 +99,8 @@ def _fingerprint(rule_id: str, subject: str, location: dict[str, Any]) -> dict[s
     return {FINGERPRINT: digest}
 
 
-def _log(rules: list[dict[str, Any]], results: list[dict[str, Any]], exit_code: int, properties: dict[str, Any]) -> str:
+def _log(rules: list[dict[str, Any]], results: list[dict[str, Any]], exit_code: int, properties: dict[str, Any],
+         category: str) -> str:
     from sparkdoctor import __version__
 
     index = {r["id"]: i for i, r in enumerate(rules)}
@@ -110,6 +111,8 @@ def _log(rules: list[dict[str, Any]], results: list[dict[str, Any]], exit_code: 
                             "informationUri": INFO_URI, "rules": rules}},
         "originalUriBaseIds": {"SRCROOT": {"uri": Path.cwd().as_uri() + "/"}},
         "invocations": [{"executionSuccessful": True, "exitCode": exit_code}],
+        # the category GitHub keeps apart: several logs (check, each recipe) can be uploaded together
+        "automationDetails": {"id": f"sparkdoctor/{category}/"},
         "results": results,
         "columnKind": "unicodeCodePoints",
         "properties": properties,
@@ -148,7 +151,7 @@ def render_sarif(report) -> str:
                         "properties": {"evidence-level": f.evidence_level, "component": f.component}})
     props = {"fingerprint": report.facts.fingerprint(), "verdict": report.verdict(), "fail_on": report.fail_on,
              "target": default}
-    return _log(rules, results, report.exit_code(), props)
+    return _log(rules, results, report.exit_code(), props, "check")
 
 
 def _stated_artifact(facts) -> str:
@@ -223,7 +226,8 @@ def render_recipe_sarif(doc: dict[str, Any], matrix: Any = None) -> str:
     exit_code = EXIT_FINDINGS if doc.get("failed") else EXIT_OK
     props = {"recipe": recipe.get("name"), "recipe_fingerprint": recipe.get("fingerprint"), "fingerprint": doc.get("fingerprint"),
              "fail_on": doc.get("fail_on"), "failed": bool(doc.get("failed"))}
-    return _log(rules, results, exit_code, props)
+    category = re.sub(r"[^A-Za-z0-9._-]+", "-", str(recipe.get("name") or "recipe"))
+    return _log(rules, results, exit_code, props, f"recipe-check/{category}")
 
 
 def _read_lines(path: str) -> list[str]:
