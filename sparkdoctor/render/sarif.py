@@ -29,7 +29,6 @@ from urllib.parse import quote
 
 SCHEMA_URI = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
 LEVEL = {"error": "error", "warn": "warning", "info": "note"}
-INFO_URI = "https://github.com/sparkdoctor/sparkdoctor"
 FINGERPRINT = "sparkdoctor/v1"
 # recipe check's ids are KIND:SUBJECT; their rules are the kinds
 RECIPE_RULES = {
@@ -108,7 +107,7 @@ def _log(rules: list[dict[str, Any]], results: list[dict[str, Any]], exit_code: 
         result["ruleIndex"] = index[result["ruleId"]]
     run = {
         "tool": {"driver": {"name": "sparkdoctor", "version": __version__, "semanticVersion": __version__,
-                            "informationUri": INFO_URI, "rules": rules}},
+                            "rules": rules}},
         "originalUriBaseIds": {"SRCROOT": {"uri": Path.cwd().as_uri() + "/"}},
         "invocations": [{"executionSuccessful": True, "exitCode": exit_code}],
         # the category GitHub keeps apart: several logs (check, each recipe) can be uploaded together
