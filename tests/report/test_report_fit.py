@@ -12,8 +12,8 @@ import pytest
 
 from sparkdoctor.findings import build_report
 from sparkdoctor.matrix import load
-from sparkdoctor.report import build_bug_report, build_bug_report_fitted
 from sparkdoctor.render.fit import FORUM_LIMIT, GITHUB_LIMIT, Block, fit
+from sparkdoctor.report import build_bug_report, build_bug_report_fitted
 from tests.gb10 import gb10_facts
 
 REPO = Path(__file__).resolve().parents[2]

@@ -11,6 +11,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
 
 from sparkdoctor.findings import build_report
 from sparkdoctor.matrix import load
@@ -136,9 +138,6 @@ def test_a_planted_snapshot_through_the_real_cli(tmp_path):
             assert leaks(text) == {}, path.name
             assert damaged(text) == [], path.name
 
-
-from hypothesis import HealthCheck, Phase, given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
 
 CASES = settings(derandomize=True, database=None, deadline=None, max_examples=40, phases=[Phase.explicit, Phase.generate],
                  suppress_health_check=list(HealthCheck), print_blob=False)
