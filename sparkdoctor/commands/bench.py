@@ -11,6 +11,7 @@ from typing import List, Optional
 
 import typer
 
+from sparkdoctor.exitcodes import EXIT_USAGE
 from sparkdoctor.cli_support import Fatal
 
 FORMATS = ("console", "json")
@@ -93,8 +94,8 @@ def bench(
 
         try:
             doc["conclusion"] = record_conclusion(conclude, doc, recipe, vs, python, ledger, opts.sets, local)
-        except ConclusionError as exc:
-            raise Fatal(str(exc)) from None
+        except ConclusionError as exc:  # a ledger that cannot store it is a LedgerError too: exit 5
+            raise Fatal(str(exc), getattr(exc, "exit_code", EXIT_USAGE)) from None
     if fmt == "json":
         sys.stdout.write(json.dumps(doc, indent=2, sort_keys=False, default=str) + "\n")
     else:

@@ -69,7 +69,7 @@ def test_many_aliases_that_expand_to_little_are_accepted(tmp_path):
     'recipe_version: "1"\nname: x\ncontainer: c\ncommand: vllm serve m\nmods: &m [1, *m]\n',
     "&k {*k : 1}\n",
     "model: m\nbase: &b {<<: *b, port: 1}\n",
-])
+], ids=["list", "mapping", "eugr-mods", "key", "merge"])
 def test_a_self_referencing_anchor_is_refused_naming_its_line(tmp_path, text):
     path = write(tmp_path, "self.yaml", text)
     with pytest.raises(RecipeError, match=r"self.yaml: line \d+: an anchor contains an alias of itself") as info:
@@ -82,7 +82,7 @@ def test_a_self_referencing_anchor_is_refused_naming_its_line(tmp_path, text):
     ("model: m\ndefaults:\n  port: \x07\n", r"line 3: not valid YAML: character #x0007 is not allowed"),
     ("model: m\ndefaults:\n  port: " + "9" * 5000 + "\n", r"line 3: not valid YAML: a value YAML cannot read: an integer of over 4,300 digits"),
     ("model: m\nwhen: 2026-13-45\n", r"line 2: not valid YAML: a value YAML cannot read: month must be in 1..12"),
-])
+], ids=["control-char", "bell", "int-5000-digits", "month-13"])
 def test_values_yaml_cannot_build_are_one_line_naming_the_line(tmp_path, text, match):
     path = write(tmp_path, "bad.yaml", text)
     with pytest.raises(RecipeError, match=match) as info:
