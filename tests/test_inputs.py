@@ -97,3 +97,34 @@ def test_an_outer_timer_keeps_its_handler_and_its_time():
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+
+
+@pytest.mark.parametrize("args", [["check", "--facts", "{fifo}"], ["diff", "{fifo}", "{snap}"],
+                                  ["check", "--facts", "{snap}", "--matrix", "{fifo}"]])
+def test_snapshots_and_matrices_named_by_a_fifo_are_refused_not_waited_on(tmp_path, args):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    fifo = tmp_path / "x.json"
+    os.mkfifo(fifo)
+    snap = root / "tests" / "data" / "facts" / "gb10-broken.json"
+    argv = [a.format(fifo=fifo, snap=snap) for a in args]
+    p = subprocess.run([sys.executable, "-m", "sparkdoctor", *argv], capture_output=True, text=True, timeout=120, cwd=root)
+    assert p.returncode == 2 and p.stderr.count("\n") == 1 and "FIFO" in p.stderr, p.stderr
+
+
+def test_a_snapshot_from_a_pipe_with_a_writer_is_read():
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    read, write = os.pipe()
+    os.write(write, (root / "tests" / "data" / "facts" / "gb10-broken.json").read_bytes())
+    os.close(write)
+    p = subprocess.run([sys.executable, "-m", "sparkdoctor", "check", "--facts", f"/dev/fd/{read}", "-f", "json"],
+                       capture_output=True, text=True, timeout=120, cwd=root, pass_fds=(read,))
+    os.close(read)
+    assert p.returncode in (0, 1) and '"exit_code"' in p.stdout, p.stderr
