@@ -11,7 +11,7 @@ racy stat of the name):
     reading of a live one is bounded by the run's time limit (runlimit.py);
   * a directory, a device, a socket is refused.
 
-Every refusal is an InputError: an OSError whose strerror is one line saying why, so the callers' existing
+Every refusal is an UnreadableInput: an OSError whose strerror is one line saying why, so the callers' existing
 `except OSError as exc: ... exc.strerror` turns it into their own one-line error naming the file.
 Imports nothing of sparkdoctor at module level (the run's deadline is read from proc when a pipe waits).
 """
@@ -29,14 +29,14 @@ from typing import BinaryIO
 MiB = 1024 * 1024
 
 
-class InputError(OSError):
+class UnreadableInput(OSError):
     """A file input that cannot be read; `strerror` is one line saying why (without the path)."""
 
     def __init__(self, why: str, code: int = errno.EINVAL):
         super().__init__(code, why)
 
 
-class TooBig(InputError):
+class TooBig(UnreadableInput):
     """Larger than the caller's limit."""
 
     def __init__(self, limit: int):
@@ -65,10 +65,10 @@ def _open(path: Path) -> tuple[int, os.stat_result]:
     try:
         fd = os.open(path, flags)
     except IsADirectoryError:
-        raise InputError("is a directory; name a file", errno.EISDIR) from None
+        raise UnreadableInput("is a directory; name a file", errno.EISDIR) from None
     except OSError as exc:
         if exc.errno == errno.ENXIO:  # a socket, or a device with nothing behind it
-            raise InputError("is a socket or a device, not a regular file", errno.ENXIO) from None
+            raise UnreadableInput("is a socket or a device, not a regular file", errno.ENXIO) from None
         raise
     try:
         return fd, os.fstat(fd)
@@ -87,14 +87,14 @@ def open_regular(path: Path | str) -> BinaryIO:
     fd, st = _open(Path(path))
     if not stat.S_ISREG(st.st_mode):
         os.close(fd)
-        raise InputError(f"is {_kind(st.st_mode)}, not a regular file; sparkdoctor reads only regular files here")
+        raise UnreadableInput(f"is {_kind(st.st_mode)}, not a regular file; sparkdoctor reads only regular files here")
     _blocking(fd)
     return os.fdopen(fd, "rb", buffering=0)
 
 
 def read_bytes(path: Path | str, max_bytes: int | None = None, stream: bool = False) -> bytes:
     """The bytes of `path` (a regular file; with `stream`, also a pipe that has a writer); TooBig past
-    `max_bytes`, InputError for anything else it will not read."""
+    `max_bytes`, UnreadableInput for anything else it will not read."""
     fd, st = _open(Path(path))
     try:
         if stat.S_ISREG(st.st_mode):
@@ -102,7 +102,7 @@ def read_bytes(path: Path | str, max_bytes: int | None = None, stream: bool = Fa
             return _read_all(fd, max_bytes)
         if stat.S_ISFIFO(st.st_mode) and stream:
             return _read_pipe(fd, max_bytes)
-        raise InputError(f"is {_kind(st.st_mode)}, not a regular file; sparkdoctor reads only regular files here")
+        raise UnreadableInput(f"is {_kind(st.st_mode)}, not a regular file; sparkdoctor reads only regular files here")
     finally:
         os.close(fd)
 
@@ -126,11 +126,13 @@ def _read_all(fd: int, max_bytes: int | None) -> bytes:
 
 def _wait(poller: select.poll) -> None:
     """Wait for the writer, at most until the run's deadline (proc.set_deadline; none: as long as it takes)."""
-    from sparkdoctor import proc  # the run's deadline lives there; imported late, proc imports nothing of ours
+    from sparkdoctor import (
+        proc,  # the run's deadline lives there; imported late, proc imports nothing of ours
+    )
 
     left = proc.time_left()
     if left is not None and left <= 0:
-        raise InputError("the run's time limit (--timeout) ran out waiting for the pipe's writer", errno.ETIMEDOUT)
+        raise UnreadableInput("the run's time limit (--timeout) ran out waiting for the pipe's writer", errno.ETIMEDOUT)
     poller.poll(None if left is None else max(1, int(left * 1000)))
 
 
@@ -149,7 +151,7 @@ def _read_pipe(fd: int, max_bytes: int | None) -> bytes:
             continue
         if not chunk:
             if first:
-                raise InputError("is a FIFO with no writer: nothing to read (sparkdoctor does not wait on one)", errno.EPIPE)
+                raise UnreadableInput("is a FIFO with no writer: nothing to read (sparkdoctor does not wait on one)", errno.EPIPE)
             return b"".join(chunks)
         first = False
         chunks.append(chunk)

@@ -12,7 +12,13 @@ import time
 import pytest
 
 from sparkdoctor import proc
-from sparkdoctor.inputs import InputError, TooBig, open_regular, read_bytes, read_text
+from sparkdoctor.inputs import (
+    TooBig,
+    UnreadableInput,
+    open_regular,
+    read_bytes,
+    read_text,
+)
 from sparkdoctor.runlimit import OutOfTime, run_limit
 
 
@@ -35,11 +41,11 @@ def test_a_fifo_is_never_waited_on(tmp_path):
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
     started = time.monotonic()
-    with pytest.raises(InputError, match="is a FIFO with no writer"):
+    with pytest.raises(UnreadableInput, match="is a FIFO with no writer"):
         read_bytes(fifo, stream=True)
-    with pytest.raises(InputError, match=r"is a FIFO \(named pipe\), not a regular file"):
+    with pytest.raises(UnreadableInput, match=r"is a FIFO \(named pipe\), not a regular file"):
         read_bytes(fifo)
-    with pytest.raises(InputError, match="not a regular file"):
+    with pytest.raises(UnreadableInput, match="not a regular file"):
         open_regular(fifo)
     assert time.monotonic() - started < 5
 
@@ -60,7 +66,7 @@ def test_a_fifo_with_a_writer_is_read_as_a_stream(tmp_path):
 
 @pytest.mark.parametrize("path, why", [("/dev/null", "a device"), ("/", "is a directory")])
 def test_devices_and_folders_are_refused(path, why):
-    with pytest.raises(InputError, match=why) as info:
+    with pytest.raises(UnreadableInput, match=why) as info:
         read_bytes(path, stream=True)
     assert isinstance(info.value, OSError) and info.value.strerror and "\n" not in info.value.strerror
 

@@ -152,7 +152,8 @@ def _check_options(options: AuditOptions) -> None:
         if value is None or not (isinstance(value, (int, float)) and math.isfinite(value) and low <= value <= high):
             unit = {"--memory": " GiB", "--bandwidth": " GB/s"}.get(flag, "")
             lowest = "above 0" if low == 1e-9 else f"at least {low:g}"
-            raise AuditError(f"{flag} {value}: must be a number {lowest} and at most {high:g}{unit}")
+            highest = f"{int(high):,}" if float(high).is_integer() else f"{high:g}"
+            raise AuditError(f"{flag} {value}: must be a number {lowest} and at most {highest}{unit}")
 
 
 def run_audit(options: AuditOptions, checkpoint: Checkpoint | None = None) -> Audit:

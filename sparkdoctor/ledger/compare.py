@@ -7,6 +7,7 @@ recipe or workload is said out loud, because then the numbers compare configurat
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 FIGURES = (  # (name shown, where in a level summary, scale)
@@ -34,7 +35,7 @@ def _number(value: Any) -> float | None:
         number = float(value)
     except OverflowError:
         return None
-    return number if abs(number) != float("inf") and number == number else None
+    return number if math.isfinite(number) else None
 
 
 def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
