@@ -153,8 +153,10 @@ class Facts:
 
     @classmethod
     def load(cls, path: Path) -> "Facts":
-        try:
-            text = Path(path).read_text(encoding="utf-8")
+        from sparkdoctor.inputs import read_text
+
+        try:  # a file, or a pipe with a writer (`--facts <(...)`); never a FIFO nobody writes
+            text = read_text(path, stream=True)
         except OSError as exc:
             raise FactsError(f"{path}: cannot read snapshot: {exc.strerror or exc}") from None
         except UnicodeDecodeError as exc:

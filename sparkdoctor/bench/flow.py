@@ -87,6 +87,16 @@ def _open_ledger(opts: Options):
         raise Failure(str(exc), EXIT_LEDGER) from None
 
 
+def _ledger_call(fn: Callable[..., Any], *args: Any) -> Any:
+    """A ledger write whose failure (a malformed or read-only file) is a Failure with exit 5, like storing a run."""
+    from sparkdoctor.ledger import LedgerError
+
+    try:
+        return fn(*args)
+    except LedgerError as exc:
+        raise Failure(str(exc), EXIT_LEDGER) from None
+
+
 def _store(ledger, result: session.RunResult, comparison_id: int | None = None) -> None:
     if ledger is None:
         return
@@ -214,7 +224,7 @@ def bench_ab(path_a: Path, path_b: Path, opts: Options) -> dict[str, Any]:
     ledger = _open_ledger(opts)
     comparison_id = None
     if ledger is not None:
-        comparison_id = ledger.begin_comparison(labels["A"], labels["B"])
+        comparison_id = _ledger_call(ledger.begin_comparison, labels["A"], labels["B"])
     stored: list[int] = []
     status = "interrupted"
     try:
@@ -239,7 +249,7 @@ def bench_ab(path_a: Path, path_b: Path, opts: Options) -> dict[str, Any]:
         return session.envelope("comparison", doc)
     finally:
         if ledger is not None and comparison_id is not None:
-            ledger.finish_comparison(comparison_id, status, doc if status == "complete" else None)
+            _ledger_call(ledger.finish_comparison, comparison_id, status, doc if status == "complete" else None)
 
 
 def render(doc: dict[str, Any]) -> None:

@@ -104,9 +104,13 @@ def render_history(console: Console, runs: list[dict[str, Any]]) -> None:
     for r in runs:
         head = r.get("headline") or {}
         ab = f"{r['comparison_id']}:{r['arm']}" if r.get("comparison_id") else ""
+        source = "DAMAGED" if r.get("damaged") else (head.get("source") or "").split(" ")[0]
         t.add_row(str(r["id"]), r["created_at"], r.get("recipe_name") or "-", r["model"], r["fingerprint"],
-                  _f(head.get("decode_tps_per_stream")), (head.get("source") or "").split(" ")[0], ab)
+                  _f(head.get("decode_tps_per_stream")), source, ab)
     console.print(t)
+    for r in runs:
+        for why in r.get("damaged") or []:
+            console.print(f"[red]run {r['id']} is damaged[/red]: {escape(why)}", highlight=False)
 
 
 def render_compare(console: Console, cmp: dict[str, Any]) -> None:

@@ -9,7 +9,7 @@ from typing import List, Optional
 
 import typer
 
-from sparkdoctor.cli_support import Fatal
+from sparkdoctor.cli_support import Fatal, time_limited, timeout_option
 
 
 def register(app: typer.Typer) -> None:
@@ -31,6 +31,7 @@ def audit(
     memory: Optional[float] = typer.Option(None, "--memory", help="For the fit: GPU memory in GiB (default: the GPU's; GB10 = 119.7)."),
     gpu_memory_utilization: Optional[float] = typer.Option(None, "--gpu-memory-utilization", help="For the fit: the share of memory the server may use (vLLM's flag; default 0.9)."),
     fmt: str = typer.Option("console", "--format", "-f", help="console | json"),
+    timeout: float = timeout_option(),
 ) -> None:
     """Read a checkpoint's headers (never its weights): bytes per decoded token by module group, what stays
     unquantized, the tok/s ceiling at the memory bandwidth, and whether weights + KV cache fit."""
@@ -38,27 +39,39 @@ def audit(
         raise Fatal(f"--format {fmt}: choose one of console, json")
     if sets and recipe is None:
         raise Fatal("--set needs --recipe: it sets the recipe's parameters")
-    from sparkdoctor.audit import AuditOptions, run_audit
+    with time_limited(timeout, "audit"):
+        _audit(model, recipe, sets, fmt, context=context, batch=batch, bandwidth=bandwidth, gpu=gpu, mtp=mtp, memory=memory,
+               explicit={"max_model_len": max_model_len, "max_num_seqs": max_num_seqs,
+                         "gpu_memory_utilization": gpu_memory_utilization, "kv_cache_dtype": kv_cache_dtype})
+
+
+def _audit(model: Optional[str], recipe: Optional[str], sets: Optional[List[str]], fmt: str, *, context: int, batch: int,
+           bandwidth: Optional[float], gpu: Optional[str], mtp: bool, memory: Optional[float], explicit: dict) -> None:
+    from sparkdoctor.audit import AuditError, AuditOptions, run_audit
     from sparkdoctor.audit import fromrecipe
     from sparkdoctor.exitcodes import EXIT_AUDIT_FINDINGS, EXIT_OK
 
-    explicit = {"max_model_len": max_model_len, "max_num_seqs": max_num_seqs, "gpu_memory_utilization": gpu_memory_utilization,
-                "kv_cache_dtype": kv_cache_dtype}
-    if recipe is not None:
-        from sparkdoctor.commands.recipe import parse_sets
-        from sparkdoctor.recipes import load
+    try:
+        if recipe is not None:
+            from sparkdoctor.commands.recipe import parse_sets
+            from sparkdoctor.recipes import RecipeError, load
 
-        loaded = load(recipe, parse_sets(sets))
-        values, sources = fromrecipe.recipe_settings(loaded, explicit)
-        model = fromrecipe.recipe_model(loaded, model)
-    elif model is None:
-        raise Fatal("give MODEL (a checkpoint folder), or --recipe RECIPE whose model is a local folder")
-    else:
-        values = {k: v if v is not None else fromrecipe.DEFAULTS[k] for k, v in explicit.items()}
-        sources = {}
-    options = AuditOptions(model, context=context, batch=batch, bandwidth=bandwidth, gpu=gpu, include_mtp=mtp,
-                           memory_gib=memory, sources=sources, **values)
-    result = run_audit(options)  # an AuditError or RecipeError is exit 2 by itself
+            try:
+                loaded = load(recipe, parse_sets(sets))
+            except RecipeError as exc:
+                raise Fatal(str(exc)) from None
+            values, sources = fromrecipe.recipe_settings(loaded, explicit)
+            model = fromrecipe.recipe_model(loaded, model)
+        elif model is None:
+            raise Fatal("give MODEL (a checkpoint folder), or --recipe RECIPE whose model is a local folder")
+        else:
+            values = {k: v if v is not None else fromrecipe.DEFAULTS[k] for k, v in explicit.items()}
+            sources = {}
+        options = AuditOptions(model, context=context, batch=batch, bandwidth=bandwidth, gpu=gpu, include_mtp=mtp,
+                               memory_gib=memory, sources=sources, **values)
+        result = run_audit(options)
+    except AuditError as exc:
+        raise Fatal(str(exc)) from None
     if fmt == "json":
         import json
         import sys

@@ -43,7 +43,7 @@ def _rounds(ledger: Any, run_ids: list[int]) -> dict[int, list[float]]:
     out: dict[int, list[float]] = {}
     for rid in run_ids:
         run = ledger.run(rid)
-        if run is None:
+        if run is None or run.get("damaged"):  # a damaged row has no numbers to give
             continue
         for lvl in run["summary"].get("levels", []):
             out.setdefault(lvl["concurrency"], []).extend(lvl.get("round_output_tps") or [])
