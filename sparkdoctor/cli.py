@@ -29,6 +29,9 @@ app = typer.Typer(
 )
 matrix_app = typer.Typer(help="List, show, validate and verify the knowledge base.", no_args_is_help=True)
 app.add_typer(matrix_app, name="matrix")
+from sparkdoctor.commands import matrix_tracking  # noqa: E402  (matrix track / matrix update)
+
+matrix_tracking.register(matrix_app)
 
 
 def _version(value: bool) -> None:
@@ -270,12 +273,14 @@ def matrix_verify(
     kind: str = typer.Option("all", "--kind", help="all | installs (probe in scratch venvs) | files (released wheels)."),
     bisect_id: Optional[str] = typer.Option(None, "--bisect", metavar="ENTRY", help="Walk the released versions to find where ENTRY's file checks stop holding."),
     latest: bool = typer.Option(False, "--latest", help="Run the file checks and verify tables on the newest releases."),
+    bounds: bool = typer.Option(False, "--bounds", help="Bracket every version bound with its file checks on released files (read remotely)."),
+    stacks: bool = typer.Option(False, "--stacks", help="Resolve every known-good stack for linux aarch64 with a pip dry run (ENTRY: a stack id)."),
 ) -> None:
     """Prove entries: install affected/fixed versions and run the probe; read their released wheels.
     Exit 0: all confirmed; 1: an entry is contradicted (or its bound differs); 2: could not build, download or probe."""
     from sparkdoctor.verify.command import run_verify
 
-    raise typer.Exit(run_verify(entry_id, keep, matrix_path, fmt, kind, bisect_id, latest))
+    raise typer.Exit(run_verify(entry_id, keep, matrix_path, fmt, kind, bisect_id, latest, bounds, stacks))
 
 
 def _n(count: int, one: str, many: str | None = None) -> str:

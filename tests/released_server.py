@@ -45,7 +45,7 @@ class Registry:
     def add(self, project: str, wheel: Path) -> None:
         self.projects.setdefault(project, []).append(wheel)
 
-    def __enter__(self) -> "Registry":
+    def __enter__(self) -> Registry:
         self.thread.start()
         return self
 

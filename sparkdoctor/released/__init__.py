@@ -18,11 +18,32 @@ from pathlib import Path
 from sparkdoctor.released.http import Client, RangeUnsupported, RemoteError
 from sparkdoctor.released.index import Index, IndexFile, index_url
 from sparkdoctor.released.strings import printable_runs
-from sparkdoctor.released.wheel import DEFAULT_PLATFORM, DEFAULT_PYTHON, PLATFORMS, Pick, RemoteWheel, cache_root, pick_wheel
+from sparkdoctor.released.wheel import (
+    DEFAULT_PLATFORM,
+    DEFAULT_PYTHON,
+    PLATFORMS,
+    Pick,
+    RemoteWheel,
+    cache_root,
+    pick_wheel,
+)
 
 __all__ = [
-    "Client", "DEFAULT_PLATFORM", "DEFAULT_PYTHON", "Index", "IndexFile", "PLATFORMS", "Pick", "RangeUnsupported", "Reader",
-    "RemoteError", "RemoteWheel", "cache_root", "index_url", "pick_wheel", "printable_runs",
+    "DEFAULT_PLATFORM",
+    "DEFAULT_PYTHON",
+    "PLATFORMS",
+    "Client",
+    "Index",
+    "IndexFile",
+    "Pick",
+    "RangeUnsupported",
+    "Reader",
+    "RemoteError",
+    "RemoteWheel",
+    "cache_root",
+    "index_url",
+    "pick_wheel",
+    "printable_runs",
 ]
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import http.client
 import os
-
 import ssl
 from dataclasses import dataclass
 from typing import BinaryIO

@@ -10,7 +10,11 @@ import os
 from dataclasses import dataclass
 from urllib.parse import urljoin
 
-from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+from packaging.utils import (
+    InvalidWheelFilename,
+    canonicalize_name,
+    parse_wheel_filename,
+)
 from packaging.version import InvalidVersion, Version
 
 from sparkdoctor.released.http import Client, RemoteError
