@@ -126,8 +126,8 @@ def _from_git(source: str, commit: str | None) -> tuple[dict[str, bytes], str]:
     with tempfile.TemporaryDirectory(prefix="sparkdoctor-matrix-git-") as tmp:
         repo = str(Path(tmp) / "repo")
         _git(["clone", "--quiet", "--bare", "--no-hardlinks", source, repo], source)
-        found = _git(["-C", repo, "rev-parse", "--verify", "--quiet", f"{commit}^{{commit}}"], source).strip()
-        if found != commit:
+        found = proc.run(["git", "-C", repo, "rev-parse", "--verify", "--quiet", f"{commit}^{{commit}}"], timeout=GIT_TIMEOUT)
+        if not found.ok or found.stdout.strip() != commit:
             raise UpdateError(f"{source}: commit {commit} is not in the repository")
         listing = _git(["-C", repo, "ls-tree", "-r", "-z", commit, "--", "matrix/"], source)
         files: dict[str, bytes] = {}
@@ -243,10 +243,10 @@ def update_matrix(source: str, sha256: str | None = None, commit: str | None = N
 def rollback_matrix() -> dict[str, Any]:
     root = _root()
     current, previous = root / "current", root / "previous"
-    if not current.is_symlink():
+    if not current.is_symlink() and not previous.is_symlink():
         raise UpdateError(f"{root}: no installed matrix to roll back (the bundled one is in use)")
     old = _active()
-    now = current.resolve()
+    now = current.resolve() if current.is_symlink() else None
     back = previous.resolve() if previous.is_symlink() else None
     if back is not None and not back.is_dir():
         raise UpdateError(f"{previous}: the previous matrix is gone ({back}); nothing changed")
@@ -254,5 +254,6 @@ def rollback_matrix() -> dict[str, Any]:
     _swap(previous, now)
     diff = entry_diff(old, _active())
     shown = str(back) if back else "the bundled matrix"
-    return {"action": "rollback", "installed": str(back) if back else "bundled", "previous": str(now), "diff": diff,
-            "message": f"restored {shown}; {len(diff)} entries changed (rolling back again restores {now.name[:12]})"}
+    again = now.name[:12] if now else "the bundled matrix"
+    return {"action": "rollback", "installed": str(back) if back else "bundled", "previous": str(now) if now else "bundled", "diff": diff,
+            "message": f"restored {shown}; {len(diff)} entries changed (rolling back again restores {again})"}
