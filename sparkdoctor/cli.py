@@ -261,7 +261,7 @@ def matrix_validate(path: Optional[Path] = typer.Argument(None, help="Matrix fol
     """Check matrix files against the schema, probe ids and verify tables; errors name the file, entry and field."""
     m = _load_matrix(path)  # the same validation as `check --matrix` and `matrix verify`
     levels = ", ".join(f"{sum(1 for e in m.entries if e.evidence == lv)} {lv}" for lv in ("reproduced", "checked", "reported"))
-    typer.echo(f"ok: {_n(len(m.entries), 'entry', 'entries')}, {_n(len(m.stacks), 'known-good stack')} in {_n(len(m.files), 'file')} · evidence: {levels}")
+    typer.echo(f"ok: {_n(len(m.entries), 'entry', 'entries')}, {_n(len(m.stacks), 'known-good stack')} in {_n(len(m.files), 'file')} · evidence: {levels} · matrix: {m.source}")
 
 
 @matrix_app.command("verify")

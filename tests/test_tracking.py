@@ -145,3 +145,10 @@ def test_bounds_and_track_on_the_real_registry(tmp_path):
         assert [r.version for r, _ in e.runs] == ["0.20.1", "0.20.2", "0.21.0"] and e.verdict == "still-affected", e.why
     finally:
         reader.close()
+
+
+def test_track_proposes_a_bound_for_an_unbounded_entry_whose_files_moved_on(tmp_path, registry):
+    result = track(load(write_matrix(tmp_path, "*")), reader_for(registry, tmp_path))
+    [e] = result.entries
+    assert e.spec is None and e.verdict == "no-longer-affected" and e.proposal["to"] == "<0.4.0", e.why
+    assert "hold on 0.3.0; not on 0.4.0" in e.why

@@ -77,7 +77,7 @@ def _new_releases(reader: Any, package: str, since: str, through: str | None) ->
         versions = reader.versions(package)
     except RemoteError as exc:
         row["note"] = str(exc)
-        row["error"] = True
+        row["error"] = "no project" not in str(exc)  # not on this index is a fact to say; an unreachable index is an error
         return row
     if through is not None and through not in versions:
         newest = [v for v in versions if Version(v) <= Version(through)]
@@ -85,6 +85,13 @@ def _new_releases(reader: Any, package: str, since: str, through: str | None) ->
     cap = Version(through) if through else None
     row["releases"] = [v for v in versions if Version(v) > Version(since) and (cap is None or Version(v) <= cap)]
     return row
+
+
+def _short(path: str) -> str:
+    """A matrix file as matrix/NAME.toml: the same in every checkout and installed copy."""
+    from pathlib import Path
+
+    return f"matrix/{Path(path).name}"
 
 
 def _bound(entry: Entry, tracking: Tracking, package: str) -> str | None:
@@ -106,14 +113,26 @@ def judge(entry: EntryTrack, releases: list[str]) -> None:
     if broken:
         r = broken[0][0]
         entry.verdict = "check-broken"
-        entry.why = f"{r.version}: {r.error or next(e for e in r.evidence if e.startswith('no member matches'))}"
+        where = ", ".join(b.version for b, _ in broken)
+        entry.why = f"{r.error or next(e for e in r.evidence if e.startswith('no member matches'))} on {where}"
         return
     spec = entry.spec
     if spec is None:
         holding = [r.version for r, _ in entry.runs if r.holds]
-        entry.verdict = "still-affected" if holding else "unchanged"
-        entry.why = (f"no version bound; the checks hold on {', '.join(holding)}" if holding
-                     else "no version bound; the checks hold on none of the new releases")
+        not_holding = [r.version for r, _ in entry.runs if not r.holds]
+        entry.why = "no version bound on it (the entry's other conditions decide); the checks hold on " + (", ".join(holding) or "none of the new releases")
+        if holding and not_holding:
+            entry.why += f"; not on {', '.join(not_holding)}"
+        if not holding:
+            entry.verdict = "unchanged"
+        elif entry.runs[-1][0].holds:
+            entry.verdict = "still-affected"
+        else:  # held on a new release and stopped holding since: a bound a later release moved
+            last = holding[-1]
+            stop = next(r.version for r, _ in entry.runs if Version(r.version) > Version(last))
+            entry.verdict = "no-longer-affected"
+            entry.proposal = {"entry": entry.id, "file": entry.file, "field": f"when.packages.{entry.package}", "from": "*", "to": f"<{stop}",
+                              "because": f"the checks hold through {last} and on none from {stop} on (unless another condition of the entry already reads this)"}
         return
     stopped = next((r for r, inside in entry.runs if inside and not r.holds), None)
     outside_holds = [r for r, inside in entry.runs if not inside and r.holds]
@@ -162,7 +181,7 @@ def track(matrix: Matrix, reader: Any, through: dict[str, str] | None = None, lo
         if reads is None or reads not in releases:
             continue
         table = table_of(e)
-        item = EntryTrack(e.id, e.file, reads, _bound(e, tracking, reads))
+        item = EntryTrack(e.id, _short(e.file), reads, _bound(e, tracking, reads))
         for version in releases[reads]:
             run = remote_run(reader, reads, table.checks, version, "probe", log)
             item.runs.append((run, None if item.spec is None else bool(version_in(version, item.spec))))
@@ -174,7 +193,9 @@ def track(matrix: Matrix, reader: Any, through: dict[str, str] | None = None, lo
     for row in packages:
         newest = row["releases"][-1] if row["releases"] else None
         if newest and not any(e.package == row["package"] and e.verdict == "check-broken" for e in entries):
-            proposals.append({"file": tracking.where.get(f"tracked.{row['package']}", "matrix/tracking.toml"),
-                              "field": f"tracked.{row['package']}", "from": row["tracked"], "to": newest,
-                              "because": f"every entry's file checks were re-run on {', '.join(row['releases'])}"})
+            read = any(e.package == row["package"] for e in entries)
+            because = (f"every entry's file checks were re-run on {', '.join(row['releases'])}" if read else
+                       f"no entry's file check reads {row['package']}: its new releases {', '.join(row['releases'])} were listed, nothing re-run")
+            proposals.append({"file": _short(tracking.where.get(f"tracked.{row['package']}", "tracking.toml")),
+                              "field": f"tracked.{row['package']}", "from": row["tracked"], "to": newest, "because": because})
     return TrackResult(packages, entries, untracked, proposals, reader.platform, reader.python, getattr(matrix, "source", "bundled"))

@@ -46,7 +46,7 @@ def requirements(stack: Stack) -> list[str]:
 
 
 def dry_run_argv(reqs: list[str], python: str, report: Path) -> list[str]:
-    argv = [sys.executable, "-m", "pip", "--disable-pip-version-check", "--no-input", "install", "--dry-run", "--quiet",
+    argv = [sys.executable, "-m", "pip", "--disable-pip-version-check", "--no-input", "install", "--dry-run",
             "--ignore-installed", "--report", str(report), "--only-binary", ":all:", "--python-version", python, "--implementation", "cp"]
     for plat in PLATFORMS:
         argv += ["--platform", plat]
@@ -72,7 +72,22 @@ def resolve(stack: Stack) -> StackResult:
         if result.timed_out or result.start_error or result.signal:
             return StackResult(stack.id, python, "error", result.describe_failure())
         return StackResult(stack.id, python, "contradicted",
-                           f"pip cannot install it for linux aarch64, CPython {python}: {pip_error(result)} (mark it image_only, with the reason, or fix its pins)")
+                           f"pip cannot install it for linux aarch64, CPython {python}: {conflict(result)} (mark it image_only, with the reason, or fix its pins)")
+
+
+def conflict(result: proc.ProcResult) -> str:
+    """pip's reason in one line: the lines under "The conflict is caused by:" when it printed them."""
+    lines = (result.stderr or "").splitlines() + (result.stdout or "").splitlines()
+    for i, line in enumerate(lines):
+        if line.strip().startswith("The conflict is caused by"):
+            cause = []
+            for nxt in lines[i + 1 :]:
+                if not nxt.strip():
+                    break
+                cause.append(nxt.strip())
+            if cause:
+                return "conflict: " + "; ".join(cause)
+    return pip_error(result)
 
 
 def resolve_stacks(stacks: list[Stack], log: Callable[[str], None] | None = None) -> list[StackResult]:
