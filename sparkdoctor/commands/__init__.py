@@ -31,6 +31,7 @@ VERBS: list[str] = [
     "report",
     "explain",
     "diff",
+    "whatif",
 ]
 
 

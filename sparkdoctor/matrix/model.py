@@ -68,6 +68,9 @@ class Stack:
     env: dict[str, str] = field(default_factory=dict)
     driver: str | None = None
     notes: str = ""
+    python: str | None = None  # the CPython the stack runs (its pip resolution is for it; default 3.12)
+    # Why the stack exists only as an image (pip cannot install its pins): never offered as a pip target.
+    image_only: str | None = None
 
 
 @dataclass
@@ -75,6 +78,8 @@ class Matrix:
     entries: list[Entry]
     stacks: list[Stack]
     files: list[str]
+    tracking: Any = None  # sparkdoctor.matrix.tracking.Tracking: tracked-through versions, lockstep families
+    source: str = "bundled"  # which matrix this is: "bundled", "installed ...", or the path given
 
     def get(self, entry_id: str) -> Entry | None:
         return next((e for e in self.entries if e.id == entry_id), None)
