@@ -173,6 +173,10 @@ VLLM_ENVS = """\
             env_with_choices("VLLM_NVFP4_GEMM_BACKEND", None, ["cutlass"]),
         ),
         "VLLM_HOST_IP": lambda: os.getenv("VLLM_HOST_IP", ""),
+        "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS": lambda: bool(
+            int(os.getenv("VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS", "1"))
+        ),
+        "VLLM_CACHE_ROOT": lambda: os.path.expanduser(os.getenv("VLLM_CACHE_ROOT", os.path.join(get_default_cache_root(), "vllm"))),
     }
     """
 
@@ -273,6 +277,11 @@ def test_vllm_like_0_22(tmp_path):
     for name in ("VLLM_USE_FLASHINFER_MOE_FP4", "VLLM_FLASHINFER_MOE_BACKEND", "VLLM_TEST_FORCE_FP8_MARLIN"):
         assert v[f"vllm.env.{name}"] == "unknown"  # always reported, set or not
     assert not any(k.startswith("flashinfer.") for k in caps)
+    # what the release uses when a variable is unset, for every variable envs.py defines
+    assert caps["env_default.VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS"] == {"value": "1", "evidence": "vllm/envs.py:13: default '1'"}
+    assert v["env_default.VLLM_HOST_IP"] == ""
+    assert v["env_default.VLLM_MARLIN_INPUT_DTYPE"] is False and v["env_default.VLLM_NVFP4_GEMM_BACKEND"] is False  # no default
+    assert v["env_default.VLLM_CACHE_ROOT"] is None  # computed, not a literal: unknown
 
 
 def test_vllm_b12x_in_auto_lists(tmp_path):

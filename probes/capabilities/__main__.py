@@ -35,7 +35,7 @@ SHARED = os.path.join(os.path.dirname(HERE), "shared")
 sys.path.insert(1, SHARED)
 
 from capabilities_files import Files, cap, find_package  # noqa: E402
-from capabilities_vllm_env import WATCHED_ENV, vllm_env_caps  # noqa: E402
+from capabilities_vllm_env import WATCHED_ENV, vllm_env_caps, vllm_env_defaults  # noqa: E402
 from probe_io import answer, source_hash  # noqa: E402
 
 
@@ -145,6 +145,7 @@ def main(argv=None):
         if top == "vllm":
             names = sorted(set(WATCHED_ENV) | set(n for n in os.environ if n.startswith("VLLM_")))
             caps.update(vllm_env_caps(facts.get("env_table"), names))
+            caps.update(vllm_env_defaults(facts.get("env_table")))
     if set(old) != set(k for k in cache if k != "_dirty"):
         cache["_dirty"] = True
     save_cache(cache_path, cache)
