@@ -250,7 +250,7 @@ CASES: dict[str, tuple[dict, dict]] = {
     ),
     "vllm-sparse-topk-smem-sm12x": (
         dict(packages={"vllm": "0.29.0"}),
-        dict(packages={"vllm": "0.19.1"}),
+        dict(packages={"vllm": "0.30.0"}),  # the released library no longer contains the refusal
     ),
     "vllm-ray-v2-multinode-hang": (
         dict(packages={"vllm": "0.24.0", "ray": "2.49.2"}),
@@ -263,7 +263,7 @@ CASES: dict[str, tuple[dict, dict]] = {
     # ---- nccl / other engines ------------------------------------------------------------------
     "nccl-pip-2289-multinode-hang": (
         dict(packages={"nvidia-nccl-cu13": "2.28.9"}),
-        dict(packages={"nvidia-nccl-cu13": "2.29.7"}),
+        dict(packages={"nvidia-nccl-cu13": "2.28.9"}, **SINGLE_BOX),  # no ConnectX link up: one box
     ),
     "nccl-2304-nvls-hang": (
         dict(packages={"nvidia-nccl-cu13": "2.30.4"}),
@@ -271,7 +271,7 @@ CASES: dict[str, tuple[dict, dict]] = {
     ),
     "sglang-multinode-nccl-init-freeze": (
         dict(packages={"sglang": "0.5.17"}),
-        dict(packages={"sglang": "0.5.17"}, arch="sm_100a"),
+        dict(packages={"sglang": "0.5.17"}, **SINGLE_BOX),
     ),
     "trtllm-fp8-blockscale-sm121": (
         dict(packages={"tensorrt-llm": "1.2.0"}),
@@ -292,7 +292,7 @@ CASES: dict[str, tuple[dict, dict]] = {
     ),
     "torch-2.10-multinode-hang": (
         dict(packages={"torch": "2.10.0+cu130", "ray": "2.49.2"}),
-        dict(packages={"torch": "2.11.0+cu130", "ray": "2.49.2"}),
+        dict(packages={"torch": "2.10.0+cu130", "ray": "2.49.2"}, **SINGLE_BOX),
     ),
     "torch-213-no-kernels-warning": (
         dict(),
