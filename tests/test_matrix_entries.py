@@ -260,6 +260,24 @@ CASES: dict[str, tuple[dict, dict]] = {
         dict(packages={"vllm": "0.20.1"}),
         dict(packages={"vllm": "0.20.1"}, **SINGLE_BOX),
     ),
+    "vllm-flashinfer-prefill-hd256-fp8kv": (
+        _served(["--kv-cache-dtype", "fp8"]),
+        _served([]),  # BF16 KV cache
+    ),
+    "vllm-full-graph-chunked-prefill-hang-sm12x": (
+        _served(["--tensor-parallel-size", "2"]),
+        _served(["--tensor-parallel-size", "2", "--enforce-eager"]),
+    ),
+    "vllm-8spark-init-spin-hang": (
+        _served(["--tensor-parallel-size", "8"]),
+        _served(["--tensor-parallel-size", "4"]),
+    ),
+    "cutedsl-plain-install-cu12": (
+        dict(packages={"nvidia-cutlass-dsl": "4.8.1", "nvidia-cutlass-dsl-libs-base": "4.8.1", "nvidia-cutlass-dsl-libs-cu12": "4.8.1",
+                       "nvidia-cutlass-dsl-libs-cu13": None}),
+        dict(packages={"nvidia-cutlass-dsl": "4.8.1", "nvidia-cutlass-dsl-libs-base": "4.8.1", "nvidia-cutlass-dsl-libs-cu12": "4.8.1",
+                       "nvidia-cutlass-dsl-libs-cu13": "4.8.1"}),  # installed with [cu13]
+    ),
     # ---- nccl / other engines ------------------------------------------------------------------
     "nccl-pip-2289-multinode-hang": (
         dict(packages={"nvidia-nccl-cu13": "2.28.9"}),
