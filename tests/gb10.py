@@ -70,6 +70,8 @@ BASELINE_CAPABILITIES = {
     "vllm.mamba_align_assert": (True, "vllm/config/vllm.py:2102"),
     "vllm.cubin_archs": (["sm_120", "sm_120f"], "vllm/_C.abi3.so"),
     # what vLLM 0.22.0's envs.py uses when a variable is unset (read by the probe; False = no default)
+    # nvidia-cutlass-dsl-libs-cu13 4.5.2's cute/nvgpu/warp/mma.py (the file on disk)
+    "cutedsl.sm120_blockscaled_sm121a": (True, "nvidia_cutlass_dsl/python_packages/cutlass/cute/nvgpu/warp/mma.py:225 admissible_archs = [sm_120a, sm_120f, sm_121a, sm_121f]"),
     "env_default.VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS": ("1", "vllm/envs.py:1954: default '1'"),
     "env_default.VLLM_USE_DEEP_GEMM": ("1", "vllm/envs.py:1384: default '1'"),
     "env_default.VLLM_FLASHINFER_MOE_BACKEND": ("latency", "vllm/envs.py:1547: default 'latency'"),

@@ -62,8 +62,9 @@ CASES: dict[str, tuple[dict, dict]] = {
         dict(packages={"nvidia-cutlass-dsl": "4.5.1"}),
     ),
     "cutedsl-sm121a-not-admissible": (
-        dict(packages={"nvidia-cutlass-dsl": "4.4.2"}),
-        dict(packages={"nvidia-cutlass-dsl": "4.5.0"}),
+        dict(packages={"nvidia-cutlass-dsl": "4.4.2"}, capabilities={"cutedsl.sm120_blockscaled_sm121a": False}),
+        # the same version with its warp/mma.py edited to admit sm_121a: cutedsl-warp-mma-patched-pre-45's business
+        dict(packages={"nvidia-cutlass-dsl": "4.4.2"}, capabilities={"cutedsl.sm120_blockscaled_sm121a": True}),
     ),
     "cutedsl-pinned-pre-45": (
         dict(constraints=[pin("nvidia-cutlass-dsl==4.4.2")]),
