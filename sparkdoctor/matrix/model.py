@@ -55,6 +55,9 @@ class Entry:
     # Serving flags / env vars this problem is a reason to carry ("--enforce-eager", "NAME=value", "NAME"):
     # a recipe carrying one is judged against this entry even without a `because` annotation.
     justifies: list[str] = field(default_factory=list)
+    # Probes besides verified_by's whose `expect` outcome this entry accounts for (the same guard
+    # refusing a bigger kernel): a matched entry explains them too, so none is "no known cause".
+    explains_probes: list[str] = field(default_factory=list)
 
 
 @dataclass
