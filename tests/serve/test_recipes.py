@@ -100,7 +100,8 @@ def test_env_override_and_fingerprint_ignores_host_and_port():
 def test_sparkrun_without_command_builds_one_from_defaults():
     r = recipes.load(DATA / "sparkrun-minimal.yaml", {"port": "9000"})
     assert r.format == "sparkrun-v2"
-    assert r.argv == ["vllm", "serve", "Qwen/Qwen3-1.7B", "--port", "9000", "-tp", "1"]
+    # sparkrun 0041b8f vllm_distributed.py _build_base_command: -tp first, then VLLM_FLAG_MAP in its order
+    assert r.argv == ["vllm", "serve", "Qwen/Qwen3-1.7B", "-tp", "1", "--port", "9000"]
     assert r.port == 9000 and r.container == "scitrera/dgx-spark-vllm:latest"
 
 
