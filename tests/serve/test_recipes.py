@@ -276,3 +276,15 @@ def test_a_yaml_alias_bomb_is_refused(tmp_path):
         recipes.load(path)
     few = write(tmp_path, "few.yaml", "model: m\nbase: &b {port: 8000}\ndefaults: *b\n")
     assert recipes.load(few).port == 8000
+
+
+def test_recipe_show_lists_what_a_recipe_changes_inside_its_container():
+    """eugr `mods:` (nemotron-3-nano-nvfp4.yaml) and sparkrun `patches:`/`variants:` (a real styles01 recipe)."""
+    eugr = _cli("recipe", "show", str(DATA / "nemotron-3-nano-nvfp4.yaml"))
+    assert eugr.returncode == 0, eugr.stderr
+    assert "mods (applied inside the container" in eugr.stdout and "mods/nemotron-nano" in eugr.stdout
+    sparkrun = _cli("recipe", "show", str(DATA / "styles01-qwen-35b.yaml"))
+    assert sparkrun.returncode == 0, sparkrun.stderr
+    out = " ".join(sparkrun.stdout.split())
+    assert "patches (applied inside the container" in out and "patch_mamba_drop_eagle.sh" in out
+    assert "recipe_concurrent: Concurrent stack" in out and "max_num_seqs=8" in out
