@@ -33,14 +33,15 @@ def _ci(est: dict[str, Any] | None, digits: int = 1, scale: float = 1.0) -> str:
 
 def level_table(levels: list[dict[str, Any]], title: str) -> Table:
     t = Table(title=title, title_justify="left")
-    for col in ("conc", "requests", "decode tok/s/stream (client)", "decode tok/s/stream (server)", "output tok/s total",
-                "TTFT ms (client)", "TTFT ms (server)", "TPOT ms", "bursts"):
+    for col in ("conc", "requests", "decode tok/s/stream (client median)", "decode tok/s/stream (server mean)",
+                "output tok/s", "per-round output tok/s (median)", "TTFT ms (client median)", "TTFT ms (server mean)",
+                "TPOT ms (client median)", "bursts"):
         t.add_column(col, justify="right")
     for lvl in levels:
         c, s = lvl["client"], lvl.get("server") or {}
         t.add_row(str(lvl["concurrency"]), str(lvl["requests"]), _ci(c["decode_tps_per_stream"]),
-                  _f(s.get("decode_tps_per_stream")), _ci(c["output_tps"]), _ci(c["ttft_s"], 1, 1000),
-                  _f((s.get("ttft_s") or {}).get("mean"), 1, 1000), _ci(c["tpot_s"], 2, 1000),
+                  _f(s.get("decode_tps_per_stream")), _f(c.get("output_tps_pooled")), _ci(c["output_tps"]),
+                  _ci(c["ttft_s"], 1, 1000), _f((s.get("ttft_s") or {}).get("mean"), 1, 1000), _ci(c["tpot_s"], 2, 1000),
                   _f(c["burst_share"], 0, 100, "%"))
     return t
 
@@ -56,7 +57,8 @@ def render_run(console: Console, run: dict[str, Any]) -> None:
     if box:  # served from a container: the number belongs to that image
         console.print(f"container image {box.get('image')} ({box.get('engine')}): id {str(box.get('image_id'))[:19]}, "
                       f"content fingerprint {box.get('fingerprint') or 'unknown'}", markup=False, highlight=False)
-    console.print(level_table(run["levels"], "medians [bootstrap 95% CI]"))
+    console.print(level_table(run["levels"], "client medians [bootstrap 95% CI], server means (/metrics); output tok/s = "
+                                             "all output tokens / all rounds' wall time"))
     head = run.get("headline")
     if head:
         console.print(f"[bold]headline[/bold]: {_f(head['decode_tps_per_stream'])} tok/s decode per stream at "
@@ -81,7 +83,7 @@ def render_run(console: Console, run: dict[str, Any]) -> None:
 def render_comparison(console: Console, comp: dict[str, Any]) -> None:
     console.print(f"[bold]A/B[/bold] A = {comp['a']}  vs  B = {comp['b']}; order {' '.join(comp['order'])} "
                   f"(a server restart per arm)")
-    t = Table(title="output tok/s total per arm run (median of its rounds); ratio B/A with 95% CI", title_justify="left")
+    t = Table(title="output tok/s per arm run (its tokens / its rounds' wall time); ratio B/A with 95% CI", title_justify="left")
     for col in ("conc", "A runs", "B runs", "B/A", "95% CI", "method", "verdict"):
         t.add_column(col, justify="right")
     for lvl in comp["levels"]:
@@ -124,7 +126,7 @@ def render_compare(console: Console, cmp: dict[str, Any]) -> None:
         console.print(t)
     else:
         console.print("toolchain: same fingerprint material")
-    t = Table(title="what changed in the numbers (medians)", title_justify="left")
+    t = Table(title="what changed in the numbers", title_justify="left")
     for col in ("conc", "figure", f"run {a['id']}", f"run {b['id']}", "b/a"):
         t.add_column(col, justify="right")
     for row in cmp["numbers"]:
