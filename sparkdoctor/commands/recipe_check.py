@@ -22,7 +22,7 @@ def check_command(recipe: str, overrides: dict, python: Optional[str], matrix_pa
         raise Fatal(f"--fail-on {fail_on}: choose one of info, warn, error")
     from sparkdoctor.bench.flow import progress_line
     from sparkdoctor.conclusions import recipe_check
-    from sparkdoctor.exitcodes import EXIT_FINDINGS, EXIT_UNPROBEABLE
+    from sparkdoctor.exitcodes import EXIT_FINDINGS, EXIT_NO_VLLM, EXIT_UNPROBEABLE
     from sparkdoctor.matrix import MatrixError
     from sparkdoctor.recipes import RecipeError
     from sparkdoctor.target import TargetError
@@ -34,6 +34,8 @@ def check_command(recipe: str, overrides: dict, python: Optional[str], matrix_pa
         raise Fatal(str(exc)) from None
     except TargetError as exc:
         raise Fatal(str(exc), EXIT_UNPROBEABLE) from None
+    except recipe_check.NoVllmToJudge as exc:
+        raise Fatal(str(exc), EXIT_NO_VLLM) from None
     if fmt == "json":
         sys.stdout.write(json.dumps(doc, indent=2, default=str) + "\n")
     elif fmt == "junit":
