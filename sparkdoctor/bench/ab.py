@@ -80,3 +80,26 @@ def run_interleaved(pairs: int, run_arm: Callable[[str, int], dict[str, Any]]) -
     for i, arm in enumerate(order):
         got[arm].append(run_arm(arm, i))
     return order, got
+
+
+NOT_CALLED = "not called"
+
+
+def load_check(a_runs: Sequence[dict[str, Any]], b_runs: Sequence[dict[str, Any]], levels: list[dict[str, Any]],
+               allowed: bool) -> dict[str, Any]:
+    """The machine's load during each arm (bench/load.py). When the arms ran under clearly different load
+    the verdicts are replaced by "not called" (the ratio and CI stay, for reading) unless `allowed`."""
+    from sparkdoctor.bench import load
+
+    def index(run: dict[str, Any]) -> dict[str, float] | None:
+        return (run.get("load") or {}).get("index")
+
+    a = [x for x in (index(r) for r in a_runs) if x]
+    b = [x for x in (index(r) for r in b_runs) if x]
+    why = load.arms_differ(a, b)
+    busy = sorted({w for r in [*a_runs, *b_runs] if (w := (r.get("load") or {}).get("busy"))})
+    if why and not allowed:
+        for lvl in levels:
+            lvl["ratio"]["verdict"] = NOT_CALLED
+    return {"differ": why, "allowed": allowed, "busy": busy,
+            "other_cpus": {"A": [x["other_cpus"] for x in a], "B": [x["other_cpus"] for x in b]}}

@@ -35,6 +35,7 @@ class Options:
     min_effect: float
     fmt: str
     model_dir: Path | None = None  # the checkpoint folder served (for the roofline); default: the recipe's model
+    allow_load_difference: bool = False  # an A/B verdict is called even when its arms ran under different load
     runtime: str | None = None  # the container CLI for recipes that name a container (default: as serve.launch)
 
 
@@ -136,15 +137,45 @@ def _toolchain(python: str | None, progress: Callable[[str], None]) -> session.T
     return session.collect_toolchain(target)
 
 
+def _url_toolchain(url: str, opts: Options, progress: Callable[[str], None]) -> tuple[session.Toolchain, int | None]:
+    """--python's toolchain; else that of the process serving a local port (its interpreter or container);
+    else "toolchain unknown", never sparkdoctor's own. (toolchain, the serving pid to leave out of the load)."""
+    if opts.python is not None:
+        return _toolchain(opts.python, progress), None
+    from sparkdoctor.bench import behind
+
+    found = behind.serving_process(url)
+    if found["python"]:
+        toolchain = _toolchain(found["python"], progress)
+        toolchain.target["found_by"] = found["why"]
+        return toolchain, found["pid"]
+    if found["container"]:
+        from sparkdoctor.container_inspect import resolve_container_target
+        from sparkdoctor.target import TargetError
+
+        try:
+            target = resolve_container_target(found["container"], runtime=opts.runtime)
+        except TargetError as exc:
+            return session.unknown_toolchain(f"{found['why']}: {exc}"), found["pid"]
+        progress(f"collecting the toolchain facts of container {target.name}")
+        toolchain = session.in_image(session.collect_toolchain(target), target.info)
+        toolchain.target["found_by"] = found["why"]
+        return toolchain, found["pid"]
+    return session.unknown_toolchain(found["why"]), found["pid"]
+
+
 def bench_url(url: str, model: str | None, opts: Options) -> dict[str, Any]:
     ledger = _open_ledger(opts)
     with progress_line() as progress:
-        toolchain = _toolchain(opts.python, progress)
+        toolchain, pid = _url_toolchain(url, opts, progress)
+        before = session.machine_load(progress, exclude={pid} if pid else None)
         try:
             info, m = session.measure_url(url, model, workload_from(None, **opts.overrides), progress)
         except BenchError as exc:
             raise Failure(str(exc), EXIT_BENCH_FAILED) from None
-    result = session.RunResult({"name": None, "url": url, "model": m.model}, info, m, toolchain)
+        after = session.machine_load(None, exclude={pid} if pid else None)
+    result = session.RunResult({"name": None, "url": url, "model": m.model}, info, m, toolchain,
+                               load=session.load_record(before, after))
     if opts.model_dir is not None:
         _roofline(result, str(opts.model_dir), None)
     _store(ledger, result)
@@ -258,8 +289,10 @@ def bench_ab(path_a: Path, path_b: Path, opts: Options) -> dict[str, Any]:
 
             order, got = ab.run_interleaved(opts.pairs, run_arm)
         levels = ab.compare(got["A"], got["B"], opts.min_effect)
+        load_doc = ab.load_check(got["A"], got["B"], levels, opts.allow_load_difference)
         doc = {"comparison_id": comparison_id, "a": labels["A"], "b": labels["B"], "order": order, "runs": stored,
                "metric": ab.METRIC, "min_effect": opts.min_effect, "levels": levels, "verdict": ab.overall(levels),
+               "load": load_doc,
                "fingerprints": {arm: t.fingerprint for arm, t in toolchains.items()},
                "ledger": str(ledger.path) if ledger else None}
         status = "complete"

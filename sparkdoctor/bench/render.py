@@ -52,7 +52,14 @@ def render_run(console: Console, run: dict[str, Any]) -> None:
     server = run.get("server") or {}
     kind = " ".join(str(x) for x in (server.get("kind"), server.get("version")) if x)  # a generic server has no version
     console.print(f"[bold]bench[/bold] {label}: model {run.get('model')} on {kind} at {run.get('base_url')}")
-    console.print(f"toolchain fingerprint {run.get('fingerprint')}  (run {run.get('run_id') or 'not stored'})")
+    if run.get("fingerprint") == "unknown":
+        console.print(f"[yellow]toolchain unknown[/yellow]: {escape(str((run.get('target') or {}).get('why')))}; the run is "
+                      f"stored as such and kept out of conclusions  (run {run.get('run_id') or 'not stored'})")
+    else:
+        found = (run.get("target") or {}).get("found_by")
+        console.print(f"toolchain fingerprint {run.get('fingerprint')}" + (f" ({escape(found)})" if found else "")
+                      + f"  (run {run.get('run_id') or 'not stored'})")
+    _load_lines(console, run.get("load"))
     box = run.get("container")
     if box:  # served from a container: the number belongs to that image
         console.print(f"container image {box.get('image')} ({box.get('engine')}): id {str(box.get('image_id'))[:19]}, "
@@ -80,6 +87,18 @@ def render_run(console: Console, run: dict[str, Any]) -> None:
         console.print(f"[yellow]log finding[/yellow]: {finding.get('id')}: {finding.get('title', '')}")
 
 
+def _load_lines(console: Console, load: dict[str, Any] | None) -> None:
+    if not load:
+        return
+    before = load.get("before") or {}
+    avg = before.get("loadavg")
+    console.print(f"machine load: other processes used {_f((load.get('index') or {}).get('other_cpus'), 1)} of "
+                  f"{before.get('cpus') or '?'} CPUs" + (f"; load average {avg[0]:.2f}" if avg else ""), highlight=False)
+    if load.get("busy"):
+        console.print(f"[yellow]warning: busy machine[/yellow]: {escape(load['busy'])}; a number taken now is not a "
+                      "baseline for a quiet one")
+
+
 def render_comparison(console: Console, comp: dict[str, Any]) -> None:
     console.print(f"[bold]A/B[/bold] A = {comp['a']}  vs  B = {comp['b']}; order {' '.join(comp['order'])} "
                   f"(a server restart per arm)")
@@ -91,7 +110,18 @@ def render_comparison(console: Console, comp: dict[str, Any]) -> None:
         t.add_row(str(lvl["concurrency"]), ", ".join(_f(v) for v in lvl["a"]), ", ".join(_f(v) for v in lvl["b"]),
                   f"{r['ratio']:.3f}", f"{r['ci_low']:.3f}-{r['ci_high']:.3f}", r["method"], f"[bold]{r['verdict']}[/bold]")
     console.print(t)
-    console.print(f"[bold]verdict[/bold]: B is {comp['verdict']} (B/A of total output tok/s; 'mixed': the levels disagree)")
+    load = comp.get("load") or {}
+    for why in load.get("busy") or []:
+        console.print(f"[yellow]warning: busy machine[/yellow] during a run: {escape(why)}")
+    if load.get("differ"):
+        if load.get("allowed"):
+            console.print(f"[yellow]the arms ran under different load[/yellow] ({escape(load['differ'])}); verdict called "
+                          "anyway (--allow-load-difference)")
+        else:
+            console.print(f"[bold]verdict[/bold]: not called: the arms ran under different load ({escape(load['differ'])}); "
+                          "rerun on a quiet machine, or pass --allow-load-difference")
+            return
+    console.print(f"[bold]verdict[/bold]: B is {comp['verdict']} (B/A of output tok/s; 'mixed': the levels disagree)")
     console.print(f"runs stored: {', '.join(str(r) for r in comp.get('runs') or []) or 'none'}; "
                   "a difference inside the noise is reported as \"no difference\", never as a win")
 
