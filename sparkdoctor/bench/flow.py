@@ -174,6 +174,8 @@ def bench_url(url: str, model: str | None, opts: Options) -> dict[str, Any]:
         except BenchError as exc:
             raise Failure(str(exc), EXIT_BENCH_FAILED) from None
         after = session.machine_load(None, exclude={pid} if pid else None)
+    if opts.model_dir is not None and toolchain.fingerprint != session.UNKNOWN:
+        toolchain = session.with_model(toolchain, str(opts.model_dir))
     result = session.RunResult({"name": None, "url": url, "model": m.model}, info, m, toolchain,
                                load=session.load_record(before, after))
     if opts.model_dir is not None:

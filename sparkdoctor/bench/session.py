@@ -68,6 +68,22 @@ def in_image(toolchain: Toolchain, container: dict[str, Any] | None) -> Toolchai
     return Toolchain(facts, Facts.from_dict(facts, source="bench").fingerprint(), toolchain.target)
 
 
+def with_model(toolchain: Toolchain, folder: str | None) -> Toolchain:
+    """The toolchain of a run with the identity of the checkpoint it served (bench/model_identity.py) in its
+    fingerprint, when the model is a local folder: the same path re-quantized is another run's key."""
+    if not folder:
+        return toolchain
+    from sparkdoctor.bench.model_identity import identity
+    from sparkdoctor.facts import Facts
+
+    ident = identity(folder)
+    if ident is None:
+        return toolchain
+    facts = {**toolchain.facts, "recipe": {**(toolchain.facts.get("recipe") or {}),
+                                           "model": {"ref": str(folder), "identity": ident}}}
+    return Toolchain(facts, Facts.from_dict(facts, source="bench").fingerprint(), toolchain.target)
+
+
 def python_of_command(argv: list[str]) -> Path | None:
     """The interpreter of the venv a command lives in (…/bin/vllm -> …/bin/python), if there is one."""
     if not argv:
@@ -198,7 +214,10 @@ def run_recipe(recipe: Any, workload: Workload, toolchain: Toolchain, run_dir: P
         argv = list(server.argv) if not server.container else _command_of(recipe, server)
     resolved = resolved_recipe(recipe)
     resolved["argv"] = argv  # as it ran: the launcher's port and host, the target's bin/
-    return RunResult(resolved, info, m, in_image(toolchain, server.container), findings, arm=arm,
+    from sparkdoctor.bench.roofline import recipe_model_dir
+
+    toolchain = with_model(in_image(toolchain, server.container), recipe_model_dir(recipe)[0])
+    return RunResult(resolved, info, m, toolchain, findings, arm=arm,
                      container=server.container, load=load_record(before, after))
 
 
