@@ -43,6 +43,7 @@ def bench(
     ledger: Optional[Path] = typer.Option(None, "--ledger", help="Ledger file (default: the state folder's ledger.sqlite)."),
     no_store: bool = typer.Option(False, "--no-store", help="Measure only; write nothing to the ledger."),
     fmt: str = typer.Option("console", "--format", help="console or json (json: only the versioned JSON on stdout)."),
+    allow_load_difference: bool = typer.Option(False, "--allow-load-difference", help="--vs: call the verdict even when the arms ran under clearly different machine load."),
     conclude: Optional[str] = typer.Option(None, "--conclude", help="--vs: record the result as conclusion NAME (sparkdoctor conclusions, rerun)."),
 ) -> None:
     """Benchmark a server: decode tok/s, TTFT, ITL, a concurrency sweep; stored with the toolchain fingerprint."""
@@ -79,7 +80,7 @@ def bench(
         raise Fatal(str(exc), exc.code) from None
     opts = flow.Options(overrides=overrides, sets=parse_sets(sets), local=local, python=python, ledger=ledger, store=not no_store,
                         ready_timeout=ready_timeout, pairs=pairs, min_effect=min_effect, fmt=fmt,
-                        model_dir=model_dir, runtime=runtime)
+                        model_dir=model_dir, runtime=runtime, allow_load_difference=allow_load_difference)
     try:
         if url is not None:
             doc = flow.bench_url(url, model, opts)

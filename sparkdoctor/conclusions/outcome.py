@@ -15,10 +15,13 @@ from __future__ import annotations
 
 from typing import Any
 
-RANK = {"holds": 0, "changed": 1, "flipped": 2}
+RANK = {"holds": 0, "inconclusive": 1, "changed": 2, "flipped": 3}
+NOT_CALLED = "not called"  # bench/ab.py: the arms ran under clearly different machine load
 
 
 def _level_outcome(old: dict[str, Any], new: dict[str, Any]) -> str:
+    if NOT_CALLED in (old["verdict"], new["verdict"]):
+        return "inconclusive"  # a verdict taken under uneven load neither holds nor flips
     if old["verdict"] != new["verdict"]:
         return "flipped"
     if new["ci_low"] > old["ci_high"] or new["ci_high"] < old["ci_low"]:
