@@ -29,6 +29,7 @@ VERBS: list[str] = [
     "report",
     "explain",
     "diff",
+    "fleet",
 ]
 
 
