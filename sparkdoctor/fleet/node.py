@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import platform
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from sparkdoctor import __version__
@@ -68,7 +68,9 @@ def collect_node(transport: Any, node: Node, timeout: float, arch: str | None = 
         return {}
 
     try:
-        run_collectors(ctx, [targetenv.COLLECTOR, capabilities.COLLECTOR, Collector("node", node_probe, timeout=timeout)])
+        # a remote node's limit is the node's: check's per-collector limits are sized for a local run
+        remote = [replace(c, timeout=timeout) for c in (targetenv.COLLECTOR, capabilities.COLLECTOR)]
+        run_collectors(ctx, [*remote, Collector("node", node_probe, timeout=timeout)])
     except Exception as exc:  # a surprise must cost this node, never the fleet
         box.setdefault("problem", f"{type(exc).__name__}: {exc}")
     seconds = time.monotonic() - started
@@ -122,7 +124,9 @@ def apply_node(facts: Facts, raw: dict[str, Any], received: float, arch: str | N
     env = _dict(raw.get("env"))
     if facts.env is not None:
         facts.env = {**facts.env, **{str(k): str(v) for k, v in env.items()}}
-    if facts.target is not None and not facts.target.get("python"):
+    from sparkdoctor.fleet.target import DEFAULT_PYTHON
+
+    if facts.target is not None and facts.target.get("python") in (None, "", DEFAULT_PYTHON):
         facts.target["python"] = facts.target.get("executable") or raw.get("python")
     when = raw.get("time")
     facts.fleet = {

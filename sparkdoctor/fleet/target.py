@@ -14,6 +14,27 @@ from sparkdoctor.fleet.transport import Node
 from sparkdoctor.target import TargetError
 
 
+DEFAULT_PYTHON = "the node's default python"
+
+
+class _UntilDeadline(proc.Running):
+    """A remote probe's Running: the time it may take is the node's (--node-timeout), not the limit a
+    collector sets for a local run (a Ray worker or an ssh login takes seconds to start on a busy node)."""
+
+    def __init__(self, inner: proc.Running, deadline: float):
+        super().__init__(inner.argv, None, inner.started)
+        self.inner, self.deadline = inner, deadline
+
+    def result(self, timeout: float) -> proc.ProcResult:
+        return self.inner.result(max(timeout, self.deadline - self.inner.started))
+
+    def kill(self) -> None:
+        self.inner.kill()
+
+    def cancel(self) -> None:
+        self.inner.cancel()
+
+
 class RemoteTarget:
     shares_files = True  # the probes read the node's own files (host, kernel): nothing is taken from this machine
 
@@ -22,7 +43,7 @@ class RemoteTarget:
         self.kind = transport.kind
 
     def describe(self) -> dict[str, Any]:
-        found: dict[str, Any] = {"kind": self.kind, "python": self.node.python or "", "chosen_by": "fleet",
+        found: dict[str, Any] = {"kind": self.kind, "python": self.node.python or DEFAULT_PYTHON, "chosen_by": "fleet",
                                  "node": self.node.name}
         if self.node.container:
             found.update(container=self.node.container, engine=self.node.runtime)
@@ -30,7 +51,7 @@ class RemoteTarget:
 
     def start_script(self, script: Path, args: list[str], env: dict[str, str] | None = None) -> proc.Running:
         left = max(0.5, self.deadline - time.monotonic())
-        return self.transport.start(self.node, probe_of(script), list(args), left)
+        return _UntilDeadline(self.transport.start(self.node, probe_of(script), list(args), left), self.deadline)
 
     def run_script(self, script: Path, args: list[str], timeout: float, env: dict[str, str] | None = None) -> proc.ProcResult:
         return self.start_script(script, args, env).result(timeout)
