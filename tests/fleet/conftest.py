@@ -86,3 +86,19 @@ def no_ray_env(monkeypatch):
     for key in list(os.environ):
         if key.startswith("RAY_"):
             monkeypatch.delenv(key)
+
+
+SSH_HOSTS = [f"fleet-{i}" for i in range(8)]
+
+
+@pytest.fixture(scope="session")
+def sshd(tmp_path_factory):
+    """A real sshd on 127.0.0.1 for the session; its client config names fleet-0 .. fleet-7 (all reach it),
+    `stranger` (its host key unknown), `refused` (a closed port) and `hangs` (a port that never speaks)."""
+    from tests.fleet.sshd import start_sshd
+
+    server = start_sshd(tmp_path_factory.mktemp("fleet-sshd"), SSH_HOSTS)
+    try:
+        yield server
+    finally:
+        server.stop()
