@@ -61,3 +61,40 @@ def bundle(name: str) -> str:
 def probe_of(script: Path) -> str:
     """'target_env' for probes/target_env/__main__.py (what start_script is handed)."""
     return script.parent.name if script.name == "__main__.py" else script.stem
+
+
+MULTI = '''\
+import json, subprocess, sys, threading
+_JOBS = json.loads({jobs!r})
+_LIMIT = {limit!r}
+_OUT = [None] * len(_JOBS)
+
+
+def _one(i):
+    script, args = _JOBS[i]
+    try:
+        done = subprocess.run([sys.executable, "-B", "-"] + args, input=script.encode("utf-8"), stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, timeout=_LIMIT)
+        _OUT[i] = {{"returncode": done.returncode, "stdout": done.stdout.decode("utf-8", "replace"),
+                   "stderr": done.stderr[-65536:].decode("utf-8", "replace")}}
+    except subprocess.TimeoutExpired:
+        _OUT[i] = {{"returncode": None, "timed_out": True, "stdout": "", "stderr": ""}}
+    except OSError as exc:
+        _OUT[i] = {{"returncode": None, "start_error": str(exc), "stdout": "", "stderr": ""}}
+
+
+_threads = [threading.Thread(target=_one, args=(i,)) for i in range(len(_JOBS))]
+for _t in _threads:
+    _t.start()
+for _t in _threads:
+    _t.join()
+sys.stdout.write("\\n" + json.dumps({{"sparkdoctor_multi": _OUT}}) + "\\n")
+'''
+
+
+def multi_bundle(jobs: list[tuple[str, list[str]]], limit: float) -> str:
+    """One script that runs several probes side by side on the node (each in its own interpreter process,
+    as they run locally) and prints all their outputs as one JSON line: one ssh session or one Ray task per
+    node instead of one per probe."""
+    payload = json.dumps([[bundle(name), list(args)] for name, args in jobs])
+    return MULTI.format(jobs=payload, limit=float(limit))

@@ -1,6 +1,6 @@
 """How a probe reaches a node: over the user's own ssh, or as a Ray task pinned to the node.
 
-Both send the same thing, a probe bundled into one script (bundle.py) read by the node's interpreter on
+Both send the same thing, a script (bundle.py: the probes, bundled) read by the node's interpreter on
 stdin, and hand back a proc.Running, so the Target protocol (and with it `check`'s collectors) works
 unchanged on a remote node.
 
@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sparkdoctor import proc
-from sparkdoctor.fleet.bundle import bundle
 
 SSH_CONNECT_TIMEOUT = 10
 
@@ -54,8 +53,9 @@ class SshTransport:
         # as `check` picks: the active venv's interpreter, else python3 on the node's PATH
         return ["sh", "-c", 'exec "${VIRTUAL_ENV:+$VIRTUAL_ENV/bin/}python3" -B - "$@"', "sparkdoctor", *args]
 
-    def start(self, node: Node, probe: str, args: list[str], timeout: float) -> proc.Running:
-        return proc.start(self.argv(node, self.remote_argv(node, args)), input=bundle(probe))
+    def start(self, node: Node, script: str, args: list[str], timeout: float) -> proc.Running:
+        """`script` (a bundle, bundle.py) read by the node's serving interpreter on stdin."""
+        return proc.start(self.argv(node, self.remote_argv(node, args)), input=script)
 
     def command(self, node: Node, argv: list[str], timeout: float) -> proc.ProcResult:
         return proc.run(self.argv(node, argv), timeout=timeout)
@@ -127,13 +127,13 @@ class RayTransport:
             found.append(Node(name, python, container, runtime, ray_node_id=n["NodeID"]))
         return found
 
-    def start(self, node: Node, probe: str, args: list[str], timeout: float) -> proc.Running:
+    def start(self, node: Node, script: str, args: list[str], timeout: float) -> proc.Running:
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         strategy = NodeAffinitySchedulingStrategy(node_id=node.ray_node_id, soft=False)
         ref = self.task.options(scheduling_strategy=strategy, num_cpus=0, max_retries=0).remote(
-            bundle(probe), args, node.python, node.container, node.runtime, timeout)
-        return _RayRunning([f"ray task on {node.name}", probe], ref, self.ray)
+            script, args, node.python, node.container, node.runtime, timeout)
+        return _RayRunning([f"ray task on {node.name}"], ref, self.ray)
 
     def command(self, node: Node, argv: list[str], timeout: float) -> proc.ProcResult:
         return proc.ProcResult(argv, None, "", "", 0.0, start_error="commands on the host are not run over Ray")
