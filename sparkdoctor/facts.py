@@ -72,13 +72,16 @@ from typing import Any
 
 from packaging.utils import canonicalize_name
 
+from sparkdoctor.errors import InputError
 from sparkdoctor.text import one_line
 
 SCHEMA = 1
 
 
-class FactsError(ValueError):
+class FactsError(InputError, ValueError):
     """A snapshot that cannot be read; the message names the file and the field, in one line."""
+
+    code = "snapshot"
 
     def __init__(self, message: str):
         super().__init__(one_line(message))

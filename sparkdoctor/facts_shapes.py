@@ -14,13 +14,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from sparkdoctor.arch import real_arch_problem
+from sparkdoctor.errors import InputError
 
 MAX_VERSION = 200  # characters in any version string
 MAX_TEXT = 1_000_000  # characters in any other string (a detail, an error, a path)
 
 
-class ShapeError(ValueError):
+class ShapeError(InputError, ValueError):
     """The first field that does not have its documented shape: path and one line why."""
+
+    code = "snapshot-shape"
 
 
 @dataclass(frozen=True)

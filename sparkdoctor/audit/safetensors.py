@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from sparkdoctor.audit.errors import AuditError
+from sparkdoctor.errors import InputError
 
 MAX_HEADER = 100_000_000  # the safetensors crate's MAX_HEADER_SIZE
 
@@ -70,7 +71,8 @@ def _no_duplicates(pairs: list[tuple[str, object]]) -> dict[str, object]:
     return seen
 
 
-class _Duplicate(ValueError):
+class _Duplicate(InputError, ValueError):
+    code = "safetensors-duplicate"
     def __init__(self, key: str):
         super().__init__(key)
         self.key = key

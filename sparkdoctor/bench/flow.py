@@ -13,13 +13,18 @@ from typing import Any, Callable, Iterator
 from sparkdoctor.bench import ab, session
 from sparkdoctor.bench.measure import BenchError
 from sparkdoctor.bench.workload import Workload, WorkloadError
+from sparkdoctor.errors import SparkdoctorError
 from sparkdoctor.exitcodes import EXIT_BENCH_FAILED, EXIT_LEDGER, EXIT_UNPROBEABLE, EXIT_USAGE
 
 
-class Failure(Exception):
-    def __init__(self, message: str, code: int):
+class Failure(SparkdoctorError):
+    """A bench run that cannot go on; the exit code is the raiser's (usage, target, launch or ledger)."""
+
+    code = "bench"
+
+    def __init__(self, message: str, exit_code: int):
         super().__init__(message)
-        self.code = code
+        self.exit_code = exit_code
 
 
 @dataclass

@@ -22,12 +22,15 @@ from sparkdoctor.bench.client import Sample, build_payload, stream_one
 from sparkdoctor.bench.server import ServerInfo
 from sparkdoctor.bench.stats import estimate
 from sparkdoctor.bench.workload import Workload, prompt
+from sparkdoctor.errors import BenchFailure
 
 BURST_GAP_S = 0.001
 
 
-class BenchError(RuntimeError):
+class BenchError(BenchFailure, RuntimeError):
     """The measurement could not be completed (a request failed, the server went away)."""
+
+    code = "bench"
 
 
 @dataclass

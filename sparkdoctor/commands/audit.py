@@ -38,33 +38,27 @@ def audit(
         raise Fatal(f"--format {fmt}: choose one of console, json")
     if sets and recipe is None:
         raise Fatal("--set needs --recipe: it sets the recipe's parameters")
-    from sparkdoctor.audit import AuditError, AuditOptions, run_audit
+    from sparkdoctor.audit import AuditOptions, run_audit
     from sparkdoctor.audit import fromrecipe
     from sparkdoctor.exitcodes import EXIT_AUDIT_FINDINGS, EXIT_OK
 
     explicit = {"max_model_len": max_model_len, "max_num_seqs": max_num_seqs, "gpu_memory_utilization": gpu_memory_utilization,
                 "kv_cache_dtype": kv_cache_dtype}
-    try:
-        if recipe is not None:
-            from sparkdoctor.commands.recipe import parse_sets
-            from sparkdoctor.recipes import RecipeError, load
+    if recipe is not None:
+        from sparkdoctor.commands.recipe import parse_sets
+        from sparkdoctor.recipes import load
 
-            try:
-                loaded = load(recipe, parse_sets(sets))
-            except RecipeError as exc:
-                raise Fatal(str(exc)) from None
-            values, sources = fromrecipe.recipe_settings(loaded, explicit)
-            model = fromrecipe.recipe_model(loaded, model)
-        elif model is None:
-            raise Fatal("give MODEL (a checkpoint folder), or --recipe RECIPE whose model is a local folder")
-        else:
-            values = {k: v if v is not None else fromrecipe.DEFAULTS[k] for k, v in explicit.items()}
-            sources = {}
-        options = AuditOptions(model, context=context, batch=batch, bandwidth=bandwidth, gpu=gpu, include_mtp=mtp,
-                               memory_gib=memory, sources=sources, **values)
-        result = run_audit(options)
-    except AuditError as exc:
-        raise Fatal(str(exc)) from None
+        loaded = load(recipe, parse_sets(sets))
+        values, sources = fromrecipe.recipe_settings(loaded, explicit)
+        model = fromrecipe.recipe_model(loaded, model)
+    elif model is None:
+        raise Fatal("give MODEL (a checkpoint folder), or --recipe RECIPE whose model is a local folder")
+    else:
+        values = {k: v if v is not None else fromrecipe.DEFAULTS[k] for k, v in explicit.items()}
+        sources = {}
+    options = AuditOptions(model, context=context, batch=batch, bandwidth=bandwidth, gpu=gpu, include_mtp=mtp,
+                           memory_gib=memory, sources=sources, **values)
+    result = run_audit(options)  # an AuditError or RecipeError is exit 2 by itself
     if fmt == "json":
         import json
         import sys

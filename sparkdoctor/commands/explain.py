@@ -36,13 +36,10 @@ def explain(
     if fmt not in ("console", "json"):
         raise Fatal(f"--format {fmt}: choose one of console, json")
     text, label = _read(source)
-    from sparkdoctor.matrix import MatrixError, load
+    from sparkdoctor.matrix import load
     from sparkdoctor.matrix.symptoms import match_text
 
-    try:
-        matrix = load(matrix_path)
-    except MatrixError as exc:
-        raise Fatal(str(exc)) from None
+    matrix = load(matrix_path)
     matches = match_text(text, matrix.entries)
     lines = len(text.splitlines())
     if fmt == "json":

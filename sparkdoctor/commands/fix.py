@@ -46,8 +46,6 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Turn check's findings into a plan; --yes applies it with a journal; --rollback undoes it."""
         from sparkdoctor.fix import render
-        from sparkdoctor.fix.interface import FixError
-        from sparkdoctor.matrix import MatrixError
 
         if fmt not in ("console", "json"):
             raise Fatal(f"--format {fmt}: use console or json", EXIT_USAGE)
@@ -60,22 +58,18 @@ def register(app: typer.Typer) -> None:
         refuse_bad_target_options(python, container, container_python, facts_given=False)
         chosen = (python, container, container_python, runtime)
         out = lambda text: typer.echo(text)  # noqa: E731
-        try:
-            if history:
-                from sparkdoctor.fix.pipeline import history as list_history
+        # every error says its own exit code: a FixError 5, a Refusal 4, no such journal or a bad fix file 2
+        if history:
+            from sparkdoctor.fix.pipeline import history as list_history
 
-                rows = list_history()
-                out(render.as_json("history", rows) if fmt == "json" else "\n".join(render.history_lines(rows)))
-                return
-            if rollback:
-                _rollback(journal, fmt, out, chosen)
-                return
-            _plan_or_apply(chosen, yes, fmt, out, env_file, recipe, constraints, system, allow_replace, allow_downgrade,
-                           kernels, arch, matrix, fixes)
-        except FixError as exc:
-            raise Fatal(str(exc), EXIT_FIX_FAILED) from None
-        except MatrixError as exc:
-            raise Fatal(str(exc), EXIT_USAGE) from None
+            rows = list_history()
+            out(render.as_json("history", rows) if fmt == "json" else "\n".join(render.history_lines(rows)))
+            return
+        if rollback:
+            _rollback(journal, fmt, out, chosen)
+            return
+        _plan_or_apply(chosen, yes, fmt, out, env_file, recipe, constraints, system, allow_replace, allow_downgrade,
+                       kernels, arch, matrix, fixes)
 
 
 def _target(chosen, env_file: Optional[Path]):

@@ -39,13 +39,10 @@ def register(app: typer.Typer) -> None:
         if fmt not in FORMATS:
             raise Fatal(f"--format {fmt}: choose one of {', '.join(FORMATS)}")
         overrides = parse_sets(sets)
-        from sparkdoctor.recipes import RecipeError, load
+        from sparkdoctor.recipes import load
         from sparkdoctor.recipes.show import render_console, to_json
 
-        try:
-            resolved = load(recipe, overrides)
-        except RecipeError as exc:
-            raise Fatal(str(exc)) from None
+        resolved = load(recipe, overrides)  # a RecipeError is exit 2 by itself
         if fmt == "json":
             sys.stdout.write(to_json(resolved) + "\n")
             for warning in resolved.warnings:

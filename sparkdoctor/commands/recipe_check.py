@@ -22,18 +22,10 @@ def check_command(recipe: str, overrides: dict, python: Optional[str], matrix_pa
         raise Fatal(f"--fail-on {fail_on}: choose one of info, warn, error")
     from sparkdoctor.bench.flow import progress_line
     from sparkdoctor.conclusions import recipe_check
-    from sparkdoctor.exitcodes import EXIT_FINDINGS, EXIT_UNPROBEABLE
-    from sparkdoctor.matrix import MatrixError
-    from sparkdoctor.recipes import RecipeError
-    from sparkdoctor.target import TargetError
+    from sparkdoctor.exitcodes import EXIT_FINDINGS
 
-    try:
-        with progress_line() as progress:
-            doc = recipe_check.run(recipe, overrides, python, matrix_path, fail_on, progress)
-    except (RecipeError, MatrixError) as exc:
-        raise Fatal(str(exc)) from None
-    except TargetError as exc:
-        raise Fatal(str(exc), EXIT_UNPROBEABLE) from None
+    with progress_line() as progress:  # a RecipeError, MatrixError (2) or TargetError (3) says how it ends
+        doc = recipe_check.run(recipe, overrides, python, matrix_path, fail_on, progress)
     if fmt == "json":
         sys.stdout.write(json.dumps(doc, indent=2, default=str) + "\n")
     elif fmt == "junit":

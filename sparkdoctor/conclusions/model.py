@@ -6,14 +6,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from sparkdoctor.errors import InputError
 from sparkdoctor.text import one_line
 
 CONCLUSION_VERSION = 1  # the shape of `data_json` in the ledger and of the JSON documents
 OUTCOMES = ("holds", "flipped", "changed")
 
 
-class ConclusionError(RuntimeError):
+class ConclusionError(InputError, RuntimeError):
     """A conclusion that cannot be recorded, read or re-run; one line saying which and why."""
+
+    code = "conclusion"
 
     def __init__(self, message: str):
         super().__init__(one_line(message))

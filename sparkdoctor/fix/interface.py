@@ -9,11 +9,16 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any
 
+from sparkdoctor.errors import SparkdoctorError
+from sparkdoctor.exitcodes import EXIT_FIX_FAILED, EXIT_FIX_REFUSED, EXIT_USAGE
 from sparkdoctor.text import one_line
 
 
-class FixError(Exception):
+class FixError(SparkdoctorError):
     """Why `fix` cannot go on, in one line."""
+
+    exit_code = EXIT_FIX_FAILED
+    code = "fix-failed"
 
     def __init__(self, message: str):
         super().__init__(one_line(message))
@@ -22,9 +27,22 @@ class FixError(Exception):
 class DefinitionError(FixError):
     """A malformed fix file: names the file and the field."""
 
+    exit_code = EXIT_USAGE
+    code = "fix-definition"
+
+
+class NoJournal(FixError):
+    """`--rollback ID` of a journal that does not exist (or none at all): a usage error, nothing was touched."""
+
+    exit_code = EXIT_USAGE
+    code = "no-journal"
+
 
 class Refusal(FixError):
     """Something a person would not want done silently; `how` says how to say yes (None: no way)."""
+
+    exit_code = EXIT_FIX_REFUSED
+    code = "refused"
 
     def __init__(self, message: str, how: str | None = None):
         super().__init__(message + (f" (to allow it: {how})" if how else ""))

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from sparkdoctor.fix.interface import FixError
+from sparkdoctor.fix.interface import FixError, NoJournal
 from sparkdoctor.locations import state_dir
 from sparkdoctor.target_fileops import fsync_dir
 from sparkdoctor.target_files import FileError, FileTransport, LocalFiles
@@ -202,10 +202,10 @@ def load(ident: str | None) -> Journal:
     else:
         found = history()
         if not found:
-            raise FixError(f"no fix journals in {root}")
+            raise NoJournal(f"no fix journals in {root}")
         path = found[0].path
     if not path.is_dir():
-        raise FixError(f"{path}: no such fix journal (see sparkdoctor fix --history)")
+        raise NoJournal(f"{path}: no such fix journal (see sparkdoctor fix --history)")
     journal = Journal(path, {})
     if not journal.has(COMPLETE):
         return journal

@@ -12,14 +12,17 @@ import sqlite3
 from pathlib import Path
 from typing import Callable
 
+from sparkdoctor.errors import LedgerFailure
 from sparkdoctor.locations import state_dir
 
 APPLICATION_ID = 0x5344_4C47  # "SDLG": marks the file as a sparkdoctor ledger
 SCHEMA_VERSION = 3
 
 
-class LedgerError(RuntimeError):
+class LedgerError(LedgerFailure, RuntimeError):
     """The ledger cannot be opened, read or written; the message is one line naming the file."""
+
+    code = "ledger"
 
 
 def default_path() -> Path:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from typing import Any
+from sparkdoctor.errors import InputError
 from sparkdoctor.text import one_line  # noqa: F401 (config and loader use it from here too)
 
 SEVERITIES = ("info", "warn", "error")
@@ -22,8 +23,10 @@ EVIDENCE_LEVELS = ("reproduced", "checked", "reported")
 ID_RE = re.compile(r"[a-z0-9][a-z0-9.-]*[a-z0-9]")
 
 
-class MatrixError(ValueError):
+class MatrixError(InputError, ValueError):
     """A malformed matrix file; the message names the file, the entry and the field, in one line."""
+
+    code = "matrix"
 
     def __init__(self, message: str):
         super().__init__(one_line(message))

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from sparkdoctor import proc
+from sparkdoctor.errors import BenchFailure
 from sparkdoctor.serve.binding import LOCALHOST, rebind
 
 RUNTIME_ENV = "SPARKDOCTOR_CONTAINER_RUNTIME"  # docker | podman | a path; --runtime wins over it
@@ -38,8 +39,10 @@ GPU_DEVICES = ("/dev/nvidia0", "/dev/nvidiactl")
 CDI_DIRS = ("/etc/cdi", "/var/run/cdi")
 
 
-class ContainerLaunchError(RuntimeError):
+class ContainerLaunchError(BenchFailure, RuntimeError):
     """One line: why the container could not be started (launch.py turns it into a LaunchError)."""
+
+    code = "container-launch"
 
 
 def runtime_cli(runtime: str | None = None) -> list[str]:

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
 from sparkdoctor import proc
+from sparkdoctor.errors import BenchFailure
 from sparkdoctor.recipes.model import Recipe
 from sparkdoctor.serve import groups, readiness
 from sparkdoctor.serve.binding import LOCALHOST, free_port, rebind
@@ -37,9 +38,11 @@ GRACE_S = 15.0
 LOG_NAME = "server.log"
 
 
-class LaunchError(RuntimeError):
+class LaunchError(BenchFailure, RuntimeError):
     """The server could not be started, died, or never became ready. str() is one line: what happened, the
     last log line and the known problems matched; the attributes carry the rest."""
+
+    code = "launch"
 
     def __init__(self, message: str, *, log_tail: Sequence[str] = (), findings: Sequence[Hit] = (),
                  log_path: Path | None = None, teardown: groups.Teardown | None = None):
