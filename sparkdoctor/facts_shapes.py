@@ -116,6 +116,9 @@ FIELD_SHAPES: dict[str, Any] = {
                                                  run_ms=NUMBER)))),
     "capabilities": MapOf(_record(evidence=TEXT)),
     "recipe": dict,
+    "fleet": {**_record(node=TEXT, hostname=TEXT, boot_id=TEXT, driver_flavour=TEXT, cuda_toolkit=VERSION, nccl=dict,
+                        nccl_conf=ListOf(dict), cma=MapOf(ANY), roce_v2_gid_index=MapOf(_o(int)), in_container=bool,
+                        clock_skew_s=NUMBER, nodes=int, drift=ListOf(TEXT), odd=ListOf(TEXT), unpaired_links=ListOf(TEXT))},
     "errors": ListOf({"collector": TEXT, "error": TEXT, "!required": ("collector", "error")}),
     "timings_ms": MapOf(NUMBER),
 }

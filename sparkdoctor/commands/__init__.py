@@ -32,6 +32,7 @@ VERBS: list[str] = [
     "explain",
     "diff",
     "whatif",
+    "fleet",
 ]
 
 
