@@ -33,6 +33,7 @@ VERBS: list[str] = [
     "diff",
     "whatif",
     "fleet",
+    "mods",
 ]
 
 

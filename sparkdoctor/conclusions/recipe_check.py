@@ -241,4 +241,20 @@ def run(recipe_ref: str, overrides: dict[str, str], python: str | None, matrix_p
 
     served = recipe_facts(recipe)
     findings = check(recipe, matrix, facts, flags, served)
+    from sparkdoctor.mods.recipe import mod_findings, named_mods
+
+    if named_mods(recipe):
+        from sparkdoctor.mods.trees import venv_tree
+
+        if progress:
+            progress("judging the recipe's mods against the target's files")
+        from sparkdoctor.mods import ModError
+
+        try:
+            findings += mod_findings(recipe, venv_tree(str(target.python)))
+        except ModError as exc:
+            findings.append({"kind": "mod", "id": "mod-unjudged:target", "severity": "info", "evidence": [str(exc)],
+                             "title": "the recipe's mods could not be judged against the target",
+                             "remedy": "Check them by hand: sparkdoctor mods check MOD --python PYTHON."})
+        findings.sort(key=lambda f: (-SEVERITY_RANK[f["severity"]], f["kind"], f["id"]))
     return document(recipe, findings, facts, flags, fail_on, served)
