@@ -219,3 +219,49 @@ def judge(answers: list[Answer], reference: list[Answer] | None, tolerance: floa
         return Judgement(Verdict.UNSCORED, ["the server gives no log-probabilities: only the garbage detectors ran"],
                          rows, tolerance)
     return Judgement(Verdict.CORRECT, [], rows, tolerance)
+
+
+# ---- one run's step -----------------------------------------------------------------------------------------
+@dataclass
+class Options:
+    """What the user asked of the correctness gate for a bench run."""
+
+    enabled: bool = True
+    mark_reference: bool = False       # --reference: this run becomes the reference for its model
+    reference_file: str | None = None  # --reference-file: compare with (or, with --reference, write) this file
+
+
+def step(base_url: str, model: str, vllm: bool, toolchain_facts: dict[str, Any], options: Options) -> dict[str, Any]:
+    """Probe a served model after its timed window and judge it against its reference: the run's `correctness`."""
+    import time
+    from pathlib import Path
+
+    from sparkdoctor.bench import references
+
+    started = time.monotonic()
+    key = references.key_of(toolchain_facts, model)
+    path = Path(options.reference_file) if options.reference_file else references.folder() / f"{key}.json"
+    reference, problem = references.load(path) if not options.mark_reference else (None, None)
+    answers = probe(base_url, model, vllm, reference)
+    if options.mark_reference:
+        verdict = Judgement(Verdict.REFERENCE, [f"stored as the reference for {model}"])
+        tripped = [f"{a.prompt!r}: {g}" for a in answers if (g := garbage(a))]
+        if any(a.error for a in answers):
+            verdict = Judgement(Verdict.WRONG, tripped + ["a probe request failed: not stored as a reference"])
+        else:
+            references.save(path, answers, {"model": model, "key": key, "taken_at": time.time()})
+            verdict.why += [f"note: the reference itself trips {t}" for t in tripped]
+    else:
+        verdict = judge(answers, reference)
+        if problem:
+            verdict.why.append(problem)
+    verdict.reference = str(path)
+    return {**verdict.to_dict(), "key": key, "seconds": round(time.monotonic() - started, 3),
+            "answers": [a.__dict__ for a in answers]}
+
+
+def worst(verdicts: list[str | None]) -> str | None:
+    """An arm's verdict over its runs: wrong if any run was wrong."""
+    order = [Verdict.WRONG, Verdict.UNCHECKED, Verdict.UNSCORED, Verdict.CORRECT, Verdict.REFERENCE]
+    present = [v for v in verdicts if v]
+    return next((v for v in order if v in present), None)

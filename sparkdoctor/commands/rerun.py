@@ -72,7 +72,7 @@ def rerun(
         led.close()
     failed = []
     if not dry_run:
-        if "flipped" in wanted and any(r["outcome"] == "flipped" for r in doc["results"]):
+        if "flipped" in wanted and any(r["outcome"] in ("flipped", "broken") for r in doc["results"]):
             failed.append("flipped")
         if "regression" in wanted and any(r.get("regression") for r in doc["results"]):
             failed.append("regression")

@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 import math
 import threading
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Iterator
 
 import pytest
 
@@ -146,3 +146,31 @@ def test_a_detector_the_reference_trips_too_is_excused():
     run = [answer(ids=[9] * 16, lps=[-0.1] * 16, scored=[-0.1] * 16)]
     assert c.garbage(looping) and c.judge(run, ref).verdict == Verdict.CORRECT
     assert c.judge([answer(ids=[9] * 16, scored=[-3.0] * 16)], ref).verdict == Verdict.WRONG
+
+
+# ---- an A/B never calls a wrong arm faster; rerun calls such a conclusion broken ------------------------------
+def _level(verdict: str) -> dict:
+    return {"concurrency": 1, "ratio": {"verdict": verdict, "ratio": 1.5, "ci_low": 1.3, "ci_high": 1.7}}
+
+
+@pytest.mark.parametrize("faster_arm, verdict", [("B", "faster"), ("A", "slower")])
+def test_a_faster_arm_that_is_wrong_is_not_called_faster(faster_arm, verdict):
+    from sparkdoctor.bench import ab
+
+    good, bad = [{"correctness": {"verdict": "correct"}}], [{"correctness": {"verdict": "wrong"}}]
+    runs = {"A": bad if faster_arm == "A" else good, "B": bad if faster_arm == "B" else good}
+    levels = [_level(verdict)]
+    doc = ab.correctness_check(runs["A"], runs["B"], levels)
+    assert levels[0]["ratio"]["verdict"] == ab.WRONG_ARM and doc["wrong"] == [faster_arm]
+    slower_wrong = [_level(verdict)]
+    other = {"A": good, "B": bad} if faster_arm == "A" else {"A": bad, "B": good}
+    ab.correctness_check(other["A"], other["B"], slower_wrong)
+    assert slower_wrong[0]["ratio"]["verdict"] == verdict  # the slower arm being wrong does not change who is faster
+
+
+def test_rerun_calls_a_conclusion_whose_faster_arm_became_wrong_broken():
+    from sparkdoctor.conclusions.outcome import compare_levels
+
+    old = [_level("faster")]
+    new = [_level("wrong arm")]
+    assert compare_levels(old, new)["outcome"] == "broken"
