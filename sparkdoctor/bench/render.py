@@ -84,6 +84,13 @@ def render_run(console: Console, run: dict[str, Any]) -> None:
             if roof.get("warning"):
                 console.print(f"  [yellow]{escape(roof['warning'])}[/yellow]")
     _answers_line(console, run.get("correctness"))
+    for lvl in run.get("levels") or []:
+        rec = lvl.get("reconcile") or {}
+        if rec and not rec.get("match"):
+            console.print(f"[yellow]counters disagree[/yellow] at concurrency {lvl['concurrency']}: {escape(rec['why'])}")
+        if rec.get("spec_acceptance") is not None:
+            console.print(f"speculative decoding at concurrency {lvl['concurrency']}: {rec['spec_acceptance']:.1%} of "
+                          "draft tokens accepted in this run's window")
     for finding in run.get("findings") or []:
         console.print(f"[yellow]log finding[/yellow]: {finding.get('id')}: {finding.get('title', '')}")
 

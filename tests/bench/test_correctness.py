@@ -174,3 +174,15 @@ def test_rerun_calls_a_conclusion_whose_faster_arm_became_wrong_broken():
     old = [_level("faster")]
     new = [_level("wrong arm")]
     assert compare_levels(old, new)["outcome"] == "broken"
+
+
+def test_the_run_is_reconciled_with_the_servers_counters():
+    from sparkdoctor.bench.client import Sample
+    from sparkdoctor.bench.measure import reconcile
+
+    samples = [Sample(ok=True, output_tokens=16), Sample(ok=True, output_tokens=16)]
+    assert reconcile(samples, {"generation_tokens": 32})["match"] is True
+    off = reconcile(samples, {"generation_tokens": 40, "spec_draft_tokens": 20, "spec_accepted_tokens": 15})
+    assert off["match"] is False and "32" in off["why"] and "40" in off["why"]
+    assert off["spec_acceptance"] == 0.75  # this window's delta, not the server's lifetime
+    assert reconcile(samples, None) is None
