@@ -187,7 +187,8 @@ CASES: dict[str, tuple[dict, dict]] = {
     ),
     "vllm-nvfp4-emulation-forced": (
         dict(env={"VLLM_USE_NVFP4_CT_EMULATIONS": "1"}, capabilities={"vllm.env.VLLM_USE_NVFP4_CT_EMULATIONS": "deprecated"}),
-        dict(env={"VLLM_USE_NVFP4_CT_EMULATIONS": "0"}, capabilities={"vllm.env.VLLM_USE_NVFP4_CT_EMULATIONS": "deprecated"}),
+        # 0.19.x wheels ship only sm_120a FP4 cubins, which CC 12.1 cannot load: emulation is a real choice there
+        dict(env={"VLLM_USE_NVFP4_CT_EMULATIONS": "1"}, packages={"vllm": "0.19.1"}, capabilities={"vllm.env.VLLM_USE_NVFP4_CT_EMULATIONS": "known"}),
     ),
     "vllm-b12x-linear-opt-in": (
         dict(),
