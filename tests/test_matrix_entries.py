@@ -16,6 +16,7 @@ from packaging.version import Version
 
 from sparkdoctor import matrix, verify
 from tests.container.host_fixtures import HOST_CASES, host_health
+from tests.fleet.multinode_cases import MULTINODE_CASES
 from tests.rerun.recipe_values import SERVING_CASES, _served
 from tests.gb10 import TRITON_PTXAS_BLACKWELL, gb10_facts, pin, ptxas
 
@@ -418,6 +419,7 @@ def _explain(evaluation: matrix.Evaluation) -> str:
 
 CASES.update(HOST_CASES)  # matrix/host.toml: tests/container/host_fixtures.py (fixture trees + NVML readings)
 CASES.update(SERVING_CASES)  # matrix/vllm-settings.toml: a recipe's values (tests/rerun/recipe_values.py)
+CASES.update(MULTINODE_CASES)  # matrix/multinode.toml: one node of a fleet check (tests/fleet/multinode_cases.py)
 
 @pytest.mark.parametrize("entry_id", sorted(CASES))
 def test_entry_matches_its_trigger_and_not_its_near_miss(entry_id):

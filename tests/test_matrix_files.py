@@ -162,7 +162,9 @@ def test_a_two_sided_bound_is_bracketed_by_one_fact_per_side(tmp_path, wheels):
 
 
 def test_a_missing_wheel_is_an_error_not_a_verdict(tmp_path, wheels, monkeypatch):
-    entry = load(matrix_file(tmp_path, FILES.replace('files.package = "demo-pkg"', 'files.package = "sparkdoctor-no-such-dist"'))).entries[0]
+    # the bound follows the files table's package: evidence "checked" needs its bound read by a file check
+    entry = load(matrix_file(tmp_path, FILES.replace('files.package = "demo-pkg"', 'files.package = "sparkdoctor-no-such-dist"'),
+                             when='when.packages = { "sparkdoctor-no-such-dist" = "<2.0" }')).entries[0]
     monkeypatch.setenv("PIP_NO_INDEX", "1")  # pip must not look further than the wheel folder
     monkeypatch.setenv("PIP_FIND_LINKS", str(wheels))
     result = file_checks.verify_files(entry)

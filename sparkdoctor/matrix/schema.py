@@ -20,7 +20,7 @@ _ENTRY_OPTIONAL = {"symptoms": list, "verified_by": dict, "fix": str, "withdrawn
                    "explains_probes": list}
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 _STACK_REQUIRED = {"id": str, "title": str, "packages": dict, "refs": list}
-_STACK_OPTIONAL = {"env": dict, "driver": str, "notes": str}
+_STACK_OPTIONAL = {"env": dict, "driver": str, "notes": str, "python": str, "image_only": str}
 PROBE_OUTCOMES = ("ok", "fail", "refused", "crash", "error")
 _URL = re.compile(r"https?://\S+")
 # What `justifies` may name: a serving flag (--name), or an env var (NAME, or NAME=value for one value).
@@ -191,6 +191,10 @@ def stack_from(raw: dict, index: int, component: str, where: str) -> Stack:
         bad = next((k for k, v in raw["env"].items() if not isinstance(v, str)), None)
         if bad is not None:
             raise MatrixError(f"{label}: field 'env' {bad}: must be a string (the value the stack sets)")
+    if "python" in raw and not re.fullmatch(r"3\.\d+", raw["python"]):
+        raise MatrixError(f"{label}: field 'python' must be a CPython version such as \"3.12\"")
+    if "image_only" in raw and not raw["image_only"].strip():
+        raise MatrixError(f"{label}: field 'image_only' must say why the stack exists only as an image (which image)")
     _check_refs(raw["refs"], label)
     return Stack(
         id=raw["id"],
@@ -202,4 +206,6 @@ def stack_from(raw: dict, index: int, component: str, where: str) -> Stack:
         env=raw.get("env", {}),
         driver=raw.get("driver"),
         notes=raw.get("notes", ""),
+        python=raw.get("python"),
+        image_only=raw.get("image_only"),
     )
