@@ -36,7 +36,9 @@ EXPECTED = {
     "container-driver-too-old.txt": {"driver-image-needs-newer-driver": "exact"},
     "mamba-align-assert.log": {"vllm-mamba-align-mnbt": "exact"},
     "cutedsl-mma-ptxas.txt": {"cutedsl-450-libs-base-mma": "exact", "cutedsl-wheel-collision": "exact"},
-    "nccl-watchdog-two-sparks.log": {"nccl-pip-2289-multinode-hang": "exact"},
+    # three multi-node causes print these lines (matrix/multinode.toml adds two): explain shows them as ambiguous
+    "nccl-watchdog-two-sparks.log": {"nccl-pip-2289-multinode-hang": "exact", "multinode-nccl-build-drift": "exact",
+                                     "multinode-nccl-pip-system-split": "exact"},
     "flashinfer-jit-major-10.txt": {"fi-moe-utils-jit-sm12x": "exact"},  # not the toolkit entry's "[12]"
     "vllm-clean-start.log": {},
     # issue 23: a symptom several causes print is ambiguous (test_shared_symptoms_are_ambiguous below)
