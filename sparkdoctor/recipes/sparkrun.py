@@ -148,7 +148,7 @@ def read(doc: dict[str, Any], path: Path, duplicates: list[str], overrides: dict
     description = meta.get("description") or doc.get("description") or ""
     return Recipe(
         name=str(name), source_path=str(path), format="sparkrun-v2", argv=argv, env=env, host=host,
-        port=port, model=resolve.model_in(argv) or model, served_model_name=served, workload=_workload(doc.get("benchmark")),
+        port=port, model=resolve.model_in(argv) or model, served_model_name=served, workload=resolve.benchy_workload(doc.get("benchmark")),
         container=str(container) if container else None, needs=needs, params=params, sources=sources,
         warnings=warnings, description=str(description), extras=extras,
     )
@@ -197,13 +197,3 @@ def _min_nodes(doc: dict[str, Any]) -> int:
     value = doc.get("min_nodes", 1)
     return value if isinstance(value, int) else 1
 
-
-def _workload(benchmark: Any) -> dict[str, Any]:
-    if not isinstance(benchmark, dict):
-        return {}
-    args = benchmark.get("args") if isinstance(benchmark.get("args"), dict) else {}
-    out: dict[str, Any] = {"from": f"benchmark ({benchmark.get('framework', 'llama-benchy')})"} if args else {}
-    for theirs, ours in (("tg", "max_tokens"), ("pp", "prompt_tokens"), ("concurrency", "concurrency"), ("depth", "depth")):
-        if theirs in args:
-            out[ours] = args[theirs]
-    return out
