@@ -161,16 +161,19 @@ def _ints(value: Any) -> list[int]:
 
 
 def benchy_workload(benchmark: Any) -> dict[str, Any]:
-    """bench's defaults from a recipe's llama-benchy `benchmark.args` (eugr and sparkrun): tg -> max_tokens (the
-    first when it lists several: bench measures one length), concurrency -> the concurrency levels. Only fields
-    bench's workload has, so the recipe can be benched: pp and depth (prompt and context length in tokens) stay
-    visible in the recipe's `extras.benchmark`, as bench sizes prompts in words."""
+    """bench's defaults from a recipe's llama-benchy `benchmark.args` (eugr and sparkrun): tg -> max_tokens and
+    pp -> prompt_tokens (the first when several are listed: bench measures one length; prompt_tokens is read by
+    bench as words of prose), concurrency -> the concurrency levels. Only fields bench's workload has, so the
+    recipe can be benched; depth (a context prefilled before the prompt) has no bench equivalent and stays
+    visible in the recipe's `extras.benchmark`."""
     if not isinstance(benchmark, dict) or not isinstance(benchmark.get("args"), dict):
         return {}
     args = benchmark["args"]
     out: dict[str, Any] = {}
     if _ints(args.get("tg")):
         out["max_tokens"] = _ints(args.get("tg"))[0]
+    if _ints(args.get("pp")):
+        out["prompt_tokens"] = _ints(args.get("pp"))[0]
     if _ints(args.get("concurrency")):
         out["concurrency"] = _ints(args.get("concurrency"))
     return out
