@@ -7,7 +7,9 @@ neither reads a weight.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
+from typing import Any
 from pathlib import Path
 
 from sparkdoctor.audit import bytemodel, gpus
@@ -138,18 +140,24 @@ def _kv_dtype(options: AuditOptions, shape: ModelShape, quant: list[QuantConfig]
     return name, float(bytemodel.KV_BYTES[name])
 
 
+# Every number an option may hold: (flag, value, lowest, highest). The highest keep the arithmetic finite
+# (1e308 GiB times 2**30 is inf, and inf cannot become an int) and are far past any real machine or model.
+def _bounds(options: AuditOptions) -> list[tuple[str, Any, float, float]]:
+    return [("--context", options.context, 0, 2**40), ("--batch", options.batch, 1, 2**20),
+            ("--max-num-seqs", options.max_num_seqs, 1, 2**20), ("--max-model-len", options.max_model_len, 1, 2**40),
+            ("--gpu-memory-utilization", options.gpu_memory_utilization, 1e-9, 1),
+            ("--memory", options.memory_gib, 1e-9, 2**30), ("--bandwidth", options.bandwidth, 1e-9, 1e9)]
+
+
 def _check_options(options: AuditOptions) -> None:
-    for flag, value in (("--context", options.context), ("--batch", options.batch), ("--max-num-seqs", options.max_num_seqs)):
-        if flag == "--max-num-seqs" and value is None:
-            continue  # vLLM's default, resolved for the GPU in _fit
-        if value is None or value < (0 if flag == "--context" else 1):
-            raise AuditError(f"{flag} {value}: must be {'>= 0' if flag == '--context' else '>= 1'}")
-    if options.max_model_len is not None and options.max_model_len < 1:
-        raise AuditError(f"--max-model-len {options.max_model_len}: must be >= 1")
-    if not 0 < options.gpu_memory_utilization <= 1:
-        raise AuditError(f"--gpu-memory-utilization {options.gpu_memory_utilization}: must be in (0, 1]")
-    if options.memory_gib is not None and not options.memory_gib > 0:
-        raise AuditError(f"--memory {options.memory_gib}: must be a positive number of GiB")
+    for flag, value, low, high in _bounds(options):
+        if value is None and flag in ("--max-model-len", "--memory", "--bandwidth", "--max-num-seqs"):
+            continue  # not given: the config's or the GPU's (vLLM's max-num-seqs default is resolved in _fit)
+        if value is None or not (isinstance(value, (int, float)) and math.isfinite(value) and low <= value <= high):
+            unit = {"--memory": " GiB", "--bandwidth": " GB/s"}.get(flag, "")
+            lowest = "above 0" if low == 1e-9 else f"at least {low:g}"
+            highest = f"{int(high):,}" if float(high).is_integer() else f"{high:g}"
+            raise AuditError(f"{flag} {value}: must be a number {lowest} and at most {highest}{unit}")
 
 
 def run_audit(options: AuditOptions, checkpoint: Checkpoint | None = None) -> Audit:

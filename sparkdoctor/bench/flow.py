@@ -13,13 +13,18 @@ from typing import Any, Callable, Iterator
 from sparkdoctor.bench import ab, session
 from sparkdoctor.bench.measure import BenchError
 from sparkdoctor.bench.workload import Workload, WorkloadError
+from sparkdoctor.errors import SparkdoctorError
 from sparkdoctor.exitcodes import EXIT_BENCH_FAILED, EXIT_LEDGER, EXIT_UNPROBEABLE, EXIT_USAGE
 
 
-class Failure(Exception):
-    def __init__(self, message: str, code: int):
+class Failure(SparkdoctorError):
+    """A bench run that cannot go on; the exit code is the raiser's (usage, target, launch or ledger)."""
+
+    code = "bench"
+
+    def __init__(self, message: str, exit_code: int):
         super().__init__(message)
-        self.code = code
+        self.exit_code = exit_code
 
 
 @dataclass
@@ -37,6 +42,7 @@ class Options:
     model_dir: Path | None = None  # the checkpoint folder served (for the roofline); default: the recipe's model
     allow_load_difference: bool = False  # an A/B verdict is called even when its arms ran under different load
     runtime: str | None = None  # the container CLI for recipes that name a container (default: as serve.launch)
+    correctness: Any = None  # bench/correctness.Options (default: probes on, compared with the stored reference)
 
 
 def parse_overrides(given: dict[str, Any]) -> dict[str, Any]:
@@ -115,6 +121,16 @@ def _open_ledger(opts: Options):
         raise Failure(str(exc), EXIT_LEDGER) from None
 
 
+def _ledger_call(fn: Callable[..., Any], *args: Any) -> Any:
+    """A ledger write whose failure (a malformed or read-only file) is a Failure with exit 5, like storing a run."""
+    from sparkdoctor.ledger import LedgerError
+
+    try:
+        return fn(*args)
+    except LedgerError as exc:
+        raise Failure(str(exc), EXIT_LEDGER) from None
+
+
 def _store(ledger, result: session.RunResult, comparison_id: int | None = None) -> None:
     if ledger is None:
         return
@@ -174,10 +190,11 @@ def bench_url(url: str, model: str | None, opts: Options) -> dict[str, Any]:
         except BenchError as exc:
             raise Failure(str(exc), EXIT_BENCH_FAILED) from None
         after = session.machine_load(None, exclude={pid} if pid else None)
-    if opts.model_dir is not None and toolchain.fingerprint != session.UNKNOWN:
-        toolchain = session.with_model(toolchain, str(opts.model_dir))
+        if opts.model_dir is not None and toolchain.fingerprint != session.UNKNOWN:
+            toolchain = session.with_model(toolchain, str(opts.model_dir))
+        checked = session.check_answers(url, m.model, info, toolchain, opts.correctness, progress)
     result = session.RunResult({"name": None, "url": url, "model": m.model}, info, m, toolchain,
-                               load=session.load_record(before, after))
+                               load=session.load_record(before, after), correctness=checked)
     if opts.model_dir is not None:
         _roofline(result, str(opts.model_dir), None)
     _store(ledger, result)
@@ -225,7 +242,7 @@ def _launch_and_measure(recipe: Any, workload: Workload, toolchain, opts: Option
     python = _target_python(recipe, opts)
     try:
         return session.run_recipe(recipe, workload, toolchain, _run_dir(recipe.name), opts.ready_timeout, progress, arm,
-                                  python=python, local=opts.local, runtime=opts.runtime)
+                                  python=python, local=opts.local, runtime=opts.runtime, correctness=opts.correctness)
     except BenchError as exc:
         raise Failure(f"{recipe.name}: {exc}", EXIT_BENCH_FAILED) from None
     except LaunchError as exc:
@@ -274,7 +291,7 @@ def bench_ab(path_a: Path, path_b: Path, opts: Options) -> dict[str, Any]:
     ledger = _open_ledger(opts)
     comparison_id = None
     if ledger is not None:
-        comparison_id = ledger.begin_comparison(labels["A"], labels["B"])
+        comparison_id = _ledger_call(ledger.begin_comparison, labels["A"], labels["B"])
     stored: list[int] = []
     status = "interrupted"
     try:
@@ -292,16 +309,17 @@ def bench_ab(path_a: Path, path_b: Path, opts: Options) -> dict[str, Any]:
             order, got = ab.run_interleaved(opts.pairs, run_arm)
         levels = ab.compare(got["A"], got["B"], opts.min_effect)
         load_doc = ab.load_check(got["A"], got["B"], levels, opts.allow_load_difference)
+        correct_doc = ab.correctness_check(got["A"], got["B"], levels)
         doc = {"comparison_id": comparison_id, "a": labels["A"], "b": labels["B"], "order": order, "runs": stored,
                "metric": ab.METRIC, "min_effect": opts.min_effect, "levels": levels, "verdict": ab.overall(levels),
-               "load": load_doc,
+               "load": load_doc, "correctness": correct_doc,
                "fingerprints": {arm: t.fingerprint for arm, t in toolchains.items()},
                "ledger": str(ledger.path) if ledger else None}
         status = "complete"
         return session.envelope("comparison", doc)
     finally:
         if ledger is not None and comparison_id is not None:
-            ledger.finish_comparison(comparison_id, status, doc if status == "complete" else None)
+            _ledger_call(ledger.finish_comparison, comparison_id, status, doc if status == "complete" else None)
 
 
 def render(doc: dict[str, Any]) -> None:

@@ -24,9 +24,13 @@ from dataclasses import dataclass
 from typing import Any, AsyncIterator
 from urllib.parse import urlsplit
 
+from sparkdoctor.errors import BenchFailure
 
-class HttpError(Exception):
+
+class HttpError(BenchFailure):
     """The server could not be reached, answered with an error status, or broke the protocol."""
+
+    code = "http"
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from typing import List, Optional
 
 import typer
 
-from sparkdoctor.cli_support import Fatal
+from sparkdoctor.cli_support import Fatal, time_limited, timeout_option
 
 
 def register(app: typer.Typer) -> None:
@@ -31,6 +31,7 @@ def audit(
     memory: Optional[float] = typer.Option(None, "--memory", help="For the fit: GPU memory in GiB (default: the GPU's; GB10 = 119.7)."),
     gpu_memory_utilization: Optional[float] = typer.Option(None, "--gpu-memory-utilization", help="For the fit: the share of memory the server may use (vLLM's flag; default 0.9)."),
     fmt: str = typer.Option("console", "--format", "-f", help="console | json"),
+    timeout: float = timeout_option(),
 ) -> None:
     """Read a checkpoint's headers (never its weights): bytes per decoded token by module group, what stays
     unquantized, the tok/s ceiling at the memory bandwidth, and whether weights + KV cache fit."""
@@ -38,12 +39,18 @@ def audit(
         raise Fatal(f"--format {fmt}: choose one of console, json")
     if sets and recipe is None:
         raise Fatal("--set needs --recipe: it sets the recipe's parameters")
+    with time_limited(timeout, "audit"):
+        _audit(model, recipe, sets, fmt, context=context, batch=batch, bandwidth=bandwidth, gpu=gpu, mtp=mtp, memory=memory,
+               explicit={"max_model_len": max_model_len, "max_num_seqs": max_num_seqs,
+                         "gpu_memory_utilization": gpu_memory_utilization, "kv_cache_dtype": kv_cache_dtype})
+
+
+def _audit(model: Optional[str], recipe: Optional[str], sets: Optional[List[str]], fmt: str, *, context: int, batch: int,
+           bandwidth: Optional[float], gpu: Optional[str], mtp: bool, memory: Optional[float], explicit: dict) -> None:
     from sparkdoctor.audit import AuditError, AuditOptions, run_audit
     from sparkdoctor.audit import fromrecipe
     from sparkdoctor.exitcodes import EXIT_AUDIT_FINDINGS, EXIT_OK
 
-    explicit = {"max_model_len": max_model_len, "max_num_seqs": max_num_seqs, "gpu_memory_utilization": gpu_memory_utilization,
-                "kv_cache_dtype": kv_cache_dtype}
     try:
         if recipe is not None:
             from sparkdoctor.commands.recipe import parse_sets

