@@ -34,6 +34,8 @@ class LedgerReadError(ConclusionError, LedgerError):
     """The ledger itself failed (malformed, locked, read-only): a LedgerError (exit 5) to the commands,
     a ConclusionError to the code that only knows conclusions."""
 
+    exit_code = LedgerError.exit_code  # ConclusionError's InputError (2) comes first in the MRO: the ledger's 5 wins
+
 
 def _fail(ledger: Any, exc: sqlite3.Error) -> ConclusionError:
     return LedgerReadError(f"ledger {ledger.path}: {exc}")
