@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sparkdoctor.exitcodes import EXIT_FINDINGS, EXIT_OK, EXIT_UNPROBEABLE
+from sparkdoctor.errors import SparkdoctorError
+from sparkdoctor.exitcodes import EXIT_FINDINGS, EXIT_OK, EXIT_UNPROBEABLE, EXIT_USAGE
 
 DEFAULT_NODE_TIMEOUT = 60.0
 MAX_PARALLEL = 64
@@ -32,12 +33,17 @@ EXIT_FLEET_REFUSE = EXIT_FINDINGS  # a risky difference between nodes, or a find
 EXIT_FLEET_NODE_DOWN = EXIT_UNPROBEABLE  # a node (or the Ray cluster) could not be checked: no launch
 
 
-class FleetError(RuntimeError):
-    """The fleet as a whole cannot be checked (no Ray, a Ray address that does not answer); one line."""
+class FleetError(SparkdoctorError):
+    """The fleet as a whole cannot be checked (a Ray address that does not answer, a cluster with no live
+    node): one line, exit 3; Ray not installed is a usage error (exit 2)."""
 
-    def __init__(self, message: str, code: int = EXIT_UNPROBEABLE):
+    exit_code = EXIT_UNPROBEABLE
+    code = "fleet-unreachable"
+
+    def __init__(self, message: str, exit_code: int | None = None):
         super().__init__(message)
-        self.code = code
+        if exit_code is not None:
+            self.exit_code = exit_code
 
 
 @dataclass
@@ -122,7 +128,7 @@ def _connect(options: FleetOptions) -> tuple[Any, list[Any]]:
     try:
         import ray  # noqa: F401
     except ImportError:
-        raise FleetError("--ray needs Ray, which is not installed: pip install 'sparkdoctor-gb10[fleet]'", 2) from None
+        raise FleetError("--ray needs Ray, which is not installed: pip install 'sparkdoctor-gb10[fleet]'", EXIT_USAGE) from None
     try:
         transport = RayTransport(options.ray_address)
     except Exception as exc:  # ConnectionError, a version mismatch, a timeout: Ray's own words, one line

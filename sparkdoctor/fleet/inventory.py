@@ -18,6 +18,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from sparkdoctor.errors import InputError
 from sparkdoctor.fleet.transport import Node
 
 HOST_RE = re.compile(r"^[A-Za-z0-9_.@%:\[\]-]+$")
@@ -25,8 +26,10 @@ NODE_KEYS = {"host", "python", "container", "runtime"}
 RUNTIMES = ("docker", "podman")
 
 
-class InventoryError(ValueError):
-    """One line: where (file, field) and what is wrong."""
+class InventoryError(InputError, ValueError):
+    """One line: where (file, field) and what is wrong (exit 2)."""
+
+    code = "inventory"
 
 
 def check_host(host: str, where: str) -> str:

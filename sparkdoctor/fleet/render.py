@@ -42,6 +42,15 @@ def fleet_json(result: FleetResult, verbose: bool = False) -> str:
     return json.dumps(fleet_dict(result, verbose), indent=2, ensure_ascii=False)
 
 
+# ---- views (sparkdoctor/views.py): (Result, Sink) -> the whole document -----------------------------------
+def fleet_view_json(result: Any, sink: Any) -> dict[str, Any]:
+    return {"kind": "fleet", **fleet_dict(result.data, bool(result.options.get("verbose")))}
+
+
+def fleet_view_console(result: Any, sink: Any) -> str:
+    return sink.capture(lambda console: render_console(result.data, console, bool(result.options.get("verbose"))))
+
+
 def render_console(result: FleetResult, console: Any, verbose: bool = False) -> None:
     from rich.markup import escape
 

@@ -35,6 +35,35 @@ def _alive(pid: int) -> bool:
         return False
 
 
+def _session_processes(session_dir: str) -> list[int]:
+    """Every live process of one Ray cluster: each carries the cluster's session folder in its command line."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as fh:
+                cmdline = fh.read().decode("utf-8", "replace")
+        except OSError:
+            continue
+        if session_dir in cmdline and _alive(int(entry)):
+            found.append(int(entry))
+    return found
+
+
+def _wait_alive_nodes(address: str, count: int, timeout: float) -> None:
+    import ray
+
+    ray.init(address=address, log_to_driver=False, logging_level="ERROR", configure_logging=False)
+    try:
+        deadline = time.monotonic() + timeout
+        while sum(1 for n in ray.nodes() if n.get("Alive")) < count:
+            assert time.monotonic() < deadline, f"fewer than {count} Ray nodes alive after {timeout:.0f} s"
+            time.sleep(0.5)
+    finally:
+        ray.shutdown()
+
+
 @pytest.fixture(scope="session")
 def ray_cluster(tmp_path_factory):
     """(cluster address, [venv python per node, in start order])."""
@@ -46,24 +75,28 @@ def ray_cluster(tmp_path_factory):
     envs = [{"VIRTUAL_ENV": str(p.parent.parent), **d["env"]} for p, d in zip(venvs, NODE_DRIFT)]
     cluster = Cluster(initialize_head=True, connect=False,
                       head_node_args={"num_cpus": 1, "include_dashboard": False, "env_vars": envs[0]})
-    pids: list[int] = []
+    session_dir = cluster.head_node.get_session_dir_path()
     try:
         for env in envs[1:]:
-            cluster.add_node(num_cpus=1, env_vars=env)
-        cluster.wait_for_nodes()
-        for node in cluster.list_all_nodes():
-            for kind, infos in node.all_processes.items():
-                if "raylet" in kind or "gcs" in kind:
-                    pids += [info.process.pid for info in infos if info.process is not None]
-        assert pids, "found no raylet or GCS process of the cluster to watch"
+            try:
+                cluster.add_node(num_cpus=1, env_vars=env)
+            except Exception as exc:  # Ray waits a fixed 30 s for a raylet to register; a loaded box can take longer
+                if "timed out during startup" not in str(exc):
+                    raise
+        _wait_alive_nodes(cluster.address, len(envs), timeout=180)
         yield cluster.address, venvs
     finally:
         cluster.shutdown()
         deadline = time.monotonic() + 30
-        while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+        while _session_processes(session_dir) and time.monotonic() < deadline:
             time.sleep(0.2)
-        left = [p for p in pids if _alive(p)]
-        assert not left, f"raylet/GCS processes left after shutdown: {left}"
+        left = _session_processes(session_dir)
+        for pid in left:  # a node whose start Ray gave up on is not in the cluster's list: stop it by its pid
+            try:
+                os.kill(pid, 9)
+            except OSError:
+                pass
+        assert not left, f"processes of the test's Ray cluster left after shutdown: {left}"
 
 
 @pytest.fixture(scope="session")
