@@ -14,6 +14,8 @@ its raylet and GCS processes is left.
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import time
 
 import pytest
@@ -35,8 +37,8 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def _session_processes(session_dir: str) -> list[int]:
-    """Every live process of one Ray cluster: each carries the cluster's session folder in its command line."""
+def _session_processes(marker: str) -> list[int]:
+    """Every live process of one Ray cluster: each carries the cluster's temp folder in its command line."""
     found = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit() or int(entry) == os.getpid():
@@ -46,9 +48,17 @@ def _session_processes(session_dir: str) -> list[int]:
                 cmdline = fh.read().decode("utf-8", "replace")
         except OSError:
             continue
-        if session_dir in cmdline and _alive(int(entry)):
+        if marker in cmdline and _alive(int(entry)):
             found.append(int(entry))
     return found
+
+
+def _stop_all(marker: str) -> None:
+    for pid in _session_processes(marker):
+        try:
+            os.kill(pid, 9)
+        except OSError:
+            pass
 
 
 def _wait_alive_nodes(address: str, count: int, timeout: float) -> None:
@@ -73,9 +83,20 @@ def ray_cluster(tmp_path_factory):
     root = tmp_path_factory.mktemp("fleet-ray")
     venvs = [serving_venv(root, f"node{i}", d["nccl_build"], d["cutedsl_majors"]) for i, d in enumerate(NODE_DRIFT)]
     envs = [{"VIRTUAL_ENV": str(p.parent.parent), **d["env"]} for p, d in zip(venvs, NODE_DRIFT)]
-    cluster = Cluster(initialize_head=True, connect=False,
-                      head_node_args={"num_cpus": 1, "include_dashboard": False, "env_vars": envs[0]})
-    session_dir = cluster.head_node.get_session_dir_path()
+    cluster, marker, markers = None, "", []
+    for attempt in range(3):  # Ray waits a fixed 30 s for a raylet to register; a loaded box can take longer
+        # the cluster's own temp folder, in every one of its command lines; short: Ray's sockets live under it
+        marker = tempfile.mkdtemp(prefix="sdray", dir="/tmp")
+        markers.append(marker)
+        try:
+            cluster = Cluster(initialize_head=True, connect=False, head_node_args={
+                "num_cpus": 1, "include_dashboard": False, "env_vars": envs[0], "temp_dir": marker})
+            break
+        except Exception as exc:
+            _stop_all(marker)
+            if "timed out during startup" not in str(exc) or attempt == 2:
+                raise
+    assert cluster is not None
     try:
         for env in envs[1:]:
             try:
@@ -88,14 +109,12 @@ def ray_cluster(tmp_path_factory):
     finally:
         cluster.shutdown()
         deadline = time.monotonic() + 30
-        while _session_processes(session_dir) and time.monotonic() < deadline:
+        while _session_processes(marker) and time.monotonic() < deadline:
             time.sleep(0.2)
-        left = _session_processes(session_dir)
-        for pid in left:  # a node whose start Ray gave up on is not in the cluster's list: stop it by its pid
-            try:
-                os.kill(pid, 9)
-            except OSError:
-                pass
+        left = _session_processes(marker)
+        _stop_all(marker)  # a node whose start Ray gave up on is not in the cluster's list: stop it by its pid
+        for folder in markers:
+            shutil.rmtree(folder, ignore_errors=True)
         assert not left, f"processes of the test's Ray cluster left after shutdown: {left}"
 
 
