@@ -73,7 +73,9 @@ def collect_node(transport: Any, node: Node, timeout: float, arch: str | None = 
     try:
         # a remote node's limit is the node's: check's per-collector limits are sized for a local run
         remote = [replace(c, timeout=timeout) for c in (targetenv.COLLECTOR, capabilities.COLLECTOR)]
-        run_collectors(ctx, [*remote, Collector("node", node_probe, timeout=timeout)])
+        extra = [Collector("container", lambda ctx: _container(transport, node), timeout=timeout)] \
+            if node.container and hasattr(transport, "container_cli") else []
+        run_collectors(ctx, [*remote, Collector("node", node_probe, timeout=timeout), *extra])
     except Exception as exc:  # a surprise must cost this node, never the fleet
         box.setdefault("problem", f"{type(exc).__name__}: {exc}")
     seconds = time.monotonic() - started
@@ -86,6 +88,31 @@ def collect_node(transport: Any, node: Node, timeout: float, arch: str | None = 
         return NodeOutcome(node, None, _short(problem), seconds)
     apply_node(facts, raw, box.get("received", time.time()), arch)
     return NodeOutcome(node, facts, None, seconds, raw)
+
+
+def _container(transport: Any, node: Node) -> dict[str, Any]:
+    """The image of the container a node serves from, read with the node's own container CLI (over ssh), in
+    the shape `check --container` records: its content fingerprint is what nodes must share."""
+    import os
+
+    from sparkdoctor.container_inspect import image_facts, inspect_container
+
+    cli = transport.container_cli(node)
+    try:
+        record = inspect_container(cli, str(node.container))
+    except TargetError as exc:
+        raise CollectorError(str(exc)) from None
+    config = record.get("Config") or {}
+    info: dict[str, Any] = {
+        "name": str(record.get("Name") or node.container).lstrip("/"), "id": str(record.get("Id") or "")[:12],
+        "engine": os.path.basename(node.runtime), "image": str(config.get("Image") or record.get("ImageName") or ""),
+        "image_id": str(record.get("Image") or ""), "runtime": (record.get("HostConfig") or {}).get("Runtime"),
+    }
+    try:
+        info.update(image_facts(cli, info["image_id"]))
+    except (TargetError, ValueError, IndexError, AttributeError, TypeError) as exc:
+        info["image_error"] = str(exc)[:300]
+    return {"container": info}
 
 
 def _short(problem: str) -> str:

@@ -38,12 +38,20 @@ class SshTransport:
     def __init__(self, config: str | None = None, connect_timeout: int = SSH_CONNECT_TIMEOUT):
         self.config, self.connect_timeout = config, connect_timeout
 
-    def argv(self, node: Node, remote: list[str]) -> list[str]:
+    def prefix(self, node: Node) -> list[str]:
+        """`ssh [options] HOST`: what runs a command on the node (the rest of argv is its command line)."""
         options = ["-T", "-o", "BatchMode=yes", "-o", f"ConnectTimeout={self.connect_timeout}",
                    "-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=3"]
         if self.config:
             options += ["-F", self.config]
-        return ["ssh", *options, node.name, shlex.join(remote)]
+        return ["ssh", *options, node.name]
+
+    def argv(self, node: Node, remote: list[str]) -> list[str]:
+        return [*self.prefix(node), shlex.join(remote)]
+
+    def container_cli(self, node: Node) -> list[str]:
+        """The node's container CLI, run over ssh (container_inspect reads the image with it as it does here)."""
+        return [*self.prefix(node), node.runtime]
 
     def remote_argv(self, node: Node, args: list[str]) -> list[str]:
         if node.container:

@@ -20,6 +20,7 @@ import time
 
 import pytest
 
+from tests.container.conftest import docker_daemon, skeleton  # noqa: F401 (the suite's one dockerd, shared)
 from tests.fleet.nodes import serving_venv
 
 NODE_DRIFT = (
