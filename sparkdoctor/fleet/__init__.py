@@ -129,6 +129,7 @@ def _connect(options: FleetOptions) -> tuple[Any, list[Any]]:
         import ray  # noqa: F401
     except ImportError:
         raise FleetError("--ray needs Ray, which is not installed: pip install 'sparkdoctor-gb10[fleet]'", EXIT_USAGE) from None
+    _reachable(options.ray_address)
     try:
         transport = RayTransport(options.ray_address)
     except Exception as exc:  # ConnectionError, a version mismatch, a timeout: Ray's own words, one line
@@ -139,6 +140,24 @@ def _connect(options: FleetOptions) -> tuple[Any, list[Any]]:
         transport.close()
         raise FleetError(f"--ray {options.ray_address}: the cluster has no live node")
     return transport, nodes
+
+
+RAY_CONNECT_TIMEOUT = 10.0
+
+
+def _reachable(address: str) -> None:
+    """A GCS address that refuses or never answers a TCP connection: one line now, instead of ray.init waiting
+    minutes and printing its retries. ("auto" and ray:// addresses are left to Ray.)"""
+    import socket
+
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit() or "://" in address:
+        return
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=RAY_CONNECT_TIMEOUT).close()
+    except OSError as exc:
+        why = exc.strerror or str(exc) or type(exc).__name__
+        raise FleetError(f"--ray {address}: cannot reach the cluster's GCS: {why}") from None
 
 
 def _notes(named: list[tuple[str, Any]]) -> list[str]:

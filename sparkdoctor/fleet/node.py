@@ -87,6 +87,8 @@ def collect_node(transport: Any, node: Node, timeout: float, arch: str | None = 
             problem = "answered something that is not the node probe's report"
         return NodeOutcome(node, None, _short(problem), seconds)
     apply_node(facts, raw, box.get("received", time.time()), arch)
+    if target.batch is not None and target.batch.clock is not None:  # the batch's own clock: no waiting in between
+        facts.fleet["clock_skew_s"] = round(target.batch.clock[0] - target.batch.clock[1], 2)  # type: ignore[index]
     return NodeOutcome(node, facts, None, seconds, raw)
 
 

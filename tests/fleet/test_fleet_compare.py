@@ -142,3 +142,22 @@ def test_check_and_the_fleet_modules_never_import_ray(tmp_path):
             "try:\n    main()\nexcept SystemExit:\n    pass\nprint(json.dumps(sorted(m for m in sys.modules if m == 'ray' or m.startswith('ray.'))))")
     done = subprocess.run([sys.executable, "-c", "import json\n" + code], capture_output=True, text=True, timeout=120)
     assert json.loads(done.stdout.strip().splitlines()[-1]) == [], done.stderr
+
+
+def test_ray_not_installed_is_a_usage_error_naming_the_extra():
+    code = ("import sys; sys.modules['ray'] = None\n"
+            "from sparkdoctor.cli import main\n"
+            "sys.argv = ['sparkdoctor', 'fleet', 'check', '--ray', 'auto']\n"
+            "main()")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "sparkdoctor-gb10[fleet]" in done.stderr and done.stderr.count("\n") == 1, done.stderr
+
+
+def test_a_ray_address_nothing_answers_is_one_line_and_exit_3():
+    import socket
+
+    with socket.socket() as s:  # a port that was free a moment ago: nothing listens there
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    done = run_cli("--ray", f"127.0.0.1:{port}")
+    assert done.returncode == 3 and "cannot reach the cluster's GCS" in done.stderr and done.stderr.count("\n") == 1, done.stderr
