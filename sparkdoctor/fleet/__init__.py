@@ -108,7 +108,7 @@ def run(options: FleetOptions) -> FleetResult:
         close = getattr(transport, "close", None)
         if close:
             close()
-    named = [(o.node.name, o.facts) for o in outcomes if o.ok]
+    named = [(o.node.name, o.facts) for o in outcomes if o.facts is not None]
     drifts = compare_nodes(named)
     lonely = unpaired_links(named) if len(named) > 1 else {}
     risky = [d.label for d in drifts if d.verdict == "risky"]

@@ -15,6 +15,7 @@ or plain text, one ssh destination per line (# comments). Problems are one line 
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -68,10 +69,10 @@ def load_inventory(path: Path, python: str | None, container: str | None, runtim
         if not nodes:
             raise InventoryError(f"{path}: names no host")
         return _unique(nodes, str(path))
-    try:
+    if sys.version_info >= (3, 11):
         import tomllib
-    except ModuleNotFoundError:  # Python 3.10
-        import tomli as tomllib  # type: ignore[no-redef]
+    else:  # pragma: no cover
+        import tomli as tomllib
 
     try:
         data = tomllib.loads(text)

@@ -114,7 +114,7 @@ def memory_headroom(named: list[tuple[str, Facts]]) -> Any:
     low = [n for n, gib in free.items() if top - gib > MEMORY_SPREAD_GIB]
     if not low:
         return None
-    values = {n: f"{gib:.1f} GiB free" for n, gib in free.items()}
+    values: dict[str, str | None] = {n: f"{gib:.1f} GiB free" for n, gib in free.items()}
     return Drift("memory", "headroom", RISKY, f"more than {MEMORY_SPREAD_GIB:g} GiB less free memory than the roomiest node: "
                  "the same --gpu-memory-utilization does not fit there (a leaked or orphaned process?)", values,
                  majority=None, has_majority=False, odd=low)

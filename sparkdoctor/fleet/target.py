@@ -81,6 +81,7 @@ def _parts(stdout: str, count: int) -> tuple[list[dict[str, Any]] | None, float 
     parts = data.get("sparkdoctor_multi") if isinstance(data, dict) else None
     if not isinstance(parts, list) or len(parts) != count or not all(isinstance(p, dict) for p in parts):
         return None, None
+    assert isinstance(data, dict)
     when = data.get("time")
     return parts, float(when) if isinstance(when, (int, float)) and not isinstance(when, bool) else None
 

@@ -12,6 +12,7 @@ Ray: `ray` is imported here only, when --ray is given; the task body is on_node.
 
 from __future__ import annotations
 
+import logging
 import shlex
 import time
 from dataclasses import dataclass, field
@@ -121,7 +122,7 @@ class RayTransport:
         self.ray = ray
         self.owns_connection = not ray.is_initialized()
         if self.owns_connection:
-            ray.init(address=address, log_to_driver=False, logging_level="ERROR", configure_logging=False)
+            ray.init(address=address, log_to_driver=False, logging_level=logging.ERROR, configure_logging=False)
         cloudpickle.register_pickle_by_value(on_node)  # nodes need Ray, not sparkdoctor
         self.task = ray.remote(on_node.run_probe)
 
@@ -138,7 +139,7 @@ class RayTransport:
     def start(self, node: Node, script: str, args: list[str], timeout: float) -> proc.Running:
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-        strategy = NodeAffinitySchedulingStrategy(node_id=node.ray_node_id, soft=False)
+        strategy = NodeAffinitySchedulingStrategy(node_id=str(node.ray_node_id), soft=False)
         ref = self.task.options(scheduling_strategy=strategy, num_cpus=0, max_retries=0).remote(
             script, args, node.python, node.container, node.runtime, timeout)
         return _RayRunning([f"ray task on {node.name}"], ref, self.ray)
