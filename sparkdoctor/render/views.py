@@ -67,7 +67,7 @@ def matrix_validate_console(result: Result, sink: Sink) -> str:
     d = result.data
     levels = ", ".join(f"{n} {lv}" for lv, n in d["evidence"].items())
     return (f"ok: {plural(d['entries'], 'entry')}, {plural(d['stacks'], 'known-good stack')} in {plural(d['files'], 'file')}"
-            f" · evidence: {levels}\n")
+            f" · evidence: {levels}" + (f" · matrix: {d['matrix']}" if d.get("matrix") else "") + "\n")
 
 
 def matrix_validate_json(result: Result, sink: Sink) -> dict[str, Any]:
