@@ -69,8 +69,8 @@ def collect_node(transport: Any, node: Node, timeout: float, arch: str | None = 
 
     from sparkdoctor.target_probe import probe_args
 
-    target.prefetch([(targetenv.PROBE, probe_args(target, None, False)[0]), ("capabilities", []), (NODE_PROBE, [])])
     try:
+        target.prefetch([(targetenv.PROBE, probe_args(target, None, False)[0]), ("capabilities", []), (NODE_PROBE, [])])
         # a remote node's limit is the node's: check's per-collector limits are sized for a local run
         remote = [replace(c, timeout=timeout) for c in (targetenv.COLLECTOR, capabilities.COLLECTOR)]
         extra = [Collector("container", lambda ctx: _container(transport, node), timeout=timeout)] \
