@@ -148,9 +148,12 @@ SSH_HOSTS = [f"fleet-{i}" for i in range(8)]
 def sshd(tmp_path_factory):
     """A real sshd on 127.0.0.1 for the session; its client config names fleet-0 .. fleet-7 (all reach it),
     `stranger` (its host key unknown), `refused` (a closed port) and `hangs` (a port that never speaks)."""
-    from tests.fleet.sshd import start_sshd
+    from tests.fleet.sshd import NoSshd, start_sshd
 
-    server = start_sshd(tmp_path_factory.mktemp("fleet-sshd"), SSH_HOSTS)
+    try:
+        server = start_sshd(tmp_path_factory.mktemp("fleet-sshd"), SSH_HOSTS)
+    except NoSshd as exc:  # as the dockerd fixture: a root CI machine installs it; elsewhere say why
+        pytest.skip(f"no sshd can run here: {exc}")
     try:
         yield server
     finally:
