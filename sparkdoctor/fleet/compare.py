@@ -66,6 +66,8 @@ def _check_fields(named: list[tuple[str, Facts]]) -> list[Drift]:
     rows: dict[tuple[str, str], dict[str, Any]] = {}
     for name, facts in named[1:]:
         for d in compare(bare_ref, dataclasses.replace(facts, fleet=None)).differences:
+            if (d.area, d.key) in rules.OVERRIDDEN:
+                continue
             why = d.why.split("; ", 1)[1] if d.why.startswith("not installed in ") and "; " in d.why else d.why  # A/B words
             row = rows.setdefault((d.area, d.key), {"ref": d.a, "others": {}, "verdict": d.verdict, "why": why})
             row["others"][name] = d.b

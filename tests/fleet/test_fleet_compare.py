@@ -43,6 +43,15 @@ def test_majority_and_odd_node_over_four_nodes():
     assert "packages: numpy" not in found and not any(d.label.startswith("kernel") for d in found.values())
 
 
+def test_kernel_drift_is_risky_in_a_fleet_and_reported_once():
+    named = [("a", fleet_facts("a", host={"kernel": "6.17.0-1032-nvidia"})),
+             ("b", fleet_facts("b", host={"kernel": "7.0.0-1019-nvidia"})),
+             ("c", fleet_facts("c", host={"kernel": "6.17.0-1032-nvidia"}))]
+    found = labels(compare_nodes(named))
+    assert found["kernel: release"].verdict == "risky" and found["kernel: release"].odd == ["b"]
+    assert "host: kernel" not in found
+
+
 def test_two_nodes_that_disagree_have_no_majority_and_both_are_named():
     named = [("a", fleet_facts("a", conf={"NCCL_IB_USE_INLINE": "1"})), ("b", fleet_facts("b"))]
     conf = labels(compare_nodes(named))["nccl: config file"]
