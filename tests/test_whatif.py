@@ -1,0 +1,122 @@
+"""`sparkdoctor whatif`: a real pip dry run in a real scratch venv against local wheels (no registry),
+hypothetical Facts from it, judged by a matrix written here; and the one-line conflict. The slow test
+resolves and reads real releases from the registry."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from sparkdoctor.facts import Facts
+from sparkdoctor.matrix import load
+from sparkdoctor.whatif import ResolveError, compare, hypothetical_facts, resolve_upgrade
+from tests.released_server import build_wheel
+
+MATRIX = """
+component = "demo"
+[[entry]]
+id = "demo-old-bug"
+title = "old bug"
+severity = "error"
+action = "configure"
+summary = "s"
+remedy = "r"
+when.packages = {{ "demo" = "<0.2.0" }}
+refs = ["https://example.org/x"]
+
+[[entry]]
+id = "demo-new-bug"
+title = "new bug"
+severity = "{severity}"
+action = "configure"
+summary = "s"
+remedy = "r"
+when.packages = {{ "demo" = ">=0.2.0" }}
+refs = ["https://example.org/x"]
+"""
+
+
+@pytest.fixture
+def target(tmp_path, monkeypatch):
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    for v in ("0.1.0", "0.2.0"):
+        build_wheel(wheels, "demo", v, {"demo/__init__.py": f"VERSION = {v!r}\n".encode()})
+    build_wheel(wheels, "extra-dep", "1.0", {"extra_dep/__init__.py": b""})
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = str(venv / "bin" / "python")
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(wheels))
+    monkeypatch.setenv("PIP_CONFIG_FILE", "/dev/null")
+    subprocess.run([sys.executable, "-m", "pip", "--python", python, "install", "-q", "demo==0.1.0"], check=True)
+    return python
+
+
+def facts_of(version: str) -> Facts:
+    facts = Facts(tool={"name": "sparkdoctor"})
+    facts.packages = {"demo": {"name": "demo", "version": version, "integrity": "modified", "files_modified": ["demo/__init__.py"]}}
+    facts.arch = {"value": "sm_121a", "source": "given"}
+    return facts
+
+
+def matrix(tmp_path, severity="error"):
+    path = tmp_path / "m.toml"
+    path.write_text(textwrap.dedent(MATRIX.format(severity=severity)))
+    return load(path)
+
+
+def test_an_upgrade_is_resolved_by_the_targets_pip_and_judged(tmp_path, target):
+    today = facts_of("0.1.0")
+    changes = resolve_upgrade(target, ["demo==0.2.0", "extra-dep"], today)
+    assert [(c.name, c.old, c.new) for c in changes] == [("demo", "0.1.0", "0.2.0"), ("extra-dep", None, "1.0")]
+    notes: list[str] = []
+    predicted = hypothetical_facts(today, changes, None, notes)
+    assert predicted.packages["demo"]["version"] == "0.2.0" and "files_modified" not in predicted.packages["demo"]
+    assert today.packages["demo"]["version"] == "0.1.0"  # today's Facts are not touched
+    result = compare(today, predicted, matrix(tmp_path), ["demo==0.2.0"], changes, notes)
+    assert [f["id"] for f in result.fixed] == ["demo-old-bug"] and [f["id"] for f in result.introduced] == ["demo-new-bug"]
+    assert result.gate("error")
+    assert not compare(facts_of("0.1.0"), predicted, matrix(tmp_path, "warn"), [], changes, notes).gate("error")
+
+
+def test_a_conflict_is_one_line_and_nothing_to_do_is_no_change(tmp_path, target):
+    with pytest.raises(ResolveError, match="cannot be resolved in .*demo==9.9"):
+        resolve_upgrade(target, ["demo==9.9"], facts_of("0.1.0"))
+    assert resolve_upgrade(target, ["demo==0.1.0"], facts_of("0.1.0")) == []
+
+
+def test_a_constraint_file_of_the_target_is_honoured(tmp_path, target):
+    pins = tmp_path / "constraints.txt"
+    pins.write_text("demo==0.1.0\n")
+    today = facts_of("0.1.0")
+    today.constraints = [{"file": str(pins), "requirement": "demo==0.1.0", "name": "demo"}]
+    with pytest.raises(ResolveError, match="conflict|cannot be resolved"):
+        resolve_upgrade(target, ["demo==0.2.0"], today)
+
+
+def test_cutedsl_build_is_predicted_from_the_libs_wheel_written_last():
+    from sparkdoctor.whatif.resolve import Change
+
+    today = facts_of("0.1.0")
+    today.cutedsl = {"active_build": "libs-base"}
+    changes = [Change("nvidia-cutlass-dsl", "4.5.0", "4.5.2"), Change("nvidia-cutlass-dsl-libs-cu13", None, "4.5.2")]
+    assert hypothetical_facts(today, changes, None, []).cutedsl["active_build"] == "libs-cu13"
+
+
+@pytest.mark.slow
+def test_capabilities_come_from_the_new_release_files(tmp_path):
+    from sparkdoctor.released import Reader
+    from sparkdoctor.whatif.resolve import Change
+
+    reader = Reader(root=tmp_path / "cache")
+    notes: list[str] = []
+    try:
+        caps = hypothetical_facts(facts_of("0.1.0"), [Change("vllm", "0.32.0", "0.33.0")], reader, notes).capabilities
+    finally:
+        reader.close()
+    assert any(k.startswith("vllm.env.") for k in caps) and "vllm.b12x_moe" in caps, notes
+    assert any("capabilities read from vllm-0.33.0" in n for n in notes)
