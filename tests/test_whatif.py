@@ -12,7 +12,12 @@ import pytest
 
 from sparkdoctor.facts import Facts
 from sparkdoctor.matrix import load
-from sparkdoctor.whatif import ResolveError, compare, hypothetical_facts, resolve_upgrade
+from sparkdoctor.whatif import (
+    ResolveError,
+    compare,
+    hypothetical_facts,
+    resolve_upgrade,
+)
 from tests.released_server import build_wheel
 
 MATRIX = """

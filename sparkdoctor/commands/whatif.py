@@ -6,9 +6,7 @@ needs neither, and its exit code gates an upgrade rather than a deploy. Pipeline
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
-from typing import List, Optional
 
 import typer
 
@@ -18,11 +16,11 @@ from sparkdoctor.cli_support import Fatal
 def register(app: typer.Typer) -> None:
     @app.command("whatif")
     def whatif(
-        specs: List[str] = typer.Argument(..., help="Requirements to upgrade to, as pip takes them (vllm==0.33.0, 'nvidia-cutlass-dsl[cu13]==4.5.2')."),
-        python: Optional[str] = typer.Option(None, "--python", help="The target's interpreter (default: $VIRTUAL_ENV, then this one)."),
-        facts_file: Optional[Path] = typer.Option(None, "--facts", help="Today's Facts from a snapshot instead of probing the target."),
-        matrix_path: Optional[Path] = typer.Option(None, "--matrix", help="Matrix folder or file (default: installed, else bundled)."),
-        arch: Optional[str] = typer.Option(None, "--arch", help="Judge as if on this GPU arch (e.g. sm_121a)."),
+        specs: list[str] = typer.Argument(..., help="Requirements to upgrade to, as pip takes them (vllm==0.33.0, 'nvidia-cutlass-dsl[cu13]==4.5.2')."),
+        python: str | None = typer.Option(None, "--python", help="The target's interpreter (default: $VIRTUAL_ENV, then this one)."),
+        facts_file: Path | None = typer.Option(None, "--facts", help="Today's Facts from a snapshot instead of probing the target."),
+        matrix_path: Path | None = typer.Option(None, "--matrix", help="Matrix folder or file (default: installed, else bundled)."),
+        arch: str | None = typer.Option(None, "--arch", help="Judge as if on this GPU arch (e.g. sm_121a)."),
         fail_on: str = typer.Option("error", "--fail-on", help="Exit 1 when the upgrade introduces a finding at or above: error | warn | info"),
         no_read: bool = typer.Option(False, "--no-read", help="Do not read the new releases' files (capabilities stay today's, said)."),
         fmt: str = typer.Option("console", "--format", "-f", help="console | json"),

@@ -16,7 +16,12 @@ def run_whatif(specs: list[str], python: str | None, facts_file: Path | None, ma
     from sparkdoctor.check_target import resolve_target
     from sparkdoctor.facts import Facts, FactsError
     from sparkdoctor.matrix import MatrixError, load
-    from sparkdoctor.whatif import ResolveError, compare, hypothetical_facts, resolve_upgrade
+    from sparkdoctor.whatif import (
+        ResolveError,
+        compare,
+        hypothetical_facts,
+        resolve_upgrade,
+    )
 
     try:
         matrix = load(matrix_path)

@@ -76,7 +76,7 @@ def torch_cuda(version_py: str) -> str | None:
     """torch/version.py's `cuda` value: "12.8", or None for a CPU build."""
     import re
 
-    m = re.search(r"^cuda\s*(?::[^=]*)?=\s*(?:'([^']*)'|\"([^\"]*)\"|None)", version_py, re.M)
+    m = re.search(r"^cuda\s*(?::[^=]*)?=\s*(?:'([^']*)'|\"([^\"]*)\"|None)", version_py, re.MULTILINE)
     if not m:
         raise ValueError("no `cuda = ...` line in torch/version.py")
     return m.group(1) or m.group(2) or None
