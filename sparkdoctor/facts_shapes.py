@@ -14,13 +14,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from sparkdoctor.arch import real_arch_problem
+from sparkdoctor.errors import InputError
 
 MAX_VERSION = 200  # characters in any version string
 MAX_TEXT = 1_000_000  # characters in any other string (a detail, an error, a path)
 
 
-class ShapeError(ValueError):
+class ShapeError(InputError, ValueError):
     """The first field that does not have its documented shape: path and one line why."""
+
+    code = "snapshot-shape"
 
 
 @dataclass(frozen=True)
@@ -68,7 +71,8 @@ FIELD_SHAPES: dict[str, Any] = {
     "taken_at": TEXT,
     "tool": _record(name=TEXT, version=VERSION, host_python=VERSION),
     "target": _record(kind=TEXT, python=TEXT, chosen_by=TEXT, version=VERSION, implementation=TEXT, prefix=TEXT,
-                      base_prefix=TEXT, is_venv=bool, executable=TEXT, container=TEXT, engine=TEXT, os=TEXT),
+                      base_prefix=TEXT, is_venv=bool, executable=TEXT, container=TEXT, engine=TEXT, os=TEXT,
+                      fix_unsettled=TEXT),
     "container": _record(name=TEXT, id=TEXT, engine=TEXT, image=TEXT, image_id=TEXT, runtime=TEXT, platform=TEXT,
                          layers=ListOf(TEXT), config_digest=TEXT, repo_digests=ListOf(TEXT), fingerprint=TEXT,
                          image_error=TEXT),
@@ -113,6 +117,9 @@ FIELD_SHAPES: dict[str, Any] = {
                                                  run_ms=NUMBER)))),
     "capabilities": MapOf(_record(evidence=TEXT)),
     "recipe": dict,
+    "fleet": {**_record(node=TEXT, hostname=TEXT, boot_id=TEXT, driver_flavour=TEXT, cuda_toolkit=VERSION, nccl=dict,
+                        nccl_conf=ListOf(dict), cma=MapOf(ANY), roce_v2_gid_index=MapOf(_o(int)), in_container=bool,
+                        clock_skew_s=NUMBER, nodes=int, drift=ListOf(TEXT), odd=ListOf(TEXT), unpaired_links=ListOf(TEXT))},
     "errors": ListOf({"collector": TEXT, "error": TEXT, "!required": ("collector", "error")}),
     "timings_ms": MapOf(NUMBER),
 }

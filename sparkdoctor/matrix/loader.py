@@ -65,9 +65,10 @@ def _ptx_probe_ids() -> set[str]:
 def read_toml(path: Path, error: type[Exception] = MatrixError) -> dict:
     """A TOML file as a dict, or `error` with one line naming the file (shared with the config)."""
     where = str(path)
-    try:
-        with open(path, "rb") as fh:
-            return tomllib.load(fh)
+    from sparkdoctor.inputs import read_text
+
+    try:  # a regular file only: a FIFO or device is refused, never waited on
+        return tomllib.loads(read_text(path))
     except OSError as exc:
         raise error(f"{where}: cannot read: {exc.strerror or exc}") from None
     except tomllib.TOMLDecodeError as exc:

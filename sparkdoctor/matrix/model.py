@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from typing import Any
+from sparkdoctor.errors import InputError
 from sparkdoctor.text import one_line  # noqa: F401 (config and loader use it from here too)
 
 SEVERITIES = ("info", "warn", "error")
@@ -22,8 +23,10 @@ EVIDENCE_LEVELS = ("reproduced", "checked", "reported")
 ID_RE = re.compile(r"[a-z0-9][a-z0-9.-]*[a-z0-9]")
 
 
-class MatrixError(ValueError):
+class MatrixError(InputError, ValueError):
     """A malformed matrix file; the message names the file, the entry and the field, in one line."""
+
+    code = "matrix"
 
     def __init__(self, message: str):
         super().__init__(one_line(message))
@@ -52,6 +55,9 @@ class Entry:
     # Serving flags / env vars this problem is a reason to carry ("--enforce-eager", "NAME=value", "NAME"):
     # a recipe carrying one is judged against this entry even without a `because` annotation.
     justifies: list[str] = field(default_factory=list)
+    # Probes besides verified_by's whose `expect` outcome this entry accounts for (the same guard
+    # refusing a bigger kernel): a matched entry explains them too, so none is "no known cause".
+    explains_probes: list[str] = field(default_factory=list)
 
 
 @dataclass

@@ -26,12 +26,9 @@ def _log() -> Callable[[str], None] | None:
 
 
 def _matrix(path: Path | None):
-    from sparkdoctor.matrix import MatrixError, load
+    from sparkdoctor.matrix import load
 
-    try:
-        return load(path)
-    except MatrixError as exc:
-        raise Fatal(str(exc)) from None
+    return load(path)  # a MatrixError is exit 2 by itself
 
 
 def run_verify(entry_id: str | None, keep: bool, matrix_path: Path | None, fmt: str, kind: str = "all",
@@ -70,10 +67,7 @@ def _verify(matrix, entry_id: str | None, keep: bool, fmt: str, kind: str) -> in
     else:
         want_installs, want_files = kind != "files", kind != "installs"
         chosen = [e for e in matrix.entries if not e.withdrawn]
-    try:
-        specs = [verify.parse_spec(e) for e in chosen if want_installs and e.verify and e.verified_by]
-    except verify.VerifyError as exc:
-        raise Fatal(str(exc)) from None
+    specs = [verify.parse_spec(e) for e in chosen if want_installs and e.verify and e.verified_by]
     log = _log()
     started = time.monotonic()
     results: list = verify.verify(specs, keep=keep, log=log) if specs else []
