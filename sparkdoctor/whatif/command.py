@@ -17,7 +17,6 @@ def run_whatif(specs: list[str], python: str | None, facts_file: Path | None, ma
     from sparkdoctor.facts import Facts, FactsError
     from sparkdoctor.matrix import MatrixError, load
     from sparkdoctor.whatif import (
-        ResolveError,
         compare,
         hypothetical_facts,
         resolve_upgrade,
@@ -37,10 +36,7 @@ def run_whatif(specs: list[str], python: str | None, facts_file: Path | None, ma
     else:
         today = collect_facts(target, CheckOptions(arch=arch, kernels=False))
     today = apply_arch_override(today, arch)
-    try:
-        changes = resolve_upgrade(interpreter, specs, today)
-    except ResolveError as exc:
-        raise Fatal(str(exc)) from None
+    changes = resolve_upgrade(interpreter, specs, today)  # a ResolveError carries its exit code (2)
     notes: list[str] = []
     reader = None
     if read:

@@ -14,12 +14,17 @@ from typing import Any
 from packaging.utils import canonicalize_name
 
 from sparkdoctor import proc
+from sparkdoctor.errors import SparkdoctorError
+from sparkdoctor.exitcodes import EXIT_USAGE
 
 RESOLVE_TIMEOUT = 600.0
 
 
-class ResolveError(RuntimeError):
-    """The upgrade cannot be resolved (conflict, no such version, no registry); one line."""
+class ResolveError(SparkdoctorError):
+    """The upgrade cannot be resolved (conflict, no such version, no registry); one line (exit 2)."""
+
+    exit_code = EXIT_USAGE
+    code = "unresolvable"
 
 
 @dataclass(frozen=True)
