@@ -158,3 +158,9 @@ def test_an_open_lower_side_gets_the_release_where_the_claim_starts(tmp_path, re
     [r] = verify_bounds(load(write_matrix(tmp_path, "<0.4.0")), reader_for(registry, tmp_path))
     assert r.verdict == "contradicted" and r.proposal == ">=0.2.0,<0.4.0", r.why
     assert "first hold on 0.2.0" in r.why
+
+
+def test_track_moves_a_lower_bound_that_the_files_precede(tmp_path, registry):
+    result = track(load(write_matrix(tmp_path, ">=0.3.0,<0.4.0", tracked="0.1.0")), reader_for(registry, tmp_path))
+    [e] = result.entries
+    assert e.verdict == "lower-bound-moves" and e.proposal["to"] == ">=0.2.0,<0.4.0", e.why

@@ -50,7 +50,7 @@ def run_track(through: dict[str, str], matrix_path: Path | None, fmt: str, outpu
         render_track(doc, Console())
     if any(p.get("error") for p in doc["packages"]):
         return EXIT_VERIFY_ERROR
-    needs = ("check-broken", "no-longer-affected", "upper-bound-moves")
+    needs = ("check-broken", "no-longer-affected", "upper-bound-moves", "lower-bound-moves")
     return EXIT_VERIFY_CONTRADICTED if any(e["verdict"] in needs for e in doc["entries"]) else EXIT_OK
 
 
