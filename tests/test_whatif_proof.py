@@ -53,3 +53,5 @@ def test_cutlass_dsl_450_base_to_452_cu13_prediction_equals_the_real_upgrade(tmp
     assert (predicted.cutedsl or {}).get("active_build") == (after.cutedsl or {}).get("active_build"), (predicted.cutedsl, after.cutedsl)
     matrix = load()
     assert matched(matrix, predicted) == matched(matrix, after)
+    print(f"\npredicted = real: {claims}; cutlass-dsl build {after.cutedsl.get('active_build')}; "
+          f"{len(matched(matrix, after))} matching entries: {sorted(matched(matrix, after))}")

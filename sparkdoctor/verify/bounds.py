@@ -73,7 +73,7 @@ def remote_run(reader: Any, package: str, checks: tuple[FileCheck, ...], version
         files = RemoteFiles(wheel)
         wanted = {n for c in checks if c.kind != "exists" for n in files.names if _glob(c.path, n)}
         wheel.prefetch(sorted(wanted))
-        run.results = run_checks(checks, files)
+        run.results = run_checks(checks, files)  # type: ignore[arg-type]  # the same interface as WheelFiles
         run.evidence = [reader.picks[(package, version)]]
         run.evidence += [f"{n}: cubins {', '.join(a) or 'none'}" for n, a in files.cubin_listings.items()]
         unmatched = [c.label for c in checks if c.kind != "exists" and not any(_glob(c.path, n) for n in files.names)]
