@@ -117,11 +117,37 @@ def test_capabilities_come_from_the_new_release_files(tmp_path):
     from sparkdoctor.released import Reader
     from sparkdoctor.whatif.resolve import Change
 
+    from sparkdoctor.whatif.hypothetical import released_flags
+
     reader = Reader(root=tmp_path / "cache")
     notes: list[str] = []
     try:
         caps = hypothetical_facts(facts_of("0.1.0"), [Change("vllm", "0.32.0", "0.33.0")], reader, notes).capabilities
+        flags = released_flags(reader, Change("vllm", "0.32.0", "0.33.0"))
     finally:
         reader.close()
+    assert flags["vllm"]["version"] == "0.33.0" and "--max-model-len" in flags["flags"] and "--enforce-eager" in flags["flags"]
     assert any(k.startswith("vllm.env.") for k in caps) and "vllm.b12x_moe" in caps, notes
     assert any("capabilities read from vllm-0.33.0" in n for n in notes)
+
+
+def test_a_recipe_is_judged_today_and_after(tmp_path):
+    """The bundled tiny-cpu recipe: the new vLLM drops --enforce-eager and no longer reads
+    VLLM_USE_AOT_COMPILE (hand-made flag lists and capabilities standing for two releases' files)."""
+    from sparkdoctor.locations import data_dir
+    from sparkdoctor.recipes import load as load_recipe
+    from sparkdoctor.whatif.judge import compare_recipe
+
+    recipe = load_recipe(str(data_dir("recipes") / "tiny-cpu.toml"), {})
+    known = ["--served-model-name", "--max-model-len", "--dtype", "--kv-cache-memory-bytes", "--enforce-eager", "--distributed-executor-backend"]
+    today, after = facts_of("0.1.0"), facts_of("0.1.0")
+    today.packages["vllm"] = {"name": "vllm", "version": "0.32.0"}
+    after.packages["vllm"] = {"name": "vllm", "version": "0.33.0"}
+    today.capabilities = {"vllm.env.VLLM_USE_AOT_COMPILE": {"value": "known", "evidence": "vllm/envs.py:1"}}
+    after.capabilities = {"vllm.env.VLLM_USE_AOT_COMPILE": {"value": "unknown", "evidence": "vllm/envs.py"}}
+    flags_today = {"vllm": {"version": "0.32.0", "root": "/x"}, "flags": known}
+    flags_after = {"vllm": {"version": "0.33.0", "root": "/x"}, "flags": [f for f in known if f != "--enforce-eager"]}
+    diff = compare_recipe(recipe, load(), today, after, flags_today, flags_after)
+    introduced = {f["id"] for f in diff["introduced"]}
+    assert {"flag-unknown:--enforce-eager", "env-unknown:VLLM_USE_AOT_COMPILE"} <= introduced, diff
+    assert not diff["fixed"]

@@ -11,7 +11,7 @@ from sparkdoctor.exitcodes import EXIT_FINDINGS, EXIT_OK
 
 
 def run_whatif(specs: list[str], python: str | None, facts_file: Path | None, matrix_path: Path | None, arch: str | None,
-               fail_on: str, read: bool, fmt: str) -> int:
+               fail_on: str, read: bool, fmt: str, recipe_ref: str | None = None) -> int:
     from sparkdoctor.check import CheckOptions, apply_arch_override, collect_facts
     from sparkdoctor.check_target import resolve_target
     from sparkdoctor.facts import Facts, FactsError
@@ -48,15 +48,35 @@ def run_whatif(specs: list[str], python: str | None, facts_file: Path | None, ma
         reader = Reader(platform, target_py)  # the wheels the target itself would install
     try:
         predicted = hypothetical_facts(today, changes, reader, notes)
+        result = compare(today, predicted, matrix, specs, changes, notes)
+        if recipe_ref is not None:
+            result.recipe = _recipe(recipe_ref, target, matrix, today, predicted, changes, reader, notes)
     finally:
         if reader is not None:
             reader.close()
-    result = compare(today, predicted, matrix, specs, changes, notes)
     if fmt == "json":
         sys.stdout.write(json.dumps(result.to_dict(), indent=2) + "\n")
     else:
         _render(result)
     return EXIT_FINDINGS if result.gate(fail_on) else EXIT_OK
+
+
+def _recipe(recipe_ref: str, target, matrix, today, predicted, changes, reader, notes: list[str]) -> dict:
+    """The recipe's findings today and after: vLLM's flags today from the target, after from the new release's files."""
+    from sparkdoctor.conclusions.recipe_check import vllm_flags
+    from sparkdoctor.recipes import load as load_recipe
+    from sparkdoctor.whatif.hypothetical import released_flags
+    from sparkdoctor.whatif.judge import compare_recipe
+
+    recipe = load_recipe(recipe_ref, {})  # a RecipeError says which file and field (exit 2)
+    flags_today = vllm_flags(target)
+    flags_after = flags_today
+    vllm = next((c for c in changes if c.name == "vllm"), None)
+    if vllm is not None:
+        flags_after = released_flags(reader, vllm) if reader is not None else None
+        if flags_after is None:
+            notes.append(f"vllm {vllm.new}: its serve flags were not read; the recipe's flags are not judged after the upgrade")
+    return compare_recipe(recipe, matrix, today, predicted, flags_today, flags_after)
 
 
 def _render(result) -> None:
@@ -72,6 +92,12 @@ def _render(result) -> None:
             console.print(f"{label:>10}  [{f['severity']}] {f['id']}: {f['title']}")
     for f in result.cannot_tell:
         console.print(f"cannot tell  [{f['severity']}] {f['id']}: unknown after the upgrade ({'; '.join(f['unknown'])})")
+    if result.recipe is not None:
+        r = result.recipe
+        for label in ("introduced", "fixed"):
+            for f in r[label]:
+                console.print(f"recipe {r['name']}: {label} [{f['severity']}] {f['id']}: {f['title']}")
+        console.print(f"recipe {r['name']}: {len(r['introduced'])} introduced, {len(r['fixed'])} fixed, {len(r['unchanged'])} unchanged")
     for note in result.notes:
         console.print(f"[dim]note: {note}[/]")
     console.print(f"{len(result.introduced)} introduced, {len(result.fixed)} fixed, {len(result.unchanged)} unchanged, "

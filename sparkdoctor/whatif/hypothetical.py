@@ -82,32 +82,63 @@ def torch_cuda(version_py: str) -> str | None:
     return m.group(1) or m.group(2) or None
 
 
-def released_capabilities(reader: Any, change: Change, notes: list[str]) -> dict[str, Any]:
-    """Run the capabilities probe over a scratch folder holding the new release's Python files."""
-    from sparkdoctor.locations import data_dir
+class ScratchSite:
+    """A folder laid out like site-packages holding one new release's Python files (read member by member
+    from its released wheel) and a dist-info: what the file-reading probes (capabilities, vllm_flags) need."""
 
-    wheel = reader.release(change.name, change.new)
-    top = PROBED[change.name]
-    wanted = [n for n in wheel.names if n.startswith(top + "/") and (n.endswith(".py") or n.endswith(".json"))]
-    wheel.prefetch(wanted)
-    with tempfile.TemporaryDirectory(prefix="sparkdoctor-whatif-site-") as site:
+    def __init__(self, reader: Any, change: Change):
+        self.reader, self.change = reader, change
+        self.top = PROBED[change.name]
+        self._tmp: tempfile.TemporaryDirectory | None = None
+        self.members = 0
+
+    def __enter__(self) -> "ScratchSite":
+        wheel = self.reader.release(self.change.name, self.change.new)
+        wanted = [n for n in wheel.names if n.startswith(self.top + "/") and (n.endswith(".py") or n.endswith(".json"))]
+        wheel.prefetch(wanted)
+        self._tmp = tempfile.TemporaryDirectory(prefix="sparkdoctor-whatif-site-")
+        self.path = Path(self._tmp.name)
         for name in wanted:
-            dest = Path(site) / name
+            dest = self.path / name
             dest.parent.mkdir(parents=True, exist_ok=True)
             dest.write_bytes(wheel.read(name))
-        info = Path(site) / f"{change.name.replace('-', '_')}-{change.new}.dist-info"
+        info = self.path / f"{self.change.name.replace('-', '_')}-{self.change.new}.dist-info"
         info.mkdir()
-        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {change.name}\nVersion: {change.new}\n", encoding="utf-8")
-        probe = data_dir("probes") / "capabilities" / "__main__.py"
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {self.change.name}\nVersion: {self.change.new}\n", encoding="utf-8")
+        self.members, self.wheel = len(wanted), wheel
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._tmp is not None:
+            self._tmp.cleanup()
+
+    def probe(self, name: str) -> dict[str, Any]:
+        """Run probes/<name>/ with only this folder on its path (-S: no site-packages of any interpreter)."""
+        from sparkdoctor.locations import data_dir
+
         env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
-        env["PYTHONPATH"] = site
-        result = proc.run([sys.executable, "-S", "-B", str(probe)], timeout=PROBE_TIMEOUT, env=env)
-    lines = [x for x in (result.stdout or "").splitlines() if x.strip()]
-    if not result.ok or not lines:
-        raise RuntimeError(f"the capabilities probe failed: {result.describe_failure()}")
-    caps = json.loads(lines[-1]).get("capabilities") or {}
-    prefix = top + "."
-    out = {k: v for k, v in caps.items() if k.startswith(prefix)}
-    notes.append(f"{change.name} {change.new}: {len(out)} capabilities read from {wheel.file.filename} ({len(wanted)} members, "
-                 f"{wheel.requests} requests, {wheel.bytes_read} bytes this run); compiled-library ones stay unknown")
+        env["PYTHONPATH"] = str(self.path)
+        result = proc.run([sys.executable, "-S", "-B", str(data_dir("probes") / name / "__main__.py")], timeout=PROBE_TIMEOUT, env=env)
+        lines = [x for x in (result.stdout or "").splitlines() if x.strip()]
+        if not result.ok or not lines:
+            raise RuntimeError(f"the {name} probe failed: {result.describe_failure()}")
+        return json.loads(lines[-1])
+
+
+def released_capabilities(reader: Any, change: Change, notes: list[str]) -> dict[str, Any]:
+    """The capabilities probe over the new release's Python files."""
+    with ScratchSite(reader, change) as site:
+        caps = site.probe("capabilities").get("capabilities") or {}
+        out = {k: v for k, v in caps.items() if k.startswith(site.top + ".")}
+        notes.append(f"{change.name} {change.new}: {len(out)} capabilities read from {site.wheel.file.filename} ({site.members} members, "
+                     f"{site.wheel.requests} requests, {site.wheel.bytes_read} bytes this run); compiled-library ones stay unknown")
     return out
+
+
+def released_flags(reader: Any, change: Change) -> dict[str, Any] | None:
+    """The `vllm serve` flags the new vLLM release knows (probes/vllm_flags over its files); None if unread."""
+    try:
+        with ScratchSite(reader, change) as site:
+            return site.probe("vllm_flags")
+    except Exception:  # noqa: BLE001 - unknown flags are not judged (the recipe check skips a None)
+        return None
