@@ -154,7 +154,8 @@ def judge(entry: EntryTrack, releases: list[str]) -> None:
         to = _without_upper(spec) + (f",<{newer[0]}" if newer else "")
         entry.verdict = "upper-bound-moves"
         entry.why = f"the checks still hold on {', '.join(r.version for r in above)}, above {spec}"
-        between = [v for v in gaps if Version(v) < Version(above[0].version) and not version_in(v, spec)]
+        between = [v for v in gaps if Version(v) < Version(above[0].version) and not version_in(v, spec)
+                   and lower_only.contains(v, prereleases=True)]  # above the range, below the release that holds again
         if between:
             entry.why += f"; not on {', '.join(between)} between: the affected releases are not contiguous (a second range, or a narrower check)"
         entry.proposal = {"entry": entry.id, "file": entry.file, "field": f"when.packages.{entry.package}", "from": spec,
@@ -164,6 +165,9 @@ def judge(entry: EntryTrack, releases: list[str]) -> None:
         first = below[0].version
         entry.verdict = "lower-bound-moves"
         entry.why = f"the checks hold on {', '.join(r.version for r in below)}, below {spec}"
+        between = [v for v in gaps if Version(below[-1].version) < Version(v) and not lower_only.contains(v, prereleases=True)]
+        if between:
+            entry.why += f"; not on {', '.join(between)} between: the affected releases are not contiguous (a second range, or a narrower check)"
         kept = ",".join(str(c) for c in SpecifierSet(spec) if c.operator not in (">=", ">"))
         entry.proposal = {"entry": entry.id, "file": entry.file, "field": f"when.packages.{entry.package}", "from": spec,
                           "to": f">={first}" + (f",{kept}" if kept else ""), "because": f"the checks hold on {first} already"}

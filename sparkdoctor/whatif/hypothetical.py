@@ -16,6 +16,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -84,33 +85,50 @@ def torch_cuda(version_py: str) -> str | None:
 
 class ScratchSite:
     """A folder laid out like site-packages holding one new release's Python files (read member by member
-    from its released wheel) and a dist-info: what the file-reading probes (capabilities, vllm_flags) need."""
+    from its released wheel) and a dist-info: what the file-reading probes (capabilities, vllm_flags) need.
+    Kept in the user cache dir by the wheel's sha256 (released files never change), so a warm what-if
+    does not lay out thousands of files again."""
 
     def __init__(self, reader: Any, change: Change):
         self.reader, self.change = reader, change
         self.top = PROBED[change.name]
-        self._tmp: tempfile.TemporaryDirectory | None = None
         self.members = 0
 
     def __enter__(self) -> "ScratchSite":
+        from sparkdoctor.released import cache_root
+
         wheel = self.reader.release(self.change.name, self.change.new)
+        self.wheel = wheel
+        self.path = (self.reader.root or cache_root()) / "sites" / (wheel.file.sha256 or wheel.file.filename)
+        done = self.path / ".complete"
+        if done.is_file():
+            self.members = int(done.read_text() or 0)
+            return self
         wanted = [n for n in wheel.names if n.startswith(self.top + "/") and (n.endswith(".py") or n.endswith(".json"))]
         wheel.prefetch(wanted)
-        self._tmp = tempfile.TemporaryDirectory(prefix="sparkdoctor-whatif-site-")
-        self.path = Path(self._tmp.name)
-        for name in wanted:
-            dest = self.path / name
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            dest.write_bytes(wheel.read(name))
-        info = self.path / f"{self.change.name.replace('-', '_')}-{self.change.new}.dist-info"
-        info.mkdir()
-        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {self.change.name}\nVersion: {self.change.new}\n", encoding="utf-8")
-        self.members, self.wheel = len(wanted), wheel
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=".site-", dir=self.path.parent))
+        try:
+            for name in wanted:
+                dest = tmp / name
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                dest.write_bytes(wheel.read(name))
+            info = tmp / f"{self.change.name.replace('-', '_')}-{self.change.new}.dist-info"
+            info.mkdir()
+            (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {self.change.name}\nVersion: {self.change.new}\n", encoding="utf-8")
+            (tmp / ".complete").write_text(str(len(wanted)))
+            if self.path.exists():  # another run finished it meanwhile
+                shutil.rmtree(tmp, ignore_errors=True)
+            else:
+                os.replace(tmp, self.path)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        self.members = len(wanted)
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        if self._tmp is not None:
-            self._tmp.cleanup()
+        pass
 
     def probe(self, name: str) -> dict[str, Any]:
         """Run probes/<name>/ with only this folder on its path (-S: no site-packages of any interpreter)."""
