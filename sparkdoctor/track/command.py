@@ -59,6 +59,9 @@ def _write(path: Path, text: str) -> None:
         fd, tmp = tempfile.mkstemp(dir=path.parent or Path("."), prefix=f".{path.name}.")
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes it 0600; a result file is as readable as any other
         os.replace(tmp, path)
     except OSError as exc:
         raise Fatal(f"{path}: cannot write: {exc.strerror or exc}") from None
