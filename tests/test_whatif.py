@@ -151,3 +151,47 @@ def test_a_recipe_is_judged_today_and_after(tmp_path):
     introduced = {f["id"] for f in diff["introduced"]}
     assert {"flag-unknown:--enforce-eager", "env-unknown:VLLM_USE_AOT_COMPILE"} <= introduced, diff
     assert not diff["fixed"]
+
+
+@pytest.fixture(scope="module")
+def here_facts():
+    from sparkdoctor.check import CheckOptions, collect_facts
+    from sparkdoctor.target import resolve_python_target
+
+    return collect_facts(resolve_python_target(sys.executable), CheckOptions(kernels=False)).to_dict()
+
+
+def test_conclusions_the_upgrade_would_make_stale(tmp_path, here_facts):
+    """A real ledger (tests/rerun/ledgerdata.py) with a conclusion fresh on this interpreter's Facts: the
+    predicted Facts with another vLLM make it stale, saying what changes."""
+    from sparkdoctor.facts import Facts
+    from sparkdoctor.ledger import Ledger
+    from sparkdoctor.whatif.judge import stale_conclusions
+    from sparkdoctor.whatif.resolve import Change
+    from tests.rerun.ledgerdata import add_ab, write_recipe
+
+    ledger = Ledger(tmp_path / "ledger.sqlite")
+    paths = {"A": write_recipe(tmp_path, "a"), "B": write_recipe(tmp_path, "b")}
+    add_ab(ledger, paths, here_facts, {"A": [10.0, 10.1, 9.9], "B": [12.0, 12.1, 11.9]})
+    today = Facts.from_dict(here_facts, source="test")
+    predicted = hypothetical_facts(today, [Change("vllm", (today.package("vllm") or {}).get("version"), "99.0.0")], None, [])
+    python = today.target["python"]
+    assert stale_conclusions(ledger, python, today, today) == []
+    [stale] = stale_conclusions(ledger, python, today, predicted)
+    assert stale["conclusion"] == "b-vs-a" and any("99.0.0" in str(c.get("text")) for c in stale["changes"]), stale
+
+
+def test_the_whatif_command_end_to_end(tmp_path, target, monkeypatch):
+    import json
+    import os
+
+    monkeypatch.setenv("SPARKDOCTOR_STATE_DIR", str(tmp_path / "state"))  # no ledger there: said in a note
+    cmd = [sys.executable, "-m", "sparkdoctor", "whatif", "demo==0.2.0", "--python", target, "--no-read", "--arch", "sm_121a",
+           "--matrix", str(matrix(tmp_path).files[0]), "-f", "json"]
+    res = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ), timeout=600)
+    doc = json.loads(res.stdout)
+    assert res.returncode == 1, res.stderr  # demo-new-bug (error) is introduced
+    assert [c["to"] for c in doc["changes"]] == ["0.2.0"] and [f["id"] for f in doc["introduced"]] == ["demo-new-bug"]
+    assert doc["fixed"][0]["id"] == "demo-old-bug" and any("no ledger" in n for n in doc["notes"])
+    bad = subprocess.run([*cmd[:4], "demo==9.9", *cmd[5:]], capture_output=True, text=True, env=dict(os.environ), timeout=600)
+    assert bad.returncode == 2 and "cannot be resolved" in bad.stderr

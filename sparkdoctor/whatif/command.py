@@ -11,7 +11,7 @@ from sparkdoctor.exitcodes import EXIT_FINDINGS, EXIT_OK
 
 
 def run_whatif(specs: list[str], python: str | None, facts_file: Path | None, matrix_path: Path | None, arch: str | None,
-               fail_on: str, read: bool, fmt: str, recipe_ref: str | None = None) -> int:
+               fail_on: str, read: bool, fmt: str, recipe_ref: str | None = None, ledger_path: Path | None = None) -> int:
     from sparkdoctor.check import CheckOptions, apply_arch_override, collect_facts
     from sparkdoctor.check_target import resolve_target
     from sparkdoctor.facts import Facts, FactsError
@@ -51,6 +51,7 @@ def run_whatif(specs: list[str], python: str | None, facts_file: Path | None, ma
         result = compare(today, predicted, matrix, specs, changes, notes)
         if recipe_ref is not None:
             result.recipe = _recipe(recipe_ref, target, matrix, today, predicted, changes, reader, notes)
+        result.stale = _stale(ledger_path, interpreter, today, predicted, notes)
     finally:
         if reader is not None:
             reader.close()
@@ -79,6 +80,20 @@ def _recipe(recipe_ref: str, target, matrix, today, predicted, changes, reader, 
     return compare_recipe(recipe, matrix, today, predicted, flags_today, flags_after)
 
 
+def _stale(ledger_path: Path | None, python: str, today, predicted, notes: list[str]) -> list | None:
+    """Conclusions the upgrade would make stale; None (said) when there is no ledger to read."""
+    from sparkdoctor.ledger import Ledger, default_path
+    from sparkdoctor.whatif.judge import stale_conclusions
+
+    path = ledger_path or default_path()
+    if not path.exists():
+        if ledger_path is not None:
+            raise Fatal(f"ledger {path}: no such file")
+        notes.append(f"no ledger at {path}: no stored conclusion to judge")
+        return None
+    return stale_conclusions(Ledger(path), python, today, predicted)  # a LedgerError says itself (exit 5)
+
+
 def _render(result) -> None:
     from rich.console import Console
 
@@ -98,6 +113,9 @@ def _render(result) -> None:
             for f in r[label]:
                 console.print(f"recipe {r['name']}: {label} [{f['severity']}] {f['id']}: {f['title']}")
         console.print(f"recipe {r['name']}: {len(r['introduced'])} introduced, {len(r['fixed'])} fixed, {len(r['unchanged'])} unchanged")
+    for s in result.stale or []:
+        what = "; ".join(str(c.get("text") or c.get("what")) for c in s["changes"][:3])
+        console.print(f"would become stale: conclusion {s['conclusion']} ({what}): plan `sparkdoctor rerun {s['conclusion']}` after the upgrade")
     for note in result.notes:
         console.print(f"[dim]note: {note}[/]")
     console.print(f"{len(result.introduced)} introduced, {len(result.fixed)} fixed, {len(result.unchanged)} unchanged, "
