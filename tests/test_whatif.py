@@ -12,6 +12,7 @@ import pytest
 
 from sparkdoctor.facts import Facts
 from sparkdoctor.matrix import load
+from sparkdoctor.target import resolve_python_target
 from sparkdoctor.whatif import (
     ResolveError,
     compare,
@@ -76,7 +77,7 @@ def matrix(tmp_path, severity="error"):
 
 def test_an_upgrade_is_resolved_by_the_targets_pip_and_judged(tmp_path, target):
     today = facts_of("0.1.0")
-    changes = resolve_upgrade(target, ["demo==0.2.0", "extra-dep"], today)
+    changes = resolve_upgrade(resolve_python_target(target), target, ["demo==0.2.0", "extra-dep"], today)
     assert [(c.name, c.old, c.new) for c in changes] == [("demo", "0.1.0", "0.2.0"), ("extra-dep", None, "1.0")]
     notes: list[str] = []
     predicted = hypothetical_facts(today, changes, None, notes)
@@ -90,8 +91,8 @@ def test_an_upgrade_is_resolved_by_the_targets_pip_and_judged(tmp_path, target):
 
 def test_a_conflict_is_one_line_and_nothing_to_do_is_no_change(tmp_path, target):
     with pytest.raises(ResolveError, match="cannot be resolved in .*demo==9.9"):
-        resolve_upgrade(target, ["demo==9.9"], facts_of("0.1.0"))
-    assert resolve_upgrade(target, ["demo==0.1.0"], facts_of("0.1.0")) == []
+        resolve_upgrade(resolve_python_target(target), target, ["demo==9.9"], facts_of("0.1.0"))
+    assert resolve_upgrade(resolve_python_target(target), target, ["demo==0.1.0"], facts_of("0.1.0")) == []
 
 
 def test_a_constraint_file_of_the_target_is_honoured(tmp_path, target):
@@ -100,7 +101,7 @@ def test_a_constraint_file_of_the_target_is_honoured(tmp_path, target):
     today = facts_of("0.1.0")
     today.constraints = [{"file": str(pins), "requirement": "demo==0.1.0", "name": "demo"}]
     with pytest.raises(ResolveError, match="conflict|cannot be resolved"):
-        resolve_upgrade(target, ["demo==0.2.0"], today)
+        resolve_upgrade(resolve_python_target(target), target, ["demo==0.2.0"], today)
 
 
 def test_cutedsl_build_is_predicted_from_the_libs_wheel_written_last():
@@ -115,9 +116,8 @@ def test_cutedsl_build_is_predicted_from_the_libs_wheel_written_last():
 @pytest.mark.slow
 def test_capabilities_come_from_the_new_release_files(tmp_path):
     from sparkdoctor.released import Reader
-    from sparkdoctor.whatif.resolve import Change
-
     from sparkdoctor.whatif.hypothetical import released_flags
+    from sparkdoctor.whatif.resolve import Change
 
     reader = Reader(root=tmp_path / "cache")
     notes: list[str] = []
@@ -195,3 +195,24 @@ def test_the_whatif_command_end_to_end(tmp_path, target, monkeypatch):
     assert doc["fixed"][0]["id"] == "demo-old-bug" and any("no ledger" in n for n in doc["notes"])
     bad = subprocess.run([*cmd[:4], "demo==9.9", *cmd[5:]], capture_output=True, text=True, env=dict(os.environ), timeout=600)
     assert bad.returncode == 2 and "cannot be resolved" in bad.stderr
+
+
+def test_a_venv_with_its_own_pip_resolves_with_it(tmp_path, monkeypatch):
+    """The target's own pip (not sparkdoctor's) runs the dry run when the target has one."""
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    for v in ("0.1.0", "0.2.0"):
+        build_wheel(wheels, "demo", v, {"demo/__init__.py": b""})
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)  # with its own pip
+    python = str(venv / "bin" / "python")
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(wheels))
+    monkeypatch.setenv("PIP_CONFIG_FILE", "/dev/null")
+    subprocess.run([python, "-m", "pip", "install", "-q", "demo==0.1.0"], check=True, timeout=300)
+    seen = []
+    target = resolve_python_target(python)
+    real = target.run_command
+    monkeypatch.setattr(target, "run_command", lambda argv, timeout, **k: seen.append(argv) or real(argv, timeout, **k))
+    [change] = resolve_upgrade(target, python, ["demo==0.2.0"], facts_of("0.1.0"))
+    assert (change.old, change.new) == ("0.1.0", "0.2.0") and seen and seen[0][:3] == [python, "-m", "pip"]

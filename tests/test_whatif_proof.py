@@ -35,7 +35,7 @@ def test_cutlass_dsl_450_base_to_452_cu13_prediction_equals_the_real_upgrade(tmp
     today = facts_of(python)
     assert today.packages["nvidia-cutlass-dsl"]["version"] == "4.5.0"
     spec = "nvidia-cutlass-dsl[cu13]==4.5.2"
-    changes = resolve_upgrade(python, [spec], today)
+    changes = resolve_upgrade(resolve_python_target(python), python, [spec], today)
     notes: list[str] = []
     reader = Reader("linux-x86_64" if today.host.get("machine") == "x86_64" else "linux-aarch64", f"{sys.version_info[0]}.{sys.version_info[1]}")
     try:

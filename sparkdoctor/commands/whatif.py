@@ -18,6 +18,8 @@ def register(app: typer.Typer) -> None:
     def whatif(
         specs: list[str] = typer.Argument(..., help="Requirements to upgrade to, as pip takes them (vllm==0.33.0, 'nvidia-cutlass-dsl[cu13]==4.5.2')."),
         python: str | None = typer.Option(None, "--python", help="The target's interpreter (default: $VIRTUAL_ENV, then this one)."),
+        container: str | None = typer.Option(None, "--container", help="A running container whose environment to judge (its own pip resolves)."),
+        container_python: str | None = typer.Option(None, "--container-python", help="The interpreter inside --container."),
         facts_file: Path | None = typer.Option(None, "--facts", help="Today's Facts from a snapshot instead of probing the target."),
         matrix_path: Path | None = typer.Option(None, "--matrix", help="Matrix folder or file (default: installed, else bundled)."),
         arch: str | None = typer.Option(None, "--arch", help="Judge as if on this GPU arch (e.g. sm_121a)."),
@@ -36,4 +38,4 @@ def register(app: typer.Typer) -> None:
             raise Fatal(f"--format {fmt}: choose one of console, json")
         if fail_on not in ("error", "warn", "info"):
             raise Fatal(f"--fail-on {fail_on}: choose one of error, warn, info")
-        raise typer.Exit(run_whatif(specs, python, facts_file, matrix_path, arch, fail_on, not no_read, fmt, recipe, ledger))
+        raise typer.Exit(run_whatif(specs, python, facts_file, matrix_path, arch, fail_on, not no_read, fmt, recipe, ledger, container, container_python))

@@ -11,7 +11,8 @@ from sparkdoctor.exitcodes import EXIT_FINDINGS, EXIT_OK
 
 
 def run_whatif(specs: list[str], python: str | None, facts_file: Path | None, matrix_path: Path | None, arch: str | None,
-               fail_on: str, read: bool, fmt: str, recipe_ref: str | None = None, ledger_path: Path | None = None) -> int:
+               fail_on: str, read: bool, fmt: str, recipe_ref: str | None = None, ledger_path: Path | None = None,
+               container: str | None = None, container_python: str | None = None) -> int:
     from sparkdoctor.check import CheckOptions, apply_arch_override, collect_facts
     from sparkdoctor.check_target import resolve_target
     from sparkdoctor.facts import Facts, FactsError
@@ -26,7 +27,10 @@ def run_whatif(specs: list[str], python: str | None, facts_file: Path | None, ma
         matrix = load(matrix_path)
     except MatrixError as exc:
         raise Fatal(str(exc)) from None
-    target = resolve_target(python, None, None)
+    from sparkdoctor.check_target import refuse_bad_target_options
+
+    refuse_bad_target_options(python, container, container_python, facts_file is not None)
+    target = resolve_target(python, container, container_python)
     interpreter = str((target.describe() or {}).get("python") or python or sys.executable)
     if facts_file is not None:
         try:
@@ -36,7 +40,7 @@ def run_whatif(specs: list[str], python: str | None, facts_file: Path | None, ma
     else:
         today = collect_facts(target, CheckOptions(arch=arch, kernels=False))
     today = apply_arch_override(today, arch)
-    changes = resolve_upgrade(interpreter, specs, today)  # a ResolveError carries its exit code (2)
+    changes = resolve_upgrade(target, interpreter, specs, today)  # a ResolveError carries its exit code (2)
     notes: list[str] = []
     reader = None
     if read:
