@@ -13,15 +13,15 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from sparkdoctor.fix import journal as jr
 from sparkdoctor.fix.interface import Action, FixError, Installer
 from sparkdoctor.fix.inventory import Inventory
 from sparkdoctor.fix.model import Plan, Step
 from sparkdoctor.fix.restore import Restorer
-from sparkdoctor.target_files import FileError, FileTransport, sha256_of
+from sparkdoctor.target_files import FileError, FileTransport
 
 
 @dataclass

@@ -124,8 +124,7 @@ def apply(target: Target, plan: Plan, inventory: Inventory, installer: Installer
             more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
             raise UnchangedError(f"{problems[0]}{more}; nothing was changed (journal {journal.id} was not used)")
         outcome = Outcome(journal.id)
-        unsettled.mark(key, label, journal.id, "apply")
-        journal.mark(jr.APPLYING, {"step": 0, "of": len(actions)})
+        _marks(lambda: (unsettled.mark(key, label, journal.id, "apply"), journal.mark(jr.APPLYING, {"step": 0, "of": len(actions)})))
         executed: list[StepAction] = []
         try:
             for i, action in enumerate(actions):
@@ -136,7 +135,7 @@ def apply(target: Target, plan: Plan, inventory: Inventory, installer: Installer
                 _fault_after(i + 1)
                 outcome.done.append(action.describe())
             step("verify")
-            _verify_applied(target, plan, journal, outcome)
+            _verify_applied(target, plan, journal, outcome, installer)
             journal.mark(jr.APPLIED, {"done": outcome.done, "outside_restored": outcome.outside_restored})
             unsettled.clear(key, journal.id)
             step("applied")
@@ -152,6 +151,14 @@ def apply(target: Target, plan: Plan, inventory: Inventory, installer: Installer
         return outcome
 
 
+def _marks(write) -> None:
+    """The first writes of an apply or rollback (its state marks), before anything changes."""
+    try:
+        write()
+    except OSError as exc:
+        raise UnchangedError(f"cannot record that a fix is under way in {jr.state_dir()}: {exc.strerror or exc}; nothing was changed") from None
+
+
 def _fault_after(index: int) -> None:
     """SPARKDOCTOR_FIX_FAULT=unlink:N:PATH deletes PATH after step N, as an installer that deletes a
     file of a dist the plan does not name would (only the tests set it)."""
@@ -161,7 +168,7 @@ def _fault_after(index: int) -> None:
         Path(path).unlink()
 
 
-def _verify_applied(target: Target, plan: Plan, journal: jr.Journal, outcome: Outcome) -> None:
+def _verify_applied(target: Target, plan: Plan, journal: jr.Journal, outcome: Outcome, installer: Installer) -> None:
     """What is installed now must be what the plan said (otherwise the resolution differed), and
     nothing outside the plan may have changed (a .pyc is compiled again; anything else: undo)."""
     now = inv_mod.read(target)
@@ -172,7 +179,7 @@ def _verify_applied(target: Target, plan: Plan, journal: jr.Journal, outcome: Ou
             raise FixError(f"the installer's result differs from the plan: {name} is {got or 'not installed'}, the plan said {after or 'removed'}")
     before = journal.outside()
     if before is not None:
-        outcome.outside_restored, lost = outside_mod.restore(target, before, plan.touched)
+        outcome.outside_restored, lost = outside_mod.restore(target, before, plan.touched, installer)
         if lost:
             raise FixError(f"the apply changed {len(lost)} file(s) of dists the plan does not name, e.g. {lost[0]}")
 
@@ -191,7 +198,7 @@ def rollback(target: Target, journal: jr.Journal, installer: Installer) -> dict[
             raise JournalError(f"journal {journal.id} cannot restore this target: {problems[0]}; nothing was changed")
         plan = Plan.from_dict(journal.data["plan"])
         actions = actions_of(plan, Context(journal, installer, inventory, sides, restorer))
-        unsettled.mark(key, label, journal.id, "rollback")
+        _marks(lambda: unsettled.mark(key, label, journal.id, "rollback"))
         verified = _reverse(target, journal, actions[:_executed_count(journal, len(actions))], restorer, sides)
         if verified.get("ok"):
             unsettled.clear(key, journal.id)
@@ -214,7 +221,7 @@ def _reverse(target: Target, journal: jr.Journal, executed: list[StepAction], re
         step("start")
         reversed_rows = reverse_all(executed, lambda rows: journal.mark(jr.ROLLING_BACK, {"reversed": rows}))
         step("files")
-        verified = verify_rolled_back(target, journal, sides)
+        verified = verify_rolled_back(target, journal, sides, restorer.installer)
     except FileError as exc:
         raise FixError(str(exc)) from None
     verified["reversed"] = reversed_rows

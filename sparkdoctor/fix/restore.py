@@ -7,7 +7,8 @@ copies of the dists' files are intact; if neither, nothing is touched and the re
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from sparkdoctor.fix import inventory as inv_mod
 from sparkdoctor.fix import journal as jr
@@ -153,7 +154,8 @@ class Restorer:
                 files.remove([path])
 
 
-def verify_rolled_back(target: Target, journal: jr.Journal, sides: dict[str, FileTransport]) -> dict[str, Any]:
+def verify_rolled_back(target: Target, journal: jr.Journal, sides: dict[str, FileTransport],
+                       installer: Installer | None = None) -> dict[str, Any]:
     """The package set, the bytes of every touched dist's files and every edited file, and the files
     outside the plan (a changed .pyc compiled again first), against the journal."""
     data = journal.data
@@ -172,7 +174,7 @@ def verify_rolled_back(target: Target, journal: jr.Journal, sides: dict[str, Fil
     checked_outside, restored = 0, []
     before_outside = journal.outside()
     if before_outside is not None:
-        restored, lost = outside_mod.restore(target, before_outside, list(data["plan"].get("touched", [])))
+        restored, lost = outside_mod.restore(target, before_outside, list(data["plan"].get("touched", [])), installer)
         file_diff += [f"{p} (outside the plan)" for p in lost]
         checked_outside = sum(1 for v in before_outside.values() if v is not None)
     return {"packages_differ": package_diff, "files_differ": file_diff, "ok": not package_diff and not file_diff,
