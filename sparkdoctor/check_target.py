@@ -8,38 +8,34 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from sparkdoctor import target_probe
-from sparkdoctor.cli_support import Fatal
-from sparkdoctor.exitcodes import EXIT_UNPROBEABLE
+from sparkdoctor.errors import UsageError
 
 
 def refuse_bad_target_options(python: Optional[str], container: Optional[str], container_python: Optional[str],
                               facts_given: bool) -> None:
     """Usage errors among the target options (exit 2, one line), before anything starts."""
     if container is not None and not container.strip():
-        raise Fatal("--container '': give a container name or id")
+        raise UsageError("--container '': give a container name or id")
     if container is not None and python is not None:
-        raise Fatal("--python and --container exclude each other (inside a container use --container-python)")
+        raise UsageError("--python and --container exclude each other (inside a container use --container-python)")
     if container_python is not None and container is None:
-        raise Fatal("--container-python needs --container (for a local interpreter use --python)")
+        raise UsageError("--container-python needs --container (for a local interpreter use --python)")
     if container_python is not None and not container_python.strip():
-        raise Fatal("--container-python '': give the interpreter's path inside the container")
+        raise UsageError("--container-python '': give the interpreter's path inside the container")
     if facts_given and container is not None:
-        raise Fatal("--facts and --container exclude each other: a snapshot is already of one target")
+        raise UsageError("--facts and --container exclude each other: a snapshot is already of one target")
 
 
 def resolve_target(python: Optional[str], container: Optional[str], container_python: Optional[str],
                    runtime: Optional[str] = None) -> Any:
-    """The Target the options name; Fatal with exit 3 when it cannot be probed at all."""
-    from sparkdoctor.target import TargetError, resolve_python_target
+    """The Target the options name; TargetError (exit 3) when it cannot be probed at all."""
+    from sparkdoctor.target import resolve_python_target
 
-    try:
-        if container is not None:
-            from sparkdoctor.container_inspect import resolve_container_target
+    if container is not None:
+        from sparkdoctor.container_inspect import resolve_container_target
 
-            return resolve_container_target(container, container_python, runtime)
-        return resolve_python_target(python)
-    except TargetError as exc:
-        raise Fatal(str(exc), EXIT_UNPROBEABLE) from None
+        return resolve_container_target(container, container_python, runtime)
+    return resolve_python_target(python)
 
 
 def probe_cache_root(target: Any):

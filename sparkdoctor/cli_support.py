@@ -1,4 +1,4 @@
-"""What every command module shares: the one-line error, warnings, and the `Fatal` exception that
+"""What every command module shares: the one-line error, warnings, and `Fatal` (sparkdoctor/errors.py), which
 `cli.main` turns into a message on stderr and a documented exit code (sparkdoctor/exitcodes.py).
 
 Command modules (sparkdoctor/commands/) import this, never cli.py, so imports run one way:
@@ -9,16 +9,8 @@ from __future__ import annotations
 
 import sys
 
-from sparkdoctor.exitcodes import EXIT_USAGE
+from sparkdoctor.errors import Fatal
 from sparkdoctor.text import one_line
-
-
-class Fatal(Exception):
-    """An error to print as one line, with its exit code."""
-
-    def __init__(self, message: str, code: int = EXIT_USAGE):
-        super().__init__(message)
-        self.code = code
 
 
 def say(kind: str, message: str) -> None:
@@ -47,12 +39,41 @@ def open_ledger(path):
     """The ledger a reading command (history, conclusions, rerun) works on, or Fatal with one line (exit 5). A
     ledger that does not exist is refused, never created: a mistyped --ledger must not read as "nothing here"."""
     from sparkdoctor.exitcodes import EXIT_LEDGER
-    from sparkdoctor.ledger import Ledger, LedgerError, default_path
+    from sparkdoctor.ledger import Ledger, default_path
 
     path = path or default_path()
     if not path.exists():
         raise Fatal(f"ledger {path}: no such file (run `sparkdoctor bench` first, or pass --ledger)", EXIT_LEDGER)
-    try:
-        return Ledger(path)
-    except LedgerError as exc:
-        raise Fatal(str(exc), EXIT_LEDGER) from None
+    return Ledger(path)  # a LedgerError is exit 5 by itself
+
+
+DEFAULT_TIMEOUT = 120.0  # seconds; the same default as check's --timeout
+
+
+def timeout_option():
+    """The --timeout option of a command whose work runs in this process (explain, recipe show, audit)."""
+    import typer
+
+    return typer.Option(DEFAULT_TIMEOUT, "--timeout",
+                        help="Seconds the whole run may take (reading, parsing, matching); past it: one line, exit 2.")
+
+
+def time_limited(timeout: float, what: str):
+    """runlimit.run_limit for a command: a bad --timeout and a run out of time are Fatal (one line, exit 2)."""
+    import contextlib
+
+    from sparkdoctor.runlimit import OutOfTime, check_timeout, run_limit
+
+    problem = check_timeout(timeout)
+    if problem:
+        raise Fatal(problem)
+
+    @contextlib.contextmanager
+    def limited():
+        try:
+            with run_limit(timeout, what):
+                yield
+        except OutOfTime as exc:
+            raise Fatal(str(exc)) from None
+
+    return limited()

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
+from sparkdoctor.errors import InputError
 from sparkdoctor.locations import config_file
 from sparkdoctor.matrix import SEVERITIES, Matrix
 from sparkdoctor.text import one_line
@@ -30,8 +31,10 @@ SECTIONS = {"check": {"ignore", "fail_on"}}
 _IGNORE_KEYS = {"id", "reason"}
 
 
-class ConfigError(ValueError):
+class ConfigError(InputError, ValueError):
     """A config file that cannot be used; the message names the file and the key, in one line."""
+
+    code = "config"
 
     def __init__(self, message: str):
         super().__init__(one_line(message))

@@ -15,6 +15,8 @@ import sys
 import time
 from typing import Any
 
+from sparkdoctor.errors import TargetUnprobeable
+
 CUDA_SUCCESS = 0
 _ATTR_CC_MAJOR = 75  # CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR
 _ATTR_CC_MINOR = 76
@@ -31,16 +33,20 @@ _SYMBOLS = {
 }
 
 
-class CudaError(RuntimeError):
+class CudaError(TargetUnprobeable, RuntimeError):
     """A driver call failed; the message names the call and the driver's error name and text."""
+
+    code = "cuda"
 
     def __init__(self, call: str, code: int, name: str, text: str) -> None:
         super().__init__(f"{call}: {name} ({text})")
-        self.call, self.code, self.name, self.text = call, code, name, text
+        self.call, self.result, self.name, self.text = call, code, name, text  # `code` is the stable error name
 
 
-class CudaUnavailable(RuntimeError):
+class CudaUnavailable(TargetUnprobeable, RuntimeError):
     """libcuda cannot be loaded here (no driver)."""
+
+    code = "cuda-unavailable"
 
 
 class Driver:

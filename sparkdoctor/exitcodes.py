@@ -43,3 +43,7 @@ EXIT_LEDGER = 5  # the ledger file cannot be opened, read or written (corrupt, n
 # `sparkdoctor rerun` (and `conclusions`): bench's 4 and 5 keep their meaning
 EXIT_RERUN_FAIL_ON = 1  # --fail-on flipped|regression: a conclusion flipped, or a recipe got measurably slower
 EXIT_RERUN_INCOMPLETE = 4  # a stale conclusion or workaround could not be re-measured (it stays stale; says why)
+
+# `sparkdoctor recipe check` (findings and --fail-on as `check`: 0, 1; bad recipe 2; unprobeable target 3)
+EXIT_NO_VLLM = 6  # no --python, the recipe's command names no environment, and the default one has no vLLM:
+#                   nothing to judge against, so no verdict (never a silent pass)

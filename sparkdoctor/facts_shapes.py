@@ -14,13 +14,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from sparkdoctor.arch import real_arch_problem
+from sparkdoctor.errors import InputError
 
 MAX_VERSION = 200  # characters in any version string
 MAX_TEXT = 1_000_000  # characters in any other string (a detail, an error, a path)
 
 
-class ShapeError(ValueError):
+class ShapeError(InputError, ValueError):
     """The first field that does not have its documented shape: path and one line why."""
+
+    code = "snapshot-shape"
 
 
 @dataclass(frozen=True)
@@ -114,6 +117,9 @@ FIELD_SHAPES: dict[str, Any] = {
                                                  run_ms=NUMBER)))),
     "capabilities": MapOf(_record(evidence=TEXT)),
     "recipe": dict,
+    "fleet": {**_record(node=TEXT, hostname=TEXT, boot_id=TEXT, driver_flavour=TEXT, cuda_toolkit=VERSION, nccl=dict,
+                        nccl_conf=ListOf(dict), cma=MapOf(ANY), roce_v2_gid_index=MapOf(_o(int)), in_container=bool,
+                        clock_skew_s=NUMBER, nodes=int, drift=ListOf(TEXT), odd=ListOf(TEXT), unpaired_links=ListOf(TEXT))},
     "errors": ListOf({"collector": TEXT, "error": TEXT, "!required": ("collector", "error")}),
     "timings_ms": MapOf(NUMBER),
 }

@@ -14,9 +14,13 @@ import stat
 import tempfile
 from pathlib import Path
 
+from sparkdoctor.errors import UsageError
 
-class OutputError(OSError):
+
+class OutputError(UsageError, OSError):
     """The report or file cannot be written; the message is one line saying why."""
+
+    code = "output"
 
 
 def _umask() -> int:

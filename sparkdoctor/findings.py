@@ -247,6 +247,8 @@ def explains(entry: Entry, probe_id: str, status: str) -> bool:
     vb = entry.verified_by or {}
     if vb.get("probe") == probe_id and vb.get("expect") in (None, status):
         return True
+    if probe_id in entry.explains_probes and vb.get("expect") == status:
+        return True
     kernels = entry.when.get("kernels")
     return isinstance(kernels, dict) and probe_id in kernels
 

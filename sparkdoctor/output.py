@@ -8,7 +8,6 @@ console's symbols gets ASCII.
 from __future__ import annotations
 
 import io
-import os
 import sys
 from pathlib import Path
 
@@ -63,22 +62,13 @@ def write_report(report, fmt: str, output: Path | None, verbose: bool) -> None:
 
 
 def write_stdout(text: str) -> None:
-    """A whole document to stdout, with the same rules as a report: a closed stdout or a write error is
-    one OutputError line, a reader that leaves early (`| head`) is not an error."""
-    if sys.stdout is None:
-        raise OutputError("stdout is closed: nowhere to write the report (use -o FILE)")
-    try:
-        sys.stdout.write(text)
-        sys.stdout.flush()
-    except BrokenPipeError:
-        _reader_left()
-    except OSError as exc:
-        raise OutputError(f"cannot write the report to stdout: {exc.strerror or exc} (use -o FILE)") from None
+    """A whole document to stdout, with the same rules as a report (sparkdoctor.emit.write_stdout)."""
+    from sparkdoctor.emit import write_stdout as write
+
+    write(text)
 
 
 def _reader_left() -> None:
-    # The reader went away (`| head`): point stdout at /dev/null so the interpreter's final flush
-    # stays quiet too; the exit code still says what the command found.
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())
-    os.close(devnull)
+    from sparkdoctor.emit import reader_left
+
+    reader_left()

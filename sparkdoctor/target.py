@@ -21,11 +21,14 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from sparkdoctor import proc
+from sparkdoctor.errors import TargetUnprobeable
 from sparkdoctor.locations import data_dir
 
 
-class TargetError(RuntimeError):
+class TargetError(TargetUnprobeable, RuntimeError):
     """The target cannot be probed at all (exit code 3)."""
+
+    code = "target"
 
 
 class Target(Protocol):

@@ -25,10 +25,13 @@ from pathlib import Path
 from typing import Any, Iterator, Protocol
 
 from sparkdoctor import target_fileops as ops
+from sparkdoctor.errors import TargetUnprobeable
 
 
-class FileError(RuntimeError):
+class FileError(TargetUnprobeable, RuntimeError):
     """A file operation in the target failed; the message is one line."""
+
+    code = "target-file"
 
 
 class FileTransport(Protocol):

@@ -11,12 +11,16 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from sparkdoctor.errors import UsageError
+
 _TEXTS = Path(__file__).resolve().parent / "texts" / "public_domain.txt"
 INSTRUCTION = "Continue this text in the same style.\n\n"
 
 
-class WorkloadError(ValueError):
+class WorkloadError(UsageError, ValueError):
     """A workload field has a value the bench cannot use."""
+
+    code = "workload"
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable
 
+from sparkdoctor.errors import TargetUnprobeable
 from sparkdoctor.facts import Facts, scrub
 from sparkdoctor.target import Target
 
@@ -51,8 +52,10 @@ class Collector:
     timeout: float | None = None  # overrides Context.timeout
 
 
-class CollectorError(RuntimeError):
+class CollectorError(TargetUnprobeable, RuntimeError):
     """A collector's own one-line explanation of why it could not observe its subject."""
+
+    code = "collector"
 
 
 def run_collectors(ctx: Context, collectors: list[Collector]) -> Facts:

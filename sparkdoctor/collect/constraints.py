@@ -27,6 +27,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import InvalidSdistFilename, InvalidWheelFilename, parse_sdist_filename, parse_wheel_filename
 
 from sparkdoctor.collect import Collector, Context
+from sparkdoctor.errors import InputError
 
 NAME = "constraints"
 SOURCE_ENV = "PIP_CONSTRAINT"
@@ -132,7 +133,8 @@ def split_options(line: str) -> tuple[str, str]:
     return line.strip(), ""
 
 
-class BadLine(ValueError):
+class BadLine(InputError, ValueError):
+    code = "constraints"
     pass
 
 

@@ -1,8 +1,8 @@
-"""One module per verb beyond `check` and `matrix` (fix, bench, history, audit, ...).
+"""One module per verb (check, matrix, fix, bench, history, audit, ...).
 
 Each module exposes `register(app: typer.Typer) -> None`, which adds its command (named like the
 module) to an app. The root app's group is `LazyVerbs`: a verb's module is imported, and its command
-built, only when that verb is called or listed in --help, so `check` pays for none of them (importing
+built, only when that verb is called or listed in --help, so `check` pays for none of the others (importing
 the ten modules and building their click commands cost 30-180 ms per start, measured by hand). A
 command module imports only typer, the standard library and sparkdoctor.cli_support at the top and
 loads its pipeline inside the command function. A command module parses and renders; the work lives in its pipeline package
@@ -19,6 +19,8 @@ from typer.core import TyperGroup  # typer vendors click (typer._click): no clic
 
 # Module names under sparkdoctor.commands, in the order their commands appear in --help.
 VERBS: list[str] = [
+    "check",
+    "matrix",
     "fix",
     "bench",
     "history",
@@ -29,6 +31,9 @@ VERBS: list[str] = [
     "report",
     "explain",
     "diff",
+    "whatif",
+    "fleet",
+    "mods",
 ]
 
 

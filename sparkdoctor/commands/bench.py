@@ -11,6 +11,7 @@ from typing import List, Optional
 
 import typer
 
+from sparkdoctor.exitcodes import EXIT_USAGE
 from sparkdoctor.cli_support import Fatal
 
 FORMATS = ("console", "json")
@@ -42,6 +43,7 @@ def bench(
     ledger: Optional[Path] = typer.Option(None, "--ledger", help="Ledger file (default: the state folder's ledger.sqlite)."),
     no_store: bool = typer.Option(False, "--no-store", help="Measure only; write nothing to the ledger."),
     fmt: str = typer.Option("console", "--format", help="console or json (json: only the versioned JSON on stdout)."),
+    allow_load_difference: bool = typer.Option(False, "--allow-load-difference", help="--vs: call the verdict even when the arms ran under clearly different machine load."),
     conclude: Optional[str] = typer.Option(None, "--conclude", help="--vs: record the result as conclusion NAME (sparkdoctor conclusions, rerun)."),
 ) -> None:
     """Benchmark a server: decode tok/s, TTFT, ITL, a concurrency sweep; stored with the toolchain fingerprint."""
@@ -78,7 +80,7 @@ def bench(
         raise Fatal(str(exc), exc.code) from None
     opts = flow.Options(overrides=overrides, sets=parse_sets(sets), local=local, python=python, ledger=ledger, store=not no_store,
                         ready_timeout=ready_timeout, pairs=pairs, min_effect=min_effect, fmt=fmt,
-                        model_dir=model_dir, runtime=runtime)
+                        model_dir=model_dir, runtime=runtime, allow_load_difference=allow_load_difference)
     try:
         if url is not None:
             doc = flow.bench_url(url, model, opts)
@@ -93,8 +95,8 @@ def bench(
 
         try:
             doc["conclusion"] = record_conclusion(conclude, doc, recipe, vs, python, ledger, opts.sets, local)
-        except ConclusionError as exc:
-            raise Fatal(str(exc)) from None
+        except ConclusionError as exc:  # a ledger that cannot store it is a LedgerError too: exit 5
+            raise Fatal(str(exc), getattr(exc, "exit_code", EXIT_USAGE)) from None
     if fmt == "json":
         sys.stdout.write(json.dumps(doc, indent=2, sort_keys=False, default=str) + "\n")
     else:

@@ -11,6 +11,7 @@ from typing import Optional
 
 import typer
 
+from sparkdoctor.exitcodes import EXIT_USAGE
 from sparkdoctor.cli_support import Fatal, open_ledger
 
 FORMATS = ("console", "json")
@@ -41,8 +42,8 @@ def conclusions(
         with progress_line() as progress:
             toolchains = Toolchains(progress)
             statuses = [staleness.judge(c, led, toolchains).to_dict() for c in found]
-    except ConclusionError as exc:
-        raise Fatal(str(exc)) from None
+    except ConclusionError as exc:  # a ledger that fails mid-read is a LedgerError too: exit 5
+        raise Fatal(str(exc), getattr(exc, "exit_code", EXIT_USAGE)) from None
     finally:
         led.close()
     doc = {"schema": 1, "conclusion_version": CONCLUSION_VERSION, "kind": "conclusions", "ledger": str(led.path),

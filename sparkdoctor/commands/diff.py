@@ -31,12 +31,9 @@ def diff(
         raise Fatal(f"--format {fmt}: choose one of {', '.join(DIFF_FORMATS)}", EXIT_DIFF_BAD_INPUT)
     from sparkdoctor.diff import compare
     from sparkdoctor.diff.render import diff_json, render_console
-    from sparkdoctor.facts import Facts, FactsError
+    from sparkdoctor.facts import Facts
 
-    try:
-        facts = (Facts.load(a), Facts.load(b))
-    except FactsError as exc:
-        raise Fatal(str(exc), EXIT_DIFF_BAD_INPUT) from None
+    facts = (Facts.load(a), Facts.load(b))  # a FactsError is exit 2 (EXIT_DIFF_BAD_INPUT) by itself
     comparison = compare(*facts)
     names = (str(a), str(b))
     if sys.stdout is None:

@@ -11,7 +11,7 @@ import typer
 
 from sparkdoctor.cli_support import Fatal
 
-FORMATS = ("console", "json", "junit")
+FORMATS = ("console", "json", "junit", "sarif")
 
 
 def check_command(recipe: str, overrides: dict, python: Optional[str], matrix_path: Optional[str], fail_on: str,
@@ -22,24 +22,21 @@ def check_command(recipe: str, overrides: dict, python: Optional[str], matrix_pa
         raise Fatal(f"--fail-on {fail_on}: choose one of info, warn, error")
     from sparkdoctor.bench.flow import progress_line
     from sparkdoctor.conclusions import recipe_check
-    from sparkdoctor.exitcodes import EXIT_FINDINGS, EXIT_UNPROBEABLE
-    from sparkdoctor.matrix import MatrixError
-    from sparkdoctor.recipes import RecipeError
-    from sparkdoctor.target import TargetError
+    from sparkdoctor.exitcodes import EXIT_FINDINGS
 
-    try:
-        with progress_line() as progress:
-            doc = recipe_check.run(recipe, overrides, python, matrix_path, fail_on, progress)
-    except (RecipeError, MatrixError) as exc:
-        raise Fatal(str(exc)) from None
-    except TargetError as exc:
-        raise Fatal(str(exc), EXIT_UNPROBEABLE) from None
+    with progress_line() as progress:  # a RecipeError, MatrixError (2) or TargetError (3) says how it ends
+        doc = recipe_check.run(recipe, overrides, python, matrix_path, fail_on, progress)
     if fmt == "json":
         sys.stdout.write(json.dumps(doc, indent=2, default=str) + "\n")
     elif fmt == "junit":
         from sparkdoctor.conclusions import junit
 
         sys.stdout.write(junit.render(doc) + "\n")
+    elif fmt == "sarif":
+        from sparkdoctor.matrix import load
+        from sparkdoctor.render.sarif import render_recipe_sarif
+
+        sys.stdout.write(render_recipe_sarif(doc, load(matrix_path)) + "\n")
     else:
         from rich.console import Console
 

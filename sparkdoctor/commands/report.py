@@ -54,52 +54,43 @@ def report(
             raise Fatal(f"--arch {arch!r}: {problem}")
 
     from sparkdoctor.findings import build_report
-    from sparkdoctor.matrix import MatrixError, load
+    from sparkdoctor.matrix import load
 
-    try:
-        matrix = load(matrix_path)
-    except MatrixError as exc:
-        raise Fatal(str(exc)) from None
+    matrix = load(matrix_path)
     facts = _facts(facts_file, python, arch, kernels, timeout)
-    from sparkdoctor.report import build_bug_report
+    from sparkdoctor.report import build_bug_report_fitted
+    from sparkdoctor.report.fit import attachment_name
 
     judged = build_report(facts, matrix)
-    _deliver(build_bug_report(judged, fmt, redact=not no_redact, local=facts_file is None), output)
+    attachment = attachment_name(output_name, fmt, judged.facts.fingerprint())
+    text, whole = build_bug_report_fitted(judged, fmt, Path(attachment).name, redact=not no_redact,
+                                          local=facts_file is None)
+    if whole is not None:  # too long to paste: the whole report beside it, the pasted one points there
+        _deliver(whole, Path(attachment))
+        sys.stderr.write(f"sparkdoctor: the report is too long to paste whole; the full report is in {attachment} "
+                         "(attach it)\n")
+    _deliver(text, output)
     if not judged.probed():  # the report is written (its errors say why), but it is not a report on packages
         raise Fatal("the target's packages could not be read: the report holds only what was observed", EXIT_UNPROBEABLE)
 
 
 def _output(name: Optional[str]) -> Optional[Path]:
-    if name is None:
-        return None
-    if not name:
-        raise Fatal("--output '': give a file name")
-    from sparkdoctor.files import OutputError, target_of
+    from sparkdoctor.commands.options import output_path
 
-    try:
-        target_of(Path(name))
-    except OutputError as exc:
-        raise Fatal(f"--output {name}: {exc}") from None
-    return Path(name)
+    return output_path("--output", name)
 
 
 def _facts(facts_file: Optional[Path], python: Optional[str], arch: Optional[str], kernels: bool, timeout: float):
     from sparkdoctor.check import apply_arch_override
-    from sparkdoctor.facts import Facts, FactsError
+    from sparkdoctor.facts import Facts
 
     if facts_file is not None:
-        try:
-            return apply_arch_override(Facts.load(facts_file), arch)
-        except FactsError as exc:
-            raise Fatal(str(exc)) from None
+        return apply_arch_override(Facts.load(facts_file), arch)
     from sparkdoctor import proc
     from sparkdoctor.check import CheckOptions, collect_facts
-    from sparkdoctor.target import TargetError, resolve_python_target
+    from sparkdoctor.target import resolve_python_target
 
-    try:
-        target = resolve_python_target(python)
-    except TargetError as exc:
-        raise Fatal(str(exc), EXIT_UNPROBEABLE) from None
+    target = resolve_python_target(python)  # a TargetError is exit 3 by itself
     deadline = time.monotonic() + timeout
     proc.set_deadline(deadline)
     try:
@@ -115,17 +106,6 @@ def _facts(facts_file: Optional[Path], python: Optional[str], arch: Optional[str
 
 
 def _deliver(text: str, output: Optional[Path]) -> None:
-    if output is not None:
-        from sparkdoctor.files import OutputError, write_text
+    from sparkdoctor.emit import deliver
 
-        try:
-            write_text(output, text)
-        except OutputError as exc:
-            raise Fatal(f"--output {output}: {exc}") from None
-        return
-    from sparkdoctor.output import OutputError, write_stdout
-
-    try:
-        write_stdout(text)
-    except OutputError as exc:
-        raise Fatal(str(exc)) from None
+    deliver(text, output)  # an OutputError (exit 2) names --output or stdout

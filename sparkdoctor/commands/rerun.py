@@ -13,6 +13,7 @@ from typing import List, Optional
 
 import typer
 
+from sparkdoctor.exitcodes import EXIT_USAGE
 from sparkdoctor.cli_support import Fatal, open_ledger
 
 FORMATS = ("console", "json")
@@ -65,8 +66,8 @@ def rerun(
                    "conclusions": [s.to_dict() for s in planned["conclusions"]], "workarounds": planned["workarounds"]}
             if not dry_run:
                 doc.update(pipeline.execute(led, planned, opts, progress))
-    except ConclusionError as exc:
-        raise Fatal(str(exc)) from None
+    except ConclusionError as exc:  # a ledger that fails mid-read is a LedgerError too: exit 5
+        raise Fatal(str(exc), getattr(exc, "exit_code", EXIT_USAGE)) from None
     finally:
         led.close()
     failed = []

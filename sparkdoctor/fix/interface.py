@@ -13,11 +13,12 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any
 
+from sparkdoctor.errors import SparkdoctorError
 from sparkdoctor.exitcodes import EXIT_FIX_FAILED, EXIT_FIX_REFUSED, EXIT_FIX_UNCHANGED, EXIT_USAGE
 from sparkdoctor.text import one_line
 
 
-class FixError(Exception):
+class FixError(SparkdoctorError):
     """Why `fix` cannot go on, in one line."""
 
     exit_code: int = EXIT_FIX_FAILED

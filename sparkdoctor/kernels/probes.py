@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sparkdoctor.arch import FIRST_PTX, parse_arch
+from sparkdoctor.errors import InputError
 from sparkdoctor.patterns import regex_error
 from sparkdoctor.ptxas import version_tuple
 
@@ -21,8 +22,10 @@ else:  # pragma: no cover
 ARCH_PLACEHOLDER = "@ARCH@"
 
 
-class ProbeError(ValueError):
+class ProbeError(InputError, ValueError):
     """A probe file that cannot be used; the message names the file and the field."""
+
+    code = "probe-definition"
 
 
 @dataclass(frozen=True)

@@ -12,14 +12,17 @@ import sqlite3
 from pathlib import Path
 from typing import Callable
 
+from sparkdoctor.errors import LedgerFailure
 from sparkdoctor.locations import state_dir
 
 APPLICATION_ID = 0x5344_4C47  # "SDLG": marks the file as a sparkdoctor ledger
 SCHEMA_VERSION = 3
 
 
-class LedgerError(RuntimeError):
+class LedgerError(LedgerFailure, RuntimeError):
     """The ledger cannot be opened, read or written; the message is one line naming the file."""
+
+    code = "ledger"
 
 
 def default_path() -> Path:
@@ -127,6 +130,9 @@ def connect(path: Path, migrate: bool = True) -> sqlite3.Connection:
         if app not in (0, APPLICATION_ID) or (app == 0 and tables):
             raise LedgerError(f"ledger {path}: an SQLite file of some other program, not a sparkdoctor ledger; "
                               "pass another --ledger")
+        if version < 0:
+            raise LedgerError(f"ledger {path}: schema version {version} is not one any sparkdoctor writes (a damaged "
+                              "file, or not a ledger); move it aside or pass another --ledger")
         if version > SCHEMA_VERSION:
             raise LedgerError(f"ledger {path}: schema {version} was written by a newer sparkdoctor "
                               f"(this one reads up to {SCHEMA_VERSION}); upgrade sparkdoctor")

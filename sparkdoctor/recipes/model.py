@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from sparkdoctor.errors import InputError
 from sparkdoctor.text import one_line
 
 FORMATS = ("sparkdoctor", "eugr-v1", "sparkrun-v2")
@@ -23,8 +24,10 @@ BIND_FLAGS = ("--host", "--port")
 ID_WORDS = re.compile(r"[a-z0-9][a-z0-9.-]*[a-z0-9]")
 
 
-class RecipeError(ValueError):
+class RecipeError(InputError, ValueError):
     """A recipe that cannot be read or resolved; the message names the file and the field, in one line."""
+
+    code = "recipe"
 
     def __init__(self, message: str):
         super().__init__(one_line(message))

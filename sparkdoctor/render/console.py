@@ -49,15 +49,19 @@ def render_console(report, console: Console, verbose: bool = False, ascii_only: 
     the encoding of the console's stream (PYTHONIOENCODING=ascii, a C locale without UTF-8)."""
     if ascii_only is None:
         ascii_only = needs_ascii(console.file)
-    ink = Ink(ascii_only)
     if not ascii_only:
-        _render(report, console, verbose, ink)
+        _render(report, console, verbose, Ink(False))
         return
-    # Ink already spelled everything in ASCII; whatever rich adds itself (an ellipsis) is caught here.
-    with console.capture() as captured:
-        _render(report, console, verbose, ink)
-    console.file.write(to_ascii(captured.get()))
+    console.file.write(console_text(report, console, verbose, ascii_only=True))
     console.file.flush()
+
+
+def console_text(report, console: Console, verbose: bool = False, ascii_only: bool = False) -> str:
+    """The report as `console` would print it, captured as one string (nothing is written)."""
+    with console.capture() as captured:
+        _render(report, console, verbose, Ink(ascii_only))
+    # Ink already spelled everything in ASCII; whatever rich adds itself (an ellipsis) is caught here.
+    return to_ascii(captured.get()) if ascii_only else captured.get()
 
 
 def _render(report, console: Console, verbose: bool, ink: Ink) -> None:

@@ -50,12 +50,22 @@ def item_dict(item: Entry | Stack) -> dict[str, Any]:
 # ---- list -----------------------------------------------------------------------------------------
 
 
+def _sorted(matrix: Matrix) -> tuple[list[Entry], list[Stack]]:
+    entries = sorted(matrix.entries, key=lambda e: (e.component, bool(e.withdrawn), _SEVERITY_ORDER.get(e.severity, 9), e.id))
+    return entries, sorted(matrix.stacks, key=lambda s: (s.component, s.id))
+
+
+def sorted_rows(matrix: Matrix) -> list[dict[str, Any]]:
+    """`matrix list --format json`: every entry, then every stack, in the console's order."""
+    entries, stacks = _sorted(matrix)
+    return [entry_row(e) for e in entries] + [stack_row(s) for s in stacks]
+
+
 def list_matrix(matrix: Matrix, fmt: str = "console", console: Console | None = None) -> None:
     _check_format(fmt)
-    entries = sorted(matrix.entries, key=lambda e: (e.component, bool(e.withdrawn), _SEVERITY_ORDER.get(e.severity, 9), e.id))
-    stacks = sorted(matrix.stacks, key=lambda s: (s.component, s.id))
+    entries, stacks = _sorted(matrix)
     if fmt == "json":
-        _write_json([entry_row(e) for e in entries] + [stack_row(s) for s in stacks])
+        _write_json(sorted_rows(matrix))
         return
     console = console or Console()
     if entries:

@@ -17,6 +17,8 @@ import tempfile
 from pathlib import Path
 
 from sparkdoctor import proc
+from sparkdoctor.errors import SparkdoctorError
+from sparkdoctor.exitcodes import EXIT_VERIFY_ERROR
 
 LIST_TIMEOUT = 300.0
 FAMILY_CAVEAT = "cuobjdump lists family cubins (sm_XXXf) as plain sm_XXX"
@@ -24,8 +26,11 @@ _ELF_LINE = re.compile(r"^ELF file\s+\d+:\s+\S*?\.(sm_\d+[a-z]?)\.cubin\s*$")
 _NO_DEVICE_CODE = "does not contain device code"
 
 
-class CubinError(RuntimeError):
+class CubinError(SparkdoctorError, RuntimeError):
     """cuobjdump missing or failing; one line."""
+
+    exit_code = EXIT_VERIFY_ERROR
+    code = "verify-cubin"
 
 
 def find_cuobjdump() -> str | None:

@@ -6,12 +6,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from sparkdoctor.errors import UsageError
 from sparkdoctor.matrix import Entry, Matrix, MatrixError
 from sparkdoctor.matrix.verify_table import Env, parse_verify_table
 
 
-class VerifyError(ValueError):
+class VerifyError(UsageError, ValueError):
     """An entry that cannot be verified (no verify table, no such id); the message names it."""
+
+    code = "verify-selection"
 
 
 @dataclass

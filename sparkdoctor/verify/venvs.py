@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Callable
 
 from sparkdoctor import proc
+from sparkdoctor.errors import SparkdoctorError
+from sparkdoctor.exitcodes import EXIT_VERIFY_ERROR
 from sparkdoctor.matrix.verify_table import Env
 
 PIP_TIMEOUT = 1800.0
@@ -23,8 +25,11 @@ VENV_TIMEOUT = 300.0
 READY = ".sparkdoctor-ready"
 
 
-class BuildError(RuntimeError):
+class BuildError(SparkdoctorError, RuntimeError):
     """An environment that could not be built; the message is pip's (or venv's) last error line."""
+
+    exit_code = EXIT_VERIFY_ERROR
+    code = "verify-build"
 
 
 def venv_root() -> Path:

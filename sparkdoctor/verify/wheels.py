@@ -18,14 +18,19 @@ from packaging.utils import canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
 from sparkdoctor import proc
+from sparkdoctor.errors import SparkdoctorError
+from sparkdoctor.exitcodes import EXIT_VERIFY_ERROR
 from sparkdoctor.verify.venvs import pip_error
 
 DOWNLOAD_TIMEOUT = 900.0
 INDEX_TIMEOUT = 120.0
 
 
-class WheelError(RuntimeError):
+class WheelError(SparkdoctorError, RuntimeError):
     """A wheel that could not be fetched or read; one line, pip's own error where it has one."""
+
+    exit_code = EXIT_VERIFY_ERROR
+    code = "verify-wheel"
 
 
 def wheel_root() -> Path:

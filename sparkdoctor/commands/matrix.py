@@ -1,0 +1,115 @@
+"""`sparkdoctor matrix list|show|validate|verify`: the knowledge base, read, checked and proved.
+
+list, show and validate are `run_*(options) -> Result` functions (tests call them without typer); verify's
+work is in sparkdoctor/verify/command.py.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from sparkdoctor.commands.options import format_option, matrix_option
+from sparkdoctor.errors import UsageError
+from sparkdoctor.result import Format, Result
+
+FORMATS = (Format.console, Format.json)
+MATRIX_HELP = "Matrix folder or file (default: bundled)."
+
+
+@dataclass
+class MatrixCommand:
+    matrix: Path | None = None
+    fmt: Format = Format.console
+    item_id: str | None = None
+
+
+def _load(path: Path | None) -> Any:
+    from sparkdoctor.matrix import load
+
+    return load(path)
+
+
+def run_list(options: MatrixCommand) -> Result:
+    """Every entry and known-good stack."""
+    Format.parse(options.fmt, FORMATS)
+    return Result("matrix list", "matrix-list", _load(options.matrix))
+
+
+def run_show(options: MatrixCommand) -> Result:
+    """One entry (or stack) in full; UsageError when no entry or stack has the id."""
+    Format.parse(options.fmt, FORMATS)
+    m = _load(options.matrix)
+    item = m.get(options.item_id) or next((s for s in m.stacks if s.id == options.item_id), None)
+    if item is None:
+        raise UsageError(f"no matrix entry or stack with id {options.item_id!r} (try `sparkdoctor matrix list`)")
+    return Result("matrix show", "matrix-item", item)
+
+
+def run_validate(options: MatrixCommand) -> Result:
+    """The matrix checked as `check --matrix` and `matrix verify` check it; a MatrixError names file, entry, field."""
+    m = _load(options.matrix)
+    levels = {lv: sum(1 for e in m.entries if e.evidence == lv) for lv in ("reproduced", "checked", "reported")}
+    return Result("matrix validate", "matrix-validate",
+                  {"entries": len(m.entries), "stacks": len(m.stacks), "files": len(m.files), "evidence": levels,
+                   "matrix": str(getattr(m, "source", "") or "")})
+
+
+def register(app: typer.Typer) -> None:
+    matrix_app = typer.Typer(help="List, show, validate and verify the knowledge base.", no_args_is_help=True)
+    app.add_typer(matrix_app, name="matrix")
+    from sparkdoctor.commands import matrix_tracking  # matrix track / matrix update
+
+    matrix_tracking.register(matrix_app)
+
+    @matrix_app.command("list")
+    def matrix_list(
+        matrix_path: Path | None = matrix_option(MATRIX_HELP),
+        fmt: str = format_option(*FORMATS),
+    ) -> None:
+        """List every entry and known-good stack."""
+        _emit(run_list(MatrixCommand(matrix_path, Format(fmt))), fmt)
+
+    @matrix_app.command("show")
+    def matrix_show(
+        entry_id: str = typer.Argument(..., help="Entry or stack id."),
+        matrix_path: Path | None = matrix_option(MATRIX_HELP),
+        fmt: str = format_option(*FORMATS),
+    ) -> None:
+        """Show one entry (or stack) in full."""
+        _emit(run_show(MatrixCommand(matrix_path, Format(fmt), entry_id)), fmt)
+
+    @matrix_app.command("validate")
+    def matrix_validate(
+        path: Path | None = typer.Argument(None, help="Matrix folder or file (default: bundled)."),
+        fmt: str = format_option(*FORMATS),
+    ) -> None:
+        """Check matrix files against the schema, probe ids and verify tables; errors name the file, entry and field."""
+        _emit(run_validate(MatrixCommand(path, Format(fmt))), fmt)
+
+    @matrix_app.command("verify")
+    def matrix_verify(
+        entry_id: str | None = typer.Argument(None, help="Entry id (default: every entry with a verify or files table)."),
+        keep: bool = typer.Option(False, "--keep", help="Keep the scratch environments (reused by the next run)."),
+        matrix_path: Path | None = matrix_option(MATRIX_HELP),
+        fmt: str = format_option(*FORMATS),
+        kind: str = typer.Option("all", "--kind", help="all | installs (probe in scratch venvs) | files (released wheels)."),
+        bisect_id: str | None = typer.Option(None, "--bisect", metavar="ENTRY", help="Walk the released versions to find where ENTRY's file checks stop holding."),
+        latest: bool = typer.Option(False, "--latest", help="Run the file checks and verify tables on the newest releases."),
+        bounds: bool = typer.Option(False, "--bounds", help="Bracket every version bound with its file checks on released files (read remotely)."),
+        stacks: bool = typer.Option(False, "--stacks", help="Resolve every known-good stack for linux aarch64 with a pip dry run (ENTRY: a stack id)."),
+    ) -> None:
+        """Prove entries: install affected/fixed versions and run the probe; read their released wheels.
+        Exit 0: all confirmed; 1: an entry is contradicted (or its bound differs); 2: could not build, download or probe."""
+        from sparkdoctor.verify.command import run_verify
+
+        raise typer.Exit(run_verify(entry_id, keep, matrix_path, fmt, kind, bisect_id, latest, bounds, stacks))
+
+
+def _emit(result: Result, fmt: str) -> None:
+    from sparkdoctor.emit import emit
+
+    raise typer.Exit(emit(result, fmt))

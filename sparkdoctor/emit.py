@@ -1,0 +1,193 @@
+"""The one writer of stdout: a command's `Result`, rendered whole, then written once.
+
+`emit(result, fmt, output)` renders the document in full into a string first (console output too: rich
+draws into a captured console), then writes it in one call, to stdout or atomically to `-o FILE`. So a
+reader that leaves early (`| head -1`) cannot change the exit code: the verdict was decided before the
+first byte went out, and a broken pipe is not an error. Notes (warnings) go to stderr after the document.
+
+In JSON mode a failure is a document too: `cli.main` calls `emit_error`, which writes the common header
+with the error and its exit code, so `sparkdoctor ... --format json | jq` always has something to read.
+
+Rendering itself lives in sparkdoctor/views.py (one entry per document kind), imported here only when
+a result is emitted.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from sparkdoctor.files import OutputError, write_text
+from sparkdoctor.result import Format, Result, error_document
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+FILE_WIDTH = 110
+"""Console output written to a file is plain text (no colour) this many columns wide."""
+
+
+@dataclass
+class Requested:
+    """What the command line asked for, recorded while it is parsed (sparkdoctor/commands/options.py), so a
+    failure before any Result exists is still answered in the format asked for."""
+
+    command: str | None = None
+    format: Format | None = None
+    output: Path | None = None
+
+
+REQUESTED = Requested()
+
+
+@dataclass(frozen=True)
+class Sink:
+    """Where a rendered document goes, as far as rendering cares."""
+
+    to_file: bool = False
+    """-o FILE: console output is plain (no colour), FILE_WIDTH columns."""
+    ascii_only: bool = False
+    """The stream cannot encode the report's symbols (PYTHONIOENCODING=ascii): spell them in ASCII."""
+
+    def console(self, width: int | None = None) -> Console:
+        """A rich Console for this sink; draw into it inside `capture()`."""
+        from rich.console import Console
+
+        if self.to_file:
+            return Console(file=io.StringIO(), width=FILE_WIDTH, no_color=True, force_terminal=False)
+        return Console(width=width, file=sys.stdout if sys.stdout is not None else io.StringIO())
+
+    def capture(self, draw: Callable[[Console], None], width: int | None = None) -> str:
+        """What `draw` prints on this sink's console, as one string (nothing is written yet)."""
+        console = self.console(width)
+        with console.capture() as captured:
+            draw(console)
+        return captured.get()
+
+
+def sink_for(output: Path | None) -> Sink:
+    if output is not None:
+        return Sink(to_file=True)
+    from sparkdoctor.render.terminal_text import needs_ascii
+
+    return Sink(to_file=False, ascii_only=sys.stdout is not None and needs_ascii(sys.stdout))
+
+
+def render(result: Result, fmt: Format, output: Path | None = None) -> str:
+    """The whole document of `result` in `fmt`, as the text `emit` writes."""
+    from sparkdoctor import views
+
+    return views.render(result, fmt, sink_for(output))
+
+
+def emit(result: Result, fmt: Format | str, output: Path | None = None) -> int:
+    """Render `result` whole, write it once (stdout, or `output` atomically), print its notes on stderr;
+    return the exit code the process ends with. OutputError (exit 2, one line) if it cannot be delivered."""
+    from sparkdoctor.cli_support import warn
+
+    fmt = Format(fmt)
+    text = render(result, fmt, output)
+    deliver(text, output)
+    for note in result.notes:
+        warn(note)
+    return result.exit_code
+
+
+def deliver(text: str, output: Path | None) -> None:
+    """`text` to `output` (atomically, a regular file only) or to stdout in one write."""
+    if output is not None:
+        try:
+            write_text(output, text)
+        except OutputError as exc:
+            raise OutputError(f"--output {output}: {exc}") from None
+        return
+    write_stdout(text)
+
+
+def write_stdout(text: str) -> None:
+    """A whole document to stdout: a closed stdout or a write error is one OutputError line; a reader that
+    leaves early (`| head`) is not an error (the exit code still says what the command found)."""
+    if sys.stdout is None:
+        raise OutputError("stdout is closed: nowhere to write the report (use -o FILE)")
+    try:
+        if hasattr(sys.stdout, "reconfigure"):
+            sys.stdout.reconfigure(errors="replace")  # never a crash on a character the stream cannot carry
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        reader_left()
+    except OSError as exc:
+        raise OutputError(f"cannot write the report to stdout: {exc.strerror or exc} (use -o FILE)") from None
+
+
+def reader_left() -> None:
+    """The reader went away (`| head`): point stdout at /dev/null so the interpreter's final flush stays
+    quiet too."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+def emit_error(error: BaseException, exit_code: int) -> None:
+    """In JSON mode, the failure as a JSON document on stdout (the one line on stderr is cli.main's). Not with
+    `-o FILE` (the file is left as it was; stdout is not where the document was asked for), and silent when
+    stdout cannot take it: the exit code and the stderr line still tell."""
+    if REQUESTED.format is not Format.json or REQUESTED.output is not None:
+        return
+    import json
+
+    document = error_document(REQUESTED.command or _command_from_argv(), error, exit_code)
+    try:
+        write_stdout(json.dumps(document, indent=2, default=str) + "\n")
+    except OutputError:
+        pass
+
+
+def _command_from_argv() -> str:
+    words = []
+    for arg in sys.argv[1:]:
+        if arg.startswith("-"):
+            break
+        words.append(arg)
+        if len(words) == 2 or words[0] not in ("matrix", "recipe"):
+            break
+    return " ".join(words) or "sparkdoctor"
+
+
+def note_format(command: str, value: str, allowed: tuple[Format, ...]) -> Format:
+    """Record the format the command line asked for (so even its own failure is answered in it), then check
+    that the command renders it."""
+    REQUESTED.command = command
+    try:
+        REQUESTED.format = Format(value)
+    except ValueError:
+        REQUESTED.format = None
+    chosen = Format.parse(value, allowed)
+    return chosen
+
+
+def requested_from_argv(argv: list[str]) -> Format | None:
+    """`--format json` / `-f json` / `--format=json` in argv: how a usage error found before the options were
+    processed (an unknown option) learns that JSON was asked for."""
+    for i, arg in enumerate(argv):
+        value = None
+        if arg in ("--format", "-f") and i + 1 < len(argv):
+            value = argv[i + 1]
+        elif arg.startswith("--format="):
+            value = arg.split("=", 1)[1]
+        elif arg.startswith("-f") and len(arg) > 2 and not arg.startswith("--"):
+            value = arg[2:]
+        if value == Format.json.value:
+            return Format.json
+    return None
+
+
+__all__ = ["REQUESTED", "Sink", "deliver", "emit", "emit_error", "render", "requested_from_argv", "write_stdout"]

@@ -1,0 +1,100 @@
+"""One error base for every sparkdoctor error: the exit code and a stable code travel on the class.
+
+Every error class of the engine derives from `SparkdoctorError` and says, as class attributes, which
+documented exit code (sparkdoctor/exitcodes.py) it ends a command with and a stable `code` for JSON
+consumers. `cli.main` catches the base once: it prints the message as one line on stderr (and, under
+`--format json`, an error document on stdout) and exits with `exit_code`. Nothing translates one error
+into another to pick an exit code.
+
+An instance may carry another exit code than its class (`Fatal(message, EXIT_FIX_REFUSED)`, a bench
+failure that knows whether the launch or the store failed), set by whoever raises it.
+
+Imports only the exit codes and the one-line helper: anything may import this module.
+"""
+
+from __future__ import annotations
+
+from sparkdoctor.exitcodes import (
+    EXIT_BENCH_FAILED,
+    EXIT_FINDINGS,
+    EXIT_FIX_FAILED,
+    EXIT_FIX_REFUSED,
+    EXIT_LEDGER,
+    EXIT_UNPROBEABLE,
+    EXIT_USAGE,
+)
+from sparkdoctor.text import one_line
+
+# The stable code a Fatal gets from its exit code, when the raiser names none.
+CODES_BY_EXIT: dict[int, str] = {
+    EXIT_FINDINGS: "failed",
+    EXIT_USAGE: "usage",
+    EXIT_UNPROBEABLE: "unprobeable",
+    EXIT_FIX_REFUSED: "refused",
+    EXIT_FIX_FAILED: "failed",
+}
+
+
+class SparkdoctorError(Exception):
+    """Why a command cannot go on, in one line; `exit_code` and `code` say how it ends."""
+
+    exit_code: int = EXIT_USAGE
+    """The documented exit code (sparkdoctor/exitcodes.py) a command that stops on this error ends with."""
+    code: str = "error"
+    """A stable name for JSON consumers: it never changes when the message's wording does."""
+
+    def to_dict(self) -> dict[str, object]:
+        """The error as it appears in a JSON document's `errors` list."""
+        return {"code": self.code, "type": type(self).__name__, "message": one_line(str(self)), "exit_code": self.exit_code}
+
+
+class UsageError(SparkdoctorError):
+    """A bad option, option combination or argument (exit 2)."""
+
+    exit_code = EXIT_USAGE
+    code = "usage"
+
+
+class InputError(SparkdoctorError):
+    """A file or value given to sparkdoctor that it cannot read (a snapshot, a matrix, a recipe, a config): the
+    message names the file and the field (exit 2)."""
+
+    exit_code = EXIT_USAGE
+    code = "bad-input"
+
+
+class TargetUnprobeable(SparkdoctorError):
+    """The target environment could not be probed at all (exit 3)."""
+
+    exit_code = EXIT_UNPROBEABLE
+    code = "unprobeable"
+
+
+class LedgerFailure(SparkdoctorError):
+    """The ledger cannot be opened, read or written (exit 5)."""
+
+    exit_code = EXIT_LEDGER
+    code = "ledger"
+
+
+class BenchFailure(SparkdoctorError):
+    """A server could not be launched, reached or measured to the end (exit 4)."""
+
+    exit_code = EXIT_BENCH_FAILED
+    code = "bench-failed"
+
+
+class Fatal(SparkdoctorError):
+    """An error a command raises itself, with the exit code it chose (a usage error unless it says otherwise)."""
+
+    def __init__(self, message: str, exit_code: int = EXIT_USAGE, *, code: str | None = None):
+        super().__init__(message)
+        self.exit_code = exit_code
+        self.code = code or CODES_BY_EXIT.get(exit_code, "error")
+
+
+def describe(exc: BaseException) -> dict[str, object]:
+    """Any exception as an `errors` entry (an unexpected one is an internal error, exit 2)."""
+    if isinstance(exc, SparkdoctorError):
+        return exc.to_dict()
+    return {"code": "internal", "type": type(exc).__name__, "message": one_line(str(exc)), "exit_code": EXIT_USAGE}

@@ -1,0 +1,74 @@
+"""`check`'s report in each of its formats, as sparkdoctor/views.py calls them: (result, sink) -> text or document."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from sparkdoctor.emit import Sink
+    from sparkdoctor.result import Result
+
+
+def report_console(result: Result, sink: Sink) -> str:
+    from sparkdoctor.render.console import console_text
+
+    verbose = bool(result.options.get("verbose"))
+    return console_text(result.data, sink.console(), verbose, ascii_only=sink.ascii_only)
+
+
+def report_json(result: Result, sink: Sink) -> dict[str, Any]:
+    document: dict[str, Any] = result.data.to_dict()
+    return document
+
+
+def report_junit(result: Result, sink: Sink) -> str:
+    from sparkdoctor.render.junit import render_junit
+
+    return str(render_junit(result.data)) + "\n"
+
+
+def report_markdown(result: Result, sink: Sink) -> str:
+    from sparkdoctor.render.markdown import render_markdown
+
+    return str(render_markdown(result.data)) + "\n"
+
+
+# ---- matrix list | show | validate ------------------------------------------------------------------
+
+
+def matrix_list_console(result: Result, sink: Sink) -> str:
+    from sparkdoctor.render.matrix import list_matrix
+
+    return sink.capture(lambda console: list_matrix(result.data, "console", console))
+
+
+def matrix_list_json(result: Result, sink: Sink) -> list[dict[str, Any]]:
+    """A bare array (as it always was: `jq '.[]'` keeps working); the one document without the header."""
+    from sparkdoctor.render.matrix import sorted_rows
+
+    return sorted_rows(result.data)
+
+
+def matrix_item_console(result: Result, sink: Sink) -> str:
+    from sparkdoctor.render.matrix import show_item
+
+    return sink.capture(lambda console: show_item(result.data, "console", console))
+
+
+def matrix_item_json(result: Result, sink: Sink) -> dict[str, Any]:
+    from sparkdoctor.render.matrix import item_dict
+
+    return item_dict(result.data)
+
+
+def matrix_validate_console(result: Result, sink: Sink) -> str:
+    from sparkdoctor.render.describe import plural
+
+    d = result.data
+    levels = ", ".join(f"{n} {lv}" for lv, n in d["evidence"].items())
+    return (f"ok: {plural(d['entries'], 'entry')}, {plural(d['stacks'], 'known-good stack')} in {plural(d['files'], 'file')}"
+            f" · evidence: {levels}" + (f" · matrix: {d['matrix']}" if d.get("matrix") else "") + "\n")
+
+
+def matrix_validate_json(result: Result, sink: Sink) -> dict[str, Any]:
+    return {"valid": True, **result.data}

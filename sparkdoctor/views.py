@@ -1,0 +1,55 @@
+"""Every document kind and the formats it renders in: one table, so `--format` choices, the renderers and
+the exhaustive test (tests/test_contract.py) read the same list.
+
+A view is `kind -> {Format: "module:function"}`; the function takes `(result, sink)` and returns the whole
+text, final newline included (console, junit, markdown, ...) or, for `json`, the document as a dict (emit puts the common header in
+front of it). Modules load only when their format is asked for, so `check` pays for no other verb.
+"""
+
+from __future__ import annotations
+
+import json
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+from sparkdoctor.result import Format, Result, with_header
+
+if TYPE_CHECKING:
+    from sparkdoctor.emit import Sink
+
+V = "sparkdoctor.render.views"
+
+VIEWS: dict[str, dict[Format, str]] = {
+    # check
+    "report": {Format.console: f"{V}:report_console", Format.json: f"{V}:report_json",
+               Format.junit: f"{V}:report_junit", Format.markdown: f"{V}:report_markdown"},
+    # matrix list | show | validate
+    "matrix-list": {Format.console: f"{V}:matrix_list_console", Format.json: f"{V}:matrix_list_json"},
+    "matrix-item": {Format.console: f"{V}:matrix_item_console", Format.json: f"{V}:matrix_item_json"},
+    "matrix-validate": {Format.console: f"{V}:matrix_validate_console", Format.json: f"{V}:matrix_validate_json"},
+}
+
+
+def formats_of(kind: str) -> tuple[Format, ...]:
+    """The formats a document kind renders in (the order `--format` lists them)."""
+    return tuple(VIEWS[kind])
+
+
+def render(result: Result, fmt: Format, sink: Sink) -> str:
+    """The whole document, ready to write."""
+    views = VIEWS.get(result.kind)
+    if views is None or fmt not in views:
+        from sparkdoctor.errors import UsageError
+
+        allowed = ", ".join(f.value for f in (views or {}))
+        raise UsageError(f"--format {fmt.value}: `{result.command}` writes {allowed or 'no document'}")
+    module, _, function = views[fmt].partition(":")
+    rendered = getattr(import_module(module), function)(result, sink)
+    if fmt is Format.json:
+        # a bare array stays one (`matrix list`): it has no keys to put a header beside
+        return dump(with_header(result, rendered) if isinstance(rendered, dict) else rendered)
+    return str(rendered)
+
+
+def dump(document: Any) -> str:
+    return json.dumps(document, indent=2, default=str) + "\n"
