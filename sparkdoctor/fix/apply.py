@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,7 @@ from sparkdoctor.fix import unsettled
 from sparkdoctor.fix.pdeath import children_die_with_parent
 from sparkdoctor.fix.actions import Context, StepAction, actions_of, injected, reverse_all, verify_all
 from sparkdoctor.fix.interface import FixError, Installer, JournalError, Refusal, UnchangedError
-from sparkdoctor.fix.inventory import Inventory, target_key, target_label, target_record
+from sparkdoctor.fix.inventory import Dist, Inventory, target_key, target_label, target_record
 from sparkdoctor.fix.model import Plan
 from sparkdoctor.fix.restore import Restorer, verify_rolled_back
 from sparkdoctor.target import Target
@@ -66,8 +67,12 @@ class Outcome:
     outside_restored: list[str] = field(default_factory=list)  # .pyc files of other dists compiled again
 
 
+def _installed(inventory: Inventory, names: list[str]) -> list[Dist]:
+    return [d for d in (inventory.get(n) for n in names) if d is not None]
+
+
 def _dist_paths(inventory: Inventory, names: list[str]) -> dict[str, list[str]]:
-    return {n: [str(p) for p in inventory.get(n).paths()] for n in names if inventory.get(n)}
+    return {d.key: [str(p) for p in d.paths()] for d in _installed(inventory, names)}
 
 
 def sides_of(target: Target) -> dict[str, FileTransport]:
@@ -77,22 +82,22 @@ def sides_of(target: Target) -> dict[str, FileTransport]:
 
 
 def _header(target: Target, plan: Plan, inventory: Inventory, installer: Installer) -> dict[str, Any]:
-    touched = [n for n in plan.touched if inventory.get(n)]
+    touched = _installed(inventory, plan.touched)
     return {
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "target": target_record(target, inventory),
         "installer": installer.name,
         "plan": plan.to_dict(),
         "packages_before": [inventory.dists[k].to_dict() for k in sorted(inventory.dists)],
-        "touched_before": {n: inventory.get(n).version for n in touched},
-        "hashes_before": inv_mod.file_hashes(transport_of(target), inventory, set(touched)),
+        "touched_before": {d.key: d.version for d in touched},
+        "hashes_before": inv_mod.file_hashes(transport_of(target), inventory, {d.key for d in touched}),
     }
 
 
 def _save_wheels(plan: Plan, inventory: Inventory, installer: Installer):
     def save(folder: Path) -> dict[str, str | None]:
         # what the apply replaces or removes: its wheel, fetched BEFORE any change (none for a non-registry dist)
-        dists = [inventory.get(n) for n in plan.touched if inventory.get(n) is not None]
+        dists = _installed(inventory, plan.touched)
         out: dict[str, str | None] = {d.key: None for d in dists}
         out.update(installer.download([f"{d.key}=={d.version}" for d in dists if d.from_registry()], str(folder)))
         return out
@@ -124,7 +129,7 @@ def apply(target: Target, plan: Plan, inventory: Inventory, installer: Installer
             more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
             raise UnchangedError(f"{problems[0]}{more}; nothing was changed (journal {journal.id} was not used)")
         outcome = Outcome(journal.id)
-        _marks(lambda: (unsettled.mark(key, label, journal.id, "apply"), journal.mark(jr.APPLYING, {"step": 0, "of": len(actions)})))
+        _marks(lambda: unsettled.mark(key, label, journal.id, "apply"), lambda: journal.mark(jr.APPLYING, {"step": 0, "of": len(actions)}))
         executed: list[StepAction] = []
         try:
             for i, action in enumerate(actions):
@@ -151,10 +156,11 @@ def apply(target: Target, plan: Plan, inventory: Inventory, installer: Installer
         return outcome
 
 
-def _marks(write) -> None:
+def _marks(*writes: Callable[[], None]) -> None:
     """The first writes of an apply or rollback (its state marks), before anything changes."""
     try:
-        write()
+        for write in writes:
+            write()
     except OSError as exc:
         raise UnchangedError(f"cannot record that a fix is under way in {jr.state_dir()}: {exc.strerror or exc}; nothing was changed") from None
 

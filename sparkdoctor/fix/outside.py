@@ -74,7 +74,7 @@ def restore(target: Target, before: dict[str, list[int] | None], skip: list[str]
         restored += _from_wheels(target, installer, others, before)
     now = snapshot(target, skip)
     # a file written again has a new mtime: it is back when it has its size (and, from a wheel, the released bytes)
-    back = {p for p in restored if now.get(p) is not None and now[p][0] == (before.get(p) or [None])[0]}
+    back = {p for p in restored if _size(now.get(p)) is not None and _size(now.get(p)) == _size(before.get(p))}
     return sorted(back), [p for p in changed(before, now) if p not in back]
 
 
@@ -97,11 +97,11 @@ def _from_wheels(target: Target, installer: Installer, paths: list[str], before:
             got = installer.download(wanted, tmp)
         except FixError:
             return []
-        items = []
+        items: list[tuple[Path, str, int | None]] = []
         for path, (dist, rel) in sorted(owner.items()):
             wheel = got.get(dist.key)
             found = _member(Path(tmp) / wheel, rel) if wheel else None
-            if found is None or len(found[0]) != (before.get(path) or [None])[0]:
+            if found is None or len(found[0]) != _size(before.get(path)):
                 continue
             src = Path(tmp) / f"member-{len(items)}"
             src.write_bytes(found[0])
@@ -112,6 +112,10 @@ def _from_wheels(target: Target, installer: Installer, paths: list[str], before:
         except FileError as exc:
             raise FixError(str(exc)) from None
     return done
+
+
+def _size(row: list[int] | None) -> int | None:
+    return row[0] if row else None
 
 
 def _member(wheel: Path, rel: str) -> tuple[bytes, int] | None:

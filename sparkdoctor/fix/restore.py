@@ -109,8 +109,9 @@ class Restorer:
         """Every touched dist back as it was (once: a second call finds it done)."""
         if self.packages_restored:
             return
-        if self.problems is None and self.prepare():
-            raise FixError(self.problems[0])
+        problems = self.prepare()
+        if problems:
+            raise FixError(problems[0])
         data, files = self.data, self.sides["target"]
         before_keys = {inv_mod.canonicalize_name(p["name"]) for p in data["packages_before"]}
         now = inv_mod.read(self.target)
@@ -160,8 +161,8 @@ def verify_rolled_back(target: Target, journal: jr.Journal, sides: dict[str, Fil
     outside the plan (a changed .pyc compiled again first), against the journal."""
     data = journal.data
     now = inv_mod.read(target)
-    want = {inv_mod.canonicalize_name(p["name"]): p["version"] for p in data["packages_before"]}
-    got = now.package_set()
+    want: dict[str, str] = {inv_mod.canonicalize_name(p["name"]): p["version"] for p in data["packages_before"]}
+    got: dict[str, str] = dict(now.package_set())
     package_diff = sorted(f"{k}: {want.get(k) or '-'} -> {got.get(k) or '-'}" for k in set(want) | set(got) if want.get(k) != got.get(k))
     have = inv_mod.file_hashes(sides["target"], now, set(data["touched_before"]))
     missing = [p for p in data["hashes_before"] if p not in have]
@@ -171,7 +172,7 @@ def verify_rolled_back(target: Target, journal: jr.Journal, sides: dict[str, Fil
         edited = [r for r in data["files"] if r.get("side", "target") == side]
         now_edited = hashes(sides[side], [r["path"] for r in edited])
         file_diff += [r["path"] for r in edited if now_edited.get(r["path"]) != (r.get("sha256") if r["existed"] else None)]
-    checked_outside, restored = 0, []
+    checked_outside, restored = 0, list[str]()
     before_outside = journal.outside()
     if before_outside is not None:
         restored, lost = outside_mod.restore(target, before_outside, list(data["plan"].get("touched", [])), installer)
