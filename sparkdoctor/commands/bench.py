@@ -11,7 +11,6 @@ from typing import List, Optional
 
 import typer
 
-from sparkdoctor.exitcodes import EXIT_USAGE
 from sparkdoctor.cli_support import Fatal
 
 FORMATS = ("console", "json")
@@ -73,29 +72,20 @@ def bench(
              "warmup": warmup, "api": api}
     from sparkdoctor.commands.recipe import parse_sets
 
-    try:
-        overrides = flow.parse_overrides(given)
-    except flow.Failure as exc:
-        raise Fatal(str(exc), exc.code) from None
+    overrides = flow.parse_overrides(given)  # a flow.Failure carries its exit code
     opts = flow.Options(overrides=overrides, sets=parse_sets(sets), local=local, python=python, ledger=ledger, store=not no_store,
                         ready_timeout=ready_timeout, pairs=pairs, min_effect=min_effect, fmt=fmt,
                         model_dir=model_dir, runtime=runtime)
-    try:
-        if url is not None:
-            doc = flow.bench_url(url, model, opts)
-        elif vs is None:
-            doc = flow.bench_recipe(recipe, opts)
-        else:
-            doc = flow.bench_ab(recipe, vs, opts)
-    except flow.Failure as exc:
-        raise Fatal(str(exc), exc.code) from None
+    if url is not None:
+        doc = flow.bench_url(url, model, opts)
+    elif vs is None:
+        doc = flow.bench_recipe(recipe, opts)
+    else:
+        doc = flow.bench_ab(recipe, vs, opts)
     if conclude is not None:  # sparkdoctor/conclusions/: the A/B bound to its runs and their fingerprints
-        from sparkdoctor.conclusions.store import ConclusionError, conclude as record_conclusion
+        from sparkdoctor.conclusions.store import conclude as record_conclusion
 
-        try:
-            doc["conclusion"] = record_conclusion(conclude, doc, recipe, vs, python, ledger, opts.sets, local)
-        except ConclusionError as exc:  # a ledger that cannot store it is a LedgerError too: exit 5
-            raise Fatal(str(exc), getattr(exc, "exit_code", EXIT_USAGE)) from None
+        doc["conclusion"] = record_conclusion(conclude, doc, recipe, vs, python, ledger, opts.sets, local)
     if fmt == "json":
         sys.stdout.write(json.dumps(doc, indent=2, sort_keys=False, default=str) + "\n")
     else:
