@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from tests.fuzz.files import damaged, json_text, materialize, toml_text
 from tests.fuzz.mutate import mutated
-from tests.fuzz.values import SPECIAL, Blob, Deep, Huge, json_values
+from tests.fuzz.values import SPECIAL, BigNumber, Blob, Deep, Huge, json_values
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -208,6 +208,11 @@ def journal_dirs(draw, base: dict[str, Any]) -> dict[str, Any]:
 
 HEADER_KEYS = ["dtype", "shape", "data_offsets", "__metadata__", "format", "weight", "bias"]
 DTYPES = ["BF16", "F8_E4M3", "F4", "U8", "F32", "I64", "F6_E2M3", "bf16", "", "F128"]
+# shapes and offsets whose products no file holds: 2**63, 2**64 and numbers of 1,500 digits (whose product
+# passes Python's 4,300-digit limit for printing), as a hostile header writes them
+HUGE_INTS = [2**31, 2**63 - 1, 2**64, 10**18, BigNumber(1500), BigNumber(4000)]
+SHAPES = st.one_of(st.lists(st.sampled_from([0, 1, 3, *HUGE_INTS]), min_size=1, max_size=4),
+                   st.tuples(st.just(0), st.sampled_from(HUGE_INTS)).map(list))
 
 
 def header_bases() -> list[dict[str, Any]]:
@@ -226,7 +231,7 @@ def header_bases() -> list[dict[str, Any]]:
 def safetensors_files(draw) -> bytes:
     """The bytes of one safetensors file: a mutated real-shaped header, its length field maybe wrong, its data
     region maybe short or long (the data itself is never read)."""
-    doc = draw(mutated(header_bases(), st.one_of(json_values(), st.sampled_from(DTYPES)), HEADER_KEYS, 3))
+    doc = draw(mutated(header_bases(), st.one_of(json_values(), st.sampled_from(DTYPES), SHAPES), HEADER_KEYS, 3))
     raw = draw(damaged(json_text(doc)))
     ends = [e["data_offsets"][1] for e in (doc.values() if isinstance(doc, dict) else [])
             if isinstance(e, dict) and isinstance(e.get("data_offsets"), list) and len(e["data_offsets"]) == 2
