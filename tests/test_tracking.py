@@ -167,3 +167,14 @@ def test_track_moves_a_lower_bound_that_the_files_precede(tmp_path, registry):
     result = track(load(write_matrix(tmp_path, ">=0.3.0,<0.4.0", tracked="0.1.0")), reader_for(registry, tmp_path))
     [e] = result.entries
     assert e.verdict == "lower-bound-moves" and e.proposal["to"] == ">=0.2.0,<0.4.0", e.why
+
+
+def test_a_file_not_yet_there_before_the_entrys_releases_is_not_a_broken_check(tmp_path, registry):
+    folder = write_matrix(tmp_path, ">=0.3.0", tracked="0.0.1")
+    text = (folder / "demo.toml").read_text().replace('affected = ["0.2.0"], fixed = ["0.1.0"]', 'affected = ["0.3.0"], fixed = ["0.2.0"]')
+    (folder / "demo.toml").write_text(text.replace("demo/*.py", "demo/core.py"))
+    wheels = tmp_path / "wheels"
+    registry.projects["demo"][0] = build_wheel(wheels, "demo", "0.1.0", {"demo/other.py": b""})  # 0.1.0 lacks demo/core.py
+    result = track(load(folder), reader_for(registry, tmp_path))
+    [e] = result.entries
+    assert e.verdict != "check-broken", e.why

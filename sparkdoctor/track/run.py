@@ -42,6 +42,7 @@ class EntryTrack:
     why: str = ""
     runs: list[tuple[VersionRun, bool | None]] = field(default_factory=list)  # (run, inside the range)
     proposal: dict[str, Any] | None = None
+    oldest_known: str | None = None  # the oldest release the files table names: before it, an absent file is "not yet there"
 
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "file": self.file, "package": self.package, "spec": self.spec, "verdict": self.verdict,
@@ -110,7 +111,11 @@ def judge(entry: EntryTrack, releases: list[str]) -> None:
     if not entry.runs:
         entry.verdict, entry.why = "no-new-release", "no release of it newer than the tracked-through version"
         return
-    broken = [(r, i) for r, i in entry.runs if r.error or any(e.startswith("no member matches") for e in r.evidence)]
+    def absent(r: VersionRun) -> bool:  # a check's file is missing, on a release the files table's versions do not precede
+        missing = any(e.startswith("no member matches") for e in r.evidence)
+        return missing and not (entry.oldest_known and Version(r.version) < Version(entry.oldest_known))
+
+    broken = [(r, i) for r, i in entry.runs if r.error or absent(r)]
     if broken:
         r = broken[0][0]
         entry.verdict = "check-broken"
@@ -201,7 +206,8 @@ def track(matrix: Matrix, reader: Any, through: dict[str, str] | None = None, lo
         if reads is None or reads not in releases:
             continue
         table = table_of(e)
-        item = EntryTrack(e.id, _short(e.file), reads, _bound(e, tracking, reads))
+        item = EntryTrack(e.id, _short(e.file), reads, _bound(e, tracking, reads),
+                          oldest_known=min((*table.affected, *table.fixed), key=Version))
         for version in releases[reads]:
             run = remote_run(reader, reads, table.checks, version, "probe", log)
             item.runs.append((run, None if item.spec is None else bool(version_in(version, item.spec))))
