@@ -178,3 +178,14 @@ def test_a_file_not_yet_there_before_the_entrys_releases_is_not_a_broken_check(t
     result = track(load(folder), reader_for(registry, tmp_path))
     [e] = result.entries
     assert e.verdict != "check-broken", e.why
+
+
+def test_a_file_that_moved_to_a_lockstep_wheel_is_named(tmp_path, registry):
+    folder = write_matrix(tmp_path, ">=0.2.0")
+    (folder / "tracking.toml").write_text('component = "tracking"\n[tracked]\ndemo = "0.2.0"\n[lockstep]\ndemo = ["demo-core"]\n')
+    wheels = tmp_path / "wheels"
+    for i, v in enumerate(("0.3.0", "0.4.0")):  # from 0.3.0 the module ships in demo-core
+        registry.projects["demo"][i + 2] = build_wheel(wheels, "demo", v, {"demo_stub.txt": b""})
+        registry.add("demo-core", build_wheel(wheels, "demo-core", v, {"demo/core.py": RELEASES[v]}))
+    [e] = track(load(folder), reader_for(registry, tmp_path)).entries
+    assert e.verdict == "check-broken" and "moved: demo/*.py is in demo-core 0.3.0 (re-point files.package)" in e.why, e.why

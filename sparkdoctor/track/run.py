@@ -121,6 +121,9 @@ def judge(entry: EntryTrack, releases: list[str]) -> None:
         entry.verdict = "check-broken"
         where = ", ".join(b.version for b, _ in broken)
         entry.why = f"{r.error or next(e for e in r.evidence if e.startswith('no member matches'))} on {where}"
+        moved = next((e for b, _ in broken for e in b.evidence if e.startswith("moved: ")), None)
+        if moved:
+            entry.why += f"; {moved}"
         return
     spec = entry.spec
     if spec is None:
@@ -184,6 +187,25 @@ def judge(entry: EntryTrack, releases: list[str]) -> None:
         entry.verdict, entry.why = "unchanged", f"every new release is outside {spec} and the checks agree"
 
 
+def moved_to(reader: Any, tracking: Tracking, package: str, version: str, checks: Any) -> list[str]:
+    """Where a check's missing file went: the same path in another wheel of the lockstep family at the
+    same version (cutlass-dsl moved its Python package from libs-base to libs-core in 4.6.0)."""
+    import fnmatch
+
+    from sparkdoctor.released import RemoteError
+
+    out = []
+    for other in sorted(tracking.family(package) - {package}):
+        try:
+            names = reader.release(other, version).names
+        except RemoteError:
+            continue
+        hits = [c.path for c in checks if c.kind != "exists" and any(fnmatch.fnmatchcase(n, c.path) for n in names)]
+        if hits:
+            out.append(f"moved: {', '.join(sorted(set(hits)))} is in {other} {version} (re-point files.package)")
+    return out
+
+
 def track(matrix: Matrix, reader: Any, through: dict[str, str] | None = None, log: Log | None = None) -> TrackResult:
     tracking = matrix.tracking or Tracking()
     through = {canonicalize_name(k): v for k, v in (through or {}).items()}
@@ -210,6 +232,8 @@ def track(matrix: Matrix, reader: Any, through: dict[str, str] | None = None, lo
                           oldest_known=min((*table.affected, *table.fixed), key=Version))
         for version in releases[reads]:
             run = remote_run(reader, reads, table.checks, version, "probe", log)
+            if any(x.startswith("no member matches") for x in run.evidence):
+                run.evidence += moved_to(reader, tracking, reads, version, table.checks)
             item.runs.append((run, None if item.spec is None else bool(version_in(version, item.spec))))
         judge(item, releases[reads])
         entries.append(item)
