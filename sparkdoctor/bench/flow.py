@@ -322,11 +322,29 @@ def bench_ab(path_a: Path, path_b: Path, opts: Options) -> dict[str, Any]:
             _ledger_call(ledger.finish_comparison, comparison_id, status, doc if status == "complete" else None)
 
 
+def calibration(doc: dict[str, Any]) -> dict[str, Any]:
+    """An A/A comparison of one recipe as a noise floor (issue 29): per level the launch-to-launch CV and the
+    smallest effect 1, 3, 5 and 10 pairs would detect with 80% power under the verdict's rule. Its runs and the
+    comparison are in the ledger like any A/B (keyed to the toolchain, recipe, model identity and load)."""
+    from sparkdoctor.bench.stats import min_detectable_effect
+
+    levels = []
+    for lvl in doc["levels"]:
+        cv = (lvl.get("noise") or {}).get("launch_cv")
+        levels.append({"concurrency": lvl["concurrency"], "launch_cv": cv, "a": lvl["a"], "b": lvl["b"],
+                       "aa_verdict": lvl["ratio"]["verdict"],
+                       "mde": {str(k): (min_detectable_effect(k, cv) if cv is not None else None) for k in (1, 3, 5, 10)}})
+    return {**doc, "kind": "calibration", "calibration": levels}
+
+
 def render(doc: dict[str, Any]) -> None:
     from sparkdoctor.bench import render as r
 
     console = r.console()
-    if doc["kind"] == "comparison":
+    if doc["kind"] == "calibration":
+        r.render_comparison(console, doc)
+        r.render_calibration(console, doc)
+    elif doc["kind"] == "comparison":
         r.render_comparison(console, doc)
     else:
         r.render_run(console, doc)

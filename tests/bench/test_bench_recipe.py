@@ -103,3 +103,20 @@ def test_bad_recipes_are_one_line(run, tmp_path):
     unknown = recipe(tmp_path, "tpl", "--delay", "{nope}")
     out = run("bench", unknown)
     assert out.returncode == EXIT_USAGE and "nope" in out.stderr and out.stderr.count("\n") == 1
+
+
+def test_calibrate_measures_the_launch_noise_of_one_recipe_against_itself(run, tmp_path):
+    path = recipe(tmp_path, "aa", "--delay", "0.002")
+    out = run("bench", path, "--calibrate", "--pairs", "2", "--concurrency", "1", "--rounds", "2", "--max-tokens", "8",
+              "--warmup", "1", "--no-correctness", "--ledger", tmp_path / "l.sqlite", "--format", "json")
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert doc["kind"] == "calibration" and doc["order"] == ["A", "B", "B", "A"] and len(doc["runs"]) == 4
+    (lvl,) = doc["calibration"]
+    assert lvl["launch_cv"] is not None and lvl["launch_cv"] >= 0 and lvl["mde"]["1"] is None
+    assert lvl["mde"]["3"] > lvl["mde"]["5"] > lvl["mde"]["10"] > 0
+    console = run("bench", path, "--calibrate", "--pairs", "2", "--concurrency", "1", "--rounds", "2", "--max-tokens", "8",
+                  "--warmup", "1", "--no-correctness")
+    assert console.returncode == 0 and "launch-to-launch noise" in console.stdout and "10 pairs" in console.stdout
+    bad = run("bench", path, "--calibrate", "--pairs", "1")
+    assert bad.returncode == 2 and "2 pairs or more" in bad.stderr
