@@ -105,7 +105,7 @@ def _measure(arms: dict[str, Arm], data: dict[str, Any], opts: Options) -> dict[
     try:
         return flow.bench_ab(recipes["A"], recipes["B"], _bench_options(data, opts))
     except flow.Failure as exc:
-        if exc.code == EXIT_LEDGER:  # the ledger failed, not the measurement: the whole rerun stops, exit 5
+        if exc.exit_code == EXIT_LEDGER:  # the ledger failed, not the measurement: the whole rerun stops, exit 5
             from sparkdoctor.conclusions.store import LedgerReadError
 
             raise LedgerReadError(str(exc)) from None
