@@ -115,6 +115,13 @@ CONDITION_CASES = {
         {"recipe": {"argv": ["vllm", "serve", "m", "--gpu-memory-utilization=0.8"]}},
         {"recipe": None},
     ),
+    # a fleet's signals: only `fleet check` fills Facts.fleet; on one box (None) the condition is false, not unknown
+    "fleet": (
+        "when.fleet = { multi_node = true, cma_zero = true }",
+        {"fleet": {"node": "s2", "nodes": 2, "cma": {"total_kib": 0}}},
+        {"fleet": {"node": "s2", "nodes": 2, "cma": {"total_kib": 65536}}},
+        {"fleet": {"node": "s2", "nodes": 2, "cma": None}},
+    ),
 }
 
 

@@ -33,6 +33,12 @@ def report_markdown(result: Result, sink: Sink) -> str:
     return str(render_markdown(result.data)) + "\n"
 
 
+def report_sarif(result: Result, sink: Sink) -> str:
+    from sparkdoctor.render.sarif import render_sarif
+
+    return render_sarif(result.data) + "\n"
+
+
 # ---- matrix list | show | validate ------------------------------------------------------------------
 
 
