@@ -119,10 +119,13 @@ def correctness_check(a_runs: Sequence[dict[str, Any]], b_runs: Sequence[dict[st
 
     arms = {arm: worst([(r.get("correctness") or {}).get("verdict") for r in runs])
             for arm, runs in (("A", a_runs), ("B", b_runs))}
+    # With no reference, garbage is only "suspect": it makes an arm wrong when the other arm's answers do not
+    # look the same (the same tiny model repeating a token in both arms says nothing about either).
+    wrong = {arm for arm, v in arms.items() if v == Verdict.WRONG
+             or (v == Verdict.SUSPECT and arms["B" if arm == "A" else "A"] != Verdict.SUSPECT)}
     for lvl in levels:
         faster = {"faster": "B", "slower": "A"}.get(lvl["ratio"]["verdict"])
-        if faster and arms[faster] == Verdict.WRONG:
+        if faster in wrong:
             lvl["ratio"]["verdict"] = WRONG_ARM
             lvl["ratio"]["why"] = f"arm {faster} is faster but its answers are wrong"
-    return {"A": arms["A"], "B": arms["B"],
-            "wrong": sorted(arm for arm, v in arms.items() if v == Verdict.WRONG)}
+    return {"A": arms["A"], "B": arms["B"], "wrong": sorted(wrong)}

@@ -95,7 +95,8 @@ def render_run(console: Console, run: dict[str, Any]) -> None:
         console.print(f"[yellow]log finding[/yellow]: {finding.get('id')}: {finding.get('title', '')}")
 
 
-ANSWER_STYLE = {"correct": "green", "reference": "green", "wrong": "bold red", "unchecked": "yellow", "unscored": "yellow"}
+ANSWER_STYLE = {"correct": "green", "reference": "green", "wrong": "bold red", "suspect": "red", "unchecked": "yellow",
+                "unscored": "yellow"}
 
 
 def _answers_line(console: Console, checked: dict[str, Any] | None) -> None:
