@@ -24,6 +24,13 @@ VERDICT_COLOURS = {"wrong": "#d62728", "unchecked": "#7f7f7f", "unscored": "#bcb
                    "reference": "#1f77b4"}
 
 
+STYLE = ("<style>body{font-family:system-ui,sans-serif;margin:1.5em;max-width:1400px}table{border-collapse:collapse;"
+         "margin:.5em 0 1.5em}td,th{border:1px solid #ccc;padding:2px 6px;font-size:13px;text-align:left}"
+         "tr:nth-child(even){background:#f6f6f6}.none{color:#777}</style></head><body>")
+NOT_STORED = ("<h2>Not in the ledger</h2><p>The share of the roofline is printed by `bench` but not stored in the ledger, "
+              "so it cannot be drawn here.</p>")
+
+
 def _esc(value: Any) -> str:
     return html.escape(str(value if value is not None else ""))
 
@@ -99,13 +106,11 @@ def render_page(tl: Any, findings: list[Any], ledger_path: str) -> str:
     found = [[f.severity, f.id, f.title] for f in findings]
     n_tps = sum(1 for r in tl.runs if r["tps"] is not None)
     n_checked = sum(1 for r in tl.runs if r["correctness"])
-    meta = {"runs": len(tl.runs), "runs_with_headline": n_tps, "runs_checked": n_checked, "changes": len(tl.changes), "comparisons": len(tl.comparisons),
-            "conclusions": len(tl.conclusions), "damaged_rows": tl.damaged}
+    meta = {"runs": len(tl.runs), "runs_with_headline": n_tps, "runs_checked": n_checked, "changes": len(tl.changes),
+            "comparisons": len(tl.comparisons), "conclusions": len(tl.conclusions), "damaged_rows": tl.damaged}
     parts = [
         "<!doctype html><html lang='en'><head><meta charset='utf-8'><title>sparkdoctor history</title>",
-        "<style>body{font-family:system-ui,sans-serif;margin:1.5em;max-width:1400px}table{border-collapse:collapse;"
-        "margin:.5em 0 1.5em}td,th{border:1px solid #ccc;padding:2px 6px;font-size:13px;text-align:left}"
-        "tr:nth-child(even){background:#f6f6f6}.none{color:#777}</style></head><body>",
+        STYLE,
         f"<h1>sparkdoctor history</h1><p>Ledger {_esc(ledger_path)}: {len(tl.runs):,} runs ({n_tps:,} with a decode "
         f"headline), {len(tl.changes):,} toolchain changes, {len(tl.comparisons):,} A/B levels, "
         f"{len(tl.conclusions):,} conclusion records" + (f", {tl.damaged} damaged rows left out" if tl.damaged else "") + ".</p>",
@@ -117,8 +122,7 @@ def render_page(tl: Any, findings: list[Any], ledger_path: str) -> str:
         _table(["id", "name", "when", "outcome", "verdict"], flips, "conclusions"),
         "<h2>Findings of the latest run's toolchain (today's matrix)</h2>",
         _table(["severity", "entry", "title"], found, "findings"),
-        "<h2>Not in the ledger</h2><p>The share of the roofline is printed by `bench` but not stored in the ledger, so "
-        "it cannot be drawn here.</p>",
+        NOT_STORED,
         f"<script type='application/json' id='sd-meta'>{json.dumps(meta)}</script>",
         "</body></html>",
     ]
