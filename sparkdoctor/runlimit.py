@@ -21,10 +21,13 @@ import time
 from typing import Iterator
 
 from sparkdoctor import proc
+from sparkdoctor.errors import UsageError
 
 
-class OutOfTime(Exception):
-    """The run's time limit ran out; the message is one line."""
+class OutOfTime(UsageError):
+    """The run's time limit ran out; the message is one line (exit 2, code "timeout")."""
+
+    code = "timeout"
 
 
 def check_timeout(seconds: float) -> str | None:

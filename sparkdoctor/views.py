@@ -28,6 +28,8 @@ VIEWS: dict[str, dict[Format, str]] = {
     "matrix-list": {Format.console: f"{V}:matrix_list_console", Format.json: f"{V}:matrix_list_json"},
     "matrix-item": {Format.console: f"{V}:matrix_item_console", Format.json: f"{V}:matrix_item_json"},
     "matrix-validate": {Format.console: f"{V}:matrix_validate_console", Format.json: f"{V}:matrix_validate_json"},
+    # fleet check
+    "fleet": {Format.console: "sparkdoctor.fleet.render:fleet_view_console", Format.json: "sparkdoctor.fleet.render:fleet_view_json"},
 }
 
 

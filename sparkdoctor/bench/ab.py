@@ -13,7 +13,7 @@ from __future__ import annotations
 import statistics
 from typing import Any, Callable, Sequence
 
-from sparkdoctor.bench.stats import DEFAULT_MIN_EFFECT, paired_ratio, rounds_ratio
+from sparkdoctor.bench.stats import DEFAULT_MIN_EFFECT, launch_cv, min_detectable_effect, paired_ratio, rounds_ratio
 
 METRIC = "output_tps"
 
@@ -63,7 +63,10 @@ def compare(a_runs: Sequence[dict[str, Any]], b_runs: Sequence[dict[str, Any]],
             ratio = rounds_ratio(a_rounds[0], b_rounds[0], min_effect)
         else:
             continue
-        out.append({"concurrency": c, "metric": METRIC, "a": a_vals, "b": b_vals, "ratio": ratio.to_dict()})
+        cv = launch_cv(a_vals[:n], b_vals[:n])
+        noise = {"launch_cv": cv, "mde": min_detectable_effect(n, cv) if cv is not None else None,
+                 "mde_for_pairs": {k: min_detectable_effect(k, cv) for k in (3, 5, 10)} if cv is not None else None}
+        out.append({"concurrency": c, "metric": METRIC, "a": a_vals, "b": b_vals, "ratio": ratio.to_dict(), "noise": noise})
     return out
 
 

@@ -135,6 +135,15 @@ def render_comparison(console: Console, comp: dict[str, Any]) -> None:
         t.add_row(str(lvl["concurrency"]), ", ".join(_f(v) for v in lvl["a"]), ", ".join(_f(v) for v in lvl["b"]),
                   f"{r['ratio']:.3f}", f"{r['ci_low']:.3f}-{r['ci_high']:.3f}", r["method"], f"[bold]{r['verdict']}[/bold]")
     console.print(t)
+    for lvl in comp["levels"]:
+        noise = lvl.get("noise") or {}
+        if noise.get("mde") is not None:
+            more = ", ".join(f"{k} pairs {v:.0%}" for k, v in (noise.get("mde_for_pairs") or {}).items())
+            console.print(f"conc {lvl['concurrency']}: launch-to-launch noise {noise['launch_cv']:.1%}; smallest effect "
+                          f"these pairs detect (80% power) {noise['mde']:.0%}; with {more}")
+        elif lvl["ratio"].get("pairs") == 1:
+            console.print(f"conc {lvl['concurrency']}: one pair: the restart-to-restart noise is not measured, so only a "
+                          "1.5x difference is called; 3 or more pairs measure it")
     load = comp.get("load") or {}
     for why in load.get("busy") or []:
         console.print(f"[yellow]warning: busy machine[/yellow] during a run: {escape(why)}")

@@ -39,27 +39,18 @@ def audit(
         raise Fatal(f"--format {fmt}: choose one of console, json")
     if sets and recipe is None:
         raise Fatal("--set needs --recipe: it sets the recipe's parameters")
-    with time_limited(timeout, "audit"):
-        _audit(model, recipe, sets, fmt, context=context, batch=batch, bandwidth=bandwidth, gpu=gpu, mtp=mtp, memory=memory,
-               explicit={"max_model_len": max_model_len, "max_num_seqs": max_num_seqs,
-                         "gpu_memory_utilization": gpu_memory_utilization, "kv_cache_dtype": kv_cache_dtype})
+    with time_limited(timeout, "audit"):  # an OutOfTime, like an AuditError, is exit 2 by itself
+        from sparkdoctor.audit import AuditOptions, run_audit
+        from sparkdoctor.audit import fromrecipe
+        from sparkdoctor.exitcodes import EXIT_AUDIT_FINDINGS, EXIT_OK
 
-
-def _audit(model: Optional[str], recipe: Optional[str], sets: Optional[List[str]], fmt: str, *, context: int, batch: int,
-           bandwidth: Optional[float], gpu: Optional[str], mtp: bool, memory: Optional[float], explicit: dict) -> None:
-    from sparkdoctor.audit import AuditError, AuditOptions, run_audit
-    from sparkdoctor.audit import fromrecipe
-    from sparkdoctor.exitcodes import EXIT_AUDIT_FINDINGS, EXIT_OK
-
-    try:
+        explicit = {"max_model_len": max_model_len, "max_num_seqs": max_num_seqs, "gpu_memory_utilization": gpu_memory_utilization,
+                    "kv_cache_dtype": kv_cache_dtype}
         if recipe is not None:
             from sparkdoctor.commands.recipe import parse_sets
-            from sparkdoctor.recipes import RecipeError, load
+            from sparkdoctor.recipes import load
 
-            try:
-                loaded = load(recipe, parse_sets(sets))
-            except RecipeError as exc:
-                raise Fatal(str(exc)) from None
+            loaded = load(recipe, parse_sets(sets))
             values, sources = fromrecipe.recipe_settings(loaded, explicit)
             model = fromrecipe.recipe_model(loaded, model)
             from sparkdoctor.conclusions.served_model import model_facts
@@ -75,9 +66,7 @@ def _audit(model: Optional[str], recipe: Optional[str], sets: Optional[List[str]
             notes = []
         options = AuditOptions(model, context=context, batch=batch, bandwidth=bandwidth, gpu=gpu, include_mtp=mtp,
                                memory_gib=memory, sources=sources, notes=notes, **values)
-        result = run_audit(options)
-    except AuditError as exc:
-        raise Fatal(str(exc)) from None
+        result = run_audit(options)  # an AuditError or RecipeError is exit 2 by itself
     if fmt == "json":
         import json
         import sys

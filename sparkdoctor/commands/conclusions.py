@@ -11,7 +11,6 @@ from typing import Optional
 
 import typer
 
-from sparkdoctor.exitcodes import EXIT_USAGE
 from sparkdoctor.cli_support import Fatal, open_ledger
 
 FORMATS = ("console", "json")
@@ -31,7 +30,7 @@ def conclusions(
         raise Fatal(f"--format {fmt}: choose one of {', '.join(FORMATS)}")
     from sparkdoctor.bench.flow import progress_line
     from sparkdoctor.conclusions import staleness, store
-    from sparkdoctor.conclusions.model import CONCLUSION_VERSION, ConclusionError
+    from sparkdoctor.conclusions.model import CONCLUSION_VERSION
     from sparkdoctor.conclusions.toolchain import Toolchains
 
     led = open_ledger(ledger)
@@ -42,8 +41,6 @@ def conclusions(
         with progress_line() as progress:
             toolchains = Toolchains(progress)
             statuses = [staleness.judge(c, led, toolchains).to_dict() for c in found]
-    except ConclusionError as exc:  # a ledger that fails mid-read is a LedgerError too: exit 5
-        raise Fatal(str(exc), getattr(exc, "exit_code", EXIT_USAGE)) from None
     finally:
         led.close()
     doc = {"schema": 1, "conclusion_version": CONCLUSION_VERSION, "kind": "conclusions", "ledger": str(led.path),

@@ -49,8 +49,6 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Turn check's findings into a plan; --yes applies it with a journal; --rollback undoes it."""
         from sparkdoctor.fix import render
-        from sparkdoctor.fix.interface import FixError
-        from sparkdoctor.matrix import MatrixError
 
         if fmt not in ("console", "json"):
             raise Fatal(f"--format {fmt}: use console or json", EXIT_USAGE)
@@ -65,25 +63,21 @@ def register(app: typer.Typer) -> None:
         refuse_bad_target_options(python, container, container_python, facts_given=False)
         chosen = (python, container, container_python, runtime)
         out = lambda text: typer.echo(text)  # noqa: E731
-        try:
-            if history:
-                from sparkdoctor.fix.pipeline import history as list_history
+        # a FixError (or a MatrixError) is a SparkdoctorError: the CLI turns it into one line and its own exit code
+        if history:
+            from sparkdoctor.fix.pipeline import history as list_history
 
-                rows = list_history()
-                out(render.as_json("history", rows) if fmt == "json" else "\n".join(render.history_lines(rows)))
-                return
-            if prune:
-                _prune(keep, older_than, fmt, out)
-                return
-            if rollback:
-                _rollback(journal, fmt, out, chosen)
-                return
-            _plan_or_apply(chosen, yes, fmt, out, env_file, recipe, constraints, system, allow_replace, allow_downgrade,
-                           kernels, arch, matrix, fixes)
-        except FixError as exc:  # the class carries the exit code (sparkdoctor/fix/interface.py)
-            raise Fatal(str(exc), exc.exit_code) from None
-        except MatrixError as exc:
-            raise Fatal(str(exc), EXIT_USAGE) from None
+            rows = list_history()
+            out(render.as_json("history", rows) if fmt == "json" else "\n".join(render.history_lines(rows)))
+            return
+        if prune:
+            _prune(keep, older_than, fmt, out)
+            return
+        if rollback:
+            _rollback(journal, fmt, out, chosen)
+            return
+        _plan_or_apply(chosen, yes, fmt, out, env_file, recipe, constraints, system, allow_replace, allow_downgrade,
+                       kernels, arch, matrix, fixes)
 
 
 def _target(chosen, env_file: Optional[Path]):

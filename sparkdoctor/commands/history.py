@@ -26,7 +26,7 @@ def _refuse_damaged(path: Path, run_id: int, run: dict) -> None:
     from sparkdoctor.exitcodes import EXIT_LEDGER
 
     if run.get("damaged"):
-        raise Fatal(f"ledger {path}: run {run_id} is damaged: {'; '.join(run['damaged'])}", EXIT_LEDGER)
+        raise Fatal(f"ledger {path}: run {run_id} is damaged: {'; '.join(run['damaged'])}", EXIT_LEDGER, code="ledger")
 
 
 def history(
@@ -54,31 +54,26 @@ def history(
         raise Fatal("give RUN_ID or --compare A --compare B, not both")
     from sparkdoctor.bench import render
     from sparkdoctor.bench.session import envelope
-    from sparkdoctor.exitcodes import EXIT_LEDGER
-    from sparkdoctor.ledger import LedgerError
     from sparkdoctor.ledger.compare import compare_runs
 
-    try:
-        with open_ledger(ledger) as led:
-            path = led.path
-            if compare:
-                runs = [led.run(i) for i in compare]
-                missing = [str(i) for i, r in zip(compare, runs) if r is None]
-                if missing:
-                    raise Fatal(f"ledger {path}: no run {', '.join(missing)} (see `sparkdoctor history`)")
-                for i, r in zip(compare, runs):
-                    _refuse_damaged(path, i, r)
-                doc = envelope("history-compare", compare_runs(runs[0], runs[1]))
-            elif run_id is not None:
-                run = led.run(run_id, with_samples=samples)
-                if run is None:
-                    raise Fatal(f"ledger {path}: no run {run_id} (see `sparkdoctor history`)")
-                _refuse_damaged(path, run_id, run)
-                doc = envelope("history-run", {"run": run})
-            else:
-                doc = envelope("history", {"ledger": str(path), "runs": led.runs(recipe, limit)})
-    except LedgerError as exc:
-        raise Fatal(str(exc), EXIT_LEDGER) from None
+    with open_ledger(ledger) as led:  # a LedgerError is exit 5 by itself
+        path = led.path
+        if compare:
+            runs = [led.run(i) for i in compare]
+            missing = [str(i) for i, r in zip(compare, runs) if r is None]
+            if missing:
+                raise Fatal(f"ledger {path}: no run {', '.join(missing)} (see `sparkdoctor history`)")
+            for i, r in zip(compare, runs):
+                _refuse_damaged(path, i, r)
+            doc = envelope("history-compare", compare_runs(runs[0], runs[1]))
+        elif run_id is not None:
+            run = led.run(run_id, with_samples=samples)
+            if run is None:
+                raise Fatal(f"ledger {path}: no run {run_id} (see `sparkdoctor history`)")
+            _refuse_damaged(path, run_id, run)
+            doc = envelope("history-run", {"run": run})
+        else:
+            doc = envelope("history", {"ledger": str(path), "runs": led.runs(recipe, limit)})
     if fmt == "json":
         sys.stdout.write(json.dumps(doc, indent=2, default=str) + "\n")
         return

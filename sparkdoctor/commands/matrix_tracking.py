@@ -55,21 +55,18 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Install a newer matrix without a new sparkdoctor release: pinned, validated before it replaces
         anything, never executed; --rollback restores the previous one. Exit 0 done, 2 refused (says why)."""
-        from sparkdoctor.track.update import UpdateError, rollback_matrix, update_matrix
+        from sparkdoctor.track.update import rollback_matrix, update_matrix
 
         if fmt not in ("console", "json"):
             raise Fatal(f"--format {fmt}: choose one of console, json")
-        try:
-            if rollback:
-                if source or sha256 or commit:
-                    raise Fatal("--rollback takes no SOURCE, --sha256 or --commit")
-                result = rollback_matrix()
-            else:
-                if not source:
-                    raise Fatal("give a SOURCE (a git repository with --commit, or a tarball with --sha256), or --rollback")
-                result = update_matrix(source, sha256=sha256, commit=commit)
-        except UpdateError as exc:
-            raise Fatal(str(exc)) from None
+        if rollback:  # an UpdateError carries its exit code (2) to the CLI's one error handler
+            if source or sha256 or commit:
+                raise Fatal("--rollback takes no SOURCE, --sha256 or --commit")
+            result = rollback_matrix()
+        else:
+            if not source:
+                raise Fatal("give a SOURCE (a git repository with --commit, or a tarball with --sha256), or --rollback")
+            result = update_matrix(source, sha256=sha256, commit=commit)
         if fmt == "json":
             import json
 

@@ -40,25 +40,21 @@ def register(app: typer.Typer) -> None:
         if fmt not in FORMATS:
             raise Fatal(f"--format {fmt}: choose one of {', '.join(FORMATS)}")
         overrides = parse_sets(sets)
-        with time_limited(timeout, "recipe show"):
-            _show(recipe, overrides, fmt)
-
-    def _show(recipe: str, overrides: dict[str, str], fmt: str) -> None:
-        from sparkdoctor.recipes import RecipeError, load
+        from sparkdoctor.recipes import load
         from sparkdoctor.recipes.show import render_console, to_json
 
-        try:
+        with time_limited(timeout, "recipe show"):  # an OutOfTime, like a RecipeError, is exit 2 by itself
             resolved = load(recipe, overrides)
-        except RecipeError as exc:
-            raise Fatal(str(exc)) from None
-        if fmt == "json":
-            sys.stdout.write(to_json(resolved) + "\n")
-            for warning in resolved.warnings:
-                warn(warning)
-            return
-        from rich.console import Console
+            if fmt == "json":
+                text = to_json(resolved)
+            else:
+                from rich.console import Console
 
-        render_console(resolved, Console())
+                render_console(resolved, Console())
+                return
+        sys.stdout.write(text + "\n")
+        for warning in resolved.warnings:
+            warn(warning)
 
     @recipe_app.command("check")
     def check(

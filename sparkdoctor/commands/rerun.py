@@ -13,7 +13,6 @@ from typing import List, Optional
 
 import typer
 
-from sparkdoctor.exitcodes import EXIT_USAGE
 from sparkdoctor.cli_support import Fatal, open_ledger
 
 FORMATS = ("console", "json")
@@ -40,6 +39,7 @@ def rerun(
     matrix_path: Optional[Path] = typer.Option(None, "--matrix", help="Matrix folder or file that judges workarounds (default: bundled)."),
     ready_timeout: float = typer.Option(600.0, "--ready-timeout", help="Seconds to wait for each launched server."),
     fmt: str = typer.Option("console", "--format", help="console or json (json: only the versioned JSON on stdout)."),
+    allow_load_difference: bool = typer.Option(False, "--allow-load-difference", help="Call a flip even when the old and new runs (or an A/B's arms) ran under clearly different machine load."),
 ) -> None:
     """Re-measure stale conclusions and stale workarounds on the current toolchain."""
     if fmt not in FORMATS:
@@ -47,17 +47,14 @@ def rerun(
     wanted = _fail_on(fail_on)
     from sparkdoctor.bench.flow import progress_line
     from sparkdoctor.conclusions import rerun as pipeline
-    from sparkdoctor.conclusions.model import ConclusionError
     from sparkdoctor.conclusions.toolchain import Toolchains
     from sparkdoctor.exitcodes import EXIT_RERUN_FAIL_ON, EXIT_RERUN_INCOMPLETE
-    from sparkdoctor.matrix import MatrixError, load
+    from sparkdoctor.matrix import load
 
-    try:
-        matrix = load(matrix_path)
-    except MatrixError as exc:
-        raise Fatal(str(exc)) from None
+    matrix = load(matrix_path)
     led = open_ledger(ledger)
-    opts = pipeline.Options(ledger=led.path, matrix=matrix_path, ready_timeout=ready_timeout, names=tuple(names or ()))
+    opts = pipeline.Options(ledger=led.path, matrix=matrix_path, ready_timeout=ready_timeout, names=tuple(names or ()),
+                            allow_load_difference=allow_load_difference)
     try:
         with progress_line() as progress:
             planned = pipeline.plan(led, matrix, Toolchains(progress), opts.names)
@@ -66,8 +63,6 @@ def rerun(
                    "conclusions": [s.to_dict() for s in planned["conclusions"]], "workarounds": planned["workarounds"]}
             if not dry_run:
                 doc.update(pipeline.execute(led, planned, opts, progress))
-    except ConclusionError as exc:  # a ledger that fails mid-read is a LedgerError too: exit 5
-        raise Fatal(str(exc), getattr(exc, "exit_code", EXIT_USAGE)) from None
     finally:
         led.close()
     failed = []

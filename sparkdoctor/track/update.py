@@ -30,6 +30,8 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from sparkdoctor import proc
+from sparkdoctor.errors import SparkdoctorError
+from sparkdoctor.exitcodes import EXIT_USAGE
 
 GIT_TIMEOUT = 300.0
 MAX_TARBALL = 64 * 1024 * 1024
@@ -39,8 +41,11 @@ _SHA256 = re.compile(r"[0-9a-f]{64}")
 _COMMIT = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 
 
-class UpdateError(RuntimeError):
-    """An update refused or failed; one line; nothing was changed."""
+class UpdateError(SparkdoctorError):
+    """An update refused or failed; one line; nothing was changed (exit 2)."""
+
+    exit_code = EXIT_USAGE
+    code = "update-refused"
 
 
 def _root() -> Path:
