@@ -107,6 +107,8 @@ def test_the_leak_check_can_fail(fmt):
     ("--tokenizer /m/tok --max-tokens 9", "--tokenizer /m/tok --max-tokens 9"),
     ("cat /proc/sys/vm/drop_caches on vm", "cat /proc/sys/vm/drop_caches on <host>"),
     ("see https://github.com/a/b and pkg@v0.1.2", "see https://github.com/a/b and pkg@v0.1.2"),
+    ("pip install vllm@0.11.0 and torch@2.10", "pip install vllm@0.11.0 and torch@2.10"),
+    ("ssh root@[fe80::1] then bob@10.0.0.5:22", "ssh <user>@[<ip>] then <user>@<ip>:22"),
 ])
 def test_each_class_in_one_line(before, after):
     r = redactor_for({"host": {"hostname": "vm"}})
