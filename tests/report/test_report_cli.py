@@ -67,7 +67,7 @@ def test_github_report_from_a_snapshot_folds_the_long_parts_and_its_snapshot_re_
         assert wanted in text, wanted
     assert text.count("<details>") == text.count("</details>") >= 4
     # the folded snapshot is a real snapshot: check --facts judges it as it judged the original
-    snapshot = re.search(r"```json\n(.*?)\n```", text, re.DOTALL).group(1)
+    snapshot = re.search(r"```json\n(.*?)\n```", text, re.S).group(1)
     saved = tmp_path / "from-report.json"
     saved.write_text(snapshot)
     again, original = run("check", "--facts", saved, "--format", "json"), run("check", "--facts", BROKEN, "--format", "json")
@@ -81,7 +81,7 @@ def test_forum_report_is_plain_text(run):
     assert done.returncode == 0, done.stderr
     text = done.stdout
     assert "<details>" not in text and "|---" not in text and "```" not in text
-    assert re.search(r"^=+\n\s+Findings\n=+$", text, re.MULTILINE)
+    assert re.search(r"^=+\n\s+Findings\n=+$", text, re.M)
     assert "[error] cutedsl-wheel-collision:" in text
     assert "e2m1-cvt           ok      13.0.88 system" in text  # the kernel table, aligned
 
