@@ -22,6 +22,7 @@ import signal
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 # Bytes kept per stream: the head (where tools print what parsers read) and the tail (where they
@@ -335,6 +336,9 @@ def _close(popen: subprocess.Popen) -> None:
             _quiet_close(stream)
 
 
+child_setup: Callable[[], None] | None = None  # a preexec function for every child while set (fix.pdeath: a parent-death signal)
+
+
 def start(
     argv: list[str],
     env: dict[str, str] | None = None,
@@ -362,6 +366,7 @@ def start(
                 env=env,
                 cwd=cwd,
                 start_new_session=True,
+                preexec_fn=child_setup,
             )
         except (OSError, ValueError) as exc:  # ValueError: e.g. an embedded NUL in an argument
             return Running(argv, None, started, start_error=getattr(exc, "strerror", None) or str(exc))

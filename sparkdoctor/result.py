@@ -33,6 +33,7 @@ class Format(str, enum.Enum):
     json = "json"
     junit = "junit"
     markdown = "markdown"
+    sarif = "sarif"
     github = "github"
     forum = "forum"
 

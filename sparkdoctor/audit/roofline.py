@@ -35,10 +35,11 @@ class AuditOptions:
     detect_gpu: bool = True
     include_mtp: bool = False
     max_model_len: int | None = None  # default: the config's max_position_embeddings, else --context
-    max_num_seqs: int = 1
+    max_num_seqs: int | None = 1  # None: vLLM's own default for the GPU (vllm_default_max_num_seqs)
     memory_gib: float | None = None  # default: the GPU's
     gpu_memory_utilization: float = 0.9
     sources: dict[str, str] = field(default_factory=dict)  # option -> where its value came from (audit --recipe)
+    notes: list[str] = field(default_factory=list)  # what the reader must know about these settings (audit --recipe)
 
 
 @dataclass
@@ -50,6 +51,8 @@ class Fit:
     max_num_seqs: int
     memory_gib: float
     utilization: float
+    full_length_seqs: int = 0  # how many sequences of max_model_len tokens the memory left after the weights holds
+    judged_seqs: int = 0  # the full-length sequences the fit asks room for (max_num_seqs, or 1 under vLLM's default)
 
     @property
     def fits(self) -> bool:
@@ -59,7 +62,8 @@ class Fit:
         return {"fits": self.fits, "weights_bytes": self.weights, "kv_cache_bytes": round(self.kv_cache),
                 "budget_bytes": round(self.budget), "headroom_bytes": round(self.budget - self.weights - self.kv_cache),
                 "max_model_len": self.max_model_len, "max_num_seqs": self.max_num_seqs,
-                "memory_gib": round(self.memory_gib, 2), "gpu_memory_utilization": self.utilization}
+                "memory_gib": round(self.memory_gib, 2), "gpu_memory_utilization": self.utilization,
+                "full_length_seqs": self.full_length_seqs, "judged_seqs": self.judged_seqs}
 
 
 @dataclass
@@ -147,8 +151,8 @@ def _bounds(options: AuditOptions) -> list[tuple[str, Any, float, float]]:
 
 def _check_options(options: AuditOptions) -> None:
     for flag, value, low, high in _bounds(options):
-        if value is None and flag in ("--max-model-len", "--memory", "--bandwidth"):
-            continue  # not given: the config's or the GPU's
+        if value is None and flag in ("--max-model-len", "--memory", "--bandwidth", "--max-num-seqs"):
+            continue  # not given: the config's or the GPU's (vLLM's max-num-seqs default is resolved in _fit)
         if value is None or not (isinstance(value, (int, float)) and math.isfinite(value) and low <= value <= high):
             unit = {"--memory": " GiB", "--bandwidth": " GB/s"}.get(flag, "")
             lowest = "above 0" if low == 1e-9 else f"at least {low:g}"
@@ -191,8 +195,24 @@ def _fit(options: AuditOptions, shape: ModelShape, groups: list[bytemodel.GroupR
     max_len = options.max_model_len or shape.max_position or options.context
     per_seq = bytemodel.kv_bytes_per_token(shape, max_len, kv_bytes) + bytemodel.state_bytes_per_token(shape)
     memory = options.memory_gib or gpu.memory_gib
-    return Fit(weights, per_seq * options.max_num_seqs, memory * 2**30 * options.gpu_memory_utilization, max_len,
-               options.max_num_seqs, memory, options.gpu_memory_utilization)
+    seqs, judged = options.max_num_seqs, options.max_num_seqs
+    if seqs is None:
+        # Not set: vLLM admits up to its default and starts when ONE full-length sequence fits (its own check);
+        # the fit asks that, and says how many full-length sequences the pool holds.
+        seqs, judged = vllm_default_max_num_seqs(memory, gpu.name), 1
+        options.sources["max_num_seqs"] = (f"vLLM's default on {gpu.name}: {seqs} (1024 on a GPU of 70 GiB or more that "
+                                           "is not an A100, else 256; vllm/engine/arg_utils.py get_batch_defaults); the fit "
+                                           "asks room for one full-length sequence, as vLLM's start does")
+        options.max_num_seqs = seqs
+    budget = memory * 2**30 * options.gpu_memory_utilization
+    full = int(max(0.0, budget - weights) // per_seq) if per_seq > 0 else 0
+    return Fit(weights, per_seq * judged, budget, max_len, seqs, memory, options.gpu_memory_utilization, full, judged)
+
+
+def vllm_default_max_num_seqs(memory_gib: float, gpu_name: str) -> int:
+    """vLLM's max_num_seqs for `vllm serve` when none is given (EngineArgs.get_batch_defaults, OPENAI_API_SERVER):
+    1024 on a GPU with 70 GiB or more whose name has no "a100", else 256."""
+    return 1024 if memory_gib >= 70 and "a100" not in gpu_name.lower() else 256
 
 
 def ceiling_for(model_dir: str | Path, bandwidth: float | None = None, context: int = 4096, kv_cache_dtype: str = "auto",

@@ -27,7 +27,7 @@ def audit(
     kv_cache_dtype: Optional[str] = typer.Option(None, "--kv-cache-dtype", help="(default auto) auto (the model's dtype) | bfloat16 | float16 | fp8 | fp8_e4m3 | fp8_e5m2 | float32."),
     mtp: bool = typer.Option(False, "--mtp", help="Count the MTP / nextn heads as read every step (speculative decoding on)."),
     max_model_len: Optional[int] = typer.Option(None, "--max-model-len", help="For the fit: tokens per sequence (default: the config's max_position_embeddings)."),
-    max_num_seqs: Optional[int] = typer.Option(None, "--max-num-seqs", help="For the fit: sequences whose full KV cache must fit at once (default 1)."),
+    max_num_seqs: Optional[int] = typer.Option(None, "--max-num-seqs", help="For the fit: sequences whose full KV cache must fit at once (default 1; with --recipe, vLLM's own default for the GPU)."),
     memory: Optional[float] = typer.Option(None, "--memory", help="For the fit: GPU memory in GiB (default: the GPU's; GB10 = 119.7)."),
     gpu_memory_utilization: Optional[float] = typer.Option(None, "--gpu-memory-utilization", help="For the fit: the share of memory the server may use (vLLM's flag; default 0.9)."),
     fmt: str = typer.Option("console", "--format", "-f", help="console | json"),
@@ -53,13 +53,19 @@ def audit(
             loaded = load(recipe, parse_sets(sets))
             values, sources = fromrecipe.recipe_settings(loaded, explicit)
             model = fromrecipe.recipe_model(loaded, model)
+            from sparkdoctor.conclusions.served_model import model_facts
+
+            note = fromrecipe.max_model_len_note(values["max_model_len"], model_facts(model).get("max_model_len"),
+                                                 sources["max_model_len"])
+            notes = [note] if note else []
         elif model is None:
             raise Fatal("give MODEL (a checkpoint folder), or --recipe RECIPE whose model is a local folder")
         else:
             values = {k: v if v is not None else fromrecipe.DEFAULTS[k] for k, v in explicit.items()}
             sources = {}
+            notes = []
         options = AuditOptions(model, context=context, batch=batch, bandwidth=bandwidth, gpu=gpu, include_mtp=mtp,
-                               memory_gib=memory, sources=sources, **values)
+                               memory_gib=memory, sources=sources, notes=notes, **values)
         result = run_audit(options)  # an AuditError or RecipeError is exit 2 by itself
     if fmt == "json":
         import json

@@ -37,8 +37,15 @@ def history(
     samples: bool = typer.Option(False, "--samples", help="With RUN_ID: include the raw per-request samples (json)."),
     ledger: Optional[Path] = typer.Option(None, "--ledger", help="Ledger file (default: the state folder's ledger.sqlite)."),
     fmt: str = typer.Option("console", "--format", help="console or json (json: only the versioned JSON on stdout)."),
+    html_file: Optional[str] = typer.Option(None, "--html", metavar="FILE", help="Write the whole ledger as one self-contained HTML page (plots need the optional plotly: sparkdoctor[html])."),
 ) -> None:
     """List, show and compare stored benchmark runs."""
+    if html_file is not None:
+        from sparkdoctor.commands.history_html import write_html
+
+        with open_ledger(ledger) as led:
+            write_html(led, html_file)
+        return
     if fmt not in FORMATS:
         raise Fatal(f"--format {fmt}: choose one of {', '.join(FORMATS)}")
     if compare and len(compare) != 2:

@@ -63,7 +63,7 @@ def register(app: typer.Typer) -> None:
         python: Optional[str] = typer.Option(None, "--python", help="Interpreter (or venv) of the vLLM to judge against (default: the recipe command's venv, else as check)."),
         matrix_path: Optional[str] = typer.Option(None, "--matrix", help="Matrix folder or file (default: bundled)."),
         fail_on: str = typer.Option("error", "--fail-on", help="Lowest severity that fails: info | warn | error."),
-        fmt: str = typer.Option("console", "--format", "-f", help="console | json | junit"),
+        fmt: str = typer.Option("console", "--format", "-f", help="console | json | junit | sarif"),
     ) -> None:
         """Judge a recipe without launching it: stale env vars and flags, stale workarounds, wrong settings."""
         from sparkdoctor.commands.recipe_check import check_command

@@ -11,7 +11,7 @@ import typer
 
 from sparkdoctor.cli_support import Fatal
 
-FORMATS = ("console", "json", "junit")
+FORMATS = ("console", "json", "junit", "sarif")
 
 
 def check_command(recipe: str, overrides: dict, python: Optional[str], matrix_path: Optional[str], fail_on: str,
@@ -32,6 +32,11 @@ def check_command(recipe: str, overrides: dict, python: Optional[str], matrix_pa
         from sparkdoctor.conclusions import junit
 
         sys.stdout.write(junit.render(doc) + "\n")
+    elif fmt == "sarif":
+        from sparkdoctor.matrix import load
+        from sparkdoctor.render.sarif import render_recipe_sarif
+
+        sys.stdout.write(render_recipe_sarif(doc, load(matrix_path)) + "\n")
     else:
         from rich.console import Console
 

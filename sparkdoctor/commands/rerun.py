@@ -39,6 +39,7 @@ def rerun(
     matrix_path: Optional[Path] = typer.Option(None, "--matrix", help="Matrix folder or file that judges workarounds (default: bundled)."),
     ready_timeout: float = typer.Option(600.0, "--ready-timeout", help="Seconds to wait for each launched server."),
     fmt: str = typer.Option("console", "--format", help="console or json (json: only the versioned JSON on stdout)."),
+    allow_load_difference: bool = typer.Option(False, "--allow-load-difference", help="Call a flip even when the old and new runs (or an A/B's arms) ran under clearly different machine load."),
 ) -> None:
     """Re-measure stale conclusions and stale workarounds on the current toolchain."""
     if fmt not in FORMATS:
@@ -52,7 +53,8 @@ def rerun(
 
     matrix = load(matrix_path)
     led = open_ledger(ledger)
-    opts = pipeline.Options(ledger=led.path, matrix=matrix_path, ready_timeout=ready_timeout, names=tuple(names or ()))
+    opts = pipeline.Options(ledger=led.path, matrix=matrix_path, ready_timeout=ready_timeout, names=tuple(names or ()),
+                            allow_load_difference=allow_load_difference)
     try:
         with progress_line() as progress:
             planned = pipeline.plan(led, matrix, Toolchains(progress), opts.names)
@@ -65,7 +67,7 @@ def rerun(
         led.close()
     failed = []
     if not dry_run:
-        if "flipped" in wanted and any(r["outcome"] == "flipped" for r in doc["results"]):
+        if "flipped" in wanted and any(r["outcome"] in ("flipped", "broken") for r in doc["results"]):
             failed.append("flipped")
         if "regression" in wanted and any(r.get("regression") for r in doc["results"]):
             failed.append("regression")

@@ -38,6 +38,8 @@ class LedgerReadError(ConclusionError, LedgerError):
     exit_code = LedgerError.exit_code
     code = LedgerError.code
 
+    exit_code = LedgerError.exit_code  # ConclusionError's InputError (2) comes first in the MRO: the ledger's 5 wins
+
 
 def _fail(ledger: Any, exc: sqlite3.Error) -> ConclusionError:
     return LedgerReadError(f"ledger {ledger.path}: {exc}")
@@ -133,6 +135,13 @@ def conclude(name: str, comparison: dict[str, Any], path_a: Any, path_b: Any, py
 
     from sparkdoctor.ledger import Ledger, LedgerError
 
+    if "unknown" in (comparison.get("fingerprints") or {}).values():
+        raise ConclusionError(f"conclusion {name!r}: an arm's toolchain is unknown; a conclusion is bound to the "
+                              "toolchain it was measured on (give --python)")
+    if comparison.get("verdict") == "not called":
+        raise ConclusionError(f"conclusion {name!r}: not recorded: the arms ran under different machine load "
+                              f"({(comparison.get('load') or {}).get('differ')}); rerun on a quiet machine or pass "
+                              "--allow-load-difference")
     arms = {"A": Arm(str(Path(path_a).resolve()), str(comparison.get("a") or path_a)),
             "B": Arm(str(Path(path_b).resolve()), str(comparison.get("b") or path_b))}
     try:

@@ -60,7 +60,10 @@ def test_eugr_solo_launch_forces_tp1_and_drops_the_executor_backend_unless_overr
 def test_eugr_benchmark_block_becomes_the_workload_and_an_empty_env_is_empty():
     r = recipes.load(DATA / "nemotron-3-nano-nvfp4.yaml")
     assert r.env == {}
-    assert r.workload["max_tokens"] == [128] and r.workload["concurrency"] == [1, 2, 5, 10]
+    assert r.workload["max_tokens"] == 128 and r.workload["concurrency"] == [1, 2, 5, 10] and "depth" not in r.workload
+    from sparkdoctor.bench.workload import from_recipe
+
+    assert from_recipe(r.workload, "x").concurrency == (1, 2, 5, 10)  # the recipe can be benched as it is
     assert r.extras["mods"] == ["mods/nemotron-nano"]
 
 
@@ -100,7 +103,8 @@ def test_env_override_and_fingerprint_ignores_host_and_port():
 def test_sparkrun_without_command_builds_one_from_defaults():
     r = recipes.load(DATA / "sparkrun-minimal.yaml", {"port": "9000"})
     assert r.format == "sparkrun-v2"
-    assert r.argv == ["vllm", "serve", "Qwen/Qwen3-1.7B", "--port", "9000", "-tp", "1"]
+    # sparkrun 0041b8f vllm_distributed.py _build_base_command: -tp first, then VLLM_FLAG_MAP in its order
+    assert r.argv == ["vllm", "serve", "Qwen/Qwen3-1.7B", "-tp", "1", "--port", "9000"]
     assert r.port == 9000 and r.container == "scitrera/dgx-spark-vllm:latest"
 
 
@@ -275,3 +279,15 @@ def test_a_yaml_alias_bomb_is_refused(tmp_path):
         recipes.load(path)
     few = write(tmp_path, "few.yaml", "model: m\nbase: &b {port: 8000}\ndefaults: *b\n")
     assert recipes.load(few).port == 8000
+
+
+def test_recipe_show_lists_what_a_recipe_changes_inside_its_container():
+    """eugr `mods:` (nemotron-3-nano-nvfp4.yaml) and sparkrun `patches:`/`variants:` (a real styles01 recipe)."""
+    eugr = _cli("recipe", "show", str(DATA / "nemotron-3-nano-nvfp4.yaml"))
+    assert eugr.returncode == 0, eugr.stderr
+    assert "mods (applied inside the container" in eugr.stdout and "mods/nemotron-nano" in eugr.stdout
+    sparkrun = _cli("recipe", "show", str(DATA / "styles01-qwen-35b.yaml"))
+    assert sparkrun.returncode == 0, sparkrun.stderr
+    out = " ".join(sparkrun.stdout.split())
+    assert "patches (applied inside the container" in out and "patch_mamba_drop_eagle.sh" in out
+    assert "recipe_concurrent: Concurrent stack" in out and "max_num_seqs=8" in out

@@ -1,0 +1,67 @@
+"""What `sparkdoctor matrix track` does once its options are parsed: load, read, judge, write."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from sparkdoctor.cli_support import Fatal
+from sparkdoctor.exitcodes import EXIT_OK, EXIT_VERIFY_CONTRADICTED, EXIT_VERIFY_ERROR
+
+
+def run_track(through: dict[str, str], matrix_path: Path | None, fmt: str, output: Path | None, platform: str, python: str) -> int:
+    from sparkdoctor.matrix import MatrixError, load
+    from sparkdoctor.released import Reader
+    from sparkdoctor.track.render import render_track, track_markdown
+    from sparkdoctor.track.run import track
+    from sparkdoctor.verify.command import _log
+
+    try:
+        matrix = load(matrix_path)
+    except MatrixError as exc:
+        raise Fatal(str(exc)) from None
+    if not matrix.tracking or not matrix.tracking.tracked:
+        raise Fatal(f"{matrix.source}: the matrix has no [tracked] table (package = \"tracked-through version\"); nothing to track")
+    from sparkdoctor.released import PLATFORMS
+
+    if platform not in PLATFORMS:
+        raise Fatal(f"--platform {platform}: choose one of {', '.join(PLATFORMS)}")
+    reader = Reader(platform, python)  # a RemoteError carries its exit code (2)
+    started = time.monotonic()
+    try:
+        result = track(matrix, reader, through, _log())
+    finally:
+        reader.close()
+    doc = result.to_dict()
+    doc["cost"] = {"seconds": round(time.monotonic() - started, 1), "requests": reader.client.requests, "bytes_read": reader.client.bytes_read}
+    if output is not None:
+        _write(output, json.dumps(doc, indent=2) + "\n")
+    if fmt == "json":
+        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+    elif fmt == "markdown":
+        sys.stdout.write(track_markdown(doc))
+    else:
+        from rich.console import Console
+
+        render_track(doc, Console())
+    if any(p.get("error") for p in doc["packages"]):
+        return EXIT_VERIFY_ERROR
+    needs = ("check-broken", "no-longer-affected", "upper-bound-moves", "lower-bound-moves")
+    return EXIT_VERIFY_CONTRADICTED if any(e["verdict"] in needs for e in doc["entries"]) else EXIT_OK
+
+
+def _write(path: Path, text: str) -> None:
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent or Path("."), prefix=f".{path.name}.")
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes it 0600; a result file is as readable as any other
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise Fatal(f"{path}: cannot write: {exc.strerror or exc}") from None

@@ -1,0 +1,162 @@
+"""Today's Facts moved to a predicted set of distributions, without installing them.
+
+- versions: each changed distribution at its new version, its files as released (a reinstall replaces
+  modified files, so integrity findings about the old files do not carry over);
+- cutlass-dsl: the build that would be active is the libs wheel pip would write last of those
+  installed (pip installs in dependency order; the cu13 and base libs wheels share their paths, so
+  whichever is written last is the one on disk), else today's;
+- capabilities: vLLM's and FlashInfer's (flags, env vars read, their defaults) read by the same probe
+  as `check` (probes/capabilities/) from the new release's own Python files, fetched member by member
+  from the released wheel (sparkdoctor.released) into a scratch folder. Capabilities that need a
+  compiled library (vllm.cubin_archs) are left unknown and said so.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from sparkdoctor import proc
+from sparkdoctor.whatif.resolve import Change
+
+PROBED = {"vllm": "vllm", "flashinfer-python": "flashinfer"}  # distribution -> top-level package the probe reads
+CUTEDSL_LIBS = {"nvidia-cutlass-dsl-libs-cu13": "libs-cu13", "nvidia-cutlass-dsl-libs-base": "libs-base", "nvidia-cutlass-dsl-libs-cu12": "libs-cu12"}
+MAX_MEMBER = 2 * 1024 * 1024
+PROBE_TIMEOUT = 120.0
+
+
+def hypothetical_facts(facts: Any, changes: list[Change], reader: Any | None, notes: list[str]) -> Any:
+    new = copy.deepcopy(facts)
+    packages = dict(new.packages or {})
+    for c in changes:
+        row = dict(packages.get(c.name) or {"name": c.name})
+        for key in [k for k in row if k.startswith("files_") or k in ("integrity", "direct_url", "metadata_error")]:
+            row.pop(key)
+        row["version"] = c.new
+        row["predicted"] = True
+        packages[c.name] = row
+    new.packages = packages
+    torch = next((c for c in changes if c.name == "torch"), None)
+    if torch is not None and reader is not None:
+        try:
+            packages["torch"]["cuda"] = torch_cuda(reader.release("torch", torch.new).text("torch/version.py"))
+        except Exception as exc:  # noqa: BLE001 - unknown, said
+            packages["torch"].pop("cuda", None)
+            packages["torch"]["build_error"] = f"torch/version.py of {torch.new} not read: {exc}"
+            notes.append(f"torch {torch.new}: its CUDA build is unknown ({exc})")
+    libs = [CUTEDSL_LIBS[c.name] for c in changes if c.name in CUTEDSL_LIBS]
+    if libs:
+        cute = dict(new.cutedsl or {})
+        cute["active_build"] = libs[-1]
+        cute["evidence"] = f"predicted: the upgrade writes {', '.join(libs)}; the last written is on disk"
+        new.cutedsl = cute
+    probed = [c for c in changes if c.name in PROBED]
+    if probed and reader is not None:
+        caps = dict(new.capabilities or {})
+        for c in probed:
+            prefix = PROBED[c.name] + "."
+            for key in [k for k in caps if k.startswith(prefix)]:
+                caps.pop(key)
+            try:
+                caps.update(released_capabilities(reader, c, notes))
+            except Exception as exc:  # noqa: BLE001 - a release that cannot be read leaves its capabilities unknown, said
+                notes.append(f"{c.name} {c.new}: capabilities not read ({type(exc).__name__}: {exc}); entries that need them cannot tell")
+        new.capabilities = caps
+    elif probed:
+        notes.append("capabilities of the new releases were not read (no registry reader)")
+    return new
+
+
+def torch_cuda(version_py: str) -> str | None:
+    """torch/version.py's `cuda` value: "12.8", or None for a CPU build."""
+    import re
+
+    m = re.search(r"^cuda\s*(?::[^=]*)?=\s*(?:'([^']*)'|\"([^\"]*)\"|None)", version_py, re.MULTILINE)
+    if not m:
+        raise ValueError("no `cuda = ...` line in torch/version.py")
+    return m.group(1) or m.group(2) or None
+
+
+class ScratchSite:
+    """A folder laid out like site-packages holding one new release's Python files (read member by member
+    from its released wheel) and a dist-info: what the file-reading probes (capabilities, vllm_flags) need.
+    Kept in the user cache dir by the wheel's sha256 (released files never change), so a warm what-if
+    does not lay out thousands of files again."""
+
+    def __init__(self, reader: Any, change: Change):
+        self.reader, self.change = reader, change
+        self.top = PROBED[change.name]
+        self.members = 0
+
+    def __enter__(self) -> "ScratchSite":
+        from sparkdoctor.released import cache_root
+
+        wheel = self.reader.release(self.change.name, self.change.new)
+        self.wheel = wheel
+        self.path = (self.reader.root or cache_root()) / "sites" / (wheel.file.sha256 or wheel.file.filename)
+        done = self.path / ".complete"
+        if done.is_file():
+            self.members = int(done.read_text() or 0)
+            return self
+        wanted = [n for n in wheel.names if n.startswith(self.top + "/") and (n.endswith(".py") or n.endswith(".json"))]
+        wheel.prefetch(wanted)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=".site-", dir=self.path.parent))
+        try:
+            for name in wanted:
+                dest = tmp / name
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                dest.write_bytes(wheel.read(name))
+            info = tmp / f"{self.change.name.replace('-', '_')}-{self.change.new}.dist-info"
+            info.mkdir()
+            (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {self.change.name}\nVersion: {self.change.new}\n", encoding="utf-8")
+            (tmp / ".complete").write_text(str(len(wanted)))
+            if self.path.exists():  # another run finished it meanwhile
+                shutil.rmtree(tmp, ignore_errors=True)
+            else:
+                os.replace(tmp, self.path)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        self.members = len(wanted)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        pass
+
+    def probe(self, name: str) -> dict[str, Any]:
+        """Run probes/<name>/ with only this folder on its path (-S: no site-packages of any interpreter)."""
+        from sparkdoctor.locations import data_dir
+
+        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+        env["PYTHONPATH"] = str(self.path)
+        result = proc.run([sys.executable, "-S", "-B", str(data_dir("probes") / name / "__main__.py")], timeout=PROBE_TIMEOUT, env=env)
+        lines = [x for x in (result.stdout or "").splitlines() if x.strip()]
+        if not result.ok or not lines:
+            raise RuntimeError(f"the {name} probe failed: {result.describe_failure()}")
+        return json.loads(lines[-1])
+
+
+def released_capabilities(reader: Any, change: Change, notes: list[str]) -> dict[str, Any]:
+    """The capabilities probe over the new release's Python files."""
+    with ScratchSite(reader, change) as site:
+        caps = site.probe("capabilities").get("capabilities") or {}
+        out = {k: v for k, v in caps.items() if k.startswith(site.top + ".")}
+        notes.append(f"{change.name} {change.new}: {len(out)} capabilities read from {site.wheel.file.filename} ({site.members} members, "
+                     f"{site.wheel.requests} requests, {site.wheel.bytes_read} bytes this run); compiled-library ones stay unknown")
+    return out
+
+
+def released_flags(reader: Any, change: Change) -> dict[str, Any] | None:
+    """The `vllm serve` flags the new vLLM release knows (probes/vllm_flags over its files); None if unread."""
+    try:
+        with ScratchSite(reader, change) as site:
+            return site.probe("vllm_flags")
+    except Exception:  # noqa: BLE001 - unknown flags are not judged (the recipe check skips a None)
+        return None

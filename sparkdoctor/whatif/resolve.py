@@ -1,0 +1,96 @@
+"""Resolve a proposed upgrade with the target's own installer, without installing anything:
+`pip install --dry-run --report` run by sparkdoctor's pip for the target interpreter (`--python`,
+pip >= 22.3) or by the target's own pip, with every constraint file the target's Facts found."""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from packaging.utils import canonicalize_name
+
+from sparkdoctor import proc
+from sparkdoctor.errors import SparkdoctorError
+from sparkdoctor.exitcodes import EXIT_USAGE
+
+RESOLVE_TIMEOUT = 600.0
+
+
+class ResolveError(SparkdoctorError):
+    """The upgrade cannot be resolved (conflict, no such version, no registry); one line (exit 2)."""
+
+    exit_code = EXIT_USAGE
+    code = "unresolvable"
+
+
+@dataclass(frozen=True)
+class Change:
+    name: str  # canonical
+    old: str | None  # None: a new install
+    new: str
+    url: str | None = None
+    sha256: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "from": self.old, "to": self.new, "url": self.url, "sha256": self.sha256}
+
+
+def dry_run_argv(pip: list[str], specs: list[str], constraints: list[str], quiet: bool = True) -> list[str]:
+    """pip's dry run; quiet, the report is the only thing on stdout (`--report -`)."""
+    argv = [*pip, "--disable-pip-version-check", "--no-input", "install", "--dry-run"]
+    argv += ["--quiet", "--report", "-"] if quiet else []
+    for c in constraints:
+        argv += ["-c", c]
+    return argv + specs
+
+
+def constraint_files(facts: Any, local: bool) -> list[str]:
+    files = []
+    for row in facts.constraints or []:
+        f = row.get("file") if isinstance(row, dict) else None
+        if f and f not in files and (not local or Path(f).is_file()):
+            files.append(f)
+    return files
+
+
+def resolve_upgrade(target: Any, python: str, specs: list[str], facts: Any) -> list[Change]:
+    """The distributions the upgrade would install or change, from the target's own pip in a dry run
+    (inside the container for a container target). A local venv without pip is resolved by sparkdoctor's
+    pip for it (`pip --python`, pip >= 22.3), with the same options."""
+    from sparkdoctor.verify.stacks import conflict
+    from sparkdoctor.verify.venvs import own_pip
+
+    local = getattr(target, "shares_files", True)
+    pip = [python, "-m", "pip"]
+    constraints = constraint_files(facts, local)
+    run = target.run_command
+    result = run(dry_run_argv(pip, specs, constraints), RESOLVE_TIMEOUT)
+    if not result.ok and "No module named pip" in (result.stderr or "") and local and own_pip():
+        pip = [sys.executable, "-m", "pip", "--python", python]
+        result = proc.run(dry_run_argv(pip, specs, constraints), timeout=RESOLVE_TIMEOUT)
+        run = lambda argv, timeout: proc.run(argv, timeout=timeout)  # noqa: E731
+    if result.timed_out or result.start_error or result.signal:
+        raise ResolveError(f"pip's dry run did not finish: {result.describe_failure()}")
+    if not result.ok:  # run again without --quiet: pip says which requirements conflict only then
+        loud = run(dry_run_argv(pip, specs, constraints, quiet=False), RESOLVE_TIMEOUT)
+        raise ResolveError(f"{' '.join(specs)} cannot be resolved in {python}: {conflict(loud)}")
+    try:
+        doc = json.loads(result.stdout)
+    except ValueError as exc:
+        raise ResolveError(f"pip's --report did not parse: {exc}") from None
+    changes = []
+    for item in doc.get("install", []):
+        meta = item.get("metadata") or {}
+        name = canonicalize_name(str(meta.get("name", "")))
+        if not name:
+            continue
+        info = item.get("download_info") or {}
+        hashes = (info.get("archive_info") or {}).get("hashes") or {}
+        old = (facts.package(name) or {}).get("version")
+        new = str(meta.get("version"))
+        if old != new:
+            changes.append(Change(name, old, new, info.get("url"), hashes.get("sha256")))
+    return sorted(changes, key=lambda c: c.name)
