@@ -216,8 +216,6 @@ def test_ledger_files(work, damages):
 # ---- fix journals (reading and validation: the public loader) ------------------------------------------
 
 
-@pytest.mark.xfail(not TALLY, strict=False, reason="issue 20 item 2: jr.load validating a damaged journal.json is the "
-                   "fix/ hardening branch's; until it lands, non-JSON or wrongly typed journals raise inside load")
 @settings(FUZZ, max_examples=n(600))
 @given(folder=stores.journal_dirs(stores.journal_base()))
 def test_journal_files(work, folder):
