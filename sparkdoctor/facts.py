@@ -70,7 +70,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from packaging.utils import canonicalize_name
+from sparkdoctor.names import canonicalize_name
 
 from sparkdoctor.errors import InputError
 from sparkdoctor.text import one_line

@@ -50,9 +50,17 @@ def probe_args(target: Target, cache_root: Path | None, use_cache: bool) -> tupl
     return budget + ["--cache", str(path)] + ([] if use_cache else ["--no-cache"]), None
 
 
+def probe_env(target: Target, cache_root: Path | None) -> dict[str, str] | None:
+    """Where a local probe keeps its compiled modules (our cache dir, never the target or the probe
+    folder); none for a container, whose file system does not hold our cache dir."""
+    if cache_root is None or target.describe().get("kind") != "python":
+        return None
+    return {"SPARKDOCTOR_PROBE_PYCACHE": str(cache_root / "pycache")}
+
+
 def prestart(target: Target, cache_root: Path | None, use_cache: bool) -> Prestarted:
     args, warning = probe_args(target, cache_root, use_cache)
-    running = target.start_script(probe_entry(PROBE), args)
+    running = target.start_script(probe_entry(PROBE), args, env=probe_env(target, cache_root))
     return Prestarted(running, warning, str(target.describe().get("python") or ""), use_cache)
 
 

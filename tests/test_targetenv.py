@@ -341,6 +341,25 @@ def test_hash_cache_is_used_and_never_stale(venv, tmp_path):
     assert fourth["cache"]["hashed_files"] == 1 and fourth["packages"]["idna"]["integrity"] == "ok"
 
 
+def test_what_the_hash_cache_cannot_see_and_how_to_see_it(venv, tmp_path):
+    """The limit of (path, size, mtime_ns) caching, stated as a test: one byte changed in a
+    cached-clean file with its size kept AND its mtime put back is not seen by a warm run (the
+    cached hash is reused); --no-cache reads every file again and sees it. With the mtime left
+    as the edit set it (what every editor, patch and pip does), test_hash_cache_is_used_and_never_stale
+    shows the warm run sees it."""
+    cache = tmp_path / "hashes.json"
+    args = ["--cache", str(cache), "--track", "idna"]
+    assert probe(venv, *args)["packages"]["idna"]["integrity"] == "ok"
+    target = site_of(venv) / "idna" / "core.py"
+    st = target.stat()
+    same_size_edit(target)
+    os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns))
+    warm = probe(venv, *args)
+    assert warm["cache"]["hashed_files"] == 0 and warm["packages"]["idna"]["integrity"] == "ok"
+    cold = probe(venv, *args, "--no-cache")
+    assert cold["packages"]["idna"]["files_modified"] == ["idna/core.py"]
+
+
 def test_cache_file_keeps_no_verdict_across_a_touch_without_change(venv, tmp_path):
     """A file whose mtime moved but bytes did not is re-hashed once and stays ok."""
     cache = tmp_path / "hashes.json"

@@ -35,7 +35,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from packaging.utils import canonicalize_name
+from sparkdoctor.names import canonicalize_name
 
 from sparkdoctor.matrix.model import MatrixError
 from sparkdoctor.matrix.versions import parse_version

@@ -13,7 +13,6 @@ from functools import lru_cache
 from pathlib import Path
 
 from sparkdoctor.matrix.model import Entry, Matrix, MatrixError, Stack
-from sparkdoctor.matrix.schema import entry_from, stack_from
 from sparkdoctor.matrix.tracking import Tracking, check_bracketable, tracking_from
 
 if sys.version_info >= (3, 11):
@@ -87,6 +86,8 @@ def load_file(path: Path) -> tuple[list[Entry], list[Stack]]:
 
 
 def load_file_tracking(path: Path) -> tuple[list[Entry], list[Stack], Tracking]:
+    from sparkdoctor.matrix.schema import entry_from, stack_from  # not needed when the parsed matrix is cached
+
     where = str(path)
     doc = read_toml(path)
     schema = doc.get("schema", SCHEMA)
@@ -144,22 +145,32 @@ def load(path: Path | None = None, fixes: Path | None = None) -> Matrix:
         matrix = _load(Path(path), fixes, path_given=True)
         matrix.source = str(path)
         return matrix
+    from sparkdoctor.matrix.cache import cached
+
     installed = installed_matrix()
     note = ""
     if installed is not None:
         try:
-            matrix = _load(installed, fixes, path_given=True)
+            matrix = cached(installed, fixes, ("installed",), lambda: _load(installed, fixes, path_given=True))
             matrix.source = f"installed {installed.resolve().name[:12]} ({installed.resolve()})"
         except MatrixError as exc:
-            matrix, note = _load(data_dir("matrix"), fixes, path_given=False), f" (the installed matrix does not load: {exc})"
+            matrix, note = _bundled(fixes), f" (the installed matrix does not load: {exc})"
             matrix.source = "bundled" + note
     else:
-        matrix = _load(data_dir("matrix"), fixes, path_given=False)
+        matrix = _bundled(fixes)
     local = local_overrides()
     if local.is_dir() and any(local.glob("*.toml")):
         overlay(matrix, _load(local, fixes, path_given=True))
         matrix.source += f" + local overrides ({local})"
     return matrix
+
+
+def _bundled(fixes: Path | None) -> Matrix:
+    from sparkdoctor.locations import data_dir
+    from sparkdoctor.matrix.cache import cached
+
+    root = data_dir("matrix")
+    return cached(root, fixes, ("bundled",), lambda: _load(root, fixes, path_given=False))
 
 
 def overlay(base: Matrix, local: Matrix) -> None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from packaging.utils import canonicalize_name
+from sparkdoctor.names import canonicalize_name
 
 from sparkdoctor.matrix.model import Entry, MatrixError
 from sparkdoctor.matrix.versions import parse_version

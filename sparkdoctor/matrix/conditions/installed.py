@@ -7,7 +7,7 @@ import fnmatch
 import re
 from typing import Any
 
-from packaging.utils import canonicalize_name
+from sparkdoctor.names import canonicalize_name
 
 from sparkdoctor.facts import Facts
 from sparkdoctor.matrix.conditions.shapes import as_list, v_spec, v_str_list

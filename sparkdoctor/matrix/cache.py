@@ -1,0 +1,79 @@
+"""The parsed bundled (or `matrix update`-installed) matrix, kept between runs.
+
+Reading the matrix (TOML, every entry through the schema, the tracked-versions rules) is ~40 ms of
+every `check` and imports the schema's modules (packaging.requirements, shlex, ...). The parsed
+Matrix is pickled into sparkdoctor's own cache dir under a key of everything it was made from:
+
+  * each matrix file's (path, size, mtime_ns) and the names of the fix files (fix ids),
+  * the probes/kernels/*.ptx files' (path, size, mtime_ns) (probe ids an entry may name),
+  * the (path, size, mtime_ns) of the code that parses it (sparkdoctor/matrix/**.py and the few
+    modules it reads rules from) and the Python version.
+
+A file changed in place with its size and mtime put back is not seen (the hash cache of the target
+probe has the same limit); anything else rebuilds the matrix. Only a load that succeeded is kept, so
+a broken matrix file is reported on every run. A cache that cannot be read or written is ignored.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import pickle
+import sys
+from pathlib import Path
+from typing import Callable
+
+from sparkdoctor.matrix.model import Matrix
+
+_PKG = Path(__file__).resolve().parent.parent  # sparkdoctor/
+_CODE_FILES = ("arch.py", "names.py", "patterns.py", "text.py", "errors.py", "collect/cutedsl.py")
+
+
+def _stats(paths: list[Path]) -> list[tuple[str, int, int]]:
+    out = []
+    for p in paths:
+        st = os.stat(p)
+        out.append((str(p), st.st_size, st.st_mtime_ns))
+    return out
+
+
+def _key(toml_files: list[Path], fixes: Path | None, extra: tuple) -> str:
+    from sparkdoctor.locations import data_dir
+
+    code = sorted(_PKG.joinpath("matrix").rglob("*.py")) + [_PKG / name for name in _CODE_FILES]
+    fix_root = fixes or data_dir("fixes")
+    fix_names = sorted(p.name for p in fix_root.glob("*.toml")) if fix_root.is_dir() else []
+    ptx = sorted((data_dir("probes") / "kernels").glob("*.ptx"))
+    parts = (sys.version, extra, str(fix_root), fix_names, _stats(toml_files), _stats(ptx), _stats(code))
+    return hashlib.sha256(repr(parts).encode("utf-8", "surrogateescape")).hexdigest()
+
+
+def cached(root: Path, fixes: Path | None, extra: tuple, build: Callable[[], Matrix]) -> Matrix:
+    """build(), or the Matrix it made last time from the same files."""
+    from sparkdoctor.locations import cache_dir
+
+    try:
+        files = sorted(root.glob("*.toml")) if root.is_dir() else [root]
+        key = _key(files, fixes, extra)
+        path = cache_dir() / "matrix" / f"{key[:32]}.pickle"
+    except OSError:
+        return build()
+    try:
+        with open(path, "rb") as fh:
+            stored_key, matrix = pickle.load(fh)
+        if stored_key == key and isinstance(matrix, Matrix):
+            return matrix
+    except Exception:  # missing, half-written by another sparkdoctor, or from another version: rebuild
+        pass
+    matrix = build()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        for old in path.parent.glob("*.pickle"):  # one matrix per key shape is plenty; keep the folder small
+            if old != path:
+                old.unlink(missing_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_bytes(pickle.dumps((key, matrix), protocol=pickle.HIGHEST_PROTOCOL))
+        os.replace(tmp, path)
+    except OSError:
+        pass
+    return matrix

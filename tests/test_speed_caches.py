@@ -1,0 +1,96 @@
+"""The caches that keep a warm `check` fast never keep it from seeing a change.
+
+The parsed-matrix cache (sparkdoctor/matrix/cache.py), the probe's compiled modules in sparkdoctor's
+cache dir, and the name normalisation that replaced packaging.utils on the hot path.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+from packaging.utils import canonicalize_name as packaging_canonical
+
+from sparkdoctor import locations
+from sparkdoctor import target_probe
+from sparkdoctor.matrix import load
+from sparkdoctor.names import canonicalize_name
+from sparkdoctor.target import PythonTarget
+
+
+@pytest.fixture(autouse=True)
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("SPARKDOCTOR_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("SPARKDOCTOR_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setenv("SPARKDOCTOR_CONFIG", str(tmp_path / "config.toml"))
+    return tmp_path / "cache"
+
+
+@pytest.mark.parametrize("name", ["vllm", "Flash_Infer", "nvidia-cutlass-dsl", "cuda.Bindings", "a-_.b", "Torch", "x__y..z"])
+def test_canonical_names_are_packagings(name):
+    assert canonicalize_name(name) == packaging_canonical(name)
+
+
+@pytest.fixture
+def own_matrix(tmp_path, monkeypatch):
+    """A copy of the bundled matrix that data_dir() returns, so a test may edit it."""
+    root = tmp_path / "data"
+    for name in ("matrix", "fixes", "probes"):
+        shutil.copytree(locations.data_dir(name), root / name, symlinks=True)
+    real = locations.data_dir
+    monkeypatch.setattr(locations, "data_dir", lambda name: root / name if name in ("matrix", "fixes", "probes") else real(name))
+    monkeypatch.setattr(locations, "installed_matrix", lambda: None)
+    return root / "matrix"
+
+
+def test_parsed_matrix_is_cached_and_rebuilt_when_a_file_changes(own_matrix, cache):
+    first = load()
+    stored = list((cache / "matrix").glob("*.pickle"))
+    assert len(stored) == 1
+    again = load()
+    assert [e.id for e in again.entries] == [e.id for e in first.entries]
+    assert again.entries[0] is not first.entries[0], "a fresh object from the cache, not the same one"
+
+    f = sorted(own_matrix.glob("*.toml"))[0]
+    text = f.read_text()
+    one = next(e for e in first.entries if e.file == str(f))
+    f.write_text(text.replace(f'id = "{one.id}"', f'id = "{one.id}-renamed"', 1))
+    ids = {e.id for e in load().entries}
+    assert f"{one.id}-renamed" in ids and one.id not in ids
+    assert len(list((cache / "matrix").glob("*.pickle"))) == 1, "the stale one is removed"
+
+
+def test_a_broken_matrix_file_is_reported_every_time_not_cached(own_matrix):
+    from sparkdoctor.matrix import MatrixError
+
+    load()
+    f = sorted(own_matrix.glob("*.toml"))[0]
+    f.write_text(f.read_text() + "\n[[entry]\n")
+    for _ in range(2):
+        with pytest.raises(MatrixError, match=f.name):
+            load()
+
+
+def test_unreadable_or_foreign_cache_file_is_ignored(own_matrix, cache):
+    first = load()
+    (stored,) = (cache / "matrix").glob("*.pickle")
+    stored.write_bytes(b"not a pickle")
+    assert [e.id for e in load().entries] == [e.id for e in first.entries]
+
+
+def test_probe_keeps_its_compiled_modules_in_our_cache_only(tmp_path, cache):
+    """The probe runs with -B: nothing lands in the probe folder or the target; with our cache
+    dir named, its modules are compiled once into cache/pycache and read from there after."""
+    target = PythonTarget(sys.executable, "--python")
+    probes = locations.data_dir("probes")
+    before = {p for p in probes.rglob("__pycache__")}
+    for _ in range(2):
+        early = target_probe.prestart(target, cache, use_cache=True)
+        result = early.running.result(120)
+        assert result.returncode == 0, result.stderr
+    compiled = [p.name for p in (cache / "pycache").rglob("*.pyc")]
+    assert any(n.startswith("targetenv_integrity.") for n in compiled), compiled
+    assert {p for p in probes.rglob("__pycache__")} == before
