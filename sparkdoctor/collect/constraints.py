@@ -22,10 +22,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from packaging.markers import InvalidMarker, Marker
-from packaging.requirements import InvalidRequirement, Requirement
-from packaging.utils import InvalidSdistFilename, InvalidWheelFilename, parse_sdist_filename, parse_wheel_filename
-
 from sparkdoctor.collect import Collector, Context
 from sparkdoctor.errors import InputError
 
@@ -147,6 +143,10 @@ def _looks_unnamed(text: str) -> bool:
 
 def parse_requirement(text: str) -> dict[str, Any] | None:
     """The pin a requirement line makes, or None for an unnamed one (a local folder, a VCS URL without #egg=)."""
+    # packaging's parser (~40 ms of imports) loads only when some constraints file has a line.
+    from packaging.markers import InvalidMarker, Marker
+    from packaging.requirements import InvalidRequirement, Requirement
+
     if not _looks_unnamed(text):
         try:
             req = Requirement(text)
@@ -175,6 +175,13 @@ def parse_requirement(text: str) -> dict[str, Any] | None:
 
 def _name_from_location(location: str) -> tuple[str | None, str | None]:
     """A wheel or sdist file name carries name and version; a URL may carry #egg=name."""
+    from packaging.utils import (
+        InvalidSdistFilename,
+        InvalidWheelFilename,
+        parse_sdist_filename,
+        parse_wheel_filename,
+    )
+
     try:
         parts = urlsplit(location)
     except ValueError as exc:  # a broken IPv6 host: "http://[::1/x.whl"

@@ -20,8 +20,8 @@ import hashlib
 import os
 import pickle
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from sparkdoctor.matrix.model import Matrix
 
