@@ -37,7 +37,8 @@ HERE = Path(__file__).resolve().parent.parent
 def cpu_run(argv: list[str], env: dict[str, str]) -> tuple[float, float, int]:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    done = subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+    # cwd = the tree: `python -m` puts the working directory ahead of PYTHONPATH
+    done = subprocess.run(argv, env=env, cwd=env["PYTHONPATH"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -77,14 +78,14 @@ def main() -> int:
     if args.cprofile:
         out = Path(tempfile.mkdtemp()) / "check.prof"
         subprocess.run([sys.executable, "-m", "cProfile", "-o", str(out), "-m", "sparkdoctor"] + check(trees[-1])[3:],
-                       env=env(trees[-1]), stdout=subprocess.DEVNULL, check=False)
+                       env=env(trees[-1]), cwd=trees[-1], stdout=subprocess.DEVNULL, check=False)
         import pstats
 
         pstats.Stats(str(out)).sort_stats("cumulative").print_stats(40)
         return 0
     if args.importtime:
         done = subprocess.run([sys.executable, "-X", "importtime"] + check(trees[-1])[1:], env=env(trees[-1]),
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, check=False)
+                              cwd=trees[-1], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, check=False)
         rows = []
         for line in done.stderr.splitlines():
             parts = line.split("|")
