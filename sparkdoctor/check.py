@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import platform
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -48,7 +48,7 @@ def collectors(kernels: bool, shares_files: bool = True) -> list[Collector]:
 
 
 def collect_facts(target: Target, options: CheckOptions) -> Facts:
-    facts = Facts(tool={"name": "sparkdoctor", "version": __version__, "host_python": platform.python_version()})
+    facts = Facts(tool={"name": "sparkdoctor", "version": __version__, "host_python": sys.version.split()[0]})
     facts.target = target.describe()
     shares_files = getattr(target, "shares_files", True)
     if not shares_files:

@@ -15,10 +15,14 @@ from pathlib import Path
 from sparkdoctor.matrix.model import Entry, Matrix, MatrixError, Stack
 from sparkdoctor.matrix.tracking import Tracking, check_bracketable, tracking_from
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
+
+def _tomllib():
+    """tomllib, imported on first use (~10 ms): a warm check reads its matrix from the cache."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover
+        import tomli as tomllib
+    return tomllib
 
 SCHEMA = 1  # the matrix file format this sparkdoctor reads; `schema` may be left out
 _TOP = {"component", "entry", "stack", "schema", "tracked", "lockstep"}
@@ -41,6 +45,7 @@ def _ptx_probe_ids() -> set[str]:
     tests/test_matrix_engine.py checks that load_probes finds the same ids."""
     from sparkdoctor.locations import data_dir
 
+    tomllib = _tomllib()
     ids = set()
     for path in sorted((data_dir("probes") / "kernels").glob("*.ptx")):
         try:
@@ -66,6 +71,7 @@ def read_toml(path: Path, error: type[Exception] = MatrixError) -> dict:
     where = str(path)
     from sparkdoctor.inputs import read_text
 
+    tomllib = _tomllib()
     try:  # a regular file only: a FIFO or device is refused, never waited on
         return tomllib.loads(read_text(path))
     except OSError as exc:
@@ -139,7 +145,7 @@ def load(path: Path | None = None, fixes: Path | None = None) -> Matrix:
     """Load a matrix folder or a single file; by default the matrix `matrix update` installed, else the
     bundled one, with the user's local overrides layered over it (Matrix.source says which). Ids must
     be unique, and fix ids must name fix files (of `fixes`, default the bundled fixes/)."""
-    from sparkdoctor.locations import data_dir, installed_matrix, local_overrides
+    from sparkdoctor.locations import installed_matrix, local_overrides
 
     if path is not None:
         matrix = _load(Path(path), fixes, path_given=True)
