@@ -242,10 +242,10 @@ def bench_ab(path_a: Path, path_b: Path, opts: Options) -> dict[str, Any]:
             ledger.finish_comparison(comparison_id, status, doc if status == "complete" else None)
 
 
-def render(doc: dict[str, Any]) -> None:
+def render(doc: dict[str, Any], console: Any = None) -> None:
     from sparkdoctor.bench import render as r
 
-    console = r.console()
+    console = console or r.console()
     if doc["kind"] == "comparison":
         r.render_comparison(console, doc)
     else:

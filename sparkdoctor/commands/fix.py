@@ -13,7 +13,9 @@ from typing import List, Optional
 import typer
 
 from sparkdoctor.cli_support import Fatal
+from sparkdoctor.commands.options import format_option
 from sparkdoctor.exitcodes import EXIT_FIX_FAILED, EXIT_FIX_REFUSED, EXIT_UNPROBEABLE, EXIT_USAGE
+from sparkdoctor.result import Format
 
 
 def _progress(message: str) -> None:
@@ -32,7 +34,7 @@ def register(app: typer.Typer) -> None:
         yes: bool = typer.Option(False, "--yes", help="Apply the plan (journal first), then check again."),
         rollback: bool = typer.Option(False, "--rollback", help="Restore what a journal recorded, byte for byte, offline."),
         history: bool = typer.Option(False, "--history", help="List fix journals, newest first."),
-        fmt: str = typer.Option("console", "--format", help="console or json."),
+        fmt: str = format_option(Format.console, Format.json),
         env_file: Optional[Path] = typer.Option(None, "--env-file", help="The env file the server reads (KEY=VALUE): checked with it, env fixes edit it."),
         recipe: Optional[Path] = typer.Option(None, "--recipe", help="The serving recipe (recipes/*.toml) flag fixes edit."),
         constraints: List[Path] = typer.Option([], "--constraints", help="Extra constraints/requirements files to read (as check)."),
@@ -57,19 +59,33 @@ def register(app: typer.Typer) -> None:
 
         refuse_bad_target_options(python, container, container_python, facts_given=False)
         chosen = (python, container, container_python, runtime)
-        out = lambda text: typer.echo(text)  # noqa: E731
+        out = _writer(fmt)
         # every error says its own exit code: a FixError 5, a Refusal 4, no such journal or a bad fix file 2
         if history:
             from sparkdoctor.fix.pipeline import history as list_history
 
             rows = list_history()
-            out(render.as_json("history", rows) if fmt == "json" else "\n".join(render.history_lines(rows)))
+            out(render.as_json("history", rows) if fmt == "json" else "\n".join(render.history_lines(rows)), 0)
             return
         if rollback:
             _rollback(journal, fmt, out, chosen)
             return
         _plan_or_apply(chosen, yes, fmt, out, env_file, recipe, constraints, system, allow_replace, allow_downgrade,
                        kernels, arch, matrix, fixes)
+
+
+def _writer(fmt: str):
+    """How fix writes its document: JSON behind the common header (sparkdoctor.emit), or text lines."""
+
+    def out(text: str, exit_code: int, errors: Optional[list] = None) -> None:
+        from sparkdoctor.emit import deliver, emit_json
+
+        if fmt == "json":
+            emit_json("fix", "fix", text, exit_code, errors)
+        else:
+            deliver(text + "\n", None)
+
+    return out
 
 
 def _target(chosen, env_file: Optional[Path]):
@@ -114,10 +130,11 @@ def _rollback(journal, fmt, out, chosen) -> None:
     from sparkdoctor.fix.pipeline import rollback
 
     result = rollback(lambda record: _journal_target(record, chosen), journal)
-    out(render.as_json("rollback", result) if fmt == "json" else "\n".join(render.rollback_lines(result)))
     verified = result.get("verified") or {}
-    if result["status"] == "rolled back" and not verified.get("ok"):
-        raise typer.Exit(EXIT_FIX_FAILED)
+    code = EXIT_FIX_FAILED if result["status"] == "rolled back" and not verified.get("ok") else 0
+    out(render.as_json("rollback", result) if fmt == "json" else "\n".join(render.rollback_lines(result)), code)
+    if code:
+        raise typer.Exit(code)
 
 
 def _plan_or_apply(chosen, yes, fmt, out, env_file, recipe, constraints, system, allow_replace, allow_downgrade,
@@ -134,14 +151,19 @@ def _plan_or_apply(chosen, yes, fmt, out, env_file, recipe, constraints, system,
         raise Fatal("the target's packages could not be read; nothing to plan", EXIT_UNPROBEABLE)
     if not yes or planned.plan.empty:
         out(render.plan_json(planned.plan, planned.report) if fmt == "json" else "\n".join(
-            render.plan_lines(planned.plan) + ([] if planned.plan.empty else ["Dry run: nothing was changed. Apply with --yes."])))
+            render.plan_lines(planned.plan) + ([] if planned.plan.empty else ["Dry run: nothing was changed. Apply with --yes."])),
+            planned.report.exit_code())
         raise typer.Exit(planned.report.exit_code())
     if planned.plan.refusals:
-        if fmt == "json":
-            out(render.plan_json(planned.plan, planned.report))
-        raise Fatal(planned.plan.refusals[0], EXIT_FIX_REFUSED)
+        refused = Fatal(planned.plan.refusals[0], EXIT_FIX_REFUSED)
+        if fmt == "json":  # one document: the plan, with the refusal as its error
+            out(render.plan_json(planned.plan, planned.report), EXIT_FIX_REFUSED, [refused.to_dict()])
+            from sparkdoctor.cli_support import err
+
+            err(str(refused))
+            raise typer.Exit(EXIT_FIX_REFUSED)
+        raise refused
     result = apply_and_recheck(target, planned, settings)
-    out(render.applied_json(result) if fmt == "json" else "\n".join(render.plan_lines(planned.plan) + render.applied_lines(result)))
-    if result["error"]:
-        raise typer.Exit(EXIT_FIX_FAILED)
-    raise typer.Exit(result["report_after"].exit_code())
+    code = EXIT_FIX_FAILED if result["error"] else result["report_after"].exit_code()
+    out(render.applied_json(result) if fmt == "json" else "\n".join(render.plan_lines(planned.plan) + render.applied_lines(result)), code)
+    raise typer.Exit(code)

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 from typing import Any
 
-RANK = {"holds": 0, "changed": 1, "flipped": 2}
+from sparkdoctor.vocab import Outcome
+
+RANK = {outcome.value: i for i, outcome in enumerate(Outcome)}  # holds 0, changed 1, flipped 2
 
 
 def _level_outcome(old: dict[str, Any], new: dict[str, Any]) -> str:

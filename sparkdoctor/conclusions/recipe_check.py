@@ -20,8 +20,9 @@ from __future__ import annotations
 from typing import Any
 
 from sparkdoctor.conclusions.workarounds import judge_all, server_facts
+from sparkdoctor.vocab import Severity
 
-SEVERITY_RANK = {"info": 0, "warn": 1, "error": 2}
+SEVERITY_RANK = {s.value: s.rank for s in Severity}  # info 0, warn 1, error 2
 RECIPE_CHECK_VERSION = 1
 
 

@@ -70,7 +70,9 @@ def _verify(matrix, entry_id: str | None, keep: bool, fmt: str, kind: str) -> in
     results += [verify_files(e, log) for e in chosen if want_files and e.files]
     seconds = time.monotonic() - started
     if fmt == "json":
-        sys.stdout.write(verify_json(results, seconds) + "\n")
+        from sparkdoctor.emit import emit_json
+
+        return emit_json("matrix verify", "verify", verify_json(results, seconds), exit_code(results))
     elif not results:
         print("no matrix entry has a verify table or a files table")
     else:
@@ -89,7 +91,7 @@ def exit_code(results: list) -> int:
 
 
 def _bisect(matrix, entry_id: str, fmt: str) -> int:
-    from sparkdoctor.render.verify import render_bisect, write_json
+    from sparkdoctor.render.verify import render_bisect
     from sparkdoctor.verify.files import bisect
 
     entry = matrix.get(entry_id)
@@ -98,16 +100,18 @@ def _bisect(matrix, entry_id: str, fmt: str) -> int:
     if not entry.files:
         raise Fatal(f"{entry.file}: entry {entry.id}: --bisect needs a 'files' table (checks over released wheels)")
     found = bisect(entry, _log())
+    code = {"agrees": EXIT_OK, "found": EXIT_OK, "differs": EXIT_VERIFY_CONTRADICTED}.get(found["verdict"], EXIT_VERIFY_ERROR)
     if fmt == "json":
-        write_json({"schema": 1, "bisect": found})
-    else:
-        render_bisect(found)
-    return {"agrees": EXIT_OK, "found": EXIT_OK, "differs": EXIT_VERIFY_CONTRADICTED}.get(found["verdict"], EXIT_VERIFY_ERROR)
+        from sparkdoctor.emit import emit_json
+
+        return emit_json("matrix verify", "verify-bisect", {"schema": 1, "bisect": found}, code)
+    render_bisect(found)
+    return code
 
 
 def _latest(matrix, entry_id: str | None, fmt: str, kind: str) -> int:
     from sparkdoctor import verify
-    from sparkdoctor.render.verify import render_latest, write_json
+    from sparkdoctor.render.verify import render_latest
     from sparkdoctor.verify.files import latest, latest_installs
 
     chosen = [e for e in matrix.entries if not e.withdrawn and (entry_id is None or e.id == entry_id)]
@@ -118,10 +122,13 @@ def _latest(matrix, entry_id: str | None, fmt: str, kind: str) -> int:
     log = _log()
     results = [latest(e, log) for e in with_files]
     results += [dict(latest_installs(verify.parse_spec(e), log), kind="installs") for e in with_installs]
-    if fmt == "json":
-        write_json({"schema": 1, "latest": results})
-    else:
-        render_latest(results)
     if any(r["verdict"] in ("regression", "range-must-grow", "fixed-upstream") for r in results):
-        return EXIT_VERIFY_CONTRADICTED
-    return EXIT_VERIFY_ERROR if any(r["verdict"] == "error" for r in results) else EXIT_OK
+        code = EXIT_VERIFY_CONTRADICTED
+    else:
+        code = EXIT_VERIFY_ERROR if any(r["verdict"] == "error" for r in results) else EXIT_OK
+    if fmt == "json":
+        from sparkdoctor.emit import emit_json
+
+        return emit_json("matrix verify", "verify-latest", {"schema": 1, "latest": results}, code)
+    render_latest(results)
+    return code
