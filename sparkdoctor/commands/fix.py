@@ -55,7 +55,7 @@ def register(app: typer.Typer) -> None:
             raise Fatal("--yes, --rollback and --history do not go together", EXIT_USAGE)
         if journal and not rollback:
             raise Fatal(f"unexpected argument {journal!r} (a journal id goes with --rollback)", EXIT_USAGE)
-        from sparkdoctor.check_target import refuse_bad_target_options
+        from sparkdoctor.target.choose import refuse_bad_target_options
 
         refuse_bad_target_options(python, container, container_python, facts_given=False)
         chosen = (python, container, container_python, runtime)
@@ -91,7 +91,7 @@ def _writer(fmt: str):
 def _target(chosen, env_file: Optional[Path]):
     """The target --python / --container / --container-python name, as check resolves it (exit 3 when
     it cannot be probed: no such container, a stopped one, one without Python)."""
-    from sparkdoctor.check_target import resolve_target
+    from sparkdoctor.target.choose import resolve_target
 
     target = resolve_target(*chosen)
     if env_file is not None:

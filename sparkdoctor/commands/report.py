@@ -82,7 +82,7 @@ def _facts(facts_file: Optional[Path], python: Optional[str], arch: Optional[str
         return apply_arch_override(Facts.load(facts_file), arch)
     from sparkdoctor import proc
     from sparkdoctor.check import CheckOptions, collect_facts
-    from sparkdoctor.target import resolve_python_target
+    from sparkdoctor.target.local import resolve_python_target
 
     target = resolve_python_target(python)  # a TargetError is exit 3 by itself
     deadline = time.monotonic() + timeout

@@ -21,8 +21,8 @@ from sparkdoctor.fix import journal as jr
 from sparkdoctor.fix.interface import FixError, Installer
 from sparkdoctor.fix.inventory import Inventory, sha256_file, target_key, target_label, target_record
 from sparkdoctor.fix.model import Plan
-from sparkdoctor.target import Target
-from sparkdoctor.target_files import FileError, FileTransport, LocalFiles, hashes, sha256_of, transport_of
+from sparkdoctor.target.local import Target
+from sparkdoctor.target.files import FileError, FileTransport, LocalFiles, hashes, sha256_of, transport_of
 
 KILL_ENV = "SPARKDOCTOR_FIX_KILL_AT"
 TRACE_ENV = "SPARKDOCTOR_FIX_TRACE"

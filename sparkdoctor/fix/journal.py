@@ -30,8 +30,8 @@ from typing import Any, Callable, Iterator
 
 from sparkdoctor.fix.interface import FixError, NoJournal
 from sparkdoctor.locations import state_dir
-from sparkdoctor.target_fileops import fsync_dir
-from sparkdoctor.target_files import FileError, FileTransport, LocalFiles
+from sparkdoctor.target.fileops import fsync_dir
+from sparkdoctor.target.files import FileError, FileTransport, LocalFiles
 
 JOURNAL_VERSION = 1
 COMPLETE, APPLYING, APPLIED, ROLLING_BACK, ROLLED_BACK = "COMPLETE", "applying", "applied", "rolling-back", "rolled-back"

@@ -18,7 +18,7 @@ from sparkdoctor.fix.installers import for_target
 from sparkdoctor.fix.interface import FixError
 from sparkdoctor.fix.model import Plan
 from sparkdoctor.fix.plan import FixOptions, build_plan, hash_names
-from sparkdoctor.target_files import transport_of
+from sparkdoctor.target.files import transport_of
 
 RESULT_VERSION = 1
 

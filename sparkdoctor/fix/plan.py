@@ -27,7 +27,7 @@ from sparkdoctor.fix.definitions import ActionSpec, FixDefinition
 from sparkdoctor.fix.interface import FixError, Installer
 from sparkdoctor.fix.inventory import Inventory
 from sparkdoctor.fix.model import Plan, Step
-from sparkdoctor.target_files import FileError, FileTransport, LocalFiles
+from sparkdoctor.target.files import FileError, FileTransport, LocalFiles
 
 
 @dataclass

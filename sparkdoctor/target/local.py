@@ -74,7 +74,7 @@ class PythonTarget:
         return proc.run(argv, timeout=timeout, input=input)
 
     def file_transport(self) -> Any:
-        from sparkdoctor.target_files import LocalFiles
+        from sparkdoctor.target.files import LocalFiles
 
         return LocalFiles()
 

@@ -24,7 +24,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator, Protocol
 
-from sparkdoctor import target_fileops as ops
+from sparkdoctor.target import fileops as ops
 from sparkdoctor.errors import TargetUnprobeable
 
 
