@@ -11,8 +11,12 @@ token x the rate (the share of each token's interval the client is busy).
 
     python benchmarks/bench_client_overhead.py [--tokens 20000] [--requests 5]
 
-Candidates: sparkdoctor's own asyncio client (sparkdoctor/bench/http.py, stdlib only), httpx
-(AsyncClient.stream + aiter_lines) and requests (iter_lines), when installed.
+Candidates: sparkdoctor/bench/http.py as it is (aiohttp, stamping each read), the hand-written asyncio
+HTTP/1.1 client it replaced (benchmarks/handwritten_http.py), aiohttp used plainly (ClientSession.post + content
+lines), httpx (AsyncClient.stream + aiter_lines) and requests (iter_lines; one
+thread per stream at concurrency > 1), when installed.
+3. concurrency 1, 4 and 16, each stream paced at 200 tok/s (what `bench` does against a server): the error of
+   the decode tok/s each client reports, its lag, and its CPU per token with every stream running at once.
 """
 
 from __future__ import annotations
@@ -40,6 +44,12 @@ async def ours(url: str, payload: dict) -> list[tuple[float, bytes]]:
     return [(t, line) async for t, line in post_lines(url, "/v1/chat/completions", payload, 60, prefix=b"data:")]
 
 
+async def handwritten(url: str, payload: dict) -> list[tuple[float, bytes]]:
+    from benchmarks.handwritten_http import post_lines as old_post_lines
+
+    return [(t, line) async for t, line in old_post_lines(url, "/v1/chat/completions", payload, 60, prefix=b"data:")]
+
+
 async def with_httpx(url: str, payload: dict) -> list[tuple[float, bytes]]:
     import httpx
 
@@ -49,6 +59,18 @@ async def with_httpx(url: str, payload: dict) -> list[tuple[float, bytes]]:
             async for line in resp.aiter_lines():
                 if line.startswith("data:"):
                     got.append((time.perf_counter(), line.encode()))
+    return got
+
+
+async def with_aiohttp(url: str, payload: dict) -> list[tuple[float, bytes]]:
+    import aiohttp
+
+    got = []
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60)) as session:
+        async with session.post(url + "/v1/chat/completions", json=payload) as resp:
+            async for line in resp.content:
+                if line.startswith(b"data:"):
+                    got.append((time.perf_counter(), line.rstrip(b"\r\n")))
     return got
 
 
@@ -87,9 +109,14 @@ def run_client(fn, url: str, payload: dict, requests_n: int, concurrency: int) -
                 return await asyncio.gather(*(fn(url, payload) for _ in range(concurrency)))
             for lines in asyncio.run(batch()):
                 per_request.append(tokens_of(lines))
-        else:
-            for _ in range(concurrency):
-                per_request.append(tokens_of(fn(url, payload)))
+        elif concurrency == 1:
+            per_request.append(tokens_of(fn(url, payload)))
+        else:  # a blocking client: one thread per stream
+            from concurrent.futures import ThreadPoolExecutor
+
+            with ThreadPoolExecutor(concurrency) as pool:
+                for lines in pool.map(lambda _: fn(url, payload), range(concurrency)):
+                    per_request.append(tokens_of(lines))
     toks = [t for r in per_request for t in r]
     return toks, time.perf_counter() - wall0, time.process_time() - cpu0, per_request
 
@@ -123,15 +150,21 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--tokens", type=int, default=20000)
     ap.add_argument("--requests", type=int, default=5)
+    ap.add_argument("--only-concurrency", action="store_true", help="run part 3 only")
     args = ap.parse_args()
-    candidates = [("sparkdoctor (asyncio, stdlib)", ours)]
-    for mod, name, fn in (("httpx", "httpx (async)", with_httpx), ("requests", "requests (sync)", with_requests)):
+    candidates = [("sparkdoctor bench.http (aiohttp)", ours),
+                  ("hand-written asyncio HTTP/1.1 (sparkdoctor before, benchmarks/handwritten_http.py)", handwritten)]
+    for mod, name, fn in (("aiohttp", "aiohttp (async)", with_aiohttp), ("httpx", "httpx (async)", with_httpx),
+                          ("requests", "requests (sync)", with_requests)):
         try:
             candidates.append((f"{name} {__import__(mod).__version__}", fn))
         except ImportError:
             print(f"({mod} not installed: skipped)", file=sys.stderr)
     print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at start\n")
 
+    if args.only_concurrency:
+        concurrency_table(candidates)
+        return
     server, url = start_server("--delay", "0")
     try:
         print(f"1. maximum-rate source, {args.tokens} tokens per request, one token per chunk\n")
@@ -166,6 +199,30 @@ def main() -> None:
         finally:
             os.killpg(server.pid, 9)
             server.wait()
+
+    concurrency_table(candidates)
+
+
+def concurrency_table(candidates: list, rate: int = 200, tokens: int = 300, batches: int = 3) -> None:
+    print(f"\n3. concurrency 1, 4, 16; every stream paced at {rate} tok/s, {tokens} tokens; {batches} batches per cell\n")
+    print("| client | concurrency | measured tok/s error (median) | worst stream error | lag median us | lag p99 us | "
+          "client CPU us/token |")
+    print("|---|---|---|---|---|---|---|")
+    server, url = start_server("--delay", str(1.0 / rate), "--stamp")
+    try:
+        payload = build_payload("chat", "tiny", "hello", tokens, vllm=True)
+        for conc in (1, 4, 16):
+            for name, fn in candidates:
+                toks, wall, cpu, per_request = run_client(fn, url, payload, batches, conc)
+                lags = sorted((at - sent) * 1e6 for at, sent in toks if sent is not None)
+                errors = [rate_error([r]) for r in per_request if len(r) >= 3]
+                worst = max(errors, key=abs)
+                p99 = lags[int(0.99 * (len(lags) - 1))]
+                print(f"| {name} | {conc} | {100 * statistics.median(errors):+.3f}% | {100 * worst:+.3f}% | "
+                      f"{statistics.median(lags):.0f} | {p99:.0f} | {cpu / len(toks) * 1e6:.1f} |", flush=True)
+    finally:
+        os.killpg(server.pid, 9)
+        server.wait()
 
 
 if __name__ == "__main__":

@@ -70,7 +70,18 @@ def collect_facts(target: Target, options: CheckOptions) -> Facts:
     )
     ctx.scratch.update(options.prestarted)
     run_collectors(ctx, collectors(options.kernels, shares_files))
+    _note_unfinished_fix(facts)
     return facts
+
+
+def _note_unfinished_fix(facts: Facts) -> None:
+    """A `fix` of this target that was killed half-way leaves one small state file (fix/unsettled.py):
+    reading it is all check does (no journal is opened), and it becomes an error finding."""
+    from sparkdoctor.fix import unsettled
+
+    found = unsettled.for_target(facts.target or {})
+    if found is not None:
+        facts.target = {**(facts.target or {}), "fix_unsettled": unsettled.message(found)}
 
 
 def apply_arch_override(facts: Facts, arch: str | None) -> Facts:

@@ -45,3 +45,25 @@ def open_ledger(path):
     if not path.exists():
         raise Fatal(f"ledger {path}: no such file (run `sparkdoctor bench` first, or pass --ledger)", EXIT_LEDGER)
     return Ledger(path)  # a LedgerError is exit 5 by itself
+
+
+DEFAULT_TIMEOUT = 120.0  # seconds; the same default as check's --timeout
+
+
+def timeout_option():
+    """The --timeout option of a command whose work runs in this process (explain, recipe show, audit)."""
+    import typer
+
+    return typer.Option(DEFAULT_TIMEOUT, "--timeout",
+                        help="Seconds the whole run may take (reading, parsing, matching); past it: one line, exit 2.")
+
+
+def time_limited(timeout: float, what: str):
+    """runlimit.run_limit for a command: a bad --timeout and a run out of time are Fatal (one line, exit 2)."""
+    from sparkdoctor.runlimit import check_timeout, run_limit
+
+    problem = check_timeout(timeout)
+    if problem:
+        raise Fatal(problem)
+
+    return run_limit(timeout, what)  # an OutOfTime is a usage error (exit 2) by itself

@@ -27,6 +27,13 @@ EXIT_FIX_REFUSED = 4  # the plan has a refusal (system interpreter, vendor build
 #                       a container now running another image, a local venv named for a container's journal)
 EXIT_FIX_FAILED = 5  # the apply failed and was rolled back (or a rollback found differences); also a container
 #                      that stopped or went away half-way, or one whose environment has no pip
+EXIT_FIX_UNCHANGED = 6  # fix stopped before it changed anything: the plan could not be made or resolved (the line
+#                        names the conflicting requirements), the index could not be reached, the journal could not
+#                        be written (a full disk), another fix holds the target's lock
+# Also EXIT_FIX_REFUSED (4): a new fix on a target whose last apply or rollback did not finish (the line names the
+# `fix --rollback ID` that settles it); a rollback from a journal that is not trusted (damaged, lost its COMPLETE
+# marker after its apply started) or whose saved wheels and file copies cannot restore the target: nothing changed.
+# EXIT_USAGE (2): `fix --rollback ID` of a journal that does not exist; a malformed fix file; bad options.
 # `fix --container`: a container that does not exist, is stopped or has no Python is EXIT_UNPROBEABLE (3), as for check
 
 # `sparkdoctor bench` and `sparkdoctor history`
@@ -36,3 +43,7 @@ EXIT_LEDGER = 5  # the ledger file cannot be opened, read or written (corrupt, n
 # `sparkdoctor rerun` (and `conclusions`): bench's 4 and 5 keep their meaning
 EXIT_RERUN_FAIL_ON = 1  # --fail-on flipped|regression: a conclusion flipped, or a recipe got measurably slower
 EXIT_RERUN_INCOMPLETE = 4  # a stale conclusion or workaround could not be re-measured (it stays stale; says why)
+
+# `sparkdoctor recipe check` (findings and --fail-on as `check`: 0, 1; bad recipe 2; unprobeable target 3)
+EXIT_NO_VLLM = 6  # no --python, the recipe's command names no environment, and the default one has no vLLM:
+#                   nothing to judge against, so no verdict (never a silent pass)

@@ -49,6 +49,14 @@ did not run); an empty list/dict means "observed, and there is nothing". Shapes 
   recipe      {"name", "argv": [str], "model": {"ref", "folder", "hybrid", "linear_layers", "mamba_layers",
                "max_position_embeddings", "max_model_len", "error"}}: the recipe `recipe check` judges
                (conclusions/served_model.py); None everywhere else (matrix entries that read it are left out)
+  fleet       {"node", "hostname", "boot_id", "driver_flavour": "open" | "proprietary", "cuda_toolkit", "nccl": {"candidates":
+               [{"path", "realpath", "source": "process" | "LD_PRELOAD" | "VLLM_NCCL_SO_PATH" | "pip" | "system", "version",
+               "build_id", "sha256", "size"}], "loaded": candidate, "loaded_by", "pip_system_same_version_other_build"},
+               "nccl_conf": [{"path", "settings", "sha256"}], "cma": {"total_kib", "free_kib", "cmdline"},
+               "roce_v2_gid_index": {netdev: index}, "in_container", "clock_skew_s", and from the N-way comparison:
+               "nodes": how many nodes answered, "drift": [risky "area: key" differences of the fleet], "odd": [those
+               where this node is not on the majority value], "unpaired_links": [links up on a subnet no other node has]}
+               (None: not a `fleet check`; sparkdoctor/fleet/)
   errors      [{"collector", "error"}]
   timings_ms  {collector: ms}
 """
@@ -99,6 +107,7 @@ class Facts:
     kernels: dict[str, Any] | None = None
     capabilities: dict[str, Any] | None = None
     recipe: dict[str, Any] | None = None
+    fleet: dict[str, Any] | None = None
     errors: list[dict[str, str]] = field(default_factory=list)
     timings_ms: dict[str, float] = field(default_factory=dict)
 
@@ -153,8 +162,10 @@ class Facts:
 
     @classmethod
     def load(cls, path: Path) -> "Facts":
-        try:
-            text = Path(path).read_text(encoding="utf-8")
+        from sparkdoctor.inputs import read_text
+
+        try:  # a file, or a pipe with a writer (`--facts <(...)`); never a FIFO nobody writes
+            text = read_text(path, stream=True)
         except OSError as exc:
             raise FactsError(f"{path}: cannot read snapshot: {exc.strerror or exc}") from None
         except UnicodeDecodeError as exc:
@@ -187,11 +198,17 @@ class Facts:
                 for name, p in sorted(pkgs.items())
                 if _is_tracked(name)
             },
+            # what else decides speed, by version (docs/bench.md "What a run is keyed to"); present only when
+            # one is installed, so a venv without them keeps the fingerprint it always had
+            **({"speed_packages": speed} if (speed := {name: p.get("version") for name, p in sorted(pkgs.items())
+                                                         if _decides_speed(name)}) else {}),
             "cutedsl_build": (self.cutedsl or {}).get("active_build"),
             "ptxas": sorted(((t.get("version"), tuple(t.get("used_by") or ())) for t in (self.toolkits or [])), key=_none_first),
             "env": {k: v for k, v in sorted((self.env or {}).items()) if k in FINGERPRINT_ENV or k.startswith("VLLM_")},
             # only for a container: snapshots of plain venvs keep the fingerprint they always had
             **({"image": self.container.get("fingerprint")} if self.container else {}),
+            # the checkpoint served (config + safetensors header digest; bench/model_identity.py), for a run only
+            **({"model": ident} if (ident := ((self.recipe or {}).get("model") or {}).get("identity")) else {}),
         }
 
     def fingerprint(self) -> str:
@@ -238,6 +255,21 @@ def _none_first(row: tuple[Any, ...]) -> tuple[Any, ...]:
     """A sort key for rows holding unknowns (None): a ptxas whose version could not be read sorts
     before the rest instead of raising TypeError; rows without None sort exactly as before."""
     return tuple((value is not None, value if value is not None else "") for value in row)
+
+
+# Packages outside TRACKED_PREFIXES whose version decides serving speed (their files are not integrity-checked,
+# which keeps `check` fast). Chosen from what vLLM loads: its pins (requirements/common.txt: transformers,
+# tokenizers, compressed-tensors, xgrammar; cuda.txt: flashinfer, torch, already tracked), the libraries its
+# kernels and torch's dlopen (the nvidia-* wheels: cuBLAS, cuDNN, NCCL, the CUDA runtime and NVRTC for JIT
+# kernels, cuSPARSELt, NVSHMEM), and the alternative kernel stacks a GB10 image swaps in (tokenspeed-triton,
+# deep-gemm).
+SPEED_PACKAGES = ("transformers", "tokenizers", "compressed-tensors", "xgrammar", "tokenspeed-triton", "deep-gemm",
+                  "nvidia-cublas", "nvidia-cudnn", "nvidia-nccl", "nvidia-cuda-runtime", "nvidia-cuda-nvrtc",
+                  "nvidia-cusparselt", "nvidia-nvshmem")
+
+
+def _decides_speed(name: str) -> bool:
+    return not _is_tracked(name) and any(name == p or name.startswith(p + "-") for p in SPEED_PACKAGES)
 
 
 def _is_tracked(name: str) -> bool:

@@ -248,6 +248,8 @@ def explains(entry: Entry, probe_id: str, status: str) -> bool:
     vb = entry.verified_by or {}
     if vb.get("probe") == probe_id and vb.get("expect") in (None, status):
         return True
+    if probe_id in entry.explains_probes and vb.get("expect") == status:
+        return True
     kernels = entry.when.get("kernels")
     return isinstance(kernels, dict) and probe_id in kernels
 
@@ -298,6 +300,25 @@ def check_probes(facts: Facts, matched: list[Evaluation]) -> tuple[list[Finding]
     return findings, unverified
 
 
+FIX_UNFINISHED = "fix-unfinished"
+
+
+def unfinished_fix_finding(facts: Facts) -> Finding | None:
+    """The engine's finding for a `fix` of this target that did not finish (facts.target.fix_unsettled)."""
+    message = (facts.target or {}).get("fix_unsettled")
+    if not message:
+        return None
+    command = message.rsplit("`", 2)[-2] if message.count("`") >= 2 else "sparkdoctor fix --rollback"
+    return Finding(
+        id=FIX_UNFINISHED, severity="error", action="fix",
+        title="a sparkdoctor fix of this environment did not finish",
+        summary=("An apply or rollback of `sparkdoctor fix` was stopped half-way (killed, out of memory, a power cut): "
+                 "some packages or files may be changed and others not. What check sees is not a state anyone chose."),
+        remedy=f"run `{command}`: it restores what the journal recorded, offline, and verifies it",
+        evidence=[message], refs=[], component="sparkdoctor", evidence_level="reproduced",
+    )
+
+
 def build_report(facts: Facts, matrix: Matrix, fail_on: str = "error", ignore: set[str] | None = None) -> Report:
     ignore = ignore or set()
     facts.arch = settle(facts.arch)  # one place for every path: live, snapshot, hand-built (sparkdoctor.arch)
@@ -309,6 +330,8 @@ def build_report(facts: Facts, matrix: Matrix, fail_on: str = "error", ignore: s
         if line:
             finding.evidence.append(line)
     probe_findings, unverified = check_probes(facts, matched)
+    unfinished = unfinished_fix_finding(facts)
+    probe_findings += [unfinished] if unfinished else []
     findings += [f for f in probe_findings if f.id not in ignore]
     findings.sort(key=lambda f: (-SEVERITY_RANK[f.severity], f.component, f.id))
     ignored = sorted([ev.entry.id for ev in matched if ev.entry.id in ignore] + [f.id for f in probe_findings if f.id in ignore])

@@ -37,3 +37,21 @@ def state_dir() -> Path:
     """Where sparkdoctor keeps what it must not lose: fix journals, the benchmark ledger."""
     override = os.environ.get("SPARKDOCTOR_STATE_DIR")
     return Path(override) if override else Path(platformdirs.user_state_dir(APP))
+
+
+def data_home() -> Path:
+    """Where sparkdoctor keeps knowledge it installed itself (`matrix update`): the user data dir."""
+    override = os.environ.get("SPARKDOCTOR_DATA_DIR")
+    return Path(override) if override else Path(platformdirs.user_data_dir(APP))
+
+
+def installed_matrix() -> Path | None:
+    """The matrix `sparkdoctor matrix update` installed (preferred over the bundled one), if any."""
+    current = data_home() / "matrix" / "current"
+    return current if current.is_dir() else None
+
+
+def local_overrides() -> Path:
+    """The user's own matrix files, layered over whichever matrix is in use (an entry or stack with a
+    shipped id replaces it; new ids are added). `matrix update` never touches them."""
+    return data_home() / "matrix" / "local"

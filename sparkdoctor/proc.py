@@ -335,6 +335,9 @@ def _close(popen: subprocess.Popen) -> None:
             _quiet_close(stream)
 
 
+child_setup = None  # a preexec function for every child while set (fix.pdeath: a parent-death signal)
+
+
 def start(
     argv: list[str],
     env: dict[str, str] | None = None,
@@ -362,6 +365,7 @@ def start(
                 env=env,
                 cwd=cwd,
                 start_new_session=True,
+                preexec_fn=child_setup,
             )
         except (OSError, ValueError) as exc:  # ValueError: e.g. an embedded NUL in an argument
             return Running(argv, None, started, start_error=getattr(exc, "strerror", None) or str(exc))

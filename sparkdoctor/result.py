@@ -32,6 +32,7 @@ class Format(str, enum.Enum):
     console = "console"
     json = "json"
     junit = "junit"
+    sarif = "sarif"
     markdown = "markdown"
     github = "github"
     forum = "forum"

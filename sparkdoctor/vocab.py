@@ -70,6 +70,7 @@ class Outcome(Word):
     """What re-measuring a conclusion on the current toolchain found; ordered by how much it matters."""
 
     holds = "holds"
+    inconclusive = "inconclusive"  # the arms ran under clearly different machine load: no verdict called
     changed = "changed"
     flipped = "flipped"
 

@@ -69,6 +69,15 @@ BASELINE_CAPABILITIES = {
     "vllm.cg_estimate_clamped": (False, "vllm/v1/worker/gpu_model_runner.py:6327"),
     "vllm.mamba_align_assert": (True, "vllm/config/vllm.py:2102"),
     "vllm.cubin_archs": (["sm_120", "sm_120f"], "vllm/_C.abi3.so"),
+    # what vLLM 0.22.0's envs.py uses when a variable is unset (read by the probe; False = no default)
+    # nvidia-cutlass-dsl-libs-cu13 4.5.2's cute/nvgpu/warp/mma.py (the file on disk)
+    "cutedsl.sm120_blockscaled_sm121a": (True, "nvidia_cutlass_dsl/python_packages/cutlass/cute/nvgpu/warp/mma.py:225 admissible_archs = [sm_120a, sm_120f, sm_121a, sm_121f]"),
+    "env_default.VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS": ("1", "vllm/envs.py:1954: default '1'"),
+    "env_default.VLLM_USE_DEEP_GEMM": ("1", "vllm/envs.py:1384: default '1'"),
+    "env_default.VLLM_FLASHINFER_MOE_BACKEND": ("latency", "vllm/envs.py:1547: default 'latency'"),
+    "env_default.VLLM_USE_FLASHINFER_MOE_FP4": ("0", "vllm/envs.py:1444: default '0'"),
+    "env_default.VLLM_MARLIN_INPUT_DTYPE": (False, "vllm/envs.py:1335: no default (unset stays unset)"),
+    "env_default.VLLM_NVFP4_GEMM_BACKEND": (False, "vllm/envs.py:1679: no default (unset stays unset)"),
 }
 
 KERNEL_PROBES = ("cutedsl-nvfp4-mma", "cutedsl-e2m1-cvt", "e2m1-cvt", "fp4-mma", "nvfp4-mma", "mxf4-mma")

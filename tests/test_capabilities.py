@@ -173,6 +173,10 @@ VLLM_ENVS = """\
             env_with_choices("VLLM_NVFP4_GEMM_BACKEND", None, ["cutlass"]),
         ),
         "VLLM_HOST_IP": lambda: os.getenv("VLLM_HOST_IP", ""),
+        "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS": lambda: bool(
+            int(os.getenv("VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS", "1"))
+        ),
+        "VLLM_CACHE_ROOT": lambda: os.path.expanduser(os.getenv("VLLM_CACHE_ROOT", os.path.join(get_default_cache_root(), "vllm"))),
     }
     """
 
@@ -273,6 +277,11 @@ def test_vllm_like_0_22(tmp_path):
     for name in ("VLLM_USE_FLASHINFER_MOE_FP4", "VLLM_FLASHINFER_MOE_BACKEND", "VLLM_TEST_FORCE_FP8_MARLIN"):
         assert v[f"vllm.env.{name}"] == "unknown"  # always reported, set or not
     assert not any(k.startswith("flashinfer.") for k in caps)
+    # what the release uses when a variable is unset, for every variable envs.py defines
+    assert caps["env_default.VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS"] == {"value": "1", "evidence": "vllm/envs.py:13: default '1'"}
+    assert v["env_default.VLLM_HOST_IP"] == ""
+    assert v["env_default.VLLM_MARLIN_INPUT_DTYPE"] is False and v["env_default.VLLM_NVFP4_GEMM_BACKEND"] is False  # no default
+    assert v["env_default.VLLM_CACHE_ROOT"] is None  # computed, not a literal: unknown
 
 
 def test_vllm_b12x_in_auto_lists(tmp_path):
@@ -572,3 +581,51 @@ def test_real_vllm_032_install(tmp_path, vllm032_venv):
     assert values["vllm.env.VLLM_NVFP4_GEMM_BACKEND"] == "unknown" and values["vllm.env.VLLM_MARLIN_INPUT_DTYPE"] == "known"
     assert warm["ms"] < 100, warm["ms"]
     assert warm_wall < 1.0, warm_wall
+
+
+# ---- CuTe DSL's SM120 block-scaled MMA guard, read from the installed file ----------------------------
+# The class skeleton as cutlass-dsl 4.4.2 (python_packages, strings) and 4.8.1 (dsl_packages, Arch values) ship it.
+WARP_MMA_442 = """\
+    @dataclass(frozen=True)
+    class MmaSM120BlockScaledOp(MmaOp):
+        admissible_archs = [
+            "sm_120a",
+        ]
+
+        def __post_init__(self) -> None:
+            arch = BaseDSL._get_dsl().get_arch_enum()
+            if not arch == Arch.sm_120a:
+                raise OpError(self, f"expects arch to be one of {self.admissible_archs}, but got {arch}")
+
+
+    class MmaMXF4Op(MmaSM120BlockScaledOp):
+        admissible_archs = ["sm_121a"]
+    """
+WARP_MMA_481 = WARP_MMA_442.replace('''        admissible_archs = [
+            "sm_120a",
+        ]''', '''        admissible_archs = [
+            Arch.sm_120a,
+            Arch.sm_120f,
+            Arch.sm_121a,
+            Arch.sm_121f,
+        ]''')
+
+
+@pytest.mark.parametrize("folder, text, admits", [
+    ("python_packages", WARP_MMA_442, False),  # 4.4.x: sm_120a only (a later class listing sm_121a does not count)
+    ("dsl_packages", WARP_MMA_481, True),      # 4.6+: libs-core
+], ids=["4.4.2", "4.8.1"])
+def test_cutedsl_sm121a_admission_is_read_from_the_file(tmp_path, folder, text, admits):
+    site = tmp_path / "site"
+    dist(site, "nvidia-cutlass-dsl", "4.4.2")
+    write(site, f"nvidia_cutlass_dsl/{folder}/cutlass/cute/nvgpu/warp/mma.py", text)
+    cap = caps_of(site)["cutedsl.sm120_blockscaled_sm121a"]
+    assert cap["value"] is admits
+    assert cap["evidence"].startswith(f"nvidia_cutlass_dsl/{folder}/cutlass/cute/nvgpu/warp/mma.py:3 admissible_archs = [sm_120a")
+
+
+def test_cutedsl_layout_not_recognised_is_unknown_and_absent_is_silent(tmp_path):
+    site = tmp_path / "site"
+    write(site, "nvidia_cutlass_dsl/python_packages/cutlass/cute/nvgpu/warp/mma.py", "class SomethingElse:\n    pass\n")
+    assert caps_of(site)["cutedsl.sm120_blockscaled_sm121a"]["value"] is None
+    assert "cutedsl.sm120_blockscaled_sm121a" not in caps_of(tmp_path / "empty")

@@ -127,3 +127,38 @@ def test_a_probe_that_could_not_run_is_unverified_never_a_ticked_pass(tmp_path):
     assert "✓ no known problem" not in out
     assert "kernel probe e2m1-cvt could not run (error): no ptxas found" in " ".join(out.split())
     assert squash(out).strip().endswith("UNVERIFIED (exit 0)")
+
+
+# ---- cutlass-dsl 4.4.2 on GB10: the file says it refuses sm_121a (issue 23, item 8) -----------------
+
+_REFUSED = "OpError: expects arch to be one of ['sm_120a'], but got Arch.sm_121a"
+
+
+def _pre45_facts(**kernels):
+    """A 4.4.2 venv as check sees it: the capability probe read warp/mma.py's admissible_archs = ["sm_120a"]."""
+    return gb10_facts(
+        packages={"nvidia-cutlass-dsl": "4.4.2", "nvidia-cutlass-dsl-libs-base": "4.4.2", "nvidia-cutlass-dsl-libs-cu13": "4.4.2"},
+        capabilities={"cutedsl.sm120_blockscaled_sm121a": {
+            "value": False, "evidence": "nvidia_cutlass_dsl/python_packages/cutlass/cute/nvgpu/warp/mma.py:131 admissible_archs = [sm_120a]"}},
+        kernels=kernels,
+    )
+
+
+def test_no_kernels_a_pre45_cutlass_dsl_is_an_error_from_its_file():
+    report = build_report(_pre45_facts(**{p: {"kind": "cutedsl", "status": "skipped", "detail": "--no-kernels", "runs": []}
+                                          for p in ("cutedsl-nvfp4-mma", "cutedsl-nvfp4-mma-tile")}), load())
+    finding = next(f for f in report.findings if f.id == "cutedsl-sm121a-not-admissible")
+    assert finding.severity == "error" and report.exit_code() == 1
+    assert any("admissible_archs = [sm_120a]" in e for e in finding.evidence)
+
+
+def test_the_tile_probes_refusal_is_attributed_to_the_entry_not_no_known_cause():
+    refused = {"kind": "cutedsl", "status": "refused", "arch": "sm_121a", "detail": _REFUSED, "runs": []}
+    report = build_report(_pre45_facts(**{"cutedsl-nvfp4-mma": dict(refused), "cutedsl-nvfp4-mma-tile": dict(refused)}), load())
+    ids = [f.id for f in report.findings]
+    assert "cutedsl-sm121a-not-admissible" in ids
+    assert not [i for i in ids if i.startswith("probe-")], ids  # neither probe is "no known cause ... report it"
+    # a crash of the tile probe is another outcome: the entry (expect refused) does not account for it
+    crashed = dict(refused, status="crash", detail="killed by SIGSEGV")
+    report = build_report(_pre45_facts(**{"cutedsl-nvfp4-mma": dict(refused), "cutedsl-nvfp4-mma-tile": crashed}), load())
+    assert "probe-cutedsl-nvfp4-mma-tile" in [f.id for f in report.findings]

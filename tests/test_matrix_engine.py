@@ -163,6 +163,26 @@ def test_env_rules_set_unset_and_one_of(tmp_path):
     assert outcome(one_of, env={"VLLM_NVFP4_GEMM_BACKEND": "flashinfer-b12x"}) == "clear"
 
 
+def test_env_value_rules_read_the_installed_releases_default(tmp_path):
+    """A value rule on an unset variable is judged at the default the installed release uses (the
+    capability probe reads it from vllm/envs.py), never at a default copied into the entry."""
+    rule = one_entry(tmp_path, 'when.env = { VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS = "1" }')
+    on, off = "env_default.VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS", {"value": "0", "evidence": "vllm/envs.py:1655: default '0'"}
+    hit = matrix.evaluate(rule, gb10_facts())  # vLLM 0.22.0: default "1"
+    assert hit.outcome == "match"
+    assert "is not set: the installed release defaults it to '1' (vllm/envs.py:1954" in hit.evidence[0]
+    assert outcome(rule, capabilities={on: off}) == "clear"  # a release whose default is "0" (0.19.x)
+    assert outcome(rule, env={"VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS": "0"}) == "clear"  # set wins over the default
+    assert outcome(rule, capabilities={on: off}, env={"VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS": "1"}) == "match"
+    assert outcome(rule, capabilities={on: None}) == "clear"  # nothing installed reads it: unset is unset
+    assert outcome(rule, capabilities={on: {"value": None, "evidence": "not a literal"}}) == "unknown"
+    no_default = one_entry(tmp_path, 'when.env = { VLLM_MARLIN_INPUT_DTYPE = "fp8" }')
+    assert outcome(no_default) == "clear"  # default False: unset stays unset
+    # set / unset rules stay literal: "true" means the variable is really set
+    literal = one_entry(tmp_path, "when.env = { VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS = true }")
+    assert outcome(literal) == "clear"
+
+
 def test_modified_globs_and_star(tmp_path):
     glob = one_entry(tmp_path, 'when.modified = { "nvidia-cutlass-dsl-libs-cu13" = ["*/cute/nvgpu/warp/mma.py"] }')
     edited = {"nvidia-cutlass-dsl-libs-cu13": ["nvidia_cutlass_dsl/python_packages/cutlass/cute/nvgpu/warp/mma.py"]}

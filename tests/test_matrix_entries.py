@@ -15,8 +15,9 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from sparkdoctor import matrix, verify
-from tests.container.host_fixtures import HOST_CASES
-from tests.rerun.recipe_values import SERVING_CASES
+from tests.container.host_fixtures import HOST_CASES, host_health
+from tests.fleet.multinode_cases import MULTINODE_CASES
+from tests.rerun.recipe_values import SERVING_CASES, _served
 from tests.gb10 import TRITON_PTXAS_BLACKWELL, gb10_facts, pin, ptxas
 
 MATRIX = matrix.load()
@@ -34,6 +35,10 @@ CORE_48 = {
     "nvidia-cutlass-dsl-libs-cu13": "4.8.0",
     "nvidia-cutlass-dsl-libs-core": "4.8.0",
 }
+
+# A box with no ConnectX-7 link up: no sign of a multi-node setup (the healthy fixture has a 100G twin up)
+SINGLE_BOX = dict(host_health={**host_health("gb10-healthy"), "links": [
+    link for link in host_health("gb10-healthy")["links"] if link.get("driver") != "mlx5_core"]})
 
 CASES: dict[str, tuple[dict, dict]] = {
     # ---- nvidia-cutlass-dsl -------------------------------------------------------------------
@@ -58,8 +63,9 @@ CASES: dict[str, tuple[dict, dict]] = {
         dict(packages={"nvidia-cutlass-dsl": "4.5.1"}),
     ),
     "cutedsl-sm121a-not-admissible": (
-        dict(packages={"nvidia-cutlass-dsl": "4.4.2"}),
-        dict(packages={"nvidia-cutlass-dsl": "4.5.0"}),
+        dict(packages={"nvidia-cutlass-dsl": "4.4.2"}, capabilities={"cutedsl.sm120_blockscaled_sm121a": False}),
+        # the same version with its warp/mma.py edited to admit sm_121a: cutedsl-warp-mma-patched-pre-45's business
+        dict(packages={"nvidia-cutlass-dsl": "4.4.2"}, capabilities={"cutedsl.sm120_blockscaled_sm121a": True}),
     ),
     "cutedsl-pinned-pre-45": (
         dict(constraints=[pin("nvidia-cutlass-dsl==4.4.2")]),
@@ -124,8 +130,9 @@ CASES: dict[str, tuple[dict, dict]] = {
         dict(packages={"vllm": "0.19.1"}),  # 0.19.x still lists 12.1 for CUDA 13 (#39878 is in 0.20.0)
     ),
     "vllm-cg-estimate-negative": (
-        dict(),
-        dict(packages={"vllm": "0.19.1"}),  # the estimate is off by default before 0.20.0
+        dict(),  # unset: vLLM 0.22.0's envs.py defaults the estimate to "1"
+        # 0.19.1 defaults it to "0" (read from its envs.py by the probe, not copied into the entry)
+        dict(packages={"vllm": "0.19.1"}, capabilities={"env_default.VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS": "0"}),
     ),
     "vllm-uma-startup-free-memory": (
         dict(packages={"vllm": "0.11.0"}),
@@ -205,11 +212,11 @@ CASES: dict[str, tuple[dict, dict]] = {
     ),
     "vllm-early-nvfp4-moe": (
         dict(packages={"vllm": "0.12.0"}),
-        dict(packages={"vllm": "0.13.0"}),
+        dict(packages={"vllm": "0.12.0"}, **SINGLE_BOX),
     ),
     "vllm-mtp-nvfp4-bf16-drafter": (
-        dict(packages={"vllm": "0.24.0"}),
-        dict(packages={"vllm": "0.25.0"}),
+        dict(packages={"vllm": "0.24.0"}, **_served(["--speculative-config", '{"method": "mtp"}'])),
+        dict(packages={"vllm": "0.24.0"}, **_served([])),  # no speculative decoding
     ),
     "vllm-flashinfer-moe-latency-sm12x": (
         dict(env={"VLLM_FLASHINFER_MOE_BACKEND": "latency"}),
@@ -232,8 +239,12 @@ CASES: dict[str, tuple[dict, dict]] = {
         dict(env={"VLLM_DISABLED_KERNELS": "MarlinFP8ScaledMMLinearKernel"}),
     ),
     "vllm-deep-gemm-gb10": (
-        dict(env={"VLLM_USE_DEEP_GEMM": "1"}),
-        dict(env={"VLLM_USE_DEEP_GEMM": "0"}),
+        dict(packages={"vllm": "0.24.0"}),  # DeepGEMM on by default (envs.py default "1")
+        dict(packages={"vllm": "0.24.0"}, env={"VLLM_USE_DEEP_GEMM": "0"}),
+    ),
+    "vllm-deep-gemm-gb10-027": (
+        dict(packages={"vllm": "0.27.1"}),
+        dict(packages={"vllm": "0.28.0"}),
     ),
     "vllm-gptoss-mxfp4-no-backend": (
         dict(packages={"vllm": "0.20.1"}),
@@ -241,20 +252,38 @@ CASES: dict[str, tuple[dict, dict]] = {
     ),
     "vllm-sparse-topk-smem-sm12x": (
         dict(packages={"vllm": "0.29.0"}),
-        dict(packages={"vllm": "0.19.1"}),
+        dict(packages={"vllm": "0.30.0"}),  # the released library no longer contains the refusal
     ),
     "vllm-ray-v2-multinode-hang": (
         dict(packages={"vllm": "0.24.0", "ray": "2.49.2"}),
-        dict(packages={"vllm": "0.24.0"}),  # no Ray: single node
+        dict(packages={"vllm": "0.24.0", "ray": "2.49.2"}, **SINGLE_BOX),  # Ray but no ConnectX link up
     ),
     "vllm-ngc-26.05-no-ray": (
         dict(packages={"vllm": "0.20.1"}),
-        dict(packages={"vllm": "0.20.1", "ray": "2.49.2"}),
+        dict(packages={"vllm": "0.20.1"}, **SINGLE_BOX),
+    ),
+    "vllm-flashinfer-prefill-hd256-fp8kv": (
+        _served(["--kv-cache-dtype", "fp8"]),
+        _served([]),  # BF16 KV cache
+    ),
+    "vllm-full-graph-chunked-prefill-hang-sm12x": (
+        _served(["--tensor-parallel-size", "2"]),
+        _served(["--tensor-parallel-size", "2", "--enforce-eager"]),
+    ),
+    "vllm-8spark-init-spin-hang": (
+        _served(["--tensor-parallel-size", "8"]),
+        _served(["--tensor-parallel-size", "4"]),
+    ),
+    "cutedsl-plain-install-cu12": (
+        dict(packages={"nvidia-cutlass-dsl": "4.8.1", "nvidia-cutlass-dsl-libs-base": "4.8.1", "nvidia-cutlass-dsl-libs-cu12": "4.8.1",
+                       "nvidia-cutlass-dsl-libs-cu13": None}),
+        dict(packages={"nvidia-cutlass-dsl": "4.8.1", "nvidia-cutlass-dsl-libs-base": "4.8.1", "nvidia-cutlass-dsl-libs-cu12": "4.8.1",
+                       "nvidia-cutlass-dsl-libs-cu13": "4.8.1"}),  # installed with [cu13]
     ),
     # ---- nccl / other engines ------------------------------------------------------------------
     "nccl-pip-2289-multinode-hang": (
         dict(packages={"nvidia-nccl-cu13": "2.28.9"}),
-        dict(packages={"nvidia-nccl-cu13": "2.29.7"}),
+        dict(packages={"nvidia-nccl-cu13": "2.28.9"}, **SINGLE_BOX),  # no ConnectX link up: one box
     ),
     "nccl-2304-nvls-hang": (
         dict(packages={"nvidia-nccl-cu13": "2.30.4"}),
@@ -262,7 +291,7 @@ CASES: dict[str, tuple[dict, dict]] = {
     ),
     "sglang-multinode-nccl-init-freeze": (
         dict(packages={"sglang": "0.5.17"}),
-        dict(packages={"sglang": "0.5.17"}, arch="sm_100a"),
+        dict(packages={"sglang": "0.5.17"}, **SINGLE_BOX),
     ),
     "trtllm-fp8-blockscale-sm121": (
         dict(packages={"tensorrt-llm": "1.2.0"}),
@@ -275,7 +304,7 @@ CASES: dict[str, tuple[dict, dict]] = {
     ),
     "fi-b12x-moe-ima-sm121": (
         dict(packages={"flashinfer-python": "0.6.18.post1"}),
-        dict(packages={"flashinfer-python": "0.7.0"}),
+        dict(packages={"flashinfer-python": "0.6.17"}),  # before the release it was reported on (no fix known: the range stays open)
     ),
     "triton-360-kernels-one-warp": (
         dict(),
@@ -283,7 +312,7 @@ CASES: dict[str, tuple[dict, dict]] = {
     ),
     "torch-2.10-multinode-hang": (
         dict(packages={"torch": "2.10.0+cu130", "ray": "2.49.2"}),
-        dict(packages={"torch": "2.11.0+cu130", "ray": "2.49.2"}),
+        dict(packages={"torch": "2.10.0+cu130", "ray": "2.49.2"}, **SINGLE_BOX),
     ),
     "torch-213-no-kernels-warning": (
         dict(),
@@ -389,6 +418,7 @@ def _explain(evaluation: matrix.Evaluation) -> str:
 
 CASES.update(HOST_CASES)  # matrix/host.toml: tests/container/host_fixtures.py (fixture trees + NVML readings)
 CASES.update(SERVING_CASES)  # matrix/vllm-settings.toml: a recipe's values (tests/rerun/recipe_values.py)
+CASES.update(MULTINODE_CASES)  # matrix/multinode.toml: one node of a fleet check (tests/fleet/multinode_cases.py)
 
 @pytest.mark.parametrize("entry_id", sorted(CASES))
 def test_entry_matches_its_trigger_and_not_its_near_miss(entry_id):

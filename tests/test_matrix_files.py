@@ -145,8 +145,26 @@ def test_lacks_exists_and_regex(tmp_path, wheels):
     assert file_checks.verify_files(load(matrix_file(tmp_path, extra)).entries[0]).verdict == "confirmed"
 
 
+def test_a_two_sided_bound_is_bracketed_by_one_fact_per_side(tmp_path, wheels):
+    """Affected 1.5 only: the lower side (1.0) differs by the switch's value, the upper side (1.8) by
+    the switch being gone. On a fixed version the claim must fail, not every one of its checks."""
+    two = FILES.replace('files.affected = ["1.0"]', 'files.affected = ["1.5"]').replace('files.fixed = ["2.0"]', 'files.fixed = ["1.0", "1.8"]')
+    two = two.replace('{ path = "demo/*.py", contains = "OLD_SWITCH" },', """
+  { path = "demo/envs.py", contains = "OLD_SWITCH" },
+  { path = "demo/envs.py", contains = "= 2" },""")
+    assert file_checks.verify_files(load(matrix_file(tmp_path, two, when='when.packages = { "demo-pkg" = ">=1.5,<1.8" }')).entries[0]).verdict == "confirmed"
+    # a fixed version where the whole claim still holds is a contradiction, naming each check
+    wrong = two.replace('files.fixed = ["1.0", "1.8"]', 'files.fixed = ["1.0"]').replace('files.affected = ["1.5"]', 'files.affected = ["1.8"]')
+    wrong = wrong.replace('{ path = "demo/envs.py", contains = "= 2" },', '{ path = "demo/envs.py", contains = "= 1" },').replace(
+        '{ path = "demo/envs.py", contains = "OLD_SWITCH" },', '{ path = "demo/envs.py", lacks = "OLD_SWITCH = 2" },')
+    result = file_checks.verify_files(load(matrix_file(tmp_path, wrong)).entries[0])
+    assert result.verdict == "contradicted" and result.why.startswith("fixed 1.0: demo/envs.py lacks 'OLD_SWITCH = 2' still holds"), result.why
+
+
 def test_a_missing_wheel_is_an_error_not_a_verdict(tmp_path, wheels, monkeypatch):
-    entry = load(matrix_file(tmp_path, FILES.replace('files.package = "demo-pkg"', 'files.package = "sparkdoctor-no-such-dist"'))).entries[0]
+    # the bound follows the files table's package: evidence "checked" needs its bound read by a file check
+    entry = load(matrix_file(tmp_path, FILES.replace('files.package = "demo-pkg"', 'files.package = "sparkdoctor-no-such-dist"'),
+                             when='when.packages = { "sparkdoctor-no-such-dist" = "<2.0" }')).entries[0]
     monkeypatch.setenv("PIP_NO_INDEX", "1")  # pip must not look further than the wheel folder
     monkeypatch.setenv("PIP_FIND_LINKS", str(wheels))
     result = file_checks.verify_files(entry)

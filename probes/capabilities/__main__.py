@@ -19,6 +19,8 @@ layout these rules do not recognise gives value None and evidence saying why (un
   vllm.mamba_align_assert         Mamba align mode asserts block_size <= max_num_batched_tokens
   vllm.cubin_archs                sm_ archs vLLM's _C*.so was built for (from the fatbin's ptxas lines)
   vllm.env.NAME                   "known" | "deprecated" | "unknown" to the installed vLLM's envs.py
+  env_default.NAME                the value the installed vLLM uses when NAME is unset (False: none)
+  cutedsl.sm120_blockscaled_sm121a  the installed CuTe DSL's SM120 block-scaled MMA op admits sm_121a
 
 Derived facts are cached per file set (path, size, mtime) in --cache, so a warm run only stats files
 and never imports ast or the rule modules (capabilities_flashinfer, capabilities_vllm). Module names
@@ -35,7 +37,7 @@ SHARED = os.path.join(os.path.dirname(HERE), "shared")
 sys.path.insert(1, SHARED)
 
 from capabilities_files import Files, cap, find_package  # noqa: E402
-from capabilities_vllm_env import WATCHED_ENV, vllm_env_caps  # noqa: E402
+from capabilities_vllm_env import WATCHED_ENV, vllm_env_caps, vllm_env_defaults  # noqa: E402
 from probe_io import answer, source_hash  # noqa: E402
 
 
@@ -145,6 +147,9 @@ def main(argv=None):
         if top == "vllm":
             names = sorted(set(WATCHED_ENV) | set(n for n in os.environ if n.startswith("VLLM_")))
             caps.update(vllm_env_caps(facts.get("env_table"), names))
+            caps.update(vllm_env_defaults(facts.get("env_table")))
+    from capabilities_cutedsl import cutedsl_caps  # one small file read with a regex: not cached
+    caps.update(cutedsl_caps())
     if set(old) != set(k for k in cache if k != "_dirty"):
         cache["_dirty"] = True
     save_cache(cache_path, cache)

@@ -240,10 +240,40 @@ def vllm_env_table(files):
             continue
         line = first + k.lineno - 1
         fn = v.func.attr if isinstance(v, ast.Call) and isinstance(v.func, ast.Attribute) else getattr(getattr(v, "func", None), "id", "")
+        default = env_default(v, name)
         if fn == "deprecated_env":
             bits = [const(a) for a in v.args[1:3]]
             note = ", ".join(str(b) for b in bits if isinstance(b, str))
-            table[name] = ["deprecated", line, note]
+            table[name] = ["deprecated", line, note, default]
         else:
-            table[name] = ["known", line, ""]
+            table[name] = ["known", line, "", default]
     return table
+
+
+NO_DEFAULT = False  # the variable has no default: unset means unset
+_READERS = ("getenv", "get", "env_with_choices", "env_list_with_choices", "env_set_with_choices")
+
+
+def env_default(value, name):
+    """The value the release uses when `name` is unset, as a string ("1", "latency", ""), read from the
+    first reader call on it inside its table entry (os.getenv(NAME, "1"), os.environ.get(NAME, ...),
+    env_with_choices(NAME, "x", [...])); NO_DEFAULT when the call has none (or None); None (unknown)
+    when the default is not a literal or no reader call is recognised."""
+    for node in ast.walk(value):
+        if not isinstance(node, ast.Call) or not node.args or const(node.args[0]) != name:
+            continue
+        fn = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+        if fn not in _READERS:
+            continue
+        if len(node.args) < 2:
+            return NO_DEFAULT
+        arg = node.args[1]
+        if isinstance(arg, ast.Constant):
+            if arg.value is None:
+                return NO_DEFAULT
+            if isinstance(arg.value, bool):
+                return "1" if arg.value else "0"
+            if isinstance(arg.value, (str, int, float)):
+                return str(arg.value)
+        return None
+    return None

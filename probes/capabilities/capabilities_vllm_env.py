@@ -9,6 +9,22 @@ WATCHED_ENV = ("VLLM_NVFP4_GEMM_BACKEND", "VLLM_USE_FLASHINFER_MOE_FP4", "VLLM_F
 V_ENVS = "vllm/envs.py"
 
 
+def vllm_env_defaults(table):
+    """env_default.NAME for every variable envs.py defines: what the release uses when it is unset
+    (a string; False: no default, unset stays unset; None: not a literal). Conditions on an env
+    var's value read it when the variable is not set, so entries never copy a release's default."""
+    out = {}
+    for name, row in sorted((table or {}).items()):
+        default = row[3] if len(row) > 3 else None
+        if default is None:
+            out["env_default." + name] = cap(None, "%s:%d: the default is not a literal" % (V_ENVS, row[1]))
+        elif default is False:
+            out["env_default." + name] = cap(False, "%s:%d: no default (unset stays unset)" % (V_ENVS, row[1]))
+        else:
+            out["env_default." + name] = cap(default, "%s:%d: default %r" % (V_ENVS, row[1], default))
+    return out
+
+
 def vllm_env_caps(table, names):
     out = {}
     for name in names:

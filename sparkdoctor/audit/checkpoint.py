@@ -15,6 +15,8 @@ from typing import Any
 
 from sparkdoctor.audit.errors import AuditError
 from sparkdoctor.audit.safetensors import TensorInfo, read_header
+from sparkdoctor.inputs import read_text
+from sparkdoctor.text import one_line
 
 INDEX = "model.safetensors.index.json"
 
@@ -33,9 +35,12 @@ class Checkpoint:
         return read_json(self.folder / name, required=False)
 
 
+MAX_JSON = 64 * 1024 * 1024  # a config or index file; the largest real index (a 300,000-tensor MoE) is ~30 MB
+
+
 def read_json(path: Path, required: bool = True) -> dict[str, Any] | None:
-    try:
-        text = path.read_text(encoding="utf-8")
+    try:  # a regular file only: a FIFO named config.json is refused, never waited on
+        text = read_text(path, MAX_JSON)
     except FileNotFoundError:
         if required:
             raise AuditError(f"{path}: missing (a checkpoint folder has a config.json)") from None
@@ -44,8 +49,10 @@ def read_json(path: Path, required: bool = True) -> dict[str, Any] | None:
         raise AuditError(f"{path}: cannot read: {getattr(exc, 'strerror', None) or exc}") from None
     try:
         doc = json.loads(text)
-    except ValueError as exc:
-        raise AuditError(f"{path}: not valid JSON: {exc}") from None
+    except ValueError as exc:  # also a number of over 4,300 digits
+        raise AuditError(f"{path}: not valid JSON: {one_line(str(exc))[:200]}") from None
+    except RecursionError:
+        raise AuditError(f"{path}: nested too deeply to read (arrays or objects inside each other thousands deep)") from None
     if not isinstance(doc, dict):
         raise AuditError(f"{path}: not a JSON object")
     return doc

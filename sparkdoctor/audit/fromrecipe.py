@@ -19,6 +19,9 @@ FLAGS = {
     "kv_cache_dtype": ("--kv-cache-dtype", str),
 }
 DEFAULTS: dict[str, Any] = {"max_model_len": None, "max_num_seqs": 1, "gpu_memory_utilization": 0.9, "kv_cache_dtype": "auto"}
+# A recipe launches vLLM: what vLLM itself uses when the recipe does not say (max_num_seqs None: its per-GPU
+# default, resolved by the audit once the GPU is known; 0.9 and auto are vLLM's own defaults too).
+RECIPE_DEFAULTS: dict[str, Any] = {**DEFAULTS, "max_num_seqs": None}
 
 
 def flag_values(argv: list[str]) -> dict[str, str]:
@@ -53,8 +56,17 @@ def recipe_settings(recipe: Any, explicit: dict[str, Any]) -> tuple[dict[str, An
                 raise AuditError(f"{recipe.source_path}: {flag} {from_argv[name]!r} is not a {kind.__name__}") from None
             sources[name] = f"{label} ({flag} {from_argv[name]})"
         else:
-            values[name], sources[name] = DEFAULTS[name], "audit default"
+            values[name], sources[name] = RECIPE_DEFAULTS[name], "vLLM default (the recipe does not set it)"
     return values, sources
+
+
+def max_model_len_note(recipe_len: int | None, accepted: int | None, source: str) -> str | None:
+    """A note when the recipe's --max-model-len is longer than the model accepts (vLLM refuses to start unless
+    VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 is set), so the fit is sized at a length the server never runs."""
+    if recipe_len is None or accepted is None or recipe_len <= accepted:
+        return None
+    return (f"--max-model-len {recipe_len} ({source}) is longer than the model accepts ({accepted}, from its config): "
+            "vLLM refuses to start with it unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1; the fit below is sized at it anyway")
 
 
 def recipe_model(recipe: Any, given: str | None) -> str:

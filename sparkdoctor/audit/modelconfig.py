@@ -53,7 +53,12 @@ def _first(cfg: dict[str, Any], *names: str) -> Any:
     return None
 
 
-def _int(cfg: dict[str, Any], where: str, *names: str, required: bool = False, default: int | None = None) -> int | None:
+MAX_INT = 2**53  # past this no size is real, and products of such numbers stop being printable
+MAX_LAYERS = 100_000  # a list of layer kinds is built with this many entries
+
+
+def _int(cfg: dict[str, Any], where: str, *names: str, required: bool = False, default: int | None = None,
+         maximum: int = MAX_INT) -> int | None:
     value = _first(cfg, *names)
     if value is None:
         if required:
@@ -61,6 +66,9 @@ def _int(cfg: dict[str, Any], where: str, *names: str, required: bool = False, d
         return default
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise AuditError(f"{where}: {names[0]} must be a non-negative integer, got {value!r:.60}")
+    if value > maximum:
+        shown = f"{value:,}" if value.bit_length() < 200 else f"a {value.bit_length()}-bit number"
+        raise AuditError(f"{where}: {names[0]} is {shown}, over {maximum:,}: not a real model's size")
     return value
 
 
@@ -68,7 +76,7 @@ def read_shape(config: dict[str, Any], path: Path) -> ModelShape:
     where = str(path)
     text = config.get("text_config") if isinstance(config.get("text_config"), dict) else None
     cfg = {**config, **text} if text else config
-    layers = _int(cfg, where, "num_hidden_layers", "n_layer", "num_layers", required=True)
+    layers = _int(cfg, where, "num_hidden_layers", "n_layer", "num_layers", required=True, maximum=MAX_LAYERS)
     hidden = _int(cfg, where, "hidden_size", "n_embd", "d_model", required=True)
     heads = _int(cfg, where, "num_attention_heads", "n_head", required=True)
     kv_heads = _int(cfg, where, "num_key_value_heads", "num_kv_heads", default=heads)

@@ -41,6 +41,7 @@ def audit_to_dict(audit: "Audit") -> dict:
                      "moe_note": "routed experts count k/E of their bytes: the expected value for uniform routing" if s.experts else None},
         "fit": audit.fit.to_dict(),
         "settings_sources": dict(o.sources),
+        "settings_notes": list(o.notes),
         "disagreements": [d.to_dict() for d in audit.disagreements],
         "headers": {"bytes_read": audit.bytes_read, "checkpoint_bytes": audit.bytes_on_disk},
     }
@@ -90,8 +91,13 @@ def render_console(audit: "Audit", console: "Console") -> None:
         console.print("  (routed experts count k/E of their bytes: the expected value for uniform routing)")
     f = audit.fit
     verdict = "[green]fits[/green]" if f.fits else "[red]does not fit[/red]"
-    console.print(f"fit: weights {_gb(f.weights)} + KV {_gb(f.kv_cache)} ({f.max_num_seqs} x {f.max_model_len} tokens) "
+    console.print(f"fit: weights {_gb(f.weights)} + KV {_gb(f.kv_cache)} ({f.judged_seqs or f.max_num_seqs} x {f.max_model_len} tokens) "
                   f"vs {f.utilization:g} x {f.memory_gib:.1f} GiB = {_gb(f.budget)}: {verdict}")
+    if f.full_length_seqs < f.max_num_seqs:
+        console.print(f"  the memory left after the weights holds {f.full_length_seqs} sequences of {f.max_model_len} tokens; "
+                      f"vLLM admits up to {f.max_num_seqs} and preempts when their KV outgrows the pool")
+    for note in o.notes:
+        console.print(f"[yellow]note[/yellow]: {e(note)}")
     if o.sources:
         console.print("fit settings:")
         for k, v in o.sources.items():

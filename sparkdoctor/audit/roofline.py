@@ -7,7 +7,9 @@ neither reads a weight.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
+from typing import Any
 from pathlib import Path
 
 from sparkdoctor.audit import bytemodel, gpus
@@ -33,10 +35,11 @@ class AuditOptions:
     detect_gpu: bool = True
     include_mtp: bool = False
     max_model_len: int | None = None  # default: the config's max_position_embeddings, else --context
-    max_num_seqs: int = 1
+    max_num_seqs: int | None = 1  # None: vLLM's own default for the GPU (vllm_default_max_num_seqs)
     memory_gib: float | None = None  # default: the GPU's
     gpu_memory_utilization: float = 0.9
     sources: dict[str, str] = field(default_factory=dict)  # option -> where its value came from (audit --recipe)
+    notes: list[str] = field(default_factory=list)  # what the reader must know about these settings (audit --recipe)
 
 
 @dataclass
@@ -48,6 +51,8 @@ class Fit:
     max_num_seqs: int
     memory_gib: float
     utilization: float
+    full_length_seqs: int = 0  # how many sequences of max_model_len tokens the memory left after the weights holds
+    judged_seqs: int = 0  # the full-length sequences the fit asks room for (max_num_seqs, or 1 under vLLM's default)
 
     @property
     def fits(self) -> bool:
@@ -57,7 +62,8 @@ class Fit:
         return {"fits": self.fits, "weights_bytes": self.weights, "kv_cache_bytes": round(self.kv_cache),
                 "budget_bytes": round(self.budget), "headroom_bytes": round(self.budget - self.weights - self.kv_cache),
                 "max_model_len": self.max_model_len, "max_num_seqs": self.max_num_seqs,
-                "memory_gib": round(self.memory_gib, 2), "gpu_memory_utilization": self.utilization}
+                "memory_gib": round(self.memory_gib, 2), "gpu_memory_utilization": self.utilization,
+                "full_length_seqs": self.full_length_seqs, "judged_seqs": self.judged_seqs}
 
 
 @dataclass
@@ -134,16 +140,24 @@ def _kv_dtype(options: AuditOptions, shape: ModelShape, quant: list[QuantConfig]
     return name, float(bytemodel.KV_BYTES[name])
 
 
+# Every number an option may hold: (flag, value, lowest, highest). The highest keep the arithmetic finite
+# (1e308 GiB times 2**30 is inf, and inf cannot become an int) and are far past any real machine or model.
+def _bounds(options: AuditOptions) -> list[tuple[str, Any, float, float]]:
+    return [("--context", options.context, 0, 2**40), ("--batch", options.batch, 1, 2**20),
+            ("--max-num-seqs", options.max_num_seqs, 1, 2**20), ("--max-model-len", options.max_model_len, 1, 2**40),
+            ("--gpu-memory-utilization", options.gpu_memory_utilization, 1e-9, 1),
+            ("--memory", options.memory_gib, 1e-9, 2**30), ("--bandwidth", options.bandwidth, 1e-9, 1e9)]
+
+
 def _check_options(options: AuditOptions) -> None:
-    for flag, value in (("--context", options.context), ("--batch", options.batch), ("--max-num-seqs", options.max_num_seqs)):
-        if value is None or value < (0 if flag == "--context" else 1):
-            raise AuditError(f"{flag} {value}: must be {'>= 0' if flag == '--context' else '>= 1'}")
-    if options.max_model_len is not None and options.max_model_len < 1:
-        raise AuditError(f"--max-model-len {options.max_model_len}: must be >= 1")
-    if not 0 < options.gpu_memory_utilization <= 1:
-        raise AuditError(f"--gpu-memory-utilization {options.gpu_memory_utilization}: must be in (0, 1]")
-    if options.memory_gib is not None and not options.memory_gib > 0:
-        raise AuditError(f"--memory {options.memory_gib}: must be a positive number of GiB")
+    for flag, value, low, high in _bounds(options):
+        if value is None and flag in ("--max-model-len", "--memory", "--bandwidth", "--max-num-seqs"):
+            continue  # not given: the config's or the GPU's (vLLM's max-num-seqs default is resolved in _fit)
+        if value is None or not (isinstance(value, (int, float)) and math.isfinite(value) and low <= value <= high):
+            unit = {"--memory": " GiB", "--bandwidth": " GB/s"}.get(flag, "")
+            lowest = "above 0" if low == 1e-9 else f"at least {low:g}"
+            highest = f"{int(high):,}" if float(high).is_integer() else f"{high:g}"
+            raise AuditError(f"{flag} {value}: must be a number {lowest} and at most {highest}{unit}")
 
 
 def run_audit(options: AuditOptions, checkpoint: Checkpoint | None = None) -> Audit:
@@ -181,8 +195,24 @@ def _fit(options: AuditOptions, shape: ModelShape, groups: list[bytemodel.GroupR
     max_len = options.max_model_len or shape.max_position or options.context
     per_seq = bytemodel.kv_bytes_per_token(shape, max_len, kv_bytes) + bytemodel.state_bytes_per_token(shape)
     memory = options.memory_gib or gpu.memory_gib
-    return Fit(weights, per_seq * options.max_num_seqs, memory * 2**30 * options.gpu_memory_utilization, max_len,
-               options.max_num_seqs, memory, options.gpu_memory_utilization)
+    seqs, judged = options.max_num_seqs, options.max_num_seqs
+    if seqs is None:
+        # Not set: vLLM admits up to its default and starts when ONE full-length sequence fits (its own check);
+        # the fit asks that, and says how many full-length sequences the pool holds.
+        seqs, judged = vllm_default_max_num_seqs(memory, gpu.name), 1
+        options.sources["max_num_seqs"] = (f"vLLM's default on {gpu.name}: {seqs} (1024 on a GPU of 70 GiB or more that "
+                                           "is not an A100, else 256; vllm/engine/arg_utils.py get_batch_defaults); the fit "
+                                           "asks room for one full-length sequence, as vLLM's start does")
+        options.max_num_seqs = seqs
+    budget = memory * 2**30 * options.gpu_memory_utilization
+    full = int(max(0.0, budget - weights) // per_seq) if per_seq > 0 else 0
+    return Fit(weights, per_seq * judged, budget, max_len, seqs, memory, options.gpu_memory_utilization, full, judged)
+
+
+def vllm_default_max_num_seqs(memory_gib: float, gpu_name: str) -> int:
+    """vLLM's max_num_seqs for `vllm serve` when none is given (EngineArgs.get_batch_defaults, OPENAI_API_SERVER):
+    1024 on a GPU with 70 GiB or more whose name has no "a100", else 256."""
+    return 1024 if memory_gib >= 70 and "a100" not in gpu_name.lower() else 256
 
 
 def ceiling_for(model_dir: str | Path, bandwidth: float | None = None, context: int = 4096, kv_cache_dtype: str = "auto",

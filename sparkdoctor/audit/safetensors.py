@@ -24,6 +24,7 @@ from typing import NamedTuple
 
 from sparkdoctor.audit.errors import AuditError
 from sparkdoctor.errors import InputError
+from sparkdoctor.inputs import open_regular
 
 MAX_HEADER = 100_000_000  # the safetensors crate's MAX_HEADER_SIZE
 
@@ -78,6 +79,17 @@ class _Duplicate(InputError, ValueError):
         self.key = key
 
 
+MAX_ELEMENTS = 2**64  # offsets and sizes are u64 in the format; nothing larger is a real tensor
+
+
+def _short(value: object) -> str:
+    """A value for a message: at most 80 characters, and never a failed 4,300-digit int conversion."""
+    try:
+        return f"{value!r:.80}"
+    except ValueError:
+        return "(a value holding an integer too long to print)"
+
+
 def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
@@ -87,7 +99,7 @@ def read_header(path: Path) -> ShardHeader:
     path = Path(path)
     where = f"{path}"
     try:
-        with open(path, "rb", buffering=0) as handle:
+        with open_regular(path) as handle:  # a FIFO or device named *.safetensors is refused, never waited on
             size = os.fstat(handle.fileno()).st_size
             head = handle.read(8)
             if len(head) < 8:
@@ -167,12 +179,14 @@ def _explain(name: str, entry: object, at: str) -> None:
     if dtype not in DTYPE_BITS:
         raise AuditError(f"{at}: unknown dtype {dtype!r} (safetensors defines {', '.join(DTYPE_BITS)})")
     if not isinstance(shape, list) or not all(_is_int(d) and d >= 0 for d in shape):
-        raise AuditError(f"{at}: shape must be a list of non-negative integers, got {shape!r:.80}")
+        raise AuditError(f"{at}: shape must be a list of non-negative integers, got {_short(shape)}")
+    if math.prod(shape) >= MAX_ELEMENTS:  # no file holds it; and its digits would not even print
+        raise AuditError(f"{at}: shape of {len(shape)} dimensions holds 2**64 elements or more: no file can hold the tensor")
     if not (isinstance(offsets, list) and len(offsets) == 2 and all(_is_int(o) for o in offsets)):
-        raise AuditError(f"{at}: data_offsets must be [begin, end] integers, got {offsets!r:.80}")
+        raise AuditError(f"{at}: data_offsets must be [begin, end] integers, got {_short(offsets)}")
     begin, end = offsets
-    if not 0 <= begin <= end:
-        raise AuditError(f"{at}: data_offsets [{begin}, {end}] are not 0 <= begin <= end")
+    if not 0 <= begin <= end < MAX_ELEMENTS:
+        raise AuditError(f"{at}: data_offsets {_short(offsets)} are not 0 <= begin <= end < 2**64")
     bits = math.prod(shape) * DTYPE_BITS[dtype]
     if bits % 8:
         raise AuditError(f"{at}: {math.prod(shape)} elements of {dtype} do not fill whole bytes")

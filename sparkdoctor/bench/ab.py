@@ -3,8 +3,9 @@
 Order A B B A A B B A ... (counterbalanced: slow drift of the machine, thermal or background load,
 falls on both arms alike). Each arm is a fresh server: the restart is the replicate unit, because
 what a flag changes (compiled graphs, memory layout) is decided at load time. Per level the value of
-one arm run is the median of its rounds' total output tok/s (robust to bursty streams: it is whole
-requests over wall time). Both arms' runs are stored separately, each with its own Facts.
+one arm run is its pooled output rate: every output token of its rounds over their summed wall time
+(whole requests over wall time, robust to bursty streams; the figure `vllm bench serve` reports).
+Runs stored before the pooled rate was kept fall back to the median of their rounds' rates. Both arms' runs are stored separately, each with its own Facts.
 """
 
 from __future__ import annotations
@@ -32,6 +33,19 @@ def _level_rounds(summary: dict[str, Any], concurrency: int) -> list[float]:
     return []
 
 
+def run_value(summary: dict[str, Any], concurrency: int) -> float | None:
+    """One arm run's value at a level: pooled tokens / wall time over its rounds (else the rounds' median)."""
+    for lvl in summary["levels"]:
+        if lvl["concurrency"] != concurrency:
+            continue
+        tokens, walls = lvl.get("round_output_tokens"), lvl.get("round_wall_s")
+        if tokens and walls and sum(walls) > 0:
+            return sum(tokens) / sum(walls)
+        rounds = lvl.get("round_output_tps") or []
+        return statistics.median(rounds) if rounds else None
+    return None
+
+
 def compare(a_runs: Sequence[dict[str, Any]], b_runs: Sequence[dict[str, Any]],
             min_effect: float = DEFAULT_MIN_EFFECT) -> list[dict[str, Any]]:
     """Per concurrency level of the runs' summaries: each arm's per-run values, and B/A."""
@@ -40,8 +54,8 @@ def compare(a_runs: Sequence[dict[str, Any]], b_runs: Sequence[dict[str, Any]],
     for c in levels:
         a_rounds = [_level_rounds(s, c) for s in a_runs]
         b_rounds = [_level_rounds(s, c) for s in b_runs]
-        a_vals = [statistics.median(r) for r in a_rounds if r]
-        b_vals = [statistics.median(r) for r in b_rounds if r]
+        a_vals = [v for v in (run_value(s, c) for s in a_runs) if v is not None]
+        b_vals = [v for v in (run_value(s, c) for s in b_runs) if v is not None]
         n = min(len(a_vals), len(b_vals))
         if n >= 2:
             ratio = paired_ratio(a_vals[:n], b_vals[:n], min_effect)
@@ -66,3 +80,26 @@ def run_interleaved(pairs: int, run_arm: Callable[[str, int], dict[str, Any]]) -
     for i, arm in enumerate(order):
         got[arm].append(run_arm(arm, i))
     return order, got
+
+
+NOT_CALLED = "not called"
+
+
+def load_check(a_runs: Sequence[dict[str, Any]], b_runs: Sequence[dict[str, Any]], levels: list[dict[str, Any]],
+               allowed: bool) -> dict[str, Any]:
+    """The machine's load during each arm (bench/load.py). When the arms ran under clearly different load
+    the verdicts are replaced by "not called" (the ratio and CI stay, for reading) unless `allowed`."""
+    from sparkdoctor.bench import load
+
+    def index(run: dict[str, Any]) -> dict[str, float] | None:
+        return (run.get("load") or {}).get("index")
+
+    a = [x for x in (index(r) for r in a_runs) if x]
+    b = [x for x in (index(r) for r in b_runs) if x]
+    why = load.arms_differ(a, b)
+    busy = sorted({w for r in [*a_runs, *b_runs] if (w := (r.get("load") or {}).get("busy"))})
+    if why and not allowed:
+        for lvl in levels:
+            lvl["ratio"]["verdict"] = NOT_CALLED
+    return {"differ": why, "allowed": allowed, "busy": busy,
+            "other_cpus": {"A": [x["other_cpus"] for x in a], "B": [x["other_cpus"] for x in b]}}

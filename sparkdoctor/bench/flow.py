@@ -40,6 +40,7 @@ class Options:
     min_effect: float
     fmt: str
     model_dir: Path | None = None  # the checkpoint folder served (for the roofline); default: the recipe's model
+    allow_load_difference: bool = False  # an A/B verdict is called even when its arms ran under different load
     runtime: str | None = None  # the container CLI for recipes that name a container (default: as serve.launch)
 
 
@@ -63,17 +64,49 @@ def workload_from(base: dict[str, Any] | None = None, **cli: Any) -> Workload:
         raise Failure(str(exc), EXIT_USAGE) from None
 
 
+PLAIN_PROGRESS_AFTER_S = 15.0  # a plain progress line only once a command has run this long (env overrides)
+
+
 @contextlib.contextmanager
 def progress_line(enabled: bool = True) -> Iterator[Callable[[str], None]]:
-    """A rich status line on stderr (never stdout: JSON owns it)."""
+    """Progress on stderr (never stdout: JSON owns it): a rich status line on a terminal; otherwise (CI, a
+    pipe, a log file) plain lines, `sparkdoctor: [mm:ss] message`, one per change, starting once the command
+    has run PLAIN_PROGRESS_AFTER_S seconds (SPARKDOCTOR_PROGRESS_AFTER_S; "off" never), so a quick answer or
+    a one-line error stays alone while a 20-minute A/B is never silent."""
+    import os
+    import sys
+
     from rich.console import Console
 
     console = Console(stderr=True)
-    if not enabled or not console.is_terminal:
+    if not enabled:
         yield lambda _msg: None
         return
-    with console.status("bench") as status:
-        yield lambda msg: status.update(f"bench: {msg}")
+    if console.is_terminal:
+        with console.status("bench") as status:
+            yield lambda msg: status.update(f"bench: {msg}")
+        return
+    setting = os.environ.get("SPARKDOCTOR_PROGRESS_AFTER_S", "")
+    if setting.strip().lower() == "off":
+        yield lambda _msg: None
+        return
+    try:
+        after = float(setting) if setting.strip() else PLAIN_PROGRESS_AFTER_S
+    except ValueError:
+        after = PLAIN_PROGRESS_AFTER_S
+    started = time.monotonic()
+    last: list[str] = [""]
+
+    def plain(msg: str) -> None:
+        elapsed = time.monotonic() - started
+        if elapsed < after or msg == last[0]:
+            return
+        last[0] = msg
+        minutes, seconds = divmod(int(elapsed), 60)
+        sys.stderr.write(f"sparkdoctor: [{minutes:02d}:{seconds:02d}] {msg}\n")
+        sys.stderr.flush()
+
+    yield plain
 
 
 def _open_ledger(opts: Options):
@@ -83,6 +116,16 @@ def _open_ledger(opts: Options):
 
     try:
         return Ledger(opts.ledger)
+    except LedgerError as exc:
+        raise Failure(str(exc), EXIT_LEDGER) from None
+
+
+def _ledger_call(fn: Callable[..., Any], *args: Any) -> Any:
+    """A ledger write whose failure (a malformed or read-only file) is a Failure with exit 5, like storing a run."""
+    from sparkdoctor.ledger import LedgerError
+
+    try:
+        return fn(*args)
     except LedgerError as exc:
         raise Failure(str(exc), EXIT_LEDGER) from None
 
@@ -109,15 +152,47 @@ def _toolchain(python: str | None, progress: Callable[[str], None]) -> session.T
     return session.collect_toolchain(target)
 
 
+def _url_toolchain(url: str, opts: Options, progress: Callable[[str], None]) -> tuple[session.Toolchain, int | None]:
+    """--python's toolchain; else that of the process serving a local port (its interpreter or container);
+    else "toolchain unknown", never sparkdoctor's own. (toolchain, the serving pid to leave out of the load)."""
+    if opts.python is not None:
+        return _toolchain(opts.python, progress), None
+    from sparkdoctor.bench import behind
+
+    found = behind.serving_process(url)
+    if found["python"]:
+        toolchain = _toolchain(found["python"], progress)
+        toolchain.target["found_by"] = found["why"]
+        return toolchain, found["pid"]
+    if found["container"]:
+        from sparkdoctor.target.container_inspect import resolve_container_target
+        from sparkdoctor.target.local import TargetError
+
+        try:
+            target = resolve_container_target(found["container"], runtime=opts.runtime)
+        except TargetError as exc:
+            return session.unknown_toolchain(f"{found['why']}: {exc}"), found["pid"]
+        progress(f"collecting the toolchain facts of container {target.name}")
+        toolchain = session.in_image(session.collect_toolchain(target), target.info)
+        toolchain.target["found_by"] = found["why"]
+        return toolchain, found["pid"]
+    return session.unknown_toolchain(found["why"]), found["pid"]
+
+
 def bench_url(url: str, model: str | None, opts: Options) -> dict[str, Any]:
     ledger = _open_ledger(opts)
     with progress_line() as progress:
-        toolchain = _toolchain(opts.python, progress)
+        toolchain, pid = _url_toolchain(url, opts, progress)
+        before = session.machine_load(progress, exclude={pid} if pid else None)
         try:
             info, m = session.measure_url(url, model, workload_from(None, **opts.overrides), progress)
         except BenchError as exc:
             raise Failure(str(exc), EXIT_BENCH_FAILED) from None
-    result = session.RunResult({"name": None, "url": url, "model": m.model}, info, m, toolchain)
+        after = session.machine_load(None, exclude={pid} if pid else None)
+    if opts.model_dir is not None and toolchain.fingerprint != session.UNKNOWN:
+        toolchain = session.with_model(toolchain, str(opts.model_dir))
+    result = session.RunResult({"name": None, "url": url, "model": m.model}, info, m, toolchain,
+                               load=session.load_record(before, after))
     if opts.model_dir is not None:
         _roofline(result, str(opts.model_dir), None)
     _store(ledger, result)
@@ -214,7 +289,7 @@ def bench_ab(path_a: Path, path_b: Path, opts: Options) -> dict[str, Any]:
     ledger = _open_ledger(opts)
     comparison_id = None
     if ledger is not None:
-        comparison_id = ledger.begin_comparison(labels["A"], labels["B"])
+        comparison_id = _ledger_call(ledger.begin_comparison, labels["A"], labels["B"])
     stored: list[int] = []
     status = "interrupted"
     try:
@@ -231,15 +306,17 @@ def bench_ab(path_a: Path, path_b: Path, opts: Options) -> dict[str, Any]:
 
             order, got = ab.run_interleaved(opts.pairs, run_arm)
         levels = ab.compare(got["A"], got["B"], opts.min_effect)
+        load_doc = ab.load_check(got["A"], got["B"], levels, opts.allow_load_difference)
         doc = {"comparison_id": comparison_id, "a": labels["A"], "b": labels["B"], "order": order, "runs": stored,
                "metric": ab.METRIC, "min_effect": opts.min_effect, "levels": levels, "verdict": ab.overall(levels),
+               "load": load_doc,
                "fingerprints": {arm: t.fingerprint for arm, t in toolchains.items()},
                "ledger": str(ledger.path) if ledger else None}
         status = "complete"
         return session.envelope("comparison", doc)
     finally:
         if ledger is not None and comparison_id is not None:
-            ledger.finish_comparison(comparison_id, status, doc if status == "complete" else None)
+            _ledger_call(ledger.finish_comparison, comparison_id, status, doc if status == "complete" else None)
 
 
 def render(doc: dict[str, Any], console: Any = None) -> None:

@@ -67,7 +67,10 @@ class Level:
             "tpot_s": est(s.tpot for s in samples),
             "e2e_s": est(s.e2e for s in samples),
             "decode_tps_per_stream": est(s.decode_tps for s in samples),
-            "output_tps": est(r.output_tps for r in self.rounds),
+            "output_tps": est(r.output_tps for r in self.rounds),  # per-round rates (their spread, the CI)
+            # the rate: every output token over all rounds' wall time (what `vllm bench serve` reports)
+            "output_tps_pooled": (sum(s.output_tokens for s in samples) / sum(r.wall for r in self.rounds)
+                                  if self.rounds and sum(r.wall for r in self.rounds) > 0 else None),
             "output_tokens": statistics.median(s.output_tokens for s in samples) if samples else None,
             "tokens_from": sorted({s.tokens_from for s in samples}),
             "burst_share": (sum(g < BURST_GAP_S for g in gaps) / len(gaps)) if gaps else None,
@@ -79,7 +82,9 @@ class Level:
         else:
             headline = {"decode_tps_per_stream": client_tps, "source": "client (stream arrival times)"}
         return {"concurrency": self.concurrency, "requests": len(samples), "rounds": len(self.rounds),
-                "round_output_tps": [r.output_tps for r in self.rounds], "client": client, "server": self.server,
+                "round_output_tps": [r.output_tps for r in self.rounds],
+                "round_output_tokens": [sum(s.output_tokens for s in r.samples) for r in self.rounds],
+                "round_wall_s": [r.wall for r in self.rounds], "client": client, "server": self.server,
                 "headline": headline}
 
 

@@ -33,14 +33,15 @@ def _ci(est: dict[str, Any] | None, digits: int = 1, scale: float = 1.0) -> str:
 
 def level_table(levels: list[dict[str, Any]], title: str) -> Table:
     t = Table(title=title, title_justify="left")
-    for col in ("conc", "requests", "decode tok/s/stream (client)", "decode tok/s/stream (server)", "output tok/s total",
-                "TTFT ms (client)", "TTFT ms (server)", "TPOT ms", "bursts"):
+    for col in ("conc", "requests", "decode tok/s/stream (client median)", "decode tok/s/stream (server mean)",
+                "output tok/s", "per-round output tok/s (median)", "TTFT ms (client median)", "TTFT ms (server mean)",
+                "TPOT ms (client median)", "bursts"):
         t.add_column(col, justify="right")
     for lvl in levels:
         c, s = lvl["client"], lvl.get("server") or {}
         t.add_row(str(lvl["concurrency"]), str(lvl["requests"]), _ci(c["decode_tps_per_stream"]),
-                  _f(s.get("decode_tps_per_stream")), _ci(c["output_tps"]), _ci(c["ttft_s"], 1, 1000),
-                  _f((s.get("ttft_s") or {}).get("mean"), 1, 1000), _ci(c["tpot_s"], 2, 1000),
+                  _f(s.get("decode_tps_per_stream")), _f(c.get("output_tps_pooled")), _ci(c["output_tps"]),
+                  _ci(c["ttft_s"], 1, 1000), _f((s.get("ttft_s") or {}).get("mean"), 1, 1000), _ci(c["tpot_s"], 2, 1000),
                   _f(c["burst_share"], 0, 100, "%"))
     return t
 
@@ -51,12 +52,20 @@ def render_run(console: Console, run: dict[str, Any]) -> None:
     server = run.get("server") or {}
     kind = " ".join(str(x) for x in (server.get("kind"), server.get("version")) if x)  # a generic server has no version
     console.print(f"[bold]bench[/bold] {label}: model {run.get('model')} on {kind} at {run.get('base_url')}")
-    console.print(f"toolchain fingerprint {run.get('fingerprint')}  (run {run.get('run_id') or 'not stored'})")
+    if run.get("fingerprint") == "unknown":
+        console.print(f"[yellow]toolchain unknown[/yellow]: {escape(str((run.get('target') or {}).get('why')))}; the run is "
+                      f"stored as such and kept out of conclusions  (run {run.get('run_id') or 'not stored'})")
+    else:
+        found = (run.get("target") or {}).get("found_by")
+        console.print(f"toolchain fingerprint {run.get('fingerprint')}" + (f" ({escape(found)})" if found else "")
+                      + f"  (run {run.get('run_id') or 'not stored'})")
+    _load_lines(console, run.get("load"))
     box = run.get("container")
     if box:  # served from a container: the number belongs to that image
         console.print(f"container image {box.get('image')} ({box.get('engine')}): id {str(box.get('image_id'))[:19]}, "
                       f"content fingerprint {box.get('fingerprint') or 'unknown'}", markup=False, highlight=False)
-    console.print(level_table(run["levels"], "medians [bootstrap 95% CI]"))
+    console.print(level_table(run["levels"], "client medians [bootstrap 95% CI], server means (/metrics); output tok/s = "
+                                             "all output tokens / all rounds' wall time"))
     head = run.get("headline")
     if head:
         console.print(f"[bold]headline[/bold]: {_f(head['decode_tps_per_stream'])} tok/s decode per stream at "
@@ -78,10 +87,22 @@ def render_run(console: Console, run: dict[str, Any]) -> None:
         console.print(f"[yellow]log finding[/yellow]: {finding.get('id')}: {finding.get('title', '')}")
 
 
+def _load_lines(console: Console, load: dict[str, Any] | None) -> None:
+    if not load:
+        return
+    before = load.get("before") or {}
+    avg = before.get("loadavg")
+    console.print(f"machine load: other processes used {_f((load.get('index') or {}).get('other_cpus'), 1)} of "
+                  f"{before.get('cpus') or '?'} CPUs" + (f"; load average {avg[0]:.2f}" if avg else ""), highlight=False)
+    if load.get("busy"):
+        console.print(f"[yellow]warning: busy machine[/yellow]: {escape(load['busy'])}; a number taken now is not a "
+                      "baseline for a quiet one")
+
+
 def render_comparison(console: Console, comp: dict[str, Any]) -> None:
     console.print(f"[bold]A/B[/bold] A = {comp['a']}  vs  B = {comp['b']}; order {' '.join(comp['order'])} "
                   f"(a server restart per arm)")
-    t = Table(title="output tok/s total per arm run (median of its rounds); ratio B/A with 95% CI", title_justify="left")
+    t = Table(title="output tok/s per arm run (its tokens / its rounds' wall time); ratio B/A with 95% CI", title_justify="left")
     for col in ("conc", "A runs", "B runs", "B/A", "95% CI", "method", "verdict"):
         t.add_column(col, justify="right")
     for lvl in comp["levels"]:
@@ -89,7 +110,18 @@ def render_comparison(console: Console, comp: dict[str, Any]) -> None:
         t.add_row(str(lvl["concurrency"]), ", ".join(_f(v) for v in lvl["a"]), ", ".join(_f(v) for v in lvl["b"]),
                   f"{r['ratio']:.3f}", f"{r['ci_low']:.3f}-{r['ci_high']:.3f}", r["method"], f"[bold]{r['verdict']}[/bold]")
     console.print(t)
-    console.print(f"[bold]verdict[/bold]: B is {comp['verdict']} (B/A of total output tok/s; 'mixed': the levels disagree)")
+    load = comp.get("load") or {}
+    for why in load.get("busy") or []:
+        console.print(f"[yellow]warning: busy machine[/yellow] during a run: {escape(why)}")
+    if load.get("differ"):
+        if load.get("allowed"):
+            console.print(f"[yellow]the arms ran under different load[/yellow] ({escape(load['differ'])}); verdict called "
+                          "anyway (--allow-load-difference)")
+        else:
+            console.print(f"[bold]verdict[/bold]: not called: the arms ran under different load ({escape(load['differ'])}); "
+                          "rerun on a quiet machine, or pass --allow-load-difference")
+            return
+    console.print(f"[bold]verdict[/bold]: B is {comp['verdict']} (B/A of output tok/s; 'mixed': the levels disagree)")
     console.print(f"runs stored: {', '.join(str(r) for r in comp.get('runs') or []) or 'none'}; "
                   "a difference inside the noise is reported as \"no difference\", never as a win")
 
@@ -104,9 +136,13 @@ def render_history(console: Console, runs: list[dict[str, Any]]) -> None:
     for r in runs:
         head = r.get("headline") or {}
         ab = f"{r['comparison_id']}:{r['arm']}" if r.get("comparison_id") else ""
+        source = "DAMAGED" if r.get("damaged") else (head.get("source") or "").split(" ")[0]
         t.add_row(str(r["id"]), r["created_at"], r.get("recipe_name") or "-", r["model"], r["fingerprint"],
-                  _f(head.get("decode_tps_per_stream")), (head.get("source") or "").split(" ")[0], ab)
+                  _f(head.get("decode_tps_per_stream")), source, ab)
     console.print(t)
+    for r in runs:
+        for why in r.get("damaged") or []:
+            console.print(f"[red]run {r['id']} is damaged[/red]: {escape(why)}", highlight=False)
 
 
 def render_compare(console: Console, cmp: dict[str, Any]) -> None:
@@ -124,7 +160,7 @@ def render_compare(console: Console, cmp: dict[str, Any]) -> None:
         console.print(t)
     else:
         console.print("toolchain: same fingerprint material")
-    t = Table(title="what changed in the numbers (medians)", title_justify="left")
+    t = Table(title="what changed in the numbers", title_justify="left")
     for col in ("conc", "figure", f"run {a['id']}", f"run {b['id']}", "b/a"):
         t.add_column(col, justify="right")
     for row in cmp["numbers"]:

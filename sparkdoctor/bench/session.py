@@ -37,6 +37,14 @@ class Toolchain:
     target: dict[str, Any]
 
 
+UNKNOWN = "unknown"  # the fingerprint of a run whose toolchain could not be found (kept out of conclusions)
+
+
+def unknown_toolchain(why: str) -> Toolchain:
+    """A run measured without knowing what served it: stored as such, never under another toolchain."""
+    return Toolchain({}, UNKNOWN, {"kind": UNKNOWN, "why": why})
+
+
 def collect_toolchain(target: Any) -> Toolchain:
     from sparkdoctor.check import CheckOptions, collect_facts
 
@@ -57,6 +65,22 @@ def in_image(toolchain: Toolchain, container: dict[str, Any] | None) -> Toolchai
     from sparkdoctor.facts import Facts
 
     facts = {**toolchain.facts, "container": {k: container[k] for k in CONTAINER_KEYS if container.get(k) is not None}}
+    return Toolchain(facts, Facts.from_dict(facts, source="bench").fingerprint(), toolchain.target)
+
+
+def with_model(toolchain: Toolchain, folder: str | None) -> Toolchain:
+    """The toolchain of a run with the identity of the checkpoint it served (bench/model_identity.py) in its
+    fingerprint, when the model is a local folder: the same path re-quantized is another run's key."""
+    if not folder:
+        return toolchain
+    from sparkdoctor.bench.model_identity import identity
+    from sparkdoctor.facts import Facts
+
+    ident = identity(folder)
+    if ident is None:
+        return toolchain
+    facts = {**toolchain.facts, "recipe": {**(toolchain.facts.get("recipe") or {}),
+                                           "model": {"ref": str(folder), "identity": ident}}}
     return Toolchain(facts, Facts.from_dict(facts, source="bench").fingerprint(), toolchain.target)
 
 
@@ -92,9 +116,10 @@ class RunResult:
     arm: str | None = None
     roofline: dict[str, Any] | None = None  # bench/roofline.py: achieved share of the ceiling, or why missing
     container: dict[str, Any] | None = None  # the container it was served from (image id, fingerprint), or None
+    load: dict[str, Any] | None = None  # bench/load.py samples {"before", "after"} and "busy" (why, or None)
 
     def summary(self) -> dict[str, Any]:
-        return self.measurement.summary()
+        return {**self.measurement.summary(), "load": self.load}
 
     def to_dict(self) -> dict[str, Any]:
         s = self.summary()
@@ -103,7 +128,7 @@ class RunResult:
                 "fingerprint": self.toolchain.fingerprint, "target": self.toolchain.target,
                 "bench_version": BENCH_VERSION, "workload": self.measurement.workload.to_dict(),
                 "headline": s["headline"], "levels": s["levels"], "seconds": s["seconds"], "findings": self.findings,
-                "roofline": self.roofline, "container": self.container}
+                "roofline": self.roofline, "container": self.container, "load": self.load}
 
 
 def samples_of(m: Measurement) -> Iterator[tuple[int, int, int, dict[str, Any]]]:
@@ -172,6 +197,8 @@ def run_recipe(recipe: Any, workload: Workload, toolchain: Toolchain, run_dir: P
         progress(f"launching {recipe.name} (waiting until it is ready)")
     with serve.launch(recipe, run_dir=run_dir, ready_timeout=ready_timeout, local=local, progress=progress,
                       python=python, runtime=runtime) as server:
+        cgroup = (server.container or {}).get("id")
+        before = machine_load(progress, exclude_cgroup=cgroup)
         try:
             info, m = measure_url(server.base_url, server.model, workload, progress)
         except BenchError:
@@ -183,11 +210,35 @@ def run_recipe(recipe: Any, workload: Workload, toolchain: Toolchain, run_dir: P
             server.check_alive()  # raises LaunchError naming the death, the log's last line, known problems
             raise
         findings = [h.to_dict() for h in server.findings]
+        after = machine_load(None, exclude_cgroup=cgroup)
         argv = list(server.argv) if not server.container else _command_of(recipe, server)
     resolved = resolved_recipe(recipe)
     resolved["argv"] = argv  # as it ran: the launcher's port and host, the target's bin/
-    return RunResult(resolved, info, m, in_image(toolchain, server.container), findings, arm=arm,
-                     container=server.container)
+    from sparkdoctor.bench.roofline import recipe_model_dir
+
+    toolchain = with_model(in_image(toolchain, server.container), recipe_model_dir(recipe)[0])
+    return RunResult(resolved, info, m, toolchain, findings, arm=arm,
+                     container=server.container, load=load_record(before, after))
+
+
+def machine_load(progress: Progress | None, exclude: set[int] | None = None,
+                 exclude_cgroup: str | None = None) -> dict[str, Any] | None:
+    """A load sample (bench/load.py); None when /proc cannot be read (never fails a run)."""
+    from sparkdoctor.bench import load
+
+    if progress:
+        progress("sampling the machine's load")
+    try:
+        return load.sample(exclude, exclude_cgroup=exclude_cgroup)
+    except OSError:
+        return None
+
+
+def load_record(before: dict[str, Any] | None, after: dict[str, Any] | None) -> dict[str, Any]:
+    from sparkdoctor.bench import load
+
+    why = load.busy(before) or load.busy(after)
+    return {"before": before, "after": after, "busy": why, "index": load.run_load([before or {}, after or {}])}
 
 
 def _command_of(recipe: Any, server: Any) -> list[str]:

@@ -31,6 +31,9 @@ VERBS: list[str] = [
     "report",
     "explain",
     "diff",
+    "whatif",
+    "fleet",
+    "mods",
 ]
 
 

@@ -9,7 +9,7 @@ from typing import List, Optional
 
 import typer
 
-from sparkdoctor.cli_support import Fatal
+from sparkdoctor.cli_support import Fatal, time_limited, timeout_option
 from sparkdoctor.commands.options import format_option
 from sparkdoctor.result import Format
 
@@ -29,10 +29,11 @@ def audit(
     kv_cache_dtype: Optional[str] = typer.Option(None, "--kv-cache-dtype", help="(default auto) auto (the model's dtype) | bfloat16 | float16 | fp8 | fp8_e4m3 | fp8_e5m2 | float32."),
     mtp: bool = typer.Option(False, "--mtp", help="Count the MTP / nextn heads as read every step (speculative decoding on)."),
     max_model_len: Optional[int] = typer.Option(None, "--max-model-len", help="For the fit: tokens per sequence (default: the config's max_position_embeddings)."),
-    max_num_seqs: Optional[int] = typer.Option(None, "--max-num-seqs", help="For the fit: sequences whose full KV cache must fit at once (default 1)."),
+    max_num_seqs: Optional[int] = typer.Option(None, "--max-num-seqs", help="For the fit: sequences whose full KV cache must fit at once (default 1; with --recipe, vLLM's own default for the GPU)."),
     memory: Optional[float] = typer.Option(None, "--memory", help="For the fit: GPU memory in GiB (default: the GPU's; GB10 = 119.7)."),
     gpu_memory_utilization: Optional[float] = typer.Option(None, "--gpu-memory-utilization", help="For the fit: the share of memory the server may use (vLLM's flag; default 0.9)."),
     fmt: str = format_option(Format.console, Format.json),
+    timeout: float = timeout_option(),
 ) -> None:
     """Read a checkpoint's headers (never its weights): bytes per decoded token by module group, what stays
     unquantized, the tok/s ceiling at the memory bandwidth, and whether weights + KV cache fit."""
@@ -40,12 +41,18 @@ def audit(
         raise Fatal(f"--format {fmt}: choose one of console, json")
     if sets and recipe is None:
         raise Fatal("--set needs --recipe: it sets the recipe's parameters")
-    from sparkdoctor.audit import AuditOptions, run_audit
-    from sparkdoctor.audit import fromrecipe
+    with time_limited(timeout, "audit"):
+        _audit(model, recipe, sets, fmt, context=context, batch=batch, bandwidth=bandwidth, gpu=gpu, mtp=mtp, memory=memory,
+               explicit={"max_model_len": max_model_len, "max_num_seqs": max_num_seqs,
+                         "gpu_memory_utilization": gpu_memory_utilization, "kv_cache_dtype": kv_cache_dtype})
+
+
+def _audit(model: Optional[str], recipe: Optional[str], sets: Optional[List[str]], fmt: str, *, context: int, batch: int,
+           bandwidth: Optional[float], gpu: Optional[str], mtp: bool, memory: Optional[float], explicit: dict) -> None:
+    from sparkdoctor.audit import AuditOptions, fromrecipe, run_audit
     from sparkdoctor.exitcodes import EXIT_AUDIT_FINDINGS, EXIT_OK
 
-    explicit = {"max_model_len": max_model_len, "max_num_seqs": max_num_seqs, "gpu_memory_utilization": gpu_memory_utilization,
-                "kv_cache_dtype": kv_cache_dtype}
+    # an AuditError or RecipeError ends the command with its own exit code (2)
     if recipe is not None:
         from sparkdoctor.commands.recipe import parse_sets
         from sparkdoctor.recipes import load
@@ -53,14 +60,20 @@ def audit(
         loaded = load(recipe, parse_sets(sets))
         values, sources = fromrecipe.recipe_settings(loaded, explicit)
         model = fromrecipe.recipe_model(loaded, model)
+        from sparkdoctor.conclusions.served_model import model_facts
+
+        note = fromrecipe.max_model_len_note(values["max_model_len"], model_facts(model).get("max_model_len"),
+                                             sources["max_model_len"])
+        notes = [note] if note else []
     elif model is None:
         raise Fatal("give MODEL (a checkpoint folder), or --recipe RECIPE whose model is a local folder")
     else:
         values = {k: v if v is not None else fromrecipe.DEFAULTS[k] for k, v in explicit.items()}
         sources = {}
+        notes = []
     options = AuditOptions(model, context=context, batch=batch, bandwidth=bandwidth, gpu=gpu, include_mtp=mtp,
-                           memory_gib=memory, sources=sources, **values)
-    result = run_audit(options)  # an AuditError or RecipeError is exit 2 by itself
+                           memory_gib=memory, sources=sources, notes=notes, **values)
+    result = run_audit(options)
     bad = not result.fit.fits or any(d.kind != "stale-ignore-entry" for d in result.disagreements)
     if fmt == "json":
         from sparkdoctor.audit.report import audit_to_dict
@@ -71,7 +84,6 @@ def audit(
         from rich.console import Console
 
         from sparkdoctor.audit.report import render_console
-
         from sparkdoctor.emit import emit_console
 
         emit_console(lambda console: render_console(result, console), Console(width=140))

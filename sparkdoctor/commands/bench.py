@@ -42,6 +42,7 @@ def bench(
     ledger: Optional[Path] = typer.Option(None, "--ledger", help="Ledger file (default: the state folder's ledger.sqlite)."),
     no_store: bool = typer.Option(False, "--no-store", help="Measure only; write nothing to the ledger."),
     fmt: str = format_option(Format.console, Format.json),
+    allow_load_difference: bool = typer.Option(False, "--allow-load-difference", help="--vs: call the verdict even when the arms ran under clearly different machine load."),
     conclude: Optional[str] = typer.Option(None, "--conclude", help="--vs: record the result as conclusion NAME (sparkdoctor conclusions, rerun)."),
 ) -> None:
     """Benchmark a server: decode tok/s, TTFT, ITL, a concurrency sweep; stored with the toolchain fingerprint."""
@@ -72,10 +73,10 @@ def bench(
              "warmup": warmup, "api": api}
     from sparkdoctor.commands.recipe import parse_sets
 
-    overrides = flow.parse_overrides(given)  # a flow.Failure carries its exit code
+    overrides = flow.parse_overrides(given)  # a flow.Failure carries its own exit code
     opts = flow.Options(overrides=overrides, sets=parse_sets(sets), local=local, python=python, ledger=ledger, store=not no_store,
                         ready_timeout=ready_timeout, pairs=pairs, min_effect=min_effect, fmt=fmt,
-                        model_dir=model_dir, runtime=runtime)
+                        model_dir=model_dir, runtime=runtime, allow_load_difference=allow_load_difference)
     if url is not None:
         doc = flow.bench_url(url, model, opts)
     elif vs is None:
@@ -85,6 +86,7 @@ def bench(
     if conclude is not None:  # sparkdoctor/conclusions/: the A/B bound to its runs and their fingerprints
         from sparkdoctor.conclusions.store import conclude as record_conclusion
 
+        # a ConclusionError is exit 2, a ledger that cannot store it a LedgerError (5): each says its own code
         doc["conclusion"] = record_conclusion(conclude, doc, recipe, vs, python, ledger, opts.sets, local)
     if fmt == "json":
         from sparkdoctor.emit import emit_json
@@ -97,7 +99,8 @@ def bench(
         def draw(console) -> None:
             flow.render(doc, console)
             if doc.get("conclusion"):
-                console.print(f"conclusion {conclude!r} recorded: {doc['conclusion']['statement']}", markup=False, highlight=False, soft_wrap=True)
+                console.print(f"conclusion {conclude!r} recorded: {doc['conclusion']['statement']}", markup=False, highlight=False,
+                              soft_wrap=True)
 
         emit_console(draw, bench_render.console())
 

@@ -42,7 +42,7 @@ def conclusions(
         with progress_line() as progress:
             toolchains = Toolchains(progress)
             statuses = [staleness.judge(c, led, toolchains).to_dict() for c in found]
-    finally:
+    finally:  # a ConclusionError (2) or a ledger that fails mid-read (a LedgerError, 5) says how it ends
         led.close()
     doc = {"schema": 1, "conclusion_version": CONCLUSION_VERSION, "kind": "conclusions", "ledger": str(led.path),
            "conclusions": statuses}
@@ -54,7 +54,6 @@ def conclusions(
     from rich.console import Console
 
     from sparkdoctor.conclusions import render
-
     from sparkdoctor.emit import emit_console
 
     emit_console(lambda console: render.conclusions(console, doc), Console() if sys.stdout.isatty() else Console(width=160))

@@ -14,12 +14,13 @@ from typing import Optional
 
 import typer
 
-from sparkdoctor.cli_support import Fatal
+from sparkdoctor.cli_support import Fatal, time_limited, timeout_option
 from sparkdoctor.commands.options import format_option
 from sparkdoctor.result import Format
 
 MAX_BYTES = 256 * 1024 * 1024  # a server log can be big; past this it is surely not text to explain
 EXPLAIN_SCHEMA = 1
+_TOO_BIG = f"more than {MAX_BYTES // (1024 * 1024)} MiB; pass the part of the log around the error"
 
 
 def register(app: typer.Typer) -> None:
@@ -30,13 +31,19 @@ def explain(
     source: str = typer.Argument("-", metavar="[FILE|-]", help="A log or pasted error text; '-' (default) reads stdin."),
     matrix_path: Optional[Path] = typer.Option(None, "--matrix", help="Matrix folder or file (default: bundled)."),
     fmt: str = format_option(Format.console, Format.json),
+    timeout: float = timeout_option(),
 ) -> None:
     """Match error text or a server log against every entry's symptoms; print what they mean and what to do.
-    Exit 0: something matched; 1: no known symptom in the text; 2: unreadable input or matrix."""
-    from sparkdoctor.exitcodes import EXIT_EXPLAIN_NO_MATCH, EXIT_OK
-
+    Exit 0: something matched; 1: no known symptom in the text; 2: unreadable input or matrix, or --timeout ran out."""
     if fmt not in ("console", "json"):
         raise Fatal(f"--format {fmt}: choose one of console, json")
+    with time_limited(timeout, "explain"):
+        _explain(source, matrix_path, fmt)
+
+
+def _explain(source: str, matrix_path: Optional[Path], fmt: str) -> None:
+    from sparkdoctor.exitcodes import EXIT_EXPLAIN_NO_MATCH, EXIT_OK
+
     text, label = _read(source)
     from sparkdoctor.matrix import load
     from sparkdoctor.matrix.symptoms import match_text
@@ -66,15 +73,18 @@ def _read(source: str) -> tuple[str, str]:
         data = sys.stdin.buffer.read(MAX_BYTES + 1)
         label = "stdin"
     else:
+        from sparkdoctor.inputs import TooBig, read_bytes
+
         path = Path(source)
-        try:
-            with open(path, "rb") as fh:
-                data = fh.read(MAX_BYTES + 1)
+        try:  # a log file, or a pipe with a writer (`explain <(journalctl ...)`); never a FIFO nobody writes
+            data = read_bytes(path, MAX_BYTES, stream=True)
+        except TooBig:
+            raise Fatal(f"{path}: {_TOO_BIG}") from None
         except OSError as exc:
             raise Fatal(f"{path}: cannot read: {exc.strerror or exc}") from None
         label = str(path)
     if len(data) > MAX_BYTES:
-        raise Fatal(f"{label}: more than {MAX_BYTES // (1024 * 1024)} MiB; pass the part of the log around the error")
+        raise Fatal(f"{label}: {_TOO_BIG}")
     if b"\x00" in data[:8192]:
         raise Fatal(f"{label}: binary data, not log text")
     return data.decode("utf-8", errors="replace"), label

@@ -33,7 +33,10 @@ def register(app: typer.Typer) -> None:
         runtime: Optional[str] = typer.Option(None, "--runtime", help="Container CLI for --container: docker or podman (default: $SPARKDOCTOR_CONTAINER_RUNTIME, else docker, else podman)."),
         yes: bool = typer.Option(False, "--yes", help="Apply the plan (journal first), then check again."),
         rollback: bool = typer.Option(False, "--rollback", help="Restore what a journal recorded, byte for byte, offline."),
-        history: bool = typer.Option(False, "--history", help="List fix journals, newest first."),
+        history: bool = typer.Option(False, "--history", help="List fix journals, newest first, with their size."),
+        prune: bool = typer.Option(False, "--prune", help="Remove old journals (with --keep N and/or --older-than AGE); never one whose apply or rollback did not finish."),
+        keep: Optional[int] = typer.Option(None, "--keep", help="With --prune: keep the newest N journals."),
+        older_than: Optional[str] = typer.Option(None, "--older-than", help="With --prune: remove journals older than AGE (e.g. 30d, 12h, 90m)."),
         fmt: str = format_option(Format.console, Format.json),
         env_file: Optional[Path] = typer.Option(None, "--env-file", help="The env file the server reads (KEY=VALUE): checked with it, env fixes edit it."),
         recipe: Optional[Path] = typer.Option(None, "--recipe", help="The serving recipe (recipes/*.toml) flag fixes edit."),
@@ -51,8 +54,10 @@ def register(app: typer.Typer) -> None:
 
         if fmt not in ("console", "json"):
             raise Fatal(f"--format {fmt}: use console or json", EXIT_USAGE)
-        if sum((yes, rollback, history)) > 1:
-            raise Fatal("--yes, --rollback and --history do not go together", EXIT_USAGE)
+        if sum((yes, rollback, history, prune)) > 1:
+            raise Fatal("--yes, --rollback, --history and --prune do not go together", EXIT_USAGE)
+        if (keep is not None or older_than is not None) and not prune:
+            raise Fatal("--keep and --older-than go with --prune", EXIT_USAGE)
         if journal and not rollback:
             raise Fatal(f"unexpected argument {journal!r} (a journal id goes with --rollback)", EXIT_USAGE)
         from sparkdoctor.target.choose import refuse_bad_target_options
@@ -60,12 +65,16 @@ def register(app: typer.Typer) -> None:
         refuse_bad_target_options(python, container, container_python, facts_given=False)
         chosen = (python, container, container_python, runtime)
         out = _writer(fmt)
-        # every error says its own exit code: a FixError 5, a Refusal 4, no such journal or a bad fix file 2
+        # every error says its own exit code (sparkdoctor/fix/interface.py): a FixError 5, a Refusal 4, no such
+        # journal or a bad fix file 2, a bad matrix 2
         if history:
             from sparkdoctor.fix.pipeline import history as list_history
 
             rows = list_history()
             out(render.as_json("history", rows) if fmt == "json" else "\n".join(render.history_lines(rows)), 0)
+            return
+        if prune:
+            _prune(keep, older_than, fmt, out)
             return
         if rollback:
             _rollback(journal, fmt, out, chosen)
@@ -75,7 +84,7 @@ def register(app: typer.Typer) -> None:
 
 
 def _writer(fmt: str):
-    """How fix writes its document: JSON behind the common header (sparkdoctor.emit), or text lines."""
+    """How fix writes its document: JSON behind the common header (sparkdoctor.emit), or text lines, once."""
 
     def out(text: str, exit_code: int, errors: Optional[list] = None) -> None:
         from sparkdoctor.emit import deliver, emit_json
@@ -86,6 +95,18 @@ def _writer(fmt: str):
             deliver(text + "\n", None)
 
     return out
+
+
+def _refused(message: str, fmt: str, out, plan_json: str):
+    """A refused plan: under JSON one document (the plan, the refusal in its errors), then exit 4."""
+    refused = Fatal(message, EXIT_FIX_REFUSED)
+    if fmt != "json":
+        return refused
+    out(plan_json, EXIT_FIX_REFUSED, [refused.to_dict()])
+    from sparkdoctor.cli_support import err
+
+    err(message)
+    return typer.Exit(EXIT_FIX_REFUSED)
 
 
 def _target(chosen, env_file: Optional[Path]):
@@ -149,21 +170,39 @@ def _plan_or_apply(chosen, yes, fmt, out, env_file, recipe, constraints, system,
     planned = make_plan(target, settings, options)
     if not planned.report.probed():
         raise Fatal("the target's packages could not be read; nothing to plan", EXIT_UNPROBEABLE)
+    if yes and planned.plan.refusals and planned.plan.empty:  # e.g. an unfinished fix: never "nothing to fix"
+        if fmt != "json":
+            out("\n".join(render.plan_lines(planned.plan)), EXIT_FIX_REFUSED)
+        raise _refused(planned.plan.refusals[0], fmt, out, render.plan_json(planned.plan, planned.report))
     if not yes or planned.plan.empty:
         out(render.plan_json(planned.plan, planned.report) if fmt == "json" else "\n".join(
             render.plan_lines(planned.plan) + ([] if planned.plan.empty else ["Dry run: nothing was changed. Apply with --yes."])),
             planned.report.exit_code())
         raise typer.Exit(planned.report.exit_code())
     if planned.plan.refusals:
-        refused = Fatal(planned.plan.refusals[0], EXIT_FIX_REFUSED)
-        if fmt == "json":  # one document: the plan, with the refusal as its error
-            out(render.plan_json(planned.plan, planned.report), EXIT_FIX_REFUSED, [refused.to_dict()])
-            from sparkdoctor.cli_support import err
-
-            err(str(refused))
-            raise typer.Exit(EXIT_FIX_REFUSED)
-        raise refused
+        raise _refused(planned.plan.refusals[0], fmt, out, render.plan_json(planned.plan, planned.report))
     result = apply_and_recheck(target, planned, settings)
     code = EXIT_FIX_FAILED if result["error"] else result["report_after"].exit_code()
     out(render.applied_json(result) if fmt == "json" else "\n".join(render.plan_lines(planned.plan) + render.applied_lines(result)), code)
     raise typer.Exit(code)
+
+
+def _prune(keep, older_than, fmt, out) -> None:
+    from sparkdoctor.fix import render
+    from sparkdoctor.fix.pipeline import prune
+
+    if keep is None and older_than is None:
+        raise Fatal("--prune needs --keep N and/or --older-than AGE", EXIT_USAGE)
+    if keep is not None and keep < 0:
+        raise Fatal(f"--keep {keep}: give a number of journals, 0 or more", EXIT_USAGE)
+    result = prune(keep, _age_seconds(older_than) if older_than is not None else None)
+    out(render.as_json("prune", result) if fmt == "json" else "\n".join(render.prune_lines(result)), 0)
+
+
+def _age_seconds(text: str) -> float:
+    import re
+
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*", text)
+    if not m:
+        raise Fatal(f"--older-than {text!r}: give an age like 30d, 12h, 90m, 45s or 2w", EXIT_USAGE)
+    return float(m.group(1)) * {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}[m.group(2)]

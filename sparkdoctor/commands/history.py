@@ -20,6 +20,15 @@ def register(app: typer.Typer) -> None:
     app.command("history")(history)
 
 
+def _refuse_damaged(path: Path, run_id: int, run: dict) -> None:
+    """A run whose stored JSON is damaged cannot be shown or compared: one line naming what is wrong, exit 5
+    (`history` without RUN_ID still lists it, marked, among the others)."""
+    from sparkdoctor.exitcodes import EXIT_LEDGER
+
+    if run.get("damaged"):
+        raise Fatal(f"ledger {path}: run {run_id} is damaged: {'; '.join(run['damaged'])}", EXIT_LEDGER)
+
+
 def history(
     run_id: Optional[int] = typer.Argument(None, help="Show this run in full (its levels, toolchain and findings)."),
     recipe: Optional[str] = typer.Option(None, "--recipe", help="Only runs of this recipe name."),
@@ -40,18 +49,22 @@ def history(
     from sparkdoctor.bench.session import envelope
     from sparkdoctor.ledger.compare import compare_runs
 
-    with open_ledger(ledger) as led:  # a LedgerError is exit 5 by itself
+    # a LedgerError is exit 5 by itself
+    with open_ledger(ledger) as led:
         path = led.path
         if compare:
             runs = [led.run(i) for i in compare]
             missing = [str(i) for i, r in zip(compare, runs) if r is None]
             if missing:
                 raise Fatal(f"ledger {path}: no run {', '.join(missing)} (see `sparkdoctor history`)")
+            for i, r in zip(compare, runs):
+                _refuse_damaged(path, i, r)
             doc = envelope("history-compare", compare_runs(runs[0], runs[1]))
         elif run_id is not None:
             run = led.run(run_id, with_samples=samples)
             if run is None:
                 raise Fatal(f"ledger {path}: no run {run_id} (see `sparkdoctor history`)")
+            _refuse_damaged(path, run_id, run)
             doc = envelope("history-run", {"run": run})
         else:
             doc = envelope("history", {"ledger": str(path), "runs": led.runs(recipe, limit)})

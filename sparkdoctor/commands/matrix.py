@@ -54,12 +54,16 @@ def run_validate(options: MatrixCommand) -> Result:
     m = _load(options.matrix)
     levels = {lv: sum(1 for e in m.entries if e.evidence == lv) for lv in ("reproduced", "checked", "reported")}
     return Result("matrix validate", "matrix-validate",
-                  {"entries": len(m.entries), "stacks": len(m.stacks), "files": len(m.files), "evidence": levels})
+                  {"entries": len(m.entries), "stacks": len(m.stacks), "files": len(m.files), "evidence": levels,
+                   "matrix": str(getattr(m, "source", "") or "")})
 
 
 def register(app: typer.Typer) -> None:
     matrix_app = typer.Typer(help="List, show, validate and verify the knowledge base.", no_args_is_help=True)
     app.add_typer(matrix_app, name="matrix")
+    from sparkdoctor.commands import matrix_tracking  # matrix track / matrix update
+
+    matrix_tracking.register(matrix_app)
 
     @matrix_app.command("list")
     def matrix_list(
@@ -95,12 +99,14 @@ def register(app: typer.Typer) -> None:
         kind: str = typer.Option("all", "--kind", help="all | installs (probe in scratch venvs) | files (released wheels)."),
         bisect_id: str | None = typer.Option(None, "--bisect", metavar="ENTRY", help="Walk the released versions to find where ENTRY's file checks stop holding."),
         latest: bool = typer.Option(False, "--latest", help="Run the file checks and verify tables on the newest releases."),
+        bounds: bool = typer.Option(False, "--bounds", help="Bracket every version bound with its file checks on released files (read remotely)."),
+        stacks: bool = typer.Option(False, "--stacks", help="Resolve every known-good stack for linux aarch64 with a pip dry run (ENTRY: a stack id)."),
     ) -> None:
         """Prove entries: install affected/fixed versions and run the probe; read their released wheels.
         Exit 0: all confirmed; 1: an entry is contradicted (or its bound differs); 2: could not build, download or probe."""
         from sparkdoctor.verify.command import run_verify
 
-        raise typer.Exit(run_verify(entry_id, keep, matrix_path, fmt, kind, bisect_id, latest))
+        raise typer.Exit(run_verify(entry_id, keep, matrix_path, fmt, kind, bisect_id, latest, bounds, stacks))
 
 
 def _emit(result: Result, fmt: str) -> None:

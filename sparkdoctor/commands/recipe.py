@@ -8,7 +8,7 @@ from typing import List, Optional
 
 import typer
 
-from sparkdoctor.cli_support import Fatal, warn
+from sparkdoctor.cli_support import Fatal, time_limited, timeout_option, warn
 from sparkdoctor.commands.options import format_option
 from sparkdoctor.result import Format
 
@@ -35,11 +35,16 @@ def register(app: typer.Typer) -> None:
         recipe: str = typer.Argument(..., help="A recipe file (.toml, .yaml) or the name of a shipped recipe."),
         sets: Optional[List[str]] = typer.Option(None, "--set", help="Override a parameter: key=value, or env.NAME=value (repeatable)."),
         fmt: str = format_option(Format.console, Format.json),
+        timeout: float = timeout_option(),
     ) -> None:
         """Show the resolved command, env, model and port of a recipe, and where each value came from."""
         if fmt not in FORMATS:
             raise Fatal(f"--format {fmt}: choose one of {', '.join(FORMATS)}")
         overrides = parse_sets(sets)
+        with time_limited(timeout, "recipe show"):
+            _show(recipe, overrides, fmt)
+
+    def _show(recipe: str, overrides: dict[str, str], fmt: str) -> None:
         from sparkdoctor.recipes import load
         from sparkdoctor.recipes.show import render_console, to_json
 
@@ -62,7 +67,7 @@ def register(app: typer.Typer) -> None:
         python: Optional[str] = typer.Option(None, "--python", help="Interpreter (or venv) of the vLLM to judge against (default: the recipe command's venv, else as check)."),
         matrix_path: Optional[str] = typer.Option(None, "--matrix", help="Matrix folder or file (default: bundled)."),
         fail_on: str = typer.Option("error", "--fail-on", help="Lowest severity that fails: info | warn | error."),
-        fmt: str = format_option(Format.console, Format.json, Format.junit),
+        fmt: str = format_option(Format.console, Format.json, Format.junit, Format.sarif),
     ) -> None:
         """Judge a recipe without launching it: stale env vars and flags, stale workarounds, wrong settings."""
         from sparkdoctor.commands.recipe_check import check_command

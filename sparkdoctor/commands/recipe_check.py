@@ -10,7 +10,7 @@ import typer
 
 from sparkdoctor.cli_support import Fatal
 
-FORMATS = ("console", "json", "junit")
+FORMATS = ("console", "json", "junit", "sarif")
 
 
 def check_command(recipe: str, overrides: dict, python: Optional[str], matrix_path: Optional[str], fail_on: str,
@@ -25,22 +25,23 @@ def check_command(recipe: str, overrides: dict, python: Optional[str], matrix_pa
 
     with progress_line() as progress:  # a RecipeError, MatrixError (2) or TargetError (3) says how it ends
         doc = recipe_check.run(recipe, overrides, python, matrix_path, fail_on, progress)
-    if fmt == "json":
-        from sparkdoctor.emit import emit_json
+    from sparkdoctor.emit import emit_console, emit_json, write_stdout
 
+    if fmt == "json":
         emit_json("recipe check", "recipe-check", doc, EXIT_FINDINGS if doc["failed"] else 0)
     elif fmt == "junit":
         from sparkdoctor.conclusions import junit
 
-        from sparkdoctor.emit import write_stdout
-
         write_stdout(junit.render(doc) + "\n")
+    elif fmt == "sarif":
+        from sparkdoctor.matrix import load
+        from sparkdoctor.render.sarif import render_recipe_sarif
+
+        write_stdout(render_recipe_sarif(doc, load(matrix_path)) + "\n")
     else:
         from rich.console import Console
 
         from sparkdoctor.conclusions import render
-
-        from sparkdoctor.emit import emit_console
 
         emit_console(lambda console: render.recipe_check(console, doc), Console() if sys.stdout.isatty() else Console(width=160))
     if doc["failed"]:

@@ -60,10 +60,18 @@ def report(
 
     matrix = load(matrix_path)
     facts = _facts(facts_file, python, arch, kernels, timeout)
-    from sparkdoctor.report import build_bug_report
+    from sparkdoctor.report import build_bug_report_fitted
+    from sparkdoctor.report.fit import attachment_name
 
     judged = build_report(facts, matrix)
-    _deliver(build_bug_report(judged, fmt, redact=not no_redact, local=facts_file is None), output)
+    attachment = attachment_name(output_name, fmt, judged.facts.fingerprint())
+    text, whole = build_bug_report_fitted(judged, fmt, Path(attachment).name, redact=not no_redact,
+                                          local=facts_file is None)
+    if whole is not None:  # too long to paste: the whole report beside it, the pasted one points there
+        _deliver(whole, Path(attachment))
+        sys.stderr.write(f"sparkdoctor: the report is too long to paste whole; the full report is in {attachment} "
+                         "(attach it)\n")
+    _deliver(text, output)
     if not judged.probed():  # the report is written (its errors say why), but it is not a report on packages
         raise Fatal("the target's packages could not be read: the report holds only what was observed", EXIT_UNPROBEABLE)
 

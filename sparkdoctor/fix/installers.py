@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -17,7 +18,7 @@ from pathlib import Path
 from packaging.utils import canonicalize_name
 
 from sparkdoctor import proc
-from sparkdoctor.fix.interface import FixError, Installer, Resolution
+from sparkdoctor.fix.interface import FixError, Installer, Resolution, ResolutionError, UnchangedError
 from sparkdoctor.fix.inventory import Inventory
 from sparkdoctor.target.local import Target
 from sparkdoctor.target.files import FileError, transport_of
@@ -26,13 +27,59 @@ RUNNER = Path(__file__).with_name("target_pip.py")
 TIMEOUT = float(os.environ.get("SPARKDOCTOR_FIX_INSTALL_TIMEOUT", "1800"))
 
 
-def _fail(what: str, result: proc.ProcResult) -> FixError:
-    lines = [ln.strip() for ln in (result.stderr or result.stdout).splitlines() if ln.strip()]
-    errors = [ln for ln in lines if ln.startswith("ERROR") or ln.startswith("error")]
+def _fail(what: str, result: proc.ProcResult, dry_run: bool = False) -> FixError:
+    text = result.stderr or result.stdout
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    errors = [ln for ln in lines if ln.startswith(("ERROR", "error"))]
     last = (errors or lines or [result.describe_failure()])[-1]
     if result.returncode is None or result.signal:
         last = result.describe_failure()
+    conflict = resolution_conflict(f"{result.stderr}\n{result.stdout}")  # pip writes the causes to stdout
+    if conflict:
+        return ResolutionError(f"{what} failed: the requirements conflict: {conflict}" + ("; nothing was changed" if dry_run else ""))
+    if dry_run and _unreachable(text):
+        return UnchangedError(f"{what} failed: the package index cannot be reached ({last[:200]}); nothing was changed")
+    if dry_run:  # a dry run changes nothing, whatever made it fail
+        return UnchangedError(f"{what} failed: {last[:300]}; nothing was changed")
     return FixError(f"{what} failed: {last[:300]}")
+
+
+_PIP_CAUSE = re.compile(r"^\s*(The user requested(?: \(constraint\))? .+|\S+ \S+ depends on .+)$")
+
+
+def resolution_conflict(text: str) -> str | None:
+    """The requirements that conflict, in one line, from pip's ResolutionImpossible report ("The
+    conflict is caused by:" and its lines) or uv's ("No solution found ...", then its "Because ..."
+    explanation); None when the text is not a resolution failure."""
+    lines = text.splitlines()
+    if "ResolutionImpossible" in text or "conflict is caused by" in text:
+        causes: list[str] = []
+        for i, ln in enumerate(lines):
+            if "conflict is caused by" in ln:
+                for nxt in lines[i + 1:]:
+                    m = _PIP_CAUSE.match(nxt)
+                    if not m:
+                        if causes:
+                            break
+                        continue
+                    causes.append(m.group(1).strip())
+        if not causes:
+            cannot = next((ln.strip() for ln in lines if "Cannot install" in ln or "conflicting dependencies" in ln), None)
+            return (cannot or "pip found no versions that satisfy every requirement")[:400]
+        return "; ".join(dict.fromkeys(causes))[:400]
+    if "No solution found" in text:
+        start = next(i for i, ln in enumerate(lines) if "No solution found" in ln)
+        body = [re.sub(r"^(?:[\s\u2570\u2500\u25b6\u2502>*-]|cause:)+", "", ln).strip() for ln in lines[start + 1:]]
+        found = [ln for ln in body if ln and not ln.startswith(("hint", "help"))]
+        return " ".join(found)[:400] if found else "uv found no versions that satisfy every requirement"
+    return None
+
+
+def _unreachable(text: str) -> bool:
+    words = ("Could not fetch URL", "NewConnectionError", "Temporary failure in name resolution", "Failed to establish",
+             "Network is unreachable", "Connection refused", "Could not connect", "dns error", "error sending request",
+             "Max retries exceeded", "ConnectTimeout", "Failed to fetch")
+    return any(w in text for w in words)
 
 
 def _constraint_args(constraints: list[str] | None) -> list[str]:
@@ -56,24 +103,35 @@ class PipInstaller(Installer):
         self.files.import_files(items)
         return [path for _src, path, _mode in items]
 
-    def _pip(self, args: list[str], what: str, env: dict[str, str] | None = None) -> proc.ProcResult:
+    def _pip(self, args: list[str], what: str, env: dict[str, str] | None = None, dry_run: bool = False) -> proc.ProcResult:
         base = ["--disable-pip-version-check", "--no-input"]
         result = self.target.run_script(RUNNER, [args[0], *base, *args[1:]], TIMEOUT, env=env)
         if not result.ok:
-            raise _fail(what, result)
+            raise _fail(what, result, dry_run)
         return result
+
+    def _offline(self, offline_from: str, tmp: str) -> tuple[list[str], dict[str, str]]:
+        """The journal's wheels (on this machine), copied into the target: pip's args and env to use them alone."""
+        wheels = sorted(Path(offline_from).glob("*.whl"))
+        self.files.import_files([(w, f"{tmp}/wheels/{w.name}", None) for w in wheels])
+        return (["--no-index", "--find-links", f"{tmp}/wheels"],
+                {"PIP_NO_INDEX": "1", "PIP_CONSTRAINT": "", "PIP_FIND_LINKS": f"{tmp}/wheels"})
 
     def describe(self) -> str:
         return f"{self.inventory.python} -m pip"
 
-    def dry_run(self, requirements, *, force_reinstall=False, no_deps=False, ignore_installed=False, constraints=None, env=None):
+    def dry_run(self, requirements, *, force_reinstall=False, no_deps=False, ignore_installed=False, constraints=None, env=None,
+                offline_from=None):
         try:
             with self.files.scratch() as tmp:
                 report = f"{tmp}/report.json"
                 args = ["install", "--dry-run", "--quiet", "--report", report, *_constraint_args(self._stage(tmp, constraints))]
                 args += (["--force-reinstall"] if force_reinstall else []) + (["--no-deps"] if no_deps else [])
                 args += ["--ignore-installed"] if ignore_installed else []
-                self._pip(args + list(requirements), f"pip dry run of {' '.join(requirements)}", env)
+                if offline_from:
+                    extra, env = self._offline(offline_from, tmp)
+                    args += extra
+                self._pip(args + list(requirements), f"pip dry run of {' '.join(requirements)}", env, dry_run=True)
                 try:
                     data = json.loads(self.files.read(report).decode("utf-8"))
                 except (FileError, ValueError) as exc:
@@ -97,10 +155,8 @@ class PipInstaller(Installer):
                 args += (["--force-reinstall"] if force_reinstall else []) + (["--no-deps"] if no_deps else [])
                 env = None
                 if offline_from:  # the journal's wheels (on this machine), copied into the target first
-                    wheels = sorted(Path(offline_from).glob("*.whl"))
-                    self.files.import_files([(w, f"{tmp}/wheels/{w.name}", None) for w in wheels])
-                    args += ["--no-index", "--find-links", f"{tmp}/wheels", "--no-compile"]
-                    env = {"PIP_NO_INDEX": "1", "PIP_CONSTRAINT": "", "PIP_FIND_LINKS": f"{tmp}/wheels"}
+                    extra, env = self._offline(offline_from, tmp)
+                    args += [*extra, "--no-compile"]
                 self._pip(args + list(requirements), f"pip install {' '.join(requirements)}", env)
         except FileError as exc:
             raise FixError(str(exc)) from None
@@ -177,18 +233,21 @@ class UvInstaller(Installer):
     def describe(self) -> str:
         return f"uv pip --python {self.inventory.python}"
 
-    def _uv(self, args: list[str], what: str, env: dict[str, str] | None = None) -> proc.ProcResult:
+    def _uv(self, args: list[str], what: str, env: dict[str, str] | None = None, dry_run: bool = False) -> proc.ProcResult:
         full = dict(os.environ)
         full.update(env or {})
         result = proc.run([self.uv, "pip", args[0], "--python", self.inventory.python, *args[1:]], timeout=TIMEOUT, env=full)
         if not result.ok:
-            raise _fail(what, result)
+            raise _fail(what, result, dry_run)
         return result
 
-    def dry_run(self, requirements, *, force_reinstall=False, no_deps=False, ignore_installed=False, constraints=None, env=None):
+    def dry_run(self, requirements, *, force_reinstall=False, no_deps=False, ignore_installed=False, constraints=None, env=None,
+                offline_from=None):
         args = ["install", "--dry-run", *_constraint_args(constraints)]
         args += (["--reinstall"] if force_reinstall or ignore_installed else []) + (["--no-deps"] if no_deps else [])
-        out = self._uv(args + list(requirements), f"uv dry run of {' '.join(requirements)}", env)
+        if offline_from:
+            args += ["--offline", "--no-index", "--find-links", offline_from]
+        out = self._uv(args + list(requirements), f"uv dry run of {' '.join(requirements)}", env, dry_run=True)
         res = Resolution()
         for line in (out.stderr + "\n" + out.stdout).splitlines():
             line = line.strip()

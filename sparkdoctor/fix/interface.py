@@ -1,6 +1,10 @@
-"""The shapes every stage of `fix` shares: its errors, and the two interfaces (Installer, Action).
+"""The shapes every stage of `fix` shares: its errors (each carrying its exit code), and the two
+interfaces (Installer, Action).
 
-A FixError is one line for the user. A Refusal is a FixError that a flag can lift: it says which.
+A FixError is one line for the user. Its class says what happened to the target, and so which exit
+code it gets (sparkdoctor/exitcodes.py): UnchangedError (6) and its kin changed nothing; a Refusal
+(4) is something a flag can lift or a journal that is not trusted; a plain FixError (5) is an apply
+that failed and was rolled back.
 """
 
 from __future__ import annotations
@@ -10,15 +14,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sparkdoctor.errors import SparkdoctorError
-from sparkdoctor.exitcodes import EXIT_FIX_FAILED, EXIT_FIX_REFUSED, EXIT_USAGE
+from sparkdoctor.exitcodes import EXIT_FIX_FAILED, EXIT_FIX_REFUSED, EXIT_FIX_UNCHANGED, EXIT_USAGE
 from sparkdoctor.text import one_line
 
 
 class FixError(SparkdoctorError):
     """Why `fix` cannot go on, in one line."""
 
-    exit_code = EXIT_FIX_FAILED
-    code = "fix-failed"
+    exit_code: int = EXIT_FIX_FAILED
+    code: str = "fix-failed"
 
     def __init__(self, message: str):
         super().__init__(one_line(message))
@@ -31,22 +35,46 @@ class DefinitionError(FixError):
     code = "fix-definition"
 
 
-class NoJournal(FixError):
-    """`--rollback ID` of a journal that does not exist (or none at all): a usage error, nothing was touched."""
-
-    exit_code = EXIT_USAGE
-    code = "no-journal"
-
-
 class Refusal(FixError):
     """Something a person would not want done silently; `how` says how to say yes (None: no way)."""
 
     exit_code = EXIT_FIX_REFUSED
-    code = "refused"
+    code = "fix-refused"
 
     def __init__(self, message: str, how: str | None = None):
         super().__init__(message + (f" (to allow it: {how})" if how else ""))
         self.how = how
+
+
+class UnchangedError(FixError):
+    """fix stopped before it changed anything: a plan that cannot be made or resolved, an index that
+    cannot be reached, a journal that cannot be written (a full disk), a lock another fix holds."""
+
+    exit_code = EXIT_FIX_UNCHANGED
+    code = "fix-unchanged"
+
+
+class ResolutionError(UnchangedError):
+    """The installer's dry run found no set of versions (it names the conflicting requirements)."""
+
+    code = "fix-resolution"
+
+
+class JournalError(Refusal):
+    """A journal that is not trusted (damaged, half-written after changes, saved files that cannot
+    restore): nothing is done from it."""
+
+    code = "fix-journal"
+
+    def __init__(self, message: str):
+        super().__init__(message)
+
+
+class NoSuchJournal(FixError):
+    """`fix --rollback ID` of a journal that does not exist: a usage error."""
+
+    exit_code = EXIT_USAGE
+    code = "fix-no-such-journal"
 
 
 @dataclass
@@ -67,7 +95,8 @@ class Installer(ABC):
 
     @abstractmethod
     def dry_run(self, requirements: list[str], *, force_reinstall: bool = False, no_deps: bool = False,
-                ignore_installed: bool = False, constraints: list[str] | None = None, env: dict[str, str] | None = None) -> Resolution: ...
+                ignore_installed: bool = False, constraints: list[str] | None = None, env: dict[str, str] | None = None,
+                offline_from: str | None = None) -> Resolution: ...
 
     @abstractmethod
     def install(self, requirements: list[str], *, force_reinstall: bool = False, no_deps: bool = False,
@@ -81,13 +110,26 @@ class Installer(ABC):
 
 
 class Action(ABC):
-    """One planned change. describe() is what the plan shows; the apply stage runs it."""
+    """One planned change, with conda's contract (core/path_actions.py), called in this order:
 
-    kind: str
+    verify()  before ANY action executes: returns the problems (never raises), so every problem of
+              every action is known before the first change;
+    execute() makes the change;
+    reverse() only for an action that executed (or was executing) when a later one failed: puts back
+              what the journal recorded. Reversal runs in reverse order; its errors are collected.
+    describe() is what the plan shows."""
+
+    op: str
     why: list[str]  # the finding ids that ask for it
 
     @abstractmethod
-    def describe(self) -> list[str]: ...
+    def describe(self) -> str: ...
 
     @abstractmethod
-    def to_dict(self) -> dict[str, Any]: ...
+    def verify(self) -> list[str]: ...
+
+    @abstractmethod
+    def execute(self) -> None: ...
+
+    @abstractmethod
+    def reverse(self) -> None: ...

@@ -6,10 +6,14 @@ state_dir()/journals/<id>/
                    (path, sha256, where its copy is), the wheels saved for an offline reinstall
     copies/        byte copies of those files, brought out of the target through its file transport
                    (copies/target, copies/host: edited files; copies/dists: the touched dists' files)
-    wheels/        the wheels of every dist the apply removes or replaces (pip download, before)
+    wheels/        the wheels of every dist the apply removes or replaces (pip download, before);
+                   journal.json records each one's size and sha256 (verified before a rollback)
+    outside.json   the size and mtime of every RECORD-listed file of every dist the plan does not
+                   touch (its sha256 is in journal.json): what "only what the plan names" is judged by
     COMPLETE       written last: the sha256 of journal.json. Without it the journal is half-written:
                    reported, never trusted (and nothing was changed: changes start after it)
     applying, applied, rolling-back, rolled-back   state markers, each written atomically
+                   (applying says which step runs; rolled-back lists each reverse)
 
 A lock per target (fcntl, state_dir()/locks/) keeps two fixes off one target at once.
 """
@@ -28,12 +32,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from sparkdoctor.fix.interface import FixError, NoJournal
+from sparkdoctor.fix.interface import FixError, JournalError, NoSuchJournal, UnchangedError
+from sparkdoctor.fix.journal_schema import validate
 from sparkdoctor.locations import state_dir
 from sparkdoctor.target.fileops import fsync_dir
 from sparkdoctor.target.files import FileError, FileTransport, LocalFiles
 
-JOURNAL_VERSION = 1
+JOURNAL_VERSION = 2
 COMPLETE, APPLYING, APPLIED, ROLLING_BACK, ROLLED_BACK = "COMPLETE", "applying", "applied", "rolling-back", "rolled-back"
 
 
@@ -78,12 +83,12 @@ def target_lock(target_key: str, label: str) -> Iterator[None]:
         folder.mkdir(parents=True, exist_ok=True)
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)  # an empty file: nothing to flush on a full disk
     except OSError as exc:
-        raise FixError(f"cannot take the lock {path}: {exc.strerror or exc}; nothing was changed") from None
+        raise UnchangedError(f"cannot take the lock {path}: {exc.strerror or exc}; nothing was changed") from None
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
-            raise FixError(f"another sparkdoctor fix or rollback is running on {label} (lock {path}); wait for it") from None
+            raise UnchangedError(f"another sparkdoctor fix or rollback is running on {label} (lock {path}); wait for it") from None
         try:
             yield
         finally:
@@ -96,6 +101,8 @@ def target_lock(target_key: str, label: str) -> Iterator[None]:
 class Journal:
     path: Path
     data: dict[str, Any]
+    damaged: bool = False  # COMPLETE is there but journal.json is not what it says (history only)
+    freed: int = 0  # bytes removed by prune
 
     @property
     def id(self) -> str:
@@ -116,7 +123,9 @@ class Journal:
 
     def status(self) -> str:
         if not self.has(COMPLETE):
-            return "half-written"
+            # no COMPLETE but a state marker: the apply started, then the marker was lost (deleted,
+            # a damaged disk). It is not trusted, and it must not say that nothing was changed.
+            return "damaged" if any(self.has(m) for m in (APPLYING, APPLIED, ROLLING_BACK, ROLLED_BACK)) else "half-written"
         for m in (ROLLED_BACK, ROLLING_BACK, APPLIED, APPLYING):
             if self.has(m):
                 return {APPLYING: "interrupted", APPLIED: "applied", ROLLING_BACK: "rollback interrupted", ROLLED_BACK: "rolled back"}[m]
@@ -125,6 +134,34 @@ class Journal:
     def copy_of(self, rel: str) -> Path:
         return self.path / rel
 
+    def size(self) -> int:
+        """Bytes on disk (the saved wheels are most of it)."""
+        total = 0
+        for root, _dirs, names in os.walk(self.path):
+            for n in names:
+                try:
+                    total += os.lstat(os.path.join(root, n)).st_size
+                except OSError:
+                    pass
+        return total
+
+    def settled(self) -> bool:
+        """True when nothing is left to do from it: applied, rolled back, or never started."""
+        return self.status() in ("applied", "rolled back", "planned", "half-written")
+
+    def outside(self) -> dict[str, list[int]] | None:
+        """path -> [size, mtime_ns] of the files outside the plan before the apply (None: not recorded)."""
+        meta = self.data.get("outside")
+        if not meta:
+            return None
+        try:
+            body = (self.path / meta["file"]).read_bytes()
+        except OSError as exc:
+            raise JournalError(f"{self.path}/{meta['file']}: cannot read: {exc.strerror or exc}") from None
+        if sha256_bytes(body) != meta["sha256"]:
+            raise JournalError(f"{self.path}/{meta['file']} does not match journal.json: the journal is damaged; not trusted")
+        return json.loads(body)
+
 
 def new_id() -> str:
     return time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + secrets.token_hex(3)
@@ -132,7 +169,7 @@ def new_id() -> str:
 
 def create(header: dict[str, Any], files: list[tuple[str, str]], dist_files: dict[str, list[str]],
            wheels: Callable[[Path], dict[str, str | None]], boundary: Callable[[str], None],
-           sides: dict[str, FileTransport] | None = None) -> Journal:
+           sides: dict[str, FileTransport] | None = None, outside: dict[str, Any] | None = None) -> Journal:
     """Write a complete journal, or raise FixError and leave none (a half one is removed when it can be).
 
     `files` are (path, side) of the files the plan edits; `dist_files` the files of every touched
@@ -155,8 +192,15 @@ def create(header: dict[str, Any], files: list[tuple[str, str]], dist_files: dic
         dist_rows = {dist: [{"path": p, "copy": None, **(copied[p] or {})} for p in paths] for dist, paths in dist_files.items()}
         boundary("journal-dists")
         saved = wheels(path / "wheels")
+        wheel_files = {f: {"size": (path / "wheels" / f).stat().st_size, "sha256": _sha(path / "wheels" / f)} for f in saved.values() if f}
         boundary("journal-wheels")
-        data = {"journal_version": JOURNAL_VERSION, "id": path.name, **header, "files": file_rows, "dist_files": dist_rows, "wheels": saved}
+        outside_meta = None
+        if outside is not None:
+            obody = json.dumps(outside, sort_keys=True).encode()
+            write_bytes(path / "outside.json", obody)
+            outside_meta = {"file": "outside.json", "sha256": sha256_bytes(obody)}
+        data = {"journal_version": JOURNAL_VERSION, "id": path.name, **header, "files": file_rows, "dist_files": dist_rows,
+                "wheels": saved, "wheel_files": wheel_files, "outside": outside_meta}
         body = (json.dumps(data, indent=1, sort_keys=True) + "\n").encode()
         write_bytes(path / "journal.json", body)
         boundary("journal-written")
@@ -164,7 +208,7 @@ def create(header: dict[str, Any], files: list[tuple[str, str]], dist_files: dic
     except (OSError, FileError) as exc:
         shutil.rmtree(path, ignore_errors=True)
         why = str(exc) if isinstance(exc, FileError) else (exc.strerror or str(exc))
-        raise FixError(f"the journal could not be written in {root}: {why}; nothing was changed") from None
+        raise UnchangedError(f"the journal could not be written in {root}: {why}; nothing was changed") from None
     return Journal(path, data)
 
 
@@ -202,10 +246,10 @@ def load(ident: str | None) -> Journal:
     else:
         found = history()
         if not found:
-            raise NoJournal(f"no fix journals in {root}")
+            raise FixError(f"no fix journals in {root}")
         path = found[0].path
     if not path.is_dir():
-        raise NoJournal(f"{path}: no such fix journal (see sparkdoctor fix --history)")
+        raise NoSuchJournal(f"{path}: no such fix journal (see sparkdoctor fix --history)")
     journal = Journal(path, {})
     if not journal.has(COMPLETE):
         return journal
@@ -215,12 +259,12 @@ def load(ident: str | None) -> Journal:
     except OSError as exc:
         raise FixError(f"{path}: cannot read the journal: {exc.strerror or exc}") from None
     if sha256_bytes(body) != want:
-        raise FixError(f"{path}/journal.json does not match its COMPLETE marker: the journal is damaged; not trusted")
-    data = json.loads(body)
-    version = data.get("journal_version")
-    if version != JOURNAL_VERSION:
-        raise FixError(f"{path}/journal.json: field 'journal_version' is {version!r}; this sparkdoctor reads {JOURNAL_VERSION} (upgrade sparkdoctor)")
-    journal.data = data
+        raise JournalError(f"{path}/journal.json does not match its COMPLETE marker: the journal is damaged; not trusted")
+    try:
+        data = json.loads(body)
+    except (ValueError, RecursionError) as exc:
+        raise JournalError(f"{path}/journal.json is not JSON ({str(exc)[:80]}): the journal is damaged; nothing was done from it") from None
+    journal.data = validate(data, f"{path}/journal.json")
     return journal
 
 
@@ -235,10 +279,40 @@ def history() -> list[Journal]:
         if j.has(COMPLETE):
             try:
                 j = load(str(p))
-            except (FixError, ValueError):
-                pass
+            except FixError:
+                j.damaged = True
         out.append(j)
     return out
+
+
+def prune(keep: int | None, older_than_s: float | None, now: float | None = None) -> tuple[list[Journal], list[Journal]]:
+    """Remove settled journals beyond the newest `keep` and/or older than `older_than_s` seconds;
+    (removed, kept because unsettled). A journal of an apply or rollback that did not finish, or a
+    damaged one after its apply started, is never removed: it is what settles the target."""
+    now = time.time() if now is None else now
+    removed, spared = [], []
+    for i, j in enumerate(history()):
+        old = older_than_s is not None and now - _created(j) > older_than_s
+        beyond = keep is not None and i >= keep
+        if not ((beyond and older_than_s is None) or (old and keep is None) or (beyond and old)):
+            continue
+        if j.damaged or not j.settled():
+            spared.append(j)
+            continue
+        j.freed = j.size()
+        shutil.rmtree(j.path)
+        removed.append(j)
+    return removed, spared
+
+
+def _created(j: Journal) -> float:
+    """When the journal was made: its id starts with the UTC time."""
+    import calendar
+
+    try:
+        return float(calendar.timegm(time.strptime(j.id[:15], "%Y%m%d-%H%M%S")))
+    except ValueError:
+        return j.path.stat().st_mtime
 
 
 def unfinished_for(target_key: str, key_of: Callable[[dict[str, Any]], str]) -> Journal | None:
@@ -247,3 +321,4 @@ def unfinished_for(target_key: str, key_of: Callable[[dict[str, Any]], str]) -> 
         if j.data and key_of(j.data.get("target", {})) == target_key and j.status() in ("interrupted", "rollback interrupted"):
             return j
     return None
+

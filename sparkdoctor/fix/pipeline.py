@@ -15,7 +15,8 @@ from sparkdoctor.fix import inventory as inv_mod
 from sparkdoctor.fix import journal as jr
 from sparkdoctor.fix.definitions import load_all
 from sparkdoctor.fix.installers import for_target
-from sparkdoctor.fix.interface import FixError
+from sparkdoctor.fix import unsettled
+from sparkdoctor.fix.interface import FixError, JournalError
 from sparkdoctor.fix.model import Plan
 from sparkdoctor.fix.plan import FixOptions, build_plan, hash_names
 from sparkdoctor.target.files import transport_of
@@ -58,6 +59,7 @@ def make_plan(target, settings: CheckSettings, options: FixOptions) -> Planned:
     definitions = load_all(settings.fixes)
     report = run_check(target, settings)
     inventory = inv_mod.read(target, hash_names(report.findings, definitions))
+    stuck = unfinished(target, inventory)
     installer = for_target(target, inventory)
     if settings.progress:
         settings.progress(f"planning with {installer.name} (dry-run resolution)")
@@ -65,7 +67,22 @@ def make_plan(target, settings: CheckSettings, options: FixOptions) -> Planned:
     record = inv_mod.target_record(target, inventory)
     if record["kind"] == "container":
         plan.target.update(kind="container", container=record["container"], image_id=record.get("image_id"))
+    if stuck:  # first: nothing else may be done to a half-changed target, an empty plan included
+        plan.refusals.insert(0, stuck)
     return Planned(plan, report, inventory, installer)
+
+
+def unfinished(target, inventory: inv_mod.Inventory) -> str | None:
+    """One line when this target's last apply or rollback did not finish (killed, power cut): the
+    unsettled mark, else a journal that says so; it names the command that settles it."""
+    key = inv_mod.target_key(inv_mod.target_record(target, inventory))
+    found = unsettled.read(key)
+    if found is not None:
+        return unsettled.message(found)
+    stuck = jr.unfinished_for(key, inv_mod.target_key)
+    if stuck is not None:
+        return unsettled.message({"journal": stuck.id, "doing": "rollback" if stuck.status() == "rollback interrupted" else "apply"})
+    return None
 
 
 def finding_ids(report) -> set[str]:
@@ -84,6 +101,7 @@ def apply_and_recheck(target, planned: Planned, settings: CheckSettings) -> dict
         "error": outcome.error,
         "rolled_back": outcome.rolled_back,
         "rollback_verified": outcome.verified or None,
+        "outside_restored": outcome.outside_restored,
         "gone": sorted(before_ids - after_ids),
         "remaining": sorted(before_ids & after_ids),
         "new": sorted(after_ids - before_ids),
@@ -99,6 +117,10 @@ def rollback(target_for: Callable[[dict[str, Any]], Any], ident: str | None) -> 
     if status == "half-written":
         return {"journal": journal.id, "status": status, "message":
                 f"journal {journal.id} is half-written (no COMPLETE marker): not trusted; its apply never started, so nothing was changed"}
+    if status == "damaged":
+        raise JournalError(f"journal {journal.id} lost its COMPLETE marker after its apply started: it is not trusted, so nothing "
+                           "was done from it; the target may be half-changed: compare it with `sparkdoctor check`, restore "
+                           f"the marker from a backup of {journal.path}, or rebuild the environment")
     if status == "planned":
         return {"journal": journal.id, "status": status, "message": f"journal {journal.id} is complete but its apply never started: nothing was changed"}
     if status == "rolled back":
@@ -113,14 +135,26 @@ def rollback(target_for: Callable[[dict[str, Any]], Any], ident: str | None) -> 
             "message": f"journal {journal.id} rolled back"}
 
 
+def _row(j: jr.Journal) -> dict[str, Any]:
+    plan = j.data.get("plan") or {}
+    return {"journal": j.id, "status": "damaged" if j.damaged else j.status(), "created": j.data.get("created"),
+            "target": inv_mod.target_label(j.data["target"]) if j.data.get("target") else None,
+            "fixes": [f["id"] for f in plan.get("fixes", [])], "bytes": j.size()}
+
+
 def history() -> list[dict[str, Any]]:
-    out = []
-    for j in jr.history():
-        plan = j.data.get("plan") or {}
-        out.append({"journal": j.id, "status": j.status(), "created": j.data.get("created"),
-                    "target": inv_mod.target_label(j.data["target"]) if j.data.get("target") else None,
-                    "fixes": [f["id"] for f in plan.get("fixes", [])]})
-    return out
+    return [_row(j) for j in jr.history()]
 
 
-__all__ = ["CheckSettings", "FixError", "FixOptions", "make_plan", "apply_and_recheck", "rollback", "history", "RESULT_VERSION"]
+def prune(keep: int | None, older_than_s: float | None) -> dict[str, Any]:
+    """Remove settled journals beyond the newest `keep` and/or older than `older_than_s`; never the
+    journal of an apply or rollback that did not finish (nor a damaged one: it may be all that is left)."""
+    if keep is None and older_than_s is None:
+        raise FixError("--prune needs --keep N and/or --older-than AGE")
+    removed, spared = jr.prune(keep, older_than_s)
+    return {"removed": [{"journal": j.id, "status": j.status()} for j in removed],
+            "kept_unsettled": [_row(j) for j in spared],
+            "freed_bytes": sum(j.freed for j in removed)}
+
+
+__all__ = ["RESULT_VERSION", "CheckSettings", "FixError", "FixOptions", "apply_and_recheck", "history", "make_plan", "prune", "rollback"]

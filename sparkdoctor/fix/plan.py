@@ -24,9 +24,10 @@ from packaging.version import InvalidVersion, Version
 
 from sparkdoctor.fix import edits
 from sparkdoctor.fix.definitions import ActionSpec, FixDefinition
-from sparkdoctor.fix.interface import FixError, Installer
+from sparkdoctor.fix.interface import FixError, Installer, ResolutionError
 from sparkdoctor.fix.inventory import Inventory
 from sparkdoctor.fix.model import Plan, Step
+from sparkdoctor.fix.siblings import pinned_siblings
 from sparkdoctor.target.files import FileError, FileTransport, LocalFiles
 
 
@@ -98,12 +99,20 @@ class Planner:
             getattr(self, "_" + action.kind.replace("-", "_"))(action, fix.id, why)
 
     def _pin(self, a: ActionSpec, fix: str, why: list[str]) -> None:
-        files = self._pin_files(a.fields["package"])
+        package = canonicalize_name(a.fields["package"])
+        files = self._pin_files(package)
         if not files:
             self.plan.notes.append(f"{fix}: no constraints or requirements file that check read pins {a.fields['package']}; nothing to edit")
         for path in files:
             spec = None if a.fields.get("remove") else a.fields["specifier"]
-            self._edit(path, edits.edit_pin(self._text(path, "target"), a.fields["package"], spec, str(path)), fix, why, a.kind)
+            text = edits.edit_pin(self._text(path, "target"), package, spec, str(path))
+            moved, refused = pinned_siblings(self.inv, self.facts.constraints or [], package, path)
+            if refused:
+                self.plan.refusals.append(f"{fix}: {refused}")
+            for sibling in moved:
+                text = edits.edit_pin(text, sibling, spec, str(path))
+                self.plan.notes.append(f"{fix}: {path} pins {sibling} with {package} (one family, one version): its pin moves too")
+            self._edit(path, text, fix, why, a.kind)
 
     def _env_file(self, fix: str, names: list[str]) -> Path | None:
         if self.opts.env_file is None:
@@ -272,8 +281,13 @@ class Planner:
                 plan.refusals.append(f"{path}{where} is not writable by this user (run as its owner)")
         with self.sides["target"].scratch() as tmp:  # where the target's pip can read the edited pins
             env = self._constraint_env(tmp)
-            for key, fam in self.families.items():
-                self._family_step(key, fam, env)
+            try:
+                for key, fam in self.families.items():
+                    self._family_step(key, fam, env)
+            except ResolutionError as exc:
+                if not plan.refusals:
+                    raise
+                plan.notes.append(f"no resolution while the refusal below stands: {exc}")
             if self.exact_installs:
                 fix, why, kind = self.why["install"]
                 res = self._dry_run(self.exact_installs, [], env)

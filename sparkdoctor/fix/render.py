@@ -57,6 +57,8 @@ def plan_json(plan: Plan, report: Any) -> str:
 def applied_lines(result: dict[str, Any]) -> list[str]:
     out = [f"Journal: {result['journal']}"]
     out += [f"  done: {d}" for d in result["done"]]
+    if result.get("outside_restored"):
+        out.append(f"  compiled again (the installer changed them outside the plan): {', '.join(result['outside_restored'])}")
     if result["error"]:
         out.append(f"FAILED: {result['error']}")
         if result["rolled_back"]:
@@ -83,18 +85,41 @@ def rollback_lines(result: dict[str, Any]) -> list[str]:
             out.append(f"  restored {name} {version}")
         for path in result.get("restored_files", []):
             out.append(f"  restored {path}")
+    for note in v.get("notes") or []:
+        out.append(f"Note: {note}")
+    if v.get("outside_restored"):
+        out.append(f"  compiled again (changed outside the plan): {', '.join(v['outside_restored'])}")
     if v:
         if v.get("ok"):
-            out.append(f"Verified: {v.get('packages')} packages as before; {v.get('files')} files byte for byte")
+            outside = f"; {v['outside_files']} files of other dists unchanged" if v.get("outside_files") else ""
+            out.append(f"Verified: {v.get('packages')} packages as before; {v.get('files')} files byte for byte{outside}")
         else:
             out.append("DIFFERENCES: " + "; ".join(v.get("packages_differ", []) + v.get("files_differ", [])))
     return out
 
 
+def size_text(n: int) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1000 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    return f"{n} B"  # pragma: no cover
+
+
 def history_lines(rows: list[dict[str, Any]]) -> list[str]:
     if not rows:
         return ["No fix journals yet."]
-    return [f"{r['journal']}  {r['status']:<14} {', '.join(r['fixes']) or '-'}  {r['target'] or ''}" for r in rows]
+    out = [f"{r['journal']}  {r['status']:<20} {size_text(r.get('bytes') or 0):>9}  {', '.join(r['fixes']) or '-'}  {r['target'] or ''}" for r in rows]
+    out.append(f"{len(rows)} journal(s), {size_text(sum(r.get('bytes') or 0 for r in rows))} (remove old ones: sparkdoctor fix --prune --keep N)")
+    return out
+
+
+def prune_lines(result: dict[str, Any]) -> list[str]:
+    out = [f"removed {r['journal']}  ({r['status']})" for r in result["removed"]]
+    out.append(f"Removed {len(result['removed'])} journal(s), freed {size_text(result['freed_bytes'])}.")
+    for r in result["kept_unsettled"]:
+        out.append(f"Kept {r['journal']} ({r['status']}): its apply or rollback did not finish; settle it with `sparkdoctor fix --rollback {r['journal']}`")
+    return out
 
 
 def as_json(mode: str, body: Any) -> str:

@@ -7,14 +7,15 @@ recipe or workload is said out loud, because then the numbers compare configurat
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 FIGURES = (  # (name shown, where in a level summary, scale)
     ("decode tok/s/stream (headline)", ("headline", "decode_tps_per_stream"), 1.0),
-    ("output tok/s total", ("client", "output_tps", "median"), 1.0),
-    ("TTFT ms (client)", ("client", "ttft_s", "median"), 1000.0),
-    ("TPOT ms (client)", ("client", "tpot_s", "median"), 1000.0),
-    ("ITL ms (server)", ("server", "itl_s", "mean"), 1000.0),
+    ("output tok/s (tokens / wall time)", ("client", "output_tps_pooled"), 1.0),
+    ("TTFT ms (client median)", ("client", "ttft_s", "median"), 1000.0),
+    ("TPOT ms (client median)", ("client", "tpot_s", "median"), 1000.0),
+    ("ITL ms (server mean)", ("server", "itl_s", "mean"), 1000.0),
 )
 
 
@@ -24,6 +25,17 @@ def _get(data: Any, path: tuple[str, ...]) -> Any:
             return None
         data = data.get(key)
     return data
+
+
+def _number(value: Any) -> float | None:
+    """A stored figure, or None when it is not a finite number (a damaged or hand-edited row)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
 
 
 def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
@@ -39,8 +51,13 @@ def toolchain_changes(facts_a: dict[str, Any], facts_b: dict[str, Any]) -> list[
     """The fingerprint material (what decides behaviour and speed) that differs between two Facts."""
     from sparkdoctor.facts import Facts
 
-    mat_a = _flatten(Facts.from_dict(facts_a, source="ledger").fingerprint_material())
-    mat_b = _flatten(Facts.from_dict(facts_b, source="ledger").fingerprint_material())
+    from sparkdoctor.facts import FactsError
+
+    try:
+        mat_a = _flatten(Facts.from_dict(facts_a, source="ledger").fingerprint_material())
+        mat_b = _flatten(Facts.from_dict(facts_b, source="ledger").fingerprint_material())
+    except FactsError as exc:  # a stored Facts this sparkdoctor cannot read: say so in the table
+        return [{"what": "(the stored toolchain)", "a": "unreadable", "b": str(exc)[:200]}]
     rows = []
     for key in sorted(set(mat_a) | set(mat_b)):
         a, b = mat_a.get(key), mat_b.get(key)
@@ -62,13 +79,13 @@ def compare_runs(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
     if a["fingerprint"] == b["fingerprint"]:
         notes.append("same toolchain fingerprint")
     numbers = []
-    levels_b = {lvl["concurrency"]: lvl for lvl in b["summary"].get("levels", [])}
+    levels_b = {lvl.get("concurrency"): lvl for lvl in b["summary"].get("levels", [])}
     for lvl_a in a["summary"].get("levels", []):
-        lvl_b = levels_b.get(lvl_a["concurrency"])
+        lvl_b = levels_b.get(lvl_a.get("concurrency"))
         if lvl_b is None:
             continue
         for name, path, scale in FIGURES:
-            va, vb = _get(lvl_a, path), _get(lvl_b, path)
+            va, vb = _number(_get(lvl_a, path)), _number(_get(lvl_b, path))
             if va is None and vb is None:
                 continue
             va = va * scale if va is not None else None

@@ -130,6 +130,9 @@ def connect(path: Path, migrate: bool = True) -> sqlite3.Connection:
         if app not in (0, APPLICATION_ID) or (app == 0 and tables):
             raise LedgerError(f"ledger {path}: an SQLite file of some other program, not a sparkdoctor ledger; "
                               "pass another --ledger")
+        if version < 0:
+            raise LedgerError(f"ledger {path}: schema version {version} is not one any sparkdoctor writes (a damaged "
+                              "file, or not a ledger); move it aside or pass another --ledger")
         if version > SCHEMA_VERSION:
             raise LedgerError(f"ledger {path}: schema {version} was written by a newer sparkdoctor "
                               f"(this one reads up to {SCHEMA_VERSION}); upgrade sparkdoctor")

@@ -22,6 +22,33 @@ def _dump(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
 
 
+# What each JSON column must hold. A row whose column does not (a disk error, a hand edit, another
+# tool) is DAMAGED: it is listed with its damage named, never allowed to stop the listing of the others.
+_JSON_TYPES = {"recipe_json": dict, "server_json": dict, "facts_json": dict, "workload_json": dict,
+               "summary_json": dict, "findings_json": list, "sample_json": dict, "result_json": dict}
+
+
+def decode(column: str, text: Any) -> tuple[Any, str | None]:
+    """(the value, None) or (None, what is wrong with it) for one stored JSON column."""
+    try:
+        value = json.loads(text)
+    except (TypeError, ValueError, RecursionError) as exc:  # not text, not JSON, a 5,000-digit number, too deep
+        return None, f"{column} is not JSON ({' '.join(str(exc).split())[:80]})"
+    want = _JSON_TYPES.get(column)
+    if want is not None and not isinstance(value, want):
+        return None, f"{column} is a JSON {type(value).__name__}, not {'an object' if want is dict else 'a list'}"
+    return value, None
+
+
+def _levels_problem(summary: dict[str, Any]) -> str | None:
+    levels = summary.get("levels", [])
+    if not isinstance(levels, list) or not all(isinstance(lvl, dict) and type(lvl.get("concurrency")) is int for lvl in levels):
+        return "summary_json levels is not a list of levels (objects with an integer concurrency)"
+    if summary.get("headline") is not None and not isinstance(summary["headline"], dict):
+        return "summary_json headline is not an object"
+    return None
+
+
 def recipe_hash(recipe: dict[str, Any]) -> str:
     """What identifies a recipe for comparison: the recipe's own fingerprint (its argv less the host and
     port the launcher replaces, env, model), else a hash of argv, env, model and url (not its name)."""
@@ -52,6 +79,20 @@ class RunRecord:
 
 _RUN_COLUMNS = ("id", "created_at", "recipe_name", "recipe_hash", "base_url", "model", "fingerprint",
                 "bench_version", "tool_version", "comparison_id", "arm")
+_JSON_COLUMNS = ("recipe_json", "server_json", "facts_json", "workload_json", "summary_json", "findings_json")
+
+
+def _decode_row(texts: tuple[Any, ...]) -> tuple[dict[str, Any], list[str]]:
+    """The JSON columns of a run row by name (summary_json -> summary), and what is damaged in them."""
+    values: dict[str, Any] = {}
+    damaged: list[str] = []
+    for column, text in zip(_JSON_COLUMNS, texts):
+        value, damage = decode(column, text)
+        values[column[:-5]] = value
+        damaged += [damage] if damage else []
+    if isinstance(values["summary"], dict) and _levels_problem(values["summary"]):
+        damaged.append(str(_levels_problem(values["summary"])))
+    return values, damaged
 
 
 class Ledger:
@@ -115,8 +156,9 @@ class Ledger:
 
     # ---- reading ---------------------------------------------------------------------------------
     def runs(self, recipe: str | None = None, limit: int = 50) -> list[dict[str, Any]]:
-        """Newest first: the identifying columns and the headline of each run."""
-        sql = f"SELECT {', '.join(_RUN_COLUMNS)}, summary_json FROM runs"
+        """Newest first: the identifying columns and the headline of each run; a run whose stored JSON is
+        damaged is listed too, with `damaged` naming what is wrong."""
+        sql = f"SELECT {', '.join(_RUN_COLUMNS + _JSON_COLUMNS)} FROM runs"
         args: tuple[Any, ...] = ()
         if recipe is not None:
             sql += " WHERE recipe_name = ?"
@@ -128,27 +170,35 @@ class Ledger:
             raise self._fail(exc) from None
         out = []
         for row in rows:
-            item = dict(zip(_RUN_COLUMNS, row[:-1]))
-            item["headline"] = json.loads(row[-1]).get("headline")
+            item = dict(zip(_RUN_COLUMNS, row[:len(_RUN_COLUMNS)]))
+            values, damaged = _decode_row(row[len(_RUN_COLUMNS):])
+            item["headline"] = None if damaged else values["summary"].get("headline")
+            if damaged:
+                item["damaged"] = damaged
             out.append(item)
         return out
 
     def run(self, run_id: int, with_samples: bool = False) -> dict[str, Any] | None:
-        cols = _RUN_COLUMNS + ("recipe_json", "server_json", "facts_json", "workload_json", "summary_json", "findings_json")
+        """One run in full (None: no such id); damaged columns are None and named in `damaged`."""
         try:
-            row = self.db.execute(f"SELECT {', '.join(cols)} FROM runs WHERE id = ?", (run_id,)).fetchone()
+            row = self.db.execute(f"SELECT {', '.join(_RUN_COLUMNS + _JSON_COLUMNS)} FROM runs WHERE id = ?",
+                                  (run_id,)).fetchone()
             if row is None:
                 return None
-            item: dict[str, Any] = {}
-            for col, value in zip(cols, row):
-                item[col[:-5] if col.endswith("_json") else col] = json.loads(value) if col.endswith("_json") else value
+            item: dict[str, Any] = dict(zip(_RUN_COLUMNS, row[:len(_RUN_COLUMNS)]))
+            values, damaged = _decode_row(row[len(_RUN_COLUMNS):])
+            item.update(values)
             if with_samples:
-                item["samples"] = [
-                    {"concurrency": c, "round": r, "idx": i, **json.loads(s)}
-                    for c, r, i, s in self.db.execute(
+                item["samples"] = []
+                for c, r, i, s in self.db.execute(
                         "SELECT concurrency, round, idx, sample_json FROM samples WHERE run_id = ? "
-                        "ORDER BY concurrency, round, idx", (run_id,))
-                ]
+                        "ORDER BY concurrency, round, idx", (run_id,)):
+                    sample, damage = decode("sample_json", s)
+                    item["samples"].append({"concurrency": c, "round": r, "idx": i,
+                                            **(sample if damage is None else {"damaged": damage})})
+                    damaged += [f"sample {c}/{r}/{i}: {damage}"] if damage else []
+            if damaged:
+                item["damaged"] = damaged
             return item
         except sqlite3.Error as exc:
             raise self._fail(exc) from None
@@ -162,9 +212,13 @@ class Ledger:
             runs = [r[0] for r in self.db.execute("SELECT id FROM runs WHERE comparison_id = ? ORDER BY id", (comparison_id,))]
         except sqlite3.Error as exc:
             raise self._fail(exc) from None
+        result, damage = decode("result_json", row[5]) if row[5] else (None, None)
         return {"id": row[0], "created_at": row[1], "a": row[2], "b": row[3], "status": row[4],
-                "result": json.loads(row[5]) if row[5] else None, "runs": runs}
+                "result": result, "runs": runs, **({"damaged": [damage]} if damage else {})}
 
     def count_samples(self, run_id: int | None = None) -> int:
         sql, args = ("SELECT count(*) FROM samples", ()) if run_id is None else ("SELECT count(*) FROM samples WHERE run_id = ?", (run_id,))
-        return int(self.db.execute(sql, args).fetchone()[0])
+        try:
+            return int(self.db.execute(sql, args).fetchone()[0])
+        except sqlite3.Error as exc:
+            raise self._fail(exc) from None

@@ -24,8 +24,9 @@ whether one matches; `cubins`: some matching member ships a cubin for every arch
 `lacks_cubins`: at least one member matches and none ships a cubin for any of them). Cubins are
 listed with `cuobjdump --list-elf`, which names a family cubin (sm_120f) as plain sm_120: so a
 family arch cannot be asked for by name (write sm_120, meaning "sm_120 or the family"). `fixed` says what the
-check must give on the fixed versions: "differs" (default: it must not hold), "same" (it must hold
-there too, e.g. the code that prints a symptom), or "unchecked".
+check must give on the fixed versions: "differs" (default: part of the claim, which must not hold
+there: at least one "differs" check fails on each fixed version), "same" (it must hold there too,
+e.g. the code that prints a symptom), or "unchecked".
 """
 
 from __future__ import annotations

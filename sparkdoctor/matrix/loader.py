@@ -14,6 +14,7 @@ from pathlib import Path
 
 from sparkdoctor.matrix.model import Entry, Matrix, MatrixError, Stack
 from sparkdoctor.matrix.schema import entry_from, stack_from
+from sparkdoctor.matrix.tracking import Tracking, check_bracketable, tracking_from
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -21,7 +22,7 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 SCHEMA = 1  # the matrix file format this sparkdoctor reads; `schema` may be left out
-_TOP = {"component", "entry", "stack", "schema"}
+_TOP = {"component", "entry", "stack", "schema", "tracked", "lockstep"}
 
 
 @lru_cache(maxsize=1)
@@ -64,9 +65,10 @@ def _ptx_probe_ids() -> set[str]:
 def read_toml(path: Path, error: type[Exception] = MatrixError) -> dict:
     """A TOML file as a dict, or `error` with one line naming the file (shared with the config)."""
     where = str(path)
-    try:
-        with open(path, "rb") as fh:
-            return tomllib.load(fh)
+    from sparkdoctor.inputs import read_text
+
+    try:  # a regular file only: a FIFO or device is refused, never waited on
+        return tomllib.loads(read_text(path))
     except OSError as exc:
         raise error(f"{where}: cannot read: {exc.strerror or exc}") from None
     except tomllib.TOMLDecodeError as exc:
@@ -80,6 +82,11 @@ def read_toml(path: Path, error: type[Exception] = MatrixError) -> dict:
 
 
 def load_file(path: Path) -> tuple[list[Entry], list[Stack]]:
+    entries, stacks, _ = load_file_tracking(path)
+    return entries, stacks
+
+
+def load_file_tracking(path: Path) -> tuple[list[Entry], list[Stack], Tracking]:
     where = str(path)
     doc = read_toml(path)
     schema = doc.get("schema", SCHEMA)
@@ -95,7 +102,7 @@ def load_file(path: Path) -> tuple[list[Entry], list[Stack]]:
     probes = known_probes() if any("verified_by" in raw for raw in raw_entries) else frozenset()
     entries = [entry_from(raw, i, component, where, probes) for i, raw in enumerate(raw_entries)]
     stacks = [stack_from(raw, i, component, where) for i, raw in enumerate(_table_list(doc, "stack", where))]
-    return entries, stacks
+    return entries, stacks, tracking_from(doc, where)
 
 
 def _table_list(doc: dict, key: str, where: str) -> list[dict]:
@@ -128,9 +135,46 @@ def check_fixes(entries: list[Entry], files: dict[str, str], ids: set[str], bund
 
 
 def load(path: Path | None = None, fixes: Path | None = None) -> Matrix:
-    """Load a matrix folder (default: the bundled one) or a single file; ids must be unique, and fix
-    ids must name fix files (of `fixes`, default the bundled fixes/)."""
+    """Load a matrix folder or a single file; by default the matrix `matrix update` installed, else the
+    bundled one, with the user's local overrides layered over it (Matrix.source says which). Ids must
+    be unique, and fix ids must name fix files (of `fixes`, default the bundled fixes/)."""
+    from sparkdoctor.locations import data_dir, installed_matrix, local_overrides
+
+    if path is not None:
+        matrix = _load(Path(path), fixes, path_given=True)
+        matrix.source = str(path)
+        return matrix
+    installed = installed_matrix()
+    note = ""
+    if installed is not None:
+        try:
+            matrix = _load(installed, fixes, path_given=True)
+            matrix.source = f"installed {installed.resolve().name[:12]} ({installed.resolve()})"
+        except MatrixError as exc:
+            matrix, note = _load(data_dir("matrix"), fixes, path_given=False), f" (the installed matrix does not load: {exc})"
+            matrix.source = "bundled" + note
+    else:
+        matrix = _load(data_dir("matrix"), fixes, path_given=False)
+    local = local_overrides()
+    if local.is_dir() and any(local.glob("*.toml")):
+        overlay(matrix, _load(local, fixes, path_given=True))
+        matrix.source += f" + local overrides ({local})"
+    return matrix
+
+
+def overlay(base: Matrix, local: Matrix) -> None:
+    """Local entries and stacks replace those with the same id and add the rest."""
+    ids = {e.id for e in local.entries}
+    base.entries = [e for e in base.entries if e.id not in ids] + local.entries
+    ids = {s.id for s in local.stacks}
+    base.stacks = [s for s in base.stacks if s.id not in ids] + local.stacks
+    base.files += local.files
+
+
+def _load(root: Path, fixes: Path | None, path_given: bool) -> Matrix:
     from sparkdoctor.locations import data_dir
+
+    path = root if path_given else None
 
     root = Path(path) if path else data_dir("matrix")
     if not root.exists():
@@ -141,8 +185,10 @@ def load(path: Path | None = None, fixes: Path | None = None) -> Matrix:
     entries: list[Entry] = []
     stacks: list[Stack] = []
     seen: dict[str, str] = {}
+    tracking = Tracking()
     for f in files:
-        e, s = load_file(f)
+        e, s, t = load_file_tracking(f)
+        tracking = tracking.merge(t, str(f))
         for kind, items in (("entry", e), ("stack", s)):
             for item in items:
                 if item.id in seen:
@@ -153,4 +199,5 @@ def load(path: Path | None = None, fixes: Path | None = None) -> Matrix:
     if any(e.fix is not None or e.action == "fix" for e in entries):
         bundled = path is None or (root.is_dir() and root.resolve() == data_dir("matrix").resolve())
         check_fixes(entries, seen, fix_ids(fixes), bundled and fixes is None)
-    return Matrix(entries, stacks, [str(f) for f in files])
+    check_bracketable(entries, tracking)
+    return Matrix(entries, stacks, [str(f) for f in files], tracking)

@@ -56,6 +56,9 @@ class Entry:
     # Serving flags / env vars this problem is a reason to carry ("--enforce-eager", "NAME=value", "NAME"):
     # a recipe carrying one is judged against this entry even without a `because` annotation.
     justifies: list[str] = field(default_factory=list)
+    # Probes besides verified_by's whose `expect` outcome this entry accounts for (the same guard
+    # refusing a bigger kernel): a matched entry explains them too, so none is "no known cause".
+    explains_probes: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -69,6 +72,9 @@ class Stack:
     env: dict[str, str] = field(default_factory=dict)
     driver: str | None = None
     notes: str = ""
+    python: str | None = None  # the CPython the stack runs (its pip resolution is for it; default 3.12)
+    # Why the stack exists only as an image (pip cannot install its pins): never offered as a pip target.
+    image_only: str | None = None
 
 
 @dataclass
@@ -76,6 +82,8 @@ class Matrix:
     entries: list[Entry]
     stacks: list[Stack]
     files: list[str]
+    tracking: Any = None  # sparkdoctor.matrix.tracking.Tracking: tracked-through versions, lockstep families
+    source: str = "bundled"  # which matrix this is: "bundled", "installed ...", or the path given
 
     def get(self, entry_id: str) -> Entry | None:
         return next((e for e in self.entries if e.id == entry_id), None)

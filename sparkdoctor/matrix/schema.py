@@ -16,10 +16,11 @@ from sparkdoctor.matrix.versions import spec_problem
 
 _ENTRY_REQUIRED = {"id": str, "title": str, "severity": str, "action": str, "summary": str, "remedy": str, "when": dict, "refs": list}
 _ENTRY_OPTIONAL = {"symptoms": list, "verified_by": dict, "fix": str, "withdrawn": str, "verify": dict,
-                   "evidence": str, "files": dict, "last_verified": dict, "justifies": list}
+                   "evidence": str, "files": dict, "last_verified": dict, "justifies": list,
+                   "explains_probes": list}
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 _STACK_REQUIRED = {"id": str, "title": str, "packages": dict, "refs": list}
-_STACK_OPTIONAL = {"env": dict, "driver": str, "notes": str}
+_STACK_OPTIONAL = {"env": dict, "driver": str, "notes": str, "python": str, "image_only": str}
 PROBE_OUTCOMES = ("ok", "fail", "refused", "crash", "error")
 _URL = re.compile(r"https?://\S+")
 # What `justifies` may name: a serving flag (--name), or an env var (NAME, or NAME=value for one value).
@@ -99,6 +100,7 @@ def entry_from(raw: dict, index: int, component: str, where: str, probes: frozen
         raise MatrixError(f"{label}: field 'justifies' has {bad!r}: give a flag (--enforce-eager) or an env var (NAME or NAME=value)")
     vb = raw.get("verified_by")
     _check_verified_by(vb, probes, label)
+    _check_explains_probes(raw.get("explains_probes", []), vb, probes, label)
     if raw.get("verify") is not None:
         if not vb or not vb.get("expect"):
             raise MatrixError(f"{label}: field 'verified_by' needs probe and expect for verify")
@@ -127,7 +129,20 @@ def entry_from(raw: dict, index: int, component: str, where: str, probes: frozen
         files=raw.get("files"),
         last_verified=raw.get("last_verified"),
         justifies=list(raw.get("justifies", [])),
+        explains_probes=list(raw.get("explains_probes", [])),
     )
+
+
+def _check_explains_probes(names: list, vb: dict[str, Any] | None, probes: frozenset[str], label: str) -> None:
+    """Other probes whose outcome (the verified_by expect) this entry accounts for, e.g. the realistic
+    tile probe that the same arch guard refuses: they must be probes, and there must be an expect."""
+    if not names:
+        return
+    if not vb or not vb.get("expect"):
+        raise MatrixError(f"{label}: field 'explains_probes' needs verified_by with an expect (the outcome it accounts for)")
+    for name in names:
+        if not isinstance(name, str) or name not in probes:
+            raise MatrixError(f"{label}: field 'explains_probes' names {name!r}, which is no probe (known: {', '.join(sorted(probes))})")
 
 
 def _check_evidence(raw: dict, label: str) -> str:
@@ -176,6 +191,10 @@ def stack_from(raw: dict, index: int, component: str, where: str) -> Stack:
         bad = next((k for k, v in raw["env"].items() if not isinstance(v, str)), None)
         if bad is not None:
             raise MatrixError(f"{label}: field 'env' {bad}: must be a string (the value the stack sets)")
+    if "python" in raw and not re.fullmatch(r"3\.\d+", raw["python"]):
+        raise MatrixError(f"{label}: field 'python' must be a CPython version such as \"3.12\"")
+    if "image_only" in raw and not raw["image_only"].strip():
+        raise MatrixError(f"{label}: field 'image_only' must say why the stack exists only as an image (which image)")
     _check_refs(raw["refs"], label)
     return Stack(
         id=raw["id"],
@@ -187,4 +206,6 @@ def stack_from(raw: dict, index: int, component: str, where: str) -> Stack:
         env=raw.get("env", {}),
         driver=raw.get("driver"),
         notes=raw.get("notes", ""),
+        python=raw.get("python"),
+        image_only=raw.get("image_only"),
     )

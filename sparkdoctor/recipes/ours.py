@@ -28,13 +28,17 @@ TOP_PARAMS = ("model", "served_model_name", "host", "port")
 
 
 def read_toml(path: Path) -> dict[str, Any]:
+    from sparkdoctor.inputs import read_text
+    from sparkdoctor.recipes.yamlsafe import MAX_BYTES
+
     try:
-        with open(path, "rb") as fh:
-            return tomllib.load(fh)
+        return tomllib.loads(read_text(path, MAX_BYTES))
     except tomllib.TOMLDecodeError as exc:
         raise RecipeError(f"{path}: not valid TOML: {exc}") from None
     except UnicodeDecodeError as exc:
         raise RecipeError(f"{path}: not UTF-8 text ({exc.reason})") from None
+    except ValueError as exc:  # tomllib's int() of a number of over 4,300 digits
+        raise RecipeError(f"{path}: not valid TOML: {' '.join(str(exc).split())[:160]}") from None
     except OSError as exc:
         raise RecipeError(f"{path}: cannot read: {exc.strerror or exc}") from None
     except RecursionError:

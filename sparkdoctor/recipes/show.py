@@ -56,5 +56,32 @@ def render_console(recipe: Recipe, console: Any) -> None:
     if "argv" in src:
         table.add_row("command", "generated", e(src["argv"]))
     console.print(table)
+    _changes_inside(recipe, console)
     for warning in recipe.warnings:
         console.print(f"[yellow]warning:[/] {e(warning)}")
+
+
+def _changes_inside(recipe: Recipe, console: Any) -> None:
+    """What the recipe changes inside its container (eugr `mods:`, `build_args:`; sparkrun `patches:`) and the
+    alternatives it offers (sparkrun `variants:`): none of it is in the command above, all of it decides what runs."""
+    from rich.markup import escape as e
+
+    x = recipe.extras
+    for key, title in (("mods", "mods (applied inside the container before the command)"),
+                       ("patches", "patches (applied inside the container before the command)"),
+                       ("build_args", "build_args (how the container image is built)")):
+        items = x.get(key)
+        if items:
+            console.print(f"[bold]{title}[/]")
+            for item in items if isinstance(items, list) else [items]:
+                console.print(f"  {e(str(item))}", soft_wrap=True)
+    variants = x.get("variants")
+    if isinstance(variants, dict) and variants:
+        console.print("[bold]variants[/] (alternatives to the configuration above; none is applied)")
+        for name, body in variants.items():
+            if isinstance(body, dict):
+                desc = body.get("description", "")
+                changes = ", ".join(f"{k}={v}" for k, v in body.items() if k != "description")
+                console.print(f"  {e(str(name))}: {e(str(desc))}" + (f" [dim]({e(changes)})[/]" if changes else ""), soft_wrap=True)
+            else:
+                console.print(f"  {e(str(name))}: {e(str(body))}", soft_wrap=True)

@@ -1,5 +1,5 @@
 """Renderers: every output is drawn from one Report. `console` is for people; `json` (versioned),
-`junit` (CI) and `markdown` (bug reports) print only their document on stdout.
+`junit` (CI), `sarif` (code scanning) and `markdown` (bug reports) print only their document on stdout.
 
 A new document format is one row in DOCUMENTS: (module, function) imported only when asked for, so
 `check` does not pay for renderers it does not use.
@@ -13,6 +13,7 @@ DOCUMENTS = {
     "json": ("sparkdoctor.render.json", "render_json"),
     "junit": ("sparkdoctor.render.junit", "render_junit"),
     "markdown": ("sparkdoctor.render.markdown", "render_markdown"),
+    "sarif": ("sparkdoctor.render.sarif", "render_sarif"),
 }
 FORMATS = ("console", *DOCUMENTS)
 

@@ -67,8 +67,14 @@ def matrix_validate_console(result: Result, sink: Sink) -> str:
     d = result.data
     levels = ", ".join(f"{n} {lv}" for lv, n in d["evidence"].items())
     return (f"ok: {plural(d['entries'], 'entry')}, {plural(d['stacks'], 'known-good stack')} in {plural(d['files'], 'file')}"
-            f" · evidence: {levels}\n")
+            f" · evidence: {levels}" + (f" · matrix: {d['matrix']}" if d.get("matrix") else "") + "\n")
 
 
 def matrix_validate_json(result: Result, sink: Sink) -> dict[str, Any]:
     return {"valid": True, **result.data}
+
+
+def report_sarif(result: Result, sink: Sink) -> str:
+    from sparkdoctor.render.sarif import render_sarif
+
+    return str(render_sarif(result.data)) + "\n"

@@ -12,7 +12,12 @@ from __future__ import annotations
 import dataclasses
 
 from sparkdoctor.facts import Facts
-from sparkdoctor.report.anonymize import NOT_REDACTED_NOTE, REDACTED_NOTE, Redactor, redactor_for  # noqa: F401 (re-exported)
+from sparkdoctor.report.anonymize import (  # noqa: F401 (re-exported)
+    NOT_REDACTED_NOTE,
+    REDACTED_NOTE,
+    Redactor,
+    redactor_for,
+)
 
 REPORT_FORMATS = ("github", "forum")
 
@@ -25,18 +30,35 @@ def redacted_facts(facts: Facts, redactor: Redactor) -> Facts:
 
 
 def build_bug_report(report, fmt: str, redact: bool = True, local: bool = False) -> str:
-    """The bug report for `report` (a findings.Report) in `fmt` (github | forum).
+    """The bug report for `report` (a findings.Report) in `fmt` (github | forum), whole, however long.
 
     `local`: the report is made on the box the Facts describe, so this machine's user and host
     names are learned as identities too (a snapshot from elsewhere teaches only its own)."""
+    from sparkdoctor.report.fit import join
+
+    return join(_blocks(report, fmt, redact, local)[0])
+
+
+def build_bug_report_fitted(report, fmt: str, attachment: str, redact: bool = True,
+                            local: bool = False) -> tuple[str, str | None]:
+    """(the report, made to fit a GitHub issue or a forum post; the whole report for the attachment named
+    `attachment`, or None when the report fits as it is)."""
+    from sparkdoctor.report.fit import FORUM_LIMIT, GITHUB_LIMIT, fit, join
+
+    blocks, stub, notice = _blocks(report, fmt, redact, local)
+    text, moved = fit(blocks, GITHUB_LIMIT if fmt == "github" else FORUM_LIMIT, attachment, stub, notice)
+    return text, (join(blocks) if moved else None)
+
+
+def _blocks(report, fmt: str, redact: bool, local: bool):
     if fmt not in REPORT_FORMATS:
         raise ValueError(f"unknown report format {fmt!r}")
     redactor = redactor_for(report.facts.to_dict(), enabled=redact, local=local)
     shown = redacted_facts(report.facts, redactor) if redact else report.facts
     if fmt == "github":
-        from sparkdoctor.report.github import render_github
+        from sparkdoctor.report.github import github_blocks, github_notice, github_stub
 
-        return render_github(report, shown, redactor)
-    from sparkdoctor.report.forum import render_forum
+        return github_blocks(report, shown, redactor), github_stub, github_notice
+    from sparkdoctor.report.forum import forum_blocks, forum_notice, forum_stub
 
-    return render_forum(report, shown, redactor)
+    return forum_blocks(report, shown, redactor), forum_stub, forum_notice

@@ -8,7 +8,13 @@ name, home path, IP (v4 or v6) or MAC address, and no token or key. Two kinds of
     variables. Each is replaced as a whole word wherever it appears, in any field and in findings.
   - shapes that are secret whatever field holds them: Hugging Face (hf_...), OpenAI (sk-...), GitHub
     (ghp_..., github_pat_...), NGC (nvapi-...), AWS (AKIA...), Slack (xox?-...) tokens, bearer
-    tokens, `token=`/`password=` pairs, credentials in URLs, IPv4/IPv6/MAC addresses.
+    tokens, credentials in URLs, IPv4/IPv6/MAC addresses, and what report/shapes.py finds by form:
+    secret-named pairs and flags anywhere in a line (`error: password=x`, `?token=x`, `--api-key x`),
+    e-mail addresses, user@host, other machines' names (user@host, ssh HOST, http://HOST:port, host-named
+    pairs, NCCL's prefix: learned, then replaced everywhere), generated keys (32+ random characters).
+
+A learned name of two characters or a common word (WEAK_NAMES: a host called `vm`) is replaced only where it
+does not touch a / or a . , so /proc/sys/vm and vm.max_map_count survive a host named vm.
 
 Loopback and unspecified addresses (127.0.0.1, ::1, 0.0.0.0, ::) are kept: they name no machine and
 say a lot about a bind. A version field (packages.*.version, a ptxas version) never loses an
@@ -23,19 +29,27 @@ from __future__ import annotations
 
 import ipaddress
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
-USER, HOST, IP, MAC, SECRET = "<user>", "<host>", "<ip>", "<mac>", "<redacted>"
+from sparkdoctor.report import shapes
 
-# Environment variable names whose values are secrets (the probe already redacts these; a snapshot
-# written by hand or by an older sparkdoctor may not have).
-SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH|COOKIE|SESSION", re.IGNORECASE)
+USER, HOST, IP, MAC, SECRET, EMAIL = "<user>", "<host>", "<ip>", "<mac>", "<redacted>", "<email>"
+
+# Environment variable names whose values are secrets: shapes.secret_name (HF_TOKEN, OPENAI_API_KEY, PGPASSWORD;
+# not TOKENIZERS_PARALLELISM).
 # Names whose values are addresses or host names of this box or its peers.
 ADDRESS_NAME = re.compile(r"HOST|ADDR|(?:^|_)IP(?:$|_)|MASTER|PEER|NODES?$", re.IGNORECASE)
 HOST_KEYS = ("hostname", "host_name", "node", "nodename", "fqdn", "name")
 # Accounts that name no person: never learned as a user name.
 SYSTEM_USERS = frozenset({"root", "nobody", "ubuntu", "admin", "user", "home", "runner", "docker", "nvidia", "opt", "usr"})
+# A learned name of two characters, or one of these words, is also a path component or a word of its own
+# (/proc/sys/vm, vm.max_map_count): it is replaced only where it does not touch a / or a . (`on vm as bob`).
+WEAK_NAMES = frozenset({"vm", "net", "sys", "dev", "proc", "lib", "bin", "etc", "tmp", "var", "opt", "mnt", "data", "cache",
+                        "models", "kernel", "srv", "run", "boot", "media", "share", "src", "build", "python", "cuda", "spark",
+                        "gpu", "node", "server", "main", "test", "work", "lab", "box", "dgx", "nvme", "vllm"})
+ENV_KEYS = frozenset({"env", "environment"})  # a dict under one of these names holds environment variables
 # Host names too generic to replace in text.
 GENERIC_HOSTS = frozenset({"localhost", "localhost.localdomain", "ip6-localhost", "ip6-loopback", "auto", "none", "local",
                            "head", "true", "false", "any", "default"})
@@ -55,11 +69,7 @@ TOKEN_PATTERNS = [
 ]
 # `Bearer abc`, `Authorization: Basic abc`: keep the word, drop what follows.
 AUTH_SCHEME = re.compile(r"(?i)\b(bearer|basic)(\s+|=|:\s*)(?!<)([^\s\"',;]+)")
-# `password=abc`, `api_key: abc`, `"token": "abc"` in free text.
-# `password=abc`, `api_key: abc`, `"token": "abc"` in free text: any name=value pair, kept unless the
-# name holds a secret word (a name is one run of name characters, so scanning stays linear).
-NAME_VALUE = re.compile(r"(?<![A-Za-z0-9_\-])([A-Za-z0-9_\-]+)(\"?\s*[=:]\s*\"?)(?!<)([^\s\"',;&]+)")
-SECRET_WORD = re.compile(r"(?i)key|token|secret|passw(?:or)?d|credential|auth")
+# `password=abc`, `--api-key abc`, `?token=abc&`, `error: password=abc` (a pair in a pair): shapes.scan_pairs.
 URL_CREDENTIALS = re.compile(r"(?i)(?<![a-z0-9+.\-])([a-z][a-z0-9+.\-]*://)[^\s/@:]+(?::[^\s/@]*)?@")
 HOME_PATH = re.compile(r"(/home/|/Users/|/var/home/|/export/home/)([^/\s\"'`<>:]+)")
 MAC_ADDRESS = re.compile(rf"(?<![{_W}:\-])(?:[0-9A-Fa-f]{{2}}([:\-]))(?:[0-9A-Fa-f]{{2}}\1){{4,18}}[0-9A-Fa-f]{{2}}(?![{_W}:\-])")
@@ -116,7 +126,7 @@ class Redactor:
         for key, value in (data.get("env") or {}).items() if isinstance(data.get("env"), dict) else ():
             if not isinstance(value, str):
                 continue
-            if SECRET_NAME.search(str(key)):
+            if shapes.secret_name(str(key)):
                 self.learn_secret(value)
             elif ADDRESS_NAME.search(str(key)):
                 for part in re.split(r"[\s,;]+", value):
@@ -127,8 +137,20 @@ class Redactor:
             if isinstance(value, str):
                 if path and path[-1] in VERSION_KEYS:
                     self.versions.add(value)
+                    continue
                 for match in HOME_PATH.finditer(value):
                     self.learn_user(match.group(2))
+                shapes.learn_from_text(value, self.learn_host, self.learn_secret)
+            elif isinstance(value, list):
+                for secret in shapes.argv_secrets(value):
+                    self.learn_secret(secret)
+                for item in value:
+                    if isinstance(item, str) and shapes.value_secret(item):
+                        self.learn_secret(item)
+            elif isinstance(value, dict) and path and path[-1] in ENV_KEYS:
+                for key, item in value.items():
+                    if isinstance(item, str) and (shapes.secret_name(str(key)) or shapes.value_secret(item)):
+                        self.learn_secret(item)
 
     def learn_local(self) -> None:
         """This machine's user and host names (for a report made on the box it describes)."""
@@ -158,13 +180,15 @@ class Redactor:
         for pattern in TOKEN_PATTERNS:
             out = pattern.sub(SECRET, out)
         out = AUTH_SCHEME.sub(lambda m: f"{m.group(1)}{m.group(2)}{SECRET}", out)
-        out = NAME_VALUE.sub(_secret_pair, out)
+        out = _cut(out, shapes.scan_pairs(out, _ignore, _ignore))
+        out = shapes.KEYLIKE.sub(lambda m: SECRET if shapes.is_random_secret(m.group(0)) else m.group(0), out)
+        out = shapes.EMAIL.sub(EMAIL, out)
+        out = shapes.USER_AT.sub(_user_at, out)
+        out = shapes.URL_HOST.sub(_url_host, out)
         out = HOME_PATH.sub(lambda m: m.group(1) + (m.group(2) if m.group(2).startswith("<") else USER), out)
-        users, hosts = self._patterns()
-        if hosts is not None:
-            out = hosts.sub(HOST, out)
-        if users is not None:
-            out = users.sub(USER, out)
+        for found in self._patterns():
+            if found is not None:
+                out = found[0].sub(found[1], out)
         out = MAC_ADDRESS.sub(MAC, out)
         out = IPV6_CANDIDATE.sub(self._ipv6, out)
         if not is_version:
@@ -184,18 +208,23 @@ class Redactor:
                 # a key that can hold a path or an address (files_shared, probe ids) is redacted; a
                 # schema key (version, kind) is kept even if a learned name is spelled like it
                 new_key = self.text(key) if isinstance(key, str) and KEY_WITH_DATA.search(key) else key
-                if path == ("env",) and isinstance(key, str) and SECRET_NAME.search(key) and isinstance(item, str):
+                if (path and path[-1] in ENV_KEYS and isinstance(key, str) and isinstance(item, str)
+                        and shapes.secret_name(key)):
                     out[new_key] = SECRET
                 else:
                     out[new_key] = self.data(item, (*path, str(key)))
             return out
         if isinstance(value, list):
-            return [self.data(item, path) for item in value]
+            after_secret_flag = {i + 1 for i, item in enumerate(value[:-1])
+                                 if shapes.argv_secrets([item, value[i + 1]])}  # ["--api-key", "abc"]
+            return [SECRET if i in after_secret_flag else self.data(item, path) for i, item in enumerate(value)]
         return value
 
-    def _patterns(self) -> tuple[Any, Any]:
+    def _patterns(self) -> list[tuple[Any, str] | None]:
+        """(pattern, replacement) for learned host names, then user names; strong and weak (see WEAK_NAMES)."""
         if self._compiled is None:
-            self._compiled = (_words(self.users), _words(self.hosts))
+            self._compiled = [_words(names, weak, word) for names, word in ((self.hosts, HOST), (self.users, USER))
+                              for weak in (False, True)]
         return self._compiled
 
     def _ipv4(self, match: re.Match[str]) -> str:
@@ -231,17 +260,46 @@ def redactor_for(data: dict[str, Any], enabled: bool = True, local: bool = False
     return redactor
 
 
-def _secret_pair(match: re.Match[str]) -> str:
-    if SECRET_WORD.search(match.group(1)) and match.group(3).lower() not in ("bearer", "basic"):  # AUTH_SCHEME's job
-        return f"{match.group(1)}{match.group(2)}{SECRET}"
-    return match.group(0)
+def _ignore(_value: str) -> None:
+    pass
 
 
-def _words(names: Iterable[str]) -> Any:
-    ordered = sorted({n for n in names if n}, key=len, reverse=True)
+def _cut(text: str, spans: list[tuple[int, int]]) -> str:
+    """`text` with each (start, end) span replaced by <redacted>."""
+    if not spans:
+        return text
+    out, at = [], 0
+    for start, end in spans:
+        out += [text[at:start], SECRET]
+        at = end
+    return "".join([*out, text[at:]])
+
+
+def _user_at(match: re.Match[str]) -> str:
+    host = match.group(2)
+    if shapes.hostish(host) and not host.startswith("<"):
+        host = HOST
+    return f"{USER}@{host}"
+
+
+def _url_host(match: re.Match[str]) -> str:
+    host = match.group(1)
+    if not shapes.private_host(host):
+        return match.group(0)
+    start = match.start(1) - match.start(0)
+    return match.group(0)[:start] + HOST
+
+
+def _is_weak(name: str) -> bool:
+    return len(name) <= 2 or name.lower() in WEAK_NAMES
+
+
+def _words(names: Iterable[str], weak: bool, word: str) -> tuple[Any, str] | None:
+    ordered = sorted({n for n in names if n and _is_weak(n) == weak}, key=len, reverse=True)
     if not ordered:
         return None
-    return re.compile(rf"(?<![{_NAME}])(?:{'|'.join(re.escape(n) for n in ordered)})(?![{_NAME}])")
+    edge = f"{_NAME}/." if weak else _NAME  # a weak name touching a / or a . is a path or a dotted name, not a host
+    return re.compile(rf"(?<![{edge}])(?:{'|'.join(re.escape(n) for n in ordered)})(?![{edge}])"), word
 
 
 def _is_address(text: str) -> bool:
@@ -253,6 +311,8 @@ def _is_address(text: str) -> bool:
 
 
 def _walk(value: Any, path: tuple[str, ...]) -> Iterable[tuple[tuple[str, ...], Any]]:
+    """Every value (containers too, before what they hold) with its path; a dict's keys as strings at its path."""
+    yield path, value
     if isinstance(value, dict):
         for key, item in value.items():
             yield from _walk(item, (*path, str(key)))
@@ -261,11 +321,9 @@ def _walk(value: Any, path: tuple[str, ...]) -> Iterable[tuple[tuple[str, ...], 
     elif isinstance(value, list):
         for item in value:
             yield from _walk(item, path)
-    else:
-        yield path, value
 
 
 # The line every report carries about what was (or was not) anonymized.
-REDACTED_NOTE = ("Anonymized by sparkdoctor: user names, host names, home paths, IP and MAC addresses, tokens and keys "
-                 "are replaced by <user>, <host>, <ip>, <mac>, <redacted>. Read it before you post it.")
+REDACTED_NOTE = ("Anonymized by sparkdoctor: user names, host names, home paths, IP, MAC and e-mail addresses, tokens, keys "
+                 "and passwords are replaced by <user>, <host>, <ip>, <mac>, <email>, <redacted>. Read it before you post it.")
 NOT_REDACTED_NOTE = "NOT anonymized (--no-redact): user names, host names, addresses and paths are as found."

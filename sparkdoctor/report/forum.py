@@ -9,28 +9,40 @@ from __future__ import annotations
 from sparkdoctor.facts import Facts
 from sparkdoctor.render.describe import clip, describe_target, tracked_stack
 from sparkdoctor.report import judgement
-from sparkdoctor.report.anonymize import NOT_REDACTED_NOTE, REDACTED_NOTE
-from sparkdoctor.report.anonymize import Redactor
+from sparkdoctor.report.anonymize import NOT_REDACTED_NOTE, REDACTED_NOTE, Redactor
+from sparkdoctor.report.fit import FORUM_LIMIT, Block, join
 from sparkdoctor.report.sections import Section, environment_sections
 
 RULE = "=" * 30
 
 
 def render_forum(report, facts: Facts, r: Redactor) -> str:
+    return join(forum_blocks(report, facts, r))
+
+
+def forum_blocks(report, facts: Facts, r: Redactor) -> list[Block]:
     tool = facts.tool or {}
-    out = [
+    head = [
         f"sparkdoctor report (sparkdoctor {clip(tool.get('version', '?'), 100)}, taken {clip(facts.taken_at, 100)}, "
         f"fingerprint {report.facts.fingerprint()})",
         f"verdict: {judgement.verdict_line(report, r)}",
         f"target:  {describe_target(facts)}",
         "stack:   " + " · ".join(f"{name} {value}" for name, value in tracked_stack(facts)),
         "",
-        *_findings(report, r),
     ]
-    for s in environment_sections(facts):
-        out += _section(s)
-    out += [REDACTED_NOTE if r.enabled else NOT_REDACTED_NOTE, ""]
-    return "\n".join(out)
+    blocks = [Block("head", head, essential=True), Block("findings", _findings(report, r), essential=True)]
+    blocks += [Block(s.title, _section(s)) for s in environment_sections(facts)]
+    blocks.append(Block("note", [REDACTED_NOTE if r.enabled else NOT_REDACTED_NOTE, ""], essential=True))
+    return blocks
+
+
+def forum_stub(block: Block, attachment: str) -> list[str]:
+    return [*_heading(block.title), f"({len(block.text()):,} characters: in full in {attachment})", ""]
+
+
+def forum_notice(attachment: str) -> list[str]:
+    return [f"This report is longer than a forum post allows ({FORUM_LIMIT:,} characters): the sections marked "
+            f"'in full in {attachment}' are complete in that file, written beside it; attach it to the post.", ""]
 
 
 def _heading(title: str) -> list[str]:

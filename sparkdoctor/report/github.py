@@ -24,8 +24,8 @@ from sparkdoctor.render.describe import (
     tracked_stack,
 )
 from sparkdoctor.report import judgement
-from sparkdoctor.report.anonymize import NOT_REDACTED_NOTE, REDACTED_NOTE
-from sparkdoctor.report.anonymize import Redactor
+from sparkdoctor.report.anonymize import NOT_REDACTED_NOTE, REDACTED_NOTE, Redactor
+from sparkdoctor.report.fit import GITHUB_LIMIT, Block, join
 from sparkdoctor.report.sections import Section, environment_sections
 
 SNAPSHOT_CHARS = PROSE_CHARS  # strings in the folded snapshot; longer ones are clipped and counted
@@ -48,8 +48,13 @@ def folded(summary: str, body: list[str]) -> list[str]:
 
 
 def render_github(report, facts: Facts, r: Redactor) -> str:
+    return join(github_blocks(report, facts, r))
+
+
+def github_blocks(report, facts: Facts, r: Redactor) -> list[Block]:
+    """The report as blocks (report/fit.py): the verdict, box and findings are essential, the folded parts detail."""
     tool = facts.tool or {}
-    out = [
+    head = [
         "### sparkdoctor report",
         "",
         f"**{md(judgement.verdict_line(report, r))}**",
@@ -57,19 +62,31 @@ def render_github(report, facts: Facts, r: Redactor) -> str:
         f"sparkdoctor {md(clip(tool.get('version', '?'), 100))} · taken {md(clip(facts.taken_at, 100))} · "
         f"fingerprint `{report.facts.fingerprint()}`",  # of the real Facts: the one `check` prints
         "",
-        *_box_table(facts),
-        *_findings(report, r),
     ]
+    blocks = [Block("head", head, essential=True), Block("box", _box_table(facts), essential=True),
+              Block("findings", _findings(report, r), essential=True)]
     sections = environment_sections(facts)
     env_text = "\n".join(_section_text(s) for s in sections if s.table is None)
-    out += folded("Environment (what <code>vllm collect-env</code> prints, plus the cutlass-dsl build, every ptxas, "
-                  "modified files and host facts)", fenced(env_text))
+    env_title = ("Environment (what <code>vllm collect-env</code> prints, plus the cutlass-dsl build, every ptxas, "
+                 "modified files and host facts)")
+    blocks.append(Block(env_title, folded(env_title, fenced(env_text))))
     for s in sections:
         if s.table is not None:
-            out += folded(s.title, _table(s.table))
-    out += _snapshot(facts)
-    out += [f"<sub>{md(REDACTED_NOTE if r.enabled else NOT_REDACTED_NOTE)}</sub>", ""]
-    return "\n".join(out)
+            blocks.append(Block(s.title, folded(s.title, _table(s.table))))
+    title, body = _snapshot(facts)
+    blocks.append(Block(title, folded(title, body)))
+    blocks.append(Block("note", [f"<sub>{md(REDACTED_NOTE if r.enabled else NOT_REDACTED_NOTE)}</sub>", ""], essential=True))
+    return blocks
+
+
+def github_stub(block: Block, attachment: str) -> list[str]:
+    return folded(f"{block.title} (in the attachment)",
+                  [f"{len(block.text()):,} characters, in full in `{attachment}`: attach that file to the issue."])
+
+
+def github_notice(attachment: str) -> list[str]:
+    return [f"> **This report is longer than a GitHub issue allows ({GITHUB_LIMIT:,} characters).** The parts marked "
+            f"*in the attachment* are complete in `{attachment}`, written beside it: drag that file into the issue.", ""]
 
 
 def _box_table(facts: Facts) -> list[str]:
@@ -144,10 +161,10 @@ def _bounded(value, clipped: list[int]):
     return value
 
 
-def _snapshot(facts: Facts) -> list[str]:
+def _snapshot(facts: Facts) -> tuple[str, list[str]]:
     clipped: list[int] = []
     body = json.dumps(_bounded(facts.to_dict(), clipped), indent=2, ensure_ascii=False)
     what = "Facts snapshot (JSON; save it and run <code>sparkdoctor check --facts FILE</code> to re-evaluate it)"
     if clipped:
         what += f"; {len(clipped)} strings over {SNAPSHOT_CHARS} characters clipped"
-    return folded(what, fenced(body, "json"))
+    return what, fenced(body, "json")

@@ -27,6 +27,7 @@ from typing import Any, Callable
 
 from sparkdoctor import proc
 from sparkdoctor.errors import BenchFailure
+from sparkdoctor.serve import registry
 from sparkdoctor.serve.binding import LOCALHOST, rebind
 
 RUNTIME_ENV = "SPARKDOCTOR_CONTAINER_RUNTIME"  # docker | podman | a path; --runtime wins over it
@@ -248,8 +249,9 @@ class ContainerTeardown:
 class ContainerServer:
     """The recipe's command in a container: the same start/exited/teardown interface as a local process."""
 
-    def __init__(self, recipe: Any, port: int, *, runtime: str | None = None, mounts: list[tuple[str, str, str]] | None = None):
-        self.recipe = recipe
+    def __init__(self, recipe: Any, port: int, *, runtime: str | None = None, mounts: list[tuple[str, str, str]] | None = None,
+                 grace: float = 15.0):
+        self.recipe, self.grace = recipe, grace
         self.cli = runtime_cli(runtime)
         self.engine = engine_of(self.cli)
         self.run_id = f"{time.strftime('%Y%m%d%H%M%S', time.gmtime())}-{secrets.token_hex(3)}"
@@ -268,6 +270,8 @@ class ContainerServer:
         self.logs: proc.Running | None = None
         self._exit: int | None = None
         self._pump: Any = None
+        self.record: Path | None = None
+        self.logs_record: Path | None = None
 
     def describe(self) -> str:
         return " ".join(self.argv or [self.recipe.container or "?", *self.command])
@@ -299,13 +303,20 @@ class ContainerServer:
         labels = {LABEL_RUN: self.run_id, LABEL_OWNER: owner_label()}
         self.argv = run_argv(self.cli, self.name, labels, gpu, self.env_names, self.mounts, image, self.command)
         pump.add(f"[sparkdoctor] {self.describe()}")
+        self.record = registry.record_path(self.name)  # before `run`: a kill during it is swept too
+        registry.write(self.record, {"record_version": 1, "kind": "container", "owner": registry.me(), "cli": self.cli,
+                                     "name": self.name, "owner_label": labels[LABEL_OWNER]})
         res = proc.run(self.argv, timeout=RUN_TIMEOUT, env=self.env)
         if not res.ok:
             _call(self.cli, ["rm", "-f", "-v", self.name], timeout=60)  # `run` may have created it before failing
             raise ContainerLaunchError(_fail(res, f"`{self.engine} run`"))
         self.info["id"] = res.stdout.strip()[:12]
         self.pid = self._state().get("Pid") or 0
-        self.logs = proc.start([*self.cli, "logs", "-f", self.name])
+        # `logs -f` under the supervisor, which stops and removes the container if sparkdoctor is killed
+        cleanup = [[*self.cli, "stop", "-t", str(max(0, int(self.grace))), self.name], [*self.cli, "rm", "-f", "-v", self.name]]
+        self.logs_record = registry.record_path(f"{self.name}-logs")
+        self.logs = proc.start(registry.supervised([*self.cli, "logs", "-f", self.name], self.logs_record,
+                                                   secrets.token_hex(8), self.grace, cleanup))
         if self.logs.popen is None:
             raise ContainerLaunchError(f"`{self.engine} logs -f` could not start: {self.logs.start_error}")
         pump.start(self.logs.popen.stdout, self.logs.popen.stderr)
@@ -355,5 +366,8 @@ class ContainerServer:
         if self.logs is not None:
             pump.join(3.0)
             self.logs.cancel()
+            registry.forget(self.logs_record)
+        if report.clean:
+            registry.forget(self.record)
         report.seconds = time.monotonic() - t0
         return report

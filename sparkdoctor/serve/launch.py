@@ -20,6 +20,8 @@ import contextlib
 import datetime as _dt
 import json
 import os
+import secrets
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,7 +30,7 @@ from typing import Any, Callable, Iterator, Sequence
 from sparkdoctor import proc
 from sparkdoctor.errors import BenchFailure
 from sparkdoctor.recipes.model import Recipe
-from sparkdoctor.serve import groups, readiness
+from sparkdoctor.serve import groups, readiness, registry
 from sparkdoctor.serve.binding import LOCALHOST, free_port, rebind
 from sparkdoctor.serve.logpump import LogPump
 from sparkdoctor.serve.logscan import Hit
@@ -146,24 +148,35 @@ def _evidence(pump: LogPump, log_path: Path) -> str:
 class LocalServer:
     """The recipe's command on this machine, in a session (so a process group) of its own."""
 
-    def __init__(self, recipe: Recipe, port: int, run_dir: Path, python: str | Path | None):
-        self.recipe, self.run_dir = recipe, run_dir
+    def __init__(self, recipe: Recipe, port: int, run_dir: Path, python: str | Path | None, grace: float = GRACE_S):
+        self.recipe, self.run_dir, self.grace = recipe, run_dir, grace
         self.argv, extra_env = _resolve_argv(rebind(recipe.argv, LOCALHOST, port), python)
         self.env = {**os.environ, **extra_env, **recipe.env}
         self.env.setdefault("PYTHONUNBUFFERED", "1")
         self.running: proc.Running | None = None
         self.pid = self.pgid = 0
         self.info: dict[str, Any] | None = None
+        self.record: Path | None = None
 
     def describe(self) -> str:
         return " ".join(self.argv)
 
     def start(self, pump: LogPump, say: Callable[[str], None]) -> None:
-        self.running = proc.start(self.argv, env=self.env, cwd=str(self.run_dir))
+        """The command under serve/supervisor.py (so it dies with sparkdoctor, SIGKILL included), recorded in the
+        state folder (so a leftover is swept at the next launch)."""
+        run_id = f"{os.getpid()}-{secrets.token_hex(4)}"
+        self.record = registry.record_path(run_id) or self.run_dir / "server-record.json"
+        argv = registry.supervised(self.argv, self.record, secrets.token_hex(8), self.grace)
+        self.running = proc.start(argv, env=self.env, cwd=str(self.run_dir))
         if self.running.popen is None:
             raise LaunchError(f"{self.recipe.name}: {Path(self.argv[0]).name} could not start: {self.running.start_error}")
-        pump.start(self.running.popen.stdout, self.running.popen.stderr)
-        self.pid = self.pgid = self.running.popen.pid
+        popen = self.running.popen
+        pump.start(popen.stdout, popen.stderr)
+        self.pgid = popen.pid  # the supervisor leads the group the server runs in
+        doc = registry.wait_record(self.record, lambda: popen.poll() is None) or {}
+        if doc.get("start_error"):
+            raise LaunchError(f"{self.recipe.name}: {Path(self.argv[0]).name} could not start: {doc['start_error']}")
+        self.pid = int((doc.get("server") or {}).get("pid") or popen.pid)
 
     def exited(self) -> int | None:
         return self.running.popen.poll() if self.running and self.running.popen else -1
@@ -175,17 +188,19 @@ class LocalServer:
         report = groups.terminate(self.pgid, self.running.popen, grace=grace)
         pump.join(3.0)
         self.running.cancel()  # unregister from proc's registry (and kill, if the leader somehow lives)
+        if report.clean:
+            registry.forget(self.record)
         return report
 
 
 def _child_for(recipe: Recipe, port: int, run_dir: Path, local: bool, python: str | Path | None,
-               runtime: str | None, mounts: list[tuple[str, str, str]] | None) -> Any:
+               runtime: str | None, mounts: list[tuple[str, str, str]] | None, grace: float) -> Any:
     if not recipe.container or local:
-        return LocalServer(recipe, port, run_dir, python)
+        return LocalServer(recipe, port, run_dir, python, grace)
     from sparkdoctor.serve.container_launch import ContainerLaunchError, ContainerServer
 
     try:
-        return ContainerServer(recipe, port, runtime=runtime, mounts=mounts)
+        return ContainerServer(recipe, port, runtime=runtime, mounts=mounts, grace=grace)
     except ContainerLaunchError as exc:
         raise LaunchError(f"{recipe.name}: {exc}") from None
 
@@ -213,7 +228,7 @@ def launch(recipe: Recipe, *, run_dir: Path, matrix: Any = None, ready_timeout: 
     run_dir = Path(run_dir)
     log_path = run_dir / LOG_NAME
     port = free_port()
-    child = _child_for(recipe, port, run_dir, local, python, runtime, mounts)
+    child = _child_for(recipe, port, run_dir, local, python, runtime, mounts, grace)
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
         pump = LogPump(log_path, entries)
@@ -230,6 +245,7 @@ def launch(recipe: Recipe, *, run_dir: Path, matrix: Any = None, ready_timeout: 
             pump.add(f"[sparkdoctor] launching {recipe.name}: {child.describe()}")
         else:
             pump.add(f"[sparkdoctor] launching {recipe.name} in container image {recipe.container}")
+        _sweep(pump)
         _start(child, recipe, pump, say, log_path)
         server.pid, server.pgid, server.argv, server.container = child.pid, child.pgid, list(child.argv), child.info or None
         _wait_ready(server, recipe, child, pump, ready_timeout, say, t0)
@@ -250,6 +266,15 @@ def launch(recipe: Recipe, *, run_dir: Path, matrix: Any = None, ready_timeout: 
             raise LaunchError(f"{recipe.name}: could not take the server down: {server.teardown.describe()}",
                               log_tail=server.log_tail(), findings=server.findings, log_path=log_path,
                               teardown=server.teardown)
+
+
+def _sweep(pump: LogPump) -> None:
+    """Stop what a killed sparkdoctor's launches left running (its memory is what this launch needs)."""
+    swept = registry.sweep()
+    if swept:
+        note = f"stopped {len(swept)} server(s) left by a sparkdoctor that was killed: {'; '.join(swept)}"
+        pump.add(f"[sparkdoctor] {note}")
+        sys.stderr.write(f"sparkdoctor: {note}\n")  # a lasting line, not only the progress status
 
 
 def _start(child: Any, recipe: Recipe, pump: LogPump, say: Callable[[str], None], log_path: Path) -> None:

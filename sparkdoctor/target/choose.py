@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from sparkdoctor.target import probe as target_probe
 from sparkdoctor.errors import UsageError
+from sparkdoctor.target import probe as target_probe
 
 
 def refuse_bad_target_options(python: Optional[str], container: Optional[str], container_python: Optional[str],

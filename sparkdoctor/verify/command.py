@@ -32,13 +32,17 @@ def _matrix(path: Path | None):
 
 
 def run_verify(entry_id: str | None, keep: bool, matrix_path: Path | None, fmt: str, kind: str = "all",
-               bisect_id: str | None = None, latest: bool = False) -> int:
+               bisect_id: str | None = None, latest: bool = False, bounds: bool = False, stacks: bool = False) -> int:
     """The exit code of one `matrix verify` invocation; output already written."""
     if fmt not in ("console", "json"):
         raise Fatal(f"--format {fmt}: choose one of console, json")
     if kind not in KINDS:
         raise Fatal(f"--kind {kind}: choose one of {', '.join(KINDS)}")
     matrix = _matrix(matrix_path)
+    if bounds:
+        return _bounds(matrix, entry_id, fmt)
+    if stacks:
+        return _stacks(matrix, entry_id, fmt)
     if bisect_id is not None:
         return _bisect(matrix, bisect_id, fmt)
     if latest:
@@ -131,4 +135,62 @@ def _latest(matrix, entry_id: str | None, fmt: str, kind: str) -> int:
 
         return emit_json("matrix verify", "verify-latest", {"schema": 1, "latest": results}, code)
     render_latest(results)
+    return code
+
+
+def _bounds(matrix, entry_id: str | None, fmt: str) -> int:
+    """`--bounds`: every version bound bracketed on released files (sparkdoctor.verify.bounds)."""
+    from sparkdoctor.released import Reader
+    from sparkdoctor.track.render import render_bounds
+    from sparkdoctor.verify.bounds import summary, verify_bounds
+
+    if entry_id is not None and matrix.get(entry_id) is None:
+        raise Fatal(f"no matrix entry with id {entry_id!r}")
+    reader = Reader()
+    started = time.monotonic()
+    try:
+        results = verify_bounds(matrix, reader, entry_id, _log())
+    finally:
+        reader.close()
+    # evidence "checked" needs every bound bracketed: a bound that cannot be is a contradiction of the entry
+    checked = {e.id for e in matrix.entries if e.evidence == "checked"}
+    for r in results:
+        if r.id in checked and r.verdict == "not-bracketed":
+            r.verdict, r.why = "contradicted", f"evidence is \"checked\" but the bound cannot be bracketed: {r.why}"
+    code = EXIT_OK
+    if any(r.verdict == "contradicted" for r in results):
+        code = EXIT_VERIFY_CONTRADICTED
+    elif any(r.verdict == "error" for r in results):
+        code = EXIT_VERIFY_ERROR
+    if fmt == "json":
+        from sparkdoctor.emit import emit_json
+
+        return emit_json("matrix verify", "bounds", {"schema": 1, "kind": "bounds", "matrix": matrix.source, "seconds": round(time.monotonic() - started, 1),
+                    "requests": reader.client.requests, "bytes_read": reader.client.bytes_read, "summary": summary(results),
+                    "bounds": [r.to_dict() for r in results]}, code)
+    from rich.console import Console
+
+    render_bounds(results, Console())
+    return code
+
+
+def _stacks(matrix, stack_id: str | None, fmt: str) -> int:
+    """`--stacks`: every known-good stack resolved for linux aarch64 by a real pip dry run (sparkdoctor.verify.stacks)."""
+    from sparkdoctor.verify.stacks import render_stacks, resolve_stacks
+
+    chosen = [s for s in matrix.stacks if stack_id is None or s.id == stack_id]
+    if stack_id is not None and not chosen:
+        raise Fatal(f"no known-good stack with id {stack_id!r}")
+    results = resolve_stacks(chosen, _log())
+    code = EXIT_OK
+    if any(r.verdict == "contradicted" for r in results):
+        code = EXIT_VERIFY_CONTRADICTED
+    elif any(r.verdict == "error" for r in results):
+        code = EXIT_VERIFY_ERROR
+    if fmt == "json":
+        from sparkdoctor.emit import emit_json
+
+        return emit_json("matrix verify", "stacks", {"schema": 1, "kind": "stacks", "matrix": matrix.source,
+                                                      "stacks": [r.to_dict() for r in results]}, code)
+    render_stacks(results)
     return code

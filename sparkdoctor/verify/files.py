@@ -2,8 +2,9 @@
 
 The second kind of verify (the first installs and runs a probe): each version of an entry's `files`
 table is downloaded (sparkdoctor.verify.wheels) and every check is run over the wheel's members.
-On an affected version every check must hold; on a fixed version each must give what its `fixed`
-mode says. `bisect` walks the registry's released versions to find where the checks stop holding
+On an affected version every check must hold; on a fixed version the claim must not: at least one
+"differs" check fails there (each side of a two-sided bound may be proved by its own fact), and every
+"same" check holds. `bisect` walks the registry's released versions to find where the checks stop holding
 and compares that boundary with the entry's `when.packages` bound; `latest` runs the checks on the
 newest release and says whether the entry's range still describes it.
 """
@@ -46,10 +47,15 @@ class VersionRun:
         if self.error:
             return [self.error]
         out = []
+        # On a fixed version the claim (every "differs" check together) must not hold: one of them
+        # failing is enough, so a two-sided bound can be bracketed by two facts (a gate that appears
+        # at the lower edge, a kernel that appears at the upper one).
+        differs = [ok for check, ok in self.results if check.fixed == "differs"]
+        claim_holds = bool(differs) and all(differs)
         for check, ok in self.results:
             if self.role == "affected" and not ok:
                 out.append(f"affected {self.version}: {check.label} does not hold")
-            elif self.role == "fixed" and check.fixed == "differs" and ok:
+            elif self.role == "fixed" and check.fixed == "differs" and ok and claim_holds:
                 out.append(f"fixed {self.version}: {check.label} still holds")
             elif self.role == "fixed" and check.fixed == "same" and not ok:
                 out.append(f"fixed {self.version}: {check.label} does not hold")

@@ -43,9 +43,14 @@ def test_an_eugr_recipe_with_a_hub_model_needs_model_and_uses_its_flags(run, qwe
     assert p.stderr.count("\n") == 1 and "its model nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-NVFP4 is not on this machine" in p.stderr
     p = run(qwen3_8b["nvfp4"], "--recipe", recipe, "--format", "json")
     doc = json.loads(p.stdout)
-    assert (doc["fit"]["max_model_len"], doc["fit"]["gpu_memory_utilization"], doc["fit"]["max_num_seqs"]) == (262144, 0.7, 1)
-    assert doc["settings_sources"]["max_num_seqs"] == "audit default"
+    # the recipe sets no --max-num-seqs: vLLM's own default on the GPU (GB10: 119.7 GiB, not an A100 -> 1024), not 1
+    assert (doc["fit"]["max_model_len"], doc["fit"]["gpu_memory_utilization"], doc["fit"]["max_num_seqs"]) == (262144, 0.7, 1024)
+    assert doc["settings_sources"]["max_num_seqs"].startswith("vLLM's default on NVIDIA GB10 (DGX Spark): 1024")
     assert doc["settings_sources"]["max_model_len"] == "recipe Nemotron-3-Nano-NVFP4 (--max-model-len 262144)"
+    assert doc["fit"]["judged_seqs"] == 1  # vLLM starts when one full-length sequence fits
+    assert doc["fit"]["kv_cache_bytes"] * doc["fit"]["full_length_seqs"] <= doc["fit"]["budget_bytes"]
+    # Qwen3-8B's config accepts 40960 tokens: vLLM refuses the recipe's 262144, and the audit says so
+    assert any("--max-model-len 262144" in n and "refuses to start" in n for n in doc["settings_notes"]), doc["settings_notes"]
 
 
 def test_an_eugr_recipe_templated_with_set(run, qwen3_8b):  # noqa: F811

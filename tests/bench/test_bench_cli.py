@@ -52,7 +52,7 @@ def test_bench_url_json_is_stored_and_history_shows_it(run, tmp_path):
     cmp = json.loads(run("history", "--compare", "1", "--compare", "2", "--ledger", ledger, "--format", "json").stdout)
     assert cmp["kind"] == "history-compare" and cmp["toolchain"] == [] and cmp["comparable"]
     assert "same toolchain fingerprint" in cmp["notes"]
-    assert {row["figure"] for row in cmp["numbers"]} >= {"decode tok/s/stream (headline)", "output tok/s total"}
+    assert {row["figure"] for row in cmp["numbers"]} >= {"decode tok/s/stream (headline)", "output tok/s (tokens / wall time)"}
 
     console = run("history", "--ledger", ledger)
     assert console.returncode == 0 and "runs, newest first" in console.stdout
@@ -125,3 +125,19 @@ def test_a_malformed_url_is_a_usage_error_not_an_unreachable_server(run, url, wo
 def test_history_without_a_ledger_says_so(run, tmp_path):
     out = run("history", "--ledger", tmp_path / "none.sqlite")
     assert out.returncode == EXIT_LEDGER and "no such file" in out.stderr
+
+
+def test_progress_is_plain_lines_on_a_non_terminal_stderr(tmp_path):
+    """CI: stderr is a pipe. A long bench must not be silent until its end: plain lines, one per step
+    (SPARKDOCTOR_PROGRESS_AFTER_S=0: from the start; by default after 15 s, so quick errors stay one line)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "NO_COLOR")}
+    env.update(PYTHONPATH=str(REPO), SPARKDOCTOR_STATE_DIR=str(tmp_path / "state"),
+               SPARKDOCTOR_CACHE_DIR=str(tmp_path / "cache"), SPARKDOCTOR_PROGRESS_AFTER_S="0")
+    with serve(Style(delay=0.001)) as (url, _style):
+        done = subprocess.run([sys.executable, "-m", "sparkdoctor", "bench", "--url", url, *QUICK, "--no-store",
+                               "--format", "json"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    lines = done.stderr.splitlines()
+    assert any("concurrency 2, round 2/2" in line for line in lines), done.stderr
+    assert all(line.startswith("sparkdoctor: [") for line in lines) and "\x1b[" not in done.stderr
+    json.loads(done.stdout)  # stdout stays JSON only

@@ -146,4 +146,4 @@ def test_a_server_that_never_answers_and_one_that_is_not_http():
     sample, took = _raw_server_run(b"", timeout=0.5)
     assert not sample.ok and sample.error == "POST /v1/chat/completions: no answer within 0.5s" and took < 3
     sample, _ = _raw_server_run(b"SSH-2.0-OpenSSH_9.6\r\n\r\n", timeout=2, hold=0)
-    assert not sample.ok and sample.error.startswith("not an HTTP answer: b'SSH-2.0")
+    assert not sample.ok and sample.error.startswith("not an HTTP answer")

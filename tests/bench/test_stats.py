@@ -6,6 +6,8 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import pytest
+
 from sparkdoctor.bench import ab
 from sparkdoctor.bench.stats import estimate, paired_ratio, rounds_ratio, verdict
 
@@ -97,3 +99,25 @@ def test_compare_pairs_the_runs_by_level():
     levels = ab.compare(a, b)
     assert [lvl["ratio"]["verdict"] for lvl in levels] == ["no difference", "faster"]
     assert ab.overall(levels) == "mixed" and ab.overall(levels[1:]) == "faster"
+
+
+def test_an_arm_runs_value_is_its_pooled_rate_not_the_median_of_round_rates():
+    """Rounds of 64 tokens in 1 s, 0.5 s and 4 s: rates 64, 128, 16 (median 64); pooled 192 tokens / 5.5 s = 34.9.
+    The pooled figure is what `vllm bench serve` reports; the median of rates overstates a noisy run."""
+    run = {"levels": [{"concurrency": 1, "round_output_tps": [64.0, 128.0, 16.0], "round_output_tokens": [64, 64, 64],
+                       "round_wall_s": [1.0, 0.5, 4.0]}]}
+    assert ab.run_value(run, 1) == pytest.approx(192 / 5.5)
+    assert ab.run_value(_summary({1: [64.0, 128.0, 16.0]}), 1) == 64.0  # a run stored before pooling was kept
+
+
+def test_a_level_summary_shows_the_pooled_rate():
+    from sparkdoctor.bench.client import Sample
+    from sparkdoctor.bench.measure import Level, Round
+
+    def sample(tokens):
+        return Sample(ok=True, output_tokens=tokens, ttft=0.01, e2e=0.1, gaps=[0.01])
+
+    lvl = Level(1, [Round(1, 1.0, [sample(64)]), Round(1, 0.5, [sample(64)]), Round(1, 4.0, [sample(64)])])
+    client = lvl.summary()["client"]
+    assert client["output_tps_pooled"] == pytest.approx(192 / 5.5)
+    assert client["output_tps"]["median"] == pytest.approx(64.0)

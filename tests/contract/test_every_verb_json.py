@@ -36,11 +36,22 @@ def log(tmp_path) -> Path:
 
 
 @pytest.fixture
+def mod(tmp_path) -> tuple[Path, Path]:
+    """A unified diff and the folder it applies to (standing for a site-packages folder)."""
+    site = tmp_path / "site" / "pkg"
+    site.mkdir(parents=True)
+    (site / "m.py").write_text("a = 1\nb = 2\n")
+    diff = tmp_path / "b3.diff"
+    diff.write_text("--- a/pkg/m.py\n+++ b/pkg/m.py\n@@ -1,2 +1,2 @@\n a = 1\n-b = 2\n+b = 3\n")
+    return diff, site.parent
+
+
+@pytest.fixture
 def checkpoint(tmp_path) -> Path:
     return builders.qwen3_8b(tmp_path / "qwen3-8b", None)
 
 
-def _success_cases(tmp_path, matrix, ledger, log, checkpoint, url) -> dict[str, list[str]]:
+def _success_cases(tmp_path, matrix, ledger, log, checkpoint, url, mod) -> dict[str, list[str]]:
     return {
         "check": ["check", "--facts", snap("nogpu-clean"), "--matrix", matrix],
         "matrix show": ["matrix", "show", next(iter(ENTRIES)), "--matrix", matrix],
@@ -54,6 +65,7 @@ def _success_cases(tmp_path, matrix, ledger, log, checkpoint, url) -> dict[str, 
         "recipe show": ["recipe", "show", "tiny-cpu"],
         "explain": ["explain", log, "--matrix", matrix],
         "diff": ["diff", snap("nogpu-clean"), snap("gb10-broken")],
+        "mods check": ["mods", "check", mod[0], "--site", mod[1]],
     }
 
 
@@ -76,6 +88,11 @@ def _failure_cases(tmp_path, matrix) -> dict[str, tuple[list[str], int]]:
         "report": (["report", "--facts", snap("nogpu-clean")], 2),  # report writes github or forum, not json
         "explain": (["explain", missing], 2),
         "diff": (["diff", missing, snap("nogpu-clean")], 2),
+        "whatif": (["whatif", "vllm==0.1", "--facts", missing, "--matrix", matrix], 2),
+        "fleet check": (["fleet", "check"], 2),  # no --ray, --hosts or --inventory
+        "mods check": (["mods", "check", missing], 2),
+        "matrix track": (["matrix", "track", "--matrix", missing], 2),
+        "matrix update": (["matrix", "update"], 2),  # no SOURCE
     }
 
 
@@ -89,9 +106,11 @@ def _document(p, args) -> dict:
     return doc
 
 
-def test_every_verb_succeeding_writes_json_with_its_exit_code(run, matrix, tmp_path, ledger, log, checkpoint):
+def test_every_verb_succeeding_writes_json_with_its_exit_code(run, matrix, tmp_path, ledger, log, checkpoint, mod):
+    # not here: recipe check (needs a vLLM to judge against), report (no JSON), whatif (resolves on the registry),
+    # fleet (ssh or Ray nodes), matrix verify/track/update (registries); their failures are walked below
     with serve(Style(delay=0.001)) as (url, _style):
-        cases = _success_cases(tmp_path, matrix, ledger, log, checkpoint, url)
+        cases = _success_cases(tmp_path, matrix, ledger, log, checkpoint, url, mod)
         for command, args in cases.items():
             p = run(*args, "--format", "json", timeout=120)
             doc = _document(p, args)

@@ -113,7 +113,7 @@ def test_every_renderer_knows_every_severity_evidence_verdict_and_outcome():
     for verdict in Verdict:
         assert verdict is Verdict.unprobeable or describe.VERDICT_WORD[verdict] == verdict.value.upper()
     assert set(OUTCOMES) == set(Outcome.values()) == set(outcome.RANK)
-    assert sorted(Outcome, key=lambda o: outcome.RANK[o]) == [Outcome.holds, Outcome.changed, Outcome.flipped]
+    assert sorted(Outcome, key=lambda o: outcome.RANK[o]) == [Outcome.holds, Outcome.inconclusive, Outcome.changed, Outcome.flipped]
 
 
 def test_words_are_their_strings_in_json_and_in_dicts():

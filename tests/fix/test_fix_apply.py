@@ -10,6 +10,7 @@ import os
 import pytest
 
 from sparkdoctor.fix import journal as jr
+from sparkdoctor.fix.unsettled import local_key
 from tests.fix import scenario
 from tests.fix.scenario import as_json, fix_cli
 
@@ -57,11 +58,11 @@ def test_a_second_fix_on_the_same_target_waits_for_the_lock(tmp_path, wheels):
     python = scenario.make_target(tmp_path, "uv", wheels)
     lock_dir = jr.state_dir() / "locks"
     lock_dir.mkdir(parents=True)
-    key = hashlib.sha256(os.path.realpath(python).encode()).hexdigest()[:16]
+    key = hashlib.sha256(local_key(str(python)).encode()).hexdigest()[:16]
     with open(lock_dir / f"{key}.lock", "w") as held:
         fcntl.flock(held, fcntl.LOCK_EX)
         res = fix_cli(python, "--yes")
-    assert res.returncode == 5 and "another sparkdoctor fix or rollback is running" in res.stderr
+    assert res.returncode == 6 and "another sparkdoctor fix or rollback is running" in res.stderr  # 6: nothing changed
     assert len(res.stderr.strip().splitlines()[-1]) < 400 and not scenario.journals(jr.state_dir())
 
 
@@ -76,7 +77,7 @@ def test_half_written_and_interrupted_journals(tmp_path, wheels):
     res = fix_cli(python, "--yes", env={"SPARKDOCTOR_FIX_KILL_AT": "apply:8"})  # mid-apply
     assert res.returncode == -9
     blocked = fix_cli(python, "--yes")
-    assert blocked.returncode == 5 and "stopped mid-apply: run `sparkdoctor fix --rollback" in blocked.stderr
+    assert blocked.returncode == 4 and "did not finish" in blocked.stderr and "`sparkdoctor fix --rollback " in blocked.stderr
     hist = fix_cli(None, "--history").stdout
     assert "interrupted" in hist and "half-written" in hist
     assert hist.index("interrupted") < hist.index("half-written"), "newest first"

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from sparkdoctor.fix import journal as jr
+from sparkdoctor.fix.interface import UnchangedError
 from tests.fix import scenario
 from tests.fix.scenario import fix_cli
 
@@ -183,7 +184,7 @@ def test_a_version_that_does_not_exist_is_refused_by_the_dry_run(case, tmp_path)
     for f in (scenario.DATA / "fixes").glob("*.toml"):
         (fixes / f.name).write_text(f.read_text().replace("six==1.17.0", "six==0.0.0.dev987654"))
     res = fix_cli(t.python, *t.args(), "--yes", "--fixes", str(fixes), env=t.env())
-    assert res.returncode == 5 and "failed" in res.stderr and len(res.stderr.strip().splitlines()) <= 3, res.stderr
+    assert res.returncode == 6 and "failed" in res.stderr and len(res.stderr.strip().splitlines()) <= 3, res.stderr
     record("uv: nonexistent version in the plan's dry run", t, _settle(t))
 
 
@@ -202,7 +203,7 @@ def test_full_disks_and_read_only_files(case, tmp_path):
     with tmpfs(tmp_path / "full-state") as full:
         _fill(full)
         res = t.fix("--yes", SPARKDOCTOR_STATE_DIR=str(full))
-        assert res.returncode == 5 and "nothing was changed" in res.stderr and len(res.stderr.strip().splitlines()) == 3, res.stderr
+        assert res.returncode == 6 and "nothing was changed" in res.stderr and len(res.stderr.strip().splitlines()) == 3, res.stderr
         record("uv: the state disk is full (4 MB tmpfs) at the journal", t, "refused: nothing changed")
     for mode in ("read-only", "disk-full"):
         t = case()
@@ -255,6 +256,10 @@ def _in_process_sabotaged_apply(t: Target, fs: Path, mode: str) -> None:
             subprocess.run(["mount", "-o", "remount,ro", str(fs)], check=True, timeout=30)
         else:
             _fill(fs)
+        if mode == "read-only":  # every action is verified before the first change: refused, nothing done
+            with pytest.raises(UnchangedError, match="read-only file system now.*nothing was changed"):
+                apply_and_recheck(target, planned, settings)
+            return
         result = apply_and_recheck(target, planned, settings)
         assert result["error"] and str(t.env_file) in result["error"] and result["rolled_back"], result
         assert result["rollback_verified"]["ok"], result["rollback_verified"]

@@ -257,3 +257,17 @@ def test_not_a_multiple_of_and_fact_comparisons_in_a_users_matrix(tmp_path):
     assert eval_serving({"--enforce-eager": True}, facts)[0].result is None
     facts.recipe = {"argv": "not a list", "model": ["junk"]}  # a snapshot's free-form recipe: unknown, never a crash
     assert [c.result for c in eval_serving({"--enforce-eager": True, "model.hybrid": True}, facts)] == [None, None]
+
+
+def test_without_python_and_no_vllm_to_judge_against_it_refuses_with_its_own_exit_code(tmp_path):
+    """No --python, a command (`vllm` on PATH: none here) naming no environment, and sparkdoctor's own venv has
+    no vLLM: no verdict and a distinct exit code, never "no findings" and 0 (a CI gate must not pass on nothing)."""
+    from sparkdoctor.exitcodes import EXIT_NO_VLLM
+
+    env = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "NO_COLOR")}
+    env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + "/usr/bin:/bin"
+    p = subprocess.run([sys.executable, "-m", "sparkdoctor", "recipe", "check", str(Path(__file__).resolve().parents[1] / "data" / "recipes" / "sparkrun-minimal.yaml")],
+                       capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
+    assert p.returncode == EXIT_NO_VLLM == 6, (p.returncode, p.stdout, p.stderr)
+    assert p.stdout == "" and p.stderr.count("\n") == 1
+    assert "no vLLM in" in p.stderr and "container scitrera/dgx-spark-vllm:latest" in p.stderr and "--python" in p.stderr

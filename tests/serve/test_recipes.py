@@ -100,7 +100,8 @@ def test_env_override_and_fingerprint_ignores_host_and_port():
 def test_sparkrun_without_command_builds_one_from_defaults():
     r = recipes.load(DATA / "sparkrun-minimal.yaml", {"port": "9000"})
     assert r.format == "sparkrun-v2"
-    assert r.argv == ["vllm", "serve", "Qwen/Qwen3-1.7B", "--port", "9000", "-tp", "1"]
+    # sparkrun 0041b8f vllm_distributed.py _build_base_command: -tp first, then VLLM_FLAG_MAP in its order
+    assert r.argv == ["vllm", "serve", "Qwen/Qwen3-1.7B", "-tp", "1", "--port", "9000"]
     assert r.port == 9000 and r.container == "scitrera/dgx-spark-vllm:latest"
 
 
@@ -271,7 +272,19 @@ def test_a_yaml_alias_bomb_is_refused(tmp_path):
     lines += [f"a{i}: &a{i} [*a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}]"
               for i in range(1, 20)]
     path = write(tmp_path, "laughs.yaml", "\n".join(lines) + "\n")
-    with pytest.raises(RecipeError, match=r"laughs.yaml: more than 100 YAML aliases"):
+    with pytest.raises(RecipeError, match=r"laughs.yaml: line \d+: its aliases expand it to over 200,000 nodes"):
         recipes.load(path)
     few = write(tmp_path, "few.yaml", "model: m\nbase: &b {port: 8000}\ndefaults: *b\n")
     assert recipes.load(few).port == 8000
+
+
+def test_recipe_show_lists_what_a_recipe_changes_inside_its_container():
+    """eugr `mods:` (nemotron-3-nano-nvfp4.yaml) and sparkrun `patches:`/`variants:` (a real styles01 recipe)."""
+    eugr = _cli("recipe", "show", str(DATA / "nemotron-3-nano-nvfp4.yaml"))
+    assert eugr.returncode == 0, eugr.stderr
+    assert "mods (applied inside the container" in eugr.stdout and "mods/nemotron-nano" in eugr.stdout
+    sparkrun = _cli("recipe", "show", str(DATA / "styles01-qwen-35b.yaml"))
+    assert sparkrun.returncode == 0, sparkrun.stderr
+    out = " ".join(sparkrun.stdout.split())
+    assert "patches (applied inside the container" in out and "patch_mamba_drop_eagle.sh" in out
+    assert "recipe_concurrent: Concurrent stack" in out and "max_num_seqs=8" in out

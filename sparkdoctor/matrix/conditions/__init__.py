@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from sparkdoctor.facts import Facts
-from sparkdoctor.matrix.conditions import environment, host, installed, platform, probes, serving
+from sparkdoctor.matrix.conditions import environment, fleet, host, installed, platform, probes, serving
 from sparkdoctor.matrix.conditions.shapes import v_scalar_table, v_spec, v_spec_table, v_str_list
 from sparkdoctor.matrix.model import Check
 
@@ -42,5 +42,6 @@ CONDITIONS: dict[str, Condition] = {
     "capabilities": Condition(v_scalar_table, probes.eval_capabilities, "static capability read from installed files"),
     "host_machine": Condition(v_str_list, platform.eval_host_machine, "host CPU architecture"),
     "host_health": Condition(host.v_host_health, host.eval_host_health, "live host readings (memory, PSI, GPU clocks/power, docker, links)"),
+    "fleet": Condition(fleet.v_fleet, fleet.eval_fleet, "multi-node signals of `fleet check` (never true on one box)"),
     "serving": Condition(serving.v_serving, serving.eval_serving, "values of a recipe's serve flags and its model's config (recipe check)", True),
 }

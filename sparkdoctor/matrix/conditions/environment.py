@@ -62,9 +62,29 @@ def eval_env(value: dict[str, Any], facts: Facts) -> list[Check]:
             out.append(Check("env", got is None, f"{name} is not set" if got is None else f"{_value(name, got)} is set"))
         else:
             options = as_list(rule)
-            ok = got is not None and got in options
+            if got is None:
+                out.append(_default_check(name, options, facts))
+                continue
+            ok = got in options
             out.append(Check("env", ok, f"{_value(name, got)} ({'one of' if ok else 'not one of'} {', '.join(options)})"))
     return out
+
+
+def _default_check(name: str, options: list[str], facts: Facts) -> Check:
+    """A value rule on a variable that is not set: judged at the default the installed release uses
+    (capability env_default.NAME, read from its source by the capability probe), so a feature that is
+    on by default counts as on. With no reader of the variable installed, unset is just unset."""
+    cap = (facts.capabilities or {}).get(f"env_default.{name}")
+    if cap is None:
+        return Check("env", False, f"{name} is not set (not one of {', '.join(options)})")
+    default, where = (cap.get("value"), cap.get("evidence", "")) if isinstance(cap, dict) else (cap, "")
+    source = f" ({where})" if where else ""
+    if default is None:
+        return Check("env", None, f"{name} is not set and its default could not be read{source}")
+    if default is False:
+        return Check("env", False, f"{name} is not set and has no default{source} (not one of {', '.join(options)})")
+    ok = str(default) in options
+    return Check("env", ok, f"{name} is not set: the installed release defaults it to {default!r}{source} ({'one of' if ok else 'not one of'} {', '.join(options)})")
 
 
 # ---- env_matches ---------------------------------------------------------------------------------

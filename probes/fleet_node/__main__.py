@@ -1,0 +1,73 @@
+"""What a multi-node launch needs every node to agree on, read on one node: standard library only,
+Python 3.8+, run by the node's serving interpreter (over SSH or as a Ray task; see sparkdoctor/fleet/).
+
+    python -B probes/fleet_node
+
+Prints ONE JSON object on the last line of stdout: the host (OS, kernel, machine), memory and CMA,
+the NVIDIA driver with its flavour and CUDA, the CUDA toolkit, GPU clocks (nvidia-smi), the NCCL
+library that loads and its build identity, the NCCL config files, the communication environment
+(NCCL_, GLOO_, UCX_, ...), the links (/sys/class/net, /sys/class/infiniband), whether it runs in a
+container, the node's name and its clock. Every partial failure is an error line, never the end.
+"""
+
+import os
+import sys
+import time
+
+sys.path.insert(1, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "shared"))
+
+from probe_io import answer  # noqa: E402
+from fleetnode_links import ib_links, net_links, roce_v2_indexes  # noqa: E402
+from fleetnode_nccl import nccl_conf, nccl_libraries  # noqa: E402
+from fleetnode_system import cuda_toolkit, driver, identity, in_container, meminfo, nvidia_smi  # noqa: E402
+
+ENV_PREFIXES = ("NCCL_", "GLOO_", "UCX_", "TP_SOCKET", "OMPI_MCA_", "MASTER_", "RAY_", "LD_PRELOAD", "LD_LIBRARY_PATH",
+                "VLLM_NCCL_SO_PATH", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES")
+SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL", "AUTH")
+
+
+def comm_env():
+    found = {}
+    for name, value in os.environ.items():
+        if name.startswith(ENV_PREFIXES):
+            found[name] = "<redacted>" if any(w in name.upper() for w in SECRET_WORDS) else value
+    return dict(sorted(found.items()))
+
+
+def main():
+    errors = []
+    uname = os.uname()
+    os_name = None
+    try:
+        with open("/etc/os-release") as fh:
+            for line in fh.read(65536).splitlines():
+                if line.startswith("PRETTY_NAME="):
+                    os_name = line.split("=", 1)[1].strip().strip("\"'")
+    except OSError:
+        pass
+    memory, cma = meminfo()
+    ib = ib_links()
+    result = {
+        "probe": "fleet_node",
+        "host": {"os": os_name, "machine": uname.machine, "kernel": uname.release},
+        "node": identity(),
+        "memory": memory,
+        "cma": cma,
+        "driver": driver(errors),
+        "cuda_toolkit": cuda_toolkit(),
+        "gpus": nvidia_smi(errors),
+        "nccl": nccl_libraries(errors),
+        "nccl_conf": nccl_conf(errors),
+        "env": comm_env(),
+        "links": net_links() + ib,
+        "roce_v2_gid_index": roce_v2_indexes(ib),
+        "in_container": in_container(),
+        "python": sys.executable,
+        "errors": errors,
+    }
+    result["time"] = time.time()
+    answer(result)
+
+
+if __name__ == "__main__":
+    main()

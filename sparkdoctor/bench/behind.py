@@ -1,0 +1,147 @@
+"""What serves a local URL: the process listening on its port, and the toolchain that process runs.
+
+`bench --url` without --python must not file a run under sparkdoctor's own venv. For a server on this
+machine the listening socket is found in /proc/net/tcp and tcp6 (state 0A, LISTEN), its inode in some
+process's /proc/PID/fd, and that process tells the toolchain: its interpreter (argv[0] when it is a path
+to a Python, else the venv of its script, else $VIRTUAL_ENV), or, when its cgroup names a container, that
+container. Anything else (a remote host, a socket owned by another user, docker-proxy in front of a
+container) is "toolchain unknown", said with the reason, and such a run stays out of conclusions.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import re
+import socket
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+LISTEN = "0A"
+CONTAINER_ID = re.compile(r"(?:docker|containerd|libpod|crio)[-/:]?([0-9a-f]{64})")
+
+
+def is_local(host: str) -> bool:
+    """127.0.0.0/8, ::1, 0.0.0.0, localhost, or an address of this machine."""
+    if host in ("localhost", ""):
+        return True
+    try:
+        ip = ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        try:
+            ip = ipaddress.ip_address(socket.gethostbyname(host))
+        except (OSError, ValueError):
+            return False
+    if ip.is_loopback or ip.is_unspecified:
+        return True
+    try:
+        with socket.socket(socket.AF_INET6 if ip.version == 6 else socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind((str(ip), 0))  # only an address of this machine can be bound
+        return True
+    except OSError:
+        return False
+
+
+def listening_inodes(port: int, root: Path = Path("/proc")) -> set[int]:
+    """Inodes of the LISTEN sockets on `port` (any address), from /proc/net/tcp and tcp6."""
+    found: set[int] = set()
+    for name in ("tcp", "tcp6"):
+        try:
+            lines = (root / "net" / name).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            if len(fields) < 10 or fields[3] != LISTEN:
+                continue
+            try:
+                if int(fields[1].rsplit(":", 1)[1], 16) == port:
+                    found.add(int(fields[9]))
+            except (IndexError, ValueError):
+                continue
+    return found
+
+
+def pids_of(inodes: set[int], root: Path = Path("/proc")) -> list[int]:
+    """Processes holding one of these socket inodes (only those this user may read)."""
+    wanted = {f"socket:[{i}]" for i in inodes if i}
+    out = []
+    for entry in os.scandir(root):
+        if not entry.name.isdigit():
+            continue
+        try:
+            fds = os.scandir(f"{entry.path}/fd")
+        except OSError:
+            continue
+        with fds:
+            for fd in fds:
+                try:
+                    if os.readlink(fd.path) in wanted:
+                        out.append(int(entry.name))
+                        break
+                except OSError:
+                    continue
+    return sorted(out)
+
+
+def _python_of(pid: int, root: Path) -> tuple[str | None, str]:
+    try:
+        argv = (root / str(pid) / "cmdline").read_bytes().split(b"\0")
+        argv = [a.decode(errors="replace") for a in argv if a]
+    except OSError:
+        return None, "its command line cannot be read"
+    cwd = None
+    try:
+        cwd = os.readlink(root / str(pid) / "cwd")
+    except OSError:
+        pass
+
+    def absolute(p: str) -> Path:
+        return Path(p) if os.path.isabs(p) or cwd is None else Path(cwd) / p
+
+    if argv and Path(argv[0]).name.startswith("python") and os.sep in argv[0] and absolute(argv[0]).exists():
+        return str(absolute(argv[0])), f"argv[0] of the process serving the port (pid {pid})"
+    from sparkdoctor.bench.session import python_of_command
+
+    for arg in argv[:2]:
+        if os.sep in arg:
+            found = python_of_command([str(absolute(arg))])
+            if found:
+                return str(found), f"the venv of {arg}, run by the process serving the port (pid {pid})"
+    try:
+        env = dict(kv.split("=", 1) for kv in (root / str(pid) / "environ").read_bytes().decode(errors="replace").split("\0")
+                   if "=" in kv)
+    except OSError:
+        env = {}
+    venv = env.get("VIRTUAL_ENV")
+    if venv and (Path(venv) / "bin" / "python").exists():
+        return str(Path(venv) / "bin" / "python"), f"$VIRTUAL_ENV of the process serving the port (pid {pid})"
+    return None, f"the process serving the port (pid {pid}, {' '.join(argv[:3])[:120]}) runs no Python sparkdoctor can find"
+
+
+def serving_process(url: str, root: Path = Path("/proc")) -> dict[str, Any]:
+    """{"pid", "python", "container", "why"}: at most one of python/container is set; `why` says how it was
+    found, or why the toolchain is unknown."""
+    parts = urlsplit(url)
+    host, port = parts.hostname or "", parts.port or (443 if parts.scheme == "https" else 80)
+    out: dict[str, Any] = {"pid": None, "python": None, "container": None, "why": ""}
+    if not is_local(host):
+        out["why"] = f"{host} is not this machine: its toolchain cannot be read from here (give --python)"
+        return out
+    pids = pids_of(listening_inodes(port, root), root)
+    if not pids:
+        out["why"] = (f"no process of this user listens on port {port} (another user's, or a container's port "
+                      "published without a proxy): give --python")
+        return out
+    pid = out["pid"] = pids[0]
+    try:
+        cgroup = (root / str(pid) / "cgroup").read_text()
+    except OSError:
+        cgroup = ""
+    match = CONTAINER_ID.search(cgroup)
+    if match:
+        out["container"], out["why"] = match.group(1), f"the container of the process serving the port (pid {pid})"
+        return out
+    out["python"], out["why"] = _python_of(pid, root)
+    return out

@@ -1,0 +1,52 @@
+"""The identity of the checkpoint a run served: what it is, not where it lives.
+
+A re-quantized model written to the same folder serves at another speed, so a run is keyed to the model's
+identity as well as to its toolchain: a SHA-256 over its config files (config.json, generation_config.json,
+the quantization configs) and over every *.safetensors file's header (its 8-byte length and JSON: tensor
+names, dtypes, shapes, offsets), read without reading the weights. Two checkpoints with the same identity
+have the same architecture, quantization and tensor layout; a change of dtype, quantization or shard layout
+changes it. (Retrained weights of identical layout keep it: hashing the weights would read them all.)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import struct
+from pathlib import Path
+from typing import Any
+
+CONFIG_FILES = ("config.json", "generation_config.json", "hf_quant_config.json", "quantization_config.json",
+                "quant_config.json")
+MAX_HEADER = 100 * 2**20  # a safetensors header is JSON; more than this is not a checkpoint header
+
+
+def identity(folder: str | Path) -> dict[str, Any] | None:
+    """{"sha256", "config_files", "shards", "header_bytes"} for a local checkpoint folder; None when it is not one
+    (no config.json) or cannot be read."""
+    root = Path(folder).expanduser()
+    if not (root / "config.json").is_file():
+        return None
+    digest = hashlib.sha256()
+    configs, shards, header_bytes = [], 0, 0
+    try:
+        for name in CONFIG_FILES:
+            path = root / name
+            if path.is_file():
+                digest.update(f"{name}\0".encode())
+                digest.update(path.read_bytes())
+                configs.append(name)
+        for path in sorted(root.rglob("*.safetensors")):
+            with path.open("rb") as fh:
+                head = fh.read(8)
+                if len(head) != 8:
+                    continue
+                (size,) = struct.unpack("<Q", head)
+                if size > MAX_HEADER:
+                    continue
+                digest.update(f"{path.relative_to(root)}\0".encode())
+                digest.update(head + fh.read(size))
+            shards += 1
+            header_bytes += 8 + size
+    except OSError:
+        return None
+    return {"sha256": digest.hexdigest()[:16], "config_files": configs, "shards": shards, "header_bytes": header_bytes}

@@ -1,0 +1,180 @@
+"""Put a target back as one journal recorded it: the packages (once, however many package steps ask
+for it) and each edited file. Verify BEFORE destroying: prepare() proves that the journal can
+restore the packages (every saved wheel has its recorded size and sha256, and the installer's
+offline dry run from the journal's wheels alone resolves the set), else that the journal's byte
+copies of the dists' files are intact; if neither, nothing is touched and the reason is one line.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from sparkdoctor.fix import inventory as inv_mod
+from sparkdoctor.fix import journal as jr
+from sparkdoctor.fix import outside as outside_mod
+from sparkdoctor.fix.interface import FixError, Installer
+from sparkdoctor.fix.inventory import sha256_file
+from sparkdoctor.target.local import Target
+from sparkdoctor.target.files import FileTransport, hashes
+
+WHEELS, COPIES = "wheels", "copies"
+
+
+class Restorer:
+    def __init__(self, target: Target, journal: jr.Journal, installer: Installer, sides: dict[str, FileTransport],
+                 boundary: Callable[[str], None]):
+        self.target, self.journal, self.installer, self.sides, self.boundary = target, journal, installer, sides, boundary
+        self.data = journal.data
+        self.mode: str | None = None
+        self.problems: list[str] | None = None
+        self.packages_restored = False
+        self.notes: list[str] = []
+
+    # ---- verify before destroying ---------------------------------------------------------------------
+    def _wheels(self) -> dict[str, str]:
+        return {n: w for n, w in self.data["wheels"].items() if w and n in self.data["touched_before"]}
+
+    def _wheel_problems(self) -> list[str]:
+        folder, recorded = self.journal.path / "wheels", self.data.get("wheel_files") or {}
+        out = []
+        for name, fname in sorted(self._wheels().items()):
+            path = folder / fname
+            if not path.is_file():
+                out.append(f"saved wheel {fname} is missing")
+                continue
+            want = recorded.get(fname)
+            if want is None:
+                continue  # a version-1 journal: no size or hash recorded; the dry run below still runs
+            if path.stat().st_size != want["size"]:
+                out.append(f"saved wheel {fname} is {path.stat().st_size} bytes, the journal recorded {want['size']}")
+            elif sha256_file(path) != want["sha256"]:
+                out.append(f"saved wheel {fname} does not have the sha256 the journal recorded")
+        if out:
+            return out
+        reqs = [f"{n}=={self.data['touched_before'][n]}" for n in sorted(self._wheels())]
+        if reqs:
+            try:
+                res = self.installer.dry_run(reqs, no_deps=True, ignore_installed=True, offline_from=str(folder))
+            except FixError as exc:
+                return [f"an offline install from the journal's wheels would fail: {exc}"]
+            wrong = [r for r in reqs if res.installs.get(r.split("==")[0]) != r.split("==")[1]]
+            if wrong:
+                return [f"an offline install from the journal's wheels would not give {', '.join(wrong)}"]
+        return []
+
+    def _copy_problems(self, names: list[str]) -> list[str]:
+        """The journal's byte copies of these dists' files, against the sha256 recorded before the apply."""
+        before = self.data["hashes_before"]
+        out = []
+        for name in names:
+            for row in self.data["dist_files"].get(name, []):
+                if not row.get("copy"):
+                    continue
+                copy = self.journal.copy_of(row["copy"])
+                got = sha256_file(copy)
+                if got is None:
+                    out.append(f"the copy of {row['path']} is missing from the journal")
+                elif row["path"] in before and before[row["path"]] not in (None, got):
+                    out.append(f"the journal's copy of {row['path']} is not the file it recorded")
+        return out
+
+    def _edit_problems(self) -> list[str]:
+        return [f"the journal's copy of {r['path']} is missing or damaged" for r in self.data["files"]
+                if r["existed"] and sha256_file(self.journal.copy_of(r["copy"])) != r["sha256"]]
+
+    def prepare(self) -> list[str]:
+        """Can this journal restore the target? Sets the mode (wheels, else copies); the problems if not."""
+        if self.problems is not None:
+            return self.problems
+        touched = sorted(self.data["touched_before"])
+        with_wheel = sorted(self._wheels())
+        problems = self._edit_problems()
+        wheel_problems = self._wheel_problems() if with_wheel else []
+        if not wheel_problems:
+            self.mode = WHEELS
+            problems += self._copy_problems([n for n in touched if n not in with_wheel])
+        else:
+            copy_problems = self._copy_problems(touched)
+            if copy_problems:
+                problems.append(f"{wheel_problems[0]}, and {copy_problems[0]}: neither can restore {', '.join(touched)}")
+            else:
+                self.mode = COPIES
+                self.notes.append(f"{wheel_problems[0]}: restored from the journal's byte copies of the files instead")
+        self.problems = problems
+        return problems
+
+    # ---- the packages ---------------------------------------------------------------------------------
+    def restore_packages(self) -> None:
+        """Every touched dist back as it was (once: a second call finds it done)."""
+        if self.packages_restored:
+            return
+        if self.problems is None and self.prepare():
+            raise FixError(self.problems[0])
+        data, files = self.data, self.sides["target"]
+        before_keys = {inv_mod.canonicalize_name(p["name"]) for p in data["packages_before"]}
+        now = inv_mod.read(self.target)
+        touched = set(data["touched_before"]) | set(data["plan"].get("touched", []))
+        remove = sorted({n for n in touched if now.get(n)} | {k for k in now.dists if k not in before_keys})
+        self.installer.uninstall(remove)
+        self.boundary("uninstalled")
+        wheels = self._wheels() if self.mode == WHEELS else {}
+        if wheels:
+            self.installer.install([f"{n}=={data['touched_before'][n]}" for n in sorted(wheels)], no_deps=True,
+                                   offline_from=str(self.journal.path / "wheels"))
+            self._drop_new_files(sorted(wheels))
+        self.boundary("reinstalled")
+        rows = {row["path"]: row for dist_rows in data["dist_files"].values() for row in dist_rows if row.get("copy")}
+        now_hashes = hashes(files, list(rows))
+        files.import_files([(self.journal.copy_of(r["copy"]), p, r.get("mode")) for p, r in rows.items()
+                            if now_hashes.get(p) != sha256_file(self.journal.copy_of(r["copy"]))])
+        self.boundary("dist-files")
+        self.packages_restored = True
+
+    def _drop_new_files(self, names: list[str]) -> None:
+        """Files the offline reinstall wrote that the original install did not have (REQUESTED, .pyc)."""
+        now = inv_mod.read(self.target)
+        extra: list[str] = []
+        for name in names:
+            old = {r["path"] for r in self.data["dist_files"].get(name, [])}
+            dist = now.get(name)
+            extra += [str(p) for p in (dist.paths() if dist else []) if str(p) not in old]
+        self.sides["target"].remove(extra)
+
+    # ---- one edited file ------------------------------------------------------------------------------
+    def restore_file(self, path: str, side: str) -> None:
+        for r in self.data["files"]:
+            if r["path"] != path or r.get("side", "target") != side:
+                continue
+            files = self.sides[side]
+            now = hashes(files, [path]).get(path)
+            if r["existed"] and now != r["sha256"]:
+                files.import_files([(self.journal.copy_of(r["copy"]), path, r.get("mode"))])
+            elif not r["existed"] and now is not None:
+                files.remove([path])
+
+
+def verify_rolled_back(target: Target, journal: jr.Journal, sides: dict[str, FileTransport]) -> dict[str, Any]:
+    """The package set, the bytes of every touched dist's files and every edited file, and the files
+    outside the plan (a changed .pyc compiled again first), against the journal."""
+    data = journal.data
+    now = inv_mod.read(target)
+    want = {inv_mod.canonicalize_name(p["name"]): p["version"] for p in data["packages_before"]}
+    got = now.package_set()
+    package_diff = sorted(f"{k}: {want.get(k) or '-'} -> {got.get(k) or '-'}" for k in set(want) | set(got) if want.get(k) != got.get(k))
+    have = inv_mod.file_hashes(sides["target"], now, set(data["touched_before"]))
+    missing = [p for p in data["hashes_before"] if p not in have]
+    have.update(hashes(sides["target"], missing))
+    file_diff = sorted(p for p, h in data["hashes_before"].items() if have.get(p) != h)
+    for side in ("target", "host"):
+        edited = [r for r in data["files"] if r.get("side", "target") == side]
+        now_edited = hashes(sides[side], [r["path"] for r in edited])
+        file_diff += [r["path"] for r in edited if now_edited.get(r["path"]) != (r.get("sha256") if r["existed"] else None)]
+    checked_outside, restored = 0, []
+    before_outside = journal.outside()
+    if before_outside is not None:
+        restored, lost = outside_mod.restore(target, before_outside, list(data["plan"].get("touched", [])))
+        file_diff += [f"{p} (outside the plan)" for p in lost]
+        checked_outside = sum(1 for v in before_outside.values() if v is not None)
+    return {"packages_differ": package_diff, "files_differ": file_diff, "ok": not package_diff and not file_diff,
+            "packages": len(want), "files": len(data["hashes_before"]) + len(data["files"]),
+            "outside_files": checked_outside, "outside_restored": restored}

@@ -1,0 +1,99 @@
+"""One small file per target whose fix is under way: state_dir()/fix-unsettled/<key>.json.
+
+Written (atomically) before an apply or a rollback changes the first thing, removed when it ends
+settled (applied, or rolled back). A SIGKILL, an OOM kill or a power cut in between leaves it, so
+`check` (which reads only this one file, never a journal) and `fix` can say that the target is
+half-changed and which command settles it. Standard library only: check imports this.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import secrets
+from pathlib import Path
+from typing import Any
+
+from sparkdoctor.locations import state_dir
+
+
+def _folder() -> Path:
+    return state_dir() / "fix-unsettled"
+
+
+def _path(target_key: str) -> Path:
+    return _folder() / (hashlib.sha256(target_key.encode()).hexdigest()[:16] + ".json")
+
+
+def mark(target_key: str, label: str, journal: str, doing: str) -> None:
+    """Record that `doing` (apply, rollback) of `journal` is under way on this target."""
+    path = _path(target_key)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    body = json.dumps({"target_key": target_key, "target": label, "journal": journal, "doing": doing}).encode()
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+    with open(tmp, "wb") as fh:
+        fh.write(body)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def clear(target_key: str, journal: str) -> None:
+    """The apply or rollback of `journal` ended settled; a newer one's mark is left alone."""
+    found = read(target_key)
+    if found is not None and found.get("journal") == journal:
+        try:
+            _path(target_key).unlink()
+        except OSError:
+            pass
+
+
+def read(target_key: str) -> dict[str, Any] | None:
+    try:
+        data = json.loads(_path(target_key).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) and isinstance(data.get("journal"), str) else None
+
+
+def settle_command(journal: str) -> str:
+    return f"sparkdoctor fix --rollback {journal}"
+
+
+def message(found: dict[str, Any]) -> str:
+    doing = "apply" if found.get("doing") == "apply" else "rollback"
+    return (f"a sparkdoctor fix {doing} of this target did not finish (journal {found['journal']}): the environment may be "
+            f"half-changed; settle it with `{settle_command(found['journal'])}`")
+
+
+def local_key(python: str) -> str:
+    """A local interpreter's key: its folder resolved, its own name kept (a venv's bin/python is a
+    link to the base interpreter: resolving it whole would make every venv of one Python one target)."""
+    return os.path.join(os.path.realpath(os.path.dirname(os.path.abspath(python))), os.path.basename(python))
+
+
+def for_local_python(python: str) -> dict[str, Any] | None:
+    """The unfinished fix of a local interpreter (check's lookup: one stat, one small read)."""
+    return read(local_key(python))
+
+
+def for_target(desc: dict[str, Any]) -> dict[str, Any] | None:
+    """The unfinished fix of the target check describes (Target.describe()): a local interpreter by
+    its key; a container by its name (the marks folder holds one small file per target)."""
+    if desc.get("kind") == "container":
+        prefix = f"container:{desc.get('container')}:"
+        try:
+            names = sorted(_folder().glob("*.json"))
+        except OSError:
+            return None
+        for path in names:
+            try:
+                data = json.loads(path.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                continue
+            if isinstance(data, dict) and str(data.get("target_key", "")).startswith(prefix) and isinstance(data.get("journal"), str):
+                return data
+        return None
+    python = desc.get("python")
+    return for_local_python(python) if isinstance(python, str) and python else None

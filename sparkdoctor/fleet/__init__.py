@@ -1,0 +1,150 @@
+"""`sparkdoctor fleet check`: every node of a multi-node launch checked as `check` checks one box, then
+all nodes compared N-way; the exit code is the pre-launch gate.
+
+Modules, each importing only those above it:
+  bundle     a probe folder as one script for a node's stdin (nothing installed on nodes)
+  on_node    the body of a Ray task (standard library only, sent by value)
+  transport  ssh (the user's own client and config) and Ray (tasks pinned per node)
+  target     a node as a check Target
+  node       one node's Facts: check's collectors plus the node probe (probes/fleet_node/)
+  rules      verdicts for the fleet-only node facts
+  compare    N-way comparison: majority value, odd nodes
+  inventory  --hosts and inventory files
+  run        options -> FleetResult (this module)
+Ray is imported by transport.RayTransport only, never on check's path.
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sparkdoctor.errors import SparkdoctorError
+from sparkdoctor.exitcodes import EXIT_FINDINGS, EXIT_OK, EXIT_UNPROBEABLE
+
+DEFAULT_NODE_TIMEOUT = 60.0
+MAX_PARALLEL = 64
+
+EXIT_FLEET_GO = EXIT_OK  # every node answered, no risky difference, no finding at or above --fail-on
+EXIT_FLEET_REFUSE = EXIT_FINDINGS  # a risky difference between nodes, or a finding at or above --fail-on on a node
+EXIT_FLEET_NODE_DOWN = EXIT_UNPROBEABLE  # a node (or the Ray cluster) could not be checked: no launch
+
+
+class FleetError(SparkdoctorError, RuntimeError):
+    """The fleet as a whole cannot be checked (no Ray, a Ray address that does not answer); one line. The exit
+    code is the raiser's (EXIT_UNPROBEABLE unless it says otherwise)."""
+
+    code = "fleet"
+
+    def __init__(self, message: str, exit_code: int = EXIT_UNPROBEABLE):
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+@dataclass
+class FleetOptions:
+    ray_address: str | None = None
+    nodes: list[Any] = field(default_factory=list)  # transport.Node, for ssh
+    ssh_config: str | None = None
+    python: str | None = None  # the serving interpreter on every Ray node (ssh: in each Node)
+    container: str | None = None
+    runtime: str = "docker"
+    node_timeout: float = DEFAULT_NODE_TIMEOUT
+    arch: str | None = None
+    matrix_path: Path | None = None
+    fail_on: str = "error"
+    ignore: set[str] = field(default_factory=set)
+
+
+@dataclass
+class FleetResult:
+    transport: str
+    outcomes: list[Any]  # node.NodeOutcome, in the order the nodes were named
+    reports: dict[str, Any]  # node name -> findings.Report
+    drifts: list[Any]  # compare.Drift
+    notes: list[str]
+    seconds: float
+    fail_on: str
+
+    @property
+    def down(self) -> list[Any]:
+        return [o for o in self.outcomes if not o.ok]
+
+    @property
+    def risky(self) -> list[Any]:
+        return [d for d in self.drifts if d.verdict == "risky"]
+
+    def exit_code(self) -> int:
+        if self.down or not self.reports:
+            return EXIT_FLEET_NODE_DOWN
+        if self.risky or any(r.failing() or not r.probed() for r in self.reports.values()):
+            return EXIT_FLEET_REFUSE
+        return EXIT_FLEET_GO
+
+    def verdict(self) -> str:
+        return {EXIT_FLEET_GO: "go", EXIT_FLEET_REFUSE: "no-go", EXIT_FLEET_NODE_DOWN: "no-go: node down"}[self.exit_code()]
+
+
+def run(options: FleetOptions) -> FleetResult:
+    """Probe every node in parallel (each within options.node_timeout), judge, compare. FleetError when
+    the fleet itself cannot be reached; a node that cannot be is an outcome, never an exception."""
+    from sparkdoctor.findings import build_report
+    from sparkdoctor.fleet.compare import compare_nodes, unpaired_links
+    from sparkdoctor.fleet.node import collect_node
+    from sparkdoctor.matrix import load
+
+    matrix = load(options.matrix_path)  # MatrixError: the caller's one line
+    started = time.monotonic()
+    transport, nodes = _connect(options)
+    try:
+        with ThreadPoolExecutor(max_workers=max(1, min(MAX_PARALLEL, len(nodes)))) as pool:
+            outcomes = list(pool.map(lambda n: collect_node(transport, n, options.node_timeout, options.arch), nodes))
+    finally:
+        close = getattr(transport, "close", None)
+        if close:
+            close()
+    named = [(o.node.name, o.facts) for o in outcomes if o.ok]
+    drifts = compare_nodes(named)
+    lonely = unpaired_links(named) if len(named) > 1 else {}
+    risky = [d.label for d in drifts if d.verdict == "risky"]
+    for name, facts in named:
+        facts.fleet = {**(facts.fleet or {}), "nodes": len(named), "drift": risky,
+                       "odd": [d.label for d in drifts if d.verdict == "risky" and name in d.odd],
+                       "unpaired_links": lonely.get(name, [])}
+    reports = {name: build_report(facts, matrix, fail_on=options.fail_on, ignore=options.ignore) for name, facts in named}
+    return FleetResult(transport.kind, outcomes, reports, drifts, _notes(named), time.monotonic() - started, options.fail_on)
+
+
+def _connect(options: FleetOptions) -> tuple[Any, list[Any]]:
+    from sparkdoctor.fleet.transport import RayTransport, SshTransport
+
+    if options.ray_address is None:
+        return SshTransport(options.ssh_config), list(options.nodes)
+    try:
+        import ray  # noqa: F401
+    except ImportError:
+        raise FleetError("--ray needs Ray, which is not installed: pip install 'sparkdoctor-gb10[fleet]'", 2) from None
+    try:
+        transport = RayTransport(options.ray_address)
+    except Exception as exc:  # ConnectionError, a version mismatch, a timeout: Ray's own words, one line
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise FleetError(f"--ray {options.ray_address}: cannot join the cluster: {first[:300]}") from None
+    nodes = transport.nodes(options.python, options.container, options.runtime)
+    if not nodes:
+        transport.close()
+        raise FleetError(f"--ray {options.ray_address}: the cluster has no live node")
+    return transport, nodes
+
+
+def _notes(named: list[tuple[str, Any]]) -> list[str]:
+    """Things worth knowing that gate nothing: two names reaching one machine."""
+    by_boot: dict[str, list[str]] = {}
+    for name, facts in named:
+        boot = (facts.fleet or {}).get("boot_id")
+        if boot:
+            by_boot.setdefault(boot, []).append(name)
+    return [f"{', '.join(names)} are one machine (same boot id): they are not independent nodes"
+            for names in by_boot.values() if len(names) > 1]

@@ -1,0 +1,100 @@
+"""A probe folder as ONE script a node's interpreter reads on stdin (`python3 -B - ARGS`).
+
+Nothing is installed or written on a node: the probe's modules (probes/<name>/*.py and probes/shared/*.py)
+travel inside the script, compressed, and an import hook serves them from memory. The probe's
+__main__.py then runs as __main__ with its usual argv. Standard library only on the node's side, and
+Python 3.8+ (the bootstrap avoids newer syntax), as for every probe.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import zlib
+from functools import lru_cache
+from pathlib import Path
+
+from sparkdoctor.locations import data_dir
+
+BOOTSTRAP = '''\
+import base64, importlib.abc, importlib.util, json, sys, zlib
+_SOURCES = json.loads(zlib.decompress(base64.b64decode({blob!r})).decode("utf-8"))
+_NAME = {name!r}
+
+
+class _Memory(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname in _SOURCES:
+            return importlib.util.spec_from_loader(fullname, self)
+        return None
+
+    def create_module(self, spec):
+        return None
+
+    def exec_module(self, module):
+        name = module.__name__
+        module.__file__ = "<sparkdoctor>/probes/%s.py" % name
+        exec(compile(_SOURCES[name], module.__file__, "exec"), module.__dict__)
+
+
+sys.meta_path.insert(0, _Memory())
+sys.argv = [_NAME] + sys.argv[1:]
+_main = {{"__name__": "__main__", "__file__": "<sparkdoctor>/probes/%s/__main__.py" % _NAME, "__builtins__": __builtins__}}
+exec(compile(_SOURCES["__main__"], _main["__file__"], "exec"), _main)
+'''
+
+
+@lru_cache(maxsize=16)
+def bundle(name: str) -> str:
+    """The self-contained script of probe `name` (probes/<name>/): its modules and probes/shared/."""
+    root = data_dir("probes")
+    sources: dict[str, str] = {}
+    for folder in (root / "shared", root / name):
+        for path in sorted(Path(folder).glob("*.py")):
+            sources[path.stem] = path.read_text(encoding="utf-8")
+    if "__main__" not in sources:
+        raise FileNotFoundError(f"probe {name}: no __main__.py in {root / name}")
+    blob = base64.b64encode(zlib.compress(json.dumps(sources).encode("utf-8"), 9)).decode("ascii")
+    return BOOTSTRAP.format(blob=blob, name=name)
+
+
+def probe_of(script: Path) -> str:
+    """'target_env' for probes/target_env/__main__.py (what start_script is handed)."""
+    return script.parent.name if script.name == "__main__.py" else script.stem
+
+
+MULTI = '''\
+import json, subprocess, sys, threading
+_JOBS = json.loads({jobs!r})
+_LIMIT = {limit!r}
+_OUT = [None] * len(_JOBS)
+
+
+def _one(i):
+    script, args = _JOBS[i]
+    try:
+        done = subprocess.run([sys.executable, "-B", "-"] + args, input=script.encode("utf-8"), stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, timeout=_LIMIT)
+        _OUT[i] = {{"returncode": done.returncode, "stdout": done.stdout.decode("utf-8", "replace"),
+                   "stderr": done.stderr[-65536:].decode("utf-8", "replace")}}
+    except subprocess.TimeoutExpired:
+        _OUT[i] = {{"returncode": None, "timed_out": True, "stdout": "", "stderr": ""}}
+    except OSError as exc:
+        _OUT[i] = {{"returncode": None, "start_error": str(exc), "stdout": "", "stderr": ""}}
+
+
+_threads = [threading.Thread(target=_one, args=(i,)) for i in range(len(_JOBS))]
+for _t in _threads:
+    _t.start()
+for _t in _threads:
+    _t.join()
+sys.stdout.write("\\n" + json.dumps({{"sparkdoctor_multi": _OUT}}) + "\\n")
+'''
+
+
+def multi_bundle(jobs: list[tuple[str, list[str]]], limit: float) -> str:
+    """One script that runs several probes side by side on the node (each in its own interpreter process,
+    as they run locally) and prints all their outputs as one JSON line: one ssh session or one Ray task per
+    node instead of one per probe."""
+    payload = json.dumps([[bundle(name), list(args)] for name, args in jobs])
+    return MULTI.format(jobs=payload, limit=float(limit))

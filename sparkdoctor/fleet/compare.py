@@ -1,0 +1,108 @@
+"""N nodes compared at once: every difference with the majority value, the odd nodes, and a verdict.
+
+The fields `check` collects are compared with `diff`'s own comparers and rules (sparkdoctor/diff/): N-1
+pairwise comparisons against the first node give every node's value for every field that differs
+anywhere, and the majority is counted from those. The node facts only a fleet has (Facts.fleet) are
+compared here, with their verdicts in fleet/rules.py. A tie (two nodes, one value each) has no
+majority: every node is named.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from sparkdoctor.diff import RISKY, compare
+from sparkdoctor.facts import Facts
+from sparkdoctor.fleet import rules
+
+
+@dataclass
+class Drift:
+    area: str
+    key: str
+    verdict: str  # risky | benign
+    why: str
+    values: dict[str, str | None]  # node -> value (None: absent there)
+    majority: str | None = None
+    has_majority: bool = False
+    odd: list[str] = field(default_factory=list)  # nodes off the majority (every node when there is none)
+
+    @property
+    def label(self) -> str:
+        return f"{self.area}: {self.key}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"area": self.area, "key": self.key, "verdict": self.verdict, "why": self.why, "values": self.values,
+                "majority": self.majority if self.has_majority else None, "odd": self.odd}
+
+
+def settle(drift: Drift) -> Drift:
+    """Majority value and odd nodes from the values."""
+    counts = Counter(drift.values.values()).most_common()
+    top = counts[0][1]
+    if len(counts) > 1 and counts[1][1] == top:
+        drift.has_majority, drift.majority = False, None
+        drift.odd = list(drift.values)
+    else:
+        drift.has_majority, drift.majority = True, counts[0][0]
+        drift.odd = [n for n, v in drift.values.items() if v != drift.majority]
+    return drift
+
+
+def compare_nodes(named: list[tuple[str, Facts]]) -> list[Drift]:
+    """Every field that differs between any of the nodes (two or more), risky first."""
+    if len(named) < 2:
+        return []
+    found = _check_fields(named) + _fleet_fields(named)
+    return sorted(found, key=lambda d: (d.verdict != RISKY, d.area, d.key))
+
+
+def _check_fields(named: list[tuple[str, Facts]]) -> list[Drift]:
+    ref_name, ref = named[0]
+    bare_ref = dataclasses.replace(ref, fleet=None)
+    rows: dict[tuple[str, str], dict[str, Any]] = {}
+    for name, facts in named[1:]:
+        for d in compare(bare_ref, dataclasses.replace(facts, fleet=None)).differences:
+            row = rows.setdefault((d.area, d.key), {"ref": d.a, "others": {}, "verdict": d.verdict, "why": d.why})
+            row["others"][name] = d.b
+            if d.verdict == RISKY:
+                row["verdict"], row["why"] = RISKY, d.why
+    drifts = []
+    for (area, key), row in rows.items():
+        values = {ref_name: row["ref"], **{n: row["others"].get(n, row["ref"]) for n, _ in named[1:]}}
+        drifts.append(settle(Drift(area, key, row["verdict"], row["why"], values)))
+    return drifts
+
+
+def _fleet_fields(named: list[tuple[str, Facts]]) -> list[Drift]:
+    drifts = []
+    for rule in rules.FLEET_RULES:
+        values = {name: rule.read(facts.fleet or {}, facts) for name, facts in named}
+        if len(set(values.values())) > 1:
+            drifts.append(settle(Drift(rule.area, rule.key, rule.verdict, rule.why, values)))
+    for rule in rules.FLEET_RULES_PER_KEY:
+        keyed = {name: rule.read(facts.fleet or {}, facts) for name, facts in named}
+        for key in sorted({k for per in keyed.values() for k in per}):
+            values = {name: per.get(key) for name, per in keyed.items()}
+            if len(set(values.values())) > 1:
+                drifts.append(settle(Drift(rule.area, f"{rule.key} {key}", rule.verdict, rule.why, values)))
+    low = rules.memory_headroom(named)
+    if low is not None:
+        drifts.append(low)
+    return drifts
+
+
+def unpaired_links(named: list[tuple[str, Facts]]) -> dict[str, list[str]]:
+    """{node: [links that are up, addressed, on a subnet no other node has]}: a cable to nowhere, or a
+    port cabled to another node's port of another subnet (a mis-cabled ring)."""
+    subnets = {name: rules.up_subnets(facts) for name, facts in named}
+    found: dict[str, list[str]] = {}
+    for name, links in subnets.items():
+        others = {s for n, ls in subnets.items() if n != name for s in ls.values()}
+        lonely = sorted(link for link, subnet in links.items() if subnet not in others)
+        if lonely:
+            found[name] = lonely
+    return found

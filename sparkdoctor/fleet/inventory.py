@@ -1,0 +1,106 @@
+"""The nodes a `fleet check` over SSH reads: --hosts a,b,c, or an inventory file.
+
+An inventory is TOML (a file ending in .toml):
+
+    [defaults]                     # optional, for every node
+    python = "/opt/venv/bin/python"
+    container = "vllm"             # probe inside this running container (docker exec; runtime = "podman")
+    [[node]]
+    host = "spark-1"               # an ssh destination: a name or alias of your ssh config, or user@host
+    python = "/home/me/vllm/.venv/bin/python"
+
+or plain text, one ssh destination per line (# comments). Problems are one line naming the file and field.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from sparkdoctor.errors import InputError
+from sparkdoctor.fleet.transport import Node
+
+HOST_RE = re.compile(r"^[A-Za-z0-9_.@%:\[\]-]+$")
+NODE_KEYS = {"host", "python", "container", "runtime"}
+RUNTIMES = ("docker", "podman")
+
+
+class InventoryError(InputError, ValueError):
+    """One line: where (file, field) and what is wrong (exit 2)."""
+
+    code = "fleet-inventory"
+
+
+def check_host(host: str, where: str) -> str:
+    host = host.strip()
+    if not host:
+        raise InventoryError(f"{where}: an empty host name")
+    if host.startswith("-") or not HOST_RE.match(host):
+        raise InventoryError(f"{where}: {host[:80]!r} is not an ssh destination (a host name, alias or user@host)")
+    return host
+
+
+def parse_hosts(text: str, python: str | None, container: str | None, runtime: str) -> list[Node]:
+    names = [check_host(h, "--hosts") for h in text.split(",")]
+    return _unique([Node(h, python, container, runtime) for h in names], "--hosts")
+
+
+def load_inventory(path: Path, python: str | None, container: str | None, runtime: str) -> list[Node]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InventoryError(f"--inventory {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise InventoryError(f"--inventory {path}: not UTF-8 text (byte {exc.start})") from None
+    if path.suffix != ".toml":
+        lines = [(n, l.split("#", 1)[0].strip()) for n, l in enumerate(text.splitlines(), 1)]
+        nodes = [Node(check_host(l, f"{path}:{n}"), python, container, runtime) for n, l in lines if l]
+        if not nodes:
+            raise InventoryError(f"{path}: names no host")
+        return _unique(nodes, str(path))
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib  # type: ignore[no-redef]
+
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise InventoryError(f"{path}: not valid TOML: {exc}") from None
+    defaults = _table(data.get("defaults", {}), f"{path}: [defaults]")
+    rows = data.get("node")
+    if not isinstance(rows, list) or not rows:
+        raise InventoryError(f"{path}: needs [[node]] tables, each with a host")
+    nodes = []
+    for i, row in enumerate(rows):
+        where = f"{path}: node[{i}]"
+        row = {**defaults, **_table(row, where)}
+        host = row.get("host")
+        if not isinstance(host, str):
+            raise InventoryError(f"{where}.host: give the ssh destination as a string")
+        kind = row.get("runtime", runtime)
+        if kind not in RUNTIMES:
+            raise InventoryError(f"{where}.runtime: {str(kind)[:40]!r}; choose one of {', '.join(RUNTIMES)}")
+        nodes.append(Node(check_host(host, f"{where}.host"), row.get("python", python), row.get("container", container), kind))
+    return _unique(nodes, str(path))
+
+
+def _table(value: Any, where: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise InventoryError(f"{where}: should be a table")
+    for key, item in value.items():
+        if key not in NODE_KEYS:
+            raise InventoryError(f"{where}.{key}: unknown key (known: {', '.join(sorted(NODE_KEYS))})")
+        if not isinstance(item, str) or not item.strip():
+            raise InventoryError(f"{where}.{key}: should be a non-empty string")
+    return value
+
+
+def _unique(nodes: list[Node], where: str) -> list[Node]:
+    seen: set[str] = set()
+    for node in nodes:
+        if node.name in seen:
+            raise InventoryError(f"{where}: {node.name} is named twice")
+        seen.add(node.name)
+    return nodes

@@ -1,0 +1,157 @@
+"""One node's Facts, collected the way `check` collects a target's, through a RemoteTarget.
+
+check's own collectors run unchanged (the target probe: interpreter, packages and their integrity, the
+cutlass-dsl build, env; the static capabilities of vLLM and FlashInfer), plus the node probe
+(probes/fleet_node/), whose answer fills the fields check reads from this machine directly (host, driver,
+GPUs, host health) and the node facts only a fleet has (Facts.fleet: the NCCL library that loads and its
+build identity, NCCL config files, CMA, driver flavour, CUDA toolkit, RoCE GID indexes, clock).
+
+A node whose node probe does not answer (ssh refused, a host key that does not verify, a hang, garbage
+on stdout) is not judged: its outcome is one line naming it.
+"""
+
+from __future__ import annotations
+
+import platform
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from sparkdoctor import __version__
+from sparkdoctor.arch import assumed
+from sparkdoctor.collect import Collector, CollectorError, Context, run_collectors
+from sparkdoctor.collect.gpu import arch_of
+from sparkdoctor.facts import Facts
+from sparkdoctor.fleet.target import RemoteTarget
+from sparkdoctor.fleet.transport import Node
+from sparkdoctor.target.local import TargetError, parse_json_probe, probe_entry
+from sparkdoctor.text import one_line
+
+NODE_PROBE = "fleet_node"
+
+
+@dataclass
+class NodeOutcome:
+    node: Node
+    facts: Facts | None  # None: the node could not be probed (problem says why)
+    problem: str | None = None
+    seconds: float = 0.0
+    raw: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.facts is not None
+
+
+def collect_node(transport: Any, node: Node, timeout: float, arch: str | None = None) -> NodeOutcome:
+    """Probe one node within `timeout` seconds; never raises."""
+    from sparkdoctor.collect import capabilities, targetenv
+
+    started = time.monotonic()
+    deadline = started + timeout
+    target = RemoteTarget(transport, node, deadline)
+    facts = Facts(tool={"name": "sparkdoctor", "version": __version__, "host_python": platform.python_version()})
+    facts.target = target.describe()
+    facts.arch = {"value": arch, "source": "given"} if arch else assumed("GPU detection did not finish")
+    ctx = Context(target=target, facts=facts, arch_override=arch, cache_dir=None, use_cache=False, kernels=False,
+                  timeout=timeout, deadline=deadline)
+    box: dict[str, Any] = {}
+
+    def node_probe(ctx: Context) -> dict[str, Any]:
+        result = ctx.target.run_script(probe_entry(NODE_PROBE), [], max(0.5, deadline - time.monotonic()))
+        box["received"] = time.time()
+        try:
+            box["raw"] = parse_json_probe(ctx.target, probe_entry(NODE_PROBE), result)
+        except TargetError as exc:
+            box["problem"] = str(exc)
+            raise CollectorError(str(exc)) from None
+        return {}
+
+    from sparkdoctor.target.probe import probe_args
+
+    target.prefetch([(targetenv.PROBE, probe_args(target, None, False)[0]), ("capabilities", []), (NODE_PROBE, [])])
+    try:
+        # a remote node's limit is the node's: check's per-collector limits are sized for a local run
+        remote = [replace(c, timeout=timeout) for c in (targetenv.COLLECTOR, capabilities.COLLECTOR)]
+        run_collectors(ctx, [*remote, Collector("node", node_probe, timeout=timeout)])
+    except Exception as exc:  # a surprise must cost this node, never the fleet
+        box.setdefault("problem", f"{type(exc).__name__}: {exc}")
+    seconds = time.monotonic() - started
+    raw = box.get("raw")
+    if not isinstance(raw, dict) or raw.get("probe") != NODE_PROBE:
+        problem = box.get("problem") or next((e["error"] for e in facts.errors if e.get("collector") == "node"),
+                                             "the node probe did not answer")
+        if isinstance(raw, dict):
+            problem = "answered something that is not the node probe's report"
+        return NodeOutcome(node, None, _short(problem), seconds)
+    apply_node(facts, raw, box.get("received", time.time()), arch)
+    return NodeOutcome(node, facts, None, seconds, raw)
+
+
+def _short(problem: str) -> str:
+    """A failed probe's line without the probe plumbing: what ssh, Ray or the node said."""
+    text = one_line(problem)
+    prefix = f"probe {NODE_PROBE} "
+    if text.startswith(prefix):
+        text = text[len(prefix):]
+        if text.startswith("in ") and ": " in text:
+            text = text.split(": ", 1)[1]
+    return text[:300]
+
+
+def apply_node(facts: Facts, raw: dict[str, Any], received: float, arch: str | None) -> None:
+    """Fill Facts from the node probe's answer, in the shapes facts.py documents."""
+    facts.host = _dict(raw.get("host"))
+    driver = _dict(raw.get("driver"))
+    facts.driver = {k: driver.get(k) for k in ("version", "cuda", "libcuda", "source") if k in driver}
+    smi = raw.get("gpus") if isinstance(raw.get("gpus"), list) else None
+    if smi is not None:
+        facts.gpus = [{"index": g.get("index"), "name": g.get("name"), "cc": g.get("cc"), "arch": arch_of(str(g.get("cc") or "")),
+                       "unified": None} for g in smi if isinstance(g, dict)]
+        detected = next((g["arch"] for g in facts.gpus if g.get("arch")), None)
+        if detected and not arch:
+            facts.arch = {"value": detected, "source": "detected"}
+        elif not detected and not arch:
+            facts.arch = assumed("no GPU detected on the node")
+    elif not arch:
+        facts.arch = assumed("no nvidia-smi on the node")
+    links = [l for l in raw.get("links") or [] if isinstance(l, dict)]
+    facts.host_health = {
+        "live": True,
+        "root": "/",
+        "memory": _dict(raw.get("memory")),
+        "links": [{k: v for k, v in l.items() if k != "gids"} for l in links],
+        "gpus": [_gpu_health(g) for g in smi or [] if isinstance(g, dict)],
+        "errors": [str(e) for e in raw.get("errors") or []],
+    }
+    env = _dict(raw.get("env"))
+    if facts.env is not None:
+        facts.env = {**facts.env, **{str(k): str(v) for k, v in env.items()}}
+    from sparkdoctor.fleet.target import DEFAULT_PYTHON
+
+    if facts.target is not None and facts.target.get("python") in (None, "", DEFAULT_PYTHON):
+        facts.target["python"] = facts.target.get("executable") or raw.get("python")
+    when = raw.get("time")
+    facts.fleet = {
+        "node": facts.target.get("node") if facts.target else None,
+        "hostname": _dict(raw.get("node")).get("hostname"),
+        "boot_id": _dict(raw.get("node")).get("boot_id"),
+        "driver_flavour": driver.get("flavour"),
+        "cuda_toolkit": _dict(raw.get("cuda_toolkit")).get("version"),
+        "nccl": _dict(raw.get("nccl")),
+        "nccl_conf": [c for c in raw.get("nccl_conf") or [] if isinstance(c, dict)],
+        "cma": raw.get("cma") if isinstance(raw.get("cma"), dict) else None,
+        "roce_v2_gid_index": _dict(raw.get("roce_v2_gid_index")),
+        "in_container": raw.get("in_container"),
+        "clock_skew_s": round(when - received, 2) if isinstance(when, (int, float)) else None,
+    }
+
+
+def _gpu_health(g: dict[str, Any]) -> dict[str, Any]:
+    keys = ("index", "clock_graphics_mhz", "clock_graphics_max_mhz", "clock_memory_mhz", "pstate", "temperature_c",
+            "power_w", "memory_used_mib")
+    return {k: g.get(k) for k in keys}
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}

@@ -1,0 +1,56 @@
+"""What a Ray task runs on its node: the node's serving interpreter (or a container on it) reading one
+probe script on stdin. Standard library only and self-contained: it is shipped to the nodes by value
+(ray.cloudpickle.register_pickle_by_value), so a node needs Ray but never sparkdoctor.
+"""
+
+import os
+import subprocess
+import sys
+import time
+
+MAX_OUTPUT = 16 << 20
+
+
+def serving_python(python, container):
+    """The interpreter to run: the one named, else (as `check` picks) $VIRTUAL_ENV's, else this worker's."""
+    if python:
+        return python
+    if container:
+        return "python3"
+    venv = os.environ.get("VIRTUAL_ENV")
+    if venv:
+        for name in ("bin/python", "bin/python3"):
+            if os.path.exists(os.path.join(venv, name)):
+                return os.path.join(venv, name)
+    return sys.executable
+
+
+def run_probe(script, args, python, container, runtime, timeout):
+    """{"returncode", "stdout", "stderr", "seconds", "timed_out", "start_error", "python"} of one probe run."""
+    chosen = serving_python(python, container)
+    argv = [chosen, "-B", "-"] + list(args)
+    if container:
+        argv = [runtime or "docker", "exec", "-i", container] + argv
+    started = time.monotonic()
+    out = {"returncode": None, "stdout": "", "stderr": "", "timed_out": False, "start_error": None, "python": chosen}
+    try:
+        proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                start_new_session=True)
+    except OSError as exc:
+        out["start_error"] = exc.strerror or str(exc)
+        out["seconds"] = time.monotonic() - started
+        return out
+    try:
+        stdout, stderr = proc.communicate(script.encode("utf-8"), timeout=timeout)
+        out["returncode"] = proc.returncode
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, 9)
+        except OSError:
+            proc.kill()
+        stdout, stderr = proc.communicate()
+        out["timed_out"] = True
+    out["stdout"] = stdout[-MAX_OUTPUT:].decode("utf-8", "replace")
+    out["stderr"] = stderr[-65536:].decode("utf-8", "replace")
+    out["seconds"] = time.monotonic() - started
+    return out

@@ -1,0 +1,91 @@
+"""The fleet gate as a person reads it (console: nodes, risky differences with the odd node named,
+findings per node, the verdict) and as a program reads it (JSON, `fleet_version` 1)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from sparkdoctor.fleet import FleetResult
+
+FLEET_VERSION = 1
+
+
+def fleet_dict(result: FleetResult, verbose: bool = False) -> dict[str, Any]:
+    nodes = []
+    for outcome in result.outcomes:
+        row: dict[str, Any] = {"name": outcome.node.name, "ok": outcome.ok, "problem": outcome.problem,
+                               "seconds": round(outcome.seconds, 3)}
+        report = result.reports.get(outcome.node.name)
+        if report is not None:
+            doc = report.to_dict()
+            row.update(verdict=doc["summary"]["verdict"], exit_code=doc["exit_code"], summary=doc["summary"],
+                       findings=doc["findings"], unknown=doc["unknown"], facts=doc["facts"])
+        nodes.append(row)
+    drifts = result.drifts if verbose else result.risky
+    return {
+        "fleet_version": FLEET_VERSION,
+        "transport": result.transport,
+        "verdict": result.verdict(),
+        "exit_code": result.exit_code(),
+        "fail_on": result.fail_on,
+        "seconds": round(result.seconds, 3),
+        "nodes": nodes,
+        "risky": len(result.risky),
+        "benign": len(result.drifts) - len(result.risky),
+        "differences": [d.to_dict() for d in drifts],
+        "notes": result.notes,
+    }
+
+
+def fleet_json(result: FleetResult, verbose: bool = False) -> str:
+    return json.dumps(fleet_dict(result, verbose), indent=2, ensure_ascii=False)
+
+
+def render_console(result: FleetResult, console: Any, verbose: bool = False) -> None:
+    from rich.markup import escape
+
+    answered = len(result.reports)
+    console.print(f"fleet check over {result.transport}: {len(result.outcomes)} node(s), {answered} answered "
+                  f"({result.seconds:.1f} s)")
+    for outcome in result.outcomes:
+        name = escape(outcome.node.name)
+        if not outcome.ok:
+            console.print(f"  [bold red]✖ {name}[/]  not checked: {escape(outcome.problem or 'no answer')}")
+            continue
+        report = result.reports[outcome.node.name]
+        counts = report.counts()
+        style = "bold red" if report.failing() else "green"
+        console.print(f"  [{style}]● {name}[/]  {counts['error']} error, {counts['warn']} warn, {counts['info']} info "
+                      f"[dim]({outcome.seconds:.1f} s)[/]")
+        for finding in report.findings:
+            if verbose or finding in report.failing() or finding.id.startswith("multinode-"):
+                console.print(f"      [{finding.severity}] {escape(finding.id)}: {escape(finding.title)}")
+    shown = result.drifts if verbose else result.risky
+    if shown:
+        console.print()
+    for d in shown:
+        mark, style = ("✖ risky ", "bold red") if d.verdict == "risky" else ("· benign", "dim")
+        if d.has_majority:
+            odd = ", ".join(f"{n} has {_v(d.values[n])}" for n in d.odd)
+            line = f"majority {_v(d.majority)}; {odd}"
+        else:
+            line = "no majority: " + ", ".join(f"{n} {_v(v)}" for n, v in d.values.items() if n in d.odd)
+        console.print(f"[{style}]{mark}[/]  {escape(d.area)}  [bold]{escape(d.key)}[/]  {escape(line)}")
+        console.print(f"           [dim]{escape(d.why)}[/]")
+    for note in result.notes:
+        console.print(f"[yellow]note[/]  {escape(note)}")
+    console.print()
+    benign = len(result.drifts) - len(result.risky)
+    verdict = {
+        0: f"GO: the nodes agree on everything that matters ({benign} benign difference(s)) (exit 0)",
+        1: f"[bold red]NO-GO[/]: {len(result.risky)} risky difference(s), "
+           f"{sum(1 for r in result.reports.values() if r.failing())} node(s) with findings at or above "
+           f"{result.fail_on} (exit 1)",
+        3: f"[bold red]NO-GO[/]: {len(result.down)} node(s) could not be checked (exit 3)",
+    }[result.exit_code()]
+    console.print(verdict)
+
+
+def _v(value: Any) -> str:
+    return "(absent)" if value is None else str(value)

@@ -1,0 +1,130 @@
+"""Verdicts for the node facts only a fleet has (Facts.fleet), in the form of sparkdoctor/diff/rules.py:
+data, one row per fact. Risky: what has broken multi-node runs when nodes disagree (each row says
+which report). Benign: readings that differ by nature.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from sparkdoctor.diff import BENIGN, RISKY
+from sparkdoctor.facts import Facts
+
+MEMORY_SPREAD_GIB = 8.0  # less free memory than the roomiest node by more than this: that node decides what fits
+CLOCK_STEP_S = 2.0
+
+
+@dataclass(frozen=True)
+class Rule:
+    area: str
+    key: str
+    verdict: str
+    why: str
+    read: Callable[[dict[str, Any], Facts], Any]
+
+
+def _nccl_loaded(fleet: dict[str, Any], _: Facts) -> str | None:
+    loaded = (fleet.get("nccl") or {}).get("loaded")
+    if not isinstance(loaded, dict):
+        return "none found"
+    ident = loaded.get("build_id") or loaded.get("sha256") or "unidentified"
+    return f"{loaded.get('version') or '?'} build {str(ident)[:16]} ({loaded.get('source')})"
+
+
+def _nccl_split(fleet: dict[str, Any], _: Facts) -> str | None:
+    nccl = fleet.get("nccl") or {}
+    return "yes" if nccl.get("pip_system_same_version_other_build") else "no"
+
+
+def _nccl_conf(fleet: dict[str, Any], _: Facts) -> str:
+    confs = fleet.get("nccl_conf") or []
+    if not confs:
+        return "none"
+    return "; ".join(f"{c.get('path')}: " + (", ".join(f"{k}={v}" for k, v in sorted((c.get("settings") or {}).items())) or "empty")
+                     for c in confs if isinstance(c, dict))
+
+
+def _cma(fleet: dict[str, Any], _: Facts) -> str | None:
+    cma = fleet.get("cma")
+    if not isinstance(cma, dict):
+        return None
+    total = cma.get("total_kib")
+    return "0 kB (no contiguous memory)" if total == 0 else f"{total} kB"
+
+
+def _plain(key: str) -> Callable[[dict[str, Any], Facts], Any]:
+    def read(fleet: dict[str, Any], _: Facts) -> Any:
+        value = fleet.get(key)
+        return None if value is None else str(value)
+
+    return read
+
+
+def _clock(fleet: dict[str, Any], _: Facts) -> str | None:
+    skew = fleet.get("clock_skew_s")
+    if not isinstance(skew, (int, float)):
+        return None
+    return "in step" if abs(skew) <= CLOCK_STEP_S else f"{skew:+.1f} s off this machine"
+
+
+def _gid_indexes(fleet: dict[str, Any], _: Facts) -> dict[str, str]:
+    return {str(k): str(v) for k, v in (fleet.get("roce_v2_gid_index") or {}).items()}
+
+
+def _max_clocks(_: dict[str, Any], facts: Facts) -> dict[str, str]:
+    gpus = (facts.host_health or {}).get("gpus") or []
+    return {f"gpu {g.get('index')}": str(g.get("clock_graphics_max_mhz")) for g in gpus if isinstance(g, dict)}
+
+
+FLEET_RULES = (
+    Rule("nccl", "loaded library", RISKY, "the nodes load different NCCL builds (one version string can be two "
+         "binaries: a TP=2 hang, vllm-project/vllm#41725)", _nccl_loaded),
+    Rule("nccl", "pip and system builds differ", RISKY, "the wheel's and the system's libnccl carry one version and "
+         "differ; which one loads decides", _nccl_split),
+    Rule("nccl", "config file", RISKY, "NCCL reads these settings on some nodes only (a stale /etc/nccl.conf inside "
+         "an image froze NCCL init: luxingcom/aicad-nccl-optimization#1)", _nccl_conf),
+    Rule("kernel", "CMA", RISKY, "contiguous memory differs: RDMA memory registration fails where it is 0", _cma),
+    Rule("driver", "flavour", RISKY, "open and proprietary kernel modules differ; Blackwell needs the open ones", _plain("driver_flavour")),
+    Rule("cuda", "toolkit", RISKY, "kernels JIT-compiled on each node (FlashInfer, Triton, CuTe DSL) build with another CUDA",
+         _plain("cuda_toolkit")),
+    Rule("node", "in a container", BENIGN, "where the serving stack runs; the image content is compared apart", _plain("in_container")),
+    Rule("node", "wall clock", BENIGN, f"a clock more than {CLOCK_STEP_S:g} s off: logs of the nodes misalign (check NTP)", _clock),
+)
+
+FLEET_RULES_PER_KEY = (
+    Rule("links", "RoCE v2 GID index of", RISKY, "the RoCE v2 GID index of a port differs between hosts: one "
+         "NCCL_IB_GID_INDEX cannot be right on every node", _gid_indexes),
+    Rule("gpu", "max graphics clock of", RISKY, "another clock ceiling: the slowest node paces every collective", _max_clocks),
+)
+
+
+def memory_headroom(named: list[tuple[str, Facts]]) -> Any:
+    """A Drift naming the nodes with MEMORY_SPREAD_GIB less free memory than the roomiest node, or None."""
+    from sparkdoctor.fleet.compare import Drift
+
+    free = {}
+    for name, facts in named:
+        kib = ((facts.host_health or {}).get("memory") or {}).get("available_kib")
+        if isinstance(kib, (int, float)):
+            free[name] = kib / (1 << 20)
+    if len(free) < 2:
+        return None
+    top = max(free.values())
+    low = [n for n, gib in free.items() if top - gib > MEMORY_SPREAD_GIB]
+    if not low:
+        return None
+    values = {n: f"{gib:.1f} GiB free" for n, gib in free.items()}
+    return Drift("memory", "headroom", RISKY, f"more than {MEMORY_SPREAD_GIB:g} GiB less free memory than the roomiest node: "
+                 "the same --gpu-memory-utilization does not fit there (a leaked or orphaned process?)", values,
+                 majority=None, has_majority=False, odd=low)
+
+
+def up_subnets(facts: Facts) -> dict[str, str]:
+    """{link: IPv4 subnet} of the node's physical links that are up and addressed."""
+    links = (facts.host_health or {}).get("links") or []
+    return {str(l.get("name")): str(l.get("subnet")) for l in links
+            if isinstance(l, dict) and l.get("subnet") and l.get("physical") and str(l.get("state")).lower() == "up"}
+
+
+__all__ = ["BENIGN", "RISKY", "Rule", "FLEET_RULES", "FLEET_RULES_PER_KEY", "memory_headroom", "up_subnets"]

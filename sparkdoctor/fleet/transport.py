@@ -1,0 +1,143 @@
+"""How a probe reaches a node: over the user's own ssh, or as a Ray task pinned to the node.
+
+Both send the same thing, a script (bundle.py: the probes, bundled) read by the node's interpreter on
+stdin, and hand back a proc.Running, so the Target protocol (and with it `check`'s collectors) works
+unchanged on a remote node.
+
+SSH: the user's ssh client, configuration and keys (an optional -F file), BatchMode (never a password
+prompt, nothing stored), host keys checked as the user's ssh checks them (StrictHostKeyChecking is never
+relaxed: an unknown or changed key ends that node's probe with ssh's own message).
+Ray: `ray` is imported here only, when --ray is given; the task body is on_node.py, sent by value.
+"""
+
+from __future__ import annotations
+
+import shlex
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from sparkdoctor import proc
+
+SSH_CONNECT_TIMEOUT = 10
+
+
+@dataclass(frozen=True)
+class Node:
+    name: str  # as the user named it (an ssh host or alias), or a Ray node's address
+    python: str | None = None  # the serving interpreter on the node; None: $VIRTUAL_ENV there, else python3 / the worker's
+    container: str | None = None  # probe inside this running container on the node
+    runtime: str = "docker"
+    ray_node_id: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+
+class SshTransport:
+    kind = "ssh"
+
+    def __init__(self, config: str | None = None, connect_timeout: int = SSH_CONNECT_TIMEOUT):
+        self.config, self.connect_timeout = config, connect_timeout
+
+    def argv(self, node: Node, remote: list[str]) -> list[str]:
+        options = ["-T", "-o", "BatchMode=yes", "-o", f"ConnectTimeout={self.connect_timeout}",
+                   "-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=3"]
+        if self.config:
+            options += ["-F", self.config]
+        return ["ssh", *options, node.name, shlex.join(remote)]
+
+    def remote_argv(self, node: Node, args: list[str]) -> list[str]:
+        if node.container:
+            return [node.runtime, "exec", "-i", node.container, node.python or "python3", "-B", "-", *args]
+        if node.python:
+            return [node.python, "-B", "-", *args]
+        # as `check` picks: the active venv's interpreter, else python3 on the node's PATH
+        return ["sh", "-c", 'exec "${VIRTUAL_ENV:+$VIRTUAL_ENV/bin/}python3" -B - "$@"', "sparkdoctor", *args]
+
+    def start(self, node: Node, script: str, args: list[str], timeout: float) -> proc.Running:
+        """`script` (a bundle, bundle.py) read by the node's serving interpreter on stdin."""
+        return proc.start(self.argv(node, self.remote_argv(node, args)), input=script)
+
+    def command(self, node: Node, argv: list[str], timeout: float) -> proc.ProcResult:
+        return proc.run(self.argv(node, argv), timeout=timeout)
+
+
+class _RayRunning(proc.Running):
+    """A probe running as a Ray task: result() waits for it, and cancels it at the time limit."""
+
+    def __init__(self, argv: list[str], ref: Any, ray: Any):
+        super().__init__(argv, None, time.monotonic())
+        self.ref, self.ray = ref, ray
+
+    def result(self, timeout: float) -> proc.ProcResult:
+        until = self.started + timeout
+        left = proc.time_left()
+        if left is not None:
+            until = min(until, time.monotonic() + left)
+        try:
+            out = self.ray.get(self.ref, timeout=max(0.0, until - time.monotonic()))
+        except self.ray.exceptions.GetTimeoutError:
+            self.cancel()
+            return proc.ProcResult(self.argv, None, "", "", time.monotonic() - self.started, timed_out=True,
+                                   limit=timeout)
+        except self.ray.exceptions.RayError as exc:
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            return proc.ProcResult(self.argv, None, "", "", time.monotonic() - self.started,
+                                   start_error=f"the Ray task failed: {first[:300]}")
+        seconds = time.monotonic() - self.started
+        if out.get("start_error"):
+            return proc.ProcResult(self.argv, None, "", "", seconds, start_error=f"{out.get('python')}: {out['start_error']}")
+        return proc.ProcResult(self.argv, out.get("returncode"), out.get("stdout") or "", out.get("stderr") or "", seconds,
+                               timed_out=bool(out.get("timed_out")), limit=timeout)
+
+    def kill(self) -> None:
+        self.cancel()
+
+    def cancel(self) -> None:
+        try:
+            self.ray.cancel(self.ref, force=True)
+        except Exception:  # already finished, or the cluster went away: nothing left to stop
+            pass
+
+
+class RayTransport:
+    """The nodes of a running Ray cluster; connects on creation, disconnects in close()."""
+
+    kind = "ray"
+
+    def __init__(self, address: str):
+        import ray
+        from ray import cloudpickle
+
+        from sparkdoctor.fleet import on_node
+
+        self.ray = ray
+        self.owns_connection = not ray.is_initialized()
+        if self.owns_connection:
+            ray.init(address=address, log_to_driver=False, logging_level="ERROR", configure_logging=False)
+        cloudpickle.register_pickle_by_value(on_node)  # nodes need Ray, not sparkdoctor
+        self.task = ray.remote(on_node.run_probe)
+
+    def nodes(self, python: str | None = None, container: str | None = None, runtime: str = "docker") -> list[Node]:
+        alive = [n for n in self.ray.nodes() if n.get("Alive")]
+        addresses = [n.get("NodeManagerAddress") for n in alive]
+        found = []
+        for n in sorted(alive, key=lambda n: (n.get("NodeManagerAddress") or "", n["NodeID"])):
+            address = n.get("NodeManagerAddress") or "?"
+            name = address if addresses.count(address) == 1 else f"{address}#{n['NodeID'][:8]}"
+            found.append(Node(name, python, container, runtime, ray_node_id=n["NodeID"]))
+        return found
+
+    def start(self, node: Node, script: str, args: list[str], timeout: float) -> proc.Running:
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        strategy = NodeAffinitySchedulingStrategy(node_id=node.ray_node_id, soft=False)
+        ref = self.task.options(scheduling_strategy=strategy, num_cpus=0, max_retries=0).remote(
+            script, args, node.python, node.container, node.runtime, timeout)
+        return _RayRunning([f"ray task on {node.name}"], ref, self.ray)
+
+    def command(self, node: Node, argv: list[str], timeout: float) -> proc.ProcResult:
+        return proc.ProcResult(argv, None, "", "", 0.0, start_error="commands on the host are not run over Ray")
+
+    def close(self) -> None:
+        if self.owns_connection:
+            self.ray.shutdown()

@@ -1,0 +1,160 @@
+"""Reading a file the user names: never opened in a way that can block, never a device, always bounded.
+
+files.py is the writing half. This is the reading half, used by every file input (explain's LOG, recipe
+files, audit's config.json and safetensors headers, snapshots): the path is opened O_NONBLOCK, so a FIFO
+with no writer cannot hang the open, and then judged by what the open file really is (fstat, not a
+racy stat of the name):
+
+  * a regular file is read (to `max_bytes` at most, where the caller gives a limit);
+  * a FIFO or pipe is read only where a stream makes sense (`stream=True`: explain LOG, a snapshot from
+    `<(...)`), and only when it has a writer: one with none is refused at once, never waited on; the
+    reading of a live one is bounded by the run's time limit (runlimit.py);
+  * a directory, a device, a socket is refused.
+
+Every refusal is an UnreadableInput: an OSError whose strerror is one line saying why, so the callers' existing
+`except OSError as exc: ... exc.strerror` turns it into their own one-line error naming the file.
+Imports nothing of sparkdoctor at module level (the run's deadline is read from proc when a pipe waits).
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import select
+import stat
+from pathlib import Path
+from typing import BinaryIO
+
+MiB = 1024 * 1024
+
+
+class UnreadableInput(OSError):
+    """A file input that cannot be read; `strerror` is one line saying why (without the path)."""
+
+    def __init__(self, why: str, code: int = errno.EINVAL):
+        super().__init__(code, why)
+
+
+class TooBig(UnreadableInput):
+    """Larger than the caller's limit."""
+
+    def __init__(self, limit: int):
+        super().__init__(f"larger than {_size(limit)}; sparkdoctor reads at most that of this input", errno.EFBIG)
+        self.limit = limit
+
+
+def _size(n: int) -> str:
+    return f"{n // MiB} MiB" if n >= MiB and n % MiB == 0 else f"{n:,} bytes"
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO (named pipe)"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a regular file"
+
+
+def _open(path: Path) -> tuple[int, os.stat_result]:
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOCTTY", 0)
+    try:
+        fd = os.open(path, flags)
+    except IsADirectoryError:
+        raise UnreadableInput("is a directory; name a file", errno.EISDIR) from None
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:  # a socket, or a device with nothing behind it
+            raise UnreadableInput("is a socket or a device, not a regular file", errno.ENXIO) from None
+        raise
+    try:
+        return fd, os.fstat(fd)
+    except OSError:
+        os.close(fd)
+        raise
+
+
+def _blocking(fd: int) -> None:
+    fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
+
+
+def open_regular(path: Path | str) -> BinaryIO:
+    """An unbuffered binary handle on `path`, which must be a regular file (a FIFO, device, socket or
+    folder is refused without blocking); the caller closes it (a `with` block)."""
+    fd, st = _open(Path(path))
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        raise UnreadableInput(f"is {_kind(st.st_mode)}, not a regular file; sparkdoctor reads only regular files here")
+    _blocking(fd)
+    return os.fdopen(fd, "rb", buffering=0)
+
+
+def read_bytes(path: Path | str, max_bytes: int | None = None, stream: bool = False) -> bytes:
+    """The bytes of `path` (a regular file; with `stream`, also a pipe that has a writer); TooBig past
+    `max_bytes`, UnreadableInput for anything else it will not read."""
+    fd, st = _open(Path(path))
+    try:
+        if stat.S_ISREG(st.st_mode):
+            _blocking(fd)
+            return _read_all(fd, max_bytes)
+        if stat.S_ISFIFO(st.st_mode) and stream:
+            return _read_pipe(fd, max_bytes)
+        raise UnreadableInput(f"is {_kind(st.st_mode)}, not a regular file; sparkdoctor reads only regular files here")
+    finally:
+        os.close(fd)
+
+
+def read_text(path: Path | str, max_bytes: int | None = None, stream: bool = False) -> str:
+    """read_bytes decoded as UTF-8 (UnicodeDecodeError as Path.read_text raises it)."""
+    return read_bytes(path, max_bytes, stream).decode("utf-8")
+
+
+def _read_all(fd: int, max_bytes: int | None) -> bytes:
+    chunks, total = [], 0
+    while True:
+        chunk = os.read(fd, MiB if max_bytes is None else min(MiB, max_bytes + 1 - total))
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+        total += len(chunk)
+        if max_bytes is not None and total > max_bytes:
+            raise TooBig(max_bytes)
+
+
+def _wait(poller: select.poll) -> None:
+    """Wait for the writer, at most until the run's deadline (proc.set_deadline; none: as long as it takes)."""
+    from sparkdoctor import (
+        proc,  # the run's deadline lives there; imported late, proc imports nothing of ours
+    )
+
+    left = proc.time_left()
+    if left is not None and left <= 0:
+        raise UnreadableInput("the run's time limit (--timeout) ran out waiting for the pipe's writer", errno.ETIMEDOUT)
+    poller.poll(None if left is None else max(1, int(left * 1000)))
+
+
+def _read_pipe(fd: int, max_bytes: int | None) -> bytes:
+    """A pipe opened O_NONBLOCK: EOF at the first read means nobody holds its write end (refused);
+    otherwise wait for data with poll, which the run's time limit interrupts."""
+    chunks, total, first = [], 0, True
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    while True:
+        try:
+            chunk = os.read(fd, MiB)
+        except BlockingIOError:
+            first = False
+            _wait(poller)
+            continue
+        if not chunk:
+            if first:
+                raise UnreadableInput("is a FIFO with no writer: nothing to read (sparkdoctor does not wait on one)", errno.EPIPE)
+            return b"".join(chunks)
+        first = False
+        chunks.append(chunk)
+        total += len(chunk)
+        if max_bytes is not None and total > max_bytes:
+            raise TooBig(max_bytes)

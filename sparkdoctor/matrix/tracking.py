@@ -1,0 +1,91 @@
+"""Tracking metadata of a matrix (top-level `[tracked]` and `[lockstep]` tables, in any matrix file,
+normally matrix/tracking.toml) and the rule that ties evidence to bounds.
+
+    [tracked]                      # the release each tracked package is tracked through
+    vllm = "0.33.0"
+    [lockstep]                     # families released with the same version numbers
+    nvidia-cutlass-dsl = ["nvidia-cutlass-dsl-libs-base", "nvidia-cutlass-dsl-libs-cu13"]
+
+Rule (checked by the loader): an entry whose evidence is `checked` has a file check on the released
+files of every package it bounds (`when.packages` other than "*"): its `files.package` is that package
+or one of its lockstep family. A bound nothing can bracket is not `checked`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from packaging.utils import canonicalize_name
+
+from sparkdoctor.matrix.model import Entry, MatrixError
+from sparkdoctor.matrix.versions import parse_version
+
+
+@dataclass
+class Tracking:
+    tracked: dict[str, str] = field(default_factory=dict)  # canonical package -> version
+    lockstep: dict[str, tuple[str, ...]] = field(default_factory=dict)  # canonical package -> its family
+    where: dict[str, str] = field(default_factory=dict)  # "tracked.NAME" -> the file that says it
+
+    def merge(self, other: Tracking, where: str) -> Tracking:
+        for key in ("tracked", "lockstep"):
+            mine, theirs = getattr(self, key), getattr(other, key)
+            for name, value in theirs.items():
+                if name in mine:
+                    raise MatrixError(f"{where}: [{key}] {name} is already given in {self.where[f'{key}.{name}']}")
+                mine[name] = value
+                self.where[f"{key}.{name}"] = where
+        return self
+
+    def family(self, package: str) -> set[str]:
+        """The package and every package released in lockstep with it (canonical names)."""
+        name = canonicalize_name(package)
+        out = {name}
+        for head, members in self.lockstep.items():
+            group = {head, *members}
+            if name in group:
+                out |= group
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"tracked": dict(self.tracked), "lockstep": {k: list(v) for k, v in self.lockstep.items()}}
+
+
+def tracking_from(doc: dict, where: str) -> Tracking:
+    out = Tracking()
+    tracked = doc.get("tracked", {})
+    if not isinstance(tracked, dict):
+        raise MatrixError(f"{where}: 'tracked' must be a table of package = \"version\"")
+    for name, version in tracked.items():
+        if not isinstance(version, str) or parse_version(version) is None:
+            raise MatrixError(f"{where}: field 'tracked' {name}: {version!r} is not a PEP 440 version")
+        out.tracked[canonicalize_name(name)] = version
+        out.where[f"tracked.{canonicalize_name(name)}"] = where
+    lockstep = doc.get("lockstep", {})
+    if not isinstance(lockstep, dict):
+        raise MatrixError(f"{where}: 'lockstep' must be a table of package = [\"package\", ...]")
+    for name, members in lockstep.items():
+        if not isinstance(members, list) or not members or not all(isinstance(m, str) and m for m in members):
+            raise MatrixError(f"{where}: field 'lockstep' {name}: must be a non-empty list of package names")
+        out.lockstep[canonicalize_name(name)] = tuple(canonicalize_name(m) for m in members)
+        out.where[f"lockstep.{canonicalize_name(name)}"] = where
+    return out
+
+
+def bounds_of(entry: Entry) -> dict[str, str]:
+    """The entry's version bounds: canonical package -> specifier, "*" (no bound) left out."""
+    packages = entry.when.get("packages") or {}
+    return {canonicalize_name(k): v for k, v in packages.items() if isinstance(v, str) and v.strip() != "*"}
+
+
+def check_bracketable(entries: list[Entry], tracking: Tracking) -> None:
+    for e in entries:
+        if e.evidence != "checked" or e.withdrawn:
+            continue
+        reads = canonicalize_name(e.files["package"]) if e.files and isinstance(e.files.get("package"), str) else None
+        for package, spec in bounds_of(e).items():
+            if reads is None or reads not in tracking.family(package):
+                what = f"its files table reads {reads}" if reads else "it has no files table"
+                raise MatrixError(f"{e.file}: entry {e.id}: field 'evidence' is \"checked\" but its bound {package} {spec} "
+                                  f"cannot be bracketed ({what}): add a files table on {package} or use evidence = \"reported\"")

@@ -1,0 +1,142 @@
+"""Judge mods against a tree: what each would do to the target, file by file; the target is never changed.
+
+A mod is one of:
+- a unified diff (`*.patch`, `*.diff`): judged statically (sparkdoctor.mods.diffs);
+- a script (`*.py`, `*.sh`): run isolated against a scratch copy (sparkdoctor.mods.sandbox);
+- a folder (eugr/spark-vllm-docker's `mods/<name>/`): its diffs judged statically, then its `run.sh` run
+  isolated, so the verdict covers what the folder really does (including a `set -e` that stops the script
+  before a later, still-valid step).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from sparkdoctor.mods.diffs import judge_diff_text
+from sparkdoctor.mods.model import (
+    FileVerdict,
+    ModError,
+    ModKind,
+    ModResult,
+    Verdict,
+    overall,
+)
+from sparkdoctor.mods.sandbox import run_script
+from sparkdoctor.mods.trees import Tree, read_regular
+
+DIFF_SUFFIXES = (".patch", ".diff")
+SCRIPT_SUFFIXES = (".py", ".sh")
+MAX_MOD_FILES = 200
+_NETWORK = re.compile(r"Could not resolve host|Temporary failure in name resolution|Network is unreachable|"
+                      r"Name or service not known|curl: \(\d+\)|urlopen error|ConnectionError")
+_IMPORTS_STACK = re.compile(r"No module named '(torch|vllm|flashinfer|triton|cutlass|transformers)[.']")
+_HUNK_FAILED = re.compile(r"^(?:patching|checking) file (\S+)|Hunk #\d+ FAILED at \d+|patch does not apply", re.M)
+_READ_ONLY = re.compile(r"(\S+): Read-only file system|Read-only file system: '([^']+)'")
+
+
+def _text(path: Path) -> str:
+    data = read_regular(path)
+    if data is None:
+        raise ModError(f"{path}: no such file")
+    if b"\x00" in data[:8192]:
+        raise ModError(f"{path}: binary data, not a diff or a script")
+    return data.decode("utf-8", "replace")
+
+
+def judge_mod(path: Path, tree: Tree, timeout: float | None = None) -> ModResult:
+    """One mod (a diff, a script or a folder) against `tree`."""
+    if path.is_dir():
+        return _judge_folder(path, tree, timeout)
+    if not path.exists():
+        raise ModError(f"{path}: no such file or folder")
+    name = path.name
+    if path.suffix in DIFF_SUFFIXES:
+        files = judge_diff_text(_text(path), tree, path.name)
+        return ModResult(name, str(path), ModKind.DIFF, overall([f.verdict for f in files]), _summary(files), files)
+    if path.suffix in SCRIPT_SUFFIXES:
+        runner = ["python3", path.name] if path.suffix == ".py" else ["bash", path.name]
+        return _judge_script(name, path, path.parent, runner, [_text(path)], tree, ModKind.SCRIPT, timeout)
+    raise ModError(f"{path}: not a mod sparkdoctor reads (a folder, *.patch, *.diff, *.py or *.sh)")
+
+
+def _judge_folder(folder: Path, tree: Tree, timeout: float | None) -> ModResult:
+    members = sorted(p for p in folder.rglob("*") if p.is_file())
+    if len(members) > MAX_MOD_FILES:
+        raise ModError(f"{folder}: {len(members)} files; a mod folder with more than {MAX_MOD_FILES} is not read")
+    diffs = [p for p in members if p.suffix in DIFF_SUFFIXES]
+    texts = [_text(p) for p in members if p.suffix in DIFF_SUFFIXES + SCRIPT_SUFFIXES]
+    files: list[FileVerdict] = []
+    for diff in diffs:
+        files += judge_diff_text(_text(diff), tree, diff.relative_to(folder).as_posix())
+    entry = folder / "run.sh"
+    if entry.is_file():
+        ran = _judge_script(folder.name, folder, folder, ["bash", "run.sh"], texts, tree, ModKind.FOLDER, timeout)
+        # the static verdict of a diff says why run.sh failed; keep both, the diff's first
+        statics = {(f.path, f.source) for f in files}
+        files += [f for f in ran.files if (f.path, f.source) not in statics]
+        verdicts = [f.verdict for f in files] + [ran.verdict]
+        return ModResult(folder.name, str(folder), ModKind.FOLDER, overall(verdicts), ran.detail, files, ran.output_tail)
+    if not diffs:
+        raise ModError(f"{folder}: no run.sh and no *.patch/*.diff: nothing here says what the mod does")
+    return ModResult(folder.name, str(folder), ModKind.FOLDER, overall([f.verdict for f in files]), _summary(files),
+                     files)
+
+
+def _summary(files: list[FileVerdict]) -> str:
+    worst = overall([f.verdict for f in files])
+    first = next((f for f in files if f.verdict == worst), None)
+    return f"{first.path}: {first.detail}" if first and first.path else (first.detail if first else "")
+
+
+def _judge_script(name: str, path: Path, mod_dir: Path, argv: list[str], texts: list[str], tree: Tree,
+                  kind: ModKind, timeout: float | None) -> ModResult:
+    run = run_script(argv, mod_dir, texts, tree, **({"timeout": timeout} if timeout else {}))
+    source = " ".join(argv[1:])
+    if run.refused:
+        return ModResult(name, str(path), kind, Verdict.CANNOT_TELL, run.refused)
+    assert run.result is not None
+    result = run.result
+    output = (result.stdout + result.stderr).strip()
+    tail = "\n".join(output.splitlines()[-8:])
+    files = [FileVerdict(rel, Verdict.APPLIES, "changed by the script", source=source) for rel in run.changed]
+    files += [FileVerdict(rel, Verdict.APPLIES, "created by the script", source=source) for rel in run.created
+              if not rel.endswith((".rej", ".orig"))]
+    files += [FileVerdict(rel, Verdict.APPLIES, "removed by the script", source=source) for rel in run.removed]
+    if result.timed_out:
+        verdict, detail = Verdict.FAILS, f"{source} hung: {result.describe_failure()}"
+    elif _NETWORK.search(output):
+        verdict, detail = Verdict.CANNOT_TELL, f"{source} needs the network (it fetches something at launch)"
+    elif (m := _IMPORTS_STACK.search(output)):
+        verdict, detail = Verdict.CANNOT_TELL, f"{source} imports {m.group(1)}: it can only be judged in the real environment"
+    elif (ro := _READ_ONLY.search(output)):
+        where = ro.group(1) or ro.group(2)
+        verdict, detail = Verdict.FAILS, f"{source} writes outside the files it patches ({where}): refused"
+    elif "previously applied" in output and not result.ok:
+        verdict, detail = Verdict.FAILS, (f"{source} stops: patch finds its change applied already and exits "
+                                          f"{result.returncode} (a launch running it fails the same way)")
+    elif "FAILED" in output or "patch does not apply" in output:
+        verdict, detail = Verdict.FAILS, f"{source}: a patch in it does not apply: " + _first_failure(output)
+    elif not result.ok:
+        last = output.splitlines()[-1][:300] if output else "no output"
+        why = f"killed by signal {result.signal}" if result.signal else f"exited {result.returncode}"
+        verdict, detail = Verdict.FAILS, f"{source} {why}: {last}"
+        if run.missing:
+            verdict = Verdict.CANNOT_TELL
+            detail += f" (it names {', '.join(run.missing[:3])}, which {'is' if len(run.missing) == 1 else 'are'} not in the target)"
+    elif files:
+        verdict, detail = Verdict.APPLIES, f"{source} ran and changed {len(files)} file(s)"
+    else:
+        verdict, detail = Verdict.NO_EFFECT, f"{source} ran and changed nothing (already applied, or guarded)"
+    return ModResult(name, str(path), kind, verdict, detail, files, tail)
+
+
+def _first_failure(output: str) -> str:
+    current = ""
+    for line in output.splitlines():
+        m = re.match(r"(?:patching|checking) file (\S+)", line)
+        if m:
+            current = m.group(1)
+        if "FAILED" in line or "does not apply" in line:
+            return f"{current}: {line.strip()}" if current and current not in line else line.strip()
+    return output.splitlines()[-1] if output else ""

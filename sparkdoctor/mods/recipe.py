@@ -1,0 +1,75 @@
+"""The mods a recipe names, judged as recipe findings (for `recipe check`, and bench before it launches).
+
+eugr/spark-vllm-docker recipes list mod folders under `mods:` (paths from the repository root, where
+run-recipe.sh runs; the recipe itself sits in recipes/); sparkrun recipes list patch files under `patches:`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from sparkdoctor.mods.judge import judge_mod
+from sparkdoctor.mods.model import ModError, Verdict
+from sparkdoctor.mods.trees import Tree
+
+
+def named_mods(recipe: Any) -> list[str]:
+    """The mod paths a recipe names, as written."""
+    out: list[str] = []
+    for key in ("mods", "patches"):
+        value = (recipe.extras or {}).get(key)
+        if isinstance(value, (list, tuple)):
+            out += [str(v) for v in value if isinstance(v, (str, int, float)) and str(v).strip()]
+        elif isinstance(value, str) and value.strip():
+            out.append(value)
+    return out
+
+
+def locate(recipe: Any, written: str) -> Path | None:
+    """Where a named mod is: beside the recipe, at the repository root above it, or in the working folder."""
+    path = Path(written).expanduser()
+    if path.is_absolute():
+        return path if path.exists() else None
+    base = Path(recipe.source_path).resolve().parent if getattr(recipe, "source_path", None) else Path.cwd()
+    for root in (base, base.parent, Path.cwd()):
+        if (root / path).exists():
+            return root / path
+    return None
+
+
+def _finding(fid: str, severity: str, title: str, evidence: list[str], remedy: str) -> dict[str, Any]:
+    return {"kind": "mod", "id": fid, "severity": severity, "title": title, "evidence": evidence, "remedy": remedy}
+
+
+def mod_findings(recipe: Any, tree: Tree, timeout: float | None = None) -> list[dict[str, Any]]:
+    """One finding per mod that fails, is already upstream, or cannot be judged (a mod that applies says nothing)."""
+    out = []
+    for written in named_mods(recipe):
+        path = locate(recipe, written)
+        if path is None:
+            out.append(_finding(f"mod-missing:{written}", "error", f"mod {written} is not there: the launch would stop",
+                                [f"looked beside {recipe.source_path}, one folder up, and in {Path.cwd()}"],
+                                "Fix the path in the recipe, or run from the repository the recipe belongs to."))
+            continue
+        try:
+            result = judge_mod(path, tree, timeout)
+        except ModError as exc:
+            out.append(_finding(f"mod-unjudged:{written}", "info", f"mod {written}: cannot judge it", [str(exc)],
+                                "Check the mod by hand (sparkdoctor mods check)."))
+            continue
+        evidence = [f"{f.path or f.source}: {f.verdict.value}: {f.detail}" for f in result.files] or [result.detail]
+        if result.verdict is Verdict.FAILS:
+            out.append(_finding(f"mod-fails:{result.name}", "error",
+                                f"mod {result.name} does not apply to {tree.label}: the launch would fail",
+                                [result.detail, *evidence],
+                                "Update the mod for this release (its context moved or is gone), or drop it if the "
+                                "release fixed what it worked around."))
+        elif result.verdict in (Verdict.SUPERSEDED, Verdict.ALREADY_APPLIED):
+            out.append(_finding(f"mod-superseded:{result.name}", "warn",
+                                f"mod {result.name} is upstream already in {tree.label}: a stale workaround",
+                                evidence, "Drop the mod from the recipe; then rerun to measure without it."))
+        elif result.verdict is Verdict.CANNOT_TELL:
+            out.append(_finding(f"mod-unjudged:{result.name}", "info", f"mod {result.name}: cannot judge it here",
+                                [result.detail], "Run the mod against a copy of the image by hand, or make it a diff."))
+    return out

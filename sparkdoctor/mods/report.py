@@ -1,0 +1,100 @@
+"""A mods check as one document: the options it ran with, every mod judged, and the exit code it earns."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sparkdoctor.mods.judge import judge_mod
+from sparkdoctor.mods.model import ModResult, Verdict
+from sparkdoctor.mods.trees import ReleaseTree, SiteTree, Tree, parse_release, venv_tree
+
+MODS_VERSION = 1
+EXIT_MODS_FAIL = 1  # a mod fails on the target (or, with --strict, is superseded or cannot be judged)
+STRICT = (Verdict.FAILS, Verdict.SUPERSEDED, Verdict.CANNOT_TELL)
+
+
+@dataclass
+class ModsOptions:
+    paths: list[Path]
+    python: str | None = None
+    site: list[Path] = field(default_factory=list)
+    releases: list[str] = field(default_factory=list)
+    strict: bool = False
+    timeout: float | None = None
+
+
+@dataclass
+class ModsReport:
+    target: str
+    mods: list[ModResult]
+    strict: bool
+
+    @property
+    def exit_code(self) -> int:
+        bad = STRICT if self.strict else (Verdict.FAILS,)
+        return EXIT_MODS_FAIL if any(m.verdict in bad for m in self.mods) else 0
+
+    def to_dict(self) -> dict[str, Any]:
+        counts: dict[str, int] = {}
+        for mod in self.mods:
+            counts[mod.verdict.value] = counts.get(mod.verdict.value, 0) + 1
+        return {"mods_version": MODS_VERSION, "kind": "mods", "target": self.target, "strict": self.strict,
+                "exit_code": self.exit_code, "counts": counts, "mods": [m.to_dict() for m in self.mods]}
+
+
+def resolve_tree(options: ModsOptions) -> Tree:
+    """The files the mods are judged against: --release (released wheels), --site (folders) or --python."""
+    chosen = sum(bool(x) for x in (options.python, options.site, options.releases))
+    if chosen > 1:
+        from sparkdoctor.mods.model import ModError
+
+        raise ModError("--python, --site and --release exclude each other: judge against one target at a time")
+    if options.releases:
+        return ReleaseTree([parse_release(spec) for spec in options.releases])
+    if options.site:
+        return SiteTree(list(options.site), " + ".join(str(s) for s in options.site))
+    from sparkdoctor.mods.trees import this_python
+
+    return venv_tree(options.python or _default_python() or this_python())
+
+
+def _default_python() -> str | None:
+    import os
+
+    venv = os.environ.get("VIRTUAL_ENV")
+    return str(Path(venv) / "bin" / "python") if venv else None
+
+
+def run(options: ModsOptions) -> ModsReport:
+    tree = resolve_tree(options)
+    return ModsReport(tree.label, [judge_mod(p, tree, options.timeout) for p in options.paths], options.strict)
+
+
+def to_json(report: ModsReport) -> str:
+    return json.dumps(report.to_dict(), indent=2)
+
+
+_STYLE = {Verdict.APPLIES: "green", Verdict.ALREADY_APPLIED: "cyan", Verdict.NO_EFFECT: "cyan",
+          Verdict.SUPERSEDED: "yellow", Verdict.CANNOT_TELL: "yellow", Verdict.FAILS: "red"}
+
+
+def render_console(report: ModsReport, console: Any) -> None:
+    from rich.text import Text
+
+    console.print(Text(f"mods judged against {report.target}"))
+    for mod in report.mods:
+        line = Text("  ")
+        line.append(f"{mod.verdict.value:<16}", style=_STYLE[mod.verdict])
+        line.append(f"{mod.name}  ")
+        line.append(mod.detail)
+        console.print(line)
+        for f in mod.files:
+            sub = Text("      ")
+            sub.append(f"{f.verdict.value:<16}", style=_STYLE[f.verdict])
+            sub.append(f"{f.path or '(the diff)'}  [{f.source}]  {f.detail}")
+            console.print(sub)
+    worst = "a mod fails: the launch would break" if report.exit_code else "no mod breaks the launch"
+    console.print(Text(worst, style="red" if report.exit_code else "green"))

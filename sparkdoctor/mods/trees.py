@@ -1,0 +1,146 @@
+"""Where the files a mod touches come from: an installed environment, or a release read without installing it.
+
+A tree answers one question, `read(rel)`: the bytes of a file given by its path relative to the site
+folder (`vllm/v1/attention/backends/mla/triton_mla.py`), or None when the tree has no such file. Nothing
+here ever writes to a target.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import stat
+import sys
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from sparkdoctor import proc
+from sparkdoctor.mods.model import ModError
+
+MAX_FILE = 32 * 1024 * 1024  # a source file a mod edits; anything larger is not what a mod edits
+PROBE_TIMEOUT = 30.0
+_SITE = re.compile(r"(?:^|/)(?:site|dist)-packages/(.+)$")
+
+
+class Tree(Protocol):
+    label: str
+
+    def read(self, rel: str) -> bytes | None: ...
+
+
+def site_relative(path: str) -> str:
+    """A path as a diff or a script names it, made relative to the site folder.
+
+    `usr/local/lib/python3.12/dist-packages/vllm/x.py` (eugr's `patch -p1 -d /`), `a/vllm/x.py` (git) and
+    `vllm/x.py` all give `vllm/x.py`.
+    """
+    path = path.strip().replace("\\", "/")
+    found = _SITE.search(path)
+    if found:
+        return found.group(1)
+    path = path.lstrip("/")
+    if path.startswith(("a/", "b/")):
+        path = path[2:]
+    return path
+
+
+def read_regular(path: Path) -> bytes | None:
+    """A regular file's bytes, never blocking on a FIFO or a device; None when it is not there."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    if not stat.S_ISREG(st.st_mode):
+        raise ModError(f"{path}: not a regular file")
+    if st.st_size > MAX_FILE:
+        raise ModError(f"{path}: {st.st_size} bytes, too large for a file a mod edits")
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(MAX_FILE + 1)
+    except OSError as exc:
+        raise ModError(f"{path}: cannot read: {exc.strerror or exc}") from None
+
+
+@dataclass
+class SiteTree:
+    """Site folders on this machine: a venv's, or a folder standing for one (an unpacked image layer)."""
+
+    dirs: list[Path]
+    label: str
+
+    def read(self, rel: str) -> bytes | None:
+        if rel.startswith("/") or ".." in rel.split("/"):
+            return None
+        for folder in self.dirs:
+            data = read_regular(folder / rel)
+            if data is not None:
+                return data
+        return None
+
+
+def venv_tree(python: str) -> SiteTree:
+    """The site folders of the interpreter `python`, asked of it (with a time limit)."""
+    code = "import json,sysconfig;p=sysconfig.get_paths();print(json.dumps([p['purelib'],p['platlib']]))"
+    result = proc.run([python, "-I", "-c", code], timeout=PROBE_TIMEOUT)
+    if not result.ok:
+        raise ModError(f"--python {python}: {result.describe_failure()}")
+    try:
+        dirs = [Path(d) for d in dict.fromkeys(json.loads(result.stdout.strip().splitlines()[-1]))]
+    except (ValueError, IndexError, TypeError):
+        raise ModError(f"--python {python}: did not say where its site folder is") from None
+    return SiteTree(dirs, f"the environment of {python}")
+
+
+@dataclass
+class ReleaseTree:
+    """Released wheels (`vllm==0.33.0`, ...) read member by member, never installed."""
+
+    specs: list[tuple[str, str]]
+    label: str = ""
+    _zips: list[zipfile.ZipFile] = field(default_factory=list, repr=False)
+
+    def __post_init__(self) -> None:
+        self.label = self.label or " + ".join(f"{n} {v} (released wheel)" for n, v in self.specs)
+
+    def _open(self) -> list[zipfile.ZipFile]:
+        if not self._zips:
+            from sparkdoctor.verify.wheels import WheelError, wheel
+
+            for name, version in self.specs:
+                try:
+                    self._zips.append(zipfile.ZipFile(wheel(name, version)))
+                except (WheelError, OSError, zipfile.BadZipFile) as exc:
+                    raise ModError(f"{name}=={version}: {exc}") from None
+        return self._zips
+
+    def read(self, rel: str) -> bytes | None:
+        for archive in self._open():
+            try:
+                info = archive.getinfo(rel)
+            except KeyError:
+                continue
+            if info.file_size > MAX_FILE:
+                raise ModError(f"{rel}: {info.file_size} bytes, too large for a file a mod edits")
+            return archive.read(info)
+        return None
+
+
+def parse_release(spec: str) -> tuple[str, str]:
+    """`vllm==0.33.0` -> ("vllm", "0.33.0"); one line for anything else."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    try:
+        req = Requirement(spec)
+    except InvalidRequirement:
+        raise ModError(f"--release {spec!r}: not NAME==VERSION") from None
+    pins = [s for s in req.specifier if s.operator == "=="]
+    if len(pins) != 1 or len(req.specifier) != 1 or "*" in pins[0].version:
+        raise ModError(f"--release {spec!r}: name one release exactly, as NAME==VERSION")
+    return req.name, pins[0].version
+
+
+def this_python() -> str:
+    return sys.executable

@@ -1,0 +1,104 @@
+"""The registry's simple index in its JSON form (PEP 691): the files of a project, each with its URL,
+size and sha256. The per-release JSON API is not used (it is not reachable everywhere the simple
+index is). The index URL is https://pypi.org/simple/ or $SPARKDOCTOR_INDEX_URL.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from urllib.parse import urljoin
+
+from packaging.utils import (
+    InvalidWheelFilename,
+    canonicalize_name,
+    parse_wheel_filename,
+)
+from packaging.version import InvalidVersion, Version
+
+from sparkdoctor.released.http import Client, RemoteError
+
+DEFAULT_INDEX = "https://pypi.org/simple/"
+ACCEPT = "application/vnd.pypi.simple.v1+json"
+
+
+def index_url() -> str:
+    url = os.environ.get("SPARKDOCTOR_INDEX_URL") or DEFAULT_INDEX
+    return url if url.endswith("/") else url + "/"
+
+
+@dataclass(frozen=True)
+class IndexFile:
+    """One released file as the index lists it."""
+
+    filename: str
+    url: str
+    size: int | None
+    sha256: str | None
+    yanked: bool
+    version: str | None  # parsed from a wheel's name; None for an sdist or an unparsable name
+    tags: frozenset = frozenset()  # the wheel's packaging.tags.Tag set
+
+    @property
+    def is_wheel(self) -> bool:
+        return self.filename.endswith(".whl")
+
+
+def _file(raw: dict, base: str) -> IndexFile:
+    name = str(raw.get("filename", ""))
+    version, tags = None, frozenset()
+    if name.endswith(".whl"):
+        try:
+            _, parsed, _, tags = parse_wheel_filename(name)
+            version = str(parsed)
+        except (InvalidWheelFilename, InvalidVersion):
+            pass
+    size = raw.get("size")
+    sha = (raw.get("hashes") or {}).get("sha256")
+    return IndexFile(name, urljoin(base, str(raw.get("url", ""))), size if isinstance(size, int) else None,
+                     sha if isinstance(sha, str) else None, bool(raw.get("yanked")), version, frozenset(tags))
+
+
+class Index:
+    """One index, read once per project per process (new releases appear between runs, not within one)."""
+
+    def __init__(self, client: Client | None = None, url: str | None = None):
+        self.client = client or Client()
+        self.url = url or index_url()
+        self._projects: dict[str, list[IndexFile]] = {}
+
+    def files(self, project: str) -> list[IndexFile]:
+        name = canonicalize_name(project)
+        if name not in self._projects:
+            page = urljoin(self.url, f"{name}/")
+            resp = self.client.get(page, {"Accept": ACCEPT})
+            if resp.status == 404:
+                raise RemoteError(f"{page}: no project {name!r} on the index")
+            if resp.status != 200:
+                raise RemoteError(f"{page}: HTTP {resp.status}")
+            kind = resp.headers.get("content-type", "")
+            if "json" not in kind:
+                raise RemoteError(f"{page}: the index answered {kind or 'no content type'}, not the PEP 691 JSON form")
+            try:
+                doc = json.loads(resp.body)
+                raw_files = doc["files"]
+            except (ValueError, KeyError, TypeError):
+                raise RemoteError(f"{page}: not a PEP 691 project page (no 'files' list)") from None
+            self._projects[name] = [_file(f, resp.url) for f in raw_files if isinstance(f, dict)]
+        return self._projects[name]
+
+    def versions(self, project: str, prereleases: bool = False) -> list[str]:
+        """The released versions that have a wheel, oldest first (yanked left out)."""
+        found: set[Version] = set()
+        for f in self.files(project):
+            if f.version is None or f.yanked:
+                continue
+            v = Version(f.version)
+            if prereleases or not (v.is_prerelease or v.is_devrelease):
+                found.add(v)
+        return [str(v) for v in sorted(found)]
+
+    def wheels(self, project: str, version: str) -> list[IndexFile]:
+        want = Version(version)
+        return [f for f in self.files(project) if f.version is not None and Version(f.version) == want and not f.yanked]

@@ -1,0 +1,229 @@
+"""One released wheel, read member by member: picked from the index for a platform, opened over range
+requests (sparkdoctor.released.rangefile), every member read cached by (the file's sha256, member name)
+under the user cache dir. Released files never change, so a cached member is never fetched again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from packaging import tags as ptags
+
+from sparkdoctor.released.http import Client, RangeUnsupported, RemoteError
+from sparkdoctor.released.index import IndexFile
+from sparkdoctor.released.rangefile import RangeFile
+from sparkdoctor.released.strings import is_elf, printable_runs
+
+PLATFORMS = {"linux-aarch64": "aarch64", "linux-x86_64": "x86_64"}
+DEFAULT_PLATFORM = "linux-aarch64"  # a DGX Spark
+DEFAULT_PYTHON = "3.12"  # Ubuntu 24.04's, the Spark's OS
+FULL_DOWNLOAD_LIMIT = 256 * 1024 * 1024  # a server that ignores Range: download at most this much, else refuse
+_LEGACY = {17: "manylinux2014", 12: "manylinux2010", 5: "manylinux1"}
+
+
+def cache_root() -> Path:
+    from sparkdoctor.locations import cache_dir
+
+    return cache_dir() / "released"
+
+
+def wanted_tags(platform: str = DEFAULT_PLATFORM, python: str = DEFAULT_PYTHON) -> list[ptags.Tag]:
+    """The wheel tags a CPython `python` on `platform` installs, best first (pip's order)."""
+    arch = PLATFORMS.get(platform)
+    if arch is None:
+        raise RemoteError(f"platform {platform!r}: choose one of {', '.join(PLATFORMS)}")
+    try:
+        major, minor = (int(x) for x in python.split(".")[:2])
+    except ValueError:
+        raise RemoteError(f"python {python!r}: give a version such as 3.12") from None
+    plats = []
+    for glibc in range(40, 16, -1):
+        plats.append(f"manylinux_2_{glibc}_{arch}")
+        if glibc in _LEGACY:
+            plats.append(f"{_LEGACY[glibc]}_{arch}")
+    plats.append(f"linux_{arch}")
+    return [*ptags.cpython_tags((major, minor), platforms=plats), *ptags.compatible_tags((major, minor), f"cp{major}{minor}", plats)]
+
+
+@dataclass(frozen=True)
+class Pick:
+    file: IndexFile
+    why: str  # which wheel and why, in words (the fallback says it plainly)
+
+
+def pick_wheel(wheels: list[IndexFile], platform: str = DEFAULT_PLATFORM, python: str = DEFAULT_PYTHON) -> Pick | None:
+    """The wheel of one release that `python` on `platform` would install; failing that, the first
+    wheel of the release (its Python files are the same on every platform), saying so."""
+    if not wheels:
+        return None
+    rank = {t: i for i, t in enumerate(wanted_tags(platform, python))}
+    scored = sorted(((min((rank[t] for t in w.tags if t in rank), default=None), w.filename, w) for w in wheels),
+                    key=lambda x: (x[0] is None, x[0] or 0, x[1]))
+    best, _, chosen = scored[0]
+    if best is not None:
+        return Pick(chosen, f"{chosen.filename} (the wheel CPython {python} on {platform} installs)")
+    return Pick(chosen, f"{chosen.filename} (no wheel for CPython {python} on {platform}; read this one instead)")
+
+
+class RemoteWheel:
+    """The members of one released wheel, read on demand; `requests` and `bytes_read` say what it cost."""
+
+    def __init__(self, file: IndexFile, client: Client, root: Path | None = None, full_limit: int = FULL_DOWNLOAD_LIMIT):
+        self.file, self.client, self.full_limit = file, client, full_limit
+        key = file.sha256 or hashlib.sha256(file.url.encode()).hexdigest()
+        self.dir = (root or cache_root()) / key[:2] / key
+        self._zip: zipfile.ZipFile | None = None
+        self._names: list[str] | None = None
+        self._range: RangeFile | None = None
+        self.how = "cache"  # cache | range | download: how members were reached
+        self._start = (client.requests, client.bytes_read)
+
+    @property
+    def requests(self) -> int:
+        return self.client.requests - self._start[0]
+
+    @property
+    def bytes_read(self) -> int:
+        return self.client.bytes_read - self._start[1]
+
+    # -- opening -------------------------------------------------------------------------------
+    def _open(self) -> zipfile.ZipFile:
+        if self._zip is not None:
+            return self._zip
+        local = self.dir / "wheel.whl"
+        try:
+            if local.is_file():
+                self._zip, self.how = zipfile.ZipFile(local), "download"
+                return self._zip
+            if self.file.size is None:
+                raise RemoteError(f"{self.file.filename}: the index gives no size; cannot read it by ranges")
+            try:
+                self._range = RangeFile(self.client, self.file.url, self.file.size)
+                self._zip, self.how = zipfile.ZipFile(self._range), "range"
+            except RangeUnsupported as exc:
+                self._zip, self.how = zipfile.ZipFile(self._download(str(exc))), "download"
+        except (zipfile.BadZipFile, OSError, EOFError) as exc:
+            raise RemoteError(f"{self.file.filename}: not a readable wheel: {exc}") from None
+        if self._names is None:  # the listing came with the central directory: keep it
+            self._names = [n for n in self._zip.namelist() if not n.endswith("/")]
+            _atomic_write(self.dir / "names.json", json.dumps(self._names).encode())
+        return self._zip
+
+    def _download(self, why: str) -> Path:
+        size = self.file.size or 0
+        if size > self.full_limit:
+            raise RemoteError(f"{why}; the wheel is {size} bytes, over the {self.full_limit}-byte limit for a full download")
+        self.dir.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=self.dir, prefix=".wheel-")
+        try:
+            with os.fdopen(fd, "wb") as out:
+                self.client.download(self.file.url, out, self.full_limit)
+            _check_digest(Path(tmp), self.file)
+            os.replace(tmp, self.dir / "wheel.whl")
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        return self.dir / "wheel.whl"
+
+    # -- members -------------------------------------------------------------------------------
+    @property
+    def names(self) -> list[str]:
+        """Every file member (folders left out), from the cache when this wheel was listed before."""
+        if self._names is None:
+            listing = self.dir / "names.json"
+            try:
+                self._names = json.loads(listing.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                self._open()
+        assert self._names is not None
+        return self._names
+
+    def read(self, name: str) -> bytes:
+        cached = self.dir / "members" / hashlib.sha256(name.encode()).hexdigest()
+        try:
+            return cached.read_bytes()
+        except OSError:
+            pass
+        zf = self._open()
+        try:
+            info = zf.getinfo(name)
+            if self._range is not None:  # the member's local header, name, extra field and data: one request
+                self._range.prefetch(info.header_offset, info.header_offset + 30 + len(info.orig_filename.encode()) + 1024 + info.compress_size)
+            data = zf.read(info)
+        except KeyError:
+            raise RemoteError(f"{self.file.filename}: no member {name}") from None
+        except (zipfile.BadZipFile, OSError, EOFError, NotImplementedError) as exc:
+            raise RemoteError(f"{self.file.filename}: cannot read {name}: {exc}") from None
+        _atomic_write(cached, data)
+        return data
+
+    def prefetch(self, names: list[str], gap: int = 1 << 20, most: int = 64 << 20) -> None:
+        """Fetch the spans of many members in few requests (neighbours less than `gap` apart share one,
+        up to `most` bytes a request): a check over `vllm/*.py` reads hundreds of members."""
+        todo = [n for n in names if not (self.dir / "members" / hashlib.sha256(n.encode()).hexdigest()).is_file()]
+        if not todo:
+            return
+        zf = self._open()
+        if self._range is None:
+            return
+        spans = []
+        for n in todo:
+            try:
+                info = zf.getinfo(n)
+            except KeyError:
+                continue
+            spans.append((info.header_offset, info.header_offset + 30 + len(info.orig_filename.encode()) + 1024 + info.compress_size))
+        spans.sort()
+        start = end = None
+        for lo, hi in spans:
+            if start is not None and lo - end <= gap and hi - start <= most:
+                end = max(end, hi)
+                continue
+            if start is not None:
+                self._range.prefetch(start, end)
+            start, end = lo, hi
+        if start is not None:
+            self._range.prefetch(start, end)
+
+    def text(self, name: str) -> str:
+        """A member as text: a compiled library (ELF) as its printable strings, one per line."""
+        data = self.read(name)
+        if is_elf(data):
+            return "\n".join(printable_runs(data))
+        return data.decode("utf-8", errors="replace")
+
+    def strings(self, name: str) -> list[str]:
+        return printable_runs(self.read(name))
+
+    def close(self) -> None:
+        if self._zip is not None:
+            self._zip.close()
+            self._zip = None
+
+
+def _check_digest(path: Path, file: IndexFile) -> None:
+    if file.sha256 is None:
+        return
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    if digest.hexdigest() != file.sha256:
+        raise RemoteError(f"{file.filename}: downloaded bytes do not match the index's sha256")
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+        os.replace(tmp, path)
+    except OSError:
+        pass  # a cache that cannot be written costs a re-read next time, nothing else

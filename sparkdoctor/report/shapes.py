@@ -1,0 +1,156 @@
+"""Secret- and identity-shaped text the anonymizer finds by its form, not by having learned it.
+
+Every scan here is linear in the length of the text (a 1 MB line of base64 or JSON in well under a second):
+each pattern is anchored at the start of a run by a look-behind on the run's own characters, so a run is tried
+from one place only, and nothing that was matched is scanned twice by the same pattern.
+
+  pairs      `name=value`, `name: value`, `"name": "value"`, `--flag value`, `?token=value&...`, a pair
+             inside a pair's value (`error: password=hunter2`): the value of a name that says key, token,
+             secret, password, credential or auth is a secret; the value of a name that says host or address
+             is a host (unless it is an IP or loopback, which the address scan judges).
+  emails     `someone@example.org`
+  user@host  `bob@10.0.0.5`, `bob@spark-2`: the user is replaced, the host learned.
+  URL hosts  `http://spark-2:8000/`: a host of one label or a private suffix (.lan, .local, ...) is a
+             machine of the user's; public names (github.com) are kept.
+  random     a run of 32+ characters of a key alphabet with upper and lower case and digits and a high
+             character entropy: a generated secret whatever holds it (git hashes and digests are hex: kept).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import re
+from collections import Counter
+from collections.abc import Callable
+
+NAMECH = r"A-Za-z0-9_\-"
+SECRET_SEGMENTS = frozenset({"key", "token", "secret", "password", "passwd", "pass", "pwd", "credential", "credentials", "auth",
+                             "authorization", "cookie", "apikey", "pat", "passphrase", "privatekey"})
+SECRET_ENDINGS = ("key", "token", "secret", "password", "passwd")
+ADDRESS_WORD = re.compile(r"(?i)(?:^|[_\-])(?:host(?:name)?|addr(?:ess)?|master|peer|ip)(?:$|[_\-])|^host")
+# A name and its separator, the value not consumed: the scan goes on inside it (a pair in a pair's value).
+NAME_SEP = re.compile(rf"(?<![{NAMECH}])([{NAMECH}]+)(\"?[ \t]*[=:][ \t]*\"?|[ \t]+)")
+VALUE = re.compile(r"(?!<)[^\s\"',;&<>()\[\]{}]+")
+HOST_VALUE = re.compile(r"(?!<)[^\s\"',;&<>()\[\]{}]{1,300}")
+EMAIL = re.compile(r"(?<![A-Za-z0-9._%+\-])[A-Za-z0-9._%+\-]+@[A-Za-z0-9\-]+(?:\.[A-Za-z0-9\-]+)*\.[A-Za-z]{2,}(?![A-Za-z0-9\-])")
+USER_AT = re.compile(r"(?<![A-Za-z0-9._%+\-/])([A-Za-z_][A-Za-z0-9._\-]*)@(\[?[0-9A-Fa-f:.]+\]?|<ip>|<host>|[A-Za-z][A-Za-z0-9\-]*)(?![A-Za-z0-9.\-@])")
+URL_HOST = re.compile(r"(?i)(?<![a-z0-9+.\-])[a-z][a-z0-9+.\-]*://(?:[^\s/@]*@)?([A-Za-z][A-Za-z0-9\-]*(?:\.[A-Za-z0-9\-]+)*)")
+PRIVATE_SUFFIXES = (".lan", ".local", ".internal", ".home", ".localdomain", ".corp", ".intranet", ".cluster", ".private")
+KEYLIKE = re.compile(r"(?<![A-Za-z0-9_+/\-])[A-Za-z0-9_+\-][A-Za-z0-9_+/\-]{31,}={0,2}(?![A-Za-z0-9_+/=\-])")
+# `ssh spark-2`, `node gpu-12`: a word that says a machine follows, and a name with a digit or a hyphen after it
+HOST_AFTER = re.compile(r"(?i)(?<![A-Za-z0-9_\-])(?:ssh|scp|rsync|ping|host|hostname|node|peer)[ \t]+"
+                        r"([A-Za-z][A-Za-z0-9\-]*(?:\.[A-Za-z0-9\-]+)*)")
+NCCL_HOST = re.compile(r"(?m)^([A-Za-z][A-Za-z0-9\-]*):\d+:\d+ \[\d+\]")
+NOT_HOSTS = frozenset({"localhost", "true", "false", "none", "null", "auto", "any", "all", "default", "local", "host", "<host>",
+                       "<ip>", "unix", "file", "http", "https", "tcp", "udp"})
+WORDISH = re.compile(r"[a-z]{3,}|[A-Z]{4,}|\d{3,}")
+WORD_SHARE = 0.55
+ENTROPY_BITS = 4.3  # per character: random base62/64 of 32-40 characters measures 4.6-5.2; identifiers 3.3-4.1
+
+
+def secret_name(name: str) -> bool:
+    """A name that says its value is a secret: one of its parts (split at _ - . and camelCase) is key, token,
+    secret, password, auth... or ends so (apikey, hftoken). `tokenizer` and `max_tokens` are not."""
+    parts = re.split(r"[_\-.\s]+|(?<=[a-z])(?=[A-Z])", name.strip("-"))
+    return any(p.lower() in SECRET_SEGMENTS or p.lower().endswith(SECRET_ENDINGS) for p in parts if p)
+
+
+def is_random_secret(text: str, strict: bool = True) -> bool:
+    """A generated key: 32+ characters, upper and lower case and digits, not hex, high character entropy, and
+    (`strict`, for free text) not made of words: an identifier (Sm121aKernelDispatchForNvfp4GemmTiles) has 59% or
+    more of its characters in runs of 3+ lower case letters, 4+ capitals or 3+ digits; of 20,000 random 32-40
+    character keys 1-2% do (those are missed in free text, never in a variable's value, which is `strict=False`)."""
+    if len(text) < 32 or not (re.search(r"[A-Z]", text) and re.search(r"[a-z]", text) and re.search(r"\d", text)):
+        return False
+    if re.fullmatch(r"[0-9A-Fa-f\-]+", text):
+        return False
+    counts = Counter(text)
+    bits = -sum(c / len(text) * math.log2(c / len(text)) for c in counts.values())
+    if bits < ENTROPY_BITS:
+        return False
+    return not strict or sum(len(w) for w in WORDISH.findall(text)) / len(text) < WORD_SHARE
+
+
+def hostish(value: str) -> str | None:
+    """The host a host-named value names (`spark-2`, `spark-2:29500`, `tcp://node-1`), or None for an IP, a
+    keyword or something that is no host name."""
+    value = value.strip("\"'")
+    value = re.sub(r"^[a-z]+://", "", value)
+    value = value.rsplit("@", 1)[-1]
+    if value.count(":") == 1:
+        value = value.split(":", 1)[0]
+    if not re.fullmatch(r"[A-Za-z][A-Za-z0-9\-]*(?:\.[A-Za-z0-9\-]+)*", value) or value.lower() in NOT_HOSTS:
+        return None
+    return value
+
+
+def private_host(host: str) -> bool:
+    """A URL's host that names a machine of the user's, not a public service."""
+    low = host.lower()
+    return low not in NOT_HOSTS and ("." not in low or low.endswith(PRIVATE_SUFFIXES))
+
+
+def scan_pairs(text: str, on_secret: Callable[[str], None], on_host: Callable[[str], None]) -> list[tuple[int, int]]:
+    """The spans of secret values in `text` (for `name=value`, `--flag value` and the rest); host-named values
+    are handed to on_host, secret ones to on_secret as well."""
+    spans: list[tuple[int, int]] = []
+    covered = 0
+    for m in NAME_SEP.finditer(text):
+        if m.start() < covered:
+            continue
+        name, sep = m.group(1), m.group(2)
+        if not sep.strip(" \t") and not name.startswith("-"):
+            continue  # `word value` is prose; only a --flag takes its value after a space
+        secret = secret_name(name)
+        if not secret and not ADDRESS_WORD.search(name.lstrip("-")):
+            continue  # most names: their value is not even read (it is scanned for pairs of its own)
+        v = (VALUE if secret else HOST_VALUE).match(text, m.end())  # a host value is short: bounded, so linear
+        if v is None or (not sep.strip(" \t") and v.group(0).startswith("-")):
+            continue
+        if secret and v.group(0).lower() not in ("bearer", "basic"):
+            spans.append(v.span())
+            on_secret(v.group(0))
+            covered = v.end()
+        elif not secret:
+            host = hostish(v.group(0))
+            if host and private_host(host):
+                on_host(host)
+    return spans
+
+
+def learn_from_text(text: str, on_host: Callable[[str], None],
+                    on_secret: Callable[[str], None]) -> None:
+    """Identities that text shows by its form: the host of user@host, URL hosts, NCCL's host prefix, host-named pairs,
+    secret-named pairs, random keys."""
+    for m in USER_AT.finditer(text):
+        host = hostish(m.group(2))
+        if host and re.search(r"[\d\-]", host):  # a machine's name (spark-2, node01); `x@main` teaches nothing
+            on_host(host)
+    for m in URL_HOST.finditer(text):
+        if private_host(m.group(1)):
+            on_host(m.group(1))
+    for m in NCCL_HOST.finditer(text):
+        on_host(m.group(1))
+    for m in HOST_AFTER.finditer(text):
+        if re.search(r"[\d\-]", m.group(1)) and hostish(m.group(1)) and private_host(m.group(1)):
+            on_host(m.group(1))
+    scan_pairs(text, on_secret, on_host)
+    for m in KEYLIKE.finditer(text):
+        if is_random_secret(m.group(0)):
+            on_secret(m.group(0))
+
+
+def value_secret(value: str) -> bool:
+    """A variable's or an argument's whole value that is a generated key (the relaxed test)."""
+    return is_random_secret(value, strict=False) and KEYLIKE.fullmatch(value) is not None
+
+
+def argv_secrets(items: list[object]) -> list[str]:
+    """The values that follow a secret-named flag in an argument list (`["--api-key", "abc"]`)."""
+    out = []
+    for flag, value in itertools.pairwise(items):
+        if (isinstance(flag, str) and isinstance(value, str) and flag.startswith("-") and "=" not in flag
+                and secret_name(flag) and value and not value.startswith("-")):
+            out.append(value)
+    return out

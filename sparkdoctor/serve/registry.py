@@ -1,0 +1,257 @@
+"""Every server sparkdoctor launches is recorded in the state folder until it is proven gone, and the next
+launch sweeps what a killed sparkdoctor left behind.
+
+A record (`<state>/servers/<id>.json`) names its owner (sparkdoctor's pid, start time and boot id) and either a
+local process group (the supervisor's pid and start time, the server's, and a token every process of the
+server carries in its environment) or a container (the CLI, its name and the owner label it was started
+with). The supervisor (serve/supervisor.py) writes local records; the container launcher writes its own before
+`run`. A clean teardown deletes the record.
+
+The sweep never kills a recycled pid: a process is only signalled when its start time is not before the
+supervisor's and it is either a recorded pid with its recorded start time or carries the record's token in its
+environment; the signal goes through a pidfd opened before that check where the kernel has them. A container is
+only removed when its owner label is the record's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import time
+from pathlib import Path
+from typing import Any
+
+from sparkdoctor.serve.supervisor import TOKEN_ENV, start_time
+
+SWEEP_GRACE_S = 5.0
+
+
+def servers_dir() -> Path:
+    from sparkdoctor.locations import state_dir
+
+    return state_dir() / "servers"
+
+
+def boot_id() -> str:
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return "unknown-boot"
+
+
+def me() -> dict[str, Any]:
+    pid = os.getpid()
+    return {"pid": pid, "start": start_time(pid) or "", "boot": boot_id(), "host": socket.gethostname()}
+
+
+def owner_alive(owner: dict[str, Any]) -> bool:
+    if owner.get("host") not in (None, socket.gethostname()):
+        return True  # another machine's (a shared state folder): not ours to judge
+    if owner.get("boot") and owner.get("boot") != boot_id():
+        return False
+    pid = owner.get("pid")
+    return isinstance(pid, int) and pid > 0 and start_time(pid) == str(owner.get("start"))
+
+
+def record_path(run_id: str) -> Path | None:
+    """Where a new launch's record goes; None when the state folder cannot be written (the launch goes on)."""
+    folder = servers_dir()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return None
+    return folder / f"{run_id}.json"
+
+
+def write(path: Path | None, doc: dict[str, Any]) -> None:
+    if path is None:
+        return
+    from sparkdoctor.files import write_text
+
+    try:
+        write_text(path, json.dumps(doc) + "\n")
+    except OSError:
+        pass
+
+
+def forget(path: Path | None) -> None:
+    if path is not None:
+        try:
+            path.unlink()
+        except OSError:
+            pass
+
+
+def read(path: Path) -> dict[str, Any] | None:
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None
+    return doc if isinstance(doc, dict) and isinstance(doc.get("owner"), dict) else None
+
+
+# ---- local process groups -------------------------------------------------------------------------------------------
+def _environ_has(pid: int, token: str) -> bool:
+    try:
+        data = Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return False
+    return f"{TOKEN_ENV}={token}".encode() in data.split(b"\0")
+
+
+def _stat(pid: int) -> tuple[int, int] | None:
+    """(process group, start time) of a live, non-zombie pid."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rfind(")") + 2:].split()
+    if len(fields) < 20 or fields[0] == "Z":
+        return None
+    return int(fields[2]), int(fields[19])
+
+
+def _belongs(pid: int, doc: dict[str, Any]) -> bool:
+    """Whether live `pid` provably belongs to the launch `doc` records (see the module's rule)."""
+    sup = doc.get("supervisor") or {}
+    try:
+        floor = int(str(sup.get("start")))
+    except (TypeError, ValueError):
+        return False
+    stat = _stat(pid)
+    if stat is None or stat[1] < floor:
+        return False
+    known = {(p.get("pid"), str(p.get("start"))) for p in (sup, doc.get("server") or {}) if isinstance(p, dict)}
+    token = str(doc.get("token") or "")
+    return (pid, str(stat[1])) in known or bool(token and _environ_has(pid, token))
+
+
+def ours(doc: dict[str, Any]) -> list[int]:
+    """Live pids that provably belong to the launch `doc` records."""
+    try:
+        names = [e.name for e in Path("/proc").iterdir() if e.name.isdigit()]
+    except OSError:
+        return []
+    return sorted(int(n) for n in names if _belongs(int(n), doc))
+
+
+def _signal(pid: int, sig: int, doc: dict[str, Any]) -> None:
+    try:
+        fd = os.pidfd_open(pid)  # from here on the pid cannot be recycled under us
+    except (AttributeError, OSError):
+        fd = None
+    try:
+        if not _belongs(pid, doc):
+            return
+        if fd is not None:
+            signal.pidfd_send_signal(fd, sig)
+        else:
+            os.kill(pid, sig)
+    except OSError:
+        pass
+    finally:
+        if fd is not None:
+            os.close(fd)
+
+
+def _sweep_local(doc: dict[str, Any], grace: float) -> str | None:
+    pids = ours(doc)
+    if not pids:
+        return None
+    for pid in pids:
+        _signal(pid, signal.SIGTERM, doc)
+    until = time.monotonic() + grace
+    while time.monotonic() < until and ours(doc):
+        time.sleep(0.1)
+    left = ours(doc)
+    for pid in left:
+        _signal(pid, signal.SIGKILL, doc)
+    how = "SIGTERM" + (" then SIGKILL" if left else "")
+    return f"process group {doc.get('pgid')} ({doc.get('program') or 'server'}, {len(pids)} process(es)): {how}"
+
+
+# ---- containers ---------------------------------------------------------------------------------------------------
+def _sweep_container(doc: dict[str, Any]) -> tuple[str | None, bool]:
+    """(what was removed, whether the record can go)."""
+    from sparkdoctor import proc
+
+    cli, name, label = doc.get("cli"), doc.get("name"), doc.get("owner_label")
+    if not (isinstance(cli, list) and cli and isinstance(name, str) and name and isinstance(label, str)):
+        return None, True
+    res = proc.run([*cli, "container", "inspect", name], timeout=30)
+    if res.start_error:
+        return None, False  # the CLI is not here now: keep the record for a run that has it
+    if not res.ok:
+        return None, "no such" in (res.stderr + res.stdout).lower()
+    try:
+        data = json.loads(res.stdout)
+        labels = ((data[0] if isinstance(data, list) else data).get("Config") or {}).get("Labels") or {}
+    except (ValueError, IndexError, AttributeError):
+        return None, False
+    if labels.get("sparkdoctor.owner") != label:
+        return None, True  # a container of that name that is not the one recorded: never ours to remove
+    rm = proc.run([*cli, "rm", "-f", "-v", name], timeout=60)
+    return (f"container {name}" if rm.ok else None), rm.ok
+
+
+def sweep(folder: Path | None = None, grace: float = SWEEP_GRACE_S) -> list[str]:
+    """Stop what launches of a sparkdoctor that is gone left running; one line per thing stopped."""
+    folder = folder or servers_dir()
+    try:
+        paths = sorted(folder.glob("*.json"))
+    except OSError:
+        return []
+    done = []
+    for path in paths:
+        doc = read(path)
+        if doc is None:
+            if time.time() - _mtime(path) > 60:  # not one being written now
+                forget(path)
+            continue
+        if owner_alive(doc["owner"]):
+            continue
+        if doc.get("kind") == "container":
+            what, drop = _sweep_container(doc)
+        else:
+            what = _sweep_local(doc, grace)
+            drop = not ours(doc)
+        if what:
+            done.append(what)
+        if drop:
+            forget(path)
+    return done
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0
+
+
+# ---- starting under the supervisor ----------------------------------------------------------------------------
+def supervised(argv: list[str], record: Path | None, token: str, grace: float, cleanup: list[list[str]] | None = None) -> list[str]:
+    """`argv` run under serve/supervisor.py, which stops it (and runs `cleanup`) when this process dies."""
+    import sys
+
+    from sparkdoctor.serve import supervisor
+
+    owner = me()
+    return [sys.executable, "-I", "-S", supervisor.__file__, "--owner", str(owner["pid"]), "--owner-start",
+            str(owner["start"]), "--boot", owner["boot"], "--record", str(record or ""), "--token", token,
+            "--grace", f"{grace:g}", "--cleanup", json.dumps(cleanup or []), "--", *argv]
+
+
+def wait_record(path: Path, alive: Any, timeout: float = 15.0) -> dict[str, Any] | None:
+    """The record the supervisor writes once the server started (or could not); None if it never came while
+    `alive()` (the supervisor still runs)."""
+    until = time.monotonic() + timeout
+    while True:
+        doc = read(path)
+        if doc is not None and ("server" in doc or "start_error" in doc):
+            return doc
+        if not alive() or time.monotonic() >= until:
+            return read(path)
+        time.sleep(0.02)

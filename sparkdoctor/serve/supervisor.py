@@ -1,0 +1,190 @@
+"""The small process between sparkdoctor and a server it launches: the server must not outlive sparkdoctor.
+
+sparkdoctor starts this file (stdlib only, `python -I -S supervisor.py ...`) in a session of its own, so its pid
+is the process group of everything below it. It starts the server in that same group, writes a record of the
+launch (owner, itself, the server, a token) for the sweep (serve/registry.py), and then waits for either:
+
+- the server to exit: it exits the same way (the same status, or killed by the same signal), so sparkdoctor
+  sees the server's end as before;
+- sparkdoctor to die, SIGKILL and the OOM killer included: it stops the server's whole group (SIGTERM, a
+  grace period, SIGKILL) after running any cleanup commands it was given (a container's `stop` and `rm`).
+
+How it knows sparkdoctor died. Linux's parent-death signal (prctl PR_SET_PDEATHSIG) is sent when the THREAD that
+started this process ends, not the process: a launch from a worker thread that returns would fire it while
+sparkdoctor lives. So the signal is only a wake-up; the proof is getppid(): while sparkdoctor lives, this
+process's parent is sparkdoctor's pid (a dead thread's children pass to another thread of the same process);
+once the whole process is gone it is reparented to init or a subreaper. getppid() is also polled every
+POLL_S, so a lost signal (or no prctl: not Linux) only delays the teardown. SIGTERM, SIGINT and SIGHUP are
+caught and ignored here: sparkdoctor's teardown signals the whole group, and the server gets them itself.
+
+What it cannot do: nothing survives SIGKILL of this process itself (its server is then orphaned, and the
+sweep at the next launch finds it through the record).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+PR_SET_PDEATHSIG = 1
+POLL_S = 0.5
+TOKEN_ENV = "SPARKDOCTOR_SERVER_TOKEN"  # every process of the server inherits it: the sweep's proof of identity
+
+_woken = False
+
+
+def start_time(pid: int) -> str | None:
+    """Field 22 of /proc/PID/stat (start time in clock ticks since boot): with the pid, a process's identity."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    return stat[stat.rfind(")") + 2:].split()[19]
+
+
+def group_members(pgid: int) -> list[int]:
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(")") + 2:].split()
+        if len(fields) >= 3 and fields[0] != "Z" and int(fields[2]) == pgid:
+            found.append(int(name))
+    return found
+
+
+def _say(text: str) -> None:
+    try:
+        sys.stderr.write(f"[sparkdoctor supervisor] {text}\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass  # the pipe's reader was sparkdoctor, which may be gone
+
+
+def _write_record(path: str, doc: dict) -> None:
+    if not path:
+        return  # no state folder to write to: the parent-death stop still holds
+    tmp = f"{path}.{os.getpid()}.tmp"
+    try:
+        with open(tmp, "w") as f:
+            json.dump(doc, f)
+        os.replace(tmp, path)
+    except OSError as exc:
+        _say(f"cannot write the launch record {path}: {exc.strerror or exc}")
+
+
+def _arm_parent_death_signal() -> None:
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGUSR1, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass  # not Linux: getppid() polling alone
+
+
+def _owner_gone(owner: int) -> bool:
+    return os.getppid() != owner
+
+
+def _stop_group(pgid: int, grace: float, cleanup: list[list[str]]) -> None:
+    for argv in cleanup:
+        try:  # its own session: the group kill below must not cut it short
+            subprocess.run(argv, check=False, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                           timeout=grace + 30, start_new_session=True)
+        except (OSError, subprocess.SubprocessError) as exc:
+            _say(f"cleanup {argv[:3]} failed: {exc}")
+    me = os.getpid()
+    try:
+        os.killpg(pgid, signal.SIGTERM)  # our own handler ignores it
+    except OSError:
+        return
+    until = time.monotonic() + grace
+    while time.monotonic() < until:
+        try:
+            os.waitpid(-1, os.WNOHANG)  # reap the server, or it stays a zombie... which group_members skips anyway
+        except ChildProcessError:
+            pass
+        if not [p for p in group_members(pgid) if p != me]:
+            return
+        time.sleep(0.1)
+    os.killpg(pgid, signal.SIGKILL)  # this process included: nothing of the group is left
+
+
+def _exit_like(code: int) -> None:
+    if code < 0:
+        sig = -code
+        try:
+            signal.signal(sig, signal.SIG_DFL)
+        except (OSError, ValueError):
+            pass
+        os.kill(os.getpid(), sig)
+        time.sleep(1)
+        os._exit(128 + sig)
+    sys.exit(code)
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(prog="sparkdoctor-supervisor")
+    ap.add_argument("--owner", type=int, required=True, help="sparkdoctor's pid (this process's parent)")
+    ap.add_argument("--owner-start", default="")
+    ap.add_argument("--boot", default="")
+    ap.add_argument("--record", default="")
+    ap.add_argument("--token", required=True)
+    ap.add_argument("--grace", type=float, default=15.0)
+    ap.add_argument("--cleanup", default="[]", help="JSON list of argv lists run when the owner dies")
+    ap.add_argument("command", nargs=argparse.REMAINDER)
+    args = ap.parse_args(argv)
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    cleanup = json.loads(args.cleanup)
+
+    def wake(_signum, _frame):
+        global _woken
+        _woken = True
+
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1):
+        signal.signal(sig, wake)  # a handler, not SIG_IGN: handlers do not pass through exec to the server
+    _arm_parent_death_signal()
+    me = os.getpid()
+    pgid = os.getpgrp()
+    record = {"record_version": 1, "kind": "local", "token": args.token, "pgid": pgid,
+              "owner": {"pid": args.owner, "start": args.owner_start, "boot": args.boot},
+              "supervisor": {"pid": me, "start": start_time(me)}, "cleanup": cleanup,
+              "program": os.path.basename(command[0]) if command else ""}
+    if _owner_gone(args.owner):  # died before the signal was armed
+        _write_record(args.record, record)
+        sys.exit(70)
+    try:
+        server = subprocess.Popen(command, env={**os.environ, TOKEN_ENV: args.token})
+    except (OSError, ValueError, IndexError) as exc:
+        record["start_error"] = getattr(exc, "strerror", None) or str(exc)
+        _write_record(args.record, record)
+        _say(f"{os.path.basename(command[0]) if command else '(no command)'} could not start: {record['start_error']}")
+        sys.exit(127)
+    record["server"] = {"pid": server.pid, "start": start_time(server.pid)}
+    _write_record(args.record, record)
+    while True:
+        try:
+            code = server.wait(timeout=POLL_S)
+        except subprocess.TimeoutExpired:
+            code = None
+        if code is not None:
+            _exit_like(code)
+        if _owner_gone(args.owner):
+            _say(f"sparkdoctor (pid {args.owner}) is gone: stopping the server (process group {pgid})")
+            _stop_group(pgid, args.grace, cleanup)
+            sys.exit(0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,60 @@
+"""Console and markdown views of `matrix track` and `matrix verify --bounds` results (JSON is their to_dict)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def track_markdown(d: dict[str, Any]) -> str:
+    out = [f"# matrix track, {d['taken_at']}", "",
+           f"Matrix: {d['matrix']}. Wheels read for {d['platform']}, CPython {d['python']} (another platform's wheel only where "
+           "a release has none for it, said per release).", "", "## Packages", "", "| package | tracked through | read through | new releases | note |",
+           "|---|---|---|---|---|"]
+    for p in d["packages"]:
+        out.append(f"| {p['package']} | {p['tracked']} | {p['through'] or 'newest'} | {', '.join(p['releases']) or 'none'} | {p['note']} |")
+    out += ["", "## Entries", "", "| entry | reads | bound | verdict | why |", "|---|---|---|---|---|"]
+    for e in d["entries"]:
+        out.append(f"| {e['id']} | {e['package']} | {e['spec'] or '-'} | {e['verdict']} | {e['why'].replace('|', '/')} |")
+    if d["proposals"]:
+        out += ["", "## Proposed edits (not applied)", "", "| where | field | from | to | because |", "|---|---|---|---|---|"]
+        for p in d["proposals"]:
+            out.append(f"| {p.get('entry', p['file'])} | {p['field']} | {p['from']} | {p['to']} | {p['because']} |")
+    if d["untracked"]:
+        out += ["", "## Bounds on tracked packages that no file check follows", "", "| entry | bound | why |", "|---|---|---|"]
+        for u in d["untracked"]:
+            out.append(f"| {u['id']} | {u['package']} {u['spec']} | {u['why']} |")
+    summary = ", ".join(f"{n} {v}" for v, n in d["summary"].items() if n)
+    out += ["", f"Summary: {summary or 'no entry with a file check on a tracked package'}; {len(d['untracked'])} bounds not followed."]
+    return "\n".join(out) + "\n"
+
+
+def render_track(d: dict[str, Any], console: Any) -> None:
+    from rich.table import Table
+
+    for p in d["packages"]:
+        note = f" ({p['note']})" if p["note"] else ""
+        console.print(f"{p['package']}: tracked through {p['tracked']}, new: {', '.join(p['releases']) or 'none'}{note}")
+    table = Table(show_lines=False)
+    for col in ("entry", "bound", "verdict", "why"):
+        table.add_column(col)
+    for e in d["entries"]:
+        table.add_row(e["id"], f"{e['package']} {e['spec'] or ''}", e["verdict"], e["why"])
+    console.print(table)
+    for p in d["proposals"]:
+        console.print(f"propose: {p.get('entry', p['file'])}: {p['field']}: {p['from']} -> {p['to']} ({p['because']})")
+    console.print(", ".join(f"{n} {v}" for v, n in d["summary"].items() if n) + f"; {len(d['untracked'])} bounds with no file check")
+
+
+def render_bounds(results: list[Any], console: Any) -> None:
+    from rich.table import Table
+
+    table = Table()
+    for col in ("entry", "bound", "verdict", "why"):
+        table.add_column(col)
+    for r in results:
+        table.add_row(r.id, f"{r.package} {r.spec}", r.verdict, r.why)
+    console.print(table)
+    counts: dict[str, int] = {}
+    for r in results:
+        counts[r.verdict] = counts.get(r.verdict, 0) + 1
+    console.print(f"{len(results)} bounds: " + ", ".join(f"{n} {v}" for v, n in counts.items()))

@@ -1,0 +1,201 @@
+"""Track new releases against every entry. Verdicts per entry (over the new releases of the package
+its files table reads):
+
+  still-affected       the checks hold on a new release inside the entry's range (nothing to change)
+  upper-bound-moves    the checks hold on a new release outside the range: the upper bound must move
+  no-longer-affected   a new release inside the range no longer holds: the bound closes there (cited)
+  check-broken         the release could not be read, or a check's file is gone from it (moved or
+                       removed: the check must be re-pointed before it can say anything)
+  unchanged            every new release is outside the range and the checks agree
+  no-new-release       nothing newer than the tracked-through version (up to --through)
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from packaging.specifiers import SpecifierSet
+from packaging.utils import canonicalize_name
+from packaging.version import Version
+
+from sparkdoctor.matrix import Entry, Matrix
+from sparkdoctor.matrix.tracking import Tracking, bounds_of
+from sparkdoctor.matrix.versions import version_in
+from sparkdoctor.verify.bounds import remote_run
+from sparkdoctor.verify.files import VersionRun, table_of
+
+Log = Callable[[str], None]
+VERDICTS = ("check-broken", "no-longer-affected", "upper-bound-moves", "still-affected", "unchanged", "no-new-release")
+
+
+@dataclass
+class EntryTrack:
+    id: str
+    file: str
+    package: str  # the package whose files the checks read
+    spec: str | None  # the entry's bound on that package's family, if any
+    verdict: str = "no-new-release"
+    why: str = ""
+    runs: list[tuple[VersionRun, bool | None]] = field(default_factory=list)  # (run, inside the range)
+    proposal: dict[str, Any] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "file": self.file, "package": self.package, "spec": self.spec, "verdict": self.verdict,
+                "why": self.why, "proposal": self.proposal,
+                "releases": [{"version": r.version, "inside": inside, "holds": None if r.error else r.holds, "error": r.error,
+                              "evidence": r.evidence} for r, inside in self.runs]}
+
+
+@dataclass
+class TrackResult:
+    packages: list[dict[str, Any]]
+    entries: list[EntryTrack]
+    untracked: list[dict[str, str]]
+    proposals: list[dict[str, Any]]
+    platform: str
+    python: str
+    matrix: str
+    taken_at: str = field(default_factory=lambda: dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat())
+
+    def summary(self) -> dict[str, int]:
+        return {v: sum(1 for e in self.entries if e.verdict == v) for v in VERDICTS}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"schema": 1, "kind": "matrix-track", "taken_at": self.taken_at, "matrix": self.matrix,
+                "platform": self.platform, "python": self.python, "summary": self.summary(), "packages": self.packages,
+                "entries": [e.to_dict() for e in self.entries], "untracked": self.untracked, "proposals": self.proposals}
+
+
+def _new_releases(reader: Any, package: str, since: str, through: str | None) -> dict[str, Any]:
+    from sparkdoctor.released import RemoteError
+
+    row: dict[str, Any] = {"package": package, "tracked": since, "through": through, "releases": [], "note": ""}
+    try:
+        versions = reader.versions(package)
+    except RemoteError as exc:
+        row["note"] = str(exc)
+        row["error"] = "no project" not in str(exc)  # not on this index is a fact to say; an unreachable index is an error
+        return row
+    if through is not None and through not in versions:
+        newest = [v for v in versions if Version(v) <= Version(through)]
+        row["note"] = f"{package} {through} does not exist on the registry" + (f"; read up to {newest[-1]}" if newest else "")
+    cap = Version(through) if through else None
+    row["releases"] = [v for v in versions if Version(v) > Version(since) and (cap is None or Version(v) <= cap)]
+    return row
+
+
+def _short(path: str) -> str:
+    """A matrix file as matrix/NAME.toml: the same in every checkout and installed copy."""
+    from pathlib import Path
+
+    return f"matrix/{Path(path).name}"
+
+
+def _bound(entry: Entry, tracking: Tracking, package: str) -> str | None:
+    family = tracking.family(package)
+    return next((spec for p, spec in bounds_of(entry).items() if p in family), None)
+
+
+def _without_upper(spec: str) -> str:
+    kept = [str(s) for s in SpecifierSet(spec) if s.operator not in ("<", "<=", "==", "===", "~=")]
+    return ",".join(sorted(kept)) or "*"
+
+
+def judge(entry: EntryTrack, releases: list[str]) -> None:
+    """The entry's verdict and proposed edit from its runs on the new releases."""
+    if not entry.runs:
+        entry.verdict, entry.why = "no-new-release", "no release of it newer than the tracked-through version"
+        return
+    broken = [(r, i) for r, i in entry.runs if r.error or any(e.startswith("no member matches") for e in r.evidence)]
+    if broken:
+        r = broken[0][0]
+        entry.verdict = "check-broken"
+        where = ", ".join(b.version for b, _ in broken)
+        entry.why = f"{r.error or next(e for e in r.evidence if e.startswith('no member matches'))} on {where}"
+        return
+    spec = entry.spec
+    if spec is None:
+        holding = [r.version for r, _ in entry.runs if r.holds]
+        not_holding = [r.version for r, _ in entry.runs if not r.holds]
+        entry.why = "no version bound on it (the entry's other conditions decide); the checks hold on " + (", ".join(holding) or "none of the new releases")
+        if holding and not_holding:
+            entry.why += f"; not on {', '.join(not_holding)}"
+        if not holding:
+            entry.verdict = "unchanged"
+        elif entry.runs[-1][0].holds:
+            entry.verdict = "still-affected"
+        else:  # held on a new release and stopped holding since: a bound a later release moved
+            last = holding[-1]
+            stop = next(r.version for r, _ in entry.runs if Version(r.version) > Version(last))
+            entry.verdict = "no-longer-affected"
+            entry.proposal = {"entry": entry.id, "file": entry.file, "field": f"when.packages.{entry.package}", "from": "*", "to": f"<{stop}",
+                              "because": f"the checks hold through {last} and on none from {stop} on (unless another condition of the entry already reads this)"}
+        return
+    stopped = next((r for r, inside in entry.runs if inside and not r.holds), None)
+    outside_holds = [r for r, inside in entry.runs if not inside and r.holds]
+    if stopped is not None:
+        new = f"{spec},<{stopped.version}"
+        entry.verdict = "no-longer-affected"
+        entry.why = f"{stopped.version} is inside {spec} but its released files no longer hold the checks: the bound closes at {stopped.version}"
+        entry.proposal = {"entry": entry.id, "file": entry.file, "field": f"when.packages.{entry.package}", "from": spec, "to": new,
+                          "because": f"the checks fail on {stopped.version} (first new release where they do)"}
+        return
+    if outside_holds:
+        last = outside_holds[-1].version
+        newer = [v for v in releases if Version(v) > Version(last)]
+        to = _without_upper(spec) + (f",<{newer[0]}" if newer else "")
+        entry.verdict = "upper-bound-moves"
+        entry.why = f"the checks still hold on {', '.join(r.version for r in outside_holds)}, outside {spec}"
+        entry.proposal = {"entry": entry.id, "file": entry.file, "field": f"when.packages.{entry.package}", "from": spec,
+                          "to": to.lstrip(","), "because": f"the checks hold through {last}"}
+        return
+    inside = [r.version for r, i in entry.runs if i]
+    if inside:
+        entry.verdict, entry.why = "still-affected", f"the checks still hold on {', '.join(inside)} (inside {spec})"
+    else:
+        entry.verdict, entry.why = "unchanged", f"every new release is outside {spec} and the checks agree"
+
+
+def track(matrix: Matrix, reader: Any, through: dict[str, str] | None = None, log: Log | None = None) -> TrackResult:
+    tracking = matrix.tracking or Tracking()
+    through = {canonicalize_name(k): v for k, v in (through or {}).items()}
+    def cap(p: str) -> str | None:  # a family member follows its family's --through
+        return through.get(p) or next((through[q] for q in sorted(tracking.family(p)) if q in through), None)
+
+    packages = [_new_releases(reader, p, since, cap(p)) for p, since in tracking.tracked.items()]
+    releases = {row["package"]: row["releases"] for row in packages}
+    entries: list[EntryTrack] = []
+    untracked: list[dict[str, str]] = []
+    for e in matrix.entries:
+        if e.withdrawn:
+            continue
+        reads = table_of(e).package if e.files else None
+        for package, spec in bounds_of(e).items():
+            family = tracking.family(package)
+            if any(p in family for p in tracking.tracked) and (reads is None or reads not in family):
+                untracked.append({"id": e.id, "package": package, "spec": spec,
+                                  "why": f"no file check on {package}" + (f" (its files table reads {reads})" if reads else " (no files table)")})
+        if reads is None or reads not in releases:
+            continue
+        table = table_of(e)
+        item = EntryTrack(e.id, _short(e.file), reads, _bound(e, tracking, reads))
+        for version in releases[reads]:
+            run = remote_run(reader, reads, table.checks, version, "probe", log)
+            item.runs.append((run, None if item.spec is None else bool(version_in(version, item.spec))))
+        judge(item, releases[reads])
+        entries.append(item)
+        if log:
+            log(f"{e.id}: {item.verdict}")
+    proposals = [e.proposal for e in entries if e.proposal]
+    for row in packages:
+        newest = row["releases"][-1] if row["releases"] else None
+        if newest and not any(e.package == row["package"] and e.verdict == "check-broken" for e in entries):
+            read = any(e.package == row["package"] for e in entries)
+            because = (f"every entry's file checks were re-run on {', '.join(row['releases'])}" if read else
+                       f"no entry's file check reads {row['package']}: its new releases {', '.join(row['releases'])} were listed, nothing re-run")
+            proposals.append({"file": _short(tracking.where.get(f"tracked.{row['package']}", "tracking.toml")),
+                              "field": f"tracked.{row['package']}", "from": row["tracked"], "to": newest, "because": because})
+    return TrackResult(packages, entries, untracked, proposals, reader.platform, reader.python, getattr(matrix, "source", "bundled"))

@@ -1,0 +1,187 @@
+"""`matrix verify --bounds`: every version bound of every entry, bracketed by its file checks on the
+real released files (read member by member with sparkdoctor.released, never whole wheels).
+
+For a bound `P SPEC` of an entry whose files table reads P (or a package released in lockstep with
+P), the released versions of that package inside SPEC are the affected ones; the checks run on the
+first and the last of them (every check must hold) and on the release just outside each bounded side
+(below the first, above the last: each check must give what its `fixed` mode says, and at least one
+must stop holding, or nothing tells the outside release apart). Verdicts per bound:
+
+  bracketed       the checks hold inside and tell each bounded side's outside release apart
+  not-bracketed   it cannot be (no file check reads P, no released version inside SPEC, every check
+                  is fixed = "same"/"unchecked") - the reason is said
+  contradicted    a check does not hold inside, or still holds outside
+  error           a release could not be read (named)
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from packaging.utils import canonicalize_name
+from packaging.version import Version
+
+from sparkdoctor.matrix import Entry, Matrix
+from sparkdoctor.matrix.file_checks import FileCheck
+from sparkdoctor.matrix.tracking import Tracking, bounds_of
+from sparkdoctor.matrix.versions import version_in
+from sparkdoctor.verify.files import VersionRun, run_checks, table_of
+from sparkdoctor.verify.wheels import WheelError
+
+Log = Callable[[str], None]
+VERDICTS = ("bracketed", "not-bracketed", "contradicted", "error")
+
+
+class RemoteFiles:
+    """A remote wheel with the interface the file checks read (names, text, cubins)."""
+
+    def __init__(self, wheel: Any):
+        self.wheel = wheel
+        self.names = wheel.names
+        self.cubin_listings: dict[str, tuple[str, ...]] = {}
+
+    def text(self, name: str) -> str:
+        return self.wheel.text(name)
+
+    def cubins(self, name: str) -> tuple[str, ...]:
+        if name not in self.cubin_listings:
+            from sparkdoctor.verify.cubins import CubinError, list_cubins
+
+            with tempfile.TemporaryDirectory(prefix="sparkdoctor-cubins-") as tmp:
+                path = Path(tmp) / Path(name).name
+                path.write_bytes(self.wheel.read(name))
+                try:
+                    self.cubin_listings[name] = list_cubins(path)
+                except CubinError as exc:
+                    raise WheelError(f"{self.wheel.file.filename}: {exc}") from None
+        return self.cubin_listings[name]
+
+
+def remote_run(reader: Any, package: str, checks: tuple[FileCheck, ...], version: str, role: str, log: Log | None = None) -> VersionRun:
+    """The checks on one release read remotely; a release that cannot be read is the run's error."""
+    from sparkdoctor.released import RemoteError
+
+    run = VersionRun(version, role)
+    try:
+        if log:
+            log(f"reading {package}=={version}")
+        wheel = reader.release(package, version)
+        files = RemoteFiles(wheel)
+        wanted = {n for c in checks if c.kind != "exists" for n in files.names if _glob(c.path, n)}
+        wheel.prefetch(sorted(wanted))
+        run.results = run_checks(checks, files)
+        run.evidence = [reader.picks[(package, version)]]
+        run.evidence += [f"{n}: cubins {', '.join(a) or 'none'}" for n, a in files.cubin_listings.items()]
+        unmatched = [c.label for c in checks if c.kind != "exists" and not any(_glob(c.path, n) for n in files.names)]
+        run.evidence += [f"no member matches {label}" for label in unmatched]
+    except (RemoteError, WheelError) as exc:
+        run.error = str(exc)
+    return run
+
+
+def _glob(pattern: str, name: str) -> bool:
+    import fnmatch
+
+    return fnmatch.fnmatchcase(name, pattern)
+
+
+@dataclass
+class BoundResult:
+    id: str
+    package: str  # the bounded package
+    spec: str
+    verdict: str  # one of VERDICTS
+    why: str
+    reads: str | None = None  # the package whose released files the checks read
+    first: str | None = None
+    last: str | None = None
+    below: str | None = None  # the release just outside the lower side
+    above: str | None = None  # the release just outside the upper side
+    runs: list[VersionRun] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "package": self.package, "spec": self.spec, "verdict": self.verdict, "why": self.why,
+                "reads": self.reads, "first": self.first, "last": self.last, "below": self.below, "above": self.above,
+                "runs": [r.to_dict() for r in self.runs]}
+
+
+def bracket(entry: Entry, package: str, spec: str, reader: Any, tracking: Tracking, through: str | None = None,
+            log: Log | None = None) -> BoundResult:
+    """One bound of one entry, bracketed (or not) on the released files."""
+    from sparkdoctor.released import RemoteError
+
+    out = BoundResult(entry.id, package, spec, "not-bracketed", "")
+    if not entry.files:
+        out.why = f"no file check: the entry has no files table (a bound on {package} needs one on its released files)"
+        return out
+    table = table_of(entry)
+    if table.package not in tracking.family(package):
+        out.why = f"no file check on {package}: the files table reads {table.package}"
+        return out
+    out.reads = table.package
+    if not any(c.fixed == "differs" for c in table.checks):
+        out.why = "every check is fixed = \"same\" or \"unchecked\": nothing tells a release outside the bound apart"
+        return out
+    try:
+        versions = reader.versions(table.package)
+    except RemoteError as exc:
+        out.verdict, out.why = "error", str(exc)
+        return out
+    if through is not None:
+        versions = [v for v in versions if Version(v) <= Version(through)]
+    inside = [i for i, v in enumerate(versions) if version_in(v, spec)]
+    if not inside:
+        out.why = f"no released version of {table.package} is inside {spec}"
+        return out
+    lo, hi = inside[0], inside[-1]
+    out.first, out.last = versions[lo], versions[hi]
+    out.below = versions[lo - 1] if lo > 0 else None
+    out.above = versions[hi + 1] if hi + 1 < len(versions) else None
+    plan = [(out.first, "affected"), (out.last, "affected"), (out.below, "fixed"), (out.above, "fixed")]
+    seen: set[str] = set()
+    for version, role in plan:
+        if version is not None and version not in seen:
+            seen.add(version)
+            out.runs.append(remote_run(reader, table.package, table.checks, version, role, log))
+    errors = [r for r in out.runs if r.error]
+    if errors:
+        out.verdict, out.why = "error", f"{errors[0].version}: {errors[0].error}"
+        return out
+    wrong = [w for r in out.runs for w in r.wrong()]
+    if wrong:
+        out.verdict, out.why = "contradicted", "; ".join(wrong)
+        return out
+    sides = []
+    if out.below:
+        sides.append(f"fails on {out.below} below")
+    if out.above:
+        sides.append(f"fails on {out.above} above")
+    else:
+        sides.append(f"open above: holds through {out.last}, the newest release{' read' if through else ''}")
+    if not out.below:
+        sides.insert(0, f"{out.first} is the first release")
+    span = out.first if out.first == out.last else f"{out.first} and {out.last}"
+    out.verdict, out.why = "bracketed", f"holds on {span}; " + "; ".join(sides)
+    return out
+
+
+def verify_bounds(matrix: Matrix, reader: Any, entry_id: str | None = None, log: Log | None = None) -> list[BoundResult]:
+    """Every bound of every entry (or of one), in matrix order."""
+    tracking = matrix.tracking or Tracking()
+    results = []
+    for e in matrix.entries:
+        if e.withdrawn or (entry_id is not None and e.id != entry_id):
+            continue
+        for package, spec in bounds_of(e).items():
+            results.append(bracket(e, canonicalize_name(package), spec, reader, tracking, log=log))
+            if log:
+                log(f"{e.id} {package} {spec}: {results[-1].verdict}")
+    return results
+
+
+def summary(results: list[BoundResult]) -> dict[str, int]:
+    return {v: sum(1 for r in results if r.verdict == v) for v in VERDICTS}

@@ -1,0 +1,104 @@
+"""A real Ray cluster of three nodes on this machine, shared by the session's fleet tests (starting one
+takes ~20-30 s on 2 cores). Each node serves from its own venv (VIRTUAL_ENV in the raylet's environment,
+which its workers inherit: the fleet task picks the serving interpreter the way `check` does), with drift:
+
+  node 0  the baseline: NCCL build "a", cutlass-dsl libs-cu12 + libs-cu13 (cu13 active)
+  node 1  another build of the same NCCL version ("b")
+  node 2  only the libs-cu12 cutlass-dsl build (cu12 active), and NCCL_IB_GID_INDEX=3 in its environment
+
+Ray binds to this machine's own interface address (the research note: 127.0.0.1 on the head alone does not
+hold); nothing leaves the machine. The cluster is shut down in a finalizer, which then checks that none of
+its raylet and GCS processes is left.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+from tests.fleet.nodes import serving_venv
+
+NODE_DRIFT = (
+    dict(nccl_build="a", cutedsl_majors=(12, 13), env={}),
+    dict(nccl_build="b", cutedsl_majors=(12, 13), env={}),
+    dict(nccl_build="a", cutedsl_majors=(12,), env={"NCCL_IB_GID_INDEX": "3"}),
+)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().split(") ", 1)[1][:1] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.fixture(scope="session")
+def ray_cluster(tmp_path_factory):
+    """(cluster address, [venv python per node, in start order])."""
+    pytest.importorskip("ray", reason="ray is a test dependency (pyproject [test]); install '.[test]'")
+    from ray.cluster_utils import Cluster
+
+    root = tmp_path_factory.mktemp("fleet-ray")
+    venvs = [serving_venv(root, f"node{i}", d["nccl_build"], d["cutedsl_majors"]) for i, d in enumerate(NODE_DRIFT)]
+    envs = [{"VIRTUAL_ENV": str(p.parent.parent), **d["env"]} for p, d in zip(venvs, NODE_DRIFT)]
+    cluster = Cluster(initialize_head=True, connect=False,
+                      head_node_args={"num_cpus": 1, "include_dashboard": False, "env_vars": envs[0]})
+    pids: list[int] = []
+    try:
+        for env in envs[1:]:
+            cluster.add_node(num_cpus=1, env_vars=env)
+        cluster.wait_for_nodes()
+        for node in cluster.list_all_nodes():
+            for kind, infos in node.all_processes.items():
+                if "raylet" in kind or "gcs" in kind:
+                    pids += [info.process.pid for info in infos if info.process is not None]
+        assert pids, "found no raylet or GCS process of the cluster to watch"
+        yield cluster.address, venvs
+    finally:
+        cluster.shutdown()
+        deadline = time.monotonic() + 30
+        while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        left = [p for p in pids if _alive(p)]
+        assert not left, f"raylet/GCS processes left after shutdown: {left}"
+
+
+@pytest.fixture(scope="session")
+def ray_fleet(ray_cluster):
+    """One fleet check of the cluster (the expensive part), shared by the assertions."""
+    from sparkdoctor.fleet import FleetOptions, run
+
+    address, venvs = ray_cluster
+    result = run(FleetOptions(ray_address=address, node_timeout=90))
+    by_python = {}
+    for outcome in result.outcomes:
+        if outcome.facts is not None:
+            by_python[outcome.facts.target.get("python")] = outcome.node.name
+    names = [by_python.get(str(p)) for p in venvs]  # node name per drift row of NODE_DRIFT
+    return result, names
+
+
+@pytest.fixture
+def no_ray_env(monkeypatch):
+    for key in list(os.environ):
+        if key.startswith("RAY_"):
+            monkeypatch.delenv(key)
+
+
+SSH_HOSTS = [f"fleet-{i}" for i in range(8)]
+
+
+@pytest.fixture(scope="session")
+def sshd(tmp_path_factory):
+    """A real sshd on 127.0.0.1 for the session; its client config names fleet-0 .. fleet-7 (all reach it),
+    `stranger` (its host key unknown), `refused` (a closed port) and `hangs` (a port that never speaks)."""
+    from tests.fleet.sshd import start_sshd
+
+    server = start_sshd(tmp_path_factory.mktemp("fleet-sshd"), SSH_HOSTS)
+    try:
+        yield server
+    finally:
+        server.stop()

@@ -1,0 +1,161 @@
+"""A real OpenSSH server for fleet tests and the fleet benchmark: sshd on 127.0.0.1, a free high port, its
+own generated host key, one generated user key, and an ssh client config naming the test's hosts.
+
+sshd comes from Debian's openssh-server, installed by the suite itself when missing (as the docker fixture
+installs docker.io; the package's service is not started, invoke-rc.d denies it here). The daemon runs
+with a config of its own (no PAM, keys only, this folder's authorized_keys) and is stopped by its own
+PID. Host keys are verified as ssh does: the client config points at a known_hosts file holding the
+generated host key, under one HostKeyAlias for every test host name.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import shutil
+import socket
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+APT_TIMEOUT = 600
+ALIAS = "sparkdoctor-fleet-sshd"
+
+
+class NoSshd(Exception):
+    """sshd cannot run here; the message says why."""
+
+
+def sshd_binary() -> str:
+    found = shutil.which("sshd") or ("/usr/sbin/sshd" if os.path.exists("/usr/sbin/sshd") else None)
+    if found:
+        return found
+    if os.geteuid() != 0 or not shutil.which("apt-get"):
+        raise NoSshd("sshd is not installed and this user cannot apt-get install openssh-server")
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    argv = ["apt-get", "install", "-y", "-q", "--no-install-recommends", "openssh-server"]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=APT_TIMEOUT, env=env)
+    if done.returncode != 0:
+        subprocess.run(["apt-get", "update", "-q"], capture_output=True, timeout=APT_TIMEOUT, env=env)
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=APT_TIMEOUT, env=env)
+    if done.returncode != 0 or not os.path.exists("/usr/sbin/sshd"):
+        raise NoSshd(f"apt-get install openssh-server failed: {(done.stderr or done.stdout).strip()[-300:]}")
+    return "/usr/sbin/sshd"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class SilentServer:
+    """A TCP port that accepts connections and never says a word: a node that hangs."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.port = self.sock.getsockname()[1]
+        self.held: list[socket.socket] = []
+        self.thread = threading.Thread(target=self._accept, daemon=True)
+        self.thread.start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.held.append(conn)
+
+    def close(self) -> None:
+        self.sock.close()
+        for conn in self.held:
+            conn.close()
+
+
+@dataclass
+class Sshd:
+    folder: Path
+    port: int
+    config: Path  # the ssh client config (-F)
+    process: subprocess.Popen
+    made_privsep_dir: bool
+    extra: list = field(default_factory=list)
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(timeout=10)
+        for thing in self.extra:
+            thing.close()
+        if self.made_privsep_dir:
+            try:
+                os.rmdir("/run/sshd")
+            except OSError:
+                pass
+
+
+def start_sshd(folder: Path, hosts: list[str]) -> Sshd:
+    """sshd on 127.0.0.1; `hosts` (plus `stranger`, `refused`, `hangs`) named in folder/ssh_config."""
+    binary = sshd_binary()
+    folder.mkdir(parents=True, exist_ok=True)
+    for key in ("host_ed25519", "id_ed25519"):
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "sparkdoctor-test", "-f", str(folder / key)],
+                       check=True, timeout=60)
+    (folder / "authorized_keys").write_text((folder / "id_ed25519.pub").read_text())
+    host_pub = (folder / "host_ed25519.pub").read_text().split()
+    (folder / "known_hosts").write_text(f"{ALIAS} {host_pub[0]} {host_pub[1]}\n")
+    (folder / "empty_known_hosts").write_text("")
+    port = free_port()
+    (folder / "sshd_config").write_text(f"""\
+Port {port}
+ListenAddress 127.0.0.1
+HostKey {folder / 'host_ed25519'}
+PidFile {folder / 'sshd.pid'}
+AuthorizedKeysFile {folder / 'authorized_keys'}
+PubkeyAuthentication yes
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+UsePAM no
+StrictModes no
+PermitRootLogin prohibit-password
+MaxStartups 64:30:128
+MaxSessions 64
+LogLevel ERROR
+""")
+    made = False
+    if os.geteuid() == 0 and not os.path.isdir("/run/sshd"):  # privilege separation folder, as the service makes it
+        os.makedirs("/run/sshd", mode=0o755)
+        made = True
+    silent = SilentServer()
+    user = getpass.getuser()
+    common = (f"  User {user}\n  IdentityFile {folder / 'id_ed25519'}\n  IdentitiesOnly yes\n  GlobalKnownHostsFile /dev/null\n"
+              f"  HostKeyAlias {ALIAS}\n  LogLevel ERROR\n")
+    config = "".join(f"Host {h}\n  HostName 127.0.0.1\n  Port {port}\n  UserKnownHostsFile {folder / 'known_hosts'}\n{common}"
+                     for h in hosts)
+    config += f"Host stranger\n  HostName 127.0.0.1\n  Port {port}\n  UserKnownHostsFile {folder / 'empty_known_hosts'}\n{common}"
+    config += f"Host refused\n  HostName 127.0.0.1\n  Port {free_port()}\n  UserKnownHostsFile {folder / 'known_hosts'}\n{common}"
+    config += f"Host hangs\n  HostName 127.0.0.1\n  Port {silent.port}\n  UserKnownHostsFile {folder / 'known_hosts'}\n{common}"
+    (folder / "ssh_config").write_text(config)
+    process = subprocess.Popen([binary, "-D", "-e", "-f", str(folder / "sshd_config")], stdout=subprocess.DEVNULL,
+                               stderr=open(folder / "sshd.log", "wb"), start_new_session=True)
+    server = Sshd(folder, port, folder / "ssh_config", process, made, [silent])
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            server.stop()
+            raise NoSshd(f"sshd exited {process.returncode}: {(folder / 'sshd.log').read_text()[-300:]}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return server
+        except OSError:
+            time.sleep(0.1)
+    server.stop()
+    raise NoSshd("sshd did not listen within 20 s")

@@ -1,0 +1,144 @@
+"""The N-way comparison, the fleet verdicts and the gate's exit code, on realistic GB10 Facts (tests/gb10.py);
+the inventory and the command's usage errors; Ray never imported on check's path."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from sparkdoctor.findings import build_report
+from sparkdoctor.fleet import FleetResult
+from sparkdoctor.fleet.compare import compare_nodes, settle, unpaired_links, Drift
+from sparkdoctor.fleet.inventory import InventoryError, load_inventory, parse_hosts
+from sparkdoctor.fleet.node import NodeOutcome
+from sparkdoctor.fleet.transport import Node
+from sparkdoctor import matrix
+from tests.gb10 import gb10_facts
+
+
+def fleet_facts(name: str, loaded: str = "aaaa", conf: dict | None = None, free_gib: float = 100.0, **changes):
+    facts = gb10_facts(**changes)
+    facts.host_health = {**(facts.host_health or {}), "memory": {"total_kib": 128 << 20, "available_kib": int(free_gib * (1 << 20))}}
+    facts.fleet = {"node": name, "nccl": {"loaded": {"version": "2.28.9+cuda13.0", "build_id": loaded, "source": "pip"}},
+                   "nccl_conf": [{"path": "/etc/nccl.conf", "settings": conf}] if conf else [],
+                   "cma": {"total_kib": 65536}, "driver_flavour": "open", "roce_v2_gid_index": {"enp1s0f0np0": 3}}
+    return facts
+
+
+def labels(drifts) -> dict[str, Drift]:
+    return {d.label: d for d in drifts}
+
+
+def test_majority_and_odd_node_over_four_nodes():
+    named = [("s1", fleet_facts("s1")), ("s2", fleet_facts("s2", loaded="bbbb")), ("s3", fleet_facts("s3")),
+             ("s4", fleet_facts("s4", packages={"vllm": "0.23.0"}))]
+    found = labels(compare_nodes(named))
+    nccl = found["nccl: loaded library"]
+    assert nccl.verdict == "risky" and nccl.odd == ["s2"] and "build aaaa" in nccl.majority
+    vllm = found["packages: vllm"]
+    assert vllm.verdict == "risky" and vllm.odd == ["s4"] and vllm.majority == "0.22.0" and vllm.values["s4"] == "0.23.0"
+    assert "packages: numpy" not in found and not any(d.label.startswith("kernel") for d in found.values())
+
+
+def test_two_nodes_that_disagree_have_no_majority_and_both_are_named():
+    named = [("a", fleet_facts("a", conf={"NCCL_IB_USE_INLINE": "1"})), ("b", fleet_facts("b"))]
+    conf = labels(compare_nodes(named))["nccl: config file"]
+    assert not conf.has_majority and conf.majority is None and conf.odd == ["a", "b"]
+    assert conf.values["b"] == "none" and "NCCL_IB_USE_INLINE=1" in conf.values["a"]
+
+
+def test_memory_headroom_names_the_tight_node_and_small_spreads_are_not_drift():
+    named = [("a", fleet_facts("a", free_gib=110)), ("b", fleet_facts("b", free_gib=95)), ("c", fleet_facts("c", free_gib=108))]
+    tight = labels(compare_nodes(named))["memory: headroom"]
+    assert tight.verdict == "risky" and tight.odd == ["b"]
+    close = [("a", fleet_facts("a", free_gib=110)), ("b", fleet_facts("b", free_gib=105))]
+    assert "memory: headroom" not in labels(compare_nodes(close))
+
+
+def test_unpaired_link_is_a_port_on_a_subnet_nobody_else_has():
+    def with_links(name, *links):
+        facts = fleet_facts(name)
+        facts.host_health["links"] = [{"name": n, "state": "up", "physical": True, "subnet": s} for n, s in links]
+        return facts
+
+    named = [("a", with_links("a", ("p0", "10.0.1.0/24"), ("p1", "10.0.3.0/24"))),
+             ("b", with_links("b", ("p0", "10.0.2.0/24"), ("p1", "10.0.1.0/24"))),
+             ("c", with_links("c", ("p0", "10.0.3.0/24"), ("p1", "10.0.9.0/24")))]  # c's p1 should be on 10.0.2.0/24
+    assert unpaired_links(named) == {"b": ["p0"], "c": ["p1"]}
+
+
+def test_matrix_judges_the_odd_node_only_and_the_gate_exit_codes():
+    m = matrix.load()
+    named = [("a", fleet_facts("a")), ("b", fleet_facts("b", loaded="bbbb")), ("c", fleet_facts("c"))]
+    drifts = compare_nodes(named)
+    for name, facts in named:
+        facts.fleet.update(nodes=3, drift=[d.label for d in drifts if d.verdict == "risky"],
+                           odd=[d.label for d in drifts if d.verdict == "risky" and name in d.odd], unpaired_links=[])
+    reports = {name: build_report(facts, m) for name, facts in named}
+    assert "multinode-nccl-build-drift" in {f.id for f in reports["b"].findings}
+    assert "multinode-nccl-build-drift" not in {f.id for f in reports["a"].findings}
+    outcomes = [NodeOutcome(Node(n), f) for n, f in named]
+    assert FleetResult("ssh", outcomes, reports, drifts, [], 1.0, "error").exit_code() == 1
+    agreeing = [d for d in drifts if d.verdict != "risky"]
+    calm = {n: build_report(f, m, ignore={"multinode-nccl-build-drift"}) for n, f in named}
+    assert FleetResult("ssh", outcomes, calm, agreeing, [], 1.0, "error").exit_code() == 0
+    down = outcomes + [NodeOutcome(Node("d"), None, "ssh exited 255: Connection refused")]
+    assert FleetResult("ssh", down, calm, agreeing, [], 1.0, "error").exit_code() == 3
+
+
+def test_settle_counts_none_as_a_value():
+    d = settle(Drift("packages", "ray", "risky", "", {"a": "2.60.0", "b": None, "c": "2.60.0"}))
+    assert d.majority == "2.60.0" and d.odd == ["b"]
+
+
+@pytest.mark.parametrize("text, problem", [
+    ("a,,b", "an empty host name"),
+    ("-oProxyCommand=x", "not an ssh destination"),
+    ("a,a", "named twice"),
+])
+def test_hosts_refused_with_one_line(text, problem):
+    with pytest.raises(InventoryError, match=problem):
+        parse_hosts(text, None, None, "docker")
+
+
+def test_inventory_files(tmp_path):
+    toml = tmp_path / "fleet.toml"
+    toml.write_text('[defaults]\npython = "/opt/venv/bin/python"\n[[node]]\nhost = "s1"\n[[node]]\nhost = "s2"\ncontainer = "vllm"\n')
+    nodes = load_inventory(toml, None, None, "docker")
+    assert [(n.name, n.python, n.container) for n in nodes] == [("s1", "/opt/venv/bin/python", None), ("s2", "/opt/venv/bin/python", "vllm")]
+    plain = tmp_path / "hosts"
+    plain.write_text("# the pair\nspark-1\nspark-2  # the worker\n")
+    assert [n.name for n in load_inventory(plain, None, None, "docker")] == ["spark-1", "spark-2"]
+    toml.write_text('[[node]]\nhost = "s1"\nport = 22\n')
+    with pytest.raises(InventoryError, match=r"node\[0\]\.port: unknown key"):
+        load_inventory(toml, None, None, "docker")
+
+
+def run_cli(*args):
+    return subprocess.run([sys.executable, "-m", "sparkdoctor", "fleet", "check", *args], capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize("args, words", [
+    ((), "give exactly one of --ray"),
+    (("--hosts", "a", "--ray", "auto"), "got --ray and --hosts"),
+    (("--hosts", "a", "--format", "xml"), "--format xml"),
+    (("--hosts", "a", "--node-timeout", "0"), "--node-timeout"),
+    (("--hosts", "a,-x"), "not an ssh destination"),
+])
+def test_usage_errors_are_one_line_and_exit_2(args, words):
+    done = run_cli(*args)
+    assert done.returncode == 2 and words in done.stderr and done.stderr.count("\n") == 1, done.stderr
+
+
+def test_check_and_the_fleet_modules_never_import_ray(tmp_path):
+    snapshot = tmp_path / "facts.json"
+    gb10_facts().save(snapshot)
+    code = ("import sys; from sparkdoctor.cli import main; import sparkdoctor.fleet, sparkdoctor.fleet.node, "
+            "sparkdoctor.fleet.render, sparkdoctor.commands.fleet\n"
+            f"sys.argv = ['sparkdoctor', 'check', '--facts', {str(snapshot)!r}, '--format', 'json', '-o', {str(tmp_path / 'r.json')!r}]\n"
+            "try:\n    main()\nexcept SystemExit:\n    pass\nprint(json.dumps(sorted(m for m in sys.modules if m == 'ray' or m.startswith('ray.'))))")
+    done = subprocess.run([sys.executable, "-c", "import json\n" + code], capture_output=True, text=True, timeout=120)
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == [], done.stderr

@@ -1,0 +1,92 @@
+"""The node probe (probes/fleet_node/) and the bundle that carries it: run for real by a venv's interpreter
+reading the bundled script on stdin, as ssh and Ray run it on a node."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from sparkdoctor.fleet.bundle import bundle
+from sparkdoctor.locations import data_dir
+from tests.fleet.nodes import ELF_SOURCES, NCCL_VERSION, nccl_library, serving_venv
+from tests.test_targetenv import site_of
+
+
+def run_bundled(python, probe: str, *args: str, env: dict | None = None) -> dict:
+    done = subprocess.run([str(python), "-B", "-", *args], input=bundle(probe), capture_output=True, text=True,
+                          timeout=120, env={**os.environ, **(env or {})})
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def readelf_build_id(path) -> str:
+    out = subprocess.run(["readelf", "-n", str(path)], capture_output=True, text=True, timeout=30).stdout
+    return out.split("Build ID:")[1].split()[0]
+
+
+@pytest.fixture(scope="module")
+def node_venv(tmp_path_factory):
+    return serving_venv(tmp_path_factory.mktemp("fleet-probe"), "node", nccl_build="b")
+
+
+def test_bundled_node_probe_finds_the_pip_nccl_by_build_id_and_inner_version(node_venv):
+    data = run_bundled(node_venv, "fleet_node", env={"NCCL_IB_HCA": "rocep1s0f0", "NCCL_SECRET_TOKEN": "x"})
+    [pip] = [c for c in data["nccl"]["candidates"] if c["source"] == "pip"]
+    assert pip["path"].startswith(str(site_of(node_venv)))
+    assert pip["version"] == f"{NCCL_VERSION}+cuda13.0"  # read inside the binary, not from the dist name
+    if shutil.which("readelf"):
+        assert pip["build_id"] == readelf_build_id(ELF_SOURCES["b"])
+    assert data["nccl"]["loaded"]["path"] == pip["path"] or data["nccl"]["loaded"]["source"] == "process"
+    assert data["env"]["NCCL_IB_HCA"] == "rocep1s0f0" and data["env"]["NCCL_SECRET_TOKEN"] == "<redacted>"
+    assert data["host"]["kernel"] == os.uname().release
+    assert data["python"] == str(node_venv)
+    assert isinstance(data["memory"]["total_kib"], int) and data["memory"]["total_kib"] > 0
+
+
+def test_the_bundle_leaves_nothing_on_the_node(node_venv, tmp_path):
+    before = sorted(p.name for p in tmp_path.iterdir())
+    done = subprocess.run([str(node_venv), "-B", "-"], input=bundle("fleet_node"), capture_output=True, text=True,
+                          timeout=120, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+    assert not list(node_venv.parent.parent.rglob("__pycache__"))
+
+
+def test_target_probe_runs_bundled_like_from_its_folder(node_venv):
+    """check's own target probe gives the same packages and cutlass-dsl build whether run from probes/ or
+    read on stdin from the bundle (what a fleet node gets)."""
+    bundled = run_bundled(node_venv, "target_env", "--hash-budget", "8")
+    direct = subprocess.run([str(node_venv), "-B", str(data_dir("probes") / "target_env"), "--hash-budget", "8"],
+                            capture_output=True, text=True, timeout=120)
+    direct_data = json.loads(direct.stdout.strip().splitlines()[-1])
+    assert bundled["packages"] == direct_data["packages"]
+    assert bundled["cutedsl"]["active_build"] == direct_data["cutedsl"]["active_build"] == "libs-cu13"
+
+
+def test_pip_and_system_nccl_of_one_version_and_two_builds_are_named(tmp_path, monkeypatch):
+    sys.path[:0] = [str(data_dir("probes") / "fleet_node"), str(data_dir("probes") / "shared")]
+    try:
+        import fleetnode_nccl
+    finally:
+        del sys.path[:2]
+    pip = nccl_library(tmp_path / "site" / "nvidia" / "nccl" / "lib" / "libnccl.so.2", "a")
+    system = nccl_library(tmp_path / "usr" / "lib" / "libnccl.so.2", "b")
+    monkeypatch.setattr(fleetnode_nccl, "pip_candidates", lambda: [str(pip)])
+    monkeypatch.setattr(fleetnode_nccl, "mapped_by_processes", lambda: {})
+    monkeypatch.setattr(fleetnode_nccl, "system_candidates", lambda: [str(system)])
+    monkeypatch.delenv("LD_PRELOAD", raising=False)
+    monkeypatch.delenv("VLLM_NCCL_SO_PATH", raising=False)
+    found = fleetnode_nccl.nccl_libraries([])
+    assert found["pip_system_same_version_other_build"] is True
+    assert found["loaded"]["source"] == "pip"
+    # the same bytes under both names are one build
+    system.write_bytes(pip.read_bytes())
+    assert fleetnode_nccl.nccl_libraries([])["pip_system_same_version_other_build"] is False
+    # LD_PRELOAD decides over the wheel
+    monkeypatch.setenv("LD_PRELOAD", str(system))
+    assert fleetnode_nccl.nccl_libraries([])["loaded"]["source"] == "LD_PRELOAD"

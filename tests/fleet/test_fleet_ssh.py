@@ -1,0 +1,89 @@
+"""`fleet check --hosts/--inventory` over a real sshd (tests/fleet/sshd.py): the probes travel over the
+connection on stdin, every node from its own serving venv; an unreachable, hanging, garbage-answering or
+unverifiable node is one line naming it, and the rest are still judged and compared."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.fleet.nodes import serving_venv
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def node_venvs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("fleet-ssh-venvs")
+    return [serving_venv(root, "n0", "a"), serving_venv(root, "n1", "a"), serving_venv(root, "n2", "b")]
+
+
+def fleet(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "SSH_AUTH_SOCK"}  # the test's key only, never an agent's
+    return subprocess.run([sys.executable, "-m", "sparkdoctor", "fleet", "check", *args], capture_output=True,
+                          text=True, timeout=timeout, env=env)
+
+
+def inventory(path, rows) -> str:
+    path.write_text("".join(f'[[node]]\nhost = "{host}"\npython = "{python}"\n' for host, python in rows))
+    return str(path)
+
+
+def test_three_nodes_over_ssh_name_the_odd_nccl_build(sshd, node_venvs, tmp_path):
+    inv = inventory(tmp_path / "fleet.toml", [(f"fleet-{i}", p) for i, p in enumerate(node_venvs)])
+    done = fleet("--inventory", inv, "--ssh-config", str(sshd.config), "--format", "json")
+    assert done.returncode == 1, done.stderr
+    doc = json.loads(done.stdout)
+    assert doc["transport"] == "ssh" and [n["ok"] for n in doc["nodes"]] == [True, True, True]
+    [nccl] = [d for d in doc["differences"] if (d["area"], d["key"]) == ("nccl", "loaded library")]
+    assert nccl["verdict"] == "risky" and nccl["odd"] == ["fleet-2"] and nccl["majority"].startswith("2.28.9+cuda13.0")
+    node2 = next(n for n in doc["nodes"] if n["name"] == "fleet-2")
+    assert "multinode-nccl-build-drift" in {f["id"] for f in node2["findings"]}
+    assert node2["facts"]["target"]["python"] == str(node_venvs[2])
+    assert any("are one machine" in note for note in doc["notes"])  # every alias reaches this one sshd
+
+
+def test_agreeing_nodes_pass_the_gate(sshd, node_venvs):
+    done = fleet("--hosts", "fleet-0,fleet-1", "--ssh-config", str(sshd.config), "--remote-python", str(node_venvs[0]))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "GO" in done.stdout and "NO-GO" not in done.stdout
+
+
+def test_bad_nodes_are_one_line_each_and_the_rest_are_judged(sshd, node_venvs, tmp_path):
+    garbage = tmp_path / "garbage-python"
+    garbage.write_text("#!/bin/sh\ncat >/dev/null\necho 'this is not JSON'\n")
+    garbage.chmod(0o755)
+    rows = [("fleet-0", node_venvs[0]), ("fleet-1", node_venvs[1]), ("stranger", node_venvs[0]),
+            ("refused", node_venvs[0]), ("hangs", node_venvs[0]), ("fleet-3", garbage)]
+    inv = inventory(tmp_path / "bad.toml", rows)
+    started = time.monotonic()
+    done = fleet("--inventory", inv, "--ssh-config", str(sshd.config), "--node-timeout", "20", "--format", "json")
+    took = time.monotonic() - started
+    assert done.returncode == 3, done.stderr
+    doc = json.loads(done.stdout)
+    by_name = {n["name"]: n for n in doc["nodes"]}
+    assert by_name["fleet-0"]["ok"] and by_name["fleet-1"]["ok"] and by_name["fleet-0"]["findings"] is not None
+    problems = {name: by_name[name]["problem"] for name in ("stranger", "refused", "hangs", "fleet-3")}
+    assert "Host key verification failed" in problems["stranger"], problems
+    assert "Connection refused" in problems["refused"], problems
+    assert "timed out" in problems["hangs"], problems
+    assert "no JSON" in problems["fleet-3"] and "this is not JSON" in problems["fleet-3"], problems
+    assert all("\n" not in p for p in problems.values())
+    assert took < 150, f"the bad nodes were waited on one after another ({took:.0f} s)"
+    console = fleet("--inventory", inv, "--ssh-config", str(sshd.config), "--node-timeout", "20")
+    assert console.returncode == 3
+    assert "✖ hangs  not checked:" in console.stdout and "Traceback" not in console.stdout + console.stderr
+
+
+def test_no_ssh_option_disables_host_key_checking():
+    from sparkdoctor.fleet.transport import Node, SshTransport
+
+    argv = SshTransport("/some/config").argv(Node("spark-1"), ["python3", "-B", "-"])
+    joined = " ".join(argv)
+    assert "StrictHostKeyChecking" not in joined and "UserKnownHostsFile" not in joined
+    assert "BatchMode=yes" in joined and argv[argv.index("-F") + 1] == "/some/config"

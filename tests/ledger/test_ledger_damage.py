@@ -1,0 +1,158 @@
+"""A damaged ledger (issue 20, item 8): a row whose stored JSON is damaged is listed as damaged and the others
+are still listed; a file whose schema version or pages are damaged is one line and exit 5 in every command that
+reads or writes it (history, conclusions, rerun, bench storing). Real SQLite files, damaged as a disk or a hand
+edit would, and the real CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sparkdoctor.conclusions import store
+from sparkdoctor.exitcodes import EXIT_LEDGER
+from sparkdoctor.ledger import Ledger, LedgerError
+from tests.ledger.test_ledger import record
+from tests.rerun.ledgerdata import add_ab, write_recipe
+
+ROOT = Path(__file__).resolve().parents[2]
+FACTS = {"schema": 1, "packages": {}, "target": {"python": sys.executable}}
+
+
+def cli(*args) -> subprocess.CompletedProcess:
+    env = dict(os.environ, COLUMNS="200")
+    return subprocess.run([sys.executable, "-m", "sparkdoctor", *map(str, args)], capture_output=True, text=True,
+                          timeout=300, cwd=ROOT, env=env)
+
+
+def one_line_exit_5(p: subprocess.CompletedProcess, *words: str) -> None:
+    assert p.returncode == EXIT_LEDGER, (p.returncode, p.stderr[-2000:])
+    assert p.stderr.count("\n") == 1 and "Traceback" not in p.stderr and "internal error" not in p.stderr, p.stderr
+    for word in words:
+        assert word in p.stderr, p.stderr
+
+
+def ledger_with_conclusion(tmp_path: Path) -> Path:
+    paths = {"A": write_recipe(tmp_path, "one-seq", ', "--max-num-seqs", "1"'), "B": write_recipe(tmp_path, "default")}
+    path = tmp_path / "l.sqlite"
+    with Ledger(path) as led:
+        add_ab(led, paths, FACTS, {"A": [40.0, 41.0, 40.5], "B": [100.0, 99.0, 101.0]}, "default-vs-one-seq")
+        led.add_run(record(name="plain"))
+    return path
+
+
+def damage(path: Path, sql: str, *args) -> None:
+    db = sqlite3.connect(path)
+    db.execute(sql, args)
+    db.commit()
+    db.close()
+
+
+@pytest.mark.parametrize("column, text", [("summary_json", "{not json"), ("summary_json", "[1, 2]"),
+                                          ("summary_json", '{"levels": 5}'), ("findings_json", '{"x": 1}'),
+                                          ("facts_json", "9" * 5000)])
+def test_a_damaged_run_is_listed_as_damaged_and_the_rest_is_listed(tmp_path, column, text):
+    path = ledger_with_conclusion(tmp_path)
+    damage(path, f"UPDATE runs SET {column} = ? WHERE id = 2", text)
+    with Ledger(path) as led:
+        runs = {r["id"]: r for r in led.runs()}
+        assert sorted(runs) == [1, 2, 3]
+        assert runs[1]["headline"] and not runs[1].get("damaged")
+        assert any(column in why for why in led.run(2)["damaged"])
+    p = cli("history", "--ledger", path, "--format", "json")
+    assert p.returncode == 0, p.stderr
+    listed = {r["id"]: r for r in json.loads(p.stdout)["runs"]}
+    assert sorted(listed) == [1, 2, 3] and not listed[3].get("damaged")
+    p = cli("history", "--ledger", path)
+    assert p.returncode == 0 and "DAMAGED" in p.stdout and "run 2 is damaged" in p.stdout, p.stdout + p.stderr
+    one_line_exit_5(cli("history", "2", "--ledger", path), "run 2 is damaged", column)
+    one_line_exit_5(cli("history", "--compare", "1", "--compare", "2", "--ledger", path), "run 2 is damaged")
+    assert cli("history", "--compare", "1", "--compare", "3", "--ledger", path).returncode == 0
+
+
+def test_damaged_samples_are_named_and_the_run_is_not_shown_as_whole(tmp_path):
+    path = ledger_with_conclusion(tmp_path)
+    damage(path, "UPDATE samples SET sample_json = '{' WHERE run_id = 3 AND idx = 1")
+    with Ledger(path) as led:
+        run = led.run(3, with_samples=True)
+    assert [s.get("damaged", "") for s in run["samples"]][1].startswith("sample_json is not JSON")
+    assert run["damaged"] == [run["damaged"][0]] and "sample 1/0/1" in run["damaged"][0]
+
+
+@pytest.mark.parametrize("text", ["{not json", "[]", '{"a": 1}', '{"a": {"path": "x", "label": "y"}, "b": {"path": "x", "label": "y"}, '
+                                  '"runs": {"A": ["1"], "B": [2]}, "fingerprints": {"A": "f", "B": "f"}, "recipe_hashes": {"A": "h", "B": "h"}}'])
+def test_a_damaged_conclusion_is_broken_and_the_rest_is_judged(tmp_path, text):
+    path = ledger_with_conclusion(tmp_path)
+    with Ledger(path) as led:  # a second, healthy conclusion on the same A/B
+        (first,) = store.latest(led)
+        led.db.execute("INSERT INTO conclusions (name, created_at, comparison_id, data_json) VALUES (?,?,?,?)",
+                       ("second", first.created_at, first.comparison_id, json.dumps(first.data)))
+    damage(path, "UPDATE conclusions SET data_json = ? WHERE id = 1", text)
+    p = cli("conclusions", "--ledger", path, "--format", "json")
+    assert p.returncode == 0, p.stderr
+    items = {i["conclusion"]["name"]: i for i in json.loads(p.stdout)["conclusions"]}
+    assert items["default-vs-one-seq"]["state"] == "broken" and "damaged" in items["default-vs-one-seq"]["reasons"][0]
+    assert items["second"]["state"] != "broken", items["second"]
+    p = cli("conclusions", "--ledger", path)
+    assert p.returncode == 0 and "damaged ledger row" in p.stdout, p.stdout + p.stderr
+    p = cli("rerun", "--dry-run", "--ledger", path, "--format", "json")
+    assert p.returncode == 0, p.stderr
+
+
+def test_a_conclusion_whose_run_is_damaged_is_broken(tmp_path):
+    path = ledger_with_conclusion(tmp_path)
+    damage(path, "UPDATE runs SET facts_json = 'garbage' WHERE id = 2")
+    p = cli("conclusions", "--ledger", path, "--format", "json")
+    assert p.returncode == 0, p.stderr
+    (item,) = json.loads(p.stdout)["conclusions"]
+    assert item["state"] == "broken" and "run 2 (arm B) is damaged" in item["reasons"][0]
+
+
+@pytest.mark.parametrize("version", [-1, -2**31])
+def test_a_negative_schema_version_is_one_line_exit_5_everywhere(tmp_path, version):
+    path = ledger_with_conclusion(tmp_path)
+    damage(path, f"PRAGMA user_version = {version}")
+    with pytest.raises(LedgerError, match=rf"schema version {version} is not one any sparkdoctor writes"):
+        Ledger(path)
+    for args in (["history"], ["conclusions"], ["rerun", "--dry-run"]):
+        one_line_exit_5(cli(*args, "--ledger", path), f"schema version {version}")
+
+
+def malformed(path: Path) -> None:
+    """Overwrite the pages of the runs table's data with garbage, past the header: the file still opens, the
+    schema still reads, and the query fails with "database disk image is malformed"."""
+    db = sqlite3.connect(path)
+    db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    root = db.execute("SELECT rootpage FROM sqlite_master WHERE name = 'runs'").fetchone()[0]
+    page = db.execute("PRAGMA page_size").fetchone()[0]
+    db.close()
+    with open(path, "r+b") as fh:
+        fh.seek((root - 1) * page)
+        fh.write(b"\xa5" * page)
+
+
+def test_a_malformed_database_is_one_line_exit_5_in_every_command(tmp_path):
+    path = ledger_with_conclusion(tmp_path)
+    malformed(path)
+    for args in (["history"], ["history", "1"], ["conclusions"], ["rerun", "--dry-run"], ["rerun"]):
+        one_line_exit_5(cli(*args, "--ledger", path), str(path), "malformed")
+
+
+def test_bench_storing_into_a_malformed_ledger_is_one_line_exit_5(tmp_path):
+    """bench's writes (an A/B's comparison row, a run) go through the same door: exit 5, one line."""
+    from sparkdoctor.bench import flow
+
+    path = ledger_with_conclusion(tmp_path)
+    malformed(path)
+    ledger = Ledger(path)
+    try:
+        with pytest.raises(flow.Failure) as info:
+            flow._ledger_call(ledger.add_run, record(name="again"))
+    finally:
+        ledger.close()
+    assert info.value.code == EXIT_LEDGER and "malformed" in str(info.value) and "\n" not in str(info.value)

@@ -1,0 +1,70 @@
+"""`recipe check` judges the mods a recipe names (eugr's `mods:`) against the target's installed files: a mod
+that no longer applies is an error, one already upstream a stale workaround, a missing one an error."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.mods.test_mods_static import AFTER, BEFORE, make_diff, sd
+
+
+@pytest.fixture(autouse=True)
+def _tools(sandbox_tools):
+    pass
+
+
+def target_venv(tmp_path: Path, toy: str) -> Path:
+    """A real venv holding an installed 'vllm' distribution (metadata, RECORD, two files) whose vllm/toy.py is `toy`."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    site = next((venv / "lib").glob("python3*/site-packages"))
+    (site / "vllm").mkdir()
+    (site / "vllm" / "__init__.py").write_text("__version__ = '0.20.0'\n")
+    (site / "vllm" / "toy.py").write_text(toy)
+    info = site / "vllm-0.20.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: vllm\nVersion: 0.20.0\n")
+    (info / "RECORD").write_text("vllm/__init__.py,,\nvllm/toy.py,,\nvllm-0.20.0.dist-info/METADATA,,\n")
+    return venv / "bin" / "python"
+
+
+def eugr_repo(tmp_path: Path, mods: list[str]) -> Path:
+    """An eugr/spark-vllm-docker-shaped checkout: recipes/ and mods/ side by side."""
+    repo = tmp_path / "repo"
+    (repo / "recipes").mkdir(parents=True)
+    stale = make_diff(BEFORE.replace("    splits = 4", "    splits = 2"), BEFORE.replace("    splits = 4", "    splits = 3"), prefix="a/usr/local/lib/python3.12/dist-packages/")
+    for name, patch in (("fix-stale", stale), ("fix-upstream", make_diff(BEFORE, AFTER))):
+        (repo / "mods" / name).mkdir(parents=True)
+        (repo / "mods" / name / "fix.patch").write_text(patch)
+        (repo / "mods" / name / "run.sh").write_text("#!/bin/bash\nset -e\npatch --forward -p1 -d /usr/local/lib/python3.12/dist-packages < fix.patch || echo skipping\n"
+                                                      if name == "fix-upstream" else "#!/bin/bash\nset -e\npatch -p1 -d / < fix.patch\n")
+    recipe = repo / "recipes" / "toy.yaml"
+    recipe.write_text('recipe_version: "1"\nname: toy\nmodel: org/toy\ncontainer: vllm-node\n'
+                      f"mods: {json.dumps(mods)}\ncommand: vllm serve org/toy --port 8000\n")
+    return recipe
+
+
+def test_recipe_check_reports_failing_upstream_and_missing_mods(tmp_path):
+    python = target_venv(tmp_path, AFTER)
+    recipe = eugr_repo(tmp_path, ["mods/fix-stale", "mods/fix-upstream", "mods/fix-gone"])
+    done = sd("recipe", "check", str(recipe), "--python", str(python), "-f", "json")
+    doc = json.loads(done.stdout)
+    by_id = {f["id"]: f for f in doc["findings"] if f["kind"] == "mod"}
+    assert by_id["mod-fails:fix-stale"]["severity"] == "error"
+    assert any("`splits = 2` is nowhere in the file" in e for e in by_id["mod-fails:fix-stale"]["evidence"])
+    assert by_id["mod-superseded:fix-upstream"]["severity"] == "warn"
+    assert by_id["mod-missing:mods/fix-gone"]["severity"] == "error"
+    assert done.returncode == 1, done.stderr
+
+
+def test_a_mod_that_applies_says_nothing(tmp_path):
+    python = target_venv(tmp_path, BEFORE)
+    recipe = eugr_repo(tmp_path, ["mods/fix-upstream"])
+    done = sd("recipe", "check", str(recipe), "--python", str(python), "-f", "json")
+    doc = json.loads(done.stdout)
+    assert not [f for f in doc["findings"] if f["kind"] == "mod"], doc["findings"]

@@ -1,0 +1,158 @@
+"""Mod scripts run isolated against a scratch copy: what they change is judged, the target never changes, and a
+script that hangs, writes outside its scratch tree, forks, needs the network or imports the serving stack gets
+one line and leaves nothing behind."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from sparkdoctor.mods import Verdict, judge_mod
+from sparkdoctor.mods.trees import SiteTree
+from tests.mods.test_mods_static import AFTER, BEFORE, make_diff
+
+EUGR_SITE = "/usr/local/lib/python3.12/dist-packages"  # where eugr's images keep vLLM; the scripts name it
+
+
+@pytest.fixture(autouse=True)
+def _tools(sandbox_tools):
+    pass
+
+
+@pytest.fixture
+def tree(tmp_path) -> SiteTree:
+    root = tmp_path / "site"
+    (root / "vllm").mkdir(parents=True)
+    (root / "vllm" / "toy.py").write_text(BEFORE)
+    return SiteTree([root], str(root))
+
+
+def digest(root: Path) -> dict[str, str]:
+    return {p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def folder(tmp_path: Path, run_sh: str, **files: str) -> Path:
+    mod = tmp_path / "mods" / "fix-toy"
+    mod.mkdir(parents=True)
+    (mod / "run.sh").write_text("#!/bin/bash\n" + run_sh)
+    for name, text in files.items():
+        (mod / name.replace("_", ".")).write_text(text)
+    return mod
+
+
+def judge_untouched(path: Path, tree: SiteTree, **kw):
+    before = digest(tree.dirs[0])
+    result = judge_mod(path, tree, **kw)
+    assert digest(tree.dirs[0]) == before, "the target changed"
+    return result
+
+
+def test_a_python_script_that_edits_the_file_by_its_image_path(tmp_path, tree):
+    script = tmp_path / "fix_splits.py"
+    script.write_text(
+        f"p = '{EUGR_SITE}/vllm/toy.py'\n"
+        "s = open(p).read()\n"
+        "assert 'splits = 4' in s, 'target text not found'\n"
+        "open(p, 'w').write(s.replace('splits = 4', 'splits = max(4, n)'))\n")
+    result = judge_untouched(script, tree)
+    assert result.verdict is Verdict.APPLIES, result
+    assert [(f.path, f.detail) for f in result.files] == [("vllm/toy.py", "changed by the script")]
+
+
+def test_a_guarded_script_on_a_patched_file_has_no_effect(tmp_path, tree):
+    (tree.dirs[0] / "vllm" / "toy.py").write_text(AFTER)
+    mod = folder(tmp_path, f"set -e\nif grep -q 'max(4, n)' {EUGR_SITE}/vllm/toy.py; then echo already; exit 0; fi\n"
+                           f"sed -i 's/splits = 4/splits = max(4, n)/' {EUGR_SITE}/vllm/toy.py\n")
+    result = judge_untouched(mod, tree)
+    assert result.verdict is Verdict.NO_EFFECT and "already" in result.output_tail
+
+
+def test_set_e_stops_before_a_still_valid_step(tmp_path, tree):
+    """eugr/spark-vllm-docker#344: the first patch of fix-glm-4.7-flash-AWQ no longer applies and `set -e` stops
+    run.sh before its second, still-valid step. The folder fails; its first diff is named as the cause."""
+    stale = make_diff(BEFORE.replace("    splits = 4", "    splits = 2"), AFTER, prefix="a/" + EUGR_SITE.lstrip("/") + "/")
+    mod = folder(tmp_path, "set -e\npatch -p1 -d / < first.patch\necho second-step\n", first_patch=stale)
+    result = judge_untouched(mod, tree)
+    assert result.verdict is Verdict.FAILS
+    assert "second-step" not in result.output_tail
+    first = next(f for f in result.files if f.source == "first.patch")
+    assert first.verdict is Verdict.FAILS and "`splits = 2` is nowhere in the file" in first.detail
+
+
+def test_a_hanging_script_is_killed(tmp_path, tree):
+    mod = folder(tmp_path, "sleep 600\n")
+    result = judge_untouched(mod, tree, timeout=3)
+    assert result.verdict is Verdict.FAILS and "hung" in result.detail and "\n" not in result.detail
+
+
+def test_a_script_that_writes_outside_its_scratch_tree(tmp_path, tree):
+    outside = Path("/etc/sparkdoctor-mods-test-outside")
+    mod = folder(tmp_path, f"set -e\necho pwned > {outside}\n")
+    result = judge_untouched(mod, tree)
+    assert not outside.exists()
+    assert result.verdict is Verdict.FAILS and "writes outside" in result.detail
+
+
+def test_a_script_that_forks_leaves_nothing_behind(tmp_path, tree):
+    marker = "3001.25"  # a sleep no other process runs
+    mod = folder(tmp_path, f"setsid sleep {marker} &\n(sleep {marker} &)\nnohup sleep {marker} >/dev/null 2>&1 &\nexit 0\n")
+    judge_untouched(mod, tree)
+
+    def sleepers() -> list[str]:
+        found = []
+        for pid in os.listdir("/proc"):
+            if pid.isdigit():
+                try:
+                    cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+                except OSError:
+                    continue
+                if marker.encode() in cmd:
+                    found.append(pid)
+        return found
+
+    deadline = time.monotonic() + 30  # generous: the namespace's processes are reaped by the kernel
+    while sleepers() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not sleepers()
+
+
+def test_a_script_that_needs_the_network_cannot_be_told(tmp_path, tree):
+    script = tmp_path / "fetch.py"
+    script.write_text("import urllib.request\nurllib.request.urlopen('https://github.com/x.diff', timeout=5)\n")
+    result = judge_untouched(script, tree)
+    assert result.verdict is Verdict.CANNOT_TELL and "network" in result.detail
+
+
+def test_a_script_that_imports_the_stack_cannot_be_told(tmp_path, tree):
+    script = tmp_path / "needs_torch.py"
+    script.write_text("import torch\n")
+    result = judge_untouched(script, tree)
+    assert result.verdict is Verdict.CANNOT_TELL and "imports torch" in result.detail
+
+
+def test_without_a_sandbox_a_script_is_never_run(tmp_path, tree, monkeypatch):
+    import sparkdoctor.mods.sandbox as sandbox
+
+    monkeypatch.setattr(sandbox.shutil, "which", lambda name: None)
+    flag = tmp_path / "ran"
+    script = tmp_path / "s.sh"
+    script.write_text(f"touch {flag}\n")
+    result = judge_mod(script, tree)
+    assert result.verdict is Verdict.CANNOT_TELL and "bubblewrap" in result.detail
+    assert not flag.exists()
+
+
+def test_a_patch_already_applied_still_stops_a_set_e_script(tmp_path, tree):
+    """GNU patch run as the scripts run it exits 1 on a change that is already there ("Reversed (or previously
+    applied) patch detected"): with `set -e` the launch stops, although the file is as the mod wants it."""
+    (tree.dirs[0] / "vllm" / "toy.py").write_text(AFTER)
+    mod = folder(tmp_path, "set -e\npatch -p1 -d /usr/local/lib/python3.12/dist-packages < fix.patch\n",
+                 fix_patch=make_diff(BEFORE, AFTER))
+    result = judge_untouched(mod, tree)
+    assert result.verdict is Verdict.FAILS and "applied already" in result.detail
+    assert [f.verdict for f in result.files if f.source == "fix.patch"] == [Verdict.ALREADY_APPLIED]

@@ -1,0 +1,99 @@
+"""A real HTTP server on 127.0.0.1 for the released-file reader's tests: a PEP 691 JSON simple index
+and the files it lists, with HTTP range support (206) or, when asked, without it (200, the whole file).
+Every request is counted. Wheels are real zips built by the tests."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import threading
+import zipfile
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+ELF_SO = b"\x7fELF\x02\x01\x01" + b"\x00" * 9 + b"\x01\x02garbage\x00\xffCUDA error: no kernel image is available\x00\x00ab\x00sm_121a not supported by this build\x00" + bytes(range(256)) * 64
+
+
+def build_wheel(folder: Path, name: str, version: str, members: dict[str, bytes], tag: str = "py3-none-any", zip64: bool = False) -> Path:
+    """A real wheel: deflate-compressed members, a dist-info METADATA, optionally zip64 records."""
+    path = folder / f"{name.replace('-', '_')}-{version}-{tag}.whl"
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        for member, data in members.items():
+            if zip64:
+                with zf.open(zipfile.ZipInfo(member), "w", force_zip64=True) as out:
+                    out.write(data)
+            else:
+                zf.writestr(member, data)
+        zf.writestr(f"{name.replace('-', '_')}-{version}.dist-info/METADATA", f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+    return path
+
+
+class Registry:
+    def __init__(self, ranges: bool = True):
+        self.ranges = ranges
+        self.projects: dict[str, list[Path]] = {}
+        self.log: list[tuple[str, str | None]] = []  # (path, Range header)
+        handler = self._handler()
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}/simple/"
+
+    def add(self, project: str, wheel: Path) -> None:
+        self.projects.setdefault(project, []).append(wheel)
+
+    def __enter__(self) -> Registry:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    def _handler(self):
+        registry = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                registry.log.append((self.path, self.headers.get("Range")))
+                m = re.fullmatch(r"/simple/([^/]+)/", self.path)
+                if m:
+                    return self._index(m.group(1))
+                m = re.fullmatch(r"/files/([^/]+)", self.path)
+                wheel = next((w for ws in registry.projects.values() for w in ws if m and w.name == m.group(1)), None)
+                if wheel is None:
+                    return self._send(404, b"not found", "text/plain")
+                data = wheel.read_bytes()
+                rng = self.headers.get("Range")
+                if rng and registry.ranges:
+                    lo, hi = (int(x) for x in re.fullmatch(r"bytes=(\d+)-(\d+)", rng).groups())
+                    hi = min(hi, len(data) - 1)
+                    return self._send(206, data[lo : hi + 1], "application/octet-stream", {"Content-Range": f"bytes {lo}-{hi}/{len(data)}"})
+                return self._send(200, data, "application/octet-stream")
+
+            def _index(self, project: str) -> None:
+                if project not in registry.projects:
+                    return self._send(404, b"no such project", "text/plain")
+                files = [{"filename": w.name, "url": f"../../files/{w.name}", "size": w.stat().st_size,
+                          "hashes": {"sha256": hashlib.sha256(w.read_bytes()).hexdigest()}} for w in registry.projects[project]]
+                body = json.dumps({"meta": {"api-version": "1.1"}, "name": project, "files": files}).encode()
+                self._send(200, body, "application/vnd.pypi.simple.v1+json")
+
+            def _send(self, status: int, body: bytes, kind: str, headers: dict | None = None) -> None:
+                self.send_response(status)
+                self.send_header("Content-Type", kind)
+                self.send_header("Content-Length", str(len(body)))
+                for k, v in (headers or {}).items():
+                    self.send_header(k, v)
+                self.end_headers()
+                self.wfile.write(body)
+
+        return Handler

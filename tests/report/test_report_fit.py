@@ -1,0 +1,84 @@
+"""Issue 20, item 15: a report too long for a GitHub issue body (65,536 characters) or a forum post (32,000) is
+shortened to fit, and the whole report is written beside it as an attachment; nothing is lost."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sparkdoctor.findings import build_report
+from sparkdoctor.matrix import load
+from sparkdoctor.report import build_bug_report, build_bug_report_fitted
+from sparkdoctor.report.fit import FORUM_LIMIT, GITHUB_LIMIT, Block, fit
+from tests.gb10 import gb10_facts
+
+REPO = Path(__file__).resolve().parents[2]
+MATRIX = load(None)
+LIMITS = {"github": GITHUB_LIMIT, "forum": FORUM_LIMIT}
+
+
+def big_facts():
+    """A box with 900 relevant packages (a big NGC image has that many), modified files and a long env."""
+    facts = gb10_facts(packages={"triton": "3.5.1"}, modified={"vllm": [f"vllm/layer_{i}.py" for i in range(60)]})
+    for i in range(900):
+        facts.packages[f"nvidia-fake-lib-{i}"] = {"name": f"nvidia-fake-lib-{i}", "version": f"1.{i}.0",
+                                                  "location": "/home/zorblat/venv/lib/python3.12/site-packages"}
+    facts.env = {**(facts.env or {}), **{f"VLLM_SETTING_{i}": f"value-{i}" for i in range(300)}}
+    return facts
+
+
+@pytest.mark.parametrize("fmt", ["github", "forum"])
+def test_a_long_report_fits_and_the_whole_is_in_the_attachment(fmt):
+    report = build_report(big_facts(), MATRIX)
+    whole_before = build_bug_report(report, fmt)
+    assert len(whole_before) > LIMITS[fmt]  # the test really needs fitting
+    text, whole = build_bug_report_fitted(report, fmt, "r.full.md")
+    assert len(text) <= LIMITS[fmt] and whole == whole_before
+    assert "r.full.md" in text and "in the attachment" in text or "in full in r.full.md" in text
+    for finding in report.findings:  # the essential part stays in the body
+        assert finding.id in text
+    assert "nvidia-fake-lib-899" in whole and "zorblat" not in whole  # the attachment is whole, and anonymized too
+    if fmt == "github":
+        assert text.count("<details>") == text.count("</details>") and text.count("```") % 2 == 0
+
+
+@pytest.mark.parametrize("fmt", ["github", "forum"])
+def test_a_report_that_fits_has_no_attachment(fmt):
+    report = build_report(gb10_facts(packages={"triton": "3.5.1"}), MATRIX)
+    text, whole = build_bug_report_fitted(report, fmt, "r.full.md")
+    assert whole is None and text == build_bug_report(report, fmt) and "attachment" not in text
+
+
+def test_an_essential_part_longer_than_the_limit_is_cut_at_a_line_and_folds_are_closed():
+    lines = ["<details>", *(f"- finding line {i} " + "x" * 80 for i in range(2000))]
+    blocks = [Block("head", ["# head", ""], essential=True), Block("findings", lines, essential=True),
+              Block("env", ["<details>", "y" * 50_000, "</details>"])]
+    text, moved = fit(blocks, 65_536, "a.md", lambda b, a: [f"{b.title}: in {a}"], lambda a: [f"see {a}"])
+    assert moved and len(text) <= 65_536
+    assert "env: in a.md" in text and "more lines are in a.md" in text
+    assert text.count("<details>") == text.count("</details>")
+
+
+def test_the_cli_writes_the_attachment_beside_the_report(tmp_path):
+    snap = tmp_path / "facts.json"
+    big_facts().save(snap)
+    env = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "NO_COLOR")}
+    env.update(PYTHONPATH=str(REPO), SPARKDOCTOR_STATE_DIR=str(tmp_path / "state"),
+               SPARKDOCTOR_CACHE_DIR=str(tmp_path / "cache"))
+    res = subprocess.run([sys.executable, "-m", "sparkdoctor", "report", "--facts", str(snap), "-o", str(tmp_path / "report.md")],
+                         check=False, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    body, full = (tmp_path / "report.md").read_text(), (tmp_path / "report.full.md").read_text()
+    assert len(body) <= GITHUB_LIMIT < len(full)
+    assert "`report.full.md`" in body and "report.full.md" in res.stderr
+    assert "nvidia-fake-lib-899" in full and "Facts snapshot" in full
+    # on stdout: the attachment goes to the current folder, named by the fingerprint
+    res = subprocess.run([sys.executable, "-m", "sparkdoctor", "report", "--facts", str(snap)], check=False, cwd=tmp_path,
+                         env=env, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0 and len(res.stdout) <= GITHUB_LIMIT
+    written = sorted(p.name for p in tmp_path.glob("sparkdoctor-report-*.full.md"))
+    assert len(written) == 1 and written[0] in res.stdout

@@ -1,0 +1,143 @@
+"""Hostile recipe files (issue 20, item 9): every one is read or refused in one line naming the file and line,
+in bounded time and memory; and what PyYAML's safe loader accepts (merge keys) is accepted, because the
+runners that read these recipes use it. Each case here was an internal error or an unbounded run before."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from sparkdoctor import recipes
+from sparkdoctor.recipes import RecipeError
+
+REPO = Path(__file__).resolve().parent.parent.parent
+
+
+def write(tmp_path: Path, name: str, text: str) -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def laughs(levels: int, width: int = 9, field: str = "mods") -> str:
+    """A eugr recipe whose `field` is a billion-laughs tree of width**levels strings, built from
+    (levels - 1) * width + 1 aliases."""
+    lines = ['recipe_version: "1"', "name: x", "container: c", "command: vllm serve m",
+             "a0: &a0 [" + ", ".join(["lol"] * width) + "]"]
+    lines += [f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * width) + "]" for i in range(1, levels)]
+    lines.append(f"{field}: *a{levels - 1}")
+    return "\n".join(lines) + "\n"
+
+
+def test_a_billion_laughs_under_100_aliases_is_refused_by_its_expanded_size(tmp_path):
+    text = laughs(levels=8)  # 64 aliases, 9**8 = 43 million strings once built
+    assert text.count("*a") < 100
+    path = write(tmp_path, "laughs.yaml", text)
+    started = time.monotonic()
+    with pytest.raises(RecipeError, match=r"laughs.yaml: line \d+: its aliases expand it to over 200,000 nodes"):
+        recipes.load(path)
+    assert time.monotonic() - started < 5  # before any expansion: the graph is sized, not built
+
+
+def test_recipe_show_of_a_bomb_is_one_line_in_bounded_memory(tmp_path):
+    """The CLI the issue measured at 1.7 GB and growing: now one line, exit 2, a small resident set."""
+    path = write(tmp_path, "laughs.yaml", laughs(levels=8))
+    probe = ("import resource, runpy, sys; sys.argv = ['sparkdoctor', 'recipe', 'show', '-f', 'json', sys.argv[1]]\n"
+             "try:\n    runpy.run_module('sparkdoctor', run_name='__main__')\n"
+             "finally:\n    sys.stderr.write('RSS %d\\n' % resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n")
+    p = subprocess.run([sys.executable, "-c", probe, str(path)], capture_output=True, text=True, timeout=120, cwd=REPO)
+    lines = p.stderr.splitlines()
+    assert p.returncode == 2 and len(lines) == 2 and "expand it to over" in lines[0], p.stderr[-2000:]
+    assert int(lines[1].split()[1]) < 400_000, lines[1]  # KiB: well under the gigabytes a built bomb takes
+
+
+def test_many_aliases_that_expand_to_little_are_accepted(tmp_path):
+    """The cap is on what the aliases expand to, not on how many there are."""
+    lines = ["model: m", "base: &b {port: 8000}", "defaults: *b"] + [f"x{i}: *b" for i in range(300)]
+    assert recipes.load(write(tmp_path, "many.yaml", "\n".join(lines) + "\n")).port == 8000
+
+
+@pytest.mark.parametrize("text", [
+    "model: m\na: &x [*x]\n",
+    "model: m\nruntime: vllm\ndefaults: &d\n  a: *d\n",
+    'recipe_version: "1"\nname: x\ncontainer: c\ncommand: vllm serve m\nmods: &m [1, *m]\n',
+    "&k {*k : 1}\n",
+    "model: m\nbase: &b {<<: *b, port: 1}\n",
+], ids=["list", "mapping", "eugr-mods", "key", "merge"])
+def test_a_self_referencing_anchor_is_refused_naming_its_line(tmp_path, text):
+    path = write(tmp_path, "self.yaml", text)
+    with pytest.raises(RecipeError, match=r"self.yaml: line \d+: an anchor contains an alias of itself") as info:
+        recipes.load(path)
+    assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("text, match", [
+    ('model: "a\x01b"\n', r"line 1: not valid YAML: character #x0001 is not allowed"),
+    ("model: m\ndefaults:\n  port: \x07\n", r"line 3: not valid YAML: character #x0007 is not allowed"),
+    ("model: m\ndefaults:\n  port: " + "9" * 5000 + "\n", r"line 3: not valid YAML: a value YAML cannot read: an integer of over 4,300 digits"),
+    ("model: m\nwhen: 2026-13-45\n", r"line 2: not valid YAML: a value YAML cannot read: month must be in 1..12"),
+], ids=["control-char", "bell", "int-5000-digits", "month-13"])
+def test_values_yaml_cannot_build_are_one_line_naming_the_line(tmp_path, text, match):
+    path = write(tmp_path, "bad.yaml", text)
+    with pytest.raises(RecipeError, match=match) as info:
+        recipes.load(path)
+    assert str(info.value).startswith(f"{path}:") and "\n" not in str(info.value)
+
+
+def test_an_integer_over_4300_digits_in_a_toml_recipe(tmp_path):
+    path = write(tmp_path, "big.toml", 'schema = 1\nname = "x"\ncommand = ["vllm", "serve", "m"]\nport = ' + "9" * 5000 + "\n")
+    with pytest.raises(RecipeError, match=r"big.toml: not valid TOML: Exceeds the limit \(4300 digits\)"):
+        recipes.load(path)
+
+
+MERGED = """\
+base: &base
+  port: 8000
+  max_model_len: 4096
+model: org/m
+runtime: vllm
+defaults:
+  <<: *base
+  max_model_len: 8192
+"""
+
+
+def test_yaml_merge_keys_are_read_as_the_safe_loader_reads_them(tmp_path):
+    path = write(tmp_path, "merged.yaml", MERGED)
+    recipe = recipes.load(path)
+    expected = yaml.safe_load(MERGED)["defaults"]  # what sparkrun's own loader makes of it
+    assert expected == {"port": 8000, "max_model_len": 8192}
+    assert recipe.port == 8000 and recipe.params["max_model_len"] == "8192"
+    assert not any("twice" in w for w in recipe.warnings)  # overriding a merged key is not a duplicate
+
+
+def test_a_key_written_twice_beside_a_merge_is_still_reported(tmp_path):
+    path = write(tmp_path, "dup.yaml", MERGED + "  max_model_len: 2048\n")
+    recipe = recipes.load(path)
+    assert recipe.params["max_model_len"] == "2048"
+    assert any("'max_model_len' appears twice (lines 8 and 9)" in w for w in recipe.warnings), recipe.warnings
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
+@pytest.mark.parametrize("name", ["r.yaml", "r.toml"])
+def test_a_fifo_named_like_a_recipe_is_refused_without_blocking(tmp_path, name):
+    os.mkfifo(tmp_path / name)
+    p = subprocess.run([sys.executable, "-m", "sparkdoctor", "recipe", "show", str(tmp_path / name)],
+                       capture_output=True, text=True, timeout=60, cwd=REPO)
+    assert p.returncode == 2 and p.stderr.count("\n") == 1 and f"{name}: not a recipe file" in p.stderr, p.stderr
+
+
+def test_recipe_show_has_the_run_wide_time_limit(tmp_path):
+    path = write(tmp_path, "ok.yaml", MERGED)
+    p = subprocess.run([sys.executable, "-m", "sparkdoctor", "recipe", "show", str(path), "--timeout", "nan"],
+                       capture_output=True, text=True, timeout=60, cwd=REPO)
+    assert p.returncode == 2 and "--timeout nan: give a number of seconds above 0" in p.stderr
+    p = subprocess.run([sys.executable, "-m", "sparkdoctor", "recipe", "show", str(path), "--timeout", "30", "-f", "json"],
+                       capture_output=True, text=True, timeout=60, cwd=REPO)
+    assert p.returncode == 0 and '"max_model_len": "8192"' in p.stdout

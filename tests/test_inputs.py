@@ -1,0 +1,136 @@
+"""The two mechanisms every file input and in-process command share: sparkdoctor/inputs.py (read a regular
+file, or a pipe with a writer; never block on a FIFO) and sparkdoctor/runlimit.py (the run-wide --timeout for
+work done in this process, nested safely inside another SIGALRM timer)."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import time
+
+import pytest
+
+from sparkdoctor import proc
+from sparkdoctor.inputs import (
+    TooBig,
+    UnreadableInput,
+    open_regular,
+    read_bytes,
+    read_text,
+)
+from sparkdoctor.runlimit import OutOfTime, run_limit
+
+
+def test_a_regular_file_is_read_and_its_limit_kept(tmp_path):
+    path = tmp_path / "f"
+    path.write_bytes(b"x" * 1000)
+    assert read_bytes(path) == b"x" * 1000 and read_bytes(path, 1000) == b"x" * 1000
+    with pytest.raises(TooBig, match="larger than 999 bytes"):
+        read_bytes(path, 999)
+    with open_regular(path) as fh:
+        assert fh.read(3) == b"xxx"
+    (tmp_path / "u").write_bytes(b"\xff")
+    with pytest.raises(UnicodeDecodeError):
+        read_text(tmp_path / "u")
+    with pytest.raises(FileNotFoundError):
+        read_bytes(tmp_path / "missing")
+
+
+def test_a_fifo_is_never_waited_on(tmp_path):
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    started = time.monotonic()
+    with pytest.raises(UnreadableInput, match="is a FIFO with no writer"):
+        read_bytes(fifo, stream=True)
+    with pytest.raises(UnreadableInput, match=r"is a FIFO \(named pipe\), not a regular file"):
+        read_bytes(fifo)
+    with pytest.raises(UnreadableInput, match="not a regular file"):
+        open_regular(fifo)
+    assert time.monotonic() - started < 5
+
+
+def test_a_fifo_with_a_writer_is_read_as_a_stream(tmp_path):
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # lets the writer open without blocking
+    writer = os.open(fifo, os.O_WRONLY)
+    os.write(writer, b"hello\n")
+    os.close(writer)
+    try:
+        # our own open of the same FIFO sees the data the writer left and then its EOF
+        assert read_bytes(f"/dev/fd/{reader}", stream=True) == b"hello\n"
+    finally:
+        os.close(reader)
+
+
+@pytest.mark.parametrize("path, why", [("/dev/null", "a device"), ("/", "is a directory")])
+def test_devices_and_folders_are_refused(path, why):
+    with pytest.raises(UnreadableInput, match=why) as info:
+        read_bytes(path, stream=True)
+    assert isinstance(info.value, OSError) and info.value.strerror and "\n" not in info.value.strerror
+
+
+def test_the_run_limit_stops_a_backtracking_regex_and_sets_the_subprocess_deadline():
+    started = time.monotonic()
+    with pytest.raises(OutOfTime, match=r"test: the run's time limit ran out \(--timeout 0.3 s\)"):
+        with run_limit(0.3, "test"):
+            assert proc.time_left() is not None and proc.time_left() <= 0.3
+            re.match(r"(a|aa)+$", "a" * 80 + "b")
+    assert time.monotonic() - started < 10
+    assert proc.time_left() is None and signal.getitimer(signal.ITIMER_REAL)[0] == 0
+
+
+class Hung(Exception):
+    pass
+
+
+def test_an_outer_timer_keeps_its_handler_and_its_time():
+    def outer(signum, frame):
+        raise Hung()
+
+    previous = signal.signal(signal.SIGALRM, outer)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.3)
+        with pytest.raises(Hung):  # the outer guard fires first, inside the inner limit
+            with run_limit(30, "inner"):
+                time.sleep(5)
+        signal.setitimer(signal.ITIMER_REAL, 5)
+        with run_limit(30, "inner"):
+            pass
+        left = signal.getitimer(signal.ITIMER_REAL)[0]
+        assert 3 < left <= 5 and signal.getsignal(signal.SIGALRM) is outer  # given back
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+@pytest.mark.parametrize("args", [["check", "--facts", "{fifo}"], ["diff", "{fifo}", "{snap}"],
+                                  ["check", "--facts", "{snap}", "--matrix", "{fifo}"]])
+def test_snapshots_and_matrices_named_by_a_fifo_are_refused_not_waited_on(tmp_path, args):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    fifo = tmp_path / "x.json"
+    os.mkfifo(fifo)
+    snap = root / "tests" / "data" / "facts" / "gb10-broken.json"
+    argv = [a.format(fifo=fifo, snap=snap) for a in args]
+    p = subprocess.run([sys.executable, "-m", "sparkdoctor", *argv], capture_output=True, text=True, timeout=120, cwd=root)
+    assert p.returncode == 2 and p.stderr.count("\n") == 1 and "FIFO" in p.stderr, p.stderr
+
+
+def test_a_snapshot_from_a_pipe_with_a_writer_is_read():
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    read, write = os.pipe()
+    os.write(write, (root / "tests" / "data" / "facts" / "gb10-broken.json").read_bytes())
+    os.close(write)
+    p = subprocess.run([sys.executable, "-m", "sparkdoctor", "check", "--facts", f"/dev/fd/{read}", "-f", "json"],
+                       capture_output=True, text=True, timeout=120, cwd=root, pass_fds=(read,))
+    os.close(read)
+    assert p.returncode in (0, 1) and '"exit_code"' in p.stdout, p.stderr

@@ -1,0 +1,160 @@
+"""`sparkdoctor matrix update` / `--rollback` and the loader's preference for the installed matrix:
+a real local git repository, real tarballs (good, damaged, with path traversal, with a symlink)."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import shutil
+import subprocess
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from sparkdoctor.locations import data_dir
+from sparkdoctor.matrix import load
+from sparkdoctor.track.update import UpdateError, rollback_matrix, update_matrix
+
+
+@pytest.fixture(autouse=True)
+def data_home(tmp_path, monkeypatch):
+    monkeypatch.setenv("SPARKDOCTOR_DATA_DIR", str(tmp_path / "data"))
+    return tmp_path / "data"
+
+
+def newer_matrix(folder: Path) -> Path:
+    """The bundled matrix with one entry's title changed and one new entry."""
+    shutil.copytree(data_dir("matrix"), folder / "matrix")
+    host = folder / "matrix" / "host.toml"
+    text = host.read_text()
+    first_title = text.index("title = ")
+    host.write_text(text[:first_title] + 'title = "a corrected title"\n' + text[text.index("\n", first_title) + 1 :] + """
+[[entry]]
+id = "new-entry-from-update"
+title = "t"
+severity = "info"
+action = "monitor"
+summary = "s"
+remedy = "r"
+when.gpu_arch = ["sm_121a"]
+refs = ["https://example.org/x"]
+""")
+    return folder / "matrix"
+
+
+def git(*args, cwd):
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout.strip()
+
+
+def make_repo(tmp_path: Path) -> tuple[Path, str]:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    newer_matrix(repo)
+    git("init", "-q", cwd=repo)
+    (repo / ".git" / "hooks" / "post-checkout").write_text("#!/bin/sh\ntouch ../HOOK-RAN\n")
+    (repo / ".git" / "hooks" / "post-checkout").chmod(0o755)
+    git("add", "-A", cwd=repo)
+    git("-c", "user.name=t", "-c", "user.email=t@e", "commit", "-qm", "newer matrix", cwd=repo)
+    return repo, git("rev-parse", "HEAD", cwd=repo)
+
+
+def tarball(tmp_path: Path, name: str, build) -> tuple[Path, str]:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        build(tar)
+    path = tmp_path / name
+    path.write_bytes(buf.getvalue())
+    return path, hashlib.sha256(buf.getvalue()).hexdigest()
+
+
+def test_git_update_diff_loader_preference_and_rollback(tmp_path, data_home):
+    repo, commit = make_repo(tmp_path)
+    assert load().source == "bundled"
+    result = update_matrix(str(repo), commit=commit)
+    assert "+ new-entry-from-update (added)" in result["diff"]
+    assert any(line.startswith("~ ") and line.endswith(": title") for line in result["diff"])
+    m = load()
+    assert m.source.startswith("installed ") and m.get("new-entry-from-update") is not None
+    assert not (tmp_path / "HOOK-RAN").exists()  # nothing from the source ran
+    back = rollback_matrix()
+    assert back["installed"] == "bundled" and "- new-entry-from-update (removed)" in back["diff"]
+    assert load().source == "bundled" and load().get("new-entry-from-update") is None
+    rollback_matrix()  # rolling back again restores the update
+    assert load().get("new-entry-from-update") is not None
+
+
+def test_git_needs_a_pinned_commit_that_exists(tmp_path):
+    repo, commit = make_repo(tmp_path)
+    with pytest.raises(UpdateError, match="must be pinned: give --commit"):
+        update_matrix(str(repo))
+    with pytest.raises(UpdateError, match="is not in the repository"):
+        update_matrix(str(repo), commit="0" * 40)
+    with pytest.raises(UpdateError, match="git clone failed"):
+        update_matrix("ext::sh -c touch% /tmp/sparkdoctor-pwned", commit=commit)
+    assert not Path("/tmp/sparkdoctor-pwned").exists()
+
+
+def test_an_invalid_matrix_changes_nothing(tmp_path, data_home):
+    repo, _ = make_repo(tmp_path)
+    (repo / "matrix" / "host.toml").write_text('component = "host"\n[[entry]]\nid = "BAD ID"\n')
+    git("add", "-A", cwd=repo)
+    git("-c", "user.name=t", "-c", "user.email=t@e", "commit", "-qm", "broken", cwd=repo)
+    with pytest.raises(UpdateError, match="does not validate, nothing changed: .*host.toml"):
+        update_matrix(str(repo), commit=git("rev-parse", "HEAD", cwd=repo))
+    assert load().source == "bundled" and not (data_home / "matrix" / "current").exists()
+
+
+def test_tarball_update_with_sha256_and_local_overrides_kept(tmp_path, data_home):
+    folder = newer_matrix(tmp_path / "src")
+    path, digest = tarball(tmp_path, "m.tar.gz", lambda tar: tar.add(folder, arcname="matrix-1.2/matrix"))
+    local = data_home / "matrix" / "local"
+    local.mkdir(parents=True)
+    (local / "mine.toml").write_text('component = "mine"\n[[entry]]\nid = "my-own-entry"\ntitle = "t"\nseverity = "info"\naction = "monitor"\n'
+                                     'summary = "s"\nremedy = "r"\nwhen.gpu_arch = ["sm_121a"]\nrefs = ["https://example.org/x"]\n')
+    with pytest.raises(UpdateError, match="sha256 is .*not the pinned"):
+        update_matrix(str(path), sha256="0" * 64)
+    update_matrix(str(path), sha256=digest)
+    m = load()
+    assert m.get("new-entry-from-update") and m.get("my-own-entry") and "local overrides" in m.source
+    assert (local / "mine.toml").is_file()
+
+
+@pytest.mark.parametrize("kind", ["damaged", "traversal", "symlink"])
+def test_bad_tarballs_are_refused_whole(tmp_path, data_home, kind):
+    folder = newer_matrix(tmp_path / "src")
+
+    def build(tar):
+        tar.add(folder, arcname="matrix")
+        if kind == "traversal":
+            data = b"x"
+            info = tarfile.TarInfo("matrix/../../evil.toml")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+        if kind == "symlink":
+            info = tarfile.TarInfo("matrix/passwd.toml")
+            info.type, info.linkname = tarfile.SYMTYPE, "/etc/passwd"
+            tar.addfile(info)
+
+    path, digest = tarball(tmp_path, "m.tgz", build)
+    if kind == "damaged":
+        data = path.read_bytes()
+        path.write_bytes(data[: len(data) // 2])
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    why = {"damaged": "not a readable tarball|cannot be read", "traversal": "points outside the archive", "symlink": "is a link or device"}[kind]
+    with pytest.raises(UpdateError, match=why):
+        update_matrix(str(path), sha256=digest)
+    assert load().source == "bundled" and not (data_home / "matrix" / "current").exists()
+    assert not (tmp_path / "evil.toml").exists()
+
+
+def test_the_cli_says_one_line(tmp_path):
+    from typer.testing import CliRunner
+
+    from sparkdoctor.cli import app
+    from sparkdoctor.errors import SparkdoctorError
+
+    res = CliRunner().invoke(app, ["matrix", "update", "--rollback"])
+    # the error carries its own exit code (cli.main prints it as one line and exits with it)
+    assert isinstance(res.exception, SparkdoctorError) and res.exception.exit_code == 2
+    assert "no installed matrix to roll back" in str(res.exception)

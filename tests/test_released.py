@@ -1,0 +1,145 @@
+"""The released-file reader against a real HTTP server on 127.0.0.1 serving real wheels built here
+(range support on and off, zip64, compressed members, a compiled library's strings), and once against
+the real registry (slow)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+
+import pytest
+
+from sparkdoctor.released import Index, Reader, RemoteError, pick_wheel, printable_runs
+from sparkdoctor.released.http import Client
+from sparkdoctor.released.wheel import RemoteWheel
+from tests.released_server import ELF_SO, Registry, build_wheel
+
+ENVS_OLD = b'environment_variables = {\n    "VLLM_USE_FLASHINFER_MOE_FP4": lambda: bool(int(os.getenv("VLLM_USE_FLASHINFER_MOE_FP4", "0"))),\n}\n'
+ENVS_NEW = ENVS_OLD.replace(b'"0"', b'"1"')
+FILLER = os.urandom(3 * 1024 * 1024)  # incompressible: the wheel is bigger than the reader's tail read
+
+
+def _wheels(tmp_path, zip64=False):
+    old = build_wheel(tmp_path, "vllm", "0.1.0", {"vllm/envs.py": ENVS_OLD, "vllm/big.bin": FILLER, "vllm/_C.abi3.so": ELF_SO},
+                      tag="cp38-abi3-manylinux_2_28_aarch64", zip64=zip64)
+    x86 = build_wheel(tmp_path, "vllm", "0.1.0", {"vllm/envs.py": b"x86 build"}, tag="cp38-abi3-manylinux_2_28_x86_64")
+    new = build_wheel(tmp_path, "vllm", "0.2.0", {"vllm/envs.py": ENVS_NEW, "vllm/big.bin": FILLER}, tag="cp38-abi3-manylinux_2_28_x86_64")
+    return old, x86, new
+
+
+def _reader(reg, tmp_path):
+    return Reader(index=Index(Client(timeout=30), reg.url), root=tmp_path / "cache")
+
+
+@pytest.mark.parametrize("zip64", [False, True])
+def test_reads_single_members_by_range_and_caches_them(tmp_path, zip64):
+    old, x86, new = _wheels(tmp_path, zip64)
+    with Registry() as reg:
+        for w in (old, x86, new):
+            reg.add("vllm", w)
+        reader = _reader(reg, tmp_path)
+        assert reader.versions("vllm") == ["0.1.0", "0.2.0"]
+        wheel = reader.release("vllm", "0.1.0")
+        assert wheel.file.filename == old.name  # the aarch64 wheel, not the x86_64 one
+        assert "linux-aarch64" in reader.picks[("vllm", "0.1.0")]
+        assert wheel.read("vllm/envs.py") == ENVS_OLD
+        assert wheel.how == "range"
+        assert wheel.bytes_read < old.stat().st_size / 2  # the 3 MiB member was never fetched
+        assert all(r is not None for p, r in reg.log if p.startswith("/files/"))
+        # a compiled library reads as its printable strings
+        text = wheel.text("vllm/_C.abi3.so")
+        assert "CUDA error: no kernel image is available" in text.splitlines()
+        assert "sm_121a not supported by this build" in text
+        reader.close()
+        # a second reader finds the listing and the members in the cache: no file request at all
+        before = len([p for p, _ in reg.log if p.startswith("/files/")])
+        again = _reader(reg, tmp_path).release("vllm", "0.1.0")
+        assert "vllm/envs.py" in again.names and again.read("vllm/envs.py") == ENVS_OLD
+        assert len([p for p, _ in reg.log if p.startswith("/files/")]) == before
+
+
+def test_a_big_compressed_member_reads_whole(tmp_path):
+    old, x86, new = _wheels(tmp_path)
+    with Registry() as reg:
+        reg.add("vllm", old)
+        wheel = _reader(reg, tmp_path).release("vllm", "0.1.0")
+        assert hashlib.sha256(wheel.read("vllm/big.bin")).digest() == hashlib.sha256(FILLER).digest()
+
+
+def test_falls_back_to_the_platform_it_has_and_says_so(tmp_path):
+    old, x86, new = _wheels(tmp_path)
+    with Registry() as reg:
+        reg.add("vllm", new)
+        reader = _reader(reg, tmp_path)
+        wheel = reader.release("vllm", "0.2.0")
+        assert "no wheel for CPython 3.12 on linux-aarch64" in reader.picks[("vllm", "0.2.0")]
+        assert wheel.read("vllm/envs.py") == ENVS_NEW
+
+
+def test_a_server_that_ignores_range_downloads_small_wheels_and_refuses_big_ones(tmp_path):
+    old, x86, new = _wheels(tmp_path)
+    with Registry(ranges=False) as reg:
+        reg.add("vllm", old)
+        reader = _reader(reg, tmp_path)
+        files = reader.index.wheels("vllm", "0.1.0")
+        big = RemoteWheel(files[0], reader.client, tmp_path / "c1", full_limit=1024 * 1024)
+        with pytest.raises(RemoteError, match="ignores HTTP range requests.*over the 1048576-byte limit"):
+            big.read("vllm/envs.py")
+        small = RemoteWheel(files[0], reader.client, tmp_path / "c2", full_limit=64 * 1024 * 1024)
+        assert small.read("vllm/envs.py") == ENVS_OLD and small.how == "download"
+        assert (small.dir / "wheel.whl").stat().st_size == old.stat().st_size
+
+
+def test_errors_are_one_line(tmp_path):
+    old, x86, new = _wheels(tmp_path)
+    with Registry() as reg:
+        reg.add("vllm", old)
+        reader = _reader(reg, tmp_path)
+        with pytest.raises(RemoteError, match="no project 'torch'"):
+            reader.versions("torch")
+        with pytest.raises(RemoteError, match="no wheel of this release"):
+            reader.release("vllm", "9.9")
+        with pytest.raises(RemoteError, match="no member vllm/nope.py"):
+            reader.release("vllm", "0.1.0").read("vllm/nope.py")
+    with pytest.raises(RemoteError, match="127.0.0.1"):  # the server is gone
+        Index(Client(timeout=5), reg.url).files("vllm")
+
+
+def test_a_file_that_changed_under_the_index_is_refused(tmp_path):
+    old, x86, new = _wheels(tmp_path)
+    with Registry() as reg:
+        reg.add("vllm", old)
+        reader = _reader(reg, tmp_path)
+        files = reader.index.wheels("vllm", "0.1.0")
+        old.write_bytes(old.read_bytes() + b"\0" * 10)  # the server now has 10 more bytes than the index said
+        with pytest.raises(RemoteError, match="the index says"):
+            RemoteWheel(files[0], reader.client, tmp_path / "c").read("vllm/envs.py")
+
+
+def test_pick_wheel_prefers_the_platform_and_python():
+    from sparkdoctor.released.index import _file
+
+    names = ["torch-2.10.0-cp311-cp311-manylinux_2_28_aarch64.whl", "torch-2.10.0-cp312-cp312-manylinux_2_28_aarch64.whl",
+             "torch-2.10.0-cp312-cp312-manylinux_2_28_x86_64.whl", "torch-2.10.0-cp312-cp312-win_amd64.whl"]
+    files = [_file({"filename": n, "url": n}, "https://x/") for n in names]
+    assert pick_wheel(files).file.filename == names[1]
+    assert pick_wheel(files, "linux-x86_64").file.filename == names[2]
+    assert pick_wheel(files, python="3.11").file.filename == names[0]
+    assert pick_wheel([]) is None
+
+
+def test_printable_runs_are_strings():
+    assert printable_runs(b"\x00ab\x00abcd\x01hello world\xff") == ["abcd", "hello world"]
+
+
+@pytest.mark.slow
+def test_the_real_registry_gives_two_releases_of_vllm_envs(tmp_path):
+    reader = Reader(root=tmp_path / "cache")
+    try:
+        new, old = reader.release("vllm", "0.33.0"), reader.release("vllm", "0.32.0")
+        assert "aarch64" in new.file.filename and "aarch64" in old.file.filename
+        a, b = new.text("vllm/envs.py"), old.text("vllm/envs.py")
+        assert "environment_variables" in a and "environment_variables" in b and a != b
+        assert new.bytes_read < 5 * 1024 * 1024 < new.file.size  # a 300+ MB wheel, a few MB read
+    finally:
+        reader.close()

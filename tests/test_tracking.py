@@ -1,0 +1,154 @@
+"""`matrix verify --bounds`, `matrix track` and the tracking metadata, against a real HTTP server on
+127.0.0.1 serving real wheels of a made-up package (tests/released_server.py), and once against the
+real registry (slow). The matrix used is written here."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from sparkdoctor.matrix import MatrixError, load
+from sparkdoctor.released import Index, Reader
+from sparkdoctor.released.http import Client
+from sparkdoctor.track import track
+from sparkdoctor.verify.bounds import verify_bounds
+from tests.released_server import Registry, build_wheel
+
+# demo 0.1.0 lacks the message, 0.2.0 and 0.3.0 print it, 0.4.0 no longer does
+RELEASES = {"0.1.0": b"print('ok')\n", "0.2.0": b"raise RuntimeError('GB10 is not supported')\n",
+            "0.3.0": b"raise RuntimeError('GB10 is not supported')\n", "0.4.0": b"print('GB10 supported')\n"}
+
+
+def write_matrix(tmp_path: Path, bound: str, tracked: str = "0.2.0", evidence: str = "checked", files: bool = True) -> Path:
+    folder = tmp_path / "matrix"
+    folder.mkdir(exist_ok=True)
+    table = ('files = { package = "demo", affected = ["0.2.0"], fixed = ["0.1.0"], '
+             'checks = [{ path = "demo/*.py", contains = "is not supported" }] }') if files else ""
+    (folder / "demo.toml").write_text(textwrap.dedent(f"""
+        component = "demo"
+        [[entry]]
+        id = "demo-gb10"
+        title = "t"
+        severity = "error"
+        action = "configure"
+        summary = "s"
+        remedy = "r"
+        evidence = "{evidence}"
+        when.packages = {{ "demo" = "{bound}" }}
+        refs = ["https://example.org/x"]
+        {table}
+        """))
+    (folder / "tracking.toml").write_text(f'component = "tracking"\n[tracked]\ndemo = "{tracked}"\n')
+    return folder
+
+
+@pytest.fixture
+def registry(tmp_path):
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    with Registry() as reg:
+        for version, body in RELEASES.items():
+            reg.add("demo", build_wheel(wheels, "demo", version, {"demo/core.py": body}))
+        yield reg
+
+
+def reader_for(reg, tmp_path) -> Reader:
+    return Reader(index=Index(Client(timeout=30), reg.url), root=tmp_path / "cache")
+
+
+def test_a_bound_with_both_sides_is_bracketed(tmp_path, registry):
+    [r] = verify_bounds(load(write_matrix(tmp_path, ">=0.2.0,<0.4.0")), reader_for(registry, tmp_path))
+    assert r.verdict == "bracketed", r.why
+    assert (r.first, r.last, r.below, r.above) == ("0.2.0", "0.3.0", "0.1.0", "0.4.0")
+    assert "fails on 0.1.0 below" in r.why and "fails on 0.4.0 above" in r.why
+
+
+def test_a_bound_wider_than_the_released_files_is_contradicted(tmp_path, registry):
+    [r] = verify_bounds(load(write_matrix(tmp_path, "<0.4.0")), reader_for(registry, tmp_path))
+    assert r.verdict == "contradicted" and "affected 0.1.0" in r.why
+    [r] = verify_bounds(load(write_matrix(tmp_path, ">=0.2.0,<0.3.0")), reader_for(registry, tmp_path))
+    assert r.verdict == "contradicted" and "fixed 0.3.0" in r.why and "still holds" in r.why
+
+
+def test_a_bound_without_a_file_check_is_not_bracketed_and_not_checked(tmp_path, registry):
+    with pytest.raises(MatrixError, match="'evidence' is 'checked' but the entry has no check"):
+        load(write_matrix(tmp_path, ">=0.2.0", files=False))
+    folder = write_matrix(tmp_path, ">=0.2.0")  # a files table on another package brackets nothing on demo
+    (folder / "demo.toml").write_text((folder / "demo.toml").read_text().replace('package = "demo"', 'package = "other"'))
+    with pytest.raises(MatrixError, match="evidence' is \"checked\" but its bound demo >=0.2.0 cannot be bracketed .its files table reads other"):
+        load(folder)
+    [r] = verify_bounds(load(write_matrix(tmp_path, ">=0.2.0", evidence="reported", files=False)), reader_for(registry, tmp_path))
+    assert r.verdict == "not-bracketed" and "no files table" in r.why
+
+
+def test_track_closes_an_open_bound_and_cites_the_release(tmp_path, registry):
+    result = track(load(write_matrix(tmp_path, ">=0.2.0")), reader_for(registry, tmp_path))
+    [e] = result.entries
+    assert e.verdict == "no-longer-affected" and "0.4.0" in e.why
+    assert e.proposal["to"] == ">=0.2.0,<0.4.0"
+    assert [p["releases"] for p in result.packages] == [["0.3.0", "0.4.0"]]
+    assert any(p["field"] == "tracked.demo" and p["to"] == "0.4.0" for p in result.proposals)
+    json.dumps(result.to_dict())  # JSON for a CI job
+
+
+def test_track_moves_an_upper_bound_that_the_files_outgrew(tmp_path, registry):
+    result = track(load(write_matrix(tmp_path, ">=0.2.0,<0.3.0")), reader_for(registry, tmp_path), {"demo": "0.3.0"})
+    [e] = result.entries
+    assert e.verdict == "upper-bound-moves" and e.proposal["to"] == ">=0.2.0"
+    assert result.packages[0]["releases"] == ["0.3.0"]
+
+
+def test_track_says_a_missing_through_version_and_a_broken_check(tmp_path, registry):
+    folder = write_matrix(tmp_path, ">=0.2.0")
+    text = (folder / "demo.toml").read_text().replace("demo/*.py", "demo/moved/*.py")
+    (folder / "demo.toml").write_text(text.replace('affected = ["0.2.0"], fixed = ["0.1.0"], ', 'affected = ["0.2.0"], '))
+    result = track(load(folder), reader_for(registry, tmp_path), {"demo": "0.9.0"})
+    assert "demo 0.9.0 does not exist on the registry; read up to 0.4.0" in result.packages[0]["note"]
+    assert result.entries[0].verdict == "check-broken" and "no member matches" in result.entries[0].why
+
+
+def test_matrix_track_command_writes_json_and_exits_1_on_a_proposal(tmp_path, registry, monkeypatch):
+    from typer.testing import CliRunner
+
+    from sparkdoctor.cli import app
+
+    monkeypatch.setenv("SPARKDOCTOR_INDEX_URL", registry.url)
+    monkeypatch.setenv("SPARKDOCTOR_CACHE_DIR", str(tmp_path / "c"))
+    out = tmp_path / "track.json"
+    res = CliRunner().invoke(app, ["matrix", "track", "--matrix", str(write_matrix(tmp_path, ">=0.2.0")), "-o", str(out), "-f", "markdown"])
+    assert res.exit_code == 1, res.output
+    assert "| demo-gb10 | demo | >=0.2.0 | no-longer-affected |" in res.output
+    assert json.loads(out.read_text())["summary"]["no-longer-affected"] == 1
+
+
+def test_the_bundled_matrix_has_tracking_metadata():
+    m = load()
+    assert "vllm" in m.tracking.tracked and "nvidia-cutlass-dsl-libs-base" in m.tracking.family("nvidia-cutlass-dsl")
+
+
+@pytest.mark.slow
+def test_bounds_and_track_on_the_real_registry(tmp_path):
+    """One real entry of the bundled matrix, bracketed on vLLM's released wheels; track through 0.33.0."""
+    m = load()
+    reader = Reader(root=tmp_path / "cache")
+    try:
+        [r] = verify_bounds(m, reader, "vllm-sparse-topk-smem-sm12x")
+        assert r.verdict == "bracketed" and r.below == "0.19.1", r.why
+        one = [e for e in m.entries if e.id == "vllm-sparse-topk-smem-sm12x"]
+        m.entries = one
+        result = track(m, reader, {"vllm": "0.21.0", "flashinfer-python": "0.6.7", "nvidia-cutlass-dsl": "4.5.0", "torch": "2.11.0",
+                                   "triton": "3.6.0", "nvidia-nccl-cu13": "2.30.4", "nvidia-nccl-cu12": "2.30.4"})
+        [e] = result.entries
+        assert [r.version for r, _ in e.runs] == ["0.20.1", "0.20.2", "0.21.0"] and e.verdict == "still-affected", e.why
+    finally:
+        reader.close()
+
+
+def test_track_proposes_a_bound_for_an_unbounded_entry_whose_files_moved_on(tmp_path, registry):
+    result = track(load(write_matrix(tmp_path, "*")), reader_for(registry, tmp_path))
+    [e] = result.entries
+    assert e.spec is None and e.verdict == "no-longer-affected" and e.proposal["to"] == "<0.4.0", e.why
+    assert "hold on 0.3.0; not on 0.4.0" in e.why
