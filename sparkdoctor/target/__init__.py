@@ -10,9 +10,12 @@ running container), how it is chosen from the options, probed early, and how its
     probe.py              the target probe started before the CLI is imported (a warm check's long pole)
     choose.py             check's choice of target from --python / --container / --container-python
 
+    interface.py          the Protocols (Target, FileTransport) and the stage's errors (TargetError, FileError)
+
 The names most callers need are importable from here.
 """
 
-from sparkdoctor.target.local import PythonTarget, Target, TargetError, probe_entry, resolve_python_target
+from sparkdoctor.target.interface import FileError, FileTransport, Target, TargetError
+from sparkdoctor.target.local import PythonTarget, probe_entry, resolve_python_target
 
-__all__ = ["PythonTarget", "Target", "TargetError", "probe_entry", "resolve_python_target"]
+__all__ = ["FileError", "FileTransport", "PythonTarget", "Target", "TargetError", "probe_entry", "resolve_python_target"]

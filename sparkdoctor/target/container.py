@@ -26,6 +26,7 @@ from typing import Any
 
 from sparkdoctor import proc
 from sparkdoctor.locations import data_dir
+from sparkdoctor.target.interface import FileTransport
 
 # The longest a probe may run inside the container when its caller gives no timeout at start
 # (start_script): the host stops waiting earlier; this bounds what is left behind in the container.
@@ -177,7 +178,7 @@ class ContainerTarget:
         """A command inside the container (a tool such as ptxas; no shell unless argv names one)."""
         return proc.run(self.exec_argv(argv, stdin=input is not None), timeout=timeout, input=input)
 
-    def file_transport(self) -> Any:
+    def file_transport(self) -> FileTransport:
         """The container's files, through the container CLI (target/container_files.py)."""
         from sparkdoctor.target.container_files import ContainerFiles
 
