@@ -59,11 +59,11 @@ def timeout_option():
 
 
 def time_limited(timeout: float, what: str):
-    """runlimit.run_limit for a command: a bad --timeout and a run out of time are Fatal (one line, exit 2)."""
+    """runlimit.run_limit for a command: a bad --timeout is Fatal (one line, exit 2); a run out of time raises
+    runlimit.OutOfTime, a UsageError (one line, exit 2, code "timeout")."""
     from sparkdoctor.runlimit import check_timeout, run_limit
 
     problem = check_timeout(timeout)
     if problem:
         raise Fatal(problem)
-
-    return run_limit(timeout, what)  # an OutOfTime is a usage error (exit 2) by itself
+    return run_limit(timeout, what)

@@ -93,6 +93,7 @@ class StackDistance:
     refs: list[str]
     missing: list[str] = field(default_factory=list)
     present: int = 0
+    image_only: str | None = None  # the stack exists only as this image: never a pip target (matrix verify --stacks)
 
     @property
     def matches(self) -> bool:
@@ -118,7 +119,7 @@ def stack_distance(stack: Stack, facts: Facts) -> StackDistance:
     for name, value in stack.env.items():
         if env.get(name) != value:
             diffs.append(f"{name}={value} wanted, {'is ' + env[name] if name in env else 'not set'}")
-    return StackDistance(stack.id, stack.title, diffs, stack.refs, missing, present)
+    return StackDistance(stack.id, stack.title, diffs, stack.refs, missing, present, getattr(stack, "image_only", None))
 
 
 @dataclass

@@ -22,6 +22,7 @@ import signal
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 # Bytes kept per stream: the head (where tools print what parsers read) and the tail (where they
@@ -335,7 +336,7 @@ def _close(popen: subprocess.Popen) -> None:
             _quiet_close(stream)
 
 
-child_setup = None  # a preexec function for every child while set (fix.pdeath: a parent-death signal)
+child_setup: Callable[[], None] | None = None  # a preexec function for every child while set (fix.pdeath: a parent-death signal)
 
 
 def start(

@@ -32,8 +32,8 @@ class Format(str, enum.Enum):
     console = "console"
     json = "json"
     junit = "junit"
-    sarif = "sarif"
     markdown = "markdown"
+    sarif = "sarif"
     github = "github"
     forum = "forum"
 

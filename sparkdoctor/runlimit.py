@@ -25,7 +25,7 @@ from sparkdoctor.errors import UsageError
 
 
 class OutOfTime(UsageError):
-    """The run's time limit ran out; the message is one line (exit 2, as before)."""
+    """The run's time limit ran out; the message is one line (exit 2, code "timeout")."""
 
     code = "timeout"
 

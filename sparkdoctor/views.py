@@ -22,11 +22,14 @@ V = "sparkdoctor.render.views"
 VIEWS: dict[str, dict[Format, str]] = {
     # check
     "report": {Format.console: f"{V}:report_console", Format.json: f"{V}:report_json",
-               Format.junit: f"{V}:report_junit", Format.sarif: f"{V}:report_sarif", Format.markdown: f"{V}:report_markdown"},
+               Format.junit: f"{V}:report_junit", Format.markdown: f"{V}:report_markdown",
+               Format.sarif: f"{V}:report_sarif"},
     # matrix list | show | validate
     "matrix-list": {Format.console: f"{V}:matrix_list_console", Format.json: f"{V}:matrix_list_json"},
     "matrix-item": {Format.console: f"{V}:matrix_item_console", Format.json: f"{V}:matrix_item_json"},
     "matrix-validate": {Format.console: f"{V}:matrix_validate_console", Format.json: f"{V}:matrix_validate_json"},
+    # fleet check
+    "fleet": {Format.console: "sparkdoctor.fleet.render:fleet_view_console", Format.json: "sparkdoctor.fleet.render:fleet_view_json"},
 }
 
 

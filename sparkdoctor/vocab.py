@@ -73,6 +73,7 @@ class Outcome(Word):
     inconclusive = "inconclusive"  # the arms ran under clearly different machine load: no verdict called
     changed = "changed"
     flipped = "flipped"
+    broken = "broken"  # the faster arm gives wrong answers now (bench/correctness.py): fast and wrong never wins
 
 
 def severity_rank(word: str) -> int:

@@ -4,6 +4,7 @@ Every request is counted. Wheels are real zips built by the tests."""
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import re
@@ -25,7 +26,14 @@ def build_wheel(folder: Path, name: str, version: str, members: dict[str, bytes]
                     out.write(data)
             else:
                 zf.writestr(member, data)
-        zf.writestr(f"{name.replace('-', '_')}-{version}.dist-info/METADATA", f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+        info = f"{name.replace('-', '_')}-{version}.dist-info"
+        meta = {f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n".encode(),
+                f"{info}/WHEEL": f"Wheel-Version: 1.0\nGenerator: sparkdoctor-tests\nRoot-Is-Purelib: true\nTag: {tag}\n".encode()}
+        for member, data in meta.items():
+            zf.writestr(member, data)
+        record = [f"{m},sha256={base64.urlsafe_b64encode(hashlib.sha256(d).digest()).rstrip(b'=').decode()},{len(d)}"
+                  for m, d in {**members, **meta}.items()]
+        zf.writestr(f"{info}/RECORD", "\n".join([*record, f"{info}/RECORD,,"]) + "\n")
     return path
 
 

@@ -18,7 +18,12 @@ import jsonschema
 import pytest
 import yaml
 
-from tests.rerun.recipe_values import dense_config, model_folder, no_hub_cache, recipe_file  # noqa: F401
+from tests.rerun.recipe_values import (  # noqa: F401
+    dense_config,
+    model_folder,
+    no_hub_cache,
+    recipe_file,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 ACTION = yaml.safe_load((REPO / "action.yml").read_text())
@@ -58,7 +63,7 @@ class Runner:
 
         py = NAME.sub(lookup, expr).replace("&&", " and ").replace("||", " or ").replace("always()", "True")
         py = py.replace("success()", repr(not self.failed)).replace("failure()", repr(self.failed))
-        return eval(py, {"__builtins__": {}}, {})  # noqa: S307 (the action file is this repository's own)
+        return eval(py, {"__builtins__": {}}, {})  # the action file is this repository's own
 
     def text(self, template: str) -> str:
         return EXPR.sub(lambda m: str(self.value(m.group(1))), str(template))

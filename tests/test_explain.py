@@ -4,7 +4,13 @@ The fixtures in tests/data/explain/ are real log lines quoted in the research (v
 negative graph estimate, #36734's Mamba assert, eugr #266's container driver refusal, cutlass #3227's
 `_mma` ptxas error, vLLM #42354's NCCL watchdog, FlashInfer's major-version JIT error, torch's GB10
 capability warning) inside realistic surrounding lines; one is wrapped mid-word and coloured the
-way a terminal paste arrives. The matrix is the bundled one: a fixture that stops matching means an
+way a terminal paste arrives. Issue 23's cases, each error line quoted verbatim from a public report:
+  gb10-no-kernel-image.txt            mmcdermott/MEDS_EIC_AR#163 (SGLang on GB10, PyPI sgl-kernel)
+  deepgemm-unsupported-arch.txt       deepseek-ai/DeepGEMM#236, comment of 2026-04-29 (GB10, vLLM nightly)
+  deepgemm-unknown-recipe.txt         deepseek-ai/DeepGEMM#324, comment of 2026-06-24 (same abort as vLLM #47130)
+  flashinfer-mm-fp4-trtllm.txt        FlashInfer's BackendSupportedError as SM12x reports quote it (flashinfer#2577)
+  flashinfer-b12x-dense-gemm-sm121.txt  flashinfer-ai/flashinfer#3180 (the sm_121 dispatch-side check)
+  triton-illegal-memory-access.txt    flashinfer#3170's b12x MoE report: a generic Triton error, no one cause The matrix is the bundled one: a fixture that stops matching means an
 entry's symptom drifted from what the software prints.
 """
 
@@ -25,14 +31,23 @@ MATRIX = load()
 
 # fixture -> the entries it must explain, each with how it matches
 EXPECTED = {
-    "vllm-negative-cg-estimate.log": {"vllm-cg-estimate-negative": "exact", "vllm-cg-estimate-forced-on": "exact"},
+    "vllm-negative-cg-estimate.log": {"vllm-cg-estimate-negative": "exact"},  # forced-on was merged into it
     "torch-gb10-warning-wrapped-ansi.txt": {"torch-cc-121-warning": "tolerant"},
     "container-driver-too-old.txt": {"driver-image-needs-newer-driver": "exact"},
     "mamba-align-assert.log": {"vllm-mamba-align-mnbt": "exact"},
     "cutedsl-mma-ptxas.txt": {"cutedsl-450-libs-base-mma": "exact", "cutedsl-wheel-collision": "exact"},
-    "nccl-watchdog-two-sparks.log": {"nccl-pip-2289-multinode-hang": "exact"},
+    # three multi-node causes print these lines (matrix/multinode.toml adds two): explain shows them as ambiguous
+    "nccl-watchdog-two-sparks.log": {"nccl-pip-2289-multinode-hang": "exact", "multinode-nccl-build-drift": "exact",
+                                     "multinode-nccl-pip-system-split": "exact"},
     "flashinfer-jit-major-10.txt": {"fi-moe-utils-jit-sm12x": "exact"},  # not the toolkit entry's "[12]"
     "vllm-clean-start.log": {},
+    # issue 23: a symptom several causes print is ambiguous (test_shared_symptoms_are_ambiguous below)
+    "gb10-no-kernel-image.txt": {"torch-cuda-below-128": "exact", "cutedsl-arch-unset": "exact"},
+    "deepgemm-unsupported-arch.txt": {"vllm-deep-gemm-gb10-027": "exact"},
+    "deepgemm-unknown-recipe.txt": {"vllm-deep-gemm-gb10": "exact", "vllm-deep-gemm-gb10-027": "exact"},
+    "flashinfer-mm-fp4-trtllm.txt": {"fi-trtllm-fp4-gemm-sm12x": "exact"},
+    "flashinfer-b12x-dense-gemm-sm121.txt": {"fi-b12x-kernel-patched": "exact"},
+    "triton-illegal-memory-access.txt": {},  # generic: not pinned on one MoE backend
 }
 
 
@@ -122,7 +137,8 @@ def test_explain_stdin_json_is_versioned_and_alone_on_stdout():
     [m] = doc["matches"]
     assert (m["id"], m["match"], m["line_no"], m["evidence"]) == ("driver-image-needs-newer-driver", "exact", 7, "reported")
     assert m["refs"] == ["https://github.com/eugr/spark-vllm-docker/issues/266"]
-    assert doc["summary"] == {"matched": 1, "exact": 1, "tolerant": 0, "evidence": {"reproduced": 0, "checked": 0, "reported": 1}}
+    assert doc["summary"] == {"matched": 1, "exact": 1, "tolerant": 0, "ambiguous": 0, "evidence": {"reproduced": 0, "checked": 0, "reported": 1}}
+    assert doc["ambiguous"] == []
 
 
 def test_explain_nothing_known_exits_1():
@@ -138,3 +154,31 @@ def test_explain_bad_input_is_one_line(tmp_path, make, message):
     p = run(str(make(tmp_path)))
     assert p.returncode == 2 and not p.stdout
     assert p.stderr.decode().count("\n") == 1 and message in p.stderr.decode()
+
+
+@pytest.mark.parametrize("name, candidates", [
+    ("gb10-no-kernel-image.txt", ["torch-cuda-below-128", "cutedsl-arch-unset"]),
+    ("deepgemm-unknown-recipe.txt", ["vllm-deep-gemm-gb10", "vllm-deep-gemm-gb10-027"]),
+    ("cutedsl-mma-ptxas.txt", ["cutedsl-450-libs-base-mma", "cutedsl-wheel-collision"]),
+])
+def test_shared_symptoms_are_ambiguous_never_one_exact_error(name, candidates):
+    done = run(str(DATA / name), "-f", "json")
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    [amb] = doc["ambiguous"]
+    assert sorted(c["id"] for c in amb["candidates"]) == sorted(candidates)
+    assert amb["decide_with"] == "sparkdoctor check" and all(c["tells_apart"] for c in amb["candidates"])
+    assert doc["summary"]["exact"] == 0 and doc["summary"]["ambiguous"] == 1
+    assert all(m["ambiguous"] and sorted(m["candidates"]) == sorted(candidates) for m in doc["matches"])
+    console = run(str(DATA / name)).stdout.decode()
+    assert "AMBIGUOUS" in console and "sparkdoctor check" in console and "exact match" not in console
+
+
+def test_a_symptom_only_one_entry_has_stays_a_single_match():
+    doc = json.loads(run(str(DATA / "deepgemm-unsupported-arch.txt"), "-f", "json").stdout)
+    assert doc["ambiguous"] == [] and doc["summary"]["exact"] == 1
+    assert [m["id"] for m in doc["matches"]] == ["vllm-deep-gemm-gb10-027"] and "ambiguous" not in doc["matches"][0]
+
+
+def test_a_generic_triton_illegal_memory_access_explains_nothing():
+    assert run(str(DATA / "triton-illegal-memory-access.txt")).returncode == 1

@@ -33,6 +33,7 @@ from sparkdoctor.audit.safetensors import read_header
 from sparkdoctor.conclusions import render as conclusions_render
 from sparkdoctor.conclusions import staleness, store
 from sparkdoctor.conclusions.model import ConclusionError
+from sparkdoctor.errors import SparkdoctorError
 from sparkdoctor.facts import Facts
 from sparkdoctor.fix import journal as jr
 from sparkdoctor.fix.interface import FixError
@@ -282,9 +283,9 @@ def explain_cli(work):
         exc = result.exception
         if exc is None:
             return (result.return_value if isinstance(result.return_value, int) else 0), result.stdout, ""
-        if isinstance(exc, cli.Fatal):
+        if isinstance(exc, SparkdoctorError):  # what cli.main prints as one line with its exit code
             one_line(exc)
-            return exc.code, result.stdout, str(exc)
+            return exc.exit_code, result.stdout, str(exc)
         raise exc
 
     return call

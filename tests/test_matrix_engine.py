@@ -106,12 +106,21 @@ CONDITION_CASES = {
     ),
     "host_machine": ('when.host_machine = "aarch64"', {}, {"host": {"machine": "x86_64"}}, {"host": None}),
     "host_health": ('when.host_health = { "pressure.some_avg10" = ">=10" }', hh("gb10-strained"), {}, {"host_health": None}),
+    # multi-node signals of `fleet check`: one box (no Facts.fleet) is False, never unknown; a node count it could not read is
+    "fleet": ("when.fleet = { multi_node = true }", {"fleet": {"node": "a", "nodes": 2}}, {}, {"fleet": {"node": "a"}}),
     # a recipe's values: only `recipe check` fills Facts.recipe; without one the condition cannot be judged
     "serving": (
         'when.serving = { "--gpu-memory-utilization" = ">0.85" }',
         {"recipe": {"argv": ["vllm", "serve", "m", "--gpu-memory-utilization", "0.95"]}},
         {"recipe": {"argv": ["vllm", "serve", "m", "--gpu-memory-utilization=0.8"]}},
         {"recipe": None},
+    ),
+    # a fleet's signals: only `fleet check` fills Facts.fleet; on one box (None) the condition is false, not unknown
+    "fleet": (
+        "when.fleet = { multi_node = true, cma_zero = true }",
+        {"fleet": {"node": "s2", "nodes": 2, "cma": {"total_kib": 0}}},
+        {"fleet": {"node": "s2", "nodes": 2, "cma": {"total_kib": 65536}}},
+        {"fleet": {"node": "s2", "nodes": 2, "cma": None}},
     ),
 }
 

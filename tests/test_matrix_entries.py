@@ -188,7 +188,8 @@ CASES: dict[str, tuple[dict, dict]] = {
     ),
     "vllm-nvfp4-emulation-forced": (
         dict(env={"VLLM_USE_NVFP4_CT_EMULATIONS": "1"}, capabilities={"vllm.env.VLLM_USE_NVFP4_CT_EMULATIONS": "deprecated"}),
-        dict(env={"VLLM_USE_NVFP4_CT_EMULATIONS": "0"}, capabilities={"vllm.env.VLLM_USE_NVFP4_CT_EMULATIONS": "deprecated"}),
+        # 0.19.x wheels ship only sm_120a FP4 cubins, which CC 12.1 cannot load: emulation is a real choice there
+        dict(env={"VLLM_USE_NVFP4_CT_EMULATIONS": "1"}, packages={"vllm": "0.19.1"}, capabilities={"vllm.env.VLLM_USE_NVFP4_CT_EMULATIONS": "known"}),
     ),
     "vllm-b12x-linear-opt-in": (
         dict(),
@@ -248,7 +249,7 @@ CASES: dict[str, tuple[dict, dict]] = {
     ),
     "vllm-gptoss-mxfp4-no-backend": (
         dict(packages={"vllm": "0.20.1"}),
-        dict(packages={"vllm": "0.22.0"}),
+        dict(packages={"vllm": "0.32.0"}),  # the OAI Triton MoE gate admits SM12x
     ),
     "vllm-sparse-topk-smem-sm12x": (
         dict(packages={"vllm": "0.29.0"}),
@@ -307,8 +308,8 @@ CASES: dict[str, tuple[dict, dict]] = {
         dict(packages={"flashinfer-python": "0.6.17"}),  # before the release it was reported on (no fix known: the range stays open)
     ),
     "triton-360-kernels-one-warp": (
-        dict(),
-        dict(packages={"triton": "3.6.1"}),
+        dict(packages={"vllm": "0.21.0"}),
+        dict(),  # vLLM 0.22.0: its vendored triton_kernels has the 4-warp floor (whatever Triton is installed)
     ),
     "torch-2.10-multinode-hang": (
         dict(packages={"torch": "2.10.0+cu130", "ray": "2.49.2"}),

@@ -152,3 +152,15 @@ def test_track_proposes_a_bound_for_an_unbounded_entry_whose_files_moved_on(tmp_
     [e] = result.entries
     assert e.spec is None and e.verdict == "no-longer-affected" and e.proposal["to"] == "<0.4.0", e.why
     assert "hold on 0.3.0; not on 0.4.0" in e.why
+
+
+def test_an_open_lower_side_gets_the_release_where_the_claim_starts(tmp_path, registry):
+    [r] = verify_bounds(load(write_matrix(tmp_path, "<0.4.0")), reader_for(registry, tmp_path))
+    assert r.verdict == "contradicted" and r.proposal == ">=0.2.0,<0.4.0", r.why
+    assert "first hold on 0.2.0" in r.why
+
+
+def test_track_moves_a_lower_bound_that_the_files_precede(tmp_path, registry):
+    result = track(load(write_matrix(tmp_path, ">=0.3.0,<0.4.0", tracked="0.1.0")), reader_for(registry, tmp_path))
+    [e] = result.entries
+    assert e.verdict == "lower-bound-moves" and e.proposal["to"] == ">=0.2.0,<0.4.0", e.why

@@ -13,7 +13,7 @@ from __future__ import annotations
 import statistics
 from typing import Any, Callable, Sequence
 
-from sparkdoctor.bench.stats import DEFAULT_MIN_EFFECT, paired_ratio, rounds_ratio
+from sparkdoctor.bench.stats import DEFAULT_MIN_EFFECT, launch_cv, min_detectable_effect, paired_ratio, rounds_ratio
 
 METRIC = "output_tps"
 
@@ -63,7 +63,10 @@ def compare(a_runs: Sequence[dict[str, Any]], b_runs: Sequence[dict[str, Any]],
             ratio = rounds_ratio(a_rounds[0], b_rounds[0], min_effect)
         else:
             continue
-        out.append({"concurrency": c, "metric": METRIC, "a": a_vals, "b": b_vals, "ratio": ratio.to_dict()})
+        cv = launch_cv(a_vals[:n], b_vals[:n])
+        noise = {"launch_cv": cv, "mde": min_detectable_effect(n, cv) if cv is not None else None,
+                 "mde_for_pairs": {k: min_detectable_effect(k, cv) for k in (3, 5, 10)} if cv is not None else None}
+        out.append({"concurrency": c, "metric": METRIC, "a": a_vals, "b": b_vals, "ratio": ratio.to_dict(), "noise": noise})
     return out
 
 
@@ -103,3 +106,23 @@ def load_check(a_runs: Sequence[dict[str, Any]], b_runs: Sequence[dict[str, Any]
             lvl["ratio"]["verdict"] = NOT_CALLED
     return {"differ": why, "allowed": allowed, "busy": busy,
             "other_cpus": {"A": [x["other_cpus"] for x in a], "B": [x["other_cpus"] for x in b]}}
+
+
+WRONG_ARM = "wrong arm"
+
+
+def correctness_check(a_runs: Sequence[dict[str, Any]], b_runs: Sequence[dict[str, Any]],
+                      levels: list[dict[str, Any]]) -> dict[str, Any]:
+    """Fast and wrong never wins: a level whose faster arm gave wrong answers (bench/correctness.py) is not
+    "faster" but "wrong arm" (the ratio and CI stay, for reading)."""
+    from sparkdoctor.bench.correctness import Verdict, worst
+
+    arms = {arm: worst([(r.get("correctness") or {}).get("verdict") for r in runs])
+            for arm, runs in (("A", a_runs), ("B", b_runs))}
+    for lvl in levels:
+        faster = {"faster": "B", "slower": "A"}.get(lvl["ratio"]["verdict"])
+        if faster and arms[faster] == Verdict.WRONG:
+            lvl["ratio"]["verdict"] = WRONG_ARM
+            lvl["ratio"]["why"] = f"arm {faster} is faster but its answers are wrong"
+    return {"A": arms["A"], "B": arms["B"],
+            "wrong": sorted(arm for arm, v in arms.items() if v == Verdict.WRONG)}

@@ -87,8 +87,7 @@ def pids_of(inodes: set[int], root: Path = Path("/proc")) -> list[int]:
 
 def _python_of(pid: int, root: Path) -> tuple[str | None, str]:
     try:
-        argv = (root / str(pid) / "cmdline").read_bytes().split(b"\0")
-        argv = [a.decode(errors="replace") for a in argv if a]
+        argv = [a.decode(errors="replace") for a in (root / str(pid) / "cmdline").read_bytes().split(b"\0") if a]
     except OSError:
         return None, "its command line cannot be read"
     cwd = None

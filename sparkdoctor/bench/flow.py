@@ -42,6 +42,7 @@ class Options:
     model_dir: Path | None = None  # the checkpoint folder served (for the roofline); default: the recipe's model
     allow_load_difference: bool = False  # an A/B verdict is called even when its arms ran under different load
     runtime: str | None = None  # the container CLI for recipes that name a container (default: as serve.launch)
+    correctness: Any = None  # bench/correctness.Options (default: probes on, compared with the stored reference)
 
 
 def parse_overrides(given: dict[str, Any]) -> dict[str, Any]:
@@ -189,10 +190,11 @@ def bench_url(url: str, model: str | None, opts: Options) -> dict[str, Any]:
         except BenchError as exc:
             raise Failure(str(exc), EXIT_BENCH_FAILED) from None
         after = session.machine_load(None, exclude={pid} if pid else None)
-    if opts.model_dir is not None and toolchain.fingerprint != session.UNKNOWN:
-        toolchain = session.with_model(toolchain, str(opts.model_dir))
+        if opts.model_dir is not None and toolchain.fingerprint != session.UNKNOWN:
+            toolchain = session.with_model(toolchain, str(opts.model_dir))
+        checked = session.check_answers(url, m.model, info, toolchain, opts.correctness, progress)
     result = session.RunResult({"name": None, "url": url, "model": m.model}, info, m, toolchain,
-                               load=session.load_record(before, after))
+                               load=session.load_record(before, after), correctness=checked)
     if opts.model_dir is not None:
         _roofline(result, str(opts.model_dir), None)
     _store(ledger, result)
@@ -240,7 +242,7 @@ def _launch_and_measure(recipe: Any, workload: Workload, toolchain, opts: Option
     python = _target_python(recipe, opts)
     try:
         return session.run_recipe(recipe, workload, toolchain, _run_dir(recipe.name), opts.ready_timeout, progress, arm,
-                                  python=python, local=opts.local, runtime=opts.runtime)
+                                  python=python, local=opts.local, runtime=opts.runtime, correctness=opts.correctness)
     except BenchError as exc:
         raise Failure(f"{recipe.name}: {exc}", EXIT_BENCH_FAILED) from None
     except LaunchError as exc:
@@ -307,9 +309,10 @@ def bench_ab(path_a: Path, path_b: Path, opts: Options) -> dict[str, Any]:
             order, got = ab.run_interleaved(opts.pairs, run_arm)
         levels = ab.compare(got["A"], got["B"], opts.min_effect)
         load_doc = ab.load_check(got["A"], got["B"], levels, opts.allow_load_difference)
+        correct_doc = ab.correctness_check(got["A"], got["B"], levels)
         doc = {"comparison_id": comparison_id, "a": labels["A"], "b": labels["B"], "order": order, "runs": stored,
                "metric": ab.METRIC, "min_effect": opts.min_effect, "levels": levels, "verdict": ab.overall(levels),
-               "load": load_doc,
+               "load": load_doc, "correctness": correct_doc,
                "fingerprints": {arm: t.fingerprint for arm, t in toolchains.items()},
                "ledger": str(ledger.path) if ledger else None}
         status = "complete"

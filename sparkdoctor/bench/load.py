@@ -96,7 +96,7 @@ def sample(exclude: set[int] | None = None, window_s: float = WINDOW_S, gpus: bo
     before, t0 = _cpu_times(), time.monotonic()
     time.sleep(window_s)
     after, elapsed = _cpu_times(), time.monotonic() - t0
-    busy = []
+    busy: list[dict[str, Any]] = []
     for pid, (name, total, rss) in after.items():
         if pid in mine or pid not in before or (exclude_cgroup and _in_cgroup(pid, exclude_cgroup)):
             continue
@@ -121,7 +121,7 @@ def _gpu_others(mine: set[int]) -> tuple[list[dict[str, Any]] | None, str | None
     out = []
     for g in readings:
         procs = [p for p in g.get("processes") or [] if isinstance(p, dict) and p.get("pid") not in mine]
-        used = [p.get("used_mib") for p in procs if isinstance(p.get("used_mib"), (int, float))]
+        used: list[float] = [float(p["used_mib"]) for p in procs if isinstance(p.get("used_mib"), (int, float))]
         out.append({"index": g.get("index"), "processes": procs, "other_mib": sum(used) if used else None})
     return out, None
 

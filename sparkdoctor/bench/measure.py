@@ -82,6 +82,7 @@ class Level:
         else:
             headline = {"decode_tps_per_stream": client_tps, "source": "client (stream arrival times)"}
         return {"concurrency": self.concurrency, "requests": len(samples), "rounds": len(self.rounds),
+                "reconcile": reconcile(samples, self.server),
                 "round_output_tps": [r.output_tps for r in self.rounds],
                 "round_output_tokens": [sum(s.output_tokens for s in r.samples) for r in self.rounds],
                 "round_wall_s": [r.wall for r in self.rounds], "client": client, "server": self.server,
@@ -150,3 +151,21 @@ async def measure(base_url: str, model: str, server: ServerInfo, workload: Workl
         m.levels.append(await _run_level(m, level, counter, progress))
     m.seconds = time.perf_counter() - started
     return m
+
+
+def reconcile(samples: list[Sample], server: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The run against the server's own counters for the same window: tokens the client counted vs the server's
+    generation_tokens delta, and speculative decoding's acceptance over this window only. A mismatch is a finding
+    on the run (another client was using the server, or the stream lost tokens)."""
+    if not server or "generation_tokens" not in server:
+        return None
+    client = sum(s.output_tokens for s in samples)
+    out: dict[str, Any] = {"client_tokens": client, "server_tokens": server["generation_tokens"],
+                           "match": client == server["generation_tokens"]}
+    draft, accepted = server.get("spec_draft_tokens"), server.get("spec_accepted_tokens")
+    if draft:
+        out["spec_acceptance"] = (accepted or 0) / draft
+    if not out["match"]:
+        out["why"] = (f"the client counted {client} output tokens, the server generated {server['generation_tokens']} "
+                      "in the same window: another client used the server, or the stream lost tokens")
+    return out

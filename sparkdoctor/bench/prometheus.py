@@ -23,7 +23,10 @@ HISTOGRAMS = {
     "e2e_s": ("vllm:e2e_request_latency_seconds",),
 }
 COUNTERS = {"generation_tokens": "vllm:generation_tokens_total", "prompt_tokens": "vllm:prompt_tokens_total",
-            "requests": "vllm:request_success_total"}
+            "requests": "vllm:request_success_total",
+            # speculative decoding, scoped to the window (a delta, never the server's lifetime totals)
+            "spec_draft_tokens": "vllm:spec_decode_num_draft_tokens_total",
+            "spec_accepted_tokens": "vllm:spec_decode_num_accepted_tokens_total"}
 
 Scrape = dict[str, dict[tuple[tuple[str, str], ...], float]]
 

@@ -83,8 +83,33 @@ def render_run(console: Console, run: dict[str, Any]) -> None:
                           f"model {escape(roof['model_dir'])}")
             if roof.get("warning"):
                 console.print(f"  [yellow]{escape(roof['warning'])}[/yellow]")
+    _answers_line(console, run.get("correctness"))
+    for lvl in run.get("levels") or []:
+        rec = lvl.get("reconcile") or {}
+        if rec and not rec.get("match"):
+            console.print(f"[yellow]counters disagree[/yellow] at concurrency {lvl['concurrency']}: {escape(rec['why'])}")
+        if rec.get("spec_acceptance") is not None:
+            console.print(f"speculative decoding at concurrency {lvl['concurrency']}: {rec['spec_acceptance']:.1%} of "
+                          "draft tokens accepted in this run's window")
     for finding in run.get("findings") or []:
         console.print(f"[yellow]log finding[/yellow]: {finding.get('id')}: {finding.get('title', '')}")
+
+
+ANSWER_STYLE = {"correct": "green", "reference": "green", "wrong": "bold red", "unchecked": "yellow", "unscored": "yellow"}
+
+
+def _answers_line(console: Console, checked: dict[str, Any] | None) -> None:
+    """The correctness gate's verdict (bench/correctness.py) in one line, and why when it is not plainly correct."""
+    if not checked:
+        console.print("answers: not checked (--no-correctness)")
+        return
+    verdict = checked.get("verdict")
+    worst = max((r.get("mean_abs_dlogprob") or 0.0 for r in checked.get("per_prompt") or []), default=None)
+    how = f"; largest mean |Δ logprob| {worst:.3f} (tolerance {checked.get('tolerance')})" if worst is not None else ""
+    console.print(f"[bold]answers[/bold]: [{ANSWER_STYLE.get(str(verdict), 'white')}]{verdict}[/]{escape(how)}"
+                  f"  (reference {escape(str(checked.get('reference')))}, {checked.get('seconds')} s, after the timed window)")
+    for why in checked.get("why") or []:
+        console.print(f"  {escape(str(why))}")
 
 
 def _load_lines(console: Console, load: dict[str, Any] | None) -> None:
@@ -110,6 +135,15 @@ def render_comparison(console: Console, comp: dict[str, Any]) -> None:
         t.add_row(str(lvl["concurrency"]), ", ".join(_f(v) for v in lvl["a"]), ", ".join(_f(v) for v in lvl["b"]),
                   f"{r['ratio']:.3f}", f"{r['ci_low']:.3f}-{r['ci_high']:.3f}", r["method"], f"[bold]{r['verdict']}[/bold]")
     console.print(t)
+    for lvl in comp["levels"]:
+        noise = lvl.get("noise") or {}
+        if noise.get("mde") is not None:
+            more = ", ".join(f"{k} pairs {v:.0%}" for k, v in (noise.get("mde_for_pairs") or {}).items())
+            console.print(f"conc {lvl['concurrency']}: launch-to-launch noise {noise['launch_cv']:.1%}; smallest effect "
+                          f"these pairs detect (80% power) {noise['mde']:.0%}; with {more}")
+        elif lvl["ratio"].get("pairs") == 1:
+            console.print(f"conc {lvl['concurrency']}: one pair: the restart-to-restart noise is not measured, so only a "
+                          "1.5x difference is called; 3 or more pairs measure it")
     load = comp.get("load") or {}
     for why in load.get("busy") or []:
         console.print(f"[yellow]warning: busy machine[/yellow] during a run: {escape(why)}")
@@ -121,6 +155,10 @@ def render_comparison(console: Console, comp: dict[str, Any]) -> None:
             console.print(f"[bold]verdict[/bold]: not called: the arms ran under different load ({escape(load['differ'])}); "
                           "rerun on a quiet machine, or pass --allow-load-difference")
             return
+    wrong = (comp.get("correctness") or {}).get("wrong") or []
+    if wrong:
+        console.print(f"[bold red]wrong answers[/bold red] from arm {' and '.join(wrong)}: its speed is not a win "
+                      "(bench/correctness.py; see each run with `sparkdoctor history RUN_ID`)")
     console.print(f"[bold]verdict[/bold]: B is {comp['verdict']} (B/A of output tok/s; 'mixed': the levels disagree)")
     console.print(f"runs stored: {', '.join(str(r) for r in comp.get('runs') or []) or 'none'}; "
                   "a difference inside the noise is reported as \"no difference\", never as a win")

@@ -117,9 +117,10 @@ class RunResult:
     roofline: dict[str, Any] | None = None  # bench/roofline.py: achieved share of the ceiling, or why missing
     container: dict[str, Any] | None = None  # the container it was served from (image id, fingerprint), or None
     load: dict[str, Any] | None = None  # bench/load.py samples {"before", "after"} and "busy" (why, or None)
+    correctness: dict[str, Any] | None = None  # bench/correctness.py: the probe answers and their verdict
 
     def summary(self) -> dict[str, Any]:
-        return {**self.measurement.summary(), "load": self.load}
+        return {**self.measurement.summary(), "load": self.load, "correctness": self.correctness}
 
     def to_dict(self) -> dict[str, Any]:
         s = self.summary()
@@ -128,7 +129,8 @@ class RunResult:
                 "fingerprint": self.toolchain.fingerprint, "target": self.toolchain.target,
                 "bench_version": BENCH_VERSION, "workload": self.measurement.workload.to_dict(),
                 "headline": s["headline"], "levels": s["levels"], "seconds": s["seconds"], "findings": self.findings,
-                "roofline": self.roofline, "container": self.container, "load": self.load}
+                "roofline": self.roofline, "container": self.container, "load": self.load,
+                "correctness": self.correctness}
 
 
 def samples_of(m: Measurement) -> Iterator[tuple[int, int, int, dict[str, Any]]]:
@@ -187,7 +189,7 @@ def resolved_recipe(recipe: Any) -> dict[str, Any]:
 
 def run_recipe(recipe: Any, workload: Workload, toolchain: Toolchain, run_dir: Path, ready_timeout: float,
                progress: Progress | None = None, arm: str | None = None, python: str | None = None,
-               local: bool = False, runtime: str | None = None) -> RunResult:
+               local: bool = False, runtime: str | None = None, correctness: Any = None) -> RunResult:
     """Launch the recipe's server (serve.launch: own process group, 127.0.0.1, free port, live log
     scan), measure it, and tear it down whatever happens. While it is measured the server must stay
     alive: a request that fails on a dead server reports the server's death, not the request's."""
@@ -209,16 +211,30 @@ def run_recipe(recipe: Any, workload: Workload, toolchain: Toolchain, run_dir: P
                 time.sleep(0.1)
             server.check_alive()  # raises LaunchError naming the death, the log's last line, known problems
             raise
-        findings = [h.to_dict() for h in server.findings]
         after = machine_load(None, exclude_cgroup=cgroup)
+        from sparkdoctor.bench.roofline import recipe_model_dir
+
+        toolchain = with_model(in_image(toolchain, server.container), recipe_model_dir(recipe)[0])
+        checked = check_answers(server.base_url, m.model, info, toolchain, correctness, progress)  # after the timed window
+        findings = [h.to_dict() for h in server.findings]
         argv = list(server.argv) if not server.container else _command_of(recipe, server)
     resolved = resolved_recipe(recipe)
     resolved["argv"] = argv  # as it ran: the launcher's port and host, the target's bin/
-    from sparkdoctor.bench.roofline import recipe_model_dir
-
-    toolchain = with_model(in_image(toolchain, server.container), recipe_model_dir(recipe)[0])
     return RunResult(resolved, info, m, toolchain, findings, arm=arm,
-                     container=server.container, load=load_record(before, after))
+                     container=server.container, load=load_record(before, after), correctness=checked)
+
+
+def check_answers(base_url: str, model: str, info: ServerInfo, toolchain: Toolchain, options: Any,
+                  progress: Progress | None) -> dict[str, Any] | None:
+    """The correctness gate's probe requests and verdict (bench/correctness.py), or None when turned off."""
+    from sparkdoctor.bench import correctness
+
+    options = options or correctness.Options()
+    if not options.enabled:
+        return None
+    if progress:
+        progress("checking the answers (correctness probes, outside the timed window)")
+    return correctness.step(base_url, model, info.is_vllm, toolchain.facts, options)
 
 
 def machine_load(progress: Progress | None, exclude: set[int] | None = None,

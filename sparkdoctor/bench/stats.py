@@ -48,6 +48,32 @@ def t995(df: int) -> float:
     return _T995[df - 1] if 1 <= df <= len(_T995) else 2.576
 
 
+# One-sided 80% quantiles of Student's t, df 1..10 (beyond: the normal 0.842): the power term of an MDE.
+_T80 = [1.376, 1.061, 0.978, 0.941, 0.920, 0.906, 0.896, 0.889, 0.883, 0.879]
+
+
+def t80(df: int) -> float:
+    return _T80[df - 1] if 1 <= df <= len(_T80) else 0.842
+
+
+def launch_cv(a: Sequence[float], b: Sequence[float]) -> float | None:
+    """The between-launch coefficient of variation of one arm's value, from the pairs' log-ratios (whose sd
+    is sqrt(2) x the per-launch sd when both arms are alike in noise); None with fewer than 2 pairs."""
+    if len(a) != len(b) or len(a) < 2:
+        return None
+    return statistics.stdev(math.log(y / x) for x, y in zip(a, b)) / math.sqrt(2)
+
+
+def min_detectable_effect(pairs: int, cv: float) -> float | None:
+    """The smallest relative effect (B/A - 1) that `pairs` interleaved pairs call with 80% power under this
+    module's paired rule (the 99% interval must exclude 1), for a launch-to-launch CV `cv`; None for one pair
+    (no interval from one pair: only the 1.5x single-pair guard applies)."""
+    if pairs < 2 or cv is None:
+        return None
+    sd = math.sqrt(2) * cv
+    return math.exp((t995(pairs - 1) + t80(pairs - 1)) * sd / math.sqrt(pairs)) - 1
+
+
 @dataclass(frozen=True)
 class Estimate:
     """A median and its bootstrap 95% CI over n values (CI = the median itself when n < 3)."""

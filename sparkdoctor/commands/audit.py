@@ -41,39 +41,34 @@ def audit(
         raise Fatal(f"--format {fmt}: choose one of console, json")
     if sets and recipe is None:
         raise Fatal("--set needs --recipe: it sets the recipe's parameters")
-    with time_limited(timeout, "audit"):
-        _audit(model, recipe, sets, fmt, context=context, batch=batch, bandwidth=bandwidth, gpu=gpu, mtp=mtp, memory=memory,
-               explicit={"max_model_len": max_model_len, "max_num_seqs": max_num_seqs,
-                         "gpu_memory_utilization": gpu_memory_utilization, "kv_cache_dtype": kv_cache_dtype})
+    with time_limited(timeout, "audit"):  # an OutOfTime, like an AuditError, is exit 2 by itself
+        from sparkdoctor.audit import AuditOptions, run_audit
+        from sparkdoctor.audit import fromrecipe
+        from sparkdoctor.exitcodes import EXIT_AUDIT_FINDINGS, EXIT_OK
 
+        explicit = {"max_model_len": max_model_len, "max_num_seqs": max_num_seqs, "gpu_memory_utilization": gpu_memory_utilization,
+                    "kv_cache_dtype": kv_cache_dtype}
+        if recipe is not None:
+            from sparkdoctor.commands.recipe import parse_sets
+            from sparkdoctor.recipes import load
 
-def _audit(model: Optional[str], recipe: Optional[str], sets: Optional[List[str]], fmt: str, *, context: int, batch: int,
-           bandwidth: Optional[float], gpu: Optional[str], mtp: bool, memory: Optional[float], explicit: dict) -> None:
-    from sparkdoctor.audit import AuditOptions, fromrecipe, run_audit
-    from sparkdoctor.exitcodes import EXIT_AUDIT_FINDINGS, EXIT_OK
+            loaded = load(recipe, parse_sets(sets))
+            values, sources = fromrecipe.recipe_settings(loaded, explicit)
+            model = fromrecipe.recipe_model(loaded, model)
+            from sparkdoctor.conclusions.served_model import model_facts
 
-    # an AuditError or RecipeError ends the command with its own exit code (2)
-    if recipe is not None:
-        from sparkdoctor.commands.recipe import parse_sets
-        from sparkdoctor.recipes import load
-
-        loaded = load(recipe, parse_sets(sets))
-        values, sources = fromrecipe.recipe_settings(loaded, explicit)
-        model = fromrecipe.recipe_model(loaded, model)
-        from sparkdoctor.conclusions.served_model import model_facts
-
-        note = fromrecipe.max_model_len_note(values["max_model_len"], model_facts(model).get("max_model_len"),
-                                             sources["max_model_len"])
-        notes = [note] if note else []
-    elif model is None:
-        raise Fatal("give MODEL (a checkpoint folder), or --recipe RECIPE whose model is a local folder")
-    else:
-        values = {k: v if v is not None else fromrecipe.DEFAULTS[k] for k, v in explicit.items()}
-        sources = {}
-        notes = []
-    options = AuditOptions(model, context=context, batch=batch, bandwidth=bandwidth, gpu=gpu, include_mtp=mtp,
-                           memory_gib=memory, sources=sources, notes=notes, **values)
-    result = run_audit(options)
+            note = fromrecipe.max_model_len_note(values["max_model_len"], model_facts(model).get("max_model_len"),
+                                                 sources["max_model_len"])
+            notes = [note] if note else []
+        elif model is None:
+            raise Fatal("give MODEL (a checkpoint folder), or --recipe RECIPE whose model is a local folder")
+        else:
+            values = {k: v if v is not None else fromrecipe.DEFAULTS[k] for k, v in explicit.items()}
+            sources = {}
+            notes = []
+        options = AuditOptions(model, context=context, batch=batch, bandwidth=bandwidth, gpu=gpu, include_mtp=mtp,
+                               memory_gib=memory, sources=sources, notes=notes, **values)
+        result = run_audit(options)  # an AuditError or RecipeError is exit 2 by itself
     bad = not result.fit.fits or any(d.kind != "stale-ignore-entry" for d in result.disagreements)
     if fmt == "json":
         from sparkdoctor.audit.report import audit_to_dict

@@ -44,6 +44,9 @@ def bench(
     fmt: str = format_option(Format.console, Format.json),
     allow_load_difference: bool = typer.Option(False, "--allow-load-difference", help="--vs: call the verdict even when the arms ran under clearly different machine load."),
     conclude: Optional[str] = typer.Option(None, "--conclude", help="--vs: record the result as conclusion NAME (sparkdoctor conclusions, rerun)."),
+    reference: bool = typer.Option(False, "--reference", help="This run's answers are good: store them as the correctness reference for its model."),
+    reference_file: Optional[Path] = typer.Option(None, "--reference-file", help="Compare the answers with this reference file (with --reference: write it there)."),
+    no_correctness: bool = typer.Option(False, "--no-correctness", help="Send no correctness probes (the run's answers are not checked)."),
 ) -> None:
     """Benchmark a server: decode tok/s, TTFT, ITL, a concurrency sweep; stored with the toolchain fingerprint."""
     if fmt not in FORMATS:
@@ -60,7 +63,12 @@ def bench(
         raise Fatal(f"--min-effect {min_effect}: give a fraction between 0 and 1")
     if conclude is not None and (vs is None or no_store or not conclude.strip()):
         raise Fatal("--conclude NAME needs a name and an A/B that is stored: RECIPE --vs RECIPE_B, without --no-store")
+    if reference and vs is not None:
+        raise Fatal("--reference marks one run's answers as good: bench that recipe alone, then A/B it")
+    if no_correctness and (reference or reference_file is not None):
+        raise Fatal("--no-correctness sends no probes: it does not go with --reference or --reference-file")
     from sparkdoctor.bench import flow
+    from sparkdoctor.bench.correctness import Options as CorrectnessOptions
     from sparkdoctor.bench.http import Endpoint, HttpError
 
     if url is not None:  # a malformed URL is a usage error (2), not a server that could not be reached (4)
@@ -73,11 +81,13 @@ def bench(
              "warmup": warmup, "api": api}
     from sparkdoctor.commands.recipe import parse_sets
 
-    overrides = flow.parse_overrides(given)  # a flow.Failure carries its own exit code
+    overrides = flow.parse_overrides(given)  # a flow.Failure carries its exit code
     opts = flow.Options(overrides=overrides, sets=parse_sets(sets), local=local, python=python, ledger=ledger, store=not no_store,
                         ready_timeout=ready_timeout, pairs=pairs, min_effect=min_effect, fmt=fmt,
-                        model_dir=model_dir, runtime=runtime, allow_load_difference=allow_load_difference)
-    if url is not None:
+                        model_dir=model_dir, runtime=runtime, allow_load_difference=allow_load_difference,
+                        correctness=CorrectnessOptions(not no_correctness, reference,
+                                                       str(reference_file) if reference_file else None))
+    if url is not None:  # a flow.Failure carries its exit code
         doc = flow.bench_url(url, model, opts)
     elif vs is None:
         doc = flow.bench_recipe(recipe, opts)
@@ -86,7 +96,7 @@ def bench(
     if conclude is not None:  # sparkdoctor/conclusions/: the A/B bound to its runs and their fingerprints
         from sparkdoctor.conclusions.store import conclude as record_conclusion
 
-        # a ConclusionError is exit 2, a ledger that cannot store it a LedgerError (5): each says its own code
+        # a ConclusionError is exit 2, a ledger that cannot store it a LedgerError (exit 5): by themselves
         doc["conclusion"] = record_conclusion(conclude, doc, recipe, vs, python, ledger, opts.sets, local)
     if fmt == "json":
         from sparkdoctor.emit import emit_json

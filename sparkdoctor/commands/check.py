@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from sparkdoctor.check import CheckOptions
 
 DEFAULT_TIMEOUT = 120.0
-FORMATS = (Format.console, Format.json, Format.junit, Format.sarif, Format.markdown)
+FORMATS = (Format.console, Format.json, Format.junit, Format.markdown, Format.sarif)
 SEVERITIES = ("info", "warn", "error")
 
 

@@ -42,7 +42,7 @@ def conclusions(
         with progress_line() as progress:
             toolchains = Toolchains(progress)
             statuses = [staleness.judge(c, led, toolchains).to_dict() for c in found]
-    finally:  # a ConclusionError (2) or a ledger that fails mid-read (a LedgerError, 5) says how it ends
+    finally:
         led.close()
     doc = {"schema": 1, "conclusion_version": CONCLUSION_VERSION, "kind": "conclusions", "ledger": str(led.path),
            "conclusions": statuses}

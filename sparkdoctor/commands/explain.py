@@ -2,8 +2,10 @@
 
 Reads pasted text (stdin, `-`) or a log file, matches it against every matrix entry's symptoms
 (sparkdoctor.matrix.symptoms: exact, then tolerant of wrapping, colour, paths and numbers) and
-prints each matched entry with its evidence level, what to do and its references. Nothing about
-the box is probed: the text alone is the evidence.
+prints each matched entry with its evidence level, what to do and its references. A line that
+several entries explain is reported as ambiguous, with the candidates and the conditions that tell
+them apart (`sparkdoctor check` decides). Nothing about the box is probed: the text alone is the
+evidence.
 """
 
 from __future__ import annotations
@@ -49,19 +51,22 @@ def _explain(source: str, matrix_path: Optional[Path], fmt: str) -> None:
     from sparkdoctor.matrix.symptoms import match_text
 
     matrix = load(matrix_path)
+    from sparkdoctor.matrix.ambiguity import ambiguous_lines
+
     matches = match_text(text, matrix.entries)
+    groups = ambiguous_lines(matches)  # one line, several known causes: never shown as one exact match
     lines = len(text.splitlines())
     if fmt == "json":
         from sparkdoctor.emit import emit_json
         from sparkdoctor.render.explain import explain_json
 
-        emit_json("explain", "explain", explain_json(matches, label, lines, EXPLAIN_SCHEMA),
+        emit_json("explain", "explain", explain_json(matches, label, lines, EXPLAIN_SCHEMA, groups),
                   EXIT_OK if matches else EXIT_EXPLAIN_NO_MATCH)
     else:
         from sparkdoctor.emit import emit_console
         from sparkdoctor.render.explain import render_explain
 
-        emit_console(lambda console: render_explain(matches, label, lines, console))
+        emit_console(lambda console: render_explain(matches, label, lines, console, groups))
     raise typer.Exit(EXIT_OK if matches else EXIT_EXPLAIN_NO_MATCH)
 
 

@@ -14,8 +14,8 @@ import typer
 
 from sparkdoctor.cli_support import Fatal
 from sparkdoctor.commands.options import format_option
-from sparkdoctor.exitcodes import EXIT_FIX_FAILED, EXIT_FIX_REFUSED, EXIT_UNPROBEABLE, EXIT_USAGE
 from sparkdoctor.result import Format
+from sparkdoctor.exitcodes import EXIT_FIX_FAILED, EXIT_FIX_REFUSED, EXIT_UNPROBEABLE, EXIT_USAGE
 
 
 def _progress(message: str) -> None:
@@ -65,8 +65,7 @@ def register(app: typer.Typer) -> None:
         refuse_bad_target_options(python, container, container_python, facts_given=False)
         chosen = (python, container, container_python, runtime)
         out = _writer(fmt)
-        # every error says its own exit code (sparkdoctor/fix/interface.py): a FixError 5, a Refusal 4, no such
-        # journal or a bad fix file 2, a bad matrix 2
+        # a FixError (or a MatrixError) is a SparkdoctorError: the CLI turns it into one line and its own exit code
         if history:
             from sparkdoctor.fix.pipeline import history as list_history
 

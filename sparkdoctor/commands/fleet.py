@@ -1,5 +1,5 @@
 """`sparkdoctor fleet check`: every node of a multi-node launch checked and compared; the exit code is the
-pre-launch gate (docs/fleet.md).
+pre-launch gate (docs/fleet.md). options -> run -> Result("fleet check", "fleet") -> emit.
 
 Exit 0: go (every node answered, no risky difference, no finding at or above --fail-on); 1: no-go (a risky
 difference between nodes, or a node's finding); 2: usage (bad options or inventory, Ray not installed);
@@ -9,17 +9,79 @@ difference between nodes, or a node's finding); 2: usage (bad options or invento
 from __future__ import annotations
 
 import math
-import sys
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import List, Optional
+from typing import Any
 
 import typer
 
-from sparkdoctor.cli_support import Fatal
-from sparkdoctor.commands.options import format_option
-from sparkdoctor.result import Format
+from sparkdoctor.commands.options import arch_option, format_option, matrix_option, output_option, output_path
+from sparkdoctor.result import Format, Result
 
-FORMATS = ("console", "json")
+FORMATS = (Format.console, Format.json)
+
+
+@dataclass
+class FleetCommand:
+    ray: str | None = None
+    hosts: str | None = None
+    inventory: Path | None = None
+    ssh_config: Path | None = None
+    python: str | None = None
+    container: str | None = None
+    runtime: str = "docker"
+    node_timeout: float = 60.0
+    arch: str | None = None
+    fail_on: str = "error"
+    ignore: list[str] = field(default_factory=list)
+    matrix: Path | None = None
+    fmt: Format = Format.console
+    output: Path | None = None
+    verbose: bool = False
+
+
+def run(options: FleetCommand) -> Result:
+    """Check the options (UsageError / InputError: one line, exit 2), run the fleet check, wrap its answer."""
+    from sparkdoctor import fleet
+    from sparkdoctor.fleet.inventory import load_inventory, parse_hosts
+
+    nodes: list[Any] = []
+    _refuse_bad_options(options)
+    if options.hosts is not None:
+        nodes = parse_hosts(options.hosts, options.python, options.container, options.runtime)
+    elif options.inventory is not None:
+        nodes = load_inventory(options.inventory, options.python, options.container, options.runtime)
+    found = fleet.run(fleet.FleetOptions(
+        ray_address=options.ray, nodes=nodes, ssh_config=str(options.ssh_config) if options.ssh_config else None,
+        python=options.python, container=options.container, runtime=options.runtime, node_timeout=options.node_timeout,
+        arch=options.arch, matrix_path=options.matrix, fail_on=options.fail_on, ignore=set(options.ignore)))
+    return Result("fleet check", "fleet", found, exit_code=found.exit_code(), options={"verbose": options.verbose})
+
+
+def _refuse_bad_options(options: FleetCommand) -> None:
+    from sparkdoctor.errors import UsageError
+
+    if options.fail_on not in ("info", "warn", "error"):
+        raise UsageError(f"--fail-on {options.fail_on}: choose one of info, warn, error")
+    if not (math.isfinite(options.node_timeout) and options.node_timeout > 0):
+        raise UsageError(f"--node-timeout {options.node_timeout}: give a number of seconds above 0")
+    if options.runtime not in ("docker", "podman"):
+        raise UsageError(f"--runtime {options.runtime}: choose docker or podman")
+    chosen = [name for name, value in (("--ray", options.ray), ("--hosts", options.hosts),
+                                       ("--inventory", options.inventory)) if value is not None]
+    if len(chosen) != 1:
+        raise UsageError("give exactly one of --ray ADDRESS, --hosts A,B,... or --inventory FILE"
+                         + (f" (got {' and '.join(chosen)})" if chosen else ""))
+    if options.ssh_config is not None and options.ray is not None:
+        raise UsageError("--ssh-config is for --hosts and --inventory; Ray reaches its nodes itself")
+    if options.ssh_config is not None and not options.ssh_config.is_file():
+        raise UsageError(f"--ssh-config {options.ssh_config}: no such file")
+    if options.arch is not None:
+        from sparkdoctor.arch import real_arch_problem
+
+        problem = real_arch_problem(options.arch)
+        if problem:
+            raise UsageError(f"--arch {options.arch!r}: {problem}")
 
 
 def register(app: typer.Typer) -> None:
@@ -30,68 +92,27 @@ def register(app: typer.Typer) -> None:
 
 
 def check(
-    ray: Optional[str] = typer.Option(None, "--ray", metavar="ADDRESS", help="Check every live node of this Ray cluster (e.g. 10.0.0.1:6379, or auto)."),
-    hosts: Optional[str] = typer.Option(None, "--hosts", metavar="A,B,...", help="Check these ssh destinations (your ssh config and keys)."),
-    inventory: Optional[Path] = typer.Option(None, "--inventory", metavar="FILE", help="Nodes from a file: one ssh destination per line, or TOML with node tables (docs/fleet.md)."),
-    ssh_config: Optional[Path] = typer.Option(None, "--ssh-config", metavar="FILE", help="An ssh config file to use instead of ~/.ssh/config (ssh -F)."),
-    python: Optional[str] = typer.Option(None, "--remote-python", metavar="PATH", help="The serving interpreter on every node (default: $VIRTUAL_ENV's, else python3; Ray: the worker's)."),
-    container: Optional[str] = typer.Option(None, "--container", metavar="NAME", help="Probe inside this running container on every node."),
+    ray: str | None = typer.Option(None, "--ray", metavar="ADDRESS", help="Check every live node of this Ray cluster (e.g. 10.0.0.1:6379, or auto)."),
+    hosts: str | None = typer.Option(None, "--hosts", metavar="A,B,...", help="Check these ssh destinations (your ssh config and keys)."),
+    inventory: Path | None = typer.Option(None, "--inventory", metavar="FILE", help="Nodes from a file: one ssh destination per line, or TOML with node tables (docs/fleet.md)."),
+    ssh_config: Path | None = typer.Option(None, "--ssh-config", metavar="FILE", help="An ssh config file to use instead of ~/.ssh/config (ssh -F)."),
+    python: str | None = typer.Option(None, "--remote-python", metavar="PATH", help="The serving interpreter on every node (default: $VIRTUAL_ENV's, else python3; Ray: the worker's)."),
+    container: str | None = typer.Option(None, "--container", metavar="NAME", help="Probe inside this running container on every node."),
     runtime: str = typer.Option("docker", "--runtime", help="Container CLI on the nodes: docker or podman."),
     node_timeout: float = typer.Option(60.0, "--node-timeout", help="Seconds each node may take; a node past it is reported, the rest go on."),
-    arch: Optional[str] = typer.Option(None, "--arch", help="Judge every node as this GPU arch (default: detected per node)."),
+    arch: str | None = arch_option("Judge every node as this GPU arch (default: detected per node)."),
     fail_on: str = typer.Option("error", "--fail-on", help="Lowest severity of a node's finding that refuses the launch: info | warn | error."),
-    ignore: List[str] = typer.Option([], "--ignore", help="Entry id to ignore (repeatable)."),
-    matrix_path: Optional[Path] = typer.Option(None, "--matrix", help="Matrix folder or file to use instead of the bundled one."),
-    fmt: str = format_option(Format.console, Format.json),
+    ignore: list[str] = typer.Option([], "--ignore", help="Entry id to ignore (repeatable)."),
+    matrix_path: Path | None = matrix_option(),
+    fmt: str = format_option(*FORMATS),
+    output_name: str | None = output_option(),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Show benign differences and every finding."),
 ) -> None:
     """Probe every node in parallel, judge each against the matrix, compare them N-way. Exit code gates the launch."""
-    from sparkdoctor.fleet import FleetOptions, run
-    from sparkdoctor.fleet.inventory import load_inventory, parse_hosts
+    from sparkdoctor.emit import emit
 
-    if fmt not in FORMATS:
-        raise Fatal(f"--format {fmt}: choose one of {', '.join(FORMATS)}")
-    if fail_on not in ("info", "warn", "error"):
-        raise Fatal(f"--fail-on {fail_on}: choose one of info, warn, error")
-    if not (math.isfinite(node_timeout) and node_timeout > 0):
-        raise Fatal(f"--node-timeout {node_timeout}: give a number of seconds above 0")
-    if runtime not in ("docker", "podman"):
-        raise Fatal(f"--runtime {runtime}: choose docker or podman")
-    chosen = [name for name, value in (("--ray", ray), ("--hosts", hosts), ("--inventory", inventory)) if value is not None]
-    if len(chosen) != 1:
-        raise Fatal("give exactly one of --ray ADDRESS, --hosts A,B,... or --inventory FILE"
-                    + (f" (got {' and '.join(chosen)})" if chosen else ""))
-    if ssh_config is not None and ray is not None:
-        raise Fatal("--ssh-config is for --hosts and --inventory; Ray reaches its nodes itself")
-    if ssh_config is not None and not ssh_config.is_file():
-        raise Fatal(f"--ssh-config {ssh_config}: no such file")
-    if arch is not None:
-        from sparkdoctor.arch import real_arch_problem
-
-        problem = real_arch_problem(arch)
-        if problem:
-            raise Fatal(f"--arch {arch!r}: {problem}")
-    # an InventoryError or MatrixError (2) and a FleetError (3 unless it says otherwise) end the command by themselves
-    if hosts is not None:
-        nodes = parse_hosts(hosts, python, container, runtime)
-    elif inventory is not None:
-        nodes = load_inventory(inventory, python, container, runtime)
-    else:
-        nodes = []
-    options = FleetOptions(ray_address=ray, nodes=nodes, ssh_config=str(ssh_config) if ssh_config else None,
-                           python=python, container=container, runtime=runtime, node_timeout=node_timeout, arch=arch,
-                           matrix_path=matrix_path, fail_on=fail_on, ignore=set(ignore))
-    result = run(options)
-    if sys.stdout is None:
-        raise Fatal("stdout is closed: nowhere to write the result")
-    from sparkdoctor.emit import emit_console, emit_json
-    from sparkdoctor.fleet.render import fleet_json, render_console
-
-    if fmt == "json":
-        emit_json("fleet check", "fleet", fleet_json(result, verbose), result.exit_code())
-    else:
-        from rich.console import Console
-
-        emit_console(lambda console: render_console(result, console, verbose), Console(soft_wrap=True, highlight=False))
-    sys.stdout.flush()
-    raise typer.Exit(result.exit_code())
+    options = FleetCommand(ray=ray, hosts=hosts, inventory=inventory, ssh_config=ssh_config, python=python,
+                           container=container, runtime=runtime, node_timeout=node_timeout, arch=arch, fail_on=fail_on,
+                           ignore=list(ignore), matrix=matrix_path, fmt=Format(fmt),
+                           output=output_path("--output", output_name), verbose=verbose)
+    raise typer.Exit(emit(run(options), options.fmt, options.output))

@@ -26,7 +26,7 @@ def _refuse_damaged(path: Path, run_id: int, run: dict) -> None:
     from sparkdoctor.exitcodes import EXIT_LEDGER
 
     if run.get("damaged"):
-        raise Fatal(f"ledger {path}: run {run_id} is damaged: {'; '.join(run['damaged'])}", EXIT_LEDGER)
+        raise Fatal(f"ledger {path}: run {run_id} is damaged: {'; '.join(run['damaged'])}", EXIT_LEDGER, code="ledger")
 
 
 def history(
@@ -37,8 +37,15 @@ def history(
     samples: bool = typer.Option(False, "--samples", help="With RUN_ID: include the raw per-request samples (json)."),
     ledger: Optional[Path] = typer.Option(None, "--ledger", help="Ledger file (default: the state folder's ledger.sqlite)."),
     fmt: str = format_option(Format.console, Format.json),
+    html_file: Optional[str] = typer.Option(None, "--html", metavar="FILE", help="Write the whole ledger as one self-contained HTML page (plots need the optional plotly: sparkdoctor[html])."),
 ) -> None:
     """List, show and compare stored benchmark runs."""
+    if html_file is not None:
+        from sparkdoctor.commands.history_html import write_html
+
+        with open_ledger(ledger) as led:
+            write_html(led, html_file)
+        return
     if fmt not in FORMATS:
         raise Fatal(f"--format {fmt}: choose one of {', '.join(FORMATS)}")
     if compare and len(compare) != 2:
@@ -49,8 +56,7 @@ def history(
     from sparkdoctor.bench.session import envelope
     from sparkdoctor.ledger.compare import compare_runs
 
-    # a LedgerError is exit 5 by itself
-    with open_ledger(ledger) as led:
+    with open_ledger(ledger) as led:  # a LedgerError is exit 5 by itself
         path = led.path
         if compare:
             runs = [led.run(i) for i in compare]

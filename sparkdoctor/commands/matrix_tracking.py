@@ -60,8 +60,7 @@ def register(app: typer.Typer) -> None:
 
         if fmt not in ("console", "json"):
             raise Fatal(f"--format {fmt}: choose one of console, json")
-        # an UpdateError (refused or failed, nothing changed) is exit 2 by itself
-        if rollback:
+        if rollback:  # an UpdateError carries its exit code (2) to the CLI's one error handler
             if source or sha256 or commit:
                 raise Fatal("--rollback takes no SOURCE, --sha256 or --commit")
             result = rollback_matrix()

@@ -41,24 +41,23 @@ def register(app: typer.Typer) -> None:
         if fmt not in FORMATS:
             raise Fatal(f"--format {fmt}: choose one of {', '.join(FORMATS)}")
         overrides = parse_sets(sets)
-        with time_limited(timeout, "recipe show"):
-            _show(recipe, overrides, fmt)
-
-    def _show(recipe: str, overrides: dict[str, str], fmt: str) -> None:
         from sparkdoctor.recipes import load
         from sparkdoctor.recipes.show import render_console, to_json
 
-        resolved = load(recipe, overrides)  # a RecipeError is exit 2 by itself
-        if fmt == "json":
-            from sparkdoctor.emit import emit_json
+        with time_limited(timeout, "recipe show"):  # an OutOfTime, like a RecipeError, is exit 2 by itself
+            resolved = load(recipe, overrides)
+            if fmt == "json":
+                text = to_json(resolved)
+            else:
+                from sparkdoctor.emit import emit_console
 
-            emit_json("recipe show", "recipe", to_json(resolved))
-            for warning in resolved.warnings:
-                warn(warning)
-            return
-        from sparkdoctor.emit import emit_console
+                emit_console(lambda console: render_console(resolved, console))
+                return
+        from sparkdoctor.emit import emit_json
 
-        emit_console(lambda console: render_console(resolved, console))
+        emit_json("recipe show", "recipe", text)
+        for warning in resolved.warnings:
+            warn(warning)
 
     @recipe_app.command("check")
     def check(

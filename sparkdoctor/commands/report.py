@@ -61,7 +61,7 @@ def report(
     matrix = load(matrix_path)
     facts = _facts(facts_file, python, arch, kernels, timeout)
     from sparkdoctor.report import build_bug_report_fitted
-    from sparkdoctor.report.fit import attachment_name
+    from sparkdoctor.render.fit import attachment_name
 
     judged = build_report(facts, matrix)
     attachment = attachment_name(output_name, fmt, judged.facts.fingerprint())

@@ -40,6 +40,7 @@ def rerun(
     matrix_path: Optional[Path] = typer.Option(None, "--matrix", help="Matrix folder or file that judges workarounds (default: bundled)."),
     ready_timeout: float = typer.Option(600.0, "--ready-timeout", help="Seconds to wait for each launched server."),
     fmt: str = format_option(Format.console, Format.json),
+    allow_load_difference: bool = typer.Option(False, "--allow-load-difference", help="Call a flip even when the old and new runs (or an A/B's arms) ran under clearly different machine load."),
 ) -> None:
     """Re-measure stale conclusions and stale workarounds on the current toolchain."""
     if fmt not in FORMATS:
@@ -53,7 +54,8 @@ def rerun(
 
     matrix = load(matrix_path)
     led = open_ledger(ledger)
-    opts = pipeline.Options(ledger=led.path, matrix=matrix_path, ready_timeout=ready_timeout, names=tuple(names or ()))
+    opts = pipeline.Options(ledger=led.path, matrix=matrix_path, ready_timeout=ready_timeout, names=tuple(names or ()),
+                            allow_load_difference=allow_load_difference)
     try:
         with progress_line() as progress:
             planned = pipeline.plan(led, matrix, Toolchains(progress), opts.names)
@@ -62,11 +64,11 @@ def rerun(
                    "conclusions": [s.to_dict() for s in planned["conclusions"]], "workarounds": planned["workarounds"]}
             if not dry_run:
                 doc.update(pipeline.execute(led, planned, opts, progress))
-    finally:  # a ConclusionError (2) or a ledger that fails mid-read (a LedgerError, 5) says how it ends
+    finally:
         led.close()
     failed = []
     if not dry_run:
-        if "flipped" in wanted and any(r["outcome"] == "flipped" for r in doc["results"]):
+        if "flipped" in wanted and any(r["outcome"] in ("flipped", "broken") for r in doc["results"]):
             failed.append("flipped")
         if "regression" in wanted and any(r.get("regression") for r in doc["results"]):
             failed.append("regression")

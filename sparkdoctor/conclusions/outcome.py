@@ -3,7 +3,8 @@
 Per concurrency level the old and new A/B ratios (B/A, each with its 95% CI) are set side by side:
   flipped  the verdict changed ("no difference" -> "faster", "faster" -> "slower", ...);
   changed  the same verdict, but the two CIs do not overlap (the size of the effect moved);
-  holds    otherwise.
+  holds    otherwise;
+  broken   the faster arm's answers are wrong now (bench/correctness.py): fast and wrong never wins.
 The whole conclusion takes its worst level (flipped > changed > holds).
 
 A regression is one arm (one recipe) measurably slower on the new toolchain than on the old: its
@@ -17,11 +18,14 @@ from typing import Any
 
 from sparkdoctor.vocab import Outcome
 
-RANK = {outcome.value: i for i, outcome in enumerate(Outcome)}  # holds 0, inconclusive 1, changed 2, flipped 3
+RANK = {outcome.value: i for i, outcome in enumerate(Outcome)}  # holds 0, inconclusive 1, changed 2, flipped 3, broken 4
 NOT_CALLED = "not called"  # bench/ab.py: the arms ran under clearly different machine load
+WRONG_ARM = "wrong arm"  # bench/ab.py: the faster arm's answers are wrong (bench/correctness.py)
 
 
 def _level_outcome(old: dict[str, Any], new: dict[str, Any]) -> str:
+    if new["verdict"] == WRONG_ARM:
+        return "broken"  # the arm that was faster now gives wrong answers: the conclusion no longer means anything
     if NOT_CALLED in (old["verdict"], new["verdict"]):
         return "inconclusive"  # a verdict taken under uneven load neither holds nor flips
     if old["verdict"] != new["verdict"]:

@@ -74,6 +74,9 @@ def results(console: Any, doc: dict[str, Any]) -> None:
         for lvl in res["levels"]:
             console.print(f"    c={lvl['concurrency']}: B/A old {_ratio(lvl['old'])}  new {_ratio(lvl['new'])}  -> {lvl['outcome']}",
                           highlight=False)
+        if res.get("load_differ"):
+            console.print(f"    not called a flip: {res['load_differ']} (rerun on a quiet machine, or --allow-load-difference)",
+                          highlight=False)
         for arm, rows in res["arm_changes"].items():
             for row in rows:
                 flag = "  REGRESSION" if row["regression"] else ""

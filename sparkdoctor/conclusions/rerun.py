@@ -33,6 +33,7 @@ class Options:
     matrix: Path | None
     ready_timeout: float = 600.0
     names: tuple[str, ...] = ()  # only these conclusions (default: all)
+    allow_load_difference: bool = False  # call a flip even when old and new runs ran under different machine load
 
 
 def _hash(recipe: Any) -> str:
@@ -93,7 +94,8 @@ def _bench_options(data: dict[str, Any], opts: Options) -> Any:
     return flow.Options(overrides=dict(data.get("workload") or {}), sets=dict(data.get("sets") or {}),
                         local=bool(data.get("local")), python=data.get("python"), ledger=opts.ledger,
                         store=True, ready_timeout=opts.ready_timeout, pairs=int(data.get("pairs") or 1),
-                        min_effect=float(data.get("min_effect") or 0.02), fmt="json")
+                        min_effect=float(data.get("min_effect") or 0.02), fmt="json",
+                        allow_load_difference=opts.allow_load_difference)
 
 
 def _measure(arms: dict[str, Arm], data: dict[str, Any], opts: Options) -> dict[str, Any]:
@@ -115,6 +117,11 @@ def rerun_one(ledger: Any, status: staleness.Status, opts: Options) -> dict[str,
     doc = _measure(old.arms, old.data, opts)
     compared = outcome.compare_levels(old.data.get("levels") or [], doc.get("levels") or [])
     runs = store.comparison_runs(ledger, doc["comparison_id"])
+    why = _load_differs(ledger, [rid for ids in old.data["runs"].values() for rid in ids],
+                        [r["id"] for rs in runs.values() for r in rs])
+    if why and compared["outcome"] != "holds" and not opts.allow_load_difference:
+        # a busy baseline read as a flip on a quiet machine (or the reverse) is the failure this avoids
+        compared = {**compared, "outcome": "inconclusive", "load_differ": f"old and new runs: {why}"}
     arm_changes = {arm: outcome.arm_change(ledger, old.data["runs"][arm], [r["id"] for r in runs[arm]],
                                            float(old.data.get("min_effect") or 0.02)) for arm in ("A", "B")}
     previous = {k: old.data.get(k) for k in ("verdict", "levels", "runs", "fingerprints")}
@@ -123,9 +130,27 @@ def rerun_one(ledger: Any, status: staleness.Status, opts: Options) -> dict[str,
                        outcome=compared["outcome"],
                        extra={"sets": old.data.get("sets") or {}, "local": bool(old.data.get("local")), "previous": previous, "compared": compared, "arm_changes": arm_changes,
                               "changes": status.changes})
-    return {"name": old.name, "outcome": compared["outcome"], "old": previous, "new": new.to_dict(),
+    return {"name": old.name, "outcome": compared["outcome"], "load_differ": compared.get("load_differ"),
+            "old": previous, "new": new.to_dict(),
             "levels": compared["levels"], "arm_changes": arm_changes, "changes": status.changes,
             "regression": any(row["regression"] for rows in arm_changes.values() for row in rows)}
+
+
+def _load_differs(ledger: Any, old_ids: list[int], new_ids: list[int]) -> str | None:
+    """Whether the old runs and the new ones ran under clearly different machine load (bench/load.py), from
+    the load each run stored (runs stored before loads were kept: not judged)."""
+    from sparkdoctor.bench import load
+
+    def indexes(ids: list[int]) -> list[dict[str, float]]:
+        out = []
+        for rid in ids:
+            run = ledger.run(rid)
+            idx = ((run or {}).get("summary") or {}).get("load") or {}
+            if idx.get("index"):
+                out.append(idx["index"])
+        return out
+
+    return load.arms_differ(indexes(old_ids), indexes(new_ids))
 
 
 def _cost(levels: list[dict[str, Any]], with_arm: str) -> list[dict[str, Any]]:

@@ -32,7 +32,13 @@ def _row(row: tuple) -> Conclusion:
 
 class LedgerReadError(ConclusionError, LedgerError):
     """The ledger itself failed (malformed, locked, read-only): a LedgerError (exit 5) to the commands,
-    a ConclusionError to the code that only knows conclusions."""
+    a ConclusionError to the code that only knows conclusions. The exit code is named here: by the method
+    resolution order ConclusionError's (an InputError, exit 2) would come first."""
+
+    exit_code = LedgerError.exit_code
+    code = LedgerError.code
+
+    exit_code = LedgerError.exit_code  # ConclusionError's InputError (2) comes first in the MRO: the ledger's 5 wins
 
 
 def _fail(ledger: Any, exc: sqlite3.Error) -> ConclusionError:

@@ -13,15 +13,15 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from sparkdoctor.fix import journal as jr
 from sparkdoctor.fix.interface import Action, FixError, Installer
 from sparkdoctor.fix.inventory import Inventory
 from sparkdoctor.fix.model import Plan, Step
 from sparkdoctor.fix.restore import Restorer
-from sparkdoctor.target.files import FileError, FileTransport, sha256_of
+from sparkdoctor.target.files import FileError, FileTransport
 
 
 @dataclass
@@ -45,10 +45,15 @@ class StepAction(Action):
 
 
 class EditFile(StepAction):
+    @property
+    def path(self) -> str:
+        assert self.step.path is not None  # Plan.from_dict and journal_schema make sure of it
+        return self.step.path
+
     def verify(self) -> list[str]:
         s, files = self.step, self.ctx.sides[self.step.side]
         try:
-            row = files.info([s.path], with_hash=True).get(s.path) or {}
+            row = files.info([self.path], with_hash=True).get(self.path) or {}
         except FileError as exc:
             return [str(exc)]
         if row.get("sha256") != s.old_sha256:
@@ -62,12 +67,12 @@ class EditFile(StepAction):
     def execute(self) -> None:
         s = self.step
         try:
-            self.ctx.sides[s.side].write(s.path, s.new_text.encode("utf-8"))
+            self.ctx.sides[s.side].write(self.path, (s.new_text or "").encode("utf-8"))
         except FileError as exc:
             raise FixError(str(exc)) from None
 
     def reverse(self) -> None:
-        self.ctx.restorer.restore_file(self.step.path, self.step.side)
+        self.ctx.restorer.restore_file(self.path, self.step.side)
 
 
 class PackageAction(StepAction):

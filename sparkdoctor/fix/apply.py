@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,7 @@ from sparkdoctor.fix import unsettled
 from sparkdoctor.fix.pdeath import children_die_with_parent
 from sparkdoctor.fix.actions import Context, StepAction, actions_of, injected, reverse_all, verify_all
 from sparkdoctor.fix.interface import FixError, Installer, JournalError, Refusal, UnchangedError
-from sparkdoctor.fix.inventory import Inventory, target_key, target_label, target_record
+from sparkdoctor.fix.inventory import Dist, Inventory, target_key, target_label, target_record
 from sparkdoctor.fix.model import Plan
 from sparkdoctor.fix.restore import Restorer, verify_rolled_back
 from sparkdoctor.target.local import Target
@@ -66,8 +67,12 @@ class Outcome:
     outside_restored: list[str] = field(default_factory=list)  # .pyc files of other dists compiled again
 
 
+def _installed(inventory: Inventory, names: list[str]) -> list[Dist]:
+    return [d for d in (inventory.get(n) for n in names) if d is not None]
+
+
 def _dist_paths(inventory: Inventory, names: list[str]) -> dict[str, list[str]]:
-    return {n: [str(p) for p in inventory.get(n).paths()] for n in names if inventory.get(n)}
+    return {d.key: [str(p) for p in d.paths()] for d in _installed(inventory, names)}
 
 
 def sides_of(target: Target) -> dict[str, FileTransport]:
@@ -77,22 +82,22 @@ def sides_of(target: Target) -> dict[str, FileTransport]:
 
 
 def _header(target: Target, plan: Plan, inventory: Inventory, installer: Installer) -> dict[str, Any]:
-    touched = [n for n in plan.touched if inventory.get(n)]
+    touched = _installed(inventory, plan.touched)
     return {
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "target": target_record(target, inventory),
         "installer": installer.name,
         "plan": plan.to_dict(),
         "packages_before": [inventory.dists[k].to_dict() for k in sorted(inventory.dists)],
-        "touched_before": {n: inventory.get(n).version for n in touched},
-        "hashes_before": inv_mod.file_hashes(transport_of(target), inventory, set(touched)),
+        "touched_before": {d.key: d.version for d in touched},
+        "hashes_before": inv_mod.file_hashes(transport_of(target), inventory, {d.key for d in touched}),
     }
 
 
 def _save_wheels(plan: Plan, inventory: Inventory, installer: Installer):
     def save(folder: Path) -> dict[str, str | None]:
         # what the apply replaces or removes: its wheel, fetched BEFORE any change (none for a non-registry dist)
-        dists = [inventory.get(n) for n in plan.touched if inventory.get(n) is not None]
+        dists = _installed(inventory, plan.touched)
         out: dict[str, str | None] = {d.key: None for d in dists}
         out.update(installer.download([f"{d.key}=={d.version}" for d in dists if d.from_registry()], str(folder)))
         return out
@@ -124,8 +129,7 @@ def apply(target: Target, plan: Plan, inventory: Inventory, installer: Installer
             more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
             raise UnchangedError(f"{problems[0]}{more}; nothing was changed (journal {journal.id} was not used)")
         outcome = Outcome(journal.id)
-        unsettled.mark(key, label, journal.id, "apply")
-        journal.mark(jr.APPLYING, {"step": 0, "of": len(actions)})
+        _marks(lambda: unsettled.mark(key, label, journal.id, "apply"), lambda: journal.mark(jr.APPLYING, {"step": 0, "of": len(actions)}))
         executed: list[StepAction] = []
         try:
             for i, action in enumerate(actions):
@@ -136,7 +140,7 @@ def apply(target: Target, plan: Plan, inventory: Inventory, installer: Installer
                 _fault_after(i + 1)
                 outcome.done.append(action.describe())
             step("verify")
-            _verify_applied(target, plan, journal, outcome)
+            _verify_applied(target, plan, journal, outcome, installer)
             journal.mark(jr.APPLIED, {"done": outcome.done, "outside_restored": outcome.outside_restored})
             unsettled.clear(key, journal.id)
             step("applied")
@@ -152,6 +156,15 @@ def apply(target: Target, plan: Plan, inventory: Inventory, installer: Installer
         return outcome
 
 
+def _marks(*writes: Callable[[], None]) -> None:
+    """The first writes of an apply or rollback (its state marks), before anything changes."""
+    try:
+        for write in writes:
+            write()
+    except OSError as exc:
+        raise UnchangedError(f"cannot record that a fix is under way in {jr.state_dir()}: {exc.strerror or exc}; nothing was changed") from None
+
+
 def _fault_after(index: int) -> None:
     """SPARKDOCTOR_FIX_FAULT=unlink:N:PATH deletes PATH after step N, as an installer that deletes a
     file of a dist the plan does not name would (only the tests set it)."""
@@ -161,7 +174,7 @@ def _fault_after(index: int) -> None:
         Path(path).unlink()
 
 
-def _verify_applied(target: Target, plan: Plan, journal: jr.Journal, outcome: Outcome) -> None:
+def _verify_applied(target: Target, plan: Plan, journal: jr.Journal, outcome: Outcome, installer: Installer) -> None:
     """What is installed now must be what the plan said (otherwise the resolution differed), and
     nothing outside the plan may have changed (a .pyc is compiled again; anything else: undo)."""
     now = inv_mod.read(target)
@@ -172,7 +185,7 @@ def _verify_applied(target: Target, plan: Plan, journal: jr.Journal, outcome: Ou
             raise FixError(f"the installer's result differs from the plan: {name} is {got or 'not installed'}, the plan said {after or 'removed'}")
     before = journal.outside()
     if before is not None:
-        outcome.outside_restored, lost = outside_mod.restore(target, before, plan.touched)
+        outcome.outside_restored, lost = outside_mod.restore(target, before, plan.touched, installer)
         if lost:
             raise FixError(f"the apply changed {len(lost)} file(s) of dists the plan does not name, e.g. {lost[0]}")
 
@@ -191,7 +204,7 @@ def rollback(target: Target, journal: jr.Journal, installer: Installer) -> dict[
             raise JournalError(f"journal {journal.id} cannot restore this target: {problems[0]}; nothing was changed")
         plan = Plan.from_dict(journal.data["plan"])
         actions = actions_of(plan, Context(journal, installer, inventory, sides, restorer))
-        unsettled.mark(key, label, journal.id, "rollback")
+        _marks(lambda: unsettled.mark(key, label, journal.id, "rollback"))
         verified = _reverse(target, journal, actions[:_executed_count(journal, len(actions))], restorer, sides)
         if verified.get("ok"):
             unsettled.clear(key, journal.id)
@@ -214,7 +227,7 @@ def _reverse(target: Target, journal: jr.Journal, executed: list[StepAction], re
         step("start")
         reversed_rows = reverse_all(executed, lambda rows: journal.mark(jr.ROLLING_BACK, {"reversed": rows}))
         step("files")
-        verified = verify_rolled_back(target, journal, sides)
+        verified = verify_rolled_back(target, journal, sides, restorer.installer)
     except FileError as exc:
         raise FixError(str(exc)) from None
     verified["reversed"] = reversed_rows

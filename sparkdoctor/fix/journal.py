@@ -149,7 +149,7 @@ class Journal:
         """True when nothing is left to do from it: applied, rolled back, or never started."""
         return self.status() in ("applied", "rolled back", "planned", "half-written")
 
-    def outside(self) -> dict[str, list[int]] | None:
+    def outside(self) -> dict[str, list[int] | None] | None:
         """path -> [size, mtime_ns] of the files outside the plan before the apply (None: not recorded)."""
         meta = self.data.get("outside")
         if not meta:
@@ -194,7 +194,7 @@ def create(header: dict[str, Any], files: list[tuple[str, str]], dist_files: dic
         saved = wheels(path / "wheels")
         wheel_files = {f: {"size": (path / "wheels" / f).stat().st_size, "sha256": _sha(path / "wheels" / f)} for f in saved.values() if f}
         boundary("journal-wheels")
-        outside_meta = None
+        outside_meta: dict[str, Any] | None = None
         if outside is not None:
             obody = json.dumps(outside, sort_keys=True).encode()
             write_bytes(path / "outside.json", obody)
@@ -223,9 +223,10 @@ def _copy_out(files: FileTransport, names: list[str], journal: Path, folder: str
         if row is None:
             out[name] = None
             continue
-        out[name] = {"copy": f"{folder}/{row['name']}", "mode": row["mode"] & 0o7777}
+        entry: dict[str, Any] = {"copy": f"{folder}/{row['name']}", "mode": row["mode"] & 0o7777}
         if with_hash:
-            out[name]["sha256"] = _sha(dest / row["name"])
+            entry["sha256"] = _sha(dest / row["name"])
+        out[name] = entry
     return out
 
 

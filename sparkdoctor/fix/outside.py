@@ -1,19 +1,26 @@
 """Only what the plan names is touched: every RECORD-listed file of every dist the plan does NOT
 touch is stat'ed before the apply (size, mtime) and again after it and after a rollback.
 
-What changed outside the plan is put back where it can be: a `__pycache__` file (pip and uv list
-them in RECORD without a hash; an installer may delete or rewrite one) is compiled again from its
-source, which gives the same size and the same bytes for the same interpreter. Any other file that
-changed outside the plan cannot be restored from the journal (it holds no copy of it): it is named,
-and the apply is undone.
+What changed outside the plan is put back where it can be: a `__pycache__` file (pip lists them in
+RECORD without a hash; an installer may delete or rewrite one) is compiled again from its source,
+which gives the same size and bytes for the same interpreter; any other file of a registry dist is
+taken from that dist's released wheel (exact version, downloaded, the member checked against the
+wheel's RECORD hash and the size recorded before). What cannot be put back is named, and the apply
+is undone.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import tempfile
+import zipfile
 from pathlib import Path
 
-from sparkdoctor.fix.interface import FixError
+from sparkdoctor.fix import inventory as inv_mod
+from sparkdoctor.fix.interface import FixError, Installer
 from sparkdoctor.target.local import Target, TargetError, parse_json_probe
+from sparkdoctor.target.files import FileError, transport_of
 
 SCRIPT = Path(__file__).with_name("target_stat.py")
 TIMEOUT = 300.0
@@ -51,13 +58,76 @@ def changed(before: dict[str, list[int] | None], now: dict[str, list[int] | None
     return sorted(out)
 
 
-def restore(target: Target, before: dict[str, list[int] | None], skip: list[str]) -> tuple[list[str], list[str]]:
+def restore(target: Target, before: dict[str, list[int] | None], skip: list[str],
+            installer: Installer | None = None) -> tuple[list[str], list[str]]:
     """Put back what changed outside the plan where that can be done; (restored, not restorable)."""
     diff = changed(before, snapshot(target, skip))
+    if not diff:
+        return [], []
     pycs = [p for p in diff if _is_pyc(p)]
     restored: list[str] = []
     if pycs:
         done = _run(target, ["compile", *pycs])
         restored = [p for p in done.get("compiled") or [] if isinstance(p, str)]
-        diff = changed(before, snapshot(target, skip))
-    return restored, diff
+    others = [p for p in diff if not _is_pyc(p)]
+    if others and installer is not None:
+        restored += _from_wheels(target, installer, others, before)
+    now = snapshot(target, skip)
+    # a file written again has a new mtime: it is back when it has its size (and, from a wheel, the released bytes)
+    back = {p for p in restored if _size(now.get(p)) is not None and _size(now.get(p)) == _size(before.get(p))}
+    return sorted(back), [p for p in changed(before, now) if p not in back]
+
+
+def _from_wheels(target: Target, installer: Installer, paths: list[str], before: dict[str, list[int] | None]) -> list[str]:
+    """Files of registry dists written again from the dist's own released wheel."""
+    inv = inv_mod.read(target)
+    owner: dict[str, tuple[inv_mod.Dist, str]] = {}
+    for dist in inv.dists.values():
+        if not dist.from_registry():
+            continue
+        for rel, full in zip(dist.files, dist.paths()):
+            if str(full) in paths and not rel.startswith(".."):
+                owner[str(full)] = (dist, rel)
+    if not owner:
+        return []
+    wanted = sorted({f"{d.key}=={d.version}" for d, _ in owner.values()})
+    done: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="sparkdoctor-outside-") as tmp:
+        try:
+            got = installer.download(wanted, tmp)
+        except FixError:
+            return []
+        items: list[tuple[Path, str, int | None]] = []
+        for path, (dist, rel) in sorted(owner.items()):
+            wheel = got.get(dist.key)
+            found = _member(Path(tmp) / wheel, rel) if wheel else None
+            if found is None or len(found[0]) != _size(before.get(path)):
+                continue
+            src = Path(tmp) / f"member-{len(items)}"
+            src.write_bytes(found[0])
+            items.append((src, path, found[1]))
+            done.append(path)
+        try:
+            transport_of(target).import_files(items)
+        except FileError as exc:
+            raise FixError(str(exc)) from None
+    return done
+
+
+def _size(row: list[int] | None) -> int | None:
+    return row[0] if row else None
+
+
+def _member(wheel: Path, rel: str) -> tuple[bytes, int] | None:
+    """A wheel's file and its mode, if the wheel's RECORD hash says it is that file's released bytes."""
+    try:
+        with zipfile.ZipFile(wheel) as z:
+            data = z.read(rel)
+            mode = (z.getinfo(rel).external_attr >> 16) & 0o777 or 0o644
+            record = next((n for n in z.namelist() if n.endswith(".dist-info/RECORD")), None)
+            rows = z.read(record).decode("utf-8").splitlines() if record else []
+    except (OSError, KeyError, zipfile.BadZipFile, UnicodeDecodeError):
+        return None
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    return (data, mode) if any(r.split(",")[:2] == [rel, f"sha256={digest}"] for r in rows) else None
+

@@ -7,7 +7,8 @@ copies of the dists' files are intact; if neither, nothing is touched and the re
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from sparkdoctor.fix import inventory as inv_mod
 from sparkdoctor.fix import journal as jr
@@ -108,8 +109,9 @@ class Restorer:
         """Every touched dist back as it was (once: a second call finds it done)."""
         if self.packages_restored:
             return
-        if self.problems is None and self.prepare():
-            raise FixError(self.problems[0])
+        problems = self.prepare()
+        if problems:
+            raise FixError(problems[0])
         data, files = self.data, self.sides["target"]
         before_keys = {inv_mod.canonicalize_name(p["name"]) for p in data["packages_before"]}
         now = inv_mod.read(self.target)
@@ -153,13 +155,14 @@ class Restorer:
                 files.remove([path])
 
 
-def verify_rolled_back(target: Target, journal: jr.Journal, sides: dict[str, FileTransport]) -> dict[str, Any]:
+def verify_rolled_back(target: Target, journal: jr.Journal, sides: dict[str, FileTransport],
+                       installer: Installer | None = None) -> dict[str, Any]:
     """The package set, the bytes of every touched dist's files and every edited file, and the files
     outside the plan (a changed .pyc compiled again first), against the journal."""
     data = journal.data
     now = inv_mod.read(target)
-    want = {inv_mod.canonicalize_name(p["name"]): p["version"] for p in data["packages_before"]}
-    got = now.package_set()
+    want: dict[str, str] = {inv_mod.canonicalize_name(p["name"]): p["version"] for p in data["packages_before"]}
+    got: dict[str, str] = dict(now.package_set())
     package_diff = sorted(f"{k}: {want.get(k) or '-'} -> {got.get(k) or '-'}" for k in set(want) | set(got) if want.get(k) != got.get(k))
     have = inv_mod.file_hashes(sides["target"], now, set(data["touched_before"]))
     missing = [p for p in data["hashes_before"] if p not in have]
@@ -169,10 +172,10 @@ def verify_rolled_back(target: Target, journal: jr.Journal, sides: dict[str, Fil
         edited = [r for r in data["files"] if r.get("side", "target") == side]
         now_edited = hashes(sides[side], [r["path"] for r in edited])
         file_diff += [r["path"] for r in edited if now_edited.get(r["path"]) != (r.get("sha256") if r["existed"] else None)]
-    checked_outside, restored = 0, []
+    checked_outside, restored = 0, list[str]()
     before_outside = journal.outside()
     if before_outside is not None:
-        restored, lost = outside_mod.restore(target, before_outside, list(data["plan"].get("touched", [])))
+        restored, lost = outside_mod.restore(target, before_outside, list(data["plan"].get("touched", [])), installer)
         file_diff += [f"{p} (outside the plan)" for p in lost]
         checked_outside = sum(1 for v in before_outside.values() if v is not None)
     return {"packages_differ": package_diff, "files_differ": file_diff, "ok": not package_diff and not file_diff,

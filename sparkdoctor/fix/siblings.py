@@ -21,7 +21,9 @@ def family_of(inv: Inventory, package: str) -> set[str]:
     """The members `package` (as installed) requires at exactly its own version, on any extra."""
     dist = inv.get(package)
     out: set[str] = set()
-    for text in dist.requires if dist else []:
+    if dist is None:
+        return out
+    for text in dist.requires:
         try:
             req = Requirement(text)
         except InvalidRequirement:
@@ -45,7 +47,7 @@ def pinned_siblings(inv: Inventory, constraints: list[dict[str, Any]], package: 
     have = inv.get(package)
     same |= {f"=={have.version}"} if have else set()
     members = [c for c in rows if canonicalize_name(c.get("name", "")) in family]
-    moved = sorted({canonicalize_name(c["name"]) for c in members if str(c.get("specifier") or "") in same})
+    moved = sorted({str(canonicalize_name(c["name"])) for c in members if str(c.get("specifier") or "") in same})
     odd = [c for c in members if str(c.get("specifier") or "") not in same]
     if not odd:
         return moved, None

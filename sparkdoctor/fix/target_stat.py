@@ -64,7 +64,7 @@ def compile_all(pycs):
             py_compile.compile(src, cfile=pyc, doraise=True, optimize=optimize)
             done.append(pyc)
         except Exception as exc:  # noqa: BLE001 (reported, never fatal)
-            failed[pyc] = "%s: %s" % (type(exc).__name__, exc)
+            failed[pyc] = f"{type(exc).__name__}: {exc}"
     return {"compiled": done, "failed": failed}
 
 

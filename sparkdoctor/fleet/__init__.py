@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from sparkdoctor.errors import SparkdoctorError
-from sparkdoctor.exitcodes import EXIT_FINDINGS, EXIT_OK, EXIT_UNPROBEABLE
+from sparkdoctor.exitcodes import EXIT_FINDINGS, EXIT_OK, EXIT_UNPROBEABLE, EXIT_USAGE
 
 DEFAULT_NODE_TIMEOUT = 60.0
 MAX_PARALLEL = 64
@@ -33,15 +33,17 @@ EXIT_FLEET_REFUSE = EXIT_FINDINGS  # a risky difference between nodes, or a find
 EXIT_FLEET_NODE_DOWN = EXIT_UNPROBEABLE  # a node (or the Ray cluster) could not be checked: no launch
 
 
-class FleetError(SparkdoctorError, RuntimeError):
-    """The fleet as a whole cannot be checked (no Ray, a Ray address that does not answer); one line. The exit
-    code is the raiser's (EXIT_UNPROBEABLE unless it says otherwise)."""
+class FleetError(SparkdoctorError):
+    """The fleet as a whole cannot be checked (a Ray address that does not answer, a cluster with no live
+    node): one line, exit 3; Ray not installed is a usage error (exit 2)."""
 
-    code = "fleet"
+    exit_code = EXIT_UNPROBEABLE
+    code = "fleet-unreachable"
 
-    def __init__(self, message: str, exit_code: int = EXIT_UNPROBEABLE):
+    def __init__(self, message: str, exit_code: int | None = None):
         super().__init__(message)
-        self.exit_code = exit_code
+        if exit_code is not None:
+            self.exit_code = exit_code
 
 
 @dataclass
@@ -106,7 +108,7 @@ def run(options: FleetOptions) -> FleetResult:
         close = getattr(transport, "close", None)
         if close:
             close()
-    named = [(o.node.name, o.facts) for o in outcomes if o.ok]
+    named = [(o.node.name, o.facts) for o in outcomes if o.facts is not None]
     drifts = compare_nodes(named)
     lonely = unpaired_links(named) if len(named) > 1 else {}
     risky = [d.label for d in drifts if d.verdict == "risky"]
@@ -126,7 +128,8 @@ def _connect(options: FleetOptions) -> tuple[Any, list[Any]]:
     try:
         import ray  # noqa: F401
     except ImportError:
-        raise FleetError("--ray needs Ray, which is not installed: pip install 'sparkdoctor-gb10[fleet]'", 2) from None
+        raise FleetError("--ray needs Ray, which is not installed: pip install 'sparkdoctor-gb10[fleet]'", EXIT_USAGE) from None
+    _reachable(options.ray_address)
     try:
         transport = RayTransport(options.ray_address)
     except Exception as exc:  # ConnectionError, a version mismatch, a timeout: Ray's own words, one line
@@ -137,6 +140,24 @@ def _connect(options: FleetOptions) -> tuple[Any, list[Any]]:
         transport.close()
         raise FleetError(f"--ray {options.ray_address}: the cluster has no live node")
     return transport, nodes
+
+
+RAY_CONNECT_TIMEOUT = 10.0
+
+
+def _reachable(address: str) -> None:
+    """A GCS address that refuses or never answers a TCP connection: one line now, instead of ray.init waiting
+    minutes and printing its retries. ("auto" and ray:// addresses are left to Ray.)"""
+    import socket
+
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit() or "://" in address:
+        return
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=RAY_CONNECT_TIMEOUT).close()
+    except OSError as exc:
+        why = exc.strerror or str(exc) or type(exc).__name__
+        raise FleetError(f"--ray {address}: cannot reach the cluster's GCS: {why}") from None
 
 
 def _notes(named: list[tuple[str, Any]]) -> list[str]:

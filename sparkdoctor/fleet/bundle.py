@@ -64,7 +64,7 @@ def probe_of(script: Path) -> str:
 
 
 MULTI = '''\
-import json, subprocess, sys, threading
+import json, subprocess, sys, threading, time
 _JOBS = json.loads({jobs!r})
 _LIMIT = {limit!r}
 _OUT = [None] * len(_JOBS)
@@ -88,7 +88,7 @@ for _t in _threads:
     _t.start()
 for _t in _threads:
     _t.join()
-sys.stdout.write("\\n" + json.dumps({{"sparkdoctor_multi": _OUT}}) + "\\n")
+sys.stdout.write("\\n" + json.dumps({{"sparkdoctor_multi": _OUT, "time": time.time()}}) + "\\n")
 '''
 
 

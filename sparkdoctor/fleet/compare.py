@@ -66,10 +66,13 @@ def _check_fields(named: list[tuple[str, Facts]]) -> list[Drift]:
     rows: dict[tuple[str, str], dict[str, Any]] = {}
     for name, facts in named[1:]:
         for d in compare(bare_ref, dataclasses.replace(facts, fleet=None)).differences:
-            row = rows.setdefault((d.area, d.key), {"ref": d.a, "others": {}, "verdict": d.verdict, "why": d.why})
+            if (d.area, d.key) in rules.OVERRIDDEN:
+                continue
+            why = d.why.split("; ", 1)[1] if d.why.startswith("not installed in ") and "; " in d.why else d.why  # A/B words
+            row = rows.setdefault((d.area, d.key), {"ref": d.a, "others": {}, "verdict": d.verdict, "why": why})
             row["others"][name] = d.b
             if d.verdict == RISKY:
-                row["verdict"], row["why"] = RISKY, d.why
+                row["verdict"], row["why"] = RISKY, why
     drifts = []
     for (area, key), row in rows.items():
         values = {ref_name: row["ref"], **{n: row["others"].get(n, row["ref"]) for n, _ in named[1:]}}

@@ -15,6 +15,7 @@ or plain text, one ssh destination per line (# comments). Problems are one line 
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from sparkdoctor.errors import InputError
 from sparkdoctor.fleet.transport import Node
 
 HOST_RE = re.compile(r"^[A-Za-z0-9_.@%:\[\]-]+$")
+CONTAINER_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")  # docker's own rule for names; ids are hex
 NODE_KEYS = {"host", "python", "container", "runtime"}
 RUNTIMES = ("docker", "podman")
 
@@ -29,7 +31,7 @@ RUNTIMES = ("docker", "podman")
 class InventoryError(InputError, ValueError):
     """One line: where (file, field) and what is wrong (exit 2)."""
 
-    code = "fleet-inventory"
+    code = "inventory"
 
 
 def check_host(host: str, where: str) -> str:
@@ -41,7 +43,14 @@ def check_host(host: str, where: str) -> str:
     return host
 
 
+def check_container(name: str | None, where: str) -> str | None:
+    if name is not None and not CONTAINER_RE.match(name):
+        raise InventoryError(f"{where}: {name[:80]!r} is not a container name or id")
+    return name
+
+
 def parse_hosts(text: str, python: str | None, container: str | None, runtime: str) -> list[Node]:
+    check_container(container, "--container")
     names = [check_host(h, "--hosts") for h in text.split(",")]
     return _unique([Node(h, python, container, runtime) for h in names], "--hosts")
 
@@ -53,16 +62,17 @@ def load_inventory(path: Path, python: str | None, container: str | None, runtim
         raise InventoryError(f"--inventory {path}: {exc.strerror or exc}") from None
     except UnicodeDecodeError as exc:
         raise InventoryError(f"--inventory {path}: not UTF-8 text (byte {exc.start})") from None
+    check_container(container, "--container")
     if path.suffix != ".toml":
         lines = [(n, l.split("#", 1)[0].strip()) for n, l in enumerate(text.splitlines(), 1)]
         nodes = [Node(check_host(l, f"{path}:{n}"), python, container, runtime) for n, l in lines if l]
         if not nodes:
             raise InventoryError(f"{path}: names no host")
         return _unique(nodes, str(path))
-    try:
+    if sys.version_info >= (3, 11):
         import tomllib
-    except ModuleNotFoundError:  # Python 3.10
-        import tomli as tomllib  # type: ignore[no-redef]
+    else:  # pragma: no cover
+        import tomli as tomllib
 
     try:
         data = tomllib.loads(text)
@@ -82,7 +92,8 @@ def load_inventory(path: Path, python: str | None, container: str | None, runtim
         kind = row.get("runtime", runtime)
         if kind not in RUNTIMES:
             raise InventoryError(f"{where}.runtime: {str(kind)[:40]!r}; choose one of {', '.join(RUNTIMES)}")
-        nodes.append(Node(check_host(host, f"{where}.host"), row.get("python", python), row.get("container", container), kind))
+        box = check_container(row.get("container", container), f"{where}.container")
+        nodes.append(Node(check_host(host, f"{where}.host"), row.get("python", python), box, kind))
     return _unique(nodes, str(path))
 
 

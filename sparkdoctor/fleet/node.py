@@ -69,11 +69,13 @@ def collect_node(transport: Any, node: Node, timeout: float, arch: str | None = 
 
     from sparkdoctor.target.probe import probe_args
 
-    target.prefetch([(targetenv.PROBE, probe_args(target, None, False)[0]), ("capabilities", []), (NODE_PROBE, [])])
     try:
+        target.prefetch([(targetenv.PROBE, probe_args(target, None, False)[0]), ("capabilities", []), (NODE_PROBE, [])])
         # a remote node's limit is the node's: check's per-collector limits are sized for a local run
         remote = [replace(c, timeout=timeout) for c in (targetenv.COLLECTOR, capabilities.COLLECTOR)]
-        run_collectors(ctx, [*remote, Collector("node", node_probe, timeout=timeout)])
+        extra = [Collector("container", lambda ctx: _container(transport, node), timeout=timeout)] \
+            if node.container and hasattr(transport, "container_cli") else []
+        run_collectors(ctx, [*remote, Collector("node", node_probe, timeout=timeout), *extra])
     except Exception as exc:  # a surprise must cost this node, never the fleet
         box.setdefault("problem", f"{type(exc).__name__}: {exc}")
     seconds = time.monotonic() - started
@@ -85,7 +87,34 @@ def collect_node(transport: Any, node: Node, timeout: float, arch: str | None = 
             problem = "answered something that is not the node probe's report"
         return NodeOutcome(node, None, _short(problem), seconds)
     apply_node(facts, raw, box.get("received", time.time()), arch)
+    if target.batch is not None and target.batch.clock is not None:  # the batch's own clock: no waiting in between
+        facts.fleet["clock_skew_s"] = round(target.batch.clock[0] - target.batch.clock[1], 2)  # type: ignore[index]
     return NodeOutcome(node, facts, None, seconds, raw)
+
+
+def _container(transport: Any, node: Node) -> dict[str, Any]:
+    """The image of the container a node serves from, read with the node's own container CLI (over ssh), in
+    the shape `check --container` records: its content fingerprint is what nodes must share."""
+    import os
+
+    from sparkdoctor.target.container_inspect import image_facts, inspect_container
+
+    cli = transport.container_cli(node)
+    try:
+        record = inspect_container(cli, str(node.container))
+    except TargetError as exc:
+        raise CollectorError(str(exc)) from None
+    config = record.get("Config") or {}
+    info: dict[str, Any] = {
+        "name": str(record.get("Name") or node.container).lstrip("/"), "id": str(record.get("Id") or "")[:12],
+        "engine": os.path.basename(node.runtime), "image": str(config.get("Image") or record.get("ImageName") or ""),
+        "image_id": str(record.get("Image") or ""), "runtime": (record.get("HostConfig") or {}).get("Runtime"),
+    }
+    try:
+        info.update(image_facts(cli, info["image_id"]))
+    except (TargetError, ValueError, IndexError, AttributeError, TypeError) as exc:
+        info["image_error"] = str(exc)[:300]
+    return {"container": info}
 
 
 def _short(problem: str) -> str:

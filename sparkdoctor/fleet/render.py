@@ -42,6 +42,15 @@ def fleet_json(result: FleetResult, verbose: bool = False) -> str:
     return json.dumps(fleet_dict(result, verbose), indent=2, ensure_ascii=False)
 
 
+# ---- views (sparkdoctor/views.py): (Result, Sink) -> the whole document -----------------------------------
+def fleet_view_json(result: Any, sink: Any) -> dict[str, Any]:
+    return {"kind": "fleet", **fleet_dict(result.data, bool(result.options.get("verbose")))}
+
+
+def fleet_view_console(result: Any, sink: Any) -> str:
+    return sink.capture(lambda console: render_console(result.data, console, bool(result.options.get("verbose"))))
+
+
 def render_console(result: FleetResult, console: Any, verbose: bool = False) -> None:
     from rich.markup import escape
 
@@ -60,7 +69,7 @@ def render_console(result: FleetResult, console: Any, verbose: bool = False) -> 
                       f"[dim]({outcome.seconds:.1f} s)[/]")
         for finding in report.findings:
             if verbose or finding in report.failing() or finding.id.startswith("multinode-"):
-                console.print(f"      [{finding.severity}] {escape(finding.id)}: {escape(finding.title)}")
+                console.print(f"      {escape('[' + finding.severity + ']')} {escape(finding.id)}: {escape(finding.title)}")
     shown = result.drifts if verbose else result.risky
     if shown:
         console.print()
@@ -82,7 +91,8 @@ def render_console(result: FleetResult, console: Any, verbose: bool = False) -> 
         1: f"[bold red]NO-GO[/]: {len(result.risky)} risky difference(s), "
            f"{sum(1 for r in result.reports.values() if r.failing())} node(s) with findings at or above "
            f"{result.fail_on} (exit 1)",
-        3: f"[bold red]NO-GO[/]: {len(result.down)} node(s) could not be checked (exit 3)",
+        3: f"[bold red]NO-GO[/]: {len(result.down)} node(s) could not be checked; {len(result.risky)} risky "
+           f"difference(s) among the {len(result.reports)} that answered (exit 3)",
     }[result.exit_code()]
     console.print(verdict)
 

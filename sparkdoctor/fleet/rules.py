@@ -77,7 +77,17 @@ def _max_clocks(_: dict[str, Any], facts: Facts) -> dict[str, str]:
     return {f"gpu {g.get('index')}": str(g.get("clock_graphics_max_mhz")) for g in gpus if isinstance(g, dict)}
 
 
+def _kernel(_: dict[str, Any], facts: Facts) -> str | None:
+    kernel = (facts.host or {}).get("kernel")
+    return None if kernel is None else str(kernel)
+
+
+# diff's rows that a fleet judges itself (with another verdict), left out of the comparison of check's fields
+OVERRIDDEN = frozenset({("host", "kernel")})
+
 FLEET_RULES = (
+    Rule("kernel", "release", RISKY, "RDMA (mlx5, ib_core) and the GPU driver ride on the kernel: NCCL over RoCE "
+         "failed on 7.0.0-1019-nvidia nodes and worked on 6.17 (luxingcom/aicad-nccl-optimization#1)", _kernel),
     Rule("nccl", "loaded library", RISKY, "the nodes load different NCCL builds (one version string can be two "
          "binaries: a TP=2 hang, vllm-project/vllm#41725)", _nccl_loaded),
     Rule("nccl", "pip and system builds differ", RISKY, "the wheel's and the system's libnccl carry one version and "
@@ -114,7 +124,7 @@ def memory_headroom(named: list[tuple[str, Facts]]) -> Any:
     low = [n for n, gib in free.items() if top - gib > MEMORY_SPREAD_GIB]
     if not low:
         return None
-    values = {n: f"{gib:.1f} GiB free" for n, gib in free.items()}
+    values: dict[str, str | None] = {n: f"{gib:.1f} GiB free" for n, gib in free.items()}
     return Drift("memory", "headroom", RISKY, f"more than {MEMORY_SPREAD_GIB:g} GiB less free memory than the roomiest node: "
                  "the same --gpu-memory-utilization does not fit there (a leaked or orphaned process?)", values,
                  majority=None, has_majority=False, odd=low)

@@ -46,14 +46,18 @@ class _Batch:
         self.lock = threading.Lock()
         self.result: proc.ProcResult | None = None
         self.parts: list[Any] | None = None
+        self.clock: tuple[float, float] | None = None  # (the node's time as it answered, ours when it arrived)
 
     def collect(self) -> None:
         with self.lock:
             if self.result is not None:
                 return
             self.result = self.running.result(max(0.5, self.deadline - self.running.started))
+            arrived = time.time()
             if self.result.ok:
-                self.parts = _parts(self.result.stdout, len(self.jobs))
+                self.parts, node_time = _parts(self.result.stdout, len(self.jobs))
+                if node_time is not None:
+                    self.clock = (node_time, arrived)
 
     def part(self, index: int) -> proc.ProcResult:
         self.collect()
@@ -68,16 +72,18 @@ class _Batch:
                                    stderr=str(item.get("stderr") or ""), timed_out=bool(item.get("timed_out")))
 
 
-def _parts(stdout: str, count: int) -> list[dict[str, Any]] | None:
+def _parts(stdout: str, count: int) -> tuple[list[dict[str, Any]] | None, float | None]:
     lines = stdout.strip().splitlines()
     try:
         data = json.loads(lines[-1]) if lines else None
     except ValueError:
-        return None
+        return None, None
     parts = data.get("sparkdoctor_multi") if isinstance(data, dict) else None
     if not isinstance(parts, list) or len(parts) != count or not all(isinstance(p, dict) for p in parts):
-        return None
-    return parts
+        return None, None
+    assert isinstance(data, dict)
+    when = data.get("time")
+    return parts, float(when) if isinstance(when, (int, float)) and not isinstance(when, bool) else None
 
 
 class _BatchPart(proc.Running):

@@ -12,6 +12,7 @@ Ray: `ray` is imported here only, when --ray is given; the task body is on_node.
 
 from __future__ import annotations
 
+import logging
 import shlex
 import time
 from dataclasses import dataclass, field
@@ -38,12 +39,20 @@ class SshTransport:
     def __init__(self, config: str | None = None, connect_timeout: int = SSH_CONNECT_TIMEOUT):
         self.config, self.connect_timeout = config, connect_timeout
 
-    def argv(self, node: Node, remote: list[str]) -> list[str]:
+    def prefix(self, node: Node) -> list[str]:
+        """`ssh [options] HOST`: what runs a command on the node (the rest of argv is its command line)."""
         options = ["-T", "-o", "BatchMode=yes", "-o", f"ConnectTimeout={self.connect_timeout}",
                    "-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=3"]
         if self.config:
             options += ["-F", self.config]
-        return ["ssh", *options, node.name, shlex.join(remote)]
+        return ["ssh", *options, node.name]
+
+    def argv(self, node: Node, remote: list[str]) -> list[str]:
+        return [*self.prefix(node), shlex.join(remote)]
+
+    def container_cli(self, node: Node) -> list[str]:
+        """The node's container CLI, run over ssh (container_inspect reads the image with it as it does here)."""
+        return [*self.prefix(node), node.runtime]
 
     def remote_argv(self, node: Node, args: list[str]) -> list[str]:
         if node.container:
@@ -113,7 +122,7 @@ class RayTransport:
         self.ray = ray
         self.owns_connection = not ray.is_initialized()
         if self.owns_connection:
-            ray.init(address=address, log_to_driver=False, logging_level="ERROR", configure_logging=False)
+            ray.init(address=address, log_to_driver=False, logging_level=logging.ERROR, configure_logging=False)
         cloudpickle.register_pickle_by_value(on_node)  # nodes need Ray, not sparkdoctor
         self.task = ray.remote(on_node.run_probe)
 
@@ -130,7 +139,7 @@ class RayTransport:
     def start(self, node: Node, script: str, args: list[str], timeout: float) -> proc.Running:
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-        strategy = NodeAffinitySchedulingStrategy(node_id=node.ray_node_id, soft=False)
+        strategy = NodeAffinitySchedulingStrategy(node_id=str(node.ray_node_id), soft=False)
         ref = self.task.options(scheduling_strategy=strategy, num_cpus=0, max_retries=0).remote(
             script, args, node.python, node.container, node.runtime, timeout)
         return _RayRunning([f"ray task on {node.name}"], ref, self.ray)

@@ -41,7 +41,7 @@ class Tracking:
     def family(self, package: str) -> set[str]:
         """The package and every package released in lockstep with it (canonical names)."""
         name = canonicalize_name(package)
-        out = {name}
+        out: set[str] = {name}
         for head, members in self.lockstep.items():
             group = {head, *members}
             if name in group:

@@ -25,7 +25,8 @@ _HUNK_MOVED = re.compile(r"Hunk #(\d+) succeeded at (\d+)(?: with fuzz (\d+))?(?
 
 def judge_diff_text(text: str, tree: Tree, source: str) -> list[FileVerdict]:
     """One verdict per file the diff touches; a diff patch cannot read is one FAILS line, not an exception."""
-    from unidiff import PatchSet, UnidiffParseError  # type: ignore[import-untyped]
+    from unidiff.errors import UnidiffParseError
+    from unidiff.patch import PatchSet
 
     try:
         patchset = PatchSet(text)

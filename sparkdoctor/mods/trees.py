@@ -12,10 +12,9 @@ import os
 import re
 import stat
 import sys
-import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from sparkdoctor import proc
 from sparkdoctor.mods.model import ModError
@@ -96,35 +95,32 @@ def venv_tree(python: str) -> SiteTree:
 
 @dataclass
 class ReleaseTree:
-    """Released wheels (`vllm==0.33.0`, ...) read member by member, never installed."""
+    """Released wheels (`vllm==0.33.0`, ...) read member by member over range requests (sparkdoctor.released),
+    never downloaded whole, never installed. The wheel is the one a Spark installs (manylinux aarch64)."""
 
     specs: list[tuple[str, str]]
     label: str = ""
-    _zips: list[zipfile.ZipFile] = field(default_factory=list, repr=False)
+    _reader: Any = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         self.label = self.label or " + ".join(f"{n} {v} (released wheel)" for n, v in self.specs)
 
-    def _open(self) -> list[zipfile.ZipFile]:
-        if not self._zips:
-            from sparkdoctor.verify.wheels import WheelError, wheel
-
-            for name, version in self.specs:
-                try:
-                    self._zips.append(zipfile.ZipFile(wheel(name, version)))
-                except (WheelError, OSError, zipfile.BadZipFile) as exc:
-                    raise ModError(f"{name}=={version}: {exc}") from None
-        return self._zips
-
     def read(self, rel: str) -> bytes | None:
-        for archive in self._open():
+        from sparkdoctor.released import Reader, RemoteError
+
+        if self._reader is None:
+            self._reader = Reader()
+        for name, version in self.specs:
             try:
-                info = archive.getinfo(rel)
-            except KeyError:
-                continue
-            if info.file_size > MAX_FILE:
-                raise ModError(f"{rel}: {info.file_size} bytes, too large for a file a mod edits")
-            return archive.read(info)
+                wheel = self._reader.release(name, version)
+                if rel not in set(wheel.names):
+                    continue
+                data: bytes = wheel.read(rel)
+            except RemoteError as exc:
+                raise ModError(f"{name}=={version}: {exc}") from None
+            if len(data) > MAX_FILE:
+                raise ModError(f"{rel}: {len(data)} bytes, too large for a file a mod edits")
+            return data
         return None
 
 

@@ -70,7 +70,7 @@ def read(doc: dict[str, Any], path: Path, duplicates: list[str], overrides: dict
     extras = {k: doc[k] for k in ("mods", "build_args", "benchmark", "solo_only", "cluster_only") if doc.get(k) is not None}
     return Recipe(
         name=str(doc["name"]), source_path=str(path), format="eugr-v1", argv=argv, env=env, host=host, port=port,
-        model=model, served_model_name=served, workload=_workload(doc.get("benchmark")), container=str(doc["container"]),
+        model=model, served_model_name=served, workload=resolve.benchy_workload(doc.get("benchmark")), container=str(doc["container"]),
         needs=needs, params=params, sources=sources, warnings=warnings, description=str(doc.get("description") or ""),
         extras=extras,
     )
@@ -87,14 +87,3 @@ def _drop_executor_backend(argv: list[str]) -> list[str]:
             out.append(arg)
     return out
 
-
-def _workload(benchmark: Any) -> dict[str, Any]:
-    """The recipe's llama-benchy `benchmark.args` in sparkdoctor's terms (tg -> max_tokens, pp -> prompt_tokens)."""
-    if not isinstance(benchmark, dict) or not isinstance(benchmark.get("args"), dict):
-        return {}
-    args = benchmark["args"]
-    out: dict[str, Any] = {"from": "benchmark.args (llama-benchy)"}
-    for theirs, ours in (("tg", "max_tokens"), ("pp", "prompt_tokens"), ("concurrency", "concurrency"), ("depth", "depth")):
-        if theirs in args:
-            out[ours] = args[theirs]
-    return out

@@ -153,3 +153,27 @@ def string_map(value: Any, where: str, field: str) -> dict[str, str]:
             raise RecipeError(f"{where}: field '{field}.{k}' must be a single value, not a {type(v).__name__}")
         out[k] = "" if v is None else as_text(v)
     return out
+
+
+def _ints(value: Any) -> list[int]:
+    items = value if isinstance(value, list) else [value]
+    return [v for v in items if isinstance(v, int) and not isinstance(v, bool) and v > 0]
+
+
+def benchy_workload(benchmark: Any) -> dict[str, Any]:
+    """bench's defaults from a recipe's llama-benchy `benchmark.args` (eugr and sparkrun): tg -> max_tokens and
+    pp -> prompt_tokens (the first when several are listed: bench measures one length; prompt_tokens is read by
+    bench as words of prose), concurrency -> the concurrency levels. Only fields bench's workload has, so the
+    recipe can be benched; depth (a context prefilled before the prompt) has no bench equivalent and stays
+    visible in the recipe's `extras.benchmark`."""
+    if not isinstance(benchmark, dict) or not isinstance(benchmark.get("args"), dict):
+        return {}
+    args = benchmark["args"]
+    out: dict[str, Any] = {}
+    if _ints(args.get("tg")):
+        out["max_tokens"] = _ints(args.get("tg"))[0]
+    if _ints(args.get("pp")):
+        out["prompt_tokens"] = _ints(args.get("pp"))[0]
+    if _ints(args.get("concurrency")):
+        out["concurrency"] = _ints(args.get("concurrency"))
+    return out

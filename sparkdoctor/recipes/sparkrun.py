@@ -97,7 +97,7 @@ def read(doc: dict[str, Any], path: Path, duplicates: list[str], overrides: dict
         if new_params == params:
             break
         params = new_params
-    raw_defaults = doc.get("defaults") if isinstance(doc.get("defaults"), dict) else {}
+    raw_defaults: dict[str, Any] = doc["defaults"] if isinstance(doc.get("defaults"), dict) else {}
     config: dict[str, Any] = {**raw_defaults, **{k: v for k, v in (overrides or {}).items() if not k.startswith("env.")}}
     config = {resolve.ALIASES.get(k, k): v for k, v in config.items()}
     variant = runtime_variant(runtime, config, command)
@@ -143,12 +143,12 @@ def read(doc: dict[str, Any], path: Path, duplicates: list[str], overrides: dict
     extras = {k: doc[k] for k in ("runtime", "runtime_version", "metadata", "benchmark", "model_revision", "patches",
                                   "variants", "mods") if doc.get(k) is not None}
     extras["resolved_runtime"] = variant
-    meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
+    meta: dict[str, Any] = doc["metadata"] if isinstance(doc.get("metadata"), dict) else {}
     name = doc.get("name") or path.stem
     description = meta.get("description") or doc.get("description") or ""
     return Recipe(
         name=str(name), source_path=str(path), format="sparkrun-v2", argv=argv, env=env, host=host,
-        port=port, model=resolve.model_in(argv) or model, served_model_name=served, workload=_workload(doc.get("benchmark")),
+        port=port, model=resolve.model_in(argv) or model, served_model_name=served, workload=resolve.benchy_workload(doc.get("benchmark")),
         container=str(container) if container else None, needs=needs, params=params, sources=sources,
         warnings=warnings, description=str(description), extras=extras,
     )
@@ -197,13 +197,3 @@ def _min_nodes(doc: dict[str, Any]) -> int:
     value = doc.get("min_nodes", 1)
     return value if isinstance(value, int) else 1
 
-
-def _workload(benchmark: Any) -> dict[str, Any]:
-    if not isinstance(benchmark, dict):
-        return {}
-    args = benchmark.get("args") if isinstance(benchmark.get("args"), dict) else {}
-    out: dict[str, Any] = {"from": f"benchmark ({benchmark.get('framework', 'llama-benchy')})"} if args else {}
-    for theirs, ours in (("tg", "max_tokens"), ("pp", "prompt_tokens"), ("concurrency", "concurrency"), ("depth", "depth")):
-        if theirs in args:
-            out[ours] = args[theirs]
-    return out

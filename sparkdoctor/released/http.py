@@ -17,16 +17,18 @@ from typing import BinaryIO
 from urllib.parse import urljoin, urlsplit
 
 from sparkdoctor.errors import SparkdoctorError
+from sparkdoctor.exitcodes import EXIT_VERIFY_ERROR
 
 TIMEOUT = 60.0
 MAX_REDIRECTS = 5
 USER_AGENT = "sparkdoctor (released-file reader)"
 
 
-class RemoteError(SparkdoctorError, RuntimeError):
+class RemoteError(SparkdoctorError):
     """A registry or file server that could not be reached or answered wrongly; one line, the URL named."""
 
-    code = "remote"
+    exit_code = EXIT_VERIFY_ERROR
+    code = "registry"
 
 
 class RangeUnsupported(RemoteError):

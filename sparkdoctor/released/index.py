@@ -47,7 +47,8 @@ class IndexFile:
 
 def _file(raw: dict, base: str) -> IndexFile:
     name = str(raw.get("filename", ""))
-    version, tags = None, frozenset()
+    version: str | None = None
+    tags: frozenset = frozenset()
     if name.endswith(".whl"):
         try:
             _, parsed, _, tags = parse_wheel_filename(name)

@@ -180,15 +180,15 @@ class RemoteWheel:
                 continue
             spans.append((info.header_offset, info.header_offset + 30 + len(info.orig_filename.encode()) + 1024 + info.compress_size))
         spans.sort()
-        start = end = None
+        start, end = -1, -1
         for lo, hi in spans:
-            if start is not None and lo - end <= gap and hi - start <= most:
+            if start >= 0 and lo - end <= gap and hi - start <= most:
                 end = max(end, hi)
                 continue
-            if start is not None:
+            if start >= 0:
                 self._range.prefetch(start, end)
             start, end = lo, hi
-        if start is not None:
+        if start >= 0:
             self._range.prefetch(start, end)
 
     def text(self, name: str) -> str:

@@ -1,5 +1,7 @@
 """`sparkdoctor explain` output: each matched entry with the line that showed it, its evidence
-level, what to do and its references; or the versioned JSON document (the only thing on stdout)."""
+level, what to do and its references; a line several entries explain is shown once as ambiguous,
+with the candidates and what tells them apart; or the versioned JSON document (the only thing on
+stdout)."""
 
 from __future__ import annotations
 
@@ -13,26 +15,73 @@ from sparkdoctor.render.describe import clip, plural
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from sparkdoctor.matrix.ambiguity import Ambiguity
+    from sparkdoctor.matrix.model import Entry
     from sparkdoctor.matrix.symptoms import SymptomMatch
 
 _STYLE = {"error": "bold red", "warn": "yellow", "info": "cyan"}
 
 
-def _summary(matches: list[SymptomMatch]) -> dict[str, object]:
+DECIDE = "sparkdoctor check"  # evaluates each candidate's conditions on the box
+
+
+def tells_apart(entry: Entry) -> list[str]:
+    """The conditions that must hold for this candidate, in words (what check would look at)."""
+    from sparkdoctor.render.matrix import describe_condition
+
+    return [f"{key}: {describe_condition(key, value)}" for key, value in entry.when.items() if key != "gpu_arch"]
+
+
+def _summary(matches: list[SymptomMatch], groups: list[Ambiguity]) -> dict[str, object]:
+    shared = {i for g in groups for i in g.ids}
+    one = [m for m in matches if m.entry.id not in shared]
     return {
         "matched": len(matches),
-        "exact": sum(1 for m in matches if m.how == "exact"),
-        "tolerant": sum(1 for m in matches if m.how == "tolerant"),
+        "exact": sum(1 for m in one if m.how == "exact"),
+        "tolerant": sum(1 for m in one if m.how == "tolerant"),
+        "ambiguous": len(groups),
         "evidence": {lv: sum(1 for m in matches if m.entry.evidence == lv) for lv in ("reproduced", "checked", "reported")},
     }
 
 
-def explain_json(matches: list[SymptomMatch], source: str, lines: int, schema: int) -> str:
-    return json.dumps({"schema": schema, "source": source, "lines": lines, "summary": _summary(matches),
-                       "matches": [m.to_dict() for m in matches]}, indent=2)
+def explain_json(matches: list[SymptomMatch], source: str, lines: int, schema: int, groups: list[Ambiguity] | None = None) -> str:
+    groups = groups or []
+    where = {i: g for g in groups for i in g.ids}
+    docs = []
+    for m in matches:
+        doc = m.to_dict()
+        g = where.get(m.entry.id)
+        if g is not None:
+            doc.update(ambiguous=True, candidates=g.ids, tells_apart=tells_apart(m.entry))
+        docs.append(doc)
+    amb = [{"line_no": g.line_no, "line": g.line, "decide_with": DECIDE,
+            "candidates": [{"id": m.entry.id, "title": m.entry.title, "tells_apart": tells_apart(m.entry)} for m in g.candidates]}
+           for g in groups]
+    return json.dumps({"schema": schema, "source": source, "lines": lines, "summary": _summary(matches, groups),
+                       "ambiguous": amb, "matches": docs}, indent=2)
 
 
-def render_explain(matches: list[SymptomMatch], source: str, lines: int, console: Console) -> None:
+def _render_ambiguous(g: Ambiguity, console: Console) -> None:
+    from rich.padding import Padding
+    from rich.table import Table
+    from rich.text import Text
+
+    console.print(f"[bold magenta]AMBIGUOUS[/] [bold]line {g.line_no}[/]  [dim]{len(g.candidates)} known causes print this line[/]",
+                  soft_wrap=True)
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(no_wrap=True, style="dim")
+    grid.add_column(overflow="fold")
+    grid.add_row("seen", Text(clip(g.line, 300)))
+    for m in g.candidates:
+        e = m.entry
+        grid.add_row("candidate", Text(f"{e.id} ({e.severity}, evidence: {e.evidence}): {e.title}"))
+        grid.add_row("  when", Text("; ".join(tells_apart(e)) or "(no condition beyond the GPU arch)"))
+    grid.add_row("decide", Text(f"run `{DECIDE}` on the box: it evaluates these conditions and names the one that holds"))
+    console.print(Padding(grid, (0, 0, 0, 2)))
+    console.print()
+
+
+def render_explain(matches: list[SymptomMatch], source: str, lines: int, console: Console, groups: list[Ambiguity] | None = None) -> None:
     if not matches:
         console.print(f"No known symptom in {escape(source)} ({plural(lines, 'line')}): no matrix entry explains this text.")
         console.print("[dim]If it is a GB10 problem, `sparkdoctor check` probes the box itself.[/]")
@@ -41,7 +90,13 @@ def render_explain(matches: list[SymptomMatch], source: str, lines: int, console
     from rich.table import Table
     from rich.text import Text
 
+    groups = groups or []
+    for g in groups:
+        _render_ambiguous(g, console)
+    shared = {i for g in groups for i in g.ids}
     for m in matches:
+        if m.entry.id in shared:
+            continue
         e = m.entry
         console.print(f"[{_STYLE.get(e.severity, 'bold')}]{e.severity.upper():<5}[/] [bold]{escape(e.id)}[/]  "
                       f"[dim]{escape(e.component)} · {escape(e.action)} · evidence: {escape(e.evidence)}[/]", soft_wrap=True)
@@ -59,7 +114,8 @@ def render_explain(matches: list[SymptomMatch], source: str, lines: int, console
         for ref in e.refs:
             console.print(f"  {'ref':<10}  {escape(ref)}", soft_wrap=True, overflow="ignore", crop=False)
         console.print()
-    s = _summary(matches)
+    s = _summary(matches, groups)
     levels = ", ".join(f"{n} {lv}" for lv, n in s["evidence"].items() if n)
+    amb = f", {plural(len(groups), 'ambiguous line')}" if groups else ""
     console.print(f"{plural(len(matches), 'known problem')} in {escape(source)} ({plural(lines, 'line')}) · "
-                  f"{s['exact']} exact, {s['tolerant']} tolerant · evidence: {levels}")
+                  f"{s['exact']} exact, {s['tolerant']} tolerant{amb} · evidence: {levels}")

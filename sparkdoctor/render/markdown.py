@@ -85,9 +85,27 @@ def render_markdown(report) -> str:
         f"sparkdoctor {_text(tool.get('version', '?'))} · snapshot taken {_text(facts.taken_at)} · fingerprint {_code(facts.fingerprint())}",
         "",
     ]
+    from sparkdoctor.render.fit import GITHUB_LIMIT, Block, fit
+
+    blocks = [Block("head", out, essential=True)]
     for section in (_toolchain, _findings, _not_known, _kernels, _nearest_stack, _snapshot):
-        out += section(report)
-    return "\n".join(out)
+        lines = section(report)
+        title = lines[0].lstrip("#").strip() if lines and lines[0].startswith("#") else "Facts snapshot"
+        blocks.append(Block(title, lines, essential=section in (_toolchain, _findings)))
+    text, _ = fit(blocks, GITHUB_LIMIT, "", _left_out, _fit_notice)  # a GitHub issue body holds 65,536 characters
+    return text
+
+
+def _left_out(block, _attachment: str) -> list[str]:
+    note = (f"*Left out to fit a GitHub issue ({len(block.text()):,} characters): "
+            "`sparkdoctor report` writes it whole in an attachment; `check --save-facts FILE` saves the snapshot.*")
+    return [f"### {block.title}", "", note, ""]
+
+
+def _fit_notice(_attachment: str) -> list[str]:
+    note = ("*This report was shortened to fit a GitHub issue (65,536 characters): the sections marked "
+            "\"left out\" are whole in `sparkdoctor report`'s attachment.*")
+    return [note, ""]
 
 
 def _toolchain(report) -> list[str]:

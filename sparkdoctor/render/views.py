@@ -33,6 +33,12 @@ def report_markdown(result: Result, sink: Sink) -> str:
     return str(render_markdown(result.data)) + "\n"
 
 
+def report_sarif(result: Result, sink: Sink) -> str:
+    from sparkdoctor.render.sarif import render_sarif
+
+    return str(render_sarif(result.data)) + "\n"
+
+
 # ---- matrix list | show | validate ------------------------------------------------------------------
 
 
@@ -72,9 +78,3 @@ def matrix_validate_console(result: Result, sink: Sink) -> str:
 
 def matrix_validate_json(result: Result, sink: Sink) -> dict[str, Any]:
     return {"valid": True, **result.data}
-
-
-def report_sarif(result: Result, sink: Sink) -> str:
-    from sparkdoctor.render.sarif import render_sarif
-
-    return str(render_sarif(result.data)) + "\n"

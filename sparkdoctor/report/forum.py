@@ -10,7 +10,7 @@ from sparkdoctor.facts import Facts
 from sparkdoctor.render.describe import clip, describe_target, tracked_stack
 from sparkdoctor.report import judgement
 from sparkdoctor.report.anonymize import NOT_REDACTED_NOTE, REDACTED_NOTE, Redactor
-from sparkdoctor.report.fit import FORUM_LIMIT, Block, join
+from sparkdoctor.render.fit import FORUM_LIMIT, Block, join
 from sparkdoctor.report.sections import Section, environment_sections
 
 RULE = "=" * 30

@@ -25,7 +25,7 @@ from sparkdoctor.render.describe import (
 )
 from sparkdoctor.report import judgement
 from sparkdoctor.report.anonymize import NOT_REDACTED_NOTE, REDACTED_NOTE, Redactor
-from sparkdoctor.report.fit import GITHUB_LIMIT, Block, join
+from sparkdoctor.render.fit import GITHUB_LIMIT, Block, join
 from sparkdoctor.report.sections import Section, environment_sections
 
 SNAPSHOT_CHARS = PROSE_CHARS  # strings in the folded snapshot; longer ones are clipped and counted
@@ -52,7 +52,7 @@ def render_github(report, facts: Facts, r: Redactor) -> str:
 
 
 def github_blocks(report, facts: Facts, r: Redactor) -> list[Block]:
-    """The report as blocks (report/fit.py): the verdict, box and findings are essential, the folded parts detail."""
+    """The report as blocks (render/fit.py): the verdict, box and findings are essential, the folded parts detail."""
     tool = facts.tool or {}
     head = [
         "### sparkdoctor report",

@@ -60,6 +60,8 @@ def nearest_stack(report, r: Redactor) -> list[str]:
     if nearest is None:
         return []
     lines = [clip(r.text(f"{nearest.id}: {nearest.title}"), PROSE_CHARS)]
+    if nearest.image_only:  # not something pip can move this box to
+        lines.append(clip(r.text(f"image only: {nearest.image_only}"), PROSE_CHARS))
     if not nearest.differences:
         lines.append("this environment matches it" if nearest.matches else "what this environment has of it matches")
     lines += [clip(r.text(d)) for d in nearest.differences]

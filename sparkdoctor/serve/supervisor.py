@@ -36,7 +36,10 @@ PR_SET_PDEATHSIG = 1
 POLL_S = 0.5
 TOKEN_ENV = "SPARKDOCTOR_SERVER_TOKEN"  # every process of the server inherits it: the sweep's proof of identity
 
-_woken = False
+
+
+class _Woken(Exception):
+    """The parent-death signal arrived."""
 
 
 def start_time(pid: int) -> str | None:
@@ -148,12 +151,18 @@ def main(argv: list[str] | None = None) -> None:
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     cleanup = json.loads(args.cleanup)
 
-    def wake(_signum, _frame):
-        global _woken
-        _woken = True
+    def ignore(_signum, _frame):
+        pass  # the group's teardown signals the server itself; this process waits for it to end
 
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1):
-        signal.signal(sig, wake)  # a handler, not SIG_IGN: handlers do not pass through exec to the server
+    waiting = [False]
+
+    def wake(_signum, _frame):
+        if waiting[0]:  # only out of the wait (anywhere else the loop's next check comes soon anyway)
+            raise _Woken  # the parent may be gone: checked below, not assumed
+
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, ignore)  # a handler, not SIG_IGN: handlers do not pass through exec to the server
+    signal.signal(signal.SIGUSR1, wake)
     _arm_parent_death_signal()
     me = os.getpid()
     pgid = os.getpgrp()
@@ -174,9 +183,13 @@ def main(argv: list[str] | None = None) -> None:
     record["server"] = {"pid": server.pid, "start": start_time(server.pid)}
     _write_record(args.record, record)
     while True:
-        try:
-            code = server.wait(timeout=POLL_S)
-        except subprocess.TimeoutExpired:
+        try:  # _Woken can only be raised inside this try (waiting is set only here)
+            waiting[0] = True
+            try:
+                code = server.wait(timeout=POLL_S)
+            finally:
+                waiting[0] = False
+        except (subprocess.TimeoutExpired, _Woken):
             code = None
         if code is not None:
             _exit_like(code)

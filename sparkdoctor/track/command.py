@@ -22,7 +22,11 @@ def run_track(through: dict[str, str], matrix_path: Path | None, fmt: str, outpu
     matrix = load(matrix_path)  # a MatrixError (2) or RemoteError (2) says how the command ends
     if not matrix.tracking or not matrix.tracking.tracked:
         raise Fatal(f"{matrix.source}: the matrix has no [tracked] table (package = \"tracked-through version\"); nothing to track")
-    reader = Reader(platform, python)
+    from sparkdoctor.released import PLATFORMS
+
+    if platform not in PLATFORMS:
+        raise Fatal(f"--platform {platform}: choose one of {', '.join(PLATFORMS)}")
+    reader = Reader(platform, python)  # a RemoteError carries its exit code (2)
     started = time.monotonic()
     try:
         result = track(matrix, reader, through, _log())
@@ -32,7 +36,7 @@ def run_track(through: dict[str, str], matrix_path: Path | None, fmt: str, outpu
     doc["cost"] = {"seconds": round(time.monotonic() - started, 1), "requests": reader.client.requests, "bytes_read": reader.client.bytes_read}
     if output is not None:
         _write(output, json.dumps(doc, indent=2) + "\n")
-    needs = ("check-broken", "no-longer-affected", "upper-bound-moves")
+    needs = ("check-broken", "no-longer-affected", "upper-bound-moves", "lower-bound-moves")
     if any(p.get("error") for p in doc["packages"]):
         code = EXIT_VERIFY_ERROR
     else:
@@ -53,6 +57,9 @@ def _write(path: Path, text: str) -> None:
         fd, tmp = tempfile.mkstemp(dir=path.parent or Path("."), prefix=f".{path.name}.")
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes it 0600; a result file is as readable as any other
         os.replace(tmp, path)
     except OSError as exc:
         raise Fatal(f"{path}: cannot write: {exc.strerror or exc}") from None

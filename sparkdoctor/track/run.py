@@ -2,7 +2,8 @@
 its files table reads):
 
   still-affected       the checks hold on a new release inside the entry's range (nothing to change)
-  upper-bound-moves    the checks hold on a new release outside the range: the upper bound must move
+  upper-bound-moves    the checks hold on a new release above the range: the upper bound must move
+  lower-bound-moves    the checks hold on a new release below the range (tracked through an older one)
   no-longer-affected   a new release inside the range no longer holds: the bound closes there (cited)
   check-broken         the release could not be read, or a check's file is gone from it (moved or
                        removed: the check must be re-pointed before it can say anything)
@@ -28,7 +29,7 @@ from sparkdoctor.verify.bounds import remote_run
 from sparkdoctor.verify.files import VersionRun, table_of
 
 Log = Callable[[str], None]
-VERDICTS = ("check-broken", "no-longer-affected", "upper-bound-moves", "still-affected", "unchanged", "no-new-release")
+VERDICTS = ("check-broken", "no-longer-affected", "upper-bound-moves", "lower-bound-moves", "still-affected", "unchanged", "no-new-release")
 
 
 @dataclass
@@ -143,14 +144,33 @@ def judge(entry: EntryTrack, releases: list[str]) -> None:
         entry.proposal = {"entry": entry.id, "file": entry.file, "field": f"when.packages.{entry.package}", "from": spec, "to": new,
                           "because": f"the checks fail on {stopped.version} (first new release where they do)"}
         return
-    if outside_holds:
-        last = outside_holds[-1].version
+    lower_only = SpecifierSet(",".join(str(c) for c in SpecifierSet(spec) if c.operator in (">=", ">")))
+    below = [r for r in outside_holds if not lower_only.contains(r.version, prereleases=True)]
+    above = [r for r in outside_holds if r not in below]
+    gaps = [r.version for r, _ in entry.runs if not r.holds]
+    if above:
+        last = above[-1].version
         newer = [v for v in releases if Version(v) > Version(last)]
         to = _without_upper(spec) + (f",<{newer[0]}" if newer else "")
         entry.verdict = "upper-bound-moves"
-        entry.why = f"the checks still hold on {', '.join(r.version for r in outside_holds)}, outside {spec}"
+        entry.why = f"the checks still hold on {', '.join(r.version for r in above)}, above {spec}"
+        between = [v for v in gaps if Version(v) < Version(above[0].version) and not version_in(v, spec)
+                   and lower_only.contains(v, prereleases=True)]  # above the range, below the release that holds again
+        if between:
+            entry.why += f"; not on {', '.join(between)} between: the affected releases are not contiguous (a second range, or a narrower check)"
         entry.proposal = {"entry": entry.id, "file": entry.file, "field": f"when.packages.{entry.package}", "from": spec,
-                          "to": to.lstrip(","), "because": f"the checks hold through {last}"}
+                          "to": to.lstrip(",") if to != "*" else "*", "because": f"the checks hold through {last}"}
+        return
+    if below:
+        first = below[0].version
+        entry.verdict = "lower-bound-moves"
+        entry.why = f"the checks hold on {', '.join(r.version for r in below)}, below {spec}"
+        between = [v for v in gaps if Version(below[-1].version) < Version(v) and not lower_only.contains(v, prereleases=True)]
+        if between:
+            entry.why += f"; not on {', '.join(between)} between: the affected releases are not contiguous (a second range, or a narrower check)"
+        kept = ",".join(str(c) for c in SpecifierSet(spec) if c.operator not in (">=", ">"))
+        entry.proposal = {"entry": entry.id, "file": entry.file, "field": f"when.packages.{entry.package}", "from": spec,
+                          "to": f">={first}" + (f",{kept}" if kept else ""), "because": f"the checks hold on {first} already"}
         return
     inside = [r.version for r, i in entry.runs if i]
     if inside:

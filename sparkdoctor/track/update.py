@@ -31,6 +31,7 @@ from typing import Any
 
 from sparkdoctor import proc
 from sparkdoctor.errors import SparkdoctorError
+from sparkdoctor.exitcodes import EXIT_USAGE
 
 GIT_TIMEOUT = 300.0
 MAX_TARBALL = 64 * 1024 * 1024
@@ -40,10 +41,11 @@ _SHA256 = re.compile(r"[0-9a-f]{64}")
 _COMMIT = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 
 
-class UpdateError(SparkdoctorError, RuntimeError):
+class UpdateError(SparkdoctorError):
     """An update refused or failed; one line; nothing was changed (exit 2)."""
 
-    code = "matrix-update"
+    exit_code = EXIT_USAGE
+    code = "update-refused"
 
 
 def _root() -> Path:

@@ -73,7 +73,7 @@ def remote_run(reader: Any, package: str, checks: tuple[FileCheck, ...], version
         files = RemoteFiles(wheel)
         wanted = {n for c in checks if c.kind != "exists" for n in files.names if _glob(c.path, n)}
         wheel.prefetch(sorted(wanted))
-        run.results = run_checks(checks, files)
+        run.results = run_checks(checks, files)  # type: ignore[arg-type]  # the same interface as WheelFiles
         run.evidence = [reader.picks[(package, version)]]
         run.evidence += [f"{n}: cubins {', '.join(a) or 'none'}" for n, a in files.cubin_listings.items()]
         unmatched = [c.label for c in checks if c.kind != "exists" and not any(_glob(c.path, n) for n in files.names)]
@@ -102,9 +102,10 @@ class BoundResult:
     below: str | None = None  # the release just outside the lower side
     above: str | None = None  # the release just outside the upper side
     runs: list[VersionRun] = field(default_factory=list)
+    proposal: str | None = None  # a bound the released files support, when they show one
 
     def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "package": self.package, "spec": self.spec, "verdict": self.verdict, "why": self.why,
+        return {"id": self.id, "package": self.package, "spec": self.spec, "verdict": self.verdict, "why": self.why, "proposal": self.proposal,
                 "reads": self.reads, "first": self.first, "last": self.last, "below": self.below, "above": self.above,
                 "runs": [r.to_dict() for r in self.runs]}
 
@@ -154,6 +155,14 @@ def bracket(entry: Entry, package: str, spec: str, reader: Any, tracking: Tracki
     wrong = [w for r in out.runs for w in r.wrong()]
     if wrong:
         out.verdict, out.why = "contradicted", "; ".join(wrong)
+        first_run = out.runs[0]
+        last_run = next((r for r in out.runs if r.version == out.last), None)
+        if out.below is None and not first_run.holds and last_run is not None and last_run.holds:
+            start = _first_holding(reader, table, versions[lo : hi + 1], log)
+            if start is not None:
+                out.proposal = f">={start}," + spec if not spec.startswith(">") else None
+                out.why = (f"the bound has no lower side, but the checks do not hold on {out.first} (the first release) and first hold on "
+                           f"{start}: the bound is wider than the claim" + (f"; propose {out.proposal}" if out.proposal else "") + "; " + out.why)
         return out
     sides = []
     if out.below:
@@ -167,6 +176,22 @@ def bracket(entry: Entry, package: str, spec: str, reader: Any, tracking: Tracki
     span = out.first if out.first == out.last else f"{out.first} and {out.last}"
     out.verdict, out.why = "bracketed", f"holds on {span}; " + "; ".join(sides)
     return out
+
+
+def _first_holding(reader: Any, table: Any, window: list[str], log: Log | None) -> str | None:
+    """The first release of `window` (oldest first; its last one holds, its first does not) where every
+    check holds, by bisection: where the code the checks look for first appeared."""
+    lo, hi = 0, len(window) - 1
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        run = remote_run(reader, table.package, table.checks, window[mid], "probe", log)
+        if run.error:
+            return None
+        if run.holds:
+            hi = mid
+        else:
+            lo = mid
+    return window[hi]
 
 
 def verify_bounds(matrix: Matrix, reader: Any, entry_id: str | None = None, log: Log | None = None) -> list[BoundResult]:

@@ -86,7 +86,8 @@ def conflict(result: proc.ProcResult) -> str:
                     break
                 cause.append(nxt.strip())
             if cause:
-                return "conflict: " + "; ".join(cause)
+                more = f"; ... ({len(cause) - 4} more)" if len(cause) > 4 else ""
+                return "conflict: " + "; ".join(cause[:4]) + more
     return pip_error(result)
 
 

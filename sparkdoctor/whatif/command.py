@@ -5,27 +5,35 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from sparkdoctor.cli_support import Fatal
 from sparkdoctor.exitcodes import EXIT_FINDINGS, EXIT_OK
 
 
 def run_whatif(specs: list[str], python: str | None, facts_file: Path | None, matrix_path: Path | None, arch: str | None,
-               fail_on: str, read: bool, fmt: str) -> int:
+               fail_on: str, read: bool, fmt: str, recipe_ref: str | None = None, ledger_path: Path | None = None,
+               container: str | None = None, container_python: str | None = None) -> int:
     from sparkdoctor.check import CheckOptions, apply_arch_override, collect_facts
+    from sparkdoctor.target.choose import resolve_target
     from sparkdoctor.facts import Facts
     from sparkdoctor.matrix import load
-    from sparkdoctor.target.choose import resolve_target
-    from sparkdoctor.whatif import compare, hypothetical_facts, resolve_upgrade
+    from sparkdoctor.whatif import (
+        compare,
+        hypothetical_facts,
+        resolve_upgrade,
+    )
 
-    # a MatrixError, FactsError or ResolveError ends the command with its own exit code (2)
-    matrix = load(matrix_path)
-    target = resolve_target(python, None, None)
+    matrix = load(matrix_path)  # a MatrixError (2), FactsError (2) or ResolveError (2) says how the command ends
+    from sparkdoctor.target.choose import refuse_bad_target_options
+
+    refuse_bad_target_options(python, container, container_python, facts_file is not None)
+    target = resolve_target(python, container, container_python)
     interpreter = str((target.describe() or {}).get("python") or python or sys.executable)
     if facts_file is not None:
         today = Facts.load(facts_file)
     else:
         today = collect_facts(target, CheckOptions(arch=arch, kernels=False))
     today = apply_arch_override(today, arch)
-    changes = resolve_upgrade(interpreter, specs, today)
+    changes = resolve_upgrade(target, interpreter, specs, today)  # a ResolveError carries its exit code (2)
     notes: list[str] = []
     reader = None
     if read:
@@ -37,10 +45,13 @@ def run_whatif(specs: list[str], python: str | None, facts_file: Path | None, ma
         reader = Reader(platform, target_py)  # the wheels the target itself would install
     try:
         predicted = hypothetical_facts(today, changes, reader, notes)
+        result = compare(today, predicted, matrix, specs, changes, notes)
+        if recipe_ref is not None:
+            result.recipe = _recipe(recipe_ref, target, matrix, today, predicted, changes, reader, notes)
+        result.stale = _stale(ledger_path, interpreter, today, predicted, notes)
     finally:
         if reader is not None:
             reader.close()
-    result = compare(today, predicted, matrix, specs, changes, notes)
     code = EXIT_FINDINGS if result.gate(fail_on) else EXIT_OK
     if fmt == "json":
         from sparkdoctor.emit import emit_json
@@ -50,6 +61,38 @@ def run_whatif(specs: list[str], python: str | None, facts_file: Path | None, ma
 
     emit_console(lambda console: _render(result, console))
     return code
+
+
+def _recipe(recipe_ref: str, target, matrix, today, predicted, changes, reader, notes: list[str]) -> dict:
+    """The recipe's findings today and after: vLLM's flags today from the target, after from the new release's files."""
+    from sparkdoctor.conclusions.recipe_check import vllm_flags
+    from sparkdoctor.recipes import load as load_recipe
+    from sparkdoctor.whatif.hypothetical import released_flags
+    from sparkdoctor.whatif.judge import compare_recipe
+
+    recipe = load_recipe(recipe_ref, {})  # a RecipeError says which file and field (exit 2)
+    flags_today = vllm_flags(target)
+    flags_after = flags_today
+    vllm = next((c for c in changes if c.name == "vllm"), None)
+    if vllm is not None:
+        flags_after = released_flags(reader, vllm) if reader is not None else None
+        if flags_after is None:
+            notes.append(f"vllm {vllm.new}: its serve flags were not read; the recipe's flags are not judged after the upgrade")
+    return compare_recipe(recipe, matrix, today, predicted, flags_today, flags_after)
+
+
+def _stale(ledger_path: Path | None, python: str, today, predicted, notes: list[str]) -> list | None:
+    """Conclusions the upgrade would make stale; None (said) when there is no ledger to read."""
+    from sparkdoctor.ledger import Ledger, default_path
+    from sparkdoctor.whatif.judge import stale_conclusions
+
+    path = ledger_path or default_path()
+    if not path.exists():
+        if ledger_path is not None:
+            raise Fatal(f"ledger {path}: no such file")
+        notes.append(f"no ledger at {path}: no stored conclusion to judge")
+        return None
+    return stale_conclusions(Ledger(path), python, today, predicted)  # a LedgerError says itself (exit 5)
 
 
 def _render(result, console) -> None:
@@ -62,6 +105,15 @@ def _render(result, console) -> None:
             console.print(f"{label:>10}  [{f['severity']}] {f['id']}: {f['title']}")
     for f in result.cannot_tell:
         console.print(f"cannot tell  [{f['severity']}] {f['id']}: unknown after the upgrade ({'; '.join(f['unknown'])})")
+    if result.recipe is not None:
+        r = result.recipe
+        for label in ("introduced", "fixed"):
+            for f in r[label]:
+                console.print(f"recipe {r['name']}: {label} [{f['severity']}] {f['id']}: {f['title']}")
+        console.print(f"recipe {r['name']}: {len(r['introduced'])} introduced, {len(r['fixed'])} fixed, {len(r['unchanged'])} unchanged")
+    for s in result.stale or []:
+        what = "; ".join(str(c.get("text") or c.get("what")) for c in s["changes"][:3])
+        console.print(f"would become stale: conclusion {s['conclusion']} ({what}): plan `sparkdoctor rerun {s['conclusion']}` after the upgrade")
     for note in result.notes:
         console.print(f"[dim]note: {note}[/]")
     console.print(f"{len(result.introduced)} introduced, {len(result.fixed)} fixed, {len(result.unchanged)} unchanged, "

@@ -16,6 +16,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -76,38 +77,86 @@ def torch_cuda(version_py: str) -> str | None:
     """torch/version.py's `cuda` value: "12.8", or None for a CPU build."""
     import re
 
-    m = re.search(r"^cuda\s*(?::[^=]*)?=\s*(?:'([^']*)'|\"([^\"]*)\"|None)", version_py, re.M)
+    m = re.search(r"^cuda\s*(?::[^=]*)?=\s*(?:'([^']*)'|\"([^\"]*)\"|None)", version_py, re.MULTILINE)
     if not m:
         raise ValueError("no `cuda = ...` line in torch/version.py")
     return m.group(1) or m.group(2) or None
 
 
-def released_capabilities(reader: Any, change: Change, notes: list[str]) -> dict[str, Any]:
-    """Run the capabilities probe over a scratch folder holding the new release's Python files."""
-    from sparkdoctor.locations import data_dir
+class ScratchSite:
+    """A folder laid out like site-packages holding one new release's Python files (read member by member
+    from its released wheel) and a dist-info: what the file-reading probes (capabilities, vllm_flags) need.
+    Kept in the user cache dir by the wheel's sha256 (released files never change), so a warm what-if
+    does not lay out thousands of files again."""
 
-    wheel = reader.release(change.name, change.new)
-    top = PROBED[change.name]
-    wanted = [n for n in wheel.names if n.startswith(top + "/") and (n.endswith(".py") or n.endswith(".json"))]
-    wheel.prefetch(wanted)
-    with tempfile.TemporaryDirectory(prefix="sparkdoctor-whatif-site-") as site:
-        for name in wanted:
-            dest = Path(site) / name
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            dest.write_bytes(wheel.read(name))
-        info = Path(site) / f"{change.name.replace('-', '_')}-{change.new}.dist-info"
-        info.mkdir()
-        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {change.name}\nVersion: {change.new}\n", encoding="utf-8")
-        probe = data_dir("probes") / "capabilities" / "__main__.py"
+    def __init__(self, reader: Any, change: Change):
+        self.reader, self.change = reader, change
+        self.top = PROBED[change.name]
+        self.members = 0
+
+    def __enter__(self) -> "ScratchSite":
+        from sparkdoctor.released import cache_root
+
+        wheel = self.reader.release(self.change.name, self.change.new)
+        self.wheel = wheel
+        self.path = (self.reader.root or cache_root()) / "sites" / (wheel.file.sha256 or wheel.file.filename)
+        done = self.path / ".complete"
+        if done.is_file():
+            self.members = int(done.read_text() or 0)
+            return self
+        wanted = [n for n in wheel.names if n.startswith(self.top + "/") and (n.endswith(".py") or n.endswith(".json"))]
+        wheel.prefetch(wanted)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=".site-", dir=self.path.parent))
+        try:
+            for name in wanted:
+                dest = tmp / name
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                dest.write_bytes(wheel.read(name))
+            info = tmp / f"{self.change.name.replace('-', '_')}-{self.change.new}.dist-info"
+            info.mkdir()
+            (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {self.change.name}\nVersion: {self.change.new}\n", encoding="utf-8")
+            (tmp / ".complete").write_text(str(len(wanted)))
+            if self.path.exists():  # another run finished it meanwhile
+                shutil.rmtree(tmp, ignore_errors=True)
+            else:
+                os.replace(tmp, self.path)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        self.members = len(wanted)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        pass
+
+    def probe(self, name: str) -> dict[str, Any]:
+        """Run probes/<name>/ with only this folder on its path (-S: no site-packages of any interpreter)."""
+        from sparkdoctor.locations import data_dir
+
         env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
-        env["PYTHONPATH"] = site
-        result = proc.run([sys.executable, "-S", "-B", str(probe)], timeout=PROBE_TIMEOUT, env=env)
-    lines = [x for x in (result.stdout or "").splitlines() if x.strip()]
-    if not result.ok or not lines:
-        raise RuntimeError(f"the capabilities probe failed: {result.describe_failure()}")
-    caps = json.loads(lines[-1]).get("capabilities") or {}
-    prefix = top + "."
-    out = {k: v for k, v in caps.items() if k.startswith(prefix)}
-    notes.append(f"{change.name} {change.new}: {len(out)} capabilities read from {wheel.file.filename} ({len(wanted)} members, "
-                 f"{wheel.requests} requests, {wheel.bytes_read} bytes this run); compiled-library ones stay unknown")
+        env["PYTHONPATH"] = str(self.path)
+        result = proc.run([sys.executable, "-S", "-B", str(data_dir("probes") / name / "__main__.py")], timeout=PROBE_TIMEOUT, env=env)
+        lines = [x for x in (result.stdout or "").splitlines() if x.strip()]
+        if not result.ok or not lines:
+            raise RuntimeError(f"the {name} probe failed: {result.describe_failure()}")
+        return json.loads(lines[-1])
+
+
+def released_capabilities(reader: Any, change: Change, notes: list[str]) -> dict[str, Any]:
+    """The capabilities probe over the new release's Python files."""
+    with ScratchSite(reader, change) as site:
+        caps = site.probe("capabilities").get("capabilities") or {}
+        out = {k: v for k, v in caps.items() if k.startswith(site.top + ".")}
+        notes.append(f"{change.name} {change.new}: {len(out)} capabilities read from {site.wheel.file.filename} ({site.members} members, "
+                     f"{site.wheel.requests} requests, {site.wheel.bytes_read} bytes this run); compiled-library ones stay unknown")
     return out
+
+
+def released_flags(reader: Any, change: Change) -> dict[str, Any] | None:
+    """The `vllm serve` flags the new vLLM release knows (probes/vllm_flags over its files); None if unread."""
+    try:
+        with ScratchSite(reader, change) as site:
+            return site.probe("vllm_flags")
+    except Exception:  # noqa: BLE001 - unknown flags are not judged (the recipe check skips a None)
+        return None

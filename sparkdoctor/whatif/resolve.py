@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -15,14 +14,16 @@ from packaging.utils import canonicalize_name
 
 from sparkdoctor import proc
 from sparkdoctor.errors import SparkdoctorError
+from sparkdoctor.exitcodes import EXIT_USAGE
 
 RESOLVE_TIMEOUT = 600.0
 
 
-class ResolveError(SparkdoctorError, RuntimeError):
+class ResolveError(SparkdoctorError):
     """The upgrade cannot be resolved (conflict, no such version, no registry); one line (exit 2)."""
 
-    code = "whatif-resolve"
+    exit_code = EXIT_USAGE
+    code = "unresolvable"
 
 
 @dataclass(frozen=True)
@@ -37,40 +38,49 @@ class Change:
         return {"name": self.name, "from": self.old, "to": self.new, "url": self.url, "sha256": self.sha256}
 
 
-def dry_run_argv(python: str, specs: list[str], constraints: list[str], report: Path) -> list[str]:
-    from sparkdoctor.verify.venvs import own_pip
-
-    pip = [sys.executable, "-m", "pip", "--python", python] if own_pip() else [python, "-m", "pip"]
-    argv = [*pip, "--disable-pip-version-check", "--no-input", "install", "--dry-run", "--report", str(report)]
+def dry_run_argv(pip: list[str], specs: list[str], constraints: list[str], quiet: bool = True) -> list[str]:
+    """pip's dry run; quiet, the report is the only thing on stdout (`--report -`)."""
+    argv = [*pip, "--disable-pip-version-check", "--no-input", "install", "--dry-run"]
+    argv += ["--quiet", "--report", "-"] if quiet else []
     for c in constraints:
         argv += ["-c", c]
     return argv + specs
 
 
-def constraint_files(facts: Any) -> list[str]:
+def constraint_files(facts: Any, local: bool) -> list[str]:
     files = []
     for row in facts.constraints or []:
         f = row.get("file") if isinstance(row, dict) else None
-        if f and f not in files and Path(f).is_file():
+        if f and f not in files and (not local or Path(f).is_file()):
             files.append(f)
     return files
 
 
-def resolve_upgrade(python: str, specs: list[str], facts: Any) -> list[Change]:
-    """The distributions the upgrade would install or change, from pip's own dry run."""
+def resolve_upgrade(target: Any, python: str, specs: list[str], facts: Any) -> list[Change]:
+    """The distributions the upgrade would install or change, from the target's own pip in a dry run
+    (inside the container for a container target). A local venv without pip is resolved by sparkdoctor's
+    pip for it (`pip --python`, pip >= 22.3), with the same options."""
     from sparkdoctor.verify.stacks import conflict
+    from sparkdoctor.verify.venvs import own_pip
 
-    with tempfile.TemporaryDirectory(prefix="sparkdoctor-whatif-") as tmp:
-        report = Path(tmp) / "report.json"
-        result = proc.run(dry_run_argv(python, specs, constraint_files(facts), report), timeout=RESOLVE_TIMEOUT)
-        if not result.ok or not report.is_file():
-            if result.timed_out or result.start_error or result.signal:
-                raise ResolveError(f"pip's dry run did not finish: {result.describe_failure()}")
-            raise ResolveError(f"{' '.join(specs)} cannot be resolved in {python}: {conflict(result)}")
-        try:
-            doc = json.loads(report.read_text(encoding="utf-8"))
-        except ValueError as exc:
-            raise ResolveError(f"pip's --report did not parse: {exc}") from None
+    local = getattr(target, "shares_files", True)
+    pip = [python, "-m", "pip"]
+    constraints = constraint_files(facts, local)
+    run = target.run_command
+    result = run(dry_run_argv(pip, specs, constraints), RESOLVE_TIMEOUT)
+    if not result.ok and "No module named pip" in (result.stderr or "") and local and own_pip():
+        pip = [sys.executable, "-m", "pip", "--python", python]
+        result = proc.run(dry_run_argv(pip, specs, constraints), timeout=RESOLVE_TIMEOUT)
+        run = lambda argv, timeout: proc.run(argv, timeout=timeout)  # noqa: E731
+    if result.timed_out or result.start_error or result.signal:
+        raise ResolveError(f"pip's dry run did not finish: {result.describe_failure()}")
+    if not result.ok:  # run again without --quiet: pip says which requirements conflict only then
+        loud = run(dry_run_argv(pip, specs, constraints, quiet=False), RESOLVE_TIMEOUT)
+        raise ResolveError(f"{' '.join(specs)} cannot be resolved in {python}: {conflict(loud)}")
+    try:
+        doc = json.loads(result.stdout)
+    except ValueError as exc:
+        raise ResolveError(f"pip's --report did not parse: {exc}") from None
     changes = []
     for item in doc.get("install", []):
         meta = item.get("metadata") or {}

@@ -41,7 +41,7 @@ def test_bench_url_json_is_stored_and_history_shows_it(run, tmp_path):
     assert doc["server"]["kind"] == "vllm" and len(doc["fingerprint"]) == 16
     assert [lvl["concurrency"] for lvl in doc["levels"]] == [1, 2]
     assert doc["levels"][1]["requests"] == 4 and doc["headline"]["concurrency"] == 1
-    assert len(style.requests) == 2 * (1 + 2 + 4)
+    assert len([r for r in style.requests if r.get("stream")]) == 2 * (1 + 2 + 4)  # the correctness probes are not streamed
 
     listed = json.loads(run("history", "--ledger", ledger, "--format", "json").stdout)
     assert [r["id"] for r in listed["runs"]] == [2, 1]

@@ -159,3 +159,21 @@ def test_bench_url_without_python_files_the_run_under_the_serving_process_or_unk
         server.wait()
     assert doc["fingerprint"] == "unknown" and doc["target"]["kind"] == "unknown"
     assert f"pid {server.pid}" in doc["target"]["why"] and "runs no Python sparkdoctor can find" in doc["target"]["why"]
+
+
+def test_a_rerun_against_runs_taken_under_other_load_is_inconclusive(tmp_path):
+    """The old conclusion's runs were taken on a busy machine, the new ones on a quiet one: read from the load
+    each run stored in the ledger, the change is not called a flip."""
+    from sparkdoctor.conclusions.rerun import _load_differs
+
+    class Ledger:
+        def __init__(self, loads):
+            self.loads = loads
+
+        def run(self, rid):
+            return {"summary": {"load": {"index": self.loads[rid]} if self.loads[rid] else {}}}
+
+    led = Ledger({1: _index(1.7), 2: _index(1.8), 3: _index(0.1), 4: _index(0.0), 5: None})
+    assert "other processes used 1.8 CPUs" in _load_differs(led, [1, 2], [3, 4])
+    assert _load_differs(led, [3], [4]) is None
+    assert _load_differs(led, [5], [3]) is None  # a run stored before loads were kept: not judged

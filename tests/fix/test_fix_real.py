@@ -61,14 +61,20 @@ def test_cu13_collision_fixed_then_rolled_back(tmp_path):
     assert (status, build) == ("fail", "libs-base") and "'_mma'" in detail
 
 
-def test_constraints_pin_442_lifted_then_rolled_back(tmp_path):
+SIBLING = "nvidia-cutlass-dsl-libs-cu13==4.4.2\n"
+
+
+@pytest.mark.parametrize("siblings", [False, True], ids=["one-pin", "sibling-pins"])
+def test_constraints_pin_442_lifted_then_rolled_back(tmp_path, siblings):
     """PIP_CONSTRAINT pins nvidia-cutlass-dsl==4.4.2 with 4.4.2 installed (a pip venv): the pin is
-    changed, the package upgraded, the probe passes; rollback brings back the file bytes and 4.4.2."""
+    changed, the package upgraded, the probe passes; rollback brings back the file bytes and 4.4.2.
+    sibling-pins: the file pins nvidia-cutlass-dsl-libs-cu13==4.4.2 too (issue 20 item 3: before, the
+    plan's dry run ended in ResolutionImpossible); both pins move together."""
     scenario.must([sys.executable, "-m", "venv", str(tmp_path / "v")])
     python = tmp_path / "v" / "bin" / "python"
     scenario.must([scenario.uv(), "pip", "install", "--quiet", "--python", str(python), "nvidia-cutlass-dsl[cu13]==4.4.2"], timeout=1200)
     pins = tmp_path / "constraints.txt"
-    pins.write_text("# pins from the exp-b12x mod\nnvidia-cutlass-dsl==4.4.2\n")
+    pins.write_text("# pins from the exp-b12x mod\nnvidia-cutlass-dsl==4.4.2\n" + (SIBLING if siblings else ""))
     original = pins.read_bytes()
     env = {"PIP_CONSTRAINT": str(pins)}
     assert probe(python, env)[0] == "refused"
@@ -76,7 +82,7 @@ def test_constraints_pin_442_lifted_then_rolled_back(tmp_path):
     res = cli("fix", "--python", str(python), "--yes", env=env)
     assert res.returncode == 0, res.stdout + res.stderr
     assert "+nvidia-cutlass-dsl>=4.5.2" in res.stdout and "installer: " + str(python) + " -m pip" in res.stdout
-    assert pins.read_text() == "# pins from the exp-b12x mod\nnvidia-cutlass-dsl>=4.5.2\n"
+    assert pins.read_text() == "# pins from the exp-b12x mod\nnvidia-cutlass-dsl>=4.5.2\n" + (SIBLING.replace("==4.4.2", ">=4.5.2") if siblings else "")
     assert probe(python, env)[::2] == ("ok", "libs-cu13")
     back = cli("fix", "--rollback", env={**env, **OFFLINE})
     assert back.returncode == 0 and f"restored {pins}" in back.stdout, back.stdout + back.stderr

@@ -18,7 +18,10 @@ NO_CONTAINERS = "#!/bin/sh\necho \"Error: No such container: $3\" >&2\nexit 1\n"
 
 
 def write_journal(target: dict) -> str:
-    header = {"created": "2026-11-23T00:00:00Z", "target": target, "installer": "pip", "plan": {"fixes": [], "touched": []},
+    from sparkdoctor.fix.model import Plan
+
+    plan = Plan(target={"python": target["python"]}, installer="pip").to_dict()
+    header = {"created": "2026-11-23T00:00:00Z", "target": target, "installer": "pip", "plan": plan,
               "packages_before": [], "touched_before": {}, "hashes_before": {}}
     journal = jr.create(header, [], {}, lambda folder: {}, lambda name: None)
     journal.mark(jr.APPLIED)
@@ -40,7 +43,10 @@ def error(p: subprocess.CompletedProcess, code: int, *needles: str) -> None:
 def test_target_keys_and_labels():
     local = {"kind": "python", "python": sys.executable}
     ctr = {"kind": "container", "container": "vllm_node", "python": "/opt/venv/bin/python", "image_id": "sha256:ab"}
-    assert target_key(local) == os.path.realpath(sys.executable)
+    # the folder resolved, the name kept: two venvs of one base interpreter are two targets (their bin/python
+    # links both resolve to it)
+    assert target_key(local) == os.path.join(os.path.realpath(os.path.dirname(sys.executable)), os.path.basename(sys.executable))
+    assert target_key({"kind": "python", "python": "/a/v1/bin/python"}) != target_key({"kind": "python", "python": "/a/v2/bin/python"})
     assert target_key(ctr) == "container:vllm_node:/opt/venv/bin/python"  # never resolved against this machine's files
     assert target_label(ctr) == "container vllm_node: /opt/venv/bin/python" and target_label(local) == sys.executable
 

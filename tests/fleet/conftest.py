@@ -14,10 +14,13 @@ its raylet and GCS processes is left.
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import time
 
 import pytest
 
+from tests.container.conftest import docker_daemon, skeleton  # noqa: F401 (the suite's one dockerd, shared)
 from tests.fleet.nodes import serving_venv
 
 NODE_DRIFT = (
@@ -35,6 +38,43 @@ def _alive(pid: int) -> bool:
         return False
 
 
+def _session_processes(marker: str) -> list[int]:
+    """Every live process of one Ray cluster: each carries the cluster's temp folder in its command line."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as fh:
+                cmdline = fh.read().decode("utf-8", "replace")
+        except OSError:
+            continue
+        if marker in cmdline and _alive(int(entry)):
+            found.append(int(entry))
+    return found
+
+
+def _stop_all(marker: str) -> None:
+    for pid in _session_processes(marker):
+        try:
+            os.kill(pid, 9)
+        except OSError:
+            pass
+
+
+def _wait_alive_nodes(address: str, count: int, timeout: float) -> None:
+    import ray
+
+    ray.init(address=address, log_to_driver=False, logging_level="ERROR", configure_logging=False)
+    try:
+        deadline = time.monotonic() + timeout
+        while sum(1 for n in ray.nodes() if n.get("Alive")) < count:
+            assert time.monotonic() < deadline, f"fewer than {count} Ray nodes alive after {timeout:.0f} s"
+            time.sleep(0.5)
+    finally:
+        ray.shutdown()
+
+
 @pytest.fixture(scope="session")
 def ray_cluster(tmp_path_factory):
     """(cluster address, [venv python per node, in start order])."""
@@ -44,26 +84,39 @@ def ray_cluster(tmp_path_factory):
     root = tmp_path_factory.mktemp("fleet-ray")
     venvs = [serving_venv(root, f"node{i}", d["nccl_build"], d["cutedsl_majors"]) for i, d in enumerate(NODE_DRIFT)]
     envs = [{"VIRTUAL_ENV": str(p.parent.parent), **d["env"]} for p, d in zip(venvs, NODE_DRIFT)]
-    cluster = Cluster(initialize_head=True, connect=False,
-                      head_node_args={"num_cpus": 1, "include_dashboard": False, "env_vars": envs[0]})
-    pids: list[int] = []
+    cluster, marker, markers = None, "", []
+    for attempt in range(3):  # Ray waits a fixed 30 s for a raylet to register; a loaded box can take longer
+        # the cluster's own temp folder, in every one of its command lines; short: Ray's sockets live under it
+        marker = tempfile.mkdtemp(prefix="sdray", dir="/tmp")
+        markers.append(marker)
+        try:
+            cluster = Cluster(initialize_head=True, connect=False, head_node_args={
+                "num_cpus": 1, "include_dashboard": False, "env_vars": envs[0], "temp_dir": marker})
+            break
+        except Exception as exc:
+            _stop_all(marker)
+            if "timed out during startup" not in str(exc) or attempt == 2:
+                raise
+    assert cluster is not None
     try:
         for env in envs[1:]:
-            cluster.add_node(num_cpus=1, env_vars=env)
-        cluster.wait_for_nodes()
-        for node in cluster.list_all_nodes():
-            for kind, infos in node.all_processes.items():
-                if "raylet" in kind or "gcs" in kind:
-                    pids += [info.process.pid for info in infos if info.process is not None]
-        assert pids, "found no raylet or GCS process of the cluster to watch"
+            try:
+                cluster.add_node(num_cpus=1, env_vars=env)
+            except Exception as exc:  # Ray waits a fixed 30 s for a raylet to register; a loaded box can take longer
+                if "timed out during startup" not in str(exc):
+                    raise
+        _wait_alive_nodes(cluster.address, len(envs), timeout=180)
         yield cluster.address, venvs
     finally:
         cluster.shutdown()
         deadline = time.monotonic() + 30
-        while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+        while _session_processes(marker) and time.monotonic() < deadline:
             time.sleep(0.2)
-        left = [p for p in pids if _alive(p)]
-        assert not left, f"raylet/GCS processes left after shutdown: {left}"
+        left = _session_processes(marker)
+        _stop_all(marker)  # a node whose start Ray gave up on is not in the cluster's list: stop it by its pid
+        for folder in markers:
+            shutil.rmtree(folder, ignore_errors=True)
+        assert not left, f"processes of the test's Ray cluster left after shutdown: {left}"
 
 
 @pytest.fixture(scope="session")
@@ -95,9 +148,12 @@ SSH_HOSTS = [f"fleet-{i}" for i in range(8)]
 def sshd(tmp_path_factory):
     """A real sshd on 127.0.0.1 for the session; its client config names fleet-0 .. fleet-7 (all reach it),
     `stranger` (its host key unknown), `refused` (a closed port) and `hangs` (a port that never speaks)."""
-    from tests.fleet.sshd import start_sshd
+    from tests.fleet.sshd import NoSshd, start_sshd
 
-    server = start_sshd(tmp_path_factory.mktemp("fleet-sshd"), SSH_HOSTS)
+    try:
+        server = start_sshd(tmp_path_factory.mktemp("fleet-sshd"), SSH_HOSTS)
+    except NoSshd as exc:  # as the dockerd fixture: a root CI machine installs it; elsewhere say why
+        pytest.skip(f"no sshd can run here: {exc}")
     try:
         yield server
     finally:

@@ -128,6 +128,7 @@ StrictModes no
 PermitRootLogin prohibit-password
 MaxStartups 64:30:128
 MaxSessions 64
+AcceptEnv DOCKER_HOST
 LogLevel ERROR
 """)
     made = False

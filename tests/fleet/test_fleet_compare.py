@@ -43,6 +43,15 @@ def test_majority_and_odd_node_over_four_nodes():
     assert "packages: numpy" not in found and not any(d.label.startswith("kernel") for d in found.values())
 
 
+def test_kernel_drift_is_risky_in_a_fleet_and_reported_once():
+    named = [("a", fleet_facts("a", host={"kernel": "6.17.0-1032-nvidia"})),
+             ("b", fleet_facts("b", host={"kernel": "7.0.0-1019-nvidia"})),
+             ("c", fleet_facts("c", host={"kernel": "6.17.0-1032-nvidia"}))]
+    found = labels(compare_nodes(named))
+    assert found["kernel: release"].verdict == "risky" and found["kernel: release"].odd == ["b"]
+    assert "host: kernel" not in found
+
+
 def test_two_nodes_that_disagree_have_no_majority_and_both_are_named():
     named = [("a", fleet_facts("a", conf={"NCCL_IB_USE_INLINE": "1"})), ("b", fleet_facts("b"))]
     conf = labels(compare_nodes(named))["nccl: config file"]
@@ -142,3 +151,22 @@ def test_check_and_the_fleet_modules_never_import_ray(tmp_path):
             "try:\n    main()\nexcept SystemExit:\n    pass\nprint(json.dumps(sorted(m for m in sys.modules if m == 'ray' or m.startswith('ray.'))))")
     done = subprocess.run([sys.executable, "-c", "import json\n" + code], capture_output=True, text=True, timeout=120)
     assert json.loads(done.stdout.strip().splitlines()[-1]) == [], done.stderr
+
+
+def test_ray_not_installed_is_a_usage_error_naming_the_extra():
+    code = ("import sys; sys.modules['ray'] = None\n"
+            "from sparkdoctor.cli import main\n"
+            "sys.argv = ['sparkdoctor', 'fleet', 'check', '--ray', 'auto']\n"
+            "main()")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "sparkdoctor-gb10[fleet]" in done.stderr and done.stderr.count("\n") == 1, done.stderr
+
+
+def test_a_ray_address_nothing_answers_is_one_line_and_exit_3():
+    import socket
+
+    with socket.socket() as s:  # a port that was free a moment ago: nothing listens there
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    done = run_cli("--ray", f"127.0.0.1:{port}")
+    assert done.returncode == 3 and "cannot reach the cluster's GCS" in done.stderr and done.stderr.count("\n") == 1, done.stderr

@@ -11,7 +11,8 @@ import sys
 
 import pytest
 
-pytestmark = pytest.mark.slow
+# one worker runs them all: the session's cluster (three raylets, a GCS) is started once, not once per xdist worker
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("fleet-ray")]
 
 
 def drift(result, label):

@@ -7,6 +7,7 @@ symptom strings) and is mutated with the values of values.py, then written out a
 
 from __future__ import annotations
 
+import copy
 import functools
 import json
 import sys
@@ -18,7 +19,7 @@ from hypothesis import strategies as st
 
 from tests.fuzz.files import damaged, json_text, materialize, toml_text
 from tests.fuzz.mutate import mutated
-from tests.fuzz.values import SPECIAL, Blob, Deep, Huge, json_values
+from tests.fuzz.values import SPECIAL, BigNumber, Blob, Deep, Huge, json_values
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -208,6 +209,11 @@ def journal_dirs(draw, base: dict[str, Any]) -> dict[str, Any]:
 
 HEADER_KEYS = ["dtype", "shape", "data_offsets", "__metadata__", "format", "weight", "bias"]
 DTYPES = ["BF16", "F8_E4M3", "F4", "U8", "F32", "I64", "F6_E2M3", "bf16", "", "F128"]
+# shapes and offsets whose products no file holds: 2**63, 2**64 and numbers of 2,200 and 4,200 digits (two of
+# which multiply past Python's 4,300-digit limit for printing), as a hostile header writes them
+HUGE_INTS = [BigNumber(4200), BigNumber(2200), 2**64, 2**63 - 1, 2**31]  # hypothesis favours the front
+SHAPES = st.one_of(st.lists(st.sampled_from([*HUGE_INTS, 3]), min_size=2, max_size=4),
+                   st.tuples(st.just(0), st.sampled_from(HUGE_INTS)).map(list))
 
 
 def header_bases() -> list[dict[str, Any]]:
@@ -226,7 +232,14 @@ def header_bases() -> list[dict[str, Any]]:
 def safetensors_files(draw) -> bytes:
     """The bytes of one safetensors file: a mutated real-shaped header, its length field maybe wrong, its data
     region maybe short or long (the data itself is never read)."""
-    doc = draw(mutated(header_bases(), st.one_of(json_values(), st.sampled_from(DTYPES)), HEADER_KEYS, 3))
+    if draw(st.integers(0, 4)) == 0:  # a well-formed file but for one tensor's shape or offsets, as a hostile writer sets them
+        doc = copy.deepcopy(header_bases()[0])
+        entry = doc[draw(st.sampled_from(sorted(k for k in doc if k != "__metadata__")))]
+        entry[draw(st.sampled_from(["shape", "shape", "data_offsets"]))] = draw(SHAPES)
+        raw = json_text(doc).encode()
+        data = max(e["data_offsets"][1] for k, e in header_bases()[0].items() if k != "__metadata__")
+        return Blob(len(raw).to_bytes(8, "little") + raw + b"\0" * data)
+    doc = draw(mutated(header_bases(), st.one_of(json_values(), st.sampled_from(DTYPES), SHAPES), HEADER_KEYS, 3))
     raw = draw(damaged(json_text(doc)))
     ends = [e["data_offsets"][1] for e in (doc.values() if isinstance(doc, dict) else [])
             if isinstance(e, dict) and isinstance(e.get("data_offsets"), list) and len(e["data_offsets"]) == 2

@@ -155,4 +155,4 @@ def test_bench_storing_into_a_malformed_ledger_is_one_line_exit_5(tmp_path):
             flow._ledger_call(ledger.add_run, record(name="again"))
     finally:
         ledger.close()
-    assert info.value.code == EXIT_LEDGER and "malformed" in str(info.value) and "\n" not in str(info.value)
+    assert info.value.exit_code == EXIT_LEDGER and "malformed" in str(info.value) and "\n" not in str(info.value)

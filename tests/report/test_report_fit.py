@@ -12,8 +12,8 @@ import pytest
 
 from sparkdoctor.findings import build_report
 from sparkdoctor.matrix import load
+from sparkdoctor.render.fit import FORUM_LIMIT, GITHUB_LIMIT, Block, fit
 from sparkdoctor.report import build_bug_report, build_bug_report_fitted
-from sparkdoctor.report.fit import FORUM_LIMIT, GITHUB_LIMIT, Block, fit
 from tests.gb10 import gb10_facts
 
 REPO = Path(__file__).resolve().parents[2]
@@ -82,3 +82,14 @@ def test_the_cli_writes_the_attachment_beside_the_report(tmp_path):
     assert res.returncode == 0 and len(res.stdout) <= GITHUB_LIMIT
     written = sorted(p.name for p in tmp_path.glob("sparkdoctor-report-*.full.md"))
     assert len(written) == 1 and written[0] in res.stdout
+
+
+def test_check_markdown_fits_a_github_issue_too():
+    from sparkdoctor.render.markdown import render_markdown
+
+    big = render_markdown(build_report(big_facts(), MATRIX))
+    assert len(big) <= GITHUB_LIMIT and "Left out to fit a GitHub issue" in big and "### Findings" in big
+    assert big.count("<details>") == big.count("</details>")
+    small_report = build_report(gb10_facts(packages={"triton": "3.5.1"}), MATRIX)
+    small = render_markdown(small_report)
+    assert "Left out" not in small and "Full facts snapshot" in small

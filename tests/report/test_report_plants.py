@@ -11,6 +11,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
 
 from sparkdoctor.findings import build_report
 from sparkdoctor.matrix import load
@@ -135,3 +137,24 @@ def test_a_planted_snapshot_through_the_real_cli(tmp_path):
             text = path.read_text()
             assert leaks(text) == {}, path.name
             assert damaged(text) == [], path.name
+
+
+CASES = settings(derandomize=True, database=None, deadline=None, max_examples=40, phases=[Phase.explicit, Phase.generate],
+                 suppress_health_check=list(HealthCheck), print_blob=False)
+LOWER = "abcdefghijklmnopqrstuvwxyz"
+ALNUM = LOWER + LOWER.upper() + "0123456789"
+
+
+@CASES
+@given(user=st.text(LOWER, min_size=4, max_size=10).map(lambda s: "u" + s), host=st.from_regex(r"[a-z]{3,8}-[0-9]{1,3}", fullmatch=True),
+       secret=st.text(ALNUM + "!#%+", min_size=6, max_size=24).map(lambda s: "Sx9" + s), flag=st.sampled_from(["api-key", "hf-token", "db-password", "client-secret"]),
+       var=st.sampled_from(["MY_PASSWORD", "SERVICE_TOKEN", "PGPASSWORD", "X_API_KEY"]))
+def test_random_plants_of_the_new_classes_do_not_survive(user, host, secret, flag, var):
+    facts = gb10_facts(env={"CUTE_DSL_ARCH": None})
+    facts.errors = [{"collector": "x", "error": f"error: {var.lower()}={secret} from ssh {user}@10.9.8.7 and ssh {host}; "
+                                                f"mail {user}.x@corp.example.com; GET http://{host}:80/?token={secret}z&a=1"}]
+    facts.recipe = {"name": "r", "argv": ["vllm", "serve", "m", f"--{flag}", secret + "q"], "env": {var: secret + "v"}}
+    for fmt in REPORT_FORMATS:
+        text = re.sub(r"\\(.)", r"\1", build_bug_report(build_report(facts, MATRIX), fmt))
+        assert secret not in text and f"{user}@" not in text and f"{user}.x@" not in text
+        assert not re.search(rf"(?<![a-z0-9-]){re.escape(host)}(?![a-z0-9-])", text)

@@ -60,7 +60,10 @@ def test_eugr_solo_launch_forces_tp1_and_drops_the_executor_backend_unless_overr
 def test_eugr_benchmark_block_becomes_the_workload_and_an_empty_env_is_empty():
     r = recipes.load(DATA / "nemotron-3-nano-nvfp4.yaml")
     assert r.env == {}
-    assert r.workload["max_tokens"] == [128] and r.workload["concurrency"] == [1, 2, 5, 10]
+    assert r.workload["max_tokens"] == 128 and r.workload["concurrency"] == [1, 2, 5, 10] and "depth" not in r.workload
+    from sparkdoctor.bench.workload import from_recipe
+
+    assert from_recipe(r.workload, "x").concurrency == (1, 2, 5, 10)  # the recipe can be benched as it is
     assert r.extras["mods"] == ["mods/nemotron-nano"]
 
 

@@ -238,3 +238,34 @@ def test_a_container_record_waits_for_a_cli_that_is_not_here(tmp_path):
            "name": "sparkdoctor-x", "owner_label": "l"}
     (folder / "x.json").write_text(json.dumps(doc))
     assert registry.sweep(folder) == [] and (folder / "x.json").exists()
+
+
+CLEANUP_DRIVER = """
+import sys, time
+sys.path.insert(0, {repo!r})
+from pathlib import Path
+from sparkdoctor import proc
+from sparkdoctor.serve import registry
+argv = registry.supervised(["sleep", "600"], Path({record!r}), "tok-cleanup", 1.0,
+                           [["sh", "-c", "echo stopped > {marker}"]])
+running = proc.start(argv)
+print(running.popen.pid, flush=True)
+time.sleep(120)
+"""
+
+
+def test_a_container_style_cleanup_runs_when_sparkdoctor_dies(tmp_path):
+    """The supervisor of a container's `logs -f` runs `stop` and `rm` when sparkdoctor is killed: here a cleanup
+    that leaves a mark stands in for them (tests/container has the real daemon)."""
+    marker = tmp_path / "stopped"
+    script = CLEANUP_DRIVER.format(repo=str(REPO), record=str(tmp_path / "rec.json"), marker=str(marker))
+    p = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        pgid = int(p.stdout.readline())
+        wait_for(lambda: len(members(pgid)) == 2, what="supervisor and its sleep up")
+        os.kill(p.pid, signal.SIGKILL)
+        p.wait(timeout=30)
+        wait_for(lambda: marker.exists() and members(pgid) == [], what="cleanup ran and the group is gone")
+        assert marker.read_text().strip() == "stopped"
+    finally:
+        p.kill()

@@ -1,0 +1,267 @@
+"""Fast and wrong never wins: deterministic probe requests beside every bench run, compared with a reference.
+
+Each run sends, outside its timed window, a small fixed set of greedy requests (temperature 0, fixed seed) and
+keeps what came back: the text, the token ids and their log-probabilities where the server gives them (vLLM's
+completions API: `logprobs`, `echo`, `return_tokens_as_token_ids`). A reference per model identity is the first
+run the user marks as good (`--reference`), or a file shipped with a recipe.
+
+A later run is compared with the reference in two ways:
+- **scored**: the reference's own tokens are sent back as the prompt (`echo`, one new token) and the server's
+  log-probability of each of them is compared with the reference's. This is teacher forcing: it measures how
+  differently the model under test judges the same text, and it does not cascade the way free-running greedy
+  text does (one near-tie flipped by rounding changes every later token; the scores barely move).
+- **greedy**: the matching prefix of the run's own greedy tokens (shown, not gated on: see above).
+Plain garbage detectors gate too: an empty answer, one token repeated, text that is not text, NaN/inf.
+
+The tolerance (`TOLERANCE`) is the largest mean absolute log-probability difference per token a correct
+configuration may show; it is measured, not guessed: docs/evidence/correctness.md.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import urllib.error
+import urllib.request
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+PROBES = (
+    "The capital of France is",
+    "1, 2, 3, 4, 5,",
+    "def fibonacci(n):",
+    "Once upon a time, in a small village by the sea,",
+)
+MAX_TOKENS = 16
+SEED = 1234
+TIMEOUT = 60.0
+TOLERANCE = 0.25  # mean |Δ logprob| per reference token (nats); docs/evidence/correctness.md
+REPEAT_SHARE = 0.9  # a single token this share of an answer of >= 8 tokens is garbage
+NON_TEXT_SHARE = 0.2
+
+
+class Verdict:
+    REFERENCE = "reference"   # this run is the reference
+    CORRECT = "correct"       # within tolerance of the reference, no garbage
+    WRONG = "wrong"           # outside tolerance, or garbage: whatever its speed
+    UNCHECKED = "unchecked"   # no reference for this model yet, or the probes could not run
+    UNSCORED = "unscored"     # the server gives no log-probabilities: only the garbage detectors ran
+
+
+@dataclass
+class Answer:
+    """One probe request's answer."""
+
+    prompt: str
+    text: str = ""
+    prompt_ids: list[int] | None = None   # the prompt's token ids (vLLM, echo)
+    ids: list[int] | None = None          # the greedy answer's token ids
+    logprobs: list[float] | None = None   # their log-probabilities
+    scored: list[float] | None = None     # teacher-forced log-probabilities of the REFERENCE's ids
+    error: str | None = None
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Answer:
+        fields: dict[str, Any] = {k: data.get(k) for k in cls.__dataclass_fields__ if k != "prompt"}
+        return cls(str(data.get("prompt", "")), **fields)
+
+
+@dataclass
+class Judgement:
+    verdict: str
+    why: list[str] = field(default_factory=list)
+    per_prompt: list[dict[str, Any]] = field(default_factory=list)
+    tolerance: float = TOLERANCE
+    reference: str | None = None  # the reference's identity / run id, in words
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+# ---- talking to the server ----------------------------------------------------------------------------------
+def _post(base_url: str, payload: dict[str, Any], timeout: float) -> dict[str, Any]:
+    request = urllib.request.Request(base_url.rstrip("/") + "/v1/completions", data=json.dumps(payload).encode(),
+                                     headers={"Content-Type": "application/json"}, method="POST")
+    with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 (the bench's own server URL)
+        doc = json.loads(response.read().decode("utf-8", "replace"))
+    if not isinstance(doc, dict):
+        raise ValueError("the answer is not a JSON object")
+    return doc
+
+
+def _ids(tokens: list[Any]) -> list[int] | None:
+    """vLLM's `return_tokens_as_token_ids` gives "token_id:123"; anything else: no ids."""
+    out = []
+    for t in tokens:
+        if not isinstance(t, str) or not t.startswith("token_id:"):
+            return None
+        try:
+            out.append(int(t.split(":", 1)[1]))
+        except ValueError:
+            return None
+    return out
+
+
+def _floats(values: list[Any]) -> list[float]:
+    return [float("nan") if v is None else float(v) for v in values]
+
+
+def ask(base_url: str, model: str, prompt: str, vllm: bool, timeout: float = TIMEOUT) -> Answer:
+    """The greedy answer to one probe (with ids and log-probabilities where the server is vLLM)."""
+    payload: dict[str, Any] = {"model": model, "prompt": prompt, "max_tokens": MAX_TOKENS, "temperature": 0,
+                               "seed": SEED, "stream": False}
+    if vllm:
+        payload.update(logprobs=1, echo=True, return_tokens_as_token_ids=True, ignore_eos=False)
+    try:
+        doc = _post(base_url, payload, timeout)
+        choice = doc["choices"][0]
+        text = choice.get("text") or ""
+        answer = Answer(prompt, text)
+        lp = choice.get("logprobs") or None
+        if vllm and lp and isinstance(lp.get("tokens"), list):
+            ids = _ids(lp["tokens"])
+            values = _floats(lp.get("token_logprobs") or [])
+            generated = int((doc.get("usage") or {}).get("completion_tokens") or 0)
+            if ids is not None and 0 < generated <= len(ids) == len(values):
+                answer.prompt_ids, answer.ids = ids[:-generated], ids[-generated:]
+                answer.logprobs = values[-generated:]
+                answer.text = text[len(prompt):] if text.startswith(prompt) else text
+        return answer
+    except (urllib.error.URLError, OSError, ValueError, KeyError, IndexError, TypeError) as exc:
+        return Answer(prompt, error=f"{type(exc).__name__}: {str(exc)[:200]}")
+
+
+def score(base_url: str, model: str, prompt_ids: list[int], ids: list[int], timeout: float = TIMEOUT) -> list[float] | None:
+    """Teacher forcing: the server's log-probability of each of `ids` after `prompt_ids` (None: not offered)."""
+    payload = {"model": model, "prompt": prompt_ids + ids, "max_tokens": 1, "temperature": 0, "seed": SEED,
+               "logprobs": 1, "echo": True, "return_tokens_as_token_ids": True, "stream": False}
+    try:
+        doc = _post(base_url, payload, timeout)
+        values = _floats(doc["choices"][0]["logprobs"]["token_logprobs"])
+    except (urllib.error.URLError, OSError, ValueError, KeyError, IndexError, TypeError):
+        return None
+    want = len(prompt_ids) + len(ids)
+    return values[len(prompt_ids):want] if len(values) >= want else None
+
+
+def probe(base_url: str, model: str, vllm: bool, reference: list[Answer] | None) -> list[Answer]:
+    """Every probe request, plus (on vLLM, with a reference) the scoring of the reference's tokens."""
+    answers = [ask(base_url, model, prompt, vllm) for prompt in PROBES]
+    if vllm and reference:
+        by_prompt = {r.prompt: r for r in reference}
+        for answer in answers:
+            ref = by_prompt.get(answer.prompt)
+            if ref and ref.prompt_ids is not None and ref.ids:
+                answer.scored = score(base_url, model, ref.prompt_ids, ref.ids)
+    return answers
+
+
+# ---- judging ------------------------------------------------------------------------------------------------
+def garbage(answer: Answer) -> str | None:
+    """Why an answer is plainly not a model's output, or None."""
+    if answer.error:
+        return f"the request failed: {answer.error}"
+    if not answer.text.strip():
+        return "empty answer"
+    if answer.logprobs and any(not math.isfinite(v) for v in answer.logprobs):
+        return "NaN or infinite log-probabilities"
+    if answer.ids and len(answer.ids) >= 8:
+        top = max(answer.ids.count(i) for i in set(answer.ids))
+        if top / len(answer.ids) >= REPEAT_SHARE:
+            return f"one token repeated ({top} of {len(answer.ids)})"
+    odd = sum(1 for ch in answer.text if ch == "\ufffd" or (ord(ch) < 32 and ch not in "\n\t\r"))
+    if answer.text and odd / len(answer.text) > NON_TEXT_SHARE:
+        return f"not text ({odd} of {len(answer.text)} characters are control or replacement characters)"
+    return None
+
+
+def _prefix(a: list[int] | None, b: list[int] | None) -> int | None:
+    if a is None or b is None:
+        return None
+    n = 0
+    while n < min(len(a), len(b)) and a[n] == b[n]:
+        n += 1
+    return n
+
+
+def judge(answers: list[Answer], reference: list[Answer] | None, tolerance: float = TOLERANCE) -> Judgement:
+    """The run's verdict against its reference (see the module's docstring)."""
+    by_prompt = {r.prompt: r for r in reference or []}
+
+    def excused(answer: Answer) -> bool:
+        """The reference (a run the user marked good) trips the same detector on this prompt: a tiny or odd model
+        may repeat a token; what counts then is whether the run judges the reference's tokens alike."""
+        ref = by_prompt.get(answer.prompt)
+        return answer.error is None and ref is not None and ref.error is None and garbage(ref) is not None
+
+    why = [f"{a.prompt!r}: {g}" for a in answers if (g := garbage(a)) and not excused(a)]
+    if reference is None:
+        return Judgement(Verdict.WRONG if why else Verdict.UNCHECKED, why or ["no reference for this model yet"])
+    rows, scored_any = [], False
+    for answer in answers:
+        ref = by_prompt.get(answer.prompt)
+        row: dict[str, Any] = {"prompt": answer.prompt, "greedy_prefix": _prefix(answer.ids, ref.ids if ref else None),
+                               "tokens": len(ref.ids) if ref and ref.ids else None, "mean_abs_dlogprob": None}
+        if ref and ref.logprobs and answer.scored and len(answer.scored) == len(ref.logprobs):
+            pairs = [(x, y) for x, y in zip(answer.scored, ref.logprobs, strict=True) if math.isfinite(y)]
+            if pairs:
+                scored_any = True
+                bad = [x for x, _ in pairs if not math.isfinite(x)]
+                dist = math.inf if bad else sum(abs(x - y) for x, y in pairs) / len(pairs)
+                row["mean_abs_dlogprob"] = dist if math.isfinite(dist) else None
+                if dist > tolerance:
+                    why.append(f"{answer.prompt!r}: the reference's tokens score {dist:.3f} nats/token away "
+                               f"(tolerance {tolerance})" if math.isfinite(dist) else f"{answer.prompt!r}: NaN/inf scores")
+        rows.append(row)
+    if why:
+        return Judgement(Verdict.WRONG, why, rows, tolerance)
+    if not scored_any:
+        return Judgement(Verdict.UNSCORED, ["the server gives no log-probabilities: only the garbage detectors ran"],
+                         rows, tolerance)
+    return Judgement(Verdict.CORRECT, [], rows, tolerance)
+
+
+# ---- one run's step -----------------------------------------------------------------------------------------
+@dataclass
+class Options:
+    """What the user asked of the correctness gate for a bench run."""
+
+    enabled: bool = True
+    mark_reference: bool = False       # --reference: this run becomes the reference for its model
+    reference_file: str | None = None  # --reference-file: compare with (or, with --reference, write) this file
+
+
+def step(base_url: str, model: str, vllm: bool, toolchain_facts: dict[str, Any], options: Options) -> dict[str, Any]:
+    """Probe a served model after its timed window and judge it against its reference: the run's `correctness`."""
+    import time
+    from pathlib import Path
+
+    from sparkdoctor.bench import references
+
+    started = time.monotonic()
+    key = references.key_of(toolchain_facts, model)
+    path = Path(options.reference_file) if options.reference_file else references.folder() / f"{key}.json"
+    reference, problem = references.load(path) if not options.mark_reference else (None, None)
+    answers = probe(base_url, model, vllm, reference)
+    if options.mark_reference:
+        verdict = Judgement(Verdict.REFERENCE, [f"stored as the reference for {model}"])
+        tripped = [f"{a.prompt!r}: {g}" for a in answers if (g := garbage(a))]
+        if any(a.error for a in answers):
+            verdict = Judgement(Verdict.WRONG, tripped + ["a probe request failed: not stored as a reference"])
+        else:
+            references.save(path, answers, {"model": model, "key": key, "taken_at": time.time()})
+            verdict.why += [f"note: the reference itself trips {t}" for t in tripped]
+    else:
+        verdict = judge(answers, reference)
+        if problem:
+            verdict.why.append(problem)
+    verdict.reference = str(path)
+    return {**verdict.to_dict(), "key": key, "seconds": round(time.monotonic() - started, 3),
+            "answers": [a.__dict__ for a in answers]}
+
+
+def worst(verdicts: list[str | None]) -> str | None:
+    """An arm's verdict over its runs: wrong if any run was wrong."""
+    order = [Verdict.WRONG, Verdict.UNCHECKED, Verdict.UNSCORED, Verdict.CORRECT, Verdict.REFERENCE]
+    present = [v for v in verdicts if v]
+    return next((v for v in order if v in present), None)

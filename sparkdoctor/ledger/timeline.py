@@ -1,0 +1,94 @@
+"""The ledger as a timeline, for `history --html`: every run's headline over time, where each recipe's
+toolchain changed and what changed, the A/B comparisons with their ratios and intervals, the conclusions and
+their reruns. Reads only. A row whose JSON is damaged is counted and left out, never fatal.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from dataclasses import dataclass, field
+from typing import Any
+
+from sparkdoctor.ledger.compare import toolchain_changes
+
+
+@dataclass
+class Timeline:
+    runs: list[dict[str, Any]] = field(default_factory=list)  # id, created_at, recipe, fingerprint, tps, arm, comparison
+    changes: list[dict[str, Any]] = field(default_factory=list)  # recipe, run id, created_at, tps, what: [...]
+    comparisons: list[dict[str, Any]] = field(default_factory=list)  # id, created_at, a, b, concurrency, ratio, low, high, verdict
+    conclusions: list[dict[str, Any]] = field(default_factory=list)  # id, name, created_at, outcome, verdict
+    damaged: int = 0
+    latest_facts: dict[str, Any] | None = None
+
+
+def _json(text: Any) -> Any:
+    try:
+        return json.loads(text) if text else None
+    except (TypeError, ValueError):
+        return None
+
+
+def read(db: sqlite3.Connection) -> Timeline:
+    tl = Timeline()
+    last: dict[str, tuple[int, str]] = {}  # recipe -> (run id, fingerprint) of its previous run
+    pairs: list[tuple[int, int, dict[str, Any]]] = []
+    for rid, created, recipe, fingerprint, comparison, arm, summary in db.execute(
+            "SELECT id, created_at, recipe_name, fingerprint, comparison_id, arm, summary_json FROM runs ORDER BY id"):
+        doc = _json(summary)
+        if not isinstance(doc, dict):
+            tl.damaged += 1
+            continue
+        head = doc.get("headline")
+        tps = head.get("decode_tps_per_stream") if isinstance(head, dict) else None
+        run = {"id": rid, "created_at": created, "recipe": recipe or "(url)", "fingerprint": fingerprint,
+               "tps": tps if isinstance(tps, (int, float)) else None, "comparison": comparison, "arm": arm}
+        tl.runs.append(run)
+        before = last.get(run["recipe"])
+        if before is not None and before[1] != fingerprint:
+            change = {"recipe": run["recipe"], "run": rid, "created_at": created, "tps": run["tps"], "what": []}
+            tl.changes.append(change)
+            pairs.append((before[0], rid, change))
+        last[run["recipe"]] = (rid, fingerprint)
+    _name_changes(db, pairs)
+    for cid, created, a, b, status, result in db.execute(
+            "SELECT id, created_at, a_label, b_label, status, result_json FROM comparisons ORDER BY id"):
+        doc = _json(result)
+        for level in (doc or {}).get("levels") or [] if isinstance(doc, dict) else []:
+            ratio = level.get("ratio") if isinstance(level, dict) else None
+            if isinstance(ratio, dict) and isinstance(ratio.get("ratio"), (int, float)):
+                tl.comparisons.append({"id": cid, "created_at": created, "a": a, "b": b, "status": status,
+                                       "concurrency": level.get("concurrency"), "ratio": ratio["ratio"],
+                                       "low": ratio.get("ci_low"), "high": ratio.get("ci_high"),
+                                       "verdict": ratio.get("verdict")})
+    for cid, name, created, outcome, data in db.execute(
+            "SELECT id, name, created_at, outcome, data_json FROM conclusions ORDER BY id"):
+        doc = _json(data)
+        tl.conclusions.append({"id": cid, "name": name, "created_at": created, "outcome": outcome or "recorded",
+                               "verdict": doc.get("verdict") if isinstance(doc, dict) else "(damaged)"})
+    if tl.runs:
+        row = db.execute("SELECT facts_json FROM runs WHERE id = ?", (tl.runs[-1]["id"],)).fetchone()
+        facts = _json(row[0]) if row else None
+        tl.latest_facts = facts if isinstance(facts, dict) else None
+    return tl
+
+
+def _name_changes(db: sqlite3.Connection, pairs: list[tuple[int, int, dict[str, Any]]]) -> None:
+    """What changed at each toolchain change (the Facts of the two runs, read only for those runs)."""
+    ids = sorted({i for a, b, _ in pairs for i in (a, b)})
+    facts: dict[int, Any] = {}
+    for start in range(0, len(ids), 500):
+        chunk = ids[start:start + 500]
+        marks = ",".join("?" * len(chunk))
+        for rid, text in db.execute(f"SELECT id, facts_json FROM runs WHERE id IN ({marks})", chunk):
+            facts[rid] = _json(text)
+    for a, b, change in pairs:
+        fa, fb = facts.get(a), facts.get(b)
+        if isinstance(fa, dict) and isinstance(fb, dict):
+            try:
+                change["what"] = [f"{r['what']}: {r['a']} -> {r['b']}" for r in toolchain_changes(fa, fb)]
+            except (KeyError, TypeError, ValueError, AttributeError) as exc:  # damaged Facts: marked, content unknown
+                change["what"] = [f"(cannot tell: {str(exc)[:100]})"]
+        else:
+            change["what"] = ["(the Facts of one run are damaged)"]

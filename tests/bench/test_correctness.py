@@ -1,0 +1,188 @@
+"""The correctness gate's rules, exactly (synthetic answers), and its requests against a real local HTTP server
+that answers vLLM's completions API (logprobs, echo, token ids) from a tiny deterministic "model"."""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from sparkdoctor.bench import correctness as c
+from sparkdoctor.bench.correctness import Answer, Verdict
+
+
+def answer(prompt: str = "p", ids: list[int] | None = None, lps: list[float] | None = None, text: str = "some words",
+           scored: list[float] | None = None) -> Answer:
+    ids = ids if ids is not None else [5, 6, 7, 8]
+    return Answer(prompt, text, [1, 2], ids, lps if lps is not None else [-0.5] * len(ids), scored)
+
+
+# ---- garbage ----------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("bad, words", [
+    (Answer("p", "", error="URLError: refused"), "request failed"),
+    (Answer("p", "   "), "empty"),
+    (answer(ids=[9] * 16, lps=[-0.1] * 16), "one token repeated (16 of 16)"),
+    (answer(text="\x00\x01\x02\ufffd\ufffdab"), "not text"),
+    (answer(lps=[-0.5, float("nan"), -0.5, -0.5]), "NaN"),
+    (answer(lps=[-0.5, -math.inf, -0.5, -0.5]), "NaN or infinite"),
+])
+def test_garbage_is_wrong_even_without_a_reference(bad, words):
+    assert words in (c.garbage(bad) or "")
+    verdict = c.judge([bad], None)
+    assert verdict.verdict == Verdict.WRONG and words in verdict.why[0]
+
+
+def test_plain_text_with_a_repeat_or_two_is_not_garbage():
+    assert c.garbage(answer(ids=[1, 1, 1, 2, 3, 4, 5, 6, 7, 8], lps=[-1.0] * 10)) is None
+
+
+# ---- judging against a reference --------------------------------------------------------------------------------
+def test_no_reference_is_unchecked():
+    assert c.judge([answer()], None).verdict == Verdict.UNCHECKED
+
+
+def test_the_same_scores_are_correct_and_the_prefix_is_reported():
+    ref = [answer(lps=[-0.5, -1.0, -0.2, -0.3])]
+    run = [answer(ids=[5, 6, 9, 9], scored=[-0.52, -0.98, -0.2, -0.31])]
+    verdict = c.judge(run, ref)
+    assert verdict.verdict == Verdict.CORRECT
+    assert verdict.per_prompt[0]["greedy_prefix"] == 2
+    assert verdict.per_prompt[0]["mean_abs_dlogprob"] == pytest.approx(0.0125)
+
+
+def test_scores_beyond_the_tolerance_are_wrong_whatever_the_text():
+    ref = [answer(lps=[-0.5, -1.0, -0.2, -0.3])]
+    run = [answer(scored=[-2.5, -3.0, -1.2, -0.3])]  # same greedy tokens, judged very differently
+    verdict = c.judge(run, ref)
+    assert verdict.verdict == Verdict.WRONG and "nats/token" in verdict.why[0]
+    assert c.judge(run, ref, tolerance=2.0).verdict == Verdict.CORRECT
+
+
+def test_without_log_probabilities_only_the_detectors_run():
+    ref = [Answer("p", "some words")]
+    assert c.judge([Answer("p", "other words")], ref).verdict == Verdict.UNSCORED
+
+
+def test_an_answer_survives_the_ledger_round_trip():
+    a = answer(scored=[-0.1, -0.2, -0.3, -0.4])
+    assert Answer.from_dict(json.loads(json.dumps(a.__dict__))) == a
+
+
+# ---- against a real HTTP server -------------------------------------------------------------------------------
+def fake_model(ids: list[int], damage: float) -> list[float]:
+    """A deterministic 'model': the log-probability of each token given the tokens before it."""
+    return [-((i * 7 + t) % 5) / 10 - damage for i, t in enumerate(ids)]
+
+
+def tokenize(prompt: str) -> list[int]:
+    return [100 + (ord(ch) % 50) for ch in prompt][:8]
+
+
+@pytest.fixture
+def server() -> Iterator[tuple[str, dict]]:
+    state = {"damage": 0.0, "calls": []}
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_POST(self):
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            state["calls"].append(body)
+            prompt = body["prompt"]
+            prompt_ids = prompt if isinstance(prompt, list) else tokenize(prompt)
+            new = [(sum(prompt_ids) + k) % 40 + 3 for k in range(body["max_tokens"])]
+            all_ids = prompt_ids + new
+            lps = fake_model(all_ids, state["damage"])
+            lps[0] = None
+            doc = {"choices": [{"text": (prompt if body.get("echo") and isinstance(prompt, str) else "")
+                                + " ".join(f"w{t}" for t in new),
+                                "logprobs": {"tokens": [f"token_id:{t}" for t in all_ids], "token_logprobs": lps}}],
+                   "usage": {"completion_tokens": len(new)}}
+            data = json.dumps(doc).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}", state
+    finally:
+        httpd.shutdown()
+
+
+def test_probe_reads_ids_and_scores_the_reference(server):
+    url, state = server
+    reference = c.probe(url, "m", True, None)
+    assert all(a.ids and len(a.ids) == c.MAX_TOKENS and a.prompt_ids for a in reference)
+    assert all(call["temperature"] == 0 and call["seed"] == c.SEED for call in state["calls"])
+    same = c.probe(url, "m", True, reference)
+    assert c.judge(same, reference).verdict == Verdict.CORRECT
+    # the scoring request sends the reference's own token ids back as the prompt
+    scoring = [call for call in state["calls"] if isinstance(call["prompt"], list)]
+    assert len(scoring) == len(c.PROBES) and all(call["max_tokens"] == 1 and call["echo"] for call in scoring)
+    state["damage"] = 1.0
+    assert c.judge(c.probe(url, "m", True, reference), reference).verdict == Verdict.WRONG
+
+
+def test_a_server_that_cannot_be_reached_is_wrong_not_a_crash():
+    answers = c.probe("http://127.0.0.1:9", "m", True, None)
+    assert all(a.error for a in answers)
+    assert c.judge(answers, None).verdict == Verdict.WRONG
+
+
+def test_a_detector_the_reference_trips_too_is_excused():
+    """A tiny model may repeat a token; the reference (marked good) does the same, so the scores decide."""
+    looping = answer(ids=[9] * 16, lps=[-0.1] * 16)
+    ref = [answer(ids=[9] * 16, lps=[-0.1] * 16)]
+    run = [answer(ids=[9] * 16, lps=[-0.1] * 16, scored=[-0.1] * 16)]
+    assert c.garbage(looping) and c.judge(run, ref).verdict == Verdict.CORRECT
+    assert c.judge([answer(ids=[9] * 16, scored=[-3.0] * 16)], ref).verdict == Verdict.WRONG
+
+
+# ---- an A/B never calls a wrong arm faster; rerun calls such a conclusion broken ------------------------------
+def _level(verdict: str) -> dict:
+    return {"concurrency": 1, "ratio": {"verdict": verdict, "ratio": 1.5, "ci_low": 1.3, "ci_high": 1.7}}
+
+
+@pytest.mark.parametrize("faster_arm, verdict", [("B", "faster"), ("A", "slower")])
+def test_a_faster_arm_that_is_wrong_is_not_called_faster(faster_arm, verdict):
+    from sparkdoctor.bench import ab
+
+    good, bad = [{"correctness": {"verdict": "correct"}}], [{"correctness": {"verdict": "wrong"}}]
+    runs = {"A": bad if faster_arm == "A" else good, "B": bad if faster_arm == "B" else good}
+    levels = [_level(verdict)]
+    doc = ab.correctness_check(runs["A"], runs["B"], levels)
+    assert levels[0]["ratio"]["verdict"] == ab.WRONG_ARM and doc["wrong"] == [faster_arm]
+    slower_wrong = [_level(verdict)]
+    other = {"A": good, "B": bad} if faster_arm == "A" else {"A": bad, "B": good}
+    ab.correctness_check(other["A"], other["B"], slower_wrong)
+    assert slower_wrong[0]["ratio"]["verdict"] == verdict  # the slower arm being wrong does not change who is faster
+
+
+def test_rerun_calls_a_conclusion_whose_faster_arm_became_wrong_broken():
+    from sparkdoctor.conclusions.outcome import compare_levels
+
+    old = [_level("faster")]
+    new = [_level("wrong arm")]
+    assert compare_levels(old, new)["outcome"] == "broken"
+
+
+def test_the_run_is_reconciled_with_the_servers_counters():
+    from sparkdoctor.bench.client import Sample
+    from sparkdoctor.bench.measure import reconcile
+
+    samples = [Sample(ok=True, output_tokens=16), Sample(ok=True, output_tokens=16)]
+    assert reconcile(samples, {"generation_tokens": 32})["match"] is True
+    off = reconcile(samples, {"generation_tokens": 40, "spec_draft_tokens": 20, "spec_accepted_tokens": 15})
+    assert off["match"] is False and "32" in off["why"] and "40" in off["why"]
+    assert off["spec_acceptance"] == 0.75  # this window's delta, not the server's lifetime
+    assert reconcile(samples, None) is None

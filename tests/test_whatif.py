@@ -1,0 +1,218 @@
+"""`sparkdoctor whatif`: a real pip dry run in a real scratch venv against local wheels (no registry),
+hypothetical Facts from it, judged by a matrix written here; and the one-line conflict. The slow test
+resolves and reads real releases from the registry."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from sparkdoctor.facts import Facts
+from sparkdoctor.matrix import load
+from sparkdoctor.target.local import resolve_python_target
+from sparkdoctor.whatif import (
+    ResolveError,
+    compare,
+    hypothetical_facts,
+    resolve_upgrade,
+)
+from tests.released_server import build_wheel
+
+MATRIX = """
+component = "demo"
+[[entry]]
+id = "demo-old-bug"
+title = "old bug"
+severity = "error"
+action = "configure"
+summary = "s"
+remedy = "r"
+when.packages = {{ "demo" = "<0.2.0" }}
+refs = ["https://example.org/x"]
+
+[[entry]]
+id = "demo-new-bug"
+title = "new bug"
+severity = "{severity}"
+action = "configure"
+summary = "s"
+remedy = "r"
+when.packages = {{ "demo" = ">=0.2.0" }}
+refs = ["https://example.org/x"]
+"""
+
+
+@pytest.fixture
+def target(tmp_path, monkeypatch):
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    for v in ("0.1.0", "0.2.0"):
+        build_wheel(wheels, "demo", v, {"demo/__init__.py": f"VERSION = {v!r}\n".encode()})
+    build_wheel(wheels, "extra-dep", "1.0", {"extra_dep/__init__.py": b""})
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = str(venv / "bin" / "python")
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(wheels))
+    monkeypatch.setenv("PIP_CONFIG_FILE", "/dev/null")
+    subprocess.run([sys.executable, "-m", "pip", "--python", python, "install", "-q", "demo==0.1.0"], check=True)
+    return python
+
+
+def facts_of(version: str) -> Facts:
+    facts = Facts(tool={"name": "sparkdoctor"})
+    facts.packages = {"demo": {"name": "demo", "version": version, "integrity": "modified", "files_modified": ["demo/__init__.py"]}}
+    facts.arch = {"value": "sm_121a", "source": "given"}
+    return facts
+
+
+def matrix(tmp_path, severity="error"):
+    path = tmp_path / "m.toml"
+    path.write_text(textwrap.dedent(MATRIX.format(severity=severity)))
+    return load(path)
+
+
+def test_an_upgrade_is_resolved_by_the_targets_pip_and_judged(tmp_path, target):
+    today = facts_of("0.1.0")
+    changes = resolve_upgrade(resolve_python_target(target), target, ["demo==0.2.0", "extra-dep"], today)
+    assert [(c.name, c.old, c.new) for c in changes] == [("demo", "0.1.0", "0.2.0"), ("extra-dep", None, "1.0")]
+    notes: list[str] = []
+    predicted = hypothetical_facts(today, changes, None, notes)
+    assert predicted.packages["demo"]["version"] == "0.2.0" and "files_modified" not in predicted.packages["demo"]
+    assert today.packages["demo"]["version"] == "0.1.0"  # today's Facts are not touched
+    result = compare(today, predicted, matrix(tmp_path), ["demo==0.2.0"], changes, notes)
+    assert [f["id"] for f in result.fixed] == ["demo-old-bug"] and [f["id"] for f in result.introduced] == ["demo-new-bug"]
+    assert result.gate("error")
+    assert not compare(facts_of("0.1.0"), predicted, matrix(tmp_path, "warn"), [], changes, notes).gate("error")
+
+
+def test_a_conflict_is_one_line_and_nothing_to_do_is_no_change(tmp_path, target):
+    with pytest.raises(ResolveError, match="cannot be resolved in .*demo==9.9"):
+        resolve_upgrade(resolve_python_target(target), target, ["demo==9.9"], facts_of("0.1.0"))
+    assert resolve_upgrade(resolve_python_target(target), target, ["demo==0.1.0"], facts_of("0.1.0")) == []
+
+
+def test_a_constraint_file_of_the_target_is_honoured(tmp_path, target):
+    pins = tmp_path / "constraints.txt"
+    pins.write_text("demo==0.1.0\n")
+    today = facts_of("0.1.0")
+    today.constraints = [{"file": str(pins), "requirement": "demo==0.1.0", "name": "demo"}]
+    with pytest.raises(ResolveError, match="conflict|cannot be resolved"):
+        resolve_upgrade(resolve_python_target(target), target, ["demo==0.2.0"], today)
+
+
+def test_cutedsl_build_is_predicted_from_the_libs_wheel_written_last():
+    from sparkdoctor.whatif.resolve import Change
+
+    today = facts_of("0.1.0")
+    today.cutedsl = {"active_build": "libs-base"}
+    changes = [Change("nvidia-cutlass-dsl", "4.5.0", "4.5.2"), Change("nvidia-cutlass-dsl-libs-cu13", None, "4.5.2")]
+    assert hypothetical_facts(today, changes, None, []).cutedsl["active_build"] == "libs-cu13"
+
+
+@pytest.mark.slow
+def test_capabilities_come_from_the_new_release_files(tmp_path):
+    from sparkdoctor.released import Reader
+    from sparkdoctor.whatif.hypothetical import released_flags
+    from sparkdoctor.whatif.resolve import Change
+
+    reader = Reader(root=tmp_path / "cache")
+    notes: list[str] = []
+    try:
+        caps = hypothetical_facts(facts_of("0.1.0"), [Change("vllm", "0.32.0", "0.33.0")], reader, notes).capabilities
+        flags = released_flags(reader, Change("vllm", "0.32.0", "0.33.0"))
+    finally:
+        reader.close()
+    assert flags["vllm"]["version"] == "0.33.0" and "--max-model-len" in flags["flags"] and "--enforce-eager" in flags["flags"]
+    assert any(k.startswith("vllm.env.") for k in caps) and "vllm.b12x_moe" in caps, notes
+    assert any("capabilities read from vllm-0.33.0" in n for n in notes)
+
+
+def test_a_recipe_is_judged_today_and_after(tmp_path):
+    """The bundled tiny-cpu recipe: the new vLLM drops --enforce-eager and no longer reads
+    VLLM_USE_AOT_COMPILE (hand-made flag lists and capabilities standing for two releases' files)."""
+    from sparkdoctor.locations import data_dir
+    from sparkdoctor.recipes import load as load_recipe
+    from sparkdoctor.whatif.judge import compare_recipe
+
+    recipe = load_recipe(str(data_dir("recipes") / "tiny-cpu.toml"), {})
+    known = ["--served-model-name", "--max-model-len", "--dtype", "--kv-cache-memory-bytes", "--enforce-eager", "--distributed-executor-backend"]
+    today, after = facts_of("0.1.0"), facts_of("0.1.0")
+    today.packages["vllm"] = {"name": "vllm", "version": "0.32.0"}
+    after.packages["vllm"] = {"name": "vllm", "version": "0.33.0"}
+    today.capabilities = {"vllm.env.VLLM_USE_AOT_COMPILE": {"value": "known", "evidence": "vllm/envs.py:1"}}
+    after.capabilities = {"vllm.env.VLLM_USE_AOT_COMPILE": {"value": "unknown", "evidence": "vllm/envs.py"}}
+    flags_today = {"vllm": {"version": "0.32.0", "root": "/x"}, "flags": known}
+    flags_after = {"vllm": {"version": "0.33.0", "root": "/x"}, "flags": [f for f in known if f != "--enforce-eager"]}
+    diff = compare_recipe(recipe, load(), today, after, flags_today, flags_after)
+    introduced = {f["id"] for f in diff["introduced"]}
+    assert {"flag-unknown:--enforce-eager", "env-unknown:VLLM_USE_AOT_COMPILE"} <= introduced, diff
+    assert not diff["fixed"]
+
+
+@pytest.fixture(scope="module")
+def here_facts():
+    from sparkdoctor.check import CheckOptions, collect_facts
+    from sparkdoctor.target.local import resolve_python_target
+
+    return collect_facts(resolve_python_target(sys.executable), CheckOptions(kernels=False)).to_dict()
+
+
+def test_conclusions_the_upgrade_would_make_stale(tmp_path, here_facts):
+    """A real ledger (tests/rerun/ledgerdata.py) with a conclusion fresh on this interpreter's Facts: the
+    predicted Facts with another vLLM make it stale, saying what changes."""
+    from sparkdoctor.facts import Facts
+    from sparkdoctor.ledger import Ledger
+    from sparkdoctor.whatif.judge import stale_conclusions
+    from sparkdoctor.whatif.resolve import Change
+    from tests.rerun.ledgerdata import add_ab, write_recipe
+
+    ledger = Ledger(tmp_path / "ledger.sqlite")
+    paths = {"A": write_recipe(tmp_path, "a"), "B": write_recipe(tmp_path, "b")}
+    add_ab(ledger, paths, here_facts, {"A": [10.0, 10.1, 9.9], "B": [12.0, 12.1, 11.9]})
+    today = Facts.from_dict(here_facts, source="test")
+    predicted = hypothetical_facts(today, [Change("vllm", (today.package("vllm") or {}).get("version"), "99.0.0")], None, [])
+    python = today.target["python"]
+    assert stale_conclusions(ledger, python, today, today) == []
+    [stale] = stale_conclusions(ledger, python, today, predicted)
+    assert stale["conclusion"] == "b-vs-a" and any("99.0.0" in str(c.get("text")) for c in stale["changes"]), stale
+
+
+def test_the_whatif_command_end_to_end(tmp_path, target, monkeypatch):
+    import json
+    import os
+
+    monkeypatch.setenv("SPARKDOCTOR_STATE_DIR", str(tmp_path / "state"))  # no ledger there: said in a note
+    cmd = [sys.executable, "-m", "sparkdoctor", "whatif", "demo==0.2.0", "--python", target, "--no-read", "--arch", "sm_121a",
+           "--matrix", str(matrix(tmp_path).files[0]), "-f", "json"]
+    res = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ), timeout=600)
+    doc = json.loads(res.stdout)
+    assert res.returncode == 1, res.stderr  # demo-new-bug (error) is introduced
+    assert [c["to"] for c in doc["changes"]] == ["0.2.0"] and [f["id"] for f in doc["introduced"]] == ["demo-new-bug"]
+    assert doc["fixed"][0]["id"] == "demo-old-bug" and any("no ledger" in n for n in doc["notes"])
+    bad = subprocess.run([*cmd[:4], "demo==9.9", *cmd[5:]], capture_output=True, text=True, env=dict(os.environ), timeout=600)
+    assert bad.returncode == 2 and "cannot be resolved" in bad.stderr
+
+
+def test_a_venv_with_its_own_pip_resolves_with_it(tmp_path, monkeypatch):
+    """The target's own pip (not sparkdoctor's) runs the dry run when the target has one."""
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    for v in ("0.1.0", "0.2.0"):
+        build_wheel(wheels, "demo", v, {"demo/__init__.py": b""})
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)  # with its own pip
+    python = str(venv / "bin" / "python")
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(wheels))
+    monkeypatch.setenv("PIP_CONFIG_FILE", "/dev/null")
+    subprocess.run([python, "-m", "pip", "install", "-q", "demo==0.1.0"], check=True, timeout=300)
+    seen = []
+    target = resolve_python_target(python)
+    real = target.run_command
+    monkeypatch.setattr(target, "run_command", lambda argv, timeout, **k: seen.append(argv) or real(argv, timeout, **k))
+    [change] = resolve_upgrade(target, python, ["demo==0.2.0"], facts_of("0.1.0"))
+    assert (change.old, change.new) == ("0.1.0", "0.2.0") and seen and seen[0][:3] == [python, "-m", "pip"]
