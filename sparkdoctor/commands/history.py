@@ -37,7 +37,7 @@ def history(
     samples: bool = typer.Option(False, "--samples", help="With RUN_ID: include the raw per-request samples (json)."),
     ledger: Optional[Path] = typer.Option(None, "--ledger", help="Ledger file (default: the state folder's ledger.sqlite)."),
     fmt: str = format_option(Format.console, Format.json),
-    html_file: Optional[str] = typer.Option(None, "--html", metavar="FILE", help="Write the whole ledger as one self-contained HTML page (plots need the optional plotly: sparkdoctor[html])."),
+    html_file: Optional[str] = typer.Option(None, "--html", metavar="FILE", help="Write the whole ledger as one self-contained HTML page (plots need plotly: pip install 'sparkdoctor-gb10\\[html]')."),
 ) -> None:
     """List, show and compare stored benchmark runs."""
     if html_file is not None:
