@@ -8,7 +8,7 @@ Over 10,000 generated snapshots, matrix files and config files (tests/fuzz/) go 
     `check --config C`, a few hundred times.
 
 An internal error is any exception other than the documented one-line errors (FactsError,
-MatrixError, ConfigError, cli.Fatal), an exit code outside the README's table, a
+MatrixError, ConfigError, any SparkdoctorError), an exit code outside the README's table, a
 multi-line or traceback error, a --format json stdout that is not strict JSON, a junit document that
 is not XML, output that cannot be written as UTF-8, or an example slower than the deadline (a hard
 watchdog stops real hangs, e.g. a catastrophic regex). Two properties more: a config's ignores are
@@ -40,6 +40,7 @@ from typer.testing import CliRunner
 
 from sparkdoctor import cli
 from sparkdoctor.config import ConfigError, load_config
+from sparkdoctor.errors import SparkdoctorError
 from sparkdoctor.exitcodes import EXIT_FINDINGS, EXIT_OK, EXIT_UNPROBEABLE, EXIT_USAGE
 from sparkdoctor.facts import Facts, FactsError
 from sparkdoctor.findings import build_report
@@ -332,8 +333,8 @@ def run_cli(work):
             code = result.return_value if isinstance(result.return_value, int) else 0
         elif isinstance(exc, SystemExit):
             code = exc.code if isinstance(exc.code, int) else 0
-        elif isinstance(exc, cli.Fatal):
-            code, error = exc.code, str(exc)
+        elif isinstance(exc, SparkdoctorError):  # every one-line error carries its exit code (sparkdoctor/errors.py)
+            code, error = exc.exit_code, str(exc)
         elif callable(getattr(exc, "format_message", None)):  # click usage errors
             code, error = EXIT_USAGE, exc.format_message()
         else:

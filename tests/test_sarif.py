@@ -148,7 +148,7 @@ def test_recipe_sarif_points_at_the_recipe_line_that_sets_the_value(tmp_path, fm
 def test_recipe_check_command_writes_sarif(tmp_path):
     folder = model_folder(tmp_path, "dense", dense_config())
     path = recipe_file(tmp_path, "sparkdoctor", str(folder), ["--gpu-memory-utilization", "0.95"])
-    p = cli("recipe", "check", path, "--format", "sarif", "--fail-on", "warn", cwd=tmp_path)
+    p = cli("recipe", "check", path, "--python", sys.executable, "--format", "sarif", "--fail-on", "warn", cwd=tmp_path)
     assert p.returncode == 1, p.stderr
     results = valid(p.stdout)["runs"][0]["results"]
     r = next(r for r in results if r["ruleId"] == "vllm-gpu-mem-util-above-uma-headroom")

@@ -119,10 +119,27 @@ def correctness_check(a_runs: Sequence[dict[str, Any]], b_runs: Sequence[dict[st
 
     arms = {arm: worst([(r.get("correctness") or {}).get("verdict") for r in runs])
             for arm, runs in (("A", a_runs), ("B", b_runs))}
+    # With no reference, garbage is only "suspect": it makes an arm wrong when the other arm's answers do not
+    # look the same (the same tiny model repeating a token in both arms says nothing about either).
+    wrong = {arm for arm, v in arms.items() if v == Verdict.WRONG
+             or (v == Verdict.SUSPECT and arms["B" if arm == "A" else "A"] != Verdict.SUSPECT)}
     for lvl in levels:
         faster = {"faster": "B", "slower": "A"}.get(lvl["ratio"]["verdict"])
-        if faster and arms[faster] == Verdict.WRONG:
+        if faster in wrong:
             lvl["ratio"]["verdict"] = WRONG_ARM
             lvl["ratio"]["why"] = f"arm {faster} is faster but its answers are wrong"
-    return {"A": arms["A"], "B": arms["B"],
-            "wrong": sorted(arm for arm, v in arms.items() if v == Verdict.WRONG)}
+    return {"A": arms["A"], "B": arms["B"], "wrong": sorted(wrong)}
+
+
+def apply_calibration(levels: list[dict[str, Any]], floor: dict[int, dict[str, Any]], min_effect: float) -> None:
+    """One-pair levels take their interval from a stored calibration of this toolchain (issue 29): the
+    restart noise the pair itself cannot measure. `floor`: concurrency -> {"launch_cv", "df", "comparison_id"}."""
+    from sparkdoctor.bench.stats import calibrated_ratio
+
+    for lvl in levels:
+        cal = floor.get(lvl["concurrency"])
+        if lvl["ratio"].get("pairs") != 1 or not cal or not lvl["a"] or not lvl["b"]:
+            continue
+        ratio = calibrated_ratio(lvl["a"][0], lvl["b"][0], cal["launch_cv"], cal["df"], min_effect).to_dict()
+        ratio["calibration"] = cal
+        lvl["ratio"] = ratio

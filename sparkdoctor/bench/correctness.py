@@ -43,8 +43,9 @@ NON_TEXT_SHARE = 0.2
 class Verdict:
     REFERENCE = "reference"   # this run is the reference
     CORRECT = "correct"       # within tolerance of the reference, no garbage
-    WRONG = "wrong"           # outside tolerance, or garbage: whatever its speed
-    UNCHECKED = "unchecked"   # no reference for this model yet, or the probes could not run
+    WRONG = "wrong"           # outside tolerance, or garbage the reference does not show: whatever its speed
+    SUSPECT = "suspect"       # garbage, but no reference to judge it by (an A/B weighs it against the other arm)
+    UNCHECKED = "unchecked"   # no reference for this model yet, or the probe requests could not run
     UNSCORED = "unscored"     # the server gives no log-probabilities: only the garbage detectors ran
 
 
@@ -194,9 +195,14 @@ def judge(answers: list[Answer], reference: list[Answer] | None, tolerance: floa
         ref = by_prompt.get(answer.prompt)
         return answer.error is None and ref is not None and ref.error is None and garbage(ref) is not None
 
+    failed = [f"{a.prompt!r}: the probe request failed: {a.error}" for a in answers if a.error]
+    if failed:  # a server that does not answer the probes is not judged: nothing says its answers are wrong
+        return Judgement(Verdict.UNCHECKED, failed)
     why = [f"{a.prompt!r}: {g}" for a in answers if (g := garbage(a)) and not excused(a)]
     if reference is None:
-        return Judgement(Verdict.WRONG if why else Verdict.UNCHECKED, why or ["no reference for this model yet"])
+        if why:
+            return Judgement(Verdict.SUSPECT, [*why, "no reference to judge by: mark a known-good run with --reference"])
+        return Judgement(Verdict.UNCHECKED, ["no reference for this model yet (mark a known-good run with --reference)"])
     rows, scored_any = [], False
     for answer in answers:
         ref = by_prompt.get(answer.prompt)
@@ -247,7 +253,7 @@ def step(base_url: str, model: str, vllm: bool, toolchain_facts: dict[str, Any],
         verdict = Judgement(Verdict.REFERENCE, [f"stored as the reference for {model}"])
         tripped = [f"{a.prompt!r}: {g}" for a in answers if (g := garbage(a))]
         if any(a.error for a in answers):
-            verdict = Judgement(Verdict.WRONG, tripped + ["a probe request failed: not stored as a reference"])
+            verdict = Judgement(Verdict.UNCHECKED, tripped + ["a probe request failed: not stored as a reference"])
         else:
             references.save(path, answers, {"model": model, "key": key, "taken_at": time.time()})
             verdict.why += [f"note: the reference itself trips {t}" for t in tripped]
@@ -262,6 +268,6 @@ def step(base_url: str, model: str, vllm: bool, toolchain_facts: dict[str, Any],
 
 def worst(verdicts: list[str | None]) -> str | None:
     """An arm's verdict over its runs: wrong if any run was wrong."""
-    order = [Verdict.WRONG, Verdict.UNCHECKED, Verdict.UNSCORED, Verdict.CORRECT, Verdict.REFERENCE]
+    order = [Verdict.WRONG, Verdict.SUSPECT, Verdict.UNCHECKED, Verdict.UNSCORED, Verdict.CORRECT, Verdict.REFERENCE]
     present = [v for v in verdicts if v]
     return next((v for v in order if v in present), None)

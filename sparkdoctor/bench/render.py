@@ -95,7 +95,8 @@ def render_run(console: Console, run: dict[str, Any]) -> None:
         console.print(f"[yellow]log finding[/yellow]: {finding.get('id')}: {finding.get('title', '')}")
 
 
-ANSWER_STYLE = {"correct": "green", "reference": "green", "wrong": "bold red", "unchecked": "yellow", "unscored": "yellow"}
+ANSWER_STYLE = {"correct": "green", "reference": "green", "wrong": "bold red", "suspect": "red", "unchecked": "yellow",
+                "unscored": "yellow"}
 
 
 def _answers_line(console: Console, checked: dict[str, Any] | None) -> None:
@@ -205,3 +206,16 @@ def render_compare(console: Console, cmp: dict[str, Any]) -> None:
         t.add_row(str(row["concurrency"]), row["figure"], _f(row["a"], 2), _f(row["b"], 2),
                   f"{row['ratio']:.3f}" if row["ratio"] else "-")
     console.print(t)
+
+
+def render_calibration(console: Console, doc: dict[str, Any]) -> None:
+    """The noise floor an A/A calibration measured, and what it lets an A/B see."""
+    console.print("[bold]calibration[/bold] (the same recipe against itself): an A/A that is called a difference is a "
+                  "warning sign about the machine, not a result")
+    for lvl in doc.get("calibration") or []:
+        if lvl["launch_cv"] is None:
+            continue
+        mde = lvl["mde"]
+        seen = ", ".join(f"{k} pairs {v:.0%}" for k, v in mde.items() if v is not None)
+        console.print(f"conc {lvl['concurrency']}: launch-to-launch noise {lvl['launch_cv']:.1%}; smallest effect "
+                      f"detected (80% power): {seen}; one pair: only 1.5x is ever called")

@@ -159,3 +159,13 @@ def rounds_ratio(a: Sequence[float], b: Sequence[float], min_effect: float = DEF
                    for _ in range(rounds))
     lo, hi = _quantile(boots, 0.025), _quantile(boots, 0.975)
     return Ratio(r, lo, hi, 1, "bootstrap-rounds", verdict(r, lo, hi, max(min_effect, SINGLE_PAIR_MIN_EFFECT)))
+
+
+def calibrated_ratio(a: float, b: float, cv: float, df: int, min_effect: float = DEFAULT_MIN_EFFECT) -> Ratio:
+    """B/A of one pair of launches, with the launch-to-launch noise taken from a stored calibration (an A/A
+    of this toolchain whose pairs gave `cv` on `df` degrees of freedom): the log-ratio of one pair has sd
+    sqrt(2) x cv; the 95% interval is reported and the verdict needs the 99% one, as for paired A/Bs."""
+    lr, sd = math.log(b / a), math.sqrt(2) * cv
+    half, strict = t975(max(1, df)) * sd, t995(max(1, df)) * sd
+    called = verdict(math.exp(lr), math.exp(lr - strict), math.exp(lr + strict), min_effect)
+    return Ratio(math.exp(lr), math.exp(lr - half), math.exp(lr + half), 1, "one pair + calibrated launch noise", called)

@@ -42,6 +42,7 @@ def bench(
     ledger: Optional[Path] = typer.Option(None, "--ledger", help="Ledger file (default: the state folder's ledger.sqlite)."),
     no_store: bool = typer.Option(False, "--no-store", help="Measure only; write nothing to the ledger."),
     fmt: str = format_option(Format.console, Format.json),
+    calibrate: bool = typer.Option(False, "--calibrate", help="RECIPE: measure its launch-to-launch noise with interleaved A/A launches (--pairs, 3 or more) and print the smallest effect 1, 3, 5 and 10 pairs detect."),
     allow_load_difference: bool = typer.Option(False, "--allow-load-difference", help="--vs: call the verdict even when the arms ran under clearly different machine load."),
     conclude: Optional[str] = typer.Option(None, "--conclude", help="--vs: record the result as conclusion NAME (sparkdoctor conclusions, rerun)."),
     reference: bool = typer.Option(False, "--reference", help="This run's answers are good: store them as the correctness reference for its model."),
@@ -59,6 +60,10 @@ def bench(
         raise Fatal("--model-dir is for one run (RECIPE or --url), not an A/B")
     if pairs < 1:
         raise Fatal(f"--pairs {pairs}: give 1 or more")
+    if calibrate and (recipe is None or vs is not None or conclude is not None):
+        raise Fatal("--calibrate measures one RECIPE against itself: no --vs, --url or --conclude")
+    if calibrate and pairs < 2:
+        raise Fatal(f"--calibrate --pairs {pairs}: the launch noise needs 2 pairs or more (3 or more to be useful)")
     if not 0 <= min_effect < 1:
         raise Fatal(f"--min-effect {min_effect}: give a fraction between 0 and 1")
     if conclude is not None and (vs is None or no_store or not conclude.strip()):
@@ -89,6 +94,8 @@ def bench(
                                                        str(reference_file) if reference_file else None))
     if url is not None:  # a flow.Failure carries its exit code
         doc = flow.bench_url(url, model, opts)
+    elif calibrate:
+        doc = flow.calibration(flow.bench_ab(recipe, recipe, opts))
     elif vs is None:
         doc = flow.bench_recipe(recipe, opts)
     else:

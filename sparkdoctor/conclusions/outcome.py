@@ -1,7 +1,8 @@
 """Old numbers against new: did a conclusion hold, flip or change, and did a recipe get slower?
 
 Per concurrency level the old and new A/B ratios (B/A, each with its 95% CI) are set side by side:
-  flipped  the verdict changed ("no difference" -> "faster", "faster" -> "slower", ...);
+  flipped  the verdict changed ("no difference" -> "faster", "faster" -> "slower", ...) and the new 95%
+           interval excludes the old ratio (else: inconclusive, the new A/B is only less sure);
   changed  the same verdict, but the two CIs do not overlap (the size of the effect moved);
   holds    otherwise;
   broken   the faster arm's answers are wrong now (bench/correctness.py): fast and wrong never wins.
@@ -29,6 +30,10 @@ def _level_outcome(old: dict[str, Any], new: dict[str, Any]) -> str:
     if NOT_CALLED in (old["verdict"], new["verdict"]):
         return "inconclusive"  # a verdict taken under uneven load neither holds nor flips
     if old["verdict"] != new["verdict"]:
+        # a flip only when the new interval excludes the old estimate (issue 29): a new interval that still
+        # holds the old ratio is consistent with both verdicts, and says only that the new A/B is less sure
+        if new.get("ci_low") is not None and new["ci_low"] <= old.get("ratio", float("nan")) <= new["ci_high"]:
+            return "inconclusive"
         return "flipped"
     if new["ci_low"] > old["ci_high"] or new["ci_high"] < old["ci_low"]:
         return "changed"

@@ -44,6 +44,22 @@ class Status:
                 "pythons": self.pythons}
 
 
+def _unreadable(run: dict[str, Any] | None) -> str | None:
+    """Why a stored run cannot be judged (None: it can): gone, a damaged column, or Facts this sparkdoctor
+    cannot read (a schema it does not know, wrong types)."""
+    from sparkdoctor.facts import Facts, FactsError
+
+    if run is None:
+        return "gone"
+    if run.get("damaged") or not isinstance(run["facts"], dict):
+        return "; ".join(run.get("damaged") or ["facts_json is not an object"])
+    try:
+        Facts.from_dict(run["facts"], source="ledger")
+    except FactsError as exc:
+        return f"its stored toolchain cannot be read: {exc}"
+    return None
+
+
 def judge(conclusion: Conclusion, ledger: Any, toolchains: Toolchains) -> Status:
     from sparkdoctor.bench import BENCH_VERSION
     from sparkdoctor.bench.session import resolved_recipe
@@ -67,8 +83,8 @@ def judge(conclusion: Conclusion, ledger: Any, toolchains: Toolchains) -> Status
     seen: set[str] = set()
     for arm, conclusion_arm in conclusion.arms.items():
         run = ledger.run(data["runs"][arm][-1])
-        if run is None or run.get("damaged") or not isinstance(run["facts"], dict):
-            why = "; ".join(run.get("damaged") or []) if run else "gone"
+        why = _unreadable(run)
+        if why:
             return Status(conclusion, "broken", reasons=[f"run {data['runs'][arm][-1]} (arm {arm}) is damaged in the "
                                                          f"ledger ({why}): record it again"], rerunnable=False)
         python = python_of(run["facts"]) or ""

@@ -61,8 +61,11 @@ def current_image(recorded: dict[str, Any]) -> dict[str, Any]:
 
 
 def python_of(run_facts: dict[str, Any]) -> str | None:
-    target = run_facts.get("target") or {}
-    return target.get("python") or target.get("executable")
+    target = run_facts.get("target") if isinstance(run_facts, dict) else None
+    if not isinstance(target, dict):
+        return None
+    python = target.get("python") or target.get("executable")
+    return python if isinstance(python, str) else None
 
 
 def _pkg(entry: Any) -> tuple[Any, list[str], Any]:

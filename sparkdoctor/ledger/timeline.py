@@ -1,5 +1,5 @@
-"""The ledger as a timeline, for `history --html`: every run's headline over time, where each recipe's
-toolchain changed and what changed, the A/B comparisons with their ratios and intervals, the conclusions and
+"""The ledger as a timeline, for `history --html`: every run's headline and correctness verdict over time, where
+each recipe's toolchain changed and what changed, the A/B comparisons with their ratios and intervals, the conclusions and
 their reruns. Reads only. A row whose JSON is damaged is counted and left out, never fatal.
 """
 
@@ -15,7 +15,8 @@ from sparkdoctor.ledger.compare import toolchain_changes
 
 @dataclass
 class Timeline:
-    runs: list[dict[str, Any]] = field(default_factory=list)  # id, created_at, recipe, fingerprint, tps, arm, comparison
+    runs: list[dict[str, Any]] = field(default_factory=list)  # id, created_at, recipe, fingerprint, tps, arm, comparison,
+    # correctness (the correctness gate's verdict: reference | correct | wrong | unchecked | unscored; None: not run)
     changes: list[dict[str, Any]] = field(default_factory=list)  # recipe, run id, created_at, tps, what: [...]
     comparisons: list[dict[str, Any]] = field(default_factory=list)  # id, created_at, a, b, concurrency, ratio, low, high, verdict
     conclusions: list[dict[str, Any]] = field(default_factory=list)  # id, name, created_at, outcome, verdict
@@ -42,8 +43,11 @@ def read(db: sqlite3.Connection) -> Timeline:
             continue
         head = doc.get("headline")
         tps = head.get("decode_tps_per_stream") if isinstance(head, dict) else None
+        checked = doc.get("correctness")
+        verdict = checked.get("verdict") if isinstance(checked, dict) else None
         run = {"id": rid, "created_at": created, "recipe": recipe or "(url)", "fingerprint": fingerprint,
-               "tps": tps if isinstance(tps, (int, float)) else None, "comparison": comparison, "arm": arm}
+               "tps": tps if isinstance(tps, (int, float)) else None, "comparison": comparison, "arm": arm,
+               "correctness": verdict if isinstance(verdict, str) else None}
         tl.runs.append(run)
         before = last.get(run["recipe"])
         if before is not None and before[1] != fingerprint:

@@ -13,6 +13,7 @@ from typing import Any
 from sparkdoctor.recipes.model import Recipe
 
 SCHEMA = 1
+SHOWN = 2000  # characters of one value the console shows
 _FORMAT_NAMES = {"sparkdoctor": "sparkdoctor TOML", "eugr-v1": "eugr/spark-vllm-docker v1 YAML",
                  "sparkrun-v2": "sparkrun v2 YAML"}
 
@@ -25,7 +26,9 @@ def render_console(recipe: Recipe, console: Any) -> None:
     from rich.markup import escape
     from rich.table import Table
 
-    e = escape
+    def e(text: str) -> str:  # escaped for rich, and cut: laying out megabytes of one value takes rich minutes
+        text = str(text)
+        return escape(text if len(text) <= SHOWN else f"{text[:SHOWN]}... ({len(text):,} characters; -f json has it whole)")
     console.print(f"[bold]{e(recipe.name)}[/]  {e(_FORMAT_NAMES.get(recipe.format, recipe.format))}, "
                   f"{e(recipe.source_path)}  [dim]fingerprint {recipe.fingerprint()}[/]")
     if recipe.description:

@@ -11,8 +11,9 @@ each checked on the composed node graph before a single Python object is built:
     graph is walked with each node's expanded size remembered, so the walk is linear in the document,
     and the document is refused when its expansion passes MAX_NODES nodes or MAX_CHARS characters;
   * an anchor that contains itself (`&a [*a]`) expands without end: refused, naming the line;
-  * a value the constructor cannot build (an integer of over 4,300 digits, a date like 2026-13-45) is
-    refused naming its line, as is a character YAML forbids (a control character).
+  * a value the constructor cannot build (an integer of over 4,300 digits, a date like 2026-13-45, a
+    string with a lone surrogate escape) is refused naming its line, as is a character YAML forbids (a
+    control character).
 """
 
 from __future__ import annotations
@@ -46,7 +47,13 @@ class _Loader(yaml.SafeLoader):
 
     def construct_object(self, node, deep=False):
         try:
-            return super().construct_object(node, deep=deep)
+            value = super().construct_object(node, deep=deep)
+            if isinstance(value, str):
+                value.encode("utf-8")  # a "\ud800" escape: a lone surrogate no file, terminal or JSON consumer takes
+            return value
+        except UnicodeEncodeError:
+            raise yaml.constructor.ConstructorError(None, None, "a string holds a lone surrogate (a \\uD800-\\uDFFF "
+                                                    "escape), which is not text", node.start_mark) from None
         except (ValueError, OverflowError) as exc:  # int('9' * 5000), a 13th month, ...
             why = "an integer of over 4,300 digits" if "4300 digits" in str(exc) else _one_line(str(exc))[:120]
             raise yaml.constructor.ConstructorError(None, None, f"a value YAML cannot read: {why}",

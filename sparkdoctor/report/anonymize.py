@@ -277,9 +277,14 @@ def _cut(text: str, spans: list[tuple[int, int]]) -> str:
 
 def _user_at(match: re.Match[str]) -> str:
     host = match.group(2)
-    if shapes.hostish(host) and not host.startswith("<"):
-        host = HOST
-    return f"{USER}@{host}"
+    bare = host.strip("[]")
+    if bare.count(":") == 1:
+        bare = bare.split(":", 1)[0]  # 10.0.0.5:22
+    if host in (IP, HOST) or _is_address(bare):
+        return f"{USER}@{host}"  # the address itself is the IP scan's
+    if shapes.hostish(host):
+        return f"{USER}@{HOST}"
+    return match.group(0)  # vllm@0.11.0: a version, not a machine
 
 
 def _url_host(match: re.Match[str]) -> str:

@@ -29,6 +29,7 @@ from sparkdoctor import proc
 from sparkdoctor.errors import BenchFailure
 from sparkdoctor.serve import registry
 from sparkdoctor.serve.binding import LOCALHOST, rebind
+from sparkdoctor.serve.supervisor import start_time
 
 RUNTIME_ENV = "SPARKDOCTOR_CONTAINER_RUNTIME"  # docker | podman | a path; --runtime wins over it
 MOUNTS_ENV = "SPARKDOCTOR_CONTAINER_MOUNTS"  # extra mounts: SRC[:DST[:ro|rw]],... (e.g. the HF cache)
@@ -66,18 +67,11 @@ def engine_of(cli: list[str]) -> str:
 
 # ---- who started a container ----------------------------------------------------------------------------------
 def _boot_id() -> str:
-    try:
-        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
-    except OSError:
-        return "unknown-boot"
+    return registry.boot_id()
 
 
 def _start_time(pid: int) -> str | None:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return stat[stat.rfind(")") + 2:].split()[19]  # field 22: start time in clock ticks since boot
+    return start_time(pid)  # field 22 of /proc/PID/stat: with the pid, a process's identity
 
 
 def owner_label(pid: int | None = None) -> str:

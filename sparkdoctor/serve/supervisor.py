@@ -14,7 +14,7 @@ started this process ends, not the process: a launch from a worker thread that r
 sparkdoctor lives. So the signal is only a wake-up; the proof is getppid(): while sparkdoctor lives, this
 process's parent is sparkdoctor's pid (a dead thread's children pass to another thread of the same process);
 once the whole process is gone it is reparented to init or a subreaper. getppid() is also polled every
-POLL_S, so a lost signal (or no prctl: not Linux) only delays the teardown. SIGTERM, SIGINT and SIGHUP are
+POLL_S (50 ms), so a lost signal (or no prctl: not Linux) only delays the teardown a little. SIGTERM, SIGINT and SIGHUP are
 caught and ignored here: sparkdoctor's teardown signals the whole group, and the server gets them itself.
 
 What it cannot do: nothing survives SIGKILL of this process itself (its server is then orphaned, and the
@@ -33,7 +33,7 @@ import sys
 import time
 
 PR_SET_PDEATHSIG = 1
-POLL_S = 0.5
+POLL_S = 0.05  # how often the server's exit and getppid() are looked at (two cheap calls)
 TOKEN_ENV = "SPARKDOCTOR_SERVER_TOKEN"  # every process of the server inherits it: the sweep's proof of identity
 
 
@@ -183,20 +183,21 @@ def main(argv: list[str] | None = None) -> None:
     record["server"] = {"pid": server.pid, "start": start_time(server.pid)}
     _write_record(args.record, record)
     while True:
-        try:  # _Woken can only be raised inside this try (waiting is set only here)
-            waiting[0] = True
-            try:
-                code = server.wait(timeout=POLL_S)
-            finally:
-                waiting[0] = False
-        except (subprocess.TimeoutExpired, _Woken):
-            code = None
+        code = server.poll()
         if code is not None:
             _exit_like(code)
         if _owner_gone(args.owner):
             _say(f"sparkdoctor (pid {args.owner}) is gone: stopping the server (process group {pgid})")
             _stop_group(pgid, args.grace, cleanup)
             sys.exit(0)
+        try:  # _Woken is raised only inside this try (waiting is set only here), and only cuts a sleep short
+            waiting[0] = True
+            try:
+                time.sleep(POLL_S)
+            finally:
+                waiting[0] = False
+        except _Woken:
+            pass
 
 
 if __name__ == "__main__":

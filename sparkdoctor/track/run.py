@@ -42,6 +42,7 @@ class EntryTrack:
     why: str = ""
     runs: list[tuple[VersionRun, bool | None]] = field(default_factory=list)  # (run, inside the range)
     proposal: dict[str, Any] | None = None
+    oldest_known: str | None = None  # the oldest release the files table names: before it, an absent file is "not yet there"
 
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "file": self.file, "package": self.package, "spec": self.spec, "verdict": self.verdict,
@@ -110,12 +111,19 @@ def judge(entry: EntryTrack, releases: list[str]) -> None:
     if not entry.runs:
         entry.verdict, entry.why = "no-new-release", "no release of it newer than the tracked-through version"
         return
-    broken = [(r, i) for r, i in entry.runs if r.error or any(e.startswith("no member matches") for e in r.evidence)]
+    def absent(r: VersionRun) -> bool:  # a check's file is missing, on a release the files table's versions do not precede
+        missing = any(e.startswith("no member matches") for e in r.evidence)
+        return missing and not (entry.oldest_known and Version(r.version) < Version(entry.oldest_known))
+
+    broken = [(r, i) for r, i in entry.runs if r.error or absent(r)]
     if broken:
         r = broken[0][0]
         entry.verdict = "check-broken"
         where = ", ".join(b.version for b, _ in broken)
         entry.why = f"{r.error or next(e for e in r.evidence if e.startswith('no member matches'))} on {where}"
+        moved = next((e for b, _ in broken for e in b.evidence if e.startswith("moved: ")), None)
+        if moved:
+            entry.why += f"; {moved}"
         return
     spec = entry.spec
     if spec is None:
@@ -179,6 +187,25 @@ def judge(entry: EntryTrack, releases: list[str]) -> None:
         entry.verdict, entry.why = "unchanged", f"every new release is outside {spec} and the checks agree"
 
 
+def moved_to(reader: Any, tracking: Tracking, package: str, version: str, checks: Any) -> list[str]:
+    """Where a check's missing file went: the same path in another wheel of the lockstep family at the
+    same version (cutlass-dsl moved its Python package from libs-base to libs-core in 4.6.0)."""
+    import fnmatch
+
+    from sparkdoctor.released import RemoteError
+
+    out = []
+    for other in sorted(tracking.family(package) - {package}):
+        try:
+            names = reader.release(other, version).names
+        except RemoteError:
+            continue
+        hits = [c.path for c in checks if c.kind != "exists" and any(fnmatch.fnmatchcase(n, c.path) for n in names)]
+        if hits:
+            out.append(f"moved: {', '.join(sorted(set(hits)))} is in {other} {version} (re-point files.package)")
+    return out
+
+
 def track(matrix: Matrix, reader: Any, through: dict[str, str] | None = None, log: Log | None = None) -> TrackResult:
     tracking = matrix.tracking or Tracking()
     through = {canonicalize_name(k): v for k, v in (through or {}).items()}
@@ -201,9 +228,12 @@ def track(matrix: Matrix, reader: Any, through: dict[str, str] | None = None, lo
         if reads is None or reads not in releases:
             continue
         table = table_of(e)
-        item = EntryTrack(e.id, _short(e.file), reads, _bound(e, tracking, reads))
+        item = EntryTrack(e.id, _short(e.file), reads, _bound(e, tracking, reads),
+                          oldest_known=min((*table.affected, *table.fixed), key=Version))
         for version in releases[reads]:
             run = remote_run(reader, reads, table.checks, version, "probe", log)
+            if any(x.startswith("no member matches") for x in run.evidence):
+                run.evidence += moved_to(reader, tracking, reads, version, table.checks)
             item.runs.append((run, None if item.spec is None else bool(version_in(version, item.spec))))
         judge(item, releases[reads])
         entries.append(item)

@@ -103,3 +103,35 @@ def test_bad_recipes_are_one_line(run, tmp_path):
     unknown = recipe(tmp_path, "tpl", "--delay", "{nope}")
     out = run("bench", unknown)
     assert out.returncode == EXIT_USAGE and "nope" in out.stderr and out.stderr.count("\n") == 1
+
+
+def test_calibrate_measures_the_launch_noise_of_one_recipe_against_itself(run, tmp_path):
+    path = recipe(tmp_path, "aa", "--delay", "0.002")
+    out = run("bench", path, "--calibrate", "--pairs", "2", "--concurrency", "1", "--rounds", "2", "--max-tokens", "8",
+              "--warmup", "1", "--no-correctness", "--ledger", tmp_path / "l.sqlite", "--format", "json")
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert doc["kind"] == "calibration" and doc["order"] == ["A", "B", "B", "A"] and len(doc["runs"]) == 4
+    (lvl,) = doc["calibration"]
+    assert lvl["launch_cv"] is not None and lvl["launch_cv"] >= 0 and lvl["mde"]["1"] is None
+    assert lvl["mde"]["3"] > lvl["mde"]["5"] > lvl["mde"]["10"] > 0
+    console = run("bench", path, "--calibrate", "--pairs", "2", "--concurrency", "1", "--rounds", "2", "--max-tokens", "8",
+                  "--warmup", "1", "--no-correctness")
+    assert console.returncode == 0 and "launch-to-launch noise" in console.stdout and "10 pairs" in console.stdout
+    bad = run("bench", path, "--calibrate", "--pairs", "1")
+    assert bad.returncode == 2 and "2 pairs or more" in bad.stderr
+
+
+def test_a_one_pair_ab_takes_its_interval_from_a_stored_calibration_of_the_same_toolchain(run, tmp_path):
+    a = recipe(tmp_path, "cal-a", "--delay", "0.002")
+    b = recipe(tmp_path, "cal-b", "--delay", "0.004")
+    quick = ["--concurrency", "1", "--rounds", "2", "--max-tokens", "8", "--warmup", "1", "--no-correctness", "--format", "json"]
+    before = json.loads(run("bench", a, "--vs", b, "--pairs", "1", *quick).stdout)
+    assert before["levels"][0]["ratio"]["method"] == "bootstrap-rounds"  # no calibration yet
+    cal = run("bench", a, "--calibrate", "--pairs", "2", *quick)
+    assert cal.returncode == 0, cal.stderr
+    cal_id = json.loads(cal.stdout)["comparison_id"]
+    after = json.loads(run("bench", a, "--vs", b, "--pairs", "1", *quick).stdout)
+    ratio = after["levels"][0]["ratio"]
+    assert ratio["method"] == "one pair + calibrated launch noise" and ratio["calibration"]["comparison_id"] == cal_id
+    assert ratio["ci_low"] < ratio["ratio"] < ratio["ci_high"]

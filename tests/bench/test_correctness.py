@@ -30,10 +30,13 @@ def answer(prompt: str = "p", ids: list[int] | None = None, lps: list[float] | N
     (answer(lps=[-0.5, float("nan"), -0.5, -0.5]), "NaN"),
     (answer(lps=[-0.5, -math.inf, -0.5, -0.5]), "NaN or infinite"),
 ])
-def test_garbage_is_wrong_even_without_a_reference(bad, words):
+def test_garbage_is_named_and_without_a_reference_suspect(bad, words):
     assert words in (c.garbage(bad) or "")
     verdict = c.judge([bad], None)
-    assert verdict.verdict == Verdict.WRONG and words in verdict.why[0]
+    expected = Verdict.UNCHECKED if bad.error else Verdict.SUSPECT  # a failed request says nothing about answers
+    assert verdict.verdict == expected and words in verdict.why[0]
+    ref = [answer(bad.prompt)]
+    assert c.judge([bad], ref).verdict == (Verdict.UNCHECKED if bad.error else Verdict.WRONG)
 
 
 def test_plain_text_with_a_repeat_or_two_is_not_garbage():
@@ -133,10 +136,10 @@ def test_probe_reads_ids_and_scores_the_reference(server):
     assert c.judge(c.probe(url, "m", True, reference), reference).verdict == Verdict.WRONG
 
 
-def test_a_server_that_cannot_be_reached_is_wrong_not_a_crash():
+def test_a_server_that_cannot_be_reached_is_unchecked_not_a_crash():
     answers = c.probe("http://127.0.0.1:9", "m", True, None)
     assert all(a.error for a in answers)
-    assert c.judge(answers, None).verdict == Verdict.WRONG
+    assert c.judge(answers, None).verdict == Verdict.UNCHECKED
 
 
 def test_a_detector_the_reference_trips_too_is_excused():
@@ -186,3 +189,14 @@ def test_the_run_is_reconciled_with_the_servers_counters():
     assert off["match"] is False and "32" in off["why"] and "40" in off["why"]
     assert off["spec_acceptance"] == 0.75  # this window's delta, not the server's lifetime
     assert reconcile(samples, None) is None
+
+
+def test_suspect_arms_weigh_against_each_other():
+    """No reference: garbage in one arm only makes that arm wrong; the same garbage in both says nothing."""
+    from sparkdoctor.bench import ab
+
+    suspect, fine = [{"correctness": {"verdict": "suspect"}}], [{"correctness": {"verdict": "unchecked"}}]
+    one = [_level("faster")]
+    assert ab.correctness_check(fine, suspect, one)["wrong"] == ["B"] and one[0]["ratio"]["verdict"] == ab.WRONG_ARM
+    both = [_level("faster")]
+    assert ab.correctness_check(suspect, suspect, both)["wrong"] == [] and both[0]["ratio"]["verdict"] == "faster"

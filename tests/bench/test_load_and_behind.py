@@ -177,3 +177,11 @@ def test_a_rerun_against_runs_taken_under_other_load_is_inconclusive(tmp_path):
     assert "other processes used 1.8 CPUs" in _load_differs(led, [1, 2], [3, 4])
     assert _load_differs(led, [3], [4]) is None
     assert _load_differs(led, [5], [3]) is None  # a run stored before loads were kept: not judged
+
+
+def test_a_changed_verdict_is_a_flip_only_when_the_new_interval_excludes_the_old_ratio():
+    from sparkdoctor.conclusions.outcome import _level_outcome
+
+    old = {"verdict": "faster", "ratio": 1.3, "ci_low": 1.1, "ci_high": 1.5}
+    assert _level_outcome(old, {"verdict": "no difference", "ratio": 1.2, "ci_low": 0.95, "ci_high": 1.45}) == "inconclusive"
+    assert _level_outcome(old, {"verdict": "no difference", "ratio": 1.0, "ci_low": 0.9, "ci_high": 1.1}) == "flipped"

@@ -9,13 +9,13 @@ import sys
 
 import pytest
 
+from sparkdoctor import matrix
 from sparkdoctor.findings import build_report
 from sparkdoctor.fleet import FleetResult
-from sparkdoctor.fleet.compare import compare_nodes, settle, unpaired_links, Drift
+from sparkdoctor.fleet.compare import Drift, compare_nodes, settle, unpaired_links
 from sparkdoctor.fleet.inventory import InventoryError, load_inventory, parse_hosts
 from sparkdoctor.fleet.node import NodeOutcome
 from sparkdoctor.fleet.transport import Node
-from sparkdoctor import matrix
 from tests.gb10 import gb10_facts
 
 

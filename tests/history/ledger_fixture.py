@@ -21,7 +21,8 @@ def facts(version: str) -> dict:
 def build(path: Path, runs: int, every: int = 150, seed: int = 7) -> dict:
     """The ledger at `path`; what it holds (runs per recipe, changes, comparisons, conclusions)."""
     rng = random.Random(seed)
-    held = {"per_recipe": {r: 0 for r in RECIPES}, "changes": 0, "comparisons": 0, "conclusions": 0}
+    held = {"per_recipe": {r: 0 for r in RECIPES}, "changes": 0, "comparisons": 0, "conclusions": 0,
+            "verdicts": {"reference": 0, "correct": 0, "wrong": 0}}
     with Ledger(path) as led:
         led.db.execute("PRAGMA synchronous = OFF")  # test data: speed over durability
         last_version: dict[str, str] = {}
@@ -34,13 +35,17 @@ def build(path: Path, runs: int, every: int = 150, seed: int = 7) -> dict:
             last_version[recipe] = version
             tps = 40.0 + 5 * (i % len(RECIPES)) + (n // every) * 1.5 + rng.gauss(0, 0.8)
             f = facts(version)
+            verdict = None if i % 4 == 3 else "reference" if i < len(RECIPES) else "wrong" if i % 13 == 0 else "correct"
+            if verdict:
+                held["verdicts"][verdict] += 1
             from sparkdoctor.facts import Facts
 
             led.add_run(RunRecord(recipe={"name": recipe, "argv": ["vllm", "serve", recipe]}, base_url="http://127.0.0.1:1",
                                   model=recipe, server={"kind": "vllm"}, facts=f,
                                   fingerprint=Facts.from_dict(f, source="test").fingerprint(), bench_version=1,
                                   tool_version="test", workload={"max_tokens": 128},
-                                  summary={"levels": [], "headline": {"decode_tps_per_stream": tps, "concurrency": 1}}))
+                                  summary={"levels": [], "headline": {"decode_tps_per_stream": tps, "concurrency": 1},
+                                           "correctness": {"verdict": verdict, "why": []} if verdict else None}))
             held["per_recipe"][recipe] += 1
         led.db.execute("UPDATE runs SET created_at = strftime('%Y-%m-%dT%H:%M:%S+00:00', 1767225600 + id * 900, 'unixepoch')")
         for k in range(3):

@@ -96,6 +96,8 @@ def test_the_page_loads_in_chromium_with_every_point_and_no_console_error(tmp_pa
     decode = points_per_trace(dom, "sd-decode")
     assert decode == [held["per_recipe"][r] for r in sorted(held["per_recipe"])] + [held["changes"]]
     assert points_per_trace(dom, "sd-ratios") == [held["comparisons"]]
+    verdicts = held["verdicts"]  # traces in the page's order: wrong, correct, reference (the verdicts present)
+    assert points_per_trace(dom, "sd-correctness") == [verdicts["wrong"], verdicts["correct"], verdicts["reference"]]
     assert "compile-helps" in dom and "flipped" in dom and "packages.vllm" in dom  # conclusions and a named change
     artifacts = Path(request.config.cache.mkdir("history-html"))
     shot = artifacts / "history.png"

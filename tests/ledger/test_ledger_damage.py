@@ -104,9 +104,11 @@ def test_a_damaged_conclusion_is_broken_and_the_rest_is_judged(tmp_path, text):
     assert p.returncode == 0, p.stderr
 
 
-def test_a_conclusion_whose_run_is_damaged_is_broken(tmp_path):
+@pytest.mark.parametrize("facts", ["garbage", '{"schema": 40}', '{"schema": null, "target": "x"}'])
+def test_a_conclusion_whose_run_is_damaged_is_broken(tmp_path, facts):
+    """Facts that are JSON but not Facts this sparkdoctor reads (found by tests/test_fuzz_inputs.py) too."""
     path = ledger_with_conclusion(tmp_path)
-    damage(path, "UPDATE runs SET facts_json = 'garbage' WHERE id = 2")
+    damage(path, "UPDATE runs SET facts_json = ? WHERE id = 2", facts)
     p = cli("conclusions", "--ledger", path, "--format", "json")
     assert p.returncode == 0, p.stderr
     (item,) = json.loads(p.stdout)["conclusions"]

@@ -3,11 +3,6 @@ shortened to fit, and the whole report is written beside it as an attachment; no
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
 from sparkdoctor.findings import build_report
@@ -15,8 +10,8 @@ from sparkdoctor.matrix import load
 from sparkdoctor.render.fit import FORUM_LIMIT, GITHUB_LIMIT, Block, fit
 from sparkdoctor.report import build_bug_report, build_bug_report_fitted
 from tests.gb10 import gb10_facts
+from tests.report.report_cli import run_report
 
-REPO = Path(__file__).resolve().parents[2]
 MATRIX = load(None)
 LIMITS = {"github": GITHUB_LIMIT, "forum": FORUM_LIMIT}
 
@@ -66,19 +61,14 @@ def test_an_essential_part_longer_than_the_limit_is_cut_at_a_line_and_folds_are_
 def test_the_cli_writes_the_attachment_beside_the_report(tmp_path):
     snap = tmp_path / "facts.json"
     big_facts().save(snap)
-    env = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "NO_COLOR")}
-    env.update(PYTHONPATH=str(REPO), SPARKDOCTOR_STATE_DIR=str(tmp_path / "state"),
-               SPARKDOCTOR_CACHE_DIR=str(tmp_path / "cache"))
-    res = subprocess.run([sys.executable, "-m", "sparkdoctor", "report", "--facts", str(snap), "-o", str(tmp_path / "report.md")],
-                         check=False, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    res = run_report(tmp_path, "--facts", snap, "-o", tmp_path / "report.md")
     assert res.returncode == 0, res.stderr
     body, full = (tmp_path / "report.md").read_text(), (tmp_path / "report.full.md").read_text()
     assert len(body) <= GITHUB_LIMIT < len(full)
     assert "`report.full.md`" in body and "report.full.md" in res.stderr
     assert "nvidia-fake-lib-899" in full and "Facts snapshot" in full
     # on stdout: the attachment goes to the current folder, named by the fingerprint
-    res = subprocess.run([sys.executable, "-m", "sparkdoctor", "report", "--facts", str(snap)], check=False, cwd=tmp_path,
-                         env=env, capture_output=True, text=True, timeout=120)
+    res = run_report(tmp_path, "--facts", snap)
     assert res.returncode == 0 and len(res.stdout) <= GITHUB_LIMIT
     written = sorted(p.name for p in tmp_path.glob("sparkdoctor-report-*.full.md"))
     assert len(written) == 1 and written[0] in res.stdout

@@ -82,7 +82,8 @@ def test_a_self_referencing_anchor_is_refused_naming_its_line(tmp_path, text):
     ("model: m\ndefaults:\n  port: \x07\n", r"line 3: not valid YAML: character #x0007 is not allowed"),
     ("model: m\ndefaults:\n  port: " + "9" * 5000 + "\n", r"line 3: not valid YAML: a value YAML cannot read: an integer of over 4,300 digits"),
     ("model: m\nwhen: 2026-13-45\n", r"line 2: not valid YAML: a value YAML cannot read: month must be in 1..12"),
-], ids=["control-char", "bell", "int-5000-digits", "month-13"])
+    ('model: m\nenv: {A: "x\\ud800y"}\n', r"line 2: not valid YAML: a string holds a lone surrogate"),
+], ids=["control-char", "bell", "int-5000-digits", "month-13", "lone-surrogate"])
 def test_values_yaml_cannot_build_are_one_line_naming_the_line(tmp_path, text, match):
     path = write(tmp_path, "bad.yaml", text)
     with pytest.raises(RecipeError, match=match) as info:
@@ -141,3 +142,24 @@ def test_recipe_show_has_the_run_wide_time_limit(tmp_path):
     p = subprocess.run([sys.executable, "-m", "sparkdoctor", "recipe", "show", str(path), "--timeout", "30", "-f", "json"],
                        capture_output=True, text=True, timeout=60, cwd=REPO)
     assert p.returncode == 0 and '"max_model_len": "8192"' in p.stdout
+
+
+def test_a_huge_value_is_shown_cut_on_the_console_and_whole_in_json(tmp_path):
+    """Laying out 3 MB of one value took rich 6-8 s of CPU per value (found by tests/test_fuzz_inputs.py)."""
+    import io
+    import json
+
+    from rich.console import Console
+
+    from sparkdoctor.recipes.show import render_console, to_json
+
+    big = "word " * 600_000
+    path = write(tmp_path, "big.toml", f'schema = 1\nname = "x"\nmodel = "m"\ncommand = ["vllm", "serve", "{big}"]\n'
+                                      f'description = "{big}"\n[env]\nA = "{big}"\n')
+    recipe = recipes.load(path)
+    console = Console(file=io.StringIO(), width=100)
+    started = time.process_time()
+    render_console(recipe, console)
+    assert time.process_time() - started < 5
+    assert "(3,000,000 characters; -f json has it whole)" in console.file.getvalue()
+    assert json.loads(to_json(recipe))["recipe"]["env"]["A"] == big
