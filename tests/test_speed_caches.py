@@ -14,10 +14,11 @@ from pathlib import Path
 import pytest
 from packaging.utils import canonicalize_name as packaging_canonical
 
-from sparkdoctor import locations, target_probe
+from sparkdoctor import locations
 from sparkdoctor.matrix import load
 from sparkdoctor.names import canonicalize_name
 from sparkdoctor.target import PythonTarget
+from sparkdoctor.target import probe as target_probe
 
 
 @pytest.fixture(autouse=True)
