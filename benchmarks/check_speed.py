@@ -55,7 +55,11 @@ def main() -> int:
     check = [doctor, "check", "--python", str(py), "--format", "json"]
 
     def env_with(cache: Path) -> dict[str, str]:
-        return {**base_env, "SPARKDOCTOR_CACHE_DIR": str(cache)}
+        # sparkdoctor runs with its .pyc files, as installed (PYTHONDONTWRITEBYTECODE would recompile
+        # every module every run); the target is never written to (the probe runs with -B)
+        env = {**base_env, "SPARKDOCTOR_CACHE_DIR": str(cache)}
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        return env
 
     def cold(argv: list[str]):
         # a fresh, empty cache dir for every cold run
