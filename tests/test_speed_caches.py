@@ -94,3 +94,23 @@ def test_probe_keeps_its_compiled_modules_in_our_cache_only(tmp_path, cache):
     compiled = [p.name for p in (cache / "pycache").rglob("*.pyc")]
     assert any(n.startswith("targetenv_integrity.") for n in compiled), compiled
     assert {p for p in probes.rglob("__pycache__")} == before
+
+
+def test_record_fast_path_reads_the_same_rows_as_the_careful_one():
+    """parse_record skips its per-line loop when no line is quoted; every RECORD of this
+    environment (and odd lines) must come out the same as through the loop, which a quoted line
+    at the end forces."""
+    import sysconfig
+
+    sys.path.insert(0, str(locations.data_dir("probes") / "shared"))
+    try:
+        from probe_io import parse_record
+    finally:
+        sys.path.pop(0)
+    texts = [p.read_text(encoding="utf-8") for p in Path(sysconfig.get_paths()["purelib"]).glob("*.dist-info/RECORD")]
+    texts.append("a.py,sha256=x,1\n\nno-commas\nb,c\nd/e.py,,\r\nf,g,h,i\n")
+    assert len(texts) > 5
+    for text in texts:
+        forced = parse_record(text + '\n"q,uoted.py",sha256=y,2\n')
+        assert forced[-1] == ["q,uoted.py", "sha256=y", "2"]
+        assert parse_record(text) == forced[:-1]
