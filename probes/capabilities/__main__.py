@@ -35,6 +35,11 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 SHARED = os.path.join(os.path.dirname(HERE), "shared")
 sys.path.insert(1, SHARED)
+# Run with -B: nothing is written next to the probe or into the target, unless sparkdoctor names a
+# folder of its own cache for the compiled modules (as for probes/target_env).
+if os.environ.get("SPARKDOCTOR_PROBE_PYCACHE") and hasattr(sys, "pycache_prefix"):
+    sys.pycache_prefix = os.environ["SPARKDOCTOR_PROBE_PYCACHE"]
+    sys.dont_write_bytecode = False
 
 from capabilities_files import Files, cap, find_package  # noqa: E402
 from capabilities_vllm_env import WATCHED_ENV, vllm_env_caps, vllm_env_defaults  # noqa: E402

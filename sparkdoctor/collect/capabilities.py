@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from sparkdoctor.collect import Collector, CollectorError, Context
-from sparkdoctor.target.local import TargetError, probe_entry, run_json_probe
+from sparkdoctor.target.local import TargetError, parse_json_probe, probe_entry
+from sparkdoctor.target.probe import probe_env
 
 PROBE_TIMEOUT = 15.0
 
@@ -25,7 +26,10 @@ def run(ctx: Context) -> dict[str, Any]:
     if cache is not None:
         args = ["--cache", str(cache)]
     try:
-        data = run_json_probe(ctx.target, probe_entry("capabilities"), args, PROBE_TIMEOUT)
+        script = probe_entry("capabilities")
+        # its compiled modules kept in our cache dir, as the target probe's (sparkdoctor.target.probe)
+        result = ctx.target.run_script(script, args, PROBE_TIMEOUT, env=probe_env(ctx.target, ctx.cache_dir))
+        data = parse_json_probe(ctx.target, script, result)
     except TargetError as exc:
         raise CollectorError(str(exc)) from None
     caps = data.get("capabilities")
