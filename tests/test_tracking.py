@@ -188,4 +188,33 @@ def test_a_file_that_moved_to_a_lockstep_wheel_is_named(tmp_path, registry):
         registry.projects["demo"][i + 2] = build_wheel(wheels, "demo", v, {"demo_stub.txt": b""})
         registry.add("demo-core", build_wheel(wheels, "demo-core", v, {"demo/core.py": RELEASES[v]}))
     [e] = track(load(folder), reader_for(registry, tmp_path)).entries
-    assert e.verdict == "check-broken" and "moved: demo/*.py is in demo-core 0.3.0 (re-point files.package)" in e.why, e.why
+    assert e.verdict == "check-broken" and "moved: demo/*.py is in demo-core 0.3.0 (re-point files.package, or read it with files.also)" in e.why, e.why
+
+
+def _moved_to_core(tmp_path, registry, bound: str) -> Path:
+    """demo's module moves to a lockstep demo-core wheel from 0.3.0; the files table reads both."""
+    folder = write_matrix(tmp_path, bound)
+    (folder / "tracking.toml").write_text('component = "tracking"\n[tracked]\ndemo = "0.2.0"\n[lockstep]\ndemo = ["demo-core"]\n')
+    (folder / "demo.toml").write_text((folder / "demo.toml").read_text().replace('package = "demo", ', 'package = "demo", also = ["demo-core"], '))
+    wheels = tmp_path / "wheels"
+    for i, v in enumerate(("0.3.0", "0.4.0")):
+        registry.projects["demo"][i + 2] = build_wheel(wheels, "demo", v, {"demo_stub.txt": b""})
+        registry.add("demo-core", build_wheel(wheels, "demo-core", v, {"demo/core.py": RELEASES[v]}))
+    return folder
+
+
+def test_files_also_follows_a_file_into_a_lockstep_wheel(tmp_path, registry):
+    folder = _moved_to_core(tmp_path, registry, ">=0.2.0")
+    [e] = track(load(folder), reader_for(registry, tmp_path)).entries
+    # 0.3.0 holds (its demo-core wheel has the message), 0.4.0 does not: the bound closes there, nothing is broken
+    assert e.verdict == "no-longer-affected" and e.proposal["to"] == ">=0.2.0,<0.4.0", e.why
+    [r] = verify_bounds(load(_moved_to_core(tmp_path, registry, ">=0.2.0,<0.4.0")), reader_for(registry, tmp_path))
+    assert r.verdict == "bracketed" and (r.first, r.last, r.above) == ("0.2.0", "0.3.0", "0.4.0"), r.why
+    assert any("demo_core-0.3.0" in ev for run in r.runs if run.version == "0.3.0" for ev in run.evidence)
+
+
+def test_files_also_may_not_repeat_the_package(tmp_path):
+    folder = write_matrix(tmp_path, ">=0.2.0")
+    (folder / "demo.toml").write_text((folder / "demo.toml").read_text().replace('package = "demo", ', 'package = "demo", also = ["Demo"], '))
+    with pytest.raises(MatrixError, match="also' repeats files.package"):
+        load(folder)
