@@ -55,3 +55,47 @@ def test_cutlass_dsl_450_base_to_452_cu13_prediction_equals_the_real_upgrade(tmp
     assert matched(matrix, predicted) == matched(matrix, after)
     print(f"\npredicted = real: {claims}; cutlass-dsl build {after.cutedsl.get('active_build')}; "
           f"{len(matched(matrix, after))} matching entries: {sorted(matched(matrix, after))}")
+
+
+def test_vllm_032_to_033_prediction_equals_the_real_upgrade():
+    """vLLM 0.32.0 -> 0.33.0 on the suite's --no-deps file set (tests/venvs.py): resolved by pip's dry run with
+    --no-deps (the way the set was installed), predicted from the released files, and compared with the same set
+    really upgraded by `uv pip install --no-deps` (vllm033_upgraded, cached like vllm032)."""
+    from tests import venvs
+
+    base, upgraded = str(venvs.vllm032()), str(venvs.vllm033_upgraded())
+    today = facts_of(base)
+    assert today.packages["vllm"]["version"] == "0.32.0"
+    changes = resolve_upgrade(resolve_python_target(base), base, venvs.VLLM_033, today, no_deps=True)
+    notes: list[str] = []
+    reader = Reader("linux-x86_64" if today.host.get("machine") == "x86_64" else "linux-aarch64", f"{sys.version_info[0]}.{sys.version_info[1]}")
+    try:
+        predicted = hypothetical_facts(today, changes, reader, notes)
+    finally:
+        reader.close()
+    after = facts_of(upgraded)
+    claims = {c.name: c.new for c in changes}
+    assert claims.keys() == {"vllm", "flashinfer-python"}, claims  # what vLLM 0.33.0's pins move in this set
+    real = {name: (after.packages.get(name) or {}).get("version") for name in claims}
+    assert claims == real, (claims, real)
+    for name, row in after.packages.items():
+        if name not in claims:
+            assert (today.packages.get(name) or {}).get("version") == row.get("version"), name
+    assert (predicted.cutedsl or {}).get("active_build") == (after.cutedsl or {}).get("active_build")
+    # every capability the prediction claims (read from the released files) equals what check reads after
+    ours = {k: v for k, v in (predicted.capabilities or {}).items() if k.startswith(("vllm.", "flashinfer."))}
+    claimed = {k: v for k, v in ours.items() if (v or {}).get("value") is not None}  # value None: unknown, said
+    unknown = sorted(set(ours) - set(claimed))
+    assert claimed, notes
+    wrong = {k: (v, (after.capabilities or {}).get(k)) for k, v in claimed.items() if (after.capabilities or {}).get(k) != v}
+    assert not wrong, wrong
+    # every matrix entry the prediction can tell equals the real outcome; the ones it cannot tell are counted
+    matrix = load()
+    real_outcome = {ev.entry.id: ev.outcome for ev in evaluate_all(matrix, after)}
+    told = {ev.entry.id: ev.outcome for ev in evaluate_all(matrix, predicted) if ev.outcome != "unknown"}
+    differ = {i: (o, real_outcome.get(i)) for i, o in told.items() if real_outcome.get(i) != o}
+    assert not differ, differ
+    print(f"\npredicted = real: {claims}; {len(claimed)} capabilities equal, unknown: {unknown}; {len(told)} of {len(real_outcome)} entries told, "
+          f"all equal ({sum(o == 'match' for o in told.values())} match); cannot tell: "
+          f"{sorted(i for i in real_outcome if i not in told)}; real outcome of those: "
+          f"{ {i: real_outcome[i] for i in real_outcome if i not in told} }")

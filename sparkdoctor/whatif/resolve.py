@@ -38,9 +38,11 @@ class Change:
         return {"name": self.name, "from": self.old, "to": self.new, "url": self.url, "sha256": self.sha256}
 
 
-def dry_run_argv(pip: list[str], specs: list[str], constraints: list[str], quiet: bool = True) -> list[str]:
-    """pip's dry run; quiet, the report is the only thing on stdout (`--report -`)."""
+def dry_run_argv(pip: list[str], specs: list[str], constraints: list[str], quiet: bool = True, no_deps: bool = False) -> list[str]:
+    """pip's dry run; quiet, the report is the only thing on stdout (`--report -`). no_deps: for a target that
+    is a --no-deps file set (installed without its dependency closure), resolved the way it was installed."""
     argv = [*pip, "--disable-pip-version-check", "--no-input", "install", "--dry-run"]
+    argv += ["--no-deps"] if no_deps else []
     argv += ["--quiet", "--report", "-"] if quiet else []
     for c in constraints:
         argv += ["-c", c]
@@ -56,7 +58,7 @@ def constraint_files(facts: Any, local: bool) -> list[str]:
     return files
 
 
-def resolve_upgrade(target: Any, python: str, specs: list[str], facts: Any) -> list[Change]:
+def resolve_upgrade(target: Any, python: str, specs: list[str], facts: Any, no_deps: bool = False) -> list[Change]:
     """The distributions the upgrade would install or change, from the target's own pip in a dry run
     (inside the container for a container target). A local venv without pip is resolved by sparkdoctor's
     pip for it (`pip --python`, pip >= 22.3), with the same options."""
@@ -67,15 +69,15 @@ def resolve_upgrade(target: Any, python: str, specs: list[str], facts: Any) -> l
     pip = [python, "-m", "pip"]
     constraints = constraint_files(facts, local)
     run = target.run_command
-    result = run(dry_run_argv(pip, specs, constraints), RESOLVE_TIMEOUT)
+    result = run(dry_run_argv(pip, specs, constraints, no_deps=no_deps), RESOLVE_TIMEOUT)
     if not result.ok and "No module named pip" in (result.stderr or "") and local and own_pip():
         pip = [sys.executable, "-m", "pip", "--python", python]
-        result = proc.run(dry_run_argv(pip, specs, constraints), timeout=RESOLVE_TIMEOUT)
+        result = proc.run(dry_run_argv(pip, specs, constraints, no_deps=no_deps), timeout=RESOLVE_TIMEOUT)
         run = lambda argv, timeout: proc.run(argv, timeout=timeout)  # noqa: E731
     if result.timed_out or result.start_error or result.signal:
         raise ResolveError(f"pip's dry run did not finish: {result.describe_failure()}")
     if not result.ok:  # run again without --quiet: pip says which requirements conflict only then
-        loud = run(dry_run_argv(pip, specs, constraints, quiet=False), RESOLVE_TIMEOUT)
+        loud = run(dry_run_argv(pip, specs, constraints, quiet=False, no_deps=no_deps), RESOLVE_TIMEOUT)
         raise ResolveError(f"{' '.join(specs)} cannot be resolved in {python}: {conflict(loud)}")
     try:
         doc = json.loads(result.stdout)
