@@ -99,3 +99,41 @@ def test_vllm_032_to_033_prediction_equals_the_real_upgrade():
           f"all equal ({sum(o == 'match' for o in told.values())} match); cannot tell: "
           f"{sorted(i for i in real_outcome if i not in told)}; real outcome of those: "
           f"{ {i: real_outcome[i] for i in real_outcome if i not in told} }")
+
+
+def test_probe_compiles_the_cutedsl_kernels_with_the_proposed_set_and_the_answer_differs(tmp_path):
+    """whatif --probe on a real release pair: nvidia-cutlass-dsl 4.5.0 with libs-base (ptxas refuses the NVFP4
+    `_mma` for sm_121a) -> 4.5.2 [cu13] (compiles). Both sets installed by uv in throwaway venvs, compiled for real."""
+    from types import SimpleNamespace
+
+    from sparkdoctor.whatif.probe import probe_cutedsl
+
+    def facts(version: str, build: str):
+        return SimpleNamespace(packages={"nvidia-cutlass-dsl": {"version": version}, f"nvidia-cutlass-dsl-{build}": {"version": version}},
+                               cutedsl={"active_build": build})
+
+    before = {k["kernel"]: k["verdict"] for k in probe_cutedsl(facts("4.5.0", "libs-base"), "sm_121a")["kernels"]}
+    after = {k["kernel"]: k["verdict"] for k in probe_cutedsl(facts("4.5.2", "libs-cu13"), "sm_121a")["kernels"]}
+    assert before["nvfp4-mma"] == "refused" and after["nvfp4-mma"] == "compiled", (before, after)
+    assert after == {k: "compiled" for k in after}, after
+    print(f"\n4.5.0 libs-base: {before}\n4.5.2 libs-cu13: {after}")
+
+
+def test_whatif_probe_verb_reports_the_kernels_today_and_after(tmp_path, monkeypatch):
+    """The verb end to end with --probe: a scratch venv holding nvidia-cutlass-dsl 4.5.0 (libs-base)."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from sparkdoctor.cli import app
+
+    monkeypatch.setenv("SPARKDOCTOR_STATE_DIR", str(tmp_path / "state"))  # no ledger: said in a note
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = str(venv / "bin" / "python")
+    subprocess.run([sys.executable, "-m", "pip", "--python", python, "install", "-q", "nvidia-cutlass-dsl==4.5.0"], check=True, timeout=1800)
+    res = CliRunner().invoke(app, ["whatif", "nvidia-cutlass-dsl[cu13]==4.5.2", "--python", python, "--arch", "sm_121a", "--probe",
+                                   "--format", "json"], catch_exceptions=False)
+    doc = json.loads(res.stdout[res.stdout.index("{"):])
+    verdict = {w: {k["kernel"]: k["verdict"] for k in doc["probe"][w]["kernels"]} for w in ("today", "after")}
+    assert verdict["today"]["nvfp4-mma"] == "refused" and verdict["after"]["nvfp4-mma"] == "compiled", verdict
