@@ -126,7 +126,7 @@ def uv_resolve(uv: str, python: str, specs: list[str], constraints: list[str], f
         raise ResolveError(f"uv's dry run did not finish: {result.describe_failure()}")
     text = (result.stderr or "") + "\n" + (result.stdout or "")
     if not result.ok:
-        why = [x.strip(" ×╰─▶") for x in text.splitlines() if x.strip() and "Would" not in x]
+        why = [x.strip(" ×╰─▶") for x in text.splitlines() if x.strip() and not x.startswith(("Using Python", "Would"))]
         raise ResolveError(f"{' '.join(specs)} cannot be resolved in {python}: uv: {' '.join(why)[:600]}")
     changes = []
     for line in text.splitlines():
