@@ -6,8 +6,8 @@ import sys
 import time
 from pathlib import Path
 
-from sparkdoctor import target as target_mod
-from sparkdoctor.target import PythonTarget
+from sparkdoctor.target import local as target_mod
+from sparkdoctor.target.local import PythonTarget
 
 
 def script(folder: Path, name: str, body: str) -> Path:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -14,29 +13,23 @@ def run_whatif(specs: list[str], python: str | None, facts_file: Path | None, ma
                fail_on: str, read: bool, fmt: str, recipe_ref: str | None = None, ledger_path: Path | None = None,
                container: str | None = None, container_python: str | None = None, probe: bool = False) -> int:
     from sparkdoctor.check import CheckOptions, apply_arch_override, collect_facts
-    from sparkdoctor.check_target import resolve_target
-    from sparkdoctor.facts import Facts, FactsError
-    from sparkdoctor.matrix import MatrixError, load
+    from sparkdoctor.target.choose import resolve_target
+    from sparkdoctor.facts import Facts
+    from sparkdoctor.matrix import load
     from sparkdoctor.whatif import (
         compare,
         hypothetical_facts,
         resolve_upgrade,
     )
 
-    try:
-        matrix = load(matrix_path)
-    except MatrixError as exc:
-        raise Fatal(str(exc)) from None
-    from sparkdoctor.check_target import refuse_bad_target_options
+    matrix = load(matrix_path)  # a MatrixError (2), FactsError (2) or ResolveError (2) says how the command ends
+    from sparkdoctor.target.choose import refuse_bad_target_options
 
     refuse_bad_target_options(python, container, container_python, facts_file is not None)
     target = resolve_target(python, container, container_python)
     interpreter = str((target.describe() or {}).get("python") or python or sys.executable)
     if facts_file is not None:
-        try:
-            today = Facts.load(facts_file)
-        except FactsError as exc:
-            raise Fatal(str(exc)) from None
+        today = Facts.load(facts_file)
     else:
         today = collect_facts(target, CheckOptions(arch=arch, kernels=False))
     today = apply_arch_override(today, arch)
@@ -61,11 +54,15 @@ def run_whatif(specs: list[str], python: str | None, facts_file: Path | None, ma
     finally:
         if reader is not None:
             reader.close()
+    code = EXIT_FINDINGS if result.gate(fail_on) else EXIT_OK
     if fmt == "json":
-        sys.stdout.write(json.dumps(result.to_dict(), indent=2) + "\n")
-    else:
-        _render(result)
-    return EXIT_FINDINGS if result.gate(fail_on) else EXIT_OK
+        from sparkdoctor.emit import emit_json
+
+        return emit_json("whatif", "whatif", result.to_dict(), code)
+    from sparkdoctor.emit import emit_console
+
+    emit_console(lambda console: _render(result, console))
+    return code
 
 
 def _recipe(recipe_ref: str, target, matrix, today, predicted, changes, reader, notes: list[str]) -> dict:
@@ -111,10 +108,7 @@ def _stale(ledger_path: Path | None, python: str, today, predicted, notes: list[
     return stale_conclusions(Ledger(path), python, today, predicted)  # a LedgerError says itself (exit 5)
 
 
-def _render(result) -> None:
-    from rich.console import Console
-
-    console = Console()
+def _render(result, console) -> None:
     if not result.changes:
         console.print(f"nothing would change: {' '.join(result.specs)} is already satisfied")
     for c in result.changes:

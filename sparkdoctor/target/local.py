@@ -18,33 +18,11 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from sparkdoctor import proc
-from sparkdoctor.errors import TargetUnprobeable
 from sparkdoctor.locations import data_dir
-
-
-class TargetError(TargetUnprobeable, RuntimeError):
-    """The target cannot be probed at all (exit code 3)."""
-
-    code = "target"
-
-
-class Target(Protocol):
-    kind: str
-
-    def describe(self) -> dict[str, Any]: ...
-
-    def start_script(self, script: Path, args: list[str], env: dict[str, str] | None = None) -> proc.Running: ...
-
-    def run_script(self, script: Path, args: list[str], timeout: float, env: dict[str, str] | None = None) -> proc.ProcResult: ...
-
-    # A command in the target's file system (pip, ptxas): here for a venv, inside it for a container.
-    def run_command(self, argv: list[str], timeout: float, input: str | None = None) -> proc.ProcResult: ...
-
-    # The target's files, as `fix` reads, copies and writes them (sparkdoctor/target_files.py).
-    def file_transport(self) -> Any: ...
+from sparkdoctor.target.interface import FileTransport, Target, TargetError  # noqa: F401 (re-exported)
 
 
 @dataclass
@@ -73,8 +51,8 @@ class PythonTarget:
     def run_command(self, argv: list[str], timeout: float, input: str | None = None) -> proc.ProcResult:
         return proc.run(argv, timeout=timeout, input=input)
 
-    def file_transport(self) -> Any:
-        from sparkdoctor.target_files import LocalFiles
+    def file_transport(self) -> FileTransport:
+        from sparkdoctor.target.files import LocalFiles
 
         return LocalFiles()
 
