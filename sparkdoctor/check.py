@@ -12,7 +12,7 @@ from sparkdoctor.arch import assumed
 from sparkdoctor.collect import Collector, Context, run_collectors
 from sparkdoctor.facts import Facts
 from sparkdoctor.locations import cache_dir
-from sparkdoctor.target import Target
+from sparkdoctor.target.local import Target
 
 
 @dataclass

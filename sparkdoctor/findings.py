@@ -20,6 +20,7 @@ from sparkdoctor.arch import settle
 from sparkdoctor.exitcodes import EXIT_FINDINGS, EXIT_OK, EXIT_UNPROBEABLE, EXIT_USAGE  # noqa: F401 (re-exported)
 from sparkdoctor.facts import Facts
 from sparkdoctor.matrix import EVIDENCE_LEVELS, SEVERITIES, Entry, Evaluation, Matrix, Stack, evaluate_all, version_in
+from sparkdoctor.vocab import Verdict
 
 REPORT_SCHEMA = 1
 
@@ -34,7 +35,7 @@ PROBE_COMPONENT = {"ptx": "cuda-toolkit", "cutedsl": "nvidia-cutlass-dsl"}
 PROBE_FINDING_PREFIX = "probe-"  # engine findings are `probe-<probe id>`; --ignore takes them like any id
 
 # Report.verdict(): what the run concludes, the same word in every renderer and in the JSON.
-PASS, UNVERIFIED, FAIL, UNPROBEABLE = "pass", "unverified", "fail", "unprobeable"
+PASS, UNVERIFIED, FAIL, UNPROBEABLE = Verdict.pass_, Verdict.unverified, Verdict.fail, Verdict.unprobeable
 
 
 @dataclass

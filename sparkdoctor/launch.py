@@ -29,7 +29,7 @@ def main() -> None:
     _hold_std_fds()
     proc.install_signal_handlers()
     try:
-        from sparkdoctor import target_probe
+        from sparkdoctor.target import probe as target_probe
 
         try:
             target_probe.early_start()

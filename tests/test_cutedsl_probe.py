@@ -24,7 +24,7 @@ import pytest
 from sparkdoctor.collect import Context
 from sparkdoctor.collect import cutedsl
 from sparkdoctor.facts import Facts
-from sparkdoctor.target import PythonTarget
+from sparkdoctor.target.local import PythonTarget
 from tests.venvs import ROOT as TEST_VENVS
 
 PROBE = Path(__file__).resolve().parents[1] / "probes" / "cutedsl" / "__main__.py"

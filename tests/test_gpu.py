@@ -17,7 +17,7 @@ import pytest
 from sparkdoctor.collect import CollectorError, Context, run_collectors
 from sparkdoctor.collect import gpu, gpu_query
 from sparkdoctor.facts import Facts
-from sparkdoctor.target import PythonTarget
+from sparkdoctor.target.local import PythonTarget
 
 GB10_CSV = "0, NVIDIA GB10, 12.1, [N/A], 580.95.05\n"
 CC = shutil.which("cc") or shutil.which("gcc")  # looked up before any test narrows PATH

@@ -4,7 +4,7 @@ import sys
 
 import pytest
 
-from sparkdoctor import target_probe
+from sparkdoctor.target import probe as target_probe
 
 
 @pytest.fixture(autouse=True)
@@ -55,7 +55,7 @@ def test_a_head_start_for_another_target_is_discarded(tmp_path):
     decoy.write_text('#!/bin/sh\nsleep 1\necho \'{"packages": {"from-the-wrong-target": {"name": "x", "version": "1"}}}\'\n')
     decoy.chmod(0o755)
     code = (
-        "import sys; from sparkdoctor import target_probe\n"
+        "import sys; from sparkdoctor.target import probe as target_probe\n"
         f"target_probe.EARLY['target'] = target_probe.prestart_from_argv(['sparkdoctor', 'check', '--python', {str(decoy)!r}])\n"
         "sys.argv = ['sparkdoctor', 'check', '--python', sys.executable, '--no-kernels', '--format', 'json']\n"
         "from sparkdoctor.cli import main\n"

@@ -24,7 +24,7 @@ from sparkdoctor.collect import CollectorError, Context, run_collectors
 from sparkdoctor.collect import targetenv
 from sparkdoctor.facts import Facts
 from sparkdoctor.locations import data_dir
-from sparkdoctor.target import PythonTarget
+from sparkdoctor.target.local import PythonTarget
 from tests import venvs
 
 PROBE = data_dir("probes") / "target_env" / "__main__.py"

@@ -25,7 +25,7 @@ from sparkdoctor import matrix
 from sparkdoctor.collect import Context, run_collectors
 from sparkdoctor.collect import targetenv
 from sparkdoctor.facts import Facts
-from sparkdoctor.target import PythonTarget, probe_entry
+from sparkdoctor.target.local import PythonTarget, probe_entry
 
 PROBE = probe_entry("target_env")
 SYSTEM_PYTHON = Path("/usr/bin/python3")

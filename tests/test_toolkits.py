@@ -15,7 +15,7 @@ from sparkdoctor import ptxas
 from sparkdoctor.collect import Context, run_collectors
 from sparkdoctor.collect import toolkits
 from sparkdoctor.facts import Facts
-from sparkdoctor.target import PythonTarget
+from sparkdoctor.target.local import PythonTarget
 from tests import venvs
 
 SYSTEM_PTXAS = "/usr/local/bin/ptxas"

@@ -124,6 +124,21 @@ def test_matrix_track_command_writes_json_and_exits_1_on_a_proposal(tmp_path, re
     assert json.loads(out.read_text())["summary"]["no-longer-affected"] == 1
 
 
+def test_a_through_version_that_is_no_version_is_one_line_exit_2(tmp_path, registry):
+    """`--through vllm=notaversion` used to end in "internal error: InvalidVersion" (exit 2 by accident)."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "SPARKDOCTOR_INDEX_URL": registry.url, "SPARKDOCTOR_CACHE_DIR": str(tmp_path / "c")}
+    env.pop("SPARKDOCTOR_DEBUG", None)
+    done = subprocess.run([sys.executable, "-m", "sparkdoctor", "matrix", "track", "--matrix", str(write_matrix(tmp_path, ">=0.2.0")),
+                           "--through", "demo=notaversion", "--format", "json"], capture_output=True, text=True, timeout=120, env=env, check=False)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == "sparkdoctor: error: --through demo=notaversion: 'notaversion' is not a version (e.g. vllm=0.33.0)\n"
+    assert json.loads(done.stdout)["errors"][0]["code"] != "internal"
+
+
 def test_the_bundled_matrix_has_tracking_metadata():
     m = load()
     assert "vllm" in m.tracking.tracked and "nvidia-cutlass-dsl-libs-base" in m.tracking.family("nvidia-cutlass-dsl")

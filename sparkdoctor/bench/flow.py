@@ -143,7 +143,7 @@ def _store(ledger, result: session.RunResult, comparison_id: int | None = None) 
 
 
 def _toolchain(python: str | None, progress: Callable[[str], None]) -> session.Toolchain:
-    from sparkdoctor.target import TargetError, resolve_python_target
+    from sparkdoctor.target.local import TargetError, resolve_python_target
 
     try:
         target = resolve_python_target(python)
@@ -166,8 +166,8 @@ def _url_toolchain(url: str, opts: Options, progress: Callable[[str], None]) -> 
         toolchain.target["found_by"] = found["why"]
         return toolchain, found["pid"]
     if found["container"]:
-        from sparkdoctor.container_inspect import resolve_container_target
-        from sparkdoctor.target import TargetError
+        from sparkdoctor.target.container_inspect import resolve_container_target
+        from sparkdoctor.target.local import TargetError
 
         try:
             target = resolve_container_target(found["container"], runtime=opts.runtime)
@@ -216,7 +216,7 @@ def _load_recipe(path: Path, opts: Options) -> Any:
 def _target_python(recipe: Any, opts: Options) -> str | None:
     """--python, else the venv the recipe's command lives in (…/bin/vllm -> …/bin/python), else None (as check)."""
     if opts.python is not None:
-        from sparkdoctor.target import TargetError, resolve_python_target
+        from sparkdoctor.target.local import TargetError, resolve_python_target
 
         try:
             return resolve_python_target(opts.python).python  # absolute: the server runs in its own folder
@@ -367,10 +367,10 @@ def calibration(doc: dict[str, Any]) -> dict[str, Any]:
     return {**doc, "kind": "calibration", "calibration": levels}
 
 
-def render(doc: dict[str, Any]) -> None:
+def render(doc: dict[str, Any], console: Any = None) -> None:
     from sparkdoctor.bench import render as r
 
-    console = r.console()
+    console = console or r.console()
     if doc["kind"] == "calibration":
         r.render_comparison(console, doc)
         r.render_calibration(console, doc)

@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 from sparkdoctor.errors import TargetUnprobeable
 from sparkdoctor.facts import Facts, scrub
-from sparkdoctor.target import Target
+from sparkdoctor.target.local import Target
 
 
 @dataclass

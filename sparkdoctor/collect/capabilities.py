@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from sparkdoctor.collect import Collector, CollectorError, Context
-from sparkdoctor.target import TargetError, probe_entry, run_json_probe
+from sparkdoctor.target.local import TargetError, probe_entry, run_json_probe
 
 PROBE_TIMEOUT = 15.0
 

@@ -26,7 +26,7 @@ from typing import Any
 from sparkdoctor import proc
 from sparkdoctor.collect import Collector, Context
 from sparkdoctor.arch import DEFAULT_ARCH
-from sparkdoctor.target import probe_entry
+from sparkdoctor.target.local import probe_entry
 
 KERNELS = {"cutedsl-nvfp4-mma": "nvfp4-mma", "cutedsl-nvfp4-mma-tile": "nvfp4-mma-tile", "cutedsl-e2m1-cvt": "e2m1-cvt"}
 COMPILE_TIMEOUT = 60.0  # per kernel, inside the probe (the kernels compile at the same time)

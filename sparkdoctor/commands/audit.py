@@ -10,6 +10,8 @@ from typing import List, Optional
 import typer
 
 from sparkdoctor.cli_support import Fatal, time_limited, timeout_option
+from sparkdoctor.commands.options import format_option
+from sparkdoctor.result import Format
 
 
 def register(app: typer.Typer) -> None:
@@ -30,7 +32,7 @@ def audit(
     max_num_seqs: Optional[int] = typer.Option(None, "--max-num-seqs", help="For the fit: sequences whose full KV cache must fit at once (default 1; with --recipe, vLLM's own default for the GPU)."),
     memory: Optional[float] = typer.Option(None, "--memory", help="For the fit: GPU memory in GiB (default: the GPU's; GB10 = 119.7)."),
     gpu_memory_utilization: Optional[float] = typer.Option(None, "--gpu-memory-utilization", help="For the fit: the share of memory the server may use (vLLM's flag; default 0.9)."),
-    fmt: str = typer.Option("console", "--format", "-f", help="console | json"),
+    fmt: str = format_option(Format.console, Format.json),
     timeout: float = timeout_option(),
 ) -> None:
     """Read a checkpoint's headers (never its weights): bytes per decoded token by module group, what stays
@@ -67,18 +69,17 @@ def audit(
         options = AuditOptions(model, context=context, batch=batch, bandwidth=bandwidth, gpu=gpu, include_mtp=mtp,
                                memory_gib=memory, sources=sources, notes=notes, **values)
         result = run_audit(options)  # an AuditError or RecipeError is exit 2 by itself
+    bad = not result.fit.fits or any(d.kind != "stale-ignore-entry" for d in result.disagreements)
     if fmt == "json":
-        import json
-        import sys
-
         from sparkdoctor.audit.report import audit_to_dict
+        from sparkdoctor.emit import emit_json
 
-        sys.stdout.write(json.dumps(audit_to_dict(result), indent=2) + "\n")
+        emit_json("audit", "audit", audit_to_dict(result), EXIT_AUDIT_FINDINGS if bad else EXIT_OK)
     else:
         from rich.console import Console
 
         from sparkdoctor.audit.report import render_console
+        from sparkdoctor.emit import emit_console
 
-        render_console(result, Console(width=140))
-    bad = not result.fit.fits or any(d.kind != "stale-ignore-entry" for d in result.disagreements)
+        emit_console(lambda console: render_console(result, console), Console(width=140))
     raise typer.Exit(EXIT_AUDIT_FINDINGS if bad else EXIT_OK)

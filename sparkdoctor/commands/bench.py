@@ -4,14 +4,14 @@ is in sparkdoctor/bench/ and sparkdoctor/ledger/."""
 
 from __future__ import annotations
 
-import json
-import sys
 from pathlib import Path
 from typing import List, Optional
 
 import typer
 
 from sparkdoctor.cli_support import Fatal
+from sparkdoctor.commands.options import format_option
+from sparkdoctor.result import Format
 
 FORMATS = ("console", "json")
 
@@ -41,7 +41,7 @@ def bench(
     ready_timeout: float = typer.Option(600.0, "--ready-timeout", help="Seconds to wait for a launched server to be ready."),
     ledger: Optional[Path] = typer.Option(None, "--ledger", help="Ledger file (default: the state folder's ledger.sqlite)."),
     no_store: bool = typer.Option(False, "--no-store", help="Measure only; write nothing to the ledger."),
-    fmt: str = typer.Option("console", "--format", help="console or json (json: only the versioned JSON on stdout)."),
+    fmt: str = format_option(Format.console, Format.json),
     calibrate: bool = typer.Option(False, "--calibrate", help="RECIPE: measure its launch-to-launch noise with interleaved A/A launches (--pairs, 3 or more) and print the smallest effect 1, 3, 5 and 10 pairs detect."),
     allow_load_difference: bool = typer.Option(False, "--allow-load-difference", help="--vs: call the verdict even when the arms ran under clearly different machine load."),
     conclude: Optional[str] = typer.Option(None, "--conclude", help="--vs: record the result as conclusion NAME (sparkdoctor conclusions, rerun)."),
@@ -106,9 +106,18 @@ def bench(
         # a ConclusionError is exit 2, a ledger that cannot store it a LedgerError (exit 5): by themselves
         doc["conclusion"] = record_conclusion(conclude, doc, recipe, vs, python, ledger, opts.sets, local)
     if fmt == "json":
-        sys.stdout.write(json.dumps(doc, indent=2, sort_keys=False, default=str) + "\n")
+        from sparkdoctor.emit import emit_json
+
+        emit_json("bench", str(doc.get("kind", "bench")), doc)
     else:
-        flow.render(doc)
-        if doc.get("conclusion"):
-            print(f"conclusion {conclude!r} recorded: {doc['conclusion']['statement']}")
+        from sparkdoctor.bench import render as bench_render
+        from sparkdoctor.emit import emit_console
+
+        def draw(console) -> None:
+            flow.render(doc, console)
+            if doc.get("conclusion"):
+                console.print(f"conclusion {conclude!r} recorded: {doc['conclusion']['statement']}", markup=False, highlight=False,
+                              soft_wrap=True)
+
+        emit_console(draw, bench_render.console())
 

@@ -4,7 +4,6 @@ in sparkdoctor/conclusions/; this module parses and renders."""
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Optional
@@ -12,6 +11,8 @@ from typing import Optional
 import typer
 
 from sparkdoctor.cli_support import Fatal, open_ledger
+from sparkdoctor.commands.options import format_option
+from sparkdoctor.result import Format
 
 FORMATS = ("console", "json")
 
@@ -23,7 +24,7 @@ def register(app: typer.Typer) -> None:
 def conclusions(
     name: Optional[str] = typer.Argument(None, help="Only this conclusion."),
     ledger: Optional[Path] = typer.Option(None, "--ledger", help="Ledger file (default: the state folder's ledger.sqlite)."),
-    fmt: str = typer.Option("console", "--format", help="console or json (json: only the versioned JSON on stdout)."),
+    fmt: str = format_option(Format.console, Format.json),
 ) -> None:
     """List conclusions: fresh, stale (and what changed in the toolchain), flipped by a rerun, broken."""
     if fmt not in FORMATS:
@@ -46,10 +47,13 @@ def conclusions(
     doc = {"schema": 1, "conclusion_version": CONCLUSION_VERSION, "kind": "conclusions", "ledger": str(led.path),
            "conclusions": statuses}
     if fmt == "json":
-        sys.stdout.write(json.dumps(doc, indent=2, default=str) + "\n")
+        from sparkdoctor.emit import emit_json
+
+        emit_json("conclusions", "conclusions", doc)
         return
     from rich.console import Console
 
     from sparkdoctor.conclusions import render
+    from sparkdoctor.emit import emit_console
 
-    render.conclusions(Console() if sys.stdout.isatty() else Console(width=160), doc)
+    emit_console(lambda console: render.conclusions(console, doc), Console() if sys.stdout.isatty() else Console(width=160))

@@ -12,7 +12,9 @@ from pathlib import Path
 import typer
 
 from sparkdoctor.cli_support import Fatal
+from sparkdoctor.commands.options import format_option
 from sparkdoctor.exitcodes import EXIT_DIFF_BAD_INPUT, EXIT_DIFF_RISKY, EXIT_DIFF_SAFE
+from sparkdoctor.result import Format
 
 DIFF_FORMATS = ("console", "json")
 
@@ -24,7 +26,7 @@ def register(app: typer.Typer) -> None:
 def diff(
     a: Path = typer.Argument(..., metavar="A.json", help="A Facts snapshot (check --save-facts): the reference node, or before."),
     b: Path = typer.Argument(..., metavar="B.json", help="The other snapshot: the second node, or after."),
-    fmt: str = typer.Option("console", "--format", "-f", help="console | json"),
+    fmt: str = format_option(Format.console, Format.json),
 ) -> None:
     """Compare two snapshots field by field; each difference is risky (for a multi-node run) or benign."""
     if fmt not in DIFF_FORMATS:
@@ -39,10 +41,14 @@ def diff(
     if sys.stdout is None:
         raise Fatal("stdout is closed: nowhere to write the diff", EXIT_DIFF_BAD_INPUT)
     if fmt == "json":
-        sys.stdout.write(diff_json(comparison, names, facts) + "\n")
+        from sparkdoctor.emit import emit_json
+
+        emit_json("diff", "diff", diff_json(comparison, names, facts), EXIT_DIFF_RISKY if comparison.risky else EXIT_DIFF_SAFE)
     else:
         from rich.console import Console
 
-        render_console(comparison, names, facts, Console(soft_wrap=True, highlight=False))
+        from sparkdoctor.emit import emit_console
+
+        emit_console(lambda console: render_console(comparison, names, facts, console), Console(soft_wrap=True, highlight=False))
     sys.stdout.flush()
     raise typer.Exit(EXIT_DIFF_RISKY if comparison.risky else EXIT_DIFF_SAFE)

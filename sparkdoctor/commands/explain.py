@@ -17,6 +17,8 @@ from typing import Optional
 import typer
 
 from sparkdoctor.cli_support import Fatal, time_limited, timeout_option
+from sparkdoctor.commands.options import format_option
+from sparkdoctor.result import Format
 
 MAX_BYTES = 256 * 1024 * 1024  # a server log can be big; past this it is surely not text to explain
 EXPLAIN_SCHEMA = 1
@@ -30,7 +32,7 @@ def register(app: typer.Typer) -> None:
 def explain(
     source: str = typer.Argument("-", metavar="[FILE|-]", help="A log or pasted error text; '-' (default) reads stdin."),
     matrix_path: Optional[Path] = typer.Option(None, "--matrix", help="Matrix folder or file (default: bundled)."),
-    fmt: str = typer.Option("console", "--format", "-f", help="console | json"),
+    fmt: str = format_option(Format.console, Format.json),
     timeout: float = timeout_option(),
 ) -> None:
     """Match error text or a server log against every entry's symptoms; print what they mean and what to do.
@@ -55,15 +57,16 @@ def _explain(source: str, matrix_path: Optional[Path], fmt: str) -> None:
     groups = ambiguous_lines(matches)  # one line, several known causes: never shown as one exact match
     lines = len(text.splitlines())
     if fmt == "json":
+        from sparkdoctor.emit import emit_json
         from sparkdoctor.render.explain import explain_json
 
-        sys.stdout.write(explain_json(matches, label, lines, EXPLAIN_SCHEMA, groups) + "\n")
+        emit_json("explain", "explain", explain_json(matches, label, lines, EXPLAIN_SCHEMA, groups),
+                  EXIT_OK if matches else EXIT_EXPLAIN_NO_MATCH)
     else:
-        from rich.console import Console
-
+        from sparkdoctor.emit import emit_console
         from sparkdoctor.render.explain import render_explain
 
-        render_explain(matches, label, lines, Console(), groups)
+        emit_console(lambda console: render_explain(matches, label, lines, console, groups))
     raise typer.Exit(EXIT_OK if matches else EXIT_EXPLAIN_NO_MATCH)
 
 

@@ -13,6 +13,8 @@ from typing import List, Optional
 import typer
 
 from sparkdoctor.cli_support import Fatal
+from sparkdoctor.commands.options import format_option
+from sparkdoctor.result import Format
 from sparkdoctor.exitcodes import EXIT_FIX_FAILED, EXIT_FIX_REFUSED, EXIT_UNPROBEABLE, EXIT_USAGE
 
 
@@ -35,7 +37,7 @@ def register(app: typer.Typer) -> None:
         prune: bool = typer.Option(False, "--prune", help="Remove old journals (with --keep N and/or --older-than AGE); never one whose apply or rollback did not finish."),
         keep: Optional[int] = typer.Option(None, "--keep", help="With --prune: keep the newest N journals."),
         older_than: Optional[str] = typer.Option(None, "--older-than", help="With --prune: remove journals older than AGE (e.g. 30d, 12h, 90m)."),
-        fmt: str = typer.Option("console", "--format", help="console or json."),
+        fmt: str = format_option(Format.console, Format.json),
         env_file: Optional[Path] = typer.Option(None, "--env-file", help="The env file the server reads (KEY=VALUE): checked with it, env fixes edit it."),
         recipe: Optional[Path] = typer.Option(None, "--recipe", help="The serving recipe (recipes/*.toml) flag fixes edit."),
         constraints: List[Path] = typer.Option([], "--constraints", help="Extra constraints/requirements files to read (as check)."),
@@ -58,17 +60,17 @@ def register(app: typer.Typer) -> None:
             raise Fatal("--keep and --older-than go with --prune", EXIT_USAGE)
         if journal and not rollback:
             raise Fatal(f"unexpected argument {journal!r} (a journal id goes with --rollback)", EXIT_USAGE)
-        from sparkdoctor.check_target import refuse_bad_target_options
+        from sparkdoctor.target.choose import refuse_bad_target_options
 
         refuse_bad_target_options(python, container, container_python, facts_given=False)
         chosen = (python, container, container_python, runtime)
-        out = lambda text: typer.echo(text)  # noqa: E731
+        out = _writer(fmt)
         # a FixError (or a MatrixError) is a SparkdoctorError: the CLI turns it into one line and its own exit code
         if history:
             from sparkdoctor.fix.pipeline import history as list_history
 
             rows = list_history()
-            out(render.as_json("history", rows) if fmt == "json" else "\n".join(render.history_lines(rows)))
+            out(render.as_json("history", rows) if fmt == "json" else "\n".join(render.history_lines(rows)), 0)
             return
         if prune:
             _prune(keep, older_than, fmt, out)
@@ -80,10 +82,36 @@ def register(app: typer.Typer) -> None:
                        kernels, arch, matrix, fixes)
 
 
+def _writer(fmt: str):
+    """How fix writes its document: JSON behind the common header (sparkdoctor.emit), or text lines, once."""
+
+    def out(text: str, exit_code: int, errors: Optional[list] = None) -> None:
+        from sparkdoctor.emit import deliver, emit_json
+
+        if fmt == "json":
+            emit_json("fix", "fix", text, exit_code, errors)
+        else:
+            deliver(text + "\n", None)
+
+    return out
+
+
+def _refused(message: str, fmt: str, out, plan_json: str):
+    """A refused plan: under JSON one document (the plan, the refusal in its errors), then exit 4."""
+    refused = Fatal(message, EXIT_FIX_REFUSED)
+    if fmt != "json":
+        return refused
+    out(plan_json, EXIT_FIX_REFUSED, [refused.to_dict()])
+    from sparkdoctor.cli_support import err
+
+    err(message)
+    return typer.Exit(EXIT_FIX_REFUSED)
+
+
 def _target(chosen, env_file: Optional[Path]):
     """The target --python / --container / --container-python name, as check resolves it (exit 3 when
     it cannot be probed: no such container, a stopped one, one without Python)."""
-    from sparkdoctor.check_target import resolve_target
+    from sparkdoctor.target.choose import resolve_target
 
     target = resolve_target(*chosen)
     if env_file is not None:
@@ -122,10 +150,11 @@ def _rollback(journal, fmt, out, chosen) -> None:
     from sparkdoctor.fix.pipeline import rollback
 
     result = rollback(lambda record: _journal_target(record, chosen), journal)
-    out(render.as_json("rollback", result) if fmt == "json" else "\n".join(render.rollback_lines(result)))
     verified = result.get("verified") or {}
-    if result["status"] == "rolled back" and not verified.get("ok"):
-        raise typer.Exit(EXIT_FIX_FAILED)
+    code = EXIT_FIX_FAILED if result["status"] == "rolled back" and not verified.get("ok") else 0
+    out(render.as_json("rollback", result) if fmt == "json" else "\n".join(render.rollback_lines(result)), code)
+    if code:
+        raise typer.Exit(code)
 
 
 def _plan_or_apply(chosen, yes, fmt, out, env_file, recipe, constraints, system, allow_replace, allow_downgrade,
@@ -141,21 +170,20 @@ def _plan_or_apply(chosen, yes, fmt, out, env_file, recipe, constraints, system,
     if not planned.report.probed():
         raise Fatal("the target's packages could not be read; nothing to plan", EXIT_UNPROBEABLE)
     if yes and planned.plan.refusals and planned.plan.empty:  # e.g. an unfinished fix: never "nothing to fix"
-        out(render.plan_json(planned.plan, planned.report) if fmt == "json" else "\n".join(render.plan_lines(planned.plan)))
-        raise Fatal(planned.plan.refusals[0], EXIT_FIX_REFUSED)
+        if fmt != "json":
+            out("\n".join(render.plan_lines(planned.plan)), EXIT_FIX_REFUSED)
+        raise _refused(planned.plan.refusals[0], fmt, out, render.plan_json(planned.plan, planned.report))
     if not yes or planned.plan.empty:
         out(render.plan_json(planned.plan, planned.report) if fmt == "json" else "\n".join(
-            render.plan_lines(planned.plan) + ([] if planned.plan.empty else ["Dry run: nothing was changed. Apply with --yes."])))
+            render.plan_lines(planned.plan) + ([] if planned.plan.empty else ["Dry run: nothing was changed. Apply with --yes."])),
+            planned.report.exit_code())
         raise typer.Exit(planned.report.exit_code())
     if planned.plan.refusals:
-        if fmt == "json":
-            out(render.plan_json(planned.plan, planned.report))
-        raise Fatal(planned.plan.refusals[0], EXIT_FIX_REFUSED)
+        raise _refused(planned.plan.refusals[0], fmt, out, render.plan_json(planned.plan, planned.report))
     result = apply_and_recheck(target, planned, settings)
-    out(render.applied_json(result) if fmt == "json" else "\n".join(render.plan_lines(planned.plan) + render.applied_lines(result)))
-    if result["error"]:
-        raise typer.Exit(EXIT_FIX_FAILED)
-    raise typer.Exit(result["report_after"].exit_code())
+    code = EXIT_FIX_FAILED if result["error"] else result["report_after"].exit_code()
+    out(render.applied_json(result) if fmt == "json" else "\n".join(render.plan_lines(planned.plan) + render.applied_lines(result)), code)
+    raise typer.Exit(code)
 
 
 def _prune(keep, older_than, fmt, out) -> None:
@@ -167,7 +195,7 @@ def _prune(keep, older_than, fmt, out) -> None:
     if keep is not None and keep < 0:
         raise Fatal(f"--keep {keep}: give a number of journals, 0 or more", EXIT_USAGE)
     result = prune(keep, _age_seconds(older_than) if older_than is not None else None)
-    out(render.as_json("prune", result) if fmt == "json" else "\n".join(render.prune_lines(result)))
+    out(render.as_json("prune", result) if fmt == "json" else "\n".join(render.prune_lines(result)), 0)
 
 
 def _age_seconds(text: str) -> float:

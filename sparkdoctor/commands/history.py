@@ -3,14 +3,14 @@ toolchain, what changed in the numbers). Reads only; the work is in sparkdoctor/
 
 from __future__ import annotations
 
-import json
-import sys
 from pathlib import Path
 from typing import List, Optional
 
 import typer
 
 from sparkdoctor.cli_support import Fatal, open_ledger
+from sparkdoctor.commands.options import format_option
+from sparkdoctor.result import Format
 
 FORMATS = ("console", "json")
 HISTORY_SCHEMA = 1
@@ -36,8 +36,8 @@ def history(
     limit: int = typer.Option(50, "--limit", help="List at most this many runs."),
     samples: bool = typer.Option(False, "--samples", help="With RUN_ID: include the raw per-request samples (json)."),
     ledger: Optional[Path] = typer.Option(None, "--ledger", help="Ledger file (default: the state folder's ledger.sqlite)."),
-    fmt: str = typer.Option("console", "--format", help="console or json (json: only the versioned JSON on stdout)."),
-    html_file: Optional[str] = typer.Option(None, "--html", metavar="FILE", help="Write the whole ledger as one self-contained HTML page (plots need the optional plotly: sparkdoctor[html])."),
+    fmt: str = format_option(Format.console, Format.json),
+    html_file: Optional[str] = typer.Option(None, "--html", metavar="FILE", help="Write the whole ledger as one self-contained HTML page (plots need plotly: pip install 'sparkdoctor-gb10\\[html]')."),
 ) -> None:
     """List, show and compare stored benchmark runs."""
     if html_file is not None:
@@ -75,9 +75,16 @@ def history(
         else:
             doc = envelope("history", {"ledger": str(path), "runs": led.runs(recipe, limit)})
     if fmt == "json":
-        sys.stdout.write(json.dumps(doc, indent=2, default=str) + "\n")
+        from sparkdoctor.emit import emit_json
+
+        emit_json("history", doc["kind"], doc)
         return
-    console = render.console()
+    from sparkdoctor.emit import emit_console
+
+    emit_console(lambda console: _draw(render, console, doc), render.console())
+
+
+def _draw(render, console, doc) -> None:
     if doc["kind"] == "history-compare":
         render.render_compare(console, doc)
     elif doc["kind"] == "history-run":

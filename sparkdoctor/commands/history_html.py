@@ -18,7 +18,7 @@ def write_html(led, name: str) -> None:
     try:
         import plotly  # type: ignore[import-untyped]  # noqa: F401
     except ImportError:
-        raise Fatal("--html needs plotly, which is optional: pip install 'sparkdoctor[html]' (or pip install plotly)") from None
+        raise Fatal("--html needs plotly, which is optional: pip install 'sparkdoctor-gb10[html]' (or pip install plotly)") from None
     from sparkdoctor.files import OutputError, target_of, write_text
     from sparkdoctor.ledger.timeline import read
     from sparkdoctor.render.history_html import render_page

@@ -7,12 +7,13 @@ never executed (sparkdoctor.track.update). Both only parse here and call their p
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import typer
 
 from sparkdoctor.cli_support import Fatal
+from sparkdoctor.commands.options import format_option
+from sparkdoctor.result import Format
 
 TRACK_FORMATS = ("console", "json", "markdown")
 
@@ -32,7 +33,7 @@ def register(app: typer.Typer) -> None:
     def matrix_track(
         through: list[str] = typer.Option([], "--through", metavar="PKG=VERSION", help="Read new releases of PKG up to VERSION (default: the newest)."),
         matrix_path: Path | None = typer.Option(None, "--matrix", help="Matrix folder (default: the installed, else the bundled one)."),
-        fmt: str = typer.Option("console", "--format", "-f", help="console | json | markdown"),
+        fmt: str = format_option(Format.console, Format.json, Format.markdown),
         output: Path | None = typer.Option(None, "--output", "-o", help="Also write the JSON result to this file."),
         platform: str = typer.Option("linux-aarch64", "--platform", help="Whose wheels to read: linux-aarch64 | linux-x86_64"),
         python: str = typer.Option("3.12", "--python-version", help="The CPython whose wheels to read."),
@@ -51,7 +52,7 @@ def register(app: typer.Typer) -> None:
         sha256: str | None = typer.Option(None, "--sha256", help="The tarball's sha256 (required for a tarball)."),
         commit: str | None = typer.Option(None, "--commit", help="The full commit id to install (required for git)."),
         rollback: bool = typer.Option(False, "--rollback", help="Restore the matrix installed before the last update."),
-        fmt: str = typer.Option("console", "--format", "-f", help="console | json"),
+        fmt: str = format_option(Format.console, Format.json),
     ) -> None:
         """Install a newer matrix without a new sparkdoctor release: pinned, validated before it replaces
         anything, never executed; --rollback restores the previous one. Exit 0 done, 2 refused (says why)."""
@@ -67,11 +68,9 @@ def register(app: typer.Typer) -> None:
             if not source:
                 raise Fatal("give a SOURCE (a git repository with --commit, or a tarball with --sha256), or --rollback")
             result = update_matrix(source, sha256=sha256, commit=commit)
-        if fmt == "json":
-            import json
+        from sparkdoctor.emit import emit_json, write_stdout
 
-            sys.stdout.write(json.dumps(result, indent=2) + "\n")
+        if fmt == "json":
+            emit_json("matrix update", "matrix-update", result)
             return
-        typer.echo(result["message"])
-        for line in result.get("diff", []):
-            typer.echo(f"  {line}")
+        write_stdout("".join([f"{result['message']}\n", *(f"  {line}\n" for line in result.get("diff", []))]))

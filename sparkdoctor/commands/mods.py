@@ -4,12 +4,13 @@ here or there changes the target."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import typer
 
 from sparkdoctor.cli_support import Fatal
+from sparkdoctor.commands.options import format_option
+from sparkdoctor.result import Format
 
 
 def register(app: typer.Typer) -> None:
@@ -24,7 +25,7 @@ def register(app: typer.Typer) -> None:
         releases: list[str] | None = typer.Option(None, "--release", metavar="NAME==VERSION", help="Judge against a released wheel, read without installing it (repeatable), e.g. vllm==0.33.0."),
         strict: bool = typer.Option(False, "--strict", help="Also fail on a superseded mod or one that cannot be judged."),
         timeout: float | None = typer.Option(None, "--timeout", help="Seconds one mod script may run (default 60)."),
-        fmt: str = typer.Option("console", "--format", "-f", help="console | json"),
+        fmt: str = format_option(Format.console, Format.json),
     ) -> None:
         """Say, for each mod and each file it touches: applies, already applied, superseded upstream, fails (and
         where it diverged) or cannot tell (and why). Exit 0: no mod fails; 1: a mod fails (--strict: or is
@@ -33,18 +34,16 @@ def register(app: typer.Typer) -> None:
             raise Fatal(f"--format {fmt}: choose one of console, json")
         if timeout is not None and not timeout > 0:
             raise Fatal(f"--timeout {timeout}: a number of seconds above 0")
-        from sparkdoctor.mods import ModError
         from sparkdoctor.mods.report import ModsOptions, render_console, run, to_json
 
         options = ModsOptions(list(paths), python, list(site or []), list(releases or []), strict, timeout)
-        try:
-            report = run(options)
-        except ModError as exc:
-            raise Fatal(str(exc)) from None
+        report = run(options)  # a ModError is exit 2 by itself
         if fmt == "json":
-            sys.stdout.write(to_json(report) + "\n")
-        else:
-            from rich.console import Console
+            from sparkdoctor.emit import emit_json
 
-            render_console(report, Console())
+            emit_json("mods check", "mods", to_json(report), report.exit_code)
+        else:
+            from sparkdoctor.emit import emit_console
+
+            emit_console(lambda console: render_console(report, console))
         raise typer.Exit(report.exit_code)

@@ -4,12 +4,13 @@ PyYAML."""
 
 from __future__ import annotations
 
-import sys
 from typing import List, Optional
 
 import typer
 
 from sparkdoctor.cli_support import Fatal, time_limited, timeout_option, warn
+from sparkdoctor.commands.options import format_option
+from sparkdoctor.result import Format
 
 FORMATS = ("console", "json")
 
@@ -33,7 +34,7 @@ def register(app: typer.Typer) -> None:
     def show(
         recipe: str = typer.Argument(..., help="A recipe file (.toml, .yaml) or the name of a shipped recipe."),
         sets: Optional[List[str]] = typer.Option(None, "--set", help="Override a parameter: key=value, or env.NAME=value (repeatable)."),
-        fmt: str = typer.Option("console", "--format", "-f", help="console | json"),
+        fmt: str = format_option(Format.console, Format.json),
         timeout: float = timeout_option(),
     ) -> None:
         """Show the resolved command, env, model and port of a recipe, and where each value came from."""
@@ -48,11 +49,13 @@ def register(app: typer.Typer) -> None:
             if fmt == "json":
                 text = to_json(resolved)
             else:
-                from rich.console import Console
+                from sparkdoctor.emit import emit_console
 
-                render_console(resolved, Console())
+                emit_console(lambda console: render_console(resolved, console))
                 return
-        sys.stdout.write(text + "\n")
+        from sparkdoctor.emit import emit_json
+
+        emit_json("recipe show", "recipe", text)
         for warning in resolved.warnings:
             warn(warning)
 
@@ -63,7 +66,7 @@ def register(app: typer.Typer) -> None:
         python: Optional[str] = typer.Option(None, "--python", help="Interpreter (or venv) of the vLLM to judge against (default: the recipe command's venv, else as check)."),
         matrix_path: Optional[str] = typer.Option(None, "--matrix", help="Matrix folder or file (default: bundled)."),
         fail_on: str = typer.Option("error", "--fail-on", help="Lowest severity that fails: info | warn | error."),
-        fmt: str = typer.Option("console", "--format", "-f", help="console | json | junit | sarif"),
+        fmt: str = format_option(Format.console, Format.json, Format.junit, Format.sarif),
     ) -> None:
         """Judge a recipe without launching it: stale env vars and flags, stale workarounds, wrong settings."""
         from sparkdoctor.commands.recipe_check import check_command

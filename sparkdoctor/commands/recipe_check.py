@@ -3,7 +3,6 @@ serve helper's recipe.py grows by a few lines only). Findings, --fail-on and exi
 
 from __future__ import annotations
 
-import json
 import sys
 from typing import Optional
 
@@ -26,22 +25,24 @@ def check_command(recipe: str, overrides: dict, python: Optional[str], matrix_pa
 
     with progress_line() as progress:  # a RecipeError, MatrixError (2) or TargetError (3) says how it ends
         doc = recipe_check.run(recipe, overrides, python, matrix_path, fail_on, progress)
+    from sparkdoctor.emit import emit_console, emit_json, write_stdout
+
     if fmt == "json":
-        sys.stdout.write(json.dumps(doc, indent=2, default=str) + "\n")
+        emit_json("recipe check", "recipe-check", doc, EXIT_FINDINGS if doc["failed"] else 0)
     elif fmt == "junit":
         from sparkdoctor.conclusions import junit
 
-        sys.stdout.write(junit.render(doc) + "\n")
+        write_stdout(junit.render(doc) + "\n")
     elif fmt == "sarif":
         from sparkdoctor.matrix import load
         from sparkdoctor.render.sarif import render_recipe_sarif
 
-        sys.stdout.write(render_recipe_sarif(doc, load(matrix_path)) + "\n")
+        write_stdout(render_recipe_sarif(doc, load(matrix_path)) + "\n")
     else:
         from rich.console import Console
 
         from sparkdoctor.conclusions import render
 
-        render.recipe_check(Console() if sys.stdout.isatty() else Console(width=160), doc)
+        emit_console(lambda console: render.recipe_check(console, doc), Console() if sys.stdout.isatty() else Console(width=160))
     if doc["failed"]:
         raise typer.Exit(EXIT_FINDINGS)

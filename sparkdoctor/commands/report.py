@@ -16,7 +16,9 @@ from typing import Optional
 import typer
 
 from sparkdoctor.cli_support import Fatal
+from sparkdoctor.commands.options import format_option
 from sparkdoctor.exitcodes import EXIT_UNPROBEABLE
+from sparkdoctor.result import Format
 
 DEFAULT_TIMEOUT = 120.0
 
@@ -28,7 +30,7 @@ def register(app: typer.Typer) -> None:
 def report(
     python: Optional[str] = typer.Option(None, "--python", help="Interpreter (or venv folder) of the environment to report on. Default: $VIRTUAL_ENV, else this interpreter."),
     facts_file: Optional[Path] = typer.Option(None, "--facts", help="Report on a saved snapshot (check --save-facts) instead of probing."),
-    fmt: str = typer.Option("github", "--format", "-f", help="github (markdown, long parts folded) | forum (plain text)"),
+    fmt: str = format_option(Format.github, Format.forum, default=Format.github, help="github (markdown, long parts folded) | forum (plain text)"),
     output_name: Optional[str] = typer.Option(None, "--output", "-o", metavar="PATH", help="Write the report here (atomically) instead of stdout."),
     no_redact: bool = typer.Option(False, "--no-redact", help="Keep user and host names, home paths, addresses and tokens (default: anonymized)."),
     arch: Optional[str] = typer.Option(None, "--arch", help="Evaluate as if the target ran on this GPU arch (e.g. sm_121a)."),
@@ -88,7 +90,7 @@ def _facts(facts_file: Optional[Path], python: Optional[str], arch: Optional[str
         return apply_arch_override(Facts.load(facts_file), arch)
     from sparkdoctor import proc
     from sparkdoctor.check import CheckOptions, collect_facts
-    from sparkdoctor.target import resolve_python_target
+    from sparkdoctor.target.local import resolve_python_target
 
     target = resolve_python_target(python)  # a TargetError is exit 3 by itself
     deadline = time.monotonic() + timeout

@@ -6,7 +6,6 @@ flipped or a recipe got measurably slower. Parses and renders; the work is in sp
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import List, Optional
@@ -14,6 +13,8 @@ from typing import List, Optional
 import typer
 
 from sparkdoctor.cli_support import Fatal, open_ledger
+from sparkdoctor.commands.options import format_option
+from sparkdoctor.result import Format
 
 FORMATS = ("console", "json")
 FAIL_ON = ("flipped", "regression")
@@ -38,7 +39,7 @@ def rerun(
     ledger: Optional[Path] = typer.Option(None, "--ledger", help="Ledger file (default: the state folder's ledger.sqlite)."),
     matrix_path: Optional[Path] = typer.Option(None, "--matrix", help="Matrix folder or file that judges workarounds (default: bundled)."),
     ready_timeout: float = typer.Option(600.0, "--ready-timeout", help="Seconds to wait for each launched server."),
-    fmt: str = typer.Option("console", "--format", help="console or json (json: only the versioned JSON on stdout)."),
+    fmt: str = format_option(Format.console, Format.json),
     allow_load_difference: bool = typer.Option(False, "--allow-load-difference", help="Call a flip even when the old and new runs (or an A/B's arms) ran under clearly different machine load."),
 ) -> None:
     """Re-measure stale conclusions and stale workarounds on the current toolchain."""
@@ -72,17 +73,23 @@ def rerun(
         if "regression" in wanted and any(r.get("regression") for r in doc["results"]):
             failed.append("regression")
     doc["failed"] = failed
+    code = 0
+    if failed:
+        code = EXIT_RERUN_FAIL_ON
+    elif not dry_run and (any(r["outcome"] == "not re-run" for r in doc["results"])
+                          or any(not w.get("cost") for w in doc["workarounds"])):
+        code = EXIT_RERUN_INCOMPLETE
     if fmt == "json":
-        sys.stdout.write(json.dumps(doc, indent=2, default=str) + "\n")
+        from sparkdoctor.emit import emit_json
+
+        emit_json("rerun", doc["kind"], doc, code)
     else:
         from rich.console import Console
 
         from sparkdoctor.conclusions import render
+        from sparkdoctor.emit import emit_console
 
-        console = Console() if sys.stdout.isatty() else Console(width=160)
-        render.plan(console, doc) if dry_run else render.results(console, doc)
-    if failed:
-        raise typer.Exit(EXIT_RERUN_FAIL_ON)
-    if not dry_run and (any(r["outcome"] == "not re-run" for r in doc["results"])
-                        or any(not w.get("cost") for w in doc["workarounds"])):
-        raise typer.Exit(EXIT_RERUN_INCOMPLETE)
+        draw = render.plan if dry_run else render.results
+        emit_console(lambda console: draw(console, doc), Console() if sys.stdout.isatty() else Console(width=160))
+    if code:
+        raise typer.Exit(code)

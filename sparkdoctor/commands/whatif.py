@@ -11,6 +11,8 @@ from pathlib import Path
 import typer
 
 from sparkdoctor.cli_support import Fatal
+from sparkdoctor.commands.options import format_option
+from sparkdoctor.result import Format
 
 
 def register(app: typer.Typer) -> None:
@@ -25,8 +27,9 @@ def register(app: typer.Typer) -> None:
         arch: str | None = typer.Option(None, "--arch", help="Judge as if on this GPU arch (e.g. sm_121a)."),
         fail_on: str = typer.Option("error", "--fail-on", help="Exit 1 when the upgrade introduces a finding at or above: error | warn | info"),
         no_read: bool = typer.Option(False, "--no-read", help="Do not read the new releases' files (capabilities stay today's, said)."),
-        fmt: str = typer.Option("console", "--format", "-f", help="console | json"),
+        fmt: str = format_option(Format.console, Format.json),
         ledger: Path | None = typer.Option(None, "--ledger", help="The benchmark ledger whose conclusions the upgrade would make stale (default: the state folder's)."),
+        probe: bool = typer.Option(False, "--probe", help="Compile the CuTe DSL probes with today's and the proposed cutlass-dsl set in a throwaway uv venv."),
         recipe: str | None = typer.Option(None, "--recipe", help="Also judge this recipe today and after: flags and env vars the new vLLM drops, stale workarounds."),
     ) -> None:
         """Resolve an upgrade with the target's pip (dry run), build the Facts it would give (versions,
@@ -38,4 +41,4 @@ def register(app: typer.Typer) -> None:
             raise Fatal(f"--format {fmt}: choose one of console, json")
         if fail_on not in ("error", "warn", "info"):
             raise Fatal(f"--fail-on {fail_on}: choose one of error, warn, info")
-        raise typer.Exit(run_whatif(specs, python, facts_file, matrix_path, arch, fail_on, not no_read, fmt, recipe, ledger, container, container_python))
+        raise typer.Exit(run_whatif(specs, python, facts_file, matrix_path, arch, fail_on, not no_read, fmt, recipe, ledger, container, container_python, probe))

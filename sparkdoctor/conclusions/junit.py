@@ -14,8 +14,9 @@ from typing import Any
 
 from sparkdoctor.render.describe import clip
 from sparkdoctor.render.junit import FINDING_CHARS, _clean
+from sparkdoctor.vocab import Severity
 
-SEVERITY_RANK = {"info": 0, "warn": 1, "error": 2}
+SEVERITY_RANK = {s.value: s.rank for s in Severity}  # info 0, warn 1, error 2
 
 
 def _text(f: dict[str, Any]) -> str:

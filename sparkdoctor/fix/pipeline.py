@@ -19,7 +19,7 @@ from sparkdoctor.fix import unsettled
 from sparkdoctor.fix.interface import FixError, JournalError
 from sparkdoctor.fix.model import Plan
 from sparkdoctor.fix.plan import FixOptions, build_plan, hash_names
-from sparkdoctor.target_files import transport_of
+from sparkdoctor.target.files import transport_of
 
 RESULT_VERSION = 1
 

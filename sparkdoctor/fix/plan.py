@@ -28,7 +28,7 @@ from sparkdoctor.fix.interface import FixError, Installer, ResolutionError
 from sparkdoctor.fix.inventory import Inventory
 from sparkdoctor.fix.model import Plan, Step
 from sparkdoctor.fix.siblings import pinned_siblings
-from sparkdoctor.target_files import FileError, FileTransport, LocalFiles
+from sparkdoctor.target.files import FileError, FileTransport, LocalFiles
 
 
 @dataclass

@@ -24,7 +24,7 @@ from sparkdoctor.collect.gpu import arch_of
 from sparkdoctor.facts import Facts
 from sparkdoctor.fleet.target import RemoteTarget
 from sparkdoctor.fleet.transport import Node
-from sparkdoctor.target import TargetError, parse_json_probe, probe_entry
+from sparkdoctor.target.local import TargetError, parse_json_probe, probe_entry
 from sparkdoctor.text import one_line
 
 NODE_PROBE = "fleet_node"
@@ -67,7 +67,7 @@ def collect_node(transport: Any, node: Node, timeout: float, arch: str | None = 
             raise CollectorError(str(exc)) from None
         return {}
 
-    from sparkdoctor.target_probe import probe_args
+    from sparkdoctor.target.probe import probe_args
 
     try:
         target.prefetch([(targetenv.PROBE, probe_args(target, None, False)[0]), ("capabilities", []), (NODE_PROBE, [])])
@@ -97,7 +97,7 @@ def _container(transport: Any, node: Node) -> dict[str, Any]:
     the shape `check --container` records: its content fingerprint is what nodes must share."""
     import os
 
-    from sparkdoctor.container_inspect import image_facts, inspect_container
+    from sparkdoctor.target.container_inspect import image_facts, inspect_container
 
     cli = transport.container_cli(node)
     try:

@@ -14,7 +14,7 @@ from typing import Any
 from sparkdoctor import proc
 from sparkdoctor.fleet.bundle import bundle, multi_bundle, probe_of
 from sparkdoctor.fleet.transport import Node
-from sparkdoctor.target import TargetError
+from sparkdoctor.target.local import TargetError
 
 
 DEFAULT_PYTHON = "the node's default python"

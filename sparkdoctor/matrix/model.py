@@ -11,13 +11,14 @@ from dataclasses import dataclass, field
 from typing import Any
 from sparkdoctor.errors import InputError
 from sparkdoctor.text import one_line  # noqa: F401 (config and loader use it from here too)
+from sparkdoctor.vocab import Action, Evidence, Severity
 
-SEVERITIES = ("info", "warn", "error")
-ACTIONS = ("fix", "configure", "rebench", "monitor")
+SEVERITIES = Severity.values()  # ("info", "warn", "error"): the words of sparkdoctor.vocab.Severity
+ACTIONS = Action.values()  # ("fix", "configure", "rebench", "monitor")
 # How an entry knows what it claims, strongest first: a probe here reproduces it and its verify table
 # proves it on real installs; its bounds and symptom strings were checked mechanically against the
 # released files (its `files` table); a cited report only.
-EVIDENCE_LEVELS = ("reproduced", "checked", "reported")
+EVIDENCE_LEVELS = Evidence.values()  # ("reproduced", "checked", "reported")
 # An id is a stable name: lowercase words joined by '-' or '.'. Matched with fullmatch (a `$`
 # anchor would let "an-id\n" through).
 ID_RE = re.compile(r"[a-z0-9][a-z0-9.-]*[a-z0-9]")

@@ -11,8 +11,10 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any
 
+from sparkdoctor.errors import SparkdoctorError
 
-class ModError(Exception):
+
+class ModError(SparkdoctorError):
     """A mod or a target that cannot be judged at all (unreadable path, no such release): one line."""
 
     exit_code = 2

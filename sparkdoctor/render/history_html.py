@@ -3,7 +3,7 @@
 Plotly draws the plots: its JavaScript is inlined once, the figures are plain dicts written without plotly's
 Python validation (benchmarks/history_html_libraries.py: 10,000 runs in 0.2 s, a 5.3 MB page of which 4.7 MB is
 plotly.js; matplotlib's static SVG took 0.6 s warm, 8.8 s cold, for 1.1 MB with no hover and no zoom; see
-docs/evidence/history-html.md). Plotly is an optional dependency (`pip install 'sparkdoctor[html]'`): nothing
+docs/evidence/history-html.md). Plotly is an optional dependency (`pip install 'sparkdoctor-gb10[html]'`): nothing
 else in sparkdoctor needs it, and it is imported only here.
 
 The page: decode tok/s per stream (each run's headline) per recipe over time, each toolchain change marked

@@ -36,7 +36,7 @@ def report_markdown(result: Result, sink: Sink) -> str:
 def report_sarif(result: Result, sink: Sink) -> str:
     from sparkdoctor.render.sarif import render_sarif
 
-    return render_sarif(result.data) + "\n"
+    return str(render_sarif(result.data)) + "\n"
 
 
 # ---- matrix list | show | validate ------------------------------------------------------------------

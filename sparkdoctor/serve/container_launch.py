@@ -49,8 +49,8 @@ class ContainerLaunchError(BenchFailure, RuntimeError):
 
 def runtime_cli(runtime: str | None = None) -> list[str]:
     """The container CLI (container_inspect.container_cli chooses it, for check and launch alike)."""
-    from sparkdoctor.container_inspect import container_cli
-    from sparkdoctor.target import TargetError
+    from sparkdoctor.target.container_inspect import container_cli
+    from sparkdoctor.target.local import TargetError
 
     try:
         return container_cli(runtime)
@@ -272,7 +272,7 @@ class ContainerServer:
 
     def start(self, pump: Any, say: Callable[[str], None]) -> None:
         """Sweep leftovers, check the image is here, `run -d`, follow its logs; ContainerLaunchError otherwise."""
-        from sparkdoctor.container_inspect import image_facts
+        from sparkdoctor.target.container_inspect import image_facts
 
         image = str(self.recipe.container)
         self._pump = pump

@@ -38,6 +38,10 @@ def run_verify(entry_id: str | None, keep: bool, matrix_path: Path | None, fmt: 
         raise Fatal(f"--format {fmt}: choose one of console, json")
     if kind not in KINDS:
         raise Fatal(f"--kind {kind}: choose one of {', '.join(KINDS)}")
+    modes = [name for name, on in (("--bounds", bounds), ("--stacks", stacks), ("--bisect", bisect_id is not None),
+                                   ("--latest", latest)) if on]
+    if len(modes) > 1:  # each is its own run; the second one used to be silently ignored
+        raise Fatal(f"{' and '.join(modes)} exclude each other: give one")
     matrix = _matrix(matrix_path)
     if bounds:
         return _bounds(matrix, entry_id, fmt)
@@ -74,7 +78,9 @@ def _verify(matrix, entry_id: str | None, keep: bool, fmt: str, kind: str) -> in
     results += [verify_files(e, log) for e in chosen if want_files and e.files]
     seconds = time.monotonic() - started
     if fmt == "json":
-        sys.stdout.write(verify_json(results, seconds) + "\n")
+        from sparkdoctor.emit import emit_json
+
+        return emit_json("matrix verify", "verify", verify_json(results, seconds), exit_code(results))
     elif not results:
         print("no matrix entry has a verify table or a files table")
     else:
@@ -93,7 +99,7 @@ def exit_code(results: list) -> int:
 
 
 def _bisect(matrix, entry_id: str, fmt: str) -> int:
-    from sparkdoctor.render.verify import render_bisect, write_json
+    from sparkdoctor.render.verify import render_bisect
     from sparkdoctor.verify.files import bisect
 
     entry = matrix.get(entry_id)
@@ -102,16 +108,18 @@ def _bisect(matrix, entry_id: str, fmt: str) -> int:
     if not entry.files:
         raise Fatal(f"{entry.file}: entry {entry.id}: --bisect needs a 'files' table (checks over released wheels)")
     found = bisect(entry, _log())
+    code = {"agrees": EXIT_OK, "found": EXIT_OK, "differs": EXIT_VERIFY_CONTRADICTED}.get(found["verdict"], EXIT_VERIFY_ERROR)
     if fmt == "json":
-        write_json({"schema": 1, "bisect": found})
-    else:
-        render_bisect(found)
-    return {"agrees": EXIT_OK, "found": EXIT_OK, "differs": EXIT_VERIFY_CONTRADICTED}.get(found["verdict"], EXIT_VERIFY_ERROR)
+        from sparkdoctor.emit import emit_json
+
+        return emit_json("matrix verify", "verify-bisect", {"schema": 1, "bisect": found}, code)
+    render_bisect(found)
+    return code
 
 
 def _latest(matrix, entry_id: str | None, fmt: str, kind: str) -> int:
     from sparkdoctor import verify
-    from sparkdoctor.render.verify import render_latest, write_json
+    from sparkdoctor.render.verify import render_latest
     from sparkdoctor.verify.files import latest, latest_installs
 
     chosen = [e for e in matrix.entries if not e.withdrawn and (entry_id is None or e.id == entry_id)]
@@ -122,13 +130,16 @@ def _latest(matrix, entry_id: str | None, fmt: str, kind: str) -> int:
     log = _log()
     results = [latest(e, log) for e in with_files]
     results += [dict(latest_installs(verify.parse_spec(e), log), kind="installs") for e in with_installs]
-    if fmt == "json":
-        write_json({"schema": 1, "latest": results})
-    else:
-        render_latest(results)
     if any(r["verdict"] in ("regression", "range-must-grow", "fixed-upstream") for r in results):
-        return EXIT_VERIFY_CONTRADICTED
-    return EXIT_VERIFY_ERROR if any(r["verdict"] == "error" for r in results) else EXIT_OK
+        code = EXIT_VERIFY_CONTRADICTED
+    else:
+        code = EXIT_VERIFY_ERROR if any(r["verdict"] == "error" for r in results) else EXIT_OK
+    if fmt == "json":
+        from sparkdoctor.emit import emit_json
+
+        return emit_json("matrix verify", "verify-latest", {"schema": 1, "latest": results}, code)
+    render_latest(results)
+    return code
 
 
 def _bounds(matrix, entry_id: str | None, fmt: str) -> int:
@@ -150,19 +161,21 @@ def _bounds(matrix, entry_id: str | None, fmt: str) -> int:
     for r in results:
         if r.id in checked and r.verdict == "not-bracketed":
             r.verdict, r.why = "contradicted", f"evidence is \"checked\" but the bound cannot be bracketed: {r.why}"
-    if fmt == "json":
-        from sparkdoctor.render.verify import write_json
-
-        write_json({"schema": 1, "kind": "bounds", "matrix": matrix.source, "seconds": round(time.monotonic() - started, 1),
-                    "requests": reader.client.requests, "bytes_read": reader.client.bytes_read, "summary": summary(results),
-                    "bounds": [r.to_dict() for r in results]})
-    else:
-        from rich.console import Console
-
-        render_bounds(results, Console())
+    code = EXIT_OK
     if any(r.verdict == "contradicted" for r in results):
-        return EXIT_VERIFY_CONTRADICTED
-    return EXIT_VERIFY_ERROR if any(r.verdict == "error" for r in results) else EXIT_OK
+        code = EXIT_VERIFY_CONTRADICTED
+    elif any(r.verdict == "error" for r in results):
+        code = EXIT_VERIFY_ERROR
+    if fmt == "json":
+        from sparkdoctor.emit import emit_json
+
+        return emit_json("matrix verify", "bounds", {"schema": 1, "kind": "bounds", "matrix": matrix.source, "seconds": round(time.monotonic() - started, 1),
+                    "requests": reader.client.requests, "bytes_read": reader.client.bytes_read, "summary": summary(results),
+                    "bounds": [r.to_dict() for r in results]}, code)
+    from rich.console import Console
+
+    render_bounds(results, Console())
+    return code
 
 
 def _stacks(matrix, stack_id: str | None, fmt: str) -> int:
@@ -173,12 +186,15 @@ def _stacks(matrix, stack_id: str | None, fmt: str) -> int:
     if stack_id is not None and not chosen:
         raise Fatal(f"no known-good stack with id {stack_id!r}")
     results = resolve_stacks(chosen, _log())
-    if fmt == "json":
-        from sparkdoctor.render.verify import write_json
-
-        write_json({"schema": 1, "kind": "stacks", "matrix": matrix.source, "stacks": [r.to_dict() for r in results]})
-    else:
-        render_stacks(results)
+    code = EXIT_OK
     if any(r.verdict == "contradicted" for r in results):
-        return EXIT_VERIFY_CONTRADICTED
-    return EXIT_VERIFY_ERROR if any(r.verdict == "error" for r in results) else EXIT_OK
+        code = EXIT_VERIFY_CONTRADICTED
+    elif any(r.verdict == "error" for r in results):
+        code = EXIT_VERIFY_ERROR
+    if fmt == "json":
+        from sparkdoctor.emit import emit_json
+
+        return emit_json("matrix verify", "stacks", {"schema": 1, "kind": "stacks", "matrix": matrix.source,
+                                                      "stacks": [r.to_dict() for r in results]}, code)
+    render_stacks(results)
+    return code

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -12,31 +11,25 @@ from sparkdoctor.exitcodes import EXIT_FINDINGS, EXIT_OK
 
 def run_whatif(specs: list[str], python: str | None, facts_file: Path | None, matrix_path: Path | None, arch: str | None,
                fail_on: str, read: bool, fmt: str, recipe_ref: str | None = None, ledger_path: Path | None = None,
-               container: str | None = None, container_python: str | None = None) -> int:
+               container: str | None = None, container_python: str | None = None, probe: bool = False) -> int:
     from sparkdoctor.check import CheckOptions, apply_arch_override, collect_facts
-    from sparkdoctor.check_target import resolve_target
-    from sparkdoctor.facts import Facts, FactsError
-    from sparkdoctor.matrix import MatrixError, load
+    from sparkdoctor.target.choose import resolve_target
+    from sparkdoctor.facts import Facts
+    from sparkdoctor.matrix import load
     from sparkdoctor.whatif import (
         compare,
         hypothetical_facts,
         resolve_upgrade,
     )
 
-    try:
-        matrix = load(matrix_path)
-    except MatrixError as exc:
-        raise Fatal(str(exc)) from None
-    from sparkdoctor.check_target import refuse_bad_target_options
+    matrix = load(matrix_path)  # a MatrixError (2), FactsError (2) or ResolveError (2) says how the command ends
+    from sparkdoctor.target.choose import refuse_bad_target_options
 
     refuse_bad_target_options(python, container, container_python, facts_file is not None)
     target = resolve_target(python, container, container_python)
     interpreter = str((target.describe() or {}).get("python") or python or sys.executable)
     if facts_file is not None:
-        try:
-            today = Facts.load(facts_file)
-        except FactsError as exc:
-            raise Fatal(str(exc)) from None
+        today = Facts.load(facts_file)
     else:
         today = collect_facts(target, CheckOptions(arch=arch, kernels=False))
     today = apply_arch_override(today, arch)
@@ -56,14 +49,20 @@ def run_whatif(specs: list[str], python: str | None, facts_file: Path | None, ma
         if recipe_ref is not None:
             result.recipe = _recipe(recipe_ref, target, matrix, today, predicted, changes, reader, notes)
         result.stale = _stale(ledger_path, interpreter, today, predicted, notes)
+        if probe:
+            result.probe = _probe(today, predicted, changes, interpreter if getattr(target, "shares_files", True) else sys.executable)
     finally:
         if reader is not None:
             reader.close()
+    code = EXIT_FINDINGS if result.gate(fail_on) else EXIT_OK
     if fmt == "json":
-        sys.stdout.write(json.dumps(result.to_dict(), indent=2) + "\n")
-    else:
-        _render(result)
-    return EXIT_FINDINGS if result.gate(fail_on) else EXIT_OK
+        from sparkdoctor.emit import emit_json
+
+        return emit_json("whatif", "whatif", result.to_dict(), code)
+    from sparkdoctor.emit import emit_console
+
+    emit_console(lambda console: _render(result, console))
+    return code
 
 
 def _recipe(recipe_ref: str, target, matrix, today, predicted, changes, reader, notes: list[str]) -> dict:
@@ -84,6 +83,17 @@ def _recipe(recipe_ref: str, target, matrix, today, predicted, changes, reader, 
     return compare_recipe(recipe, matrix, today, predicted, flags_today, flags_after)
 
 
+def _probe(today, predicted, changes, python: str) -> dict:
+    """--probe: the CuTe DSL probes compiled in a throwaway venv with today's and the proposed cutlass-dsl set."""
+    from sparkdoctor.whatif.probe import probe_cutedsl
+
+    value = str((predicted.arch or {}).get("value") or "")
+    arch = value if value.startswith("sm_") else "sm_121a"  # no GPU and no --arch: the Spark's arch, the DSL needs one
+    if not any(c.name.startswith("nvidia-cutlass-dsl") for c in changes):
+        return {"arch": arch, "note": "the upgrade does not change cutlass-dsl: nothing new to compile"}
+    return {"arch": arch, "today": probe_cutedsl(today, arch, python), "after": probe_cutedsl(predicted, arch, python)}
+
+
 def _stale(ledger_path: Path | None, python: str, today, predicted, notes: list[str]) -> list | None:
     """Conclusions the upgrade would make stale; None (said) when there is no ledger to read."""
     from sparkdoctor.ledger import Ledger, default_path
@@ -98,10 +108,7 @@ def _stale(ledger_path: Path | None, python: str, today, predicted, notes: list[
     return stale_conclusions(Ledger(path), python, today, predicted)  # a LedgerError says itself (exit 5)
 
 
-def _render(result) -> None:
-    from rich.console import Console
-
-    console = Console()
+def _render(result, console) -> None:
     if not result.changes:
         console.print(f"nothing would change: {' '.join(result.specs)} is already satisfied")
     for c in result.changes:
@@ -120,6 +127,12 @@ def _render(result) -> None:
     for s in result.stale or []:
         what = "; ".join(str(c.get("text") or c.get("what")) for c in s["changes"][:3])
         console.print(f"would become stale: conclusion {s['conclusion']} ({what}): plan `sparkdoctor rerun {s['conclusion']}` after the upgrade")
+    for when in ("today", "after"):
+        p = (result.probe or {}).get(when) or {}
+        for k in p.get("kernels", []):
+            console.print(f"probe {when:>5}  {k['kernel']} for {result.probe['arch']}: {k['verdict']} ({k['detail']})")
+        if p.get("error"):
+            console.print(f"probe {when:>5}  {p['error']}")
     for note in result.notes:
         console.print(f"[dim]note: {note}[/]")
     console.print(f"{len(result.introduced)} introduced, {len(result.fixed)} fixed, {len(result.unchanged)} unchanged, "

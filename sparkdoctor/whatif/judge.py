@@ -20,6 +20,7 @@ class WhatIf:
     cannot_tell: list[dict[str, Any]] = field(default_factory=list)  # matched today, unknown after
     notes: list[str] = field(default_factory=list)
     matrix: str = "bundled"
+    probe: dict[str, Any] | None = None  # --probe: {"today": ..., "after": ...}, sparkdoctor.whatif.probe
     recipe: dict[str, Any] | None = None  # {"name", "introduced", "fixed", "unchanged"}: the recipe's findings, today vs after
     stale: list[dict[str, Any]] | None = None  # ledger conclusions fresh today, stale after: [{"conclusion", "changes"}]
 
@@ -31,7 +32,7 @@ class WhatIf:
     def to_dict(self) -> dict[str, Any]:
         return {"schema": 1, "kind": "whatif", "specs": self.specs, "matrix": self.matrix,
                 "changes": [c.to_dict() for c in self.changes], "fixed": self.fixed, "introduced": self.introduced,
-                "unchanged": self.unchanged, "cannot_tell": self.cannot_tell, "recipe": self.recipe, "stale_conclusions": self.stale, "notes": self.notes}
+                "unchanged": self.unchanged, "cannot_tell": self.cannot_tell, "recipe": self.recipe, "stale_conclusions": self.stale, "probe": self.probe, "notes": self.notes}
 
 
 def _row(ev: Any) -> dict[str, Any]:

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from sparkdoctor import target_probe
 from sparkdoctor.errors import UsageError
+from sparkdoctor.target import probe as target_probe
 
 
 def refuse_bad_target_options(python: Optional[str], container: Optional[str], container_python: Optional[str],
@@ -29,10 +29,10 @@ def refuse_bad_target_options(python: Optional[str], container: Optional[str], c
 def resolve_target(python: Optional[str], container: Optional[str], container_python: Optional[str],
                    runtime: Optional[str] = None) -> Any:
     """The Target the options name; TargetError (exit 3) when it cannot be probed at all."""
-    from sparkdoctor.target import resolve_python_target
+    from sparkdoctor.target.local import resolve_python_target
 
     if container is not None:
-        from sparkdoctor.container_inspect import resolve_container_target
+        from sparkdoctor.target.container_inspect import resolve_container_target
 
         return resolve_container_target(container, container_python, runtime)
     return resolve_python_target(python)

@@ -18,33 +18,11 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from sparkdoctor import proc
-from sparkdoctor.errors import TargetUnprobeable
 from sparkdoctor.locations import data_dir
-
-
-class TargetError(TargetUnprobeable, RuntimeError):
-    """The target cannot be probed at all (exit code 3)."""
-
-    code = "target"
-
-
-class Target(Protocol):
-    kind: str
-
-    def describe(self) -> dict[str, Any]: ...
-
-    def start_script(self, script: Path, args: list[str], env: dict[str, str] | None = None) -> proc.Running: ...
-
-    def run_script(self, script: Path, args: list[str], timeout: float, env: dict[str, str] | None = None) -> proc.ProcResult: ...
-
-    # A command in the target's file system (pip, ptxas): here for a venv, inside it for a container.
-    def run_command(self, argv: list[str], timeout: float, input: str | None = None) -> proc.ProcResult: ...
-
-    # The target's files, as `fix` reads, copies and writes them (sparkdoctor/target_files.py).
-    def file_transport(self) -> Any: ...
+from sparkdoctor.target.interface import FileTransport, Target, TargetError  # noqa: F401 (re-exported)
 
 
 @dataclass
@@ -73,8 +51,8 @@ class PythonTarget:
     def run_command(self, argv: list[str], timeout: float, input: str | None = None) -> proc.ProcResult:
         return proc.run(argv, timeout=timeout, input=input)
 
-    def file_transport(self) -> Any:
-        from sparkdoctor.target_files import LocalFiles
+    def file_transport(self) -> FileTransport:
+        from sparkdoctor.target.files import LocalFiles
 
         return LocalFiles()
 
@@ -161,6 +139,7 @@ def _resolve_interpreter(python: str) -> str:
         for name in ("bin/python", "bin/python3"):
             if (path / name).exists():
                 return str(path / name)
+        _refuse_dangling(python, path / "bin" / "python")
         raise TargetError(f"--python {python}: a folder without bin/python")
     found = shutil.which(python) if os.sep not in python else None  # a bare name is a PATH lookup
     if found:
@@ -169,7 +148,16 @@ def _resolve_interpreter(python: str) -> str:
         if not os.access(path, os.X_OK):
             raise TargetError(f"--python {python}: not executable")
         return os.path.abspath(path)
+    _refuse_dangling(python, path)
     raise TargetError(f"--python {python}: no such interpreter")
+
+
+def _refuse_dangling(python: str, link: Path) -> None:
+    """A venv whose base Python was removed or upgraded away keeps bin/python as a link to nothing: say that,
+    not "no such interpreter" (the file is right there in `ls`)."""
+    if link.is_symlink() and not link.exists():
+        raise TargetError(f"--python {python}: {link} is a link to {os.readlink(link)}, which does not exist "
+                          "(the Python this environment was made with is gone: recreate the environment)")
 
 
 def probe_entry(name: str) -> Path:

@@ -22,36 +22,10 @@ import os
 import shutil
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator, Protocol
+from typing import Any, Iterator
 
-from sparkdoctor import target_fileops as ops
-from sparkdoctor.errors import TargetUnprobeable
-
-
-class FileError(TargetUnprobeable, RuntimeError):
-    """A file operation in the target failed; the message is one line."""
-
-    code = "target-file"
-
-
-class FileTransport(Protocol):
-    where: str  # "here" or "container NAME": what an error line says
-
-    def info(self, paths: list[str], with_hash: bool = False) -> dict[str, dict[str, Any] | None]: ...
-
-    def read(self, path: str) -> bytes: ...
-
-    def write(self, path: str, data: bytes, mode: int | None = None) -> None: ...
-
-    def remove(self, paths: list[str], prune: bool = False) -> int: ...
-
-    def listdir(self, path: str) -> list[str]: ...
-
-    def export(self, paths: list[str], dest: Path) -> dict[str, dict[str, Any]]: ...
-
-    def import_files(self, items: list[tuple[Path, str, int | None]]) -> int: ...
-
-    def scratch(self) -> Any: ...
+from sparkdoctor.target import fileops as ops
+from sparkdoctor.target.interface import FileError, FileTransport  # noqa: F401 (re-exported)
 
 
 def sha256_of(transport: FileTransport, path: str) -> str | None:

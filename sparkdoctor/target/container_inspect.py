@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from sparkdoctor import proc
-from sparkdoctor.target import TargetError
-from sparkdoctor.target_container import ContainerTarget
+from sparkdoctor.target.container import ContainerTarget
+from sparkdoctor.target.local import TargetError
 
 INSPECT_TIMEOUT = 10.0
 FIND_TIMEOUT = 20.0
