@@ -80,7 +80,36 @@ def _recipe(recipe_ref: str, target, matrix, today, predicted, changes, reader, 
         flags_after = released_flags(reader, vllm) if reader is not None else None
         if flags_after is None:
             notes.append(f"vllm {vllm.new}: its serve flags were not read; the recipe's flags are not judged after the upgrade")
-    return compare_recipe(recipe, matrix, today, predicted, flags_today, flags_after)
+    judged = compare_recipe(recipe, matrix, today, predicted, flags_today, flags_after)
+    judged["mods"] = _mods(recipe, target, changes, notes)
+    return judged
+
+
+def _mods(recipe, target, changes, notes: list[str]) -> dict | None:
+    """The recipe's mods judged on today's files and on the files the upgrade would install (sparkdoctor.mods):
+    which mods the upgrade breaks, and which it makes stale (upstream already)."""
+    from sparkdoctor.mods import ModError
+    from sparkdoctor.mods.recipe import mod_findings, named_mods
+    from sparkdoctor.mods.trees import ReleaseTree, UpgradedTree, venv_tree
+
+    if not named_mods(recipe):
+        return None
+    python = getattr(target, "python", None)
+    if not python:
+        notes.append("the recipe's mods are judged on a local environment only (--python)")
+        return None
+    try:
+        today_tree = venv_tree(str(python))
+        tops = {c.name.replace("-", "_") for c in changes} | {c.name.split("-")[0] for c in changes}
+        after_tree = UpgradedTree(ReleaseTree([(c.name, c.new) for c in changes]), today_tree, tops)
+        before = {f["id"]: f for f in mod_findings(recipe, today_tree)}
+        after = {f["id"]: f for f in mod_findings(recipe, after_tree)}
+    except ModError as exc:
+        notes.append(f"the recipe's mods could not be judged: {exc}")
+        return None
+    return {"introduced": [f for i, f in after.items() if i not in before],
+            "fixed": [f for i, f in before.items() if i not in after],
+            "unchanged": [f for i, f in after.items() if i in before]}
 
 
 def _probe(today, predicted, changes, python: str) -> dict:
@@ -124,6 +153,10 @@ def _render(result, console) -> None:
             for f in r[label]:
                 console.print(f"recipe {r['name']}: {label} [{f['severity']}] {f['id']}: {f['title']}")
         console.print(f"recipe {r['name']}: {len(r['introduced'])} introduced, {len(r['fixed'])} fixed, {len(r['unchanged'])} unchanged")
+        mods = r.get("mods") or {}
+        for label, words in (("introduced", "the upgrade breaks or makes stale"), ("fixed", "the upgrade settles")):
+            for f in mods.get(label) or []:
+                console.print(f"mods: {words} [{f['severity']}] {f['id']}: {f['title']}", markup=False, highlight=False)
     for s in result.stale or []:
         what = "; ".join(str(c.get("text") or c.get("what")) for c in s["changes"][:3])
         console.print(f"would become stale: conclusion {s['conclusion']} ({what}): plan `sparkdoctor rerun {s['conclusion']}` after the upgrade")

@@ -26,7 +26,8 @@ class WhatIf:
 
     def gate(self, fail_on: str = "error") -> bool:
         """Does the upgrade introduce a finding (of the box or of the recipe) at or above fail_on?"""
-        rows = self.introduced + ((self.recipe or {}).get("introduced") or [])
+        rows = self.introduced + ((self.recipe or {}).get("introduced") or []) + \
+            (((self.recipe or {}).get("mods") or {}).get("introduced") or [])
         return any(SEVERITY.get(f["severity"], 0) >= SEVERITY[fail_on] for f in rows)
 
     def to_dict(self) -> dict[str, Any]:
