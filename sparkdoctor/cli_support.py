@@ -44,6 +44,10 @@ def open_ledger(path):
     path = path or default_path()
     if not path.exists():
         raise Fatal(f"ledger {path}: no such file (run `sparkdoctor bench` first, or pass --ledger)", EXIT_LEDGER)
+    if path.is_file() and path.stat().st_size == 0 and not path.with_name(path.name + "-wal").exists():
+        # sqlite would take it for a new database and write a schema into it: not ours to write, and no ledger
+        raise Fatal(f"ledger {path}: an empty file, not a ledger (run `sparkdoctor bench` first, or pass --ledger)",
+                    EXIT_LEDGER)
     return Ledger(path)  # a LedgerError is exit 5 by itself
 
 

@@ -50,13 +50,14 @@ class Config:
 def find_config(explicit: Path | None = None) -> Path | None:
     """The config file in use, or None; a file that is named but missing is an error."""
     if explicit is not None:
-        if not explicit.is_file():
+        if not explicit.exists():  # one that exists but is no file (a FIFO, a folder) is refused by read_toml
             raise ConfigError(f"--config {explicit}: no such config file")
         return explicit
     named = os.environ.get(ENV_VAR)
-    if named and not Path(named).is_file():
+    if named and not Path(named).exists():
         raise ConfigError(f"{ENV_VAR}={named}: no such config file")
-    return next((p for p in (Path("sparkdoctor.toml"), config_file()) if p.is_file()), None)
+    # ./sparkdoctor.toml first (README's order); a named one that is no regular file is refused by read_toml
+    return next((p for p in (Path("sparkdoctor.toml"), config_file()) if p.is_file() or (p.exists() and str(p) == named)), None)
 
 
 def load_config(explicit: Path | None = None) -> Config:

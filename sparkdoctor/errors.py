@@ -14,6 +14,8 @@ Imports only the exit codes and the one-line helper: anything may import this mo
 
 from __future__ import annotations
 
+import signal
+
 from sparkdoctor.exitcodes import (
     EXIT_BENCH_FAILED,
     EXIT_FINDINGS,
@@ -97,4 +99,13 @@ def describe(exc: BaseException) -> dict[str, object]:
     """Any exception as an `errors` entry (an unexpected one is an internal error, exit 2)."""
     if isinstance(exc, SparkdoctorError):
         return exc.to_dict()
+    # Ctrl-C (KeyboardInterrupt) or proc.Interrupted (SIGTERM/SIGHUP, a BaseException carrying signum)
+    signum = signal.SIGINT if isinstance(exc, KeyboardInterrupt) else getattr(exc, "signum", None)
+    if not isinstance(exc, Exception) and isinstance(signum, int):
+        try:
+            name = signal.Signals(signum).name
+        except ValueError:
+            name = f"signal {signum}"
+        return {"code": "interrupted", "type": type(exc).__name__, "message": f"interrupted ({name})",
+                "exit_code": 128 + int(signum)}
     return {"code": "internal", "type": type(exc).__name__, "message": one_line(str(exc)), "exit_code": EXIT_USAGE}

@@ -238,12 +238,19 @@ class Running:
         encoding = locale.getpreferredencoding(False)
         out, err = _Capped(*self.max_output), _Capped(*self.max_output)
         data = self.input.encode(encoding, errors="replace") if self.input is not None else None
-        finished = _pump(self.popen, data, out, err, until)
-        if finished:
-            try:
-                self.popen.wait(timeout=max(0.0, until - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                finished = False
+        try:
+            finished = _pump(self.popen, data, out, err, until)
+            if finished:
+                try:
+                    self.popen.wait(timeout=max(0.0, until - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    finished = False
+        except BaseException:
+            # A signal (Interrupted, KeyboardInterrupt) unwound the wait: nobody will read this child's result,
+            # so it dies now, not at the entry point's kill_all(). What runs while the exception unwinds (fix's
+            # rollback) must not race a still-running installer.
+            self.cancel()
+            raise
         if not finished:
             _kill_group(self.popen)
             _pump(self.popen, None, out, err, time.monotonic() + 2)

@@ -362,7 +362,8 @@ def test_timeout_bounds_the_whole_run_and_leaves_no_child(run, matrix, tmp_path)
 @pytest.mark.parametrize("sig,code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
 def test_a_signal_stops_every_child_and_exits_with_one_line(run, matrix, tmp_path, sig, code):
     python, pids = hanging_python(tmp_path)
-    p = subprocess.Popen([sys.executable, "-m", "sparkdoctor", "check", "--python", str(python), "--no-kernels", "--matrix", str(matrix)],
+    p = subprocess.Popen([sys.executable, "-m", "sparkdoctor", "check", "--python", str(python), "--no-kernels", "--matrix", str(matrix),
+                          "--format", "json"],
                          cwd=run.cwd, env=run.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # as from a terminal
     deadline = time.monotonic() + 30
@@ -375,6 +376,10 @@ def test_a_signal_stops_every_child_and_exits_with_one_line(run, matrix, tmp_pat
     assert p.returncode == code, (out, err)
     lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("sparkdoctor: error: interrupted"), err
+    # the JSON error names the interruption and its code (it used to say code "internal", message "2", exit 2)
+    doc = json.loads(out)
+    assert doc["exit_code"] == code and doc["errors"] == [
+        {"code": "interrupted", "type": doc["errors"][0]["type"], "message": f"interrupted ({sig.name})", "exit_code": code}], doc
     time.sleep(0.3)
     assert not [pid for pid in _pids(pids) if _alive(pid)]
 

@@ -59,6 +59,20 @@ def test_env_var_naming_a_file_is_read(tmp_path, monkeypatch):
     assert load_config().fail_on == "warn"
 
 
+def test_a_named_config_that_is_no_file_says_what_it_is(tmp_path, monkeypatch):
+    """A FIFO (or a folder) named by --config or SPARKDOCTOR_CONFIG exists: "no such config file" sent users looking
+    for a typo; the FIFO must also be refused without waiting for a writer."""
+    fifo = tmp_path / "c.toml"
+    os.mkfifo(fifo)
+    for named in (fifo, tmp_path):
+        message = config_error(named)
+        assert "no such config file" not in message and "not a regular file" in message, message
+        monkeypatch.setenv("SPARKDOCTOR_CONFIG", str(named))
+        message = config_error()
+        assert "no such config file" not in message and "not a regular file" in message, message
+        monkeypatch.delenv("SPARKDOCTOR_CONFIG")
+
+
 def test_explicit_missing_file_is_an_error(tmp_path):
     assert "no such config file" in config_error(tmp_path / "nope.toml")
 

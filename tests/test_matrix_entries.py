@@ -243,7 +243,7 @@ CASES: dict[str, tuple[dict, dict]] = {
         dict(packages={"vllm": "0.24.0"}),  # DeepGEMM on by default (envs.py default "1")
         dict(packages={"vllm": "0.24.0"}, env={"VLLM_USE_DEEP_GEMM": "0"}),
     ),
-    "vllm-deep-gemm-gb10-027": (
+    "vllm-deep-gemm-gb10-027": (  # withdrawn: merged into vllm-deep-gemm-gb10
         dict(packages={"vllm": "0.27.1"}),
         dict(packages={"vllm": "0.28.0"}),
     ),
@@ -508,3 +508,12 @@ def test_entries_on_an_absent_package_are_clear_not_unknown():
     facts = gb10_facts(packages={"vllm": None, "flashinfer-python": None}, capabilities=None)
     unknown = [ev.entry.id for ev in matrix.evaluate_all(MATRIX, facts) if ev.outcome == "unknown"]
     assert unknown == []
+
+
+@pytest.mark.parametrize("vllm, fires", [("0.23.0", False), ("0.24.0", True), ("0.25.1", False), ("0.26.0", False),
+                                         ("0.27.0", True), ("0.27.1", True), ("0.28.0", False)])
+def test_deep_gemm_entry_fires_on_its_two_ranges_only(vllm, fires):
+    """vllm-deep-gemm-gb10 holds two ranges in one specifier (>=0.24.0,!=0.25.*,!=0.26.*,<0.28.0), as the
+    released files say (matrix track 2026-11-26: same facts on 0.24.0 and 0.27.x, not on 0.25.x/0.26.0)."""
+    hit = matrix.evaluate(MATRIX.get("vllm-deep-gemm-gb10"), gb10_facts(packages={"vllm": vllm}))
+    assert hit.outcome == ("match" if fires else "clear"), _explain(hit)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import re
 import shutil
 import subprocess
 import tarfile
@@ -93,6 +94,12 @@ def test_git_needs_a_pinned_commit_that_exists(tmp_path):
     with pytest.raises(UpdateError, match="git clone failed"):
         update_matrix("ext::sh -c touch% /tmp/sparkdoctor-pwned", commit=commit)
     assert not Path("/tmp/sparkdoctor-pwned").exists()
+    # a source that looks like an option is a path that does not exist, not an option of git clone (it used to be
+    # one, and the error named sparkdoctor's temporary folder as the missing repository)
+    odd = f"--upload-pack=touch {tmp_path / 'PWNED'}"
+    with pytest.raises(UpdateError, match=f"repository '{re.escape(odd)}' does not exist"):
+        update_matrix(odd, commit=commit)
+    assert not (tmp_path / "PWNED").exists()
 
 
 def test_an_invalid_matrix_changes_nothing(tmp_path, data_home):

@@ -154,3 +154,28 @@ def test_a_check_run_in_process_leaves_no_deadline_behind(tmp_path):
     result = CliRunner().invoke(app, ["check", "--facts", str(snapshot), "--config", str(config), "--timeout", "0.5"])
     assert result.exit_code in (0, 1), result.output
     assert proc.time_left() is None
+
+
+def test_a_signal_during_a_wait_kills_that_child_before_the_exception_unwinds(tmp_path):
+    """What runs while Interrupted unwinds (fix's rollback) must not race the interrupted child: a SIGINT during
+    `fix --yes` used to leave the installer running until the entry point's kill_all(), and it finished its
+    install after the rollback had removed the package (found by QA: the target ended half-rolled-back)."""
+    pidfile = tmp_path / "grandchild"
+    code = f"import subprocess, time; p = subprocess.Popen(['sleep', '60']); open({str(pidfile)!r}, 'w').write(str(p.pid)); time.sleep(60)"
+    script = tmp_path / "run.py"
+    script.write_text(
+        "import os, signal, sys, threading, time\n"
+        f"sys.path.insert(0, {str(REPO)!r})\n"
+        "from sparkdoctor import proc\n"
+        "proc.install_signal_handlers()\n"
+        f"def poke():\n    while not os.path.exists({str(pidfile)!r}): time.sleep(0.01)\n    os.kill(os.getpid(), signal.SIGTERM)\n"
+        "threading.Thread(target=poke, daemon=True).start()\n"
+        "try:\n"
+        f"    proc.run([sys.executable, '-c', {code!r}], timeout=60)\n"
+        "except proc.Interrupted:\n"
+        "    time.sleep(0.3)\n"  # still inside the handler: kill_all() has not run
+        f"    alive = [p for p in (int(open({str(pidfile)!r}).read()),) if os.path.exists(f'/proc/{{p}}') and open(f'/proc/{{p}}/stat').read().split()[2] != 'Z']\n"
+        "    print('registered', proc.live_pids(), 'alive', alive, flush=True)\n"
+    )
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == "registered [] alive []", (out.stdout, out.stderr)

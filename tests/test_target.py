@@ -43,3 +43,22 @@ def test_a_dead_interpreter_stops_its_other_scripts_and_starts_none(tmp_path, mo
     assert "was stopped: the interpreter does not answer" in stopped.describe_failure()
     late = t.run_script(tmp_path / "late.py", [], timeout=60)
     assert late.start_error and "does not answer" in late.describe_failure()
+
+
+def test_a_venv_whose_base_python_is_gone_says_so(tmp_path):
+    """The classic broken venv after a Python upgrade: bin/python is a link to nothing. It used to be "no such
+    interpreter" for the link (which `ls` shows) and "a folder without bin/python" for the folder."""
+    import pytest
+
+    from sparkdoctor.target import TargetError
+
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").symlink_to("/nonexistent/python3.11")
+    for given in (venv / "bin" / "python", venv):
+        with pytest.raises(TargetError) as info:
+            target_mod.resolve_python_target(str(given))
+        message = str(info.value)
+        assert "is a link to /nonexistent/python3.11, which does not exist" in message and "\n" not in message, message
+    with pytest.raises(TargetError, match="no such interpreter"):  # a plain typo keeps its message
+        target_mod.resolve_python_target(str(tmp_path / "nope" / "python"))

@@ -124,6 +124,21 @@ def test_matrix_track_command_writes_json_and_exits_1_on_a_proposal(tmp_path, re
     assert json.loads(out.read_text())["summary"]["no-longer-affected"] == 1
 
 
+def test_a_through_version_that_is_no_version_is_one_line_exit_2(tmp_path, registry):
+    """`--through vllm=notaversion` used to end in "internal error: InvalidVersion" (exit 2 by accident)."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "SPARKDOCTOR_INDEX_URL": registry.url, "SPARKDOCTOR_CACHE_DIR": str(tmp_path / "c")}
+    env.pop("SPARKDOCTOR_DEBUG", None)
+    done = subprocess.run([sys.executable, "-m", "sparkdoctor", "matrix", "track", "--matrix", str(write_matrix(tmp_path, ">=0.2.0")),
+                           "--through", "demo=notaversion", "--format", "json"], capture_output=True, text=True, timeout=120, env=env, check=False)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == "sparkdoctor: error: --through demo=notaversion: 'notaversion' is not a version (e.g. vllm=0.33.0)\n"
+    assert json.loads(done.stdout)["errors"][0]["code"] != "internal"
+
+
 def test_the_bundled_matrix_has_tracking_metadata():
     m = load()
     assert "vllm" in m.tracking.tracked and "nvidia-cutlass-dsl-libs-base" in m.tracking.family("nvidia-cutlass-dsl")
@@ -142,6 +157,7 @@ def test_bounds_and_track_on_the_real_registry(tmp_path):
         assert r.below is not None and not version_in(r.below, r.spec) and version_in(r.first, r.spec), r.why
         one = [e for e in m.entries if e.id == "vllm-sparse-topk-smem-sm12x"]
         m.entries = one
+        m.tracking.tracked["vllm"] = "0.20.0"  # the bundled matrix is tracked through a newer release now
         result = track(m, reader, {"vllm": "0.21.0", "flashinfer-python": "0.6.7", "nvidia-cutlass-dsl": "4.5.0", "torch": "2.11.0",
                                    "triton": "3.6.0", "nvidia-nccl-cu13": "2.30.4", "nvidia-nccl-cu12": "2.30.4"})
         [e] = result.entries
@@ -188,4 +204,33 @@ def test_a_file_that_moved_to_a_lockstep_wheel_is_named(tmp_path, registry):
         registry.projects["demo"][i + 2] = build_wheel(wheels, "demo", v, {"demo_stub.txt": b""})
         registry.add("demo-core", build_wheel(wheels, "demo-core", v, {"demo/core.py": RELEASES[v]}))
     [e] = track(load(folder), reader_for(registry, tmp_path)).entries
-    assert e.verdict == "check-broken" and "moved: demo/*.py is in demo-core 0.3.0 (re-point files.package)" in e.why, e.why
+    assert e.verdict == "check-broken" and "moved: demo/*.py is in demo-core 0.3.0 (re-point files.package, or read it with files.also)" in e.why, e.why
+
+
+def _moved_to_core(tmp_path, registry, bound: str) -> Path:
+    """demo's module moves to a lockstep demo-core wheel from 0.3.0; the files table reads both."""
+    folder = write_matrix(tmp_path, bound)
+    (folder / "tracking.toml").write_text('component = "tracking"\n[tracked]\ndemo = "0.2.0"\n[lockstep]\ndemo = ["demo-core"]\n')
+    (folder / "demo.toml").write_text((folder / "demo.toml").read_text().replace('package = "demo", ', 'package = "demo", also = ["demo-core"], '))
+    wheels = tmp_path / "wheels"
+    for i, v in enumerate(("0.3.0", "0.4.0")):
+        registry.projects["demo"][i + 2] = build_wheel(wheels, "demo", v, {"demo_stub.txt": b""})
+        registry.add("demo-core", build_wheel(wheels, "demo-core", v, {"demo/core.py": RELEASES[v]}))
+    return folder
+
+
+def test_files_also_follows_a_file_into_a_lockstep_wheel(tmp_path, registry):
+    folder = _moved_to_core(tmp_path, registry, ">=0.2.0")
+    [e] = track(load(folder), reader_for(registry, tmp_path)).entries
+    # 0.3.0 holds (its demo-core wheel has the message), 0.4.0 does not: the bound closes there, nothing is broken
+    assert e.verdict == "no-longer-affected" and e.proposal["to"] == ">=0.2.0,<0.4.0", e.why
+    [r] = verify_bounds(load(_moved_to_core(tmp_path, registry, ">=0.2.0,<0.4.0")), reader_for(registry, tmp_path))
+    assert r.verdict == "bracketed" and (r.first, r.last, r.above) == ("0.2.0", "0.3.0", "0.4.0"), r.why
+    assert any("demo_core-0.3.0" in ev for run in r.runs if run.version == "0.3.0" for ev in run.evidence)
+
+
+def test_files_also_may_not_repeat_the_package(tmp_path):
+    folder = write_matrix(tmp_path, ">=0.2.0")
+    (folder / "demo.toml").write_text((folder / "demo.toml").read_text().replace('package = "demo", ', 'package = "demo", also = ["Demo"], '))
+    with pytest.raises(MatrixError, match="also' repeats files.package"):
+        load(folder)

@@ -221,6 +221,18 @@ def test_cli_json_console_and_exit_codes(tmp_path, envs):
     assert done.returncode == 2 and "choose one of console, json" in done.stderr
 
 
+def test_two_verify_modes_are_refused_not_one_silently_dropped():
+    """`matrix verify --bounds --stacks` ran the bounds only (found by QA); nothing here reaches a registry."""
+    env = {k: v for k, v in os.environ.items() if k != "SPARKDOCTOR_DEBUG"}
+    dead = "http://127.0.0.1:9/simple"  # were a mode to run, it must not reach a real registry
+    env.update(SPARKDOCTOR_INDEX_URL=dead, PIP_INDEX_URL=dead, UV_INDEX_URL=dead, UV_DEFAULT_INDEX=dead)
+    for modes in (["--bounds", "--stacks"], ["--latest", "--bisect", "x"], ["--stacks", "--latest"]):
+        done = subprocess.run([sys.executable, "-m", "sparkdoctor", "matrix", "verify", *modes, "--format", "json"],
+                              capture_output=True, text=True, timeout=60, env=env, check=False)
+        assert done.returncode == 2 and done.stderr.count("\n") == 1 and "exclude each other" in done.stderr, (modes, done.stderr)
+        assert json.loads(done.stdout)["exit_code"] == 2
+
+
 # ---- the real releases ------------------------------------------------------------------------------------
 
 REAL = """

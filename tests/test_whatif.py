@@ -81,7 +81,8 @@ def test_an_upgrade_is_resolved_by_the_targets_pip_and_judged(tmp_path, target):
     assert [(c.name, c.old, c.new) for c in changes] == [("demo", "0.1.0", "0.2.0"), ("extra-dep", None, "1.0")]
     notes: list[str] = []
     predicted = hypothetical_facts(today, changes, None, notes)
-    assert predicted.packages["demo"]["version"] == "0.2.0" and "files_modified" not in predicted.packages["demo"]
+    demo = predicted.packages["demo"]  # written as released: today's modified file is replaced
+    assert demo["version"] == "0.2.0" and demo["integrity"] == "ok" and demo["files_modified"] == []
     assert today.packages["demo"]["version"] == "0.1.0"  # today's Facts are not touched
     result = compare(today, predicted, matrix(tmp_path), ["demo==0.2.0"], changes, notes)
     assert [f["id"] for f in result.fixed] == ["demo-old-bug"] and [f["id"] for f in result.introduced] == ["demo-new-bug"]

@@ -55,3 +55,107 @@ def test_cutlass_dsl_450_base_to_452_cu13_prediction_equals_the_real_upgrade(tmp
     assert matched(matrix, predicted) == matched(matrix, after)
     print(f"\npredicted = real: {claims}; cutlass-dsl build {after.cutedsl.get('active_build')}; "
           f"{len(matched(matrix, after))} matching entries: {sorted(matched(matrix, after))}")
+
+
+def test_vllm_032_to_033_prediction_equals_the_real_upgrade():
+    """vLLM 0.32.0 -> 0.33.0 on the suite's --no-deps file set (tests/venvs.py, a uv venv): resolved by uv's dry
+    run with --no-deps (the way the set was installed), predicted from the released files, and compared with the same set
+    really upgraded by `uv pip install --no-deps` (vllm033_upgraded, cached like vllm032)."""
+    from tests import venvs
+
+    base, upgraded = str(venvs.vllm032()), str(venvs.vllm033_upgraded())
+    today = facts_of(base)
+    assert today.packages["vllm"]["version"] == "0.32.0"
+    changes = resolve_upgrade(resolve_python_target(base), base, venvs.VLLM_033, today, no_deps=True)
+    notes: list[str] = []
+    reader = Reader("linux-x86_64" if today.host.get("machine") == "x86_64" else "linux-aarch64", f"{sys.version_info[0]}.{sys.version_info[1]}")
+    try:
+        predicted = hypothetical_facts(today, changes, reader, notes)
+    finally:
+        reader.close()
+    after = facts_of(upgraded)
+    claims = {c.name: c.new for c in changes}
+    assert claims.keys() == {"vllm", "flashinfer-python"}, claims  # what vLLM 0.33.0's pins move in this set
+    real = {name: (after.packages.get(name) or {}).get("version") for name in claims}
+    assert claims == real, (claims, real)
+    for name, row in after.packages.items():
+        if name not in claims:
+            assert (today.packages.get(name) or {}).get("version") == row.get("version"), name
+    assert (predicted.cutedsl or {}).get("active_build") == (after.cutedsl or {}).get("active_build")
+    # every capability the prediction claims (read from the released files) equals what check reads after
+    ours = {k: v for k, v in (predicted.capabilities or {}).items() if k.startswith(("vllm.", "flashinfer."))}
+    claimed = {k: v for k, v in ours.items() if (v or {}).get("value") is not None}  # value None: unknown, said
+    unknown = sorted(set(ours) - set(claimed))
+    assert claimed, notes
+    wrong = {k: (v, (after.capabilities or {}).get(k)) for k, v in claimed.items() if (after.capabilities or {}).get(k) != v}
+    assert not wrong, wrong
+    # every matrix entry the prediction can tell equals the real outcome; the ones it cannot tell are counted
+    matrix = load()
+    real_outcome = {ev.entry.id: ev.outcome for ev in evaluate_all(matrix, after)}
+    told = {ev.entry.id: ev.outcome for ev in evaluate_all(matrix, predicted) if ev.outcome != "unknown"}
+    differ = {i: (o, real_outcome.get(i)) for i, o in told.items() if real_outcome.get(i) != o}
+    assert not differ, differ
+    print(f"\npredicted = real: {claims}; {len(claimed)} capabilities equal, unknown: {unknown}; {len(told)} of {len(real_outcome)} entries told, "
+          f"all equal ({sum(o == 'match' for o in told.values())} match); cannot tell: "
+          f"{sorted(i for i in real_outcome if i not in told)}; real outcome of those: "
+          f"{ {i: real_outcome[i] for i in real_outcome if i not in told} }")
+
+
+def test_probe_compiles_the_cutedsl_kernels_with_the_proposed_set_and_the_answer_differs(tmp_path):
+    """whatif --probe on a real release pair: nvidia-cutlass-dsl 4.5.0 with libs-base (ptxas refuses the NVFP4
+    `_mma` for sm_121a) -> 4.5.2 [cu13] (compiles). Both sets installed by uv in throwaway venvs, compiled for real."""
+    from types import SimpleNamespace
+
+    from sparkdoctor.whatif.probe import probe_cutedsl
+
+    def facts(version: str, build: str):
+        return SimpleNamespace(packages={"nvidia-cutlass-dsl": {"version": version}, f"nvidia-cutlass-dsl-{build}": {"version": version}},
+                               cutedsl={"active_build": build})
+
+    before = {k["kernel"]: k["verdict"] for k in probe_cutedsl(facts("4.5.0", "libs-base"), "sm_121a")["kernels"]}
+    after = {k["kernel"]: k["verdict"] for k in probe_cutedsl(facts("4.5.2", "libs-cu13"), "sm_121a")["kernels"]}
+    assert before["nvfp4-mma"] == "refused" and after["nvfp4-mma"] == "compiled", (before, after)
+    assert after == {k: "compiled" for k in after}, after
+    print(f"\n4.5.0 libs-base: {before}\n4.5.2 libs-cu13: {after}")
+
+
+def test_whatif_probe_verb_reports_the_kernels_today_and_after(tmp_path, monkeypatch):
+    """The verb end to end with --probe: a scratch venv holding nvidia-cutlass-dsl 4.5.0 (libs-base)."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from sparkdoctor.cli import app
+
+    monkeypatch.setenv("SPARKDOCTOR_STATE_DIR", str(tmp_path / "state"))  # no ledger: said in a note
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = str(venv / "bin" / "python")
+    subprocess.run([sys.executable, "-m", "pip", "--python", python, "install", "-q", "nvidia-cutlass-dsl==4.5.0"], check=True, timeout=1800)
+    res = CliRunner().invoke(app, ["whatif", "nvidia-cutlass-dsl[cu13]==4.5.2", "--python", python, "--arch", "sm_121a", "--probe",
+                                   "--format", "json"], catch_exceptions=False)
+    doc = json.loads(res.stdout[res.stdout.index("{"):])
+    verdict = {w: {k["kernel"]: k["verdict"] for k in doc["probe"][w]["kernels"]} for w in ("today", "after")}
+    assert verdict["today"]["nvfp4-mma"] == "refused" and verdict["after"]["nvfp4-mma"] == "compiled", verdict
+
+
+def test_a_uv_venv_is_resolved_by_uv_and_a_conflict_is_one_line(tmp_path):
+    """A uv venv without pip: uv's dry run (metadata only) gives the changes; a conflict is one line naming it."""
+    from sparkdoctor.facts import Facts
+    from sparkdoctor.whatif import ResolveError
+    from sparkdoctor.whatif.resolve import is_uv_venv
+    from tests import venvs
+
+    venv = tmp_path / "uvvenv"
+    subprocess.run([venvs.uv(), "venv", "-q", "--python", sys.executable, str(venv)], check=True, timeout=120)
+    python = str(venv / "bin" / "python")
+    plain = tmp_path / "plain"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(plain)], check=True, timeout=120)
+    assert is_uv_venv(python) and not is_uv_venv(str(plain / "bin" / "python"))
+    target = resolve_python_target(python)
+    changes = resolve_upgrade(target, python, ["nvidia-cutlass-dsl[cu13]==4.5.2"], Facts())
+    assert {c.name: (c.old, c.new) for c in changes if c.name.startswith("nvidia-cutlass-dsl")} == {
+        "nvidia-cutlass-dsl": (None, "4.5.2"), "nvidia-cutlass-dsl-libs-base": (None, "4.5.2"), "nvidia-cutlass-dsl-libs-cu13": (None, "4.5.2")}
+    with pytest.raises(ResolveError) as err:
+        resolve_upgrade(target, python, ["nvidia-cutlass-dsl==4.5.0", "nvidia-cutlass-dsl-libs-base==4.5.2"], Facts())
+    assert "\n" not in str(err.value) and "libs-base==4.5.0" in str(err.value) and "unsatisfiable" in str(err.value), str(err.value)

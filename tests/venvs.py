@@ -156,3 +156,16 @@ VLLM_032_TORCH = "2.13.0"
 def vllm032() -> Path:
     """The python of a real vLLM 0.32.0 install (VLLM_032 plus torch 2.13.0+cpu), built by uv."""
     return uv_venv("vllm032", [["--no-deps", *VLLM_032], torch_cpu(VLLM_032_TORCH)])
+
+
+# vLLM 0.33.0's pins (its METADATA: flashinfer-python==0.7.2.post1, nvidia-cutlass-dsl[cu13]==4.8.0, torch==2.14.0)
+# applied to the VLLM_032 file set: the same --no-deps set with the distributions vLLM 0.33.0 moves. torch stays
+# 2.13.0+cpu (no 2.14.0 CPU wheel is at hand; the tests read files, torch's are not among the judged ones).
+VLLM_033 = [("vllm==0.33.0" if r.startswith("vllm==") else "flashinfer-python==0.7.2.post1" if r.startswith("flashinfer-python==") else r)
+            for r in VLLM_032]
+
+
+def vllm033_upgraded() -> Path:
+    """The python of a real vLLM 0.32.0 file set (as vllm032()) upgraded in place to VLLM_033 by a second
+    `uv pip install --no-deps`: the real upgrade the what-if proof compares its prediction with."""
+    return uv_venv("vllm033up", [["--no-deps", *VLLM_032], torch_cpu(VLLM_032_TORCH), ["--no-deps", *VLLM_033]])

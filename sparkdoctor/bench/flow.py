@@ -240,6 +240,7 @@ def _launch_and_measure(recipe: Any, workload: Workload, toolchain, opts: Option
     from sparkdoctor.serve import LaunchError
 
     python = _target_python(recipe, opts)
+    _mods_gate(recipe, python, opts, progress)
     try:
         return session.run_recipe(recipe, workload, toolchain, _run_dir(recipe.name), opts.ready_timeout, progress, arm,
                                   python=python, local=opts.local, runtime=opts.runtime, correctness=opts.correctness)
@@ -247,6 +248,15 @@ def _launch_and_measure(recipe: Any, workload: Workload, toolchain, opts: Option
         raise Failure(f"{recipe.name}: {exc}", EXIT_BENCH_FAILED) from None
     except LaunchError as exc:
         raise Failure(str(exc), EXIT_BENCH_FAILED) from None
+
+
+def _mods_gate(recipe: Any, python: str | None, opts: Options, progress: Callable[[str], None]) -> None:
+    """A recipe whose mods would fail on the target is not launched (sparkdoctor.mods.recipe.launch_gate)."""
+    from sparkdoctor.mods.recipe import launch_gate
+
+    refusal = launch_gate(recipe, python, opts.local, progress)
+    if refusal:
+        raise Failure(refusal, EXIT_BENCH_FAILED)
 
 
 def _recipe_workload(recipe: Any, opts: Options) -> Workload:

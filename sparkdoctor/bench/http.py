@@ -57,6 +57,11 @@ class Endpoint:
         return f"{'https' if self.tls else 'http'}://{host}:{self.port}{self.base_path}{path}"
 
 
+def prepare() -> None:
+    """Import aiohttp now (once per process), outside any timed window."""
+    import aiohttp  # noqa: F401
+
+
 def _session(timeout: float):
     import aiohttp
 

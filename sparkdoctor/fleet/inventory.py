@@ -21,6 +21,7 @@ from typing import Any
 
 from sparkdoctor.errors import InputError
 from sparkdoctor.fleet.transport import Node
+from sparkdoctor.inputs import read_text
 
 HOST_RE = re.compile(r"^[A-Za-z0-9_.@%:\[\]-]+$")
 CONTAINER_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")  # docker's own rule for names; ids are hex
@@ -32,6 +33,9 @@ class InventoryError(InputError, ValueError):
     """One line: where (file, field) and what is wrong (exit 2)."""
 
     code = "inventory"
+
+
+MAX_INVENTORY_BYTES = 4 * 1024 * 1024  # thousands of nodes fit; a runaway file does not fill memory
 
 
 def check_host(host: str, where: str) -> str:
@@ -57,7 +61,8 @@ def parse_hosts(text: str, python: str | None, container: str | None, runtime: s
 
 def load_inventory(path: Path, python: str | None, container: str | None, runtime: str) -> list[Node]:
     try:
-        text = path.read_text(encoding="utf-8")
+        # never open() it: a FIFO with no writer would block the launch gate forever; a pipe with one is read
+        text = read_text(path, MAX_INVENTORY_BYTES, stream=True)
     except OSError as exc:
         raise InventoryError(f"--inventory {path}: {exc.strerror or exc}") from None
     except UnicodeDecodeError as exc:

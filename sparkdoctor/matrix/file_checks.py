@@ -7,6 +7,9 @@ downloads the wheels and runs the checks. Format:
     files.package = "vllm"                       # the distribution whose wheels are read
     files.affected = ["0.19.1"]                  # released versions where every check must hold
     files.fixed = ["0.20.0"]                     # released versions where they must not
+    files.also = ["nvidia-cutlass-dsl-libs-core"]  # optional: wheels released in lockstep with
+                                                 # `package` (matrix/tracking.toml [lockstep]) read
+                                                 # with it at the same version, where that exists
     files.checks = [
       { path = "vllm/envs.py", contains = "VLLM_FOO" },                  # a string in a file
       { path = "vllm/*.py", lacks = "virtual_memory().available" },       # in none of the files
@@ -17,6 +20,11 @@ downloads the wheels and runs the checks. Format:
       { path = "vllm/_C.abi3.so", cubins = ["sm_120"] },                 # cubin archs a .so ships
       { path = "vllm/_C.abi3.so", lacks_cubins = ["sm_120a", "sm_121a"] }, # archs it ships no cubin for
     ]
+
+`also` is for a family whose files move between its wheels (cutlass-dsl's Python package left
+libs-base for a new libs-core wheel in 4.6.0): the checks run over the members of `package`'s wheel
+and of each `also` wheel released at the same version (one not released there is skipped), so a
+check with a glob path such as `*/cute/nvgpu/warp/mma.py` follows the file.
 
 `path` is a glob over the wheel's member names (fnmatch: `*` crosses folders); a check holds when
 some matching member satisfies it (`lacks`: no matching member has the string; `exists` asks only
@@ -46,7 +54,7 @@ _PREDICATES = ("contains", "lacks", "regex", "exists", "cubins", "lacks_cubins")
 CUBIN_KINDS = ("cubins", "lacks_cubins")
 _ARCH = re.compile(r"sm_\d+a?")
 _CHECK_KEYS = {"path", "fixed", "note", *_PREDICATES}
-_TABLE_KEYS = {"package", "affected", "fixed", "checks"}
+_TABLE_KEYS = {"package", "affected", "fixed", "checks", "also"}
 
 
 @dataclass(frozen=True)
@@ -77,6 +85,7 @@ class FilesTable:
     affected: tuple[str, ...]
     fixed: tuple[str, ...]
     checks: tuple[FileCheck, ...]
+    also: tuple[str, ...] = ()  # wheels read with `package` at the same version, where released
 
 
 def parse_files_table(table: Any, label: str) -> FilesTable:
@@ -99,7 +108,13 @@ def parse_files_table(table: Any, label: str) -> FilesTable:
     if not isinstance(raw_checks, list) or not raw_checks:
         raise MatrixError(f"{where}.checks' must be a non-empty list of checks ({{ path = ..., contains = ... }})")
     checks = tuple(_check(c, f"{where}.checks[{i}]'") for i, c in enumerate(raw_checks))
-    return FilesTable(canonicalize_name(package), affected, fixed, checks)
+    also = table.get("also", [])
+    if not isinstance(also, list) or not all(isinstance(a, str) and re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", a) for a in also):
+        raise MatrixError(f"{where}.also' must be a list of distribution names released in lockstep with files.package")
+    also_names = tuple(canonicalize_name(a) for a in also)
+    if canonicalize_name(package) in also_names:
+        raise MatrixError(f"{where}.also' repeats files.package {package!r}")
+    return FilesTable(canonicalize_name(package), affected, fixed, checks, also_names)
 
 
 def _versions(value: Any, where: str, need_one: bool) -> tuple[str, ...]:

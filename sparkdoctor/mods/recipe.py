@@ -73,3 +73,30 @@ def mod_findings(recipe: Any, tree: Tree, timeout: float | None = None) -> list[
             out.append(_finding(f"mod-unjudged:{result.name}", "info", f"mod {result.name}: cannot judge it here",
                                 [result.detail], "Run the mod against a copy of the image by hand, or make it a diff."))
     return out
+
+
+def gate(recipe: Any, tree: Tree, timeout: float | None = None) -> list[dict[str, Any]]:
+    """The mods of a recipe that would stop its launch (errors only): bench refuses to launch on these."""
+    return [f for f in mod_findings(recipe, tree, timeout) if f["severity"] == "error"]
+
+
+def launch_gate(recipe: Any, python: str | None, local: bool, progress: Any) -> str | None:
+    """Before bench launches a recipe: why it must not (a mod that would fail on the target), or None. The files
+    of a container are not read here (a container recipe run as such is not gated; --local is)."""
+    if not named_mods(recipe) or (getattr(recipe, "container", None) and not local):
+        return None
+    import sys
+
+    from sparkdoctor.mods.trees import venv_tree
+
+    progress(f"judging {recipe.name}'s mods against the target's files")
+    try:
+        failing = gate(recipe, venv_tree(python or sys.executable))
+    except ModError as exc:
+        progress(f"the mods could not be judged: {exc}")
+        return None
+    if failing:
+        first = failing[0]
+        return f"{recipe.name}: not launched: {first['title']} ({first['evidence'][0] if first['evidence'] else ''})"
+    progress("note: sparkdoctor launches the recipe's command as it is; its mods are judged, not applied")
+    return None

@@ -124,6 +124,26 @@ class ReleaseTree:
         return None
 
 
+@dataclass
+class UpgradedTree:
+    """A target as it would be after an upgrade: the changed distributions' files from their released wheels,
+    every other file from the target as it is (what-if: "will my mods survive this upgrade?")."""
+
+    released: ReleaseTree
+    installed: Tree
+    changed_tops: set[str]  # top-level folders of the changed distributions (vllm, flashinfer, ...)
+    label: str = ""
+
+    def __post_init__(self) -> None:
+        self.label = self.label or f"{self.installed.label} upgraded to {self.released.label}"
+
+    def read(self, rel: str) -> bytes | None:
+        top = rel.split("/", 1)[0]
+        if top in self.changed_tops:  # a file the upgrade replaces: as released (or gone)
+            return self.released.read(rel)
+        return self.installed.read(rel)
+
+
 def parse_release(spec: str) -> tuple[str, str]:
     """`vllm==0.33.0` -> ("vllm", "0.33.0"); one line for anything else."""
     from packaging.requirements import InvalidRequirement, Requirement

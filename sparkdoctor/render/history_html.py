@@ -7,9 +7,10 @@ docs/evidence/history-html.md). Plotly is an optional dependency (`pip install '
 else in sparkdoctor needs it, and it is imported only here.
 
 The page: decode tok/s per stream (each run's headline) per recipe over time, each toolchain change marked
-(an x) and named (hover, and the table under the plot); each run's correctness verdict; the A/B ratios with their confidence intervals; the
-conclusions with their reruns (held, flipped, changed); the findings of the latest run's toolchain judged by
-today's matrix. Every plot's point count is the ledger's (tests/test_history_html.py counts them in Chromium).
+(an x) and named (hover, and the table under the plot); each run's correctness verdict; the A/B ratios with
+their confidence intervals; the conclusions with their reruns (held, flipped, changed); the findings of the
+latest run's toolchain judged by today's matrix. Every plot's point count is the ledger's
+(tests/history/test_history_html.py counts them in Chromium).
 """
 
 from __future__ import annotations

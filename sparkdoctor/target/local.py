@@ -139,6 +139,7 @@ def _resolve_interpreter(python: str) -> str:
         for name in ("bin/python", "bin/python3"):
             if (path / name).exists():
                 return str(path / name)
+        _refuse_dangling(python, path / "bin" / "python")
         raise TargetError(f"--python {python}: a folder without bin/python")
     found = shutil.which(python) if os.sep not in python else None  # a bare name is a PATH lookup
     if found:
@@ -147,7 +148,16 @@ def _resolve_interpreter(python: str) -> str:
         if not os.access(path, os.X_OK):
             raise TargetError(f"--python {python}: not executable")
         return os.path.abspath(path)
+    _refuse_dangling(python, path)
     raise TargetError(f"--python {python}: no such interpreter")
+
+
+def _refuse_dangling(python: str, link: Path) -> None:
+    """A venv whose base Python was removed or upgraded away keeps bin/python as a link to nothing: say that,
+    not "no such interpreter" (the file is right there in `ls`)."""
+    if link.is_symlink() and not link.exists():
+        raise TargetError(f"--python {python}: {link} is a link to {os.readlink(link)}, which does not exist "
+                          "(the Python this environment was made with is gone: recreate the environment)")
 
 
 def probe_entry(name: str) -> Path:

@@ -22,7 +22,15 @@ def run_track(through: dict[str, str], matrix_path: Path | None, fmt: str, outpu
     matrix = load(matrix_path)  # a MatrixError (2) or RemoteError (2) says how the command ends
     if not matrix.tracking or not matrix.tracking.tracked:
         raise Fatal(f"{matrix.source}: the matrix has no [tracked] table (package = \"tracked-through version\"); nothing to track")
+    from packaging.version import InvalidVersion, Version
+
     from sparkdoctor.released import PLATFORMS
+
+    for package, version in through.items():
+        try:
+            Version(version)
+        except InvalidVersion:
+            raise Fatal(f"--through {package}={version}: {version!r} is not a version (e.g. vllm=0.33.0)") from None
 
     if platform not in PLATFORMS:
         raise Fatal(f"--platform {platform}: choose one of {', '.join(PLATFORMS)}")

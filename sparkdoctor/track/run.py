@@ -202,7 +202,7 @@ def moved_to(reader: Any, tracking: Tracking, package: str, version: str, checks
             continue
         hits = [c.path for c in checks if c.kind != "exists" and any(fnmatch.fnmatchcase(n, c.path) for n in names)]
         if hits:
-            out.append(f"moved: {', '.join(sorted(set(hits)))} is in {other} {version} (re-point files.package)")
+            out.append(f"moved: {', '.join(sorted(set(hits)))} is in {other} {version} (re-point files.package, or read it with files.also)")
     return out
 
 
@@ -231,7 +231,7 @@ def track(matrix: Matrix, reader: Any, through: dict[str, str] | None = None, lo
         item = EntryTrack(e.id, _short(e.file), reads, _bound(e, tracking, reads),
                           oldest_known=min((*table.affected, *table.fixed), key=Version))
         for version in releases[reads]:
-            run = remote_run(reader, reads, table.checks, version, "probe", log)
+            run = remote_run(reader, reads, table.checks, version, "probe", log, table.also)
             if any(x.startswith("no member matches") for x in run.evidence):
                 run.evidence += moved_to(reader, tracking, reads, version, table.checks)
             item.runs.append((run, None if item.spec is None else bool(version_in(version, item.spec))))

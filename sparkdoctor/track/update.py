@@ -130,7 +130,7 @@ def _from_git(source: str, commit: str | None) -> tuple[dict[str, bytes], str]:
     commit = commit.lower()
     with tempfile.TemporaryDirectory(prefix="sparkdoctor-matrix-git-") as tmp:
         repo = str(Path(tmp) / "repo")
-        _git(["clone", "--quiet", "--bare", "--no-hardlinks", source, repo], source)
+        _git(["clone", "--quiet", "--bare", "--no-hardlinks", "--", source, repo], source)  # a source is never an option
         found = proc.run(["git", "-C", repo, "rev-parse", "--verify", "--quiet", f"{commit}^{{commit}}"], timeout=GIT_TIMEOUT)
         if not found.ok or found.stdout.strip() != commit:
             raise UpdateError(f"{source}: commit {commit} is not in the repository")

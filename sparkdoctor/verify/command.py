@@ -38,6 +38,10 @@ def run_verify(entry_id: str | None, keep: bool, matrix_path: Path | None, fmt: 
         raise Fatal(f"--format {fmt}: choose one of console, json")
     if kind not in KINDS:
         raise Fatal(f"--kind {kind}: choose one of {', '.join(KINDS)}")
+    modes = [name for name, on in (("--bounds", bounds), ("--stacks", stacks), ("--bisect", bisect_id is not None),
+                                   ("--latest", latest)) if on]
+    if len(modes) > 1:  # each is its own run; the second one used to be silently ignored
+        raise Fatal(f"{' and '.join(modes)} exclude each other: give one")
     matrix = _matrix(matrix_path)
     if bounds:
         return _bounds(matrix, entry_id, fmt)

@@ -81,11 +81,39 @@ class FileResult:
                 "runs": [r.to_dict() for r in self.runs]}
 
 
-def run_checks(checks: tuple[FileCheck, ...], files: WheelFiles) -> list[tuple[FileCheck, bool]]:
+class UnionFiles:
+    """The members of several wheels of one release (a files table's `package` and its `also` wheels),
+    with the interface the checks read; a name in two wheels is read from the first."""
+
+    def __init__(self, parts: list[Any]):
+        self.parts = parts
+        self._owner: dict[str, Any] = {}
+        for part in parts:
+            for name in part.names:
+                self._owner.setdefault(name, part)
+        self.names = list(self._owner)
+
+    @property
+    def cubin_listings(self) -> dict[str, tuple[str, ...]]:
+        return {n: a for part in self.parts for n, a in part.cubin_listings.items()}
+
+    def text(self, name: str) -> str:
+        return self._owner[name].text(name)
+
+    def cubins(self, name: str) -> tuple[str, ...]:
+        return self._owner[name].cubins(name)
+
+    def close(self) -> None:
+        for part in self.parts:
+            if hasattr(part, "close"):
+                part.close()
+
+
+def run_checks(checks: tuple[FileCheck, ...], files: Any) -> list[tuple[FileCheck, bool]]:
     return [(c, check_holds(c, files)) for c in checks]
 
 
-def check_holds(check: FileCheck, files: WheelFiles) -> bool:
+def check_holds(check: FileCheck, files: Any) -> bool:
     members = [n for n in files.names if fnmatch.fnmatchcase(n, check.path)]
     if check.kind == "exists":
         return bool(members) == check.value
@@ -106,7 +134,9 @@ def checks_on(table: FilesTable, version: str, role: str, log: Log | None = None
     try:
         if log:
             log(f"reading {table.package}=={version}")
-        files = WheelFiles(wheel(table.package, version))
+        parts = [WheelFiles(wheel(table.package, version))]
+        parts += [WheelFiles(wheel(other, version)) for other in table.also if version in released_versions(other)]
+        files = UnionFiles(parts) if len(parts) > 1 else parts[0]
         try:
             run.results = run_checks(table.checks, files)
             run.evidence = [f"{name}: cubins {', '.join(archs) or 'none'} ({FAMILY_CAVEAT})" for name, archs in files.cubin_listings.items()]

@@ -11,7 +11,7 @@ from sparkdoctor.exitcodes import EXIT_FINDINGS, EXIT_OK
 
 def run_whatif(specs: list[str], python: str | None, facts_file: Path | None, matrix_path: Path | None, arch: str | None,
                fail_on: str, read: bool, fmt: str, recipe_ref: str | None = None, ledger_path: Path | None = None,
-               container: str | None = None, container_python: str | None = None) -> int:
+               container: str | None = None, container_python: str | None = None, probe: bool = False) -> int:
     from sparkdoctor.check import CheckOptions, apply_arch_override, collect_facts
     from sparkdoctor.target.choose import resolve_target
     from sparkdoctor.facts import Facts
@@ -49,6 +49,8 @@ def run_whatif(specs: list[str], python: str | None, facts_file: Path | None, ma
         if recipe_ref is not None:
             result.recipe = _recipe(recipe_ref, target, matrix, today, predicted, changes, reader, notes)
         result.stale = _stale(ledger_path, interpreter, today, predicted, notes)
+        if probe:
+            result.probe = _probe(today, predicted, changes, interpreter if getattr(target, "shares_files", True) else sys.executable)
     finally:
         if reader is not None:
             reader.close()
@@ -78,7 +80,47 @@ def _recipe(recipe_ref: str, target, matrix, today, predicted, changes, reader, 
         flags_after = released_flags(reader, vllm) if reader is not None else None
         if flags_after is None:
             notes.append(f"vllm {vllm.new}: its serve flags were not read; the recipe's flags are not judged after the upgrade")
-    return compare_recipe(recipe, matrix, today, predicted, flags_today, flags_after)
+    judged = compare_recipe(recipe, matrix, today, predicted, flags_today, flags_after)
+    judged["mods"] = _mods(recipe, target, changes, notes)
+    return judged
+
+
+def _mods(recipe, target, changes, notes: list[str]) -> dict | None:
+    """The recipe's mods judged on today's files and on the files the upgrade would install (sparkdoctor.mods):
+    which mods the upgrade breaks, and which it makes stale (upstream already)."""
+    from sparkdoctor.mods import ModError
+    from sparkdoctor.mods.recipe import mod_findings, named_mods
+    from sparkdoctor.mods.trees import ReleaseTree, UpgradedTree, venv_tree
+
+    if not named_mods(recipe):
+        return None
+    python = getattr(target, "python", None)
+    if not python:
+        notes.append("the recipe's mods are judged on a local environment only (--python)")
+        return None
+    try:
+        today_tree = venv_tree(str(python))
+        tops = {c.name.replace("-", "_") for c in changes} | {c.name.split("-")[0] for c in changes}
+        after_tree = UpgradedTree(ReleaseTree([(c.name, c.new) for c in changes]), today_tree, tops)
+        before = {f["id"]: f for f in mod_findings(recipe, today_tree)}
+        after = {f["id"]: f for f in mod_findings(recipe, after_tree)}
+    except ModError as exc:
+        notes.append(f"the recipe's mods could not be judged: {exc}")
+        return None
+    return {"introduced": [f for i, f in after.items() if i not in before],
+            "fixed": [f for i, f in before.items() if i not in after],
+            "unchanged": [f for i, f in after.items() if i in before]}
+
+
+def _probe(today, predicted, changes, python: str) -> dict:
+    """--probe: the CuTe DSL probes compiled in a throwaway venv with today's and the proposed cutlass-dsl set."""
+    from sparkdoctor.whatif.probe import probe_cutedsl
+
+    value = str((predicted.arch or {}).get("value") or "")
+    arch = value if value.startswith("sm_") else "sm_121a"  # no GPU and no --arch: the Spark's arch, the DSL needs one
+    if not any(c.name.startswith("nvidia-cutlass-dsl") for c in changes):
+        return {"arch": arch, "note": "the upgrade does not change cutlass-dsl: nothing new to compile"}
+    return {"arch": arch, "today": probe_cutedsl(today, arch, python), "after": probe_cutedsl(predicted, arch, python)}
 
 
 def _stale(ledger_path: Path | None, python: str, today, predicted, notes: list[str]) -> list | None:
@@ -111,9 +153,19 @@ def _render(result, console) -> None:
             for f in r[label]:
                 console.print(f"recipe {r['name']}: {label} [{f['severity']}] {f['id']}: {f['title']}")
         console.print(f"recipe {r['name']}: {len(r['introduced'])} introduced, {len(r['fixed'])} fixed, {len(r['unchanged'])} unchanged")
+        mods = r.get("mods") or {}
+        for label, words in (("introduced", "the upgrade breaks or makes stale"), ("fixed", "the upgrade settles")):
+            for f in mods.get(label) or []:
+                console.print(f"mods: {words} [{f['severity']}] {f['id']}: {f['title']}", markup=False, highlight=False)
     for s in result.stale or []:
         what = "; ".join(str(c.get("text") or c.get("what")) for c in s["changes"][:3])
         console.print(f"would become stale: conclusion {s['conclusion']} ({what}): plan `sparkdoctor rerun {s['conclusion']}` after the upgrade")
+    for when in ("today", "after"):
+        p = (result.probe or {}).get(when) or {}
+        for k in p.get("kernels", []):
+            console.print(f"probe {when:>5}  {k['kernel']} for {result.probe['arch']}: {k['verdict']} ({k['detail']})")
+        if p.get("error"):
+            console.print(f"probe {when:>5}  {p['error']}")
     for note in result.notes:
         console.print(f"[dim]note: {note}[/]")
     console.print(f"{len(result.introduced)} introduced, {len(result.fixed)} fixed, {len(result.unchanged)} unchanged, "

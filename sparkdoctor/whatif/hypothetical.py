@@ -1,7 +1,7 @@
 """Today's Facts moved to a predicted set of distributions, without installing them.
 
 - versions: each changed distribution at its new version, its files as released (a reinstall replaces
-  modified files, so integrity findings about the old files do not carry over);
+  modified files: integrity ok, nothing modified or missing);
 - cutlass-dsl: the build that would be active is the libs wheel pip would write last of those
   installed (pip installs in dependency order; the cu13 and base libs wheels share their paths, so
   whichever is written last is the one on disk), else today's;
@@ -39,6 +39,8 @@ def hypothetical_facts(facts: Any, changes: list[Change], reader: Any | None, no
         for key in [k for k in row if k.startswith("files_") or k in ("integrity", "direct_url", "metadata_error")]:
             row.pop(key)
         row["version"] = c.new
+        # written as released: the files match the new RECORD (a hand mod of today's files is gone)
+        row.update({"integrity": "ok", "files_modified": [], "files_missing": [], "files_unreadable": []})
         row["predicted"] = True
         packages[c.name] = row
     new.packages = packages

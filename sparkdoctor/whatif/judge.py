@@ -20,18 +20,20 @@ class WhatIf:
     cannot_tell: list[dict[str, Any]] = field(default_factory=list)  # matched today, unknown after
     notes: list[str] = field(default_factory=list)
     matrix: str = "bundled"
+    probe: dict[str, Any] | None = None  # --probe: {"today": ..., "after": ...}, sparkdoctor.whatif.probe
     recipe: dict[str, Any] | None = None  # {"name", "introduced", "fixed", "unchanged"}: the recipe's findings, today vs after
     stale: list[dict[str, Any]] | None = None  # ledger conclusions fresh today, stale after: [{"conclusion", "changes"}]
 
     def gate(self, fail_on: str = "error") -> bool:
         """Does the upgrade introduce a finding (of the box or of the recipe) at or above fail_on?"""
-        rows = self.introduced + ((self.recipe or {}).get("introduced") or [])
+        rows = self.introduced + ((self.recipe or {}).get("introduced") or []) + \
+            (((self.recipe or {}).get("mods") or {}).get("introduced") or [])
         return any(SEVERITY.get(f["severity"], 0) >= SEVERITY[fail_on] for f in rows)
 
     def to_dict(self) -> dict[str, Any]:
         return {"schema": 1, "kind": "whatif", "specs": self.specs, "matrix": self.matrix,
                 "changes": [c.to_dict() for c in self.changes], "fixed": self.fixed, "introduced": self.introduced,
-                "unchanged": self.unchanged, "cannot_tell": self.cannot_tell, "recipe": self.recipe, "stale_conclusions": self.stale, "notes": self.notes}
+                "unchanged": self.unchanged, "cannot_tell": self.cannot_tell, "recipe": self.recipe, "stale_conclusions": self.stale, "probe": self.probe, "notes": self.notes}
 
 
 def _row(ev: Any) -> dict[str, Any]:

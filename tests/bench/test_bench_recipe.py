@@ -61,7 +61,9 @@ def test_bench_recipe_launches_measures_stores_and_tears_down(run, tmp_path):
 def test_ab_finds_the_slower_arm_and_stores_both(run, tmp_path):
     a = recipe(tmp_path, "fast", "--delay", "0.002")
     b = recipe(tmp_path, "slow", "--delay", "0.012")
-    out = run("bench", a, "--vs", b, "--pairs", "3", *QUICK, "--format", "json")
+    # a 6x difference in delay: what another job on the machine does to one arm cannot hide it, so the verdict is
+    # called whatever the load (the load rule itself: tests/bench/test_load_and_behind.py)
+    out = run("bench", a, "--vs", b, "--pairs", "3", *QUICK, "--format", "json", "--allow-load-difference")
     assert out.returncode == 0, out.stderr
     doc = json.loads(out.stdout)
     assert doc["order"] == ["A", "B", "B", "A", "A", "B"] and len(doc["runs"]) == 6
@@ -71,7 +73,7 @@ def test_ab_finds_the_slower_arm_and_stores_both(run, tmp_path):
     runs = json.loads(run("history", "--format", "json").stdout)["runs"]
     assert sorted((r["arm"], r["recipe_name"]) for r in runs) == [("A", "fast")] * 3 + [("B", "slow")] * 3
     assert {r["comparison_id"] for r in runs} == {doc["comparison_id"]}
-    console = run("bench", a, "--vs", b, "--pairs", "1", *QUICK, "--no-store")
+    console = run("bench", a, "--vs", b, "--pairs", "1", *QUICK, "--no-store", "--allow-load-difference")
     assert console.returncode == 0 and "slower" in console.stdout and "B/A" in console.stdout
 
 

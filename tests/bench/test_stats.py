@@ -22,7 +22,7 @@ def test_the_ci_holds_the_median_and_lies_within_the_data(vals):
 
 
 @given(values, st.floats(min_value=0.01, max_value=100))
-@settings(max_examples=50)
+@settings(max_examples=50, deadline=None)  # no per-example deadline: CI machines are busy
 def test_the_estimate_scales_with_the_data(vals, k):
     a, b = estimate(vals), estimate([v * k for v in vals])
     for x, y in ((a.median, b.median), (a.low, b.low), (a.high, b.high)):

@@ -4,7 +4,9 @@ the inventory and the command's usage errors; Ray never imported on check's path
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+from pathlib import Path
 import sys
 
 import pytest
@@ -124,6 +126,22 @@ def test_inventory_files(tmp_path):
     toml.write_text('[[node]]\nhost = "s1"\nport = 22\n')
     with pytest.raises(InventoryError, match=r"node\[0\]\.port: unknown key"):
         load_inventory(toml, None, None, "docker")
+
+
+def test_an_inventory_that_is_not_a_regular_file_is_refused_without_waiting(tmp_path):
+    """A FIFO nobody writes to used to block `fleet check --inventory` forever; a pipe with a writer (a shell's
+    <(...)) is still read."""
+    fifo = tmp_path / "hosts.fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(InventoryError, match=r"--inventory .*hosts\.fifo: is a FIFO with no writer"):
+        load_inventory(fifo, None, None, "docker")
+    read, write = os.pipe()
+    os.write(write, b"spark-1\nspark-2\n")
+    os.close(write)
+    try:
+        assert [n.name for n in load_inventory(Path(f"/dev/fd/{read}"), None, None, "docker")] == ["spark-1", "spark-2"]
+    finally:
+        os.close(read)
 
 
 def run_cli(*args):

@@ -119,7 +119,7 @@ def test_without_plotly_it_is_one_line_saying_how_to_get_it(tmp_path):
     (blocker / "__init__.py").write_text("raise ImportError('blocked by the test')\n")
     p = cli("history", "--html", tmp_path / "h.html", "--ledger", ledger, cwd=tmp_path,
             env={"PYTHONPATH": f"{tmp_path / 'block'}{os.pathsep}{REPO}"})
-    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1 and "sparkdoctor[html]" in p.stderr
+    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1 and "sparkdoctor-gb10[html]" in p.stderr
     assert not (tmp_path / "h.html").exists()
 
 

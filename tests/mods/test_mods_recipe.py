@@ -68,3 +68,32 @@ def test_a_mod_that_applies_says_nothing(tmp_path):
     done = sd("recipe", "check", str(recipe), "--python", str(python), "-f", "json")
     doc = json.loads(done.stdout)
     assert not [f for f in doc["findings"] if f["kind"] == "mod"], doc["findings"]
+
+
+def test_bench_does_not_launch_a_recipe_whose_mod_fails(tmp_path):
+    """A failing mod stops the launch before anything starts: one line, exit 4 (the server could not be launched)."""
+    python = target_venv(tmp_path, AFTER)
+    recipe = eugr_repo(tmp_path, ["mods/fix-stale"])
+    done = sd("bench", str(recipe), "--local", "--python", str(python), "--no-store")
+    assert done.returncode == 4, done.stderr
+    assert "not launched" in done.stderr and "fix-stale" in done.stderr and done.stderr.count("\n") == 1
+
+
+def test_an_upgraded_tree_reads_changed_packages_from_the_release(tmp_path):
+    """what-if's view of the files after an upgrade: the changed package's files as released, the rest as now."""
+    from sparkdoctor.mods.trees import SiteTree, UpgradedTree
+
+    class Release:
+        label = "vllm 9.9 (released wheel)"
+
+        def read(self, rel: str) -> bytes | None:
+            return b"released" if rel == "vllm/toy.py" else None
+
+    (tmp_path / "site" / "vllm").mkdir(parents=True)
+    (tmp_path / "site" / "vllm" / "gone.py").write_text("here today")
+    (tmp_path / "site" / "flashinfer").mkdir()
+    (tmp_path / "site" / "flashinfer" / "x.py").write_text("kept")
+    tree = UpgradedTree(Release(), SiteTree([tmp_path / "site"], "today"), {"vllm"})  # type: ignore[arg-type]
+    assert tree.read("vllm/toy.py") == b"released"
+    assert tree.read("vllm/gone.py") is None  # the upgrade replaces the whole package
+    assert tree.read("flashinfer/x.py") == b"kept"

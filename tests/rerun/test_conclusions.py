@@ -135,6 +135,17 @@ def test_a_missing_ledger_is_refused_in_one_line_and_never_created(tmp_path):
     assert not typo.exists()
 
 
+def test_an_empty_file_is_not_a_ledger_and_is_left_empty(tmp_path):
+    """`touch ledger.sqlite` (or a failed copy) is no ledger: the reading commands used to write a schema into it
+    and pass on "nothing here"."""
+    empty = tmp_path / "ledger.sqlite"
+    empty.touch()
+    for command in (["conclusions"], ["rerun"], ["rerun", "--dry-run"], ["history"]):
+        r = runner.invoke(app, [*command, "--ledger", str(empty)])
+        assert r.exit_code == EXIT_LEDGER and r.stderr.count("\n") == 1 and f"ledger {empty}: an empty file" in r.stderr, (command, r.output)
+    assert empty.stat().st_size == 0
+
+
 def test_rerun_with_nothing_stale_says_so(tmp_path, here_facts):
     path, _ = _ledger(tmp_path, here_facts)
     r = runner.invoke(app, ["rerun", "--ledger", str(path)])

@@ -1,0 +1,84 @@
+"""`whatif --probe`: compile the CuTe DSL probes with the proposed cutlass-dsl set before it is installed.
+
+A throwaway venv (uv, in a temp folder, removed after) gets the cutlass-dsl distributions of the Facts
+(today's or the predicted ones) at their versions, their dependencies resolved by uv; the libs wheel that
+would be active (Facts.cutedsl.active_build: the one pip writes last, the cu13 and base wheels share their
+paths) is written again last, so the files on disk are the predicted ones. Then probes/cutedsl/ compiles its
+kernels for the arch in that venv: no GPU needed (the DSL takes the arch from the command line).
+
+Per kernel: compiled (ok), refused (the DSL rejected the arch, or ptxas rejected its code), could not run
+(crash, error, timeout, an install that failed). The PTX probes (probes/kernels/) are not run here: they
+compile with the target's ptxas (CUDA toolkit, triton), which a cutlass-dsl change does not move; said in
+the result."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from sparkdoctor import proc
+
+INSTALL_TIMEOUT = 900.0
+PROBE_TIMEOUT = 600.0
+VERDICT = {"ok": "compiled", "refused": "refused", "fail": "refused"}
+LIBS = {"libs-cu13": "nvidia-cutlass-dsl-libs-cu13", "libs-base": "nvidia-cutlass-dsl-libs-base", "libs-cu12": "nvidia-cutlass-dsl-libs-cu12"}
+PTX_NOTE = "PTX probes not run: they compile with the target's ptxas, which the cutlass-dsl set does not change"
+
+
+def uv_binary() -> str | None:
+    try:
+        from uv import find_uv_bin
+
+        return find_uv_bin()
+    except Exception:  # noqa: BLE001 - uv as a wheel is optional; a uv on PATH does as well
+        return shutil.which("uv")
+
+
+def cutedsl_set(facts: Any) -> tuple[dict[str, str], str | None]:
+    """The cutlass-dsl distributions of the Facts and the libs build that is (or would be) active."""
+    dists = {n: str(r.get("version")) for n, r in (facts.packages or {}).items() if n.startswith("nvidia-cutlass-dsl") and r.get("version")}
+    return dists, (facts.cutedsl or {}).get("active_build")
+
+
+def probe_cutedsl(facts: Any, arch: str, python: str = sys.executable) -> dict[str, Any]:
+    """{"dists", "active_build", "kernels": [{"kernel", "verdict", "status", "detail"}], "notes"}."""
+    dists, active = cutedsl_set(facts)
+    out: dict[str, Any] = {"arch": arch, "dists": dists, "active_build": active, "kernels": [], "notes": [PTX_NOTE]}
+    if not dists:
+        out["notes"].append("no nvidia-cutlass-dsl distribution in the set: nothing to compile")
+        return out
+    uv = uv_binary()
+    if uv is None:
+        out["error"] = "could not run: uv is not installed (pip install uv)"
+        return out
+    from sparkdoctor.locations import data_dir
+
+    with tempfile.TemporaryDirectory(prefix="sparkdoctor-whatif-probe-") as tmp:
+        venv = Path(tmp) / "venv"
+        py = str(venv / "bin" / "python")
+        steps = [[uv, "venv", "-q", "--python", python, str(venv)],
+                 [uv, "pip", "install", "-q", "--python", py, *(f"{n}=={v}" for n, v in sorted(dists.items()))]]
+        lib = LIBS.get(active or "")
+        if lib in dists:  # written again last: the build on disk is the one the Facts say is active
+            steps.append([uv, "pip", "install", "-q", "--python", py, "--no-deps", "--reinstall-package", lib, f"{lib}=={dists[lib]}"])
+        for argv in steps:
+            done = proc.run(argv, timeout=INSTALL_TIMEOUT)
+            if not done.ok:
+                out["error"] = f"could not run: {' '.join(argv[1:4])} failed: {done.describe_failure()}: {(done.stderr or '').strip()[-300:]}"
+                return out
+        done = proc.run([py, "-B", str(data_dir("probes") / "cutedsl" / "__main__.py"), "--arch", arch], timeout=PROBE_TIMEOUT)
+        for line in (done.stdout or "").splitlines():
+            try:
+                row = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(row, dict) and "kernel" in row:
+                out["kernels"].append({"kernel": row["kernel"], "verdict": VERDICT.get(str(row.get("status")), "could not run"),
+                                       "status": row.get("status"), "detail": str(row.get("detail") or "")[:300]})
+        if not out["kernels"]:
+            out["error"] = f"could not run: the CuTe DSL probe printed no result: {done.describe_failure()}"
+    return out
