@@ -70,9 +70,11 @@ class Sink:
         return captured.get()
 
 
-def sink_for(output: Path | None) -> Sink:
+def sink_for(output: Path | None, fmt: Format | None = None) -> Sink:
     if output is not None:
         return Sink(to_file=True)
+    if fmt is Format.json:  # json.dumps writes ASCII on any stream; asking the stream loads rich (~45 ms)
+        return Sink()
     from sparkdoctor.render.terminal_text import needs_ascii
 
     return Sink(to_file=False, ascii_only=sys.stdout is not None and needs_ascii(sys.stdout))
@@ -82,7 +84,7 @@ def render(result: Result, fmt: Format, output: Path | None = None) -> str:
     """The whole document of `result` in `fmt`, as the text `emit` writes."""
     from sparkdoctor import views
 
-    return views.render(result, fmt, sink_for(output))
+    return views.render(result, fmt, sink_for(output, fmt))
 
 
 def emit(result: Result, fmt: Format | str, output: Path | None = None) -> int:

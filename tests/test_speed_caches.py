@@ -114,3 +114,24 @@ def test_record_fast_path_reads_the_same_rows_as_the_careful_one():
         forced = parse_record(text + '\n"q,uoted.py",sha256=y,2\n')
         assert forced[-1] == ["q,uoted.py", "sha256=y", "2"]
         assert parse_record(text) == forced[:-1]
+
+
+def test_json_check_never_loads_rich(tmp_path, monkeypatch):
+    """`check --format json` (stderr not a terminal, as in CI) renders without rich: its import
+    was ~45 ms of a warm check, and JSON is ASCII on any stream."""
+    import json
+    import subprocess
+
+    monkeypatch.delenv("SPARKDOCTOR_CONFIG")
+    code = (
+        "import atexit, sys\n"
+        "atexit.register(lambda: sys.stderr.write('RICH=%s\\n' % any(m == 'rich' or m.startswith('rich.') for m in sys.modules)))\n"
+        f"sys.argv = ['sparkdoctor', 'check', '--python', sys.executable, '--no-kernels', '--format', 'json']\n"
+        "from sparkdoctor.launch import main\n"
+        "main()\n"
+    )
+    env = {**os.environ, "SPARKDOCTOR_CACHE_DIR": str(tmp_path / "c"), "PYTHONIOENCODING": "ascii"}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env,
+                          cwd=Path(__file__).resolve().parent.parent)
+    assert "RICH=False" in done.stderr, done.stderr[-2000:]
+    assert json.loads(done.stdout)["kind"] == "report"
