@@ -126,7 +126,7 @@ def test_json_check_never_loads_rich(tmp_path, monkeypatch):
     code = (
         "import atexit, sys\n"
         "atexit.register(lambda: sys.stderr.write('RICH=%s\\n' % any(m == 'rich' or m.startswith('rich.') for m in sys.modules)))\n"
-        f"sys.argv = ['sparkdoctor', 'check', '--python', sys.executable, '--no-kernels', '--format', 'json']\n"
+        "sys.argv = ['sparkdoctor', 'check', '--python', sys.executable, '--no-kernels', '--format', 'json']\n"
         "from sparkdoctor.launch import main\n"
         "main()\n"
     )
