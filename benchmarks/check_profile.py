@@ -106,7 +106,7 @@ def main() -> int:
     print("| tree | what | cpu median s | cpu min s | wall median s | load (1 min) min-median-max |")
     print("|---|---|---:|---:|---:|---|")
     for (t, what), rows in results.items():
-        cpus, walls, loads = zip(*rows)
+        cpus, walls, loads = zip(*rows, strict=False)
         print(f"| {t} | {what} | {statistics.median(cpus):.3f} | {min(cpus):.3f} | {statistics.median(walls):.3f} "
               f"| {min(loads):.1f}-{statistics.median(loads):.1f}-{max(loads):.1f} |")
     return 0

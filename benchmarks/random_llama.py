@@ -22,7 +22,12 @@ sys.path.insert(0, str(ROOT))
 def build(hf_home: Path, repo_id: str, args: argparse.Namespace) -> Path:
     import torch
     from tokenizers import Tokenizer, models, pre_tokenizers
-    from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+    from transformers import (
+        GenerationConfig,
+        LlamaConfig,
+        LlamaForCausalLM,
+        PreTrainedTokenizerFast,
+    )
 
     from tests.tiny_tokenizer import TOKENIZER_PRELUDE
 

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from sparkdoctor import __version__
 from sparkdoctor.arch import assumed
@@ -31,7 +32,13 @@ def collectors(kernels: bool, shares_files: bool = True) -> list[Collector]:
     """The collectors of a check. A target whose files are not the host's (a container) has its ptxas
     found and compiled with inside it (toolkits_container); the GPU, driver and host health are the host's."""
     # Imported here so `sparkdoctor matrix ...` and `--facts` never pay for collector imports.
-    from sparkdoctor.collect import capabilities, constraints, gpu, host_health, targetenv
+    from sparkdoctor.collect import (
+        capabilities,
+        constraints,
+        gpu,
+        host_health,
+        targetenv,
+    )
 
     if shares_files:
         from sparkdoctor.collect import toolkits

@@ -16,15 +16,16 @@ Whether an ignored id exists depends on the matrix, so that is told by unknown_i
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from sparkdoctor.errors import InputError
 from sparkdoctor.locations import config_file
 from sparkdoctor.matrix import SEVERITIES, Matrix
-from sparkdoctor.text import one_line
 from sparkdoctor.matrix.loader import read_toml
+from sparkdoctor.text import one_line
 
 ENV_VAR = "SPARKDOCTOR_CONFIG"
 SECTIONS = {"check": {"ignore", "fail_on"}}

@@ -213,7 +213,7 @@ def run_job(drv: Driver, job: dict[str, Any]) -> dict[str, Any]:
             drv.memcpy_htod(ptr, data)
         drv.launch(fn, int(job.get("grid", 1)), int(job["threads"]), pointers)
         drv.ctx_synchronize()
-        for buf, ptr in zip(job["buffers"], pointers):
+        for buf, ptr in zip(job["buffers"], pointers, strict=False):
             if "size" in buf:
                 result["outputs"][buf["name"]] = drv.memcpy_dtoh(ptr, buf["size"]).hex()
         result["ok"] = True

@@ -70,9 +70,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from sparkdoctor.names import canonicalize_name
-
 from sparkdoctor.errors import InputError
+from sparkdoctor.names import canonicalize_name
 from sparkdoctor.text import one_line
 
 SCHEMA = 1
@@ -129,7 +128,7 @@ class Facts:
         return json.dumps(self.to_dict(), indent=indent, sort_keys=False)
 
     @classmethod
-    def from_dict(cls, data: Any, source: str = "snapshot") -> "Facts":
+    def from_dict(cls, data: Any, source: str = "snapshot") -> Facts:
         """Facts from a parsed snapshot; FactsError (one line: source, field path, why) for any field
         that does not have its documented shape (sparkdoctor/facts_shapes.py)."""
         from sparkdoctor.facts_shapes import ShapeError, check_field
@@ -161,7 +160,7 @@ class Facts:
         return cls(**kwargs)
 
     @classmethod
-    def load(cls, path: Path) -> "Facts":
+    def load(cls, path: Path) -> Facts:
         from sparkdoctor.inputs import read_text
 
         try:  # a file, or a pipe with a writer (`--facts <(...)`); never a FIFO nobody writes

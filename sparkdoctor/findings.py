@@ -19,7 +19,16 @@ from typing import Any
 from sparkdoctor.arch import settle
 from sparkdoctor.exitcodes import EXIT_FINDINGS, EXIT_OK, EXIT_UNPROBEABLE, EXIT_USAGE  # noqa: F401 (re-exported)
 from sparkdoctor.facts import Facts
-from sparkdoctor.matrix import EVIDENCE_LEVELS, SEVERITIES, Entry, Evaluation, Matrix, Stack, evaluate_all, version_in
+from sparkdoctor.matrix import (
+    EVIDENCE_LEVELS,
+    SEVERITIES,
+    Entry,
+    Evaluation,
+    Matrix,
+    Stack,
+    evaluate_all,
+    version_in,
+)
 from sparkdoctor.vocab import Verdict
 
 REPORT_SCHEMA = 1
@@ -55,7 +64,7 @@ class Finding:
     evidence_level: str = "reported"  # how the matrix knows: reproduced | checked | reported
 
     @classmethod
-    def from_evaluation(cls, ev: Evaluation) -> "Finding":
+    def from_evaluation(cls, ev: Evaluation) -> Finding:
         e = ev.entry
         return cls(
             id=e.id,

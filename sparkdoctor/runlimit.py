@@ -18,7 +18,7 @@ import math
 import signal
 import threading
 import time
-from typing import Iterator
+from collections.abc import Iterator
 
 from sparkdoctor import proc
 from sparkdoctor.errors import UsageError

@@ -18,7 +18,7 @@ from sparkdoctor.locations import data_dir
 from tests import venvs
 
 PROBE = data_dir("probes") / "target_env" / "__main__.py"
-LIB_SO = "python_packages/cutlass/_mlir/_mlir_libs/_cutlass_ir.cpython-%d%d-x86_64-linux-gnu.so" % sys.version_info[:2]
+LIB_SO = "python_packages/cutlass/_mlir/_mlir_libs/_cutlass_ir.cpython-{}{}-x86_64-linux-gnu.so".format(*sys.version_info[:2])
 
 
 def probe(python, cache):

@@ -21,8 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from sparkdoctor.collect import Context
-from sparkdoctor.collect import cutedsl
+from sparkdoctor.collect import Context, cutedsl
 from sparkdoctor.facts import Facts
 from sparkdoctor.target.local import PythonTarget
 from tests.venvs import ROOT as TEST_VENVS
@@ -201,7 +200,7 @@ def touch_later(path: Path) -> None:
 
 def chain(*excs: BaseException) -> BaseException:
     """Raise excs[0] from excs[1] from ..., the way the DSL wraps its errors."""
-    for outer, inner in zip(excs, excs[1:]):
+    for outer, inner in zip(excs, excs[1:], strict=False):
         outer.__cause__ = inner
     return excs[0]
 

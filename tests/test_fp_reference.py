@@ -265,7 +265,7 @@ def test_conversion_case_covers_every_tie_in_both_nibbles():
         for bits in (fr.f32_bits(x), fr.f32_bits(-x), fr.f32_bits(next_up(x)), fr.f32_bits(next_down(x))):
             assert bits in values and bits in highs and bits in lows
     [expected] = fr.e2m1_cvt_expected(_inputs(buffers))
-    pairs = list(zip(words[0::2], words[1::2]))
+    pairs = list(zip(words[0::2], words[1::2], strict=False))
     i = pairs.index((fr.f32_bits(0.25), next(w for h, w in pairs if h == fr.f32_bits(0.25))))
     assert expected.values[i] >> 4 == 0x0  # 0.25 in the high nibble rounds to 0
     nan_pair = pairs.index(next(p for p in pairs if p[0] == 0xFFC00000))

@@ -188,7 +188,7 @@ def read_ledger(path: Path) -> None:
         bench_render.render_history(sink_console(160), runs)
         whole = [led.run(r["id"], with_samples=True) for r in runs]
         healthy = [r for r in whole if r is not None and not r.get("damaged")]
-        for a, b in zip(healthy, healthy[1:]):
+        for a, b in zip(healthy, healthy[1:], strict=False):
             bench_render.render_compare(sink_console(160), compare_runs(a, b))
         led.comparison(1)
         statuses = [staleness.judge(c, led, Toolchains()).to_dict() for c in store.latest(led)]

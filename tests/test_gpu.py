@@ -14,8 +14,7 @@ from pathlib import Path
 import pynvml
 import pytest
 
-from sparkdoctor.collect import CollectorError, Context, run_collectors
-from sparkdoctor.collect import gpu, gpu_query
+from sparkdoctor.collect import CollectorError, Context, gpu, gpu_query, run_collectors
 from sparkdoctor.facts import Facts
 from sparkdoctor.target.local import PythonTarget
 

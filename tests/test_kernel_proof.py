@@ -7,16 +7,22 @@ from __future__ import annotations
 
 import os
 import shutil
-import time
 import threading
+import time
 from pathlib import Path
 
 import pytest
 
-from sparkdoctor import kernels
-from sparkdoctor import ptxas
+from sparkdoctor import kernels, ptxas
 from sparkdoctor.collect import toolkits
-from tests.test_kernels import SM12X, SYSTEM_PTXAS, fake_ptxas, make_ctx, needs_ptxas, ptxas_version
+from tests.test_kernels import (
+    SM12X,
+    SYSTEM_PTXAS,
+    fake_ptxas,
+    make_ctx,
+    needs_ptxas,
+    ptxas_version,
+)
 
 # The ELF binary behind /usr/local/bin/ptxas (a wrapper script on some machines), and the
 # nvidia-cuda-nvcc wheel's: two builds whose cubin headers are both checked.

@@ -107,7 +107,6 @@ CONDITION_CASES = {
     "host_machine": ('when.host_machine = "aarch64"', {}, {"host": {"machine": "x86_64"}}, {"host": None}),
     "host_health": ('when.host_health = { "pressure.some_avg10" = ">=10" }', hh("gb10-strained"), {}, {"host_health": None}),
     # multi-node signals of `fleet check`: one box (no Facts.fleet) is False, never unknown; a node count it could not read is
-    "fleet": ("when.fleet = { multi_node = true }", {"fleet": {"node": "a", "nodes": 2}}, {}, {"fleet": {"node": "a"}}),
     # a recipe's values: only `recipe check` fills Facts.recipe; without one the condition cannot be judged
     "serving": (
         'when.serving = { "--gpu-memory-utilization" = ">0.85" }',

@@ -17,8 +17,8 @@ from packaging.version import Version
 from sparkdoctor import matrix, verify
 from tests.container.host_fixtures import HOST_CASES, host_health
 from tests.fleet.multinode_cases import MULTINODE_CASES
-from tests.rerun.recipe_values import SERVING_CASES, _served
 from tests.gb10 import TRITON_PTXAS_BLACKWELL, gb10_facts, pin, ptxas
+from tests.rerun.recipe_values import SERVING_CASES, _served
 
 MATRIX = matrix.load()
 

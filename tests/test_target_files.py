@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from sparkdoctor.target.local import PythonTarget
 from sparkdoctor.target.container import ContainerTarget
 from sparkdoctor.target.files import FileError, LocalFiles, hashes
+from sparkdoctor.target.local import PythonTarget
 
 # `docker exec -i -e K=V NAME ARGV...` run here, while the "container" (a marker file) exists.
 FAKE_CLI = """#!/bin/sh

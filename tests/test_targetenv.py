@@ -20,8 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from sparkdoctor.collect import CollectorError, Context, run_collectors
-from sparkdoctor.collect import targetenv
+from sparkdoctor.collect import CollectorError, Context, run_collectors, targetenv
 from sparkdoctor.facts import Facts
 from sparkdoctor.locations import data_dir
 from sparkdoctor.target.local import PythonTarget
@@ -111,7 +110,7 @@ def test_lists_real_packages_with_versions_and_locations(small_python):
     assert "pip" in pkgs  # every distribution, not only the ones asked about
     assert all("integrity" not in p for p in pkgs.values()), "nothing here is tracked"
     t = data["target"]
-    assert t["version"] == "%d.%d.%d" % sys.version_info[:3]
+    assert t["version"] == "{}.{}.{}".format(*sys.version_info[:3])
     assert t["is_venv"] is True and t["prefix"] == str(small_python.parent.parent)
     assert t["implementation"] == "cpython"
     assert set(data["host"]) == {"os", "machine", "kernel"} and data["host"]["machine"] == os.uname().machine
@@ -463,7 +462,7 @@ def test_collector_end_to_end_through_python_target(venv, tmp_path):
     run_collectors(ctx, [targetenv.COLLECTOR])
     facts = ctx.facts
     assert facts.target["chosen_by"] == "--python" and facts.target["python"] == str(venv)
-    assert facts.target["kind"] == "python" and facts.target["version"] == "%d.%d.%d" % sys.version_info[:3]
+    assert facts.target["kind"] == "python" and facts.target["version"] == "{}.{}.{}".format(*sys.version_info[:3])
     assert facts.package("six") == {"name": "six", "version": "1.17.0", "location": str(site)}
     assert facts.host["machine"] == os.uname().machine
     assert facts.cutedsl["active_build"] is None and isinstance(facts.env, dict)

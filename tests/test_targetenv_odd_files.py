@@ -22,8 +22,7 @@ from pathlib import Path
 import pytest
 
 from sparkdoctor import matrix
-from sparkdoctor.collect import Context, run_collectors
-from sparkdoctor.collect import targetenv
+from sparkdoctor.collect import Context, run_collectors, targetenv
 from sparkdoctor.facts import Facts
 from sparkdoctor.target.local import PythonTarget, probe_entry
 

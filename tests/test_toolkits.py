@@ -12,8 +12,7 @@ from pathlib import Path
 import pytest
 
 from sparkdoctor import ptxas
-from sparkdoctor.collect import Context, run_collectors
-from sparkdoctor.collect import toolkits
+from sparkdoctor.collect import Context, run_collectors, toolkits
 from sparkdoctor.facts import Facts
 from sparkdoctor.target.local import PythonTarget
 from tests import venvs

@@ -21,7 +21,12 @@ import pytest
 from sparkdoctor import verify
 from sparkdoctor.matrix import MatrixError, load
 from sparkdoctor.verify import venvs
-from tests.test_cutedsl_probe import COMPILING_CUTE, REFUSING_CUTE, VERIFY_VENVS, fake_venv
+from tests.test_cutedsl_probe import (
+    COMPILING_CUTE,
+    REFUSING_CUTE,
+    VERIFY_VENVS,
+    fake_venv,
+)
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -45,7 +45,6 @@ from capabilities_files import Files, cap, find_package  # noqa: E402
 from capabilities_vllm_env import WATCHED_ENV, vllm_env_caps, vllm_env_defaults  # noqa: E402
 from probe_io import answer, source_hash  # noqa: E402
 
-
 # (distribution, top-level package, the module holding its rules, imported only on a cache miss)
 PACKAGES = (("flashinfer-python", "flashinfer", "capabilities_flashinfer"), ("vllm", "vllm", "capabilities_vllm"))
 
@@ -153,7 +152,9 @@ def main(argv=None):
             names = sorted(set(WATCHED_ENV) | set(n for n in os.environ if n.startswith("VLLM_")))
             caps.update(vllm_env_caps(facts.get("env_table"), names))
             caps.update(vllm_env_defaults(facts.get("env_table")))
-    from capabilities_cutedsl import cutedsl_caps  # one small file read with a regex: not cached
+    from capabilities_cutedsl import (
+        cutedsl_caps,  # one small file read with a regex: not cached
+    )
     caps.update(cutedsl_caps())
     if set(old) != set(k for k in cache if k != "_dirty"):
         cache["_dirty"] = True

@@ -6,7 +6,8 @@ import os
 import re
 import sys
 
-from probe_io import MAX_SOURCE, read_text as read_regular_text
+from probe_io import MAX_SOURCE
+from probe_io import read_text as read_regular_text
 
 
 def cap(value, evidence):

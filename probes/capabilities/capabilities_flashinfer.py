@@ -5,8 +5,16 @@
 import re
 
 from capabilities_files import cap
-from capabilities_source import CapabilityEval, GPU_CC, const, find_block, has_string, line_of, parse, returns_reachable
-
+from capabilities_source import (
+    GPU_CC,
+    CapabilityEval,
+    const,
+    find_block,
+    has_string,
+    line_of,
+    parse,
+    returns_reachable,
+)
 
 FI_GEMM = ("flashinfer/gemm/gemm_base.py", "flashinfer/gemm.py")
 

@@ -3,11 +3,9 @@ compute-capability condition holds on GB10 (SM121). Imported only when a rule ha
 (cached) run never parses anything.
 """
 
+import ast
 import re
 import textwrap
-import ast
-
-
 
 GPU_CC = (12, 1)  # the questions are about GB10
 

@@ -3,15 +3,24 @@ the CUDA-graph estimate clamp, the Mamba align assert, the archs its _C*.so was 
 environment variables its envs.py knows.
 """
 
+import ast
 import os
 import re
-import ast
 
 from capabilities_files import cap
-from probe_io import open_regular
+from capabilities_source import (
+    FREE,
+    GPU_CC,
+    CapabilityEval,
+    const,
+    find_block,
+    has_string,
+    line_of,
+    names_in,
+    parse,
+)
 from capabilities_vllm_env import V_ENVS
-from capabilities_source import CapabilityEval, FREE, GPU_CC, const, find_block, has_string, line_of, names_in, parse
-
+from probe_io import open_regular
 
 MAX_BINARY = 4 << 30
 V_LINEAR = "vllm/model_executor/kernels/linear/__init__.py"

@@ -42,7 +42,14 @@ import sys
 sys.path.insert(1, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "shared"))
 
 from cutedsl_cache import KERNELS, cache_key, read_cache, write_cache  # noqa: E402
-from cutedsl_install import DIST_PREFIX, active_build, dist_versions, find_dists, installed_files, stat_files  # noqa: E402
+from cutedsl_install import (  # noqa: E402
+    DIST_PREFIX,
+    active_build,
+    dist_versions,
+    find_dists,
+    installed_files,
+    stat_files,
+)
 
 
 def probe_all(arch, timeout, cache_path=None, read_cache_file=True):

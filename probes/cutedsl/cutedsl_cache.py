@@ -10,7 +10,6 @@ import probe_io
 from cutedsl_install import stat_files
 from probe_io import source_hash
 
-
 KERNELS = ("nvfp4-mma", "nvfp4-mma-tile", "e2m1-cvt")
 
 

@@ -9,7 +9,6 @@ import sys
 
 from probe_io import MAX_HEADER, read_head, read_record, record_size
 
-
 DIST_PREFIX = "nvidia-cutlass-dsl"
 
 

@@ -192,7 +192,7 @@ def interpret(kernel, arch, returncode, stdout, stderr, seconds):
                 continue
             if isinstance(data, dict) and data.get("kernel") == kernel:
                 return data
-    tail = [l for l in (stderr or "").strip().splitlines() if l.strip()]
+    tail = [ln for ln in (stderr or "").strip().splitlines() if ln.strip()]
     ms = round(seconds * 1000)
     if returncode is not None and returncode < 0:
         return {"kernel": kernel, "arch": arch, "status": "crash", "detail": "the CuTe DSL compiler was killed by %s%s" % (signal_name(-returncode), ": " + tail[-1][:300] if tail else ""), "ms": ms}

@@ -9,7 +9,6 @@ import time
 
 from cutedsl_install import CUTLASS_IR_RE
 
-
 INSTRUCTION_RE = {
     "nvfp4-mma": re.compile(r"^\s*(?:@!?%p\d+\s+)?(_?mma\.[^\s]*(?:block_scale|mxf4)[^\s]*)", re.M),
     "nvfp4-mma-tile": re.compile(r"^\s*(?:@!?%p\d+\s+)?(_?mma\.[^\s]*(?:block_scale|mxf4)[^\s]*)", re.M),

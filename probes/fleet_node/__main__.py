@@ -16,10 +16,17 @@ import time
 
 sys.path.insert(1, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "shared"))
 
-from probe_io import answer  # noqa: E402
 from fleetnode_links import ib_links, net_links, roce_v2_indexes  # noqa: E402
 from fleetnode_nccl import nccl_conf, nccl_libraries  # noqa: E402
-from fleetnode_system import cuda_toolkit, driver, identity, in_container, meminfo, nvidia_smi  # noqa: E402
+from fleetnode_system import (  # noqa: E402
+    cuda_toolkit,
+    driver,
+    identity,
+    in_container,
+    meminfo,
+    nvidia_smi,
+)
+from probe_io import answer  # noqa: E402
 
 ENV_PREFIXES = ("NCCL_", "GLOO_", "UCX_", "TP_SOCKET", "OMPI_MCA_", "MASTER_", "RAY_", "LD_PRELOAD", "LD_LIBRARY_PATH",
                 "VLLM_NCCL_SO_PATH", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES")

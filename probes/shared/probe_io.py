@@ -106,7 +106,7 @@ def parse_record(text):
             try:
                 rows.extend(row for row in csv.reader([line]) if row)
             except csv.Error as exc:
-                raise ValueError("RECORD line %d: %s" % (number, exc))
+                raise ValueError("RECORD line %d: %s" % (number, exc)) from None
             continue
         row = line.rsplit(",", 2)
         if len(row) == 3:

@@ -35,7 +35,13 @@ from targetenv_cutedsl import cutedsl_build  # noqa: E402
 from targetenv_dists import direct_url, find_distributions, read_record, torch_build  # noqa: E402
 from targetenv_hashes import HashCache  # noqa: E402
 from targetenv_integrity import check_integrity, resolve_shared_files  # noqa: E402
-from targetenv_system import describe_host, describe_target, pip_config_files, ptxas_candidates, relevant_env  # noqa: E402
+from targetenv_system import (  # noqa: E402
+    describe_host,
+    describe_target,
+    pip_config_files,
+    ptxas_candidates,
+    relevant_env,
+)
 
 
 def parse_args(argv):

@@ -4,7 +4,6 @@ and the one list of partial failures that ends up in the probe's "errors".
 
 import re
 
-
 # Mirrors sparkdoctor.facts.TRACKED_PREFIXES (a probe cannot import sparkdoctor).
 TRACKED_PREFIXES = (
     "torch",

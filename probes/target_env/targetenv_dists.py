@@ -8,7 +8,8 @@ import os
 import re
 import sys
 
-from probe_io import MAX_HEADER, MAX_SOURCE, read_head, read_record as read_record_file, read_regular
+from probe_io import MAX_HEADER, MAX_SOURCE, read_head, read_regular
+from probe_io import read_record as read_record_file
 from targetenv_base import canonical, error
 
 

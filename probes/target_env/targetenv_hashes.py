@@ -9,8 +9,14 @@ import os
 import time
 
 from probe_io import OddFile, open_regular, read_regular, record_size
-from targetenv_base import CUDA_RELEASE_MARK, CUDA_RELEASE_RE, CUTLASS_IR_RE, MAX_IDENTITY_BYTES, HashBudgetSpent, error
-
+from targetenv_base import (
+    CUDA_RELEASE_MARK,
+    CUDA_RELEASE_RE,
+    CUTLASS_IR_RE,
+    MAX_IDENTITY_BYTES,
+    HashBudgetSpent,
+    error,
+)
 
 CACHE_FORMAT = 3
 

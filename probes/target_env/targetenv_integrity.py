@@ -8,7 +8,13 @@ import os
 import stat
 
 from probe_io import MAX_RECORD, parse_record, read_regular, record_size
-from targetenv_base import CUTLASS_IR_RE, HASHABLE_SUFFIXES, MAX_EDITABLE_BYTES, HashBudgetSpent, SKIPPED_PREFIXES
+from targetenv_base import (
+    CUTLASS_IR_RE,
+    HASHABLE_SUFFIXES,
+    MAX_EDITABLE_BYTES,
+    SKIPPED_PREFIXES,
+    HashBudgetSpent,
+)
 from targetenv_hashes import hash_file
 
 

@@ -9,7 +9,6 @@ from probe_io import read_head
 from targetenv_base import error
 from targetenv_dists import read_record
 
-
 ENV_NAMES = frozenset(
     {
         "TORCH_CUDA_ARCH_LIST",

@@ -3,6 +3,11 @@ decoded token reads per module group, what stays unquantized, the tok/s ceiling 
 whether weights + KV cache fit. See roofline.py for the pipeline and `ceiling_for` (for bench reports)."""
 
 from sparkdoctor.audit.errors import AuditError
-from sparkdoctor.audit.roofline import AuditOptions, ceiling_for, roofline_line, run_audit
+from sparkdoctor.audit.roofline import (
+    AuditOptions,
+    ceiling_for,
+    roofline_line,
+    run_audit,
+)
 
 __all__ = ["AuditError", "AuditOptions", "ceiling_for", "roofline_line", "run_audit"]

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 AUDIT_VERSION = 1  # bump when a key changes meaning or goes away; new keys may appear without a bump
 
 
-def audit_to_dict(audit: "Audit") -> dict:
+def audit_to_dict(audit: Audit) -> dict:
     o, s = audit.options, audit.shape
     return {
         "audit_version": AUDIT_VERSION,
@@ -61,7 +61,7 @@ def _params(n: int) -> str:
     return f"{n / 1e9:.2f} B" if n >= 1e9 else f"{n / 1e6:.1f} M"
 
 
-def render_console(audit: "Audit", console: "Console") -> None:
+def render_console(audit: Audit, console: Console) -> None:
     from rich.markup import escape as e
     from rich.table import Table
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 from sparkdoctor.audit import bytemodel, gpus
 from sparkdoctor.audit.checkpoint import Checkpoint, load_checkpoint

@@ -11,9 +11,16 @@ Runs stored before the pooled rate was kept fall back to the median of their rou
 from __future__ import annotations
 
 import statistics
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
-from sparkdoctor.bench.stats import DEFAULT_MIN_EFFECT, launch_cv, min_detectable_effect, paired_ratio, rounds_ratio
+from sparkdoctor.bench.stats import (
+    DEFAULT_MIN_EFFECT,
+    launch_cv,
+    min_detectable_effect,
+    paired_ratio,
+    rounds_ratio,
+)
 
 METRIC = "output_tps"
 

@@ -6,15 +6,21 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from sparkdoctor.bench import ab, session
 from sparkdoctor.bench.measure import BenchError
 from sparkdoctor.bench.workload import Workload, WorkloadError
 from sparkdoctor.errors import SparkdoctorError
-from sparkdoctor.exitcodes import EXIT_BENCH_FAILED, EXIT_LEDGER, EXIT_UNPROBEABLE, EXIT_USAGE
+from sparkdoctor.exitcodes import (
+    EXIT_BENCH_FAILED,
+    EXIT_LEDGER,
+    EXIT_UNPROBEABLE,
+    EXIT_USAGE,
+)
 
 
 class Failure(SparkdoctorError):

@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any, AsyncIterator
+from typing import Any
 from urllib.parse import urlsplit
 
 from sparkdoctor.errors import BenchFailure
@@ -41,7 +42,7 @@ class Endpoint:
     base_path: str
 
     @classmethod
-    def parse(cls, url: str) -> "Endpoint":
+    def parse(cls, url: str) -> Endpoint:
         try:  # urlsplit refuses a broken IPv6 host ("http://[::1"), .port one out of range
             parts = urlsplit(url)
             host, tls = parts.hostname, parts.scheme == "https"

@@ -14,8 +14,9 @@ from __future__ import annotations
 import asyncio
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from sparkdoctor.bench import prometheus
 from sparkdoctor.bench.client import Sample, build_payload, stream_one

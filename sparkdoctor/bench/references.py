@@ -23,7 +23,7 @@ REFERENCE_VERSION = 1
 def key_of(toolchain_facts: dict[str, Any], served_model: str) -> str:
     ident = (((toolchain_facts.get("recipe") or {}).get("model") or {}).get("identity") or {})
     if isinstance(ident, dict) and isinstance(ident.get("sha256"), str):
-        return "model-" + ident["sha256"][:32]
+        return "model-" + str(ident["sha256"])[:32]
     return "name-" + hashlib.sha256(served_model.encode()).hexdigest()[:32]
 
 

@@ -12,9 +12,10 @@ import asyncio
 import os
 import shutil
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from sparkdoctor import __version__
 from sparkdoctor.bench import BENCH_VERSION

@@ -20,8 +20,8 @@ from __future__ import annotations
 import math
 import random
 import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 BOOTSTRAP_ROUNDS = 2000
 SEED = 20261122
@@ -61,7 +61,7 @@ def launch_cv(a: Sequence[float], b: Sequence[float]) -> float | None:
     is sqrt(2) x the per-launch sd when both arms are alike in noise); None with fewer than 2 pairs."""
     if len(a) != len(b) or len(a) < 2:
         return None
-    return statistics.stdev(math.log(y / x) for x, y in zip(a, b)) / math.sqrt(2)
+    return statistics.stdev(math.log(y / x) for x, y in zip(a, b, strict=False)) / math.sqrt(2)
 
 
 def min_detectable_effect(pairs: int, cv: float) -> float | None:
@@ -136,7 +136,7 @@ def paired_ratio(a: Sequence[float], b: Sequence[float], min_effect: float = DEF
     """B/A from pairs of per-restart values (A_i, B_i), higher is better. Needs >= 2 pairs."""
     if len(a) != len(b) or len(a) < 2:
         raise ValueError("paired_ratio needs two or more (A, B) pairs")
-    logs = [math.log(y / x) for x, y in zip(a, b)]
+    logs = [math.log(y / x) for x, y in zip(a, b, strict=False)]
     mean = statistics.fmean(logs)
     sd = statistics.stdev(logs)
     half = t975(len(logs) - 1) * sd / math.sqrt(len(logs))

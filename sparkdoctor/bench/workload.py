@@ -52,7 +52,7 @@ class Workload:
         return data
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any], **overrides: Any) -> "Workload":
+    def from_dict(cls, data: dict[str, Any], **overrides: Any) -> Workload:
         known = {f for f in cls.__dataclass_fields__}
         unknown = sorted(set(data) - known)
         if unknown:

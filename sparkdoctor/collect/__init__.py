@@ -12,9 +12,10 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from sparkdoctor.errors import TargetUnprobeable
 from sparkdoctor.facts import Facts, scrub

@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from sparkdoctor import proc
-from sparkdoctor.collect import Collector, Context
 from sparkdoctor.arch import DEFAULT_ARCH
+from sparkdoctor.collect import Collector, Context
 from sparkdoctor.target.local import probe_entry
 
 KERNELS = {"cutedsl-nvfp4-mma": "nvfp4-mma", "cutedsl-nvfp4-mma-tile": "nvfp4-mma-tile", "cutedsl-e2m1-cvt": "e2m1-cvt"}

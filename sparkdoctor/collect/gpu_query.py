@@ -147,7 +147,7 @@ def _mib(value: Any) -> Any:
 
 def _proc_name(pid: int) -> Any:
     try:
-        with open("/proc/%d/comm" % pid) as fh:
+        with open(f"/proc/{pid}/comm") as fh:
             return fh.read(256).strip() or None
     except OSError:
         return None
@@ -190,7 +190,7 @@ def health_answer(nv: Any = None) -> dict[str, Any]:
             ctypes.CDLL("libnvidia-ml.so.1")
             import pynvml as nv
         except (OSError, ImportError) as exc:
-            return {"missing": "NVML not available: %s" % exc}
+            return {"missing": f"NVML not available: {exc}"}
     try:
         nv.nvmlInit()
     except nv.NVMLError as exc:

@@ -16,7 +16,14 @@ from typing import Any
 from sparkdoctor.collect import Collector, CollectorError, Context
 from sparkdoctor.collect.host_os import local_host
 from sparkdoctor.target.local import TargetError, parse_json_probe, probe_entry
-from sparkdoctor.target.probe import HASH_BUDGET, PROBE, Prestarted, cache_file, prestart, probe_args  # noqa: F401
+from sparkdoctor.target.probe import (  # noqa: F401
+    HASH_BUDGET,
+    PROBE,
+    Prestarted,
+    cache_file,
+    prestart,
+    probe_args,
+)
 
 PROBE_TIMEOUT = 15.0
 SCRATCH_KEYS = ("ptxas_candidates", "pip_config_files", "path_env")

@@ -22,8 +22,15 @@ from typing import Any
 
 from sparkdoctor import proc
 from sparkdoctor.collect import Collector, CollectorError, Context
-from sparkdoctor.collect.toolkits import (TRITON_BLACKWELL_NAME, TRITON_ENV_VARS, Ptxas, judge_target, mark_triton,
-                                          parse_gpu_names, parse_version)
+from sparkdoctor.collect.toolkits import (
+    TRITON_BLACKWELL_NAME,
+    TRITON_ENV_VARS,
+    Ptxas,
+    judge_target,
+    mark_triton,
+    parse_gpu_names,
+    parse_version,
+)
 
 LIST_TIMEOUT = 20.0
 COMPILE_TIMEOUT = 20.0

@@ -15,7 +15,9 @@ import importlib
 from typing import Any
 
 import typer
-from typer.core import TyperGroup  # typer vendors click (typer._click): no click import here
+from typer.core import (
+    TyperGroup,  # typer vendors click (typer._click): no click import here
+)
 
 # Module names under sparkdoctor.commands, in the order their commands appear in --help.
 VERBS: list[str] = [

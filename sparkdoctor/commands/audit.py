@@ -5,8 +5,6 @@ Imports only typer and sparkdoctor.cli_support at module level: the pipeline loa
 
 from __future__ import annotations
 
-from typing import List, Optional
-
 import typer
 
 from sparkdoctor.cli_support import Fatal, time_limited, timeout_option
@@ -19,19 +17,19 @@ def register(app: typer.Typer) -> None:
 
 
 def audit(
-    model: Optional[str] = typer.Argument(None, help="Checkpoint folder, or a model in the Hugging Face cache: org/name, org/name@revision or a snapshot id (never downloaded). Optional with --recipe: the recipe's model."),
-    recipe: Optional[str] = typer.Option(None, "--recipe", help="Size the fit as this recipe launches (its --max-model-len, --max-num-seqs, --gpu-memory-utilization, --kv-cache-dtype); options given here win."),
-    sets: Optional[List[str]] = typer.Option(None, "--set", help="--recipe parameter key=value or env.NAME=value (repeatable)."),
-    bandwidth: Optional[float] = typer.Option(None, "--bandwidth", help="Memory bandwidth in GB/s (default: the GPU's; GB10 = 273)."),
-    gpu: Optional[str] = typer.Option(None, "--gpu", help="Take bandwidth and memory from this GPU (gb10, h100-sxm, h100-pcie, h200, ...) instead of the detected one."),
+    model: str | None = typer.Argument(None, help="Checkpoint folder, or a model in the Hugging Face cache: org/name, org/name@revision or a snapshot id (never downloaded). Optional with --recipe: the recipe's model."),
+    recipe: str | None = typer.Option(None, "--recipe", help="Size the fit as this recipe launches (its --max-model-len, --max-num-seqs, --gpu-memory-utilization, --kv-cache-dtype); options given here win."),
+    sets: list[str] | None = typer.Option(None, "--set", help="--recipe parameter key=value or env.NAME=value (repeatable)."),
+    bandwidth: float | None = typer.Option(None, "--bandwidth", help="Memory bandwidth in GB/s (default: the GPU's; GB10 = 273)."),
+    gpu: str | None = typer.Option(None, "--gpu", help="Take bandwidth and memory from this GPU (gb10, h100-sxm, h100-pcie, h200, ...) instead of the detected one."),
     context: int = typer.Option(4096, "--context", help="Tokens of context each decoded token attends to (KV cache read per token)."),
     batch: int = typer.Option(1, "--batch", help="Sequences decoded together (aggregate ceiling; MoE experts touched grow with it)."),
-    kv_cache_dtype: Optional[str] = typer.Option(None, "--kv-cache-dtype", help="(default auto) auto (the model's dtype) | bfloat16 | float16 | fp8 | fp8_e4m3 | fp8_e5m2 | float32."),
+    kv_cache_dtype: str | None = typer.Option(None, "--kv-cache-dtype", help="(default auto) auto (the model's dtype) | bfloat16 | float16 | fp8 | fp8_e4m3 | fp8_e5m2 | float32."),
     mtp: bool = typer.Option(False, "--mtp", help="Count the MTP / nextn heads as read every step (speculative decoding on)."),
-    max_model_len: Optional[int] = typer.Option(None, "--max-model-len", help="For the fit: tokens per sequence (default: the config's max_position_embeddings)."),
-    max_num_seqs: Optional[int] = typer.Option(None, "--max-num-seqs", help="For the fit: sequences whose full KV cache must fit at once (default 1; with --recipe, vLLM's own default for the GPU)."),
-    memory: Optional[float] = typer.Option(None, "--memory", help="For the fit: GPU memory in GiB (default: the GPU's; GB10 = 119.7)."),
-    gpu_memory_utilization: Optional[float] = typer.Option(None, "--gpu-memory-utilization", help="For the fit: the share of memory the server may use (vLLM's flag; default 0.9)."),
+    max_model_len: int | None = typer.Option(None, "--max-model-len", help="For the fit: tokens per sequence (default: the config's max_position_embeddings)."),
+    max_num_seqs: int | None = typer.Option(None, "--max-num-seqs", help="For the fit: sequences whose full KV cache must fit at once (default 1; with --recipe, vLLM's own default for the GPU)."),
+    memory: float | None = typer.Option(None, "--memory", help="For the fit: GPU memory in GiB (default: the GPU's; GB10 = 119.7)."),
+    gpu_memory_utilization: float | None = typer.Option(None, "--gpu-memory-utilization", help="For the fit: the share of memory the server may use (vLLM's flag; default 0.9)."),
     fmt: str = format_option(Format.console, Format.json),
     timeout: float = timeout_option(),
 ) -> None:
@@ -42,8 +40,7 @@ def audit(
     if sets and recipe is None:
         raise Fatal("--set needs --recipe: it sets the recipe's parameters")
     with time_limited(timeout, "audit"):  # an OutOfTime, like an AuditError, is exit 2 by itself
-        from sparkdoctor.audit import AuditOptions, run_audit
-        from sparkdoctor.audit import fromrecipe
+        from sparkdoctor.audit import AuditOptions, fromrecipe, run_audit
         from sparkdoctor.exitcodes import EXIT_AUDIT_FINDINGS, EXIT_OK
 
         explicit = {"max_model_len": max_model_len, "max_num_seqs": max_num_seqs, "gpu_memory_utilization": gpu_memory_utilization,

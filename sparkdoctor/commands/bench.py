@@ -5,7 +5,6 @@ is in sparkdoctor/bench/ and sparkdoctor/ledger/."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import List, Optional
 
 import typer
 
@@ -21,32 +20,32 @@ def register(app: typer.Typer) -> None:
 
 
 def bench(
-    recipe: Optional[Path] = typer.Argument(None, help="Recipe to launch and measure (ours, eugr v1 YAML, sparkrun v2 YAML)."),
-    vs: Optional[Path] = typer.Option(None, "--vs", help="Second recipe: A/B, interleaved A B B A ..., ratio B/A with its 95% CI."),
-    url: Optional[str] = typer.Option(None, "--url", help="Measure a server that is already running (no launch)."),
-    model: Optional[str] = typer.Option(None, "--model", help="Model name to request (default: the only one the server lists)."),
-    model_dir: Optional[Path] = typer.Option(None, "--model-dir", help="Checkpoint folder the server serves: the report shows the achieved share of its roofline (default: a recipe's model, when a local folder)."),
-    sets: Optional[List[str]] = typer.Option(None, "--set", help="Recipe parameter key=value or env.NAME=value (repeatable; both recipes of --vs)."),
+    recipe: Path | None = typer.Argument(None, help="Recipe to launch and measure (ours, eugr v1 YAML, sparkrun v2 YAML)."),
+    vs: Path | None = typer.Option(None, "--vs", help="Second recipe: A/B, interleaved A B B A ..., ratio B/A with its 95% CI."),
+    url: str | None = typer.Option(None, "--url", help="Measure a server that is already running (no launch)."),
+    model: str | None = typer.Option(None, "--model", help="Model name to request (default: the only one the server lists)."),
+    model_dir: Path | None = typer.Option(None, "--model-dir", help="Checkpoint folder the server serves: the report shows the achieved share of its roofline (default: a recipe's model, when a local folder)."),
+    sets: list[str] | None = typer.Option(None, "--set", help="Recipe parameter key=value or env.NAME=value (repeatable; both recipes of --vs)."),
     local: bool = typer.Option(False, "--local", help="Run a recipe that names a container directly in the target environment."),
-    runtime: Optional[str] = typer.Option(None, "--runtime", help="Container CLI for a recipe that names a container: docker or podman (default: $SPARKDOCTOR_CONTAINER_RUNTIME, else docker, else podman)."),
-    python: Optional[str] = typer.Option(None, "--python", help="Interpreter (or venv) whose toolchain the run is stored with. Default: the recipe command's venv, else as `check`."),
-    concurrency: Optional[str] = typer.Option(None, "--concurrency", help="Concurrency levels, comma separated (default 1,4)."),
-    rounds: Optional[int] = typer.Option(None, "--rounds", help="Rounds per level (default 5)."),
-    max_tokens: Optional[int] = typer.Option(None, "--max-tokens", help="Output tokens per request (default 64)."),
-    prompt_words: Optional[int] = typer.Option(None, "--prompt-words", help="Words of prose per prompt (default 100)."),
-    warmup: Optional[int] = typer.Option(None, "--warmup", help="Warm-up requests, not counted (default 2)."),
-    api: Optional[str] = typer.Option(None, "--api", help="chat or completions (default chat)."),
+    runtime: str | None = typer.Option(None, "--runtime", help="Container CLI for a recipe that names a container: docker or podman (default: $SPARKDOCTOR_CONTAINER_RUNTIME, else docker, else podman)."),
+    python: str | None = typer.Option(None, "--python", help="Interpreter (or venv) whose toolchain the run is stored with. Default: the recipe command's venv, else as `check`."),
+    concurrency: str | None = typer.Option(None, "--concurrency", help="Concurrency levels, comma separated (default 1,4)."),
+    rounds: int | None = typer.Option(None, "--rounds", help="Rounds per level (default 5)."),
+    max_tokens: int | None = typer.Option(None, "--max-tokens", help="Output tokens per request (default 64)."),
+    prompt_words: int | None = typer.Option(None, "--prompt-words", help="Words of prose per prompt (default 100)."),
+    warmup: int | None = typer.Option(None, "--warmup", help="Warm-up requests, not counted (default 2)."),
+    api: str | None = typer.Option(None, "--api", help="chat or completions (default chat)."),
     pairs: int = typer.Option(3, "--pairs", help="--vs: interleaved (A, B) pairs, one server restart per arm."),
     min_effect: float = typer.Option(0.02, "--min-effect", help="--vs: smallest relative difference ever called faster/slower."),
     ready_timeout: float = typer.Option(600.0, "--ready-timeout", help="Seconds to wait for a launched server to be ready."),
-    ledger: Optional[Path] = typer.Option(None, "--ledger", help="Ledger file (default: the state folder's ledger.sqlite)."),
+    ledger: Path | None = typer.Option(None, "--ledger", help="Ledger file (default: the state folder's ledger.sqlite)."),
     no_store: bool = typer.Option(False, "--no-store", help="Measure only; write nothing to the ledger."),
     fmt: str = format_option(Format.console, Format.json),
     calibrate: bool = typer.Option(False, "--calibrate", help="RECIPE: measure its launch-to-launch noise with interleaved A/A launches (--pairs, 3 or more) and print the smallest effect 1, 3, 5 and 10 pairs detect."),
     allow_load_difference: bool = typer.Option(False, "--allow-load-difference", help="--vs: call the verdict even when the arms ran under clearly different machine load."),
-    conclude: Optional[str] = typer.Option(None, "--conclude", help="--vs: record the result as conclusion NAME (sparkdoctor conclusions, rerun)."),
+    conclude: str | None = typer.Option(None, "--conclude", help="--vs: record the result as conclusion NAME (sparkdoctor conclusions, rerun)."),
     reference: bool = typer.Option(False, "--reference", help="This run's answers are good: store them as the correctness reference for its model."),
-    reference_file: Optional[Path] = typer.Option(None, "--reference-file", help="Compare the answers with this reference file (with --reference: write it there)."),
+    reference_file: Path | None = typer.Option(None, "--reference-file", help="Compare the answers with this reference file (with --reference: write it there)."),
     no_correctness: bool = typer.Option(False, "--no-correctness", help="Send no correctness probes (the run's answers are not checked)."),
 ) -> None:
     """Benchmark a server: decode tok/s, TTFT, ITL, a concurrency sweep; stored with the toolchain fingerprint."""

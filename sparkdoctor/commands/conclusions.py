@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -22,8 +21,8 @@ def register(app: typer.Typer) -> None:
 
 
 def conclusions(
-    name: Optional[str] = typer.Argument(None, help="Only this conclusion."),
-    ledger: Optional[Path] = typer.Option(None, "--ledger", help="Ledger file (default: the state folder's ledger.sqlite)."),
+    name: str | None = typer.Argument(None, help="Only this conclusion."),
+    ledger: Path | None = typer.Option(None, "--ledger", help="Ledger file (default: the state folder's ledger.sqlite)."),
     fmt: str = format_option(Format.console, Format.json),
 ) -> None:
     """List conclusions: fresh, stale (and what changed in the toolchain), flipped by a rerun, broken."""

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -31,7 +30,7 @@ def register(app: typer.Typer) -> None:
 
 def explain(
     source: str = typer.Argument("-", metavar="[FILE|-]", help="A log or pasted error text; '-' (default) reads stdin."),
-    matrix_path: Optional[Path] = typer.Option(None, "--matrix", help="Matrix folder or file (default: bundled)."),
+    matrix_path: Path | None = typer.Option(None, "--matrix", help="Matrix folder or file (default: bundled)."),
     fmt: str = format_option(Format.console, Format.json),
     timeout: float = timeout_option(),
 ) -> None:
@@ -43,7 +42,7 @@ def explain(
         _explain(source, matrix_path, fmt)
 
 
-def _explain(source: str, matrix_path: Optional[Path], fmt: str) -> None:
+def _explain(source: str, matrix_path: Path | None, fmt: str) -> None:
     from sparkdoctor.exitcodes import EXIT_EXPLAIN_NO_MATCH, EXIT_OK
 
     text, label = _read(source)

@@ -8,14 +8,18 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import List, Optional
 
 import typer
 
 from sparkdoctor.cli_support import Fatal
 from sparkdoctor.commands.options import format_option
+from sparkdoctor.exitcodes import (
+    EXIT_FIX_FAILED,
+    EXIT_FIX_REFUSED,
+    EXIT_UNPROBEABLE,
+    EXIT_USAGE,
+)
 from sparkdoctor.result import Format
-from sparkdoctor.exitcodes import EXIT_FIX_FAILED, EXIT_FIX_REFUSED, EXIT_UNPROBEABLE, EXIT_USAGE
 
 
 def _progress(message: str) -> None:
@@ -26,28 +30,28 @@ def _progress(message: str) -> None:
 def register(app: typer.Typer) -> None:
     @app.command("fix")
     def fix(
-        journal: Optional[str] = typer.Argument(None, help="With --rollback: the journal id (default: the newest)."),
-        python: Optional[str] = typer.Option(None, "--python", help="The target interpreter or venv (default: $VIRTUAL_ENV, else this Python)."),
-        container: Optional[str] = typer.Option(None, "--container", help="Fix inside this running container (docker/podman), through the container CLI."),
-        container_python: Optional[str] = typer.Option(None, "--container-python", help="The interpreter inside the container (default: the one holding vLLM)."),
-        runtime: Optional[str] = typer.Option(None, "--runtime", help="Container CLI for --container: docker or podman (default: $SPARKDOCTOR_CONTAINER_RUNTIME, else docker, else podman)."),
+        journal: str | None = typer.Argument(None, help="With --rollback: the journal id (default: the newest)."),
+        python: str | None = typer.Option(None, "--python", help="The target interpreter or venv (default: $VIRTUAL_ENV, else this Python)."),
+        container: str | None = typer.Option(None, "--container", help="Fix inside this running container (docker/podman), through the container CLI."),
+        container_python: str | None = typer.Option(None, "--container-python", help="The interpreter inside the container (default: the one holding vLLM)."),
+        runtime: str | None = typer.Option(None, "--runtime", help="Container CLI for --container: docker or podman (default: $SPARKDOCTOR_CONTAINER_RUNTIME, else docker, else podman)."),
         yes: bool = typer.Option(False, "--yes", help="Apply the plan (journal first), then check again."),
         rollback: bool = typer.Option(False, "--rollback", help="Restore what a journal recorded, byte for byte, offline."),
         history: bool = typer.Option(False, "--history", help="List fix journals, newest first, with their size."),
         prune: bool = typer.Option(False, "--prune", help="Remove old journals (with --keep N and/or --older-than AGE); never one whose apply or rollback did not finish."),
-        keep: Optional[int] = typer.Option(None, "--keep", help="With --prune: keep the newest N journals."),
-        older_than: Optional[str] = typer.Option(None, "--older-than", help="With --prune: remove journals older than AGE (e.g. 30d, 12h, 90m)."),
+        keep: int | None = typer.Option(None, "--keep", help="With --prune: keep the newest N journals."),
+        older_than: str | None = typer.Option(None, "--older-than", help="With --prune: remove journals older than AGE (e.g. 30d, 12h, 90m)."),
         fmt: str = format_option(Format.console, Format.json),
-        env_file: Optional[Path] = typer.Option(None, "--env-file", help="The env file the server reads (KEY=VALUE): checked with it, env fixes edit it."),
-        recipe: Optional[Path] = typer.Option(None, "--recipe", help="The serving recipe (recipes/*.toml) flag fixes edit."),
-        constraints: List[Path] = typer.Option([], "--constraints", help="Extra constraints/requirements files to read (as check)."),
+        env_file: Path | None = typer.Option(None, "--env-file", help="The env file the server reads (KEY=VALUE): checked with it, env fixes edit it."),
+        recipe: Path | None = typer.Option(None, "--recipe", help="The serving recipe (recipes/*.toml) flag fixes edit."),
+        constraints: list[Path] = typer.Option([], "--constraints", help="Extra constraints/requirements files to read (as check)."),
         system: bool = typer.Option(False, "--system", help="Allow changing a system interpreter (not a venv)."),
-        allow_replace: List[str] = typer.Option([], "--allow-replace", help="Allow replacing this non-registry dist (repeatable)."),
-        allow_downgrade: List[str] = typer.Option([], "--allow-downgrade", help="Allow downgrading this pinned package (repeatable)."),
+        allow_replace: list[str] = typer.Option([], "--allow-replace", help="Allow replacing this non-registry dist (repeatable)."),
+        allow_downgrade: list[str] = typer.Option([], "--allow-downgrade", help="Allow downgrading this pinned package (repeatable)."),
         kernels: bool = typer.Option(True, "--kernels/--no-kernels", help="Run the kernel compile probes in the checks."),
-        arch: Optional[str] = typer.Option(None, "--arch", help="Evaluate as this GPU arch (as check)."),
-        matrix: Optional[Path] = typer.Option(None, "--matrix", help="A matrix folder or file instead of the bundled one."),
-        fixes: Optional[Path] = typer.Option(None, "--fixes", help="A fixes folder instead of the bundled one."),
+        arch: str | None = typer.Option(None, "--arch", help="Evaluate as this GPU arch (as check)."),
+        matrix: Path | None = typer.Option(None, "--matrix", help="A matrix folder or file instead of the bundled one."),
+        fixes: Path | None = typer.Option(None, "--fixes", help="A fixes folder instead of the bundled one."),
     ) -> None:
         """Turn check's findings into a plan; --yes applies it with a journal; --rollback undoes it."""
         from sparkdoctor.fix import render
@@ -85,7 +89,7 @@ def register(app: typer.Typer) -> None:
 def _writer(fmt: str):
     """How fix writes its document: JSON behind the common header (sparkdoctor.emit), or text lines, once."""
 
-    def out(text: str, exit_code: int, errors: Optional[list] = None) -> None:
+    def out(text: str, exit_code: int, errors: list | None = None) -> None:
         from sparkdoctor.emit import deliver, emit_json
 
         if fmt == "json":
@@ -108,7 +112,7 @@ def _refused(message: str, fmt: str, out, plan_json: str):
     return typer.Exit(EXIT_FIX_REFUSED)
 
 
-def _target(chosen, env_file: Optional[Path]):
+def _target(chosen, env_file: Path | None):
     """The target --python / --container / --container-python name, as check resolves it (exit 3 when
     it cannot be probed: no such container, a stopped one, one without Python)."""
     from sparkdoctor.target.choose import resolve_target

@@ -15,7 +15,13 @@ from typing import Any
 
 import typer
 
-from sparkdoctor.commands.options import arch_option, format_option, matrix_option, output_option, output_path
+from sparkdoctor.commands.options import (
+    arch_option,
+    format_option,
+    matrix_option,
+    output_option,
+    output_path,
+)
 from sparkdoctor.result import Format, Result
 
 FORMATS = (Format.console, Format.json)

@@ -4,7 +4,6 @@ toolchain, what changed in the numbers). Reads only; the work is in sparkdoctor/
 from __future__ import annotations
 
 from pathlib import Path
-from typing import List, Optional
 
 import typer
 
@@ -30,14 +29,14 @@ def _refuse_damaged(path: Path, run_id: int, run: dict) -> None:
 
 
 def history(
-    run_id: Optional[int] = typer.Argument(None, help="Show this run in full (its levels, toolchain and findings)."),
-    recipe: Optional[str] = typer.Option(None, "--recipe", help="Only runs of this recipe name."),
-    compare: Optional[List[int]] = typer.Option(None, "--compare", help="Two run ids: --compare A --compare B."),
+    run_id: int | None = typer.Argument(None, help="Show this run in full (its levels, toolchain and findings)."),
+    recipe: str | None = typer.Option(None, "--recipe", help="Only runs of this recipe name."),
+    compare: list[int] | None = typer.Option(None, "--compare", help="Two run ids: --compare A --compare B."),
     limit: int = typer.Option(50, "--limit", help="List at most this many runs."),
     samples: bool = typer.Option(False, "--samples", help="With RUN_ID: include the raw per-request samples (json)."),
-    ledger: Optional[Path] = typer.Option(None, "--ledger", help="Ledger file (default: the state folder's ledger.sqlite)."),
+    ledger: Path | None = typer.Option(None, "--ledger", help="Ledger file (default: the state folder's ledger.sqlite)."),
     fmt: str = format_option(Format.console, Format.json),
-    html_file: Optional[str] = typer.Option(None, "--html", metavar="FILE", help="Write the whole ledger as one self-contained HTML page (plots need plotly: pip install 'sparkdoctor-gb10\\[html]')."),
+    html_file: str | None = typer.Option(None, "--html", metavar="FILE", help="Write the whole ledger as one self-contained HTML page (plots need plotly: pip install 'sparkdoctor-gb10\\[html]')."),
 ) -> None:
     """List, show and compare stored benchmark runs."""
     if html_file is not None:
@@ -60,10 +59,10 @@ def history(
         path = led.path
         if compare:
             runs = [led.run(i) for i in compare]
-            missing = [str(i) for i, r in zip(compare, runs) if r is None]
+            missing = [str(i) for i, r in zip(compare, runs, strict=False) if r is None]
             if missing:
                 raise Fatal(f"ledger {path}: no run {', '.join(missing)} (see `sparkdoctor history`)")
-            for i, r in zip(compare, runs):
+            for i, r in zip(compare, runs, strict=False):
                 _refuse_damaged(path, i, r)
             doc = envelope("history-compare", compare_runs(runs[0], runs[1]))
         elif run_id is not None:

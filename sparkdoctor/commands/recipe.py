@@ -4,8 +4,6 @@ PyYAML."""
 
 from __future__ import annotations
 
-from typing import List, Optional
-
 import typer
 
 from sparkdoctor.cli_support import Fatal, time_limited, timeout_option, warn
@@ -33,7 +31,7 @@ def register(app: typer.Typer) -> None:
     @recipe_app.command("show")
     def show(
         recipe: str = typer.Argument(..., help="A recipe file (.toml, .yaml) or the name of a shipped recipe."),
-        sets: Optional[List[str]] = typer.Option(None, "--set", help="Override a parameter: key=value, or env.NAME=value (repeatable)."),
+        sets: list[str] | None = typer.Option(None, "--set", help="Override a parameter: key=value, or env.NAME=value (repeatable)."),
         fmt: str = format_option(Format.console, Format.json),
         timeout: float = timeout_option(),
     ) -> None:
@@ -62,9 +60,9 @@ def register(app: typer.Typer) -> None:
     @recipe_app.command("check")
     def check(
         recipe: str = typer.Argument(..., help="A recipe file (.toml, .yaml) or the name of a shipped recipe."),
-        sets: Optional[List[str]] = typer.Option(None, "--set", help="Override a parameter: key=value, or env.NAME=value (repeatable)."),
-        python: Optional[str] = typer.Option(None, "--python", help="Interpreter (or venv) of the vLLM to judge against (default: the recipe command's venv, else as check)."),
-        matrix_path: Optional[str] = typer.Option(None, "--matrix", help="Matrix folder or file (default: bundled)."),
+        sets: list[str] | None = typer.Option(None, "--set", help="Override a parameter: key=value, or env.NAME=value (repeatable)."),
+        python: str | None = typer.Option(None, "--python", help="Interpreter (or venv) of the vLLM to judge against (default: the recipe command's venv, else as check)."),
+        matrix_path: str | None = typer.Option(None, "--matrix", help="Matrix folder or file (default: bundled)."),
         fail_on: str = typer.Option("error", "--fail-on", help="Lowest severity that fails: info | warn | error."),
         fmt: str = format_option(Format.console, Format.json, Format.junit, Format.sarif),
     ) -> None:

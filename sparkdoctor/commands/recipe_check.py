@@ -4,7 +4,6 @@ serve helper's recipe.py grows by a few lines only). Findings, --fail-on and exi
 from __future__ import annotations
 
 import sys
-from typing import Optional
 
 import typer
 
@@ -13,7 +12,7 @@ from sparkdoctor.cli_support import Fatal
 FORMATS = ("console", "json", "junit", "sarif")
 
 
-def check_command(recipe: str, overrides: dict, python: Optional[str], matrix_path: Optional[str], fail_on: str,
+def check_command(recipe: str, overrides: dict, python: str | None, matrix_path: str | None, fail_on: str,
                   fmt: str) -> None:
     if fmt not in FORMATS:
         raise Fatal(f"--format {fmt}: choose one of {', '.join(FORMATS)}")

@@ -11,7 +11,6 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -28,14 +27,14 @@ def register(app: typer.Typer) -> None:
 
 
 def report(
-    python: Optional[str] = typer.Option(None, "--python", help="Interpreter (or venv folder) of the environment to report on. Default: $VIRTUAL_ENV, else this interpreter."),
-    facts_file: Optional[Path] = typer.Option(None, "--facts", help="Report on a saved snapshot (check --save-facts) instead of probing."),
+    python: str | None = typer.Option(None, "--python", help="Interpreter (or venv folder) of the environment to report on. Default: $VIRTUAL_ENV, else this interpreter."),
+    facts_file: Path | None = typer.Option(None, "--facts", help="Report on a saved snapshot (check --save-facts) instead of probing."),
     fmt: str = format_option(Format.github, Format.forum, default=Format.github, help="github (markdown, long parts folded) | forum (plain text)"),
-    output_name: Optional[str] = typer.Option(None, "--output", "-o", metavar="PATH", help="Write the report here (atomically) instead of stdout."),
+    output_name: str | None = typer.Option(None, "--output", "-o", metavar="PATH", help="Write the report here (atomically) instead of stdout."),
     no_redact: bool = typer.Option(False, "--no-redact", help="Keep user and host names, home paths, addresses and tokens (default: anonymized)."),
-    arch: Optional[str] = typer.Option(None, "--arch", help="Evaluate as if the target ran on this GPU arch (e.g. sm_121a)."),
+    arch: str | None = typer.Option(None, "--arch", help="Evaluate as if the target ran on this GPU arch (e.g. sm_121a)."),
     kernels: bool = typer.Option(True, "--kernels/--no-kernels", help="Run the kernel compile probes (live target only)."),
-    matrix_path: Optional[Path] = typer.Option(None, "--matrix", help="Matrix folder or file to use instead of the bundled one."),
+    matrix_path: Path | None = typer.Option(None, "--matrix", help="Matrix folder or file to use instead of the bundled one."),
     timeout: float = typer.Option(DEFAULT_TIMEOUT, "--timeout", help="Seconds probing the live target may take."),
 ) -> None:
     """Write a bug report with the facts a maintainer asks for (collect-env, cutlass build, kernels, findings)."""
@@ -60,8 +59,8 @@ def report(
 
     matrix = load(matrix_path)
     facts = _facts(facts_file, python, arch, kernels, timeout)
-    from sparkdoctor.report import build_bug_report_fitted
     from sparkdoctor.render.fit import attachment_name
+    from sparkdoctor.report import build_bug_report_fitted
 
     judged = build_report(facts, matrix)
     attachment = attachment_name(output_name, fmt, judged.facts.fingerprint())
@@ -76,13 +75,13 @@ def report(
         raise Fatal("the target's packages could not be read: the report holds only what was observed", EXIT_UNPROBEABLE)
 
 
-def _output(name: Optional[str]) -> Optional[Path]:
+def _output(name: str | None) -> Path | None:
     from sparkdoctor.commands.options import output_path
 
     return output_path("--output", name)
 
 
-def _facts(facts_file: Optional[Path], python: Optional[str], arch: Optional[str], kernels: bool, timeout: float):
+def _facts(facts_file: Path | None, python: str | None, arch: str | None, kernels: bool, timeout: float):
     from sparkdoctor.check import apply_arch_override
     from sparkdoctor.facts import Facts
 
@@ -107,7 +106,7 @@ def _facts(facts_file: Optional[Path], python: Optional[str], arch: Optional[str
         proc.set_deadline(None)
 
 
-def _deliver(text: str, output: Optional[Path]) -> None:
+def _deliver(text: str, output: Path | None) -> None:
     from sparkdoctor.emit import deliver
 
     deliver(text, output)  # an OutputError (exit 2) names --output or stdout

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import List, Optional
 
 import typer
 
@@ -24,7 +23,7 @@ def register(app: typer.Typer) -> None:
     app.command("rerun")(rerun)
 
 
-def _fail_on(values: Optional[List[str]]) -> set[str]:
+def _fail_on(values: list[str] | None) -> set[str]:
     wanted = {v.strip() for item in values or [] for v in item.split(",") if v.strip()}
     bad = sorted(wanted - set(FAIL_ON))
     if bad:
@@ -33,11 +32,11 @@ def _fail_on(values: Optional[List[str]]) -> set[str]:
 
 
 def rerun(
-    names: Optional[List[str]] = typer.Argument(None, help="Only these conclusions (default: every stale one)."),
+    names: list[str] | None = typer.Argument(None, help="Only these conclusions (default: every stale one)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Say what is stale and what changed; measure nothing."),
-    fail_on: Optional[List[str]] = typer.Option(None, "--fail-on", help="flipped and/or regression: exit 1 when one happened."),
-    ledger: Optional[Path] = typer.Option(None, "--ledger", help="Ledger file (default: the state folder's ledger.sqlite)."),
-    matrix_path: Optional[Path] = typer.Option(None, "--matrix", help="Matrix folder or file that judges workarounds (default: bundled)."),
+    fail_on: list[str] | None = typer.Option(None, "--fail-on", help="flipped and/or regression: exit 1 when one happened."),
+    ledger: Path | None = typer.Option(None, "--ledger", help="Ledger file (default: the state folder's ledger.sqlite)."),
+    matrix_path: Path | None = typer.Option(None, "--matrix", help="Matrix folder or file that judges workarounds (default: bundled)."),
     ready_timeout: float = typer.Option(600.0, "--ready-timeout", help="Seconds to wait for each launched server."),
     fmt: str = format_option(Format.console, Format.json),
     allow_load_difference: bool = typer.Option(False, "--allow-load-difference", help="Call a flip even when the old and new runs (or an A/B's arms) ran under clearly different machine load."),

@@ -35,7 +35,7 @@ class Arm:
         return {"path": self.path, "label": self.label, "drop": list(self.drop)}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "Arm":
+    def from_dict(cls, data: dict[str, Any]) -> Arm:
         return cls(str(data["path"]), str(data.get("label") or data["path"]), tuple(data.get("drop") or ()))
 
 

@@ -12,16 +12,17 @@ the evidence, not a second launch). Each workaround measurement is itself stored
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from sparkdoctor.conclusions import outcome, staleness, store
 from sparkdoctor.conclusions.model import Arm, ConclusionError
-from sparkdoctor.exitcodes import EXIT_LEDGER
-from sparkdoctor.ledger.schema import LedgerError
 from sparkdoctor.conclusions.toolchain import Toolchains
 from sparkdoctor.conclusions.workarounds import judge_all, load_arm, without
+from sparkdoctor.exitcodes import EXIT_LEDGER
+from sparkdoctor.ledger.schema import LedgerError
 
 RERUN_VERSION = 1
 Progress = Callable[[str], None]

@@ -16,7 +16,12 @@ from typing import Any
 
 from sparkdoctor.conclusions import store
 from sparkdoctor.conclusions.model import Conclusion, ConclusionError
-from sparkdoctor.conclusions.toolchain import Toolchains, material, python_of, what_changed
+from sparkdoctor.conclusions.toolchain import (
+    Toolchains,
+    material,
+    python_of,
+    what_changed,
+)
 from sparkdoctor.conclusions.workarounds import load_arm
 
 STATES = ("fresh", "stale", "broken", "incomparable")

@@ -12,7 +12,13 @@ import sqlite3
 from datetime import datetime, timezone
 from typing import Any
 
-from sparkdoctor.conclusions.model import CONCLUSION_VERSION, Arm, Conclusion, ConclusionError, shape_problem
+from sparkdoctor.conclusions.model import (
+    CONCLUSION_VERSION,
+    Arm,
+    Conclusion,
+    ConclusionError,
+    shape_problem,
+)
 from sparkdoctor.ledger.schema import LedgerError
 
 _COLUMNS = "id, name, created_at, comparison_id, previous_id, outcome, data_json"

@@ -9,7 +9,8 @@ vllm/__init__.py", "driver 580.95 -> 590.44", "env VLLM_X set to 1".
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from sparkdoctor.conclusions.model import ConclusionError
 
@@ -48,8 +49,12 @@ def current_image(recorded: dict[str, Any]) -> dict[str, Any]:
     """What the image a run was served from (by its name) is now: its id and content fingerprint, or why not."""
     import os
 
+    from sparkdoctor.serve.container_launch import (
+        RUNTIME_ENV,
+        image_record,
+        runtime_cli,
+    )
     from sparkdoctor.target.container_inspect import image_facts
-    from sparkdoctor.serve.container_launch import RUNTIME_ENV, image_record, runtime_cli
 
     image = str(recorded["image"])
     try:

@@ -13,10 +13,17 @@ compared.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
-from typing import Any, Callable
+from typing import Any
 
-from sparkdoctor.diff.rules import BENIGN, RISKY, env_verdict, package_verdict, target_key_verdict
+from sparkdoctor.diff.rules import (
+    BENIGN,
+    RISKY,
+    env_verdict,
+    package_verdict,
+    target_key_verdict,
+)
 from sparkdoctor.facts import Facts, is_tracked
 from sparkdoctor.render.describe import clip, text_of
 
@@ -244,8 +251,8 @@ def _host_health(area: str, ha: dict, hb: dict) -> list[Difference]:
     """Live readings are benign; what NCCL and the container need from both hosts is not: the same
     ConnectX interface names, MTU, speed and state, GPU clocks locked on both or neither, a GPU runtime."""
     out: list[Difference] = []
-    links_a = {text_of(l.get("name")): l for l in ha.get("links") or [] if isinstance(l, dict)}
-    links_b = {text_of(l.get("name")): l for l in hb.get("links") or [] if isinstance(l, dict)}
+    links_a = {text_of(x.get("name")): x for x in ha.get("links") or [] if isinstance(x, dict)}
+    links_b = {text_of(x.get("name")): x for x in hb.get("links") or [] if isinstance(x, dict)}
     for name in sorted(set(links_a) | set(links_b)):
         a, b = links_a.get(name), links_b.get(name)
         if a is None or b is None:

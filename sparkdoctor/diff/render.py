@@ -43,7 +43,7 @@ def diff_json(comparison: Comparison, names: tuple[str, str], facts: tuple[Facts
 def render_console(comparison: Comparison, names: tuple[str, str], facts: tuple[Facts, Facts], console) -> None:
     from rich.markup import escape
 
-    a, b = (_side(n, f) for n, f in zip(names, facts))
+    a, b = (_side(n, f) for n, f in zip(names, facts, strict=False))
     console.print(f"A  {escape(a['file'])}  ({escape(str(a['target']))}, taken {escape(str(a['taken_at']))}, fingerprint {a['fingerprint']})")
     console.print(f"B  {escape(b['file'])}  ({escape(str(b['target']))}, taken {escape(str(b['taken_at']))}, fingerprint {b['fingerprint']})")
     console.print()

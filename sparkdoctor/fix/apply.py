@@ -25,14 +25,33 @@ from sparkdoctor.fix import inventory as inv_mod
 from sparkdoctor.fix import journal as jr
 from sparkdoctor.fix import outside as outside_mod
 from sparkdoctor.fix import unsettled
-from sparkdoctor.fix.pdeath import children_die_with_parent
-from sparkdoctor.fix.actions import Context, StepAction, actions_of, injected, reverse_all, verify_all
-from sparkdoctor.fix.interface import FixError, Installer, JournalError, Refusal, UnchangedError
-from sparkdoctor.fix.inventory import Dist, Inventory, target_key, target_label, target_record
+from sparkdoctor.fix.actions import (
+    Context,
+    StepAction,
+    actions_of,
+    injected,
+    reverse_all,
+    verify_all,
+)
+from sparkdoctor.fix.interface import (
+    FixError,
+    Installer,
+    JournalError,
+    Refusal,
+    UnchangedError,
+)
+from sparkdoctor.fix.inventory import (
+    Dist,
+    Inventory,
+    target_key,
+    target_label,
+    target_record,
+)
 from sparkdoctor.fix.model import Plan
+from sparkdoctor.fix.pdeath import children_die_with_parent
 from sparkdoctor.fix.restore import Restorer, verify_rolled_back
-from sparkdoctor.target.local import Target
 from sparkdoctor.target.files import FileError, FileTransport, LocalFiles, transport_of
+from sparkdoctor.target.local import Target
 
 KILL_ENV = "SPARKDOCTOR_FIX_KILL_AT"
 TRACE_ENV = "SPARKDOCTOR_FIX_TRACE"

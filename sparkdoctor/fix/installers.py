@@ -18,10 +18,16 @@ from pathlib import Path
 from packaging.utils import canonicalize_name
 
 from sparkdoctor import proc
-from sparkdoctor.fix.interface import FixError, Installer, Resolution, ResolutionError, UnchangedError
+from sparkdoctor.fix.interface import (
+    FixError,
+    Installer,
+    Resolution,
+    ResolutionError,
+    UnchangedError,
+)
 from sparkdoctor.fix.inventory import Inventory
-from sparkdoctor.target.local import Target
 from sparkdoctor.target.files import FileError, transport_of
+from sparkdoctor.target.local import Target
 
 RUNNER = Path(__file__).with_name("target_pip.py")
 TIMEOUT = float(os.environ.get("SPARKDOCTOR_FIX_INSTALL_TIMEOUT", "1800"))

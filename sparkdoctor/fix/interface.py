@@ -14,7 +14,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sparkdoctor.errors import SparkdoctorError
-from sparkdoctor.exitcodes import EXIT_FIX_FAILED, EXIT_FIX_REFUSED, EXIT_FIX_UNCHANGED, EXIT_USAGE
+from sparkdoctor.exitcodes import (
+    EXIT_FIX_FAILED,
+    EXIT_FIX_REFUSED,
+    EXIT_FIX_UNCHANGED,
+    EXIT_USAGE,
+)
 from sparkdoctor.text import one_line
 
 

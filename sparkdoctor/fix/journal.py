@@ -27,12 +27,18 @@ import os
 import secrets
 import shutil
 import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
-from sparkdoctor.fix.interface import FixError, JournalError, NoSuchJournal, UnchangedError
+from sparkdoctor.fix.interface import (
+    FixError,
+    JournalError,
+    NoSuchJournal,
+    UnchangedError,
+)
 from sparkdoctor.fix.journal_schema import validate
 from sparkdoctor.locations import state_dir
 from sparkdoctor.target.fileops import fsync_dir

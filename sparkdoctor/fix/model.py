@@ -56,7 +56,7 @@ class Plan:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "Plan":
+    def from_dict(cls, data: dict[str, Any]) -> Plan:
         if data.get("version") != PLAN_VERSION:
             raise ValueError(f"plan version {data.get('version')!r}; this sparkdoctor reads {PLAN_VERSION}")
         data = dict(data)

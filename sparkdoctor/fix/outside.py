@@ -19,8 +19,8 @@ from pathlib import Path
 
 from sparkdoctor.fix import inventory as inv_mod
 from sparkdoctor.fix.interface import FixError, Installer
-from sparkdoctor.target.local import Target, TargetError, parse_json_probe
 from sparkdoctor.target.files import FileError, transport_of
+from sparkdoctor.target.local import Target, TargetError, parse_json_probe
 
 SCRIPT = Path(__file__).with_name("target_stat.py")
 TIMEOUT = 300.0
@@ -85,7 +85,7 @@ def _from_wheels(target: Target, installer: Installer, paths: list[str], before:
     for dist in inv.dists.values():
         if not dist.from_registry():
             continue
-        for rel, full in zip(dist.files, dist.paths()):
+        for rel, full in zip(dist.files, dist.paths(), strict=False):
             if str(full) in paths and not rel.startswith(".."):
                 owner[str(full)] = (dist, rel)
     if not owner:

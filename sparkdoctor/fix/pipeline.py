@@ -6,16 +6,17 @@ and the same judgement (build_report), so what fix plans from is exactly what ch
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from sparkdoctor.fix import apply as apply_mod
 from sparkdoctor.fix import inventory as inv_mod
 from sparkdoctor.fix import journal as jr
+from sparkdoctor.fix import unsettled
 from sparkdoctor.fix.definitions import load_all
 from sparkdoctor.fix.installers import for_target
-from sparkdoctor.fix import unsettled
 from sparkdoctor.fix.interface import FixError, JournalError
 from sparkdoctor.fix.model import Plan
 from sparkdoctor.fix.plan import FixOptions, build_plan, hash_names

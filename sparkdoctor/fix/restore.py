@@ -15,8 +15,8 @@ from sparkdoctor.fix import journal as jr
 from sparkdoctor.fix import outside as outside_mod
 from sparkdoctor.fix.interface import FixError, Installer
 from sparkdoctor.fix.inventory import sha256_file
-from sparkdoctor.target.local import Target
 from sparkdoctor.target.files import FileTransport, hashes
+from sparkdoctor.target.local import Target
 
 WHEELS, COPIES = "wheels", "copies"
 
@@ -38,7 +38,7 @@ class Restorer:
     def _wheel_problems(self) -> list[str]:
         folder, recorded = self.journal.path / "wheels", self.data.get("wheel_files") or {}
         out = []
-        for name, fname in sorted(self._wheels().items()):
+        for _name, fname in sorted(self._wheels().items()):
             path = folder / fname
             if not path.is_file():
                 out.append(f"saved wheel {fname} is missing")

@@ -69,8 +69,8 @@ def load_inventory(path: Path, python: str | None, container: str | None, runtim
         raise InventoryError(f"--inventory {path}: not UTF-8 text (byte {exc.start})") from None
     check_container(container, "--container")
     if path.suffix != ".toml":
-        lines = [(n, l.split("#", 1)[0].strip()) for n, l in enumerate(text.splitlines(), 1)]
-        nodes = [Node(check_host(l, f"{path}:{n}"), python, container, runtime) for n, l in lines if l]
+        lines = [(n, line.split("#", 1)[0].strip()) for n, line in enumerate(text.splitlines(), 1)]
+        nodes = [Node(check_host(host, f"{path}:{n}"), python, container, runtime) for n, host in lines if host]
         if not nodes:
             raise InventoryError(f"{path}: names no host")
         return _unique(nodes, str(path))

@@ -144,12 +144,12 @@ def apply_node(facts: Facts, raw: dict[str, Any], received: float, arch: str | N
             facts.arch = assumed("no GPU detected on the node")
     elif not arch:
         facts.arch = assumed("no nvidia-smi on the node")
-    links = [l for l in raw.get("links") or [] if isinstance(l, dict)]
+    links = [link for link in raw.get("links") or [] if isinstance(link, dict)]
     facts.host_health = {
         "live": True,
         "root": "/",
         "memory": _dict(raw.get("memory")),
-        "links": [{k: v for k, v in l.items() if k != "gids"} for l in links],
+        "links": [{k: v for k, v in link.items() if k != "gids"} for link in links],
         "gpus": [_gpu_health(g) for g in smi or [] if isinstance(g, dict)],
         "errors": [str(e) for e in raw.get("errors") or []],
     }

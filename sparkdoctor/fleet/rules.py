@@ -5,8 +5,9 @@ which report). Benign: readings that differ by nature.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from sparkdoctor.diff import BENIGN, RISKY
 from sparkdoctor.facts import Facts
@@ -133,8 +134,8 @@ def memory_headroom(named: list[tuple[str, Facts]]) -> Any:
 def up_subnets(facts: Facts) -> dict[str, str]:
     """{link: IPv4 subnet} of the node's physical links that are up and addressed."""
     links = (facts.host_health or {}).get("links") or []
-    return {str(l.get("name")): str(l.get("subnet")) for l in links
-            if isinstance(l, dict) and l.get("subnet") and l.get("physical") and str(l.get("state")).lower() == "up"}
+    return {str(x.get("name")): str(x.get("subnet")) for x in links
+            if isinstance(x, dict) and x.get("subnet") and x.get("physical") and str(x.get("state")).lower() == "up"}
 
 
 __all__ = ["BENIGN", "RISKY", "Rule", "FLEET_RULES", "FLEET_RULES_PER_KEY", "memory_headroom", "up_subnets"]

@@ -16,7 +16,6 @@ from sparkdoctor.fleet.bundle import bundle, multi_bundle, probe_of
 from sparkdoctor.fleet.transport import Node
 from sparkdoctor.target.local import TargetError
 
-
 DEFAULT_PYTHON = "the node's default python"
 
 

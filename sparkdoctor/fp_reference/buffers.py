@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from sparkdoctor.fp_reference.layouts import frag_c_m16n8
 
+
 @dataclass
 class Expected:
     """The expected contents of one output buffer, element by element in buffer order."""
@@ -25,7 +26,7 @@ class Expected:
         if len(data) != size * len(self.values):
             return False, f"{self.name}: got {len(data)} bytes, expected {size * len(self.values)}"
         got = struct.unpack(f"<{len(self.values)}{self.fmt}", data)
-        bad = [i for i, (g, w) in enumerate(zip(got, self.values)) if not _same(g, w)]
+        bad = [i for i, (g, w) in enumerate(zip(got, self.values, strict=False)) if not _same(g, w)]
         if not bad:
             return True, f"{self.name}: all {len(self.values)} values match the reference"
         shown = "; ".join(f"{self.labels[i]} got {_show(got[i], self.fmt)} want {_show(self.values[i], self.fmt)}" for i in bad[:show])

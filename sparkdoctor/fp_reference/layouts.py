@@ -4,6 +4,7 @@ Scaling for mma.sync". groupID = lane >> 2, threadID_in_group = lane % 4."""
 
 from __future__ import annotations
 
+
 def frag_c_m16n8(lane: int, i: int) -> tuple[int, int]:
     """Accumulator C/D element i (0..3) of `lane`: (row, col); same for m16n8k32 and m16n8k64."""
     g, t = lane >> 2, lane % 4

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from fractions import Fraction
 
+
 def mma_reference(
     a: Sequence[Sequence[float]],
     b: Sequence[Sequence[float]],

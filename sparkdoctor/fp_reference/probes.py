@@ -8,10 +8,37 @@ import itertools
 from collections.abc import Callable, Sequence
 
 from sparkdoctor.fp_reference.buffers import (
-    D_BYTES, LANES, Expected, Lcg, c_buffer, c_matrix, expected_d, pack_fragments, pack_u32, unpack_f32, unpack_fragments, unpack_u32,
+    D_BYTES,
+    LANES,
+    Expected,
+    Lcg,
+    c_buffer,
+    c_matrix,
+    expected_d,
+    pack_fragments,
+    pack_u32,
+    unpack_f32,
+    unpack_fragments,
+    unpack_u32,
 )
-from sparkdoctor.fp_reference.formats import E2M1_MAGNITUDES, e2m1_decode, e2m1_encode, e4m3_decode, f32_bits, f32_from_bits, ue4m3_decode, ue8m0_decode
-from sparkdoctor.fp_reference.layouts import frag_a_m16n8k32_8bit, frag_a_m16n8k64_4bit, frag_b_m16n8k32_8bit, frag_b_m16n8k64_4bit, scale_a_row, scale_b_col
+from sparkdoctor.fp_reference.formats import (
+    E2M1_MAGNITUDES,
+    e2m1_decode,
+    e2m1_encode,
+    e4m3_decode,
+    f32_bits,
+    f32_from_bits,
+    ue4m3_decode,
+    ue8m0_decode,
+)
+from sparkdoctor.fp_reference.layouts import (
+    frag_a_m16n8k32_8bit,
+    frag_a_m16n8k64_4bit,
+    frag_b_m16n8k32_8bit,
+    frag_b_m16n8k64_4bit,
+    scale_a_row,
+    scale_b_col,
+)
 from sparkdoctor.fp_reference.mma import mma_reference
 
 # ---- fp8-mma-sm90: mma.sync m16n8k32 e4m3 x e4m3 + f32 -------------------------------------------

@@ -33,14 +33,48 @@ by (GPU name, cc, driver version). An unreadable entry is recomputed, and nothin
 finish cleanly (timeout, crash, an output that is not a cubin for the arch) is cached.
 """
 
-from sparkdoctor.kernels.assemble import CACHE_VERSION, COMPILE_TIMEOUT, Job, compile_job, explain, job_key, new_record, ptxas_errors
+from sparkdoctor.kernels.assemble import (
+    CACHE_VERSION,
+    COMPILE_TIMEOUT,
+    Job,
+    compile_job,
+    explain,
+    job_key,
+    new_record,
+    ptxas_errors,
+)
 from sparkdoctor.kernels.cache import Cache
-from sparkdoctor.kernels.collector import COLLECTOR, compile_arch, plain_sm12x_settings, run, selected_probes, target_arch
+from sparkdoctor.kernels.collector import (
+    COLLECTOR,
+    compile_arch,
+    plain_sm12x_settings,
+    run,
+    selected_probes,
+    target_arch,
+)
 from sparkdoctor.kernels.cubin import cubin_arch, cubin_problem
-from sparkdoctor.kernels.gpu_run import matching_gpu, probe_buffers, reference_function, run_on_gpu, verify_outputs
-from sparkdoctor.kernels.probes import Probe, ProbeError, load_probes, parse_probe, probes_dir
+from sparkdoctor.kernels.gpu_run import (
+    matching_gpu,
+    probe_buffers,
+    reference_function,
+    run_on_gpu,
+    verify_outputs,
+)
+from sparkdoctor.kernels.probes import (
+    Probe,
+    ProbeError,
+    load_probes,
+    parse_probe,
+    probes_dir,
+)
 from sparkdoctor.kernels.sass import check_sass, split_sass
-from sparkdoctor.kernels.tools import Tool, find_disassembler, preferred, ptxas_knows, usable_ptxas
+from sparkdoctor.kernels.tools import (
+    Tool,
+    find_disassembler,
+    preferred,
+    ptxas_knows,
+    usable_ptxas,
+)
 
 __all__ = [
     "CACHE_VERSION", "COLLECTOR", "COMPILE_TIMEOUT", "Cache", "Job", "Probe", "ProbeError", "Tool", "check_sass",

@@ -13,11 +13,11 @@ from typing import Any
 from sparkdoctor import proc
 from sparkdoctor.arch import arch_cc, parse_arch
 from sparkdoctor.collect import Context
-from sparkdoctor.ptxas import version_tuple
+from sparkdoctor.kernels import cubin as cubin_check
 from sparkdoctor.kernels.assemble import Job
 from sparkdoctor.kernels.cache import Cache
-from sparkdoctor.kernels import cubin as cubin_check
 from sparkdoctor.kernels.probes import Probe, ProbeError
+from sparkdoctor.ptxas import version_tuple
 
 RUN_TIMEOUT = 30.0
 

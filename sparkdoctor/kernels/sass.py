@@ -9,11 +9,11 @@ import re
 from pathlib import Path
 
 from sparkdoctor import proc
-from sparkdoctor.ptxas import version_tuple
 from sparkdoctor.kernels import assemble
 from sparkdoctor.kernels.assemble import Job
 from sparkdoctor.kernels.probes import Probe
 from sparkdoctor.kernels.tools import Tool
+from sparkdoctor.ptxas import version_tuple
 
 DISASSEMBLE_TIMEOUT = 20.0
 

@@ -49,9 +49,7 @@ def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
 
 def toolchain_changes(facts_a: dict[str, Any], facts_b: dict[str, Any]) -> list[dict[str, Any]]:
     """The fingerprint material (what decides behaviour and speed) that differs between two Facts."""
-    from sparkdoctor.facts import Facts
-
-    from sparkdoctor.facts import FactsError
+    from sparkdoctor.facts import Facts, FactsError
 
     try:
         mat_a = _flatten(Facts.from_dict(facts_a, source="ledger").fingerprint_material())

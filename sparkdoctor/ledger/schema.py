@@ -9,8 +9,8 @@ is some other program's is refused with one line naming it: nothing is changed i
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from sparkdoctor.errors import LedgerFailure
 from sparkdoctor.locations import state_dir

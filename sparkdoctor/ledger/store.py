@@ -10,10 +10,11 @@ from __future__ import annotations
 import hashlib
 import json
 import sqlite3
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from sparkdoctor.ledger.schema import LedgerError, connect, default_path
 
@@ -86,7 +87,7 @@ def _decode_row(texts: tuple[Any, ...]) -> tuple[dict[str, Any], list[str]]:
     """The JSON columns of a run row by name (summary_json -> summary), and what is damaged in them."""
     values: dict[str, Any] = {}
     damaged: list[str] = []
-    for column, text in zip(_JSON_COLUMNS, texts):
+    for column, text in zip(_JSON_COLUMNS, texts, strict=False):
         value, damage = decode(column, text)
         values[column[:-5]] = value
         damaged += [damage] if damage else []
@@ -103,7 +104,7 @@ class Ledger:
     def close(self) -> None:
         self.db.close()
 
-    def __enter__(self) -> "Ledger":
+    def __enter__(self) -> Ledger:
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -170,7 +171,7 @@ class Ledger:
             raise self._fail(exc) from None
         out = []
         for row in rows:
-            item = dict(zip(_RUN_COLUMNS, row[:len(_RUN_COLUMNS)]))
+            item = dict(zip(_RUN_COLUMNS, row[:len(_RUN_COLUMNS)], strict=False))
             values, damaged = _decode_row(row[len(_RUN_COLUMNS):])
             item["headline"] = None if damaged else values["summary"].get("headline")
             if damaged:
@@ -185,7 +186,7 @@ class Ledger:
                                   (run_id,)).fetchone()
             if row is None:
                 return None
-            item: dict[str, Any] = dict(zip(_RUN_COLUMNS, row[:len(_RUN_COLUMNS)]))
+            item: dict[str, Any] = dict(zip(_RUN_COLUMNS, row[:len(_RUN_COLUMNS)], strict=False))
             values, damaged = _decode_row(row[len(_RUN_COLUMNS):])
             item.update(values)
             if with_samples:

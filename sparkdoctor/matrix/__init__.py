@@ -18,7 +18,17 @@ Modules, each importing only those above it:
 from sparkdoctor.matrix.conditions import CONDITIONS, Condition
 from sparkdoctor.matrix.evaluate import evaluate, evaluate_all, needs_recipe
 from sparkdoctor.matrix.loader import known_probes, load, load_file
-from sparkdoctor.matrix.model import ACTIONS, EVIDENCE_LEVELS, SEVERITIES, Check, Entry, Evaluation, Matrix, MatrixError, Stack
+from sparkdoctor.matrix.model import (
+    ACTIONS,
+    EVIDENCE_LEVELS,
+    SEVERITIES,
+    Check,
+    Entry,
+    Evaluation,
+    Matrix,
+    MatrixError,
+    Stack,
+)
 from sparkdoctor.matrix.versions import version_in
 
 __all__ = [

@@ -43,10 +43,9 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from sparkdoctor.names import canonicalize_name
-
 from sparkdoctor.matrix.model import MatrixError
 from sparkdoctor.matrix.versions import parse_version
+from sparkdoctor.names import canonicalize_name
 from sparkdoctor.patterns import regex_error
 
 FIXED_MODES = ("differs", "same", "unchecked")

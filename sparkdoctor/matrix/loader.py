@@ -92,7 +92,10 @@ def load_file(path: Path) -> tuple[list[Entry], list[Stack]]:
 
 
 def load_file_tracking(path: Path) -> tuple[list[Entry], list[Stack], Tracking]:
-    from sparkdoctor.matrix.schema import entry_from, stack_from  # not needed when the parsed matrix is cached
+    from sparkdoctor.matrix.schema import (  # not needed when the parsed matrix is cached
+        entry_from,
+        stack_from,
+    )
 
     where = str(path)
     doc = read_toml(path)

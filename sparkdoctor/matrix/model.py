@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from typing import Any
+
 from sparkdoctor.errors import InputError
 from sparkdoctor.text import one_line  # noqa: F401 (config and loader use it from here too)
 from sparkdoctor.vocab import Action, Evidence, Severity

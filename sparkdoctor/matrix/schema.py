@@ -10,7 +10,15 @@ from typing import Any
 
 from sparkdoctor.matrix.conditions import CONDITIONS
 from sparkdoctor.matrix.file_checks import parse_files_table
-from sparkdoctor.matrix.model import ACTIONS, EVIDENCE_LEVELS, ID_RE, SEVERITIES, Entry, MatrixError, Stack
+from sparkdoctor.matrix.model import (
+    ACTIONS,
+    EVIDENCE_LEVELS,
+    ID_RE,
+    SEVERITIES,
+    Entry,
+    MatrixError,
+    Stack,
+)
 from sparkdoctor.matrix.verify_table import parse_verify_table
 from sparkdoctor.matrix.versions import spec_problem
 

@@ -17,8 +17,8 @@ Pure functions over strings and entries; nothing here reads files or the environ
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 from sparkdoctor.matrix.model import Entry
 

@@ -16,10 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from sparkdoctor.names import canonicalize_name
-
 from sparkdoctor.matrix.model import Entry, MatrixError
 from sparkdoctor.matrix.versions import parse_version
+from sparkdoctor.names import canonicalize_name
 
 
 @dataclass

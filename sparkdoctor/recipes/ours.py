@@ -14,7 +14,13 @@ from pathlib import Path
 from typing import Any
 
 from sparkdoctor.recipes import resolve
-from sparkdoctor.recipes.model import DEFAULT_READINESS, ID_WORDS, Recipe, RecipeError, flag_value
+from sparkdoctor.recipes.model import (
+    DEFAULT_READINESS,
+    ID_WORDS,
+    Recipe,
+    RecipeError,
+    flag_value,
+)
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -33,7 +33,14 @@ from sparkdoctor.render.describe import (
     tracked_stack,
     unverified_line,
 )
-from sparkdoctor.render.terminal_text import Ink, labelled, needs_ascii, pairs, section, to_ascii
+from sparkdoctor.render.terminal_text import (
+    Ink,
+    labelled,
+    needs_ascii,
+    pairs,
+    section,
+    to_ascii,
+)
 
 __all__ = ["render_console", "needs_ascii"]
 

@@ -99,7 +99,7 @@ def render_page(tl: Any, findings: list[Any], ledger_path: str) -> str:
 
     config = {"displaylogo": False, "responsive": True}
     plots: list[str] = []
-    for div_id, fig in zip(PLOT_IDS, (decode_figure(tl), correctness_figure(tl), ratio_figure(tl))):
+    for div_id, fig in zip(PLOT_IDS, (decode_figure(tl), correctness_figure(tl), ratio_figure(tl)), strict=False):
         plots.append(pio.to_html(fig, include_plotlyjs=not plots, full_html=False, div_id=div_id, config=config,
                                  validate=False))
     flips = [[c["id"], c["name"], c["created_at"], c["outcome"], c["verdict"]] for c in tl.conclusions]

@@ -23,7 +23,13 @@ import re
 import xml.etree.ElementTree as ET
 
 from sparkdoctor.findings import SEVERITY_RANK
-from sparkdoctor.render.describe import PROSE_CHARS, arch_assumed, clip, describe_arch, summary_line
+from sparkdoctor.render.describe import (
+    PROSE_CHARS,
+    arch_assumed,
+    clip,
+    describe_arch,
+    summary_line,
+)
 
 # XML 1.0 cannot carry most control characters; probe output sometimes has them.
 _INVALID_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")

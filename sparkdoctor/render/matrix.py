@@ -15,7 +15,14 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from sparkdoctor.matrix import CONDITIONS, EVIDENCE_LEVELS, Entry, Matrix, MatrixError, Stack
+from sparkdoctor.matrix import (
+    CONDITIONS,
+    EVIDENCE_LEVELS,
+    Entry,
+    Matrix,
+    MatrixError,
+    Stack,
+)
 from sparkdoctor.matrix.verify_table import parse_verify_table
 from sparkdoctor.render.describe import plural
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from sparkdoctor.facts import Facts
 from sparkdoctor.render.describe import clip, describe_target, tracked_stack
+from sparkdoctor.render.fit import FORUM_LIMIT, Block, join
 from sparkdoctor.report import judgement
 from sparkdoctor.report.anonymize import NOT_REDACTED_NOTE, REDACTED_NOTE, Redactor
-from sparkdoctor.render.fit import FORUM_LIMIT, Block, join
 from sparkdoctor.report.sections import Section, environment_sections
 
 RULE = "=" * 30
@@ -88,4 +88,4 @@ def _section(s: Section) -> list[str]:
 def _table(table: list[list[str]]) -> list[str]:
     widths = [min(max(len(row[i]) for row in table), 60) for i in range(len(table[0]))]
     widths[-1] = 0  # the note column runs to the end of the line
-    return ["  ".join(f"{cell:<{w}}" for cell, w in zip(row, widths)).rstrip() for row in table]
+    return ["  ".join(f"{cell:<{w}}" for cell, w in zip(row, widths, strict=False)).rstrip() for row in table]

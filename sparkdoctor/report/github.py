@@ -23,9 +23,9 @@ from sparkdoctor.render.describe import (
     describe_target,
     tracked_stack,
 )
+from sparkdoctor.render.fit import GITHUB_LIMIT, Block, join
 from sparkdoctor.report import judgement
 from sparkdoctor.report.anonymize import NOT_REDACTED_NOTE, REDACTED_NOTE, Redactor
-from sparkdoctor.render.fit import GITHUB_LIMIT, Block, join
 from sparkdoctor.report.sections import Section, environment_sections
 
 SNAPSHOT_CHARS = PROSE_CHARS  # strings in the folded snapshot; longer ones are clipped and counted

@@ -10,7 +10,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from sparkdoctor.render.describe import PROSE_CHARS, SEVERITY_HEADING, clip, stack_also_includes, summary_line, unverified_line
+from sparkdoctor.render.describe import (
+    PROSE_CHARS,
+    SEVERITY_HEADING,
+    clip,
+    stack_also_includes,
+    summary_line,
+    unverified_line,
+)
 from sparkdoctor.report.anonymize import Redactor
 
 

@@ -21,9 +21,10 @@ import secrets
 import socket
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from sparkdoctor import proc
 from sparkdoctor.errors import BenchFailure

@@ -23,9 +23,10 @@ import os
 import secrets
 import sys
 import time
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any
 
 from sparkdoctor import proc
 from sparkdoctor.errors import BenchFailure

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import collections
 import threading
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import IO, Callable, Sequence
+from typing import IO
 
 from sparkdoctor.serve.logscan import Hit, match_line, strip_ansi
 

@@ -9,11 +9,11 @@ line means the same entry wherever it is read; this module only shapes its answe
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable, Protocol
+from typing import Protocol
 
 from sparkdoctor.matrix.symptoms import match_line as _match_symptoms
-from sparkdoctor.matrix.symptoms import strip_ansi  # re-exported: the log pump strips lines with it
 
 MAX_LINE = 2000  # characters of a matched line kept in a hit
 

@@ -5,13 +5,13 @@ the light target modules (the container ones load only when --container is given
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 from sparkdoctor.errors import UsageError
 from sparkdoctor.target import probe as target_probe
 
 
-def refuse_bad_target_options(python: Optional[str], container: Optional[str], container_python: Optional[str],
+def refuse_bad_target_options(python: str | None, container: str | None, container_python: str | None,
                               facts_given: bool) -> None:
     """Usage errors among the target options (exit 2, one line), before anything starts."""
     if container is not None and not container.strip():
@@ -26,8 +26,8 @@ def refuse_bad_target_options(python: Optional[str], container: Optional[str], c
         raise UsageError("--facts and --container exclude each other: a snapshot is already of one target")
 
 
-def resolve_target(python: Optional[str], container: Optional[str], container_python: Optional[str],
-                   runtime: Optional[str] = None) -> Any:
+def resolve_target(python: str | None, container: str | None, container_python: str | None,
+                   runtime: str | None = None) -> Any:
     """The Target the options name; TargetError (exit 3) when it cannot be probed at all."""
     from sparkdoctor.target.local import resolve_python_target
 

@@ -17,10 +17,11 @@ import json
 import os
 import tarfile
 import tempfile
+from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from sparkdoctor import proc
 from sparkdoctor.target import fileops as ops

@@ -20,9 +20,10 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from sparkdoctor.target import fileops as ops
 from sparkdoctor.target.interface import FileError, FileTransport  # noqa: F401 (re-exported)

@@ -13,7 +13,12 @@ from pathlib import Path
 
 from sparkdoctor.locations import cache_dir
 from sparkdoctor.proc import Running
-from sparkdoctor.target.local import Target, TargetError, probe_entry, resolve_python_target
+from sparkdoctor.target.local import (
+    Target,
+    TargetError,
+    probe_entry,
+    resolve_python_target,
+)
 
 PROBE = "target_env"
 # A cold run hashes ~0.7 GB on a full vLLM venv (2-3 s here). On a slow disk the probe stops hashing

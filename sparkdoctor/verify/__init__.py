@@ -16,7 +16,13 @@ from sparkdoctor.matrix.verify_table import ALLOWED_OPTIONS, Env, parse_step
 from sparkdoctor.verify.probes import find_ptxas, run_probe
 from sparkdoctor.verify.runner import Result, Run, exit_code, judge, verify
 from sparkdoctor.verify.selection import Spec, VerifyError, parse_spec, select
-from sparkdoctor.verify.venvs import READY, BuildError, ensure_venv, venv_path, venv_root
+from sparkdoctor.verify.venvs import (
+    READY,
+    BuildError,
+    ensure_venv,
+    venv_path,
+    venv_root,
+)
 
 __all__ = [
     "ALLOWED_OPTIONS", "BuildError", "Env", "READY", "Result", "Run", "Spec", "VerifyError", "ensure_venv", "exit_code",

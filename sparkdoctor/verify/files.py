@@ -13,13 +13,19 @@ from __future__ import annotations
 
 import fnmatch
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from packaging.version import Version
 
 from sparkdoctor.matrix import Entry
-from sparkdoctor.matrix.file_checks import CUBIN_KINDS, FileCheck, FilesTable, parse_files_table
+from sparkdoctor.matrix.file_checks import (
+    CUBIN_KINDS,
+    FileCheck,
+    FilesTable,
+    parse_files_table,
+)
 from sparkdoctor.matrix.versions import version_in
 from sparkdoctor.verify.cubins import FAMILY_CAVEAT
 from sparkdoctor.verify.wheels import WheelError, WheelFiles, released_versions, wheel

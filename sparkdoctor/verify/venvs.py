@@ -12,8 +12,8 @@ import os
 import re
 import shutil
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from sparkdoctor import proc
 from sparkdoctor.errors import SparkdoctorError

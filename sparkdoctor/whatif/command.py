@@ -13,9 +13,9 @@ def run_whatif(specs: list[str], python: str | None, facts_file: Path | None, ma
                fail_on: str, read: bool, fmt: str, recipe_ref: str | None = None, ledger_path: Path | None = None,
                container: str | None = None, container_python: str | None = None, probe: bool = False) -> int:
     from sparkdoctor.check import CheckOptions, apply_arch_override, collect_facts
-    from sparkdoctor.target.choose import resolve_target
     from sparkdoctor.facts import Facts
     from sparkdoctor.matrix import load
+    from sparkdoctor.target.choose import resolve_target
     from sparkdoctor.whatif import (
         compare,
         hypothetical_facts,

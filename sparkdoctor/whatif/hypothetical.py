@@ -96,7 +96,7 @@ class ScratchSite:
         self.top = PROBED[change.name]
         self.members = 0
 
-    def __enter__(self) -> "ScratchSite":
+    def __enter__(self) -> ScratchSite:
         from sparkdoctor.released import cache_root
 
         wheel = self.reader.release(self.change.name, self.change.new)

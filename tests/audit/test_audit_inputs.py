@@ -47,7 +47,7 @@ def test_a_shape_with_an_impossible_element_count_names_the_tensor(tmp_path, sha
 def test_offsets_of_thousands_of_digits_are_refused_in_a_short_line(tmp_path):
     path = tmp_path / "model.safetensors"
     big = "1" * 4000  # json.loads reads up to 4,300 digits; a message must not print them
-    raw = ('{"w": {"dtype": "BF16", "shape": [1], "data_offsets": [0, %s]}}' % big).encode()
+    raw = (f'{{"w": {{"dtype": "BF16", "shape": [1], "data_offsets": [0, {big}]}}}}').encode()
     path.write_bytes(len(raw).to_bytes(8, "little") + raw + b"\0\0")
     message = one_line(lambda: read_header(path), "tensor 'w': data_offsets")
     assert len(message) < 300, message

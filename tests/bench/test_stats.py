@@ -3,10 +3,9 @@
 import math
 import random
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-import pytest
 
 from sparkdoctor.bench import ab
 from sparkdoctor.bench.stats import estimate, paired_ratio, rounds_ratio, verdict

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from sparkdoctor import proc
-from sparkdoctor.target.local import probe_entry
 from sparkdoctor.target.container import MARKER, probe_payload, translate
+from sparkdoctor.target.local import probe_entry
 
 
 def sd(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None, timeout: float = 120) -> subprocess.CompletedProcess:

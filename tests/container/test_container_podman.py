@@ -10,7 +10,15 @@ import re
 import pytest
 
 from sparkdoctor.serve import LaunchError, launch
-from tests.container.test_container_launch import FAKE, PYTHON, REPO, SSE, FakeEntry, fake, sd
+from tests.container.test_container_launch import (
+    FAKE,
+    PYTHON,
+    REPO,
+    SSE,
+    FakeEntry,
+    fake,
+    sd,
+)
 
 pytestmark = pytest.mark.slow
 

@@ -5,7 +5,6 @@ original bytes; a second rollback; --history; the lock; a half-written and an in
 import fcntl
 import hashlib
 import json
-import os
 
 import pytest
 

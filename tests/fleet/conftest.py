@@ -83,7 +83,7 @@ def ray_cluster(tmp_path_factory):
 
     root = tmp_path_factory.mktemp("fleet-ray")
     venvs = [serving_venv(root, f"node{i}", d["nccl_build"], d["cutedsl_majors"]) for i, d in enumerate(NODE_DRIFT)]
-    envs = [{"VIRTUAL_ENV": str(p.parent.parent), **d["env"]} for p, d in zip(venvs, NODE_DRIFT)]
+    envs = [{"VIRTUAL_ENV": str(p.parent.parent), **d["env"]} for p, d in zip(venvs, NODE_DRIFT, strict=False)]
     cluster, marker, markers = None, "", []
     for attempt in range(3):  # Ray waits a fixed 30 s for a raylet to register; a loaded box can take longer
         # the cluster's own temp folder, in every one of its command lines; short: Ray's sockets live under it

@@ -73,7 +73,7 @@ MATRIX_KEYS = [*CONDITIONS, "id", "title", "severity", "action", "summary", "rem
 _TOML_VALUES = toml_values()
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def matrix_bases() -> list[dict]:
     docs = []
     for path in sorted(MATRIX_DIR.glob("*.toml")):

@@ -12,7 +12,6 @@ from hypothesis import strategies as st
 
 from tests.fuzz.values import SPECIAL, VERSIONS
 
-
 OPS = ("special", "replace", "special", "replace", "delete", "add", "rename", "wrap", "empty")
 # Fields compared as versions: they get the versions that broke packaging and int() before.
 VERSION_KEYS = frozenset({"version", "cuda", "ptxas_version", "libcuda", "bundled_cuda", "driver", "cuda_driver",

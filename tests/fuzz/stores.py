@@ -37,7 +37,7 @@ RECIPE_KEYS = ["recipe_version", "name", "container", "command", "defaults", "en
                "because", "max_model_len", "tensor_parallel", "<<"]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def recipe_bases() -> tuple[tuple[str, Any], ...]:
     """(suffix, document) of every real recipe: ours (TOML), eugr v1 and sparkrun v2 (YAML)."""
     out = []
@@ -113,7 +113,7 @@ RAW_JSON = ["", "{", "[]", "null", "5", '"x"', "{}", '{"levels": 5}', '{"levels"
 PRAGMAS = [("user_version", v) for v in (-1, -2**31, 0, 2, 4, 2**31 - 1)] + [("application_id", v) for v in (0, 1, -1)]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def template_ledger() -> tuple[Path, dict[tuple[str, str], list[Any]]]:
     """A real ledger, written by the ledger's own code: an A/B with its conclusion, a plain run with samples;
     and the JSON each column of it holds (what the damage starts from)."""
@@ -252,7 +252,7 @@ def safetensors_files(draw) -> bytes:
 # ---- logs ----------------------------------------------------------------------------------------------
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def symptom_strings() -> tuple[str, ...]:
     from sparkdoctor.matrix import load
 

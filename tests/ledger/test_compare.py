@@ -3,11 +3,11 @@
 import json
 from pathlib import Path
 
+import pytest
+
 from sparkdoctor.bench.workload import WorkloadError, from_recipe
 from sparkdoctor.ledger import Ledger, RunRecord
 from sparkdoctor.ledger.compare import compare_runs
-
-import pytest
 
 FACTS = Path(__file__).resolve().parents[1] / "data" / "facts"
 

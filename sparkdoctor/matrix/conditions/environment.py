@@ -21,7 +21,8 @@ from sparkdoctor.matrix.model import Check
 from sparkdoctor.patterns import regex_error
 
 try:  # Python 3.11+
-    from re import _constants as _sre_constants, _parser as _sre_parse
+    from re import _constants as _sre_constants
+    from re import _parser as _sre_parse
 except ImportError:  # pragma: no cover (3.10)
     import sre_constants as _sre_constants  # type: ignore[no-redef]
     import sre_parse as _sre_parse  # type: ignore[no-redef]
@@ -29,7 +30,7 @@ except ImportError:  # pragma: no cover (3.10)
 MATCH_SECONDS = 0.25
 SHOWN_VALUE = 120
 _REPEATS = {_sre_constants.MAX_REPEAT, _sre_constants.MIN_REPEAT}
-_REPEATS |= {getattr(_sre_constants, "POSSESSIVE_REPEAT")} if hasattr(_sre_constants, "POSSESSIVE_REPEAT") else set()
+_REPEATS |= {_sre_constants.POSSESSIVE_REPEAT} if hasattr(_sre_constants, "POSSESSIVE_REPEAT") else set()
 
 
 def _value(name: str, got: str | None) -> str:

@@ -7,12 +7,11 @@ import fnmatch
 import re
 from typing import Any
 
-from sparkdoctor.names import canonicalize_name
-
 from sparkdoctor.facts import Facts
 from sparkdoctor.matrix.conditions.shapes import as_list, v_spec, v_str_list
 from sparkdoctor.matrix.model import Check
 from sparkdoctor.matrix.versions import shown, version_in
+from sparkdoctor.names import canonicalize_name
 
 _WORD = {True: "matches", False: "does not match", None: "cannot be compared with"}
 

@@ -3,7 +3,8 @@ CUDA version it supports, the host CPU, the ptxas installations and the cutlass-
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from sparkdoctor.arch import describe_source, real_arch_problem, settle
 from sparkdoctor.facts import Facts
