@@ -57,7 +57,8 @@ def test_float32_reference_bfloat16_passes_a_damaged_layer_fails(tmp_path, vllm_
     bf16 = bench(tmp_path, vllm_cpu, models["probe"], "bfloat16")["correctness"]
     damaged = bench(tmp_path, vllm_cpu, models["damaged"], "float32")["correctness"]
     print("bfloat16", [r["mean_abs_dlogprob"] for r in bf16["per_prompt"]],
-          "damaged", [r["mean_abs_dlogprob"] for r in damaged["per_prompt"]])
+          "damaged", [r["mean_abs_dlogprob"] for r in damaged["per_prompt"]],
+          "probe seconds per run", [ref["correctness"]["seconds"], bf16["seconds"], damaged["seconds"]])
     assert bf16["verdict"] == "correct", bf16
     assert damaged["verdict"] == "wrong", damaged
     assert any("nats/token" in why for why in damaged["why"])
