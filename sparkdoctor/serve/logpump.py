@@ -14,7 +14,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO
 
-from sparkdoctor.serve.logscan import Hit, match_line, strip_ansi
+from sparkdoctor.matrix.symptoms import strip_ansi
+from sparkdoctor.serve.logscan import Hit, match_line
 
 TAIL_LINES = 40
 MAX_LINE_BYTES = 256 * 1024  # a longer "line" (output with no newline) is read in pieces, never all at once
