@@ -161,11 +161,7 @@ def _bounds(matrix, entry_id: str | None, fmt: str) -> int:
     for r in results:
         if r.id in checked and r.verdict == "not-bracketed":
             r.verdict, r.why = "contradicted", f"evidence is \"checked\" but the bound cannot be bracketed: {r.why}"
-    code = EXIT_OK
-    if any(r.verdict == "contradicted" for r in results):
-        code = EXIT_VERIFY_CONTRADICTED
-    elif any(r.verdict == "error" for r in results):
-        code = EXIT_VERIFY_ERROR
+    code = _verdict_code(results)
     if fmt == "json":
         from sparkdoctor.emit import emit_json
 
@@ -178,6 +174,13 @@ def _bounds(matrix, entry_id: str | None, fmt: str) -> int:
     return code
 
 
+def _verdict_code(results) -> int:
+    """Exit 1 when something is contradicted, else 2 when something could not be read, else 0."""
+    if any(r.verdict == "contradicted" for r in results):
+        return EXIT_VERIFY_CONTRADICTED
+    return EXIT_VERIFY_ERROR if any(r.verdict == "error" for r in results) else EXIT_OK
+
+
 def _stacks(matrix, stack_id: str | None, fmt: str) -> int:
     """`--stacks`: every known-good stack resolved for linux aarch64 by a real pip dry run (sparkdoctor.verify.stacks)."""
     from sparkdoctor.verify.stacks import render_stacks, resolve_stacks
@@ -186,11 +189,7 @@ def _stacks(matrix, stack_id: str | None, fmt: str) -> int:
     if stack_id is not None and not chosen:
         raise Fatal(f"no known-good stack with id {stack_id!r}")
     results = resolve_stacks(chosen, _log())
-    code = EXIT_OK
-    if any(r.verdict == "contradicted" for r in results):
-        code = EXIT_VERIFY_CONTRADICTED
-    elif any(r.verdict == "error" for r in results):
-        code = EXIT_VERIFY_ERROR
+    code = _verdict_code(results)
     if fmt == "json":
         from sparkdoctor.emit import emit_json
 
