@@ -32,7 +32,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from rich.console import Console
 from typer.testing import CliRunner
@@ -60,7 +60,7 @@ MIN_TOTAL = 10_000
 pytestmark = pytest.mark.xdist_group("fuzz")
 EXIT_TABLE = {EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_UNPROBEABLE}  # README's exit code table
 REPORT_EXITS = {EXIT_OK, EXIT_FINDINGS, EXIT_UNPROBEABLE}  # what a report itself may say
-HARD_LIMIT_S = 10  # CPU seconds: a hang is stopped here (a replay of a hang while shrinking costs this much).
+HARD_LIMIT_S = 30  # CPU seconds: a hang is stopped here (a replay of a hang while shrinking costs this much).
 # CPU time, not wall time, and no hypothesis deadline: a busy machine (the other xdist worker, other jobs) must
 # never fail an example that is merely waiting for a core.
 TEXT_FORMATS = tuple(f for f in FORMATS if f != "console")
@@ -71,6 +71,8 @@ FUZZ = settings(
     deadline=None,  # typical examples take 5-100 ms; `bounded` stops a real hang by CPU time
     suppress_health_check=list(HealthCheck),  # big inputs are the point
     print_blob=False,
+    # no explain phase: it re-runs a failing example under a tracer (many times slower), which reads as a hang
+    phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.target, Phase.shrink],
 )
 
 EXAMPLES: Counter[str] = Counter()

@@ -230,7 +230,11 @@ def test_bisect_a_bundled_entry_against_the_registry():
     assert (found["last"], found["first"]) == ("0.6.6", "0.6.7"), found
 
 
-BUNDLED_WITH_FILES = sorted(e.id for e in load().entries if e.files)
+# Whole wheels are downloaded for this machine (pip download, x86_64, this Python): torch 2.15.0, which this entry's
+# table names, has no wheel for Python 3.11, so its checks are proved by the released-file reader instead (single
+# members of the aarch64 wheels, as `matrix verify --bounds` and `matrix track` read them: docs/evidence/matrix-audit.md).
+NOT_HERE = {"torch-cuda-below-128"}
+BUNDLED_WITH_FILES = sorted(e.id for e in load().entries if e.files and e.id not in NOT_HERE)
 
 
 @pytest.mark.slow

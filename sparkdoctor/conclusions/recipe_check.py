@@ -193,7 +193,8 @@ def check(recipe: Any, matrix: Any, facts: Any, flags: dict[str, Any] | None,
 
         served = recipe_facts(recipe)
     findings = _matrix_findings(recipe, matrix, facts)
-    covered = {name for f in findings for name in (matrix.get(f["id"]).when.get("env") or {})}
+    covered = {name for f in findings for key in ("env", "env_matches")
+               for name in (matrix.get(f["id"]).when.get(key) or {})}
     findings += _setting_findings(recipe, matrix, facts, served)
     findings += _env_findings(recipe, facts, covered)
     findings += _flag_findings(recipe, flags)

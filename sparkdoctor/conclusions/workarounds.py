@@ -95,16 +95,25 @@ def find(recipe: Any, matrix: Any) -> list[Workaround]:
     return [Workaround(key, s["kind"], s["name"], s["value"], s["because"], tuple(s["by"])) for key, s in found.items()]
 
 
-def server_facts(facts: Any, recipe: Any, without: Workaround | None = None) -> Any:
-    """The Facts as the recipe's server sees them: the recipe's env on top, `without`'s env var removed."""
+def server_facts(facts: Any, recipe: Any, dropped: Workaround | None = None) -> Any:
+    """The Facts as the recipe's server sees them: the recipe's env on top and its values (for entries with a
+    serving condition), with the `dropped` workaround taken out (its env var, or its flag)."""
     from sparkdoctor.facts import Facts
 
     copy = Facts.from_dict(facts.to_dict(), source="facts")
     env = dict(copy.env or {})
     env.update(recipe.env or {})
-    if without is not None and without.kind == "env":
-        env.pop(without.name, None)
+    if dropped is not None and dropped.kind == "env":
+        env.pop(dropped.name, None)
     copy.env = env
+    if getattr(copy, "recipe", None) is None:  # the values the recipe passes, for entries with a serving condition
+        from sparkdoctor.conclusions.served_model import recipe_facts
+
+        flag_dropped = dropped is not None and dropped.kind != "env"
+        try:
+            copy.recipe = recipe_facts(without(recipe, [dropped.key]) if dropped is not None and flag_dropped else recipe)
+        except Exception:  # noqa: BLE001 - a recipe whose values cannot be read leaves those entries unknown
+            copy.recipe = None
     return copy
 
 

@@ -47,7 +47,9 @@ def requirements(stack: Stack) -> list[str]:
 
 def dry_run_argv(reqs: list[str], python: str, report: Path) -> list[str]:
     argv = [sys.executable, "-m", "pip", "--disable-pip-version-check", "--no-input", "install", "--dry-run",
-            "--ignore-installed", "--report", str(report), "--only-binary", ":all:", "--python-version", python, "--implementation", "cp"]
+            "--ignore-installed", "--report", str(report), "--only-binary", ":all:", "--python-version", python, "--implementation", "cp",
+            # pip before 23.1 takes platform options only with --target (nothing is installed: --dry-run)
+            "--target", str(report.parent / "target")]
     for plat in PLATFORMS:
         argv += ["--platform", plat]
     return argv + reqs

@@ -54,6 +54,12 @@ def _cached(root: Path, name: str, version: str) -> Path | None:
     return None
 
 
+def _exactly(name: str, version: str) -> str:
+    """The requirement for exactly this release: `===` for a public version, so an index that also serves a local
+    build of it (torch 2.13.0+cpu beside 2.13.0) is not handed the local one (== admits local versions)."""
+    return f"{name}=={version}" if "+" in version else f"{name}==={version}"
+
+
 def wheel(package: str, version: str, root: Path | None = None) -> Path:
     """The wheel of `package==version`, from the cache or downloaded into it."""
     root = root or wheel_root()
@@ -65,7 +71,7 @@ def wheel(package: str, version: str, root: Path | None = None) -> Path:
         if found:
             return found
         argv = [sys.executable, "-m", "pip", "--disable-pip-version-check", "--no-input", "-q", "download",
-                "--no-deps", "--only-binary=:all:", f"{name}=={version}", "-d", str(root)]
+                "--no-deps", "--only-binary=:all:", _exactly(name, version), "-d", str(root)]
         result = proc.run(argv, timeout=DOWNLOAD_TIMEOUT)
         found = _cached(root, name, version)
         if found is None:
