@@ -157,6 +157,9 @@ def read_yaml(path: Path) -> tuple[Any, list[str]]:
         raise RecipeError(f"{path}: not valid YAML: {_one_line(str(exc))}") from None
     except RecursionError:
         raise RecipeError(f"{path}: nested too deeply to read") from None
+    except (ValueError, TypeError, AttributeError, OverflowError) as exc:  # a value PyYAML's own constructors choke on
+        raise RecipeError(f"{path}: not valid YAML: a value cannot be read ({type(exc).__name__}: "
+                          f"{_one_line(str(exc))[:200]})") from None
     finally:
         if loader is not None:
             loader.dispose()
