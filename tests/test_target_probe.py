@@ -67,3 +67,79 @@ def test_a_head_start_for_another_target_is_discarded(tmp_path):
     assert doc["facts"]["target"]["python"] == sys.executable
     assert "from-the-wrong-target" not in doc["facts"]["packages"]
     assert "pytest" in doc["facts"]["packages"]
+
+
+def test_the_capabilities_probe_starts_early_too_and_gives_the_same_answer(tmp_path):
+    """`check` starts the capabilities probe beside the target probe; the collector then only waits, and
+    what it reads is what a probe it started itself would have read."""
+    from pathlib import Path
+
+    from sparkdoctor.collect import Context, capabilities
+    from sparkdoctor.facts import Facts
+    from sparkdoctor.locations import cache_dir
+    from sparkdoctor.target.local import resolve_python_target
+
+    target = resolve_python_target(sys.executable)
+
+    def ctx():
+        return Context(target=target, facts=Facts(), cache_dir=Path(cache_dir()), use_cache=True)
+
+    expected = capabilities.run(ctx())
+    early = ctx()
+    early.scratch[capabilities.PRESTART_KEY] = target_probe.prestart_capabilities(target, cache_dir(), use_cache=True)
+    assert early.scratch[capabilities.PRESTART_KEY].running.argv[-1].endswith(".json"), "with the same cache file"
+    assert capabilities.run(early) == expected
+    assert capabilities.PRESTART_KEY not in early.scratch, "consumed"
+
+
+def test_the_entry_points_head_start_covers_both_probes_and_a_mismatch_drops_them():
+    from sparkdoctor.target import choose
+    from sparkdoctor.target.local import resolve_python_target
+
+    sys_argv = sys.argv
+    try:
+        sys.argv = ["sparkdoctor", "check", "--python", sys.executable]
+        target_probe.early_start()
+    finally:
+        sys.argv = sys_argv
+    assert set(target_probe.EARLY) == {"target", target_probe.CAPABILITIES}
+    # typer parsed --no-cache after all (say): the early probe read with the cache, so it is not used
+    assert choose.start_capabilities_probe(resolve_python_target(sys.executable), no_cache=True) is None
+    assert set(target_probe.EARLY) == {"target"}, "the mismatched one is cancelled and gone"
+    choose.drop_early_probe()
+    assert target_probe.EARLY == {}
+
+
+def test_one_gpu_helper_answers_the_gpu_and_the_health_collectors(tmp_path, monkeypatch):
+    """The prestarted helper asks NVML/libcuda and then takes the health readings: one process, and
+    a health stage that hangs costs the health readings only, named as such."""
+    from sparkdoctor.collect import gpu, gpu_health
+
+    helper = tmp_path / "gpu_query.py"
+    helper.write_text(
+        "import json, os, sys, time\n"
+        "def say(r):\n    sys.stdout.write(json.dumps(r) + '\\n'); sys.stdout.flush()\n"
+        "open(sys.argv[0] + '.runs', 'a').write(' '.join(sys.argv[1:]) + '\\n')\n"
+        "say({'stage': 'nvml', 'start': True}); say({'stage': 'nvml', 'missing': 'no NVML here'})\n"
+        "say({'stage': 'libcuda', 'start': True}); say({'stage': 'libcuda', 'encoded': 13000})\n"
+        "if '--with-health' in sys.argv:\n"
+        "    say({'stage': 'health', 'start': True})\n"
+        "    if os.environ.get('FAKE_HEALTH') == 'HANG':\n        time.sleep(60)\n"
+        "    say({'stage': 'health', 'missing': 'NVML not available'})\n"
+    )
+    monkeypatch.setattr(gpu, "HELPER", helper)
+    monkeypatch.setattr(gpu_health, "HELPER", helper)
+
+    gpu.prestart()
+    libs = gpu.query_libraries()
+    assert libs.libcuda == "13.0" and libs.problems == [] and isinstance(libs.nvml, gpu.Missing)
+    assert gpu_health.read() == ([], None)
+    assert (tmp_path / "gpu_query.py.runs").read_text().splitlines() == ["--with-health"], "one process for both"
+
+    monkeypatch.setenv("FAKE_HEALTH", "HANG")
+    monkeypatch.setattr(gpu, "EARLY_TIMEOUT", 3.0)
+    gpu.prestart()
+    libs = gpu.query_libraries()
+    assert libs.libcuda == "13.0" and libs.problems == [], "the GPU stages had answered before the hang"
+    gpus, problem = gpu_health.read()
+    assert gpus is None and problem.startswith("NVML health readings: the GPU query helper: no answer within")

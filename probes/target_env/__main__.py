@@ -2,7 +2,7 @@
 
 Runs under the TARGET's interpreter: standard library only, Python 3.8+. The folder is the probe:
 
-    python -B probes/target_env --cache FILE [--no-cache] [--hash-budget SECONDS] [--track NAME ...]
+    python -B probes/target_env --cache FILE [--records FILE] [--no-cache] [--hash-budget SECONDS] [--track NAME ...]
 
 It prints ONE JSON object, on the last line of stdout (a .pth file may print before it). What it
 reports (see main()): the interpreter and host, every installed distribution, the RECORD integrity
@@ -32,9 +32,10 @@ if os.environ.get("SPARKDOCTOR_PROBE_PYCACHE") and hasattr(sys, "pycache_prefix"
 from probe_io import answer  # noqa: E402
 from targetenv_base import ERRORS, canonical, error, is_tracked  # noqa: E402
 from targetenv_cutedsl import cutedsl_build  # noqa: E402
-from targetenv_dists import direct_url, find_distributions, read_record, torch_build  # noqa: E402
+from targetenv_dists import direct_url, find_distributions, torch_build  # noqa: E402
 from targetenv_hashes import HashCache  # noqa: E402
-from targetenv_integrity import check_integrity, resolve_shared_files  # noqa: E402
+from targetenv_integrity import check_integrity, prepare, resolve_shared_files  # noqa: E402
+from targetenv_records import RecordCache, Records  # noqa: E402
 from targetenv_system import (  # noqa: E402
     describe_host,
     describe_target,
@@ -45,7 +46,7 @@ from targetenv_system import (  # noqa: E402
 
 
 def parse_args(argv):
-    cache_path, use_cache, extra, budget = None, True, set(), None
+    cache_path, use_cache, extra, budget, records_path = None, True, set(), None, None
     i = 0
     while i < len(argv):
         arg = argv[i]
@@ -57,6 +58,9 @@ def parse_args(argv):
         elif arg == "--hash-budget" and i + 1 < len(argv):
             budget = float(argv[i + 1])
             i += 1
+        elif arg == "--records" and i + 1 < len(argv):
+            records_path = argv[i + 1]
+            i += 1
         elif arg == "--no-cache":
             use_cache = False
         elif arg == "--track" and i + 1 < len(argv):
@@ -67,7 +71,7 @@ def parse_args(argv):
         else:
             raise SystemExit("target_env: unknown argument %r" % arg)
         i += 1
-    return cache_path, use_cache, extra, budget
+    return cache_path, use_cache, extra, budget, records_path
 
 
 def guarded(what, fn, *args):
@@ -79,13 +83,13 @@ def guarded(what, fn, *args):
         return None
 
 
-def describe_package(dist, record, cache):
+def describe_package(dist, records, cache):
     """One distribution's facts; tracked ones (a record entry, even None) add their integrity."""
     pkg = {"name": dist.name, "version": dist.version, "location": dist.location}
     if dist.metadata_error:
         pkg["metadata_error"] = dist.metadata_error
-    if record is not TRACKED_NOT:
-        pkg.update(check_integrity(dist, record, cache))
+    if dist.canonical in records:
+        pkg.update(check_integrity(dist, records.prepared(dist.canonical), cache))
         origin = direct_url(dist)
         if origin is not None:
             pkg["direct_url"] = origin
@@ -94,24 +98,22 @@ def describe_package(dist, record, cache):
     return pkg
 
 
-TRACKED_NOT = object()
-
-
 def main(argv):
     started = time.perf_counter()
-    cache_path, use_cache, extra, budget = parse_args(argv)
+    cache_path, use_cache, extra, budget, records_path = parse_args(argv)
     cache = HashCache(cache_path, use_cache, budget)
+    record_cache = RecordCache(records_path, use_cache)
     out = {"target": describe_target(), "host": guarded("reading the host", describe_host)}
     unlisted = []
     dists = find_distributions(unlisted)
     tracked = [key for key in sorted(dists) if is_tracked(key, extra)]
-    records = dict((key, read_record(dists[key])) for key in tracked)
+    records = Records(dists, tracked, record_cache, prepare)
     # First, so that a hash budget never leaves the build unknown (its hashes are then reused).
     out["cutedsl"] = guarded("cutedsl build check", cutedsl_build, dists, records, cache)
     packages = {}
     for key in sorted(dists):
         dist = dists[key]
-        pkg = guarded("%s: integrity check" % dist.name, describe_package, dist, records.get(key, TRACKED_NOT), cache)
+        pkg = guarded("%s: integrity check" % dist.name, describe_package, dist, records, cache)
         if pkg is None:  # one odd package must not hide the others
             pkg = {"name": dist.name, "version": dist.version, "location": dist.location}
             if key in records:
@@ -131,6 +133,7 @@ def main(argv):
     out["pip_config_files"] = guarded("reading pip config files", pip_config_files) or []
     out["path_env"] = os.environ.get("PATH", "")
     saved = cache.save()
+    guarded("saving the RECORD cache", record_cache.save)
     out["cache"] = {
         "path": cache_path,
         "loaded": cache.loaded,

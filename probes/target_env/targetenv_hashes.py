@@ -1,4 +1,4 @@
-"""File hashes as RECORD writes them, cached by (path, size, mtime_ns) so a warm run reads almost
+"""File hashes as RECORD writes them, cached by (path, size, mtime_ns, ctime_ns) so a warm run reads almost
 nothing, and bounded by a time budget so a slow disk costs unverified files, not the whole probe.
 """
 
@@ -18,10 +18,10 @@ from targetenv_base import (
     error,
 )
 
-CACHE_FORMAT = 3
+CACHE_FORMAT = 4
 
 
-TABLE_MAGIC = "sparkdoctor hash table 3"
+TABLE_MAGIC = "sparkdoctor hash table 4"
 
 
 MAX_CACHE_BYTES = 256 << 20  # our own files; a cache past this is not ours
@@ -31,17 +31,21 @@ CHUNK = 1 << 20
 
 
 class HashCache(object):
-    """sha256 of files keyed by (absolute path, size, mtime_ns); never trusted past a changed stat.
+    """sha256 of files keyed by (absolute path, size, mtime_ns, ctime_ns); never trusted past a changed stat.
+
+    ctime is in the key because a program can put a file's mtime back (`touch -r`, os.utime, some
+    patch tools) but not its ctime: every write and every utime moves it. So a same-size edit with
+    the mtime restored is still read again. (A chmod or a copy moves it too: one harmless re-hash.)
 
     Two files, both written atomically (temp file + os.replace):
-      FILE        JSON: per distribution a signature of its hashed files' (size, mtime_ns) and the
+      FILE        JSON: per distribution a signature of its hashed files' (size, mtime_ns, ctime_ns) and the
                   verdict computed for it, plus the few big binaries hashed for their identity
                   (the CuTe DSL compiler). A warm run reads only this small file.
-      FILE.files  text: per distribution, one line per hashed file "path, size, mtime_ns, sha256".
+      FILE.files  text: per distribution, one line per hashed file "path, size, mtime_ns, ctime_ns, sha256".
                   Read only when a distribution's signature changed, and then only that
                   distribution's section is parsed; its entries are checked against the stat.
     Any mix of old and new files is still correct: verdicts are tied to their signature and table
-    entries to their (size, mtime_ns).
+    entries to their (size, mtime_ns, ctime_ns).
     """
 
     def __init__(self, path, use_existing, budget=None):
@@ -79,7 +83,7 @@ class HashCache(object):
         if not isinstance(files, dict) or not isinstance(verdicts, dict):
             self.note = "ignored cache %s: wrong shape" % self.path
             return
-        self.files = {k: v for k, v in files.items() if isinstance(v, list) and len(v) == 4}
+        self.files = {k: v for k, v in files.items() if isinstance(v, list) and len(v) == 5}
         self.verdicts = {
             k: v for k, v in verdicts.items() if isinstance(v, dict) and isinstance(v.get("sig"), str) and isinstance(v.get("modified"), list)
         }
@@ -118,9 +122,11 @@ class HashCache(object):
             table = {}
             for line in self.sections.get(key, "").split("\n"):
                 parts = line.split("\t")
-                size, mtime = record_size(parts[1]) if len(parts) == 4 else None, record_size(parts[2]) if len(parts) == 4 else None
-                if size is not None and mtime is not None:
-                    table[parts[0]] = [size, mtime, parts[3], None]
+                if len(parts) != 5:
+                    continue
+                size, mtime, ctime = record_size(parts[1]), record_size(parts[2]), record_size(parts[3])
+                if size is not None and mtime is not None and ctime is not None:
+                    table[parts[0]] = [size, mtime, parts[4], None, ctime]
             self.fresh_sections[key] = table
         return self.fresh_sections[key]
 
@@ -133,7 +139,7 @@ class HashCache(object):
         if table is None:
             self.seen_files.add(path)
         entry = store.get(path)
-        if entry is not None and entry[0] == st.st_size and entry[1] == st.st_mtime_ns:
+        if entry is not None and entry[0] == st.st_size and entry[1] == st.st_mtime_ns and entry[4] == st.st_ctime_ns:
             return entry[2], entry[3]
         if not force and self.deadline is not None and time.monotonic() > self.deadline:
             self.budget_spent = True
@@ -145,7 +151,7 @@ class HashCache(object):
             raise
         self.hashed += 1
         self.hashed_bytes += st.st_size
-        store[path] = [st.st_size, st.st_mtime_ns, digest, release]
+        store[path] = [st.st_size, st.st_mtime_ns, digest, release, st.st_ctime_ns]
         if table is None:
             self.index_changed = True
         return digest, release
@@ -157,7 +163,7 @@ class HashCache(object):
         todo = []
         for path, st in items:
             entry = self.files.get(path)
-            if entry is None or entry[0] != st.st_size or entry[1] != st.st_mtime_ns:
+            if entry is None or entry[0] != st.st_size or entry[1] != st.st_mtime_ns or entry[4] != st.st_ctime_ns:
                 todo.append((path, st))
         if len(todo) < 2:
             return
@@ -173,7 +179,7 @@ class HashCache(object):
             results = list(pool.map(work, todo))
         for (path, st), result in zip(todo, results):
             if result is not None:
-                self.files[path] = [st.st_size, st.st_mtime_ns, result[0], result[1]]
+                self.files[path] = [st.st_size, st.st_mtime_ns, result[0], result[1], st.st_ctime_ns]
                 self.hashed += 1
                 self.hashed_bytes += st.st_size
                 self.index_changed = True
@@ -189,7 +195,7 @@ class HashCache(object):
                 self._load_sections()
             keep = dict((k, v) for k, v in self.sections.items() if k in self.seen_dists)
             for key, table in self.fresh_sections.items():
-                keep[key] = "\n".join("%s\t%d\t%d\t%s" % (p, v[0], v[1], v[2]) for p, v in sorted(table.items()))
+                keep[key] = "\n".join("%s\t%d\t%d\t%d\t%s" % (p, v[0], v[1], v[4], v[2]) for p, v in sorted(table.items()))
             body = TABLE_MAGIC + "".join("\n@%s\n%s" % (k, keep[k]) for k in sorted(keep))
             wrote = self._write(self.table_path, body) or wrote
         stale_files = set(self.files) - self.seen_files

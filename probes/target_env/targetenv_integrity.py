@@ -4,8 +4,10 @@ the files a person edits (patches, "mods") plus the compiler binaries whose iden
 
 import array
 import hashlib
+import operator
 import os
 import stat
+from stat import S_IFMT, S_IFREG
 
 from probe_io import MAX_RECORD, parse_record, read_regular, record_size
 from targetenv_base import (
@@ -16,70 +18,101 @@ from targetenv_base import (
     HashBudgetSpent,
 )
 from targetenv_hashes import hash_file
+from targetenv_records import Prepared
+
+_REGULAR = frozenset((S_IFREG,))
 
 
-def check_integrity(dist, rows, cache):
-    """Compare the files on disk with the dist's RECORD: sizes always, hashes for editable files."""
+def prepare(dist, rows):
+    """What the integrity check needs from a RECORD: the rows it checks (RECORD itself and generated
+    files carry no hash), their full paths, the sizes RECORD states and which rows are hashed when
+    their size allows. Computed once per RECORD version (targetenv_records keeps it)."""
+    checked = [
+        r for r in rows if r[1] and not r[0].endswith(".pyc") and "__pycache__" not in r[0] and not r[0].startswith(SKIPPED_PREFIXES)
+    ]
+    prefix = dist.location + os.sep
+    rels = [r[0] for r in checked]
+    fulls = [rel if rel[:1] == "/" else prefix + rel for rel in rels]
+    candidates = [
+        i
+        for i, r in enumerate(checked)
+        if r[1][:7] == "sha256="
+        and (r[0].endswith(HASHABLE_SUFFIXES) or ("_cutlass_ir" in r[0] and CUTLASS_IR_RE.match(os.path.basename(r[0]))))
+    ]
+    return Prepared.pack(fulls, rels, [r[1] for r in checked], [_stated_size(r[2]) for r in checked], candidates)
+
+
+def _stated_size(field):
+    """RECORD's size field as the int a file of that size has: None when empty (nothing to compare),
+    -1 when no file's size is written that way ("012", "x"), so it never matches, as before."""
+    if not field:
+        return None
+    if field.isdigit() and field.isascii() and (field == "0" or field[0] != "0") and len(field) <= 20:
+        return int(field)
+    return -1
+
+
+_SIZE = operator.attrgetter("st_size")
+_MODE = operator.attrgetter("st_mode")
+
+
+def check_integrity(dist, prepared, cache):
+    """Compare the files on disk with the dist's RECORD (`prepared`: its rows to check, None when it
+    has no readable RECORD): sizes always, hashes for editable files."""
     result = {"integrity": "no-record", "files_modified": [], "files_missing": [], "files_unreadable": [], "files_checked": 0}
-    if rows is None:
+    if prepared is None:
         if dist.record_error:  # there, but unreadable: unknown, never "no RECORD"
             result["integrity"] = "unchecked"
             result["files_unreadable"].append({"path": os.path.basename(dist.info_dir) + "/RECORD", "error": dist.record_error})
         return result
     modified, missing, unreadable = result["files_modified"], result["files_missing"], result["files_unreadable"]
-    # RECORD itself and generated files carry no hash.
-    rows = [
-        r
-        for r in rows
-        if r[1] and not r[0].endswith(".pyc") and "__pycache__" not in r[0] and not r[0].startswith(SKIPPED_PREFIXES)
-    ]
-    result["files_checked"] = len(rows)
-    prefix = dist.location + os.sep
-    fulls = [r[0] if r[0][:1] == "/" else prefix + r[0] for r in rows]
+    fulls, sizes = prepared.fulls(), prepared.sizes()
+    result["files_checked"] = len(fulls)
     # The hot path of a warm run is one stat per file (tens of thousands): keep it in C-level loops
-    # and fall back to the careful per-file loop only when some file cannot be stat'ed.
+    # (map, list equality, a set of file types) and fall back to the careful per-file loop only when
+    # some file cannot be stat'ed or differs.
     try:
         stats = list(map(os.stat, fulls))
     except OSError:
-        stats = [_stat_or_report(full, row[0], modified, missing, unreadable) for full, row in zip(fulls, rows)]
-    wrong = [
-        i
-        for i, row, st in zip(range(len(rows)), rows, stats)
-        if st is not None and (st.st_mode & 0o170000 != 0o100000 or (row[2] and row[2] != str(st.st_size)))
-    ]
+        stats = [_stat_or_report(full, rel, modified, missing, unreadable) for full, rel in zip(fulls, prepared.rels)]
+    if None not in stats and list(map(_SIZE, stats)) == sizes and set(map(S_IFMT, map(_MODE, stats))) <= _REGULAR:
+        wrong = []
+    else:
+        wrong = [
+            i
+            for i, size, st in zip(range(len(fulls)), sizes, stats)
+            if st is not None and (st.st_mode & 0o170000 != 0o100000 or (size is not None and size != st.st_size))
+        ]
+    rels = prepared.rels if wrong else None
     for i in wrong:
         st = stats[i]
         if st.st_mode & 0o170000 != 0o100000:
             kind = "a directory" if stat.S_ISDIR(st.st_mode) else "not a regular file"
-            unreadable.append({"path": rows[i][0], "error": "%s where RECORD lists a file" % kind})
-        modified.append(rows[i][0])
+            unreadable.append({"path": rels[i], "error": "%s where RECORD lists a file" % kind})
+        modified.append(rels[i])
     wrong = set(wrong)
-    hashable = HASHABLE_SUFFIXES
     # Editable files far larger than anything a person edits (a data blob named .json, a sparse
     # file) are checked by size only, like binaries; the compiler library is hashed for its identity.
     selected = [
         i
-        for i, row in enumerate(rows)
-        if row[1][:7] == "sha256="
-        and stats[i] is not None
+        for i in prepared.candidates()
+        if stats[i] is not None
         and i not in wrong
-        and (
-            (row[0].endswith(hashable) and stats[i].st_size <= MAX_EDITABLE_BYTES)
-            or ("_cutlass_ir" in row[0] and CUTLASS_IR_RE.match(os.path.basename(row[0])))
-        )
+        and (stats[i].st_size <= MAX_EDITABLE_BYTES or not fulls[i].endswith(HASHABLE_SUFFIXES))
     ]
     # The signature: RECORD's identity plus (index, size, mtime_ns) of every file to hash.
-    stamp = [len(rows)]
+    stamp = [len(fulls)]
     for i in selected:
         st = stats[i]
-        stamp += (i, st.st_size, st.st_mtime_ns)
+        stamp += (i, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
     rst = dist.record_stat
-    head = "%s\t%d\t%d\n" % (dist.info_dir, rst.st_size, rst.st_mtime_ns) if rst else dist.info_dir + "\n"
+    head = "%s\t%d\t%d\t%d\n" % (dist.info_dir, rst.st_size, rst.st_mtime_ns, rst.st_ctime_ns) if rst else dist.info_dir + "\n"
     sig = hashlib.sha256(head.encode("utf-8", "surrogateescape") + array.array("q", stamp).tobytes()).hexdigest()
     bad = cache.verdict(dist.info_dir, sig)
     unverified = 0
     if bad is None:
-        to_hash = [(rows[i][0], fulls[i], stats[i], rows[i][1][7:]) for i in selected]
+        rels, hashes = prepared.rels, prepared.hashes
+        to_hash = [(rels[i], fulls[i], stats[i], hashes[i][7:]) for i in selected]
         bad, unverified = _hash_all(dist, to_hash, cache, unreadable, sig)
     modified.extend(bad)
     if unverified:

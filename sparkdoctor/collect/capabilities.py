@@ -9,26 +9,33 @@ not recognise gives value None. The probe keeps derived facts in a per-interpret
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 from typing import Any
 
 from sparkdoctor.collect import Collector, CollectorError, Context
 from sparkdoctor.target.local import TargetError, parse_json_probe, probe_entry
-from sparkdoctor.target.probe import probe_env
+from sparkdoctor.target.probe import (
+    CAPABILITIES,
+    Prestarted,
+    capabilities_cache_file,
+    probe_env,
+)
 
 PROBE_TIMEOUT = 15.0
+PRESTART_KEY = "capabilities_probe_prestarted"
 
 
 def run(ctx: Context) -> dict[str, Any]:
-    args: list[str] = []
-    cache = cache_file(ctx)
-    if cache is not None:
-        args = ["--cache", str(cache)]
+    script = probe_entry(CAPABILITIES)
+    early = ctx.scratch.pop(PRESTART_KEY, None)
     try:
-        script = probe_entry("capabilities")
-        # its compiled modules kept in our cache dir, as the target probe's (sparkdoctor.target.probe)
-        result = ctx.target.run_script(script, args, PROBE_TIMEOUT, env=probe_env(ctx.target, ctx.cache_dir))
+        if isinstance(early, Prestarted):  # started by the entry point with the same interpreter and cache
+            result = early.running.result(PROBE_TIMEOUT)
+        else:
+            cache = cache_file(ctx)
+            args = ["--cache", str(cache)] if cache is not None else []
+            # its compiled modules kept in our cache dir, as the target probe's (sparkdoctor.target.probe)
+            result = ctx.target.run_script(script, args, PROBE_TIMEOUT, env=probe_env(ctx.target, ctx.cache_dir))
         data = parse_json_probe(ctx.target, script, result)
     except TargetError as exc:
         raise CollectorError(str(exc)) from None
@@ -39,10 +46,8 @@ def run(ctx: Context) -> dict[str, Any]:
 
 
 def cache_file(ctx: Context) -> Path | None:
-    if ctx.cache_dir is None or not ctx.use_cache:
-        return None
     who = str((ctx.target.describe() or {}).get("python") or ctx.target.describe())
-    return Path(ctx.cache_dir) / "capabilities" / f"{hashlib.sha256(who.encode()).hexdigest()[:16]}.json"
+    return capabilities_cache_file(Path(ctx.cache_dir) if ctx.cache_dir is not None else None, who, ctx.use_cache)
 
 
 # Reads installed files only: runs beside the target probe, not after it.

@@ -18,6 +18,7 @@ import json
 import os
 import shutil
 import sys
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -94,25 +95,49 @@ def query_libraries() -> Libraries:
 
 
 _early: proc.Running | None = None
+_early_answer: proc.ProcResult | None = None
+_early_wanted: set[str] = set()
+_early_lock = threading.Lock()
+EARLY_TIMEOUT = max(HELPER_TIMEOUT, 8.0)  # the GPU stages, then the health readings (collect/gpu_health.py)
 
 
 def prestart() -> None:
     """Start the helper now (the console entry point does, for `check`): its interpreter start and
-    library loads then overlap sparkdoctor's own imports instead of adding to the run."""
-    global _early
-    if _early is None:
-        _early = _start_helper([])
+    library loads then overlap sparkdoctor's own imports instead of adding to the run. The same
+    process then takes the host-health readings (`--with-health`): one interpreter start, not two,
+    and each stage still answers (or is named as the one that hung) on its own line."""
+    global _early, _early_answer, _early_wanted
+    with _early_lock:
+        if _early is None:
+            _early = _start_helper(["--with-health"])
+            _early_answer, _early_wanted = None, {"gpu", "health"}
+
+
+def take_early(part: str) -> proc.ProcResult | None:
+    """The prestarted helper's whole answer, for `part` ("gpu" or "health"), or None when no helper was
+    prestarted or that part already took it. The first caller waits for the process; the other reads
+    the same answer."""
+    global _early, _early_answer, _early_wanted
+    with _early_lock:
+        if part not in _early_wanted:
+            return None
+        if _early is not None:
+            running, _early = _early, None
+            _early_answer = running.result(EARLY_TIMEOUT)
+        answer = _early_answer
+        _early_wanted.discard(part)
+        if not _early_wanted:
+            _early_answer = None
+        return answer
 
 
 def _start_helper(args: list[str]) -> proc.Running:
     return proc.start([sys.executable, "-I", "-B", str(HELPER), *args], env={**os.environ, "PYTHONIOENCODING": "utf-8"})
 
 
-def _run_helper(args: list[str]) -> tuple[dict[str, dict[str, Any]], str | None]:
-    """The finished stages' answers, and one line on the stage that did not finish (None if all did)."""
-    global _early
-    running, _early = (_early, None) if _early is not None and not args else (_start_helper(args), _early)
-    result = running.result(HELPER_TIMEOUT)
+def stage_records(result: proc.ProcResult, stages: dict[str, str]) -> tuple[dict[str, dict[str, Any]], str | None]:
+    """The answers of `stages` (stage -> name for messages) in the helper's output, and one line on the
+    first of them that did not finish (None if all did, or if the process ended well)."""
     records: dict[str, dict[str, Any]] = {}
     started: list[str] = []
     for line in result.stdout.splitlines():
@@ -120,17 +145,25 @@ def _run_helper(args: list[str]) -> tuple[dict[str, dict[str, Any]], str | None]
             record = json.loads(line)
         except json.JSONDecodeError:
             continue
-        if not isinstance(record, dict) or record.get("stage") not in STAGE_NAMES:
+        if not isinstance(record, dict) or record.get("stage") not in stages:
             continue
         if record.get("start"):
             started.append(record["stage"])
         else:
             records[record["stage"]] = record
     unfinished = [stage for stage in started if stage not in records]
-    if result.ok and not unfinished:
+    if (result.ok or not [s for s in stages if s not in records]) and not unfinished:
         return records, None
-    who = STAGE_NAMES[unfinished[0]] if unfinished else "the GPU query helper"
+    who = stages[unfinished[0]] if unfinished else "the GPU query helper"
     return records, f"{who}: {_helper_failure(result)}"
+
+
+def _run_helper(args: list[str]) -> tuple[dict[str, dict[str, Any]], str | None]:
+    """The finished stages' answers, and one line on the stage that did not finish (None if all did)."""
+    result = take_early("gpu") if not args else None
+    if result is None:
+        result = _start_helper(args).result(HELPER_TIMEOUT)
+    return stage_records(result, STAGE_NAMES)
 
 
 def _helper_failure(result: proc.ProcResult) -> str:

@@ -8,32 +8,30 @@ GB10 reports its memory as not supported: memory_used_mib is then None, never a 
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from typing import Any
 
 from sparkdoctor import proc
-from sparkdoctor.collect.gpu import HELPER, _helper_failure
+from sparkdoctor.collect.gpu import HELPER, stage_records, take_early
 
 HEALTH_TIMEOUT = 8.0
 MAX_PROCESSES = 64
 
 
 def read() -> tuple[list[dict[str, Any]] | None, str | None]:
-    """(per-GPU readings, None) | ([], None) without NVML | (None, why) when NVML did not answer."""
-    res = proc.run([sys.executable, "-I", "-B", str(HELPER), "--health"], timeout=HEALTH_TIMEOUT,
-                   env={**os.environ, "PYTHONIOENCODING": "utf-8"})
-    answer = None
-    for line in res.stdout.splitlines():
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(record, dict) and record.get("stage") == "health" and not record.get("start"):
-            answer = record
+    """(per-GPU readings, None) | ([], None) without NVML | (None, why) when NVML did not answer.
+
+    Reads the prestarted GPU helper's health stage when `check` started one (collect/gpu.py), else
+    asks a helper of its own."""
+    res = take_early("health")
+    if res is None:
+        res = proc.run([sys.executable, "-I", "-B", str(HELPER), "--health"], timeout=HEALTH_TIMEOUT,
+                       env={**os.environ, "PYTHONIOENCODING": "utf-8"})
+    records, problem = stage_records(res, {"health": "the GPU query helper"})
+    answer = records.get("health")
     if answer is None:
-        return None, f"NVML health readings: {_helper_failure(res)}"
+        return None, f"NVML health readings: {problem or 'the GPU query helper gave no answer'}"
     return interpret(answer)
 
 

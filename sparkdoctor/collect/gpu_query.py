@@ -3,7 +3,8 @@
 Driver libraries are C code loaded into the process that calls them: one that segfaults or hangs
 takes that process with it. So sparkdoctor never loads them itself; collect/gpu.py runs this file as
 
-    python -I -B gpu_query.py [--skip-nvml]
+    python -I -B gpu_query.py [--skip-nvml] [--with-health]   # GPUs and driver (+ health readings)
+    python -I -B gpu_query.py --health                        # health readings only
 
 and reads one JSON line per stage ({"stage", "start"} before it, the answer after it), flushed as it
 goes: a stage that started and never answered is the one that crashed or hung, and the parent says
@@ -216,6 +217,9 @@ def main(argv: list[str]) -> int:
         say({"stage": "nvml", **nvml_answer()})
     say({"stage": "libcuda", "start": True})
     say({"stage": "libcuda", "encoded": libcuda_encoded()})
+    if "--with-health" in argv:  # `check`'s prestarted helper: the host-health readings too, last
+        say({"stage": "health", "start": True})
+        say({"stage": "health", **health_answer()})
     return 0
 
 

@@ -106,6 +106,11 @@ def run(options: CheckCommand) -> Result:
 
             target = check_target.resolve_target(options.python, options.container, options.container_python, options.runtime)
             prestarted[targetenv.PRESTART_KEY] = check_target.start_target_probe(target, options.no_cache)
+            capabilities_probe = check_target.start_capabilities_probe(target, options.no_cache)
+            if capabilities_probe is not None:
+                from sparkdoctor.collect import capabilities
+
+                prestarted[capabilities.PRESTART_KEY] = capabilities_probe
         else:
             check_target.drop_early_probe()
 

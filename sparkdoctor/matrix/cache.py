@@ -4,13 +4,13 @@ Reading the matrix (TOML, every entry through the schema, the tracked-versions r
 every `check` and imports the schema's modules (packaging.requirements, shlex, ...). The parsed
 Matrix is pickled into sparkdoctor's own cache dir under a key of everything it was made from:
 
-  * each matrix file's (path, size, mtime_ns) and the names of the fix files (fix ids),
-  * the probes/kernels/*.ptx files' (path, size, mtime_ns) (probe ids an entry may name),
-  * the (path, size, mtime_ns) of the code that parses it (sparkdoctor/matrix/**.py and the few
+  * each matrix file's (path, size, mtime_ns, ctime_ns) and the names of the fix files (fix ids),
+  * the probes/kernels/*.ptx files' (path, size, mtime_ns, ctime_ns) (probe ids an entry may name),
+  * the (path, size, mtime_ns, ctime_ns) of the code that parses it (sparkdoctor/matrix/**.py and the few
     modules it reads rules from) and the Python version.
 
-A file changed in place with its size and mtime put back is not seen (the hash cache of the target
-probe has the same limit); anything else rebuilds the matrix. Only a load that succeeded is kept, so
+ctime is in the key because a program can put a file's mtime back but not its ctime: any change to
+any of these files rebuilds the matrix (as the target probe's hash cache re-reads a changed file). Only a load that succeeded is kept, so
 a broken matrix file is reported on every run. A cache that cannot be read or written is ignored.
 """
 
@@ -29,11 +29,11 @@ _PKG = Path(__file__).resolve().parent.parent  # sparkdoctor/
 _CODE_FILES = ("arch.py", "names.py", "patterns.py", "text.py", "errors.py", "collect/cutedsl.py")
 
 
-def _stats(paths: list[Path]) -> list[tuple[str, int, int]]:
+def _stats(paths: list[Path]) -> list[tuple[str, int, int, int]]:
     out = []
     for p in paths:
         st = os.stat(p)
-        out.append((str(p), st.st_size, st.st_mtime_ns))
+        out.append((str(p), st.st_size, st.st_mtime_ns, st.st_ctime_ns))
     return out
 
 

@@ -59,7 +59,21 @@ def start_target_probe(target: Any, no_cache: bool) -> Any:
     return target_probe.prestart(target, probe_cache_root(target), use_cache=not no_cache)
 
 
-def drop_early_probe() -> None:
-    early = target_probe.EARLY.pop("target", None)
+def start_capabilities_probe(target: Any, no_cache: bool) -> Any:
+    """The capabilities probe, running: the early one if it reads this target in this cache mode, else
+    None (the collector starts its own; the early one is cancelled)."""
+    early = target_probe.EARLY.pop(target_probe.CAPABILITIES, None)
+    python = str(target.describe().get("python") or "")
+    same = early is not None and early.python == python and early.use_cache == (not no_cache)
+    if same and getattr(target, "kind", "python") == "python":
+        return early
     if early is not None:
         early.running.cancel()
+    return None
+
+
+def drop_early_probe() -> None:
+    for key in ("target", target_probe.CAPABILITIES):
+        early = target_probe.EARLY.pop(key, None)
+        if early is not None:
+            early.running.cancel()

@@ -52,7 +52,10 @@ def probe_args(target: Target, cache_root: Path | None, use_cache: bool) -> tupl
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         return budget, f"hash cache folder {path.parent}: {exc.strerror or exc}; hashing without a cache"
-    return budget + ["--cache", str(path)] + ([] if use_cache else ["--no-cache"]), None
+    # The parsed RECORDs (probes/target_env/targetenv_records.py), for a local interpreter only: a
+    # container's caches travel in and out with each probe, and this one is the largest.
+    records = ["--records", str(path) + ".records"] if target.describe().get("kind") == "python" else []
+    return budget + ["--cache", str(path)] + records + ([] if use_cache else ["--no-cache"]), None
 
 
 def probe_env(target: Target, cache_root: Path | None) -> dict[str, str] | None:
@@ -94,11 +97,34 @@ def prestart_from_argv(argv: list[str]) -> Prestarted | None:
     return prestart(target, cache_dir(), use_cache="--no-cache" not in args)
 
 
+CAPABILITIES = "capabilities"
+
+
+def capabilities_cache_file(cache_root: Path | None, python: str, use_cache: bool) -> Path | None:
+    """The capabilities probe's cache of derived facts, one per interpreter (None: no cache)."""
+    if cache_root is None or not use_cache:
+        return None
+    return cache_root / CAPABILITIES / f"{hashlib.sha256(python.encode()).hexdigest()[:16]}.json"
+
+
+def prestart_capabilities(target: Target, cache_root: Path | None, use_cache: bool) -> Prestarted:
+    """The capabilities probe (probes/capabilities/), started: it reads installed files only, so it
+    runs beside the target probe from the first moment, not after sparkdoctor's imports."""
+    python = str(target.describe().get("python") or "")
+    cache = capabilities_cache_file(cache_root, python, use_cache)
+    args = ["--cache", str(cache)] if cache is not None else []
+    running = target.start_script(probe_entry(CAPABILITIES), args, env=probe_env(target, cache_root))
+    return Prestarted(running, None, python, use_cache)
+
+
 EARLY: dict[str, Prestarted] = {}
 
 
 def early_start() -> None:
-    """Called first thing by the console entry point."""
+    """Called first thing by the console entry point: the target probe, then the capabilities probe
+    for the same interpreter."""
     started = prestart_from_argv(sys.argv)
     if started is not None:
         EARLY["target"] = started
+        target = resolve_python_target(started.python)
+        EARLY[CAPABILITIES] = prestart_capabilities(target, cache_dir(), started.use_cache)
