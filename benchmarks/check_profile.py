@@ -6,7 +6,8 @@ children, from resource.getrusage(RUSAGE_CHILDREN)) does much less. This script 
 tree given with --tree (a checkout of sparkdoctor; default: this one), interleaved run by run:
 
   * cpu of the whole check (sparkdoctor process + target probe + GPU query child)
-  * cpu of the target probe alone (run by the target's python, warm hash cache)
+  * cpu of the target probe alone (run by the target's python, warm hash cache, and the RECORD cache
+    where the tree has one, as check runs it)
   * wall time, beside the 1-minute load average at that moment
 
     python benchmarks/check_profile.py --venv VENV [--runs 11] [--tree OLD_CHECKOUT --tree .]
@@ -70,7 +71,8 @@ def main() -> int:
 
     def probe(tree: Path) -> list[str]:
         cache = Path(caches[tree]) / "probe-only.json"
-        return [py, "-B", str(tree / "probes" / "target_env"), "--cache", str(cache)]
+        records = ["--records", str(cache) + ".records"] if (tree / "probes" / "target_env" / "targetenv_records.py").exists() else []
+        return [py, "-B", str(tree / "probes" / "target_env"), "--cache", str(cache), *records]
 
     for t in trees:  # warm the caches
         cpu_run(check(t), env(t))

@@ -1,5 +1,6 @@
-"""Console entry point. Starts the target probe before the CLI framework is imported: the probe is
-the long pole of a warm `check`, and typer + rich + the rest of sparkdoctor load while it runs.
+"""Console entry point. Starts `check`'s target probes and GPU helper before the CLI framework is
+imported (sparkdoctor/target/early.py): the target probe is the long pole of a warm `check`, and
+typer + rich + the rest of sparkdoctor load while it runs.
 
 Before anything starts a child, it makes sure SIGTERM unwinds like Ctrl-C (so every child is
 killed on the way out) and that fds 0-2 are taken, so a pipe to a child never lands on the fd of a
@@ -29,16 +30,12 @@ def main() -> None:
     _hold_std_fds()
     proc.install_signal_handlers()
     try:
-        from sparkdoctor.target import probe as target_probe
+        from sparkdoctor.target import early
 
         try:
-            target_probe.early_start()
-            if target_probe.EARLY:  # a live `check` is coming: the GPU query helper gets a head start too
-                from sparkdoctor.collect import gpu
-
-                gpu.prestart()
-        except Exception:  # never let the head start break the CLI: it simply starts the probes itself
-            target_probe.EARLY.clear()
+            early.start(sys.argv)  # a live `check`: its probes and GPU helper start now (standard library + proc)
+        except Exception:  # never let the head start break the CLI: the ordinary path starts what it needs
+            early.drop()
         from sparkdoctor.cli import main as cli_main
     except (KeyboardInterrupt, proc.Interrupted) as exc:  # before the CLI could take over
         code, why = proc.interrupted(exc)

@@ -4,6 +4,7 @@ import sys
 
 import pytest
 
+from sparkdoctor.target import early
 from sparkdoctor.target import probe as target_probe
 
 
@@ -11,13 +12,6 @@ from sparkdoctor.target import probe as target_probe
 def cache(tmp_path, monkeypatch):
     monkeypatch.setenv("SPARKDOCTOR_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.delenv("VIRTUAL_ENV", raising=False)
-
-
-def started(argv):
-    early = target_probe.prestart_from_argv(argv)
-    if early is not None:
-        early.running.cancel()
-    return early
 
 
 @pytest.mark.parametrize(
@@ -28,19 +22,64 @@ def started(argv):
         ["sparkdoctor", "check", "--facts", "snap.json"],
         ["sparkdoctor", "check", "--facts=snap.json"],
         ["sparkdoctor", "check", "--help"],
+        ["sparkdoctor", "check", "--container", "c1"],
         ["sparkdoctor", "check", "--python", "/no/such/python"],  # the CLI reports this properly
+        ["sparkdoctor", "check", "--python", "python3"],  # a name on PATH: resolved after parsing
     ],
 )
 def test_no_head_start_where_it_would_be_wasted_or_wrong(argv):
-    assert started(argv) is None
+    assert early.plain_check_target(argv) is None
+    early.start(argv)
+    assert early.RAW == {}
 
 
 def test_head_start_reads_python_and_cache_mode():
-    early = started(["sparkdoctor", "check", "--python", sys.executable, "--no-kernels"])
-    assert early.python == sys.executable and early.use_cache is True
-    early = started(["sparkdoctor", "check", f"--python={sys.executable}", "--no-cache"])
-    assert early.python == sys.executable and early.use_cache is False
-    assert "--no-cache" in early.running.argv
+    assert early.plain_check_target(["sparkdoctor", "check", "--python", sys.executable, "--no-kernels"]) == (sys.executable, True)
+    assert early.plain_check_target(["sparkdoctor", "check", f"--python={sys.executable}", "--no-cache"]) == (sys.executable, False)
+    early.start(["sparkdoctor", "check", f"--python={sys.executable}", "--no-cache"])
+    try:
+        assert set(early.RAW) == {early.TARGET, early.CAPABILITIES, early.GPU}
+        assert "--no-cache" in early.RAW[early.TARGET][2].argv
+    finally:
+        early.drop()
+    assert early.RAW == {}
+
+
+def test_the_early_children_are_exactly_the_ones_the_ordinary_path_starts():
+    """The same command lines, so `check` takes them instead of starting its own."""
+    from sparkdoctor.collect import gpu
+    from sparkdoctor.target import choose
+    from sparkdoctor.target.local import resolve_python_target
+
+    early.start(["sparkdoctor", "check", "--python", sys.executable])
+    raw = {name: running for name, (_, _, running) in early.RAW.items()}
+    target = resolve_python_target(sys.executable)
+    probe = choose.start_target_probe(target, no_cache=False)
+    caps = choose.start_capabilities_probe(target, no_cache=False)
+    gpu.prestart()
+    try:
+        assert probe.running.inner is raw[early.TARGET] and caps.running.inner is raw[early.CAPABILITIES]
+        assert gpu._early is raw[early.GPU]
+        assert early.RAW == {}
+    finally:
+        probe.running.cancel()
+        caps.running.cancel()
+        gpu.take_early("gpu"), gpu.take_early("health")
+
+
+@pytest.mark.parametrize("xdg", [None, "", "  ", "/tmp/xdg-cache"])
+def test_the_early_cache_folder_is_the_one_sparkdoctor_uses(monkeypatch, xdg):
+    from sparkdoctor.locations import cache_dir, data_dir
+
+    monkeypatch.delenv("SPARKDOCTOR_CACHE_DIR")
+    if xdg is None:
+        monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    else:
+        monkeypatch.setenv("XDG_CACHE_HOME", xdg)
+    assert early.default_cache_dir() == str(cache_dir())
+    monkeypatch.setenv("SPARKDOCTOR_CACHE_DIR", "/somewhere/else")
+    assert early.default_cache_dir() == str(cache_dir())
+    assert early.probe_script("target_env") == str(data_dir("probes") / "target_env" / "__main__.py")
 
 
 def test_a_head_start_for_another_target_is_discarded(tmp_path):
@@ -55,8 +94,9 @@ def test_a_head_start_for_another_target_is_discarded(tmp_path):
     decoy.write_text('#!/bin/sh\nsleep 1\necho \'{"packages": {"from-the-wrong-target": {"name": "x", "version": "1"}}}\'\n')
     decoy.chmod(0o755)
     code = (
-        "import sys; from sparkdoctor.target import probe as target_probe\n"
-        f"target_probe.EARLY['target'] = target_probe.prestart_from_argv(['sparkdoctor', 'check', '--python', {str(decoy)!r}])\n"
+        "import sys; from sparkdoctor.target import early\n"
+        f"early.start(['sparkdoctor', 'check', '--python', {str(decoy)!r}])\n"
+        "assert early.RAW\n"
         "sys.argv = ['sparkdoctor', 'check', '--python', sys.executable, '--no-kernels', '--format', 'json']\n"
         "from sparkdoctor.cli import main\n"
         "main()\n"
@@ -92,22 +132,20 @@ def test_the_capabilities_probe_starts_early_too_and_gives_the_same_answer(tmp_p
     assert capabilities.PRESTART_KEY not in early.scratch, "consumed"
 
 
-def test_the_entry_points_head_start_covers_both_probes_and_a_mismatch_drops_them():
+def test_a_head_start_in_another_cache_mode_is_cancelled_not_used():
     from sparkdoctor.target import choose
     from sparkdoctor.target.local import resolve_python_target
 
-    sys_argv = sys.argv
+    early.start(["sparkdoctor", "check", "--python", sys.executable])
+    raw = early.RAW[early.CAPABILITIES][2]
+    # typer parsed --no-cache after all (say): the early probes read with the cache, so neither is used
+    caps = choose.start_capabilities_probe(resolve_python_target(sys.executable), no_cache=True)
     try:
-        sys.argv = ["sparkdoctor", "check", "--python", sys.executable]
-        target_probe.early_start()
+        assert caps.running.inner is not raw and early.CAPABILITIES not in early.RAW
+        assert raw.popen is None or raw.popen.wait(timeout=30) is not None, "cancelled"
     finally:
-        sys.argv = sys_argv
-    assert set(target_probe.EARLY) == {"target", target_probe.CAPABILITIES}
-    # typer parsed --no-cache after all (say): the early probe read with the cache, so it is not used
-    assert choose.start_capabilities_probe(resolve_python_target(sys.executable), no_cache=True) is None
-    assert set(target_probe.EARLY) == {"target"}, "the mismatched one is cancelled and gone"
-    choose.drop_early_probe()
-    assert target_probe.EARLY == {}
+        caps.running.cancel()
+        early.drop()
 
 
 def test_one_gpu_helper_answers_the_gpu_and_the_health_collectors(tmp_path, monkeypatch):

@@ -15,7 +15,6 @@ works on their plain-data results.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import sys
 import threading
@@ -102,8 +101,9 @@ EARLY_TIMEOUT = max(HELPER_TIMEOUT, 8.0)  # the GPU stages, then the health read
 
 
 def prestart() -> None:
-    """Start the helper now (the console entry point does, for `check`): its interpreter start and
-    library loads then overlap sparkdoctor's own imports instead of adding to the run. The same
+    """Start the helper now (`check` does, before its collectors; the console entry point usually
+    started it already): its interpreter start and library loads then overlap sparkdoctor's own
+    imports instead of adding to the run. The same
     process then takes the host-health readings (`--with-health`): one interpreter start, not two,
     and each stage still answers (or is named as the one that hung) on its own line."""
     global _early, _early_answer, _early_wanted
@@ -132,7 +132,12 @@ def take_early(part: str) -> proc.ProcResult | None:
 
 
 def _start_helper(args: list[str]) -> proc.Running:
-    return proc.start([sys.executable, "-I", "-B", str(HELPER), *args], env={**os.environ, "PYTHONIOENCODING": "utf-8"})
+    """The helper running with `args`: the entry point's early one when it is exactly this command
+    (sparkdoctor.target.early), else a new one."""
+    from sparkdoctor.target import early
+
+    argv = [sys.executable, "-I", "-B", str(HELPER), *args]
+    return early.take(early.GPU, argv) or proc.start(argv, env=early.gpu_helper_env())
 
 
 def stage_records(result: proc.ProcResult, stages: dict[str, str]) -> tuple[dict[str, dict[str, Any]], str | None]:

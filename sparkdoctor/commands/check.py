@@ -108,9 +108,10 @@ def run(options: CheckCommand) -> Result:
             prestarted[targetenv.PRESTART_KEY] = check_target.start_target_probe(target, options.no_cache)
             capabilities_probe = check_target.start_capabilities_probe(target, options.no_cache)
             if capabilities_probe is not None:
-                from sparkdoctor.collect import capabilities
+                from sparkdoctor.collect import capabilities, gpu
 
                 prestarted[capabilities.PRESTART_KEY] = capabilities_probe
+                gpu.prestart()  # the early helper, or one started now, beside the probes
         else:
             check_target.drop_early_probe()
 

@@ -47,33 +47,24 @@ def probe_cache_root(target: Any):
 
 
 def start_target_probe(target: Any, no_cache: bool) -> Any:
-    """The target probe, running: the one the entry point started early if it probes this target in
-    this cache mode, else a new one (the early one is cancelled)."""
-    early = target_probe.EARLY.pop("target", None)
-    python = str(target.describe().get("python") or "")
-    same = early is not None and early.python == python and early.use_cache == (not no_cache)
-    if same and getattr(target, "kind", "python") == "python":
-        return early
-    if early is not None:
-        early.running.cancel()
+    """The target probe, running: the one the entry point started early if it is exactly this probe of
+    this target in this cache mode (sparkdoctor.target.early), else a new one."""
+    if getattr(target, "kind", "python") != "python":
+        drop_early_probe()  # a container target: the early probes were for a local interpreter
     return target_probe.prestart(target, probe_cache_root(target), use_cache=not no_cache)
 
 
 def start_capabilities_probe(target: Any, no_cache: bool) -> Any:
-    """The capabilities probe, running: the early one if it reads this target in this cache mode, else
-    None (the collector starts its own; the early one is cancelled)."""
-    early = target_probe.EARLY.pop(target_probe.CAPABILITIES, None)
-    python = str(target.describe().get("python") or "")
-    same = early is not None and early.python == python and early.use_cache == (not no_cache)
-    if same and getattr(target, "kind", "python") == "python":
-        return early
-    if early is not None:
-        early.running.cancel()
-    return None
+    """The capabilities probe of a local target, running (early or new); None for a container, whose
+    collector starts it among the others."""
+    if getattr(target, "kind", "python") != "python":
+        return None
+    return target_probe.prestart_capabilities(target, probe_cache_root(target), use_cache=not no_cache)
 
 
 def drop_early_probe() -> None:
-    for key in ("target", target_probe.CAPABILITIES):
-        early = target_probe.EARLY.pop(key, None)
-        if early is not None:
-            early.running.cancel()
+    """Cancel the entry point's early children (a snapshot is judged, or the target is a container)."""
+    from sparkdoctor.target import early
+
+    early.drop(early.TARGET)
+    early.drop(early.CAPABILITIES)

@@ -39,7 +39,9 @@ class PythonTarget:
     def start_script(self, script: Path, args: list[str], env: dict[str, str] | None = None) -> proc.Running:
         full_env = dict(os.environ)
         full_env.update(env or {})
-        argv = [self.python, "-B", str(script), *args]  # -B: no .pyc left in the probes folder or the target
+        from sparkdoctor.target.early import script_argv
+
+        argv = script_argv(self.python, str(script), args)  # -B: no .pyc left in the probes folder or the target
         liveness = _liveness(self.python)
         if liveness.dead:
             return proc.Running(argv, None, time.monotonic(), start_error=f"not started: {liveness.dead}")
@@ -47,6 +49,15 @@ class PythonTarget:
 
     def run_script(self, script: Path, args: list[str], timeout: float, env: dict[str, str] | None = None) -> proc.ProcResult:
         return self.start_script(script, args, env).result(timeout)
+
+    def adopt(self, running: proc.Running, script: Path) -> proc.Running:
+        """A script of this interpreter started elsewhere (sparkdoctor.target.early), watched like one
+        started here."""
+        liveness = _liveness(self.python)
+        if liveness.dead:
+            running.cancel()
+            return proc.Running(running.argv, None, time.monotonic(), start_error=f"not started: {liveness.dead}")
+        return _Watched(running, liveness, script.name)
 
     def run_command(self, argv: list[str], timeout: float, input: str | None = None) -> proc.ProcResult:
         return proc.run(argv, timeout=timeout, input=input)

@@ -1,0 +1,178 @@
+"""The head start of `sparkdoctor check`: its target probes and GPU helper, started before the rest of
+sparkdoctor is imported.
+
+The target probe is the long pole of a warm check. The console entry point calls `start(sys.argv)`
+first thing, and this module needs only the standard library and `sparkdoctor.proc` (every child still
+gets its own process group, a registration and the run's limits). It also owns how those children's
+command lines are built (`target_probe_args`, `capabilities_args`, `probe_env`, `gpu_helper_argv`): the
+ordinary path (sparkdoctor.target.probe, collect/gpu.py) builds them with the same functions, and
+takes an early child only when its command line is exactly the one it would start itself; otherwise
+the early one is cancelled. So a head start can be wasted, never wrong.
+
+Only the plain cases start early: `check` with `--python FILE`, or no --python ($VIRTUAL_ENV's
+interpreter, else this one). A venv folder or a bare name given to --python is resolved by the
+ordinary path after parsing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+
+from sparkdoctor import proc
+
+HASH_BUDGET = 8.0
+"""A cold run hashes ~0.7 GB on a full vLLM venv (2-3 s here). On a slow disk the probe stops hashing
+at this budget, reports the rest as unverified and goes on from the cache next time, rather than
+losing every package fact to the timeout."""
+
+_PKG = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # sparkdoctor/
+TARGET, CAPABILITIES, GPU = "target_env", "capabilities", "gpu"
+
+RAW: dict[str, tuple[str, bool, proc.Running]] = {}
+"""What started early: name -> (the interpreter it runs for, with the cache?, the running child)."""
+
+
+def probe_script(name: str) -> str:
+    """probes/<name>/__main__.py, in a wheel (sparkdoctor/_data/) or a checkout (as locations.data_dir)."""
+    real = os.path.realpath(_PKG)  # locations.data_dir() starts from the resolved package folder
+    for folder in (os.path.join(real, "_data", "probes"), os.path.join(os.path.dirname(real), "probes")):
+        if os.path.isdir(folder):
+            return os.path.join(folder, name, "__main__.py")
+    return os.path.join(real, "_data", "probes", name, "__main__.py")
+
+
+def default_cache_dir() -> str:
+    """sparkdoctor's cache folder as locations.cache_dir() names it (platformdirs' rule on Linux),
+    without importing platformdirs; a test holds the two equal."""
+    override = os.environ.get("SPARKDOCTOR_CACHE_DIR")
+    if override:
+        return override
+    xdg = os.environ.get("XDG_CACHE_HOME", "").strip()
+    return os.path.join(xdg or os.path.expanduser("~/.cache"), "sparkdoctor")
+
+
+def _per_python(python: str) -> str:
+    return hashlib.sha256(python.encode()).hexdigest()[:16] + ".json"
+
+
+def hash_cache_file(cache_root: str, python: str) -> str:
+    """One hash cache per interpreter: two targets never share (or clobber) entries."""
+    return os.path.join(cache_root, "hashes", _per_python(python))
+
+
+def target_probe_args(python: str, cache_root: str | None, use_cache: bool, local: bool) -> tuple[list[str], str | None]:
+    """The target probe's arguments, and a warning when its cache folder cannot be made."""
+    budget = ["--hash-budget", str(HASH_BUDGET)]
+    if cache_root is None:
+        return budget, None
+    path = hash_cache_file(cache_root, python)
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+    except OSError as exc:
+        return budget, f"hash cache folder {os.path.dirname(path)}: {exc.strerror or exc}; hashing without a cache"
+    # The parsed RECORDs (probes/target_env/targetenv_records.py), for a local interpreter only: a
+    # container's caches travel in and out with each probe, and this one is the largest.
+    records = ["--records", path + ".records"] if local else []
+    return budget + ["--cache", path] + records + ([] if use_cache else ["--no-cache"]), None
+
+
+def capabilities_cache_file(cache_root: str | None, python: str, use_cache: bool) -> str | None:
+    """The capabilities probe's cache of derived facts, one per interpreter (None: no cache)."""
+    if cache_root is None or not use_cache:
+        return None
+    return os.path.join(cache_root, "capabilities", _per_python(python))
+
+
+def capabilities_args(python: str, cache_root: str | None, use_cache: bool) -> list[str]:
+    cache = capabilities_cache_file(cache_root, python, use_cache)
+    return ["--cache", cache] if cache is not None else []
+
+
+def probe_env(cache_root: str | None, local: bool) -> dict[str, str] | None:
+    """Where a local probe keeps its compiled modules (our cache dir, never the target or the probe
+    folder); none for a container, whose file system does not hold our cache dir."""
+    if cache_root is None or not local:
+        return None
+    return {"SPARKDOCTOR_PROBE_PYCACHE": os.path.join(cache_root, "pycache")}
+
+
+def script_argv(python: str, script: str, args: list[str]) -> list[str]:
+    """How a local target runs a probe script: -B, no .pyc left in the probes folder or the target."""
+    return [python, "-B", script, *args]
+
+
+def gpu_helper_argv(args: list[str]) -> list[str]:
+    helper = os.path.join(_PKG, "collect", "gpu_query.py")
+    return [sys.executable, "-I", "-B", helper, *args]
+
+
+def gpu_helper_env() -> dict[str, str]:
+    return {**os.environ, "PYTHONIOENCODING": "utf-8"}
+
+
+def plain_check_target(argv: list[str]) -> tuple[str, bool] | None:
+    """(interpreter, use the cache?) for `sparkdoctor check ...` in the plain cases; None otherwise."""
+    if len(argv) < 2 or argv[1] != "check":
+        return None
+    args = argv[2:]
+    if any(a in ("--help", "-h") or a.startswith(("--facts", "--container")) for a in args):
+        return None  # a snapshot, or a container (found through its CLI, after parsing)
+    python = None
+    for i, a in enumerate(args):
+        if a == "--python" and i + 1 < len(args):
+            python = args[i + 1]
+        elif a.startswith("--python="):
+            python = a.split("=", 1)[1]
+    if python is not None:
+        if os.sep not in python or not os.path.isfile(python) or not os.access(python, os.X_OK):
+            return None  # a venv folder, a name on PATH, or an error: the ordinary path says which
+        python = os.path.abspath(python)
+    else:
+        venv = os.environ.get("VIRTUAL_ENV")
+        python = sys.executable
+        if venv:
+            for name in ("bin/python", "bin/python3"):
+                candidate = os.path.join(venv, name)
+                if os.path.exists(candidate):
+                    python = candidate
+                    break
+    return python, "--no-cache" not in args
+
+
+def start(argv: list[str]) -> None:
+    """Start the probes a plain `check` will wait for; any surprise just leaves them to the ordinary path."""
+    chosen = plain_check_target(argv)
+    if chosen is None:
+        return
+    python, use_cache = chosen
+    root = default_cache_dir()
+    args, warning = target_probe_args(python, root, use_cache, local=True)
+    if warning is not None:
+        return  # the ordinary path reports it
+    env = {**os.environ, **(probe_env(root, local=True) or {})}
+    RAW[TARGET] = (python, use_cache, proc.start(script_argv(python, probe_script(TARGET), args), env=env))
+    caps = script_argv(python, probe_script(CAPABILITIES), capabilities_args(python, root, use_cache))
+    RAW[CAPABILITIES] = (python, use_cache, proc.start(caps, env=env))
+    RAW[GPU] = (sys.executable, use_cache, proc.start(gpu_helper_argv(["--with-health"]), env=gpu_helper_env()))
+
+
+def take(name: str, argv: list[str]) -> proc.Running | None:
+    """The early child `name` if its command line is `argv`; else None (and a mismatched one is cancelled)."""
+    early = RAW.pop(name, None)
+    if early is None:
+        return None
+    running = early[2]
+    if running.argv == argv:
+        return running
+    running.cancel()
+    return None
+
+
+def drop(name: str | None = None) -> None:
+    """Cancel early children nobody will use (all, or one)."""
+    for key in [name] if name else list(RAW):
+        early = RAW.pop(key, None)
+        if early is not None:
+            early[2].cancel()
