@@ -14,7 +14,6 @@ as FILE:LINE in facts.errors and reading goes on.
 
 from __future__ import annotations
 
-import configparser
 import os
 import re
 import shlex
@@ -59,7 +58,10 @@ def _in_pip_order(items: list[Any]) -> list[dict[str, Any]]:
 def pip_config_constraints(ctx: Context) -> tuple[str, list[str]] | None:
     """(source, files) that pip's config files give the `constraint` option, after pip's overrides."""
     chosen: dict[str, tuple[str, str]] = {}  # section -> (config path, value); later files replace earlier
-    for item in _in_pip_order(ctx.scratch.get("pip_config_files") or []):
+    items = _in_pip_order(ctx.scratch.get("pip_config_files") or [])
+    if items:
+        import configparser  # only where pip has config files (~1-3 ms of imports otherwise)
+    for item in items:
         path = str(item.get("path", "?"))
         parser = configparser.RawConfigParser()
         try:
