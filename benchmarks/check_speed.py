@@ -120,7 +120,7 @@ def main() -> int:
         med = statistics.median(xs)
         ratio = ""
         if not name.startswith("sparkdoctor"):
-            every = min(x / w for x, w in zip(xs, warm))
+            every = min(x / w for x, w in zip(xs, warm, strict=True))
             ratio = f"{med / fast:.1f}x (every run >= {every:.1f}x)"
         rows.append((name, med, min(xs), max(xs), ratio, notes.get(name, "")))
     cpus = sorted(os.sched_getaffinity(0))
@@ -146,7 +146,7 @@ def main() -> int:
                       f"{statistics.median(kernels):.3f} s"))
     torch = samples.get("python -m torch.utils.collect_env")
     if torch:
-        every = min(x / w for x, w in zip(torch, warm))
+        every = min(x / w for x, w in zip(torch, warm, strict=True))
         goals.append((">= 10x torch collect_env in every run", every >= 10, f"smallest per-run ratio {every:.1f}x"))
     print()
     for goal, met, value in goals:
