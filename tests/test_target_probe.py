@@ -38,8 +38,9 @@ def test_head_start_reads_python_and_cache_mode():
     assert early.plain_check_target(["sparkdoctor", "check", f"--python={sys.executable}", "--no-cache"]) == (sys.executable, False)
     early.start(["sparkdoctor", "check", f"--python={sys.executable}", "--no-cache"])
     try:
-        assert set(early.RAW) == {early.TARGET, early.CAPABILITIES, early.GPU}
-        assert "--no-cache" in early.RAW[early.TARGET][2].argv
+        assert set(early.RAW) == {early.TARGET, early.GPU}
+        argv = early.RAW[early.TARGET][2].argv
+        assert "--no-cache" in argv and argv[argv.index("--capabilities") + 1] == "-", "no capabilities cache either"
     finally:
         early.drop()
     assert early.RAW == {}
@@ -53,17 +54,14 @@ def test_the_early_children_are_exactly_the_ones_the_ordinary_path_starts():
 
     early.start(["sparkdoctor", "check", "--python", sys.executable])
     raw = {name: running for name, (_, _, running) in early.RAW.items()}
-    target = resolve_python_target(sys.executable)
-    probe = choose.start_target_probe(target, no_cache=False)
-    caps = choose.start_capabilities_probe(target, no_cache=False)
+    probe = choose.start_target_probe(resolve_python_target(sys.executable), no_cache=False)
     gpu.prestart()
     try:
-        assert probe.running.inner is raw[early.TARGET] and caps.running.inner is raw[early.CAPABILITIES]
+        assert probe.capabilities and probe.running.inner.inner is raw[early.TARGET]
         assert gpu._early is raw[early.GPU]
         assert early.RAW == {}
     finally:
         probe.running.cancel()
-        caps.running.cancel()
         gpu.take_early("gpu"), gpu.take_early("health")
 
 
@@ -109,12 +107,12 @@ def test_a_head_start_for_another_target_is_discarded(tmp_path):
     assert "pytest" in doc["facts"]["packages"]
 
 
-def test_the_capabilities_probe_starts_early_too_and_gives_the_same_answer(tmp_path):
-    """`check` starts the capabilities probe beside the target probe; the collector then only waits, and
-    what it reads is what a probe it started itself would have read."""
+def test_the_target_probe_answers_for_the_capabilities_probe_too(tmp_path):
+    """For a local check one target interpreter runs both probes; both collectors read that one result,
+    and the capabilities are exactly what the capabilities probe reads on its own."""
     from pathlib import Path
 
-    from sparkdoctor.collect import Context, capabilities
+    from sparkdoctor.collect import Context, capabilities, targetenv
     from sparkdoctor.facts import Facts
     from sparkdoctor.locations import cache_dir
     from sparkdoctor.target.local import resolve_python_target
@@ -124,12 +122,13 @@ def test_the_capabilities_probe_starts_early_too_and_gives_the_same_answer(tmp_p
     def ctx():
         return Context(target=target, facts=Facts(), cache_dir=Path(cache_dir()), use_cache=True)
 
-    expected = capabilities.run(ctx())
-    early = ctx()
-    early.scratch[capabilities.PRESTART_KEY] = target_probe.prestart_capabilities(target, cache_dir(), use_cache=True)
-    assert early.scratch[capabilities.PRESTART_KEY].running.argv[-1].endswith(".json"), "with the same cache file"
-    assert capabilities.run(early) == expected
-    assert capabilities.PRESTART_KEY not in early.scratch, "consumed"
+    alone = capabilities.run(ctx())
+    shared = ctx()
+    probe = target_probe.prestart(target, cache_dir(), use_cache=True, capabilities=True)
+    shared.scratch[targetenv.PRESTART_KEY] = shared.scratch[capabilities.PRESTART_KEY] = probe
+    assert "--capabilities" in probe.running.argv
+    assert capabilities.run(shared) == alone
+    assert "pytest" in targetenv.run(shared)["packages"], "the target collector reads the same result"
 
 
 def test_a_head_start_in_another_cache_mode_is_cancelled_not_used():
@@ -137,14 +136,14 @@ def test_a_head_start_in_another_cache_mode_is_cancelled_not_used():
     from sparkdoctor.target.local import resolve_python_target
 
     early.start(["sparkdoctor", "check", "--python", sys.executable])
-    raw = early.RAW[early.CAPABILITIES][2]
-    # typer parsed --no-cache after all (say): the early probes read with the cache, so neither is used
-    caps = choose.start_capabilities_probe(resolve_python_target(sys.executable), no_cache=True)
+    raw = early.RAW[early.TARGET][2]
+    # typer parsed --no-cache after all (say): the early probe read with the cache, so it is not used
+    probe = choose.start_target_probe(resolve_python_target(sys.executable), no_cache=True)
     try:
-        assert caps.running.inner is not raw and early.CAPABILITIES not in early.RAW
+        assert probe.running.inner.inner is not raw and early.TARGET not in early.RAW
         assert raw.popen is None or raw.popen.wait(timeout=30) is not None, "cancelled"
     finally:
-        caps.running.cancel()
+        probe.running.cancel()
         early.drop()
 
 

@@ -132,7 +132,12 @@ def main(argv=None):
     if not (argv == [] or (len(argv) == 2 and argv[0] == "--cache")):
         sys.stderr.write("usage: capabilities [--cache FILE]\n")
         return 2
-    cache_path = argv[1] if argv else None
+    answer(collect(argv[1] if argv else None))
+    return 0
+
+
+def collect(cache_path):
+    """The probe's answer (a dict); probes/target_env calls this in its own process for a local check."""
     t0 = time.time()
     old = load_cache(cache_path)
     cache = {}  # only what this run used: entries of uninstalled versions go away
@@ -159,8 +164,7 @@ def main(argv=None):
     if set(old) != set(k for k in cache if k != "_dirty"):
         cache["_dirty"] = True
     save_cache(cache_path, cache)
-    answer({"capabilities": caps, "packages": packages, "ms": round((time.time() - t0) * 1000, 1)})
-    return 0
+    return {"capabilities": caps, "packages": packages, "ms": round((time.time() - t0) * 1000, 1)}
 
 
 if __name__ == "__main__":

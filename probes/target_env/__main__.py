@@ -2,7 +2,8 @@
 
 Runs under the TARGET's interpreter: standard library only, Python 3.8+. The folder is the probe:
 
-    python -B probes/target_env --cache FILE [--records FILE] [--no-cache] [--hash-budget SECONDS] [--track NAME ...]
+    python -B probes/target_env --cache FILE [--records FILE] [--capabilities FILE|-] [--no-cache]
+                                [--hash-budget SECONDS] [--track NAME ...]
 
 It prints ONE JSON object, on the last line of stdout (a .pth file may print before it). What it
 reports (see main()): the interpreter and host, every installed distribution, the RECORD integrity
@@ -46,7 +47,7 @@ from targetenv_system import (  # noqa: E402
 
 
 def parse_args(argv):
-    cache_path, use_cache, extra, budget, records_path = None, True, set(), None, None
+    cache_path, use_cache, extra, budget, records_path, capabilities = None, True, set(), None, None, None
     i = 0
     while i < len(argv):
         arg = argv[i]
@@ -61,6 +62,9 @@ def parse_args(argv):
         elif arg == "--records" and i + 1 < len(argv):
             records_path = argv[i + 1]
             i += 1
+        elif arg == "--capabilities" and i + 1 < len(argv):
+            capabilities = argv[i + 1]
+            i += 1
         elif arg == "--no-cache":
             use_cache = False
         elif arg == "--track" and i + 1 < len(argv):
@@ -71,7 +75,7 @@ def parse_args(argv):
         else:
             raise SystemExit("target_env: unknown argument %r" % arg)
         i += 1
-    return cache_path, use_cache, extra, budget, records_path
+    return cache_path, use_cache, extra, budget, records_path, capabilities
 
 
 def guarded(what, fn, *args):
@@ -98,9 +102,27 @@ def describe_package(dist, records, cache):
     return pkg
 
 
+def capabilities_answer(cache_path):
+    """The capabilities probe (probes/capabilities/), run in this process for a local `check`: the
+    target's interpreter starts once, not twice (a venv whose .pth files import much pays that start
+    per process). Its answer, or {"error": why}: sparkdoctor then runs that probe on its own."""
+    folder = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "capabilities")
+    try:
+        import importlib.util
+
+        if folder not in sys.path:
+            sys.path.insert(1, folder)
+        spec = importlib.util.spec_from_file_location("capabilities_probe_main", os.path.join(folder, "__main__.py"))
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module.collect(cache_path)
+    except Exception as exc:
+        return {"error": "%s: %s" % (type(exc).__name__, exc)}
+
+
 def main(argv):
     started = time.perf_counter()
-    cache_path, use_cache, extra, budget, records_path = parse_args(argv)
+    cache_path, use_cache, extra, budget, records_path, capabilities = parse_args(argv)
     cache = HashCache(cache_path, use_cache, budget)
     record_cache = RecordCache(records_path, use_cache)
     out = {"target": describe_target(), "host": guarded("reading the host", describe_host)}
@@ -132,6 +154,8 @@ def main(argv):
     out["ptxas_candidates"] = guarded("looking for ptxas", ptxas_candidates, dists, records) or []
     out["pip_config_files"] = guarded("reading pip config files", pip_config_files) or []
     out["path_env"] = os.environ.get("PATH", "")
+    if capabilities is not None:
+        out["capabilities_probe"] = capabilities_answer(None if capabilities == "-" else capabilities)
     saved = cache.save()
     guarded("saving the RECORD cache", record_cache.save)
     out["cache"] = {

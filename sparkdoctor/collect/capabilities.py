@@ -13,29 +13,28 @@ from pathlib import Path
 from typing import Any
 
 from sparkdoctor.collect import Collector, CollectorError, Context
+from sparkdoctor.target.early import CAPABILITIES
 from sparkdoctor.target.local import TargetError, parse_json_probe, probe_entry
-from sparkdoctor.target.probe import (
-    CAPABILITIES,
-    Prestarted,
-    capabilities_cache_file,
-    probe_env,
-)
+from sparkdoctor.target.probe import PROBE as TARGET_PROBE
+from sparkdoctor.target.probe import Prestarted, capabilities_cache_file, probe_env
 
 PROBE_TIMEOUT = 15.0
+TARGET_TIMEOUT = 15.0  # the target probe's own limit (collect/targetenv.py)
 PRESTART_KEY = "capabilities_probe_prestarted"
 
 
 def run(ctx: Context) -> dict[str, Any]:
-    script = probe_entry(CAPABILITIES)
     early = ctx.scratch.pop(PRESTART_KEY, None)
+    if isinstance(early, Prestarted) and early.capabilities:
+        shared = _from_target_probe(ctx, early)
+        if shared is not None:
+            return shared
+    script = probe_entry(CAPABILITIES)
+    cache = cache_file(ctx)
+    args = ["--cache", str(cache)] if cache is not None else []
     try:
-        if isinstance(early, Prestarted):  # started by the entry point with the same interpreter and cache
-            result = early.running.result(PROBE_TIMEOUT)
-        else:
-            cache = cache_file(ctx)
-            args = ["--cache", str(cache)] if cache is not None else []
-            # its compiled modules kept in our cache dir, as the target probe's (sparkdoctor.target.probe)
-            result = ctx.target.run_script(script, args, PROBE_TIMEOUT, env=probe_env(ctx.target, ctx.cache_dir))
+        # its compiled modules kept in our cache dir, as the target probe's (sparkdoctor.target.probe)
+        result = ctx.target.run_script(script, args, PROBE_TIMEOUT, env=probe_env(ctx.target, ctx.cache_dir))
         data = parse_json_probe(ctx.target, script, result)
     except TargetError as exc:
         raise CollectorError(str(exc)) from None
@@ -45,10 +44,23 @@ def run(ctx: Context) -> dict[str, Any]:
     return {"capabilities": caps}
 
 
+def _from_target_probe(ctx: Context, early: Prestarted) -> dict[str, Any] | None:
+    """The capabilities the target probe read in its own process (a local check); None when it could
+    not (its failure is the target collector's to report; this collector then runs its own probe)."""
+    try:
+        data = parse_json_probe(ctx.target, probe_entry(TARGET_PROBE), early.running.result(TARGET_TIMEOUT))
+    except TargetError:
+        return None
+    answer = data.get("capabilities_probe")
+    if isinstance(answer, dict) and isinstance(answer.get("capabilities"), dict):
+        return {"capabilities": answer["capabilities"]}
+    return None
+
+
 def cache_file(ctx: Context) -> Path | None:
     who = str((ctx.target.describe() or {}).get("python") or ctx.target.describe())
     return capabilities_cache_file(Path(ctx.cache_dir) if ctx.cache_dir is not None else None, who, ctx.use_cache)
 
 
-# Reads installed files only: runs beside the target probe, not after it.
+# Reads installed files only: runs beside the target probe (for a local check, inside its process).
 COLLECTOR = Collector("capabilities", run, timeout=20)

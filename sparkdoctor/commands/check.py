@@ -105,13 +105,12 @@ def run(options: CheckCommand) -> Result:
             from sparkdoctor.collect import targetenv
 
             target = check_target.resolve_target(options.python, options.container, options.container_python, options.runtime)
-            prestarted[targetenv.PRESTART_KEY] = check_target.start_target_probe(target, options.no_cache)
-            capabilities_probe = check_target.start_capabilities_probe(target, options.no_cache)
-            if capabilities_probe is not None:
+            probe = prestarted[targetenv.PRESTART_KEY] = check_target.start_target_probe(target, options.no_cache)
+            if probe.capabilities:  # a local target: one probe process answers for both collectors
                 from sparkdoctor.collect import capabilities, gpu
 
-                prestarted[capabilities.PRESTART_KEY] = capabilities_probe
-                gpu.prestart()  # the early helper, or one started now, beside the probes
+                prestarted[capabilities.PRESTART_KEY] = probe
+                gpu.prestart()  # the early helper, or one started now, beside the probe
         else:
             check_target.drop_early_probe()
 

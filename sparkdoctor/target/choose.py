@@ -48,23 +48,16 @@ def probe_cache_root(target: Any):
 
 def start_target_probe(target: Any, no_cache: bool) -> Any:
     """The target probe, running: the one the entry point started early if it is exactly this probe of
-    this target in this cache mode (sparkdoctor.target.early), else a new one."""
-    if getattr(target, "kind", "python") != "python":
-        drop_early_probe()  # a container target: the early probes were for a local interpreter
-    return target_probe.prestart(target, probe_cache_root(target), use_cache=not no_cache)
-
-
-def start_capabilities_probe(target: Any, no_cache: bool) -> Any:
-    """The capabilities probe of a local target, running (early or new); None for a container, whose
-    collector starts it among the others."""
-    if getattr(target, "kind", "python") != "python":
-        return None
-    return target_probe.prestart_capabilities(target, probe_cache_root(target), use_cache=not no_cache)
+    this target in this cache mode (sparkdoctor.target.early), else a new one. For a local target it
+    answers for the capabilities probe too."""
+    local = getattr(target, "kind", "python") == "python"
+    if not local:
+        drop_early_probe()  # a container target: the early probe was for a local interpreter
+    return target_probe.prestart(target, probe_cache_root(target), use_cache=not no_cache, capabilities=local)
 
 
 def drop_early_probe() -> None:
-    """Cancel the entry point's early children (a snapshot is judged, or the target is a container)."""
+    """Cancel the entry point's early probe (a snapshot is judged, or the target is a container)."""
     from sparkdoctor.target import early
 
     early.drop(early.TARGET)
-    early.drop(early.CAPABILITIES)

@@ -1,10 +1,10 @@
-"""The head start of `sparkdoctor check`: its target probes and GPU helper, started before the rest of
-sparkdoctor is imported.
+"""The head start of `sparkdoctor check`: its target probe (which also answers for the capabilities
+probe) and its GPU helper, started before the rest of sparkdoctor is imported.
 
 The target probe is the long pole of a warm check. The console entry point calls `start(sys.argv)`
 first thing, and this module needs only the standard library and `sparkdoctor.proc` (every child still
 gets its own process group, a registration and the run's limits). It also owns how those children's
-command lines are built (`target_probe_args`, `capabilities_args`, `probe_env`, `gpu_helper_argv`): the
+command lines are built (`target_probe_args`, `with_capabilities`, `probe_env`, `gpu_helper_argv`): the
 ordinary path (sparkdoctor.target.probe, collect/gpu.py) builds them with the same functions, and
 takes an early child only when its command line is exactly the one it would start itself; otherwise
 the early one is cancelled. So a head start can be wasted, never wrong.
@@ -86,8 +86,15 @@ def capabilities_cache_file(cache_root: str | None, python: str, use_cache: bool
 
 
 def capabilities_args(python: str, cache_root: str | None, use_cache: bool) -> list[str]:
+    """The capabilities probe's own arguments (when it runs as a process of its own)."""
     cache = capabilities_cache_file(cache_root, python, use_cache)
     return ["--cache", cache] if cache is not None else []
+
+
+def with_capabilities(args: list[str], python: str, cache_root: str | None, use_cache: bool) -> list[str]:
+    """The target probe's arguments when it also answers for the capabilities probe (a local check:
+    the target's interpreter starts once for both)."""
+    return [*args, "--capabilities", capabilities_cache_file(cache_root, python, use_cache) or "-"]
 
 
 def probe_env(cache_root: str | None, local: bool) -> dict[str, str] | None:
@@ -152,9 +159,8 @@ def start(argv: list[str]) -> None:
     if warning is not None:
         return  # the ordinary path reports it
     env = {**os.environ, **(probe_env(root, local=True) or {})}
+    args = with_capabilities(args, python, root, use_cache)
     RAW[TARGET] = (python, use_cache, proc.start(script_argv(python, probe_script(TARGET), args), env=env))
-    caps = script_argv(python, probe_script(CAPABILITIES), capabilities_args(python, root, use_cache))
-    RAW[CAPABILITIES] = (python, use_cache, proc.start(caps, env=env))
     RAW[GPU] = (sys.executable, use_cache, proc.start(gpu_helper_argv(["--with-health"]), env=gpu_helper_env()))
 
 

@@ -1,33 +1,57 @@
-"""Launching the target probe (probes/target_env/), the long pole of a warm `check`, and the
-capabilities probe beside it.
+"""Launching the target probe (probes/target_env/), the long pole of a warm `check`; for a local
+check it also runs the capabilities probe in the same interpreter.
 
-The console entry point has usually started both already (sparkdoctor.target.early, which also
-builds their command lines); `prestart` takes such a child when it is exactly the command it would
-start, and starts its own otherwise.
+The console entry point has usually started it already (sparkdoctor.target.early, which also builds
+its command line); `prestart` takes such a child when it is exactly the command it would start, and
+starts its own otherwise.
 """
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from sparkdoctor.proc import Running
+from sparkdoctor.proc import ProcResult, Running
 from sparkdoctor.target import early
 from sparkdoctor.target.local import PythonTarget, Target, probe_entry
 
 PROBE = early.TARGET
-CAPABILITIES = early.CAPABILITIES
 HASH_BUDGET = early.HASH_BUDGET
 
 
 @dataclass
 class Prestarted:
-    """A probe already running for `python`, with or without the hash cache."""
+    """A probe already running for `python`, with or without the hash cache; `capabilities`: its answer
+    carries the capabilities probe's too (several collectors then read the one result)."""
 
     running: Running
     warning: str | None
     python: str
     use_cache: bool
+    capabilities: bool = False
+
+
+class Shared(Running):
+    """A Running that several readers wait for: the first collects it, the others get the same result."""
+
+    def __init__(self, inner: Running):
+        super().__init__(inner.argv, inner.popen, inner.started, inner.input, inner.start_error, inner.max_output)
+        self.inner = inner
+        self._lock = threading.Lock()
+        self._result: ProcResult | None = None
+
+    def result(self, timeout: float) -> ProcResult:
+        with self._lock:
+            if self._result is None:
+                self._result = self.inner.result(timeout)
+            return self._result
+
+    def kill(self) -> None:
+        self.inner.kill()
+
+    def cancel(self) -> None:
+        self.inner.cancel()
 
 
 def _root(cache_root: Path | None) -> str | None:
@@ -54,34 +78,27 @@ def probe_env(target: Target, cache_root: Path | None) -> dict[str, str] | None:
     return early.probe_env(_root(cache_root), _local(target))
 
 
-def _start(name: str, target: Target, args: list[str], env: dict[str, str] | None) -> Running:
-    """Probe `name` running on `target`: the entry point's early child when it is exactly this command
-    (sparkdoctor.target.early), else a new one."""
-    script = probe_entry(name)
-    if _local(target):
-        python = str(target.describe().get("python") or "")
-        started = early.take(name, early.script_argv(python, str(script), args))
-        if started is not None and isinstance(target, PythonTarget):
-            return target.adopt(started, script)
-    return target.start_script(script, args, env=env)
-
-
-def prestart(target: Target, cache_root: Path | None, use_cache: bool) -> Prestarted:
+def prestart(target: Target, cache_root: Path | None, use_cache: bool, capabilities: bool = False) -> Prestarted:
+    """The target probe, running: the entry point's early child when it is exactly this command
+    (sparkdoctor.target.early), else a new one. `capabilities` (local targets): it also answers for
+    the capabilities probe, in the same interpreter."""
     args, warning = probe_args(target, cache_root, use_cache)
-    running = _start(PROBE, target, args, probe_env(target, cache_root))
-    return Prestarted(running, warning, str(target.describe().get("python") or ""), use_cache)
+    python = str(target.describe().get("python") or "")
+    both = capabilities and _local(target)
+    if both:
+        args = early.with_capabilities(args, python, _root(cache_root), use_cache)
+    script = probe_entry(PROBE)
+    running: Running | None = None
+    if _local(target):
+        started = early.take(PROBE, early.script_argv(python, str(script), args))
+        if started is not None and isinstance(target, PythonTarget):
+            running = target.adopt(started, script)
+    if running is None:
+        running = target.start_script(script, args, env=probe_env(target, cache_root))
+    return Prestarted(Shared(running) if both else running, warning, python, use_cache, both)
 
 
 def capabilities_cache_file(cache_root: Path | None, python: str, use_cache: bool) -> Path | None:
     """The capabilities probe's cache of derived facts, one per interpreter (None: no cache)."""
     path = early.capabilities_cache_file(_root(cache_root), python, use_cache)
     return None if path is None else Path(path)
-
-
-def prestart_capabilities(target: Target, cache_root: Path | None, use_cache: bool) -> Prestarted:
-    """The capabilities probe (probes/capabilities/), started: it reads installed files only, so it
-    runs beside the target probe from the start, not after sparkdoctor's imports."""
-    python = str(target.describe().get("python") or "")
-    args = early.capabilities_args(python, _root(cache_root), use_cache)
-    running = _start(CAPABILITIES, target, args, probe_env(target, cache_root))
-    return Prestarted(running, None, python, use_cache)
