@@ -234,3 +234,68 @@ def test_files_also_may_not_repeat_the_package(tmp_path):
     (folder / "demo.toml").write_text((folder / "demo.toml").read_text().replace('package = "demo", ', 'package = "demo", also = ["Demo"], '))
     with pytest.raises(MatrixError, match="also' repeats files.package"):
         load(folder)
+
+
+def _two_tables(tmp_path, registry, pin_table: bool = True, same_package: bool = False) -> Path:
+    """demo-gb10 with a second bound in when.constraints (a pin on `pin`) and one files table per
+    package as an array of tables; pin 1.0 has the old API, 2.0 the new one."""
+    folder = write_matrix(tmp_path, ">=0.2.0,<0.4.0", evidence="reported", files=False)
+    wheels = tmp_path / "wheels"
+    for v, body in (("1.0", b"class Old: pass\n"), ("2.0", b"class New: pass\n")):
+        registry.add("pin", build_wheel(wheels, "pin", v, {"pin/api.py": body}))
+    second = textwrap.dedent(f"""
+        [[entry.files]]
+        package = "{'demo' if same_package else 'pin'}"
+        affected = ["1.0"]
+        fixed = ["2.0"]
+        checks = [{{ path = "pin/api.py", contains = "class Old" }}]
+        """) if pin_table else ""
+    text = (folder / "demo.toml").read_text().replace('evidence = "reported"', 'evidence = "checked"')
+    text = text.replace('refs = ["https://example.org/x"]', 'when.constraints = { "pin" = "<2.0" }\nrefs = ["https://example.org/x"]')
+    text += textwrap.dedent("""
+        [[entry.files]]
+        package = "demo"
+        affected = ["0.2.0"]
+        fixed = ["0.1.0"]
+        checks = [{ path = "demo/*.py", contains = "is not supported" }]
+        """) + second
+    (folder / "demo.toml").write_text(text)
+    return folder
+
+
+def test_a_constraint_bound_is_bracketed_by_its_own_files_table(tmp_path, registry):
+    from sparkdoctor.verify.bounds import side_counts
+
+    results = verify_bounds(load(_two_tables(tmp_path, registry)), reader_for(registry, tmp_path))
+    assert [(r.package, r.spec, r.source, r.verdict) for r in results] == [
+        ("demo", ">=0.2.0,<0.4.0", "packages", "bracketed"), ("pin", "<2.0", "constraints", "bracketed")], [r.why for r in results]
+    assert results[1].reads == "pin" and "fails on 2.0 above" in results[1].why
+    assert side_counts(results) == {"sides": 3, "bracketed": 3}
+    assert results[1].to_dict()["source"] == "constraints"
+
+
+def test_a_constraint_bound_without_a_table_is_counted_not_bracketed(tmp_path, registry):
+    from sparkdoctor.verify.bounds import side_counts
+
+    folder = _two_tables(tmp_path, registry, pin_table=False)
+    results = verify_bounds(load(folder), reader_for(registry, tmp_path))
+    assert results[1].verdict == "not-bracketed" and "no file check on pin: the files table reads demo" in results[1].why
+    assert side_counts(results) == {"sides": 3, "bracketed": 2}
+
+
+def test_two_files_tables_may_not_read_the_same_package(tmp_path, registry):
+    with pytest.raises(MatrixError, match="two tables reading 'demo'"):
+        load(_two_tables(tmp_path, registry, same_package=True))
+
+
+def test_track_runs_every_files_table(tmp_path, registry):
+    result = track(load(_two_tables(tmp_path, registry)), reader_for(registry, tmp_path))
+    assert [e.package for e in result.entries] == ["demo"]  # pin is not tracked: its table is not re-run
+    assert not result.untracked
+
+
+@pytest.mark.parametrize(("spec", "sides"), [("==0.2.0", 2), (">=1.0,!=1.5.*,<2.0", 2), ("<2.0", 1), (">=1.0", 1), ("!=1.0", 0), ("~=1.2", 2)])
+def test_sides_of_counts_lower_and_upper_sides(spec, sides):
+    from sparkdoctor.verify.bounds import sides_of
+
+    assert sides_of(spec) == sides

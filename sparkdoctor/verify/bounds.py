@@ -29,7 +29,7 @@ from sparkdoctor.matrix import Entry, Matrix
 from sparkdoctor.matrix.file_checks import FileCheck
 from sparkdoctor.matrix.tracking import Tracking, bounds_of
 from sparkdoctor.matrix.versions import version_in
-from sparkdoctor.verify.files import VersionRun, run_checks, table_of
+from sparkdoctor.verify.files import VersionRun, run_checks, table_for, tables_of
 from sparkdoctor.verify.wheels import WheelError
 
 Log = Callable[[str], None]
@@ -107,9 +107,11 @@ class BoundResult:
     above: str | None = None  # the release just outside the upper side
     runs: list[VersionRun] = field(default_factory=list)
     proposal: str | None = None  # a bound the released files support, when they show one
+    source: str = "packages"  # the `when` field the bound is in: packages | constraints
 
     def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "package": self.package, "spec": self.spec, "verdict": self.verdict, "why": self.why, "proposal": self.proposal,
+        return {"id": self.id, "package": self.package, "spec": self.spec, "source": self.source, "verdict": self.verdict, "why": self.why,
+                "proposal": self.proposal,
                 "reads": self.reads, "first": self.first, "last": self.last, "below": self.below, "above": self.above,
                 "runs": [r.to_dict() for r in self.runs]}
 
@@ -123,9 +125,9 @@ def bracket(entry: Entry, package: str, spec: str, reader: Any, tracking: Tracki
     if not entry.files:
         out.why = f"no file check: the entry has no files table (a bound on {package} needs one on its released files)"
         return out
-    table = table_of(entry)
-    if table.package not in tracking.family(package):
-        out.why = f"no file check on {package}: the files table reads {table.package}"
+    table = table_for(entry, tracking.family(package))
+    if table is None:
+        out.why = f"no file check on {package}: the files table reads {', '.join(t.package for t in tables_of(entry))}"
         return out
     out.reads = table.package
     if not any(c.fixed == "differs" for c in table.checks):
@@ -199,18 +201,40 @@ def _first_holding(reader: Any, table: Any, window: list[str], log: Log | None) 
 
 
 def verify_bounds(matrix: Matrix, reader: Any, entry_id: str | None = None, log: Log | None = None) -> list[BoundResult]:
-    """Every bound of every entry (or of one), in matrix order."""
+    """Every bound of every entry (or of one), in matrix order: `when.packages`, then `when.constraints`."""
     tracking = matrix.tracking or Tracking()
     results = []
     for e in matrix.entries:
         if e.withdrawn or (entry_id is not None and e.id != entry_id):
             continue
-        for package, spec in bounds_of(e).items():
-            results.append(bracket(e, canonicalize_name(package), spec, reader, tracking, log=log))
-            if log:
-                log(f"{e.id} {package} {spec}: {results[-1].verdict}")
+        for source in ("packages", "constraints"):
+            for package, spec in bounds_of(e, source).items():
+                results.append(bracket(e, canonicalize_name(package), spec, reader, tracking, log=log))
+                results[-1].source = source
+                if log:
+                    log(f"{e.id} {source} {package} {spec}: {results[-1].verdict}")
     return results
 
 
 def summary(results: list[BoundResult]) -> dict[str, int]:
     return {v: sum(1 for r in results if r.verdict == v) for v in VERDICTS}
+
+
+def sides_of(spec: str) -> int:
+    """How many sides a specifier bounds: a lower side (>=, >), an upper side (<, <=), both for an
+    exact or compatible release (==, ===, ~=); != only cuts releases out of a range and bounds none."""
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+    try:
+        ops = {s.operator for s in SpecifierSet(spec)}
+    except InvalidSpecifier:
+        return 0
+    both = bool(ops & {"==", "===", "~="})
+    return int(both or bool(ops & {">=", ">"})) + int(both or bool(ops & {"<", "<="}))
+
+
+def side_counts(results: list[BoundResult]) -> dict[str, int]:
+    """The bounded sides of every bound and how many of them are bracketed (a bound is bracketed as a
+    whole: each of its sides by the release just outside it)."""
+    return {"sides": sum(sides_of(r.spec) for r in results),
+            "bracketed": sum(sides_of(r.spec) for r in results if r.verdict == "bracketed")}
