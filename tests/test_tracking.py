@@ -299,3 +299,53 @@ def test_sides_of_counts_lower_and_upper_sides(spec, sides):
     from sparkdoctor.verify.bounds import sides_of
 
     assert sides_of(spec) == sides
+
+
+def _sdist_matrix(tmp_path, registry, bound: str) -> Path:
+    """demo's build file (only in its sdists): 0.2.0 and 0.3.0 lack the 12.1a guard, 0.4.0 has it,
+    0.1.0 has no SM12x step at all."""
+    from tests.released_server import build_sdist
+
+    sdists = tmp_path / "sdists"
+    sdists.mkdir(exist_ok=True)
+    builds = {"0.1.0": b"set(ARCHS \"10.0a\")\n", "0.2.0": b"set(ARCHS \"12.0a\")\n", "0.3.0": b"set(ARCHS \"12.0a\")\n",
+              "0.4.0": b"set(ARCHS \"12.0a;12.1a\")\n"}
+    for v, body in builds.items():
+        registry.add("demo", build_sdist(sdists, "demo", v, {"CMakeLists.txt": body, "demo/core.py": RELEASES[v]}))
+    folder = write_matrix(tmp_path, bound)
+    table = ('files = { package = "demo", dist = "sdist", affected = ["0.2.0"], fixed = ["0.1.0", "0.4.0"], checks = ['
+             '{ path = "CMakeLists.txt", contains = "12.0a" }, { path = "CMakeLists.txt", lacks = "12.1a" }] }')
+    text = (folder / "demo.toml").read_text()
+    (folder / "demo.toml").write_text(text[: text.index("files = {")] + table + "\n")
+    return folder
+
+
+def test_a_bound_only_a_source_build_shows_is_bracketed_on_the_sdists(tmp_path, registry):
+    folder = _sdist_matrix(tmp_path, registry, ">=0.2.0,<0.4.0")
+    reader = reader_for(registry, tmp_path)
+    [r] = verify_bounds(load(folder), reader)
+    assert r.verdict == "bracketed" and (r.below, r.above) == ("0.1.0", "0.4.0"), r.why
+    assert any("demo-0.2.0.tar.gz (the sdist)" in ev for run in r.runs for ev in run.evidence)
+    gets = [path for path, _ in registry.log if path.endswith(".tar.gz")]
+    assert sorted(gets) == sorted(f"/files/demo-{v}.tar.gz" for v in ("0.1.0", "0.2.0", "0.3.0", "0.4.0")), gets  # each downloaded once
+    reader.close()
+    before = len(registry.log)
+    [again] = verify_bounds(load(folder), reader_for(registry, tmp_path))  # members come from the cache
+    assert again.verdict == "bracketed"
+    assert not any(path.endswith(".tar.gz") for path, _ in registry.log[before:])
+
+
+def test_a_damaged_sdist_is_one_line_error(tmp_path, registry):
+    folder = _sdist_matrix(tmp_path, registry, ">=0.2.0,<0.4.0")
+    bad = tmp_path / "sdists" / "demo-0.3.0.tar.gz"
+    bad.write_bytes(b"not a gzip file")
+    [r] = verify_bounds(load(folder), reader_for(registry, tmp_path))
+    assert r.verdict == "error" and "demo-0.3.0.tar.gz: not a readable sdist" in r.why and "\n" not in r.why, r.why
+
+
+def test_an_sdist_table_refuses_cubin_checks(tmp_path):
+    folder = write_matrix(tmp_path, ">=0.2.0")
+    text = (folder / "demo.toml").read_text().replace('package = "demo", ', 'package = "demo", dist = "sdist", ')
+    (folder / "demo.toml").write_text(text.replace('contains = "is not supported"', 'cubins = ["sm_120"]'))
+    with pytest.raises(MatrixError, match="dist' \"sdist\" reads one source archive"):
+        load(folder)

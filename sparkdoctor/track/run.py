@@ -234,7 +234,7 @@ def track(matrix: Matrix, reader: Any, through: dict[str, str] | None = None, lo
             item = EntryTrack(e.id, _short(e.file), reads, _bound(e, tracking, reads),
                               oldest_known=min((*table.affected, *table.fixed), key=Version))
             for version in releases[reads]:
-                run = remote_run(reader, reads, table.checks, version, "probe", log, table.also)
+                run = remote_run(reader, reads, table.checks, version, "probe", log, table.also, table.dist)
                 if any(x.startswith("no member matches") for x in run.evidence):
                     run.evidence += moved_to(reader, tracking, reads, version, table.checks)
                 item.runs.append((run, None if item.spec is None else bool(version_in(version, item.spec))))

@@ -62,9 +62,9 @@ class RemoteFiles:
 
 
 def remote_run(reader: Any, package: str, checks: tuple[FileCheck, ...], version: str, role: str, log: Log | None = None,
-               also: tuple[str, ...] = ()) -> VersionRun:
+               also: tuple[str, ...] = (), dist: str = "wheel") -> VersionRun:
     """The checks on one release read remotely (with the `also` wheels of the same version, where
-    released); a release that cannot be read is the run's error."""
+    released; dist "sdist": its source archive); a release that cannot be read is the run's error."""
     from sparkdoctor.released import RemoteError
     from sparkdoctor.verify.files import UnionFiles
 
@@ -73,12 +73,12 @@ def remote_run(reader: Any, package: str, checks: tuple[FileCheck, ...], version
         if log:
             log(f"reading {package}=={version}")
         read = [package] + [other for other in also if version in reader.versions(other)]
-        parts = [RemoteFiles(reader.release(p, version)) for p in read]
+        parts = [RemoteFiles(reader.open(p, version, dist) if dist != "wheel" else reader.release(p, version)) for p in read]
         for part in parts:
             part.wheel.prefetch(sorted({n for c in checks if c.kind != "exists" for n in part.names if _glob(c.path, n)}))
         files = UnionFiles(parts) if len(parts) > 1 else parts[0]
         run.results = run_checks(checks, files)  # the same interface as WheelFiles
-        run.evidence = [reader.picks[(p, version)] for p in read]
+        run.evidence = [reader.picked(p, version, dist) if dist != "wheel" else reader.picks[(p, version)] for p in read]
         run.evidence += [f"{n}: cubins {', '.join(a) or 'none'}" for n, a in files.cubin_listings.items()]
         unmatched = [c.label for c in checks if c.kind != "exists" and not any(_glob(c.path, n) for n in files.names)]
         run.evidence += [f"no member matches {label}" for label in unmatched]
@@ -134,7 +134,7 @@ def bracket(entry: Entry, package: str, spec: str, reader: Any, tracking: Tracki
         out.why = "every check is fixed = \"same\" or \"unchecked\": nothing tells a release outside the bound apart"
         return out
     try:
-        versions = reader.versions(table.package)
+        versions = reader.versions(table.package, dist=table.dist) if table.dist != "wheel" else reader.versions(table.package)
     except RemoteError as exc:
         out.verdict, out.why = "error", str(exc)
         return out
@@ -153,7 +153,7 @@ def bracket(entry: Entry, package: str, spec: str, reader: Any, tracking: Tracki
     for version, role in plan:
         if version is not None and version not in seen:
             seen.add(version)
-            out.runs.append(remote_run(reader, table.package, table.checks, version, role, log, table.also))
+            out.runs.append(remote_run(reader, table.package, table.checks, version, role, log, table.also, table.dist))
     errors = [r for r in out.runs if r.error]
     if errors:
         out.verdict, out.why = "error", f"{errors[0].version}: {errors[0].error}"
@@ -190,7 +190,7 @@ def _first_holding(reader: Any, table: Any, window: list[str], log: Log | None) 
     lo, hi = 0, len(window) - 1
     while hi - lo > 1:
         mid = (lo + hi) // 2
-        run = remote_run(reader, table.package, table.checks, window[mid], "probe", log, table.also)
+        run = remote_run(reader, table.package, table.checks, window[mid], "probe", log, table.also, table.dist)
         if run.error:
             return None
         if run.holds:

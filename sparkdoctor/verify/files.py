@@ -136,6 +136,8 @@ def check_holds(check: FileCheck, files: Any) -> bool:
 
 
 def checks_on(table: FilesTable, version: str, role: str, log: Log | None = None) -> VersionRun:
+    if table.dist == "sdist":  # pip cannot fetch an sdist without building it: read it from the registry
+        return _sdist_checks_on(table, version, role, log)
     run = VersionRun(version, role)
     try:
         if log:
@@ -151,6 +153,17 @@ def checks_on(table: FilesTable, version: str, role: str, log: Log | None = None
     except WheelError as exc:
         run.error = str(exc)
     return run
+
+
+def _sdist_checks_on(table: FilesTable, version: str, role: str, log: Log | None) -> VersionRun:
+    from sparkdoctor.released import Reader
+    from sparkdoctor.verify.bounds import remote_run
+
+    reader = Reader()
+    try:
+        return remote_run(reader, table.package, table.checks, version, role, log, dist="sdist")
+    finally:
+        reader.close()
 
 
 def tables_of(entry: Entry) -> tuple[FilesTable, ...]:
