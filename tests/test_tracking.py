@@ -5,6 +5,7 @@ real registry (slow). The matrix used is written here."""
 from __future__ import annotations
 
 import json
+import re
 import textwrap
 from pathlib import Path
 
@@ -348,4 +349,26 @@ def test_an_sdist_table_refuses_cubin_checks(tmp_path):
     text = (folder / "demo.toml").read_text().replace('package = "demo", ', 'package = "demo", dist = "sdist", ')
     (folder / "demo.toml").write_text(text.replace('contains = "is not supported"', 'cubins = ["sm_120"]'))
     with pytest.raises(MatrixError, match="dist' \"sdist\" reads one source archive"):
+        load(folder)
+
+
+def test_an_entry_says_why_its_bound_cannot_be_bracketed(tmp_path, registry):
+    folder = write_matrix(tmp_path, ">=0.2.0", evidence="reported", files=False)
+    text = (folder / "demo.toml").read_text()
+    (folder / "demo.toml").write_text(text.replace('refs = [', 'unbracketable = "a runtime hang; no file differs"\nrefs = ['))
+    [r] = verify_bounds(load(folder), reader_for(registry, tmp_path))
+    assert r.verdict == "not-bracketed" and r.why == "unbracketable (the entry says): a runtime hang; no file differs", r.why
+    assert load(folder).get("demo-gb10").unbracketable == "a runtime hang; no file differs"
+
+
+@pytest.mark.parametrize(("evidence", "bound", "why", "message"), [
+    ("checked", ">=0.2.0", "x", "'unbracketable' says the bound cannot be bracketed, so evidence cannot be \"checked\""),
+    ("reported", "*", "x", "'unbracketable' explains a version bound, but the entry has none"),
+    ("reported", ">=0.2.0", " ", "'unbracketable' must say why"),
+])
+def test_unbracketable_is_refused_where_it_cannot_be_true(tmp_path, evidence, bound, why, message):
+    folder = write_matrix(tmp_path, bound, evidence=evidence, files=evidence == "checked")
+    text = (folder / "demo.toml").read_text()
+    (folder / "demo.toml").write_text(text.replace('refs = [', f'unbracketable = "{why}"\nrefs = ['))
+    with pytest.raises(MatrixError, match=re.escape(message)):
         load(folder)

@@ -60,6 +60,9 @@ class Entry:
     # Probes besides verified_by's whose `expect` outcome this entry accounts for (the same guard
     # refusing a bigger kernel): a matched entry explains them too, so none is "no known cause".
     explains_probes: list[str] = field(default_factory=list)
+    # Why no released file can decide this entry's version bounds (a runtime hang, an image's
+    # contents): `matrix verify --bounds` reports it; such an entry cannot be `checked`.
+    unbracketable: str | None = None
 
 
 @dataclass

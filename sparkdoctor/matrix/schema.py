@@ -25,7 +25,7 @@ from sparkdoctor.matrix.versions import spec_problem
 _ENTRY_REQUIRED = {"id": str, "title": str, "severity": str, "action": str, "summary": str, "remedy": str, "when": dict, "refs": list}
 _ENTRY_OPTIONAL = {"symptoms": list, "verified_by": dict, "fix": str, "withdrawn": str, "verify": dict,
                    "evidence": str, "files": (dict, list), "last_verified": dict, "justifies": list,
-                   "explains_probes": list}
+                   "explains_probes": list, "unbracketable": str}
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 _STACK_REQUIRED = {"id": str, "title": str, "packages": dict, "refs": list}
 _STACK_OPTIONAL = {"env": dict, "driver": str, "notes": str, "python": str, "image_only": str}
@@ -117,6 +117,7 @@ def entry_from(raw: dict, index: int, component: str, where: str, probes: frozen
     if raw.get("files") is not None:
         parse_files_tables(raw["files"], label)
     evidence = _check_evidence(raw, label)
+    _check_unbracketable(raw, evidence, label)
     _check_last_verified(raw.get("last_verified"), label)
     return Entry(
         id=raw["id"],
@@ -139,7 +140,23 @@ def entry_from(raw: dict, index: int, component: str, where: str, probes: frozen
         last_verified=raw.get("last_verified"),
         justifies=list(raw.get("justifies", [])),
         explains_probes=list(raw.get("explains_probes", [])),
+        unbracketable=_prose(raw["unbracketable"]) if raw.get("unbracketable") else None,
     )
+
+
+def _check_unbracketable(raw: dict, evidence: str, label: str) -> None:
+    """`unbracketable` says why no released file decides the entry's version bounds: it needs a bound
+    to be about, and an entry that says so cannot claim `checked`."""
+    why = raw.get("unbracketable")
+    if why is None:
+        return
+    if not why.strip():
+        raise MatrixError(f"{label}: field 'unbracketable' must say why no released file decides the bound")
+    bounds = {**(raw["when"].get("packages") or {}), **(raw["when"].get("constraints") or {})}
+    if not any(isinstance(v, str) and v.strip() != "*" for v in bounds.values()):
+        raise MatrixError(f"{label}: field 'unbracketable' explains a version bound, but the entry has none")
+    if evidence == "checked":
+        raise MatrixError(f"{label}: field 'unbracketable' says the bound cannot be bracketed, so evidence cannot be \"checked\"")
 
 
 def _check_explains_probes(names: list, vb: dict[str, Any] | None, probes: frozenset[str], label: str) -> None:

@@ -267,6 +267,7 @@ def _show_entry(e: Entry, console: Console) -> None:
         ("verified by", verified),
         ("verify", _verify_steps(e)),
         ("file checks", _file_checks(e)),
+        ("unbracketable", Text(e.unbracketable) if e.unbracketable else None),
         ("last verified", _last_verified(e)),
         ("component", e.component),
     ])

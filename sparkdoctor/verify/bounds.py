@@ -122,10 +122,13 @@ def bracket(entry: Entry, package: str, spec: str, reader: Any, tracking: Tracki
     from sparkdoctor.released import RemoteError
 
     out = BoundResult(entry.id, package, spec, "not-bracketed", "")
+    table = table_for(entry, tracking.family(package)) if entry.files else None
+    if table is None and entry.unbracketable:
+        out.why = f"unbracketable (the entry says): {entry.unbracketable}"
+        return out
     if not entry.files:
         out.why = f"no file check: the entry has no files table (a bound on {package} needs one on its released files)"
         return out
-    table = table_for(entry, tracking.family(package))
     if table is None:
         out.why = f"no file check on {package}: the files table reads {', '.join(t.package for t in tables_of(entry))}"
         return out
