@@ -359,6 +359,8 @@ def test_an_entry_says_why_its_bound_cannot_be_bracketed(tmp_path, registry):
     [r] = verify_bounds(load(folder), reader_for(registry, tmp_path))
     assert r.verdict == "not-bracketed" and r.why == "unbracketable (the entry says): a runtime hang; no file differs", r.why
     assert load(folder).get("demo-gb10").unbracketable == "a runtime hang; no file differs"
+    [row] = track(load(folder), reader_for(registry, tmp_path)).untracked
+    assert row["why"] == "no file check on demo (no files table); the entry says why: a runtime hang; no file differs", row
 
 
 @pytest.mark.parametrize(("evidence", "bound", "why", "message"), [

@@ -226,7 +226,8 @@ def track(matrix: Matrix, reader: Any, through: dict[str, str] | None = None, lo
             family = tracking.family(package)
             if any(p in family for p in tracking.tracked) and not reads_all & family:
                 untracked.append({"id": e.id, "package": package, "spec": spec,
-                                  "why": f"no file check on {package}" + (f" (its files table reads {', '.join(sorted(reads_all))})" if reads_all else " (no files table)")})
+                                  "why": f"no file check on {package}" + (f" (its files table reads {', '.join(sorted(reads_all))})" if reads_all else " (no files table)")
+                                  + (f"; the entry says why: {e.unbracketable}" if e.unbracketable else "")})
         for table in tables:
             reads = table.package
             if reads not in releases:
