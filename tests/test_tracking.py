@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from sparkdoctor.matrix import MatrixError, load
-from sparkdoctor.released import Index, Reader
+from sparkdoctor.released import Index, Reader, RemoteError
 from sparkdoctor.released.http import Client
 from sparkdoctor.track import track
 from sparkdoctor.verify.bounds import verify_bounds
@@ -374,3 +374,20 @@ def test_unbracketable_is_refused_where_it_cannot_be_true(tmp_path, evidence, bo
     (folder / "demo.toml").write_text(text.replace('refs = [', f'unbracketable = "{why}"\nrefs = ['))
     with pytest.raises(MatrixError, match=re.escape(message)):
         load(folder)
+
+
+def test_an_sdist_is_read_in_one_pass_and_refuses_a_huge_member(tmp_path, registry, monkeypatch):
+    from sparkdoctor.released import sdist as sdist_module
+    from tests.released_server import build_sdist
+
+    members = {f"src/m{i}.py": f"VALUE = {i}\n".encode() for i in range(40)}
+    registry.add("many", build_sdist(tmp_path, "many", "1.0", members))
+    reader = reader_for(registry, tmp_path)
+    archive = reader.sdist("many", "1.0")
+    archive.prefetch(sorted(members, reverse=True))  # any order asked: read in the archive's order
+    assert [archive.text(n) for n in sorted(members)] == [members[n].decode() for n in sorted(members)]
+    assert archive.names[:1] == ["PKG-INFO"] and "src/m7.py" in archive.names
+    monkeypatch.setattr(sdist_module, "MEMBER_LIMIT", 4)
+    fresh = reader_for(registry, tmp_path / "other").sdist("many", "1.0")
+    with pytest.raises(RemoteError, match="member src/m1.py is 10 bytes, over the 4-byte limit"):
+        fresh.read("src/m1.py")

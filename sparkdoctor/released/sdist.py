@@ -21,6 +21,7 @@ from sparkdoctor.released.strings import is_elf, printable_runs
 from sparkdoctor.released.wheel import _atomic_write, _check_digest, cache_root
 
 SDIST_LIMIT = 256 * 1024 * 1024  # an sdist is downloaded whole: at most this much
+MEMBER_LIMIT = 64 * 1024 * 1024  # one member read into memory: at most this much (a source file is far smaller)
 
 
 class RemoteSdist:
@@ -89,17 +90,29 @@ class RemoteSdist:
         members = self._open()
         if name not in members:
             raise RemoteError(f"{self.file.filename}: no member {name}")
-        assert self._tar is not None
-        try:
-            handle = self._tar.extractfile(members[name])
-            data = handle.read() if handle is not None else b""
-        except (tarfile.TarError, OSError, EOFError) as exc:
-            raise RemoteError(f"{self.file.filename}: cannot read {name}: {exc}") from None
+        data = self._extract(name, members[name])
         _atomic_write(cached, data)
         return data
 
+    def _extract(self, name: str, info: tarfile.TarInfo) -> bytes:
+        if info.size > MEMBER_LIMIT:
+            raise RemoteError(f"{self.file.filename}: member {name} is {info.size} bytes, over the {MEMBER_LIMIT}-byte limit")
+        assert self._tar is not None
+        try:
+            handle = self._tar.extractfile(info)
+            return handle.read() if handle is not None else b""
+        except (tarfile.TarError, OSError, EOFError) as exc:
+            raise RemoteError(f"{self.file.filename}: cannot read {name}: {exc}") from None
+
     def prefetch(self, names: list[str]) -> None:
-        """Nothing to batch: the archive is local once opened."""
+        """Cache many members in one pass through the archive, in its order: a gzipped tar read out of
+        order is decompressed again from the start for every backward step."""
+        todo = {n for n in names if not (self.dir / "members" / hashlib.sha256(n.encode()).hexdigest()).is_file()}
+        if not todo:
+            return
+        members = self._open()
+        for name, info in sorted(((n, members[n]) for n in todo if n in members), key=lambda item: item[1].offset_data):
+            _atomic_write(self.dir / "members" / hashlib.sha256(name.encode()).hexdigest(), self._extract(name, info))
 
     def text(self, name: str) -> str:
         data = self.read(name)
