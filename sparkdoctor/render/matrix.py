@@ -204,7 +204,7 @@ def _file_checks(e: Entry) -> Text | None:
         return Text(json.dumps(e.files))
     lines = []
     for table in tables:
-        lines.append(f"{table.package} wheels: affected {', '.join(table.affected)}" + (f"; fixed {', '.join(table.fixed)}" if table.fixed else ""))
+        lines.append(f"{table.package} {table.dist}s: affected {', '.join(table.affected)}" + (f"; fixed {', '.join(table.fixed)}" if table.fixed else ""))
         for c in table.checks:
             on_fixed = {"differs": "", "same": " (fixed too)", "unchecked": " (fixed: not checked)"}[c.fixed]
             lines.append(f"  {c.label}{on_fixed}")
