@@ -237,7 +237,7 @@ def test_files_also_may_not_repeat_the_package(tmp_path):
         load(folder)
 
 
-def _two_tables(tmp_path, registry, pin_table: bool = True, same_package: bool = False) -> Path:
+def _two_tables(tmp_path, registry, pin_table: bool = True, same_package: bool = False, evidence: str = "checked") -> Path:
     """demo-gb10 with a second bound in when.constraints (a pin on `pin`) and one files table per
     package as an array of tables; pin 1.0 has the old API, 2.0 the new one."""
     folder = write_matrix(tmp_path, ">=0.2.0,<0.4.0", evidence="reported", files=False)
@@ -251,7 +251,7 @@ def _two_tables(tmp_path, registry, pin_table: bool = True, same_package: bool =
         fixed = ["2.0"]
         checks = [{{ path = "pin/api.py", contains = "class Old" }}]
         """) if pin_table else ""
-    text = (folder / "demo.toml").read_text().replace('evidence = "reported"', 'evidence = "checked"')
+    text = (folder / "demo.toml").read_text().replace('evidence = "reported"', f'evidence = "{evidence}"')
     text = text.replace('refs = ["https://example.org/x"]', 'when.constraints = { "pin" = "<2.0" }\nrefs = ["https://example.org/x"]')
     text += textwrap.dedent("""
         [[entry.files]]
@@ -278,7 +278,7 @@ def test_a_constraint_bound_is_bracketed_by_its_own_files_table(tmp_path, regist
 def test_a_constraint_bound_without_a_table_is_counted_not_bracketed(tmp_path, registry):
     from sparkdoctor.verify.bounds import side_counts
 
-    folder = _two_tables(tmp_path, registry, pin_table=False)
+    folder = _two_tables(tmp_path, registry, pin_table=False, evidence="reported")
     results = verify_bounds(load(folder), reader_for(registry, tmp_path))
     assert results[1].verdict == "not-bracketed" and "no file check on pin: the files table reads demo" in results[1].why
     assert side_counts(results) == {"sides": 3, "bracketed": 2}
@@ -391,3 +391,8 @@ def test_an_sdist_is_read_in_one_pass_and_refuses_a_huge_member(tmp_path, regist
     fresh = reader_for(registry, tmp_path / "other").sdist("many", "1.0")
     with pytest.raises(RemoteError, match="member src/m1.py is 10 bytes, over the 4-byte limit"):
         fresh.read("src/m1.py")
+
+
+def test_a_checked_entry_must_bracket_its_constraint_too(tmp_path, registry):
+    with pytest.raises(MatrixError, match="its bound pin <2.0 cannot be bracketed .its files table reads demo"):
+        load(_two_tables(tmp_path, registry, pin_table=False))

@@ -85,7 +85,7 @@ def check_bracketable(entries: list[Entry], tracking: Tracking) -> None:
             continue
         tables = e.files if isinstance(e.files, list) else [e.files] if e.files else []
         reads = {canonicalize_name(t["package"]) for t in tables if isinstance(t, dict) and isinstance(t.get("package"), str)}
-        for package, spec in bounds_of(e).items():
+        for package, spec in [*bounds_of(e).items(), *bounds_of(e, "constraints").items()]:
             if not reads & tracking.family(package):
                 what = (f"its files table{'s' * (len(reads) > 1)} read{'s' * (len(reads) == 1)} {', '.join(sorted(reads))}" if reads
                         else "it has no files table")
