@@ -37,6 +37,21 @@ def build_wheel(folder: Path, name: str, version: str, members: dict[str, bytes]
     return path
 
 
+def build_sdist(folder: Path, name: str, version: str, members: dict[str, bytes]) -> Path:
+    """A real sdist: a gzipped tar whose members sit under NAME-VERSION/, with a PKG-INFO."""
+    import io
+    import tarfile
+
+    top = f"{name.replace('-', '_')}-{version}"
+    path = folder / f"{top}.tar.gz"
+    with tarfile.open(path, "w:gz") as tf:
+        for member, data in {"PKG-INFO": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n".encode(), **members}.items():
+            info = tarfile.TarInfo(f"{top}/{member}")
+            info.size = len(data)
+            tf.addfile(info, io.BytesIO(data))
+    return path
+
+
 class Registry:
     def __init__(self, ranges: bool = True):
         self.ranges = ranges

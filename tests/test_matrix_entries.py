@@ -212,8 +212,8 @@ CASES: dict[str, tuple[dict, dict]] = {
         dict(packages={"vllm": "0.20.0"}),
     ),
     "vllm-early-nvfp4-moe": (
-        dict(packages={"vllm": "0.12.0"}),
-        dict(packages={"vllm": "0.12.0"}, **SINGLE_BOX),
+        dict(packages={"vllm": "0.11.0"}, env={"VLLM_USE_FLASHINFER_MOE_FP4": "1"}),
+        dict(packages={"vllm": "0.11.1"}, env={"VLLM_USE_FLASHINFER_MOE_FP4": "1"}),  # has_device_capability(100) admits CC 12.1
     ),
     "vllm-mtp-nvfp4-bf16-drafter": (
         dict(packages={"vllm": "0.24.0"}, **_served(["--speculative-config", '{"method": "mtp"}'])),
@@ -303,9 +303,13 @@ CASES: dict[str, tuple[dict, dict]] = {
         dict(packages={"flashinfer-python": "0.6.7"}),
         dict(packages={"flashinfer-python": "0.6.8"}),
     ),
+    "fi-cutlass-fp4-gemm-gb10-error-internal": (
+        dict(packages={"flashinfer-python": "0.5.3", "vllm": "0.12.0"}),
+        dict(packages={"flashinfer-python": None, "vllm": "0.12.0"}),  # no FlashInfer installed: vLLM cannot pick its FP4 GEMM
+    ),
     "fi-b12x-moe-ima-sm121": (
         dict(packages={"flashinfer-python": "0.6.18.post1"}),
-        dict(packages={"flashinfer-python": "0.6.17"}),  # before the release it was reported on (no fix known: the range stays open)
+        dict(packages={"flashinfer-python": "0.6.8.post1"}),  # no b12x MoE before 0.6.9 (0.6.17 was reported too; no fix known: open above)
     ),
     "triton-360-kernels-one-warp": (
         dict(packages={"vllm": "0.21.0"}),

@@ -161,6 +161,36 @@ def test_a_two_sided_bound_is_bracketed_by_one_fact_per_side(tmp_path, wheels):
     assert result.verdict == "contradicted" and result.why.startswith("fixed 1.0: demo/envs.py lacks 'OLD_SWITCH = 2' still holds"), result.why
 
 
+def test_every_files_table_of_an_entry_is_verified(tmp_path, wheels):
+    """An entry with a bound on two packages gives one table per package ([[entry.files]]); verify
+    runs each, and a contradiction in the second names its package."""
+    make_wheel(wheels, "pin-pkg", "1.0", {"pin/api.py": "class Old: pass"})
+    make_wheel(wheels, "pin-pkg", "2.0", {"pin/api.py": "class New: pass"})
+    tables = """
+evidence = "checked"
+
+[[entry.files]]
+package = "demo-pkg"
+affected = ["1.0"]
+fixed = ["2.0"]
+checks = [{ path = "demo/*.py", contains = "OLD_SWITCH" }]
+
+[[entry.files]]
+package = "pin-pkg"
+affected = ["1.0"]
+fixed = ["2.0"]
+checks = [{ path = "pin/api.py", contains = "class Old" }]
+"""
+    when = 'when.packages = { "demo-pkg" = "<2.0" }\nwhen.constraints = { "pin-pkg" = "<2.0" }'
+    result = file_checks.verify_files(load(matrix_file(tmp_path, tables, when=when)).entries[0])
+    assert result.verdict == "confirmed" and result.package == "demo-pkg, pin-pkg", result.why
+    assert [r.version for r in result.runs] == ["1.0", "2.0", "1.0", "2.0"]
+    assert "pin-pkg: 1 check hold on 1.0 and not on 2.0" in result.why
+    wrong = load(matrix_file(tmp_path, tables.replace('contains = "class Old"', 'contains = "class"'), when=when)).entries[0]
+    result = file_checks.verify_files(wrong)
+    assert result.verdict == "contradicted" and result.why == "pin-pkg: fixed 2.0: pin/api.py contains 'class' still holds", result.why
+
+
 def test_a_missing_wheel_is_an_error_not_a_verdict(tmp_path, wheels, monkeypatch):
     # the bound follows the files table's package: evidence "checked" needs its bound read by a file check
     entry = load(matrix_file(tmp_path, FILES.replace('files.package = "demo-pkg"', 'files.package = "sparkdoctor-no-such-dist"'),

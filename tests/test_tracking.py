@@ -5,13 +5,14 @@ real registry (slow). The matrix used is written here."""
 from __future__ import annotations
 
 import json
+import re
 import textwrap
 from pathlib import Path
 
 import pytest
 
 from sparkdoctor.matrix import MatrixError, load
-from sparkdoctor.released import Index, Reader
+from sparkdoctor.released import Index, Reader, RemoteError
 from sparkdoctor.released.http import Client
 from sparkdoctor.track import track
 from sparkdoctor.verify.bounds import verify_bounds
@@ -234,3 +235,164 @@ def test_files_also_may_not_repeat_the_package(tmp_path):
     (folder / "demo.toml").write_text((folder / "demo.toml").read_text().replace('package = "demo", ', 'package = "demo", also = ["Demo"], '))
     with pytest.raises(MatrixError, match="also' repeats files.package"):
         load(folder)
+
+
+def _two_tables(tmp_path, registry, pin_table: bool = True, same_package: bool = False, evidence: str = "checked") -> Path:
+    """demo-gb10 with a second bound in when.constraints (a pin on `pin`) and one files table per
+    package as an array of tables; pin 1.0 has the old API, 2.0 the new one."""
+    folder = write_matrix(tmp_path, ">=0.2.0,<0.4.0", evidence="reported", files=False)
+    wheels = tmp_path / "wheels"
+    for v, body in (("1.0", b"class Old: pass\n"), ("2.0", b"class New: pass\n")):
+        registry.add("pin", build_wheel(wheels, "pin", v, {"pin/api.py": body}))
+    second = textwrap.dedent(f"""
+        [[entry.files]]
+        package = "{'demo' if same_package else 'pin'}"
+        affected = ["1.0"]
+        fixed = ["2.0"]
+        checks = [{{ path = "pin/api.py", contains = "class Old" }}]
+        """) if pin_table else ""
+    text = (folder / "demo.toml").read_text().replace('evidence = "reported"', f'evidence = "{evidence}"')
+    text = text.replace('refs = ["https://example.org/x"]', 'when.constraints = { "pin" = "<2.0" }\nrefs = ["https://example.org/x"]')
+    text += textwrap.dedent("""
+        [[entry.files]]
+        package = "demo"
+        affected = ["0.2.0"]
+        fixed = ["0.1.0"]
+        checks = [{ path = "demo/*.py", contains = "is not supported" }]
+        """) + second
+    (folder / "demo.toml").write_text(text)
+    return folder
+
+
+def test_a_constraint_bound_is_bracketed_by_its_own_files_table(tmp_path, registry):
+    from sparkdoctor.verify.bounds import side_counts
+
+    results = verify_bounds(load(_two_tables(tmp_path, registry)), reader_for(registry, tmp_path))
+    assert [(r.package, r.spec, r.source, r.verdict) for r in results] == [
+        ("demo", ">=0.2.0,<0.4.0", "packages", "bracketed"), ("pin", "<2.0", "constraints", "bracketed")], [r.why for r in results]
+    assert results[1].reads == "pin" and "fails on 2.0 above" in results[1].why
+    assert side_counts(results) == {"sides": 3, "bracketed": 3}
+    assert results[1].to_dict()["source"] == "constraints"
+
+
+def test_a_constraint_bound_without_a_table_is_counted_not_bracketed(tmp_path, registry):
+    from sparkdoctor.verify.bounds import side_counts
+
+    folder = _two_tables(tmp_path, registry, pin_table=False, evidence="reported")
+    results = verify_bounds(load(folder), reader_for(registry, tmp_path))
+    assert results[1].verdict == "not-bracketed" and "no file check on pin: the files table reads demo" in results[1].why
+    assert side_counts(results) == {"sides": 3, "bracketed": 2}
+
+
+def test_two_files_tables_may_not_read_the_same_package(tmp_path, registry):
+    with pytest.raises(MatrixError, match="two tables reading 'demo'"):
+        load(_two_tables(tmp_path, registry, same_package=True))
+
+
+def test_track_runs_every_files_table(tmp_path, registry):
+    result = track(load(_two_tables(tmp_path, registry)), reader_for(registry, tmp_path))
+    assert [e.package for e in result.entries] == ["demo"]  # pin is not tracked: its table is not re-run
+    assert not result.untracked
+
+
+@pytest.mark.parametrize(("spec", "sides"), [("==0.2.0", 2), (">=1.0,!=1.5.*,<2.0", 2), ("<2.0", 1), (">=1.0", 1), ("!=1.0", 0), ("~=1.2", 2)])
+def test_sides_of_counts_lower_and_upper_sides(spec, sides):
+    from sparkdoctor.verify.bounds import sides_of
+
+    assert sides_of(spec) == sides
+
+
+def _sdist_matrix(tmp_path, registry, bound: str) -> Path:
+    """demo's build file (only in its sdists): 0.2.0 and 0.3.0 lack the 12.1a guard, 0.4.0 has it,
+    0.1.0 has no SM12x step at all."""
+    from tests.released_server import build_sdist
+
+    sdists = tmp_path / "sdists"
+    sdists.mkdir(exist_ok=True)
+    builds = {"0.1.0": b"set(ARCHS \"10.0a\")\n", "0.2.0": b"set(ARCHS \"12.0a\")\n", "0.3.0": b"set(ARCHS \"12.0a\")\n",
+              "0.4.0": b"set(ARCHS \"12.0a;12.1a\")\n"}
+    for v, body in builds.items():
+        registry.add("demo", build_sdist(sdists, "demo", v, {"CMakeLists.txt": body, "demo/core.py": RELEASES[v]}))
+    folder = write_matrix(tmp_path, bound)
+    table = ('files = { package = "demo", dist = "sdist", affected = ["0.2.0"], fixed = ["0.1.0", "0.4.0"], checks = ['
+             '{ path = "CMakeLists.txt", contains = "12.0a" }, { path = "CMakeLists.txt", lacks = "12.1a" }] }')
+    text = (folder / "demo.toml").read_text()
+    (folder / "demo.toml").write_text(text[: text.index("files = {")] + table + "\n")
+    return folder
+
+
+def test_a_bound_only_a_source_build_shows_is_bracketed_on_the_sdists(tmp_path, registry):
+    folder = _sdist_matrix(tmp_path, registry, ">=0.2.0,<0.4.0")
+    reader = reader_for(registry, tmp_path)
+    [r] = verify_bounds(load(folder), reader)
+    assert r.verdict == "bracketed" and (r.below, r.above) == ("0.1.0", "0.4.0"), r.why
+    assert any("demo-0.2.0.tar.gz (the sdist)" in ev for run in r.runs for ev in run.evidence)
+    gets = [path for path, _ in registry.log if path.endswith(".tar.gz")]
+    assert sorted(gets) == sorted(f"/files/demo-{v}.tar.gz" for v in ("0.1.0", "0.2.0", "0.3.0", "0.4.0")), gets  # each downloaded once
+    reader.close()
+    before = len(registry.log)
+    [again] = verify_bounds(load(folder), reader_for(registry, tmp_path))  # members come from the cache
+    assert again.verdict == "bracketed"
+    assert not any(path.endswith(".tar.gz") for path, _ in registry.log[before:])
+
+
+def test_a_damaged_sdist_is_one_line_error(tmp_path, registry):
+    folder = _sdist_matrix(tmp_path, registry, ">=0.2.0,<0.4.0")
+    bad = tmp_path / "sdists" / "demo-0.3.0.tar.gz"
+    bad.write_bytes(b"not a gzip file")
+    [r] = verify_bounds(load(folder), reader_for(registry, tmp_path))
+    assert r.verdict == "error" and "demo-0.3.0.tar.gz: not a readable sdist" in r.why and "\n" not in r.why, r.why
+
+
+def test_an_sdist_table_refuses_cubin_checks(tmp_path):
+    folder = write_matrix(tmp_path, ">=0.2.0")
+    text = (folder / "demo.toml").read_text().replace('package = "demo", ', 'package = "demo", dist = "sdist", ')
+    (folder / "demo.toml").write_text(text.replace('contains = "is not supported"', 'cubins = ["sm_120"]'))
+    with pytest.raises(MatrixError, match="dist' \"sdist\" reads one source archive"):
+        load(folder)
+
+
+def test_an_entry_says_why_its_bound_cannot_be_bracketed(tmp_path, registry):
+    folder = write_matrix(tmp_path, ">=0.2.0", evidence="reported", files=False)
+    text = (folder / "demo.toml").read_text()
+    (folder / "demo.toml").write_text(text.replace('refs = [', 'unbracketable = "a runtime hang; no file differs"\nrefs = ['))
+    [r] = verify_bounds(load(folder), reader_for(registry, tmp_path))
+    assert r.verdict == "not-bracketed" and r.why == "unbracketable (the entry says): a runtime hang; no file differs", r.why
+    assert load(folder).get("demo-gb10").unbracketable == "a runtime hang; no file differs"
+    [row] = track(load(folder), reader_for(registry, tmp_path)).untracked
+    assert row["why"] == "no file check on demo (no files table); the entry says why: a runtime hang; no file differs", row
+
+
+@pytest.mark.parametrize(("evidence", "bound", "why", "message"), [
+    ("checked", ">=0.2.0", "x", "'unbracketable' says the bound cannot be bracketed, so evidence cannot be \"checked\""),
+    ("reported", "*", "x", "'unbracketable' explains a version bound, but the entry has none"),
+    ("reported", ">=0.2.0", " ", "'unbracketable' must say why"),
+])
+def test_unbracketable_is_refused_where_it_cannot_be_true(tmp_path, evidence, bound, why, message):
+    folder = write_matrix(tmp_path, bound, evidence=evidence, files=evidence == "checked")
+    text = (folder / "demo.toml").read_text()
+    (folder / "demo.toml").write_text(text.replace('refs = [', f'unbracketable = "{why}"\nrefs = ['))
+    with pytest.raises(MatrixError, match=re.escape(message)):
+        load(folder)
+
+
+def test_an_sdist_is_read_in_one_pass_and_refuses_a_huge_member(tmp_path, registry, monkeypatch):
+    from sparkdoctor.released import sdist as sdist_module
+    from tests.released_server import build_sdist
+
+    members = {f"src/m{i}.py": f"VALUE = {i}\n".encode() for i in range(40)}
+    registry.add("many", build_sdist(tmp_path, "many", "1.0", members))
+    reader = reader_for(registry, tmp_path)
+    archive = reader.sdist("many", "1.0")
+    archive.prefetch(sorted(members, reverse=True))  # any order asked: read in the archive's order
+    assert [archive.text(n) for n in sorted(members)] == [members[n].decode() for n in sorted(members)]
+    assert archive.names[:1] == ["PKG-INFO"] and "src/m7.py" in archive.names
+    monkeypatch.setattr(sdist_module, "MEMBER_LIMIT", 4)
+    fresh = reader_for(registry, tmp_path / "other").sdist("many", "1.0")
+    with pytest.raises(RemoteError, match="member src/m1.py is 10 bytes, over the 4-byte limit"):
+        fresh.read("src/m1.py")
+
+
+def test_a_checked_entry_must_bracket_its_constraint_too(tmp_path, registry):
+    with pytest.raises(MatrixError, match="its bound pin <2.0 cannot be bracketed .its files table reads demo"):
+        load(_two_tables(tmp_path, registry, pin_table=False))

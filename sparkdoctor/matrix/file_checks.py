@@ -21,6 +21,24 @@ downloads the wheels and runs the checks. Format:
       { path = "vllm/_C.abi3.so", lacks_cubins = ["sm_120a", "sm_121a"] }, # archs it ships no cubin for
     ]
 
+An entry whose bounds are on two packages (a `when.packages` bound and a `when.constraints` bound
+on another package, say) gives one table per package as an array of tables, written after the
+entry's other fields:
+
+    [[entry.files]]
+    package = "flashinfer-python"
+    ...
+    [[entry.files]]
+    package = "nvidia-cutlass-dsl-libs-base"
+    ...
+
+Each bound is bracketed by the table that reads its package (or a wheel released in lockstep with
+it); `matrix verify` runs every table. Two tables may not read the same package.
+
+`dist = "sdist"` reads each version's source distribution instead of its wheel, for what only a
+source build uses (CMakeLists.txt, cmake/*.cmake): paths are relative to the archive's top folder
+(`CMakeLists.txt`, not `vllm-0.18.1/CMakeLists.txt`). The sdist is downloaded whole once and cached.
+
 `also` is for a family whose files move between its wheels (cutlass-dsl's Python package left
 libs-base for a new libs-core wheel in 4.6.0): the checks run over the members of `package`'s wheel
 and of each `also` wheel released at the same version (one not released there is skipped), so a
@@ -53,7 +71,8 @@ _PREDICATES = ("contains", "lacks", "regex", "exists", "cubins", "lacks_cubins")
 CUBIN_KINDS = ("cubins", "lacks_cubins")
 _ARCH = re.compile(r"sm_\d+a?")
 _CHECK_KEYS = {"path", "fixed", "note", *_PREDICATES}
-_TABLE_KEYS = {"package", "affected", "fixed", "checks", "also"}
+_TABLE_KEYS = {"package", "affected", "fixed", "checks", "also", "dist"}
+DISTS = ("wheel", "sdist")
 
 
 @dataclass(frozen=True)
@@ -85,6 +104,7 @@ class FilesTable:
     fixed: tuple[str, ...]
     checks: tuple[FileCheck, ...]
     also: tuple[str, ...] = ()  # wheels read with `package` at the same version, where released
+    dist: str = "wheel"  # wheel | sdist: which released file of each version the checks read
 
 
 def parse_files_table(table: Any, label: str) -> FilesTable:
@@ -113,7 +133,28 @@ def parse_files_table(table: Any, label: str) -> FilesTable:
     also_names = tuple(canonicalize_name(a) for a in also)
     if canonicalize_name(package) in also_names:
         raise MatrixError(f"{where}.also' repeats files.package {package!r}")
-    return FilesTable(canonicalize_name(package), affected, fixed, checks, also_names)
+    dist = table.get("dist", "wheel")
+    if dist not in DISTS:
+        raise MatrixError(f"{where}.dist' must be one of {', '.join(DISTS)}, not {dist!r}")
+    if dist == "sdist" and (also_names or any(c.kind in CUBIN_KINDS for c in checks)):
+        raise MatrixError(f"{where}.dist' \"sdist\" reads one source archive: no 'also' wheels, no cubin checks")
+    return FilesTable(canonicalize_name(package), affected, fixed, checks, also_names, dist)
+
+
+def parse_files_tables(value: Any, label: str) -> tuple[FilesTable, ...]:
+    """An entry's `files`: one table, or an array of tables (one per package read); MatrixError
+    naming `label` and the field otherwise."""
+    if isinstance(value, dict):
+        return (parse_files_table(value, label),)
+    if not isinstance(value, list) or not value:
+        raise MatrixError(f"{label}: field 'files' must be a table or a non-empty array of tables ([[entry.files]])")
+    tables = tuple(parse_files_table(t, f"{label} (files #{i + 1})") for i, t in enumerate(value))
+    seen: set[str] = set()
+    for t in tables:
+        if t.package in seen:
+            raise MatrixError(f"{label}: field 'files' has two tables reading {t.package!r}: merge their checks into one")
+        seen.add(t.package)
+    return tables
 
 
 def _versions(value: Any, where: str, need_one: bool) -> tuple[str, ...]:

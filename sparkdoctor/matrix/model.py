@@ -52,7 +52,7 @@ class Entry:
     withdrawn: str | None = None
     verify: dict[str, Any] | None = None  # affected/fixed installs for `matrix verify`
     evidence: str = "reported"  # one of EVIDENCE_LEVELS
-    files: dict[str, Any] | None = None  # checks over released wheels (sparkdoctor.matrix.file_checks)
+    files: dict[str, Any] | list[dict[str, Any]] | None = None  # checks over released wheels, one table or one per package (sparkdoctor.matrix.file_checks)
     last_verified: dict[str, Any] | None = None  # {date = "YYYY-MM-DD", versions = "..."}
     # Serving flags / env vars this problem is a reason to carry ("--enforce-eager", "NAME=value", "NAME"):
     # a recipe carrying one is judged against this entry even without a `because` annotation.
@@ -60,6 +60,9 @@ class Entry:
     # Probes besides verified_by's whose `expect` outcome this entry accounts for (the same guard
     # refusing a bigger kernel): a matched entry explains them too, so none is "no known cause".
     explains_probes: list[str] = field(default_factory=list)
+    # Why no released file can decide this entry's version bounds (a runtime hang, an image's
+    # contents): `matrix verify --bounds` reports it; such an entry cannot be `checked`.
+    unbracketable: str | None = None
 
 
 @dataclass

@@ -9,7 +9,7 @@ import re
 from typing import Any
 
 from sparkdoctor.matrix.conditions import CONDITIONS
-from sparkdoctor.matrix.file_checks import parse_files_table
+from sparkdoctor.matrix.file_checks import parse_files_tables
 from sparkdoctor.matrix.model import (
     ACTIONS,
     EVIDENCE_LEVELS,
@@ -24,8 +24,8 @@ from sparkdoctor.matrix.versions import spec_problem
 
 _ENTRY_REQUIRED = {"id": str, "title": str, "severity": str, "action": str, "summary": str, "remedy": str, "when": dict, "refs": list}
 _ENTRY_OPTIONAL = {"symptoms": list, "verified_by": dict, "fix": str, "withdrawn": str, "verify": dict,
-                   "evidence": str, "files": dict, "last_verified": dict, "justifies": list,
-                   "explains_probes": list}
+                   "evidence": str, "files": (dict, list), "last_verified": dict, "justifies": list,
+                   "explains_probes": list, "unbracketable": str}
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 _STACK_REQUIRED = {"id": str, "title": str, "packages": dict, "refs": list}
 _STACK_OPTIONAL = {"env": dict, "driver": str, "notes": str, "python": str, "image_only": str}
@@ -50,7 +50,8 @@ def _check_fields(raw: dict, required: dict, optional: dict, label: str) -> None
             raise MatrixError(f"{label}: field '{name}' must be a {typ.__name__}")
     for name, typ in optional.items():
         if name in raw and not isinstance(raw[name], typ):
-            raise MatrixError(f"{label}: field '{name}' must be a {typ.__name__}")
+            kind = " or ".join(t.__name__ for t in typ) if isinstance(typ, tuple) else typ.__name__
+            raise MatrixError(f"{label}: field '{name}' must be a {kind}")
     unknown = set(raw) - set(required) - set(optional)
     if unknown:
         raise MatrixError(f"{label}: unknown field(s): {', '.join(sorted(map(repr, unknown)))}")
@@ -114,8 +115,9 @@ def entry_from(raw: dict, index: int, component: str, where: str, probes: frozen
             raise MatrixError(f"{label}: field 'verified_by' needs probe and expect for verify")
         parse_verify_table(raw["verify"], label)
     if raw.get("files") is not None:
-        parse_files_table(raw["files"], label)
+        parse_files_tables(raw["files"], label)
     evidence = _check_evidence(raw, label)
+    _check_unbracketable(raw, evidence, label)
     _check_last_verified(raw.get("last_verified"), label)
     return Entry(
         id=raw["id"],
@@ -138,7 +140,23 @@ def entry_from(raw: dict, index: int, component: str, where: str, probes: frozen
         last_verified=raw.get("last_verified"),
         justifies=list(raw.get("justifies", [])),
         explains_probes=list(raw.get("explains_probes", [])),
+        unbracketable=_prose(raw["unbracketable"]) if raw.get("unbracketable") else None,
     )
+
+
+def _check_unbracketable(raw: dict, evidence: str, label: str) -> None:
+    """`unbracketable` says why no released file decides the entry's version bounds: it needs a bound
+    to be about, and an entry that says so cannot claim `checked`."""
+    why = raw.get("unbracketable")
+    if why is None:
+        return
+    if not why.strip():
+        raise MatrixError(f"{label}: field 'unbracketable' must say why no released file decides the bound")
+    bounds = {**(raw["when"].get("packages") or {}), **(raw["when"].get("constraints") or {})}
+    if not any(isinstance(v, str) and v.strip() != "*" for v in bounds.values()):
+        raise MatrixError(f"{label}: field 'unbracketable' explains a version bound, but the entry has none")
+    if evidence == "checked":
+        raise MatrixError(f"{label}: field 'unbracketable' says the bound cannot be bracketed, so evidence cannot be \"checked\"")
 
 
 def _check_explains_probes(names: list, vb: dict[str, Any] | None, probes: frozenset[str], label: str) -> None:

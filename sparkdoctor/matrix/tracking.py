@@ -72,9 +72,10 @@ def tracking_from(doc: dict, where: str) -> Tracking:
     return out
 
 
-def bounds_of(entry: Entry) -> dict[str, str]:
-    """The entry's version bounds: canonical package -> specifier, "*" (no bound) left out."""
-    packages = entry.when.get("packages") or {}
+def bounds_of(entry: Entry, when_field: str = "packages") -> dict[str, str]:
+    """The entry's version bounds: canonical package -> specifier, "*" (no bound) left out.
+    `when_field` "constraints" gives the bounds of `when.constraints` (what the target's pip constraints pin)."""
+    packages = entry.when.get(when_field) or {}
     return {canonicalize_name(k): v for k, v in packages.items() if isinstance(v, str) and v.strip() != "*"}
 
 
@@ -82,9 +83,11 @@ def check_bracketable(entries: list[Entry], tracking: Tracking) -> None:
     for e in entries:
         if e.evidence != "checked" or e.withdrawn:
             continue
-        reads = canonicalize_name(e.files["package"]) if e.files and isinstance(e.files.get("package"), str) else None
-        for package, spec in bounds_of(e).items():
-            if reads is None or reads not in tracking.family(package):
-                what = f"its files table reads {reads}" if reads else "it has no files table"
+        tables = e.files if isinstance(e.files, list) else [e.files] if e.files else []
+        reads = {canonicalize_name(t["package"]) for t in tables if isinstance(t, dict) and isinstance(t.get("package"), str)}
+        for package, spec in [*bounds_of(e).items(), *bounds_of(e, "constraints").items()]:
+            if not reads & tracking.family(package):
+                what = (f"its files table{'s' * (len(reads) > 1)} read{'s' * (len(reads) == 1)} {', '.join(sorted(reads))}" if reads
+                        else "it has no files table")
                 raise MatrixError(f"{e.file}: entry {e.id}: field 'evidence' is \"checked\" but its bound {package} {spec} "
                                   f"cannot be bracketed ({what}): add a files table on {package} or use evidence = \"reported\"")

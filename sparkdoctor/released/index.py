@@ -11,8 +11,10 @@ from dataclasses import dataclass
 from urllib.parse import urljoin
 
 from packaging.utils import (
+    InvalidSdistFilename,
     InvalidWheelFilename,
     canonicalize_name,
+    parse_sdist_filename,
     parse_wheel_filename,
 )
 from packaging.version import InvalidVersion, Version
@@ -39,6 +41,7 @@ class IndexFile:
     yanked: bool
     version: str | None  # parsed from a wheel's name; None for an sdist or an unparsable name
     tags: frozenset = frozenset()  # the wheel's packaging.tags.Tag set
+    sdist_version: str | None = None  # parsed from an sdist's name (.tar.gz, .zip)
 
     @property
     def is_wheel(self) -> bool:
@@ -55,10 +58,16 @@ def _file(raw: dict, base: str) -> IndexFile:
             version = str(parsed)
         except (InvalidWheelFilename, InvalidVersion):
             pass
+    sdist_version: str | None = None
+    if name.endswith((".tar.gz", ".zip")):
+        try:
+            sdist_version = str(parse_sdist_filename(name)[1])
+        except (InvalidSdistFilename, InvalidVersion):
+            pass
     size = raw.get("size")
     sha = (raw.get("hashes") or {}).get("sha256")
     return IndexFile(name, urljoin(base, str(raw.get("url", ""))), size if isinstance(size, int) else None,
-                     sha if isinstance(sha, str) else None, bool(raw.get("yanked")), version, frozenset(tags))
+                     sha if isinstance(sha, str) else None, bool(raw.get("yanked")), version, frozenset(tags), sdist_version)
 
 
 class Index:
@@ -89,13 +98,14 @@ class Index:
             self._projects[name] = [_file(f, resp.url) for f in raw_files if isinstance(f, dict)]
         return self._projects[name]
 
-    def versions(self, project: str, prereleases: bool = False) -> list[str]:
-        """The released versions that have a wheel, oldest first (yanked left out)."""
+    def versions(self, project: str, prereleases: bool = False, dist: str = "wheel") -> list[str]:
+        """The released versions that have a wheel (dist "sdist": an sdist), oldest first (yanked left out)."""
         found: set[Version] = set()
         for f in self.files(project):
-            if f.version is None or f.yanked:
+            version = f.sdist_version if dist == "sdist" else f.version
+            if version is None or f.yanked:
                 continue
-            v = Version(f.version)
+            v = Version(version)
             if prereleases or not (v.is_prerelease or v.is_devrelease):
                 found.add(v)
         return [str(v) for v in sorted(found)]
@@ -103,3 +113,7 @@ class Index:
     def wheels(self, project: str, version: str) -> list[IndexFile]:
         want = Version(version)
         return [f for f in self.files(project) if f.version is not None and Version(f.version) == want and not f.yanked]
+
+    def sdists(self, project: str, version: str) -> list[IndexFile]:
+        want = Version(version)
+        return [f for f in self.files(project) if f.sdist_version is not None and Version(f.sdist_version) == want and not f.yanked]

@@ -193,19 +193,21 @@ def _verify_steps(e: Entry) -> Table | Text | None:
 
 
 def _file_checks(e: Entry) -> Text | None:
-    """The `files` table as what is read: the package, its versions by role, each check."""
+    """The `files` tables as what is read: the package, its versions by role, each check."""
     if not e.files:
         return None
-    from sparkdoctor.matrix.file_checks import parse_files_table
+    from sparkdoctor.matrix.file_checks import parse_files_tables
 
     try:
-        table = parse_files_table(e.files, e.id)
+        tables = parse_files_tables(e.files, e.id)
     except MatrixError:  # an Entry made by hand; the loader never lets one through
         return Text(json.dumps(e.files))
-    lines = [f"{table.package} wheels: affected {', '.join(table.affected)}" + (f"; fixed {', '.join(table.fixed)}" if table.fixed else "")]
-    for c in table.checks:
-        on_fixed = {"differs": "", "same": " (fixed too)", "unchecked": " (fixed: not checked)"}[c.fixed]
-        lines.append(f"  {c.label}{on_fixed}")
+    lines = []
+    for table in tables:
+        lines.append(f"{table.package} {table.dist}s: affected {', '.join(table.affected)}" + (f"; fixed {', '.join(table.fixed)}" if table.fixed else ""))
+        for c in table.checks:
+            on_fixed = {"differs": "", "same": " (fixed too)", "unchecked": " (fixed: not checked)"}[c.fixed]
+            lines.append(f"  {c.label}{on_fixed}")
     return Text("\n".join(lines))
 
 
@@ -265,6 +267,7 @@ def _show_entry(e: Entry, console: Console) -> None:
         ("verified by", verified),
         ("verify", _verify_steps(e)),
         ("file checks", _file_checks(e)),
+        ("unbracketable", Text(e.unbracketable) if e.unbracketable else None),
         ("last verified", _last_verified(e)),
         ("component", e.component),
     ])

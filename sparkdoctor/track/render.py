@@ -52,9 +52,15 @@ def render_bounds(results: list[Any], console: Any) -> None:
     for col in ("entry", "bound", "verdict", "why"):
         table.add_column(col)
     for r in results:
-        table.add_row(r.id, f"{r.package} {r.spec}", r.verdict, r.why)
+        where = " (constraint)" if getattr(r, "source", "packages") == "constraints" else ""
+        table.add_row(r.id, f"{r.package} {r.spec}{where}", r.verdict, r.why)
     console.print(table)
     counts: dict[str, int] = {}
     for r in results:
         counts[r.verdict] = counts.get(r.verdict, 0) + 1
-    console.print(f"{len(results)} bounds: " + ", ".join(f"{n} {v}" for v, n in counts.items()))
+    from sparkdoctor.verify.bounds import side_counts
+
+    sides = side_counts(results)
+    share = f" ({round(100 * sides['bracketed'] / sides['sides'])}%)" if sides["sides"] else ""
+    console.print(f"{len(results)} bounds: " + ", ".join(f"{n} {v}" for v, n in counts.items())
+                  + f"; {sides['bracketed']} of {sides['sides']} bounded sides bracketed{share}")

@@ -26,7 +26,7 @@ from sparkdoctor.matrix import Entry, Matrix
 from sparkdoctor.matrix.tracking import Tracking, bounds_of
 from sparkdoctor.matrix.versions import version_in
 from sparkdoctor.verify.bounds import remote_run
-from sparkdoctor.verify.files import VersionRun, table_of
+from sparkdoctor.verify.files import VersionRun, tables_of
 
 Log = Callable[[str], None]
 VERDICTS = ("check-broken", "no-longer-affected", "upper-bound-moves", "lower-bound-moves", "still-affected", "unchanged", "no-new-release")
@@ -98,7 +98,8 @@ def _short(path: str) -> str:
 
 def _bound(entry: Entry, tracking: Tracking, package: str) -> str | None:
     family = tracking.family(package)
-    return next((spec for p, spec in bounds_of(entry).items() if p in family), None)
+    bounds = [*bounds_of(entry).items(), *bounds_of(entry, "constraints").items()]  # a constraint's table follows its bound
+    return next((spec for p, spec in bounds if p in family), None)
 
 
 def _without_upper(spec: str) -> str:
@@ -219,26 +220,29 @@ def track(matrix: Matrix, reader: Any, through: dict[str, str] | None = None, lo
     for e in matrix.entries:
         if e.withdrawn:
             continue
-        reads = table_of(e).package if e.files else None
+        tables = tables_of(e) if e.files else ()
+        reads_all = {t.package for t in tables}
         for package, spec in bounds_of(e).items():
             family = tracking.family(package)
-            if any(p in family for p in tracking.tracked) and (reads is None or reads not in family):
+            if any(p in family for p in tracking.tracked) and not reads_all & family:
                 untracked.append({"id": e.id, "package": package, "spec": spec,
-                                  "why": f"no file check on {package}" + (f" (its files table reads {reads})" if reads else " (no files table)")})
-        if reads is None or reads not in releases:
-            continue
-        table = table_of(e)
-        item = EntryTrack(e.id, _short(e.file), reads, _bound(e, tracking, reads),
-                          oldest_known=min((*table.affected, *table.fixed), key=Version))
-        for version in releases[reads]:
-            run = remote_run(reader, reads, table.checks, version, "probe", log, table.also)
-            if any(x.startswith("no member matches") for x in run.evidence):
-                run.evidence += moved_to(reader, tracking, reads, version, table.checks)
-            item.runs.append((run, None if item.spec is None else bool(version_in(version, item.spec))))
-        judge(item, releases[reads])
-        entries.append(item)
-        if log:
-            log(f"{e.id}: {item.verdict}")
+                                  "why": f"no file check on {package}" + (f" (its files table reads {', '.join(sorted(reads_all))})" if reads_all else " (no files table)")
+                                  + (f"; the entry says why: {e.unbracketable}" if e.unbracketable else "")})
+        for table in tables:
+            reads = table.package
+            if reads not in releases:
+                continue
+            item = EntryTrack(e.id, _short(e.file), reads, _bound(e, tracking, reads),
+                              oldest_known=min((*table.affected, *table.fixed), key=Version))
+            for version in releases[reads]:
+                run = remote_run(reader, reads, table.checks, version, "probe", log, table.also, table.dist)
+                if any(x.startswith("no member matches") for x in run.evidence):
+                    run.evidence += moved_to(reader, tracking, reads, version, table.checks)
+                item.runs.append((run, None if item.spec is None else bool(version_in(version, item.spec))))
+            judge(item, releases[reads])
+            entries.append(item)
+            if log:
+                log(f"{e.id}: {item.verdict}")
     proposals = [e.proposal for e in entries if e.proposal]
     for row in packages:
         newest = row["releases"][-1] if row["releases"] else None

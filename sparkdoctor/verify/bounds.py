@@ -29,7 +29,7 @@ from sparkdoctor.matrix import Entry, Matrix
 from sparkdoctor.matrix.file_checks import FileCheck
 from sparkdoctor.matrix.tracking import Tracking, bounds_of
 from sparkdoctor.matrix.versions import version_in
-from sparkdoctor.verify.files import VersionRun, run_checks, table_of
+from sparkdoctor.verify.files import VersionRun, run_checks, table_for, tables_of
 from sparkdoctor.verify.wheels import WheelError
 
 Log = Callable[[str], None]
@@ -62,9 +62,9 @@ class RemoteFiles:
 
 
 def remote_run(reader: Any, package: str, checks: tuple[FileCheck, ...], version: str, role: str, log: Log | None = None,
-               also: tuple[str, ...] = ()) -> VersionRun:
+               also: tuple[str, ...] = (), dist: str = "wheel") -> VersionRun:
     """The checks on one release read remotely (with the `also` wheels of the same version, where
-    released); a release that cannot be read is the run's error."""
+    released; dist "sdist": its source archive); a release that cannot be read is the run's error."""
     from sparkdoctor.released import RemoteError
     from sparkdoctor.verify.files import UnionFiles
 
@@ -73,12 +73,12 @@ def remote_run(reader: Any, package: str, checks: tuple[FileCheck, ...], version
         if log:
             log(f"reading {package}=={version}")
         read = [package] + [other for other in also if version in reader.versions(other)]
-        parts = [RemoteFiles(reader.release(p, version)) for p in read]
+        parts = [RemoteFiles(reader.open(p, version, dist) if dist != "wheel" else reader.release(p, version)) for p in read]
         for part in parts:
             part.wheel.prefetch(sorted({n for c in checks if c.kind != "exists" for n in part.names if _glob(c.path, n)}))
         files = UnionFiles(parts) if len(parts) > 1 else parts[0]
         run.results = run_checks(checks, files)  # the same interface as WheelFiles
-        run.evidence = [reader.picks[(p, version)] for p in read]
+        run.evidence = [reader.picked(p, version, dist) if dist != "wheel" else reader.picks[(p, version)] for p in read]
         run.evidence += [f"{n}: cubins {', '.join(a) or 'none'}" for n, a in files.cubin_listings.items()]
         unmatched = [c.label for c in checks if c.kind != "exists" and not any(_glob(c.path, n) for n in files.names)]
         run.evidence += [f"no member matches {label}" for label in unmatched]
@@ -107,9 +107,11 @@ class BoundResult:
     above: str | None = None  # the release just outside the upper side
     runs: list[VersionRun] = field(default_factory=list)
     proposal: str | None = None  # a bound the released files support, when they show one
+    source: str = "packages"  # the `when` field the bound is in: packages | constraints
 
     def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "package": self.package, "spec": self.spec, "verdict": self.verdict, "why": self.why, "proposal": self.proposal,
+        return {"id": self.id, "package": self.package, "spec": self.spec, "source": self.source, "verdict": self.verdict, "why": self.why,
+                "proposal": self.proposal,
                 "reads": self.reads, "first": self.first, "last": self.last, "below": self.below, "above": self.above,
                 "runs": [r.to_dict() for r in self.runs]}
 
@@ -120,19 +122,22 @@ def bracket(entry: Entry, package: str, spec: str, reader: Any, tracking: Tracki
     from sparkdoctor.released import RemoteError
 
     out = BoundResult(entry.id, package, spec, "not-bracketed", "")
+    table = table_for(entry, tracking.family(package)) if entry.files else None
+    if table is None and entry.unbracketable:
+        out.why = f"unbracketable (the entry says): {entry.unbracketable}"
+        return out
     if not entry.files:
         out.why = f"no file check: the entry has no files table (a bound on {package} needs one on its released files)"
         return out
-    table = table_of(entry)
-    if table.package not in tracking.family(package):
-        out.why = f"no file check on {package}: the files table reads {table.package}"
+    if table is None:
+        out.why = f"no file check on {package}: the files table reads {', '.join(t.package for t in tables_of(entry))}"
         return out
     out.reads = table.package
     if not any(c.fixed == "differs" for c in table.checks):
         out.why = "every check is fixed = \"same\" or \"unchecked\": nothing tells a release outside the bound apart"
         return out
     try:
-        versions = reader.versions(table.package)
+        versions = reader.versions(table.package, dist=table.dist) if table.dist != "wheel" else reader.versions(table.package)
     except RemoteError as exc:
         out.verdict, out.why = "error", str(exc)
         return out
@@ -151,7 +156,7 @@ def bracket(entry: Entry, package: str, spec: str, reader: Any, tracking: Tracki
     for version, role in plan:
         if version is not None and version not in seen:
             seen.add(version)
-            out.runs.append(remote_run(reader, table.package, table.checks, version, role, log, table.also))
+            out.runs.append(remote_run(reader, table.package, table.checks, version, role, log, table.also, table.dist))
     errors = [r for r in out.runs if r.error]
     if errors:
         out.verdict, out.why = "error", f"{errors[0].version}: {errors[0].error}"
@@ -188,7 +193,7 @@ def _first_holding(reader: Any, table: Any, window: list[str], log: Log | None) 
     lo, hi = 0, len(window) - 1
     while hi - lo > 1:
         mid = (lo + hi) // 2
-        run = remote_run(reader, table.package, table.checks, window[mid], "probe", log, table.also)
+        run = remote_run(reader, table.package, table.checks, window[mid], "probe", log, table.also, table.dist)
         if run.error:
             return None
         if run.holds:
@@ -199,18 +204,40 @@ def _first_holding(reader: Any, table: Any, window: list[str], log: Log | None) 
 
 
 def verify_bounds(matrix: Matrix, reader: Any, entry_id: str | None = None, log: Log | None = None) -> list[BoundResult]:
-    """Every bound of every entry (or of one), in matrix order."""
+    """Every bound of every entry (or of one), in matrix order: `when.packages`, then `when.constraints`."""
     tracking = matrix.tracking or Tracking()
     results = []
     for e in matrix.entries:
         if e.withdrawn or (entry_id is not None and e.id != entry_id):
             continue
-        for package, spec in bounds_of(e).items():
-            results.append(bracket(e, canonicalize_name(package), spec, reader, tracking, log=log))
-            if log:
-                log(f"{e.id} {package} {spec}: {results[-1].verdict}")
+        for source in ("packages", "constraints"):
+            for package, spec in bounds_of(e, source).items():
+                results.append(bracket(e, canonicalize_name(package), spec, reader, tracking, log=log))
+                results[-1].source = source
+                if log:
+                    log(f"{e.id} {source} {package} {spec}: {results[-1].verdict}")
     return results
 
 
 def summary(results: list[BoundResult]) -> dict[str, int]:
     return {v: sum(1 for r in results if r.verdict == v) for v in VERDICTS}
+
+
+def sides_of(spec: str) -> int:
+    """How many sides a specifier bounds: a lower side (>=, >), an upper side (<, <=), both for an
+    exact or compatible release (==, ===, ~=); != only cuts releases out of a range and bounds none."""
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+    try:
+        ops = {s.operator for s in SpecifierSet(spec)}
+    except InvalidSpecifier:
+        return 0
+    both = bool(ops & {"==", "===", "~="})
+    return int(both or bool(ops & {">=", ">"})) + int(both or bool(ops & {"<", "<="}))
+
+
+def side_counts(results: list[BoundResult]) -> dict[str, int]:
+    """The bounded sides of every bound and how many of them are bracketed (a bound is bracketed as a
+    whole: each of its sides by the release just outside it)."""
+    return {"sides": sum(sides_of(r.spec) for r in results),
+            "bracketed": sum(sides_of(r.spec) for r in results if r.verdict == "bracketed")}

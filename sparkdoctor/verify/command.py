@@ -146,7 +146,7 @@ def _bounds(matrix, entry_id: str | None, fmt: str) -> int:
     """`--bounds`: every version bound bracketed on released files (sparkdoctor.verify.bounds)."""
     from sparkdoctor.released import Reader
     from sparkdoctor.track.render import render_bounds
-    from sparkdoctor.verify.bounds import summary, verify_bounds
+    from sparkdoctor.verify.bounds import side_counts, summary, verify_bounds
 
     if entry_id is not None and matrix.get(entry_id) is None:
         raise Fatal(f"no matrix entry with id {entry_id!r}")
@@ -167,7 +167,7 @@ def _bounds(matrix, entry_id: str | None, fmt: str) -> int:
 
         return emit_json("matrix verify", "bounds", {"schema": 1, "kind": "bounds", "matrix": matrix.source, "seconds": round(time.monotonic() - started, 1),
                     "requests": reader.client.requests, "bytes_read": reader.client.bytes_read, "summary": summary(results),
-                    "bounds": [r.to_dict() for r in results]}, code)
+                    "sides": side_counts(results), "bounds": [r.to_dict() for r in results]}, code)
     from rich.console import Console
 
     render_bounds(results, Console())

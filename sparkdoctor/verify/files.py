@@ -24,7 +24,7 @@ from sparkdoctor.matrix.file_checks import (
     CUBIN_KINDS,
     FileCheck,
     FilesTable,
-    parse_files_table,
+    parse_files_tables,
 )
 from sparkdoctor.matrix.versions import version_in
 from sparkdoctor.verify.cubins import FAMILY_CAVEAT
@@ -136,6 +136,8 @@ def check_holds(check: FileCheck, files: Any) -> bool:
 
 
 def checks_on(table: FilesTable, version: str, role: str, log: Log | None = None) -> VersionRun:
+    if table.dist == "sdist":  # pip cannot fetch an sdist without building it: read it from the registry
+        return _sdist_checks_on(table, version, role, log)
     run = VersionRun(version, role)
     try:
         if log:
@@ -153,24 +155,52 @@ def checks_on(table: FilesTable, version: str, role: str, log: Log | None = None
     return run
 
 
+def _sdist_checks_on(table: FilesTable, version: str, role: str, log: Log | None) -> VersionRun:
+    from sparkdoctor.released import Reader
+    from sparkdoctor.verify.bounds import remote_run
+
+    reader = Reader()
+    try:
+        return remote_run(reader, table.package, table.checks, version, role, log, dist="sdist")
+    finally:
+        reader.close()
+
+
+def tables_of(entry: Entry) -> tuple[FilesTable, ...]:
+    """Every files table of the entry (one per package it reads)."""
+    return parse_files_tables(entry.files, f"{entry.file}: entry {entry.id}")
+
+
 def table_of(entry: Entry) -> FilesTable:
-    return parse_files_table(entry.files, f"{entry.file}: entry {entry.id}")
+    """The entry's first files table (the one bisect and latest follow)."""
+    return tables_of(entry)[0]
+
+
+def table_for(entry: Entry, family: set[str] | frozenset[str]) -> FilesTable | None:
+    """The files table that reads one of `family` (a bounded package and its lockstep wheels)."""
+    return next((t for t in tables_of(entry) if t.package in family), None) if entry.files else None
 
 
 def verify_files(entry: Entry, log: Log | None = None) -> FileResult:
-    table = table_of(entry)
-    runs = [checks_on(table, v, "affected", log) for v in table.affected]
-    runs += [checks_on(table, v, "fixed", log) for v in table.fixed]
-    errors = [r.error for r in runs if r.error]
-    if errors:
-        return FileResult(entry.id, table.package, "error", errors[0], runs)
-    wrong = [w for r in runs for w in r.wrong()]
-    if wrong:
-        return FileResult(entry.id, table.package, "contradicted", "; ".join(wrong), runs)
-    n = len(table.checks)
-    caveat = f" ({FAMILY_CAVEAT})" if any(c.kind in CUBIN_KINDS for c in table.checks) else ""
-    return FileResult(entry.id, table.package, "confirmed",
-                      f"{n} check{'s' * (n != 1)} hold on {', '.join(table.affected)}" + (f" and not on {', '.join(table.fixed)}" if table.fixed else "") + caveat, runs)
+    tables = tables_of(entry)
+    package = ", ".join(t.package for t in tables)
+    runs: list[VersionRun] = []
+    why: list[str] = []
+    for table in tables:
+        mine = [checks_on(table, v, "affected", log) for v in table.affected]
+        mine += [checks_on(table, v, "fixed", log) for v in table.fixed]
+        runs += mine
+        errors = [r.error for r in mine if r.error]
+        if errors:
+            return FileResult(entry.id, package, "error", f"{table.package}: {errors[0]}" if len(tables) > 1 else errors[0], runs)
+        wrong = [w for r in mine for w in r.wrong()]
+        if wrong:
+            return FileResult(entry.id, package, "contradicted", (f"{table.package}: " if len(tables) > 1 else "") + "; ".join(wrong), runs)
+        n = len(table.checks)
+        caveat = f" ({FAMILY_CAVEAT})" if any(c.kind in CUBIN_KINDS for c in table.checks) else ""
+        why.append((f"{table.package}: " if len(tables) > 1 else "") + f"{n} check{'s' * (n != 1)} hold on {', '.join(table.affected)}"
+                   + (f" and not on {', '.join(table.fixed)}" if table.fixed else "") + caveat)
+    return FileResult(entry.id, package, "confirmed", "; ".join(why), runs)
 
 
 # ---- bisect and latest ----------------------------------------------------------------------------

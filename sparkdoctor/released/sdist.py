@@ -1,0 +1,136 @@
+"""One released source distribution, read member by member: what a wheel does not carry (a build's
+CMakeLists.txt, its cmake/ helpers) is only in the sdist. An sdist is a gzipped tar, which cannot be
+read by ranges, so the file is downloaded whole once (sha256 checked against the index), kept under
+the user cache dir beside the wheels, and every member read is cached by (the file's sha256, member
+name). Member names are given without the archive's top folder (`vllm-0.18.1/CMakeLists.txt` is
+`CMakeLists.txt`), as a wheel's are relative to site-packages.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tarfile
+import tempfile
+from pathlib import Path
+
+from sparkdoctor.released.http import Client, RemoteError
+from sparkdoctor.released.index import IndexFile
+from sparkdoctor.released.strings import is_elf, printable_runs
+from sparkdoctor.released.wheel import _atomic_write, _check_digest, cache_root
+
+SDIST_LIMIT = 256 * 1024 * 1024  # an sdist is downloaded whole: at most this much
+MEMBER_LIMIT = 64 * 1024 * 1024  # one member read into memory: at most this much (a source file is far smaller)
+
+
+class RemoteSdist:
+    """The members of one released sdist (.tar.gz), with the interface of RemoteWheel that file checks read."""
+
+    def __init__(self, file: IndexFile, client: Client, root: Path | None = None, limit: int = SDIST_LIMIT):
+        self.file, self.client, self.limit = file, client, limit
+        key = file.sha256 or hashlib.sha256(file.url.encode()).hexdigest()
+        self.dir = (root or cache_root()) / key[:2] / key
+        self._tar: tarfile.TarFile | None = None
+        self._members: dict[str, tarfile.TarInfo] | None = None
+        self._names: list[str] | None = None
+        self.how = "cache"  # cache | download
+
+    def _open(self) -> dict[str, tarfile.TarInfo]:
+        if self._members is not None:
+            return self._members
+        local = self.dir / "sdist.tar.gz"
+        if not local.is_file():
+            self._download(local)
+            self.how = "download"
+        try:
+            self._tar = tarfile.open(local, "r:gz")
+            infos = [m for m in self._tar.getmembers() if m.isfile()]
+        except (tarfile.TarError, OSError, EOFError) as exc:
+            raise RemoteError(f"{self.file.filename}: not a readable sdist: {exc}") from None
+        self._members = {_relative(m.name): m for m in infos if _relative(m.name)}
+        if self._names is None:
+            self._names = list(self._members)
+            _atomic_write(self.dir / "names.json", json.dumps(self._names).encode())
+        return self._members
+
+    def _download(self, dest: Path) -> None:
+        if not self.file.filename.endswith(".tar.gz"):
+            raise RemoteError(f"{self.file.filename}: only .tar.gz sdists are read")
+        if (self.file.size or 0) > self.limit:
+            raise RemoteError(f"{self.file.filename}: {self.file.size} bytes, over the {self.limit}-byte limit for an sdist")
+        self.dir.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=self.dir, prefix=".sdist-")
+        try:
+            with os.fdopen(fd, "wb") as out:
+                self.client.download(self.file.url, out, self.limit)
+            _check_digest(Path(tmp), self.file)
+            os.replace(tmp, dest)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+    @property
+    def names(self) -> list[str]:
+        """Every file member, from the cache when this sdist was listed before."""
+        if self._names is None:
+            try:
+                self._names = json.loads((self.dir / "names.json").read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                self._open()
+        assert self._names is not None
+        return self._names
+
+    def read(self, name: str) -> bytes:
+        cached = self.dir / "members" / hashlib.sha256(name.encode()).hexdigest()
+        try:
+            return cached.read_bytes()
+        except OSError:
+            pass
+        members = self._open()
+        if name not in members:
+            raise RemoteError(f"{self.file.filename}: no member {name}")
+        data = self._extract(name, members[name])
+        _atomic_write(cached, data)
+        return data
+
+    def _extract(self, name: str, info: tarfile.TarInfo) -> bytes:
+        if info.size > MEMBER_LIMIT:
+            raise RemoteError(f"{self.file.filename}: member {name} is {info.size} bytes, over the {MEMBER_LIMIT}-byte limit")
+        assert self._tar is not None
+        try:
+            handle = self._tar.extractfile(info)
+            return handle.read() if handle is not None else b""
+        except (tarfile.TarError, OSError, EOFError) as exc:
+            raise RemoteError(f"{self.file.filename}: cannot read {name}: {exc}") from None
+
+    def prefetch(self, names: list[str]) -> None:
+        """Cache many members in one pass through the archive, in its order: a gzipped tar read out of
+        order is decompressed again from the start for every backward step."""
+        todo = {n for n in names if not (self.dir / "members" / hashlib.sha256(n.encode()).hexdigest()).is_file()}
+        if not todo:
+            return
+        members = self._open()
+        for name, info in sorted(((n, members[n]) for n in todo if n in members), key=lambda item: item[1].offset_data):
+            _atomic_write(self.dir / "members" / hashlib.sha256(name.encode()).hexdigest(), self._extract(name, info))
+
+    def text(self, name: str) -> str:
+        data = self.read(name)
+        if is_elf(data):
+            return "\n".join(printable_runs(data))
+        return data.decode("utf-8", errors="replace")
+
+    def strings(self, name: str) -> list[str]:
+        return printable_runs(self.read(name))
+
+    def close(self) -> None:
+        if self._tar is not None:
+            self._tar.close()
+            self._tar = None
+        self._members = None
+
+
+def _relative(name: str) -> str:
+    """A member's path without the archive's top folder ('' for the folder itself)."""
+    parts = name.lstrip("./").split("/", 1)
+    return parts[1] if len(parts) == 2 else ""
