@@ -30,6 +30,13 @@ VIEWS: dict[str, dict[Format, str]] = {
     "matrix-validate": {Format.console: f"{V}:matrix_validate_console", Format.json: f"{V}:matrix_validate_json"},
     # fleet check
     "fleet": {Format.console: "sparkdoctor.fleet.render:fleet_view_console", Format.json: "sparkdoctor.fleet.render:fleet_view_json"},
+    # audit, diff, explain
+    "audit": {Format.console: "sparkdoctor.audit.report:audit_view_console", Format.json: "sparkdoctor.audit.report:audit_view_json"},
+    "diff": {Format.console: "sparkdoctor.diff.render:diff_view_console", Format.json: "sparkdoctor.diff.render:diff_view_json"},
+    "explain": {Format.console: "sparkdoctor.render.explain:explain_view_console",
+                Format.json: "sparkdoctor.render.explain:explain_view_json"},
+    # mods check
+    "mods": {Format.console: "sparkdoctor.mods.report:mods_view_console", Format.json: "sparkdoctor.mods.report:mods_view_json"},
 }
 
 

@@ -18,6 +18,7 @@ from sparkdoctor.commands.matrix import MatrixCommand, run_list, run_show, run_v
 from sparkdoctor.errors import UsageError
 from sparkdoctor.result import Format, Result
 from sparkdoctor.vocab import Evidence, Outcome, Severity, Verdict
+from tests.contract import test_run_without_typer as run_without_typer
 from tests.test_cli import snap
 from tests.test_render import ENTRIES, write_matrix
 
@@ -32,6 +33,10 @@ def samples(tmp_path) -> dict[str, Result]:
         "matrix-item": run_show(MatrixCommand(matrix, item_id=next(iter(ENTRIES)))),
         "matrix-validate": run_validate(MatrixCommand(matrix)),
         "fleet": _fleet_sample(),
+        "audit": run_without_typer.audit_sample(tmp_path),
+        "diff": run_without_typer.diff_sample(),
+        "explain": run_without_typer.explain_sample(tmp_path),
+        "mods": run_without_typer.mods_sample(tmp_path),
     }
 
 

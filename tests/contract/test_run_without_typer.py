@@ -1,0 +1,123 @@
+"""Each verb's `run(options)` called directly, without typer or a subprocess: once succeeding (the Result's kind,
+exit code and data) and once failing (the error class and its exit code). The command line's own behaviour is
+walked in test_every_verb_json.py; these pin the layer below it (options -> run -> Result)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sparkdoctor.errors import InputError, SparkdoctorError, UsageError
+from sparkdoctor.result import Format, Result
+from tests.audit import builders
+from tests.test_cli import snap
+from tests.test_render import write_matrix
+
+LOG = "INFO starting the server\nINFO ready\n"
+
+
+def mod_and_site(tmp_path: Path) -> tuple[Path, Path]:
+    """A unified diff and the folder (standing for site-packages) it applies to."""
+    site = tmp_path / "site" / "pkg"
+    site.mkdir(parents=True)
+    (site / "m.py").write_text("a = 1\nb = 2\n")
+    diff = tmp_path / "b3.diff"
+    diff.write_text("--- a/pkg/m.py\n+++ b/pkg/m.py\n@@ -1,2 +1,2 @@\n a = 1\n-b = 2\n+b = 3\n")
+    return diff, site.parent
+
+
+def audit_sample(tmp_path: Path) -> Result:
+    from sparkdoctor.commands.audit import AuditCommand, run
+
+    return run(AuditCommand(str(builders.qwen3_8b(tmp_path / "qwen3-8b", None)), gpu="gb10", context=512))
+
+
+def diff_sample() -> Result:
+    from sparkdoctor.commands.diff import DiffCommand, run
+
+    return run(DiffCommand(snap("gb10-broken"), snap("nogpu-clean")))
+
+
+def explain_sample(tmp_path: Path) -> Result:
+    from sparkdoctor.commands.explain import ExplainCommand, run
+
+    log = tmp_path / "server.log"
+    log.write_text(LOG)
+    return run(ExplainCommand(str(log), matrix=write_matrix(tmp_path / "matrix")))
+
+
+def mods_sample(tmp_path: Path) -> Result:
+    from sparkdoctor.commands.mods import ModsCommand, run
+
+    diff, site = mod_and_site(tmp_path)
+    return run(ModsCommand([diff], site=[site]))
+
+
+# ---- audit -------------------------------------------------------------------------------------------------
+def test_audit_runs_without_typer(tmp_path):
+    result = audit_sample(tmp_path)
+    assert (result.command, result.kind, result.exit_code) == ("audit", "audit", 0)
+    assert result.data.fit.fits and result.data.bytes_per_token > 0
+
+
+def test_audit_refuses_before_reading(tmp_path):
+    from sparkdoctor.commands.audit import AuditCommand, run
+
+    with pytest.raises(UsageError, match="--set needs --recipe"):
+        run(AuditCommand(str(tmp_path), sets=["port=1"]))
+    with pytest.raises(UsageError, match="give MODEL"):
+        run(AuditCommand())
+    with pytest.raises(InputError, match="no such folder"):
+        run(AuditCommand(str(tmp_path / "missing")))
+
+
+# ---- diff --------------------------------------------------------------------------------------------------
+def test_diff_runs_without_typer():
+    result = diff_sample()
+    assert (result.kind, result.exit_code) == ("diff", 1)
+    doc = result.data.to_json()
+    assert doc["verdict"] == "risky" and doc["a"]["file"].endswith("gb10-broken.json")
+
+
+def test_diff_of_a_missing_snapshot_is_exit_2(tmp_path):
+    from sparkdoctor.commands.diff import DiffCommand, run
+
+    with pytest.raises(SparkdoctorError, match="missing.json") as caught:
+        run(DiffCommand(tmp_path / "missing.json", snap("nogpu-clean")))
+    assert caught.value.exit_code == 2
+    with pytest.raises(UsageError, match="--format junit"):
+        run(DiffCommand(snap("nogpu-clean"), snap("nogpu-clean"), Format.junit))
+
+
+# ---- explain -----------------------------------------------------------------------------------------------
+def test_explain_runs_without_typer(tmp_path):
+    result = explain_sample(tmp_path)
+    assert (result.kind, result.exit_code) == ("explain", 1)  # nothing known in two INFO lines
+    assert result.data.to_json()["lines"] == 2 and result.data.matches == []
+
+
+def test_explain_refuses_binary_and_a_bad_timeout(tmp_path):
+    from sparkdoctor.commands.explain import ExplainCommand, run
+
+    blob = tmp_path / "blob.log"
+    blob.write_bytes(b"\x00\x01")
+    with pytest.raises(InputError, match="binary data"):
+        run(ExplainCommand(str(blob)))
+    with pytest.raises(UsageError, match="--timeout 0"):
+        run(ExplainCommand(str(blob), timeout=0))
+
+
+# ---- mods --------------------------------------------------------------------------------------------------
+def test_mods_runs_without_typer(tmp_path):
+    result = mods_sample(tmp_path)
+    assert (result.command, result.kind, result.exit_code) == ("mods check", "mods", 0)
+    assert [m.verdict.value for m in result.data.mods] == ["applies"]
+
+
+def test_mods_refuses_two_targets(tmp_path):
+    from sparkdoctor.commands.mods import ModsCommand, run
+
+    diff, site = mod_and_site(tmp_path)
+    with pytest.raises(UsageError, match="exclude each other"):
+        run(ModsCommand([diff], python="python3", site=[site]))
