@@ -37,6 +37,8 @@ VIEWS: dict[str, dict[Format, str]] = {
                 Format.json: "sparkdoctor.render.explain:explain_view_json"},
     # mods check
     "mods": {Format.console: "sparkdoctor.mods.report:mods_view_console", Format.json: "sparkdoctor.mods.report:mods_view_json"},
+    # whatif
+    "whatif": {Format.console: "sparkdoctor.whatif.render:whatif_view_console", Format.json: "sparkdoctor.whatif.render:whatif_view_json"},
 }
 
 

@@ -121,3 +121,36 @@ def test_mods_refuses_two_targets(tmp_path):
     diff, site = mod_and_site(tmp_path)
     with pytest.raises(UsageError, match="exclude each other"):
         run(ModsCommand([diff], python="python3", site=[site]))
+
+
+def whatif_sample(tmp_path: Path) -> Result:
+    """A WhatIf with every part its renderers draw (findings, a recipe with mods, a stale conclusion, the probes),
+    judged by the demo matrix of tests/test_whatif.py on hand-made Facts (no pip, no registry)."""
+    from sparkdoctor.whatif import Change, compare
+    from sparkdoctor.whatif.judge import (
+        ModsDelta,
+        ProbeComparison,
+        RecipeRow,
+        RecipeWhatIf,
+        StaleConclusion,
+    )
+    from sparkdoctor.whatif.probe import KernelVerdict, ProbeRun
+    from tests.test_whatif import facts_of, matrix
+
+    whatif = compare(facts_of("0.1.0"), facts_of("0.2.0"), matrix(tmp_path), ["demo==0.2.0"], [Change("demo", "0.1.0", "0.2.0")],
+                     ["a note"])
+    mod = {"kind": "mod", "id": "mod-fails:x", "severity": "error", "title": "[x] fails", "evidence": [], "remedy": "r"}
+    whatif.recipe = RecipeWhatIf("tiny", [RecipeRow("flag-unknown:--x", "flag", "error", "--x is gone")], mods=ModsDelta([mod]))
+    whatif.stale = [StaleConclusion("b-vs-a", [{"text": "demo 0.1.0 -> 0.2.0"}])]
+    run_ = ProbeRun("sm_121a", {"nvidia-cutlass-dsl": "4.5.2"}, "libs-cu13", [KernelVerdict("nvfp4-mma", "compiled", "ok", "")])
+    whatif.probe = ProbeComparison("sm_121a", run_, ProbeRun("sm_121a", {}, None, error="could not run: uv is not installed"))
+    return Result("whatif", "whatif", whatif, exit_code=1 if whatif.gate() else 0)
+
+
+def test_a_whatif_document_keeps_its_keys(tmp_path):
+    doc = whatif_sample(tmp_path).data.to_json()
+    assert list(doc) == ["schema", "kind", "specs", "matrix", "changes", "fixed", "introduced", "unchanged", "cannot_tell",
+                         "recipe", "stale_conclusions", "probe", "notes"]
+    assert doc["introduced"] == [{"id": "demo-new-bug", "severity": "error", "title": "new bug", "evidence": doc["introduced"][0]["evidence"]}]
+    assert doc["recipe"]["mods"]["introduced"][0]["id"] == "mod-fails:x" and doc["stale_conclusions"][0]["conclusion"] == "b-vs-a"
+    assert doc["probe"]["after"]["error"].startswith("could not run") and "error" not in doc["probe"]["today"]

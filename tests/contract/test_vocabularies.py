@@ -37,6 +37,7 @@ def samples(tmp_path) -> dict[str, Result]:
         "diff": run_without_typer.diff_sample(),
         "explain": run_without_typer.explain_sample(tmp_path),
         "mods": run_without_typer.mods_sample(tmp_path),
+        "whatif": run_without_typer.whatif_sample(tmp_path),
     }
 
 
