@@ -37,6 +37,12 @@ VIEWS: dict[str, dict[Format, str]] = {
                 Format.json: "sparkdoctor.render.explain:explain_view_json"},
     # mods check
     "mods": {Format.console: "sparkdoctor.mods.report:mods_view_console", Format.json: "sparkdoctor.mods.report:mods_view_json"},
+    # recipe show | check
+    "recipe": {Format.console: "sparkdoctor.recipes.show:recipe_view_console", Format.json: "sparkdoctor.recipes.show:recipe_view_json"},
+    "recipe-check": {Format.console: "sparkdoctor.render.recipe_check:recipe_check_view_console",
+                     Format.json: "sparkdoctor.render.recipe_check:recipe_check_view_json",
+                     Format.junit: "sparkdoctor.render.recipe_check:recipe_check_view_junit",
+                     Format.sarif: "sparkdoctor.render.recipe_check:recipe_check_view_sarif"},
     # whatif
     "whatif": {Format.console: "sparkdoctor.whatif.render:whatif_view_console", Format.json: "sparkdoctor.whatif.render:whatif_view_json"},
 }

@@ -154,3 +154,52 @@ def test_a_whatif_document_keeps_its_keys(tmp_path):
     assert doc["introduced"] == [{"id": "demo-new-bug", "severity": "error", "title": "new bug", "evidence": doc["introduced"][0]["evidence"]}]
     assert doc["recipe"]["mods"]["introduced"][0]["id"] == "mod-fails:x" and doc["stale_conclusions"][0]["conclusion"] == "b-vs-a"
     assert doc["probe"]["after"]["error"].startswith("could not run") and "error" not in doc["probe"]["today"]
+
+
+# ---- recipe show | check -----------------------------------------------------------------------------------
+def recipe_show_sample() -> Result:
+    from sparkdoctor.commands.recipe import RecipeShowCommand, run_show
+
+    return run_show(RecipeShowCommand("tiny-cpu", ["port=9000"]))
+
+
+def recipe_check_sample(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Result:
+    """A recipe that asks for more GPU memory than GB10 leaves (a warning), judged against this interpreter."""
+    import sys
+
+    from sparkdoctor.commands.recipe_check import RecipeCheckCommand, run
+    from tests.rerun.recipe_values import dense_config, model_folder, recipe_file
+
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "no-hub-cache"))
+    folder = model_folder(tmp_path, "dense", dense_config())
+    path = recipe_file(tmp_path, "sparkdoctor", str(folder), ["--gpu-memory-utilization", "0.95"])
+    return run(RecipeCheckCommand(str(path), python=sys.executable, fail_on="warn"))
+
+
+def test_recipe_show_runs_without_typer():
+    result = recipe_show_sample()
+    assert (result.command, result.kind, result.exit_code) == ("recipe show", "recipe", 0)
+    assert result.data.port == 9000 and result.notes == []
+
+
+def test_recipe_show_refuses_a_set_without_a_value_and_a_missing_file(tmp_path):
+    from sparkdoctor.commands.recipe import RecipeShowCommand, run_show
+
+    with pytest.raises(UsageError, match="--set 'port': write key=value"):
+        run_show(RecipeShowCommand("tiny-cpu", ["port"]))
+    with pytest.raises(InputError) as caught:
+        run_show(RecipeShowCommand(str(tmp_path / "missing.toml")))
+    assert caught.value.exit_code == 2
+
+
+def test_recipe_check_runs_without_typer(tmp_path, monkeypatch):
+    result = recipe_check_sample(tmp_path, monkeypatch)
+    assert (result.kind, result.exit_code) == ("recipe-check", 1)
+    assert "vllm-gpu-mem-util-above-uma-headroom" in {f["id"] for f in result.data["findings"]}
+
+
+def test_recipe_check_refuses_a_bad_fail_on(tmp_path):
+    from sparkdoctor.commands.recipe_check import RecipeCheckCommand, run
+
+    with pytest.raises(UsageError, match="--fail-on fatal: choose one of info, warn, error"):
+        run(RecipeCheckCommand("tiny-cpu", fail_on="fatal"))

@@ -24,7 +24,7 @@ from tests.test_render import ENTRIES, write_matrix
 
 
 @pytest.fixture
-def samples(tmp_path) -> dict[str, Result]:
+def samples(tmp_path, monkeypatch) -> dict[str, Result]:
     """One real Result of every document kind sparkdoctor/views.py knows."""
     matrix = write_matrix(tmp_path / "matrix")
     return {
@@ -38,6 +38,8 @@ def samples(tmp_path) -> dict[str, Result]:
         "explain": run_without_typer.explain_sample(tmp_path),
         "mods": run_without_typer.mods_sample(tmp_path),
         "whatif": run_without_typer.whatif_sample(tmp_path),
+        "recipe": run_without_typer.recipe_show_sample(),
+        "recipe-check": run_without_typer.recipe_check_sample(tmp_path, monkeypatch),
     }
 
 
