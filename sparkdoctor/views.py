@@ -43,6 +43,9 @@ VIEWS: dict[str, dict[Format, str]] = {
                      Format.json: "sparkdoctor.render.recipe_check:recipe_check_view_json",
                      Format.junit: "sparkdoctor.render.recipe_check:recipe_check_view_junit",
                      Format.sarif: "sparkdoctor.render.recipe_check:recipe_check_view_sarif"},
+    # report
+    "bug-report": {Format.github: "sparkdoctor.report.posted:report_view_github",
+                   Format.forum: "sparkdoctor.report.posted:report_view_forum"},
     # whatif
     "whatif": {Format.console: "sparkdoctor.whatif.render:whatif_view_console", Format.json: "sparkdoctor.whatif.render:whatif_view_json"},
 }

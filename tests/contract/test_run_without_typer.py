@@ -203,3 +203,31 @@ def test_recipe_check_refuses_a_bad_fail_on(tmp_path):
 
     with pytest.raises(UsageError, match="--fail-on fatal: choose one of info, warn, error"):
         run(RecipeCheckCommand("tiny-cpu", fail_on="fatal"))
+
+
+# ---- report ------------------------------------------------------------------------------------------------
+def report_sample() -> Result:
+    from sparkdoctor.commands.report import ReportCommand, run
+
+    return run(ReportCommand(facts_file=snap("gb10-broken")))
+
+
+def test_report_runs_without_typer():
+    result = report_sample()
+    assert (result.command, result.kind, result.exit_code, result.errors) == ("report", "bug-report", 0, [])
+    text = result.data.text(Format.github)
+    assert text.endswith("\n") and "<details>" in text and result.data.whole is None
+
+
+def test_report_of_an_unprobed_target_is_written_and_exit_3(tmp_path):
+    from sparkdoctor.commands.report import ReportCommand, run
+    from tests.gb10 import gb10_facts
+
+    facts = gb10_facts(packages=None)
+    facts.errors = [{"collector": "targetenv", "error": "python crashed"}]
+    facts.save(tmp_path / "unprobed.json")
+    result = run(ReportCommand(facts_file=tmp_path / "unprobed.json", fmt=Format.forum))
+    assert result.exit_code == 3 and result.errors[0]["code"] == "unprobeable"
+    assert "targetenv : python crashed" in result.data.text(Format.forum)
+    with pytest.raises(UsageError, match="--facts and --python exclude each other"):
+        run(ReportCommand(python="python3", facts_file=tmp_path / "unprobed.json"))

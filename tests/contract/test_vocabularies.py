@@ -39,6 +39,7 @@ def samples(tmp_path, monkeypatch) -> dict[str, Result]:
         "mods": run_without_typer.mods_sample(tmp_path),
         "whatif": run_without_typer.whatif_sample(tmp_path),
         "recipe": run_without_typer.recipe_show_sample(),
+        "bug-report": run_without_typer.report_sample(),
         "recipe-check": run_without_typer.recipe_check_sample(tmp_path, monkeypatch),
     }
 
