@@ -231,3 +231,25 @@ def test_report_of_an_unprobed_target_is_written_and_exit_3(tmp_path):
     assert "targetenv : python crashed" in result.data.text(Format.forum)
     with pytest.raises(UsageError, match="--facts and --python exclude each other"):
         run(ReportCommand(python="python3", facts_file=tmp_path / "unprobed.json"))
+
+
+# ---- fleet check -------------------------------------------------------------------------------------------
+def test_fleet_runs_without_typer_and_an_unreachable_node_is_in_the_result(tmp_path):
+    """ssh reaches nothing (the config's ProxyCommand fails at once): the node is reported, exit 3, not raised."""
+    from sparkdoctor.commands.fleet import FleetCommand, run
+
+    config = tmp_path / "ssh_config"
+    config.write_text("Host *\n  ProxyCommand false\n")
+    result = run(FleetCommand(hosts="node-a", ssh_config=config, node_timeout=30))
+    assert (result.command, result.kind, result.exit_code) == ("fleet check", "fleet", 3)
+    [outcome] = result.data.outcomes
+    assert outcome.node.name == "node-a" and not outcome.ok and outcome.problem
+
+
+def test_fleet_refuses_without_nodes_and_with_two_sources():
+    from sparkdoctor.commands.fleet import FleetCommand, run
+
+    with pytest.raises(UsageError, match="give exactly one of --ray"):
+        run(FleetCommand())
+    with pytest.raises(UsageError, match=r"\(got --ray and --hosts\)"):
+        run(FleetCommand(ray="auto", hosts="a"))
