@@ -46,6 +46,15 @@ VIEWS: dict[str, dict[Format, str]] = {
     # report
     "bug-report": {Format.github: "sparkdoctor.report.posted:report_view_github",
                    Format.forum: "sparkdoctor.report.posted:report_view_forum"},
+    # matrix verify (and its modes), matrix track, matrix update
+    "verify": {Format.console: "sparkdoctor.render.verify:verify_view_console", Format.json: "sparkdoctor.render.verify:verify_view_json"},
+    "verify-bisect": {Format.console: "sparkdoctor.render.verify:bisect_view_console", Format.json: "sparkdoctor.render.verify:verify_view_json"},
+    "verify-latest": {Format.console: "sparkdoctor.render.verify:latest_view_console", Format.json: "sparkdoctor.render.verify:verify_view_json"},
+    "bounds": {Format.console: "sparkdoctor.render.verify:bounds_view_console", Format.json: "sparkdoctor.render.verify:verify_view_json"},
+    "stacks": {Format.console: "sparkdoctor.render.verify:stacks_view_console", Format.json: "sparkdoctor.render.verify:verify_view_json"},
+    "track": {Format.console: "sparkdoctor.track.answer:track_view_console", Format.json: "sparkdoctor.track.answer:track_view_json",
+              Format.markdown: "sparkdoctor.track.answer:track_view_markdown"},
+    "matrix-update": {Format.console: "sparkdoctor.track.answer:update_view_console", Format.json: "sparkdoctor.track.answer:update_view_json"},
     # whatif
     "whatif": {Format.console: "sparkdoctor.whatif.render:whatif_view_console", Format.json: "sparkdoctor.whatif.render:whatif_view_json"},
 }

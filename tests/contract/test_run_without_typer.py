@@ -253,3 +253,79 @@ def test_fleet_refuses_without_nodes_and_with_two_sources():
         run(FleetCommand())
     with pytest.raises(UsageError, match=r"\(got --ray and --hosts\)"):
         run(FleetCommand(ray="auto", hosts="a"))
+
+
+# ---- matrix track | verify | update (against a registry on 127.0.0.1: tests/test_tracking.py's demo releases) ----
+def registry_samples(tmp_path: Path, registry: object, monkeypatch: pytest.MonkeyPatch) -> dict[str, Result]:
+    """One Result per kind of `matrix track` and `matrix verify`, each from `run` on the demo matrix; --stacks
+    (a pip dry run) is made of its result rows."""
+    from sparkdoctor.commands.matrix_tracking import TrackCommand, run_track
+    from sparkdoctor.commands.matrix_verify import VerifyCommand, run
+    from sparkdoctor.verify.modes import Stacks
+    from sparkdoctor.verify.stacks import StackResult
+    from tests.test_tracking import write_matrix
+
+    for name in ("SPARKDOCTOR_INDEX_URL", "PIP_INDEX_URL"):  # released files read remotely; pip's version lists
+        monkeypatch.setenv(name, registry.url)  # type: ignore[attr-defined]
+    monkeypatch.setenv("PIP_CONFIG_FILE", "/dev/null")
+    monkeypatch.setenv("SPARKDOCTOR_CACHE_DIR", str(tmp_path / "cache"))
+    tmp_path.mkdir(exist_ok=True)
+    matrix = write_matrix(tmp_path, ">=0.2.0")
+    stacks = Stacks(str(matrix), [StackResult("demo-stack", "3.12", "resolves", "pip resolved it", {"demo": "0.3.0"})])
+    return {
+        "track": run_track(TrackCommand(matrix=matrix)),
+        "verify": run(VerifyCommand(kind="files", matrix=matrix)),
+        "verify-bisect": run(VerifyCommand(bisect="demo-gb10", matrix=matrix)),
+        "verify-latest": run(VerifyCommand(latest=True, kind="files", matrix=matrix)),
+        "bounds": run(VerifyCommand(bounds=True, matrix=matrix)),
+        "stacks": Result("matrix verify", "stacks", stacks, exit_code=stacks.exit_code),
+    }
+
+
+def test_matrix_track_and_verify_run_without_typer(tmp_path, monkeypatch):
+    from tests.released_server import Registry
+    from tests.test_tracking import RELEASES, build_wheel
+
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    with Registry() as registry:
+        for version, body in RELEASES.items():
+            registry.add("demo", build_wheel(wheels, "demo", version, {"demo/core.py": body}))
+        found = registry_samples(tmp_path, registry, monkeypatch)
+    track = found["track"]
+    assert track.exit_code == 1 and track.data.document["summary"]["no-longer-affected"] == 1  # 0.4.0 no longer prints it
+    assert found["verify"].exit_code == 0 and found["verify"].data.summary()["confirmed"] == 1
+    assert found["verify-bisect"].data.found["id"] == "demo-gb10"
+    assert found["bounds"].data.to_json()["kind"] == "bounds"
+
+
+def test_matrix_verify_and_track_refuse_bad_options(tmp_path):
+    from sparkdoctor.commands.matrix_tracking import (
+        TrackCommand,
+        UpdateCommand,
+        run_track,
+        run_update,
+    )
+    from sparkdoctor.commands.matrix_verify import VerifyCommand, run
+
+    with pytest.raises(UsageError, match="--bounds and --latest exclude each other"):
+        run(VerifyCommand(bounds=True, latest=True))
+    with pytest.raises(UsageError, match="no matrix entry with id 'nope'"):
+        run(VerifyCommand("nope", matrix=plain_matrix(tmp_path)))
+    with pytest.raises(UsageError, match="'notaversion' is not a version"):
+        run_track(TrackCommand(["demo=notaversion"]))
+    with pytest.raises(InputError, match="no \\[tracked\\] table"):
+        run_track(TrackCommand(matrix=plain_matrix(tmp_path)))
+    with pytest.raises(UsageError, match="--rollback takes no SOURCE"):
+        run_update(UpdateCommand("x.tar.gz", rollback=True))
+
+
+def plain_matrix(tmp_path: Path) -> Path:
+    return write_matrix(tmp_path / "plain")
+
+
+def update_sample() -> Result:
+    """`matrix update`'s document as update_matrix returns it (tests/test_matrix_update.py installs real ones)."""
+    done = {"action": "update", "installed": "/data/matrix/current", "pin": {"sha256": "0" * 64}, "previous": "bundled",
+            "entries": 3, "stacks": 1, "diff": ["+ demo-gb10"], "message": "installed the matrix (3 entries, 1 stack)"}
+    return Result("matrix update", "matrix-update", done)

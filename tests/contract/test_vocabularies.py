@@ -21,13 +21,16 @@ from sparkdoctor.vocab import Evidence, Outcome, Severity, Verdict
 from tests.contract import test_run_without_typer as run_without_typer
 from tests.test_cli import snap
 from tests.test_render import ENTRIES, write_matrix
+from tests.test_tracking import registry  # noqa: F401, F811 (fixture: a registry on 127.0.0.1)
 
 
 @pytest.fixture
-def samples(tmp_path, monkeypatch) -> dict[str, Result]:
+def samples(tmp_path, monkeypatch, registry) -> dict[str, Result]:  # noqa: F811 (the fixture)
     """One real Result of every document kind sparkdoctor/views.py knows."""
     matrix = write_matrix(tmp_path / "matrix")
     return {
+        **run_without_typer.registry_samples(tmp_path / "tracked", registry, monkeypatch),
+        "matrix-update": run_without_typer.update_sample(),
         "report": run_check(CheckCommand(facts_file=snap("gb10-broken"), matrix=matrix, config=_empty(tmp_path))),
         "matrix-list": run_list(MatrixCommand(matrix)),
         "matrix-item": run_show(MatrixCommand(matrix, item_id=next(iter(ENTRIES)))),
