@@ -7,7 +7,7 @@ and says in words where each assumption came from.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 AUDIT_VERSION = 1  # bump when a key changes meaning or goes away; new keys may appear without a bump
 
 
-def audit_to_dict(audit: Audit) -> dict[str, Any]:
+def audit_to_dict(audit: Audit) -> dict[str, object]:
     o, s = audit.options, audit.shape
     return {
         "audit_version": AUDIT_VERSION,
@@ -111,7 +111,7 @@ def render_console(audit: Audit, console: Console) -> None:
 
 
 # ---- views (sparkdoctor/views.py): (Result, Sink) -> the whole document -----------------------------------
-def audit_view_json(result: Result, sink: Sink) -> dict[str, Any]:
+def audit_view_json(result: Result, sink: Sink) -> dict[str, object]:
     return audit_to_dict(result.data)
 
 

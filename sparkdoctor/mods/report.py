@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from sparkdoctor.mods.judge import judge_mod
 from sparkdoctor.mods.model import ModResult, Verdict
@@ -42,7 +42,7 @@ class ModsReport:
         bad = STRICT if self.strict else (Verdict.FAILS,)
         return EXIT_MODS_FAIL if any(m.verdict in bad for m in self.mods) else 0
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         """The `mods` JSON document's own keys (docs/json.md)."""
         counts: dict[str, int] = {}
         for mod in self.mods:
@@ -103,7 +103,7 @@ def render_console(report: ModsReport, console: Console) -> None:
 
 
 # ---- views (sparkdoctor/views.py): (Result, Sink) -> the whole document -----------------------------------
-def mods_view_json(result: Result, sink: Sink) -> dict[str, Any]:
+def mods_view_json(result: Result, sink: Sink) -> dict[str, object]:
     report: ModsReport = result.data
     return report.to_json()
 

@@ -22,7 +22,7 @@ _FORMAT_NAMES = {"sparkdoctor": "sparkdoctor TOML", "eugr-v1": "eugr/spark-vllm-
                  "sparkrun-v2": "sparkrun v2 YAML"}
 
 
-def document(recipe: Recipe) -> dict[str, Any]:
+def document(recipe: Recipe) -> dict[str, object]:
     """The `recipe` JSON document's own keys (docs/json.md)."""
     return {"schema": SCHEMA, "recipe": recipe.to_dict()}
 
@@ -100,7 +100,7 @@ def _changes_inside(recipe: Recipe, console: Any) -> None:
 
 
 # ---- views (sparkdoctor/views.py): (Result, Sink) -> the whole document -----------------------------------
-def recipe_view_json(result: Result, sink: Sink) -> dict[str, Any]:
+def recipe_view_json(result: Result, sink: Sink) -> dict[str, object]:
     return document(result.data)
 
 

@@ -6,7 +6,7 @@ stdout)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rich.markup import escape
 
@@ -66,7 +66,7 @@ class Explanation:
 
         return EXIT_OK if self.matches else EXIT_EXPLAIN_NO_MATCH
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         where = {i: g for g in self.groups for i in g.ids}
         docs = []
         for m in self.matches:
@@ -143,7 +143,7 @@ def render_explain(matches: list[SymptomMatch], source: str, lines: int, console
 
 
 # ---- views (sparkdoctor/views.py): (Result, Sink) -> the whole document -----------------------------------
-def explain_view_json(result: Result, sink: Sink) -> dict[str, Any]:
+def explain_view_json(result: Result, sink: Sink) -> dict[str, object]:
     explanation: Explanation = result.data
     return explanation.to_json()
 

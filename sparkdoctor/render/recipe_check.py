@@ -4,7 +4,7 @@ console text, JSON, JUnit XML and SARIF. The drawing itself is the conclusions p
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from sparkdoctor.emit import Sink
@@ -14,8 +14,8 @@ CONSOLE_WIDTH = 160
 """Columns of the console table when stdout is not a terminal (a CI log): wide enough for an evidence line."""
 
 
-def recipe_check_view_json(result: Result, sink: Sink) -> dict[str, Any]:
-    document: dict[str, Any] = result.data
+def recipe_check_view_json(result: Result, sink: Sink) -> dict[str, object]:
+    document: dict[str, object] = result.data
     return document
 
 

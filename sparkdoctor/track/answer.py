@@ -31,7 +31,7 @@ class TrackAnswer:
             return EXIT_VERIFY_ERROR
         return EXIT_VERIFY_CONTRADICTED if any(e["verdict"] in NEEDS_EDIT for e in self.document["entries"]) else EXIT_OK
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return self.document
 
 
@@ -58,7 +58,7 @@ def track_matrix(matrix_path: Path | None, through: dict[str, str], platform: st
 
 
 # ---- views (sparkdoctor/views.py): (Result, Sink) -> the whole document -----------------------------------
-def track_view_json(result: Result, sink: Sink) -> dict[str, Any]:
+def track_view_json(result: Result, sink: Sink) -> dict[str, object]:
     answer: TrackAnswer = result.data
     return answer.to_json()
 
@@ -75,8 +75,8 @@ def track_view_console(result: Result, sink: Sink) -> str:
     return sink.capture(lambda console: render_track(result.data.document, console))
 
 
-def update_view_json(result: Result, sink: Sink) -> dict[str, Any]:
-    document: dict[str, Any] = result.data
+def update_view_json(result: Result, sink: Sink) -> dict[str, object]:
+    document: dict[str, object] = result.data
     return document
 
 
