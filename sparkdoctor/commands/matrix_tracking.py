@@ -84,6 +84,7 @@ class UpdateCommand:
     commit: str | None = None
     rollback: bool = False
     fmt: Format = Format.console
+    output: Path | None = None
 
     def refuse_bad_options(self) -> None:
         Format.parse(self.fmt, UPDATE_FORMATS)
@@ -136,10 +137,11 @@ def matrix_update(
     commit: str | None = typer.Option(None, "--commit", help="The full commit id to install (required for git)."),
     rollback: bool = typer.Option(False, "--rollback", help="Restore the matrix installed before the last update."),
     fmt: str = format_option(*UPDATE_FORMATS),
+    output_name: str | None = output_option(),
 ) -> None:
     """Install a newer matrix without a new sparkdoctor release: pinned, validated before it replaces
     anything, never executed; --rollback restores the previous one. Exit 0 done, 2 refused (says why)."""
     from sparkdoctor.emit import emit
 
-    options = UpdateCommand(source, sha256, commit, rollback, Format(fmt))
-    raise typer.Exit(emit(run_update(options), options.fmt))
+    options = UpdateCommand(source, sha256, commit, rollback, Format(fmt), output_path("--output", output_name))
+    raise typer.Exit(emit(run_update(options), options.fmt, options.output))
