@@ -1,4 +1,5 @@
-"""Each verb's `run(options)` called directly, without typer or a subprocess: once succeeding (the Result's kind,
+"""The verbs that inspect (audit, diff, explain, mods, whatif, recipe, report, fleet, matrix track/verify/update): each
+`run(options)` called directly, without typer or a subprocess: once succeeding (the Result's kind,
 exit code and data) and once failing (the error class and its exit code). The command line's own behaviour is
 walked in test_every_verb_json.py; these pin the layer below it (options -> run -> Result)."""
 
