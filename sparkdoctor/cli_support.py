@@ -60,14 +60,3 @@ def timeout_option():
 
     return typer.Option(DEFAULT_TIMEOUT, "--timeout",
                         help="Seconds the whole run may take (reading, parsing, matching); past it: one line, exit 2.")
-
-
-def time_limited(timeout: float, what: str):
-    """runlimit.run_limit for a command: a bad --timeout is Fatal (one line, exit 2); a run out of time raises
-    runlimit.OutOfTime, a UsageError (one line, exit 2, code "timeout")."""
-    from sparkdoctor.runlimit import check_timeout, run_limit
-
-    problem = check_timeout(timeout)
-    if problem:
-        raise Fatal(problem)
-    return run_limit(timeout, what)

@@ -54,17 +54,18 @@ class Sink:
     ascii_only: bool = False
     """The stream cannot encode the report's symbols (PYTHONIOENCODING=ascii): spell them in ASCII."""
 
-    def console(self, width: int | None = None) -> Console:
-        """A rich Console for this sink; draw into it inside `capture()`."""
+    def console(self, width: int | None = None, **settings: Any) -> Console:
+        """A rich Console for this sink (`settings`: more of rich's Console arguments, e.g. soft_wrap); draw into
+        it inside `capture()`."""
         from rich.console import Console
 
         if self.to_file:
-            return Console(file=io.StringIO(), width=FILE_WIDTH, no_color=True, force_terminal=False)
-        return Console(width=width, file=sys.stdout if sys.stdout is not None else io.StringIO())
+            return Console(file=io.StringIO(), width=FILE_WIDTH, no_color=True, force_terminal=False, **settings)
+        return Console(width=width, file=sys.stdout if sys.stdout is not None else io.StringIO(), **settings)
 
-    def capture(self, draw: Callable[[Console], None], width: int | None = None) -> str:
+    def capture(self, draw: Callable[[Console], None], width: int | None = None, **settings: Any) -> str:
         """What `draw` prints on this sink's console, as one string (nothing is written yet)."""
-        console = self.console(width)
+        console = self.console(width, **settings)
         with console.capture() as captured:
             draw(console)
         return captured.get()

@@ -30,6 +30,33 @@ VIEWS: dict[str, dict[Format, str]] = {
     "matrix-validate": {Format.console: f"{V}:matrix_validate_console", Format.json: f"{V}:matrix_validate_json"},
     # fleet check
     "fleet": {Format.console: "sparkdoctor.fleet.render:fleet_view_console", Format.json: "sparkdoctor.fleet.render:fleet_view_json"},
+    # audit, diff, explain
+    "audit": {Format.console: "sparkdoctor.audit.report:audit_view_console", Format.json: "sparkdoctor.audit.report:audit_view_json"},
+    "diff": {Format.console: "sparkdoctor.diff.render:diff_view_console", Format.json: "sparkdoctor.diff.render:diff_view_json"},
+    "explain": {Format.console: "sparkdoctor.render.explain:explain_view_console",
+                Format.json: "sparkdoctor.render.explain:explain_view_json"},
+    # mods check
+    "mods": {Format.console: "sparkdoctor.mods.report:mods_view_console", Format.json: "sparkdoctor.mods.report:mods_view_json"},
+    # recipe show | check
+    "recipe": {Format.console: "sparkdoctor.recipes.show:recipe_view_console", Format.json: "sparkdoctor.recipes.show:recipe_view_json"},
+    "recipe-check": {Format.console: "sparkdoctor.render.recipe_check:recipe_check_view_console",
+                     Format.json: "sparkdoctor.render.recipe_check:recipe_check_view_json",
+                     Format.junit: "sparkdoctor.render.recipe_check:recipe_check_view_junit",
+                     Format.sarif: "sparkdoctor.render.recipe_check:recipe_check_view_sarif"},
+    # report
+    "bug-report": {Format.github: "sparkdoctor.report.posted:report_view_github",
+                   Format.forum: "sparkdoctor.report.posted:report_view_forum"},
+    # matrix verify (and its modes), matrix track, matrix update
+    "verify": {Format.console: "sparkdoctor.render.verify:verify_view_console", Format.json: "sparkdoctor.render.verify:verify_view_json"},
+    "verify-bisect": {Format.console: "sparkdoctor.render.verify:bisect_view_console", Format.json: "sparkdoctor.render.verify:verify_view_json"},
+    "verify-latest": {Format.console: "sparkdoctor.render.verify:latest_view_console", Format.json: "sparkdoctor.render.verify:verify_view_json"},
+    "bounds": {Format.console: "sparkdoctor.render.verify:bounds_view_console", Format.json: "sparkdoctor.render.verify:verify_view_json"},
+    "stacks": {Format.console: "sparkdoctor.render.verify:stacks_view_console", Format.json: "sparkdoctor.render.verify:verify_view_json"},
+    "track": {Format.console: "sparkdoctor.track.answer:track_view_console", Format.json: "sparkdoctor.track.answer:track_view_json",
+              Format.markdown: "sparkdoctor.track.answer:track_view_markdown"},
+    "matrix-update": {Format.console: "sparkdoctor.track.answer:update_view_console", Format.json: "sparkdoctor.track.answer:update_view_json"},
+    # whatif
+    "whatif": {Format.console: "sparkdoctor.whatif.render:whatif_view_console", Format.json: "sparkdoctor.whatif.render:whatif_view_json"},
 }
 
 

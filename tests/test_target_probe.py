@@ -180,3 +180,32 @@ def test_one_gpu_helper_answers_the_gpu_and_the_health_collectors(tmp_path, monk
     assert libs.libcuda == "13.0" and libs.problems == [], "the GPU stages had answered before the hang"
     gpus, problem = gpu_health.read()
     assert gpus is None and problem.startswith("NVML health readings: the GPU query helper: no answer within")
+
+
+@pytest.mark.parametrize("answer, outcome", [
+    ('{"packages": {}, "capabilities_probe": {"error": "OSError: boom"}}', "own probe"),
+    ('{"packages": {}}', "own probe"),
+    ("not json at all", "error"),
+])
+def test_the_capabilities_collector_when_the_target_probe_could_not_answer_for_it(tmp_path, answer, outcome):
+    """Its capabilities part failed inside an answering probe: the collector runs the capabilities probe
+    itself. The target probe did not answer at all: that is this collector's one error line too, and no
+    late process is started (a run past its budget must not leave one behind)."""
+    from pathlib import Path
+
+    from sparkdoctor import proc
+    from sparkdoctor.collect import CollectorError, Context, capabilities
+    from sparkdoctor.facts import Facts
+    from sparkdoctor.locations import cache_dir
+    from sparkdoctor.target.local import resolve_python_target
+
+    target = resolve_python_target(sys.executable)
+    ctx = Context(target=target, facts=Facts(), cache_dir=Path(cache_dir()), use_cache=True)
+    fake = proc.start(["/bin/sh", "-c", f"echo '{answer}'"])
+    ctx.scratch[capabilities.PRESTART_KEY] = target_probe.Prestarted(target_probe.Shared(fake), None, sys.executable, True, True)
+    if outcome == "error":
+        with pytest.raises(CollectorError, match="printed no JSON"):
+            capabilities.run(ctx)
+    else:
+        alone = capabilities.run(Context(target=target, facts=Facts(), cache_dir=Path(cache_dir()), use_cache=True))
+        assert capabilities.run(ctx) == alone, "read by the capabilities probe on its own"

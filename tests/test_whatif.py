@@ -85,7 +85,7 @@ def test_an_upgrade_is_resolved_by_the_targets_pip_and_judged(tmp_path, target):
     assert demo["version"] == "0.2.0" and demo["integrity"] == "ok" and demo["files_modified"] == []
     assert today.packages["demo"]["version"] == "0.1.0"  # today's Facts are not touched
     result = compare(today, predicted, matrix(tmp_path), ["demo==0.2.0"], changes, notes)
-    assert [f["id"] for f in result.fixed] == ["demo-old-bug"] and [f["id"] for f in result.introduced] == ["demo-new-bug"]
+    assert [f.id for f in result.fixed] == ["demo-old-bug"] and [f.id for f in result.introduced] == ["demo-new-bug"]
     assert result.gate("error")
     assert not compare(facts_of("0.1.0"), predicted, matrix(tmp_path, "warn"), [], changes, notes).gate("error")
 
@@ -149,9 +149,9 @@ def test_a_recipe_is_judged_today_and_after(tmp_path):
     flags_today = {"vllm": {"version": "0.32.0", "root": "/x"}, "flags": known}
     flags_after = {"vllm": {"version": "0.33.0", "root": "/x"}, "flags": [f for f in known if f != "--enforce-eager"]}
     diff = compare_recipe(recipe, load(), today, after, flags_today, flags_after)
-    introduced = {f["id"] for f in diff["introduced"]}
+    introduced = {f.id for f in diff.introduced}
     assert {"flag-unknown:--enforce-eager", "env-unknown:VLLM_USE_AOT_COMPILE"} <= introduced, diff
-    assert not diff["fixed"]
+    assert not diff.fixed
 
 
 @pytest.fixture(scope="module")
@@ -179,7 +179,7 @@ def test_conclusions_the_upgrade_would_make_stale(tmp_path, here_facts):
     python = today.target["python"]
     assert stale_conclusions(ledger, python, today, today) == []
     [stale] = stale_conclusions(ledger, python, today, predicted)
-    assert stale["conclusion"] == "b-vs-a" and any("99.0.0" in str(c.get("text")) for c in stale["changes"]), stale
+    assert stale.conclusion == "b-vs-a" and any("99.0.0" in str(c.get("text")) for c in stale.changes), stale
 
 
 def test_the_whatif_command_end_to_end(tmp_path, target, monkeypatch):
@@ -217,3 +217,21 @@ def test_a_venv_with_its_own_pip_resolves_with_it(tmp_path, monkeypatch):
     monkeypatch.setattr(target, "run_command", lambda argv, timeout, **k: seen.append(argv) or real(argv, timeout, **k))
     [change] = resolve_upgrade(target, python, ["demo==0.2.0"], facts_of("0.1.0"))
     assert (change.old, change.new) == ("0.1.0", "0.2.0") and seen and seen[0][:3] == [python, "-m", "pip"]
+
+
+def test_whatif_run_without_typer(tmp_path, target, monkeypatch):
+    """commands.whatif.run: the same answer as the command line, as a Result; the options refused before pip runs."""
+    from sparkdoctor.commands.whatif import WhatifCommand, run
+    from sparkdoctor.errors import UsageError
+
+    monkeypatch.setenv("SPARKDOCTOR_STATE_DIR", str(tmp_path / "state"))
+    options = WhatifCommand(["demo==0.2.0"], python=target, read=False, arch="sm_121a", matrix=tmp_path / "m.toml")
+    matrix(tmp_path)
+    result = run(options)
+    assert (result.kind, result.exit_code) == ("whatif", 1)
+    doc = result.data.to_json()
+    assert [f["id"] for f in doc["introduced"]] == ["demo-new-bug"] and doc["stale_conclusions"] is None
+    with pytest.raises(UsageError, match="ledger .*missing.sqlite: no such file"):
+        run(WhatifCommand(["demo==0.2.0"], python=target, ledger=tmp_path / "missing.sqlite"))
+    with pytest.raises(UsageError, match="--fail-on fatal"):
+        run(WhatifCommand(["demo==0.2.0"], fail_on="fatal"))

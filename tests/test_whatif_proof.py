@@ -112,8 +112,8 @@ def test_probe_compiles_the_cutedsl_kernels_with_the_proposed_set_and_the_answer
         return SimpleNamespace(packages={"nvidia-cutlass-dsl": {"version": version}, f"nvidia-cutlass-dsl-{build}": {"version": version}},
                                cutedsl={"active_build": build})
 
-    before = {k["kernel"]: k["verdict"] for k in probe_cutedsl(facts("4.5.0", "libs-base"), "sm_121a")["kernels"]}
-    after = {k["kernel"]: k["verdict"] for k in probe_cutedsl(facts("4.5.2", "libs-cu13"), "sm_121a")["kernels"]}
+    before = {k.kernel: k.verdict for k in probe_cutedsl(facts("4.5.0", "libs-base"), "sm_121a").kernels}
+    after = {k.kernel: k.verdict for k in probe_cutedsl(facts("4.5.2", "libs-cu13"), "sm_121a").kernels}
     assert before["nvfp4-mma"] == "refused" and after["nvfp4-mma"] == "compiled", (before, after)
     assert after == {k: "compiled" for k in after}, after
     print(f"\n4.5.0 libs-base: {before}\n4.5.2 libs-cu13: {after}")

@@ -45,12 +45,13 @@ def run(ctx: Context) -> dict[str, Any]:
 
 
 def _from_target_probe(ctx: Context, early: Prestarted) -> dict[str, Any] | None:
-    """The capabilities the target probe read in its own process (a local check); None when it could
-    not (its failure is the target collector's to report; this collector then runs its own probe)."""
+    """The capabilities the target probe read in its own process (a local check). A target probe that
+    did not answer is this collector's error too (the same line: nothing was read); None when it
+    answered without them (its capabilities part failed): this collector then runs its own probe."""
     try:
         data = parse_json_probe(ctx.target, probe_entry(TARGET_PROBE), early.running.result(TARGET_TIMEOUT))
-    except TargetError:
-        return None
+    except TargetError as exc:
+        raise CollectorError(str(exc)) from None
     answer = data.get("capabilities_probe")
     if isinstance(answer, dict) and isinstance(answer.get("capabilities"), dict):
         return {"capabilities": answer["capabilities"]}

@@ -1,15 +1,103 @@
 """`sparkdoctor audit MODEL`: the roofline of a checkpoint from its headers (pipeline: sparkdoctor/audit/).
 
-Imports only typer and sparkdoctor.cli_support at module level: the pipeline loads when the command runs.
+`AuditCommand` holds the options, `run()` does the work and returns a Result (kind "audit", data: the
+pipeline's `Audit`), `register()` adds the typer command. Tests call `run()` directly. Imports only typer and
+the shared options at module level: the pipeline loads when the command runs.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
 import typer
 
-from sparkdoctor.cli_support import Fatal, time_limited, timeout_option
-from sparkdoctor.commands.options import format_option
-from sparkdoctor.result import Format
+from sparkdoctor.cli_support import DEFAULT_TIMEOUT, timeout_option
+from sparkdoctor.commands.options import format_option, output_option, output_path
+from sparkdoctor.errors import UsageError
+from sparkdoctor.result import Format, Result
+
+if TYPE_CHECKING:
+    from sparkdoctor.audit.roofline import Audit
+
+FORMATS = (Format.console, Format.json)
+
+
+@dataclass
+class AuditCommand:
+    """Everything `audit` is told; the defaults are the command line's."""
+
+    model: str | None = None
+    recipe: str | None = None
+    sets: list[str] = field(default_factory=list)
+    bandwidth: float | None = None
+    gpu: str | None = None
+    context: int = 4096
+    batch: int = 1
+    kv_cache_dtype: str | None = None
+    mtp: bool = False
+    max_model_len: int | None = None
+    max_num_seqs: int | None = None
+    memory: float | None = None
+    gpu_memory_utilization: float | None = None
+    fmt: Format = Format.console
+    output: Path | None = None
+    timeout: float = DEFAULT_TIMEOUT
+
+    def refuse_bad_options(self) -> None:
+        """Every usage error of `audit` that needs no file read (exit 2, one line)."""
+        from sparkdoctor.runlimit import check_timeout
+
+        Format.parse(self.fmt, FORMATS)
+        problem = check_timeout(self.timeout)
+        if problem:
+            raise UsageError(problem)
+        if self.sets and self.recipe is None:
+            raise UsageError("--set needs --recipe: it sets the recipe's parameters")
+        if self.model is None and self.recipe is None:
+            raise UsageError("give MODEL (a checkpoint folder), or --recipe RECIPE whose model is a local folder")
+
+
+def run(options: AuditCommand) -> Result:
+    """The audit of the checkpoint; exit 1 when it does not fit or its config disagrees with its tensors. An
+    AuditError, RecipeError or OutOfTime is exit 2 by itself."""
+    from sparkdoctor.runlimit import run_limit
+
+    options.refuse_bad_options()
+    with run_limit(options.timeout, "audit"):
+        audit = _audit(options)
+    bad = not audit.fit.fits or any(d.kind != "stale-ignore-entry" for d in audit.disagreements)
+    from sparkdoctor.exitcodes import EXIT_AUDIT_FINDINGS, EXIT_OK
+
+    return Result("audit", "audit", audit, exit_code=EXIT_AUDIT_FINDINGS if bad else EXIT_OK)
+
+
+def _audit(options: AuditCommand) -> Audit:
+    from sparkdoctor.audit import AuditOptions, fromrecipe, run_audit
+
+    explicit = {"max_model_len": options.max_model_len, "max_num_seqs": options.max_num_seqs,
+                "gpu_memory_utilization": options.gpu_memory_utilization, "kv_cache_dtype": options.kv_cache_dtype}
+    model = options.model
+    notes: list[str] = []
+    sources: dict[str, str] = {}
+    if options.recipe is not None:
+        from sparkdoctor.commands.recipe import parse_sets
+        from sparkdoctor.conclusions.served_model import model_facts
+        from sparkdoctor.recipes import load
+
+        loaded = load(options.recipe, parse_sets(options.sets))
+        values, sources = fromrecipe.recipe_settings(loaded, explicit)
+        model = fromrecipe.recipe_model(loaded, model)
+        note = fromrecipe.max_model_len_note(values["max_model_len"], model_facts(model).get("max_model_len"),
+                                             sources["max_model_len"])
+        notes = [note] if note else []
+    else:
+        values = {k: v if v is not None else fromrecipe.DEFAULTS[k] for k, v in explicit.items()}
+    assert model is not None  # refuse_bad_options: MODEL or --recipe
+    return run_audit(AuditOptions(model, context=options.context, batch=options.batch, bandwidth=options.bandwidth,
+                                  gpu=options.gpu, include_mtp=options.mtp, memory_gib=options.memory, sources=sources,
+                                  notes=notes, **values))
 
 
 def register(app: typer.Typer) -> None:
@@ -30,53 +118,16 @@ def audit(
     max_num_seqs: int | None = typer.Option(None, "--max-num-seqs", help="For the fit: sequences whose full KV cache must fit at once (default 1; with --recipe, vLLM's own default for the GPU)."),
     memory: float | None = typer.Option(None, "--memory", help="For the fit: GPU memory in GiB (default: the GPU's; GB10 = 119.7)."),
     gpu_memory_utilization: float | None = typer.Option(None, "--gpu-memory-utilization", help="For the fit: the share of memory the server may use (vLLM's flag; default 0.9)."),
-    fmt: str = format_option(Format.console, Format.json),
+    fmt: str = format_option(*FORMATS),
+    output_name: str | None = output_option(),
     timeout: float = timeout_option(),
 ) -> None:
     """Read a checkpoint's headers (never its weights): bytes per decoded token by module group, what stays
     unquantized, the tok/s ceiling at the memory bandwidth, and whether weights + KV cache fit."""
-    if fmt not in ("console", "json"):
-        raise Fatal(f"--format {fmt}: choose one of console, json")
-    if sets and recipe is None:
-        raise Fatal("--set needs --recipe: it sets the recipe's parameters")
-    with time_limited(timeout, "audit"):  # an OutOfTime, like an AuditError, is exit 2 by itself
-        from sparkdoctor.audit import AuditOptions, fromrecipe, run_audit
-        from sparkdoctor.exitcodes import EXIT_AUDIT_FINDINGS, EXIT_OK
+    from sparkdoctor.emit import emit
 
-        explicit = {"max_model_len": max_model_len, "max_num_seqs": max_num_seqs, "gpu_memory_utilization": gpu_memory_utilization,
-                    "kv_cache_dtype": kv_cache_dtype}
-        if recipe is not None:
-            from sparkdoctor.commands.recipe import parse_sets
-            from sparkdoctor.recipes import load
-
-            loaded = load(recipe, parse_sets(sets))
-            values, sources = fromrecipe.recipe_settings(loaded, explicit)
-            model = fromrecipe.recipe_model(loaded, model)
-            from sparkdoctor.conclusions.served_model import model_facts
-
-            note = fromrecipe.max_model_len_note(values["max_model_len"], model_facts(model).get("max_model_len"),
-                                                 sources["max_model_len"])
-            notes = [note] if note else []
-        elif model is None:
-            raise Fatal("give MODEL (a checkpoint folder), or --recipe RECIPE whose model is a local folder")
-        else:
-            values = {k: v if v is not None else fromrecipe.DEFAULTS[k] for k, v in explicit.items()}
-            sources = {}
-            notes = []
-        options = AuditOptions(model, context=context, batch=batch, bandwidth=bandwidth, gpu=gpu, include_mtp=mtp,
-                               memory_gib=memory, sources=sources, notes=notes, **values)
-        result = run_audit(options)  # an AuditError or RecipeError is exit 2 by itself
-    bad = not result.fit.fits or any(d.kind != "stale-ignore-entry" for d in result.disagreements)
-    if fmt == "json":
-        from sparkdoctor.audit.report import audit_to_dict
-        from sparkdoctor.emit import emit_json
-
-        emit_json("audit", "audit", audit_to_dict(result), EXIT_AUDIT_FINDINGS if bad else EXIT_OK)
-    else:
-        from rich.console import Console
-
-        from sparkdoctor.audit.report import render_console
-        from sparkdoctor.emit import emit_console
-
-        emit_console(lambda console: render_console(result, console), Console(width=140))
-    raise typer.Exit(EXIT_AUDIT_FINDINGS if bad else EXIT_OK)
+    options = AuditCommand(model=model, recipe=recipe, sets=list(sets or []), bandwidth=bandwidth, gpu=gpu, context=context,
+                           batch=batch, kv_cache_dtype=kv_cache_dtype, mtp=mtp, max_model_len=max_model_len,
+                           max_num_seqs=max_num_seqs, memory=memory, gpu_memory_utilization=gpu_memory_utilization,
+                           fmt=Format(fmt), output=output_path("--output", output_name), timeout=timeout)
+    raise typer.Exit(emit(run(options), options.fmt, options.output))

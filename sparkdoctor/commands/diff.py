@@ -1,22 +1,47 @@
 """`sparkdoctor diff A.json B.json`: drift between two saved snapshots (`check --save-facts`).
 
-Exit 0: no risky difference; 1: a risky one (what a multi-node run or an upgrade must not carry);
-2: a file that is not a snapshot, said in one line naming the file and the field.
+`DiffCommand` holds the options, `run()` compares and returns a Result (kind "diff", data: a
+sparkdoctor.diff.render.DiffDocument), `register()` adds the typer command. Exit 0: no risky difference; 1: a
+risky one (what a multi-node run or an upgrade must not carry); 2: a file that is not a snapshot, said in one line
+naming the file and the field.
 """
 
 from __future__ import annotations
 
-import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import typer
 
-from sparkdoctor.cli_support import Fatal
-from sparkdoctor.commands.options import format_option
-from sparkdoctor.exitcodes import EXIT_DIFF_BAD_INPUT, EXIT_DIFF_RISKY, EXIT_DIFF_SAFE
-from sparkdoctor.result import Format
+from sparkdoctor.commands.options import format_option, output_option, output_path
+from sparkdoctor.result import Format, Result
 
-DIFF_FORMATS = ("console", "json")
+FORMATS = (Format.console, Format.json)
+
+
+@dataclass
+class DiffCommand:
+    """Everything `diff` is told."""
+
+    a: Path
+    b: Path
+    fmt: Format = Format.console
+    output: Path | None = None
+
+    def refuse_bad_options(self) -> None:
+        Format.parse(self.fmt, FORMATS)
+
+
+def run(options: DiffCommand) -> Result:
+    """The two snapshots compared; a FactsError (one line naming the file and field) is exit 2 by itself."""
+    from sparkdoctor.diff import compare
+    from sparkdoctor.diff.render import DiffDocument
+    from sparkdoctor.facts import Facts
+
+    options.refuse_bad_options()
+    facts = (Facts.load(options.a), Facts.load(options.b))
+    document = DiffDocument.of(compare(*facts), (str(options.a), str(options.b)), facts)
+    return Result("diff", "diff", document, exit_code=document.exit_code)
 
 
 def register(app: typer.Typer) -> None:
@@ -26,29 +51,11 @@ def register(app: typer.Typer) -> None:
 def diff(
     a: Path = typer.Argument(..., metavar="A.json", help="A Facts snapshot (check --save-facts): the reference node, or before."),
     b: Path = typer.Argument(..., metavar="B.json", help="The other snapshot: the second node, or after."),
-    fmt: str = format_option(Format.console, Format.json),
+    fmt: str = format_option(*FORMATS),
+    output_name: str | None = output_option(),
 ) -> None:
     """Compare two snapshots field by field; each difference is risky (for a multi-node run) or benign."""
-    if fmt not in DIFF_FORMATS:
-        raise Fatal(f"--format {fmt}: choose one of {', '.join(DIFF_FORMATS)}", EXIT_DIFF_BAD_INPUT)
-    from sparkdoctor.diff import compare
-    from sparkdoctor.diff.render import diff_json, render_console
-    from sparkdoctor.facts import Facts
+    from sparkdoctor.emit import emit
 
-    facts = (Facts.load(a), Facts.load(b))  # a FactsError is exit 2 (EXIT_DIFF_BAD_INPUT) by itself
-    comparison = compare(*facts)
-    names = (str(a), str(b))
-    if sys.stdout is None:
-        raise Fatal("stdout is closed: nowhere to write the diff", EXIT_DIFF_BAD_INPUT)
-    if fmt == "json":
-        from sparkdoctor.emit import emit_json
-
-        emit_json("diff", "diff", diff_json(comparison, names, facts), EXIT_DIFF_RISKY if comparison.risky else EXIT_DIFF_SAFE)
-    else:
-        from rich.console import Console
-
-        from sparkdoctor.emit import emit_console
-
-        emit_console(lambda console: render_console(comparison, names, facts, console), Console(soft_wrap=True, highlight=False))
-    sys.stdout.flush()
-    raise typer.Exit(EXIT_DIFF_RISKY if comparison.risky else EXIT_DIFF_SAFE)
+    options = DiffCommand(a, b, Format(fmt), output_path("--output", output_name))
+    raise typer.Exit(emit(run(options), options.fmt, options.output))

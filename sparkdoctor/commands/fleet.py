@@ -22,6 +22,7 @@ from sparkdoctor.commands.options import (
     output_option,
     output_path,
 )
+from sparkdoctor.errors import UsageError
 from sparkdoctor.result import Format, Result
 
 FORMATS = (Format.console, Format.json)
@@ -45,6 +46,31 @@ class FleetCommand:
     output: Path | None = None
     verbose: bool = False
 
+    def refuse_bad_options(self) -> None:
+        """Every usage error of `fleet check` (exit 2, one line), before a node is reached."""
+        Format.parse(self.fmt, FORMATS)
+        if self.fail_on not in ("info", "warn", "error"):
+            raise UsageError(f"--fail-on {self.fail_on}: choose one of info, warn, error")
+        if not (math.isfinite(self.node_timeout) and self.node_timeout > 0):
+            raise UsageError(f"--node-timeout {self.node_timeout}: give a number of seconds above 0")
+        if self.runtime not in ("docker", "podman"):
+            raise UsageError(f"--runtime {self.runtime}: choose docker or podman")
+        chosen = [name for name, value in (("--ray", self.ray), ("--hosts", self.hosts),
+                                           ("--inventory", self.inventory)) if value is not None]
+        if len(chosen) != 1:
+            raise UsageError("give exactly one of --ray ADDRESS, --hosts A,B,... or --inventory FILE"
+                             + (f" (got {' and '.join(chosen)})" if chosen else ""))
+        if self.ssh_config is not None and self.ray is not None:
+            raise UsageError("--ssh-config is for --hosts and --inventory; Ray reaches its nodes itself")
+        if self.ssh_config is not None and not self.ssh_config.is_file():
+            raise UsageError(f"--ssh-config {self.ssh_config}: no such file")
+        if self.arch is not None:
+            from sparkdoctor.arch import real_arch_problem
+
+            problem = real_arch_problem(self.arch)
+            if problem:
+                raise UsageError(f"--arch {self.arch!r}: {problem}")
+
 
 def run(options: FleetCommand) -> Result:
     """Check the options (UsageError / InputError: one line, exit 2), run the fleet check, wrap its answer."""
@@ -52,7 +78,7 @@ def run(options: FleetCommand) -> Result:
     from sparkdoctor.fleet.inventory import load_inventory, parse_hosts
 
     nodes: list[Any] = []
-    _refuse_bad_options(options)
+    options.refuse_bad_options()
     if options.hosts is not None:
         nodes = parse_hosts(options.hosts, options.python, options.container, options.runtime)
     elif options.inventory is not None:
@@ -62,32 +88,6 @@ def run(options: FleetCommand) -> Result:
         python=options.python, container=options.container, runtime=options.runtime, node_timeout=options.node_timeout,
         arch=options.arch, matrix_path=options.matrix, fail_on=options.fail_on, ignore=set(options.ignore)))
     return Result("fleet check", "fleet", found, exit_code=found.exit_code(), options={"verbose": options.verbose})
-
-
-def _refuse_bad_options(options: FleetCommand) -> None:
-    from sparkdoctor.errors import UsageError
-
-    if options.fail_on not in ("info", "warn", "error"):
-        raise UsageError(f"--fail-on {options.fail_on}: choose one of info, warn, error")
-    if not (math.isfinite(options.node_timeout) and options.node_timeout > 0):
-        raise UsageError(f"--node-timeout {options.node_timeout}: give a number of seconds above 0")
-    if options.runtime not in ("docker", "podman"):
-        raise UsageError(f"--runtime {options.runtime}: choose docker or podman")
-    chosen = [name for name, value in (("--ray", options.ray), ("--hosts", options.hosts),
-                                       ("--inventory", options.inventory)) if value is not None]
-    if len(chosen) != 1:
-        raise UsageError("give exactly one of --ray ADDRESS, --hosts A,B,... or --inventory FILE"
-                         + (f" (got {' and '.join(chosen)})" if chosen else ""))
-    if options.ssh_config is not None and options.ray is not None:
-        raise UsageError("--ssh-config is for --hosts and --inventory; Ray reaches its nodes itself")
-    if options.ssh_config is not None and not options.ssh_config.is_file():
-        raise UsageError(f"--ssh-config {options.ssh_config}: no such file")
-    if options.arch is not None:
-        from sparkdoctor.arch import real_arch_problem
-
-        problem = real_arch_problem(options.arch)
-        if problem:
-            raise UsageError(f"--arch {options.arch!r}: {problem}")
 
 
 def register(app: typer.Typer) -> None:

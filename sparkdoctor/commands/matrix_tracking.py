@@ -2,75 +2,146 @@
 
 track: re-check every entry on the releases newer than the matrix's tracked-through versions
 (sparkdoctor.track). update: install a newer matrix into the user data dir, pinned, validated,
-never executed (sparkdoctor.track.update). Both only parse here and call their pipeline.
+never executed (sparkdoctor.track.update). `TrackCommand` / `UpdateCommand` hold the options, `run_track()` /
+`run_update()` return Results (kinds "track", "matrix-update"); the typer functions only build them and emit.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import typer
 
-from sparkdoctor.cli_support import Fatal
-from sparkdoctor.commands.options import format_option
-from sparkdoctor.result import Format
+from sparkdoctor.commands.options import (
+    format_option,
+    matrix_option,
+    output_option,
+    output_path,
+)
+from sparkdoctor.errors import UsageError
+from sparkdoctor.result import Format, Result
 
-TRACK_FORMATS = ("console", "json", "markdown")
+TRACK_FORMATS = (Format.console, Format.json, Format.markdown)
+UPDATE_FORMATS = (Format.console, Format.json)
 
 
-def _through(values: list[str]) -> dict[str, str]:
+def parse_through(values: list[str]) -> dict[str, str]:
+    """--through PACKAGE=VERSION (repeatable) into a dict; UsageError on anything else."""
+    from packaging.version import InvalidVersion, Version
+
     out = {}
     for value in values:
         name, sep, version = value.partition("=")
         if not sep or not name.strip() or not version.strip():
-            raise Fatal(f"--through {value}: give PACKAGE=VERSION, e.g. vllm=0.33.0")
-        out[name.strip()] = version.strip().lstrip("=")
+            raise UsageError(f"--through {value}: give PACKAGE=VERSION, e.g. vllm=0.33.0")
+        package, version = name.strip(), version.strip().lstrip("=")
+        try:
+            Version(version)
+        except InvalidVersion:
+            raise UsageError(f"--through {package}={version}: {version!r} is not a version (e.g. vllm=0.33.0)") from None
+        out[package] = version
     return out
 
 
+@dataclass
+class TrackCommand:
+    """Everything `matrix track` is told; the defaults are the command line's."""
+
+    through: list[str] = field(default_factory=list)
+    matrix: Path | None = None
+    fmt: Format = Format.console
+    output: Path | None = None
+    """Also write the JSON document here (whatever --format says for stdout)."""
+    platform: str = "linux-aarch64"
+    python: str = "3.12"
+
+    def refuse_bad_options(self) -> dict[str, str]:
+        """Every usage error of `matrix track` (exit 2, one line); the --through versions."""
+        from sparkdoctor.released import PLATFORMS
+
+        Format.parse(self.fmt, TRACK_FORMATS)
+        through = parse_through(self.through)
+        if self.platform not in PLATFORMS:
+            raise UsageError(f"--platform {self.platform}: choose one of {', '.join(PLATFORMS)}")
+        return through
+
+
+def run_track(options: TrackCommand) -> Result:
+    from sparkdoctor.track.answer import track_matrix
+
+    through = options.refuse_bad_options()
+    answer = track_matrix(options.matrix, through, options.platform, options.python)
+    return Result("matrix track", "track", answer, exit_code=answer.exit_code)
+
+
+@dataclass
+class UpdateCommand:
+    """Everything `matrix update` is told."""
+
+    source: str | None = None
+    sha256: str | None = None
+    commit: str | None = None
+    rollback: bool = False
+    fmt: Format = Format.console
+    output: Path | None = None
+
+    def refuse_bad_options(self) -> None:
+        Format.parse(self.fmt, UPDATE_FORMATS)
+        if self.rollback and (self.source or self.sha256 or self.commit):
+            raise UsageError("--rollback takes no SOURCE, --sha256 or --commit")
+        if not self.rollback and not self.source:
+            raise UsageError("give a SOURCE (a git repository with --commit, or a tarball with --sha256), or --rollback")
+
+
+def run_update(options: UpdateCommand) -> Result:
+    """The matrix installed (or the previous one restored); an UpdateError carries its exit code (2)."""
+    from sparkdoctor.track.update import rollback_matrix, update_matrix
+
+    options.refuse_bad_options()
+    if options.rollback:
+        done = rollback_matrix()
+    else:
+        assert options.source is not None  # refuse_bad_options
+        done = update_matrix(options.source, sha256=options.sha256, commit=options.commit)
+    return Result("matrix update", "matrix-update", done)
+
+
 def register(app: typer.Typer) -> None:
-    @app.command("track")
-    def matrix_track(
-        through: list[str] = typer.Option([], "--through", metavar="PKG=VERSION", help="Read new releases of PKG up to VERSION (default: the newest)."),
-        matrix_path: Path | None = typer.Option(None, "--matrix", help="Matrix folder (default: the installed, else the bundled one)."),
-        fmt: str = format_option(Format.console, Format.json, Format.markdown),
-        output: Path | None = typer.Option(None, "--output", "-o", help="Also write the JSON result to this file."),
-        platform: str = typer.Option("linux-aarch64", "--platform", help="Whose wheels to read: linux-aarch64 | linux-x86_64"),
-        python: str = typer.Option("3.12", "--python-version", help="The CPython whose wheels to read."),
-    ) -> None:
-        """Re-check every entry on releases newer than the matrix's tracked-through versions; propose edits.
-        Exit 0: nothing to change; 1: an entry needs an edit or its check is broken; 2: a registry read failed."""
-        from sparkdoctor.track.command import run_track
+    app.command("track")(matrix_track)
+    app.command("update")(matrix_update)
 
-        if fmt not in TRACK_FORMATS:
-            raise Fatal(f"--format {fmt}: choose one of {', '.join(TRACK_FORMATS)}")
-        raise typer.Exit(run_track(_through(through), matrix_path, fmt, output, platform, python))
 
-    @app.command("update")
-    def matrix_update(
-        source: str | None = typer.Argument(None, help="A git repository (URL or path) or a .tar.gz (path or https URL) holding matrix/*.toml."),
-        sha256: str | None = typer.Option(None, "--sha256", help="The tarball's sha256 (required for a tarball)."),
-        commit: str | None = typer.Option(None, "--commit", help="The full commit id to install (required for git)."),
-        rollback: bool = typer.Option(False, "--rollback", help="Restore the matrix installed before the last update."),
-        fmt: str = format_option(Format.console, Format.json),
-    ) -> None:
-        """Install a newer matrix without a new sparkdoctor release: pinned, validated before it replaces
-        anything, never executed; --rollback restores the previous one. Exit 0 done, 2 refused (says why)."""
-        from sparkdoctor.track.update import rollback_matrix, update_matrix
+def matrix_track(
+    through: list[str] = typer.Option([], "--through", metavar="PKG=VERSION", help="Read new releases of PKG up to VERSION (default: the newest)."),
+    matrix_path: Path | None = matrix_option("Matrix folder (default: the installed, else the bundled one)."),
+    fmt: str = format_option(*TRACK_FORMATS),
+    output_name: str | None = output_option("Also write the JSON document to this file (atomically), whatever --format prints."),
+    platform: str = typer.Option("linux-aarch64", "--platform", help="Whose wheels to read: linux-aarch64 | linux-x86_64"),
+    python: str = typer.Option("3.12", "--python-version", help="The CPython whose wheels to read."),
+) -> None:
+    """Re-check every entry on releases newer than the matrix's tracked-through versions; propose edits.
+    Exit 0: nothing to change; 1: an entry needs an edit or its check is broken; 2: a registry read failed."""
+    from sparkdoctor.emit import emit
 
-        if fmt not in ("console", "json"):
-            raise Fatal(f"--format {fmt}: choose one of console, json")
-        if rollback:  # an UpdateError carries its exit code (2) to the CLI's one error handler
-            if source or sha256 or commit:
-                raise Fatal("--rollback takes no SOURCE, --sha256 or --commit")
-            result = rollback_matrix()
-        else:
-            if not source:
-                raise Fatal("give a SOURCE (a git repository with --commit, or a tarball with --sha256), or --rollback")
-            result = update_matrix(source, sha256=sha256, commit=commit)
-        from sparkdoctor.emit import emit_json, write_stdout
+    options = TrackCommand(list(through), matrix_path, Format(fmt), output_path("--output", output_name), platform, python)
+    result = run_track(options)
+    if options.output is not None:
+        emit(Result(result.command, result.kind, result.data, result.exit_code), Format.json, options.output)
+    raise typer.Exit(emit(result, options.fmt))
 
-        if fmt == "json":
-            emit_json("matrix update", "matrix-update", result)
-            return
-        write_stdout("".join([f"{result['message']}\n", *(f"  {line}\n" for line in result.get("diff", []))]))
+
+def matrix_update(
+    source: str | None = typer.Argument(None, help="A git repository (URL or path) or a .tar.gz (path or https URL) holding matrix/*.toml."),
+    sha256: str | None = typer.Option(None, "--sha256", help="The tarball's sha256 (required for a tarball)."),
+    commit: str | None = typer.Option(None, "--commit", help="The full commit id to install (required for git)."),
+    rollback: bool = typer.Option(False, "--rollback", help="Restore the matrix installed before the last update."),
+    fmt: str = format_option(*UPDATE_FORMATS),
+    output_name: str | None = output_option(),
+) -> None:
+    """Install a newer matrix without a new sparkdoctor release: pinned, validated before it replaces
+    anything, never executed; --rollback restores the previous one. Exit 0 done, 2 refused (says why)."""
+    from sparkdoctor.emit import emit
+
+    options = UpdateCommand(source, sha256, commit, rollback, Format(fmt), output_path("--output", output_name))
+    raise typer.Exit(emit(run_update(options), options.fmt, options.output))

@@ -1,49 +1,83 @@
 """`sparkdoctor mods check PATH...`: does each mod (a diff, a patch script, an eugr mod folder) still apply to
 the target, is it already upstream, or will it break the launch? The pipeline is sparkdoctor.mods; nothing
-here or there changes the target."""
+here or there changes the target.
+
+`ModsCommand` holds the options, `run()` returns a Result (kind "mods", data: a sparkdoctor.mods.report.ModsReport),
+`register()` adds the typer command.
+"""
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import typer
 
-from sparkdoctor.cli_support import Fatal
-from sparkdoctor.commands.options import format_option
-from sparkdoctor.result import Format
+from sparkdoctor.commands.options import format_option, output_option, output_path
+from sparkdoctor.errors import UsageError
+from sparkdoctor.result import Format, Result
+
+FORMATS = (Format.console, Format.json)
+
+
+@dataclass
+class ModsCommand:
+    """Everything `mods check` is told; the defaults are the command line's."""
+
+    paths: list[Path]
+    python: str | None = None
+    site: list[Path] = field(default_factory=list)
+    releases: list[str] = field(default_factory=list)
+    strict: bool = False
+    timeout: float | None = None
+    fmt: Format = Format.console
+    output: Path | None = None
+
+    def refuse_bad_options(self) -> None:
+        """Every usage error of `mods check` (exit 2, one line), before a mod is read."""
+        Format.parse(self.fmt, FORMATS)
+        if self.timeout is not None and not (math.isfinite(self.timeout) and self.timeout > 0):
+            raise UsageError(f"--timeout {self.timeout}: a number of seconds above 0")
+        if not self.paths:
+            raise UsageError("give at least one mod: a folder, *.patch, *.diff, *.py or *.sh")
+        if sum(bool(x) for x in (self.python, self.site, self.releases)) > 1:
+            raise UsageError("--python, --site and --release exclude each other: judge against one target at a time")
+
+
+def run(options: ModsCommand) -> Result:
+    """Every mod judged; exit 1 when one fails (--strict: or is superseded or cannot be judged). A ModError is
+    exit 2 by itself."""
+    from sparkdoctor.mods.report import ModsOptions
+    from sparkdoctor.mods.report import run as judge
+
+    options.refuse_bad_options()
+    report = judge(ModsOptions(list(options.paths), options.python, list(options.site), list(options.releases),
+                               options.strict, options.timeout))
+    return Result("mods check", "mods", report, exit_code=report.exit_code)
 
 
 def register(app: typer.Typer) -> None:
     mods_app = typer.Typer(help="Judge the mods (patches, patch scripts) a recipe applies.", no_args_is_help=True)
+    mods_app.command("check")(check)
     app.add_typer(mods_app, name="mods")
 
-    @mods_app.command("check")
-    def check(
-        paths: list[Path] = typer.Argument(..., help="Mods: a folder (eugr mods/<name>/ with run.sh), *.patch, *.diff, *.py or *.sh."),
-        python: str | None = typer.Option(None, "--python", help="Judge against this environment's installed files (default: $VIRTUAL_ENV, else this interpreter)."),
-        site: list[Path] | None = typer.Option(None, "--site", help="Judge against this folder standing for a site-packages folder (repeatable)."),
-        releases: list[str] | None = typer.Option(None, "--release", metavar="NAME==VERSION", help="Judge against a released wheel, read without installing it (repeatable), e.g. vllm==0.33.0."),
-        strict: bool = typer.Option(False, "--strict", help="Also fail on a superseded mod or one that cannot be judged."),
-        timeout: float | None = typer.Option(None, "--timeout", help="Seconds one mod script may run (default 60)."),
-        fmt: str = format_option(Format.console, Format.json),
-    ) -> None:
-        """Say, for each mod and each file it touches: applies, already applied, superseded upstream, fails (and
-        where it diverged) or cannot tell (and why). Exit 0: no mod fails; 1: a mod fails (--strict: or is
-        superseded or cannot be judged); 2: bad input."""
-        if fmt not in ("console", "json"):
-            raise Fatal(f"--format {fmt}: choose one of console, json")
-        if timeout is not None and not timeout > 0:
-            raise Fatal(f"--timeout {timeout}: a number of seconds above 0")
-        from sparkdoctor.mods.report import ModsOptions, render_console, run, to_json
 
-        options = ModsOptions(list(paths), python, list(site or []), list(releases or []), strict, timeout)
-        report = run(options)  # a ModError is exit 2 by itself
-        if fmt == "json":
-            from sparkdoctor.emit import emit_json
+def check(
+    paths: list[Path] = typer.Argument(..., help="Mods: a folder (eugr mods/<name>/ with run.sh), *.patch, *.diff, *.py or *.sh."),
+    python: str | None = typer.Option(None, "--python", help="Judge against this environment's installed files (default: $VIRTUAL_ENV, else this interpreter)."),
+    site: list[Path] | None = typer.Option(None, "--site", help="Judge against this folder standing for a site-packages folder (repeatable)."),
+    releases: list[str] | None = typer.Option(None, "--release", metavar="NAME==VERSION", help="Judge against a released wheel, read without installing it (repeatable), e.g. vllm==0.33.0."),
+    strict: bool = typer.Option(False, "--strict", help="Also fail on a superseded mod or one that cannot be judged."),
+    timeout: float | None = typer.Option(None, "--timeout", help="Seconds one mod script may run (default 60)."),
+    fmt: str = format_option(*FORMATS),
+    output_name: str | None = output_option(),
+) -> None:
+    """Say, for each mod and each file it touches: applies, already applied, superseded upstream, fails (and
+    where it diverged) or cannot tell (and why). Exit 0: no mod fails; 1: a mod fails (--strict: or is
+    superseded or cannot be judged); 2: bad input."""
+    from sparkdoctor.emit import emit
 
-            emit_json("mods check", "mods", to_json(report), report.exit_code)
-        else:
-            from sparkdoctor.emit import emit_console
-
-            emit_console(lambda console: render_console(report, console))
-        raise typer.Exit(report.exit_code)
+    options = ModsCommand(list(paths), python, list(site or []), list(releases or []), strict, timeout, Format(fmt),
+                          output_path("--output", output_name))
+    raise typer.Exit(emit(run(options), options.fmt, options.output))

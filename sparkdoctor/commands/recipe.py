@@ -1,72 +1,93 @@
-"""`sparkdoctor recipe show RECIPE`: what a recipe resolves to (argv, env, model, port) and where each
-value came from. The pipeline (sparkdoctor.recipes) loads inside the command, so `check` never pays for
-PyYAML."""
+"""`sparkdoctor recipe show RECIPE` and `recipe check RECIPE` (the latter's options and run: recipe_check.py).
+
+show: what a recipe resolves to (argv, env, model, port) and where each value came from. `RecipeShowCommand`
+holds the options, `run_show()` returns a Result (kind "recipe", data: the resolved sparkdoctor.recipes Recipe),
+`register()` adds the `recipe` group. The pipeline (sparkdoctor.recipes) loads inside `run_show`, so `check`
+never pays for PyYAML.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+from pathlib import Path
+
 import typer
 
-from sparkdoctor.cli_support import Fatal, time_limited, timeout_option, warn
-from sparkdoctor.commands.options import format_option
-from sparkdoctor.result import Format
+from sparkdoctor.cli_support import DEFAULT_TIMEOUT, timeout_option
+from sparkdoctor.commands.options import format_option, output_option, output_path
+from sparkdoctor.errors import UsageError
+from sparkdoctor.result import Format, Result
 
-FORMATS = ("console", "json")
+SHOW_FORMATS = (Format.console, Format.json)
+SET_HELP = "Override a parameter: key=value, or env.NAME=value (repeatable)."
+RECIPE_HELP = "A recipe file (.toml, .yaml) or the name of a shipped recipe."
 
 
 def parse_sets(values: list[str] | None) -> dict[str, str]:
-    """--set key=value (repeatable) into a dict; Fatal on a value without '='."""
+    """--set key=value (repeatable) into a dict; UsageError on a value without '='."""
     out: dict[str, str] = {}
     for item in values or []:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
-            raise Fatal(f"--set {item!r}: write key=value (e.g. --set port=9000 or --set env.NAME=value)")
+            raise UsageError(f"--set {item!r}: write key=value (e.g. --set port=9000 or --set env.NAME=value)")
         out[key.strip()] = value
     return out
 
 
+@dataclass
+class RecipeShowCommand:
+    """Everything `recipe show` is told; the defaults are the command line's."""
+
+    recipe: str
+    sets: list[str] = field(default_factory=list)
+    fmt: Format = Format.console
+    output: Path | None = None
+    timeout: float = DEFAULT_TIMEOUT
+
+    def refuse_bad_options(self) -> dict[str, str]:
+        """Every usage error of `recipe show` (exit 2, one line); the --set overrides."""
+        from sparkdoctor.runlimit import check_timeout
+
+        Format.parse(self.fmt, SHOW_FORMATS)
+        overrides = parse_sets(self.sets)
+        problem = check_timeout(self.timeout)
+        if problem:
+            raise UsageError(problem)
+        return overrides
+
+
+def run_show(options: RecipeShowCommand) -> Result:
+    """The recipe resolved; a RecipeError (one line naming the file and field) or OutOfTime is exit 2 by itself. The
+    recipe's warnings go to stderr under --format json (the console shows them in the document)."""
+    from sparkdoctor.recipes import load
+    from sparkdoctor.runlimit import run_limit
+
+    overrides = options.refuse_bad_options()
+    with run_limit(options.timeout, "recipe show"):
+        resolved = load(options.recipe, overrides)
+    notes = list(resolved.warnings) if options.fmt is Format.json else []
+    return Result("recipe show", "recipe", resolved, notes=notes)
+
+
 def register(app: typer.Typer) -> None:
+    from sparkdoctor.commands.recipe_check import check
+
     recipe_app = typer.Typer(help="Read serving recipes (ours, eugr/spark-vllm-docker, sparkrun).", no_args_is_help=True)
+    recipe_app.command("show")(show)
+    recipe_app.command("check")(check)
     app.add_typer(recipe_app, name="recipe")
 
-    @recipe_app.command("show")
-    def show(
-        recipe: str = typer.Argument(..., help="A recipe file (.toml, .yaml) or the name of a shipped recipe."),
-        sets: list[str] | None = typer.Option(None, "--set", help="Override a parameter: key=value, or env.NAME=value (repeatable)."),
-        fmt: str = format_option(Format.console, Format.json),
-        timeout: float = timeout_option(),
-    ) -> None:
-        """Show the resolved command, env, model and port of a recipe, and where each value came from."""
-        if fmt not in FORMATS:
-            raise Fatal(f"--format {fmt}: choose one of {', '.join(FORMATS)}")
-        overrides = parse_sets(sets)
-        from sparkdoctor.recipes import load
-        from sparkdoctor.recipes.show import render_console, to_json
 
-        with time_limited(timeout, "recipe show"):  # an OutOfTime, like a RecipeError, is exit 2 by itself
-            resolved = load(recipe, overrides)
-            if fmt == "json":
-                text = to_json(resolved)
-            else:
-                from sparkdoctor.emit import emit_console
+def show(
+    recipe: str = typer.Argument(..., help=RECIPE_HELP),
+    sets: list[str] | None = typer.Option(None, "--set", help=SET_HELP),
+    fmt: str = format_option(*SHOW_FORMATS),
+    output_name: str | None = output_option(),
+    timeout: float = timeout_option(),
+) -> None:
+    """Show the resolved command, env, model and port of a recipe, and where each value came from."""
+    from sparkdoctor.emit import emit
 
-                emit_console(lambda console: render_console(resolved, console))
-                return
-        from sparkdoctor.emit import emit_json
+    options = RecipeShowCommand(recipe, list(sets or []), Format(fmt), output_path("--output", output_name), timeout)
+    raise typer.Exit(emit(run_show(options), options.fmt, options.output))
 
-        emit_json("recipe show", "recipe", text)
-        for warning in resolved.warnings:
-            warn(warning)
-
-    @recipe_app.command("check")
-    def check(
-        recipe: str = typer.Argument(..., help="A recipe file (.toml, .yaml) or the name of a shipped recipe."),
-        sets: list[str] | None = typer.Option(None, "--set", help="Override a parameter: key=value, or env.NAME=value (repeatable)."),
-        python: str | None = typer.Option(None, "--python", help="Interpreter (or venv) of the vLLM to judge against (default: the recipe command's venv, else as check)."),
-        matrix_path: str | None = typer.Option(None, "--matrix", help="Matrix folder or file (default: bundled)."),
-        fail_on: str = typer.Option("error", "--fail-on", help="Lowest severity that fails: info | warn | error."),
-        fmt: str = format_option(Format.console, Format.json, Format.junit, Format.sarif),
-    ) -> None:
-        """Judge a recipe without launching it: stale env vars and flags, stale workarounds, wrong settings."""
-        from sparkdoctor.commands.recipe_check import check_command
-
-        check_command(recipe, parse_sets(sets), python, matrix_path, fail_on, fmt)

@@ -1,47 +1,79 @@
-"""`sparkdoctor recipe check RECIPE`: the body of the command `recipe.py` registers (kept apart so the
-serve helper's recipe.py grows by a few lines only). Findings, --fail-on and exit codes as `check`."""
+"""`sparkdoctor recipe check RECIPE`: judge a recipe without launching it (registered by recipe.py). Findings,
+--fail-on and exit codes as `check`: 0, 1; a bad recipe 2; a target that cannot be probed 3; no vLLM to judge
+against 6.
+
+`RecipeCheckCommand` holds the options, `run()` returns a Result (kind "recipe-check", data: the recipe check
+document of sparkdoctor.conclusions.recipe_check), `check()` is the typer command.
+"""
 
 from __future__ import annotations
 
-import sys
+from dataclasses import dataclass, field
+from pathlib import Path
 
 import typer
 
-from sparkdoctor.cli_support import Fatal
+from sparkdoctor.commands.options import (
+    format_option,
+    matrix_option,
+    output_option,
+    output_path,
+)
+from sparkdoctor.errors import UsageError
+from sparkdoctor.result import Format, Result
 
-FORMATS = ("console", "json", "junit", "sarif")
+FORMATS = (Format.console, Format.json, Format.junit, Format.sarif)
+SEVERITIES = ("info", "warn", "error")
 
 
-def check_command(recipe: str, overrides: dict, python: str | None, matrix_path: str | None, fail_on: str,
-                  fmt: str) -> None:
-    if fmt not in FORMATS:
-        raise Fatal(f"--format {fmt}: choose one of {', '.join(FORMATS)}")
-    if fail_on not in ("info", "warn", "error"):
-        raise Fatal(f"--fail-on {fail_on}: choose one of info, warn, error")
+@dataclass
+class RecipeCheckCommand:
+    """Everything `recipe check` is told; the defaults are the command line's."""
+
+    recipe: str
+    sets: list[str] = field(default_factory=list)
+    python: str | None = None
+    matrix: Path | None = None
+    fail_on: str = "error"
+    fmt: Format = Format.console
+    output: Path | None = None
+
+    def refuse_bad_options(self) -> dict[str, str]:
+        """Every usage error of `recipe check` (exit 2, one line); the --set overrides."""
+        from sparkdoctor.commands.recipe import parse_sets
+
+        Format.parse(self.fmt, FORMATS)
+        if self.fail_on not in SEVERITIES:
+            raise UsageError(f"--fail-on {self.fail_on}: choose one of {', '.join(SEVERITIES)}")
+        return parse_sets(self.sets)
+
+
+def run(options: RecipeCheckCommand) -> Result:
+    """The recipe judged against its target; exit 1 when a finding is at or above --fail-on. A RecipeError,
+    MatrixError (2), TargetError (3) or NoVllmToJudge (6) says how it ends."""
     from sparkdoctor.bench.flow import progress_line
     from sparkdoctor.conclusions import recipe_check
-    from sparkdoctor.exitcodes import EXIT_FINDINGS
+    from sparkdoctor.exitcodes import EXIT_FINDINGS, EXIT_OK
 
-    with progress_line() as progress:  # a RecipeError, MatrixError (2) or TargetError (3) says how it ends
-        doc = recipe_check.run(recipe, overrides, python, matrix_path, fail_on, progress)
-    from sparkdoctor.emit import emit_console, emit_json, write_stdout
+    overrides = options.refuse_bad_options()
+    with progress_line() as progress:
+        doc = recipe_check.run(options.recipe, overrides, options.python, options.matrix, options.fail_on, progress)
+    return Result("recipe check", "recipe-check", doc, exit_code=EXIT_FINDINGS if doc["failed"] else EXIT_OK,
+                  options={"matrix": options.matrix})
 
-    if fmt == "json":
-        emit_json("recipe check", "recipe-check", doc, EXIT_FINDINGS if doc["failed"] else 0)
-    elif fmt == "junit":
-        from sparkdoctor.conclusions import junit
 
-        write_stdout(junit.render(doc) + "\n")
-    elif fmt == "sarif":
-        from sparkdoctor.matrix import load
-        from sparkdoctor.render.sarif import render_recipe_sarif
+def check(
+    recipe: str = typer.Argument(..., help="A recipe file (.toml, .yaml) or the name of a shipped recipe."),
+    sets: list[str] | None = typer.Option(None, "--set", help="Override a parameter: key=value, or env.NAME=value (repeatable)."),
+    python: str | None = typer.Option(None, "--python", help="Interpreter (or venv) of the vLLM to judge against (default: the recipe command's venv, else as check)."),
+    matrix_path: Path | None = matrix_option("Matrix folder or file (default: bundled)."),
+    fail_on: str = typer.Option("error", "--fail-on", help="Lowest severity that fails: info | warn | error."),
+    fmt: str = format_option(*FORMATS),
+    output_name: str | None = output_option(),
+) -> None:
+    """Judge a recipe without launching it: stale env vars and flags, stale workarounds, wrong settings."""
+    from sparkdoctor.emit import emit
 
-        write_stdout(render_recipe_sarif(doc, load(matrix_path)) + "\n")
-    else:
-        from rich.console import Console
-
-        from sparkdoctor.conclusions import render
-
-        emit_console(lambda console: render.recipe_check(console, doc), Console() if sys.stdout.isatty() else Console(width=160))
-    if doc["failed"]:
-        raise typer.Exit(EXIT_FINDINGS)
+    options = RecipeCheckCommand(recipe, list(sets or []), python, matrix_path, fail_on, Format(fmt),
+                                 output_path("--output", output_name))
+    raise typer.Exit(emit(run(options), options.fmt, options.output))

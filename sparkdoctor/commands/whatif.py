@@ -2,43 +2,114 @@
 
 A verb of its own (not `check --upgrade`): it needs the registry and a dry-run resolution, check
 needs neither, and its exit code gates an upgrade rather than a deploy. Pipeline: sparkdoctor/whatif/.
+
+`WhatifCommand` holds the options, `run()` returns a Result (kind "whatif", data: a
+sparkdoctor.whatif.judge.WhatIf), `register()` adds the typer command.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import typer
 
-from sparkdoctor.cli_support import Fatal
-from sparkdoctor.commands.options import format_option
-from sparkdoctor.result import Format
+from sparkdoctor.commands.options import (
+    arch_option,
+    container_option,
+    container_python_option,
+    format_option,
+    matrix_option,
+    output_option,
+    output_path,
+)
+from sparkdoctor.errors import UsageError
+from sparkdoctor.result import Format, Result
+
+FORMATS = (Format.console, Format.json)
+SEVERITIES = ("error", "warn", "info")
+
+
+@dataclass
+class WhatifCommand:
+    """Everything `whatif` is told; the defaults are the command line's."""
+
+    specs: list[str] = field(default_factory=list)
+    python: str | None = None
+    container: str | None = None
+    container_python: str | None = None
+    facts_file: Path | None = None
+    matrix: Path | None = None
+    arch: str | None = None
+    fail_on: str = "error"
+    read: bool = True
+    fmt: Format = Format.console
+    output: Path | None = None
+    ledger: Path | None = None
+    probe: bool = False
+    recipe: str | None = None
+
+    def refuse_bad_options(self) -> None:
+        """Every usage error of `whatif` (exit 2, one line), before the target is probed or pip runs."""
+        from sparkdoctor.target.choose import refuse_bad_target_options
+
+        Format.parse(self.fmt, FORMATS)
+        if self.fail_on not in SEVERITIES:
+            raise UsageError(f"--fail-on {self.fail_on}: choose one of {', '.join(SEVERITIES)}")
+        if not self.specs:
+            raise UsageError("give the requirements to upgrade to, as pip takes them (e.g. vllm==0.33.0)")
+        if self.arch is not None:
+            from sparkdoctor.arch import real_arch_problem
+
+            problem = real_arch_problem(self.arch)
+            if problem:
+                raise UsageError(f"--arch {self.arch!r}: {problem}")
+        if self.ledger is not None and not self.ledger.exists():
+            raise UsageError(f"ledger {self.ledger}: no such file")
+        refuse_bad_target_options(self.python, self.container, self.container_python, self.facts_file is not None)
+
+
+def run(options: WhatifCommand) -> Result:
+    """The upgrade judged; exit 1 when it introduces a finding at or above --fail-on. A matrix, snapshot, target
+    or resolution that fails says itself (exit 2, or 3 for a target that cannot be probed)."""
+    from sparkdoctor.exitcodes import EXIT_FINDINGS, EXIT_OK
+    from sparkdoctor.whatif.upgrade import UpgradeQuestion, judge_upgrade
+
+    options.refuse_bad_options()
+    whatif = judge_upgrade(UpgradeQuestion(
+        list(options.specs), python=options.python, container=options.container, container_python=options.container_python,
+        facts_file=options.facts_file, matrix=options.matrix, arch=options.arch, read=options.read, recipe=options.recipe,
+        ledger=options.ledger, probe=options.probe))
+    return Result("whatif", "whatif", whatif, exit_code=EXIT_FINDINGS if whatif.gate(options.fail_on) else EXIT_OK)
 
 
 def register(app: typer.Typer) -> None:
-    @app.command("whatif")
-    def whatif(
-        specs: list[str] = typer.Argument(..., help="Requirements to upgrade to, as pip takes them (vllm==0.33.0, 'nvidia-cutlass-dsl[cu13]==4.5.2')."),
-        python: str | None = typer.Option(None, "--python", help="The target's interpreter (default: $VIRTUAL_ENV, then this one)."),
-        container: str | None = typer.Option(None, "--container", help="A running container whose environment to judge (its own pip resolves)."),
-        container_python: str | None = typer.Option(None, "--container-python", help="The interpreter inside --container."),
-        facts_file: Path | None = typer.Option(None, "--facts", help="Today's Facts from a snapshot instead of probing the target."),
-        matrix_path: Path | None = typer.Option(None, "--matrix", help="Matrix folder or file (default: installed, else bundled)."),
-        arch: str | None = typer.Option(None, "--arch", help="Judge as if on this GPU arch (e.g. sm_121a)."),
-        fail_on: str = typer.Option("error", "--fail-on", help="Exit 1 when the upgrade introduces a finding at or above: error | warn | info"),
-        no_read: bool = typer.Option(False, "--no-read", help="Do not read the new releases' files (capabilities stay today's, said)."),
-        fmt: str = format_option(Format.console, Format.json),
-        ledger: Path | None = typer.Option(None, "--ledger", help="The benchmark ledger whose conclusions the upgrade would make stale (default: the state folder's)."),
-        probe: bool = typer.Option(False, "--probe", help="Compile the CuTe DSL probes with today's and the proposed cutlass-dsl set in a throwaway uv venv."),
-        recipe: str | None = typer.Option(None, "--recipe", help="Also judge this recipe today and after: flags and env vars the new vLLM drops, stale workarounds."),
-    ) -> None:
-        """Resolve an upgrade with the target's pip (dry run), build the Facts it would give (versions,
-        cutlass-dsl build, capabilities read from the new releases' files) and diff the findings against today.
-        Exit 0: nothing at or above --fail-on introduced; 1: introduced; 2: cannot resolve / bad input."""
-        from sparkdoctor.whatif.command import run_whatif
+    app.command("whatif")(whatif)
 
-        if fmt not in ("console", "json"):
-            raise Fatal(f"--format {fmt}: choose one of console, json")
-        if fail_on not in ("error", "warn", "info"):
-            raise Fatal(f"--fail-on {fail_on}: choose one of error, warn, info")
-        raise typer.Exit(run_whatif(specs, python, facts_file, matrix_path, arch, fail_on, not no_read, fmt, recipe, ledger, container, container_python, probe))
+
+def whatif(
+    specs: list[str] = typer.Argument(..., help="Requirements to upgrade to, as pip takes them (vllm==0.33.0, 'nvidia-cutlass-dsl[cu13]==4.5.2')."),
+    python: str | None = typer.Option(None, "--python", help="The target's interpreter (default: $VIRTUAL_ENV, then this one)."),
+    container: str | None = container_option("A running container whose environment to judge (its own pip resolves)."),
+    container_python: str | None = container_python_option(),
+    facts_file: Path | None = typer.Option(None, "--facts", help="Today's Facts from a snapshot instead of probing the target."),
+    matrix_path: Path | None = matrix_option("Matrix folder or file (default: installed, else bundled)."),
+    arch: str | None = arch_option("Judge as if on this GPU arch (e.g. sm_121a)."),
+    fail_on: str = typer.Option("error", "--fail-on", help="Exit 1 when the upgrade introduces a finding at or above: error | warn | info"),
+    no_read: bool = typer.Option(False, "--no-read", help="Do not read the new releases' files (capabilities stay today's, said)."),
+    fmt: str = format_option(*FORMATS),
+    output_name: str | None = output_option(),
+    ledger: Path | None = typer.Option(None, "--ledger", help="The benchmark ledger whose conclusions the upgrade would make stale (default: the state folder's)."),
+    probe: bool = typer.Option(False, "--probe", help="Compile the CuTe DSL probes with today's and the proposed cutlass-dsl set in a throwaway uv venv."),
+    recipe: str | None = typer.Option(None, "--recipe", help="Also judge this recipe today and after: flags and env vars the new vLLM drops, stale workarounds."),
+) -> None:
+    """Resolve an upgrade with the target's pip (dry run), build the Facts it would give (versions,
+    cutlass-dsl build, capabilities read from the new releases' files) and diff the findings against today.
+    Exit 0: nothing at or above --fail-on introduced; 1: introduced; 2: cannot resolve / bad input."""
+    from sparkdoctor.emit import emit
+
+    options = WhatifCommand(list(specs), python=python, container=container, container_python=container_python,
+                            facts_file=facts_file, matrix=matrix_path, arch=arch, fail_on=fail_on, read=not no_read,
+                            fmt=Format(fmt), output=output_path("--output", output_name), ledger=ledger, probe=probe,
+                            recipe=recipe)
+    raise typer.Exit(emit(run(options), options.fmt, options.output))

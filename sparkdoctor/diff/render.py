@@ -4,11 +4,19 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from sparkdoctor.diff.compare import Comparison
 from sparkdoctor.diff.rules import RISKY
+from sparkdoctor.exitcodes import EXIT_DIFF_RISKY, EXIT_DIFF_SAFE
 from sparkdoctor.facts import Facts
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from sparkdoctor.emit import Sink
+    from sparkdoctor.result import Result
 
 DIFF_VERSION = 1
 
@@ -20,32 +28,74 @@ def overall(comparison: Comparison) -> str:
     return "benign" if comparison.differences else "same"
 
 
-def _side(name: str, facts: Facts) -> dict[str, Any]:
-    target = facts.target if isinstance(facts.target, dict) else {}
-    return {"file": name, "taken_at": facts.taken_at, "fingerprint": facts.fingerprint(),
-            "target": target.get("python") or target.get("container") or target.get("name") or target.get("kind")}
+@dataclass(frozen=True)
+class Side:
+    """One snapshot as the diff names it."""
+
+    file: str
+    taken_at: str | None
+    fingerprint: str
+    target: object  # as the snapshot holds it (an interpreter path, a container name, ...)
+
+    @classmethod
+    def of(cls, name: str, facts: Facts) -> Side:
+        target = facts.target if isinstance(facts.target, dict) else {}
+        found = target.get("python") or target.get("container") or target.get("name") or target.get("kind")
+        return cls(name, facts.taken_at, facts.fingerprint(), found)
+
+    def to_json(self) -> dict[str, object]:
+        return {"file": self.file, "taken_at": self.taken_at, "fingerprint": self.fingerprint, "target": self.target}
+
+
+@dataclass
+class DiffDocument:
+    """What `sparkdoctor diff` hands its renderers: the comparison and the two snapshots it compared."""
+
+    comparison: Comparison
+    a: Side
+    b: Side
+
+    @classmethod
+    def of(cls, comparison: Comparison, names: tuple[str, str], facts: tuple[Facts, Facts]) -> DiffDocument:
+        return cls(comparison, Side.of(names[0], facts[0]), Side.of(names[1], facts[1]))
+
+    @property
+    def verdict(self) -> str:
+        return overall(self.comparison)
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_DIFF_RISKY if self.comparison.risky else EXIT_DIFF_SAFE
+
+    def to_json(self) -> dict[str, object]:
+        c = self.comparison
+        return {
+            "diff_version": DIFF_VERSION,
+            "a": self.a.to_json(),
+            "b": self.b.to_json(),
+            "verdict": self.verdict,
+            "risky": len(c.risky),
+            "benign": len(c.benign),
+            "differences": [d.to_dict() for d in c.differences],
+            "not_compared": c.not_compared,
+        }
 
 
 def diff_json(comparison: Comparison, names: tuple[str, str], facts: tuple[Facts, Facts]) -> str:
-    doc = {
-        "diff_version": DIFF_VERSION,
-        "a": _side(names[0], facts[0]),
-        "b": _side(names[1], facts[1]),
-        "verdict": overall(comparison),
-        "risky": len(comparison.risky),
-        "benign": len(comparison.benign),
-        "differences": [d.to_dict() for d in comparison.differences],
-        "not_compared": comparison.not_compared,
-    }
-    return json.dumps(doc, indent=2, ensure_ascii=False)
+    return json.dumps(DiffDocument.of(comparison, names, facts).to_json(), indent=2, ensure_ascii=False)
 
 
-def render_console(comparison: Comparison, names: tuple[str, str], facts: tuple[Facts, Facts], console) -> None:
+def render_console(comparison: Comparison, names: tuple[str, str], facts: tuple[Facts, Facts], console: Console) -> None:
+    draw(DiffDocument.of(comparison, names, facts), console)
+
+
+def draw(doc: DiffDocument, console: Console) -> None:
     from rich.markup import escape
 
-    a, b = (_side(n, f) for n, f in zip(names, facts, strict=False))
-    console.print(f"A  {escape(a['file'])}  ({escape(str(a['target']))}, taken {escape(str(a['taken_at']))}, fingerprint {a['fingerprint']})")
-    console.print(f"B  {escape(b['file'])}  ({escape(str(b['target']))}, taken {escape(str(b['taken_at']))}, fingerprint {b['fingerprint']})")
+    comparison = doc.comparison
+    for label, side in (("A", doc.a), ("B", doc.b)):
+        console.print(f"{label}  {escape(side.file)}  ({escape(str(side.target))}, taken {escape(str(side.taken_at))}, "
+                      f"fingerprint {side.fingerprint})")
     console.print()
     ordered = comparison.risky + comparison.benign
     for d in ordered:
@@ -68,3 +118,13 @@ def render_console(comparison: Comparison, names: tuple[str, str], facts: tuple[
     if comparison.not_compared:
         line += f"; {len(comparison.not_compared)} field(s) observed on one side only"
     console.print(line)
+
+
+# ---- views (sparkdoctor/views.py): (Result, Sink) -> the whole document -----------------------------------
+def diff_view_json(result: Result, sink: Sink) -> dict[str, object]:
+    document: DiffDocument = result.data
+    return document.to_json()
+
+
+def diff_view_console(result: Result, sink: Sink) -> str:
+    return sink.capture(lambda console: draw(result.data, console), soft_wrap=True, highlight=False)

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from sparkdoctor.mods.judge import judge_mod
 from sparkdoctor.mods.model import ModResult, Verdict
 from sparkdoctor.mods.trees import ReleaseTree, SiteTree, Tree, parse_release, venv_tree
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from sparkdoctor.emit import Sink
+    from sparkdoctor.result import Result
 
 MODS_VERSION = 1
 EXIT_MODS_FAIL = 1  # a mod fails on the target (or, with --strict, is superseded or cannot be judged)
@@ -37,7 +42,8 @@ class ModsReport:
         bad = STRICT if self.strict else (Verdict.FAILS,)
         return EXIT_MODS_FAIL if any(m.verdict in bad for m in self.mods) else 0
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
+        """The `mods` JSON document's own keys (docs/json.md)."""
         counts: dict[str, int] = {}
         for mod in self.mods:
             counts[mod.verdict.value] = counts.get(mod.verdict.value, 0) + 1
@@ -73,15 +79,11 @@ def run(options: ModsOptions) -> ModsReport:
     return ModsReport(tree.label, [judge_mod(p, tree, options.timeout) for p in options.paths], options.strict)
 
 
-def to_json(report: ModsReport) -> str:
-    return json.dumps(report.to_dict(), indent=2)
-
-
 _STYLE = {Verdict.APPLIES: "green", Verdict.ALREADY_APPLIED: "cyan", Verdict.NO_EFFECT: "cyan",
           Verdict.SUPERSEDED: "yellow", Verdict.CANNOT_TELL: "yellow", Verdict.FAILS: "red"}
 
 
-def render_console(report: ModsReport, console: Any) -> None:
+def render_console(report: ModsReport, console: Console) -> None:
     from rich.text import Text
 
     console.print(Text(f"mods judged against {report.target}"))
@@ -98,3 +100,13 @@ def render_console(report: ModsReport, console: Any) -> None:
             console.print(sub)
     worst = "a mod fails: the launch would break" if report.exit_code else "no mod breaks the launch"
     console.print(Text(worst, style="red" if report.exit_code else "green"))
+
+
+# ---- views (sparkdoctor/views.py): (Result, Sink) -> the whole document -----------------------------------
+def mods_view_json(result: Result, sink: Sink) -> dict[str, object]:
+    report: ModsReport = result.data
+    return report.to_json()
+
+
+def mods_view_console(result: Result, sink: Sink) -> str:
+    return sink.capture(lambda console: render_console(result.data, console))

@@ -8,9 +8,13 @@ from __future__ import annotations
 
 import json
 import shlex
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sparkdoctor.recipes.model import Recipe
+
+if TYPE_CHECKING:
+    from sparkdoctor.emit import Sink
+    from sparkdoctor.result import Result
 
 SCHEMA = 1
 SHOWN = 2000  # characters of one value the console shows
@@ -18,8 +22,13 @@ _FORMAT_NAMES = {"sparkdoctor": "sparkdoctor TOML", "eugr-v1": "eugr/spark-vllm-
                  "sparkrun-v2": "sparkrun v2 YAML"}
 
 
+def document(recipe: Recipe) -> dict[str, object]:
+    """The `recipe` JSON document's own keys (docs/json.md)."""
+    return {"schema": SCHEMA, "recipe": recipe.to_dict()}
+
+
 def to_json(recipe: Recipe) -> str:
-    return json.dumps({"schema": SCHEMA, "recipe": recipe.to_dict()}, indent=2)
+    return json.dumps(document(recipe), indent=2)
 
 
 def render_console(recipe: Recipe, console: Any) -> None:
@@ -88,3 +97,12 @@ def _changes_inside(recipe: Recipe, console: Any) -> None:
                 console.print(f"  {e(str(name))}: {e(str(desc))}" + (f" [dim]({e(changes)})[/]" if changes else ""), soft_wrap=True)
             else:
                 console.print(f"  {e(str(name))}: {e(str(body))}", soft_wrap=True)
+
+
+# ---- views (sparkdoctor/views.py): (Result, Sink) -> the whole document -----------------------------------
+def recipe_view_json(result: Result, sink: Sink) -> dict[str, object]:
+    return document(result.data)
+
+
+def recipe_view_console(result: Result, sink: Sink) -> str:
+    return sink.capture(lambda console: render_console(result.data, console))

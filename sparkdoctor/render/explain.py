@@ -5,7 +5,7 @@ stdout)."""
 
 from __future__ import annotations
 
-import json
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from rich.markup import escape
@@ -15,9 +15,11 @@ from sparkdoctor.render.describe import clip, plural
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from sparkdoctor.emit import Sink
     from sparkdoctor.matrix.ambiguity import Ambiguity
     from sparkdoctor.matrix.model import Entry
     from sparkdoctor.matrix.symptoms import SymptomMatch
+    from sparkdoctor.result import Result
 
 _STYLE = {"error": "bold red", "warn": "yellow", "info": "cyan"}
 
@@ -44,21 +46,40 @@ def _summary(matches: list[SymptomMatch], groups: list[Ambiguity]) -> dict[str, 
     }
 
 
-def explain_json(matches: list[SymptomMatch], source: str, lines: int, schema: int, groups: list[Ambiguity] | None = None) -> str:
-    groups = groups or []
-    where = {i: g for g in groups for i in g.ids}
-    docs = []
-    for m in matches:
-        doc = m.to_dict()
-        g = where.get(m.entry.id)
-        if g is not None:
-            doc.update(ambiguous=True, candidates=g.ids, tells_apart=tells_apart(m.entry))
-        docs.append(doc)
-    amb = [{"line_no": g.line_no, "line": g.line, "decide_with": DECIDE,
-            "candidates": [{"id": m.entry.id, "title": m.entry.title, "tells_apart": tells_apart(m.entry)} for m in g.candidates]}
-           for g in groups]
-    return json.dumps({"schema": schema, "source": source, "lines": lines, "summary": _summary(matches, groups),
-                       "ambiguous": amb, "matches": docs}, indent=2)
+EXPLAIN_SCHEMA = 1
+
+
+@dataclass
+class Explanation:
+    """What `sparkdoctor explain` found in one text: the entries whose symptoms it shows, and the lines several
+    entries explain (ambiguous)."""
+
+    matches: list[SymptomMatch]
+    source: str  # how to name the text: "stdin" or the file
+    lines: int
+    groups: list[Ambiguity] = field(default_factory=list)
+    schema: int = EXPLAIN_SCHEMA
+
+    @property
+    def exit_code(self) -> int:
+        from sparkdoctor.exitcodes import EXIT_EXPLAIN_NO_MATCH, EXIT_OK
+
+        return EXIT_OK if self.matches else EXIT_EXPLAIN_NO_MATCH
+
+    def to_json(self) -> dict[str, object]:
+        where = {i: g for g in self.groups for i in g.ids}
+        docs = []
+        for m in self.matches:
+            doc = m.to_dict()
+            g = where.get(m.entry.id)
+            if g is not None:
+                doc.update(ambiguous=True, candidates=g.ids, tells_apart=tells_apart(m.entry))
+            docs.append(doc)
+        amb = [{"line_no": g.line_no, "line": g.line, "decide_with": DECIDE,
+                "candidates": [{"id": m.entry.id, "title": m.entry.title, "tells_apart": tells_apart(m.entry)} for m in g.candidates]}
+               for g in self.groups]
+        return {"schema": self.schema, "source": self.source, "lines": self.lines, "summary": _summary(self.matches, self.groups),
+                "ambiguous": amb, "matches": docs}
 
 
 def _render_ambiguous(g: Ambiguity, console: Console) -> None:
@@ -119,3 +140,14 @@ def render_explain(matches: list[SymptomMatch], source: str, lines: int, console
     amb = f", {plural(len(groups), 'ambiguous line')}" if groups else ""
     console.print(f"{plural(len(matches), 'known problem')} in {escape(source)} ({plural(lines, 'line')}) · "
                   f"{s['exact']} exact, {s['tolerant']} tolerant{amb} · evidence: {levels}")
+
+
+# ---- views (sparkdoctor/views.py): (Result, Sink) -> the whole document -----------------------------------
+def explain_view_json(result: Result, sink: Sink) -> dict[str, object]:
+    explanation: Explanation = result.data
+    return explanation.to_json()
+
+
+def explain_view_console(result: Result, sink: Sink) -> str:
+    e: Explanation = result.data
+    return sink.capture(lambda console: render_explain(e.matches, e.source, e.lines, console, e.groups))

@@ -4,14 +4,15 @@ views too."""
 
 from __future__ import annotations
 
-import json
-import sys
 from typing import TYPE_CHECKING, Any
 
 from rich.markup import escape
 
 if TYPE_CHECKING:
     from rich.console import Console
+
+    from sparkdoctor.emit import Sink
+    from sparkdoctor.result import Result
 
 VERDICTS = ("confirmed", "contradicted", "error")
 _STYLE = {"confirmed": "green", "contradicted": "bold red", "error": "yellow", "agrees": "green", "found": "cyan",
@@ -21,14 +22,6 @@ _STYLE = {"confirmed": "green", "contradicted": "bold red", "error": "yellow", "
 
 def _summary(results: list) -> dict[str, int]:
     return {v: sum(1 for r in results if r.verdict == v) for v in VERDICTS}
-
-
-def write_json(doc: Any) -> None:
-    sys.stdout.write(json.dumps(doc, indent=2) + "\n")
-
-
-def verify_json(results: list, seconds: float) -> str:
-    return json.dumps({"schema": 1, "results": [r.to_dict() for r in results], "summary": _summary(results), "seconds": round(seconds, 1)}, indent=2)
 
 
 def render_verify(results: list, console: Console, seconds: float) -> None:
@@ -84,3 +77,36 @@ def render_latest(results: list[dict[str, Any]], console: Console | None = None)
     for r in results:
         counts[r["verdict"]] = counts.get(r["verdict"], 0) + 1
     console.print(f"{len(results)} entr{'y' if len(results) == 1 else 'ies'} against their newest release: " + ", ".join(f"{n} {v}" for v, n in sorted(counts.items())))
+
+
+# ---- views (sparkdoctor/views.py): (Result, Sink) -> the whole document; data: a sparkdoctor.verify.modes answer
+def verify_view_json(result: Result, sink: Sink) -> dict[str, object]:
+    return dict(result.data.to_json())
+
+
+def verify_view_console(result: Result, sink: Sink) -> str:
+    checks = result.data
+    if not checks.results:
+        return "no matrix entry has a verify table or a files table\n"
+    return sink.capture(lambda console: render_verify(checks.results, console, checks.seconds))
+
+
+def bisect_view_console(result: Result, sink: Sink) -> str:
+    return sink.capture(lambda console: render_bisect(result.data.found, console))
+
+
+def latest_view_console(result: Result, sink: Sink) -> str:
+    return sink.capture(lambda console: render_latest(result.data.results, console))
+
+
+def bounds_view_console(result: Result, sink: Sink) -> str:
+    from sparkdoctor.track.render import render_bounds
+
+    return sink.capture(lambda console: render_bounds(result.data.results, console))
+
+
+def stacks_view_console(result: Result, sink: Sink) -> str:
+    from sparkdoctor.verify.stacks import render_stacks
+
+    return sink.capture(lambda console: render_stacks(result.data.results, console))
+

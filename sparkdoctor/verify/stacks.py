@@ -102,7 +102,7 @@ def resolve_stacks(stacks: list[Stack], log: Callable[[str], None] | None = None
     return out
 
 
-def render_stacks(results: list[StackResult]) -> None:
+def render_stacks(results: list[StackResult], console: Any = None) -> None:
     from rich.console import Console
     from rich.table import Table
 
@@ -111,4 +111,4 @@ def render_stacks(results: list[StackResult]) -> None:
         table.add_column(col)
     for r in results:
         table.add_row(r.id, r.python, r.verdict, r.why)
-    Console().print(table)
+    (console or Console()).print(table)

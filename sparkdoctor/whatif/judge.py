@@ -5,39 +5,131 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from sparkdoctor.whatif.probe import ProbeRun
 from sparkdoctor.whatif.resolve import Change
 
 SEVERITY = {"info": 0, "warn": 1, "error": 2}
+
+
+@dataclass(frozen=True)
+class FindingRow:
+    """A matrix entry judged on one side of the upgrade (the box's findings today and after)."""
+
+    id: str
+    severity: str
+    title: str
+    evidence: list[str]
+    unknown: list[str] | None = None  # cannot tell: what the predicted Facts do not say
+
+    def to_json(self) -> dict[str, object]:
+        out: dict[str, object] = {"id": self.id, "severity": self.severity, "title": self.title, "evidence": self.evidence}
+        if self.unknown is not None:
+            out["unknown"] = self.unknown
+        return out
+
+
+@dataclass(frozen=True)
+class RecipeRow:
+    """One `recipe check` finding of the recipe, today or after."""
+
+    id: str
+    kind: str | None
+    severity: str
+    title: str
+
+    def to_json(self) -> dict[str, object]:
+        return {"id": self.id, "kind": self.kind, "severity": self.severity, "title": self.title}
+
+
+@dataclass
+class ModsDelta:
+    """The recipe's mods judged on today's files and on the upgrade's (rows: sparkdoctor.mods.recipe findings)."""
+
+    introduced: list[dict[str, Any]] = field(default_factory=list)
+    fixed: list[dict[str, Any]] = field(default_factory=list)
+    unchanged: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, object]:
+        return {"introduced": self.introduced, "fixed": self.fixed, "unchanged": self.unchanged}
+
+
+@dataclass
+class RecipeWhatIf:
+    """`whatif --recipe`: the recipe's findings today and after the upgrade."""
+
+    name: str
+    introduced: list[RecipeRow] = field(default_factory=list)
+    fixed: list[RecipeRow] = field(default_factory=list)
+    unchanged: list[RecipeRow] = field(default_factory=list)
+    mods: ModsDelta | None = None
+
+    def to_json(self) -> dict[str, object]:
+        return {"name": self.name, "introduced": [r.to_json() for r in self.introduced],
+                "fixed": [r.to_json() for r in self.fixed], "unchanged": [r.to_json() for r in self.unchanged],
+                "mods": None if self.mods is None else self.mods.to_json()}
+
+
+@dataclass
+class StaleConclusion:
+    """A ledger conclusion fresh today that the upgrade would make stale, and what would change."""
+
+    conclusion: str
+    changes: list[dict[str, Any]]  # sparkdoctor.conclusions.staleness rows
+
+    def to_json(self) -> dict[str, object]:
+        return {"conclusion": self.conclusion, "changes": self.changes}
+
+
+@dataclass
+class ProbeComparison:
+    """`whatif --probe`: the CuTe DSL probes compiled with today's and the proposed cutlass-dsl set (or a note why
+    nothing was compiled)."""
+
+    arch: str
+    today: ProbeRun | None = None
+    after: ProbeRun | None = None
+    note: str | None = None
+
+    def to_json(self) -> dict[str, object]:
+        if self.note is not None:
+            return {"arch": self.arch, "note": self.note}
+        return {"arch": self.arch, "today": self.today and self.today.to_json(), "after": self.after and self.after.to_json()}
 
 
 @dataclass
 class WhatIf:
     specs: list[str]
     changes: list[Change]
-    fixed: list[dict[str, Any]] = field(default_factory=list)
-    introduced: list[dict[str, Any]] = field(default_factory=list)
-    unchanged: list[dict[str, Any]] = field(default_factory=list)
-    cannot_tell: list[dict[str, Any]] = field(default_factory=list)  # matched today, unknown after
+    fixed: list[FindingRow] = field(default_factory=list)
+    introduced: list[FindingRow] = field(default_factory=list)
+    unchanged: list[FindingRow] = field(default_factory=list)
+    cannot_tell: list[FindingRow] = field(default_factory=list)  # matched today, unknown after
     notes: list[str] = field(default_factory=list)
     matrix: str = "bundled"
-    probe: dict[str, Any] | None = None  # --probe: {"today": ..., "after": ...}, sparkdoctor.whatif.probe
-    recipe: dict[str, Any] | None = None  # {"name", "introduced", "fixed", "unchanged"}: the recipe's findings, today vs after
-    stale: list[dict[str, Any]] | None = None  # ledger conclusions fresh today, stale after: [{"conclusion", "changes"}]
+    probe: ProbeComparison | None = None
+    recipe: RecipeWhatIf | None = None
+    stale: list[StaleConclusion] | None = None  # None: no ledger to read (said in a note)
 
     def gate(self, fail_on: str = "error") -> bool:
-        """Does the upgrade introduce a finding (of the box or of the recipe) at or above fail_on?"""
-        rows = self.introduced + ((self.recipe or {}).get("introduced") or []) + \
-            (((self.recipe or {}).get("mods") or {}).get("introduced") or [])
-        return any(SEVERITY.get(f["severity"], 0) >= SEVERITY[fail_on] for f in rows)
+        """Does the upgrade introduce a finding (of the box, of the recipe or of its mods) at or above fail_on?"""
+        severities = [f.severity for f in self.introduced]
+        if self.recipe is not None:
+            severities += [f.severity for f in self.recipe.introduced]
+            severities += [str(f["severity"]) for f in (self.recipe.mods.introduced if self.recipe.mods else [])]
+        return any(SEVERITY.get(s, 0) >= SEVERITY[fail_on] for s in severities)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
+        """The `whatif` JSON document's own keys (docs/json.md)."""
+        rows = {name: [f.to_json() for f in getattr(self, name)] for name in ("fixed", "introduced", "unchanged", "cannot_tell")}
         return {"schema": 1, "kind": "whatif", "specs": self.specs, "matrix": self.matrix,
-                "changes": [c.to_dict() for c in self.changes], "fixed": self.fixed, "introduced": self.introduced,
-                "unchanged": self.unchanged, "cannot_tell": self.cannot_tell, "recipe": self.recipe, "stale_conclusions": self.stale, "probe": self.probe, "notes": self.notes}
+                "changes": [c.to_dict() for c in self.changes], **rows,
+                "recipe": None if self.recipe is None else self.recipe.to_json(),
+                "stale_conclusions": None if self.stale is None else [s.to_json() for s in self.stale],
+                "probe": None if self.probe is None else self.probe.to_json(), "notes": self.notes}
 
 
-def _row(ev: Any) -> dict[str, Any]:
-    return {"id": ev.entry.id, "severity": ev.entry.severity, "title": ev.entry.title, "evidence": ev.evidence}
+def _row(ev: Any, unknown: list[str] | None = None) -> FindingRow:
+    return FindingRow(ev.entry.id, ev.entry.severity, ev.entry.title, ev.evidence, unknown)
 
 
 def compare(today: Any, predicted: Any, matrix: Any, specs: list[str], changes: list[Change], notes: list[str]) -> WhatIf:
@@ -57,11 +149,11 @@ def compare(today: Any, predicted: Any, matrix: Any, specs: list[str], changes: 
         elif was_match and ev.outcome == "clear":
             out.fixed.append(_row(was))
         elif was_match:
-            out.cannot_tell.append({**_row(was), "unknown": ev.unknowns})
+            out.cannot_tell.append(_row(was, ev.unknowns))
     return out
 
 
-def compare_recipe(recipe: Any, matrix: Any, today: Any, predicted: Any, flags_today: Any, flags_after: Any) -> dict[str, Any]:
+def compare_recipe(recipe: Any, matrix: Any, today: Any, predicted: Any, flags_today: Any, flags_after: Any) -> RecipeWhatIf:
     """The recipe judged as `recipe check` judges it, on today's and on the predicted Facts: flags the new
     vLLM no longer accepts, env vars it no longer reads, workarounds whose reason goes away (stale)."""
     from sparkdoctor.conclusions.recipe_check import check
@@ -71,15 +163,15 @@ def compare_recipe(recipe: Any, matrix: Any, today: Any, predicted: Any, flags_t
     before = {f["id"]: f for f in check(recipe, matrix, today, flags_today, served)}
     after = {f["id"]: f for f in check(recipe, matrix, predicted, flags_after, served)}
 
-    def row(f: dict[str, Any]) -> dict[str, Any]:
-        return {"id": f["id"], "kind": f.get("kind"), "severity": f["severity"], "title": f["title"]}
+    def row(f: dict[str, Any]) -> RecipeRow:
+        return RecipeRow(f["id"], f.get("kind"), f["severity"], f["title"])
 
-    return {"name": recipe.name, "introduced": [row(f) for i, f in after.items() if i not in before],
-            "fixed": [row(f) for i, f in before.items() if i not in after],
-            "unchanged": [row(f) for i, f in after.items() if i in before]}
+    return RecipeWhatIf(recipe.name, [row(f) for i, f in after.items() if i not in before],
+                        [row(f) for i, f in before.items() if i not in after],
+                        [row(f) for i, f in after.items() if i in before])
 
 
-def stale_conclusions(ledger: Any, python: str, today: Any, predicted: Any) -> list[dict[str, Any]]:
+def stale_conclusions(ledger: Any, python: str, today: Any, predicted: Any) -> list[StaleConclusion]:
     """The ledger's conclusions that are fresh today and would be stale after the upgrade, with what
     would change (the staleness rules of `sparkdoctor conclusions`, on the predicted Facts of `python`):
     the reruns to plan before upgrading."""
@@ -99,5 +191,5 @@ def stale_conclusions(ledger: Any, python: str, today: Any, predicted: Any) -> l
             continue
         then = staleness.judge(conclusion, ledger, after)
         if then.state == "stale":
-            out.append({"conclusion": conclusion.name, "changes": then.changes})
+            out.append(StaleConclusion(conclusion.name, then.changes))
     return out

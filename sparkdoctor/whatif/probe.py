@@ -17,6 +17,7 @@ import json
 import shutil
 import sys
 import tempfile
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,36 @@ PROBE_TIMEOUT = 600.0
 VERDICT = {"ok": "compiled", "refused": "refused", "fail": "refused"}
 LIBS = {"libs-cu13": "nvidia-cutlass-dsl-libs-cu13", "libs-base": "nvidia-cutlass-dsl-libs-base", "libs-cu12": "nvidia-cutlass-dsl-libs-cu12"}
 PTX_NOTE = "PTX probes not run: they compile with the target's ptxas, which the cutlass-dsl set does not change"
+
+
+@dataclass(frozen=True)
+class KernelVerdict:
+    kernel: str
+    verdict: str  # compiled | refused | could not run
+    status: object  # the probe's own word (ok, refused, fail, ...)
+    detail: str
+
+    def to_json(self) -> dict[str, object]:
+        return {"kernel": self.kernel, "verdict": self.verdict, "status": self.status, "detail": self.detail}
+
+
+@dataclass
+class ProbeRun:
+    """The CuTe DSL probes compiled with one cutlass-dsl set."""
+
+    arch: str
+    dists: dict[str, str]
+    active_build: str | None
+    kernels: list[KernelVerdict] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    error: str | None = None  # could not run at all, and why
+
+    def to_json(self) -> dict[str, object]:
+        out: dict[str, object] = {"arch": self.arch, "dists": self.dists, "active_build": self.active_build,
+                                  "kernels": [k.to_json() for k in self.kernels], "notes": self.notes}
+        if self.error is not None:
+            out["error"] = self.error
+        return out
 
 
 def uv_binary() -> str | None:
@@ -44,16 +75,16 @@ def cutedsl_set(facts: Any) -> tuple[dict[str, str], str | None]:
     return dists, (facts.cutedsl or {}).get("active_build")
 
 
-def probe_cutedsl(facts: Any, arch: str, python: str = sys.executable) -> dict[str, Any]:
-    """{"dists", "active_build", "kernels": [{"kernel", "verdict", "status", "detail"}], "notes"}."""
+def probe_cutedsl(facts: Any, arch: str, python: str = sys.executable) -> ProbeRun:
+    """The verdict per kernel (compiled, refused, could not run), or why nothing ran."""
     dists, active = cutedsl_set(facts)
-    out: dict[str, Any] = {"arch": arch, "dists": dists, "active_build": active, "kernels": [], "notes": [PTX_NOTE]}
+    out = ProbeRun(arch, dists, active, notes=[PTX_NOTE])
     if not dists:
-        out["notes"].append("no nvidia-cutlass-dsl distribution in the set: nothing to compile")
+        out.notes.append("no nvidia-cutlass-dsl distribution in the set: nothing to compile")
         return out
     uv = uv_binary()
     if uv is None:
-        out["error"] = "could not run: uv is not installed (pip install uv)"
+        out.error = "could not run: uv is not installed (pip install uv)"
         return out
     from sparkdoctor.locations import data_dir
 
@@ -68,7 +99,7 @@ def probe_cutedsl(facts: Any, arch: str, python: str = sys.executable) -> dict[s
         for argv in steps:
             done = proc.run(argv, timeout=INSTALL_TIMEOUT)
             if not done.ok:
-                out["error"] = f"could not run: {' '.join(argv[1:4])} failed: {done.describe_failure()}: {(done.stderr or '').strip()[-300:]}"
+                out.error = f"could not run: {' '.join(argv[1:4])} failed: {done.describe_failure()}: {(done.stderr or '').strip()[-300:]}"
                 return out
         done = proc.run([py, "-B", str(data_dir("probes") / "cutedsl" / "__main__.py"), "--arch", arch], timeout=PROBE_TIMEOUT)
         for line in (done.stdout or "").splitlines():
@@ -77,8 +108,8 @@ def probe_cutedsl(facts: Any, arch: str, python: str = sys.executable) -> dict[s
             except ValueError:
                 continue
             if isinstance(row, dict) and "kernel" in row:
-                out["kernels"].append({"kernel": row["kernel"], "verdict": VERDICT.get(str(row.get("status")), "could not run"),
-                                       "status": row.get("status"), "detail": str(row.get("detail") or "")[:300]})
-        if not out["kernels"]:
-            out["error"] = f"could not run: the CuTe DSL probe printed no result: {done.describe_failure()}"
+                out.kernels.append(KernelVerdict(str(row["kernel"]), VERDICT.get(str(row.get("status")), "could not run"),
+                                                 row.get("status"), str(row.get("detail") or "")[:300]))
+        if not out.kernels:
+            out.error = f"could not run: the CuTe DSL probe printed no result: {done.describe_failure()}"
     return out

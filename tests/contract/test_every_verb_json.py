@@ -138,3 +138,25 @@ def test_matrix_list_json_stays_a_bare_array(run, matrix):
 def test_the_walk_covers_every_verb(tmp_path):
     failing = {command.split()[0] for command in _failure_cases(tmp_path, tmp_path)}
     assert failing == set(VERBS), set(VERBS) ^ failing
+
+
+def test_every_verb_with_a_document_writes_it_to_output_and_nothing_to_stdout(run, matrix, tmp_path, log, checkpoint, mod):
+    """`-o FILE`: the document (here JSON, with the header) lands in FILE, stdout stays empty, the exit code is the
+    document's; a FILE that cannot be one (a folder) is refused before any work, the folder untouched."""
+    cases = {
+        "audit": ["audit", checkpoint, "--context", "512"],
+        "diff": ["diff", snap("nogpu-clean"), snap("gb10-broken")],
+        "explain": ["explain", log, "--matrix", matrix],
+        "recipe show": ["recipe", "show", "tiny-cpu"],
+        "mods check": ["mods", "check", mod[0], "--site", mod[1]],
+    }
+    for command, args in cases.items():
+        out = tmp_path / f"{command.replace(' ', '-')}.json"
+        p = run(*args, "--format", "json", "-o", out, timeout=120)
+        assert p.stdout == "", (command, p.stdout[:200])
+        doc = json.loads(out.read_text())
+        assert doc["command"] == command and doc["exit_code"] == p.returncode, (command, doc["exit_code"], p.stderr)
+        folder = tmp_path / "a-folder"
+        folder.mkdir(exist_ok=True)
+        p = run(*args, "-o", folder, timeout=120)
+        assert p.returncode == 2 and "--output" in p.stderr and not list(folder.iterdir()), (command, p.stderr)

@@ -18,20 +18,32 @@ from sparkdoctor.commands.matrix import MatrixCommand, run_list, run_show, run_v
 from sparkdoctor.errors import UsageError
 from sparkdoctor.result import Format, Result
 from sparkdoctor.vocab import Evidence, Outcome, Severity, Verdict
+from tests.contract import test_run_inspecting_verbs as run_without_typer
 from tests.test_cli import snap
 from tests.test_render import ENTRIES, write_matrix
+from tests.test_tracking import registry  # noqa: F401, F811 (fixture: a registry on 127.0.0.1)
 
 
 @pytest.fixture
-def samples(tmp_path) -> dict[str, Result]:
+def samples(tmp_path, monkeypatch, registry) -> dict[str, Result]:  # noqa: F811 (the fixture)
     """One real Result of every document kind sparkdoctor/views.py knows."""
     matrix = write_matrix(tmp_path / "matrix")
     return {
+        **run_without_typer.registry_samples(tmp_path / "tracked", registry, monkeypatch),
+        "matrix-update": run_without_typer.update_sample(),
         "report": run_check(CheckCommand(facts_file=snap("gb10-broken"), matrix=matrix, config=_empty(tmp_path))),
         "matrix-list": run_list(MatrixCommand(matrix)),
         "matrix-item": run_show(MatrixCommand(matrix, item_id=next(iter(ENTRIES)))),
         "matrix-validate": run_validate(MatrixCommand(matrix)),
         "fleet": _fleet_sample(),
+        "audit": run_without_typer.audit_sample(tmp_path),
+        "diff": run_without_typer.diff_sample(),
+        "explain": run_without_typer.explain_sample(tmp_path),
+        "mods": run_without_typer.mods_sample(tmp_path),
+        "whatif": run_without_typer.whatif_sample(tmp_path),
+        "recipe": run_without_typer.recipe_show_sample(),
+        "bug-report": run_without_typer.report_sample(),
+        "recipe-check": run_without_typer.recipe_check_sample(tmp_path, monkeypatch),
     }
 
 

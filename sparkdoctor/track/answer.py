@@ -1,0 +1,85 @@
+"""`matrix track` end to end, once its options are checked (sparkdoctor/commands/matrix_tracking.py): the matrix
+loaded, the new releases read, every entry judged; the answer its views draw (console, JSON, markdown) with the
+exit code it earns: 0 nothing to change; 1 an entry needs an edit or its check is broken; 2 a registry read failed."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from sparkdoctor.errors import InputError
+from sparkdoctor.exitcodes import EXIT_OK, EXIT_VERIFY_CONTRADICTED, EXIT_VERIFY_ERROR
+
+if TYPE_CHECKING:
+    from sparkdoctor.emit import Sink
+    from sparkdoctor.result import Result
+
+NEEDS_EDIT = ("check-broken", "no-longer-affected", "upper-bound-moves", "lower-bound-moves")
+
+
+@dataclass
+class TrackAnswer:
+    """The tracking result (TrackResult.to_dict) and what reading it cost."""
+
+    document: dict[str, Any]
+
+    @property
+    def exit_code(self) -> int:
+        if any(p.get("error") for p in self.document["packages"]):
+            return EXIT_VERIFY_ERROR
+        return EXIT_VERIFY_CONTRADICTED if any(e["verdict"] in NEEDS_EDIT for e in self.document["entries"]) else EXIT_OK
+
+    def to_json(self) -> dict[str, object]:
+        return self.document
+
+
+def track_matrix(matrix_path: Path | None, through: dict[str, str], platform: str, python: str) -> TrackAnswer:
+    """A MatrixError or RemoteError (exit 2) says itself; a matrix with nothing tracked is an InputError (2)."""
+    from sparkdoctor.matrix import load
+    from sparkdoctor.released import Reader
+    from sparkdoctor.track.run import track
+    from sparkdoctor.verify.modes import terminal_log
+
+    matrix = load(matrix_path)
+    if not matrix.tracking or not matrix.tracking.tracked:
+        raise InputError(f"{matrix.source}: the matrix has no [tracked] table (package = \"tracked-through version\"); nothing to track")
+    reader = Reader(platform, python)
+    started = time.monotonic()
+    try:
+        result = track(matrix, reader, through, terminal_log())
+    finally:
+        reader.close()
+    doc = result.to_dict()
+    doc["cost"] = {"seconds": round(time.monotonic() - started, 1), "requests": reader.client.requests,
+                   "bytes_read": reader.client.bytes_read}
+    return TrackAnswer(doc)
+
+
+# ---- views (sparkdoctor/views.py): (Result, Sink) -> the whole document -----------------------------------
+def track_view_json(result: Result, sink: Sink) -> dict[str, object]:
+    answer: TrackAnswer = result.data
+    return answer.to_json()
+
+
+def track_view_markdown(result: Result, sink: Sink) -> str:
+    from sparkdoctor.track.render import track_markdown
+
+    return track_markdown(result.data.document)
+
+
+def track_view_console(result: Result, sink: Sink) -> str:
+    from sparkdoctor.track.render import render_track
+
+    return sink.capture(lambda console: render_track(result.data.document, console))
+
+
+def update_view_json(result: Result, sink: Sink) -> dict[str, object]:
+    document: dict[str, object] = result.data
+    return document
+
+
+def update_view_console(result: Result, sink: Sink) -> str:
+    done = result.data
+    return "".join([f"{done['message']}\n", *(f"  {line}\n" for line in done.get("diff", []))])

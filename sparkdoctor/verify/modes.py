@@ -1,0 +1,206 @@
+"""What `sparkdoctor matrix verify` does once its options are checked (sparkdoctor/commands/matrix_verify.py): one
+function per mode, each returning the answer its views draw (sparkdoctor/render/verify.py) with the exit code it
+earns. Modes: the install checks (probe in scratch venvs) and file checks (released wheels) of chosen entries;
+`--bisect` one entry; `--latest` for all; `--bounds` (every version bound bracketed on released files); `--stacks`
+(every known-good stack resolved for linux aarch64).
+
+Exit codes: 0 every entry confirmed; 1 an entry contradicted (or its bound differs); 2 could not build, download or
+probe. A bad entry id or an entry with nothing to verify is a UsageError (2)."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from sparkdoctor.errors import UsageError
+from sparkdoctor.exitcodes import EXIT_OK, EXIT_VERIFY_CONTRADICTED, EXIT_VERIFY_ERROR
+
+KINDS = ("all", "installs", "files")
+VERDICTS = ("confirmed", "contradicted", "error")
+Log = Callable[[str], None]
+
+
+def terminal_log() -> Log | None:
+    """Progress lines on stderr when it is a terminal (never on stdout: that is the document's)."""
+    if not sys.stderr.isatty():
+        return None
+    from rich.console import Console
+
+    err = Console(stderr=True)
+    return lambda line: err.print(f"[dim]{line}[/]")
+
+
+def verdict_code(results: list[Any]) -> int:
+    """Exit 1 when something is contradicted, else 2 when something could not be read or run, else 0."""
+    if any(r.verdict == "contradicted" for r in results):
+        return EXIT_VERIFY_CONTRADICTED
+    return EXIT_VERIFY_ERROR if any(r.verdict == "error" for r in results) else EXIT_OK
+
+
+@dataclass
+class EntryChecks:
+    """The install and file checks of the chosen entries (`verify` document)."""
+
+    results: list[Any]  # verify.runner.Result (installs) and verify.files.FileResult (files)
+    seconds: float
+
+    @property
+    def exit_code(self) -> int:
+        return verdict_code(self.results)
+
+    def summary(self) -> dict[str, int]:
+        return {v: sum(1 for r in self.results if r.verdict == v) for v in VERDICTS}
+
+    def to_json(self) -> dict[str, object]:
+        return {"schema": 1, "results": [r.to_dict() for r in self.results], "summary": self.summary(),
+                "seconds": round(self.seconds, 1)}
+
+
+@dataclass
+class Bisection:
+    """`--bisect ENTRY`: where the entry's file checks stop holding (`verify-bisect` document)."""
+
+    found: dict[str, Any]  # verify.files.bisect
+
+    @property
+    def exit_code(self) -> int:
+        return {"agrees": EXIT_OK, "found": EXIT_OK, "differs": EXIT_VERIFY_CONTRADICTED}.get(self.found["verdict"], EXIT_VERIFY_ERROR)
+
+    def to_json(self) -> dict[str, object]:
+        return {"schema": 1, "bisect": self.found}
+
+
+@dataclass
+class Latest:
+    """`--latest`: every entry's checks on its newest releases (`verify-latest` document)."""
+
+    results: list[dict[str, Any]]  # verify.files.latest / latest_installs rows
+
+    @property
+    def exit_code(self) -> int:
+        if any(r["verdict"] in ("regression", "range-must-grow", "fixed-upstream") for r in self.results):
+            return EXIT_VERIFY_CONTRADICTED
+        return EXIT_VERIFY_ERROR if any(r["verdict"] == "error" for r in self.results) else EXIT_OK
+
+    def to_json(self) -> dict[str, object]:
+        return {"schema": 1, "latest": self.results}
+
+
+@dataclass
+class Bounds:
+    """`--bounds`: every version bound bracketed on released files, read remotely (`bounds` document)."""
+
+    matrix: str
+    results: list[Any]  # verify.bounds.BoundResult
+    seconds: float
+    requests: int
+    bytes_read: int
+
+    @property
+    def exit_code(self) -> int:
+        return verdict_code(self.results)
+
+    def to_json(self) -> dict[str, object]:
+        from sparkdoctor.verify.bounds import side_counts, summary
+
+        return {"schema": 1, "kind": "bounds", "matrix": self.matrix, "seconds": round(self.seconds, 1),
+                "requests": self.requests, "bytes_read": self.bytes_read, "summary": summary(self.results),
+                "sides": side_counts(self.results), "bounds": [r.to_dict() for r in self.results]}
+
+
+@dataclass
+class Stacks:
+    """`--stacks`: every known-good stack resolved by a real pip dry run (`stacks` document)."""
+
+    matrix: str
+    results: list[Any]  # verify.stacks.StackResult
+
+    @property
+    def exit_code(self) -> int:
+        return verdict_code(self.results)
+
+    def to_json(self) -> dict[str, object]:
+        return {"schema": 1, "kind": "stacks", "matrix": self.matrix, "stacks": [r.to_dict() for r in self.results]}
+
+
+def entry_checks(matrix: Any, entry_id: str | None, keep: bool, kind: str) -> EntryChecks:
+    from sparkdoctor import verify
+    from sparkdoctor.verify.files import verify_files
+
+    if entry_id is not None:
+        entry = matrix.get(entry_id)
+        if entry is None:
+            raise UsageError(f"no matrix entry with id {entry_id!r}")
+        want_installs = kind != "files" and bool(entry.verify)
+        want_files = kind != "installs" and bool(entry.files)
+        if not want_installs and not want_files:
+            raise UsageError(f"{entry.file}: entry {entry.id}: nothing to verify of kind {kind} (no 'verify' table or 'files' table)")
+        chosen = [entry]
+    else:
+        want_installs, want_files = kind != "files", kind != "installs"
+        chosen = [e for e in matrix.entries if not e.withdrawn]
+    specs = [verify.parse_spec(e) for e in chosen if want_installs and e.verify and e.verified_by]
+    log = terminal_log()
+    started = time.monotonic()
+    results: list[Any] = verify.verify(specs, keep=keep, log=log) if specs else []
+    results += [verify_files(e, log) for e in chosen if want_files and e.files]
+    return EntryChecks(results, time.monotonic() - started)
+
+
+def bisection(matrix: Any, entry_id: str) -> Bisection:
+    from sparkdoctor.verify.files import bisect
+
+    entry = matrix.get(entry_id)
+    if entry is None:
+        raise UsageError(f"no matrix entry with id {entry_id!r}")
+    if not entry.files:
+        raise UsageError(f"{entry.file}: entry {entry.id}: --bisect needs a 'files' table (checks over released wheels)")
+    return Bisection(bisect(entry, terminal_log()))
+
+
+def latest(matrix: Any, entry_id: str | None, kind: str) -> Latest:
+    from sparkdoctor import verify
+    from sparkdoctor.verify.files import latest as latest_files
+    from sparkdoctor.verify.files import latest_installs
+
+    chosen = [e for e in matrix.entries if not e.withdrawn and (entry_id is None or e.id == entry_id)]
+    with_files = [e for e in chosen if e.files and kind != "installs"]
+    with_installs = [e for e in chosen if e.verify and e.verified_by and kind != "files"]
+    if entry_id is not None and not (with_files or with_installs):
+        raise UsageError(f"no matrix entry with id {entry_id!r} and a 'files' or 'verify' table of kind {kind}")
+    log = terminal_log()
+    results = [latest_files(e, log) for e in with_files]
+    results += [dict(latest_installs(verify.parse_spec(e), log), kind="installs") for e in with_installs]
+    return Latest(results)
+
+
+def bounds(matrix: Any, entry_id: str | None) -> Bounds:
+    from sparkdoctor.released import Reader
+    from sparkdoctor.verify.bounds import verify_bounds
+
+    if entry_id is not None and matrix.get(entry_id) is None:
+        raise UsageError(f"no matrix entry with id {entry_id!r}")
+    reader = Reader()
+    started = time.monotonic()
+    try:
+        results = verify_bounds(matrix, reader, entry_id, terminal_log())
+    finally:
+        reader.close()
+    # evidence "checked" needs every bound bracketed: a bound that cannot be is a contradiction of the entry
+    checked = {e.id for e in matrix.entries if e.evidence == "checked"}
+    for r in results:
+        if r.id in checked and r.verdict == "not-bracketed":
+            r.verdict, r.why = "contradicted", f"evidence is \"checked\" but the bound cannot be bracketed: {r.why}"
+    return Bounds(str(matrix.source), results, time.monotonic() - started, reader.client.requests, reader.client.bytes_read)
+
+
+def stacks(matrix: Any, stack_id: str | None) -> Stacks:
+    from sparkdoctor.verify.stacks import resolve_stacks
+
+    chosen = [s for s in matrix.stacks if stack_id is None or s.id == stack_id]
+    if stack_id is not None and not chosen:
+        raise UsageError(f"no known-good stack with id {stack_id!r}")
+    return Stacks(str(matrix.source), resolve_stacks(chosen, terminal_log()))

@@ -1,0 +1,74 @@
+"""The whatif answer as a person reads it (console: what changes, the findings introduced, fixed, unchanged and
+that cannot be told, the recipe's, the conclusions that would go stale, the probes) and as a program reads it
+(the `whatif` JSON document, WhatIf.to_json)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from sparkdoctor.whatif.judge import WhatIf
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from sparkdoctor.emit import Sink
+    from sparkdoctor.result import Result
+
+
+def render_console(result: WhatIf, console: Console) -> None:
+    if not result.changes:
+        console.print(f"nothing would change: {' '.join(result.specs)} is already satisfied")
+    for c in result.changes:
+        console.print(f"  {c.name}: {c.old or '(new)'} -> {c.new}")
+    for label, rows in (("introduced", result.introduced), ("fixed", result.fixed), ("unchanged", result.unchanged)):
+        for f in rows:
+            console.print(f"{label:>10}  [{f.severity}] {f.id}: {f.title}")
+    for f in result.cannot_tell:
+        console.print(f"cannot tell  [{f.severity}] {f.id}: unknown after the upgrade ({'; '.join(f.unknown or [])})")
+    _recipe(result, console)
+    for s in result.stale or []:
+        what = "; ".join(str(c.get("text") or c.get("what")) for c in s.changes[:3])
+        console.print(f"would become stale: conclusion {s.conclusion} ({what}): plan `sparkdoctor rerun {s.conclusion}` after the upgrade")
+    _probe(result, console)
+    for note in result.notes:
+        console.print(f"[dim]note: {note}[/]")
+    console.print(f"{len(result.introduced)} introduced, {len(result.fixed)} fixed, {len(result.unchanged)} unchanged, "
+                  f"{len(result.cannot_tell)} cannot tell · matrix: {result.matrix}")
+
+
+def _recipe(result: WhatIf, console: Console) -> None:
+    r = result.recipe
+    if r is None:
+        return
+    for label, rows in (("introduced", r.introduced), ("fixed", r.fixed)):
+        for row in rows:
+            console.print(f"recipe {r.name}: {label} [{row.severity}] {row.id}: {row.title}")
+    console.print(f"recipe {r.name}: {len(r.introduced)} introduced, {len(r.fixed)} fixed, {len(r.unchanged)} unchanged")
+    if r.mods is None:
+        return
+    for words, found in (("the upgrade breaks or makes stale", r.mods.introduced), ("the upgrade settles", r.mods.fixed)):
+        for f in found:
+            console.print(f"mods: {words} [{f['severity']}] {f['id']}: {f['title']}", markup=False, highlight=False)
+
+
+def _probe(result: WhatIf, console: Console) -> None:
+    p = result.probe
+    if p is None:
+        return
+    for when, run in (("today", p.today), ("after", p.after)):
+        if run is None:
+            continue
+        for k in run.kernels:
+            console.print(f"probe {when:>5}  {k.kernel} for {p.arch}: {k.verdict} ({k.detail})")
+        if run.error:
+            console.print(f"probe {when:>5}  {run.error}")
+
+
+# ---- views (sparkdoctor/views.py): (Result, Sink) -> the whole document -----------------------------------
+def whatif_view_json(result: Result, sink: Sink) -> dict[str, object]:
+    whatif: WhatIf = result.data
+    return whatif.to_json()
+
+
+def whatif_view_console(result: Result, sink: Sink) -> str:
+    return sink.capture(lambda console: render_console(result.data, console))

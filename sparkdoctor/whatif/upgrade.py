@@ -1,0 +1,151 @@
+"""The whatif pipeline: today's Facts, the upgrade resolved by the target's pip, the Facts it would give, both
+judged by the matrix; and, when asked, the recipe, the ledger's conclusions and the CuTe DSL probes, today and
+after. `judge_upgrade` is what `sparkdoctor whatif` (sparkdoctor/commands/whatif.py) calls once its options are
+checked; it returns the WhatIf (sparkdoctor.whatif.judge) the renderers draw."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sparkdoctor.errors import InputError
+from sparkdoctor.whatif.judge import (
+    ModsDelta,
+    ProbeComparison,
+    RecipeWhatIf,
+    StaleConclusion,
+    WhatIf,
+)
+
+
+@dataclass
+class UpgradeQuestion:
+    """What to judge: the requirements, the target (or a snapshot of it), and what else to look at."""
+
+    specs: list[str]
+    python: str | None = None
+    container: str | None = None
+    container_python: str | None = None
+    facts_file: Path | None = None
+    matrix: Path | None = None
+    arch: str | None = None
+    read: bool = True  # read the new releases' files (capabilities, vLLM's flags)
+    recipe: str | None = None
+    ledger: Path | None = None
+    probe: bool = False
+
+
+def judge_upgrade(q: UpgradeQuestion) -> WhatIf:
+    """The upgrade judged. A MatrixError, FactsError, TargetError, ResolveError, RecipeError or LedgerFailure says
+    itself (and its exit code)."""
+    from sparkdoctor.check import CheckOptions, apply_arch_override, collect_facts
+    from sparkdoctor.facts import Facts
+    from sparkdoctor.matrix import load
+    from sparkdoctor.target.choose import refuse_bad_target_options, resolve_target
+    from sparkdoctor.whatif import compare, hypothetical_facts, resolve_upgrade
+
+    matrix = load(q.matrix)
+    refuse_bad_target_options(q.python, q.container, q.container_python, q.facts_file is not None)
+    target = resolve_target(q.python, q.container, q.container_python)
+    interpreter = str((target.describe() or {}).get("python") or q.python or sys.executable)
+    if q.facts_file is not None:
+        today = Facts.load(q.facts_file)
+    else:
+        today = collect_facts(target, CheckOptions(arch=q.arch, kernels=False))
+    today = apply_arch_override(today, q.arch)
+    changes = resolve_upgrade(target, interpreter, q.specs, today)
+    notes: list[str] = []
+    reader = None
+    if q.read:
+        from sparkdoctor.released import Reader
+
+        machine = str((today.host or {}).get("machine") or "aarch64")
+        platform = "linux-x86_64" if machine in ("x86_64", "amd64") else "linux-aarch64"
+        target_py = ".".join(str((today.target or {}).get("version") or "3.12").split(".")[:2])
+        reader = Reader(platform, target_py)  # the wheels the target itself would install
+    try:
+        predicted = hypothetical_facts(today, changes, reader, notes)
+        result = compare(today, predicted, matrix, q.specs, changes, notes)
+        if q.recipe is not None:
+            result.recipe = _recipe(q.recipe, target, matrix, today, predicted, changes, reader, notes)
+        result.stale = _stale(q.ledger, interpreter, today, predicted, notes)
+        if q.probe:
+            result.probe = _probe(today, predicted, changes, interpreter if getattr(target, "shares_files", True) else sys.executable)
+    finally:
+        if reader is not None:
+            reader.close()
+    return result
+
+
+def _recipe(recipe_ref: str, target: Any, matrix: Any, today: Any, predicted: Any, changes: Any, reader: Any,
+            notes: list[str]) -> RecipeWhatIf:
+    """The recipe's findings today and after: vLLM's flags today from the target, after from the new release's files."""
+    from sparkdoctor.conclusions.recipe_check import vllm_flags
+    from sparkdoctor.recipes import load as load_recipe
+    from sparkdoctor.whatif.hypothetical import released_flags
+    from sparkdoctor.whatif.judge import compare_recipe
+
+    recipe = load_recipe(recipe_ref, {})  # a RecipeError says which file and field (exit 2)
+    flags_today = vllm_flags(target)
+    flags_after = flags_today
+    vllm = next((c for c in changes if c.name == "vllm"), None)
+    if vllm is not None:
+        flags_after = released_flags(reader, vllm) if reader is not None else None
+        if flags_after is None:
+            notes.append(f"vllm {vllm.new}: its serve flags were not read; the recipe's flags are not judged after the upgrade")
+    judged = compare_recipe(recipe, matrix, today, predicted, flags_today, flags_after)
+    judged.mods = _mods(recipe, target, changes, notes)
+    return judged
+
+
+def _mods(recipe: Any, target: Any, changes: Any, notes: list[str]) -> ModsDelta | None:
+    """The recipe's mods judged on today's files and on the files the upgrade would install (sparkdoctor.mods):
+    which mods the upgrade breaks, and which it makes stale (upstream already)."""
+    from sparkdoctor.mods import ModError
+    from sparkdoctor.mods.recipe import mod_findings, named_mods
+    from sparkdoctor.mods.trees import ReleaseTree, UpgradedTree, venv_tree
+
+    if not named_mods(recipe):
+        return None
+    python = getattr(target, "python", None)
+    if not python:
+        notes.append("the recipe's mods are judged on a local environment only (--python)")
+        return None
+    try:
+        today_tree = venv_tree(str(python))
+        tops = {c.name.replace("-", "_") for c in changes} | {c.name.split("-")[0] for c in changes}
+        after_tree = UpgradedTree(ReleaseTree([(c.name, c.new) for c in changes]), today_tree, tops)
+        before = {f["id"]: f for f in mod_findings(recipe, today_tree)}
+        after = {f["id"]: f for f in mod_findings(recipe, after_tree)}
+    except ModError as exc:
+        notes.append(f"the recipe's mods could not be judged: {exc}")
+        return None
+    return ModsDelta([f for i, f in after.items() if i not in before], [f for i, f in before.items() if i not in after],
+                     [f for i, f in after.items() if i in before])
+
+
+def _probe(today: Any, predicted: Any, changes: Any, python: str) -> ProbeComparison:
+    """--probe: the CuTe DSL probes compiled in a throwaway venv with today's and the proposed cutlass-dsl set."""
+    from sparkdoctor.whatif.probe import probe_cutedsl
+
+    value = str((predicted.arch or {}).get("value") or "")
+    arch = value if value.startswith("sm_") else "sm_121a"  # no GPU and no --arch: the Spark's arch, the DSL needs one
+    if not any(c.name.startswith("nvidia-cutlass-dsl") for c in changes):
+        return ProbeComparison(arch, note="the upgrade does not change cutlass-dsl: nothing new to compile")
+    return ProbeComparison(arch, probe_cutedsl(today, arch, python), probe_cutedsl(predicted, arch, python))
+
+
+def _stale(ledger_path: Path | None, python: str, today: Any, predicted: Any, notes: list[str]) -> list[StaleConclusion] | None:
+    """Conclusions the upgrade would make stale; None (said) when there is no ledger to read."""
+    from sparkdoctor.ledger import Ledger, default_path
+    from sparkdoctor.whatif.judge import stale_conclusions
+
+    path = ledger_path or default_path()
+    if not path.exists():
+        if ledger_path is not None:
+            raise InputError(f"ledger {path}: no such file")
+        notes.append(f"no ledger at {path}: no stored conclusion to judge")
+        return None
+    return stale_conclusions(Ledger(path), python, today, predicted)  # a LedgerError says itself (exit 5)
