@@ -75,15 +75,25 @@ def _wait_alive_nodes(address: str, count: int, timeout: float) -> None:
         ray.shutdown()
 
 
+def _docker_host(request) -> dict[str, str]:
+    """DOCKER_HOST of the session's dockerd, for every raylet (a node's docker reaching its daemon), when one can run."""
+    try:
+        daemon = request.getfixturevalue("docker_daemon")
+    except pytest.skip.Exception:
+        return {}
+    return {"DOCKER_HOST": daemon.env["DOCKER_HOST"]}
+
+
 @pytest.fixture(scope="session")
-def ray_cluster(tmp_path_factory):
+def ray_cluster(tmp_path_factory, request):
     """(cluster address, [venv python per node, in start order])."""
     pytest.importorskip("ray", reason="ray is a test dependency (pyproject [test]); install '.[test]'")
     from ray.cluster_utils import Cluster
 
     root = tmp_path_factory.mktemp("fleet-ray")
     venvs = [serving_venv(root, f"node{i}", d["nccl_build"], d["cutedsl_majors"]) for i, d in enumerate(NODE_DRIFT)]
-    envs = [{"VIRTUAL_ENV": str(p.parent.parent), **d["env"]} for p, d in zip(venvs, NODE_DRIFT, strict=False)]
+    docker = _docker_host(request)
+    envs = [{"VIRTUAL_ENV": str(p.parent.parent), **docker, **d["env"]} for p, d in zip(venvs, NODE_DRIFT, strict=False)]
     cluster, marker, markers = None, "", []
     for attempt in range(3):  # Ray waits a fixed 30 s for a raylet to register; a loaded box can take longer
         # the cluster's own temp folder, in every one of its command lines; short: Ray's sockets live under it

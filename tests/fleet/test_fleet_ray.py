@@ -65,3 +65,25 @@ def test_cli_over_ray_prints_json_and_exits_1(ray_cluster, no_ray_env):
     errors = {n["name"]: n["facts"]["errors"] for n in doc["nodes"]}
     assert {d["area"] + ": " + d["key"] for d in doc["differences"]} >= {"nccl: loaded library", "cutedsl: active build"}, errors
     assert all(n["ok"] for n in doc["nodes"]) and len(doc["nodes"]) == 3
+
+
+def test_a_node_serving_from_a_container_carries_its_image_digest(ray_cluster, docker_daemon, skeleton, tmp_path_factory):
+    """--ray --container: the probes run in the container (docker exec by the task on each node) and the
+    image is read by a task pinned to each node with the node's own docker: its config digest, layers and
+    fingerprint are in every node's report and compared N-way."""
+    from sparkdoctor.fleet import FleetOptions, run
+    from tests.fleet.nodes import serving_venv
+
+    address, _ = ray_cluster
+    python = serving_venv(tmp_path_factory.mktemp("fleet-ray-container"), "venv")
+    venv = str(python.parent.parent)
+    name = docker_daemon.run_container("fleet-ray-c0", skeleton, [*docker_daemon.host_mounts(), (venv, venv)])
+    image = json.loads(docker_daemon.must("image", "inspect", skeleton))[0]
+    result = run(FleetOptions(ray_address=address, container=name, python=str(python), node_timeout=90))
+    assert len(result.outcomes) == 3 and not result.down, [o.problem for o in result.outcomes]
+    for outcome in result.outcomes:
+        record = outcome.facts.container
+        assert record["name"] == name and record["config_digest"] == image["Id"], outcome.facts.errors
+        assert record["layers"] == image["RootFS"]["Layers"] and record["fingerprint"]
+        assert outcome.facts.fleet["in_container"] is True
+    assert not [d for d in result.drifts if d.area == "container"]  # one container, one image: nothing to name
