@@ -74,6 +74,8 @@ def test_each_container_node_names_its_own_drift_and_the_gate_refuses(container_
     assert "multinode-nccl-build-drift" in {f["id"] for f in nodes["node-2"]["findings"]}
     for n in nodes.values():  # every login landed in its container, and ran the venv mounted there
         assert n["facts"]["fleet"]["in_container"] is True and n["facts"]["target"]["python"] == PYTHON
+    # from inside, a container cannot read its own image: said once, never guessed
+    assert any(note.startswith("node-0, node-1, node-2, node-3 run inside a container") for note in doc["notes"]), doc["notes"]
 
 
 def test_two_agreeing_container_nodes_pass_the_gate(container_nodes):
