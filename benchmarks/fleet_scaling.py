@@ -116,12 +116,16 @@ def main() -> None:
     if not have_dependencies() and not os.environ.get(REEXEC):
         if not args.wheels:
             raise SystemExit("this interpreter lacks sparkdoctor's dependencies: run it from the project's venv, "
-                             "or give --wheels DIR (a folder of wheels: README of benchmarks/fleet_scaling.py)")
+                             "or give --wheels DIR (a folder of wheels; docs/fleet.md, The scaling benchmark)")
         folder = Path(tempfile.mkdtemp(prefix="fleet-bench-venv-"))
-        python = build_venv(Path(args.wheels).resolve(), folder)
-        env = {**os.environ, REEXEC: str(folder), "PYTHONPATH": os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")]))}
-        done = subprocess.run([str(python), *sys.argv], env=env)
-        shutil.rmtree(folder, ignore_errors=True)
+        try:
+            python = build_venv(Path(args.wheels).resolve(), folder)
+            env = {**os.environ, REEXEC: str(folder), "PYTHONPATH": os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")]))}
+            done = subprocess.run([str(python), *sys.argv], env=env)
+        except subprocess.CalledProcessError as exc:
+            raise SystemExit(f"building the venv from {args.wheels} failed (exit {exc.returncode}; pip's words above)") from None
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
         raise SystemExit(done.returncode)
     run(args)
 
