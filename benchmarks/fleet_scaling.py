@@ -142,9 +142,12 @@ def run(args: argparse.Namespace) -> None:
         root = Path(tmp)
         server = None
         if transport == "ssh":
-            from tests.fleet.sshd import start_sshd
+            from tests.fleet.sshd import NoSshd, start_sshd
 
-            server = start_sshd(root / "sshd", hosts, binary=args.sshd)
+            try:
+                server = start_sshd(root / "sshd", hosts, binary=args.sshd)
+            except NoSshd as exc:
+                raise SystemExit(f"--transport ssh: {exc} (--transport local runs without ssh)") from None
             config = ["--ssh-config", str(server.config)]
             what = f"ssh: a real sshd ({server.binary}) on 127.0.0.1, one ssh client per node"
         else:

@@ -147,8 +147,12 @@ LogLevel ERROR
     config += f"Host refused\n  HostName 127.0.0.1\n  Port {free_port()}\n  UserKnownHostsFile {folder / 'known_hosts'}\n{common}"
     config += f"Host hangs\n  HostName 127.0.0.1\n  Port {silent.port}\n  UserKnownHostsFile {folder / 'known_hosts'}\n{common}"
     (folder / "ssh_config").write_text(config)
-    process = subprocess.Popen([binary, "-D", "-e", "-f", str(folder / "sshd_config")], stdout=subprocess.DEVNULL,
-                               stderr=open(folder / "sshd.log", "wb"), start_new_session=True)
+    try:
+        process = subprocess.Popen([binary, "-D", "-e", "-f", str(folder / "sshd_config")], stdout=subprocess.DEVNULL,
+                                   stderr=open(folder / "sshd.log", "wb"), start_new_session=True)
+    except OSError as exc:
+        silent.close()
+        raise NoSshd(f"{binary}: {exc.strerror or exc}") from None
     server = Sshd(folder, port, folder / "ssh_config", process, made, [silent], binary)
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
