@@ -152,6 +152,8 @@ LogLevel ERROR
                                    stderr=open(folder / "sshd.log", "wb"), start_new_session=True)
     except OSError as exc:
         silent.close()
+        if made:
+            os.rmdir("/run/sshd")
         raise NoSshd(f"{binary}: {exc.strerror or exc}") from None
     server = Sshd(folder, port, folder / "ssh_config", process, made, [silent], binary)
     deadline = time.monotonic() + 20
