@@ -113,6 +113,8 @@ def main() -> None:
     parser.add_argument("--wheels", help="a folder of wheels to build sparkdoctor's venv from (pip --no-index)")
     parser.add_argument("--markdown", action="store_true")
     args = parser.parse_args()
+    if args.nodes < 2 or args.runs < 1:
+        parser.error("--nodes 2 or more (compared with 1 node) and --runs 1 or more")
     if not have_dependencies() and not os.environ.get(REEXEC):
         if not args.wheels:
             raise SystemExit("this interpreter lacks sparkdoctor's dependencies: run it from the project's venv, "
