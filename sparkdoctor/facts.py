@@ -51,7 +51,7 @@ did not run); an empty list/dict means "observed, and there is nothing". Shapes 
                (conclusions/served_model.py); None everywhere else (matrix entries that read it are left out)
   fleet       {"node", "hostname", "boot_id", "driver_flavour": "open" | "proprietary", "cuda_toolkit", "nccl": {"candidates":
                [{"path", "realpath", "source": "process" | "LD_PRELOAD" | "VLLM_NCCL_SO_PATH" | "pip" | "system", "version",
-               "build_id", "sha256", "size"}], "loaded": candidate, "loaded_by", "pip_system_same_version_other_build"},
+               "build_id", "sha256" (None when there is a build_id), "size"}], "loaded": candidate, "loaded_by", "pip_system_same_version_other_build"},
                "nccl_conf": [{"path", "settings", "sha256"}], "cma": {"total_kib", "free_kib", "cmdline"},
                "roce_v2_gid_index": {netdev: index}, "in_container", "clock_skew_s", and from the N-way comparison:
                "nodes": how many nodes answered, "drift": [risky "area: key" differences of the fleet], "odd": [those

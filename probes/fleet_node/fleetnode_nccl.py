@@ -2,7 +2,7 @@
 
 The version string is not an identity: the pip wheel nvidia-nccl-cu13 2.28.9 and DGX OS's libnccl2
 2.28.9 are different binaries (vllm-project/vllm#41725). Each candidate library is identified by its
-ELF GNU build-id (read from the file's notes, no tool needed) and its sha256, and the version is read
+ELF GNU build-id (read from the file's notes, no tool needed), else its sha256, and the version is read
 from the "NCCL version X" string inside the binary, never from a package name.
 
 Which candidate loads, in the order the dynamic loader and torch/vLLM decide it:
@@ -77,33 +77,47 @@ def elf_build_id(path):
     return None
 
 
-def identify(path, source, errors):
-    """One candidate library: where, what it resolves to, version inside the binary, build-id, sha256."""
+def identify(path, source, errors, known=None):
+    """One candidate library: where, what it resolves to, version inside the binary, build-id, sha256.
+
+    A library with a GNU build-id is identified by it and read only up to its version banner: a real
+    libnccl is ~300 MB, and hashing it whole cost more than everything else this probe does (0.15 s of
+    CPU on an x86 node, per library). One without a build-id is hashed whole (sha256). `known` maps
+    real paths already identified in this run to their record, so one file reached by two names is read once.
+    """
     item = {"path": path, "source": source}
     try:
         real = os.path.realpath(path)
+        if known is not None and real in known:
+            return dict(known[real], path=path, source=source)
         item["realpath"] = real
         item["build_id"] = elf_build_id(real)
         fh, st = open_regular(real)
         item["size"] = st.st_size
-        digest, version, tail, read = hashlib.sha256(), None, b"", 0
+        digest = None if item["build_id"] else hashlib.sha256()
+        version, tail, read = None, b"", 0
         with fh:
             while read < MAX_LIB:
                 block = fh.read(CHUNK)
                 if not block:
                     break
                 read += len(block)
-                digest.update(block)
+                if digest is not None:
+                    digest.update(block)
                 if version is None:
                     found = VERSION_RE.search(tail + block)
                     if found:
                         version = found.group(1).decode("ascii", "replace")
+                        if digest is None:
+                            break  # the build-id identifies it; the banner was all that was left to read
                 tail = block[-64:]
-        item["sha256"] = digest.hexdigest() if read < MAX_LIB else None
+        item["sha256"] = digest.hexdigest() if digest is not None and read < MAX_LIB else None
         item["version"] = version
     except OSError as exc:
         item["error"] = "%s: %s" % (path, exc.strerror or exc)
         errors.append(item["error"])
+    if known is not None and "error" not in item:
+        known[item["realpath"]] = dict(item)
     return item
 
 
@@ -156,10 +170,10 @@ def mapped_by_processes():
 
 def nccl_libraries(errors):
     """{"candidates": [...], "loaded": the candidate that loads (or is loaded), "loaded_by": why}."""
-    candidates, loaded, why = [], None, None
+    candidates, loaded, why, known = [], None, None, {}
     mapped = mapped_by_processes()
     for path, count in sorted(mapped.items()):
-        item = identify(path, "process", errors)
+        item = identify(path, "process", errors, known)
         item["processes"] = count
         candidates.append(item)
     if candidates:
@@ -170,7 +184,7 @@ def nccl_libraries(errors):
     ordered += [(vllm_path, "VLLM_NCCL_SO_PATH")] if vllm_path else []
     ordered += [(p, "pip") for p in pip_candidates()] + [(p, "system") for p in system_candidates()]
     for path, source in ordered:
-        item = identify(path, source, errors)
+        item = identify(path, source, errors, known)
         candidates.append(item)
         if loaded is None and "error" not in item:
             loaded, why = item, {"pip": "the wheel in the interpreter's site-packages (torch's RPATH)",

@@ -161,11 +161,16 @@ def _reachable(address: str) -> None:
 
 
 def _notes(named: list[tuple[str, Any]]) -> list[str]:
-    """Things worth knowing that gate nothing: two names reaching one machine."""
+    """Things worth knowing that gate nothing: two names reaching one machine; nodes whose image is unseen."""
     by_boot: dict[str, list[str]] = {}
     for name, facts in named:
         boot = (facts.fleet or {}).get("boot_id")
         if boot:
             by_boot.setdefault(boot, []).append(name)
-    return [f"{', '.join(names)} are one machine (same boot id): they are not independent nodes"
-            for names in by_boot.values() if len(names) > 1]
+    notes = [f"{', '.join(names)} are one machine (same boot id): they are not independent nodes"
+             for names in by_boot.values() if len(names) > 1]
+    inside = [name for name, facts in named if (facts.fleet or {}).get("in_container") is True and not facts.container]
+    if inside:
+        notes.append(f"{', '.join(inside)} run inside a container whose image cannot be read from inside it: their image "
+                     "digests are not compared (name the container instead: --container, or container = in the inventory)")
+    return notes

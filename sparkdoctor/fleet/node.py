@@ -73,8 +73,8 @@ def collect_node(transport: Any, node: Node, timeout: float, arch: str | None = 
         target.prefetch([(targetenv.PROBE, probe_args(target, None, False)[0]), ("capabilities", []), (NODE_PROBE, [])])
         # a remote node's limit is the node's: check's per-collector limits are sized for a local run
         remote = [replace(c, timeout=timeout) for c in (targetenv.COLLECTOR, capabilities.COLLECTOR)]
-        extra = [Collector("container", lambda ctx: _container(transport, node), timeout=timeout)] \
-            if node.container and hasattr(transport, "container_cli") else []
+        extra = [Collector("container", lambda ctx: _container(transport, node, deadline), timeout=timeout)] \
+            if node.container else []
         run_collectors(ctx, [*remote, Collector("node", node_probe, timeout=timeout), *extra])
     except Exception as exc:  # a surprise must cost this node, never the fleet
         box.setdefault("problem", f"{type(exc).__name__}: {exc}")
@@ -92,16 +92,21 @@ def collect_node(transport: Any, node: Node, timeout: float, arch: str | None = 
     return NodeOutcome(node, facts, None, seconds, raw)
 
 
-def _container(transport: Any, node: Node) -> dict[str, Any]:
-    """The image of the container a node serves from, read with the node's own container CLI (over ssh), in
-    the shape `check --container` records: its content fingerprint is what nodes must share."""
+def _container(transport: Any, node: Node, deadline: float) -> dict[str, Any]:
+    """The image of the container a node serves from, read with the node's own container CLI (over ssh, or as
+    a Ray task pinned to the node), in the shape `check --container` records: its content fingerprint (over
+    the config digest, the layer digests and the platform) is what nodes must share."""
     import os
 
     from sparkdoctor.target.container_inspect import image_facts, inspect_container
 
-    cli = transport.container_cli(node)
+    cli = [node.runtime]
+
+    def on_node(argv: list[str], limit: float) -> Any:  # the node's limit: a Ray worker or an ssh login takes a while
+        return transport.command(node, argv, max(limit, deadline - time.monotonic()))
+
     try:
-        record = inspect_container(cli, str(node.container))
+        record = inspect_container(cli, str(node.container), run=on_node)
     except TargetError as exc:
         raise CollectorError(str(exc)) from None
     config = record.get("Config") or {}
@@ -111,7 +116,7 @@ def _container(transport: Any, node: Node) -> dict[str, Any]:
         "image_id": str(record.get("Image") or ""), "runtime": (record.get("HostConfig") or {}).get("Runtime"),
     }
     try:
-        info.update(image_facts(cli, info["image_id"]))
+        info.update(image_facts(cli, info["image_id"], run=on_node))
     except (TargetError, ValueError, IndexError, AttributeError, TypeError) as exc:
         info["image_error"] = str(exc)[:300]
     return {"container": info}

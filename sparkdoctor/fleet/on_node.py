@@ -31,6 +31,15 @@ def run_probe(script, args, python, container, runtime, timeout):
     argv = [chosen, "-B", "-"] + list(args)
     if container:
         argv = [runtime or "docker", "exec", "-i", container] + argv
+    return _run(argv, script.encode("utf-8"), timeout, chosen)
+
+
+def run_command(argv, timeout):
+    """The same record for a command line run on the node (its container CLI inspecting the image)."""
+    return _run(list(argv), b"", timeout, argv[0] if argv else "")
+
+
+def _run(argv, stdin, timeout, chosen):
     started = time.monotonic()
     out = {"returncode": None, "stdout": "", "stderr": "", "timed_out": False, "start_error": None, "python": chosen}
     try:
@@ -41,7 +50,7 @@ def run_probe(script, args, python, container, runtime, timeout):
         out["seconds"] = time.monotonic() - started
         return out
     try:
-        stdout, stderr = proc.communicate(script.encode("utf-8"), timeout=timeout)
+        stdout, stderr = proc.communicate(stdin, timeout=timeout)
         out["returncode"] = proc.returncode
     except subprocess.TimeoutExpired:
         try:

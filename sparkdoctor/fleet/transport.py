@@ -50,10 +50,6 @@ class SshTransport:
     def argv(self, node: Node, remote: list[str]) -> list[str]:
         return [*self.prefix(node), shlex.join(remote)]
 
-    def container_cli(self, node: Node) -> list[str]:
-        """The node's container CLI, run over ssh (container_inspect reads the image with it as it does here)."""
-        return [*self.prefix(node), node.runtime]
-
     def remote_argv(self, node: Node, args: list[str]) -> list[str]:
         if node.container:
             return [node.runtime, "exec", "-i", node.container, node.python or "python3", "-B", "-", *args]
@@ -125,6 +121,7 @@ class RayTransport:
             ray.init(address=address, log_to_driver=False, logging_level=logging.ERROR, configure_logging=False)
         cloudpickle.register_pickle_by_value(on_node)  # nodes need Ray, not sparkdoctor
         self.task = ray.remote(on_node.run_probe)
+        self.command_task = ray.remote(on_node.run_command)
 
     def nodes(self, python: str | None = None, container: str | None = None, runtime: str = "docker") -> list[Node]:
         alive = [n for n in self.ray.nodes() if n.get("Alive")]
@@ -145,7 +142,12 @@ class RayTransport:
         return _RayRunning([f"ray task on {node.name}"], ref, self.ray)
 
     def command(self, node: Node, argv: list[str], timeout: float) -> proc.ProcResult:
-        return proc.ProcResult(argv, None, "", "", 0.0, start_error="commands on the host are not run over Ray")
+        """`argv` run on the node by a task pinned to it (the node's container CLI reading its image)."""
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        strategy = NodeAffinitySchedulingStrategy(node_id=str(node.ray_node_id), soft=False)
+        ref = self.command_task.options(scheduling_strategy=strategy, num_cpus=0, max_retries=0).remote(list(argv), timeout)
+        return _RayRunning(list(argv), ref, self.ray).result(timeout)
 
     def close(self) -> None:
         if self.owns_connection:

@@ -15,6 +15,7 @@ import hashlib
 import json
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,13 @@ INSPECT_TIMEOUT = 10.0
 FIND_TIMEOUT = 20.0
 RUNTIME_ENV = "SPARKDOCTOR_CONTAINER_RUNTIME"  # docker | podman | a path: for --container and container recipes
 CLI_ENV = "SPARKDOCTOR_CONTAINER_CLI"  # the older name of the same setting, still read
+
+# runs a container CLI command line within a time limit; by default here (proc.run), for a fleet node on that node
+Runner = Callable[[list[str], float], proc.ProcResult]
+
+
+def _here(argv: list[str], timeout: float) -> proc.ProcResult:
+    return proc.run(argv, timeout=timeout)
 
 # POSIX sh, run in the container: every interpreter worth trying, in order, with whether it holds
 # vLLM (found, not imported) and its version. $VIRTUAL_ENV and the image's PATH come first.
@@ -58,8 +66,8 @@ def container_cli(runtime: str | None = None) -> list[str]:
     raise TargetError("--container: neither docker nor podman is on PATH")
 
 
-def _ask(cli: list[str], args: list[str], what: str, timeout: float = INSPECT_TIMEOUT) -> str:
-    res = proc.run([*cli, *args], timeout=timeout)
+def _ask(cli: list[str], args: list[str], what: str, timeout: float = INSPECT_TIMEOUT, run: Runner = _here) -> str:
+    res = run([*cli, *args], timeout)
     if res.timed_out:
         why = f" ({proc.BUDGET_NOTE})" if res.out_of_budget else ""
         raise TargetError(f"{what}: `{os.path.basename(cli[0])} {args[0]}` did not answer within {res.seconds:.1f}s{why}; is the container daemon up?")
@@ -68,9 +76,9 @@ def _ask(cli: list[str], args: list[str], what: str, timeout: float = INSPECT_TI
     return res.stdout
 
 
-def inspect_container(cli: list[str], name: str) -> dict[str, Any]:
+def inspect_container(cli: list[str], name: str, run: Runner = _here) -> dict[str, Any]:
     what = f"--container {name}"
-    res = proc.run([*cli, "container", "inspect", name], timeout=INSPECT_TIMEOUT)
+    res = run([*cli, "container", "inspect", name], INSPECT_TIMEOUT)
     if res.timed_out:
         why = f" ({proc.BUDGET_NOTE})" if res.out_of_budget else ""
         raise TargetError(f"{what}: `{os.path.basename(cli[0])} container inspect` did not answer within {res.seconds:.1f}s{why}; is the container daemon up?")
@@ -92,9 +100,9 @@ def inspect_container(cli: list[str], name: str) -> dict[str, Any]:
     return record
 
 
-def image_facts(cli: list[str], image_id: str) -> dict[str, Any]:
+def image_facts(cli: list[str], image_id: str, run: Runner = _here) -> dict[str, Any]:
     """Platform, layer digests, config digest and the fingerprint over the three."""
-    data = json.loads(_ask(cli, ["image", "inspect", image_id], f"image {image_id[:19]}"))
+    data = json.loads(_ask(cli, ["image", "inspect", image_id], f"image {image_id[:19]}", run=run))
     record = data[0] if isinstance(data, list) else data
     platform = "/".join(str(p) for p in (record.get("Os"), record.get("Architecture"), record.get("Variant")) if p)
     layers = list(((record.get("RootFS") or {}).get("Layers")) or [])

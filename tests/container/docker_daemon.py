@@ -35,9 +35,10 @@ APT_TIMEOUT = 600
 SKELETON_DIRS = ("proc", "sys", "dev", "tmp", "etc", "usr", "opt", "root", "run", "sbin", "var", "var/tmp", "work")
 
 
-def skeleton_tar(tar_path: Path, dirs: tuple[str, ...] = SKELETON_DIRS) -> Path:
+def skeleton_tar(tar_path: Path, dirs: tuple[str, ...] = SKELETON_DIRS, files: dict[str, bytes] | None = None) -> Path:
     """The root file system of a skeleton image as a tarball: empty folders (the temporary ones sticky
-    and world-writable), /bin, /lib, /lib64 linked into the host /usr the containers mount, and a passwd."""
+    and world-writable), /bin, /lib, /lib64 linked into the host /usr the containers mount, and a passwd
+    (`files`, {path in the image: content}, adds to or replaces these)."""
     with tarfile.open(tar_path, "w") as tar:
         for name in dirs:
             info = tarfile.TarInfo(name)
@@ -47,10 +48,10 @@ def skeleton_tar(tar_path: Path, dirs: tuple[str, ...] = SKELETON_DIRS) -> Path:
             info = tarfile.TarInfo(link)
             info.type, info.linkname = tarfile.SYMTYPE, to
             tar.addfile(info)
-        passwd = b"root:x:0:0:root:/root:/bin/sh\n"
-        info = tarfile.TarInfo("etc/passwd")
-        info.size = len(passwd)
-        tar.addfile(info, io.BytesIO(passwd))
+        for name, content in {"etc/passwd": b"root:x:0:0:root:/root:/bin/sh\n", **(files or {})}.items():
+            info = tarfile.TarInfo(name)
+            info.size, info.mode = len(content), 0o644
+            tar.addfile(info, io.BytesIO(content))
     return tar_path
 
 
@@ -107,18 +108,19 @@ class Daemon:
             raise RuntimeError(f"docker {' '.join(args)}: {res.describe_failure()}\n{res.stderr[-2000:]}")
         return res.stdout.strip()
 
-    def import_skeleton(self, tag: str) -> str:
+    def import_skeleton(self, tag: str, dirs: tuple[str, ...] = SKELETON_DIRS, files: dict[str, bytes] | None = None) -> str:
         """A registry-free image: an empty root with the mount points the skeleton containers need."""
-        tar_path = skeleton_tar(self.root / f"{tag.replace(':', '-')}.tar")
+        tar_path = skeleton_tar(self.root / f"{tag.replace(':', '-').replace('/', '-')}.tar", dirs, files)
         self.must("import", "--change", "ENV PATH=/usr/local/bin:/usr/bin:/bin", str(tar_path), tag)
         return tag
 
-    def run_container(self, name: str, image: str, mounts: list[tuple[str, str]], *extra: str) -> str:
-        args = ["run", "-d", "--init", "--network", "none", "--name", name]
+    def run_container(self, name: str, image: str, mounts: list[tuple[str, str]], *extra: str, network: str = "none",
+                      command: tuple[str, ...] = ("sleep", "infinity")) -> str:
+        args = ["run", "-d", "--init", "--network", network, "--name", name]
         for src, dst in mounts:
             args += ["-v", f"{src}:{dst}:ro"]
         self.containers.append(name)
-        self.must(*args, *extra, image, "sleep", "infinity")
+        self.must(*args, *extra, image, *command)
         return name
 
     def host_mounts(self) -> list[tuple[str, str]]:

@@ -75,15 +75,44 @@ def _wait_alive_nodes(address: str, count: int, timeout: float) -> None:
         ray.shutdown()
 
 
+def _docker_hosts(request) -> list[dict[str, str]]:
+    """DOCKER_HOST per Ray node, when dockerd can run here: nodes 0 and 1 reach the session's dockerd, node 2 a
+    second one (as every real node has its own daemon), so one container name can be two images."""
+    try:
+        daemon = request.getfixturevalue("docker_daemon")
+        other = request.getfixturevalue("second_docker_daemon")
+    except pytest.skip.Exception:
+        return [{} for _ in NODE_DRIFT]
+    return [{"DOCKER_HOST": d.env["DOCKER_HOST"]} for d in (daemon, daemon, other)]
+
+
 @pytest.fixture(scope="session")
-def ray_cluster(tmp_path_factory):
+def second_docker_daemon():
+    """Another dockerd of the suite's kind (its own socket and roots, stopped and cleaned up at the end)."""
+    from tests.container.docker_daemon import NoRuntime, short_root, start_daemon
+
+    root = short_root("sd-dockerd2-")
+    try:
+        daemon = start_daemon(root)
+    except NoRuntime as exc:
+        shutil.rmtree(root, ignore_errors=True)
+        pytest.skip(f"a second dockerd cannot run here: {exc}")
+    try:
+        yield daemon
+    finally:
+        daemon.stop()
+
+
+@pytest.fixture(scope="session")
+def ray_cluster(tmp_path_factory, request):
     """(cluster address, [venv python per node, in start order])."""
     pytest.importorskip("ray", reason="ray is a test dependency (pyproject [test]); install '.[test]'")
     from ray.cluster_utils import Cluster
 
     root = tmp_path_factory.mktemp("fleet-ray")
     venvs = [serving_venv(root, f"node{i}", d["nccl_build"], d["cutedsl_majors"]) for i, d in enumerate(NODE_DRIFT)]
-    envs = [{"VIRTUAL_ENV": str(p.parent.parent), **d["env"]} for p, d in zip(venvs, NODE_DRIFT, strict=False)]
+    docker = _docker_hosts(request)
+    envs = [{"VIRTUAL_ENV": str(p.parent.parent), **host, **d["env"]} for p, d, host in zip(venvs, NODE_DRIFT, docker, strict=False)]
     cluster, marker, markers = None, "", []
     for attempt in range(3):  # Ray waits a fixed 30 s for a raylet to register; a loaded box can take longer
         # the cluster's own temp folder, in every one of its command lines; short: Ray's sockets live under it

@@ -85,6 +85,7 @@ class Sshd:
     process: subprocess.Popen
     made_privsep_dir: bool
     extra: list = field(default_factory=list)
+    binary: str = "sshd"
 
     def stop(self) -> None:
         self.process.terminate()
@@ -102,9 +103,10 @@ class Sshd:
                 pass
 
 
-def start_sshd(folder: Path, hosts: list[str]) -> Sshd:
-    """sshd on 127.0.0.1; `hosts` (plus `stranger`, `refused`, `hangs`) named in folder/ssh_config."""
-    binary = sshd_binary()
+def start_sshd(folder: Path, hosts: list[str], binary: str | None = None) -> Sshd:
+    """sshd on 127.0.0.1 (`binary`, else the installed one); `hosts` (plus `stranger`, `refused`, `hangs`) named in
+    folder/ssh_config."""
+    binary = binary or sshd_binary()
     folder.mkdir(parents=True, exist_ok=True)
     for key in ("host_ed25519", "id_ed25519"):
         subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "sparkdoctor-test", "-f", str(folder / key)],
@@ -145,9 +147,15 @@ LogLevel ERROR
     config += f"Host refused\n  HostName 127.0.0.1\n  Port {free_port()}\n  UserKnownHostsFile {folder / 'known_hosts'}\n{common}"
     config += f"Host hangs\n  HostName 127.0.0.1\n  Port {silent.port}\n  UserKnownHostsFile {folder / 'known_hosts'}\n{common}"
     (folder / "ssh_config").write_text(config)
-    process = subprocess.Popen([binary, "-D", "-e", "-f", str(folder / "sshd_config")], stdout=subprocess.DEVNULL,
-                               stderr=open(folder / "sshd.log", "wb"), start_new_session=True)
-    server = Sshd(folder, port, folder / "ssh_config", process, made, [silent])
+    try:
+        process = subprocess.Popen([binary, "-D", "-e", "-f", str(folder / "sshd_config")], stdout=subprocess.DEVNULL,
+                                   stderr=open(folder / "sshd.log", "wb"), start_new_session=True)
+    except OSError as exc:
+        silent.close()
+        if made:
+            os.rmdir("/run/sshd")
+        raise NoSshd(f"{binary}: {exc.strerror or exc}") from None
+    server = Sshd(folder, port, folder / "ssh_config", process, made, [silent], binary)
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
         if process.poll() is not None:

@@ -45,6 +45,31 @@ def test_majority_and_odd_node_over_four_nodes():
     assert "packages: numpy" not in found and not any(d.label.startswith("kernel") for d in found.values())
 
 
+def test_the_image_digest_of_a_container_node_is_compared_and_the_odd_image_named():
+    """What node._container records over ssh and over Ray (container_inspect.image_facts' shape)."""
+    from sparkdoctor.target.container_inspect import image_facts
+
+    def image(config: str) -> dict:
+        record = json.dumps([{"Id": config, "Os": "linux", "Architecture": "arm64", "RootFS": {"Layers": ["sha256:" + "1" * 64]}}])
+        facts = image_facts(["docker"], config, run=lambda argv, timeout: _answer(argv, record))
+        return {"container": {"name": "vllm", "image": "vllm-node:latest", "image_id": config, **facts}}
+
+    one, other = "sha256:" + "a" * 64, "sha256:" + "b" * 64
+    named = [("s1", fleet_facts("s1", **image(one))), ("s2", fleet_facts("s2", **image(other))), ("s3", fleet_facts("s3", **image(one)))]
+    found = labels(compare_nodes(named))
+    fingerprint = found["container: fingerprint"]
+    assert fingerprint.verdict == "risky" and fingerprint.odd == ["s2"]
+    digest = found["container: config_digest"]
+    assert digest.values == {"s1": one, "s2": other, "s3": one} and digest.odd == ["s2"]
+
+
+def _answer(argv, stdout):
+    from sparkdoctor import proc
+
+    assert argv[:3] == ["docker", "image", "inspect"]
+    return proc.ProcResult(argv, 0, stdout, "", 0.1)
+
+
 def test_kernel_drift_is_risky_in_a_fleet_and_reported_once():
     named = [("a", fleet_facts("a", host={"kernel": "6.17.0-1032-nvidia"})),
              ("b", fleet_facts("b", host={"kernel": "7.0.0-1019-nvidia"})),

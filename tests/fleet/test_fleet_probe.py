@@ -90,3 +90,48 @@ def test_pip_and_system_nccl_of_one_version_and_two_builds_are_named(tmp_path, m
     # LD_PRELOAD decides over the wheel
     monkeypatch.setenv("LD_PRELOAD", str(system))
     assert fleetnode_nccl.nccl_libraries([])["loaded"]["source"] == "LD_PRELOAD"
+
+
+def test_a_library_with_a_build_id_is_read_only_to_its_banner_and_one_without_is_hashed_whole(tmp_path, monkeypatch):
+    """A real libnccl is ~300 MB: with a build-id, reading stops at the version banner (no sha256); without,
+    the whole file is hashed; one file reached by two names is read once."""
+    import hashlib
+
+    sys.path[:0] = [str(data_dir("probes") / "fleet_node"), str(data_dir("probes") / "shared")]
+    try:
+        import fleetnode_nccl
+    finally:
+        del sys.path[:2]
+    lib = nccl_library(tmp_path / "elf" / "libnccl.so.2", "a")
+    lib.write_bytes(lib.read_bytes() + os.urandom(1 << 20))  # the rest of a library after its banner
+    plain = tmp_path / "plain" / "libnccl.so.2"
+    plain.parent.mkdir()
+    plain.write_bytes(b"not ELF\0NCCL version 2.28.9+cuda13.0\0" + os.urandom(1 << 20))
+    (tmp_path / "alias.so").symlink_to(lib)
+    reads: list[int] = []
+    real_open = fleetnode_nccl.open_regular
+
+    def counting(path):
+        fh, st = real_open(path)
+        read = fh.read
+
+        def counted(size=-1):
+            block = read(size)
+            reads.append(len(block))
+            return block
+
+        fh.read = counted
+        return fh, st
+
+    monkeypatch.setattr(fleetnode_nccl, "open_regular", counting)
+    monkeypatch.setattr(fleetnode_nccl, "CHUNK", 4096)
+    known: dict = {}
+    with_id = fleetnode_nccl.identify(str(lib), "pip", [], known)
+    assert with_id["build_id"] and with_id["sha256"] is None and with_id["version"] == f"{NCCL_VERSION}+cuda13.0"
+    assert sum(reads) < lib.stat().st_size // 4, "read past the banner"
+    reads.clear()
+    again = fleetnode_nccl.identify(str(tmp_path / "alias.so"), "system", [], known)
+    assert not reads and again["build_id"] == with_id["build_id"] and again["source"] == "system"
+    without = fleetnode_nccl.identify(str(plain), "system", [], known)
+    assert without["build_id"] is None and without["sha256"] == hashlib.sha256(plain.read_bytes()).hexdigest()
+    assert without["version"] == "2.28.9+cuda13.0"

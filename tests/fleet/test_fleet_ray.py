@@ -65,3 +65,37 @@ def test_cli_over_ray_prints_json_and_exits_1(ray_cluster, no_ray_env):
     errors = {n["name"]: n["facts"]["errors"] for n in doc["nodes"]}
     assert {d["area"] + ": " + d["key"] for d in doc["differences"]} >= {"nccl: loaded library", "cutedsl: active build"}, errors
     assert all(n["ok"] for n in doc["nodes"]) and len(doc["nodes"]) == 3
+
+
+def test_a_node_serving_from_a_container_carries_its_image_digest(ray_cluster, docker_daemon, second_docker_daemon, skeleton,
+                                                                 tmp_path_factory):
+    """--ray --container: the probes run in the container (docker exec by the task on each node) and the image is
+    read by a task pinned to each node with the node's own docker. Nodes 0 and 1 reach the session's dockerd, node 2
+    another one (tests/fleet/conftest.py), where the container of the same name runs another image: its config
+    digest and fingerprint are in every node's report, and node 2 is named on the image."""
+    from sparkdoctor.fleet import FleetOptions, run
+    from tests.fleet.nodes import serving_venv
+
+    address, venvs = ray_cluster
+    python = serving_venv(tmp_path_factory.mktemp("fleet-ray-container"), "venv")
+    venv = str(python.parent.parent)
+    other = second_docker_daemon.import_skeleton("sparkdoctor-skeleton:fleet-ray-other", files={"etc/image-build": b"2\n"})
+    images = {}
+    for daemon, image in ((docker_daemon, skeleton), (second_docker_daemon, other)):
+        daemon.run_container("fleet-ray-c0", image, [*daemon.host_mounts(), (venv, venv)])
+        images[daemon.env["DOCKER_HOST"]] = json.loads(daemon.must("image", "inspect", image))[0]
+    result = run(FleetOptions(ray_address=address, container="fleet-ray-c0", python=str(python), node_timeout=90))
+    assert len(result.outcomes) == 3 and not result.down, [o.problem for o in result.outcomes]
+    by_name = {o.node.name: o.facts for o in result.outcomes}
+    seen = {}
+    for name, facts in by_name.items():
+        record = facts.container
+        assert record["name"] == "fleet-ray-c0" and record["fingerprint"], facts.errors
+        assert facts.fleet["in_container"] is True
+        seen[name] = record["config_digest"]
+    first, second = (images[d.env["DOCKER_HOST"]]["Id"] for d in (docker_daemon, second_docker_daemon))
+    assert first != second and sorted(seen.values()) == sorted([first, first, second])
+    [image] = [d for d in result.drifts if d.label == "container: fingerprint"]
+    odd = [name for name, digest in seen.items() if digest == second]
+    assert image.verdict == "risky" and image.odd == odd and len(odd) == 1
+    assert not any("cannot be read from inside" in note for note in result.notes)
