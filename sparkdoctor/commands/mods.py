@@ -23,6 +23,8 @@ def register(app: typer.Typer) -> None:
         python: str | None = typer.Option(None, "--python", help="Judge against this environment's installed files (default: $VIRTUAL_ENV, else this interpreter)."),
         site: list[Path] | None = typer.Option(None, "--site", help="Judge against this folder standing for a site-packages folder (repeatable)."),
         releases: list[str] | None = typer.Option(None, "--release", metavar="NAME==VERSION", help="Judge against a released wheel, read without installing it (repeatable), e.g. vllm==0.33.0."),
+        container: str | None = typer.Option(None, "--container", help="Judge against the files of the interpreter inside this running container (docker/podman; read through the container CLI, never changed)."),
+        container_python: str | None = typer.Option(None, "--container-python", help="The interpreter inside the container (default: the one holding vLLM, as check finds it)."),
         strict: bool = typer.Option(False, "--strict", help="Also fail on a superseded mod or one that cannot be judged."),
         timeout: float | None = typer.Option(None, "--timeout", help="Seconds one mod script may run (default 60)."),
         fmt: str = format_option(Format.console, Format.json),
@@ -36,7 +38,8 @@ def register(app: typer.Typer) -> None:
             raise Fatal(f"--timeout {timeout}: a number of seconds above 0")
         from sparkdoctor.mods.report import ModsOptions, render_console, run, to_json
 
-        options = ModsOptions(list(paths), python, list(site or []), list(releases or []), strict, timeout)
+        options = ModsOptions(list(paths), python, list(site or []), list(releases or []), strict, timeout, container,
+                              container_python)
         report = run(options)  # a ModError is exit 2 by itself
         if fmt == "json":
             from sparkdoctor.emit import emit_json

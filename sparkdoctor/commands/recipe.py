@@ -65,8 +65,10 @@ def register(app: typer.Typer) -> None:
         matrix_path: str | None = typer.Option(None, "--matrix", help="Matrix folder or file (default: bundled)."),
         fail_on: str = typer.Option("error", "--fail-on", help="Lowest severity that fails: info | warn | error."),
         fmt: str = format_option(Format.console, Format.json, Format.junit, Format.sarif),
+        container: str | None = typer.Option(None, "--container", help="Judge against the vLLM inside this running container (read through the container CLI, never changed)."),
+        container_python: str | None = typer.Option(None, "--container-python", help="The interpreter inside the container (default: the one holding vLLM)."),
     ) -> None:
         """Judge a recipe without launching it: stale env vars and flags, stale workarounds, wrong settings."""
         from sparkdoctor.commands.recipe_check import check_command
 
-        check_command(recipe, parse_sets(sets), python, matrix_path, fail_on, fmt)
+        check_command(recipe, parse_sets(sets), python, matrix_path, fail_on, fmt, container, container_python)

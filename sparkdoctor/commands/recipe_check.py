@@ -13,7 +13,7 @@ FORMATS = ("console", "json", "junit", "sarif")
 
 
 def check_command(recipe: str, overrides: dict, python: str | None, matrix_path: str | None, fail_on: str,
-                  fmt: str) -> None:
+                  fmt: str, container: str | None = None, container_python: str | None = None) -> None:
     if fmt not in FORMATS:
         raise Fatal(f"--format {fmt}: choose one of {', '.join(FORMATS)}")
     if fail_on not in ("info", "warn", "error"):
@@ -23,7 +23,8 @@ def check_command(recipe: str, overrides: dict, python: str | None, matrix_path:
     from sparkdoctor.exitcodes import EXIT_FINDINGS
 
     with progress_line() as progress:  # a RecipeError, MatrixError (2) or TargetError (3) says how it ends
-        doc = recipe_check.run(recipe, overrides, python, matrix_path, fail_on, progress)
+        doc = recipe_check.run(recipe, overrides, python, matrix_path, fail_on, progress, container,
+                                    container_python)
     from sparkdoctor.emit import emit_console, emit_json, write_stdout
 
     if fmt == "json":

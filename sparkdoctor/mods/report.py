@@ -24,6 +24,8 @@ class ModsOptions:
     releases: list[str] = field(default_factory=list)
     strict: bool = False
     timeout: float | None = None
+    container: str | None = None  # a running container: its interpreter's files, through the container CLI
+    container_python: str | None = None
 
 
 @dataclass
@@ -46,12 +48,23 @@ class ModsReport:
 
 
 def resolve_tree(options: ModsOptions) -> Tree:
-    """The files the mods are judged against: --release (released wheels), --site (folders) or --python."""
-    chosen = sum(bool(x) for x in (options.python, options.site, options.releases))
+    """The files the mods are judged against: --release (released wheels), --site (folders), --container (a
+    running container's, read through the container CLI) or --python."""
+    chosen = sum(bool(x) for x in (options.python, options.site, options.releases, options.container is not None))
     if chosen > 1:
         from sparkdoctor.mods.model import ModError
 
-        raise ModError("--python, --site and --release exclude each other: judge against one target at a time")
+        raise ModError("--python, --site, --release and --container exclude each other: judge against one target at a time")
+    if options.container is not None:
+        from sparkdoctor.mods.trees import ContainerTree
+        from sparkdoctor.target.choose import refuse_bad_target_options, resolve_target
+
+        refuse_bad_target_options(None, options.container, options.container_python, False)
+        return ContainerTree(resolve_target(None, options.container, options.container_python))  # TargetError: exit 3
+    if options.container_python is not None:
+        from sparkdoctor.errors import UsageError
+
+        raise UsageError("--container-python needs --container (for a local interpreter use --python)")
     if options.releases:
         return ReleaseTree([parse_release(spec) for spec in options.releases])
     if options.site:

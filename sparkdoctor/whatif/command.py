@@ -90,16 +90,21 @@ def _mods(recipe, target, changes, notes: list[str]) -> dict | None:
     which mods the upgrade breaks, and which it makes stale (upstream already)."""
     from sparkdoctor.mods import ModError
     from sparkdoctor.mods.recipe import mod_findings, named_mods
-    from sparkdoctor.mods.trees import ReleaseTree, UpgradedTree, venv_tree
+    from sparkdoctor.mods.trees import (
+        ContainerTree,
+        ReleaseTree,
+        UpgradedTree,
+        venv_tree,
+    )
 
     if not named_mods(recipe):
         return None
     python = getattr(target, "python", None)
     if not python:
-        notes.append("the recipe's mods are judged on a local environment only (--python)")
+        notes.append("the recipe's mods are not judged: the target names no interpreter")
         return None
-    try:
-        today_tree = venv_tree(str(python))
+    try:  # a container's files are read through the container CLI
+        today_tree = venv_tree(str(python)) if getattr(target, "shares_files", True) else ContainerTree(target)
         tops = {c.name.replace("-", "_") for c in changes} | {c.name.split("-")[0] for c in changes}
         after_tree = UpgradedTree(ReleaseTree([(c.name, c.new) for c in changes]), today_tree, tops)
         before = {f["id"]: f for f in mod_findings(recipe, today_tree)}
