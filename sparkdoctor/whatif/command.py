@@ -118,14 +118,21 @@ def _mods(recipe, target, changes, notes: list[str]) -> dict | None:
 
 
 def _probe(today, predicted, changes, python: str) -> dict:
-    """--probe: the CuTe DSL probes compiled in a throwaway venv with today's and the proposed cutlass-dsl set."""
+    """--probe: the CuTe DSL probes compiled in a throwaway venv with today's and the proposed cutlass-dsl set;
+    the PTX probes compiled by each ptxas the upgrade moves (whatif/ptx.py)."""
     from sparkdoctor.whatif.probe import probe_cutedsl
+    from sparkdoctor.whatif.ptx import probe_ptx
 
     value = str((predicted.arch or {}).get("value") or "")
     arch = value if value.startswith("sm_") else "sm_121a"  # no GPU and no --arch: the Spark's arch, the DSL needs one
-    if not any(c.name.startswith("nvidia-cutlass-dsl") for c in changes):
-        return {"arch": arch, "note": "the upgrade does not change cutlass-dsl: nothing new to compile"}
-    return {"arch": arch, "today": probe_cutedsl(today, arch, python), "after": probe_cutedsl(predicted, arch, python)}
+    out: dict = {"arch": arch}
+    if any(c.name.startswith("nvidia-cutlass-dsl") for c in changes):
+        out.update(today=probe_cutedsl(today, arch, python), after=probe_cutedsl(predicted, arch, python))
+    else:
+        out["note"] = "the upgrade does not change cutlass-dsl: no CuTe DSL kernel to compile anew"
+    py = ".".join(str((today.target or {}).get("version") or "").split(".")[:2]) or None
+    out["ptx"] = probe_ptx(changes, arch, py)
+    return out
 
 
 def _stale(ledger_path: Path | None, python: str, today, predicted, notes: list[str]) -> list | None:
@@ -171,6 +178,19 @@ def _render(result, console) -> None:
             console.print(f"probe {when:>5}  {k['kernel']} for {result.probe['arch']}: {k['verdict']} ({k['detail']})")
         if p.get("error"):
             console.print(f"probe {when:>5}  {p['error']}")
+    if (result.probe or {}).get("note"):
+        console.print(f"probe  {result.probe['note']}")
+    ptx = (result.probe or {}).get("ptx") or {}
+    for when in ("today", "after"):
+        for row in ptx.get(when) or []:
+            which = f"{row['dist']} {row.get('version') or '(none)'}" + (f" {row['member']} (ptxas {row.get('ptxas_version')})" if row.get("member") else "")
+            if row.get("error") or row.get("note"):
+                console.print(f"ptx {when:>5}  {which}: {row.get('error') or row.get('note')}", markup=False, highlight=False)
+            for k in row.get("kernels") or []:
+                console.print(f"ptx {when:>5}  {k['probe']} for {k['arch']} by {which}: {k['verdict']} ({k['detail']})",
+                              markup=False, highlight=False)
+    if ptx.get("note"):
+        console.print(f"ptx  {ptx['note']}", markup=False, highlight=False)
     for note in result.notes:
         console.print(f"[dim]note: {note}[/]")
     console.print(f"{len(result.introduced)} introduced, {len(result.fixed)} fixed, {len(result.unchanged)} unchanged, "
