@@ -29,7 +29,7 @@ def register(app: typer.Typer) -> None:
         no_read: bool = typer.Option(False, "--no-read", help="Do not read the new releases' files (capabilities stay today's, said)."),
         fmt: str = format_option(Format.console, Format.json),
         ledger: Path | None = typer.Option(None, "--ledger", help="The benchmark ledger whose conclusions the upgrade would make stale (default: the state folder's)."),
-        probe: bool = typer.Option(False, "--probe", help="Compile the CuTe DSL probes with today's and the proposed cutlass-dsl set in a throwaway uv venv."),
+        probe: bool = typer.Option(False, "--probe", help="Compile the CuTe DSL probes with today's and the proposed cutlass-dsl set in a throwaway uv venv, and the PTX probes with each ptxas the upgrade moves (triton, nvidia-cuda-nvcc)."),
         recipe: str | None = typer.Option(None, "--recipe", help="Also judge this recipe today and after: flags and env vars the new vLLM drops, stale workarounds."),
     ) -> None:
         """Resolve an upgrade with the target's pip (dry run), build the Facts it would give (versions,
