@@ -24,7 +24,8 @@ def register(app: typer.Typer) -> None:
         site: list[Path] | None = typer.Option(None, "--site", help="Judge against this folder standing for a site-packages folder (repeatable)."),
         releases: list[str] | None = typer.Option(None, "--release", metavar="NAME==VERSION", help="Judge against a released wheel, read without installing it (repeatable), e.g. vllm==0.33.0."),
         container: str | None = typer.Option(None, "--container", help="Judge against the files of the interpreter inside this running container (docker/podman; read through the container CLI, never changed)."),
-        container_python: str | None = typer.Option(None, "--container-python", help="The interpreter inside the container (default: the one holding vLLM, as check finds it)."),
+        container_python: str | None = typer.Option(None, "--container-python", help="The interpreter inside the container or image (default: the one holding vLLM, as check finds it)."),
+        image: str | None = typer.Option(None, "--image", help="Judge against the files of this container image (a throwaway container of it is started and removed; never pulled)."),
         strict: bool = typer.Option(False, "--strict", help="Also fail on a superseded mod or one that cannot be judged."),
         timeout: float | None = typer.Option(None, "--timeout", help="Seconds one mod script may run (default 60)."),
         fmt: str = format_option(Format.console, Format.json),
@@ -39,7 +40,7 @@ def register(app: typer.Typer) -> None:
         from sparkdoctor.mods.report import ModsOptions, render_console, run, to_json
 
         options = ModsOptions(list(paths), python, list(site or []), list(releases or []), strict, timeout, container,
-                              container_python)
+                              container_python, image)
         report = run(options)  # a ModError is exit 2 by itself
         if fmt == "json":
             from sparkdoctor.emit import emit_json

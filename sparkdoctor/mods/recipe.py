@@ -110,19 +110,28 @@ def gate(recipe: Any, tree: Tree, timeout: float | None = None) -> list[dict[str
     return [f for f in mod_findings(recipe, tree, timeout) if f["severity"] == "error"]
 
 
-def launch_gate(recipe: Any, python: str | None, local: bool, progress: Any) -> str | None:
-    """Before bench launches a recipe: why it must not (a mod that would fail on the target), or None. The files
-    of a container are not read here (a container recipe run as such is not gated; --local is)."""
-    if not named_mods(recipe) or (getattr(recipe, "container", None) and not local):
+def launch_gate(recipe: Any, python: str | None, local: bool, progress: Any, runtime: str | None = None) -> str | None:
+    """Before bench launches a recipe: why it must not (a mod that would fail on the target), or None. A container
+    recipe's mods are judged against its image's files (sparkdoctor.mods.images), a --local one's against the
+    interpreter's."""
+    if not named_mods(recipe):
         return None
     import sys
 
+    from sparkdoctor.errors import TargetUnprobeable
     from sparkdoctor.mods.trees import venv_tree
 
-    progress(f"judging {recipe.name}'s mods against the target's files")
+    image = getattr(recipe, "container", None) if not local else None
+    progress(f"judging {recipe.name}'s mods against the {'image ' + image if image else 'target'}'s files")
     try:
-        failing = gate(recipe, venv_tree(python or sys.executable))
-    except ModError as exc:
+        if image:
+            from sparkdoctor.mods.images import image_tree
+
+            with image_tree(str(image), runtime=runtime) as tree:
+                failing = gate(recipe, tree)
+        else:
+            failing = gate(recipe, venv_tree(python or sys.executable))
+    except (ModError, TargetUnprobeable) as exc:
         progress(f"the mods could not be judged: {exc}")
         return None
     if failing:

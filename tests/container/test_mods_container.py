@@ -113,3 +113,62 @@ def test_a_container_that_is_not_there_is_one_line_exit_3(docker_env, tmp_path):
     done = sd("mods", "check", str(found["fix-applies"]), "--container", "x", "--python", sys.executable,
               env=docker_env, cwd=tmp_path)
     one_line(done, 2, "exclude each other")
+
+
+IMAGE = "sparkdoctor-mods-image:1"
+
+
+@pytest.fixture(scope="module")
+def mods_image(docker_daemon, tmp_path_factory) -> str:
+    """An image whose /opt/serving venv holds vllm/toy.py = BEFORE (the interpreter it links to comes from the host
+    through $SPARKDOCTOR_CONTAINER_MOUNTS, the mounts a launch gives the served container too)."""
+    import tarfile
+
+    from tests.container.docker_daemon import skeleton_tar
+
+    root = tmp_path_factory.mktemp("mods-image")
+    venv = serving_venv(root)
+    tar_path = skeleton_tar(root / "image.tar")
+    with tarfile.open(tar_path, "a") as tar:
+        tar.add(str(venv), arcname="opt/serving")
+    docker_daemon.must("import", "--change", "ENV PATH=/usr/local/bin:/usr/bin:/bin", str(tar_path), IMAGE)
+    return IMAGE
+
+
+def image_env(docker_daemon, docker_env, tmp_path: Path) -> dict[str, str]:
+    mounts = ",".join(f"{src}:{dst}:ro" for src, dst in docker_daemon.host_mounts())
+    return {**docker_env, "SPARKDOCTOR_CONTAINER_MOUNTS": mounts, "SPARKDOCTOR_CACHE_DIR": str(tmp_path / "cache"),
+            "SPARKDOCTOR_STATE_DIR": str(tmp_path / "state"), "COLUMNS": "200"}
+
+
+def leftovers(docker_daemon) -> list[str]:
+    return docker_daemon.must("ps", "-a", "--format", "{{.Names}}", "--filter", "label=sparkdoctor.run").split()
+
+
+def test_mods_check_reads_an_images_files_through_a_throwaway_container(docker_daemon, docker_env, mods_image, tmp_path):
+    found = mods(tmp_path)
+    image_id = docker_daemon.must("image", "inspect", "--format", "{{.Id}}", mods_image)
+    done = sd("mods", "check", *map(str, found.values()), "--image", mods_image, "-f", "json",
+              env=image_env(docker_daemon, docker_env, tmp_path), cwd=tmp_path, timeout=300)
+    assert done.returncode == 1, done.stderr
+    doc = json.loads(done.stdout)
+    assert doc["target"] == f"image {mods_image} (/opt/serving/bin/python)"  # found as the interpreter holding vLLM
+    assert {m["name"]: m["verdict"] for m in doc["mods"]} == {
+        "fix-applies": "applies", "fix-gone": "fails", "fix-upstream": "already-applied"}, doc
+    assert leftovers(docker_daemon) == [] and docker_daemon.must("image", "inspect", "--format", "{{.Id}}", mods_image) == image_id
+    gone = sd("mods", "check", str(found["fix-applies"]), "--image", "sparkdoctor-no-such-image:1",
+              env=image_env(docker_daemon, docker_env, tmp_path), cwd=tmp_path)
+    one_line(gone, 2, "not on this machine", "never pulls")
+
+
+def test_bench_does_not_launch_a_container_recipe_whose_mod_fails_on_its_image(docker_daemon, docker_env, mods_image, tmp_path):
+    mods(tmp_path)
+    recipe = tmp_path / "repo" / "recipes" / "toy.yaml"
+    recipe.parent.mkdir(parents=True)
+    recipe.write_text(f'recipe_version: "1"\nname: toy\nmodel: org/toy\ncontainer: {mods_image}\n'
+                      'mods: ["mods/fix-applies", "mods/fix-gone"]\ncommand: vllm serve org/toy --port 8000\n')
+    done = sd("bench", str(recipe), "--no-store", env=image_env(docker_daemon, docker_env, tmp_path), cwd=tmp_path,
+              timeout=300)
+    assert done.returncode == 4, (done.stdout[-1000:], done.stderr[-2000:])
+    assert "toy: not launched: mod fix-gone does not apply to image " in done.stderr, done.stderr
+    assert leftovers(docker_daemon) == []  # neither the throwaway container nor a served one
