@@ -172,3 +172,34 @@ def test_bench_does_not_launch_a_container_recipe_whose_mod_fails_on_its_image(d
     assert done.returncode == 4, (done.stdout[-1000:], done.stderr[-2000:])
     assert "toy: not launched: mod fix-gone does not apply to image " in done.stderr, done.stderr
     assert leftovers(docker_daemon) == []  # neither the throwaway container nor a served one
+
+
+def test_rerun_finds_a_stale_mod_in_the_image_a_conclusion_was_served_from(docker_daemon, docker_env, mods_image, tmp_path):
+    """A conclusion benched from a container recipe: its runs recorded the image; rerun judges the recipe's mods on
+    that image's files and lists the one upstream made already (file and lines), not the one that applies."""
+    from sparkdoctor.check import CheckOptions, collect_facts
+    from sparkdoctor.ledger import Ledger
+    from sparkdoctor.target.local import resolve_python_target
+    from tests.rerun.ledgerdata import add_ab
+
+    mods(tmp_path)
+    recipes = {}
+    for arm, listed in (("A", ["mods/fix-applies", "mods/fix-upstream"]), ("B", [])):
+        recipes[arm] = tmp_path / "repo" / "recipes" / f"toy-{arm.lower()}.yaml"
+        recipes[arm].parent.mkdir(parents=True, exist_ok=True)
+        recipes[arm].write_text(f'recipe_version: "1"\nname: toy-{arm.lower()}\nmodel: org/toy\ncontainer: {mods_image}\n'
+                                f"mods: {json.dumps(listed)}\ncommand: vllm serve org/toy --port 8000\n")
+    facts = collect_facts(resolve_python_target(sys.executable), CheckOptions(kernels=False)).to_dict()
+    facts["container"] = {"image": mods_image, "engine": "docker"}
+    ledger = tmp_path / "l.sqlite"
+    with Ledger(ledger) as led:
+        add_ab(led, recipes, facts, {"A": [40.0, 41.0, 40.5], "B": [30.0, 31.0, 30.5]}, "toy-mods")
+    done = sd("rerun", "--dry-run", "--ledger", str(ledger), "--format", "json",
+              env=image_env(docker_daemon, docker_env, tmp_path), cwd=tmp_path, timeout=300)
+    assert done.returncode == 0, done.stderr
+    stale = [w for w in json.loads(done.stdout)["workarounds"] if w.get("kind") == "mod"]
+    assert [(w["workaround"], w["target"]) for w in stale] == [
+        ("mod fix-upstream", f"image {mods_image} (/opt/serving/bin/python)")], stale
+    (cited,) = stale[0]["files"]
+    assert cited["path"] == "vllm/toy.py" and cited["lines"] == [7, 7]  # the line the mod adds, where the image has it
+    assert leftovers(docker_daemon) == []

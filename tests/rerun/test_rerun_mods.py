@@ -88,7 +88,8 @@ def test_rerun_lists_a_mod_upstream_made_as_a_stale_workaround_with_file_and_lin
     facts["target"] = {**facts["target"], "python": str(python), "executable": str(python)}
     ledger = tmp_path / "l.sqlite"
     with Ledger(ledger) as led:
-        add_ab(led, paths, facts, {"A": [40.0, 41.0, 40.5], "B": [30.0, 31.0, 30.5]}, "mods-vs-eager")
+        add_ab(led, paths, facts, {"A": [40.0, 41.0, 40.5], "B": [30.0, 31.0, 30.5]}, "mods-vs-eager",
+               extra={"local": True})  # benched with --local: the venv's files are the target's
     result, doc = _json(["rerun", "--dry-run", "--ledger", ledger, "--format", "json"])
     assert doc is not None, result.output
     mods = [w for w in doc["workarounds"] if w.get("kind") == "mod"]
@@ -119,7 +120,8 @@ def test_a_mod_the_release_breaks_is_not_called_stale(tmp_path, here_facts):
     facts["target"] = {**facts["target"], "python": str(python), "executable": str(python)}
     ledger = tmp_path / "l.sqlite"
     with Ledger(ledger) as led:
-        add_ab(led, paths, facts, {"A": [40.0, 41.0, 40.5], "B": [30.0, 31.0, 30.5]}, "mods-vs-eager")
+        add_ab(led, paths, facts, {"A": [40.0, 41.0, 40.5], "B": [30.0, 31.0, 30.5]}, "mods-vs-eager",
+               extra={"local": True})  # benched with --local: the venv's files are the target's
     result, doc = _json(["rerun", "--dry-run", "--ledger", ledger, "--format", "json"])
     assert doc is not None, result.output
     assert not [w for w in doc["workarounds"] if w.get("kind") == "mod"], doc["workarounds"]
