@@ -217,3 +217,28 @@ def test_a_venv_with_its_own_pip_resolves_with_it(tmp_path, monkeypatch):
     monkeypatch.setattr(target, "run_command", lambda argv, timeout, **k: seen.append(argv) or real(argv, timeout, **k))
     [change] = resolve_upgrade(target, python, ["demo==0.2.0"], facts_of("0.1.0"))
     assert (change.old, change.new) == ("0.1.0", "0.2.0") and seen and seen[0][:3] == [python, "-m", "pip"]
+
+
+def test_no_deps_resolves_only_the_named_distributions(tmp_path, target, monkeypatch):
+    """`whatif --no-deps`: for a target installed with `pip install --no-deps`, only what is named changes."""
+    import json
+    import os
+    import zipfile
+
+    wheels = tmp_path / "wheels"
+    with zipfile.ZipFile(wheels / "needy-1.0-py3-none-any.whl", "w") as zf:  # a wheel that requires extra-dep
+        zf.writestr("needy/__init__.py", "")
+        zf.writestr("needy-1.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: needy\nVersion: 1.0\nRequires-Dist: extra-dep\n")
+        zf.writestr("needy-1.0.dist-info/WHEEL", "Wheel-Version: 1.0\nGenerator: t\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+        zf.writestr("needy-1.0.dist-info/RECORD", "")
+    monkeypatch.setenv("SPARKDOCTOR_STATE_DIR", str(tmp_path / "state"))
+
+    def changes(*extra: str) -> list[str]:
+        res = subprocess.run([sys.executable, "-m", "sparkdoctor", "whatif", "needy==1.0", "--python", target, "--no-read",
+                              "--arch", "sm_121a", "-f", "json", *extra], capture_output=True, text=True, env=dict(os.environ),
+                             timeout=600)
+        assert res.returncode == 0, res.stderr
+        return [c["name"] for c in json.loads(res.stdout)["changes"]]
+
+    assert changes() == ["extra-dep", "needy"]
+    assert changes("--no-deps") == ["needy"]

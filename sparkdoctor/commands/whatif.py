@@ -31,6 +31,7 @@ def register(app: typer.Typer) -> None:
         ledger: Path | None = typer.Option(None, "--ledger", help="The benchmark ledger whose conclusions the upgrade would make stale (default: the state folder's)."),
         probe: bool = typer.Option(False, "--probe", help="Compile the CuTe DSL probes with today's and the proposed cutlass-dsl set in a throwaway uv venv, and the PTX probes with each ptxas the upgrade moves (triton, nvidia-cuda-nvcc)."),
         recipe: str | None = typer.Option(None, "--recipe", help="Also judge this recipe today and after: flags and env vars the new vLLM drops, stale workarounds."),
+        no_deps: bool = typer.Option(False, "--no-deps", help="Resolve as `pip install --no-deps` would (for a target installed that way): only the named distributions change."),
     ) -> None:
         """Resolve an upgrade with the target's pip (dry run), build the Facts it would give (versions,
         cutlass-dsl build, capabilities read from the new releases' files) and diff the findings against today.
@@ -41,4 +42,5 @@ def register(app: typer.Typer) -> None:
             raise Fatal(f"--format {fmt}: choose one of console, json")
         if fail_on not in ("error", "warn", "info"):
             raise Fatal(f"--fail-on {fail_on}: choose one of error, warn, info")
-        raise typer.Exit(run_whatif(specs, python, facts_file, matrix_path, arch, fail_on, not no_read, fmt, recipe, ledger, container, container_python, probe))
+        raise typer.Exit(run_whatif(specs, python, facts_file, matrix_path, arch, fail_on, not no_read, fmt, recipe, ledger, container, container_python, probe,
+                                    no_deps))

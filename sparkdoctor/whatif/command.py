@@ -11,7 +11,8 @@ from sparkdoctor.exitcodes import EXIT_FINDINGS, EXIT_OK
 
 def run_whatif(specs: list[str], python: str | None, facts_file: Path | None, matrix_path: Path | None, arch: str | None,
                fail_on: str, read: bool, fmt: str, recipe_ref: str | None = None, ledger_path: Path | None = None,
-               container: str | None = None, container_python: str | None = None, probe: bool = False) -> int:
+               container: str | None = None, container_python: str | None = None, probe: bool = False,
+               no_deps: bool = False) -> int:
     from sparkdoctor.check import CheckOptions, apply_arch_override, collect_facts
     from sparkdoctor.facts import Facts
     from sparkdoctor.matrix import load
@@ -33,7 +34,7 @@ def run_whatif(specs: list[str], python: str | None, facts_file: Path | None, ma
     else:
         today = collect_facts(target, CheckOptions(arch=arch, kernels=False))
     today = apply_arch_override(today, arch)
-    changes = resolve_upgrade(target, interpreter, specs, today)  # a ResolveError carries its exit code (2)
+    changes = resolve_upgrade(target, interpreter, specs, today, no_deps)  # a ResolveError carries its exit code (2)
     notes: list[str] = []
     reader = None
     if read:
