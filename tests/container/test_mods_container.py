@@ -9,6 +9,7 @@ import hashlib
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -53,7 +54,7 @@ def mods(root: Path) -> dict[str, Path]:
 
 
 @pytest.fixture(scope="module")
-def mods_container(docker_daemon, skeleton, tmp_path_factory) -> tuple[str, Path]:
+def mods_container(docker_daemon, skeleton, tmp_path_factory) -> Iterator[tuple[str, Path]]:
     venv = serving_venv(tmp_path_factory.mktemp("mods-container"))
     name = "sd-mods"
     docker_daemon.containers.append(name)
@@ -61,7 +62,9 @@ def mods_container(docker_daemon, skeleton, tmp_path_factory) -> tuple[str, Path
     mounts = [arg for src, dst in docker_daemon.host_mounts() for arg in ("-v", f"{src}:{dst}:ro")]
     docker_daemon.must("run", "-d", "--init", "--network", "none", "--name", name, *mounts,
                        "-v", f"{venv}:/opt/serving", skeleton, "sleep", "infinity")
-    return name, venv
+    yield name, venv
+    docker_daemon.docker("rm", "-f", name, timeout=60)  # the launch tests count the daemon's containers
+    docker_daemon.containers.remove(name)
 
 
 def digest(venv: Path) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -44,7 +45,7 @@ UPGRADE = ["idna==3.8", "packaging==24.1"]
 
 
 @pytest.fixture(scope="module")
-def pip_container(docker_daemon, skeleton, tmp_path_factory) -> tuple[str, str]:
+def pip_container(docker_daemon, skeleton, tmp_path_factory) -> Iterator[tuple[str, str]]:
     """A container whose venv (with pip, writable, at its host path) holds TODAY; its pip can see UPGRADE's wheels."""
     import sys
 
@@ -62,7 +63,9 @@ def pip_container(docker_daemon, skeleton, tmp_path_factory) -> tuple[str, str]:
     env = ["PIP_NO_INDEX=1", f"PIP_FIND_LINKS={wheels}", "PIP_CONFIG_FILE=/dev/null", "PIP_DISABLE_PIP_VERSION_CHECK=1"]
     docker_daemon.must("run", "-d", "--init", "--network", "none", "--name", name, *mounts, "-v", f"{venv}:{venv}",
                        "-v", f"{wheels}:{wheels}:ro", *(a for e in env for a in ("-e", e)), skeleton, "sleep", "infinity")
-    return name, python
+    yield name, python
+    docker_daemon.docker("rm", "-f", name, timeout=60)  # the launch tests count the daemon's containers
+    docker_daemon.containers.remove(name)
 
 
 def run_json(*args: str, env: dict[str, str], cwd: Path) -> dict:
