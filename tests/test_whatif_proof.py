@@ -212,3 +212,15 @@ def test_whatif_probe_says_which_ptxas_compiled_and_when_none_moves(tmp_path, mo
     assert res.returncode in (0, 1), res.stderr
     ptx = json.loads(res.stdout)["probe"]["ptx"]
     assert ptx["moved"] == [] and "moves no ptxas" in ptx["note"] and "answer is today's" in ptx["note"]
+
+
+def test_probe_compiles_the_ptx_probes_with_the_ptxas_an_nvcc_wheel_upgrade_moves():
+    """nvidia-cuda-nvcc-cu12 12.8.93 -> 12.9.86: the CUDA wheel's ptxas (nvidia/cuda_nvcc/bin/ptxas) learns sm_121a."""
+    from sparkdoctor.whatif.ptx import probe_ptx
+    from sparkdoctor.whatif.resolve import Change
+
+    out = probe_ptx([Change("nvidia-cuda-nvcc-cu12", "12.8.93", "12.9.86")], "sm_121a", "3.11")
+    verdicts = {w: [(row["member"], row["ptxas_version"], {k["verdict"] for k in row["kernels"]}) for row in out[w]]
+                for w in ("today", "after")}
+    assert verdicts == {"today": [("nvidia/cuda_nvcc/bin/ptxas", "12.8.93", {"refused"})],
+                        "after": [("nvidia/cuda_nvcc/bin/ptxas", "12.9.86", {"compiled"})]}, verdicts
