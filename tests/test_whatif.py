@@ -235,3 +235,44 @@ def test_whatif_run_without_typer(tmp_path, target, monkeypatch):
         run(WhatifCommand(["demo==0.2.0"], python=target, ledger=tmp_path / "missing.sqlite"))
     with pytest.raises(UsageError, match="--fail-on fatal"):
         run(WhatifCommand(["demo==0.2.0"], fail_on="fatal"))
+
+
+def test_no_deps_resolves_only_the_named_distributions(tmp_path, target, monkeypatch):
+    """`whatif --no-deps`: for a target installed with `pip install --no-deps`, only what is named changes."""
+    import json
+    import os
+    import zipfile
+
+    wheels = tmp_path / "wheels"
+    with zipfile.ZipFile(wheels / "needy-1.0-py3-none-any.whl", "w") as zf:  # a wheel that requires extra-dep
+        zf.writestr("needy/__init__.py", "")
+        zf.writestr("needy-1.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: needy\nVersion: 1.0\nRequires-Dist: extra-dep\n")
+        zf.writestr("needy-1.0.dist-info/WHEEL", "Wheel-Version: 1.0\nGenerator: t\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+        zf.writestr("needy-1.0.dist-info/RECORD", "")
+    monkeypatch.setenv("SPARKDOCTOR_STATE_DIR", str(tmp_path / "state"))
+
+    def changes(*extra: str) -> list[str]:
+        res = subprocess.run([sys.executable, "-m", "sparkdoctor", "whatif", "needy==1.0", "--python", target, "--no-read",
+                              "--arch", "sm_121a", "-f", "json", *extra], capture_output=True, text=True, env=dict(os.environ),
+                             timeout=600)
+        assert res.returncode == 0, res.stderr
+        return [c["name"] for c in json.loads(res.stdout)["changes"]]
+
+    assert changes() == ["extra-dep", "needy"]
+    assert changes("--no-deps") == ["needy"]
+
+
+def test_an_index_that_cannot_be_reached_is_one_clear_line_never_no_change(tmp_path, target, monkeypatch):
+    import socket
+
+    with socket.socket() as sock:  # a local port nothing listens on once this closes
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    monkeypatch.delenv("PIP_NO_INDEX")
+    monkeypatch.setenv("PIP_INDEX_URL", f"http://127.0.0.1:{port}/simple")
+    monkeypatch.setenv("PIP_RETRIES", "0")
+    with pytest.raises(ResolveError) as err:
+        resolve_upgrade(resolve_python_target(target), target, ["idna==3.8"], facts_of("0.1.0"))
+    text = str(err.value)
+    assert "the package index cannot be reached" in text and f"127.0.0.1:{port}/simple/idna/" in text, text
+    assert "Connection refused" in text and "\n" not in text

@@ -159,3 +159,68 @@ def test_a_uv_venv_is_resolved_by_uv_and_a_conflict_is_one_line(tmp_path):
     with pytest.raises(ResolveError) as err:
         resolve_upgrade(target, python, ["nvidia-cutlass-dsl==4.5.0", "nvidia-cutlass-dsl-libs-base==4.5.2"], Facts())
     assert "\n" not in str(err.value) and "libs-base==4.5.0" in str(err.value) and "unsatisfiable" in str(err.value), str(err.value)
+
+
+def test_probe_compiles_the_ptx_probes_with_the_ptxas_a_triton_upgrade_moves():
+    """triton 3.5.0 -> 3.9.0 moves Triton's bundled ptxas from CUDA 12.8 (it does not know sm_121a) to 12.9, and
+    adds ptxas-blackwell (13.x): the PTX probes are refused by today's and compiled by the new ones. The ptxas
+    binaries are read out of the released x86_64 wheels (members only), compiled here for real."""
+    from sparkdoctor.whatif.ptx import probe_ptx
+    from sparkdoctor.whatif.resolve import Change
+
+    out = probe_ptx([Change("triton", "3.5.0", "3.9.0")], "sm_121a", "3.11").to_json()
+    (today,) = out["today"]
+    assert today["member"] == "triton/backends/nvidia/bin/ptxas" and today["ptxas_version"].startswith("12.8")
+    assert {k["verdict"] for k in today["kernels"]} == {"refused"}, today
+    assert all("does not know sm_121a" in k["detail"] for k in today["kernels"])
+    after = {row["member"]: row for row in out["after"]}
+    assert set(after) == {"triton/backends/nvidia/bin/ptxas", "triton/backends/nvidia/bin/ptxas-blackwell"}
+    assert after["triton/backends/nvidia/bin/ptxas"]["ptxas_version"].startswith("12.9")
+    for row in after.values():
+        assert row["kernels"] and {k["verdict"] for k in row["kernels"]} == {"compiled"}, row
+    assert {k["probe"] for k in today["kernels"]} >= {"nvfp4-mma", "e2m1-cvt"}
+    assert "no GB10 ran the result" in out["note"]
+
+
+def test_whatif_probe_says_which_ptxas_compiled_and_when_none_moves(tmp_path, monkeypatch):
+    """The verb end to end in a uv venv: a triton install brings a ptxas (today none, after compiled, named in
+    the output); an upgrade of a package without one says the PTX probes' answer is unchanged, and why."""
+    import json
+    import os
+
+    from tests import venvs
+
+    monkeypatch.setenv("SPARKDOCTOR_STATE_DIR", str(tmp_path / "state"))
+    venv = tmp_path / "uvvenv"
+    subprocess.run([venvs.uv(), "venv", "-q", "--python", sys.executable, str(venv)], check=True, timeout=120)
+    python = str(venv / "bin" / "python")
+    env = {**os.environ, "COLUMNS": "250"}
+
+    def whatif(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "sparkdoctor", "whatif", *args, "--python", python, "--arch", "sm_121a",
+                               "--no-read", "--probe"], capture_output=True, text=True, env=env, timeout=900)
+
+    res = whatif("triton==3.9.0", "-f", "json")
+    assert res.returncode in (0, 1), res.stderr
+    ptx = json.loads(res.stdout)["probe"]["ptx"]
+    assert ptx["today"] == [{"dist": "triton", "version": None, "note": "triton is not installed today"}]
+    assert {row["ptxas_version"][:2] for row in ptx["after"]} == {"12", "13"}
+    assert all(k["verdict"] == "compiled" for row in ptx["after"] for k in row["kernels"])
+    console = whatif("triton==3.9.0").stdout
+    assert "by triton 3.9.0 triton/backends/nvidia/bin/ptxas-blackwell (ptxas 13." in console and "no GB10 ran the result" in console
+    res = whatif("idna==3.7", "-f", "json")
+    assert res.returncode in (0, 1), res.stderr
+    ptx = json.loads(res.stdout)["probe"]["ptx"]
+    assert ptx["moved"] == [] and "moves no ptxas" in ptx["note"] and "answer is today's" in ptx["note"]
+
+
+def test_probe_compiles_the_ptx_probes_with_the_ptxas_an_nvcc_wheel_upgrade_moves():
+    """nvidia-cuda-nvcc-cu12 12.8.93 -> 12.9.86: the CUDA wheel's ptxas (nvidia/cuda_nvcc/bin/ptxas) learns sm_121a."""
+    from sparkdoctor.whatif.ptx import probe_ptx
+    from sparkdoctor.whatif.resolve import Change
+
+    out = probe_ptx([Change("nvidia-cuda-nvcc-cu12", "12.8.93", "12.9.86")], "sm_121a", "3.11").to_json()
+    verdicts = {w: [(row["member"], row["ptxas_version"], {k["verdict"] for k in row["kernels"]}) for row in out[w]]
+                for w in ("today", "after")}
+    assert verdicts == {"today": [("nvidia/cuda_nvcc/bin/ptxas", "12.8.93", {"refused"})],
+                        "after": [("nvidia/cuda_nvcc/bin/ptxas", "12.9.86", {"compiled"})]}, verdicts

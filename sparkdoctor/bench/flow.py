@@ -260,7 +260,7 @@ def _mods_gate(recipe: Any, python: str | None, opts: Options, progress: Callabl
     """A recipe whose mods would fail on the target is not launched (sparkdoctor.mods.recipe.launch_gate)."""
     from sparkdoctor.mods.recipe import launch_gate
 
-    refusal = launch_gate(recipe, python, opts.local, progress)
+    refusal = launch_gate(recipe, python, opts.local, progress, opts.runtime)
     if refusal:
         raise Failure(refusal, EXIT_BENCH_FAILED)
 

@@ -33,6 +33,9 @@ class ModsCommand:
     timeout: float | None = None
     fmt: Format = Format.console
     output: Path | None = None
+    container: str | None = None  # a running container: its interpreter's files, through the container CLI
+    container_python: str | None = None  # the interpreter inside --container or --image
+    image: str | None = None  # an image: a throwaway container of it (sparkdoctor.mods.images)
 
     def refuse_bad_options(self) -> None:
         """Every usage error of `mods check` (exit 2, one line), before a mod is read."""
@@ -41,8 +44,16 @@ class ModsCommand:
             raise UsageError(f"--timeout {self.timeout}: a number of seconds above 0")
         if not self.paths:
             raise UsageError("give at least one mod: a folder, *.patch, *.diff, *.py or *.sh")
-        if sum(bool(x) for x in (self.python, self.site, self.releases)) > 1:
-            raise UsageError("--python, --site and --release exclude each other: judge against one target at a time")
+        if sum(bool(x) for x in (self.python, self.site, self.releases, self.container is not None,
+                                 self.image is not None)) > 1:
+            raise UsageError("--python, --site, --release, --container and --image exclude each other: judge against "
+                             "one target at a time")
+        if self.container is not None:
+            from sparkdoctor.target.choose import refuse_bad_target_options
+
+            refuse_bad_target_options(None, self.container, self.container_python, False)
+        elif self.container_python is not None and self.image is None:
+            raise UsageError("--container-python needs --container or --image (for a local interpreter use --python)")
 
 
 def run(options: ModsCommand) -> Result:
@@ -53,7 +64,8 @@ def run(options: ModsCommand) -> Result:
 
     options.refuse_bad_options()
     report = judge(ModsOptions(list(options.paths), options.python, list(options.site), list(options.releases),
-                               options.strict, options.timeout))
+                               options.strict, options.timeout, options.container, options.container_python,
+                               options.image))
     return Result("mods check", "mods", report, exit_code=report.exit_code)
 
 
@@ -72,6 +84,9 @@ def check(
     timeout: float | None = typer.Option(None, "--timeout", help="Seconds one mod script may run (default 60)."),
     fmt: str = format_option(*FORMATS),
     output_name: str | None = output_option(),
+    container: str | None = typer.Option(None, "--container", help="Judge against the files of the interpreter inside this running container (docker/podman; read through the container CLI, never changed)."),
+    container_python: str | None = typer.Option(None, "--container-python", help="The interpreter inside the container or image (default: the one holding vLLM, as check finds it)."),
+    image: str | None = typer.Option(None, "--image", help="Judge against the files of this container image (a throwaway container of it is started and removed; never pulled)."),
 ) -> None:
     """Say, for each mod and each file it touches: applies, already applied, superseded upstream, fails (and
     where it diverged) or cannot tell (and why). Exit 0: no mod fails; 1: a mod fails (--strict: or is
@@ -79,5 +94,5 @@ def check(
     from sparkdoctor.emit import emit
 
     options = ModsCommand(list(paths), python, list(site or []), list(releases or []), strict, timeout, Format(fmt),
-                          output_path("--output", output_name))
+                          output_path("--output", output_name), container, container_python, image)
     raise typer.Exit(emit(run(options), options.fmt, options.output))

@@ -37,14 +37,18 @@ class RecipeCheckCommand:
     fail_on: str = "error"
     fmt: Format = Format.console
     output: Path | None = None
+    container: str | None = None  # the vLLM inside this running container, read through the container CLI
+    container_python: str | None = None
 
     def refuse_bad_options(self) -> dict[str, str]:
         """Every usage error of `recipe check` (exit 2, one line); the --set overrides."""
         from sparkdoctor.commands.recipe import parse_sets
+        from sparkdoctor.target.choose import refuse_bad_target_options
 
         Format.parse(self.fmt, FORMATS)
         if self.fail_on not in SEVERITIES:
             raise UsageError(f"--fail-on {self.fail_on}: choose one of {', '.join(SEVERITIES)}")
+        refuse_bad_target_options(self.python, self.container, self.container_python, False)
         return parse_sets(self.sets)
 
 
@@ -57,7 +61,8 @@ def run(options: RecipeCheckCommand) -> Result:
 
     overrides = options.refuse_bad_options()
     with progress_line() as progress:
-        doc = recipe_check.run(options.recipe, overrides, options.python, options.matrix, options.fail_on, progress)
+        doc = recipe_check.run(options.recipe, overrides, options.python, options.matrix, options.fail_on, progress,
+                               options.container, options.container_python)
     return Result("recipe check", "recipe-check", doc, exit_code=EXIT_FINDINGS if doc["failed"] else EXIT_OK,
                   options={"matrix": options.matrix})
 
@@ -70,10 +75,12 @@ def check(
     fail_on: str = typer.Option("error", "--fail-on", help="Lowest severity that fails: info | warn | error."),
     fmt: str = format_option(*FORMATS),
     output_name: str | None = output_option(),
+    container: str | None = typer.Option(None, "--container", help="Judge against the vLLM inside this running container (read through the container CLI, never changed)."),
+    container_python: str | None = typer.Option(None, "--container-python", help="The interpreter inside the container (default: the one holding vLLM)."),
 ) -> None:
     """Judge a recipe without launching it: stale env vars and flags, stale workarounds, wrong settings."""
     from sparkdoctor.emit import emit
 
     options = RecipeCheckCommand(recipe, list(sets or []), python, matrix_path, fail_on, Format(fmt),
-                                 output_path("--output", output_name))
+                                 output_path("--output", output_name), container, container_python)
     raise typer.Exit(emit(run(options), options.fmt, options.output))

@@ -76,7 +76,7 @@ def rerun(
     if failed:
         code = EXIT_RERUN_FAIL_ON
     elif not dry_run and (any(r["outcome"] == "not re-run" for r in doc["results"])
-                          or any(not w.get("cost") for w in doc["workarounds"])):
+                          or any(not w.get("cost") and w.get("kind") != "mod" for w in doc["workarounds"])):
         code = EXIT_RERUN_INCOMPLETE
     if fmt == "json":
         from sparkdoctor.emit import emit_json

@@ -48,6 +48,7 @@ class WhatifCommand:
     ledger: Path | None = None
     probe: bool = False
     recipe: str | None = None
+    no_deps: bool = False  # resolve as `pip install --no-deps` would (a target installed that way)
 
     def refuse_bad_options(self) -> None:
         """Every usage error of `whatif` (exit 2, one line), before the target is probed or pip runs."""
@@ -79,7 +80,7 @@ def run(options: WhatifCommand) -> Result:
     whatif = judge_upgrade(UpgradeQuestion(
         list(options.specs), python=options.python, container=options.container, container_python=options.container_python,
         facts_file=options.facts_file, matrix=options.matrix, arch=options.arch, read=options.read, recipe=options.recipe,
-        ledger=options.ledger, probe=options.probe))
+        ledger=options.ledger, probe=options.probe, no_deps=options.no_deps))
     return Result("whatif", "whatif", whatif, exit_code=EXIT_FINDINGS if whatif.gate(options.fail_on) else EXIT_OK)
 
 
@@ -100,8 +101,9 @@ def whatif(
     fmt: str = format_option(*FORMATS),
     output_name: str | None = output_option(),
     ledger: Path | None = typer.Option(None, "--ledger", help="The benchmark ledger whose conclusions the upgrade would make stale (default: the state folder's)."),
-    probe: bool = typer.Option(False, "--probe", help="Compile the CuTe DSL probes with today's and the proposed cutlass-dsl set in a throwaway uv venv."),
+    probe: bool = typer.Option(False, "--probe", help="Compile the CuTe DSL probes with today's and the proposed cutlass-dsl set in a throwaway uv venv, and the PTX probes with each ptxas the upgrade moves (triton, nvidia-cuda-nvcc)."),
     recipe: str | None = typer.Option(None, "--recipe", help="Also judge this recipe today and after: flags and env vars the new vLLM drops, stale workarounds."),
+    no_deps: bool = typer.Option(False, "--no-deps", help="Resolve as `pip install --no-deps` would (for a target installed that way): only the named distributions change."),
 ) -> None:
     """Resolve an upgrade with the target's pip (dry run), build the Facts it would give (versions,
     cutlass-dsl build, capabilities read from the new releases' files) and diff the findings against today.
@@ -111,5 +113,5 @@ def whatif(
     options = WhatifCommand(list(specs), python=python, container=container, container_python=container_python,
                             facts_file=facts_file, matrix=matrix_path, arch=arch, fail_on=fail_on, read=not no_read,
                             fmt=Format(fmt), output=output_path("--output", output_name), ledger=ledger, probe=probe,
-                            recipe=recipe)
+                            recipe=recipe, no_deps=no_deps)
     raise typer.Exit(emit(run(options), options.fmt, options.output))

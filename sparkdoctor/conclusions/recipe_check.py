@@ -49,6 +49,11 @@ class EnvTarget:
     def describe(self) -> dict[str, Any]:
         return self.inner.describe()
 
+    def __getattr__(self, name: str) -> Any:  # kind, shares_files, run_command, file_transport ... as the inner target's
+        if name == "inner":
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
     def start_script(self, script: Any, args: list[str], env: dict[str, str] | None = None) -> Any:
         return self.inner.start_script(script, args, {**self.env, **(env or {})})
 
@@ -213,7 +218,7 @@ def document(recipe: Any, findings: list[dict[str, Any]], facts: Any, flags: dic
 
 
 def run(recipe_ref: str, overrides: dict[str, str], python: str | None, matrix_path: Any, fail_on: str,
-        progress: Any = None) -> dict[str, Any]:
+        progress: Any = None, container: str | None = None, container_python: str | None = None) -> dict[str, Any]:
     """Load the recipe, read the target (the recipe command's venv, else --python, else as check) with
     the recipe's env, and judge it. Raises RecipeError, MatrixError, TargetError with their one line."""
     from sparkdoctor.bench.session import python_of_command
@@ -224,12 +229,18 @@ def run(recipe_ref: str, overrides: dict[str, str], python: str | None, matrix_p
 
     recipe = load(recipe_ref, overrides)
     matrix = load_matrix(matrix_path)
-    chosen = python is not None
-    if python is None:
+    chosen = python is not None or container is not None
+    if python is None and container is None:
         found = python_of_command([str(a) for a in recipe.argv])
         python = str(found) if found else None
         chosen = found is not None
-    target = EnvTarget(resolve_python_target(python), recipe.env)
+    if container is not None:  # the serving stack inside a running container, through the container CLI
+        from sparkdoctor.target.choose import refuse_bad_target_options, resolve_target
+
+        refuse_bad_target_options(python, container, container_python, False)
+        target = EnvTarget(resolve_target(None, container, container_python), recipe.env)
+    else:
+        target = EnvTarget(resolve_python_target(python), recipe.env)
     if progress:
         progress(f"reading the toolchain of {target.python}")
     facts = collect_facts(target, CheckOptions(kernels=False))
@@ -246,14 +257,15 @@ def run(recipe_ref: str, overrides: dict[str, str], python: str | None, matrix_p
     from sparkdoctor.mods.recipe import mod_findings, named_mods
 
     if named_mods(recipe):
-        from sparkdoctor.mods.trees import venv_tree
+        from sparkdoctor.mods.trees import ContainerTree, venv_tree
 
         if progress:
             progress("judging the recipe's mods against the target's files")
         from sparkdoctor.mods import ModError
 
         try:
-            findings += mod_findings(recipe, venv_tree(str(target.python)))
+            tree = ContainerTree(target.inner) if container is not None else venv_tree(str(target.python))
+            findings += mod_findings(recipe, tree)
         except ModError as exc:
             findings.append({"kind": "mod", "id": "mod-unjudged:target", "severity": "info", "evidence": [str(exc)],
                              "title": "the recipe's mods could not be judged against the target",

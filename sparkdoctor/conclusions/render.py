@@ -46,10 +46,12 @@ def plan(console: Any, doc: dict[str, Any]) -> None:
     for w in ws:
         by = w.get("measured_by")
         how = f"measured by conclusion {by['conclusion']}" if by else "an A/B with and without it"
+        if w.get("kind") == "mod":
+            how = "not measured (sparkdoctor never applies mods): drop it from the recipe"
         console.print(f"{_tag('stale')}  workaround {w['workaround']} in {w['label']} ({w['recipe']})", highlight=False)
         for r in w["reasons"]:
             console.print(f"    {r['entry']}: {r['outcome']}: {', '.join(r['evidence'])}", highlight=False)
-        console.print(f"    rerun will measure it: {how}", highlight=False)
+        console.print(f"    {'rerun: ' if w.get('kind') == 'mod' else 'rerun will measure it: '}{how}", highlight=False)
     todo = sum(1 for i in stale if i["rerunnable"])
     console.print(f"\n{len(stale)} stale conclusion(s) ({todo} re-runnable), {len(ws)} stale workaround(s). "
                   + ("Run `sparkdoctor rerun` to re-measure." if doc.get("dry_run") and (todo or ws) else ""), highlight=False)

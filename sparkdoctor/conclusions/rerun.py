@@ -72,7 +72,49 @@ def plan(ledger: Any, matrix: Any, toolchains: Toolchains, names: tuple[str, ...
                         **j.to_dict(),
                         "measured_by": _measured_by(statuses, recipe, j.workaround.key)}
                 items.append(item)
+            run = ledger.run(status.conclusion.data["runs"][arm_name][-1]) or {}
+            served = (run.get("facts") or {}).get("container") if isinstance(run.get("facts"), dict) else None
+            items += _stale_mods(recipe, arm.path, status.pythons[arm_name], status.conclusion.data, served or {})
     return {"conclusions": statuses, "workarounds": items}
+
+
+def _stale_mods(recipe: Any, path: str, python: str, data: dict[str, Any], served: dict[str, Any]) -> list[dict[str, Any]]:
+    """The recipe's mods that upstream made already in the target's files (sparkdoctor.mods): stale workarounds,
+    each citing the file and lines. A recipe served from a container is judged on its image's files (the image
+    its runs recorded), a local one on its interpreter's. sparkdoctor launches a recipe's command as it is and
+    never applies a mod, so there is no with/without to measure: the advice is to drop it."""
+    import os
+
+    from sparkdoctor.errors import TargetUnprobeable
+    from sparkdoctor.mods import ModError
+    from sparkdoctor.mods.recipe import named_mods, stale_mods
+    from sparkdoctor.mods.trees import venv_tree
+
+    if not named_mods(recipe):
+        return []
+    image = (served.get("image") or recipe.container) if getattr(recipe, "container", None) and not data.get("local") else None
+    try:
+        if image:
+            from sparkdoctor.mods.images import image_tree
+            from sparkdoctor.serve.container_launch import RUNTIME_ENV
+
+            with image_tree(str(image), runtime=os.environ.get(RUNTIME_ENV) or served.get("engine")) as tree:
+                found = stale_mods(recipe, tree)
+        else:
+            found = stale_mods(recipe, venv_tree(python))
+    except (ModError, TargetUnprobeable):
+        return []  # the target's files cannot be read: nothing is called stale on no evidence
+    items = []
+    for mod in found:
+        shown = f"mod {mod['name']}"
+        items.append({"recipe": path, "label": recipe.name, "python": python, "sets": data.get("sets") or {},
+                      "local": bool(data.get("local")), "workaround": shown, "key": f"mod:{mod['written']}",
+                      "kind": "mod", "because": None, "justified_by": [], "status": "stale",
+                      "reasons": [{"entry": shown, "outcome": mod["verdict"], "evidence": mod["evidence"]}],
+                      "files": mod["files"], "mod_path": mod["path"], "target": mod["target"],
+                      "text": f"{shown} is stale: upstream made its change already ({mod['evidence'][0]})",
+                      "measured_by": None})
+    return items
 
 
 def _measured_by(statuses: list[staleness.Status], recipe: Any, key: str) -> dict[str, Any] | None:
@@ -170,7 +212,13 @@ def _cost(levels: list[dict[str, Any]], with_arm: str) -> list[dict[str, Any]]:
 
 
 def measure_workaround(ledger: Any, item: dict[str, Any], by_name: dict[str, Any], opts: Options) -> dict[str, Any]:
-    """What a stale workaround costs: from the conclusion that measures it, else a new A/B (stored)."""
+    """What a stale workaround costs: from the conclusion that measures it, else a new A/B (stored). A stale mod
+    is not measured (sparkdoctor never applies mods, so it cannot launch with and without one): it is advice."""
+    if item.get("kind") == "mod":
+        return {**item, "cost": [], "source": None,
+                "advice": f"drop {item['workaround']} from {item['label']}: upstream has its change already "
+                          f"({item['reasons'][0]['evidence'][0]}); not measured: sparkdoctor launches the recipe's "
+                          "command as it is and never applies a mod"}
     ref = item.get("measured_by")
     if ref and ref["conclusion"] in by_name:
         levels, source = by_name[ref["conclusion"]], f"conclusion {ref['conclusion']}"

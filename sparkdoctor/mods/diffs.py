@@ -60,11 +60,12 @@ def _judge_file(pf: Any, tree: Tree, source: str) -> FileVerdict:  # pf: unidiff
         moved = [m for m in _HUNK_MOVED.finditer(forward.stdout)]
         how = "applies cleanly" if not moved else "applies, " + "; ".join(_moved_words(m) for m in moved)
         return FileVerdict(rel, Verdict.APPLIES, how, source=source)
-    if reverse.ok:
-        return FileVerdict(rel, Verdict.ALREADY_APPLIED, "the change is in the file already (the diff reverses cleanly)",
-                           source=source)
-    failed = {int(m.group(1)) for m in _HUNK_FAILED.finditer(forward.stdout)} or set(range(1, len(pf) + 1))
     lines = current.decode("utf-8", "replace").splitlines()
+    if reverse.ok:
+        at = _added_lines_present(list(pf), lines)  # where the change stands, when it adds lines
+        return FileVerdict(rel, Verdict.ALREADY_APPLIED, "the change is in the file already (the diff reverses cleanly)",
+                           lines=at, source=source)
+    failed = {int(m.group(1)) for m in _HUNK_FAILED.finditer(forward.stdout)} or set(range(1, len(pf) + 1))
     hunks = [h for n, h in enumerate(pf, start=1) if n in failed]
     found = _added_lines_present(hunks, lines)
     if found is not None:

@@ -75,24 +75,63 @@ def mod_findings(recipe: Any, tree: Tree, timeout: float | None = None) -> list[
     return out
 
 
+def stale_mods(recipe: Any, tree: Tree, timeout: float | None = None) -> list[dict[str, Any]]:
+    """The recipe's mods that upstream made already in `tree` (superseded, or already applied): stale workarounds,
+    each with the files and lines that show it. A mod that is missing, fails or cannot be judged is not stale
+    (recipe check says those); a target whose files cannot be read is a ModError."""
+    out = []
+    for written in named_mods(recipe):
+        path = locate(recipe, written)
+        if path is None:
+            continue
+        try:
+            result = judge_mod(path, tree, timeout)
+        except ModError:
+            continue
+        if result.verdict not in (Verdict.SUPERSEDED, Verdict.ALREADY_APPLIED):
+            continue
+        files = [f for f in result.files if f.verdict in (Verdict.SUPERSEDED, Verdict.ALREADY_APPLIED)]
+        out.append({"name": result.name, "written": written, "path": str(path), "verdict": result.verdict.value,
+                    "target": tree.label, "files": [f.to_dict() for f in files],
+                    "evidence": [_cited(f) for f in files] or [result.detail]})
+    return out
+
+
+def _cited(f: Any) -> str:
+    """`vllm/x.py, lines 12-14: superseded: ...`: the file and the lines that show the change upstream."""
+    if not f.lines or f"lines {f.lines[0]}-{f.lines[1]}" in f.detail:
+        return f"{f.path}: {f.verdict.value}: {f.detail}"
+    lines = f"line {f.lines[0]}" if f.lines[0] == f.lines[1] else f"lines {f.lines[0]}-{f.lines[1]}"
+    return f"{f.path}, {lines}: {f.verdict.value}: {f.detail}"
+
+
 def gate(recipe: Any, tree: Tree, timeout: float | None = None) -> list[dict[str, Any]]:
     """The mods of a recipe that would stop its launch (errors only): bench refuses to launch on these."""
     return [f for f in mod_findings(recipe, tree, timeout) if f["severity"] == "error"]
 
 
-def launch_gate(recipe: Any, python: str | None, local: bool, progress: Any) -> str | None:
-    """Before bench launches a recipe: why it must not (a mod that would fail on the target), or None. The files
-    of a container are not read here (a container recipe run as such is not gated; --local is)."""
-    if not named_mods(recipe) or (getattr(recipe, "container", None) and not local):
+def launch_gate(recipe: Any, python: str | None, local: bool, progress: Any, runtime: str | None = None) -> str | None:
+    """Before bench launches a recipe: why it must not (a mod that would fail on the target), or None. A container
+    recipe's mods are judged against its image's files (sparkdoctor.mods.images), a --local one's against the
+    interpreter's."""
+    if not named_mods(recipe):
         return None
     import sys
 
+    from sparkdoctor.errors import TargetUnprobeable
     from sparkdoctor.mods.trees import venv_tree
 
-    progress(f"judging {recipe.name}'s mods against the target's files")
+    image = getattr(recipe, "container", None) if not local else None
+    progress(f"judging {recipe.name}'s mods against the {'image ' + image if image else 'target'}'s files")
     try:
-        failing = gate(recipe, venv_tree(python or sys.executable))
-    except ModError as exc:
+        if image:
+            from sparkdoctor.mods.images import image_tree
+
+            with image_tree(str(image), runtime=runtime) as tree:
+                failing = gate(recipe, tree)
+        else:
+            failing = gate(recipe, venv_tree(python or sys.executable))
+    except (ModError, TargetUnprobeable) as exc:
         progress(f"the mods could not be judged: {exc}")
         return None
     if failing:

@@ -29,6 +29,9 @@ class ModsOptions:
     releases: list[str] = field(default_factory=list)
     strict: bool = False
     timeout: float | None = None
+    container: str | None = None  # a running container: its interpreter's files, through the container CLI
+    container_python: str | None = None  # the interpreter inside --container or --image
+    image: str | None = None  # an image: a throwaway container of it (sparkdoctor.mods.images)
 
 
 @dataclass
@@ -52,12 +55,25 @@ class ModsReport:
 
 
 def resolve_tree(options: ModsOptions) -> Tree:
-    """The files the mods are judged against: --release (released wheels), --site (folders) or --python."""
-    chosen = sum(bool(x) for x in (options.python, options.site, options.releases))
+    """The files the mods are judged against: --release (released wheels), --site (folders), --container (a
+    running container's, read through the container CLI) or --python."""
+    chosen = sum(bool(x) for x in (options.python, options.site, options.releases, options.container is not None,
+                                   options.image is not None))
     if chosen > 1:
         from sparkdoctor.mods.model import ModError
 
-        raise ModError("--python, --site and --release exclude each other: judge against one target at a time")
+        raise ModError("--python, --site, --release, --container and --image exclude each other: judge against one "
+                       "target at a time")
+    if options.container is not None:
+        from sparkdoctor.mods.trees import ContainerTree
+        from sparkdoctor.target.choose import refuse_bad_target_options, resolve_target
+
+        refuse_bad_target_options(None, options.container, options.container_python, False)
+        return ContainerTree(resolve_target(None, options.container, options.container_python))  # TargetError: exit 3
+    if options.container_python is not None:
+        from sparkdoctor.errors import UsageError
+
+        raise UsageError("--container-python needs --container or --image (for a local interpreter use --python)")
     if options.releases:
         return ReleaseTree([parse_release(spec) for spec in options.releases])
     if options.site:
@@ -75,6 +91,11 @@ def _default_python() -> str | None:
 
 
 def run(options: ModsOptions) -> ModsReport:
+    if options.image is not None and not any((options.python, options.site, options.releases, options.container)):
+        from sparkdoctor.mods.images import image_tree
+
+        with image_tree(options.image, options.container_python) as image:  # removed again whatever happens
+            return ModsReport(image.label, [judge_mod(p, image, options.timeout) for p in options.paths], options.strict)
     tree = resolve_tree(options)
     return ModsReport(tree.label, [judge_mod(p, tree, options.timeout) for p in options.paths], options.strict)
 

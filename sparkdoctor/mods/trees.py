@@ -94,6 +94,56 @@ def venv_tree(python: str) -> SiteTree:
 
 
 @dataclass
+class ContainerTree:
+    """The site folders of the interpreter inside a running container, read through the container CLI (the
+    target package's file transport: `docker exec ... python`, nothing installed, nothing written there)."""
+
+    target: Any  # a Target whose files are the container's (sparkdoctor.target.container.ContainerTarget)
+    label: str = ""
+    _dirs: list[str] | None = field(default=None, repr=False)
+    _files: Any = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        self.label = self.label or f"container {self.target.name} ({self.target.python})"
+
+    def dirs(self) -> list[str]:
+        if self._dirs is None:
+            code = "import json,sysconfig;p=sysconfig.get_paths();print(json.dumps([p['purelib'],p['platlib']]))"
+            result = self.target.run_command([self.target.python, "-I", "-c", code], timeout=PROBE_TIMEOUT)
+            if not result.ok:
+                raise ModError(f"{self.label}: {result.describe_failure()}: {(result.stderr or '').strip()[-200:]}")
+            try:
+                self._dirs = [str(d) for d in dict.fromkeys(json.loads(result.stdout.strip().splitlines()[-1]))]
+            except (ValueError, IndexError, TypeError):
+                raise ModError(f"{self.label}: its interpreter did not say where its site folder is") from None
+        return self._dirs
+
+    def read(self, rel: str) -> bytes | None:
+        from sparkdoctor.target.interface import FileError
+
+        if rel.startswith("/") or ".." in rel.split("/") or not rel:
+            return None
+        if self._files is None:
+            self._files = self.target.file_transport()
+        paths = [f"{d.rstrip('/')}/{rel}" for d in self.dirs()]
+        try:
+            rows = self._files.info(paths)
+            for path in paths:
+                row = rows.get(path)
+                if row is None:
+                    continue
+                if row.get("kind") not in ("file", "link"):
+                    raise ModError(f"{self.label}: {path}: not a regular file")
+                if int(row.get("size") or 0) > MAX_FILE:
+                    raise ModError(f"{self.label}: {path}: {row.get('size')} bytes, too large for a file a mod edits")
+                data: bytes = self._files.read(path)
+                return data
+        except FileError as exc:
+            raise ModError(str(exc)) from None
+        return None
+
+
+@dataclass
 class ReleaseTree:
     """Released wheels (`vllm==0.33.0`, ...) read member by member over range requests (sparkdoctor.released),
     never downloaded whole, never installed. The wheel is the one a Spark installs (manylinux aarch64)."""

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sparkdoctor.whatif.probe import ProbeRun
+from sparkdoctor.whatif.ptx import PtxComparison
 from sparkdoctor.whatif.resolve import Change
 
 SEVERITY = {"info": 0, "warn": 1, "error": 2}
@@ -83,17 +84,23 @@ class StaleConclusion:
 @dataclass
 class ProbeComparison:
     """`whatif --probe`: the CuTe DSL probes compiled with today's and the proposed cutlass-dsl set (or a note why
-    nothing was compiled)."""
+    nothing was compiled), and the PTX probes compiled by each ptxas the upgrade moves (sparkdoctor.whatif.ptx)."""
 
     arch: str
     today: ProbeRun | None = None
     after: ProbeRun | None = None
     note: str | None = None
+    ptx: PtxComparison | None = None
 
     def to_json(self) -> dict[str, object]:
+        out: dict[str, object] = {"arch": self.arch}
         if self.note is not None:
-            return {"arch": self.arch, "note": self.note}
-        return {"arch": self.arch, "today": self.today and self.today.to_json(), "after": self.after and self.after.to_json()}
+            out["note"] = self.note
+        else:
+            out.update(today=self.today and self.today.to_json(), after=self.after and self.after.to_json())
+        if self.ptx is not None:
+            out["ptx"] = self.ptx.to_json()
+        return out
 
 
 @dataclass

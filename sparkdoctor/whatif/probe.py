@@ -7,9 +7,8 @@ paths) is written again last, so the files on disk are the predicted ones. Then 
 kernels for the arch in that venv: no GPU needed (the DSL takes the arch from the command line).
 
 Per kernel: compiled (ok), refused (the DSL rejected the arch, or ptxas rejected its code), could not run
-(crash, error, timeout, an install that failed). The PTX probes (probes/kernels/) are not run here: they
-compile with the target's ptxas (CUDA toolkit, triton), which a cutlass-dsl change does not move; said in
-the result."""
+(crash, error, timeout, an install that failed). The PTX probes (probes/kernels/) are whatif/ptx.py's: they
+compile with a ptxas (CUDA toolkit, triton), which a cutlass-dsl change does not move."""
 
 from __future__ import annotations
 
@@ -27,7 +26,7 @@ INSTALL_TIMEOUT = 900.0
 PROBE_TIMEOUT = 600.0
 VERDICT = {"ok": "compiled", "refused": "refused", "fail": "refused"}
 LIBS = {"libs-cu13": "nvidia-cutlass-dsl-libs-cu13", "libs-base": "nvidia-cutlass-dsl-libs-base", "libs-cu12": "nvidia-cutlass-dsl-libs-cu12"}
-PTX_NOTE = "PTX probes not run: they compile with the target's ptxas, which the cutlass-dsl set does not change"
+PTX_NOTE = "the cutlass-dsl set moves no ptxas: the PTX probes are judged apart (probe.ptx)"
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
 """The whatif answer as a person reads it (console: what changes, the findings introduced, fixed, unchanged and
-that cannot be told, the recipe's, the conclusions that would go stale, the probes) and as a program reads it
+that cannot be told, the recipe's, the conclusions that would go stale, the CuTe DSL and PTX probes) and as a program reads it
 (the `whatif` JSON document, WhatIf.to_json)."""
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ if TYPE_CHECKING:
 
     from sparkdoctor.emit import Sink
     from sparkdoctor.result import Result
+    from sparkdoctor.whatif.ptx import PtxComparison
 
 
 def render_console(result: WhatIf, console: Console) -> None:
@@ -62,6 +63,24 @@ def _probe(result: WhatIf, console: Console) -> None:
             console.print(f"probe {when:>5}  {k.kernel} for {p.arch}: {k.verdict} ({k.detail})")
         if run.error:
             console.print(f"probe {when:>5}  {run.error}")
+    if p.note:
+        console.print(f"probe  {p.note}")
+    _ptx(p.ptx, console)
+
+
+def _ptx(ptx: PtxComparison | None, console: Console) -> None:
+    if ptx is None:
+        return
+    for when, rows in (("today", ptx.today), ("after", ptx.after)):
+        for row in rows or []:
+            which = f"{row.dist} {row.version or '(none)'}" + (f" {row.member} (ptxas {row.ptxas_version})" if row.member else "")
+            if row.error or row.note:
+                console.print(f"ptx {when:>5}  {which}: {row.error or row.note}", markup=False, highlight=False)
+            for k in row.kernels or []:
+                console.print(f"ptx {when:>5}  {k.probe} for {k.arch} by {which}: {k.verdict} ({k.detail})",
+                              markup=False, highlight=False)
+    if ptx.note:
+        console.print(f"ptx  {ptx.note}", markup=False, highlight=False)
 
 
 # ---- views (sparkdoctor/views.py): (Result, Sink) -> the whole document -----------------------------------

@@ -8,6 +8,7 @@ docs/evidence/whatif-speed.md)."""
 from __future__ import annotations
 
 import json
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -87,6 +88,13 @@ def resolve_upgrade(target: Any, python: str, specs: list[str], facts: Any, no_d
         raise ResolveError(f"pip's dry run did not finish: {result.describe_failure()}")
     if not result.ok:  # run again without --quiet: pip says which requirements conflict only then
         loud = run(dry_run_argv(pip, specs, constraints, quiet=False, no_deps=no_deps), RESOLVE_TIMEOUT)
+        unreachable = None
+        if "from versions: none" in (loud.stderr or "") + (loud.stdout or ""):  # no candidate at all: was it the index?
+            debug = run([*dry_run_argv(pip, specs, constraints, quiet=False, no_deps=no_deps), "-vv"], RESOLVE_TIMEOUT)
+            unreachable = _unreachable(debug)
+        if unreachable:
+            raise ResolveError(f"{' '.join(specs)}: the package index cannot be reached from {python} ({unreachable}): "
+                               "nothing is predicted")
         raise ResolveError(f"{' '.join(specs)} cannot be resolved in {python}: {conflict(loud)}")
     try:
         doc = json.loads(result.stdout)
@@ -105,6 +113,21 @@ def resolve_upgrade(target: Any, python: str, specs: list[str], facts: Any, no_d
         if old != new:
             changes.append(Change(name, old, new, info.get("url"), hashes.get("sha256")))
     return sorted(changes, key=lambda c: c.name)
+
+
+_FETCH_FAILED = re.compile(r"Could not fetch URL (\S+?): (.*?)(?: - skipping)?$", re.MULTILINE)
+_CAUSE = re.compile(r"\[Errno -?\d+\] [^'\")]+|Name or service not known|Temporary failure in name resolution|"
+                    r"Connection refused|timed out|certificate verify failed")
+
+
+def _unreachable(result: proc.ProcResult) -> str | None:
+    """"could not fetch URL (why)" when pip found no candidate because an index did not answer, else None."""
+    text = (result.stderr or "") + "\n" + (result.stdout or "")
+    found = _FETCH_FAILED.search(text)
+    if not found or "from versions: none" not in text:
+        return None
+    cause = _CAUSE.search(found.group(2))
+    return f"could not fetch {found.group(1)}: {cause.group(0).strip() if cause else found.group(2)[:160]}"
 
 
 def is_uv_venv(python: str) -> bool:

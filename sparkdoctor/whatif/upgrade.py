@@ -1,6 +1,6 @@
 """The whatif pipeline: today's Facts, the upgrade resolved by the target's pip, the Facts it would give, both
-judged by the matrix; and, when asked, the recipe, the ledger's conclusions and the CuTe DSL probes, today and
-after. `judge_upgrade` is what `sparkdoctor whatif` (sparkdoctor/commands/whatif.py) calls once its options are
+judged by the matrix; and, when asked, the recipe, the ledger's conclusions, the CuTe DSL probes and the PTX probes
+(with each ptxas the upgrade moves), today and after. `judge_upgrade` is what `sparkdoctor whatif` (sparkdoctor/commands/whatif.py) calls once its options are
 checked; it returns the WhatIf (sparkdoctor.whatif.judge) the renderers draw."""
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ class UpgradeQuestion:
     recipe: str | None = None
     ledger: Path | None = None
     probe: bool = False
+    no_deps: bool = False  # resolve as `pip install --no-deps` would: only the named distributions change
 
 
 def judge_upgrade(q: UpgradeQuestion) -> WhatIf:
@@ -55,7 +56,7 @@ def judge_upgrade(q: UpgradeQuestion) -> WhatIf:
     else:
         today = collect_facts(target, CheckOptions(arch=q.arch, kernels=False))
     today = apply_arch_override(today, q.arch)
-    changes = resolve_upgrade(target, interpreter, q.specs, today)
+    changes = resolve_upgrade(target, interpreter, q.specs, today, q.no_deps)  # a ResolveError carries its exit code (2)
     notes: list[str] = []
     reader = None
     if q.read:
@@ -105,16 +106,22 @@ def _mods(recipe: Any, target: Any, changes: Any, notes: list[str]) -> ModsDelta
     which mods the upgrade breaks, and which it makes stale (upstream already)."""
     from sparkdoctor.mods import ModError
     from sparkdoctor.mods.recipe import mod_findings, named_mods
-    from sparkdoctor.mods.trees import ReleaseTree, UpgradedTree, venv_tree
+    from sparkdoctor.mods.trees import (
+        ContainerTree,
+        ReleaseTree,
+        Tree,
+        UpgradedTree,
+        venv_tree,
+    )
 
     if not named_mods(recipe):
         return None
     python = getattr(target, "python", None)
     if not python:
-        notes.append("the recipe's mods are judged on a local environment only (--python)")
+        notes.append("the recipe's mods are not judged: the target names no interpreter")
         return None
-    try:
-        today_tree = venv_tree(str(python))
+    try:  # a container's files are read through the container CLI
+        today_tree: Tree = venv_tree(str(python)) if getattr(target, "shares_files", True) else ContainerTree(target)
         tops = {c.name.replace("-", "_") for c in changes} | {c.name.split("-")[0] for c in changes}
         after_tree = UpgradedTree(ReleaseTree([(c.name, c.new) for c in changes]), today_tree, tops)
         before = {f["id"]: f for f in mod_findings(recipe, today_tree)}
@@ -127,14 +134,20 @@ def _mods(recipe: Any, target: Any, changes: Any, notes: list[str]) -> ModsDelta
 
 
 def _probe(today: Any, predicted: Any, changes: Any, python: str) -> ProbeComparison:
-    """--probe: the CuTe DSL probes compiled in a throwaway venv with today's and the proposed cutlass-dsl set."""
+    """--probe: the CuTe DSL probes compiled in a throwaway venv with today's and the proposed cutlass-dsl set;
+    the PTX probes compiled by each ptxas the upgrade moves (whatif/ptx.py)."""
     from sparkdoctor.whatif.probe import probe_cutedsl
+    from sparkdoctor.whatif.ptx import probe_ptx
 
     value = str((predicted.arch or {}).get("value") or "")
     arch = value if value.startswith("sm_") else "sm_121a"  # no GPU and no --arch: the Spark's arch, the DSL needs one
-    if not any(c.name.startswith("nvidia-cutlass-dsl") for c in changes):
-        return ProbeComparison(arch, note="the upgrade does not change cutlass-dsl: nothing new to compile")
-    return ProbeComparison(arch, probe_cutedsl(today, arch, python), probe_cutedsl(predicted, arch, python))
+    if any(c.name.startswith("nvidia-cutlass-dsl") for c in changes):
+        out = ProbeComparison(arch, probe_cutedsl(today, arch, python), probe_cutedsl(predicted, arch, python))
+    else:
+        out = ProbeComparison(arch, note="the upgrade does not change cutlass-dsl: no CuTe DSL kernel to compile anew")
+    py = ".".join(str((today.target or {}).get("version") or "").split(".")[:2]) or None
+    out.ptx = probe_ptx(changes, arch, py)
+    return out
 
 
 def _stale(ledger_path: Path | None, python: str, today: Any, predicted: Any, notes: list[str]) -> list[StaleConclusion] | None:

@@ -122,6 +122,10 @@ def test_mods_refuses_two_targets(tmp_path):
     diff, site = mod_and_site(tmp_path)
     with pytest.raises(UsageError, match="exclude each other"):
         run(ModsCommand([diff], python="python3", site=[site]))
+    with pytest.raises(UsageError, match="--site, --release, --container and --image exclude each other"):
+        run(ModsCommand([diff], site=[site], image="some/image"))
+    with pytest.raises(UsageError, match="--container-python needs --container or --image"):
+        run(ModsCommand([diff], container_python="/usr/bin/python3"))
 
 
 def whatif_sample(tmp_path: Path) -> Result:
@@ -136,6 +140,7 @@ def whatif_sample(tmp_path: Path) -> Result:
         StaleConclusion,
     )
     from sparkdoctor.whatif.probe import KernelVerdict, ProbeRun
+    from sparkdoctor.whatif.ptx import PtxComparison, PtxKernel, PtxRow
     from tests.test_whatif import facts_of, matrix
 
     whatif = compare(facts_of("0.1.0"), facts_of("0.2.0"), matrix(tmp_path), ["demo==0.2.0"], [Change("demo", "0.1.0", "0.2.0")],
@@ -145,6 +150,12 @@ def whatif_sample(tmp_path: Path) -> Result:
     whatif.stale = [StaleConclusion("b-vs-a", [{"text": "demo 0.1.0 -> 0.2.0"}])]
     run_ = ProbeRun("sm_121a", {"nvidia-cutlass-dsl": "4.5.2"}, "libs-cu13", [KernelVerdict("nvfp4-mma", "compiled", "ok", "")])
     whatif.probe = ProbeComparison("sm_121a", run_, ProbeRun("sm_121a", {}, None, error="could not run: uv is not installed"))
+    member = "triton/backends/nvidia/bin/ptxas"
+    whatif.probe.ptx = PtxComparison(
+        "sm_121a", [{"name": "triton", "from": None, "to": "3.9.0"}], "compiled only: no GB10 ran the result",
+        [PtxRow("triton", None, note="triton is not installed today")],
+        [PtxRow("triton", "3.9.0", member, "12.9.86", [PtxKernel("nvfp4-mma", "sm_121a", "compiled", "a cubin")], listed=True,
+                ran=True), PtxRow("triton", "3.9.0", member + "-blackwell", None, error="does not run here", listed=True, ran=True)])
     return Result("whatif", "whatif", whatif, exit_code=1 if whatif.gate() else 0)
 
 
@@ -155,6 +166,12 @@ def test_a_whatif_document_keeps_its_keys(tmp_path):
     assert doc["introduced"] == [{"id": "demo-new-bug", "severity": "error", "title": "new bug", "evidence": doc["introduced"][0]["evidence"]}]
     assert doc["recipe"]["mods"]["introduced"][0]["id"] == "mod-fails:x" and doc["stale_conclusions"][0]["conclusion"] == "b-vs-a"
     assert doc["probe"]["after"]["error"].startswith("could not run") and "error" not in doc["probe"]["today"]
+    ptx = doc["probe"]["ptx"]
+    assert list(ptx) == ["arch", "moved", "today", "after", "note"]
+    assert ptx["today"] == [{"dist": "triton", "version": None, "note": "triton is not installed today"}]
+    assert [list(row) for row in ptx["after"]] == [["dist", "version", "member", "ptxas_version", "kernels"],
+                                                    ["dist", "version", "member", "ptxas_version", "error"]]
+    assert ptx["after"][0]["kernels"] == [{"probe": "nvfp4-mma", "arch": "sm_121a", "verdict": "compiled", "detail": "a cubin"}]
 
 
 # ---- recipe show | check -----------------------------------------------------------------------------------

@@ -42,7 +42,7 @@ def older(facts: dict[str, Any], **versions: str) -> dict[str, Any]:
 
 
 def add_ab(ledger: Ledger, paths: dict[str, Path], facts: dict[str, Any], tps: dict[str, list[float]],
-           name: str = "b-vs-a", min_effect: float = 0.02) -> Any:
+           name: str = "b-vs-a", min_effect: float = 0.02, extra: dict[str, Any] | None = None) -> Any:
     """One stored A/B (one run per arm, rounds `tps`) and the conclusion `name` recorded from it."""
     from sparkdoctor.bench.session import resolved_recipe
     from sparkdoctor.facts import Facts
@@ -64,4 +64,4 @@ def add_ab(ledger: Ledger, paths: dict[str, Path], facts: dict[str, Any], tps: d
            "verdict": ab.overall(levels), "metric": ab.METRIC, "min_effect": min_effect}
     ledger.finish_comparison(cid, "complete", doc)
     arms = {arm: Arm(str(paths[arm]), paths[arm].stem) for arm in ("A", "B")}
-    return store.record(ledger, name, doc, arms, None)
+    return store.record(ledger, name, doc, arms, None, extra=extra)
