@@ -1,7 +1,7 @@
 """`sparkdoctor matrix list|show|validate|verify`: the knowledge base, read, checked and proved.
 
 list, show and validate are `run_*(options) -> Result` functions (tests call them without typer); verify's
-work is in sparkdoctor/verify/command.py.
+work is in sparkdoctor/commands/matrix_verify.py (its pipeline: sparkdoctor/verify/modes.py).
 """
 
 from __future__ import annotations
@@ -12,7 +12,12 @@ from typing import Any
 
 import typer
 
-from sparkdoctor.commands.options import format_option, matrix_option
+from sparkdoctor.commands.options import (
+    format_option,
+    matrix_option,
+    output_option,
+    output_path,
+)
 from sparkdoctor.errors import UsageError
 from sparkdoctor.result import Format, Result
 
@@ -101,12 +106,14 @@ def register(app: typer.Typer) -> None:
         latest: bool = typer.Option(False, "--latest", help="Run the file checks and verify tables on the newest releases."),
         bounds: bool = typer.Option(False, "--bounds", help="Bracket every version bound with its file checks on released files (read remotely)."),
         stacks: bool = typer.Option(False, "--stacks", help="Resolve every known-good stack for linux aarch64 with a pip dry run (ENTRY: a stack id)."),
+        output_name: str | None = output_option("Write the document here instead of stdout."),
     ) -> None:
         """Prove entries: install affected/fixed versions and run the probe; read their released wheels.
         Exit 0: all confirmed; 1: an entry is contradicted (or its bound differs); 2: could not build, download or probe."""
-        from sparkdoctor.verify.command import run_verify
+        from sparkdoctor.commands.matrix_verify import verify_command
 
-        raise typer.Exit(run_verify(entry_id, keep, matrix_path, fmt, kind, bisect_id, latest, bounds, stacks))
+        raise typer.Exit(verify_command(entry_id, keep, matrix_path, fmt, kind, bisect_id, latest, bounds, stacks,
+                                        output_path("--output", output_name)))
 
 
 def _emit(result: Result, fmt: str) -> None:

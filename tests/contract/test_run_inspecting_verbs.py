@@ -347,3 +347,29 @@ def update_sample() -> Result:
     done = {"action": "update", "installed": "/data/matrix/current", "pin": {"sha256": "0" * 64}, "previous": "bundled",
             "entries": 3, "stacks": 1, "diff": ["+ demo-gb10"], "message": "installed the matrix (3 entries, 1 stack)"}
     return Result("matrix update", "matrix-update", done)
+
+
+def test_matrix_verify_writes_its_document_with_o(tmp_path, monkeypatch):
+    """`matrix verify -o FILE` through the real CLI: the document in the file, stdout empty."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from tests.released_server import Registry
+    from tests.test_tracking import RELEASES, build_wheel, write_matrix
+
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    matrix = write_matrix(tmp_path, ">=0.2.0")
+    out = tmp_path / "bounds.json"
+    with Registry() as registry:
+        for version, body in RELEASES.items():
+            registry.add("demo", build_wheel(wheels, "demo", version, {"demo/core.py": body}))
+        env = {**os.environ, "SPARKDOCTOR_INDEX_URL": registry.url, "PIP_INDEX_URL": registry.url,
+               "PIP_CONFIG_FILE": "/dev/null", "SPARKDOCTOR_CACHE_DIR": str(tmp_path / "cache")}
+        done = subprocess.run([sys.executable, "-m", "sparkdoctor", "matrix", "verify", "--bounds", "--matrix", str(matrix),
+                               "--format", "json", "-o", str(out)], capture_output=True, text=True, timeout=300, env=env)
+    assert done.stdout == "" and done.returncode in (0, 1), done.stderr
+    doc = json.loads(out.read_text())
+    assert doc["command"] == "matrix verify" and doc["kind"] == "bounds" and doc["exit_code"] == done.returncode
