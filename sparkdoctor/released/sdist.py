@@ -17,14 +17,14 @@ from pathlib import Path
 
 from sparkdoctor.released.http import Client, RemoteError
 from sparkdoctor.released.index import IndexFile
-from sparkdoctor.released.strings import is_elf, printable_runs
+from sparkdoctor.released.strings import MemberText
 from sparkdoctor.released.wheel import _atomic_write, _check_digest, cache_root
 
 SDIST_LIMIT = 256 * 1024 * 1024  # an sdist is downloaded whole: at most this much
 MEMBER_LIMIT = 64 * 1024 * 1024  # one member read into memory: at most this much (a source file is far smaller)
 
 
-class RemoteSdist:
+class RemoteSdist(MemberText):
     """The members of one released sdist (.tar.gz), with the interface of RemoteWheel that file checks read."""
 
     def __init__(self, file: IndexFile, client: Client, root: Path | None = None, limit: int = SDIST_LIMIT):
@@ -113,15 +113,6 @@ class RemoteSdist:
         members = self._open()
         for name, info in sorted(((n, members[n]) for n in todo if n in members), key=lambda item: item[1].offset_data):
             _atomic_write(self.dir / "members" / hashlib.sha256(name.encode()).hexdigest(), self._extract(name, info))
-
-    def text(self, name: str) -> str:
-        data = self.read(name)
-        if is_elf(data):
-            return "\n".join(printable_runs(data))
-        return data.decode("utf-8", errors="replace")
-
-    def strings(self, name: str) -> list[str]:
-        return printable_runs(self.read(name))
 
     def close(self) -> None:
         if self._tar is not None:

@@ -18,7 +18,7 @@ from packaging import tags as ptags
 from sparkdoctor.released.http import Client, RangeUnsupported, RemoteError
 from sparkdoctor.released.index import IndexFile
 from sparkdoctor.released.rangefile import RangeFile
-from sparkdoctor.released.strings import is_elf, printable_runs
+from sparkdoctor.released.strings import MemberText
 
 PLATFORMS = {"linux-aarch64": "aarch64", "linux-x86_64": "x86_64"}
 DEFAULT_PLATFORM = "linux-aarch64"  # a DGX Spark
@@ -71,7 +71,7 @@ def pick_wheel(wheels: list[IndexFile], platform: str = DEFAULT_PLATFORM, python
     return Pick(chosen, f"{chosen.filename} (no wheel for CPython {python} on {platform}; read this one instead)")
 
 
-class RemoteWheel:
+class RemoteWheel(MemberText):
     """The members of one released wheel, read on demand; `requests` and `bytes_read` say what it cost."""
 
     def __init__(self, file: IndexFile, client: Client, root: Path | None = None, full_limit: int = FULL_DOWNLOAD_LIMIT):
@@ -190,16 +190,6 @@ class RemoteWheel:
             start, end = lo, hi
         if start >= 0:
             self._range.prefetch(start, end)
-
-    def text(self, name: str) -> str:
-        """A member as text: a compiled library (ELF) as its printable strings, one per line."""
-        data = self.read(name)
-        if is_elf(data):
-            return "\n".join(printable_runs(data))
-        return data.decode("utf-8", errors="replace")
-
-    def strings(self, name: str) -> list[str]:
-        return printable_runs(self.read(name))
 
     def close(self) -> None:
         if self._zip is not None:
