@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from sparkdoctor.bench import ab, session
+from sparkdoctor.bench.document import ComparisonDocument, RunDocument
 from sparkdoctor.bench.measure import BenchError
 from sparkdoctor.bench.workload import Workload, WorkloadError
 from sparkdoctor.errors import SparkdoctorError
@@ -186,7 +187,7 @@ def _url_toolchain(url: str, opts: Options, progress: Callable[[str], None]) -> 
     return session.unknown_toolchain(found["why"]), found["pid"]
 
 
-def bench_url(url: str, model: str | None, opts: Options) -> dict[str, Any]:
+def bench_url(url: str, model: str | None, opts: Options) -> RunDocument:
     ledger = _open_ledger(opts)
     with progress_line() as progress:
         toolchain, pid = _url_toolchain(url, opts, progress)
@@ -204,7 +205,7 @@ def bench_url(url: str, model: str | None, opts: Options) -> dict[str, Any]:
     if opts.model_dir is not None:
         _roofline(result, str(opts.model_dir), None)
     _store(ledger, result)
-    return session.envelope("run", {**result.to_dict(), "ledger": str(ledger.path) if ledger else None})
+    return RunDocument(result, str(ledger.path) if ledger else None)
 
 
 # ---- recipes ----------------------------------------------------------------------------------------
@@ -275,7 +276,7 @@ def _recipe_workload(recipe: Any, opts: Options) -> Workload:
         raise Failure(str(exc), EXIT_USAGE) from None
 
 
-def bench_recipe(path: Path, opts: Options) -> dict[str, Any]:
+def bench_recipe(path: Path, opts: Options) -> RunDocument:
     recipe = _load_recipe(path, opts)
     workload = _recipe_workload(recipe, opts)
     ledger = _open_ledger(opts)
@@ -287,7 +288,7 @@ def bench_recipe(path: Path, opts: Options) -> dict[str, Any]:
     model_dir, why = (str(opts.model_dir), None) if opts.model_dir is not None else recipe_model_dir(recipe)
     _roofline(result, model_dir, why)
     _store(ledger, result)
-    return session.envelope("run", {**result.to_dict(), "ledger": str(ledger.path) if ledger else None})
+    return RunDocument(result, str(ledger.path) if ledger else None)
 
 
 def _roofline(result: session.RunResult, model_dir: str | None, why: str | None) -> None:
@@ -298,7 +299,7 @@ def _roofline(result: session.RunResult, model_dir: str | None, why: str | None)
                                         roofline.kv_dtype_of(result.recipe.get("argv")))
 
 
-def bench_ab(path_a: Path, path_b: Path, opts: Options) -> dict[str, Any]:
+def bench_ab(path_a: Path, path_b: Path, opts: Options) -> ComparisonDocument:
     recipes = {"A": _load_recipe(path_a, opts), "B": _load_recipe(path_b, opts)}
     labels = {arm: r.name for arm, r in recipes.items()}
     if labels["A"] == labels["B"] and path_a != path_b:
@@ -328,16 +329,24 @@ def bench_ab(path_a: Path, path_b: Path, opts: Options) -> dict[str, Any]:
             ab.apply_calibration(levels, _calibration_floor(ledger, stored[0]), opts.min_effect)
         load_doc = ab.load_check(got["A"], got["B"], levels, opts.allow_load_difference)
         correct_doc = ab.correctness_check(got["A"], got["B"], levels)
-        doc = {"comparison_id": comparison_id, "a": labels["A"], "b": labels["B"], "order": order, "runs": stored,
-               "metric": ab.METRIC, "min_effect": opts.min_effect, "levels": levels, "verdict": ab.overall(levels),
-               "load": load_doc, "correctness": correct_doc,
-               "fingerprints": {arm: t.fingerprint for arm, t in toolchains.items()},
-               "ledger": str(ledger.path) if ledger else None}
+        doc = ComparisonDocument(comparison_id=comparison_id, a=labels["A"], b=labels["B"], order=order, runs=stored,
+                                 metric=ab.METRIC, min_effect=opts.min_effect, levels=levels, verdict=ab.overall(levels),
+                                 load=load_doc, correctness=correct_doc,
+                                 fingerprints={arm: t.fingerprint for arm, t in toolchains.items()},
+                                 ledger=str(ledger.path) if ledger else None)
         status = "complete"
-        return session.envelope("comparison", doc)
+        return doc
     finally:
         if ledger is not None and comparison_id is not None:
-            _ledger_call(ledger.finish_comparison, comparison_id, status, doc if status == "complete" else None)
+            _ledger_call(ledger.finish_comparison, comparison_id, status, _stored_result(doc) if status == "complete" else None)
+
+
+def _stored_result(doc: ComparisonDocument) -> dict[str, Any]:
+    """What the ledger keeps of a finished comparison (its row's result_json): the comparison's own keys."""
+    body = doc.to_json()
+    for key in ("schema", "bench_version", "kind"):
+        body.pop(key)
+    return body
 
 
 def _calibration_floor(ledger: Any, run_id: int) -> dict[int, dict[str, Any]]:
@@ -368,19 +377,21 @@ def _calibration_floor(ledger: Any, run_id: int) -> dict[int, dict[str, Any]]:
     return out
 
 
-def calibration(doc: dict[str, Any]) -> dict[str, Any]:
+def calibration(doc: ComparisonDocument) -> ComparisonDocument:
     """An A/A comparison of one recipe as a noise floor (issue 29): per level the launch-to-launch CV and the
     smallest effect 1, 3, 5 and 10 pairs would detect with 80% power under the verdict's rule. Its runs and the
     comparison are in the ledger like any A/B (keyed to the toolchain, recipe, model identity and load)."""
+    import dataclasses
+
     from sparkdoctor.bench.stats import min_detectable_effect
 
     levels = []
-    for lvl in doc["levels"]:
+    for lvl in doc.levels:
         cv = (lvl.get("noise") or {}).get("launch_cv")
         levels.append({"concurrency": lvl["concurrency"], "launch_cv": cv, "a": lvl["a"], "b": lvl["b"],
                        "aa_verdict": lvl["ratio"]["verdict"],
                        "mde": {str(k): (min_detectable_effect(k, cv) if cv is not None else None) for k in (1, 3, 5, 10)}})
-    return {**doc, "kind": "calibration", "calibration": levels}
+    return dataclasses.replace(doc, calibration=levels)
 
 
 def render(doc: dict[str, Any], console: Any = None) -> None:

@@ -104,7 +104,7 @@ def _measure(arms: dict[str, Arm], data: dict[str, Any], opts: Options) -> dict[
 
     recipes = {name: load_arm(arm, data.get("sets")) for name, arm in arms.items()}
     try:
-        return flow.bench_ab(recipes["A"], recipes["B"], _bench_options(data, opts))
+        return flow.bench_ab(recipes["A"], recipes["B"], _bench_options(data, opts)).to_json()
     except flow.Failure as exc:
         if exc.exit_code == EXIT_LEDGER:  # the ledger failed, not the measurement: the whole rerun stops, exit 5
             from sparkdoctor.conclusions.store import LedgerReadError

@@ -21,6 +21,22 @@ from sparkdoctor.exitcodes import (
     EXIT_USAGE,
 )
 from sparkdoctor.text import one_line
+from sparkdoctor.vocab import Word
+
+
+class StepKind(Word):
+    """What one plan step does to the target (Step.op): the key of the action that executes it
+    (sparkdoctor.fix.actions), of the journal's step rows and of the plan's rendering. The words are the plan's
+    JSON and journal values."""
+
+    edit = "edit"  # write a file's new text (a pin file, an env file, a recipe)
+    uninstall = "uninstall"  # remove these dists
+    install = "install"  # these requirements in one resolver call, with constraint lines
+    restore = "restore"  # force-reinstall exact versions, no dependencies
+
+    @property
+    def changes_packages(self) -> bool:
+        return self is not StepKind.edit
 
 
 class FixError(SparkdoctorError):
@@ -124,7 +140,7 @@ class Action(ABC):
               what the journal recorded. Reversal runs in reverse order; its errors are collected.
     describe() is what the plan shows."""
 
-    op: str
+    op: StepKind
     why: list[str]  # the finding ids that ask for it
 
     @abstractmethod

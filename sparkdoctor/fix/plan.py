@@ -24,7 +24,7 @@ from packaging.version import InvalidVersion, Version
 
 from sparkdoctor.fix import edits
 from sparkdoctor.fix.definitions import ActionSpec, FixDefinition
-from sparkdoctor.fix.interface import FixError, Installer, ResolutionError
+from sparkdoctor.fix.interface import FixError, Installer, ResolutionError, StepKind
 from sparkdoctor.fix.inventory import Inventory
 from sparkdoctor.fix.model import Plan, Step
 from sparkdoctor.fix.siblings import pinned_siblings
@@ -222,11 +222,11 @@ class Planner:
         res = self._dry_run([requirement], constraints, env, ignore_installed=True)
         installed_family = sorted(n for n in family if self.inv.get(n))
         fix, why = fam["fixes"][0], fam["why"]
-        self.plan.steps.append(Step("uninstall", fix, why, "reinstall-family", names=installed_family))
-        self.plan.steps.append(Step("install", fix, why, "reinstall-family", requirements=[requirement], constraints=constraints))
+        self.plan.steps.append(Step(StepKind.uninstall, fix, why, "reinstall-family", names=installed_family))
+        self.plan.steps.append(Step(StepKind.install, fix, why, "reinstall-family", requirements=[requirement], constraints=constraints))
         last = fam["last"]
         if last and last in res.installs:  # its files must win where the family's wheels share paths
-            self.plan.steps.append(Step("restore", fix, why, "reinstall-family", requirements=[f"{last}=={res.installs[last]}"]))
+            self.plan.steps.append(Step(StepKind.restore, fix, why, "reinstall-family", requirements=[f"{last}=={res.installs[last]}"]))
         changed = set(installed_family)
         for name in installed_family:
             self.plan.changes[name] = [self.inv.get(name).version, res.installs.get(name)]
@@ -272,7 +272,7 @@ class Planner:
             fix, why, kind = self.why[path]
             side = self.side_of.get(path, "host")
             row = self.sides[side].info([path], with_hash=True).get(path) or {}
-            plan.steps.append(Step("edit", fix, why, kind, path=path, old_sha256=row.get("sha256"), new_text=new,
+            plan.steps.append(Step(StepKind.edit, fix, why, kind, path=path, old_sha256=row.get("sha256"), new_text=new,
                                    diff=edits.line_diff(old, new), side=side))
             where = "" if side == "host" or self.local else f" in {self.sides[side].where}"
             if row.get("read_only_fs"):
@@ -291,14 +291,14 @@ class Planner:
             if self.exact_installs:
                 fix, why, kind = self.why["install"]
                 res = self._dry_run(self.exact_installs, [], env)
-                plan.steps.append(Step("install", fix, why, kind, requirements=list(self.exact_installs)))
+                plan.steps.append(Step(StepKind.install, fix, why, kind, requirements=list(self.exact_installs)))
                 for name, version in res.installs.items():
                     before = self.inv.get(name)
                     plan.changes[name] = [before.version if before else None, version]
                 plan.touched += sorted(res.installs)
         if self.uninstalls:
             fix, why, kind = self.why["uninstall"]
-            plan.steps.append(Step("uninstall", fix, why, kind, names=list(self.uninstalls)))
+            plan.steps.append(Step(StepKind.uninstall, fix, why, kind, names=list(self.uninstalls)))
             for name in self.uninstalls:
                 plan.changes[name] = [self.inv.get(name).version, None]
             plan.touched += self.uninstalls
@@ -312,7 +312,7 @@ class Planner:
             for group in (first, last):  # `last`: its files win the paths it shares with the others
                 if group:
                     fix, why, kind = self.why["restore:" + group[0]]
-                    plan.steps.append(Step("restore", fix, why, kind, requirements=[f"{n}=={self.restores[n]}" for n in group]))
+                    plan.steps.append(Step(StepKind.restore, fix, why, kind, requirements=[f"{n}=={self.restores[n]}" for n in group]))
             for name, version in self.restores.items():
                 plan.changes[name] = [version, version]
             plan.touched += sorted(self.restores)
@@ -322,7 +322,7 @@ class Planner:
 
     def _refuse(self) -> None:
         plan = self.plan
-        if not any(s.op != "edit" for s in plan.steps):
+        if not any(s.op.changes_packages for s in plan.steps):
             return
         if not self.inv.is_venv and not self.opts.system:
             plan.refusals.append(f"{self.inv.python} is a system interpreter, not a venv: changing its packages can break the OS's own tools (to allow it: --system)")

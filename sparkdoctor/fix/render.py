@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from sparkdoctor.fix.interface import StepKind
 from sparkdoctor.fix.model import Plan
 
 FIX_VERSION = 1
@@ -22,12 +23,12 @@ def plan_lines(plan: Plan) -> list[str]:
     if plan.steps:
         out.append("Steps, in order:")
     for i, s in enumerate(plan.steps, 1):
-        if s.op == "edit":
+        if s.op is StepKind.edit:
             out.append(f"  {i}. edit {s.path}  [{s.kind}]")
             out += [f"       {line}" for line in s.diff]
-        elif s.op == "uninstall":
+        elif s.op is StepKind.uninstall:
             out.append(f"  {i}. uninstall {' '.join(s.names)}  [{s.kind}]")
-        elif s.op == "install":
+        elif s.op is StepKind.install:
             extra = f" (with {len(s.constraints)} constraint lines: what installed packages require, the rest kept where it is)" if s.constraints else ""
             out.append(f"  {i}. install {' '.join(s.requirements)} in one resolver call{extra}  [{s.kind}]")
         elif s.kind == "reinstall-family":
@@ -67,14 +68,13 @@ def applied_lines(result: dict[str, Any]) -> list[str]:
     out.append(f"Findings gone: {', '.join(result['gone']) or 'none'}")
     out.append(f"Findings remaining: {', '.join(result['remaining']) or 'none'}")
     out.append(f"New findings: {', '.join(result['new']) or 'none'}")
-    out.append(f"Verdict after: {result['report_after'].verdict()}   (undo: sparkdoctor fix --rollback {result['journal']})")
+    out.append(f"Verdict after: {result['verdict_after']}   (undo: sparkdoctor fix --rollback {result['journal']})")
     return out
 
 
 def applied_json(result: dict[str, Any]) -> str:
-    body = {k: v for k, v in result.items() if k != "report_after"}
-    body["verdict_after"] = result["report_after"].verdict()
-    return json.dumps({"fix_version": FIX_VERSION, "mode": "apply", **body}, indent=2)
+    """`result`: pipeline.Applied.to_json() (verdict_after last)."""
+    return json.dumps({"fix_version": FIX_VERSION, "mode": "apply", **result}, indent=2)
 
 
 def rollback_lines(result: dict[str, Any]) -> list[str]:

@@ -18,6 +18,7 @@ from sparkdoctor.commands.matrix import MatrixCommand, run_list, run_show, run_v
 from sparkdoctor.errors import UsageError
 from sparkdoctor.result import Format, Result
 from sparkdoctor.vocab import Evidence, Outcome, Severity, Verdict
+from tests.contract import ledger_samples
 from tests.test_cli import snap
 from tests.test_render import ENTRIES, write_matrix
 
@@ -32,6 +33,7 @@ def samples(tmp_path) -> dict[str, Result]:
         "matrix-item": run_show(MatrixCommand(matrix, item_id=next(iter(ENTRIES)))),
         "matrix-validate": run_validate(MatrixCommand(matrix)),
         "fleet": _fleet_sample(),
+        **ledger_samples.samples(tmp_path),
     }
 
 
