@@ -33,6 +33,9 @@ VIEWS: dict[str, dict[Format, str]] = {
     # fix, bench, history, conclusions, rerun: each kind's JSON `kind` is its document's own (run, history-run, ...)
     "fix": D,
     "bench": D,
+    "history": D,
+    "conclusions": D,
+    "rerun": D,
     # fleet check
     "fleet": {Format.console: "sparkdoctor.fleet.render:fleet_view_console", Format.json: "sparkdoctor.fleet.render:fleet_view_json"},
 }

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from sparkdoctor.conclusions import outcome, staleness, store
+from sparkdoctor.conclusions.documents import RerunDone, RerunPlan
 from sparkdoctor.conclusions.model import Arm, ConclusionError
 from sparkdoctor.conclusions.toolchain import Toolchains
 from sparkdoctor.conclusions.workarounds import judge_all, load_arm, without
@@ -44,7 +45,7 @@ def _hash(recipe: Any) -> str:
     return recipe_hash(resolved_recipe(recipe))
 
 
-def plan(ledger: Any, matrix: Any, toolchains: Toolchains, names: tuple[str, ...] = ()) -> dict[str, Any]:
+def plan(ledger: Any, matrix: Any, toolchains: Toolchains, names: tuple[str, ...] = ()) -> RerunPlan:
     conclusions = store.latest(ledger)
     unknown = sorted(set(names) - {c.name for c in conclusions})
     if unknown:
@@ -72,7 +73,7 @@ def plan(ledger: Any, matrix: Any, toolchains: Toolchains, names: tuple[str, ...
                         **j.to_dict(),
                         "measured_by": _measured_by(statuses, recipe, j.workaround.key)}
                 items.append(item)
-    return {"conclusions": statuses, "workarounds": items}
+    return RerunPlan(statuses, items)
 
 
 def _measured_by(statuses: list[staleness.Status], recipe: Any, key: str) -> dict[str, Any] | None:
@@ -204,11 +205,11 @@ def _advice(shown: str, cost: list[dict[str, Any]]) -> str:
     return f"{shown} buys nothing measurable here ({head['without_over_with']:.2f}x without it): remove it"
 
 
-def execute(ledger: Any, planned: dict[str, Any], opts: Options, progress: Progress | None = None) -> dict[str, Any]:
+def execute(ledger: Any, planned: RerunPlan, opts: Options, progress: Progress | None = None) -> RerunDone:
     results: list[dict[str, Any]] = []
-    by_name: dict[str, Any] = {s.conclusion.name: s.conclusion.data.get("levels") or [] for s in planned["conclusions"]
+    by_name: dict[str, Any] = {s.conclusion.name: s.conclusion.data.get("levels") or [] for s in planned.conclusions
                                if s.state == "fresh"}
-    for status in planned["conclusions"]:
+    for status in planned.conclusions:
         if status.state != "stale":
             continue
         if not status.rerunnable:
@@ -226,7 +227,7 @@ def execute(ledger: Any, planned: dict[str, Any], opts: Options, progress: Progr
         by_name[status.conclusion.name] = res["new"].get("levels") or []
         results.append(res)
     measured = []
-    for item in planned["workarounds"]:
+    for item in planned.workarounds:
         if progress:
             progress(f"measuring {item['label']} with and without {item['workaround']}")
         try:
@@ -235,4 +236,4 @@ def execute(ledger: Any, planned: dict[str, Any], opts: Options, progress: Progr
             if isinstance(exc, LedgerError):
                 raise
             measured.append({**item, "cost": [], "advice": f"not measured: {exc}"})
-    return {"results": results, "workarounds": measured}
+    return RerunDone(results, measured)

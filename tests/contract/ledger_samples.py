@@ -20,11 +20,15 @@ def empty_ledger(tmp_path: Path) -> Path:
 
 
 def samples(tmp_path: Path) -> dict[str, Result]:
-    from sparkdoctor.commands import bench, fix
+    from sparkdoctor.commands import bench, conclusions, fix, history, rerun
 
+    ledger = empty_ledger(tmp_path)
     with serve(Style(delay=0.001)) as (url, _style):
-        benched = bench.run(bench.BenchCommand(url=url, no_store=True, **QUICK))
+        benched = bench.run(bench.BenchCommand(url=url, ledger=ledger, **QUICK))
     return {
         "fix": fix.run(fix.FixCommand(history=True)),
         "bench": benched,
+        "history": history.run(history.HistoryCommand(run_id=1, ledger=ledger)),
+        "conclusions": conclusions.run(conclusions.ConclusionsCommand(ledger=ledger)),
+        "rerun": rerun.run(rerun.RerunCommand(dry_run=True, ledger=ledger)),
     }
