@@ -4,7 +4,6 @@ sparkdoctor/render/documents.py renders them; sparkdoctor/fix/render.py draws th
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -32,8 +31,7 @@ class PlanDocument:
     """Print the plan on the console (an apply refused for a plan with steps prints only the refusal)."""
 
     def to_json(self) -> dict[str, Any]:
-        document: dict[str, Any] = json.loads(render.plan_json(self.plan, self.report))
-        return document
+        return render.plan_document(self.plan, self.report)
 
     def console_text(self, sink: Sink) -> str:
         if not self.shown:
@@ -50,11 +48,10 @@ class ApplyDocument:
     applied: Applied
 
     def to_json(self) -> dict[str, Any]:
-        document: dict[str, Any] = json.loads(render.applied_json(self.applied.to_json()))
-        return document
+        return render.mode_document("apply", self.applied.to_json())
 
     def console_text(self, sink: Sink) -> str:
-        return _text(render.plan_lines(self.plan) + render.applied_lines(self.applied.to_json()))
+        return _text(render.plan_lines(self.plan) + render.applied_lines(self.applied))
 
 
 @dataclass
@@ -62,11 +59,10 @@ class RollbackDocument:
     rolled_back: RolledBack
 
     def to_json(self) -> dict[str, Any]:
-        document: dict[str, Any] = json.loads(render.as_json("rollback", self.rolled_back.to_json()))
-        return document
+        return render.mode_document("rollback", self.rolled_back.to_json())
 
     def console_text(self, sink: Sink) -> str:
-        return _text(render.rollback_lines(self.rolled_back.to_json()))
+        return _text(render.rollback_lines(self.rolled_back))
 
 
 @dataclass
@@ -74,8 +70,7 @@ class HistoryDocument:
     rows: list[dict[str, Any]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
-        document: dict[str, Any] = json.loads(render.as_json("history", self.rows))
-        return document
+        return render.mode_document("history", self.rows)
 
     def console_text(self, sink: Sink) -> str:
         return _text(render.history_lines(self.rows))
@@ -86,8 +81,7 @@ class PruneDocument:
     pruned: Pruned
 
     def to_json(self) -> dict[str, Any]:
-        document: dict[str, Any] = json.loads(render.as_json("prune", self.pruned.to_json()))
-        return document
+        return render.mode_document("prune", self.pruned.to_json())
 
     def console_text(self, sink: Sink) -> str:
-        return _text(render.prune_lines(self.pruned.to_json()))
+        return _text(render.prune_lines(self.pruned))

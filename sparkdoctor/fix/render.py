@@ -1,14 +1,16 @@
 """The plan, the apply's outcome, a rollback and the history, for people (console) and for programs (JSON).
 
-JSON is versioned (`fix_version`) and is the only thing on stdout."""
+JSON is versioned (`fix_version`) and is the only thing on stdout (sparkdoctor/fix/documents.py puts it there)."""
 
 from __future__ import annotations
 
-import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sparkdoctor.fix.interface import StepKind
 from sparkdoctor.fix.model import Plan
+
+if TYPE_CHECKING:
+    from sparkdoctor.fix.pipeline import Applied, Pruned, RolledBack
 
 FIX_VERSION = 1
 
@@ -50,40 +52,43 @@ def plan_lines(plan: Plan) -> list[str]:
     return out
 
 
-def plan_json(plan: Plan, report: Any) -> str:
-    return json.dumps({"fix_version": FIX_VERSION, "mode": "plan", "plan": plan.to_dict(),
-                       "findings": sorted(f.id for f in report.findings), "verdict": report.verdict()}, indent=2)
+def plan_document(plan: Plan, report: Any) -> dict[str, Any]:
+    return {"fix_version": FIX_VERSION, "mode": "plan", "plan": plan.to_dict(),
+            "findings": sorted(f.id for f in report.findings), "verdict": report.verdict()}
 
 
-def applied_lines(result: dict[str, Any]) -> list[str]:
-    out = [f"Journal: {result['journal']}"]
-    out += [f"  done: {d}" for d in result["done"]]
-    if result.get("outside_restored"):
-        out.append(f"  compiled again (the installer changed them outside the plan): {', '.join(result['outside_restored'])}")
-    if result["error"]:
-        out.append(f"FAILED: {result['error']}")
-        if result["rolled_back"]:
-            v = result["rollback_verified"] or {}
+def applied_lines(result: Applied) -> list[str]:
+    out = [f"Journal: {result.journal}"]
+    out += [f"  done: {d}" for d in result.done]
+    if result.outside_restored:
+        out.append(f"  compiled again (the installer changed them outside the plan): {', '.join(result.outside_restored)}")
+    if result.error:
+        out.append(f"FAILED: {result.error}")
+        if result.rolled_back:
+            v = result.rollback_verified or {}
             out.append(f"Rolled back: {'package set and file bytes verified identical' if v.get('ok') else 'DIFFERENCES: ' + '; '.join(v.get('packages_differ', []) + v.get('files_differ', []))}")
-    out.append(f"Findings gone: {', '.join(result['gone']) or 'none'}")
-    out.append(f"Findings remaining: {', '.join(result['remaining']) or 'none'}")
-    out.append(f"New findings: {', '.join(result['new']) or 'none'}")
-    out.append(f"Verdict after: {result['verdict_after']}   (undo: sparkdoctor fix --rollback {result['journal']})")
+    out.append(f"Findings gone: {', '.join(result.gone) or 'none'}")
+    out.append(f"Findings remaining: {', '.join(result.remaining) or 'none'}")
+    out.append(f"New findings: {', '.join(result.new) or 'none'}")
+    out.append(f"Verdict after: {result.report_after.verdict()}   (undo: sparkdoctor fix --rollback {result.journal})")
     return out
 
 
-def applied_json(result: dict[str, Any]) -> str:
-    """`result`: pipeline.Applied.to_json() (verdict_after last)."""
-    return json.dumps({"fix_version": FIX_VERSION, "mode": "apply", **result}, indent=2)
+def mode_document(mode: str, body: Any) -> dict[str, Any]:
+    """The JSON of apply (`body`: pipeline.Applied.to_json(), its keys at the top) or of rollback, history and prune
+    (`body` under "result")."""
+    if mode == "apply":
+        return {"fix_version": FIX_VERSION, "mode": mode, **body}
+    return {"fix_version": FIX_VERSION, "mode": mode, "result": body}
 
 
-def rollback_lines(result: dict[str, Any]) -> list[str]:
-    out = [result["message"]]
-    v = result.get("verified") or {}
-    if result["status"] == "rolled back":
-        for name, version in sorted(result.get("restored_packages", {}).items()):
+def rollback_lines(result: RolledBack) -> list[str]:
+    out = [result.message]
+    v = result.verified or {}
+    if result.status == "rolled back":
+        for name, version in sorted((result.restored_packages or {}).items()):
             out.append(f"  restored {name} {version}")
-        for path in result.get("restored_files", []):
+        for path in result.restored_files or []:
             out.append(f"  restored {path}")
     for note in v.get("notes") or []:
         out.append(f"Note: {note}")
@@ -98,7 +103,7 @@ def rollback_lines(result: dict[str, Any]) -> list[str]:
     return out
 
 
-def size_text(n: int) -> str:
+def size_text(n: float) -> str:
     for unit in ("B", "KB", "MB", "GB"):
         if n < 1000 or unit == "GB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
@@ -114,13 +119,10 @@ def history_lines(rows: list[dict[str, Any]]) -> list[str]:
     return out
 
 
-def prune_lines(result: dict[str, Any]) -> list[str]:
-    out = [f"removed {r['journal']}  ({r['status']})" for r in result["removed"]]
-    out.append(f"Removed {len(result['removed'])} journal(s), freed {size_text(result['freed_bytes'])}.")
-    for r in result["kept_unsettled"]:
+def prune_lines(result: Pruned) -> list[str]:
+    out = [f"removed {r['journal']}  ({r['status']})" for r in result.removed]
+    out.append(f"Removed {len(result.removed)} journal(s), freed {size_text(result.freed_bytes)}.")
+    for r in result.kept_unsettled:
         out.append(f"Kept {r['journal']} ({r['status']}): its apply or rollback did not finish; settle it with `sparkdoctor fix --rollback {r['journal']}`")
     return out
 
-
-def as_json(mode: str, body: Any) -> str:
-    return json.dumps({"fix_version": FIX_VERSION, "mode": mode, "result": body}, indent=2)
