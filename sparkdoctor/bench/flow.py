@@ -1,6 +1,6 @@
 """What `sparkdoctor bench` does for each of its three forms (--url, RECIPE, RECIPE --vs RECIPE_B),
 from parsed options to the result document; every way it can fail becomes a Failure with one line
-and an exit code (nothing stored when a measurement did not finish)."""
+whose class carries its exit code (sparkdoctor/bench/failures.py; nothing stored when a measurement did not finish)."""
 
 from __future__ import annotations
 
@@ -13,25 +13,17 @@ from typing import Any
 
 from sparkdoctor.bench import ab, session
 from sparkdoctor.bench.document import ComparisonDocument, RunDocument
+from sparkdoctor.bench.failures import (
+    BadBenchInput,
+    RunFailed,
+    StoreFailed,
+    ToolchainUnreadable,
+)
+from sparkdoctor.bench.failures import (
+    Failure as Failure,  # what callers catch (rerun, tests)
+)
 from sparkdoctor.bench.measure import BenchError
 from sparkdoctor.bench.workload import Workload, WorkloadError
-from sparkdoctor.errors import SparkdoctorError
-from sparkdoctor.exitcodes import (
-    EXIT_BENCH_FAILED,
-    EXIT_LEDGER,
-    EXIT_UNPROBEABLE,
-    EXIT_USAGE,
-)
-
-
-class Failure(SparkdoctorError):
-    """A bench run that cannot go on; the exit code is the raiser's (usage, target, launch or ledger)."""
-
-    code = "bench"
-
-    def __init__(self, message: str, exit_code: int):
-        super().__init__(message)
-        self.exit_code = exit_code
 
 
 @dataclass
@@ -60,7 +52,7 @@ def parse_overrides(given: dict[str, Any]) -> dict[str, Any]:
         try:
             out["concurrency"] = tuple(int(x) for x in conc.split(","))
         except ValueError:
-            raise Failure(f"--concurrency {conc}: give whole numbers separated by commas, e.g. 1,4", EXIT_USAGE) from None
+            raise BadBenchInput(f"--concurrency {conc}: give whole numbers separated by commas, e.g. 1,4") from None
     workload_from(None, **out)  # a bad value fails here, before anything starts
     return out
 
@@ -69,7 +61,7 @@ def workload_from(base: dict[str, Any] | None = None, **cli: Any) -> Workload:
     try:
         return Workload.from_dict(dict(base or {}), **cli)
     except (WorkloadError, TypeError) as exc:
-        raise Failure(str(exc), EXIT_USAGE) from None
+        raise BadBenchInput(str(exc)) from None
 
 
 PLAIN_PROGRESS_AFTER_S = 15.0  # a plain progress line only once a command has run this long (env overrides)
@@ -125,7 +117,7 @@ def _open_ledger(opts: Options):
     try:
         return Ledger(opts.ledger)
     except LedgerError as exc:
-        raise Failure(str(exc), EXIT_LEDGER) from None
+        raise StoreFailed(str(exc)) from None
 
 
 def _ledger_call(fn: Callable[..., Any], *args: Any) -> Any:
@@ -135,7 +127,7 @@ def _ledger_call(fn: Callable[..., Any], *args: Any) -> Any:
     try:
         return fn(*args)
     except LedgerError as exc:
-        raise Failure(str(exc), EXIT_LEDGER) from None
+        raise StoreFailed(str(exc)) from None
 
 
 def _store(ledger, result: session.RunResult, comparison_id: int | None = None) -> None:
@@ -146,7 +138,7 @@ def _store(ledger, result: session.RunResult, comparison_id: int | None = None) 
     try:
         session.store(ledger, result, comparison_id)
     except LedgerError as exc:
-        raise Failure(str(exc), EXIT_LEDGER) from None
+        raise StoreFailed(str(exc)) from None
 
 
 def _toolchain(python: str | None, progress: Callable[[str], None]) -> session.Toolchain:
@@ -155,7 +147,7 @@ def _toolchain(python: str | None, progress: Callable[[str], None]) -> session.T
     try:
         target = resolve_python_target(python)
     except TargetError as exc:
-        raise Failure(str(exc), EXIT_UNPROBEABLE) from None
+        raise ToolchainUnreadable(str(exc)) from None
     progress(f"collecting the toolchain facts of {target.python}")
     return session.collect_toolchain(target)
 
@@ -195,7 +187,7 @@ def bench_url(url: str, model: str | None, opts: Options) -> RunDocument:
         try:
             info, m = session.measure_url(url, model, workload_from(None, **opts.overrides), progress)
         except BenchError as exc:
-            raise Failure(str(exc), EXIT_BENCH_FAILED) from None
+            raise RunFailed(str(exc)) from None
         after = session.machine_load(None, exclude={pid} if pid else None)
         if opts.model_dir is not None and toolchain.fingerprint != session.UNKNOWN:
             toolchain = session.with_model(toolchain, str(opts.model_dir))
@@ -217,7 +209,7 @@ def _load_recipe(path: Path, opts: Options) -> Any:
     try:
         return load(path, opts.sets)
     except RecipeError as exc:
-        raise Failure(str(exc), EXIT_USAGE) from None
+        raise BadBenchInput(str(exc)) from None
 
 
 def _target_python(recipe: Any, opts: Options) -> str | None:
@@ -228,7 +220,7 @@ def _target_python(recipe: Any, opts: Options) -> str | None:
         try:
             return resolve_python_target(opts.python).python  # absolute: the server runs in its own folder
         except TargetError as exc:
-            raise Failure(str(exc), EXIT_UNPROBEABLE) from None
+            raise ToolchainUnreadable(str(exc)) from None
     found = session.python_of_command([str(a) for a in recipe.argv])
     return str(found) if found else None
 
@@ -252,9 +244,9 @@ def _launch_and_measure(recipe: Any, workload: Workload, toolchain, opts: Option
         return session.run_recipe(recipe, workload, toolchain, _run_dir(recipe.name), opts.ready_timeout, progress, arm,
                                   python=python, local=opts.local, runtime=opts.runtime, correctness=opts.correctness)
     except BenchError as exc:
-        raise Failure(f"{recipe.name}: {exc}", EXIT_BENCH_FAILED) from None
+        raise RunFailed(f"{recipe.name}: {exc}") from None
     except LaunchError as exc:
-        raise Failure(str(exc), EXIT_BENCH_FAILED) from None
+        raise RunFailed(str(exc)) from None
 
 
 def _mods_gate(recipe: Any, python: str | None, opts: Options, progress: Callable[[str], None]) -> None:
@@ -263,7 +255,7 @@ def _mods_gate(recipe: Any, python: str | None, opts: Options, progress: Callabl
 
     refusal = launch_gate(recipe, python, opts.local, progress)
     if refusal:
-        raise Failure(refusal, EXIT_BENCH_FAILED)
+        raise RunFailed(refusal)
 
 
 def _recipe_workload(recipe: Any, opts: Options) -> Workload:
@@ -273,7 +265,7 @@ def _recipe_workload(recipe: Any, opts: Options) -> Workload:
     try:
         return from_recipe(recipe.workload, f"recipe {recipe.source_path}", **opts.overrides)
     except WorkloadError as exc:
-        raise Failure(str(exc), EXIT_USAGE) from None
+        raise BadBenchInput(str(exc)) from None
 
 
 def bench_recipe(path: Path, opts: Options) -> RunDocument:
@@ -392,16 +384,3 @@ def calibration(doc: ComparisonDocument) -> ComparisonDocument:
                        "aa_verdict": lvl["ratio"]["verdict"],
                        "mde": {str(k): (min_detectable_effect(k, cv) if cv is not None else None) for k in (1, 3, 5, 10)}})
     return dataclasses.replace(doc, calibration=levels)
-
-
-def render(doc: dict[str, Any], console: Any = None) -> None:
-    from sparkdoctor.bench import render as r
-
-    console = console or r.console()
-    if doc["kind"] == "calibration":
-        r.render_comparison(console, doc)
-        r.render_calibration(console, doc)
-    elif doc["kind"] == "comparison":
-        r.render_comparison(console, doc)
-    else:
-        r.render_run(console, doc)

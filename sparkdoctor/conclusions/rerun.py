@@ -22,7 +22,6 @@ from sparkdoctor.conclusions.documents import RerunDone, RerunPlan
 from sparkdoctor.conclusions.model import Arm, ConclusionError
 from sparkdoctor.conclusions.toolchain import Toolchains
 from sparkdoctor.conclusions.workarounds import judge_all, load_arm, without
-from sparkdoctor.exitcodes import EXIT_LEDGER
 from sparkdoctor.ledger.schema import LedgerError
 
 RERUN_VERSION = 1
@@ -102,12 +101,13 @@ def _bench_options(data: dict[str, Any], opts: Options) -> Any:
 
 def _measure(arms: dict[str, Arm], data: dict[str, Any], opts: Options) -> dict[str, Any]:
     from sparkdoctor.bench import flow
+    from sparkdoctor.bench.failures import StoreFailed
 
     recipes = {name: load_arm(arm, data.get("sets")) for name, arm in arms.items()}
     try:
         return flow.bench_ab(recipes["A"], recipes["B"], _bench_options(data, opts)).to_json()
     except flow.Failure as exc:
-        if exc.exit_code == EXIT_LEDGER:  # the ledger failed, not the measurement: the whole rerun stops, exit 5
+        if isinstance(exc, StoreFailed):  # the ledger failed, not the measurement: the whole rerun stops, exit 5
             from sparkdoctor.conclusions.store import LedgerReadError
 
             raise LedgerReadError(str(exc)) from None

@@ -98,9 +98,14 @@ def test_bench_refuses_bad_option_combinations_before_any_server_is_reached(opti
 
 
 def test_bench_against_a_server_that_is_not_there_is_a_bench_failure():
-    with pytest.raises(SparkdoctorError) as info:
+    from sparkdoctor.bench.failures import BadBenchInput, RunFailed
+
+    with pytest.raises(RunFailed) as info:
         bench.run(bench.BenchCommand(url="http://127.0.0.1:1", no_store=True, **QUICK))
-    assert info.value.exit_code == EXIT_BENCH_FAILED
+    assert info.value.exit_code == EXIT_BENCH_FAILED and info.value.to_dict()["code"] == "bench"
+    with pytest.raises(BadBenchInput, match="--concurrency 1,x: give whole numbers") as bad:
+        bench.run(bench.BenchCommand(url="http://127.0.0.1:1", concurrency="1,x"))
+    assert bad.value.exit_code == EXIT_USAGE
 
 
 def test_history_conclusions_and_rerun_run_without_typer_on_an_empty_ledger(tmp_path):
