@@ -12,7 +12,7 @@ from sparkdoctor.fix.model import Plan
 
 if TYPE_CHECKING:
     from sparkdoctor.emit import Sink
-    from sparkdoctor.fix.pipeline import Applied, Pruned, RolledBack
+    from sparkdoctor.fix.pipeline import Applied, JournalRow, Pruned, RolledBack
 
 
 def _text(lines: list[str]) -> str:
@@ -67,10 +67,10 @@ class RollbackDocument:
 
 @dataclass
 class HistoryDocument:
-    rows: list[dict[str, Any]] = field(default_factory=list)
+    rows: list[JournalRow] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
-        return render.mode_document("history", self.rows)
+        return render.mode_document("history", [r.to_json() for r in self.rows])
 
     def console_text(self, sink: Sink) -> str:
         return _text(render.history_lines(self.rows))

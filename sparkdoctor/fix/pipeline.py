@@ -186,14 +186,30 @@ def rollback(target_for: Callable[[dict[str, Any]], Any], ident: str | None) -> 
                       restored_files=[r["path"] for r in journal.data["files"]])
 
 
-def _row(j: jr.Journal) -> dict[str, Any]:
+@dataclass
+class JournalRow:
+    """One fix journal as `fix --history` lists it."""
+
+    journal: str
+    status: str
+    created: str | None
+    target: str | None
+    fixes: list[str]
+    bytes: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"journal": self.journal, "status": self.status, "created": self.created, "target": self.target,
+                "fixes": self.fixes, "bytes": self.bytes}
+
+
+def _row(j: jr.Journal) -> JournalRow:
     plan = j.data.get("plan") or {}
-    return {"journal": j.id, "status": "damaged" if j.damaged else j.status(), "created": j.data.get("created"),
-            "target": inv_mod.target_label(j.data["target"]) if j.data.get("target") else None,
-            "fixes": [f["id"] for f in plan.get("fixes", [])], "bytes": j.size()}
+    return JournalRow(journal=j.id, status="damaged" if j.damaged else j.status(), created=j.data.get("created"),
+                      target=inv_mod.target_label(j.data["target"]) if j.data.get("target") else None,
+                      fixes=[f["id"] for f in plan.get("fixes", [])], bytes=j.size())
 
 
-def history() -> list[dict[str, Any]]:
+def history() -> list[JournalRow]:
     return [_row(j) for j in jr.history()]
 
 
@@ -202,11 +218,12 @@ class Pruned:
     """What `fix --prune` removed, what it kept because it is not settled, and the bytes freed."""
 
     removed: list[dict[str, Any]]
-    kept_unsettled: list[dict[str, Any]]
+    kept_unsettled: list[JournalRow]
     freed_bytes: int
 
     def to_json(self) -> dict[str, Any]:
-        return {"removed": self.removed, "kept_unsettled": self.kept_unsettled, "freed_bytes": self.freed_bytes}
+        return {"removed": self.removed, "kept_unsettled": [r.to_json() for r in self.kept_unsettled],
+                "freed_bytes": self.freed_bytes}
 
 
 def prune(keep: int | None, older_than_s: float | None) -> Pruned:

@@ -10,7 +10,7 @@ from sparkdoctor.fix.interface import StepKind
 from sparkdoctor.fix.model import Plan
 
 if TYPE_CHECKING:
-    from sparkdoctor.fix.pipeline import Applied, Pruned, RolledBack
+    from sparkdoctor.fix.pipeline import Applied, JournalRow, Pruned, RolledBack
 
 FIX_VERSION = 1
 
@@ -111,11 +111,11 @@ def size_text(n: float) -> str:
     return f"{n} B"  # pragma: no cover
 
 
-def history_lines(rows: list[dict[str, Any]]) -> list[str]:
+def history_lines(rows: list[JournalRow]) -> list[str]:
     if not rows:
         return ["No fix journals yet."]
-    out = [f"{r['journal']}  {r['status']:<20} {size_text(r.get('bytes') or 0):>9}  {', '.join(r['fixes']) or '-'}  {r['target'] or ''}" for r in rows]
-    out.append(f"{len(rows)} journal(s), {size_text(sum(r.get('bytes') or 0 for r in rows))} (remove old ones: sparkdoctor fix --prune --keep N)")
+    out = [f"{r.journal}  {r.status:<20} {size_text(r.bytes or 0):>9}  {', '.join(r.fixes) or '-'}  {r.target or ''}" for r in rows]
+    out.append(f"{len(rows)} journal(s), {size_text(sum(r.bytes or 0 for r in rows))} (remove old ones: sparkdoctor fix --prune --keep N)")
     return out
 
 
@@ -123,6 +123,6 @@ def prune_lines(result: Pruned) -> list[str]:
     out = [f"removed {r['journal']}  ({r['status']})" for r in result.removed]
     out.append(f"Removed {len(result.removed)} journal(s), freed {size_text(result.freed_bytes)}.")
     for r in result.kept_unsettled:
-        out.append(f"Kept {r['journal']} ({r['status']}): its apply or rollback did not finish; settle it with `sparkdoctor fix --rollback {r['journal']}`")
+        out.append(f"Kept {r.journal} ({r.status}): its apply or rollback did not finish; settle it with `sparkdoctor fix --rollback {r.journal}`")
     return out
 
