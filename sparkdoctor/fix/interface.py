@@ -39,6 +39,22 @@ class StepKind(Word):
         return self is not StepKind.edit
 
 
+class ActionKind(Word):
+    """The fixed vocabulary of a fix file's actions (fixes/<id>.toml `kind`; sparkdoctor.fix.definitions checks each
+    one's fields): what the plan builder turns into steps, and the word each step carries (Step.kind) into the plan's
+    JSON, the journal and the rendering."""
+
+    install = "install"
+    uninstall = "uninstall"
+    reinstall_family = "reinstall-family"
+    restore_files = "restore-files"
+    pin = "pin"
+    set_env = "set-env"
+    unset_env = "unset-env"
+    add_flag = "add-flag"
+    drop_flag = "drop-flag"
+
+
 class FixError(SparkdoctorError):
     """Why `fix` cannot go on, in one line."""
 

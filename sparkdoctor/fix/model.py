@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from sparkdoctor.fix.interface import StepKind
+from sparkdoctor.fix.interface import ActionKind, StepKind
 
 PLAN_VERSION = 1
 
@@ -22,7 +22,7 @@ class Step:
     op: StepKind
     fix: str
     why: list[str]
-    kind: str  # the vocabulary word that asked for it
+    kind: ActionKind  # the fix file's action that asked for it
     path: str | None = None
     old_sha256: str | None = None
     new_text: str | None = None
@@ -67,5 +67,5 @@ class Plan:
 
 
 def step_of(data: dict[str, Any]) -> Step:
-    """A Step from its JSON (a plan, a journal); ValueError when `op` names no StepKind."""
-    return Step(**{**data, "op": StepKind(data.get("op"))})
+    """A Step from its JSON (a plan, a journal); ValueError when `op` names no StepKind or `kind` no ActionKind."""
+    return Step(**{**data, "op": StepKind(data.get("op")), "kind": ActionKind(data.get("kind"))})

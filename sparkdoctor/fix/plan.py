@@ -24,7 +24,13 @@ from packaging.version import InvalidVersion, Version
 
 from sparkdoctor.fix import edits
 from sparkdoctor.fix.definitions import ActionSpec, FixDefinition
-from sparkdoctor.fix.interface import FixError, Installer, ResolutionError, StepKind
+from sparkdoctor.fix.interface import (
+    ActionKind,
+    FixError,
+    Installer,
+    ResolutionError,
+    StepKind,
+)
 from sparkdoctor.fix.inventory import Inventory
 from sparkdoctor.fix.model import Plan, Step
 from sparkdoctor.fix.siblings import pinned_siblings
@@ -67,7 +73,7 @@ class Planner:
         self.restore_last: set[str] = set()
         self.exact_installs: list[str] = []
         self.uninstalls: list[str] = []
-        self.why: dict[str, tuple[str, list[str], str]] = {}
+        self.why: dict[str, tuple[str, list[str], ActionKind]] = {}
 
     # ---- files --------------------------------------------------------------------------------
     def _text(self, path: Path, side: str = "host") -> str:
@@ -80,7 +86,7 @@ class Planner:
             self.side_of[key] = side
         return self.texts[key]
 
-    def _edit(self, path: Path, new: str, fix: str, why: list[str], kind: str) -> None:
+    def _edit(self, path: Path, new: str, fix: str, why: list[str], kind: ActionKind) -> None:
         self.texts[str(path)] = new
         self.why[str(path)] = (fix, why, kind)
 
@@ -95,8 +101,12 @@ class Planner:
     def add(self, fix: FixDefinition, why: list[str]) -> None:
         self.plan.fixes.append({"id": fix.id, "title": fix.title, "findings": why})
         self.plan.checks_after += [w for w in why if w not in self.plan.checks_after]
+        planners = {ActionKind.pin: self._pin, ActionKind.unset_env: self._unset_env, ActionKind.set_env: self._set_env,
+                    ActionKind.add_flag: self._add_flag, ActionKind.drop_flag: self._drop_flag,
+                    ActionKind.install: self._install, ActionKind.uninstall: self._uninstall,
+                    ActionKind.reinstall_family: self._reinstall_family, ActionKind.restore_files: self._restore_files}
         for action in fix.actions:
-            getattr(self, "_" + action.kind.replace("-", "_"))(action, fix.id, why)
+            planners[action.kind](action, fix.id, why)
 
     def _pin(self, a: ActionSpec, fix: str, why: list[str]) -> None:
         package = canonicalize_name(a.fields["package"])
@@ -222,11 +232,11 @@ class Planner:
         res = self._dry_run([requirement], constraints, env, ignore_installed=True)
         installed_family = sorted(n for n in family if self.inv.get(n))
         fix, why = fam["fixes"][0], fam["why"]
-        self.plan.steps.append(Step(StepKind.uninstall, fix, why, "reinstall-family", names=installed_family))
-        self.plan.steps.append(Step(StepKind.install, fix, why, "reinstall-family", requirements=[requirement], constraints=constraints))
+        self.plan.steps.append(Step(StepKind.uninstall, fix, why, ActionKind.reinstall_family, names=installed_family))
+        self.plan.steps.append(Step(StepKind.install, fix, why, ActionKind.reinstall_family, requirements=[requirement], constraints=constraints))
         last = fam["last"]
         if last and last in res.installs:  # its files must win where the family's wheels share paths
-            self.plan.steps.append(Step(StepKind.restore, fix, why, "reinstall-family", requirements=[f"{last}=={res.installs[last]}"]))
+            self.plan.steps.append(Step(StepKind.restore, fix, why, ActionKind.reinstall_family, requirements=[f"{last}=={res.installs[last]}"]))
         changed = set(installed_family)
         for name in installed_family:
             self.plan.changes[name] = [self.inv.get(name).version, res.installs.get(name)]
@@ -366,7 +376,7 @@ def hash_names(findings: list[Any], definitions: dict[str, FixDefinition]) -> li
     names: list[str] = []
     for fix, _ in wanted_fixes(findings, definitions):
         for a in fix.actions:
-            if a.kind == "restore-files":
+            if a.kind is ActionKind.restore_files:
                 names += [n for n in a.fields["packages"] if n not in names]
     return names
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from sparkdoctor.fix.interface import StepKind
+from sparkdoctor.fix.interface import ActionKind, StepKind
 from sparkdoctor.fix.model import Plan
 
 if TYPE_CHECKING:
@@ -33,7 +33,7 @@ def plan_lines(plan: Plan) -> list[str]:
         elif s.op is StepKind.install:
             extra = f" (with {len(s.constraints)} constraint lines: what installed packages require, the rest kept where it is)" if s.constraints else ""
             out.append(f"  {i}. install {' '.join(s.requirements)} in one resolver call{extra}  [{s.kind}]")
-        elif s.kind == "reinstall-family":
+        elif s.kind is ActionKind.reinstall_family:
             out.append(f"  {i}. reinstall {' '.join(s.requirements)} last, by itself, no dependencies: its files win the paths the family's wheels share  [{s.kind}]")
         else:
             out.append(f"  {i}. reinstall {' '.join(s.requirements)} from the registry, no dependencies  [{s.kind}]")

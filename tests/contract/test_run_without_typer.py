@@ -67,6 +67,10 @@ def test_step_kinds_are_the_plan_json_words_and_a_journal_with_another_is_refuse
     data = json.loads(json.dumps(plan.to_dict()))
     assert data["steps"][0]["op"] == "uninstall" and Plan.from_dict(data).steps[0].op is StepKind.uninstall
     assert StepKind.values() == ("edit", "uninstall", "install", "restore")
+    from sparkdoctor.fix.definitions import VOCABULARY
+    from sparkdoctor.fix.interface import ActionKind
+
+    assert list(VOCABULARY) == list(ActionKind) and Plan.from_dict(data).steps[0].kind is ActionKind.reinstall_family
     assert [k.changes_packages for k in StepKind] == [False, True, True, True]
     data["steps"][0]["op"] = "format-disk"
     with pytest.raises(JournalError, match=r"plan\.steps\[0\]\.op"):
