@@ -180,3 +180,17 @@ def test_every_verb_here_takes_output_on_the_command_line(tmp_path):
     p = subprocess.run([sys.executable, "-m", "sparkdoctor", "bench", "--url", "http://127.0.0.1:9", "-o", ""],
                        capture_output=True, text=True, env=env, timeout=120)
     assert p.returncode == EXIT_USAGE and "--output '': give a file name" in p.stderr
+
+
+def test_history_html_writes_the_page_and_answers_with_what_it_holds(tmp_path):
+    ledger = empty_ledger(tmp_path)
+    page = tmp_path / "h.html"
+    result = history.run(history.HistoryCommand(html=str(page), ledger=ledger))
+    doc = result.data.to_json()
+    assert (doc["kind"], doc["html"], doc["runs"], doc["changes"]) == ("history-html", str(page), 0, 0)
+    assert doc["bytes"] == len(page.read_bytes()) and page.read_text().lstrip().lower().startswith("<!doctype html")
+    assert emit(result, Format.console) == 0
+    with pytest.raises(UsageError, match="--html '': give a file name"):
+        history.run(history.HistoryCommand(html="", ledger=ledger))
+    with pytest.raises(UsageError, match="no RUN_ID or --compare"):
+        history.run(history.HistoryCommand(html=str(page), run_id=1, ledger=ledger))
