@@ -145,6 +145,10 @@ class Installer(ABC):
     @abstractmethod
     def download(self, requirements: list[str], dest: str) -> dict[str, str | None]: ...
 
+    def describe(self) -> str:
+        """The installer as the plan names it (pip with its version, uv, a container's pip)."""
+        return self.name
+
 
 class Action(ABC):
     """One planned change, with conda's contract (core/path_actions.py), called in this order:

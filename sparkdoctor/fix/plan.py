@@ -239,7 +239,8 @@ class Planner:
             self.plan.steps.append(Step(StepKind.restore, fix, why, ActionKind.reinstall_family, requirements=[f"{last}=={res.installs[last]}"]))
         changed = set(installed_family)
         for name in installed_family:
-            self.plan.changes[name] = [self.inv.get(name).version, res.installs.get(name)]
+            installed = self.inv.get(name)  # the family's installed members: found by construction
+            self.plan.changes[name] = [installed.version if installed else None, res.installs.get(name)]
         for name, version in res.installs.items():
             before = self.inv.get(name)
             if name in family or before is None or before.version != version:
@@ -310,7 +311,8 @@ class Planner:
             fix, why, kind = self.why["uninstall"]
             plan.steps.append(Step(StepKind.uninstall, fix, why, kind, names=list(self.uninstalls)))
             for name in self.uninstalls:
-                plan.changes[name] = [self.inv.get(name).version, None]
+                installed = self.inv.get(name)  # uninstalls are installed dists by construction
+                plan.changes[name] = [installed.version if installed else None, None]
             plan.touched += self.uninstalls
         for name in sorted(self.restores):
             if any(name in key for key in self.families):  # a clean reinstall writes all its files fresh
