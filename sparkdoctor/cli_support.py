@@ -36,18 +36,17 @@ _warn = warn
 
 
 def open_ledger(path):
-    """The ledger a reading command (history, conclusions, rerun) works on, or Fatal with one line (exit 5). A
-    ledger that does not exist is refused, never created: a mistyped --ledger must not read as "nothing here"."""
-    from sparkdoctor.exitcodes import EXIT_LEDGER
+    """The ledger a reading command (history, conclusions, rerun) works on, or LedgerFailure with one line (exit 5).
+    A ledger that does not exist is refused, never created: a mistyped --ledger must not read as "nothing here"."""
+    from sparkdoctor.errors import LedgerFailure
     from sparkdoctor.ledger import Ledger, default_path
 
     path = path or default_path()
     if not path.exists():
-        raise Fatal(f"ledger {path}: no such file (run `sparkdoctor bench` first, or pass --ledger)", EXIT_LEDGER)
+        raise LedgerFailure(f"ledger {path}: no such file (run `sparkdoctor bench` first, or pass --ledger)")
     if path.is_file() and path.stat().st_size == 0 and not path.with_name(path.name + "-wal").exists():
         # sqlite would take it for a new database and write a schema into it: not ours to write, and no ledger
-        raise Fatal(f"ledger {path}: an empty file, not a ledger (run `sparkdoctor bench` first, or pass --ledger)",
-                    EXIT_LEDGER)
+        raise LedgerFailure(f"ledger {path}: an empty file, not a ledger (run `sparkdoctor bench` first, or pass --ledger)")
     return Ledger(path)  # a LedgerError is exit 5 by itself
 
 

@@ -18,6 +18,8 @@ if TYPE_CHECKING:
     from sparkdoctor.emit import Sink
 
 V = "sparkdoctor.render.views"
+D = {Format.console: "sparkdoctor.render.documents:document_console", Format.json: "sparkdoctor.render.documents:document_json"}
+"""The documents that render themselves (sparkdoctor/render/documents.py)."""
 
 VIEWS: dict[str, dict[Format, str]] = {
     # check
@@ -28,6 +30,12 @@ VIEWS: dict[str, dict[Format, str]] = {
     "matrix-list": {Format.console: f"{V}:matrix_list_console", Format.json: f"{V}:matrix_list_json"},
     "matrix-item": {Format.console: f"{V}:matrix_item_console", Format.json: f"{V}:matrix_item_json"},
     "matrix-validate": {Format.console: f"{V}:matrix_validate_console", Format.json: f"{V}:matrix_validate_json"},
+    # fix, bench, history, conclusions, rerun: each kind's JSON `kind` is its document's own (run, history-run, ...)
+    "fix": D,
+    "bench": D,
+    "history": D,
+    "conclusions": D,
+    "rerun": D,
     # fleet check
     "fleet": {Format.console: "sparkdoctor.fleet.render:fleet_view_console", Format.json: "sparkdoctor.fleet.render:fleet_view_json"},
     # audit, diff, explain

@@ -12,7 +12,7 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 REPO = Path(__file__).resolve().parents[1]
-RATCHET = 50  # modules mypy does not check yet (2026-11-26): lower it when one passes, never raise it
+RATCHET = 42  # modules mypy does not check yet (2026-11-26): lower it when one passes, never raise it
 
 
 def _mypy_overrides() -> list[dict]:

@@ -147,6 +147,6 @@ def apply_calibration(levels: list[dict[str, Any]], floor: dict[int, dict[str, A
         cal = floor.get(lvl["concurrency"])
         if lvl["ratio"].get("pairs") != 1 or not cal or not lvl["a"] or not lvl["b"]:
             continue
-        ratio = calibrated_ratio(lvl["a"][0], lvl["b"][0], cal["launch_cv"], cal["df"], min_effect).to_dict()
-        ratio["calibration"] = cal
+        ratio: dict[str, Any] = {**calibrated_ratio(lvl["a"][0], lvl["b"][0], cal["launch_cv"], cal["df"], min_effect).to_dict(),
+                                 "calibration": cal}
         lvl["ratio"] = ratio

@@ -1,6 +1,6 @@
 """What `sparkdoctor bench` does for each of its three forms (--url, RECIPE, RECIPE --vs RECIPE_B),
 from parsed options to the result document; every way it can fail becomes a Failure with one line
-and an exit code (nothing stored when a measurement did not finish)."""
+whose class carries its exit code (sparkdoctor/bench/failures.py; nothing stored when a measurement did not finish)."""
 
 from __future__ import annotations
 
@@ -12,25 +12,18 @@ from pathlib import Path
 from typing import Any
 
 from sparkdoctor.bench import ab, session
+from sparkdoctor.bench.document import ComparisonDocument, RunDocument
+from sparkdoctor.bench.failures import (
+    BadBenchInput,
+    RunFailed,
+    StoreFailed,
+    ToolchainUnreadable,
+)
+from sparkdoctor.bench.failures import (
+    Failure as Failure,  # what callers catch (rerun, tests)
+)
 from sparkdoctor.bench.measure import BenchError
 from sparkdoctor.bench.workload import Workload, WorkloadError
-from sparkdoctor.errors import SparkdoctorError
-from sparkdoctor.exitcodes import (
-    EXIT_BENCH_FAILED,
-    EXIT_LEDGER,
-    EXIT_UNPROBEABLE,
-    EXIT_USAGE,
-)
-
-
-class Failure(SparkdoctorError):
-    """A bench run that cannot go on; the exit code is the raiser's (usage, target, launch or ledger)."""
-
-    code = "bench"
-
-    def __init__(self, message: str, exit_code: int):
-        super().__init__(message)
-        self.exit_code = exit_code
 
 
 @dataclass
@@ -59,7 +52,7 @@ def parse_overrides(given: dict[str, Any]) -> dict[str, Any]:
         try:
             out["concurrency"] = tuple(int(x) for x in conc.split(","))
         except ValueError:
-            raise Failure(f"--concurrency {conc}: give whole numbers separated by commas, e.g. 1,4", EXIT_USAGE) from None
+            raise BadBenchInput(f"--concurrency {conc}: give whole numbers separated by commas, e.g. 1,4") from None
     workload_from(None, **out)  # a bad value fails here, before anything starts
     return out
 
@@ -68,7 +61,7 @@ def workload_from(base: dict[str, Any] | None = None, **cli: Any) -> Workload:
     try:
         return Workload.from_dict(dict(base or {}), **cli)
     except (WorkloadError, TypeError) as exc:
-        raise Failure(str(exc), EXIT_USAGE) from None
+        raise BadBenchInput(str(exc)) from None
 
 
 PLAIN_PROGRESS_AFTER_S = 15.0  # a plain progress line only once a command has run this long (env overrides)
@@ -124,7 +117,7 @@ def _open_ledger(opts: Options):
     try:
         return Ledger(opts.ledger)
     except LedgerError as exc:
-        raise Failure(str(exc), EXIT_LEDGER) from None
+        raise StoreFailed(str(exc)) from None
 
 
 def _ledger_call(fn: Callable[..., Any], *args: Any) -> Any:
@@ -134,7 +127,7 @@ def _ledger_call(fn: Callable[..., Any], *args: Any) -> Any:
     try:
         return fn(*args)
     except LedgerError as exc:
-        raise Failure(str(exc), EXIT_LEDGER) from None
+        raise StoreFailed(str(exc)) from None
 
 
 def _store(ledger, result: session.RunResult, comparison_id: int | None = None) -> None:
@@ -145,7 +138,7 @@ def _store(ledger, result: session.RunResult, comparison_id: int | None = None) 
     try:
         session.store(ledger, result, comparison_id)
     except LedgerError as exc:
-        raise Failure(str(exc), EXIT_LEDGER) from None
+        raise StoreFailed(str(exc)) from None
 
 
 def _toolchain(python: str | None, progress: Callable[[str], None]) -> session.Toolchain:
@@ -154,7 +147,7 @@ def _toolchain(python: str | None, progress: Callable[[str], None]) -> session.T
     try:
         target = resolve_python_target(python)
     except TargetError as exc:
-        raise Failure(str(exc), EXIT_UNPROBEABLE) from None
+        raise ToolchainUnreadable(str(exc)) from None
     progress(f"collecting the toolchain facts of {target.python}")
     return session.collect_toolchain(target)
 
@@ -186,7 +179,7 @@ def _url_toolchain(url: str, opts: Options, progress: Callable[[str], None]) -> 
     return session.unknown_toolchain(found["why"]), found["pid"]
 
 
-def bench_url(url: str, model: str | None, opts: Options) -> dict[str, Any]:
+def bench_url(url: str, model: str | None, opts: Options) -> RunDocument:
     ledger = _open_ledger(opts)
     with progress_line() as progress:
         toolchain, pid = _url_toolchain(url, opts, progress)
@@ -194,7 +187,7 @@ def bench_url(url: str, model: str | None, opts: Options) -> dict[str, Any]:
         try:
             info, m = session.measure_url(url, model, workload_from(None, **opts.overrides), progress)
         except BenchError as exc:
-            raise Failure(str(exc), EXIT_BENCH_FAILED) from None
+            raise RunFailed(str(exc)) from None
         after = session.machine_load(None, exclude={pid} if pid else None)
         if opts.model_dir is not None and toolchain.fingerprint != session.UNKNOWN:
             toolchain = session.with_model(toolchain, str(opts.model_dir))
@@ -204,7 +197,7 @@ def bench_url(url: str, model: str | None, opts: Options) -> dict[str, Any]:
     if opts.model_dir is not None:
         _roofline(result, str(opts.model_dir), None)
     _store(ledger, result)
-    return session.envelope("run", {**result.to_dict(), "ledger": str(ledger.path) if ledger else None})
+    return RunDocument(result, str(ledger.path) if ledger else None)
 
 
 # ---- recipes ----------------------------------------------------------------------------------------
@@ -216,7 +209,7 @@ def _load_recipe(path: Path, opts: Options) -> Any:
     try:
         return load(path, opts.sets)
     except RecipeError as exc:
-        raise Failure(str(exc), EXIT_USAGE) from None
+        raise BadBenchInput(str(exc)) from None
 
 
 def _target_python(recipe: Any, opts: Options) -> str | None:
@@ -227,7 +220,7 @@ def _target_python(recipe: Any, opts: Options) -> str | None:
         try:
             return resolve_python_target(opts.python).python  # absolute: the server runs in its own folder
         except TargetError as exc:
-            raise Failure(str(exc), EXIT_UNPROBEABLE) from None
+            raise ToolchainUnreadable(str(exc)) from None
     found = session.python_of_command([str(a) for a in recipe.argv])
     return str(found) if found else None
 
@@ -251,9 +244,9 @@ def _launch_and_measure(recipe: Any, workload: Workload, toolchain, opts: Option
         return session.run_recipe(recipe, workload, toolchain, _run_dir(recipe.name), opts.ready_timeout, progress, arm,
                                   python=python, local=opts.local, runtime=opts.runtime, correctness=opts.correctness)
     except BenchError as exc:
-        raise Failure(f"{recipe.name}: {exc}", EXIT_BENCH_FAILED) from None
+        raise RunFailed(f"{recipe.name}: {exc}") from None
     except LaunchError as exc:
-        raise Failure(str(exc), EXIT_BENCH_FAILED) from None
+        raise RunFailed(str(exc)) from None
 
 
 def _mods_gate(recipe: Any, python: str | None, opts: Options, progress: Callable[[str], None]) -> None:
@@ -262,7 +255,7 @@ def _mods_gate(recipe: Any, python: str | None, opts: Options, progress: Callabl
 
     refusal = launch_gate(recipe, python, opts.local, progress, opts.runtime)
     if refusal:
-        raise Failure(refusal, EXIT_BENCH_FAILED)
+        raise RunFailed(refusal)
 
 
 def _recipe_workload(recipe: Any, opts: Options) -> Workload:
@@ -272,10 +265,10 @@ def _recipe_workload(recipe: Any, opts: Options) -> Workload:
     try:
         return from_recipe(recipe.workload, f"recipe {recipe.source_path}", **opts.overrides)
     except WorkloadError as exc:
-        raise Failure(str(exc), EXIT_USAGE) from None
+        raise BadBenchInput(str(exc)) from None
 
 
-def bench_recipe(path: Path, opts: Options) -> dict[str, Any]:
+def bench_recipe(path: Path, opts: Options) -> RunDocument:
     recipe = _load_recipe(path, opts)
     workload = _recipe_workload(recipe, opts)
     ledger = _open_ledger(opts)
@@ -287,7 +280,7 @@ def bench_recipe(path: Path, opts: Options) -> dict[str, Any]:
     model_dir, why = (str(opts.model_dir), None) if opts.model_dir is not None else recipe_model_dir(recipe)
     _roofline(result, model_dir, why)
     _store(ledger, result)
-    return session.envelope("run", {**result.to_dict(), "ledger": str(ledger.path) if ledger else None})
+    return RunDocument(result, str(ledger.path) if ledger else None)
 
 
 def _roofline(result: session.RunResult, model_dir: str | None, why: str | None) -> None:
@@ -298,7 +291,7 @@ def _roofline(result: session.RunResult, model_dir: str | None, why: str | None)
                                         roofline.kv_dtype_of(result.recipe.get("argv")))
 
 
-def bench_ab(path_a: Path, path_b: Path, opts: Options) -> dict[str, Any]:
+def bench_ab(path_a: Path, path_b: Path, opts: Options) -> ComparisonDocument:
     recipes = {"A": _load_recipe(path_a, opts), "B": _load_recipe(path_b, opts)}
     labels = {arm: r.name for arm, r in recipes.items()}
     if labels["A"] == labels["B"] and path_a != path_b:
@@ -328,16 +321,24 @@ def bench_ab(path_a: Path, path_b: Path, opts: Options) -> dict[str, Any]:
             ab.apply_calibration(levels, _calibration_floor(ledger, stored[0]), opts.min_effect)
         load_doc = ab.load_check(got["A"], got["B"], levels, opts.allow_load_difference)
         correct_doc = ab.correctness_check(got["A"], got["B"], levels)
-        doc = {"comparison_id": comparison_id, "a": labels["A"], "b": labels["B"], "order": order, "runs": stored,
-               "metric": ab.METRIC, "min_effect": opts.min_effect, "levels": levels, "verdict": ab.overall(levels),
-               "load": load_doc, "correctness": correct_doc,
-               "fingerprints": {arm: t.fingerprint for arm, t in toolchains.items()},
-               "ledger": str(ledger.path) if ledger else None}
+        doc = ComparisonDocument(comparison_id=comparison_id, a=labels["A"], b=labels["B"], order=order, runs=stored,
+                                 metric=ab.METRIC, min_effect=opts.min_effect, levels=levels, verdict=ab.overall(levels),
+                                 load=load_doc, correctness=correct_doc,
+                                 fingerprints={arm: t.fingerprint for arm, t in toolchains.items()},
+                                 ledger=str(ledger.path) if ledger else None)
         status = "complete"
-        return session.envelope("comparison", doc)
+        return doc
     finally:
         if ledger is not None and comparison_id is not None:
-            _ledger_call(ledger.finish_comparison, comparison_id, status, doc if status == "complete" else None)
+            _ledger_call(ledger.finish_comparison, comparison_id, status, _stored_result(doc) if status == "complete" else None)
+
+
+def _stored_result(doc: ComparisonDocument) -> dict[str, Any]:
+    """What the ledger keeps of a finished comparison (its row's result_json): the comparison's own keys."""
+    body = doc.to_json()
+    for key in ("schema", "bench_version", "kind"):
+        body.pop(key)
+    return body
 
 
 def _calibration_floor(ledger: Any, run_id: int) -> dict[int, dict[str, Any]]:
@@ -368,29 +369,18 @@ def _calibration_floor(ledger: Any, run_id: int) -> dict[int, dict[str, Any]]:
     return out
 
 
-def calibration(doc: dict[str, Any]) -> dict[str, Any]:
+def calibration(doc: ComparisonDocument) -> ComparisonDocument:
     """An A/A comparison of one recipe as a noise floor (issue 29): per level the launch-to-launch CV and the
     smallest effect 1, 3, 5 and 10 pairs would detect with 80% power under the verdict's rule. Its runs and the
     comparison are in the ledger like any A/B (keyed to the toolchain, recipe, model identity and load)."""
+    import dataclasses
+
     from sparkdoctor.bench.stats import min_detectable_effect
 
     levels = []
-    for lvl in doc["levels"]:
+    for lvl in doc.levels:
         cv = (lvl.get("noise") or {}).get("launch_cv")
         levels.append({"concurrency": lvl["concurrency"], "launch_cv": cv, "a": lvl["a"], "b": lvl["b"],
                        "aa_verdict": lvl["ratio"]["verdict"],
                        "mde": {str(k): (min_detectable_effect(k, cv) if cv is not None else None) for k in (1, 3, 5, 10)}})
-    return {**doc, "kind": "calibration", "calibration": levels}
-
-
-def render(doc: dict[str, Any], console: Any = None) -> None:
-    from sparkdoctor.bench import render as r
-
-    console = console or r.console()
-    if doc["kind"] == "calibration":
-        r.render_comparison(console, doc)
-        r.render_calibration(console, doc)
-    elif doc["kind"] == "comparison":
-        r.render_comparison(console, doc)
-    else:
-        r.render_run(console, doc)
+    return dataclasses.replace(doc, calibration=levels)

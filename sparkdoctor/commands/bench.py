@@ -1,18 +1,137 @@
-"""`sparkdoctor bench`: measure a serving recipe (launch, wait, measure, tear down, store), a server
-that is already running (`--url`), or two recipes interleaved (`--vs`). Parses and renders; the work
-is in sparkdoctor/bench/ and sparkdoctor/ledger/."""
+"""`sparkdoctor bench`: measure a serving recipe (launch, wait, measure, tear down, store), a server that is already
+running (`--url`), two recipes interleaved (`--vs`), or one recipe against itself (`--calibrate`).
+
+`BenchCommand` holds the options, `run()` does the work and returns a Result (kind "bench"; the JSON `kind` is the
+document's: run, comparison or calibration; sparkdoctor/bench/document.py), `register()` adds the typer command. The
+work is in sparkdoctor/bench/ and sparkdoctor/ledger/. A failure is its error class: UsageError (2), a bench failure
+(4: not launched, reached or measured), a ledger failure (5).
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import typer
 
-from sparkdoctor.cli_support import Fatal
-from sparkdoctor.commands.options import format_option
-from sparkdoctor.result import Format
+from sparkdoctor.commands.options import (
+    format_option,
+    ledger_option,
+    output_option,
+    output_path,
+    python_option,
+)
+from sparkdoctor.errors import UsageError
+from sparkdoctor.result import Format, Result
 
-FORMATS = ("console", "json")
+FORMATS = (Format.console, Format.json)
+
+
+@dataclass
+class BenchCommand:
+    """Everything `bench` is told; the defaults are the command line's."""
+
+    recipe: Path | None = None
+    vs: Path | None = None
+    url: str | None = None
+    model: str | None = None
+    model_dir: Path | None = None
+    sets: list[str] = field(default_factory=list)
+    local: bool = False
+    runtime: str | None = None
+    python: str | None = None
+    concurrency: str | None = None
+    rounds: int | None = None
+    max_tokens: int | None = None
+    prompt_words: int | None = None
+    warmup: int | None = None
+    api: str | None = None
+    pairs: int = 3
+    min_effect: float = 0.02
+    ready_timeout: float = 600.0
+    ledger: Path | None = None
+    no_store: bool = False
+    fmt: Format = Format.console
+    output: Path | None = None
+    calibrate: bool = False
+    allow_load_difference: bool = False
+    conclude: str | None = None
+    reference: bool = False
+    reference_file: Path | None = None
+    no_correctness: bool = False
+
+    def refuse_bad_options(self) -> None:
+        """Every usage error of `bench`, before a server is launched or reached (exit 2, one line)."""
+        Format.parse(self.fmt, FORMATS)
+        if (self.recipe is None) == (self.url is None):
+            raise UsageError("give a RECIPE to launch, or --url URL of a running server (not both)")
+        if self.vs is not None and self.recipe is None:
+            raise UsageError("--vs needs a RECIPE: an A/B launches both, one at a time")
+        if self.model_dir is not None and self.vs is not None:
+            raise UsageError("--model-dir is for one run (RECIPE or --url), not an A/B")
+        if self.pairs < 1:
+            raise UsageError(f"--pairs {self.pairs}: give 1 or more")
+        if self.calibrate and (self.recipe is None or self.vs is not None or self.conclude is not None):
+            raise UsageError("--calibrate measures one RECIPE against itself: no --vs, --url or --conclude")
+        if self.calibrate and self.pairs < 2:
+            raise UsageError(f"--calibrate --pairs {self.pairs}: the launch noise needs 2 pairs or more (3 or more to be useful)")
+        if not 0 <= self.min_effect < 1:
+            raise UsageError(f"--min-effect {self.min_effect}: give a fraction between 0 and 1")
+        if self.conclude is not None and (self.vs is None or self.no_store or not self.conclude.strip()):
+            raise UsageError("--conclude NAME needs a name and an A/B that is stored: RECIPE --vs RECIPE_B, without --no-store")
+        if self.reference and self.vs is not None:
+            raise UsageError("--reference marks one run's answers as good: bench that recipe alone, then A/B it")
+        if self.no_correctness and (self.reference or self.reference_file is not None):
+            raise UsageError("--no-correctness sends no probes: it does not go with --reference or --reference-file")
+        from sparkdoctor.commands.recipe import parse_sets
+
+        parse_sets(self.sets)  # a --set without '=' is one line, exit 2
+        if self.url is not None:  # a malformed URL is a usage error (2), not a server that could not be reached (4)
+            from sparkdoctor.bench.http import Endpoint, HttpError
+
+            try:
+                Endpoint.parse(self.url)
+            except HttpError as exc:
+                raise UsageError(f"--url {exc}") from None
+
+
+def run(options: BenchCommand) -> Result:
+    """Measure what the options name and return its document (a run, a comparison or a calibration)."""
+    options.refuse_bad_options()
+    from sparkdoctor.bench import flow
+    from sparkdoctor.bench.correctness import Options as CorrectnessOptions
+    from sparkdoctor.bench.document import BenchDocument
+    from sparkdoctor.commands.recipe import parse_sets
+
+    given = {"concurrency": options.concurrency, "rounds": options.rounds, "max_tokens": options.max_tokens,
+             "prompt_words": options.prompt_words, "warmup": options.warmup, "api": options.api}
+    overrides = flow.parse_overrides(given)  # a flow.Failure carries its exit code
+    opts = flow.Options(overrides=overrides, sets=parse_sets(options.sets), local=options.local, python=options.python,
+                        ledger=options.ledger, store=not options.no_store, ready_timeout=options.ready_timeout,
+                        pairs=options.pairs, min_effect=options.min_effect, fmt=options.fmt.value,
+                        model_dir=options.model_dir, runtime=options.runtime,
+                        allow_load_difference=options.allow_load_difference,
+                        correctness=CorrectnessOptions(not options.no_correctness, options.reference,
+                                                       str(options.reference_file) if options.reference_file else None))
+    doc: BenchDocument
+    if options.url is not None:  # a flow.Failure carries its exit code
+        doc = flow.bench_url(options.url, options.model, opts)
+    elif options.calibrate:
+        assert options.recipe is not None
+        doc = flow.calibration(flow.bench_ab(options.recipe, options.recipe, opts))
+    elif options.vs is None:
+        assert options.recipe is not None
+        doc = flow.bench_recipe(options.recipe, opts)
+    else:
+        assert options.recipe is not None
+        doc = flow.bench_ab(options.recipe, options.vs, opts)
+        if options.conclude is not None:  # sparkdoctor/conclusions/: the A/B bound to its runs and their fingerprints
+            from sparkdoctor.conclusions.store import conclude as record_conclusion
+
+            # a ConclusionError is exit 2, a ledger that cannot store it a LedgerError (exit 5): by themselves
+            doc.conclusion = record_conclusion(options.conclude, doc.to_json(), options.recipe, options.vs, options.python,
+                                               options.ledger, opts.sets, options.local)
+    return Result("bench", "bench", doc)
 
 
 def register(app: typer.Typer) -> None:
@@ -28,7 +147,7 @@ def bench(
     sets: list[str] | None = typer.Option(None, "--set", help="Recipe parameter key=value or env.NAME=value (repeatable; both recipes of --vs)."),
     local: bool = typer.Option(False, "--local", help="Run a recipe that names a container directly in the target environment."),
     runtime: str | None = typer.Option(None, "--runtime", help="Container CLI for a recipe that names a container: docker or podman (default: $SPARKDOCTOR_CONTAINER_RUNTIME, else docker, else podman)."),
-    python: str | None = typer.Option(None, "--python", help="Interpreter (or venv) whose toolchain the run is stored with. Default: the recipe command's venv, else as `check`."),
+    python: str | None = python_option("Interpreter (or venv) whose toolchain the run is stored with. Default: the recipe command's venv, else as `check`."),
     concurrency: str | None = typer.Option(None, "--concurrency", help="Concurrency levels, comma separated (default 1,4)."),
     rounds: int | None = typer.Option(None, "--rounds", help="Rounds per level (default 5)."),
     max_tokens: int | None = typer.Option(None, "--max-tokens", help="Output tokens per request (default 64)."),
@@ -38,9 +157,10 @@ def bench(
     pairs: int = typer.Option(3, "--pairs", help="--vs: interleaved (A, B) pairs, one server restart per arm."),
     min_effect: float = typer.Option(0.02, "--min-effect", help="--vs: smallest relative difference ever called faster/slower."),
     ready_timeout: float = typer.Option(600.0, "--ready-timeout", help="Seconds to wait for a launched server to be ready."),
-    ledger: Path | None = typer.Option(None, "--ledger", help="Ledger file (default: the state folder's ledger.sqlite)."),
+    ledger: Path | None = ledger_option(),
     no_store: bool = typer.Option(False, "--no-store", help="Measure only; write nothing to the ledger."),
-    fmt: str = format_option(Format.console, Format.json),
+    fmt: str = format_option(*FORMATS),
+    output_name: str | None = output_option(),
     calibrate: bool = typer.Option(False, "--calibrate", help="RECIPE: measure its launch-to-launch noise with interleaved A/A launches (--pairs, 3 or more) and print the smallest effect 1, 3, 5 and 10 pairs detect."),
     allow_load_difference: bool = typer.Option(False, "--allow-load-difference", help="--vs: call the verdict even when the arms ran under clearly different machine load."),
     conclude: str | None = typer.Option(None, "--conclude", help="--vs: record the result as conclusion NAME (sparkdoctor conclusions, rerun)."),
@@ -49,74 +169,15 @@ def bench(
     no_correctness: bool = typer.Option(False, "--no-correctness", help="Send no correctness probes (the run's answers are not checked)."),
 ) -> None:
     """Benchmark a server: decode tok/s, TTFT, ITL, a concurrency sweep; stored with the toolchain fingerprint."""
-    if fmt not in FORMATS:
-        raise Fatal(f"--format {fmt}: choose one of {', '.join(FORMATS)}")
-    if (recipe is None) == (url is None):
-        raise Fatal("give a RECIPE to launch, or --url URL of a running server (not both)")
-    if vs is not None and recipe is None:
-        raise Fatal("--vs needs a RECIPE: an A/B launches both, one at a time")
-    if model_dir is not None and vs is not None:
-        raise Fatal("--model-dir is for one run (RECIPE or --url), not an A/B")
-    if pairs < 1:
-        raise Fatal(f"--pairs {pairs}: give 1 or more")
-    if calibrate and (recipe is None or vs is not None or conclude is not None):
-        raise Fatal("--calibrate measures one RECIPE against itself: no --vs, --url or --conclude")
-    if calibrate and pairs < 2:
-        raise Fatal(f"--calibrate --pairs {pairs}: the launch noise needs 2 pairs or more (3 or more to be useful)")
-    if not 0 <= min_effect < 1:
-        raise Fatal(f"--min-effect {min_effect}: give a fraction between 0 and 1")
-    if conclude is not None and (vs is None or no_store or not conclude.strip()):
-        raise Fatal("--conclude NAME needs a name and an A/B that is stored: RECIPE --vs RECIPE_B, without --no-store")
-    if reference and vs is not None:
-        raise Fatal("--reference marks one run's answers as good: bench that recipe alone, then A/B it")
-    if no_correctness and (reference or reference_file is not None):
-        raise Fatal("--no-correctness sends no probes: it does not go with --reference or --reference-file")
-    from sparkdoctor.bench import flow
-    from sparkdoctor.bench.correctness import Options as CorrectnessOptions
-    from sparkdoctor.bench.http import Endpoint, HttpError
+    from sparkdoctor.emit import emit
 
-    if url is not None:  # a malformed URL is a usage error (2), not a server that could not be reached (4)
-        try:
-            Endpoint.parse(url)
-        except HttpError as exc:
-            raise Fatal(f"--url {exc}") from None
-
-    given = {"concurrency": concurrency, "rounds": rounds, "max_tokens": max_tokens, "prompt_words": prompt_words,
-             "warmup": warmup, "api": api}
-    from sparkdoctor.commands.recipe import parse_sets
-
-    overrides = flow.parse_overrides(given)  # a flow.Failure carries its exit code
-    opts = flow.Options(overrides=overrides, sets=parse_sets(sets), local=local, python=python, ledger=ledger, store=not no_store,
-                        ready_timeout=ready_timeout, pairs=pairs, min_effect=min_effect, fmt=fmt,
-                        model_dir=model_dir, runtime=runtime, allow_load_difference=allow_load_difference,
-                        correctness=CorrectnessOptions(not no_correctness, reference,
-                                                       str(reference_file) if reference_file else None))
-    if url is not None:  # a flow.Failure carries its exit code
-        doc = flow.bench_url(url, model, opts)
-    elif calibrate:
-        doc = flow.calibration(flow.bench_ab(recipe, recipe, opts))
-    elif vs is None:
-        doc = flow.bench_recipe(recipe, opts)
-    else:
-        doc = flow.bench_ab(recipe, vs, opts)
-    if conclude is not None:  # sparkdoctor/conclusions/: the A/B bound to its runs and their fingerprints
-        from sparkdoctor.conclusions.store import conclude as record_conclusion
-
-        # a ConclusionError is exit 2, a ledger that cannot store it a LedgerError (exit 5): by themselves
-        doc["conclusion"] = record_conclusion(conclude, doc, recipe, vs, python, ledger, opts.sets, local)
-    if fmt == "json":
-        from sparkdoctor.emit import emit_json
-
-        emit_json("bench", str(doc.get("kind", "bench")), doc)
-    else:
-        from sparkdoctor.bench import render as bench_render
-        from sparkdoctor.emit import emit_console
-
-        def draw(console) -> None:
-            flow.render(doc, console)
-            if doc.get("conclusion"):
-                console.print(f"conclusion {conclude!r} recorded: {doc['conclusion']['statement']}", markup=False, highlight=False,
-                              soft_wrap=True)
-
-        emit_console(draw, bench_render.console())
-
+    options = BenchCommand(
+        recipe=recipe, vs=vs, url=url, model=model, model_dir=model_dir, sets=list(sets or []), local=local,
+        runtime=runtime, python=python, concurrency=concurrency, rounds=rounds, max_tokens=max_tokens,
+        prompt_words=prompt_words, warmup=warmup, api=api, pairs=pairs, min_effect=min_effect,
+        ready_timeout=ready_timeout, ledger=ledger, no_store=no_store, fmt=Format(fmt),
+        output=output_path("--output", output_name), calibrate=calibrate,
+        allow_load_difference=allow_load_difference, conclude=conclude, reference=reference,
+        reference_file=reference_file, no_correctness=no_correctness,
+    )
+    raise typer.Exit(emit(run(options), options.fmt, options.output))

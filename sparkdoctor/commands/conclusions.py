@@ -1,19 +1,60 @@
-"""`sparkdoctor conclusions`: every recorded conclusion, fresh / stale (and exactly what changed) /
-flipped / broken / incomparable, each with its evidence (comparison, runs, fingerprints). The work is
-in sparkdoctor/conclusions/; this module parses and renders."""
+"""`sparkdoctor conclusions`: every recorded conclusion, fresh / stale (and exactly what changed) / flipped /
+broken / incomparable, each with its evidence (comparison, runs, fingerprints).
+
+`ConclusionsCommand` holds the options, `run()` judges the ledger's conclusions and returns a Result (kind
+"conclusions"; sparkdoctor/conclusions/documents.py), `register()` adds the typer command. The work is in
+sparkdoctor/conclusions/. No conclusion of that name: a ConclusionError (2); a ledger that cannot be read: 5.
+"""
 
 from __future__ import annotations
 
-import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import typer
 
-from sparkdoctor.cli_support import Fatal, open_ledger
-from sparkdoctor.commands.options import format_option
-from sparkdoctor.result import Format
+from sparkdoctor.commands.options import (
+    format_option,
+    ledger_option,
+    output_option,
+    output_path,
+)
+from sparkdoctor.result import Format, Result
 
-FORMATS = ("console", "json")
+FORMATS = (Format.console, Format.json)
+
+
+@dataclass
+class ConclusionsCommand:
+    """Everything `conclusions` is told; the defaults are the command line's."""
+
+    name: str | None = None
+    ledger: Path | None = None
+    fmt: Format = Format.console
+    output: Path | None = None
+
+    def refuse_bad_options(self) -> None:
+        Format.parse(self.fmt, FORMATS)
+
+
+def run(options: ConclusionsCommand) -> Result:
+    """Every conclusion (or the one named), judged on the current toolchain."""
+    from sparkdoctor.bench.flow import progress_line
+    from sparkdoctor.cli_support import open_ledger
+    from sparkdoctor.conclusions import staleness, store
+    from sparkdoctor.conclusions.documents import ConclusionsDocument
+    from sparkdoctor.conclusions.model import ConclusionError
+    from sparkdoctor.conclusions.toolchain import Toolchains
+
+    options.refuse_bad_options()
+    with open_ledger(options.ledger) as led:
+        found = store.latest(led, options.name)
+        if options.name is not None and not found:
+            raise ConclusionError(f"no conclusion named {options.name!r} in ledger {led.path}")
+        with progress_line() as progress:
+            toolchains = Toolchains(progress)
+            statuses = [staleness.judge(c, led, toolchains) for c in found]
+        return Result("conclusions", "conclusions", ConclusionsDocument(str(led.path), statuses))
 
 
 def register(app: typer.Typer) -> None:
@@ -22,37 +63,12 @@ def register(app: typer.Typer) -> None:
 
 def conclusions(
     name: str | None = typer.Argument(None, help="Only this conclusion."),
-    ledger: Path | None = typer.Option(None, "--ledger", help="Ledger file (default: the state folder's ledger.sqlite)."),
-    fmt: str = format_option(Format.console, Format.json),
+    ledger: Path | None = ledger_option(),
+    fmt: str = format_option(*FORMATS),
+    output_name: str | None = output_option(),
 ) -> None:
     """List conclusions: fresh, stale (and what changed in the toolchain), flipped by a rerun, broken."""
-    if fmt not in FORMATS:
-        raise Fatal(f"--format {fmt}: choose one of {', '.join(FORMATS)}")
-    from sparkdoctor.bench.flow import progress_line
-    from sparkdoctor.conclusions import staleness, store
-    from sparkdoctor.conclusions.model import CONCLUSION_VERSION
-    from sparkdoctor.conclusions.toolchain import Toolchains
+    from sparkdoctor.emit import emit
 
-    led = open_ledger(ledger)
-    try:
-        found = store.latest(led, name)
-        if name is not None and not found:
-            raise Fatal(f"no conclusion named {name!r} in ledger {led.path}")
-        with progress_line() as progress:
-            toolchains = Toolchains(progress)
-            statuses = [staleness.judge(c, led, toolchains).to_dict() for c in found]
-    finally:
-        led.close()
-    doc = {"schema": 1, "conclusion_version": CONCLUSION_VERSION, "kind": "conclusions", "ledger": str(led.path),
-           "conclusions": statuses}
-    if fmt == "json":
-        from sparkdoctor.emit import emit_json
-
-        emit_json("conclusions", "conclusions", doc)
-        return
-    from rich.console import Console
-
-    from sparkdoctor.conclusions import render
-    from sparkdoctor.emit import emit_console
-
-    emit_console(lambda console: render.conclusions(console, doc), Console() if sys.stdout.isatty() else Console(width=160))
+    options = ConclusionsCommand(name=name, ledger=ledger, fmt=Format(fmt), output=output_path("--output", output_name))
+    raise typer.Exit(emit(run(options), options.fmt, options.output))

@@ -1,25 +1,151 @@
-"""`sparkdoctor fix`: the plan (dry run by default), --yes to apply, --rollback [JOURNAL], --history.
+"""`sparkdoctor fix`: the plan (dry run by default), --yes to apply, --rollback [JOURNAL], --history, --prune.
 
-Parses and renders only; the pipeline (sparkdoctor/fix/) loads inside the command, so `check`
-never pays for it.
+`FixCommand` holds the options, `run()` does the work and returns a Result (kind "fix", one document per mode:
+sparkdoctor/fix/documents.py), `register()` adds the typer command. The pipeline (sparkdoctor/fix/) loads inside
+`run`, so `check` never pays for it. Every failure is an error class with its own exit code: a FixError and
+its kin (sparkdoctor/fix/interface.py), a UsageError (2), TargetUnprobeable (3).
 """
 
 from __future__ import annotations
 
+import re
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import typer
 
-from sparkdoctor.cli_support import Fatal
-from sparkdoctor.commands.options import format_option
-from sparkdoctor.exitcodes import (
-    EXIT_FIX_FAILED,
-    EXIT_FIX_REFUSED,
-    EXIT_UNPROBEABLE,
-    EXIT_USAGE,
+from sparkdoctor.commands.options import (
+    arch_option,
+    container_option,
+    container_python_option,
+    format_option,
+    matrix_option,
+    output_option,
+    output_path,
+    python_option,
+    runtime_option,
 )
-from sparkdoctor.result import Format
+from sparkdoctor.errors import UsageError
+from sparkdoctor.result import Format, Result
+
+if TYPE_CHECKING:
+    from sparkdoctor.fix.pipeline import Planned
+
+FORMATS = (Format.console, Format.json)
+AGE_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+@dataclass
+class FixCommand:
+    """Everything `fix` is told; the defaults are the command line's."""
+
+    journal: str | None = None
+    python: str | None = None
+    container: str | None = None
+    container_python: str | None = None
+    runtime: str | None = None
+    yes: bool = False
+    rollback: bool = False
+    history: bool = False
+    prune: bool = False
+    keep: int | None = None
+    older_than: str | None = None
+    fmt: Format = Format.console
+    output: Path | None = None
+    env_file: Path | None = None
+    recipe: Path | None = None
+    constraints: list[Path] = field(default_factory=list)
+    system: bool = False
+    allow_replace: list[str] = field(default_factory=list)
+    allow_downgrade: list[str] = field(default_factory=list)
+    kernels: bool = True
+    arch: str | None = None
+    matrix: Path | None = None
+    fixes: Path | None = None
+
+    def refuse_bad_options(self) -> None:
+        """Every usage error of `fix`, before anything is read or changed (exit 2, one line)."""
+        from sparkdoctor.target.choose import refuse_bad_target_options
+
+        Format.parse(self.fmt, FORMATS)
+        if sum((self.yes, self.rollback, self.history, self.prune)) > 1:
+            raise UsageError("--yes, --rollback, --history and --prune do not go together")
+        if (self.keep is not None or self.older_than is not None) and not self.prune:
+            raise UsageError("--keep and --older-than go with --prune")
+        if self.journal and not self.rollback:
+            raise UsageError(f"unexpected argument {self.journal!r} (a journal id goes with --rollback)")
+        if self.prune:
+            if self.keep is None and self.older_than is None:
+                raise UsageError("--prune needs --keep N and/or --older-than AGE")
+            if self.keep is not None and self.keep < 0:
+                raise UsageError(f"--keep {self.keep}: give a number of journals, 0 or more")
+            if self.older_than is not None:
+                age_seconds(self.older_than)
+        refuse_bad_target_options(self.python, self.container, self.container_python, facts_given=False)
+
+    @property
+    def chosen(self) -> tuple[str | None, str | None, str | None, str | None]:
+        return self.python, self.container, self.container_python, self.runtime
+
+
+def age_seconds(text: str) -> float:
+    """`--older-than 30d` in seconds; UsageError for anything that is not a number and one of s m h d w."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*", text)
+    if not m:
+        raise UsageError(f"--older-than {text!r}: give an age like 30d, 12h, 90m, 45s or 2w")
+    return float(m.group(1)) * AGE_UNITS[m.group(2)]
+
+
+def run(options: FixCommand) -> Result:
+    """The document of the mode the options choose; its exit code is the check's verdict (plan), the apply's or the
+    rollback's outcome. An apply refused (4) is a Result whose errors name the refusal."""
+    options.refuse_bad_options()
+    if options.history:
+        from sparkdoctor.fix.documents import HistoryDocument
+        from sparkdoctor.fix.pipeline import history
+
+        return Result("fix", "fix", HistoryDocument(history()))
+    if options.prune:
+        from sparkdoctor.fix.documents import PruneDocument
+        from sparkdoctor.fix.pipeline import prune
+
+        return Result("fix", "fix", PruneDocument(prune(options.keep, age_seconds(options.older_than)
+                                                        if options.older_than is not None else None)))
+    if options.rollback:
+        from sparkdoctor.fix.documents import RollbackDocument
+        from sparkdoctor.fix.pipeline import rollback
+
+        rolled = rollback(lambda record: _journal_target(record, options.chosen), options.journal)
+        return Result("fix", "fix", RollbackDocument(rolled), exit_code=rolled.exit_code)
+    return _plan_or_apply(options)
+
+
+def _plan_or_apply(options: FixCommand) -> Result:
+    from sparkdoctor.errors import TargetUnprobeable
+    from sparkdoctor.fix.documents import ApplyDocument, PlanDocument
+    from sparkdoctor.fix.interface import Refusal
+    from sparkdoctor.fix.pipeline import CheckSettings, apply_and_recheck, make_plan
+    from sparkdoctor.fix.plan import FixOptions
+
+    env_file = options.env_file.absolute() if options.env_file else None
+    target = _target(options.chosen, env_file)
+    settings = CheckSettings(matrix=options.matrix, fixes=options.fixes, arch=options.arch,
+                             constraint_files=list(options.constraints), kernels=options.kernels, progress=_progress)
+    planned: Planned = make_plan(target, settings, FixOptions(
+        env_file=env_file, recipe=options.recipe.absolute() if options.recipe else None, system=options.system,
+        allow_replace=set(options.allow_replace), allow_downgrade=set(options.allow_downgrade)))
+    if not planned.report.probed():
+        raise TargetUnprobeable("the target's packages could not be read; nothing to plan")
+    plan = planned.plan
+    if options.yes and plan.refusals:  # an unfinished fix refuses an empty plan too: never "nothing to fix"
+        shown = PlanDocument(plan, planned.report, dry_run=False, shown=plan.empty)
+        return Result("fix", "fix", shown).fail(Refusal(plan.refusals[0]))
+    if not options.yes or plan.empty:
+        return Result("fix", "fix", PlanDocument(plan, planned.report), exit_code=planned.report.exit_code())
+    applied = apply_and_recheck(target, planned, settings)
+    return Result("fix", "fix", ApplyDocument(plan, applied), exit_code=applied.exit_code)
 
 
 def _progress(message: str) -> None:
@@ -27,92 +153,7 @@ def _progress(message: str) -> None:
     sys.stderr.flush()
 
 
-def register(app: typer.Typer) -> None:
-    @app.command("fix")
-    def fix(
-        journal: str | None = typer.Argument(None, help="With --rollback: the journal id (default: the newest)."),
-        python: str | None = typer.Option(None, "--python", help="The target interpreter or venv (default: $VIRTUAL_ENV, else this Python)."),
-        container: str | None = typer.Option(None, "--container", help="Fix inside this running container (docker/podman), through the container CLI."),
-        container_python: str | None = typer.Option(None, "--container-python", help="The interpreter inside the container (default: the one holding vLLM)."),
-        runtime: str | None = typer.Option(None, "--runtime", help="Container CLI for --container: docker or podman (default: $SPARKDOCTOR_CONTAINER_RUNTIME, else docker, else podman)."),
-        yes: bool = typer.Option(False, "--yes", help="Apply the plan (journal first), then check again."),
-        rollback: bool = typer.Option(False, "--rollback", help="Restore what a journal recorded, byte for byte, offline."),
-        history: bool = typer.Option(False, "--history", help="List fix journals, newest first, with their size."),
-        prune: bool = typer.Option(False, "--prune", help="Remove old journals (with --keep N and/or --older-than AGE); never one whose apply or rollback did not finish."),
-        keep: int | None = typer.Option(None, "--keep", help="With --prune: keep the newest N journals."),
-        older_than: str | None = typer.Option(None, "--older-than", help="With --prune: remove journals older than AGE (e.g. 30d, 12h, 90m)."),
-        fmt: str = format_option(Format.console, Format.json),
-        env_file: Path | None = typer.Option(None, "--env-file", help="The env file the server reads (KEY=VALUE): checked with it, env fixes edit it."),
-        recipe: Path | None = typer.Option(None, "--recipe", help="The serving recipe (recipes/*.toml) flag fixes edit."),
-        constraints: list[Path] = typer.Option([], "--constraints", help="Extra constraints/requirements files to read (as check)."),
-        system: bool = typer.Option(False, "--system", help="Allow changing a system interpreter (not a venv)."),
-        allow_replace: list[str] = typer.Option([], "--allow-replace", help="Allow replacing this non-registry dist (repeatable)."),
-        allow_downgrade: list[str] = typer.Option([], "--allow-downgrade", help="Allow downgrading this pinned package (repeatable)."),
-        kernels: bool = typer.Option(True, "--kernels/--no-kernels", help="Run the kernel compile probes in the checks."),
-        arch: str | None = typer.Option(None, "--arch", help="Evaluate as this GPU arch (as check)."),
-        matrix: Path | None = typer.Option(None, "--matrix", help="A matrix folder or file instead of the bundled one."),
-        fixes: Path | None = typer.Option(None, "--fixes", help="A fixes folder instead of the bundled one."),
-    ) -> None:
-        """Turn check's findings into a plan; --yes applies it with a journal; --rollback undoes it."""
-        from sparkdoctor.fix import render
-
-        if fmt not in ("console", "json"):
-            raise Fatal(f"--format {fmt}: use console or json", EXIT_USAGE)
-        if sum((yes, rollback, history, prune)) > 1:
-            raise Fatal("--yes, --rollback, --history and --prune do not go together", EXIT_USAGE)
-        if (keep is not None or older_than is not None) and not prune:
-            raise Fatal("--keep and --older-than go with --prune", EXIT_USAGE)
-        if journal and not rollback:
-            raise Fatal(f"unexpected argument {journal!r} (a journal id goes with --rollback)", EXIT_USAGE)
-        from sparkdoctor.target.choose import refuse_bad_target_options
-
-        refuse_bad_target_options(python, container, container_python, facts_given=False)
-        chosen = (python, container, container_python, runtime)
-        out = _writer(fmt)
-        # a FixError (or a MatrixError) is a SparkdoctorError: the CLI turns it into one line and its own exit code
-        if history:
-            from sparkdoctor.fix.pipeline import history as list_history
-
-            rows = list_history()
-            out(render.as_json("history", rows) if fmt == "json" else "\n".join(render.history_lines(rows)), 0)
-            return
-        if prune:
-            _prune(keep, older_than, fmt, out)
-            return
-        if rollback:
-            _rollback(journal, fmt, out, chosen)
-            return
-        _plan_or_apply(chosen, yes, fmt, out, env_file, recipe, constraints, system, allow_replace, allow_downgrade,
-                       kernels, arch, matrix, fixes)
-
-
-def _writer(fmt: str):
-    """How fix writes its document: JSON behind the common header (sparkdoctor.emit), or text lines, once."""
-
-    def out(text: str, exit_code: int, errors: list | None = None) -> None:
-        from sparkdoctor.emit import deliver, emit_json
-
-        if fmt == "json":
-            emit_json("fix", "fix", text, exit_code, errors)
-        else:
-            deliver(text + "\n", None)
-
-    return out
-
-
-def _refused(message: str, fmt: str, out, plan_json: str):
-    """A refused plan: under JSON one document (the plan, the refusal in its errors), then exit 4."""
-    refused = Fatal(message, EXIT_FIX_REFUSED)
-    if fmt != "json":
-        return refused
-    out(plan_json, EXIT_FIX_REFUSED, [refused.to_dict()])
-    from sparkdoctor.cli_support import err
-
-    err(message)
-    return typer.Exit(EXIT_FIX_REFUSED)
-
-
-def _target(chosen, env_file: Path | None):
+def _target(chosen: tuple[str | None, str | None, str | None, str | None], env_file: Path | None) -> Any:
     """The target --python / --container / --container-python name, as check resolves it (exit 3 when
     it cannot be probed: no such container, a stopped one, one without Python)."""
     from sparkdoctor.target.choose import resolve_target
@@ -125,87 +166,73 @@ def _target(chosen, env_file: Path | None):
     return target
 
 
-def _journal_target(record: dict, chosen):
+def _journal_target(record: dict[str, Any], chosen: tuple[str | None, str | None, str | None, str | None]) -> Any:
     """The target a journal was written for, found again; a journal of another target than the one
-    the options name, or a container now running another image, is refused in one line."""
+    the options name, or a container now running another image, is refused in one line (exit 4)."""
+    from sparkdoctor.fix.interface import Refusal
     from sparkdoctor.fix.inventory import target_label
 
     python, container, container_python, runtime = chosen
     label = target_label(record)
     if record.get("kind") == "container":
         if python is not None or (container is not None and container != record.get("container")):
-            raise Fatal(f"this journal is of {label}, not of the target named here; roll it back without target options", EXIT_FIX_REFUSED)
+            raise Refusal(f"this journal is of {label}, not of the target named here; roll it back without target options")
         target = _target((None, record.get("container"), container_python or record.get("python"), runtime), None)
         now = (getattr(target, "info", None) or {}).get("image_id")
         if record.get("image_id") and now != record["image_id"]:
-            raise Fatal(f"container {record.get('container')} now runs image {str(now)[:19]}, the journal was written on "
-                        f"{str(record['image_id'])[:19]}: not the same files; refusing to roll back into it", EXIT_FIX_REFUSED)
+            raise Refusal(f"container {record.get('container')} now runs image {str(now)[:19]}, the journal was written on "
+                          f"{str(record['image_id'])[:19]}: not the same files; refusing to roll back into it")
         return target
     if container is not None:
-        raise Fatal(f"this journal is of {label}, not of a container; roll it back without --container", EXIT_FIX_REFUSED)
+        raise Refusal(f"this journal is of {label}, not of a container; roll it back without --container")
     target = _target((record.get("python"), None, None, None), None)
     if python is not None and Path(_target(chosen, None).python).parent.resolve() != Path(target.python).parent.resolve():
-        raise Fatal(f"this journal is of {label}, not of {python}", EXIT_FIX_REFUSED)
+        raise Refusal(f"this journal is of {label}, not of {python}")
     return target
 
 
-def _rollback(journal, fmt, out, chosen) -> None:
-    from sparkdoctor.fix import render
-    from sparkdoctor.fix.pipeline import rollback
-
-    result = rollback(lambda record: _journal_target(record, chosen), journal)
-    verified = result.get("verified") or {}
-    code = EXIT_FIX_FAILED if result["status"] == "rolled back" and not verified.get("ok") else 0
-    out(render.as_json("rollback", result) if fmt == "json" else "\n".join(render.rollback_lines(result)), code)
-    if code:
-        raise typer.Exit(code)
+def register(app: typer.Typer) -> None:
+    app.command("fix")(fix)
 
 
-def _plan_or_apply(chosen, yes, fmt, out, env_file, recipe, constraints, system, allow_replace, allow_downgrade,
-                   kernels, arch, matrix, fixes) -> None:
-    from sparkdoctor.fix import render
-    from sparkdoctor.fix.pipeline import CheckSettings, apply_and_recheck, make_plan
-    from sparkdoctor.fix.plan import FixOptions
+def fix(
+    journal: str | None = typer.Argument(None, help="With --rollback: the journal id (default: the newest)."),
+    python: str | None = python_option("The target interpreter or venv (default: $VIRTUAL_ENV, else this Python)."),
+    container: str | None = container_option("Fix inside this running container (docker/podman), through the container CLI."),
+    container_python: str | None = container_python_option(),
+    runtime: str | None = runtime_option(),
+    yes: bool = typer.Option(False, "--yes", help="Apply the plan (journal first), then check again."),
+    rollback: bool = typer.Option(False, "--rollback", help="Restore what a journal recorded, byte for byte, offline."),
+    history: bool = typer.Option(False, "--history", help="List fix journals, newest first, with their size."),
+    prune: bool = typer.Option(False, "--prune", help="Remove old journals (with --keep N and/or --older-than AGE); never one whose apply or rollback did not finish."),
+    keep: int | None = typer.Option(None, "--keep", help="With --prune: keep the newest N journals."),
+    older_than: str | None = typer.Option(None, "--older-than", help="With --prune: remove journals older than AGE (e.g. 30d, 12h, 90m)."),
+    fmt: str = format_option(*FORMATS),
+    output_name: str | None = output_option(),
+    env_file: Path | None = typer.Option(None, "--env-file", help="The env file the server reads (KEY=VALUE): checked with it, env fixes edit it."),
+    recipe: Path | None = typer.Option(None, "--recipe", help="The serving recipe (recipes/*.toml) flag fixes edit."),
+    constraints: list[Path] = typer.Option([], "--constraints", help="Extra constraints/requirements files to read (as check)."),
+    system: bool = typer.Option(False, "--system", help="Allow changing a system interpreter (not a venv)."),
+    allow_replace: list[str] = typer.Option([], "--allow-replace", help="Allow replacing this non-registry dist (repeatable)."),
+    allow_downgrade: list[str] = typer.Option([], "--allow-downgrade", help="Allow downgrading this pinned package (repeatable)."),
+    kernels: bool = typer.Option(True, "--kernels/--no-kernels", help="Run the kernel compile probes in the checks."),
+    arch: str | None = arch_option("Evaluate as this GPU arch (as check)."),
+    matrix: Path | None = matrix_option("A matrix folder or file instead of the bundled one."),
+    fixes: Path | None = typer.Option(None, "--fixes", help="A fixes folder instead of the bundled one."),
+) -> None:
+    """Turn check's findings into a plan; --yes applies it with a journal; --rollback undoes it."""
+    from sparkdoctor.cli_support import err
+    from sparkdoctor.emit import emit
 
-    target = _target(chosen, env_file.absolute() if env_file else None)
-    settings = CheckSettings(matrix=matrix, fixes=fixes, arch=arch, constraint_files=list(constraints), kernels=kernels, progress=_progress)
-    options = FixOptions(env_file=env_file.absolute() if env_file else None, recipe=recipe.absolute() if recipe else None, system=system, allow_replace=set(allow_replace), allow_downgrade=set(allow_downgrade))
-    planned = make_plan(target, settings, options)
-    if not planned.report.probed():
-        raise Fatal("the target's packages could not be read; nothing to plan", EXIT_UNPROBEABLE)
-    if yes and planned.plan.refusals and planned.plan.empty:  # e.g. an unfinished fix: never "nothing to fix"
-        if fmt != "json":
-            out("\n".join(render.plan_lines(planned.plan)), EXIT_FIX_REFUSED)
-        raise _refused(planned.plan.refusals[0], fmt, out, render.plan_json(planned.plan, planned.report))
-    if not yes or planned.plan.empty:
-        out(render.plan_json(planned.plan, planned.report) if fmt == "json" else "\n".join(
-            render.plan_lines(planned.plan) + ([] if planned.plan.empty else ["Dry run: nothing was changed. Apply with --yes."])),
-            planned.report.exit_code())
-        raise typer.Exit(planned.report.exit_code())
-    if planned.plan.refusals:
-        raise _refused(planned.plan.refusals[0], fmt, out, render.plan_json(planned.plan, planned.report))
-    result = apply_and_recheck(target, planned, settings)
-    code = EXIT_FIX_FAILED if result["error"] else result["report_after"].exit_code()
-    out(render.applied_json(result) if fmt == "json" else "\n".join(render.plan_lines(planned.plan) + render.applied_lines(result)), code)
+    options = FixCommand(
+        journal=journal, python=python, container=container, container_python=container_python, runtime=runtime,
+        yes=yes, rollback=rollback, history=history, prune=prune, keep=keep, older_than=older_than, fmt=Format(fmt),
+        output=output_path("--output", output_name), env_file=env_file, recipe=recipe, constraints=list(constraints),
+        system=system, allow_replace=list(allow_replace), allow_downgrade=list(allow_downgrade), kernels=kernels,
+        arch=arch, matrix=matrix, fixes=fixes,
+    )
+    result = run(options)
+    code = emit(result, options.fmt, options.output)
+    for error in result.errors:  # a refusal: the plan is the document, the refusal its one line on stderr
+        err(str(error["message"]))
     raise typer.Exit(code)
-
-
-def _prune(keep, older_than, fmt, out) -> None:
-    from sparkdoctor.fix import render
-    from sparkdoctor.fix.pipeline import prune
-
-    if keep is None and older_than is None:
-        raise Fatal("--prune needs --keep N and/or --older-than AGE", EXIT_USAGE)
-    if keep is not None and keep < 0:
-        raise Fatal(f"--keep {keep}: give a number of journals, 0 or more", EXIT_USAGE)
-    result = prune(keep, _age_seconds(older_than) if older_than is not None else None)
-    out(render.as_json("prune", result) if fmt == "json" else "\n".join(render.prune_lines(result)), 0)
-
-
-def _age_seconds(text: str) -> float:
-    import re
-
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*", text)
-    if not m:
-        raise Fatal(f"--older-than {text!r}: give an age like 30d, 12h, 90m, 45s or 2w", EXIT_USAGE)
-    return float(m.group(1)) * {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}[m.group(2)]

@@ -1,31 +1,112 @@
-"""`sparkdoctor history`: list the ledger's runs, show one, or compare two (what changed in the
-toolchain, what changed in the numbers). Reads only; the work is in sparkdoctor/ledger/."""
+"""`sparkdoctor history`: list the ledger's runs, show one, compare two (what changed in the toolchain, what
+changed in the numbers), or write the whole ledger as one HTML page (`--html FILE`).
+
+`HistoryCommand` holds the options, `run()` reads the ledger and returns a Result (kind "history"; the JSON `kind`
+is the document's: history, history-run, history-compare, history-html; sparkdoctor/ledger/documents.py),
+`register()` adds the typer command. Reads only. A missing run is a UsageError (2); a ledger that cannot be read,
+or a run whose stored JSON is damaged, a LedgerFailure (5).
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import typer
 
-from sparkdoctor.cli_support import Fatal, open_ledger
-from sparkdoctor.commands.options import format_option
-from sparkdoctor.result import Format
+from sparkdoctor.commands.options import (
+    format_option,
+    ledger_option,
+    output_option,
+    output_path,
+)
+from sparkdoctor.errors import LedgerFailure, UsageError
+from sparkdoctor.result import Format, Result
 
-FORMATS = ("console", "json")
+if TYPE_CHECKING:
+    from sparkdoctor.ledger.documents import HistoryDocument
+
+FORMATS = (Format.console, Format.json)
 HISTORY_SCHEMA = 1
+
+
+@dataclass
+class HistoryCommand:
+    """Everything `history` is told; the defaults are the command line's."""
+
+    run_id: int | None = None
+    recipe: str | None = None
+    compare: list[int] = field(default_factory=list)
+    limit: int = 50
+    samples: bool = False
+    ledger: Path | None = None
+    fmt: Format = Format.console
+    output: Path | None = None
+    html: str | None = None
+
+    def refuse_bad_options(self) -> None:
+        """Every usage error of `history`, before the ledger is opened (exit 2, one line)."""
+        Format.parse(self.fmt, FORMATS)
+        if self.compare and len(self.compare) != 2:
+            raise UsageError(f"--compare takes two run ids (--compare A --compare B), got {len(self.compare)}")
+        if self.compare and self.run_id is not None:
+            raise UsageError("give RUN_ID or --compare A --compare B, not both")
+        if self.html is not None:
+            from sparkdoctor.commands.history_html import refuse_bad_name
+
+            refuse_bad_name(self.html)
+            if self.run_id is not None or self.compare:
+                raise UsageError("--html writes the whole ledger: no RUN_ID or --compare with it")
+            if self.output is not None:
+                raise UsageError("--html FILE is where the page goes: -o does not go with it")
+
+
+def run(options: HistoryCommand) -> Result:
+    """The document the options ask for, read from the ledger."""
+    from sparkdoctor.cli_support import open_ledger
+
+    options.refuse_bad_options()
+    with open_ledger(options.ledger) as led:  # a LedgerError is exit 5 by itself
+        return Result("history", "history", _read(led, options))
+
+
+def _read(led: Any, options: HistoryCommand) -> HistoryDocument:
+    from sparkdoctor.ledger.documents import HistoryCompare, HistoryList, HistoryRun
+
+    path = led.path
+    if options.html is not None:
+        from sparkdoctor.commands.history_html import write_html
+
+        return write_html(led, options.html)
+    if options.compare:
+        runs = [led.run(i) for i in options.compare]
+        missing = [str(i) for i, r in zip(options.compare, runs, strict=False) if r is None]
+        if missing:
+            raise UsageError(f"ledger {path}: no run {', '.join(missing)} (see `sparkdoctor history`)")
+        for i, r in zip(options.compare, runs, strict=False):
+            _refuse_damaged(path, i, r)
+        from sparkdoctor.ledger.compare import compare_runs
+
+        return HistoryCompare(compare_runs(runs[0], runs[1]))
+    if options.run_id is not None:
+        found = led.run(options.run_id, with_samples=options.samples)
+        if found is None:
+            raise UsageError(f"ledger {path}: no run {options.run_id} (see `sparkdoctor history`)")
+        _refuse_damaged(path, options.run_id, found)
+        return HistoryRun(found)
+    return HistoryList(str(path), led.runs(options.recipe, options.limit))
+
+
+def _refuse_damaged(path: Path, run_id: int, found: dict[str, Any]) -> None:
+    """A run whose stored JSON is damaged cannot be shown or compared: one line naming what is wrong, exit 5
+    (`history` without RUN_ID still lists it, marked, among the others)."""
+    if found.get("damaged"):
+        raise LedgerFailure(f"ledger {path}: run {run_id} is damaged: {'; '.join(found['damaged'])}")
 
 
 def register(app: typer.Typer) -> None:
     app.command("history")(history)
-
-
-def _refuse_damaged(path: Path, run_id: int, run: dict) -> None:
-    """A run whose stored JSON is damaged cannot be shown or compared: one line naming what is wrong, exit 5
-    (`history` without RUN_ID still lists it, marked, among the others)."""
-    from sparkdoctor.exitcodes import EXIT_LEDGER
-
-    if run.get("damaged"):
-        raise Fatal(f"ledger {path}: run {run_id} is damaged: {'; '.join(run['damaged'])}", EXIT_LEDGER, code="ledger")
 
 
 def history(
@@ -34,65 +115,14 @@ def history(
     compare: list[int] | None = typer.Option(None, "--compare", help="Two run ids: --compare A --compare B."),
     limit: int = typer.Option(50, "--limit", help="List at most this many runs."),
     samples: bool = typer.Option(False, "--samples", help="With RUN_ID: include the raw per-request samples (json)."),
-    ledger: Path | None = typer.Option(None, "--ledger", help="Ledger file (default: the state folder's ledger.sqlite)."),
-    fmt: str = format_option(Format.console, Format.json),
+    ledger: Path | None = ledger_option(),
+    fmt: str = format_option(*FORMATS),
+    output_name: str | None = output_option(),
     html_file: str | None = typer.Option(None, "--html", metavar="FILE", help="Write the whole ledger as one self-contained HTML page (plots need plotly: pip install 'sparkdoctor-gb10\\[html]')."),
 ) -> None:
     """List, show and compare stored benchmark runs."""
-    if html_file is not None:
-        from sparkdoctor.commands.history_html import write_html
+    from sparkdoctor.emit import emit
 
-        with open_ledger(ledger) as led:
-            write_html(led, html_file)
-        return
-    if fmt not in FORMATS:
-        raise Fatal(f"--format {fmt}: choose one of {', '.join(FORMATS)}")
-    if compare and len(compare) != 2:
-        raise Fatal(f"--compare takes two run ids (--compare A --compare B), got {len(compare)}")
-    if compare and run_id is not None:
-        raise Fatal("give RUN_ID or --compare A --compare B, not both")
-    from sparkdoctor.bench import render
-    from sparkdoctor.bench.session import envelope
-    from sparkdoctor.ledger.compare import compare_runs
-
-    with open_ledger(ledger) as led:  # a LedgerError is exit 5 by itself
-        path = led.path
-        if compare:
-            runs = [led.run(i) for i in compare]
-            missing = [str(i) for i, r in zip(compare, runs, strict=False) if r is None]
-            if missing:
-                raise Fatal(f"ledger {path}: no run {', '.join(missing)} (see `sparkdoctor history`)")
-            for i, r in zip(compare, runs, strict=False):
-                _refuse_damaged(path, i, r)
-            doc = envelope("history-compare", compare_runs(runs[0], runs[1]))
-        elif run_id is not None:
-            run = led.run(run_id, with_samples=samples)
-            if run is None:
-                raise Fatal(f"ledger {path}: no run {run_id} (see `sparkdoctor history`)")
-            _refuse_damaged(path, run_id, run)
-            doc = envelope("history-run", {"run": run})
-        else:
-            doc = envelope("history", {"ledger": str(path), "runs": led.runs(recipe, limit)})
-    if fmt == "json":
-        from sparkdoctor.emit import emit_json
-
-        emit_json("history", doc["kind"], doc)
-        return
-    from sparkdoctor.emit import emit_console
-
-    emit_console(lambda console: _draw(render, console, doc), render.console())
-
-
-def _draw(render, console, doc) -> None:
-    if doc["kind"] == "history-compare":
-        render.render_compare(console, doc)
-    elif doc["kind"] == "history-run":
-        run = doc["run"]
-        shown = {"run_id": run["id"], "recipe": run["recipe"], "server": run["server"], "base_url": run["base_url"],
-                 "model": run["model"], "fingerprint": run["fingerprint"], "levels": run["summary"]["levels"],
-                 "headline": run["summary"]["headline"], "findings": run["findings"]}
-        console.print(f"run {run['id']} at {run['created_at']} (bench version {run['bench_version']}, "
-                      f"sparkdoctor {run['tool_version']})")
-        render.render_run(console, shown)
-    else:
-        render.render_history(console, doc["runs"])
+    options = HistoryCommand(run_id=run_id, recipe=recipe, compare=list(compare or []), limit=limit, samples=samples,
+                             ledger=ledger, fmt=Format(fmt), output=output_path("--output", output_name), html=html_file)
+    raise typer.Exit(emit(run(options), options.fmt, options.output))

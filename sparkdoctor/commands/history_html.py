@@ -1,44 +1,56 @@
 """`sparkdoctor history --html FILE`: the ledger as one self-contained page (sparkdoctor/render/history_html.py).
 
-Parse and deliver only: the timeline comes from sparkdoctor/ledger/timeline.py, the latest toolchain's findings
-from findings.build_report on the latest run's Facts, the page from the renderer. Plotly is optional: without it
-the command says how to get it, in one line (exit 2)."""
+The timeline comes from sparkdoctor/ledger/timeline.py, the latest toolchain's findings from findings.build_report
+on the latest run's Facts, the page from the renderer; the page is written atomically. Plotly is optional: without
+it the command says how to get it, in one line (exit 2)."""
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
-from sparkdoctor.cli_support import Fatal
+from sparkdoctor.errors import UsageError
+from sparkdoctor.ledger.documents import HistoryPage
 
 
-def write_html(led, name: str) -> None:
+def refuse_bad_name(name: str) -> Path:
+    """The file `--html NAME` names, or UsageError (one line) when it cannot become a regular file."""
+    from sparkdoctor.files import OutputError, target_of
+
     if not name:
-        raise Fatal("--html '': give a file name")
-    try:
-        import plotly  # type: ignore[import-untyped]  # noqa: F401
-    except ImportError:
-        raise Fatal("--html needs plotly, which is optional: pip install 'sparkdoctor-gb10[html]' (or pip install plotly)") from None
-    from sparkdoctor.files import OutputError, target_of, write_text
-    from sparkdoctor.ledger.timeline import read
-    from sparkdoctor.render.history_html import render_page
-
+        raise UsageError("--html '': give a file name")
     path = Path(name)
     try:
         target_of(path)
     except OutputError as exc:
-        raise Fatal(f"--html {name}: {exc}") from None
+        raise UsageError(f"--html {name}: {exc}") from None
+    return path
+
+
+def write_html(led: Any, name: str) -> HistoryPage:
+    """Write the page; what it holds (a line on stderr says it too)."""
+    path = refuse_bad_name(name)
+    try:
+        import plotly  # noqa: F401
+    except ImportError:
+        raise UsageError("--html needs plotly, which is optional: pip install 'sparkdoctor-gb10[html]' (or pip install plotly)") from None
+    from sparkdoctor.files import OutputError, write_text
+    from sparkdoctor.ledger.timeline import read
+    from sparkdoctor.render.history_html import render_page
+
     timeline = read(led.db)
     page = render_page(timeline, _latest_findings(timeline.latest_facts), str(led.path))
     try:
         write_text(path, page)
     except OutputError as exc:
-        raise Fatal(f"--html {name}: {exc}") from None
+        raise UsageError(f"--html {name}: {exc}") from None
     sys.stderr.write(f"wrote {name}: {len(timeline.runs):,} runs, {len(timeline.changes):,} toolchain changes, "
                      f"{len(page) / 1e6:.1f} MB\n")
+    return HistoryPage(html=str(path), runs=len(timeline.runs), changes=len(timeline.changes), bytes=len(page.encode()))
 
 
-def _latest_findings(facts: dict | None) -> list:
+def _latest_findings(facts: dict[str, Any] | None) -> list[Any]:
     if not facts:
         return []
     from sparkdoctor.facts import Facts
@@ -46,6 +58,6 @@ def _latest_findings(facts: dict | None) -> list:
     from sparkdoctor.matrix import load
 
     try:
-        return build_report(Facts.from_dict(facts, source="ledger"), load(None)).findings
+        return list(build_report(Facts.from_dict(facts, source="ledger"), load(None)).findings)
     except Exception:  # noqa: BLE001 (the page still shows the runs when the stored Facts cannot be judged)
         return []

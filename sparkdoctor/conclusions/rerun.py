@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from sparkdoctor.conclusions import outcome, staleness, store
+from sparkdoctor.conclusions.documents import RerunDone, RerunPlan
 from sparkdoctor.conclusions.model import Arm, ConclusionError
 from sparkdoctor.conclusions.toolchain import Toolchains
 from sparkdoctor.conclusions.workarounds import judge_all, load_arm, without
-from sparkdoctor.exitcodes import EXIT_LEDGER
 from sparkdoctor.ledger.schema import LedgerError
 
 RERUN_VERSION = 1
@@ -44,7 +44,7 @@ def _hash(recipe: Any) -> str:
     return recipe_hash(resolved_recipe(recipe))
 
 
-def plan(ledger: Any, matrix: Any, toolchains: Toolchains, names: tuple[str, ...] = ()) -> dict[str, Any]:
+def plan(ledger: Any, matrix: Any, toolchains: Toolchains, names: tuple[str, ...] = ()) -> RerunPlan:
     conclusions = store.latest(ledger)
     unknown = sorted(set(names) - {c.name for c in conclusions})
     if unknown:
@@ -75,7 +75,7 @@ def plan(ledger: Any, matrix: Any, toolchains: Toolchains, names: tuple[str, ...
             run = ledger.run(status.conclusion.data["runs"][arm_name][-1]) or {}
             served = (run.get("facts") or {}).get("container") if isinstance(run.get("facts"), dict) else None
             items += _stale_mods(recipe, arm.path, status.pythons[arm_name], status.conclusion.data, served or {})
-    return {"conclusions": statuses, "workarounds": items}
+    return RerunPlan(statuses, items)
 
 
 def _stale_mods(recipe: Any, path: str, python: str, data: dict[str, Any], served: dict[str, Any]) -> list[dict[str, Any]]:
@@ -143,12 +143,13 @@ def _bench_options(data: dict[str, Any], opts: Options) -> Any:
 
 def _measure(arms: dict[str, Arm], data: dict[str, Any], opts: Options) -> dict[str, Any]:
     from sparkdoctor.bench import flow
+    from sparkdoctor.bench.failures import StoreFailed
 
     recipes = {name: load_arm(arm, data.get("sets")) for name, arm in arms.items()}
     try:
-        return flow.bench_ab(recipes["A"], recipes["B"], _bench_options(data, opts))
+        return flow.bench_ab(recipes["A"], recipes["B"], _bench_options(data, opts)).to_json()
     except flow.Failure as exc:
-        if exc.exit_code == EXIT_LEDGER:  # the ledger failed, not the measurement: the whole rerun stops, exit 5
+        if isinstance(exc, StoreFailed):  # the ledger failed, not the measurement: the whole rerun stops, exit 5
             from sparkdoctor.conclusions.store import LedgerReadError
 
             raise LedgerReadError(str(exc)) from None
@@ -252,11 +253,11 @@ def _advice(shown: str, cost: list[dict[str, Any]]) -> str:
     return f"{shown} buys nothing measurable here ({head['without_over_with']:.2f}x without it): remove it"
 
 
-def execute(ledger: Any, planned: dict[str, Any], opts: Options, progress: Progress | None = None) -> dict[str, Any]:
+def execute(ledger: Any, planned: RerunPlan, opts: Options, progress: Progress | None = None) -> RerunDone:
     results: list[dict[str, Any]] = []
-    by_name: dict[str, Any] = {s.conclusion.name: s.conclusion.data.get("levels") or [] for s in planned["conclusions"]
+    by_name: dict[str, Any] = {s.conclusion.name: s.conclusion.data.get("levels") or [] for s in planned.conclusions
                                if s.state == "fresh"}
-    for status in planned["conclusions"]:
+    for status in planned.conclusions:
         if status.state != "stale":
             continue
         if not status.rerunnable:
@@ -274,7 +275,7 @@ def execute(ledger: Any, planned: dict[str, Any], opts: Options, progress: Progr
         by_name[status.conclusion.name] = res["new"].get("levels") or []
         results.append(res)
     measured = []
-    for item in planned["workarounds"]:
+    for item in planned.workarounds:
         if progress:
             progress(f"measuring {item['label']} with and without {item['workaround']}")
         try:
@@ -283,4 +284,4 @@ def execute(ledger: Any, planned: dict[str, Any], opts: Options, progress: Progr
             if isinstance(exc, LedgerError):
                 raise
             measured.append({**item, "cost": [], "advice": f"not measured: {exc}"})
-    return {"results": results, "workarounds": measured}
+    return RerunDone(results, measured)

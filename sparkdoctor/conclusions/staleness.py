@@ -88,10 +88,10 @@ def judge(conclusion: Conclusion, ledger: Any, toolchains: Toolchains) -> Status
     seen: set[str] = set()
     for arm, conclusion_arm in conclusion.arms.items():
         run = ledger.run(data["runs"][arm][-1])
-        why = _unreadable(run)
-        if why:
+        problem = _unreadable(run)
+        if problem:
             return Status(conclusion, "broken", reasons=[f"run {data['runs'][arm][-1]} (arm {arm}) is damaged in the "
-                                                         f"ledger ({why}): record it again"], rerunnable=False)
+                                                         f"ledger ({problem}): record it again"], rerunnable=False)
         python = python_of(run["facts"]) or ""
         status.pythons[arm] = python
         try:

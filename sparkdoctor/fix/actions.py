@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from sparkdoctor.fix import journal as jr
-from sparkdoctor.fix.interface import Action, FixError, Installer
+from sparkdoctor.fix.interface import Action, FixError, Installer, StepKind
 from sparkdoctor.fix.inventory import Inventory
 from sparkdoctor.fix.model import Plan, Step
 from sparkdoctor.fix.restore import Restorer
@@ -103,7 +103,8 @@ class Restore(PackageAction):
         self.ctx.installer.install(self.step.requirements, force_reinstall=True, no_deps=True)
 
 
-ACTIONS: dict[str, type[StepAction]] = {"edit": EditFile, "uninstall": Uninstall, "install": Install, "restore": Restore}
+ACTIONS: dict[StepKind, type[StepAction]] = {StepKind.edit: EditFile, StepKind.uninstall: Uninstall, StepKind.install: Install,
+                                             StepKind.restore: Restore}
 
 
 def actions_of(plan: Plan, ctx: Context, inject: Callable[[int, Step], Step] | None = None) -> list[StepAction]:
@@ -154,7 +155,7 @@ def injected(index: int, s: Step) -> Step:
     plan said. Only the tests set it: it proves a failing installer is rolled back."""
     spec = os.environ.get("SPARKDOCTOR_FIX_FAULT", "")
     kind, _, at = spec.partition(":")
-    if not at.isdigit() or int(at) != index or s.op not in ("install", "restore") or not s.requirements:
+    if not at.isdigit() or int(at) != index or s.op not in (StepKind.install, StepKind.restore) or not s.requirements:
         return s
     from packaging.requirements import Requirement
 
@@ -162,7 +163,7 @@ def injected(index: int, s: Step) -> Step:
     if kind == "bad-version":
         return dataclasses.replace(s, requirements=[f"{name}==0.0.0.dev987654"])
     if kind == "drift":
-        return dataclasses.replace(s, requirements=[name], op="install")
+        return dataclasses.replace(s, requirements=[name], op=StepKind.install)
     if kind == "conflict":
-        return dataclasses.replace(s, constraints=[*s.constraints, f"{name}<0.0.0.dev0"], op="install")
+        return dataclasses.replace(s, constraints=[*s.constraints, f"{name}<0.0.0.dev0"], op=StepKind.install)
     return s

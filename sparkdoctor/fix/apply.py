@@ -38,6 +38,7 @@ from sparkdoctor.fix.interface import (
     Installer,
     JournalError,
     Refusal,
+    StepKind,
     UnchangedError,
 )
 from sparkdoctor.fix.inventory import (
@@ -135,8 +136,8 @@ def apply(target: Target, plan: Plan, inventory: Inventory, installer: Installer
         if stuck:
             raise Refusal(f"journal {stuck.id} of this target stopped mid-apply: run `sparkdoctor fix --rollback {stuck.id}` first")
         step("locked")
-        edited = [(s.path, s.side) for s in plan.steps if s.op == "edit" and s.path]
-        outside = outside_mod.snapshot(target, plan.touched) if any(s.op != "edit" for s in plan.steps) else None
+        edited = [(s.path, s.side) for s in plan.steps if s.op is StepKind.edit and s.path]
+        outside = outside_mod.snapshot(target, plan.touched) if any(s.op.changes_packages for s in plan.steps) else None
         journal = jr.create(header, edited, _dist_paths(inventory, plan.touched), _save_wheels(plan, inventory, installer), step, sides,
                             outside)
         step("journal-complete")

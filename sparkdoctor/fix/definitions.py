@@ -18,7 +18,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
 
-from sparkdoctor.fix.interface import DefinitionError
+from sparkdoctor.fix.interface import ActionKind, DefinitionError
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -31,23 +31,23 @@ ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 FLAG_RE = re.compile(r"--?[A-Za-z0-9][A-Za-z0-9_.-]*")
 
 # kind -> (required fields and types, optional fields and types)
-VOCABULARY: dict[str, tuple[dict[str, type], dict[str, type]]] = {
-    "install": ({"requirements": list}, {}),
-    "uninstall": ({"packages": list}, {}),
-    "reinstall-family": ({"packages": list, "requirement": str, "version": str}, {"last": str}),
-    "restore-files": ({"packages": list}, {"last": str}),
-    "pin": ({"package": str}, {"specifier": str, "remove": bool}),
-    "set-env": ({"name": str, "value": str}, {}),
-    "unset-env": ({"names": list}, {}),
-    "add-flag": ({"flag": str}, {"value": str}),
-    "drop-flag": ({"flag": str}, {}),
+VOCABULARY: dict[ActionKind, tuple[dict[str, type], dict[str, type]]] = {
+    ActionKind.install: ({"requirements": list}, {}),
+    ActionKind.uninstall: ({"packages": list}, {}),
+    ActionKind.reinstall_family: ({"packages": list, "requirement": str, "version": str}, {"last": str}),
+    ActionKind.restore_files: ({"packages": list}, {"last": str}),
+    ActionKind.pin: ({"package": str}, {"specifier": str, "remove": bool}),
+    ActionKind.set_env: ({"name": str, "value": str}, {}),
+    ActionKind.unset_env: ({"names": list}, {}),
+    ActionKind.add_flag: ({"flag": str}, {"value": str}),
+    ActionKind.drop_flag: ({"flag": str}, {}),
 }
 _TOP = {"schema", "id", "title", "summary", "action"}
 
 
 @dataclass
 class ActionSpec:
-    kind: str
+    kind: ActionKind
     fields: dict[str, Any]
 
 
@@ -68,7 +68,7 @@ def _need(cond: bool, label: str, message: str) -> None:
 
 def _names(values: list, label: str, fld: str) -> list[str]:
     _need(bool(values) and all(isinstance(v, str) for v in values), label, f"field '{fld}' must be a non-empty list of package names")
-    out = []
+    out: list[str] = []
     for v in values:
         _need(re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", v) is not None, label, f"field '{fld}' has {v!r}, which is not a package name")
         out.append(canonicalize_name(v))
@@ -144,15 +144,15 @@ def action_from(raw: Any, index: int, where: str) -> ActionSpec:
             _need("\n" not in raw["value"] and "\0" not in raw["value"], label, "field 'value' must be one line")
     elif kind in ("add-flag", "drop-flag"):
         _need(FLAG_RE.fullmatch(raw["flag"]) is not None, label, f"field 'flag' has {raw['flag']!r}, which is not a --flag")
-    return ActionSpec(kind, fields)
+    return ActionSpec(ActionKind(kind), fields)
 
 
 def touched_packages(spec: ActionSpec) -> set[str]:
-    if spec.kind == "install":
+    if spec.kind is ActionKind.install:
         return {canonicalize_name(Requirement(r).name) for r in spec.fields["requirements"]}
-    if spec.kind in ("uninstall", "restore-files", "reinstall-family"):
+    if spec.kind in (ActionKind.uninstall, ActionKind.restore_files, ActionKind.reinstall_family):
         return set(spec.fields["packages"])
-    if spec.kind == "pin":
+    if spec.kind is ActionKind.pin:
         return {spec.fields["package"]}
     return set()
 

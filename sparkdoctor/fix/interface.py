@@ -21,6 +21,38 @@ from sparkdoctor.exitcodes import (
     EXIT_USAGE,
 )
 from sparkdoctor.text import one_line
+from sparkdoctor.vocab import Word
+
+
+class StepKind(Word):
+    """What one plan step does to the target (Step.op): the key of the action that executes it
+    (sparkdoctor.fix.actions), of the journal's step rows and of the plan's rendering. The words are the plan's
+    JSON and journal values."""
+
+    edit = "edit"  # write a file's new text (a pin file, an env file, a recipe)
+    uninstall = "uninstall"  # remove these dists
+    install = "install"  # these requirements in one resolver call, with constraint lines
+    restore = "restore"  # force-reinstall exact versions, no dependencies
+
+    @property
+    def changes_packages(self) -> bool:
+        return self is not StepKind.edit
+
+
+class ActionKind(Word):
+    """The fixed vocabulary of a fix file's actions (fixes/<id>.toml `kind`; sparkdoctor.fix.definitions checks each
+    one's fields): what the plan builder turns into steps, and the word each step carries (Step.kind) into the plan's
+    JSON, the journal and the rendering."""
+
+    install = "install"
+    uninstall = "uninstall"
+    reinstall_family = "reinstall-family"
+    restore_files = "restore-files"
+    pin = "pin"
+    set_env = "set-env"
+    unset_env = "unset-env"
+    add_flag = "add-flag"
+    drop_flag = "drop-flag"
 
 
 class FixError(SparkdoctorError):
@@ -113,6 +145,10 @@ class Installer(ABC):
     @abstractmethod
     def download(self, requirements: list[str], dest: str) -> dict[str, str | None]: ...
 
+    def describe(self) -> str:
+        """The installer as the plan names it (pip with its version, uv, a container's pip)."""
+        return self.name
+
 
 class Action(ABC):
     """One planned change, with conda's contract (core/path_actions.py), called in this order:
@@ -124,7 +160,7 @@ class Action(ABC):
               what the journal recorded. Reversal runs in reverse order; its errors are collected.
     describe() is what the plan shows."""
 
-    op: str
+    op: StepKind
     why: list[str]  # the finding ids that ask for it
 
     @abstractmethod

@@ -62,19 +62,23 @@ def _check(data: Any) -> None:
     target = _dict(data.get("target"), "target")
     _str(target.get("python"), "target.python")
     _str(target.get("kind", "python"), "target.kind")
+    from sparkdoctor.fix.interface import StepKind
     from sparkdoctor.fix.model import Plan
 
     plan = _dict(data.get("plan"), "plan")
+    raw_steps = plan.get("steps")
+    for i, raw in enumerate(raw_steps if isinstance(raw_steps, list) else []):
+        op = raw.get("op") if isinstance(raw, dict) else None
+        _need(op in StepKind.values(), f"plan.steps[{i}].op", f"is {op!r}")
     try:
         parsed = Plan.from_dict(plan)
     except (TypeError, ValueError, AttributeError) as exc:
         raise _Bad(f"field 'plan' is not a plan: {exc}") from None
     for i, s in enumerate(parsed.steps):
-        _need(s.op in ("edit", "uninstall", "install", "restore"), f"plan.steps[{i}].op", f"is {s.op!r}")
         for name in ("names", "requirements", "constraints"):
             _need(isinstance(getattr(s, name), list) and all(isinstance(x, str) for x in getattr(s, name)),
                   f"plan.steps[{i}].{name}", "must be a list of strings")
-        if s.op == "edit":
+        if s.op is StepKind.edit:
             _str(s.path, f"plan.steps[{i}].path")
             _str(s.new_text, f"plan.steps[{i}].new_text")
             _need(s.side in ("target", "host"), f"plan.steps[{i}].side", f"is {s.side!r}")

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from sparkdoctor.fix.interface import ActionKind, StepKind
+
 PLAN_VERSION = 1
 
 
@@ -17,10 +19,10 @@ class Step:
     """One change. op: edit (a file's new text), uninstall (names), install (requirements in one
     resolver call, with constraint lines), restore (force-reinstall exact versions, no deps)."""
 
-    op: str
+    op: StepKind
     fix: str
     why: list[str]
-    kind: str  # the vocabulary word that asked for it
+    kind: ActionKind  # the fix file's action that asked for it
     path: str | None = None
     old_sha256: str | None = None
     new_text: str | None = None
@@ -50,7 +52,7 @@ class Plan:
         return not self.steps
 
     def files(self) -> list[str]:
-        return [s.path for s in self.steps if s.op == "edit" and s.path]
+        return [s.path for s in self.steps if s.op is StepKind.edit and s.path]
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -60,5 +62,10 @@ class Plan:
         if data.get("version") != PLAN_VERSION:
             raise ValueError(f"plan version {data.get('version')!r}; this sparkdoctor reads {PLAN_VERSION}")
         data = dict(data)
-        data["steps"] = [Step(**s) for s in data.get("steps", [])]
+        data["steps"] = [step_of(s) for s in data.get("steps", [])]
         return cls(**data)
+
+
+def step_of(data: dict[str, Any]) -> Step:
+    """A Step from its JSON (a plan, a journal); ValueError when `op` names no StepKind or `kind` no ActionKind."""
+    return Step(**{**data, "op": StepKind(data.get("op")), "kind": ActionKind(data.get("kind"))})

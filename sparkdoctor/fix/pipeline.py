@@ -90,72 +90,150 @@ def finding_ids(report) -> set[str]:
     return {f.id for f in report.findings}
 
 
-def apply_and_recheck(target, planned: Planned, settings: CheckSettings) -> dict[str, Any]:
+@dataclass
+class Applied:
+    """What an apply did and what the check after it found (`fix --yes`)."""
+
+    journal: str
+    done: list[str]
+    error: str | None
+    rolled_back: bool
+    rollback_verified: dict[str, Any] | None
+    outside_restored: list[str]
+    gone: list[str]
+    remaining: list[str]
+    new: list[str]
+    expected_gone: list[str]
+    report_after: Any
+
+    @property
+    def exit_code(self) -> int:
+        from sparkdoctor.exitcodes import EXIT_FIX_FAILED
+
+        return EXIT_FIX_FAILED if self.error else int(self.report_after.exit_code())
+
+    def to_json(self) -> dict[str, Any]:
+        """The apply document's keys (the check after it as its verdict)."""
+        return {"journal": self.journal, "done": self.done, "error": self.error, "rolled_back": self.rolled_back,
+                "rollback_verified": self.rollback_verified, "outside_restored": self.outside_restored, "gone": self.gone,
+                "remaining": self.remaining, "new": self.new, "expected_gone": self.expected_gone,
+                "verdict_after": self.report_after.verdict()}
+
+
+def apply_and_recheck(target, planned: Planned, settings: CheckSettings) -> Applied:
     outcome = apply_mod.apply(target, planned.plan, planned.inventory, planned.installer)
     if settings.progress:
         settings.progress("checking the target again")
     after = run_check(target, settings)
     before_ids, after_ids = finding_ids(planned.report), finding_ids(after)
-    return {
-        "journal": outcome.journal,
-        "done": outcome.done,
-        "error": outcome.error,
-        "rolled_back": outcome.rolled_back,
-        "rollback_verified": outcome.verified or None,
-        "outside_restored": outcome.outside_restored,
-        "gone": sorted(before_ids - after_ids),
-        "remaining": sorted(before_ids & after_ids),
-        "new": sorted(after_ids - before_ids),
-        "expected_gone": planned.plan.checks_after,
-        "report_after": after,
-    }
+    return Applied(journal=outcome.journal, done=outcome.done, error=outcome.error, rolled_back=outcome.rolled_back,
+                   rollback_verified=outcome.verified or None, outside_restored=outcome.outside_restored,
+                   gone=sorted(before_ids - after_ids), remaining=sorted(before_ids & after_ids),
+                   new=sorted(after_ids - before_ids), expected_gone=planned.plan.checks_after, report_after=after)
 
 
-def rollback(target_for: Callable[[dict[str, Any]], Any], ident: str | None) -> dict[str, Any]:
+@dataclass
+class RolledBack:
+    """What `fix --rollback` found and did: the journal, its status, a message; for a rollback that ran, what it
+    restored and the verification (`verified`)."""
+
+    journal: str
+    status: str
+    message: str
+    verified: dict[str, Any] | None = None
+    restored_packages: dict[str, Any] | None = None
+    restored_files: list[str] | None = None
+
+    @property
+    def exit_code(self) -> int:
+        """5 when a rollback ran and its verification found differences."""
+        from sparkdoctor.exitcodes import EXIT_FIX_FAILED
+
+        return EXIT_FIX_FAILED if self.status == "rolled back" and not (self.verified or {}).get("ok") else 0
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"journal": self.journal, "status": self.status}
+        if self.status == "rolled back":
+            out.update(verified=self.verified, restored_packages=self.restored_packages, restored_files=self.restored_files)
+        out["message"] = self.message
+        if self.status == "already rolled back":
+            out["verified"] = self.verified
+        return out
+
+
+def rollback(target_for: Callable[[dict[str, Any]], Any], ident: str | None) -> RolledBack:
     """`target_for(journal's target record)` finds that target again (or refuses, in one line)."""
     journal = jr.load(ident)
     status = journal.status()
     if status == "half-written":
-        return {"journal": journal.id, "status": status, "message":
-                f"journal {journal.id} is half-written (no COMPLETE marker): not trusted; its apply never started, so nothing was changed"}
+        return RolledBack(journal.id, status, f"journal {journal.id} is half-written (no COMPLETE marker): not trusted; "
+                                              "its apply never started, so nothing was changed")
     if status == "damaged":
         raise JournalError(f"journal {journal.id} lost its COMPLETE marker after its apply started: it is not trusted, so nothing "
                            "was done from it; the target may be half-changed: compare it with `sparkdoctor check`, restore "
                            f"the marker from a backup of {journal.path}, or rebuild the environment")
     if status == "planned":
-        return {"journal": journal.id, "status": status, "message": f"journal {journal.id} is complete but its apply never started: nothing was changed"}
+        return RolledBack(journal.id, status, f"journal {journal.id} is complete but its apply never started: nothing was changed")
     if status == "rolled back":
-        return {"journal": journal.id, "status": "already rolled back", "message": f"journal {journal.id} was already rolled back",
-                "verified": journal.marker(jr.ROLLED_BACK)}
+        return RolledBack(journal.id, "already rolled back", f"journal {journal.id} was already rolled back",
+                          verified=journal.marker(jr.ROLLED_BACK))
     target = target_for(journal.data["target"])
     inventory = inv_mod.read(target)
     installer = for_target(target, inventory)
     verified = apply_mod.rollback(target, journal, installer)
-    return {"journal": journal.id, "status": "rolled back", "verified": verified,
-            "restored_packages": journal.data["touched_before"], "restored_files": [r["path"] for r in journal.data["files"]],
-            "message": f"journal {journal.id} rolled back"}
+    return RolledBack(journal.id, "rolled back", f"journal {journal.id} rolled back", verified=verified,
+                      restored_packages=journal.data["touched_before"],
+                      restored_files=[r["path"] for r in journal.data["files"]])
 
 
-def _row(j: jr.Journal) -> dict[str, Any]:
+@dataclass
+class JournalRow:
+    """One fix journal as `fix --history` lists it."""
+
+    journal: str
+    status: str
+    created: str | None
+    target: str | None
+    fixes: list[str]
+    bytes: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"journal": self.journal, "status": self.status, "created": self.created, "target": self.target,
+                "fixes": self.fixes, "bytes": self.bytes}
+
+
+def _row(j: jr.Journal) -> JournalRow:
     plan = j.data.get("plan") or {}
-    return {"journal": j.id, "status": "damaged" if j.damaged else j.status(), "created": j.data.get("created"),
-            "target": inv_mod.target_label(j.data["target"]) if j.data.get("target") else None,
-            "fixes": [f["id"] for f in plan.get("fixes", [])], "bytes": j.size()}
+    return JournalRow(journal=j.id, status="damaged" if j.damaged else j.status(), created=j.data.get("created"),
+                      target=inv_mod.target_label(j.data["target"]) if j.data.get("target") else None,
+                      fixes=[f["id"] for f in plan.get("fixes", [])], bytes=j.size())
 
 
-def history() -> list[dict[str, Any]]:
+def history() -> list[JournalRow]:
     return [_row(j) for j in jr.history()]
 
 
-def prune(keep: int | None, older_than_s: float | None) -> dict[str, Any]:
+@dataclass
+class Pruned:
+    """What `fix --prune` removed, what it kept because it is not settled, and the bytes freed."""
+
+    removed: list[dict[str, Any]]
+    kept_unsettled: list[JournalRow]
+    freed_bytes: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"removed": self.removed, "kept_unsettled": [r.to_json() for r in self.kept_unsettled],
+                "freed_bytes": self.freed_bytes}
+
+
+def prune(keep: int | None, older_than_s: float | None) -> Pruned:
     """Remove settled journals beyond the newest `keep` and/or older than `older_than_s`; never the
     journal of an apply or rollback that did not finish (nor a damaged one: it may be all that is left)."""
     if keep is None and older_than_s is None:
         raise FixError("--prune needs --keep N and/or --older-than AGE")
     removed, spared = jr.prune(keep, older_than_s)
-    return {"removed": [{"journal": j.id, "status": j.status()} for j in removed],
-            "kept_unsettled": [_row(j) for j in spared],
-            "freed_bytes": sum(j.freed for j in removed)}
+    return Pruned(removed=[{"journal": j.id, "status": j.status()} for j in removed],
+                  kept_unsettled=[_row(j) for j in spared], freed_bytes=sum(j.freed for j in removed))
 
 
-__all__ = ["RESULT_VERSION", "CheckSettings", "FixError", "FixOptions", "apply_and_recheck", "history", "make_plan", "prune", "rollback"]
+__all__ = ["RESULT_VERSION", "Applied", "CheckSettings", "FixError", "FixOptions", "apply_and_recheck", "history", "make_plan", "prune", "Pruned", "rollback", "RolledBack"]

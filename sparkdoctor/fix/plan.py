@@ -24,7 +24,13 @@ from packaging.version import InvalidVersion, Version
 
 from sparkdoctor.fix import edits
 from sparkdoctor.fix.definitions import ActionSpec, FixDefinition
-from sparkdoctor.fix.interface import FixError, Installer, ResolutionError
+from sparkdoctor.fix.interface import (
+    ActionKind,
+    FixError,
+    Installer,
+    ResolutionError,
+    StepKind,
+)
 from sparkdoctor.fix.inventory import Inventory
 from sparkdoctor.fix.model import Plan, Step
 from sparkdoctor.fix.siblings import pinned_siblings
@@ -67,7 +73,7 @@ class Planner:
         self.restore_last: set[str] = set()
         self.exact_installs: list[str] = []
         self.uninstalls: list[str] = []
-        self.why: dict[str, tuple[str, list[str], str]] = {}
+        self.why: dict[str, tuple[str, list[str], ActionKind]] = {}
 
     # ---- files --------------------------------------------------------------------------------
     def _text(self, path: Path, side: str = "host") -> str:
@@ -80,7 +86,7 @@ class Planner:
             self.side_of[key] = side
         return self.texts[key]
 
-    def _edit(self, path: Path, new: str, fix: str, why: list[str], kind: str) -> None:
+    def _edit(self, path: Path, new: str, fix: str, why: list[str], kind: ActionKind) -> None:
         self.texts[str(path)] = new
         self.why[str(path)] = (fix, why, kind)
 
@@ -95,8 +101,12 @@ class Planner:
     def add(self, fix: FixDefinition, why: list[str]) -> None:
         self.plan.fixes.append({"id": fix.id, "title": fix.title, "findings": why})
         self.plan.checks_after += [w for w in why if w not in self.plan.checks_after]
+        planners = {ActionKind.pin: self._pin, ActionKind.unset_env: self._unset_env, ActionKind.set_env: self._set_env,
+                    ActionKind.add_flag: self._add_flag, ActionKind.drop_flag: self._drop_flag,
+                    ActionKind.install: self._install, ActionKind.uninstall: self._uninstall,
+                    ActionKind.reinstall_family: self._reinstall_family, ActionKind.restore_files: self._restore_files}
         for action in fix.actions:
-            getattr(self, "_" + action.kind.replace("-", "_"))(action, fix.id, why)
+            planners[action.kind](action, fix.id, why)
 
     def _pin(self, a: ActionSpec, fix: str, why: list[str]) -> None:
         package = canonicalize_name(a.fields["package"])
@@ -222,14 +232,15 @@ class Planner:
         res = self._dry_run([requirement], constraints, env, ignore_installed=True)
         installed_family = sorted(n for n in family if self.inv.get(n))
         fix, why = fam["fixes"][0], fam["why"]
-        self.plan.steps.append(Step("uninstall", fix, why, "reinstall-family", names=installed_family))
-        self.plan.steps.append(Step("install", fix, why, "reinstall-family", requirements=[requirement], constraints=constraints))
+        self.plan.steps.append(Step(StepKind.uninstall, fix, why, ActionKind.reinstall_family, names=installed_family))
+        self.plan.steps.append(Step(StepKind.install, fix, why, ActionKind.reinstall_family, requirements=[requirement], constraints=constraints))
         last = fam["last"]
         if last and last in res.installs:  # its files must win where the family's wheels share paths
-            self.plan.steps.append(Step("restore", fix, why, "reinstall-family", requirements=[f"{last}=={res.installs[last]}"]))
+            self.plan.steps.append(Step(StepKind.restore, fix, why, ActionKind.reinstall_family, requirements=[f"{last}=={res.installs[last]}"]))
         changed = set(installed_family)
         for name in installed_family:
-            self.plan.changes[name] = [self.inv.get(name).version, res.installs.get(name)]
+            installed = self.inv.get(name)  # the family's installed members: found by construction
+            self.plan.changes[name] = [installed.version if installed else None, res.installs.get(name)]
         for name, version in res.installs.items():
             before = self.inv.get(name)
             if name in family or before is None or before.version != version:
@@ -272,7 +283,7 @@ class Planner:
             fix, why, kind = self.why[path]
             side = self.side_of.get(path, "host")
             row = self.sides[side].info([path], with_hash=True).get(path) or {}
-            plan.steps.append(Step("edit", fix, why, kind, path=path, old_sha256=row.get("sha256"), new_text=new,
+            plan.steps.append(Step(StepKind.edit, fix, why, kind, path=path, old_sha256=row.get("sha256"), new_text=new,
                                    diff=edits.line_diff(old, new), side=side))
             where = "" if side == "host" or self.local else f" in {self.sides[side].where}"
             if row.get("read_only_fs"):
@@ -291,16 +302,17 @@ class Planner:
             if self.exact_installs:
                 fix, why, kind = self.why["install"]
                 res = self._dry_run(self.exact_installs, [], env)
-                plan.steps.append(Step("install", fix, why, kind, requirements=list(self.exact_installs)))
+                plan.steps.append(Step(StepKind.install, fix, why, kind, requirements=list(self.exact_installs)))
                 for name, version in res.installs.items():
                     before = self.inv.get(name)
                     plan.changes[name] = [before.version if before else None, version]
                 plan.touched += sorted(res.installs)
         if self.uninstalls:
             fix, why, kind = self.why["uninstall"]
-            plan.steps.append(Step("uninstall", fix, why, kind, names=list(self.uninstalls)))
+            plan.steps.append(Step(StepKind.uninstall, fix, why, kind, names=list(self.uninstalls)))
             for name in self.uninstalls:
-                plan.changes[name] = [self.inv.get(name).version, None]
+                installed = self.inv.get(name)  # uninstalls are installed dists by construction
+                plan.changes[name] = [installed.version if installed else None, None]
             plan.touched += self.uninstalls
         for name in sorted(self.restores):
             if any(name in key for key in self.families):  # a clean reinstall writes all its files fresh
@@ -312,7 +324,7 @@ class Planner:
             for group in (first, last):  # `last`: its files win the paths it shares with the others
                 if group:
                     fix, why, kind = self.why["restore:" + group[0]]
-                    plan.steps.append(Step("restore", fix, why, kind, requirements=[f"{n}=={self.restores[n]}" for n in group]))
+                    plan.steps.append(Step(StepKind.restore, fix, why, kind, requirements=[f"{n}=={self.restores[n]}" for n in group]))
             for name, version in self.restores.items():
                 plan.changes[name] = [version, version]
             plan.touched += sorted(self.restores)
@@ -322,7 +334,7 @@ class Planner:
 
     def _refuse(self) -> None:
         plan = self.plan
-        if not any(s.op != "edit" for s in plan.steps):
+        if not any(s.op.changes_packages for s in plan.steps):
             return
         if not self.inv.is_venv and not self.opts.system:
             plan.refusals.append(f"{self.inv.python} is a system interpreter, not a venv: changing its packages can break the OS's own tools (to allow it: --system)")
@@ -366,7 +378,7 @@ def hash_names(findings: list[Any], definitions: dict[str, FixDefinition]) -> li
     names: list[str] = []
     for fix, _ in wanted_fixes(findings, definitions):
         for a in fix.actions:
-            if a.kind == "restore-files":
+            if a.kind is ActionKind.restore_files:
                 names += [n for n in a.fields["packages"] if n not in names]
     return names
 

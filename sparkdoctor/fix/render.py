@@ -1,13 +1,16 @@
 """The plan, the apply's outcome, a rollback and the history, for people (console) and for programs (JSON).
 
-JSON is versioned (`fix_version`) and is the only thing on stdout."""
+JSON is versioned (`fix_version`) and is the only thing on stdout (sparkdoctor/fix/documents.py puts it there)."""
 
 from __future__ import annotations
 
-import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from sparkdoctor.fix.interface import ActionKind, StepKind
 from sparkdoctor.fix.model import Plan
+
+if TYPE_CHECKING:
+    from sparkdoctor.fix.pipeline import Applied, JournalRow, Pruned, RolledBack
 
 FIX_VERSION = 1
 
@@ -22,15 +25,15 @@ def plan_lines(plan: Plan) -> list[str]:
     if plan.steps:
         out.append("Steps, in order:")
     for i, s in enumerate(plan.steps, 1):
-        if s.op == "edit":
+        if s.op is StepKind.edit:
             out.append(f"  {i}. edit {s.path}  [{s.kind}]")
             out += [f"       {line}" for line in s.diff]
-        elif s.op == "uninstall":
+        elif s.op is StepKind.uninstall:
             out.append(f"  {i}. uninstall {' '.join(s.names)}  [{s.kind}]")
-        elif s.op == "install":
+        elif s.op is StepKind.install:
             extra = f" (with {len(s.constraints)} constraint lines: what installed packages require, the rest kept where it is)" if s.constraints else ""
             out.append(f"  {i}. install {' '.join(s.requirements)} in one resolver call{extra}  [{s.kind}]")
-        elif s.kind == "reinstall-family":
+        elif s.kind is ActionKind.reinstall_family:
             out.append(f"  {i}. reinstall {' '.join(s.requirements)} last, by itself, no dependencies: its files win the paths the family's wheels share  [{s.kind}]")
         else:
             out.append(f"  {i}. reinstall {' '.join(s.requirements)} from the registry, no dependencies  [{s.kind}]")
@@ -49,41 +52,43 @@ def plan_lines(plan: Plan) -> list[str]:
     return out
 
 
-def plan_json(plan: Plan, report: Any) -> str:
-    return json.dumps({"fix_version": FIX_VERSION, "mode": "plan", "plan": plan.to_dict(),
-                       "findings": sorted(f.id for f in report.findings), "verdict": report.verdict()}, indent=2)
+def plan_document(plan: Plan, report: Any) -> dict[str, Any]:
+    return {"fix_version": FIX_VERSION, "mode": "plan", "plan": plan.to_dict(),
+            "findings": sorted(f.id for f in report.findings), "verdict": report.verdict()}
 
 
-def applied_lines(result: dict[str, Any]) -> list[str]:
-    out = [f"Journal: {result['journal']}"]
-    out += [f"  done: {d}" for d in result["done"]]
-    if result.get("outside_restored"):
-        out.append(f"  compiled again (the installer changed them outside the plan): {', '.join(result['outside_restored'])}")
-    if result["error"]:
-        out.append(f"FAILED: {result['error']}")
-        if result["rolled_back"]:
-            v = result["rollback_verified"] or {}
+def applied_lines(result: Applied) -> list[str]:
+    out = [f"Journal: {result.journal}"]
+    out += [f"  done: {d}" for d in result.done]
+    if result.outside_restored:
+        out.append(f"  compiled again (the installer changed them outside the plan): {', '.join(result.outside_restored)}")
+    if result.error:
+        out.append(f"FAILED: {result.error}")
+        if result.rolled_back:
+            v = result.rollback_verified or {}
             out.append(f"Rolled back: {'package set and file bytes verified identical' if v.get('ok') else 'DIFFERENCES: ' + '; '.join(v.get('packages_differ', []) + v.get('files_differ', []))}")
-    out.append(f"Findings gone: {', '.join(result['gone']) or 'none'}")
-    out.append(f"Findings remaining: {', '.join(result['remaining']) or 'none'}")
-    out.append(f"New findings: {', '.join(result['new']) or 'none'}")
-    out.append(f"Verdict after: {result['report_after'].verdict()}   (undo: sparkdoctor fix --rollback {result['journal']})")
+    out.append(f"Findings gone: {', '.join(result.gone) or 'none'}")
+    out.append(f"Findings remaining: {', '.join(result.remaining) or 'none'}")
+    out.append(f"New findings: {', '.join(result.new) or 'none'}")
+    out.append(f"Verdict after: {result.report_after.verdict()}   (undo: sparkdoctor fix --rollback {result.journal})")
     return out
 
 
-def applied_json(result: dict[str, Any]) -> str:
-    body = {k: v for k, v in result.items() if k != "report_after"}
-    body["verdict_after"] = result["report_after"].verdict()
-    return json.dumps({"fix_version": FIX_VERSION, "mode": "apply", **body}, indent=2)
+def mode_document(mode: str, body: Any) -> dict[str, Any]:
+    """The JSON of apply (`body`: pipeline.Applied.to_json(), its keys at the top) or of rollback, history and prune
+    (`body` under "result")."""
+    if mode == "apply":
+        return {"fix_version": FIX_VERSION, "mode": mode, **body}
+    return {"fix_version": FIX_VERSION, "mode": mode, "result": body}
 
 
-def rollback_lines(result: dict[str, Any]) -> list[str]:
-    out = [result["message"]]
-    v = result.get("verified") or {}
-    if result["status"] == "rolled back":
-        for name, version in sorted(result.get("restored_packages", {}).items()):
+def rollback_lines(result: RolledBack) -> list[str]:
+    out = [result.message]
+    v = result.verified or {}
+    if result.status == "rolled back":
+        for name, version in sorted((result.restored_packages or {}).items()):
             out.append(f"  restored {name} {version}")
-        for path in result.get("restored_files", []):
+        for path in result.restored_files or []:
             out.append(f"  restored {path}")
     for note in v.get("notes") or []:
         out.append(f"Note: {note}")
@@ -98,7 +103,7 @@ def rollback_lines(result: dict[str, Any]) -> list[str]:
     return out
 
 
-def size_text(n: int) -> str:
+def size_text(n: float) -> str:
     for unit in ("B", "KB", "MB", "GB"):
         if n < 1000 or unit == "GB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
@@ -106,21 +111,18 @@ def size_text(n: int) -> str:
     return f"{n} B"  # pragma: no cover
 
 
-def history_lines(rows: list[dict[str, Any]]) -> list[str]:
+def history_lines(rows: list[JournalRow]) -> list[str]:
     if not rows:
         return ["No fix journals yet."]
-    out = [f"{r['journal']}  {r['status']:<20} {size_text(r.get('bytes') or 0):>9}  {', '.join(r['fixes']) or '-'}  {r['target'] or ''}" for r in rows]
-    out.append(f"{len(rows)} journal(s), {size_text(sum(r.get('bytes') or 0 for r in rows))} (remove old ones: sparkdoctor fix --prune --keep N)")
+    out = [f"{r.journal}  {r.status:<20} {size_text(r.bytes or 0):>9}  {', '.join(r.fixes) or '-'}  {r.target or ''}" for r in rows]
+    out.append(f"{len(rows)} journal(s), {size_text(sum(r.bytes or 0 for r in rows))} (remove old ones: sparkdoctor fix --prune --keep N)")
     return out
 
 
-def prune_lines(result: dict[str, Any]) -> list[str]:
-    out = [f"removed {r['journal']}  ({r['status']})" for r in result["removed"]]
-    out.append(f"Removed {len(result['removed'])} journal(s), freed {size_text(result['freed_bytes'])}.")
-    for r in result["kept_unsettled"]:
-        out.append(f"Kept {r['journal']} ({r['status']}): its apply or rollback did not finish; settle it with `sparkdoctor fix --rollback {r['journal']}`")
+def prune_lines(result: Pruned) -> list[str]:
+    out = [f"removed {r['journal']}  ({r['status']})" for r in result.removed]
+    out.append(f"Removed {len(result.removed)} journal(s), freed {size_text(result.freed_bytes)}.")
+    for r in result.kept_unsettled:
+        out.append(f"Kept {r.journal} ({r.status}): its apply or rollback did not finish; settle it with `sparkdoctor fix --rollback {r.journal}`")
     return out
 
-
-def as_json(mode: str, body: Any) -> str:
-    return json.dumps({"fix_version": FIX_VERSION, "mode": mode, "result": body}, indent=2)

@@ -127,7 +127,7 @@ class Ledger:
                     (now, run.recipe.get("name"), recipe_hash(run.recipe), _dump(run.recipe), run.base_url, run.model,
                      _dump(run.server), run.fingerprint, _dump(run.facts), run.bench_version, run.tool_version,
                      _dump(run.workload), _dump(run.summary), _dump(run.findings), run.comparison_id, run.arm))
-                run_id = int(cur.lastrowid)
+                run_id = _rowid(cur)
                 for conc, rnd, idx, sample in run.samples:
                     self.db.execute("INSERT INTO samples (run_id, concurrency, round, idx, sample_json) VALUES (?,?,?,?,?)",
                                     (run_id, conc, rnd, idx, _dump(sample)))
@@ -144,7 +144,7 @@ class Ledger:
         try:
             cur = self.db.execute("INSERT INTO comparisons (created_at, a_label, b_label, status) VALUES (?,?,?,'running')",
                                   (now, a_label, b_label))
-            return int(cur.lastrowid)
+            return _rowid(cur)
         except sqlite3.Error as exc:
             raise self._fail(exc) from None
 
@@ -223,3 +223,10 @@ class Ledger:
             return int(self.db.execute(sql, args).fetchone()[0])
         except sqlite3.Error as exc:
             raise self._fail(exc) from None
+
+
+def _rowid(cur: sqlite3.Cursor) -> int:
+    """The id of the row an INSERT just wrote (sqlite3 gives one after every successful INSERT)."""
+    rowid = cur.lastrowid
+    assert rowid is not None
+    return int(rowid)

@@ -19,6 +19,7 @@ from sparkdoctor.errors import UsageError
 from sparkdoctor.result import Format, Result
 from sparkdoctor.vocab import Evidence, Outcome, Severity, Verdict
 from tests.contract import test_run_inspecting_verbs as run_without_typer
+from tests.contract import ledger_samples
 from tests.test_cli import snap
 from tests.test_render import ENTRIES, write_matrix
 from tests.test_tracking import registry  # noqa: F401, F811 (fixture: a registry on 127.0.0.1)
@@ -44,6 +45,7 @@ def samples(tmp_path, monkeypatch, registry) -> dict[str, Result]:  # noqa: F811
         "recipe": run_without_typer.recipe_show_sample(),
         "bug-report": run_without_typer.report_sample(),
         "recipe-check": run_without_typer.recipe_check_sample(tmp_path, monkeypatch),
+        **ledger_samples.samples(tmp_path),
     }
 
 

@@ -265,7 +265,7 @@ def _in_process_sabotaged_apply(t: Target, fs: Path, mode: str) -> None:
                 apply_and_recheck(target, planned, settings)
             return
         result = apply_and_recheck(target, planned, settings)
-        assert result["error"] and str(t.env_file) in result["error"] and result["rolled_back"], result
-        assert result["rollback_verified"]["ok"], result["rollback_verified"]
+        assert result.error and str(t.env_file) in result.error and result.rolled_back, result
+        assert result.rollback_verified and result.rollback_verified["ok"], result.rollback_verified
     finally:
         del os.environ["PIP_CONSTRAINT"]

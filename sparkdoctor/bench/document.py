@@ -1,0 +1,89 @@
+"""What `bench` answers: one run (RECIPE or --url), or an A/B comparison (RECIPE --vs B, and its A/A form
+--calibrate). `to_json()` writes the keys bench's JSON always had ({"schema", "bench_version", "kind", ...});
+`console_text()` draws them (sparkdoctor/bench/render.py). sparkdoctor/render/documents.py renders both."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from sparkdoctor.bench.session import RunResult, envelope
+
+if TYPE_CHECKING:
+    from sparkdoctor.emit import Sink
+
+
+@dataclass
+class RunDocument:
+    """One measured server, stored (or not: `ledger` None) with its toolchain's fingerprint."""
+
+    result: RunResult
+    ledger: str | None
+
+    kind = "run"
+
+    def to_json(self) -> dict[str, Any]:
+        return envelope(self.kind, {**self.result.to_dict(), "ledger": self.ledger})
+
+    def console_text(self, sink: Sink) -> str:
+        from sparkdoctor.bench import render
+        from sparkdoctor.render.documents import wide_capture
+
+        return wide_capture(sink, lambda console: render.render_run(console, self.to_json()))
+
+
+@dataclass
+class ComparisonDocument:
+    """Two recipes measured interleaved (A B B A ...): the ratio B/A per concurrency level with its interval and
+    verdict; with `calibration`, one recipe against itself and the smallest effect 1, 3, 5 and 10 pairs detect."""
+
+    comparison_id: int | None
+    a: str
+    b: str
+    order: list[str]
+    runs: list[int]
+    metric: str
+    min_effect: float
+    levels: list[dict[str, Any]]
+    verdict: str
+    load: dict[str, Any]
+    correctness: dict[str, Any]
+    fingerprints: dict[str, str]
+    ledger: str | None
+    calibration: list[dict[str, Any]] | None = None
+    """Per level: the launch-to-launch noise and the minimal detectable effects (`bench --calibrate`)."""
+    conclusion: dict[str, Any] | None = None
+    """The conclusion this A/B was recorded as (`--conclude NAME`)."""
+
+    @property
+    def kind(self) -> str:
+        return "calibration" if self.calibration is not None else "comparison"
+
+    def to_json(self) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "comparison_id": self.comparison_id, "a": self.a, "b": self.b, "order": self.order, "runs": self.runs,
+            "metric": self.metric, "min_effect": self.min_effect, "levels": self.levels, "verdict": self.verdict,
+            "load": self.load, "correctness": self.correctness, "fingerprints": self.fingerprints, "ledger": self.ledger}
+        if self.calibration is not None:
+            body["calibration"] = self.calibration
+        if self.conclusion is not None:
+            body["conclusion"] = self.conclusion
+        return envelope(self.kind, body)
+
+    def console_text(self, sink: Sink) -> str:
+        from sparkdoctor.bench import render
+        from sparkdoctor.render.documents import wide_capture
+
+        def draw(console: Any) -> None:
+            document = self.to_json()
+            render.render_comparison(console, document)
+            if self.calibration is not None:
+                render.render_calibration(console, document)
+            if self.conclusion:
+                console.print(f"conclusion {self.conclusion.get('name')!r} recorded: {self.conclusion.get('statement')}",
+                              markup=False, highlight=False, soft_wrap=True)
+
+        return wide_capture(sink, draw)
+
+
+BenchDocument = RunDocument | ComparisonDocument

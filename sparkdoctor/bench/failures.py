@@ -1,0 +1,44 @@
+"""Why a bench run cannot go on, one class per exit code (sparkdoctor/exitcodes.py): the class says how the command
+ends, nobody picks a number. Every one keeps the stable `code` "bench" its JSON `errors` entry always had; the class
+(`type` in that entry) and the exit code say which stage failed."""
+
+from __future__ import annotations
+
+from sparkdoctor.errors import SparkdoctorError
+from sparkdoctor.exitcodes import (
+    EXIT_BENCH_FAILED,
+    EXIT_LEDGER,
+    EXIT_UNPROBEABLE,
+    EXIT_USAGE,
+)
+
+
+class Failure(SparkdoctorError):
+    """A bench run that cannot go on (nothing is stored when a measurement did not finish)."""
+
+    code = "bench"
+    exit_code = EXIT_BENCH_FAILED
+
+
+class BadBenchInput(Failure):
+    """A workload option or a recipe that cannot be used as given (exit 2)."""
+
+    exit_code = EXIT_USAGE
+
+
+class ToolchainUnreadable(Failure):
+    """The interpreter whose toolchain the run is stored with cannot be resolved or probed (exit 3)."""
+
+    exit_code = EXIT_UNPROBEABLE
+
+
+class RunFailed(Failure):
+    """The server could not be launched, reached or measured to the end, or its mods refuse the launch (exit 4)."""
+
+    exit_code = EXIT_BENCH_FAILED
+
+
+class StoreFailed(Failure):
+    """The ledger could not be opened or written (exit 5): the measurement itself may have finished."""
+
+    exit_code = EXIT_LEDGER
