@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import sys
 
-from sparkdoctor.errors import Fatal
 from sparkdoctor.text import one_line
 
 

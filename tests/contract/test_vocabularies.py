@@ -18,8 +18,8 @@ from sparkdoctor.commands.matrix import MatrixCommand, run_list, run_show, run_v
 from sparkdoctor.errors import UsageError
 from sparkdoctor.result import Format, Result
 from sparkdoctor.vocab import Evidence, Outcome, Severity, Verdict
-from tests.contract import test_run_inspecting_verbs as run_without_typer
 from tests.contract import ledger_samples
+from tests.contract import test_run_inspecting_verbs as run_without_typer
 from tests.test_cli import snap
 from tests.test_render import ENTRIES, write_matrix
 from tests.test_tracking import registry  # noqa: F401, F811 (fixture: a registry on 127.0.0.1)
