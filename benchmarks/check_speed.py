@@ -100,8 +100,8 @@ def main() -> int:
         for name, fn in cases.items():  # interleaved
             seconds, rc, out = fn()
             samples[name].append(seconds)
-            if name.startswith("sparkdoctor") and rc not in (0, 1):
-                notes[name] = f"exit {rc}"
+            if (name.startswith("sparkdoctor") and rc not in (0, 1)) or (not name.startswith("sparkdoctor") and rc != 0):
+                notes[name] = f"exit {rc}"  # an anchor that fails is no anchor: its goal is not judged
             if name == "sparkdoctor check --no-kernels (warm)" and i == 0 and rc in (0, 1):
                 facts = json.loads(out)["facts"]
                 notes["_collected"] = (
@@ -145,7 +145,9 @@ def main() -> int:
         goals.append(("warm check with kernel probes, median <= 0.3 s", statistics.median(kernels) <= 0.3,
                       f"{statistics.median(kernels):.3f} s"))
     torch = samples.get("python -m torch.utils.collect_env")
-    if torch:
+    if torch and "python -m torch.utils.collect_env" in notes:
+        goals.append((">= 10x torch collect_env in every run", False, f"not judged: torch's collector failed ({notes['python -m torch.utils.collect_env']})"))
+    elif torch:
         every = min(x / w for x, w in zip(torch, warm, strict=True))
         goals.append((">= 10x torch collect_env in every run", every >= 10, f"smallest per-run ratio {every:.1f}x"))
     print()
