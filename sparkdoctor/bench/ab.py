@@ -150,3 +150,8 @@ def apply_calibration(levels: list[dict[str, Any]], floor: dict[int, dict[str, A
         ratio = calibrated_ratio(lvl["a"][0], lvl["b"][0], cal["launch_cv"], cal["df"], min_effect).to_dict()
         ratio["calibration"] = cal
         lvl["ratio"] = ratio
+        # the noise this verdict stands on is the calibration's: its MDE is printed beside the verdict
+        cv = cal["launch_cv"]
+        lvl["noise"] = {"launch_cv": cv, "from": f"calibration {cal['comparison_id']}", "df": cal["df"],
+                        "mde": min_detectable_effect(1, cv, cal["df"]),
+                        "mde_for_pairs": {k: min_detectable_effect(k, cv) for k in (3, 5, 10)}}

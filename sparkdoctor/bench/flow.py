@@ -351,21 +351,23 @@ def _calibration_floor(ledger: Any, run_id: int) -> dict[int, dict[str, Any]]:
         found = ledger.db.execute(
             "SELECT c.id, c.result_json FROM comparisons c WHERE c.status = 'complete' AND c.a_label = c.b_label "
             "AND c.result_json IS NOT NULL AND EXISTS (SELECT 1 FROM runs r WHERE r.comparison_id = c.id AND "
-            "r.fingerprint = ?) ORDER BY c.id DESC LIMIT 1", (row[0] if row else None,)).fetchone()
+            "r.fingerprint = ?) ORDER BY c.id DESC", (row[0] if row else None,)).fetchall()
     except sqlite3.Error:
         return {}
-    if not found:
-        return {}
-    try:
-        levels = json.loads(found[1]).get("levels") or []
-    except (ValueError, AttributeError):
-        return {}
-    out = {}
-    for lvl in levels:
-        cv, pairs = (lvl.get("noise") or {}).get("launch_cv"), (lvl.get("ratio") or {}).get("pairs")
-        if isinstance(cv, (int, float)) and isinstance(pairs, int) and pairs >= 2:
-            out[lvl["concurrency"]] = {"launch_cv": float(cv), "df": pairs - 1, "comparison_id": found[0]}
-    return out
+    # the latest A/A that measured the launch noise: a one-pair A/A (which measures none) is passed over
+    for comparison_id, result_json in found:
+        try:
+            levels = json.loads(result_json).get("levels") or []
+        except (ValueError, AttributeError):
+            continue
+        out = {}
+        for lvl in levels:
+            cv, pairs = (lvl.get("noise") or {}).get("launch_cv"), (lvl.get("ratio") or {}).get("pairs")
+            if isinstance(cv, (int, float)) and isinstance(pairs, int) and pairs >= 2:
+                out[lvl["concurrency"]] = {"launch_cv": float(cv), "df": pairs - 1, "comparison_id": comparison_id}
+        if out:
+            return out
+    return {}
 
 
 def calibration(doc: dict[str, Any]) -> dict[str, Any]:
@@ -379,7 +381,8 @@ def calibration(doc: dict[str, Any]) -> dict[str, Any]:
         cv = (lvl.get("noise") or {}).get("launch_cv")
         levels.append({"concurrency": lvl["concurrency"], "launch_cv": cv, "a": lvl["a"], "b": lvl["b"],
                        "aa_verdict": lvl["ratio"]["verdict"],
-                       "mde": {str(k): (min_detectable_effect(k, cv) if cv is not None else None) for k in (1, 3, 5, 10)}})
+                       # one pair: with this calibration stored, a one-pair A/B takes its interval from it (ab.apply_calibration)
+                       "mde": {str(k): min_detectable_effect(k, cv, len(lvl["a"]) - 1) for k in (1, 3, 5, 10)}})
     return {**doc, "kind": "calibration", "calibration": levels}
 
 

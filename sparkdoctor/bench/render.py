@@ -140,8 +140,9 @@ def render_comparison(console: Console, comp: dict[str, Any]) -> None:
         noise = lvl.get("noise") or {}
         if noise.get("mde") is not None:
             more = ", ".join(f"{k} pairs {v:.0%}" for k, v in (noise.get("mde_for_pairs") or {}).items())
-            console.print(f"conc {lvl['concurrency']}: launch-to-launch noise {noise['launch_cv']:.1%}; smallest effect "
-                          f"these pairs detect (80% power) {noise['mde']:.0%}; with {more}")
+            source = f" (from {noise['from']}, {noise['df'] + 1} pairs)" if noise.get("from") else ""
+            console.print(f"conc {lvl['concurrency']}: launch-to-launch noise {noise['launch_cv']:.1%}{source}; smallest "
+                          f"effect these pairs detect (80% power) {noise['mde']:.0%}; with {more}")
         elif lvl["ratio"].get("pairs") == 1:
             console.print(f"conc {lvl['concurrency']}: one pair: the restart-to-restart noise is not measured, so only a "
                           "1.5x difference is called; 3 or more pairs measure it")
@@ -216,6 +217,7 @@ def render_calibration(console: Console, doc: dict[str, Any]) -> None:
         if lvl["launch_cv"] is None:
             continue
         mde = lvl["mde"]
-        seen = ", ".join(f"{k} pairs {v:.0%}" for k, v in mde.items() if v is not None)
+        seen = ", ".join(f"{k} pair{'s' if k != '1' else ''} {v:.0%}" for k, v in mde.items() if v is not None)
         console.print(f"conc {lvl['concurrency']}: launch-to-launch noise {lvl['launch_cv']:.1%}; smallest effect "
-                      f"detected (80% power): {seen}; one pair: only 1.5x is ever called")
+                      f"detected (80% power): {seen}; a one-pair A/B of this toolchain takes its interval from this "
+                      "calibration (without one, only 1.5x is ever called)")
