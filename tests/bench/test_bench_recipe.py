@@ -138,3 +138,13 @@ def test_a_one_pair_ab_takes_its_interval_from_a_stored_calibration_of_the_same_
     ratio = after["levels"][0]["ratio"]
     assert ratio["method"] == "one pair + calibrated launch noise" and ratio["calibration"]["comparison_id"] == cal_id
     assert ratio["ci_low"] < ratio["ratio"] < ratio["ci_high"]
+    # the verdict stands on the calibration's noise: it prints that noise and the MDE it allows
+    noise = after["levels"][0]["noise"]
+    assert noise["from"] == f"calibration {cal_id}" and noise["mde"] > 0 and noise["launch_cv"] == ratio["calibration"]["launch_cv"]
+    # a later one-pair A/A of the recipe (which measures no launch noise) does not hide the calibration
+    aa = run("bench", a, "--vs", a, "--pairs", "1", *quick)
+    assert aa.returncode == 0, aa.stderr
+    again = json.loads(run("bench", a, "--vs", b, "--pairs", "1", *quick).stdout)
+    assert again["levels"][0]["ratio"]["calibration"]["comparison_id"] == cal_id
+    console = run("bench", a, "--vs", b, "--pairs", "1", *quick[:-2])
+    assert f"from calibration {cal_id}" in console.stdout and "only a 1.5x" not in console.stdout
