@@ -179,33 +179,74 @@ def geo(values: list[float]) -> float:
     return math.exp(statistics.fmean(math.log(v) for v in values))
 
 
+def _count(values: list[str]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for v in values:
+        out[v] = out.get(v, 0) + 1
+    return out
+
+
+def _loads(records: list[dict[str, Any]]) -> list[float]:
+    """The 1-minute load averages before and after each invocation: [lowest, highest]."""
+    seen = [r[k][0] for r in records for k in ("loadavg_before", "loadavg_after") if r.get(k)]
+    return [min(seen), max(seen)] if seen else []
+
+
 def summary(doc: dict[str, Any]) -> dict[str, Any]:
-    """The counts the evidence document states."""
+    """The counts the evidence document states, from the recorded invocations. Besides each verdict as the CLI
+    printed it: the rule's own verdict recomputed from the same run values without the load guard ("not
+    called" when the arms ran under different load), each pair read alone as a one-pair A/B with the
+    calibration's noise (what `--pairs 1` after `--calibrate` would have said of it), and the MDEs of the
+    calibration under the current code."""
+    from sparkdoctor.bench.stats import (
+        calibrated_ratio,
+        min_detectable_effect,
+        paired_ratio,
+    )
+
     steps = doc.get("steps", {})
     out: dict[str, Any] = {}
-    cal = [lvl for rec in steps.get("calibrate", []) for lvl in rec.get("calibration") or []]
-    if cal:
-        out["calibration"] = [{"launch_cv": c["launch_cv"], "mde": c["mde"], "pairs": len(c["a"])} for c in cal]
-    for step in ("aa", "known"):
-        levels = [lvl | {"pairs_run": lvl["pairs"]} for rec in steps.get(step, []) for lvl in rec["levels"]]
-        if not levels:
-            continue
-        verdicts: dict[str, int] = {}
-        for lvl in levels:
-            verdicts[lvl["verdict"]] = verdicts.get(lvl["verdict"], 0) + 1
-        out[step] = {"comparisons": len(levels), "verdicts": verdicts,
-                     "ci_holds_1": sum(lvl["ci_low"] <= 1.0 <= lvl["ci_high"] for lvl in levels),
-                     "ratios": [round(lvl["ratio"], 3) for lvl in levels]}
+    floor = None
+    for rec in steps.get("calibrate", []):
+        for c in rec.get("calibration") or []:
+            df = len(c["a"]) - 1
+            floor = (c["launch_cv"], df)
+            out["calibration"] = {"pairs": len(c["a"]), "launch_cv": c["launch_cv"], "aa_verdict": c["aa_verdict"],
+                                  "a": c["a"], "b": c["b"], "loadavg": _loads([rec]),
+                                  "mde": {str(k): min_detectable_effect(k, c["launch_cv"], df) for k in (1, 3, 5, 10)}}
     direct = steps.get("direct", [])
     vals = {arm: [r["value"] for r in direct if r["arm"] == arm and r["value"]] for arm in ("a", "b")}
+    truth = None
     if vals["a"] and vals["b"]:
         truth = geo(vals["b"]) / geo(vals["a"])
-        out["direct"] = {"a": vals["a"], "b": vals["b"], "ratio": truth,
-                         "cv": {arm: statistics.stdev(v) / statistics.fmean(v) if len(v) > 1 else None for arm, v in vals.items()}}
-        if "known" in out:
-            known = [lvl for rec in steps["known"] for lvl in rec["levels"]]
-            out["known"]["ci_holds_truth"] = sum(lvl["ci_low"] <= truth <= lvl["ci_high"] for lvl in known)
-            out["known"]["right_direction"] = sum(lvl["verdict"] == ("slower" if truth < 1 else "faster") for lvl in known)
+        out["direct"] = {"a": vals["a"], "b": vals["b"], "ratio": truth, "loadavg": _loads(direct),
+                         "cv": {arm: statistics.stdev(v) / statistics.fmean(v) if len(v) > 1 else None
+                                for arm, v in vals.items()}}
+    for step, target in (("aa", 1.0), ("known", truth)):
+        recs = steps.get(step, [])
+        levels = [lvl for rec in recs for lvl in rec["levels"]]
+        if not levels:
+            continue
+        rule = [paired_ratio(lvl["a"], lvl["b"]).verdict for lvl in levels]
+        row: dict[str, Any] = {"comparisons": len(levels), "pairs": sorted({lvl["pairs"] for lvl in levels}),
+                               "verdicts": _count([lvl["verdict"] for lvl in levels]), "rule_verdicts": _count(rule),
+                               "ci_holds_1": sum(lvl["ci_low"] <= 1.0 <= lvl["ci_high"] for lvl in levels),
+                               "ratios": [[round(lvl[k], 3) for k in ("ratio", "ci_low", "ci_high")] for lvl in levels],
+                               "launch_cv": [lvl["launch_cv"] for lvl in levels], "loadavg": _loads(recs)}
+        if target is not None and step == "known":
+            row["truth"] = target
+            row["ci_holds_truth"] = sum(lvl["ci_low"] <= target <= lvl["ci_high"] for lvl in levels)
+            right = "slower" if target < 1 else "faster"
+            row["right_direction"] = {"cli": sum(lvl["verdict"] == right for lvl in levels),
+                                      "rule": sum(v == right for v in rule)}
+            row["claimed_over_true"] = [round(lvl["ratio"] / target, 3) for lvl in levels]
+        if floor is not None:
+            singles = [calibrated_ratio(a, b, floor[0], floor[1]) for lvl in levels for a, b in zip(lvl["a"], lvl["b"], strict=True)]
+            one = {"pairs_read": len(singles), "verdicts": _count([r.verdict for r in singles])}
+            if target is not None:
+                one["ci_holds_target"] = sum(r.low <= target <= r.high for r in singles)
+            row["one_pair_calibrated"] = one
+        out[step] = row
     return out
 
 
