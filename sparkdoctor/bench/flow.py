@@ -325,7 +325,10 @@ def bench_ab(path_a: Path, path_b: Path, opts: Options) -> dict[str, Any]:
             order, got = ab.run_interleaved(opts.pairs, run_arm)
         levels = ab.compare(got["A"], got["B"], opts.min_effect)
         if opts.pairs == 1 and ledger is not None and stored:
-            ab.apply_calibration(levels, _calibration_floor(ledger, stored[0]), opts.min_effect)
+            from sparkdoctor.bench import calibration
+
+            ab.apply_calibration(levels, calibration.floor(ledger, stored[0]), opts.min_effect, [*got["A"], *got["B"]],
+                                 opts.allow_load_difference)
         load_doc = ab.load_check(got["A"], got["B"], levels, opts.allow_load_difference)
         correct_doc = ab.correctness_check(got["A"], got["B"], levels)
         doc = {"comparison_id": comparison_id, "a": labels["A"], "b": labels["B"], "order": order, "runs": stored,
@@ -338,52 +341,6 @@ def bench_ab(path_a: Path, path_b: Path, opts: Options) -> dict[str, Any]:
     finally:
         if ledger is not None and comparison_id is not None:
             _ledger_call(ledger.finish_comparison, comparison_id, status, doc if status == "complete" else None)
-
-
-def _calibration_floor(ledger: Any, run_id: int) -> dict[int, dict[str, Any]]:
-    """The launch noise of the latest complete calibration (an A/A: both labels the same) whose runs have the
-    fingerprint of `run_id` (toolchain and model identity): concurrency -> {launch_cv, df, comparison_id}."""
-    import json
-    import sqlite3
-
-    try:
-        row = ledger.db.execute("SELECT fingerprint FROM runs WHERE id = ?", (run_id,)).fetchone()
-        found = ledger.db.execute(
-            "SELECT c.id, c.result_json FROM comparisons c WHERE c.status = 'complete' AND c.a_label = c.b_label "
-            "AND c.result_json IS NOT NULL AND EXISTS (SELECT 1 FROM runs r WHERE r.comparison_id = c.id AND "
-            "r.fingerprint = ?) ORDER BY c.id DESC", (row[0] if row else None,)).fetchall()
-    except sqlite3.Error:
-        return {}
-    # the latest A/A that measured the launch noise: a one-pair A/A (which measures none) is passed over
-    for comparison_id, result_json in found:
-        try:
-            levels = json.loads(result_json).get("levels") or []
-        except (ValueError, AttributeError):
-            continue
-        out = {}
-        for lvl in levels:
-            cv, pairs = (lvl.get("noise") or {}).get("launch_cv"), (lvl.get("ratio") or {}).get("pairs")
-            if isinstance(cv, (int, float)) and isinstance(pairs, int) and pairs >= 2:
-                out[lvl["concurrency"]] = {"launch_cv": float(cv), "df": pairs - 1, "comparison_id": comparison_id}
-        if out:
-            return out
-    return {}
-
-
-def calibration(doc: dict[str, Any]) -> dict[str, Any]:
-    """An A/A comparison of one recipe as a noise floor (issue 29): per level the launch-to-launch CV and the
-    smallest effect 1, 3, 5 and 10 pairs would detect with 80% power under the verdict's rule. Its runs and the
-    comparison are in the ledger like any A/B (keyed to the toolchain, recipe, model identity and load)."""
-    from sparkdoctor.bench.stats import min_detectable_effect
-
-    levels = []
-    for lvl in doc["levels"]:
-        cv = (lvl.get("noise") or {}).get("launch_cv")
-        levels.append({"concurrency": lvl["concurrency"], "launch_cv": cv, "a": lvl["a"], "b": lvl["b"],
-                       "aa_verdict": lvl["ratio"]["verdict"],
-                       # one pair: with this calibration stored, a one-pair A/B takes its interval from it (ab.apply_calibration)
-                       "mde": {str(k): min_detectable_effect(k, cv, len(lvl["a"]) - 1) for k in (1, 3, 5, 10)}})
-    return {**doc, "kind": "calibration", "calibration": levels}
 
 
 def render(doc: dict[str, Any], console: Any = None) -> None:

@@ -143,6 +143,10 @@ def render_comparison(console: Console, comp: dict[str, Any]) -> None:
     console.print(t)
     for lvl in comp["levels"]:
         noise = lvl.get("noise") or {}
+        if lvl.get("calibration_skipped"):
+            skip = lvl["calibration_skipped"]
+            console.print(f"conc {lvl['concurrency']}: calibration {skip['comparison_id']} not used: "
+                          f"{escape(skip['why'])}; its noise is not this A/B's")
         if noise.get("mde") is not None:
             more = ", ".join(f"{k} pairs {effect(v)}" for k, v in (noise.get("mde_for_pairs") or {}).items())
             source = f" (from {noise['from']}, {noise['df'] + 1} pairs)" if noise.get("from") else ""

@@ -42,7 +42,7 @@ def bench(
     no_store: bool = typer.Option(False, "--no-store", help="Measure only; write nothing to the ledger."),
     fmt: str = format_option(Format.console, Format.json),
     calibrate: bool = typer.Option(False, "--calibrate", help="RECIPE: measure its launch-to-launch noise with interleaved A/A launches (--pairs, 3 or more) and print the smallest effect 1, 3, 5 and 10 pairs detect."),
-    allow_load_difference: bool = typer.Option(False, "--allow-load-difference", help="--vs: call the verdict even when the arms ran under clearly different machine load."),
+    allow_load_difference: bool = typer.Option(False, "--allow-load-difference", help="--vs: call the verdict even when the arms ran under clearly different machine load (one pair: use a calibration taken under other load)."),
     conclude: str | None = typer.Option(None, "--conclude", help="--vs: record the result as conclusion NAME (sparkdoctor conclusions, rerun)."),
     reference: bool = typer.Option(False, "--reference", help="This run's answers are good: store them as the correctness reference for its model."),
     reference_file: Path | None = typer.Option(None, "--reference-file", help="Compare the answers with this reference file (with --reference: write it there)."),
@@ -94,7 +94,9 @@ def bench(
     if url is not None:  # a flow.Failure carries its exit code
         doc = flow.bench_url(url, model, opts)
     elif calibrate:
-        doc = flow.calibration(flow.bench_ab(recipe, recipe, opts))
+        from sparkdoctor.bench import calibration
+
+        doc = calibration.document(flow.bench_ab(recipe, recipe, opts))
     elif vs is None:
         doc = flow.bench_recipe(recipe, opts)
     else:
