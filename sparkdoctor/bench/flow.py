@@ -318,7 +318,10 @@ def bench_ab(path_a: Path, path_b: Path, opts: Options) -> ComparisonDocument:
             order, got = ab.run_interleaved(opts.pairs, run_arm)
         levels = ab.compare(got["A"], got["B"], opts.min_effect)
         if opts.pairs == 1 and ledger is not None and stored:
-            ab.apply_calibration(levels, _calibration_floor(ledger, stored[0]), opts.min_effect)
+            from sparkdoctor.bench import calibration
+
+            ab.apply_calibration(levels, calibration.floor(ledger, stored[0]), opts.min_effect, [*got["A"], *got["B"]],
+                                 opts.allow_load_difference)
         load_doc = ab.load_check(got["A"], got["B"], levels, opts.allow_load_difference)
         correct_doc = ab.correctness_check(got["A"], got["B"], levels)
         doc = ComparisonDocument(comparison_id=comparison_id, a=labels["A"], b=labels["B"], order=order, runs=stored,
@@ -341,46 +344,3 @@ def _stored_result(doc: ComparisonDocument) -> dict[str, Any]:
     return body
 
 
-def _calibration_floor(ledger: Any, run_id: int) -> dict[int, dict[str, Any]]:
-    """The launch noise of the latest complete calibration (an A/A: both labels the same) whose runs have the
-    fingerprint of `run_id` (toolchain and model identity): concurrency -> {launch_cv, df, comparison_id}."""
-    import json
-    import sqlite3
-
-    try:
-        row = ledger.db.execute("SELECT fingerprint FROM runs WHERE id = ?", (run_id,)).fetchone()
-        found = ledger.db.execute(
-            "SELECT c.id, c.result_json FROM comparisons c WHERE c.status = 'complete' AND c.a_label = c.b_label "
-            "AND c.result_json IS NOT NULL AND EXISTS (SELECT 1 FROM runs r WHERE r.comparison_id = c.id AND "
-            "r.fingerprint = ?) ORDER BY c.id DESC LIMIT 1", (row[0] if row else None,)).fetchone()
-    except sqlite3.Error:
-        return {}
-    if not found:
-        return {}
-    try:
-        levels = json.loads(found[1]).get("levels") or []
-    except (ValueError, AttributeError):
-        return {}
-    out = {}
-    for lvl in levels:
-        cv, pairs = (lvl.get("noise") or {}).get("launch_cv"), (lvl.get("ratio") or {}).get("pairs")
-        if isinstance(cv, (int, float)) and isinstance(pairs, int) and pairs >= 2:
-            out[lvl["concurrency"]] = {"launch_cv": float(cv), "df": pairs - 1, "comparison_id": found[0]}
-    return out
-
-
-def calibration(doc: ComparisonDocument) -> ComparisonDocument:
-    """An A/A comparison of one recipe as a noise floor (issue 29): per level the launch-to-launch CV and the
-    smallest effect 1, 3, 5 and 10 pairs would detect with 80% power under the verdict's rule. Its runs and the
-    comparison are in the ledger like any A/B (keyed to the toolchain, recipe, model identity and load)."""
-    import dataclasses
-
-    from sparkdoctor.bench.stats import min_detectable_effect
-
-    levels = []
-    for lvl in doc.levels:
-        cv = (lvl.get("noise") or {}).get("launch_cv")
-        levels.append({"concurrency": lvl["concurrency"], "launch_cv": cv, "a": lvl["a"], "b": lvl["b"],
-                       "aa_verdict": lvl["ratio"]["verdict"],
-                       "mde": {str(k): (min_detectable_effect(k, cv) if cv is not None else None) for k in (1, 3, 5, 10)}})
-    return dataclasses.replace(doc, calibration=levels)

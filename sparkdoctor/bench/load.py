@@ -153,17 +153,19 @@ def run_load(run_loads: list[dict[str, Any]]) -> dict[str, float]:
             "cpus": max((s.get("cpus") or 1 for s in run_loads if s), default=1)}
 
 
-def arms_differ(a: list[dict[str, float]], b: list[dict[str, float]]) -> str | None:
+def arms_differ(a: list[dict[str, float]], b: list[dict[str, float]], labels: tuple[str, str] = ("A", "B")) -> str | None:
     """Why two arms' runs (each a run_load() index) ran under clearly different load, or None: their mean
-    other-process CPU differs by DIFFER_CPUS and a quarter of the CPUs, or their GPU memory by 1 GiB."""
+    other-process CPU differs by DIFFER_CPUS and a quarter of the CPUs, or their GPU memory by 1 GiB.
+    `labels` name the two sets of runs in the reason."""
     if not a or not b:
         return None
     cpus = max(x["cpus"] for x in a + b)
     mean = {arm: sum(x["other_cpus"] for x in xs) / len(xs) for arm, xs in (("A", a), ("B", b))}
     gpu = {arm: sum(x["gpu_other_mib"] for x in xs) / len(xs) for arm, xs in (("A", a), ("B", b))}
     if abs(mean["A"] - mean["B"]) >= max(DIFFER_CPUS, BUSY_SHARE * cpus):
-        return (f"other processes used {mean['A']:.1f} CPUs during A's runs and {mean['B']:.1f} during B's "
-                f"(of {cpus})")
+        return (f"other processes used {mean['A']:.1f} CPUs during {labels[0]}'s runs and {mean['B']:.1f} during "
+                f"{labels[1]}'s (of {cpus})")
     if abs(gpu["A"] - gpu["B"]) >= GPU_MEM_DIFFER_MIB:
-        return f"other GPU processes held {gpu['A']:.0f} MiB during A's runs and {gpu['B']:.0f} MiB during B's"
+        return (f"other GPU processes held {gpu['A']:.0f} MiB during {labels[0]}'s runs and {gpu['B']:.0f} MiB "
+                f"during {labels[1]}'s")
     return None

@@ -125,6 +125,11 @@ def _load_lines(console: Console, load: dict[str, Any] | None) -> None:
                       "baseline for a quiet one")
 
 
+def effect(mde: float) -> str:
+    """A minimum detectable effect: +37% below a doubling, 2.4x from there (223880% reads as a typo)."""
+    return f"{mde:.0%}" if mde < 1 else f"{1 + mde:,.1f}x"
+
+
 def render_comparison(console: Console, comp: dict[str, Any]) -> None:
     console.print(f"[bold]A/B[/bold] A = {comp['a']}  vs  B = {comp['b']}; order {' '.join(comp['order'])} "
                   f"(a server restart per arm)")
@@ -138,13 +143,19 @@ def render_comparison(console: Console, comp: dict[str, Any]) -> None:
     console.print(t)
     for lvl in comp["levels"]:
         noise = lvl.get("noise") or {}
+        if lvl.get("calibration_skipped"):
+            skip = lvl["calibration_skipped"]
+            console.print(f"conc {lvl['concurrency']}: calibration {skip['comparison_id']} not used: "
+                          f"{escape(skip['why'])}; its noise is not this A/B's")
         if noise.get("mde") is not None:
-            more = ", ".join(f"{k} pairs {v:.0%}" for k, v in (noise.get("mde_for_pairs") or {}).items())
-            console.print(f"conc {lvl['concurrency']}: launch-to-launch noise {noise['launch_cv']:.1%}; smallest effect "
-                          f"these pairs detect (80% power) {noise['mde']:.0%}; with {more}")
+            more = ", ".join(f"{k} pairs {effect(v)}" for k, v in (noise.get("mde_for_pairs") or {}).items())
+            source = f" (from {noise['from']}, {noise['df'] + 1} pairs)" if noise.get("from") else ""
+            console.print(f"conc {lvl['concurrency']}: launch-to-launch noise {noise['launch_cv']:.1%}{source}; smallest "
+                          f"effect these pairs detect (80% power) {effect(noise['mde'])}; with {more}")
         elif lvl["ratio"].get("pairs") == 1:
             console.print(f"conc {lvl['concurrency']}: one pair: the restart-to-restart noise is not measured, so only a "
-                          "1.5x difference is called; 3 or more pairs measure it")
+                          "1.5x difference is called and only its direction: the interval is the rounds' alone and backs "
+                          "no magnitude; 3 or more pairs, or `bench RECIPE --calibrate` first, measure that noise")
     load = comp.get("load") or {}
     for why in load.get("busy") or []:
         console.print(f"[yellow]warning: busy machine[/yellow] during a run: {escape(why)}")
@@ -216,6 +227,7 @@ def render_calibration(console: Console, doc: dict[str, Any]) -> None:
         if lvl["launch_cv"] is None:
             continue
         mde = lvl["mde"]
-        seen = ", ".join(f"{k} pairs {v:.0%}" for k, v in mde.items() if v is not None)
+        seen = ", ".join(f"{k} pair{'s' if k != '1' else ''} {effect(v)}" for k, v in mde.items() if v is not None)
         console.print(f"conc {lvl['concurrency']}: launch-to-launch noise {lvl['launch_cv']:.1%}; smallest effect "
-                      f"detected (80% power): {seen}; one pair: only 1.5x is ever called")
+                      f"detected (80% power): {seen}; a one-pair A/B of this toolchain takes its interval from this "
+                      "calibration (without one, only 1.5x is ever called)")

