@@ -39,6 +39,15 @@ def check_timeout(seconds: float) -> str | None:
     return None
 
 
+def refuse_bad_timeout(seconds: float) -> None:
+    """UsageError (exit 2, one line) when `seconds` is not a usable --timeout."""
+    problem = check_timeout(seconds)
+    if problem:
+        from sparkdoctor.errors import UsageError
+
+        raise UsageError(problem)
+
+
 @contextlib.contextmanager
 def run_limit(seconds: float, what: str) -> Iterator[None]:
     """Within this block the work must end in `seconds`; OutOfTime ("<what>: ... --timeout N") otherwise."""

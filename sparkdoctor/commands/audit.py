@@ -47,12 +47,10 @@ class AuditCommand:
 
     def refuse_bad_options(self) -> None:
         """Every usage error of `audit` that needs no file read (exit 2, one line)."""
-        from sparkdoctor.runlimit import check_timeout
+        from sparkdoctor.runlimit import refuse_bad_timeout
 
         Format.parse(self.fmt, FORMATS)
-        problem = check_timeout(self.timeout)
-        if problem:
-            raise UsageError(problem)
+        refuse_bad_timeout(self.timeout)
         if self.sets and self.recipe is None:
             raise UsageError("--set needs --recipe: it sets the recipe's parameters")
         if self.model is None and self.recipe is None:

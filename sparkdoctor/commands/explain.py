@@ -46,12 +46,10 @@ class ExplainCommand:
     timeout: float = DEFAULT_TIMEOUT
 
     def refuse_bad_options(self) -> None:
-        from sparkdoctor.runlimit import check_timeout
+        from sparkdoctor.runlimit import refuse_bad_timeout
 
         Format.parse(self.fmt, FORMATS)
-        problem = check_timeout(self.timeout)
-        if problem:
-            raise UsageError(problem)
+        refuse_bad_timeout(self.timeout)
 
 
 def run(options: ExplainCommand) -> Result:

@@ -46,13 +46,11 @@ class RecipeShowCommand:
 
     def refuse_bad_options(self) -> dict[str, str]:
         """Every usage error of `recipe show` (exit 2, one line); the --set overrides."""
-        from sparkdoctor.runlimit import check_timeout
+        from sparkdoctor.runlimit import refuse_bad_timeout
 
         Format.parse(self.fmt, SHOW_FORMATS)
         overrides = parse_sets(self.sets)
-        problem = check_timeout(self.timeout)
-        if problem:
-            raise UsageError(problem)
+        refuse_bad_timeout(self.timeout)
         return overrides
 
 
