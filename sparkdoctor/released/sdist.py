@@ -18,7 +18,12 @@ from pathlib import Path
 from sparkdoctor.released.http import Client, RemoteError
 from sparkdoctor.released.index import IndexFile
 from sparkdoctor.released.strings import MemberText
-from sparkdoctor.released.wheel import _atomic_write, _check_digest, cache_root
+from sparkdoctor.released.wheel import (
+    _atomic_write,
+    _check_digest,
+    cache_root,
+    member_path,
+)
 
 SDIST_LIMIT = 256 * 1024 * 1024  # an sdist is downloaded whole: at most this much
 MEMBER_LIMIT = 64 * 1024 * 1024  # one member read into memory: at most this much (a source file is far smaller)
@@ -82,7 +87,7 @@ class RemoteSdist(MemberText):
         return self._names
 
     def read(self, name: str) -> bytes:
-        cached = self.dir / "members" / hashlib.sha256(name.encode()).hexdigest()
+        cached = member_path(self.dir, name)
         try:
             return cached.read_bytes()
         except OSError:
@@ -107,12 +112,12 @@ class RemoteSdist(MemberText):
     def prefetch(self, names: list[str]) -> None:
         """Cache many members in one pass through the archive, in its order: a gzipped tar read out of
         order is decompressed again from the start for every backward step."""
-        todo = {n for n in names if not (self.dir / "members" / hashlib.sha256(n.encode()).hexdigest()).is_file()}
+        todo = {n for n in names if not member_path(self.dir, n).is_file()}
         if not todo:
             return
         members = self._open()
         for name, info in sorted(((n, members[n]) for n in todo if n in members), key=lambda item: item[1].offset_data):
-            _atomic_write(self.dir / "members" / hashlib.sha256(name.encode()).hexdigest(), self._extract(name, info))
+            _atomic_write(member_path(self.dir, name), self._extract(name, info))
 
     def close(self) -> None:
         if self._tar is not None:

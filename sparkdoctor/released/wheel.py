@@ -145,7 +145,7 @@ class RemoteWheel(MemberText):
         return self._names
 
     def read(self, name: str) -> bytes:
-        cached = self.dir / "members" / hashlib.sha256(name.encode()).hexdigest()
+        cached = member_path(self.dir, name)
         try:
             return cached.read_bytes()
         except OSError:
@@ -166,7 +166,7 @@ class RemoteWheel(MemberText):
     def prefetch(self, names: list[str], gap: int = 1 << 20, most: int = 64 << 20) -> None:
         """Fetch the spans of many members in few requests (neighbours less than `gap` apart share one,
         up to `most` bytes a request): a check over `vllm/*.py` reads hundreds of members."""
-        todo = [n for n in names if not (self.dir / "members" / hashlib.sha256(n.encode()).hexdigest()).is_file()]
+        todo = [n for n in names if not member_path(self.dir, n).is_file()]
         if not todo:
             return
         zf = self._open()
@@ -206,6 +206,11 @@ def _check_digest(path: Path, file: IndexFile) -> None:
             digest.update(chunk)
     if digest.hexdigest() != file.sha256:
         raise RemoteError(f"{file.filename}: downloaded bytes do not match the index's sha256")
+
+
+def member_path(folder: Path, name: str) -> Path:
+    """Where a released file's member `name` is cached under the file's folder (wheels and sdists alike)."""
+    return folder / "members" / hashlib.sha256(name.encode()).hexdigest()
 
 
 def _atomic_write(path: Path, data: bytes) -> None:
