@@ -18,6 +18,7 @@ import signal
 
 from sparkdoctor.exitcodes import (
     EXIT_BENCH_FAILED,
+    EXIT_BENCH_WRONG,
     EXIT_FINDINGS,
     EXIT_FIX_FAILED,
     EXIT_FIX_REFUSED,
@@ -84,6 +85,13 @@ class BenchFailure(SparkdoctorError):
 
     exit_code = EXIT_BENCH_FAILED
     code = "bench-failed"
+
+
+class WrongAnswers(SparkdoctorError):
+    """bench measured a server whose answers the correctness gate judged wrong (exit 1; `--allow-wrong`: 0)."""
+
+    exit_code = EXIT_BENCH_WRONG
+    code = "wrong-answers"
 
 
 class Fatal(SparkdoctorError):

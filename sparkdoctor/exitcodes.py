@@ -37,6 +37,7 @@ EXIT_FIX_UNCHANGED = 6  # fix stopped before it changed anything: the plan could
 # `fix --container`: a container that does not exist, is stopped or has no Python is EXIT_UNPROBEABLE (3), as for check
 
 # `sparkdoctor bench` and `sparkdoctor history`
+EXIT_BENCH_WRONG = 1  # the run's answers were judged wrong, or an A/B level's faster arm was (`--allow-wrong`: 0)
 EXIT_BENCH_FAILED = 4  # the server could not be launched, reached or measured to the end (nothing stored)
 EXIT_LEDGER = 5  # the ledger file cannot be opened, read or written (corrupt, newer schema, not ours)
 

@@ -15,6 +15,13 @@ Plain garbage detectors gate too: an empty answer, one token repeated, text that
 
 The tolerance (`TOLERANCE`) is the largest mean absolute log-probability difference per token a correct
 configuration may show; it is measured, not guessed: docs/evidence/correctness.md.
+
+A verdict knows its power. The scores can only tell a run from its reference where the reference's own greedy
+tokens won by more than the tolerance: a model whose next-token distributions are near-uniform (a tiny random
+one scores every token at about -6.5) ranks its runner-up a hair below its choice, so a damaged copy that picks
+other tokens from the second one on still scores the reference's tokens within tolerance. The reference keeps
+each greedy token's margin over the runner-up (vLLM's `logprobs=2`); when the median margin is at or below the
+tolerance, an answer that passes is `indecisive` (this model cannot judge it), never `correct`.
 """
 
 from __future__ import annotations
@@ -47,6 +54,7 @@ class Verdict:
     SUSPECT = "suspect"       # garbage, but no reference to judge it by (an A/B weighs it against the other arm)
     UNCHECKED = "unchecked"   # no reference for this model yet, or the probe requests could not run
     UNSCORED = "unscored"     # the server gives no log-probabilities: only the garbage detectors ran
+    INDECISIVE = "indecisive"  # within tolerance, but the reference's tokens win by less than the tolerance can see
 
 
 @dataclass
@@ -60,6 +68,7 @@ class Answer:
     logprobs: list[float] | None = None   # their log-probabilities
     scored: list[float] | None = None     # teacher-forced log-probabilities of the REFERENCE's ids
     error: str | None = None
+    margins: list[float] | None = None    # each greedy token's log-probability over the runner-up's (vLLM)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Answer:
@@ -103,6 +112,34 @@ def _ids(tokens: list[Any]) -> list[int] | None:
     return out
 
 
+def _margins(tokens: list[Any], tops: list[Any]) -> list[float] | None:
+    """Each chosen token's log-probability minus the best other one's, from vLLM's `top_logprobs` (None: not given)."""
+    if len(tops) != len(tokens):
+        return None
+    out = []
+    for token, top in zip(tokens, tops, strict=True):
+        if not isinstance(top, dict) or token not in top or len(top) < 2:
+            return None
+        try:
+            chosen = float(top[token])
+            other = max(float(v) for k, v in top.items() if k != token)
+        except (TypeError, ValueError):
+            return None
+        if not (math.isfinite(chosen) and math.isfinite(other)):
+            return None
+        out.append(chosen - other)
+    return out
+
+
+def decisive_margin(reference: list[Answer]) -> float | None:
+    """The median margin of the reference's greedy tokens over their runner-ups (None: the reference has none)."""
+    margins = sorted(m for r in reference for m in (r.margins or []))
+    if not margins:
+        return None
+    mid = len(margins) // 2
+    return margins[mid] if len(margins) % 2 else (margins[mid - 1] + margins[mid]) / 2
+
+
 def _floats(values: list[Any]) -> list[float]:
     return [float("nan") if v is None else float(v) for v in values]
 
@@ -112,7 +149,7 @@ def ask(base_url: str, model: str, prompt: str, vllm: bool, timeout: float = TIM
     payload: dict[str, Any] = {"model": model, "prompt": prompt, "max_tokens": MAX_TOKENS, "temperature": 0,
                                "seed": SEED, "stream": False}
     if vllm:
-        payload.update(logprobs=1, echo=True, return_tokens_as_token_ids=True, ignore_eos=False)
+        payload.update(logprobs=2, echo=True, return_tokens_as_token_ids=True, ignore_eos=False)
     try:
         doc = _post(base_url, payload, timeout)
         choice = doc["choices"][0]
@@ -126,6 +163,7 @@ def ask(base_url: str, model: str, prompt: str, vllm: bool, timeout: float = TIM
             if ids is not None and 0 < generated <= len(ids) == len(values):
                 answer.prompt_ids, answer.ids = ids[:-generated], ids[-generated:]
                 answer.logprobs = values[-generated:]
+                answer.margins = _margins(lp.get("tokens")[-generated:], (lp.get("top_logprobs") or [])[-generated:])
                 answer.text = text[len(prompt):] if text.startswith(prompt) else text
         return answer
     except (urllib.error.URLError, OSError, ValueError, KeyError, IndexError, TypeError) as exc:
@@ -224,6 +262,12 @@ def judge(answers: list[Answer], reference: list[Answer] | None, tolerance: floa
     if not scored_any:
         return Judgement(Verdict.UNSCORED, ["the server gives no log-probabilities: only the garbage detectors ran"],
                          rows, tolerance)
+    margin = decisive_margin(reference)
+    if margin is not None and margin <= tolerance:
+        return Judgement(Verdict.INDECISIVE, [
+            f"the answers cannot be judged with this model: the reference's tokens beat their runner-ups by a median "
+            f"{margin:.3f} nats, within the tolerance ({tolerance}), so other answers would score alike; "
+            f"use a model whose answers are decisive (a trained one) to judge correctness"], rows, tolerance)
     return Judgement(Verdict.CORRECT, [], rows, tolerance)
 
 
@@ -257,6 +301,11 @@ def step(base_url: str, model: str, vllm: bool, toolchain_facts: dict[str, Any],
         else:
             references.save(path, answers, {"model": model, "key": key, "taken_at": time.time()})
             verdict.why += [f"note: the reference itself trips {t}" for t in tripped]
+            margin = decisive_margin(answers)
+            if margin is not None and margin <= TOLERANCE:
+                verdict.why.append(f"note: this model's answers are not decisive (its tokens beat their runner-ups by a "
+                                   f"median {margin:.3f} nats, within the tolerance {TOLERANCE}): later runs against "
+                                   f"this reference will be 'indecisive', never 'correct'")
     else:
         verdict = judge(answers, reference)
         if problem:
@@ -268,6 +317,7 @@ def step(base_url: str, model: str, vllm: bool, toolchain_facts: dict[str, Any],
 
 def worst(verdicts: list[str | None]) -> str | None:
     """An arm's verdict over its runs: wrong if any run was wrong."""
-    order = [Verdict.WRONG, Verdict.SUSPECT, Verdict.UNCHECKED, Verdict.UNSCORED, Verdict.CORRECT, Verdict.REFERENCE]
+    order = [Verdict.WRONG, Verdict.SUSPECT, Verdict.UNCHECKED, Verdict.UNSCORED, Verdict.INDECISIVE, Verdict.CORRECT,
+             Verdict.REFERENCE]
     present = [v for v in verdicts if v]
     return next((v for v in order if v in present), None)

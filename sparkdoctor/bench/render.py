@@ -96,7 +96,7 @@ def render_run(console: Console, run: dict[str, Any]) -> None:
 
 
 ANSWER_STYLE = {"correct": "green", "reference": "green", "wrong": "bold red", "suspect": "red", "unchecked": "yellow",
-                "unscored": "yellow"}
+                "unscored": "yellow", "indecisive": "yellow"}
 
 
 def _answers_line(console: Console, checked: dict[str, Any] | None) -> None:

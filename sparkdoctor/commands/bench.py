@@ -59,6 +59,7 @@ class BenchCommand:
     reference: bool = False
     reference_file: Path | None = None
     no_correctness: bool = False
+    allow_wrong: bool = False
 
     def refuse_bad_options(self) -> None:
         """Every usage error of `bench`, before a server is launched or reached (exit 2, one line)."""
@@ -81,6 +82,8 @@ class BenchCommand:
             raise UsageError("--conclude NAME needs a name and an A/B that is stored: RECIPE --vs RECIPE_B, without --no-store")
         if self.reference and self.vs is not None:
             raise UsageError("--reference marks one run's answers as good: bench that recipe alone, then A/B it")
+        if self.allow_wrong and self.no_correctness:
+            raise UsageError("--allow-wrong lets wrong answers pass: it does not go with --no-correctness, which sends no probes")
         if self.no_correctness and (self.reference or self.reference_file is not None):
             raise UsageError("--no-correctness sends no probes: it does not go with --reference or --reference-file")
         from sparkdoctor.commands.recipe import parse_sets
@@ -133,7 +136,30 @@ def run(options: BenchCommand) -> Result:
             # a ConclusionError is exit 2, a ledger that cannot store it a LedgerError (exit 5): by themselves
             doc.conclusion = record_conclusion(options.conclude, doc.to_json(), options.recipe, options.vs, options.python,
                                                options.ledger, opts.sets, options.local)
-    return Result("bench", "bench", doc)
+    result = Result("bench", "bench", doc)
+    wrong = wrong_answers(doc)
+    if wrong and not options.allow_wrong:
+        from sparkdoctor.errors import WrongAnswers
+
+        result.fail(WrongAnswers(f"{wrong} (measured and stored; --allow-wrong to exit 0)"))
+        result.notes.append(f"bench: {wrong}: exit 1 (--allow-wrong to pass wrong answers)")
+    return result
+
+
+def wrong_answers(doc: object) -> str | None:
+    """Why a bench document fails the correctness gate (a CI gate on answers), or None."""
+    from sparkdoctor.bench.ab import WRONG_ARM
+    from sparkdoctor.bench.correctness import Verdict
+    from sparkdoctor.bench.document import RunDocument
+
+    if isinstance(doc, RunDocument):
+        checked = doc.result.correctness or {}
+        return "the answers are wrong" if checked.get("verdict") == Verdict.WRONG else None
+    levels = [lvl for lvl in getattr(doc, "levels", []) if (lvl.get("ratio") or {}).get("verdict") == WRONG_ARM]
+    if levels:
+        return f"a faster arm gave wrong answers (concurrency {', '.join(str(lvl['concurrency']) for lvl in levels)})"
+    wrong = (getattr(doc, "correctness", None) or {}).get("wrong") or []
+    return f"arm {' and '.join(wrong)} gave wrong answers" if wrong else None
 
 
 def register(app: typer.Typer) -> None:
@@ -169,6 +195,7 @@ def bench(
     reference: bool = typer.Option(False, "--reference", help="This run's answers are good: store them as the correctness reference for its model."),
     reference_file: Path | None = typer.Option(None, "--reference-file", help="Compare the answers with this reference file (with --reference: write it there)."),
     no_correctness: bool = typer.Option(False, "--no-correctness", help="Send no correctness probes (the run's answers are not checked)."),
+    allow_wrong: bool = typer.Option(False, "--allow-wrong", help="Exit 0 even when the answers are judged wrong (or an A/B arm's are): for the numbers alone."),
 ) -> None:
     """Benchmark a server: decode tok/s, TTFT, ITL, a concurrency sweep; stored with the toolchain fingerprint."""
     from sparkdoctor.emit import emit
@@ -180,6 +207,6 @@ def bench(
         ready_timeout=ready_timeout, ledger=ledger, no_store=no_store, fmt=Format(fmt),
         output=output_path("--output", output_name), calibrate=calibrate,
         allow_load_difference=allow_load_difference, conclude=conclude, reference=reference,
-        reference_file=reference_file, no_correctness=no_correctness,
+        reference_file=reference_file, no_correctness=no_correctness, allow_wrong=allow_wrong,
     )
     raise typer.Exit(emit(run(options), options.fmt, options.output))

@@ -20,9 +20,9 @@ import json
 from typing import Any
 
 PLOT_IDS = ("sd-decode", "sd-correctness", "sd-ratios")
-VERDICTS = ("wrong", "unchecked", "unscored", "correct", "reference")  # bottom to top
-VERDICT_COLOURS = {"wrong": "#d62728", "unchecked": "#7f7f7f", "unscored": "#bcbd22", "correct": "#2ca02c",
-                   "reference": "#1f77b4"}
+VERDICTS = ("wrong", "unchecked", "unscored", "indecisive", "correct", "reference")  # bottom to top
+VERDICT_COLOURS = {"wrong": "#d62728", "unchecked": "#7f7f7f", "unscored": "#bcbd22", "indecisive": "#ff7f0e",
+                   "correct": "#2ca02c", "reference": "#1f77b4"}
 
 
 STYLE = ("<style>body{font-family:system-ui,sans-serif;margin:1.5em;max-width:1400px}table{border-collapse:collapse;"

@@ -6,7 +6,8 @@ chunk with empty choices as vLLM, "last" inside the final chunk as transformers 
 `done` (send `data: [DONE]` or end at EOF), `reasoning` (the first N tokens as reasoning_content),
 `delay` (seconds between tokens; 0 streams as fast as it can), `chunked` (transfer coding or EOF body),
 `reject_vllm_fields` (answer 422 to ignore_eos/min_tokens, as transformers serve does),
-`die_after` (close the connection after N tokens, as a crashed server).
+`die_after` (close the connection after N tokens, as a crashed server), `answer` (the text of every
+non-streamed completion, as the correctness gate's probe requests get; None: those get a stream too).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ class Style:
     tokens_per_chunk: int = 1
     stamp: bool = False  # put the send time (time.perf_counter(), one clock for all processes here) in each chunk
     model: str = "tiny"
+    answer: str | None = None
     requests: list[dict[str, Any]] = field(default_factory=list)
     generated: int = 0
 
@@ -109,6 +111,9 @@ class _Handler:
         s.requests.append(req)
         if s.reject_vllm_fields and ({"ignore_eos", "min_tokens"} & set(req)):
             return self.plain(writer, 422, {"detail": "unknown field ignore_eos"})
+        if s.answer is not None and req.get("stream") is False:
+            return self.plain(writer, 200, {"id": "x", "object": "text_completion", "model": s.model,
+                                            "choices": [{"index": 0, "text": s.answer, "finish_reason": "length"}]})
         hdr = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
         hdr += "Transfer-Encoding: chunked\r\n\r\n" if s.chunked else "Connection: close\r\n\r\n"
         writer.write(hdr.encode())

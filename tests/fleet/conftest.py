@@ -6,17 +6,24 @@ which its workers inherit: the fleet task picks the serving interpreter the way 
   node 1  another build of the same NCCL version ("b")
   node 2  only the libs-cu12 cutlass-dsl build (cu12 active), and NCCL_IB_GID_INDEX=3 in its environment
 
-Ray binds to this machine's own interface address (the research note: 127.0.0.1 on the head alone does not
-hold); nothing leaves the machine. The cluster is shut down in a finalizer, which then checks that none of
-its raylet and GCS processes is left.
+Every node, the GCS and the driver listen on 127.0.0.1, and the fixture asserts it: Ray turns a loopback
+address into the machine's interface address before it connects (resolve_ip_for_localhost), unless
+RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0, which makes its node address the loopback one; so the session sets that,
+and gives every node node_ip_address=127.0.0.1. Ray also writes its "current cluster" file under
+$RAY_TMPDIR/ray whatever temp_dir a node is given: the fixture points RAY_TMPDIR at a folder of its own and
+creates it, so a fresh machine (no /tmp/ray) starts the cluster like a warm one. The cluster is shut down in
+a finalizer, which then checks that none of its raylet and GCS processes is left.
 """
 
 from __future__ import annotations
 
+import contextlib
+import ipaddress
 import os
 import shutil
 import tempfile
 import time
+from pathlib import Path
 
 import pytest
 
@@ -62,7 +69,52 @@ def _stop_all(marker: str) -> None:
             pass
 
 
-def _wait_alive_nodes(address: str, count: int, timeout: float) -> None:
+def _listening(pids: list[int]) -> list[tuple[int, str]]:
+    """(pid, local address) of every TCP socket in LISTEN state that one of `pids` holds."""
+    inodes: dict[str, int] = {}
+    for pid in pids:
+        try:
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                try:
+                    link = os.readlink(f"/proc/{pid}/fd/{fd}")
+                except OSError:
+                    continue
+                if link.startswith("socket:["):
+                    inodes[link[8:-1]] = pid
+        except OSError:
+            continue
+    found = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as fh:
+            next(fh)
+            for row in fh:
+                cols = row.split()
+                if cols[3] == "0A" and cols[9] in inodes:  # 0A: TCP_LISTEN
+                    found.append((inodes[cols[9]], _address(cols[1].split(":")[0])))
+    return found
+
+
+def _address(hexaddr: str) -> str:
+    raw = bytes.fromhex(hexaddr)
+    words = b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4))  # /proc/net prints each 32-bit word host-endian
+    return str(ipaddress.ip_address(words))
+
+
+def _loopback(address: str) -> bool:
+    ip = ipaddress.ip_address(address)
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return ip.is_loopback
+
+
+def _assert_loopback_only(pids: list[int]) -> None:
+    sockets = _listening(pids)
+    assert sockets, "found no listening socket of the test's Ray cluster: the check would pass on nothing"
+    wider = [(pid, address) for pid, address in sockets if not _loopback(address)]
+    assert not wider, f"the test's Ray cluster listens beyond the loopback range: {wider}"
+
+
+def _wait_alive_nodes(address: str, count: int, timeout: float, marker: str) -> None:
     import ray
 
     ray.init(address=address, log_to_driver=False, logging_level="ERROR", configure_logging=False)
@@ -71,8 +123,31 @@ def _wait_alive_nodes(address: str, count: int, timeout: float) -> None:
         while sum(1 for n in ray.nodes() if n.get("Alive")) < count:
             assert time.monotonic() < deadline, f"fewer than {count} Ray nodes alive after {timeout:.0f} s"
             time.sleep(0.5)
+        _assert_loopback_only([*_session_processes(marker), os.getpid()])  # the nodes, the GCS and this driver
     finally:
         ray.shutdown()
+
+
+@contextlib.contextmanager
+def _loopback_ray(root: Path):
+    """The environment that keeps a Ray cluster and its drivers on 127.0.0.1 and off the machine's /tmp/ray."""
+    saved = {k: os.environ.get(k) for k in ("RAY_TMPDIR", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER")}
+    (root / "ray").mkdir(parents=True, exist_ok=True)
+    os.environ.update(RAY_TMPDIR=str(root), RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0")
+    # ray reads the variable once, at import: set the constant too, in case ray was imported already
+    from ray._private import ray_constants
+
+    was = ray_constants.ENABLE_RAY_CLUSTER
+    ray_constants.ENABLE_RAY_CLUSTER = False
+    try:
+        yield
+    finally:
+        ray_constants.ENABLE_RAY_CLUSTER = was
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 def _docker_hosts(request) -> list[dict[str, str]]:
@@ -107,12 +182,21 @@ def second_docker_daemon():
 def ray_cluster(tmp_path_factory, request):
     """(cluster address, [venv python per node, in start order])."""
     pytest.importorskip("ray", reason="ray is a test dependency (pyproject [test]); install '.[test]'")
-    from ray.cluster_utils import Cluster
-
     root = tmp_path_factory.mktemp("fleet-ray")
     venvs = [serving_venv(root, f"node{i}", d["nccl_build"], d["cutedsl_majors"]) for i, d in enumerate(NODE_DRIFT)]
     docker = _docker_hosts(request)
     envs = [{"VIRTUAL_ENV": str(p.parent.parent), **host, **d["env"]} for p, d, host in zip(venvs, NODE_DRIFT, docker, strict=False)]
+    folder = Path(tempfile.mkdtemp(prefix="sdrayenv", dir="/tmp"))
+    try:
+        with _loopback_ray(folder):
+            yield from _started_cluster(envs, venvs)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _started_cluster(envs: list[dict[str, str]], venvs: list[Path]):
+    from ray.cluster_utils import Cluster
+
     cluster, marker, markers = None, "", []
     for attempt in range(3):  # Ray waits a fixed 30 s for a raylet to register; a loaded box can take longer
         # the cluster's own temp folder, in every one of its command lines; short: Ray's sockets live under it
@@ -120,7 +204,8 @@ def ray_cluster(tmp_path_factory, request):
         markers.append(marker)
         try:
             cluster = Cluster(initialize_head=True, connect=False, head_node_args={
-                "num_cpus": 1, "include_dashboard": False, "env_vars": envs[0], "temp_dir": marker})
+                "num_cpus": 1, "include_dashboard": False, "env_vars": envs[0], "temp_dir": marker,
+                "node_ip_address": "127.0.0.1"})
             break
         except Exception as exc:
             _stop_all(marker)
@@ -130,11 +215,11 @@ def ray_cluster(tmp_path_factory, request):
     try:
         for env in envs[1:]:
             try:
-                cluster.add_node(num_cpus=1, env_vars=env)
+                cluster.add_node(num_cpus=1, env_vars=env, node_ip_address="127.0.0.1")
             except Exception as exc:  # Ray waits a fixed 30 s for a raylet to register; a loaded box can take longer
                 if "timed out during startup" not in str(exc):
                     raise
-        _wait_alive_nodes(cluster.address, len(envs), timeout=180)
+        _wait_alive_nodes(cluster.address, len(envs), timeout=180, marker=marker)
         yield cluster.address, venvs
     finally:
         cluster.shutdown()

@@ -83,7 +83,7 @@ def test_ten_thousand_runs_make_one_page_in_seconds(tmp_path):
 
 
 @pytest.mark.slow  # installs Debian's chromium when it is missing
-def test_the_page_loads_in_chromium_with_every_point_and_no_console_error(tmp_path, request):
+def test_the_page_loads_in_chromium_with_every_point_and_no_console_error(tmp_path):
     ledger = tmp_path / "l.sqlite"
     held = build(ledger, 1_500)
     page = tmp_path / "h.html"
@@ -99,8 +99,7 @@ def test_the_page_loads_in_chromium_with_every_point_and_no_console_error(tmp_pa
     verdicts = held["verdicts"]  # traces in the page's order: wrong, correct, reference (the verdicts present)
     assert points_per_trace(dom, "sd-correctness") == [verdicts["wrong"], verdicts["correct"], verdicts["reference"]]
     assert "compile-helps" in dom and "flipped" in dom and "packages.vllm" in dom  # conclusions and a named change
-    artifacts = Path(request.config.cache.mkdir("history-html"))
-    shot = artifacts / "history.png"
+    shot = tmp_path / "history.png"
     taken = browse(page, f"--screenshot={shot}")
     assert taken.returncode == 0 and shot.stat().st_size > 10_000, taken.stderr[-2000:]
     # the console check can fail: a page with an error and a fetch shows both
