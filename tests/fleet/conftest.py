@@ -128,10 +128,13 @@ def _wait_alive_nodes(address: str, count: int, timeout: float, marker: str) -> 
         ray.shutdown()
 
 
+LOOPBACK_KEYS = ("RAY_TMPDIR", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER")
+
+
 @contextlib.contextmanager
 def _loopback_ray(root: Path):
     """The environment that keeps a Ray cluster and its drivers on 127.0.0.1 and off the machine's /tmp/ray."""
-    saved = {k: os.environ.get(k) for k in ("RAY_TMPDIR", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER")}
+    saved = {k: os.environ.get(k) for k in LOOPBACK_KEYS}
     (root / "ray").mkdir(parents=True, exist_ok=True)
     os.environ.update(RAY_TMPDIR=str(root), RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0")
     # ray reads the variable once, at import: set the constant too, in case ray was imported already
@@ -250,8 +253,10 @@ def ray_fleet(ray_cluster):
 
 @pytest.fixture
 def no_ray_env(monkeypatch):
+    """No RAY_* variable a user might have set, but the two that keep the test's cluster on 127.0.0.1 and off
+    /tmp/ray (_loopback_ray): without them a driver turns 127.0.0.1 into the interface address and never connects."""
     for key in list(os.environ):
-        if key.startswith("RAY_"):
+        if key.startswith("RAY_") and key not in LOOPBACK_KEYS:
             monkeypatch.delenv(key)
 
 
