@@ -9,7 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from sparkdoctor.exitcodes import EXIT_BENCH_FAILED, EXIT_BENCH_WRONG, EXIT_LEDGER, EXIT_USAGE
+from sparkdoctor.exitcodes import (
+    EXIT_BENCH_FAILED,
+    EXIT_BENCH_WRONG,
+    EXIT_LEDGER,
+    EXIT_USAGE,
+)
 from tests.bench.sse_server import Style, serve
 
 REPO = Path(__file__).resolve().parents[2]
