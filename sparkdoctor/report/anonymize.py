@@ -197,7 +197,7 @@ class Redactor:
         out = shapes.USER_AT.sub(_user_at, out)
         out = shapes.URL_HOST.sub(_url_host, out)
         if not is_version:
-            out = shapes.FQDN.sub(lambda m: m.group(0) if shapes.public_host(m.group(1)) else HOST, out)
+            out = shapes.FQDN.sub(lambda m: HOST if shapes.fqdn_host(m.group(1)) else m.group(0), out)
         for path in (HOME_PATH, USER_DIR):
             out = path.sub(lambda m: m.group(1) + (m.group(2) if m.group(2).startswith("<") else USER), out)
         for found in self._patterns():

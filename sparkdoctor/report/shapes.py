@@ -52,9 +52,9 @@ PUBLIC_HOSTS = frozenset({"pypi.org", "files.pythonhosted.org", "github.com", "r
                           "download.pytorch.org", "docker.io", "ghcr.io", "python.org"})
 _TLDS = ("com|net|org|io|ai|dev|app|cloud|co|edu|gov|mil|int|biz|info|me|us|uk|de|fr|jp|cn|kr|tw|ca|au|nl|se|ch|eu|ru|"
          "br|es|fi|dk|be|at|ie|il|sg|hk|nz|cz|lan|local|internal|localdomain|corp|intranet")
-# Labels, the one before the top-level domain with a letter (1.2.dev is a version); anchored at a run's start.
-FQDN = re.compile(rf"(?i)(?<![A-Za-z0-9_.@\-])((?:[A-Za-z0-9][A-Za-z0-9\-]{{0,62}}\.)*[A-Za-z0-9\-]{{0,62}}[A-Za-z]"
-                  rf"[A-Za-z0-9\-]{{0,62}}\.(?:{_TLDS}))(?![A-Za-z0-9_\-]|\.[A-Za-z0-9])")
+# Dotted labels ending in one of _TLDS, anchored at a run's start (linear: a label cannot end but at a dot);
+# fqdn_host() then wants a letter in the label before the top-level domain (1.2.dev is a version).
+FQDN = re.compile(rf"(?i)(?<![A-Za-z0-9_.@\-])((?:[A-Za-z0-9\-]{{1,63}}\.)+(?:{_TLDS}))(?![A-Za-z0-9_\-]|\.[A-Za-z0-9])")
 PEM_EDGE = re.compile(r"-{4,5} ?(BEGIN|END) [A-Z0-9 ]{1,40}?-{4,5}")
 _B64_TAIL = re.compile(r"(?:[A-Za-z0-9+/]{8,}={0,2}|[A-Za-z0-9+/]+={1,2})\s*$")
 MYSQL = re.compile(r"(?<![\w-])(?:mysql(?:dump|admin|import|check|show|pump|sh)?|mariadb(?:-dump|-admin)?)(?![\w-])")
@@ -113,6 +113,12 @@ def public_host(host: str) -> bool:
     return low.removeprefix("www.") in PUBLIC_HOSTS
 
 
+def fqdn_host(name: str) -> bool:
+    """A dotted name FQDN matched that is a host to replace: a letter in its second-level label, not public."""
+    labels = name.split(".")
+    return bool(re.search(r"[A-Za-z]", labels[-2])) and not public_host(name)
+
+
 def pem_spans(text: str) -> list[tuple[int, int]]:
     """The spans of PEM/OpenSSH blocks: BEGIN to END (or to the end of a cut text), and for an END without its
     BEGIN, the base64 right before it (the key's last lines)."""
@@ -126,8 +132,8 @@ def pem_spans(text: str) -> list[tuple[int, int]]:
             spans.append((m.start(), end))
             at = end
             continue
-        start = m.start()
-        while start > at and (tail := _B64_TAIL.search(text, max(at, start - 200), start)):
+        start, floor = m.start(), max(at, m.start() - 16384)  # a 16 KiB key's worth, no more
+        while start > floor and (tail := _B64_TAIL.search(text, max(floor, start - 80), start)):
             start = tail.start()
         spans.append((start, m.end()))
         at = m.end()
@@ -138,12 +144,13 @@ def cli_password_spans(text: str) -> list[tuple[int, int]]:
     """The spans of passwords glued to -p on a mysql/mariadb command line (`mysql -uroot -phunter2 db`); patch's
     -p1 and the rest are other programs'."""
     spans: list[tuple[int, int]] = []
+    scanned = 0
     for m in MYSQL.finditer(text):
-        if spans and m.start() < spans[-1][1]:
-            continue
-        line_end = min((i for i in (text.find(c, m.end(), m.end() + 400) for c in "\n;|&") if i != -1),
-                       default=min(len(text), m.end() + 400))
-        if (p := GLUED_P.search(text, m.end(), line_end)):
+        if m.start() < scanned:
+            continue  # its command line was read with the one before (each character is read once)
+        scanned = min((i for i in (text.find(c, m.end(), m.end() + 400) for c in "\n;|&") if i != -1),
+                      default=min(len(text), m.end() + 400))
+        if (p := GLUED_P.search(text, m.end(), scanned)):
             spans.append(p.span(1))
     return spans
 

@@ -12,6 +12,7 @@ names, IPv4/IPv6/MAC addresses and tokens. With --no-redact they must all be the
 from __future__ import annotations
 
 import re
+import time
 
 import pytest
 from hypothesis import HealthCheck, Phase, assume, given, settings
@@ -186,3 +187,12 @@ def test_public_hosts_survive():
         text = re.sub(r"\\(.)", r"\1", render(facts, fmt))
         for host in ("pypi.org", "github.com", "huggingface.co", "docs.nvidia.com", "forums.developer.nvidia.com", "nvcr.io"):
             assert host in text, (fmt, host)
+
+
+@pytest.mark.parametrize("chunk", ["a.com ", "a-a.", "x.y.z.com.", "-----END X-----", "a=-----END K-----", "-----BEGIN X-----",
+                                   "mysql ", "mysql -p", "/scratch/", "/u/a", "sig=", "glpat-", "sk_live_", "AAAAAAAA\n"])
+def test_the_new_scans_stay_linear(chunk):
+    """A hostile 1 MB string of each new shape's pieces is redacted in bounded CPU time (each scan reads a run once)."""
+    started = time.process_time()
+    Redactor().text(chunk * 100_000)
+    assert time.process_time() - started < 5, chunk
