@@ -104,7 +104,7 @@ def _mount_args(target: str, source: Path) -> list[str]:
         return ["--bind", str(source), target]
     args = ["--tmpfs", str(anchor)]
     for entry in sorted(os.listdir(anchor)):
-        args += ["--ro-bind-try", str(anchor / entry), str(anchor / entry)]
+        args += _keep(str(anchor / entry))  # a link stays a link: /usr/lib/ssl/private -> /etc/ssl/private shows nothing
     return args + ["--bind", str(source), target]
 
 

@@ -178,3 +178,26 @@ def test_only_the_sandbox_starts_bwrap():
     assert starts == ["mods/sandbox.py"]
     runs = [p.relative_to(root).as_posix() for p in root.rglob("*.py") if "sandbox import run_script" in p.read_text()]
     assert runs == ["mods/judge.py"]
+
+
+def _link_into_hidden_etc() -> Path | None:
+    """A link in /usr/lib to a part of /etc the sandbox hides (Debian's /usr/lib/ssl/private -> /etc/ssl/private)."""
+    from sparkdoctor.mods.sandbox import ETC
+
+    for link in sorted(Path("/usr/lib").glob("*/*")):
+        target = os.path.realpath(link)
+        if link.is_symlink() and target.startswith("/etc/") and target.split("/")[2] not in ETC and os.path.isdir(target):
+            return link
+    return None
+
+
+def test_a_site_path_in_a_system_folder_shows_no_hidden_file_through_a_link(tmp_path, tree):
+    """A site path that is not there (`/usr/lib/ssl/sd/site-packages`) makes the sandbox cover its nearest folder with
+    a tmpfs and put that folder's entries back: a link among them stays a link, so /usr/lib/ssl/private does not
+    become the machine's /etc/ssl/private."""
+    link = _link_into_hidden_etc()
+    if link is None:
+        pytest.skip("no link from /usr/lib into a hidden part of /etc on this machine")
+    mod = folder(tmp_path, f": {link.parent}/sd-absent/site-packages\n[ -e {link}/. ] && exit 3\nexit 0\n")
+    result = judge_mod(mod, tree)
+    assert result.verdict is Verdict.NO_EFFECT, result
