@@ -19,6 +19,7 @@ from __future__ import annotations
 import glob
 import hashlib
 import os
+import platform
 import re
 import shutil
 import tempfile
@@ -60,7 +61,7 @@ def sandbox_available() -> str | None:
     if shutil.which("bwrap") is None:
         return "no sandbox: bubblewrap (bwrap) is not installed, and a script is never run unisolated"
     if seccomp.program() is None:
-        return f"no sandbox: no seccomp filter for this machine ({os.uname().machine}), and a script is never run unisolated"
+        return f"no sandbox: no seccomp filter for this machine ({platform.machine()}), and a script is never run unisolated"
     return None
 
 

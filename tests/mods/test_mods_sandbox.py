@@ -144,7 +144,7 @@ def test_the_system_a_mod_needs_is_there(tmp_path, tree):
     user name, a writable /tmp, and the read-only root (a write to /etc fails)."""
     mod = folder(tmp_path, "set -e\nsed --version >/dev/null\necho x | awk '{print $1}' >/dev/null\npatch --version >/dev/null\n"
                            "id -un >/dev/null\npython3 -c 'import getpass, json; getpass.getuser()'\n"
-                           "t=$(mktemp)\necho ok > \"$t\"\n! touch /etc/x 2>/dev/null\n")
+                           "t=$(mktemp)\necho ok > \"$t\"\nif touch /etc/x 2>/dev/null; then exit 3; fi\n")
     result = judge_mod(mod, tree)
     assert result.verdict is Verdict.NO_EFFECT, result
 
