@@ -352,8 +352,10 @@ def start(
     cwd: str | None = None,
     input: str | None = None,
     max_output: tuple[int, int] = (HEAD_BYTES, TAIL_BYTES),
+    pass_fds: tuple[int, ...] = (),
 ) -> Running:
-    """Start argv in its own process group (so a timeout can kill its children too); never raise."""
+    """Start argv in its own process group (so a timeout can kill its children too); never raise. `pass_fds`:
+    descriptors the child keeps open (bwrap's --seccomp FD)."""
     started = time.monotonic()
     if _closing:
         return Running(argv, None, started, start_error="sparkdoctor is shutting down")
@@ -374,6 +376,7 @@ def start(
                 cwd=cwd,
                 start_new_session=True,
                 preexec_fn=child_setup,
+                pass_fds=pass_fds,
             )
         except (OSError, ValueError) as exc:  # ValueError: e.g. an embedded NUL in an argument
             return Running(argv, None, started, start_error=getattr(exc, "strerror", None) or str(exc))
@@ -397,9 +400,10 @@ def run(
     cwd: str | None = None,
     input: str | None = None,
     max_output: tuple[int, int] = (HEAD_BYTES, TAIL_BYTES),
+    pass_fds: tuple[int, ...] = (),
 ) -> ProcResult:
     """Run argv, kill its whole process group at the deadline, never raise."""
-    return start(argv, env=env, cwd=cwd, input=input, max_output=max_output).result(timeout)
+    return start(argv, env=env, cwd=cwd, input=input, max_output=max_output, pass_fds=pass_fds).result(timeout)
 
 
 def _kill_group(proc: subprocess.Popen) -> None:

@@ -22,6 +22,7 @@ from sparkdoctor.mods.model import (
     Verdict,
     overall,
 )
+from sparkdoctor.mods.published import shown_lines, shown_text, tail
 from sparkdoctor.mods.sandbox import run_script
 from sparkdoctor.mods.trees import Tree, read_regular
 
@@ -97,8 +98,8 @@ def _judge_script(name: str, path: Path, mod_dir: Path, argv: list[str], texts: 
         return ModResult(name, str(path), kind, Verdict.CANNOT_TELL, run.refused)
     assert run.result is not None
     result = run.result
-    output = (result.stdout + result.stderr).strip()
-    tail = "\n".join(output.splitlines()[-8:])
+    output = (result.stdout + result.stderr).strip()  # read whole for the verdict; only `shown` is published
+    shown = shown_lines(output)
     files = [FileVerdict(rel, Verdict.APPLIES, "changed by the script", source=source) for rel in run.changed]
     files += [FileVerdict(rel, Verdict.APPLIES, "created by the script", source=source) for rel in run.created
               if not rel.endswith((".rej", ".orig"))]
@@ -110,15 +111,15 @@ def _judge_script(name: str, path: Path, mod_dir: Path, argv: list[str], texts: 
     elif (m := _IMPORTS_STACK.search(output)):
         verdict, detail = Verdict.CANNOT_TELL, f"{source} imports {m.group(1)}: it can only be judged in the real environment"
     elif (ro := _READ_ONLY.search(output)):
-        where = ro.group(1) or ro.group(2)
+        where = shown_text(ro.group(1) or ro.group(2))
         verdict, detail = Verdict.FAILS, f"{source} writes outside the files it patches ({where}): refused"
     elif "previously applied" in output and not result.ok:
         verdict, detail = Verdict.FAILS, (f"{source} stops: patch finds its change applied already and exits "
                                           f"{result.returncode} (a launch running it fails the same way)")
     elif "FAILED" in output or "patch does not apply" in output:
-        verdict, detail = Verdict.FAILS, f"{source}: a patch in it does not apply: " + _first_failure(output)
+        verdict, detail = Verdict.FAILS, f"{source}: a patch in it does not apply: " + _first_failure(shown)
     elif not result.ok:
-        last = output.splitlines()[-1][:300] if output else "no output"
+        last = shown[-1] if shown else ("no patch or error line in its output" if output else "no output")
         why = f"killed by signal {result.signal}" if result.signal else f"exited {result.returncode}"
         verdict, detail = Verdict.FAILS, f"{source} {why}: {last}"
         if run.missing:
@@ -128,15 +129,15 @@ def _judge_script(name: str, path: Path, mod_dir: Path, argv: list[str], texts: 
         verdict, detail = Verdict.APPLIES, f"{source} ran and changed {len(files)} file(s)"
     else:
         verdict, detail = Verdict.NO_EFFECT, f"{source} ran and changed nothing (already applied, or guarded)"
-    return ModResult(name, str(path), kind, verdict, detail, files, tail)
+    return ModResult(name, str(path), kind, verdict, detail, files, tail(shown))
 
 
-def _first_failure(output: str) -> str:
+def _first_failure(shown: list[str]) -> str:
     current = ""
-    for line in output.splitlines():
+    for line in shown:
         m = re.match(r"(?:patching|checking) file (\S+)", line)
         if m:
             current = m.group(1)
         if "FAILED" in line or "does not apply" in line:
             return f"{current}: {line.strip()}" if current and current not in line else line.strip()
-    return output.splitlines()[-1] if output else ""
+    return shown[-1] if shown else ""

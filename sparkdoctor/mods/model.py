@@ -67,7 +67,7 @@ class ModResult:
     verdict: Verdict
     detail: str = ""
     files: list[FileVerdict] = field(default_factory=list)
-    output_tail: str = ""  # what a script printed last (stdout and stderr), when it ran
+    output_tail: str = ""  # a script's last patch and error lines, anonymized (sparkdoctor.mods.published)
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "path": self.path, "kind": self.kind.value, "verdict": self.verdict.value,

@@ -1,16 +1,25 @@
 """Run a mod's script against a scratch copy of the files it may touch, isolated, and see what it changed.
 
-The isolation is bubblewrap (`bwrap`): the whole file system read-only, a private /tmp, no network, its
-own process tree (everything it forks dies with it), a time limit; the scratch copy of the site folder is
-the only writable place, mounted at every site path the script names (so a script that edits
-/usr/local/lib/python3.12/dist-packages/vllm/... edits the copy). Without bwrap a script is not run at
-all: its verdict is "cannot tell", never a run on the real target.
+The isolation is bubblewrap (`bwrap`). The script sees only what a mod needs, read-only: /usr, /bin, /sbin,
+/lib*, and the parts of /etc that programs read to start (the loader's cache, alternatives, nsswitch, a
+passwd and group of two lines; never shadow, gshadow, sudoers, ssh host keys, pip.conf or environment).
+/run, /var/run, /tmp, /var/tmp, /root and /home are empty tmpfs: no home, no agent socket, no docker.sock.
+It has no network, its own host name and process tree (everything it forks dies with it), no capabilities,
+a time limit, and a seccomp filter (sparkdoctor.mods.seccomp) that refuses unix sockets, so no socket file
+can be reached even where one is visible. The scratch copy of the site folder is the only writable place,
+mounted at every site path the script names (so a script that edits
+/usr/local/lib/python3.12/dist-packages/vllm/... edits the copy). Without bwrap, or on a machine whose
+seccomp ABI sparkdoctor does not know, a script is not run at all: its verdict is "cannot tell", never a
+run on the real target. `mods check`, `recipe check`, `whatif --recipe`, `rerun` and bench's launch gate all
+run scripts through run_script() here, and nowhere else.
 """
 
 from __future__ import annotations
 
+import glob
 import hashlib
 import os
+import platform
 import re
 import shutil
 import tempfile
@@ -18,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sparkdoctor import proc
+from sparkdoctor.mods import seccomp
 from sparkdoctor.mods.trees import Tree
 
 SCRIPT_TIMEOUT = 60.0
@@ -25,6 +35,13 @@ DEFAULT_SITE = "/usr/local/lib/python3.12/dist-packages"  # where eugr's images 
 _SITE_PATH = re.compile(r"(/[\w.+-]+(?:/[\w.+-]+)*/(?:site|dist)-packages)(?=[/\s\"']|$)")
 _PKG_FILE = re.compile(r"(?:(?:site|dist)-packages/|\b)((?:vllm|flashinfer|cutlass|triton|torch|transformers|"
                        r"compressed_tensors|nvidia)/[\w/.-]+\.(?:py|pyi|json|jinja|txt|cfg|toml|yaml))")
+SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")  # read-only, as they are
+# What programs read from /etc to start and to find names (not secrets, not credentials: no shadow, sudoers, ssh,
+# pip.conf, environment, gitconfig): each bound read-only when it exists. passwd and group are written fresh.
+ETC = ("alternatives", "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "nsswitch.conf", "host.conf", "hosts",
+       "localtime", "timezone", "protocols", "services", "mime.types", "magic", "os-release", "lsb-release",
+       "debian_version", "bash.bashrc", "profile", "inputrc", "locale.alias", "perl")
+EMPTY = ("/run", "/var/run", "/tmp", "/var/tmp", "/root", "/home")  # tmpfs: sockets, homes, other jobs' files
 
 
 @dataclass
@@ -43,6 +60,8 @@ def sandbox_available() -> str | None:
     """None when scripts can be run isolated here; else why not, in words."""
     if shutil.which("bwrap") is None:
         return "no sandbox: bubblewrap (bwrap) is not installed, and a script is never run unisolated"
+    if seccomp.program() is None:
+        return f"no sandbox: no seccomp filter for this machine ({platform.machine()}), and a script is never run unisolated"
     return None
 
 
@@ -68,23 +87,63 @@ def _digest(root: Path) -> dict[str, str]:
     return out
 
 
-def _mount_args(target: str, source: Path) -> list[str]:
-    """bwrap arguments that make `source` appear, writable, at `target` on a read-only root.
+def _system_path(path: str) -> bool:
+    real = os.path.realpath(path)
+    return any(real == top or real.startswith(top + "/") for top in SYSTEM)
 
-    A mount point must exist: when `target` does not, the deepest folder above it that does is covered by
-    a tmpfs and its own entries are mounted back read-only, so the new path can be made inside."""
-    path = Path(target)
-    if path.exists():
-        return ["--bind", str(source), target]
-    anchor = path.parent
-    while not anchor.exists():
+
+def _mount_args(target: str, source: Path) -> list[str]:
+    """bwrap arguments that make `source` appear, writable, at `target`.
+
+    Outside the read-only system folders bwrap makes the path itself (in its own root, or in a tmpfs). Inside
+    them a mount point must exist: when `target` does not, the deepest folder above it that does is covered by a
+    tmpfs and its own entries are mounted back read-only, so the new path can be made inside."""
+    anchor = Path(target)
+    while not anchor.exists() and anchor != anchor.parent:
         anchor = anchor.parent
-    if anchor == Path("/"):
-        return []
+    if anchor == Path(target) or not _system_path(str(anchor)):
+        return ["--bind", str(source), target]
     args = ["--tmpfs", str(anchor)]
     for entry in sorted(os.listdir(anchor)):
-        args += ["--ro-bind-try", str(anchor / entry), str(anchor / entry)]
+        args += _keep(str(anchor / entry))  # a link stays a link: /usr/lib/ssl/private -> /etc/ssl/private shows nothing
     return args + ["--bind", str(source), target]
+
+
+def _keep(path: str) -> list[str]:
+    """`path` as it is here, read-only: a link stays a link (/bin -> usr/bin), a missing one is left out."""
+    if os.path.islink(path):
+        return ["--symlink", os.readlink(path), path]
+    return ["--ro-bind", path, path] if os.path.exists(path) else []
+
+
+def _identity(scratch: Path) -> list[str]:
+    """A passwd and a group that name root and this user only, with the scratch home: `id`, `whoami` and
+    Python's getpass work; no other account on the machine is shown."""
+    uid, gid = os.getuid(), os.getgid()
+    users = ["root:x:0:0:root:/root:/bin/sh"] + ([f"user:x:{uid}:{gid}::{scratch / 'home'}:/bin/sh"] if uid else [])
+    groups = ["root:x:0:"] + ([f"user:x:{gid}:"] if gid else [])
+    (scratch / "passwd").write_text("\n".join(users) + "\n")
+    (scratch / "group").write_text("\n".join(groups) + "\n")
+    return ["--ro-bind", str(scratch / "passwd"), "/etc/passwd", "--ro-bind", str(scratch / "group"), "/etc/group"]
+
+
+def sandbox_argv(scratch: Path, mounts: list[str], seccomp_fd: int, cwd: Path) -> list[str]:
+    """The bwrap command line (before the script's own argv): what the script may see, and nothing else."""
+    argv = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
+            "--hostname", "sparkdoctor-mod", "--seccomp", str(seccomp_fd)]
+    for top in SYSTEM:
+        argv += _keep(top)
+    argv += ["--dir", "/etc"]
+    for name in ETC:
+        argv += _keep(f"/etc/{name}")
+    for folder in sorted(glob.glob("/etc/python3*")):  # Debian's sitecustomize for the system Python
+        argv += _keep(folder)
+    argv += _identity(scratch)
+    argv += ["--dev", "/dev", "--proc", "/proc"]
+    for empty in EMPTY:
+        argv += ["--tmpfs", empty]
+    # the root itself is read-only too: a write to /etc or / fails as it would on the real root
+    return [*argv, "--bind", str(scratch), str(scratch), *mounts, "--remount-ro", "/", "--chdir", str(cwd), "--"]
 
 
 def run_script(argv_in_mod: list[str], mod_dir: Path, texts: list[str], tree: Tree,
@@ -94,7 +153,12 @@ def run_script(argv_in_mod: list[str], mod_dir: Path, texts: list[str], tree: Tr
     why = sandbox_available()
     if why:
         return ScriptRun(None, refused=why)
-    with tempfile.TemporaryDirectory(prefix="sparkdoctor-mod-") as tmp:
+    program = seccomp.program()
+    assert program is not None
+    with tempfile.TemporaryDirectory(prefix="sparkdoctor-mod-") as tmp, tempfile.TemporaryFile() as bpf:
+        bpf.write(program)
+        bpf.flush()
+        bpf.seek(0)
         scratch = Path(tmp)
         site, work, home = scratch / "site", scratch / "mod", scratch / "home"
         site.mkdir()
@@ -113,12 +177,10 @@ def run_script(argv_in_mod: list[str], mod_dir: Path, texts: list[str], tree: Tr
         sites = site_paths(texts)
         for target in sites:
             mounts += _mount_args(target, site)
-        argv = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
-                "--bind", str(scratch), str(scratch), *mounts, "--unshare-all", "--die-with-parent",
-                "--new-session", "--chdir", str(work), "--", *argv_in_mod]
-        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home), "LANG": "C.UTF-8",
+        argv = [*sandbox_argv(scratch, mounts, bpf.fileno(), work), *argv_in_mod]
+        env = {"PATH": "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin", "HOME": str(home), "LANG": "C.UTF-8",
                "PYTHONPATH": sites[0], "PYTHONDONTWRITEBYTECODE": "1"}
-        result = proc.run(argv, timeout=timeout, env=env)
+        result = proc.run(argv, timeout=timeout, env=env, pass_fds=(bpf.fileno(),))
         after = _digest(site)
     return ScriptRun(
         result,

@@ -7,9 +7,12 @@ name, home path, IP (v4 or v6) or MAC address, and no token or key. Two kinds of
     home paths, the host name fields, the values of secret-named and address-named environment
     variables. Each is replaced as a whole word wherever it appears, in any field and in findings.
   - shapes that are secret whatever field holds them: Hugging Face (hf_...), OpenAI (sk-...), GitHub
-    (ghp_..., github_pat_...), NGC (nvapi-...), AWS (AKIA...), Slack (xox?-...) tokens, bearer
-    tokens, credentials in URLs, IPv4/IPv6/MAC addresses, and what report/shapes.py finds by form:
-    secret-named pairs and flags anywhere in a line (`error: password=x`, `?token=x`, `--api-key x`),
+    (ghp_..., github_pat_...), GitLab (glpat-...), Stripe (sk_live_..., rk_live_...), NGC (nvapi-...), AWS
+    (AKIA...), Slack (xox?-...) tokens, bearer tokens, credentials in URLs, whole PEM/OpenSSH key blocks (cut ones
+    too), `mysql -pPASSWORD`, IPv4/IPv6/MAC addresses, user names in per-user folders outside the homes
+    (/scratch/NAME, /data/users/NAME), every FQDN and URL host outside a short public allow-list
+    (shapes.PUBLIC_HOSTS: pypi.org, github.com, huggingface.co, nvidia.com, ...), and what report/shapes.py finds by form:
+    secret-named pairs and flags anywhere in a line (`error: password=x`, `?token=x&sig=x`, `--api-key x`),
     e-mail addresses, user@host, other machines' names (user@host, ssh HOST, http://HOST:port, host-named
     pairs, NCCL's prefix: learned, then replaced everywhere), generated keys (32+ random characters).
 
@@ -62,6 +65,8 @@ TOKEN_PATTERNS = [
     re.compile(r"\bsk-(?:proj-|ant-)?[A-Za-z0-9_\-]{8,}"),
     re.compile(r"\bgh[pousr]_[A-Za-z0-9]{8,}"),
     re.compile(r"\bgithub_pat_[A-Za-z0-9_]{8,}"),
+    re.compile(r"\bgl(?:pat|dt|rt|ptt|ft|imt|soat|cbt|oas)-[A-Za-z0-9_\-]{8,}"),  # GitLab
+    re.compile(r"\b[rs]k_(?:live|test)_[A-Za-z0-9]{8,}"),  # Stripe secret and restricted keys
     re.compile(r"\bnvapi-[A-Za-z0-9_\-]{8,}"),
     re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"),
     re.compile(r"\bxox[abprs]-[A-Za-z0-9\-]{8,}"),
@@ -72,6 +77,9 @@ AUTH_SCHEME = re.compile(r"(?i)\b(bearer|basic)(\s+|=|:\s*)(?!<)([^\s\"',;]+)")
 # `password=abc`, `--api-key abc`, `?token=abc&`, `error: password=abc` (a pair in a pair): shapes.scan_pairs.
 URL_CREDENTIALS = re.compile(r"(?i)(?<![a-z0-9+.\-])([a-z][a-z0-9+.\-]*://)[^\s/@:]+(?::[^\s/@]*)?@")
 HOME_PATH = re.compile(r"(/home/|/Users/|/var/home/|/export/home/)([^/\s\"'`<>:]+)")
+# A per-user folder outside the homes: /scratch/NAME, /data/users/NAME, /lustre/people/NAME, /u/NAME.
+USER_DIR = re.compile(r"(/(?:users?|people|scratch|homes|home\d+|u)/)([A-Za-z_][A-Za-z0-9_.\-]{0,31})(?=[/\s\"'`:]|$)")
+USER_ENV = frozenset({"USER", "LOGNAME", "USERNAME", "SUDO_USER"})  # environment variables that name the user
 MAC_ADDRESS = re.compile(rf"(?<![{_W}:\-])(?:[0-9A-Fa-f]{{2}}([:\-]))(?:[0-9A-Fa-f]{{2}}\1){{4,18}}[0-9A-Fa-f]{{2}}(?![{_W}:\-])")
 IPV4 = re.compile(rf"(?<![{_W}.])(?:\d{{1,3}}\.){{3}}\d{{1,3}}(?![{_W}]|\.\d)")
 # Runs of hex digits, colons and dots (linear to scan); those with two colons that parse are addresses.
@@ -128,6 +136,8 @@ class Redactor:
                 continue
             if shapes.secret_name(str(key)):
                 self.learn_secret(value)
+            elif key in USER_ENV or key == "HOME":
+                self.learn_user(value.rstrip("/").rsplit("/", 1)[-1])
             elif ADDRESS_NAME.search(str(key)):
                 for part in re.split(r"[\s,;]+", value):
                     host_part = part.rsplit("@", 1)[-1].split(":", 1)[0] if part.count(":") <= 1 else part
@@ -138,7 +148,7 @@ class Redactor:
                 if path and path[-1] in VERSION_KEYS:
                     self.versions.add(value)
                     continue
-                for match in HOME_PATH.finditer(value):
+                for match in (*HOME_PATH.finditer(value), *USER_DIR.finditer(value)):
                     self.learn_user(match.group(2))
                 shapes.learn_from_text(value, self.learn_host, self.learn_secret)
             elif isinstance(value, list):
@@ -173,9 +183,10 @@ class Redactor:
     def text(self, value: str, is_version: bool = False) -> str:
         if not self.enabled or not isinstance(value, str) or not value:
             return value
-        out = value
+        out = _cut(value, shapes.pem_spans(value))  # first: a key's lines must not be taken apart by other scans
         for secret in sorted(self.secrets, key=len, reverse=True):
             out = out.replace(secret, SECRET)
+        out = _cut(out, shapes.cli_password_spans(out))
         out = URL_CREDENTIALS.sub(lambda m: f"{m.group(1)}{SECRET}@", out)
         for pattern in TOKEN_PATTERNS:
             out = pattern.sub(SECRET, out)
@@ -185,7 +196,10 @@ class Redactor:
         out = shapes.EMAIL.sub(EMAIL, out)
         out = shapes.USER_AT.sub(_user_at, out)
         out = shapes.URL_HOST.sub(_url_host, out)
-        out = HOME_PATH.sub(lambda m: m.group(1) + (m.group(2) if m.group(2).startswith("<") else USER), out)
+        if not is_version:
+            out = shapes.FQDN.sub(lambda m: HOST if shapes.fqdn_host(m.group(1)) else m.group(0), out)
+        for path in (HOME_PATH, USER_DIR):
+            out = path.sub(lambda m: m.group(1) + (m.group(2) if m.group(2).startswith("<") else USER), out)
         for found in self._patterns():
             if found is not None:
                 out = found[0].sub(found[1], out)
@@ -289,7 +303,7 @@ def _user_at(match: re.Match[str]) -> str:
 
 def _url_host(match: re.Match[str]) -> str:
     host = match.group(1)
-    if not shapes.private_host(host):
+    if shapes.public_host(host) or host.lower() in shapes.NOT_HOSTS:
         return match.group(0)
     start = match.start(1) - match.start(0)
     return match.group(0)[:start] + HOST

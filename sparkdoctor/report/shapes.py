@@ -11,7 +11,13 @@ from one place only, and nothing that was matched is scanned twice by the same p
   emails     `someone@example.org`
   user@host  `bob@10.0.0.5`, `bob@spark-2`: the user is replaced, the host learned.
   URL hosts  `http://spark-2:8000/`: a host of one label or a private suffix (.lan, .local, ...) is a
-             machine of the user's; public names (github.com) are kept.
+             machine of the user's, learned; every URL host outside PUBLIC_HOSTS is replaced.
+  FQDNs      `gitlab.acme-corp.com` in any text: a dotted name ending in a common top-level domain (or a private
+             suffix) is a host, replaced unless it is one of PUBLIC_HOSTS (file names end in .py, .sh, .md, .so,
+             .cu, .in: those look-alike TLDs are not in the list).
+  PEM        a whole `-----BEGIN ...-----` block to its END (or to the end of the text, when cut), and the base64
+             before an END whose BEGIN was cut off (an OpenSSH key's last line names its owner and host).
+  -pPASSWORD mysql/mariadb's password glued to -p.
   random     a run of 32+ characters of a key alphabet with upper and lower case and digits and a high
              character entropy: a generated secret whatever holds it (git hashes and digests are hex: kept).
 """
@@ -26,7 +32,8 @@ from collections.abc import Callable
 
 NAMECH = r"A-Za-z0-9_\-"
 SECRET_SEGMENTS = frozenset({"key", "token", "secret", "password", "passwd", "pass", "pwd", "credential", "credentials", "auth",
-                             "authorization", "cookie", "apikey", "pat", "passphrase", "privatekey"})
+                             "authorization", "cookie", "apikey", "pat", "passphrase", "privatekey",
+                             "sig", "signature"})  # sig=: an Azure SAS URL's signature
 SECRET_ENDINGS = ("key", "token", "secret", "password", "passwd")
 ADDRESS_WORD = re.compile(r"(?i)(?:^|[_\-])(?:host(?:name)?|addr(?:ess)?|master|peer|ip)(?:$|[_\-])|^host")
 # A name and its separator, the value not consumed: the scan goes on inside it (a pair in a pair's value).
@@ -37,6 +44,21 @@ EMAIL = re.compile(r"(?<![A-Za-z0-9._%+\-])[A-Za-z0-9._%+\-]+@[A-Za-z0-9\-]+(?:\
 USER_AT = re.compile(r"(?<![A-Za-z0-9._%+\-/])([A-Za-z_][A-Za-z0-9._\-]*)@(\[?[0-9A-Fa-f:.]+\]?|<ip>|<host>|[A-Za-z][A-Za-z0-9\-]*)(?![A-Za-z0-9.\-@])")
 URL_HOST = re.compile(r"(?i)(?<![a-z0-9+.\-])[a-z][a-z0-9+.\-]*://(?:[^\s/@]*@)?([A-Za-z][A-Za-z0-9\-]*(?:\.[A-Za-z0-9\-]+)*)")
 PRIVATE_SUFFIXES = (".lan", ".local", ".internal", ".home", ".localdomain", ".corp", ".intranet", ".cluster", ".private")
+# The public services a GB10 report names (package indexes, code and model hosts, NVIDIA's docs, forum and
+# registry): kept. Exact names: a subdomain of one (an in-house gitlab.nvidia.com) is some employer's machine.
+PUBLIC_HOSTS = frozenset({"pypi.org", "files.pythonhosted.org", "github.com", "raw.githubusercontent.com", "huggingface.co",
+                          "hf.co", "nvidia.com", "docs.nvidia.com", "developer.nvidia.com", "forums.developer.nvidia.com",
+                          "developer.download.nvidia.com", "catalog.ngc.nvidia.com", "nvcr.io", "pytorch.org",
+                          "download.pytorch.org", "docker.io", "ghcr.io", "python.org"})
+_TLDS = ("com|net|org|io|ai|dev|app|cloud|co|edu|gov|mil|int|biz|info|me|us|uk|de|fr|jp|cn|kr|tw|ca|au|nl|se|ch|eu|ru|"
+         "br|es|fi|dk|be|at|ie|il|sg|hk|nz|cz|lan|local|internal|localdomain|corp|intranet")
+# Dotted labels ending in one of _TLDS, anchored at a run's start (linear: a label cannot end but at a dot);
+# fqdn_host() then wants a letter in the label before the top-level domain (1.2.dev is a version).
+FQDN = re.compile(rf"(?i)(?<![A-Za-z0-9_.@\-])((?:[A-Za-z0-9\-]{{1,63}}\.)+(?:{_TLDS}))(?![A-Za-z0-9_\-]|\.[A-Za-z0-9])")
+PEM_EDGE = re.compile(r"-{4,5} ?(BEGIN|END) [A-Z0-9 ]{1,40}?-{4,5}")
+_B64_TAIL = re.compile(r"(?:[A-Za-z0-9+/]{8,}={0,2}|[A-Za-z0-9+/]+={1,2})\s*$")
+MYSQL = re.compile(r"(?<![\w-])(?:mysql(?:dump|admin|import|check|show|pump|sh)?|mariadb(?:-dump|-admin)?)(?![\w-])")
+GLUED_P = re.compile(r"(?<=\s)-p(?![\s-])('[^']*'|\"[^\"]*\"|[^\s;|&]+)")
 KEYLIKE = re.compile(r"(?<![A-Za-z0-9_+/\-])[A-Za-z0-9_+\-][A-Za-z0-9_+/\-]{31,}={0,2}(?![A-Za-z0-9_+/=\-])")
 # `ssh spark-2`, `node gpu-12`: a word that says a machine follows, and a name with a digit or a hyphen after it
 HOST_AFTER = re.compile(r"(?i)(?<![A-Za-z0-9_\-])(?:ssh|scp|rsync|ping|host|hostname|node|peer)[ \t]+"
@@ -83,6 +105,54 @@ def hostish(value: str) -> str | None:
     if not re.fullmatch(r"[A-Za-z][A-Za-z0-9\-]*(?:\.[A-Za-z0-9\-]+)*", value) or value.lower() in NOT_HOSTS:
         return None
     return value
+
+
+def public_host(host: str) -> bool:
+    """One of PUBLIC_HOSTS (www. or not)."""
+    low = host.lower().rstrip(".")
+    return low.removeprefix("www.") in PUBLIC_HOSTS
+
+
+def fqdn_host(name: str) -> bool:
+    """A dotted name FQDN matched that is a host to replace: a letter in its second-level label, not public."""
+    labels = name.split(".")
+    return bool(re.search(r"[A-Za-z]", labels[-2])) and not public_host(name)
+
+
+def pem_spans(text: str) -> list[tuple[int, int]]:
+    """The spans of PEM/OpenSSH blocks: BEGIN to END (or to the end of a cut text), and for an END without its
+    BEGIN, the base64 right before it (the key's last lines)."""
+    spans: list[tuple[int, int]] = []
+    at = 0
+    for m in PEM_EDGE.finditer(text):
+        if m.start() < at:
+            continue
+        if m.group(1) == "BEGIN":
+            end = next((e.end() for e in PEM_EDGE.finditer(text, m.end()) if e.group(1) == "END"), len(text))
+            spans.append((m.start(), end))
+            at = end
+            continue
+        start, floor = m.start(), max(at, m.start() - 16384)  # a 16 KiB key's worth, no more
+        while start > floor and (tail := _B64_TAIL.search(text, max(floor, start - 80), start)):
+            start = tail.start()
+        spans.append((start, m.end()))
+        at = m.end()
+    return spans
+
+
+def cli_password_spans(text: str) -> list[tuple[int, int]]:
+    """The spans of passwords glued to -p on a mysql/mariadb command line (`mysql -uroot -phunter2 db`); patch's
+    -p1 and the rest are other programs'."""
+    spans: list[tuple[int, int]] = []
+    scanned = 0
+    for m in MYSQL.finditer(text):
+        if m.start() < scanned:
+            continue  # its command line was read with the one before (each character is read once)
+        scanned = min((i for i in (text.find(c, m.end(), m.end() + 400) for c in "\n;|&") if i != -1),
+                      default=min(len(text), m.end() + 400))
+        if (p := GLUED_P.search(text, m.end(), scanned)):
+            spans.append(p.span(1))
+    return spans
 
 
 def private_host(host: str) -> bool:

@@ -69,7 +69,8 @@ def test_a_guarded_script_on_a_patched_file_has_no_effect(tmp_path, tree):
     mod = folder(tmp_path, f"set -e\nif grep -q 'max(4, n)' {EUGR_SITE}/vllm/toy.py; then echo already; exit 0; fi\n"
                            f"sed -i 's/splits = 4/splits = max(4, n)/' {EUGR_SITE}/vllm/toy.py\n")
     result = judge_untouched(mod, tree)
-    assert result.verdict is Verdict.NO_EFFECT and "already" in result.output_tail
+    assert result.verdict is Verdict.NO_EFFECT
+    assert result.output_tail == ""  # `echo already` is no patch or error line: not published (test_mods_published)
 
 
 def test_set_e_stops_before_a_still_valid_step(tmp_path, tree):

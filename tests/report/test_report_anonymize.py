@@ -45,7 +45,7 @@ def learned() -> Redactor:
     ("Authorization: Bearer abc.def-ghi", "Authorization: Bearer <redacted>"),
     ("bearer abc.def-ghi", "bearer <redacted>"),
     ("api_key=xyz password: hunter2", "api_key=<redacted> password: <redacted>"),
-    ("https://bob:pw@hub.example/x", "https://<redacted>@hub.example/x"),
+    ("https://bob:pw@hub.example/x", "https://<redacted>@<host>/x"),  # every URL host outside the public list
     ("value opaque-value-123 leaked", "value <redacted> leaked"),  # a secret env value, wherever it appears
 ])
 def test_replaced(before, after):

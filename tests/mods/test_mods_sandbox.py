@@ -1,0 +1,203 @@
+"""Sandbox escapes a mod's script tries, as a hostile mod would: a unix socket server outside the sandbox (docker.sock,
+a D-Bus or ssh-agent socket are such servers), the machine's secrets (/etc/shadow, keys in a home), and making unix
+sockets at all. Each is a real attempt from a real run.sh under bwrap; the server side is a real listening socket."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import socket
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from sparkdoctor.mods import Verdict, judge_mod
+from sparkdoctor.mods.trees import SiteTree
+from tests.mods.test_mods_recipe import target_venv
+from tests.mods.test_mods_scripts import folder
+from tests.mods.test_mods_static import BEFORE, sd
+
+
+@pytest.fixture(autouse=True)
+def _tools(sandbox_tools):
+    pass
+
+
+@pytest.fixture
+def tree(tmp_path) -> SiteTree:
+    root = tmp_path / "site"
+    (root / "vllm").mkdir(parents=True)
+    (root / "vllm" / "toy.py").write_text(BEFORE)
+    return SiteTree([root], str(root))
+
+
+def _run_dir() -> Path:
+    """/run where this user may make a folder there (root; docker.sock's neighbourhood), else /dev/shm: both are
+    outside every folder the sandbox is given."""
+    return Path("/run") if os.access("/run", os.W_OK) else Path("/dev/shm")
+
+
+@contextlib.contextmanager
+def listening(base: Path) -> Iterator[tuple[Path, socket.socket]]:
+    """A listening unix socket in a new folder under `base`, removed again."""
+    where = base / f"sd-sock-{uuid.uuid4().hex[:8]}"
+    where.mkdir()
+    path = where / "s.sock"
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(path))
+    os.chmod(path, 0o777)
+    listener.listen(8)
+    listener.setblocking(False)
+    try:
+        yield path, listener
+    finally:
+        listener.close()
+        shutil.rmtree(where, ignore_errors=True)
+
+
+@pytest.fixture(params=["test-tmp", "var-tmp", "run"])
+def server(request, tmp_path) -> Iterator[tuple[Path, socket.socket]]:
+    """A listening unix socket outside the sandbox: in the test's folder, in /var/tmp, under /run."""
+    with listening({"test-tmp": tmp_path, "var-tmp": Path("/var/tmp"), "run": _run_dir()}[request.param]) as found:
+        yield found
+
+
+def connections(listener: socket.socket) -> list[bytes]:
+    """What reached the server: a connect() is queued in the backlog whether or not it was accepted yet."""
+    got = []
+    while True:
+        try:
+            conn, _ = listener.accept()
+        except BlockingIOError:
+            return got
+        conn.settimeout(5)
+        try:
+            got.append(conn.recv(100))
+        except OSError:
+            got.append(b"")
+        conn.close()
+
+
+CONNECT = ("python3 -c \"import socket,sys; s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); "
+           "s.sendall(b'GET /containers/json')\" {path} || true\n")
+
+
+def test_a_unix_socket_server_outside_the_sandbox_is_not_reached(tmp_path, tree, server):
+    path, listener = server
+    mod = folder(tmp_path, CONNECT.format(path=path))
+    judge_mod(mod, tree)
+    assert connections(listener) == []
+
+
+def test_no_unix_socket_can_be_made_inside(tmp_path, tree):
+    """The seccomp filter: socket(AF_UNIX) and a datagram socketpair (which could be re-pointed at any socket
+    file) fail; a stream socketpair, which nothing can re-point, still works (asyncio makes one)."""
+    probe = ("import socket, sys\n"
+             "for make in (lambda: socket.socket(socket.AF_UNIX),\n"
+             "             lambda: socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM),\n"
+             "             lambda: socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)):\n"
+             "    try:\n"
+             "        make()\n"
+             "    except PermissionError:\n"
+             "        continue\n"
+             "    sys.exit(3)\n"
+             "import asyncio\n"
+             "asyncio.run(asyncio.sleep(0))\n")
+    mod = folder(tmp_path, "set -e\npython3 probe.py\n", probe_py=probe)
+    result = judge_mod(mod, tree)
+    assert result.verdict is Verdict.NO_EFFECT, result
+
+
+@pytest.fixture
+def planted_key() -> Iterator[Path]:
+    """A private key in this user's home (a folder of its own, removed again), as ~/.ssh/id_ed25519 would be."""
+    where = Path.home() / f".sparkdoctor-test-{uuid.uuid4().hex[:8]}" / ".ssh"
+    where.mkdir(parents=True)
+    key = where / "id_ed25519"
+    key.write_text("-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQ\n"
+                   "AAAECWJvYkBzcGFyaw==\n-----END OPENSSH PRIVATE KEY-----\n")
+    try:
+        yield key
+    finally:
+        shutil.rmtree(where.parent, ignore_errors=True)
+
+
+def test_secrets_of_the_machine_are_not_in_the_sandbox(tmp_path, tree, planted_key):
+    secret_files = ["/etc/shadow", "/etc/gshadow", "/etc/sudoers", "/etc/ssh", "/etc/environment", "/etc/pip.conf",
+                    str(planted_key)]
+    checks = "".join(f"[ -e {p} ] && {{ echo 'visible: {p}' >&2; exit 3; }}\n" for p in secret_files)
+    mod = folder(tmp_path, checks + f"cat {planted_key} /etc/shadow ~/.ssh/id_* 2>/dev/null\n"
+                 "[ -z \"$(find /root /home /run /var/run -mindepth 1)\" ] || { echo 'a home or /run is visible' >&2; exit 3; }\n"
+                 "[ \"$(hostname)\" = sparkdoctor-mod ] || exit 4\n")
+    result = judge_mod(mod, tree)
+    assert result.verdict is Verdict.NO_EFFECT, result
+    assert "PRIVATE KEY" not in json.dumps(result.to_dict())
+
+
+def test_the_system_a_mod_needs_is_there(tmp_path, tree):
+    """What the sandbox keeps: the tools a mod runs (bash, sed, awk through /etc/alternatives, patch, python3), a
+    user name, a writable /tmp, and the read-only root (a write to /etc fails)."""
+    mod = folder(tmp_path, "set -e\nsed --version >/dev/null\necho x | awk '{print $1}' >/dev/null\npatch --version >/dev/null\n"
+                           "id -un >/dev/null\npython3 -c 'import getpass, json; getpass.getuser()'\n"
+                           "t=$(mktemp)\necho ok > \"$t\"\nif touch /etc/x 2>/dev/null; then exit 3; fi\n")
+    result = judge_mod(mod, tree)
+    assert result.verdict is Verdict.NO_EFFECT, result
+
+
+def test_recipe_check_runs_mods_in_the_same_sandbox(tmp_path):
+    """`recipe check` (and whatif --recipe, rerun, bench's launch gate: sparkdoctor.mods.recipe) judge a recipe's
+    mods through the one sandbox: its run.sh cannot reach the socket either."""
+    with listening(_run_dir()) as (path, listener):
+        _recipe_check_with_a_socket_mod(tmp_path, path)
+        assert connections(listener) == []
+
+
+def _recipe_check_with_a_socket_mod(tmp_path: Path, path: Path) -> None:
+    python = target_venv(tmp_path, BEFORE)
+    repo = tmp_path / "repo"
+    (repo / "recipes").mkdir(parents=True)
+    (repo / "mods" / "fix-sock").mkdir(parents=True)
+    (repo / "mods" / "fix-sock" / "run.sh").write_text("#!/bin/bash\n" + CONNECT.format(path=path))
+    recipe = repo / "recipes" / "toy.yaml"
+    recipe.write_text('recipe_version: "1"\nname: toy\nmodel: org/toy\ncontainer: vllm-node\n'
+                      'mods: ["mods/fix-sock"]\ncommand: vllm serve org/toy --port 8000\n')
+    done = sd("recipe", "check", str(recipe), "--python", str(python), "-f", "json")
+    assert json.loads(done.stdout)["kind"], done.stderr
+
+
+def test_only_the_sandbox_starts_bwrap():
+    """One sandbox function: no other module of sparkdoctor builds a bwrap command line, and mods are judged
+    (mods check, recipe check, whatif --recipe, rerun, bench) only through judge_mod, which runs scripts there."""
+    root = Path(__file__).resolve().parents[2] / "sparkdoctor"
+    starts = [p.relative_to(root).as_posix() for p in root.rglob("*.py") if re.search(r"[\"']bwrap[\"']", p.read_text())]
+    assert starts == ["mods/sandbox.py"]
+    runs = [p.relative_to(root).as_posix() for p in root.rglob("*.py") if "sandbox import run_script" in p.read_text()]
+    assert runs == ["mods/judge.py"]
+
+
+def _link_into_hidden_etc() -> Path | None:
+    """A link in /usr/lib to a part of /etc the sandbox hides (Debian's /usr/lib/ssl/private -> /etc/ssl/private)."""
+    from sparkdoctor.mods.sandbox import ETC
+
+    for link in sorted(Path("/usr/lib").glob("*/*")):
+        target = os.path.realpath(link)
+        if link.is_symlink() and target.startswith("/etc/") and target.split("/")[2] not in ETC and os.path.isdir(target):
+            return link
+    return None
+
+
+def test_a_site_path_in_a_system_folder_shows_no_hidden_file_through_a_link(tmp_path, tree):
+    """A site path that is not there (`/usr/lib/ssl/sd/site-packages`) makes the sandbox cover its nearest folder with
+    a tmpfs and put that folder's entries back: a link among them stays a link, so /usr/lib/ssl/private does not
+    become the machine's /etc/ssl/private."""
+    link = _link_into_hidden_etc()
+    if link is None:
+        pytest.skip("no link from /usr/lib into a hidden part of /etc on this machine")
+    mod = folder(tmp_path, f": {link.parent}/sd-absent/site-packages\n[ -e {link}/. ] && exit 3\nexit 0\n")
+    result = judge_mod(mod, tree)
+    assert result.verdict is Verdict.NO_EFFECT, result
