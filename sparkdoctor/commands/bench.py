@@ -83,6 +83,12 @@ class BenchCommand:
             raise UsageError("--reference marks one run's answers as good: bench that recipe alone, then A/B it")
         if self.no_correctness and (self.reference or self.reference_file is not None):
             raise UsageError("--no-correctness sends no probes: it does not go with --reference or --reference-file")
+        if self.reference_file is not None:  # refused before anything is launched or measured
+            from sparkdoctor.bench.references import check_path
+
+            why = check_path(self.reference_file, write=self.reference)
+            if why:
+                raise UsageError(why)
         from sparkdoctor.commands.recipe import parse_sets
 
         parse_sets(self.sets)  # a --set without '=' is one line, exit 2
