@@ -11,6 +11,8 @@ import io
 import json
 import os
 import shutil
+import subprocess
+import sys
 import tarfile
 import time
 from pathlib import Path
@@ -188,7 +190,7 @@ def test_reinstalling_the_pin_in_use_keeps_the_way_back_and_never_rewrites_the_f
     again = update_matrix(str(repo), commit=commit)
     assert (data_home / "matrix" / "current").resolve() != in_use  # a fresh folder, swapped in
     assert not in_use.exists()  # the replaced install of the same pin is gone, nothing else is
-    assert again["previous"] == str(folder_a)
+    assert again["previous"] == str(folder_a) and again["message"].endswith("restores the one before it)")
     back = rollback_matrix()
     assert back["installed"] == str(folder_a)  # the way back is the matrix before, not the same pin again
 
@@ -204,6 +206,9 @@ def test_an_installed_matrix_with_a_file_missing_does_not_load(tmp_path, data_ho
         load(installed)
     m = load()
     assert m.source.startswith("bundled (the installed matrix does not load:") and "missing" in m.source
+    env = {**os.environ, "SPARKDOCTOR_DATA_DIR": str(data_home)}
+    res = subprocess.run([sys.executable, "-m", "sparkdoctor", "matrix", "validate"], capture_output=True, text=True, env=env, timeout=120)
+    assert res.returncode == 2 and res.stderr.count("\n") == 1 and "SOURCE.json lists are missing" in res.stderr, (res.returncode, res.stderr)
     (installed / listed[0]).write_text('component = "x"\n')
     (installed / "planted.toml").write_text('component = "x"\n')
     with pytest.raises(MatrixError, match="planted.toml is not in SOURCE.json's file list"):

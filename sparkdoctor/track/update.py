@@ -20,12 +20,14 @@ Fetching and its bounds are sparkdoctor.track.sources.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import fcntl
 import json
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -115,10 +117,18 @@ def update_matrix(source: str, sha256: str | None = None, commit: str | None = N
     root = _root()
     versions = root / "versions"
     versions.mkdir(parents=True, exist_ok=True)
-    with open(root / ".lock", "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # one update at a time: every other staging folder is a killed one's
+    with _locked(root):
         _stale_staging(root)
         return _install(root, versions, source, files, pin, "sha256" if sha256 else "commit")
+
+
+@contextlib.contextmanager
+def _locked(root: Path) -> Iterator[None]:
+    """One update or rollback at a time: while it is held, every staging folder is a killed update's."""
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / ".lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
 
 
 def _install(root: Path, versions: Path, source: str, files: dict[str, bytes], pin: str, how: str) -> dict[str, Any]:
@@ -147,7 +157,8 @@ def _install(root: Path, versions: Path, source: str, files: dict[str, bytes], p
         shutil.rmtree(staging, ignore_errors=True)
     current, previous = root / "current", root / "previous"
     before = current.resolve() if current.is_symlink() else None
-    if _pin_of(before) != pin:  # reinstalling the pin in use keeps the way back as it was
+    same = _pin_of(before) == pin
+    if not same:  # reinstalling the pin in use keeps the way back as it was
         _swap(previous, before)
     _swap(current, dest)
     kept = {p.resolve() for p in (current, previous) if p.is_symlink()}
@@ -160,11 +171,18 @@ def _install(root: Path, versions: Path, source: str, files: dict[str, bytes], p
             "entries": len(new.entries), "stacks": len(new.stacks), "diff": diff,
             "message": f"installed the matrix from {source} ({pin[:12]}): {len(new.entries)} entries, {len(new.stacks)} stacks; "
                        f"{len(diff)} changed against the one in use before (`sparkdoctor matrix update --rollback` restores "
-                       f"{'it' if _pin_of(before) != pin else 'the one before it'})"}
+                       f"{'the one before it' if same else 'it'})"}
 
 
 def rollback_matrix() -> dict[str, Any]:
     root = _root()
+    if not root.is_dir():
+        raise UpdateError(f"{root}: no installed matrix to roll back (the bundled one is in use)")
+    with _locked(root):
+        return _rollback(root)
+
+
+def _rollback(root: Path) -> dict[str, Any]:
     current, previous = root / "current", root / "previous"
     if not current.is_symlink() and not previous.is_symlink():
         raise UpdateError(f"{root}: no installed matrix to roll back (the bundled one is in use)")
