@@ -38,7 +38,8 @@ def hang_guard(seconds: float) -> Iterator[None]:
 class HostileServer:
     """Routes: /endless (200, no length, never ends), /lying (200, Content-Length 1 TB), /missing (404 with an
     endless body), /moved (302 to `redirect_to` with an endless body), /trickle (200, one byte a tenth of a
-    second, forever), /file/<name> (the bytes put in `files`)."""
+    second, forever), /slow-headers (a status line, then a header a byte a tenth of a second, forever),
+    /file/<name> (the bytes put in `files`)."""
 
     def __init__(self) -> None:
         self.files: dict[str, bytes] = {}
@@ -70,6 +71,10 @@ class HostileServer:
                     self.send_header("Content-Length", str(len(body)))
                     self.end_headers()
                     self.wfile.write(body)
+                    return
+                if path == "/slow-headers":
+                    self.wfile.write(b"HTTP/1.1 200 OK\r\nX-Slow: ")
+                    self.endless(pause=0.1, chunk=b"x")
                     return
                 status = {"/missing": 404, "/moved": 302}.get(path, 200)
                 self.send_response(status)

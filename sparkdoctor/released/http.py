@@ -17,11 +17,14 @@ Bounds (every command that reads the network goes through here: `matrix update`,
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import os
 import socket
 import ssl
+import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import BinaryIO
 from urllib.parse import urljoin, urlsplit
@@ -85,6 +88,8 @@ class Client:
         self._ssl: ssl.SSLContext | None = None
         self.requests = 0  # how many requests were sent (for the evidence and the tests)
         self.bytes_read = 0  # body bytes received
+        self._active: socket.socket | None = None  # the socket the request in progress waits on
+        self._expired = False  # the request in progress ran past its deadline
 
     def _conn(self, scheme: str, netloc: str) -> http.client.HTTPConnection:
         key = (scheme, netloc)
@@ -103,17 +108,40 @@ class Client:
     def _wait(self, until: float, url: str) -> float:
         """The seconds the next wait may take: TIMEOUT, or less where the deadline is nearer."""
         left = until - time.monotonic()
-        if left <= 0:
+        if left <= 0 or self._expired:
             raise RemoteError(f"{url}: no complete answer within {DEADLINE:.0f} s (or the run's time limit); gave up")
         return min(self.timeout, left)
 
-    def _until(self) -> float:
+    @contextlib.contextmanager
+    def _request(self) -> Iterator[float]:
+        """One request's deadline (DEADLINE, or sooner where the run's time limit ends sooner), enforced by a
+        timer that shuts the socket it waits on, so that no wait outlives it (a server that trickles its
+        headers or its body a byte at a time included)."""
         own = time.monotonic() + DEADLINE
         left = proc.time_left()
-        return own if left is None else min(own, time.monotonic() + left)
+        until = own if left is None else min(own, time.monotonic() + left)
+        self._expired, self._active = False, None
+        timer = threading.Timer(max(0.0, until - time.monotonic()), self._expire)
+        timer.daemon = True
+        timer.start()
+        try:
+            yield until
+        finally:
+            timer.cancel()
+            self._active = None
+            if self._expired:  # a connection the timer shut is no use to the next request
+                self.close()
 
-    def _open(self, url: str, headers: dict[str, str]) -> _Open:
-        until = self._until()
+    def _expire(self) -> None:
+        self._expired = True
+        sock = self._active
+        if sock is not None:
+            try:  # the plain socket's shutdown (an SSL socket's own would touch its state from this thread)
+                socket.socket.shutdown(sock, socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def _open(self, url: str, headers: dict[str, str], until: float) -> _Open:
         for _ in range(MAX_REDIRECTS + 1):
             parts = urlsplit(url)
             path = parts.path or "/"
@@ -126,18 +154,23 @@ class Client:
                     conn.timeout = self._wait(until, url)
                     if conn.sock is not None:
                         conn.sock.settimeout(conn.timeout)
+                    if conn.sock is None:
+                        conn.connect()
+                    sock = self._active = conn.sock
                     conn.request("GET", path, headers=sent)
-                    sock = conn.sock
                     resp = conn.getresponse()
                     break
                 except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError, http.client.CannotSendRequest) as exc:
                     self._drop(parts.scheme, parts.netloc)
+                    self._wait(until, url)  # the deadline, when it is what ended the answer
                     if attempt:
                         raise RemoteError(f"{url}: connection lost: {exc}") from None
                 except (OSError, http.client.HTTPException) as exc:
                     self._drop(parts.scheme, parts.netloc)
+                    self._wait(until, url)
                     raise RemoteError(f"{url}: {type(exc).__name__}: {exc}") from None
             self.requests += 1
+            self._wait(until, url)  # headers cut short by the timer are no answer
             opened = _Open(resp, sock, url, until)
             if resp.status in (301, 302, 303, 307, 308):
                 location = resp.getheader("Location")
@@ -187,13 +220,14 @@ class Client:
                     chunks.append(chunk)
                 else:
                     out.write(chunk)
+            if self._expired:  # the end was the timer shutting the socket, not the answer's own end
+                self._wait(opened.until, url)
         except RemoteError:
             self._drop_url(url)
             raise
         except (OSError, http.client.HTTPException) as exc:
             self._drop_url(url)
-            if isinstance(exc, TimeoutError):
-                self._wait(opened.until, url)  # the deadline, when it is what ran out
+            self._wait(opened.until, url)  # the deadline, when it is what ended the answer
             raise RemoteError(f"{url}: reading the answer failed: {type(exc).__name__}: {exc}") from None
         self.bytes_read += total
         return b"".join(chunks)
@@ -213,24 +247,26 @@ class Client:
     def get(self, url: str, headers: dict[str, str] | None = None, limit: int = MAX_BODY) -> Response:
         """The answer to GET `url`: the body of a 2xx whole (at most `limit` bytes, else RemoteError), of
         anything else only its first MAX_ERROR_BODY bytes."""
-        opened = self._open(url, headers or {})
-        resp = opened.resp
-        ok = 200 <= resp.status < 300
-        body = self._read(opened, limit if ok else MAX_ERROR_BODY, cut=not ok)
+        with self._request() as until:
+            opened = self._open(url, headers or {}, until)
+            resp = opened.resp
+            ok = 200 <= resp.status < 300
+            body = self._read(opened, limit if ok else MAX_ERROR_BODY, cut=not ok)
         return Response(resp.status, {k.lower(): v for k, v in resp.getheaders()}, body, opened.url)
 
     def get_range(self, url: str, start: int, end: int) -> tuple[bytes, int | None]:
         """Bytes [start, end) of `url` and the total size the server states; RangeUnsupported on a 200."""
-        opened = self._open(url, {"Range": f"bytes={start}-{end - 1}", "Accept-Encoding": "identity"})
-        resp, final = opened.resp, opened.url
-        if resp.status == 200:
-            # The server ignores Range: do not read the whole file through a range request.
-            self._drop_url(final)
-            raise RangeUnsupported(f"{final}: the server ignores HTTP range requests (it answered 200 with the whole file)")
-        if resp.status != 206:
-            self._discard(opened)
-            raise RemoteError(f"{final}: HTTP {resp.status} {resp.reason} for a range request")
-        body = self._read(opened, end - start)
+        with self._request() as until:
+            opened = self._open(url, {"Range": f"bytes={start}-{end - 1}", "Accept-Encoding": "identity"}, until)
+            resp, final = opened.resp, opened.url
+            if resp.status == 200:
+                # The server ignores Range: do not read the whole file through a range request.
+                self._drop_url(final)
+                raise RangeUnsupported(f"{final}: the server ignores HTTP range requests (it answered 200 with the whole file)")
+            if resp.status != 206:
+                self._discard(opened)
+                raise RemoteError(f"{final}: HTTP {resp.status} {resp.reason} for a range request")
+            body = self._read(opened, end - start)
         total = None
         content_range = resp.getheader("Content-Range") or ""
         if "/" in content_range and content_range.rsplit("/", 1)[1].strip().isdigit():
@@ -241,16 +277,17 @@ class Client:
 
     def download(self, url: str, out: BinaryIO, limit: int) -> int:
         """Stream the whole of `url` into `out` (at most `limit` bytes); the size written."""
-        opened = self._open(url, {"Accept-Encoding": "identity"})
-        resp = opened.resp
-        if resp.status != 200:
-            self._discard(opened)
-            raise RemoteError(f"{opened.url}: HTTP {resp.status} {resp.reason}")
-        before = self.bytes_read
-        try:
-            self._read(opened, limit, out=out)
-        except TooLarge:
-            raise RemoteError(f"{opened.url}: larger than {limit} bytes; refusing to download it whole") from None
+        with self._request() as until:
+            opened = self._open(url, {"Accept-Encoding": "identity"}, until)
+            resp = opened.resp
+            if resp.status != 200:
+                self._discard(opened)
+                raise RemoteError(f"{opened.url}: HTTP {resp.status} {resp.reason}")
+            before = self.bytes_read
+            try:
+                self._read(opened, limit, out=out)
+            except TooLarge:
+                raise RemoteError(f"{opened.url}: larger than {limit} bytes; refusing to download it whole") from None
         return self.bytes_read - before
 
     def close(self) -> None:
