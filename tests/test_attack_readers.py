@@ -107,3 +107,9 @@ def test_a_constraints_file_over_the_limit_is_refused_not_read_whole(tmp_path):
 def test_an_env_file_that_is_no_regular_file_is_refused_in_one_line(tmp_path, fifo, kind):
     with hang_guard(GUARD_S), pytest.raises(FixError, match="cannot read the env file: .*(not a regular file|directory)"):
         read_env_file(odd(kind, tmp_path, fifo))
+
+
+@pytest.mark.parametrize("kind", ["fifo", "zero", "folder"])
+def test_check_names_why_a_constraints_file_is_refused(tmp_path, fifo, kind):
+    res = cli("check", "-c", str(odd(kind, tmp_path, fifo)), "--no-kernels")
+    assert res.returncode == 2 and res.stderr.count("\n") == 1 and "not a regular file" in res.stderr, res.stderr
