@@ -56,6 +56,9 @@ def test_a_stack_or_entry_package_that_is_no_pep508_name_is_refused_at_validatio
         '''
     with pytest.raises(MatrixError, match="is not a package name"):
         load(matrix_file(tmp_path, entry))
+    for table in (f'[tracked]\n"{key}" = "1.0"\n', f'[lockstep]\nvllm = ["{key}"]\n'):
+        with pytest.raises(MatrixError, match="is not a package name|must be a non-empty list of package names"):
+            load(matrix_file(tmp_path, table))
 
 
 def test_real_names_still_load(tmp_path):
