@@ -232,3 +232,53 @@ def test_a_git_blob_over_the_size_limit_is_refused_not_cut_and_installed(tmp_pat
         update_matrix(str(repo), commit=git("rev-parse", "HEAD", cwd=repo))
     assert not (data_home / "matrix" / "current").exists()
     shutil.rmtree(repo)
+
+
+KILLER = """
+import os, shutil, sys, tempfile
+
+at, seen = int(sys.argv[3]), [0]
+
+
+def step():
+    seen[0] += 1
+    if seen[0] == at:
+        os._exit(137)  # as SIGKILL: no finally block, no cleanup
+
+
+def counted(real):
+    def call(*args, **kwargs):
+        step()
+        return real(*args, **kwargs)
+    return call
+
+
+for owner, name in ((os, "replace"), (os, "symlink"), (shutil, "rmtree"), (tempfile, "mkdtemp")):
+    setattr(owner, name, counted(getattr(owner, name)))
+from sparkdoctor.track.update import update_matrix
+
+update_matrix(sys.argv[1], commit=sys.argv[2])
+"""
+
+
+def test_a_kill_at_every_step_of_reinstalling_the_pin_in_use_leaves_a_whole_matrix(tmp_path, data_home):
+    """The finding: a kill during `matrix update` of the pin in use left 7 of 14 files that validated. Here the
+    update is killed (os._exit, no cleanup) before each step that changes folders or links (a folder made, renamed,
+    removed, a link made or swapped), one kill point per run, until it completes."""
+    repo, commit = make_repo(tmp_path)
+    update_matrix(str(repo), commit=commit)
+    whole = len(load().entries)
+    env = {**os.environ, "SPARKDOCTOR_DATA_DIR": str(data_home)}
+    kills = 0
+    for at in range(1, 200):
+        res = subprocess.run([sys.executable, "-c", KILLER, str(repo), commit, str(at)], env=env, capture_output=True, text=True, timeout=120)
+        m = load()
+        assert m.source.startswith("installed ") and len(m.entries) == whole, (at, m.source)
+        if res.returncode == 0:
+            break
+        assert res.returncode == 137, res.stderr
+        kills += 1
+    assert kills >= 5  # the update has that many steps at least; each was a kill point
+    update_matrix(str(repo), commit=commit)
+    assert not list((data_home / "matrix").rglob(".staging-*"))
+    assert len(list((data_home / "matrix" / "versions").iterdir())) == 1  # one folder for the pin, the rest removed
