@@ -89,8 +89,10 @@ def _swap(link: Path, target: Path | None) -> None:
 
 def _pin_of(folder: Path | None) -> str | None:
     """The pin an installed folder holds (its SOURCE.json), None for none or the bundled matrix."""
+    from sparkdoctor.inputs import read_text
+
     try:
-        doc = json.loads((folder / "SOURCE.json").read_text(encoding="utf-8")) if folder else None
+        doc = json.loads(read_text(folder / "SOURCE.json", 1024 * 1024)) if folder else None
     except (OSError, ValueError):
         return None
     pins = list((doc.get("pin") or {}).values()) if isinstance(doc, dict) and isinstance(doc.get("pin"), dict) else []
