@@ -192,7 +192,7 @@ def test_pip_comes_from_sparkdoctor_or_else_from_the_venv(monkeypatch):
     assert venvs.pip_install(python, ("a==1",))[:5] == [sys.executable, "-m", "pip", "--python", str(python)]
     monkeypatch.setattr(venvs, "_OWN_PIP", [False])
     assert venvs.pip_install(python, ("a==1",))[:3] == [str(python), "-m", "pip"]
-    assert venvs.pip_install(python, ("--no-deps", "a==1"))[-3:] == ["install", "--no-deps", "a==1"]
+    assert venvs.pip_install(python, ("--no-deps", "a==1"))[-4:] == ["install", "--no-deps", "--", "a==1"]  # a requirement is never an option
 
 
 def test_unknown_probe_is_refused_at_load_and_an_error_at_run(tmp_path, envs):

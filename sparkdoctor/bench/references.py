@@ -11,13 +11,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from sparkdoctor.bench.correctness import Answer
 
 REFERENCE_VERSION = 1
+MAX_REFERENCE = 16 * 1024 * 1024  # a reference holds a few dozen short answers
 
 
 def key_of(toolchain_facts: dict[str, Any], served_model: str) -> str:
@@ -33,27 +33,44 @@ def folder() -> Path:
     return state_dir() / "references"
 
 
+def check_path(path: Path, write: bool) -> str | None:
+    """Why `path` cannot be the reference file (None when it can), asked before anything is measured: one to
+    write must name a regular file or nothing (files.target_of: never a device, a FIFO or a folder), one to
+    read must be a regular file (sparkdoctor.inputs: opened without blocking, never /dev/zero or a FIFO)."""
+    from sparkdoctor import files, inputs
+
+    try:
+        if write:
+            files.target_of(path)
+        elif os.path.lexists(path):
+            inputs.open_regular(path).close()
+    except OSError as exc:
+        return f"--reference-file {path}: {exc.strerror or exc}"
+    return None
+
+
 def load(path: Path) -> tuple[list[Answer] | None, str | None]:
     """The answers of a reference file, or (None, why) when there is none or it cannot be read."""
+    from sparkdoctor.inputs import read_text
+
     try:
-        doc = json.loads(path.read_text())
+        doc = json.loads(read_text(path, MAX_REFERENCE))  # a regular file only, bounded, never blocking
         if doc.get("reference_version") != REFERENCE_VERSION or not isinstance(doc.get("answers"), list):
             return None, f"{path}: not a sparkdoctor correctness reference (version {REFERENCE_VERSION})"
         return [Answer.from_dict(a) for a in doc["answers"] if isinstance(a, dict)], None
     except FileNotFoundError:
         return None, None
-    except (OSError, ValueError, TypeError, AttributeError) as exc:
+    except OSError as exc:
+        return None, f"{path}: unreadable reference ({exc.strerror or type(exc).__name__})"
+    except (ValueError, TypeError, AttributeError) as exc:
         return None, f"{path}: unreadable reference ({type(exc).__name__})"
 
 
 def save(path: Path, answers: list[Answer], meta: dict[str, Any]) -> None:
+    """Write the reference atomically, as a regular file only (files.write_text: a device, FIFO or folder at
+    `path` is refused with OutputError, never replaced)."""
+    from sparkdoctor.files import write_text
+
     path.parent.mkdir(parents=True, exist_ok=True)
     doc = {"reference_version": REFERENCE_VERSION, **meta, "answers": [a.__dict__ for a in answers]}
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".ref-")
-    try:
-        with os.fdopen(fd, "w") as fh:
-            json.dump(doc, fh, indent=1)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_text(path, json.dumps(doc, indent=1))

@@ -23,6 +23,7 @@ from urllib.parse import unquote, urlsplit
 
 from sparkdoctor.collect import Collector, Context
 from sparkdoctor.errors import InputError
+from sparkdoctor.inputs import read_bytes
 
 NAME = "constraints"
 SOURCE_ENV = "PIP_CONSTRAINT"
@@ -32,6 +33,7 @@ _COMMENT_RE = re.compile(r"(^|\s+)#.*$")
 _ENV_VAR_RE = re.compile(r"\$\{([A-Z0-9_]+)\}")
 _URL_RE = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 _ARCHIVES = (".whl", ".tar.gz", ".tgz", ".tar.bz2", ".tbz", ".tar.xz", ".txz", ".tar", ".zip")
+MAX_FILE = 16 * 1024 * 1024  # one constraints or requirements file (an include, PIP_CONSTRAINT's, -c's)
 _INCLUDE_OPTS = {"-c": "constraint", "--constraint": "constraint", "-r": "requirement", "--requirement": "requirement"}
 
 
@@ -244,7 +246,7 @@ class Reader:
             return  # the same file reached by another route: its pins are already listed
         self.seen.add(real)
         try:
-            text = path.read_bytes().decode("utf-8-sig", errors="replace")
+            text = read_bytes(path, MAX_FILE).decode("utf-8-sig", errors="replace")  # a regular file only, bounded
         except OSError as exc:
             self.error(f"{where}: cannot read {path}: {exc.strerror or exc}")
             return

@@ -86,6 +86,12 @@ class BenchCommand:
             raise UsageError("--allow-wrong lets wrong answers pass: it does not go with --no-correctness, which sends no probes")
         if self.no_correctness and (self.reference or self.reference_file is not None):
             raise UsageError("--no-correctness sends no probes: it does not go with --reference or --reference-file")
+        if self.reference_file is not None:  # refused before anything is launched or measured
+            from sparkdoctor.bench.references import check_path
+
+            why = check_path(self.reference_file, write=self.reference)
+            if why:
+                raise UsageError(why)
         from sparkdoctor.commands.recipe import parse_sets
 
         parse_sets(self.sets)  # a --set without '=' is one line, exit 2

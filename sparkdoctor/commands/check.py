@@ -84,7 +84,8 @@ class CheckCommand:
                 raise UsageError(f"--arch {self.arch!r}: {problem}")
         for c in self.constraints:
             if not c.is_file():
-                raise UsageError(f"--constraints {c}: no such file")
+                why = "not a regular file (a device, FIFO, socket or folder); sparkdoctor reads only regular files here"
+                raise UsageError(f"--constraints {c}: {why if c.exists() else 'no such file'}")
         check_target.refuse_bad_target_options(self.python, self.container, self.container_python, self.facts_file is not None)
         if self.facts_file is not None and self.python:
             raise UsageError("--facts and --python exclude each other: a snapshot is already of one target")

@@ -12,14 +12,16 @@ from typing import Any
 
 from sparkdoctor import proc
 from sparkdoctor.fix.interface import FixError
+from sparkdoctor.inputs import read_text
 from sparkdoctor.target.local import Target
 
+MAX_ENV_FILE = 1024 * 1024
 _LINE = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=(.*)$")
 
 
 def read_env_file(path: Path) -> dict[str, str]:
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        text = read_text(path, MAX_ENV_FILE)  # a regular file only, bounded: never /dev/zero or a FIFO
     except (OSError, UnicodeDecodeError) as exc:
         raise FixError(f"{path}: cannot read the env file: {getattr(exc, 'strerror', None) or exc}") from None
     out = {}

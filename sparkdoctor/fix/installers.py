@@ -137,7 +137,7 @@ class PipInstaller(Installer):
                 if offline_from:
                     extra, env = self._offline(offline_from, tmp)
                     args += extra
-                self._pip(args + list(requirements), f"pip dry run of {' '.join(requirements)}", env, dry_run=True)
+                self._pip([*args, "--", *requirements], f"pip dry run of {' '.join(requirements)}", env, dry_run=True)
                 try:
                     data = json.loads(self.files.read(report).decode("utf-8"))
                 except (FileError, ValueError) as exc:
@@ -163,13 +163,13 @@ class PipInstaller(Installer):
                 if offline_from:  # the journal's wheels (on this machine), copied into the target first
                     extra, env = self._offline(offline_from, tmp)
                     args += [*extra, "--no-compile"]
-                self._pip(args + list(requirements), f"pip install {' '.join(requirements)}", env)
+                self._pip([*args, "--", *requirements], f"pip install {' '.join(requirements)}", env)
         except FileError as exc:
             raise FixError(str(exc)) from None
 
     def uninstall(self, names):
         if names:
-            self._pip(["uninstall", "--yes", *names], f"pip uninstall {' '.join(names)}")
+            self._pip(["uninstall", "--yes", "--", *names], f"pip uninstall {' '.join(names)}")
 
     def download(self, requirements, dest):
         """pip download runs WHERE THE TARGET RUNS (a container's platform, Python and glibc pick the
@@ -190,7 +190,7 @@ def _fetch(requirements: list[str], dest: str, run) -> None:
     """The wheels of `requirements` saved into dest, in one pip call (one start-up), before any
     change; one by one when the call fails, to keep those that can be had."""
     def fetch(reqs: list[str]) -> bool:
-        return run(["download", "--disable-pip-version-check", "--quiet", "--no-deps", "--only-binary=:all:", "-d", dest, *reqs]).ok
+        return run(["download", "--disable-pip-version-check", "--quiet", "--no-deps", "--only-binary=:all:", "-d", dest, "--", *reqs]).ok
 
     if requirements and not fetch(requirements) and len(requirements) > 1:
         for req in requirements:
@@ -253,7 +253,7 @@ class UvInstaller(Installer):
         args += (["--reinstall"] if force_reinstall or ignore_installed else []) + (["--no-deps"] if no_deps else [])
         if offline_from:
             args += ["--offline", "--no-index", "--find-links", offline_from]
-        out = self._uv(args + list(requirements), f"uv dry run of {' '.join(requirements)}", env, dry_run=True)
+        out = self._uv([*args, "--", *requirements], f"uv dry run of {' '.join(requirements)}", env, dry_run=True)
         res = Resolution()
         for line in (out.stderr + "\n" + out.stdout).splitlines():
             line = line.strip()
@@ -268,11 +268,11 @@ class UvInstaller(Installer):
         args += (["--reinstall"] if force_reinstall else []) + (["--no-deps"] if no_deps else [])
         if offline_from:
             args += ["--offline", "--no-index", "--find-links", offline_from]
-        self._uv(args + list(requirements), f"uv pip install {' '.join(requirements)}")
+        self._uv([*args, "--", *requirements], f"uv pip install {' '.join(requirements)}")
 
     def uninstall(self, names):
         if names:
-            self._uv(["uninstall", *names], f"uv pip uninstall {' '.join(names)}")
+            self._uv(["uninstall", "--", *names], f"uv pip uninstall {' '.join(names)}")
 
     def download(self, requirements, dest):
         # uv has no `download`; the host's pip fetches the same wheels for the target's Python.

@@ -54,6 +54,7 @@ def cached(root: Path, fixes: Path | None, extra: tuple, build: Callable[[], Mat
 
     try:
         files = sorted(root.glob("*.toml")) if root.is_dir() else [root]
+        files += [root / "SOURCE.json"] if root.is_dir() and (root / "SOURCE.json").exists() else []
         key = _key(files, fixes, extra)
         path = cache_dir() / "matrix" / f"{key[:32]}.pickle"
     except OSError:

@@ -191,6 +191,30 @@ def overlay(base: Matrix, local: Matrix) -> None:
     base.files += local.files
 
 
+def check_source_list(root: Path, names: list[str]) -> None:
+    """A folder `matrix update` installed (it has a SOURCE.json) holds exactly the files SOURCE.json lists:
+    a missing one (a damaged install) or one nobody installed is an error, never a smaller matrix."""
+    source = root / "SOURCE.json"
+    if not source.exists():
+        return
+    import json
+
+    from sparkdoctor.inputs import read_text
+
+    try:
+        listed = json.loads(read_text(source, 1024 * 1024)).get("files")
+    except (OSError, ValueError, AttributeError) as exc:
+        raise MatrixError(f"{source}: unreadable ({getattr(exc, 'strerror', None) or type(exc).__name__}); reinstall it with `matrix update`") from None
+    if not isinstance(listed, list) or not all(isinstance(x, str) for x in listed):
+        raise MatrixError(f"{source}: field 'files' must be the list of the matrix files installed; reinstall it with `matrix update`")
+    missing, extra = sorted(set(listed) - set(names)), sorted(set(names) - set(listed))
+    if missing:
+        raise MatrixError(f"{root}: {len(missing)} of the {len(listed)} files SOURCE.json lists are missing ({', '.join(missing[:3])}"
+                          f"{', ...' if len(missing) > 3 else ''}): a damaged install; run `matrix update` again or `matrix update --rollback`")
+    if extra:
+        raise MatrixError(f"{root}: {', '.join(extra[:3])} is not in SOURCE.json's file list: not part of what `matrix update` installed")
+
+
 def _load(root: Path, fixes: Path | None, path_given: bool) -> Matrix:
     from sparkdoctor.locations import data_dir
 
@@ -202,6 +226,8 @@ def _load(root: Path, fixes: Path | None, path_given: bool) -> Matrix:
     files = sorted(root.glob("*.toml")) if root.is_dir() else [root]
     if not files:
         raise MatrixError(f"{root}: no *.toml matrix files")
+    if root.is_dir():
+        check_source_list(root, [f.name for f in files])
     entries: list[Entry] = []
     stacks: list[Stack] = []
     seen: dict[str, str] = {}

@@ -21,6 +21,7 @@ from sparkdoctor.matrix.model import (
 )
 from sparkdoctor.matrix.verify_table import parse_verify_table
 from sparkdoctor.matrix.versions import spec_problem
+from sparkdoctor.names import name_problem
 
 _ENTRY_REQUIRED = {"id": str, "title": str, "severity": str, "action": str, "summary": str, "remedy": str, "when": dict, "refs": list}
 _ENTRY_OPTIONAL = {"symptoms": list, "verified_by": dict, "fix": str, "withdrawn": str, "verify": dict,
@@ -204,7 +205,7 @@ def stack_from(raw: dict, index: int, component: str, where: str) -> Stack:
     _check_fields(raw, _STACK_REQUIRED, _STACK_OPTIONAL, label)
     _check_id(raw["id"], label)
     for name, spec in raw["packages"].items():
-        err = spec_problem(spec)
+        err = name_problem(name) or spec_problem(spec)  # a key becomes a pip argument: never an option
         if err:
             raise MatrixError(f"{label}: field 'packages' {name}: {err}")
     if not raw["packages"]:

@@ -18,7 +18,7 @@ from typing import Any
 
 from sparkdoctor.matrix.model import Entry, MatrixError
 from sparkdoctor.matrix.versions import parse_version
-from sparkdoctor.names import canonicalize_name
+from sparkdoctor.names import canonicalize_name, name_problem
 
 
 @dataclass
@@ -57,6 +57,8 @@ def tracking_from(doc: dict, where: str) -> Tracking:
     if not isinstance(tracked, dict):
         raise MatrixError(f"{where}: 'tracked' must be a table of package = \"version\"")
     for name, version in tracked.items():
+        if name_problem(name):  # a name becomes a registry URL's path and a pip argument
+            raise MatrixError(f"{where}: field 'tracked': {name_problem(name)}")
         if not isinstance(version, str) or parse_version(version) is None:
             raise MatrixError(f"{where}: field 'tracked' {name}: {version!r} is not a PEP 440 version")
         out.tracked[canonicalize_name(name)] = version
@@ -67,6 +69,9 @@ def tracking_from(doc: dict, where: str) -> Tracking:
     for name, members in lockstep.items():
         if not isinstance(members, list) or not members or not all(isinstance(m, str) and m for m in members):
             raise MatrixError(f"{where}: field 'lockstep' {name}: must be a non-empty list of package names")
+        bad = next((n for n in [name, *members] if name_problem(n)), None)
+        if bad is not None:
+            raise MatrixError(f"{where}: field 'lockstep': {name_problem(bad)}")
         out.lockstep[canonicalize_name(name)] = tuple(canonicalize_name(m) for m in members)
         out.where[f"lockstep.{canonicalize_name(name)}"] = where
     return out

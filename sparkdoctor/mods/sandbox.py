@@ -22,13 +22,15 @@ import os
 import platform
 import re
 import shutil
+import stat
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from sparkdoctor import proc
 from sparkdoctor.mods import seccomp
-from sparkdoctor.mods.trees import Tree
+from sparkdoctor.mods.model import ModError
+from sparkdoctor.mods.trees import MAX_FILE, Tree
 
 SCRIPT_TIMEOUT = 60.0
 DEFAULT_SITE = "/usr/local/lib/python3.12/dist-packages"  # where eugr's images keep vLLM
@@ -80,16 +82,42 @@ def site_paths(texts: list[str]) -> list[str]:
 
 
 def _digest(root: Path) -> dict[str, str]:
+    """site-relative path -> the sha256 of each regular file, read through sparkdoctor.inputs: a file over
+    trees.MAX_FILE (a sparse 64 GB one a script left) is stood for by its size, never read; a FIFO or device
+    a script made is stood for by its kind, never opened in a way that blocks."""
+    from sparkdoctor.inputs import TooBig, read_bytes
+
     out = {}
     for path in root.rglob("*"):
-        if path.is_file() and not path.is_symlink():
-            out[path.relative_to(root).as_posix()] = hashlib.sha256(path.read_bytes()).hexdigest()
+        if path.is_symlink() or path.is_dir():
+            continue
+        rel = path.relative_to(root).as_posix()
+        try:
+            size = path.lstat().st_size
+            out[rel] = (f"over {MAX_FILE} bytes: {size} bytes, not read" if size > MAX_FILE
+                        else hashlib.sha256(read_bytes(path, MAX_FILE)).hexdigest())
+        except TooBig:
+            out[rel] = f"grew past {MAX_FILE} bytes while read"
+        except OSError as exc:
+            out[rel] = f"unreadable: {exc.strerror or exc}"
     return out
 
 
 def _system_path(path: str) -> bool:
     real = os.path.realpath(path)
     return any(real == top or real.startswith(top + "/") for top in SYSTEM)
+
+
+def _copy_mod(mod_dir: Path, work: Path) -> None:
+    """The mod folder copied (links as links); a FIFO, device or socket in it is refused in one line, not
+    opened (copying one would block or fail half-way)."""
+    for folder, dirs, names in os.walk(mod_dir):
+        for name in [*dirs, *names]:
+            mode = os.lstat(os.path.join(folder, name)).st_mode
+            if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode) or stat.S_ISLNK(mode)):
+                raise ModError(f"{os.path.join(folder, name)}: not a regular file, folder or link (a FIFO, device or socket); "
+                               "a mod folder holds files")
+    shutil.copytree(mod_dir, work, symlinks=True)
 
 
 def _mount_args(target: str, source: Path) -> list[str]:
@@ -163,7 +191,7 @@ def run_script(argv_in_mod: list[str], mod_dir: Path, texts: list[str], tree: Tr
         site, work, home = scratch / "site", scratch / "mod", scratch / "home"
         site.mkdir()
         home.mkdir()
-        shutil.copytree(mod_dir, work, symlinks=True)
+        _copy_mod(mod_dir, work)
         missing = []
         for rel in referenced_files(texts):
             data = tree.read(rel)

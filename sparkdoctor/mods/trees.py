@@ -8,9 +8,7 @@ here ever writes to a target.
 from __future__ import annotations
 
 import json
-import os
 import re
-import stat
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,18 +45,15 @@ def site_relative(path: str) -> str:
 
 
 def read_regular(path: Path) -> bytes | None:
-    """A regular file's bytes, never blocking on a FIFO or a device; None when it is not there."""
+    """A regular file's bytes (MAX_FILE at most), never blocking on a FIFO or a device; None when it is not there."""
+    from sparkdoctor.inputs import TooBig, read_bytes
+
     try:
-        st = os.stat(path)
-    except OSError:
+        return read_bytes(path, MAX_FILE)
+    except (FileNotFoundError, NotADirectoryError):
         return None
-    if not stat.S_ISREG(st.st_mode):
-        raise ModError(f"{path}: not a regular file")
-    if st.st_size > MAX_FILE:
-        raise ModError(f"{path}: {st.st_size} bytes, too large for a file a mod edits")
-    try:
-        with open(path, "rb") as fh:
-            return fh.read(MAX_FILE + 1)
+    except TooBig:
+        raise ModError(f"{path}: larger than {MAX_FILE} bytes, too large for a file a mod edits") from None
     except OSError as exc:
         raise ModError(f"{path}: cannot read: {exc.strerror or exc}") from None
 

@@ -52,7 +52,7 @@ def dry_run_argv(reqs: list[str], python: str, report: Path) -> list[str]:
             "--target", str(report.parent / "target")]
     for plat in PLATFORMS:
         argv += ["--platform", plat]
-    return argv + reqs
+    return [*argv, "--", *reqs]  # a requirement is never read as an option (a stack key such as --log=PATH)
 
 
 def resolve(stack: Stack) -> StackResult:

@@ -86,7 +86,9 @@ def own_pip() -> bool:
 def pip_install(python: Path, step: tuple[str, ...]) -> list[str]:
     # sparkdoctor's own pip installs into the scratch venv (pip --python): no pip bootstrap per venv.
     pip = [sys.executable, "-m", "pip", "--python", str(python)] if own_pip() else [str(python), "-m", "pip"]
-    return [*pip, "--disable-pip-version-check", "--no-input", "-q", "install", *step]
+    # the step's options (verify_table.ALLOWED_OPTIONS), then `--`: a requirement is never read as an option
+    options, reqs = [a for a in step if a.startswith("-")], [a for a in step if not a.startswith("-")]
+    return [*pip, "--disable-pip-version-check", "--no-input", "-q", "install", *options, "--", *reqs]
 
 
 def pip_error(result: proc.ProcResult) -> str:

@@ -71,7 +71,7 @@ def wheel(package: str, version: str, root: Path | None = None) -> Path:
         if found:
             return found
         argv = [sys.executable, "-m", "pip", "--disable-pip-version-check", "--no-input", "-q", "download",
-                "--no-deps", "--only-binary=:all:", _exactly(name, version), "-d", str(root)]
+                "--no-deps", "--only-binary=:all:", "-d", str(root), "--", _exactly(name, version)]
         result = proc.run(argv, timeout=DOWNLOAD_TIMEOUT)
         found = _cached(root, name, version)
         if found is None:
@@ -83,7 +83,7 @@ def wheel(package: str, version: str, root: Path | None = None) -> Path:
 @lru_cache(maxsize=32)
 def released_versions(package: str) -> tuple[str, ...]:
     """Every released version of `package` on the registry, oldest first (pre-releases left out)."""
-    argv = [sys.executable, "-m", "pip", "--disable-pip-version-check", "--no-input", "index", "versions", canonicalize_name(package)]
+    argv = [sys.executable, "-m", "pip", "--disable-pip-version-check", "--no-input", "index", "versions", "--", canonicalize_name(package)]
     result = proc.run(argv, timeout=INDEX_TIMEOUT)
     line = next((x for x in (result.stdout or "").splitlines() if x.startswith("Available versions:")), None)
     if line is None:

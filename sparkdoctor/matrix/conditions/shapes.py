@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from sparkdoctor.matrix.versions import spec_problem
+from sparkdoctor.names import name_problem
 
 
 def as_list(value: Any) -> list[str]:
@@ -28,7 +29,7 @@ def v_spec_table(value: Any) -> str | None:
     if not isinstance(value, dict) or not value:
         return "must be a table of package = \"specifier\""
     for name, spec in value.items():
-        err = v_spec(spec)
+        err = name_problem(name) or v_spec(spec)
         if err:
             return f"{name}: {err}"
     return None
