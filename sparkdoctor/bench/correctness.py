@@ -17,11 +17,12 @@ The tolerance (`TOLERANCE`) is the largest mean absolute log-probability differe
 configuration may show; it is measured, not guessed: docs/evidence/correctness.md.
 
 A verdict knows its power. The scores can only tell a run from its reference where the reference's own greedy
-tokens won by more than the tolerance: a model whose next-token distributions are near-uniform (a tiny random
-one scores every token at about -6.5) ranks its runner-up a hair below its choice, so a damaged copy that picks
-other tokens from the second one on still scores the reference's tokens within tolerance. The reference keeps
-each greedy token's margin over the runner-up (vLLM's `logprobs=2`); when the median margin is at or below the
-tolerance, an answer that passes is `indecisive` (this model cannot judge it), never `correct`.
+tokens won clearly: a run that ranks the runner-up first moves that token's score by about its margin. A model whose
+next-token distributions are near-uniform (a tiny random one scores every token at about -6.5) wins each token by a
+hair, so a damaged copy that picks other tokens from the second one on still scores the reference's tokens within
+tolerance. The reference keeps each greedy token's margin over the runner-up (vLLM's `logprobs=2`); a prompt whose
+mean margin is at or below the tolerance cannot be judged (`decisive: false` in its row), and a run whose scored
+prompts are all such is `indecisive`, never `correct`. A difference the scores do see is `wrong` all the same.
 """
 
 from __future__ import annotations
@@ -131,13 +132,15 @@ def _margins(tokens: list[Any], tops: list[Any]) -> list[float] | None:
     return out
 
 
-def decisive_margin(reference: list[Answer]) -> float | None:
-    """The median margin of the reference's greedy tokens over their runner-ups (None: the reference has none)."""
-    margins = sorted(m for r in reference for m in (r.margins or []))
-    if not margins:
-        return None
-    mid = len(margins) // 2
-    return margins[mid] if len(margins) % 2 else (margins[mid - 1] + margins[mid]) / 2
+def prompt_margin(reference: Answer | None) -> float | None:
+    """The mean margin of a reference answer's greedy tokens over their runner-ups (None: not known)."""
+    margins = (reference.margins or []) if reference else []
+    return sum(margins) / len(margins) if margins else None
+
+
+def undecisive(reference: list[Answer], tolerance: float = TOLERANCE) -> list[str]:
+    """The reference's prompts whose tokens win by no more than the tolerance can see."""
+    return [r.prompt for r in reference if (m := prompt_margin(r)) is not None and m <= tolerance]
 
 
 def _floats(values: list[Any]) -> list[float]:
@@ -244,8 +247,10 @@ def judge(answers: list[Answer], reference: list[Answer] | None, tolerance: floa
     rows, scored_any = [], False
     for answer in answers:
         ref = by_prompt.get(answer.prompt)
+        margin = prompt_margin(ref)
         row: dict[str, Any] = {"prompt": answer.prompt, "greedy_prefix": _prefix(answer.ids, ref.ids if ref else None),
-                               "tokens": len(ref.ids) if ref and ref.ids else None, "mean_abs_dlogprob": None}
+                               "tokens": len(ref.ids) if ref and ref.ids else None, "mean_abs_dlogprob": None,
+                               "margin": margin, "decisive": None if margin is None else margin > tolerance}
         if ref and ref.logprobs and answer.scored and len(answer.scored) == len(ref.logprobs):
             pairs = [(x, y) for x, y in zip(answer.scored, ref.logprobs, strict=True) if math.isfinite(y)]
             if pairs:
@@ -262,12 +267,13 @@ def judge(answers: list[Answer], reference: list[Answer] | None, tolerance: floa
     if not scored_any:
         return Judgement(Verdict.UNSCORED, ["the server gives no log-probabilities: only the garbage detectors ran"],
                          rows, tolerance)
-    margin = decisive_margin(reference)
-    if margin is not None and margin <= tolerance:
+    judged = [r for r in rows if r["mean_abs_dlogprob"] is not None]
+    if judged and all(r["decisive"] is False for r in judged):
+        worst = max(r["margin"] for r in judged)
         return Judgement(Verdict.INDECISIVE, [
-            f"the answers cannot be judged with this model: the reference's tokens beat their runner-ups by a median "
-            f"{margin:.3f} nats, within the tolerance ({tolerance}), so other answers would score alike; "
-            f"use a model whose answers are decisive (a trained one) to judge correctness"], rows, tolerance)
+            f"the answers cannot be judged with this model: the reference's tokens beat their runner-ups by a mean "
+            f"{worst:.3f} nats or less per prompt, within the tolerance ({tolerance}), so other answers would score "
+            f"alike; use a model whose answers are decisive (a trained one) to judge correctness"], rows, tolerance)
     return Judgement(Verdict.CORRECT, [], rows, tolerance)
 
 
@@ -301,11 +307,14 @@ def step(base_url: str, model: str, vllm: bool, toolchain_facts: dict[str, Any],
         else:
             references.save(path, answers, {"model": model, "key": key, "taken_at": time.time()})
             verdict.why += [f"note: the reference itself trips {t}" for t in tripped]
-            margin = decisive_margin(answers)
-            if margin is not None and margin <= TOLERANCE:
-                verdict.why.append(f"note: this model's answers are not decisive (its tokens beat their runner-ups by a "
-                                   f"median {margin:.3f} nats, within the tolerance {TOLERANCE}): later runs against "
-                                   f"this reference will be 'indecisive', never 'correct'")
+            weak = undecisive(answers)
+            if weak and len(weak) == len(answers):
+                verdict.why.append(f"note: this model's answers are not decisive (on every prompt its tokens beat their "
+                                   f"runner-ups by no more than the tolerance {TOLERANCE}): later runs against this "
+                                   f"reference will be 'indecisive', never 'correct'")
+            elif weak:
+                verdict.why.append(f"note: {len(weak)} of {len(answers)} prompts are not decisive with this model "
+                                   f"({', '.join(repr(w) for w in weak)}): only the others can tell a wrong run")
     else:
         verdict = judge(answers, reference)
         if problem:

@@ -147,7 +147,8 @@ def test_a_reference_whose_tokens_barely_win_cannot_call_a_run_correct(server, m
     state["margin"] = margin
     reference = c.probe(url, "m", True, None)
     assert all(a.margins and len(a.margins) == c.MAX_TOKENS for a in reference)
-    assert c.decisive_margin(reference) == pytest.approx(margin)
+    assert all(c.prompt_margin(a) == pytest.approx(margin) for a in reference)
+    assert c.undecisive(reference) == ([] if margin > c.TOLERANCE else [a.prompt for a in reference])
     assert all(call["logprobs"] == 2 for call in state["calls"] if isinstance(call["prompt"], str))
     state["damage"] = 0.1  # within the tolerance: what a damaged copy of a flat model looks like
     judged = c.judge(c.probe(url, "m", True, reference), reference)
@@ -160,8 +161,21 @@ def test_a_reference_whose_tokens_barely_win_cannot_call_a_run_correct(server, m
 def test_a_reference_without_margins_is_judged_as_before():
     """References stored before margins were kept (or from a server that gives no top_logprobs) still judge."""
     ref = [answer(lps=[-0.5, -1.0, -0.2, -0.3])]
-    assert ref[0].margins is None and c.decisive_margin(ref) is None
+    assert ref[0].margins is None and c.prompt_margin(ref[0]) is None
     assert c.judge([answer(scored=[-0.5, -1.0, -0.2, -0.3])], ref).verdict == Verdict.CORRECT
+
+
+def test_one_decisive_prompt_is_enough_to_judge_and_each_row_says_which_are():
+    """A tiny test model's tokenizer may turn whole prompts into <unk> (every margin 0): those rows are not decisive,
+    and the run is judged on the prompts that are."""
+    decisive, flat = answer("a", lps=[-0.5] * 4), answer("b", lps=[-6.5] * 4)
+    decisive.margins, flat.margins = [1.0, 0.8, 0.5, 0.9], [0.0, 0.01, 0.0, 0.02]
+    run = [answer("a", scored=[-0.5] * 4), answer("b", scored=[-6.5] * 4)]
+    judged = c.judge(run, [decisive, flat])
+    assert judged.verdict == Verdict.CORRECT
+    assert [r["decisive"] for r in judged.per_prompt] == [True, False]
+    assert c.judge(run[1:], [flat]).verdict == Verdict.INDECISIVE
+    assert c.judge([answer("b", scored=[-9.0] * 4)], [flat]).verdict == Verdict.WRONG  # a visible difference is wrong
 
 
 def test_margins_come_only_from_a_whole_top_logprobs_list():

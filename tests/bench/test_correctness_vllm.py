@@ -63,6 +63,8 @@ def test_float32_reference_bfloat16_passes_a_damaged_layer_fails(tmp_path, vllm_
           "damaged", [r["mean_abs_dlogprob"] for r in damaged["per_prompt"]],
           "probe seconds per run", [ref["correctness"]["seconds"], bf16["seconds"], damaged["seconds"]])
     assert bf16["verdict"] == "correct", bf16
+    # the tiny tokenizer turns two probes into <unk> only: their tokens tie, and only those rows are not decisive
+    assert [r["decisive"] for r in bf16["per_prompt"]] == [True, False, False, True], bf16["per_prompt"]
     assert damaged["verdict"] == "wrong", damaged
     assert any("nats/token" in why for why in damaged["why"])
 
