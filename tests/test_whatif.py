@@ -276,3 +276,59 @@ def test_an_index_that_cannot_be_reached_is_one_clear_line_never_no_change(tmp_p
     text = str(err.value)
     assert "the package index cannot be reached" in text and f"127.0.0.1:{port}/simple/idna/" in text, text
     assert "Connection refused" in text and "\n" not in text
+
+
+# ---- nothing in SPEC becomes a pip option, and no package's code runs (issue 40) ----------------------------------
+def _whatif(target: str, tmp_path, *args: str) -> subprocess.CompletedProcess:
+    import os
+
+    env = dict(os.environ, SPARKDOCTOR_STATE_DIR=str(tmp_path / "state"))
+    return subprocess.run([sys.executable, "-m", "sparkdoctor", "whatif", "--python", target, "--no-read", "--arch", "sm_121a",
+                           *args], capture_output=True, text=True, env=env, timeout=600)
+
+
+def test_a_spec_that_starts_with_a_dash_is_refused_and_never_reaches_pip(tmp_path, target):
+    from sparkdoctor.whatif.resolve import dry_run_argv
+
+    log = tmp_path / "pip.log"
+    res = _whatif(target, tmp_path, "--", f"--log={log}", "demo==0.2.0")
+    assert res.returncode == 2 and not log.exists(), (res.returncode, res.stderr)
+    assert "a requirement cannot start with '-'" in res.stderr and len(res.stderr.strip().splitlines()) == 1, res.stderr
+    secret = tmp_path / "secret.txt"
+    secret.write_text("top-secret-line\n")
+    res = _whatif(target, tmp_path, "--", "-r", str(secret))
+    assert res.returncode == 2 and "top-secret-line" not in res.stdout + res.stderr, res.stderr
+    argv = dry_run_argv(["pip"], ["demo==0.2.0", "x"], ["c.txt"])  # every command line ends its options before the requirements
+    assert argv[argv.index("--"):] == ["--", "demo==0.2.0", "x"] and argv.index("-c") < argv.index("--")
+
+
+def _sdist_running_code(folder, marker) -> None:
+    """demo 0.3.0 as a source distribution only, whose build backend (in the sdist) writes `marker` when it runs."""
+    import io
+    import tarfile
+
+    files = {
+        "demo-0.3.0/pyproject.toml": '[build-system]\nrequires = []\nbuild-backend = "backend"\nbackend-path = ["."]\n',
+        "demo-0.3.0/backend.py": f"open({str(marker)!r}, 'w').write('ran')\n",
+        "demo-0.3.0/PKG-INFO": "Metadata-Version: 2.1\nName: demo\nVersion: 0.3.0\n",
+    }
+    with tarfile.open(folder / "demo-0.3.0.tar.gz", "w:gz") as tar:
+        for name, text in files.items():
+            data = text.encode()
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+
+
+def test_a_release_with_only_a_source_distribution_is_never_built(tmp_path, target):
+    marker = tmp_path / "code-ran"
+    _sdist_running_code(tmp_path / "wheels", marker)
+    res = _whatif(target, tmp_path, "demo==0.3.0")
+    assert res.returncode == 2 and not marker.exists(), (res.returncode, res.stderr)
+    assert "demo==0.3.0: no release that fits has a wheel" in res.stderr and "(releases with one: 0.1.0, 0.2.0)" in res.stderr, res.stderr
+    url = f"demo @ {(tmp_path / 'wheels' / 'demo-0.3.0.tar.gz').as_uri()}"
+    res = _whatif(target, tmp_path, url)
+    assert res.returncode == 2 and not marker.exists() and "--allow-url" in res.stderr, res.stderr
+    for path in ("./demo", str(tmp_path / "wheels" / "demo-0.3.0.tar.gz")):
+        res = _whatif(target, tmp_path, path)
+        assert res.returncode == 2 and "not a requirement" in res.stderr and not marker.exists(), res.stderr

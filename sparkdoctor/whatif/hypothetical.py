@@ -31,7 +31,9 @@ MAX_MEMBER = 2 * 1024 * 1024
 PROBE_TIMEOUT = 120.0
 
 
-def hypothetical_facts(facts: Any, changes: list[Change], reader: Any | None, notes: list[str]) -> Any:
+def hypothetical_facts(facts: Any, changes: list[Change], reader: Any | None, notes: list[str],
+                       env: dict[str, str] | None = None) -> Any:
+    """env: variables set for the probe of the new releases' files (a recipe's VLLM_* names, judged as `recipe check` does)."""
     new = copy.deepcopy(facts)
     packages = dict(new.packages or {})
     for c in changes:
@@ -66,7 +68,7 @@ def hypothetical_facts(facts: Any, changes: list[Change], reader: Any | None, no
             for key in [k for k in caps if k.startswith(prefix)]:
                 caps.pop(key)
             try:
-                caps.update(released_capabilities(reader, c, notes))
+                caps.update(released_capabilities(reader, c, notes, env))
             except Exception as exc:  # noqa: BLE001 - a release that cannot be read leaves its capabilities unknown, said
                 notes.append(f"{c.name} {c.new}: capabilities not read ({type(exc).__name__}: {exc}); entries that need them cannot tell")
         new.capabilities = caps
@@ -132,11 +134,12 @@ class ScratchSite:
     def __exit__(self, *exc: Any) -> None:
         pass
 
-    def probe(self, name: str) -> dict[str, Any]:
+    def probe(self, name: str, extra_env: dict[str, str] | None = None) -> dict[str, Any]:
         """Run probes/<name>/ with only this folder on its path (-S: no site-packages of any interpreter)."""
         from sparkdoctor.locations import data_dir
 
         env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+        env.update(extra_env or {})
         env["PYTHONPATH"] = str(self.path)
         result = proc.run([sys.executable, "-S", "-B", str(data_dir("probes") / name / "__main__.py")], timeout=PROBE_TIMEOUT, env=env)
         lines = [x for x in (result.stdout or "").splitlines() if x.strip()]
@@ -145,10 +148,10 @@ class ScratchSite:
         return json.loads(lines[-1])
 
 
-def released_capabilities(reader: Any, change: Change, notes: list[str]) -> dict[str, Any]:
-    """The capabilities probe over the new release's Python files."""
+def released_capabilities(reader: Any, change: Change, notes: list[str], env: dict[str, str] | None = None) -> dict[str, Any]:
+    """The capabilities probe over the new release's Python files (env: variables set for it, a recipe's)."""
     with ScratchSite(reader, change) as site:
-        caps = site.probe("capabilities").get("capabilities") or {}
+        caps = site.probe("capabilities", env).get("capabilities") or {}
         out = {k: v for k, v in caps.items() if k.startswith(site.top + ".")}
         notes.append(f"{change.name} {change.new}: {len(out)} capabilities read from {site.wheel.file.filename} ({site.members} members, "
                      f"{site.wheel.requests} requests, {site.wheel.bytes_read} bytes this run); compiled-library ones stay unknown")

@@ -125,6 +125,14 @@ class WhatIf:
             severities += [str(f["severity"]) for f in (self.recipe.mods.introduced if self.recipe.mods else [])]
         return any(SEVERITY.get(s, 0) >= SEVERITY[fail_on] for s in severities)
 
+    def remaining(self, fail_on: str = "error") -> bool:
+        """Is a finding at or above fail_on still there after the upgrade (unchanged: of the box, of the recipe, of its mods)?"""
+        severities = [f.severity for f in self.unchanged]
+        if self.recipe is not None:
+            severities += [f.severity for f in self.recipe.unchanged]
+            severities += [str(f["severity"]) for f in (self.recipe.mods.unchanged if self.recipe.mods else [])]
+        return any(SEVERITY.get(s, 0) >= SEVERITY[fail_on] for s in severities)
+
     def to_json(self) -> dict[str, object]:
         """The `whatif` JSON document's own keys (docs/json.md)."""
         rows = {name: [f.to_json() for f in getattr(self, name)] for name in ("fixed", "introduced", "unchanged", "cannot_tell")}

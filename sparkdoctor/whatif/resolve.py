@@ -19,6 +19,7 @@ from packaging.utils import canonicalize_name
 from sparkdoctor import proc
 from sparkdoctor.errors import SparkdoctorError
 from sparkdoctor.exitcodes import EXIT_USAGE
+from sparkdoctor.text import clip
 
 RESOLVE_TIMEOUT = 600.0
 
@@ -42,15 +43,37 @@ class Change:
         return {"name": self.name, "from": self.old, "to": self.new, "url": self.url, "sha256": self.sha256}
 
 
-def dry_run_argv(pip: list[str], specs: list[str], constraints: list[str], quiet: bool = True, no_deps: bool = False) -> list[str]:
+def check_specs(specs: list[str], allow_url: bool = False) -> None:
+    """Refuse, in one line, a SPEC that is no requirement: one starting with '-' (pip would take it as an option:
+    `--log=PATH` writes a file, `-r FILE` reads one) and, unless allow_url, a URL or path requirement (`name @
+    file:///...`, `./pkg`, `x.tar.gz`): an sdist there is built, running its code, and a local file is no release."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    for spec in specs:
+        if spec.startswith("-"):
+            raise ResolveError(f"{spec!r}: a requirement cannot start with '-' (whatif takes no pip options in SPEC)")
+        try:
+            req = Requirement(spec)
+        except InvalidRequirement:
+            raise ResolveError(f"{spec!r} is not a requirement as pip takes them (name[extras]specifier, e.g. vllm==0.33.0)"
+                               + ("" if allow_url else "; a path or URL needs --allow-url")) from None
+        if req.url and not allow_url:
+            raise ResolveError(f"{spec!r}: a URL or path requirement is refused (whatif resolves registry releases); "
+                               "--allow-url to judge it anyway")
+
+
+def dry_run_argv(pip: list[str], specs: list[str], constraints: list[str], quiet: bool = True, no_deps: bool = False,
+                 extra: tuple[str, ...] = ()) -> list[str]:
     """pip's dry run; quiet, the report is the only thing on stdout (`--report -`). no_deps: for a target that
-    is a --no-deps file set (installed without its dependency closure), resolved the way it was installed."""
-    argv = [*pip, "--disable-pip-version-check", "--no-input", "install", "--dry-run"]
+    is a --no-deps file set (installed without its dependency closure), resolved the way it was installed.
+    Wheels only (`--only-binary :all:`): a release with only a source distribution would have its setup.py run
+    to read its metadata. The requirements come after `--`, so none can become an option."""
+    argv = [*pip, "--disable-pip-version-check", "--no-input", "install", "--dry-run", "--only-binary", ":all:"]
     argv += ["--no-deps"] if no_deps else []
     argv += ["--quiet", "--report", "-"] if quiet else []
     for c in constraints:
         argv += ["-c", c]
-    return argv + specs
+    return [*argv, *extra, "--", *specs]
 
 
 def constraint_files(facts: Any, local: bool) -> list[str]:
@@ -90,12 +113,12 @@ def resolve_upgrade(target: Any, python: str, specs: list[str], facts: Any, no_d
         loud = run(dry_run_argv(pip, specs, constraints, quiet=False, no_deps=no_deps), RESOLVE_TIMEOUT)
         unreachable = None
         if "from versions: none" in (loud.stderr or "") + (loud.stdout or ""):  # no candidate at all: was it the index?
-            debug = run([*dry_run_argv(pip, specs, constraints, quiet=False, no_deps=no_deps), "-vv"], RESOLVE_TIMEOUT)
+            debug = run(dry_run_argv(pip, specs, constraints, quiet=False, no_deps=no_deps, extra=("-vv",)), RESOLVE_TIMEOUT)
             unreachable = _unreachable(debug)
         if unreachable:
             raise ResolveError(f"{' '.join(specs)}: the package index cannot be reached from {python} ({unreachable}): "
                                "nothing is predicted")
-        raise ResolveError(f"{' '.join(specs)} cannot be resolved in {python}: {conflict(loud)}")
+        raise ResolveError(f"{' '.join(specs)} cannot be resolved in {python}: {conflict(loud)}{_no_wheel(loud)}")
     try:
         doc = json.loads(result.stdout)
     except ValueError as exc:
@@ -130,6 +153,21 @@ def _unreachable(result: proc.ProcResult) -> str | None:
     return f"could not fetch {found.group(1)}: {cause.group(0).strip() if cause else found.group(2)[:160]}"
 
 
+_NO_VERSION = re.compile(r"Could not find a version that satisfies the requirement (\S+)(?: \(from versions: ([^)]*)\))?")
+
+
+def _no_wheel(result: proc.ProcResult) -> str:
+    """Why a requirement found no candidate under --only-binary :all:: the release it names has no wheel here
+    (pip lists only the versions with one); whatif never builds a source distribution."""
+    found = _NO_VERSION.search((result.stderr or "") + "\n" + (result.stdout or ""))
+    if not found:
+        return ""
+    have = (found.group(2) or "").strip()
+    which = f"releases with one: {have}" if have and have != "none" else "none has one, or no such project"
+    return (f" ({found.group(1)}: no release that fits has a wheel for this interpreter and platform ({which}); whatif reads "
+            "wheels only, it never builds a source distribution, which would run the package's code)")
+
+
 def is_uv_venv(python: str) -> bool:
     """The venv of `python` was made by uv (its pyvenv.cfg has a `uv = VERSION` line)."""
     cfg = Path(python).parent.parent / "pyvenv.cfg"
@@ -141,16 +179,16 @@ def is_uv_venv(python: str) -> bool:
 
 def uv_resolve(uv: str, python: str, specs: list[str], constraints: list[str], facts: Any, no_deps: bool) -> list[Change]:
     """uv's dry run for a uv venv: its ` + name==version` lines are what it would install."""
-    argv = [uv, "pip", "install", "--dry-run", "--python", python, *(["--no-deps"] if no_deps else [])]
+    argv = [uv, "pip", "install", "--dry-run", "--only-binary", ":all:", "--python", python, *(["--no-deps"] if no_deps else [])]
     for c in constraints:
         argv += ["-c", c]
-    result = proc.run(argv + specs, timeout=RESOLVE_TIMEOUT)
+    result = proc.run([*argv, "--", *specs], timeout=RESOLVE_TIMEOUT)
     if result.timed_out or result.start_error or result.signal:
         raise ResolveError(f"uv's dry run did not finish: {result.describe_failure()}")
     text = (result.stderr or "") + "\n" + (result.stdout or "")
     if not result.ok:
         why = [x.strip(" ×╰─▶") for x in text.splitlines() if x.strip() and not x.startswith(("Using Python", "Would"))]
-        raise ResolveError(f"{' '.join(specs)} cannot be resolved in {python}: uv: {' '.join(why)[:600]}")
+        raise ResolveError(f"{' '.join(specs)} cannot be resolved in {python}: uv: {clip(' '.join(why), 600)}")
     changes = []
     for line in text.splitlines():
         line = line.strip()
