@@ -332,3 +332,17 @@ def test_a_release_with_only_a_source_distribution_is_never_built(tmp_path, targ
     for path in ("./demo", str(tmp_path / "wheels" / "demo-0.3.0.tar.gz")):
         res = _whatif(target, tmp_path, path)
         assert res.returncode == 2 and "not a requirement" in res.stderr and not marker.exists(), res.stderr
+
+
+def test_the_console_has_a_header_a_remedy_and_keeps_brackets(tmp_path, target):
+    """whatif's console: the target, spec and installer on top; what to do for an introduced finding; a title's
+    `[cu13]` printed as written (it is not rich markup)."""
+    path = tmp_path / "brackets.toml"
+    path.write_text(textwrap.dedent(MATRIX.format(severity="error")).replace('title = "new bug"', 'title = "new bug of demo[cu13]"')
+                    .replace('remedy = "r"', 'remedy = "pip install \\"demo[cu13]==0.1.0\\""'))
+    res = _whatif(target, tmp_path, "demo==0.2.0", "--matrix", str(path))
+    text = " ".join(res.stdout.split())  # as read: the console wraps long lines
+    assert res.returncode == 1, res.stderr
+    assert text.startswith(f"whatif demo==0.2.0 · target {target} · resolved by ") and "-m pip" in text.split("·")[2], text
+    assert "introduced [error] demo-new-bug: new bug of demo[cu13]" in text, text
+    assert 'what to do: pip install "demo[cu13]==0.1.0"' in text, text

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import re
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +41,22 @@ class Change:
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "from": self.old, "to": self.new, "url": self.url, "sha256": self.sha256}
+
+
+@dataclass
+class Resolution:
+    """How the dry run went, besides its changes: which installer ran it, and the dependency-conflict lines it
+    printed (pip's "X requires Y==V, but you have Y W": the upgrade would leave a family at mixed versions)."""
+
+    installer: str = ""
+    warnings: list[str] = field(default_factory=list)
+
+
+_CONFLICT = re.compile(r"requires .*, but you (?:have|'ll have) |dependency conflicts")
+
+
+def conflict_lines(*texts: str | None) -> list[str]:
+    return [line.strip() for text in texts for line in (text or "").splitlines() if _CONFLICT.search(line)][:8]
 
 
 def check_specs(specs: list[str], allow_url: bool = False) -> None:
@@ -85,14 +101,18 @@ def constraint_files(facts: Any, local: bool) -> list[str]:
     return files
 
 
-def resolve_upgrade(target: Any, python: str, specs: list[str], facts: Any, no_deps: bool = False) -> list[Change]:
+def resolve_upgrade(target: Any, python: str, specs: list[str], facts: Any, no_deps: bool = False,
+                    seen: Resolution | None = None) -> list[Change]:
     """The distributions the upgrade would install or change, from the target's own pip in a dry run
     (inside the container for a container target). A local venv without pip is resolved by sparkdoctor's
-    pip for it (`pip --python`, pip >= 22.3), with the same options."""
+    pip for it (`pip --python`, pip >= 22.3), with the same options. `seen`, when given, gets the installer
+    and the dependency-conflict lines the dry run printed."""
     from sparkdoctor.verify.stacks import conflict
     from sparkdoctor.verify.venvs import own_pip
 
     local = getattr(target, "shares_files", True)
+    seen = seen if seen is not None else Resolution()
+    seen.installer = f"{python} -m pip"
     pip = [python, "-m", "pip"]
     constraints = constraint_files(facts, local)
     run = target.run_command
@@ -102,9 +122,11 @@ def resolve_upgrade(target: Any, python: str, specs: list[str], facts: Any, no_d
 
         uv = uv_binary()
         if uv is not None:
+            seen.installer = f"uv pip --python {python}"
             return uv_resolve(uv, python, specs, constraints, facts, no_deps)
     if not result.ok and "No module named pip" in (result.stderr or "") and local and own_pip():
         pip = [sys.executable, "-m", "pip", "--python", python]
+        seen.installer = f"{sys.executable} -m pip --python {python}"
         result = proc.run(dry_run_argv(pip, specs, constraints, no_deps=no_deps), timeout=RESOLVE_TIMEOUT)
         run = lambda argv, timeout: proc.run(argv, timeout=timeout)  # noqa: E731
     if result.timed_out or result.start_error or result.signal:
@@ -119,6 +141,7 @@ def resolve_upgrade(target: Any, python: str, specs: list[str], facts: Any, no_d
             raise ResolveError(f"{' '.join(specs)}: the package index cannot be reached from {python} ({unreachable}): "
                                "nothing is predicted")
         raise ResolveError(f"{' '.join(specs)} cannot be resolved in {python}: {conflict(loud)}{_no_wheel(loud)}")
+    seen.warnings = conflict_lines(result.stderr)
     try:
         doc = json.loads(result.stdout)
     except ValueError as exc:

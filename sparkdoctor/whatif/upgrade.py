@@ -78,7 +78,10 @@ def judge_upgrade(q: UpgradeQuestion) -> WhatIf:
                     env.pop(name, None)
             today.env = env
     today = apply_arch_override(today, q.arch)
-    changes = resolve_upgrade(target, interpreter, q.specs, today, q.no_deps)  # a ResolveError carries its exit code (2)
+    from sparkdoctor.whatif.resolve import Resolution
+
+    seen = Resolution()
+    changes = resolve_upgrade(target, interpreter, q.specs, today, q.no_deps, seen)  # a ResolveError carries its exit code (2)
     notes: list[str] = []
     reader = None
     if q.read:
@@ -91,6 +94,7 @@ def judge_upgrade(q: UpgradeQuestion) -> WhatIf:
     try:
         predicted = hypothetical_facts(today, changes, reader, notes, recipe_env)
         result = compare(today, predicted, matrix, q.specs, changes, notes)
+        result.target, result.installer, result.pip_warnings = interpreter, seen.installer, seen.warnings
         if recipe is not None:
             result.recipe = _recipe(recipe, target, matrix, today, predicted, changes, reader, notes)
         result.stale = _stale(q.ledger, interpreter, today, predicted, notes)
