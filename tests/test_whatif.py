@@ -367,3 +367,23 @@ def test_a_recipes_env_findings_are_kept_shown_and_gate_with_strict(tmp_path, vl
     strict = _whatif(python, tmp_path, *args, "--strict")
     assert strict.returncode == 1, strict.stderr
     assert "unchanged [warn] env-unknown:VLLM_NO_SUCH_KNOB" in " ".join(strict.stdout.split()), strict.stdout
+
+
+def test_cutedsl_build_after_an_upgrade_to_46_or_later_is_the_flavour_the_loader_picks():
+    """Undoing the 4.8.1 -> 4.5.0 downgrade: nvidia-cutlass-dsl 4.8.1's .pth puts dsl_packages first, where libs-cu12 4.8.1
+    (left by the downgrade) has the only compiler: libs-cu12 loads, not the libs-base wheel the upgrade writes last."""
+    from sparkdoctor.whatif.resolve import Change
+
+    today = facts_of("0.1.0")
+    today.packages.update({n: {"name": n, "version": v} for n, v in (
+        ("nvidia-cutlass-dsl", "4.5.0"), ("nvidia-cutlass-dsl-libs-base", "4.5.0"), ("nvidia-cutlass-dsl-libs-core", "4.8.1"),
+        ("nvidia-cutlass-dsl-libs-cu12", "4.8.1"))})
+    today.cutedsl = {"active_build": "libs-base"}
+    changes = [Change("nvidia-cutlass-dsl", "4.5.0", "4.8.1"), Change("nvidia-cutlass-dsl-libs-base", "4.5.0", "4.8.1")]
+    after = hypothetical_facts(today, changes, None, []).cutedsl
+    assert after["active_build"] == "libs-cu12" and "dsl_packages first" in after["evidence"], after
+    today.driver = {"cuda": "13.0"}
+    today.packages["nvidia-cutlass-dsl-libs-cu13"] = {"name": "nvidia-cutlass-dsl-libs-cu13", "version": "4.8.1"}
+    assert hypothetical_facts(today, changes, None, []).cutedsl["active_build"] == "libs-cu13"
+    today.driver = {"cuda": "12.9"}
+    assert hypothetical_facts(today, changes, None, []).cutedsl["active_build"] == "libs-cu12"

@@ -54,12 +54,10 @@ def hypothetical_facts(facts: Any, changes: list[Change], reader: Any | None, no
             packages["torch"].pop("cuda", None)
             packages["torch"]["build_error"] = f"torch/version.py of {torch.new} not read: {exc}"
             notes.append(f"torch {torch.new}: its CUDA build is unknown ({exc})")
-    libs = [CUTEDSL_LIBS[c.name] for c in changes if c.name in CUTEDSL_LIBS]
-    if libs:
-        cute = dict(new.cutedsl or {})
-        cute["active_build"] = libs[-1]
-        cute["evidence"] = f"predicted: the upgrade writes {', '.join(libs)}; the last written is on disk"
-        new.cutedsl = cute
+    if any(c.name.startswith("nvidia-cutlass-dsl") for c in changes):
+        build, why = cutedsl_build_after(packages, changes, new.driver)
+        if build is not None:
+            new.cutedsl = {**(new.cutedsl or {}), "active_build": build, "evidence": f"predicted: {why}"}
     probed = [c for c in changes if c.name in PROBED]
     if probed and reader is not None:
         caps = dict(new.capabilities or {})
@@ -75,6 +73,40 @@ def hypothetical_facts(facts: Any, changes: list[Change], reader: Any | None, no
     elif probed:
         notes.append("capabilities of the new releases were not read (no registry reader)")
     return new
+
+
+def cutedsl_build_after(packages: dict[str, Any], changes: list[Change], driver: dict[str, Any] | None) -> tuple[str | None, str]:
+    """The libs build `import cutlass` would load after the upgrade, by the rule check's probe follows on disk
+    (probes/shared/probe_cutlass.py): from 4.6 nvidia-cutlass-dsl's own .pth puts dsl_packages/ first on sys.path,
+    where each libs-cu<N> wheel of 4.6+ has its compiler and the loader takes the newest the driver supports; below
+    4.6 the libs wheels' .pth names python_packages/, whose compiler is the libs wheel written last (None: today's)."""
+    import re
+
+    from packaging.version import InvalidVersion, Version
+
+    def version(name: str) -> Version | None:
+        try:
+            return Version(str((packages.get(name) or {}).get("version")))
+        except InvalidVersion:
+            return None
+
+    umbrella = version("nvidia-cutlass-dsl")
+    if umbrella is not None and umbrella >= Version("4.6"):
+        flavours = {int(m.group(1)): n for n in packages if (m := re.fullmatch(r"nvidia-cutlass-dsl-libs-cu(\d+)", n))
+                    and (version(n) or Version("0")) >= Version("4.6")}
+        cuda = str((driver or {}).get("cuda") or "")
+        major = int(cuda.split(".")[0]) if cuda.split(".")[0].isdigit() else None
+        fit = [f for f in flavours if major is None or f <= major]
+        if not fit:
+            return "unknown", f"nvidia-cutlass-dsl {umbrella} loads a libs-cu<N> compiler; none installed fits the driver"
+        pick = max(fit)
+        how = f"the driver's CUDA {cuda} picks cu{pick}" if major is not None else f"no driver known: the newest, cu{pick}"
+        return f"libs-cu{pick}", (f"nvidia-cutlass-dsl {umbrella}'s .pth puts dsl_packages first on sys.path; "
+                                  f"its compilers: {', '.join(f'cu{f}' for f in sorted(flavours))}; {how}")
+    libs = [CUTEDSL_LIBS[c.name] for c in changes if c.name in CUTEDSL_LIBS]
+    if libs:
+        return libs[-1], f"the upgrade writes {', '.join(libs)}; the last written is on disk"
+    return None, ""
 
 
 def torch_cuda(version_py: str) -> str | None:
