@@ -250,3 +250,25 @@ def test_probe_compiles_the_ptx_probes_with_the_ptxas_an_nvcc_wheel_upgrade_move
                 for w in ("today", "after")}
     assert verdicts == {"today": [("nvidia/cuda_nvcc/bin/ptxas", "12.8.93", {"refused"})],
                         "after": [("nvidia/cuda_nvcc/bin/ptxas", "12.9.86", {"compiled"})]}, verdicts
+
+
+def test_undoing_a_downgrade_prediction_equals_the_real_upgrade(tmp_path):
+    """A plain 4.8.1 install downgraded by `pip install nvidia-cutlass-dsl==4.5.0` (pip venv, the ordinary way), then
+    `whatif nvidia-cutlass-dsl==4.8.1` and that upgrade really done by the venv's pip: the predicted versions, the
+    active build (libs-cu12: 4.8.1's .pth puts dsl_packages first; not the libs-base wheel written last) and the
+    matching entries equal what check reads after it."""
+    from tests import venvs
+
+    python = str(venvs.create(tmp_path / "venv", venvs.CUTEDSL_DOWNGRADE[0]))
+    venvs.pip(python, "install", *venvs.CUTEDSL_DOWNGRADE[1])
+    today = facts_of(python)
+    assert today.cutedsl["active_build"] == "libs-base"
+    changes = resolve_upgrade(resolve_python_target(python), python, ["nvidia-cutlass-dsl==4.8.1"], today)
+    predicted = hypothetical_facts(today, changes, None, [])
+    venvs.pip(python, "install", "nvidia-cutlass-dsl==4.8.1")
+    real = facts_of(python)
+    versions = {n: p["version"] for n, p in real.packages.items() if n.startswith("nvidia-cutlass-dsl")}
+    assert versions == {n: p["version"] for n, p in predicted.packages.items() if n.startswith("nvidia-cutlass-dsl")}, versions
+    assert real.cutedsl["active_build"] == predicted.cutedsl["active_build"] == "libs-cu12", (real.cutedsl, predicted.cutedsl)
+    matrix = load()
+    assert matched(matrix, real) == matched(matrix, predicted)
