@@ -89,3 +89,18 @@ def test_a_downgrade_that_leaves_a_mixed_family_is_judged_by_what_import_loads(t
             "the nvidia-cutlass-dsl family is at different versions: nvidia-cutlass-dsl 4.5.0, nvidia-cutlass-dsl-libs-base 4.5.0, "
             "nvidia-cutlass-dsl-libs-core 4.8.1, nvidia-cutlass-dsl-libs-cu12 4.8.1"]
         assert done.returncode == 1, done.stderr
+
+
+@pytest.mark.slow
+def test_fix_plans_one_version_for_the_mixed_family(tmp_path):
+    """`fix` (a dry run: nothing is changed) on the downgraded venv: the mixed family asks for its fix, and the merged plan
+    leaves every cutlass-dsl member that stays at one version, the 4.8.1 leftovers removed."""
+    python = venvs.cutedsl_downgraded()
+    env = dict(os.environ, SPARKDOCTOR_CACHE_DIR=str(tmp_path / "cache"))
+    done = subprocess.run([sys.executable, "-m", "sparkdoctor", "fix", "--python", str(python), "--arch", "sm_121a", "--no-kernels",
+                           "-f", "json"], capture_output=True, text=True, timeout=600, env=env)
+    plan = json.loads(done.stdout)["plan"]
+    assert {"id": "cutlass-dsl-family-one-version", "title": plan["fixes"][-1]["title"], "findings": ["cutedsl-mixed-family"]} in plan["fixes"]
+    after = {name: new for name, (_, new) in plan["changes"].items() if name.startswith("nvidia-cutlass-dsl")}
+    assert after["nvidia-cutlass-dsl-libs-core"] is None and after["nvidia-cutlass-dsl-libs-cu12"] is None, after
+    assert len({v for v in after.values() if v is not None}) == 1, after
