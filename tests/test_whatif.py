@@ -387,3 +387,17 @@ def test_cutedsl_build_after_an_upgrade_to_46_or_later_is_the_flavour_the_loader
     assert hypothetical_facts(today, changes, None, []).cutedsl["active_build"] == "libs-cu13"
     today.driver = {"cuda": "12.9"}
     assert hypothetical_facts(today, changes, None, []).cutedsl["active_build"] == "libs-cu12"
+
+
+def test_tool_output_is_clipped_at_a_word_boundary_never_mid_word():
+    """The probe's installer errors (uv's "...unsatisfiable.: s-dsl-libs-base==4.4.2" was its last 300 characters, cut
+    mid-word) and pip's lines are clipped between words, with "..." where text was left out."""
+    from sparkdoctor.text import clip
+
+    text = "because nvidia-cutlass-dsl-libs-base==4.4.2 and nvidia-cutlass-dsl==4.5.0 depend on each other, the set is unsatisfiable."
+    tail = clip(text, 60, tail=True)
+    assert tail.startswith("... ") and text.endswith(tail[4:]) and len(tail) <= 64, tail
+    assert tail[4:].split()[0] in text.split(), tail  # a whole word first
+    head = clip(text, 60)
+    assert head.endswith(" ...") and text.startswith(head[:-4]) and head[:-4].split()[-1] in text.split(), head
+    assert clip("short", 60) == "short"

@@ -173,7 +173,7 @@ def _unreachable(result: proc.ProcResult) -> str | None:
     if not found or "from versions: none" not in text:
         return None
     cause = _CAUSE.search(found.group(2))
-    return f"could not fetch {found.group(1)}: {cause.group(0).strip() if cause else found.group(2)[:160]}"
+    return f"could not fetch {found.group(1)}: {cause.group(0).strip() if cause else clip(found.group(2), 160)}"
 
 
 _NO_VERSION = re.compile(r"Could not find a version that satisfies the requirement (\S+)(?: \(from versions: ([^)]*)\))?")
