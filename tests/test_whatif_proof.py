@@ -252,6 +252,30 @@ def test_probe_compiles_the_ptx_probes_with_the_ptxas_an_nvcc_wheel_upgrade_move
                         "after": [("nvidia/cuda_nvcc/bin/ptxas", "12.9.86", {"compiled"})]}, verdicts
 
 
+def test_whatif_probe_compiles_the_collision_cases_after_state(tmp_path, monkeypatch):
+    """The collision venv (the cu13 build, then libs-base 4.5.0 written over it) and `nvidia-cutlass-dsl==4.5.3`: pip moves
+    nvidia-cutlass-dsl and libs-base and leaves libs-cu13 at 4.5.0, a mixed family no resolver installs; the probe lays it
+    out as pip would and compiles it (the 4.5.3 libs-base compiles the one-warp NVFP4 MMA that 4.5.0's refuses)."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from sparkdoctor.cli import app
+    from tests import venvs
+
+    monkeypatch.setenv("SPARKDOCTOR_STATE_DIR", str(tmp_path / "state"))
+    python = str(venvs.cutedsl_collision())
+    res = CliRunner().invoke(app, ["whatif", "nvidia-cutlass-dsl==4.5.3", "--python", python, "--arch", "sm_121a", "--probe",
+                                   "--no-read", "--format", "json"], catch_exceptions=False)
+    doc = json.loads(res.stdout[res.stdout.index("{"):])
+    assert {c["name"]: c["to"] for c in doc["changes"]} == {"nvidia-cutlass-dsl": "4.5.3", "nvidia-cutlass-dsl-libs-base": "4.5.3"}
+    assert "cutedsl-mixed-family" in {f["id"] for f in doc["introduced"]}
+    after = doc["probe"]["after"]
+    assert "error" not in after and after["dists"]["nvidia-cutlass-dsl-libs-cu13"] == "4.5.0", after
+    verdict = {w: {k["kernel"]: k["verdict"] for k in doc["probe"][w]["kernels"]} for w in ("today", "after")}
+    assert verdict["today"]["nvfp4-mma"] == "refused" and verdict["after"]["nvfp4-mma"] == "compiled", verdict
+
+
 def test_undoing_a_downgrade_prediction_equals_the_real_upgrade(tmp_path):
     """A plain 4.8.1 install downgraded by `pip install nvidia-cutlass-dsl==4.5.0` (pip venv, the ordinary way), then
     `whatif nvidia-cutlass-dsl==4.8.1` and that upgrade really done by the venv's pip: the predicted versions, the

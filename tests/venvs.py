@@ -103,6 +103,20 @@ def cutedsl_downgraded() -> Path:
     return _cached("cutedsl481to450", CUTEDSL_DOWNGRADE, build)
 
 
+# The wheel collision (NVIDIA/cutlass#3227): the cu13 build installed, then libs-base written over the paths both share.
+CUTEDSL_COLLISION = [["nvidia-cutlass-dsl[cu13]==4.5.0"], ["--force-reinstall", "--no-deps", "nvidia-cutlass-dsl-libs-base==4.5.0"]]
+
+
+def cutedsl_collision() -> Path:
+    """The python of a pip venv made as a user makes the collision (read-only use)."""
+
+    def build(venv: Path) -> None:
+        create(venv, CUTEDSL_COLLISION[0])
+        _pip(python_of(venv), ["install", *CUTEDSL_COLLISION[1]])
+
+    return _cached("cutedslcollision", CUTEDSL_COLLISION, build)
+
+
 # ---- uv ------------------------------------------------------------------------------------------------------------
 def uv() -> str:
     """The uv of the test extra (the `uv` wheel ships its binary)."""

@@ -96,24 +96,32 @@ def loaded_compiler(folders):
     if plain and not flavoured:
         out["path"] = os.path.join(mlir_libs(folder), plain[0])
         return out
-    if len(flavoured) == 1:
-        pick = next(iter(flavoured))
-        out["why"] += "; only cu%d is there" % pick
-    elif driver_cuda_version() is not None:
-        driver = driver_cuda_version()
-        fit = [v for v in flavoured if driver // 1000 >= v]
-        if not fit:
-            out["why"] += "; the CUDA driver (%d) supports none of cu%s, import fails" % (driver, ", cu".join(str(v) for v in sorted(flavoured)))
-            return out
-        pick = max(fit)
-        out["why"] += "; the driver reports CUDA %d.%d, so the loader picks cu%d" % (driver // 1000, (driver % 1000) // 10, pick)
-    else:
-        pick = max(flavoured)
-        out["why"] += "; no CUDA driver here, so the loader picks the newest (cu%d); a driver older than CUDA %d would pick an older one" % (
-            pick, pick)
+    pick, why = pick_flavour(flavoured)
+    out["why"] += "; " + why
+    if pick is None:
+        return out
     out["path"] = os.path.join(mlir_libs(folder), flavoured[pick])
     out["flavor"] = pick
     return out
+
+
+def pick_flavour(majors):
+    """(the CUDA major the loader picks among the flavoured compilers `majors`, why): the only one, else the newest
+    the driver supports (the driver asked only then), else with no driver the newest; (None, why) when the driver
+    supports none of them (import fails)."""
+    if len(majors) == 1:
+        pick = next(iter(majors))
+        return pick, "only cu%d is on disk" % pick
+    driver = driver_cuda_version()
+    if driver is None:
+        pick = max(majors)
+        return pick, "no CUDA driver here, so the loader picks the newest (cu%d); a driver older than CUDA %d would pick an older one" % (
+            pick, pick)
+    fit = [v for v in majors if driver // 1000 >= v]
+    if not fit:
+        return None, "the CUDA driver (%d) supports none of them, import fails" % driver
+    pick = max(fit)
+    return pick, "the driver reports CUDA %d.%d, so the loader picks cu%d" % (driver // 1000, (driver % 1000) // 10, pick)
 
 
 _DRIVER = []

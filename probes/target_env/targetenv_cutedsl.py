@@ -7,7 +7,7 @@ anything, and its bytes say which wheel wrote it (the RECORD whose sha256 matche
 import base64
 import os
 
-from probe_cutlass import driver_cuda_version, loaded_compiler, mlir_libs, path_folders
+from probe_cutlass import loaded_compiler, mlir_libs, path_folders, pick_flavour
 from probe_io import record_size
 from targetenv_base import CUTLASS_IR_RE
 from targetenv_dists import read_record
@@ -159,22 +159,9 @@ def _choose_build(files):
     for flavor in sorted(by_flavor):
         f = by_flavor[flavor]
         described.append("cu%d %s" % (flavor, "intact (%s)" % f["matches"][0] if f["matches"] else "matches no RECORD"))
-    driver = driver_cuda_version() if len(by_flavor) > 1 else None
-    if len(by_flavor) == 1:
-        flavor = next(iter(by_flavor))
-        why = "only cu%d is on disk" % flavor
-    elif driver is not None:
-        fit = [v for v in by_flavor if driver // 1000 >= v]
-        if not fit:
-            return "unknown", "%s; the CUDA driver (%d) supports none of them, import fails" % ("; ".join(described), driver), None
-        flavor = max(fit)
-        why = "the driver reports CUDA %d.%d, so the loader picks cu%d" % (driver // 1000, (driver % 1000) // 10, flavor)
-    else:
-        flavor = max(by_flavor)
-        why = "no CUDA driver here, so the loader picks the newest (cu%d); a driver older than CUDA %d would pick an older one" % (
-            flavor,
-            flavor,
-        )
+    flavor, why = pick_flavour(by_flavor)
+    if flavor is None:
+        return "unknown", "%s; %s" % ("; ".join(described), why), None
     chosen = by_flavor[flavor]
     evidence = "flavoured layout (a build per CUDA major, chosen at import by the driver): %s; %s" % ("; ".join(described), why)
     if not chosen["matches"]:
