@@ -77,6 +77,11 @@ def test_a_downgrade_that_leaves_a_mixed_family_is_judged_by_what_import_loads(t
     assert (cute["active_build"], cute["bundled_cuda"]) == ("libs-base", "12.9"), cute["evidence"]
     assert "from nvidia_cutlass_dsl.pth" in cute["evidence"] and "never loaded, off the import path" in cute["evidence"]
     assert "matches the RECORD of nvidia-cutlass-dsl-libs-base 4.5.0" in cute["evidence"]
+    # The interpreter agrees: the compiler library `import cutlass` maps is the one the probe chose.
+    maps = subprocess.run([str(python), "-c", "import cutlass\nprint(sorted({l.split()[-1] for l in open('/proc/self/maps') "
+                           "if '_cutlass_ir' in l}))"], capture_output=True, text=True, timeout=300)
+    chosen = next(f["path"] for f in cute["files"] if f["sha256"] == cute["sha256"])
+    assert maps.stdout.strip().splitlines()[-1] == repr([chosen]), (maps.stdout, maps.stderr, chosen)
     env = dict(os.environ, SPARKDOCTOR_CACHE_DIR=str(tmp_path / "cache"))
     for kernels in ("--no-kernels", "--kernels"):
         done = subprocess.run([sys.executable, "-m", "sparkdoctor", "check", "--python", str(python), "--arch", "sm_121a",
