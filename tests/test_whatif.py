@@ -326,6 +326,16 @@ def test_a_release_with_only_a_source_distribution_is_never_built(tmp_path, targ
     res = _whatif(target, tmp_path, "demo==0.3.0")
     assert res.returncode == 2 and not marker.exists(), (res.returncode, res.stderr)
     assert "demo==0.3.0: no release that fits has a wheel" in res.stderr and "(releases with one: 0.1.0, 0.2.0)" in res.stderr, res.stderr
+    import zipfile
+
+    with zipfile.ZipFile(tmp_path / "wheels" / "needs_new_demo-1.0-py3-none-any.whl", "w") as zf:  # a dependency with only an sdist
+        zf.writestr("needs_new_demo/__init__.py", "")
+        zf.writestr("needs_new_demo-1.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: needs-new-demo\nVersion: 1.0\nRequires-Dist: demo>=0.3\n")
+        zf.writestr("needs_new_demo-1.0.dist-info/WHEEL", "Wheel-Version: 1.0\nGenerator: t\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+        zf.writestr("needs_new_demo-1.0.dist-info/RECORD", "")
+    res = _whatif(target, tmp_path, "needs-new-demo==1.0")
+    assert res.returncode == 2 and not marker.exists(), (res.returncode, res.stderr)
+    assert "demo>=0.3: no release that fits has a wheel" in res.stderr and "(releases with one: 0.1.0, 0.2.0)" in res.stderr, res.stderr
     url = f"demo @ {(tmp_path / 'wheels' / 'demo-0.3.0.tar.gz').as_uri()}"
     res = _whatif(target, tmp_path, url)
     assert res.returncode == 2 and not marker.exists() and "--allow-url" in res.stderr, res.stderr

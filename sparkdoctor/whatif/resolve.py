@@ -176,7 +176,8 @@ def _unreachable(result: proc.ProcResult) -> str | None:
     return f"could not fetch {found.group(1)}: {cause.group(0).strip() if cause else clip(found.group(2), 160)}"
 
 
-_NO_VERSION = re.compile(r"Could not find a version that satisfies the requirement (\S+)(?: \(from versions: ([^)]*)\))?")
+_NO_VERSION = re.compile(r"Could not find a version that satisfies the requirement (\S+)[^\n]*?(?:\(from versions: ([^)]*)\))?$",
+                         re.MULTILINE)
 
 
 def _no_wheel(result: proc.ProcResult) -> str:
