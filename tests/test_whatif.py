@@ -339,6 +339,11 @@ def test_a_release_with_only_a_source_distribution_is_never_built(tmp_path, targ
     url = f"demo @ {(tmp_path / 'wheels' / 'demo-0.3.0.tar.gz').as_uri()}"
     res = _whatif(target, tmp_path, url)
     assert res.returncode == 2 and not marker.exists() and "--allow-url" in res.stderr, res.stderr
+    res = _whatif(target, tmp_path, url, "--allow-url")  # pip builds a direct sdist even under --only-binary :all:
+    assert res.returncode == 2 and not marker.exists() and "only a wheel's URL can be judged" in res.stderr, res.stderr
+    wheel = f"demo @ {(tmp_path / 'wheels' / 'demo-0.2.0-py3-none-any.whl').as_uri()}"
+    res = _whatif(target, tmp_path, wheel, "--allow-url", "-f", "json")
+    assert res.returncode == 0 and '"to": "0.2.0"' in res.stdout.replace("\n", " "), res.stderr
     for path in ("./demo", str(tmp_path / "wheels" / "demo-0.3.0.tar.gz")):
         res = _whatif(target, tmp_path, path)
         assert res.returncode == 2 and "not a requirement" in res.stderr and not marker.exists(), res.stderr

@@ -113,7 +113,7 @@ def whatif(
     probe: bool = typer.Option(False, "--probe", help="Compile the CuTe DSL probes with today's and the proposed cutlass-dsl set in a throwaway uv venv, and the PTX probes with each ptxas the upgrade moves (triton, nvidia-cuda-nvcc)."),
     recipe: str | None = typer.Option(None, "--recipe", help="Also judge this recipe today and after: flags and env vars the new vLLM drops, stale workarounds."),
     no_deps: bool = typer.Option(False, "--no-deps", help="Resolve as `pip install --no-deps` would (for a target installed that way): only the named distributions change."),
-    allow_url: bool = typer.Option(False, "--allow-url", help="Also judge a URL or path requirement (name @ file:///...); refused by default (wheels only, never built)."),
+    allow_url: bool = typer.Option(False, "--allow-url", help="Also judge a wheel's URL requirement (name @ file:///x.whl); refused by default. An sdist or folder is never built."),
     strict: bool = typer.Option(False, "--strict", help="Exit 1 also when a finding at or above --fail-on stays after the upgrade (box, recipe or mods), not only when one is introduced."),
 ) -> None:
     """Resolve an upgrade with the target's pip (dry run), build the Facts it would give (versions,

@@ -61,8 +61,11 @@ def conflict_lines(*texts: str | None) -> list[str]:
 
 def check_specs(specs: list[str], allow_url: bool = False) -> None:
     """Refuse, in one line, a SPEC that is no requirement: one starting with '-' (pip would take it as an option:
-    `--log=PATH` writes a file, `-r FILE` reads one) and, unless allow_url, a URL or path requirement (`name @
-    file:///...`, `./pkg`, `x.tar.gz`): an sdist there is built, running its code, and a local file is no release."""
+    `--log=PATH` writes a file, `-r FILE` reads one), a path (`./pkg`, `x.tar.gz`), and a URL requirement (`name @
+    file:///...`) unless allow_url, and then only a wheel's: pip builds a direct sdist or folder even under
+    --only-binary :all:, running its code."""
+    from urllib.parse import urlsplit
+
     from packaging.requirements import InvalidRequirement, Requirement
 
     for spec in specs:
@@ -75,7 +78,10 @@ def check_specs(specs: list[str], allow_url: bool = False) -> None:
                                + ("" if allow_url else "; a path or URL needs --allow-url")) from None
         if req.url and not allow_url:
             raise ResolveError(f"{spec!r}: a URL or path requirement is refused (whatif resolves registry releases); "
-                               "--allow-url to judge it anyway")
+                               "--allow-url to judge a wheel's URL anyway")
+        if req.url and not urlsplit(req.url).path.endswith(".whl"):  # pip builds a direct sdist or folder, --only-binary or not
+            raise ResolveError(f"{spec!r}: only a wheel's URL can be judged: a source distribution or folder would be built, "
+                               "running its code")
 
 
 def dry_run_argv(pip: list[str], specs: list[str], constraints: list[str], quiet: bool = True, no_deps: bool = False,
