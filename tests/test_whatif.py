@@ -416,3 +416,28 @@ def test_tool_output_is_clipped_at_a_word_boundary_never_mid_word():
     head = clip(text, 60)
     assert head.endswith(" ...") and text.startswith(head[:-4]) and head[:-4].split()[-1] in text.split(), head
     assert clip("short", 60) == "short"
+
+
+def test_pips_dependency_conflict_lines_are_kept_and_shown():
+    """When the dry run prints pip's conflict lines (the sign that the upgrade leaves a mixed family), whatif keeps them
+    (JSON pip_warnings) and the console shows them as written."""
+    import io
+
+    from rich.console import Console
+
+    from sparkdoctor.whatif.render import render_console
+    from sparkdoctor.whatif.resolve import Change, conflict_lines
+
+    stderr = ("ERROR: pip's dependency resolver does not currently take into account all the packages that are installed. "
+              "This behaviour is the source of the following dependency conflicts.\n"
+              "nvidia-cutlass-dsl-libs-cu12 4.8.1 requires nvidia-cutlass-dsl-libs-base==4.8.1, but you have "
+              "nvidia-cutlass-dsl-libs-base 4.5.0 which is incompatible.\nCollecting x\n")
+    lines = conflict_lines(stderr)
+    assert len(lines) == 2 and lines[1].startswith("nvidia-cutlass-dsl-libs-cu12 4.8.1 requires"), lines
+    result = compare(facts_of("0.1.0"), facts_of("0.1.0"), load(), ["nvidia-cutlass-dsl==4.5.0"],
+                     [Change("nvidia-cutlass-dsl", "4.8.1", "4.5.0")], [])
+    result.pip_warnings = lines
+    out = io.StringIO()
+    render_console(result, Console(file=out, width=400))
+    assert f"pip warns: {lines[1]}" in out.getvalue() and "a mixed family" in out.getvalue(), out.getvalue()
+    assert result.to_json()["pip_warnings"] == lines
