@@ -68,15 +68,9 @@ def judge_upgrade(q: UpgradeQuestion) -> WhatIf:
     else:
         today = collect_facts(target, CheckOptions(arch=q.arch, kernels=False))
         if recipe_env:  # the box's own env stays the box's: the recipe's variables judge only its capabilities
-            import os
+            from sparkdoctor.conclusions.recipe_check import box_env
 
-            env = dict(today.env or {})
-            for name in recipe_env:
-                if name in os.environ:
-                    env[name] = os.environ[name]
-                else:
-                    env.pop(name, None)
-            today.env = env
+            today.env = box_env(today.env, recipe_env)
     today = apply_arch_override(today, q.arch)
     from sparkdoctor.whatif.resolve import Resolution
 
