@@ -9,3 +9,18 @@ def one_line(message: str) -> str:
     if message.isprintable():
         return message
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)
+
+
+def clip(text: str, limit: int, tail: bool = False) -> str:
+    """At most about `limit` characters of `text`, cut at a word boundary (never mid-word) with "..." where
+    something was left out: its start, or with tail=True its end (where a tool's error usually is)."""
+    text = " ".join(text.split())
+    if len(text) <= limit:
+        return text
+    if tail:
+        cut = text[-limit:]
+        space = cut.find(" ")
+        return "..." + (cut[space:] if 0 <= space < limit // 2 else cut)
+    cut = text[:limit]
+    space = cut.rfind(" ")
+    return (cut[:space] if space > limit // 2 else cut) + " ..."

@@ -9,6 +9,7 @@ test interpreter's 3.11 is fine.)
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -62,3 +63,49 @@ def test_active_build_follows_the_bytes_not_pips_list(tmp_path):
     assert gone["installed_builds"] == ["libs-base"]
     assert gone["active_build"] == "unknown" and gone["bundled_cuda"] is None
     assert "no CuTe DSL compiler file is on disk" in gone["evidence"]
+
+
+@pytest.mark.slow
+def test_a_downgrade_that_leaves_a_mixed_family_is_judged_by_what_import_loads(tmp_path):
+    """A plain 4.8.1 install downgraded by `pip install nvidia-cutlass-dsl==4.5.0`: libs-core and libs-cu12 stay at
+    4.8.1, and their cu12 compiler stays on disk, but the .pth file in force is libs-base 4.5.0's, so `import cutlass`
+    loads libs-base 4.5.0's compiler. check names that build, its two known bugs and the mixed family, with and
+    without the kernel probes (which compile with the library that really loads)."""
+    python = venvs.cutedsl_downgraded()
+    cute = probe(python, tmp_path / "hashes.json")["cutedsl"]
+    assert cute["installed_builds"] == ["libs-base", "libs-core", "libs-cu12"]
+    assert (cute["active_build"], cute["bundled_cuda"]) == ("libs-base", "12.9"), cute["evidence"]
+    assert "from nvidia_cutlass_dsl.pth" in cute["evidence"] and "never loaded, off the import path" in cute["evidence"]
+    assert "matches the RECORD of nvidia-cutlass-dsl-libs-base 4.5.0" in cute["evidence"]
+    # The interpreter agrees: the compiler library `import cutlass` maps is the one the probe chose.
+    maps = subprocess.run([str(python), "-c", "import cutlass\nprint(sorted({l.split()[-1] for l in open('/proc/self/maps') "
+                           "if '_cutlass_ir' in l}))"], capture_output=True, text=True, timeout=300)
+    chosen = next(f["path"] for f in cute["files"] if f["sha256"] == cute["sha256"])
+    assert maps.stdout.strip().splitlines()[-1] == repr([chosen]), (maps.stdout, maps.stderr, chosen)
+    env = dict(os.environ, SPARKDOCTOR_CACHE_DIR=str(tmp_path / "cache"))
+    for kernels in ("--no-kernels", "--kernels"):
+        done = subprocess.run([sys.executable, "-m", "sparkdoctor", "check", "--python", str(python), "--arch", "sm_121a",
+                               kernels, "-f", "json"], capture_output=True, text=True, timeout=600, env=env)
+        doc = json.loads(done.stdout)
+        found = {f["id"]: f for f in doc["findings"]}
+        assert {"cutedsl-450-libs-base-mma", "cutedsl-libs-base-tile-crash", "cutedsl-mixed-family"} <= set(found), (kernels, list(found))
+        assert not [i for i in found if i.startswith("probe-")], (kernels, list(found))  # every probe result explained
+        assert found["cutedsl-mixed-family"]["evidence"] == [
+            "the nvidia-cutlass-dsl family is at different versions: nvidia-cutlass-dsl 4.5.0, nvidia-cutlass-dsl-libs-base 4.5.0, "
+            "nvidia-cutlass-dsl-libs-core 4.8.1, nvidia-cutlass-dsl-libs-cu12 4.8.1"]
+        assert done.returncode == 1, done.stderr
+
+
+@pytest.mark.slow
+def test_fix_plans_one_version_for_the_mixed_family(tmp_path):
+    """`fix` (a dry run: nothing is changed) on the downgraded venv: the mixed family asks for its fix, and the merged plan
+    leaves every cutlass-dsl member that stays at one version, the 4.8.1 leftovers removed."""
+    python = venvs.cutedsl_downgraded()
+    env = dict(os.environ, SPARKDOCTOR_CACHE_DIR=str(tmp_path / "cache"))
+    done = subprocess.run([sys.executable, "-m", "sparkdoctor", "fix", "--python", str(python), "--arch", "sm_121a", "--no-kernels",
+                           "-f", "json"], capture_output=True, text=True, timeout=600, env=env)
+    plan = json.loads(done.stdout)["plan"]
+    assert {"id": "cutlass-dsl-family-one-version", "title": plan["fixes"][-1]["title"], "findings": ["cutedsl-mixed-family"]} in plan["fixes"]
+    after = {name: new for name, (_, new) in plan["changes"].items() if name.startswith("nvidia-cutlass-dsl")}
+    assert after["nvidia-cutlass-dsl-libs-core"] is None and after["nvidia-cutlass-dsl-libs-cu12"] is None, after
+    assert len({v for v in after.values() if v is not None}) == 1, after

@@ -281,6 +281,12 @@ CASES: dict[str, tuple[dict, dict]] = {
         dict(packages={"nvidia-cutlass-dsl": "4.8.1", "nvidia-cutlass-dsl-libs-base": "4.8.1", "nvidia-cutlass-dsl-libs-cu12": "4.8.1",
                        "nvidia-cutlass-dsl-libs-cu13": "4.8.1"}),  # installed with [cu13]
     ),
+    "cutedsl-mixed-family": (  # `pip install nvidia-cutlass-dsl==4.5.0` over a plain 4.8.1 / the same family at one version
+        dict(packages={"nvidia-cutlass-dsl": "4.5.0", "nvidia-cutlass-dsl-libs-base": "4.5.0", "nvidia-cutlass-dsl-libs-core": "4.8.1",
+                       "nvidia-cutlass-dsl-libs-cu12": "4.8.1", "nvidia-cutlass-dsl-libs-cu13": None}),
+        dict(packages={"nvidia-cutlass-dsl": "4.8.1", "nvidia-cutlass-dsl-libs-base": "4.8.1", "nvidia-cutlass-dsl-libs-core": "4.8.1",
+                       "nvidia-cutlass-dsl-libs-cu12": "4.8.1.0", "nvidia-cutlass-dsl-libs-cu13": None}),  # 4.8.1.0 is 4.8.1
+    ),
     # ---- nccl / other engines ------------------------------------------------------------------
     "nccl-pip-2289-multinode-hang": (
         dict(packages={"nvidia-nccl-cu13": "2.28.9"}),

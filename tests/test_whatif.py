@@ -276,3 +276,168 @@ def test_an_index_that_cannot_be_reached_is_one_clear_line_never_no_change(tmp_p
     text = str(err.value)
     assert "the package index cannot be reached" in text and f"127.0.0.1:{port}/simple/idna/" in text, text
     assert "Connection refused" in text and "\n" not in text
+
+
+# ---- nothing in SPEC becomes a pip option, and no package's code runs (issue 40) ----------------------------------
+def _whatif(target: str, tmp_path, *args: str) -> subprocess.CompletedProcess:
+    import os
+
+    env = dict(os.environ, SPARKDOCTOR_STATE_DIR=str(tmp_path / "state"))
+    return subprocess.run([sys.executable, "-m", "sparkdoctor", "whatif", "--python", target, "--no-read", "--arch", "sm_121a",
+                           *args], capture_output=True, text=True, env=env, timeout=600)
+
+
+def test_a_spec_that_starts_with_a_dash_is_refused_and_never_reaches_pip(tmp_path, target):
+    from sparkdoctor.whatif.resolve import dry_run_argv
+
+    log = tmp_path / "pip.log"
+    res = _whatif(target, tmp_path, "--", f"--log={log}", "demo==0.2.0")
+    assert res.returncode == 2 and not log.exists(), (res.returncode, res.stderr)
+    assert "a requirement cannot start with '-'" in res.stderr and len(res.stderr.strip().splitlines()) == 1, res.stderr
+    secret = tmp_path / "secret.txt"
+    secret.write_text("top-secret-line\n")
+    res = _whatif(target, tmp_path, "--", "-r", str(secret))
+    assert res.returncode == 2 and "top-secret-line" not in res.stdout + res.stderr, res.stderr
+    argv = dry_run_argv(["pip"], ["demo==0.2.0", "x"], ["c.txt"])  # every command line ends its options before the requirements
+    assert argv[argv.index("--"):] == ["--", "demo==0.2.0", "x"] and argv.index("-c") < argv.index("--")
+
+
+def _sdist_running_code(folder, marker) -> None:
+    """demo 0.3.0 as a source distribution only, whose build backend (in the sdist) writes `marker` when it runs."""
+    import io
+    import tarfile
+
+    files = {
+        "demo-0.3.0/pyproject.toml": '[build-system]\nrequires = []\nbuild-backend = "backend"\nbackend-path = ["."]\n',
+        "demo-0.3.0/backend.py": f"open({str(marker)!r}, 'w').write('ran')\n",
+        "demo-0.3.0/PKG-INFO": "Metadata-Version: 2.1\nName: demo\nVersion: 0.3.0\n",
+    }
+    with tarfile.open(folder / "demo-0.3.0.tar.gz", "w:gz") as tar:
+        for name, text in files.items():
+            data = text.encode()
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+
+
+def test_a_release_with_only_a_source_distribution_is_never_built(tmp_path, target):
+    marker = tmp_path / "code-ran"
+    _sdist_running_code(tmp_path / "wheels", marker)
+    res = _whatif(target, tmp_path, "demo==0.3.0")
+    assert res.returncode == 2 and not marker.exists(), (res.returncode, res.stderr)
+    assert "demo==0.3.0: no release that fits has a wheel" in res.stderr and "(releases with one: 0.1.0, 0.2.0)" in res.stderr, res.stderr
+    import zipfile
+
+    with zipfile.ZipFile(tmp_path / "wheels" / "needs_new_demo-1.0-py3-none-any.whl", "w") as zf:  # a dependency with only an sdist
+        zf.writestr("needs_new_demo/__init__.py", "")
+        zf.writestr("needs_new_demo-1.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: needs-new-demo\nVersion: 1.0\nRequires-Dist: demo>=0.3\n")
+        zf.writestr("needs_new_demo-1.0.dist-info/WHEEL", "Wheel-Version: 1.0\nGenerator: t\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+        zf.writestr("needs_new_demo-1.0.dist-info/RECORD", "")
+    res = _whatif(target, tmp_path, "needs-new-demo==1.0")
+    assert res.returncode == 2 and not marker.exists(), (res.returncode, res.stderr)
+    assert "demo>=0.3: no release that fits has a wheel" in res.stderr and "(releases with one: 0.1.0, 0.2.0)" in res.stderr, res.stderr
+    url = f"demo @ {(tmp_path / 'wheels' / 'demo-0.3.0.tar.gz').as_uri()}"
+    res = _whatif(target, tmp_path, url)
+    assert res.returncode == 2 and not marker.exists() and "--allow-url" in res.stderr, res.stderr
+    res = _whatif(target, tmp_path, url, "--allow-url")  # pip builds a direct sdist even under --only-binary :all:
+    assert res.returncode == 2 and not marker.exists() and "only a wheel's URL can be judged" in res.stderr, res.stderr
+    wheel = f"demo @ {(tmp_path / 'wheels' / 'demo-0.2.0-py3-none-any.whl').as_uri()}"
+    res = _whatif(target, tmp_path, wheel, "--allow-url", "-f", "json")
+    assert res.returncode == 0 and '"to": "0.2.0"' in res.stdout.replace("\n", " "), res.stderr
+    for path in ("./demo", str(tmp_path / "wheels" / "demo-0.3.0.tar.gz")):
+        res = _whatif(target, tmp_path, path)
+        assert res.returncode == 2 and "not a requirement" in res.stderr and not marker.exists(), res.stderr
+
+
+def test_the_console_has_a_header_a_remedy_and_keeps_brackets(tmp_path, target):
+    """whatif's console: the target, spec and installer on top; what to do for an introduced finding; a title's
+    `[cu13]` printed as written (it is not rich markup)."""
+    path = tmp_path / "brackets.toml"
+    path.write_text(textwrap.dedent(MATRIX.format(severity="error")).replace('title = "new bug"', 'title = "new bug of demo[cu13]"')
+                    .replace('remedy = "r"', 'remedy = "pip install \\"demo[cu13]==0.1.0\\""'))
+    res = _whatif(target, tmp_path, "demo==0.2.0", "--matrix", str(path))
+    text = " ".join(res.stdout.split())  # as read: the console wraps long lines
+    assert res.returncode == 1, res.stderr
+    assert text.startswith(f"whatif demo==0.2.0 · target {target} · resolved by ") and "-m pip" in text.split("·")[2], text
+    assert "introduced [error] demo-new-bug: new bug of demo[cu13]" in text, text
+    assert 'what to do: pip install "demo[cu13]==0.1.0"' in text, text
+
+
+@pytest.mark.slow
+def test_a_recipes_env_findings_are_kept_shown_and_gate_with_strict(tmp_path, vllm032_venv):
+    """`whatif --recipe` reads the capabilities with the recipe's env, as `recipe check` does: a VLLM_* variable
+    the installed vLLM does not read is an env-unknown finding today and after (shown, not only counted), and
+    --strict fails on it (and on whatever else stays at or above --fail-on)."""
+    import json
+
+    python = str(vllm032_venv / "bin" / "python")
+    recipe = tmp_path / "knob.toml"
+    recipe.write_text('schema = 1\nname = "knob"\ndescription = "d"\ncommand = ["vllm", "serve", "some/model"]\n\n'
+                      '[env]\nVLLM_NO_SUCH_KNOB = "1"\n')
+    args = ["nvidia-cutlass-dsl==4.8.0", "--recipe", str(recipe), "--fail-on", "warn"]
+    res = _whatif(python, tmp_path, *args, "-f", "json")
+    doc = json.loads(res.stdout)
+    assert "env-unknown:VLLM_NO_SUCH_KNOB" in {r["id"] for r in doc["recipe"]["unchanged"]}, doc["recipe"]
+    assert res.returncode == 0, res.stderr  # nothing introduced
+    strict = _whatif(python, tmp_path, *args, "--strict")
+    assert strict.returncode == 1, strict.stderr
+    assert "unchanged [warn] env-unknown:VLLM_NO_SUCH_KNOB" in " ".join(strict.stdout.split()), strict.stdout
+
+
+def test_cutedsl_build_after_an_upgrade_to_46_or_later_is_the_flavour_the_loader_picks():
+    """Undoing the 4.8.1 -> 4.5.0 downgrade: nvidia-cutlass-dsl 4.8.1's .pth puts dsl_packages first, where libs-cu12 4.8.1
+    (left by the downgrade) has the only compiler: libs-cu12 loads, not the libs-base wheel the upgrade writes last."""
+    from sparkdoctor.whatif.resolve import Change
+
+    today = facts_of("0.1.0")
+    today.packages.update({n: {"name": n, "version": v} for n, v in (
+        ("nvidia-cutlass-dsl", "4.5.0"), ("nvidia-cutlass-dsl-libs-base", "4.5.0"), ("nvidia-cutlass-dsl-libs-core", "4.8.1"),
+        ("nvidia-cutlass-dsl-libs-cu12", "4.8.1"))})
+    today.cutedsl = {"active_build": "libs-base"}
+    changes = [Change("nvidia-cutlass-dsl", "4.5.0", "4.8.1"), Change("nvidia-cutlass-dsl-libs-base", "4.5.0", "4.8.1")]
+    after = hypothetical_facts(today, changes, None, []).cutedsl
+    assert after["active_build"] == "libs-cu12" and "dsl_packages first" in after["evidence"], after
+    today.driver = {"cuda": "13.0"}
+    today.packages["nvidia-cutlass-dsl-libs-cu13"] = {"name": "nvidia-cutlass-dsl-libs-cu13", "version": "4.8.1"}
+    assert hypothetical_facts(today, changes, None, []).cutedsl["active_build"] == "libs-cu13"
+    today.driver = {"cuda": "12.9"}
+    assert hypothetical_facts(today, changes, None, []).cutedsl["active_build"] == "libs-cu12"
+
+
+def test_tool_output_is_clipped_at_a_word_boundary_never_mid_word():
+    """The probe's installer errors (uv's "...unsatisfiable.: s-dsl-libs-base==4.4.2" was its last 300 characters, cut
+    mid-word) and pip's lines are clipped between words, with "..." where text was left out."""
+    from sparkdoctor.text import clip
+
+    text = "because nvidia-cutlass-dsl-libs-base==4.4.2 and nvidia-cutlass-dsl==4.5.0 depend on each other, the set is unsatisfiable."
+    tail = clip(text, 60, tail=True)
+    assert tail.startswith("... ") and text.endswith(tail[4:]) and len(tail) <= 64, tail
+    assert tail[4:].split()[0] in text.split(), tail  # a whole word first
+    head = clip(text, 60)
+    assert head.endswith(" ...") and text.startswith(head[:-4]) and head[:-4].split()[-1] in text.split(), head
+    assert clip("short", 60) == "short"
+
+
+def test_pips_dependency_conflict_lines_are_kept_and_shown():
+    """When the dry run prints pip's conflict lines (the sign that the upgrade leaves a mixed family), whatif keeps them
+    (JSON pip_warnings) and the console shows them as written."""
+    import io
+
+    from rich.console import Console
+
+    from sparkdoctor.whatif.render import render_console
+    from sparkdoctor.whatif.resolve import Change, conflict_lines
+
+    stderr = ("ERROR: pip's dependency resolver does not currently take into account all the packages that are installed. "
+              "This behaviour is the source of the following dependency conflicts.\n"
+              "nvidia-cutlass-dsl-libs-cu12 4.8.1 requires nvidia-cutlass-dsl-libs-base==4.8.1, but you have "
+              "nvidia-cutlass-dsl-libs-base 4.5.0 which is incompatible.\nCollecting x\n")
+    lines = conflict_lines(stderr)
+    assert len(lines) == 2 and lines[1].startswith("nvidia-cutlass-dsl-libs-cu12 4.8.1 requires"), lines
+    result = compare(facts_of("0.1.0"), facts_of("0.1.0"), load(), ["nvidia-cutlass-dsl==4.5.0"],
+                     [Change("nvidia-cutlass-dsl", "4.8.1", "4.5.0")], [])
+    result.pip_warnings = lines
+    out = io.StringIO()
+    render_console(result, Console(file=out, width=400))
+    assert f"pip warns: {lines[1]}" in out.getvalue() and "a mixed family" in out.getvalue(), out.getvalue()
+    assert result.to_json()["pip_warnings"] == lines

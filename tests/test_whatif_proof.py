@@ -108,9 +108,9 @@ def test_probe_compiles_the_cutedsl_kernels_with_the_proposed_set_and_the_answer
 
     from sparkdoctor.whatif.probe import probe_cutedsl
 
-    def facts(version: str, build: str):
-        return SimpleNamespace(packages={"nvidia-cutlass-dsl": {"version": version}, f"nvidia-cutlass-dsl-{build}": {"version": version}},
-                               cutedsl={"active_build": build})
+    def facts(version: str, build: str):  # the family as pip installs it: libs-base always, libs-cu13 with [cu13]
+        libs = {f"nvidia-cutlass-dsl-{b}": {"version": version} for b in {"libs-base", build}}
+        return SimpleNamespace(packages={"nvidia-cutlass-dsl": {"version": version}, **libs}, cutedsl={"active_build": build})
 
     before = {k.kernel: k.verdict for k in probe_cutedsl(facts("4.5.0", "libs-base"), "sm_121a").kernels}
     after = {k.kernel: k.verdict for k in probe_cutedsl(facts("4.5.2", "libs-cu13"), "sm_121a").kernels}
@@ -135,6 +135,32 @@ def test_whatif_probe_verb_reports_the_kernels_today_and_after(tmp_path, monkeyp
     res = CliRunner().invoke(app, ["whatif", "nvidia-cutlass-dsl[cu13]==4.5.2", "--python", python, "--arch", "sm_121a", "--probe",
                                    "--format", "json"], catch_exceptions=False)
     doc = json.loads(res.stdout[res.stdout.index("{"):])
+    verdict = {w: {k["kernel"]: k["verdict"] for k in doc["probe"][w]["kernels"]} for w in ("today", "after")}
+    assert verdict["today"]["nvfp4-mma"] == "refused" and verdict["after"]["nvfp4-mma"] == "compiled", verdict
+
+
+def test_whatif_probe_compiles_an_upgrade_that_leaves_a_mixed_family(tmp_path, monkeypatch):
+    """Today a mixed family (a plain 4.8.1 downgraded by `pip install nvidia-cutlass-dsl==4.5.0`, built the ordinary
+    way), after `pip install nvidia-cutlass-dsl-libs-base==4.5.1` still a mixed one: no resolver accepts either set,
+    so the probe lays the files out as pip leaves them (each wheel by itself, --no-deps) and compiles both sides."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from sparkdoctor.cli import app
+    from tests import venvs
+
+    monkeypatch.setenv("SPARKDOCTOR_STATE_DIR", str(tmp_path / "state"))
+    python = str(venvs.cutedsl_downgraded())
+    res = CliRunner().invoke(app, ["whatif", "nvidia-cutlass-dsl-libs-base==4.5.1", "--python", python, "--arch", "sm_121a",
+                                   "--probe", "--no-read", "--format", "json"], catch_exceptions=False)
+    doc = json.loads(res.stdout[res.stdout.index("{"):])
+    assert [(c["name"], c["from"], c["to"]) for c in doc["changes"] if c["name"].startswith("nvidia-cutlass-dsl")] == [
+        ("nvidia-cutlass-dsl-libs-base", "4.5.0", "4.5.1")]
+    assert "cutedsl-mixed-family" in {f["id"] for f in doc["unchanged"]}
+    for side in ("today", "after"):
+        run = doc["probe"][side]
+        assert "error" not in run and run["kernels"], (side, run)
     verdict = {w: {k["kernel"]: k["verdict"] for k in doc["probe"][w]["kernels"]} for w in ("today", "after")}
     assert verdict["today"]["nvfp4-mma"] == "refused" and verdict["after"]["nvfp4-mma"] == "compiled", verdict
 
@@ -224,3 +250,49 @@ def test_probe_compiles_the_ptx_probes_with_the_ptxas_an_nvcc_wheel_upgrade_move
                 for w in ("today", "after")}
     assert verdicts == {"today": [("nvidia/cuda_nvcc/bin/ptxas", "12.8.93", {"refused"})],
                         "after": [("nvidia/cuda_nvcc/bin/ptxas", "12.9.86", {"compiled"})]}, verdicts
+
+
+def test_whatif_probe_compiles_the_collision_cases_after_state(tmp_path, monkeypatch):
+    """The collision venv (the cu13 build, then libs-base 4.5.0 written over it) and `nvidia-cutlass-dsl==4.5.3`: pip moves
+    nvidia-cutlass-dsl and libs-base and leaves libs-cu13 at 4.5.0, a mixed family no resolver installs; the probe lays it
+    out as pip would and compiles it (the 4.5.3 libs-base compiles the one-warp NVFP4 MMA that 4.5.0's refuses)."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from sparkdoctor.cli import app
+    from tests import venvs
+
+    monkeypatch.setenv("SPARKDOCTOR_STATE_DIR", str(tmp_path / "state"))
+    python = str(venvs.cutedsl_collision())
+    res = CliRunner().invoke(app, ["whatif", "nvidia-cutlass-dsl==4.5.3", "--python", python, "--arch", "sm_121a", "--probe",
+                                   "--no-read", "--format", "json"], catch_exceptions=False)
+    doc = json.loads(res.stdout[res.stdout.index("{"):])
+    assert {c["name"]: c["to"] for c in doc["changes"]} == {"nvidia-cutlass-dsl": "4.5.3", "nvidia-cutlass-dsl-libs-base": "4.5.3"}
+    assert "cutedsl-mixed-family" in {f["id"] for f in doc["introduced"]}
+    after = doc["probe"]["after"]
+    assert "error" not in after and after["dists"]["nvidia-cutlass-dsl-libs-cu13"] == "4.5.0", after
+    verdict = {w: {k["kernel"]: k["verdict"] for k in doc["probe"][w]["kernels"]} for w in ("today", "after")}
+    assert verdict["today"]["nvfp4-mma"] == "refused" and verdict["after"]["nvfp4-mma"] == "compiled", verdict
+
+
+def test_undoing_a_downgrade_prediction_equals_the_real_upgrade(tmp_path):
+    """A plain 4.8.1 install downgraded by `pip install nvidia-cutlass-dsl==4.5.0` (pip venv, the ordinary way), then
+    `whatif nvidia-cutlass-dsl==4.8.1` and that upgrade really done by the venv's pip: the predicted versions, the
+    active build (libs-cu12: 4.8.1's .pth puts dsl_packages first; not the libs-base wheel written last) and the
+    matching entries equal what check reads after it."""
+    from tests import venvs
+
+    python = str(venvs.create(tmp_path / "venv", venvs.CUTEDSL_DOWNGRADE[0]))
+    venvs.pip(python, "install", *venvs.CUTEDSL_DOWNGRADE[1])
+    today = facts_of(python)
+    assert today.cutedsl["active_build"] == "libs-base"
+    changes = resolve_upgrade(resolve_python_target(python), python, ["nvidia-cutlass-dsl==4.8.1"], today)
+    predicted = hypothetical_facts(today, changes, None, [])
+    venvs.pip(python, "install", "nvidia-cutlass-dsl==4.8.1")
+    real = facts_of(python)
+    versions = {n: p["version"] for n, p in real.packages.items() if n.startswith("nvidia-cutlass-dsl")}
+    assert versions == {n: p["version"] for n, p in predicted.packages.items() if n.startswith("nvidia-cutlass-dsl")}, versions
+    assert real.cutedsl["active_build"] == predicted.cutedsl["active_build"] == "libs-cu12", (real.cutedsl, predicted.cutedsl)
+    matrix = load()
+    assert matched(matrix, real) == matched(matrix, predicted)

@@ -86,6 +86,37 @@ def pip(python: Path, *args: str) -> None:
     _pip(python, list(args))
 
 
+# What `pip install nvidia-cutlass-dsl==4.5.0` leaves over a plain 4.8.1 install: pip replaces nvidia-cutlass-dsl and
+# libs-base, warns that libs-cu12 4.8.1 requires libs-base==4.8.1, and leaves libs-core and libs-cu12 at 4.8.1. The .pth
+# file in force is libs-base 4.5.0's (python_packages/); the 4.8.1 cu12 compiler in dsl_packages/ is never loaded.
+CUTEDSL_DOWNGRADE = [["nvidia-cutlass-dsl==4.8.1"], ["nvidia-cutlass-dsl==4.5.0"]]
+
+
+def cutedsl_downgraded() -> Path:
+    """The python of a pip venv made exactly as a user makes that mixed family (read-only use)."""
+
+    def build(venv: Path) -> None:
+        create(venv, CUTEDSL_DOWNGRADE[0])
+        for step in CUTEDSL_DOWNGRADE[1:]:
+            _pip(python_of(venv), ["install", *step])
+
+    return _cached("cutedsl481to450", CUTEDSL_DOWNGRADE, build)
+
+
+# The wheel collision (NVIDIA/cutlass#3227): the cu13 build installed, then libs-base written over the paths both share.
+CUTEDSL_COLLISION = [["nvidia-cutlass-dsl[cu13]==4.5.0"], ["--force-reinstall", "--no-deps", "nvidia-cutlass-dsl-libs-base==4.5.0"]]
+
+
+def cutedsl_collision() -> Path:
+    """The python of a pip venv made as a user makes the collision (read-only use)."""
+
+    def build(venv: Path) -> None:
+        create(venv, CUTEDSL_COLLISION[0])
+        _pip(python_of(venv), ["install", *CUTEDSL_COLLISION[1]])
+
+    return _cached("cutedslcollision", CUTEDSL_COLLISION, build)
+
+
 # ---- uv ------------------------------------------------------------------------------------------------------------
 def uv() -> str:
     """The uv of the test extra (the `uv` wheel ships its binary)."""

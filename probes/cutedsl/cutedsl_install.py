@@ -7,15 +7,13 @@ import os
 import re
 import sys
 
+from probe_cutlass import CUTLASS_IR_RE, loaded_compiler, path_folders
 from probe_io import MAX_HEADER, read_head, read_record, record_size
 
 DIST_PREFIX = "nvidia-cutlass-dsl"
 
 
 LIBS_PREFIX = DIST_PREFIX + "-libs-"
-
-
-CUTLASS_IR_RE = re.compile(r"^_cutlass_ir(\.cu\d+)?\..*\.so$")
 
 
 def find_dists():
@@ -113,13 +111,19 @@ def stat_files(paths):
 
 def active_build(compiler_lib, files, stats):
     """Which libs build wrote the compiler library in use: the one whose RECORD lists that file at its
-    size on disk. The library the compile loaded when known, else the only one on disk; None if untold."""
+    size on disk. The library the compile loaded when known, else the one `import cutlass` would load
+    (the sys.path the .pth files made, probe_cutlass); None if untold."""
     sizes = {p: size for p, size, _ in stats}
     if compiler_lib is None:
-        on_disk = [p for p in files if CUTLASS_IR_RE.match(os.path.basename(p)) and sizes.get(p) is not None]
-        if len(on_disk) != 1:
-            return None  # the loader picks among several by the driver: only the compile can tell
-        compiler_lib = on_disk[0]
+        here = os.path.dirname(os.path.abspath(__file__))
+        loaded = loaded_compiler(path_folders((here, os.path.join(os.path.dirname(here), "shared"))))
+        if loaded is not None:
+            compiler_lib = loaded["path"]
+        else:  # no folder on sys.path holds `cutlass`: the only compiler file on disk, if only one
+            on_disk = [p for p in files if CUTLASS_IR_RE.match(os.path.basename(p)) and sizes.get(p) is not None]
+            compiler_lib = on_disk[0] if len(on_disk) == 1 else None
+        if compiler_lib is None:
+            return None
     compiler_lib = os.path.normpath(compiler_lib)
     if compiler_lib not in files:
         return None

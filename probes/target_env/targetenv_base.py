@@ -4,6 +4,8 @@ and the one list of partial failures that ends up in the probe's "errors".
 
 import re
 
+from probe_cutlass import CUTLASS_IR_RE  # noqa: F401  (re-exported: the target probe's modules import it from here)
+
 # Mirrors sparkdoctor.facts.TRACKED_PREFIXES (a probe cannot import sparkdoctor).
 TRACKED_PREFIXES = (
     "torch",
@@ -35,8 +37,8 @@ MAX_IDENTITY_BYTES = 2 << 30
 SKIPPED_PREFIXES = ("torch/include/", "torch/share/cmake/")
 
 
-# The CuTe DSL compiler (MLIR/LLVM, libNVVM and the PTX compiler in one extension module).
-CUTLASS_IR_RE = re.compile(r"^_cutlass_ir(\.cu(\d+))?\..*\.so$")
+# The CuTe DSL compiler (MLIR/LLVM, libNVVM and the PTX compiler in one extension module): CUTLASS_IR_RE,
+# imported above from probes/shared (one pattern for every probe).
 
 
 # The PTX compiler inside it announces its CUDA release like ptxas --version does.

@@ -1,10 +1,13 @@
-"""Which CuTe DSL compiler build's bytes are really on disk: pip lists every libs-* build installed,
-but only the file on disk (or, from 4.6, the one the loader picks by driver) compiles anything.
+"""Which CuTe DSL compiler build `import cutlass` really loads: pip lists every libs-* build installed,
+but only the compiler library on the import path (the folder the .pth files in force put first on
+sys.path, and there, from 4.6, the flavour the loader picks by driver; probe_cutlass) compiles
+anything, and its bytes say which wheel wrote it (the RECORD whose sha256 matches).
 """
 
 import base64
 import os
 
+from probe_cutlass import loaded_compiler, mlir_libs, path_folders, pick_flavour
 from probe_io import record_size
 from targetenv_base import CUTLASS_IR_RE
 from targetenv_dists import read_record
@@ -36,8 +39,10 @@ def cutedsl_build(dists, records, cache):
             info = recorded.setdefault(full, {"rel": row[0], "by": []})
             algo, _, digest = row[1].partition("=")
             info["by"].append((dist, row[2], digest if algo == "sha256" else None))
+    here = os.path.dirname(os.path.abspath(__file__))
+    loaded = loaded_compiler(path_folders((here, os.path.join(os.path.dirname(here), "shared"))))
     # A flavoured compiler file nobody records still loads (the loader lists the folder).
-    for folder in sorted({os.path.dirname(p) for p in recorded}):
+    for folder in sorted({os.path.dirname(p) for p in recorded} | ({mlir_libs(loaded["folder"])} if loaded else set())):
         try:
             names = os.listdir(folder)
         except OSError:
@@ -78,7 +83,7 @@ def cutedsl_build(dists, records, cache):
             if want and want == digest and (record_size(size) is None or record_size(size) == st.st_size):
                 entry["matches"].append("%s %s" % (dist.canonical, dist.version))
         files.append(entry)
-    active, evidence, chosen = _choose_build(files)
+    active, evidence, chosen = _by_import_path(files, loaded) if loaded else _choose_build(files)
     return {
         "active_build": active,
         "installed_builds": builds,
@@ -94,7 +99,43 @@ def _build_of(match):
     return match.split(" ")[0][len("nvidia-cutlass-dsl-"):]
 
 
+def _same(a, b):
+    return os.path.realpath(a) == os.path.realpath(b)
+
+
+def _owner(f):
+    return f["matches"][0] if f["matches"] else "matches no RECORD"
+
+
+def _by_import_path(files, loaded):
+    """The build of the compiler library `import cutlass` loads (probe_cutlass.loaded_compiler); the
+    compiler files off the import path are named as never loaded."""
+    libs = mlir_libs(loaded["folder"])
+    present = [f for f in files if f.get("size") is not None]
+    here = [f for f in present if _same(os.path.dirname(f["path"]), libs)]
+    parts = []
+    flavoured = sorted((f for f in here if f["flavor"] is not None), key=lambda f: f["flavor"])
+    if flavoured:
+        parts.append("flavoured layout (a build per CUDA major, chosen at import by the driver): %s"
+                     % "; ".join("cu%d %s" % (f["flavor"], "intact (%s)" % f["matches"][0] if f["matches"] else "matches no RECORD") for f in flavoured))
+    parts.append(loaded["why"])
+    away = [f for f in present if f not in here]
+    if away:
+        parts.append("never loaded, off the import path: %s" % "; ".join("%s (%s)" % (f["path"], _owner(f)) for f in away))
+    chosen = next((f for f in here if loaded["path"] and _same(f["path"], loaded["path"])), None)
+    if chosen is None:
+        return "unknown", "; ".join(parts), None
+    name = os.path.basename(chosen["path"])
+    if not chosen["matches"]:
+        parts.append("%s (%d bytes) matches the RECORD of no installed build" % (name, chosen["size"]))
+        return "unknown", "; ".join(parts), chosen
+    parts.append("%s matches the RECORD of %s" % (name, ", ".join(chosen["matches"])))
+    builds = sorted({_build_of(m) for m in chosen["matches"]})
+    return (builds[0] if len(builds) == 1 else "unknown"), "; ".join(parts), chosen
+
+
 def _choose_build(files):
+    """No folder on sys.path holds `cutlass` (import fails): judged from the compiler files on disk."""
     present = [f for f in files if f.get("size") is not None]
     if not present:
         if files:
@@ -118,39 +159,12 @@ def _choose_build(files):
     for flavor in sorted(by_flavor):
         f = by_flavor[flavor]
         described.append("cu%d %s" % (flavor, "intact (%s)" % f["matches"][0] if f["matches"] else "matches no RECORD"))
-    driver = _driver_cuda_version() if len(by_flavor) > 1 else None
-    if len(by_flavor) == 1:
-        flavor = next(iter(by_flavor))
-        why = "only cu%d is on disk" % flavor
-    elif driver is not None:
-        fit = [v for v in by_flavor if driver // 1000 >= v]
-        if not fit:
-            return "unknown", "%s; the CUDA driver (%d) supports none of them, import fails" % ("; ".join(described), driver), None
-        flavor = max(fit)
-        why = "the driver reports CUDA %d.%d, so the loader picks cu%d" % (driver // 1000, (driver % 1000) // 10, flavor)
-    else:
-        flavor = max(by_flavor)
-        why = "no CUDA driver here, so the loader picks the newest (cu%d); a driver older than CUDA %d would pick an older one" % (
-            flavor,
-            flavor,
-        )
+    flavor, why = pick_flavour(by_flavor)
+    if flavor is None:
+        return "unknown", "%s; %s" % ("; ".join(described), why), None
     chosen = by_flavor[flavor]
     evidence = "flavoured layout (a build per CUDA major, chosen at import by the driver): %s; %s" % ("; ".join(described), why)
     if not chosen["matches"]:
         return "unknown", evidence, chosen
     builds = sorted({_build_of(m) for m in chosen["matches"]})
     return (builds[0] if len(builds) == 1 else "unknown"), evidence, chosen
-
-
-def _driver_cuda_version():
-    """cuDriverGetVersion, as the CuTe DSL loader asks it (no cuInit, no context); None without a driver."""
-    try:
-        import ctypes
-
-        libcuda = ctypes.CDLL("libcuda.so.1")
-        version = ctypes.c_int(0)
-        if libcuda.cuDriverGetVersion(ctypes.byref(version)) == 0:
-            return version.value
-    except (OSError, AttributeError):
-        return None
-    return None

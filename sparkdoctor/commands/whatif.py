@@ -49,6 +49,8 @@ class WhatifCommand:
     probe: bool = False
     recipe: str | None = None
     no_deps: bool = False  # resolve as `pip install --no-deps` would (a target installed that way)
+    allow_url: bool = False  # judge a URL or path requirement (`name @ file:///...`) too
+    strict: bool = False  # exit 1 also for a finding at or above --fail-on that the upgrade leaves in place
 
     def refuse_bad_options(self) -> None:
         """Every usage error of `whatif` (exit 2, one line), before the target is probed or pip runs."""
@@ -59,6 +61,12 @@ class WhatifCommand:
             raise UsageError(f"--fail-on {self.fail_on}: choose one of {', '.join(SEVERITIES)}")
         if not self.specs:
             raise UsageError("give the requirements to upgrade to, as pip takes them (e.g. vllm==0.33.0)")
+        from sparkdoctor.whatif.resolve import ResolveError, check_specs
+
+        try:
+            check_specs(self.specs, self.allow_url)
+        except ResolveError as exc:
+            raise UsageError(str(exc)) from None
         if self.arch is not None:
             from sparkdoctor.arch import real_arch_problem
 
@@ -80,8 +88,9 @@ def run(options: WhatifCommand) -> Result:
     whatif = judge_upgrade(UpgradeQuestion(
         list(options.specs), python=options.python, container=options.container, container_python=options.container_python,
         facts_file=options.facts_file, matrix=options.matrix, arch=options.arch, read=options.read, recipe=options.recipe,
-        ledger=options.ledger, probe=options.probe, no_deps=options.no_deps))
-    return Result("whatif", "whatif", whatif, exit_code=EXIT_FINDINGS if whatif.gate(options.fail_on) else EXIT_OK)
+        ledger=options.ledger, probe=options.probe, no_deps=options.no_deps, allow_url=options.allow_url))
+    failed = whatif.gate(options.fail_on) or (options.strict and whatif.remaining(options.fail_on))
+    return Result("whatif", "whatif", whatif, exit_code=EXIT_FINDINGS if failed else EXIT_OK)
 
 
 def register(app: typer.Typer) -> None:
@@ -104,14 +113,17 @@ def whatif(
     probe: bool = typer.Option(False, "--probe", help="Compile the CuTe DSL probes with today's and the proposed cutlass-dsl set in a throwaway uv venv, and the PTX probes with each ptxas the upgrade moves (triton, nvidia-cuda-nvcc)."),
     recipe: str | None = typer.Option(None, "--recipe", help="Also judge this recipe today and after: flags and env vars the new vLLM drops, stale workarounds."),
     no_deps: bool = typer.Option(False, "--no-deps", help="Resolve as `pip install --no-deps` would (for a target installed that way): only the named distributions change."),
+    allow_url: bool = typer.Option(False, "--allow-url", help="Also judge a wheel's URL requirement (name @ file:///x.whl); refused by default. An sdist or folder is never built."),
+    strict: bool = typer.Option(False, "--strict", help="Exit 1 also when a finding at or above --fail-on stays after the upgrade (box, recipe or mods), not only when one is introduced."),
 ) -> None:
     """Resolve an upgrade with the target's pip (dry run), build the Facts it would give (versions,
     cutlass-dsl build, capabilities read from the new releases' files) and diff the findings against today.
-    Exit 0: nothing at or above --fail-on introduced; 1: introduced; 2: cannot resolve / bad input."""
+    Exit 0: nothing at or above --fail-on introduced; 1: introduced (--strict: or left in place); 2: cannot
+    resolve / bad input."""
     from sparkdoctor.emit import emit
 
     options = WhatifCommand(list(specs), python=python, container=container, container_python=container_python,
                             facts_file=facts_file, matrix=matrix_path, arch=arch, fail_on=fail_on, read=not no_read,
                             fmt=Format(fmt), output=output_path("--output", output_name), ledger=ledger, probe=probe,
-                            recipe=recipe, no_deps=no_deps)
+                            recipe=recipe, no_deps=no_deps, allow_url=allow_url, strict=strict)
     raise typer.Exit(emit(run(options), options.fmt, options.output))

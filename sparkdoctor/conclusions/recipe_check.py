@@ -103,20 +103,25 @@ def _matrix_findings(recipe: Any, matrix: Any, facts: Any) -> list[dict[str, Any
     return out
 
 
-def _without_recipe_env(facts: Any, recipe: Any) -> Any:
-    """The box's own Facts: the recipe's env vars as this process has them (EnvTarget put them in)."""
+def box_env(env: dict[str, Any] | None, names: Any) -> dict[str, Any]:
+    """The box's own env from Facts read through an EnvTarget: the recipe's variables (`names`) as this process has them."""
     import os
 
+    out = dict(env or {})
+    for name in names:
+        if name in os.environ:
+            out[name] = os.environ[name]
+        else:
+            out.pop(name, None)
+    return out
+
+
+def _without_recipe_env(facts: Any, recipe: Any) -> Any:
+    """The box's own Facts: the recipe's env vars as this process has them (EnvTarget put them in)."""
     from sparkdoctor.facts import Facts
 
     box = Facts.from_dict(facts.to_dict(), source="facts")
-    env = dict(box.env or {})
-    for name in recipe.env:
-        if name in os.environ:
-            env[name] = os.environ[name]
-        else:
-            env.pop(name, None)
-    box.env = env
+    box.env = box_env(box.env, recipe.env)
     return box
 
 

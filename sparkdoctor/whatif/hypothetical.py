@@ -31,7 +31,9 @@ MAX_MEMBER = 2 * 1024 * 1024
 PROBE_TIMEOUT = 120.0
 
 
-def hypothetical_facts(facts: Any, changes: list[Change], reader: Any | None, notes: list[str]) -> Any:
+def hypothetical_facts(facts: Any, changes: list[Change], reader: Any | None, notes: list[str],
+                       env: dict[str, str] | None = None) -> Any:
+    """env: variables set for the probe of the new releases' files (a recipe's VLLM_* names, judged as `recipe check` does)."""
     new = copy.deepcopy(facts)
     packages = dict(new.packages or {})
     for c in changes:
@@ -52,12 +54,10 @@ def hypothetical_facts(facts: Any, changes: list[Change], reader: Any | None, no
             packages["torch"].pop("cuda", None)
             packages["torch"]["build_error"] = f"torch/version.py of {torch.new} not read: {exc}"
             notes.append(f"torch {torch.new}: its CUDA build is unknown ({exc})")
-    libs = [CUTEDSL_LIBS[c.name] for c in changes if c.name in CUTEDSL_LIBS]
-    if libs:
-        cute = dict(new.cutedsl or {})
-        cute["active_build"] = libs[-1]
-        cute["evidence"] = f"predicted: the upgrade writes {', '.join(libs)}; the last written is on disk"
-        new.cutedsl = cute
+    if any(c.name.startswith("nvidia-cutlass-dsl") for c in changes):
+        build, why = cutedsl_build_after(packages, changes, new.driver)
+        if build is not None:
+            new.cutedsl = {**(new.cutedsl or {}), "active_build": build, "evidence": f"predicted: {why}"}
     probed = [c for c in changes if c.name in PROBED]
     if probed and reader is not None:
         caps = dict(new.capabilities or {})
@@ -66,13 +66,47 @@ def hypothetical_facts(facts: Any, changes: list[Change], reader: Any | None, no
             for key in [k for k in caps if k.startswith(prefix)]:
                 caps.pop(key)
             try:
-                caps.update(released_capabilities(reader, c, notes))
+                caps.update(released_capabilities(reader, c, notes, env))
             except Exception as exc:  # noqa: BLE001 - a release that cannot be read leaves its capabilities unknown, said
                 notes.append(f"{c.name} {c.new}: capabilities not read ({type(exc).__name__}: {exc}); entries that need them cannot tell")
         new.capabilities = caps
     elif probed:
         notes.append("capabilities of the new releases were not read (no registry reader)")
     return new
+
+
+def cutedsl_build_after(packages: dict[str, Any], changes: list[Change], driver: dict[str, Any] | None) -> tuple[str | None, str]:
+    """The libs build `import cutlass` would load after the upgrade, by the rule check's probe follows on disk
+    (probes/shared/probe_cutlass.py): from 4.6 nvidia-cutlass-dsl's own .pth puts dsl_packages/ first on sys.path,
+    where each libs-cu<N> wheel of 4.6+ has its compiler and the loader takes the newest the driver supports; below
+    4.6 the libs wheels' .pth names python_packages/, whose compiler is the libs wheel written last (None: today's)."""
+    import re
+
+    from packaging.version import InvalidVersion, Version
+
+    def version(name: str) -> Version | None:
+        try:
+            return Version(str((packages.get(name) or {}).get("version")))
+        except InvalidVersion:
+            return None
+
+    umbrella = version("nvidia-cutlass-dsl")
+    if umbrella is not None and umbrella >= Version("4.6"):
+        flavours = {int(m.group(1)): n for n in packages if (m := re.fullmatch(r"nvidia-cutlass-dsl-libs-cu(\d+)", n))
+                    and (version(n) or Version("0")) >= Version("4.6")}
+        cuda = str((driver or {}).get("cuda") or "")
+        major = int(cuda.split(".")[0]) if cuda.split(".")[0].isdigit() else None
+        fit = [f for f in flavours if major is None or f <= major]
+        if not fit:
+            return "unknown", f"nvidia-cutlass-dsl {umbrella} loads a libs-cu<N> compiler; none installed fits the driver"
+        pick = max(fit)
+        how = f"the driver's CUDA {cuda} picks cu{pick}" if major is not None else f"no driver known: the newest, cu{pick}"
+        return f"libs-cu{pick}", (f"nvidia-cutlass-dsl {umbrella}'s .pth puts dsl_packages first on sys.path; "
+                                  f"its compilers: {', '.join(f'cu{f}' for f in sorted(flavours))}; {how}")
+    libs = [CUTEDSL_LIBS[c.name] for c in changes if c.name in CUTEDSL_LIBS]
+    if libs:
+        return libs[-1], f"the upgrade writes {', '.join(libs)}; the last written is on disk"
+    return None, ""
 
 
 def torch_cuda(version_py: str) -> str | None:
@@ -132,11 +166,12 @@ class ScratchSite:
     def __exit__(self, *exc: Any) -> None:
         pass
 
-    def probe(self, name: str) -> dict[str, Any]:
+    def probe(self, name: str, extra_env: dict[str, str] | None = None) -> dict[str, Any]:
         """Run probes/<name>/ with only this folder on its path (-S: no site-packages of any interpreter)."""
         from sparkdoctor.locations import data_dir
 
         env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+        env.update(extra_env or {})
         env["PYTHONPATH"] = str(self.path)
         result = proc.run([sys.executable, "-S", "-B", str(data_dir("probes") / name / "__main__.py")], timeout=PROBE_TIMEOUT, env=env)
         lines = [x for x in (result.stdout or "").splitlines() if x.strip()]
@@ -145,10 +180,10 @@ class ScratchSite:
         return json.loads(lines[-1])
 
 
-def released_capabilities(reader: Any, change: Change, notes: list[str]) -> dict[str, Any]:
-    """The capabilities probe over the new release's Python files."""
+def released_capabilities(reader: Any, change: Change, notes: list[str], env: dict[str, str] | None = None) -> dict[str, Any]:
+    """The capabilities probe over the new release's Python files (env: variables set for it, a recipe's)."""
     with ScratchSite(reader, change) as site:
-        caps = site.probe("capabilities").get("capabilities") or {}
+        caps = site.probe("capabilities", env).get("capabilities") or {}
         out = {k: v for k, v in caps.items() if k.startswith(site.top + ".")}
         notes.append(f"{change.name} {change.new}: {len(out)} capabilities read from {site.wheel.file.filename} ({site.members} members, "
                      f"{site.wheel.requests} requests, {site.wheel.bytes_read} bytes this run); compiled-library ones stay unknown")

@@ -21,9 +21,11 @@ class FindingRow:
     title: str
     evidence: list[str]
     unknown: list[str] | None = None  # cannot tell: what the predicted Facts do not say
+    remedy: str = ""
 
     def to_json(self) -> dict[str, object]:
-        out: dict[str, object] = {"id": self.id, "severity": self.severity, "title": self.title, "evidence": self.evidence}
+        out: dict[str, object] = {"id": self.id, "severity": self.severity, "title": self.title, "evidence": self.evidence,
+                                  "remedy": self.remedy}
         if self.unknown is not None:
             out["unknown"] = self.unknown
         return out
@@ -37,9 +39,10 @@ class RecipeRow:
     kind: str | None
     severity: str
     title: str
+    remedy: str = ""
 
     def to_json(self) -> dict[str, object]:
-        return {"id": self.id, "kind": self.kind, "severity": self.severity, "title": self.title}
+        return {"id": self.id, "kind": self.kind, "severity": self.severity, "title": self.title, "remedy": self.remedy}
 
 
 @dataclass
@@ -116,6 +119,9 @@ class WhatIf:
     probe: ProbeComparison | None = None
     recipe: RecipeWhatIf | None = None
     stale: list[StaleConclusion] | None = None  # None: no ledger to read (said in a note)
+    target: str | None = None  # the interpreter judged
+    installer: str | None = None  # the installer that ran the dry run
+    pip_warnings: list[str] = field(default_factory=list)  # the dependency-conflict lines the dry run printed
 
     def gate(self, fail_on: str = "error") -> bool:
         """Does the upgrade introduce a finding (of the box, of the recipe or of its mods) at or above fail_on?"""
@@ -125,10 +131,19 @@ class WhatIf:
             severities += [str(f["severity"]) for f in (self.recipe.mods.introduced if self.recipe.mods else [])]
         return any(SEVERITY.get(s, 0) >= SEVERITY[fail_on] for s in severities)
 
+    def remaining(self, fail_on: str = "error") -> bool:
+        """Is a finding at or above fail_on still there after the upgrade (unchanged: of the box, of the recipe, of its mods)?"""
+        severities = [f.severity for f in self.unchanged]
+        if self.recipe is not None:
+            severities += [f.severity for f in self.recipe.unchanged]
+            severities += [str(f["severity"]) for f in (self.recipe.mods.unchanged if self.recipe.mods else [])]
+        return any(SEVERITY.get(s, 0) >= SEVERITY[fail_on] for s in severities)
+
     def to_json(self) -> dict[str, object]:
         """The `whatif` JSON document's own keys (docs/json.md)."""
         rows = {name: [f.to_json() for f in getattr(self, name)] for name in ("fixed", "introduced", "unchanged", "cannot_tell")}
-        return {"schema": 1, "kind": "whatif", "specs": self.specs, "matrix": self.matrix,
+        return {"schema": 1, "kind": "whatif", "specs": self.specs, "matrix": self.matrix, "target": self.target,
+                "installer": self.installer, "pip_warnings": self.pip_warnings,
                 "changes": [c.to_dict() for c in self.changes], **rows,
                 "recipe": None if self.recipe is None else self.recipe.to_json(),
                 "stale_conclusions": None if self.stale is None else [s.to_json() for s in self.stale],
@@ -136,7 +151,7 @@ class WhatIf:
 
 
 def _row(ev: Any, unknown: list[str] | None = None) -> FindingRow:
-    return FindingRow(ev.entry.id, ev.entry.severity, ev.entry.title, ev.evidence, unknown)
+    return FindingRow(ev.entry.id, ev.entry.severity, ev.entry.title, ev.evidence, unknown, " ".join(ev.entry.remedy.split()))
 
 
 def compare(today: Any, predicted: Any, matrix: Any, specs: list[str], changes: list[Change], notes: list[str]) -> WhatIf:
@@ -171,7 +186,7 @@ def compare_recipe(recipe: Any, matrix: Any, today: Any, predicted: Any, flags_t
     after = {f["id"]: f for f in check(recipe, matrix, predicted, flags_after, served)}
 
     def row(f: dict[str, Any]) -> RecipeRow:
-        return RecipeRow(f["id"], f.get("kind"), f["severity"], f["title"])
+        return RecipeRow(f["id"], f.get("kind"), f["severity"], f["title"], str(f.get("remedy") or ""))
 
     return RecipeWhatIf(recipe.name, [row(f) for i, f in after.items() if i not in before],
                         [row(f) for i, f in before.items() if i not in after],

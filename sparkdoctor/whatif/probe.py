@@ -1,9 +1,11 @@
 """`whatif --probe`: compile the CuTe DSL probes with the proposed cutlass-dsl set before it is installed.
 
 A throwaway venv (uv, in a temp folder, removed after) gets the cutlass-dsl distributions of the Facts
-(today's or the predicted ones) at their versions, their dependencies resolved by uv; the libs wheel that
-would be active (Facts.cutedsl.active_build: the one pip writes last, the cu13 and base wheels share their
-paths) is written again last, so the files on disk are the predicted ones. Then probes/cutedsl/ compiles its
+(today's or the predicted ones) at their versions, laid out as pip leaves them (layout_steps): a family at
+different versions, which no resolver would install, is what a `pip install` of one member leaves, so each
+member is written by itself with --no-deps; the libs wheel that would be active (Facts.cutedsl.active_build:
+the one pip writes last, the cu13 and base wheels share their paths) is written last, so the files on disk
+are the predicted ones. Then probes/cutedsl/ compiles its
 kernels for the arch in that venv: no GPU needed (the DSL takes the arch from the command line).
 
 Per kernel: compiled (ok), refused (the DSL rejected the arch, or ptxas rejected its code), could not run
@@ -21,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from sparkdoctor import proc
+from sparkdoctor.text import clip
 
 INSTALL_TIMEOUT = 900.0
 PROBE_TIMEOUT = 600.0
@@ -74,6 +77,20 @@ def cutedsl_set(facts: Any) -> tuple[dict[str, str], str | None]:
     return dists, (facts.cutedsl or {}).get("active_build")
 
 
+def layout_steps(uv: str, py: str, dists: dict[str, str], last: str | None) -> list[list[str]]:
+    """The installer calls that leave the files of `dists` as pip leaves them, even for a family at different
+    versions (which no resolver accepts): the umbrella with its dependencies (the third-party ones the DSL
+    imports), every member it brought that is not in the set removed, then each member of the set by itself with
+    --no-deps, the active libs wheel (`last`) written last: the shared paths and the .pth files hold its bytes."""
+    install = [uv, "pip", "install", "-q", "--python", py]
+    base = "nvidia-cutlass-dsl" if "nvidia-cutlass-dsl" in dists else sorted(dists)[0]
+    steps = [[*install, "--", f"{base}=={dists[base]}"]]
+    steps.append([uv, "pip", "uninstall", "-q", "--python", py, "--", *LIBS.values(), "nvidia-cutlass-dsl-libs-core", "nvidia-cutlass-dsl"])
+    for name in sorted(dists, key=lambda n: (n == last, n)):
+        steps.append([*install, "--no-deps", "--reinstall-package", name, "--", f"{name}=={dists[name]}"])
+    return steps
+
+
 def probe_cutedsl(facts: Any, arch: str, python: str = sys.executable) -> ProbeRun:
     """The verdict per kernel (compiled, refused, could not run), or why nothing ran."""
     dists, active = cutedsl_set(facts)
@@ -90,15 +107,11 @@ def probe_cutedsl(facts: Any, arch: str, python: str = sys.executable) -> ProbeR
     with tempfile.TemporaryDirectory(prefix="sparkdoctor-whatif-probe-") as tmp:
         venv = Path(tmp) / "venv"
         py = str(venv / "bin" / "python")
-        steps = [[uv, "venv", "-q", "--python", python, str(venv)],
-                 [uv, "pip", "install", "-q", "--python", py, *(f"{n}=={v}" for n, v in sorted(dists.items()))]]
-        lib = LIBS.get(active or "")
-        if lib in dists:  # written again last: the build on disk is the one the Facts say is active
-            steps.append([uv, "pip", "install", "-q", "--python", py, "--no-deps", "--reinstall-package", lib, f"{lib}=={dists[lib]}"])
-        for argv in steps:
+        for argv in [[uv, "venv", "-q", "--python", python, str(venv)], *layout_steps(uv, py, dists, LIBS.get(active or ""))]:
             done = proc.run(argv, timeout=INSTALL_TIMEOUT)
             if not done.ok:
-                out.error = f"could not run: {' '.join(argv[1:4])} failed: {done.describe_failure()}: {(done.stderr or '').strip()[-300:]}"
+                why = clip((done.stderr or "").strip(), 300, tail=True)
+                out.error = f"could not run: {' '.join(argv[1:4])} failed: {done.describe_failure()}: {why}"
                 return out
         done = proc.run([py, "-B", str(data_dir("probes") / "cutedsl" / "__main__.py"), "--arch", arch], timeout=PROBE_TIMEOUT)
         for line in (done.stdout or "").splitlines():
@@ -108,7 +121,7 @@ def probe_cutedsl(facts: Any, arch: str, python: str = sys.executable) -> ProbeR
                 continue
             if isinstance(row, dict) and "kernel" in row:
                 out.kernels.append(KernelVerdict(str(row["kernel"]), VERDICT.get(str(row.get("status")), "could not run"),
-                                                 row.get("status"), str(row.get("detail") or "")[:300]))
+                                                 row.get("status"), clip(str(row.get("detail") or ""), 300)))
         if not out.kernels:
             out.error = f"could not run: the CuTe DSL probe printed no result: {done.describe_failure()}"
     return out

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from sparkdoctor import proc
+from sparkdoctor.text import clip
 
 VERSION_TIMEOUT = 30.0
 _PTXAS_MEMBER = re.compile(r"(?:^|/)bin/ptxas(?:-[\w.]+)?$")
@@ -136,7 +137,7 @@ def _compile_all(ptxas: str, version: str | None, arch: str, folder: Path) -> li
         else:
             error = ptxas_errors(result.stderr or result.stdout)
             verdict, detail = "refused", explain(error, target, probe, version) or error
-        rows.append(PtxKernel(probe.id, target, verdict, str(detail)[:300]))
+        rows.append(PtxKernel(probe.id, target, verdict, clip(str(detail), 300)))
     return rows
 
 

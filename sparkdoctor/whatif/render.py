@@ -16,24 +16,37 @@ if TYPE_CHECKING:
     from sparkdoctor.whatif.ptx import PtxComparison
 
 
+def _say(console: Console, text: str) -> None:
+    """One line as written: titles, versions and tool output hold brackets (`[cu13]`) that are not rich markup."""
+    console.print(text, markup=False, highlight=False)
+
+
 def render_console(result: WhatIf, console: Console) -> None:
+    _say(console, f"whatif {' '.join(result.specs)} · target {result.target or '(snapshot)'} · "
+                  f"resolved by {result.installer or 'the target installer'} (dry run, wheels only)")
     if not result.changes:
-        console.print(f"nothing would change: {' '.join(result.specs)} is already satisfied")
+        _say(console, f"nothing would change: {' '.join(result.specs)} is already satisfied")
     for c in result.changes:
-        console.print(f"  {c.name}: {c.old or '(new)'} -> {c.new}")
+        _say(console, f"  {c.name}: {c.old or '(new)'} -> {c.new}")
+    for line in result.pip_warnings:
+        _say(console, f"pip warns: {line}")
+    if result.pip_warnings:
+        _say(console, "  (pip would install anyway and leave the packages it names at versions that do not fit each other: a mixed family)")
     for label, rows in (("introduced", result.introduced), ("fixed", result.fixed), ("unchanged", result.unchanged)):
         for f in rows:
-            console.print(f"{label:>10}  [{f.severity}] {f.id}: {f.title}")
+            _say(console, f"{label:>10}  [{f.severity}] {f.id}: {f.title}")
+            if label == "introduced" and f.remedy:
+                _say(console, f"{'':>12}what to do: {f.remedy}")
     for f in result.cannot_tell:
-        console.print(f"cannot tell  [{f.severity}] {f.id}: unknown after the upgrade ({'; '.join(f.unknown or [])})")
+        _say(console, f"cannot tell  [{f.severity}] {f.id}: unknown after the upgrade ({'; '.join(f.unknown or [])})")
     _recipe(result, console)
     for s in result.stale or []:
         what = "; ".join(str(c.get("text") or c.get("what")) for c in s.changes[:3])
-        console.print(f"would become stale: conclusion {s.conclusion} ({what}): plan `sparkdoctor rerun {s.conclusion}` after the upgrade")
+        _say(console, f"would become stale: conclusion {s.conclusion} ({what}): plan `sparkdoctor rerun {s.conclusion}` after the upgrade")
     _probe(result, console)
     for note in result.notes:
-        console.print(f"[dim]note: {note}[/]")
-    console.print(f"{len(result.introduced)} introduced, {len(result.fixed)} fixed, {len(result.unchanged)} unchanged, "
+        console.print(f"note: {note}", style="dim", markup=False, highlight=False)
+    _say(console, f"{len(result.introduced)} introduced, {len(result.fixed)} fixed, {len(result.unchanged)} unchanged, "
                   f"{len(result.cannot_tell)} cannot tell · matrix: {result.matrix}")
 
 
@@ -41,15 +54,17 @@ def _recipe(result: WhatIf, console: Console) -> None:
     r = result.recipe
     if r is None:
         return
-    for label, rows in (("introduced", r.introduced), ("fixed", r.fixed)):
+    for label, rows in (("introduced", r.introduced), ("fixed", r.fixed), ("unchanged", r.unchanged)):
         for row in rows:
-            console.print(f"recipe {r.name}: {label} [{row.severity}] {row.id}: {row.title}")
-    console.print(f"recipe {r.name}: {len(r.introduced)} introduced, {len(r.fixed)} fixed, {len(r.unchanged)} unchanged")
+            _say(console, f"recipe {r.name}: {label} [{row.severity}] {row.id}: {row.title}")
+            if label != "fixed" and row.remedy:
+                _say(console, f"{'':>12}what to do: {row.remedy}")
+    _say(console, f"recipe {r.name}: {len(r.introduced)} introduced, {len(r.fixed)} fixed, {len(r.unchanged)} unchanged")
     if r.mods is None:
         return
     for words, found in (("the upgrade breaks or makes stale", r.mods.introduced), ("the upgrade settles", r.mods.fixed)):
         for f in found:
-            console.print(f"mods: {words} [{f['severity']}] {f['id']}: {f['title']}", markup=False, highlight=False)
+            _say(console, f"mods: {words} [{f['severity']}] {f['id']}: {f['title']}")
 
 
 def _probe(result: WhatIf, console: Console) -> None:
@@ -60,11 +75,11 @@ def _probe(result: WhatIf, console: Console) -> None:
         if run is None:
             continue
         for k in run.kernels:
-            console.print(f"probe {when:>5}  {k.kernel} for {p.arch}: {k.verdict} ({k.detail})")
+            _say(console, f"probe {when:>5}  {k.kernel} for {p.arch}: {k.verdict} ({k.detail})")
         if run.error:
-            console.print(f"probe {when:>5}  {run.error}")
+            _say(console, f"probe {when:>5}  {run.error}")
     if p.note:
-        console.print(f"probe  {p.note}")
+        _say(console, f"probe  {p.note}")
     _ptx(p.ptx, console)
 
 

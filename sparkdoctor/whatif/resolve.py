@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import re
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,7 @@ from packaging.utils import canonicalize_name
 from sparkdoctor import proc
 from sparkdoctor.errors import SparkdoctorError
 from sparkdoctor.exitcodes import EXIT_USAGE
+from sparkdoctor.text import clip
 
 RESOLVE_TIMEOUT = 600.0
 
@@ -42,15 +43,59 @@ class Change:
         return {"name": self.name, "from": self.old, "to": self.new, "url": self.url, "sha256": self.sha256}
 
 
-def dry_run_argv(pip: list[str], specs: list[str], constraints: list[str], quiet: bool = True, no_deps: bool = False) -> list[str]:
+@dataclass
+class Resolution:
+    """How the dry run went, besides its changes: which installer ran it, and the dependency-conflict lines it
+    printed (pip's "X requires Y==V, but you have Y W": the upgrade would leave a family at mixed versions)."""
+
+    installer: str = ""
+    warnings: list[str] = field(default_factory=list)
+
+
+_CONFLICT = re.compile(r"requires .*, but you (?:have|'ll have) |dependency conflicts")
+
+
+def conflict_lines(*texts: str | None) -> list[str]:
+    return [line.strip() for text in texts for line in (text or "").splitlines() if _CONFLICT.search(line)][:8]
+
+
+def check_specs(specs: list[str], allow_url: bool = False) -> None:
+    """Refuse, in one line, a SPEC that is no requirement: one starting with '-' (pip would take it as an option:
+    `--log=PATH` writes a file, `-r FILE` reads one), a path (`./pkg`, `x.tar.gz`), and a URL requirement (`name @
+    file:///...`) unless allow_url, and then only a wheel's: pip builds a direct sdist or folder even under
+    --only-binary :all:, running its code."""
+    from urllib.parse import urlsplit
+
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    for spec in specs:
+        if spec.startswith("-"):
+            raise ResolveError(f"{spec!r}: a requirement cannot start with '-' (whatif takes no pip options in SPEC)")
+        try:
+            req = Requirement(spec)
+        except InvalidRequirement:
+            raise ResolveError(f"{spec!r} is not a requirement as pip takes them (name[extras]specifier, e.g. vllm==0.33.0)"
+                               + ("" if allow_url else "; a path or URL needs --allow-url")) from None
+        if req.url and not allow_url:
+            raise ResolveError(f"{spec!r}: a URL or path requirement is refused (whatif resolves registry releases); "
+                               "--allow-url to judge a wheel's URL anyway")
+        if req.url and not urlsplit(req.url).path.endswith(".whl"):  # pip builds a direct sdist or folder, --only-binary or not
+            raise ResolveError(f"{spec!r}: only a wheel's URL can be judged: a source distribution or folder would be built, "
+                               "running its code")
+
+
+def dry_run_argv(pip: list[str], specs: list[str], constraints: list[str], quiet: bool = True, no_deps: bool = False,
+                 extra: tuple[str, ...] = ()) -> list[str]:
     """pip's dry run; quiet, the report is the only thing on stdout (`--report -`). no_deps: for a target that
-    is a --no-deps file set (installed without its dependency closure), resolved the way it was installed."""
-    argv = [*pip, "--disable-pip-version-check", "--no-input", "install", "--dry-run"]
+    is a --no-deps file set (installed without its dependency closure), resolved the way it was installed.
+    Wheels only (`--only-binary :all:`): a release with only a source distribution would have its setup.py run
+    to read its metadata. The requirements come after `--`, so none can become an option."""
+    argv = [*pip, "--disable-pip-version-check", "--no-input", "install", "--dry-run", "--only-binary", ":all:"]
     argv += ["--no-deps"] if no_deps else []
     argv += ["--quiet", "--report", "-"] if quiet else []
     for c in constraints:
         argv += ["-c", c]
-    return argv + specs
+    return [*argv, *extra, "--", *specs]
 
 
 def constraint_files(facts: Any, local: bool) -> list[str]:
@@ -62,14 +107,18 @@ def constraint_files(facts: Any, local: bool) -> list[str]:
     return files
 
 
-def resolve_upgrade(target: Any, python: str, specs: list[str], facts: Any, no_deps: bool = False) -> list[Change]:
+def resolve_upgrade(target: Any, python: str, specs: list[str], facts: Any, no_deps: bool = False,
+                    seen: Resolution | None = None) -> list[Change]:
     """The distributions the upgrade would install or change, from the target's own pip in a dry run
     (inside the container for a container target). A local venv without pip is resolved by sparkdoctor's
-    pip for it (`pip --python`, pip >= 22.3), with the same options."""
+    pip for it (`pip --python`, pip >= 22.3), with the same options. `seen`, when given, gets the installer
+    and the dependency-conflict lines the dry run printed."""
     from sparkdoctor.verify.stacks import conflict
     from sparkdoctor.verify.venvs import own_pip
 
     local = getattr(target, "shares_files", True)
+    seen = seen if seen is not None else Resolution()
+    seen.installer = f"{python} -m pip"
     pip = [python, "-m", "pip"]
     constraints = constraint_files(facts, local)
     run = target.run_command
@@ -79,9 +128,11 @@ def resolve_upgrade(target: Any, python: str, specs: list[str], facts: Any, no_d
 
         uv = uv_binary()
         if uv is not None:
+            seen.installer = f"uv pip --python {python}"
             return uv_resolve(uv, python, specs, constraints, facts, no_deps)
     if not result.ok and "No module named pip" in (result.stderr or "") and local and own_pip():
         pip = [sys.executable, "-m", "pip", "--python", python]
+        seen.installer = f"{sys.executable} -m pip --python {python}"
         result = proc.run(dry_run_argv(pip, specs, constraints, no_deps=no_deps), timeout=RESOLVE_TIMEOUT)
         run = lambda argv, timeout: proc.run(argv, timeout=timeout)  # noqa: E731
     if result.timed_out or result.start_error or result.signal:
@@ -90,12 +141,13 @@ def resolve_upgrade(target: Any, python: str, specs: list[str], facts: Any, no_d
         loud = run(dry_run_argv(pip, specs, constraints, quiet=False, no_deps=no_deps), RESOLVE_TIMEOUT)
         unreachable = None
         if "from versions: none" in (loud.stderr or "") + (loud.stdout or ""):  # no candidate at all: was it the index?
-            debug = run([*dry_run_argv(pip, specs, constraints, quiet=False, no_deps=no_deps), "-vv"], RESOLVE_TIMEOUT)
+            debug = run(dry_run_argv(pip, specs, constraints, quiet=False, no_deps=no_deps, extra=("-vv",)), RESOLVE_TIMEOUT)
             unreachable = _unreachable(debug)
         if unreachable:
             raise ResolveError(f"{' '.join(specs)}: the package index cannot be reached from {python} ({unreachable}): "
                                "nothing is predicted")
-        raise ResolveError(f"{' '.join(specs)} cannot be resolved in {python}: {conflict(loud)}")
+        raise ResolveError(f"{' '.join(specs)} cannot be resolved in {python}: {conflict(loud)}{_no_wheel(loud)}")
+    seen.warnings = conflict_lines(result.stderr)
     try:
         doc = json.loads(result.stdout)
     except ValueError as exc:
@@ -127,7 +179,23 @@ def _unreachable(result: proc.ProcResult) -> str | None:
     if not found or "from versions: none" not in text:
         return None
     cause = _CAUSE.search(found.group(2))
-    return f"could not fetch {found.group(1)}: {cause.group(0).strip() if cause else found.group(2)[:160]}"
+    return f"could not fetch {found.group(1)}: {cause.group(0).strip() if cause else clip(found.group(2), 160)}"
+
+
+_NO_VERSION = re.compile(r"Could not find a version that satisfies the requirement (\S+)[^\n]*?(?:\(from versions: ([^)]*)\))?$",
+                         re.MULTILINE)
+
+
+def _no_wheel(result: proc.ProcResult) -> str:
+    """Why a requirement found no candidate under --only-binary :all:: the release it names has no wheel here
+    (pip lists only the versions with one); whatif never builds a source distribution."""
+    found = _NO_VERSION.search((result.stderr or "") + "\n" + (result.stdout or ""))
+    if not found:
+        return ""
+    have = (found.group(2) or "").strip()
+    which = f"releases with one: {have}" if have and have != "none" else "none has one, or no such project"
+    return (f" ({found.group(1)}: no release that fits has a wheel for this interpreter and platform ({which}); whatif reads "
+            "wheels only, it never builds a source distribution, which would run the package's code)")
 
 
 def is_uv_venv(python: str) -> bool:
@@ -141,16 +209,16 @@ def is_uv_venv(python: str) -> bool:
 
 def uv_resolve(uv: str, python: str, specs: list[str], constraints: list[str], facts: Any, no_deps: bool) -> list[Change]:
     """uv's dry run for a uv venv: its ` + name==version` lines are what it would install."""
-    argv = [uv, "pip", "install", "--dry-run", "--python", python, *(["--no-deps"] if no_deps else [])]
+    argv = [uv, "pip", "install", "--dry-run", "--only-binary", ":all:", "--python", python, *(["--no-deps"] if no_deps else [])]
     for c in constraints:
         argv += ["-c", c]
-    result = proc.run(argv + specs, timeout=RESOLVE_TIMEOUT)
+    result = proc.run([*argv, "--", *specs], timeout=RESOLVE_TIMEOUT)
     if result.timed_out or result.start_error or result.signal:
         raise ResolveError(f"uv's dry run did not finish: {result.describe_failure()}")
     text = (result.stderr or "") + "\n" + (result.stdout or "")
     if not result.ok:
         why = [x.strip(" ×╰─▶") for x in text.splitlines() if x.strip() and not x.startswith(("Using Python", "Would"))]
-        raise ResolveError(f"{' '.join(specs)} cannot be resolved in {python}: uv: {' '.join(why)[:600]}")
+        raise ResolveError(f"{' '.join(specs)} cannot be resolved in {python}: uv: {clip(' '.join(why), 600)}")
     changes = []
     for line in text.splitlines():
         line = line.strip()

@@ -36,6 +36,7 @@ class UpgradeQuestion:
     ledger: Path | None = None
     probe: bool = False
     no_deps: bool = False  # resolve as `pip install --no-deps` would: only the named distributions change
+    allow_url: bool = False  # a URL or path requirement is judged too (refused otherwise: resolve.check_specs)
 
 
 def judge_upgrade(q: UpgradeQuestion) -> WhatIf:
@@ -46,17 +47,35 @@ def judge_upgrade(q: UpgradeQuestion) -> WhatIf:
     from sparkdoctor.matrix import load
     from sparkdoctor.target.choose import refuse_bad_target_options, resolve_target
     from sparkdoctor.whatif import compare, hypothetical_facts, resolve_upgrade
+    from sparkdoctor.whatif.resolve import check_specs
 
+    check_specs(q.specs, q.allow_url)  # before anything runs: no SPEC becomes a pip option
     matrix = load(q.matrix)
     refuse_bad_target_options(q.python, q.container, q.container_python, q.facts_file is not None)
     target = resolve_target(q.python, q.container, q.container_python)
+    recipe = None
+    recipe_env: dict[str, str] = {}
+    if q.recipe is not None:
+        from sparkdoctor.conclusions.recipe_check import EnvTarget
+        from sparkdoctor.recipes import load as load_recipe
+
+        recipe = load_recipe(q.recipe, {})  # a RecipeError says which file and field (exit 2)
+        recipe_env = dict(recipe.env)
+        target = EnvTarget(target, recipe_env)  # as `recipe check`: the capabilities probe reads the recipe's VLLM_* names
     interpreter = str((target.describe() or {}).get("python") or q.python or sys.executable)
     if q.facts_file is not None:
         today = Facts.load(q.facts_file)
     else:
         today = collect_facts(target, CheckOptions(arch=q.arch, kernels=False))
+        if recipe_env:  # the box's own env stays the box's: the recipe's variables judge only its capabilities
+            from sparkdoctor.conclusions.recipe_check import box_env
+
+            today.env = box_env(today.env, recipe_env)
     today = apply_arch_override(today, q.arch)
-    changes = resolve_upgrade(target, interpreter, q.specs, today, q.no_deps)  # a ResolveError carries its exit code (2)
+    from sparkdoctor.whatif.resolve import Resolution
+
+    seen = Resolution()
+    changes = resolve_upgrade(target, interpreter, q.specs, today, q.no_deps, seen)  # a ResolveError carries its exit code (2)
     notes: list[str] = []
     reader = None
     if q.read:
@@ -67,10 +86,11 @@ def judge_upgrade(q: UpgradeQuestion) -> WhatIf:
         target_py = ".".join(str((today.target or {}).get("version") or "3.12").split(".")[:2])
         reader = Reader(platform, target_py)  # the wheels the target itself would install
     try:
-        predicted = hypothetical_facts(today, changes, reader, notes)
+        predicted = hypothetical_facts(today, changes, reader, notes, recipe_env)
         result = compare(today, predicted, matrix, q.specs, changes, notes)
-        if q.recipe is not None:
-            result.recipe = _recipe(q.recipe, target, matrix, today, predicted, changes, reader, notes)
+        result.target, result.installer, result.pip_warnings = interpreter, seen.installer, seen.warnings
+        if recipe is not None:
+            result.recipe = _recipe(recipe, target, matrix, today, predicted, changes, reader, notes)
         result.stale = _stale(q.ledger, interpreter, today, predicted, notes)
         if q.probe:
             result.probe = _probe(today, predicted, changes, interpreter if getattr(target, "shares_files", True) else sys.executable)
@@ -80,15 +100,14 @@ def judge_upgrade(q: UpgradeQuestion) -> WhatIf:
     return result
 
 
-def _recipe(recipe_ref: str, target: Any, matrix: Any, today: Any, predicted: Any, changes: Any, reader: Any,
+def _recipe(recipe: Any, target: Any, matrix: Any, today: Any, predicted: Any, changes: Any, reader: Any,
             notes: list[str]) -> RecipeWhatIf:
-    """The recipe's findings today and after: vLLM's flags today from the target, after from the new release's files."""
+    """The recipe's findings today and after: vLLM's flags today from the target, after from the new release's files;
+    its env vars judged against the capabilities read with the recipe's env (today's probe, the new release's files)."""
     from sparkdoctor.conclusions.recipe_check import vllm_flags
-    from sparkdoctor.recipes import load as load_recipe
     from sparkdoctor.whatif.hypothetical import released_flags
     from sparkdoctor.whatif.judge import compare_recipe
 
-    recipe = load_recipe(recipe_ref, {})  # a RecipeError says which file and field (exit 2)
     flags_today = vllm_flags(target)
     flags_after = flags_today
     vllm = next((c for c in changes if c.name == "vllm"), None)
@@ -121,7 +140,7 @@ def _mods(recipe: Any, target: Any, changes: Any, notes: list[str]) -> ModsDelta
         notes.append("the recipe's mods are not judged: the target names no interpreter")
         return None
     try:  # a container's files are read through the container CLI
-        today_tree: Tree = venv_tree(str(python)) if getattr(target, "shares_files", True) else ContainerTree(target)
+        today_tree: Tree = venv_tree(str(python)) if getattr(target, "shares_files", True) else ContainerTree(getattr(target, "inner", target))
         tops = {c.name.replace("-", "_") for c in changes} | {c.name.split("-")[0] for c in changes}
         after_tree = UpgradedTree(ReleaseTree([(c.name, c.new) for c in changes]), today_tree, tops)
         before = {f["id"]: f for f in mod_findings(recipe, today_tree)}

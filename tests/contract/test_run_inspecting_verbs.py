@@ -161,9 +161,10 @@ def whatif_sample(tmp_path: Path) -> Result:
 
 def test_a_whatif_document_keeps_its_keys(tmp_path):
     doc = whatif_sample(tmp_path).data.to_json()
-    assert list(doc) == ["schema", "kind", "specs", "matrix", "changes", "fixed", "introduced", "unchanged", "cannot_tell",
-                         "recipe", "stale_conclusions", "probe", "notes"]
-    assert doc["introduced"] == [{"id": "demo-new-bug", "severity": "error", "title": "new bug", "evidence": doc["introduced"][0]["evidence"]}]
+    assert list(doc) == ["schema", "kind", "specs", "matrix", "target", "installer", "pip_warnings", "changes", "fixed", "introduced",
+                         "unchanged", "cannot_tell", "recipe", "stale_conclusions", "probe", "notes"]
+    assert doc["introduced"] == [{"id": "demo-new-bug", "severity": "error", "title": "new bug", "evidence": doc["introduced"][0]["evidence"],
+                                  "remedy": doc["introduced"][0]["remedy"]}]
     assert doc["recipe"]["mods"]["introduced"][0]["id"] == "mod-fails:x" and doc["stale_conclusions"][0]["conclusion"] == "b-vs-a"
     assert doc["probe"]["after"]["error"].startswith("could not run") and "error" not in doc["probe"]["today"]
     ptx = doc["probe"]["ptx"]

@@ -43,6 +43,7 @@ CONDITIONS: dict[str, Condition] = {
     "gpu_arch": Condition(platform.v_arch_list, platform.eval_gpu_arch, "GPU arch (detected or --arch) is one of these"),
     "packages": Condition(v_spec_table, installed.eval_packages, "each package installed with a version in its specifier"),
     "not_installed": Condition(v_str_list, installed.eval_not_installed, "none of these packages installed"),
+    "mixed_versions": Condition(v_str_list, installed.eval_mixed_versions, "the members of this family (the name and every name-*) are at different versions"),
     "driver": Condition(v_spec, platform.eval_driver_field("version", "NVIDIA driver"), "driver version in range"),
     "cuda_driver": Condition(v_spec, platform.eval_driver_field("cuda", "driver CUDA version"), "CUDA version the driver supports in range"),
     "torch_cuda": Condition(installed.v_torch_cuda, installed.eval_torch_cuda, "CUDA version torch was built for in range (\"none\": a CPU-only build)"),

@@ -49,6 +49,37 @@ def eval_not_installed(value: Any, facts: Facts) -> list[Check]:
     return out
 
 
+def _same_version(a: str, b: str) -> bool:
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        return Version(a) == Version(b)
+    except InvalidVersion:
+        return a == b
+
+
+def eval_mixed_versions(value: Any, facts: Facts) -> list[Check]:
+    """A family of distributions released together (the name and every `name-*`) installed at different
+    versions: what pip leaves after `pip install name==OLD` over a newer family (it warns "X requires Y==V,
+    but you have Y W" and installs anyway)."""
+    out = []
+    for family in as_list(value):
+        if facts.packages is None:
+            out.append(Check("mixed_versions", None, f"installed packages unknown (entry needs the {family} family)"))
+            continue
+        fam = canonicalize_name(family)
+        members = sorted((canonicalize_name(n), str(p.get("version"))) for n, p in facts.packages.items()
+                         if (canonicalize_name(n) == fam or canonicalize_name(n).startswith(fam + "-")) and p.get("version"))
+        listed = ", ".join(f"{n} {shown(v)}" for n, v in members)
+        if not members:
+            out.append(Check("mixed_versions", False, f"no {family} distribution installed"))
+        elif all(_same_version(v, members[0][1]) for _, v in members):
+            out.append(Check("mixed_versions", False, f"the {family} family is at one version: {listed}"))
+        else:
+            out.append(Check("mixed_versions", True, f"the {family} family is at different versions: {listed}"))
+    return out
+
+
 def v_torch_cuda(value: Any) -> str | None:
     return None if value == "none" else v_spec(value)
 
