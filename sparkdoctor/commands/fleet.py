@@ -45,6 +45,7 @@ class FleetCommand:
     fmt: Format = Format.console
     output: Path | None = None
     verbose: bool = False
+    measure: bool = False
 
     def refuse_bad_options(self) -> None:
         """Every usage error of `fleet check` (exit 2, one line), before a node is reached."""
@@ -86,7 +87,8 @@ def run(options: FleetCommand) -> Result:
     found = fleet.run(fleet.FleetOptions(
         ray_address=options.ray, nodes=nodes, ssh_config=str(options.ssh_config) if options.ssh_config else None,
         python=options.python, container=options.container, runtime=options.runtime, node_timeout=options.node_timeout,
-        arch=options.arch, matrix_path=options.matrix, fail_on=options.fail_on, ignore=set(options.ignore)))
+        arch=options.arch, matrix_path=options.matrix, fail_on=options.fail_on, ignore=set(options.ignore),
+        measure=options.measure))
     return Result("fleet check", "fleet", found, exit_code=found.exit_code(), options={"verbose": options.verbose})
 
 
@@ -113,6 +115,7 @@ def check(
     fmt: str = format_option(*FORMATS),
     output_name: str | None = output_option(),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Show benign differences and every finding."),
+    measure: bool = typer.Option(False, "--measure", help="Also measure every link: ib_write_bw per rail, nccl-tests all_reduce_perf up to 1 GiB (bounded; absent tools are reported)."),
 ) -> None:
     """Probe every node in parallel, judge each against the matrix, compare them N-way. Exit code gates the launch."""
     from sparkdoctor.emit import emit
@@ -120,5 +123,5 @@ def check(
     options = FleetCommand(ray=ray, hosts=hosts, inventory=inventory, ssh_config=ssh_config, python=python,
                            container=container, runtime=runtime, node_timeout=node_timeout, arch=arch, fail_on=fail_on,
                            ignore=list(ignore), matrix=matrix_path, fmt=Format(fmt),
-                           output=output_path("--output", output_name), verbose=verbose)
+                           output=output_path("--output", output_name), verbose=verbose, measure=measure)
     raise typer.Exit(emit(run(options), options.fmt, options.output))

@@ -176,6 +176,7 @@ def apply_node(facts: Facts, raw: dict[str, Any], received: float, arch: str | N
         "nccl_conf": [c for c in raw.get("nccl_conf") or [] if isinstance(c, dict)],
         "cma": raw.get("cma") if isinstance(raw.get("cma"), dict) else None,
         "roce_v2_gid_index": _dict(raw.get("roce_v2_gid_index")),
+        "fabric": raw.get("fabric") if isinstance(raw.get("fabric"), dict) else None,
         "in_container": raw.get("in_container"),
         "clock_skew_s": round(when - received, 2) if isinstance(when, (int, float)) else None,
     }
