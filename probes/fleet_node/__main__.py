@@ -55,12 +55,12 @@ def main():
     except OSError:
         pass
     memory, cma = meminfo()
-    ib = ib_links()
     try:
         fabric_facts = fabric()
     except Exception as exc:  # a sysfs oddity costs the fabric facts, never the node's answer
         fabric_facts = None
         errors.append("fabric: %s: %s" % (type(exc).__name__, exc))
+    ib = ib_links(fabric_facts)
     result = {
         "probe": "fleet_node",
         "host": {"os": os_name, "machine": uname.machine, "kernel": uname.release},

@@ -89,8 +89,13 @@ def test_the_bundled_node_probe_carries_the_fabric_facts_of_its_root(tmp_path):
     done = subprocess.run([sys.executable, "-B", "-"], input=bundle("fleet_node"), capture_output=True, text=True,
                           timeout=120, env={**os.environ, "SPARKDOCTOR_HOST_ROOT": str(root), "NCCL_ALGO": "Ring"})
     assert done.returncode == 0, done.stderr
-    fab = json.loads(done.stdout.strip().splitlines()[-1])["fabric"]
+    answer = json.loads(done.stdout.strip().splitlines()[-1])
+    fab = answer["fabric"]
     assert fab["root"] == str(root)
+    ib = {link["name"]: link for link in answer["links"] if link["kind"] == "infiniband"}  # the same reading, as links
+    assert set(ib) == {"rocep1s0f0/1", "roceP2p1s0f0/1", "rocep1s0f1/1", "roceP2p1s0f1/1"}
+    assert ib["rocep1s0f0/1"]["state"] == "ACTIVE" and ib["rocep1s0f1/1"]["state"] == "DOWN"
+    assert answer["roce_v2_gid_index"] == {"enp1s0f0np0": 3}
     assert fab["netdevs"]["enp1s0f0np0"]["subnets"] == ["10.0.0.0/30"]
     assert fab["nccl"]["NCCL_ALGO"] == {"value": "Ring", "source": "environment"}
 
