@@ -9,6 +9,7 @@ difference between nodes, or a node's finding); 2: usage (bad options or invento
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -84,11 +85,19 @@ def run(options: FleetCommand) -> Result:
         nodes = parse_hosts(options.hosts, options.python, options.container, options.runtime)
     elif options.inventory is not None:
         nodes = load_inventory(options.inventory, options.python, options.container, options.runtime)
-    found = fleet.run(fleet.FleetOptions(
+    run_options = fleet.FleetOptions(
         ray_address=options.ray, nodes=nodes, ssh_config=str(options.ssh_config) if options.ssh_config else None,
         python=options.python, container=options.container, runtime=options.runtime, node_timeout=options.node_timeout,
         arch=options.arch, matrix_path=options.matrix, fail_on=options.fail_on, ignore=set(options.ignore),
-        measure=options.measure))
+        measure=options.measure)
+    if sys.stderr.isatty():  # progress on stderr, only to a terminal: stdout stays the document
+        from rich.console import Console
+
+        with Console(stderr=True).status("fleet check…", spinner="dots") as status:
+            run_options.progress = status.update
+            found = fleet.run(run_options)
+    else:
+        found = fleet.run(run_options)
     return Result("fleet check", "fleet", found, exit_code=found.exit_code(), options={"verbose": options.verbose})
 
 

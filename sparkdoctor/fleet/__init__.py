@@ -62,6 +62,7 @@ class FleetOptions:
     fail_on: str = "error"
     ignore: set[str] = field(default_factory=set)
     measure: bool = False
+    progress: Any = None  # Callable[[str], None]: what the run is doing now (the command shows it on a terminal)
 
 
 @dataclass
@@ -105,6 +106,8 @@ def run(options: FleetOptions) -> FleetResult:
     matrix = load(options.matrix_path)  # MatrixError: the caller's one line
     started = time.monotonic()
     transport, nodes = _connect(options)
+    say = options.progress or (lambda _: None)
+    say(f"probing {len(nodes)} node(s)…")
     try:
         with ThreadPoolExecutor(max_workers=max(1, min(MAX_PARALLEL, len(nodes)))) as pool:
             outcomes = list(pool.map(lambda n: collect_node(transport, n, options.node_timeout, options.arch), nodes))
@@ -113,7 +116,7 @@ def run(options: FleetOptions) -> FleetResult:
         if options.measure and len(named) > 1:
             from sparkdoctor.fleet.measure import measure_links
 
-            measured = measure_links(transport, [o.node for o in outcomes if o.ok], named)
+            measured = measure_links(transport, [o.node for o in outcomes if o.ok], named, say)
     finally:
         close = getattr(transport, "close", None)
         if close:

@@ -13,6 +13,7 @@ never a finding. A rail below FAIR_SHARE of its rated speed is a rail-slow fabri
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -154,21 +155,25 @@ def all_reduce(transport: Any, nodes: list[Any], fabrics: dict[str, dict[str, An
     return from_all_reduce(done.stdout, first.name, link, rated, setting)
 
 
-def measure_links(transport: Any, nodes: list[Any], named: list[tuple[str, Any]]) -> list[Measurement]:
+def measure_links(transport: Any, nodes: list[Any], named: list[tuple[str, Any]],
+                  progress: Callable[[str], None] | None = None) -> list[Measurement]:
     """Every link's rail, one after another (two tests on one wire would halve each other), then one
     all-reduce over all nodes. Never raises: what could not be measured is a Measurement that says why."""
     fabrics: dict[str, dict[str, Any]] = {name: facts.fleet["fabric"] for name, facts in named
                                           if isinstance((facts.fleet or {}).get("fabric"), dict)}
     by_name = {n.name: n for n in nodes if n.name in fabrics}
     topo = fabric.topology(fabrics)
+    say = progress or (lambda _: None)
     out = []
     for i, link in enumerate(topo.links):
+        say(f"measuring {link.label} with ib_write_bw ({i + 1}/{len(topo.links)})…")
         try:
             out.append(ib_write_bw(transport, by_name, fabrics, link, IB_PORT + i))
         except Exception as exc:  # a transport surprise costs this rail only
             out.append(Measurement("ib_write_bw", link.ends[1].node, link.label, "failed", None, None, "",
                                    f"{type(exc).__name__}: {exc}"[:300]))
     if topo.links and len(by_name) > 1:
+        say(f"all_reduce_perf over {len(by_name)} nodes…")
         try:
             out.append(all_reduce(transport, list(by_name.values()), fabrics, topo))
         except Exception as exc:

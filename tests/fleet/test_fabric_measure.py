@@ -168,7 +168,10 @@ def test_measured_rails_of_a_ring_with_a_slow_one_are_no_go(tmp_path):
     stand_in(bin_dir, "mpirun", "all_reduce_perf_pair.txt")
     named = _named(read(tmp_path / "trees", ring(4)))
     transport = LocalTransport(bin_dir)
-    measured = measure_links(transport, [Node(n) for n, _ in named], named)
+    said: list[str] = []
+    measured = measure_links(transport, [Node(n) for n, _ in named], named, said.append)
+    assert said[0].startswith("measuring spark-1:enp1s0f0np0 <-> spark-2:enp1s0f1np1") and "(1/4)" in said[0]
+    assert said[-1] == "all_reduce_perf over 4 nodes…"
     assert [m.tool for m in measured] == ["ib_write_bw"] * 4 + ["all_reduce_perf"]
     servers = [argv for _, argv in transport.calls if argv[0] == "ib_write_bw" and "." not in argv[-1]]
     clients = [argv for _, argv in transport.calls if argv[0] == "ib_write_bw" and "." in argv[-1]]
