@@ -178,11 +178,12 @@ def check_hca(node: str, fab: dict[str, Any]) -> list[FabricFinding]:
         return []  # NCCL uses every device
     up = _up_roce(fab)
     missing = [(d, p) for d, p in up if not hca_named(value, str(d.get("device")), p.get("port"))]
-    if not missing or len(missing) == len(up):
-        return []  # all named; or none of them (a setting for another machine: NCCL itself says so)
-    return [FabricFinding(HCA_TWIN, node, _name(d, p), setting,
-                          f"up at {p.get('rate') or '? rate'} but not named: NCCL leaves it idle "
-                          "(one twin of a Spark port reaches about 3 GB/s)") for d, p in missing]
+    if len(missing) == len(up) and up:
+        why = "names none of the node's up RoCE devices: NCCL finds no IB device and falls back to TCP sockets"
+    else:
+        why = "not named: NCCL leaves it idle (one twin of a Spark port reaches about 3 GB/s)"
+    return [FabricFinding(HCA_TWIN, node, _name(d, p), setting, f"up at {p.get('rate') or '? rate'} but {why}")
+            for d, p in missing]
 
 
 def check_gid(node: str, fab: dict[str, Any]) -> list[FabricFinding]:
@@ -190,8 +191,11 @@ def check_gid(node: str, fab: dict[str, Any]) -> list[FabricFinding]:
     if value is None or not value.strip().lstrip("-").isdigit():
         return []
     index = int(value)
+    hca, _ = _setting(fab, "NCCL_IB_HCA")
     found = []
     for dev, port in _up_roce(fab):
+        if hca is not None and not hca_named(hca, str(dev.get("device")), port.get("port")):
+            continue  # a device NCCL does not use
         gids = port.get("gids") or []
         good = [g for g in gids if "v2" in str(g.get("type")).lower() and g.get("ipv4")]
         if not good:

@@ -214,3 +214,16 @@ def test_every_fabric_rule_has_one_matrix_entry_and_every_entry_names_a_rule():
         rules = entry.get("when", {}).get("fleet", {}).get("fabric") or []
         for rule in rules:
             assert fabric.RULES[rule][1] in entry["refs"]  # the rule's source is its entry's source
+
+
+def test_an_nccl_ib_hca_that_names_no_up_device_is_the_socket_fallback(tmp_path):
+    _, found = fabric.judge(read(tmp_path, pair(**{"spark-1": {"env": {"NCCL_IB_HCA": "mlx5_0"}}})))
+    assert [(f.rule, f.node) for f in found] == [(fabric.HCA_TWIN, "spark-1")] * 2
+    assert all("falls back to TCP sockets" in f.detail for f in found)
+
+
+def test_the_gid_index_is_judged_only_on_the_devices_nccl_uses(tmp_path):
+    # spark-2's rocep1s0f1 has its RoCE v2 IPv4 GID at 5, but NCCL_IB_HCA excludes it
+    env = {"NCCL_IB_GID_INDEX": "3", "NCCL_IB_HCA": "^rocep1s0f1"}
+    _, found = fabric.judge(read(tmp_path, pair(**{"spark-2": {"env": env, "extra_gids": 1}})))
+    assert [f.rule for f in found] == [fabric.HCA_TWIN]  # the exclusion itself leaves a device idle

@@ -111,13 +111,18 @@ def test_the_fabric_facts_travel_over_ssh_and_gate_the_launch(sshd, node_venvs, 
         sparks = pair(**overrides)
         (tmp_path / case).mkdir()
         rows = [(f"fleet-{i}", fabric_python(tmp_path / case, f"fleet-{i}", node_venvs[0], s)) for i, s in enumerate(sparks)]
+        measure = ["--measure"] if case == "ok" else []
         done = fleet("--inventory", inventory(tmp_path / case / "fleet.toml", rows), "--ssh-config", str(sshd.config),
-                     "--format", "json")
+                     "--format", "json", *measure)
         doc = json.loads(done.stdout)
         assert done.returncode == code, (done.stderr, doc["fabric"], [(n["name"], [f["id"] for f in n.get("findings") or []])
                                                                     for n in doc["nodes"]])
         assert doc["fabric"]["topology"]["kind"] == "pair"
         assert doc["fabric"]["topology"]["links"] == ["fleet-0:enp1s0f1np1 <-> fleet-1:enp1s0f1np1 (192.168.100.0/24)"]
+        if measure:  # the tools run on the nodes over ssh; where they are missing (or fail on a fixture's devices) it is
+            # reported and the gate still goes
+            assert [m["tool"] for m in doc["fabric"]["measured"]] == ["ib_write_bw", "all_reduce_perf"]
+            assert all(m["status"] in ("absent", "failed") and not m["slow"] for m in doc["fabric"]["measured"])
         node1 = next(n for n in doc["nodes"] if n["name"] == "fleet-1")
         assert node1["facts"]["fleet"]["fabric"]["nccl"]["NCCL_IB_HCA"]["source"] == "environment"
         if code:
