@@ -80,6 +80,30 @@ class Topology:
         return {"kind": self.kind, "links": [lk.label for lk in self.links], "switched_subnets": self.switches}
 
 
+def clean(raw: Any) -> dict[str, Any] | None:
+    """A node's fabric answer with every part of the wrong shape dropped (a node's JSON is input: the rules
+    below read dicts of dicts and lists of dicts only), or None when it is not a fabric answer at all."""
+    if not isinstance(raw, dict):
+        return None
+
+    def dicts(value: Any) -> list[dict[str, Any]]:
+        return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
+
+    def table(value: Any) -> dict[str, dict[str, Any]]:
+        return {str(k): v for k, v in value.items() if isinstance(v, dict)} if isinstance(value, dict) else {}
+
+    rdma = []
+    for dev in dicts(raw.get("rdma")):
+        ports = [{**p, "gids": dicts(p.get("gids"))} for p in dicts(dev.get("ports"))]
+        rdma.append({**dev, "pci": dev.get("pci") if isinstance(dev.get("pci"), dict) else {}, "ports": ports})
+    netdevs = {}
+    for name, info in table(raw.get("netdevs")).items():
+        texts = {k: [str(x) for x in info.get(k) or [] if isinstance(x, str)] if isinstance(info.get(k), list) else []
+                 for k in ("addrs", "subnets")}
+        netdevs[name] = {**info, **texts}
+    return {**raw, "rdma": rdma, "netdevs": netdevs, "nccl": table(raw.get("nccl"))}
+
+
 def _netdev_devices(fab: dict[str, Any]) -> dict[str, list[str]]:
     found: dict[str, list[str]] = {}
     for dev in fab.get("rdma") or []:
@@ -240,13 +264,18 @@ def check_link(link: Link, fabrics: dict[str, dict[str, Any]]) -> list[FabricFin
             found.append(FabricFinding(MTU, end.node, link.label, f"mtu {mtu} on {end.netdev}",
                                        f"the other end has {top}: RoCE runs at the smaller path MTU and TCP "
                                        "fragments; set both ends alike"))
-    rates = {e: max((p.get("rate_gbps") or 0 for _, p in _port_of(fabrics[e.node], e.netdev)), default=0) for e in link.ends}
-    best = max(rates.values(), default=0)
+    rates = {e: max((_num(p.get("rate_gbps")) for _, p in _port_of(fabrics[e.node], e.netdev)), default=0.0)
+             for e in link.ends}
+    best = max(rates.values(), default=0.0)
     for end, rate in rates.items():
         if rate and rate < best:
             found.append(FabricFinding(RAIL_DEGRADED, end.node, link.label, f"rate {rate:g} Gb/s on {end.netdev}",
                                        f"the other end reports {best:g} Gb/s: a cable or port trained down"))
     return found
+
+
+def _num(value: Any) -> float:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0.0
 
 
 def _gts(text: Any) -> float:
@@ -266,14 +295,15 @@ def check_pcie(fabrics: dict[str, dict[str, Any]], topo: Topology) -> list[Fabri
             seen.setdefault(str(dev.get("device")), []).append((node, dev.get("pci") or {}))
     found = []
     for device, rows in sorted(seen.items()):
-        width = max((p.get("current_link_width") or 0 for _, p in rows), default=0)
+        width = max((_num(p.get("current_link_width")) for _, p in rows), default=0.0)
         speed = max((_gts(p.get("current_link_speed")) for _, p in rows), default=0.0)
         for node, pci in rows:
-            slow = (pci.get("current_link_width") or 0) < width or _gts(pci.get("current_link_speed")) < speed
+            mine_w, mine_s = _num(pci.get("current_link_width")), _gts(pci.get("current_link_speed"))
+            slow = 0 < mine_w < width or 0 < mine_s < speed  # an unreadable value is unknown, not slow
             if slow and (node, device) in links:
                 found.append(FabricFinding(RAIL_DEGRADED, node, links[(node, device)],
                                            f"PCIe {pci.get('address')} x{pci.get('current_link_width')} {pci.get('current_link_speed')}",
-                                           f"{device} runs below x{width} {speed:g} GT/s of the same device on the other "
+                                           f"{device} runs below x{width:g} {speed:g} GT/s of the same device on the other "
                                            "nodes: the rail cannot carry its rated speed (reseat, check the slot)"))
     return found
 

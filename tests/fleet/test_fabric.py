@@ -227,3 +227,21 @@ def test_the_gid_index_is_judged_only_on_the_devices_nccl_uses(tmp_path):
     env = {"NCCL_IB_GID_INDEX": "3", "NCCL_IB_HCA": "^rocep1s0f1"}
     _, found = fabric.judge(read(tmp_path, pair(**{"spark-2": {"env": env, "extra_gids": 1}})))
     assert [f.rule for f in found] == [fabric.HCA_TWIN]  # the exclusion itself leaves a device idle
+
+
+def test_a_node_answering_a_fabric_of_the_wrong_shape_costs_nothing(tmp_path):
+    good = read(tmp_path, pair())
+    odd = {"rdma": ["x", {"device": "d", "ports": [7, {"port": 1, "state": "ACTIVE", "link_layer": "Ethernet",
+                                                        "gids": "no", "netdev": "n"}], "pci": 3}],
+           "netdevs": {"n": {"state": "up", "subnets": [1, "192.168.100.0/24"], "addrs": "x"}, "m": 5},
+           "nccl": {"NCCL_IB_HCA": "not a dict", "NCCL_IB_GID_INDEX": {"value": "3", "source": "environment"}}}
+    fabrics = {"spark-1": good["spark-1"], "spark-2": fabric.clean(odd)}
+    topo, found = fabric.judge(fabrics)
+    assert topo.kind == "pair" and found == []
+    assert fabric.clean("garbage") is None and fabric.clean([1]) is None
+    for dev in good["spark-2"]["rdma"]:  # numbers that are not numbers
+        dev["pci"]["current_link_width"] = "x4"
+        for port in dev["ports"]:
+            port["rate_gbps"] = "fast"
+    topo, found = fabric.judge({n: fabric.clean(f) for n, f in good.items()})
+    assert topo.kind == "pair" and found == []  # unknown, never a finding
