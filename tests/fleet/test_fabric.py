@@ -12,6 +12,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from sparkdoctor import matrix
 from sparkdoctor.fleet import FleetOptions, FleetResult, fabric, judge
@@ -245,3 +247,20 @@ def test_a_node_answering_a_fabric_of_the_wrong_shape_costs_nothing(tmp_path):
             port["rate_gbps"] = "fast"
     topo, found = fabric.judge({n: fabric.clean(f) for n, f in good.items()})
     assert topo.kind == "pair" and found == []  # unknown, never a finding
+
+
+JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+                    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.sampled_from(
+                        ["rdma", "ports", "gids", "netdevs", "nccl", "pci", "device", "port", "state", "link_layer",
+                         "netdev", "rate_gbps", "subnets", "addrs", "mtu", "value", "type", "ipv4", "index",
+                         "current_link_width", "current_link_speed", "NCCL_IB_HCA", "NCCL_IB_GID_INDEX", "n"]),
+                        inner, max_size=5), max_leaves=30)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.dictionaries(st.sampled_from(["a", "b", "c"]), JSON, min_size=1, max_size=3))
+def test_the_fabric_rules_never_raise_on_any_node_answer(answers):
+    fabrics = {name: cleaned for name, raw in answers.items() if (cleaned := fabric.clean(raw)) is not None}
+    topo, found = fabric.judge(fabrics)
+    assert topo.kind in ("single", "pair", "triangle", "ring", "switch", "partial", "none")
+    assert all(f.node in fabrics for f in found)
