@@ -264,3 +264,19 @@ def test_the_fabric_rules_never_raise_on_any_node_answer(answers):
     topo, found = fabric.judge(fabrics)
     assert topo.kind in ("single", "pair", "triangle", "ring", "switch", "partial", "none")
     assert all(f.node in fabrics for f in found)
+
+
+def test_proc_net_addresses_agree_with_the_kernel_on_this_machine():
+    """/proc/net/route + fib_trie read here give each interface the address and prefix the kernel reports for it
+    (SIOCGIFADDR / SIOCGIFNETMASK, the node probe's other reading)."""
+    sys.path[:0] = [str(data_dir("probes") / "fleet_node"), str(data_dir("probes") / "shared")]
+    try:
+        import fleetnode_links
+    finally:
+        del sys.path[:2]
+    found = probe.proc_addresses("/")
+    for name, addrs in found.items():
+        addr, prefix = fleetnode_links._ipv4(name)
+        assert f"{addr}/{prefix}" in addrs, (name, addrs)
+    routed = {line.split()[0] for line in Path("/proc/net/route").read_text().splitlines()[1:] if line.split()[2:3] == ["00000000"]}
+    assert set(found) == {n for n in routed if fleetnode_links._ipv4(n)[0] and fleetnode_links._ipv4(n)[1] != 32}
