@@ -311,6 +311,8 @@ def check_pcie(fabrics: dict[str, dict[str, Any]], topo: Topology) -> list[Fabri
 def judge(fabrics: dict[str, dict[str, Any]]) -> tuple[Topology, list[FabricFinding]]:
     """The topology and every fabric finding of the nodes that answered with fabric facts."""
     topo = topology(fabrics)
+    if len(fabrics) < 2:
+        return topo, []  # one node has no fabric to judge (the matrix entries need two nodes too)
     found: list[FabricFinding] = []
     for node, fab in fabrics.items():
         found += check_hca(node, fab) + check_gid(node, fab) + check_ring(node, fab, topo)

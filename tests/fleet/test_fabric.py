@@ -280,3 +280,9 @@ def test_proc_net_addresses_agree_with_the_kernel_on_this_machine():
         assert f"{addr}/{prefix}" in addrs, (name, addrs)
     routed = {line.split()[0] for line in Path("/proc/net/route").read_text().splitlines()[1:] if line.split()[2:3] == ["00000000"]}
     assert set(found) == {n for n in routed if fleetnode_links._ipv4(n)[0] and fleetnode_links._ipv4(n)[1] != 32}
+
+
+def test_one_node_has_no_fabric_to_judge(tmp_path):
+    fabrics = read(tmp_path, pair(**ONE_TWIN))
+    topo, found = fabric.judge({"spark-2": fabrics["spark-2"]})
+    assert topo.kind == "single" and found == []
