@@ -53,9 +53,16 @@ did not run); an empty list/dict means "observed, and there is nothing". Shapes 
                [{"path", "realpath", "source": "process" | "LD_PRELOAD" | "VLLM_NCCL_SO_PATH" | "pip" | "system", "version",
                "build_id", "sha256" (None when there is a build_id), "size"}], "loaded": candidate, "loaded_by", "pip_system_same_version_other_build"},
                "nccl_conf": [{"path", "settings", "sha256"}], "cma": {"total_kib", "free_kib", "cmdline"},
-               "roce_v2_gid_index": {netdev: index}, "in_container", "clock_skew_s", and from the N-way comparison:
+               "roce_v2_gid_index": {netdev: index}, "fabric": {"root", "rdma": [{"device", "netdevs", "fw_ver", "board_id",
+               "pci": {"address", "current_link_width", "max_link_width", "current_link_speed", "max_link_speed"}, "ports":
+               [{"port", "state", "phys_state", "rate", "rate_gbps", "link_layer", "netdev", "gids": [{"index", "gid", "type",
+               "ndev", "ipv4"}]}]}], "netdevs": {name: {"state", "mtu", "speed_mbps", "physical", "addrs", "subnets"}},
+               "addresses_from", "nccl": {KEY: {"value", "source"}}} (probes/fleet_node/fleetnode_fabric.py),
+               "in_container", "clock_skew_s", and from the N-way comparison:
                "nodes": how many nodes answered, "drift": [risky "area: key" differences of the fleet], "odd": [those
-               where this node is not on the majority value], "unpaired_links": [links up on a subnet no other node has]}
+               where this node is not on the majority value], "unpaired_links": [links up on a subnet no other node has],
+               "topology": "pair" | "triangle" | "ring" | "switch" | "partial" | "single" | "none", "fabric_findings":
+               [{"rule", "node", "link", "setting", "detail"}] (sparkdoctor/fleet/fabric.py)}
                (None: not a `fleet check`; sparkdoctor/fleet/)
   errors      [{"collector", "error"}]
   timings_ms  {collector: ms}

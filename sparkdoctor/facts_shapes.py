@@ -119,7 +119,8 @@ FIELD_SHAPES: dict[str, Any] = {
     "recipe": dict,
     "fleet": {**_record(node=TEXT, hostname=TEXT, boot_id=TEXT, driver_flavour=TEXT, cuda_toolkit=VERSION, nccl=dict,
                         nccl_conf=ListOf(dict), cma=MapOf(ANY), roce_v2_gid_index=MapOf(_o(int)), in_container=bool,
-                        clock_skew_s=NUMBER, nodes=int, drift=ListOf(TEXT), odd=ListOf(TEXT), unpaired_links=ListOf(TEXT))},
+                        clock_skew_s=NUMBER, nodes=int, drift=ListOf(TEXT), odd=ListOf(TEXT), unpaired_links=ListOf(TEXT),
+                        fabric=dict, topology=TEXT, fabric_findings=ListOf(dict))},
     "errors": ListOf({"collector": TEXT, "error": TEXT, "!required": ("collector", "error")}),
     "timings_ms": MapOf(NUMBER),
 }

@@ -6,7 +6,8 @@ Python 3.8+, run by the node's serving interpreter (over SSH or as a Ray task; s
 Prints ONE JSON object on the last line of stdout: the host (OS, kernel, machine), memory and CMA,
 the NVIDIA driver with its flavour and CUDA, the CUDA toolkit, GPU clocks (nvidia-smi), the NCCL
 library that loads and its build identity, the NCCL config files, the communication environment
-(NCCL_, GLOO_, UCX_, ...), the links (/sys/class/net, /sys/class/infiniband), whether it runs in a
+(NCCL_, GLOO_, UCX_, ...), the links (/sys/class/net, /sys/class/infiniband), the RDMA fabric and the
+NCCL settings in force (fleetnode_fabric.py), whether it runs in a
 container, the node's name and its clock. Every partial failure is an error line, never the end.
 """
 
@@ -16,6 +17,7 @@ import time
 
 sys.path.insert(1, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "shared"))
 
+from fleetnode_fabric import fabric  # noqa: E402
 from fleetnode_links import ib_links, net_links, roce_v2_indexes  # noqa: E402
 from fleetnode_nccl import nccl_conf, nccl_libraries  # noqa: E402
 from fleetnode_system import (  # noqa: E402
@@ -53,7 +55,12 @@ def main():
     except OSError:
         pass
     memory, cma = meminfo()
-    ib = ib_links()
+    try:
+        fabric_facts = fabric()
+    except Exception as exc:  # a sysfs oddity costs the fabric facts, never the node's answer
+        fabric_facts = None
+        errors.append("fabric: %s: %s" % (type(exc).__name__, exc))
+    ib = ib_links(fabric_facts)
     result = {
         "probe": "fleet_node",
         "host": {"os": os_name, "machine": uname.machine, "kernel": uname.release},
@@ -68,6 +75,7 @@ def main():
         "env": comm_env(),
         "links": net_links() + ib,
         "roce_v2_gid_index": roce_v2_indexes(ib),
+        "fabric": fabric_facts,
         "in_container": in_container(),
         "python": sys.executable,
         "errors": errors,

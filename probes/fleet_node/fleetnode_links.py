@@ -1,6 +1,6 @@
 """The node's network links as NCCL sees them: /sys/class/net (name, state, MTU, speed, driver, IPv4
-subnet) and /sys/class/infiniband (port state, rate, link layer, and the RoCE v2 GID indexes per
-netdev, which differ between hosts: a GID index hard-coded in NCCL_IB_GID_INDEX does not carry).
+subnet) and the RDMA ports of the fabric facts (port state, rate, link layer, and the RoCE v2 GID indexes
+per netdev, which differ between hosts: a GID index hard-coded in NCCL_IB_GID_INDEX does not carry).
 """
 
 import fcntl
@@ -9,7 +9,6 @@ import socket
 import struct
 
 SIOCGIFADDR, SIOCGIFNETMASK = 0x8915, 0x891B
-MAX_GIDS = 64
 
 
 def _read(path):
@@ -72,48 +71,14 @@ def net_links(root="/sys/class/net"):
     return links
 
 
-def ib_links(root="/sys/class/infiniband"):
-    links = []
-    try:
-        devices = sorted(os.listdir(root))
-    except OSError:
-        return links
-    for dev in devices:
-        ports = os.path.join(root, dev, "ports")
-        try:
-            port_names = sorted(os.listdir(ports), key=lambda p: _int(p) or 0)
-        except OSError:
-            continue
-        for port in port_names:
-            base = os.path.join(ports, port)
-            state = _read(os.path.join(base, "state"))
-            gids = []
-            for index in range(MAX_GIDS):
-                gtype = _read(os.path.join(base, "gid_attrs", "types", str(index)))
-                if gtype is None:
-                    if not os.path.exists(os.path.join(base, "gids", str(index))):
-                        break
-                    continue
-                gid = _read(os.path.join(base, "gids", str(index)))
-                if not gid or gid.replace(":", "").strip("0") == "":
-                    continue
-                gids.append({"index": index, "type": gtype, "ndev": _read(os.path.join(base, "gid_attrs", "ndevs", str(index))),
-                             "ipv4": _gid_ipv4(gid)})
-            links.append({
-                "name": "%s/%s" % (dev, port), "kind": "infiniband", "port": _int(port),
-                "state": state.split(":", 1)[-1].strip() if state else None,
-                "rate": _read(os.path.join(base, "rate")), "link_layer": _read(os.path.join(base, "link_layer")),
-                "gids": gids,
-            })
-    return links
-
-
-def _gid_ipv4(gid):
-    """The IPv4 address of an IPv4-mapped GID (0000:...:ffff:c0a8:6401), else None."""
-    raw = gid.replace(":", "")
-    if len(raw) == 32 and raw[:20].strip("0") == "" and raw[20:24].lower() == "ffff":
-        return socket.inet_ntoa(bytes.fromhex(raw[24:]))
-    return None
+def ib_links(fabric):
+    """The RDMA ports of the fabric facts (fleetnode_fabric.py) as links: {"name": "dev/port", "kind":
+    "infiniband", "port", "state", "rate", "link_layer", "gids"}."""
+    return [{"name": "%s/%s" % (dev.get("device"), port.get("port")), "kind": "infiniband", "port": port.get("port"),
+             "state": port.get("state"), "rate": port.get("rate"), "link_layer": port.get("link_layer"),
+             "gids": [{k: g.get(k) for k in ("index", "type", "ndev", "ipv4")} for g in port.get("gids") or []
+                      if g.get("type")]}
+            for dev in (fabric or {}).get("rdma") or [] for port in dev.get("ports") or []]
 
 
 def roce_v2_indexes(ib):

@@ -9,6 +9,7 @@ difference between nodes, or a node's finding); 2: usage (bad options or invento
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,6 +46,7 @@ class FleetCommand:
     fmt: Format = Format.console
     output: Path | None = None
     verbose: bool = False
+    measure: bool = False
 
     def refuse_bad_options(self) -> None:
         """Every usage error of `fleet check` (exit 2, one line), before a node is reached."""
@@ -83,10 +85,19 @@ def run(options: FleetCommand) -> Result:
         nodes = parse_hosts(options.hosts, options.python, options.container, options.runtime)
     elif options.inventory is not None:
         nodes = load_inventory(options.inventory, options.python, options.container, options.runtime)
-    found = fleet.run(fleet.FleetOptions(
+    run_options = fleet.FleetOptions(
         ray_address=options.ray, nodes=nodes, ssh_config=str(options.ssh_config) if options.ssh_config else None,
         python=options.python, container=options.container, runtime=options.runtime, node_timeout=options.node_timeout,
-        arch=options.arch, matrix_path=options.matrix, fail_on=options.fail_on, ignore=set(options.ignore)))
+        arch=options.arch, matrix_path=options.matrix, fail_on=options.fail_on, ignore=set(options.ignore),
+        measure=options.measure)
+    if sys.stderr.isatty():  # progress on stderr, only to a terminal: stdout stays the document
+        from rich.console import Console
+
+        with Console(stderr=True).status("fleet check…", spinner="dots") as status:
+            run_options.progress = status.update
+            found = fleet.run(run_options)
+    else:
+        found = fleet.run(run_options)
     return Result("fleet check", "fleet", found, exit_code=found.exit_code(), options={"verbose": options.verbose})
 
 
@@ -100,7 +111,7 @@ def register(app: typer.Typer) -> None:
 def check(
     ray: str | None = typer.Option(None, "--ray", metavar="ADDRESS", help="Check every live node of this Ray cluster (e.g. 10.0.0.1:6379, or auto)."),
     hosts: str | None = typer.Option(None, "--hosts", metavar="A,B,...", help="Check these ssh destinations (your ssh config and keys)."),
-    inventory: Path | None = typer.Option(None, "--inventory", metavar="FILE", help="Nodes from a file: one ssh destination per line, or TOML with node tables (docs/fleet.md)."),
+    inventory: Path | None = typer.Option(None, "--inventory", metavar="FILE", help="Nodes from a file: one ssh destination per line, TOML with node tables, a sparkrun cluster (.yaml, or sparkrun:NAME) or eugr's .env with CLUSTER_NODES (docs/fleet.md)."),
     ssh_config: Path | None = typer.Option(None, "--ssh-config", metavar="FILE", help="An ssh config file to use instead of ~/.ssh/config (ssh -F)."),
     python: str | None = typer.Option(None, "--remote-python", metavar="PATH", help="The serving interpreter on every node (default: $VIRTUAL_ENV's, else python3; Ray: the worker's)."),
     container: str | None = typer.Option(None, "--container", metavar="NAME", help="Probe inside this running container on every node."),
@@ -113,6 +124,7 @@ def check(
     fmt: str = format_option(*FORMATS),
     output_name: str | None = output_option(),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Show benign differences and every finding."),
+    measure: bool = typer.Option(False, "--measure", help="Also measure every link: ib_write_bw per rail, nccl-tests all_reduce_perf up to 1 GiB (bounded; absent tools are reported)."),
 ) -> None:
     """Probe every node in parallel, judge each against the matrix, compare them N-way. Exit code gates the launch."""
     from sparkdoctor.emit import emit
@@ -120,5 +132,5 @@ def check(
     options = FleetCommand(ray=ray, hosts=hosts, inventory=inventory, ssh_config=ssh_config, python=python,
                            container=container, runtime=runtime, node_timeout=node_timeout, arch=arch, fail_on=fail_on,
                            ignore=list(ignore), matrix=matrix_path, fmt=Format(fmt),
-                           output=output_path("--output", output_name), verbose=verbose)
+                           output=output_path("--output", output_name), verbose=verbose, measure=measure)
     raise typer.Exit(emit(run(options), options.fmt, options.output))

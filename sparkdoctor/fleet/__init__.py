@@ -9,6 +9,8 @@ Modules, each importing only those above it:
   node       one node's Facts: check's collectors plus the node probe (probes/fleet_node/)
   rules      verdicts for the fleet-only node facts
   compare    N-way comparison: majority value, odd nodes
+  fabric     the RDMA fabric judged across nodes: topology, NCCL_IB_HCA, GID index, ring routing, MTU, rails
+  measure    --measure: per-rail ib_write_bw and nccl-tests all_reduce_perf, parsed and judged
   inventory  --hosts and inventory files
   run        options -> FleetResult (this module)
 Ray is imported by transport.RayTransport only, never on check's path.
@@ -59,6 +61,8 @@ class FleetOptions:
     matrix_path: Path | None = None
     fail_on: str = "error"
     ignore: set[str] = field(default_factory=set)
+    measure: bool = False
+    progress: Any = None  # Callable[[str], None]: what the run is doing now (the command shows it on a terminal)
 
 
 @dataclass
@@ -70,6 +74,9 @@ class FleetResult:
     notes: list[str]
     seconds: float
     fail_on: str
+    topology: Any = None  # fabric.Topology of the nodes that answered
+    fabric: list[Any] = field(default_factory=list)  # fabric.FabricFinding, static and measured
+    measured: list[Any] = field(default_factory=list)  # measure.Measurement
 
     @property
     def down(self) -> list[Any]:
@@ -93,31 +100,52 @@ class FleetResult:
 def run(options: FleetOptions) -> FleetResult:
     """Probe every node in parallel (each within options.node_timeout), judge, compare. FleetError when
     the fleet itself cannot be reached; a node that cannot be is an outcome, never an exception."""
-    from sparkdoctor.findings import build_report
-    from sparkdoctor.fleet.compare import compare_nodes, unpaired_links
     from sparkdoctor.fleet.node import collect_node
     from sparkdoctor.matrix import load
 
     matrix = load(options.matrix_path)  # MatrixError: the caller's one line
     started = time.monotonic()
     transport, nodes = _connect(options)
+    say = options.progress or (lambda _: None)
+    say(f"probing {len(nodes)} node(s)…")
     try:
         with ThreadPoolExecutor(max_workers=max(1, min(MAX_PARALLEL, len(nodes)))) as pool:
             outcomes = list(pool.map(lambda n: collect_node(transport, n, options.node_timeout, options.arch), nodes))
+        named = [(o.node.name, o.facts) for o in outcomes if o.facts is not None]
+        measured: list[Any] = []
+        if options.measure and len(named) > 1:
+            from sparkdoctor.fleet.measure import measure_links
+
+            measured = measure_links(transport, [o.node for o in outcomes if o.ok], named, say)
     finally:
         close = getattr(transport, "close", None)
         if close:
             close()
-    named = [(o.node.name, o.facts) for o in outcomes if o.facts is not None]
+    reports, drifts, notes, topo, found = judge(named, matrix, options, measured)
+    return FleetResult(transport.kind, outcomes, reports, drifts, notes, time.monotonic() - started, options.fail_on,
+                       topo, found, measured)
+
+
+def judge(named: list[tuple[str, Any]], matrix: Any, options: FleetOptions, measured: list[Any] | None = None) -> Any:
+    """(reports, drifts, notes, topology, fabric findings) of the nodes that answered: the
+    N-way comparison and the fabric rules fill each node's Facts.fleet, then the matrix judges each node."""
+    from sparkdoctor.findings import build_report
+    from sparkdoctor.fleet import fabric
+    from sparkdoctor.fleet.compare import compare_nodes, unpaired_links
+
     drifts = compare_nodes(named)
     lonely = unpaired_links(named) if len(named) > 1 else {}
     risky = [d.label for d in drifts if d.verdict == "risky"]
+    fabrics = {name: facts.fleet["fabric"] for name, facts in named if isinstance((facts.fleet or {}).get("fabric"), dict)}
+    topo, found = fabric.judge(fabrics)
+    found += [f for m in measured or [] for f in m.findings()]
     for name, facts in named:
         facts.fleet = {**(facts.fleet or {}), "nodes": len(named), "drift": risky,
                        "odd": [d.label for d in drifts if d.verdict == "risky" and name in d.odd],
-                       "unpaired_links": lonely.get(name, [])}
+                       "unpaired_links": lonely.get(name, []), "topology": topo.kind,
+                       "fabric_findings": [f.to_dict() for f in found if f.node == name]}
     reports = {name: build_report(facts, matrix, fail_on=options.fail_on, ignore=options.ignore) for name, facts in named}
-    return FleetResult(transport.kind, outcomes, reports, drifts, _notes(named), time.monotonic() - started, options.fail_on)
+    return reports, drifts, _notes(named), topo, found
 
 
 def _connect(options: FleetOptions) -> tuple[Any, list[Any]]:

@@ -9,11 +9,21 @@ An inventory is TOML (a file ending in .toml):
     host = "spark-1"               # an ssh destination: a name or alias of your ssh config, or user@host
     python = "/home/me/vllm/.venv/bin/python"
 
-or plain text, one ssh destination per line (# comments). Problems are one line naming the file and field.
+or plain text, one ssh destination per line (# comments). Where the cluster is already written down, that
+file is the inventory, so nobody keeps a second host list:
+
+  a sparkrun cluster definition (.yaml/.yml, as `sparkrun cluster` writes it under
+  ~/.config/sparkrun/clusters/): `hosts` and the optional ssh `user`; `sparkrun:NAME` reads cluster NAME
+  from there ($SPARKRUN_CONFIG_DIR first), `sparkrun:` the default cluster (clusters/.default);
+  eugr's launch-cluster config (.env, or any file with a CLUSTER_NODES= line): CLUSTER_NODES, comma-separated,
+  head first.
+
+Problems are one line naming the file and field.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 from pathlib import Path
@@ -60,6 +70,8 @@ def parse_hosts(text: str, python: str | None, container: str | None, runtime: s
 
 
 def load_inventory(path: Path, python: str | None, container: str | None, runtime: str) -> list[Node]:
+    if str(path).startswith("sparkrun:"):
+        path = sparkrun_cluster(str(path)[len("sparkrun:"):])
     try:
         # never open() it: a FIFO with no writer would block the launch gate forever; a pipe with one is read
         text = read_text(path, MAX_INVENTORY_BYTES, stream=True)
@@ -68,6 +80,10 @@ def load_inventory(path: Path, python: str | None, container: str | None, runtim
     except UnicodeDecodeError as exc:
         raise InventoryError(f"--inventory {path}: not UTF-8 text (byte {exc.start})") from None
     check_container(container, "--container")
+    if path.suffix in (".yaml", ".yml"):
+        return _unique([Node(h, python, container, runtime) for h in sparkrun_hosts(path)], str(path))
+    if path.name.endswith(".env") or EUGR_NODES.search(text):
+        return _unique([Node(h, python, container, runtime) for h in eugr_hosts(text, path)], str(path))
     if path.suffix != ".toml":
         lines = [(n, line.split("#", 1)[0].strip()) for n, line in enumerate(text.splitlines(), 1)]
         nodes = [Node(check_host(host, f"{path}:{n}"), python, container, runtime) for n, host in lines if host]
@@ -100,6 +116,61 @@ def load_inventory(path: Path, python: str | None, container: str | None, runtim
         box = check_container(row.get("container", container), f"{where}.container")
         nodes.append(Node(check_host(host, f"{where}.host"), row.get("python", python), box, kind))
     return _unique(nodes, str(path))
+
+
+EUGR_NODES = re.compile(r"^\s*(?:export\s+)?CLUSTER_NODES\s*=(.*)$", re.M)
+
+
+def sparkrun_cluster(name: str) -> Path:
+    """The file of sparkrun cluster `name` (the default cluster when empty)."""
+    root = Path(os.environ.get("SPARKRUN_CONFIG_DIR") or Path.home() / ".config" / "sparkrun").expanduser() / "clusters"
+    if not name:
+        try:
+            name = read_text(root / ".default", 4096).strip()
+        except OSError:
+            raise InventoryError(f"--inventory sparkrun: no default sparkrun cluster ({root / '.default'})") from None
+    if not re.match(r"^[A-Za-z0-9_.-]+$", name) or name.startswith("."):
+        raise InventoryError(f"--inventory sparkrun:{name[:80]}: not a cluster name")
+    path = root / f"{name}.yaml"
+    if not path.is_file():
+        raise InventoryError(f"--inventory sparkrun:{name}: no such sparkrun cluster ({path})")
+    return path
+
+
+def sparkrun_hosts(path: Path) -> list[str]:
+    """A sparkrun cluster definition's hosts, each user@host when it names a user."""
+    from sparkdoctor.recipes.model import RecipeError
+    from sparkdoctor.recipes.yamlsafe import read_yaml
+
+    try:
+        data, _ = read_yaml(path)
+    except RecipeError as exc:
+        raise InventoryError(f"{path}: {exc}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("hosts"), list) or not data["hosts"]:
+        raise InventoryError(f"{path}.hosts: a sparkrun cluster definition lists its hosts (hosts: [a, b])")
+    user = data.get("user")
+    if user is not None and (not isinstance(user, str) or not HOST_RE.match(user) or "@" in user):
+        raise InventoryError(f"{path}.user: {str(user)[:80]!r} is not an ssh user name")
+    hosts = []
+    for i, host in enumerate(data["hosts"]):
+        if not isinstance(host, (str, int)) or isinstance(host, bool):
+            raise InventoryError(f"{path}.hosts[{i}]: give the host as a string")
+        name = check_host(str(host), f"{path}.hosts[{i}]")
+        hosts.append(f"{user}@{name}" if user and "@" not in name else name)
+    return hosts
+
+
+def eugr_hosts(text: str, path: Path) -> list[str]:
+    """CLUSTER_NODES of eugr's launch-cluster config: comma-separated, head first (the last assignment wins, as
+    in a shell)."""
+    found = EUGR_NODES.findall(text)
+    if not found:
+        raise InventoryError(f"{path}: no CLUSTER_NODES= line (eugr's launch-cluster config names its nodes there)")
+    value = found[-1].split(" #", 1)[0].strip().strip("\"'")
+    hosts = [check_host(h, f"{path}: CLUSTER_NODES") for h in value.split(",") if h.strip()]
+    if not hosts:
+        raise InventoryError(f"{path}: CLUSTER_NODES is empty")
+    return hosts
 
 
 def _table(value: Any, where: str) -> dict[str, Any]:

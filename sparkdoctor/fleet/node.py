@@ -22,6 +22,7 @@ from sparkdoctor.arch import assumed
 from sparkdoctor.collect import Collector, CollectorError, Context, run_collectors
 from sparkdoctor.collect.gpu import arch_of
 from sparkdoctor.facts import Facts
+from sparkdoctor.fleet.fabric import clean as clean_fabric
 from sparkdoctor.fleet.target import RemoteTarget
 from sparkdoctor.fleet.transport import Node
 from sparkdoctor.target.local import TargetError, parse_json_probe, probe_entry
@@ -176,6 +177,7 @@ def apply_node(facts: Facts, raw: dict[str, Any], received: float, arch: str | N
         "nccl_conf": [c for c in raw.get("nccl_conf") or [] if isinstance(c, dict)],
         "cma": raw.get("cma") if isinstance(raw.get("cma"), dict) else None,
         "roce_v2_gid_index": _dict(raw.get("roce_v2_gid_index")),
+        "fabric": clean_fabric(raw.get("fabric")),
         "in_container": raw.get("in_container"),
         "clock_skew_s": round(when - received, 2) if isinstance(when, (int, float)) else None,
     }

@@ -35,6 +35,9 @@ def fleet_dict(result: FleetResult, verbose: bool = False) -> dict[str, Any]:
         "benign": len(result.drifts) - len(result.risky),
         "differences": [d.to_dict() for d in drifts],
         "notes": result.notes,
+        "fabric": {"topology": result.topology.to_dict() if result.topology is not None else None,
+                   "findings": [f.to_dict() for f in result.fabric],
+                   "measured": [m.to_dict() for m in result.measured]},
     }
 
 
@@ -82,6 +85,7 @@ def render_console(result: FleetResult, console: Any, verbose: bool = False) -> 
             line = "no majority: " + ", ".join(f"{n} {_v(v)}" for n, v in d.values.items() if n in d.odd)
         console.print(f"[{style}]{mark}[/]  {escape(d.area)}  [bold]{escape(d.key)}[/]  {escape(line)}")
         console.print(f"           [dim]{escape(d.why)}[/]")
+    _render_fabric(result, console, verbose)
     for note in result.notes:
         console.print(f"[yellow]note[/]  {escape(note)}")
     console.print()
@@ -95,6 +99,23 @@ def render_console(result: FleetResult, console: Any, verbose: bool = False) -> 
            f"difference(s) among the {len(result.reports)} that answered (exit 3)",
     }[result.exit_code()]
     console.print(verdict)
+
+
+def _render_fabric(result: FleetResult, console: Any, verbose: bool) -> None:
+    from rich.markup import escape
+
+    topo = result.topology
+    if topo is not None and topo.kind not in ("single", "none"):
+        console.print(f"fabric: {escape(topo.kind)}, {len(topo.links)} link(s)"
+                      + (f", switched subnets {escape(', '.join(topo.switches))}" if topo.switches else ""))
+        for label in topo.to_dict()["links"] if verbose else []:
+            console.print(f"  [dim]{escape(label)}[/]")
+    for f in result.fabric:
+        console.print(f"[bold red]✖ fabric[/]  [bold]{escape(f.rule)}[/]  {escape(f.line())}")
+    for m in result.measured:
+        value = f"{m.gbps:g} Gb/s" if m.gbps is not None else m.status
+        rated = f" of {m.rated_gbps:g} rated" if m.rated_gbps else ""
+        console.print(f"  measured  {escape(m.tool)}  {escape(m.link)}: {escape(value + rated)}  [dim]{escape(m.detail)}[/]")
 
 
 def _v(value: Any) -> str:

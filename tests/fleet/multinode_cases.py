@@ -16,7 +16,7 @@ def node(nodes: int = 2, odd: tuple[str, ...] = (), **extra: Any) -> dict[str, A
         "node": "spark-2", "nodes": nodes, "drift": list(odd), "odd": list(odd), "unpaired_links": [],
         "nccl": {"candidates": [], "loaded": None, "pip_system_same_version_other_build": False},
         "nccl_conf": [], "cma": {"total_kib": 65536, "free_kib": 60000, "cmdline": None},
-        "roce_v2_gid_index": {"enp1s0f0np0": 3},
+        "roce_v2_gid_index": {"enp1s0f0np0": 3}, "topology": "pair", "fabric_findings": [],
     }
     fleet.update(extra)
     return fleet
@@ -24,6 +24,11 @@ def node(nodes: int = 2, odd: tuple[str, ...] = (), **extra: Any) -> dict[str, A
 
 SPLIT = {"candidates": [], "loaded": None, "pip_system_same_version_other_build": True}
 CONF = [{"path": "/etc/nccl.conf", "settings": {"NCCL_IB_USE_INLINE": "1"}, "sha256": "0" * 64}]
+
+def _row(rule: str) -> dict[str, str]:
+    return {"rule": rule, "node": "spark-2", "link": "rocep1s0f1 port 1 (enp1s0f1np1)", "setting": "NCCL_IB_HCA=x",
+            "detail": "d"}
+
 
 MULTINODE_CASES: dict[str, tuple[dict, dict]] = {
     "multinode-nccl-build-drift": (
@@ -54,4 +59,13 @@ MULTINODE_CASES: dict[str, tuple[dict, dict]] = {
         dict(fleet=node(nodes=3, odd=("cutedsl: active build",))),
         dict(fleet=node(nodes=3, odd=("packages: numpy",))),  # not part of the serving stack
     ),
+    **{entry: (dict(fleet=node(fabric_findings=[_row(rule)])), dict(fleet=node(fabric_findings=[_row(other)])))
+       for entry, rule, other in (
+           ("multinode-fabric-hca-one-twin", "hca-twin", "mtu-mismatch"),
+           ("multinode-fabric-gid-index-invalid", "gid-index", "hca-twin"),
+           ("multinode-fabric-ring-routing", "ring-routing", "gid-index"),
+           ("multinode-fabric-mtu-mismatch", "mtu-mismatch", "ring-routing"),
+           ("multinode-fabric-rail-degraded", "rail-degraded", "rail-slow"),
+           ("multinode-fabric-rail-slow", "rail-slow", "rail-degraded"),
+       )},  # each fires on its own rule's row only (fleet/fabric.py names the rows)
 }

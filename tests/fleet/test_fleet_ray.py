@@ -48,11 +48,16 @@ def test_cutedsl_build_and_env_drift_name_the_third_node(ray_fleet):
 
 
 def test_the_gate_refuses_and_packages_were_judged_as_check_judges(ray_fleet):
-    result, _ = ray_fleet
+    result, names = ray_fleet
     assert result.exit_code() == 1 and result.verdict() == "no-go"
     for report in result.reports.values():
         assert report.facts.packages["vllm"]["version"] == "0.22.0"
         assert report.facts.fleet["nodes"] == 3
+        fabric = report.facts.fleet["fabric"]  # the node probe's fabric facts came back through the Ray task
+        assert fabric["root"] == "/" and isinstance(fabric["netdevs"], dict) and isinstance(fabric["rdma"], list)
+    nccl = result.reports[names[2]].facts.fleet["fabric"]["nccl"]
+    assert nccl["NCCL_IB_GID_INDEX"] == {"value": "3", "source": "environment"}  # the worker's environment
+    assert result.reports[names[0]].facts.fleet["fabric"]["nccl"].get("NCCL_IB_GID_INDEX") is None
 
 
 def test_cli_over_ray_prints_json_and_exits_1(ray_cluster, no_ray_env):

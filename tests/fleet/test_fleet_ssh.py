@@ -87,3 +87,46 @@ def test_no_ssh_option_disables_host_key_checking():
     joined = " ".join(argv)
     assert "StrictHostKeyChecking" not in joined and "UserKnownHostsFile" not in joined
     assert "BatchMode=yes" in joined and argv[argv.index("-F") + 1] == "/some/config"
+
+
+def fabric_python(folder, name: str, python, spark) -> str:
+    """The node's serving interpreter behind a wrapper that gives it a login environment: the node's NCCL
+    settings and SPARKDOCTOR_HOST_ROOT on a fixture Spark tree (tests/fleet/fabric_trees.py)."""
+    import shlex
+
+    from tests.fleet.fabric_trees import write
+
+    root = write(folder / f"{name}-tree", spark)
+    exports = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in {"SPARKDOCTOR_HOST_ROOT": str(root), **spark.env}.items())
+    wrapper = folder / f"{name}-python"
+    wrapper.write_text(f"#!/bin/sh\n{exports}exec {shlex.quote(str(python))} \"$@\"\n")
+    wrapper.chmod(0o755)
+    return str(wrapper)
+
+
+def test_the_fabric_facts_travel_over_ssh_and_gate_the_launch(sshd, node_venvs, tmp_path):
+    from tests.fleet.fabric_trees import pair
+
+    for case, overrides, code in (("ok", {}, 0), ("twin", {"spark-2": {"env": {"NCCL_IB_HCA": "rocep1s0f1"}}}, 1)):
+        sparks = pair(**overrides)
+        (tmp_path / case).mkdir()
+        rows = [(f"fleet-{i}", fabric_python(tmp_path / case, f"fleet-{i}", node_venvs[0], s)) for i, s in enumerate(sparks)]
+        measure = ["--measure"] if case == "ok" else []
+        done = fleet("--inventory", inventory(tmp_path / case / "fleet.toml", rows), "--ssh-config", str(sshd.config),
+                     "--format", "json", *measure)
+        doc = json.loads(done.stdout)
+        assert done.returncode == code, (done.stderr, doc["fabric"], [(n["name"], [f["id"] for f in n.get("findings") or []])
+                                                                    for n in doc["nodes"]])
+        assert doc["fabric"]["topology"]["kind"] == "pair"
+        assert doc["fabric"]["topology"]["links"] == ["fleet-0:enp1s0f1np1 <-> fleet-1:enp1s0f1np1 (192.168.100.0/24)"]
+        if measure:  # the tools run on the nodes over ssh; where they are missing (or fail on a fixture's devices) it is
+            # reported and the gate still goes
+            assert [m["tool"] for m in doc["fabric"]["measured"]] == ["ib_write_bw", "all_reduce_perf"]
+            assert all(m["status"] in ("absent", "failed") and not m["slow"] for m in doc["fabric"]["measured"])
+        node1 = next(n for n in doc["nodes"] if n["name"] == "fleet-1")
+        assert node1["facts"]["fleet"]["fabric"]["nccl"]["NCCL_IB_HCA"]["source"] == "environment"
+        if code:
+            [finding] = doc["fabric"]["findings"]
+            assert finding == {"rule": "hca-twin", "node": "fleet-1", "link": "roceP2p1s0f1 port 1 (enP2p1s0f1np1)",
+                               "setting": "NCCL_IB_HCA=rocep1s0f1 (environment)", "detail": finding["detail"]}
+            assert "multinode-fabric-hca-one-twin" in {f["id"] for f in node1["findings"]}

@@ -10,6 +10,8 @@ says so, so these entries never fire on a single Spark and never leave it undeci
   cma_zero = true                /proc/meminfo says CmaTotal: 0 kB
   nccl_conf = true               an NCCL config file (/etc/nccl.conf, ~/.nccl.conf, $NCCL_CONF_FILE) exists
   unpaired_links = true          a link of this node is up on a subnet no other node has
+  fabric = ["hca-twin", ...]     a fabric rule (sparkdoctor/fleet/fabric.py RULES) found this node wrong; the
+                                 evidence names the node, the link and the setting
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from sparkdoctor.facts import Facts
 from sparkdoctor.matrix.model import Check
 
 FLAGS = ("multi_node", "nccl_pip_system_split", "cma_zero", "nccl_conf", "unpaired_links")
-KEYS = (*FLAGS, "odd")
+KEYS = (*FLAGS, "odd", "fabric")
 SINGLE = "not a fleet check (one box): no multi-node signal"
 
 
@@ -34,6 +36,9 @@ def v_fleet(value: Any) -> str | None:
         if key == "odd":
             if not (isinstance(test, list) and test and all(isinstance(t, str) and ": " in t for t in test)):
                 return "odd: must be a non-empty list of \"area: key\" strings"
+        elif key == "fabric":  # the rule names are fleet/fabric.py's RULES (tests/fleet/test_fabric.py holds them equal)
+            if not (isinstance(test, list) and test and all(isinstance(t, str) and t for t in test)):
+                return "fabric: must be a non-empty list of fabric rule names"
         elif not isinstance(test, bool):
             return f"{key}: must be true or false"
     return None
@@ -54,12 +59,26 @@ def eval_fleet(value: Any, facts: Facts) -> list[Check]:
             checks.append(Check(name, bool(hits), f"{where} is the odd one on {', '.join(hits)}" if hits
                                 else f"{where} is on the majority for {', '.join(test)}"))
             continue
+        if key == "fabric":
+            checks.append(_fabric(test, fleet))
+            continue
         got = _flag(key, fleet)
         if got is None:
             checks.append(Check(name, None, f"{key.replace('_', ' ')} unknown on node {fleet.get('node')}"))
             continue
         checks.append(Check(name, got is test, _evidence(key, got, fleet)))
     return checks
+
+
+def _fabric(rules: list[str], fleet: dict[str, Any]) -> Check:
+    rows = fleet.get("fabric_findings")
+    if not isinstance(rows, list):
+        return Check("fleet.fabric", None, f"no fabric facts from node {fleet.get('node')}")
+    hits = [r for r in rows if isinstance(r, dict) and r.get("rule") in rules]
+    if not hits:
+        return Check("fleet.fabric", False, f"node {fleet.get('node')}: {', '.join(rules)} found nothing")
+    return Check("fleet.fabric", True, "; ".join(f"node {r.get('node')}, link {r.get('link')}, {r.get('setting')}: "
+                                                 f"{r.get('detail')}" for r in hits))
 
 
 def _flag(key: str, fleet: dict[str, Any]) -> bool | None:

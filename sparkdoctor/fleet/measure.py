@@ -1,0 +1,182 @@
+"""`fleet check --measure`: each link's bandwidth measured with the tools users already run, parsed and judged
+against the link's rated speed (the port rate the two ends report).
+
+  ib_write_bw   per rail: the server on one end of each link, the client on the other, over the addressed
+                RDMA device and its RoCE v2 IPv4 GID, IB_SECONDS long, each side within IB_TIMEOUT
+  all_reduce_perf  nccl-tests over every node (mpirun from the first node), 8 MiB to ALLREDUCE_MAX_BYTES:
+                never the 16 GB size that exhausts a Spark's unified memory (dgx-spark-playbooks#102)
+
+A tool that is not installed on a node is a Measurement with status "absent": reported, never fatal, and
+never a finding. A rail below FAIR_SHARE of its rated speed is a rail-slow fabric finding.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from sparkdoctor.fleet import fabric
+from sparkdoctor.fleet.toolparse import parse_all_reduce_perf, parse_ib_write_bw
+
+FAIR_SHARE = 0.25  # 13 Gb/s on a 200 Gb/s rail (PR #108) and 3 GB/s busbw (#102) are far below it
+IB_SECONDS = 3
+IB_TIMEOUT = 30.0
+IB_PORT = 18515
+SERVER_HEAD_START = 1.0  # the client connects once the server listens
+ALLREDUCE_MIN_BYTES = 8 << 20
+ALLREDUCE_MAX_BYTES = 1 << 30
+ALLREDUCE_TIMEOUT = 180.0
+
+
+@dataclass
+class Measurement:
+    tool: str
+    node: str
+    link: str
+    status: str  # measured | absent | failed
+    gbps: float | None  # ib_write_bw: average Gb/s; all_reduce_perf: peak bus bandwidth in Gb/s
+    rated_gbps: float | None
+    setting: str  # the command line that measured it
+    detail: str
+
+    def slow(self) -> bool:
+        return self.status == "measured" and bool(self.rated_gbps) and self.gbps is not None \
+            and self.gbps < FAIR_SHARE * float(self.rated_gbps or 0)
+
+    def findings(self) -> list[fabric.FabricFinding]:
+        if not self.slow():
+            return []
+        return [fabric.FabricFinding(fabric.RAIL_SLOW, self.node, self.link, self.setting,
+                                     f"{self.gbps:.1f} Gb/s measured, rated {self.rated_gbps:g} Gb/s "
+                                     f"(under {FAIR_SHARE:.0%}): {self.detail}")]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "slow": self.slow()}
+
+
+def _absent(result: Any) -> bool:
+    text = f"{result.start_error or ''} {result.stderr or ''}"
+    return result.returncode == 127 or "No such file" in text or "not found" in text
+
+
+def from_ib_write_bw(text: str, node: str, link: str, rated: float | None, setting: str) -> Measurement:
+    bw = parse_ib_write_bw(text)
+    if bw.average_gbps is None:
+        return Measurement("ib_write_bw", node, link, "failed", None, rated, setting, "no result row in its output")
+    return Measurement("ib_write_bw", node, link, "measured", round(bw.average_gbps, 2), rated, setting,
+                       f"{bw.device or '?'} GID {bw.gid_index}, {bw.qps or 1} QP, {bw.message_bytes} B messages")
+
+
+def from_all_reduce(text: str, node: str, link: str, rated: float | None, setting: str,
+                    tool: str = "all_reduce_perf") -> Measurement:
+    """nccl-tests' table (or benchmarks/nccl_allreduce.py's, which prints the same) as a Measurement."""
+    parsed = parse_all_reduce_perf(text)
+    peak = parsed.peak_busbw_gbs
+    if peak is None:
+        return Measurement(tool, node, link, "failed", None, rated, setting, "no result row in its output")
+    detail = (f"peak bus bandwidth {peak:.2f} GB/s up to {parsed.largest_bytes} B over {parsed.ranks or '?'} ranks, "
+              f"{parsed.wrong} wrong")
+    if parsed.wrong:
+        return Measurement(tool, node, link, "failed", round(peak * 8, 2), rated, setting, detail + ": wrong results")
+    return Measurement(tool, node, link, "measured", round(peak * 8, 2), rated, setting, detail)
+
+
+def _rail(fab: dict[str, Any], netdev: str) -> tuple[str, int, int, float] | None:
+    """(device, port, RoCE v2 IPv4 GID index, rate) of the addressed RDMA device on a netdev."""
+    for dev in fab.get("rdma") or []:
+        for port in dev.get("ports") or []:
+            gid = next((g for g in port.get("gids") or [] if g.get("ndev") == netdev and "v2" in str(g.get("type")).lower()
+                        and g.get("ipv4")), None)
+            if gid is not None:
+                return str(dev.get("device")), int(port.get("port") or 1), int(gid["index"]), float(port.get("rate_gbps") or 0)
+    return None
+
+
+def _address(fab: dict[str, Any], netdev: str, subnet: str) -> str | None:
+    prefix = subnet.split("/")[-1]
+    addrs = ((fab.get("netdevs") or {}).get(netdev) or {}).get("addrs") or []
+    return next((a.split("/")[0] for a in addrs if a.endswith("/" + prefix)), None)
+
+
+def ib_write_bw(transport: Any, nodes: dict[str, Any], fabrics: dict[str, dict[str, Any]], link: fabric.Link,
+                port: int) -> Measurement:
+    """One rail: ib_write_bw's server on the link's first end, its client on the second."""
+    server, client = link.ends[0], link.ends[1]
+    a, b = _rail(fabrics[server.node], server.netdev), _rail(fabrics[client.node], client.netdev)
+    address = _address(fabrics[server.node], server.netdev, link.subnet)
+    if a is None or b is None or address is None:
+        return Measurement("ib_write_bw", client.node, link.label, "failed", None, None, "",
+                           "no addressed RoCE v2 device on both ends")
+    rated = min(a[3], b[3]) or None
+    common = ["--report_gbits", "-D", str(IB_SECONDS), "-q", "4", "-F", "-p", str(port)]
+    server_argv = ["ib_write_bw", "-d", a[0], "-i", str(a[1]), "-x", str(a[2]), *common]
+    client_argv = ["ib_write_bw", "-d", b[0], "-i", str(b[1]), "-x", str(b[2]), *common, address]
+    setting = " ".join(client_argv)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        serving = pool.submit(transport.command, nodes[server.node], server_argv, IB_TIMEOUT)
+        time.sleep(SERVER_HEAD_START)
+        done = transport.command(nodes[client.node], client_argv, IB_TIMEOUT)
+        served = serving.result()
+    for result, where in ((done, client.node), (served, server.node)):
+        if _absent(result):
+            return Measurement("ib_write_bw", where, link.label, "absent", None, rated, setting,
+                               f"ib_write_bw is not installed on {where} (perftest)")
+    if not done.ok:
+        return Measurement("ib_write_bw", client.node, link.label, "failed", None, rated, setting,
+                           done.describe_failure()[:300])
+    return from_ib_write_bw(done.stdout, client.node, link.label, rated, setting)
+
+
+def all_reduce(transport: Any, nodes: list[Any], fabrics: dict[str, dict[str, Any]], topo: fabric.Topology) -> Measurement:
+    """nccl-tests all_reduce_perf over every node, one GPU each, started by mpirun on the first node."""
+    hosts = []
+    for node in nodes:
+        fab = fabrics.get(node.name) or {}
+        mine = [(e.netdev, lk.subnet) for lk in topo.links for e in lk.ends if e.node == node.name]
+        address = next((a for a in (_address(fab, nd, sn) for nd, sn in mine) if a), None)
+        hosts.append(f"{address or node.name.rpartition('@')[2]}:1")
+    rates = [r for lk in topo.links for e in lk.ends if (r := _rail(fabrics[e.node], e.netdev)) is not None]
+    rated = min((r[3] for r in rates), default=0.0) or None
+    argv = ["mpirun", "--allow-run-as-root", "-np", str(len(nodes)), "-H", ",".join(hosts), "all_reduce_perf",
+            "-b", str(ALLREDUCE_MIN_BYTES), "-e", str(ALLREDUCE_MAX_BYTES), "-f", "2", "-g", "1"]
+    first = nodes[0]
+    link = f"all {len(nodes)} nodes ({topo.kind})"
+    done = transport.command(first, argv, ALLREDUCE_TIMEOUT)
+    setting = " ".join(argv)
+    if _absent(done):
+        return Measurement("all_reduce_perf", first.name, link, "absent", None, rated, setting,
+                           f"mpirun or nccl-tests' all_reduce_perf is not installed on {first.name}")
+    if not done.ok:
+        return Measurement("all_reduce_perf", first.name, link, "failed", None, rated, setting,
+                           done.describe_failure()[:300])
+    return from_all_reduce(done.stdout, first.name, link, rated, setting)
+
+
+def measure_links(transport: Any, nodes: list[Any], named: list[tuple[str, Any]],
+                  progress: Callable[[str], None] | None = None) -> list[Measurement]:
+    """Every link's rail, one after another (two tests on one wire would halve each other), then one
+    all-reduce over all nodes. Never raises: what could not be measured is a Measurement that says why."""
+    fabrics: dict[str, dict[str, Any]] = {name: facts.fleet["fabric"] for name, facts in named
+                                          if isinstance((facts.fleet or {}).get("fabric"), dict)}
+    by_name = {n.name: n for n in nodes if n.name in fabrics}
+    topo = fabric.topology(fabrics)
+    say = progress or (lambda _: None)
+    out = []
+    for i, link in enumerate(topo.links):
+        say(f"measuring {link.label} with ib_write_bw ({i + 1}/{len(topo.links)})…")
+        try:
+            out.append(ib_write_bw(transport, by_name, fabrics, link, IB_PORT + i))
+        except Exception as exc:  # a transport surprise costs this rail only
+            out.append(Measurement("ib_write_bw", link.ends[1].node, link.label, "failed", None, None, "",
+                                   f"{type(exc).__name__}: {exc}"[:300]))
+    if topo.links and len(by_name) > 1:
+        say(f"all_reduce_perf over {len(by_name)} nodes…")
+        try:
+            out.append(all_reduce(transport, list(by_name.values()), fabrics, topo))
+        except Exception as exc:
+            out.append(Measurement("all_reduce_perf", next(iter(by_name)), "all nodes", "failed", None, None, "",
+                                   f"{type(exc).__name__}: {exc}"[:300]))
+    return out

@@ -1,0 +1,189 @@
+"""`fleet check --measure` and the tool parsers: ibv_devinfo, show_gids, ib_write_bw and all_reduce_perf
+outputs (tests/data/fabric/README.md says where each format comes from), the measured rail judged against
+its rated speed into the fabric finding shape, absent tools reported and never fatal, and
+benchmarks/nccl_allreduce.py's table read by the same parser."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from sparkdoctor import matrix
+from sparkdoctor.fleet import FleetOptions, FleetResult, judge
+from sparkdoctor.fleet.measure import (
+    ALLREDUCE_MAX_BYTES,
+    FAIR_SHARE,
+    from_all_reduce,
+    from_ib_write_bw,
+    measure_links,
+)
+from sparkdoctor.fleet.node import NodeOutcome
+from sparkdoctor.fleet.toolparse import (
+    devices_from_tools,
+    parse_all_reduce_perf,
+    parse_ib_write_bw,
+    parse_show_gids,
+)
+from sparkdoctor.fleet.transport import Node
+from sparkdoctor.proc import run
+from tests.fleet.fabric_trees import pair, ring
+from tests.fleet.test_fabric import read
+from tests.fleet.test_fleet_compare import fleet_facts
+
+DATA = Path(__file__).resolve().parent.parent / "data" / "fabric"
+
+
+def text(name: str) -> str:
+    return (DATA / name).read_text()
+
+
+def test_ibv_devinfo_and_show_gids_give_the_probe_shape():
+    devices = {d["device"]: d for d in devices_from_tools(text("ibv_devinfo.txt"), text("show_gids.txt"))}
+    assert set(devices) == {"rocep1s0f1", "roceP2p1s0f1", "rocep1s0f0"}
+    dev = devices["rocep1s0f1"]
+    assert dev["fw_ver"] == "28.45.4028" and dev["board_id"] == "NVD0000000033"
+    [port] = dev["ports"]
+    assert (port["port"], port["state"], port["link_layer"], port["active_mtu"]) == (1, "ACTIVE", "Ethernet", 4096)
+    assert port["netdev"] == "enp1s0f1np1"
+    v2 = [g for g in port["gids"] if g["type"] == "RoCE v2" and g["ipv4"]]
+    assert [(g["index"], g["ipv4"]) for g in v2] == [(3, "192.168.100.11")]
+    assert devices["rocep1s0f0"]["ports"][0]["state"] == "DOWN"
+    assert devices["roceP2p1s0f1"]["ports"][0]["active_mtu"] == 1024  # the twin negotiated less
+    assert sum(len(v) for v in parse_show_gids(text("show_gids.txt")).values()) == 8  # n_gids_found=8
+
+
+def test_ib_write_bw_in_gbits_and_in_mib():
+    healthy = parse_ib_write_bw(text("ib_write_bw_healthy.txt"))
+    assert (healthy.device, healthy.gid_index, healthy.qps, healthy.message_bytes) == ("rocep1s0f1", 3, 4, 65536)
+    assert healthy.average_gbps == 92.54 and healthy.peak_gbps == 0.0  # duration mode: no peak
+    assert parse_ib_write_bw(text("ib_write_bw_degraded.txt")).average_gbps == 13.23
+    mib = parse_ib_write_bw(text("ib_write_bw_mib.txt"))
+    assert mib.average_gbps == pytest.approx(11020.47 * 8 * 1.048576 / 1000)
+    assert parse_ib_write_bw("Couldn't connect to 192.168.100.11:18515").average_gbps is None
+
+
+def test_all_reduce_perf_table():
+    parsed = parse_all_reduce_perf(text("all_reduce_perf_pair.txt"))
+    assert parsed.ranks == 2 and len(parsed.rows) == 8 and parsed.largest_bytes == ALLREDUCE_MAX_BYTES
+    assert parsed.peak_busbw_gbs == 23.12 and parsed.average_busbw_gbs == 19.27875 and parsed.wrong == 0
+    assert parse_all_reduce_perf(text("all_reduce_perf_wrong.txt")).wrong == 4
+
+
+def test_a_degraded_rail_and_a_one_twin_all_reduce_are_rail_slow_findings_naming_node_link_and_setting():
+    link = "spark-1:enp1s0f1np1 <-> spark-2:enp1s0f1np1 (192.168.100.0/24)"
+    ok = from_ib_write_bw(text("ib_write_bw_healthy.txt"), "spark-2", link, 200.0, "ib_write_bw -d rocep1s0f1 ...")
+    assert ok.status == "measured" and ok.findings() == []
+    slow = from_ib_write_bw(text("ib_write_bw_degraded.txt"), "spark-2", link, 200.0, "ib_write_bw -d rocep1s0f1 -x 3")
+    [finding] = slow.findings()
+    assert (finding.rule, finding.node, finding.link, finding.setting) == ("rail-slow", "spark-2", link,
+                                                                            "ib_write_bw -d rocep1s0f1 -x 3")
+    assert "13.2 Gb/s measured, rated 200 Gb/s" in finding.detail
+    twin = from_all_reduce(text("all_reduce_perf_one_twin.txt"), "spark-1", "all 2 nodes (pair)", 200.0, "mpirun ...")
+    assert twin.gbps == pytest.approx(3.08 * 8) and twin.gbps < FAIR_SHARE * 200 and twin.findings()
+    assert from_all_reduce(text("all_reduce_perf_pair.txt"), "spark-1", "x", 200.0, "m").findings() == []
+    wrong = from_all_reduce(text("all_reduce_perf_wrong.txt"), "spark-1", "x", 200.0, "m")
+    assert wrong.status == "failed" and "4 wrong" in wrong.detail
+    unrated = from_ib_write_bw(text("ib_write_bw_degraded.txt"), "spark-2", link, None, "s")
+    assert unrated.findings() == []  # nothing to judge against
+
+
+def _benchmark():
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "nccl_allreduce.py"
+    spec = importlib.util.spec_from_file_location("sd_bench_nccl_allreduce", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    return module
+
+
+def test_the_torch_benchmark_prints_what_the_all_reduce_parser_reads():
+    bench = _benchmark()
+    sizes = [8 << 20, 16 << 20, 32 << 20]
+    rows = [bench.row(size, size / 20e9, 0) for size in sizes]  # 20 GB/s algbw: 20 GB/s busbw on 2 ranks
+    out = "\n".join([bench.header(["spark-1", "spark-1"], sizes[0], sizes[-1], 20, 5), *rows,
+                     bench.footer([20.0] * 3, 0)])
+    parsed = parse_all_reduce_perf(out)
+    assert parsed.ranks == 2 and [r["bytes"] for r in parsed.rows] == sizes
+    assert parsed.peak_busbw_gbs == 20.0 and parsed.average_busbw_gbs == 20.0 and parsed.wrong == 0
+    found = from_all_reduce(out, "spark-1", "2 GPUs of one host", 200.0, "nccl_allreduce.py", tool="nccl_allreduce.py")
+    assert found.status == "measured" and found.gbps == 160.0 and found.findings() == []
+    slow = "\n".join([bench.header(["h", "h"], sizes[0], sizes[0], 20, 5), bench.row(sizes[0], sizes[0] / 3e9, 0),
+                      bench.footer([3.0], 0)])
+    [finding] = from_all_reduce(slow, "spark-1", "2 GPUs of one host", 200.0, "nccl_allreduce.py").findings()
+    assert finding.rule == "rail-slow" and finding.node == "spark-1"
+    assert bench.parse_size("1G") == ALLREDUCE_MAX_BYTES and bench.MAX_BYTES == ALLREDUCE_MAX_BYTES
+
+
+class LocalTransport:
+    """Runs a node's command line here, with PATH = one folder: the tools a test puts there, and nothing else."""
+
+    kind = "local"
+
+    def __init__(self, path: Path):
+        self.path, self.calls = path, []
+
+    def command(self, node: Node, argv: list[str], timeout: float):
+        self.calls.append((node.name, argv))
+        return run(argv, timeout=timeout, env={"PATH": str(self.path)})
+
+
+def stand_in(folder: Path, name: str, output: str) -> None:
+    """A stand-in for a tool: prints a captured output of the real one."""
+    script = folder / name
+    script.write_text(f"#!/bin/sh\nexec /bin/cat '{DATA / output}'\n")
+    script.chmod(0o755)
+
+
+def _named(fabrics):
+    named = []
+    for name, fab in fabrics.items():
+        facts = fleet_facts(name)
+        facts.fleet["fabric"] = fab
+        named.append((name, facts))
+    return named
+
+
+def _gate(named, measured):
+    reports, drifts, notes, topo, found = judge(named, matrix.load(), FleetOptions(measure=True), measured)
+    return FleetResult("local", [NodeOutcome(Node(n), f) for n, f in named], reports, drifts, notes, 1.0, "error",
+                       topo, found, measured)
+
+
+def test_absent_tools_are_reported_and_never_fatal(tmp_path):
+    (tmp_path / "bin").mkdir()
+    named = _named(read(tmp_path / "trees", pair()))
+    transport = LocalTransport(tmp_path / "bin")
+    measured = measure_links(transport, [Node(n) for n, _ in named], named)
+    assert [(m.tool, m.status) for m in measured] == [("ib_write_bw", "absent"), ("all_reduce_perf", "absent")]
+    assert "ib_write_bw is not installed" in measured[0].detail
+    result = _gate(named, measured)
+    assert result.exit_code() == 0 and result.fabric == []
+
+
+def test_measured_rails_of_a_ring_with_a_slow_one_are_no_go(tmp_path):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    stand_in(bin_dir, "ib_write_bw", "ib_write_bw_degraded.txt")
+    stand_in(bin_dir, "mpirun", "all_reduce_perf_pair.txt")
+    named = _named(read(tmp_path / "trees", ring(4)))
+    transport = LocalTransport(bin_dir)
+    said: list[str] = []
+    measured = measure_links(transport, [Node(n) for n, _ in named], named, said.append)
+    assert said[0].startswith("measuring spark-1:enp1s0f0np0 <-> spark-2:enp1s0f1np1") and "(1/4)" in said[0]
+    assert said[-1] == "all_reduce_perf over 4 nodes…"
+    assert [m.tool for m in measured] == ["ib_write_bw"] * 4 + ["all_reduce_perf"]
+    servers = [argv for _, argv in transport.calls if argv[0] == "ib_write_bw" and "." not in argv[-1]]
+    clients = [argv for _, argv in transport.calls if argv[0] == "ib_write_bw" and "." in argv[-1]]
+    assert len(servers) == len(clients) == 4 and all("-x" in a and "3" in a for a in clients)
+    [mpirun] = [argv for _, argv in transport.calls if argv[0] == "mpirun"]
+    assert mpirun[mpirun.index("-e") + 1] == str(ALLREDUCE_MAX_BYTES) and "-np" in mpirun
+    result = _gate(named, measured)
+    assert result.exit_code() == 1
+    slow = [f for f in result.fabric if f.rule == "rail-slow"]
+    assert len(slow) == 4  # every rail ran the degraded stand-in
+    first = slow[0]
+    report = result.reports[first.node]
+    [entry] = [f for f in report.findings if f.id == "multinode-fabric-rail-slow"]
+    line = next(e for e in entry.evidence if e.startswith(f"node {first.node}, link "))
+    assert first.link in line and "ib_write_bw -d " in line and "13.2 Gb/s measured" in line
