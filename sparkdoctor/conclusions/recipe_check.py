@@ -218,17 +218,37 @@ def document(recipe: Any, findings: list[dict[str, Any]], facts: Any, flags: dic
 
 
 def run(recipe_ref: str, overrides: dict[str, str], python: str | None, matrix_path: Any, fail_on: str,
-        progress: Any = None, container: str | None = None, container_python: str | None = None) -> dict[str, Any]:
-    """Load the recipe, read the target (the recipe command's venv, else --python, else as check) with
-    the recipe's env, and judge it. Raises RecipeError, MatrixError, TargetError with their one line."""
-    from sparkdoctor.bench.session import python_of_command
-    from sparkdoctor.check import CheckOptions, collect_facts
+        progress: Any = None, container: str | None = None, container_python: str | None = None,
+        image: str | None = None) -> dict[str, Any]:
+    """Load the recipe, read the target (the recipe command's venv, else --python, else as check; or the
+    interpreter in a running --container, or in a throwaway container of --image) with the recipe's env, and
+    judge it. Raises RecipeError, MatrixError, TargetError with their one line."""
     from sparkdoctor.matrix import load as load_matrix
     from sparkdoctor.recipes import load
-    from sparkdoctor.target.local import resolve_python_target
 
     recipe = load(recipe_ref, overrides)
     matrix = load_matrix(matrix_path)
+    if image is None:
+        return _judge(recipe, matrix, python, fail_on, progress, container, container_python)
+    from sparkdoctor.errors import TargetUnprobeable
+    from sparkdoctor.mods import ModError
+    from sparkdoctor.mods.images import throwaway_container
+
+    if progress:
+        progress(f"starting a throwaway container of image {image}")
+    try:
+        with throwaway_container(image) as name:
+            return _judge(recipe, matrix, None, fail_on, progress, name, container_python)
+    except ModError as exc:  # the image is not here, or its container did not start: nothing to probe
+        raise TargetUnprobeable(str(exc)) from None
+
+
+def _judge(recipe: Any, matrix: Any, python: str | None, fail_on: str, progress: Any, container: str | None,
+           container_python: str | None) -> dict[str, Any]:
+    from sparkdoctor.bench.session import python_of_command
+    from sparkdoctor.check import CheckOptions, collect_facts
+    from sparkdoctor.target.local import resolve_python_target
+
     chosen = python is not None or container is not None
     if python is None and container is None:
         found = python_of_command([str(a) for a in recipe.argv])
@@ -245,7 +265,7 @@ def run(recipe_ref: str, overrides: dict[str, str], python: str | None, matrix_p
         progress(f"reading the toolchain of {target.python}")
     facts = collect_facts(target, CheckOptions(kernels=False))
     if not chosen and not any((facts.packages or {}).get(name) for name in VLLM_DISTS):
-        where = f"; it runs in container {recipe.container}: check inside it" if recipe.container else ""
+        where = f"; it runs in container {recipe.container}: check inside it (--image)" if recipe.container else ""
         raise NoVllmToJudge(f"recipe check {recipe.source_path}: no vLLM in {target.python} (used because neither "
                             f"--python nor the recipe's command names an environment), so nothing to judge its flags "
                             f"and env against{where}; pass --python PATH of the environment that serves it")

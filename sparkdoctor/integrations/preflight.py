@@ -144,7 +144,7 @@ def reasons_of(gate: Gate, done: proc.ProcResult, fail_on: str) -> list[str]:
         said = str(errors[0].get("message")) if errors else done.describe_failure()
         return [f"{gate.name} could not judge: {said}"]
     if gate.name == "mods check":
-        return [f"mods check: mod {m.get('name')} fails on {doc.get('target')}: {m.get('detail')}"
+        return [f"mods check: mod {m.get('name')} does not apply to {doc.get('target')}: {m.get('detail')}"
                 for m in doc.get("mods") or [] if isinstance(m, dict) and m.get("verdict") == "fails"]
     return [f"recipe check: {f.get('title')} [{f.get('id')}]" for f in doc.get("findings") or []
             if isinstance(f, dict) and RANK.get(str(f.get("severity")), -1) >= RANK[fail_on]]
