@@ -62,9 +62,9 @@ class RecipeCheckCommand:
 def run(options: RecipeCheckCommand) -> Result:
     """The recipe judged against its target; exit 1 when a finding is at or above --fail-on. A RecipeError,
     MatrixError (2), TargetError (3) or NoVllmToJudge (6) says how it ends."""
-    from sparkdoctor.bench.flow import progress_line
     from sparkdoctor.conclusions import recipe_check
     from sparkdoctor.exitcodes import EXIT_FINDINGS, EXIT_OK
+    from sparkdoctor.progress import progress_line
 
     overrides = options.refuse_bad_options()
     with progress_line() as progress:
