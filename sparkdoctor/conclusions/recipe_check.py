@@ -75,6 +75,20 @@ def vllm_flags(target: Any, timeout: float = 60.0, running: Any = None) -> dict[
         return None
 
 
+def prestart(target: Any) -> dict[str, Any]:
+    """The target probe (for a local target also answering for the capabilities probe) and the GPU helper, started
+    now, as `check` starts them: collect_facts takes them over (CheckOptions.prestarted)."""
+    from sparkdoctor.collect import capabilities, gpu, targetenv
+    from sparkdoctor.target.choose import start_target_probe
+
+    probe = start_target_probe(target, no_cache=False)
+    prestarted: dict[str, Any] = {targetenv.PRESTART_KEY: probe}
+    if probe.capabilities:
+        prestarted[capabilities.PRESTART_KEY] = probe
+        gpu.prestart()
+    return prestarted
+
+
 def start_vllm_flags(target: Any) -> Any:
     """The flags probe, running. A local target's probe keeps each file's flags in sparkdoctor's cache folder, keyed
     by the file's identity (path, size, mtime): a warm run parses nothing (probes/vllm_flags)."""
@@ -244,13 +258,11 @@ def run(recipe_ref: str, overrides: dict[str, str], python: str | None, matrix_p
     """Load the recipe, read the target (the recipe command's venv, else --python, else as check; or the
     interpreter in a running --container, or in a throwaway container of --image) with the recipe's env, and
     judge it. Raises RecipeError, MatrixError, TargetError with their one line."""
-    from sparkdoctor.matrix import load as load_matrix
     from sparkdoctor.recipes import load
 
     recipe = load(recipe_ref, overrides)
-    matrix = load_matrix(matrix_path)
     if image is None:
-        return _judge(recipe, matrix, python, fail_on, progress, container, container_python)
+        return _judge(recipe, matrix_path, python, fail_on, progress, container, container_python)
     from sparkdoctor.errors import TargetUnprobeable
     from sparkdoctor.mods import ModError
     from sparkdoctor.mods.images import throwaway_container
@@ -259,14 +271,15 @@ def run(recipe_ref: str, overrides: dict[str, str], python: str | None, matrix_p
         progress(f"starting a throwaway container of image {image}")
     try:
         with throwaway_container(image) as name:
-            return _judge(recipe, matrix, None, fail_on, progress, name, container_python)
+            return _judge(recipe, matrix_path, None, fail_on, progress, name, container_python)
     except ModError as exc:  # the image is not here, or its container did not start: nothing to probe
         raise TargetUnprobeable(str(exc)) from None
 
 
-def _judge(recipe: Any, matrix: Any, python: str | None, fail_on: str, progress: Any, container: str | None,
+def _judge(recipe: Any, matrix_path: Any, python: str | None, fail_on: str, progress: Any, container: str | None,
            container_python: str | None) -> dict[str, Any]:
     from sparkdoctor.check import CheckOptions, collect_facts
+    from sparkdoctor.matrix import load as load_matrix
     from sparkdoctor.target.choose import python_of_command
     from sparkdoctor.target.local import resolve_python_target
 
@@ -284,8 +297,10 @@ def _judge(recipe: Any, matrix: Any, python: str | None, fail_on: str, progress:
         target = EnvTarget(resolve_python_target(python), recipe.env)
     if progress:
         progress(f"reading the toolchain of {target.python}")
+    prestarted = prestart(target)  # the probes run while the matrix loads, as check's do
     flags_probe = start_vllm_flags(target)  # beside the target probe: the two read different files
-    facts = collect_facts(target, CheckOptions(kernels=False))
+    matrix = load_matrix(matrix_path)
+    facts = collect_facts(target, CheckOptions(kernels=False, prestarted=prestarted))
     if not chosen and not any((facts.packages or {}).get(name) for name in VLLM_DISTS):
         flags_probe.cancel()
         where = f"; it runs in container {recipe.container}: check inside it (--image)" if recipe.container else ""
