@@ -81,3 +81,23 @@ def _env() -> dict[str, str]:
     import os
 
     return dict(os.environ)
+
+
+def test_the_plugin_finds_a_recipes_mods_where_sparkrun_looks_beside_it(tmp_path):
+    """sparkrun core/mods.py _resolve_adjacent: REF and mods/REF beside the recipe (a leading mods/ stripped), a folder
+    with run.sh; an absolute path as it is. Registry mods (@registry/...) and anything else are not judged here."""
+    from types import SimpleNamespace
+
+    from sparkdoctor.integrations.sparkrun_plugin import resolve_mods
+
+    for folder in ("recipes/beside", "recipes/mods/in-mods", "elsewhere/absolute", "recipes/no-script"):
+        (tmp_path / folder).mkdir(parents=True)
+        if not folder.endswith("no-script"):
+            (tmp_path / folder / "run.sh").write_text("#!/bin/sh\n")
+    recipe = SimpleNamespace(source_path=str(tmp_path / "recipes" / "r.yaml"),
+                             mods=["beside", "mods/in-mods", "in-mods", str(tmp_path / "elsewhere" / "absolute"),
+                                   "@eugr/fix-x", "no-script", "not-there"])
+    found, missing = resolve_mods(recipe)
+    assert found == [str(tmp_path / p) for p in ("recipes/beside", "recipes/mods/in-mods", "recipes/mods/in-mods",
+                                                  "elsewhere/absolute")]
+    assert missing == ["@eugr/fix-x", "no-script", "not-there"]

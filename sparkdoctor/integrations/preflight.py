@@ -158,5 +158,5 @@ def judge(recipe_file: str, mods: list[str], image: str | None, settings: Settin
     for gate in gates(recipe_file, mods, image, settings):
         done = proc.run(gate.argv, timeout=settings.timeout, env=env, max_output=OUTPUT_CAP)
         verdict.ran.append({"gate": gate.name, "exit_code": done.returncode, "seconds": round(done.seconds, 2)})
-        verdict.reasons += reasons_of(gate, done, settings.fail_on)
+        verdict.reasons += [" ".join(reason.split()) for reason in reasons_of(gate, done, settings.fail_on)]  # 1 line
     return verdict
