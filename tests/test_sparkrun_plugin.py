@@ -42,10 +42,17 @@ def run(argv: list[str], env: dict[str, str], timeout: float = 600) -> subproces
 
 
 def home(root: Path) -> dict[str, str]:
-    """sparkrun's config and caches (and sparkdoctor's) under a scratch HOME."""
-    root.mkdir(parents=True, exist_ok=True)
+    """sparkrun's config and caches (and sparkdoctor's) under a scratch HOME, with no recipe registries: without a
+    registries.yaml, sparkrun clones its default registries from GitHub on first use (core/registry.py
+    _default_registries); a test reaches no network beyond the package index."""
+    (root / ".config" / "sparkrun").mkdir(parents=True, exist_ok=True)
+    (root / ".config" / "sparkrun" / "registries.yaml").write_text("config_version: 1\nregistries: []\n")
     env = {k: v for k, v in os.environ.items() if k not in (ALLOW_ENV, "VIRTUAL_ENV")}
     return {**env, "HOME": str(root), "COLUMNS": "200", "NO_COLOR": "1"}
+
+
+def no_network_noise(out: str) -> None:
+    assert "git clone" not in out and "Manifest discovery" not in out, out[-2000:]
 
 
 @pytest.fixture(scope="module")
@@ -97,6 +104,7 @@ def test_a_launch_whose_gate_fails_is_refused_before_sparkrun_prepares_anything(
     assert (REFUSED + "recipe check: vLLM 0.32.0 does not know --no-such-flag-at-all: `vllm serve` would refuse to "
             "start [flag-unknown:--no-such-flag-at-all]") in out, out[-3000:]
     assert "[1/6] Preparing" not in out and IMAGE not in out.split(REFUSED)[1]
+    no_network_noise(out)
 
 
 def test_a_clean_launch_passes_the_gate_and_goes_on_to_the_image(sparkrun):
