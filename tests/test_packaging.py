@@ -68,6 +68,25 @@ def test_wheel_metadata_carries_the_free_name(wheel):
     assert "sparkdoctor/__init__.py" in names, "the import package keeps its name"
 
 
+@pytest.mark.slow
+def test_wheel_carries_the_sparkrun_plugin_and_its_extra_only_for_python_312(wheel):
+    """The extra installs sparkrun only where it can install (Python >= 3.12); the entry point and the manifest
+    sparkrun reads beside the module (docs/sparkrun.md) are in the wheel."""
+    meta = _metadata(wheel)
+    assert "sparkrun" in meta.get_all("Provides-Extra")
+    from packaging.requirements import Requirement
+
+    [requirement] = [Requirement(r) for r in meta.get_all("Requires-Dist") if r.startswith("sparkrun")]
+    assert requirement.marker is not None and str(requirement.specifier) == "<0.5,>=0.4.2"
+    for python, extra, wanted in (("3.12", "sparkrun", True), ("3.11", "sparkrun", False), ("3.12", "", False)):
+        assert requirement.marker.evaluate({"python_version": python, "extra": extra}) is wanted, (python, extra)
+    with zipfile.ZipFile(wheel) as zf:
+        [entry_points] = [n for n in zf.namelist() if n.endswith(".dist-info/entry_points.txt")]
+        text = zf.read(entry_points).decode()
+        assert "[sparkrun.plugins]\nsparkdoctor = sparkdoctor.integrations.sparkrun_plugin" in text, text
+        assert b'module = "sparkdoctor.integrations.sparkrun_plugin"' in zf.read("sparkdoctor/integrations/plugin.toml")
+
+
 def _assert_works_away_from_the_checkout(doctor: Path, python: Path, tmp_path: Path) -> None:
     away = tmp_path / "elsewhere"  # not the checkout: only the wheel's copy can be found
     away.mkdir()

@@ -135,3 +135,39 @@ def test_json_check_never_loads_rich(tmp_path, monkeypatch):
                           cwd=Path(__file__).resolve().parent.parent)
     assert "RICH=False" in done.stderr, done.stderr[-2000:]
     assert json.loads(done.stdout)["kind"] == "report"
+
+
+def test_the_flags_probe_parses_only_the_files_that_changed_since_the_last_run(tmp_path, cache):
+    """recipe check's flags probe keeps each vLLM file's flags by the file's identity (path, size, mtime): a warm run
+    parses nothing, and an edited, added or removed file changes the answer as a cold run would."""
+    from sparkdoctor.conclusions.recipe_check import vllm_flags
+    from sparkdoctor.target.local import resolve_python_target
+    from tests.container.test_mods_container import serving_venv
+
+    venv = serving_venv(tmp_path)
+    vllm = next((venv / "lib").glob("python3*/site-packages")) / "vllm"
+    (vllm / "engine").mkdir()
+    (vllm / "entrypoints").mkdir()
+    args = vllm / "engine" / "arg_utils.py"
+    args.write_text('parser.add_argument("--alpha")\n')
+    (vllm / "entrypoints" / "cli.py").write_text('FLAG = "--beta"\n')
+    target = resolve_python_target(str(venv / "bin" / "python"))
+
+    def flags() -> tuple[list[str], int]:
+        doc = vllm_flags(target)
+        assert doc is not None
+        return doc["flags"], doc["parsed"]
+
+    assert flags() == (["--alpha", "--beta"], 2)
+    assert flags() == (["--alpha", "--beta"], 0)  # warm: every file's identity is unchanged
+    assert list((cache / "vllm_flags").glob("*.json"))
+    args.write_text('parser.add_argument("--gamma-ray")\n')
+    os.utime(args, ns=(args.stat().st_atime_ns, args.stat().st_mtime_ns + 1_000_000_000))
+    assert flags() == (["--beta", "--gamma-ray"], 1)
+    (vllm / "entrypoints" / "more.py").write_text('"--delta"\n')
+    assert flags() == (["--beta", "--delta", "--gamma-ray"], 1)
+    (vllm / "entrypoints" / "cli.py").unlink()
+    assert flags() == (["--delta", "--gamma-ray"], 0)
+    for cached in (cache / "vllm_flags").glob("*.json"):
+        cached.write_text("{not json")
+    assert flags() == (["--delta", "--gamma-ray"], 2)  # a damaged cache is a cold run, never an error

@@ -200,3 +200,31 @@ def vllm033_upgraded() -> Path:
     """The python of a real vLLM 0.32.0 file set (as vllm032()) upgraded in place to VLLM_033 by a second
     `uv pip install --no-deps`: the real upgrade the what-if proof compares its prediction with."""
     return uv_venv("vllm033up", [["--no-deps", *VLLM_032], torch_cpu(VLLM_032_TORCH), ["--no-deps", *VLLM_033]])
+
+
+# ---- sparkrun ------------------------------------------------------------------------------------------------------
+SPARKRUN = "sparkrun==0.4.2"  # the release the plugin is written against (sparkdoctor/integrations/sparkrun_plugin.py)
+PYTHON312 = ("/root/.pyenv/versions/3.12.1/bin/python3.12", "python3.12")  # sparkrun: Requires-Python >=3.12
+
+
+def python312() -> str:
+    """A Python 3.12 interpreter (this project's machines' pyenv, then PATH, where a pyenv shim may answer 'command
+    not found'); sparkrun installs on nothing older."""
+    for candidate in (PYTHON312[0], shutil.which(PYTHON312[1])):
+        if candidate and proc.run([candidate, "-c", "import sys; assert sys.version_info[:2] == (3, 12)"], timeout=60).ok:
+            return candidate
+    raise RuntimeError(f"no Python 3.12 here (looked for {' and '.join(PYTHON312)}): the sparkrun tests need one")
+
+
+def sparkrun_venv() -> Path:
+    """The python of a Python 3.12 venv with this checkout installed the way a user installs the plugin (`pip install
+    -e 'CHECKOUT[sparkrun]' sparkrun==0.4.2`, editable so that it runs this checkout's code); rebuilt when
+    pyproject.toml (the extra, the entry point) or the checkout's place changes."""
+    checkout = Path(__file__).resolve().parent.parent
+    recipe = (SPARKRUN, str(checkout), hashlib.sha256((checkout / "pyproject.toml").read_bytes()).hexdigest())
+
+    def build(venv: Path) -> None:
+        _run([python312(), "-m", "venv", str(venv)], f"python3.12 -m venv {venv}", timeout=120)
+        _pip(python_of(venv), ["install", "-e", f"{checkout}[sparkrun]", SPARKRUN])
+
+    return _cached("sparkrun", recipe, build)

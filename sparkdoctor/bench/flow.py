@@ -4,9 +4,8 @@ whose class carries its exit code (sparkdoctor/bench/failures.py; nothing stored
 
 from __future__ import annotations
 
-import contextlib
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,7 @@ from sparkdoctor.bench.failures import (
 )
 from sparkdoctor.bench.measure import BenchError
 from sparkdoctor.bench.workload import Workload, WorkloadError
+from sparkdoctor.progress import progress_line
 
 
 @dataclass
@@ -64,49 +64,6 @@ def workload_from(base: dict[str, Any] | None = None, **cli: Any) -> Workload:
         raise BadBenchInput(str(exc)) from None
 
 
-PLAIN_PROGRESS_AFTER_S = 15.0  # a plain progress line only once a command has run this long (env overrides)
-
-
-@contextlib.contextmanager
-def progress_line(enabled: bool = True) -> Iterator[Callable[[str], None]]:
-    """Progress on stderr (never stdout: JSON owns it): a rich status line on a terminal; otherwise (CI, a
-    pipe, a log file) plain lines, `sparkdoctor: [mm:ss] message`, one per change, starting once the command
-    has run PLAIN_PROGRESS_AFTER_S seconds (SPARKDOCTOR_PROGRESS_AFTER_S; "off" never), so a quick answer or
-    a one-line error stays alone while a 20-minute A/B is never silent."""
-    import os
-    import sys
-
-    from rich.console import Console
-
-    console = Console(stderr=True)
-    if not enabled:
-        yield lambda _msg: None
-        return
-    if console.is_terminal:
-        with console.status("bench") as status:
-            yield lambda msg: status.update(f"bench: {msg}")
-        return
-    setting = os.environ.get("SPARKDOCTOR_PROGRESS_AFTER_S", "")
-    if setting.strip().lower() == "off":
-        yield lambda _msg: None
-        return
-    try:
-        after = float(setting) if setting.strip() else PLAIN_PROGRESS_AFTER_S
-    except ValueError:
-        after = PLAIN_PROGRESS_AFTER_S
-    started = time.monotonic()
-    last: list[str] = [""]
-
-    def plain(msg: str) -> None:
-        elapsed = time.monotonic() - started
-        if elapsed < after or msg == last[0]:
-            return
-        last[0] = msg
-        minutes, seconds = divmod(int(elapsed), 60)
-        sys.stderr.write(f"sparkdoctor: [{minutes:02d}:{seconds:02d}] {msg}\n")
-        sys.stderr.flush()
-
-    yield plain
 
 
 def _open_ledger(opts: Options):
@@ -221,7 +178,9 @@ def _target_python(recipe: Any, opts: Options) -> str | None:
             return resolve_python_target(opts.python).python  # absolute: the server runs in its own folder
         except TargetError as exc:
             raise ToolchainUnreadable(str(exc)) from None
-    found = session.python_of_command([str(a) for a in recipe.argv])
+    from sparkdoctor.target.choose import python_of_command
+
+    found = python_of_command([str(a) for a in recipe.argv])
     return str(found) if found else None
 
 

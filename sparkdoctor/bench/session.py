@@ -9,8 +9,6 @@ command (bin/vllm -> bin/python) or --python; for `--url`, the --python target (
 from __future__ import annotations
 
 import asyncio
-import os
-import shutil
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -83,25 +81,6 @@ def with_model(toolchain: Toolchain, folder: str | None) -> Toolchain:
     facts = {**toolchain.facts, "recipe": {**(toolchain.facts.get("recipe") or {}),
                                            "model": {"ref": str(folder), "identity": ident}}}
     return Toolchain(facts, Facts.from_dict(facts, source="bench").fingerprint(), toolchain.target)
-
-
-def python_of_command(argv: list[str]) -> Path | None:
-    """The interpreter of the venv a command lives in (…/bin/vllm -> …/bin/python), if there is one."""
-    if not argv:
-        return None
-    exe = Path(argv[0])
-    if os.sep not in argv[0]:  # a bare name: the one on PATH, as the launcher would run it
-        found = shutil.which(argv[0])
-        if not found:
-            return None
-        exe = Path(found)
-    if exe.name.startswith("python") and exe.exists():
-        return exe
-    for name in ("python", "python3"):
-        candidate = exe.parent / name
-        if exe.parent != Path(".") and candidate.exists():
-            return candidate
-    return None
 
 
 @dataclass

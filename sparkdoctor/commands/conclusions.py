@@ -39,12 +39,12 @@ class ConclusionsCommand:
 
 def run(options: ConclusionsCommand) -> Result:
     """Every conclusion (or the one named), judged on the current toolchain."""
-    from sparkdoctor.bench.flow import progress_line
     from sparkdoctor.cli_support import open_ledger
     from sparkdoctor.conclusions import staleness, store
     from sparkdoctor.conclusions.documents import ConclusionsDocument
     from sparkdoctor.conclusions.model import ConclusionError
     from sparkdoctor.conclusions.toolchain import Toolchains
+    from sparkdoctor.progress import progress_line
 
     options.refuse_bad_options()
     with open_ledger(options.ledger) as led:

@@ -39,6 +39,7 @@ class RecipeCheckCommand:
     output: Path | None = None
     container: str | None = None  # the vLLM inside this running container, read through the container CLI
     container_python: str | None = None
+    image: str | None = None  # the vLLM inside a throwaway container of this image (never pulled)
 
     def refuse_bad_options(self) -> dict[str, str]:
         """Every usage error of `recipe check` (exit 2, one line); the --set overrides."""
@@ -48,21 +49,27 @@ class RecipeCheckCommand:
         Format.parse(self.fmt, FORMATS)
         if self.fail_on not in SEVERITIES:
             raise UsageError(f"--fail-on {self.fail_on}: choose one of {', '.join(SEVERITIES)}")
-        refuse_bad_target_options(self.python, self.container, self.container_python, False)
+        if self.image is not None:
+            if self.python is not None or self.container is not None:
+                raise UsageError("--python, --container and --image exclude each other: judge against one target")
+            if not self.image.strip():
+                raise UsageError("--image '': give an image name or id")
+        else:
+            refuse_bad_target_options(self.python, self.container, self.container_python, False)
         return parse_sets(self.sets)
 
 
 def run(options: RecipeCheckCommand) -> Result:
     """The recipe judged against its target; exit 1 when a finding is at or above --fail-on. A RecipeError,
     MatrixError (2), TargetError (3) or NoVllmToJudge (6) says how it ends."""
-    from sparkdoctor.bench.flow import progress_line
     from sparkdoctor.conclusions import recipe_check
     from sparkdoctor.exitcodes import EXIT_FINDINGS, EXIT_OK
+    from sparkdoctor.progress import progress_line
 
     overrides = options.refuse_bad_options()
     with progress_line() as progress:
         doc = recipe_check.run(options.recipe, overrides, options.python, options.matrix, options.fail_on, progress,
-                               options.container, options.container_python)
+                               options.container, options.container_python, options.image)
     return Result("recipe check", "recipe-check", doc, exit_code=EXIT_FINDINGS if doc["failed"] else EXIT_OK,
                   options={"matrix": options.matrix})
 
@@ -76,11 +83,12 @@ def check(
     fmt: str = format_option(*FORMATS),
     output_name: str | None = output_option(),
     container: str | None = typer.Option(None, "--container", help="Judge against the vLLM inside this running container (read through the container CLI, never changed)."),
-    container_python: str | None = typer.Option(None, "--container-python", help="The interpreter inside the container (default: the one holding vLLM)."),
+    container_python: str | None = typer.Option(None, "--container-python", help="The interpreter inside the container or image (default: the one holding vLLM)."),
+    image: str | None = typer.Option(None, "--image", help="Judge against the vLLM inside this container image (a throwaway container of it is started and removed; never pulled)."),
 ) -> None:
     """Judge a recipe without launching it: stale env vars and flags, stale workarounds, wrong settings."""
     from sparkdoctor.emit import emit
 
     options = RecipeCheckCommand(recipe, list(sets or []), python, matrix_path, fail_on, Format(fmt),
-                                 output_path("--output", output_name), container, container_python)
+                                 output_path("--output", output_name), container, container_python, image)
     raise typer.Exit(emit(run(options), options.fmt, options.output))

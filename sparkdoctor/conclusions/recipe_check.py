@@ -61,14 +61,49 @@ class EnvTarget:
         return self.inner.run_script(script, args, timeout, {**self.env, **(env or {})})
 
 
-def vllm_flags(target: Any, timeout: float = 60.0) -> dict[str, Any] | None:
-    """{"vllm": {...} | None, "flags": [...]} from probes/vllm_flags, or None when the probe failed."""
-    from sparkdoctor.target.local import TargetError, probe_entry, run_json_probe
+def vllm_flags(target: Any, timeout: float = 60.0, running: Any = None) -> dict[str, Any] | None:
+    """{"vllm": {...} | None, "flags": [...]} from probes/vllm_flags, or None when the probe failed. `running`: the
+    probe started earlier (start_vllm_flags), so that it ran beside the target probe."""
+    from sparkdoctor.target.local import TargetError, parse_json_probe, probe_entry
 
+    script = probe_entry("vllm_flags")
+    if running is None:
+        running = start_vllm_flags(target)
     try:
-        return run_json_probe(target, probe_entry("vllm_flags"), [], timeout)
+        return parse_json_probe(target, script, running.result(timeout))
     except TargetError:
         return None
+
+
+def prestart(target: Any) -> dict[str, Any]:
+    """The target probe (for a local target also answering for the capabilities probe) and the GPU helper, started
+    now, as `check` starts them: collect_facts takes them over (CheckOptions.prestarted)."""
+    from sparkdoctor.collect import capabilities, gpu, targetenv
+    from sparkdoctor.target.choose import start_target_probe
+
+    probe = start_target_probe(target, no_cache=False)
+    prestarted: dict[str, Any] = {targetenv.PRESTART_KEY: probe}
+    if probe.capabilities:
+        prestarted[capabilities.PRESTART_KEY] = probe
+        gpu.prestart()
+    return prestarted
+
+
+def start_vllm_flags(target: Any) -> Any:
+    """The flags probe, running. A local target's probe keeps each file's flags in sparkdoctor's cache folder, keyed
+    by the file's identity (path, size, mtime): a warm run parses nothing (probes/vllm_flags)."""
+    import hashlib
+    import os
+
+    from sparkdoctor.target.local import probe_entry
+
+    args: list[str] = []
+    if getattr(target, "shares_files", True) and getattr(target, "python", None):
+        from sparkdoctor.locations import cache_dir
+
+        key = hashlib.sha256(str(target.python).encode()).hexdigest()[:16]
+        args = ["--cache", os.path.join(cache_dir(), "vllm_flags", key + ".json")]
+    return target.start_script(probe_entry("vllm_flags"), args)
 
 
 def serve_flags(argv: list[str]) -> list[str]:
@@ -223,17 +258,36 @@ def document(recipe: Any, findings: list[dict[str, Any]], facts: Any, flags: dic
 
 
 def run(recipe_ref: str, overrides: dict[str, str], python: str | None, matrix_path: Any, fail_on: str,
-        progress: Any = None, container: str | None = None, container_python: str | None = None) -> dict[str, Any]:
-    """Load the recipe, read the target (the recipe command's venv, else --python, else as check) with
-    the recipe's env, and judge it. Raises RecipeError, MatrixError, TargetError with their one line."""
-    from sparkdoctor.bench.session import python_of_command
-    from sparkdoctor.check import CheckOptions, collect_facts
-    from sparkdoctor.matrix import load as load_matrix
+        progress: Any = None, container: str | None = None, container_python: str | None = None,
+        image: str | None = None) -> dict[str, Any]:
+    """Load the recipe, read the target (the recipe command's venv, else --python, else as check; or the
+    interpreter in a running --container, or in a throwaway container of --image) with the recipe's env, and
+    judge it. Raises RecipeError, MatrixError, TargetError with their one line."""
     from sparkdoctor.recipes import load
-    from sparkdoctor.target.local import resolve_python_target
 
     recipe = load(recipe_ref, overrides)
-    matrix = load_matrix(matrix_path)
+    if image is None:
+        return _judge(recipe, matrix_path, python, fail_on, progress, container, container_python)
+    from sparkdoctor.errors import TargetUnprobeable
+    from sparkdoctor.mods import ModError
+    from sparkdoctor.mods.images import throwaway_container
+
+    if progress:
+        progress(f"starting a throwaway container of image {image}")
+    try:
+        with throwaway_container(image) as name:
+            return _judge(recipe, matrix_path, None, fail_on, progress, name, container_python)
+    except ModError as exc:  # the image is not here, or its container did not start: nothing to probe
+        raise TargetUnprobeable(str(exc)) from None
+
+
+def _judge(recipe: Any, matrix_path: Any, python: str | None, fail_on: str, progress: Any, container: str | None,
+           container_python: str | None) -> dict[str, Any]:
+    from sparkdoctor.check import CheckOptions, collect_facts
+    from sparkdoctor.matrix import load as load_matrix
+    from sparkdoctor.target.choose import python_of_command
+    from sparkdoctor.target.local import resolve_python_target
+
     chosen = python is not None or container is not None
     if python is None and container is None:
         found = python_of_command([str(a) for a in recipe.argv])
@@ -248,32 +302,41 @@ def run(recipe_ref: str, overrides: dict[str, str], python: str | None, matrix_p
         target = EnvTarget(resolve_python_target(python), recipe.env)
     if progress:
         progress(f"reading the toolchain of {target.python}")
-    facts = collect_facts(target, CheckOptions(kernels=False))
+    prestarted = prestart(target)  # the probes run while the matrix loads, as check's do
+    flags_probe = start_vllm_flags(target)  # beside the target probe: the two read different files
+    matrix = load_matrix(matrix_path)
+    facts = collect_facts(target, CheckOptions(kernels=False, prestarted=prestarted))
     if not chosen and not any((facts.packages or {}).get(name) for name in VLLM_DISTS):
-        where = f"; it runs in container {recipe.container}: check inside it" if recipe.container else ""
+        flags_probe.cancel()
+        where = f"; it runs in container {recipe.container}: check inside it (--image)" if recipe.container else ""
         raise NoVllmToJudge(f"recipe check {recipe.source_path}: no vLLM in {target.python} (used because neither "
                             f"--python nor the recipe's command names an environment), so nothing to judge its flags "
                             f"and env against{where}; pass --python PATH of the environment that serves it")
-    flags = vllm_flags(target)
+    flags = vllm_flags(target, running=flags_probe)
     from sparkdoctor.conclusions.served_model import recipe_facts
 
     served = recipe_facts(recipe)
     findings = check(recipe, matrix, facts, flags, served)
-    from sparkdoctor.mods.recipe import mod_findings, named_mods
-
-    if named_mods(recipe):
-        from sparkdoctor.mods.trees import ContainerTree, venv_tree
-
-        if progress:
-            progress("judging the recipe's mods against the target's files")
-        from sparkdoctor.mods import ModError
-
-        try:
-            tree = ContainerTree(target.inner) if container is not None else venv_tree(str(target.python))
-            findings += mod_findings(recipe, tree)
-        except ModError as exc:
-            findings.append({"kind": "mod", "id": "mod-unjudged:target", "severity": "info", "evidence": [str(exc)],
-                             "title": "the recipe's mods could not be judged against the target",
-                             "remedy": "Check them by hand: sparkdoctor mods check MOD --python PYTHON."})
+    if any((recipe.extras or {}).get(key) for key in ("mods", "patches")):  # sparkdoctor.mods loads only then
+        findings += _mod_findings(recipe, target, container is not None, progress)
         findings.sort(key=lambda f: (-SEVERITY_RANK[f["severity"]], f["kind"], f["id"]))
     return document(recipe, findings, facts, flags, fail_on, served)
+
+
+def _mod_findings(recipe: Any, target: Any, in_container: bool, progress: Any) -> list[dict[str, Any]]:
+    """The recipe's mods judged on the target's files (a container's through its CLI)."""
+    from sparkdoctor.mods import ModError
+    from sparkdoctor.mods.recipe import mod_findings, named_mods
+    from sparkdoctor.mods.trees import ContainerTree, venv_tree
+
+    if not named_mods(recipe):
+        return []
+    if progress:
+        progress("judging the recipe's mods against the target's files")
+    try:
+        tree = ContainerTree(target.inner) if in_container else venv_tree(str(target.python))
+        return mod_findings(recipe, tree)
+    except ModError as exc:
+        return [{"kind": "mod", "id": "mod-unjudged:target", "severity": "info", "evidence": [str(exc)],
+                 "title": "the recipe's mods could not be judged against the target",
+                 "remedy": "Check them by hand: sparkdoctor mods check MOD --python PYTHON."}]

@@ -29,6 +29,18 @@ RM_TIMEOUT = 60.0
 def image_tree(image: str, python: str | None = None, runtime: str | None = None) -> Iterator[ContainerTree]:
     """The site files of `image`'s interpreter, for the life of the block; ModError (one line) when it cannot
     be read, TargetError when its interpreter cannot be probed."""
+    from sparkdoctor.target.container_inspect import resolve_container_target
+
+    with throwaway_container(image, runtime) as name:
+        target = resolve_container_target(name, python, runtime)
+        yield ContainerTree(target, label=f"image {image} ({target.python})")
+
+
+@contextmanager
+def throwaway_container(image: str, runtime: str | None = None) -> Iterator[str]:
+    """The name of a running throwaway container of `image` (no network, `sleep infinity`), removed at the end of
+    the block; ModError (one line) when the image is not on this machine or the container does not start. Also
+    what `recipe check --image` judges."""
     from sparkdoctor.serve.container_launch import (
         LABEL_OWNER,
         LABEL_RUN,
@@ -39,7 +51,6 @@ def image_tree(image: str, python: str | None = None, runtime: str | None = None
         parse_mounts,
         runtime_cli,
     )
-    from sparkdoctor.target.container_inspect import resolve_container_target
 
     if not image.strip():
         raise ModError("--image '': give an image name or id")
@@ -60,7 +71,6 @@ def image_tree(image: str, python: str | None = None, runtime: str | None = None
             said = (started.stderr or started.stdout).strip().splitlines()
             why = said[-1][:300] if said and not started.timed_out else started.describe_failure()
             raise ModError(f"image {image}: a throwaway container of it did not start: {why}")
-        target = resolve_container_target(name, python, runtime)
-        yield ContainerTree(target, label=f"image {image} ({target.python})")
+        yield name
     finally:
         proc.run([*cli, "rm", "-f", "-v", name], timeout=RM_TIMEOUT)

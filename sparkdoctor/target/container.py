@@ -19,6 +19,7 @@ import functools
 import glob
 import io
 import json
+import re
 import zipfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -89,10 +90,23 @@ sys.exit(code)
 """
 
 
+SIBLING = re.compile(r"""os\.path\.join\(os\.path\.dirname\(HERE\), ["']([A-Za-z0-9_]+)["']\)""")
+
+
+def sibling_folders(folder: Path) -> list[Path]:
+    """probes/shared/ and every probes/<name>/ the probe's __main__.py names as `os.path.join(os.path.dirname(HERE),
+    "<name>")`: what it imports from beside itself."""
+    entry = folder / "__main__.py"
+    names = SIBLING.findall(entry.read_text(encoding="utf-8")) if entry.is_file() else []
+    return [folder.parent / name for name in dict.fromkeys(["shared", *names])
+            if name != folder.name and (folder.parent / name).is_dir()]
+
+
 @functools.lru_cache(maxsize=16)
 def probe_payload(script: str) -> tuple[str, str]:
     """(the script's path inside the payload, base64 of a zip holding what it needs): a probe folder
-    (probes/<name>/) travels with probes/shared/; any other script travels alone."""
+    (probes/<name>/) travels with probes/shared/ and the sibling folders its entry script puts on sys.path
+    (vllm_flags reads capabilities/); any other script travels alone."""
     path = Path(script)
     root = data_dir("probes")
     buf = io.BytesIO()
@@ -102,7 +116,7 @@ def probe_payload(script: str) -> tuple[str, str]:
         except ValueError:
             inside = None
         if inside is not None and len(inside.parts) >= 2:
-            for folder in (root / inside.parts[0], root / "shared"):
+            for folder in (root / inside.parts[0], *sibling_folders(root / inside.parts[0])):
                 for file in sorted(folder.rglob("*")):
                     if file.is_file() and "__pycache__" not in file.parts:
                         zf.write(file, file.relative_to(root).as_posix())

@@ -95,6 +95,17 @@ def test_probe_payload_carries_the_probe_folder_and_shared(tmp_path):
     assert probe_payload(str(lone))[0] == "lone.py"
 
 
+def test_the_flags_probe_travels_with_the_capabilities_folder_it_imports():
+    """vllm_flags imports capabilities_files from probes/capabilities/: without it in the payload the probe died in
+    every container, and `recipe check --container` judged no flag (tests/container/test_mods_container.py)."""
+    import base64
+
+    entry, blob = probe_payload(str(probe_entry("vllm_flags")))
+    names = zipfile.ZipFile(io.BytesIO(base64.b64decode(blob))).namelist()
+    assert entry == "vllm_flags/__main__.py" and "capabilities/capabilities_files.py" in names, names
+    assert "shared/probe_io.py" in names and not any(n.startswith(("target_env/", "cutedsl/")) for n in names)
+
+
 def test_the_bootstraps_notes_read_like_a_local_process():
     def res(rc, stderr):
         return proc.ProcResult(["docker", "exec"], rc, "{}", stderr, 1.0)

@@ -164,6 +164,32 @@ def test_mods_check_reads_an_images_files_through_a_throwaway_container(docker_d
     one_line(gone, 2, "not on this machine", "never pulls")
 
 
+def test_recipe_check_judges_a_recipe_against_its_images_vllm_through_a_throwaway_container(docker_daemon, docker_env,
+                                                                                           mods_image, tmp_path):
+    """`recipe check --image` (what the sparkrun plugin passes for a recipe's container): the image's interpreter
+    holding vLLM is the target, its flags are judged against that vLLM (whose toy knows none: the flags probe
+    needs probes/capabilities/ beside it in the container, which it once lacked, so no flag was ever judged in
+    a container), its mods on its files, and the throwaway container is gone after."""
+    found = mods(tmp_path)
+    recipe = tmp_path / "repo" / "recipes" / "toy.yaml"
+    recipe.parent.mkdir(parents=True)
+    recipe.write_text(f'recipe_version: "1"\nname: toy\nmodel: org/toy\ncontainer: {mods_image}\n'
+                      f"mods: {json.dumps([f'mods/{n}' for n in found])}\ncommand: vllm serve org/toy --port 8000\n")
+    env = image_env(docker_daemon, docker_env, tmp_path)
+    done = sd("recipe", "check", str(recipe), "--image", mods_image, "-f", "json", env=env, cwd=tmp_path, timeout=400)
+    assert done.returncode == 1, done.stderr
+    doc = json.loads(done.stdout)
+    assert doc["target"] == "/opt/serving/bin/python" and doc["vllm"]["version"] == "0.20.0", doc
+    ids = {f["id"]: f["severity"] for f in doc["findings"] if f["kind"] == "mod"}
+    assert ids == {"mod-fails:fix-gone": "error", "mod-superseded:fix-upstream": "warn"}, doc["findings"]
+    assert [f["id"] for f in doc["findings"] if f["kind"] == "flag"] == ["flag-unknown:--port"], doc["findings"]
+    assert leftovers(docker_daemon) == []
+    gone = sd("recipe", "check", str(recipe), "--image", "sparkdoctor-no-such-image:1", env=env, cwd=tmp_path)
+    one_line(gone, 3, "not on this machine")
+    both = sd("recipe", "check", str(recipe), "--image", mods_image, "--python", sys.executable, env=env, cwd=tmp_path)
+    one_line(both, 2, "exclude each other")
+
+
 def test_bench_does_not_launch_a_container_recipe_whose_mod_fails_on_its_image(docker_daemon, docker_env, mods_image, tmp_path):
     mods(tmp_path)
     recipe = tmp_path / "repo" / "recipes" / "toy.yaml"

@@ -1,0 +1,133 @@
+"""The sparkrun plugin (entry point `sparkdoctor` in group `sparkrun.plugins`, installed with
+`pip install 'sparkdoctor-gb10[sparkrun]'`): before sparkrun launches a recipe that carries a top-level
+`sparkdoctor:` item, sparkdoctor's gates (preflight) judge the recipe as sparkrun resolved it, and a failing gate
+refuses the launch with sparkdoctor's one-line reasons.
+
+Written against sparkrun 0.4.2 (docs/sparkrun.md cites the lines): sparkrun's loader
+(core/installed_plugins.py load_installed_plugins -> core/registration.py load_and_register_plugin) imports this
+module, checks SPARKRUN_PLUGIN_API_VERSION and calls register(v); register claims the recipe item `sparkdoctor`
+(core/recipe_items.py register_recipe_item) with one preparation step; sparkrun's run (api/_run.py) runs the
+preparation steps of the items a recipe has before any image is pulled or a serving workload replaced, and an
+exception there ends the launch as "launch preparation failed: <message>".
+
+sparkrun is imported inside register() and the step only: importing this module, or sparkdoctor, never imports it.
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+SPARKRUN_PLUGIN_API_VERSION = 1  # core/registration.py PLUGIN_API_VERSION at sparkrun 0.4.2
+ITEM = "sparkdoctor"
+STEP = "sparkdoctor.preflight"
+# Keys the exported recipe keeps out of `recipe check`: this item, and the mods (judged by `mods check`, against
+# the same target, so that one failing mod is one reason).
+NOT_FOR_RECIPE_CHECK = (ITEM, "mods")
+
+
+class LaunchRefused(RuntimeError):
+    """A gate failed: sparkrun prints "launch preparation failed: " + this one line and launches nothing."""
+
+
+def parse_item(value: Any, recipe: Any) -> dict[str, Any]:
+    """The item as the recipe writes it, checked (a malformed item is a recipe error, one line)."""
+    from sparkdoctor.integrations.preflight import Settings
+
+    return Settings.parse(value).to_dict()
+
+
+def validate_item(value: Any, recipe: Any) -> list[str]:
+    from sparkdoctor.integrations.preflight import Settings, SettingsError
+
+    try:
+        Settings.parse(value)
+    except SettingsError as exc:
+        return [str(exc)]
+    return []
+
+
+def export_item(value: Any, recipe: Any) -> Any:
+    return value or True
+
+
+def register(v: Any) -> None:
+    """Called by sparkrun's loader: claim the `sparkdoctor` recipe item and its preparation step."""
+    from sparkrun.core.recipe_items import (
+        FunctionalRecipeItemHandler,
+        register_recipe_item,
+    )
+
+    register_recipe_item(ITEM, FunctionalRecipeItemHandler(parse_item, validate_item, export_item),
+                         owner="sparkdoctor", preparation_steps=preparation_steps)
+
+
+def preparation_steps(context: Any) -> tuple[Any, ...]:
+    from sparkrun.core.execution import PreparationStep
+
+    return (PreparationStep(STEP, preflight),)
+
+
+def preflight(context: Any, receipts: Any) -> dict[str, Any]:
+    """The preparation step: judge the recipe sparkrun is about to launch; raise LaunchRefused to stop it."""
+    from sparkdoctor.integrations.preflight import Settings, judge
+
+    recipe = context.plan.recipe
+    settings = Settings.parse(recipe.plugin_items.get(ITEM))
+    mods, unresolved = resolve_mods(recipe)
+    image = str(recipe.container or "") or None
+    say(f"sparkdoctor: judging {recipe.name} before launch (recipe check{', mods check' if mods else ''}; "
+        f"target: {settings.python or (f'image {image}' if image else 'as recipe check chooses')})")
+    for ref in unresolved:
+        say(f"sparkdoctor: mod {ref} is not beside the recipe (a registry mod sparkrun fetches later): not judged")
+    with tempfile.TemporaryDirectory(prefix="sparkdoctor-sparkrun-") as folder:
+        exported = export_recipe(recipe, getattr(context.options, "overrides", None), Path(folder))
+        verdict = judge(str(exported), mods, image, settings)
+    if verdict.refused:
+        raise LaunchRefused(verdict.message())
+    for reason in verdict.reasons:
+        say(f"sparkdoctor (allowed, not enforced): {reason}")
+    if not verdict.reasons:
+        say("sparkdoctor: every gate passed")
+    return {"reasons": verdict.reasons, "gates": verdict.ran, "allowed": verdict.allowed}
+
+
+def export_recipe(recipe: Any, overrides: Any, folder: Path) -> Path:
+    """The recipe as sparkrun resolved it (its matched `overrides:` layers and the run's serve overrides baked in:
+    Recipe.to_dict(effective=True)), written as sparkrun recipe YAML for `recipe check`."""
+    import yaml
+
+    data = recipe.to_dict(overrides=dict(overrides or {}), effective=True)
+    for key in NOT_FOR_RECIPE_CHECK:
+        data.pop(key, None)
+    name = "".join(c if c.isalnum() or c in "-_." else "-" for c in str(recipe.name or "recipe"))[:80] or "recipe"
+    path = folder / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def resolve_mods(recipe: Any) -> tuple[list[str], list[str]]:
+    """(paths of the recipe's mods, refs not found): an absolute path, or sparkrun's adjacent rule
+    (core/mods.py _resolve_adjacent: `REF` and `mods/REF` beside the recipe file, a leading `mods/` stripped, a
+    folder with run.sh). Registry mods (`@registry/...`, the recipe's registry, eugr's) are fetched by sparkrun
+    later and are not judged here."""
+    found, missing = [], []
+    base = Path(recipe.source_path).parent if getattr(recipe, "source_path", None) else None
+    for ref in [str(m) for m in getattr(recipe, "mods", None) or []]:
+        candidates = [Path(ref).expanduser()] if Path(ref).expanduser().is_absolute() else []
+        if base is not None and not ref.startswith("@"):
+            rel = ref.removeprefix("mods/")
+            candidates += [base / rel, base / "mods" / rel]
+        hit = next((c for c in candidates if c.is_dir() and (c / "run.sh").exists()), None)
+        if hit is not None:
+            found.append(str(hit.resolve()))
+        else:
+            missing.append(ref)
+    return found, missing
+
+
+def say(line: str) -> None:
+    """One line on sparkrun's stderr (its log output is for its own records)."""
+    print(line, file=sys.stderr, flush=True)

@@ -1,0 +1,52 @@
+"""Progress on stderr for the commands that run long (bench, recipe check, rerun, conclusions): the one helper,
+light to import (rich is loaded only for a terminal)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import time
+from collections.abc import Callable, Iterator
+
+PLAIN_PROGRESS_AFTER_S = 15.0  # a plain progress line only once a command has run this long (env overrides)
+
+
+@contextlib.contextmanager
+def progress_line(enabled: bool = True) -> Iterator[Callable[[str], None]]:
+    """Progress on stderr (never stdout: JSON owns it): a rich status line on a terminal; otherwise (CI, a
+    pipe, a log file) plain lines, `sparkdoctor: [mm:ss] message`, one per change, starting once the command
+    has run PLAIN_PROGRESS_AFTER_S seconds (SPARKDOCTOR_PROGRESS_AFTER_S; "off" never), so a quick answer or
+    a one-line error stays alone while a 20-minute A/B is never silent."""
+    if not enabled:
+        yield lambda _msg: None
+        return
+    if sys.stderr is not None and sys.stderr.isatty():  # rich only for a terminal (importing it costs ~0.1 s)
+        from rich.console import Console
+
+        console = Console(stderr=True)
+        if console.is_terminal:
+            with console.status("bench") as status:
+                yield lambda msg: status.update(f"bench: {msg}")
+            return
+    setting = os.environ.get("SPARKDOCTOR_PROGRESS_AFTER_S", "")
+    if setting.strip().lower() == "off":
+        yield lambda _msg: None
+        return
+    try:
+        after = float(setting) if setting.strip() else PLAIN_PROGRESS_AFTER_S
+    except ValueError:
+        after = PLAIN_PROGRESS_AFTER_S
+    started = time.monotonic()
+    last: list[str] = [""]
+
+    def plain(msg: str) -> None:
+        elapsed = time.monotonic() - started
+        if elapsed < after or msg == last[0]:
+            return
+        last[0] = msg
+        minutes, seconds = divmod(int(elapsed), 60)
+        sys.stderr.write(f"sparkdoctor: [{minutes:02d}:{seconds:02d}] {msg}\n")
+        sys.stderr.flush()
+
+    yield plain

@@ -1,0 +1,123 @@
+"""The sparkrun plugin through real sparkrun 0.4.2 (from the registry, in a Python 3.12 venv with this checkout
+installed as `sparkdoctor-gb10[sparkrun]`): sparkrun's own loader finds and loads it, and `sparkrun run` refuses a
+recipe whose gate fails and goes on with a clean one.
+
+How far a launch gets here: without a GPU, sparkrun's planning refuses a real (non-dry) run before preparation
+("only 0 accelerator slot(s) available"), so the launches are `--dry-run`s, which plan on the platform's assumed
+hardware and do run the preparation steps. A clean recipe then goes past preparation ("[1/6] Preparing") to
+"[3/6] Distributing resources", where it stops because its image is not on this machine (`--offline`: no pull).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from sparkdoctor.integrations.preflight import ALLOW_ENV
+from tests import venvs
+
+pytestmark = pytest.mark.slow
+IMAGE = "sparkdoctor-test/vllm:absent"
+REFUSED = "Error: launch preparation failed: sparkdoctor refused the launch: "
+INVENTORY = """
+import json
+from dataclasses import asdict
+from sparkrun.core.bootstrap import init_sparkrun
+init_sparkrun()
+from sparkrun.core.installed_plugins import installed_plugin_inventory
+from sparkrun.core.recipe_items import registered_recipe_items
+print(json.dumps({"inventory": [asdict(r) for r in installed_plugin_inventory()],
+                  "items": [[r.key, r.owner, r.preparation_steps is not None] for r in registered_recipe_items()]}))
+"""
+
+
+def run(argv: list[str], env: dict[str, str], timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(a) for a in argv], env=env, capture_output=True, text=True, timeout=timeout,
+                          cwd=env["HOME"])
+
+
+def home(root: Path) -> dict[str, str]:
+    """sparkrun's config and caches (and sparkdoctor's) under a scratch HOME, with no recipe registries: without a
+    registries.yaml, sparkrun clones its default registries from GitHub on first use (core/registry.py
+    _default_registries); a test reaches no network beyond the package index."""
+    (root / ".config" / "sparkrun").mkdir(parents=True, exist_ok=True)
+    (root / ".config" / "sparkrun" / "registries.yaml").write_text("config_version: 1\nregistries: []\n")
+    env = {k: v for k, v in os.environ.items() if k not in (ALLOW_ENV, "VIRTUAL_ENV")}
+    return {**env, "HOME": str(root), "COLUMNS": "200", "NO_COLOR": "1"}
+
+
+def no_network_noise(out: str) -> None:
+    assert "git clone" not in out and "Manifest discovery" not in out, out[-2000:]
+
+
+@pytest.fixture(scope="module")
+def sparkrun(tmp_path_factory) -> SimpleNamespace:
+    python = venvs.sparkrun_venv()
+    root = tmp_path_factory.mktemp("sparkrun")
+    env = home(root / "home")
+    enabled = run([python.parent / "sparkrun", "plugins", "enable", "sparkdoctor"], env)
+    assert enabled.returncode == 0 and "sparkdoctor: enabled" in enabled.stdout + enabled.stderr, enabled
+    vllm = venvs.vllm032()
+    recipes = {}
+    for name, extra in (("clean", ""), ("bad-flag", " --no-such-flag-at-all")):
+        recipes[name] = root / f"{name}.yaml"
+        recipes[name].write_text(
+            f'recipe_version: "2"\nmodel: Qwen/Qwen3-0.6B\nruntime: vllm\ncontainer: {IMAGE}\n'
+            "defaults:\n  port: 8000\n  max_model_len: 2048\n"
+            f"command: vllm serve {{model}} --port {{port}} --max-model-len {{max_model_len}}{extra}\n"
+            f"sparkdoctor:\n  python: {vllm}\n")
+    return SimpleNamespace(python=python, cli=python.parent / "sparkrun", env=env, root=root, recipes=recipes)
+
+
+def launch(sparkrun: SimpleNamespace, recipe: str, **env: str) -> subprocess.CompletedProcess[str]:
+    return run([sparkrun.cli, "run", sparkrun.recipes[recipe], "-H", "localhost", "--dry-run", "--offline",
+                "--no-auto-detect"], {**sparkrun.env, **env})
+
+
+def test_sparkruns_loader_finds_the_installed_plugin_and_loads_it_only_when_selected(sparkrun):
+    done = run([sparkrun.python, "-c", INVENTORY], sparkrun.env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    doc = json.loads(done.stdout)
+    row = next(r for r in doc["inventory"] if r["name"] == "sparkdoctor")
+    assert row["loaded"] is True and row["failure"] is None and row["selected"] is True, row
+    assert (row["module"], row["package"]) == ("sparkdoctor.integrations.sparkrun_plugin", "sparkdoctor-gb10")
+    assert ["sparkdoctor", "sparkdoctor", True] in doc["items"]  # the recipe item, with its preparation step
+    listed = run([sparkrun.cli, "plugins", "list", "--json"], sparkrun.env)
+    shown = next(r for r in json.loads(listed.stdout) if r["name"] == "sparkdoctor")
+    assert shown["compatibility"]["status"] == "compatible", shown  # plugin.toml's range, SPARKRUN_PLUGIN_API_VERSION
+    # installed but not selected (a fresh config): sparkrun never loads it, so installing changes no launch
+    fresh = run([sparkrun.python, "-c", INVENTORY], home(sparkrun.root / "fresh"))
+    row = next(r for r in json.loads(fresh.stdout)["inventory"] if r["name"] == "sparkdoctor")
+    assert row["loaded"] is False and row["selected"] is False, row
+    assert not any(key == "sparkdoctor" for key, _, _ in json.loads(fresh.stdout)["items"])
+
+
+def test_a_launch_whose_gate_fails_is_refused_before_sparkrun_prepares_anything(sparkrun):
+    done = launch(sparkrun, "bad-flag")
+    out = done.stdout + done.stderr
+    assert done.returncode == 1, out[-3000:]
+    assert (REFUSED + "recipe check: vLLM 0.32.0 does not know --no-such-flag-at-all: `vllm serve` would refuse to "
+            "start [flag-unknown:--no-such-flag-at-all]") in out, out[-3000:]
+    assert "[1/6] Preparing" not in out and IMAGE not in out.split(REFUSED)[1]
+    no_network_noise(out)
+
+
+def test_a_clean_launch_passes_the_gate_and_goes_on_to_the_image(sparkrun):
+    done = launch(sparkrun, "clean")
+    out = done.stdout + done.stderr
+    assert "sparkdoctor: every gate passed" in out and "[1/6] Preparing" in out, out[-3000:]
+    assert "[3/6] Distributing resources" in out and f"Failed to pull or locate image: {IMAGE}" in out, out[-3000:]
+    assert "refused the launch" not in out
+
+
+def test_allow_prints_the_reasons_and_lets_the_launch_go_on(sparkrun):
+    done = launch(sparkrun, "bad-flag", **{ALLOW_ENV: "1"})
+    out = done.stdout + done.stderr
+    assert ("sparkdoctor (allowed, not enforced): recipe check: vLLM 0.32.0 does not know --no-such-flag-at-all"
+            in out), out[-3000:]
+    assert "refused the launch" not in out and "[3/6] Distributing resources" in out, out[-3000:]

@@ -1,0 +1,103 @@
+"""The gates the sparkrun plugin runs before a launch (sparkdoctor.integrations.preflight), without sparkrun: real
+`recipe check` and `mods check` subprocesses against a real venv whose vLLM is a toy (vllm/toy.py, no flags), read
+into one-line reasons. tests/test_sparkrun_plugin.py runs them through real sparkrun."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sparkdoctor.integrations.preflight import ALLOW_ENV, Settings, SettingsError, judge
+from tests.container.test_mods_container import serving_venv
+from tests.mods.test_mods_static import AFTER, BEFORE, make_diff
+
+
+@pytest.fixture(scope="module")
+def toy(tmp_path_factory) -> dict[str, str]:
+    root = tmp_path_factory.mktemp("preflight")
+    venv = serving_venv(root)
+    (root / "applies.diff").write_text(make_diff(BEFORE, AFTER))
+    (root / "gone.diff").write_text(make_diff(BEFORE.replace("    splits = 4", "    splits = 2"), AFTER))
+    for name, command in (("clean", "vllm serve org/toy"), ("bad-flag", "vllm serve org/toy --no-such-flag")):
+        (root / f"{name}.yaml").write_text(f'recipe_version: "2"\nmodel: org/toy\nruntime: vllm\ncommand: {command}\n')
+    (root / "broken.yaml").write_text('recipe_version: "2"\nruntime: vllm\n')
+    return {"python": str(venv / "bin" / "python"), "root": str(root)}
+
+
+def test_the_item_is_true_or_a_mapping_and_a_bad_one_is_one_line():
+    assert Settings.parse(True) == Settings() and Settings.parse(None) == Settings()
+    s = Settings.parse({"fail_on": "warn", "python": "/x/bin/python", "allow": True, "timeout": 30})
+    assert (s.fail_on, s.python, s.allow, s.timeout) == ("warn", "/x/bin/python", True, 30.0)
+    assert Settings.parse(s.to_dict()) == s and Settings().to_dict() == {}
+    for bad, said in (({"fail_on": "fatal"}, "sparkdoctor.fail_on: 'fatal'"), ({"allow": "yes"}, "sparkdoctor.allow"),
+                      ({"timeout": 0}, "sparkdoctor.timeout"), ({"timeout": True}, "sparkdoctor.timeout"),
+                      ({"python": ""}, "sparkdoctor.python"), ({"pyhton": "/x"}, "unknown key 'pyhton'"),
+                      ("yes", "expected `true` or a mapping")):
+        with pytest.raises(SettingsError) as err:
+            Settings.parse(bad)
+        assert said in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_flag_the_targets_vllm_does_not_know_refuses_the_launch_in_one_line(toy):
+    verdict = judge(f"{toy['root']}/bad-flag.yaml", [], None, Settings(python=toy["python"]))
+    assert verdict.refused and verdict.reasons == [
+        "recipe check: vLLM 0.20.0 does not know --no-such-flag: `vllm serve` would refuse to start "
+        "[flag-unknown:--no-such-flag]"]
+    assert [g["gate"] for g in verdict.ran] == ["recipe check"] and verdict.ran[0]["exit_code"] == 1
+    assert "\n" not in verdict.message() and verdict.message().startswith("sparkdoctor refused the launch: ")
+
+
+def test_a_clean_recipe_whose_mod_applies_passes_both_gates(toy):
+    verdict = judge(f"{toy['root']}/clean.yaml", [f"{toy['root']}/applies.diff"], None, Settings(python=toy["python"]))
+    assert verdict.reasons == [] and not verdict.refused
+    assert [(g["gate"], g["exit_code"]) for g in verdict.ran] == [("recipe check", 0), ("mods check", 0)]
+
+
+def test_a_mod_that_no_longer_applies_refuses_and_allow_only_lets_it_through(toy):
+    args = (f"{toy['root']}/clean.yaml", [f"{toy['root']}/gone.diff"], None)
+    verdict = judge(*args, Settings(python=toy["python"]))
+    assert verdict.refused and len(verdict.reasons) == 1
+    assert verdict.reasons[0].startswith(
+        f"mods check: mod gone.diff does not apply to the environment of {toy['python']}: vllm/toy.py: hunk 1"), verdict.reasons
+    by_env = judge(*args, Settings(python=toy["python"]), env={**_env(), ALLOW_ENV: "1"})
+    by_item = judge(*args, Settings(python=toy["python"], allow=True))
+    for allowed in (by_env, by_item):
+        assert allowed.reasons == verdict.reasons and allowed.allowed and not allowed.refused
+
+
+def test_a_gate_that_cannot_judge_refuses_and_says_why(toy):
+    broken = judge(f"{toy['root']}/broken.yaml", [], None, Settings(python=toy["python"]))
+    assert broken.refused and broken.reasons[0].startswith("recipe check could not judge: "), broken.reasons
+    assert "model" in broken.reasons[0]
+    slow = judge(f"{toy['root']}/clean.yaml", [], None, Settings(python=toy["python"], timeout=0.05))
+    assert slow.refused and slow.reasons == ["recipe check could not judge: python timed out after 0.1s"], slow.reasons
+    absent = judge(f"{toy['root']}/clean.yaml", [], "sparkdoctor-no-such-image:1", Settings(),
+                   env={**_env(), "DOCKER_HOST": "unix:///nonexistent.sock", "PATH": str(Path(toy["python"]).parent)})
+    assert absent.refused and absent.reasons[0].startswith("recipe check could not judge: "), absent.reasons
+
+
+def _env() -> dict[str, str]:
+    import os
+
+    return dict(os.environ)
+
+
+def test_the_plugin_finds_a_recipes_mods_where_sparkrun_looks_beside_it(tmp_path):
+    """sparkrun core/mods.py _resolve_adjacent: REF and mods/REF beside the recipe (a leading mods/ stripped), a folder
+    with run.sh; an absolute path as it is. Registry mods (@registry/...) and anything else are not judged here."""
+    from types import SimpleNamespace
+
+    from sparkdoctor.integrations.sparkrun_plugin import resolve_mods
+
+    for folder in ("recipes/beside", "recipes/mods/in-mods", "elsewhere/absolute", "recipes/no-script"):
+        (tmp_path / folder).mkdir(parents=True)
+        if not folder.endswith("no-script"):
+            (tmp_path / folder / "run.sh").write_text("#!/bin/sh\n")
+    recipe = SimpleNamespace(source_path=str(tmp_path / "recipes" / "r.yaml"),
+                             mods=["beside", "mods/in-mods", "in-mods", str(tmp_path / "elsewhere" / "absolute"),
+                                   "@eugr/fix-x", "no-script", "not-there"])
+    found, missing = resolve_mods(recipe)
+    assert found == [str(tmp_path / p) for p in ("recipes/beside", "recipes/mods/in-mods", "recipes/mods/in-mods",
+                                                  "elsewhere/absolute")]
+    assert missing == ["@eugr/fix-x", "no-script", "not-there"]
