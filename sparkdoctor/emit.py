@@ -14,7 +14,6 @@ a result is emitted.
 
 from __future__ import annotations
 
-import io
 import os
 import sys
 from collections.abc import Callable
@@ -24,12 +23,10 @@ from typing import TYPE_CHECKING, Any
 
 from sparkdoctor.files import OutputError, write_text
 from sparkdoctor.result import Format, Result, error_document
+from sparkdoctor.sink import Sink
 
 if TYPE_CHECKING:
     from rich.console import Console
-
-FILE_WIDTH = 110
-"""Console output written to a file is plain text (no colour) this many columns wide."""
 
 
 @dataclass
@@ -43,32 +40,6 @@ class Requested:
 
 
 REQUESTED = Requested()
-
-
-@dataclass(frozen=True)
-class Sink:
-    """Where a rendered document goes, as far as rendering cares."""
-
-    to_file: bool = False
-    """-o FILE: console output is plain (no colour), FILE_WIDTH columns."""
-    ascii_only: bool = False
-    """The stream cannot encode the report's symbols (PYTHONIOENCODING=ascii): spell them in ASCII."""
-
-    def console(self, width: int | None = None, **settings: Any) -> Console:
-        """A rich Console for this sink (`settings`: more of rich's Console arguments, e.g. soft_wrap); draw into
-        it inside `capture()`."""
-        from rich.console import Console
-
-        if self.to_file:
-            return Console(file=io.StringIO(), width=FILE_WIDTH, no_color=True, force_terminal=False, **settings)
-        return Console(width=width, file=sys.stdout if sys.stdout is not None else io.StringIO(), **settings)
-
-    def capture(self, draw: Callable[[Console], None], width: int | None = None, **settings: Any) -> str:
-        """What `draw` prints on this sink's console, as one string (nothing is written yet)."""
-        console = self.console(width, **settings)
-        with console.capture() as captured:
-            draw(console)
-        return captured.get()
 
 
 def sink_for(output: Path | None, fmt: Format | None = None) -> Sink:
@@ -91,7 +62,7 @@ def render(result: Result, fmt: Format, output: Path | None = None) -> str:
 def emit(result: Result, fmt: Format | str, output: Path | None = None) -> int:
     """Render `result` whole, write it once (stdout, or `output` atomically), print its notes on stderr;
     return the exit code the process ends with. OutputError (exit 2, one line) if it cannot be delivered."""
-    from sparkdoctor.cli_support import warn
+    from sparkdoctor.stderr import warn
 
     fmt = Format(fmt)
     text = render(result, fmt, output)

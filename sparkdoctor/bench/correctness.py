@@ -15,15 +15,24 @@ Plain garbage detectors gate too: an empty answer, one token repeated, text that
 
 The tolerance (`TOLERANCE`) is the largest mean absolute log-probability difference per token a correct
 configuration may show; it is measured, not guessed: docs/evidence/correctness.md.
+
+References are kept as JSON under `<state>/references/<key>.json` (written atomically): the key is the served
+checkpoint's identity (bench/model_identity.py: config + safetensors header digest) when the model is a local
+folder, else the served model's name. A reference file can also be given directly (`bench --reference-file`),
+e.g. one shipped beside a recipe.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
+import os
+import tempfile
 import urllib.error
 import urllib.request
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 PROBES = (
@@ -227,6 +236,49 @@ def judge(answers: list[Answer], reference: list[Answer] | None, tolerance: floa
     return Judgement(Verdict.CORRECT, [], rows, tolerance)
 
 
+# ---- references: the answers of a run the user marked good, one per model identity ----------------------------
+REFERENCE_VERSION = 1
+
+
+def reference_key(toolchain_facts: dict[str, Any], served_model: str) -> str:
+    ident = (((toolchain_facts.get("recipe") or {}).get("model") or {}).get("identity") or {})
+    if isinstance(ident, dict) and isinstance(ident.get("sha256"), str):
+        return "model-" + str(ident["sha256"])[:32]
+    return "name-" + hashlib.sha256(served_model.encode()).hexdigest()[:32]
+
+
+def reference_folder() -> Path:
+    from sparkdoctor.locations import state_dir
+
+    return state_dir() / "references"
+
+
+def load_reference(path: Path) -> tuple[list[Answer] | None, str | None]:
+    """The answers of a reference file, or (None, why) when there is none or it cannot be read."""
+    try:
+        doc = json.loads(path.read_text())
+        if doc.get("reference_version") != REFERENCE_VERSION or not isinstance(doc.get("answers"), list):
+            return None, f"{path}: not a sparkdoctor correctness reference (version {REFERENCE_VERSION})"
+        return [Answer.from_dict(a) for a in doc["answers"] if isinstance(a, dict)], None
+    except FileNotFoundError:
+        return None, None
+    except (OSError, ValueError, TypeError, AttributeError) as exc:
+        return None, f"{path}: unreadable reference ({type(exc).__name__})"
+
+
+def save_reference(path: Path, answers: list[Answer], meta: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    doc = {"reference_version": REFERENCE_VERSION, **meta, "answers": [a.__dict__ for a in answers]}
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".ref-")
+    try:
+        with os.fdopen(fd, "w") as fh:
+            json.dump(doc, fh, indent=1)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
 # ---- one run's step -----------------------------------------------------------------------------------------
 @dataclass
 class Options:
@@ -240,14 +292,11 @@ class Options:
 def step(base_url: str, model: str, vllm: bool, toolchain_facts: dict[str, Any], options: Options) -> dict[str, Any]:
     """Probe a served model after its timed window and judge it against its reference: the run's `correctness`."""
     import time
-    from pathlib import Path
-
-    from sparkdoctor.bench import references
 
     started = time.monotonic()
-    key = references.key_of(toolchain_facts, model)
-    path = Path(options.reference_file) if options.reference_file else references.folder() / f"{key}.json"
-    reference, problem = references.load(path) if not options.mark_reference else (None, None)
+    key = reference_key(toolchain_facts, model)
+    path = Path(options.reference_file) if options.reference_file else reference_folder() / f"{key}.json"
+    reference, problem = load_reference(path) if not options.mark_reference else (None, None)
     answers = probe(base_url, model, vllm, reference)
     if options.mark_reference:
         verdict = Judgement(Verdict.REFERENCE, [f"stored as the reference for {model}"])
@@ -255,7 +304,7 @@ def step(base_url: str, model: str, vllm: bool, toolchain_facts: dict[str, Any],
         if any(a.error for a in answers):
             verdict = Judgement(Verdict.UNCHECKED, tripped + ["a probe request failed: not stored as a reference"])
         else:
-            references.save(path, answers, {"model": model, "key": key, "taken_at": time.time()})
+            save_reference(path, answers, {"model": model, "key": key, "taken_at": time.time()})
             verdict.why += [f"note: the reference itself trips {t}" for t in tripped]
     else:
         verdict = judge(answers, reference)

@@ -42,7 +42,7 @@ class RecipeCheckCommand:
 
     def refuse_bad_options(self) -> dict[str, str]:
         """Every usage error of `recipe check` (exit 2, one line); the --set overrides."""
-        from sparkdoctor.commands.recipe import parse_sets
+        from sparkdoctor.commands.options import parse_sets
         from sparkdoctor.target.choose import refuse_bad_target_options
 
         Format.parse(self.fmt, FORMATS)

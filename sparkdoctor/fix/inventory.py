@@ -156,6 +156,6 @@ def target_key(record: dict[str, Any]) -> str:
     """One key per target (its lock, its unfinished journals): a container's paths are not this machine's."""
     if record.get("kind") == "container":
         return f"container:{record.get('container')}:{record.get('python')}"
-    from sparkdoctor.fix.unsettled import local_key
+    from sparkdoctor.unsettled import local_key
 
     return local_key(str(record.get("python", "")))

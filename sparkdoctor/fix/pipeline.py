@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sparkdoctor import unsettled
 from sparkdoctor.fix import apply as apply_mod
 from sparkdoctor.fix import inventory as inv_mod
 from sparkdoctor.fix import journal as jr
-from sparkdoctor.fix import unsettled
 from sparkdoctor.fix.definitions import load_all
 from sparkdoctor.fix.installers import for_target
 from sparkdoctor.fix.interface import FixError, JournalError

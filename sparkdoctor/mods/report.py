@@ -13,8 +13,8 @@ from sparkdoctor.mods.trees import ReleaseTree, SiteTree, Tree, parse_release, v
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from sparkdoctor.emit import Sink
     from sparkdoctor.result import Result
+    from sparkdoctor.sink import Sink
 
 MODS_VERSION = 1
 EXIT_MODS_FAIL = 1  # a mod fails on the target (or, with --strict, is superseded or cannot be judged)

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from sparkdoctor.emit import Sink
     from sparkdoctor.result import Result
+    from sparkdoctor.sink import Sink
 
 
 def report_console(result: Result, sink: Sink) -> str:
