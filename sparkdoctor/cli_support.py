@@ -1,5 +1,5 @@
-"""What every command module shares: the one-line error, warnings, and `Fatal` (sparkdoctor/errors.py), which
-`cli.main` turns into a message on stderr and a documented exit code (sparkdoctor/exitcodes.py).
+"""What every command module shares: the one-line error and warnings (sparkdoctor/stderr.py), the ledger a reading
+command opens, and the --timeout option of the verbs that run in this process.
 
 Command modules (sparkdoctor/commands/) import this, never cli.py, so imports run one way:
 cli -> commands -> cli_support.

@@ -16,17 +16,12 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from sparkdoctor.files import OutputError, write_text
 from sparkdoctor.result import Format, Result, error_document
 from sparkdoctor.sink import Sink
-
-if TYPE_CHECKING:
-    from rich.console import Console
 
 
 @dataclass
@@ -165,26 +160,3 @@ def requested_from_argv(argv: list[str]) -> Format | None:
 
 
 __all__ = ["REQUESTED", "Sink", "deliver", "emit", "emit_error", "render", "requested_from_argv", "write_stdout"]
-
-
-def emit_json(command: str, kind: str, document: dict[str, Any] | str, exit_code: int = 0,
-              errors: list[dict[str, object]] | None = None, output: Path | None = None) -> int:
-    """A verb's JSON document (a dict, or the JSON text its renderer made) behind the common header, written once;
-    returns `exit_code`. For verbs whose rendering is not yet a view of their own (sparkdoctor/views.py)."""
-    import json
-
-    from sparkdoctor.result import with_header
-
-    doc = json.loads(document) if isinstance(document, str) else document
-    result = Result(command, kind, doc, exit_code, list(errors or []))
-    deliver(json.dumps(with_header(result, doc), indent=2, default=str) + "\n", output)
-    return exit_code
-
-
-def emit_console(draw: Callable[[Console], None], console: Console | None = None) -> None:
-    """What `draw` prints on `console` (default: stdout's), captured whole, then written once: a reader that leaves
-    early cannot make rich exit 1. For verbs whose console rendering is not yet a view (sparkdoctor/views.py)."""
-    console = console if console is not None else sink_for(None).console()
-    with console.capture() as captured:
-        draw(console)
-    write_stdout(captured.get())

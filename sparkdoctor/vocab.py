@@ -76,10 +76,6 @@ class Outcome(Word):
     broken = "broken"  # the faster arm gives wrong answers now (bench/correctness.py): fast and wrong never wins
 
 
-def severity_rank(word: str) -> int:
-    """The rank of a severity word (info 0, warn 1, error 2); ValueError for a word that is none."""
-    return Severity(word).rank
-
 
 CUTEDSL_KERNELS: dict[str, str] = {"cutedsl-nvfp4-mma": "nvfp4-mma", "cutedsl-nvfp4-mma-tile": "nvfp4-mma-tile",
                                    "cutedsl-e2m1-cvt": "e2m1-cvt"}

@@ -28,7 +28,6 @@ if TYPE_CHECKING:
     from sparkdoctor.bench.history import HistoryDocument
 
 FORMATS = (Format.console, Format.json)
-HISTORY_SCHEMA = 1
 
 
 @dataclass

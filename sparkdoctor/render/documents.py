@@ -43,6 +43,3 @@ def wide_capture(sink: Sink, draw: Callable[[Console], None]) -> str:
     return sink.capture(draw, None if on_terminal else WIDE)
 
 
-def lines_text(lines: list[str]) -> str:
-    """Plain lines (no markup, no wrapping), as one text with its final newline."""
-    return "\n".join(lines) + "\n"

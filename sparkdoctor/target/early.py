@@ -85,12 +85,6 @@ def capabilities_cache_file(cache_root: str | None, python: str, use_cache: bool
     return os.path.join(cache_root, "capabilities", _per_python(python))
 
 
-def capabilities_args(python: str, cache_root: str | None, use_cache: bool) -> list[str]:
-    """The capabilities probe's own arguments (when it runs as a process of its own)."""
-    cache = capabilities_cache_file(cache_root, python, use_cache)
-    return ["--cache", cache] if cache is not None else []
-
-
 def with_capabilities(args: list[str], python: str, cache_root: str | None, use_cache: bool) -> list[str]:
     """The target probe's arguments when it also answers for the capabilities probe (a local check:
     the target's interpreter starts once for both)."""

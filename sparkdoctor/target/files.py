@@ -29,11 +29,6 @@ from sparkdoctor.target import fileops as ops
 from sparkdoctor.target.interface import FileError, FileTransport  # noqa: F401 (re-exported)
 
 
-def sha256_of(transport: FileTransport, path: str) -> str | None:
-    row = transport.info([path], with_hash=True).get(path)
-    return row.get("sha256") if row else None
-
-
 def hashes(transport: FileTransport, paths: list[str]) -> dict[str, str | None]:
     """path -> sha256 (None: missing or not a file), in one call."""
     rows = transport.info(list(paths), with_hash=True) if paths else {}
