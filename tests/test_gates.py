@@ -92,3 +92,10 @@ def test_the_dead_code_gate_reads_its_reviewed_whitelist_of_names_that_exist():
         name = name.strip().removeprefix("_.")
         path = where[where.rindex("(") + 1:where.rindex(")")]
         assert name in (REPO / path).read_text(), f"vulture_whitelist.py: {name} is no longer in {path}: drop it"
+
+
+def test_the_type_gate_reads_the_optional_extras_as_any_installed_or_not():
+    """whatif --probe's uv, history --html's plotly and fleet --ray's ray are optional: mypy must give the same answer
+    whether they are installed or not (it failed on whatif/probe.py where the uv wheel was missing)."""
+    skipped = {m for o in _mypy_overrides() if o.get("follow_imports") == "skip" for m in o["module"]}
+    assert {"uv", "uv.*", "plotly", "plotly.*", "ray", "ray.*"} <= skipped
