@@ -56,7 +56,7 @@ vocab  # unused variable (sparkdoctor/audit/modelconfig.py)
 first_kind  # unused variable (sparkdoctor/bench/client.py)
 _.first_kind  # unused attribute (sparkdoctor/bench/client.py)
 per_prompt  # unused variable (sparkdoctor/bench/correctness.py)
-_.mtime  # unused attribute (sparkdoctor/target/fileops.py)
+_.mtime  # unused attribute (sparkdoctor/targets/fileops.py)
 
 # Used only by the tests (they call it to check what production code builds the same way)
 unknown_ids  # unused function (sparkdoctor/config.py)

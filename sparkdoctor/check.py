@@ -13,7 +13,7 @@ from sparkdoctor.arch import assumed
 from sparkdoctor.collect import Collector, Context, run_collectors
 from sparkdoctor.facts import Facts
 from sparkdoctor.locations import cache_dir
-from sparkdoctor.target.local import Target
+from sparkdoctor.targets.local import Target
 
 
 @dataclass

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from sparkdoctor.facts import Facts
-from sparkdoctor.target.local import Target
+from sparkdoctor.targets.local import Target
 
 
 @dataclass

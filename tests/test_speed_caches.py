@@ -17,8 +17,8 @@ from packaging.utils import canonicalize_name as packaging_canonical
 from sparkdoctor import locations
 from sparkdoctor.matrix import load
 from sparkdoctor.names import canonicalize_name
-from sparkdoctor.target import PythonTarget
-from sparkdoctor.target import probe as target_probe
+from sparkdoctor.targets import PythonTarget
+from sparkdoctor.targets import probe as target_probe
 
 
 @pytest.fixture(autouse=True)

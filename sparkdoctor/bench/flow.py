@@ -142,7 +142,7 @@ def _store(ledger, result: session.RunResult, comparison_id: int | None = None) 
 
 
 def _toolchain(python: str | None, progress: Callable[[str], None]) -> session.Toolchain:
-    from sparkdoctor.target.local import TargetError, resolve_python_target
+    from sparkdoctor.targets.local import TargetError, resolve_python_target
 
     try:
         target = resolve_python_target(python)
@@ -165,8 +165,8 @@ def _url_toolchain(url: str, opts: Options, progress: Callable[[str], None]) -> 
         toolchain.target["found_by"] = found["why"]
         return toolchain, found["pid"]
     if found["container"]:
-        from sparkdoctor.target.container_inspect import resolve_container_target
-        from sparkdoctor.target.local import TargetError
+        from sparkdoctor.targets.container_inspect import resolve_container_target
+        from sparkdoctor.targets.local import TargetError
 
         try:
             target = resolve_container_target(found["container"], runtime=opts.runtime)
@@ -215,7 +215,7 @@ def _load_recipe(path: Path, opts: Options) -> Any:
 def _target_python(recipe: Any, opts: Options) -> str | None:
     """--python, else the venv the recipe's command lives in (…/bin/vllm -> …/bin/python), else None (as check)."""
     if opts.python is not None:
-        from sparkdoctor.target.local import TargetError, resolve_python_target
+        from sparkdoctor.targets.local import TargetError, resolve_python_target
 
         try:
             return resolve_python_target(opts.python).python  # absolute: the server runs in its own folder

@@ -26,7 +26,7 @@ from typing import Any
 from sparkdoctor import proc
 from sparkdoctor.arch import DEFAULT_ARCH
 from sparkdoctor.collect import Collector, Context
-from sparkdoctor.target.local import probe_entry
+from sparkdoctor.targets.local import probe_entry
 from sparkdoctor.vocab import CUTEDSL_KERNELS
 
 KERNELS = CUTEDSL_KERNELS

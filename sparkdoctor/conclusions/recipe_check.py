@@ -63,7 +63,7 @@ class EnvTarget:
 
 def vllm_flags(target: Any, timeout: float = 60.0) -> dict[str, Any] | None:
     """{"vllm": {...} | None, "flags": [...]} from probes/vllm_flags, or None when the probe failed."""
-    from sparkdoctor.target.local import TargetError, probe_entry, run_json_probe
+    from sparkdoctor.targets.local import TargetError, probe_entry, run_json_probe
 
     try:
         return run_json_probe(target, probe_entry("vllm_flags"), [], timeout)
@@ -225,7 +225,7 @@ def run(recipe_ref: str, overrides: dict[str, str], python: str | None, matrix_p
     from sparkdoctor.check import CheckOptions, collect_facts
     from sparkdoctor.matrix import load as load_matrix
     from sparkdoctor.recipes import load
-    from sparkdoctor.target.local import resolve_python_target
+    from sparkdoctor.targets.local import resolve_python_target
 
     recipe = load(recipe_ref, overrides)
     matrix = load_matrix(matrix_path)
@@ -235,7 +235,7 @@ def run(recipe_ref: str, overrides: dict[str, str], python: str | None, matrix_p
         python = str(found) if found else None
         chosen = found is not None
     if container is not None:  # the serving stack inside a running container, through the container CLI
-        from sparkdoctor.target.choose import refuse_bad_target_options, resolve_target
+        from sparkdoctor.targets.choose import refuse_bad_target_options, resolve_target
 
         refuse_bad_target_options(python, container, container_python, False)
         target = EnvTarget(resolve_target(None, container, container_python), recipe.env)

@@ -50,8 +50,8 @@ from sparkdoctor.fix.inventory import (
 from sparkdoctor.fix.model import Plan
 from sparkdoctor.fix.pdeath import children_die_with_parent
 from sparkdoctor.fix.restore import Restorer, verify_rolled_back
-from sparkdoctor.target.files import FileError, FileTransport, LocalFiles, transport_of
-from sparkdoctor.target.local import Target
+from sparkdoctor.targets.files import FileError, FileTransport, LocalFiles, transport_of
+from sparkdoctor.targets.local import Target
 
 KILL_ENV = "SPARKDOCTOR_FIX_KILL_AT"
 TRACE_ENV = "SPARKDOCTOR_FIX_TRACE"

@@ -12,7 +12,7 @@ from typing import Any
 
 from sparkdoctor import proc
 from sparkdoctor.fix.interface import FixError
-from sparkdoctor.target.local import Target
+from sparkdoctor.targets.local import Target
 
 _LINE = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=(.*)$")
 

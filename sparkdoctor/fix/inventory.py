@@ -18,8 +18,8 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from sparkdoctor.fix.interface import FixError
-from sparkdoctor.target.files import FileError, FileTransport, hashes
-from sparkdoctor.target.local import Target, TargetError, parse_json_probe
+from sparkdoctor.targets.files import FileError, FileTransport, hashes
+from sparkdoctor.targets.local import Target, TargetError, parse_json_probe
 
 SCRIPT = Path(__file__).with_name("target_dists.py")
 TIMEOUT = 60.0

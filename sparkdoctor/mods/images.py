@@ -39,7 +39,7 @@ def image_tree(image: str, python: str | None = None, runtime: str | None = None
         parse_mounts,
         runtime_cli,
     )
-    from sparkdoctor.target.container_inspect import resolve_container_target
+    from sparkdoctor.targets.container_inspect import resolve_container_target
 
     if not image.strip():
         raise ModError("--image '': give an image name or id")

@@ -66,7 +66,7 @@ def resolve_tree(options: ModsOptions) -> Tree:
                        "target at a time")
     if options.container is not None:
         from sparkdoctor.mods.trees import ContainerTree
-        from sparkdoctor.target.choose import refuse_bad_target_options, resolve_target
+        from sparkdoctor.targets.choose import refuse_bad_target_options, resolve_target
 
         refuse_bad_target_options(None, options.container, options.container_python, False)
         return ContainerTree(resolve_target(None, options.container, options.container_python))  # TargetError: exit 3

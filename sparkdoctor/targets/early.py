@@ -5,7 +5,7 @@ The target probe is the long pole of a warm check. The console entry point calls
 first thing, and this module needs only the standard library and `sparkdoctor.proc` (every child still
 gets its own process group, a registration and the run's limits). It also owns how those children's
 command lines are built (`target_probe_args`, `with_capabilities`, `probe_env`, `gpu_helper_argv`): the
-ordinary path (sparkdoctor.target.probe, collect/gpu.py) builds them with the same functions, and
+ordinary path (sparkdoctor.targets.probe, collect/gpu.py) builds them with the same functions, and
 takes an early child only when its command line is exactly the one it would start itself; otherwise
 the early one is cancelled. So a head start can be wasted, never wrong.
 
