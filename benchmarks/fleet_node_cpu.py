@@ -23,7 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import sparkdoctor.fleet.bundle as bundle_module  # noqa: E402
-from sparkdoctor.target.probe import HASH_BUDGET  # noqa: E402
+from sparkdoctor.targets.probe import HASH_BUDGET  # noqa: E402
 from tests.fleet.nodes import serving_venv  # noqa: E402
 
 JOBS = [("target_env", ["--hash-budget", str(HASH_BUDGET)]), ("capabilities", []), ("fleet_node", [])]

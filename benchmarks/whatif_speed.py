@@ -81,7 +81,7 @@ class CountingProxy:
 def one(python: str, specs: list[str], today, no_deps: bool, pip_cache: Path, root: Path, proxy: CountingProxy) -> dict:
     from sparkdoctor.matrix import load
     from sparkdoctor.released import Reader
-    from sparkdoctor.target import resolve_python_target
+    from sparkdoctor.targets import resolve_python_target
     from sparkdoctor.whatif import compare, hypothetical_facts, resolve_upgrade
 
     os.environ["PIP_CACHE_DIR"] = str(pip_cache)
@@ -117,7 +117,7 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=1, help="cold+warm pairs")
     args = ap.parse_args()
     from sparkdoctor.check import CheckOptions, collect_facts
-    from sparkdoctor.target import resolve_python_target
+    from sparkdoctor.targets import resolve_python_target
 
     today = collect_facts(resolve_python_target(args.python), CheckOptions(arch="sm_121a", kernels=False))
     print(f"load average before: {os.getloadavg()}", file=sys.stderr)

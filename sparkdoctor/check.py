@@ -13,7 +13,7 @@ from sparkdoctor.arch import assumed
 from sparkdoctor.collect import Collector, Context, run_collectors
 from sparkdoctor.facts import Facts
 from sparkdoctor.locations import cache_dir
-from sparkdoctor.target.local import Target
+from sparkdoctor.targets.local import Target
 
 
 @dataclass
@@ -82,9 +82,9 @@ def collect_facts(target: Target, options: CheckOptions) -> Facts:
 
 
 def _note_unfinished_fix(facts: Facts) -> None:
-    """A `fix` of this target that was killed half-way leaves one small state file (fix/unsettled.py):
+    """A `fix` of this target that was killed half-way leaves one small state file (sparkdoctor/unsettled.py):
     reading it is all check does (no journal is opened), and it becomes an error finding."""
-    from sparkdoctor.fix import unsettled
+    from sparkdoctor import unsettled
 
     found = unsettled.for_target(facts.target or {})
     if found is not None:

@@ -1,5 +1,5 @@
-"""What every command module shares: the one-line error, warnings, and `Fatal` (sparkdoctor/errors.py), which
-`cli.main` turns into a message on stderr and a documented exit code (sparkdoctor/exitcodes.py).
+"""What every command module shares: the one-line error and warnings (sparkdoctor/stderr.py), the ledger a reading
+command opens, and the --timeout option of the verbs that run in this process.
 
 Command modules (sparkdoctor/commands/) import this, never cli.py, so imports run one way:
 cli -> commands -> cli_support.
@@ -7,31 +7,12 @@ cli -> commands -> cli_support.
 
 from __future__ import annotations
 
-import sys
+from sparkdoctor.stderr import err, say, warn
 
-from sparkdoctor.text import one_line
-
-
-def say(kind: str, message: str) -> None:
-    if sys.stderr is not None:
-        try:
-            sys.stderr.write(f"sparkdoctor: {kind}: {one_line(message)}\n")
-            sys.stderr.flush()
-        except (OSError, ValueError):
-            pass  # a closed stderr: the exit code is all that is left
-
-
-def err(message: str) -> None:
-    say("error", message)
-
-
-def warn(message: str) -> None:
-    say("warning", message)
-
+__all__ = ["DEFAULT_TIMEOUT", "err", "open_ledger", "say", "timeout_option", "warn"]
 
 # The names cli.py has always used.
 _err = err
-_warn = warn
 
 
 def open_ledger(path):

@@ -14,22 +14,14 @@ a result is emitted.
 
 from __future__ import annotations
 
-import io
 import os
 import sys
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from sparkdoctor.files import OutputError, write_text
 from sparkdoctor.result import Format, Result, error_document
-
-if TYPE_CHECKING:
-    from rich.console import Console
-
-FILE_WIDTH = 110
-"""Console output written to a file is plain text (no colour) this many columns wide."""
+from sparkdoctor.sink import Sink
 
 
 @dataclass
@@ -43,32 +35,6 @@ class Requested:
 
 
 REQUESTED = Requested()
-
-
-@dataclass(frozen=True)
-class Sink:
-    """Where a rendered document goes, as far as rendering cares."""
-
-    to_file: bool = False
-    """-o FILE: console output is plain (no colour), FILE_WIDTH columns."""
-    ascii_only: bool = False
-    """The stream cannot encode the report's symbols (PYTHONIOENCODING=ascii): spell them in ASCII."""
-
-    def console(self, width: int | None = None, **settings: Any) -> Console:
-        """A rich Console for this sink (`settings`: more of rich's Console arguments, e.g. soft_wrap); draw into
-        it inside `capture()`."""
-        from rich.console import Console
-
-        if self.to_file:
-            return Console(file=io.StringIO(), width=FILE_WIDTH, no_color=True, force_terminal=False, **settings)
-        return Console(width=width, file=sys.stdout if sys.stdout is not None else io.StringIO(), **settings)
-
-    def capture(self, draw: Callable[[Console], None], width: int | None = None, **settings: Any) -> str:
-        """What `draw` prints on this sink's console, as one string (nothing is written yet)."""
-        console = self.console(width, **settings)
-        with console.capture() as captured:
-            draw(console)
-        return captured.get()
 
 
 def sink_for(output: Path | None, fmt: Format | None = None) -> Sink:
@@ -91,7 +57,7 @@ def render(result: Result, fmt: Format, output: Path | None = None) -> str:
 def emit(result: Result, fmt: Format | str, output: Path | None = None) -> int:
     """Render `result` whole, write it once (stdout, or `output` atomically), print its notes on stderr;
     return the exit code the process ends with. OutputError (exit 2, one line) if it cannot be delivered."""
-    from sparkdoctor.cli_support import warn
+    from sparkdoctor.stderr import warn
 
     fmt = Format(fmt)
     text = render(result, fmt, output)
@@ -194,26 +160,3 @@ def requested_from_argv(argv: list[str]) -> Format | None:
 
 
 __all__ = ["REQUESTED", "Sink", "deliver", "emit", "emit_error", "render", "requested_from_argv", "write_stdout"]
-
-
-def emit_json(command: str, kind: str, document: dict[str, Any] | str, exit_code: int = 0,
-              errors: list[dict[str, object]] | None = None, output: Path | None = None) -> int:
-    """A verb's JSON document (a dict, or the JSON text its renderer made) behind the common header, written once;
-    returns `exit_code`. For verbs whose rendering is not yet a view of their own (sparkdoctor/views.py)."""
-    import json
-
-    from sparkdoctor.result import with_header
-
-    doc = json.loads(document) if isinstance(document, str) else document
-    result = Result(command, kind, doc, exit_code, list(errors or []))
-    deliver(json.dumps(with_header(result, doc), indent=2, default=str) + "\n", output)
-    return exit_code
-
-
-def emit_console(draw: Callable[[Console], None], console: Console | None = None) -> None:
-    """What `draw` prints on `console` (default: stdout's), captured whole, then written once: a reader that leaves
-    early cannot make rich exit 1. For verbs whose console rendering is not yet a view (sparkdoctor/views.py)."""
-    console = console if console is not None else sink_for(None).console()
-    with console.capture() as captured:
-        draw(console)
-    write_stdout(captured.get())

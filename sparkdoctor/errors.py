@@ -6,8 +6,8 @@ consumers. `cli.main` catches the base once: it prints the message as one line o
 `--format json`, an error document on stdout) and exits with `exit_code`. Nothing translates one error
 into another to pick an exit code.
 
-An instance may carry another exit code than its class (`Fatal(message, EXIT_FIX_REFUSED)`, a bench
-failure that knows whether the launch or the store failed), set by whoever raises it.
+An instance may carry another exit code than its class (a bench failure that knows whether the launch or the
+store failed), set by whoever raises it.
 
 Imports only the exit codes and the one-line helper: anything may import this module.
 """
@@ -19,23 +19,11 @@ import signal
 from sparkdoctor.exitcodes import (
     EXIT_BENCH_FAILED,
     EXIT_BENCH_WRONG,
-    EXIT_FINDINGS,
-    EXIT_FIX_FAILED,
-    EXIT_FIX_REFUSED,
     EXIT_LEDGER,
     EXIT_UNPROBEABLE,
     EXIT_USAGE,
 )
 from sparkdoctor.text import one_line
-
-# The stable code a Fatal gets from its exit code, when the raiser names none.
-CODES_BY_EXIT: dict[int, str] = {
-    EXIT_FINDINGS: "failed",
-    EXIT_USAGE: "usage",
-    EXIT_UNPROBEABLE: "unprobeable",
-    EXIT_FIX_REFUSED: "refused",
-    EXIT_FIX_FAILED: "failed",
-}
 
 
 class SparkdoctorError(Exception):
@@ -92,15 +80,6 @@ class WrongAnswers(SparkdoctorError):
 
     exit_code = EXIT_BENCH_WRONG
     code = "wrong-answers"
-
-
-class Fatal(SparkdoctorError):
-    """An error a command raises itself, with the exit code it chose (a usage error unless it says otherwise)."""
-
-    def __init__(self, message: str, exit_code: int = EXIT_USAGE, *, code: str | None = None):
-        super().__init__(message)
-        self.exit_code = exit_code
-        self.code = code or CODES_BY_EXIT.get(exit_code, "error")
 
 
 def describe(exc: BaseException) -> dict[str, object]:

@@ -1,5 +1,5 @@
 """Console entry point. Starts `check`'s target probes and GPU helper before the CLI framework is
-imported (sparkdoctor/target/early.py): the target probe is the long pole of a warm `check`, and
+imported (sparkdoctor/targets/early.py): the target probe is the long pole of a warm `check`, and
 typer + rich + the rest of sparkdoctor load while it runs.
 
 Before anything starts a child, it makes sure SIGTERM unwinds like Ctrl-C (so every child is
@@ -35,7 +35,7 @@ def main() -> None:
     _hold_std_fds()
     proc.install_signal_handlers()
     try:
-        from sparkdoctor.target import early
+        from sparkdoctor.targets import early
 
         try:
             early.start(sys.argv)  # a live `check`: its probes and GPU helper start now (standard library + proc)

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from sparkdoctor.result import Format, Result, with_header
 
 if TYPE_CHECKING:
-    from sparkdoctor.emit import Sink
+    from sparkdoctor.sink import Sink
 
 V = "sparkdoctor.render.views"
 D = {Format.console: "sparkdoctor.render.documents:document_console", Format.json: "sparkdoctor.render.documents:document_json"}
@@ -47,10 +47,10 @@ VIEWS: dict[str, dict[Format, str]] = {
     "mods": {Format.console: "sparkdoctor.mods.report:mods_view_console", Format.json: "sparkdoctor.mods.report:mods_view_json"},
     # recipe show | check
     "recipe": {Format.console: "sparkdoctor.recipes.show:recipe_view_console", Format.json: "sparkdoctor.recipes.show:recipe_view_json"},
-    "recipe-check": {Format.console: "sparkdoctor.render.recipe_check:recipe_check_view_console",
-                     Format.json: "sparkdoctor.render.recipe_check:recipe_check_view_json",
-                     Format.junit: "sparkdoctor.render.recipe_check:recipe_check_view_junit",
-                     Format.sarif: "sparkdoctor.render.recipe_check:recipe_check_view_sarif"},
+    "recipe-check": {Format.console: "sparkdoctor.conclusions.recipe_check_view:recipe_check_view_console",
+                     Format.json: "sparkdoctor.conclusions.recipe_check_view:recipe_check_view_json",
+                     Format.junit: "sparkdoctor.conclusions.recipe_check_view:recipe_check_view_junit",
+                     Format.sarif: "sparkdoctor.conclusions.recipe_check_view:recipe_check_view_sarif"},
     # report
     "bug-report": {Format.github: "sparkdoctor.report.posted:report_view_github",
                    Format.forum: "sparkdoctor.report.posted:report_view_forum"},

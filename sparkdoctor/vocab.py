@@ -76,6 +76,8 @@ class Outcome(Word):
     broken = "broken"  # the faster arm gives wrong answers now (bench/correctness.py): fast and wrong never wins
 
 
-def severity_rank(word: str) -> int:
-    """The rank of a severity word (info 0, warn 1, error 2); ValueError for a word that is none."""
-    return Severity(word).rank
+
+CUTEDSL_KERNELS: dict[str, str] = {"cutedsl-nvfp4-mma": "nvfp4-mma", "cutedsl-nvfp4-mma-tile": "nvfp4-mma-tile",
+                                   "cutedsl-e2m1-cvt": "e2m1-cvt"}
+"""The CuTe DSL probe ids a matrix entry may name, and the kernel of probes/cutedsl/ each compiles. Here, at the
+base, so that matrix validation (sparkdoctor/matrix/loader.py) knows them without importing a collector."""

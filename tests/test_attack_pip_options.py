@@ -19,7 +19,7 @@ from sparkdoctor.fix.interface import FixError
 from sparkdoctor.fix.inventory import Inventory
 from sparkdoctor.matrix import MatrixError, load
 from sparkdoctor.matrix.model import Stack
-from sparkdoctor.target.local import PythonTarget
+from sparkdoctor.targets.local import PythonTarget
 from sparkdoctor.verify.stacks import resolve
 from sparkdoctor.verify.venvs import pip_install
 

@@ -17,7 +17,7 @@ import pytest
 from sparkdoctor.collect import Context
 from sparkdoctor.collect import capabilities as collector
 from sparkdoctor.facts import Facts
-from sparkdoctor.target.local import PythonTarget
+from sparkdoctor.targets.local import PythonTarget
 
 PROBE = Path(__file__).resolve().parents[1] / "probes" / "capabilities" / "__main__.py"
 WHEELS = Path(os.environ.get("SPARKDOCTOR_TEST_WHEELS", Path.home() / ".cache" / "sparkdoctor-tests" / "wheels"))

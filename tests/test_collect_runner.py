@@ -2,7 +2,7 @@ import time
 
 from sparkdoctor.collect import Collector, CollectorError, Context, run_collectors
 from sparkdoctor.facts import Facts
-from sparkdoctor.target.local import PythonTarget
+from sparkdoctor.targets.local import PythonTarget
 
 
 def ctx(timeout=5.0) -> Context:

@@ -12,7 +12,7 @@ import pytest
 from sparkdoctor.collect import Context, run_collectors
 from sparkdoctor.collect import constraints as cons
 from sparkdoctor.facts import Facts
-from sparkdoctor.target.local import PythonTarget
+from sparkdoctor.targets.local import PythonTarget
 
 
 def make_ctx(env: dict | None = None, configs: list[tuple[Path, str]] | None = None, files: list[Path] | None = None) -> Context:

@@ -23,7 +23,7 @@ import pytest
 
 from sparkdoctor.collect import Context, cutedsl
 from sparkdoctor.facts import Facts
-from sparkdoctor.target.local import PythonTarget
+from sparkdoctor.targets.local import PythonTarget
 from tests.venvs import ROOT as TEST_VENVS
 
 PROBE = Path(__file__).resolve().parents[1] / "probes" / "cutedsl" / "__main__.py"

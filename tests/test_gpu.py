@@ -16,7 +16,7 @@ import pytest
 
 from sparkdoctor.collect import CollectorError, Context, gpu, gpu_query, run_collectors
 from sparkdoctor.facts import Facts
-from sparkdoctor.target.local import PythonTarget
+from sparkdoctor.targets.local import PythonTarget
 
 GB10_CSV = "0, NVIDIA GB10, 12.1, [N/A], 580.95.05\n"
 CC = shutil.which("cc") or shutil.which("gcc")  # looked up before any test narrows PATH

@@ -23,7 +23,7 @@ from sparkdoctor import cuda_driver, kernels
 from sparkdoctor.arch import arch_base
 from sparkdoctor.collect import Context
 from sparkdoctor.facts import Facts
-from sparkdoctor.target.local import PythonTarget
+from sparkdoctor.targets.local import PythonTarget
 
 pytestmark = pytest.mark.gpu
 

@@ -18,7 +18,7 @@ import pytest
 from sparkdoctor import cuda_driver, fp_reference, kernels
 from sparkdoctor.collect import Context
 from sparkdoctor.facts import Facts
-from sparkdoctor.target.local import PythonTarget
+from sparkdoctor.targets.local import PythonTarget
 
 DATA = Path(__file__).parent / "data" / "h100"
 # A CUDA toolkit's ptxas, else the one the nvidia-cuda-nvcc test dependency puts in this environment.

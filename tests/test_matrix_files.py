@@ -21,6 +21,7 @@ import pytest
 
 from sparkdoctor.matrix import MatrixError, load
 from sparkdoctor.verify import files as file_checks
+from sparkdoctor.verify.latest_installs import bump_pins
 from sparkdoctor.verify.wheels import WheelError, released_versions, wheel
 
 REPO = Path(__file__).resolve().parent.parent
@@ -278,7 +279,7 @@ def test_bundled_file_checks_hold_on_the_released_wheels(entry_id):
 
 def test_bump_pins_moves_every_exact_pin_and_keeps_extras_and_options():
     steps = (("nvidia-cutlass-dsl[cu13]==4.5.0",), ("--force-reinstall", "--no-deps", "nvidia-cutlass-dsl-libs-base==4.5.0"), ("triton>=3.5",))
-    bumped = file_checks.bump_pins(steps, {"nvidia-cutlass-dsl": "4.8.1", "nvidia-cutlass-dsl-libs-base": "4.8.1"}.__getitem__)
+    bumped = bump_pins(steps, {"nvidia-cutlass-dsl": "4.8.1", "nvidia-cutlass-dsl-libs-base": "4.8.1"}.__getitem__)
     assert bumped == (("nvidia-cutlass-dsl[cu13]==4.8.1",), ("--force-reinstall", "--no-deps", "nvidia-cutlass-dsl-libs-base==4.8.1"), ("triton>=3.5",))
 
 

@@ -17,7 +17,7 @@ MATRIX = matrix.load()
 
 def rendered(fn, item, width: int) -> str:
     buf = io.StringIO()
-    fn(item, "console", console=Console(file=buf, width=width, no_color=True))
+    fn(item, console=Console(file=buf, width=width, no_color=True))
     return buf.getvalue()
 
 

@@ -164,7 +164,7 @@ def _checkout_with_tests(tmp_path: Path, test_source: str | None) -> tuple[Path,
     (stubs / "python3").write_text(f'#!/bin/sh\nmkdir -p "{venv_bin}"\n')
     venv_bin.mkdir(parents=True)
     (venv_bin / "pip").write_text("#!/bin/sh\nexit 0\n")
-    for gate in ("ruff", "mypy"):  # the gates pass here: what is tested is pytest's exit code
+    for gate in ("ruff", "mypy", "lint-imports", "vulture"):  # the gates pass here: what is tested is pytest's exit code
         (venv_bin / gate).write_text("#!/bin/sh\nexit 0\n")
         (venv_bin / gate).chmod(0o755)
     (venv_bin / "python").write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')

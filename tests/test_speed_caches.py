@@ -17,8 +17,8 @@ from packaging.utils import canonicalize_name as packaging_canonical
 from sparkdoctor import locations
 from sparkdoctor.matrix import load
 from sparkdoctor.names import canonicalize_name
-from sparkdoctor.target import PythonTarget
-from sparkdoctor.target import probe as target_probe
+from sparkdoctor.targets import PythonTarget
+from sparkdoctor.targets import probe as target_probe
 
 
 @pytest.fixture(autouse=True)
@@ -141,7 +141,7 @@ def test_the_flags_probe_parses_only_the_files_that_changed_since_the_last_run(t
     """recipe check's flags probe keeps each vLLM file's flags by the file's identity (path, size, mtime): a warm run
     parses nothing, and an edited, added or removed file changes the answer as a cold run would."""
     from sparkdoctor.conclusions.recipe_check import vllm_flags
-    from sparkdoctor.target.local import resolve_python_target
+    from sparkdoctor.targets.local import resolve_python_target
     from tests.container.test_mods_container import serving_venv
 
     venv = serving_venv(tmp_path)

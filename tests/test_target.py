@@ -6,8 +6,8 @@ import sys
 import time
 from pathlib import Path
 
-from sparkdoctor.target import local as target_mod
-from sparkdoctor.target.local import PythonTarget
+from sparkdoctor.targets import local as target_mod
+from sparkdoctor.targets.local import PythonTarget
 
 
 def script(folder: Path, name: str, body: str) -> Path:
@@ -50,7 +50,7 @@ def test_a_venv_whose_base_python_is_gone_says_so(tmp_path):
     interpreter" for the link (which `ls` shows) and "a folder without bin/python" for the folder."""
     import pytest
 
-    from sparkdoctor.target import TargetError
+    from sparkdoctor.targets import TargetError
 
     venv = tmp_path / "venv"
     (venv / "bin").mkdir(parents=True)

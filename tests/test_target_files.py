@@ -1,5 +1,5 @@
 """The file transport `fix` uses on a target (sparkdoctor/target_files.py): a local PythonTarget's,
-and the container one's wire protocol (target/fileops.py as a script, JSON and tar streams) driven
+and the container one's wire protocol (targets/fileops.py as a script, JSON and tar streams) driven
 through a stand-in container CLI that runs `exec` here: every byte and every error crosses the same
 pipes as with docker. The real docker daemon runs it in tests/container/test_fix_container.py."""
 
@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from sparkdoctor.target.container import ContainerTarget
-from sparkdoctor.target.files import FileError, LocalFiles, hashes
-from sparkdoctor.target.local import PythonTarget
+from sparkdoctor.targets.container import ContainerTarget
+from sparkdoctor.targets.files import FileError, LocalFiles, hashes
+from sparkdoctor.targets.local import PythonTarget
 
 # `docker exec -i -e K=V NAME ARGV...` run here, while the "container" (a marker file) exists.
 FAKE_CLI = """#!/bin/sh

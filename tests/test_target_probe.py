@@ -4,8 +4,8 @@ import sys
 
 import pytest
 
-from sparkdoctor.target import early
-from sparkdoctor.target import probe as target_probe
+from sparkdoctor.targets import early
+from sparkdoctor.targets import probe as target_probe
 
 
 @pytest.fixture(autouse=True)
@@ -49,8 +49,8 @@ def test_head_start_reads_python_and_cache_mode():
 def test_the_early_children_are_exactly_the_ones_the_ordinary_path_starts():
     """The same command lines, so `check` takes them instead of starting its own."""
     from sparkdoctor.collect import gpu
-    from sparkdoctor.target import choose
-    from sparkdoctor.target.local import resolve_python_target
+    from sparkdoctor.targets import choose
+    from sparkdoctor.targets.local import resolve_python_target
 
     early.start(["sparkdoctor", "check", "--python", sys.executable])
     raw = {name: running for name, (_, _, running) in early.RAW.items()}
@@ -92,7 +92,7 @@ def test_a_head_start_for_another_target_is_discarded(tmp_path):
     decoy.write_text('#!/bin/sh\nsleep 1\necho \'{"packages": {"from-the-wrong-target": {"name": "x", "version": "1"}}}\'\n')
     decoy.chmod(0o755)
     code = (
-        "import sys; from sparkdoctor.target import early\n"
+        "import sys; from sparkdoctor.targets import early\n"
         f"early.start(['sparkdoctor', 'check', '--python', {str(decoy)!r}])\n"
         "assert early.RAW\n"
         "sys.argv = ['sparkdoctor', 'check', '--python', sys.executable, '--no-kernels', '--format', 'json']\n"
@@ -115,7 +115,7 @@ def test_the_target_probe_answers_for_the_capabilities_probe_too(tmp_path):
     from sparkdoctor.collect import Context, capabilities, targetenv
     from sparkdoctor.facts import Facts
     from sparkdoctor.locations import cache_dir
-    from sparkdoctor.target.local import resolve_python_target
+    from sparkdoctor.targets.local import resolve_python_target
 
     target = resolve_python_target(sys.executable)
 
@@ -132,8 +132,8 @@ def test_the_target_probe_answers_for_the_capabilities_probe_too(tmp_path):
 
 
 def test_a_head_start_in_another_cache_mode_is_cancelled_not_used():
-    from sparkdoctor.target import choose
-    from sparkdoctor.target.local import resolve_python_target
+    from sparkdoctor.targets import choose
+    from sparkdoctor.targets.local import resolve_python_target
 
     early.start(["sparkdoctor", "check", "--python", sys.executable])
     raw = early.RAW[early.TARGET][2]
@@ -197,7 +197,7 @@ def test_the_capabilities_collector_when_the_target_probe_could_not_answer_for_i
     from sparkdoctor.collect import CollectorError, Context, capabilities
     from sparkdoctor.facts import Facts
     from sparkdoctor.locations import cache_dir
-    from sparkdoctor.target.local import resolve_python_target
+    from sparkdoctor.targets.local import resolve_python_target
 
     target = resolve_python_target(sys.executable)
     ctx = Context(target=target, facts=Facts(), cache_dir=Path(cache_dir()), use_cache=True)

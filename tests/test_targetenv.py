@@ -23,7 +23,7 @@ import pytest
 from sparkdoctor.collect import CollectorError, Context, run_collectors, targetenv
 from sparkdoctor.facts import Facts
 from sparkdoctor.locations import data_dir
-from sparkdoctor.target.local import PythonTarget
+from sparkdoctor.targets.local import PythonTarget
 from tests import venvs
 
 PROBE = data_dir("probes") / "target_env" / "__main__.py"

@@ -24,7 +24,7 @@ import pytest
 from sparkdoctor import matrix
 from sparkdoctor.collect import Context, run_collectors, targetenv
 from sparkdoctor.facts import Facts
-from sparkdoctor.target.local import PythonTarget, probe_entry
+from sparkdoctor.targets.local import PythonTarget, probe_entry
 
 PROBE = probe_entry("target_env")
 SYSTEM_PYTHON = Path("/usr/bin/python3")

@@ -14,7 +14,7 @@ import pytest
 from sparkdoctor import ptxas
 from sparkdoctor.collect import Context, run_collectors, toolkits
 from sparkdoctor.facts import Facts
-from sparkdoctor.target.local import PythonTarget
+from sparkdoctor.targets.local import PythonTarget
 from tests import venvs
 
 SYSTEM_PTXAS = "/usr/local/bin/ptxas"

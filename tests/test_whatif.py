@@ -12,7 +12,7 @@ import pytest
 
 from sparkdoctor.facts import Facts
 from sparkdoctor.matrix import load
-from sparkdoctor.target.local import resolve_python_target
+from sparkdoctor.targets.local import resolve_python_target
 from sparkdoctor.whatif import (
     ResolveError,
     compare,
@@ -157,7 +157,7 @@ def test_a_recipe_is_judged_today_and_after(tmp_path):
 @pytest.fixture(scope="module")
 def here_facts():
     from sparkdoctor.check import CheckOptions, collect_facts
-    from sparkdoctor.target.local import resolve_python_target
+    from sparkdoctor.targets.local import resolve_python_target
 
     return collect_facts(resolve_python_target(sys.executable), CheckOptions(kernels=False)).to_dict()
 

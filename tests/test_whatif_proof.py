@@ -12,7 +12,7 @@ import pytest
 from sparkdoctor.check import CheckOptions, collect_facts
 from sparkdoctor.matrix import evaluate_all, load
 from sparkdoctor.released import Reader
-from sparkdoctor.target.local import resolve_python_target
+from sparkdoctor.targets.local import resolve_python_target
 from sparkdoctor.whatif import hypothetical_facts, resolve_upgrade
 
 pytestmark = pytest.mark.slow

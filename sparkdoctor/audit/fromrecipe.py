@@ -84,7 +84,3 @@ def recipe_model(recipe: Any, given: str | None) -> str:
         raise AuditError(f"recipe {recipe.name}: its model {model} is not on this machine ({exc}); give MODEL (a local folder)") from None
 
 
-def explicit_sources(explicit: dict[str, Any]) -> dict[str, str]:
-    """Sources without a recipe: the command line or the audit's default."""
-    return {name: f"{flag} (command line)" if explicit.get(name) is not None else "audit default" for name, (flag, _) in FLAGS.items()}
-

@@ -13,8 +13,8 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from sparkdoctor.audit.roofline import Audit
-    from sparkdoctor.emit import Sink
     from sparkdoctor.result import Result
+    from sparkdoctor.sink import Sink
 
 AUDIT_VERSION = 1  # bump when a key changes meaning or goes away; new keys may appear without a bump
 

@@ -32,7 +32,13 @@ import math
 import urllib.error
 import urllib.request
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
+
+from sparkdoctor.bench import references
+from sparkdoctor.bench.references import Answer
+
+__all__ = ["Answer"]  # the stored unit of an answer lives with the storage (bench/references.py); judged here
 
 PROBES = (
     "The capital of France is",
@@ -56,25 +62,6 @@ class Verdict:
     UNCHECKED = "unchecked"   # no reference for this model yet, or the probe requests could not run
     UNSCORED = "unscored"     # the server gives no log-probabilities: only the garbage detectors ran
     INDECISIVE = "indecisive"  # within tolerance, but the reference's tokens win by less than the tolerance can see
-
-
-@dataclass
-class Answer:
-    """One probe request's answer."""
-
-    prompt: str
-    text: str = ""
-    prompt_ids: list[int] | None = None   # the prompt's token ids (vLLM, echo)
-    ids: list[int] | None = None          # the greedy answer's token ids
-    logprobs: list[float] | None = None   # their log-probabilities
-    scored: list[float] | None = None     # teacher-forced log-probabilities of the REFERENCE's ids
-    error: str | None = None
-    margins: list[float] | None = None    # each greedy token's log-probability over the runner-up's (vLLM)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Answer:
-        fields: dict[str, Any] = {k: data.get(k) for k in cls.__dataclass_fields__ if k != "prompt"}
-        return cls(str(data.get("prompt", "")), **fields)
 
 
 @dataclass
@@ -290,9 +277,6 @@ class Options:
 def step(base_url: str, model: str, vllm: bool, toolchain_facts: dict[str, Any], options: Options) -> dict[str, Any]:
     """Probe a served model after its timed window and judge it against its reference: the run's `correctness`."""
     import time
-    from pathlib import Path
-
-    from sparkdoctor.bench import references
 
     started = time.monotonic()
     key = references.key_of(toolchain_facts, model)

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from sparkdoctor.bench.session import RunResult, envelope
 
 if TYPE_CHECKING:
-    from sparkdoctor.emit import Sink
+    from sparkdoctor.sink import Sink
 
 
 @dataclass

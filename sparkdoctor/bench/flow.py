@@ -99,7 +99,7 @@ def _store(ledger, result: session.RunResult, comparison_id: int | None = None) 
 
 
 def _toolchain(python: str | None, progress: Callable[[str], None]) -> session.Toolchain:
-    from sparkdoctor.target.local import TargetError, resolve_python_target
+    from sparkdoctor.targets.local import TargetError, resolve_python_target
 
     try:
         target = resolve_python_target(python)
@@ -122,8 +122,8 @@ def _url_toolchain(url: str, opts: Options, progress: Callable[[str], None]) -> 
         toolchain.target["found_by"] = found["why"]
         return toolchain, found["pid"]
     if found["container"]:
-        from sparkdoctor.target.container_inspect import resolve_container_target
-        from sparkdoctor.target.local import TargetError
+        from sparkdoctor.targets.container_inspect import resolve_container_target
+        from sparkdoctor.targets.local import TargetError
 
         try:
             target = resolve_container_target(found["container"], runtime=opts.runtime)
@@ -172,13 +172,13 @@ def _load_recipe(path: Path, opts: Options) -> Any:
 def _target_python(recipe: Any, opts: Options) -> str | None:
     """--python, else the venv the recipe's command lives in (…/bin/vllm -> …/bin/python), else None (as check)."""
     if opts.python is not None:
-        from sparkdoctor.target.local import TargetError, resolve_python_target
+        from sparkdoctor.targets.local import TargetError, resolve_python_target
 
         try:
             return resolve_python_target(opts.python).python  # absolute: the server runs in its own folder
         except TargetError as exc:
             raise ToolchainUnreadable(str(exc)) from None
-    from sparkdoctor.target.choose import python_of_command
+    from sparkdoctor.targets.choose import python_of_command
 
     found = python_of_command([str(a) for a in recipe.argv])
     return str(found) if found else None

@@ -3,7 +3,8 @@
 Kept as JSON under `<state>/references/<key>.json` (written atomically): the key is the served checkpoint's
 identity (bench/model_identity.py: config + safetensors header digest) when the model is a local folder, else
 the served model's name. A reference file can also be given directly (`bench --reference-file`), e.g. one
-shipped beside a recipe.
+shipped beside a recipe. `Answer`, the unit a reference stores, lives here too; bench/correctness.py asks the
+server for answers and judges them (it imports this module, never the other way).
 """
 
 from __future__ import annotations
@@ -11,13 +12,31 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sparkdoctor.bench.correctness import Answer
-
 REFERENCE_VERSION = 1
 MAX_REFERENCE = 16 * 1024 * 1024  # a reference holds a few dozen short answers
+
+
+@dataclass
+class Answer:
+    """One probe request's answer."""
+
+    prompt: str
+    text: str = ""
+    prompt_ids: list[int] | None = None   # the prompt's token ids (vLLM, echo)
+    ids: list[int] | None = None          # the greedy answer's token ids
+    logprobs: list[float] | None = None   # their log-probabilities
+    scored: list[float] | None = None     # teacher-forced log-probabilities of the REFERENCE's ids
+    error: str | None = None
+    margins: list[float] | None = None    # each greedy token's log-probability over the runner-up's (vLLM)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Answer:
+        fields: dict[str, Any] = {k: data.get(k) for k in cls.__dataclass_fields__ if k != "prompt"}
+        return cls(str(data.get("prompt", "")), **fields)
 
 
 def key_of(toolchain_facts: dict[str, Any], served_model: str) -> str:

@@ -9,48 +9,14 @@ collector: each gets min(its own limit, the time left), and one that cannot star
 
 from __future__ import annotations
 
-import os
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field, fields
-from pathlib import Path
+from dataclasses import fields
 from typing import Any
 
+from sparkdoctor.collector import Collector, Context
 from sparkdoctor.errors import TargetUnprobeable
 from sparkdoctor.facts import Facts, scrub
-from sparkdoctor.target.local import Target
-
-
-@dataclass
-class Context:
-    target: Target
-    facts: Facts  # filled as collectors finish; a collector may read what its `needs` produced
-    arch_override: str | None = None
-    constraint_files: list[Path] = field(default_factory=list)
-    cache_dir: Path | None = None
-    use_cache: bool = True
-    kernels: bool = True
-    timeout: float = 20.0  # per collector without its own; subprocesses inside use their own, shorter ones
-    deadline: float | None = None  # time.monotonic() by which the whole run must be done
-    progress: Callable[[str], None] | None = None
-    # Raw observations one collector hands to those that need it (e.g. the target's ptxas
-    # candidates and pip-config constraint files); not part of Facts.
-    scratch: dict[str, Any] = field(default_factory=dict)
-
-    def target_env(self, name: str) -> str | None:
-        """A variable as the target sees it: the target probe's view, else this process's environment."""
-        env = self.facts.env
-        value = env[name] if env is not None and name in env else os.environ.get(name)
-        return value or None
-
-
-@dataclass(frozen=True)
-class Collector:
-    name: str
-    run: Callable[[Context], dict[str, Any]]
-    needs: tuple[str, ...] = ()
-    timeout: float | None = None  # overrides Context.timeout
 
 
 class CollectorError(TargetUnprobeable, RuntimeError):

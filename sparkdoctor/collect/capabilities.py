@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from sparkdoctor.collect import Collector, CollectorError, Context
-from sparkdoctor.target.early import CAPABILITIES
-from sparkdoctor.target.local import TargetError, parse_json_probe, probe_entry
-from sparkdoctor.target.probe import PROBE as TARGET_PROBE
-from sparkdoctor.target.probe import Prestarted, capabilities_cache_file, probe_env
+from sparkdoctor.targets.early import CAPABILITIES
+from sparkdoctor.targets.local import TargetError, parse_json_probe, probe_entry
+from sparkdoctor.targets.probe import PROBE as TARGET_PROBE
+from sparkdoctor.targets.probe import Prestarted, capabilities_cache_file, probe_env
 
 PROBE_TIMEOUT = 15.0
 TARGET_TIMEOUT = 15.0  # the target probe's own limit (collect/targetenv.py)
@@ -33,7 +33,7 @@ def run(ctx: Context) -> dict[str, Any]:
     cache = cache_file(ctx)
     args = ["--cache", str(cache)] if cache is not None else []
     try:
-        # its compiled modules kept in our cache dir, as the target probe's (sparkdoctor.target.probe)
+        # its compiled modules kept in our cache dir, as the target probe's (sparkdoctor.targets.probe)
         result = ctx.target.run_script(script, args, PROBE_TIMEOUT, env=probe_env(ctx.target, ctx.cache_dir))
         data = parse_json_probe(ctx.target, script, result)
     except TargetError as exc:

@@ -26,9 +26,10 @@ from typing import Any
 from sparkdoctor import proc
 from sparkdoctor.arch import DEFAULT_ARCH
 from sparkdoctor.collect import Collector, Context
-from sparkdoctor.target.local import probe_entry
+from sparkdoctor.targets.local import probe_entry
+from sparkdoctor.vocab import CUTEDSL_KERNELS
 
-KERNELS = {"cutedsl-nvfp4-mma": "nvfp4-mma", "cutedsl-nvfp4-mma-tile": "nvfp4-mma-tile", "cutedsl-e2m1-cvt": "e2m1-cvt"}
+KERNELS = CUTEDSL_KERNELS
 COMPILE_TIMEOUT = 60.0  # per kernel, inside the probe (the kernels compile at the same time)
 PROBE_MARGIN = 15.0  # the probe's own start, its disk reads and its children's exits
 DIST_PREFIX = "nvidia-cutlass-dsl"

@@ -133,8 +133,8 @@ def take_early(part: str) -> proc.ProcResult | None:
 
 def _start_helper(args: list[str]) -> proc.Running:
     """The helper running with `args`: the entry point's early one when it is exactly this command
-    (sparkdoctor.target.early), else a new one."""
-    from sparkdoctor.target import early
+    (sparkdoctor.targets.early), else a new one."""
+    from sparkdoctor.targets import early
 
     argv = [sys.executable, "-I", "-B", str(HELPER), *args]
     return early.take(early.GPU, argv) or proc.start(argv, env=early.gpu_helper_env())

@@ -15,8 +15,8 @@ from typing import Any
 
 from sparkdoctor.collect import Collector, CollectorError, Context
 from sparkdoctor.collect.host_os import local_host
-from sparkdoctor.target.local import TargetError, parse_json_probe, probe_entry
-from sparkdoctor.target.probe import (  # noqa: F401
+from sparkdoctor.targets.local import TargetError, parse_json_probe, probe_entry
+from sparkdoctor.targets.probe import (  # noqa: F401
     HASH_BUDGET,
     PROBE,
     Prestarted,

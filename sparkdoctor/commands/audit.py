@@ -80,7 +80,7 @@ def _audit(options: AuditCommand) -> Audit:
     notes: list[str] = []
     sources: dict[str, str] = {}
     if options.recipe is not None:
-        from sparkdoctor.commands.recipe import parse_sets
+        from sparkdoctor.commands.options import parse_sets
         from sparkdoctor.conclusions.served_model import model_facts
         from sparkdoctor.recipes import load
 

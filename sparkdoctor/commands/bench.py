@@ -92,7 +92,7 @@ class BenchCommand:
             why = check_path(self.reference_file, write=self.reference)
             if why:
                 raise UsageError(why)
-        from sparkdoctor.commands.recipe import parse_sets
+        from sparkdoctor.commands.options import parse_sets
 
         parse_sets(self.sets)  # a --set without '=' is one line, exit 2
         if self.url is not None:  # a malformed URL is a usage error (2), not a server that could not be reached (4)
@@ -110,7 +110,7 @@ def run(options: BenchCommand) -> Result:
     from sparkdoctor.bench import flow
     from sparkdoctor.bench.correctness import Options as CorrectnessOptions
     from sparkdoctor.bench.document import BenchDocument
-    from sparkdoctor.commands.recipe import parse_sets
+    from sparkdoctor.commands.options import parse_sets
 
     given = {"concurrency": options.concurrency, "rounds": options.rounds, "max_tokens": options.max_tokens,
              "prompt_words": options.prompt_words, "warmup": options.warmup, "api": options.api}

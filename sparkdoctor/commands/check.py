@@ -65,7 +65,7 @@ class CheckCommand:
 
     def refuse_bad_options(self) -> None:
         """Every usage error of `check`, before a single probe starts (exit 2, one line)."""
-        from sparkdoctor.target import choose as check_target
+        from sparkdoctor.targets import choose as check_target
 
         if not (math.isfinite(self.timeout) and self.timeout > 0):
             raise UsageError(f"--timeout {self.timeout}: give a number of seconds above 0")
@@ -94,7 +94,7 @@ class CheckCommand:
 def run(options: CheckCommand) -> Result:
     """The report on the target (or snapshot) `options` name; its exit code is the verdict's."""
     from sparkdoctor import proc
-    from sparkdoctor.target import choose as check_target
+    from sparkdoctor.targets import choose as check_target
 
     options.refuse_bad_options()
     deadline = time.monotonic() + options.timeout

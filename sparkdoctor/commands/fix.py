@@ -67,7 +67,7 @@ class FixCommand:
 
     def refuse_bad_options(self) -> None:
         """Every usage error of `fix`, before anything is read or changed (exit 2, one line)."""
-        from sparkdoctor.target.choose import refuse_bad_target_options
+        from sparkdoctor.targets.choose import refuse_bad_target_options
 
         Format.parse(self.fmt, FORMATS)
         if sum((self.yes, self.rollback, self.history, self.prune)) > 1:
@@ -156,7 +156,7 @@ def _progress(message: str) -> None:
 def _target(chosen: tuple[str | None, str | None, str | None, str | None], env_file: Path | None) -> Any:
     """The target --python / --container / --container-python name, as check resolves it (exit 3 when
     it cannot be probed: no such container, a stopped one, one without Python)."""
-    from sparkdoctor.target.choose import resolve_target
+    from sparkdoctor.targets.choose import resolve_target
 
     target = resolve_target(*chosen)
     if env_file is not None:

@@ -2,7 +2,7 @@
 changed in the numbers), or write the whole ledger as one HTML page (`--html FILE`).
 
 `HistoryCommand` holds the options, `run()` reads the ledger and returns a Result (kind "history"; the JSON `kind`
-is the document's: history, history-run, history-compare, history-html; sparkdoctor/ledger/documents.py),
+is the document's: history, history-run, history-compare, history-html; sparkdoctor/bench/history.py),
 `register()` adds the typer command. Reads only. A missing run is a UsageError (2); a ledger that cannot be read,
 or a run whose stored JSON is damaged, a LedgerFailure (5).
 """
@@ -25,10 +25,9 @@ from sparkdoctor.errors import LedgerFailure, UsageError
 from sparkdoctor.result import Format, Result
 
 if TYPE_CHECKING:
-    from sparkdoctor.ledger.documents import HistoryDocument
+    from sparkdoctor.bench.history import HistoryDocument
 
 FORMATS = (Format.console, Format.json)
-HISTORY_SCHEMA = 1
 
 
 @dataclass
@@ -72,7 +71,7 @@ def run(options: HistoryCommand) -> Result:
 
 
 def _read(led: Any, options: HistoryCommand) -> HistoryDocument:
-    from sparkdoctor.ledger.documents import HistoryCompare, HistoryList, HistoryRun
+    from sparkdoctor.bench.history import HistoryCompare, HistoryList, HistoryRun
 
     path = led.path
     if options.html is not None:

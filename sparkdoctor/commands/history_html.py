@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from sparkdoctor.bench.history import HistoryPage
 from sparkdoctor.errors import UsageError
-from sparkdoctor.ledger.documents import HistoryPage
 
 
 def refuse_bad_name(name: str) -> Path:

@@ -49,7 +49,7 @@ class ModsCommand:
             raise UsageError("--python, --site, --release, --container and --image exclude each other: judge against "
                              "one target at a time")
         if self.container is not None:
-            from sparkdoctor.target.choose import refuse_bad_target_options
+            from sparkdoctor.targets.choose import refuse_bad_target_options
 
             refuse_bad_target_options(None, self.container, self.container_python, False)
         elif self.container_python is not None and self.image is None:

@@ -1,5 +1,5 @@
 """The options several verbs share, declared once: `--format`, the target (`--python`, `--container`,
-`--container-python`, `--runtime`), `--matrix`, `--ledger`, `--arch`, `--output`.
+`--container-python`, `--runtime`), `--matrix`, `--ledger`, `--arch`, `--output`, `--set`.
 
 Each factory returns a typer option with one wording of its help text. `format_option` also records what
 was asked for (sparkdoctor.emit.REQUESTED), so that a command that fails before it has a result still
@@ -99,3 +99,16 @@ def output_path(option: str, name: str | None) -> Path | None:
     except OutputError as exc:
         raise UsageError(f"{option} {name}: {exc}") from None
     return Path(name)
+
+
+def parse_sets(values: list[str] | None) -> dict[str, str]:
+    """--set key=value (repeatable) into a dict; UsageError on a value without '='."""
+    from sparkdoctor.errors import UsageError
+
+    out: dict[str, str] = {}
+    for item in values or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"--set {item!r}: write key=value (e.g. --set port=9000 or --set env.NAME=value)")
+        out[key.strip()] = value
+    return out

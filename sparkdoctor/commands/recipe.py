@@ -14,24 +14,17 @@ from pathlib import Path
 import typer
 
 from sparkdoctor.cli_support import DEFAULT_TIMEOUT, timeout_option
-from sparkdoctor.commands.options import format_option, output_option, output_path
-from sparkdoctor.errors import UsageError
+from sparkdoctor.commands.options import (
+    format_option,
+    output_option,
+    output_path,
+    parse_sets,
+)
 from sparkdoctor.result import Format, Result
 
 SHOW_FORMATS = (Format.console, Format.json)
 SET_HELP = "Override a parameter: key=value, or env.NAME=value (repeatable)."
 RECIPE_HELP = "A recipe file (.toml, .yaml) or the name of a shipped recipe."
-
-
-def parse_sets(values: list[str] | None) -> dict[str, str]:
-    """--set key=value (repeatable) into a dict; UsageError on a value without '='."""
-    out: dict[str, str] = {}
-    for item in values or []:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise UsageError(f"--set {item!r}: write key=value (e.g. --set port=9000 or --set env.NAME=value)")
-        out[key.strip()] = value
-    return out
 
 
 @dataclass

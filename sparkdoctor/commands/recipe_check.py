@@ -43,8 +43,8 @@ class RecipeCheckCommand:
 
     def refuse_bad_options(self) -> dict[str, str]:
         """Every usage error of `recipe check` (exit 2, one line); the --set overrides."""
-        from sparkdoctor.commands.recipe import parse_sets
-        from sparkdoctor.target.choose import refuse_bad_target_options
+        from sparkdoctor.commands.options import parse_sets
+        from sparkdoctor.targets.choose import refuse_bad_target_options
 
         Format.parse(self.fmt, FORMATS)
         if self.fail_on not in SEVERITIES:

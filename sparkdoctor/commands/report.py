@@ -99,7 +99,7 @@ def _facts(options: ReportCommand) -> Facts:
         return apply_arch_override(Facts.load(options.facts_file), options.arch)
     from sparkdoctor import proc
     from sparkdoctor.check import CheckOptions, collect_facts
-    from sparkdoctor.target.local import resolve_python_target
+    from sparkdoctor.targets.local import resolve_python_target
 
     target = resolve_python_target(options.python)  # a TargetError is exit 3 by itself
     deadline = time.monotonic() + options.timeout

@@ -54,7 +54,7 @@ class WhatifCommand:
 
     def refuse_bad_options(self) -> None:
         """Every usage error of `whatif` (exit 2, one line), before the target is probed or pip runs."""
-        from sparkdoctor.target.choose import refuse_bad_target_options
+        from sparkdoctor.targets.choose import refuse_bad_target_options
 
         Format.parse(self.fmt, FORMATS)
         if self.fail_on not in SEVERITIES:

@@ -10,9 +10,10 @@ from typing import TYPE_CHECKING, Any
 from sparkdoctor.conclusions.staleness import Status
 
 if TYPE_CHECKING:
-    from sparkdoctor.emit import Sink
+    from sparkdoctor.sink import Sink
 
 SCHEMA = 1
+RERUN_VERSION = 1  # rerun's document (RerunReport.to_json)
 FAIL_ON = ("flipped", "regression")
 """What `rerun --fail-on` may name."""
 
@@ -105,8 +106,6 @@ class RerunDocument:
         return 0
 
     def to_json(self) -> dict[str, Any]:
-        from sparkdoctor.conclusions.rerun import RERUN_VERSION
-
         out: dict[str, Any] = {"schema": SCHEMA, "rerun_version": RERUN_VERSION, "kind": self.kind, "ledger": self.ledger,
                                "dry_run": self.dry_run, "conclusions": [s.to_dict() for s in self.planned.conclusions],
                                "workarounds": self.planned.workarounds}

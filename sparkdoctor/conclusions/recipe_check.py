@@ -64,7 +64,7 @@ class EnvTarget:
 def vllm_flags(target: Any, timeout: float = 60.0, running: Any = None) -> dict[str, Any] | None:
     """{"vllm": {...} | None, "flags": [...]} from probes/vllm_flags, or None when the probe failed. `running`: the
     probe started earlier (start_vllm_flags), so that it ran beside the target probe."""
-    from sparkdoctor.target.local import TargetError, parse_json_probe, probe_entry
+    from sparkdoctor.targets.local import TargetError, parse_json_probe, probe_entry
 
     script = probe_entry("vllm_flags")
     if running is None:
@@ -79,7 +79,7 @@ def prestart(target: Any) -> dict[str, Any]:
     """The target probe (for a local target also answering for the capabilities probe) and the GPU helper, started
     now, as `check` starts them: collect_facts takes them over (CheckOptions.prestarted)."""
     from sparkdoctor.collect import capabilities, gpu, targetenv
-    from sparkdoctor.target.choose import start_target_probe
+    from sparkdoctor.targets.choose import start_target_probe
 
     probe = start_target_probe(target, no_cache=False)
     prestarted: dict[str, Any] = {targetenv.PRESTART_KEY: probe}
@@ -95,7 +95,7 @@ def start_vllm_flags(target: Any) -> Any:
     import hashlib
     import os
 
-    from sparkdoctor.target.local import probe_entry
+    from sparkdoctor.targets.local import probe_entry
 
     args: list[str] = []
     if getattr(target, "shares_files", True) and getattr(target, "python", None):
@@ -285,8 +285,8 @@ def _judge(recipe: Any, matrix_path: Any, python: str | None, fail_on: str, prog
            container_python: str | None) -> dict[str, Any]:
     from sparkdoctor.check import CheckOptions, collect_facts
     from sparkdoctor.matrix import load as load_matrix
-    from sparkdoctor.target.choose import python_of_command
-    from sparkdoctor.target.local import resolve_python_target
+    from sparkdoctor.targets.choose import python_of_command
+    from sparkdoctor.targets.local import resolve_python_target
 
     chosen = python is not None or container is not None
     if python is None and container is None:
@@ -294,7 +294,7 @@ def _judge(recipe: Any, matrix_path: Any, python: str | None, fail_on: str, prog
         python = str(found) if found else None
         chosen = found is not None
     if container is not None:  # the serving stack inside a running container, through the container CLI
-        from sparkdoctor.target.choose import refuse_bad_target_options, resolve_target
+        from sparkdoctor.targets.choose import refuse_bad_target_options, resolve_target
 
         refuse_bad_target_options(python, container, container_python, False)
         target = EnvTarget(resolve_target(None, container, container_python), recipe.env)

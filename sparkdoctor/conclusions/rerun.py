@@ -24,7 +24,6 @@ from sparkdoctor.conclusions.toolchain import Toolchains
 from sparkdoctor.conclusions.workarounds import judge_all, load_arm, without
 from sparkdoctor.ledger.schema import LedgerError
 
-RERUN_VERSION = 1
 Progress = Callable[[str], None]
 
 

@@ -24,8 +24,6 @@ from sparkdoctor.conclusions.toolchain import (
 )
 from sparkdoctor.conclusions.workarounds import load_arm
 
-STATES = ("fresh", "stale", "broken", "incomparable")
-
 
 @dataclass
 class Status:

@@ -33,7 +33,7 @@ class Toolchains:
             return self._facts[key]
         if python not in self._facts:
             from sparkdoctor.check import CheckOptions, collect_facts
-            from sparkdoctor.target.local import TargetError, resolve_python_target
+            from sparkdoctor.targets.local import TargetError, resolve_python_target
 
             try:
                 target = resolve_python_target(python)
@@ -54,7 +54,7 @@ def current_image(recorded: dict[str, Any]) -> dict[str, Any]:
         image_record,
         runtime_cli,
     )
-    from sparkdoctor.target.container_inspect import image_facts
+    from sparkdoctor.targets.container_inspect import image_facts
 
     image = str(recorded["image"])
     try:

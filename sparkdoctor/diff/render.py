@@ -15,8 +15,8 @@ from sparkdoctor.facts import Facts
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from sparkdoctor.emit import Sink
     from sparkdoctor.result import Result
+    from sparkdoctor.sink import Sink
 
 DIFF_VERSION = 1
 

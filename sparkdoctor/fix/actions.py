@@ -21,7 +21,7 @@ from sparkdoctor.fix.interface import Action, FixError, Installer, StepKind
 from sparkdoctor.fix.inventory import Inventory
 from sparkdoctor.fix.model import Plan, Step
 from sparkdoctor.fix.restore import Restorer
-from sparkdoctor.target.files import FileError, FileTransport
+from sparkdoctor.targets.files import FileError, FileTransport
 
 
 @dataclass

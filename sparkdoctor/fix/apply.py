@@ -6,7 +6,7 @@ reverse order from the journal. Each stage passes numbered step boundaries (`bou
 SPARKDOCTOR_FIX_KILL_AT=PHASE:N makes the process SIGKILL itself at the Nth boundary of PHASE (apply,
 rollback or auto-rollback): the fault-injection tests kill it at every one and prove that either the
 apply completed or a rollback restores it. The installer's children die with this process (a
-parent-death signal), and a target whose apply or rollback did not finish is marked (fix.unsettled)
+parent-death signal), and a target whose apply or rollback did not finish is marked (sparkdoctor.unsettled)
 until one settles it.
 """
 
@@ -20,11 +20,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sparkdoctor import proc
+from sparkdoctor import proc, unsettled
 from sparkdoctor.fix import inventory as inv_mod
 from sparkdoctor.fix import journal as jr
 from sparkdoctor.fix import outside as outside_mod
-from sparkdoctor.fix import unsettled
 from sparkdoctor.fix.actions import (
     Context,
     StepAction,
@@ -51,8 +50,8 @@ from sparkdoctor.fix.inventory import (
 from sparkdoctor.fix.model import Plan
 from sparkdoctor.fix.pdeath import children_die_with_parent
 from sparkdoctor.fix.restore import Restorer, verify_rolled_back
-from sparkdoctor.target.files import FileError, FileTransport, LocalFiles, transport_of
-from sparkdoctor.target.local import Target
+from sparkdoctor.targets.files import FileError, FileTransport, LocalFiles, transport_of
+from sparkdoctor.targets.local import Target
 
 KILL_ENV = "SPARKDOCTOR_FIX_KILL_AT"
 TRACE_ENV = "SPARKDOCTOR_FIX_TRACE"

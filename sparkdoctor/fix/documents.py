@@ -11,8 +11,8 @@ from sparkdoctor.fix import render
 from sparkdoctor.fix.model import Plan
 
 if TYPE_CHECKING:
-    from sparkdoctor.emit import Sink
     from sparkdoctor.fix.pipeline import Applied, JournalRow, Pruned, RolledBack
+    from sparkdoctor.sink import Sink
 
 
 def _text(lines: list[str]) -> str:

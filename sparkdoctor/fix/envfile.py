@@ -13,7 +13,7 @@ from typing import Any
 from sparkdoctor import proc
 from sparkdoctor.fix.interface import FixError
 from sparkdoctor.inputs import read_text
-from sparkdoctor.target.local import Target
+from sparkdoctor.targets.local import Target
 
 MAX_ENV_FILE = 1024 * 1024
 _LINE = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=(.*)$")

@@ -26,8 +26,8 @@ from sparkdoctor.fix.interface import (
     UnchangedError,
 )
 from sparkdoctor.fix.inventory import Inventory
-from sparkdoctor.target.files import FileError, transport_of
-from sparkdoctor.target.local import Target
+from sparkdoctor.targets.files import FileError, transport_of
+from sparkdoctor.targets.local import Target
 
 RUNNER = Path(__file__).with_name("target_pip.py")
 TIMEOUT = float(os.environ.get("SPARKDOCTOR_FIX_INSTALL_TIMEOUT", "1800"))

@@ -41,8 +41,8 @@ from sparkdoctor.fix.interface import (
 )
 from sparkdoctor.fix.journal_schema import validate
 from sparkdoctor.locations import state_dir
-from sparkdoctor.target.fileops import fsync_dir
-from sparkdoctor.target.files import FileError, FileTransport, LocalFiles
+from sparkdoctor.targets.fileops import fsync_dir
+from sparkdoctor.targets.files import FileError, FileTransport, LocalFiles
 
 JOURNAL_VERSION = 2
 COMPLETE, APPLYING, APPLIED, ROLLING_BACK, ROLLED_BACK = "COMPLETE", "applying", "applied", "rolling-back", "rolled-back"

@@ -19,8 +19,8 @@ from pathlib import Path
 
 from sparkdoctor.fix import inventory as inv_mod
 from sparkdoctor.fix.interface import FixError, Installer
-from sparkdoctor.target.files import FileError, transport_of
-from sparkdoctor.target.local import Target, TargetError, parse_json_probe
+from sparkdoctor.targets.files import FileError, transport_of
+from sparkdoctor.targets.local import Target, TargetError, parse_json_probe
 
 SCRIPT = Path(__file__).with_name("target_stat.py")
 TIMEOUT = 300.0

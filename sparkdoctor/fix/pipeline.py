@@ -1,6 +1,6 @@
 """The `fix` verbs end to end, callable without typer: plan, apply (+ re-check), rollback, history.
 
-The same target abstraction as check (sparkdoctor.target), the same collection (collect_facts)
+The same target abstraction as check (sparkdoctor.targets), the same collection (collect_facts)
 and the same judgement (build_report), so what fix plans from is exactly what check reports.
 """
 
@@ -11,16 +11,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sparkdoctor import unsettled
 from sparkdoctor.fix import apply as apply_mod
 from sparkdoctor.fix import inventory as inv_mod
 from sparkdoctor.fix import journal as jr
-from sparkdoctor.fix import unsettled
 from sparkdoctor.fix.definitions import load_all
 from sparkdoctor.fix.installers import for_target
 from sparkdoctor.fix.interface import FixError, JournalError
 from sparkdoctor.fix.model import Plan
 from sparkdoctor.fix.plan import FixOptions, build_plan, hash_names
-from sparkdoctor.target.files import transport_of
+from sparkdoctor.targets.files import transport_of
 
 RESULT_VERSION = 1
 

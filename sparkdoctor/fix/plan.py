@@ -34,7 +34,7 @@ from sparkdoctor.fix.interface import (
 from sparkdoctor.fix.inventory import Inventory
 from sparkdoctor.fix.model import Plan, Step
 from sparkdoctor.fix.siblings import pinned_siblings
-from sparkdoctor.target.files import FileError, FileTransport, LocalFiles
+from sparkdoctor.targets.files import FileError, FileTransport, LocalFiles
 
 
 @dataclass

@@ -15,8 +15,8 @@ from sparkdoctor.fix import journal as jr
 from sparkdoctor.fix import outside as outside_mod
 from sparkdoctor.fix.interface import FixError, Installer
 from sparkdoctor.fix.inventory import sha256_file
-from sparkdoctor.target.files import FileTransport, hashes
-from sparkdoctor.target.local import Target
+from sparkdoctor.targets.files import FileTransport, hashes
+from sparkdoctor.targets.local import Target
 
 WHEELS, COPIES = "wheels", "copies"
 

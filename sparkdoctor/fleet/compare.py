@@ -11,32 +11,12 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
-from dataclasses import dataclass, field
 from typing import Any
 
 from sparkdoctor.diff import RISKY, compare
 from sparkdoctor.facts import Facts
 from sparkdoctor.fleet import rules
-
-
-@dataclass
-class Drift:
-    area: str
-    key: str
-    verdict: str  # risky | benign
-    why: str
-    values: dict[str, str | None]  # node -> value (None: absent there)
-    majority: str | None = None
-    has_majority: bool = False
-    odd: list[str] = field(default_factory=list)  # nodes off the majority (every node when there is none)
-
-    @property
-    def label(self) -> str:
-        return f"{self.area}: {self.key}"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"area": self.area, "key": self.key, "verdict": self.verdict, "why": self.why, "values": self.values,
-                "majority": self.majority if self.has_majority else None, "odd": self.odd}
+from sparkdoctor.fleet.drift import Drift
 
 
 def settle(drift: Drift) -> Drift:

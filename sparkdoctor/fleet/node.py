@@ -25,7 +25,7 @@ from sparkdoctor.facts import Facts
 from sparkdoctor.fleet.fabric import clean as clean_fabric
 from sparkdoctor.fleet.target import RemoteTarget
 from sparkdoctor.fleet.transport import Node
-from sparkdoctor.target.local import TargetError, parse_json_probe, probe_entry
+from sparkdoctor.targets.local import TargetError, parse_json_probe, probe_entry
 from sparkdoctor.text import one_line
 
 NODE_PROBE = "fleet_node"
@@ -68,7 +68,7 @@ def collect_node(transport: Any, node: Node, timeout: float, arch: str | None = 
             raise CollectorError(str(exc)) from None
         return {}
 
-    from sparkdoctor.target.probe import probe_args
+    from sparkdoctor.targets.probe import probe_args
 
     try:
         target.prefetch([(targetenv.PROBE, probe_args(target, None, False)[0]), ("capabilities", []), (NODE_PROBE, [])])
@@ -99,7 +99,7 @@ def _container(transport: Any, node: Node, deadline: float) -> dict[str, Any]:
     the config digest, the layer digests and the platform) is what nodes must share."""
     import os
 
-    from sparkdoctor.target.container_inspect import image_facts, inspect_container
+    from sparkdoctor.targets.container_inspect import image_facts, inspect_container
 
     cli = [node.runtime]
 

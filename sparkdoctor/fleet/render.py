@@ -3,7 +3,6 @@ findings per node, the verdict) and as a program reads it (JSON, `fleet_version`
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from sparkdoctor.fleet import FleetResult
@@ -39,10 +38,6 @@ def fleet_dict(result: FleetResult, verbose: bool = False) -> dict[str, Any]:
                    "findings": [f.to_dict() for f in result.fabric],
                    "measured": [m.to_dict() for m in result.measured]},
     }
-
-
-def fleet_json(result: FleetResult, verbose: bool = False) -> str:
-    return json.dumps(fleet_dict(result, verbose), indent=2, ensure_ascii=False)
 
 
 # ---- views (sparkdoctor/views.py): (Result, Sink) -> the whole document -----------------------------------

@@ -11,6 +11,7 @@ from typing import Any
 
 from sparkdoctor.diff import BENIGN, RISKY
 from sparkdoctor.facts import Facts
+from sparkdoctor.fleet.drift import Drift
 
 MEMORY_SPREAD_GIB = 8.0  # less free memory than the roomiest node by more than this: that node decides what fits
 CLOCK_STEP_S = 2.0
@@ -112,8 +113,6 @@ FLEET_RULES_PER_KEY = (
 
 def memory_headroom(named: list[tuple[str, Facts]]) -> Any:
     """A Drift naming the nodes with MEMORY_SPREAD_GIB less free memory than the roomiest node, or None."""
-    from sparkdoctor.fleet.compare import Drift
-
     free = {}
     for name, facts in named:
         kib = ((facts.host_health or {}).get("memory") or {}).get("available_kib")

@@ -14,7 +14,7 @@ from typing import Any
 from sparkdoctor import proc
 from sparkdoctor.fleet.bundle import bundle, multi_bundle, probe_of
 from sparkdoctor.fleet.transport import Node
-from sparkdoctor.target.local import TargetError
+from sparkdoctor.targets.local import TargetError
 
 DEFAULT_PYTHON = "the node's default python"
 

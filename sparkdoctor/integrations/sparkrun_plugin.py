@@ -70,7 +70,7 @@ def preparation_steps(context: Any) -> tuple[Any, ...]:
     return (PreparationStep(STEP, preflight),)
 
 
-def preflight(context: Any, receipts: Any) -> dict[str, Any]:
+def preflight(context: Any, _receipts: Any) -> dict[str, Any]:
     """The preparation step: judge the recipe sparkrun is about to launch; raise LaunchRefused to stop it."""
     from sparkdoctor.integrations.preflight import Settings, judge
 

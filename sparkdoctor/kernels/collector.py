@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from sparkdoctor.arch import ARCH_RE, arch_base, settle
-from sparkdoctor.collect import Collector, Context
+from sparkdoctor.collector import Collector, Context
 from sparkdoctor.kernels import assemble, gpu_run, sass, tools, verdict
 from sparkdoctor.kernels.assemble import Job, job_key, new_record
 from sparkdoctor.kernels.cache import Cache

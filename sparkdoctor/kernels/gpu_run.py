@@ -12,7 +12,7 @@ from typing import Any
 
 from sparkdoctor import proc
 from sparkdoctor.arch import arch_cc, parse_arch
-from sparkdoctor.collect import Context
+from sparkdoctor.collector import Context
 from sparkdoctor.kernels import cubin as cubin_check
 from sparkdoctor.kernels.assemble import Job
 from sparkdoctor.kernels.cache import Cache

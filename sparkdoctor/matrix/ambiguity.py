@@ -38,6 +38,3 @@ def ambiguous_lines(matches: list[SymptomMatch]) -> list[Ambiguity]:
     return [Ambiguity(no, group[0].line, tuple(group)) for no, group in sorted(by_line.items()) if len(group) > 1]
 
 
-def ambiguous_ids(groups: list[Ambiguity]) -> dict[str, Ambiguity]:
-    """entry id -> the ambiguous line it is a candidate for."""
-    return {m.entry.id: g for g in groups for m in g.candidates}

@@ -32,9 +32,9 @@ _TOP = {"component", "entry", "stack", "schema", "tracked", "lockstep"}
 def known_probes() -> frozenset[str]:
     """Every probe id an entry may name: the PTX probes in probes/kernels/ and the CuTe DSL ones.
     Read only when some entry names a probe, and once per process."""
-    from sparkdoctor.collect.cutedsl import KERNELS
+    from sparkdoctor.vocab import CUTEDSL_KERNELS
 
-    return frozenset(_ptx_probe_ids() | set(KERNELS))
+    return frozenset(_ptx_probe_ids() | set(CUTEDSL_KERNELS))
 
 
 def _ptx_probe_ids() -> set[str]:

@@ -29,7 +29,7 @@ RM_TIMEOUT = 60.0
 def image_tree(image: str, python: str | None = None, runtime: str | None = None) -> Iterator[ContainerTree]:
     """The site files of `image`'s interpreter, for the life of the block; ModError (one line) when it cannot
     be read, TargetError when its interpreter cannot be probed."""
-    from sparkdoctor.target.container_inspect import resolve_container_target
+    from sparkdoctor.targets.container_inspect import resolve_container_target
 
     with throwaway_container(image, runtime) as name:
         target = resolve_container_target(name, python, runtime)

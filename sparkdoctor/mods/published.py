@@ -5,7 +5,7 @@ is third-party code: whatever it prints (`cat ~/.ssh/id_ed25519`, `env`, a token
 published because it printed it. So a line is shown only when it has the shape of what a patch run or a
 failing command prints (`patching file`, `Hunk #2 FAILED at 40.`, `sed: -e expression...`, `bash: line 3:
 ...`, `error:`, a Python traceback's frame and exception), and every shown line goes through the bug report's
-anonymizer (sparkdoctor.report.anonymize: user and host names, addresses, tokens, keys), escape sequences
+anonymizer (sparkdoctor.anonymize: user and host names, addresses, tokens, keys), escape sequences
 removed, cut at LINE_CHARS. An `echo done` is not shown; the verdict never depends on what is shown (it reads the
 whole output).
 """
@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 import re
 
-from sparkdoctor.report.anonymize import Redactor
+from sparkdoctor.anonymize import Redactor
 
 LINE_CHARS = 300
 TAIL_LINES = 8

@@ -13,8 +13,8 @@ from sparkdoctor.mods.trees import ReleaseTree, SiteTree, Tree, parse_release, v
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from sparkdoctor.emit import Sink
     from sparkdoctor.result import Result
+    from sparkdoctor.sink import Sink
 
 MODS_VERSION = 1
 EXIT_MODS_FAIL = 1  # a mod fails on the target (or, with --strict, is superseded or cannot be judged)
@@ -66,7 +66,7 @@ def resolve_tree(options: ModsOptions) -> Tree:
                        "target at a time")
     if options.container is not None:
         from sparkdoctor.mods.trees import ContainerTree
-        from sparkdoctor.target.choose import refuse_bad_target_options, resolve_target
+        from sparkdoctor.targets.choose import refuse_bad_target_options, resolve_target
 
         refuse_bad_target_options(None, options.container, options.container_python, False)
         return ContainerTree(resolve_target(None, options.container, options.container_python))  # TargetError: exit 3

@@ -93,7 +93,7 @@ class ContainerTree:
     """The site folders of the interpreter inside a running container, read through the container CLI (the
     target package's file transport: `docker exec ... python`, nothing installed, nothing written there)."""
 
-    target: Any  # a Target whose files are the container's (sparkdoctor.target.container.ContainerTarget)
+    target: Any  # a Target whose files are the container's (sparkdoctor.targets.container.ContainerTarget)
     label: str = ""
     _dirs: list[str] | None = field(default=None, repr=False)
     _files: Any = field(default=None, repr=False)
@@ -114,7 +114,7 @@ class ContainerTree:
         return self._dirs
 
     def read(self, rel: str) -> bytes | None:
-        from sparkdoctor.target.interface import FileError
+        from sparkdoctor.targets.interface import FileError
 
         if rel.startswith("/") or ".." in rel.split("/") or not rel:
             return None

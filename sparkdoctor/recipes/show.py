@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 from sparkdoctor.recipes.model import Recipe
 
 if TYPE_CHECKING:
-    from sparkdoctor.emit import Sink
     from sparkdoctor.result import Result
+    from sparkdoctor.sink import Sink
 
 SCHEMA = 1
 SHOWN = 2000  # characters of one value the console shows

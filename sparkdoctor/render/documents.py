@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from sparkdoctor.emit import Sink
     from sparkdoctor.result import Result
+    from sparkdoctor.sink import Sink
 
 WIDE = 160
 """Columns of console output on a pipe (whole table rows, not wrapped ones); a terminal keeps its own width."""
@@ -43,6 +43,3 @@ def wide_capture(sink: Sink, draw: Callable[[Console], None]) -> str:
     return sink.capture(draw, None if on_terminal else WIDE)
 
 
-def lines_text(lines: list[str]) -> str:
-    """Plain lines (no markup, no wrapping), as one text with its final newline."""
-    return "\n".join(lines) + "\n"

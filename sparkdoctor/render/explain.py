@@ -15,11 +15,11 @@ from sparkdoctor.render.describe import clip, plural
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from sparkdoctor.emit import Sink
     from sparkdoctor.matrix.ambiguity import Ambiguity
     from sparkdoctor.matrix.model import Entry
     from sparkdoctor.matrix.symptoms import SymptomMatch
     from sparkdoctor.result import Result
+    from sparkdoctor.sink import Sink
 
 _STYLE = {"error": "bold red", "warn": "yellow", "info": "cyan"}
 

@@ -1,13 +1,13 @@
 """`sparkdoctor matrix list` and `matrix show`: the knowledge base, for people (console) or tools (json).
 
-JSON goes to stdout and nothing else does, so `sparkdoctor matrix list -f json | jq` works.
+The console is drawn here; the JSON is the rows `sorted_rows()` and `item_dict()` give (sparkdoctor/render/views.py
+writes them), so `sparkdoctor matrix list -f json | jq` works.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import sys
 from typing import Any
 
 from rich.console import Console
@@ -26,19 +26,9 @@ from sparkdoctor.matrix import (
 from sparkdoctor.matrix.verify_table import parse_verify_table
 from sparkdoctor.render.describe import plural
 
-MATRIX_FORMATS = ("console", "json")
 _SEVERITY_STYLE = {"error": "red", "warn": "yellow", "info": "cyan"}
 _SEVERITY_ORDER = {"error": 0, "warn": 1, "info": 2}
 TITLE_MIN = 40  # narrower than this, a title column reads a word per line: titles go under the row
-
-
-def _check_format(fmt: str) -> None:
-    if fmt not in MATRIX_FORMATS:
-        raise ValueError(f"--format {fmt}: choose one of {', '.join(MATRIX_FORMATS)}")
-
-
-def _write_json(doc: Any) -> None:
-    sys.stdout.write(json.dumps(doc, indent=2) + "\n")
 
 
 def entry_row(e: Entry) -> dict[str, Any]:
@@ -68,12 +58,8 @@ def sorted_rows(matrix: Matrix) -> list[dict[str, Any]]:
     return [entry_row(e) for e in entries] + [stack_row(s) for s in stacks]
 
 
-def list_matrix(matrix: Matrix, fmt: str = "console", console: Console | None = None) -> None:
-    _check_format(fmt)
+def list_matrix(matrix: Matrix, console: Console | None = None) -> None:
     entries, stacks = _sorted(matrix)
-    if fmt == "json":
-        _write_json(sorted_rows(matrix))
-        return
     console = console or Console()
     if entries:
         rows = [_entry_cells(e) for e in entries]
@@ -224,11 +210,7 @@ def _print_unbroken(console: Console, label: str, lines: list[str], style: str =
         console.print(text, no_wrap=True, overflow="ignore", crop=False)
 
 
-def show_item(item: Entry | Stack, fmt: str = "console", console: Console | None = None) -> None:
-    _check_format(fmt)
-    if fmt == "json":
-        _write_json(item_dict(item))
-        return
+def show_item(item: Entry | Stack, console: Console | None = None) -> None:
     console = console or Console()
     if isinstance(item, Entry):
         _show_entry(item, console)

@@ -11,8 +11,8 @@ from rich.markup import escape
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from sparkdoctor.emit import Sink
     from sparkdoctor.result import Result
+    from sparkdoctor.sink import Sink
 
 VERDICTS = ("confirmed", "contradicted", "error")
 _STYLE = {"confirmed": "green", "contradicted": "bold red", "error": "yellow", "agrees": "green", "found": "cyan",

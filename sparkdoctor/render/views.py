@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from sparkdoctor.emit import Sink
     from sparkdoctor.result import Result
+    from sparkdoctor.sink import Sink
 
 
 def report_console(result: Result, sink: Sink) -> str:
@@ -45,7 +45,7 @@ def report_sarif(result: Result, sink: Sink) -> str:
 def matrix_list_console(result: Result, sink: Sink) -> str:
     from sparkdoctor.render.matrix import list_matrix
 
-    return sink.capture(lambda console: list_matrix(result.data, "console", console))
+    return sink.capture(lambda console: list_matrix(result.data, console))
 
 
 def matrix_list_json(result: Result, sink: Sink) -> list[dict[str, Any]]:
@@ -58,7 +58,7 @@ def matrix_list_json(result: Result, sink: Sink) -> list[dict[str, Any]]:
 def matrix_item_console(result: Result, sink: Sink) -> str:
     from sparkdoctor.render.matrix import show_item
 
-    return sink.capture(lambda console: show_item(result.data, "console", console))
+    return sink.capture(lambda console: show_item(result.data, console))
 
 
 def matrix_item_json(result: Result, sink: Sink) -> dict[str, Any]:

@@ -1,7 +1,7 @@
 """`sparkdoctor report`: a bug report people can post, anonymized by default.
 
 The report is drawn from the same Report `check` builds (findings judged on the real Facts), but
-everything that leaves the box passes through one Redactor (report/anonymize.py) first: the Facts
+everything that leaves the box passes through one Redactor (anonymize/__init__.py) first: the Facts
 are redacted as data (so the sections and the folded snapshot are), and every finding string is
 redacted as text. Two shapes: GitHub markdown with the long parts folded in <details>
 (report/github.py) and plain text for a forum (report/forum.py).
@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import dataclasses
 
-from sparkdoctor.facts import Facts
-from sparkdoctor.report.anonymize import (  # noqa: F401 (re-exported)
+from sparkdoctor.anonymize import (  # noqa: F401 (re-exported)
     NOT_REDACTED_NOTE,
     REDACTED_NOTE,
     Redactor,
     redactor_for,
 )
+from sparkdoctor.facts import Facts
 
 REPORT_FORMATS = ("github", "forum")
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import re
 
+from sparkdoctor.anonymize import NOT_REDACTED_NOTE, REDACTED_NOTE, Redactor
 from sparkdoctor.facts import Facts
 from sparkdoctor.render.describe import (
     PROSE_CHARS,
@@ -25,7 +26,6 @@ from sparkdoctor.render.describe import (
 )
 from sparkdoctor.render.fit import GITHUB_LIMIT, Block, join
 from sparkdoctor.report import judgement
-from sparkdoctor.report.anonymize import NOT_REDACTED_NOTE, REDACTED_NOTE, Redactor
 from sparkdoctor.report.sections import Section, environment_sections
 
 SNAPSHOT_CHARS = PROSE_CHARS  # strings in the folded snapshot; longer ones are clipped and counted

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from sparkdoctor.anonymize import Redactor
 from sparkdoctor.render.describe import (
     PROSE_CHARS,
     SEVERITY_HEADING,
@@ -18,7 +19,6 @@ from sparkdoctor.render.describe import (
     summary_line,
     unverified_line,
 )
-from sparkdoctor.report.anonymize import Redactor
 
 
 @dataclass

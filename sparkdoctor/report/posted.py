@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any
 from sparkdoctor.result import Format
 
 if TYPE_CHECKING:
-    from sparkdoctor.emit import Sink
     from sparkdoctor.result import Result
+    from sparkdoctor.sink import Sink
 
 
 @dataclass

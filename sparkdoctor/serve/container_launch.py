@@ -50,8 +50,8 @@ class ContainerLaunchError(BenchFailure, RuntimeError):
 
 def runtime_cli(runtime: str | None = None) -> list[str]:
     """The container CLI (container_inspect.container_cli chooses it, for check and launch alike)."""
-    from sparkdoctor.target.container_inspect import container_cli
-    from sparkdoctor.target.local import TargetError
+    from sparkdoctor.targets.container_inspect import container_cli
+    from sparkdoctor.targets.local import TargetError
 
     try:
         return container_cli(runtime)
@@ -273,7 +273,7 @@ class ContainerServer:
 
     def start(self, pump: Any, say: Callable[[str], None]) -> None:
         """Sweep leftovers, check the image is here, `run -d`, follow its logs; ContainerLaunchError otherwise."""
-        from sparkdoctor.target.container_inspect import image_facts
+        from sparkdoctor.targets.container_inspect import image_facts
 
         image = str(self.recipe.container)
         self._pump = pump

@@ -13,8 +13,8 @@ from sparkdoctor.errors import InputError
 from sparkdoctor.exitcodes import EXIT_OK, EXIT_VERIFY_CONTRADICTED, EXIT_VERIFY_ERROR
 
 if TYPE_CHECKING:
-    from sparkdoctor.emit import Sink
     from sparkdoctor.result import Result
+    from sparkdoctor.sink import Sink
 
 NEEDS_EDIT = ("check-broken", "no-longer-affected", "upper-bound-moves", "lower-bound-moves")
 

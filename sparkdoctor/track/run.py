@@ -25,8 +25,7 @@ from packaging.version import Version
 from sparkdoctor.matrix import Entry, Matrix
 from sparkdoctor.matrix.tracking import Tracking, bounds_of
 from sparkdoctor.matrix.versions import version_in
-from sparkdoctor.verify.bounds import remote_run
-from sparkdoctor.verify.files import VersionRun, tables_of
+from sparkdoctor.verify.files import VersionRun, remote_run, tables_of
 
 Log = Callable[[str], None]
 VERDICTS = ("check-broken", "no-longer-affected", "upper-bound-moves", "lower-bound-moves", "still-affected", "unchanged", "no-new-release")

@@ -16,81 +16,20 @@ must stop holding, or nothing tells the outside release apart). Verdicts per bou
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from sparkdoctor.matrix import Entry, Matrix
-from sparkdoctor.matrix.file_checks import FileCheck
 from sparkdoctor.matrix.tracking import Tracking, bounds_of
 from sparkdoctor.matrix.versions import version_in
-from sparkdoctor.verify.files import VersionRun, run_checks, table_for, tables_of
-from sparkdoctor.verify.wheels import WheelError
+from sparkdoctor.verify.files import VersionRun, remote_run, table_for, tables_of
 
 Log = Callable[[str], None]
 VERDICTS = ("bracketed", "not-bracketed", "contradicted", "error")
-
-
-class RemoteFiles:
-    """A remote wheel with the interface the file checks read (names, text, cubins)."""
-
-    def __init__(self, wheel: Any):
-        self.wheel = wheel
-        self.names = wheel.names
-        self.cubin_listings: dict[str, tuple[str, ...]] = {}
-
-    def text(self, name: str) -> str:
-        return self.wheel.text(name)
-
-    def cubins(self, name: str) -> tuple[str, ...]:
-        if name not in self.cubin_listings:
-            from sparkdoctor.verify.cubins import CubinError, list_cubins
-
-            with tempfile.TemporaryDirectory(prefix="sparkdoctor-cubins-") as tmp:
-                path = Path(tmp) / Path(name).name
-                path.write_bytes(self.wheel.read(name))
-                try:
-                    self.cubin_listings[name] = list_cubins(path)
-                except CubinError as exc:
-                    raise WheelError(f"{self.wheel.file.filename}: {exc}") from None
-        return self.cubin_listings[name]
-
-
-def remote_run(reader: Any, package: str, checks: tuple[FileCheck, ...], version: str, role: str, log: Log | None = None,
-               also: tuple[str, ...] = (), dist: str = "wheel") -> VersionRun:
-    """The checks on one release read remotely (with the `also` wheels of the same version, where
-    released; dist "sdist": its source archive); a release that cannot be read is the run's error."""
-    from sparkdoctor.released import RemoteError
-    from sparkdoctor.verify.files import UnionFiles
-
-    run = VersionRun(version, role)
-    try:
-        if log:
-            log(f"reading {package}=={version}")
-        read = [package] + [other for other in also if version in reader.versions(other)]
-        parts = [RemoteFiles(reader.open(p, version, dist) if dist != "wheel" else reader.release(p, version)) for p in read]
-        for part in parts:
-            part.wheel.prefetch(sorted({n for c in checks if c.kind != "exists" for n in part.names if _glob(c.path, n)}))
-        files = UnionFiles(parts) if len(parts) > 1 else parts[0]
-        run.results = run_checks(checks, files)  # the same interface as WheelFiles
-        run.evidence = [reader.picked(p, version, dist) if dist != "wheel" else reader.picks[(p, version)] for p in read]
-        run.evidence += [f"{n}: cubins {', '.join(a) or 'none'}" for n, a in files.cubin_listings.items()]
-        unmatched = [c.label for c in checks if c.kind != "exists" and not any(_glob(c.path, n) for n in files.names)]
-        run.evidence += [f"no member matches {label}" for label in unmatched]
-    except (RemoteError, WheelError) as exc:
-        run.error = str(exc)
-    return run
-
-
-def _glob(pattern: str, name: str) -> bool:
-    import fnmatch
-
-    return fnmatch.fnmatchcase(name, pattern)
 
 
 @dataclass

@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import fnmatch
 import re
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from packaging.version import Version
@@ -157,13 +159,69 @@ def checks_on(table: FilesTable, version: str, role: str, log: Log | None = None
 
 def _sdist_checks_on(table: FilesTable, version: str, role: str, log: Log | None) -> VersionRun:
     from sparkdoctor.released import Reader
-    from sparkdoctor.verify.bounds import remote_run
 
     reader = Reader()
     try:
         return remote_run(reader, table.package, table.checks, version, role, log, dist="sdist")
     finally:
         reader.close()
+
+
+# ---- released files read remotely (bounds, track, sdists) ------------------------------------------------
+class RemoteFiles:
+    """A remote wheel with the interface the file checks read (names, text, cubins)."""
+
+    def __init__(self, wheel: Any):
+        self.wheel = wheel
+        self.names = wheel.names
+        self.cubin_listings: dict[str, tuple[str, ...]] = {}
+
+    def text(self, name: str) -> str:
+        return self.wheel.text(name)
+
+    def cubins(self, name: str) -> tuple[str, ...]:
+        if name not in self.cubin_listings:
+            from sparkdoctor.verify.cubins import CubinError, list_cubins
+
+            with tempfile.TemporaryDirectory(prefix="sparkdoctor-cubins-") as tmp:
+                path = Path(tmp) / Path(name).name
+                path.write_bytes(self.wheel.read(name))
+                try:
+                    self.cubin_listings[name] = list_cubins(path)
+                except CubinError as exc:
+                    raise WheelError(f"{self.wheel.file.filename}: {exc}") from None
+        return self.cubin_listings[name]
+
+
+def remote_run(reader: Any, package: str, checks: tuple[FileCheck, ...], version: str, role: str, log: Log | None = None,
+               also: tuple[str, ...] = (), dist: str = "wheel") -> VersionRun:
+    """The checks on one release read remotely (with the `also` wheels of the same version, where
+    released; dist "sdist": its source archive); a release that cannot be read is the run's error."""
+    from sparkdoctor.released import RemoteError
+
+    run = VersionRun(version, role)
+    try:
+        if log:
+            log(f"reading {package}=={version}")
+        read = [package] + [other for other in also if version in reader.versions(other)]
+        parts = [RemoteFiles(reader.open(p, version, dist) if dist != "wheel" else reader.release(p, version)) for p in read]
+        for part in parts:
+            part.wheel.prefetch(sorted({n for c in checks if c.kind != "exists" for n in part.names if _glob(c.path, n)}))
+        files = UnionFiles(parts) if len(parts) > 1 else parts[0]
+        run.results = run_checks(checks, files)  # the same interface as WheelFiles
+        run.evidence = [reader.picked(p, version, dist) if dist != "wheel" else reader.picks[(p, version)] for p in read]
+        run.evidence += [f"{n}: cubins {', '.join(a) or 'none'}" for n, a in files.cubin_listings.items()]
+        unmatched = [c.label for c in checks if c.kind != "exists" and not any(_glob(c.path, n) for n in files.names)]
+        run.evidence += [f"no member matches {label}" for label in unmatched]
+    except (RemoteError, WheelError) as exc:
+        run.error = str(exc)
+    return run
+
+
+def _glob(pattern: str, name: str) -> bool:
+    import fnmatch
+
+    return fnmatch.fnmatchcase(name, pattern)
 
 
 def tables_of(entry: Entry) -> tuple[FilesTable, ...]:
@@ -290,59 +348,3 @@ def latest(entry: Entry, log: Log | None = None) -> dict[str, Any]:
     else:
         verdict, why = "fixed-upstream", f"{newest} is inside {spec} but the claim no longer holds there: the bound can close"
     return {"id": entry.id, "package": table.package, "version": newest, "verdict": verdict, "why": why, "run": run.to_dict()}
-
-
-# ---- --latest for install checks ------------------------------------------------------------------
-
-
-def bump_pins(steps: tuple[tuple[str, ...], ...], newest: Callable[[str], str]) -> tuple[tuple[str, ...], ...]:
-    """The same pip steps with every `name==version` (extras kept) moved to `newest(name)`."""
-    from packaging.requirements import Requirement
-
-    out = []
-    for step in steps:
-        args = []
-        for arg in step:
-            if arg.startswith("-"):
-                args.append(arg)
-                continue
-            req = Requirement(arg)
-            pinned = [s for s in req.specifier if s.operator == "=="]
-            if pinned:
-                extras = f"[{','.join(sorted(req.extras))}]" if req.extras else ""
-                arg = f"{req.name}{extras}=={newest(req.name)}"
-            args.append(arg)
-        out.append(tuple(args))
-    return tuple(out)
-
-
-def latest_installs(spec, log: Log | None = None) -> dict[str, Any]:
-    """Build each fixed environment of an entry's verify table at the newest releases of what it
-    pins and run the entry's probe there: giving the entry's `expect` again is a regression."""
-    from sparkdoctor.matrix.verify_table import Env
-    from sparkdoctor.verify.runner import Run, _Builds, _probe_run
-    from sparkdoctor.verify.venvs import venv_root
-
-    try:
-        envs = [Env(bump_pins(env.steps, lambda name: released_versions(name)[-1]), env.arch) for env in spec.fixed]
-    except (WheelError, IndexError) as exc:
-        return {"id": spec.entry.id, "verdict": "error", "why": str(exc) or "no released version"}
-    if not envs:
-        return {"id": spec.entry.id, "verdict": "error", "why": "the verify table has no fixed environment to move forward"}
-    import shutil
-
-    builds = _Builds(venv_root(), log)
-    try:
-        runs: list[Run] = [_probe_run(spec, "fixed", env, builds) for env in envs]
-    finally:
-        for venv in builds.fresh:  # built only to look at the newest releases
-            shutil.rmtree(venv, ignore_errors=True)
-    labels = "; ".join(r.env.label for r in runs)
-    if any(r.status == "error" and spec.expect != "error" for r in runs):
-        bad = next(r for r in runs if r.status == "error")
-        return {"id": spec.entry.id, "verdict": "error", "why": f"[{bad.env.label}]: {bad.detail}"}
-    again = [r for r in runs if r.status == spec.expect]
-    if again:
-        return {"id": spec.entry.id, "verdict": "regression",
-                "why": f"the newest releases give {spec.expect} again: [{again[0].env.label}]: {again[0].detail}"}
-    return {"id": spec.entry.id, "verdict": "holds", "why": f"the newest releases stay fixed ({labels}): {runs[0].status}"}

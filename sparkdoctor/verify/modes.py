@@ -164,7 +164,7 @@ def bisection(matrix: Any, entry_id: str) -> Bisection:
 def latest(matrix: Any, entry_id: str | None, kind: str) -> Latest:
     from sparkdoctor import verify
     from sparkdoctor.verify.files import latest as latest_files
-    from sparkdoctor.verify.files import latest_installs
+    from sparkdoctor.verify.latest_installs import latest_installs
 
     chosen = [e for e in matrix.entries if not e.withdrawn and (entry_id is None or e.id == entry_id)]
     with_files = [e for e in chosen if e.files and kind != "installs"]

@@ -66,7 +66,7 @@ def uv_binary() -> str | None:
     try:
         from uv import find_uv_bin
 
-        return find_uv_bin()
+        return str(find_uv_bin())
     except Exception:  # noqa: BLE001 - uv as a wheel is optional; a uv on PATH does as well
         return shutil.which("uv")
 

@@ -11,8 +11,8 @@ from sparkdoctor.whatif.judge import WhatIf
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from sparkdoctor.emit import Sink
     from sparkdoctor.result import Result
+    from sparkdoctor.sink import Sink
     from sparkdoctor.whatif.ptx import PtxComparison
 
 

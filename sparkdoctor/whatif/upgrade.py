@@ -45,7 +45,7 @@ def judge_upgrade(q: UpgradeQuestion) -> WhatIf:
     from sparkdoctor.check import CheckOptions, apply_arch_override, collect_facts
     from sparkdoctor.facts import Facts
     from sparkdoctor.matrix import load
-    from sparkdoctor.target.choose import refuse_bad_target_options, resolve_target
+    from sparkdoctor.targets.choose import refuse_bad_target_options, resolve_target
     from sparkdoctor.whatif import compare, hypothetical_facts, resolve_upgrade
     from sparkdoctor.whatif.resolve import check_specs
 

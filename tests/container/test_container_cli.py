@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from sparkdoctor import proc
-from sparkdoctor.target.container import MARKER, probe_payload, translate
-from sparkdoctor.target.local import probe_entry
+from sparkdoctor.targets.container import MARKER, probe_payload, translate
+from sparkdoctor.targets.local import probe_entry
 
 
 def sd(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
@@ -134,7 +134,7 @@ def test_host_health_of_a_snapshot_is_never_judged(tmp_path):
 
 
 def test_a_python_target_runs_commands_here():
-    from sparkdoctor.target.local import PythonTarget
+    from sparkdoctor.targets.local import PythonTarget
 
     res = PythonTarget(sys.executable, "--python").run_command(["sh", "-c", "cat; echo $0"], timeout=10, input="in\n")
     assert res.ok and res.stdout == "in\nsh\n"
@@ -145,7 +145,7 @@ def test_a_probe_cache_and_its_sidecar_travel_in_and_back(tmp_path):
     the argument points at the copy, and what the bootstrap sends back lands at the host path."""
     import base64
 
-    from sparkdoctor.target.container import TMP, ContainerTarget
+    from sparkdoctor.targets.container import TMP, ContainerTarget
 
     root = tmp_path / "containers" / "abc"
     (root / "hashes").mkdir(parents=True)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from sparkdoctor.target.container_inspect import resolve_container_target
+from sparkdoctor.targets.container_inspect import resolve_container_target
 from tests import venvs
 from tests.container.test_container_cli import one_line, sd
 

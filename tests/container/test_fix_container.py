@@ -139,8 +139,8 @@ def test_fix_container_plans_applies_and_rolls_back_the_collision(docker_daemon,
 
 def test_files_of_a_container_removed_mid_way_are_one_line(docker_daemon, docker_env, skeleton, tmp_path):
     """The transport on a real container; then the container is removed between two calls."""
-    from sparkdoctor.target.container_inspect import resolve_container_target
-    from sparkdoctor.target.files import FileError
+    from sparkdoctor.targets.container_inspect import resolve_container_target
+    from sparkdoctor.targets.files import FileError
 
     name = docker_daemon.run_container("sd-fix-gone", skeleton, docker_daemon.host_mounts())
     target = resolve_container_target(name)

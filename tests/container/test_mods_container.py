@@ -208,7 +208,7 @@ def test_rerun_finds_a_stale_mod_in_the_image_a_conclusion_was_served_from(docke
     that image's files and lists the one upstream made already (file and lines), not the one that applies."""
     from sparkdoctor.check import CheckOptions, collect_facts
     from sparkdoctor.ledger import Ledger
-    from sparkdoctor.target.local import resolve_python_target
+    from sparkdoctor.targets.local import resolve_python_target
     from tests.rerun.ledgerdata import add_ab
 
     mods(tmp_path)

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from sparkdoctor.fix import journal as jr
-from sparkdoctor.fix.unsettled import local_key
+from sparkdoctor.unsettled import local_key
 from tests.fix import scenario
 from tests.fix.scenario import as_json, fix_cli
 

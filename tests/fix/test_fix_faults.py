@@ -248,7 +248,7 @@ def _in_process_sabotaged_apply(t: Target, fs: Path, mode: str) -> None:
     from sparkdoctor.fix.envfile import EnvFileTarget
     from sparkdoctor.fix.pipeline import CheckSettings, apply_and_recheck, make_plan
     from sparkdoctor.fix.plan import FixOptions
-    from sparkdoctor.target.local import resolve_python_target
+    from sparkdoctor.targets.local import resolve_python_target
 
     os.environ["PIP_CONSTRAINT"] = str(t.pins)
     try:

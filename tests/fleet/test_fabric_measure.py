@@ -20,17 +20,13 @@ from sparkdoctor.fleet.measure import (
     measure_links,
 )
 from sparkdoctor.fleet.node import NodeOutcome
-from sparkdoctor.fleet.toolparse import (
-    devices_from_tools,
-    parse_all_reduce_perf,
-    parse_ib_write_bw,
-    parse_show_gids,
-)
+from sparkdoctor.fleet.toolparse import parse_all_reduce_perf, parse_ib_write_bw
 from sparkdoctor.fleet.transport import Node
 from sparkdoctor.proc import run
 from tests.fleet.fabric_trees import pair, ring
 from tests.fleet.test_fabric import read
 from tests.fleet.test_fleet_compare import fleet_facts
+from tests.fleet.toolformats import devices_from_tools, parse_show_gids
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "fabric"
 

@@ -47,7 +47,7 @@ def test_majority_and_odd_node_over_four_nodes():
 
 def test_the_image_digest_of_a_container_node_is_compared_and_the_odd_image_named():
     """What node._container records over ssh and over Ray (container_inspect.image_facts' shape)."""
-    from sparkdoctor.target.container_inspect import image_facts
+    from sparkdoctor.targets.container_inspect import image_facts
 
     def image(config: str) -> dict:
         record = json.dumps([{"Id": config, "Os": "linux", "Architecture": "arm64", "RootFS": {"Layers": ["sha256:" + "1" * 64]}}])

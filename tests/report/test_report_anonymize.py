@@ -8,7 +8,7 @@ import socket
 
 import pytest
 
-from sparkdoctor.report.anonymize import Redactor, redactor_for
+from sparkdoctor.anonymize import Redactor, redactor_for
 
 
 def learned() -> Redactor:

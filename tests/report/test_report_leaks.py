@@ -18,11 +18,11 @@ import pytest
 from hypothesis import HealthCheck, Phase, assume, given, settings
 from hypothesis import strategies as st
 
+from sparkdoctor.anonymize import Redactor
 from sparkdoctor.facts import Facts
 from sparkdoctor.findings import build_report
 from sparkdoctor.matrix import load
 from sparkdoctor.report import REPORT_FORMATS, build_bug_report
-from sparkdoctor.report.anonymize import Redactor
 from tests.gb10 import gb10_facts, ptxas
 
 MATRIX = load(None)

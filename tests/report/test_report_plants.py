@@ -10,10 +10,10 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
+from sparkdoctor.anonymize import redactor_for
 from sparkdoctor.findings import build_report
 from sparkdoctor.matrix import load
 from sparkdoctor.report import REPORT_FORMATS, build_bug_report
-from sparkdoctor.report.anonymize import redactor_for
 from tests.gb10 import gb10_facts
 from tests.report.report_cli import run_report
 

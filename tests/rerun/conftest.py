@@ -8,6 +8,6 @@ import pytest
 @pytest.fixture(scope="session")
 def here_facts():
     from sparkdoctor.check import CheckOptions, collect_facts
-    from sparkdoctor.target.local import resolve_python_target
+    from sparkdoctor.targets.local import resolve_python_target
 
     return collect_facts(resolve_python_target(sys.executable), CheckOptions(kernels=False)).to_dict()

@@ -22,7 +22,7 @@ from typing import Any
 
 from sparkdoctor import proc
 from sparkdoctor.locations import data_dir
-from sparkdoctor.target.interface import FileTransport, Target, TargetError  # noqa: F401 (re-exported)
+from sparkdoctor.targets.interface import FileTransport, Target, TargetError  # noqa: F401 (re-exported)
 
 
 @dataclass
@@ -39,7 +39,7 @@ class PythonTarget:
     def start_script(self, script: Path, args: list[str], env: dict[str, str] | None = None) -> proc.Running:
         full_env = dict(os.environ)
         full_env.update(env or {})
-        from sparkdoctor.target.early import script_argv
+        from sparkdoctor.targets.early import script_argv
 
         argv = script_argv(self.python, str(script), args)  # -B: no .pyc left in the probes folder or the target
         liveness = _liveness(self.python)
@@ -51,7 +51,7 @@ class PythonTarget:
         return self.start_script(script, args, env).result(timeout)
 
     def adopt(self, running: proc.Running, script: Path) -> proc.Running:
-        """A script of this interpreter started elsewhere (sparkdoctor.target.early), watched like one
+        """A script of this interpreter started elsewhere (sparkdoctor.targets.early), watched like one
         started here."""
         liveness = _liveness(self.python)
         if liveness.dead:
@@ -63,7 +63,7 @@ class PythonTarget:
         return proc.run(argv, timeout=timeout, input=input)
 
     def file_transport(self) -> FileTransport:
-        from sparkdoctor.target.files import LocalFiles
+        from sparkdoctor.targets.files import LocalFiles
 
         return LocalFiles()
 
@@ -179,11 +179,6 @@ def probe_entry(name: str) -> Path:
 def probe_name(script: Path) -> str:
     """'target_env' for probes/target_env/__main__.py: what an error line calls the probe."""
     return script.parent.name if script.name == "__main__.py" else script.name
-
-
-def run_json_probe(target: Target, script: Path, args: list[str], timeout: float) -> dict[str, Any]:
-    """Run a probe script that prints one JSON object; raise TargetError with one clear line otherwise."""
-    return parse_json_probe(target, script, target.run_script(script, args, timeout))
 
 
 def parse_json_probe(target: Target, script: Path, result: proc.ProcResult) -> dict[str, Any]:

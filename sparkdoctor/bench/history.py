@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from sparkdoctor.emit import Sink
+    from sparkdoctor.sink import Sink
 
 
 def _envelope(kind: str, data: dict[str, Any]) -> dict[str, Any]:

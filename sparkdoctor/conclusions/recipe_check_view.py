@@ -7,8 +7,8 @@ import sys
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from sparkdoctor.emit import Sink
     from sparkdoctor.result import Result
+    from sparkdoctor.sink import Sink
 
 CONSOLE_WIDTH = 160
 """Columns of the console table when stdout is not a terminal (a CI log): wide enough for an evidence line."""

@@ -15,7 +15,7 @@ running container), how it is chosen from the options, probed early, and how its
 The names most callers need are importable from here.
 """
 
-from sparkdoctor.target.interface import FileError, FileTransport, Target, TargetError
-from sparkdoctor.target.local import PythonTarget, probe_entry, resolve_python_target
+from sparkdoctor.targets.interface import FileError, FileTransport, Target, TargetError
+from sparkdoctor.targets.local import PythonTarget, probe_entry, resolve_python_target
 
 __all__ = ["FileError", "FileTransport", "PythonTarget", "Target", "TargetError", "probe_entry", "resolve_python_target"]

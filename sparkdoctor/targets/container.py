@@ -9,7 +9,7 @@ The bootstrap unpacks the probe into a fresh temporary folder inside the contain
 container's interpreter in its own session under a deadline of its own (killing the container CLI
 does not stop what it started inside), and removes the folder: nothing is installed, nothing stays.
 The host side goes through proc like every other child (timeout, process group, kill at the run's
-deadline). Finding the container, its image and its interpreter lives in target/container_inspect.py.
+deadline). Finding the container, its image and its interpreter lives in targets/container_inspect.py.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from typing import Any
 
 from sparkdoctor import proc
 from sparkdoctor.locations import data_dir
-from sparkdoctor.target.interface import FileTransport
+from sparkdoctor.targets.interface import FileTransport
 
 # The longest a probe may run inside the container when its caller gives no timeout at start
 # (start_script): the host stops waiting earlier; this bounds what is left behind in the container.
@@ -193,8 +193,8 @@ class ContainerTarget:
         return proc.run(self.exec_argv(argv, stdin=input is not None), timeout=timeout, input=input)
 
     def file_transport(self) -> FileTransport:
-        """The container's files, through the container CLI (target/container_files.py)."""
-        from sparkdoctor.target.container_files import ContainerFiles
+        """The container's files, through the container CLI (targets/container_files.py)."""
+        from sparkdoctor.targets.container_files import ContainerFiles
 
         return ContainerFiles(self)
 

@@ -11,7 +11,7 @@ FileTransport is the small set of operations it needs, with paths as the target 
     import_files(items)    bulk copy IN from host files, each write atomic (rollback, wheels)
     scratch()              a temporary folder in the target, removed after (installer reports, wheels)
 
-LocalFiles does them here (the same functions target_fileops runs in a container);
+LocalFiles does them here (the same functions targets/fileops.py runs in a container);
 target_container_files.ContainerFiles does them through the container CLI. Host files that the
 user names on the command line (an env file, a recipe) always use LocalFiles.
 """
@@ -25,13 +25,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from sparkdoctor.target import fileops as ops
-from sparkdoctor.target.interface import FileError, FileTransport  # noqa: F401 (re-exported)
-
-
-def sha256_of(transport: FileTransport, path: str) -> str | None:
-    row = transport.info([path], with_hash=True).get(path)
-    return row.get("sha256") if row else None
+from sparkdoctor.targets import fileops as ops
+from sparkdoctor.targets.interface import FileError, FileTransport  # noqa: F401 (re-exported)
 
 
 def hashes(transport: FileTransport, paths: list[str]) -> dict[str, str | None]:

@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from sparkdoctor import proc
-from sparkdoctor.target.container import ContainerTarget
-from sparkdoctor.target.local import TargetError
+from sparkdoctor.targets.container import ContainerTarget
+from sparkdoctor.targets.local import TargetError
 
 INSPECT_TIMEOUT = 10.0
 FIND_TIMEOUT = 20.0

@@ -1,7 +1,7 @@
 """Launching the target probe (probes/target_env/), the long pole of a warm `check`; for a local
 check it also runs the capabilities probe in the same interpreter.
 
-The console entry point has usually started it already (sparkdoctor.target.early, which also builds
+The console entry point has usually started it already (sparkdoctor.targets.early, which also builds
 its command line); `prestart` takes such a child when it is exactly the command it would start, and
 starts its own otherwise.
 """
@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sparkdoctor.proc import ProcResult, Running
-from sparkdoctor.target import early
-from sparkdoctor.target.local import PythonTarget, Target, probe_entry
+from sparkdoctor.targets import early
+from sparkdoctor.targets.local import PythonTarget, Target, probe_entry
 
 PROBE = early.TARGET
 HASH_BUDGET = early.HASH_BUDGET
@@ -80,7 +80,7 @@ def probe_env(target: Target, cache_root: Path | None) -> dict[str, str] | None:
 
 def prestart(target: Target, cache_root: Path | None, use_cache: bool, capabilities: bool = False) -> Prestarted:
     """The target probe, running: the entry point's early child when it is exactly this command
-    (sparkdoctor.target.early), else a new one. `capabilities` (local targets): it also answers for
+    (sparkdoctor.targets.early), else a new one. `capabilities` (local targets): it also answers for
     the capabilities probe, in the same interpreter."""
     args, warning = probe_args(target, cache_root, use_cache)
     python = str(target.describe().get("python") or "")

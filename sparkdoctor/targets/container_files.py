@@ -1,4 +1,4 @@
-"""A container target's files, through the container CLI: target/fileops.py runs under the
+"""A container target's files, through the container CLI: targets/fileops.py runs under the
 container's own interpreter (`docker exec -i NAME PYTHON -B -c SOURCE MODE`), so nothing is
 installed in the container and nothing stays there but what a fix writes on purpose.
 
@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from sparkdoctor import proc
-from sparkdoctor.target import fileops as ops
-from sparkdoctor.target.files import FileError
+from sparkdoctor.targets import fileops as ops
+from sparkdoctor.targets.files import FileError
 
 SMALL_TIMEOUT = float(os.environ.get("SPARKDOCTOR_FILEOPS_TIMEOUT", "120"))
 BULK_TIMEOUT = float(os.environ.get("SPARKDOCTOR_FILEOPS_BULK_TIMEOUT", "900"))

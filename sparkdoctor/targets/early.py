@@ -5,7 +5,7 @@ The target probe is the long pole of a warm check. The console entry point calls
 first thing, and this module needs only the standard library and `sparkdoctor.proc` (every child still
 gets its own process group, a registration and the run's limits). It also owns how those children's
 command lines are built (`target_probe_args`, `with_capabilities`, `probe_env`, `gpu_helper_argv`): the
-ordinary path (sparkdoctor.target.probe, collect/gpu.py) builds them with the same functions, and
+ordinary path (sparkdoctor.targets.probe, collect/gpu.py) builds them with the same functions, and
 takes an early child only when its command line is exactly the one it would start itself; otherwise
 the early one is cancelled. So a head start can be wasted, never wrong.
 
@@ -83,12 +83,6 @@ def capabilities_cache_file(cache_root: str | None, python: str, use_cache: bool
     if cache_root is None or not use_cache:
         return None
     return os.path.join(cache_root, "capabilities", _per_python(python))
-
-
-def capabilities_args(python: str, cache_root: str | None, use_cache: bool) -> list[str]:
-    """The capabilities probe's own arguments (when it runs as a process of its own)."""
-    cache = capabilities_cache_file(cache_root, python, use_cache)
-    return ["--cache", cache] if cache is not None else []
 
 
 def with_capabilities(args: list[str], python: str, cache_root: str | None, use_cache: bool) -> list[str]:

@@ -11,7 +11,7 @@ name, home path, IP (v4 or v6) or MAC address, and no token or key. Two kinds of
     (AKIA...), Slack (xox?-...) tokens, bearer tokens, credentials in URLs, whole PEM/OpenSSH key blocks (cut ones
     too), `mysql -pPASSWORD`, IPv4/IPv6/MAC addresses, user names in per-user folders outside the homes
     (/scratch/NAME, /data/users/NAME), every FQDN and URL host outside a short public allow-list
-    (shapes.PUBLIC_HOSTS: pypi.org, github.com, huggingface.co, nvidia.com, ...), and what report/shapes.py finds by form:
+    (shapes.PUBLIC_HOSTS: pypi.org, github.com, huggingface.co, nvidia.com, ...), and what anonymize/shapes.py finds by form:
     secret-named pairs and flags anywhere in a line (`error: password=x`, `?token=x&sig=x`, `--api-key x`),
     e-mail addresses, user@host, other machines' names (user@host, ssh HOST, http://HOST:port, host-named
     pairs, NCCL's prefix: learned, then replaced everywhere), generated keys (32+ random characters).
@@ -36,7 +36,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sparkdoctor.report import shapes
+from sparkdoctor.anonymize import shapes
 
 USER, HOST, IP, MAC, SECRET, EMAIL = "<user>", "<host>", "<ip>", "<mac>", "<redacted>", "<email>"
 

@@ -1,6 +1,6 @@
 """The file operations `fix` needs on a target, in the standard library only (Python 3.6+), so the
 very same code runs in the sparkdoctor process for a local target and, as a script, under the
-container's interpreter for a container target (target/container_files.py sends it in with
+container's interpreter for a container target (targets/container_files.py sends it in with
 `docker exec -i NAME PYTHON -B -c SOURCE`).
 
 As a script it reads one JSON request line on stdin and answers one JSON line on stdout, except

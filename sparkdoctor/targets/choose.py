@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from sparkdoctor.errors import UsageError
-from sparkdoctor.target import probe as target_probe
+from sparkdoctor.targets import probe as target_probe
 
 
 def refuse_bad_target_options(python: str | None, container: str | None, container_python: str | None,
@@ -32,10 +32,10 @@ def refuse_bad_target_options(python: str | None, container: str | None, contain
 def resolve_target(python: str | None, container: str | None, container_python: str | None,
                    runtime: str | None = None) -> Any:
     """The Target the options name; TargetError (exit 3) when it cannot be probed at all."""
-    from sparkdoctor.target.local import resolve_python_target
+    from sparkdoctor.targets.local import resolve_python_target
 
     if container is not None:
-        from sparkdoctor.target.container_inspect import resolve_container_target
+        from sparkdoctor.targets.container_inspect import resolve_container_target
 
         return resolve_container_target(container, container_python, runtime)
     return resolve_python_target(python)
@@ -51,7 +51,7 @@ def probe_cache_root(target: Any):
 
 def start_target_probe(target: Any, no_cache: bool) -> Any:
     """The target probe, running: the one the entry point started early if it is exactly this probe of
-    this target in this cache mode (sparkdoctor.target.early), else a new one. For a local target it
+    this target in this cache mode (sparkdoctor.targets.early), else a new one. For a local target it
     answers for the capabilities probe too."""
     local = getattr(target, "kind", "python") == "python"
     if not local:
@@ -61,7 +61,7 @@ def start_target_probe(target: Any, no_cache: bool) -> Any:
 
 def drop_early_probe() -> None:
     """Cancel the entry point's early probe (a snapshot is judged, or the target is a container)."""
-    from sparkdoctor.target import early
+    from sparkdoctor.targets import early
 
     early.drop(early.TARGET)
 

@@ -1,0 +1,28 @@
+"""The one-line messages on stderr: `sparkdoctor: error: ...` and `sparkdoctor: warning: ...`.
+
+At the base, so that emit (a result's notes) and the commands (through sparkdoctor/cli_support.py) say them the
+same way without importing upward.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from sparkdoctor.text import one_line
+
+
+def say(kind: str, message: str) -> None:
+    if sys.stderr is not None:
+        try:
+            sys.stderr.write(f"sparkdoctor: {kind}: {one_line(message)}\n")
+            sys.stderr.flush()
+        except (OSError, ValueError):
+            pass  # a closed stderr: the exit code is all that is left
+
+
+def err(message: str) -> None:
+    say("error", message)
+
+
+def warn(message: str) -> None:
+    say("warning", message)
