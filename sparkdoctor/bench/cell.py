@@ -179,7 +179,7 @@ def differences(there: dict[str, Any], here: dict[str, Any]) -> list[dict[str, A
                      "here": here["toolchain"].get("fingerprint")})
     rows += _changed("model", _flatten({k: there["model"].get(k) for k in ("name", "identity")}, "model"),
                      _flatten({k: here["model"].get(k) for k in ("name", "identity")}, "model"))
-    recipe = {side: _flatten({k: c["recipe"].get(k) for k in RECIPE_KEYS}, "recipe") for side, c in
+    recipe = {side: _flatten({k: c["recipe"].get(k) for k in _recipe_keys(c["recipe"])}, "recipe") for side, c in
               (("there", there), ("here", here))}
     rows += _changed("recipe", recipe["there"], recipe["here"])
     rows += _changed("workload", _flatten(there["workload"], "workload"), _flatten(here["workload"], "workload"))
@@ -188,6 +188,12 @@ def differences(there: dict[str, Any], here: dict[str, Any]) -> list[dict[str, A
         rows.append({"group": "bench", "key": "bench_version", "there": there.get("bench_version"),
                      "here": here.get("bench_version")})
     return rows
+
+
+def _recipe_keys(recipe: dict[str, Any]) -> tuple[str, ...]:
+    """A `--url` run's recipe is its URL and the model it asked for: the model is the model group's, the URL's port
+    is no setting of the configuration."""
+    return tuple(k for k in RECIPE_KEYS if k != "model") if "url" in recipe else RECIPE_KEYS
 
 
 def _load_rows(there: dict[str, Any], here: dict[str, Any]) -> list[dict[str, Any]]:

@@ -56,6 +56,7 @@ def test_a_cell_exported_on_one_run_and_reproduced_on_another_names_what_differs
     keys = {(row["group"], row["key"]): (row["there"], row["here"]) for row in doc["differences"]}
     assert keys[("toolchain", "toolchain.env.VLLM_REPRO_TEST")] == ("(absent)", "1")
     assert keys[("model", "model.name")] == ("tiny", "tiny-2")
+    assert not [key for key in keys if key[0] == "recipe"]  # a --url run's port and model are not recipe settings
     assert keys[("workload", "workload.max_tokens")] == (8, 6)
     assert {"toolchain", "model", "workload"} <= set(doc["likely_causes"])
     assert {row["concurrency"] for row in doc["numbers"]} == {1, 2} and doc["headline"]["a"] > 0
@@ -117,3 +118,25 @@ def test_export_and_reproduce_refuse_an_ab_and_a_missing_folder(run, tmp_path):
     assert out.returncode == EXIT_USAGE and "does not exist" in out.stderr
     out = run("bench", "--reproduce", tmp_path / "c.json")
     assert out.returncode == EXIT_USAGE and "give the RECIPE" in out.stderr
+
+
+def test_a_recipe_cell_reproduced_with_another_env_names_the_recipe_key(run, tmp_path):
+    """RECIPE runs: the real launcher starts tests/bench/sse_server.py; the cell's workload wins over the recipe's
+    own table, and a recipe setting changed with --set is named in the recipe group."""
+    from tests.bench.test_bench_recipe import recipe
+
+    r = recipe(tmp_path, "fast", "--delay", "0.002", workload="[workload]\nmax_tokens = 16\nrepeats = 3\n")
+    cell_file = tmp_path / "cell.json"
+    out = run("bench", r, "--concurrency", "1", "--rounds", "2", "--warmup", "0", "--no-correctness", "--no-store",
+              "--ready-timeout", "60", "--export", cell_file)
+    assert out.returncode == 0, out.stderr
+    cell = json.loads(cell_file.read_text())
+    assert cell["recipe"]["name"] == "fast" and cell["recipe"]["fingerprint"] and cell["run_id"] is None
+    again = run("bench", r, "--reproduce", cell_file, "--set", "env.SSE_TEST_KNOB=1", "--no-correctness",
+                "--no-store", "--ready-timeout", "60", "--format", "json")
+    assert again.returncode == 0, again.stderr
+    doc = json.loads(again.stdout)
+    assert doc["run"]["workload"]["rounds"] == 2 and doc["run"]["workload"]["max_tokens"] == 16  # the cell's
+    keys = {(row["group"], row["key"]): (row["there"], row["here"]) for row in doc["differences"]}
+    assert keys[("recipe", "recipe.env.SSE_TEST_KNOB")] == ("(absent)", "1")
+    assert ("recipe", "recipe.fingerprint") in keys and "recipe" in doc["likely_causes"] and not doc["same_config"]
