@@ -140,3 +140,21 @@ def test_a_recipe_cell_reproduced_with_another_env_names_the_recipe_key(run, tmp
     keys = {(row["group"], row["key"]): (row["there"], row["here"]) for row in doc["differences"]}
     assert keys[("recipe", "recipe.env.SSE_TEST_KNOB")] == ("(absent)", "1")
     assert ("recipe", "recipe.fingerprint") in keys and "recipe" in doc["likely_causes"] and not doc["same_config"]
+
+
+def test_a_run_not_stored_has_the_shape_of_a_stored_one(tmp_path):
+    """--export --no-store writes its cell from RunRecord.as_stored(): the same keys and values Ledger.run() reads
+    back once the run is stored (tuples as JSON lists), so a cell never depends on whether the run was stored."""
+    from sparkdoctor.ledger import Ledger, RunRecord
+
+    record = RunRecord(recipe={"name": "r", "argv": ["x"], "env": {}}, base_url="http://127.0.0.1:1", model="m",
+                       server={"kind": "vllm"}, facts={"schema": 1}, fingerprint="f" * 16, bench_version=3,
+                       tool_version="1", workload={"concurrency": (1, 2)}, summary={"levels": [], "headline": None},
+                       samples=[(1, 0, 0, {"ttft_s": 0.1})])
+    with Ledger(tmp_path / "l.sqlite") as ledger:
+        run_id = ledger.add_run(record)
+        stored = ledger.run(run_id)
+    assert stored is not None
+    unstored = record.as_stored(run_id)
+    assert set(unstored) == set(stored)
+    assert {k: v for k, v in unstored.items() if k != "created_at"} == {k: v for k, v in stored.items() if k != "created_at"}
