@@ -99,6 +99,14 @@ def dumps(cell: dict[str, Any]) -> str:
 
 
 # ---- reading a cell ------------------------------------------------------------------------------------
+_OPTIONAL: tuple[tuple[str, str, tuple[type, ...]], ...] = (  # (section, key, types): null is always allowed
+    ("", "config_hash", (str,)), ("", "bench_version", (int,)), ("", "created_at", (str,)),
+    ("toolchain", "fingerprint", (str,)), ("toolchain", "material", (dict,)),
+    ("model", "name", (str,)), ("model", "identity", (dict,)),
+    ("machine", "load", (dict,)), ("machine", "cpus", (int,)), ("numbers", "headline", (dict,)))
+_NAMES = {(str,): "text", (int,): "a whole number", (dict,): "an object"}
+
+
 def read(path: Path) -> dict[str, Any]:
     """A cell file, checked; CellError (one line naming the file) for anything that is not one."""
     from sparkdoctor import inputs
@@ -131,6 +139,10 @@ def read(path: Path) -> dict[str, Any]:
         raise bad("numbers.levels is not a list of levels")
     if not isinstance(cell["toolchain"].get("facts"), dict):
         raise bad("toolchain.facts is missing or not an object")
+    for where, key, kinds in _OPTIONAL:
+        value = cell[where].get(key) if where else cell.get(key)
+        if value is not None and (not isinstance(value, kinds) or isinstance(value, bool) and bool not in kinds):
+            raise bad(f"{where + '.' if where else ''}{key} is a {type(value).__name__}, not {_NAMES[kinds]}")
     from sparkdoctor.bench.workload import Workload, WorkloadError
 
     try:

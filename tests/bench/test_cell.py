@@ -100,6 +100,31 @@ def test_hostile_cell_files_are_refused_in_one_line(run, tmp_path):
         assert json.loads(out.stdout)["errors"][0]["code"] == "bad-cell" and why in out.stderr, out.stderr
 
 
+MINIMAL = {"cell": "sparkdoctor bench cell", "cell_version": 1, "recipe": {}, "toolchain": {"facts": {}}, "model": {},
+           "machine": {}, "numbers": {"levels": []}, "workload": {}}
+
+
+@pytest.mark.parametrize("section, key, value", [
+    ("model", "identity", "abc"), ("toolchain", "material", [1]), ("numbers", "headline", "x"), ("machine", "load", 5),
+    ("machine", "cpus", True), ("toolchain", "fingerprint", 7), (None, "config_hash", {}),
+])
+def test_a_cell_with_a_key_of_the_wrong_type_is_named(run, tmp_path, section, key, value):
+    bad = tmp_path / "cell.json"
+    cell = json.loads(json.dumps(MINIMAL))
+    (cell[section] if section else cell)[key] = value
+    bad.write_text(json.dumps(cell))
+    out = run("bench", "--url", "http://127.0.0.1:9", "--reproduce", bad, "--no-store")
+    assert out.returncode == EXIT_USAGE and key in out.stderr and len(out.stderr.strip().splitlines()) == 1, out.stderr
+
+
+def test_a_minimal_cell_is_read_and_the_run_goes_on(run, tmp_path):
+    """Nothing but the required keys: read, then the server is tried (not there: bench's exit 4, not a bad cell)."""
+    good = tmp_path / "cell.json"
+    good.write_text(json.dumps(MINIMAL))
+    out = run("bench", "--url", "http://127.0.0.1:9", "--reproduce", good, "--no-store")
+    assert out.returncode == 4 and "cell" not in out.stderr, out.stderr
+
+
 def test_a_cell_with_a_bad_workload_or_an_edit_is_named(run, tmp_path):
     bad = tmp_path / "cell.json"
     cell = {"cell": "sparkdoctor bench cell", "cell_version": 1, "recipe": {}, "toolchain": {"facts": {}},
