@@ -104,7 +104,7 @@ _OPTIONAL: tuple[tuple[str, str, tuple[type, ...]], ...] = (  # (section, key, t
     ("toolchain", "fingerprint", (str,)), ("toolchain", "material", (dict,)),
     ("model", "name", (str,)), ("model", "identity", (dict,)),
     ("machine", "load", (dict,)), ("machine", "cpus", (int,)), ("numbers", "headline", (dict,)))
-_NAMES = {(str,): "text", (int,): "a whole number", (dict,): "an object"}
+_NAMES: dict[tuple[type, ...], str] = {(str,): "text", (int,): "a whole number", (dict,): "an object"}
 
 
 def read(path: Path) -> dict[str, Any]:
