@@ -79,6 +79,8 @@ class BenchCommand:
                              "recipe.source_path names the one it ran) or --url URL of a running server")
         if self.export is not None and not self.export.expanduser().absolute().parent.is_dir():
             raise UsageError(f"--export {self.export}: its folder does not exist")
+        if self.export is not None and (self.export.is_symlink() or self.export.exists()) and not self.export.is_file():
+            raise UsageError(f"--export {self.export}: exists and is not a regular file; a cell is written only as one")
         if (self.recipe is None) == (self.url is None):
             raise UsageError("give a RECIPE to launch, or --url URL of a running server (not both)")
         if self.vs is not None and self.recipe is None:

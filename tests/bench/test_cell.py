@@ -143,6 +143,10 @@ def test_export_and_reproduce_refuse_an_ab_and_a_missing_folder(run, tmp_path):
     assert out.returncode == EXIT_USAGE and "does not exist" in out.stderr
     out = run("bench", "--reproduce", tmp_path / "c.json")
     assert out.returncode == EXIT_USAGE and "give the RECIPE" in out.stderr
+    os.mkfifo(tmp_path / "fifo")
+    for path in (tmp_path, tmp_path / "fifo"):  # refused before anything is measured, never opened
+        out = run("bench", "--url", "http://127.0.0.1:9", "--export", path, timeout=60)
+        assert out.returncode == EXIT_USAGE and "not a regular file" in out.stderr, out.stderr
 
 
 def test_a_recipe_cell_reproduced_with_another_env_names_the_recipe_key(run, tmp_path):
