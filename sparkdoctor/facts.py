@@ -42,6 +42,12 @@ did not run); an empty list/dict means "observed, and there is nothing". Shapes 
                None: some sys.path folder could not be listed, so any package may be there (unknown)
   cutedsl     {"active_build": "libs-cu13" | "libs-base" | "libs-cu12" | "unknown" | None (not installed),
                "bundled_cuda": "13.1", "installed_builds": [...], "evidence": "...", "sha256", "files": [...]}
+  flashinfer_kernels {"flashinfer": version, "vllm_download_kernels": bool (the installed vLLM has the command;
+               None: no vLLM), "torch_cuda", "jit_cache_wanted": bool (torch's CUDA >= 12.9), "cubin": {"version",
+               "matches"} | None, "jit_cache": {"version", "matches", "requires": [provider arch tags]} | None,
+               "providers": [{"arch": "sm120f", "version", "matches"}]}: the kernel wheels `vllm download-kernels`
+               installs (None: FlashInfer not installed, or an older snapshot); judged for the arch by
+               sparkdoctor/flashinfer_kernels.py
   env         {NAME: value} (secret-looking values redacted)
   constraints [{"file", "line", "source", "requirement", "name", "specifier", "marker", "extras", "url", "included_from"}]
   kernels     {probe id: {"kind": "ptx" | "cutedsl", "status", "detail", "arch", "runs": [...], ...}}
@@ -108,6 +114,7 @@ class Facts:
     toolkits: list[dict[str, Any]] | None = None
     packages: dict[str, dict[str, Any]] | None = None
     cutedsl: dict[str, Any] | None = None
+    flashinfer_kernels: dict[str, Any] | None = None
     env: dict[str, str] | None = None
     constraints: list[dict[str, Any]] | None = None
     kernels: dict[str, Any] | None = None

@@ -67,6 +67,19 @@ CONDITION_CASES = {
     "cuda_driver": ('when.cuda_driver = ">=13.0"', {}, {"driver": {"cuda": "12.8"}}, {"driver": None}),
     "torch_cuda": ('when.torch_cuda = ">=13.0"', {}, {"torch_cuda": "12.8"}, {"packages": None}),
     "cutedsl_build": ('when.cutedsl_build = "libs-cu13"', {}, {"cutedsl_build": "libs-base"}, {"cutedsl": None}),
+    # FlashInfer's kernel wheels (`vllm download-kernels`): judged for the arch; no package list is unknown
+    "flashinfer_kernels": (
+        'when.flashinfer_kernels = ["missing", "no-arch"]',
+        {"flashinfer_kernels": {"flashinfer": "0.7.0.post1", "torch_cuda": "13.0", "jit_cache_wanted": True,
+                                "cubin": {"version": "0.7.0.post1", "matches": True},
+                                "jit_cache": {"version": "0.7.0.post1+cu130", "matches": True, "requires": ["sm100a"]},
+                                "providers": [{"arch": "sm100a", "version": "0.7.0.post1+cu130", "matches": True}]}},
+        {"flashinfer_kernels": {"flashinfer": "0.7.0.post1", "torch_cuda": "13.0", "jit_cache_wanted": True,
+                                "cubin": {"version": "0.7.0.post1", "matches": True},
+                                "jit_cache": {"version": "0.7.0.post1+cu130", "matches": True, "requires": ["sm120f"]},
+                                "providers": [{"arch": "sm120f", "version": "0.7.0.post1+cu130", "matches": True}]}},
+        {"flashinfer_kernels": None, "packages": None},
+    ),
     "env": ('when.env = { CUTE_DSL_ARCH = "sm_121a" }', {}, {"env": {"CUTE_DSL_ARCH": "sm_120a"}}, {"env": None}),
     "env_matches": (
         'when.env_matches = { TORCH_CUDA_ARCH_LIST = "12\\\\.1a" }',

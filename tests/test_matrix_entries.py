@@ -36,6 +36,10 @@ CORE_48 = {
     "nvidia-cutlass-dsl-libs-core": "4.8.0",
 }
 
+# vLLM 0.32's FlashInfer with torch built for CUDA 12.8 (no jit-cache wanted) and no flashinfer-cubin: missing
+KERNELS_032 = {"flashinfer": "0.7.0.post1", "vllm_download_kernels": True, "torch_cuda": "12.8", "jit_cache_wanted": False,
+               "cubin": None, "jit_cache": None, "providers": []}
+
 # A box with no ConnectX-7 link up: no sign of a multi-node setup (the healthy fixture has a 100G twin up)
 SINGLE_BOX = dict(host_health={**host_health("gb10-healthy"), "links": [
     link for link in host_health("gb10-healthy")["links"] if link.get("driver") != "mlx5_core"]})
@@ -345,6 +349,10 @@ CASES: dict[str, tuple[dict, dict]] = {
     "fi-jit-cache-no-sm121a": (
         dict(packages={"flashinfer-jit-cache": "0.6.11+cu130"}),
         dict(packages={"flashinfer-jit-cache": "0.6.18+cu130"}),
+    ),
+    "fi-kernels-not-downloaded": (
+        dict(packages={"vllm": "0.32.0"}, flashinfer_kernels=KERNELS_032),
+        dict(packages={"vllm": "0.32.0"}, flashinfer_kernels={**KERNELS_032, "cubin": {"version": "0.7.0.post1", "matches": True}}),
     ),
     "fi-b12x-unavailable": (
         dict(env={"VLLM_NVFP4_GEMM_BACKEND": "flashinfer-b12x"}, packages={"flashinfer-python": "0.6.8.post1"}),

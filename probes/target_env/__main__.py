@@ -7,7 +7,7 @@ Runs under the TARGET's interpreter: standard library only, Python 3.8+. The fol
 
 It prints ONE JSON object, on the last line of stdout (a .pth file may print before it). What it
 reports (see main()): the interpreter and host, every installed distribution, the RECORD integrity
-of the serving-stack packages, which CuTe DSL compiler build's bytes are really on disk, the
+of the serving-stack packages, FlashInfer's precompiled kernel wheels (`vllm download-kernels`), which CuTe DSL compiler build's bytes are really on disk, the
 relevant environment variables (secrets redacted), ptxas binaries shipped inside site-packages, the
 pip config files pip would read, and every partial failure as an error line. One odd file costs at
 most its package's facts, never the run.
@@ -36,6 +36,7 @@ from targetenv_cutedsl import cutedsl_build  # noqa: E402
 from targetenv_dists import direct_url, find_distributions, torch_build  # noqa: E402
 from targetenv_hashes import HashCache  # noqa: E402
 from targetenv_integrity import check_integrity, prepare, resolve_shared_files  # noqa: E402
+from targetenv_kernels import flashinfer_kernels  # noqa: E402
 from targetenv_records import RecordCache, Records  # noqa: E402
 from targetenv_system import (  # noqa: E402
     describe_host,
@@ -150,6 +151,7 @@ def main(argv):
     guarded("shared-file check", resolve_shared_files, dists, packages)
     out["packages"] = packages
     out["unlisted"] = unlisted
+    out["flashinfer_kernels"] = guarded("flashinfer kernel check", flashinfer_kernels, dists, packages)
     out["env"] = relevant_env()
     out["ptxas_candidates"] = guarded("looking for ptxas", ptxas_candidates, dists, records) or []
     out["pip_config_files"] = guarded("reading pip config files", pip_config_files) or []

@@ -4,9 +4,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from sparkdoctor.bench.cell import Reproduction
 from sparkdoctor.bench.session import RunResult, envelope
 
 if TYPE_CHECKING:
@@ -19,11 +20,16 @@ class RunDocument:
 
     result: RunResult
     ledger: str | None
+    stored: dict[str, Any] | None = field(default=None, repr=False)
+    """The run as the ledger keeps it (session.stored_run): what `--export` writes a cell from."""
+    exported: str | None = None
+    """The file `--export` wrote the run's cell to."""
 
     kind = "run"
 
     def to_json(self) -> dict[str, Any]:
-        return envelope(self.kind, {**self.result.to_dict(), "ledger": self.ledger})
+        extra = {"exported": self.exported} if self.exported is not None else {}
+        return envelope(self.kind, {**self.result.to_dict(), "ledger": self.ledger, **extra})
 
     def console_text(self, sink: Sink) -> str:
         from sparkdoctor.bench import render
@@ -86,4 +92,32 @@ class ComparisonDocument:
         return wide_capture(sink, draw)
 
 
-BenchDocument = RunDocument | ComparisonDocument
+@dataclass
+class ReproduceDocument:
+    """A run measured here with an exported cell's workload, compared with that cell (`bench --reproduce`): the
+    numbers side by side and, key by key, what differs (bench/cell.py)."""
+
+    run: RunDocument
+    reproduction: Reproduction
+
+    kind = "reproduce"
+
+    def to_json(self) -> dict[str, Any]:
+        run = self.run.to_json()
+        for key in ("schema", "bench_version", "kind"):
+            run.pop(key)
+        return envelope(self.kind, {**self.reproduction.to_dict(), "run": run})
+
+    def console_text(self, sink: Sink) -> str:
+        from sparkdoctor.bench import render
+        from sparkdoctor.render.documents import wide_capture
+
+        def draw(console: Any) -> None:
+            document = self.to_json()
+            render.render_run(console, {**document["run"], "kind": "run"})
+            render.render_reproduce(console, document)
+
+        return wide_capture(sink, draw)
+
+
+BenchDocument = RunDocument | ComparisonDocument | ReproduceDocument

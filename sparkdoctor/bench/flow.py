@@ -98,6 +98,15 @@ def _store(ledger, result: session.RunResult, comparison_id: int | None = None) 
         raise StoreFailed(str(exc)) from None
 
 
+def _stored_run(ledger, result: session.RunResult) -> dict[str, Any]:
+    from sparkdoctor.ledger import LedgerError
+
+    try:
+        return session.stored_run(ledger, result)
+    except LedgerError as exc:
+        raise StoreFailed(str(exc)) from None
+
+
 def _toolchain(python: str | None, progress: Callable[[str], None]) -> session.Toolchain:
     from sparkdoctor.targets.local import TargetError, resolve_python_target
 
@@ -154,7 +163,7 @@ def bench_url(url: str, model: str | None, opts: Options) -> RunDocument:
     if opts.model_dir is not None:
         _roofline(result, str(opts.model_dir), None)
     _store(ledger, result)
-    return RunDocument(result, str(ledger.path) if ledger else None)
+    return RunDocument(result, str(ledger.path) if ledger else None, _stored_run(ledger, result))
 
 
 # ---- recipes ----------------------------------------------------------------------------------------
@@ -239,7 +248,7 @@ def bench_recipe(path: Path, opts: Options) -> RunDocument:
     model_dir, why = (str(opts.model_dir), None) if opts.model_dir is not None else recipe_model_dir(recipe)
     _roofline(result, model_dir, why)
     _store(ledger, result)
-    return RunDocument(result, str(ledger.path) if ledger else None)
+    return RunDocument(result, str(ledger.path) if ledger else None, _stored_run(ledger, result))
 
 
 def _roofline(result: session.RunResult, model_dir: str | None, why: str | None) -> None:

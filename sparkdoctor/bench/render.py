@@ -231,3 +231,34 @@ def render_calibration(console: Console, doc: dict[str, Any]) -> None:
         console.print(f"conc {lvl['concurrency']}: launch-to-launch noise {lvl['launch_cv']:.1%}; smallest effect "
                       f"detected (80% power): {seen}; a one-pair A/B of this toolchain takes its interval from this "
                       "calibration (without one, only 1.5x is ever called)")
+
+
+def render_reproduce(console: Console, doc: dict[str, Any]) -> None:
+    """An exported cell against the run here: the numbers, then what differs key by key (the likely causes)."""
+    hashes = doc["config_hash"]
+    same = "the same configuration" if doc["same_config"] else "another configuration"
+    console.print(f"[bold]reproducing[/bold] {escape(doc['cell'])}: config {hashes['there']} there, {hashes['here']} "
+                  f"here ({same})", soft_wrap=True)
+    for note in doc["notes"]:
+        console.print(f"[yellow]note[/yellow]: {escape(note)}", soft_wrap=True)
+    head = doc.get("headline")
+    if head and head.get("a") and head.get("b") is not None:
+        console.print(f"headline decode tok/s/stream at conc {head['concurrency']}: {_f(head['a'], 2)} there, "
+                      f"{_f(head['b'], 2)} here ({head['b'] / head['a']:.3f}x)", soft_wrap=True)
+    t = Table(title="the numbers, there and here", title_justify="left")
+    for col in ("conc", "figure", "there", "here", "here/there"):
+        t.add_column(col, justify="right")
+    for row in doc["numbers"]:
+        t.add_row(str(row["concurrency"]), row["figure"], _f(row["a"], 2), _f(row["b"], 2),
+                  f"{row['ratio']:.3f}" if row["ratio"] else "-")
+    console.print(t)
+    if not doc["differences"]:
+        console.print("nothing differs between the two cells (toolchain, model, recipe, workload, load): a gap is noise "
+                      "or something sparkdoctor does not see", soft_wrap=True)
+        return
+    t = Table(title="what differs (likely causes: " + ", ".join(doc["likely_causes"]) + ")", title_justify="left")
+    for col in ("group", "key", "there", "here"):
+        t.add_column(col)
+    for row in doc["differences"]:
+        t.add_row(row["group"], escape(row["key"]), escape(str(row["there"])), escape(str(row["here"])))
+    console.print(t)

@@ -142,16 +142,30 @@ def measure_url(base_url: str, model: str | None, workload: Workload, progress: 
     return asyncio.run(go())
 
 
-def store(ledger: Any, result: RunResult, comparison_id: int | None = None) -> int:
+def record(result: RunResult, comparison_id: int | None = None) -> Any:
+    """The ledger's record of a finished run (sparkdoctor/ledger/store.py RunRecord)."""
     from sparkdoctor.ledger import RunRecord
 
     m = result.measurement
-    record = RunRecord(recipe=result.recipe, base_url=m.base_url, model=m.model, server=result.server.to_dict(),
-                       facts=result.toolchain.facts, fingerprint=result.toolchain.fingerprint, bench_version=BENCH_VERSION,
-                       tool_version=__version__, workload=m.workload.to_dict(), summary=result.summary(),
-                       findings=result.findings, samples=samples_of(m), comparison_id=comparison_id, arm=result.arm)
-    result.run_id = ledger.add_run(record)
+    return RunRecord(recipe=result.recipe, base_url=m.base_url, model=m.model, server=result.server.to_dict(),
+                     facts=result.toolchain.facts, fingerprint=result.toolchain.fingerprint, bench_version=BENCH_VERSION,
+                     tool_version=__version__, workload=m.workload.to_dict(), summary=result.summary(),
+                     findings=result.findings, samples=samples_of(m), comparison_id=comparison_id, arm=result.arm)
+
+
+def store(ledger: Any, result: RunResult, comparison_id: int | None = None) -> int:
+    result.run_id = ledger.add_run(record(result, comparison_id))
     return result.run_id
+
+
+def stored_run(ledger: Any, result: RunResult) -> dict[str, Any]:
+    """The run as the ledger keeps it (Ledger.run()): read back when it was stored, else as it would be."""
+    if ledger is not None and result.run_id is not None:
+        found = ledger.run(result.run_id)
+        if found is not None:
+            return dict(found)
+    stored: dict[str, Any] = record(result).as_stored(result.run_id)
+    return stored
 
 
 def envelope(kind: str, data: dict[str, Any]) -> dict[str, Any]:

@@ -71,6 +71,7 @@ def run(ctx: Context) -> dict[str, Any]:
         "host": host,
         "packages": None if unlisted else {name: _package(pkg) for name, pkg in packages.items() if isinstance(pkg, dict)},
         "cutedsl": data.get("cutedsl"),
+        "flashinfer_kernels": data.get("flashinfer_kernels") if isinstance(data.get("flashinfer_kernels"), dict) else None,
         "env": data.get("env") if isinstance(data.get("env"), dict) else None,
     }
 

@@ -1,6 +1,7 @@
 """`sparkdoctor bench`: measure a serving recipe (launch, wait, measure, tear down, store), a server that is already
 running (`--url`), two recipes interleaved (`--vs`), or one recipe against itself (`--calibrate`).
 
+`--export FILE` writes a run's cell and `--reproduce FILE` compares a run with one (sparkdoctor/bench/cell.py).
 `BenchCommand` holds the options, `run()` does the work and returns a Result (kind "bench"; the JSON `kind` is the
 document's: run, comparison or calibration; sparkdoctor/bench/document.py), `register()` adds the typer command. The
 work is in sparkdoctor/bench/ and sparkdoctor/ledger/. A failure is its error class: UsageError (2), a bench failure
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -23,6 +25,9 @@ from sparkdoctor.commands.options import (
 )
 from sparkdoctor.errors import UsageError
 from sparkdoctor.result import Format, Result
+
+if TYPE_CHECKING:
+    from sparkdoctor.bench.document import BenchDocument
 
 FORMATS = (Format.console, Format.json)
 
@@ -60,10 +65,22 @@ class BenchCommand:
     reference_file: Path | None = None
     no_correctness: bool = False
     allow_wrong: bool = False
+    export: Path | None = None
+    reproduce: Path | None = None
 
     def refuse_bad_options(self) -> None:
         """Every usage error of `bench`, before a server is launched or reached (exit 2, one line)."""
         Format.parse(self.fmt, FORMATS)
+        for flag, path in (("--export", self.export), ("--reproduce", self.reproduce)):
+            if path is not None and (self.vs is not None or self.calibrate):
+                raise UsageError(f"{flag} is for one run (RECIPE or --url), not an A/B or --calibrate")
+        if self.reproduce is not None and self.recipe is None and self.url is None:
+            raise UsageError("--reproduce FILE runs the cell's workload here: give the RECIPE to launch (the cell's "
+                             "recipe.source_path names the one it ran) or --url URL of a running server")
+        if self.export is not None and not self.export.expanduser().absolute().parent.is_dir():
+            raise UsageError(f"--export {self.export}: its folder does not exist")
+        if self.export is not None and (self.export.is_symlink() or self.export.exists()) and not self.export.is_file():
+            raise UsageError(f"--export {self.export}: exists and is not a regular file; a cell is written only as one")
         if (self.recipe is None) == (self.url is None):
             raise UsageError("give a RECIPE to launch, or --url URL of a running server (not both)")
         if self.vs is not None and self.recipe is None:
@@ -109,11 +126,16 @@ def run(options: BenchCommand) -> Result:
     options.refuse_bad_options()
     from sparkdoctor.bench import flow
     from sparkdoctor.bench.correctness import Options as CorrectnessOptions
-    from sparkdoctor.bench.document import BenchDocument
     from sparkdoctor.commands.options import parse_sets
 
     given = {"concurrency": options.concurrency, "rounds": options.rounds, "max_tokens": options.max_tokens,
              "prompt_words": options.prompt_words, "warmup": options.warmup, "api": options.api}
+    there = None
+    if options.reproduce is not None:  # a bad cell is one line (exit 2), before anything is launched
+        from sparkdoctor.bench import cell
+
+        there = cell.read(options.reproduce)
+        given = {**cell.workload_of(there), **{k: v for k, v in given.items() if v is not None}}
     overrides = flow.parse_overrides(given)  # a flow.Failure carries its exit code
     opts = flow.Options(overrides=overrides, sets=parse_sets(options.sets), local=options.local, python=options.python,
                         ledger=options.ledger, store=not options.no_store, ready_timeout=options.ready_timeout,
@@ -142,6 +164,8 @@ def run(options: BenchCommand) -> Result:
             # a ConclusionError is exit 2, a ledger that cannot store it a LedgerError (exit 5): by themselves
             doc.conclusion = record_conclusion(options.conclude, doc.to_json(), options.recipe, options.vs, options.python,
                                                options.ledger, opts.sets, options.local)
+    if options.export is not None or there is not None:
+        doc = _export_and_reproduce(options, doc, there)
     result = Result("bench", "bench", doc)
     wrong = wrong_answers(doc)
     if wrong and not options.allow_wrong:
@@ -152,11 +176,31 @@ def run(options: BenchCommand) -> Result:
     return result
 
 
+def _export_and_reproduce(options: BenchCommand, doc: BenchDocument, there: dict[str, Any] | None) -> BenchDocument:
+    """--export: the run's cell written to FILE; --reproduce: the run compared with the cell, key by key."""
+    from sparkdoctor.bench import cell
+    from sparkdoctor.bench.document import ReproduceDocument, RunDocument
+
+    assert isinstance(doc, RunDocument) and doc.stored is not None
+    here = cell.from_run(doc.stored)
+    if options.export is not None:
+        from sparkdoctor.files import write_text
+
+        write_text(options.export, cell.dumps(here))  # an OutputError is one line (exit 2)
+        doc.exported = str(options.export)
+    if there is None:
+        return doc
+    return ReproduceDocument(doc, cell.reproduce(str(options.reproduce), there, here))
+
+
 def wrong_answers(doc: object) -> str | None:
     """Why a bench document fails the correctness gate (a CI gate on answers), or None."""
     from sparkdoctor.bench.ab import WRONG_ARM
     from sparkdoctor.bench.correctness import Verdict
-    from sparkdoctor.bench.document import RunDocument
+    from sparkdoctor.bench.document import ReproduceDocument, RunDocument
+
+    if isinstance(doc, ReproduceDocument):
+        doc = doc.run
 
     if isinstance(doc, RunDocument):
         checked = doc.result.correctness or {}
@@ -202,6 +246,8 @@ def bench(
     reference_file: Path | None = typer.Option(None, "--reference-file", help="Compare the answers with this reference file (with --reference: write it there)."),
     no_correctness: bool = typer.Option(False, "--no-correctness", help="Send no correctness probes (the run's answers are not checked)."),
     allow_wrong: bool = typer.Option(False, "--allow-wrong", help="Exit 0 even when the answers are judged wrong (or an A/B arm's are): for the numbers alone."),
+    export: Path | None = typer.Option(None, "--export", help="Write the run as one self-contained cell (JSON: recipe, toolchain, model, load, workload, numbers, config hash) to FILE."),
+    reproduce: Path | None = typer.Option(None, "--reproduce", help="Run the workload of the cell in FILE here (RECIPE or --url) and show what differs from it, key by key."),
 ) -> None:
     """Benchmark a server: decode tok/s, TTFT, ITL, a concurrency sweep; stored with the toolchain fingerprint."""
     from sparkdoctor.emit import emit
@@ -214,5 +260,6 @@ def bench(
         output=output_path("--output", output_name), calibrate=calibrate,
         allow_load_difference=allow_load_difference, conclude=conclude, reference=reference,
         reference_file=reference_file, no_correctness=no_correctness, allow_wrong=allow_wrong,
+        export=export, reproduce=reproduce,
     )
     raise typer.Exit(emit(run(options), options.fmt, options.output))

@@ -77,6 +77,15 @@ class RunRecord:
     comparison_id: int | None = None
     arm: str | None = None
 
+    def as_stored(self, run_id: int | None = None) -> dict[str, Any]:
+        """The run as Ledger.run() returns it once stored (without samples): the same keys and JSON values."""
+        now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        columns = (run_id, now, self.recipe.get("name"), recipe_hash(self.recipe), self.base_url, self.model,
+                   self.fingerprint, self.bench_version, self.tool_version, self.comparison_id, self.arm)
+        values = {"recipe": self.recipe, "server": self.server, "facts": self.facts, "workload": self.workload,
+                  "summary": self.summary, "findings": self.findings}
+        return {**dict(zip(_RUN_COLUMNS, columns, strict=True)), **{k: json.loads(_dump(v)) for k, v in values.items()}}
+
 
 _RUN_COLUMNS = ("id", "created_at", "recipe_name", "recipe_hash", "base_url", "model", "fingerprint",
                 "bench_version", "tool_version", "comparison_id", "arm")

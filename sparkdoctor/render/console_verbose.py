@@ -98,6 +98,19 @@ def _packages_section(facts, console: Console, ink: Ink) -> None:
             table.add_row(ink.text(name), ink.text(pkg.get("version")), ink.text(integrity, style=style), Text("\n".join(shown)))
         console.print(Padding(table, (0, 0, 0, 2)))
     _cutedsl_line(facts, console, ink)
+    _flashinfer_kernels_line(facts, console, ink)
+
+
+def _flashinfer_kernels_line(facts, console: Console, ink: Ink) -> None:
+    """Whether `vllm download-kernels` has installed FlashInfer's kernels for this FlashInfer and arch."""
+    from sparkdoctor.flashinfer_kernels import state
+
+    found = state(facts)
+    if found is None or found["status"] == "no-flashinfer":
+        return
+    line = ink.text(f"flashinfer kernels: {found['status']}", style="" if found["status"] == "present" else "yellow")
+    ink.append(line, f" ({found['detail']})", style="dim")
+    console.print(Padding(line, (0, 0, 0, 2)))
 
 
 def _cutedsl_line(facts, console: Console, ink: Ink) -> None:

@@ -47,6 +47,7 @@ CONDITIONS: dict[str, Condition] = {
     "driver": Condition(v_spec, platform.eval_driver_field("version", "NVIDIA driver"), "driver version in range"),
     "cuda_driver": Condition(v_spec, platform.eval_driver_field("cuda", "driver CUDA version"), "CUDA version the driver supports in range"),
     "torch_cuda": Condition(installed.v_torch_cuda, installed.eval_torch_cuda, "CUDA version torch was built for in range (\"none\": a CPU-only build)"),
+    "flashinfer_kernels": Condition(installed.v_flashinfer_kernels, installed.eval_flashinfer_kernels, "FlashInfer's precompiled kernels (`vllm download-kernels`) for the installed FlashInfer and the arch: present, missing, mismatched, no-arch, no-flashinfer"),
     "cutedsl_build": Condition(v_str_list, platform.eval_cutedsl_build, "the cutlass-dsl library build on disk"),
     "env": Condition(environment.v_env, environment.eval_env, "env vars set / unset / equal / one of"),
     "env_matches": Condition(environment.v_regex_table, environment.eval_env_matches, "env var set and matches a regular expression"),

@@ -159,3 +159,24 @@ def eval_constraints(value: dict[str, str], facts: Facts) -> list[Check]:
 def _pinned_version(specifier: str) -> str | None:
     m = re.fullmatch(r"\s*===?\s*([^,\s*]+)\s*", specifier or "")
     return m.group(1) if m else None
+
+
+def v_flashinfer_kernels(value: Any) -> str | None:
+    from sparkdoctor.flashinfer_kernels import STATUSES
+
+    items = value if isinstance(value, list) else [value]
+    if not items or any(v not in STATUSES for v in items):
+        return f"must be one or a list of {', '.join(STATUSES)}"
+    return None
+
+
+def eval_flashinfer_kernels(value: Any, facts: Facts) -> list[Check]:
+    """`flashinfer_kernels = ["missing", ...]`: FlashInfer's precompiled kernels (`vllm download-kernels`) are in one
+    of these states for the installed FlashInfer and the target's arch (sparkdoctor/flashinfer_kernels.py)."""
+    from sparkdoctor.flashinfer_kernels import state
+
+    wanted = value if isinstance(value, list) else [value]
+    found = state(facts)
+    if found is None:
+        return [Check("flashinfer_kernels", None, "FlashInfer's kernel wheels unknown (no package list)")]
+    return [Check("flashinfer_kernels", found["status"] in wanted, f"FlashInfer kernels {found['status']}: {found['detail']}")]

@@ -1,0 +1,291 @@
+"""A bench run others can reproduce: one self-contained "cell" (`bench --export FILE`), and the comparison of a
+cell with a run here (`bench --reproduce FILE`), key by key, so that a gap comes with its likely cause.
+
+A cell is built from the run as the ledger stores it (sparkdoctor/ledger/: recipe, Facts, workload, summary),
+so an exported run and a stored one never disagree. It carries the recipe as resolved, the toolchain fingerprint
+and its material (Facts.fingerprint_material) with the whole Facts, the model's name and identity
+(bench/model_identity.py), the machine's load and memory, the workload and every number, and a config hash over
+what defines the cell (toolchain fingerprint, model, recipe, workload, bench version; never its load or numbers),
+as inference-atlas keys its published results. The layout is documented in docs/json.md ("bench cells").
+
+Pipeline code: returns dicts and dataclass documents; renders nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sparkdoctor.errors import InputError
+
+CELL = "sparkdoctor bench cell"
+CELL_VERSION = 1
+MAX_CELL_BYTES = 16 * 2**20  # a cell holds one run's Facts and summary: a few hundred KiB; more is not a cell
+RECIPE_KEYS = ("name", "format", "fingerprint", "env", "model", "served_model_name", "workarounds", "params", "container")
+
+
+class CellError(InputError):
+    """A cell file that cannot be read or is not a cell (exit 2, one line naming the file)."""
+
+    code = "bad-cell"
+
+
+# ---- building a cell ------------------------------------------------------------------------------------
+def _model(run: dict[str, Any]) -> dict[str, Any]:
+    served = ((run.get("facts") or {}).get("recipe") or {}).get("model") or {}
+    return {"name": run.get("model"), "ref": served.get("ref") or (run.get("recipe") or {}).get("model"),
+            "identity": served.get("identity")}
+
+
+def _material(facts: dict[str, Any]) -> dict[str, Any] | None:
+    from sparkdoctor.facts import Facts, FactsError
+
+    if not facts:
+        return None  # a run whose toolchain is unknown
+    try:
+        material = Facts.from_dict(facts, source="bench cell").fingerprint_material()
+    except FactsError:
+        return None
+    result: dict[str, Any] = json.loads(json.dumps(material, default=list))  # tuples as JSON has them
+    return result
+
+
+def config_material(cell: dict[str, Any]) -> dict[str, Any]:
+    """What defines a cell: the same material is the same configuration, whatever its numbers."""
+    model = cell.get("model") or {}
+    return {"toolchain": (cell.get("toolchain") or {}).get("fingerprint"),
+            "model": {"name": model.get("name"), "identity": (model.get("identity") or {}).get("sha256")},
+            "recipe": (cell.get("recipe") or {}).get("fingerprint"), "workload": cell.get("workload"),
+            "bench_version": cell.get("bench_version")}
+
+
+def config_hash(cell: dict[str, Any]) -> str:
+    blob = json.dumps(config_material(cell), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def from_run(run: dict[str, Any]) -> dict[str, Any]:
+    """The cell of one stored run (the shape of Ledger.run(): recipe, facts, workload, summary, server, ...)."""
+    facts = run.get("facts") or {}
+    summary = run.get("summary") or {}
+    load = summary.get("load") or {}
+    memory = ((facts.get("host_health") or {}).get("memory")) or {}
+    cell: dict[str, Any] = {
+        "cell": CELL, "cell_version": CELL_VERSION, "config_hash": "",
+        "created_at": run.get("created_at"), "tool_version": run.get("tool_version"),
+        "bench_version": run.get("bench_version"), "run_id": run.get("id"),
+        "recipe": run.get("recipe") or {},
+        "toolchain": {"fingerprint": run.get("fingerprint"), "material": _material(facts), "facts": facts},
+        "model": _model(run),
+        "machine": {"load": load,
+                    "memory": {"total_kib": memory.get("total_kib"), "available_kib": memory.get("available_kib"),
+                               "available_mib_before": (load.get("before") or {}).get("mem_available_mib"),
+                               "available_mib_after": (load.get("after") or {}).get("mem_available_mib")},
+                    "cpus": ((load.get("before") or {}).get("cpus"))},
+        "server": run.get("server") or {},
+        "workload": run.get("workload") or {},
+        "numbers": {k: summary.get(k) for k in ("headline", "levels", "seconds")},
+        "correctness": summary.get("correctness"),
+    }
+    cell["config_hash"] = config_hash(cell)
+    return cell
+
+
+def dumps(cell: dict[str, Any]) -> str:
+    return json.dumps(cell, indent=1, sort_keys=False, default=str) + "\n"
+
+
+# ---- reading a cell ------------------------------------------------------------------------------------
+_OPTIONAL: tuple[tuple[str, str, tuple[type, ...]], ...] = (  # (section, key, types): null is always allowed
+    ("", "config_hash", (str,)), ("", "bench_version", (int,)), ("", "created_at", (str,)),
+    ("toolchain", "fingerprint", (str,)), ("toolchain", "material", (dict,)),
+    ("model", "name", (str,)), ("model", "identity", (dict,)),
+    ("machine", "load", (dict,)), ("machine", "cpus", (int,)), ("numbers", "headline", (dict,)))
+_NAMES: dict[tuple[type, ...], str] = {(str,): "text", (int,): "a whole number", (dict,): "an object"}
+
+
+def read(path: Path) -> dict[str, Any]:
+    """A cell file, checked; CellError (one line naming the file) for anything that is not one."""
+    from sparkdoctor import inputs
+
+    def bad(why: str) -> CellError:
+        return CellError(f"--reproduce {path}: {why}")
+
+    try:
+        text = inputs.read_text(path, MAX_CELL_BYTES)
+    except UnicodeDecodeError:
+        raise bad("not UTF-8 text, so not a cell") from None
+    except OSError as exc:
+        raise bad(exc.strerror or str(exc)) from None
+    try:
+        cell = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise bad(f"not JSON ({str(exc)[:120]})") from None
+    if not isinstance(cell, dict) or cell.get("cell") != CELL:
+        raise bad(f"not a bench cell (no \"cell\": {CELL!r}; write one with `bench --export FILE`)")
+    version = cell.get("cell_version")
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise bad("cell_version is not a whole number")
+    if version > CELL_VERSION:
+        raise bad(f"cell_version {version} is newer than this sparkdoctor reads ({CELL_VERSION}): upgrade sparkdoctor")
+    for key, kind in (("recipe", dict), ("toolchain", dict), ("model", dict), ("machine", dict), ("workload", dict),
+                      ("numbers", dict)):
+        if not isinstance(cell.get(key), kind):
+            raise bad(f"{key} is missing or not an object")
+    if not isinstance(cell["numbers"].get("levels"), list) or not all(isinstance(x, dict) for x in cell["numbers"]["levels"]):
+        raise bad("numbers.levels is not a list of levels")
+    if not isinstance(cell["toolchain"].get("facts"), dict):
+        raise bad("toolchain.facts is missing or not an object")
+    for where, key, kinds in _OPTIONAL:
+        value = cell[where].get(key) if where else cell.get(key)
+        if value is not None and (not isinstance(value, kinds) or isinstance(value, bool) and bool not in kinds):
+            raise bad(f"{where + '.' if where else ''}{key} is a {type(value).__name__}, not {_NAMES[kinds]}")
+    from sparkdoctor.bench.workload import Workload, WorkloadError
+
+    try:
+        Workload.from_dict(cell["workload"])
+    except (WorkloadError, TypeError) as exc:
+        raise bad(str(exc)) from None
+    return cell
+
+
+def workload_of(cell: dict[str, Any]) -> dict[str, Any]:
+    """The cell's workload as bench overrides (read() has checked it)."""
+    out = dict(cell["workload"])
+    if isinstance(out.get("concurrency"), list):
+        out["concurrency"] = tuple(out["concurrency"])
+    return out
+
+
+# ---- a cell against a run here -------------------------------------------------------------------------
+def _flatten(value: Any, prefix: str) -> dict[str, Any]:
+    if isinstance(value, dict) and value:
+        out: dict[str, Any] = {}
+        for k, v in value.items():
+            out.update(_flatten(v, f"{prefix}.{k}"))
+        return out
+    return {prefix: value}
+
+
+def _changed(group: str, there: dict[str, Any], here: dict[str, Any]) -> list[dict[str, Any]]:
+    rows = []
+    for key in sorted(set(there) | set(here)):
+        a, b = there.get(key, "(absent)"), here.get(key, "(absent)")
+        if a != b:
+            rows.append({"group": group, "key": key, "there": a, "here": b})
+    return rows
+
+
+def differences(there: dict[str, Any], here: dict[str, Any]) -> list[dict[str, Any]]:
+    """What differs between two cells, key by key, in the groups that explain a gap: toolchain (the fingerprint
+    material), model, recipe, workload, load, bench (how the numbers were taken)."""
+    rows: list[dict[str, Any]] = []
+    mat = {side: {k: v for k, v in (c["toolchain"].get("material") or {}).items() if k != "model"}
+           for side, c in (("there", there), ("here", here))}
+    rows += _changed("toolchain", _flatten(mat["there"], "toolchain"), _flatten(mat["here"], "toolchain"))
+    if (there["toolchain"].get("material") is None) != (here["toolchain"].get("material") is None):
+        rows.append({"group": "toolchain", "key": "toolchain", "there": there["toolchain"].get("fingerprint"),
+                     "here": here["toolchain"].get("fingerprint")})
+    rows += _changed("model", _flatten({k: there["model"].get(k) for k in ("name", "identity")}, "model"),
+                     _flatten({k: here["model"].get(k) for k in ("name", "identity")}, "model"))
+    recipe = {side: _flatten({k: c["recipe"].get(k) for k in _recipe_keys(c["recipe"])}, "recipe") for side, c in
+              (("there", there), ("here", here))}
+    rows += _changed("recipe", recipe["there"], recipe["here"])
+    rows += _changed("workload", _flatten(there["workload"], "workload"), _flatten(here["workload"], "workload"))
+    rows += _load_rows(there, here)
+    if there.get("bench_version") != here.get("bench_version"):
+        rows.append({"group": "bench", "key": "bench_version", "there": there.get("bench_version"),
+                     "here": here.get("bench_version")})
+    return rows
+
+
+def _recipe_keys(recipe: dict[str, Any]) -> tuple[str, ...]:
+    """A `--url` run's recipe is its URL and the model it asked for: the model is the model group's, the URL's port
+    is no setting of the configuration."""
+    return tuple(k for k in RECIPE_KEYS if k != "model") if "url" in recipe else RECIPE_KEYS
+
+
+def _load_rows(there: dict[str, Any], here: dict[str, Any]) -> list[dict[str, Any]]:
+    """The load only where it clearly differs (bench/load.py's A/B rule), or where one side was busy."""
+    from sparkdoctor.bench import load
+
+    rows = []
+    loads = {side: c["machine"].get("load") or {} for side, c in (("there", there), ("here", here))}
+    busy = {side: loads[side].get("busy") for side in loads}
+    if bool(busy["there"]) != bool(busy["here"]):  # busy on one side only (the reasons' figures always differ)
+        rows.append({"group": "load", "key": "load.busy", "there": busy["there"], "here": busy["here"]})
+    index = {side: loads[side].get("index") for side in loads}
+    a, b = index["there"], index["here"]
+    if isinstance(a, dict) and isinstance(b, dict) and all({"cpus", "other_cpus", "gpu_other_mib"} <= set(i) for i in (a, b)):
+        try:
+            why = load.arms_differ([a], [b], ("there", "here"))
+        except (TypeError, ValueError):
+            why = None
+        if why:
+            rows.append({"group": "load", "key": "load.index", "there": index["there"], "here": index["here"],
+                         "why": why})
+    cpus = {side: c["machine"].get("cpus") for side, c in (("there", there), ("here", here))}
+    if cpus["there"] != cpus["here"]:
+        rows.append({"group": "load", "key": "machine.cpus", "there": cpus["there"], "here": cpus["here"]})
+    return rows
+
+
+def _as_run(cell: dict[str, Any], label: str) -> dict[str, Any]:
+    """A cell in the shape ledger.compare reads (a stored run)."""
+    from sparkdoctor.ledger.store import recipe_hash
+
+    return {"id": label, "created_at": cell.get("created_at"), "recipe_name": cell["recipe"].get("name"),
+            "fingerprint": cell["toolchain"].get("fingerprint"), "bench_version": cell.get("bench_version"),
+            "model": cell["model"].get("name"), "recipe_hash": recipe_hash(cell["recipe"]),
+            "workload": cell["workload"], "summary": {"levels": cell["numbers"].get("levels") or []},
+            "facts": cell["toolchain"].get("facts") or {}}
+
+
+@dataclass
+class Reproduction:
+    """A cell reproduced here: the numbers side by side and what differs, key by key (`bench --reproduce`)."""
+
+    source: str
+    there: dict[str, Any]
+    here: dict[str, Any]
+    numbers: list[dict[str, Any]]
+    comparable: bool
+    differences: list[dict[str, Any]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def causes(self) -> list[str]:
+        """The groups that differ, in the order they explain a gap best."""
+        order = ("bench", "toolchain", "model", "recipe", "workload", "load")
+        groups = {row["group"] for row in self.differences}
+        return [g for g in order if g in groups]
+
+    @property
+    def headline(self) -> dict[str, Any] | None:
+        """The headline figure (decode tok/s per stream at the headline's concurrency) there and here."""
+        conc = (self.there["numbers"].get("headline") or {}).get("concurrency")
+        for row in self.numbers:
+            if row["concurrency"] == conc and row["figure"].endswith("(headline)"):
+                return row
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"cell": self.source, "config_hash": {"there": self.there.get("config_hash"),
+                                                     "here": self.here.get("config_hash")},
+                "same_config": self.there.get("config_hash") == self.here.get("config_hash"),
+                "comparable": self.comparable, "headline": self.headline, "numbers": self.numbers,
+                "differences": self.differences, "likely_causes": self.causes, "notes": self.notes}
+
+
+def reproduce(source: str, there: dict[str, Any], here: dict[str, Any]) -> Reproduction:
+    """Compare an exported cell with the cell of the run just measured here."""
+    from sparkdoctor.ledger.compare import compare_runs
+
+    compared = compare_runs(_as_run(there, "there"), _as_run(here, "here"))
+    notes = [n for n in compared["notes"] if not n.startswith("different recipes")]
+    if there.get("config_hash") != config_hash(there):
+        notes.append("the cell's config_hash does not match its contents: it was edited after export")
+    return Reproduction(source, there, here, compared["numbers"], compared["comparable"], differences(there, here), notes)
