@@ -130,9 +130,9 @@ CASES: dict[str, tuple[dict, dict]] = {
         dict(packages={"vllm": "0.19.1"}),  # 0.19.x still lists 12.1 for CUDA 13 (#39878 is in 0.20.0)
     ),
     "vllm-cg-estimate-negative": (
-        dict(),  # unset: vLLM 0.22.0's envs.py defaults the estimate to "1"
+        _served([]),  # unset: vLLM 0.22.0's envs.py defaults the estimate to "1"; the KV cache is sized from it
         # 0.19.1 defaults it to "0" (read from its envs.py by the probe, not copied into the entry)
-        dict(packages={"vllm": "0.19.1"}, capabilities={"env_default.VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS": "0"}),
+        dict(packages={"vllm": "0.19.1"}, capabilities={"env_default.VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS": "0"}, **_served([])),
     ),
     "vllm-uma-startup-free-memory": (
         dict(packages={"vllm": "0.11.0"}),
@@ -196,8 +196,8 @@ CASES: dict[str, tuple[dict, dict]] = {
         dict(env={"VLLM_NVFP4_GEMM_BACKEND": "flashinfer-b12x"}),
     ),
     "vllm-b12x-moe-opt-in": (
-        dict(),
-        dict(capabilities={"vllm.b12x_moe_auto": True}),
+        _served([], quant="nvfp4"),
+        _served([], quant="mxfp4"),  # not an NVFP4 checkpoint: the b12x NVFP4 MoE is no choice for it
     ),
     "vllm-b12x-requested-missing": (
         dict(env={"VLLM_NVFP4_GEMM_BACKEND": "flashinfer-b12x"}, capabilities={"vllm.b12x_linear": False}),
@@ -248,8 +248,9 @@ CASES: dict[str, tuple[dict, dict]] = {
         dict(packages={"vllm": "0.28.0"}),
     ),
     "vllm-gptoss-mxfp4-no-backend": (
-        dict(packages={"vllm": "0.20.1"}),
-        dict(packages={"vllm": "0.32.0"}),  # the OAI Triton MoE gate admits SM12x
+        dict(packages={"vllm": "0.20.1"}, **_served([], quant="mxfp4", architecture="GptOssForCausalLM")),
+        # the same vLLM serving an NVFP4 checkpoint: no MXFP4 MoE runs (vLLM 0.32.0 admits SM12x in the gate)
+        dict(packages={"vllm": "0.20.1"}, **_served([], quant="nvfp4")),
     ),
     "vllm-sparse-topk-smem-sm12x": (
         dict(packages={"vllm": "0.29.0"}),
@@ -260,16 +261,16 @@ CASES: dict[str, tuple[dict, dict]] = {
         dict(packages={"vllm": "0.24.0", "ray": "2.49.2"}, **SINGLE_BOX),  # Ray but no ConnectX link up
     ),
     "vllm-ngc-26.05-no-ray": (
-        dict(packages={"vllm": "0.20.1"}),
-        dict(packages={"vllm": "0.20.1"}, **SINGLE_BOX),
+        dict(packages={"vllm": "0.20.1"}, **_served(["--distributed-executor-backend", "ray"])),
+        dict(packages={"vllm": "0.20.1"}, **_served(["--distributed-executor-backend", "mp"])),  # the mp executor needs no Ray
     ),
     "vllm-flashinfer-prefill-hd256-fp8kv": (
-        _served(["--kv-cache-dtype", "fp8"]),
-        _served([]),  # BF16 KV cache
+        _served(["--kv-cache-dtype", "fp8"], head_dim=256),
+        _served(["--kv-cache-dtype", "auto"], head_dim=256),  # `auto`: the checkpoint's dtype, no FP8 KV asked for
     ),
     "vllm-full-graph-chunked-prefill-hang-sm12x": (
-        _served(["--tensor-parallel-size", "2"]),
-        _served(["--tensor-parallel-size", "2", "--enforce-eager"]),
+        _served(["--tensor-parallel-size", "2"], architecture="DeepseekV4ForCausalLM"),
+        _served(["--tensor-parallel-size", "2"], architecture="Qwen3_5MoeForConditionalGeneration"),
     ),
     "vllm-8spark-init-spin-hang": (
         _served(["--tensor-parallel-size", "8"]),
@@ -304,12 +305,16 @@ CASES: dict[str, tuple[dict, dict]] = {
         dict(packages={"flashinfer-python": "0.6.8"}),
     ),
     "fi-cutlass-fp4-gemm-gb10-error-internal": (
-        dict(packages={"flashinfer-python": "0.5.3", "vllm": "0.12.0"}),
-        dict(packages={"flashinfer-python": None, "vllm": "0.12.0"}),  # no FlashInfer installed: vLLM cannot pick its FP4 GEMM
+        dict(packages={"flashinfer-python": "0.5.3", "vllm": "0.12.0"}, capabilities={"vllm.env.VLLM_NVFP4_GEMM_BACKEND": "known"},
+             **_served([], quant="nvfp4")),
+        # the same box with the GEMM chosen explicitly: vLLM does not pick FlashInfer's CUTLASS FP4 GEMM by itself
+        dict(packages={"flashinfer-python": "0.5.3", "vllm": "0.12.0"}, capabilities={"vllm.env.VLLM_NVFP4_GEMM_BACKEND": "known"},
+             env={"VLLM_NVFP4_GEMM_BACKEND": "marlin"}, **_served([], quant="nvfp4")),
     ),
     "fi-b12x-moe-ima-sm121": (
-        dict(packages={"flashinfer-python": "0.6.18.post1"}),
-        dict(packages={"flashinfer-python": "0.6.8.post1"}),  # no b12x MoE before 0.6.9 (0.6.17 was reported too; no fix known: open above)
+        dict(packages={"flashinfer-python": "0.6.18.post1"}, **_served(["--moe-backend", "flashinfer_b12x"])),
+        # the same box on vLLM's automatic choice, which leaves FLASHINFER_B12X out on SM121
+        dict(packages={"flashinfer-python": "0.6.18.post1"}, **_served([])),
     ),
     "triton-360-kernels-one-warp": (
         dict(packages={"vllm": "0.21.0"}),
