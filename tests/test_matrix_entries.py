@@ -7,7 +7,13 @@ must evaluate to "clear". A new entry without a row here fails test_every_entry_
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from packaging.specifiers import SpecifierSet
@@ -15,6 +21,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from sparkdoctor import matrix, verify
+from sparkdoctor.matrix import consistency
 from tests.container.host_fixtures import HOST_CASES, host_health
 from tests.fleet.multinode_cases import MULTINODE_CASES
 from tests.gb10 import TRITON_PTXAS_BLACKWELL, gb10_facts, pin, ptxas
@@ -526,3 +533,76 @@ def test_deep_gemm_entry_fires_on_its_two_ranges_only(vllm, fires):
     released files say (matrix track 2026-11-26: same facts on 0.24.0 and 0.27.x, not on 0.25.x/0.26.0)."""
     hit = matrix.evaluate(MATRIX.get("vllm-deep-gemm-gb10"), gb10_facts(packages={"vllm": vllm}))
     assert hit.outcome == ("match" if fires else "clear"), _explain(hit)
+
+
+# ---- matrix validate across entries (sparkdoctor.matrix.consistency) -------------------------------
+
+BOUNDS_DOC = Path(__file__).resolve().parent.parent / "docs" / "evidence" / "bounds-2026-11-26-final2.json"
+
+
+def test_bundled_matrix_has_no_problem_across_entries():
+    assert consistency.problems(MATRIX, json.loads(BOUNDS_DOC.read_text())) == []
+
+
+def test_a_remedy_that_selects_a_path_another_entry_says_crashes_is_refused():
+    """The FlashInfer FP4 GEMM entry once advised VLLM_NVFP4_GEMM_BACKEND=cutlass on every vLLM: below 0.20 that is
+    vLLM's own NVFP4 CUTLASS path, which vllm-nvfp4-illegal-instruction says crashes on SM12x."""
+    old = dataclasses.replace(MATRIX.get("fi-cutlass-fp4-gemm-gb10-error-internal"), justifies=["VLLM_NVFP4_GEMM_BACKEND=cutlass"])
+    found = consistency.remedy_conflicts(_with(old))
+    assert len(found) == 1 and "VLLM_NVFP4_GEMM_BACKEND=cutlass" in found[0] and "vllm-nvfp4-illegal-instruction" in found[0]
+    # the same remedy written for the releases that have #38423's guards does not meet it
+    narrowed = dataclasses.replace(old, when={**old.when, "packages": {"flashinfer-python": "*", "vllm": ">=0.20.0"}})
+    assert consistency.remedy_conflicts(_with(narrowed)) == []
+
+
+def test_a_remedy_that_another_entry_says_hangs_is_refused():
+    """A hang entry recommending --enforce-eager where another (warn) entry says the same setup hangs with it."""
+    hang = MATRIX.get("vllm-full-graph-chunked-prefill-hang-sm12x")
+    old = dataclasses.replace(hang, justifies=["--enforce-eager"])
+    eager_hangs = dataclasses.replace(hang, id="t-eager-hangs", severity="warn", justifies=[],
+                                      when={**hang.when, "serving": {**hang.when["serving"], "--enforce-eager": True}})
+    found = consistency.remedy_conflicts(_with(old, eager_hangs))
+    assert any("--enforce-eager" in p and "t-eager-hangs" in p for p in found)
+    # on another GPU the two cannot hold together
+    elsewhere = dataclasses.replace(eager_hangs, when={**eager_hangs.when, "gpu_arch": ["sm_100a"]})
+    assert not [p for p in consistency.remedy_conflicts(_with(old, elsewhere)) if "t-eager-hangs" in p]
+
+
+def test_a_checked_entry_that_brackets_nothing_is_refused():
+    fp8kv = MATRIX.get("vllm-flashinfer-prefill-hd256-fp8kv")
+    found = consistency.unbracketed_checked(_with(dataclasses.replace(fp8kv, evidence="checked")))
+    assert len(found) == 1 and "bracket nothing" in found[0] and fp8kv.id in found[0]
+
+
+def test_a_checked_entry_whose_checks_hold_outside_its_bound_in_the_verify_data_is_refused():
+    entry = MATRIX.get("vllm-gptoss-mxfp4-no-backend")
+    assert entry.evidence == "reported"
+    checked = _with(dataclasses.replace(entry, evidence="checked"))
+    label = next(c["check"] for b in json.loads(BOUNDS_DOC.read_text())["bounds"] if b["id"] == entry.id for c in b["runs"][0]["checks"])
+    doc = {"kind": "bounds", "bounds": [{"id": entry.id, "package": "vllm", "spec": ">=0.19.0,<0.32.0", "runs": [
+        {"version": "0.32.0", "role": "fixed", "error": None, "checks": [{"check": label, "holds": True}]}]}]}
+    found = consistency.held_outside(checked, doc)
+    assert len(found) == 1 and "hold on 0.32.0, outside the bound" in found[0]
+    doc["bounds"][0]["runs"][0]["checks"][0]["holds"] = False  # what the released 0.32.0 really gives
+    assert consistency.held_outside(checked, doc) == []
+
+
+def test_validate_lists_the_problems_and_exits_1(tmp_path):
+    folder = tmp_path / "m"
+    shutil.copytree(Path(matrix.__file__).resolve().parents[2] / "matrix", folder)
+    toml = folder / "vllm.toml"
+    text = toml.read_text()
+    start = text.index('id = "vllm-flashinfer-prefill-hd256-fp8kv"')
+    end = text.index("[[entry]]", start)
+    toml.write_text(text[:start] + text[start:end].replace('evidence = "reported"', 'evidence = "checked"') + text[end:])
+    out = subprocess.run([sys.executable, "-m", "sparkdoctor", "matrix", "validate", str(folder), "--format", "json"],
+                         capture_output=True, text=True, timeout=120)
+    doc = json.loads(out.stdout)
+    assert out.returncode == 1 and doc["valid"] is False and len(doc["problems"]) == 1
+    assert "vllm-flashinfer-prefill-hd256-fp8kv" in doc["problems"][0]
+
+
+def _with(*entries: matrix.Entry) -> matrix.Matrix:
+    """The bundled matrix with these entries replacing (or added to) the bundled ones of the same id."""
+    ids = {e.id for e in entries}
+    return dataclasses.replace(MATRIX, entries=[e for e in MATRIX.entries if e.id not in ids] + list(entries))
