@@ -289,6 +289,23 @@ CASES: dict[str, tuple[dict, dict]] = {
         dict(packages={"nvidia-cutlass-dsl": "4.8.1", "nvidia-cutlass-dsl-libs-base": "4.8.1", "nvidia-cutlass-dsl-libs-cu12": "4.8.1",
                        "nvidia-cutlass-dsl-libs-cu13": "4.8.1"}),  # installed with [cu13]
     ),
+    "vllm-linear-backend-b12x-fail-fast": (
+        dict(packages={"vllm": "0.27.1"}, **_served(["--linear-backend", "flashinfer_b12x"])),
+        dict(packages={"vllm": "0.28.0"}, **_served(["--linear-backend", "flashinfer_b12x"])),  # falls back per layer type
+    ),
+    "vllm-env-mxfp4-backend-unknown": (
+        dict(env={"VLLM_MXFP4_BACKEND": "CUTLASS"}, capabilities={"vllm.env.VLLM_MXFP4_BACKEND": "unknown"}),
+        # a patched build whose envs.py reads it
+        dict(env={"VLLM_MXFP4_BACKEND": "CUTLASS"}, capabilities={"vllm.env.VLLM_MXFP4_BACKEND": "known"}),
+    ),
+    "sglang-unbalanced-memory-after-crash": (
+        dict(packages={"sglang": "0.5.12"}),
+        dict(),  # no SGLang
+    ),
+    "host-nvrm-no-memory": (
+        dict(),
+        dict(arch="sm_100a"),
+    ),
     # ---- nccl / other engines ------------------------------------------------------------------
     "nccl-pip-2289-multinode-hang": (
         dict(packages={"nvidia-nccl-cu13": "2.28.9"}),
@@ -606,3 +623,13 @@ def _with(*entries: matrix.Entry) -> matrix.Matrix:
     """The bundled matrix with these entries replacing (or added to) the bundled ones of the same id."""
     ids = {e.id for e in entries}
     return dataclasses.replace(MATRIX, entries=[e for e in MATRIX.entries if e.id not in ids] + list(entries))
+
+
+def test_the_report_to_entry_delay_the_docs_state_is_the_matrixs():
+    delay = consistency.report_delay(MATRIX)
+    text = (Path(__file__).resolve().parent.parent / "docs" / "matrix-knowledge.md").read_text()
+    assert f"median {delay['median_days']} days over {delay['entries']} entries" in text
+    assert delay["within_7_days"] == 0 and "none within 7" in text
+    for e in MATRIX.entries:
+        if e.reported and e.added:
+            assert e.reported <= e.added, f"{e.id}: added before it was reported"

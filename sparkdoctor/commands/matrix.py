@@ -58,14 +58,14 @@ def run_show(options: MatrixCommand) -> Result:
 def run_validate(options: MatrixCommand, bounds_doc: Path | None = None) -> Result:
     """The matrix checked as `check --matrix` and `matrix verify` check it (a MatrixError names file, entry,
     field), then across entries (sparkdoctor.matrix.consistency): problems are listed and end in exit 1."""
-    from sparkdoctor.matrix.consistency import problems
+    from sparkdoctor.matrix.consistency import problems, report_delay
 
     m = _load(options.matrix)
     levels = {lv: sum(1 for e in m.entries if e.evidence == lv) for lv in ("reproduced", "checked", "reported")}
     found = problems(m, _bounds_document(bounds_doc) if bounds_doc else None)
     return Result("matrix validate", "matrix-validate",
                   {"entries": len(m.entries), "stacks": len(m.stacks), "files": len(m.files), "evidence": levels,
-                   "matrix": str(getattr(m, "source", "") or ""), "problems": found},
+                   "matrix": str(getattr(m, "source", "") or ""), "problems": found, "report_delay": report_delay(m)},
                   exit_code=EXIT_FINDINGS if found else EXIT_OK)
 
 

@@ -163,3 +163,14 @@ def _differing_labels(entry: Entry) -> set[str]:
 
 def problems(matrix: Matrix, bounds_doc: dict[str, Any] | None = None) -> list[str]:
     return [*remedy_conflicts(matrix), *unbracketed_checked(matrix), *(held_outside(matrix, bounds_doc) if bounds_doc else [])]
+
+
+def report_delay(matrix: Matrix) -> dict[str, Any]:
+    """Days from a breakage's first public report to its entry (`reported`, `added`): how many entries say both,
+    the median and how many got in within a week."""
+    import datetime as dt
+    from statistics import median
+
+    days = sorted((dt.date.fromisoformat(e.added) - dt.date.fromisoformat(e.reported)).days
+                  for e in matrix.entries if e.reported and e.added and not e.withdrawn)
+    return {"entries": len(days), "median_days": median(days) if days else None, "within_7_days": sum(1 for d in days if d <= 7)}
