@@ -193,3 +193,13 @@ def test_a_symptom_only_one_entry_has_stays_a_single_match(name):
 
 def test_a_generic_triton_illegal_memory_access_explains_nothing():
     assert run(str(DATA / "triton-illegal-memory-access.txt")).returncode == 1
+
+
+def test_multi_node_candidates_are_decided_by_fleet_check():
+    """The NCCL watchdog line has multi-node causes whose conditions only `fleet check` evaluates (when.fleet is never
+    true on one box): explain points there, not at `check`."""
+    p = run(str(DATA / "nccl-watchdog-two-sparks.log"), "--format", "json")
+    doc = json.loads(p.stdout)
+    [amb] = doc["ambiguous"]
+    assert amb["decide_with"] == "sparkdoctor fleet check"
+    assert "`sparkdoctor fleet check`" in run(str(DATA / "nccl-watchdog-two-sparks.log")).stdout.decode()
