@@ -473,3 +473,16 @@ def test_track_reads_extras_pins_and_names_the_stack_pip_cannot_install(tmp_path
     [conflict] = result.pin_conflicts
     assert conflict["release"] == "eng 1.0.0" and conflict["with"] == "kern[b12x] 0.7.2.post1" and conflict["specs"] == "==4.8.0 against ==4.7.1"
     assert "pip cannot install eng==1.0.0 with kern[b12x]" in conflict["why"]
+
+
+def test_a_file_gone_from_a_release_above_a_closed_range_agrees_with_the_bound(tmp_path, registry):
+    """vllm-early-nvfp4-moe (>=0.10.1,<0.11.1) reads a module vLLM later removed: its absence from 0.20.x is the
+    code being gone, not a broken check. Inside the range, a missing file still is one."""
+    wheels = tmp_path / "gone"
+    wheels.mkdir()
+    registry.projects["demo"][3] = build_wheel(wheels, "demo", "0.4.0", {"other/x.py": b""})  # 0.4.0 has no demo/*.py
+    folder = write_matrix(tmp_path, ">=0.2.0,<0.4.0", tracked="0.3.0")
+    [e] = track(load(folder), reader_for(registry, tmp_path)).entries
+    assert e.verdict == "unchanged", e.why
+    [e] = track(load(write_matrix(tmp_path, ">=0.2.0", tracked="0.3.0")), reader_for(registry, tmp_path)).entries
+    assert e.verdict == "check-broken" and "no member matches" in e.why

@@ -138,7 +138,8 @@ def judge(entry: EntryTrack, releases: list[str]) -> None:
         missing = any(e.startswith("no member matches") for e in r.evidence)
         return missing and not (entry.oldest_known and Version(r.version) < Version(entry.oldest_known))
 
-    broken = [(r, i) for r, i in entry.runs if r.error or absent(r)]
+    # a file gone from a release outside a bounded range agrees with the bound (the code it read is gone there)
+    broken = [(r, i) for r, i in entry.runs if r.error or (absent(r) and i is not False)]
     if broken:
         r = broken[0][0]
         entry.verdict = "check-broken"
