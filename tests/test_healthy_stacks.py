@@ -88,3 +88,33 @@ def test_default_on_feature_is_judged_by_its_default():
     assert facts.capabilities["env_default.VLLM_USE_DEEP_GEMM"]["value"] == "1"
     checks = matrix.evaluate(MATRIX.get("vllm-deep-gemm-gb10"), facts).checks
     assert any(c.key == "env" and c.result is True and "defaults it to '1'" in c.evidence for c in checks)
+
+
+def test_check_says_how_fresh_its_knowledge_is_and_warns_on_a_newer_release(tmp_path):
+    """The report carries the matrix's tracked-through versions and date; an installed release newer than them is said."""
+    import json
+    import subprocess
+    import sys
+
+    from sparkdoctor.findings import build_report
+    from sparkdoctor.render.console import render_console
+
+    current = build_report(healthy_box("vllm-0.33.0"), MATRIX)
+    assert current.knowledge["tracked"]["vllm"] == MATRIX.tracking.tracked["vllm"] and current.knowledge["newer"] == []
+    assert current.knowledge["tracked_on"] == MATRIX.tracking.tracked_on is not None
+    later = healthy_box("vllm-0.33.0")
+    later.packages["vllm"] = {**later.packages["vllm"], "version": "0.34.0"}
+    report = build_report(later, MATRIX)
+    assert report.knowledge["newer"] == [{"package": "vllm", "installed": "0.34.0", "tracked": MATRIX.tracking.tracked["vllm"]}]
+    from rich.console import Console
+
+    console = Console(record=True, width=200)
+    render_console(report, console)
+    text = console.export_text()
+    assert "tracked through" in text and f"vllm {MATRIX.tracking.tracked['vllm']}" in text
+    assert "warning: vllm 0.34.0 is newer than the matrix has tracked" in text
+    snapshot = tmp_path / "facts.json"
+    snapshot.write_text(json.dumps(later.to_dict()))
+    out = subprocess.run([sys.executable, "-m", "sparkdoctor", "check", "--facts", str(snapshot), "--format", "json"],
+                         capture_output=True, text=True, timeout=120)
+    assert json.loads(out.stdout)["knowledge"]["newer"][0]["installed"] == "0.34.0"

@@ -486,3 +486,21 @@ def test_a_file_gone_from_a_release_above_a_closed_range_agrees_with_the_bound(t
     assert e.verdict == "unchanged", e.why
     [e] = track(load(write_matrix(tmp_path, ">=0.2.0", tracked="0.3.0")), reader_for(registry, tmp_path)).entries
     assert e.verdict == "check-broken" and "no member matches" in e.why
+
+
+def test_a_conflict_is_read_on_the_release_pinned_not_the_newest(tmp_path):
+    """vLLM 0.33.0 pins flashinfer-python 0.7.2.post1 although 0.7.4 is out: the [b12x] pin of 0.7.2.post1 is what a
+    pip install of that vLLM meets."""
+    wheels = tmp_path / "pins"
+    wheels.mkdir()
+    with Registry() as reg:
+        reg.add("eng", build_wheel(wheels, "eng", "1.0.0", {"eng/x.py": b""}, requires=("kern==0.7.2.post1", "dsl==4.8.0")))
+        reg.add("kern", build_wheel(wheels, "kern", "0.7.2.post1", {"kern/x.py": b""}, requires=('dsl==4.7.1; extra == "b12x"',)))
+        reg.add("kern", build_wheel(wheels, "kern", "0.7.4", {"kern/x.py": b""}, requires=('dsl>=4.8.0; extra == "b12x"',)))
+        reg.add("dsl", build_wheel(wheels, "dsl", "4.8.0", {"dsl/x.py": b""}))
+        folder = tmp_path / "m"
+        folder.mkdir()
+        (folder / "tracking.toml").write_text('component = "tracking"\n[tracked]\neng = "1.0.0"\nkern = "0.7.4"\ndsl = "4.8.0"\n')
+        result = track(load(folder), reader_for(reg, tmp_path))
+    [conflict] = result.pin_conflicts
+    assert conflict["with"] == "kern[b12x] 0.7.2.post1" and conflict["specs"] == "==4.8.0 against ==4.7.1"

@@ -81,13 +81,22 @@ def read_pins(reader: Any, releases: dict[str, str], tracked: set[str]) -> tuple
     return pins, errors
 
 
+def pinned_release(pin: Pin) -> str | None:
+    """The one version an exact pin (==V, no wildcard) names."""
+    spec = pin.spec.strip()
+    return spec[2:] if spec.startswith("==") and "," not in spec and "*" not in spec else None
+
+
 def conflicts(pins: list[Pin], releases: dict[str, str]) -> list[dict[str, str]]:
-    """Each R -> S (R requires S's release) where S[extra] and R pin a third package apart."""
+    """Each R -> S (R requires S: the release it pins exactly, else the newest) where S[extra] and R pin a third
+    package apart. `pins` holds the pins of every release read (read_pins on each pinned release too)."""
     out = []
     for r in pins:
-        if r.extra is not None or releases.get(r.requires) is None or not ranges_overlap(r.spec, f"=={releases[r.requires]}"):
+        if r.extra is not None:
             continue
-        s_version = releases[r.requires]
+        s_version = pinned_release(r) or releases.get(r.requires)
+        if s_version is None or not ranges_overlap(r.spec, f"=={s_version}"):
+            continue
         mine = {p.requires: p.spec for p in pins if p.package == r.package and p.extra is None}
         for s in pins:
             if s.package != r.requires or s.version != s_version or s.requires not in mine or s.requires == r.package:

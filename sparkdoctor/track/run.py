@@ -284,9 +284,13 @@ def track(matrix: Matrix, reader: Any, through: dict[str, str] | None = None, lo
         proposals.append({"file": _short(tracking.where.get("tracked_on") or next(iter(tracking.where.values()), "tracking.toml")),
                           "field": "tracked_on", "from": tracking.tracked_on, "to": today,
                           "because": "every release uploaded up to today was listed and its entries' checks re-run"})
-    from sparkdoctor.track.pins import conflicts, read_pins
+    from sparkdoctor.track.pins import conflicts, pinned_release, read_pins
 
     newest = {row["package"]: max([row["tracked"], *row["releases"]], key=Version) for row in packages if not row.get("error")}
     pins, pin_errors = read_pins(reader, newest, set(tracking.tracked)) if hasattr(reader, "release") else ([], [])
+    for pin in [p for p in pins if p.extra is None and pinned_release(p) and pinned_release(p) != newest.get(p.requires)]:
+        more, errors = read_pins(reader, {pin.requires: str(pinned_release(pin))}, set(tracking.tracked))  # the release it pins
+        pins += [m for m in more if m not in pins]
+        pin_errors += errors
     return TrackResult(packages, entries, untracked, proposals, reader.platform, reader.python, getattr(matrix, "source", "bundled"),
                        pins=[p.to_dict() for p in pins], pin_conflicts=conflicts(pins, newest), pin_errors=pin_errors)
