@@ -15,7 +15,8 @@ Late 2026 (field-2026-11-28), the error line verbatim, the lines around it reali
   vllm-linear-backend-b12x.txt        huggingface.co/unsloth/Qwen3.6-27B-NVFP4 discussion #10
   vllm-unknown-env-mxfp4.txt          spark-arena/recipe-registry#17
   sglang-unbalanced-memory.txt        al-engr.com/minimax-sglang-debug.html (SGLang 0.5.12)
-  nvrm-no-memory.txt                  NVIDIA/dgx-spark-playbooks#97 (kernel log of the reset) The matrix is the bundled one: a fixture that stops matching means an
+  nvrm-no-memory.txt                  NVIDIA/dgx-spark-playbooks#97 (kernel log of the reset)
+  deepgemm-sm121-header.txt           spark-arena/sparkrun#220 (GLM-5.2-NVFP4, 8 Sparks, nightly image) The matrix is the bundled one: a fixture that stops matching means an
 entry's symptom drifted from what the software prints.
 """
 
@@ -59,6 +60,7 @@ EXPECTED = {
     "vllm-unknown-env-mxfp4.txt": {"vllm-env-mxfp4-backend-unknown": "exact"},
     "sglang-unbalanced-memory.txt": {"sglang-unbalanced-memory-after-crash": "exact"},
     "nvrm-no-memory.txt": {"host-nvrm-no-memory": "exact"},
+    "deepgemm-sm121-header.txt": {"vllm-deepgemm-sm121-header-missing": "exact"},
 }
 
 

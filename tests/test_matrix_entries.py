@@ -302,6 +302,10 @@ CASES: dict[str, tuple[dict, dict]] = {
         dict(packages={"sglang": "0.5.12"}),
         dict(),  # no SGLang
     ),
+    "vllm-deepgemm-sm121-header-missing": (
+        dict(),
+        dict(packages={"vllm": None}),
+    ),
     "host-nvrm-no-memory": (
         dict(),
         dict(arch="sm_100a"),
