@@ -8,6 +8,7 @@ must evaluate to "clear". A new entry without a row here fails test_every_entry_
 from __future__ import annotations
 
 import dataclasses
+import os
 import json
 import re
 import shutil
@@ -637,3 +638,14 @@ def test_the_report_to_entry_delay_the_docs_state_is_the_matrixs():
     for e in MATRIX.entries:
         if e.reported and e.added:
             assert e.reported <= e.added, f"{e.id}: added before it was reported"
+
+
+def test_a_remedy_says_where_it_was_shown_to_work():
+    out = subprocess.run([sys.executable, "-m", "sparkdoctor", "matrix", "show", "vllm-full-graph-chunked-prefill-hang-sm12x", "--format", "json"],
+                         capture_output=True, text=True, timeout=120)
+    doc = json.loads(out.stdout)
+    assert "FULL_DECODE_ONLY" in doc["remedy"] and "--enforce-eager" not in doc["justifies"]
+    assert "vllm#40969" in doc["remedy_shown"] and "hung with --enforce-eager" in doc["remedy_shown"]
+    console = subprocess.run([sys.executable, "-m", "sparkdoctor", "matrix", "show", "vllm-linear-backend-b12x-fail-fast"],
+                             capture_output=True, text=True, timeout=120, env={**os.environ, "COLUMNS": "200"}).stdout
+    assert "shown to work" in console and "reported       2026-07-15, in the matrix 2026-11-28" in console

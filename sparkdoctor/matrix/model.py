@@ -73,6 +73,8 @@ class Entry:
     # docs/matrix-knowledge.md states.
     reported: str | None = None
     added: str | None = None
+    # Where the remedy was shown to work (a thread comment, a release, a measurement), as a symptom is traced
+    remedy_shown: str | None = None
 
 
 @dataclass

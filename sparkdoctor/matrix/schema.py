@@ -26,7 +26,7 @@ _ENTRY_REQUIRED = {"id": str, "title": str, "severity": str, "action": str, "sum
 _ENTRY_OPTIONAL = {"symptoms": list, "verified_by": dict, "fix": str, "withdrawn": str, "verify": dict,
                    "evidence": str, "files": (dict, list), "last_verified": dict, "justifies": list,
                    "explains_probes": list, "unbracketable": str, "reference_only": str, "selected_by": list,
-                   "reported": str, "added": str}
+                   "reported": str, "added": str, "remedy_shown": str}
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 _STACK_REQUIRED = {"id": str, "title": str, "packages": dict, "refs": list}
 _STACK_OPTIONAL = {"env": dict, "driver": str, "notes": str, "python": str, "image_only": str}
@@ -150,6 +150,7 @@ def entry_from(raw: dict, index: int, component: str, where: str, probes: frozen
         selected_by=list(raw.get("selected_by", [])),
         reported=raw.get("reported"),
         added=raw.get("added"),
+        remedy_shown=_prose(raw["remedy_shown"]) if raw.get("remedy_shown") else None,
     )
 
 
