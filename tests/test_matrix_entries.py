@@ -8,8 +8,8 @@ must evaluate to "clear". A new entry without a row here fails test_every_entry_
 from __future__ import annotations
 
 import dataclasses
-import os
 import json
+import os
 import re
 import shutil
 import subprocess
