@@ -11,12 +11,12 @@ from typing import TYPE_CHECKING, Any
 
 from sparkdoctor.errors import InputError
 from sparkdoctor.exitcodes import EXIT_OK, EXIT_VERIFY_CONTRADICTED, EXIT_VERIFY_ERROR
+from sparkdoctor.track.run import NEEDS_EDIT
 
 if TYPE_CHECKING:
     from sparkdoctor.emit import Sink
     from sparkdoctor.result import Result
 
-NEEDS_EDIT = ("check-broken", "no-longer-affected", "upper-bound-moves", "lower-bound-moves")
 
 
 @dataclass

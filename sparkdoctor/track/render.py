@@ -38,7 +38,7 @@ def render_track(d: dict[str, Any], console: Any, verbose: bool = False) -> None
     """Proposals first, then the entries that need an edit; with `verbose`, every package and entry."""
     from rich.table import Table
 
-    from sparkdoctor.track.answer import NEEDS_EDIT
+    from sparkdoctor.track.run import NEEDS_EDIT
 
     for p in d["proposals"]:
         console.print(f"propose: {p.get('entry', p['file'])}: {p['field']}: {p['from']} -> {p['to']} ({p['because']})", soft_wrap=True)

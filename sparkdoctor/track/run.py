@@ -30,6 +30,7 @@ from sparkdoctor.verify.files import VersionRun, tables_of
 
 Log = Callable[[str], None]
 VERDICTS = ("check-broken", "no-longer-affected", "upper-bound-moves", "lower-bound-moves", "still-affected", "unchanged", "no-new-release")
+NEEDS_EDIT = VERDICTS[:4]  # the verdicts that call for an edit (exit 1)
 
 
 @dataclass
