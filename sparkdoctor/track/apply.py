@@ -45,7 +45,7 @@ def apply_proposals(doc: dict[str, Any], folder: Path) -> tuple[list[str], list[
         if not path.is_file():
             skipped.append(f"{p.get('field')}: {path} is not in {folder}")
             continue
-        text = originals.setdefault(path, path.read_text())
+        originals.setdefault(path, path.read_text())
         text = path.read_text()
         field, old, new = str(p["field"]), p.get("from"), str(p["to"])
         if field == "tracked_on":
