@@ -154,6 +154,7 @@ class Report:
     stacks: list[StackDistance] = field(default_factory=list)  # nearest known-good stack first
     unverified: list[UnverifiedProbe] = field(default_factory=list)
     probe_findings: list[Finding] = field(default_factory=list)  # engine findings, ignored ones included
+    knowledge: dict[str, Any] = field(default_factory=dict)  # sparkdoctor.matrix.freshness.knowledge: tracked through, newer installs
 
     @property
     def nearest_stack(self) -> StackDistance | None:
@@ -222,6 +223,7 @@ class Report:
             "unverified": [u.to_dict() for u in self.unverified],
             "ignored": self.ignored,
             "stacks": [s.to_dict() for s in self.stacks],
+            "knowledge": self.knowledge,
             "facts": self.facts.to_dict(),
         }
 
@@ -349,4 +351,7 @@ def build_report(facts: Facts, matrix: Matrix, fail_on: str = "error", ignore: s
     if facts.packages is not None:
         distances = (stack_distance(s, facts) for s in matrix.stacks)
         stacks = sorted(distances, key=lambda d: (not d.present, len(d.differences), len(d.missing)))
-    return Report(facts, evaluations, findings, ignored, fail_on, matrix.files, stacks, unverified, probe_findings)
+    from sparkdoctor.matrix.freshness import knowledge
+
+    return Report(facts, evaluations, findings, ignored, fail_on, matrix.files, stacks, unverified, probe_findings,
+                  knowledge(matrix, facts))

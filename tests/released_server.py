@@ -16,7 +16,8 @@ from pathlib import Path
 ELF_SO = b"\x7fELF\x02\x01\x01" + b"\x00" * 9 + b"\x01\x02garbage\x00\xffCUDA error: no kernel image is available\x00\x00ab\x00sm_121a not supported by this build\x00" + bytes(range(256)) * 64
 
 
-def build_wheel(folder: Path, name: str, version: str, members: dict[str, bytes], tag: str = "py3-none-any", zip64: bool = False) -> Path:
+def build_wheel(folder: Path, name: str, version: str, members: dict[str, bytes], tag: str = "py3-none-any", zip64: bool = False,
+                requires: tuple[str, ...] = ()) -> Path:
     """A real wheel: deflate-compressed members, a dist-info METADATA, optionally zip64 records."""
     path = folder / f"{name.replace('-', '_')}-{version}-{tag}.whl"
     with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as zf:
@@ -27,7 +28,8 @@ def build_wheel(folder: Path, name: str, version: str, members: dict[str, bytes]
             else:
                 zf.writestr(member, data)
         info = f"{name.replace('-', '_')}-{version}.dist-info"
-        meta = {f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n".encode(),
+        requires_dist = "".join(f"Requires-Dist: {r}\n" for r in requires)
+        meta = {f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n{requires_dist}".encode(),
                 f"{info}/WHEEL": f"Wheel-Version: 1.0\nGenerator: sparkdoctor-tests\nRoot-Is-Purelib: true\nTag: {tag}\n".encode()}
         for member, data in meta.items():
             zf.writestr(member, data)
@@ -56,6 +58,7 @@ class Registry:
     def __init__(self, ranges: bool = True):
         self.ranges = ranges
         self.projects: dict[str, list[Path]] = {}
+        self.uploaded: dict[str, str] = {}  # file name -> PEP 700 upload-time, for the files given one
         self.log: list[tuple[str, str | None]] = []  # (path, Range header)
         handler = self._handler()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
@@ -65,8 +68,10 @@ class Registry:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.server.server_address[1]}/simple/"
 
-    def add(self, project: str, wheel: Path) -> None:
+    def add(self, project: str, wheel: Path, uploaded: str | None = None) -> None:
         self.projects.setdefault(project, []).append(wheel)
+        if uploaded is not None:
+            self.uploaded[wheel.name] = uploaded
 
     def __enter__(self) -> Registry:
         self.thread.start()
@@ -106,7 +111,9 @@ class Registry:
                 if project not in registry.projects:
                     return self._send(404, b"no such project", "text/plain")
                 files = [{"filename": w.name, "url": f"../../files/{w.name}", "size": w.stat().st_size,
-                          "hashes": {"sha256": hashlib.sha256(w.read_bytes()).hexdigest()}} for w in registry.projects[project]]
+                          "hashes": {"sha256": hashlib.sha256(w.read_bytes()).hexdigest()},
+                          **({"upload-time": registry.uploaded[w.name]} if w.name in registry.uploaded else {})}
+                         for w in registry.projects[project]]
                 body = json.dumps({"meta": {"api-version": "1.1"}, "name": project, "files": files}).encode()
                 self._send(200, body, "application/vnd.pypi.simple.v1+json")
 

@@ -10,7 +10,13 @@ way a terminal paste arrives. Issue 23's cases, each error line quoted verbatim 
   deepgemm-unknown-recipe.txt         deepseek-ai/DeepGEMM#324, comment of 2026-06-24 (same abort as vLLM #47130)
   flashinfer-mm-fp4-trtllm.txt        FlashInfer's BackendSupportedError as SM12x reports quote it (flashinfer#2577)
   flashinfer-b12x-dense-gemm-sm121.txt  flashinfer-ai/flashinfer#3180 (the sm_121 dispatch-side check)
-  triton-illegal-memory-access.txt    flashinfer#3170's b12x MoE report: a generic Triton error, no one cause The matrix is the bundled one: a fixture that stops matching means an
+  triton-illegal-memory-access.txt    flashinfer#3170's b12x MoE report: a generic Triton error, no one cause
+Late 2026 (field-2026-11-28), the error line verbatim, the lines around it realistic:
+  vllm-linear-backend-b12x.txt        huggingface.co/unsloth/Qwen3.6-27B-NVFP4 discussion #10
+  vllm-unknown-env-mxfp4.txt          spark-arena/recipe-registry#17
+  sglang-unbalanced-memory.txt        al-engr.com/minimax-sglang-debug.html (SGLang 0.5.12)
+  nvrm-no-memory.txt                  NVIDIA/dgx-spark-playbooks#97 (kernel log of the reset)
+  deepgemm-sm121-header.txt           spark-arena/sparkrun#220 (GLM-5.2-NVFP4, 8 Sparks, nightly image) The matrix is the bundled one: a fixture that stops matching means an
 entry's symptom drifted from what the software prints.
 """
 
@@ -49,6 +55,12 @@ EXPECTED = {
     "flashinfer-mm-fp4-trtllm.txt": {"fi-trtllm-fp4-gemm-sm12x": "exact"},
     "flashinfer-b12x-dense-gemm-sm121.txt": {"fi-b12x-kernel-patched": "exact"},
     "triton-illegal-memory-access.txt": {},  # generic: not pinned on one MoE backend
+    # late-2026 GB10 breakages (shared research field-2026-11-28), each error line verbatim from its report
+    "vllm-linear-backend-b12x.txt": {"vllm-linear-backend-b12x-fail-fast": "exact"},
+    "vllm-unknown-env-mxfp4.txt": {"vllm-env-mxfp4-backend-unknown": "exact"},
+    "sglang-unbalanced-memory.txt": {"sglang-unbalanced-memory-after-crash": "exact"},
+    "nvrm-no-memory.txt": {"host-nvrm-no-memory": "exact"},
+    "deepgemm-sm121-header.txt": {"vllm-deepgemm-sm121-header-missing": "exact"},
 }
 
 
@@ -183,3 +195,13 @@ def test_a_symptom_only_one_entry_has_stays_a_single_match(name):
 
 def test_a_generic_triton_illegal_memory_access_explains_nothing():
     assert run(str(DATA / "triton-illegal-memory-access.txt")).returncode == 1
+
+
+def test_multi_node_candidates_are_decided_by_fleet_check():
+    """The NCCL watchdog line has multi-node causes whose conditions only `fleet check` evaluates (when.fleet is never
+    true on one box): explain points there, not at `check`."""
+    p = run(str(DATA / "nccl-watchdog-two-sparks.log"), "--format", "json")
+    doc = json.loads(p.stdout)
+    [amb] = doc["ambiguous"]
+    assert amb["decide_with"] == "sparkdoctor fleet check"
+    assert "`sparkdoctor fleet check`" in run(str(DATA / "nccl-watchdog-two-sparks.log")).stdout.decode()

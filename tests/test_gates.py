@@ -68,6 +68,17 @@ def test_the_import_contracts_are_kept_and_their_exceptions_only_shrink():
             assert path.with_suffix(".py").is_file() or (path / "__init__.py").is_file(), f"{contract['id']}: {module}"
 
 
+def test_every_top_level_package_has_its_layer():
+    """A package the layers contract does not name is unconstrained: a new one (memory/, integrations/) must be
+    given its layer when it lands. render/ is held by its own contracts (documents-down, render-below-commands)."""
+    contracts = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+    (layers,) = [c for c in contracts if c["id"] == "layers"]
+    named = {m.strip().split(".")[1] for layer in layers["layers"] for m in layer.replace("|", ":").split(":")}
+    tops = {p.stem for p in (REPO / "sparkdoctor").glob("*.py") if p.name != "__init__.py"}
+    tops |= {p.parent.name for p in (REPO / "sparkdoctor").glob("*/__init__.py")}
+    assert tops - named - {"render"} == set()
+
+
 def test_the_import_graph_has_no_circle():
     """Measured from the source (benchmarks/import_graph.py): no module imports one that imports it back, and the
     top-level packages and modules import one way."""

@@ -7,7 +7,14 @@ must evaluate to "clear". A new entry without a row here fails test_every_entry_
 
 from __future__ import annotations
 
+import dataclasses
+import json
+import os
 import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from packaging.specifiers import SpecifierSet
@@ -15,6 +22,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from sparkdoctor import matrix, verify
+from sparkdoctor.matrix import consistency
 from tests.container.host_fixtures import HOST_CASES, host_health
 from tests.fleet.multinode_cases import MULTINODE_CASES
 from tests.gb10 import TRITON_PTXAS_BLACKWELL, gb10_facts, pin, ptxas
@@ -134,9 +142,9 @@ CASES: dict[str, tuple[dict, dict]] = {
         dict(packages={"vllm": "0.19.1"}),  # 0.19.x still lists 12.1 for CUDA 13 (#39878 is in 0.20.0)
     ),
     "vllm-cg-estimate-negative": (
-        dict(),  # unset: vLLM 0.22.0's envs.py defaults the estimate to "1"
+        _served([]),  # unset: vLLM 0.22.0's envs.py defaults the estimate to "1"; the KV cache is sized from it
         # 0.19.1 defaults it to "0" (read from its envs.py by the probe, not copied into the entry)
-        dict(packages={"vllm": "0.19.1"}, capabilities={"env_default.VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS": "0"}),
+        dict(packages={"vllm": "0.19.1"}, capabilities={"env_default.VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS": "0"}, **_served([])),
     ),
     "vllm-uma-startup-free-memory": (
         dict(packages={"vllm": "0.11.0"}),
@@ -200,8 +208,8 @@ CASES: dict[str, tuple[dict, dict]] = {
         dict(env={"VLLM_NVFP4_GEMM_BACKEND": "flashinfer-b12x"}),
     ),
     "vllm-b12x-moe-opt-in": (
-        dict(),
-        dict(capabilities={"vllm.b12x_moe_auto": True}),
+        _served([], quant="nvfp4"),
+        _served([], quant="mxfp4"),  # not an NVFP4 checkpoint: the b12x NVFP4 MoE is no choice for it
     ),
     "vllm-b12x-requested-missing": (
         dict(env={"VLLM_NVFP4_GEMM_BACKEND": "flashinfer-b12x"}, capabilities={"vllm.b12x_linear": False}),
@@ -252,8 +260,9 @@ CASES: dict[str, tuple[dict, dict]] = {
         dict(packages={"vllm": "0.28.0"}),
     ),
     "vllm-gptoss-mxfp4-no-backend": (
-        dict(packages={"vllm": "0.20.1"}),
-        dict(packages={"vllm": "0.32.0"}),  # the OAI Triton MoE gate admits SM12x
+        dict(packages={"vllm": "0.20.1"}, **_served([], quant="mxfp4", architecture="GptOssForCausalLM")),
+        # the same vLLM serving an NVFP4 checkpoint: no MXFP4 MoE runs (vLLM 0.32.0 admits SM12x in the gate)
+        dict(packages={"vllm": "0.20.1"}, **_served([], quant="nvfp4")),
     ),
     "vllm-sparse-topk-smem-sm12x": (
         dict(packages={"vllm": "0.29.0"}),
@@ -264,16 +273,16 @@ CASES: dict[str, tuple[dict, dict]] = {
         dict(packages={"vllm": "0.24.0", "ray": "2.49.2"}, **SINGLE_BOX),  # Ray but no ConnectX link up
     ),
     "vllm-ngc-26.05-no-ray": (
-        dict(packages={"vllm": "0.20.1"}),
-        dict(packages={"vllm": "0.20.1"}, **SINGLE_BOX),
+        dict(packages={"vllm": "0.20.1"}, **_served(["--distributed-executor-backend", "ray"])),
+        dict(packages={"vllm": "0.20.1"}, **_served(["--distributed-executor-backend", "mp"])),  # the mp executor needs no Ray
     ),
     "vllm-flashinfer-prefill-hd256-fp8kv": (
-        _served(["--kv-cache-dtype", "fp8"]),
-        _served([]),  # BF16 KV cache
+        _served(["--kv-cache-dtype", "fp8"], head_dim=256),
+        _served(["--kv-cache-dtype", "auto"], head_dim=256),  # `auto`: the checkpoint's dtype, no FP8 KV asked for
     ),
     "vllm-full-graph-chunked-prefill-hang-sm12x": (
-        _served(["--tensor-parallel-size", "2"]),
-        _served(["--tensor-parallel-size", "2", "--enforce-eager"]),
+        _served(["--tensor-parallel-size", "2"], architecture="DeepseekV4ForCausalLM"),
+        _served(["--tensor-parallel-size", "2"], architecture="Qwen3_5MoeForConditionalGeneration"),
     ),
     "vllm-8spark-init-spin-hang": (
         _served(["--tensor-parallel-size", "8"]),
@@ -290,6 +299,27 @@ CASES: dict[str, tuple[dict, dict]] = {
                        "nvidia-cutlass-dsl-libs-cu12": "4.8.1", "nvidia-cutlass-dsl-libs-cu13": None}),
         dict(packages={"nvidia-cutlass-dsl": "4.8.1", "nvidia-cutlass-dsl-libs-base": "4.8.1", "nvidia-cutlass-dsl-libs-core": "4.8.1",
                        "nvidia-cutlass-dsl-libs-cu12": "4.8.1.0", "nvidia-cutlass-dsl-libs-cu13": None}),  # 4.8.1.0 is 4.8.1
+    ),
+    "vllm-linear-backend-b12x-fail-fast": (
+        dict(packages={"vllm": "0.27.1"}, **_served(["--linear-backend", "flashinfer_b12x"])),
+        dict(packages={"vllm": "0.28.0"}, **_served(["--linear-backend", "flashinfer_b12x"])),  # falls back per layer type
+    ),
+    "vllm-env-mxfp4-backend-unknown": (
+        dict(env={"VLLM_MXFP4_BACKEND": "CUTLASS"}, capabilities={"vllm.env.VLLM_MXFP4_BACKEND": "unknown"}),
+        # a patched build whose envs.py reads it
+        dict(env={"VLLM_MXFP4_BACKEND": "CUTLASS"}, capabilities={"vllm.env.VLLM_MXFP4_BACKEND": "known"}),
+    ),
+    "sglang-unbalanced-memory-after-crash": (
+        dict(packages={"sglang": "0.5.12"}),
+        dict(),  # no SGLang
+    ),
+    "vllm-deepgemm-sm121-header-missing": (
+        dict(),
+        dict(packages={"vllm": None}),
+    ),
+    "host-nvrm-no-memory": (
+        dict(),
+        dict(arch="sm_100a"),
     ),
     # ---- nccl / other engines ------------------------------------------------------------------
     "nccl-pip-2289-multinode-hang": (
@@ -314,12 +344,16 @@ CASES: dict[str, tuple[dict, dict]] = {
         dict(packages={"flashinfer-python": "0.6.8"}),
     ),
     "fi-cutlass-fp4-gemm-gb10-error-internal": (
-        dict(packages={"flashinfer-python": "0.5.3", "vllm": "0.12.0"}),
-        dict(packages={"flashinfer-python": None, "vllm": "0.12.0"}),  # no FlashInfer installed: vLLM cannot pick its FP4 GEMM
+        dict(packages={"flashinfer-python": "0.5.3", "vllm": "0.12.0"}, capabilities={"vllm.env.VLLM_NVFP4_GEMM_BACKEND": "known"},
+             **_served([], quant="nvfp4")),
+        # the same box with the GEMM chosen explicitly: vLLM does not pick FlashInfer's CUTLASS FP4 GEMM by itself
+        dict(packages={"flashinfer-python": "0.5.3", "vllm": "0.12.0"}, capabilities={"vllm.env.VLLM_NVFP4_GEMM_BACKEND": "known"},
+             env={"VLLM_NVFP4_GEMM_BACKEND": "marlin"}, **_served([], quant="nvfp4")),
     ),
     "fi-b12x-moe-ima-sm121": (
-        dict(packages={"flashinfer-python": "0.6.18.post1"}),
-        dict(packages={"flashinfer-python": "0.6.8.post1"}),  # no b12x MoE before 0.6.9 (0.6.17 was reported too; no fix known: open above)
+        dict(packages={"flashinfer-python": "0.6.18.post1"}, **_served(["--moe-backend", "flashinfer_b12x"])),
+        # the same box on vLLM's automatic choice, which leaves FLASHINFER_B12X out on SM121
+        dict(packages={"flashinfer-python": "0.6.18.post1"}, **_served([])),
     ),
     "triton-360-kernels-one-warp": (
         dict(packages={"vllm": "0.21.0"}),
@@ -535,3 +569,97 @@ def test_deep_gemm_entry_fires_on_its_two_ranges_only(vllm, fires):
     released files say (matrix track 2026-11-26: same facts on 0.24.0 and 0.27.x, not on 0.25.x/0.26.0)."""
     hit = matrix.evaluate(MATRIX.get("vllm-deep-gemm-gb10"), gb10_facts(packages={"vllm": vllm}))
     assert hit.outcome == ("match" if fires else "clear"), _explain(hit)
+
+
+# ---- matrix validate across entries (sparkdoctor.matrix.consistency) -------------------------------
+
+BOUNDS_DOC = Path(__file__).resolve().parent.parent / "docs" / "evidence" / "bounds-2026-11-26-final2.json"
+
+
+def test_bundled_matrix_has_no_problem_across_entries():
+    assert consistency.problems(MATRIX, json.loads(BOUNDS_DOC.read_text())) == []
+
+
+def test_a_remedy_that_selects_a_path_another_entry_says_crashes_is_refused():
+    """The FlashInfer FP4 GEMM entry once advised VLLM_NVFP4_GEMM_BACKEND=cutlass on every vLLM: below 0.20 that is
+    vLLM's own NVFP4 CUTLASS path, which vllm-nvfp4-illegal-instruction says crashes on SM12x."""
+    old = dataclasses.replace(MATRIX.get("fi-cutlass-fp4-gemm-gb10-error-internal"), justifies=["VLLM_NVFP4_GEMM_BACKEND=cutlass"])
+    found = consistency.remedy_conflicts(_with(old))
+    assert len(found) == 1 and "VLLM_NVFP4_GEMM_BACKEND=cutlass" in found[0] and "vllm-nvfp4-illegal-instruction" in found[0]
+    # the same remedy written for the releases that have #38423's guards does not meet it
+    narrowed = dataclasses.replace(old, when={**old.when, "packages": {"flashinfer-python": "*", "vllm": ">=0.20.0"}})
+    assert consistency.remedy_conflicts(_with(narrowed)) == []
+
+
+def test_a_remedy_that_another_entry_says_hangs_is_refused():
+    """A hang entry recommending --enforce-eager where another (warn) entry says the same setup hangs with it."""
+    hang = MATRIX.get("vllm-full-graph-chunked-prefill-hang-sm12x")
+    old = dataclasses.replace(hang, justifies=["--enforce-eager"])
+    eager_hangs = dataclasses.replace(hang, id="t-eager-hangs", severity="warn", justifies=[],
+                                      when={**hang.when, "serving": {**hang.when["serving"], "--enforce-eager": True}})
+    found = consistency.remedy_conflicts(_with(old, eager_hangs))
+    assert any("--enforce-eager" in p and "t-eager-hangs" in p for p in found)
+    # on another GPU the two cannot hold together
+    elsewhere = dataclasses.replace(eager_hangs, when={**eager_hangs.when, "gpu_arch": ["sm_100a"]})
+    assert not [p for p in consistency.remedy_conflicts(_with(old, elsewhere)) if "t-eager-hangs" in p]
+
+
+def test_a_checked_entry_that_brackets_nothing_is_refused():
+    fp8kv = MATRIX.get("vllm-flashinfer-prefill-hd256-fp8kv")
+    found = consistency.unbracketed_checked(_with(dataclasses.replace(fp8kv, evidence="checked")))
+    assert len(found) == 1 and "bracket nothing" in found[0] and fp8kv.id in found[0]
+
+
+def test_a_checked_entry_whose_checks_hold_outside_its_bound_in_the_verify_data_is_refused():
+    entry = MATRIX.get("vllm-gptoss-mxfp4-no-backend")
+    assert entry.evidence == "reported"
+    checked = _with(dataclasses.replace(entry, evidence="checked"))
+    label = next(c["check"] for b in json.loads(BOUNDS_DOC.read_text())["bounds"] if b["id"] == entry.id for c in b["runs"][0]["checks"])
+    doc = {"kind": "bounds", "bounds": [{"id": entry.id, "package": "vllm", "spec": ">=0.19.0,<0.32.0", "runs": [
+        {"version": "0.32.0", "role": "fixed", "error": None, "checks": [{"check": label, "holds": True}]}]}]}
+    found = consistency.held_outside(checked, doc)
+    assert len(found) == 1 and "hold on 0.32.0, outside the bound" in found[0]
+    doc["bounds"][0]["runs"][0]["checks"][0]["holds"] = False  # what the released 0.32.0 really gives
+    assert consistency.held_outside(checked, doc) == []
+
+
+def test_validate_lists_the_problems_and_exits_1(tmp_path):
+    folder = tmp_path / "m"
+    shutil.copytree(Path(matrix.__file__).resolve().parents[2] / "matrix", folder)
+    toml = folder / "vllm.toml"
+    text = toml.read_text()
+    start = text.index('id = "vllm-flashinfer-prefill-hd256-fp8kv"')
+    end = text.index("[[entry]]", start)
+    toml.write_text(text[:start] + text[start:end].replace('evidence = "reported"', 'evidence = "checked"') + text[end:])
+    out = subprocess.run([sys.executable, "-m", "sparkdoctor", "matrix", "validate", str(folder), "--format", "json"],
+                         capture_output=True, text=True, timeout=120)
+    doc = json.loads(out.stdout)
+    assert out.returncode == 1 and doc["valid"] is False and len(doc["problems"]) == 1
+    assert "vllm-flashinfer-prefill-hd256-fp8kv" in doc["problems"][0]
+
+
+def _with(*entries: matrix.Entry) -> matrix.Matrix:
+    """The bundled matrix with these entries replacing (or added to) the bundled ones of the same id."""
+    ids = {e.id for e in entries}
+    return dataclasses.replace(MATRIX, entries=[e for e in MATRIX.entries if e.id not in ids] + list(entries))
+
+
+def test_the_report_to_entry_delay_the_docs_state_is_the_matrixs():
+    delay = consistency.report_delay(MATRIX)
+    text = (Path(__file__).resolve().parent.parent / "docs" / "matrix-knowledge.md").read_text()
+    assert f"median {delay['median_days']} days over {delay['entries']} entries" in text
+    assert delay["within_7_days"] == 0 and "none within 7" in text
+    for e in MATRIX.entries:
+        if e.reported and e.added:
+            assert e.reported <= e.added, f"{e.id}: added before it was reported"
+
+
+def test_a_remedy_says_where_it_was_shown_to_work():
+    out = subprocess.run([sys.executable, "-m", "sparkdoctor", "matrix", "show", "vllm-full-graph-chunked-prefill-hang-sm12x", "--format", "json"],
+                         capture_output=True, text=True, timeout=120)
+    doc = json.loads(out.stdout)
+    assert "FULL_DECODE_ONLY" in doc["remedy"] and "--enforce-eager" not in doc["justifies"]
+    assert "vllm#40969" in doc["remedy_shown"] and "hung with --enforce-eager" in doc["remedy_shown"]
+    console = subprocess.run([sys.executable, "-m", "sparkdoctor", "matrix", "show", "vllm-linear-backend-b12x-fail-fast"],
+                             capture_output=True, text=True, timeout=120, env={**os.environ, "COLUMNS": "200"}).stdout
+    assert "shown to work" in console and "reported       2026-07-15, in the matrix 2026-11-28" in console

@@ -68,7 +68,7 @@ def test_check_sarif_from_a_snapshot_is_valid_with_a_rule_per_entry_and_a_result
     assert sorted(r["ruleId"] for r in run["results"]) == sorted(f.id for f in report.findings)
     assert run["invocations"][0]["exitCode"] == 1
     by_id = {r["ruleId"]: r for r in run["results"]}
-    assert by_id["triton-ptxas-no-sm121a"]["level"] == "error" and by_id["fi-moe-utils-jit-sm12x"]["level"] == "note"
+    assert by_id["triton-ptxas-no-sm121a"]["level"] == "error" and by_id["cutedsl-arch-unset"]["level"] == "note"
     modified = by_id["vllm-hand-modified"]["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]
     assert modified.endswith("/site-packages/vllm/model_executor/layers/quantization/utils/nvfp4_emulation_utils.py")
     assert by_id["cutedsl-wheel-collision"]["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] == \

@@ -396,3 +396,111 @@ def test_an_sdist_is_read_in_one_pass_and_refuses_a_huge_member(tmp_path, regist
 def test_a_checked_entry_must_bracket_its_constraint_too(tmp_path, registry):
     with pytest.raises(MatrixError, match="its bound pin <2.0 cannot be bracketed .its files table reads demo"):
         load(_two_tables(tmp_path, registry, pin_table=False))
+
+
+# ---- every release seen: by upload time as well as by version; the console leads with proposals ----------
+
+def _backport_registry(tmp_path, reg) -> None:
+    """demo 0.2.0-0.4.0 uploaded in order, then 0.2.1 (a patch of the old line, fixed) uploaded after 0.4.0."""
+    wheels = tmp_path / "bp"
+    wheels.mkdir()
+    for version, body, day in (("0.1.0", RELEASES["0.1.0"], "2026-01-01"), ("0.2.0", RELEASES["0.2.0"], "2026-02-01"),
+                               ("0.3.0", RELEASES["0.3.0"], "2026-03-01"), ("0.4.0", RELEASES["0.4.0"], "2026-04-01"),
+                               ("0.2.1", b"print('GB10 supported')\n", "2026-07-08")):
+        reg.add("demo", build_wheel(wheels, "demo", version, {"demo/core.py": body}), uploaded=f"{day}T01:02:03.000000Z")
+
+
+def test_track_rechecks_a_backport_uploaded_after_the_tracked_release(tmp_path):
+    with Registry() as reg:
+        _backport_registry(tmp_path, reg)
+        folder = write_matrix(tmp_path, ">=0.2.0,<0.3.0", tracked="0.4.0")
+        result = track(load(folder), reader_for(reg, tmp_path))
+        [row] = result.packages
+        assert row["backports"] == ["0.2.1"] and row["releases"] == ["0.2.1"]
+        [e] = result.entries
+        assert e.verdict == "no-longer-affected" and e.proposal["to"] == ">=0.2.0,<0.3.0,<0.2.1"
+        assert not any(p["field"] == "tracked.demo" for p in result.proposals)  # 0.4.0 is still the newest
+        # the matrix tracked on a day after the backport: it was seen then, nothing new
+        (folder / "tracking.toml").write_text('component = "tracking"\ntracked_on = "2026-07-09"\n[tracked]\ndemo = "0.4.0"\n')
+        assert track(load(folder), reader_for(reg, tmp_path)).packages[0]["releases"] == []
+        # --since reaches back before it
+        again = track(load(folder), reader_for(reg, tmp_path), since="2026-07-01")
+        assert again.packages[0]["releases"] == ["0.2.1"] and any(p["field"] == "tracked_on" for p in again.proposals)
+
+
+def test_a_bad_tracked_on_is_one_line(tmp_path):
+    folder = write_matrix(tmp_path, ">=0.2.0")
+    (folder / "tracking.toml").write_text('component = "tracking"\ntracked_on = "last week"\n[tracked]\ndemo = "0.2.0"\n')
+    with pytest.raises(MatrixError, match="'tracked_on' must be a date YYYY-MM-DD"):
+        load(folder)
+
+
+def test_track_console_prints_proposals_first_and_the_rest_with_v(tmp_path, registry, monkeypatch):
+    from typer.testing import CliRunner
+
+    from sparkdoctor.cli import app
+
+    monkeypatch.setenv("SPARKDOCTOR_INDEX_URL", registry.url)
+    monkeypatch.setenv("SPARKDOCTOR_CACHE_DIR", str(tmp_path / "c"))
+    folder = write_matrix(tmp_path, ">=0.2.0")
+    demo = folder / "demo.toml"
+    quiet = demo.read_text().replace('id = "demo-gb10"', 'id = "demo-quiet"').replace('"demo" = ">=0.2.0"', '"demo" = "<0.2.0"')
+    quiet = quiet.replace('component = "demo"\n', "").replace('contains = "is not supported"', 'contains = "text no release prints"')
+    demo.write_text(demo.read_text() + quiet)
+    res = CliRunner().invoke(app, ["matrix", "track", "--matrix", str(folder)], env={"COLUMNS": "80"})
+    lines = [line for line in res.output.splitlines() if line.strip()]
+    assert res.exit_code == 1 and lines[0].startswith("propose: demo-gb10: when.packages.demo: >=0.2.0 -> >=0.2.0,<0.4.0")
+    assert "demo-quiet" not in res.output and "-v lists them" in res.output
+    verbose = CliRunner().invoke(app, ["matrix", "track", "--matrix", str(folder), "-v"], env={"COLUMNS": "80"})
+    assert "demo-quiet" in verbose.output and verbose.output.index("propose:") < verbose.output.index("demo-quiet")
+
+
+def test_track_reads_extras_pins_and_names_the_stack_pip_cannot_install(tmp_path):
+    """The shape of vLLM 0.33.0 and flashinfer-python 0.7.2.post1 (their real METADATA): vLLM pins the FlashInfer
+    release and cutlass-dsl 4.8.0, FlashInfer's [b12x] extra pins cutlass-dsl 4.7.1."""
+    wheels = tmp_path / "pins"
+    wheels.mkdir()
+    with Registry() as reg:
+        reg.add("eng", build_wheel(wheels, "eng", "1.0.0", {"eng/x.py": b""}, requires=("kern==0.7.2.post1", "dsl[cu13]==4.8.0")))
+        reg.add("kern", build_wheel(wheels, "kern", "0.7.2.post1", {"kern/x.py": b""},
+                                    requires=("dsl>=4.6.2a0", 'dsl==4.7.1; extra == "b12x"', 'torch>=2.12; extra == "b12x"')))
+        reg.add("dsl", build_wheel(wheels, "dsl", "4.8.0", {"dsl/x.py": b""}))
+        folder = tmp_path / "m"
+        folder.mkdir()
+        (folder / "tracking.toml").write_text('component = "tracking"\n[tracked]\neng = "1.0.0"\nkern = "0.7.2.post1"\ndsl = "4.8.0"\n')
+        result = track(load(folder), reader_for(reg, tmp_path))
+    assert {"package": "kern", "version": "0.7.2.post1", "extra": "b12x", "requires": "dsl", "spec": "==4.7.1"} in result.pins
+    [conflict] = result.pin_conflicts
+    assert conflict["release"] == "eng 1.0.0" and conflict["with"] == "kern[b12x] 0.7.2.post1" and conflict["specs"] == "==4.8.0 against ==4.7.1"
+    assert "pip cannot install eng==1.0.0 with kern[b12x]" in conflict["why"]
+
+
+def test_a_file_gone_from_a_release_above_a_closed_range_agrees_with_the_bound(tmp_path, registry):
+    """vllm-early-nvfp4-moe (>=0.10.1,<0.11.1) reads a module vLLM later removed: its absence from 0.20.x is the
+    code being gone, not a broken check. Inside the range, a missing file still is one."""
+    wheels = tmp_path / "gone"
+    wheels.mkdir()
+    registry.projects["demo"][3] = build_wheel(wheels, "demo", "0.4.0", {"other/x.py": b""})  # 0.4.0 has no demo/*.py
+    folder = write_matrix(tmp_path, ">=0.2.0,<0.4.0", tracked="0.3.0")
+    [e] = track(load(folder), reader_for(registry, tmp_path)).entries
+    assert e.verdict == "unchanged", e.why
+    [e] = track(load(write_matrix(tmp_path, ">=0.2.0", tracked="0.3.0")), reader_for(registry, tmp_path)).entries
+    assert e.verdict == "check-broken" and "no member matches" in e.why
+
+
+def test_a_conflict_is_read_on_the_release_pinned_not_the_newest(tmp_path):
+    """vLLM 0.33.0 pins flashinfer-python 0.7.2.post1 although 0.7.4 is out: the [b12x] pin of 0.7.2.post1 is what a
+    pip install of that vLLM meets."""
+    wheels = tmp_path / "pins"
+    wheels.mkdir()
+    with Registry() as reg:
+        reg.add("eng", build_wheel(wheels, "eng", "1.0.0", {"eng/x.py": b""}, requires=("kern==0.7.2.post1", "dsl==4.8.0")))
+        reg.add("kern", build_wheel(wheels, "kern", "0.7.2.post1", {"kern/x.py": b""}, requires=('dsl==4.7.1; extra == "b12x"',)))
+        reg.add("kern", build_wheel(wheels, "kern", "0.7.4", {"kern/x.py": b""}, requires=('dsl>=4.8.0; extra == "b12x"',)))
+        reg.add("dsl", build_wheel(wheels, "dsl", "4.8.0", {"dsl/x.py": b""}))
+        folder = tmp_path / "m"
+        folder.mkdir()
+        (folder / "tracking.toml").write_text('component = "tracking"\n[tracked]\neng = "1.0.0"\nkern = "0.7.4"\ndsl = "4.8.0"\n')
+        result = track(load(folder), reader_for(reg, tmp_path))
+    [conflict] = result.pin_conflicts
+    assert conflict["with"] == "kern[b12x] 0.7.2.post1" and conflict["specs"] == "==4.8.0 against ==4.7.1"

@@ -19,6 +19,7 @@ from sparkdoctor.commands.options import (
     output_path,
 )
 from sparkdoctor.errors import UsageError
+from sparkdoctor.exitcodes import EXIT_FINDINGS, EXIT_OK
 from sparkdoctor.result import Format, Result
 
 FORMATS = (Format.console, Format.json)
@@ -54,8 +55,11 @@ def run_show(options: MatrixCommand) -> Result:
     return Result("matrix show", "matrix-item", item)
 
 
-def run_validate(options: MatrixCommand) -> Result:
-    """The matrix checked as `check --matrix` and `matrix verify` check it; a MatrixError names file, entry, field."""
+def run_validate(options: MatrixCommand, bounds_doc: Path | None = None) -> Result:
+    """The matrix checked as `check --matrix` and `matrix verify` check it (a MatrixError names file, entry,
+    field), then across entries (sparkdoctor.matrix.consistency): problems are listed and end in exit 1."""
+    from sparkdoctor.matrix.consistency import problems, report_delay
+
     m = _load(options.matrix)
     if options.matrix is None and m.source.startswith("bundled (the installed matrix does not load"):
         from sparkdoctor.locations import installed_matrix
@@ -63,9 +67,26 @@ def run_validate(options: MatrixCommand) -> Result:
 
         load(installed_matrix())  # validate judges what `matrix update` installed: its MatrixError, not the fallback
     levels = {lv: sum(1 for e in m.entries if e.evidence == lv) for lv in ("reproduced", "checked", "reported")}
+    found = problems(m, _bounds_document(bounds_doc) if bounds_doc else None)
     return Result("matrix validate", "matrix-validate",
                   {"entries": len(m.entries), "stacks": len(m.stacks), "files": len(m.files), "evidence": levels,
-                   "matrix": str(getattr(m, "source", "") or "")})
+                   "matrix": str(getattr(m, "source", "") or ""), "problems": found, "report_delay": report_delay(m)},
+                  exit_code=EXIT_FINDINGS if found else EXIT_OK)
+
+
+def _bounds_document(path: Path) -> dict[str, Any]:
+    """A `matrix verify --bounds --format json` document, read with a byte cap; one line when it is not one."""
+    import json
+
+    from sparkdoctor.inputs import read_text
+
+    try:
+        doc = json.loads(read_text(path, 64 << 20))
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"{path}: not a bounds document ({exc})") from None
+    if not isinstance(doc, dict) or doc.get("kind") != "bounds":
+        raise UsageError(f"{path}: not a bounds document (kind must be \"bounds\", from `matrix verify --bounds --format json`)")
+    return doc
 
 
 def register(app: typer.Typer) -> None:
@@ -96,9 +117,11 @@ def register(app: typer.Typer) -> None:
     def matrix_validate(
         path: Path | None = typer.Argument(None, help="Matrix folder or file (default: bundled)."),
         fmt: str = format_option(*FORMATS),
+        bounds_doc: Path | None = typer.Option(None, "--bounds", metavar="FILE", help="A `matrix verify --bounds --format json` document: refuse `checked` entries whose checks held outside their bound there."),
     ) -> None:
-        """Check matrix files against the schema, probe ids and verify tables; errors name the file, entry and field."""
-        _emit(run_validate(MatrixCommand(path, Format(fmt))), fmt)
+        """Check matrix files against the schema, probe ids and verify tables, then across entries (remedies that
+        another entry says break; `checked` entries that bracket nothing). Exit 1: a problem across entries."""
+        _emit(run_validate(MatrixCommand(path, Format(fmt)), bounds_doc), fmt)
 
     @matrix_app.command("verify")
     def matrix_verify(

@@ -55,6 +55,11 @@ class TrackCommand:
     """Also write the JSON document here (whatever --format says for stdout)."""
     platform: str = "linux-aarch64"
     python: str = "3.12"
+    since: str | None = None
+    """Re-check releases uploaded after this date (YYYY-MM-DD) whatever their version (default: the matrix's tracked_on)."""
+    verbose: bool = False
+    apply: bool = False
+    """Write the proposed edits into the --matrix folder (sparkdoctor.track.apply)."""
 
     def refuse_bad_options(self) -> dict[str, str]:
         """Every usage error of `matrix track` (exit 2, one line); the --through versions."""
@@ -64,6 +69,15 @@ class TrackCommand:
         through = parse_through(self.through)
         if self.platform not in PLATFORMS:
             raise UsageError(f"--platform {self.platform}: choose one of {', '.join(PLATFORMS)}")
+        if self.apply and (self.matrix is None or not self.matrix.is_dir()):
+            raise UsageError("--apply writes into a matrix folder: give it with --matrix DIR")
+        if self.since is not None:
+            import datetime as dt
+
+            try:
+                dt.date.fromisoformat(self.since)
+            except ValueError:
+                raise UsageError(f"--since {self.since}: not a date YYYY-MM-DD") from None
         return through
 
 
@@ -71,8 +85,13 @@ def run_track(options: TrackCommand) -> Result:
     from sparkdoctor.track.answer import track_matrix
 
     through = options.refuse_bad_options()
-    answer = track_matrix(options.matrix, through, options.platform, options.python)
-    return Result("matrix track", "track", answer, exit_code=answer.exit_code)
+    answer = track_matrix(options.matrix, through, options.platform, options.python, options.since)
+    if options.apply and options.matrix is not None:
+        from sparkdoctor.track.apply import apply_proposals
+
+        applied, skipped = apply_proposals(answer.document, options.matrix)
+        answer.document["applied"], answer.document["not_applied"] = applied, skipped
+    return Result("matrix track", "track", answer, exit_code=answer.exit_code, options={"verbose": options.verbose})
 
 
 @dataclass
@@ -119,12 +138,16 @@ def matrix_track(
     output_name: str | None = output_option("Also write the JSON document to this file (atomically), whatever --format prints."),
     platform: str = typer.Option("linux-aarch64", "--platform", help="Whose wheels to read: linux-aarch64 | linux-x86_64"),
     python: str = typer.Option("3.12", "--python-version", help="The CPython whose wheels to read."),
+    since: str | None = typer.Option(None, "--since", metavar="DATE", help="Also re-check releases uploaded after DATE (YYYY-MM-DD) whatever their version; default: the matrix's tracked_on."),
+    verbose: bool = typer.Option(False, "-v", "--verbose", help="List every package and entry, not only proposals and entries that need an edit."),
+    apply: bool = typer.Option(False, "--apply", help="Write the proposed edits into the --matrix folder (for a scheduled job that opens a pull request)."),
 ) -> None:
-    """Re-check every entry on releases newer than the matrix's tracked-through versions; propose edits.
+    """Re-check every entry on releases newer than the matrix's tracked-through versions, or uploaded since it was
+    tracked (backports); propose edits.
     Exit 0: nothing to change; 1: an entry needs an edit or its check is broken; 2: a registry read failed."""
     from sparkdoctor.emit import emit
 
-    options = TrackCommand(list(through), matrix_path, Format(fmt), output_path("--output", output_name), platform, python)
+    options = TrackCommand(list(through), matrix_path, Format(fmt), output_path("--output", output_name), platform, python, since, verbose, apply)
     result = run_track(options)
     if options.output is not None:
         emit(Result(result.command, result.kind, result.data, result.exit_code), Format.json, options.output)

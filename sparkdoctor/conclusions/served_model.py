@@ -23,14 +23,15 @@ def recipe_facts(recipe: Any) -> dict[str, Any]:
 
 def model_facts(ref: str | None) -> dict[str, Any]:
     """{"ref", "folder", "hybrid", "linear_layers", "mamba_layers", "max_position_embeddings", "max_model_len",
-    "error"}: every fact None (and `error` saying why) when the model has no readable local config.json."""
+    "type", "architecture", "quant", "head_dim", "error"}: every fact None (and `error` saying why) when the model has no readable local config.json."""
     from sparkdoctor.audit.checkpoint import read_json
     from sparkdoctor.audit.errors import AuditError
     from sparkdoctor.audit.locate import resolve_model
     from sparkdoctor.audit.modelconfig import read_shape
 
     out: dict[str, Any] = {"ref": ref, "folder": None, "hybrid": None, "linear_layers": None, "mamba_layers": None,
-                           "max_position_embeddings": None, "max_model_len": None, "error": None}
+                           "max_position_embeddings": None, "max_model_len": None, "type": None, "architecture": None,
+                           "quant": None, "head_dim": None, "error": None}
     if not ref:
         out["error"] = "the recipe names no model"
         return out
@@ -49,10 +50,40 @@ def model_facts(ref: str | None) -> dict[str, Any]:
         return out
     linear, mamba = shape.count("linear"), shape.count("mamba")
     out.update(hybrid=bool(linear or mamba), linear_layers=linear, mamba_layers=mamba, max_position_embeddings=shape.max_position)
+    out.update(_identity(config or {}, Path(folder)), head_dim=shape.head_dim or None)
     out["max_model_len"] = _max_model_len(config or {}, shape.max_position, tokenizer)
     if out["max_model_len"] is None:
         out["error"] = f"{folder}/config.json names no max_position_embeddings: the longest accepted --max-model-len is not known"
     return out
+
+
+def _identity(config: dict[str, Any], folder: Path) -> dict[str, Any]:
+    """type, architecture and quant as vLLM reads them: model_type and architectures[0] of config.json (or of its
+    text_config), the quant_method of its quantization_config, ModelOpt's quant_algo (config.json or
+    hf_quant_config.json) in lower case ("nvfp4", "fp8"), "none" for an unquantized checkpoint."""
+    from sparkdoctor.audit.checkpoint import read_json
+    from sparkdoctor.audit.errors import AuditError
+
+    text = config.get("text_config") if isinstance(config.get("text_config"), dict) else {}
+    archs = config.get("architectures") or text.get("architectures")
+    kind = config.get("model_type") or text.get("model_type")
+    quant_cfg = config.get("quantization_config") if isinstance(config.get("quantization_config"), dict) else None
+    if quant_cfg is None:
+        try:
+            hf_quant = read_json(folder / "hf_quant_config.json", required=False) or {}
+        except AuditError:
+            hf_quant = {}
+        quant_cfg = hf_quant.get("quantization") if isinstance(hf_quant.get("quantization"), dict) else None
+        if quant_cfg is not None:
+            quant_cfg = {"quant_method": "modelopt", **quant_cfg}
+    quant = "none"
+    if quant_cfg is not None:
+        method = str(quant_cfg.get("quant_method") or "unknown").lower()
+        algo = quant_cfg.get("quant_algo")
+        quant = str(algo).lower() if method.startswith("modelopt") and isinstance(algo, str) else method
+    return {"type": kind if isinstance(kind, str) else None,
+            "architecture": archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else None,
+            "quant": quant}
 
 
 def _rope(config: dict[str, Any]) -> list[dict[str, Any]]:

@@ -5,7 +5,7 @@ by CuTe DSL cubins built for another arch and by any library whose wheel lacks s
 DeepGEMM "Unknown recipe" abort comes from two vLLM releases that bundle a DeepGEMM without SM12x
 kernels. When two or more entries match the same line, explain must not present one of them as
 "the" exact cause: it lists the candidates, what tells them apart (their conditions), and points at
-`sparkdoctor check`, which evaluates those conditions on the box. Pure functions over matches.
+the command that evaluates those conditions (decide_with: `check`, `recipe check`, `fleet check`). Pure functions over matches.
 """
 
 from __future__ import annotations
@@ -38,3 +38,12 @@ def ambiguous_lines(matches: list[SymptomMatch]) -> list[Ambiguity]:
     return [Ambiguity(no, group[0].line, tuple(group)) for no, group in sorted(by_line.items()) if len(group) > 1]
 
 
+def decide_with(group: Ambiguity) -> str:
+    """The command that can evaluate the candidates' conditions: `fleet check` when one needs multi-node
+    signals (when.fleet is never true on one box), `recipe check` when one judges a recipe, else `check`."""
+    whens = [m.entry.when for m in group.candidates]
+    if any("fleet" in w for w in whens):
+        return "sparkdoctor fleet check"
+    if any("serving" in w for w in whens):
+        return "sparkdoctor recipe check"
+    return "sparkdoctor check"

@@ -32,5 +32,7 @@ def needs_recipe(entry: Entry) -> bool:
 
 
 def evaluate_all(matrix: Matrix, facts: Facts) -> list[Evaluation]:
-    """Every entry, less those that judge a recipe's settings when the Facts carry no recipe (plain check)."""
-    return [evaluate(e, facts) for e in matrix.entries if facts.recipe is not None or not needs_recipe(e)]
+    """Every entry, less those that judge a recipe's settings when the Facts carry no recipe (plain check)
+    and those kept for reference only (a platform fact with nothing to change: `explain` still finds them)."""
+    return [evaluate(e, facts) for e in matrix.entries
+            if not e.reference_only and (facts.recipe is not None or not needs_recipe(e))]

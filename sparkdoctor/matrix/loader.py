@@ -25,7 +25,7 @@ def _tomllib():
     return tomllib
 
 SCHEMA = 1  # the matrix file format this sparkdoctor reads; `schema` may be left out
-_TOP = {"component", "entry", "stack", "schema", "tracked", "lockstep"}
+_TOP = {"component", "entry", "stack", "schema", "tracked", "tracked_on", "lockstep"}
 
 
 @lru_cache(maxsize=1)

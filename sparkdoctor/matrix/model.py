@@ -63,6 +63,18 @@ class Entry:
     # Why no released file can decide this entry's version bounds (a runtime hang, an image's
     # contents): `matrix verify --bounds` reports it; such an entry cannot be `checked`.
     unbracketable: str | None = None
+    # Why `check` does not list this entry although its conditions hold (a fact of the platform with
+    # nothing to change, kept for `explain` and `matrix show`): evaluate_all leaves it out.
+    reference_only: str | None = None
+    # Settings (flags, NAME=value) that select the code path this entry says breaks: a remedy elsewhere
+    # that recommends one in an overlapping range is refused by `matrix validate` (matrix.consistency).
+    selected_by: list[str] = field(default_factory=list)
+    # When the breakage was first reported publicly and when the matrix got it (YYYY-MM-DD): the delay
+    # docs/matrix-knowledge.md states.
+    reported: str | None = None
+    added: str | None = None
+    # Where the remedy was shown to work (a thread comment, a release, a measurement), as a symptom is traced
+    remedy_shown: str | None = None
 
 
 @dataclass

@@ -26,7 +26,8 @@ from sparkdoctor.names import name_problem
 _ENTRY_REQUIRED = {"id": str, "title": str, "severity": str, "action": str, "summary": str, "remedy": str, "when": dict, "refs": list}
 _ENTRY_OPTIONAL = {"symptoms": list, "verified_by": dict, "fix": str, "withdrawn": str, "verify": dict,
                    "evidence": str, "files": (dict, list), "last_verified": dict, "justifies": list,
-                   "explains_probes": list, "unbracketable": str}
+                   "explains_probes": list, "unbracketable": str, "reference_only": str, "selected_by": list,
+                   "reported": str, "added": str, "remedy_shown": str}
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 _STACK_REQUIRED = {"id": str, "title": str, "packages": dict, "refs": list}
 _STACK_OPTIONAL = {"env": dict, "driver": str, "notes": str, "python": str, "image_only": str}
@@ -105,9 +106,13 @@ def entry_from(raw: dict, index: int, component: str, where: str, probes: frozen
             raise MatrixError(f"{label}: field 'when.{key}' {err}")
     _check_refs(raw["refs"], label)
     _check_strings(raw, "symptoms", label)
-    bad = next((j for j in raw.get("justifies", []) if not isinstance(j, str) or not JUSTIFIES_RE.fullmatch(j)), None)
-    if bad is not None:
-        raise MatrixError(f"{label}: field 'justifies' has {bad!r}: give a flag (--enforce-eager) or an env var (NAME or NAME=value)")
+    for name in ("justifies", "selected_by"):
+        bad = next((j for j in raw.get(name, []) if not isinstance(j, str) or not JUSTIFIES_RE.fullmatch(j)), None)
+        if bad is not None:
+            raise MatrixError(f"{label}: field '{name}' has {bad!r}: give a flag (--enforce-eager) or an env var (NAME or NAME=value)")
+    for name in ("reported", "added"):
+        if name in raw and not _DATE.fullmatch(raw[name]):
+            raise MatrixError(f"{label}: field '{name}' must be a date YYYY-MM-DD, not {raw[name]!r}")
     vb = raw.get("verified_by")
     _check_verified_by(vb, probes, label)
     _check_explains_probes(raw.get("explains_probes", []), vb, probes, label)
@@ -142,6 +147,11 @@ def entry_from(raw: dict, index: int, component: str, where: str, probes: frozen
         justifies=list(raw.get("justifies", [])),
         explains_probes=list(raw.get("explains_probes", [])),
         unbracketable=_prose(raw["unbracketable"]) if raw.get("unbracketable") else None,
+        reference_only=_prose(raw["reference_only"]) if raw.get("reference_only") else None,
+        selected_by=list(raw.get("selected_by", [])),
+        reported=raw.get("reported"),
+        added=raw.get("added"),
+        remedy_shown=_prose(raw["remedy_shown"]) if raw.get("remedy_shown") else None,
     )
 
 

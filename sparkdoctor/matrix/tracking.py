@@ -1,6 +1,8 @@
 """Tracking metadata of a matrix (top-level `[tracked]` and `[lockstep]` tables, in any matrix file,
 normally matrix/tracking.toml) and the rule that ties evidence to bounds.
 
+    tracked_on = "2026-11-28"      # the day (UTC) they were tracked: a release uploaded later is new even
+                                   # when its version is lower (a backport: cutlass-dsl 4.5.3 after 4.6.0)
     [tracked]                      # the release each tracked package is tracked through
     vllm = "0.33.0"
     [lockstep]                     # families released with the same version numbers
@@ -13,6 +15,7 @@ or one of its lockstep family. A bound nothing can bracket is not `checked`.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,8 +29,13 @@ class Tracking:
     tracked: dict[str, str] = field(default_factory=dict)  # canonical package -> version
     lockstep: dict[str, tuple[str, ...]] = field(default_factory=dict)  # canonical package -> its family
     where: dict[str, str] = field(default_factory=dict)  # "tracked.NAME" -> the file that says it
+    tracked_on: str | None = None  # YYYY-MM-DD: releases uploaded after it are re-checked whatever their version
 
     def merge(self, other: Tracking, where: str) -> Tracking:
+        if other.tracked_on:
+            if self.tracked_on:
+                raise MatrixError(f"{where}: tracked_on is already given in {self.where['tracked_on']}")
+            self.tracked_on, self.where["tracked_on"] = other.tracked_on, where
         for key in ("tracked", "lockstep"):
             mine, theirs = getattr(self, key), getattr(other, key)
             for name, value in theirs.items():
@@ -48,11 +56,16 @@ class Tracking:
         return out
 
     def to_dict(self) -> dict[str, Any]:
-        return {"tracked": dict(self.tracked), "lockstep": {k: list(v) for k, v in self.lockstep.items()}}
+        return {"tracked": dict(self.tracked), "tracked_on": self.tracked_on, "lockstep": {k: list(v) for k, v in self.lockstep.items()}}
 
 
 def tracking_from(doc: dict, where: str) -> Tracking:
     out = Tracking()
+    on = doc.get("tracked_on")
+    if on is not None:
+        if not isinstance(on, str) or not re.fullmatch(r"\d{4}-\d{2}-\d{2}", on):
+            raise MatrixError(f"{where}: 'tracked_on' must be a date YYYY-MM-DD, not {on!r}")
+        out.tracked_on, out.where["tracked_on"] = on, where
     tracked = doc.get("tracked", {})
     if not isinstance(tracked, dict):
         raise MatrixError(f"{where}: 'tracked' must be a table of package = \"version\"")

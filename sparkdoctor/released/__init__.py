@@ -70,6 +70,9 @@ class Reader:
     def versions(self, project: str, prereleases: bool = False, dist: str = "wheel") -> list[str]:
         return self.index.versions(project, prereleases, dist)
 
+    def upload_times(self, project: str) -> dict[str, str]:
+        return self.index.upload_times(project)
+
     def release(self, project: str, version: str) -> RemoteWheel:
         key = (project, version)
         if key not in self._open:

@@ -42,6 +42,7 @@ class IndexFile:
     version: str | None  # parsed from a wheel's name; None for an sdist or an unparsable name
     tags: frozenset = frozenset()  # the wheel's packaging.tags.Tag set
     sdist_version: str | None = None  # parsed from an sdist's name (.tar.gz, .zip)
+    uploaded: str | None = None  # PEP 700 upload-time (ISO 8601, UTC), when the index gives it
 
     @property
     def is_wheel(self) -> bool:
@@ -66,8 +67,10 @@ def _file(raw: dict, base: str) -> IndexFile:
             pass
     size = raw.get("size")
     sha = (raw.get("hashes") or {}).get("sha256")
+    uploaded = raw.get("upload-time")
     return IndexFile(name, urljoin(base, str(raw.get("url", ""))), size if isinstance(size, int) else None,
-                     sha if isinstance(sha, str) else None, bool(raw.get("yanked")), version, frozenset(tags), sdist_version)
+                     sha if isinstance(sha, str) else None, bool(raw.get("yanked")), version, frozenset(tags), sdist_version,
+                     uploaded if isinstance(uploaded, str) else None)
 
 
 class Index:
@@ -109,6 +112,17 @@ class Index:
             if prereleases or not (v.is_prerelease or v.is_devrelease):
                 found.add(v)
         return [str(v) for v in sorted(found)]
+
+    def upload_times(self, project: str) -> dict[str, str]:
+        """Each released version's first upload (PEP 700 upload-time, ISO 8601); versions without one left out."""
+        out: dict[str, str] = {}
+        for f in self.files(project):
+            version = f.version or f.sdist_version
+            if version is None or f.uploaded is None or f.yanked:
+                continue
+            key = str(Version(version))
+            out[key] = min(out.get(key, f.uploaded), f.uploaded)
+        return out
 
     def wheels(self, project: str, version: str) -> list[IndexFile]:
         want = Version(version)

@@ -92,6 +92,7 @@ def _render(report, console: Console, verbose: bool, ink: Ink) -> None:
         from sparkdoctor.render.console_verbose import render_verbose_sections
 
         render_verbose_sections(report, console, ink)
+    _print_knowledge(console, report, ink)
     console.print()
     verdict = report.verdict()
     style = "bold green" if verdict == PASS else "bold red" if report.exit_code() == EXIT_FINDINGS else "bold yellow"
@@ -205,6 +206,18 @@ def _print_refs(console: Console, refs: list[str], ink: Ink, verbose: bool) -> N
         if i == 0 and len(refs) > len(shown):
             line.append(f"  (+{len(refs) - len(shown)} more)", style="dim")
         console.print(line, no_wrap=True, overflow="ignore", crop=False)
+
+
+def _print_knowledge(console: Console, report, ink: Ink) -> None:
+    """How fresh the matrix is for this box; a warning per installed package newer than it has tracked."""
+    from sparkdoctor.matrix.freshness import knowledge_line, newer_lines
+
+    k = report.knowledge
+    if not k or not k.get("tracked"):
+        return
+    console.print(ink.text(knowledge_line(k), style="dim"))
+    for line in newer_lines(k):
+        console.print(ink.text(f"warning: {line}", style="yellow"))
 
 
 def _print_nearest_stack(console: Console, nearest, ink: Ink) -> None:

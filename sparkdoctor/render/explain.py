@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from rich.markup import escape
 
+from sparkdoctor.matrix.ambiguity import decide_with
 from sparkdoctor.render.describe import clip, plural
 
 if TYPE_CHECKING:
@@ -24,7 +25,6 @@ if TYPE_CHECKING:
 _STYLE = {"error": "bold red", "warn": "yellow", "info": "cyan"}
 
 
-DECIDE = "sparkdoctor check"  # evaluates each candidate's conditions on the box
 
 
 def tells_apart(entry: Entry) -> list[str]:
@@ -75,7 +75,7 @@ class Explanation:
             if g is not None:
                 doc.update(ambiguous=True, candidates=g.ids, tells_apart=tells_apart(m.entry))
             docs.append(doc)
-        amb = [{"line_no": g.line_no, "line": g.line, "decide_with": DECIDE,
+        amb = [{"line_no": g.line_no, "line": g.line, "decide_with": decide_with(g),
                 "candidates": [{"id": m.entry.id, "title": m.entry.title, "tells_apart": tells_apart(m.entry)} for m in g.candidates]}
                for g in self.groups]
         return {"schema": self.schema, "source": self.source, "lines": self.lines, "summary": _summary(self.matches, self.groups),
@@ -97,7 +97,7 @@ def _render_ambiguous(g: Ambiguity, console: Console) -> None:
         e = m.entry
         grid.add_row("candidate", Text(f"{e.id} ({e.severity}, evidence: {e.evidence}): {e.title}"))
         grid.add_row("  when", Text("; ".join(tells_apart(e)) or "(no condition beyond the GPU arch)"))
-    grid.add_row("decide", Text(f"run `{DECIDE}` on the box: it evaluates these conditions and names the one that holds"))
+    grid.add_row("decide", Text(f"run `{decide_with(g)}`: it evaluates these conditions and names the one that holds"))
     console.print(Padding(grid, (0, 0, 0, 2)))
     console.print()
 

@@ -72,9 +72,14 @@ def matrix_validate_console(result: Result, sink: Sink) -> str:
 
     d = result.data
     levels = ", ".join(f"{n} {lv}" for lv, n in d["evidence"].items())
+    if d.get("problems"):
+        return "".join(f"problem: {p}\n" for p in d["problems"]) + f"{plural(len(d['problems']), 'problem')} across entries\n"
+    delay = d.get("report_delay") or {}
+    if delay.get("entries"):
+        levels += f" · report to entry: median {delay['median_days']} days over {plural(delay['entries'], 'entry')}"
     return (f"ok: {plural(d['entries'], 'entry')}, {plural(d['stacks'], 'known-good stack')} in {plural(d['files'], 'file')}"
             f" · evidence: {levels}" + (f" · matrix: {d['matrix']}" if d.get("matrix") else "") + "\n")
 
 
 def matrix_validate_json(result: Result, sink: Sink) -> dict[str, Any]:
-    return {"valid": True, **result.data}
+    return {"valid": not result.data.get("problems"), **result.data}

@@ -11,12 +11,12 @@ from typing import TYPE_CHECKING, Any
 
 from sparkdoctor.errors import InputError
 from sparkdoctor.exitcodes import EXIT_OK, EXIT_VERIFY_CONTRADICTED, EXIT_VERIFY_ERROR
+from sparkdoctor.track.run import NEEDS_EDIT
 
 if TYPE_CHECKING:
     from sparkdoctor.result import Result
     from sparkdoctor.sink import Sink
 
-NEEDS_EDIT = ("check-broken", "no-longer-affected", "upper-bound-moves", "lower-bound-moves")
 
 
 @dataclass
@@ -35,7 +35,7 @@ class TrackAnswer:
         return self.document
 
 
-def track_matrix(matrix_path: Path | None, through: dict[str, str], platform: str, python: str) -> TrackAnswer:
+def track_matrix(matrix_path: Path | None, through: dict[str, str], platform: str, python: str, since: str | None = None) -> TrackAnswer:
     """A MatrixError or RemoteError (exit 2) says itself; a matrix with nothing tracked is an InputError (2)."""
     from sparkdoctor.matrix import load
     from sparkdoctor.released import Reader
@@ -48,7 +48,7 @@ def track_matrix(matrix_path: Path | None, through: dict[str, str], platform: st
     reader = Reader(platform, python)
     started = time.monotonic()
     try:
-        result = track(matrix, reader, through, terminal_log())
+        result = track(matrix, reader, through, terminal_log(), since)
     finally:
         reader.close()
     doc = result.to_dict()
@@ -72,7 +72,7 @@ def track_view_markdown(result: Result, sink: Sink) -> str:
 def track_view_console(result: Result, sink: Sink) -> str:
     from sparkdoctor.track.render import render_track
 
-    return sink.capture(lambda console: render_track(result.data.document, console))
+    return sink.capture(lambda console: render_track(result.data.document, console, bool(result.options.get("verbose"))))
 
 
 def update_view_json(result: Result, sink: Sink) -> dict[str, object]:

@@ -11,7 +11,8 @@ def track_markdown(d: dict[str, Any]) -> str:
            "a release has none for it, said per release).", "", "## Packages", "", "| package | tracked through | read through | new releases | note |",
            "|---|---|---|---|---|"]
     for p in d["packages"]:
-        out.append(f"| {p['package']} | {p['tracked']} | {p['through'] or 'newest'} | {', '.join(p['releases']) or 'none'} | {p['note']} |")
+        backports = f" (uploaded after the tracked release: {', '.join(p['backports'])})" if p.get("backports") else ""
+        out.append(f"| {p['package']} | {p['tracked']} | {p['through'] or 'newest'} | {', '.join(p['releases']) or 'none'}{backports} | {p['note']} |")
     out += ["", "## Entries", "", "| entry | reads | bound | verdict | why |", "|---|---|---|---|---|"]
     for e in d["entries"]:
         out.append(f"| {e['id']} | {e['package']} | {e['spec'] or '-'} | {e['verdict']} | {e['why'].replace('|', '/')} |")
@@ -19,6 +20,11 @@ def track_markdown(d: dict[str, Any]) -> str:
         out += ["", "## Proposed edits (not applied)", "", "| where | field | from | to | because |", "|---|---|---|---|---|"]
         for p in d["proposals"]:
             out.append(f"| {p.get('entry', p['file'])} | {p['field']} | {p['from']} | {p['to']} | {p['because']} |")
+    if d.get("applied") or d.get("not_applied"):
+        out += ["", "## Written into the matrix (--apply)", ""] + [f"- {a}" for a in d.get("applied", [])]
+        out += [f"- not applied: {a}" for a in d.get("not_applied", [])]
+    if d.get("pin_conflicts"):
+        out += ["", "## Pins pip cannot install together (extras included)", ""] + [f"- {c['why']}" for c in d["pin_conflicts"]]
     if d["untracked"]:
         out += ["", "## Bounds on tracked packages that no file check follows", "", "| entry | bound | why |", "|---|---|---|"]
         for u in d["untracked"]:
@@ -28,21 +34,37 @@ def track_markdown(d: dict[str, Any]) -> str:
     return "\n".join(out) + "\n"
 
 
-def render_track(d: dict[str, Any], console: Any) -> None:
+def render_track(d: dict[str, Any], console: Any, verbose: bool = False) -> None:
+    """Proposals first, then the entries that need an edit; with `verbose`, every package and entry."""
     from rich.table import Table
 
-    for p in d["packages"]:
-        note = f" ({p['note']})" if p["note"] else ""
-        console.print(f"{p['package']}: tracked through {p['tracked']}, new: {', '.join(p['releases']) or 'none'}{note}")
-    table = Table(show_lines=False)
-    for col in ("entry", "bound", "verdict", "why"):
-        table.add_column(col)
-    for e in d["entries"]:
-        table.add_row(e["id"], f"{e['package']} {e['spec'] or ''}", e["verdict"], e["why"])
-    console.print(table)
+    from sparkdoctor.track.run import NEEDS_EDIT
+
     for p in d["proposals"]:
-        console.print(f"propose: {p.get('entry', p['file'])}: {p['field']}: {p['from']} -> {p['to']} ({p['because']})")
-    console.print(", ".join(f"{n} {v}" for v, n in d["summary"].items() if n) + f"; {len(d['untracked'])} bounds with no file check")
+        console.print(f"propose: {p.get('entry', p['file'])}: {p['field']}: {p['from']} -> {p['to']} ({p['because']})", soft_wrap=True)
+    for line in d.get("applied", []):
+        console.print(f"applied: {line}", soft_wrap=True)
+    for line in d.get("not_applied", []):
+        console.print(f"not applied: {line}", soft_wrap=True)
+    for c in d.get("pin_conflicts", []):
+        console.print(f"conflict: {c['why']}", soft_wrap=True)
+    for p in d["packages"]:
+        backports = f"; uploaded after the tracked release: {', '.join(p['backports'])}" if p.get("backports") else ""
+        if verbose or p["releases"] or p["note"]:
+            note = f" ({p['note']})" if p["note"] else ""
+            console.print(f"{p['package']}: tracked through {p['tracked']}, new: {', '.join(p['releases']) or 'none'}{backports}{note}",
+                          soft_wrap=True)
+    shown = [e for e in d["entries"] if verbose or e["verdict"] in NEEDS_EDIT]
+    if shown:
+        table = Table(show_lines=False)
+        for col in ("entry", "bound", "verdict", "why"):
+            table.add_column(col, overflow="fold")
+        for e in shown:
+            table.add_row(e["id"], f"{e['package']} {e['spec'] or ''}", e["verdict"], e["why"])
+        console.print(table)
+    hidden = len(d["entries"]) - len(shown)
+    tail = f" ({hidden} entries with nothing to change not shown: -v lists them)" if hidden else ""
+    console.print(", ".join(f"{n} {v}" for v, n in d["summary"].items() if n) + f"; {len(d['untracked'])} bounds with no file check{tail}")
 
 
 def render_bounds(results: list[Any], console: Any) -> None:

@@ -29,6 +29,7 @@ from sparkdoctor.verify.files import VersionRun, remote_run, tables_of
 
 Log = Callable[[str], None]
 VERDICTS = ("check-broken", "no-longer-affected", "upper-bound-moves", "lower-bound-moves", "still-affected", "unchanged", "no-new-release")
+NEEDS_EDIT = VERDICTS[:4]  # the verdicts that call for an edit (exit 1)
 
 
 @dataclass
@@ -60,6 +61,9 @@ class TrackResult:
     python: str
     matrix: str
     taken_at: str = field(default_factory=lambda: dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat())
+    pins: list[dict[str, Any]] = field(default_factory=list)  # what each newest release requires of the others, extras included
+    pin_conflicts: list[dict[str, str]] = field(default_factory=list)
+    pin_errors: list[str] = field(default_factory=list)
 
     def summary(self) -> dict[str, int]:
         return {v: sum(1 for e in self.entries if e.verdict == v) for v in VERDICTS}
@@ -67,13 +71,29 @@ class TrackResult:
     def to_dict(self) -> dict[str, Any]:
         return {"schema": 1, "kind": "matrix-track", "taken_at": self.taken_at, "matrix": self.matrix,
                 "platform": self.platform, "python": self.python, "summary": self.summary(), "packages": self.packages,
-                "entries": [e.to_dict() for e in self.entries], "untracked": self.untracked, "proposals": self.proposals}
+                "entries": [e.to_dict() for e in self.entries], "untracked": self.untracked, "proposals": self.proposals,
+                "pins": self.pins, "pin_conflicts": self.pin_conflicts, "pin_errors": self.pin_errors}
 
 
-def _new_releases(reader: Any, package: str, since: str, through: str | None) -> dict[str, Any]:
+def _uploaded_after(reader: Any, package: str, since: str, on: str | None) -> tuple[set[str], dict[str, str]]:
+    """Versions not above `since` that were uploaded after the matrix was tracked (`on`, a date), or, with no
+    date, after `since` itself was uploaded: backports of an older line (cutlass-dsl 4.5.3 after 4.6.0)."""
     from sparkdoctor.released import RemoteError
 
-    row: dict[str, Any] = {"package": package, "tracked": since, "through": through, "releases": [], "note": ""}
+    try:
+        times = reader.upload_times(package) if hasattr(reader, "upload_times") else {}
+    except RemoteError:
+        return set(), {}
+    after = on or times.get(str(Version(since)), "")[:10]
+    if not after:
+        return set(), times
+    return {v for v, t in times.items() if t[:10] > after and Version(v) <= Version(since)}, times
+
+
+def _new_releases(reader: Any, package: str, since: str, through: str | None, on: str | None = None) -> dict[str, Any]:
+    from sparkdoctor.released import RemoteError
+
+    row: dict[str, Any] = {"package": package, "tracked": since, "through": through, "releases": [], "backports": [], "note": ""}
     try:
         versions = reader.versions(package)
     except RemoteError as exc:
@@ -84,7 +104,10 @@ def _new_releases(reader: Any, package: str, since: str, through: str | None) ->
         newest = [v for v in versions if Version(v) <= Version(through)]
         row["note"] = f"{package} {through} does not exist on the registry" + (f"; read up to {newest[-1]}" if newest else "")
     cap = Version(through) if through else None
-    row["releases"] = [v for v in versions if Version(v) > Version(since) and (cap is None or Version(v) <= cap)]
+    backports, times = _uploaded_after(reader, package, since, on)
+    row["backports"] = [v for v in versions if v in backports]
+    row["releases"] = [v for v in versions if (Version(v) > Version(since) or v in backports) and (cap is None or Version(v) <= cap)]
+    row["uploaded"] = {v: times[v] for v in row["releases"] if v in times}
     return row
 
 
@@ -115,7 +138,8 @@ def judge(entry: EntryTrack, releases: list[str]) -> None:
         missing = any(e.startswith("no member matches") for e in r.evidence)
         return missing and not (entry.oldest_known and Version(r.version) < Version(entry.oldest_known))
 
-    broken = [(r, i) for r, i in entry.runs if r.error or absent(r)]
+    # a file gone from a release outside a bounded range agrees with the bound (the code it read is gone there)
+    broken = [(r, i) for r, i in entry.runs if r.error or (absent(r) and i is not False)]
     if broken:
         r = broken[0][0]
         entry.verdict = "check-broken"
@@ -206,13 +230,16 @@ def moved_to(reader: Any, tracking: Tracking, package: str, version: str, checks
     return out
 
 
-def track(matrix: Matrix, reader: Any, through: dict[str, str] | None = None, log: Log | None = None) -> TrackResult:
+def track(matrix: Matrix, reader: Any, through: dict[str, str] | None = None, log: Log | None = None,
+          since: str | None = None) -> TrackResult:
+    """`since` (YYYY-MM-DD) overrides the matrix's tracked_on: releases uploaded after it are re-checked."""
     tracking = matrix.tracking or Tracking()
+    on = since or tracking.tracked_on
     through = {canonicalize_name(k): v for k, v in (through or {}).items()}
     def cap(p: str) -> str | None:  # a family member follows its family's --through
         return through.get(p) or next((through[q] for q in sorted(tracking.family(p)) if q in through), None)
 
-    packages = [_new_releases(reader, p, since, cap(p)) for p, since in tracking.tracked.items()]
+    packages = [_new_releases(reader, p, version, cap(p), on) for p, version in tracking.tracked.items()]
     releases = {row["package"]: row["releases"] for row in packages}
     entries: list[EntryTrack] = []
     untracked: list[dict[str, str]] = []
@@ -243,12 +270,27 @@ def track(matrix: Matrix, reader: Any, through: dict[str, str] | None = None, lo
             if log:
                 log(f"{e.id}: {item.verdict}")
     proposals = [e.proposal for e in entries if e.proposal]
+    broken = any(e.verdict == "check-broken" for e in entries)
     for row in packages:
-        newest = row["releases"][-1] if row["releases"] else None
+        newest = row["releases"][-1] if row["releases"] and Version(row["releases"][-1]) > Version(row["tracked"]) else None
         if newest and not any(e.package == row["package"] and e.verdict == "check-broken" for e in entries):
             read = any(e.package == row["package"] for e in entries)
             because = (f"every entry's file checks were re-run on {', '.join(row['releases'])}" if read else
                        f"no entry's file check reads {row['package']}: its new releases {', '.join(row['releases'])} were listed, nothing re-run")
             proposals.append({"file": _short(tracking.where.get(f"tracked.{row['package']}", "tracking.toml")),
                               "field": f"tracked.{row['package']}", "from": row["tracked"], "to": newest, "because": because})
-    return TrackResult(packages, entries, untracked, proposals, reader.platform, reader.python, getattr(matrix, "source", "bundled"))
+    today = dt.datetime.now(dt.timezone.utc).date().isoformat()
+    if proposals and not broken and tracking.tracked_on != today and not any(r.get("error") for r in packages):
+        proposals.append({"file": _short(tracking.where.get("tracked_on") or next(iter(tracking.where.values()), "tracking.toml")),
+                          "field": "tracked_on", "from": tracking.tracked_on, "to": today,
+                          "because": "every release uploaded up to today was listed and its entries' checks re-run"})
+    from sparkdoctor.track.pins import conflicts, pinned_release, read_pins
+
+    newest = {row["package"]: max([row["tracked"], *row["releases"]], key=Version) for row in packages if not row.get("error")}
+    pins, pin_errors = read_pins(reader, newest, set(tracking.tracked)) if hasattr(reader, "release") else ([], [])
+    for pin in [p for p in pins if p.extra is None and pinned_release(p) and pinned_release(p) != newest.get(p.requires)]:
+        more, errors = read_pins(reader, {pin.requires: str(pinned_release(pin))}, set(tracking.tracked))  # the release it pins
+        pins += [m for m in more if m not in pins]
+        pin_errors += errors
+    return TrackResult(packages, entries, untracked, proposals, reader.platform, reader.python, getattr(matrix, "source", "bundled"),
+                       pins=[p.to_dict() for p in pins], pin_conflicts=conflicts(pins, newest), pin_errors=pin_errors)

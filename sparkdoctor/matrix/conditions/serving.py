@@ -4,12 +4,15 @@
     when.serving = { "model.hybrid" = true, "--max-num-batched-tokens" = { test = "<2096", unset = 2048 } }
     when.serving = { "--max-model-len" = ">model.max_model_len" }
     when.serving = { "--kv-cache-memory-bytes" = ">host.memory_total_bytes" }
+    when.serving = { "--kv-cache-dtype" = ["fp8", "fp8_e4m3", "fp8_e5m2"], "model.head_dim" = ">=256" }
+    when.serving = { "model.quant" = ["mxfp4"], "model.architecture" = ["GptOss*"] }
 
 A key is a serve flag (spelled with dashes; a recipe's `--flag_name` and `--flag=value` forms count),
 a fact of the recipe's model (`model.*`, read from its local config.json) or of the host (`host.*`).
 A test is true / false (a flag: set / not set or --no-flag; a fact: equals), a comparison with a
 number (`<`, `<=`, `>`, `>=`, `==`, `!=`; vLLM's "8k" / "2G" suffixes accepted on both sides) or with
-a fact (">model.max_model_len"), or "not multiple of N". A flag given as `{ test = ..., unset = V }`
+a fact (">model.max_model_len"), "not multiple of N", or a list of values (shell patterns, `GptOss*`):
+the flag's value or the model's text fact is one of them. A flag given as `{ test = ..., unset = V }`
 is judged at V when the recipe does not set it (vLLM's default for it); without `unset`, a flag the
 recipe does not set fails every comparison (vLLM derives the value itself).
 
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 import math
 import re
+from fnmatch import fnmatchcase
 from typing import Any
 
 from sparkdoctor.facts import Facts
@@ -28,11 +32,16 @@ from sparkdoctor.matrix.model import Check
 
 MODEL_FACTS = {
     "hybrid": "has Mamba / linear-attention layers (config.json)",
+    "type": "model_type in config.json (e.g. gpt_oss, qwen3_5_moe)",
+    "architecture": "the first of config.json's architectures (e.g. GptOssForCausalLM)",
+    "quant": "the checkpoint's quantization (quantization_config.quant_method; ModelOpt's quant_algo: nvfp4, fp8; none)",
+    "head_dim": "attention head size (head_dim, else hidden_size / num_attention_heads)",
     "linear_layers": "linear-attention (Gated DeltaNet) layers",
     "mamba_layers": "Mamba layers",
     "max_position_embeddings": "max_position_embeddings in config.json",
     "max_model_len": "the longest --max-model-len vLLM accepts for the model (derived as vLLM derives it)",
 }
+TEXT_FACTS = ("type", "architecture", "quant")  # tested against a list of values, never compared as numbers
 HOST_FACTS = {"memory_total_bytes": "the host's total memory (MemTotal); on GB10 the unified memory the GPU shares"}
 _NUMBER = r"\d{1,15}(?:\.\d{1,9})?[kKmMgGtT]?"
 _CMP = re.compile(rf"^(<=|>=|==|!=|<|>)\s*(-?{_NUMBER}|(?:model|host)\.[a-z_]+)$")
@@ -64,6 +73,12 @@ def parse_number(text: Any) -> float | None:
 def _v_test(key: str, test: Any) -> str | None:
     if isinstance(test, bool):
         return None
+    if isinstance(test, list):
+        if test and all(isinstance(x, str) and x and len(x) <= 200 for x in test):
+            return None
+        return f"{key}: a list of values needs at least one non-empty string"
+    if key.startswith("model.") and key[6:] in TEXT_FACTS:
+        return f"{key}: a text fact takes a list of values (shell patterns), e.g. [\"mxfp4\"]"
     if isinstance(test, str):
         cmp = _CMP.match(test)
         if cmp:
@@ -145,6 +160,8 @@ def _fact(ref: str, facts: Facts) -> tuple[Any, str | None]:
     if not isinstance(model, dict):
         return None, "the recipe's model is not known"
     got = model.get(name)
+    if name in TEXT_FACTS and isinstance(got, str):
+        return got, None
     if got is None or (name != "hybrid" and (isinstance(got, bool) or not isinstance(got, (int, float)))):
         why = model.get("error")
         return None, str(why) if isinstance(why, str) and why else f"model.{name} is not known for {model.get('ref', 'the model')}"
@@ -198,6 +215,10 @@ def _judge(key: str, spec: Any, facts: Facts) -> Check:
     if isinstance(test, bool):
         on = got is not False and str(got).lower() not in ("false", "0")
         return Check("serving", on is test, f"{shown} = {_shown(got)}")
+    if isinstance(test, list):
+        value = str(got)
+        ok = any(fnmatchcase(value, pattern) for pattern in test)
+        return Check("serving", ok, f"{shown} = {value} ({'one of' if ok else 'not one of'} {', '.join(test)})")
     multiple = _MULTIPLE.match(str(test))
     number = parse_number(got)
     if number is None:
@@ -234,6 +255,8 @@ def describe(value: dict[str, Any]) -> str:
         test, unset = (spec.get("test"), spec.get("unset")) if isinstance(spec, dict) else (spec, None)
         if isinstance(test, bool) and str(key).startswith("--"):
             shown = f"{key} {'set' if test else 'not set'}"
+        elif isinstance(test, list):
+            shown = f"{key} one of {', '.join(test)}"
         else:
             shown = f"{key} {_shown(test)}"
         parts.append(shown + (f" (unset: {_shown(unset)})" if unset is not None else ""))

@@ -1,0 +1,176 @@
+"""What `matrix validate` checks across entries, beyond each entry's schema (the loader's job).
+
+- Remedies that are true: a setting an entry's remedy recommends (its `justifies`: `--flag`, `NAME`,
+  `NAME=value`) must not be what another entry says breaks (a warn/error entry whose `when.env`,
+  `when.env_matches`, `when.serving` flag or `selected_by` fires on that setting) on a box where both
+  entries can hold (package ranges overlap, GPU archs and capability values intersect).
+- Evidence that brackets something: an entry labelled `checked` needs a version bound whose files table has
+  a check that must differ outside it; a bound of "*" or only `fixed = "same"` checks bracket nothing. Given
+  the bounds document (`matrix verify --bounds --format json`), a `checked` entry whose every differing check
+  still held on a release outside its bound is refused too: the check holds where the claim does not.
+
+Each problem is one line naming the entries and the setting or check.
+"""
+
+from __future__ import annotations
+
+from itertools import product
+from typing import Any
+
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import InvalidVersion, Version
+
+from sparkdoctor.matrix.conditions.environment import search
+from sparkdoctor.matrix.file_checks import parse_files_tables
+from sparkdoctor.matrix.model import Entry, Matrix
+
+BREAKING = ("warn", "error")
+
+
+def _spec(text: str) -> SpecifierSet | None:
+    try:
+        return SpecifierSet("" if text.strip() == "*" else text)
+    except InvalidSpecifier:
+        return None
+
+
+def _candidates(specs: list[SpecifierSet]) -> list[Version]:
+    """Versions that stand for every interval the specifiers can cut: each bound, just above it, and 0."""
+    out = [Version("0")]
+    for spec in specs:
+        for s in spec:
+            try:
+                v = Version(s.version.rstrip(".*").rstrip("."))
+            except InvalidVersion:
+                continue
+            out += [v, Version(".".join(map(str, (*v.release, 0, 0, 1))))]
+    return out
+
+
+def ranges_overlap(a: str, b: str) -> bool:
+    """Can one version satisfy both specifiers? (An unreadable one counts as overlapping.)"""
+    sa, sb = _spec(a), _spec(b)
+    if sa is None or sb is None:
+        return True
+    return any(sa.contains(v, prereleases=True) and sb.contains(v, prereleases=True) for v in _candidates([sa, sb]))
+
+
+def _as_set(value: Any) -> set[str]:
+    return {str(x) for x in value} if isinstance(value, list) else {str(value)}
+
+
+def can_hold_together(a: Entry, b: Entry) -> bool:
+    """Whether one box can meet both entries' package ranges, GPU archs and capability values."""
+    for table in ("packages", "constraints"):
+        pa, pb = a.when.get(table) or {}, b.when.get(table) or {}
+        if any(not ranges_overlap(str(pa[name]), str(pb[name])) for name in set(pa) & set(pb)):
+            return False
+    archs_a, archs_b = a.when.get("gpu_arch"), b.when.get("gpu_arch")
+    if archs_a and archs_b and not _as_set(archs_a) & _as_set(archs_b):
+        return False
+    ca, cb = a.when.get("capabilities") or {}, b.when.get("capabilities") or {}
+    if any(not _as_set(ca[key]) & _as_set(cb[key]) for key in set(ca) & set(cb)):
+        return False
+    not_a = set(a.when.get("not_installed") or [])
+    not_b = set(b.when.get("not_installed") or [])
+    return not (not_a & set(b.when.get("packages") or {}) or not_b & set(a.when.get("packages") or {}))
+
+
+def fires_on(entry: Entry, setting: str) -> str | None:
+    """Which of `entry`'s conditions a setting meets (None: none): the env rule, the serving flag, selected_by."""
+    if setting in entry.selected_by or (setting.partition("=")[0] in entry.selected_by):
+        return f"selected_by {setting}"
+    if setting.startswith("--"):
+        return f"when.serving {setting} set" if (entry.when.get("serving") or {}).get(setting) is True else None
+    name, eq, value = setting.partition("=")
+    rule = (entry.when.get("env") or {}).get(name)
+    if rule is True:
+        return f"when.env {name} set"
+    if eq and isinstance(rule, (str, list)) and value in _as_set(rule):
+        return f"when.env {name} = {value}"
+    pattern = (entry.when.get("env_matches") or {}).get(name)
+    if eq and isinstance(pattern, str) and search(pattern, value):
+        return f"when.env_matches {name} /{pattern}/"
+    return None
+
+
+def _judges_reading(entry: Entry, setting: str) -> bool:
+    """An entry about whether the installed release reads the variable at all (capability vllm.env.NAME):
+    it says the setting is ignored or deprecated there and what replaces it, not that it breaks, so it
+    does not contradict a remedy written for the releases that read it."""
+    name = setting.partition("=")[0]
+    return not setting.startswith("--") and f"vllm.env.{name}" in (entry.when.get("capabilities") or {})
+
+
+def remedy_conflicts(matrix: Matrix) -> list[str]:
+    """One line per (remedy setting, entry that says it breaks) on boxes where both hold."""
+    live = [e for e in matrix.entries if not e.withdrawn]
+    out = []
+    for a, b in product(live, live):
+        if a is b or b.severity not in BREAKING or not a.justifies:
+            continue
+        for setting in a.justifies:
+            if _judges_reading(b, setting):
+                continue
+            why = fires_on(b, setting)
+            if why and can_hold_together(a, b):
+                out.append(f"{a.file}: entry {a.id}: its remedy recommends {setting}, which entry {b.id} ({b.severity}) says breaks "
+                           f"on the same boxes ({why}); narrow {a.id}'s range or change its remedy")
+    return out
+
+
+def unbracketed_checked(matrix: Matrix) -> list[str]:
+    """`checked` entries whose files tables bracket no bound (no bound, only "*", or no check that differs)."""
+    out = []
+    for e in matrix.entries:
+        if e.withdrawn or e.evidence != "checked" or not e.files:
+            continue
+        tables = parse_files_tables(e.files, e.id)
+        bounded = {name for table in ("packages", "constraints")
+                   for name, spec in (e.when.get(table) or {}).items() if str(spec).strip() != "*"}
+        outside = any(t.fixed and any(c.fixed == "differs" for c in t.checks) for t in tables)
+        if not bounded and not outside and not e.verify:
+            out.append(f"{e.file}: entry {e.id}: evidence is \"checked\" but it bounds no version and names no release where its "
+                       "checks must fail, so they hold on every release and bracket nothing; make it \"reported\" (or bound it)")
+        elif not any(c.fixed == "differs" for t in tables for c in t.checks):
+            out.append(f"{e.file}: entry {e.id}: evidence is \"checked\" but every file check is fixed = \"same\": nothing tells "
+                       "a release outside the bound apart")
+    return out
+
+
+def held_outside(matrix: Matrix, bounds_doc: dict[str, Any]) -> list[str]:
+    """From a bounds document: `checked` entries whose differing checks all held on a release outside the bound."""
+    out = []
+    for bound in bounds_doc.get("bounds") or []:
+        entry = matrix.get(str(bound.get("id")))
+        if entry is None or entry.evidence != "checked":
+            continue
+        differs = _differing_labels(entry)
+        for run in bound.get("runs") or []:
+            if run.get("role") != "fixed" or run.get("error"):
+                continue
+            judged = [c for c in run.get("checks") or [] if c.get("check") in differs]
+            if judged and all(c.get("holds") for c in judged):
+                out.append(f"{entry.file}: entry {entry.id}: its checks for {bound.get('package')} {bound.get('spec')} all hold on "
+                           f"{run.get('version')}, outside the bound: they bracket nothing; make it \"reported\" or check the behaviour")
+                break
+    return out
+
+
+def _differing_labels(entry: Entry) -> set[str]:
+    return {c.label for t in parse_files_tables(entry.files, entry.id) for c in t.checks if c.fixed == "differs"} if entry.files else set()
+
+
+def problems(matrix: Matrix, bounds_doc: dict[str, Any] | None = None) -> list[str]:
+    return [*remedy_conflicts(matrix), *unbracketed_checked(matrix), *(held_outside(matrix, bounds_doc) if bounds_doc else [])]
+
+
+def report_delay(matrix: Matrix) -> dict[str, Any]:
+    """Days from a breakage's first public report to its entry (`reported`, `added`): how many entries say both,
+    the median and how many got in within a week."""
+    import datetime as dt
+    from statistics import median
+
+    days = sorted((dt.date.fromisoformat(e.added) - dt.date.fromisoformat(e.reported)).days
+                  for e in matrix.entries if e.reported and e.added and not e.withdrawn)
+    return {"entries": len(days), "median_days": median(days) if days else None, "within_7_days": sum(1 for d in days if d <= 7)}
