@@ -59,9 +59,11 @@ class Sink:
         it inside `capture()`."""
         from rich.console import Console
 
+        from sparkdoctor.render.terminal_text import escaping
+
         if self.to_file:
-            return Console(file=io.StringIO(), width=FILE_WIDTH, no_color=True, force_terminal=False, **settings)
-        return Console(width=width, file=sys.stdout if sys.stdout is not None else io.StringIO(), **settings)
+            return escaping(Console(file=io.StringIO(), width=FILE_WIDTH, no_color=True, force_terminal=False, **settings))
+        return escaping(Console(width=width, file=sys.stdout if sys.stdout is not None else io.StringIO(), **settings))
 
     def capture(self, draw: Callable[[Console], None], width: int | None = None, **settings: Any) -> str:
         """What `draw` prints on this sink's console, as one string (nothing is written yet)."""
@@ -84,8 +86,11 @@ def sink_for(output: Path | None, fmt: Format | None = None) -> Sink:
 def render(result: Result, fmt: Format, output: Path | None = None) -> str:
     """The whole document of `result` in `fmt`, as the text `emit` writes."""
     from sparkdoctor import views
+    from sparkdoctor.text import shown
 
-    return views.render(result, fmt, sink_for(output, fmt))
+    text = views.render(result, fmt, sink_for(output, fmt))
+    # the text formats carry a snapshot's strings as written; console output is escaped as it is drawn (Sink.console)
+    return shown(text) if fmt in (Format.markdown, Format.github, Format.forum) else text
 
 
 def emit(result: Result, fmt: Format | str, output: Path | None = None) -> int:

@@ -1,8 +1,10 @@
 """Strings into rich renderables for the console report: bounded, never markup, ASCII where needed.
 
 Every string the console prints goes through Ink.text(): it is clipped (a 25 MB field in a snapshot
-would stall rich's line wrapping for minutes), made a rich `Text` (so `[bold]` or `[/]` in a package
-version prints as written instead of being parsed as markup), and, when the output stream cannot
+would stall rich's line wrapping for minutes), its control characters escaped (an ESC
+sequence in a snapshot's env value or a server's model name prints as `\x1b[31m`, never reaching the terminal
+raw), made a rich `Text` (so `[bold]` or `[/]` in a package version prints as written instead of being parsed
+as markup), and, when the output stream cannot
 encode Unicode (PYTHONIOENCODING=ascii, an ASCII-only pipe), spelled in ASCII before rich measures
 it, so the layout still fits the width. The caller (cli) decides which: see needs_ascii().
 """
@@ -11,12 +13,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from rich.console import Console
+from rich.console import (
+    Console,
+    ConsoleOptions,
+    RenderableType,
+    RenderHook,
+    RenderResult,
+)
+from rich.segment import Segment
 from rich.style import Style
 from rich.table import Table
 from rich.text import Text
 
 from sparkdoctor.render.describe import FACT_CHARS, clip
+from sparkdoctor.text import shown
 
 # What the report itself writes outside ASCII, and how to say it in ASCII.
 ASCII_SPELLING = {
@@ -52,7 +62,7 @@ class Ink:
         self.sev = {"error": "[x]", "warn": "[!]", "info": "[i]"} if ascii_only else {"error": "✖", "warn": "▲", "info": "ℹ"}
 
     def plain(self, value: Any, limit: int = FACT_CHARS) -> str:
-        text = clip(value, limit)
+        text = shown(clip(value, limit))
         return to_ascii(text) if self.ascii_only else text
 
     def text(self, value: Any, style: str | Style = "", limit: int = FACT_CHARS) -> Text:
@@ -102,3 +112,30 @@ def pairs(rows: list[tuple[Text, Text]]) -> Table:
 def section(console: Console, title: str, count: int | None = None) -> None:
     console.print()
     console.print(Text(title + (f" ({count})" if count is not None else ""), style="bold"))
+
+
+class _Escaped:
+    """A renderable whose text segments have their control characters escaped (rich's own styles and links
+    are not in a segment's text: they are added when the segments are written)."""
+
+    def __init__(self, inner: RenderableType) -> None:
+        self.inner = inner
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        for segment in console.render(self.inner, options):
+            if segment.control is None and not segment.text.isprintable():
+                yield Segment(shown(segment.text), segment.style)
+            else:
+                yield segment
+
+
+class _EscapeHook(RenderHook):
+    def process_renderables(self, renderables: list[Any]) -> list[Any]:
+        return [_Escaped(r) for r in renderables]
+
+
+def escaping(console: Console) -> Console:
+    """`console`, printing every string with its control characters escaped, whichever renderer drew it and
+    whether or not it went through Ink (the catch-all behind Ink.plain, which escapes before layout)."""
+    console.push_render_hook(_EscapeHook())
+    return console
