@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import sys
 import threading
 import time
@@ -29,6 +30,7 @@ from typing import Any
 
 from sparkdoctor.errors import SparkdoctorError
 from sparkdoctor.exitcodes import EXIT_FINDINGS, EXIT_OK, EXIT_UNPROBEABLE, EXIT_USAGE
+from sparkdoctor.text import one_line
 
 DEFAULT_NODE_TIMEOUT = 60.0
 MAX_PARALLEL = 64
@@ -130,11 +132,11 @@ def _connect(options: FleetOptions) -> tuple[Any, list[Any]]:
 
     if options.ray_address is None:
         return SshTransport(options.ssh_config), list(options.nodes)
+    _reachable(options.ray_address)
     try:
         import ray  # noqa: F401
     except ImportError:
         raise FleetError("--ray needs Ray, which is not installed: pip install 'sparkdoctor-gb10[fleet]'", EXIT_USAGE) from None
-    _reachable(options.ray_address)
     transport = _join(RayTransport, options.ray_address, options.node_timeout)
     nodes = transport.nodes(options.python, options.container, options.runtime)
     if not nodes:
@@ -144,6 +146,7 @@ def _connect(options: FleetOptions) -> tuple[Any, list[Any]]:
 
 
 RAY_CONNECT_TIMEOUT = 10.0
+RAY_ADDRESS_RE = re.compile(r"^(ray://)?[A-Za-z0-9_.:\[\]-]{1,255}$")
 
 
 def _join(transport_class: Any, address: str, limit: float) -> Any:
@@ -204,6 +207,8 @@ def _reachable(address: str) -> None:
     left to Ray.)"""
     import socket
 
+    if not RAY_ADDRESS_RE.match(address):
+        raise FleetError(f"--ray {one_line(address[:80])}: not a Ray address (host:port, auto, or ray://host:port)", EXIT_USAGE)
     host, sep, port = address.rpartition(":")
     if not sep or "://" in address:
         return
