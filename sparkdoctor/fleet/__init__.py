@@ -178,7 +178,8 @@ def _join(transport_class: Any, address: str, limit: float) -> Any:
 def _quiet_fd2() -> Iterator[list[bool]]:
     """fd 2 on /dev/null inside; after, back where it was, unless the caller sets [0]: a Ray left retrying keeps
     /dev/null, and sys.stderr (our one line) moves to a copy of the old fd 2."""
-    sys.stderr.flush()
+    if sys.stderr is not None:
+        sys.stderr.flush()
     saved = os.dup(2)
     null = os.open(os.devnull, os.O_WRONLY)
     os.dup2(null, 2)
@@ -187,7 +188,7 @@ def _quiet_fd2() -> Iterator[list[bool]]:
     try:
         yield keep
     finally:
-        if keep[0] and _fd_of(sys.stderr) == 2:
+        if keep[0] and sys.stderr is not None and _fd_of(sys.stderr) == 2:
             sys.stderr = open(saved, "w", encoding=sys.stderr.encoding, errors="backslashreplace", closefd=True)  # noqa: SIM115
         else:
             os.dup2(saved, 2)
