@@ -84,3 +84,6 @@ SPARKRUN_PLUGIN_API_VERSION  # unused variable (sparkdoctor/integrations/sparkru
 # Fields of the measured-fabric documents, written to JSON through dataclasses.asdict
 peak_gbps  # unused variable (sparkdoctor/fleet/toolparse.py)
 average_busbw_gbs  # unused variable (sparkdoctor/fleet/toolparse.py)
+
+# rich calls a render hook's process_renderables (rich.console.RenderHook)
+process_renderables  # unused method (sparkdoctor/sink.py)

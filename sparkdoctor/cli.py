@@ -7,6 +7,7 @@ code from sparkdoctor/exitcodes.py; under `--format json` also as a JSON documen
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 
@@ -17,6 +18,7 @@ from sparkdoctor.cli_support import _err
 from sparkdoctor.commands import LazyVerbs
 from sparkdoctor.errors import SparkdoctorError, UsageError
 from sparkdoctor.exitcodes import EXIT_USAGE
+from sparkdoctor.text import one_line
 
 app = typer.Typer(
     cls=LazyVerbs,  # every verb loads on first use: sparkdoctor/commands/__init__.py
@@ -69,6 +71,10 @@ def main() -> None:
         code, why = proc.interrupted(exc)
         _fail(exc, why, code)
     except Exception as exc:  # click usage errors and real bugs alike get one line
+        if isinstance(exc, OSError) and exc.errno == errno.ENAMETOOLONG:  # Path.exists() raises it (Python 3.11)
+            name = str(exc.filename or "")  # wherever a path from the command line is looked at: bad input
+            shown = name if len(name) <= 100 else f"{name[:100]}… ({len(name):,} characters)"
+            _fail(UsageError(shown), f"{one_line(shown)}: {exc.strerror or 'file name too long'}", EXIT_USAGE)
         # click's errors (vendored inside typer in recent versions) carry format_message();
         # match by behaviour rather than by a private import path.
         if type(exc).__name__ == "Abort":

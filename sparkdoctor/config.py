@@ -1,7 +1,8 @@
 """User settings: permanent ignores and defaults, from a TOML file.
 
-Looked up in order: --config FILE, ./sparkdoctor.toml, $SPARKDOCTOR_CONFIG, the user config dir
-(~/.config/sparkdoctor/config.toml). Example:
+Looked up in order: --config FILE, $SPARKDOCTOR_CONFIG, ./sparkdoctor.toml, the user config dir
+(~/.config/sparkdoctor/config.toml): what the operator names wins over a file in the working folder (a pull
+request's checkout may bring one). Example:
 
     [check]
     fail_on = "warn"
@@ -10,7 +11,8 @@ Looked up in order: --config FILE, ./sparkdoctor.toml, $SPARKDOCTOR_CONFIG, the 
 Strict on purpose: a setting that is silently not applied is worse than an error. A file named by
 --config or $SPARKDOCTOR_CONFIG must exist; unknown sections and keys are refused with the list of
 known ones (a typo such as `fail-on` would otherwise do nothing); `ignore = "id"` is one id.
-Whether an ignored id exists depends on the matrix, so that is told by unknown_ids().
+Whether an ignored id exists depends on the matrix, so that is told by unknown_ids(); ignoring an
+error-severity entry needs a reason (refuse_bare_errors()).
 """
 
 from __future__ import annotations
@@ -55,10 +57,11 @@ def find_config(explicit: Path | None = None) -> Path | None:
             raise ConfigError(f"--config {explicit}: no such config file")
         return explicit
     named = os.environ.get(ENV_VAR)
-    if named and not Path(named).exists():
-        raise ConfigError(f"{ENV_VAR}={named}: no such config file")
-    # ./sparkdoctor.toml first (README's order); a named one that is no regular file is refused by read_toml
-    return next((p for p in (Path("sparkdoctor.toml"), config_file()) if p.is_file() or (p.exists() and str(p) == named)), None)
+    if named:  # the operator's choice, over ./sparkdoctor.toml; one that is no regular file is refused by read_toml
+        if not Path(named).exists():
+            raise ConfigError(f"{ENV_VAR}={named}: no such config file")
+        return Path(named)
+    return next((p for p in (Path("sparkdoctor.toml"), config_file()) if p.is_file()), None)
 
 
 def load_config(explicit: Path | None = None) -> Config:
@@ -108,3 +111,13 @@ def unknown_ids(ids: Iterable[str], matrix: Matrix) -> list[str]:
     """The ids (from --ignore or check.ignore) that name no entry or stack of `matrix`, sorted."""
     known = matrix.ids()
     return sorted(set(ids) - known)
+
+
+def refuse_bare_errors(cfg: Config, matrix: Matrix) -> None:
+    """ConfigError when the config ignores an error-severity entry without saying why: a file that silences
+    errors (one brought by a pull request, say) has to say so in words the output can show."""
+    errors = {e.id for e in matrix.entries if e.severity == "error"}
+    for entry_id, reason in cfg.ignore.items():
+        if entry_id in errors and not reason.strip():
+            raise ConfigError(f"{cfg.path}: check.ignore {entry_id!r} is an error; ignoring it needs a reason: "
+                              f"{{ id = \"{entry_id}\", reason = \"...\" }}")

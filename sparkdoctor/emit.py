@@ -50,8 +50,11 @@ def sink_for(output: Path | None, fmt: Format | None = None) -> Sink:
 def render(result: Result, fmt: Format, output: Path | None = None) -> str:
     """The whole document of `result` in `fmt`, as the text `emit` writes."""
     from sparkdoctor import views
+    from sparkdoctor.text import shown
 
-    return views.render(result, fmt, sink_for(output, fmt))
+    text = views.render(result, fmt, sink_for(output, fmt))
+    # the text formats carry a snapshot's strings as written; console output is escaped as it is drawn (Sink.console)
+    return shown(text) if fmt in (Format.markdown, Format.github, Format.forum) else text
 
 
 def emit(result: Result, fmt: Format | str, output: Path | None = None) -> int:

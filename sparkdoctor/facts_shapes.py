@@ -10,6 +10,7 @@ type. Strings are bounded, so a 5,000-digit "version" never reaches int() or a r
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,6 +46,11 @@ class ListOf:
 @dataclass(frozen=True)
 class MapOf:
     value: Any
+
+
+@dataclass(frozen=True)
+class Finite:
+    """A number a float holds: JSON writes 10**400 as an int, which no time arithmetic survives."""
 
 
 @dataclass(frozen=True)
@@ -137,6 +143,12 @@ def check_field(name: str, value: Any) -> None:
         _check(value, shape, name)
 
 
+def check_value(value: Any, shape: Any, path: str) -> None:
+    """ShapeError naming the path of the first part of `value` that is not `shape` (other documents of this
+    module's shapes: a fleet node's answer)."""
+    _check(value, shape, path)
+
+
 def _type_name(value: Any) -> str:
     return "null" if value is None else {dict: "an object", list: "a list", str: "a string", bool: "a boolean"}.get(
         type(value), type(value).__name__)
@@ -175,6 +187,15 @@ def _check(value: Any, shape: Any, path: str) -> None:
         if len(value) > shape.max_len:
             raise ShapeError(f"field '{path}' has {len(value):,} characters, more than the {shape.max_len:,} a real one has")
         return
+    if isinstance(shape, Finite):
+        if isinstance(value, bool) or not isinstance(value, NUMBER):
+            raise ShapeError(f"field '{path}' should be a number, got {_type_name(value)}")
+        try:
+            if math.isfinite(float(value)):
+                return
+        except OverflowError:
+            pass
+        raise ShapeError(f"field '{path}' is not a finite number a float can hold")
     if isinstance(shape, Arch):
         if not isinstance(value, str):
             raise ShapeError(f"field '{path}' should be {_want(shape)}, got {_type_name(value)}")

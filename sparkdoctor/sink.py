@@ -6,14 +6,23 @@ the base so that renderers anywhere (render/, and the pipelines' own renderers) 
 
 from __future__ import annotations
 
+import functools
 import io
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from sparkdoctor.text import shown
+
 if TYPE_CHECKING:
-    from rich.console import Console
+    from rich.console import (
+        Console,
+        ConsoleOptions,
+        RenderableType,
+        RenderHook,
+        RenderResult,
+    )
 
 FILE_WIDTH = 110
 """Console output written to a file is plain text (no colour) this many columns wide."""
@@ -34,8 +43,8 @@ class Sink:
         from rich.console import Console
 
         if self.to_file:
-            return Console(file=io.StringIO(), width=FILE_WIDTH, no_color=True, force_terminal=False, **settings)
-        return Console(width=width, file=sys.stdout if sys.stdout is not None else io.StringIO(), **settings)
+            return escaping(Console(file=io.StringIO(), width=FILE_WIDTH, no_color=True, force_terminal=False, **settings))
+        return escaping(Console(width=width, file=sys.stdout if sys.stdout is not None else io.StringIO(), **settings))
 
     def capture(self, draw: Callable[[Console], None], width: int | None = None, **settings: Any) -> str:
         """What `draw` prints on this sink's console, as one string (nothing is written yet)."""
@@ -43,3 +52,38 @@ class Sink:
         with console.capture() as captured:
             draw(console)
         return captured.get()
+
+
+# Control characters from inputs (a ledger's model name, a snapshot's env, a matrix file's name) never reach the
+# terminal raw: every console a Sink makes escapes them, whichever renderer drew the text.
+def escaping(console: Console) -> Console:
+    """`console`, printing every string with its control characters escaped, whichever renderer drew it and
+    whether or not it went through Ink (the catch-all behind Ink.plain, which escapes before layout)."""
+    console.push_render_hook(_escape_hook())
+    return console
+
+
+@functools.cache
+def _escape_hook() -> RenderHook:
+    from rich.console import RenderHook
+    from rich.segment import Segment
+
+    class Escaped:
+        """A renderable whose text segments have their control characters escaped (rich's own styles and links
+        are not in a segment's text: they are added when the segments are written)."""
+
+        def __init__(self, inner: RenderableType) -> None:
+            self.inner = inner
+
+        def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+            for segment in console.render(self.inner, options):
+                if segment.control is None and not segment.text.isprintable():
+                    yield Segment(shown(segment.text), segment.style)
+                else:
+                    yield segment
+
+    class EscapeHook(RenderHook):
+        def process_renderables(self, renderables: list[Any]) -> list[Any]:
+            return [Escaped(r) for r in renderables]
+
+    return EscapeHook()

@@ -122,7 +122,7 @@ def test_ignore_flag_and_config_file(run, matrix, tmp_path):
     config = tmp_path / "sparkdoctor.toml"
     config.write_text(f'[check]\nignore = [{{ id = "{CUTEDSL}", reason = "fixed in our image build" }}]\n')
     assert run(*base, "--config", config).returncode == 0
-    config.write_text(f'[check]\nignore = ["{CUTEDSL}"]\nfail_on = "warn"\n')
+    config.write_text(f'[check]\nignore = [{{ id = "{CUTEDSL}", reason = "fixed in our image build" }}]\nfail_on = "warn"\n')
     assert run(*base, "--config", config).returncode == 1  # the warning now fails
 
 

@@ -13,9 +13,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
 from sparkdoctor import matrix
+from sparkdoctor.cli import app
 from sparkdoctor.config import ConfigError, load_config, unknown_ids
+from tests.gb10 import gb10_facts
+from tests.inproc import invoke
 
 REPO = Path(__file__).resolve().parent.parent
 REF = "https://github.com/NVIDIA/cutlass/issues/3227"
@@ -157,3 +161,30 @@ def test_a_number_past_the_digit_limit_is_one_line(tmp_path):
     with pytest.raises(ConfigError) as info:
         load_config(path)
     assert str(path) in str(info.value) and "\n" not in str(info.value)
+
+
+def test_the_operators_config_wins_over_one_in_the_working_folder(tmp_path, monkeypatch):
+    """A pull request's checkout may carry ./sparkdoctor.toml: it used to override $SPARKDOCTOR_CONFIG."""
+    write(tmp_path, '[check]\nignore = ["vllm-cg-estimate-negative"]\n', "sparkdoctor.toml")
+    operator = write(tmp_path, '[check]\nfail_on = "warn"\n', "operator.toml")
+    monkeypatch.setenv("SPARKDOCTOR_CONFIG", str(operator))
+    cfg = load_config()
+    assert cfg.path == str(operator) and cfg.ignore == {} and cfg.fail_on == "warn"
+    monkeypatch.delenv("SPARKDOCTOR_CONFIG")
+    assert load_config().path == "sparkdoctor.toml"  # without one named, the working folder's is still read
+
+
+def test_ignoring_an_error_needs_a_reason_and_the_file_that_ignored_is_named(tmp_path):
+    snapshot = tmp_path / "facts.json"
+    gb10_facts().save(snapshot)
+    error_id = next(e.id for e in matrix.load(None).entries if e.severity == "error")
+    write(tmp_path, f'[check]\nignore = ["{error_id}"]\n', "sparkdoctor.toml")
+    code, _, error = invoke("check", "--facts", snapshot)
+    assert code == 2 and "sparkdoctor.toml" in error and error_id in error and "needs a reason" in error, error
+    write(tmp_path, f'[check]\nignore = [{{ id = "{error_id}", reason = "   " }}]\n', "sparkdoctor.toml")
+    assert invoke("check", "--facts", snapshot)[0] == 2  # a blank reason is none
+    write(tmp_path, f'[check]\nignore = [{{ id = "{error_id}", reason = "fixed in our image" }}, '
+                    '"vllm-cg-estimate-negative"]\n', "sparkdoctor.toml")
+    done = CliRunner().invoke(app, ["check", "--facts", str(snapshot)])
+    assert done.exit_code == 0, done.output
+    assert "sparkdoctor.toml ignored 1: vllm-cg-estimate-negative" in done.stderr  # where the count is, the file too

@@ -8,7 +8,6 @@ from sparkdoctor.errors import SparkdoctorError
 from sparkdoctor.exitcodes import (
     EXIT_BENCH_FAILED,
     EXIT_LEDGER,
-    EXIT_UNPROBEABLE,
     EXIT_USAGE,
 )
 
@@ -27,9 +26,10 @@ class BadBenchInput(Failure):
 
 
 class ToolchainUnreadable(Failure):
-    """The interpreter whose toolchain the run is stored with cannot be resolved or probed (exit 3)."""
+    """The interpreter whose toolchain the run is stored with cannot be resolved or probed: a `--python` that is
+    no interpreter is bad input (exit 2, as README's table for bench says), nothing was launched."""
 
-    exit_code = EXIT_UNPROBEABLE
+    exit_code = EXIT_USAGE
 
 
 class RunFailed(Failure):

@@ -116,13 +116,14 @@ def run(options: CheckCommand) -> Result:
             check_target.drop_early_probe()
 
         from sparkdoctor.check import CheckOptions, apply_arch_override, mark_not_live
-        from sparkdoctor.config import load_config
+        from sparkdoctor.config import load_config, refuse_bare_errors
         from sparkdoctor.facts import Facts
         from sparkdoctor.findings import build_report
         from sparkdoctor.matrix import load
 
         cfg = load_config(options.config)
         matrix = load(options.matrix)
+        refuse_bare_errors(cfg, matrix)
         threshold = "warn" if options.strict else (options.fail_on or cfg.fail_on or "error")
         if target is None:
             assert options.facts_file is not None
@@ -141,6 +142,10 @@ def run(options: CheckCommand) -> Result:
 
         notes = _unknown_ignores(matrix, options.ignore, cfg)
         report = build_report(facts, matrix, fail_on=threshold, ignore=set(options.ignore) | set(cfg.ignore))
+        by_config = [i for i in report.ignored if i in cfg.ignore]
+        if by_config:  # the file that silenced findings, named wherever the count is shown
+            notes.append(f"{cfg.path} ignored {len(by_config)}: "
+                         + ", ".join(f"{i} ({cfg.ignore[i]})" if cfg.ignore[i] else i for i in by_config))
         return Result("check", "report", report, exit_code=report.exit_code(), notes=notes,
                       options={"verbose": options.verbose})
     finally:  # the budget is this run's: a caller in the same process (tests, a library) is not bound by it

@@ -19,6 +19,7 @@ from sparkdoctor.commands.options import (
     output_option,
     output_path,
 )
+from sparkdoctor.errors import UsageError
 from sparkdoctor.result import Format, Result
 
 FORMATS = (Format.console, Format.json)
@@ -35,6 +36,10 @@ class ConclusionsCommand:
 
     def refuse_bad_options(self) -> None:
         Format.parse(self.fmt, FORMATS)
+        if self.name is not None and not self.name.isprintable():  # a byte that is not UTF-8 comes as a surrogate
+            from sparkdoctor.text import one_line
+
+            raise UsageError(f"{one_line(self.name[:80])}: not a conclusion name")
 
 
 def run(options: ConclusionsCommand) -> Result:

@@ -47,6 +47,13 @@ class HistoryCommand:
     def refuse_bad_options(self) -> None:
         """Every usage error of `history`, before the ledger is opened (exit 2, one line)."""
         Format.parse(self.fmt, FORMATS)
+        for name, number in (("RUN_ID", self.run_id), ("--limit", self.limit), *(("--compare", c) for c in self.compare)):
+            if number is not None and not 0 < number < 2**63:  # what the ledger's integers hold
+                raise UsageError(f"{name} {str(number)[:40]}: a number from 1 to {2**63 - 1}")
+        if self.recipe is not None and not self.recipe.isprintable():  # a byte that is not UTF-8 comes as a surrogate
+            from sparkdoctor.text import one_line
+
+            raise UsageError(f"--recipe {one_line(self.recipe[:80])}: not a recipe name")
         if self.compare and len(self.compare) != 2:
             raise UsageError(f"--compare takes two run ids (--compare A --compare B), got {len(self.compare)}")
         if self.compare and self.run_id is not None:

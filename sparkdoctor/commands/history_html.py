@@ -20,6 +20,10 @@ def refuse_bad_name(name: str) -> Path:
 
     if not name:
         raise UsageError("--html '': give a file name")
+    if not name.isprintable():  # a control character or a byte that is not UTF-8: no name to print or put in the page
+        from sparkdoctor.text import one_line
+
+        raise UsageError(f"--html {one_line(name[:200])}: a file name with control characters or bytes that are not UTF-8")
     path = Path(name)
     try:
         target_of(path)

@@ -26,6 +26,7 @@ from sparkdoctor.commands.options import (
 from sparkdoctor.errors import UsageError
 from sparkdoctor.result import Format, Result
 
+MAX_SPEC_CHARS = 1000
 FORMATS = (Format.console, Format.json)
 SEVERITIES = ("error", "warn", "info")
 
@@ -61,6 +62,11 @@ class WhatifCommand:
             raise UsageError(f"--fail-on {self.fail_on}: choose one of {', '.join(SEVERITIES)}")
         if not self.specs:
             raise UsageError("give the requirements to upgrade to, as pip takes them (e.g. vllm==0.33.0)")
+        for spec in self.specs:  # never a 100,000-character name sent to pip and the index
+            if len(spec) > MAX_SPEC_CHARS or not spec.isprintable():
+                from sparkdoctor.text import one_line
+
+                raise UsageError(f"{one_line(spec[:80])}: not a requirement as pip takes them (e.g. vllm==0.33.0)")
         from sparkdoctor.whatif.resolve import ResolveError, check_specs
 
         try:

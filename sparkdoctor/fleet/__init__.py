@@ -18,7 +18,13 @@ Ray is imported by transport.RayTransport only, never on check's path.
 
 from __future__ import annotations
 
+import contextlib
+import os
+import re
+import sys
+import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +32,7 @@ from typing import Any
 
 from sparkdoctor.errors import SparkdoctorError
 from sparkdoctor.exitcodes import EXIT_FINDINGS, EXIT_OK, EXIT_UNPROBEABLE, EXIT_USAGE
+from sparkdoctor.text import one_line
 
 DEFAULT_NODE_TIMEOUT = 60.0
 MAX_PARALLEL = 64
@@ -153,16 +160,12 @@ def _connect(options: FleetOptions) -> tuple[Any, list[Any]]:
 
     if options.ray_address is None:
         return SshTransport(options.ssh_config), list(options.nodes)
+    _reachable(options.ray_address)
     try:
         import ray  # noqa: F401
     except ImportError:
         raise FleetError("--ray needs Ray, which is not installed: pip install 'sparkdoctor-gb10[fleet]'", EXIT_USAGE) from None
-    _reachable(options.ray_address)
-    try:
-        transport = RayTransport(options.ray_address)
-    except Exception as exc:  # ConnectionError, a version mismatch, a timeout: Ray's own words, one line
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        raise FleetError(f"--ray {options.ray_address}: cannot join the cluster: {first[:300]}") from None
+    transport = _join(RayTransport, options.ray_address, options.node_timeout)
     nodes = transport.nodes(options.python, options.container, options.runtime)
     if not nodes:
         transport.close()
@@ -171,16 +174,75 @@ def _connect(options: FleetOptions) -> tuple[Any, list[Any]]:
 
 
 RAY_CONNECT_TIMEOUT = 10.0
+RAY_ADDRESS_RE = re.compile(r"^(ray://)?[A-Za-z0-9_.:\[\]-]{1,255}$")
+
+
+def _join(transport_class: Any, address: str, limit: float) -> Any:
+    """ray.init under the run's deadline: an address that takes the TCP connection but is no GCS keeps Ray
+    retrying for many minutes. It runs in a thread that is left behind (and dies with the process) at `limit`."""
+    box: dict[str, Any] = {}
+
+    def connect() -> None:
+        try:
+            box["transport"] = transport_class(address)
+        except Exception as exc:  # ConnectionError, a version mismatch, a timeout: Ray's own words, one line
+            box["error"] = exc
+
+    joining = threading.Thread(target=connect, name="ray-init", daemon=True)
+    with _quiet_fd2() as keep_quiet:  # Ray's core prints its retries on fd 2, from threads of its own
+        joining.start()
+        joining.join(limit)
+        keep_quiet[0] = joining.is_alive()
+    if joining.is_alive():
+        raise FleetError(f"--ray {address}: no Ray cluster answered within {limit:g} s (--node-timeout); is it a GCS address?")
+    if "error" in box:
+        exc = box["error"]
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise FleetError(f"--ray {address}: cannot join the cluster: {first[:300]}")
+    return box["transport"]
+
+
+@contextlib.contextmanager
+def _quiet_fd2() -> Iterator[list[bool]]:
+    """fd 2 on /dev/null inside; after, back where it was, unless the caller sets [0]: a Ray left retrying keeps
+    /dev/null, and sys.stderr (our one line) moves to a copy of the old fd 2."""
+    if sys.stderr is not None:
+        sys.stderr.flush()
+    saved = os.dup(2)
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, 2)
+    os.close(null)
+    keep = [False]
+    try:
+        yield keep
+    finally:
+        if keep[0] and sys.stderr is not None and _fd_of(sys.stderr) == 2:
+            sys.stderr = open(saved, "w", encoding=sys.stderr.encoding, errors="backslashreplace", closefd=True)  # noqa: SIM115
+        else:
+            os.dup2(saved, 2)
+            os.close(saved)
+
+
+def _fd_of(stream: Any) -> int | None:
+    try:
+        return int(stream.fileno())
+    except (AttributeError, OSError, ValueError):  # a test's captured stream
+        return None
 
 
 def _reachable(address: str) -> None:
     """A GCS address that refuses or never answers a TCP connection: one line now, instead of ray.init waiting
-    minutes and printing its retries. ("auto" and ray:// addresses are left to Ray.)"""
+    minutes and printing its retries; a port that is no port is a usage error. ("auto" and ray:// addresses are
+    left to Ray.)"""
     import socket
 
+    if not RAY_ADDRESS_RE.match(address):
+        raise FleetError(f"--ray {one_line(address[:80])}: not a Ray address (host:port, auto, or ray://host:port)", EXIT_USAGE)
     host, sep, port = address.rpartition(":")
-    if not sep or not port.isdigit() or "://" in address:
+    if not sep or "://" in address:
         return
+    if not (port.isascii() and port.isdigit() and 0 < int(port) < 65536):
+        raise FleetError(f"--ray {address[:200]}: the port must be a number from 1 to 65535, not {port[:20]!r}", EXIT_USAGE)
     try:
         socket.create_connection((host.strip("[]"), int(port)), timeout=RAY_CONNECT_TIMEOUT).close()
     except OSError as exc:

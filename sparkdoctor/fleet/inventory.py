@@ -46,10 +46,14 @@ class InventoryError(InputError, ValueError):
 
 
 MAX_INVENTORY_BYTES = 4 * 1024 * 1024  # thousands of nodes fit; a runaway file does not fill memory
+MAX_HOST_CHARS = 255  # a DNS name has at most 253; an ssh alias is no longer in practice
+MAX_NODES = 4096  # a fleet larger than any launch; 100,000 characters of --hosts stop here, not in the renderer
 
 
 def check_host(host: str, where: str) -> str:
     host = host.strip()
+    if len(host) > MAX_HOST_CHARS:
+        raise InventoryError(f"{where}: a host name of {len(host):,} characters (at most {MAX_HOST_CHARS})")
     if not host:
         raise InventoryError(f"{where}: an empty host name")
     if host.startswith("-") or not HOST_RE.match(host):
@@ -65,6 +69,8 @@ def check_container(name: str | None, where: str) -> str | None:
 
 def parse_hosts(text: str, python: str | None, container: str | None, runtime: str) -> list[Node]:
     check_container(container, "--container")
+    if text.count(",") >= MAX_NODES:
+        raise InventoryError(f"--hosts: more than {MAX_NODES:,} hosts (use --inventory for a list this long, or check it in parts)")
     names = [check_host(h, "--hosts") for h in text.split(",")]
     return _unique([Node(h, python, container, runtime) for h in names], "--hosts")
 
@@ -185,6 +191,8 @@ def _table(value: Any, where: str) -> dict[str, Any]:
 
 
 def _unique(nodes: list[Node], where: str) -> list[Node]:
+    if len(nodes) > MAX_NODES:
+        raise InventoryError(f"{where}: {len(nodes):,} nodes, more than the {MAX_NODES:,} one check takes")
     seen: set[str] = set()
     for node in nodes:
         if node.name in seen:

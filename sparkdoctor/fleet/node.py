@@ -22,6 +22,15 @@ from sparkdoctor.arch import assumed
 from sparkdoctor.collect import Collector, CollectorError, Context, run_collectors
 from sparkdoctor.collect.gpu import arch_of
 from sparkdoctor.facts import Facts
+from sparkdoctor.facts_shapes import (
+    TEXT,
+    Finite,
+    ListOf,
+    MapOf,
+    ShapeError,
+    check_field,
+    check_value,
+)
 from sparkdoctor.fleet.fabric import clean as clean_fabric
 from sparkdoctor.fleet.target import RemoteTarget
 from sparkdoctor.fleet.transport import Node
@@ -29,6 +38,14 @@ from sparkdoctor.targets.local import TargetError, parse_json_probe, probe_entry
 from sparkdoctor.text import one_line
 
 NODE_PROBE = "fleet_node"
+
+# The node probe's answer as apply_node reads it (probes/fleet_node/): a node is user input, so its answer is
+# checked like a --facts snapshot, here before it is read and as Facts after (facts_shapes.py).
+NODE_ANSWER: dict[str, Any] = {
+    "host": dict, "memory": dict, "cma": dict, "driver": dict, "cuda_toolkit": dict, "nccl": dict,
+    "roce_v2_gid_index": dict, "node": dict, "gpus": ListOf(dict), "nccl_conf": ListOf(dict), "links": ListOf(dict),
+    "env": MapOf(TEXT), "errors": ListOf(TEXT), "python": TEXT, "time": Finite(),
+}
 
 
 @dataclass
@@ -87,10 +104,23 @@ def collect_node(transport: Any, node: Node, timeout: float, arch: str | None = 
         if isinstance(raw, dict):
             problem = "answered something that is not the node probe's report"
         return NodeOutcome(node, None, _short(problem), seconds)
-    apply_node(facts, raw, box.get("received", time.time()), arch)
+    try:
+        check_answer(raw)
+        apply_node(facts, raw, box.get("received", time.time()), arch)
+        for name, value in facts.to_dict().items():  # what the node's probes put in: the shapes of a snapshot
+            check_field(name, value)
+    except ShapeError as exc:
+        return NodeOutcome(node, None, _short(f"answered a report of the wrong shape: {exc}"), seconds)
     if target.batch is not None and target.batch.clock is not None:  # the batch's own clock: no waiting in between
         facts.fleet["clock_skew_s"] = round(target.batch.clock[0] - target.batch.clock[1], 2)  # type: ignore[index]
     return NodeOutcome(node, facts, None, seconds, raw)
+
+
+def check_answer(raw: dict[str, Any]) -> None:
+    """ShapeError for the first field of the node probe's answer that apply_node cannot read (null: not known)."""
+    for key, shape in NODE_ANSWER.items():
+        if raw.get(key) is not None:
+            check_value(raw[key], shape, key)
 
 
 def _container(transport: Any, node: Node, deadline: float) -> dict[str, Any]:

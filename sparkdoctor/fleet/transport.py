@@ -13,6 +13,7 @@ Ray: `ray` is imported here only, when --ray is given; the task body is on_node.
 from __future__ import annotations
 
 import logging
+import os
 import shlex
 import time
 from dataclasses import dataclass, field
@@ -118,6 +119,9 @@ class RayTransport:
         self.ray = ray
         self.owns_connection = not ray.is_initialized()
         if self.owns_connection:
+            # its warnings are not ours to print (ray.init runs in a thread here: fleet._join)
+            logging.getLogger("ray").setLevel(logging.ERROR)
+            os.environ.setdefault("RAY_BACKEND_LOG_LEVEL", "fatal")  # its core's retries, printed on stderr
             ray.init(address=address, log_to_driver=False, logging_level=logging.ERROR, configure_logging=False)
         cloudpickle.register_pickle_by_value(on_node)  # nodes need Ray, not sparkdoctor
         self.task = ray.remote(on_node.run_probe)

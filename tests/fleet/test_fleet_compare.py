@@ -213,3 +213,43 @@ def test_a_ray_address_nothing_answers_is_one_line_and_exit_3():
         port = s.getsockname()[1]
     done = run_cli("--ray", f"127.0.0.1:{port}")
     assert done.returncode == 3 and "cannot reach the cluster's GCS" in done.stderr and done.stderr.count("\n") == 1, done.stderr
+
+
+def _cpu_limited(seconds: int):
+    import resource
+
+    return lambda: resource.setrlimit(resource.RLIMIT_CPU, (seconds, seconds))
+
+
+def test_a_ray_address_that_takes_tcp_but_is_no_gcs_ends_at_node_timeout():
+    """A listener that accepts and says nothing: ray.init used to retry for many minutes past --node-timeout."""
+    import socket
+
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(16)
+        port = listener.getsockname()[1]
+        done = subprocess.run([sys.executable, "-m", "sparkdoctor", "fleet", "check", "--ray", f"127.0.0.1:{port}",
+                               "--node-timeout", "5"], capture_output=True, text=True, timeout=590,  # a kill, no verdict
+                              preexec_fn=_cpu_limited(60))
+    assert done.returncode == 3, done.stderr
+    assert "no Ray cluster answered within 5 s (--node-timeout)" in done.stderr and done.stderr.count("\n") == 1, done.stderr
+
+
+@pytest.mark.parametrize("address", ["127.0.0.1:-1", "127.0.0.1:", "127.0.0.1:65536", "127.0.0.1:0"])
+def test_a_ray_address_whose_port_is_no_port_is_a_usage_error(address):
+    done = subprocess.run([sys.executable, "-m", "sparkdoctor", "fleet", "check", "--ray", address, "--node-timeout", "5"],
+                          capture_output=True, text=True, timeout=590, preexec_fn=_cpu_limited(60))
+    assert done.returncode == 2 and "the port must be a number from 1 to 65535" in done.stderr, done.stderr
+    assert done.stderr.count("\n") == 1, done.stderr
+
+
+@pytest.mark.parametrize("address", ["a" * 300, "\x1b[31mspark:6379", "spark:6379; rm -rf /", "spark\udcff:6379",
+                                     "spark:６３７９"])
+def test_a_ray_address_that_is_no_address_is_one_line_before_ray_is_imported(address, monkeypatch):
+    from sparkdoctor.fleet import FleetError, FleetOptions, _connect
+
+    monkeypatch.setitem(sys.modules, "ray", None)  # refused before Ray is asked: no import, no ray.init
+    with pytest.raises(FleetError, match="not a Ray address") as info:
+        _connect(FleetOptions(ray_address=address))
+    assert info.value.exit_code == 2 and "\n" not in str(info.value) and "\x1b" not in str(info.value)

@@ -1,0 +1,77 @@
+"""A node is user input: one node answering odd JSON shapes is that node's problem (one line, exit 3), never
+an internal error that ends the whole `fleet check`.
+
+The nodes are this machine: `ssh` on PATH is a shim that runs the remote command line here (the transport's
+own argv, unchanged), and each node's "python" runs the real probes in a bare serving venv, then rewrites one
+field of the node probe's answer as a hostile node would.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import pytest
+
+from tests.fleet.nodes import serving_venv
+from tests.inproc import invoke
+
+ODD_ANSWERS = {  # node name -> (field of the node probe's answer, what the node says instead)
+    "errors-int": ("errors", 5),
+    "links-int": ("links", 5),
+    "time-huge": ("time", 10**400),
+    "gpu-index-list": ("gpus", [{"index": [0], "name": "NVIDIA GB10", "cc": "12.1"}]),
+    "boot-id-object": ("node", {"hostname": "spark", "boot_id": {"id": 1}}),
+}
+
+TAMPER = """#!{python}
+import json, os, subprocess, sys
+key, value = json.loads({case!r})
+done = subprocess.run([{real!r}, *sys.argv[1:]], stdin=sys.stdin, capture_output=True, text=True)
+lines = done.stdout.strip().splitlines()
+whole = json.loads(lines[-1])
+for part in whole["sparkdoctor_multi"]:
+    out = (part.get("stdout") or "").strip().splitlines()
+    answer = json.loads(out[-1]) if out and out[-1].startswith("{{") else {{}}
+    if answer.get("probe") == "fleet_node":
+        answer[key] = value
+        part["stdout"] = json.dumps(answer) + "\\n"
+sys.stdout.write(json.dumps(whole) + "\\n")
+"""
+
+
+@pytest.fixture(scope="module")
+def nodes(tmp_path_factory):
+    root = tmp_path_factory.mktemp("odd-nodes")
+    real = serving_venv(root, "serving", "a")
+    shim = root / "bin" / "ssh"
+    shim.parent.mkdir()
+    shim.write_text('#!/bin/sh\nfor last; do :; done\nexec /bin/sh -c "$last"\n')  # `ssh [options] HOST COMMAND`
+    shim.chmod(0o755)
+    rows = [("fine", real)]
+    for name, case in ODD_ANSWERS.items():
+        script = root / f"python-{name}"
+        script.write_text(TAMPER.format(python=sys.executable, case=json.dumps(case), real=str(real)))
+        script.chmod(0o755)
+        rows.append((name, script))
+    inventory = root / "fleet.toml"
+    inventory.write_text("".join(f'[[node]]\nhost = "{host}"\npython = "{python}"\n' for host, python in rows))
+    return inventory, shim.parent
+
+
+def test_each_node_with_an_odd_answer_is_reported_alone_and_the_rest_judged(nodes, monkeypatch):
+    inventory, shim_dir = nodes
+    monkeypatch.setenv("PATH", f"{shim_dir}:{os.environ['PATH']}")
+    code, stdout, error = invoke("fleet", "check", "--inventory", inventory, "--arch", "sm_121a", "--node-timeout", "120",
+                                 "--format", "json", cpu_seconds=60)
+    assert code == 3, error
+    doc = json.loads(stdout)
+    by_name = {n["name"]: n for n in doc["nodes"]}
+    assert by_name["fine"]["ok"] and by_name["fine"]["findings"] is not None
+    for name in ODD_ANSWERS:
+        problem = by_name[name]["problem"]
+        assert not by_name[name]["ok"] and "wrong shape" in problem and "\n" not in problem, (name, problem)
+    assert "'errors'" in by_name["errors-int"]["problem"] and "'time'" in by_name["time-huge"]["problem"]
+    assert "gpus[0].index" in by_name["gpu-index-list"]["problem"]
+    assert "boot_id" in by_name["boot-id-object"]["problem"]
