@@ -184,7 +184,7 @@ def test_ignoring_an_error_needs_a_reason_and_the_file_that_ignored_is_named(tmp
     write(tmp_path, f'[check]\nignore = [{{ id = "{error_id}", reason = "   " }}]\n', "sparkdoctor.toml")
     assert invoke("check", "--facts", snapshot)[0] == 2  # a blank reason is none
     write(tmp_path, f'[check]\nignore = [{{ id = "{error_id}", reason = "fixed in our image" }}, '
-                    '"vllm-cg-estimate-negative"]\n', "sparkdoctor.toml")
+                    '"vllm-b12x-linear-opt-in"]\n', "sparkdoctor.toml")
     done = CliRunner().invoke(app, ["check", "--facts", str(snapshot)])
     assert done.exit_code == 0, done.output
-    assert "sparkdoctor.toml ignored 1: vllm-cg-estimate-negative" in done.stderr  # where the count is, the file too
+    assert "sparkdoctor.toml ignored 1: vllm-b12x-linear-opt-in" in done.stderr  # where the count is, the file too
