@@ -55,6 +55,9 @@ class TrackCommand:
     """Also write the JSON document here (whatever --format says for stdout)."""
     platform: str = "linux-aarch64"
     python: str = "3.12"
+    probe: bool = False
+    """Also compile each new release's compiler or kernel source for `arch` (sparkdoctor.track.probe)."""
+    arch: str = "sm_121a"
 
     def refuse_bad_options(self) -> dict[str, str]:
         """Every usage error of `matrix track` (exit 2, one line); the --through versions."""
@@ -64,6 +67,10 @@ class TrackCommand:
         through = parse_through(self.through)
         if self.platform not in PLATFORMS:
             raise UsageError(f"--platform {self.platform}: choose one of {', '.join(PLATFORMS)}")
+        from sparkdoctor.arch import real_arch_problem
+
+        if self.probe and (why := real_arch_problem(self.arch)):
+            raise UsageError(f"--arch {self.arch}: {why}")
         return through
 
 
@@ -71,7 +78,7 @@ def run_track(options: TrackCommand) -> Result:
     from sparkdoctor.track.answer import track_matrix
 
     through = options.refuse_bad_options()
-    answer = track_matrix(options.matrix, through, options.platform, options.python)
+    answer = track_matrix(options.matrix, through, options.platform, options.python, options.arch if options.probe else None)
     return Result("matrix track", "track", answer, exit_code=answer.exit_code)
 
 
@@ -119,12 +126,14 @@ def matrix_track(
     output_name: str | None = output_option("Also write the JSON document to this file (atomically), whatever --format prints."),
     platform: str = typer.Option("linux-aarch64", "--platform", help="Whose wheels to read: linux-aarch64 | linux-x86_64"),
     python: str = typer.Option("3.12", "--python-version", help="The CPython whose wheels to read."),
+    probe: bool = typer.Option(False, "--probe", help="Also compile each new triton / nvidia-cuda-nvcc ptxas, cutlass-dsl and FlashInfer arch list for --arch; propose an entry where a release starts or stops refusing it (needs uv for cutlass-dsl)."),
+    arch: str = typer.Option("sm_121a", "--arch", help="The arch --probe compiles for."),
 ) -> None:
     """Re-check every entry on releases newer than the matrix's tracked-through versions; propose edits.
     Exit 0: nothing to change; 1: an entry needs an edit or its check is broken; 2: a registry read failed."""
     from sparkdoctor.emit import emit
 
-    options = TrackCommand(list(through), matrix_path, Format(fmt), output_path("--output", output_name), platform, python)
+    options = TrackCommand(list(through), matrix_path, Format(fmt), output_path("--output", output_name), platform, python, probe, arch)
     result = run_track(options)
     if options.output is not None:
         emit(Result(result.command, result.kind, result.data, result.exit_code), Format.json, options.output)

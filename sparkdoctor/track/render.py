@@ -19,6 +19,10 @@ def track_markdown(d: dict[str, Any]) -> str:
         out += ["", "## Proposed edits (not applied)", "", "| where | field | from | to | because |", "|---|---|---|---|---|"]
         for p in d["proposals"]:
             out.append(f"| {p.get('entry', p['file'])} | {p['field']} | {p['from']} | {p['to']} | {p['because']} |")
+    if d.get("probe"):
+        from sparkdoctor.track.probe import probe_lines
+
+        out += ["", "## Probes (--probe)", "", *(f"- {line}" for line in probe_lines(d["probe"]))]
     if d["untracked"]:
         out += ["", "## Bounds on tracked packages that no file check follows", "", "| entry | bound | why |", "|---|---|---|"]
         for u in d["untracked"]:
@@ -40,6 +44,11 @@ def render_track(d: dict[str, Any], console: Any) -> None:
     for e in d["entries"]:
         table.add_row(e["id"], f"{e['package']} {e['spec'] or ''}", e["verdict"], e["why"])
     console.print(table)
+    if d.get("probe"):
+        from sparkdoctor.track.probe import probe_lines
+
+        for line in probe_lines(d["probe"]):
+            console.print(line, markup=False, highlight=False)
     for p in d["proposals"]:
         console.print(f"propose: {p.get('entry', p['file'])}: {p['field']}: {p['from']} -> {p['to']} ({p['because']})")
     console.print(", ".join(f"{n} {v}" for v, n in d["summary"].items() if n) + f"; {len(d['untracked'])} bounds with no file check")

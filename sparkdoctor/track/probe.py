@@ -1,0 +1,367 @@
+"""`matrix track --probe`: compile each new release's compiler or kernel source for the arch, and propose an entry
+when a release starts or stops refusing it (a breakage found before anyone reports it).
+
+Per tracked package that brings one, on its tracked-through release and every new one (the same probes as
+`whatif --probe`, one implementation: sparkdoctor.whatif.ptx and sparkdoctor.whatif.probe):
+
+  ptx       triton, nvidia-cuda-nvcc-*: each ptxas the release's wheel ships (read over range requests, the
+            member alone, this machine's wheel: it must run here) assembles every PTX probe (probes/kernels/)
+  cutedsl   nvidia-cutlass-dsl: the CuTe DSL probes (probes/cutedsl/) compiled in a throwaway venv holding the
+            release as `pip install nvidia-cutlass-dsl==V` lays it out, and as `...[cu13]==V` does (the sets
+            read from the release's METADATA), each build by itself
+  archlist  flashinfer-python: every JIT module's arch list (sparkdoctor.track.archlists), read from its sources
+
+Each outcome is refused (ptxas or the DSL rejected the arch; the arch list leaves the major out), accepted
+(compiled; the list has it) or unknown (could not run: said, and compared across). A probe whose answer flips
+between a release and the previous one (the last release where it had an answer) is a transition; transitions
+no entry's bound already names become proposals, in `matrix track`'s proposal shape, never applied.
+
+Outcomes are cached under the user cache dir (track-probe/) by package, version, arch, platform and a
+fingerprint of the probes' own files: a release's files never change, so it is compiled once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import platform as host
+import sys
+import tempfile
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import InvalidVersion
+
+Log = Callable[[str], None]
+CUTEDSL = "nvidia-cutlass-dsl"
+FLASHINFER = "flashinfer-python"
+COMPONENT = {"ptx": "cuda-toolkit", "cutedsl": "cutlass-dsl", "archlist": "flashinfer"}
+ACCEPTED = {"compiled": False, "admits": False, "refused": True, "refuses": True}  # verdict -> refuses the arch
+CACHE_VERSION = 1
+TRITON_RUNS = "the ptxas Triton runs"  # ptxas-blackwell for sm_100 and newer where the release ships it, else ptxas
+
+
+def probe_kind(package: str) -> str | None:
+    from sparkdoctor.whatif.ptx import ships_ptxas
+
+    if package == CUTEDSL:
+        return "cutedsl"
+    if package == FLASHINFER:
+        return "archlist"
+    return "ptx" if ships_ptxas(package) else None
+
+
+@dataclass(frozen=True)
+class Outcome:
+    group: str  # what compiled or read it: a ptxas member's name, a cutlass-dsl build, a JIT file:function
+    probe: str  # the PTX probe, the CuTe DSL kernel, or "arch list"
+    verdict: str  # compiled | refused | could not run | admits | refuses
+    detail: str
+
+    @property
+    def refuses(self) -> bool | None:
+        return ACCEPTED.get(self.verdict)
+
+
+@dataclass
+class ReleaseProbe:
+    package: str
+    version: str
+    kind: str
+    outcomes: list[Outcome] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    error: str | None = None  # nothing could be probed, and why (not cached)
+    cached: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {"package": self.package, "version": self.version, "kind": self.kind, "cached": self.cached,
+                "outcomes": [asdict(o) for o in self.outcomes], "notes": self.notes, "error": self.error}
+
+
+@dataclass
+class Transition:
+    package: str
+    group: str
+    probes: list[str]
+    before: str  # the last release with an answer
+    after: str
+    change: str  # starts refusing | stops refusing
+    detail: str
+    known_by: list[str] = field(default_factory=list)  # entries whose bound on the package has an edge here
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class ProbeTrack:
+    arch: str
+    releases: list[ReleaseProbe]
+    transitions: list[Transition]
+    proposals: list[dict[str, Any]]
+    notes: list[str]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"arch": self.arch, "releases": [r.to_json() for r in self.releases],
+                "transitions": [t.to_json() for t in self.transitions], "proposals": self.proposals, "notes": self.notes}
+
+
+# ---- one release --------------------------------------------------------------------------------------------
+def _fingerprint() -> str:
+    """The probes' own files and this code: a changed probe is a new answer, never a cached old one."""
+    from sparkdoctor.locations import data_dir
+
+    digest = hashlib.sha256(str(CACHE_VERSION).encode())
+    here = Path(__file__).parent
+    for code in (Path(__file__), here / "archlists.py", here.parent / "whatif" / "ptx.py", here.parent / "whatif" / "probe.py"):
+        digest.update(code.read_bytes())
+    for sub in ("kernels", "cutedsl"):
+        for path in sorted((data_dir("probes") / sub).glob("*")):
+            if path.is_file():
+                digest.update(path.name.encode() + path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def _cache_file(package: str, version: str, kind: str, arch: str, where: str) -> Path:
+    from sparkdoctor.locations import cache_dir
+
+    return cache_dir() / "track-probe" / f"{package}-{version}-{kind}-{arch}-{where}-{_fingerprint()}.json"
+
+
+def cutedsl_builds(reader: Any, version: str) -> dict[str, dict[str, str]]:
+    """The distributions `pip install nvidia-cutlass-dsl==V` (libs-base) and `nvidia-cutlass-dsl[cu13]==V`
+    (libs-cu13) install, read from the release's METADATA (Requires-Dist, markers evaluated per extra)."""
+    from email.parser import HeaderParser
+
+    wheel = reader.release(CUTEDSL, version)
+    meta = next(n for n in wheel.names if n.endswith(".dist-info/METADATA"))
+    requires = HeaderParser().parsestr(wheel.text(meta)).get_all("Requires-Dist") or []
+    builds: dict[str, dict[str, str]] = {}
+    for extra, build in (("", "libs-base"), ("cu13", "libs-cu13")):
+        dists = {CUTEDSL: version}
+        for line in requires:
+            try:
+                req = Requirement(line)
+            except InvalidRequirement:
+                continue
+            if not req.name.startswith(CUTEDSL) or (req.marker and not req.marker.evaluate({"extra": extra})):
+                continue
+            pinned = [s.version for s in req.specifier if s.operator in ("==", "===")]
+            dists[req.name] = pinned[0] if pinned else version
+        if f"{CUTEDSL}-{build}" in dists:
+            builds[build] = dists
+    return builds
+
+
+def _probe_ptx(package: str, version: str, arch: str, python: str) -> ReleaseProbe:
+    from sparkdoctor.arch import arch_cc
+    from sparkdoctor.collect.toolkits import TRITON_BLACKWELL_NAME
+    from sparkdoctor.released import Reader
+    from sparkdoctor.whatif.ptx import host_platform, release_ptxas
+
+    out = ReleaseProbe(package, version, "ptx")
+    reader = Reader(host_platform(), python)
+    try:
+        with tempfile.TemporaryDirectory(prefix="sparkdoctor-track-ptx-") as tmp:
+            rows = release_ptxas(reader, package, version, arch, Path(tmp))
+    finally:
+        reader.close()
+    for row in rows:
+        if row.error:
+            out.notes.append(row.error)
+        if row.note:
+            out.notes.append(row.note)
+        name = Path(row.member).name if row.member else "ptxas"
+        for k in row.kernels or []:
+            out.outcomes.append(Outcome(name, k.probe, k.verdict, f"{name} {row.ptxas_version}: {k.detail}"))
+    if "triton" in package:  # the one Triton runs for the arch (collect/toolkits.mark_triton's rule): what users get
+        names = {o.group for o in out.outcomes}
+        used = TRITON_BLACKWELL_NAME if TRITON_BLACKWELL_NAME in names and arch_cc(arch)[0] >= 10 else "ptxas"
+        out.outcomes += [Outcome(TRITON_RUNS, o.probe, o.verdict, o.detail) for o in list(out.outcomes) if o.group == used]
+    if not out.outcomes and any(r.error for r in rows):
+        out.error = "; ".join(r.error for r in rows if r.error)
+    return out
+
+
+def _probe_cutedsl(reader: Any, version: str, arch: str, python: str) -> ReleaseProbe:
+    from sparkdoctor.released import RemoteError
+    from sparkdoctor.whatif.probe import probe_cutedsl
+
+    out = ReleaseProbe(CUTEDSL, version, "cutedsl")
+    try:
+        builds = cutedsl_builds(reader, version)
+    except (RemoteError, StopIteration) as exc:
+        out.error = f"could not read {CUTEDSL} {version}'s METADATA: {exc or 'no METADATA member'}"
+        return out
+    errors = []
+    for build, dists in builds.items():
+        facts = SimpleNamespace(packages={n: {"version": v} for n, v in dists.items()}, cutedsl={"active_build": build})
+        run = probe_cutedsl(facts, arch, python)
+        if run.error:
+            errors.append(f"{build}: {run.error}")
+        for k in run.kernels:
+            out.outcomes.append(Outcome(build, k.kernel, k.verdict, f"{k.status}: {k.detail}"))
+        out.notes.append(f"{build}: " + ", ".join(f"{n}=={v}" for n, v in sorted(dists.items())))
+    if errors:
+        out.notes += errors
+        if not out.outcomes:
+            out.error = "; ".join(errors)
+    return out
+
+
+def _probe_archlist(reader: Any, version: str, arch: str) -> ReleaseProbe:
+    from sparkdoctor.arch import arch_cc
+    from sparkdoctor.released import RemoteError
+    from sparkdoctor.track.archlists import read_arch_lists
+
+    out = ReleaseProbe(FLASHINFER, version, "archlist")
+    major = arch_cc(arch)[0]
+    try:
+        lists, note = read_arch_lists(reader.release(FLASHINFER, version))
+    except RemoteError as exc:
+        out.error = f"could not read {FLASHINFER} {version}: {exc}"
+        return out
+    if note:
+        out.notes.append(note)
+    for a in lists:
+        admits = a.admits(major)
+        verdict = "could not run" if admits is None else "admits" if admits else "refuses"
+        out.outcomes.append(Outcome(a.key, "arch list", verdict, a.shown()))
+    return out
+
+
+def probe_release(reader: Any, package: str, version: str, arch: str, python: str = "3.12") -> ReleaseProbe:
+    """One release probed (or its cached outcomes). `reader` reads the release's Python files (track's platform);
+    a ptxas is read from this machine's wheel, and the CuTe DSL venvs are this machine's Python's."""
+    kind = probe_kind(package)
+    if kind is None:
+        return ReleaseProbe(package, version, "none", error=f"{package} brings no compiler or kernel source to probe")
+    where = {"ptx": f"{host.machine()}-{python}", "cutedsl": f"{host.machine()}-{sys.version_info.major}.{sys.version_info.minor}",
+             "archlist": "any"}[kind]
+    cache = _cache_file(package, version, kind, arch, where)
+    if cache.is_file():
+        try:
+            saved = json.loads(cache.read_text(encoding="utf-8"))
+            return ReleaseProbe(package, version, kind, [Outcome(**o) for o in saved["outcomes"]], saved["notes"], cached=True)
+        except (ValueError, KeyError, TypeError):
+            pass  # a damaged cache file is probed again and rewritten
+    if kind == "ptx":
+        out = _probe_ptx(package, version, arch, python)
+    elif kind == "cutedsl":
+        out = _probe_cutedsl(reader, version, arch, sys.executable)
+    else:
+        out = _probe_archlist(reader, version, arch)
+    transient = any(o.verdict == "could not run" and "timed out" in o.detail for o in out.outcomes)
+    if out.error is None and not transient:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cache.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"outcomes": [asdict(o) for o in out.outcomes], "notes": out.notes}), encoding="utf-8")
+        tmp.replace(cache)
+    return out
+
+
+# ---- across releases ----------------------------------------------------------------------------------------
+def transitions(releases: list[ReleaseProbe]) -> list[Transition]:
+    """Where a probe's answer flips between a release and the last earlier one that had an answer (releases in
+    version order, one package). Probes of one group flipping between the same two releases are one transition."""
+    last: dict[tuple[str, str], tuple[str, bool, str]] = {}  # (group, probe) -> (version, refuses, detail)
+    grouped: dict[tuple[str, str, str, str], Transition] = {}
+    for rel in releases:
+        for o in rel.outcomes:
+            now = o.refuses
+            if now is None:
+                continue
+            seen = last.get((o.group, o.probe))
+            last[(o.group, o.probe)] = (rel.version, now, o.detail)
+            if seen is None or seen[1] == now:
+                continue
+            change = "starts refusing" if now else "stops refusing"
+            key = (o.group, seen[0], rel.version, change)
+            if key not in grouped:
+                detail = f"{seen[0]}: {seen[2]}; {rel.version}: {o.detail}"
+                grouped[key] = Transition(rel.package, o.group, [], seen[0], rel.version, change, detail)
+            grouped[key].probes.append(o.probe)
+    return list(grouped.values())
+
+
+def known_by(entries: list[Any], family: set[str], t: Transition) -> list[str]:
+    """Entries whose bound on the package's family separates the two releases (one is inside it, the other not):
+    the matrix already draws a line there, so the transition is said with them instead of proposed."""
+    from sparkdoctor.matrix.tracking import bounds_of
+
+    out = set()
+    for e in entries:
+        if getattr(e, "withdrawn", False):
+            continue
+        for package, spec in [*bounds_of(e).items(), *bounds_of(e, "constraints").items()]:
+            if package not in family:
+                continue
+            try:
+                inside = SpecifierSet(spec)
+                if inside.contains(t.before, prereleases=True) != inside.contains(t.after, prereleases=True):
+                    out.add(e.id)
+            except (InvalidSpecifier, InvalidVersion):
+                continue
+    return sorted(out)
+
+
+def proposal(t: Transition, arch: str, kind: str) -> dict[str, Any]:
+    """A new entry, in `matrix track`'s proposal shape: its range on the package and why."""
+    spec = f">={t.after}" if t.change == "starts refusing" else f"<{t.after}"
+    slug = "".join(c if c.isalnum() else "-" for c in t.group.split(":")[-1].lower()).strip("-")
+    what = ", ".join(t.probes)
+    return {"entry": f"probe-{t.package}-{slug}-{arch.replace('_', '')}", "file": f"matrix/{COMPONENT[kind]}.toml",
+            "field": f"when.packages.{t.package}", "from": "(new entry)", "to": spec,
+            "because": (f"{t.group}: {what} {t.change} {arch} from {t.after} on (compiled/read here from the released "
+                        f"files; {t.before} answered the opposite): {t.detail}")}
+
+
+def probe_track(matrix: Any, reader: Any, packages: list[dict[str, Any]], arch: str = "sm_121a", log: Log | None = None) -> ProbeTrack:
+    """Every tracked package that brings a compiler or kernel source and has new releases: its tracked-through
+    release and each new one probed, compared in order; a transition no entry names becomes a proposal."""
+    from sparkdoctor.matrix.tracking import Tracking
+
+    tracking = matrix.tracking or Tracking()
+    out = ProbeTrack(arch, [], [], [], [])
+    for row in packages:
+        kind = probe_kind(row["package"])
+        if kind is None or not row["releases"]:
+            continue
+        probed = []
+        for version in [row["tracked"], *row["releases"]]:
+            if log:
+                log(f"probe: {row['package']} {version}")
+            probed.append(probe_release(reader, row["package"], version, arch, reader.python))
+        out.releases += probed
+        for t in transitions(probed):
+            t.known_by = known_by(list(matrix.entries), set(tracking.family(row["package"])), t)
+            out.transitions.append(t)
+            if not t.known_by:
+                out.proposals.append(proposal(t, arch, kind))
+    if not out.releases:
+        out.notes.append("no new release of a package that brings a compiler or kernel source (triton, nvidia-cuda-nvcc-*, "
+                         "nvidia-cutlass-dsl, flashinfer-python): nothing probed")
+    out.notes.append("compiled or read here without a GPU: a probe says whether a release assembles or admits the arch, "
+                     "not that a GB10 ran its result")
+    return out
+
+
+def probe_lines(d: dict[str, Any]) -> list[str]:
+    """The probe section of `matrix track`'s console and markdown: transitions first, then what was probed."""
+    out = []
+    for t in d["transitions"]:
+        known = f" (a bound of {', '.join(t['known_by'])} changes there: not proposed)" if t["known_by"] else " (no entry has it: proposed)"
+        out.append(f"probe: {t['package']} {t['before']} -> {t['after']}: {t['group']}: {', '.join(t['probes'])} "
+                   f"{t['change']} {d['arch']}{known}")
+    for r in d["releases"]:
+        counts: dict[str, int] = {}
+        for o in r["outcomes"]:
+            counts[o["verdict"]] = counts.get(o["verdict"], 0) + 1
+        said = r["error"] or ", ".join(f"{n} {v}" for v, n in sorted(counts.items())) or "nothing to probe"
+        out.append(f"probed {r['package']} {r['version']} ({r['kind']}{', cached' if r['cached'] else ''}): {said}")
+    return out + [f"note: {n}" for n in d["notes"]]
