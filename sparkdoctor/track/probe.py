@@ -43,6 +43,7 @@ FLASHINFER = "flashinfer-python"
 COMPONENT = {"ptx": "cuda-toolkit", "cutedsl": "cutlass-dsl", "archlist": "flashinfer"}
 ACCEPTED = {"compiled": False, "admits": False, "refused": True, "refuses": True}  # verdict -> refuses the arch
 CACHE_VERSION = 1
+INSTALL_BYTES_LIMIT = 1024 * 2**20  # the cutlass-dsl wheels of one build (146 MiB for 4.5.2 [cu13] on x86_64)
 TRITON_RUNS = "the ptxas Triton runs"  # ptxas-blackwell for sm_100 and newer where the release ships it, else ptxas
 
 
@@ -188,6 +189,25 @@ def _probe_ptx(package: str, version: str, arch: str, python: str) -> ReleasePro
     return out
 
 
+def _family_bytes(reader: Any, dists: dict[str, str]) -> int | None:
+    """What the cutlass-dsl wheels this machine would install weigh, from the index (None: one is missing): the
+    venv's download is bounded before it starts (the DSL's third-party dependencies come from uv's cache)."""
+    from sparkdoctor.released import RemoteError, pick_wheel
+    from sparkdoctor.whatif.ptx import host_platform
+
+    pyver = f"{sys.version_info.major}.{sys.version_info.minor}"  # the throwaway venv is this interpreter's
+    total = 0
+    for name, version in dists.items():
+        try:
+            pick = pick_wheel(reader.index.wheels(name, version), host_platform(), pyver)
+        except RemoteError:
+            return None
+        if pick is None:
+            return None
+        total += pick.file.size or 0
+    return total
+
+
 def _probe_cutedsl(reader: Any, version: str, arch: str, python: str) -> ReleaseProbe:
     from sparkdoctor.released import RemoteError
     from sparkdoctor.whatif.probe import probe_cutedsl
@@ -200,6 +220,11 @@ def _probe_cutedsl(reader: Any, version: str, arch: str, python: str) -> Release
         return out
     errors = []
     for build, dists in builds.items():
+        size = _family_bytes(reader, dists)
+        if size is None or size > INSTALL_BYTES_LIMIT:
+            errors.append(f"{build}: not installed: " + ("its wheels for this machine are not all on the index" if size is None else
+                                                         f"its wheels are {size // 2**20} MiB, over the {INSTALL_BYTES_LIMIT // 2**20} MiB limit"))
+            continue
         facts = SimpleNamespace(packages={n: {"version": v} for n, v in dists.items()}, cutedsl={"active_build": build})
         run = probe_cutedsl(facts, arch, python)
         if run.error:
