@@ -61,7 +61,7 @@ def probe_kind(package: str) -> str | None:
 class Outcome:
     group: str  # what compiled or read it: a ptxas member's name, a cutlass-dsl build, a JIT file:function
     probe: str  # the PTX probe, the CuTe DSL kernel, or "arch list"
-    verdict: str  # compiled | refused | could not run | admits | refuses
+    verdict: str  # compiled | refused | could not run (a compile); admits | refuses | not read (an arch list)
     detail: str
 
     @property
@@ -255,7 +255,7 @@ def _probe_archlist(reader: Any, version: str, arch: str) -> ReleaseProbe:
         out.notes.append(note)
     for a in lists:
         admits = a.admits(major)
-        verdict = "could not run" if admits is None else "admits" if admits else "refuses"
+        verdict = "not read" if admits is None else "admits" if admits else "refuses"
         out.outcomes.append(Outcome(a.key, "arch list", verdict, a.shown()))
     return out
 
