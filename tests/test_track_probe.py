@@ -187,6 +187,22 @@ def test_triton_36_ptxas_stops_refusing_sm121a(fresh_probe_cache):
 
 
 @pytest.mark.slow
+def test_nvcc_cu12_129_ptxas_stops_refusing_sm121a_and_is_proposed(fresh_probe_cache):
+    """nvidia-cuda-nvcc-cu12 12.8.93's ptxas does not know sm_121a, 12.9.86's assembles every PTX probe; no entry bounds
+    the nvcc wheels, so the edge is proposed for the CUDA toolkit's file."""
+    from sparkdoctor.matrix import load
+
+    _probed, found = _probe("nvidia-cuda-nvcc-cu12", ["12.8.93", "12.9.86"])
+    (t,) = found
+    assert (t.group, t.before, t.after, t.change) == ("ptxas", "12.8.93", "12.9.86", "stops refusing")
+    assert {"nvfp4-mma", "e2m1-cvt"} <= set(t.probes)
+    matrix = load(None)
+    assert known_by(list(matrix.entries), matrix.tracking.family(t.package), t) == []
+    assert proposal(t, "sm_121a", "ptx")["file"] == "matrix/cuda-toolkit.toml"
+    assert "nvidia-cuda-nvcc-cu12" in matrix.tracking.tracked  # `matrix track --probe` follows it
+
+
+@pytest.mark.slow
 def test_cutlass_dsl_442_450_452_transitions(fresh_probe_cache):
     """4.4.2's DSL refuses sm_121a for the NVFP4 MMAs (both builds); 4.5.0 [cu13] compiles nvfp4-mma while plain 4.5.0
     (libs-base) is still refused, by ptxas (`_mma`), and 4.5.2 compiles everything in both builds."""
