@@ -136,6 +136,35 @@ def test_matrix_track_probe_proposes_an_entry_when_a_release_stops_refusing(tmp_
     assert "probe: flashinfer-python 0.2.0 -> 0.3.0: flashinfer/jit/moe_utils.py:gen_moe_utils_module: arch list starts refusing sm_121a" in console.output
 
 
+def test_a_cutedsl_probe_that_could_not_start_is_said_and_never_cached(tmp_path, monkeypatch):
+    """Over the download limit (the wheels' sizes from the index) nothing is installed; with no uv nothing can be:
+    both are the release's error, and neither is cached (the next run probes again)."""
+    import sparkdoctor.track.probe as probe
+    import sparkdoctor.whatif.probe as whatif_probe
+    from sparkdoctor.released import Index, Reader
+    from sparkdoctor.released.http import Client
+
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    monkeypatch.setenv("SPARKDOCTOR_CACHE_DIR", str(tmp_path / "cache"))
+    with Registry() as reg:
+        for name in ("nvidia-cutlass-dsl", "nvidia-cutlass-dsl-libs-base"):
+            reg.add(name, build_wheel(wheels, name, "9.0.0", {f"{name.replace('-', '_')}/x.py": b"x = 1\n" * 2000}))
+        monkeypatch.setattr(probe, "cutedsl_builds", lambda reader, v: {"libs-base": {"nvidia-cutlass-dsl": v, "nvidia-cutlass-dsl-libs-base": v}})
+        reader = Reader(index=Index(Client(timeout=30), reg.url), root=tmp_path / "released")
+        try:
+            monkeypatch.setattr(probe, "INSTALL_BYTES_LIMIT", 100)
+            big = probe.probe_release(reader, "nvidia-cutlass-dsl", "9.0.0", "sm_121a")
+            monkeypatch.setattr(probe, "INSTALL_BYTES_LIMIT", 2**30)
+            monkeypatch.setattr(whatif_probe, "uv_binary", lambda: None)
+            no_uv = probe.probe_release(reader, "nvidia-cutlass-dsl", "9.0.0", "sm_121a")
+        finally:
+            reader.close()
+    assert big.error and "over the 0 MiB limit" in big.error and not big.outcomes, big.to_json()
+    assert no_uv.error and "uv is not installed" in no_uv.error, no_uv.to_json()
+    assert not (tmp_path / "cache" / "track-probe").exists()
+
+
 def test_probe_with_an_arch_that_does_not_exist_is_one_line_exit_2(tmp_path):
     import os
     import subprocess

@@ -218,6 +218,8 @@ def _probe_cutedsl(reader: Any, version: str, arch: str, python: str) -> Release
     except (RemoteError, StopIteration) as exc:
         out.error = f"could not read {CUTEDSL} {version}'s METADATA: {exc or 'no METADATA member'}"
         return out
+    if not builds:
+        out.notes.append(f"{CUTEDSL} {version}'s METADATA names no libs-base or libs-cu13 wheel: nothing to compile")
     errors = []
     for build, dists in builds.items():
         size = _family_bytes(reader, dists)
