@@ -14,14 +14,8 @@ import textwrap
 import pytest
 
 from sparkdoctor.track.archlists import _lists
-from sparkdoctor.track.probe import (
-    Outcome,
-    ReleaseProbe,
-    Transition,
-    known_by,
-    proposal,
-    transitions,
-)
+from sparkdoctor.track.probe import Outcome, ReleaseProbe
+from sparkdoctor.track.transitions import Transition, known_by, proposal, transitions
 from tests.released_server import Registry, build_wheel
 
 

@@ -50,8 +50,8 @@ def track_matrix(matrix_path: Path | None, through: dict[str, str], platform: st
     started = time.monotonic()
     try:
         result = track(matrix, reader, through, terminal_log())
-        if probe:  # `--probe`: the new releases' compilers and kernel sources, compiled for the arch (sparkdoctor.track.probe)
-            from sparkdoctor.track.probe import probe_track
+        if probe:  # `--probe`: the new releases' compilers and kernel sources, compiled for the arch (sparkdoctor.track.transitions)
+            from sparkdoctor.track.transitions import probe_track
 
             probed = probe_track(matrix, reader, result.packages, probe, terminal_log())
             result.proposals += probed.proposals

@@ -20,7 +20,7 @@ def track_markdown(d: dict[str, Any]) -> str:
         for p in d["proposals"]:
             out.append(f"| {p.get('entry', p['file'])} | {p['field']} | {p['from']} | {p['to']} | {p['because']} |")
     if d.get("probe"):
-        from sparkdoctor.track.probe import probe_lines
+        from sparkdoctor.track.transitions import probe_lines
 
         out += ["", "## Probes (--probe)", "", *(f"- {line}" for line in probe_lines(d["probe"]))]
     if d["untracked"]:
@@ -45,7 +45,7 @@ def render_track(d: dict[str, Any], console: Any) -> None:
         table.add_row(e["id"], f"{e['package']} {e['spec'] or ''}", e["verdict"], e["why"])
     console.print(table)
     if d.get("probe"):
-        from sparkdoctor.track.probe import probe_lines
+        from sparkdoctor.track.transitions import probe_lines
 
         for line in probe_lines(d["probe"]):
             console.print(line, markup=False, highlight=False)
