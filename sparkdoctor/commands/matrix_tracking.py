@@ -130,7 +130,7 @@ def matrix_track(
     arch: str = typer.Option("sm_121a", "--arch", help="The arch --probe compiles for."),
 ) -> None:
     """Re-check every entry on releases newer than the matrix's tracked-through versions; propose edits.
-    Exit 0: nothing to change; 1: an entry needs an edit or its check is broken; 2: a registry read failed."""
+    Exit 0: nothing to change; 1: an entry needs an edit or its check is broken (or --probe proposes one); 2: a registry read failed."""
     from sparkdoctor.emit import emit
 
     options = TrackCommand(list(through), matrix_path, Format(fmt), output_path("--output", output_name), platform, python, probe, arch)
