@@ -60,6 +60,9 @@ class TrackCommand:
     verbose: bool = False
     apply: bool = False
     """Write the proposed edits into the --matrix folder (sparkdoctor.track.apply)."""
+    probe: bool = False
+    """Also compile each new release's compiler or kernel source for `arch` (sparkdoctor.track.probe)."""
+    arch: str = "sm_121a"
 
     def refuse_bad_options(self) -> dict[str, str]:
         """Every usage error of `matrix track` (exit 2, one line); the --through versions."""
@@ -78,6 +81,10 @@ class TrackCommand:
                 dt.date.fromisoformat(self.since)
             except ValueError:
                 raise UsageError(f"--since {self.since}: not a date YYYY-MM-DD") from None
+        from sparkdoctor.arch import real_arch_problem
+
+        if self.probe and (why := real_arch_problem(self.arch)):
+            raise UsageError(f"--arch {self.arch}: {why}")
         return through
 
 
@@ -85,7 +92,8 @@ def run_track(options: TrackCommand) -> Result:
     from sparkdoctor.track.answer import track_matrix
 
     through = options.refuse_bad_options()
-    answer = track_matrix(options.matrix, through, options.platform, options.python, options.since)
+    answer = track_matrix(options.matrix, through, options.platform, options.python, options.since,
+                          options.arch if options.probe else None)
     if options.apply and options.matrix is not None:
         from sparkdoctor.track.apply import apply_proposals
 
@@ -141,13 +149,15 @@ def matrix_track(
     since: str | None = typer.Option(None, "--since", metavar="DATE", help="Also re-check releases uploaded after DATE (YYYY-MM-DD) whatever their version; default: the matrix's tracked_on."),
     verbose: bool = typer.Option(False, "-v", "--verbose", help="List every package and entry, not only proposals and entries that need an edit."),
     apply: bool = typer.Option(False, "--apply", help="Write the proposed edits into the --matrix folder (for a scheduled job that opens a pull request)."),
+    probe: bool = typer.Option(False, "--probe", help="Also compile each new triton / nvidia-cuda-nvcc ptxas, cutlass-dsl and FlashInfer arch list for --arch; propose an entry where a release starts or stops refusing it (needs uv for cutlass-dsl)."),
+    arch: str = typer.Option("sm_121a", "--arch", help="The arch --probe compiles for."),
 ) -> None:
     """Re-check every entry on releases newer than the matrix's tracked-through versions, or uploaded since it was
     tracked (backports); propose edits.
-    Exit 0: nothing to change; 1: an entry needs an edit or its check is broken; 2: a registry read failed."""
+    Exit 0: nothing to change; 1: an entry needs an edit or its check is broken (or --probe proposes one); 2: a registry read failed."""
     from sparkdoctor.emit import emit
 
-    options = TrackCommand(list(through), matrix_path, Format(fmt), output_path("--output", output_name), platform, python, since, verbose, apply)
+    options = TrackCommand(list(through), matrix_path, Format(fmt), output_path("--output", output_name), platform, python, since, verbose, apply, probe, arch)
     result = run_track(options)
     if options.output is not None:
         emit(Result(result.command, result.kind, result.data, result.exit_code), Format.json, options.output)

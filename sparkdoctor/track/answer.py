@@ -29,13 +29,15 @@ class TrackAnswer:
     def exit_code(self) -> int:
         if any(p.get("error") for p in self.document["packages"]):
             return EXIT_VERIFY_ERROR
-        return EXIT_VERIFY_CONTRADICTED if any(e["verdict"] in NEEDS_EDIT for e in self.document["entries"]) else EXIT_OK
+        probed = (self.document.get("probe") or {}).get("proposals")  # --probe: a release started or stopped refusing the arch
+        return EXIT_VERIFY_CONTRADICTED if probed or any(e["verdict"] in NEEDS_EDIT for e in self.document["entries"]) else EXIT_OK
 
     def to_json(self) -> dict[str, object]:
         return self.document
 
 
-def track_matrix(matrix_path: Path | None, through: dict[str, str], platform: str, python: str, since: str | None = None) -> TrackAnswer:
+def track_matrix(matrix_path: Path | None, through: dict[str, str], platform: str, python: str, since: str | None = None,
+                 probe: str | None = None) -> TrackAnswer:
     """A MatrixError or RemoteError (exit 2) says itself; a matrix with nothing tracked is an InputError (2)."""
     from sparkdoctor.matrix import load
     from sparkdoctor.released import Reader
@@ -49,9 +51,16 @@ def track_matrix(matrix_path: Path | None, through: dict[str, str], platform: st
     started = time.monotonic()
     try:
         result = track(matrix, reader, through, terminal_log(), since)
+        if probe:  # `--probe`: the new releases' compilers and kernel sources, compiled for the arch (sparkdoctor.track.transitions)
+            from sparkdoctor.track.transitions import probe_track
+
+            probed = probe_track(matrix, reader, result.packages, probe, terminal_log())
+            result.proposals += probed.proposals
     finally:
         reader.close()
     doc = result.to_dict()
+    if probe:
+        doc["probe"] = probed.to_json()
     doc["cost"] = {"seconds": round(time.monotonic() - started, 1), "requests": reader.client.requests,
                    "bytes_read": reader.client.bytes_read}
     return TrackAnswer(doc)

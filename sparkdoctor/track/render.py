@@ -25,6 +25,10 @@ def track_markdown(d: dict[str, Any]) -> str:
         out += [f"- not applied: {a}" for a in d.get("not_applied", [])]
     if d.get("pin_conflicts"):
         out += ["", "## Pins pip cannot install together (extras included)", ""] + [f"- {c['why']}" for c in d["pin_conflicts"]]
+    if d.get("probe"):
+        from sparkdoctor.track.transitions import probe_lines
+
+        out += ["", "## Probes (--probe)", "", *(f"- {line}" for line in probe_lines(d["probe"]))]
     if d["untracked"]:
         out += ["", "## Bounds on tracked packages that no file check follows", "", "| entry | bound | why |", "|---|---|---|"]
         for u in d["untracked"]:
@@ -48,6 +52,11 @@ def render_track(d: dict[str, Any], console: Any, verbose: bool = False) -> None
         console.print(f"not applied: {line}", soft_wrap=True)
     for c in d.get("pin_conflicts", []):
         console.print(f"conflict: {c['why']}", soft_wrap=True)
+    if d.get("probe"):
+        from sparkdoctor.track.transitions import probe_lines
+
+        for line in probe_lines(d["probe"]):
+            console.print(line, markup=False, highlight=False, soft_wrap=True)
     for p in d["packages"]:
         backports = f"; uploaded after the tracked release: {', '.join(p['backports'])}" if p.get("backports") else ""
         if verbose or p["releases"] or p["note"]:

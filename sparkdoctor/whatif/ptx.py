@@ -141,7 +141,7 @@ def _compile_all(ptxas: str, version: str | None, arch: str, folder: Path) -> li
     return rows
 
 
-def _one_release(reader: Any, name: str, version: str, arch: str, tmp: Path) -> list[PtxRow]:
+def release_ptxas(reader: Any, name: str, version: str, arch: str, tmp: Path) -> list[PtxRow]:
     """Each ptxas of one release of `name`, with the PTX probes compiled by it."""
     from sparkdoctor.released import RemoteError
 
@@ -193,10 +193,10 @@ def probe_ptx(changes: list[Any], arch: str, python: str | None = None) -> PtxCo
         with tempfile.TemporaryDirectory(prefix="sparkdoctor-whatif-ptx-") as tmp:
             for c in moved:
                 if c.old:
-                    today += _one_release(reader, c.name, c.old, arch, Path(tmp))
+                    today += release_ptxas(reader, c.name, c.old, arch, Path(tmp))
                 else:
                     today.append(PtxRow(c.name, None, note=f"{c.name} is not installed today"))
-                after += _one_release(reader, c.name, c.new, arch, Path(tmp))
+                after += release_ptxas(reader, c.name, c.new, arch, Path(tmp))
     finally:
         reader.close()
     return PtxComparison(arch, [c.to_dict() for c in moved],
