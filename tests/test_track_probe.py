@@ -58,7 +58,9 @@ def test_could_not_run_is_crossed_to_the_last_answer_and_a_new_refusal_is_a_brea
 def test_a_transition_the_bundled_matrix_already_bounds_is_known_not_proposed():
     """cutlass-dsl 4.4.2 -> 4.5.0 (the DSL admits sm_121a from 4.5.0) is cutedsl-sm121a-not-admissible's `<4.5.0`,
     4.5.0 -> 4.5.2 (libs-base compiles the NVFP4 MMA again) is cutedsl-450-libs-base-mma's `==4.5.0`; FlashInfer
-    0.7.2.post1 -> 0.7.4 (moe_utils lists major 12 again) is inside every FlashInfer bound: proposed."""
+    0.7.2.post1 -> 0.7.4 (moe_utils lists major 12 again) is fi-moe-utils-jit-sm12x's `<0.7.4` since that bound was
+    closed from the released 0.7.4 file (before that, the probe proposed it); a transition no bound brackets is
+    proposed (test_matrix_track_probe_proposes_an_entry_when_a_release_stops_refusing)."""
     from sparkdoctor.matrix import load
 
     matrix = load(None)
@@ -68,7 +70,7 @@ def test_a_transition_the_bundled_matrix_already_bounds_is_known_not_proposed():
     base = Transition("nvidia-cutlass-dsl", "libs-base", ["nvfp4-mma"], "4.5.0", "4.5.2", "stops refusing", "")
     assert "cutedsl-450-libs-base-mma" in known_by(list(matrix.entries), family, base)
     fi = Transition("flashinfer-python", "flashinfer/jit/moe_utils.py:gen_moe_utils_module", ["arch list"], "0.7.2.post1", "0.7.4", "stops refusing", "")
-    assert known_by(list(matrix.entries), matrix.tracking.family("flashinfer-python"), fi) == []
+    assert known_by(list(matrix.entries), matrix.tracking.family("flashinfer-python"), fi) == ["fi-moe-utils-jit-sm12x"]
 
 
 def test_arch_lists_are_read_per_module_without_running_the_source():
@@ -245,8 +247,9 @@ def test_cutlass_dsl_442_450_452_transitions(fresh_probe_cache):
 
 @pytest.mark.slow
 def test_flashinfer_074_moe_utils_admits_sm12x_again(fresh_probe_cache):
-    """FlashInfer 0.7.2.post1's gen_moe_utils_module lists majors [9, 10]; 0.7.4 lists 8-12 (fi-moe-utils-jit-sm12x's
-    open bound is wrong from 0.7.4): read from the released sources, proposed as an edge no entry's bound names."""
+    """FlashInfer 0.7.2.post1's gen_moe_utils_module lists majors [9, 10]; 0.7.4 lists 8-12: read from the released
+    sources. The probe proposed it while fi-moe-utils-jit-sm12x's bound was open; that bound is now `<0.7.4` (closed
+    from the same released file), so the transition is known by it."""
     from sparkdoctor.matrix import load
 
     _probed, found = _probe("flashinfer-python", ["0.7.2.post1", "0.7.4"])
@@ -254,4 +257,4 @@ def test_flashinfer_074_moe_utils_admits_sm12x_again(fresh_probe_cache):
     assert [(t.before, t.after, t.change) for t in moe] == [("0.7.2.post1", "0.7.4", "stops refusing")]
     assert "majors [9, 10]" in moe[0].detail and "majors [8, 9, 10, 11, 12]" in moe[0].detail
     matrix = load(None)
-    assert known_by(list(matrix.entries), matrix.tracking.family("flashinfer-python"), moe[0]) == []
+    assert known_by(list(matrix.entries), matrix.tracking.family("flashinfer-python"), moe[0]) == ["fi-moe-utils-jit-sm12x"]
