@@ -152,9 +152,11 @@ def reverse_all(executed: list[StepAction], record: Callable[[list[dict]], None]
 def injected(index: int, s: Step) -> Step:
     """SPARKDOCTOR_FIX_FAULT=bad-version:N asks the installer for a version that does not exist at step
     N; conflict:N adds a constraint no version satisfies; drift:N installs something else than the
-    plan said. Only the tests set it: it proves a failing installer is rolled back."""
+    plan said; extra:N:REQ installs REQ too (a dist the plan does not name). Only the tests set it: it
+    proves a failing installer is rolled back."""
     spec = os.environ.get("SPARKDOCTOR_FIX_FAULT", "")
     kind, _, at = spec.partition(":")
+    at, _, arg = at.partition(":")
     if not at.isdigit() or int(at) != index or s.op not in (StepKind.install, StepKind.restore) or not s.requirements:
         return s
     from packaging.requirements import Requirement
@@ -164,6 +166,8 @@ def injected(index: int, s: Step) -> Step:
         return dataclasses.replace(s, requirements=[f"{name}==0.0.0.dev987654"])
     if kind == "drift":
         return dataclasses.replace(s, requirements=[name], op=StepKind.install)
+    if kind == "extra" and arg:
+        return dataclasses.replace(s, requirements=[*s.requirements, arg])
     if kind == "conflict":
         return dataclasses.replace(s, constraints=[*s.constraints, f"{name}<0.0.0.dev0"], op=StepKind.install)
     return s
