@@ -16,6 +16,9 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from packaging.utils import canonicalize_name
+
+from sparkdoctor.fix import inventory as inv_mod
 from sparkdoctor.fix import journal as jr
 from sparkdoctor.fix.interface import Action, FixError, Installer, StepKind
 from sparkdoctor.fix.inventory import Inventory
@@ -101,6 +104,31 @@ class Install(PackageAction):
 class Restore(PackageAction):
     def execute(self) -> None:
         self.ctx.installer.install(self.step.requirements, force_reinstall=True, no_deps=True)
+        _unrequest(self.ctx, [r.split("==")[0] for r in self.step.requirements])
+
+
+def _unrequest(ctx: Context, names: list[str]) -> None:
+    """An installer marks what it is asked for by name as REQUESTED (PEP 376): a dist reinstalled to put
+    its files back was not asked for by its user. Where it had no marker before, the marker and its RECORD
+    row go again, so the dist's metadata is what it was (as the rollback drops what its reinstall adds)."""
+    now = inv_mod.read(ctx.restorer.target)
+    files = ctx.sides["target"]
+    for name in names:
+        dist, before = now.get(name), ctx.journal.data["dist_files"].get(canonicalize_name(name))
+        if dist is None or not before:
+            continue
+        had = {row["path"] for row in before}
+        for rel, full in zip(dist.files, dist.paths(), strict=True):
+            if not rel.endswith(".dist-info/REQUESTED") or str(full) in had:
+                continue
+            record = full.with_name("RECORD")
+            try:
+                text = files.read(str(record)).decode("utf-8")
+                rows = [ln for ln in text.splitlines(keepends=True) if not ln.startswith(f"{rel},")]
+                files.write(str(record), "".join(rows).encode("utf-8"))
+                files.remove([str(full)])
+            except (FileError, UnicodeDecodeError) as exc:
+                raise FixError(f"{record}: {exc}") from None
 
 
 ACTIONS: dict[StepKind, type[StepAction]] = {StepKind.edit: EditFile, StepKind.uninstall: Uninstall, StepKind.install: Install,
