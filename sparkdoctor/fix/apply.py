@@ -186,12 +186,13 @@ def _marks(*writes: Callable[[], None]) -> None:
 
 
 def _fault_after(index: int) -> None:
-    """SPARKDOCTOR_FIX_FAULT=unlink:N:PATH deletes PATH after step N, as an installer that deletes a
-    file of a dist the plan does not name would (only the tests set it)."""
+    """SPARKDOCTOR_FIX_FAULT=unlink:N:PATH[:PATH...] deletes each PATH after step N, as an installer that
+    deletes files of a dist the plan does not name would (only the tests set it)."""
     kind, _, rest = os.environ.get(FAULT_ENV, "").partition(":")
-    at, _, path = rest.partition(":")
+    at, _, paths = rest.partition(":")
     if kind == "unlink" and at.isdigit() and int(at) == index:
-        Path(path).unlink()
+        for path in paths.split(":"):
+            Path(path).unlink()
 
 
 def _verify_applied(target: Target, plan: Plan, journal: jr.Journal, outcome: Outcome, installer: Installer) -> None:

@@ -60,35 +60,32 @@ def changed(before: dict[str, list[int] | None], now: dict[str, list[int] | None
     return sorted(out)
 
 
-def _derived(pyc: str, before: dict[str, list[int] | None], now: dict[str, list[int] | None]) -> bool:
-    """A byte-code file whose source (listed in RECORD too) is there, unchanged: size and mtime as
-    before. Compiling it again gives what any import would. A .pyc without a listed source (a
-    sourceless dist) is the dist's own data: not derived."""
+def _has_source(pyc: str, before: dict[str, list[int] | None]) -> bool:
+    """A byte-code file whose source is listed (RECORD) and was there before: derived data, judged by its
+    source. A .pyc without one (a sourceless dist) is the dist's own data."""
     try:
         src = importlib.util.source_from_cache(pyc)  # PEP 3147 names: pkg/__pycache__/mod.TAG[.opt-N].pyc -> pkg/mod.py
     except (ValueError, NotImplementedError):
         return False
-    return before.get(src) is not None and now.get(src) == before[src]
+    return before.get(src) is not None
 
 
 def restore(target: Target, before: dict[str, list[int] | None], skip: list[str],
             installer: Installer | None = None) -> tuple[list[str], list[str]]:
-    """Put back what changed outside the plan where that can be done; (compiled or restored, not restorable)."""
+    """Put back what changed outside the plan where that can be done; (compiled or restored, not restorable).
+    Byte code of a listed source is never a loss while it is there (its source is judged on its own);
+    one that is gone is compiled again, after any source was put back."""
     now = snapshot(target, skip)
     diff = changed(before, now)
-    if not diff:
-        return [], []
-    derived = {p for p in diff if _is_pyc(p) and _derived(p, before, now)}
+    derived = {p for p in diff if _is_pyc(p) and _has_source(p, before)}
     gone = [p for p in sorted(derived) if now.get(p) is None]
-    restored: list[str] = []
+    others = [p for p in diff if p not in derived]
+    if not gone and not others:
+        return [], []  # nothing changed, or only rewritten byte code: left as it is
+    restored = _from_wheels(target, installer, others, before) if others and installer is not None else []
     if gone:
         done = _run(target, ["compile", *gone])
-        restored = [p for p in done.get("compiled") or [] if isinstance(p, str)]
-    others = [p for p in diff if p not in derived]
-    if others and installer is not None:
-        restored += _from_wheels(target, installer, others, before)
-    if not gone and not others:
-        return [], []  # only rewritten byte code: left as it is
+        restored += [p for p in done.get("compiled") or [] if isinstance(p, str)]
     now = snapshot(target, skip)
     # a .pyc compiled again is back when it is there; a file written again from its wheel when it has its size
     back = {p for p in restored if now.get(p) is not None and (p in derived or _size(now.get(p)) == _size(before.get(p)))}

@@ -107,6 +107,20 @@ def test_a_deleted_pyc_outside_the_plan_is_compiled_again_and_the_apply_stands(t
     assert scenario.diff(before, scenario.state(python, [env_file, pins])) == [] and pyc.is_file()
 
 
+def test_a_deleted_source_and_its_pyc_outside_the_plan_come_back_and_the_apply_stands(tmp_path, wheels):
+    """Both typing_extensions.py and its .pyc deleted: the source is written again from its released
+    wheel, then the byte code compiled again from it; nothing is lost."""
+    python, site = linked_target(tmp_path, wheels)
+    src, pyc = site / "typing_extensions.py", pyc_of(site, "typing_extensions")
+    original = src.read_bytes()
+    env_file, pins = scenario.files_for(tmp_path)
+    env = {"PIP_CONSTRAINT": str(pins), "PIP_FIND_LINKS": str(wheels), "SPARKDOCTOR_FIX_FAULT": f"unlink:4:{src}:{pyc}"}
+    body = as_json(fix_cli(python, "--env-file", str(env_file), "--yes", "--format", "json", env=env))
+    assert body["error"] is None, body
+    assert sorted(Path(p).name for p in body["outside_restored"]) == sorted([pyc.name, src.name])
+    assert src.read_bytes() == original and pyc.is_file()
+
+
 def test_an_automatic_rollback_that_restored_everything_is_settled(tmp_path, wheels):
     """The installer fails after the first package steps: the automatic rollback restores the target,
     the output says plainly that nothing changed, and no `fix-unfinished` is left behind."""
