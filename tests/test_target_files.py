@@ -94,8 +94,12 @@ def test_remove_prunes_emptied_folders_and_scratch_goes_away(tmp_path, container
     (pkg / "__pycache__" / "m.cpython-311.pyc").write_bytes(b"pyc")
     (pkg / "m.py").write_text("x")
     (tmp_path / "pkg" / "keep.py").write_text("kept")
+    (tmp_path / "pkg" / "__pycache__").mkdir()
+    (tmp_path / "pkg" / "__pycache__" / "keep.cpython-311.pyc").write_bytes(b"keep's pyc")
     assert files.remove([str(pkg / "m.py"), str(tmp_path / "pkg" / "gone.py")], prune=True) == 1
     assert not pkg.exists() and (tmp_path / "pkg" / "keep.py").exists()
+    # the folder that stays keeps its byte-code cache: those .pyc are its other modules' (site-packages/__pycache__)
+    assert (tmp_path / "pkg" / "__pycache__" / "keep.cpython-311.pyc").read_bytes() == b"keep's pyc"
     with files.scratch() as tmp:
         files.write(f"{tmp}/report.json", b"{}")
         assert files.listdir(tmp) == ["report.json"]

@@ -2,7 +2,8 @@
 
 Venvs are built once per (name, what goes in) and reused across test sessions under
 SPARKDOCTOR_TEST_VENVS (default ~/.cache/sparkdoctor-tests/venvs). Tests that modify files in a
-venv build their own (`create` in tmp_path), never change a shared one.
+venv build their own (`create` in tmp_path), never change a shared one, or borrow one (`borrowed`)
+that they change and put back byte for byte (fix's apply and rollback).
 
 Two installers, each where it is the point:
 - pip (`create`, `shared_venv`, `pip`): tests whose story is what pip does (force-reinstalls,
@@ -18,6 +19,8 @@ import hashlib
 import os
 import shutil
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from sparkdoctor import proc
@@ -70,10 +73,34 @@ def built_once(folder: Path, build) -> Path:
     return folder
 
 
+def _folder(name: str, recipe: object) -> Path:
+    return ROOT / f"{name}-{hashlib.sha256(repr((recipe, sys.version)).encode()).hexdigest()[:12]}"
+
+
 def _cached(name: str, recipe: object, build) -> Path:
     """The venv ROOT/name-<hash of recipe>, built by build(venv) unless a finished one is there; returns its python."""
-    key = hashlib.sha256(repr((recipe, sys.version)).encode()).hexdigest()[:12]
-    return python_of(built_once(ROOT / f"{name}-{key}", build))
+    return python_of(built_once(_folder(name, recipe), build))
+
+
+@contextmanager
+def borrowed(name: str, steps: list[list[str]]) -> Iterator[Path]:
+    """The python of a cached venv made the ordinary way (`python -m venv`, then one plain `pip install` per
+    step), lent to ONE test that changes it and must leave it as it found it (fix's apply, then its rollback).
+    The lock is held while it is lent, and its ready marker is gone until the test ends without an error: a venv
+    that a failed test may have left changed is built again by the next one."""
+    folder = _folder(name, steps)
+    marker = folder / READY
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    with open(folder.parent / f"{folder.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if marker.exists():
+            marker.unlink()
+        else:
+            create(folder, steps[0])
+            for step in steps[1:]:
+                pip(python_of(folder), "install", *step)
+        yield python_of(folder)
+        marker.write_text(folder.name)
 
 
 def shared_venv(name: str, requirements: list[str], pip_args: list[str] | None = None) -> Path:

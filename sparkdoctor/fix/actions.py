@@ -16,6 +16,9 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from packaging.utils import canonicalize_name
+
+from sparkdoctor.fix import inventory as inv_mod
 from sparkdoctor.fix import journal as jr
 from sparkdoctor.fix.interface import Action, FixError, Installer, StepKind
 from sparkdoctor.fix.inventory import Inventory
@@ -101,6 +104,31 @@ class Install(PackageAction):
 class Restore(PackageAction):
     def execute(self) -> None:
         self.ctx.installer.install(self.step.requirements, force_reinstall=True, no_deps=True)
+        _unrequest(self.ctx, [r.split("==")[0] for r in self.step.requirements])
+
+
+def _unrequest(ctx: Context, names: list[str]) -> None:
+    """An installer marks what it is asked for by name as REQUESTED (PEP 376): a dist reinstalled to put
+    its files back was not asked for by its user. Where it had no marker before, the marker and its RECORD
+    row go again, so the dist's metadata is what it was (as the rollback drops what its reinstall adds)."""
+    now = inv_mod.read(ctx.restorer.target)
+    files = ctx.sides["target"]
+    for name in names:
+        dist, before = now.get(name), ctx.journal.data["dist_files"].get(canonicalize_name(name))
+        if dist is None or not before:
+            continue
+        had = {row["path"] for row in before}
+        for rel, full in zip(dist.files, dist.paths(), strict=True):
+            if not rel.endswith(".dist-info/REQUESTED") or str(full) in had:
+                continue
+            record = full.with_name("RECORD")
+            try:
+                text = files.read(str(record)).decode("utf-8")
+                rows = [ln for ln in text.splitlines(keepends=True) if not ln.startswith(f"{rel},")]
+                files.write(str(record), "".join(rows).encode("utf-8"))
+                files.remove([str(full)])
+            except (FileError, UnicodeDecodeError) as exc:
+                raise FixError(f"{record}: {exc}") from None
 
 
 ACTIONS: dict[StepKind, type[StepAction]] = {StepKind.edit: EditFile, StepKind.uninstall: Uninstall, StepKind.install: Install,
@@ -152,9 +180,11 @@ def reverse_all(executed: list[StepAction], record: Callable[[list[dict]], None]
 def injected(index: int, s: Step) -> Step:
     """SPARKDOCTOR_FIX_FAULT=bad-version:N asks the installer for a version that does not exist at step
     N; conflict:N adds a constraint no version satisfies; drift:N installs something else than the
-    plan said. Only the tests set it: it proves a failing installer is rolled back."""
+    plan said; extra:N:REQ installs REQ too (a dist the plan does not name). Only the tests set it: it
+    proves a failing installer is rolled back."""
     spec = os.environ.get("SPARKDOCTOR_FIX_FAULT", "")
     kind, _, at = spec.partition(":")
+    at, _, arg = at.partition(":")
     if not at.isdigit() or int(at) != index or s.op not in (StepKind.install, StepKind.restore) or not s.requirements:
         return s
     from packaging.requirements import Requirement
@@ -164,6 +194,8 @@ def injected(index: int, s: Step) -> Step:
         return dataclasses.replace(s, requirements=[f"{name}==0.0.0.dev987654"])
     if kind == "drift":
         return dataclasses.replace(s, requirements=[name], op=StepKind.install)
+    if kind == "extra" and arg:
+        return dataclasses.replace(s, requirements=[*s.requirements, arg])
     if kind == "conflict":
         return dataclasses.replace(s, constraints=[*s.constraints, f"{name}<0.0.0.dev0"], op=StepKind.install)
     return s

@@ -185,23 +185,31 @@ def _marks(*writes: Callable[[], None]) -> None:
 
 
 def _fault_after(index: int) -> None:
-    """SPARKDOCTOR_FIX_FAULT=unlink:N:PATH deletes PATH after step N, as an installer that deletes a
-    file of a dist the plan does not name would (only the tests set it)."""
+    """SPARKDOCTOR_FIX_FAULT=unlink:N:PATH[:PATH...] deletes each PATH after step N, as an installer that
+    deletes files of a dist the plan does not name would (only the tests set it)."""
     kind, _, rest = os.environ.get(FAULT_ENV, "").partition(":")
-    at, _, path = rest.partition(":")
+    at, _, paths = rest.partition(":")
     if kind == "unlink" and at.isdigit() and int(at) == index:
-        Path(path).unlink()
+        for path in paths.split(":"):
+            Path(path).unlink()
 
 
 def _verify_applied(target: Target, plan: Plan, journal: jr.Journal, outcome: Outcome, installer: Installer) -> None:
-    """What is installed now must be what the plan said (otherwise the resolution differed), and
-    nothing outside the plan may have changed (a .pyc is compiled again; anything else: undo)."""
+    """What is installed now must be what the plan said (otherwise the resolution differed): every dist
+    the plan names at its version, no other dist installed, removed or moved; and nothing outside the plan
+    may have changed (byte code of an unchanged source is compiled again if gone; anything else: undo)."""
     now = inv_mod.read(target)
     for name, (_before, after) in sorted(plan.changes.items()):
         dist = now.get(name)
         got = dist.version if dist else None
         if got != after:
             raise FixError(f"the installer's result differs from the plan: {name} is {got or 'not installed'}, the plan said {after or 'removed'}")
+    was: dict[str, str] = {inv_mod.canonicalize_name(p["name"]): p["version"] for p in journal.data["packages_before"]}
+    has = now.package_set()
+    unnamed = [f"{k} {was.get(k) or '(not installed)'} -> {has.get(k) or '(removed)'}" for k in sorted(set(was) | set(has))
+               if was.get(k) != has.get(k) and k not in plan.changes]
+    if unnamed:
+        raise FixError(f"the installer's result differs from the plan: it changed {len(unnamed)} dist(s) the plan does not name: {'; '.join(unnamed[:5])}")
     before = journal.outside()
     if before is not None:
         outcome.outside_restored, lost = outside_mod.restore(target, before, plan.touched, installer)

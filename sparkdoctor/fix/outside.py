@@ -1,18 +1,20 @@
 """Only what the plan names is touched: every RECORD-listed file of every dist the plan does NOT
 touch is stat'ed before the apply (size, mtime) and again after it and after a rollback.
 
-What changed outside the plan is put back where it can be: a `__pycache__` file (pip lists them in
-RECORD without a hash; an installer may delete or rewrite one) is compiled again from its source,
-which gives the same size and bytes for the same interpreter; any other file of a registry dist is
-taken from that dist's released wheel (exact version, downloaded, the member checked against the
-wheel's RECORD hash and the size recorded before). What cannot be put back is named, and the apply
-is undone.
+A `__pycache__` file is derived data, not a file of the release: pip lists it in RECORD without a
+hash, and its bytes depend on who compiled it (the path the interpreter was reached by is in it, and
+marshal's output depends on the compiling process), so its size is no evidence of anything. One
+whose source is unchanged is never a loss: if it is gone it is compiled again from that source; if
+it was rewritten it is left as it is. Any other file that changed outside the plan is taken back from
+that dist's released wheel (exact version, downloaded, the member checked against the wheel's RECORD
+hash and the size recorded before). What cannot be put back is named, and the apply is undone.
 """
 
 from __future__ import annotations
 
 import base64
 import hashlib
+import importlib.util
 import tempfile
 import zipfile
 from pathlib import Path
@@ -58,24 +60,37 @@ def changed(before: dict[str, list[int] | None], now: dict[str, list[int] | None
     return sorted(out)
 
 
+def _has_source(pyc: str, before: dict[str, list[int] | None]) -> bool:
+    """A byte-code file whose source is listed (RECORD) and was there before: derived data, judged by its
+    source. A .pyc without one (a sourceless dist) is the dist's own data."""
+    try:
+        src = importlib.util.source_from_cache(pyc)  # PEP 3147 names: pkg/__pycache__/mod.TAG[.opt-N].pyc -> pkg/mod.py
+    except (ValueError, NotImplementedError):
+        return False
+    return before.get(src) is not None
+
+
 def restore(target: Target, before: dict[str, list[int] | None], skip: list[str],
             installer: Installer | None = None) -> tuple[list[str], list[str]]:
-    """Put back what changed outside the plan where that can be done; (restored, not restorable)."""
-    diff = changed(before, snapshot(target, skip))
-    if not diff:
-        return [], []
-    pycs = [p for p in diff if _is_pyc(p)]
-    restored: list[str] = []
-    if pycs:
-        done = _run(target, ["compile", *pycs])
-        restored = [p for p in done.get("compiled") or [] if isinstance(p, str)]
-    others = [p for p in diff if not _is_pyc(p)]
-    if others and installer is not None:
-        restored += _from_wheels(target, installer, others, before)
+    """Put back what changed outside the plan where that can be done; (compiled or restored, not restorable).
+    Byte code of a listed source is never a loss while it is there (its source is judged on its own);
+    one that is gone is compiled again, after any source was put back."""
     now = snapshot(target, skip)
-    # a file written again has a new mtime: it is back when it has its size (and, from a wheel, the released bytes)
-    back = {p for p in restored if _size(now.get(p)) is not None and _size(now.get(p)) == _size(before.get(p))}
-    return sorted(back), [p for p in changed(before, now) if p not in back]
+    diff = changed(before, now)
+    derived = {p for p in diff if _is_pyc(p) and _has_source(p, before)}
+    gone = [p for p in sorted(derived) if now.get(p) is None]
+    others = [p for p in diff if p not in derived]
+    if not gone and not others:
+        return [], []  # nothing changed, or only rewritten byte code: left as it is
+    restored = _from_wheels(target, installer, others, before) if others and installer is not None else []
+    if gone:
+        done = _run(target, ["compile", *gone])
+        restored += [p for p in done.get("compiled") or [] if isinstance(p, str)]
+    now = snapshot(target, skip)
+    # a .pyc compiled again is back when it is there; a file written again from its wheel when it has its size
+    back = {p for p in restored if now.get(p) is not None and (p in derived or _size(now.get(p)) == _size(before.get(p)))}
+    lost = [p for p in changed(before, now) if p not in back and not (p in derived and now.get(p) is not None)]
+    return sorted(back), lost
 
 
 def _from_wheels(target: Target, installer: Installer, paths: list[str], before: dict[str, list[int] | None]) -> list[str]:

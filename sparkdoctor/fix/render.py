@@ -66,11 +66,16 @@ def applied_lines(result: Applied) -> list[str]:
         out.append(f"FAILED: {result.error}")
         if result.rolled_back:
             v = result.rollback_verified or {}
-            out.append(f"Rolled back: {'package set and file bytes verified identical' if v.get('ok') else 'DIFFERENCES: ' + '; '.join(v.get('packages_differ', []) + v.get('files_differ', []))}")
+            if v.get("ok"):
+                out.append("Rolled back: nothing changed (package set and file bytes verified identical to before the apply)")
+            else:
+                out.append("Rolled back: DIFFERENCES: " + "; ".join(v.get("packages_differ", []) + v.get("files_differ", [])))
     out.append(f"Findings gone: {', '.join(result.gone) or 'none'}")
     out.append(f"Findings remaining: {', '.join(result.remaining) or 'none'}")
     out.append(f"New findings: {', '.join(result.new) or 'none'}")
-    out.append(f"Verdict after: {result.report_after.verdict()}   (undo: sparkdoctor fix --rollback {result.journal})")
+    settled = result.rolled_back and (result.rollback_verified or {}).get("ok")
+    undo = "" if settled else f"   (undo: sparkdoctor fix --rollback {result.journal})"
+    out.append(f"Verdict after: {result.report_after.verdict()}{undo}")
     return out
 
 

@@ -130,7 +130,9 @@ def fsync_dir(folder):
 
 def remove(paths, prune=False):
     """Unlink the files (a missing one is fine); with prune, then drop their folders that are left
-    empty but for a __pycache__ of .pyc files. Returns how many files went."""
+    empty but for a __pycache__ of .pyc files. A folder that keeps anything else keeps its __pycache__
+    too: those .pyc files belong to the modules still there (site-packages/__pycache__ holds every
+    top-level module's). Returns how many files went."""
     gone, folders = 0, set()
     for path in paths:
         try:
@@ -148,8 +150,11 @@ def remove(paths, prune=False):
 
 def _prune(folder):
     try:
+        names = os.listdir(folder)
         cache = os.path.join(folder, "__pycache__")
-        if os.path.isdir(cache) and all(n.endswith(".pyc") for n in os.listdir(cache)):
+        if names != ["__pycache__"] and names:
+            return
+        if names and os.path.isdir(cache) and all(n.endswith(".pyc") for n in os.listdir(cache)):
             shutil.rmtree(cache)
         os.rmdir(folder)  # only if now empty
     except OSError:

@@ -1,10 +1,13 @@
-"""Real scratch targets for the fix tests: small pure-Python registry dists in venvs made in about a
-second (uv, offline, from a wheelhouse downloaded once per session), a constraints file, an env
-file, a hand-edited file; and the state that `nothing lost` is judged by.
+"""Real scratch targets for the fix tests: small pure-Python registry dists (from a wheelhouse
+downloaded once per session), a constraints file, an env file, a hand-edited file; and the state
+that `nothing lost` is judged by.
 
-Two kinds of target, each where it is the point:
-- "pip": a venv made by `python -m venv` with pip in it: fix drives it with `python -m pip`;
-- "uv": a uv venv (pyvenv.cfg has `uv = ...`, no pip): fix drives it with `uv pip --python`.
+Two kinds of target, each made the way its users make it:
+- "pip": `python -m venv` with the pip it brings, then a plain `pip install` (pip byte-compiles what
+  it installs: site-packages/__pycache__ holds the top-level modules' .pyc, six's and
+  typing_extensions', as on every ordinary venv): fix drives it with `python -m pip`;
+- "uv": a uv venv (pyvenv.cfg has `uv = ...`, no pip), filled by `uv pip install` (no byte code):
+  fix drives it with `uv pip --python`.
 """
 
 from __future__ import annotations
@@ -19,8 +22,9 @@ from pathlib import Path
 from sparkdoctor import proc
 
 DATA = Path(__file__).parent / "data"
-WHEELS = ["pip==24.0", "six==1.16.0", "six==1.17.0", "idna==3.7", "cattrs==23.2.3", "attrs==23.2.0"]
-BASE = ["six==1.16.0", "idna==3.7", "cattrs==23.2.3", "attrs==23.2.0"]
+# typing_extensions: a top-level module no test plan touches (its .pyc sits in site-packages/__pycache__ beside six's)
+WHEELS = ["pip==24.0", "six==1.16.0", "six==1.17.0", "idna==3.7", "cattrs==23.2.3", "attrs==23.2.0", "typing_extensions==4.12.2"]
+BASE = ["six==1.16.0", "idna==3.7", "cattrs==23.2.3", "attrs==23.2.0", "typing_extensions==4.12.2"]
 ENV_TEXT = "# the server's env file\nA=1\nVLLM_NVFP4_GEMM_BACKEND=marlin\nexport B=\"x y\"\n"
 PINS_TEXT = "# pins\nsix==1.16.0  # why not\nattrs>=20\n"
 
@@ -55,20 +59,25 @@ def wheelhouse(folder: Path) -> Path:
 def make_target(root: Path, kind: str, wheels: Path) -> Path:
     """A target venv under root/<kind>, with the base dists, idna/core.py hand-edited; returns its python."""
     venv = root / kind
+    python = venv / "bin" / "python"
     if kind == "uv":
         must([uv(), "venv", "--quiet", str(venv)])
-        extra = []
+        # --link-mode copy: uv hardlinks from its cache by default, and the hand edit below would then change
+        # the cached file, and with it every venv made from it (two test sessions saw each other's edit).
+        must([uv(), "pip", "install", "--quiet", "--link-mode", "copy", "--python", str(python), "--offline", "--no-index",
+              "--find-links", str(wheels), *BASE])
     else:
-        must([sys.executable, "-m", "venv", "--without-pip", str(venv)])
-        extra = ["pip==24.0"]
-    python = venv / "bin" / "python"
-    # --link-mode copy: uv hardlinks from its cache by default, and the hand edit below would then change
-    # the cached file, and with it every venv made from it (two test sessions saw each other's edit).
-    must([uv(), "pip", "install", "--quiet", "--link-mode", "copy", "--python", str(python), "--offline", "--no-index",
-          "--find-links", str(wheels), *extra, *BASE])
+        must([sys.executable, "-m", "venv", str(venv)])
+        must([str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-index", "--find-links", str(wheels), *BASE])
     core = next(venv.glob("lib/python*/site-packages/idna/core.py"))
     core.write_text(core.read_text() + "\n# a hand edit\n")
     return python
+
+
+def byte_code(python: Path) -> dict[str, tuple[int, int]]:
+    """(inode, mtime_ns) of every .pyc in site-packages' own __pycache__ (the top-level modules')."""
+    site = next(python.parent.parent.glob("lib/python*/site-packages"))
+    return {p.name: (p.stat().st_ino, p.stat().st_mtime_ns) for p in (site / "__pycache__").glob("*.pyc")}
 
 
 def files_for(root: Path) -> tuple[Path, Path]:

@@ -1,10 +1,11 @@
-"""`sparkdoctor fix` end to end on real venvs (pip and uv targets), real registry dists, real files:
+"""`sparkdoctor fix` end to end on real venvs (pip targets made by `python -m venv` and its pip, and uv targets), real registry dists, real files:
 plan (dry run changes nothing) -> --yes (journal, apply, re-check) -> --rollback offline -> the
 original bytes; a second rollback; --history; the lock; a half-written and an interrupted journal."""
 
 import fcntl
 import hashlib
 import json
+import sys
 
 import pytest
 
@@ -98,8 +99,8 @@ def test_a_vendor_local_wheel_is_refused(tmp_path, wheels):
                 data = b"\n".join(r.replace(b"six-1.16.0.dist-info", b"six-1.16.0+vendor.dist-info").split(b",")[0] + b",," for r in data.splitlines())
             zout.writestr(name, data)
     venv = tmp_path / "v"
-    scenario.must([scenario.uv(), "venv", "--quiet", str(venv)])
-    scenario.must([scenario.uv(), "pip", "install", "--quiet", "--python", str(venv / "bin/python"), str(local)])
+    scenario.must([sys.executable, "-m", "venv", str(venv)])
+    scenario.must([str(venv / "bin/python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", str(local)])
     res = fix_cli(venv / "bin/python", "--yes")
     assert res.returncode == 4, res.stdout + res.stderr
     assert "six 1.16.0+vendor came from" in res.stderr and "--allow-replace six" in res.stderr
@@ -110,7 +111,8 @@ def test_a_vendor_local_wheel_is_refused(tmp_path, wheels):
 
 def test_an_install_that_differs_from_the_plan_is_rolled_back(tmp_path, wheels):
     """The installer does something else than the dry run said (here: keeps six 1.16.0): the apply
-    is undone at once from the journal and says why."""
+    is undone at once from the journal and says why. A uv target: uv does not read the edited pins in
+    PIP_CONSTRAINT, so a bare `six` keeps 1.16.0 (pip would follow the pin to 1.17.0, as planned)."""
     python = scenario.make_target(tmp_path, "uv", wheels)
     env_file, pins = scenario.files_for(tmp_path)
     before = scenario.state(python, [env_file, pins])
