@@ -22,7 +22,7 @@ from tests.fix import scenario
 pytestmark = pytest.mark.slow
 PROBE = "cutedsl-nvfp4-mma"
 OFFLINE = {"PIP_NO_INDEX": "1", "UV_OFFLINE": "1"}
-COLLISION = [["nvidia-cutlass-dsl[cu13]==4.5.0"], ["--force-reinstall", "--no-deps", "nvidia-cutlass-dsl-libs-base==4.5.0"]]
+COLLISION = venvs.CUTEDSL_COLLISION  # the same steps as the read-only venv whatif's proof uses; this one is lent and changed
 CU13_442 = [["nvidia-cutlass-dsl[cu13]==4.4.2"]]
 CU13_453 = [["nvidia-cutlass-dsl[cu13]==4.5.3"], ["--force-reinstall", "--no-deps", "nvidia-cutlass-dsl-libs-cu13==4.5.3"]]
 
