@@ -57,6 +57,7 @@ class Registry:
         self.ranges = ranges
         self.projects: dict[str, list[Path]] = {}
         self.log: list[tuple[str, str | None]] = []  # (path, Range header)
+        self.sent = 0  # body bytes sent: what a client's bytes_read must come to
         handler = self._handler()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
@@ -118,5 +119,6 @@ class Registry:
                     self.send_header(k, v)
                 self.end_headers()
                 self.wfile.write(body)
+                registry.sent += len(body)
 
         return Handler

@@ -10,19 +10,23 @@ import json
 import os
 import tempfile
 import zipfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from packaging import tags as ptags
 
+from sparkdoctor.released.cubins import Decided, Listing, list_archs
 from sparkdoctor.released.http import Client, RangeUnsupported, RemoteError
 from sparkdoctor.released.index import IndexFile
 from sparkdoctor.released.rangefile import RangeFile
-from sparkdoctor.released.strings import MemberText
+from sparkdoctor.released.stream import member_chunks
+from sparkdoctor.released.strings import MemberText, is_library
 
 PLATFORMS = {"linux-aarch64": "aarch64", "linux-x86_64": "x86_64"}
 DEFAULT_PLATFORM = "linux-aarch64"  # a DGX Spark
 DEFAULT_PYTHON = "3.12"  # Ubuntu 24.04's, the Spark's OS
+STREAM_CHUNK = 1 << 20
 FULL_DOWNLOAD_LIMIT = 256 * 1024 * 1024  # a server that ignores Range: download at most this much, else refuse
 _LEGACY = {17: "manylinux2014", 12: "manylinux2010", 5: "manylinux1"}
 
@@ -190,6 +194,61 @@ class RemoteWheel(MemberText):
             start, end = lo, hi
         if start >= 0:
             self._range.prefetch(start, end)
+
+    def chunks(self, name: str) -> Iterator[bytes]:
+        """A member as a stream: from the cache or the downloaded wheel when there, else over range requests
+        (sparkdoctor.released.stream), so a reader that stops early has read only what it used."""
+        cached = member_path(self.dir, name)
+        if cached.is_file():
+            with open(cached, "rb") as fh:
+                while chunk := fh.read(STREAM_CHUNK):
+                    yield chunk
+            return
+        zf = self._open()
+        try:
+            info = zf.getinfo(name)
+        except KeyError:
+            raise RemoteError(f"{self.file.filename}: no member {name}") from None
+        if self._range is None:  # the wheel is on disk
+            with zf.open(info) as src:
+                while chunk := src.read(STREAM_CHUNK):
+                    yield chunk
+            return
+        yield from member_chunks(self.client, self.file.url, info, self.file.size or 0)
+
+    def text(self, name: str) -> str:
+        if not is_library(name):
+            return super().text(name)
+        cached = member_path(self.dir, name + "\0host-strings")  # a library's strings, kept (its bytes are not)
+        try:
+            return cached.read_text(encoding="utf-8")
+        except OSError:
+            pass
+        found = super().text(name)
+        _atomic_write(cached, found.encode())
+        return found
+
+    def cubins(self, name: str, decided: Decided | None = None) -> Listing:
+        """The cubin archs of a library member, read until `decided` (sparkdoctor.released.cubins); a listing
+        is kept per (wheel, member) and reused when complete or when it already decides."""
+        cached = member_path(self.dir, name + "\0cubins")
+        try:
+            kept = json.loads(cached.read_text(encoding="utf-8"))
+            listing = Listing(tuple(kept["archs"]), bool(kept["complete"]), int(kept["read"]))
+            if listing.complete or (decided is not None and decided(set(listing.archs))):
+                return listing
+        except (OSError, ValueError, KeyError, TypeError):
+            pass
+        listing = list_archs(self.chunks(name), decided, name)
+        _atomic_write(cached, json.dumps({"archs": listing.archs, "complete": listing.complete, "read": listing.read}).encode())
+        return listing
+
+    def size_of(self, name: str) -> int | None:
+        """A member's uncompressed size, from the central directory."""
+        try:
+            return self._open().getinfo(name).file_size
+        except KeyError:
+            return None
 
     def close(self) -> None:
         if self._zip is not None:

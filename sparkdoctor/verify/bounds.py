@@ -16,19 +16,19 @@ must stop holding, or nothing tells the outside release apart). Verdicts per bou
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from sparkdoctor.matrix import Entry, Matrix
-from sparkdoctor.matrix.file_checks import FileCheck
+from sparkdoctor.matrix.file_checks import CUBIN_KINDS, FileCheck
 from sparkdoctor.matrix.tracking import Tracking, bounds_of
 from sparkdoctor.matrix.versions import version_in
+from sparkdoctor.released.cubins import CubinError, Listing, decided_by
+from sparkdoctor.released.strings import is_library
 from sparkdoctor.verify.files import VersionRun, run_checks, table_for, tables_of
 from sparkdoctor.verify.wheels import WheelError
 
@@ -37,28 +37,33 @@ VERDICTS = ("bracketed", "not-bracketed", "contradicted", "error")
 
 
 class RemoteFiles:
-    """A remote wheel with the interface the file checks read (names, text, cubins)."""
+    """A remote wheel with the interface the file checks read (names, text, cubins). A library's cubins
+    are read only until the cubin checks on that member are decided (sparkdoctor.released.cubins)."""
 
-    def __init__(self, wheel: Any):
+    def __init__(self, wheel: Any, checks: tuple[FileCheck, ...] = ()):
         self.wheel = wheel
         self.names = wheel.names
-        self.cubin_listings: dict[str, tuple[str, ...]] = {}
+        self.checks = [c for c in checks if c.kind in CUBIN_KINDS]
+        self.listings: dict[str, Listing] = {}
+
+    @property
+    def cubin_listings(self) -> dict[str, tuple[str, ...]]:
+        return {n: x.archs for n, x in self.listings.items()}
 
     def text(self, name: str) -> str:
         return self.wheel.text(name)
 
     def cubins(self, name: str) -> tuple[str, ...]:
-        if name not in self.cubin_listings:
-            from sparkdoctor.verify.cubins import CubinError, list_cubins
+        if name not in self.listings:
+            decided = decided_by((c.kind, tuple(c.value)) for c in self.checks if _glob(c.path, name))
+            try:
+                self.listings[name] = self.wheel.cubins(name, decided)
+            except CubinError as exc:
+                raise WheelError(f"{self.wheel.file.filename}: {exc}") from None
+        return self.listings[name].archs
 
-            with tempfile.TemporaryDirectory(prefix="sparkdoctor-cubins-") as tmp:
-                path = Path(tmp) / Path(name).name
-                path.write_bytes(self.wheel.read(name))
-                try:
-                    self.cubin_listings[name] = list_cubins(path)
-                except CubinError as exc:
-                    raise WheelError(f"{self.wheel.file.filename}: {exc}") from None
-        return self.cubin_listings[name]
+    def evidence(self) -> list[str]:
+        return [f"{n}: {x.words(self.wheel.size_of(n))}" for n, x in self.listings.items()]
 
 
 def remote_run(reader: Any, package: str, checks: tuple[FileCheck, ...], version: str, role: str, log: Log | None = None,
@@ -73,13 +78,13 @@ def remote_run(reader: Any, package: str, checks: tuple[FileCheck, ...], version
         if log:
             log(f"reading {package}=={version}")
         read = [package] + [other for other in also if version in reader.versions(other)]
-        parts = [RemoteFiles(reader.open(p, version, dist) if dist != "wheel" else reader.release(p, version)) for p in read]
-        for part in parts:
-            part.wheel.prefetch(sorted({n for c in checks if c.kind != "exists" for n in part.names if _glob(c.path, n)}))
+        parts = [RemoteFiles(reader.open(p, version, dist) if dist != "wheel" else reader.release(p, version), checks) for p in read]
+        for part in parts:  # libraries are streamed, as far as their checks need (sparkdoctor.released.elf)
+            part.wheel.prefetch(sorted({n for c in checks if c.kind != "exists" for n in part.names if _glob(c.path, n) and not is_library(n)}))
         files = UnionFiles(parts) if len(parts) > 1 else parts[0]
         run.results = run_checks(checks, files)  # the same interface as WheelFiles
         run.evidence = [reader.picked(p, version, dist) if dist != "wheel" else reader.picks[(p, version)] for p in read]
-        run.evidence += [f"{n}: cubins {', '.join(a) or 'none'}" for n, a in files.cubin_listings.items()]
+        run.evidence += [line for part in parts for line in part.evidence()]
         unmatched = [c.label for c in checks if c.kind != "exists" and not any(_glob(c.path, n) for n in files.names)]
         run.evidence += [f"no member matches {label}" for label in unmatched]
     except (RemoteError, WheelError) as exc:
@@ -108,12 +113,14 @@ class BoundResult:
     runs: list[VersionRun] = field(default_factory=list)
     proposal: str | None = None  # a bound the released files support, when they show one
     source: str = "packages"  # the `when` field the bound is in: packages | constraints
+    bytes_read: int = 0  # what bracketing this bound read from the registry (what earlier bounds read is not read again)
+    requests: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "package": self.package, "spec": self.spec, "source": self.source, "verdict": self.verdict, "why": self.why,
                 "proposal": self.proposal,
                 "reads": self.reads, "first": self.first, "last": self.last, "below": self.below, "above": self.above,
-                "runs": [r.to_dict() for r in self.runs]}
+                "bytes_read": self.bytes_read, "requests": self.requests, "runs": [r.to_dict() for r in self.runs]}
 
 
 def bracket(entry: Entry, package: str, spec: str, reader: Any, tracking: Tracking, through: str | None = None,
@@ -212,8 +219,11 @@ def verify_bounds(matrix: Matrix, reader: Any, entry_id: str | None = None, log:
             continue
         for source in ("packages", "constraints"):
             for package, spec in bounds_of(e, source).items():
+                before = (reader.client.bytes_read, reader.client.requests)
                 results.append(bracket(e, canonicalize_name(package), spec, reader, tracking, log=log))
                 results[-1].source = source
+                results[-1].bytes_read = reader.client.bytes_read - before[0]
+                results[-1].requests = reader.client.requests - before[1]
                 if log:
                     log(f"{e.id} {source} {package} {spec}: {results[-1].verdict}")
     return results

@@ -27,7 +27,7 @@ from sparkdoctor.matrix.file_checks import (
     parse_files_tables,
 )
 from sparkdoctor.matrix.versions import version_in
-from sparkdoctor.verify.cubins import FAMILY_CAVEAT
+from sparkdoctor.released.cubins import FAMILY_CAVEAT
 from sparkdoctor.verify.wheels import WheelError, WheelFiles, released_versions, wheel
 
 Log = Callable[[str], None]
