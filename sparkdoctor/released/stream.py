@@ -1,10 +1,12 @@
 """One zip member of a remote file read as a stream over range requests: the local header, then the
 member's data in growing steps (1 MiB, doubling up to 8 MiB), inflated as it comes, so a reader that
 needs only the start of a 300 MB library (sparkdoctor.released.elf) stops after a few requests and
-nothing is held whole. Output is bounded by the size the zip's central directory states."""
+nothing is held whole. Output is bounded by the size the zip's central directory states. `byte_ranges`
+and `ChunkFile` stream any file the same way (an sdist's tar, read until its wanted members)."""
 
 from __future__ import annotations
 
+import io
 import struct
 import zipfile
 import zlib
@@ -16,6 +18,35 @@ FIRST_STEP = 1 << 20
 MAX_STEP = 8 << 20
 _OUT = 4 << 20  # most bytes inflated per call (a small input may stand for much output)
 _LOCAL = struct.Struct("<4s2B4HL2L2H")  # the zip local file header
+
+
+def byte_ranges(client: Client, url: str, start: int, end: int) -> Iterator[bytes]:
+    """Bytes [start, end) of `url` in growing range requests, as they come."""
+    pos, step = start, FIRST_STEP
+    while pos < end:
+        data, _ = client.get_range(url, pos, min(end, pos + step))
+        pos += len(data)
+        step = min(MAX_STEP, step * 2)
+        yield data
+
+
+class ChunkFile(io.RawIOBase):
+    """A read-only file object over an iterator of byte chunks (for tarfile's stream mode)."""
+
+    def __init__(self, chunks: Iterator[bytes]):
+        super().__init__()
+        self._chunks, self._held = chunks, b""
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        if not self._held:
+            self._held = next(self._chunks, b"")
+        n = min(len(buffer), len(self._held))
+        buffer[:n] = self._held[:n]
+        self._held = self._held[n:]
+        return n
 
 
 def member_chunks(client: Client, url: str, info: zipfile.ZipInfo, size: int) -> Iterator[bytes]:
@@ -32,11 +63,8 @@ def member_chunks(client: Client, url: str, info: zipfile.ZipInfo, size: int) ->
         inflate = zlib.decompressobj(-15)
     else:
         raise RemoteError(f"{url}: {info.filename} uses zip compression {info.compress_type}; only stored and deflated are read")
-    produced, pos, step = 0, start, FIRST_STEP
-    while pos < end:
-        data, _ = client.get_range(url, pos, min(end, pos + step))
-        pos += len(data)
-        step = min(MAX_STEP, step * 2)
+    produced = 0
+    for data in byte_ranges(client, url, start, end):
         while data:
             if inflate is None:
                 out, data = data, b""

@@ -78,7 +78,11 @@ def remote_run(reader: Any, package: str, checks: tuple[FileCheck, ...], version
         if log:
             log(f"reading {package}=={version}")
         read = [package] + [other for other in also if version in reader.versions(other)]
-        parts = [RemoteFiles(reader.open(p, version, dist) if dist != "wheel" else reader.release(p, version), checks) for p in read]
+        opened = [reader.open(p, version, dist) if dist != "wheel" else reader.release(p, version) for p in read]
+        exact = sorted({c.path for c in checks if not any(ch in c.path for ch in "*?[")})
+        if dist == "sdist" and len(exact) == len({c.path for c in checks}):
+            opened[0].find(exact)  # stream the archive only until these members are met
+        parts = [RemoteFiles(o, checks) for o in opened]
         for part in parts:  # libraries are streamed, as far as their checks need (sparkdoctor.released.elf)
             part.wheel.prefetch(sorted({n for c in checks if c.kind != "exists" for n in part.names if _glob(c.path, n) and not is_library(n)}))
         files = UnionFiles(parts) if len(parts) > 1 else parts[0]
