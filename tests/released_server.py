@@ -117,8 +117,8 @@ class Registry:
                 self.send_header("Content-Length", str(len(body)))
                 for k, v in (headers or {}).items():
                     self.send_header(k, v)
+                registry.sent += len(body)  # before the body goes out: a client that has it finds it counted
                 self.end_headers()
                 self.wfile.write(body)
-                registry.sent += len(body)
 
         return Handler

@@ -12,7 +12,8 @@ from collections.abc import Iterator
 from itertools import chain
 
 from sparkdoctor.released.cubins import Decided, Listing, list_archs
-from sparkdoctor.released.elf import ELF_MAGIC, host_part
+from sparkdoctor.released.elf import ELF_MAGIC, ElfError, host_part
+from sparkdoctor.released.http import RemoteError
 
 MIN_LENGTH = 4
 _RUN = re.compile(rb"[\x20-\x7e\t]{%d,}" % MIN_LENGTH)
@@ -55,13 +56,16 @@ class MemberText:
 
     def text(self, name: str) -> str:
         """A member as text: a compiled library (ELF) as the printable strings of its host part, one per line."""
-        if is_library(name):
-            found = library_text(iter(self.chunks(name)))
-            if found is not None:
-                return found
-        data = self.read(name)
-        if is_elf(data):
-            return "\n".join(printable_runs(host_part([data], HOST_LIMIT)))
+        try:
+            if is_library(name):
+                found = library_text(iter(self.chunks(name)))
+                if found is not None:
+                    return found
+            data = self.read(name)
+            if is_elf(data):
+                return "\n".join(printable_runs(host_part([data], HOST_LIMIT)))
+        except ElfError as exc:
+            raise RemoteError(f"{name}: {exc}") from None
         return data.decode("utf-8", errors="replace")
 
 

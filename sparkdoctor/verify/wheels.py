@@ -126,9 +126,17 @@ class WheelFiles:
         return self.cubin_listings[name]
 
     def text(self, name: str) -> str:
+        """A member as text; a compiled library as the strings of its host part, as `--bounds` reads it remotely."""
         if name not in self._text:
+            from sparkdoctor.released.cubins import zip_chunks
+            from sparkdoctor.released.elf import ElfError
+            from sparkdoctor.released.strings import is_library, library_text
+
             try:
-                self._text[name] = self._zip.read(name).decode("utf-8", errors="replace")
+                library = library_text(iter(zip_chunks(self._zip, name))) if is_library(name) else None
+                self._text[name] = library if library is not None else self._zip.read(name).decode("utf-8", errors="replace")
+            except ElfError as exc:
+                raise WheelError(f"{self.path.name}: {name}: {exc}") from None
             except (OSError, zipfile.BadZipFile, KeyError) as exc:
                 raise WheelError(f"{self.path.name}: cannot read {name}: {exc}") from None
         return self._text[name]
