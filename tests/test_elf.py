@@ -91,3 +91,36 @@ def test_a_library_member_costs_its_host_part_and_every_byte_is_counted(tmp_path
         again = Reader(index=Index(Client(timeout=30), reg.url), root=tmp_path / "cache").release("demo-lib", "1.0")
         assert again.text("demo/libtwice.so") == text and again.cubins("demo/libtwice.so") == listing
         assert not [p for p, _ in reg.log[before:] if p.startswith("/files/")]
+
+
+def test_a_stored_library_is_read_by_its_section_headers(tmp_path, cuda_so):
+    """A library stored uncompressed in a wheel: its section headers are read by range requests, then only
+    the part before .nv_fatbin for its strings and only .nv_fatbin for its cubins. The answers are those
+    of the same library deflated, and the 24 MB between its fatbin and its section headers are never fetched."""
+    import zipfile
+
+    library = cuda_so.read_bytes()
+    fat = {s.name: s for s in sections(lambda o, n: library[o : o + n])}[".nv_fatbin"]
+    shoff = int.from_bytes(library[0x28:0x30], "little")
+    shnum = int.from_bytes(library[0x3C:0x3E], "little")
+    # 24 MB that do not compress, then the section header table moved after them (e_shoff pointed there)
+    data = library + os.urandom(24 << 20)
+    data = data[:0x28] + len(data).to_bytes(8, "little") + data[0x30:] + library[shoff : shoff + 64 * shnum]
+    tag = "cp312-cp312-manylinux_2_28_aarch64"
+    (tmp_path / "deflated").mkdir()
+    deflated = build_wheel(tmp_path / "deflated", "demo-lib", "1.0", {"demo/libtwice.so": data}, tag=tag)
+    stored = tmp_path / deflated.name
+    with zipfile.ZipFile(deflated) as src, zipfile.ZipFile(stored, "w", compression=zipfile.ZIP_DEFLATED) as out:
+        for info in src.infolist():
+            out.writestr(info.filename, src.read(info), compress_type=zipfile.ZIP_STORED if info.filename.endswith(".so") else None)
+    answers = {}
+    for kind, wheel in (("stored", stored), ("deflated", deflated)):
+        with Registry() as reg:
+            reg.add("demo-lib", wheel)
+            client = Client(timeout=30)
+            remote = Reader(index=Index(client, reg.url), root=tmp_path / f"cache-{kind}").release("demo-lib", "1.0")
+            answers[kind] = (remote.text("demo/libtwice.so"), remote.cubins("demo/libtwice.so").archs)
+            if kind == "stored":
+                assert client.bytes_read == reg.sent < fat.offset + fat.size + (1 << 20)  # never the 24 MB
+    assert answers["stored"] == answers["deflated"]
+    assert answers["stored"][1] == ("sm_90", "sm_120", "sm_120a") and "_Z5twicePf" in answers["stored"][0].splitlines()

@@ -13,8 +13,9 @@ as a stream of chunks and stop as soon as they know their answer:
     arch-specific / family flags), the payloads skipped; like `cuobjdump --list-elf` it names a family
     cubin (sm_120f) by its plain arch (sm_120) and an arch-specific one with its suffix (sm_120a).
 
-`sections` reads the section headers of a library held as a file or over range requests (a stored
-member), for the tests and for anything that can seek.
+A library stored uncompressed in a wheel can be entered at any offset: `sections` reads its section
+headers over range requests, and then only the part before `.nv_fatbin` (strings) or `.nv_fatbin`
+itself (cubins) is fetched (sparkdoctor.released.wheel); the answers are the same as the stream's.
 """
 
 from __future__ import annotations

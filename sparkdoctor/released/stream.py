@@ -49,13 +49,18 @@ class ChunkFile(io.RawIOBase):
         return n
 
 
-def member_chunks(client: Client, url: str, info: zipfile.ZipInfo, size: int) -> Iterator[bytes]:
-    """The uncompressed bytes of member `info` of the zip at `url` (`size` bytes in all), chunk by chunk."""
+def data_start(client: Client, url: str, info: zipfile.ZipInfo, size: int) -> int:
+    """Where member `info`'s data begins in the zip at `url`: after its local header (one small request)."""
     head, _ = client.get_range(url, info.header_offset, min(size, info.header_offset + _LOCAL.size))
     if len(head) < _LOCAL.size or head[:4] != b"PK\x03\x04":
         raise RemoteError(f"{url}: no local header for {info.filename} at {info.header_offset}")
     fields = _LOCAL.unpack(head)
-    start = info.header_offset + _LOCAL.size + fields[10] + fields[11]
+    return info.header_offset + _LOCAL.size + fields[10] + fields[11]
+
+
+def member_chunks(client: Client, url: str, info: zipfile.ZipInfo, size: int) -> Iterator[bytes]:
+    """The uncompressed bytes of member `info` of the zip at `url` (`size` bytes in all), chunk by chunk."""
+    start = data_start(client, url, info, size)
     end = start + info.compress_size
     if info.compress_type == zipfile.ZIP_STORED:
         inflate = None

@@ -10,23 +10,30 @@ import json
 import os
 import tempfile
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from packaging import tags as ptags
 
 from sparkdoctor.released.cubins import Decided, Listing, list_archs
+from sparkdoctor.released.elf import ElfError, Section, sections
 from sparkdoctor.released.http import Client, RangeUnsupported, RemoteError
 from sparkdoctor.released.index import IndexFile
 from sparkdoctor.released.rangefile import RangeFile
-from sparkdoctor.released.stream import member_chunks
-from sparkdoctor.released.strings import MemberText, is_library
+from sparkdoctor.released.stream import data_start, member_chunks
+from sparkdoctor.released.strings import (
+    HOST_LIMIT,
+    MemberText,
+    is_library,
+    printable_runs,
+)
 
 PLATFORMS = {"linux-aarch64": "aarch64", "linux-x86_64": "x86_64"}
 DEFAULT_PLATFORM = "linux-aarch64"  # a DGX Spark
 DEFAULT_PYTHON = "3.12"  # Ubuntu 24.04's, the Spark's OS
 STREAM_CHUNK = 1 << 20
+STREAM_STEP = 8 << 20  # one range request of a stored library's fatbin
 FULL_DOWNLOAD_LIMIT = 256 * 1024 * 1024  # a server that ignores Range: download at most this much, else refuse
 _LEGACY = {17: "manylinux2014", 12: "manylinux2010", 5: "manylinux1"}
 
@@ -87,6 +94,7 @@ class RemoteWheel(MemberText):
         self._range: RangeFile | None = None
         self.how = "cache"  # cache | range | download: how members were reached
         self._start = (client.requests, client.bytes_read)
+        self._layouts: dict[str, tuple[Callable[[int, int], bytes], list[Section]] | None] = {}
 
     @property
     def requests(self) -> int:
@@ -216,6 +224,31 @@ class RemoteWheel(MemberText):
             return
         yield from member_chunks(self.client, self.file.url, info, self.file.size or 0)
 
+    def _stored(self, name: str) -> tuple[Callable[[int, int], bytes], list[Section]] | None:
+        """For a library stored uncompressed in a remote wheel: a reader of its bytes at any offset and its
+        section headers, read by range requests; None for a deflated (or cached, or downloaded) one."""
+        if name not in self._layouts:
+            self._layouts[name] = self._layout(name)
+        return self._layouts[name]
+
+    def _layout(self, name: str) -> tuple[Callable[[int, int], bytes], list[Section]] | None:
+        if member_path(self.dir, name).is_file() or not is_library(name):
+            return None
+        zf = self._open()
+        info = zf.getinfo(name) if name in zf.NameToInfo else None
+        if self._range is None or info is None or info.compress_type != zipfile.ZIP_STORED:
+            return None
+        start = data_start(self.client, self.file.url, info, self.file.size or 0)
+
+        def read_at(offset: int, n: int) -> bytes:
+            n = max(0, min(n, info.file_size - offset))
+            return self.client.get_range(self.file.url, start + offset, start + offset + n)[0] if n else b""
+
+        try:
+            return read_at, sections(read_at)
+        except ElfError:
+            return None
+
     def text(self, name: str) -> str:
         if not is_library(name):
             return super().text(name)
@@ -224,7 +257,16 @@ class RemoteWheel(MemberText):
             return cached.read_text(encoding="utf-8")
         except OSError:
             pass
-        found = super().text(name)
+        stored = self._stored(name)
+        if stored is not None:  # only what comes before .nv_fatbin, by its section headers
+            read_at, secs = stored
+            fat = next((x for x in secs if x.name == ".nv_fatbin"), None)
+            end = fat.offset if fat else self._open().getinfo(name).file_size
+            if end > HOST_LIMIT:
+                raise RemoteError(f"{self.file.filename}: {name}: more than {HOST_LIMIT:,} bytes before its device code")
+            found = "\n".join(printable_runs(read_at(0, end)))
+        else:
+            found = super().text(name)
         _atomic_write(cached, found.encode())
         return found
 
@@ -239,7 +281,17 @@ class RemoteWheel(MemberText):
                 return listing
         except (OSError, ValueError, KeyError, TypeError):
             pass
-        listing = list_archs(self.chunks(name), decided, name)
+        stored = self._stored(name)
+        fat = next((x for x in stored[1] if x.name == ".nv_fatbin"), None) if stored else None
+        if stored is None:
+            listing = list_archs(self.chunks(name), decided, name)
+        elif fat is None:
+            listing = Listing((), True, 0)
+        else:  # only .nv_fatbin, by its section header
+            read_at = stored[0]
+            steps = (read_at(o, min(STREAM_STEP, fat.offset + fat.size - o)) for o in range(fat.offset, fat.offset + fat.size, STREAM_STEP))
+            found = list_archs(steps, decided, name)
+            listing = Listing(found.archs, found.complete, fat.offset + found.read)
         _atomic_write(cached, json.dumps({"archs": listing.archs, "complete": listing.complete, "read": listing.read}).encode())
         return listing
 
