@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from sparkdoctor.released import Index, Reader
-from sparkdoctor.released.elf import ElfError, host_part, section_bytes, sections
+from sparkdoctor.released.elf import ElfError, host_part, sections
 from sparkdoctor.released.http import Client
 from tests.released_server import Registry, build_wheel
 from tests.test_cubins import build_tiny_so
@@ -42,6 +42,11 @@ def _readelf(path: Path) -> dict[str, tuple[int, int]]:
     return {name: (int(off, 16), int(size, 16)) for name, off, size in rows if name != "NULL"}  # section 0 has no name
 
 
+def section_bytes(data: bytes, name: str) -> bytes:
+    found = next(s for s in sections(lambda o, n: data[o : o + n]) if s.name == name)
+    return data[found.offset : found.offset + found.size]
+
+
 def test_section_headers_of_a_real_so_agree_with_readelf(plain_so):
     data = plain_so.read_bytes()
     read = {s.name: (s.offset, s.size) for s in sections(lambda o, n: data[o : o + n]) if s.name}
@@ -49,9 +54,12 @@ def test_section_headers_of_a_real_so_agree_with_readelf(plain_so):
     assert MESSAGE.encode() in section_bytes(data, ".rodata") and b"puts" in section_bytes(data, ".dynstr")
 
 
-def test_not_an_elf_file_is_one_line():
+def test_not_an_elf_file_is_one_line(plain_so):
     with pytest.raises(ElfError, match="^not an ELF file$"):
         sections(lambda o, n: b"PK\x03\x04" + bytes(60))
+    data = plain_so.read_bytes()
+    with pytest.raises(ElfError, match="^the section header table at .* is cut short$"):
+        sections(lambda o, n: data[o : o + n][:100])
 
 
 def test_the_host_part_ends_where_the_device_code_begins(cuda_so, plain_so):

@@ -31,6 +31,7 @@ _CONTAINER = struct.pack("<IHH", FATBIN_MAGIC, 1, 16)
 _ARCH_SPECIFIC = 0x100000  # entry flags: sm_XXXa
 _FAMILY = 0x200000  # entry flags: sm_XXXf
 _KIND_CUBIN = 2
+MAX_SECTION_NAMES = 1 << 20  # .shstrtab is a few hundred bytes
 MAX_ENTRY_HEADER = 4096  # an entry header is 64-112 bytes; anything larger is not a fatbin
 
 
@@ -49,7 +50,7 @@ class Section:
 def sections(read_at: Callable[[int, int], bytes]) -> list[Section]:
     """The section headers of a 64-bit little-endian ELF file, read through `read_at(offset, size)`."""
     head = read_at(0, 64)
-    if head[:4] != ELF_MAGIC:
+    if head[:4] != ELF_MAGIC or len(head) < 64:
         raise ElfError("not an ELF file")
     if head[4] != 2 or head[5] != 1:
         raise ElfError("not a 64-bit little-endian ELF file")
@@ -58,20 +59,18 @@ def sections(read_at: Callable[[int, int], bytes]) -> list[Section]:
     if shentsize != 64 or shnum == 0 or shstrndx >= shnum:
         raise ElfError(f"unexpected section header table (entry size {shentsize}, {shnum} sections)")
     table = read_at(shoff, shnum * 64)
+    if len(table) < shnum * 64:
+        raise ElfError(f"the section header table at {shoff} is cut short")
     raw = [struct.unpack_from("<IIQQQQIIQQ", table, i * 64) for i in range(shnum)]
     names_at, names_size = raw[shstrndx][4], raw[shstrndx][5]
+    if names_size > MAX_SECTION_NAMES:
+        raise ElfError(f"a section name table of {names_size:,} bytes")
     names = read_at(names_at, names_size)
     out = []
     for name_off, kind, _flags, _addr, offset, size, *_ in raw:
         end = names.find(b"\0", name_off)
         out.append(Section(names[name_off : end if end >= 0 else None].decode("ascii", "replace"), kind, offset, size))
     return out
-
-
-def section_bytes(data: bytes, name: str) -> bytes:
-    """One section of an ELF file held in memory (b"" when it has none of that name)."""
-    found = next((s for s in sections(lambda o, n: data[o : o + n]) if s.name == name), None)
-    return b"" if found is None or found.type == 8 else data[found.offset : found.offset + found.size]  # 8: NOBITS
 
 
 def _container_at(buf: bytes | bytearray, base: int, start: int = 0) -> int:
