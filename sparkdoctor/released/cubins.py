@@ -38,10 +38,11 @@ class Listing:
     archs: tuple[str, ...]
     complete: bool = True
     read: int = 0  # bytes of the library read
+    size: int | None = None  # the library's size, where known
 
-    def words(self, size: int | None = None) -> str:
+    def words(self) -> str:
         how = "" if self.complete else (" (read until the checks were decided: the first "
-                                         f"{_mb(self.read)}{f' of {_mb(size)}' if size else ''})")
+                                         f"{_mb(self.read)}{f' of {_mb(self.size)}' if self.size else ''})")
         return f"cubins {', '.join(self.archs) or 'none'}{how}"
 
 

@@ -51,9 +51,6 @@ class MemberText:
         """The cubin archs of a library member (sparkdoctor.released.cubins)."""
         return list_archs(self.chunks(name), decided, name)
 
-    def size_of(self, name: str) -> int | None:
-        return None
-
     def text(self, name: str) -> str:
         """A member as text: a compiled library (ELF) as the printable strings of its host part, one per line."""
         try:

@@ -11,7 +11,7 @@ import os
 import tempfile
 import zipfile
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from packaging import tags as ptags
@@ -276,7 +276,7 @@ class RemoteWheel(MemberText):
         cached = member_path(self.dir, name + "\0cubins")
         try:
             kept = json.loads(cached.read_text(encoding="utf-8"))
-            listing = Listing(tuple(kept["archs"]), bool(kept["complete"]), int(kept["read"]))
+            listing = Listing(tuple(kept["archs"]), bool(kept["complete"]), int(kept["read"]), kept.get("size"))
             if listing.complete or (decided is not None and decided(set(listing.archs))):
                 return listing
         except (OSError, ValueError, KeyError, TypeError):
@@ -292,15 +292,10 @@ class RemoteWheel(MemberText):
             steps = (read_at(o, min(STREAM_STEP, fat.offset + fat.size - o)) for o in range(fat.offset, fat.offset + fat.size, STREAM_STEP))
             found = list_archs(steps, decided, name)
             listing = Listing(found.archs, found.complete, fat.offset + found.read)
-        _atomic_write(cached, json.dumps({"archs": listing.archs, "complete": listing.complete, "read": listing.read}).encode())
+        listing = replace(listing, size=self._open().getinfo(name).file_size)  # open by now: the member was read
+        _atomic_write(cached, json.dumps({"archs": listing.archs, "complete": listing.complete, "read": listing.read,
+                                          "size": listing.size}).encode())
         return listing
-
-    def size_of(self, name: str) -> int | None:
-        """A member's uncompressed size, from the central directory."""
-        try:
-            return self._open().getinfo(name).file_size
-        except KeyError:
-            return None
 
     def close(self) -> None:
         if self._zip is not None:

@@ -63,7 +63,7 @@ class RemoteFiles:
         return self.listings[name].archs
 
     def evidence(self) -> list[str]:
-        return [f"{n}: {x.words(self.wheel.size_of(n))}" for n, x in self.listings.items()]
+        return [f"{n}: {x.words()}" for n, x in self.listings.items()]
 
 
 def remote_run(reader: Any, package: str, checks: tuple[FileCheck, ...], version: str, role: str, log: Log | None = None,
