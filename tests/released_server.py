@@ -60,6 +60,7 @@ class Registry:
         self.projects: dict[str, list[Path]] = {}
         self.uploaded: dict[str, str] = {}  # file name -> PEP 700 upload-time, for the files given one
         self.log: list[tuple[str, str | None]] = []  # (path, Range header)
+        self.sent = 0  # body bytes sent: what a client's bytes_read must come to
         handler = self._handler()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
@@ -123,6 +124,7 @@ class Registry:
                 self.send_header("Content-Length", str(len(body)))
                 for k, v in (headers or {}).items():
                     self.send_header(k, v)
+                registry.sent += len(body)  # before the body goes out: a client that has it finds it counted
                 self.end_headers()
                 self.wfile.write(body)
 

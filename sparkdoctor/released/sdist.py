@@ -1,6 +1,7 @@
 """One released source distribution, read member by member: what a wheel does not carry (a build's
 CMakeLists.txt, its cmake/ helpers) is only in the sdist. An sdist is a gzipped tar, which cannot be
-read by ranges, so the file is downloaded whole once (sha256 checked against the index), kept under
+read at an offset: checks that name their members exactly stream it from its start until they are all
+met (`find`); otherwise the file is downloaded whole once (sha256 checked against the index), kept under
 the user cache dir beside the wheels, and every member read is cached by (the file's sha256, member
 name). Member names are given without the archive's top folder (`vllm-0.18.1/CMakeLists.txt` is
 `CMakeLists.txt`), as a wheel's are relative to site-packages.
@@ -13,10 +14,12 @@ import json
 import os
 import tarfile
 import tempfile
+import zlib
 from pathlib import Path
 
 from sparkdoctor.released.http import Client, RemoteError
 from sparkdoctor.released.index import IndexFile
+from sparkdoctor.released.stream import ChunkFile, byte_ranges
 from sparkdoctor.released.strings import MemberText
 from sparkdoctor.released.wheel import (
     _atomic_write,
@@ -108,6 +111,48 @@ class RemoteSdist(MemberText):
             return handle.read() if handle is not None else b""
         except (tarfile.TarError, OSError, EOFError) as exc:
             raise RemoteError(f"{self.file.filename}: cannot read {name}: {exc}") from None
+
+    def find(self, wanted: list[str]) -> None:
+        """Cache the members named exactly by `wanted` by streaming the archive from its start over range
+        requests, stopping once all of them were met (a vLLM CMakeLists.txt is in the first few percent of
+        its 20 MB sdist). The listing is then what was met, which holds every wanted member; a wanted name
+        the archive lacks streams it to the end, and that listing is complete (and kept). Members read this
+        way are not checked against the index's sha256 (the file is not read whole); a full download is."""
+        if self._names is None:
+            try:
+                self._names = json.loads((self.dir / "names.json").read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                pass
+        known = set(self._names) if self._names is not None else None
+        todo = {n for n in wanted if not member_path(self.dir, n).is_file() and (known is None or n in known)}
+        if not todo:
+            if self._names is None:
+                self._names = sorted(set(wanted))  # every one is cached, so in the archive
+            return
+        if (self.dir / "sdist.tar.gz").is_file() or not self.file.filename.endswith(".tar.gz") or not self.file.size:
+            self._open()
+            return
+        seen: list[str] = []
+        try:
+            with tarfile.open(fileobj=ChunkFile(byte_ranges(self.client, self.file.url, 0, self.file.size)), mode="r|gz") as tar:
+                for info in tar:
+                    name = _relative(info.name)
+                    if not info.isfile() or not name:
+                        continue
+                    seen.append(name)
+                    if name in todo:
+                        self._tar = tar
+                        _atomic_write(member_path(self.dir, name), self._extract(name, info))
+                        self._tar = None
+                        todo.discard(name)
+                        if not todo:
+                            self._names = seen
+                            return
+        except (tarfile.TarError, OSError, EOFError, zlib.error) as exc:
+            self._tar = None
+            raise RemoteError(f"{self.file.filename}: not a readable sdist: {exc}") from None
+        self._names = seen
+        _atomic_write(self.dir / "names.json", json.dumps(seen).encode())
 
     def prefetch(self, names: list[str]) -> None:
         """Cache many members in one pass through the archive, in its order: a gzipped tar read out of

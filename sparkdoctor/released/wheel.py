@@ -10,19 +10,30 @@ import json
 import os
 import tempfile
 import zipfile
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from packaging import tags as ptags
 
+from sparkdoctor.released.cubins import Decided, Listing, list_archs
+from sparkdoctor.released.elf import ElfError, Section, sections
 from sparkdoctor.released.http import Client, RangeUnsupported, RemoteError
 from sparkdoctor.released.index import IndexFile
 from sparkdoctor.released.rangefile import RangeFile
-from sparkdoctor.released.strings import MemberText
+from sparkdoctor.released.stream import data_start, member_chunks
+from sparkdoctor.released.strings import (
+    HOST_LIMIT,
+    MemberText,
+    is_library,
+    printable_runs,
+)
 
 PLATFORMS = {"linux-aarch64": "aarch64", "linux-x86_64": "x86_64"}
 DEFAULT_PLATFORM = "linux-aarch64"  # a DGX Spark
 DEFAULT_PYTHON = "3.12"  # Ubuntu 24.04's, the Spark's OS
+STREAM_CHUNK = 1 << 20
+STREAM_STEP = 8 << 20  # one range request of a stored library's fatbin
 FULL_DOWNLOAD_LIMIT = 256 * 1024 * 1024  # a server that ignores Range: download at most this much, else refuse
 _LEGACY = {17: "manylinux2014", 12: "manylinux2010", 5: "manylinux1"}
 
@@ -83,6 +94,7 @@ class RemoteWheel(MemberText):
         self._range: RangeFile | None = None
         self.how = "cache"  # cache | range | download: how members were reached
         self._start = (client.requests, client.bytes_read)
+        self._layouts: dict[str, tuple[Callable[[int, int], bytes], list[Section]] | None] = {}
 
     @property
     def requests(self) -> int:
@@ -190,6 +202,100 @@ class RemoteWheel(MemberText):
             start, end = lo, hi
         if start >= 0:
             self._range.prefetch(start, end)
+
+    def chunks(self, name: str) -> Iterator[bytes]:
+        """A member as a stream: from the cache or the downloaded wheel when there, else over range requests
+        (sparkdoctor.released.stream), so a reader that stops early has read only what it used."""
+        cached = member_path(self.dir, name)
+        if cached.is_file():
+            with open(cached, "rb") as fh:
+                while chunk := fh.read(STREAM_CHUNK):
+                    yield chunk
+            return
+        zf = self._open()
+        try:
+            info = zf.getinfo(name)
+        except KeyError:
+            raise RemoteError(f"{self.file.filename}: no member {name}") from None
+        if self._range is None:  # the wheel is on disk
+            with zf.open(info) as src:
+                while chunk := src.read(STREAM_CHUNK):
+                    yield chunk
+            return
+        yield from member_chunks(self.client, self.file.url, info, self.file.size or 0)
+
+    def _stored(self, name: str) -> tuple[Callable[[int, int], bytes], list[Section]] | None:
+        """For a library stored uncompressed in a remote wheel: a reader of its bytes at any offset and its
+        section headers, read by range requests; None for a deflated (or cached, or downloaded) one."""
+        if name not in self._layouts:
+            self._layouts[name] = self._layout(name)
+        return self._layouts[name]
+
+    def _layout(self, name: str) -> tuple[Callable[[int, int], bytes], list[Section]] | None:
+        if member_path(self.dir, name).is_file() or not is_library(name):
+            return None
+        zf = self._open()
+        info = zf.getinfo(name) if name in zf.NameToInfo else None
+        if self._range is None or info is None or info.compress_type != zipfile.ZIP_STORED:
+            return None
+        start = data_start(self.client, self.file.url, info, self.file.size or 0)
+
+        def read_at(offset: int, n: int) -> bytes:
+            n = max(0, min(n, info.file_size - offset))
+            return self.client.get_range(self.file.url, start + offset, start + offset + n)[0] if n else b""
+
+        try:
+            return read_at, sections(read_at)
+        except ElfError:
+            return None
+
+    def text(self, name: str) -> str:
+        if not is_library(name):
+            return super().text(name)
+        cached = member_path(self.dir, name + "\0host-strings")  # a library's strings, kept (its bytes are not)
+        try:
+            return cached.read_text(encoding="utf-8")
+        except OSError:
+            pass
+        stored = self._stored(name)
+        if stored is not None:  # only what comes before .nv_fatbin, by its section headers
+            read_at, secs = stored
+            fat = next((x for x in secs if x.name == ".nv_fatbin"), None)
+            end = fat.offset if fat else self._open().getinfo(name).file_size
+            if end > HOST_LIMIT:
+                raise RemoteError(f"{self.file.filename}: {name}: more than {HOST_LIMIT:,} bytes before its device code")
+            found = "\n".join(printable_runs(read_at(0, end)))
+        else:
+            found = super().text(name)
+        _atomic_write(cached, found.encode())
+        return found
+
+    def cubins(self, name: str, decided: Decided | None = None) -> Listing:
+        """The cubin archs of a library member, read until `decided` (sparkdoctor.released.cubins); a listing
+        is kept per (wheel, member) and reused when complete or when it already decides."""
+        cached = member_path(self.dir, name + "\0cubins")
+        try:
+            kept = json.loads(cached.read_text(encoding="utf-8"))
+            listing = Listing(tuple(kept["archs"]), bool(kept["complete"]), int(kept["read"]), kept.get("size"))
+            if listing.complete or (decided is not None and decided(set(listing.archs))):
+                return listing
+        except (OSError, ValueError, KeyError, TypeError):
+            pass
+        stored = self._stored(name)
+        fat = next((x for x in stored[1] if x.name == ".nv_fatbin"), None) if stored else None
+        if stored is None:
+            listing = list_archs(self.chunks(name), decided, name)
+        elif fat is None:
+            listing = Listing((), True, 0)
+        else:  # only .nv_fatbin, by its section header
+            read_at = stored[0]
+            steps = (read_at(o, min(STREAM_STEP, fat.offset + fat.size - o)) for o in range(fat.offset, fat.offset + fat.size, STREAM_STEP))
+            found = list_archs(steps, decided, name)
+            listing = Listing(found.archs, found.complete, fat.offset + found.read)
+        listing = replace(listing, size=self._open().getinfo(name).file_size)  # open by now: the member was read
+        _atomic_write(cached, json.dumps({"archs": listing.archs, "complete": listing.complete, "read": listing.read,
+                                          "size": listing.size}).encode())
+        return listing
 
     def close(self) -> None:
         if self._zip is not None:

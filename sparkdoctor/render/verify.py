@@ -102,7 +102,13 @@ def latest_view_console(result: Result, sink: Sink) -> str:
 def bounds_view_console(result: Result, sink: Sink) -> str:
     from sparkdoctor.track.render import render_bounds
 
-    return sink.capture(lambda console: render_bounds(result.data.results, console))
+    data = result.data
+
+    def show(console) -> None:
+        render_bounds(data.results, console)
+        console.print(f"read {data.bytes_read / 1e6:.1f} MB from the registry in {data.requests} requests, {data.seconds:.1f} s")
+
+    return sink.capture(show)
 
 
 def stacks_view_console(result: Result, sink: Sink) -> str:

@@ -47,12 +47,14 @@ class BoundResult:
     runs: list[VersionRun] = field(default_factory=list)
     proposal: str | None = None  # a bound the released files support, when they show one
     source: str = "packages"  # the `when` field the bound is in: packages | constraints
+    bytes_read: int = 0  # what bracketing this bound read from the registry (what earlier bounds read is not read again)
+    requests: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "package": self.package, "spec": self.spec, "source": self.source, "verdict": self.verdict, "why": self.why,
                 "proposal": self.proposal,
                 "reads": self.reads, "first": self.first, "last": self.last, "below": self.below, "above": self.above,
-                "runs": [r.to_dict() for r in self.runs]}
+                "bytes_read": self.bytes_read, "requests": self.requests, "runs": [r.to_dict() for r in self.runs]}
 
 
 def bracket(entry: Entry, package: str, spec: str, reader: Any, tracking: Tracking, through: str | None = None,
@@ -151,8 +153,11 @@ def verify_bounds(matrix: Matrix, reader: Any, entry_id: str | None = None, log:
             continue
         for source in ("packages", "constraints"):
             for package, spec in bounds_of(e, source).items():
+                before = (reader.client.bytes_read, reader.client.requests)
                 results.append(bracket(e, canonicalize_name(package), spec, reader, tracking, log=log))
                 results[-1].source = source
+                results[-1].bytes_read = reader.client.bytes_read - before[0]
+                results[-1].requests = reader.client.requests - before[1]
                 if log:
                     log(f"{e.id} {source} {package} {spec}: {results[-1].verdict}")
     return results

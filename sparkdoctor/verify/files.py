@@ -13,10 +13,8 @@ from __future__ import annotations
 
 import fnmatch
 import re
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from packaging.version import Version
@@ -29,7 +27,8 @@ from sparkdoctor.matrix.file_checks import (
     parse_files_tables,
 )
 from sparkdoctor.matrix.versions import version_in
-from sparkdoctor.verify.cubins import FAMILY_CAVEAT
+from sparkdoctor.released.cubins import FAMILY_CAVEAT, CubinError, Listing, decided_by
+from sparkdoctor.released.strings import is_library
 from sparkdoctor.verify.wheels import WheelError, WheelFiles, released_versions, wheel
 
 Log = Callable[[str], None]
@@ -169,28 +168,33 @@ def _sdist_checks_on(table: FilesTable, version: str, role: str, log: Log | None
 
 # ---- released files read remotely (bounds, track, sdists) ------------------------------------------------
 class RemoteFiles:
-    """A remote wheel with the interface the file checks read (names, text, cubins)."""
+    """A remote wheel with the interface the file checks read (names, text, cubins). A library's cubins
+    are read only until the cubin checks on that member are decided (sparkdoctor.released.cubins)."""
 
-    def __init__(self, wheel: Any):
+    def __init__(self, wheel: Any, checks: tuple[FileCheck, ...] = ()):
         self.wheel = wheel
         self.names = wheel.names
-        self.cubin_listings: dict[str, tuple[str, ...]] = {}
+        self.checks = [c for c in checks if c.kind in CUBIN_KINDS]
+        self.listings: dict[str, Listing] = {}
+
+    @property
+    def cubin_listings(self) -> dict[str, tuple[str, ...]]:
+        return {n: x.archs for n, x in self.listings.items()}
 
     def text(self, name: str) -> str:
         return self.wheel.text(name)
 
     def cubins(self, name: str) -> tuple[str, ...]:
-        if name not in self.cubin_listings:
-            from sparkdoctor.verify.cubins import CubinError, list_cubins
+        if name not in self.listings:
+            decided = decided_by((c.kind, tuple(c.value)) for c in self.checks if _glob(c.path, name))
+            try:
+                self.listings[name] = self.wheel.cubins(name, decided)
+            except CubinError as exc:
+                raise WheelError(f"{self.wheel.file.filename}: {exc}") from None
+        return self.listings[name].archs
 
-            with tempfile.TemporaryDirectory(prefix="sparkdoctor-cubins-") as tmp:
-                path = Path(tmp) / Path(name).name
-                path.write_bytes(self.wheel.read(name))
-                try:
-                    self.cubin_listings[name] = list_cubins(path)
-                except CubinError as exc:
-                    raise WheelError(f"{self.wheel.file.filename}: {exc}") from None
-        return self.cubin_listings[name]
+    def evidence(self) -> list[str]:
+        return [f"{n}: {x.words()}" for n, x in self.listings.items()]
 
 
 def remote_run(reader: Any, package: str, checks: tuple[FileCheck, ...], version: str, role: str, log: Log | None = None,
@@ -204,13 +208,17 @@ def remote_run(reader: Any, package: str, checks: tuple[FileCheck, ...], version
         if log:
             log(f"reading {package}=={version}")
         read = [package] + [other for other in also if version in reader.versions(other)]
-        parts = [RemoteFiles(reader.open(p, version, dist) if dist != "wheel" else reader.release(p, version)) for p in read]
-        for part in parts:
-            part.wheel.prefetch(sorted({n for c in checks if c.kind != "exists" for n in part.names if _glob(c.path, n)}))
+        opened = [reader.open(p, version, dist) if dist != "wheel" else reader.release(p, version) for p in read]
+        exact = sorted({c.path for c in checks if not any(ch in c.path for ch in "*?[")})
+        if dist == "sdist" and len(exact) == len({c.path for c in checks}):
+            opened[0].find(exact)  # stream the archive only until these members are met
+        parts = [RemoteFiles(o, checks) for o in opened]
+        for part in parts:  # libraries are streamed, as far as their checks need (sparkdoctor.released.elf)
+            part.wheel.prefetch(sorted({n for c in checks if c.kind != "exists" for n in part.names if _glob(c.path, n) and not is_library(n)}))
         files = UnionFiles(parts) if len(parts) > 1 else parts[0]
         run.results = run_checks(checks, files)  # the same interface as WheelFiles
         run.evidence = [reader.picked(p, version, dist) if dist != "wheel" else reader.picks[(p, version)] for p in read]
-        run.evidence += [f"{n}: cubins {', '.join(a) or 'none'}" for n, a in files.cubin_listings.items()]
+        run.evidence += [line for part in parts for line in part.evidence()]
         unmatched = [c.label for c in checks if c.kind != "exists" and not any(_glob(c.path, n) for n in files.names)]
         run.evidence += [f"no member matches {label}" for label in unmatched]
     except (RemoteError, WheelError) as exc:

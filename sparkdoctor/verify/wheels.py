@@ -110,25 +110,33 @@ class WheelFiles:
             raise WheelError(f"{path.name}: not a readable wheel: {exc}") from None
         self.names = [n for n in self._zip.namelist() if not n.endswith("/")]
         self._text: dict[str, str] = {}
-        self.cubin_listings: dict[str, tuple[str, ...]] = {}  # member -> the cubin archs cuobjdump lists
+        self.cubin_listings: dict[str, tuple[str, ...]] = {}  # member -> the cubin archs its fatbin lists
 
     def cubins(self, name: str) -> tuple[str, ...]:
-        """The cubin archs of one member (a shared object), listed once per run; WheelError without cuobjdump."""
+        """The cubin archs of one member (a shared object), read from its fatbin once per run."""
         if name not in self.cubin_listings:
-            from sparkdoctor.verify.cubins import CubinError, list_member_cubins
+            from sparkdoctor.released.cubins import CubinError, list_archs, zip_chunks
 
             try:
-                self.cubin_listings[name] = list_member_cubins(self._zip, name)
+                self.cubin_listings[name] = list_archs(zip_chunks(self._zip, name), name=name).archs
             except CubinError as exc:
                 raise WheelError(f"{self.path.name}: {exc}") from None
-            except (OSError, zipfile.BadZipFile, KeyError) as exc:
+            except (OSError, zipfile.BadZipFile, KeyError, EOFError) as exc:
                 raise WheelError(f"{self.path.name}: cannot read {name}: {exc}") from None
         return self.cubin_listings[name]
 
     def text(self, name: str) -> str:
+        """A member as text; a compiled library as the strings of its host part, as `--bounds` reads it remotely."""
         if name not in self._text:
+            from sparkdoctor.released.cubins import zip_chunks
+            from sparkdoctor.released.elf import ElfError
+            from sparkdoctor.released.strings import is_library, library_text
+
             try:
-                self._text[name] = self._zip.read(name).decode("utf-8", errors="replace")
+                library = library_text(iter(zip_chunks(self._zip, name))) if is_library(name) else None
+                self._text[name] = library if library is not None else self._zip.read(name).decode("utf-8", errors="replace")
+            except ElfError as exc:
+                raise WheelError(f"{self.path.name}: {name}: {exc}") from None
             except (OSError, zipfile.BadZipFile, KeyError) as exc:
                 raise WheelError(f"{self.path.name}: cannot read {name}: {exc}") from None
         return self._text[name]
