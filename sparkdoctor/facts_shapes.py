@@ -83,7 +83,7 @@ FIELD_SHAPES: dict[str, Any] = {
         gpus=ListOf(_record(index=int, clock_graphics_mhz=NUMBER, clock_graphics_max_mhz=NUMBER, clock_sm_mhz=NUMBER,
                             clock_memory_mhz=NUMBER, power_w=NUMBER, power_limit_w=NUMBER, pstate=int,
                             temperature_c=NUMBER, throttle_reasons=ListOf(TEXT), throttle_mask=int, clocks_locked=bool,
-                            memory_used_mib=NUMBER, compute_processes=int,
+                            memory_used_mib=NUMBER, memory_total_mib=NUMBER, compute_processes=int,
                             processes=ListOf(_record(pid=int, name=TEXT, used_mib=NUMBER)))),
         docker=_record(daemon_json=TEXT, runtimes=ListOf(TEXT), default_runtime=TEXT, cdi_specs=ListOf(TEXT),
                        nvidia_cdi=bool, nvidia_runtime_binary=bool, error=TEXT),
