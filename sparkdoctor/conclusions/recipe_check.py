@@ -209,16 +209,28 @@ def check(recipe: Any, matrix: Any, facts: Any, flags: dict[str, Any] | None,
 
 
 def document(recipe: Any, findings: list[dict[str, Any]], facts: Any, flags: dict[str, Any] | None, fail_on: str,
-             served: dict[str, Any] | None = None) -> dict[str, Any]:
+             served: dict[str, Any] | None = None, memory: dict[str, Any] | None = None) -> dict[str, Any]:
     failing = [f for f in findings if SEVERITY_RANK[f["severity"]] >= SEVERITY_RANK[fail_on]]
     return {"recipe_check_version": RECIPE_CHECK_VERSION, "recipe": {"name": recipe.name, "path": recipe.source_path,
             "format": recipe.format, "fingerprint": recipe.fingerprint()},
             "target": (facts.target or {}).get("python"), "fingerprint": facts.fingerprint(),
-            "vllm": (flags or {}).get("vllm"), "model": (served or {}).get("model"), "fail_on": fail_on, "failed": bool(failing), "findings": findings}
+            "vllm": (flags or {}).get("vllm"), "model": (served or {}).get("model"), "fail_on": fail_on, "failed": bool(failing),
+            "findings": findings, "memory": memory}
+
+
+def memory_preflight(recipe: Any, model: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The memory finding for launching `recipe` with the checkpoint `model` (a folder or a cached hub id) on
+    this box now, and the verdict's document (sparkdoctor/memory/). AuditError (one line) for a bad model."""
+    from sparkdoctor.audit.locate import resolve_model
+    from sparkdoctor.memory.findings import findings, preflight
+
+    verdict = preflight(recipe, resolve_model(model))
+    return findings(verdict), verdict.to_dict()
 
 
 def run(recipe_ref: str, overrides: dict[str, str], python: str | None, matrix_path: Any, fail_on: str,
-        progress: Any = None, container: str | None = None, container_python: str | None = None) -> dict[str, Any]:
+        progress: Any = None, container: str | None = None, container_python: str | None = None,
+        model: str | None = None) -> dict[str, Any]:
     """Load the recipe, read the target (the recipe command's venv, else --python, else as check) with
     the recipe's env, and judge it. Raises RecipeError, MatrixError, TargetError with their one line."""
     from sparkdoctor.bench.session import python_of_command
@@ -271,4 +283,10 @@ def run(recipe_ref: str, overrides: dict[str, str], python: str | None, matrix_p
                              "title": "the recipe's mods could not be judged against the target",
                              "remedy": "Check them by hand: sparkdoctor mods check MOD --python PYTHON."})
         findings.sort(key=lambda f: (-SEVERITY_RANK[f["severity"]], f["kind"], f["id"]))
-    return document(recipe, findings, facts, flags, fail_on, served)
+    memory = None
+    if model is not None:
+        if progress:
+            progress("sizing the launch against the memory free now")
+        found, memory = memory_preflight(recipe, model)
+        findings = sorted(findings + found, key=lambda f: (-SEVERITY_RANK[f["severity"]], f["kind"], f["id"]))
+    return document(recipe, findings, facts, flags, fail_on, served, memory)

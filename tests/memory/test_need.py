@@ -10,7 +10,7 @@ import pytest
 from sparkdoctor.memory.need import GIB, NeedError, launch_need
 from tests.memory.conftest import recipe
 
-GB10_TOTAL = 128_523_960_320  # MemTotal of the gb10-healthy fixture (122,582,... kB x 1024)
+GB10_TOTAL = 125_511_680 * 1024  # MemTotal of the gb10 fixtures (tests/data/hostroots)
 
 
 def header_bytes(folder) -> int:
