@@ -59,6 +59,7 @@ class BenchCommand:
     reference: bool = False
     reference_file: Path | None = None
     no_correctness: bool = False
+    force: bool = False
 
     def refuse_bad_options(self) -> None:
         """Every usage error of `bench`, before a server is launched or reached (exit 2, one line)."""
@@ -110,7 +111,7 @@ def run(options: BenchCommand) -> Result:
                         ledger=options.ledger, store=not options.no_store, ready_timeout=options.ready_timeout,
                         pairs=options.pairs, min_effect=options.min_effect, fmt=options.fmt.value,
                         model_dir=options.model_dir, runtime=options.runtime,
-                        allow_load_difference=options.allow_load_difference,
+                        allow_load_difference=options.allow_load_difference, force=options.force,
                         correctness=CorrectnessOptions(not options.no_correctness, options.reference,
                                                        str(options.reference_file) if options.reference_file else None))
     doc: BenchDocument
@@ -169,6 +170,7 @@ def bench(
     reference: bool = typer.Option(False, "--reference", help="This run's answers are good: store them as the correctness reference for its model."),
     reference_file: Path | None = typer.Option(None, "--reference-file", help="Compare the answers with this reference file (with --reference: write it there)."),
     no_correctness: bool = typer.Option(False, "--no-correctness", help="Send no correctness probes (the run's answers are not checked)."),
+    force: bool = typer.Option(False, "--force", help="Launch even when the memory preflight says the recipe does not fit in the memory free now."),
 ) -> None:
     """Benchmark a server: decode tok/s, TTFT, ITL, a concurrency sweep; stored with the toolchain fingerprint."""
     from sparkdoctor.emit import emit
@@ -180,6 +182,6 @@ def bench(
         ready_timeout=ready_timeout, ledger=ledger, no_store=no_store, fmt=Format(fmt),
         output=output_path("--output", output_name), calibrate=calibrate,
         allow_load_difference=allow_load_difference, conclude=conclude, reference=reference,
-        reference_file=reference_file, no_correctness=no_correctness,
+        reference_file=reference_file, no_correctness=no_correctness, force=force,
     )
     raise typer.Exit(emit(run(options), options.fmt, options.output))

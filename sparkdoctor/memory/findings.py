@@ -63,3 +63,11 @@ def findings(verdict: Verdict) -> list[dict[str, Any]]:
     severity = SEVERITY.get(verdict.outcome, "info")
     return [{"kind": "memory", "id": f"memory-{verdict.outcome}", "severity": severity, "title": title,
              "evidence": evidence(verdict), "remedy": remedy}]
+
+
+def launch_refusal(verdict: Verdict) -> str | None:
+    """One line saying why a launch is not started (it does not fit now as written), or None to go ahead."""
+    if verdict.outcome not in (FITS_WITH, NO_FIT):
+        return None
+    (finding,) = findings(verdict)
+    return f"memory preflight: {finding['title']}; {finding['remedy']} (--force launches it anyway)"

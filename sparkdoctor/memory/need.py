@@ -108,6 +108,14 @@ class Need:
         return doc
 
 
+def launches_vllm(argv: list[str]) -> bool:
+    """Whether the command starts a vLLM server (`.../vllm serve`, `python -m vllm.entrypoints.openai.api_server`):
+    the sizes here are vLLM's; another server's launch is not judged by them."""
+    args = [str(a) for a in argv]
+    return any(Path(a).name == "vllm" and args[i + 1:i + 2] == ["serve"] for i, a in enumerate(args)) or \
+        any(a.startswith("vllm.entrypoints") for a in args)
+
+
 def launch_need(recipe: Any, model_folder: str | Path, total_bytes: int, gpu_name: str = "NVIDIA GB10") -> Need:
     """The launch `recipe` describes, sized for the checkpoint in `model_folder`; `total_bytes` and
     `gpu_name` choose vLLM's defaults (max_num_seqs, max_num_batched_tokens) as vLLM would on that GPU."""

@@ -45,3 +45,18 @@ def test_recipe_check_without_a_model_leaves_memory_out_and_a_bad_model_is_one_l
     assert doc["memory"] is None and not [f for f in doc["findings"] if f["kind"] == "memory"]
     bad = cli(have.root, "recipe", "check", recipe, "--python", sys.executable, "--model", tmp_path / "nowhere")
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and "nowhere" in bad.stderr
+
+
+def test_bench_refuses_a_launch_that_does_not_fit_unless_forced(tmp_path, qwen3_8b):
+    have = box(tmp_path, available_gib=64)
+    recipe = write_recipe(tmp_path, qwen3_8b, "--max-model-len", "32768")  # asks 0.9 of 119.7 GiB; 60 GiB is free
+    p = cli(have.root, "bench", recipe, "--no-store", "--format", "json", "--ready-timeout", "5")
+    assert p.returncode == 4, p.stderr
+    doc = json.loads(p.stdout)
+    message = doc["errors"][0]["message"] if isinstance(doc["errors"][0], dict) else doc["errors"][0]
+    assert "memory preflight: the launch does not fit as written" in message and "--force launches it anyway" in message
+    assert "--gpu-memory-utilization 0.5" in message
+    forced = cli(have.root, "bench", recipe, "--no-store", "--force", "--ready-timeout", "5")
+    # forced past the preflight, the launch itself is what fails here (no `vllm` on this PATH)
+    assert forced.returncode == 4 and "memory preflight" not in forced.stderr.splitlines()[-1], forced.stderr
+    assert len(p.stderr.strip().splitlines()) <= 1

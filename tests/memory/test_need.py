@@ -76,3 +76,11 @@ def test_bad_values_are_one_line(tmp_path, qwen3_8b, flags, message):
     with pytest.raises((NeedError, AuditError)) as info:
         launch_need(recipe(tmp_path, qwen3_8b, *flags), qwen3_8b, GB10_TOTAL)
     assert message in str(info.value) and "\n" not in str(info.value)
+
+
+def test_which_commands_launch_vllm():
+    from sparkdoctor.memory.need import launches_vllm
+
+    assert launches_vllm(["vllm", "serve", "/m"]) and launches_vllm(["/opt/venv/bin/vllm", "serve", "/m", "--port", "1"])
+    assert launches_vllm(["python3", "-m", "vllm.entrypoints.openai.api_server", "--model", "/m"])
+    assert not launches_vllm(["python3", "-m", "tests.bench.sse_server", "vllm"]) and not launches_vllm(["sglang", "serve"])
