@@ -237,18 +237,24 @@ def _run_dir(label: str) -> Path:
 
 
 def _launch_and_measure(recipe: Any, workload: Workload, toolchain, opts: Options, progress, arm: str | None = None):
+    from sparkdoctor.collect.hostroot import host_root
+    from sparkdoctor.collect.kernel_log import uptime
     from sparkdoctor.serve import LaunchError
 
     python = _target_python(recipe, opts)
     _mods_gate(recipe, python, opts, progress)
     _memory_gate(recipe, opts, progress)
+    since = uptime(host_root())  # where this launch's window starts in the kernel log
     try:
         return session.run_recipe(recipe, workload, toolchain, _run_dir(recipe.name), opts.ready_timeout, progress, arm,
                                   python=python, local=opts.local, runtime=opts.runtime, correctness=opts.correctness)
     except BenchError as exc:
         raise RunFailed(f"{recipe.name}: {exc}") from None
     except LaunchError as exc:
-        raise RunFailed(str(exc)) from None
+        from sparkdoctor.memory.postmortem import after_launch, one_line
+
+        pm = after_launch(exc, since)
+        raise RunFailed(f"{exc}; {one_line(pm)}" if pm is not None and pm.cause != "unknown" else str(exc)) from None
 
 
 def _mods_gate(recipe: Any, python: str | None, opts: Options, progress: Callable[[str], None]) -> None:

@@ -77,9 +77,10 @@ def classify(kernel_text: str = "", server_lines: list[str] | None = None, *, si
     victim = next((e for e in kills if pids is None or e.pid in pids), None)
     no_memory = [e for e in events if e.kind == "nvrm-no-memory"]
     exit_line = _exit(returncode)
-    if victim is not None and (pids is not None or returncode == -signal.SIGKILL or returncode == 137):
+    if victim is not None:
         pm.cause, pm.victim = "oom-killed", {"pid": victim.pid, "name": victim.name}
-        pm.summary = f"the kernel's OOM killer killed the server (pid {victim.pid}, {victim.name})"
+        whose = "the server" if pids is not None else "a process while the server ran"
+        pm.summary = f"the kernel's OOM killer killed {whose} (pid {victim.pid}, {victim.name})"
         pm.evidence = [f"kernel: {victim.line}"] + [f"kernel: {e.line}" for e in no_memory[:2]]
         pm.avoid = f"{lower}, and stop what else holds memory first: the share and the rest of the box exceeded it"
     elif no_memory:
@@ -144,3 +145,24 @@ def _memory(pm: PostMortem, samples: list[Sample]) -> None:
 
 def _low(pm: PostMortem) -> bool:
     return pm.lowest_available_bytes is not None and pm.lowest_available_bytes < 4 * GIB
+
+
+def after_launch(error: Any, since: float | None, root: Any = None, largest_utilization: float | None = None) -> PostMortem | None:
+    """The post-mortem of a launch that died or never answered (a serve LaunchError with `returncode` or
+    `not_ready`), from the kernel log since `since` (seconds since boot) and the server's last lines; None
+    for a launch that never started (nothing ran to die)."""
+    from sparkdoctor.collect.hostroot import host_root
+    from sparkdoctor.collect.kernel_log import read_kmsg
+
+    returncode, hung = getattr(error, "returncode", None), bool(getattr(error, "not_ready", False))
+    if returncode is None and not hung:
+        return None
+    kernel = read_kmsg(host_root() if root is None else root) or ""
+    return classify(kernel, list(getattr(error, "log_tail", []) or []), since=since, returncode=returncode, hung=hung,
+                    largest_utilization=largest_utilization)
+
+
+def one_line(pm: PostMortem) -> str:
+    """The post-mortem as the clause a one-line error carries."""
+    first = pm.evidence[0] if pm.evidence else "no evidence"
+    return f"post-mortem: {pm.cause}: {pm.summary} ({first[:300]}); avoid it with: {pm.avoid or 'nothing known'}"

@@ -48,10 +48,13 @@ class LaunchError(BenchFailure, RuntimeError):
     code = "launch"
 
     def __init__(self, message: str, *, log_tail: Sequence[str] = (), findings: Sequence[Hit] = (),
-                 log_path: Path | None = None, teardown: groups.Teardown | None = None):
+                 log_path: Path | None = None, teardown: groups.Teardown | None = None,
+                 returncode: int | None = None, not_ready: bool = False):
         from sparkdoctor.text import one_line
 
         super().__init__(one_line(message))
+        self.returncode = returncode  # the server died with this status (None: it did not die)
+        self.not_ready = not_ready  # it lived but never answered (the post-mortem's "hang")
         self.log_tail = list(log_tail)
         self.findings = list(findings)
         self.log_path = log_path
@@ -94,7 +97,8 @@ class Server:
         code = self._child.exited() if self._child else None
         self._pump.join(2.0)
         raise LaunchError(_died(self.recipe.name, code, time.monotonic() - self._t0, "while it was serving", self._pump,
-                                self.log_path), log_tail=self.log_tail(), findings=self.findings, log_path=self.log_path)
+                                self.log_path), log_tail=self.log_tail(), findings=self.findings, log_path=self.log_path,
+                          returncode=code)
 
     def to_dict(self) -> dict[str, Any]:
         return {"base_url": self.base_url, "model": self.model, "pid": self.pid, "pgid": self.pgid, "port": self.port,
@@ -295,7 +299,7 @@ def _wait_ready(server: Server, recipe: Recipe, child: Any, pump: LogPump, timeo
         if code is not None:
             pump.join(3.0)
             raise LaunchError(_died(recipe.name, code, time.monotonic() - t0, "before it was ready", pump, server.log_path),
-                              log_tail=pump.tail_lines(), findings=pump.hits, log_path=server.log_path)
+                              log_tail=pump.tail_lines(), findings=pump.hits, log_path=server.log_path, returncode=code)
         left = deadline - time.monotonic()
         path = readiness.ready(server.base_url, recipe.readiness_path, timeout=max(0.2, min(2.0, left)))
         if path:
@@ -307,7 +311,7 @@ def _wait_ready(server: Server, recipe: Recipe, child: Any, pump: LogPump, timeo
         if time.monotonic() >= deadline:
             raise LaunchError(f"{recipe.name}: not ready after {timeout:.0f}s (GET {recipe.readiness_path} and "
                               f"{readiness.FALLBACK} never answered 200); {_evidence(pump, server.log_path)}",
-                              log_tail=pump.tail_lines(), findings=pump.hits, log_path=server.log_path)
+                              log_tail=pump.tail_lines(), findings=pump.hits, log_path=server.log_path, not_ready=True)
         known = f" [known problems so far: {', '.join(dict.fromkeys(h.entry_id for h in pump.hits))}]" if pump.hits else ""
         say(f"starting {recipe.name} ({time.monotonic() - t0:.0f}s){known}: {pump.last_line()[:100]}")
         time.sleep(min(POLL_S, max(0.0, deadline - time.monotonic())))

@@ -60,3 +60,22 @@ def test_bench_refuses_a_launch_that_does_not_fit_unless_forced(tmp_path, qwen3_
     # forced past the preflight, the launch itself is what fails here (no `vllm` on this PATH)
     assert forced.returncode == 4 and "memory preflight" not in forced.stderr.splitlines()[-1], forced.stderr
     assert len(p.stderr.strip().splitlines()) <= 1
+
+
+def test_a_launch_killed_by_the_real_oom_killer_gets_its_post_mortem(tmp_path):
+    """bench launches a 'server' that joins a 64 MiB memory cgroup and allocates 300 MiB: the real OOM killer
+    kills it before it is ready, and bench's one-line failure names the cause from the real kernel log."""
+    from tests.memory.cgroups import limited
+
+    with limited(64 * 2**20) as group:
+        grab = "b = [bytearray(2**20) for _ in range(300)]"
+        recipe = tmp_path / "greedy.toml"
+        command = ["sh", "-c", f"echo $$ > {group}/cgroup.procs && exec {sys.executable} -c '{grab}'"]
+        recipe.write_text(f'schema = 1\nname = "greedy"\ncommand = {json.dumps(command)}\n')
+        p = subprocess.run([sys.executable, "-m", "sparkdoctor", "bench", str(recipe), "--no-store", "--ready-timeout", "60",
+                            "--format", "json"], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 4, p.stderr
+    message = json.loads(p.stdout)["errors"][0]
+    message = message["message"] if isinstance(message, dict) else message
+    assert "was killed by SIGKILL" in message and "post-mortem: oom-killed: the kernel's OOM killer killed" in message
+    assert "Killed process" in message and "--gpu-memory-utilization" in message
