@@ -79,6 +79,8 @@ def judge(need: Need, have: Have) -> Verdict:
     verdict.share_bytes = verdict.least_bytes if fixed else int(util * pool)
     verdict.largest_utilization = min(1.0, math.floor(usable / pool * 100) / 100)
     inside = verdict.least_bytes <= verdict.share_bytes
+    if fixed and need.kv_per_seq(length) > (need.fixed_kv_bytes or 0):  # vLLM's own check: one sequence in the pool
+        inside = False
     free = verdict.share_bytes <= usable
     if inside and free:
         verdict.outcome = FITS
@@ -89,7 +91,10 @@ def judge(need: Need, have: Have) -> Verdict:
         verdict.reasons.append(f"the launch asks for {gib(verdict.share_bytes)} "
                                + ("(weights, reserve and its fixed KV pool)" if fixed else f"({util:g} of {gib(pool)})")
                                + f" and {gib(usable)} is free now ({_free_words(have)})")
-    if not inside:
+    if not inside and fixed:
+        verdict.reasons.append(f"one sequence of {length} tokens needs {gib(need.kv_per_seq(length))} of KV cache and "
+                               f"--kv-cache-memory-bytes gives {gib(need.fixed_kv_bytes or 0)}: vLLM refuses to start")
+    elif not inside:
         verdict.reasons.append(f"inside its {gib(verdict.share_bytes)} the launch needs {gib(verdict.least_bytes)}: "
                                f"weights {gib(need.part('weights'))}, reserve {gib(need.fixed_bytes(seqs) - need.part('weights'))}, "
                                f"one sequence of {length} tokens {gib(need.kv_per_seq(length))}")
@@ -109,9 +114,9 @@ def _full_length(need: Need, share: int, seqs: int, length: int) -> int:
     return max(0, int(pool // per)) if per > 0 else 0
 
 
-def _page_cache_note(verdict: Verdict) -> None:
-    have = verdict.have
-    if have.unified and have.free_bytes is not None and have.page_cache_bytes and verdict.share_bytes > have.free_bytes - have.os_reserve_bytes:
+def _page_cache_note(verdict: Verdict, share: int | None = None) -> None:
+    have, share = verdict.have, verdict.share_bytes if share is None else share
+    if have.unified and have.free_bytes is not None and have.page_cache_bytes and share > have.free_bytes - have.os_reserve_bytes:
         verdict.remedies.append(f"only {gib(have.free_bytes)} is free without reclaiming; {gib(have.page_cache_bytes)} is clean page "
                                 f"cache the kernel must give back while the launch allocates: drop it first ({DROP_CACHES})")
 
@@ -147,7 +152,7 @@ def _propose(verdict: Verdict, need: Need, pool: int, usable: int, util: float, 
     flags = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in verdict.settings.items())
     verdict.remedies.append(f"launch with {flags}")
     verdict.remedies += [h.remedy for h in verdict.holding[:3]]
-    _page_cache_note(verdict)
+    _page_cache_note(verdict, share)
 
 
 def _longest(need: Need, kv_room: int, length: int) -> int:

@@ -107,3 +107,14 @@ def test_unknown_memory_is_not_a_verdict(tmp_path, qwen3_8b):
     verdict = judge(launch_need(recipe(tmp_path, qwen3_8b, "--max-num-seqs", "4"), qwen3_8b, 0), have)
     assert verdict.outcome == UNKNOWN
     assert findings(verdict)[0]["id"] == "memory-unknown"
+
+
+def test_a_fixed_pool_too_small_for_one_sequence_gets_a_shorter_context(tmp_path, qwen3_8b):
+    have = box(tmp_path, available_gib=64)
+    pool = 36 * 2 * 8 * 128 * 2 * 3000  # bf16 KV for 3,000 tokens
+    need = launch_need(recipe(tmp_path, qwen3_8b, "--kv-cache-memory-bytes", str(pool), "--max-model-len", "4096",
+                              "--max-num-seqs", "4"), qwen3_8b, have.pool_bytes)
+    verdict = judge(need, have)
+    assert verdict.outcome == FITS_WITH and "vLLM refuses to start" in verdict.reasons[0]
+    # 3,000 tokens hold 187 whole blocks (2,992 tokens): the longest in 256-token steps is 2,816
+    assert verdict.settings == {"kv_cache_memory_bytes": pool, "max_model_len": 2816, "max_num_seqs": 4}
