@@ -23,6 +23,8 @@ from sparkdoctor.collect.kernel_log import parse
 
 CAUSES = ("oom-killed", "driver-no-memory", "cuda-oom", "hang", "crash", "unknown")
 GIB = 2**30
+MAX_LINES = 2000  # the server's last lines looked at (a traceback after the error can run to hundreds)
+LOG_TAIL_BYTES = 512 * 1024
 _SERVER = [  # (what, pattern) over the server's last lines
     ("vllm-share-not-free", re.compile(r"Free memory on device .{0,80} is less than desired GPU memory utilization")),
     ("vllm-kv-too-small", re.compile(r"KV cache is needed, which is larger than the available KV cache memory|"
@@ -66,7 +68,7 @@ def classify(kernel_text: str = "", server_lines: list[str] | None = None, *, si
     since boot); `pids`: the server's processes; `returncode`: as subprocess gives it (-9: SIGKILL); `hung`: the
     server lived but stopped answering; `largest_utilization`: the preflight's, named in the advice."""
     events = parse(kernel_text, since)
-    lines = [ln.rstrip() for ln in (server_lines or []) if ln.strip()][-200:]
+    lines = [ln.rstrip() for ln in (server_lines or []) if ln.strip()][-MAX_LINES:]
     said = {what: ln for ln in lines for what, pattern in reversed(_SERVER) if pattern.search(ln)}
     pm = PostMortem("unknown", "nothing in the kernel log, the server's last lines or its exit says why it ended",
                     kernel=[asdict(e) for e in events])
@@ -158,8 +160,22 @@ def after_launch(error: Any, since: float | None, root: Any = None, largest_util
     if returncode is None and not hung:
         return None
     kernel = read_kmsg(host_root() if root is None else root) or ""
-    return classify(kernel, list(getattr(error, "log_tail", []) or []), since=since, returncode=returncode, hung=hung,
-                    largest_utilization=largest_utilization)
+    lines = _log_end(getattr(error, "log_path", None)) or list(getattr(error, "log_tail", []) or [])
+    return classify(kernel, lines, since=since, returncode=returncode, hung=hung, largest_utilization=largest_utilization)
+
+
+def _log_end(path: Any) -> list[str]:
+    """The last LOG_TAIL_BYTES of the server's log (the launcher's 40-line tail can miss an error that a long
+    traceback followed); [] when there is no such file."""
+    if path is None:
+        return []
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, 2)
+            fh.seek(max(0, fh.tell() - LOG_TAIL_BYTES))
+            return fh.read(LOG_TAIL_BYTES).decode("utf-8", errors="replace").splitlines()
+    except OSError:
+        return []
 
 
 def one_line(pm: PostMortem) -> str:

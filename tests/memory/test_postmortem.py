@@ -91,3 +91,22 @@ def test_a_real_process_killed_by_the_real_oom_killer_is_named_from_the_real_ker
     assert pm.cause == "oom-killed" and pm.victim is not None and pm.victim["pid"] == child.pid
     assert pm.victim["name"] == Path(sys.executable).name[:15]  # comm: the name exec was given
     assert any(e.startswith("kernel: ") and f"Killed process {child.pid} ({pm.victim['name']})" in e for e in pm.evidence)
+
+
+def test_after_a_launch_the_whole_log_end_is_read_not_only_the_launchers_tail(tmp_path):
+    """vLLM's ValueError comes from its engine process; the API server's traceback after it runs past the
+    launcher's 40-line tail, so the post-mortem reads the end of the log file."""
+    from types import SimpleNamespace
+
+    from sparkdoctor.memory.postmortem import after_launch
+
+    log = tmp_path / "server.log"
+    trace = [f'(APIServer pid=9) File "async_llm.py", line {i}, in init' for i in range(120)]
+    log.write_text("\n".join(log_lines := [*(LOGS / "vllm-kv-too-small.log").read_text().splitlines(), *trace]) + "\n")
+    error = SimpleNamespace(returncode=1, not_ready=False, log_tail=log_lines[-40:], log_path=log)
+    empty = tmp_path / "root"
+    (empty / "dev").mkdir(parents=True)
+    (empty / "dev" / "kmsg").write_text("")
+    pm = after_launch(error, None, root=empty)
+    assert pm is not None and pm.cause == "cuda-oom" and "--max-model-len 233600" in pm.avoid
+    assert after_launch(SimpleNamespace(returncode=None, not_ready=False), None, root=empty) is None  # never started
