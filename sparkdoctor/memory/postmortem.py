@@ -161,7 +161,8 @@ def after_launch(error: Any, since: float | None, root: Any = None, largest_util
         return None
     kernel = read_kmsg(host_root() if root is None else root) or ""
     lines = _log_end(getattr(error, "log_path", None)) or list(getattr(error, "log_tail", []) or [])
-    return classify(kernel, lines, since=since, returncode=returncode, hung=hung, largest_utilization=largest_utilization)
+    return classify(kernel, lines, since=since, pids=getattr(error, "pids", None), returncode=returncode, hung=hung,
+                    largest_utilization=largest_utilization)
 
 
 def _log_end(path: Any) -> list[str]:
