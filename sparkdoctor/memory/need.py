@@ -31,7 +31,7 @@ from sparkdoctor.audit.roofline import vllm_default_max_num_seqs
 from sparkdoctor.recipes.model import flag_value
 
 GIB = 2**30
-BLOCK = 16  # vLLM's default KV block size in tokens: a sequence holds whole blocks
+BLOCK = 16  # vLLM's default KV block size in tokens (CacheConfig.DEFAULT_BLOCK_SIZE): a sequence holds whole blocks
 FLOAT_DTYPES = {"F16": 2, "BF16": 2, "F32": 4, "F64": 8}
 # Stated estimates (not measured on GB10): vLLM logs the real figures at start ("Graph capturing finished in
 # N secs, took X GiB", "Memory profiling takes ... non_torch_memory ..."); the post-mortem reads those lines.
@@ -75,6 +75,7 @@ class Need:
     state_bytes_per_seq: int = 0  # recurrent state of linear-attention / Mamba layers
     sampler_bytes_per_seq: int = 0
     fixed_kv_bytes: int | None = None  # --kv-cache-memory-bytes: the pool is this, not the share's rest
+    block_size: int = BLOCK  # tokens a KV block holds
     notes: list[str] = field(default_factory=list)
 
     def setting(self, name: str) -> Any:
@@ -83,9 +84,15 @@ class Need:
     def part(self, name: str) -> int:
         return sum(p.bytes for p in self.parts if p.name == name)
 
+    @property
+    def block_bytes(self) -> int:
+        """One KV block over all layers: vLLM's block pool keeps one back (its null block) from the start."""
+        sliding = self.sliding_bytes_per_token if self.sliding_window else 0.0
+        return int((self.kv_bytes_per_token + sliding) * self.block_size)
+
     def kv_per_seq(self, max_model_len: int) -> int:
         """KV bytes one sequence of `max_model_len` tokens holds, in whole blocks, plus its recurrent state."""
-        tokens = math.ceil(max_model_len / BLOCK) * BLOCK
+        tokens = math.ceil(max_model_len / self.block_size) * self.block_size
         sliding = min(tokens, self.sliding_window or tokens)
         return int(self.kv_bytes_per_token * tokens + self.sliding_bytes_per_token * sliding) + self.state_bytes_per_seq
 
@@ -98,7 +105,7 @@ class Need:
         """The smallest memory vLLM starts in: weights, reserve and one full-length sequence (or the fixed pool)."""
         seqs = self.setting("max_num_seqs") if max_num_seqs is None else max_num_seqs
         length = self.setting("max_model_len") if max_model_len is None else max_model_len
-        kv = self.fixed_kv_bytes if self.fixed_kv_bytes is not None else self.kv_per_seq(length)
+        kv = self.fixed_kv_bytes if self.fixed_kv_bytes is not None else self.kv_per_seq(length) + self.block_bytes
         return self.fixed_bytes(seqs) + kv
 
     def to_dict(self) -> dict[str, Any]:
@@ -148,9 +155,12 @@ def launch_need(recipe: Any, model_folder: str | Path, total_bytes: int, gpu_nam
     kv_bytes = _kv_dtype_bytes(str(settings["kv_cache_dtype"].value), act_bytes)
     per_position = (shape.kv_latent or 2 * shape.kv_heads * shape.head_dim) * kv_bytes
     full, sliding = shape.count("attention"), shape.count("sliding")
+    block = _int_flag(recipe, argv, "--block-size", BLOCK, "vLLM default (16; an attention backend may choose larger "
+                      "and logs 'Setting kv cache block size to N')")
+    settings["block_size"] = block
     need = Need(recipe.name, str(checkpoint.folder), settings, [], per_position * full,
                 per_position * sliding if shape.sliding_window else 0.0, shape.sliding_window,
-                int(bytemodel.state_bytes_per_token(shape)))
+                int(bytemodel.state_bytes_per_token(shape)), block_size=int(block.value))
     if not shape.sliding_window and sliding:
         need.kv_bytes_per_token += per_position * sliding
     need.parts.append(_weights(checkpoint, shape, dtype, bool(spec.get("mtp"))))
@@ -160,10 +170,11 @@ def launch_need(recipe: Any, model_folder: str | Path, total_bytes: int, gpu_nam
         need.fixed_kv_bytes = int(fixed.value)
         need.parts.append(Part("kv-cache", need.fixed_kv_bytes, "exact", f"--kv-cache-memory-bytes {fixed.value}: the pool, whatever the share"))
     else:
-        need.parts.append(Part("kv-cache", need.kv_per_seq(length), "computed",
-                               f"one sequence of --max-model-len {length} tokens ({need.kv_per_seq(length) / max(length, 1):,.0f} bytes "
-                               f"a token: {full + sliding} attention layers x {shape.kv_latent or 2 * shape.kv_heads * shape.head_dim} values "
-                               f"x {kv_bytes:g} bytes); vLLM starts when one fits and gives the pool the rest of the share"))
+        need.parts.append(Part("kv-cache", need.kv_per_seq(length) + need.block_bytes, "computed",
+                               f"one sequence of --max-model-len {length} tokens ({need.kv_bytes_per_token + need.sliding_bytes_per_token:,.0f} "
+                               f"bytes a token: {full + sliding} attention layers x {shape.kv_latent or 2 * shape.kv_heads * shape.head_dim} values "
+                               f"x {kv_bytes:g} bytes) in blocks of {need.block_size}, and the one block vLLM keeps back; vLLM starts "
+                               "when one sequence fits and gives the pool the rest of the share"))
     _reserve(need, shape, checkpoint.config, act_bytes, eager, seqs)
     if spec.get("folder"):
         drafter = load_checkpoint(Path(spec["folder"]))

@@ -9,7 +9,7 @@ why the verdict is taken before the launch.
 
 - fits: the share is free now and the launch fits inside it;
 - fits with these settings: the largest --gpu-memory-utilization the free memory allows now, and inside it the
-  largest --max-num-seqs and --max-model-len (at most the recipe's) that still start;
+  largest --max-num-seqs and --max-model-len (at most the recipe's, in whole KV blocks) that still start;
 - does not fit: by how much, and what holds the rest (processes on the GPU, containers, page cache).
 """
 
@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sparkdoctor.memory.have import Have
-from sparkdoctor.memory.need import BLOCK, GIB, Need
+from sparkdoctor.memory.need import GIB, Need
 
 FITS, FITS_WITH, NO_FIT, UNKNOWN = "fits", "fits-with", "does-not-fit", "unknown"
 OUTCOMES = (FITS, FITS_WITH, NO_FIT, UNKNOWN)
@@ -79,7 +79,7 @@ def judge(need: Need, have: Have) -> Verdict:
     verdict.share_bytes = verdict.least_bytes if fixed else int(util * pool)
     verdict.largest_utilization = min(1.0, math.floor(usable / pool * 100) / 100)
     inside = verdict.least_bytes <= verdict.share_bytes
-    if fixed and need.kv_per_seq(length) > (need.fixed_kv_bytes or 0):  # vLLM's own check: one sequence in the pool
+    if fixed and need.kv_per_seq(length) + need.block_bytes > (need.fixed_kv_bytes or 0):  # vLLM's check: one sequence
         inside = False
     free = verdict.share_bytes <= usable
     if inside and free:
@@ -92,7 +92,7 @@ def judge(need: Need, have: Have) -> Verdict:
                                + ("(weights, reserve and its fixed KV pool)" if fixed else f"({util:g} of {gib(pool)})")
                                + f" and {gib(usable)} is free now ({_free_words(have)})")
     if not inside and fixed:
-        verdict.reasons.append(f"one sequence of {length} tokens needs {gib(need.kv_per_seq(length))} of KV cache and "
+        verdict.reasons.append(f"one sequence of {length} tokens needs {gib(need.kv_per_seq(length) + need.block_bytes)} of KV cache and "
                                f"--kv-cache-memory-bytes gives {gib(need.fixed_kv_bytes or 0)}: vLLM refuses to start")
     elif not inside:
         verdict.reasons.append(f"inside its {gib(verdict.share_bytes)} the launch needs {gib(verdict.least_bytes)}: "
@@ -111,7 +111,7 @@ def _free_words(have: Have) -> str:
 def _full_length(need: Need, share: int, seqs: int, length: int) -> int:
     pool = need.fixed_kv_bytes if need.fixed_kv_bytes is not None else share - need.fixed_bytes(seqs)
     per = need.kv_per_seq(length)
-    return max(0, int(pool // per)) if per > 0 else 0
+    return max(0, int((pool - need.block_bytes) // per)) if per > 0 else 0
 
 
 def _page_cache_note(verdict: Verdict, share: int | None = None) -> None:
@@ -127,7 +127,7 @@ def _propose(verdict: Verdict, need: Need, pool: int, usable: int, util: float, 
     share = usable if fixed else min(int(util * pool), int((verdict.largest_utilization or 0) * pool))
     shortest = min(length, SHORTEST)
     base = need.fixed_bytes(0)
-    kv_short = need.kv_per_seq(shortest)  # the smallest KV pool that still starts (fixed or not)
+    kv_short = need.kv_per_seq(shortest) + need.block_bytes  # the smallest KV pool that still starts (fixed or not)
     room = share - base - kv_short
     per_seq = need.sampler_bytes_per_seq
     seqs2 = seqs if per_seq * seqs <= room else (room // per_seq if per_seq else seqs)
@@ -156,18 +156,19 @@ def _propose(verdict: Verdict, need: Need, pool: int, usable: int, util: float, 
 
 
 def _longest(need: Need, kv_room: int, length: int) -> int:
-    """The longest --max-model-len (at most `length`, whole blocks, 256-token steps above 256) one sequence of which fits."""
-    if need.kv_per_seq(length) <= kv_room:
+    """The longest --max-model-len (at most `length`, in whole blocks) one sequence of which fits in a KV pool of
+    `kv_room` bytes, less the block vLLM keeps back: what vLLM's own estimate of the longest says."""
+    room = kv_room - need.block_bytes
+    if need.kv_per_seq(length) <= room:
         return length
-    low, high = 0, length // BLOCK
+    low, high = 0, length // need.block_size
     while low < high:  # the largest block count that fits
         mid = (low + high + 1) // 2
-        if need.kv_per_seq(mid * BLOCK) <= kv_room:
+        if need.kv_per_seq(mid * need.block_size) <= room:
             low = mid
         else:
             high = mid - 1
-    tokens = low * BLOCK
-    return tokens - tokens % SHORTEST if tokens >= SHORTEST else tokens
+    return low * need.block_size
 
 
 def holdings(have: Have) -> list[Holding]:

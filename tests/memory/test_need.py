@@ -29,7 +29,8 @@ def test_weights_exact_and_kv_at_the_recipe_settings(tmp_path, qwen3_8b):
     assert need.part("weights") == header_bytes(qwen3_8b) == 16_381_470_720
     # 36 layers x (K + V) x 8 KV heads x 128 x 1 byte (fp8), one sequence of 32,768 tokens
     assert need.kv_bytes_per_token == 36 * 2 * 8 * 128 * 1
-    assert need.part("kv-cache") == 36 * 2 * 8 * 128 * 32768
+    # one sequence of 32,768 tokens, and the one 16-token block vLLM's pool keeps back (its null block)
+    assert need.part("kv-cache") == 36 * 2 * 8 * 128 * (32768 + 16) and need.block_bytes == 36 * 2 * 8 * 128 * 16
     assert need.setting("max_num_seqs") == 8 and need.setting("gpu_memory_utilization") == 0.6
     assert need.settings["max_model_len"].source == "recipe probe (--max-model-len 32768)"
     assert need.part("sampler") == 8 * 151936 * 4 * 2
@@ -62,6 +63,9 @@ def test_dtype_eager_and_a_fixed_kv_pool(tmp_path, qwen3_8b):
 def test_kv_per_sequence_counts_whole_blocks(tmp_path, qwen3_8b):
     need = launch_need(recipe(tmp_path, qwen3_8b, "--max-model-len", "1000"), qwen3_8b, GB10_TOTAL)
     assert need.kv_per_seq(1000) == need.kv_per_seq(1008) == 1008 * need.kv_bytes_per_token
+    cpu = launch_need(recipe(tmp_path, qwen3_8b, "--max-model-len", "1000", "--block-size", "128"), qwen3_8b, GB10_TOTAL)
+    assert cpu.kv_per_seq(1000) == 1024 * cpu.kv_bytes_per_token and cpu.block_bytes == 128 * cpu.kv_bytes_per_token
+    assert cpu.settings["block_size"].source == "recipe probe (--block-size 128)"
 
 
 @pytest.mark.parametrize("flags, message", [

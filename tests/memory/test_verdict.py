@@ -32,7 +32,7 @@ def test_fits_on_a_healthy_box(tmp_path, qwen3_8b):
     verdict = judge(need, have)
     assert verdict.outcome == FITS and verdict.short_bytes == 0
     assert verdict.share_bytes == int(0.5 * TOTAL_KIB * 1024)
-    pool = verdict.share_bytes - need.fixed_bytes(1024)
+    pool = verdict.share_bytes - need.fixed_bytes(1024) - need.block_bytes
     assert verdict.full_length_seqs == pool // need.kv_per_seq(40960)
     (finding,) = findings(verdict)
     assert finding["id"] == "memory-fits" and finding["severity"] == "info"
@@ -61,10 +61,10 @@ def test_fits_only_with_a_shorter_context_and_fewer_sequences(tmp_path, qwen3_8b
     share = int(s["gpu_memory_utilization"] * have.pool_bytes)
     assert share <= have.usable_bytes
     # the largest that fit: one more sequence's sampler warm-up, or 256 more tokens, would not
-    assert need.fixed_bytes(s["max_num_seqs"]) + need.kv_per_seq(SHORTEST) <= share < need.fixed_bytes(s["max_num_seqs"] + 1) + need.kv_per_seq(SHORTEST)
-    assert need.fixed_bytes(s["max_num_seqs"]) + need.kv_per_seq(s["max_model_len"]) <= share
-    assert s["max_model_len"] % 256 == 0 and s["max_model_len"] < 40960 and s["max_num_seqs"] < 1024
-    assert need.least(s["max_model_len"] + 256, s["max_num_seqs"]) > share
+    assert need.least(SHORTEST, s["max_num_seqs"]) <= share < need.least(SHORTEST, s["max_num_seqs"] + 1)
+    assert need.least(s["max_model_len"], s["max_num_seqs"]) <= share
+    assert s["max_model_len"] % 16 == 0 and s["max_model_len"] < 40960 and s["max_num_seqs"] < 1024
+    assert need.least(s["max_model_len"] + 16, s["max_num_seqs"]) > share  # one block more would not start
 
 
 def test_does_not_fit_says_by_how_much_and_what_holds_the_rest(tmp_path, qwen3_8b):
@@ -72,7 +72,7 @@ def test_does_not_fit_says_by_how_much_and_what_holds_the_rest(tmp_path, qwen3_8
     need = launch_need(recipe(tmp_path, qwen3_8b), qwen3_8b, have.pool_bytes)
     verdict = judge(need, have)
     assert verdict.outcome == NO_FIT
-    assert verdict.short_bytes == need.fixed_bytes(1) + need.kv_per_seq(SHORTEST) - have.usable_bytes
+    assert verdict.short_bytes == need.least(SHORTEST, 1) - have.usable_bytes
     held = [h.what for h in verdict.holding]
     assert held[0].startswith("pid 4242 (python3) in container 9b8c7d6e5f4a holds /dev/nvidia-uvm")
     assert any("ComfyUI" in h for h in held) and any(h.startswith("container 3f2a9c1b7d4e holds memory with no process") for h in held)
@@ -116,5 +116,5 @@ def test_a_fixed_pool_too_small_for_one_sequence_gets_a_shorter_context(tmp_path
                               "--max-num-seqs", "4"), qwen3_8b, have.pool_bytes)
     verdict = judge(need, have)
     assert verdict.outcome == FITS_WITH and "vLLM refuses to start" in verdict.reasons[0]
-    # 3,000 tokens hold 187 whole blocks (2,992 tokens): the longest in 256-token steps is 2,816
-    assert verdict.settings == {"kv_cache_memory_bytes": pool, "max_model_len": 2816, "max_num_seqs": 4}
+    # 3,000 tokens hold 187 whole 16-token blocks; vLLM keeps one back: 186 blocks, 2,976 tokens
+    assert verdict.settings == {"kv_cache_memory_bytes": pool, "max_model_len": 2976, "max_num_seqs": 4}
