@@ -10,11 +10,6 @@ The pipeline, one module per question, each returning a typed document (dataclas
   verdict.py     fits / fits with these settings / does not fit, with the numbers and what holds the rest;
   postmortem.py  a dead launch classified from the kernel log, the server's last lines and memory sampled
                  through the run: CUDA out of memory / OOM-killed / driver NO_MEMORY / hang / crash.
-Nothing here renders or writes stdout: `recipe check`, `bench` and `explain` turn these documents into findings.
+Nothing here renders or writes stdout: `recipe check`, `bench` and `explain` turn these documents into findings
+(findings.py). Import the modules themselves: the launcher samples memory through have.py without loading the rest.
 """
-
-from sparkdoctor.memory.have import Have, read_have
-from sparkdoctor.memory.need import Need, launch_need
-from sparkdoctor.memory.verdict import Verdict, judge
-
-__all__ = ["Have", "Need", "Verdict", "judge", "launch_need", "read_have"]

@@ -259,3 +259,11 @@ def _containers(root: Path, holders: list[Holder], errors: list[str]) -> list[Co
                 pids = [int(p) for p in (_small(folder / "cgroup.procs") or "").split() if p.isdigit()][:MAX_PIDS]
                 out[cid] = ContainerMemory(cid, "/" + str(folder.relative_to(root)), used, pids, bool(on_gpu & set(pids)))
     return sorted(out.values(), key=lambda c: -c.bytes)
+
+
+def sample(pids: set[int], root: Path | None = None) -> tuple[int | None, int | None]:
+    """(MemAvailable, the resident bytes of `pids` together) now: one sample of memory through a run."""
+    root = host_root() if root is None else Path(root)
+    available = (meminfo(root) or {}).get("available_kib")
+    rss = [r for r in (_status(root, pid)[1] for pid in sorted(pids)[:MAX_PIDS]) if r is not None]
+    return (available * KIB if isinstance(available, int) else None), (sum(rss) if rss else None)

@@ -161,8 +161,9 @@ def after_launch(error: Any, since: float | None, root: Any = None, largest_util
         return None
     kernel = read_kmsg(host_root() if root is None else root) or ""
     lines = _log_end(getattr(error, "log_path", None)) or list(getattr(error, "log_tail", []) or [])
+    samples = [Sample(t, avail, rss) for t, avail, rss in getattr(error, "samples", []) or []]
     return classify(kernel, lines, since=since, pids=getattr(error, "pids", None), returncode=returncode, hung=hung,
-                    largest_utilization=largest_utilization)
+                    samples=samples, largest_utilization=largest_utilization)
 
 
 def _log_end(path: Any) -> list[str]:
@@ -182,4 +183,8 @@ def _log_end(path: Any) -> list[str]:
 def one_line(pm: PostMortem) -> str:
     """The post-mortem as the clause a one-line error carries."""
     first = pm.evidence[0] if pm.evidence else "no evidence"
-    return f"post-mortem: {pm.cause}: {pm.summary} ({first[:300]}); avoid it with: {pm.avoid or 'nothing known'}"
+    seen = [f"the server's high-water mark {pm.high_water_bytes / GIB:.2f} GiB resident" if pm.high_water_bytes else "",
+            f"MemAvailable fell to {pm.lowest_available_bytes / GIB:.2f} GiB" if pm.lowest_available_bytes is not None else ""]
+    memory = "; ".join(x for x in seen if x)
+    return (f"post-mortem: {pm.cause}: {pm.summary} ({first[:300]}){'; ' + memory if memory else ''}; "
+            f"avoid it with: {pm.avoid or 'nothing known'}")

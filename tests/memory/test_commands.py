@@ -79,3 +79,4 @@ def test_a_launch_killed_by_the_real_oom_killer_gets_its_post_mortem(tmp_path):
     message = message["message"] if isinstance(message, dict) else message
     assert "was killed by SIGKILL" in message and "post-mortem: oom-killed: the kernel's OOM killer killed" in message
     assert "Killed process" in message and "--gpu-memory-utilization" in message
+    assert "MemAvailable fell to" in message  # memory sampled while it started (serve/launch.py)

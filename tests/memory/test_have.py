@@ -11,7 +11,7 @@ import sys
 import uuid
 from pathlib import Path
 
-from sparkdoctor.memory.have import GIB, OS_RESERVE, read_have
+from sparkdoctor.memory.have import GIB, OS_RESERVE, read_have, sample
 from tests.memory.hosts import DATA, LEFTOVER, SERVING, busy_gb10, gb10_nvml
 
 
@@ -64,6 +64,8 @@ def test_a_real_process_not_on_the_gpu_is_seen_with_its_memory():
         have = read_have(Path("/"), ask_nvml=False)
         seen = [h for h in have.others if h.pid == child.pid]
         assert seen and seen[0].rss_bytes is not None and seen[0].rss_bytes >= 300 * 2**20, [h.pid for h in have.others]
+        available, rss = sample({child.pid, 2**22 + 7})  # a pid that is not there counts nothing
+        assert rss is not None and rss >= 300 * 2**20 and available is not None and available > 0
     finally:
         child.kill()
         child.wait()
