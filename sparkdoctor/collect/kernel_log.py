@@ -38,6 +38,8 @@ _PATTERNS = [
     ("hung-task", re.compile(r"INFO: task (?P<name>.{1,64}):(?P<pid>\d{1,10}) blocked for more than (?P<secs>\d{1,10}) seconds")),
 ]
 
+_WORDS = ("NVRM", "Killed process", "invoked oom-killer", "blocked for more than")
+
 
 @dataclass(frozen=True)
 class KernelEvent:
@@ -64,6 +66,8 @@ def parse(text: str, since: float | None = None) -> list[KernelEvent]:
     """Every memory event in `text`, in order; `since` (seconds since boot) drops the stamped lines before it."""
     events = []
     for raw in text.splitlines():
+        if not any(word in raw for word in _WORDS):  # most of a kernel log: skip it before any regex runs
+            continue
         if len(raw) > 4 * MAX_LINE:
             raw = raw[:4 * MAX_LINE]
         line, seconds = _strip(raw.rstrip())
