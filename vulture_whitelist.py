@@ -87,3 +87,6 @@ average_busbw_gbs  # unused variable (sparkdoctor/fleet/toolparse.py)
 
 # rich calls a render hook's process_renderables (rich.console.RenderHook)
 process_renderables  # unused method (sparkdoctor/sink.py)
+
+# Fields of the memory documents, written to JSON through dataclasses.asdict (docs/memory.md)
+swap_total_bytes  # unused variable (sparkdoctor/memory/have.py)

@@ -19,10 +19,11 @@ did not run); an empty list/dict means "observed, and there is nothing". Shapes 
                "reclaimable_kib"}, "pressure": {"some_avg10", "some_avg60", "full_avg10", "full_avg60"},
                "gpus": [{"index", "clock_graphics_mhz", "clock_graphics_max_mhz", "clock_memory_mhz", "power_w",
                "power_limit_w", "pstate", "temperature_c", "throttle_reasons": [name], "clocks_locked": bool,
-               "memory_used_mib", "compute_processes", "processes": [{"pid", "name", "used_mib"}]}],
+               "memory_used_mib", "memory_total_mib", "compute_processes", "processes": [{"pid", "name", "used_mib"}]}],
                "docker": {"daemon_json", "runtimes": [name], "default_runtime", "cdi_specs": [path], "nvidia_cdi": bool,
                "nvidia_runtime_binary": bool} (None: docker not installed),
                "links": [{"name", "kind": "net" | "infiniband", "driver", "state", "speed_mbps", "mtu", "rate"}],
+               "kernel": {"nvrm_no_memory", "xids", "oom_kills", "hung_tasks"} (counts in /dev/kmsg since boot),
                "errors": [str]}  (each part None where it could not be read)
   arch        {"value": "sm_121a", "source": "detected" | "given" | "assumed", "detected": arch, "why": str}
               (assumed: no GPU / unreadable GPU and no --arch; older snapshots may hold "none" | "unknown")

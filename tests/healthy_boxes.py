@@ -3,7 +3,8 @@
 Each stack is what pip installs for it (the pins in its own METADATA, read from the registry: vLLM 0.33.0 pins
 torch==2.14.0, flashinfer-python==0.7.2.post1, nvidia-cutlass-dsl[cu13]==4.8.0; vLLM 0.32.0 pins torch==2.13.0,
 flashinfer-python==0.7.0.post1, nvidia-cutlass-dsl[cu13]==4.8.0; torch 2.14.0 pins triton~=3.8.0, 2.13.0
-triton==3.7.1; no flashinfer-cubin since vLLM 0.32 installs kernels with `vllm download-kernels`) on the GB10
+triton==3.7.1; and the kernel wheels `vllm download-kernels` installs, since vLLM 0.32 no longer pins flashinfer-cubin:
+flashinfer-cubin at FlashInfer's version, flashinfer-jit-cache "+cu130" and its providers) on the GB10
 baseline of tests/gb10.py, with the capabilities the capability probe reads from those releases' own files
 (tests/data/facts/healthy/capabilities-*.json, written by capture.py there).
 
@@ -61,9 +62,18 @@ def capabilities(capture: str) -> dict[str, Any]:
 def healthy_box(stack: str, model: str | None = None, nodes: int = 1, flags: tuple[str, ...] = ()) -> Facts:
     """The Facts of `stack` on a GB10: with `model`, as `recipe check` sees a recipe serving it (TP=nodes)."""
     packages, capture = STACKS[stack]
+    fi = packages.get("flashinfer-python")
+    if fi:  # `vllm download-kernels` was run, as vLLM 0.32's docs say (sparkdoctor/flashinfer_kernels.py)
+        packages = {**packages, "flashinfer-cubin": fi}
     facts = gb10_facts(packages=dict(packages), capabilities=None, host_health=_ONE_BOX if nodes == 1 else host_health("gb10-healthy"))
     facts.capabilities = capabilities(capture)
     facts.cutedsl = {**(facts.cutedsl or {}), "installed_builds": ["libs-base", "libs-core", "libs-cu13"]}
+    if fi:
+        providers = [{"arch": tag, "version": f"{fi}+cu130", "matches": True} for tag in ("sm100a", "sm120f")]
+        facts.flashinfer_kernels = {"flashinfer": fi, "vllm_download_kernels": True, "torch_cuda": "13.0", "jit_cache_wanted": True,
+                                    "cubin": {"version": fi, "matches": True},
+                                    "jit_cache": {"version": f"{fi}+cu130", "matches": True, "requires": ["sm100a", "sm120f"]},
+                                    "providers": providers}
     if model is not None:
         argv = ["vllm", "serve", MODELS[model]["ref"], "--tensor-parallel-size", str(nodes), *flags]
         facts.recipe = {"name": f"{model}-tp{nodes}", "argv": argv, "model": dict(MODELS[model], folder=f"/models/{model}", error=None)}

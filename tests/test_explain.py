@@ -59,7 +59,7 @@ EXPECTED = {
     "vllm-linear-backend-b12x.txt": {"vllm-linear-backend-b12x-fail-fast": "exact"},
     "vllm-unknown-env-mxfp4.txt": {"vllm-env-mxfp4-backend-unknown": "exact"},
     "sglang-unbalanced-memory.txt": {"sglang-unbalanced-memory-after-crash": "exact"},
-    "nvrm-no-memory.txt": {"host-nvrm-no-memory": "exact"},
+    "nvrm-no-memory.txt": {"gb10-driver-out-of-unified-memory": "exact"},
     "deepgemm-sm121-header.txt": {"vllm-deepgemm-sm121-header-missing": "exact"},
 }
 

@@ -317,10 +317,6 @@ CASES: dict[str, tuple[dict, dict]] = {
         dict(),
         dict(packages={"vllm": None}),
     ),
-    "host-nvrm-no-memory": (
-        dict(),
-        dict(arch="sm_100a"),
-    ),
     # ---- nccl / other engines ------------------------------------------------------------------
     "nccl-pip-2289-multinode-hang": (
         dict(packages={"nvidia-nccl-cu13": "2.28.9"}),

@@ -42,6 +42,7 @@ class Options:
     allow_load_difference: bool = False  # an A/B verdict is called even when its arms ran under different load
     runtime: str | None = None  # the container CLI for recipes that name a container (default: as serve.launch)
     correctness: Any = None  # bench/correctness.Options (default: probes on, compared with the stored reference)
+    force: bool = False  # launch even when the memory preflight says the launch does not fit now
 
 
 def parse_overrides(given: dict[str, Any]) -> dict[str, Any]:
@@ -204,17 +205,24 @@ def _run_dir(label: str) -> Path:
 
 
 def _launch_and_measure(recipe: Any, workload: Workload, toolchain, opts: Options, progress, arm: str | None = None):
+    from sparkdoctor.collect.hostroot import host_root
+    from sparkdoctor.collect.kernel_log import uptime
     from sparkdoctor.serve import LaunchError
 
     python = _target_python(recipe, opts)
     _mods_gate(recipe, python, opts, progress)
+    _memory_gate(recipe, opts, progress)
+    since = uptime(host_root())  # where this launch's window starts in the kernel log
     try:
         return session.run_recipe(recipe, workload, toolchain, _run_dir(recipe.name), opts.ready_timeout, progress, arm,
                                   python=python, local=opts.local, runtime=opts.runtime, correctness=opts.correctness)
     except BenchError as exc:
         raise RunFailed(f"{recipe.name}: {exc}") from None
     except LaunchError as exc:
-        raise RunFailed(str(exc)) from None
+        from sparkdoctor.memory.postmortem import after_launch, one_line
+
+        pm = after_launch(exc, since)
+        raise RunFailed(f"{exc}; {one_line(pm)}" if pm is not None and pm.cause != "unknown" else str(exc)) from None
 
 
 def _mods_gate(recipe: Any, python: str | None, opts: Options, progress: Callable[[str], None]) -> None:
@@ -224,6 +232,30 @@ def _mods_gate(recipe: Any, python: str | None, opts: Options, progress: Callabl
     refusal = launch_gate(recipe, python, opts.local, progress, opts.runtime)
     if refusal:
         raise RunFailed(refusal)
+
+
+def _memory_gate(recipe: Any, opts: Options, progress: Callable[[str], None]) -> None:
+    """A vLLM launch that does not fit in the memory free now is not started unless --force (sparkdoctor/memory/);
+    one whose checkpoint cannot be read (no local folder, no safetensors) is launched unjudged, and a server that is
+    not vLLM is not sized by vLLM's rules."""
+    from sparkdoctor.audit.errors import AuditError
+    from sparkdoctor.bench.roofline import recipe_model_dir
+    from sparkdoctor.memory.findings import launch_refusal, preflight
+    from sparkdoctor.memory.need import launches_vllm
+
+    folder = str(opts.model_dir) if opts.model_dir is not None else recipe_model_dir(recipe)[0]
+    if folder is None or not launches_vllm(recipe.argv):
+        return
+    progress(f"memory preflight: sizing {recipe.name} against the memory free now")
+    try:
+        refusal = launch_refusal(preflight(recipe, folder))
+    except AuditError as exc:
+        progress(f"memory preflight skipped: {exc}")
+        return
+    if refusal and not opts.force:
+        raise RunFailed(f"{recipe.name}: {refusal}")
+    if refusal:
+        progress(f"{recipe.name}: launched with --force: {refusal}")
 
 
 def _recipe_workload(recipe: Any, opts: Options) -> Workload:

@@ -176,6 +176,7 @@ def health_gpu(nv: Any, index: int) -> dict[str, Any]:
         gpu["clocks_locked"] = bool(mask & 0x2)
     info = _try(nv.nvmlDeviceGetMemoryInfo, h)  # GB10: NotSupported, so None: never a number from "[N/A]"
     gpu["memory_used_mib"] = _mib(getattr(info, "used", None)) if info is not None else None
+    gpu["memory_total_mib"] = _mib(getattr(info, "total", None)) if info is not None else None
     procs = _try(nv.nvmlDeviceGetComputeRunningProcesses, h)
     if isinstance(procs, list):
         gpu["processes"] = [{"pid": p.pid, "name": _proc_name(p.pid), "used_mib": _mib(getattr(p, "usedGpuMemory", None))}

@@ -4,7 +4,8 @@ On a DGX Spark the GPU and the CPU share one pool of LPDDR5X, so the serving sta
 from the host: little MemAvailable (NVML reports GB10's memory as N/A, so /proc/meminfo is the
 source), memory pressure (PSI), swap in use, page cache that holds what CUDA could have had, a GPU
 stuck in a low-power state or throttling, several heavy GPU processes at once, a docker without the
-NVIDIA runtime, a ConnectX-7 link that is down or slow. Each observation is a fact here; each
+NVIDIA runtime, a ConnectX-7 link that is down or slow, and a kernel log that already shows the driver out of
+memory, OOM kills or hung tasks since boot (collect/kernel_log.py). Each observation is a fact here; each
 judgement is a matrix entry (matrix/host.toml).
 
 Everything is read under host_root() (SPARKDOCTOR_HOST_ROOT; tests feed real-shaped trees). The
@@ -151,10 +152,20 @@ def links(root: Path) -> list[dict[str, Any]] | None:
     return found
 
 
+def kernel(root: Path) -> dict[str, Any] | None:
+    """The memory events in the kernel's log since boot (/dev/kmsg): NV_ERR_NO_MEMORY lines, Xids, OOM kills,
+    hung tasks; None where the log cannot be read (dmesg_restrict without root)."""
+    from sparkdoctor.collect.kernel_log import counts, parse, read_kmsg
+
+    text = read_kmsg(root)
+    return None if text is None else counts(parse(text))
+
+
 def observe(root: Path, live: bool = True) -> dict[str, Any]:
     errors: list[str] = []
     out: dict[str, Any] = {"live": live, "root": str(root)}
-    for key, reader in (("memory", memory), ("pressure", pressure), ("docker", docker_runtime), ("links", links)):
+    for key, reader in (("memory", memory), ("pressure", pressure), ("docker", docker_runtime), ("links", links),
+                        ("kernel", kernel)):
         try:
             out[key] = reader(root)
         except Exception as exc:  # one odd file costs its part, never the others

@@ -67,6 +67,7 @@ class BenchCommand:
     allow_wrong: bool = False
     export: Path | None = None
     reproduce: Path | None = None
+    force: bool = False
 
     def refuse_bad_options(self) -> None:
         """Every usage error of `bench`, before a server is launched or reached (exit 2, one line)."""
@@ -141,7 +142,7 @@ def run(options: BenchCommand) -> Result:
                         ledger=options.ledger, store=not options.no_store, ready_timeout=options.ready_timeout,
                         pairs=options.pairs, min_effect=options.min_effect, fmt=options.fmt.value,
                         model_dir=options.model_dir, runtime=options.runtime,
-                        allow_load_difference=options.allow_load_difference,
+                        allow_load_difference=options.allow_load_difference, force=options.force,
                         correctness=CorrectnessOptions(not options.no_correctness, options.reference,
                                                        str(options.reference_file) if options.reference_file else None))
     doc: BenchDocument
@@ -248,6 +249,7 @@ def bench(
     allow_wrong: bool = typer.Option(False, "--allow-wrong", help="Exit 0 even when the answers are judged wrong (or an A/B arm's are): for the numbers alone."),
     export: Path | None = typer.Option(None, "--export", help="Write the run as one self-contained cell (JSON: recipe, toolchain, model, load, workload, numbers, config hash) to FILE."),
     reproduce: Path | None = typer.Option(None, "--reproduce", help="Run the workload of the cell in FILE here (RECIPE or --url) and show what differs from it, key by key."),
+    force: bool = typer.Option(False, "--force", help="Launch even when the memory preflight says the recipe does not fit in the memory free now."),
 ) -> None:
     """Benchmark a server: decode tok/s, TTFT, ITL, a concurrency sweep; stored with the toolchain fingerprint."""
     from sparkdoctor.emit import emit
@@ -260,6 +262,6 @@ def bench(
         output=output_path("--output", output_name), calibrate=calibrate,
         allow_load_difference=allow_load_difference, conclude=conclude, reference=reference,
         reference_file=reference_file, no_correctness=no_correctness, allow_wrong=allow_wrong,
-        export=export, reproduce=reproduce,
+        export=export, reproduce=reproduce, force=force,
     )
     raise typer.Exit(emit(run(options), options.fmt, options.output))

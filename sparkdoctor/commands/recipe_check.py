@@ -40,6 +40,7 @@ class RecipeCheckCommand:
     container: str | None = None  # the vLLM inside this running container, read through the container CLI
     container_python: str | None = None
     image: str | None = None  # the vLLM inside a throwaway container of this image (never pulled)
+    model: str | None = None  # the checkpoint the launch loads: the memory preflight (sparkdoctor/memory/)
 
     def refuse_bad_options(self) -> dict[str, str]:
         """Every usage error of `recipe check` (exit 2, one line); the --set overrides."""
@@ -69,7 +70,7 @@ def run(options: RecipeCheckCommand) -> Result:
     overrides = options.refuse_bad_options()
     with progress_line() as progress:
         doc = recipe_check.run(options.recipe, overrides, options.python, options.matrix, options.fail_on, progress,
-                               options.container, options.container_python, options.image)
+                               options.container, options.container_python, options.image, options.model)
     return Result("recipe check", "recipe-check", doc, exit_code=EXIT_FINDINGS if doc["failed"] else EXIT_OK,
                   options={"matrix": options.matrix})
 
@@ -85,10 +86,11 @@ def check(
     container: str | None = typer.Option(None, "--container", help="Judge against the vLLM inside this running container (read through the container CLI, never changed)."),
     container_python: str | None = typer.Option(None, "--container-python", help="The interpreter inside the container or image (default: the one holding vLLM)."),
     image: str | None = typer.Option(None, "--image", help="Judge against the vLLM inside this container image (a throwaway container of it is started and removed; never pulled)."),
+    model: str | None = typer.Option(None, "--model", help="The checkpoint the launch loads (a folder or a cached org/name): also judge whether it fits in the memory free now."),
 ) -> None:
     """Judge a recipe without launching it: stale env vars and flags, stale workarounds, wrong settings."""
     from sparkdoctor.emit import emit
 
     options = RecipeCheckCommand(recipe, list(sets or []), python, matrix_path, fail_on, Format(fmt),
-                                 output_path("--output", output_name), container, container_python, image)
+                                 output_path("--output", output_name), container, container_python, image, model)
     raise typer.Exit(emit(run(options), options.fmt, options.output))

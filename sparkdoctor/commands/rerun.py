@@ -41,6 +41,7 @@ class RerunCommand:
     fmt: Format = Format.console
     output: Path | None = None
     allow_load_difference: bool = False
+    force: bool = False
 
     def refuse_bad_options(self) -> None:
         Format.parse(self.fmt, FORMATS)
@@ -70,7 +71,8 @@ def run(options: RerunCommand) -> Result:
     matrix = load(options.matrix)
     led = open_ledger(options.ledger)
     opts = pipeline.Options(ledger=led.path, matrix=options.matrix, ready_timeout=options.ready_timeout,
-                            names=tuple(options.names), allow_load_difference=options.allow_load_difference)
+                            names=tuple(options.names), allow_load_difference=options.allow_load_difference,
+                            force=options.force)
     try:
         with progress_line() as progress:
             planned = pipeline.plan(led, matrix, Toolchains(progress), opts.names)
@@ -97,11 +99,13 @@ def rerun(
     fmt: str = format_option(*FORMATS),
     output_name: str | None = output_option(),
     allow_load_difference: bool = typer.Option(False, "--allow-load-difference", help="Call a flip even when the old and new runs (or an A/B's arms) ran under clearly different machine load."),
+    force: bool = typer.Option(False, "--force", help="Launch even when the memory preflight says a recipe does not fit in the memory free now."),
 ) -> None:
     """Re-measure stale conclusions and stale workarounds on the current toolchain."""
     from sparkdoctor.emit import emit
 
     options = RerunCommand(names=list(names or []), dry_run=dry_run, fail_on=list(fail_on or []), ledger=ledger,
                            matrix=matrix_path, ready_timeout=ready_timeout, fmt=Format(fmt),
-                           output=output_path("--output", output_name), allow_load_difference=allow_load_difference)
+                           output=output_path("--output", output_name), allow_load_difference=allow_load_difference,
+                           force=force)
     raise typer.Exit(emit(run(options), options.fmt, options.output))

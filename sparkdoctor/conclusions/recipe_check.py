@@ -249,25 +249,37 @@ def check(recipe: Any, matrix: Any, facts: Any, flags: dict[str, Any] | None,
 
 
 def document(recipe: Any, findings: list[dict[str, Any]], facts: Any, flags: dict[str, Any] | None, fail_on: str,
-             served: dict[str, Any] | None = None) -> dict[str, Any]:
+             served: dict[str, Any] | None = None, memory: dict[str, Any] | None = None) -> dict[str, Any]:
     failing = [f for f in findings if SEVERITY_RANK[f["severity"]] >= SEVERITY_RANK[fail_on]]
     return {"recipe_check_version": RECIPE_CHECK_VERSION, "recipe": {"name": recipe.name, "path": recipe.source_path,
             "format": recipe.format, "fingerprint": recipe.fingerprint()},
             "target": (facts.target or {}).get("python"), "fingerprint": facts.fingerprint(),
-            "vllm": (flags or {}).get("vllm"), "model": (served or {}).get("model"), "fail_on": fail_on, "failed": bool(failing), "findings": findings}
+            "vllm": (flags or {}).get("vllm"), "model": (served or {}).get("model"), "fail_on": fail_on, "failed": bool(failing),
+            "findings": findings, "memory": memory}
+
+
+def memory_preflight(recipe: Any, model: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The memory finding for launching `recipe` with the checkpoint `model` (a folder or a cached hub id) on
+    this box now, and the verdict's document (sparkdoctor/memory/). AuditError (one line) for a bad model."""
+    from sparkdoctor.audit.locate import resolve_model
+    from sparkdoctor.memory.findings import findings, preflight
+
+    verdict = preflight(recipe, resolve_model(model))
+    return findings(verdict), verdict.to_dict()
 
 
 def run(recipe_ref: str, overrides: dict[str, str], python: str | None, matrix_path: Any, fail_on: str,
         progress: Any = None, container: str | None = None, container_python: str | None = None,
-        image: str | None = None) -> dict[str, Any]:
+        image: str | None = None, model: str | None = None) -> dict[str, Any]:
     """Load the recipe, read the target (the recipe command's venv, else --python, else as check; or the
     interpreter in a running --container, or in a throwaway container of --image) with the recipe's env, and
-    judge it. Raises RecipeError, MatrixError, TargetError with their one line."""
+    judge it; with `model`, also whether the launch fits in the memory free now. Raises RecipeError, MatrixError,
+    TargetError with their one line."""
     from sparkdoctor.recipes import load
 
     recipe = load(recipe_ref, overrides)
     if image is None:
-        return _judge(recipe, matrix_path, python, fail_on, progress, container, container_python)
+        return _judge(recipe, matrix_path, python, fail_on, progress, container, container_python, model)
     from sparkdoctor.errors import TargetUnprobeable
     from sparkdoctor.mods import ModError
     from sparkdoctor.mods.images import throwaway_container
@@ -276,13 +288,13 @@ def run(recipe_ref: str, overrides: dict[str, str], python: str | None, matrix_p
         progress(f"starting a throwaway container of image {image}")
     try:
         with throwaway_container(image) as name:
-            return _judge(recipe, matrix_path, None, fail_on, progress, name, container_python)
+            return _judge(recipe, matrix_path, None, fail_on, progress, name, container_python, model)
     except ModError as exc:  # the image is not here, or its container did not start: nothing to probe
         raise TargetUnprobeable(str(exc)) from None
 
 
 def _judge(recipe: Any, matrix_path: Any, python: str | None, fail_on: str, progress: Any, container: str | None,
-           container_python: str | None) -> dict[str, Any]:
+           container_python: str | None, model: str | None = None) -> dict[str, Any]:
     from sparkdoctor.check import CheckOptions, collect_facts
     from sparkdoctor.matrix import load as load_matrix
     from sparkdoctor.targets.choose import python_of_command
@@ -320,7 +332,13 @@ def _judge(recipe: Any, matrix_path: Any, python: str | None, fail_on: str, prog
     if any((recipe.extras or {}).get(key) for key in ("mods", "patches")):  # sparkdoctor.mods loads only then
         findings += _mod_findings(recipe, target, container is not None, progress)
         findings.sort(key=lambda f: (-SEVERITY_RANK[f["severity"]], f["kind"], f["id"]))
-    return document(recipe, findings, facts, flags, fail_on, served)
+    memory = None
+    if model is not None:
+        if progress:
+            progress("sizing the launch against the memory free now")
+        found, memory = memory_preflight(recipe, model)
+        findings = sorted(findings + found, key=lambda f: (-SEVERITY_RANK[f["severity"]], f["kind"], f["id"]))
+    return document(recipe, findings, facts, flags, fail_on, served, memory)
 
 
 def _mod_findings(recipe: Any, target: Any, in_container: bool, progress: Any) -> list[dict[str, Any]]:

@@ -34,6 +34,7 @@ class Options:
     ready_timeout: float = 600.0
     names: tuple[str, ...] = ()  # only these conclusions (default: all)
     allow_load_difference: bool = False  # call a flip even when old and new runs ran under different machine load
+    force: bool = False  # launch even when the memory preflight says a recipe does not fit now
 
 
 def _hash(recipe: Any) -> str:
@@ -137,7 +138,7 @@ def _bench_options(data: dict[str, Any], opts: Options) -> Any:
                         local=bool(data.get("local")), python=data.get("python"), ledger=opts.ledger,
                         store=True, ready_timeout=opts.ready_timeout, pairs=int(data.get("pairs") or 1),
                         min_effect=float(data.get("min_effect") or 0.02), fmt="json",
-                        allow_load_difference=opts.allow_load_difference)
+                        allow_load_difference=opts.allow_load_difference, force=opts.force)
 
 
 def _measure(arms: dict[str, Arm], data: dict[str, Any], opts: Options) -> dict[str, Any]:

@@ -25,7 +25,11 @@ def knowledge(matrix: Matrix, facts: Facts) -> dict[str, Any]:
         out["tracked"][package] = through
         installed = str(pkg["version"])
         try:
-            newer = Version(installed.split("+")[0]) > Version(through)
+            # a [lockstep] member is built from the same source as its head at the same version: tracking the head
+            # through V tracks the member through V too (flashinfer-cubin 0.7.x is not on PyPI, flashinfer-python is)
+            heads = [Version(v) for head, family in tracking.lockstep.items() if package in family
+                     for v in [tracking.tracked.get(head)] if v]
+            newer = Version(installed.split("+")[0]) > max([Version(through), *heads])
         except InvalidVersion:
             continue
         if newer:

@@ -37,6 +37,7 @@ from sparkdoctor.serve.logpump import LogPump
 from sparkdoctor.serve.logscan import Hit
 
 POLL_S = 0.5
+MAX_SAMPLES = 4096  # memory samples kept while a server starts (the latest)
 GRACE_S = 15.0
 LOG_NAME = "server.log"
 
@@ -48,10 +49,16 @@ class LaunchError(BenchFailure, RuntimeError):
     code = "launch"
 
     def __init__(self, message: str, *, log_tail: Sequence[str] = (), findings: Sequence[Hit] = (),
-                 log_path: Path | None = None, teardown: groups.Teardown | None = None):
+                 log_path: Path | None = None, teardown: groups.Teardown | None = None,
+                 returncode: int | None = None, not_ready: bool = False, pids: set[int] | None = None,
+                 samples: Sequence[tuple[float, int | None, int | None]] = ()):
         from sparkdoctor.text import one_line
 
         super().__init__(one_line(message))
+        self.returncode = returncode  # the server died with this status (None: it did not die)
+        self.not_ready = not_ready  # it lived but never answered (the post-mortem's "hang")
+        self.pids = pids  # the server's processes seen while it ran (None: not known, e.g. in a container)
+        self.samples = list(samples)  # (seconds since launch, MemAvailable, the group's resident bytes) while it started
         self.log_tail = list(log_tail)
         self.findings = list(findings)
         self.log_path = log_path
@@ -77,6 +84,8 @@ class Server:
     ready_path: str = ""
     teardown: Any = None  # groups.Teardown (local) or container_launch.ContainerTeardown
     container: dict[str, Any] | None = None  # engine, name, id, image, image_id, fingerprint (None: not in a container)
+    pids: set[int] = field(default_factory=set)  # every process of its group seen while it started (local only)
+    samples: list[tuple[float, int | None, int | None]] = field(default_factory=list)  # memory while it started
     _child: Any = field(default=None, repr=False)
     _pump: Any = field(default=None, repr=False)
     _t0: float = field(default=0.0, repr=False)
@@ -94,7 +103,8 @@ class Server:
         code = self._child.exited() if self._child else None
         self._pump.join(2.0)
         raise LaunchError(_died(self.recipe.name, code, time.monotonic() - self._t0, "while it was serving", self._pump,
-                                self.log_path), log_tail=self.log_tail(), findings=self.findings, log_path=self.log_path)
+                                self.log_path), log_tail=self.log_tail(), findings=self.findings, log_path=self.log_path,
+                          returncode=code, pids=set(self.pids) or None, samples=self.samples)
 
     def to_dict(self) -> dict[str, Any]:
         return {"base_url": self.base_url, "model": self.model, "pid": self.pid, "pgid": self.pgid, "port": self.port,
@@ -289,13 +299,24 @@ def _start(child: Any, recipe: Recipe, pump: LogPump, say: Callable[[str], None]
 
 def _wait_ready(server: Server, recipe: Recipe, child: Any, pump: LogPump, timeout: float,
                 say: Callable[[str], None], t0: float) -> None:
+    from sparkdoctor.memory.have import sample
+
     deadline = t0 + timeout
+    local = isinstance(child, LocalServer) and server.pgid > 0
+    if local:
+        server.pids.add(server.pid)
     while True:
+        if local:  # the engine's own processes (whom an OOM kill may name) and memory, for the post-mortem
+            live = set(groups.members(server.pgid))
+            server.pids.update(live)
+            server.samples.append((time.monotonic() - t0, *sample(live)))
+            del server.samples[:-MAX_SAMPLES]
         code = child.exited()
         if code is not None:
             pump.join(3.0)
             raise LaunchError(_died(recipe.name, code, time.monotonic() - t0, "before it was ready", pump, server.log_path),
-                              log_tail=pump.tail_lines(), findings=pump.hits, log_path=server.log_path)
+                              log_tail=pump.tail_lines(), findings=pump.hits, log_path=server.log_path, returncode=code,
+                              pids=set(server.pids) or None, samples=server.samples)
         left = deadline - time.monotonic()
         path = readiness.ready(server.base_url, recipe.readiness_path, timeout=max(0.2, min(2.0, left)))
         if path:
@@ -307,7 +328,8 @@ def _wait_ready(server: Server, recipe: Recipe, child: Any, pump: LogPump, timeo
         if time.monotonic() >= deadline:
             raise LaunchError(f"{recipe.name}: not ready after {timeout:.0f}s (GET {recipe.readiness_path} and "
                               f"{readiness.FALLBACK} never answered 200); {_evidence(pump, server.log_path)}",
-                              log_tail=pump.tail_lines(), findings=pump.hits, log_path=server.log_path)
+                              log_tail=pump.tail_lines(), findings=pump.hits, log_path=server.log_path, not_ready=True,
+                              pids=set(server.pids) or None, samples=server.samples)
         known = f" [known problems so far: {', '.join(dict.fromkeys(h.entry_id for h in pump.hits))}]" if pump.hits else ""
         say(f"starting {recipe.name} ({time.monotonic() - t0:.0f}s){known}: {pump.last_line()[:100]}")
         time.sleep(min(POLL_S, max(0.0, deadline - time.monotonic())))

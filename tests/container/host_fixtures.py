@@ -5,7 +5,9 @@ like collect/gpu_query.py's answer).
 - gb10-healthy: a Spark serving one model (the baseline of tests/gb10.py);
 - gb10-near: every reading just on the good side of its host.toml threshold (near misses);
 - gb10-strained: the triggers (little memory, pressure, swap, page cache, docker without the NVIDIA
-  runtime, a ConnectX-7 twin at 25G with MTU 1500).
+  runtime, a ConnectX-7 twin at 25G with MTU 1500, a kernel log (dev/kmsg) with NV_ERR_NO_MEMORY, an OOM
+  kill and a hung task in the kernel's own line formats; gb10-near's has the OOM killer's reaper lines but
+  no kill).
 """
 
 from __future__ import annotations
@@ -45,6 +47,9 @@ HOST_CASES: dict[str, tuple[dict, dict]] = {
     "host-uma-low-available": (hh("gb10-strained"), hh("gb10-near")),
     "host-swap-in-use": (hh("gb10-strained"), hh("gb10-near")),
     "host-page-cache-holds-memory": (hh("gb10-strained"), hh("gb10-near")),
+    "gb10-driver-out-of-unified-memory": (hh("gb10-strained"), hh("gb10-near")),
+    "host-oom-killer-fired": (hh("gb10-strained"), hh("gb10-near")),
+    "host-hung-tasks": (hh("gb10-strained"), hh("gb10-near")),
     "gpu-throttled-thermal-or-power": (
         hh(throttle_reasons=["sw_power_cap", "hw_thermal_slowdown"], throttle_mask=0x44),
         hh(throttle_reasons=["gpu_idle", "sw_power_cap"], throttle_mask=0x5),

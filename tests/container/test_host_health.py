@@ -73,6 +73,7 @@ def test_the_live_machine():
     if Path("/proc/pressure/memory").exists():
         assert isinstance(h["pressure"]["some_avg10"], float)
     assert isinstance(h["links"], list)
+    assert h["kernel"] is None or set(h["kernel"]) == {"nvrm_no_memory", "xids", "oom_kills", "hung_tasks"}
 
 
 def test_check_under_a_host_root_judges_its_tree(tmp_path):
@@ -81,7 +82,8 @@ def test_check_under_a_host_root_judges_its_tree(tmp_path):
     data = json.loads(p.stdout)
     found = {f["id"] for f in data["findings"]}
     assert {"host-uma-memory-pressure", "host-uma-low-available", "host-swap-in-use", "host-page-cache-holds-memory",
-            "cx7-link-slow", "cx7-mtu-below-9000"} <= found, found
+            "cx7-link-slow", "cx7-mtu-below-9000", "gb10-driver-out-of-unified-memory", "host-oom-killer-fired",
+            "host-hung-tasks"} <= found, found
     health = data["facts"]["host_health"]
     assert health["live"] is True and health["gpus"] is None  # a tree has no NVML: this machine's GPU is not its GPU
     assert data["facts"]["host"]["os"] == "Ubuntu 24.04.3 LTS" or data["facts"]["target"]["kind"] == "python"

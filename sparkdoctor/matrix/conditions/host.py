@@ -1,5 +1,5 @@
 """The `host_health` condition: judgements of the live box's health (memory, pressure, GPU clocks and
-power, docker's runtime, network links), written as data in matrix/host.toml.
+power, docker's runtime, network links, the kernel log's memory events), written as data in matrix/host.toml.
 
     when.host_health = { "pressure.some_avg10" = ">=10" }
     when.host_health = { "link.driver" = "mlx5_core", "link.state" = "up", "link.mtu" = "<9000" }
@@ -26,6 +26,7 @@ READINGS = {
             "pstate", "temperature_c", "throttle_reasons", "clocks_locked", "idle", "compute_processes", "memory_used_mib"),
     "docker": ("nvidia_runtime", "default_runtime", "nvidia_cdi", "nvidia_runtime_binary"),
     "link": ("name", "kind", "driver", "state", "speed_mbps", "mtu"),
+    "kernel": ("nvrm_no_memory", "xids", "oom_kills", "hung_tasks"),  # events in the kernel log since boot
 }
 GROUPS = {"gpu": "gpus", "link": "links"}  # one element must satisfy every test of its group
 _CMP = re.compile(r"^(<=|>=|==|!=|<|>)\s*(-?\d{1,15}(?:\.\d{1,6})?)$")

@@ -1,0 +1,134 @@
+"""The kernel log's memory events: the NVIDIA driver out of memory, Xid errors, the OOM killer and its victim,
+hung tasks. Read from the text people paste (`dmesg`, `dmesg -T`, `journalctl -k`) or from the live log
+(/dev/kmsg under host_root(), read without blocking and without a subprocess; a fixture tree holds a regular
+file there).
+
+The line shapes are the kernel's and the driver's own:
+  [  394.558841] Memory cgroup out of memory: Killed process 12026 (python3) total-vm:75160kB, anon-rss:65280kB, ...
+  [  394.558817] oom-kill:constraint=CONSTRAINT_MEMCG,...,task=python3,pid=12026,uid=0
+  NVRM: nvCheckOkFailedNoLog: Check failed: Out of memory [NV_ERR_NO_MEMORY] (0x00000051) returned from ...
+  NVRM: Xid (PCI:000f:01:00): 31, pid=2415, name=python3, Ch 00000008, intr 00000000. MMU Fault: ...
+  INFO: task python3:4242 blocked for more than 122 seconds.
+Pure parsing plus one bounded reader; the post-mortem (sparkdoctor/memory/postmortem.py) and host health
+(the counts since boot) use it.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+KINDS = ("nvrm-no-memory", "xid", "oom-kill", "oom-invoked", "hung-task")
+MAX_RECORDS = 50_000  # /dev/kmsg records read at most (the ring buffer holds far fewer)
+MAX_LINE = 2048
+
+_STAMP = re.compile(r"^\s*\[\s*(\d{1,10}\.\d{1,9})\]\s*")  # dmesg: seconds since boot
+_KMSG = re.compile(r"^(\d{1,3}),(\d{1,20}),(\d{1,20}),[^;]*;")  # /dev/kmsg: prio,seq,usec,flags;
+_PATTERNS = [
+    ("nvrm-no-memory", re.compile(r"NVRM:.*(?:NV_ERR_NO_MEMORY|Out of memory)")),
+    ("xid", re.compile(r"NVRM: Xid \((?P<where>[^)]{0,64})\): (?P<code>\d{1,5})(?:, pid=(?P<pid>\d{1,10}|'<unknown>'))?"
+                       r"(?:, name=(?P<name>[^,]{0,64}))?")),
+    ("oom-kill", re.compile(r"(?:Memory cgroup out of memory|Out of memory(?: \(oom_kill_allocating_task\))?): "
+                            r"Killed process (?P<pid>\d{1,10}) \((?P<name>[^)]{0,64})\)")),
+    ("oom-invoked", re.compile(r"(?P<name>\S{1,64}) invoked oom-killer:")),
+    ("hung-task", re.compile(r"INFO: task (?P<name>.{1,64}):(?P<pid>\d{1,10}) blocked for more than (?P<secs>\d{1,10}) seconds")),
+]
+
+_WORDS = ("NVRM", "Killed process", "invoked oom-killer", "blocked for more than")
+
+
+@dataclass(frozen=True)
+class KernelEvent:
+    kind: str  # one of KINDS
+    line: str  # the line as the kernel wrote it (stamp and prefix removed), at most MAX_LINE characters
+    seconds: float | None = None  # since boot, where the text carries it (dmesg, /dev/kmsg)
+    pid: int | None = None
+    name: str | None = None
+    code: int | None = None  # an Xid's number
+
+
+def _strip(line: str) -> tuple[str, float | None]:
+    match = _KMSG.match(line)
+    if match:
+        return line[match.end():], int(match.group(3)) / 1e6
+    match = _STAMP.match(line)
+    if match:
+        return line[match.end():], float(match.group(1))
+    kernel = line.find("kernel: ")  # journalctl -k: "Nov 28 20:31:21 host kernel: ..."
+    return (line[kernel + 8:] if kernel >= 0 else line), None
+
+
+def parse(text: str, since: float | None = None) -> list[KernelEvent]:
+    """Every memory event in `text`, in order; `since` (seconds since boot) drops the stamped lines before it."""
+    events = []
+    for raw in text.splitlines():
+        if not any(word in raw for word in _WORDS):  # most of a kernel log: skip it before any regex runs
+            continue
+        if len(raw) > 4 * MAX_LINE:
+            raw = raw[:4 * MAX_LINE]
+        line, seconds = _strip(raw.rstrip())
+        if since is not None and seconds is not None and seconds < since:
+            continue
+        for kind, pattern in _PATTERNS:
+            match = pattern.search(line)
+            if not match:
+                continue
+            groups = match.groupdict()
+            pid = groups.get("pid")
+            events.append(KernelEvent(kind, line.strip()[:MAX_LINE], seconds,
+                                      int(pid) if pid and pid.isdigit() else None,
+                                      (groups.get("name") or "").strip() or None,
+                                      int(groups["code"]) if groups.get("code") else None))
+            break
+    return events
+
+
+def counts(events: list[KernelEvent]) -> dict[str, int]:
+    """{"nvrm_no_memory", "xids", "oom_kills", "hung_tasks"}: how many of each (host health's readings)."""
+    found = Counter(e.kind for e in events)
+    return {"nvrm_no_memory": found["nvrm-no-memory"], "xids": found["xid"], "oom_kills": found["oom-kill"],
+            "hung_tasks": found["hung-task"]}
+
+
+def read_kmsg(root: Path, max_bytes: int = 8 * 1024 * 1024) -> str | None:
+    """The kernel's ring buffer as /dev/kmsg gives it (one record a read, never blocking), or a fixture tree's
+    regular file of records; None where it cannot be read (no permission: dmesg_restrict)."""
+    path = root / "dev" / "kmsg"
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return None
+    chunks: list[bytes] = []
+    size = 0
+    try:
+        if not os.path.samestat(os.fstat(fd), os.stat(path)):
+            return None
+        for _ in range(MAX_RECORDS):
+            try:
+                chunk = os.read(fd, 8192)
+            except OSError as exc:
+                if exc.errno == errno.EPIPE:  # records overwritten while reading: go on with the next
+                    continue
+                break  # EAGAIN: the end of the buffer
+            if not chunk:
+                break
+            chunks.append(chunk if chunk.endswith(b"\n") else chunk + b"\n")
+            size += len(chunk)
+            if size >= max_bytes:
+                break
+    finally:
+        os.close(fd)
+    return b"".join(chunks).decode("utf-8", errors="replace")
+
+
+def uptime(root: Path) -> float | None:
+    """Seconds since boot (/proc/uptime), the clock the kernel log is stamped with."""
+    try:
+        with open(root / "proc" / "uptime", encoding="ascii", errors="replace") as fh:
+            return float(fh.read(64).split()[0])
+    except (OSError, ValueError, IndexError):
+        return None

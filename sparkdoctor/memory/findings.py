@@ -1,0 +1,73 @@
+"""The memory verdict as findings (the {"kind", "id", "severity", "title", "evidence", "remedy"} records
+`recipe check` and `bench` print, JSON and SARIF like every finding), and the one preflight both run.
+
+  memory-fits          info   the share is free now and the launch fits inside it
+  memory-fits-with     warn   it starts only with the settings named in the remedy
+  memory-does-not-fit  error  by how much, and what holds the rest
+  memory-unknown       info   the box's memory could not be read
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from sparkdoctor.memory.have import Have, read_have
+from sparkdoctor.memory.need import launch_need
+from sparkdoctor.memory.verdict import FITS, FITS_WITH, NO_FIT, Verdict, gib, judge
+
+SEVERITY = {FITS: "info", FITS_WITH: "warn", NO_FIT: "error"}
+
+
+def preflight(recipe: Any, model_folder: str | Path, have: Have | None = None) -> Verdict:
+    """The verdict for launching `recipe` with the checkpoint in `model_folder` on this box now."""
+    have = read_have() if have is None else have
+    gpu = "NVIDIA GB10" if have.unified else "NVIDIA GPU"
+    need = launch_need(recipe, model_folder, have.pool_bytes or 0, gpu)
+    return judge(need, have)
+
+
+def evidence(verdict: Verdict) -> list[str]:
+    need, have = verdict.need, verdict.have
+    lines = [f"{p.name}: {gib(p.bytes)} ({p.how}: {p.source})" for p in need.parts if p.bytes]
+    lines += [f"{name} = {s.value} ({s.source})" for name, s in need.settings.items()]
+    if have.pool_bytes:
+        lines.append(f"the box: {gib(have.pool_bytes)} in all, {gib(have.available_bytes or 0)} available, "
+                     f"{gib(have.usable_bytes or 0)} usable after the OS reserve ({have.os_reserve_source}); NVML: {have.nvml}")
+    lines += verdict.reasons
+    lines += [f"held: {h.what}: {gib(h.bytes)}" for h in verdict.holding[:8]]
+    lines += need.notes + have.errors
+    return lines
+
+
+def findings(verdict: Verdict) -> list[dict[str, Any]]:
+    """One finding for the verdict."""
+    need = verdict.need
+    length = need.setting("max_model_len")
+    if verdict.outcome == FITS:
+        title = (f"the launch fits now: {gib(verdict.share_bytes)} asked, {gib(verdict.usable_bytes or 0)} free; "
+                 f"{verdict.full_length_seqs} sequence(s) of {length} tokens fit in the KV pool at once")
+        remedy = "; ".join(verdict.remedies) or (f"nothing to change (the largest --gpu-memory-utilization that fits now is "
+                                                 f"{verdict.largest_utilization})")
+    elif verdict.outcome == FITS_WITH:
+        flags = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in verdict.settings.items())
+        title = f"the launch does not fit as written ({gib(verdict.share_bytes)} asked, {gib(verdict.usable_bytes or 0)} free): it fits with {flags}"
+        remedy = "; ".join(verdict.remedies)
+    elif verdict.outcome == NO_FIT:
+        title = (f"the launch does not fit now: {gib(verdict.short_bytes)} short even at --max-num-seqs 1 "
+                 f"(it needs {gib(need.fixed_bytes(1))} before its KV cache; {gib(verdict.usable_bytes or 0)} is free)")
+        remedy = "; ".join(verdict.remedies) or "free memory first, or serve a smaller (more quantized) checkpoint"
+    else:
+        title = "the launch's memory could not be judged: " + "; ".join(verdict.reasons)[:300]
+        remedy = "Run it on the box that launches it (it reads /proc/meminfo and the processes holding the GPU)."
+    severity = SEVERITY.get(verdict.outcome, "info")
+    return [{"kind": "memory", "id": f"memory-{verdict.outcome}", "severity": severity, "title": title,
+             "evidence": evidence(verdict), "remedy": remedy}]
+
+
+def launch_refusal(verdict: Verdict) -> str | None:
+    """One line saying why a launch is not started (it does not fit now as written), or None to go ahead."""
+    if verdict.outcome not in (FITS_WITH, NO_FIT):
+        return None
+    (finding,) = findings(verdict)
+    return f"memory preflight: {finding['title']}; {finding['remedy']} (--force launches it anyway)"

@@ -1,0 +1,269 @@
+"""What the box has now, and who holds the rest: read under host_root() (SPARKDOCTOR_HOST_ROOT) like host health.
+
+- /proc/meminfo (through collect/host_health.memory): MemTotal, MemFree, MemAvailable, the clean page cache a
+  `sync; echo 3 > /proc/sys/vm/drop_caches` gives back (a remedy, said so in the verdict), swap;
+- the processes holding a /dev/nvidia* file open (their /proc/PID/fd links) and their resident memory
+  (VmRSS): on GB10 NVML reports no per-process memory, so this is how a leftover server is seen;
+- NVML's compute processes and memory, where it answers (the GPU helper child, collect/gpu_health.py; only on
+  the real root). GB10 answers N/A for memory: recorded as not supported, never parsed into a number;
+- containers' memory: the cgroups of docker/podman containers (cgroup v2 memory.current, v1
+  memory.usage_in_bytes) with their processes, and whether any of those still holds the GPU: a container
+  that holds memory with no process on the GPU is what a crashed server leaves behind;
+- what the OS needs to stay alive: a stated reserve, not a measurement.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sparkdoctor.collect.host_health import memory as meminfo
+from sparkdoctor.collect.hostroot import host_root, is_live_root
+
+KIB = 1024
+GIB = 2**30
+OS_RESERVE = 4 * GIB
+OS_RESERVE_SOURCE = ("a stated 4 GiB kept for the kernel, the page tables and the services that keep the box "
+                     "reachable (sparkdoctor's reserve, not a measurement)")
+MAX_PIDS = 4096  # /proc entries looked at; a box with more processes is read partly and says so
+MAX_FDS = 4096  # open files looked at per process
+MAX_SMALL = 64 * 1024
+LARGE = 100 * 2**20  # a process this large (resident) is listed even when it does not use the GPU
+MAX_OTHERS = 64
+_CONTAINER = re.compile(r"(?:docker|libpod|cri-containerd|crio)[-/]([0-9a-f]{12,64})")
+
+
+@dataclass(frozen=True)
+class Holder:
+    pid: int
+    name: str | None
+    rss_bytes: int | None
+    devices: list[str]  # the /dev/nvidia* files it holds open ([] for an NVML-only entry)
+    gpu_bytes: int | None = None  # NVML's used memory for it (None where NVML says N/A, as on GB10)
+    container: str | None = None  # the container id its cgroup names
+
+
+@dataclass(frozen=True)
+class ContainerMemory:
+    id: str
+    cgroup: str
+    bytes: int
+    pids: list[int]
+    holds_gpu: bool  # one of its processes holds /dev/nvidia* open
+
+    @property
+    def leftover(self) -> bool:
+        """Memory held with no process on the GPU: what a container whose server died keeps."""
+        return not self.holds_gpu
+
+
+@dataclass
+class Have:
+    """The box at one moment. Byte counts are None when the source did not say."""
+
+    root: str
+    total_bytes: int | None
+    free_bytes: int | None
+    available_bytes: int | None
+    page_cache_bytes: int | None  # clean page cache: dropping it gives this back
+    swap_total_bytes: int | None
+    swap_used_bytes: int | None
+    holders: list[Holder] = field(default_factory=list)
+    others: list[Holder] = field(default_factory=list)  # the largest processes not on the GPU (unified: same pool)
+    containers: list[ContainerMemory] = field(default_factory=list)
+    nvml: str = "not asked"  # answered | memory not supported (N/A) | no NVML | failed: ... | not asked
+    gpu_total_bytes: int | None = None  # NVML's, on a GPU with its own memory
+    gpu_used_bytes: int | None = None
+    unified: bool = True  # GPU and CPU share one pool (GB10, and a CPU-only box)
+    os_reserve_bytes: int = OS_RESERVE
+    os_reserve_source: str = OS_RESERVE_SOURCE
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def usable_bytes(self) -> int | None:
+        """What a launch may take now: MemAvailable (or the GPU's free memory) less the OS reserve."""
+        if not self.unified and self.gpu_total_bytes is not None and self.gpu_used_bytes is not None:
+            return max(0, self.gpu_total_bytes - self.gpu_used_bytes)
+        if self.available_bytes is None:
+            return None
+        return max(0, self.available_bytes - self.os_reserve_bytes)
+
+    @property
+    def pool_bytes(self) -> int | None:
+        """The total --gpu-memory-utilization is a share of: MemTotal on unified memory, else the GPU's."""
+        return self.total_bytes if self.unified else self.gpu_total_bytes
+
+    def to_dict(self) -> dict[str, Any]:
+        doc = asdict(self)
+        doc["usable_bytes"] = self.usable_bytes
+        doc["pool_bytes"] = self.pool_bytes
+        for c, src in zip(doc["containers"], self.containers, strict=True):
+            c["leftover"] = src.leftover
+        return doc
+
+
+def read_have(root: Path | None = None, nvml: list[dict[str, Any]] | None = None, ask_nvml: bool = True) -> Have:
+    """The box now. `nvml`: NVML health readings already taken (collect/gpu_health.interpret's shape; tests pass
+    recorded GB10 answers); otherwise NVML is asked on the real root only, when `ask_nvml`."""
+    root = host_root() if root is None else Path(root)
+    errors: list[str] = []
+    mem = meminfo(root) or {}
+    if not mem:
+        errors.append(f"{root / 'proc/meminfo'} not readable: the memory the box has is unknown")
+    free = _meminfo_free(root)
+    have = Have(str(root), _b(mem.get("total_kib")), _b(free), _b(mem.get("available_kib")), _b(mem.get("reclaimable_kib")),
+                _b(mem.get("swap_total_kib")), _b(mem.get("swap_used_kib")), errors=errors)
+    for pid in _pids(root, errors):
+        name, rss = _status(root, pid)
+        devices = _devices(root, pid)
+        if devices:
+            have.holders.append(Holder(pid, name, rss, devices, container=_container_of(root, pid)))
+        elif rss is not None and rss >= LARGE:
+            have.others.append(Holder(pid, name, rss, [], container=_container_of(root, pid)))
+    have.others = sorted(have.others, key=lambda h: -(h.rss_bytes or 0))[:MAX_OTHERS]
+    if nvml is None and ask_nvml and is_live_root():
+        from sparkdoctor.collect import gpu_health
+
+        nvml, problem = gpu_health.read()
+        if problem:
+            have.nvml = f"failed: {problem}"
+    if nvml is not None:
+        _merge_nvml(have, nvml, root)
+    have.containers = _containers(root, have.holders, errors)
+    have.holders.sort(key=lambda h: -(h.rss_bytes or 0))
+    return have
+
+
+def _b(kib: Any) -> int | None:
+    return kib * KIB if isinstance(kib, int) else None
+
+
+def _small(path: Path) -> str | None:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            return fh.read(MAX_SMALL)
+    except OSError:
+        return None
+
+
+def _meminfo_free(root: Path) -> int | None:
+    for line in (_small(root / "proc" / "meminfo") or "").splitlines():
+        name, _, rest = line.partition(":")
+        if name == "MemFree" and rest.split() and rest.split()[0].isdigit():
+            return int(rest.split()[0])
+    return None
+
+
+def _pids(root: Path, errors: list[str]) -> list[int]:
+    try:
+        names = [n for n in os.listdir(root / "proc") if n.isdigit() and len(n) <= 10]
+    except OSError as exc:
+        errors.append(f"{root / 'proc'}: {exc.strerror or exc}: the processes holding the GPU are unknown")
+        return []
+    if len(names) > MAX_PIDS:
+        errors.append(f"{len(names)} processes: the first {MAX_PIDS} were looked at")
+    return sorted(int(n) for n in names)[:MAX_PIDS]
+
+
+def _devices(root: Path, pid: int) -> list[str]:
+    fd = root / "proc" / str(pid) / "fd"
+    try:
+        entries = os.listdir(fd)[:MAX_FDS]
+    except OSError:
+        return []  # gone, or another user's: not readable without root
+    found = set()
+    for entry in entries:
+        try:
+            target = os.readlink(fd / entry)
+        except OSError:
+            continue
+        if target.startswith("/dev/nvidia"):
+            found.add(target)
+    return sorted(found)
+
+
+def _status(root: Path, pid: int) -> tuple[str | None, int | None]:
+    name, rss = None, None
+    for line in (_small(root / "proc" / str(pid) / "status") or "").splitlines():
+        key, _, rest = line.partition(":")
+        if key == "Name":
+            name = rest.strip()[:64] or None
+        elif key == "VmRSS" and rest.split() and rest.split()[0].isdigit():
+            rss = int(rest.split()[0]) * KIB
+    return name, rss
+
+
+def _container_of(root: Path, pid: int) -> str | None:
+    match = _CONTAINER.search(_small(root / "proc" / str(pid) / "cgroup") or "")
+    return match.group(1)[:12] if match else None
+
+
+def _merge_nvml(have: Have, gpus: list[dict[str, Any]], root: Path) -> None:
+    """NVML's compute processes joined to the /proc holders; GB10's N/A memory recorded as not supported."""
+    if not gpus:
+        have.nvml = "no NVML"
+        return
+    by_pid = {h.pid: h for h in have.holders}
+    supported = False
+    for gpu in gpus:
+        total, used = gpu.get("memory_total_mib"), gpu.get("memory_used_mib")
+        if isinstance(total, int) and isinstance(used, int):
+            supported = True
+            have.gpu_total_bytes = (have.gpu_total_bytes or 0) + total * 2**20
+            have.gpu_used_bytes = (have.gpu_used_bytes or 0) + used * 2**20
+        for p in gpu.get("processes") or []:
+            pid = p.get("pid") if isinstance(p, dict) else None
+            if not isinstance(pid, int):
+                continue
+            used_mib = p.get("used_mib")
+            gpu_bytes = used_mib * 2**20 if isinstance(used_mib, int) else None
+            known = by_pid.get(pid)
+            if known is not None:
+                by_pid[pid] = Holder(known.pid, known.name, known.rss_bytes, known.devices, gpu_bytes, known.container)
+            else:
+                name, rss = _status(root, pid)
+                by_pid[pid] = Holder(pid, p.get("name") or name, rss, [], gpu_bytes, _container_of(root, pid))
+    have.holders = list(by_pid.values())
+    have.nvml = "answered" if supported else "memory not supported (N/A, as on GB10): /proc is the source"
+    have.unified = not supported or any("GB10" in str(g.get("name", "")) for g in gpus)
+
+
+def _cgroup_memory(folder: Path) -> int | None:
+    for name in ("memory.current", "memory.usage_in_bytes"):
+        text = (_small(folder / name) or "").strip()
+        if text.isdigit():
+            return int(text)
+    return None
+
+
+def _containers(root: Path, holders: list[Holder], errors: list[str]) -> list[ContainerMemory]:
+    on_gpu = {h.pid for h in holders if h.devices}
+    out: dict[str, ContainerMemory] = {}
+    for base in (root / "sys" / "fs" / "cgroup", root / "sys" / "fs" / "cgroup" / "memory"):
+        for pattern in ("system.slice/*.scope", "machine.slice/*.scope", "docker/*", "kubepods*/**/*.scope"):
+            try:
+                folders = sorted(base.glob(pattern))[:256]
+            except OSError:
+                continue
+            for folder in folders:
+                match = _CONTAINER.search(str(folder.relative_to(base)))
+                if not match or not folder.is_dir():
+                    continue
+                cid = match.group(1)[:12]
+                used = _cgroup_memory(folder)
+                if used is None or cid in out:
+                    continue
+                pids = [int(p) for p in (_small(folder / "cgroup.procs") or "").split() if p.isdigit()][:MAX_PIDS]
+                out[cid] = ContainerMemory(cid, "/" + str(folder.relative_to(root)), used, pids, bool(on_gpu & set(pids)))
+    return sorted(out.values(), key=lambda c: -c.bytes)
+
+
+def sample(pids: set[int], root: Path | None = None) -> tuple[int | None, int | None]:
+    """(MemAvailable, the resident bytes of `pids` together) now: one sample of memory through a run."""
+    root = host_root() if root is None else Path(root)
+    available = (meminfo(root) or {}).get("available_kib")
+    rss = [r for r in (_status(root, pid)[1] for pid in sorted(pids)[:MAX_PIDS]) if r is not None]
+    return (available * KIB if isinstance(available, int) else None), (sum(rss) if rss else None)

@@ -1,0 +1,194 @@
+"""Why a launch died: the kernel log of the run's window, the server's last lines, how it ended and the memory
+sampled through the run, classified into one cause with its evidence and the setting that would have avoided it.
+
+  oom-killed         the kernel's OOM killer chose the server (its pid is the victim of "Killed process PID")
+  driver-no-memory   the NVIDIA driver failed an allocation (NVRM ... Out of memory [NV_ERR_NO_MEMORY]); on GB10
+                     what the share and the rest of the box asked for went past the unified memory
+  cuda-oom           the server itself reports CUDA out of memory (or vLLM refused: the KV cache or the share
+                     does not fit)
+  hang               hung-task reports, or a server alive that stopped answering
+  crash              it died otherwise (a signal, an exit code, an Xid), with nothing pointing at memory
+  unknown            nothing to go on
+Read first to last: an OOM kill of the server outranks a driver failure, which outranks what the server said.
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from sparkdoctor.collect.kernel_log import parse
+
+CAUSES = ("oom-killed", "driver-no-memory", "cuda-oom", "hang", "crash", "unknown")
+GIB = 2**30
+MAX_LINES = 2000  # the server's last lines looked at (a traceback after the error can run to hundreds)
+LOG_TAIL_BYTES = 512 * 1024
+_SERVER = [  # (what, pattern) over the server's last lines
+    ("vllm-share-not-free", re.compile(r"Free memory on device .{0,80} is less than desired GPU memory utilization")),
+    ("vllm-kv-too-small", re.compile(r"KV cache is needed, which is larger than the available KV cache memory|"
+                                     r"No available memory for the cache blocks")),
+    ("cuda-oom", re.compile(r"CUDA out of memory|CUDA error: out of memory|cudaErrorMemoryAllocation|OutOfMemoryError|"
+                            r"CUDA driver error: out of memory")),
+    ("unbalanced", re.compile(r"The memory capacity is unbalanced")),
+    ("host-oom", re.compile(r"\bMemoryError\b|Cannot allocate memory")),
+]
+_ESTIMATE = re.compile(r"estimated maximum model length is (\d{1,12})")
+
+
+@dataclass(frozen=True)
+class Sample:
+    """Memory at one moment of the run."""
+
+    seconds: float  # since the launch
+    available_bytes: int | None  # MemAvailable
+    server_rss_bytes: int | None = None
+
+
+@dataclass
+class PostMortem:
+    cause: str  # one of CAUSES
+    summary: str
+    evidence: list[str] = field(default_factory=list)  # "kernel: <line>", "server: <line>", "exit: ...", "memory: ..."
+    avoid: str = ""  # the setting that would have avoided it
+    victim: dict[str, Any] | None = None  # {"pid", "name"} of the OOM killer's choice
+    kernel: list[dict[str, Any]] = field(default_factory=list)  # every memory event of the window
+    high_water_bytes: int | None = None  # the server's largest resident size seen
+    lowest_available_bytes: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.cause not in CAUSES:  # a closed vocabulary: JSON consumers switch on it (docs/json.md)
+            raise ValueError(f"post-mortem cause {self.cause!r} is not one of {', '.join(CAUSES)}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def classify(kernel_text: str = "", server_lines: list[str] | None = None, *, since: float | None = None,
+             pids: set[int] | None = None, returncode: int | None = None, hung: bool = False,
+             samples: list[Sample] | None = None, largest_utilization: float | None = None) -> PostMortem:
+    """The cause of a dead (or hung) launch. `since`: where the run's window starts in the kernel log (seconds
+    since boot); `pids`: the server's processes; `returncode`: as subprocess gives it (-9: SIGKILL); `hung`: the
+    server lived but stopped answering; `largest_utilization`: the preflight's, named in the advice."""
+    events = parse(kernel_text, since)
+    lines = [ln.rstrip() for ln in (server_lines or []) if ln.strip()][-MAX_LINES:]
+    said = {what: ln for ln in lines for what, pattern in reversed(_SERVER) if pattern.search(ln)}
+    pm = PostMortem("unknown", "nothing in the kernel log, the server's last lines or its exit says why it ended",
+                    kernel=[asdict(e) for e in events])
+    _memory(pm, samples or [])
+    lower = (f"--gpu-memory-utilization {largest_utilization} (the largest the preflight found free)" if largest_utilization
+             else "a lower --gpu-memory-utilization (sparkdoctor recipe check RECIPE --model PATH says how low)")
+    kills = [e for e in events if e.kind == "oom-kill"]
+    victim = next((e for e in kills if pids is None or e.pid in pids), None)
+    no_memory = [e for e in events if e.kind == "nvrm-no-memory"]
+    exit_line = _exit(returncode)
+    if victim is not None:
+        pm.cause, pm.victim = "oom-killed", {"pid": victim.pid, "name": victim.name}
+        whose = "the server" if pids is not None else "a process while the server ran"
+        pm.summary = f"the kernel's OOM killer killed {whose} (pid {victim.pid}, {victim.name})"
+        pm.evidence = [f"kernel: {victim.line}"] + [f"kernel: {e.line}" for e in no_memory[:2]]
+        pm.avoid = f"{lower}, and stop what else holds memory first: the share and the rest of the box exceeded it"
+    elif no_memory:
+        pm.cause = "driver-no-memory"
+        pm.summary = f"the NVIDIA driver ran out of memory ({len(no_memory)} NV_ERR_NO_MEMORY line(s) in the kernel log)"
+        pm.evidence = [f"kernel: {e.line}" for e in no_memory[:3]]
+        pm.avoid = (f"{lower}; for long prompts a smaller --max-num-batched-tokens (the prefill chunk); drop the page "
+                    "cache and stop other GPU processes before the launch")
+    elif said.keys() & {"cuda-oom", "vllm-kv-too-small", "vllm-share-not-free", "unbalanced"}:
+        pm.cause = "cuda-oom"
+        what = next(w for w in ("vllm-share-not-free", "vllm-kv-too-small", "unbalanced", "cuda-oom") if w in said)
+        pm.summary = {"vllm-share-not-free": "vLLM refused to start: less memory is free than its --gpu-memory-utilization share",
+                      "vllm-kv-too-small": "vLLM refused to start: one sequence of --max-model-len does not fit in its KV cache",
+                      "unbalanced": "the server found memory held by other processes (a leftover server or container)",
+                      "cuda-oom": "the server ran out of CUDA memory"}[what]
+        pm.evidence = [f"server: {said[what]}"]
+        estimate = _ESTIMATE.search(said[what])
+        pm.avoid = {"vllm-share-not-free": lower, "vllm-kv-too-small": (f"--max-model-len {estimate.group(1)} (vLLM's own estimate of the longest that fits)" if estimate
+                                              else "a shorter --max-model-len (recipe check --model names the longest that fits)"),
+                    "unbalanced": "stop the leftover server or container that holds the memory (recipe check --model names it)",
+                    "cuda-oom": "a smaller --max-num-seqs or --max-num-batched-tokens, or a lower --gpu-memory-utilization "
+                                "that leaves the activations room"}[what]
+    elif hung or any(e.kind == "hung-task" for e in events):
+        hangs = [e for e in events if e.kind == "hung-task"]
+        pm.cause, pm.summary = "hang", "the server stopped answering" + (f"; the kernel reported {len(hangs)} hung task(s)" if hangs else "")
+        pm.evidence = [f"kernel: {e.line}" for e in hangs[:3]] or ["server: alive but not answering"]
+        pm.avoid = ("--enforce-eager (no CUDA-graph capture or compile to stall in)"
+                    + (f"; memory ran low during it: {lower}" if _low(pm) else ""))
+    elif exit_line or said or any(e.kind == "xid" for e in events):
+        pm.cause, pm.summary = "crash", f"the server died ({exit_line or 'no exit status'}) with nothing pointing at memory"
+        pm.evidence = [f"kernel: {e.line}" for e in events if e.kind == "xid"][:3] + [f"server: {ln}" for ln in lines[-3:]]
+        pm.avoid = "nothing memory-related; match its log against known problems: sparkdoctor explain LOG"
+        if "host-oom" in said:
+            pm.summary, pm.avoid = "the server could not allocate host memory", lower
+    if exit_line:
+        pm.evidence.append(f"exit: {exit_line}")
+    if pm.high_water_bytes is not None:
+        pm.evidence.append(f"memory: the server's high-water mark {pm.high_water_bytes / GIB:.2f} GiB resident")
+    if pm.lowest_available_bytes is not None:
+        pm.evidence.append(f"memory: MemAvailable fell to {pm.lowest_available_bytes / GIB:.2f} GiB during the run")
+    return pm
+
+
+def _exit(returncode: int | None) -> str | None:
+    if returncode is None or returncode == 0:
+        return None
+    code = -returncode if returncode < 0 else returncode - 128 if returncode > 128 else None
+    if code is not None:
+        try:
+            return f"killed by {signal.Signals(code).name}"
+        except ValueError:
+            pass
+    return f"exit code {returncode}"
+
+
+def _memory(pm: PostMortem, samples: list[Sample]) -> None:
+    rss = [s.server_rss_bytes for s in samples if s.server_rss_bytes is not None]
+    avail = [s.available_bytes for s in samples if s.available_bytes is not None]
+    pm.high_water_bytes = max(rss) if rss else None
+    pm.lowest_available_bytes = min(avail) if avail else None
+
+
+def _low(pm: PostMortem) -> bool:
+    return pm.lowest_available_bytes is not None and pm.lowest_available_bytes < 4 * GIB
+
+
+def after_launch(error: Any, since: float | None, root: Any = None, largest_utilization: float | None = None) -> PostMortem | None:
+    """The post-mortem of a launch that died or never answered (a serve LaunchError with `returncode` or
+    `not_ready`), from the kernel log since `since` (seconds since boot) and the server's last lines; None
+    for a launch that never started (nothing ran to die)."""
+    from sparkdoctor.collect.hostroot import host_root
+    from sparkdoctor.collect.kernel_log import read_kmsg
+
+    returncode, hung = getattr(error, "returncode", None), bool(getattr(error, "not_ready", False))
+    if returncode is None and not hung:
+        return None
+    kernel = read_kmsg(host_root() if root is None else root) or ""
+    lines = _log_end(getattr(error, "log_path", None)) or list(getattr(error, "log_tail", []) or [])
+    samples = [Sample(t, avail, rss) for t, avail, rss in getattr(error, "samples", []) or []]
+    return classify(kernel, lines, since=since, pids=getattr(error, "pids", None), returncode=returncode, hung=hung,
+                    samples=samples, largest_utilization=largest_utilization)
+
+
+def _log_end(path: Any) -> list[str]:
+    """The last LOG_TAIL_BYTES of the server's log (the launcher's 40-line tail can miss an error that a long
+    traceback followed); [] when there is no such file."""
+    if path is None:
+        return []
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, 2)
+            fh.seek(max(0, fh.tell() - LOG_TAIL_BYTES))
+            return fh.read(LOG_TAIL_BYTES).decode("utf-8", errors="replace").splitlines()
+    except OSError:
+        return []
+
+
+def one_line(pm: PostMortem) -> str:
+    """The post-mortem as the clause a one-line error carries."""
+    first = pm.evidence[0] if pm.evidence else "no evidence"
+    seen = [f"the server's high-water mark {pm.high_water_bytes / GIB:.2f} GiB resident" if pm.high_water_bytes else "",
+            f"MemAvailable fell to {pm.lowest_available_bytes / GIB:.2f} GiB" if pm.lowest_available_bytes is not None else ""]
+    memory = "; ".join(x for x in seen if x)
+    return (f"post-mortem: {pm.cause}: {pm.summary} ({first[:300]}){'; ' + memory if memory else ''}; "
+            f"avoid it with: {pm.avoid or 'nothing known'}")

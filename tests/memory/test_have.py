@@ -1,0 +1,99 @@
+"""What the box has now: /proc/meminfo, the processes holding /dev/nvidia* (their resident memory, from /proc),
+NVML where it answers (GB10's N/A recorded, an H100's per-process numbers recorded), containers' memory, and a
+real process and a real memory cgroup on this machine."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+from sparkdoctor.memory.have import GIB, OS_RESERVE, read_have, sample
+from tests.memory.hosts import DATA, LEFTOVER, SERVING, busy_gb10, gb10_nvml
+
+
+def test_meminfo_and_the_processes_holding_the_gpu(tmp_path):
+    have = read_have(busy_gb10(tmp_path), nvml=gb10_nvml())
+    assert (have.total_bytes, have.free_bytes) == (125_511_680 * 1024, 94_371_840 * 1024)  # MemTotal, MemFree
+    assert have.usable_bytes == have.available_bytes - OS_RESERVE
+    assert [(h.pid, h.name, h.rss_bytes) for h in have.holders] == [(4242, "python3", 92 * GIB), (6001, "ComfyUI", 18 * GIB)]
+    assert have.holders[0].devices == ["/dev/nvidia-uvm", "/dev/nvidia0", "/dev/nvidiactl"]
+    assert have.holders[0].container == SERVING[:12] and have.holders[1].container is None
+    # GB10: NVML answers, but N/A for memory: recorded as not supported, never a number; /proc is the source
+    assert have.nvml.startswith("memory not supported (N/A") and have.unified
+    assert all(h.gpu_bytes is None for h in have.holders)
+    assert [(h.pid, h.name) for h in have.others] == [(7100, "gnome-shell")]  # sshd is under 100 MiB
+
+
+def test_containers_and_the_leftover_one(tmp_path):
+    have = read_have(busy_gb10(tmp_path), nvml=gb10_nvml())
+    by_id = {c.id: c for c in have.containers}
+    assert by_id[SERVING[:12]].holds_gpu and not by_id[SERVING[:12]].leftover
+    assert by_id[LEFTOVER[:12]].leftover and by_id[LEFTOVER[:12]].bytes == 11 * GIB
+    doc = json.loads(json.dumps(have.to_dict()))
+    assert [c["leftover"] for c in doc["containers"]] == [False, True]
+
+
+def test_nvml_with_per_process_memory_recorded_on_an_h100(tmp_path):
+    """tests/data/h100/load-nvml-round4.txt: a real H100's NVML reading (pid 576 using 6,242 MiB)."""
+    text = (DATA / "h100" / "load-nvml-round4.txt").read_text()
+    reading = json.loads(text[: text.rindex("}") + 1])
+    gpus = [{**g, "memory_total_mib": 81559, "memory_used_mib": 6242} for g in reading["gpus"]]
+    have = read_have(busy_gb10(tmp_path), nvml=gpus)
+    assert have.nvml == "answered" and not have.unified
+    nvml_only = [h for h in have.holders if h.pid == 576]
+    assert nvml_only and nvml_only[0].gpu_bytes == 6242 * 2**20 and nvml_only[0].devices == []
+    assert have.pool_bytes == 81559 * 2**20 and have.usable_bytes == (81559 - 6242) * 2**20
+
+
+def test_a_tree_without_meminfo_is_unknown_not_empty(tmp_path):
+    (tmp_path / "proc").mkdir()
+    have = read_have(tmp_path, nvml=[])
+    assert have.total_bytes is None and have.usable_bytes is None and "meminfo" in have.errors[0]
+
+
+def test_a_real_process_not_on_the_gpu_is_seen_with_its_memory():
+    """A real child holding 300 MiB, read from this machine's real /proc."""
+    child = subprocess.Popen([sys.executable, "-c", "import sys; b = bytearray(300 * 2**20); b[::4096] = b'x' * len(b[::4096]); "
+                              "print('ready', flush=True); sys.stdin.read()"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout and child.stdout.readline().strip() == "ready"
+        have = read_have(Path("/"), ask_nvml=False)
+        seen = [h for h in have.others if h.pid == child.pid]
+        assert seen and seen[0].rss_bytes is not None and seen[0].rss_bytes >= 300 * 2**20, [h.pid for h in have.others]
+        available, rss = sample({child.pid, 2**22 + 7})  # a pid that is not there counts nothing
+        assert rss is not None and rss >= 300 * 2**20 and available is not None and available > 0
+    finally:
+        child.kill()
+        child.wait()
+
+
+def _memory_cgroup() -> Path | None:
+    for base in (Path("/sys/fs/cgroup"), Path("/sys/fs/cgroup/memory")):
+        if (base / "cgroup.controllers").exists() or (base / "memory.limit_in_bytes").exists():
+            return base
+    return None
+
+
+def test_a_real_container_cgroup_that_holds_memory_with_no_gpu_process():
+    """A real memory cgroup named as docker names a container's, holding a real process's 200 MiB."""
+    base = _memory_cgroup()
+    assert base is not None and os.geteuid() == 0, "this test makes a memory cgroup: it needs root and cgroup v1 or v2"
+    cid = uuid.uuid4().hex + uuid.uuid4().hex
+    folder = base / "docker" / cid if (base / "memory.limit_in_bytes").exists() else base / "system.slice" / f"docker-{cid}.scope"
+    folder.mkdir(parents=True)
+    child = subprocess.Popen([sys.executable, "-c", "import sys; b = bytearray(200 * 2**20); b[::4096] = b'x' * len(b[::4096]); "
+                              "print('ready', flush=True); sys.stdin.read()"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                             preexec_fn=lambda: (folder / "cgroup.procs").write_text(str(os.getpid())))
+    try:
+        assert child.stdout and child.stdout.readline().strip() == "ready"
+        have = read_have(Path("/"), ask_nvml=False)
+        found = [c for c in have.containers if c.id == cid[:12]]
+        assert found and found[0].bytes >= 200 * 2**20 and found[0].pids == [child.pid] and found[0].leftover
+    finally:
+        child.kill()
+        child.wait()
+        folder.rmdir()

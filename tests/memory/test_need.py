@@ -1,0 +1,90 @@
+"""What a launch needs: weights to the byte from the headers, the KV cache from config.json at the recipe's
+settings, vLLM's defaults where the recipe is silent, and the reserve stated as an estimate with its source."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from sparkdoctor.memory.need import GIB, NeedError, launch_need
+from tests.memory.conftest import recipe
+
+GB10_TOTAL = 125_511_680 * 1024  # MemTotal of the gb10 fixtures (tests/data/hostroots)
+
+
+def header_bytes(folder) -> int:
+    """Every tensor's bytes, read from the shards' headers here, independently of the audit."""
+    total = 0
+    for shard in folder.glob("*.safetensors"):
+        with open(shard, "rb") as fh:  # the header only: the data region is a sparse hole of gigabytes
+            header = json.loads(fh.read(int.from_bytes(fh.read(8), "little")))
+        total += sum(e["data_offsets"][1] - e["data_offsets"][0] for k, e in header.items() if k != "__metadata__")
+    return total
+
+
+def test_weights_exact_and_kv_at_the_recipe_settings(tmp_path, qwen3_8b):
+    need = launch_need(recipe(tmp_path, qwen3_8b, "--max-model-len", "32768", "--max-num-seqs", "8",
+                              "--kv-cache-dtype", "fp8", "--gpu-memory-utilization", "0.6"), qwen3_8b, GB10_TOTAL)
+    assert need.part("weights") == header_bytes(qwen3_8b) == 16_381_470_720
+    # 36 layers x (K + V) x 8 KV heads x 128 x 1 byte (fp8), one sequence of 32,768 tokens
+    assert need.kv_bytes_per_token == 36 * 2 * 8 * 128 * 1
+    # one sequence of 32,768 tokens, and the one 16-token block vLLM's pool keeps back (its null block)
+    assert need.part("kv-cache") == 36 * 2 * 8 * 128 * (32768 + 16) and need.block_bytes == 36 * 2 * 8 * 128 * 16
+    assert need.setting("max_num_seqs") == 8 and need.setting("gpu_memory_utilization") == 0.6
+    assert need.settings["max_model_len"].source == "recipe probe (--max-model-len 32768)"
+    assert need.part("sampler") == 8 * 151936 * 4 * 2
+    estimates = {p.name for p in need.parts if p.how == "estimate"}
+    assert estimates == {"activations", "sampler", "cuda-graphs", "cuda-context"}
+    assert all(p.source for p in need.parts)
+    assert need.least() == sum(p.bytes for p in need.parts)
+
+
+def test_vllm_defaults_when_the_recipe_is_silent(tmp_path, qwen3_8b):
+    need = launch_need(recipe(tmp_path, qwen3_8b), qwen3_8b, GB10_TOTAL)
+    assert need.setting("max_model_len") == 40960  # config.json's max_position_embeddings
+    assert need.setting("max_num_seqs") == 1024  # a GPU of 70 GiB or more, not an A100
+    assert need.setting("gpu_memory_utilization") == 0.9 and need.setting("kv_cache_dtype") == "auto"
+    assert need.setting("max_num_batched_tokens") == 8192
+    assert need.kv_bytes_per_token == 36 * 2 * 8 * 128 * 2  # auto: the checkpoint's bf16
+    assert "vLLM default" in need.settings["max_num_seqs"].source
+    small = launch_need(recipe(tmp_path, qwen3_8b), qwen3_8b, 32 * GIB, "NVIDIA GeForce RTX 5090")
+    assert small.setting("max_num_seqs") == 256 and small.setting("max_num_batched_tokens") == 2048
+
+
+def test_dtype_eager_and_a_fixed_kv_pool(tmp_path, qwen3_8b):
+    need = launch_need(recipe(tmp_path, qwen3_8b, "--dtype", "float32", "--enforce-eager", "--max-model-len", "1024",
+                              "--kv-cache-memory-bytes", "134217728"), qwen3_8b, GB10_TOTAL)
+    assert need.part("weights") == 2 * header_bytes(qwen3_8b)  # bf16 tensors cast to float32
+    assert need.part("cuda-graphs") == 0 and need.part("kv-cache") == 134217728 == need.fixed_kv_bytes
+    assert need.kv_bytes_per_token == 36 * 2 * 8 * 128 * 4
+
+
+def test_kv_per_sequence_counts_whole_blocks(tmp_path, qwen3_8b):
+    need = launch_need(recipe(tmp_path, qwen3_8b, "--max-model-len", "1000"), qwen3_8b, GB10_TOTAL)
+    assert need.kv_per_seq(1000) == need.kv_per_seq(1008) == 1008 * need.kv_bytes_per_token
+    cpu = launch_need(recipe(tmp_path, qwen3_8b, "--max-model-len", "1000", "--block-size", "128"), qwen3_8b, GB10_TOTAL)
+    assert cpu.kv_per_seq(1000) == 1024 * cpu.kv_bytes_per_token and cpu.block_bytes == 128 * cpu.kv_bytes_per_token
+    assert cpu.settings["block_size"].source == "recipe probe (--block-size 128)"
+
+
+@pytest.mark.parametrize("flags, message", [
+    (("--max-num-batched-tokens", "lots"), "--max-num-batched-tokens 'lots' is not a whole number"),
+    (("--max-model-len", "x"), "--max-model-len 'x' is not a int"),
+    (("--kv-cache-dtype", "int3"), "--kv-cache-dtype int3: not one of"),
+    (("--speculative-config", "{{bad"), "--speculative-config is not JSON"),
+])
+def test_bad_values_are_one_line(tmp_path, qwen3_8b, flags, message):
+    from sparkdoctor.audit.errors import AuditError
+
+    with pytest.raises((NeedError, AuditError)) as info:
+        launch_need(recipe(tmp_path, qwen3_8b, *flags), qwen3_8b, GB10_TOTAL)
+    assert message in str(info.value) and "\n" not in str(info.value)
+
+
+def test_which_commands_launch_vllm():
+    from sparkdoctor.memory.need import launches_vllm
+
+    assert launches_vllm(["vllm", "serve", "/m"]) and launches_vllm(["/opt/venv/bin/vllm", "serve", "/m", "--port", "1"])
+    assert launches_vllm(["python3", "-m", "vllm.entrypoints.openai.api_server", "--model", "/m"])
+    assert not launches_vllm(["python3", "-m", "tests.bench.sse_server", "vllm"]) and not launches_vllm(["sglang", "serve"])

