@@ -63,6 +63,12 @@ CONDITION_CASES = {
         {},
         {"packages": None},
     ),
+    "mixed_versions": (  # `pip install nvidia-cutlass-dsl==4.5.0` over 4.8.1 leaves libs-core and libs-cu12 behind
+        'when.mixed_versions = ["nvidia-cutlass-dsl"]',
+        {"packages": {"nvidia-cutlass-dsl": "4.5.0", "nvidia-cutlass-dsl-libs-base": "4.5.0", "nvidia-cutlass-dsl-libs-core": "4.8.1"}},
+        {},  # the baseline's family is at one version (4.5.2)
+        {"packages": None},
+    ),
     "driver": ('when.driver = ">=580,<590"', {}, {"driver": {"version": "590.48.01", "cuda": "13.1"}}, {"driver": None}),
     "cuda_driver": ('when.cuda_driver = ">=13.0"', {}, {"driver": {"cuda": "12.8"}}, {"driver": None}),
     "torch_cuda": ('when.torch_cuda = ">=13.0"', {}, {"torch_cuda": "12.8"}, {"packages": None}),
