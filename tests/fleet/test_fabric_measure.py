@@ -183,3 +183,17 @@ def test_measured_rails_of_a_ring_with_a_slow_one_are_no_go(tmp_path):
     [entry] = [f for f in report.findings if f.id == "multinode-fabric-rail-slow"]
     line = next(e for e in entry.evidence if e.startswith(f"node {first.node}, link "))
     assert first.link in line and "ib_write_bw -d " in line and "13.2 Gb/s measured" in line
+
+
+def test_a_real_two_gpu_nccl_all_reduce_is_read_into_the_same_finding_shape():
+    """benchmarks/nccl_allreduce.py run for real on two H200s of one host (NCCL over NVLink, 8 MiB to 256 MiB,
+    each result checked): tests/data/h200/nccl-allreduce-2gpu.txt, its output as fleet check reads it."""
+    real = (Path(__file__).resolve().parents[1] / "data" / "h200" / "nccl-allreduce-2gpu.txt").read_text()
+    parsed = parse_all_reduce_perf(real)
+    assert parsed.ranks == 2 and len(parsed.rows) == 6 and parsed.wrong == 0
+    assert parsed.peak_busbw_gbs == 264.70 and parsed.largest_bytes == 256 << 20
+    measured = from_all_reduce(real, "vm", "2 GPUs of one host", 200.0, "nccl_allreduce.py", tool="nccl_allreduce.py")
+    assert measured.status == "measured" and measured.gbps == pytest.approx(264.70 * 8) and measured.findings() == []
+    # the same numbers judged against a link rated far above them (a stand-in for a slow rail) are a finding
+    [slow] = from_all_reduce(real, "vm", "2 GPUs of one host", 20000.0, "nccl_allreduce.py").findings()
+    assert slow.rule == "rail-slow" and slow.node == "vm" and "2 GPUs of one host" == slow.link
