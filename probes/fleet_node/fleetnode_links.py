@@ -8,22 +8,12 @@ import os
 import socket
 import struct
 
+from fleetnode_fabric import (  # one reader of small sysfs files for the node probe
+    _int,
+    _read,
+)
+
 SIOCGIFADDR, SIOCGIFNETMASK = 0x8915, 0x891B
-
-
-def _read(path):
-    try:
-        with open(path, "r") as fh:
-            return fh.read(4096).strip()
-    except (OSError, ValueError):  # speed of a down link: EINVAL
-        return None
-
-
-def _int(text):
-    try:
-        return int(text)
-    except (TypeError, ValueError):
-        return None
 
 
 def _ipv4(name):
