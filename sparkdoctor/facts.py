@@ -23,7 +23,7 @@ did not run); an empty list/dict means "observed, and there is nothing". Shapes 
                "docker": {"daemon_json", "runtimes": [name], "default_runtime", "cdi_specs": [path], "nvidia_cdi": bool,
                "nvidia_runtime_binary": bool} (None: docker not installed),
                "links": [{"name", "kind": "net" | "infiniband", "driver", "state", "speed_mbps", "mtu", "rate"}],
-               "kernel": {"nvrm_no_memory", "xids", "oom_kills", "hung_tasks"} (counts in /dev/kmsg since boot),
+               "kernel": {"nvrm_no_memory", "xids", "oom_kills" (the box ran out), "oom_kills_cgroup" (a cgroup's own limit), "hung_tasks"} (counts in /dev/kmsg since boot),
                "errors": [str]}  (each part None where it could not be read)
   arch        {"value": "sm_121a", "source": "detected" | "given" | "assumed", "detected": arch, "why": str}
               (assumed: no GPU / unreadable GPU and no --arch; older snapshots may hold "none" | "unknown")

@@ -95,7 +95,7 @@ FIELD_SHAPES: dict[str, Any] = {
                        nvidia_cdi=bool, nvidia_runtime_binary=bool, error=TEXT),
         links=ListOf(_record(name=TEXT, kind=TEXT, driver=TEXT, state=TEXT, speed_mbps=NUMBER, mtu=int, rate=TEXT,
                              port=int)),
-        kernel=_record(nvrm_no_memory=int, xids=int, oom_kills=int, hung_tasks=int),
+        kernel=_record(nvrm_no_memory=int, xids=int, oom_kills=int, oom_kills_cgroup=int, hung_tasks=int),
         errors=ListOf(TEXT)),
     "host": _record(os=TEXT, machine=TEXT, kernel=VERSION),
     "arch": _record(value=Arch(), source=TEXT, detected=Arch(), why=TEXT),

@@ -88,10 +88,14 @@ def parse(text: str, since: float | None = None) -> list[KernelEvent]:
 
 
 def counts(events: list[KernelEvent]) -> dict[str, int]:
-    """{"nvrm_no_memory", "xids", "oom_kills", "hung_tasks"}: how many of each (host health's readings)."""
+    """{"nvrm_no_memory", "xids", "oom_kills", "oom_kills_cgroup", "hung_tasks"}: how many of each (host health's
+    readings). `oom_kills` counts the box running out (`Out of memory: Killed process`); a kill inside a memory
+    cgroup (`Memory cgroup out of memory: ...`) is a container or a unit that reached its own limit, counted apart:
+    on a box that runs capped containers it says nothing about the memory left for a launch."""
     found = Counter(e.kind for e in events)
-    return {"nvrm_no_memory": found["nvrm-no-memory"], "xids": found["xid"], "oom_kills": found["oom-kill"],
-            "hung_tasks": found["hung-task"]}
+    cgroup = sum(1 for e in events if e.kind == "oom-kill" and e.line.startswith("Memory cgroup out of memory"))
+    return {"nvrm_no_memory": found["nvrm-no-memory"], "xids": found["xid"], "oom_kills": found["oom-kill"] - cgroup,
+            "oom_kills_cgroup": cgroup, "hung_tasks": found["hung-task"]}
 
 
 def read_kmsg(root: Path, max_bytes: int = 8 * 1024 * 1024) -> str | None:

@@ -73,7 +73,7 @@ def test_the_live_machine():
     if Path("/proc/pressure/memory").exists():
         assert isinstance(h["pressure"]["some_avg10"], float)
     assert isinstance(h["links"], list)
-    assert h["kernel"] is None or set(h["kernel"]) == {"nvrm_no_memory", "xids", "oom_kills", "hung_tasks"}
+    assert h["kernel"] is None or set(h["kernel"]) == {"nvrm_no_memory", "xids", "oom_kills", "oom_kills_cgroup", "hung_tasks"}
 
 
 def test_check_under_a_host_root_judges_its_tree(tmp_path):

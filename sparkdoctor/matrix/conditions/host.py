@@ -26,7 +26,7 @@ READINGS = {
             "pstate", "temperature_c", "throttle_reasons", "clocks_locked", "idle", "compute_processes", "memory_used_mib"),
     "docker": ("nvidia_runtime", "default_runtime", "nvidia_cdi", "nvidia_runtime_binary"),
     "link": ("name", "kind", "driver", "state", "speed_mbps", "mtu"),
-    "kernel": ("nvrm_no_memory", "xids", "oom_kills", "hung_tasks"),  # events in the kernel log since boot
+    "kernel": ("nvrm_no_memory", "xids", "oom_kills", "oom_kills_cgroup", "hung_tasks"),  # events in the kernel log since boot
 }
 GROUPS = {"gpu": "gpus", "link": "links"}  # one element must satisfy every test of its group
 _CMP = re.compile(r"^(<=|>=|==|!=|<|>)\s*(-?\d{1,15}(?:\.\d{1,6})?)$")
