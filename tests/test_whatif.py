@@ -282,7 +282,8 @@ def test_an_index_that_cannot_be_reached_is_one_clear_line_never_no_change(tmp_p
 def _whatif(target: str, tmp_path, *args: str) -> subprocess.CompletedProcess:
     import os
 
-    env = dict(os.environ, SPARKDOCTOR_STATE_DIR=str(tmp_path / "state"))
+    # wide enough that no path is folded mid-word, however deep the machine's TMPDIR is
+    env = dict(os.environ, SPARKDOCTOR_STATE_DIR=str(tmp_path / "state"), COLUMNS="1000")
     return subprocess.run([sys.executable, "-m", "sparkdoctor", "whatif", "--python", target, "--no-read", "--arch", "sm_121a",
                            *args], capture_output=True, text=True, env=env, timeout=600)
 

@@ -227,7 +227,8 @@ def test_a_container_removed_while_it_serves_is_a_clear_error(docker_daemon, doc
 
 def test_a_conclusion_measured_in_a_container_goes_stale_when_its_image_changes(docker_env, docker_daemon, skeleton, tmp_path):
     docker_daemon.must("tag", skeleton, "sd-served:1")
-    for arm, delay in (("a", "0.002"), ("b", "0.004")):
+    # a 10x effect made of sleeps: under other load the re-measured A/B of 2 ms against 4 ms came out inconclusive
+    for arm, delay in (("a", "0.004"), ("b", "0.04")):
         argv = [PYTHON, str(SSE), "--host", "0.0.0.0", "--port", "8000", "--delay", delay]
         (tmp_path / f"{arm}.toml").write_text(f'schema = 1\nname = "{arm}"\nmodel = "tiny"\ncontainer = "sd-served:1"\n'
                                               f'command = {json.dumps(argv)}\nreadiness_path = "/v1/models"\n')
@@ -236,7 +237,7 @@ def test_a_conclusion_measured_in_a_container_goes_stale_when_its_image_changes(
     ledger = str(tmp_path / "l.sqlite")
     ab = sd("bench", str(tmp_path / "a.toml"), "--vs", str(tmp_path / "b.toml"), "--pairs", "1", "--rounds", "2",
             "--concurrency", "1", "--max-tokens", "8", "--warmup", "0", "--ready-timeout", "60", "--conclude", "a-vs-b",
-            "--ledger", ledger, "--format", "json", env=env, cwd=tmp_path, timeout=300)
+            "--allow-load-difference", "--ledger", ledger, "--format", "json", env=env, cwd=tmp_path, timeout=300)
     assert ab.returncode == 0, ab.stderr[-3000:]
 
     def plan() -> dict:
@@ -255,7 +256,7 @@ def test_a_conclusion_measured_in_a_container_goes_stale_when_its_image_changes(
     assert item["state"] == "stale", item
     assert [c["what"] for c in item["changes"]] == ["image"], item["changes"]
     # re-measured in the new image: the new runs carry its fingerprint, and the conclusion is fresh again
-    done = sd("rerun", "--ledger", ledger, "--format", "json", env=env, cwd=tmp_path, timeout=300)
+    done = sd("rerun", "--allow-load-difference", "--ledger", ledger, "--format", "json", env=env, cwd=tmp_path, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     (result,) = json.loads(done.stdout)["results"]
     assert result["outcome"] in ("holds", "changed", "flipped"), result

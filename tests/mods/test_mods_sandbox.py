@@ -10,6 +10,7 @@ import os
 import re
 import shutil
 import socket
+import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -60,10 +61,12 @@ def listening(base: Path) -> Iterator[tuple[Path, socket.socket]]:
         shutil.rmtree(where, ignore_errors=True)
 
 
-@pytest.fixture(params=["test-tmp", "var-tmp", "run"])
-def server(request, tmp_path) -> Iterator[tuple[Path, socket.socket]]:
-    """A listening unix socket outside the sandbox: in the test's folder, in /var/tmp, under /run."""
-    with listening({"test-tmp": tmp_path, "var-tmp": Path("/var/tmp"), "run": _run_dir()}[request.param]) as found:
+@pytest.fixture(params=["tmp", "var-tmp", "run"])
+def server(request) -> Iterator[tuple[Path, socket.socket]]:
+    """A listening unix socket outside the sandbox: in the machine's temp folder ($TMPDIR: the test's own folder
+    can be deeper than a unix socket's 108-byte path allows), in /var/tmp, under /run."""
+    base = {"tmp": Path(tempfile.gettempdir()), "var-tmp": Path("/var/tmp"), "run": _run_dir()}[request.param]
+    with listening(base) as found:
         yield found
 
 
