@@ -317,6 +317,14 @@ CASES: dict[str, tuple[dict, dict]] = {
         dict(),
         dict(packages={"vllm": None}),
     ),
+    "nccl-ib-cts-unused-request-deadlock": (
+        dict(),  # the fixture's ConnectX-7 twin is up: a multi-node box
+        SINGLE_BOX,
+    ),
+    "nemoclaw-preflight-memory-na": (
+        dict(),  # any GB10: nvidia-smi prints [N/A] for its memory
+        dict(arch="sm_100a"),  # a GPU with a framebuffer reports numbers
+    ),
     # ---- nccl / other engines ------------------------------------------------------------------
     "nccl-pip-2289-multinode-hang": (
         dict(packages={"nvidia-nccl-cu13": "2.28.9"}),
