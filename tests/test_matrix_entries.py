@@ -577,7 +577,7 @@ def test_deep_gemm_entry_fires_on_its_two_ranges_only(vllm, fires):
 
 # ---- matrix validate across entries (sparkdoctor.matrix.consistency) -------------------------------
 
-BOUNDS_DOC = Path(__file__).resolve().parent.parent / "docs" / "evidence" / "bounds-2026-11-26-final2.json"
+BOUNDS_DOC = Path(__file__).resolve().parent.parent / "docs" / "evidence" / "bounds-2026-11-28b.json"
 
 
 def test_bundled_matrix_has_no_problem_across_entries():
