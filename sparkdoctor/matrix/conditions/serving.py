@@ -18,6 +18,7 @@ recipe does not set fails every comparison (vLLM derives the value itself).
 
 The recipe's argv and model facts are Facts.recipe, which only `recipe check` fills; with no recipe
 the condition is unknown, and evaluate_all leaves entries that use it out (plain `check`).
+A recipe whose command plainly runs another engine (SGLang, TensorRT-LLM) does not meet the condition.
 """
 
 from __future__ import annotations
@@ -242,9 +243,31 @@ def _judge(key: str, spec: Any, facts: Facts) -> Check:
     return Check("serving", _compare(op, number, want), f"{seen} (entry: {op} {label})")
 
 
+def other_engine(argv: list[Any]) -> str | None:
+    """The engine a recipe's command runs when it is plainly not vLLM (read from the command's head, before
+    its first flag and before a `vllm` word): `python3 -m sglang.launch_server`, `sglang serve`, `trtllm-serve`;
+    None otherwise."""
+    for arg in argv:
+        text = str(arg)
+        if text.startswith("--"):
+            break
+        base = text.rsplit("/", 1)[-1]
+        if base == "vllm" or base.startswith("vllm."):
+            return None  # vLLM's own command: what follows is its model and flags
+        if base == "sglang" or base.startswith("sglang."):
+            return "SGLang"
+        if base == "trtllm-serve":
+            return "TensorRT-LLM"
+    return None
+
+
 def eval_serving(value: dict[str, Any], facts: Facts) -> list[Check]:
     if not isinstance(facts.recipe, dict):
         return [Check("serving", None, "judged by `recipe check` only (no recipe here)")]
+    argv = facts.recipe.get("argv")
+    engine = other_engine(argv) if isinstance(argv, list) else None
+    if engine:  # vLLM's flags and defaults say nothing about another engine's launch
+        return [Check("serving", False, f"the recipe runs {engine}, not `vllm serve`: vLLM's flags and defaults do not apply")]
     return [_judge(str(key), spec, facts) for key, spec in value.items()]
 
 
