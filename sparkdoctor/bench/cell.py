@@ -126,7 +126,7 @@ def read(path: Path) -> dict[str, Any]:
         cell = _sparkrun_yaml(path, text, bad)
         if cell is None:
             raise bad(f"not JSON ({str(exc)[:120]})") from None
-    cell = _imported(cell, bad)
+    cell = _imported(cell, path, bad)
     if not isinstance(cell, dict) or cell.get("cell") != CELL:
         raise bad(f"not a bench cell (no \"cell\": {CELL!r}; write one with `bench --export FILE`), nor a "
                   "llama-benchy JSON report or a sparkrun benchmark export")
@@ -169,15 +169,25 @@ def _sparkrun_yaml(path: Path, text: str, bad: Any) -> Any:
         raise bad(str(exc).removeprefix(f"{path}: ")) from None
 
 
-def _imported(data: Any, bad: Any) -> Any:
-    """A llama-benchy report or a sparkrun export as a cell (bench/imported.py); anything else as it is."""
+def _imported(data: Any, path: Path, bad: Any) -> Any:
+    """A llama-benchy report, a sparkrun export or a Spark Arena submission (its metadata.json, benchmark.csv
+    beside it) as a cell (bench/imported.py); anything else as it is."""
+    from sparkdoctor import inputs
     from sparkdoctor.bench import imported
 
     kind = imported.kind_of(data)
     if kind is None:
         return data
+    arena_csv = None
+    if kind == imported.SPARK_ARENA:
+        try:
+            arena_csv = inputs.read_text(path.parent / imported.ARENA_CSV, MAX_CELL_BYTES)
+        except (OSError, UnicodeDecodeError) as exc:
+            why = getattr(exc, "strerror", None) or str(exc)
+            raise bad(f"a Spark Arena submission's metadata.json, read with the {imported.ARENA_CSV} beside it: "
+                      f"{why[:120]}") from None
     try:
-        cell = imported.to_cell(data, kind, CELL, CELL_VERSION)
+        cell = imported.to_cell(data, kind, CELL, CELL_VERSION, arena_csv)
     except imported.ImportedError as exc:
         raise bad(str(exc)) from None
     cell["config_hash"] = config_hash(cell)

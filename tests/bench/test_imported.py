@@ -1,5 +1,6 @@
-"""`bench --reproduce FILE` on results published by other harnesses: a real llama-benchy 0.4.0 JSON report and a
-real sparkrun 0.4.2 benchmark export (tests/data/bench-imports/README.md says how each was made), read as cells,
+"""`bench --reproduce FILE` on results published by other harnesses: a real llama-benchy 0.4.0 JSON report, a real
+sparkrun 0.4.2 benchmark export and a Spark Arena submission's files written by sparkrun 0.4.2's own code
+(tests/data/bench-imports/README.md says how each was made), read as cells,
 rerun here against the real local SSE server and compared key by key over what each file has; and, slow, the
 llama-benchy from PyPI run against that server, its report reproduced at once."""
 
@@ -22,6 +23,7 @@ REPO = Path(__file__).resolve().parents[2]
 DATA = REPO / "tests" / "data" / "bench-imports"
 LLAMA_BENCHY = DATA / "llama-benchy-0.4.0.json"
 SPARKRUN = DATA / "sparkrun-0.4.2-export.yaml"
+ARENA = DATA / "spark-arena" / "metadata.json"
 
 
 @pytest.fixture
@@ -69,6 +71,34 @@ def test_a_sparkrun_export_adds_the_recipe_the_model_and_the_engine_versions():
         {"group": "toolchain", "key": "toolchain.packages.vllm", "there": "0.32.0", "here": "0.31.0"}]
 
 
+def test_a_spark_arena_submission_is_read_from_its_metadata_and_csv():
+    cell = cells.read(ARENA)
+    assert cell["imported"]["from"] == "spark-arena" and cell["imported"]["versions"]["vllm"] == "0.32.0"
+    assert cell["imported"]["harness"] == "llama-benchy (its version is not recorded)"
+    assert cell["recipe"]["name"] == "tiny-sparkrun" and cell["model"]["name"] == "/models/tiny"
+    same = cells.read(LLAMA_BENCHY)  # its CSV was made from that report: the same levels and workload
+    assert cell["workload"] == same["workload"]
+    assert [lvl["headline"] for lvl in cell["numbers"]["levels"]] == [lvl["headline"] for lvl in same["numbers"]["levels"]]
+    assert cell["imported"]["rows_not_compared"] == 2
+
+
+def test_a_csv_generation_row_takes_its_prompt_size_from_the_row_before_or_the_only_one_named():
+    text = (ARENA.parent / "benchmark.csv").read_text()
+    rows = imported.csv_rows(text, {"pp": [100, 200]})
+    # pp100 c1, pp100 c2, then a tg row whose pp row llama-benchy left out (no pp figure), then pp200 c2
+    assert [(r["pp"], r["tg"], r["concurrency"]) for r in rows] == [(100, 16, 1), (100, 16, 2), (None, 16, 1), (200, 16, 2)]
+    alone = [line for line in text.splitlines() if not line.startswith("tiny,pp")]
+    assert {r["pp"] for r in imported.csv_rows("\n".join(alone), {"pp": 100})} == {100}
+    assert {r["pp"] for r in imported.csv_rows("\n".join(alone), {})} == {None}
+
+
+def test_a_submission_without_its_csv_is_one_line(run, tmp_path):
+    (tmp_path / "metadata.json").write_text(ARENA.read_text())
+    done = run("bench", "--url", "http://127.0.0.1:9", "--reproduce", tmp_path / "metadata.json")
+    assert done.returncode == EXIT_USAGE and "with the benchmark.csv beside it" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+
+
 def test_a_llama_benchy_report_reproduced_here_names_what_differs(run):
     with serve(Style(delay=0.001)) as (url, _):
         done = run("bench", "--url", url, "--reproduce", LLAMA_BENCHY, "--no-correctness", "--no-store",
@@ -85,15 +115,17 @@ def test_a_llama_benchy_report_reproduced_here_names_what_differs(run):
     assert doc["headline"]["concurrency"] == 1
 
 
-def test_a_sparkrun_export_reproduced_here_names_model_engine_and_recipe(run):
+@pytest.mark.parametrize("published", [SPARKRUN, ARENA], ids=["sparkrun-export", "spark-arena-submission"])
+def test_a_sparkrun_result_reproduced_here_names_model_engine_and_recipe(run, published):
     with serve(Style(delay=0.001)) as (url, _):
-        done = run("bench", "--url", url, "--reproduce", SPARKRUN, "--max-tokens", "8", "--no-correctness",
+        done = run("bench", "--url", url, "--reproduce", published, "--max-tokens", "8", "--no-correctness",
                    "--no-store", "--format", "json")
-        console = run("bench", "--url", url, "--reproduce", SPARKRUN, "--no-correctness", "--no-store")
+        console = run("bench", "--url", url, "--reproduce", published, "--no-correctness", "--no-store")
     assert done.returncode == 0, done.stderr
     doc = json.loads(done.stdout)
     keys = {(r["group"], r["key"]): (r["there"], r["here"]) for r in doc["differences"]}
-    assert keys == {("bench", "harness"): ("llama-benchy 0.4.0", "sparkdoctor bench 1"),
+    harness = "llama-benchy 0.4.0" if published == SPARKRUN else "llama-benchy (its version is not recorded)"
+    assert keys == {("bench", "harness"): (harness, "sparkdoctor bench 1"),
                     ("toolchain", "toolchain.packages.vllm"): ("0.32.0", "(absent)"),
                     ("toolchain", "toolchain.packages.torch"): ("2.11.0+cu130", "(absent)"),
                     ("model", "model.name"): ("/models/tiny", "tiny"),
@@ -102,16 +134,17 @@ def test_a_sparkrun_export_reproduced_here_names_model_engine_and_recipe(run):
     assert doc["likely_causes"] == ["bench", "toolchain", "model", "recipe", "workload"]
     assert console.returncode == 0, console.stderr
     text = " ".join(console.stdout.split())
-    assert "note: imported from a sparkrun result (llama-benchy 0.4.0); not in it, so not compared: " in text
+    kind = "sparkrun" if published == SPARKRUN else "spark-arena"
+    assert f"note: imported from a {kind} result ({harness}); not in it, so not compared: " in text
     assert "headline decode tok/s/stream at conc 1: " in text
 
 
 @pytest.mark.parametrize("content, why", [
     ({"sparkrun_benchmark": {"benchmark": {"framework": "tool-eval-bench"}, "results": {"json": {}}}},
-     "results are not llama-benchy's (framework 'tool-eval-bench')"),
+     "a sparkrun result whose benchmark is not llama-benchy's (framework 'tool-eval-bench')"),
     ({"version": "0.4.0", "model": "m", "benchmarks": [{"concurrency": 1, "context_size": 4096, "prompt_size": 1,
                                                          "response_size": 1}]},
-     "no row at context depth 0"),
+     "no generation row at context depth 0"),
     ({"version": "0.4.0", "model": "m", "benchmarks": [{"concurrency": 1, "prompt_size": "2k", "response_size": 1}]},
      "prompt_size '2k', not a whole number"),
 ])
