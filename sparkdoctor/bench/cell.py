@@ -123,9 +123,13 @@ def read(path: Path) -> dict[str, Any]:
     try:
         cell = json.loads(text)
     except (ValueError, RecursionError) as exc:
-        raise bad(f"not JSON ({str(exc)[:120]})") from None
+        cell = _sparkrun_yaml(path, text, bad)
+        if cell is None:
+            raise bad(f"not JSON ({str(exc)[:120]})") from None
+    cell = _imported(cell, path, bad)
     if not isinstance(cell, dict) or cell.get("cell") != CELL:
-        raise bad(f"not a bench cell (no \"cell\": {CELL!r}; write one with `bench --export FILE`)")
+        raise bad(f"not a bench cell (no \"cell\": {CELL!r}; write one with `bench --export FILE`), nor a "
+                  "llama-benchy JSON report or a sparkrun benchmark export")
     version = cell.get("cell_version")
     if not isinstance(version, int) or isinstance(version, bool):
         raise bad("cell_version is not a whole number")
@@ -149,6 +153,44 @@ def read(path: Path) -> dict[str, Any]:
         Workload.from_dict(cell["workload"])
     except (WorkloadError, TypeError) as exc:
         raise bad(str(exc)) from None
+    return cell
+
+
+def _sparkrun_yaml(path: Path, text: str, bad: Any) -> Any:
+    """A sparkrun benchmark export (YAML), read safely; None for a file that is not one."""
+    if not text.lstrip().startswith("sparkrun_benchmark:"):
+        return None
+    from sparkdoctor.recipes.model import RecipeError
+    from sparkdoctor.recipes.yamlsafe import read_yaml
+
+    try:
+        return read_yaml(path)[0]
+    except RecipeError as exc:
+        raise bad(str(exc).removeprefix(f"{path}: ")) from None
+
+
+def _imported(data: Any, path: Path, bad: Any) -> Any:
+    """A llama-benchy report, a sparkrun export or a Spark Arena submission (its metadata.json, benchmark.csv
+    beside it) as a cell (bench/imported.py); anything else as it is."""
+    from sparkdoctor import inputs
+    from sparkdoctor.bench import imported
+
+    kind = imported.kind_of(data)
+    if kind is None:
+        return data
+    arena_csv = None
+    if kind == imported.SPARK_ARENA:
+        try:
+            arena_csv = inputs.read_text(path.parent / imported.ARENA_CSV, MAX_CELL_BYTES)
+        except (OSError, UnicodeDecodeError) as exc:
+            why = getattr(exc, "strerror", None) or str(exc)
+            raise bad(f"a Spark Arena submission's metadata.json, read with the {imported.ARENA_CSV} beside it: "
+                      f"{why[:120]}") from None
+    try:
+        cell = imported.to_cell(data, kind, CELL, CELL_VERSION, arena_csv)
+    except imported.ImportedError as exc:
+        raise bad(str(exc)) from None
+    cell["config_hash"] = config_hash(cell)
     return cell
 
 
@@ -181,7 +223,11 @@ def _changed(group: str, there: dict[str, Any], here: dict[str, Any]) -> list[di
 
 def differences(there: dict[str, Any], here: dict[str, Any]) -> list[dict[str, Any]]:
     """What differs between two cells, key by key, in the groups that explain a gap: toolchain (the fingerprint
-    material), model, recipe, workload, load, bench (how the numbers were taken)."""
+    material), model, recipe, workload, load, bench (how the numbers were taken). An imported cell: over what it has."""
+    if there.get("imported"):
+        from sparkdoctor.bench import imported
+
+        return imported.differences(there, here)
     rows: list[dict[str, Any]] = []
     mat = {side: {k: v for k, v in (c["toolchain"].get("material") or {}).items() if k != "model"}
            for side, c in (("there", there), ("here", here))}
@@ -273,7 +319,7 @@ class Reproduction:
         return None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"cell": self.source, "config_hash": {"there": self.there.get("config_hash"),
+        return {"cell": self.source, "imported": self.there.get("imported"), "config_hash": {"there": self.there.get("config_hash"),
                                                      "here": self.here.get("config_hash")},
                 "same_config": self.there.get("config_hash") == self.here.get("config_hash"),
                 "comparable": self.comparable, "headline": self.headline, "numbers": self.numbers,
@@ -286,6 +332,10 @@ def reproduce(source: str, there: dict[str, Any], here: dict[str, Any]) -> Repro
 
     compared = compare_runs(_as_run(there, "there"), _as_run(here, "here"))
     notes = [n for n in compared["notes"] if not n.startswith("different recipes")]
+    if there.get("imported"):
+        from sparkdoctor.bench import imported
+
+        notes = [imported.lacks_line(there)] + [n for n in notes if not n.startswith(("not comparable", "different workloads"))]
     if there.get("config_hash") != config_hash(there):
         notes.append("the cell's config_hash does not match its contents: it was edited after export")
     return Reproduction(source, there, here, compared["numbers"], compared["comparable"], differences(there, here), notes)

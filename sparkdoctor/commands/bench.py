@@ -248,7 +248,7 @@ def bench(
     no_correctness: bool = typer.Option(False, "--no-correctness", help="Send no correctness probes (the run's answers are not checked)."),
     allow_wrong: bool = typer.Option(False, "--allow-wrong", help="Exit 0 even when the answers are judged wrong (or an A/B arm's are): for the numbers alone."),
     export: Path | None = typer.Option(None, "--export", help="Write the run as one self-contained cell (JSON: recipe, toolchain, model, load, workload, numbers, config hash) to FILE."),
-    reproduce: Path | None = typer.Option(None, "--reproduce", help="Run the workload of the cell in FILE here (RECIPE or --url) and show what differs from it, key by key."),
+    reproduce: Path | None = typer.Option(None, "--reproduce", help="Run the workload of the cell in FILE here (RECIPE or --url) and show what differs from it, key by key. FILE may also be a llama-benchy JSON report, a sparkrun benchmark export or a Spark Arena submission's metadata.json."),
     force: bool = typer.Option(False, "--force", help="Launch even when the memory preflight says the recipe does not fit in the memory free now."),
 ) -> None:
     """Benchmark a server: decode tok/s, TTFT, ITL, a concurrency sweep; stored with the toolchain fingerprint."""

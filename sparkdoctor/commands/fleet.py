@@ -110,7 +110,7 @@ def register(app: typer.Typer) -> None:
 
 def check(
     ray: str | None = typer.Option(None, "--ray", metavar="ADDRESS", help="Check every live node of this Ray cluster (e.g. 10.0.0.1:6379, or auto)."),
-    hosts: str | None = typer.Option(None, "--hosts", metavar="A,B,...", help="Check these ssh destinations (your ssh config and keys)."),
+    hosts: str | None = typer.Option(None, "--hosts", metavar="A,B,...", help="Check these ssh destinations (your ssh config and keys); `local` is this machine, without ssh."),
     inventory: Path | None = typer.Option(None, "--inventory", metavar="FILE", help="Nodes from a file: one ssh destination per line, TOML with node tables, a sparkrun cluster (.yaml, or sparkrun:NAME) or eugr's .env with CLUSTER_NODES (docs/fleet.md)."),
     ssh_config: Path | None = typer.Option(None, "--ssh-config", metavar="FILE", help="An ssh config file to use instead of ~/.ssh/config (ssh -F)."),
     python: str | None = typer.Option(None, "--remote-python", metavar="PATH", help="The serving interpreter on every node (default: $VIRTUAL_ENV's, else python3; Ray: the worker's)."),
@@ -124,7 +124,7 @@ def check(
     fmt: str = format_option(*FORMATS),
     output_name: str | None = output_option(),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Show benign differences and every finding."),
-    measure: bool = typer.Option(False, "--measure", help="Also measure every link: ib_write_bw per rail, nccl-tests all_reduce_perf up to 1 GiB (bounded; absent tools are reported)."),
+    measure: bool = typer.Option(False, "--measure", help="Also measure every link: ib_write_bw per rail, nccl-tests all_reduce_perf across the nodes and over the GPUs of each node of several, up to 1 GiB (bounded; absent tools are reported)."),
 ) -> None:
     """Probe every node in parallel, judge each against the matrix, compare them N-way. Exit code gates the launch."""
     from sparkdoctor.emit import emit

@@ -120,7 +120,7 @@ def run(options: FleetOptions) -> FleetResult:
             outcomes = list(pool.map(lambda n: collect_node(transport, n, options.node_timeout, options.arch), nodes))
         named = [(o.node.name, o.facts) for o in outcomes if o.facts is not None]
         measured: list[Any] = []
-        if options.measure and len(named) > 1:
+        if options.measure and named:  # links need two nodes; the GPUs of one node are measured alone
             from sparkdoctor.fleet.measure import measure_links
 
             measured = measure_links(transport, [o.node for o in outcomes if o.ok], named, say)
@@ -129,7 +129,10 @@ def run(options: FleetOptions) -> FleetResult:
         if close:
             close()
     reports, drifts, notes, topo, found = judge(named, matrix, options, measured)
-    return FleetResult(transport.kind, outcomes, reports, drifts, notes, time.monotonic() - started, options.fail_on,
+    from sparkdoctor.fleet.transport import LOCAL
+
+    kind = "local" if nodes and all(n.name == LOCAL for n in nodes) and transport.kind == "ssh" else transport.kind
+    return FleetResult(kind, outcomes, reports, drifts, notes, time.monotonic() - started, options.fail_on,
                        topo, found, measured)
 
 

@@ -9,7 +9,8 @@ An inventory is TOML (a file ending in .toml):
     host = "spark-1"               # an ssh destination: a name or alias of your ssh config, or user@host
     python = "/home/me/vllm/.venv/bin/python"
 
-or plain text, one ssh destination per line (# comments). Where the cluster is already written down, that
+or plain text, one ssh destination per line (# comments). The host `local` is this machine, reached without
+ssh (transport.LOCAL). Where the cluster is already written down, that
 file is the inventory, so nobody keeps a second host list:
 
   a sparkrun cluster definition (.yaml/.yml, as `sparkrun cluster` writes it under

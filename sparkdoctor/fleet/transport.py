@@ -7,6 +7,8 @@ unchanged on a remote node.
 SSH: the user's ssh client, configuration and keys (an optional -F file), BatchMode (never a password
 prompt, nothing stored), host keys checked as the user's ssh checks them (StrictHostKeyChecking is never
 relaxed: an unknown or changed key ends that node's probe with ssh's own message).
+The node named `local` (LOCAL) is this machine: its command lines run here as plain subprocesses, no ssh
+(a host of several GPUs checked and measured as one node).
 Ray: `ray` is imported here only, when --ray is given; the task body is on_node.py, sent by value.
 """
 
@@ -22,6 +24,7 @@ from typing import Any
 from sparkdoctor import proc
 
 SSH_CONNECT_TIMEOUT = 10
+LOCAL = "local"  # the node that is this machine: no ssh
 
 
 @dataclass(frozen=True)
@@ -49,6 +52,8 @@ class SshTransport:
         return ["ssh", *options, node.name]
 
     def argv(self, node: Node, remote: list[str]) -> list[str]:
+        if node.name == LOCAL:
+            return list(remote)  # this machine: the command line itself, in a subprocess
         return [*self.prefix(node), shlex.join(remote)]
 
     def remote_argv(self, node: Node, args: list[str]) -> list[str]:
