@@ -219,6 +219,13 @@ def _log_end(path: Any) -> list[str]:
         return []
 
 
+def finding(pm: PostMortem) -> dict[str, Any]:
+    """The post-mortem as a finding record ({"kind", "id", "severity", "title", "evidence", "remedy"}: JSON and SARIF
+    like every finding); its id names the cause (postmortem-oom-killed, ...)."""
+    return {"kind": "post-mortem", "id": f"postmortem-{pm.cause}", "severity": "error", "title": pm.summary,
+            "evidence": list(pm.evidence), "remedy": pm.avoid or "nothing known"}
+
+
 def one_line(pm: PostMortem) -> str:
     """The post-mortem as the clause a one-line error carries."""
     first = pm.evidence[0] if pm.evidence else "no evidence"

@@ -83,3 +83,57 @@ def matrix_validate_console(result: Result, sink: Sink) -> str:
 
 def matrix_validate_json(result: Result, sink: Sink) -> dict[str, Any]:
     return {"valid": not result.data.get("problems"), **result.data}
+
+
+# ---- bench and rerun: SARIF ----------------------------------------------------------------------------------
+def bench_sarif(result: Result, sink: Sink) -> str:
+    """`bench --format sarif`: a run's (or each A/B arm's) memory preflight verdict and the known problems its server's
+    log printed. A run that failed is written by failure_sarif (emit.emit_error)."""
+    from sparkdoctor.render.sarif import render_findings_sarif
+
+    doc = result.data.to_json()
+    run = doc.get("run") if doc.get("kind") == "reproduce" else doc
+    if doc.get("kind") == "run" or doc.get("kind") == "reproduce":
+        recipe = run.get("recipe") or {}
+        findings = _run_findings(run)
+        category = f"bench/{recipe.get('name') or 'url'}"
+        props = {"recipe": recipe.get("name"), "recipe_path": recipe.get("source_path"), "run_id": run.get("run_id"),
+                 "fingerprint": run.get("fingerprint"), "memory": run.get("memory")}
+    else:
+        findings = list(doc.get("findings") or [])
+        category = f"bench/{doc.get('a')}-vs-{doc.get('b')}"
+        props = {"a": doc.get("a"), "b": doc.get("b"), "comparison_id": doc.get("comparison_id"), "verdict": doc.get("verdict")}
+    return render_findings_sarif(findings, category=category, properties=props, exit_code=result.exit_code) + "\n"
+
+
+def _run_findings(run: dict[str, Any]) -> list[dict[str, Any]]:
+    """A run document's finding records: the preflight's verdict and its log symptoms (bench/session.py's shape)."""
+    path = (run.get("recipe") or {}).get("source_path")
+    out = [run["preflight"]] if run.get("preflight") else []
+    return out + [{"kind": "symptom", "id": h.get("entry_id"), "severity": None, "evidence": [h.get("line")], "path": path,
+                   "title": f"the server's log shows a known problem ({h.get('symptom')})", "remedy": ""}
+                  for h in run.get("findings") or [] if isinstance(h, dict)]
+
+
+def rerun_sarif(result: Result, sink: Sink) -> str:
+    """`rerun --format sarif`: for each conclusion and workaround re-measured, what judged its launches (the memory
+    preflight, the post-mortem of a launch that died, log symptoms)."""
+    from sparkdoctor.render.sarif import render_findings_sarif
+
+    doc = result.data.to_json()
+    findings = []
+    for row in [*(doc.get("results") or []), *(doc.get("workarounds") or [])]:
+        name = row.get("name") or row.get("label")
+        findings += [{**f, "arm": f"{name}{' ' + f['arm'] if f.get('arm') else ''}"} for f in row.get("findings") or []]
+    props = {"ledger": doc.get("ledger"), "dry_run": doc.get("dry_run"), "failed": doc.get("failed")}
+    return render_findings_sarif(findings, category="rerun", properties=props, exit_code=result.exit_code) + "\n"
+
+
+def failure_sarif(command: str, error: BaseException, exit_code: int) -> str:
+    """A bench or rerun that failed, as SARIF: what judged the launch (the memory preflight's refusal, the post-mortem
+    of a launch that died) as results, the failure's one line as the invocation's notification."""
+    from sparkdoctor.render.sarif import render_findings_sarif
+
+    findings = list(getattr(error, "findings", None) or [])
+    return render_findings_sarif(findings, category=command.replace(" ", "-"), properties={"command": command},
+                                 exit_code=exit_code, failure=str(error)) + "\n"

@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 from tests.memory.conftest import write_recipe
 from tests.memory.test_verdict import box
@@ -72,11 +73,65 @@ def test_a_launch_killed_by_the_real_oom_killer_gets_its_post_mortem(tmp_path):
         recipe = tmp_path / "greedy.toml"
         command = ["sh", "-c", f"echo $$ > {group}/cgroup.procs && exec {sys.executable} -c '{grab}'"]
         recipe.write_text(f'schema = 1\nname = "greedy"\ncommand = {json.dumps(command)}\n')
-        p = subprocess.run([sys.executable, "-m", "sparkdoctor", "bench", str(recipe), "--no-store", "--ready-timeout", "60",
-                            "--format", "json"], capture_output=True, text=True, timeout=300)
+        p, sarif = (subprocess.run([sys.executable, "-m", "sparkdoctor", "bench", str(recipe), "--no-store", "--ready-timeout",
+                                    "60", "--format", fmt], capture_output=True, text=True, timeout=300) for fmt in ("json", "sarif"))
     assert p.returncode == 4, p.stderr
+    assert sarif.returncode == 4, sarif.stderr  # the same failure as SARIF: the post-mortem is its result
+    run, results = sarif_results(sarif.stdout)
+    assert run["invocations"][0]["executionSuccessful"] is False
+    assert [r["ruleId"] for r in results] == ["postmortem-oom-killed"] and results[0]["level"] == "error"
+    assert "Killed process" in results[0]["message"]["text"] and results[0]["locations"][0]["physicalLocation"][
+        "artifactLocation"]["uri"].endswith("greedy.toml")
+    assert json.loads(p.stdout)["errors"][0]["findings"][0]["id"] == "postmortem-oom-killed"
     message = json.loads(p.stdout)["errors"][0]
     message = message["message"] if isinstance(message, dict) else message
     assert "was killed by SIGKILL" in message and "post-mortem: oom-killed: the kernel's OOM killer killed" in message
     assert "Killed process" in message and "--gpu-memory-utilization" in message
     assert "MemAvailable fell to" in message  # memory sampled while it started (serve/launch.py)
+
+
+def sarif_results(text: str) -> tuple[dict, list[dict]]:
+    log = json.loads(text)
+    (run,) = log["runs"]
+    rules = {r["id"] for r in run["tool"]["driver"]["rules"]}
+    assert all(r["ruleId"] in rules for r in run["results"])
+    return run, run["results"]
+
+
+def test_bench_sarif_carries_the_preflight_verdict_of_a_run_and_of_a_refused_launch(tmp_path, qwen3_8b):
+    """A run that fits is measured and its SARIF holds the preflight's memory-fits at the recipe file; a launch the
+    preflight refuses fails (exit 4) with a SARIF log whose invocation failed and whose result is the verdict, at the
+    recipe's line that names the flag its remedy changes. JSON carries the same finding in the error entry."""
+    have = box(tmp_path, available_gib=64)
+    fake = tmp_path / "bin" / "vllm"  # a `vllm serve` that is bench's streaming stand-in (tests/bench/sse_server.py)
+    fake.parent.mkdir()
+    server = Path(__file__).resolve().parents[1] / "bench" / "sse_server.py"
+    fake.write_text(f"#!{sys.executable}\nimport sys, runpy\na = sys.argv\n"
+                    "keep = [x for i, x in enumerate(a) if x in ('--host', '--port') or a[i - 1] in ('--host', '--port')]\n"
+                    f"sys.argv = [{str(server)!r}, *keep]\nrunpy.run_path(sys.argv[0], run_name='__main__')\n")
+    fake.chmod(0o755)
+    fits = write_recipe(tmp_path, qwen3_8b, "--gpu-memory-utilization", "0.5", name="fits")
+    text = fits.read_text().replace('"vllm"', json.dumps(str(fake)))
+    fits.write_text(text + 'served_model_name = "tiny"\nreadiness_path = "/v1/models"\n')
+    env = ["--no-store", "--python", sys.executable, "--ready-timeout", "60", "--rounds", "1", "--concurrency", "1",
+           "--max-tokens", "4", "--warmup", "0", "--no-correctness"]
+    ok = cli(have.root, "bench", fits, *env, "--format", "sarif")
+    assert ok.returncode == 0, ok.stderr
+    run, results = sarif_results(ok.stdout)
+    assert run["invocations"][0]["executionSuccessful"] is True
+    assert [r["ruleId"] for r in results] == ["memory-fits"] and results[0]["level"] == "note"
+    assert results[0]["locations"][0]["physicalLocation"]["artifactLocation"]["uri"].endswith("fits.toml")
+
+    refused = write_recipe(tmp_path, qwen3_8b, "--max-model-len", "32768", name="refused")
+    p = cli(have.root, "bench", refused, *env, "--format", "sarif")
+    assert p.returncode == 4, p.stderr
+    run, results = sarif_results(p.stdout)
+    invocation = run["invocations"][0]
+    assert invocation["executionSuccessful"] is False and invocation["exitCode"] == 4
+    assert "memory preflight" in invocation["toolExecutionNotifications"][0]["message"]["text"]
+    (result,) = results
+    assert result["ruleId"] == "memory-fits-with" and result["level"] == "warning"
+    where = result["locations"][0]["physicalLocation"]
+    assert where["artifactLocation"]["uri"].endswith("refused.toml") and where["region"]["startLine"] == 4  # the command
+    as_json = json.loads(cli(have.root, "bench", refused, *env, "--format", "json").stdout)
+    assert [f["id"] for f in as_json["errors"][0]["findings"]] == ["memory-fits-with"]
