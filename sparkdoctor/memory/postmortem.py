@@ -25,7 +25,7 @@ CAUSES = ("oom-killed", "driver-no-memory", "cuda-oom", "hang", "crash", "unknow
 GIB = 2**30
 MAX_LINES = 2000  # the server's last lines looked at (a traceback after the error can run to hundreds)
 LOG_TAIL_BYTES = 512 * 1024
-RISE_NEAR, RISE_BY, RISE_WINDOW_S = 0.95, 1.25, 10.0  # "still rising when it died": _rose_to_the_end
+RISE_NEAR, RISE_BY, RISE_WINDOW_S, RISE_LAST = 0.95, 1.25, 10.0, 3  # "still rising when it died": _rose_to_the_end
 _SERVER = [  # (what, pattern) over the server's last lines
     ("vllm-share-not-free", re.compile(r"Free memory on device .{0,80} is less than desired GPU memory utilization")),
     ("vllm-kv-too-small", re.compile(r"KV cache is needed, which is larger than the available KV cache memory|"
@@ -167,21 +167,22 @@ def _memory(pm: PostMortem, samples: list[Sample], memory: dict[str, Any]) -> No
 
 
 def _rose_to_the_end(samples: list[Sample], high_water: int | None) -> str:
-    """A sentence when the server's memory was still rising when it died: its last sample at the high-water mark
-    (within RISE_NEAR) and at least RISE_BY above its resident size RISE_WINDOW_S earlier; "" otherwise."""
+    """A sentence when the server's memory was still rising when it died: its peak (within RISE_NEAR of the high-water
+    mark) among the last RISE_LAST samples (those after it can show the group already emptying), and at least RISE_BY
+    above its resident size RISE_WINDOW_S before the peak; "" otherwise."""
     seen = [s for s in samples if s.server_rss_bytes]
     if len(seen) < 2 or not high_water:
         return ""
-    last = seen[-1]
-    earlier = [s for s in seen if s.seconds <= last.seconds - RISE_WINDOW_S] or seen[:1]
-    before = earlier[-1]
-    assert last.server_rss_bytes is not None and before.server_rss_bytes is not None
-    if last.server_rss_bytes < RISE_NEAR * high_water or last.server_rss_bytes < RISE_BY * before.server_rss_bytes:
+    peak = max(range(len(seen)), key=lambda i: (seen[i].server_rss_bytes or 0, i))
+    top = seen[peak]
+    before = ([s for s in seen[:peak] if s.seconds <= top.seconds - RISE_WINDOW_S] or seen[:1])[-1]
+    assert top.server_rss_bytes is not None and before.server_rss_bytes is not None
+    if (peak < len(seen) - RISE_LAST or top.server_rss_bytes < RISE_NEAR * high_water
+            or top.server_rss_bytes < RISE_BY * before.server_rss_bytes):
         return ""
-    avail = f"; MemAvailable {last.available_bytes / GIB:.2f} GiB" if last.available_bytes is not None else ""
-    return (f"the server's resident size rose from {before.server_rss_bytes / GIB:.2f} GiB to {last.server_rss_bytes / GIB:.2f} "
-            f"GiB (its high-water mark) between {before.seconds:.1f} s and {last.seconds:.1f} s, its last sample before "
-            f"it died{avail}")
+    avail = f"; MemAvailable {top.available_bytes / GIB:.2f} GiB" if top.available_bytes is not None else ""
+    return (f"the server's resident size rose from {before.server_rss_bytes / GIB:.2f} GiB to {top.server_rss_bytes / GIB:.2f} "
+            f"GiB (its high-water mark) between {before.seconds:.1f} s and {top.seconds:.1f} s, just before it died{avail}")
 
 
 def _low(pm: PostMortem) -> bool:

@@ -89,30 +89,23 @@ def matrix_validate_json(result: Result, sink: Sink) -> dict[str, Any]:
 def bench_sarif(result: Result, sink: Sink) -> str:
     """`bench --format sarif`: a run's (or each A/B arm's) memory preflight verdict and the known problems its server's
     log printed. A run that failed is written by failure_sarif (emit.emit_error)."""
+    from sparkdoctor.bench.document import ReproduceDocument, RunDocument
+    from sparkdoctor.bench.session import finding_records
     from sparkdoctor.render.sarif import render_findings_sarif
 
-    doc = result.data.to_json()
-    run = doc.get("run") if doc.get("kind") == "reproduce" else doc
-    if doc.get("kind") == "run" or doc.get("kind") == "reproduce":
-        recipe = run.get("recipe") or {}
-        findings = _run_findings(run)
+    doc = result.data
+    run = doc.run if isinstance(doc, ReproduceDocument) else doc
+    if isinstance(run, RunDocument):
+        recipe, done = run.result.recipe, run.result
+        findings = finding_records(done)
         category = f"bench/{recipe.get('name') or 'url'}"
-        props = {"recipe": recipe.get("name"), "recipe_path": recipe.get("source_path"), "run_id": run.get("run_id"),
-                 "fingerprint": run.get("fingerprint"), "memory": run.get("memory")}
+        props = {"recipe": recipe.get("name"), "recipe_path": recipe.get("source_path"), "run_id": done.run_id,
+                 "fingerprint": done.toolchain.fingerprint, "memory": done.memory}
     else:
-        findings = list(doc.get("findings") or [])
-        category = f"bench/{doc.get('a')}-vs-{doc.get('b')}"
-        props = {"a": doc.get("a"), "b": doc.get("b"), "comparison_id": doc.get("comparison_id"), "verdict": doc.get("verdict")}
+        findings = list(doc.findings)
+        category = f"bench/{doc.a}-vs-{doc.b}"
+        props = {"a": doc.a, "b": doc.b, "comparison_id": doc.comparison_id, "verdict": doc.verdict}
     return render_findings_sarif(findings, category=category, properties=props, exit_code=result.exit_code) + "\n"
-
-
-def _run_findings(run: dict[str, Any]) -> list[dict[str, Any]]:
-    """A run document's finding records: the preflight's verdict and its log symptoms (bench/session.py's shape)."""
-    path = (run.get("recipe") or {}).get("source_path")
-    out = [run["preflight"]] if run.get("preflight") else []
-    return out + [{"kind": "symptom", "id": h.get("entry_id"), "severity": None, "evidence": [h.get("line")], "path": path,
-                   "title": f"the server's log shows a known problem ({h.get('symptom')})", "remedy": ""}
-                  for h in run.get("findings") or [] if isinstance(h, dict)]
 
 
 def rerun_sarif(result: Result, sink: Sink) -> str:

@@ -93,7 +93,7 @@ class Server:
     @property
     def pids(self) -> set[int]:
         """Every process of its group seen while it ran (local only)."""
-        return set(self.watch.pids) if self.watch else set()
+        return self.watch.processes() if self.watch else set()
 
     def memory(self) -> dict[str, Any] | None:
         """The memory record of the run so far (serve/memwatch.py), None for a server in a container."""

@@ -29,7 +29,7 @@ class MemoryWatch:
 
     def __init__(self, pgid: int, pid: int, t0: float, every: float = EVERY_S):
         self.pgid, self.t0, self.every = pgid, t0, every
-        self.pids: set[int] = {pid}
+        self._pids: set[int] = {pid}
         self.high_water_bytes: int | None = None
         self.high_water_at_s: float | None = None
         self.lowest_available_bytes: int | None = None
@@ -69,7 +69,7 @@ class MemoryWatch:
         available, rss = sample(live)
         t = round(time.monotonic() - self.t0, 2)
         with self._lock:
-            self.pids.update(live)
+            self._pids.update(live)
             self.count += 1
             if rss is not None and (self.high_water_bytes is None or rss > self.high_water_bytes):
                 self.high_water_bytes, self.high_water_at_s = rss, t
@@ -81,6 +81,11 @@ class MemoryWatch:
                     self._points = self._points[::2]
                     self._stride *= 2
 
+    def processes(self) -> set[int]:
+        """Every process of the group seen so far (whom an OOM kill may name)."""
+        with self._lock:
+            return set(self._pids)
+
     def points(self) -> list[Point]:
         with self._lock:
             return list(self._points)
@@ -90,5 +95,5 @@ class MemoryWatch:
         with self._lock:
             return {"high_water_bytes": self.high_water_bytes, "high_water_at_s": self.high_water_at_s,
                     "lowest_available_bytes": self.lowest_available_bytes, "samples_taken": self.count,
-                    "every_s": self.every * self._stride, "processes": len(self.pids),
+                    "every_s": self.every * self._stride, "processes": len(self._pids),
                     "series": [list(p) for p in self._points]}

@@ -116,12 +116,15 @@ def test_after_a_launch_the_whole_log_end_is_read_not_only_the_launchers_tail(tm
 def test_memory_rising_to_the_end_is_the_oom_killers_mark_when_the_kernel_log_is_silent():
     """SIGKILL with the server's memory at its high-water mark in its last sample and well above where it was: the
     OOM killer's way, said as such when the kernel log does not name the victim; flat memory is not."""
-    rising = [Sample(0, 20 * GIB, GIB), Sample(5, 12 * GIB, 6 * GIB), Sample(12, GIB // 4, 14 * GIB)]
+    # the last sample: the group after the server died (the supervisor alone), as the launcher sees it
+    rising = [Sample(0, 20 * GIB, GIB), Sample(5, 12 * GIB, 6 * GIB), Sample(12, GIB // 4, 14 * GIB), Sample(12.5, 20 * GIB, 2**24)]
     pm = classify("", [], returncode=-signal.SIGKILL, samples=rising)
     assert pm.cause == "oom-killed" and pm.victim is None and "OOM killer's way" in pm.summary
     assert pm.evidence[0].startswith("memory: the server's resident size rose from 1.00 GiB to 14.00 GiB")
     assert "MemAvailable 0.25 GiB" in pm.evidence[0] and "--gpu-memory-utilization" in pm.avoid
     flat = [Sample(0, 20 * GIB, 14 * GIB), Sample(30, 20 * GIB, 14 * GIB), Sample(40, 20 * GIB, 14 * GIB)]
+    long_ago = [Sample(0, 20 * GIB, GIB), Sample(5, 12 * GIB, 14 * GIB), *(Sample(5 + i, 12 * GIB, 13 * GIB) for i in range(1, 6))]
+    assert classify("", [], returncode=-signal.SIGKILL, samples=long_ago).cause == "crash"  # the peak was not at the end
     assert classify("", [], returncode=-signal.SIGKILL, samples=flat).cause == "crash"
     assert classify("", [], returncode=-signal.SIGSEGV, samples=rising).cause == "crash"  # a signal the OOM killer never sends
     # the launcher's own high-water mark (taken at every sample, the series thinned) outranks the series'

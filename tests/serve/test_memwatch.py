@@ -59,4 +59,4 @@ def test_the_series_stays_bounded_and_the_high_water_mark_survives_the_thinning(
     assert len(record["series"]) < 8 and record["samples_taken"] == 40
     assert record["every_s"] == memwatch.EVERY_S * 8  # thinned three times (at 8, 15 and 29 samples)
     assert record["high_water_bytes"] >= max(p[2] for p in record["series"]) >= 64 * 2**20
-    assert os.getpid() in watch.pids
+    assert os.getpid() in watch.processes()
