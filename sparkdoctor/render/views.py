@@ -86,7 +86,7 @@ def matrix_validate_json(result: Result, sink: Sink) -> dict[str, Any]:
 
 
 # ---- bench and rerun: SARIF ----------------------------------------------------------------------------------
-def bench_sarif(result: Result, sink: Sink) -> str:
+def bench_view_sarif(result: Result, sink: Sink) -> str:
     """`bench --format sarif`: a run's (or each A/B arm's) memory preflight verdict and the known problems its server's
     log printed. A run that failed is written by failure_sarif (emit.emit_error)."""
     from sparkdoctor.bench.document import ReproduceDocument, RunDocument
@@ -108,7 +108,7 @@ def bench_sarif(result: Result, sink: Sink) -> str:
     return render_findings_sarif(findings, category=category, properties=props, exit_code=result.exit_code) + "\n"
 
 
-def rerun_sarif(result: Result, sink: Sink) -> str:
+def rerun_view_sarif(result: Result, sink: Sink) -> str:
     """`rerun --format sarif`: for each conclusion and workaround re-measured, what judged its launches (the memory
     preflight, the post-mortem of a launch that died, log symptoms)."""
     from sparkdoctor.render.sarif import render_findings_sarif

@@ -108,7 +108,10 @@ def fake_vllm_recipe(folder: Path, model: Path, name: str, *flags: str) -> Path:
 
 
 def sarif_results(text: str) -> tuple[dict, list[dict]]:
-    log = json.loads(text)
+    """The log's run and results, the log validated against the SARIF 2.1.0 schema (as tests/test_sarif.py does)."""
+    from tests.test_sarif import valid
+
+    log = valid(text)
     (run,) = log["runs"]
     rules = {r["id"] for r in run["tool"]["driver"]["rules"]}
     assert all(r["ruleId"] in rules for r in run["results"])
