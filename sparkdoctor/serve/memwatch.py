@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 from sparkdoctor.serve import groups
 
+LIVE = Path("/")
 EVERY_S = 0.5
 MAX_SAMPLES = 512  # the time series kept (a ledger row holds it: 512 points are about 15 kB of JSON)
 
@@ -66,7 +68,7 @@ class MemoryWatch:
         from sparkdoctor.memory.have import sample
 
         live = set(groups.members(self.pgid))
-        available, rss = sample(live)
+        available, rss = sample(live, LIVE)  # the server runs here: this machine's /proc, whatever host root is set
         t = round(time.monotonic() - self.t0, 2)
         with self._lock:
             self._pids.update(live)

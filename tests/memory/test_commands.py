@@ -131,6 +131,7 @@ def test_bench_sarif_carries_the_preflight_verdict_of_a_run_and_of_a_refused_lau
     run, results = sarif_results(ok.stdout)
     assert run["invocations"][0]["executionSuccessful"] is True
     assert [r["ruleId"] for r in results] == ["memory-fits"] and results[0]["level"] == "note"
+    assert run["properties"]["memory"]["high_water_bytes"] > 0  # sampled on this machine whatever the host root
     assert results[0]["locations"][0]["physicalLocation"]["artifactLocation"]["uri"].endswith("fits.toml")
 
     refused = write_recipe(tmp_path, qwen3_8b, "--max-model-len", "32768", name="refused")
@@ -162,6 +163,8 @@ def test_rerun_sarif_names_the_preflight_that_refused_a_re_measurement(tmp_path,
              env={"VLLM_SDTEST_MEMORY": "1"})
     assert ab.returncode == 0, ab.stderr
     assert {(f["arm"], f["id"]) for f in json.loads(ab.stdout)["findings"]} == {("A", "memory-fits"), ("B", "memory-fits")}
+    stored = json.loads(cli(roomy.root, "history", "--ledger", ledger, "--format", "json").stdout)["runs"]
+    assert len(stored) == 2 and all(r["memory_high_water_bytes"] > 0 for r in stored)  # an A/B's runs keep theirs
     again = ["rerun", "--allow-load-difference", "--ledger", ledger]
     done = json.loads(cli(tight.root, *again, "--format", "json").stdout)
     (row,) = done["results"]
