@@ -26,6 +26,7 @@ GIB = 2**30
 MAX_LINES = 2000  # the server's last lines looked at (a traceback after the error can run to hundreds)
 LOG_TAIL_BYTES = 512 * 1024
 RISE_NEAR, RISE_BY, RISE_WINDOW_S, RISE_LAST = 0.95, 1.25, 10.0, 3  # "still rising when it died": _rose_to_the_end
+LIMIT_NEAR = 0.8  # "at its cgroup's limit" (the limit counts the page cache and kernel memory the resident size does not)
 _SERVER = [  # (what, pattern) over the server's last lines
     ("vllm-share-not-free", re.compile(r"Free memory on device .{0,80} is less than desired GPU memory utilization")),
     ("vllm-kv-too-small", re.compile(r"KV cache is needed, which is larger than the available KV cache memory|"
@@ -80,7 +81,7 @@ def classify(kernel_text: str = "", server_lines: list[str] | None = None, *, si
     pm = PostMortem("unknown", "nothing in the kernel log, the server's last lines or its exit says why it ended",
                     kernel=[asdict(e) for e in events])
     _memory(pm, samples or [], memory or {})
-    rose = _rose_to_the_end(samples or [], pm.high_water_bytes)
+    rose = _rose_to_the_end(samples or [], pm.high_water_bytes, (memory or {}).get("cgroup_limit_bytes"))
     lower = (f"--gpu-memory-utilization {largest_utilization} (the largest the preflight found free)" if largest_utilization
              else "a lower --gpu-memory-utilization (sparkdoctor recipe check RECIPE --model PATH says how low)")
     kills = [e for e in events if e.kind == "oom-kill"]
@@ -95,8 +96,8 @@ def classify(kernel_text: str = "", server_lines: list[str] | None = None, *, si
         pm.avoid = f"{lower}, and stop what else holds memory first: the share and the rest of the box exceeded it"
     elif rose and _sigkill(returncode) and not kills:
         pm.cause = "oom-killed"
-        pm.summary = ("the server was killed by SIGKILL while its memory rose to its high-water mark: the OOM killer's "
-                      "way (the kernel log, unreadable or silent here, does not name the victim)")
+        pm.summary = ("the server was killed by SIGKILL with its memory at its high-water mark, still rising or at its "
+                      "cgroup's limit: the OOM killer's way (the kernel log, unreadable or silent here, does not name the victim)")
         pm.evidence = [f"memory: {rose}"]
         pm.avoid = f"{lower}, and stop what else holds memory first; read the kernel log as root to confirm (sudo dmesg)"
     elif no_memory:
@@ -166,23 +167,29 @@ def _memory(pm: PostMortem, samples: list[Sample], memory: dict[str, Any]) -> No
     pm.lowest_available_bytes = low if isinstance(low, int) else min(avail) if avail else None
 
 
-def _rose_to_the_end(samples: list[Sample], high_water: int | None) -> str:
-    """A sentence when the server's memory was still rising when it died: its peak (within RISE_NEAR of the high-water
-    mark) among the last RISE_LAST samples (those after it can show the group already emptying), and at least RISE_BY
-    above its resident size RISE_WINDOW_S before the peak; "" otherwise."""
+def _rose_to_the_end(samples: list[Sample], high_water: int | None, limit: Any = None) -> str:
+    """A sentence when the server's memory was still rising when it died, or had reached its cgroup's limit: its peak
+    (within RISE_NEAR of the high-water mark) among the last RISE_LAST samples (those after it can show the group
+    already emptying), and at least RISE_BY above its resident size RISE_WINDOW_S before the peak, or at least
+    LIMIT_NEAR of `limit` (the memory cgroup's limit: resident pages are not all it counts); "" otherwise."""
     seen = [s for s in samples if s.server_rss_bytes]
-    if len(seen) < 2 or not high_water:
+    if not seen or not high_water:
         return ""
     peak = max(range(len(seen)), key=lambda i: (seen[i].server_rss_bytes or 0, i))
     top = seen[peak]
     before = ([s for s in seen[:peak] if s.seconds <= top.seconds - RISE_WINDOW_S] or seen[:1])[-1]
     assert top.server_rss_bytes is not None and before.server_rss_bytes is not None
-    if (peak < len(seen) - RISE_LAST or top.server_rss_bytes < RISE_NEAR * high_water
-            or top.server_rss_bytes < RISE_BY * before.server_rss_bytes):
+    at_limit = isinstance(limit, int) and limit > 0 and top.server_rss_bytes >= LIMIT_NEAR * limit
+    rising = len(seen) >= 2 and top.server_rss_bytes >= RISE_BY * before.server_rss_bytes
+    if peak < len(seen) - RISE_LAST or top.server_rss_bytes < RISE_NEAR * high_water or not (rising or at_limit):
         return ""
     avail = f"; MemAvailable {top.available_bytes / GIB:.2f} GiB" if top.available_bytes is not None else ""
-    return (f"the server's resident size rose from {before.server_rss_bytes / GIB:.2f} GiB to {top.server_rss_bytes / GIB:.2f} "
-            f"GiB (its high-water mark) between {before.seconds:.1f} s and {top.seconds:.1f} s, just before it died{avail}")
+    of_limit = (f", {100 * top.server_rss_bytes / limit:.0f}% of its memory cgroup's limit of {limit / GIB:.2f} GiB"
+                if at_limit else "")
+    how = (f"rose from {before.server_rss_bytes / GIB:.2f} GiB to {top.server_rss_bytes / GIB:.2f} GiB (its high-water "
+           f"mark) between {before.seconds:.1f} s and {top.seconds:.1f} s" if rising else
+           f"stood at {top.server_rss_bytes / GIB:.2f} GiB (its high-water mark) at {top.seconds:.1f} s")
+    return f"the server's resident size {how}{of_limit}, just before it died{avail}"
 
 
 def _low(pm: PostMortem) -> bool:

@@ -2,7 +2,7 @@
 MemAvailable and the resident size of the server's process group from /proc every EVERY_S.
 
 What it keeps is bounded: the high-water mark (the group's largest resident size, and when), the lowest
-MemAvailable, every process of the group seen (whom an OOM kill may name), and a time series of at most
+MemAvailable, the memory limit of the server's cgroup when it has one (a container's, a systemd unit's), every process of the group seen (whom an OOM kill may name), and a time series of at most
 MAX_SAMPLES points, thinned by half (every second point dropped, the interval doubled) whenever it fills, so a
 run of hours keeps an even series of its whole length. One sample costs a listing of /proc (the group's members)
 and a read of each member's status file: about a millisecond on a box of a few hundred processes.
@@ -31,7 +31,9 @@ class MemoryWatch:
 
     def __init__(self, pgid: int, pid: int, t0: float, every: float = EVERY_S):
         self.pgid, self.t0, self.every = pgid, t0, every
+        self.pid = pid
         self._pids: set[int] = {pid}
+        self.cgroup_limit_bytes: int | None = None  # the server's memory cgroup's limit, once seen (it may join one late)
         self.high_water_bytes: int | None = None
         self.high_water_at_s: float | None = None
         self.lowest_available_bytes: int | None = None
@@ -65,13 +67,15 @@ class MemoryWatch:
                 return
 
     def sample(self) -> None:
-        from sparkdoctor.memory.have import sample
+        from sparkdoctor.memory.have import cgroup_limit, sample
 
         live = set(groups.members(self.pgid))
         available, rss = sample(live, LIVE)  # the server runs here: this machine's /proc, whatever host root is set
+        limit = cgroup_limit(self.pid, LIVE) if self.pid in live else None
         t = round(time.monotonic() - self.t0, 2)
         with self._lock:
             self._pids.update(live)
+            self.cgroup_limit_bytes = limit or self.cgroup_limit_bytes
             self.count += 1
             if rss is not None and (self.high_water_bytes is None or rss > self.high_water_bytes):
                 self.high_water_bytes, self.high_water_at_s = rss, t
@@ -98,4 +102,5 @@ class MemoryWatch:
             return {"high_water_bytes": self.high_water_bytes, "high_water_at_s": self.high_water_at_s,
                     "lowest_available_bytes": self.lowest_available_bytes, "samples_taken": self.count,
                     "every_s": self.every * self._stride, "processes": len(self._pids),
+                    "cgroup_limit_bytes": self.cgroup_limit_bytes,
                     "series": [list(p) for p in self._points]}

@@ -127,6 +127,10 @@ def test_memory_rising_to_the_end_is_the_oom_killers_mark_when_the_kernel_log_is
     assert classify("", [], returncode=-signal.SIGKILL, samples=long_ago).cause == "crash"  # the peak was not at the end
     assert classify("", [], returncode=-signal.SIGKILL, samples=flat).cause == "crash"
     assert classify("", [], returncode=-signal.SIGSEGV, samples=rising).cause == "crash"  # a signal the OOM killer never sends
+    # flat, but at its memory cgroup's limit (the limit counts more than resident pages: 80% of it is at the limit)
+    held = classify("", [], returncode=-signal.SIGKILL, samples=flat, memory={"cgroup_limit_bytes": 16 * GIB})
+    assert held.cause == "oom-killed" and "88% of its memory cgroup's limit of 16.00 GiB" in held.evidence[0], held.evidence
+    assert classify("", [], returncode=-signal.SIGKILL, samples=flat, memory={"cgroup_limit_bytes": 64 * GIB}).cause == "crash"
     # the launcher's own high-water mark (taken at every sample, the series thinned) outranks the series'
     kept = classify("", [], returncode=-signal.SIGKILL, samples=flat, memory={"high_water_bytes": 20 * GIB})
     assert kept.high_water_bytes == 20 * GIB and kept.cause == "crash"
@@ -156,6 +160,7 @@ def test_a_launched_server_growing_into_its_cgroup_limit_is_named_from_its_sampl
                 pass
     assert died.value.returncode == -signal.SIGKILL, died.value
     assert died.value.memory and died.value.memory["high_water_bytes"] >= 32 * 2**20, died.value.memory
+    assert died.value.memory["cgroup_limit_bytes"] == 128 * 2**20  # read once the server had joined the cgroup
     silent = tmp_path / "root"
     (silent / "dev").mkdir(parents=True)
     (silent / "dev" / "kmsg").write_text("")
