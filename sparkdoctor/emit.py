@@ -109,9 +109,19 @@ def reader_left() -> None:
 
 
 def emit_error(error: BaseException, exit_code: int) -> None:
-    """In JSON mode, the failure as a JSON document on stdout (the one line on stderr is cli.main's). Not with
+    """In JSON mode, the failure as a JSON document on stdout (the one line on stderr is cli.main's); in SARIF mode,
+    a failure that carries findings (bench's and rerun's launches) as a SARIF log. Not with
     `-o FILE` (the file is left as it was; stdout is not where the document was asked for), and silent when
     stdout cannot take it: the exit code and the stderr line still tell."""
+    if REQUESTED.format is Format.sarif and REQUESTED.output is None and hasattr(error, "findings"):
+        # bench, rerun: what judged the launch that failed
+        from sparkdoctor.render.views import failure_sarif
+
+        try:
+            write_stdout(failure_sarif(REQUESTED.command or _command_from_argv(), error, exit_code))
+        except OutputError:
+            pass
+        return
     if REQUESTED.format is not Format.json or REQUESTED.output is not None:
         return
     import json

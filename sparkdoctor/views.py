@@ -32,10 +32,10 @@ VIEWS: dict[str, dict[Format, str]] = {
     "matrix-validate": {Format.console: f"{V}:matrix_validate_console", Format.json: f"{V}:matrix_validate_json"},
     # fix, bench, history, conclusions, rerun: each kind's JSON `kind` is its document's own (run, history-run, ...)
     "fix": D,
-    "bench": D,
+    "bench": {**D, Format.sarif: f"{V}:bench_view_sarif"},
     "history": D,
     "conclusions": D,
-    "rerun": D,
+    "rerun": {**D, Format.sarif: f"{V}:rerun_view_sarif"},
     # fleet check
     "fleet": {Format.console: "sparkdoctor.fleet.render:fleet_view_console", Format.json: "sparkdoctor.fleet.render:fleet_view_json"},
     # audit, diff, explain

@@ -60,6 +60,8 @@ class ComparisonDocument:
     """Per level: the launch-to-launch noise and the minimal detectable effects (`bench --calibrate`)."""
     conclusion: dict[str, Any] | None = None
     """The conclusion this A/B was recorded as (`--conclude NAME`)."""
+    findings: list[dict[str, Any]] = field(default_factory=list)
+    """What judged each arm's runs, once per arm (bench/session.py finding_records, with `arm`)."""
 
     @property
     def kind(self) -> str:
@@ -69,7 +71,8 @@ class ComparisonDocument:
         body: dict[str, Any] = {
             "comparison_id": self.comparison_id, "a": self.a, "b": self.b, "order": self.order, "runs": self.runs,
             "metric": self.metric, "min_effect": self.min_effect, "levels": self.levels, "verdict": self.verdict,
-            "load": self.load, "correctness": self.correctness, "fingerprints": self.fingerprints, "ledger": self.ledger}
+            "load": self.load, "correctness": self.correctness, "fingerprints": self.fingerprints, "ledger": self.ledger,
+            "findings": self.findings}
         if self.calibration is not None:
             body["calibration"] = self.calibration
         if self.conclusion is not None:

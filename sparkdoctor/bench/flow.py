@@ -211,18 +211,27 @@ def _launch_and_measure(recipe: Any, workload: Workload, toolchain, opts: Option
 
     python = _target_python(recipe, opts)
     _mods_gate(recipe, python, opts, progress)
-    _memory_gate(recipe, opts, progress)
+    judged = _at(recipe, _memory_gate(recipe, opts, progress))
     since = uptime(host_root())  # where this launch's window starts in the kernel log
     try:
-        return session.run_recipe(recipe, workload, toolchain, _run_dir(recipe.name), opts.ready_timeout, progress, arm,
-                                  python=python, local=opts.local, runtime=opts.runtime, correctness=opts.correctness)
+        result = session.run_recipe(recipe, workload, toolchain, _run_dir(recipe.name), opts.ready_timeout, progress, arm,
+                                    python=python, local=opts.local, runtime=opts.runtime, correctness=opts.correctness)
     except BenchError as exc:
-        raise RunFailed(f"{recipe.name}: {exc}") from None
+        raise RunFailed(f"{recipe.name}: {exc}", judged) from None
     except LaunchError as exc:
-        from sparkdoctor.memory.postmortem import after_launch, one_line
+        from sparkdoctor.memory.postmortem import after_launch, finding, one_line
 
         pm = after_launch(exc, since)
-        raise RunFailed(f"{exc}; {one_line(pm)}" if pm is not None and pm.cause != "unknown" else str(exc)) from None
+        if pm is None or pm.cause == "unknown":
+            raise RunFailed(str(exc), judged) from None
+        raise RunFailed(f"{exc}; {one_line(pm)}", [*judged, *_at(recipe, [finding(pm)])]) from None
+    result.preflight = judged[0] if judged else None
+    return result
+
+
+def _at(recipe: Any, findings: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Finding records that name the recipe file they are about (SARIF locates them there)."""
+    return [{**f, "path": str(recipe.source_path)} for f in findings]
 
 
 def _mods_gate(recipe: Any, python: str | None, opts: Options, progress: Callable[[str], None]) -> None:
@@ -234,28 +243,30 @@ def _mods_gate(recipe: Any, python: str | None, opts: Options, progress: Callabl
         raise RunFailed(refusal)
 
 
-def _memory_gate(recipe: Any, opts: Options, progress: Callable[[str], None]) -> None:
+def _memory_gate(recipe: Any, opts: Options, progress: Callable[[str], None]) -> list[dict[str, Any]]:
     """A vLLM launch that does not fit in the memory free now is not started unless --force (sparkdoctor/memory/);
     one whose checkpoint cannot be read (no local folder, no safetensors) is launched unjudged, and a server that is
-    not vLLM is not sized by vLLM's rules."""
+    not vLLM is not sized by vLLM's rules. The verdict as a finding record ([] when not judged)."""
     from sparkdoctor.audit.errors import AuditError
     from sparkdoctor.bench.roofline import recipe_model_dir
-    from sparkdoctor.memory.findings import launch_refusal, preflight
+    from sparkdoctor.memory.findings import findings, launch_refusal, preflight
     from sparkdoctor.memory.need import launches_vllm
 
     folder = str(opts.model_dir) if opts.model_dir is not None else recipe_model_dir(recipe)[0]
     if folder is None or not launches_vllm(recipe.argv):
-        return
+        return []
     progress(f"memory preflight: sizing {recipe.name} against the memory free now")
     try:
-        refusal = launch_refusal(preflight(recipe, folder))
+        verdict = preflight(recipe, folder)
     except AuditError as exc:
         progress(f"memory preflight skipped: {exc}")
-        return
+        return []
+    refusal, judged = launch_refusal(verdict), findings(verdict)
     if refusal and not opts.force:
-        raise RunFailed(f"{recipe.name}: {refusal}")
+        raise RunFailed(f"{recipe.name}: {refusal}", _at(recipe, judged))
     if refusal:
         progress(f"{recipe.name}: launched with --force: {refusal}")
+    return judged
 
 
 def _recipe_workload(recipe: Any, opts: Options) -> Workload:
@@ -302,6 +313,7 @@ def bench_ab(path_a: Path, path_b: Path, opts: Options) -> ComparisonDocument:
     if ledger is not None:
         comparison_id = _ledger_call(ledger.begin_comparison, labels["A"], labels["B"])
     stored: list[int] = []
+    judged: dict[tuple[str, str], dict[str, Any]] = {}  # (arm, finding id) -> the finding, once per arm
     status = "interrupted"
     try:
         with progress_line() as progress:
@@ -311,6 +323,8 @@ def bench_ab(path_a: Path, path_b: Path, opts: Options) -> ComparisonDocument:
                 progress(f"arm {index + 1}/{2 * opts.pairs}: {arm} ({labels[arm]})")
                 result = _launch_and_measure(recipes[arm], workload, toolchains[arm], opts, progress, arm)
                 _store(ledger, result, comparison_id)
+                for f in session.finding_records(result):
+                    judged.setdefault((arm, f["id"]), {"arm": arm, **f})
                 if result.run_id is not None:
                     stored.append(result.run_id)
                 return result.summary()
@@ -328,7 +342,7 @@ def bench_ab(path_a: Path, path_b: Path, opts: Options) -> ComparisonDocument:
                                  metric=ab.METRIC, min_effect=opts.min_effect, levels=levels, verdict=ab.overall(levels),
                                  load=load_doc, correctness=correct_doc,
                                  fingerprints={arm: t.fingerprint for arm, t in toolchains.items()},
-                                 ledger=str(ledger.path) if ledger else None)
+                                 ledger=str(ledger.path) if ledger else None, findings=list(judged.values()))
         status = "complete"
         return doc
     finally:

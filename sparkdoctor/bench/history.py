@@ -58,7 +58,7 @@ class HistoryRun:
         run = self.run
         shown = {"run_id": run["id"], "recipe": run["recipe"], "server": run["server"], "base_url": run["base_url"],
                  "model": run["model"], "fingerprint": run["fingerprint"], "levels": run["summary"]["levels"],
-                 "headline": run["summary"]["headline"], "findings": run["findings"]}
+                 "headline": run["summary"]["headline"], "findings": run["findings"], "memory": run.get("memory")}
 
         def draw(console: Any) -> None:
             console.print(f"run {run['id']} at {run['created_at']} (bench version {run['bench_version']}, "

@@ -60,6 +60,7 @@ def render_run(console: Console, run: dict[str, Any]) -> None:
         console.print(f"toolchain fingerprint {run.get('fingerprint')}" + (f" ({escape(found)})" if found else "")
                       + f"  (run {run.get('run_id') or 'not stored'})")
     _load_lines(console, run.get("load"))
+    _memory_line(console, run.get("memory"))
     box = run.get("container")
     if box:  # served from a container: the number belongs to that image
         console.print(f"container image {box.get('image')} ({box.get('engine')}): id {str(box.get('image_id'))[:19]}, "
@@ -176,19 +177,35 @@ def render_comparison(console: Console, comp: dict[str, Any]) -> None:
                   "a difference inside the noise is reported as \"no difference\", never as a win")
 
 
+def _gib(value: Any) -> str:
+    return f"{value / 2**30:.2f} GiB" if isinstance(value, int) else "-"
+
+
+def _memory_line(console: Console, memory: dict[str, Any] | None) -> None:
+    """The server's memory through the run (serve/memwatch.py), when it was sampled."""
+    if not memory:
+        return
+    at = memory.get("high_water_at_s")
+    console.print(f"server memory: high-water mark {_gib(memory.get('high_water_bytes'))} resident"
+                  + (f" ({at:.0f} s after launch)" if isinstance(at, (int, float)) else "")
+                  + f", MemAvailable at least {_gib(memory.get('lowest_available_bytes'))} "
+                  f"({memory.get('samples_taken')} samples of {memory.get('processes')} process(es))",
+                  markup=False, highlight=False)
+
+
 def render_history(console: Console, runs: list[dict[str, Any]]) -> None:
     if not runs:
         console.print("no runs in the ledger")
         return
     t = Table(title="runs, newest first", title_justify="left")
-    for col in ("run", "when (UTC)", "recipe", "model", "fingerprint", "decode tok/s/stream", "source", "A/B"):
+    for col in ("run", "when (UTC)", "recipe", "model", "fingerprint", "decode tok/s/stream", "source", "peak memory", "A/B"):
         t.add_column(col)
     for r in runs:
         head = r.get("headline") or {}
         ab = f"{r['comparison_id']}:{r['arm']}" if r.get("comparison_id") else ""
         source = "DAMAGED" if r.get("damaged") else (head.get("source") or "").split(" ")[0]
         t.add_row(str(r["id"]), r["created_at"], r.get("recipe_name") or "-", r["model"], r["fingerprint"],
-                  _f(head.get("decode_tps_per_stream")), source, ab)
+                  _f(head.get("decode_tps_per_stream")), source, _gib(r.get("memory_high_water_bytes")), ab)
     console.print(t)
     for r in runs:
         for why in r.get("damaged") or []:

@@ -49,7 +49,11 @@ def _int(text: str | None) -> int | None:
 
 
 def memory(root: Path) -> dict[str, Any] | None:
-    text = _read(root / "proc" / "meminfo")
+    return memory_of(_read(root / "proc" / "meminfo"))
+
+
+def memory_of(text: str | None) -> dict[str, Any] | None:
+    """/proc/meminfo's text as host health's `memory` readings (a fleet node sends the text: fleet/node.py)."""
     if text is None:
         return None
     raw: dict[str, int] = {}
@@ -71,7 +75,11 @@ def memory(root: Path) -> dict[str, Any] | None:
 
 def pressure(root: Path) -> dict[str, Any] | None:
     """PSI memory pressure: the share of time tasks stalled on memory (some: at least one; full: all)."""
-    text = _read(root / "proc" / "pressure" / "memory")
+    return pressure_of(_read(root / "proc" / "pressure" / "memory"))
+
+
+def pressure_of(text: str | None) -> dict[str, Any] | None:
+    """/proc/pressure/memory's text as host health's `pressure` readings."""
     if text is None:
         return None
     out: dict[str, Any] = {}

@@ -29,7 +29,7 @@ from sparkdoctor.result import Format, Result
 if TYPE_CHECKING:
     from sparkdoctor.bench.document import BenchDocument
 
-FORMATS = (Format.console, Format.json)
+FORMATS = (Format.console, Format.json, Format.sarif)
 
 
 @dataclass

@@ -25,7 +25,7 @@ from sparkdoctor.commands.options import (
 from sparkdoctor.errors import UsageError
 from sparkdoctor.result import Format, Result
 
-FORMATS = (Format.console, Format.json)
+FORMATS = (Format.console, Format.json, Format.sarif)
 
 
 @dataclass

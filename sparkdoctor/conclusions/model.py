@@ -18,8 +18,9 @@ class ConclusionError(InputError, RuntimeError):
 
     code = "conclusion"
 
-    def __init__(self, message: str):
+    def __init__(self, message: str, findings: list[dict[str, Any]] | None = None):
         super().__init__(one_line(message))
+        self.findings = list(findings or [])  # what judged a launch that failed (bench's RunFailed.findings)
 
 
 @dataclass(frozen=True)

@@ -153,7 +153,7 @@ def _measure(arms: dict[str, Arm], data: dict[str, Any], opts: Options) -> dict[
             from sparkdoctor.conclusions.store import LedgerReadError
 
             raise LedgerReadError(str(exc)) from None
-        raise ConclusionError(str(exc)) from None
+        raise ConclusionError(str(exc), getattr(exc, "findings", None)) from None
 
 
 def rerun_one(ledger: Any, status: staleness.Status, opts: Options) -> dict[str, Any]:
@@ -175,6 +175,7 @@ def rerun_one(ledger: Any, status: staleness.Status, opts: Options) -> dict[str,
                        extra={"sets": old.data.get("sets") or {}, "local": bool(old.data.get("local")), "previous": previous, "compared": compared, "arm_changes": arm_changes,
                               "changes": status.changes})
     return {"name": old.name, "outcome": compared["outcome"], "load_differ": compared.get("load_differ"),
+            "findings": doc.get("findings") or [],
             "old": previous, "new": new.to_dict(),
             "levels": compared["levels"], "arm_changes": arm_changes, "changes": status.changes,
             "regression": any(row["regression"] for rows in arm_changes.values() for row in rows)}
@@ -221,6 +222,7 @@ def measure_workaround(ledger: Any, item: dict[str, Any], by_name: dict[str, Any
                           f"({item['reasons'][0]['evidence'][0]}); not measured: sparkdoctor launches the recipe's "
                           "command as it is and never applies a mod"}
     ref = item.get("measured_by")
+    found: list[dict[str, Any]] = []  # what judged the new launches (none when an existing conclusion measures it)
     if ref and ref["conclusion"] in by_name:
         levels, source = by_name[ref["conclusion"]], f"conclusion {ref['conclusion']}"
         with_arm = ref["with"]
@@ -229,6 +231,7 @@ def measure_workaround(ledger: Any, item: dict[str, Any], by_name: dict[str, Any
                 "B": Arm(item["recipe"], f"{item['label']} without {item['workaround']}", (item["key"],))}
         data = {"python": item.get("python"), "pairs": 1, "sets": item.get("sets") or {}, "local": item.get("local")}
         doc = _measure(arms, data, opts)
+        found = doc.get("findings") or []
         name = f"workaround:{item['label']}:{item['key']}"
         rec = store.record(ledger, name, doc, arms, item.get("python"),
                            extra={"sets": data["sets"], "local": bool(data["local"])})
@@ -237,7 +240,7 @@ def measure_workaround(ledger: Any, item: dict[str, Any], by_name: dict[str, Any
         ref = {"conclusion": rec.name, "with": "A", "without": "B"}
     cost = _cost(levels, with_arm)
     return {**item, "measured_by": ref, "source": source, "cost": cost,
-            "advice": _advice(item["workaround"], cost)}
+            "advice": _advice(item["workaround"], cost), "findings": found}
 
 
 def _advice(shown: str, cost: list[dict[str, Any]]) -> str:
@@ -270,7 +273,8 @@ def execute(ledger: Any, planned: RerunPlan, opts: Options, progress: Progress |
         except ConclusionError as exc:
             if isinstance(exc, LedgerError):
                 raise
-            results.append({"name": status.conclusion.name, "outcome": "not re-run", "reasons": [str(exc)]})
+            results.append({"name": status.conclusion.name, "outcome": "not re-run", "reasons": [str(exc)],
+                            **({"findings": exc.findings} if exc.findings else {})})
             continue
         by_name[status.conclusion.name] = res["new"].get("levels") or []
         results.append(res)
@@ -283,5 +287,6 @@ def execute(ledger: Any, planned: RerunPlan, opts: Options, progress: Progress |
         except ConclusionError as exc:
             if isinstance(exc, LedgerError):
                 raise
-            measured.append({**item, "cost": [], "advice": f"not measured: {exc}"})
+            measured.append({**item, "cost": [], "advice": f"not measured: {exc}",
+                             **({"findings": exc.findings} if exc.findings else {})})
     return RerunDone(results, measured)

@@ -38,13 +38,15 @@ from sparkdoctor.targets.local import TargetError, parse_json_probe, probe_entry
 from sparkdoctor.text import one_line
 
 NODE_PROBE = "fleet_node"
+MAX_TEXT = 1 << 16  # of a /proc text a node sends
+MAX_KERNEL_LINES = 2000  # kernel-log memory lines read from a node (its probe sends at most as many)
 
 # The node probe's answer as apply_node reads it (probes/fleet_node/): a node is user input, so its answer is
 # checked like a --facts snapshot, here before it is read and as Facts after (facts_shapes.py).
 NODE_ANSWER: dict[str, Any] = {
     "host": dict, "memory": dict, "cma": dict, "driver": dict, "cuda_toolkit": dict, "nccl": dict,
     "roce_v2_gid_index": dict, "node": dict, "gpus": ListOf(dict), "nccl_conf": ListOf(dict), "links": ListOf(dict),
-    "env": MapOf(TEXT), "errors": ListOf(TEXT), "python": TEXT, "time": Finite(),
+    "env": MapOf(TEXT), "errors": ListOf(TEXT), "python": TEXT, "time": Finite(), "host_texts": dict, "kernel_log": dict,
 }
 
 
@@ -189,6 +191,7 @@ def apply_node(facts: Facts, raw: dict[str, Any], received: float, arch: str | N
         "gpus": [_gpu_health(g) for g in smi or [] if isinstance(g, dict)],
         "errors": [str(e) for e in raw.get("errors") or []],
     }
+    _host_memory(facts.host_health, raw)
     env = _dict(raw.get("env"))
     if facts.env is not None:
         facts.env = {**facts.env, **{str(k): str(v) for k, v in env.items()}}
@@ -211,6 +214,28 @@ def apply_node(facts: Facts, raw: dict[str, Any], received: float, arch: str | N
         "in_container": raw.get("in_container"),
         "clock_skew_s": round(when - received, 2) if isinstance(when, (int, float)) else None,
     }
+
+
+def _host_memory(health: dict[str, Any], raw: dict[str, Any]) -> None:
+    """The node's memory, PSI and kernel-log readings, parsed as `check` parses this machine's (collect/host_health.py,
+    collect/kernel_log.py) from the texts and memory lines its probe sent (probes/fleet_node/fleetnode_hostmem.py);
+    a node whose probe predates them keeps its meminfo figures and leaves the rest unknown."""
+    from sparkdoctor.collect.host_health import memory_of, pressure_of
+    from sparkdoctor.collect.kernel_log import counts, parse
+
+    texts = _dict(raw.get("host_texts"))
+    meminfo, psi = texts.get("meminfo"), texts.get("pressure")
+    if isinstance(meminfo, str):
+        health["memory"] = memory_of(meminfo[:MAX_TEXT]) or health["memory"]
+    health["pressure"] = pressure_of(psi[:MAX_TEXT]) if isinstance(psi, str) else None
+    log = _dict(raw.get("kernel_log"))
+    lines = [str(line)[:4096] for line in log.get("lines") or [] if isinstance(line, str)][:MAX_KERNEL_LINES]
+    health["kernel"] = counts(parse("\n".join(lines))) if isinstance(log.get("source"), str) else None
+    health["kernel_source"] = log.get("source") if isinstance(log.get("source"), str) else None
+    if log and health["kernel"] is None:
+        refused = "; ".join(str(r) for r in log.get("refused") or [])[:300]
+        health["errors"].append(f"kernel log not readable on the node ({refused}): the NVRM, OOM and hung-task "
+                                "entries are unknown there")
 
 
 def _gpu_health(g: dict[str, Any]) -> dict[str, Any]:

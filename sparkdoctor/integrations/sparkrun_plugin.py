@@ -78,13 +78,17 @@ def preflight(context: Any, _receipts: Any) -> dict[str, Any]:
     settings = Settings.parse(recipe.plugin_items.get(ITEM))
     mods, unresolved = resolve_mods(recipe)
     image = str(recipe.container or "") or None
-    say(f"sparkdoctor: judging {recipe.name} before launch (recipe check{', mods check' if mods else ''}; "
+    model, why_not = memory_model(recipe, getattr(context.plan, "host_list", None))
+    say(f"sparkdoctor: judging {recipe.name} before launch (recipe check{', memory' if model else ''}"
+        f"{', mods check' if mods else ''}; "
         f"target: {settings.python or (f'image {image}' if image else 'as recipe check chooses')})")
+    if why_not:
+        say(f"sparkdoctor: memory not judged: {why_not}")
     for ref in unresolved:
         say(f"sparkdoctor: mod {ref} is not beside the recipe (a registry mod sparkrun fetches later): not judged")
     with tempfile.TemporaryDirectory(prefix="sparkdoctor-sparkrun-") as folder:
         exported = export_recipe(recipe, getattr(context.options, "overrides", None), Path(folder))
-        verdict = judge(str(exported), mods, image, settings)
+        verdict = judge(str(exported), mods, image, settings, model=model)
     if verdict.refused:
         raise LaunchRefused(verdict.message())
     for reason in verdict.reasons:
@@ -92,6 +96,30 @@ def preflight(context: Any, _receipts: Any) -> dict[str, Any]:
     if not verdict.reasons:
         say("sparkdoctor: every gate passed")
     return {"reasons": verdict.reasons, "gates": verdict.ran, "allowed": verdict.allowed}
+
+
+def memory_model(recipe: Any, hosts: Any) -> tuple[str | None, str | None]:
+    """(the checkpoint folder the memory verdict sizes, None), or (None, why it is not judged): the memory free now is
+    this machine's, so the launch must run here (every host of sparkrun's plan local: sparkrun.utils.net
+    is_local_host), and the model must be on disk (a folder, or an org/name already in the Hugging Face cache:
+    sparkrun downloads a missing one later, after this step)."""
+    from sparkdoctor.audit.errors import AuditError
+    from sparkdoctor.audit.locate import resolve_model
+
+    remote = [str(h) for h in hosts or () if not _local(str(h))]
+    if remote:
+        return None, f"the launch runs on {', '.join(remote[:3])}, not here (sparkdoctor fleet check judges a node's memory)"
+    ref = str(getattr(recipe, "model", "") or "")
+    try:
+        return str(resolve_model(ref)), None
+    except AuditError:
+        return None, f"the model {ref or '(none)'} is not on this machine yet (sparkrun fetches it after this step)"
+
+
+def _local(host: str) -> bool:
+    from sparkrun.utils.net import is_local_host
+
+    return bool(is_local_host(host))
 
 
 def export_recipe(recipe: Any, overrides: Any, folder: Path) -> Path:

@@ -26,7 +26,7 @@ def _dump(value: Any) -> str:
 # What each JSON column must hold. A row whose column does not (a disk error, a hand edit, another
 # tool) is DAMAGED: it is listed with its damage named, never allowed to stop the listing of the others.
 _JSON_TYPES = {"recipe_json": dict, "server_json": dict, "facts_json": dict, "workload_json": dict,
-               "summary_json": dict, "findings_json": list, "sample_json": dict, "result_json": dict}
+               "summary_json": dict, "findings_json": list, "sample_json": dict, "result_json": dict, "memory_json": dict}
 
 
 def decode(column: str, text: Any) -> tuple[Any, str | None]:
@@ -76,6 +76,7 @@ class RunRecord:
     samples: Iterable[tuple[int, int, int, dict[str, Any]]] = ()
     comparison_id: int | None = None
     arm: str | None = None
+    memory: dict[str, Any] | None = None  # serve/memwatch.py's record of the launched server (None: not sampled)
 
     def as_stored(self, run_id: int | None = None) -> dict[str, Any]:
         """The run as Ledger.run() returns it once stored (without samples): the same keys and JSON values."""
@@ -83,13 +84,15 @@ class RunRecord:
         columns = (run_id, now, self.recipe.get("name"), recipe_hash(self.recipe), self.base_url, self.model,
                    self.fingerprint, self.bench_version, self.tool_version, self.comparison_id, self.arm)
         values = {"recipe": self.recipe, "server": self.server, "facts": self.facts, "workload": self.workload,
-                  "summary": self.summary, "findings": self.findings}
+                  "summary": self.summary, "findings": self.findings, "memory": self.memory}
         return {**dict(zip(_RUN_COLUMNS, columns, strict=True)), **{k: json.loads(_dump(v)) for k, v in values.items()}}
 
 
 _RUN_COLUMNS = ("id", "created_at", "recipe_name", "recipe_hash", "base_url", "model", "fingerprint",
                 "bench_version", "tool_version", "comparison_id", "arm")
-_JSON_COLUMNS = ("recipe_json", "server_json", "facts_json", "workload_json", "summary_json", "findings_json")
+_JSON_COLUMNS = ("recipe_json", "server_json", "facts_json", "workload_json", "summary_json", "findings_json",
+                 "memory_json")
+_NULLABLE = {"memory_json"}  # NULL: a run stored before schema 4, a --url run, a server in a container
 
 
 def _decode_row(texts: tuple[Any, ...]) -> tuple[dict[str, Any], list[str]]:
@@ -97,7 +100,7 @@ def _decode_row(texts: tuple[Any, ...]) -> tuple[dict[str, Any], list[str]]:
     values: dict[str, Any] = {}
     damaged: list[str] = []
     for column, text in zip(_JSON_COLUMNS, texts, strict=False):
-        value, damage = decode(column, text)
+        value, damage = (None, None) if text is None and column in _NULLABLE else decode(column, text)
         values[column[:-5]] = value
         damaged += [damage] if damage else []
     if isinstance(values["summary"], dict) and _levels_problem(values["summary"]):
@@ -132,10 +135,11 @@ class Ledger:
                 cur = self.db.execute(
                     "INSERT INTO runs (created_at, recipe_name, recipe_hash, recipe_json, base_url, model, server_json,"
                     " fingerprint, facts_json, bench_version, tool_version, workload_json, summary_json, findings_json,"
-                    " comparison_id, arm) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                    " comparison_id, arm, memory_json) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                     (now, run.recipe.get("name"), recipe_hash(run.recipe), _dump(run.recipe), run.base_url, run.model,
                      _dump(run.server), run.fingerprint, _dump(run.facts), run.bench_version, run.tool_version,
-                     _dump(run.workload), _dump(run.summary), _dump(run.findings), run.comparison_id, run.arm))
+                     _dump(run.workload), _dump(run.summary), _dump(run.findings), run.comparison_id, run.arm,
+                     None if run.memory is None else _dump(run.memory)))
                 run_id = _rowid(cur)
                 for conc, rnd, idx, sample in run.samples:
                     self.db.execute("INSERT INTO samples (run_id, concurrency, round, idx, sample_json) VALUES (?,?,?,?,?)",
@@ -183,6 +187,8 @@ class Ledger:
             item = dict(zip(_RUN_COLUMNS, row[:len(_RUN_COLUMNS)], strict=False))
             values, damaged = _decode_row(row[len(_RUN_COLUMNS):])
             item["headline"] = None if damaged else values["summary"].get("headline")
+            memory = values["memory"] if isinstance(values["memory"], dict) else {}
+            item["memory_high_water_bytes"] = memory.get("high_water_bytes")
             if damaged:
                 item["damaged"] = damaged
             out.append(item)

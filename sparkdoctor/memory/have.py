@@ -267,3 +267,22 @@ def sample(pids: set[int], root: Path | None = None) -> tuple[int | None, int | 
     available = (meminfo(root) or {}).get("available_kib")
     rss = [r for r in (_status(root, pid)[1] for pid in sorted(pids)[:MAX_PIDS]) if r is not None]
     return (available * KIB if isinstance(available, int) else None), (sum(rss) if rss else None)
+
+
+def cgroup_limit(pid: int, root: Path | None = None) -> int | None:
+    """The memory limit of the cgroup process `pid` is in (cgroup v2 memory.max, v1 memory.limit_in_bytes), or None:
+    no limit, no memory controller, a process gone. A v1 "no limit" is a huge number: anything past MemTotal is none."""
+    root = host_root() if root is None else Path(root)
+    for line in (_small(root / "proc" / str(pid) / "cgroup") or "").splitlines():
+        _, controllers, path = (line.split(":", 2) + ["", ""])[:3]
+        if controllers == "":
+            folder, name = root / "sys" / "fs" / "cgroup" / path.lstrip("/"), "memory.max"
+        elif "memory" in controllers.split(","):
+            folder, name = root / "sys" / "fs" / "cgroup" / "memory" / path.lstrip("/"), "memory.limit_in_bytes"
+        else:
+            continue
+        text = (_small(folder / name) or "").strip()
+        total = (meminfo(root) or {}).get("total_kib")
+        if text.isdigit() and (not isinstance(total, int) or int(text) < total * KIB):
+            return int(text)
+    return None

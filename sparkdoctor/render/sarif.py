@@ -10,6 +10,8 @@ one per finding, at the level of its severity (error, warning, note), located in
                 (a container target: its image, as `container:NAME`).
   recipe check  the recipe file, at the first line that names the flag or variable the finding is about; else
                 the recipe file as a whole.
+  bench, rerun  the memory preflight's verdict, the post-mortem of a launch that died and the known problems the
+                server's log printed: at the recipe file, the first line naming a flag its evidence or remedy names.
 
 Paths under the current folder are written relative to it (uriBaseId SRCROOT), so GitHub links them into the
 repository; others are absolute file: URIs. partialFingerprints["sparkdoctor/v1"] is a hash of the rule, the
@@ -38,6 +40,18 @@ RECIPE_RULES = {
     "workaround-stale": ("A workaround whose reason no longer holds here", "warn"),
     "workaround-unknown": ("A workaround whose reason cannot be judged here", "info"),
     "unjudged": ("A matrix entry that cannot judge the recipe's values here", "info"),
+}
+# the memory preflight's and the post-mortem's finding ids (sparkdoctor/memory/): recipe check, bench and rerun
+MEMORY_RULES = {
+    "memory-fits": ("The launch fits in the memory free now", "info"),
+    "memory-fits-with": ("The launch does not fit as written; it fits with the settings named", "warn"),
+    "memory-does-not-fit": ("The launch does not fit in the memory free now", "error"),
+    "memory-unknown": ("The launch's memory could not be judged", "info"),
+    "postmortem-oom-killed": ("The server was killed by the kernel's OOM killer", "error"),
+    "postmortem-driver-no-memory": ("The NVIDIA driver ran out of memory (NV_ERR_NO_MEMORY)", "error"),
+    "postmortem-cuda-oom": ("The server ran out of memory or refused to start for lack of it", "error"),
+    "postmortem-hang": ("The server stopped answering", "error"),
+    "postmortem-crash": ("The server died with nothing pointing at memory", "error"),
 }
 MAX_TEXT = 4000
 
@@ -99,7 +113,7 @@ def _fingerprint(rule_id: str, subject: str, location: dict[str, Any]) -> dict[s
 
 
 def _log(rules: list[dict[str, Any]], results: list[dict[str, Any]], exit_code: int, properties: dict[str, Any],
-         category: str) -> str:
+         category: str, failure: str | None = None) -> str:
     from sparkdoctor import __version__
 
     index = {r["id"]: i for i, r in enumerate(rules)}
@@ -109,7 +123,9 @@ def _log(rules: list[dict[str, Any]], results: list[dict[str, Any]], exit_code: 
         "tool": {"driver": {"name": "sparkdoctor", "version": __version__, "semanticVersion": __version__,
                             "rules": rules}},
         "originalUriBaseIds": {"SRCROOT": {"uri": Path.cwd().as_uri() + "/"}},
-        "invocations": [{"executionSuccessful": True, "exitCode": exit_code}],
+        "invocations": [{"executionSuccessful": failure is None, "exitCode": exit_code,
+                         **({"toolExecutionNotifications": [{"level": "error", "message": {"text": _clip(failure)}}]}
+                            if failure is not None else {})}],
         # the category GitHub keeps apart: several logs (check, each recipe) can be uploaded together
         "automationDetails": {"id": f"sparkdoctor/{category}/"},
         "results": results,
@@ -258,3 +274,41 @@ def _first_line(lines: list[str], needles: list[str]) -> int | None:
             if pattern.search(line):
                 return number
     return None
+
+
+# ---- bench and rerun ---------------------------------------------------------------------------------------------
+def render_findings_sarif(findings: list[dict[str, Any]], *, category: str, properties: dict[str, Any], exit_code: int,
+                          failure: str | None = None, matrix: Any = None) -> str:
+    """Finding records ({"kind", "id", "severity", "title", "evidence", "remedy", "path"}; an A/B's carry `arm`) as
+    one SARIF log: `bench` and `rerun` (their run, comparison or failure). A log symptom's rule is its matrix entry's;
+    `failure`: the one line of a command that failed (the invocation is then not successful)."""
+    if matrix is None:
+        from sparkdoctor.matrix import load
+
+        matrix = load(None)
+    rules: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    results = []
+    for f in findings:
+        rule_id = str(f.get("id") or "finding")
+        entry = matrix.get(rule_id) if f.get("kind") == "symptom" else None
+        severity = str(f.get("severity") or (entry.severity if entry is not None else "warn"))
+        if rule_id not in seen:
+            seen.add(rule_id)
+            if entry is not None:
+                rules.append(_rule(entry.id, entry.title, entry.severity, entry.remedy, entry.refs, entry.evidence,
+                                   entry.component, entry.summary))
+            else:
+                title, default = MEMORY_RULES.get(rule_id, (str(f.get("title") or rule_id), severity))
+                rules.append(_rule(rule_id, title, default, component="memory" if rule_id in MEMORY_RULES else None))
+        evidence = [str(e) for e in f.get("evidence") or []]
+        remedy = str(f.get("remedy") or (entry.remedy if entry is not None else ""))
+        path = str(f.get("path") or properties.get("recipe_path") or "recipe")
+        location = _artifact(path, _first_line(_read_lines(path), _needles("", None, [*evidence, remedy])))
+        arm = f.get("arm")
+        title = f"{arm}: {f.get('title')}" if arm else str(f.get("title") or rule_id)
+        results.append({"ruleId": rule_id, "level": LEVEL.get(severity, "warning"), "message": _message(title, evidence, remedy),
+                        "locations": [location], "partialFingerprints": _fingerprint(rule_id, str(arm or ""), location),
+                        "properties": {"kind": f.get("kind"), **({"arm": arm} if arm else {})}})
+    safe = re.sub(r"[^A-Za-z0-9._/-]+", "-", category)
+    return _log(rules, results, exit_code, properties, safe, failure)

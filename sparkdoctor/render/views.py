@@ -83,3 +83,50 @@ def matrix_validate_console(result: Result, sink: Sink) -> str:
 
 def matrix_validate_json(result: Result, sink: Sink) -> dict[str, Any]:
     return {"valid": not result.data.get("problems"), **result.data}
+
+
+# ---- bench and rerun: SARIF ----------------------------------------------------------------------------------
+def bench_view_sarif(result: Result, sink: Sink) -> str:
+    """`bench --format sarif`: a run's (or each A/B arm's) memory preflight verdict and the known problems its server's
+    log printed. A run that failed is written by failure_sarif (emit.emit_error)."""
+    from sparkdoctor.bench.document import ReproduceDocument, RunDocument
+    from sparkdoctor.bench.session import finding_records
+    from sparkdoctor.render.sarif import render_findings_sarif
+
+    doc = result.data
+    run = doc.run if isinstance(doc, ReproduceDocument) else doc
+    if isinstance(run, RunDocument):
+        recipe, done = run.result.recipe, run.result
+        findings = finding_records(done)
+        category = f"bench/{recipe.get('name') or 'url'}"
+        props = {"recipe": recipe.get("name"), "recipe_path": recipe.get("source_path"), "run_id": done.run_id,
+                 "fingerprint": done.toolchain.fingerprint, "memory": done.memory}
+    else:
+        findings = list(doc.findings)
+        category = f"bench/{doc.a}-vs-{doc.b}"
+        props = {"a": doc.a, "b": doc.b, "comparison_id": doc.comparison_id, "verdict": doc.verdict}
+    return render_findings_sarif(findings, category=category, properties=props, exit_code=result.exit_code) + "\n"
+
+
+def rerun_view_sarif(result: Result, sink: Sink) -> str:
+    """`rerun --format sarif`: for each conclusion and workaround re-measured, what judged its launches (the memory
+    preflight, the post-mortem of a launch that died, log symptoms)."""
+    from sparkdoctor.render.sarif import render_findings_sarif
+
+    doc = result.data.to_json()
+    findings = []
+    for row in [*(doc.get("results") or []), *(doc.get("workarounds") or [])]:
+        name = row.get("name") or row.get("label")
+        findings += [{**f, "arm": f"{name}{' ' + f['arm'] if f.get('arm') else ''}"} for f in row.get("findings") or []]
+    props = {"ledger": doc.get("ledger"), "dry_run": doc.get("dry_run"), "failed": doc.get("failed")}
+    return render_findings_sarif(findings, category="rerun", properties=props, exit_code=result.exit_code) + "\n"
+
+
+def failure_sarif(command: str, error: BaseException, exit_code: int) -> str:
+    """A bench or rerun that failed, as SARIF: what judged the launch (the memory preflight's refusal, the post-mortem
+    of a launch that died) as results, the failure's one line as the invocation's notification."""
+    from sparkdoctor.render.sarif import render_findings_sarif
+
+    findings = list(getattr(error, "findings", None) or [])
+    return render_findings_sarif(findings, category=command.replace(" ", "-"), properties={"command": command},
+                                 exit_code=exit_code, failure=str(error)) + "\n"

@@ -130,3 +130,30 @@ def test_the_fabric_facts_travel_over_ssh_and_gate_the_launch(sshd, node_venvs, 
             assert finding == {"rule": "hca-twin", "node": "fleet-1", "link": "roceP2p1s0f1 port 1 (enP2p1s0f1np1)",
                                "setting": "NCCL_IB_HCA=rocep1s0f1 (environment)", "detail": finding["detail"]}
             assert "multinode-fabric-hca-one-twin" in {f["id"] for f in node1["findings"]}
+
+
+def test_each_node_is_judged_on_its_own_memory_and_kernel_log(sshd, node_venvs, tmp_path):
+    """Two nodes over ssh, each on its own fixture box (SPARKDOCTOR_HOST_ROOT): the strained one's kernel log shows
+    the driver out of memory, the OOM killer and a hung task, and little MemAvailable; the healthy one none of it.
+    The host entries fire on the strained node alone, and the launch is refused for it."""
+    import shlex
+    from pathlib import Path
+
+    roots = Path(__file__).resolve().parents[1] / "data" / "hostroots"
+    rows = []
+    for name, tree in (("fleet-0", "gb10-healthy"), ("fleet-1", "gb10-strained")):
+        wrapper = tmp_path / f"{name}-python"
+        wrapper.write_text(f"#!/bin/sh\nexport SPARKDOCTOR_HOST_ROOT={shlex.quote(str(roots / tree))}\n"
+                           f"exec {shlex.quote(str(node_venvs[0]))} \"$@\"\n")
+        wrapper.chmod(0o755)
+        rows.append((name, str(wrapper)))
+    done = fleet("--inventory", inventory(tmp_path / "fleet.toml", rows), "--ssh-config", str(sshd.config), "--format", "json")
+    doc = json.loads(done.stdout)
+    ids = {n["name"]: {f["id"] for f in n.get("findings") or []} for n in doc["nodes"]}
+    memory = {"gb10-driver-out-of-unified-memory", "host-oom-killer-fired", "host-hung-tasks", "host-uma-low-available"}
+    assert memory <= ids["fleet-1"], ids
+    assert not memory & ids["fleet-0"], ids
+    strained = next(n for n in doc["nodes"] if n["name"] == "fleet-1")
+    assert strained["facts"]["host_health"]["kernel"]["nvrm_no_memory"] == 1
+    assert strained["facts"]["host_health"]["kernel_source"] == "/dev/kmsg"
+    assert done.returncode == 1, done.stderr  # the driver out of memory is an error: the launch is refused
