@@ -14,7 +14,11 @@ from typing import TYPE_CHECKING
 import typer
 
 from sparkdoctor.cli_support import DEFAULT_TIMEOUT, timeout_option
-from sparkdoctor.commands.options import format_option, output_option, output_path
+from sparkdoctor.commands.options import (
+    legacy_format_option,
+    legacy_output_option,
+    output_path,
+)
 from sparkdoctor.errors import UsageError
 from sparkdoctor.result import Format, Result
 
@@ -116,8 +120,8 @@ def audit(
     max_num_seqs: int | None = typer.Option(None, "--max-num-seqs", help="For the fit: sequences whose full KV cache must fit at once (default 1; with --recipe, vLLM's own default for the GPU)."),
     memory: float | None = typer.Option(None, "--memory", help="For the fit: GPU memory in GiB (default: the GPU's; GB10 = 119.7)."),
     gpu_memory_utilization: float | None = typer.Option(None, "--gpu-memory-utilization", help="For the fit: the share of memory the server may use (vLLM's flag; default 0.9)."),
-    fmt: str = format_option(*FORMATS),
-    output_name: str | None = output_option(),
+    fmt: str = legacy_format_option(*FORMATS),
+    output_name: str | None = legacy_output_option(),
     timeout: float = timeout_option(),
 ) -> None:
     """Read a checkpoint's headers (never its weights): bytes per decoded token by module group, what stays

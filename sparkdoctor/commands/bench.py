@@ -17,11 +17,11 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from sparkdoctor.commands.options import (
-    format_option,
-    ledger_option,
-    output_option,
+    legacy_format_option,
+    legacy_ledger_option,
+    legacy_output_option,
+    legacy_python_option,
     output_path,
-    python_option,
 )
 from sparkdoctor.errors import UsageError
 from sparkdoctor.result import Format, Result
@@ -226,7 +226,7 @@ def bench(
     sets: list[str] | None = typer.Option(None, "--set", help="Recipe parameter key=value or env.NAME=value (repeatable; both recipes of --vs)."),
     local: bool = typer.Option(False, "--local", help="Run a recipe that names a container directly in the target environment."),
     runtime: str | None = typer.Option(None, "--runtime", help="Container CLI for a recipe that names a container: docker or podman (default: $SPARKDOCTOR_CONTAINER_RUNTIME, else docker, else podman)."),
-    python: str | None = python_option("Interpreter (or venv) whose toolchain the run is stored with. Default: the recipe command's venv, else as `check`."),
+    python: str | None = legacy_python_option("Interpreter (or venv) whose toolchain the run is stored with. Default: the recipe command's venv, else as `check`."),
     concurrency: str | None = typer.Option(None, "--concurrency", help="Concurrency levels, comma separated (default 1,4)."),
     rounds: int | None = typer.Option(None, "--rounds", help="Rounds per level (default 5)."),
     max_tokens: int | None = typer.Option(None, "--max-tokens", help="Output tokens per request (default 64)."),
@@ -236,10 +236,10 @@ def bench(
     pairs: int = typer.Option(3, "--pairs", help="--vs: interleaved (A, B) pairs, one server restart per arm."),
     min_effect: float = typer.Option(0.02, "--min-effect", help="--vs: smallest relative difference ever called faster/slower."),
     ready_timeout: float = typer.Option(600.0, "--ready-timeout", help="Seconds to wait for a launched server to be ready."),
-    ledger: Path | None = ledger_option(),
+    ledger: Path | None = legacy_ledger_option(),
     no_store: bool = typer.Option(False, "--no-store", help="Measure only; write nothing to the ledger."),
-    fmt: str = format_option(*FORMATS),
-    output_name: str | None = output_option(),
+    fmt: str = legacy_format_option(*FORMATS),
+    output_name: str | None = legacy_output_option(),
     calibrate: bool = typer.Option(False, "--calibrate", help="RECIPE: measure its launch-to-launch noise with interleaved A/A launches (--pairs, 3 or more) and print the smallest effect 1, 3, 5 and 10 pairs detect."),
     allow_load_difference: bool = typer.Option(False, "--allow-load-difference", help="--vs: call the verdict even when the arms ran under clearly different machine load (one pair: use a calibration taken under other load)."),
     conclude: str | None = typer.Option(None, "--conclude", help="--vs: record the result as conclusion NAME (sparkdoctor conclusions, rerun)."),

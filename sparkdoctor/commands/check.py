@@ -18,15 +18,15 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from sparkdoctor.commands.options import (
-    arch_option,
-    container_option,
-    container_python_option,
-    format_option,
-    matrix_option,
-    output_option,
+    legacy_arch_option,
+    legacy_container_option,
+    legacy_container_python_option,
+    legacy_format_option,
+    legacy_matrix_option,
+    legacy_output_option,
+    legacy_python_option,
+    legacy_runtime_option,
     output_path,
-    python_option,
-    runtime_option,
 )
 from sparkdoctor.errors import UsageError
 from sparkdoctor.result import Format, Result
@@ -190,21 +190,21 @@ def register(app: typer.Typer) -> None:
 
 
 def check(
-    python: str | None = python_option(),
-    container: str | None = container_option(),
-    container_python: str | None = container_python_option(),
-    runtime: str | None = runtime_option(),
-    arch: str | None = arch_option(),
+    python: str | None = legacy_python_option(),
+    container: str | None = legacy_container_option(),
+    container_python: str | None = legacy_container_python_option(),
+    runtime: str | None = legacy_runtime_option(),
+    arch: str | None = legacy_arch_option(),
     facts_file: Path | None = typer.Option(None, "--facts", help="Evaluate a saved snapshot instead of probing a live target."),
     save_facts_name: str | None = typer.Option(None, "--save-facts", metavar="PATH", help="Write the collected Facts snapshot (JSON) to this file."),
-    fmt: str = format_option(*FORMATS),
-    output_name: str | None = output_option("Write the report here instead of stdout."),
+    fmt: str = legacy_format_option(*FORMATS),
+    output_name: str | None = legacy_output_option("Write the report here instead of stdout."),
     fail_on: str | None = typer.Option(None, "--fail-on", help="Lowest severity that fails the check: info | warn | error (default error)."),
     strict: bool = typer.Option(False, "--strict", help="Fail on warnings too (same as --fail-on warn)."),
     ignore: list[str] = typer.Option([], "--ignore", help="Entry id to ignore (repeatable)."),
     config: Path | None = typer.Option(None, "--config", help="Config file with permanent ignores (default ./sparkdoctor.toml, then the user config)."),
     constraints: list[Path] = typer.Option([], "--constraints", "-c", help="Constraints/requirements file whose pins to check (repeatable)."),
-    matrix_path: Path | None = matrix_option(),
+    matrix_path: Path | None = legacy_matrix_option(),
     kernels: bool = typer.Option(True, "--kernels/--no-kernels", help="Run the kernel compile probes (--no-kernels: the fast path)."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Ignore cached probe results and file hashes."),
     timeout: float = typer.Option(DEFAULT_TIMEOUT, "--timeout", help="Seconds the whole run may take: every collector and probe shares this budget."),

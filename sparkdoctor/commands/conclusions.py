@@ -14,9 +14,9 @@ from pathlib import Path
 import typer
 
 from sparkdoctor.commands.options import (
-    format_option,
-    ledger_option,
-    output_option,
+    legacy_format_option,
+    legacy_ledger_option,
+    legacy_output_option,
     output_path,
 )
 from sparkdoctor.errors import UsageError
@@ -68,9 +68,9 @@ def register(app: typer.Typer) -> None:
 
 def conclusions(
     name: str | None = typer.Argument(None, help="Only this conclusion."),
-    ledger: Path | None = ledger_option(),
-    fmt: str = format_option(*FORMATS),
-    output_name: str | None = output_option(),
+    ledger: Path | None = legacy_ledger_option(),
+    fmt: str = legacy_format_option(*FORMATS),
+    output_name: str | None = legacy_output_option(),
 ) -> None:
     """List conclusions: fresh, stale (and what changed in the toolchain), flipped by a rerun, broken."""
     from sparkdoctor.emit import emit

@@ -21,9 +21,9 @@ import typer
 
 from sparkdoctor.cli_support import DEFAULT_TIMEOUT, timeout_option
 from sparkdoctor.commands.options import (
-    format_option,
-    matrix_option,
-    output_option,
+    legacy_format_option,
+    legacy_matrix_option,
+    legacy_output_option,
     output_path,
 )
 from sparkdoctor.errors import InputError, UsageError
@@ -103,9 +103,9 @@ def register(app: typer.Typer) -> None:
 
 def explain(
     source: str = typer.Argument("-", metavar="[FILE|-]", help="A log or pasted error text; '-' (default) reads stdin."),
-    matrix_path: Path | None = matrix_option("Matrix folder or file (default: bundled)."),
-    fmt: str = format_option(*FORMATS),
-    output_name: str | None = output_option(),
+    matrix_path: Path | None = legacy_matrix_option("Matrix folder or file (default: bundled)."),
+    fmt: str = legacy_format_option(*FORMATS),
+    output_name: str | None = legacy_output_option(),
     timeout: float = timeout_option(),
 ) -> None:
     """Match error text or a server log against every entry's symptoms; print what they mean and what to do.

@@ -17,15 +17,15 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from sparkdoctor.commands.options import (
-    arch_option,
-    container_option,
-    container_python_option,
-    format_option,
-    matrix_option,
-    output_option,
+    legacy_arch_option,
+    legacy_container_option,
+    legacy_container_python_option,
+    legacy_format_option,
+    legacy_matrix_option,
+    legacy_output_option,
+    legacy_python_option,
+    legacy_runtime_option,
     output_path,
-    python_option,
-    runtime_option,
 )
 from sparkdoctor.errors import UsageError
 from sparkdoctor.result import Format, Result
@@ -197,18 +197,18 @@ def register(app: typer.Typer) -> None:
 
 def fix(
     journal: str | None = typer.Argument(None, help="With --rollback: the journal id (default: the newest)."),
-    python: str | None = python_option("The target interpreter or venv (default: $VIRTUAL_ENV, else this Python)."),
-    container: str | None = container_option("Fix inside this running container (docker/podman), through the container CLI."),
-    container_python: str | None = container_python_option(),
-    runtime: str | None = runtime_option(),
+    python: str | None = legacy_python_option("The target interpreter or venv (default: $VIRTUAL_ENV, else this Python)."),
+    container: str | None = legacy_container_option("Fix inside this running container (docker/podman), through the container CLI."),
+    container_python: str | None = legacy_container_python_option(),
+    runtime: str | None = legacy_runtime_option(),
     yes: bool = typer.Option(False, "--yes", help="Apply the plan (journal first), then check again."),
     rollback: bool = typer.Option(False, "--rollback", help="Restore what a journal recorded, byte for byte, offline."),
     history: bool = typer.Option(False, "--history", help="List fix journals, newest first, with their size."),
     prune: bool = typer.Option(False, "--prune", help="Remove old journals (with --keep N and/or --older-than AGE); never one whose apply or rollback did not finish."),
     keep: int | None = typer.Option(None, "--keep", help="With --prune: keep the newest N journals."),
     older_than: str | None = typer.Option(None, "--older-than", help="With --prune: remove journals older than AGE (e.g. 30d, 12h, 90m)."),
-    fmt: str = format_option(*FORMATS),
-    output_name: str | None = output_option(),
+    fmt: str = legacy_format_option(*FORMATS),
+    output_name: str | None = legacy_output_option(),
     env_file: Path | None = typer.Option(None, "--env-file", help="The env file the server reads (KEY=VALUE): checked with it, env fixes edit it."),
     recipe: Path | None = typer.Option(None, "--recipe", help="The serving recipe (recipes/*.toml) flag fixes edit."),
     constraints: list[Path] = typer.Option([], "--constraints", help="Extra constraints/requirements files to read (as check)."),
@@ -216,8 +216,8 @@ def fix(
     allow_replace: list[str] = typer.Option([], "--allow-replace", help="Allow replacing this non-registry dist (repeatable)."),
     allow_downgrade: list[str] = typer.Option([], "--allow-downgrade", help="Allow downgrading this pinned package (repeatable)."),
     kernels: bool = typer.Option(True, "--kernels/--no-kernels", help="Run the kernel compile probes in the checks."),
-    arch: str | None = arch_option("Evaluate as this GPU arch (as check)."),
-    matrix: Path | None = matrix_option("A matrix folder or file instead of the bundled one."),
+    arch: str | None = legacy_arch_option("Evaluate as this GPU arch (as check)."),
+    matrix: Path | None = legacy_matrix_option("A matrix folder or file instead of the bundled one."),
     fixes: Path | None = typer.Option(None, "--fixes", help="A fixes folder instead of the bundled one."),
 ) -> None:
     """Turn check's findings into a plan; --yes applies it with a journal; --rollback undoes it."""

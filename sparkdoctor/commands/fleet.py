@@ -17,10 +17,10 @@ from typing import Any
 import typer
 
 from sparkdoctor.commands.options import (
-    arch_option,
-    format_option,
-    matrix_option,
-    output_option,
+    legacy_arch_option,
+    legacy_format_option,
+    legacy_matrix_option,
+    legacy_output_option,
     output_path,
 )
 from sparkdoctor.errors import UsageError
@@ -117,12 +117,12 @@ def check(
     container: str | None = typer.Option(None, "--container", metavar="NAME", help="Probe inside this running container on every node."),
     runtime: str = typer.Option("docker", "--runtime", help="Container CLI on the nodes: docker or podman."),
     node_timeout: float = typer.Option(60.0, "--node-timeout", help="Seconds each node may take; a node past it is reported, the rest go on."),
-    arch: str | None = arch_option("Judge every node as this GPU arch (default: detected per node)."),
+    arch: str | None = legacy_arch_option("Judge every node as this GPU arch (default: detected per node)."),
     fail_on: str = typer.Option("error", "--fail-on", help="Lowest severity of a node's finding that refuses the launch: info | warn | error."),
     ignore: list[str] = typer.Option([], "--ignore", help="Entry id to ignore (repeatable)."),
-    matrix_path: Path | None = matrix_option(),
-    fmt: str = format_option(*FORMATS),
-    output_name: str | None = output_option(),
+    matrix_path: Path | None = legacy_matrix_option(),
+    fmt: str = legacy_format_option(*FORMATS),
+    output_name: str | None = legacy_output_option(),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Show benign differences and every finding."),
     measure: bool = typer.Option(False, "--measure", help="Also measure every link: ib_write_bw per rail, nccl-tests all_reduce_perf up to 1 GiB (bounded; absent tools are reported)."),
 ) -> None:

@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from sparkdoctor.commands.options import (
-    format_option,
-    ledger_option,
-    output_option,
+    legacy_format_option,
+    legacy_ledger_option,
+    legacy_output_option,
     output_path,
 )
 from sparkdoctor.errors import LedgerFailure, UsageError
@@ -121,9 +121,9 @@ def history(
     compare: list[int] | None = typer.Option(None, "--compare", help="Two run ids: --compare A --compare B."),
     limit: int = typer.Option(50, "--limit", help="List at most this many runs."),
     samples: bool = typer.Option(False, "--samples", help="With RUN_ID: include the raw per-request samples (json)."),
-    ledger: Path | None = ledger_option(),
-    fmt: str = format_option(*FORMATS),
-    output_name: str | None = output_option(),
+    ledger: Path | None = legacy_ledger_option(),
+    fmt: str = legacy_format_option(*FORMATS),
+    output_name: str | None = legacy_output_option(),
     html_file: str | None = typer.Option(None, "--html", metavar="FILE", help="Write the whole ledger as one self-contained HTML page (plots need plotly: pip install 'sparkdoctor-gb10\\[html]')."),
 ) -> None:
     """List, show and compare stored benchmark runs."""

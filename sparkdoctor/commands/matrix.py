@@ -13,9 +13,9 @@ from typing import Any
 import typer
 
 from sparkdoctor.commands.options import (
-    format_option,
-    matrix_option,
-    output_option,
+    legacy_format_option,
+    legacy_matrix_option,
+    legacy_output_option,
     output_path,
 )
 from sparkdoctor.errors import UsageError
@@ -98,8 +98,8 @@ def register(app: typer.Typer) -> None:
 
     @matrix_app.command("list")
     def matrix_list(
-        matrix_path: Path | None = matrix_option(MATRIX_HELP),
-        fmt: str = format_option(*FORMATS),
+        matrix_path: Path | None = legacy_matrix_option(MATRIX_HELP),
+        fmt: str = legacy_format_option(*FORMATS),
     ) -> None:
         """List every entry and known-good stack."""
         _emit(run_list(MatrixCommand(matrix_path, Format(fmt))), fmt)
@@ -107,8 +107,8 @@ def register(app: typer.Typer) -> None:
     @matrix_app.command("show")
     def matrix_show(
         entry_id: str = typer.Argument(..., help="Entry or stack id."),
-        matrix_path: Path | None = matrix_option(MATRIX_HELP),
-        fmt: str = format_option(*FORMATS),
+        matrix_path: Path | None = legacy_matrix_option(MATRIX_HELP),
+        fmt: str = legacy_format_option(*FORMATS),
     ) -> None:
         """Show one entry (or stack) in full."""
         _emit(run_show(MatrixCommand(matrix_path, Format(fmt), entry_id)), fmt)
@@ -116,7 +116,7 @@ def register(app: typer.Typer) -> None:
     @matrix_app.command("validate")
     def matrix_validate(
         path: Path | None = typer.Argument(None, help="Matrix folder or file (default: bundled)."),
-        fmt: str = format_option(*FORMATS),
+        fmt: str = legacy_format_option(*FORMATS),
         bounds_doc: Path | None = typer.Option(None, "--bounds", metavar="FILE", help="A `matrix verify --bounds --format json` document: refuse `checked` entries whose checks held outside their bound there."),
     ) -> None:
         """Check matrix files against the schema, probe ids and verify tables, then across entries (remedies that
@@ -127,14 +127,14 @@ def register(app: typer.Typer) -> None:
     def matrix_verify(
         entry_id: str | None = typer.Argument(None, help="Entry id (default: every entry with a verify or files table)."),
         keep: bool = typer.Option(False, "--keep", help="Keep the scratch environments (reused by the next run)."),
-        matrix_path: Path | None = matrix_option(MATRIX_HELP),
-        fmt: str = format_option(*FORMATS),
+        matrix_path: Path | None = legacy_matrix_option(MATRIX_HELP),
+        fmt: str = legacy_format_option(*FORMATS),
         kind: str = typer.Option("all", "--kind", help="all | installs (probe in scratch venvs) | files (released wheels)."),
         bisect_id: str | None = typer.Option(None, "--bisect", metavar="ENTRY", help="Walk the released versions to find where ENTRY's file checks stop holding."),
         latest: bool = typer.Option(False, "--latest", help="Run the file checks and verify tables on the newest releases."),
         bounds: bool = typer.Option(False, "--bounds", help="Bracket every version bound with its file checks on released files (read remotely)."),
         stacks: bool = typer.Option(False, "--stacks", help="Resolve every known-good stack for linux aarch64 with a pip dry run (ENTRY: a stack id)."),
-        output_name: str | None = output_option("Write the document here instead of stdout."),
+        output_name: str | None = legacy_output_option("Write the document here instead of stdout."),
     ) -> None:
         """Prove entries: install affected/fixed versions and run the probe; read their released wheels.
         Exit 0: all confirmed; 1: an entry is contradicted (or its bound differs); 2: could not build, download or probe."""

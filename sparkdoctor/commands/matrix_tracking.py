@@ -14,9 +14,9 @@ from pathlib import Path
 import typer
 
 from sparkdoctor.commands.options import (
-    format_option,
-    matrix_option,
-    output_option,
+    legacy_format_option,
+    legacy_matrix_option,
+    legacy_output_option,
     output_path,
 )
 from sparkdoctor.errors import UsageError
@@ -141,9 +141,9 @@ def register(app: typer.Typer) -> None:
 
 def matrix_track(
     through: list[str] = typer.Option([], "--through", metavar="PKG=VERSION", help="Read new releases of PKG up to VERSION (default: the newest)."),
-    matrix_path: Path | None = matrix_option("Matrix folder (default: the installed, else the bundled one)."),
-    fmt: str = format_option(*TRACK_FORMATS),
-    output_name: str | None = output_option("Also write the JSON document to this file (atomically), whatever --format prints."),
+    matrix_path: Path | None = legacy_matrix_option("Matrix folder (default: the installed, else the bundled one)."),
+    fmt: str = legacy_format_option(*TRACK_FORMATS),
+    output_name: str | None = legacy_output_option("Also write the JSON document to this file (atomically), whatever --format prints."),
     platform: str = typer.Option("linux-aarch64", "--platform", help="Whose wheels to read: linux-aarch64 | linux-x86_64"),
     python: str = typer.Option("3.12", "--python-version", help="The CPython whose wheels to read."),
     since: str | None = typer.Option(None, "--since", metavar="DATE", help="Also re-check releases uploaded after DATE (YYYY-MM-DD) whatever their version; default: the matrix's tracked_on."),
@@ -169,8 +169,8 @@ def matrix_update(
     sha256: str | None = typer.Option(None, "--sha256", help="The tarball's sha256 (required for a tarball)."),
     commit: str | None = typer.Option(None, "--commit", help="The full commit id to install (required for git)."),
     rollback: bool = typer.Option(False, "--rollback", help="Restore the matrix installed before the last update."),
-    fmt: str = format_option(*UPDATE_FORMATS),
-    output_name: str | None = output_option(),
+    fmt: str = legacy_format_option(*UPDATE_FORMATS),
+    output_name: str | None = legacy_output_option(),
 ) -> None:
     """Install a newer matrix without a new sparkdoctor release: pinned, validated before it replaces
     anything, never executed; --rollback restores the previous one. Exit 0 done, 2 refused (says why)."""

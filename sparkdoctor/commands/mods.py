@@ -14,7 +14,11 @@ from pathlib import Path
 
 import typer
 
-from sparkdoctor.commands.options import format_option, output_option, output_path
+from sparkdoctor.commands.options import (
+    legacy_format_option,
+    legacy_output_option,
+    output_path,
+)
 from sparkdoctor.errors import UsageError
 from sparkdoctor.result import Format, Result
 
@@ -82,8 +86,8 @@ def check(
     releases: list[str] | None = typer.Option(None, "--release", metavar="NAME==VERSION", help="Judge against a released wheel, read without installing it (repeatable), e.g. vllm==0.33.0."),
     strict: bool = typer.Option(False, "--strict", help="Also fail on a superseded mod or one that cannot be judged."),
     timeout: float | None = typer.Option(None, "--timeout", help="Seconds one mod script may run (default 60)."),
-    fmt: str = format_option(*FORMATS),
-    output_name: str | None = output_option(),
+    fmt: str = legacy_format_option(*FORMATS),
+    output_name: str | None = legacy_output_option(),
     container: str | None = typer.Option(None, "--container", help="Judge against the files of the interpreter inside this running container (docker/podman; read through the container CLI, never changed)."),
     container_python: str | None = typer.Option(None, "--container-python", help="The interpreter inside the container or image (default: the one holding vLLM, as check finds it)."),
     image: str | None = typer.Option(None, "--image", help="Judge against the files of this container image (a throwaway container of it is started and removed; never pulled)."),

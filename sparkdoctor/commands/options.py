@@ -1,19 +1,69 @@
-"""The options several verbs share, declared once: `--format`, the target (`--python`, `--container`,
-`--container-python`, `--runtime`), `--matrix`, `--ledger`, `--arch`, `--output`, `--set`.
+"""How a verb's options are declared: once, as the fields of its options dataclass, and the options several verbs
+share: `--format`, the target (`--python`, `--container`, `--container-python`, `--runtime`), `--matrix`,
+`--ledger`, `--arch`, `--output`, `--set`.
 
-Each factory returns a typer option with one wording of its help text. `format_option` also records what
-was asked for (sparkdoctor.emit.REQUESTED), so that a command that fails before it has a result still
-answers `--format json` with a JSON document.
+Each field carries its typer metadata, `name: Annotated[type, typer.Option("--name", help=...)] = default`;
+`command(Options, body)` makes the typer command whose parameters are those fields and which calls
+`body(Options(**parsed))`. A field the command line reads as another type (`--format` as text, `--output` as a
+name) says so with `Parsed`. The factories below return a typer option with one wording of its help text; a
+field that needs another wording puts its own option after the shared alias (the last one counts).
+`format_option` also records what was asked for (sparkdoctor.emit.REQUESTED), so that a command that fails
+before it has a result still answers `--format json` with a JSON document.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+import inspect
+import typing
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, TypeVar
 
 import typer
+from typer.models import ParameterInfo
 
 from sparkdoctor.result import Format
+
+T = TypeVar("T")
+
+
+@dataclasses.dataclass(frozen=True)
+class Parsed:
+    """A field the command line reads as `cli` (typer parses that type: its metavar, its errors); `make`, when
+    given, turns the parsed value into the field's once every option is parsed."""
+
+    cli: Any
+    make: Callable[[Any], Any] | None = None
+
+
+def command(options: type[T], body: Callable[[T], None]) -> Callable[..., None]:
+    """The typer command of `options`' fields (those carrying a typer Option or Argument, in field order) whose help
+    is `body`'s docstring and which calls `body(options(**parsed))`."""
+    hints = typing.get_type_hints(options, include_extras=True)
+    parameters, makers = [], {}
+    for f in dataclasses.fields(options):  # type: ignore[arg-type]  # a dataclass, as every caller's is
+        meta = getattr(hints[f.name], "__metadata__", ())
+        infos = [m for m in meta if isinstance(m, ParameterInfo)]
+        if not infos:
+            continue
+        parsed = next((m for m in meta if isinstance(m, Parsed)), None)
+        cli_type = parsed.cli if parsed else typing.get_args(hints[f.name])[0]
+        if parsed and parsed.make:
+            makers[f.name] = parsed.make
+        default = (f.default if f.default is not dataclasses.MISSING else f.default_factory()
+                   if f.default_factory is not dataclasses.MISSING else inspect.Parameter.empty)
+        parameters.append(inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=default,
+                                            annotation=Annotated[cli_type, infos[-1]]))
+
+    def call(**given: Any) -> None:
+        body(options(**{name: makers[name](value) if name in makers else value for name, value in given.items()}))
+
+    call.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]  # typer reads it
+    call.__annotations__ = {p.name: p.annotation for p in parameters}
+    call.__doc__, call.__name__ = body.__doc__, body.__name__
+    return call
 
 PYTHON_HELP = "Interpreter (or venv folder) of the target environment. Default: $VIRTUAL_ENV, else this interpreter."
 RUNTIME_HELP = ("Container CLI for --container: docker or podman (default: $SPARKDOCTOR_CONTAINER_RUNTIME, else docker, "
@@ -32,7 +82,7 @@ def command_of(ctx: Any) -> str:
     return " ".join(reversed(names)) or "sparkdoctor"
 
 
-def format_option(*formats: Format, default: Format = Format.console, help: str | None = None) -> Any:
+def format_option(*formats: Format, help: str | None = None) -> Any:
     """`--format/-f`, choosing among `formats` (a usage error, exit 2, names the choices)."""
     from sparkdoctor.emit import note_format
 
@@ -41,43 +91,29 @@ def format_option(*formats: Format, default: Format = Format.console, help: str 
     def callback(ctx: typer.Context, value: str) -> Format:
         return note_format(command_of(ctx), value, allowed)
 
-    text = help or " | ".join(f.value for f in allowed)
-    return typer.Option(default.value, "--format", "-f", help=text, callback=callback)
+    return typer.Option("--format", "-f", help=help or " | ".join(f.value for f in allowed), callback=callback)
 
 
 def python_option(help: str = PYTHON_HELP) -> Any:
-    return typer.Option(None, "--python", help=help)
+    return typer.Option("--python", help=help)
 
 
 def container_option(help: str = "A running container (docker or podman) whose serving stack to use; the GPU, driver "
                                   "and health are the host's.") -> Any:
-    return typer.Option(None, "--container", metavar="NAME", help=help)
-
-
-def container_python_option() -> Any:
-    return typer.Option(None, "--container-python", metavar="PATH",
-                        help="The interpreter inside the container (default: the one holding vLLM, else the container's python3).")
-
-
-def runtime_option() -> Any:
-    return typer.Option(None, "--runtime", help=RUNTIME_HELP)
+    return typer.Option("--container", metavar="NAME", help=help)
 
 
 def matrix_option(help: str = MATRIX_HELP) -> Any:
-    return typer.Option(None, "--matrix", help=help)
-
-
-def ledger_option() -> Any:
-    return typer.Option(None, "--ledger", help=LEDGER_HELP)
+    return typer.Option("--matrix", help=help)
 
 
 def arch_option(help: str = ARCH_HELP) -> Any:
-    return typer.Option(None, "--arch", help=help)
+    return typer.Option("--arch", help=help)
 
 
 def output_option(help: str = "Write the document here (atomically) instead of stdout.") -> Any:
-    """Taken as text, not Path: typer turns '' into Path('.'), and '' deserves its own answer (output_path)."""
-    return typer.Option(None, "--output", "-o", metavar="PATH", help=help)
+    """Read as text, not Path (`Output`): typer turns '' into Path('.'), and '' deserves its own answer (output_path)."""
+    return typer.Option("--output", "-o", metavar="PATH", help=help)
 
 
 def output_path(option: str, name: str | None) -> Path | None:
@@ -101,6 +137,19 @@ def output_path(option: str, name: str | None) -> Path | None:
     return Path(name)
 
 
+Text = Parsed(str)
+Fmt = Annotated[Format, Text]  # the callback of format_option makes the Format: its error names the choices
+Python = Annotated[str | None, python_option()]
+Container = Annotated[str | None, container_option()]
+ContainerPython = Annotated[str | None, typer.Option("--container-python", metavar="PATH", help=(
+    "The interpreter inside the container (default: the one holding vLLM, else the container's python3)."))]
+Runtime = Annotated[str | None, typer.Option("--runtime", help=RUNTIME_HELP)]
+Matrix = Annotated[Path | None, matrix_option()]
+Ledger = Annotated[Path | None, typer.Option("--ledger", help=LEDGER_HELP)]
+Arch = Annotated[str | None, arch_option()]
+Output = Annotated[Path | None, output_option(), Parsed(str | None, functools.partial(output_path, "--output"))]
+
+
 def parse_sets(values: list[str] | None) -> dict[str, str]:
     """--set key=value (repeatable) into a dict; UsageError on a value without '='."""
     from sparkdoctor.errors import UsageError
@@ -112,3 +161,49 @@ def parse_sets(values: list[str] | None) -> dict[str, str]:
             raise UsageError(f"--set {item!r}: write key=value (e.g. --set port=9000 or --set env.NAME=value)")
         out[key.strip()] = value
     return out
+
+# ---- the old declarations, for the verbs not yet declared as fields
+def legacy_format_option(*formats: Format, default: Format = Format.console, help: str | None = None) -> Any:
+    from sparkdoctor.emit import note_format
+
+    allowed = tuple(formats)
+
+    def callback(ctx: typer.Context, value: str) -> Format:
+        return note_format(command_of(ctx), value, allowed)
+
+    text = help or " | ".join(f.value for f in allowed)
+    return typer.Option(default.value, "--format", "-f", help=text, callback=callback)
+
+
+def legacy_python_option(help: str = PYTHON_HELP) -> Any:
+    return typer.Option(None, "--python", help=help)
+
+
+def legacy_container_option(help: str = "A running container (docker or podman) whose serving stack to use; the GPU, driver "
+                                  "and health are the host's.") -> Any:
+    return typer.Option(None, "--container", metavar="NAME", help=help)
+
+
+def legacy_container_python_option() -> Any:
+    return typer.Option(None, "--container-python", metavar="PATH",
+                        help="The interpreter inside the container (default: the one holding vLLM, else the container's python3).")
+
+
+def legacy_runtime_option() -> Any:
+    return typer.Option(None, "--runtime", help=RUNTIME_HELP)
+
+
+def legacy_matrix_option(help: str = MATRIX_HELP) -> Any:
+    return typer.Option(None, "--matrix", help=help)
+
+
+def legacy_ledger_option() -> Any:
+    return typer.Option(None, "--ledger", help=LEDGER_HELP)
+
+
+def legacy_arch_option(help: str = ARCH_HELP) -> Any:
+    return typer.Option(None, "--arch", help=help)
+
+
+def legacy_output_option(help: str = "Write the document here (atomically) instead of stdout.") -> Any:
+    return typer.Option(None, "--output", "-o", metavar="PATH", help=help)

@@ -15,8 +15,8 @@ import typer
 
 from sparkdoctor.cli_support import DEFAULT_TIMEOUT, timeout_option
 from sparkdoctor.commands.options import (
-    format_option,
-    output_option,
+    legacy_format_option,
+    legacy_output_option,
     output_path,
     parse_sets,
 )
@@ -72,8 +72,8 @@ def register(app: typer.Typer) -> None:
 def show(
     recipe: str = typer.Argument(..., help=RECIPE_HELP),
     sets: list[str] | None = typer.Option(None, "--set", help=SET_HELP),
-    fmt: str = format_option(*SHOW_FORMATS),
-    output_name: str | None = output_option(),
+    fmt: str = legacy_format_option(*SHOW_FORMATS),
+    output_name: str | None = legacy_output_option(),
     timeout: float = timeout_option(),
 ) -> None:
     """Show the resolved command, env, model and port of a recipe, and where each value came from."""

@@ -14,9 +14,9 @@ from pathlib import Path
 import typer
 
 from sparkdoctor.commands.options import (
-    format_option,
-    matrix_option,
-    output_option,
+    legacy_format_option,
+    legacy_matrix_option,
+    legacy_output_option,
     output_path,
 )
 from sparkdoctor.errors import UsageError
@@ -79,10 +79,10 @@ def check(
     recipe: str = typer.Argument(..., help="A recipe file (.toml, .yaml) or the name of a shipped recipe."),
     sets: list[str] | None = typer.Option(None, "--set", help="Override a parameter: key=value, or env.NAME=value (repeatable)."),
     python: str | None = typer.Option(None, "--python", help="Interpreter (or venv) of the vLLM to judge against (default: the recipe command's venv, else as check)."),
-    matrix_path: Path | None = matrix_option("Matrix folder or file (default: bundled)."),
+    matrix_path: Path | None = legacy_matrix_option("Matrix folder or file (default: bundled)."),
     fail_on: str = typer.Option("error", "--fail-on", help="Lowest severity that fails: info | warn | error."),
-    fmt: str = format_option(*FORMATS),
-    output_name: str | None = output_option(),
+    fmt: str = legacy_format_option(*FORMATS),
+    output_name: str | None = legacy_output_option(),
     container: str | None = typer.Option(None, "--container", help="Judge against the vLLM inside this running container (read through the container CLI, never changed)."),
     container_python: str | None = typer.Option(None, "--container-python", help="The interpreter inside the container or image (default: the one holding vLLM)."),
     image: str | None = typer.Option(None, "--image", help="Judge against the vLLM inside this container image (a throwaway container of it is started and removed; never pulled)."),

@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING
 import typer
 
 from sparkdoctor.commands.options import (
-    arch_option,
-    format_option,
-    matrix_option,
-    output_option,
+    legacy_arch_option,
+    legacy_format_option,
+    legacy_matrix_option,
+    legacy_output_option,
     output_path,
 )
 from sparkdoctor.errors import UsageError
@@ -123,12 +123,12 @@ def register(app: typer.Typer) -> None:
 def report(
     python: str | None = typer.Option(None, "--python", help="Interpreter (or venv folder) of the environment to report on. Default: $VIRTUAL_ENV, else this interpreter."),
     facts_file: Path | None = typer.Option(None, "--facts", help="Report on a saved snapshot (check --save-facts) instead of probing."),
-    fmt: str = format_option(*FORMATS, default=Format.github, help="github (markdown, long parts folded) | forum (plain text)"),
-    output_name: str | None = output_option("Write the report here (atomically) instead of stdout."),
+    fmt: str = legacy_format_option(*FORMATS, default=Format.github, help="github (markdown, long parts folded) | forum (plain text)"),
+    output_name: str | None = legacy_output_option("Write the report here (atomically) instead of stdout."),
     no_redact: bool = typer.Option(False, "--no-redact", help="Keep user and host names, home paths, addresses and tokens (default: anonymized)."),
-    arch: str | None = arch_option("Evaluate as if the target ran on this GPU arch (e.g. sm_121a)."),
+    arch: str | None = legacy_arch_option("Evaluate as if the target ran on this GPU arch (e.g. sm_121a)."),
     kernels: bool = typer.Option(True, "--kernels/--no-kernels", help="Run the kernel compile probes (live target only)."),
-    matrix_path: Path | None = matrix_option(),
+    matrix_path: Path | None = legacy_matrix_option(),
     timeout: float = typer.Option(DEFAULT_TIMEOUT, "--timeout", help="Seconds probing the live target may take."),
 ) -> None:
     """Write a bug report with the facts a maintainer asks for (collect-env, cutlass build, kernels, findings)."""

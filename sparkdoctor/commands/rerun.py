@@ -16,10 +16,10 @@ from pathlib import Path
 import typer
 
 from sparkdoctor.commands.options import (
-    format_option,
-    ledger_option,
-    matrix_option,
-    output_option,
+    legacy_format_option,
+    legacy_ledger_option,
+    legacy_matrix_option,
+    legacy_output_option,
     output_path,
 )
 from sparkdoctor.errors import UsageError
@@ -93,11 +93,11 @@ def rerun(
     names: list[str] | None = typer.Argument(None, help="Only these conclusions (default: every stale one)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Say what is stale and what changed; measure nothing."),
     fail_on: list[str] | None = typer.Option(None, "--fail-on", help="flipped and/or regression: exit 1 when one happened."),
-    ledger: Path | None = ledger_option(),
-    matrix_path: Path | None = matrix_option("Matrix folder or file that judges workarounds (default: bundled)."),
+    ledger: Path | None = legacy_ledger_option(),
+    matrix_path: Path | None = legacy_matrix_option("Matrix folder or file that judges workarounds (default: bundled)."),
     ready_timeout: float = typer.Option(600.0, "--ready-timeout", help="Seconds to wait for each launched server."),
-    fmt: str = format_option(*FORMATS),
-    output_name: str | None = output_option(),
+    fmt: str = legacy_format_option(*FORMATS),
+    output_name: str | None = legacy_output_option(),
     allow_load_difference: bool = typer.Option(False, "--allow-load-difference", help="Call a flip even when the old and new runs (or an A/B's arms) ran under clearly different machine load."),
     force: bool = typer.Option(False, "--force", help="Launch even when the memory preflight says a recipe does not fit in the memory free now."),
 ) -> None:

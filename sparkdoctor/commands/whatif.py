@@ -15,12 +15,12 @@ from pathlib import Path
 import typer
 
 from sparkdoctor.commands.options import (
-    arch_option,
-    container_option,
-    container_python_option,
-    format_option,
-    matrix_option,
-    output_option,
+    legacy_arch_option,
+    legacy_container_option,
+    legacy_container_python_option,
+    legacy_format_option,
+    legacy_matrix_option,
+    legacy_output_option,
     output_path,
 )
 from sparkdoctor.errors import UsageError
@@ -106,15 +106,15 @@ def register(app: typer.Typer) -> None:
 def whatif(
     specs: list[str] = typer.Argument(..., help="Requirements to upgrade to, as pip takes them (vllm==0.33.0, 'nvidia-cutlass-dsl[cu13]==4.5.2')."),
     python: str | None = typer.Option(None, "--python", help="The target's interpreter (default: $VIRTUAL_ENV, then this one)."),
-    container: str | None = container_option("A running container whose environment to judge (its own pip resolves)."),
-    container_python: str | None = container_python_option(),
+    container: str | None = legacy_container_option("A running container whose environment to judge (its own pip resolves)."),
+    container_python: str | None = legacy_container_python_option(),
     facts_file: Path | None = typer.Option(None, "--facts", help="Today's Facts from a snapshot instead of probing the target."),
-    matrix_path: Path | None = matrix_option("Matrix folder or file (default: installed, else bundled)."),
-    arch: str | None = arch_option("Judge as if on this GPU arch (e.g. sm_121a)."),
+    matrix_path: Path | None = legacy_matrix_option("Matrix folder or file (default: installed, else bundled)."),
+    arch: str | None = legacy_arch_option("Judge as if on this GPU arch (e.g. sm_121a)."),
     fail_on: str = typer.Option("error", "--fail-on", help="Exit 1 when the upgrade introduces a finding at or above: error | warn | info"),
     no_read: bool = typer.Option(False, "--no-read", help="Do not read the new releases' files (capabilities stay today's, said)."),
-    fmt: str = format_option(*FORMATS),
-    output_name: str | None = output_option(),
+    fmt: str = legacy_format_option(*FORMATS),
+    output_name: str | None = legacy_output_option(),
     ledger: Path | None = typer.Option(None, "--ledger", help="The benchmark ledger whose conclusions the upgrade would make stale (default: the state folder's)."),
     probe: bool = typer.Option(False, "--probe", help="Compile the CuTe DSL probes with today's and the proposed cutlass-dsl set in a throwaway uv venv, and the PTX probes with each ptxas the upgrade moves (triton, nvidia-cuda-nvcc)."),
     recipe: str | None = typer.Option(None, "--recipe", help="Also judge this recipe today and after: flags and env vars the new vLLM drops, stale workarounds."),
