@@ -31,11 +31,21 @@ T = TypeVar("T")
 
 @dataclasses.dataclass(frozen=True)
 class Parsed:
-    """A field the command line reads as `cli` (typer parses that type: its metavar, its errors); `make`, when
-    given, turns the parsed value into the field's once every option is parsed."""
+    """A field the command line reads otherwise: as type `cli` (typer parses that type: its metavar, its errors;
+    default: the field's), with `default` when given (default: the field's); `make`, when given, turns the parsed
+    value into the field's once every option is parsed."""
 
-    cli: Any
+    cli: Any = None
     make: Callable[[Any], Any] | None = None
+    default: Any = inspect.Parameter.empty  # `...`: required
+
+
+def _listed(values: list[Any] | None) -> list[Any]:
+    return list(values or [])
+
+
+Text = Parsed(str)
+EMPTY = Parsed(make=_listed, default=None)  # a repeatable option given no value: None on the command line, [] here
 
 
 def command(options: type[T], body: Callable[[T], None]) -> Callable[..., None]:
@@ -48,12 +58,15 @@ def command(options: type[T], body: Callable[[T], None]) -> Callable[..., None]:
         infos = [m for m in meta if isinstance(m, ParameterInfo)]
         if not infos:
             continue
-        parsed = next((m for m in meta if isinstance(m, Parsed)), None)
-        cli_type = parsed.cli if parsed else typing.get_args(hints[f.name])[0]
-        if parsed and parsed.make:
+        parsed = next((m for m in meta if isinstance(m, Parsed)), Parsed())
+        cli_type = typing.get_args(hints[f.name])[0] if parsed.cli is None else parsed.cli
+        if parsed.make:
             makers[f.name] = parsed.make
-        default = (f.default if f.default is not dataclasses.MISSING else f.default_factory()
-                   if f.default_factory is not dataclasses.MISSING else inspect.Parameter.empty)
+        default = parsed.default
+        if default is inspect.Parameter.empty and f.default is not dataclasses.MISSING:
+            default = f.default
+        elif default is inspect.Parameter.empty and f.default_factory is not dataclasses.MISSING:
+            default = f.default_factory()
         parameters.append(inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=default,
                                             annotation=Annotated[cli_type, infos[-1]]))
 
@@ -137,7 +150,6 @@ def output_path(option: str, name: str | None) -> Path | None:
     return Path(name)
 
 
-Text = Parsed(str)
 Fmt = Annotated[Format, Text]  # the callback of format_option makes the Format: its error names the choices
 Python = Annotated[str | None, python_option()]
 Container = Annotated[str | None, container_option()]
@@ -147,6 +159,11 @@ Runtime = Annotated[str | None, typer.Option("--runtime", help=RUNTIME_HELP)]
 Matrix = Annotated[Path | None, matrix_option()]
 Ledger = Annotated[Path | None, typer.Option("--ledger", help=LEDGER_HELP)]
 Arch = Annotated[str | None, arch_option()]
+Recipe = Annotated[str, typer.Argument(help="A recipe file (.toml, .yaml) or the name of a shipped recipe.")]
+Sets = Annotated[list[str], typer.Option("--set", help="Override a parameter: key=value, or env.NAME=value (repeatable)."),
+                 EMPTY]
+Timeout = Annotated[float, typer.Option(
+    "--timeout", help="Seconds the whole run may take (reading, parsing, matching); past it: one line, exit 2.")]
 Output = Annotated[Path | None, output_option(), Parsed(str | None, functools.partial(output_path, "--output"))]
 
 
