@@ -162,6 +162,7 @@ Arch = Annotated[str | None, arch_option()]
 Recipe = Annotated[str, typer.Argument(help="A recipe file (.toml, .yaml) or the name of a shipped recipe.")]
 Sets = Annotated[list[str], typer.Option("--set", help="Override a parameter: key=value, or env.NAME=value (repeatable)."),
                  EMPTY]
+Ignore = Annotated[list[str], typer.Option("--ignore", help="Entry id to ignore (repeatable).")]
 Timeout = Annotated[float, typer.Option(
     "--timeout", help="Seconds the whole run may take (reading, parsing, matching); past it: one line, exit 2.")]
 Output = Annotated[Path | None, output_option(), Parsed(str | None, functools.partial(output_path, "--output"))]
