@@ -33,11 +33,12 @@ T = TypeVar("T")
 class Parsed:
     """A field the command line reads otherwise: as type `cli` (typer parses that type: its metavar, its errors;
     default: the field's), with `default` when given (default: the field's); `make`, when given, turns the parsed
-    value into the field's once every option is parsed."""
+    value into the field's once every option is parsed; `name`, when given, names the parameter."""
 
     cli: Any = None
     make: Callable[[Any], Any] | None = None
     default: Any = inspect.Parameter.empty  # `...`: required
+    name: str | None = None  # the parameter's name, where it is not the field's (an argument's shows in --help)
 
 
 def _listed(values: list[Any] | None) -> list[Any]:
@@ -52,7 +53,7 @@ def command(options: type[T], body: Callable[[T], None]) -> Callable[..., None]:
     """The typer command of `options`' fields (those carrying a typer Option or Argument, in field order) whose help
     is `body`'s docstring and which calls `body(options(**parsed))`."""
     hints = typing.get_type_hints(options, include_extras=True)
-    parameters, makers = [], {}
+    parameters, makers, names = [], {}, {}
     for f in dataclasses.fields(options):  # type: ignore[arg-type]  # a dataclass, as every caller's is
         meta = getattr(hints[f.name], "__metadata__", ())
         infos = [m for m in meta if isinstance(m, ParameterInfo)]
@@ -67,11 +68,13 @@ def command(options: type[T], body: Callable[[T], None]) -> Callable[..., None]:
             default = f.default
         elif default is inspect.Parameter.empty and f.default_factory is not dataclasses.MISSING:
             default = f.default_factory()
-        parameters.append(inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=default,
+        names[parsed.name or f.name] = f.name
+        parameters.append(inspect.Parameter(parsed.name or f.name, inspect.Parameter.KEYWORD_ONLY, default=default,
                                             annotation=Annotated[cli_type, infos[-1]]))
 
     def call(**given: Any) -> None:
-        body(options(**{name: makers[name](value) if name in makers else value for name, value in given.items()}))
+        fields = {names[name]: value for name, value in given.items()}
+        body(options(**{name: makers[name](value) if name in makers else value for name, value in fields.items()}))
 
     call.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]  # typer reads it
     call.__annotations__ = {p.name: p.annotation for p in parameters}
