@@ -45,42 +45,6 @@ def _listed(values: list[Any] | None) -> list[Any]:
     return list(values or [])
 
 
-Text = Parsed(str)
-EMPTY = Parsed(make=_listed, default=None)  # a repeatable option given no value: None on the command line, [] here
-
-
-def command(options: type[T], body: Callable[[T], None]) -> Callable[..., None]:
-    """The typer command of `options`' fields (those carrying a typer Option or Argument, in field order) whose help
-    is `body`'s docstring and which calls `body(options(**parsed))`."""
-    hints = typing.get_type_hints(options, include_extras=True)
-    parameters, makers, names = [], {}, {}
-    for f in dataclasses.fields(options):  # type: ignore[arg-type]  # a dataclass, as every caller's is
-        meta = getattr(hints[f.name], "__metadata__", ())
-        infos = [m for m in meta if isinstance(m, ParameterInfo)]
-        if not infos:
-            continue
-        parsed = next((m for m in meta if isinstance(m, Parsed)), Parsed())
-        cli_type = typing.get_args(hints[f.name])[0] if parsed.cli is None else parsed.cli
-        if parsed.make:
-            makers[f.name] = parsed.make
-        default = parsed.default
-        if default is inspect.Parameter.empty and f.default is not dataclasses.MISSING:
-            default = f.default
-        elif default is inspect.Parameter.empty and f.default_factory is not dataclasses.MISSING:
-            default = f.default_factory()
-        names[parsed.name or f.name] = f.name
-        parameters.append(inspect.Parameter(parsed.name or f.name, inspect.Parameter.KEYWORD_ONLY, default=default,
-                                            annotation=Annotated[cli_type, infos[-1]]))
-
-    def call(**given: Any) -> None:
-        fields = {names[name]: value for name, value in given.items()}
-        body(options(**{name: makers[name](value) if name in makers else value for name, value in fields.items()}))
-
-    call.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]  # typer reads it
-    call.__annotations__ = {p.name: p.annotation for p in parameters}
-    call.__doc__, call.__name__ = body.__doc__, body.__name__
-    return call
-
 PYTHON_HELP = "Interpreter (or venv folder) of the target environment. Default: $VIRTUAL_ENV, else this interpreter."
 RUNTIME_HELP = ("Container CLI for --container: docker or podman (default: $SPARKDOCTOR_CONTAINER_RUNTIME, else docker, "
                 "else podman).")
@@ -153,7 +117,8 @@ def output_path(option: str, name: str | None) -> Path | None:
     return Path(name)
 
 
-Fmt = Annotated[Format, Text]  # the callback of format_option makes the Format: its error names the choices
+EMPTY = Parsed(make=_listed, default=None)  # a repeatable option given no value: None on the command line, [] here
+Fmt = Annotated[Format, Parsed(str)]  # the callback of format_option makes the Format: its error names the choices
 Python = Annotated[str | None, python_option()]
 Container = Annotated[str | None, container_option()]
 ContainerPython = Annotated[str | None, typer.Option("--container-python", metavar="PATH", help=(
@@ -171,6 +136,39 @@ Timeout = Annotated[float, typer.Option(
 Output = Annotated[Path | None, output_option(), Parsed(str | None, functools.partial(output_path, "--output"))]
 
 
+def command(options: type[T], body: Callable[[T], None]) -> Callable[..., None]:
+    """The typer command of `options`' fields (those carrying a typer Option or Argument, in field order) whose help
+    is `body`'s docstring and which calls `body(options(**parsed))`."""
+    hints = typing.get_type_hints(options, include_extras=True)
+    parameters, makers, names = [], {}, {}
+    for f in dataclasses.fields(options):  # type: ignore[arg-type]  # a dataclass, as every caller's is
+        meta = getattr(hints[f.name], "__metadata__", ())
+        infos = [m for m in meta if isinstance(m, ParameterInfo)]
+        if not infos:
+            continue
+        parsed = next((m for m in meta if isinstance(m, Parsed)), Parsed())
+        cli_type = typing.get_args(hints[f.name])[0] if parsed.cli is None else parsed.cli
+        if parsed.make:
+            makers[f.name] = parsed.make
+        default = parsed.default
+        if default is inspect.Parameter.empty and f.default is not dataclasses.MISSING:
+            default = f.default
+        elif default is inspect.Parameter.empty and f.default_factory is not dataclasses.MISSING:
+            default = f.default_factory()
+        names[parsed.name or f.name] = f.name
+        parameters.append(inspect.Parameter(parsed.name or f.name, inspect.Parameter.KEYWORD_ONLY, default=default,
+                                            annotation=Annotated[cli_type, infos[-1]]))
+
+    def call(**given: Any) -> None:
+        fields = {names[name]: value for name, value in given.items()}
+        body(options(**{name: makers[name](value) if name in makers else value for name, value in fields.items()}))
+
+    call.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]  # typer reads it
+    call.__annotations__ = {p.name: p.annotation for p in parameters}
+    call.__doc__, call.__name__ = body.__doc__, body.__name__
+    return call
+
+
 def parse_sets(values: list[str] | None) -> dict[str, str]:
     """--set key=value (repeatable) into a dict; UsageError on a value without '='."""
     from sparkdoctor.errors import UsageError
@@ -182,49 +180,3 @@ def parse_sets(values: list[str] | None) -> dict[str, str]:
             raise UsageError(f"--set {item!r}: write key=value (e.g. --set port=9000 or --set env.NAME=value)")
         out[key.strip()] = value
     return out
-
-# ---- the old declarations, for the verbs not yet declared as fields
-def legacy_format_option(*formats: Format, default: Format = Format.console, help: str | None = None) -> Any:
-    from sparkdoctor.emit import note_format
-
-    allowed = tuple(formats)
-
-    def callback(ctx: typer.Context, value: str) -> Format:
-        return note_format(command_of(ctx), value, allowed)
-
-    text = help or " | ".join(f.value for f in allowed)
-    return typer.Option(default.value, "--format", "-f", help=text, callback=callback)
-
-
-def legacy_python_option(help: str = PYTHON_HELP) -> Any:
-    return typer.Option(None, "--python", help=help)
-
-
-def legacy_container_option(help: str = "A running container (docker or podman) whose serving stack to use; the GPU, driver "
-                                  "and health are the host's.") -> Any:
-    return typer.Option(None, "--container", metavar="NAME", help=help)
-
-
-def legacy_container_python_option() -> Any:
-    return typer.Option(None, "--container-python", metavar="PATH",
-                        help="The interpreter inside the container (default: the one holding vLLM, else the container's python3).")
-
-
-def legacy_runtime_option() -> Any:
-    return typer.Option(None, "--runtime", help=RUNTIME_HELP)
-
-
-def legacy_matrix_option(help: str = MATRIX_HELP) -> Any:
-    return typer.Option(None, "--matrix", help=help)
-
-
-def legacy_ledger_option() -> Any:
-    return typer.Option(None, "--ledger", help=LEDGER_HELP)
-
-
-def legacy_arch_option(help: str = ARCH_HELP) -> Any:
-    return typer.Option(None, "--arch", help=help)
-
-
-def legacy_output_option(help: str = "Write the document here (atomically) instead of stdout.") -> Any:
-    return typer.Option(None, "--output", "-o", metavar="PATH", help=help)
