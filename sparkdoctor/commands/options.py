@@ -164,7 +164,6 @@ def command(options: type[T], body: Callable[[T], None]) -> Callable[..., None]:
         body(options(**{name: makers[name](value) if name in makers else value for name, value in fields.items()}))
 
     call.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]  # typer reads it
-    call.__annotations__ = {p.name: p.annotation for p in parameters}
     call.__doc__, call.__name__ = body.__doc__, body.__name__
     return call
 
