@@ -8,17 +8,22 @@ Regenerate after a deliberate change with SPARKDOCTOR_WRITE_SNAPSHOT=1 and read 
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import operator
 import os
 from pathlib import Path
+from typing import Annotated
 
 import pytest
+import typer
 import typer.rich_utils
 from typer.core import TyperOption
 from typer.testing import CliRunner
 
 from sparkdoctor import cli
 from sparkdoctor.commands import VERBS, load_verb
+from sparkdoctor.commands.options import EMPTY, Output, Parsed, command
 from tests.inproc import invoke
 
 SNAPSHOT = Path(__file__).resolve().parent / "data" / "cli_snapshot.json"
@@ -28,9 +33,9 @@ TYPED = {"IntParamType", "FloatParamType", "IntRange", "FloatRange", "Choice"}
 def _commands() -> list[tuple[list[str], object]]:
     found = []
 
-    def walk(command: object, words: list[str]) -> None:
-        found.append((words, command))
-        for name, sub in sorted(getattr(command, "commands", {}).items()):
+    def walk(node: object, words: list[str]) -> None:
+        found.append((words, node))
+        for name, sub in sorted(getattr(node, "commands", {}).items()):
             walk(sub, [*words, name])
 
     for verb in VERBS:
@@ -41,8 +46,8 @@ def _commands() -> list[tuple[list[str], object]]:
 def _bad_values() -> list[list[str]]:
     """For each option that parses its value (a number, a choice, --format): that option given 'bogus'."""
     argvs = []
-    for words, command in _commands():
-        for param in getattr(command, "params", []):
+    for words, cmd in _commands():
+        for param in getattr(cmd, "params", []):
             if isinstance(param, TyperOption) and not param.is_flag and (
                     type(param.type).__name__ in TYPED or param.opts[0] == "--format"):
                 argvs.append([*words, param.opts[0], "bogus"])
@@ -67,7 +72,7 @@ def current(monkeypatch: pytest.MonkeyPatch) -> dict[str, dict[str, str]]:
         result = CliRunner().invoke(cli.app, [*words, "--help"], env={"COLUMNS": "120", "NO_COLOR": "1"})
         assert result.exit_code == 0, (words, result.output)
         helps[" ".join(words) or "sparkdoctor"] = result.output
-    params = {" ".join(words): [_described(p) for p in getattr(command, "params", [])] for words, command in _commands()}
+    params = {" ".join(words): [_described(p) for p in getattr(cmd, "params", [])] for words, cmd in _commands()}
     errors = {}
     for argv in _bad_values():
         code, _, line = invoke(*argv, cpu_seconds=20)
@@ -92,3 +97,35 @@ def test_the_snapshot_covers_every_verb_and_some_typed_options():
     expected = json.loads(SNAPSHOT.read_text())
     assert {name.split()[0] for name in expected["help"]} >= set(VERBS)
     assert len(expected["bad values"]) > 20
+
+
+
+@dataclasses.dataclass
+class Told:
+    """A command's options, as a verb declares them (module level: the annotations are read in this module)."""
+
+    path: Annotated[Path | None, typer.Argument(help="A path."), Parsed(name="where")] = None
+    names: Annotated[list[str], typer.Option("--name"), EMPTY] = dataclasses.field(default_factory=list)
+    read: Annotated[bool, typer.Option("--no-read"), Parsed(make=operator.not_, default=False)] = True
+    output: Output = None
+    internal: int = 7
+
+
+def test_a_command_is_made_of_its_options_fields(tmp_path):
+    """The fields carrying typer metadata become the parameters (a field without is not one); Parsed names a
+    parameter, reads it as another type and makes the field's value of it; the body gets the dataclass."""
+    seen: list[Told] = []
+
+    def body(options: Told) -> None:
+        """Say what was told."""
+        seen.append(options)
+
+    app = typer.Typer()
+    app.command("told")(command(Told, body))
+    app.command("other")(lambda: None)  # two commands: "told" is a subcommand
+    out = str(tmp_path / "out.json")
+    assert CliRunner().invoke(app, ["told", "x", "--name", "a", "--name", "b", "--no-read", "-o", out]).exit_code == 0
+    assert CliRunner().invoke(app, ["told"]).exit_code == 0
+    assert seen == [Told(Path("x"), ["a", "b"], False, Path(out)), Told()]
+    shown = CliRunner().invoke(app, ["told", "--help"], env={"COLUMNS": "120"}).output
+    assert "Say what was told." in shown and "where" in shown.lower() and "--internal" not in shown
