@@ -90,3 +90,6 @@ process_renderables  # unused method (sparkdoctor/sink.py)
 
 # Fields of the memory documents, written to JSON through dataclasses.asdict (docs/memory.md)
 swap_total_bytes  # unused variable (sparkdoctor/memory/have.py)
+
+# typer reads the signature commands/options.command() builds for a verb's command from its options dataclass
+_.__signature__  # unused attribute (sparkdoctor/commands/options.py)

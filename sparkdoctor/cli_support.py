@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from sparkdoctor.stderr import err, say, warn
 
-__all__ = ["DEFAULT_TIMEOUT", "err", "open_ledger", "say", "timeout_option", "warn"]
+__all__ = ["DEFAULT_TIMEOUT", "err", "open_ledger", "say", "warn"]
 
 # The names cli.py has always used.
 _err = err
@@ -32,10 +32,3 @@ def open_ledger(path):
 
 DEFAULT_TIMEOUT = 120.0  # seconds; the same default as check's --timeout
 
-
-def timeout_option():
-    """The --timeout option of a command whose work runs in this process (explain, recipe show, audit)."""
-    import typer
-
-    return typer.Option(DEFAULT_TIMEOUT, "--timeout",
-                        help="Seconds the whole run may take (reading, parsing, matching); past it: one line, exit 2.")

@@ -32,7 +32,8 @@ def test_the_mypy_ratchet_only_shrinks_and_names_real_modules():
 def test_the_contract_modules_are_strict_and_never_skipped():
     strict = next(o for o in _mypy_overrides() if o.get("disallow_untyped_defs"))
     ignored = {m for o in _mypy_overrides() if o.get("ignore_errors") for m in o["module"]}
-    for module in ("sparkdoctor.errors", "sparkdoctor.result", "sparkdoctor.emit", "sparkdoctor.targets.interface"):
+    for module in ("sparkdoctor.errors", "sparkdoctor.result", "sparkdoctor.emit", "sparkdoctor.targets.interface",
+                   "sparkdoctor.cli", "sparkdoctor.commands", "sparkdoctor.commands.*"):
         assert module in strict["module"] and module not in ignored
 
 

@@ -9,16 +9,11 @@ sparkdoctor/conclusions/. No conclusion of that name: a ConclusionError (2); a l
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
+from typing import Annotated
 
 import typer
 
-from sparkdoctor.commands.options import (
-    format_option,
-    ledger_option,
-    output_option,
-    output_path,
-)
+from sparkdoctor.commands.options import Fmt, Ledger, Output, command, format_option
 from sparkdoctor.errors import UsageError
 from sparkdoctor.result import Format, Result
 
@@ -29,10 +24,10 @@ FORMATS = (Format.console, Format.json)
 class ConclusionsCommand:
     """Everything `conclusions` is told; the defaults are the command line's."""
 
-    name: str | None = None
-    ledger: Path | None = None
-    fmt: Format = Format.console
-    output: Path | None = None
+    name: Annotated[str | None, typer.Argument(help="Only this conclusion.")] = None
+    ledger: Ledger = None
+    fmt: Annotated[Fmt, format_option(*FORMATS)] = Format.console
+    output: Output = None
 
     def refuse_bad_options(self) -> None:
         Format.parse(self.fmt, FORMATS)
@@ -63,17 +58,11 @@ def run(options: ConclusionsCommand) -> Result:
 
 
 def register(app: typer.Typer) -> None:
-    app.command("conclusions")(conclusions)
+    app.command("conclusions")(command(ConclusionsCommand, conclusions))
 
 
-def conclusions(
-    name: str | None = typer.Argument(None, help="Only this conclusion."),
-    ledger: Path | None = ledger_option(),
-    fmt: str = format_option(*FORMATS),
-    output_name: str | None = output_option(),
-) -> None:
+def conclusions(options: ConclusionsCommand) -> None:
     """List conclusions: fresh, stale (and what changed in the toolchain), flipped by a rerun, broken."""
     from sparkdoctor.emit import emit
 
-    options = ConclusionsCommand(name=name, ledger=ledger, fmt=Format(fmt), output=output_path("--output", output_name))
     raise typer.Exit(emit(run(options), options.fmt, options.output))

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Annotated
 
 import typer
 
-from sparkdoctor.commands.options import format_option, output_option, output_path
+from sparkdoctor.commands.options import Fmt, Output, command, format_option
 from sparkdoctor.result import Format, Result
 
 FORMATS = (Format.console, Format.json)
@@ -23,10 +24,10 @@ FORMATS = (Format.console, Format.json)
 class DiffCommand:
     """Everything `diff` is told."""
 
-    a: Path
-    b: Path
-    fmt: Format = Format.console
-    output: Path | None = None
+    a: Annotated[Path, typer.Argument(metavar="A.json", help="A Facts snapshot (check --save-facts): the reference node, or before.")]
+    b: Annotated[Path, typer.Argument(metavar="B.json", help="The other snapshot: the second node, or after.")]
+    fmt: Annotated[Fmt, format_option(*FORMATS)] = Format.console
+    output: Output = None
 
     def refuse_bad_options(self) -> None:
         Format.parse(self.fmt, FORMATS)
@@ -45,17 +46,11 @@ def run(options: DiffCommand) -> Result:
 
 
 def register(app: typer.Typer) -> None:
-    app.command("diff")(diff)
+    app.command("diff")(command(DiffCommand, diff))
 
 
-def diff(
-    a: Path = typer.Argument(..., metavar="A.json", help="A Facts snapshot (check --save-facts): the reference node, or before."),
-    b: Path = typer.Argument(..., metavar="B.json", help="The other snapshot: the second node, or after."),
-    fmt: str = format_option(*FORMATS),
-    output_name: str | None = output_option(),
-) -> None:
+def diff(options: DiffCommand) -> None:
     """Compare two snapshots field by field; each difference is risky (for a multi-node run) or benign."""
     from sparkdoctor.emit import emit
 
-    options = DiffCommand(a, b, Format(fmt), output_path("--output", output_name))
     raise typer.Exit(emit(run(options), options.fmt, options.output))

@@ -10,20 +10,24 @@ is still written, with the errors that say why).
 from __future__ import annotations
 
 import math
+import operator
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from sparkdoctor.commands.options import (
+    Fmt,
+    Matrix,
+    Output,
+    Parsed,
     arch_option,
+    command,
     format_option,
-    matrix_option,
     output_option,
-    output_path,
 )
 from sparkdoctor.errors import UsageError
 from sparkdoctor.result import Format, Result
@@ -39,15 +43,16 @@ FORMATS = (Format.github, Format.forum)
 class ReportCommand:
     """Everything `report` is told; the defaults are the command line's."""
 
-    python: str | None = None
-    facts_file: Path | None = None
-    fmt: Format = Format.github
-    output: Path | None = None
-    redact: bool = True
-    arch: str | None = None
-    kernels: bool = True
-    matrix: Path | None = None
-    timeout: float = DEFAULT_TIMEOUT
+    python: Annotated[str | None, typer.Option("--python", help="Interpreter (or venv folder) of the environment to report on. Default: $VIRTUAL_ENV, else this interpreter.")] = None
+    facts_file: Annotated[Path | None, typer.Option("--facts", help="Report on a saved snapshot (check --save-facts) instead of probing.")] = None
+    fmt: Annotated[Fmt, format_option(*FORMATS, help="github (markdown, long parts folded) | forum (plain text)")] = Format.github
+    output: Annotated[Output, output_option("Write the report here (atomically) instead of stdout.")] = None
+    redact: Annotated[bool, typer.Option("--no-redact", help="Keep user and host names, home paths, addresses and tokens (default: anonymized)."),
+                      Parsed(make=operator.not_, default=False)] = True
+    arch: Annotated[str | None, arch_option("Evaluate as if the target ran on this GPU arch (e.g. sm_121a).")] = None
+    kernels: Annotated[bool, typer.Option("--kernels/--no-kernels", help="Run the kernel compile probes (live target only).")] = True
+    matrix: Matrix = None
+    timeout: Annotated[float, typer.Option("--timeout", help="Seconds probing the live target may take.")] = DEFAULT_TIMEOUT
 
     def refuse_bad_options(self) -> None:
         """Every usage error of `report` (exit 2, one line), before anything is probed."""
@@ -117,26 +122,14 @@ def _facts(options: ReportCommand) -> Facts:
 
 
 def register(app: typer.Typer) -> None:
-    app.command("report")(report)
+    app.command("report")(command(ReportCommand, report))
 
 
-def report(
-    python: str | None = typer.Option(None, "--python", help="Interpreter (or venv folder) of the environment to report on. Default: $VIRTUAL_ENV, else this interpreter."),
-    facts_file: Path | None = typer.Option(None, "--facts", help="Report on a saved snapshot (check --save-facts) instead of probing."),
-    fmt: str = format_option(*FORMATS, default=Format.github, help="github (markdown, long parts folded) | forum (plain text)"),
-    output_name: str | None = output_option("Write the report here (atomically) instead of stdout."),
-    no_redact: bool = typer.Option(False, "--no-redact", help="Keep user and host names, home paths, addresses and tokens (default: anonymized)."),
-    arch: str | None = arch_option("Evaluate as if the target ran on this GPU arch (e.g. sm_121a)."),
-    kernels: bool = typer.Option(True, "--kernels/--no-kernels", help="Run the kernel compile probes (live target only)."),
-    matrix_path: Path | None = matrix_option(),
-    timeout: float = typer.Option(DEFAULT_TIMEOUT, "--timeout", help="Seconds probing the live target may take."),
-) -> None:
+def report(options: ReportCommand) -> None:
     """Write a bug report with the facts a maintainer asks for (collect-env, cutlass build, kernels, findings)."""
     from sparkdoctor.cli_support import err
     from sparkdoctor.emit import emit
 
-    options = ReportCommand(python=python, facts_file=facts_file, fmt=Format(fmt), output=output_path("--output", output_name),
-                            redact=not no_redact, arch=arch, kernels=kernels, matrix=matrix_path, timeout=timeout)
     result = run(options)
     code = emit(result, options.fmt, options.output)
     for error in result.errors:  # the report is written; stderr still says why it is not a report on packages
