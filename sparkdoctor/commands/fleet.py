@@ -4,6 +4,7 @@ pre-launch gate (docs/fleet.md). options -> run -> Result("fleet check", "fleet"
 Exit 0: go (every node answered, no risky difference, no finding at or above --fail-on); 1: no-go (a risky
 difference between nodes, or a node's finding); 2: usage (bad options or inventory, Ray not installed);
 3: no-go, a node (or the Ray cluster) could not be checked: the others are still judged and compared.
+With --recipe the launch is also sized and judged on every node's memory: a node where it does not fit is exit 1.
 """
 
 from __future__ import annotations
@@ -47,6 +48,10 @@ class FleetCommand:
     output: Path | None = None
     verbose: bool = False
     measure: bool = False
+    # --recipe: the launch sized once, judged on every node's memory (fleet/memfit.py); recipe check's option names
+    recipe: str | None = None
+    model: str | None = None
+    sets: list[str] = field(default_factory=list)
 
     def refuse_bad_options(self) -> None:
         """Every usage error of `fleet check` (exit 2, one line), before a node is reached."""
@@ -72,6 +77,8 @@ class FleetCommand:
             problem = real_arch_problem(self.arch)
             if problem:
                 raise UsageError(f"--arch {self.arch!r}: {problem}")
+        if self.recipe is None and (self.model is not None or self.sets):
+            raise UsageError("--model and --set size a launch: give its --recipe FILE too")
 
 
 def run(options: FleetCommand) -> Result:
@@ -85,11 +92,17 @@ def run(options: FleetCommand) -> Result:
         nodes = parse_hosts(options.hosts, options.python, options.container, options.runtime)
     elif options.inventory is not None:
         nodes = load_inventory(options.inventory, options.python, options.container, options.runtime)
+    launch = None
+    if options.recipe is not None:  # a bad recipe or model is one line before any node is reached
+        from sparkdoctor.commands.options import parse_sets
+        from sparkdoctor.fleet.memfit import size_launch
+
+        launch = size_launch(options.recipe, parse_sets(options.sets), options.model)
     run_options = fleet.FleetOptions(
         ray_address=options.ray, nodes=nodes, ssh_config=str(options.ssh_config) if options.ssh_config else None,
         python=options.python, container=options.container, runtime=options.runtime, node_timeout=options.node_timeout,
         arch=options.arch, matrix_path=options.matrix, fail_on=options.fail_on, ignore=set(options.ignore),
-        measure=options.measure)
+        measure=options.measure, launch=launch)
     if sys.stderr.isatty():  # progress on stderr, only to a terminal: stdout stays the document
         from rich.console import Console
 
@@ -125,6 +138,10 @@ def check(
     output_name: str | None = output_option(),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Show benign differences and every finding."),
     measure: bool = typer.Option(False, "--measure", help="Also measure every link: ib_write_bw per rail, nccl-tests all_reduce_perf across the nodes and over the GPUs of each node of several, up to 1 GiB (bounded; absent tools are reported)."),
+    # --recipe, --model, --set: the memory preflight per node (docs/memory.md); the names are recipe check's
+    recipe: str | None = typer.Option(None, "--recipe", metavar="FILE", help="Size this recipe's launch (a file, or a shipped recipe's name) and judge it on every node's memory now."),
+    model: str | None = typer.Option(None, "--model", help="The checkpoint the launch loads, read here (default: the recipe's model); every node serves the same one."),
+    sets: list[str] | None = typer.Option(None, "--set", help="Override a recipe parameter: key=value, or env.NAME=value (repeatable)."),
 ) -> None:
     """Probe every node in parallel, judge each against the matrix, compare them N-way. Exit code gates the launch."""
     from sparkdoctor.emit import emit
@@ -132,5 +149,6 @@ def check(
     options = FleetCommand(ray=ray, hosts=hosts, inventory=inventory, ssh_config=ssh_config, python=python,
                            container=container, runtime=runtime, node_timeout=node_timeout, arch=arch, fail_on=fail_on,
                            ignore=list(ignore), matrix=matrix_path, fmt=Format(fmt),
-                           output=output_path("--output", output_name), verbose=verbose, measure=measure)
+                           output=output_path("--output", output_name), verbose=verbose, measure=measure,
+                           recipe=recipe, model=model, sets=list(sets or []))
     raise typer.Exit(emit(run(options), options.fmt, options.output))

@@ -11,6 +11,7 @@ Modules, each importing only those above it:
   compare    N-way comparison: majority value, odd nodes
   fabric     the RDMA fabric judged across nodes: topology, NCCL_IB_HCA, GID index, ring routing, MTU, rails
   measure    --measure: per-rail ib_write_bw and nccl-tests all_reduce_perf, parsed and judged
+  memfit     --recipe: the launch sized once, split per node, judged on each node's memory (sparkdoctor/memory/)
   inventory  --hosts and inventory files
   run        options -> FleetResult (this module)
 Ray is imported by transport.RayTransport only, never on check's path.
@@ -69,6 +70,7 @@ class FleetOptions:
     fail_on: str = "error"
     ignore: set[str] = field(default_factory=set)
     measure: bool = False
+    launch: Any = None  # memfit.Launch (--recipe): judged on every node's memory
     progress: Any = None  # Callable[[str], None]: what the run is doing now (the command shows it on a terminal)
 
 
@@ -84,6 +86,7 @@ class FleetResult:
     topology: Any = None  # fabric.Topology of the nodes that answered
     fabric: list[Any] = field(default_factory=list)  # fabric.FabricFinding, static and measured
     measured: list[Any] = field(default_factory=list)  # measure.Measurement
+    memory: Any = None  # memfit.FleetFit (--recipe), else None
 
     @property
     def down(self) -> list[Any]:
@@ -96,6 +99,8 @@ class FleetResult:
     def exit_code(self) -> int:
         if self.down or not self.reports:
             return EXIT_FLEET_NODE_DOWN
+        if self.memory is not None and self.memory.blocking():
+            return EXIT_FLEET_REFUSE
         if self.risky or any(r.failing() or not r.probed() for r in self.reports.values()):
             return EXIT_FLEET_REFUSE
         return EXIT_FLEET_GO
@@ -129,11 +134,17 @@ def run(options: FleetOptions) -> FleetResult:
         if close:
             close()
     reports, drifts, notes, topo, found = judge(named, matrix, options, measured)
+    fit = None
+    if options.launch is not None and named:
+        from sparkdoctor.fleet.memfit import judge_fleet
+
+        say("sizing the launch on every node…")
+        fit = judge_fleet(options.launch, named)
     from sparkdoctor.fleet.transport import LOCAL
 
     kind = "local" if nodes and all(n.name == LOCAL for n in nodes) and transport.kind == "ssh" else transport.kind
     return FleetResult(kind, outcomes, reports, drifts, notes, time.monotonic() - started, options.fail_on,
-                       topo, found, measured)
+                       topo, found, measured, fit)
 
 
 def judge(named: list[tuple[str, Any]], matrix: Any, options: FleetOptions, measured: list[Any] | None = None) -> Any:
