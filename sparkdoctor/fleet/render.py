@@ -144,6 +144,8 @@ def render_memory(fit: Any, console: Any, verbose: bool = False) -> None:
         console.print(f"  {mark} {escape(name)}[/]  {escape(line)}")
         for h in v.holding[:8 if verbose else 3] if v.outcome != FITS or verbose else []:
             console.print(f"      [dim]held: {escape(h.what)}: {gib(h.bytes)}[/]")
+        for remedy in [r for r in v.remedies if not r.startswith("launch with")][:2] if v.outcome != FITS else []:
+            console.print(f"      do: {escape(remedy)}")
     if fit.proposal:
         decided = "".join(f"--{k.replace('_', '-')} set by {n}; " for k, n in fit.decided_by.items())
         checked = {True: "fits on every node", False: "still short on a node", None: ""}[fit.proposal_fits]
