@@ -48,7 +48,7 @@ class FleetCommand:
     output: Path | None = None
     verbose: bool = False
     measure: bool = False
-    # --recipe: the launch sized once, judged on every node's memory (fleet/memfit.py); recipe check's option names
+    # --recipe: the launch sized once, judged on every node's memory (memory/pernode.py); recipe check's option names
     recipe: str | None = None
     model: str | None = None
     sets: list[str] = field(default_factory=list)
@@ -92,17 +92,19 @@ def run(options: FleetCommand) -> Result:
         nodes = parse_hosts(options.hosts, options.python, options.container, options.runtime)
     elif options.inventory is not None:
         nodes = load_inventory(options.inventory, options.python, options.container, options.runtime)
-    launch = None
+    memory_judge = None
     if options.recipe is not None:  # a bad recipe or model is one line before any node is reached
-        from sparkdoctor.commands.options import parse_sets
-        from sparkdoctor.fleet.memfit import size_launch
+        import functools
 
-        launch = size_launch(options.recipe, parse_sets(options.sets), options.model)
+        from sparkdoctor.commands.options import parse_sets
+        from sparkdoctor.memory.pernode import judge_fleet, size_launch
+
+        memory_judge = functools.partial(judge_fleet, size_launch(options.recipe, parse_sets(options.sets), options.model))
     run_options = fleet.FleetOptions(
         ray_address=options.ray, nodes=nodes, ssh_config=str(options.ssh_config) if options.ssh_config else None,
         python=options.python, container=options.container, runtime=options.runtime, node_timeout=options.node_timeout,
         arch=options.arch, matrix_path=options.matrix, fail_on=options.fail_on, ignore=set(options.ignore),
-        measure=options.measure, launch=launch)
+        measure=options.measure, memory_judge=memory_judge)
     if sys.stderr.isatty():  # progress on stderr, only to a terminal: stdout stays the document
         from rich.console import Console
 

@@ -11,7 +11,6 @@ Modules, each importing only those above it:
   compare    N-way comparison: majority value, odd nodes
   fabric     the RDMA fabric judged across nodes: topology, NCCL_IB_HCA, GID index, ring routing, MTU, rails
   measure    --measure: per-rail ib_write_bw and nccl-tests all_reduce_perf, parsed and judged
-  memfit     --recipe: the launch sized once, split per node, judged on each node's memory (sparkdoctor/memory/)
   inventory  --hosts and inventory files
   run        options -> FleetResult (this module)
 Ray is imported by transport.RayTransport only, never on check's path.
@@ -70,7 +69,9 @@ class FleetOptions:
     fail_on: str = "error"
     ignore: set[str] = field(default_factory=set)
     measure: bool = False
-    launch: Any = None  # memfit.Launch (--recipe): judged on every node's memory
+    # --recipe: (named nodes) -> memory.pernode.FleetFit, the launch judged on every node's memory; the command
+    # builds it (fleet never imports the memory pipeline, which reads checkpoints through audit)
+    memory_judge: Any = None
     progress: Any = None  # Callable[[str], None]: what the run is doing now (the command shows it on a terminal)
 
 
@@ -86,7 +87,7 @@ class FleetResult:
     topology: Any = None  # fabric.Topology of the nodes that answered
     fabric: list[Any] = field(default_factory=list)  # fabric.FabricFinding, static and measured
     measured: list[Any] = field(default_factory=list)  # measure.Measurement
-    memory: Any = None  # memfit.FleetFit (--recipe), else None
+    memory: Any = None  # memory.pernode.FleetFit (--recipe), else None
 
     @property
     def down(self) -> list[Any]:
@@ -135,11 +136,9 @@ def run(options: FleetOptions) -> FleetResult:
             close()
     reports, drifts, notes, topo, found = judge(named, matrix, options, measured)
     fit = None
-    if options.launch is not None and named:
-        from sparkdoctor.fleet.memfit import judge_fleet
-
-        say("sizing the launch on every node…")
-        fit = judge_fleet(options.launch, named)
+    if options.memory_judge is not None and named:
+        say("judging the launch on every node's memory…")
+        fit = options.memory_judge(named)
     from sparkdoctor.fleet.transport import LOCAL
 
     kind = "local" if nodes and all(n.name == LOCAL for n in nodes) and transport.kind == "ssh" else transport.kind

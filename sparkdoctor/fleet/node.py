@@ -250,7 +250,7 @@ def _host_memory(health: dict[str, Any], raw: dict[str, Any]) -> None:
 
 def _memory_holders(raw: dict[str, Any]) -> dict[str, Any] | None:
     """Who holds the node's memory (the probe's holders, bounded) and MemFree, for `fleet check --recipe`
-    (fleet/memfit.py builds the node's memory.have.Have from it); None from a probe that predates them."""
+    (memory/pernode.py builds the node's memory.have.Have from it); None from a probe that predates them."""
     held = raw.get("memory_holders")
     if not isinstance(held, dict):
         return None

@@ -125,33 +125,34 @@ def render_memory(fit: Any, console: Any, verbose: bool = False) -> None:
     """`--recipe`: the need per node, each node's verdict with what holds its memory, and the one proposal."""
     from rich.markup import escape
 
-    from sparkdoctor.fleet.memfit import SEVERITY, summary
-    from sparkdoctor.memory.verdict import FITS, FITS_WITH, NO_FIT, gib
-
-    console.print(f"memory: {escape(summary(fit))}")
+    console.print(f"memory: {escape(fit.summary())}")
     for rule in fit.rules[1:] if verbose else []:
         console.print(f"  [dim]{escape(rule)}[/]")
     for name, v in fit.verdicts.items():
-        mark = {"error": "[bold red]✖", "warn": "[yellow]▲", "info": "[green]●"}[SEVERITY[v.outcome]]
-        if v.outcome == FITS:
+        mark = {"does-not-fit": "[bold red]✖", "fits-with": "[yellow]▲"}.get(v.outcome, "[green]●")
+        if v.outcome == "fits":
             line = f"fits: {gib(v.share_bytes)} asked, {gib(v.usable_bytes or 0)} free; {v.full_length_seqs} full-length sequence(s) at once"
-        elif v.outcome == FITS_WITH:
+        elif v.outcome == "fits-with":
             line = f"fits only with other settings: {gib(v.share_bytes)} asked, {gib(v.usable_bytes or 0)} free; " + _flags(v.settings)
-        elif v.outcome == NO_FIT:
+        elif v.outcome == "does-not-fit":
             line = f"does not fit: {gib(v.short_bytes)} short even at --max-num-seqs 1, {gib(v.usable_bytes or 0)} free"
         else:
             line = "unknown: " + "; ".join(v.reasons)[:300]
         console.print(f"  {mark} {escape(name)}[/]  {escape(line)}")
-        for h in v.holding[:8 if verbose else 3] if v.outcome != FITS or verbose else []:
+        for h in v.holding[:8 if verbose else 3] if v.outcome != "fits" or verbose else []:
             console.print(f"      [dim]held: {escape(h.what)}: {gib(h.bytes)}[/]")
-        for remedy in [r for r in v.remedies if not r.startswith("launch with")][:2] if v.outcome != FITS else []:
+        for remedy in [r for r in v.remedies if not r.startswith("launch with")][:2] if v.outcome != "fits" else []:
             console.print(f"      do: {escape(remedy)}")
     if fit.proposal:
         decided = "".join(f"--{k.replace('_', '-')} set by {n}; " for k, n in fit.decided_by.items())
         checked = {True: "fits on every node", False: "still short on a node", None: ""}[fit.proposal_fits]
         console.print(f"  proposal for every node: launch with {escape(_flags(fit.proposal))}  [dim]({escape(decided)}{checked})[/]")
-    elif any(v.outcome == NO_FIT for v in fit.verdicts.values()):
+    elif any(v.outcome == "does-not-fit" for v in fit.verdicts.values()):
         console.print("  [bold red]no setting fits on every node[/]: free memory on the node(s) above first")
+
+
+def gib(n: float) -> str:
+    return f"{n / 2**30:.1f} GiB"
 
 
 def _flags(settings: dict[str, Any]) -> str:

@@ -166,7 +166,7 @@ def test_the_launch_is_judged_on_each_nodes_memory_over_ssh(sshd, node_venvs, tm
     import shlex
 
     from tests.audit import builders
-    from tests.fleet.test_fleet_memfit import LEAKED, healthy, strained
+    from tests.fleet.test_fleet_memory_fit import LEAKED, healthy, strained
     from tests.memory.conftest import write_recipe
 
     model = builders.qwen3_8b(tmp_path / "qwen3-8b", None)

@@ -1,4 +1,4 @@
-"""`fleet check --recipe`: one launch sized once, split per node by its parallel sizes, and judged on each node
+"""`fleet check --recipe` (the command passes judge_fleet to sparkdoctor.fleet): one launch sized once, split per node by its parallel sizes, and judged on each node
 against that node's memory now (docs/memory.md, "Every node of a multi-node launch").
 
 The need is computed once, here, from the recipe as its runner resolves it and the checkpoint's headers read on
@@ -78,6 +78,13 @@ class FleetFit:
         order = (NO_FIT, FITS_WITH, UNKNOWN, FITS)
         found = {v.outcome for v in self.verdicts.values()}
         return next((o for o in order if o in found), UNKNOWN)
+
+    def summary(self) -> str:
+        """The need per node in one line (the console's heading)."""
+        need = self.need
+        return (f"{self.launch.recipe} with {self.launch.model}: {self.rules[0]}; each node needs {gib(need.part('weights'))} "
+                f"of weights and {gib(need.part('kv-cache'))} of KV cache for one sequence of {need.setting('max_model_len')} "
+                f"tokens, {gib(need.least())} at least")
 
     def to_dict(self) -> dict[str, Any]:
         nodes = []
@@ -235,12 +242,4 @@ def with_settings(need: Need, settings: dict[str, Any]) -> Need:
     changed = {k: Setting(v, "the fleet's proposal") for k, v in settings.items() if k != "kv_cache_memory_bytes"}
     fixed = settings.get("kv_cache_memory_bytes", need.fixed_kv_bytes)
     return dataclasses.replace(need, settings={**need.settings, **changed}, fixed_kv_bytes=fixed)
-
-
-def summary(fit: FleetFit) -> str:
-    """The need per node in one line (the console's heading)."""
-    need = fit.need
-    return (f"{fit.launch.recipe} with {fit.launch.model}: {fit.rules[0]}; each node needs {gib(need.part('weights'))} of "
-            f"weights and {gib(need.part('kv-cache'))} of KV cache for one sequence of {need.setting('max_model_len')} tokens, "
-            f"{gib(need.least())} at least")
 

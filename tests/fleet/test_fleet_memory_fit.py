@@ -18,11 +18,16 @@ import pytest
 
 from sparkdoctor import matrix
 from sparkdoctor.fleet import FleetOptions, FleetResult, judge
-from sparkdoctor.fleet.memfit import judge_fleet, node_have, size_launch, with_settings
 from sparkdoctor.fleet.node import NodeOutcome, apply_node
 from sparkdoctor.fleet.render import fleet_dict, render_console
 from sparkdoctor.fleet.transport import Node
 from sparkdoctor.memory.have import read_have
+from sparkdoctor.memory.pernode import (
+    judge_fleet,
+    node_have,
+    size_launch,
+    with_settings,
+)
 from sparkdoctor.memory.verdict import FITS, FITS_WITH, NO_FIT
 from sparkdoctor.memory.verdict import judge as judge_one
 from tests.fleet.test_fleet_compare import fleet_facts
@@ -157,7 +162,7 @@ def test_a_healthy_pair_is_go(tmp_path, qwen3_8b):
 def test_pipeline_parallel_splits_layers_and_the_mla_free_kv_heads_stay_whole_past_tp(tmp_path, qwen3_8b):
     """TP 16 over 8 KV heads: each rank still caches one head (vLLM's max(1, heads // TP)); PP 4 over 36 layers:
     9 layers a stage. 64 ranks over 2 nodes: 32 on each."""
-    from sparkdoctor.fleet.memfit import per_node
+    from sparkdoctor.memory.pernode import per_node
 
     recipe = write_recipe(tmp_path, qwen3_8b, "--max-model-len", "4096", "-tp", "16", "--pipeline-parallel-size=4")
     launch = size_launch(str(recipe), {}, str(qwen3_8b))
