@@ -212,3 +212,14 @@ def test_a_bad_recipe_or_model_is_one_line_before_any_node_is_reached(tmp_path, 
     if case != "model-without-recipe":
         as_json = cli("--hosts", "spark-unreached.invalid", *args, "--format", "json", root=root)
         assert as_json.returncode == 2 and json.loads(as_json.stdout)["exit_code"] == 2
+
+
+@pytest.mark.parametrize("held", [{"holders": [{"pid": "4242"}]}, {"containers": [{"id": "abc"}]}, {"others": 5},
+                                  {"holders": [{"pid": 1, "devices": "/dev/nvidia0"}]}])
+def test_a_node_answer_with_holders_of_the_wrong_shape_is_refused_by_name(held):
+    """A node is user input: its holders are checked before they are read (the node is then reported, not judged)."""
+    from sparkdoctor.facts_shapes import ShapeError
+    from sparkdoctor.fleet.node import check_answer
+
+    with pytest.raises(ShapeError, match="memory_holders"):
+        check_answer({"memory_holders": held})
