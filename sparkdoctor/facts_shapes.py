@@ -131,7 +131,7 @@ FIELD_SHAPES: dict[str, Any] = {
     "fleet": {**_record(node=TEXT, hostname=TEXT, boot_id=TEXT, driver_flavour=TEXT, cuda_toolkit=VERSION, nccl=dict,
                         nccl_conf=ListOf(dict), cma=MapOf(ANY), roce_v2_gid_index=MapOf(_o(int)), in_container=bool,
                         clock_skew_s=NUMBER, nodes=int, drift=ListOf(TEXT), odd=ListOf(TEXT), unpaired_links=ListOf(TEXT),
-                        fabric=dict, topology=TEXT, fabric_findings=ListOf(dict))},
+                        fabric=dict, topology=TEXT, fabric_findings=ListOf(dict), memory=dict)},
     "errors": ListOf({"collector": TEXT, "error": TEXT, "!required": ("collector", "error")}),
     "timings_ms": MapOf(NUMBER),
 }

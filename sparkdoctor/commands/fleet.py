@@ -4,6 +4,7 @@ pre-launch gate (docs/fleet.md). options -> run -> Result("fleet check", "fleet"
 Exit 0: go (every node answered, no risky difference, no finding at or above --fail-on); 1: no-go (a risky
 difference between nodes, or a node's finding); 2: usage (bad options or inventory, Ray not installed);
 3: no-go, a node (or the Ray cluster) could not be checked: the others are still judged and compared.
+With --recipe the launch is also sized and judged on every node's memory: a node where it does not fit is exit 1.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from sparkdoctor.commands.options import (
     Ignore,
     Matrix,
     Output,
+    Sets,
     arch_option,
     command,
     format_option,
@@ -49,6 +51,10 @@ class FleetCommand:
     output: Output = None
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show benign differences and every finding.")] = False
     measure: Annotated[bool, typer.Option("--measure", help="Also measure every link: ib_write_bw per rail, nccl-tests all_reduce_perf across the nodes and over the GPUs of each node of several, up to 1 GiB (bounded; absent tools are reported).")] = False
+    # --recipe, --model, --set: the memory preflight per node (docs/memory.md, memory/pernode.py); recipe check's names
+    recipe: Annotated[str | None, typer.Option("--recipe", metavar="FILE", help="Size this recipe's launch (a file, or a shipped recipe's name) and judge it on every node's memory now.")] = None
+    model: Annotated[str | None, typer.Option("--model", help="The checkpoint the launch loads, read here (default: the recipe's model); every node serves the same one.")] = None
+    sets: Sets = field(default_factory=list)
 
     def refuse_bad_options(self) -> None:
         """Every usage error of `fleet check` (exit 2, one line), before a node is reached."""
@@ -74,6 +80,8 @@ class FleetCommand:
             problem = real_arch_problem(self.arch)
             if problem:
                 raise UsageError(f"--arch {self.arch!r}: {problem}")
+        if self.recipe is None and (self.model is not None or self.sets):
+            raise UsageError("--model and --set size a launch: give its --recipe FILE too")
 
 
 def run(options: FleetCommand) -> Result:
@@ -87,11 +95,19 @@ def run(options: FleetCommand) -> Result:
         nodes = parse_hosts(options.hosts, options.python, options.container, options.runtime)
     elif options.inventory is not None:
         nodes = load_inventory(options.inventory, options.python, options.container, options.runtime)
+    memory_judge = None
+    if options.recipe is not None:  # a bad recipe or model is one line before any node is reached
+        import functools
+
+        from sparkdoctor.commands.options import parse_sets
+        from sparkdoctor.memory.pernode import judge_fleet, size_launch
+
+        memory_judge = functools.partial(judge_fleet, size_launch(options.recipe, parse_sets(options.sets), options.model))
     run_options = fleet.FleetOptions(
         ray_address=options.ray, nodes=nodes, ssh_config=str(options.ssh_config) if options.ssh_config else None,
         python=options.python, container=options.container, runtime=options.runtime, node_timeout=options.node_timeout,
         arch=options.arch, matrix_path=options.matrix, fail_on=options.fail_on, ignore=set(options.ignore),
-        measure=options.measure)
+        measure=options.measure, memory_judge=memory_judge)
     if sys.stderr.isatty():  # progress on stderr, only to a terminal: stdout stays the document
         from rich.console import Console
 

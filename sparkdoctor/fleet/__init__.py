@@ -69,6 +69,9 @@ class FleetOptions:
     fail_on: str = "error"
     ignore: set[str] = field(default_factory=set)
     measure: bool = False
+    # --recipe: (named nodes) -> memory.pernode.FleetFit, the launch judged on every node's memory; the command
+    # builds it (fleet never imports the memory pipeline, which reads checkpoints through audit)
+    memory_judge: Any = None
     progress: Any = None  # Callable[[str], None]: what the run is doing now (the command shows it on a terminal)
 
 
@@ -84,6 +87,7 @@ class FleetResult:
     topology: Any = None  # fabric.Topology of the nodes that answered
     fabric: list[Any] = field(default_factory=list)  # fabric.FabricFinding, static and measured
     measured: list[Any] = field(default_factory=list)  # measure.Measurement
+    memory: Any = None  # memory.pernode.FleetFit (--recipe), else None
 
     @property
     def down(self) -> list[Any]:
@@ -96,6 +100,8 @@ class FleetResult:
     def exit_code(self) -> int:
         if self.down or not self.reports:
             return EXIT_FLEET_NODE_DOWN
+        if self.memory is not None and self.memory.blocking():
+            return EXIT_FLEET_REFUSE
         if self.risky or any(r.failing() or not r.probed() for r in self.reports.values()):
             return EXIT_FLEET_REFUSE
         return EXIT_FLEET_GO
@@ -129,11 +135,15 @@ def run(options: FleetOptions) -> FleetResult:
         if close:
             close()
     reports, drifts, notes, topo, found = judge(named, matrix, options, measured)
+    fit = None
+    if options.memory_judge is not None and named:
+        say("judging the launch on every node's memory…")
+        fit = options.memory_judge(named)
     from sparkdoctor.fleet.transport import LOCAL
 
     kind = "local" if nodes and all(n.name == LOCAL for n in nodes) and transport.kind == "ssh" else transport.kind
     return FleetResult(kind, outcomes, reports, drifts, notes, time.monotonic() - started, options.fail_on,
-                       topo, found, measured)
+                       topo, found, measured, fit)
 
 
 def judge(named: list[tuple[str, Any]], matrix: Any, options: FleetOptions, measured: list[Any] | None = None) -> Any:

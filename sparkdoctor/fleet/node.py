@@ -27,6 +27,7 @@ from sparkdoctor.facts_shapes import (
     Finite,
     ListOf,
     MapOf,
+    Opt,
     ShapeError,
     check_field,
     check_value,
@@ -41,12 +42,20 @@ NODE_PROBE = "fleet_node"
 MAX_TEXT = 1 << 16  # of a /proc text a node sends
 MAX_KERNEL_LINES = 2000  # kernel-log memory lines read from a node (its probe sends at most as many)
 
+_PROCESS = {"pid": int, "name": Opt(TEXT), "rss_kib": Opt(int), "devices": Opt(ListOf(TEXT)), "container": Opt(TEXT),
+            "!required": ("pid",)}
+MEMORY_HOLDERS = {"holders": ListOf(_PROCESS), "others": ListOf(_PROCESS), "errors": ListOf(TEXT),
+                  "containers": ListOf({"id": TEXT, "cgroup": Opt(TEXT), "bytes": int, "pids": Opt(ListOf(int)),
+                                        "!required": ("id", "bytes")})}
+MAX_ROWS = 4096  # processes or containers read from a node's holders
+
 # The node probe's answer as apply_node reads it (probes/fleet_node/): a node is user input, so its answer is
 # checked like a --facts snapshot, here before it is read and as Facts after (facts_shapes.py).
 NODE_ANSWER: dict[str, Any] = {
     "host": dict, "memory": dict, "cma": dict, "driver": dict, "cuda_toolkit": dict, "nccl": dict,
     "roce_v2_gid_index": dict, "node": dict, "gpus": ListOf(dict), "nccl_conf": ListOf(dict), "links": ListOf(dict),
     "env": MapOf(TEXT), "errors": ListOf(TEXT), "python": TEXT, "time": Finite(), "host_texts": dict, "kernel_log": dict,
+    "memory_holders": MEMORY_HOLDERS,
 }
 
 
@@ -213,6 +222,7 @@ def apply_node(facts: Facts, raw: dict[str, Any], received: float, arch: str | N
         "fabric": clean_fabric(raw.get("fabric")),
         "in_container": raw.get("in_container"),
         "clock_skew_s": round(when - received, 2) if isinstance(when, (int, float)) else None,
+        "memory": _memory_holders(raw),
     }
 
 
@@ -236,6 +246,21 @@ def _host_memory(health: dict[str, Any], raw: dict[str, Any]) -> None:
         refused = "; ".join(str(r) for r in log.get("refused") or [])[:300]
         health["errors"].append(f"kernel log not readable on the node ({refused}): the NVRM, OOM and hung-task "
                                 "entries are unknown there")
+
+
+def _memory_holders(raw: dict[str, Any]) -> dict[str, Any] | None:
+    """Who holds the node's memory (the probe's holders, bounded) and MemFree, for `fleet check --recipe`
+    (memory/pernode.py builds the node's memory.have.Have from it); None from a probe that predates them."""
+    held = raw.get("memory_holders")
+    if not isinstance(held, dict):
+        return None
+    free = None
+    for line in str(_dict(raw.get("host_texts")).get("meminfo") or "")[:MAX_TEXT].splitlines():
+        name, _, rest = line.partition(":")
+        if name == "MemFree" and rest.split() and rest.split()[0].isdigit():
+            free = int(rest.split()[0])
+    return {"free_kib": free, **{key: list(held.get(key) or [])[:MAX_ROWS] for key in ("holders", "others", "containers")},
+            "errors": [str(e)[:300] for e in held.get("errors") or []][:20]}
 
 
 def _gpu_health(g: dict[str, Any]) -> dict[str, Any]:

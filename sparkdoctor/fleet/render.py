@@ -37,6 +37,7 @@ def fleet_dict(result: FleetResult, verbose: bool = False) -> dict[str, Any]:
         "fabric": {"topology": result.topology.to_dict() if result.topology is not None else None,
                    "findings": [f.to_dict() for f in result.fabric],
                    "measured": [m.to_dict() for m in result.measured]},
+        "memory": result.memory.to_dict() if result.memory is not None else None,
     }
 
 
@@ -81,6 +82,8 @@ def render_console(result: FleetResult, console: Any, verbose: bool = False) -> 
         console.print(f"[{style}]{mark}[/]  {escape(d.area)}  [bold]{escape(d.key)}[/]  {escape(line)}")
         console.print(f"           [dim]{escape(d.why)}[/]")
     _render_fabric(result, console, verbose)
+    if result.memory is not None:
+        render_memory(result.memory, console, verbose)
     for note in result.notes:
         console.print(f"[yellow]note[/]  {escape(note)}")
     console.print()
@@ -89,7 +92,8 @@ def render_console(result: FleetResult, console: Any, verbose: bool = False) -> 
         0: f"GO: the nodes agree on everything that matters ({benign} benign difference(s)) (exit 0)",
         1: f"[bold red]NO-GO[/]: {len(result.risky)} risky difference(s), "
            f"{sum(1 for r in result.reports.values() if r.failing())} node(s) with findings at or above "
-           f"{result.fail_on} (exit 1)",
+           f"{result.fail_on}" + (f", the launch as written does not fit on {escape(', '.join(result.memory.blocking()))}"
+                                  if result.memory is not None and result.memory.blocking() else "") + " (exit 1)",
         3: f"[bold red]NO-GO[/]: {len(result.down)} node(s) could not be checked; {len(result.risky)} risky "
            f"difference(s) among the {len(result.reports)} that answered (exit 3)",
     }[result.exit_code()]
@@ -115,3 +119,41 @@ def _render_fabric(result: FleetResult, console: Any, verbose: bool) -> None:
 
 def _v(value: Any) -> str:
     return "(absent)" if value is None else str(value)
+
+
+def render_memory(fit: Any, console: Any, verbose: bool = False) -> None:
+    """`--recipe`: the need per node, each node's verdict with what holds its memory, and the one proposal."""
+    from rich.markup import escape
+
+    console.print(f"memory: {escape(fit.summary())}")
+    for rule in fit.rules[1:] if verbose else []:
+        console.print(f"  [dim]{escape(rule)}[/]")
+    for name, v in fit.verdicts.items():
+        mark = {"does-not-fit": "[bold red]✖", "fits-with": "[yellow]▲"}.get(v.outcome, "[green]●")
+        if v.outcome == "fits":
+            line = f"fits: {gib(v.share_bytes)} asked, {gib(v.usable_bytes or 0)} free; {v.full_length_seqs} full-length sequence(s) at once"
+        elif v.outcome == "fits-with":
+            line = f"fits only with other settings: {gib(v.share_bytes)} asked, {gib(v.usable_bytes or 0)} free; " + _flags(v.settings)
+        elif v.outcome == "does-not-fit":
+            line = f"does not fit: {gib(v.short_bytes)} short even at --max-num-seqs 1, {gib(v.usable_bytes or 0)} free"
+        else:
+            line = "unknown: " + "; ".join(v.reasons)[:300]
+        console.print(f"  {mark} {escape(name)}[/]  {escape(line)}")
+        for h in v.holding[:8 if verbose else 3] if v.outcome != "fits" or verbose else []:
+            console.print(f"      [dim]held: {escape(h.what)}: {gib(h.bytes)}[/]")
+        for remedy in [r for r in v.remedies if not r.startswith("launch with")][:2] if v.outcome != "fits" else []:
+            console.print(f"      do: {escape(remedy)}")
+    if fit.proposal:
+        decided = "".join(f"--{k.replace('_', '-')} set by {n}; " for k, n in fit.decided_by.items())
+        checked = {True: "fits on every node", False: "still short on a node", None: ""}[fit.proposal_fits]
+        console.print(f"  proposal for every node: launch with {escape(_flags(fit.proposal))}  [dim]({escape(decided)}{checked})[/]")
+    elif any(v.outcome == "does-not-fit" for v in fit.verdicts.values()):
+        console.print("  [bold red]no setting fits on every node[/]: free memory on the node(s) above first")
+
+
+def gib(n: float) -> str:
+    return f"{n / 2**30:.1f} GiB"
+
+
+def _flags(settings: dict[str, Any]) -> str:
+    return " ".join(f"--{k.replace('_', '-')} {v}" for k, v in settings.items())

@@ -157,3 +157,36 @@ def test_each_node_is_judged_on_its_own_memory_and_kernel_log(sshd, node_venvs, 
     assert strained["facts"]["host_health"]["kernel"]["nvrm_no_memory"] == 1
     assert strained["facts"]["host_health"]["kernel_source"] == "/dev/kmsg"
     assert done.returncode == 1, done.stderr  # the driver out of memory is an error: the launch is refused
+
+
+def test_the_launch_is_judged_on_each_nodes_memory_over_ssh(sshd, node_venvs, tmp_path):
+    """`fleet check --recipe` over the real sshd: two nodes, each on its own fixture box (a leftover server and a
+    leaked container on fleet-1, nothing on fleet-0). The need is sized here once (TP 2: one rank a node); each
+    node's memory and holders travel in its probe's answer; fleet-1 is named with what holds its memory."""
+    import shlex
+
+    from tests.audit import builders
+    from tests.fleet.test_fleet_memory_fit import LEAKED, healthy, strained
+    from tests.memory.conftest import write_recipe
+
+    model = builders.qwen3_8b(tmp_path / "qwen3-8b", None)
+    recipe = write_recipe(tmp_path, model, "--max-model-len", "32768", "-tp", "2", "--gpu-memory-utilization", "0.7")
+    rows = []
+    for name, root in (("fleet-0", healthy(tmp_path)), ("fleet-1", strained(tmp_path))):
+        wrapper = tmp_path / f"{name}-python"
+        wrapper.write_text(f"#!/bin/sh\nexport SPARKDOCTOR_HOST_ROOT={shlex.quote(str(root))}\n"
+                           f"exec {shlex.quote(str(node_venvs[0]))} \"$@\"\n")
+        wrapper.chmod(0o755)
+        rows.append((name, str(wrapper)))
+    done = fleet("--inventory", inventory(tmp_path / "fleet.toml", rows), "--ssh-config", str(sshd.config),
+                 "--recipe", str(recipe), "--format", "json")
+    assert done.returncode == 1, done.stderr
+    doc = json.loads(done.stdout)
+    memory = doc["memory"]
+    assert memory["blocking"] == ["fleet-1"] and memory["ranks_per_node"] == 1
+    nodes = {n["node"]: n for n in memory["nodes"]}
+    assert (nodes["fleet-0"]["outcome"], nodes["fleet-1"]["outcome"]) == ("fits", "fits-with")
+    held = [h["what"] for h in nodes["fleet-1"]["holding"]]
+    assert held[0].startswith(f"container {LEAKED[:12]}") and held[1].startswith("pid 4242 (vllm)")
+    assert memory["proposal"]["gpu_memory_utilization"] == 0.5 and memory["decided_by"] == {"gpu_memory_utilization": "fleet-1"}
+    assert memory["proposal_fits"] is True
