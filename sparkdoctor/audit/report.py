@@ -13,8 +13,6 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from sparkdoctor.audit.roofline import Audit
-    from sparkdoctor.result import Result
-    from sparkdoctor.sink import Sink
 
 AUDIT_VERSION = 1  # bump when a key changes meaning or goes away; new keys may appear without a bump
 
@@ -108,12 +106,3 @@ def render_console(audit: Audit, console: Console) -> None:
         times = f" (x{d.count})" if d.count > 1 else ""
         console.print("[yellow]config vs tensors[/yellow] " + e(f"{d.module}{times}: {d.detail} [{d.source}]"))
     console.print(f"read {audit.bytes_read:,} header bytes of {audit.bytes_on_disk:,} on disk", style="dim")
-
-
-# ---- views (sparkdoctor/views.py): (Result, Sink) -> the whole document -----------------------------------
-def audit_view_json(result: Result, sink: Sink) -> dict[str, object]:
-    return audit_to_dict(result.data)
-
-
-def audit_view_console(result: Result, sink: Sink) -> str:
-    return sink.capture(lambda console: render_console(result.data, console), width=None if sink.to_file else 140)

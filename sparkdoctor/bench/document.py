@@ -1,6 +1,6 @@
 """What `bench` answers: one run (RECIPE or --url), or an A/B comparison (RECIPE --vs B, and its A/A form
 --calibrate). `to_json()` writes the keys bench's JSON always had ({"schema", "bench_version", "kind", ...});
-`console_text()` draws them (sparkdoctor/bench/render.py). sparkdoctor/render/documents.py renders both."""
+`console_text()` draws them (sparkdoctor/bench/render.py). Their view: sparkdoctor/views/documents.py."""
 
 from __future__ import annotations
 
@@ -9,13 +9,18 @@ from typing import TYPE_CHECKING, Any
 
 from sparkdoctor.bench.cell import Reproduction
 from sparkdoctor.bench.session import RunResult, envelope
+from sparkdoctor.sink import SelfDrawn
 
 if TYPE_CHECKING:
     from sparkdoctor.sink import Sink
 
 
+class BenchDocument(SelfDrawn):
+    """What `bench` answers: a run, a comparison or a reproduction."""
+
+
 @dataclass
-class RunDocument:
+class RunDocument(BenchDocument):
     """One measured server, stored (or not: `ledger` None) with its toolchain's fingerprint."""
 
     result: RunResult
@@ -33,13 +38,12 @@ class RunDocument:
 
     def console_text(self, sink: Sink) -> str:
         from sparkdoctor.bench import render
-        from sparkdoctor.render.documents import wide_capture
 
-        return wide_capture(sink, lambda console: render.render_run(console, self.to_json()))
+        return sink.wide(lambda console: render.render_run(console, self.to_json()))
 
 
 @dataclass
-class ComparisonDocument:
+class ComparisonDocument(BenchDocument):
     """Two recipes measured interleaved (A B B A ...): the ratio B/A per concurrency level with its interval and
     verdict; with `calibration`, one recipe against itself and the smallest effect 1, 3, 5 and 10 pairs detect."""
 
@@ -78,7 +82,6 @@ class ComparisonDocument:
 
     def console_text(self, sink: Sink) -> str:
         from sparkdoctor.bench import render
-        from sparkdoctor.render.documents import wide_capture
 
         def draw(console: Any) -> None:
             document = self.to_json()
@@ -89,11 +92,11 @@ class ComparisonDocument:
                 console.print(f"conclusion {self.conclusion.get('name')!r} recorded: {self.conclusion.get('statement')}",
                               markup=False, highlight=False, soft_wrap=True)
 
-        return wide_capture(sink, draw)
+        return sink.wide(draw)
 
 
 @dataclass
-class ReproduceDocument:
+class ReproduceDocument(BenchDocument):
     """A run measured here with an exported cell's workload, compared with that cell (`bench --reproduce`): the
     numbers side by side and, key by key, what differs (bench/cell.py)."""
 
@@ -110,14 +113,10 @@ class ReproduceDocument:
 
     def console_text(self, sink: Sink) -> str:
         from sparkdoctor.bench import render
-        from sparkdoctor.render.documents import wide_capture
 
         def draw(console: Any) -> None:
             document = self.to_json()
             render.render_run(console, {**document["run"], "kind": "run"})
             render.render_reproduce(console, document)
 
-        return wide_capture(sink, draw)
-
-
-BenchDocument = RunDocument | ComparisonDocument | ReproduceDocument
+        return sink.wide(draw)

@@ -1,11 +1,13 @@
 """What `history` answers: the list of runs, one run in full, two runs compared, or the page `--html` wrote.
 `to_json()` writes the keys history's JSON always had ({"schema", "bench_version", "kind", ...}); `console_text()`
-draws them with bench's renderer (sparkdoctor/bench/render.py). sparkdoctor/render/documents.py renders both."""
+draws them with bench's renderer (sparkdoctor/bench/render.py). Their view: sparkdoctor/views/documents.py."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+from sparkdoctor.sink import SelfDrawn
 
 if TYPE_CHECKING:
     from sparkdoctor.sink import Sink
@@ -17,14 +19,12 @@ def _envelope(kind: str, data: dict[str, Any]) -> dict[str, Any]:
     return envelope(kind, data)
 
 
-def _draw(sink: Sink, draw: Any) -> str:
-    from sparkdoctor.render.documents import wide_capture
-
-    return wide_capture(sink, draw)
+class HistoryDocument(SelfDrawn):
+    """What `history` answers: the list, one run, two runs compared, or the page written."""
 
 
 @dataclass
-class HistoryList:
+class HistoryList(HistoryDocument):
     """The ledger's runs, newest first (`history`)."""
 
     ledger: str
@@ -38,11 +38,11 @@ class HistoryList:
     def console_text(self, sink: Sink) -> str:
         from sparkdoctor.bench import render
 
-        return _draw(sink, lambda console: render.render_history(console, self.runs))
+        return sink.wide(lambda console: render.render_history(console, self.runs))
 
 
 @dataclass
-class HistoryRun:
+class HistoryRun(HistoryDocument):
     """One run in full: its levels, toolchain and findings (`history RUN_ID`)."""
 
     run: dict[str, Any]
@@ -65,11 +65,11 @@ class HistoryRun:
                           f"sparkdoctor {run['tool_version']})")
             render.render_run(console, shown)
 
-        return _draw(sink, draw)
+        return sink.wide(draw)
 
 
 @dataclass
-class HistoryCompare:
+class HistoryCompare(HistoryDocument):
     """Two runs compared: what changed in the toolchain, what changed in the numbers (`history --compare A B`)."""
 
     compared: dict[str, Any]
@@ -82,11 +82,11 @@ class HistoryCompare:
     def console_text(self, sink: Sink) -> str:
         from sparkdoctor.bench import render
 
-        return _draw(sink, lambda console: render.render_compare(console, self.to_json()))
+        return sink.wide(lambda console: render.render_compare(console, self.to_json()))
 
 
 @dataclass
-class HistoryPage:
+class HistoryPage(HistoryDocument):
     """The page `history --html FILE` wrote: where, and what it holds (the console says it on stderr)."""
 
     html: str
@@ -101,6 +101,3 @@ class HistoryPage:
 
     def console_text(self, sink: Sink) -> str:
         return ""
-
-
-HistoryDocument = HistoryList | HistoryRun | HistoryCompare | HistoryPage

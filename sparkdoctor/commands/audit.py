@@ -17,11 +17,12 @@ from sparkdoctor.cli_support import DEFAULT_TIMEOUT, timeout_option
 from sparkdoctor.commands.options import format_option, output_option, output_path
 from sparkdoctor.errors import UsageError
 from sparkdoctor.result import Format, Result
+from sparkdoctor.views.audit import VIEW
 
 if TYPE_CHECKING:
     from sparkdoctor.audit.roofline import Audit
 
-FORMATS = (Format.console, Format.json)
+FORMATS = VIEW.formats
 
 
 @dataclass
@@ -57,7 +58,7 @@ class AuditCommand:
             raise UsageError("give MODEL (a checkpoint folder), or --recipe RECIPE whose model is a local folder")
 
 
-def run(options: AuditCommand) -> Result:
+def run(options: AuditCommand) -> Result[Audit]:
     """The audit of the checkpoint; exit 1 when it does not fit or its config disagrees with its tensors. An
     AuditError, RecipeError or OutOfTime is exit 2 by itself."""
     from sparkdoctor.runlimit import run_limit

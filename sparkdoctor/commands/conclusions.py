@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -21,8 +22,12 @@ from sparkdoctor.commands.options import (
 )
 from sparkdoctor.errors import UsageError
 from sparkdoctor.result import Format, Result
+from sparkdoctor.views.conclusions import VIEW
 
-FORMATS = (Format.console, Format.json)
+if TYPE_CHECKING:
+    from sparkdoctor.conclusions.documents import ConclusionsDocument
+
+FORMATS = VIEW.formats
 
 
 @dataclass
@@ -42,7 +47,7 @@ class ConclusionsCommand:
             raise UsageError(f"{one_line(self.name[:80])}: not a conclusion name")
 
 
-def run(options: ConclusionsCommand) -> Result:
+def run(options: ConclusionsCommand) -> Result[ConclusionsDocument]:
     """Every conclusion (or the one named), judged on the current toolchain."""
     from sparkdoctor.cli_support import open_ledger
     from sparkdoctor.conclusions import staleness, store

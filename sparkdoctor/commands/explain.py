@@ -8,7 +8,7 @@ them apart (`sparkdoctor check` decides). Nothing about the box is probed: the t
 evidence.
 
 `ExplainCommand` holds the options, `run()` returns a Result (kind "explain", data: a
-sparkdoctor.render.explain.Explanation), `register()` adds the typer command.
+sparkdoctor.matrix.explanation.Explanation), `register()` adds the typer command.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -28,8 +29,12 @@ from sparkdoctor.commands.options import (
 )
 from sparkdoctor.errors import InputError, UsageError
 from sparkdoctor.result import Format, Result
+from sparkdoctor.views.explain import VIEW
 
-FORMATS = (Format.console, Format.json)
+if TYPE_CHECKING:
+    from sparkdoctor.matrix.explanation import Explanation
+
+FORMATS = VIEW.formats
 MAX_BYTES = 256 * 1024 * 1024  # a server log can be big; past this it is surely not text to explain
 _TOO_BIG = f"more than {MAX_BYTES // (1024 * 1024)} MiB; pass the part of the log around the error"
 
@@ -52,7 +57,7 @@ class ExplainCommand:
         refuse_bad_timeout(self.timeout)
 
 
-def run(options: ExplainCommand) -> Result:
+def run(options: ExplainCommand) -> Result[Explanation]:
     """The text matched against every entry's symptoms. Exit 0: something matched; 1: nothing did. Unreadable
     text (InputError), a bad matrix (MatrixError) or a run out of time (OutOfTime) is exit 2 by itself."""
     from sparkdoctor.runlimit import run_limit
@@ -61,8 +66,8 @@ def run(options: ExplainCommand) -> Result:
     with run_limit(options.timeout, "explain"):
         from sparkdoctor.matrix import load
         from sparkdoctor.matrix.ambiguity import ambiguous_lines
+        from sparkdoctor.matrix.explanation import Explanation
         from sparkdoctor.matrix.symptoms import match_text
-        from sparkdoctor.render.explain import Explanation
 
         text, label = read_text(options.source)
         matrix = load(options.matrix)

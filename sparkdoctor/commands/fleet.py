@@ -12,7 +12,7 @@ import math
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -25,8 +25,12 @@ from sparkdoctor.commands.options import (
 )
 from sparkdoctor.errors import UsageError
 from sparkdoctor.result import Format, Result
+from sparkdoctor.views.fleet import VIEW
 
-FORMATS = (Format.console, Format.json)
+if TYPE_CHECKING:
+    from sparkdoctor.fleet import FleetResult
+
+FORMATS = VIEW.formats
 
 
 @dataclass
@@ -74,7 +78,7 @@ class FleetCommand:
                 raise UsageError(f"--arch {self.arch!r}: {problem}")
 
 
-def run(options: FleetCommand) -> Result:
+def run(options: FleetCommand) -> Result[FleetResult]:
     """Check the options (UsageError / InputError: one line, exit 2), run the fleet check, wrap its answer."""
     from sparkdoctor import fleet
     from sparkdoctor.fleet.inventory import load_inventory, parse_hosts

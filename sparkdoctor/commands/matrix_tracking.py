@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -21,9 +22,14 @@ from sparkdoctor.commands.options import (
 )
 from sparkdoctor.errors import UsageError
 from sparkdoctor.result import Format, Result
+from sparkdoctor.views.track import TRACK, UPDATE
 
-TRACK_FORMATS = (Format.console, Format.json, Format.markdown)
-UPDATE_FORMATS = (Format.console, Format.json)
+if TYPE_CHECKING:
+    from sparkdoctor.track.answer import TrackAnswer
+    from sparkdoctor.track.update import Updated
+
+TRACK_FORMATS = TRACK.formats
+UPDATE_FORMATS = UPDATE.formats
 
 
 def parse_through(values: list[str]) -> dict[str, str]:
@@ -88,7 +94,7 @@ class TrackCommand:
         return through
 
 
-def run_track(options: TrackCommand) -> Result:
+def run_track(options: TrackCommand) -> Result[TrackAnswer]:
     from sparkdoctor.track.answer import track_matrix
 
     through = options.refuse_bad_options()
@@ -121,9 +127,9 @@ class UpdateCommand:
             raise UsageError("give a SOURCE (a git repository with --commit, or a tarball with --sha256), or --rollback")
 
 
-def run_update(options: UpdateCommand) -> Result:
+def run_update(options: UpdateCommand) -> Result[Updated]:
     """The matrix installed (or the previous one restored); an UpdateError carries its exit code (2)."""
-    from sparkdoctor.track.update import rollback_matrix, update_matrix
+    from sparkdoctor.track.update import Updated, rollback_matrix, update_matrix
 
     options.refuse_bad_options()
     if options.rollback:
@@ -131,7 +137,7 @@ def run_update(options: UpdateCommand) -> Result:
     else:
         assert options.source is not None  # refuse_bad_options
         done = update_matrix(options.source, sha256=options.sha256, commit=options.commit)
-    return Result("matrix update", "matrix-update", done)
+    return Result("matrix update", "matrix-update", Updated(done))
 
 
 def register(app: typer.Typer) -> None:

@@ -10,11 +10,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sparkdoctor.errors import UsageError
 from sparkdoctor.result import Format, Result
+from sparkdoctor.views.verify import VIEW
 
-FORMATS = (Format.console, Format.json)
+if TYPE_CHECKING:
+    from sparkdoctor.verify.modes import Bisection, Bounds, EntryChecks, Latest, Stacks
+
+FORMATS = VIEW.formats
 KINDS = ("all", "installs", "files")
 
 
@@ -44,7 +49,7 @@ class VerifyCommand:
             raise UsageError(f"{' and '.join(modes)} exclude each other: give one")
 
 
-def run(options: VerifyCommand) -> Result:
+def run(options: VerifyCommand) -> Result[EntryChecks | Bisection | Latest | Bounds | Stacks]:
     """The chosen mode's answer; its exit code: 0 confirmed, 1 contradicted, 2 could not build, download or probe."""
     from sparkdoctor.matrix import load
     from sparkdoctor.verify import modes

@@ -11,14 +11,19 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from sparkdoctor.commands.options import format_option, output_option, output_path
 from sparkdoctor.errors import UsageError
 from sparkdoctor.result import Format, Result
+from sparkdoctor.views.mods import VIEW
 
-FORMATS = (Format.console, Format.json)
+if TYPE_CHECKING:
+    from sparkdoctor.mods.report import ModsReport
+
+FORMATS = VIEW.formats
 
 
 @dataclass
@@ -56,7 +61,7 @@ class ModsCommand:
             raise UsageError("--container-python needs --container or --image (for a local interpreter use --python)")
 
 
-def run(options: ModsCommand) -> Result:
+def run(options: ModsCommand) -> Result[ModsReport]:
     """Every mod judged; exit 1 when one fails (--strict: or is superseded or cannot be judged). A ModError is
     exit 2 by itself."""
     from sparkdoctor.mods.report import ModsOptions

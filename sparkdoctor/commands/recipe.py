@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -21,8 +22,12 @@ from sparkdoctor.commands.options import (
     parse_sets,
 )
 from sparkdoctor.result import Format, Result
+from sparkdoctor.views.recipe import VIEW
 
-SHOW_FORMATS = (Format.console, Format.json)
+if TYPE_CHECKING:
+    from sparkdoctor.recipes.model import Recipe
+
+SHOW_FORMATS = VIEW.formats
 SET_HELP = "Override a parameter: key=value, or env.NAME=value (repeatable)."
 RECIPE_HELP = "A recipe file (.toml, .yaml) or the name of a shipped recipe."
 
@@ -47,7 +52,7 @@ class RecipeShowCommand:
         return overrides
 
 
-def run_show(options: RecipeShowCommand) -> Result:
+def run_show(options: RecipeShowCommand) -> Result[Recipe]:
     """The recipe resolved; a RecipeError (one line naming the file and field) or OutOfTime is exit 2 by itself. The
     recipe's warnings go to stderr under --format json (the console shows them in the document)."""
     from sparkdoctor.recipes import load

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -24,8 +25,12 @@ from sparkdoctor.commands.options import (
 )
 from sparkdoctor.errors import UsageError
 from sparkdoctor.result import Format, Result
+from sparkdoctor.views.rerun import VIEW
 
-FORMATS = (Format.console, Format.json)
+if TYPE_CHECKING:
+    from sparkdoctor.conclusions.documents import RerunDocument
+
+FORMATS = VIEW.formats
 
 
 @dataclass
@@ -58,7 +63,7 @@ class RerunCommand:
         return wanted
 
 
-def run(options: RerunCommand) -> Result:
+def run(options: RerunCommand) -> Result[RerunDocument]:
     """What is stale (and, without --dry-run, what re-measuring it found); the exit code is --fail-on's gate."""
     from sparkdoctor.cli_support import open_ledger
     from sparkdoctor.conclusions import rerun as pipeline

@@ -1,6 +1,6 @@
 """What `conclusions` and `rerun` answer, as dataclasses: `to_json()` writes the keys their JSON always had
 ({"schema", "conclusion_version" | "rerun_version", "kind", ...}); `console_text()` draws them
-(sparkdoctor/conclusions/render.py). sparkdoctor/render/documents.py renders both."""
+(sparkdoctor/conclusions/render.py). Their view: sparkdoctor/views/documents.py."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from sparkdoctor.conclusions.staleness import Status
+from sparkdoctor.sink import SelfDrawn
 
 if TYPE_CHECKING:
     from sparkdoctor.sink import Sink
@@ -18,14 +19,8 @@ FAIL_ON = ("flipped", "regression")
 """What `rerun --fail-on` may name."""
 
 
-def _draw(sink: Sink, draw: Any) -> str:
-    from sparkdoctor.render.documents import wide_capture
-
-    return wide_capture(sink, draw)
-
-
 @dataclass
-class ConclusionsDocument:
+class ConclusionsDocument(SelfDrawn):
     """Every recorded conclusion (or the one named), judged on the current toolchain."""
 
     ledger: str
@@ -42,7 +37,7 @@ class ConclusionsDocument:
     def console_text(self, sink: Sink) -> str:
         from sparkdoctor.conclusions import render
 
-        return _draw(sink, lambda console: render.conclusions(console, self.to_json()))
+        return sink.wide(lambda console: render.conclusions(console, self.to_json()))
 
 
 @dataclass
@@ -64,7 +59,7 @@ class RerunDone:
 
 
 @dataclass
-class RerunDocument:
+class RerunDocument(SelfDrawn):
     """`rerun --dry-run` (kind rerun-plan: what is stale and why) or `rerun` (kind rerun: what the re-measurement
     found); `failed` is what `--fail-on` asked about and happened."""
 
@@ -118,4 +113,4 @@ class RerunDocument:
         from sparkdoctor.conclusions import render
 
         draw = render.plan if self.dry_run else render.results
-        return _draw(sink, lambda console: draw(console, self.to_json()))
+        return sink.wide(lambda console: draw(console, self.to_json()))

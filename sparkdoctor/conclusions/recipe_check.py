@@ -17,6 +17,8 @@ Severities and --fail-on work as in `check`.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from sparkdoctor.conclusions.workarounds import judge_all, server_facts
@@ -266,6 +268,14 @@ def memory_preflight(recipe: Any, model: str) -> tuple[list[dict[str, Any]], dic
 
     verdict = preflight(recipe, resolve_model(model))
     return findings(verdict), verdict.to_dict()
+
+
+@dataclass
+class RecipeCheck:
+    """`recipe check`'s document: its JSON keys as `run` builds them, and the matrix the recipe was judged with."""
+
+    document: dict[str, Any]
+    matrix: Path | None = None
 
 
 def run(recipe_ref: str, overrides: dict[str, str], python: str | None, matrix_path: Any, fail_on: str,

@@ -1,6 +1,6 @@
 """What `fix` answers, one dataclass per mode (plan, apply, rollback, history, prune): `to_json()` writes the keys
 fix's JSON always had (`fix_version`, `mode`, ...), `console_text()` the lines it always printed.
-sparkdoctor/render/documents.py renders them; sparkdoctor/fix/render.py draws their lines."""
+Their view: sparkdoctor/views/documents.py; sparkdoctor/fix/render.py draws their lines."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from sparkdoctor.fix import render
 from sparkdoctor.fix.model import Plan
+from sparkdoctor.sink import SelfDrawn
 
 if TYPE_CHECKING:
     from sparkdoctor.fix.pipeline import Applied, JournalRow, Pruned, RolledBack
@@ -19,8 +20,12 @@ def _text(lines: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
+class FixDocument(SelfDrawn):
+    """What `fix` answers: a plan, an apply, a rollback, the history or a prune."""
+
+
 @dataclass
-class PlanDocument:
+class PlanDocument(FixDocument):
     """The plan (a dry run; or an apply that had nothing to do or was refused) and the check it was made from."""
 
     plan: Plan
@@ -41,7 +46,7 @@ class PlanDocument:
 
 
 @dataclass
-class ApplyDocument:
+class ApplyDocument(FixDocument):
     """The plan that was applied, what happened, and the check after it."""
 
     plan: Plan
@@ -55,7 +60,7 @@ class ApplyDocument:
 
 
 @dataclass
-class RollbackDocument:
+class RollbackDocument(FixDocument):
     rolled_back: RolledBack
 
     def to_json(self) -> dict[str, Any]:
@@ -66,7 +71,7 @@ class RollbackDocument:
 
 
 @dataclass
-class HistoryDocument:
+class HistoryDocument(FixDocument):
     rows: list[JournalRow] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
@@ -77,7 +82,7 @@ class HistoryDocument:
 
 
 @dataclass
-class PruneDocument:
+class PruneDocument(FixDocument):
     pruned: Pruned
 
     def to_json(self) -> dict[str, Any]:

@@ -13,8 +13,6 @@ from sparkdoctor.mods.trees import ReleaseTree, SiteTree, Tree, parse_release, v
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from sparkdoctor.result import Result
-    from sparkdoctor.sink import Sink
 
 MODS_VERSION = 1
 EXIT_MODS_FAIL = 1  # a mod fails on the target (or, with --strict, is superseded or cannot be judged)
@@ -121,13 +119,3 @@ def render_console(report: ModsReport, console: Console) -> None:
             console.print(sub)
     worst = "a mod fails: the launch would break" if report.exit_code else "no mod breaks the launch"
     console.print(Text(worst, style="red" if report.exit_code else "green"))
-
-
-# ---- views (sparkdoctor/views.py): (Result, Sink) -> the whole document -----------------------------------
-def mods_view_json(result: Result, sink: Sink) -> dict[str, object]:
-    report: ModsReport = result.data
-    return report.to_json()
-
-
-def mods_view_console(result: Result, sink: Sink) -> str:
-    return sink.capture(lambda console: render_console(result.data, console))

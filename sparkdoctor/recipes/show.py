@@ -8,13 +8,9 @@ from __future__ import annotations
 
 import json
 import shlex
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sparkdoctor.recipes.model import Recipe
-
-if TYPE_CHECKING:
-    from sparkdoctor.result import Result
-    from sparkdoctor.sink import Sink
 
 SCHEMA = 1
 SHOWN = 2000  # characters of one value the console shows
@@ -97,12 +93,3 @@ def _changes_inside(recipe: Recipe, console: Any) -> None:
                 console.print(f"  {e(str(name))}: {e(str(desc))}" + (f" [dim]({e(changes)})[/]" if changes else ""), soft_wrap=True)
             else:
                 console.print(f"  {e(str(name))}: {e(str(body))}", soft_wrap=True)
-
-
-# ---- views (sparkdoctor/views.py): (Result, Sink) -> the whole document -----------------------------------
-def recipe_view_json(result: Result, sink: Sink) -> dict[str, object]:
-    return document(result.data)
-
-
-def recipe_view_console(result: Result, sink: Sink) -> str:
-    return sink.capture(lambda console: render_console(result.data, console))

@@ -13,8 +13,7 @@ import json
 import re
 
 from sparkdoctor.anonymize import NOT_REDACTED_NOTE, REDACTED_NOTE, Redactor
-from sparkdoctor.facts import Facts
-from sparkdoctor.render.describe import (
+from sparkdoctor.describe import (
     PROSE_CHARS,
     clip,
     describe_arch,
@@ -24,7 +23,8 @@ from sparkdoctor.render.describe import (
     describe_target,
     tracked_stack,
 )
-from sparkdoctor.render.fit import GITHUB_LIMIT, Block, join
+from sparkdoctor.facts import Facts
+from sparkdoctor.fit import GITHUB_LIMIT, Block, join
 from sparkdoctor.report import judgement
 from sparkdoctor.report.sections import Section, environment_sections
 

@@ -17,8 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from sparkdoctor.facts import Facts
-from sparkdoctor.render.describe import (
+from sparkdoctor.describe import (
     clip,
     describe_arch,
     describe_driver,
@@ -28,6 +27,7 @@ from sparkdoctor.render.describe import (
     kernel_rows,
     text_of,
 )
+from sparkdoctor.facts import Facts
 
 # Substrings of package names `vllm collect-env` lists (its DEFAULT_PIP_PATTERNS), plus the GB10 stack.
 RELEVANT_PACKAGES = ("torch", "numpy", "triton", "optree", "onnx", "nccl", "transformers", "zmq", "nvidia", "pynvml",

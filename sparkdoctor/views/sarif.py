@@ -24,8 +24,12 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
+
+if TYPE_CHECKING:
+    from sparkdoctor.facts import Facts
+    from sparkdoctor.findings import Finding, Report
 
 SCHEMA_URI = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
 LEVEL = {"error": "error", "warn": "warning", "info": "note"}
@@ -43,8 +47,8 @@ MAX_TEXT = 4000
 
 
 # ---- shared ---------------------------------------------------------------------------------------------------
-def _clip(text: Any) -> str:
-    text = str(text)
+def _clip(value: Any) -> str:
+    text = str(value)
     return text if len(text) <= MAX_TEXT else text[:MAX_TEXT] + " [...]"
 
 
@@ -129,7 +133,7 @@ def _message(title: str, evidence: list[str], remedy: str) -> dict[str, str]:
 
 
 # ---- check --------------------------------------------------------------------------------------------------------
-def render_sarif(report) -> str:
+def render_sarif(report: Report) -> str:
     """`check --format sarif`."""
     rules, seen = [], set()
     for ev in report.evaluations:
@@ -153,7 +157,7 @@ def render_sarif(report) -> str:
     return _log(rules, results, report.exit_code(), props, "check")
 
 
-def _stated_artifact(facts) -> str:
+def _stated_artifact(facts: Facts) -> str:
     target = facts.target if isinstance(facts.target, dict) else {}
     container = getattr(facts, "container", None)
     if target.get("kind") == "container" or isinstance(container, dict):
@@ -162,7 +166,7 @@ def _stated_artifact(facts) -> str:
     return str(target.get("python") or target.get("executable") or "python")
 
 
-def _check_location(f, facts, default: str) -> tuple[dict[str, Any], str]:
+def _check_location(f: Finding, facts: Facts, default: str) -> tuple[dict[str, Any], str]:
     """(the location, the subject) of a check finding: a constraints line, a modified file, or the stated artifact."""
     text = " ".join(str(e) for e in f.evidence)
     names = {_norm(f.component)} if f.component else set()

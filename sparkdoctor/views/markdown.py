@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from sparkdoctor.render.describe import (
+from sparkdoctor.describe import (
     FACT_CHARS,
     PROSE_CHARS,
     SEVERITY_HEADING,
@@ -85,7 +85,7 @@ def render_markdown(report) -> str:
         f"sparkdoctor {_text(tool.get('version', '?'))} · snapshot taken {_text(facts.taken_at)} · fingerprint {_code(facts.fingerprint())}",
         "",
     ]
-    from sparkdoctor.render.fit import GITHUB_LIMIT, Block, fit
+    from sparkdoctor.fit import GITHUB_LIMIT, Block, fit
 
     blocks = [Block("head", out, essential=True)]
     for section in (_toolchain, _findings, _not_known, _kernels, _nearest_stack, _snapshot):

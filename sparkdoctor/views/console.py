@@ -16,8 +16,7 @@ from rich.console import Console, Group
 from rich.padding import Padding
 from rich.text import Text
 
-from sparkdoctor.findings import EXIT_FINDINGS, PASS, SEVERITY_RANK
-from sparkdoctor.render.describe import (
+from sparkdoctor.describe import (
     PROSE_CHARS,
     SEVERITY_HEADING,
     describe_arch,
@@ -33,7 +32,8 @@ from sparkdoctor.render.describe import (
     tracked_stack,
     unverified_line,
 )
-from sparkdoctor.render.terminal_text import (
+from sparkdoctor.findings import EXIT_FINDINGS, PASS, SEVERITY_RANK
+from sparkdoctor.views.terminal_text import (
     Ink,
     labelled,
     needs_ascii,
@@ -89,7 +89,7 @@ def _render(report, console: Console, verbose: bool, ink: Ink) -> None:
         section(console, "kernel probes")
         console.print(Padding(_kernel_section(facts, ink, verbose), (0, 0, 0, 2)))
     if verbose:
-        from sparkdoctor.render.console_verbose import render_verbose_sections
+        from sparkdoctor.views.console_verbose import render_verbose_sections
 
         render_verbose_sections(report, console, ink)
     _print_knowledge(console, report, ink)

@@ -1,4 +1,4 @@
-"""The fleet gate as a person reads it (console: nodes, risky differences with the odd node named,
+"""`fleet check`'s view: the fleet gate as a person reads it (console: nodes, risky differences with the odd node named,
 findings per node, the verdict) and as a program reads it (JSON, `fleet_version` 1)."""
 
 from __future__ import annotations
@@ -6,6 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 from sparkdoctor.fleet import FleetResult
+from sparkdoctor.result import Format, Result
+from sparkdoctor.sink import Sink
+from sparkdoctor.views import View
 
 FLEET_VERSION = 1
 
@@ -38,15 +41,6 @@ def fleet_dict(result: FleetResult, verbose: bool = False) -> dict[str, Any]:
                    "findings": [f.to_dict() for f in result.fabric],
                    "measured": [m.to_dict() for m in result.measured]},
     }
-
-
-# ---- views (sparkdoctor/views.py): (Result, Sink) -> the whole document -----------------------------------
-def fleet_view_json(result: Any, sink: Any) -> dict[str, Any]:
-    return {"kind": "fleet", **fleet_dict(result.data, bool(result.options.get("verbose")))}
-
-
-def fleet_view_console(result: Any, sink: Any) -> str:
-    return sink.capture(lambda console: render_console(result.data, console, bool(result.options.get("verbose"))))
 
 
 def render_console(result: FleetResult, console: Any, verbose: bool = False) -> None:
@@ -115,3 +109,14 @@ def _render_fabric(result: FleetResult, console: Any, verbose: bool) -> None:
 
 def _v(value: Any) -> str:
     return "(absent)" if value is None else str(value)
+
+
+def _json(result: Result[FleetResult], sink: Sink) -> dict[str, Any]:
+    return {"kind": "fleet", **fleet_dict(result.data, bool(result.options.get("verbose")))}
+
+
+def _console(result: Result[FleetResult], sink: Sink) -> str:
+    return sink.capture(lambda console: render_console(result.data, console, bool(result.options.get("verbose"))))
+
+
+VIEW = View(FleetResult, {Format.console: _console, Format.json: _json})

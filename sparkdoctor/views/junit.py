@@ -22,14 +22,14 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 
-from sparkdoctor.findings import SEVERITY_RANK
-from sparkdoctor.render.describe import (
+from sparkdoctor.describe import (
     PROSE_CHARS,
     arch_assumed,
     clip,
     describe_arch,
     summary_line,
 )
+from sparkdoctor.findings import SEVERITY_RANK
 
 # XML 1.0 cannot carry most control characters; probe output sometimes has them.
 _INVALID_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
