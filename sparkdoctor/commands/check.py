@@ -29,12 +29,12 @@ from sparkdoctor.commands.options import (
     runtime_option,
 )
 from sparkdoctor.errors import UsageError
+from sparkdoctor.findings import Report
 from sparkdoctor.result import Format, Result
 from sparkdoctor.views.check import VIEW
 
 if TYPE_CHECKING:
     from sparkdoctor.check import CheckOptions
-    from sparkdoctor.findings import Report
 
 DEFAULT_TIMEOUT = 120.0
 FORMATS = VIEW.formats

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import typer
 
@@ -20,12 +19,10 @@ from sparkdoctor.commands.options import (
     output_option,
     output_path,
 )
+from sparkdoctor.conclusions.documents import ConclusionsDocument
 from sparkdoctor.errors import UsageError
 from sparkdoctor.result import Format, Result
 from sparkdoctor.views.conclusions import VIEW
-
-if TYPE_CHECKING:
-    from sparkdoctor.conclusions.documents import ConclusionsDocument
 
 FORMATS = VIEW.formats
 

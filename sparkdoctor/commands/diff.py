@@ -10,16 +10,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import typer
 
 from sparkdoctor.commands.options import format_option, output_option, output_path
+from sparkdoctor.diff.document import DiffDocument
 from sparkdoctor.result import Format, Result
 from sparkdoctor.views.diff import VIEW
-
-if TYPE_CHECKING:
-    from sparkdoctor.diff.document import DiffDocument
 
 FORMATS = VIEW.formats
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import typer
 
@@ -28,11 +27,9 @@ from sparkdoctor.commands.options import (
     output_path,
 )
 from sparkdoctor.errors import InputError, UsageError
+from sparkdoctor.matrix.explanation import Explanation
 from sparkdoctor.result import Format, Result
 from sparkdoctor.views.explain import VIEW
-
-if TYPE_CHECKING:
-    from sparkdoctor.matrix.explanation import Explanation
 
 FORMATS = VIEW.formats
 MAX_BYTES = 256 * 1024 * 1024  # a server log can be big; past this it is surely not text to explain

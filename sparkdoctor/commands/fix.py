@@ -28,11 +28,11 @@ from sparkdoctor.commands.options import (
     runtime_option,
 )
 from sparkdoctor.errors import UsageError
+from sparkdoctor.fix.documents import FixDocument
 from sparkdoctor.result import Format, Result
 from sparkdoctor.views.fix import VIEW
 
 if TYPE_CHECKING:
-    from sparkdoctor.fix.documents import FixDocument
     from sparkdoctor.fix.pipeline import Planned
 
 FORMATS = VIEW.formats

@@ -12,7 +12,7 @@ import math
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import typer
 
@@ -24,11 +24,9 @@ from sparkdoctor.commands.options import (
     output_path,
 )
 from sparkdoctor.errors import UsageError
+from sparkdoctor.fleet import FleetResult
 from sparkdoctor.result import Format, Result
 from sparkdoctor.views.fleet import VIEW
-
-if TYPE_CHECKING:
-    from sparkdoctor.fleet import FleetResult
 
 FORMATS = VIEW.formats
 

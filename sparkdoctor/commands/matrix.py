@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import typer
 
@@ -20,12 +20,10 @@ from sparkdoctor.commands.options import (
 )
 from sparkdoctor.errors import UsageError
 from sparkdoctor.exitcodes import EXIT_FINDINGS, EXIT_OK
+from sparkdoctor.matrix import Entry, Matrix, Stack
+from sparkdoctor.matrix.consistency import Validation
 from sparkdoctor.result import Format, Result
 from sparkdoctor.views.matrix import LIST
-
-if TYPE_CHECKING:
-    from sparkdoctor.matrix import Entry, Matrix, Stack
-    from sparkdoctor.matrix.consistency import Validation
 
 FORMATS = LIST.formats
 MATRIX_HELP = "Matrix folder or file (default: bundled)."

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import typer
 
@@ -22,11 +21,9 @@ from sparkdoctor.commands.options import (
 )
 from sparkdoctor.errors import UsageError
 from sparkdoctor.result import Format, Result
+from sparkdoctor.track.answer import TrackAnswer
+from sparkdoctor.track.update import Updated
 from sparkdoctor.views.track import TRACK, UPDATE
-
-if TYPE_CHECKING:
-    from sparkdoctor.track.answer import TrackAnswer
-    from sparkdoctor.track.update import Updated
 
 TRACK_FORMATS = TRACK.formats
 UPDATE_FORMATS = UPDATE.formats

@@ -10,14 +10,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from sparkdoctor.errors import UsageError
 from sparkdoctor.result import Format, Result
+from sparkdoctor.verify.modes import Answer
 from sparkdoctor.views.verify import VIEW
-
-if TYPE_CHECKING:
-    from sparkdoctor.verify.modes import Bisection, Bounds, EntryChecks, Latest, Stacks
 
 FORMATS = VIEW.formats
 KINDS = ("all", "installs", "files")
@@ -49,7 +46,7 @@ class VerifyCommand:
             raise UsageError(f"{' and '.join(modes)} exclude each other: give one")
 
 
-def run(options: VerifyCommand) -> Result[EntryChecks | Bisection | Latest | Bounds | Stacks]:
+def run(options: VerifyCommand) -> Result[Answer]:
     """The chosen mode's answer; its exit code: 0 confirmed, 1 contradicted, 2 could not build, download or probe."""
     from sparkdoctor.matrix import load
     from sparkdoctor.verify import modes

@@ -11,17 +11,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import typer
 
 from sparkdoctor.commands.options import format_option, output_option, output_path
 from sparkdoctor.errors import UsageError
+from sparkdoctor.mods.report import ModsReport
 from sparkdoctor.result import Format, Result
 from sparkdoctor.views.mods import VIEW
-
-if TYPE_CHECKING:
-    from sparkdoctor.mods.report import ModsReport
 
 FORMATS = VIEW.formats
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import typer
 
@@ -21,11 +20,9 @@ from sparkdoctor.commands.options import (
     output_path,
     parse_sets,
 )
+from sparkdoctor.recipes.model import Recipe
 from sparkdoctor.result import Format, Result
 from sparkdoctor.views.recipe import VIEW
-
-if TYPE_CHECKING:
-    from sparkdoctor.recipes.model import Recipe
 
 SHOW_FORMATS = VIEW.formats
 SET_HELP = "Override a parameter: key=value, or env.NAME=value (repeatable)."

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import typer
 
@@ -20,12 +19,10 @@ from sparkdoctor.commands.options import (
     output_option,
     output_path,
 )
+from sparkdoctor.conclusions.recipe_check import RecipeCheck
 from sparkdoctor.errors import UsageError
 from sparkdoctor.result import Format, Result
 from sparkdoctor.views.recipe_check import VIEW
-
-if TYPE_CHECKING:
-    from sparkdoctor.conclusions.recipe_check import RecipeCheck
 
 FORMATS = VIEW.formats
 SEVERITIES = ("info", "warn", "error")

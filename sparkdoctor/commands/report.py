@@ -26,12 +26,12 @@ from sparkdoctor.commands.options import (
     output_path,
 )
 from sparkdoctor.errors import UsageError
+from sparkdoctor.report.posted import BugReport
 from sparkdoctor.result import Format, Result
 from sparkdoctor.views.bug_report import VIEW
 
 if TYPE_CHECKING:
     from sparkdoctor.facts import Facts
-    from sparkdoctor.report.posted import BugReport
 
 DEFAULT_TIMEOUT = 120.0
 FORMATS = VIEW.formats

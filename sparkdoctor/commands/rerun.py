@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import typer
 
@@ -23,12 +22,10 @@ from sparkdoctor.commands.options import (
     output_option,
     output_path,
 )
+from sparkdoctor.conclusions.documents import RerunDocument
 from sparkdoctor.errors import UsageError
 from sparkdoctor.result import Format, Result
 from sparkdoctor.views.rerun import VIEW
-
-if TYPE_CHECKING:
-    from sparkdoctor.conclusions.documents import RerunDocument
 
 FORMATS = VIEW.formats
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import typer
 
@@ -27,9 +26,7 @@ from sparkdoctor.commands.options import (
 from sparkdoctor.errors import UsageError
 from sparkdoctor.result import Format, Result
 from sparkdoctor.views.whatif import VIEW
-
-if TYPE_CHECKING:
-    from sparkdoctor.whatif.judge import WhatIf
+from sparkdoctor.whatif.judge import WhatIf
 
 MAX_SPEC_CHARS = 1000
 FORMATS = VIEW.formats

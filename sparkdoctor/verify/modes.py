@@ -204,3 +204,7 @@ def stacks(matrix: Any, stack_id: str | None) -> Stacks:
     if stack_id is not None and not chosen:
         raise UsageError(f"no known-good stack with id {stack_id!r}")
     return Stacks(str(matrix.source), resolve_stacks(chosen, terminal_log()))
+
+
+Answer = EntryChecks | Bisection | Latest | Bounds | Stacks
+"""What `matrix verify` answers, per mode."""

@@ -118,5 +118,3 @@ View(Latest, {Format.console: lambda result, sink: sink.capture(lambda console: 
               Format.json: _json})
 View(Bounds, {Format.console: _bounds_console, Format.json: _json})
 View(Stacks, {Format.console: _stacks_console, Format.json: _json})
-FORMATS = VIEW.formats
-"""Every mode renders these."""
