@@ -47,15 +47,6 @@ live_pids  # unused function (sparkdoctor/proc.py)
 build_bug_report  # unused function (sparkdoctor/report/__init__.py)
 _.strings  # unused method (sparkdoctor/released/strings.py)
 
-# Unused today, in modules other changes are editing now: delete or use (each is one definition)
-_.breaks_launch  # unused property (sparkdoctor/mods/model.py)
-VLLM_RUNTIMES  # unused variable (sparkdoctor/recipes/sparkrun.py)
-_.is_wheel  # unused property (sparkdoctor/released/index.py)
-_.held_bytes  # unused property (sparkdoctor/released/rangefile.py)
-MAX_MEMBER  # unused variable (sparkdoctor/whatif/hypothetical.py)
-render_forum  # unused function (sparkdoctor/report/forum.py)
-render_github  # unused function (sparkdoctor/report/github.py)
-
 # sparkrun's plugin loader reads these by name (sparkrun 0.4.2 core/registration.py: every plugin module declares
 # SPARKRUN_PLUGIN_API_VERSION)
 SPARKRUN_PLUGIN_API_VERSION  # unused variable (sparkdoctor/integrations/sparkrun_plugin.py)

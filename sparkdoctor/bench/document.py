@@ -1,6 +1,6 @@
 """What `bench` answers: one run (RECIPE or --url), or an A/B comparison (RECIPE --vs B, and its A/A form
 --calibrate). `to_json()` writes the keys bench's JSON always had ({"schema", "bench_version", "kind", ...});
-`console_text()` draws them (sparkdoctor/bench/render.py). Their view: sparkdoctor/views/documents.py."""
+`console_text()` draws them (sparkdoctor/bench/render.py). Their view: sparkdoctor/views/bench.py."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """What `history` answers: the list of runs, one run in full, two runs compared, or the page `--html` wrote.
 `to_json()` writes the keys history's JSON always had ({"schema", "bench_version", "kind", ...}); `console_text()`
-draws them with bench's renderer (sparkdoctor/bench/render.py). Their view: sparkdoctor/views/documents.py."""
+draws them with bench's renderer (sparkdoctor/bench/render.py). Their view: sparkdoctor/views/history.py."""
 
 from __future__ import annotations
 

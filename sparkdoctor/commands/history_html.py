@@ -1,4 +1,4 @@
-"""`sparkdoctor history --html FILE`: the ledger as one self-contained page (sparkdoctor/render/history_html.py).
+"""`sparkdoctor history --html FILE`: the ledger as one self-contained page (sparkdoctor/views/history_html.py).
 
 The timeline comes from sparkdoctor/ledger/timeline.py, the latest toolchain's findings from findings.build_report
 on the latest run's Facts, the page from the renderer; the page is written atomically. Plotly is optional: without

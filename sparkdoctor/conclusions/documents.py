@@ -1,6 +1,6 @@
 """What `conclusions` and `rerun` answer, as dataclasses: `to_json()` writes the keys their JSON always had
 ({"schema", "conclusion_version" | "rerun_version", "kind", ...}); `console_text()` draws them
-(sparkdoctor/conclusions/render.py). Their view: sparkdoctor/views/documents.py."""
+(sparkdoctor/conclusions/render.py). Their view: sparkdoctor/views/conclusions.py and rerun.py."""
 
 from __future__ import annotations
 

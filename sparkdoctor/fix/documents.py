@@ -1,6 +1,6 @@
 """What `fix` answers, one dataclass per mode (plan, apply, rollback, history, prune): `to_json()` writes the keys
 fix's JSON always had (`fix_version`, `mode`, ...), `console_text()` the lines it always printed.
-Their view: sparkdoctor/views/documents.py; sparkdoctor/fix/render.py draws their lines."""
+Their view: sparkdoctor/views/fix.py; sparkdoctor/fix/render.py draws their lines."""
 
 from __future__ import annotations
 

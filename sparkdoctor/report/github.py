@@ -24,7 +24,7 @@ from sparkdoctor.describe import (
     tracked_stack,
 )
 from sparkdoctor.facts import Facts
-from sparkdoctor.fit import GITHUB_LIMIT, Block, join
+from sparkdoctor.fit import GITHUB_LIMIT, Block
 from sparkdoctor.report import judgement
 from sparkdoctor.report.sections import Section, environment_sections
 
@@ -47,12 +47,8 @@ def folded(summary: str, body: list[str]) -> list[str]:
     return ["<details>", f"<summary>{summary}</summary>", "", *body, "", "</details>", ""]
 
 
-def render_github(report, facts: Facts, r: Redactor) -> str:
-    return join(github_blocks(report, facts, r))
-
-
 def github_blocks(report, facts: Facts, r: Redactor) -> list[Block]:
-    """The report as blocks (render/fit.py): the verdict, box and findings are essential, the folded parts detail."""
+    """The report as blocks (sparkdoctor/fit.py): the verdict, box and findings are essential, the folded parts detail."""
     tool = facts.tool or {}
     head = [
         "### sparkdoctor report",

@@ -9,7 +9,7 @@ Facts field or target key it does not know is shown as flattened rows, never dro
 
 Sections are drawn from the Facts they are given (the redacted copy, for a redacted report) and
 are rendered by github.py and forum.py; the words for target, host, GPU, arch and driver come from
-render/describe.py, so the report says what `check` says.
+describe.py, so the report says what `check` says.
 """
 
 from __future__ import annotations

@@ -17,9 +17,10 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from sparkdoctor.result import Format, Result, with_header
-from sparkdoctor.sink import Sink
+from sparkdoctor.sink import SelfDrawn, Sink
 
 D = TypeVar("D")
+S = TypeVar("S", bound=SelfDrawn)
 Drawn = str | dict[str, Any] | list[dict[str, Any]]
 """A draw function's answer: the whole text, or (json) the document, or (matrix list) a bare array."""
 
@@ -60,6 +61,20 @@ def render(result: Result[Any], fmt: Format, sink: Sink) -> str:
         # a bare array stays one (`matrix list`): it has no keys to put a header beside
         return dump(with_header(result, rendered) if isinstance(rendered, dict) else rendered)
     return str(rendered)
+
+
+def _self_console(result: Result[S], sink: Sink) -> str:
+    return result.data.console_text(sink)
+
+
+def _self_json(result: Result[S], sink: Sink) -> dict[str, Any]:
+    return result.data.to_json()
+
+
+def self_drawn(document: type[S]) -> View[S]:
+    """The view of a document that draws itself (fix, bench, history, conclusions, rerun: sink.SelfDrawn), for its
+    class and every class derived from it: console and json."""
+    return View(document, {Format.console: _self_console, Format.json: _self_json})
 
 
 def dump(document: object) -> str:

@@ -1,8 +1,6 @@
 """`bench`'s view: a run, a comparison or a reproduction draws itself (sparkdoctor/bench/document.py)."""
 
-from __future__ import annotations
-
 from sparkdoctor.bench.document import BenchDocument
-from sparkdoctor.views.documents import self_drawn
+from sparkdoctor.views import self_drawn
 
 VIEW = self_drawn(BenchDocument)

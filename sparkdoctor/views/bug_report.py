@@ -1,7 +1,5 @@
 """`report`'s view: the bug report made to fit a GitHub issue (markdown, long parts folded) or a forum post."""
 
-from __future__ import annotations
-
 from sparkdoctor.report.posted import BugReport
 from sparkdoctor.result import Format
 from sparkdoctor.views import View

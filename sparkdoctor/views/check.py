@@ -3,8 +3,6 @@ format is asked for (check's start-up loads this module and nothing it draws wit
 
 from __future__ import annotations
 
-from typing import Any
-
 from sparkdoctor.findings import Report
 from sparkdoctor.result import Format, Result
 from sparkdoctor.sink import Sink
@@ -16,11 +14,6 @@ def report_console(result: Result[Report], sink: Sink) -> str:
 
     verbose = bool(result.options.get("verbose"))
     return console_text(result.data, sink.console(), verbose, ascii_only=sink.ascii_only)
-
-
-def report_json(result: Result[Report], sink: Sink) -> dict[str, Any]:
-    document: dict[str, Any] = result.data.to_dict()
-    return document
 
 
 def report_junit(result: Result[Report], sink: Sink) -> str:
@@ -41,5 +34,5 @@ def report_sarif(result: Result[Report], sink: Sink) -> str:
     return str(render_sarif(result.data)) + "\n"
 
 
-VIEW = View(Report, {Format.console: report_console, Format.json: report_json, Format.junit: report_junit,
-                     Format.markdown: report_markdown, Format.sarif: report_sarif})
+VIEW = View(Report, {Format.console: report_console, Format.json: lambda result, sink: result.data.to_dict(),
+                     Format.junit: report_junit, Format.markdown: report_markdown, Format.sarif: report_sarif})

@@ -1,8 +1,6 @@
 """`conclusions`' view: the conclusions judged draw themselves (sparkdoctor/conclusions/documents.py)."""
 
-from __future__ import annotations
-
 from sparkdoctor.conclusions.documents import ConclusionsDocument
-from sparkdoctor.views.documents import self_drawn
+from sparkdoctor.views import self_drawn
 
 VIEW = self_drawn(ConclusionsDocument)

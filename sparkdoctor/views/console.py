@@ -1,6 +1,6 @@
 """The console report, for people: what was probed, what is wrong, what to do, one summary line.
 
-Everything is drawn from the Report. The words come from render.describe (shared with markdown and
+Everything is drawn from the Report. The words come from sparkdoctor.describe (shared with markdown and
 junit); every string becomes rich `Text` through terminal_text.Ink, never markup, so a title with
 `[brackets]` prints as written and a huge field is clipped. Colour and links appear only on a
 terminal; in a pipe rich drops them and the text stays readable. A reference URL is never broken

@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from rich.console import Console
+from rich.markup import escape
 
 from sparkdoctor.diff.document import DiffDocument, overall
 from sparkdoctor.diff.rules import RISKY
@@ -11,13 +12,8 @@ from sparkdoctor.result import Format, Result
 from sparkdoctor.sink import Sink
 from sparkdoctor.views import View
 
-if TYPE_CHECKING:
-    from rich.console import Console
-
 
 def draw(doc: DiffDocument, console: Console) -> None:
-    from rich.markup import escape
-
     comparison = doc.comparison
     for label, side in (("A", doc.a), ("B", doc.b)):
         console.print(f"{label}  {escape(side.file)}  ({escape(str(side.target))}, taken {escape(str(side.taken_at))}, "

@@ -7,7 +7,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from rich.console import Console
 from rich.markup import escape
+from rich.padding import Padding
+from rich.table import Table
+from rich.text import Text
 
 from sparkdoctor.describe import clip, plural
 from sparkdoctor.matrix.ambiguity import decide_with
@@ -17,8 +21,6 @@ from sparkdoctor.sink import Sink
 from sparkdoctor.views import View
 
 if TYPE_CHECKING:
-    from rich.console import Console
-
     from sparkdoctor.matrix.ambiguity import Ambiguity
     from sparkdoctor.matrix.symptoms import SymptomMatch
 
@@ -26,10 +28,6 @@ _STYLE = {"error": "bold red", "warn": "yellow", "info": "cyan"}
 
 
 def _render_ambiguous(g: Ambiguity, console: Console) -> None:
-    from rich.padding import Padding
-    from rich.table import Table
-    from rich.text import Text
-
     console.print(f"[bold magenta]AMBIGUOUS[/] [bold]line {g.line_no}[/]  [dim]{len(g.candidates)} known causes print this line[/]",
                   soft_wrap=True)
     grid = Table.grid(padding=(0, 2))
@@ -50,9 +48,6 @@ def render_explain(matches: list[SymptomMatch], source: str, lines: int, console
         console.print(f"No known symptom in {escape(source)} ({plural(lines, 'line')}): no matrix entry explains this text.")
         console.print("[dim]If it is a GB10 problem, `sparkdoctor check` probes the box itself.[/]")
         return
-    from rich.padding import Padding
-    from rich.table import Table
-    from rich.text import Text
 
     groups = groups or []
     for g in groups:

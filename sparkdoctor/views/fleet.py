@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from rich.markup import escape
+
 from sparkdoctor.fleet import FleetResult
 from sparkdoctor.result import Format, Result
 from sparkdoctor.sink import Sink
@@ -44,8 +46,6 @@ def fleet_dict(result: FleetResult, verbose: bool = False) -> dict[str, Any]:
 
 
 def render_console(result: FleetResult, console: Any, verbose: bool = False) -> None:
-    from rich.markup import escape
-
     answered = len(result.reports)
     console.print(f"fleet check over {result.transport}: {len(result.outcomes)} node(s), {answered} answered "
                   f"({result.seconds:.1f} s)")
@@ -91,8 +91,6 @@ def render_console(result: FleetResult, console: Any, verbose: bool = False) -> 
 
 
 def _render_fabric(result: FleetResult, console: Any, verbose: bool) -> None:
-    from rich.markup import escape
-
     topo = result.topology
     if topo is not None and topo.kind not in ("single", "none"):
         console.print(f"fabric: {escape(topo.kind)}, {len(topo.links)} link(s)"

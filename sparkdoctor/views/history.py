@@ -1,8 +1,6 @@
 """`history`'s view: the list, a run, a comparison or the page written draws itself (sparkdoctor/bench/history.py)."""
 
-from __future__ import annotations
-
 from sparkdoctor.bench.history import HistoryDocument
-from sparkdoctor.views.documents import self_drawn
+from sparkdoctor.views import self_drawn
 
 VIEW = self_drawn(HistoryDocument)

@@ -14,7 +14,7 @@ a <failure>, or <skipped> when ignored); one that could not run at all is a <ski
 <error> testcase, so the report is not all green while the exit code says 3. Collector errors go to
 the suite's <system-err>; the fingerprint, the verdict and the arch (where it came from, and
 arch.assumed with the reason when it was assumed) are suite properties. Every string from the
-snapshot is clipped (render.describe.clip).
+snapshot is clipped (sparkdoctor.describe.clip).
 """
 
 from __future__ import annotations

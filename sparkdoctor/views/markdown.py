@@ -3,7 +3,7 @@
 GitHub-flavoured: a toolchain table, the findings with evidence and links, what could not be
 evaluated or observed, the kernel probes, and the Facts snapshot folded into <details> so a
 maintainer can re-run `sparkdoctor check --facts` on it. Every string from the box is clipped
-(render.describe.clip); in the snapshot only strings longer than any real fact are, and it says so.
+(sparkdoctor.describe.clip); in the snapshot only strings longer than any real fact are, and it says so.
 """
 
 from __future__ import annotations

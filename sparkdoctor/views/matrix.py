@@ -26,6 +26,7 @@ from sparkdoctor.matrix import (
 )
 from sparkdoctor.matrix.consistency import Validation
 from sparkdoctor.matrix.explanation import describe_condition
+from sparkdoctor.matrix.file_checks import parse_files_tables
 from sparkdoctor.matrix.verify_table import parse_verify_table
 from sparkdoctor.result import Format, Result
 from sparkdoctor.sink import Sink
@@ -159,7 +160,6 @@ def _file_checks(e: Entry) -> Text | None:
     """The `files` tables as what is read: the package, its versions by role, each check."""
     if not e.files:
         return None
-    from sparkdoctor.matrix.file_checks import parse_files_tables
 
     try:
         tables = parse_files_tables(e.files, e.id)

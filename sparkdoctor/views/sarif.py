@@ -27,6 +27,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
+from sparkdoctor import __version__
+from sparkdoctor.exitcodes import EXIT_FINDINGS, EXIT_OK
+from sparkdoctor.matrix import load
+
 if TYPE_CHECKING:
     from sparkdoctor.facts import Facts
     from sparkdoctor.findings import Finding, Report
@@ -104,8 +108,6 @@ def _fingerprint(rule_id: str, subject: str, location: dict[str, Any]) -> dict[s
 
 def _log(rules: list[dict[str, Any]], results: list[dict[str, Any]], exit_code: int, properties: dict[str, Any],
          category: str) -> str:
-    from sparkdoctor import __version__
-
     index = {r["id"]: i for i, r in enumerate(rules)}
     for result in results:
         result["ruleIndex"] = index[result["ruleId"]]
@@ -193,8 +195,6 @@ def _norm(name: str) -> str:
 def render_recipe_sarif(doc: dict[str, Any], matrix: Any = None) -> str:
     """`recipe check --format sarif` from its document; `matrix` gives the rules of matrix entries (None: shipped)."""
     if matrix is None:
-        from sparkdoctor.matrix import load
-
         matrix = load(None)
     recipe = doc.get("recipe") or {}
     path = str(recipe.get("path") or recipe.get("name") or "recipe")
@@ -224,7 +224,6 @@ def render_recipe_sarif(doc: dict[str, Any], matrix: Any = None) -> str:
                                             str(f.get("remedy") or "")),
                         "locations": [location], "partialFingerprints": _fingerprint(rule_id, subject or rule_id, location),
                         "properties": {"kind": f.get("kind"), **({"subject": subject} if subject else {})}})
-    from sparkdoctor.exitcodes import EXIT_FINDINGS, EXIT_OK
 
     exit_code = EXIT_FINDINGS if doc.get("failed") else EXIT_OK
     props = {"recipe": recipe.get("name"), "recipe_fingerprint": recipe.get("fingerprint"), "fingerprint": doc.get("fingerprint"),

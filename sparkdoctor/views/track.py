@@ -5,19 +5,16 @@ from __future__ import annotations
 from sparkdoctor.result import Format, Result
 from sparkdoctor.sink import Sink
 from sparkdoctor.track.answer import TrackAnswer
+from sparkdoctor.track.render import render_track, track_markdown
 from sparkdoctor.track.update import Updated
 from sparkdoctor.views import View
 
 
 def _markdown(result: Result[TrackAnswer], sink: Sink) -> str:
-    from sparkdoctor.track.render import track_markdown
-
     return track_markdown(result.data.document)
 
 
 def _console(result: Result[TrackAnswer], sink: Sink) -> str:
-    from sparkdoctor.track.render import render_track
-
     return sink.capture(lambda console: render_track(result.data.document, console, bool(result.options.get("verbose"))))
 
 

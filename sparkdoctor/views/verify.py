@@ -4,17 +4,17 @@ views too."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from rich.console import Console
 from rich.markup import escape
 
 from sparkdoctor.result import Format, Result
 from sparkdoctor.sink import Sink
+from sparkdoctor.track.render import render_bounds
 from sparkdoctor.verify.modes import Bisection, Bounds, EntryChecks, Latest, Stacks
+from sparkdoctor.verify.stacks import render_stacks
 from sparkdoctor.views import View
-
-if TYPE_CHECKING:
-    from rich.console import Console
 
 VERDICTS = ("confirmed", "contradicted", "error")
 _STYLE = {"confirmed": "green", "contradicted": "bold red", "error": "yellow", "agrees": "green", "found": "cyan",
@@ -58,8 +58,6 @@ def _render_files(r: Any, console: Console) -> None:
 
 
 def render_bisect(found: dict[str, Any], console: Console | None = None) -> None:
-    from rich.console import Console
-
     console = console or Console()
     verdict = found["verdict"]
     console.print(f"[{_STYLE.get(verdict, '')}]{verdict.upper():<12}[/] [bold]{escape(found['id'])}[/]  {escape(found['why'])}", soft_wrap=True)
@@ -69,8 +67,6 @@ def render_bisect(found: dict[str, Any], console: Console | None = None) -> None
 
 
 def render_latest(results: list[dict[str, Any]], console: Console | None = None) -> None:
-    from rich.console import Console
-
     console = console or Console()
     for r in results:
         verdict = r["verdict"]
@@ -94,8 +90,6 @@ def _checks_console(result: Result[EntryChecks], sink: Sink) -> str:
 
 
 def _bounds_console(result: Result[Bounds], sink: Sink) -> str:
-    from sparkdoctor.track.render import render_bounds
-
     data = result.data
 
     def show(console: Console) -> None:
@@ -106,8 +100,6 @@ def _bounds_console(result: Result[Bounds], sink: Sink) -> str:
 
 
 def _stacks_console(result: Result[Stacks], sink: Sink) -> str:
-    from sparkdoctor.verify.stacks import render_stacks
-
     return sink.capture(lambda console: render_stacks(result.data.results, console))
 
 
