@@ -12,7 +12,7 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 REPO = Path(__file__).resolve().parents[1]
-RATCHET = 40  # modules mypy does not check yet (2026-11-28): lower it when one passes, never raise it
+RATCHET = 36  # modules mypy does not check yet (2026-11-28): lower it when one passes, never raise it
 IMPORTS_AGAINST = 0  # imports the import contracts let through (2026-11-28): none, and none may come back
 CONTRACTS = {"layers", "documents-down", "views-below-commands", "verbs-independent", "stores-independent"}
 
