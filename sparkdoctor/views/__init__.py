@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from sparkdoctor.result import Format, Result, with_header
@@ -28,15 +27,12 @@ REGISTRY: dict[type[Any], View[Any]] = {}
 """Document class -> its view; filled by the view modules as they are imported."""
 
 
-@dataclass(frozen=True)
 class View(Generic[D]):
     """How one document class renders: one draw function per format, in the order `--format` lists them."""
 
-    document: type[D]
-    draw: dict[Format, Callable[[Result[D], Sink], Drawn]]
-
-    def __post_init__(self) -> None:
-        REGISTRY[self.document] = self
+    def __init__(self, document: type[D], draw: dict[Format, Callable[[Result[D], Sink], Drawn]]) -> None:
+        self.document, self.draw = document, draw
+        REGISTRY[document] = self
 
     @property
     def formats(self) -> tuple[Format, ...]:
@@ -63,18 +59,11 @@ def render(result: Result[Any], fmt: Format, sink: Sink) -> str:
     return str(rendered)
 
 
-def _self_console(result: Result[S], sink: Sink) -> str:
-    return result.data.console_text(sink)
-
-
-def _self_json(result: Result[S], sink: Sink) -> dict[str, Any]:
-    return result.data.to_json()
-
-
 def self_drawn(document: type[S]) -> View[S]:
     """The view of a document that draws itself (fix, bench, history, conclusions, rerun: sink.SelfDrawn), for its
     class and every class derived from it: console and json."""
-    return View(document, {Format.console: _self_console, Format.json: _self_json})
+    return View(document, {Format.console: lambda result, sink: result.data.console_text(sink),
+                           Format.json: lambda result, sink: result.data.to_json()})
 
 
 def dump(document: object) -> str:

@@ -4,13 +4,10 @@ from __future__ import annotations
 
 from sparkdoctor.audit.report import audit_to_dict, render_console
 from sparkdoctor.audit.roofline import Audit
-from sparkdoctor.result import Format, Result
-from sparkdoctor.sink import Sink
+from sparkdoctor.result import Format
 from sparkdoctor.views import View
 
-
-def _console(result: Result[Audit], sink: Sink) -> str:
-    return sink.capture(lambda console: render_console(result.data, console), width=None if sink.to_file else 140)
-
-
-VIEW = View(Audit, {Format.console: _console, Format.json: lambda result, sink: audit_to_dict(result.data)})
+VIEW = View(Audit, {
+    Format.console: lambda result, sink: sink.capture(lambda console: render_console(result.data, console),
+                                                      width=None if sink.to_file else 140),
+    Format.json: lambda result, sink: audit_to_dict(result.data)})

@@ -8,8 +8,7 @@ from rich.markup import escape
 
 from sparkdoctor.diff.document import DiffDocument, overall
 from sparkdoctor.diff.rules import RISKY
-from sparkdoctor.result import Format, Result
-from sparkdoctor.sink import Sink
+from sparkdoctor.result import Format
 from sparkdoctor.views import View
 
 
@@ -42,8 +41,7 @@ def draw(doc: DiffDocument, console: Console) -> None:
     console.print(line)
 
 
-def _console(result: Result[DiffDocument], sink: Sink) -> str:
-    return sink.capture(lambda console: draw(result.data, console), soft_wrap=True, highlight=False)
-
-
-VIEW = View(DiffDocument, {Format.console: _console, Format.json: lambda result, sink: result.data.to_json()})
+VIEW = View(DiffDocument, {
+    Format.console: lambda result, sink: sink.capture(lambda console: draw(result.data, console), soft_wrap=True,
+                                                      highlight=False),
+    Format.json: lambda result, sink: result.data.to_json()})

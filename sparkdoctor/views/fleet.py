@@ -8,8 +8,7 @@ from typing import Any
 from rich.markup import escape
 
 from sparkdoctor.fleet import FleetResult
-from sparkdoctor.result import Format, Result
-from sparkdoctor.sink import Sink
+from sparkdoctor.result import Format
 from sparkdoctor.views import View
 
 FLEET_VERSION = 1
@@ -109,12 +108,7 @@ def _v(value: Any) -> str:
     return "(absent)" if value is None else str(value)
 
 
-def _json(result: Result[FleetResult], sink: Sink) -> dict[str, Any]:
-    return {"kind": "fleet", **fleet_dict(result.data, bool(result.options.get("verbose")))}
-
-
-def _console(result: Result[FleetResult], sink: Sink) -> str:
-    return sink.capture(lambda console: render_console(result.data, console, bool(result.options.get("verbose"))))
-
-
-VIEW = View(FleetResult, {Format.console: _console, Format.json: _json})
+VIEW = View(FleetResult, {
+    Format.console: lambda result, sink: sink.capture(
+        lambda console: render_console(result.data, console, bool(result.options.get("verbose")))),
+    Format.json: lambda result, sink: {"kind": "fleet", **fleet_dict(result.data, bool(result.options.get("verbose")))}})

@@ -3,13 +3,8 @@
 from __future__ import annotations
 
 from sparkdoctor.mods.report import ModsReport, render_console
-from sparkdoctor.result import Format, Result
-from sparkdoctor.sink import Sink
+from sparkdoctor.result import Format
 from sparkdoctor.views import View
 
-
-def _console(result: Result[ModsReport], sink: Sink) -> str:
-    return sink.capture(lambda console: render_console(result.data, console))
-
-
-VIEW = View(ModsReport, {Format.console: _console, Format.json: lambda result, sink: result.data.to_json()})
+VIEW = View(ModsReport, {Format.console: lambda result, sink: sink.capture(lambda console: render_console(result.data, console)),
+                     Format.json: lambda result, sink: result.data.to_json()})

@@ -10,19 +10,14 @@ from sparkdoctor.track.update import Updated
 from sparkdoctor.views import View
 
 
-def _markdown(result: Result[TrackAnswer], sink: Sink) -> str:
-    return track_markdown(result.data.document)
-
-
-def _console(result: Result[TrackAnswer], sink: Sink) -> str:
-    return sink.capture(lambda console: render_track(result.data.document, console, bool(result.options.get("verbose"))))
-
-
 def _update_console(result: Result[Updated], sink: Sink) -> str:
     done = result.data.document
     return "".join([f"{done['message']}\n", *(f"  {line}\n" for line in done.get("diff", []))])
 
 
-TRACK = View(TrackAnswer, {Format.console: _console, Format.json: lambda result, sink: result.data.to_json(),
-                           Format.markdown: _markdown})
+TRACK = View(TrackAnswer, {
+    Format.console: lambda result, sink: sink.capture(
+        lambda console: render_track(result.data.document, console, bool(result.options.get("verbose")))),
+    Format.json: lambda result, sink: result.data.to_json(),
+    Format.markdown: lambda result, sink: track_markdown(result.data.document)})
 UPDATE = View(Updated, {Format.console: _update_console, Format.json: lambda result, sink: result.data.document})

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from sparkdoctor.result import Format, Result
-from sparkdoctor.sink import Sink
+from sparkdoctor.result import Format
 from sparkdoctor.views import View
 from sparkdoctor.whatif.judge import WhatIf
 
@@ -99,8 +98,5 @@ def _ptx(ptx: PtxComparison | None, console: Console) -> None:
         console.print(f"ptx  {ptx.note}", markup=False, highlight=False)
 
 
-def _console(result: Result[WhatIf], sink: Sink) -> str:
-    return sink.capture(lambda console: render_console(result.data, console))
-
-
-VIEW = View(WhatIf, {Format.console: _console, Format.json: lambda result, sink: result.data.to_json()})
+VIEW = View(WhatIf, {Format.console: lambda result, sink: sink.capture(lambda console: render_console(result.data, console)),
+                     Format.json: lambda result, sink: result.data.to_json()})
