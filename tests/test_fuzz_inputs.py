@@ -43,7 +43,8 @@ from sparkdoctor.matrix import load as load_matrix
 from sparkdoctor.matrix.symptoms import match_line
 from sparkdoctor.recipes import RecipeError
 from sparkdoctor.recipes import load as load_recipe
-from sparkdoctor.recipes.show import render_console, to_json
+from sparkdoctor.recipes.show import to_json
+from sparkdoctor.views.recipe import render_console
 from tests.fuzz import stores
 from tests.workers import summary_line
 

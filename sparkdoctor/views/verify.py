@@ -8,12 +8,13 @@ from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
+from rich.table import Table
 
 from sparkdoctor.result import Format, Result
 from sparkdoctor.sink import Sink
-from sparkdoctor.track.render import render_bounds
+from sparkdoctor.verify.bounds import side_counts
 from sparkdoctor.verify.modes import Bisection, Bounds, EntryChecks, Latest, Stacks
-from sparkdoctor.verify.stacks import render_stacks
+from sparkdoctor.verify.stacks import StackResult
 from sparkdoctor.views import View
 
 VERDICTS = ("confirmed", "contradicted", "error")
@@ -75,6 +76,32 @@ def render_latest(results: list[dict[str, Any]], console: Console | None = None)
     for r in results:
         counts[r["verdict"]] = counts.get(r["verdict"], 0) + 1
     console.print(f"{len(results)} entr{'y' if len(results) == 1 else 'ies'} against their newest release: " + ", ".join(f"{n} {v}" for v, n in sorted(counts.items())))
+
+
+def render_bounds(results: list[Any], console: Console) -> None:
+    table = Table()
+    for col in ("entry", "bound", "verdict", "why"):
+        table.add_column(col)
+    for r in results:
+        where = " (constraint)" if getattr(r, "source", "packages") == "constraints" else ""
+        table.add_row(r.id, f"{r.package} {r.spec}{where}", r.verdict, r.why)
+    console.print(table)
+    counts: dict[str, int] = {}
+    for r in results:
+        counts[r.verdict] = counts.get(r.verdict, 0) + 1
+    sides = side_counts(results)
+    share = f" ({round(100 * sides['bracketed'] / sides['sides'])}%)" if sides["sides"] else ""
+    console.print(f"{len(results)} bounds: " + ", ".join(f"{n} {v}" for v, n in counts.items())
+                  + f"; {sides['bracketed']} of {sides['sides']} bounded sides bracketed{share}")
+
+
+def render_stacks(results: list[StackResult], console: Console | None = None) -> None:
+    table = Table()
+    for col in ("stack", "python", "verdict", "why"):
+        table.add_column(col)
+    for r in results:
+        table.add_row(r.id, r.python, r.verdict, r.why)
+    (console or Console()).print(table)
 
 
 # ---- the views of `matrix verify`'s modes (sparkdoctor.verify.modes): (Result, Sink) -> the whole document --------
