@@ -48,7 +48,6 @@ def run(options: ConclusionsCommand) -> Result[ConclusionsDocument]:
     """Every conclusion (or the one named), judged on the current toolchain."""
     from sparkdoctor.cli_support import open_ledger
     from sparkdoctor.conclusions import staleness, store
-    from sparkdoctor.conclusions.documents import ConclusionsDocument
     from sparkdoctor.conclusions.model import ConclusionError
     from sparkdoctor.conclusions.toolchain import Toolchains
     from sparkdoctor.progress import progress_line

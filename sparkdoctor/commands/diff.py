@@ -37,7 +37,6 @@ class DiffCommand:
 def run(options: DiffCommand) -> Result[DiffDocument]:
     """The two snapshots compared; a FactsError (one line naming the file and field) is exit 2 by itself."""
     from sparkdoctor.diff import compare
-    from sparkdoctor.diff.document import DiffDocument
     from sparkdoctor.facts import Facts
 
     options.refuse_bad_options()

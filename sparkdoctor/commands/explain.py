@@ -63,7 +63,6 @@ def run(options: ExplainCommand) -> Result[Explanation]:
     with run_limit(options.timeout, "explain"):
         from sparkdoctor.matrix import load
         from sparkdoctor.matrix.ambiguity import ambiguous_lines
-        from sparkdoctor.matrix.explanation import Explanation
         from sparkdoctor.matrix.symptoms import match_text
 
         text, label = read_text(options.source)

@@ -61,7 +61,7 @@ def run_show(options: MatrixCommand) -> Result[Entry | Stack]:
 def run_validate(options: MatrixCommand, bounds_doc: Path | None = None) -> Result[Validation]:
     """The matrix checked as `check --matrix` and `matrix verify` check it (a MatrixError names file, entry,
     field), then across entries (sparkdoctor.matrix.consistency): problems are listed and end in exit 1."""
-    from sparkdoctor.matrix.consistency import Validation, problems, report_delay
+    from sparkdoctor.matrix.consistency import problems, report_delay
 
     m = _load(options.matrix)
     if options.matrix is None and m.source.startswith("bundled (the installed matrix does not load"):

@@ -126,7 +126,7 @@ class UpdateCommand:
 
 def run_update(options: UpdateCommand) -> Result[Updated]:
     """The matrix installed (or the previous one restored); an UpdateError carries its exit code (2)."""
-    from sparkdoctor.track.update import Updated, rollback_matrix, update_matrix
+    from sparkdoctor.track.update import rollback_matrix, update_matrix
 
     options.refuse_bad_options()
     if options.rollback:

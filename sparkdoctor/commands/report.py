@@ -73,7 +73,6 @@ def run(options: ReportCommand) -> Result[BugReport]:
     from sparkdoctor.findings import build_report
     from sparkdoctor.fit import attachment_name
     from sparkdoctor.matrix import load
-    from sparkdoctor.report.posted import BugReport
 
     options.refuse_bad_options()
     matrix = load(options.matrix)

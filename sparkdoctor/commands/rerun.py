@@ -64,7 +64,6 @@ def run(options: RerunCommand) -> Result[RerunDocument]:
     """What is stale (and, without --dry-run, what re-measuring it found); the exit code is --fail-on's gate."""
     from sparkdoctor.cli_support import open_ledger
     from sparkdoctor.conclusions import rerun as pipeline
-    from sparkdoctor.conclusions.documents import RerunDocument
     from sparkdoctor.conclusions.toolchain import Toolchains
     from sparkdoctor.matrix import load
     from sparkdoctor.progress import progress_line
