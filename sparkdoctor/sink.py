@@ -1,7 +1,7 @@
 """Where a rendered document goes, as far as a renderer cares: a terminal or a file, Unicode or ASCII.
 
 Every renderer takes a `Sink`; `sparkdoctor.emit` makes one for the stream or file a command writes to. It sits at
-the base so that the views (sparkdoctor/views/) and the documents that draw themselves import it without importing emit.
+the base so that the views (sparkdoctor/views/) import it without importing emit.
 """
 
 from __future__ import annotations
@@ -59,18 +59,6 @@ class Sink:
         """What `draw` prints: a terminal's width on a terminal, WIDE columns on a pipe, the file width on -o FILE."""
         on_terminal = sys.stdout is not None and sys.stdout.isatty()
         return self.capture(draw, None if on_terminal else WIDE)
-
-
-class SelfDrawn:
-    """A document that draws itself (fix, bench, history, conclusions, rerun): `to_json()` gives its keys, as they
-    always were, and `console_text(sink)` its whole console output. Each verb's documents share a base class of
-    this, which its view (sparkdoctor/views/<verb>.py) is registered for."""
-
-    def to_json(self) -> dict[str, Any]:
-        raise NotImplementedError
-
-    def console_text(self, sink: Sink) -> str:
-        raise NotImplementedError
 
 
 # Control characters from inputs (a ledger's model name, a snapshot's env, a matrix file's name) never reach the

@@ -1,22 +1,21 @@
 """What `bench` answers: one run (RECIPE or --url), or an A/B comparison (RECIPE --vs B, and its A/A form
 --calibrate). `to_json()` writes the keys bench's JSON always had ({"schema", "bench_version", "kind", ...});
-`console_text()` draws them (sparkdoctor/bench/render.py). Their view: sparkdoctor/views/bench.py."""
+their view (sparkdoctor/views/bench.py) draws them from it."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sparkdoctor.bench.cell import Reproduction
 from sparkdoctor.bench.session import RunResult, envelope
-from sparkdoctor.sink import SelfDrawn
-
-if TYPE_CHECKING:
-    from sparkdoctor.sink import Sink
 
 
-class BenchDocument(SelfDrawn):
+class BenchDocument:
     """What `bench` answers: a run, a comparison or a reproduction."""
+
+    def to_json(self) -> dict[str, Any]:
+        raise NotImplementedError
 
 
 @dataclass
@@ -35,11 +34,6 @@ class RunDocument(BenchDocument):
     def to_json(self) -> dict[str, Any]:
         extra = {"exported": self.exported} if self.exported is not None else {}
         return envelope(self.kind, {**self.result.to_dict(), "ledger": self.ledger, **extra})
-
-    def console_text(self, sink: Sink) -> str:
-        from sparkdoctor.bench import render
-
-        return sink.wide(lambda console: render.render_run(console, self.to_json()))
 
 
 @dataclass
@@ -80,20 +74,6 @@ class ComparisonDocument(BenchDocument):
             body["conclusion"] = self.conclusion
         return envelope(self.kind, body)
 
-    def console_text(self, sink: Sink) -> str:
-        from sparkdoctor.bench import render
-
-        def draw(console: Any) -> None:
-            document = self.to_json()
-            render.render_comparison(console, document)
-            if self.calibration is not None:
-                render.render_calibration(console, document)
-            if self.conclusion:
-                console.print(f"conclusion {self.conclusion.get('name')!r} recorded: {self.conclusion.get('statement')}",
-                              markup=False, highlight=False, soft_wrap=True)
-
-        return sink.wide(draw)
-
 
 @dataclass
 class ReproduceDocument(BenchDocument):
@@ -110,13 +90,3 @@ class ReproduceDocument(BenchDocument):
         for key in ("schema", "bench_version", "kind"):
             run.pop(key)
         return envelope(self.kind, {**self.reproduction.to_dict(), "run": run})
-
-    def console_text(self, sink: Sink) -> str:
-        from sparkdoctor.bench import render
-
-        def draw(console: Any) -> None:
-            document = self.to_json()
-            render.render_run(console, {**document["run"], "kind": "run"})
-            render.render_reproduce(console, document)
-
-        return sink.wide(draw)

@@ -1,16 +1,11 @@
 """What `history` answers: the list of runs, one run in full, two runs compared, or the page `--html` wrote.
-`to_json()` writes the keys history's JSON always had ({"schema", "bench_version", "kind", ...}); `console_text()`
-draws them with bench's renderer (sparkdoctor/bench/render.py). Their view: sparkdoctor/views/history.py."""
+`to_json()` writes the keys history's JSON always had ({"schema", "bench_version", "kind", ...}); their view
+(sparkdoctor/views/history.py) draws them with bench's console text."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
-
-from sparkdoctor.sink import SelfDrawn
-
-if TYPE_CHECKING:
-    from sparkdoctor.sink import Sink
+from typing import Any
 
 
 def _envelope(kind: str, data: dict[str, Any]) -> dict[str, Any]:
@@ -19,8 +14,11 @@ def _envelope(kind: str, data: dict[str, Any]) -> dict[str, Any]:
     return envelope(kind, data)
 
 
-class HistoryDocument(SelfDrawn):
+class HistoryDocument:
     """What `history` answers: the list, one run, two runs compared, or the page written."""
+
+    def to_json(self) -> dict[str, Any]:
+        raise NotImplementedError
 
 
 @dataclass
@@ -35,11 +33,6 @@ class HistoryList(HistoryDocument):
     def to_json(self) -> dict[str, Any]:
         return _envelope(self.kind, {"ledger": self.ledger, "runs": self.runs})
 
-    def console_text(self, sink: Sink) -> str:
-        from sparkdoctor.bench import render
-
-        return sink.wide(lambda console: render.render_history(console, self.runs))
-
 
 @dataclass
 class HistoryRun(HistoryDocument):
@@ -52,21 +45,6 @@ class HistoryRun(HistoryDocument):
     def to_json(self) -> dict[str, Any]:
         return _envelope(self.kind, {"run": self.run})
 
-    def console_text(self, sink: Sink) -> str:
-        from sparkdoctor.bench import render
-
-        run = self.run
-        shown = {"run_id": run["id"], "recipe": run["recipe"], "server": run["server"], "base_url": run["base_url"],
-                 "model": run["model"], "fingerprint": run["fingerprint"], "levels": run["summary"]["levels"],
-                 "headline": run["summary"]["headline"], "findings": run["findings"]}
-
-        def draw(console: Any) -> None:
-            console.print(f"run {run['id']} at {run['created_at']} (bench version {run['bench_version']}, "
-                          f"sparkdoctor {run['tool_version']})")
-            render.render_run(console, shown)
-
-        return sink.wide(draw)
-
 
 @dataclass
 class HistoryCompare(HistoryDocument):
@@ -78,11 +56,6 @@ class HistoryCompare(HistoryDocument):
 
     def to_json(self) -> dict[str, Any]:
         return _envelope(self.kind, self.compared)
-
-    def console_text(self, sink: Sink) -> str:
-        from sparkdoctor.bench import render
-
-        return sink.wide(lambda console: render.render_compare(console, self.to_json()))
 
 
 @dataclass
@@ -98,6 +71,3 @@ class HistoryPage(HistoryDocument):
 
     def to_json(self) -> dict[str, Any]:
         return _envelope(self.kind, {"html": self.html, "runs": self.runs, "changes": self.changes, "bytes": self.bytes})
-
-    def console_text(self, sink: Sink) -> str:
-        return ""

@@ -1,17 +1,13 @@
 """What `conclusions` and `rerun` answer, as dataclasses: `to_json()` writes the keys their JSON always had
-({"schema", "conclusion_version" | "rerun_version", "kind", ...}); `console_text()` draws them
-(sparkdoctor/conclusions/render.py). Their view: sparkdoctor/views/conclusions.py and rerun.py."""
+({"schema", "conclusion_version" | "rerun_version", "kind", ...}). Their views (sparkdoctor/views/conclusions.py and
+rerun.py) draw them from it."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sparkdoctor.conclusions.staleness import Status
-from sparkdoctor.sink import SelfDrawn
-
-if TYPE_CHECKING:
-    from sparkdoctor.sink import Sink
 
 SCHEMA = 1
 RERUN_VERSION = 1  # rerun's document (RerunReport.to_json)
@@ -20,7 +16,7 @@ FAIL_ON = ("flipped", "regression")
 
 
 @dataclass
-class ConclusionsDocument(SelfDrawn):
+class ConclusionsDocument:
     """Every recorded conclusion (or the one named), judged on the current toolchain."""
 
     ledger: str
@@ -33,11 +29,6 @@ class ConclusionsDocument(SelfDrawn):
 
         return {"schema": SCHEMA, "conclusion_version": CONCLUSION_VERSION, "kind": self.kind, "ledger": self.ledger,
                 "conclusions": [s.to_dict() for s in self.conclusions]}
-
-    def console_text(self, sink: Sink) -> str:
-        from sparkdoctor.conclusions import render
-
-        return sink.wide(lambda console: render.conclusions(console, self.to_json()))
 
 
 @dataclass
@@ -59,7 +50,7 @@ class RerunDone:
 
 
 @dataclass
-class RerunDocument(SelfDrawn):
+class RerunDocument:
     """`rerun --dry-run` (kind rerun-plan: what is stale and why) or `rerun` (kind rerun: what the re-measurement
     found); `failed` is what `--fail-on` asked about and happened."""
 
@@ -108,9 +99,3 @@ class RerunDocument(SelfDrawn):
             out.update(workarounds=self.done.workarounds, results=self.done.results)
         out["failed"] = self.failed
         return out
-
-    def console_text(self, sink: Sink) -> str:
-        from sparkdoctor.conclusions import render
-
-        draw = render.plan if self.dry_run else render.results
-        return sink.wide(lambda console: draw(console, self.to_json()))

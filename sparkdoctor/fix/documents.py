@@ -1,27 +1,38 @@
 """What `fix` answers, one dataclass per mode (plan, apply, rollback, history, prune): `to_json()` writes the keys
-fix's JSON always had (`fix_version`, `mode`, ...), `console_text()` the lines it always printed.
-Their view: sparkdoctor/views/fix.py; sparkdoctor/fix/render.py draws their lines."""
+fix's JSON always had (`fix_version`, `mode`, ...); their view (sparkdoctor/views/fix.py) prints the lines it always
+printed."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from sparkdoctor.fix import render
 from sparkdoctor.fix.model import Plan
-from sparkdoctor.sink import SelfDrawn
 
 if TYPE_CHECKING:
     from sparkdoctor.fix.pipeline import Applied, JournalRow, Pruned, RolledBack
-    from sparkdoctor.sink import Sink
+
+FIX_VERSION = 1
 
 
-def _text(lines: list[str]) -> str:
-    return "\n".join(lines) + "\n"
+def plan_document(plan: Plan, report: Any) -> dict[str, Any]:
+    return {"fix_version": FIX_VERSION, "mode": "plan", "plan": plan.to_dict(),
+            "findings": sorted(f.id for f in report.findings), "verdict": report.verdict()}
 
 
-class FixDocument(SelfDrawn):
+def mode_document(mode: str, body: Any) -> dict[str, Any]:
+    """The JSON of apply (`body`: pipeline.Applied.to_json(), its keys at the top) or of rollback, history and prune
+    (`body` under "result")."""
+    if mode == "apply":
+        return {"fix_version": FIX_VERSION, "mode": mode, **body}
+    return {"fix_version": FIX_VERSION, "mode": mode, "result": body}
+
+
+class FixDocument:
     """What `fix` answers: a plan, an apply, a rollback, the history or a prune."""
+
+    def to_json(self) -> dict[str, Any]:
+        raise NotImplementedError
 
 
 @dataclass
@@ -36,13 +47,7 @@ class PlanDocument(FixDocument):
     """Print the plan on the console (an apply refused for a plan with steps prints only the refusal)."""
 
     def to_json(self) -> dict[str, Any]:
-        return render.plan_document(self.plan, self.report)
-
-    def console_text(self, sink: Sink) -> str:
-        if not self.shown:
-            return ""
-        extra = ["Dry run: nothing was changed. Apply with --yes."] if self.dry_run and not self.plan.empty else []
-        return _text(render.plan_lines(self.plan) + extra)
+        return plan_document(self.plan, self.report)
 
 
 @dataclass
@@ -53,10 +58,7 @@ class ApplyDocument(FixDocument):
     applied: Applied
 
     def to_json(self) -> dict[str, Any]:
-        return render.mode_document("apply", self.applied.to_json())
-
-    def console_text(self, sink: Sink) -> str:
-        return _text(render.plan_lines(self.plan) + render.applied_lines(self.applied))
+        return mode_document("apply", self.applied.to_json())
 
 
 @dataclass
@@ -64,10 +66,7 @@ class RollbackDocument(FixDocument):
     rolled_back: RolledBack
 
     def to_json(self) -> dict[str, Any]:
-        return render.mode_document("rollback", self.rolled_back.to_json())
-
-    def console_text(self, sink: Sink) -> str:
-        return _text(render.rollback_lines(self.rolled_back))
+        return mode_document("rollback", self.rolled_back.to_json())
 
 
 @dataclass
@@ -75,10 +74,7 @@ class HistoryDocument(FixDocument):
     rows: list[JournalRow] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
-        return render.mode_document("history", [r.to_json() for r in self.rows])
-
-    def console_text(self, sink: Sink) -> str:
-        return _text(render.history_lines(self.rows))
+        return mode_document("history", [r.to_json() for r in self.rows])
 
 
 @dataclass
@@ -86,7 +82,4 @@ class PruneDocument(FixDocument):
     pruned: Pruned
 
     def to_json(self) -> dict[str, Any]:
-        return render.mode_document("prune", self.pruned.to_json())
-
-    def console_text(self, sink: Sink) -> str:
-        return _text(render.prune_lines(self.pruned))
+        return mode_document("prune", self.pruned.to_json())

@@ -16,10 +16,9 @@ from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
 from sparkdoctor.result import Format, Result, with_header
-from sparkdoctor.sink import SelfDrawn, Sink
+from sparkdoctor.sink import Sink
 
 D = TypeVar("D")
-S = TypeVar("S", bound=SelfDrawn)
 Drawn = str | dict[str, Any] | list[dict[str, Any]]
 """A draw function's answer: the whole text, or (json) the document, or (matrix list) a bare array."""
 
@@ -57,13 +56,6 @@ def render(result: Result[Any], fmt: Format, sink: Sink) -> str:
         # a bare array stays one (`matrix list`): it has no keys to put a header beside
         return dump(with_header(result, rendered) if isinstance(rendered, dict) else rendered)
     return str(rendered)
-
-
-def self_drawn(document: type[S]) -> View[S]:
-    """The view of a document that draws itself (fix, bench, history, conclusions, rerun: sink.SelfDrawn), for its
-    class and every class derived from it: console and json."""
-    return View(document, {Format.console: lambda result, sink: result.data.console_text(sink),
-                           Format.json: lambda result, sink: result.data.to_json()})
 
 
 def dump(document: object) -> str:

@@ -15,13 +15,13 @@ import sys
 import xml.etree.ElementTree as ET
 from typing import Any
 
-from sparkdoctor.conclusions import render
 from sparkdoctor.conclusions.recipe_check import RecipeCheck
 from sparkdoctor.describe import clip
 from sparkdoctor.matrix import load
 from sparkdoctor.result import Format, Result
 from sparkdoctor.sink import Sink
 from sparkdoctor.views import View
+from sparkdoctor.views.conclusions import recipe_check
 from sparkdoctor.views.junit import FINDING_CHARS, _clean
 from sparkdoctor.views.sarif import render_recipe_sarif
 from sparkdoctor.vocab import Severity
@@ -75,7 +75,7 @@ def junit(doc: dict[str, Any]) -> str:
 
 def _console(result: Result[RecipeCheck], sink: Sink) -> str:
     tty = sys.stdout is not None and sys.stdout.isatty()
-    return sink.capture(lambda console: render.recipe_check(console, result.data.document), width=None if tty else CONSOLE_WIDTH)
+    return sink.capture(lambda console: recipe_check(console, result.data.document), width=None if tty else CONSOLE_WIDTH)
 
 
 def _sarif(result: Result[RecipeCheck], sink: Sink) -> str:
