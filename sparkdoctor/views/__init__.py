@@ -5,8 +5,8 @@ read the same list.
 A view module (sparkdoctor/views/<verb>.py) registers `View(DocumentClass, {Format: draw})` when it is imported; a
 command imports its own view (so `check` loads no other verb's) and takes `--format`'s choices from it. A draw
 function takes `(result, sink)` and returns the whole text, final newline included (console, junit, markdown, ...)
-or, for `json`, the document as a dict (emit puts the common header in front of it). The drawing modules a view
-names load when their format is asked for.
+or, for `json`, the document as a dict (emit puts the common header in front of it). check's view loads its drawing
+modules only when their format is asked for (its start-up); the other views import theirs at the top.
 """
 
 from __future__ import annotations
