@@ -1,7 +1,7 @@
 """Where a rendered document goes, as far as a renderer cares: a terminal or a file, Unicode or ASCII.
 
 Every renderer takes a `Sink`; `sparkdoctor.emit` makes one for the stream or file a command writes to. It sits at
-the base so that renderers anywhere (render/, and the pipelines' own renderers) import it without importing emit.
+the base so that the views (sparkdoctor/views/) import it without importing emit.
 """
 
 from __future__ import annotations
@@ -26,6 +26,8 @@ if TYPE_CHECKING:
 
 FILE_WIDTH = 110
 """Console output written to a file is plain text (no colour) this many columns wide."""
+WIDE = 160
+"""Columns of a wide document's console output on a pipe (whole table rows, not wrapped ones)."""
 
 
 @dataclass(frozen=True)
@@ -52,6 +54,11 @@ class Sink:
         with console.capture() as captured:
             draw(console)
         return captured.get()
+
+    def wide(self, draw: Callable[[Console], None]) -> str:
+        """What `draw` prints: a terminal's width on a terminal, WIDE columns on a pipe, the file width on -o FILE."""
+        on_terminal = sys.stdout is not None and sys.stdout.isatty()
+        return self.capture(draw, None if on_terminal else WIDE)
 
 
 # Control characters from inputs (a ledger's model name, a snapshot's env, a matrix file's name) never reach the

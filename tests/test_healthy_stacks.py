@@ -107,7 +107,7 @@ def test_check_says_how_fresh_its_knowledge_is_and_warns_on_a_newer_release(tmp_
     import sys
 
     from sparkdoctor.findings import build_report
-    from sparkdoctor.render.console import render_console
+    from sparkdoctor.views.console import render_console
 
     current = build_report(healthy_box("vllm-0.33.0"), MATRIX)
     assert current.knowledge["tracked"]["vllm"] == MATRIX.tracking.tracked["vllm"] and current.knowledge["newer"] == []

@@ -23,11 +23,12 @@ from sparkdoctor.commands.options import (
 )
 from sparkdoctor.errors import UsageError
 from sparkdoctor.result import Format, Result
+from sparkdoctor.views.audit import VIEW
 
 if TYPE_CHECKING:
     from sparkdoctor.audit.roofline import Audit
 
-FORMATS = (Format.console, Format.json)
+FORMATS = VIEW.formats
 
 
 @dataclass
@@ -63,7 +64,7 @@ class AuditCommand:
             raise UsageError("give MODEL (a checkpoint folder), or --recipe RECIPE whose model is a local folder")
 
 
-def run(options: AuditCommand) -> Result:
+def run(options: AuditCommand) -> Result[Audit]:
     """The audit of the checkpoint; exit 1 when it does not fit or its config disagrees with its tensors. An
     AuditError, RecipeError or OutOfTime is exit 2 by itself."""
     from sparkdoctor.runlimit import run_limit
@@ -86,8 +87,8 @@ def _audit(options: AuditCommand) -> Audit:
     notes: list[str] = []
     sources: dict[str, str] = {}
     if options.recipe is not None:
+        from sparkdoctor.audit.served_model import model_facts
         from sparkdoctor.commands.options import parse_sets
-        from sparkdoctor.conclusions.served_model import model_facts
         from sparkdoctor.recipes import load
 
         loaded = load(options.recipe, parse_sets(options.sets))

@@ -27,11 +27,12 @@ from sparkdoctor.commands.options import (
 )
 from sparkdoctor.errors import UsageError
 from sparkdoctor.result import Format, Result
+from sparkdoctor.views.bench import VIEW
 
 if TYPE_CHECKING:
     from sparkdoctor.bench.document import BenchDocument
 
-FORMATS = (Format.console, Format.json, Format.sarif)
+FORMATS = VIEW.formats
 
 
 @dataclass
@@ -124,7 +125,7 @@ class BenchCommand:
                 raise UsageError(f"--url {exc}") from None
 
 
-def run(options: BenchCommand) -> Result:
+def run(options: BenchCommand) -> Result[BenchDocument]:
     """Measure what the options name and return its document (a run, a comparison or a calibration)."""
     options.refuse_bad_options()
     from sparkdoctor.bench import flow

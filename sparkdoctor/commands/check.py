@@ -35,13 +35,15 @@ from sparkdoctor.commands.options import (
     output_path,
 )
 from sparkdoctor.errors import UsageError
+from sparkdoctor.findings import Report
 from sparkdoctor.result import Format, Result
+from sparkdoctor.views.check import VIEW
 
 if TYPE_CHECKING:
     from sparkdoctor.check import CheckOptions
 
 DEFAULT_TIMEOUT = 120.0
-FORMATS = (Format.console, Format.json, Format.junit, Format.markdown, Format.sarif)
+FORMATS = VIEW.formats
 SEVERITIES = ("info", "warn", "error")
 
 
@@ -98,7 +100,7 @@ class CheckCommand:
             raise UsageError("--facts and --python exclude each other: a snapshot is already of one target")
 
 
-def run(options: CheckCommand) -> Result:
+def run(options: CheckCommand) -> Result[Report]:
     """The report on the target (or snapshot) `options` name; its exit code is the verdict's."""
     from sparkdoctor import proc
     from sparkdoctor.targets import choose as check_target

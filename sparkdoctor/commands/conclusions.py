@@ -14,10 +14,12 @@ from typing import Annotated
 import typer
 
 from sparkdoctor.commands.options import Fmt, Ledger, Output, command, format_option
+from sparkdoctor.conclusions.documents import ConclusionsDocument
 from sparkdoctor.errors import UsageError
 from sparkdoctor.result import Format, Result
+from sparkdoctor.views.conclusions import VIEW
 
-FORMATS = (Format.console, Format.json)
+FORMATS = VIEW.formats
 
 
 @dataclass
@@ -37,11 +39,10 @@ class ConclusionsCommand:
             raise UsageError(f"{one_line(self.name[:80])}: not a conclusion name")
 
 
-def run(options: ConclusionsCommand) -> Result:
+def run(options: ConclusionsCommand) -> Result[ConclusionsDocument]:
     """Every conclusion (or the one named), judged on the current toolchain."""
     from sparkdoctor.cli_support import open_ledger
     from sparkdoctor.conclusions import staleness, store
-    from sparkdoctor.conclusions.documents import ConclusionsDocument
     from sparkdoctor.conclusions.model import ConclusionError
     from sparkdoctor.conclusions.toolchain import Toolchains
     from sparkdoctor.progress import progress_line

@@ -1,7 +1,7 @@
 """`sparkdoctor diff A.json B.json`: drift between two saved snapshots (`check --save-facts`).
 
 `DiffCommand` holds the options, `run()` compares and returns a Result (kind "diff", data: a
-sparkdoctor.diff.render.DiffDocument), `register()` adds the typer command. Exit 0: no risky difference; 1: a
+sparkdoctor.diff.document.DiffDocument), `register()` adds the typer command. Exit 0: no risky difference; 1: a
 risky one (what a multi-node run or an upgrade must not carry); 2: a file that is not a snapshot, said in one line
 naming the file and the field.
 """
@@ -15,9 +15,11 @@ from typing import Annotated
 import typer
 
 from sparkdoctor.commands.options import Fmt, Output, command, format_option
+from sparkdoctor.diff.document import DiffDocument
 from sparkdoctor.result import Format, Result
+from sparkdoctor.views.diff import VIEW
 
-FORMATS = (Format.console, Format.json)
+FORMATS = VIEW.formats
 
 
 @dataclass
@@ -33,10 +35,9 @@ class DiffCommand:
         Format.parse(self.fmt, FORMATS)
 
 
-def run(options: DiffCommand) -> Result:
+def run(options: DiffCommand) -> Result[DiffDocument]:
     """The two snapshots compared; a FactsError (one line naming the file and field) is exit 2 by itself."""
     from sparkdoctor.diff import compare
-    from sparkdoctor.diff.render import DiffDocument
     from sparkdoctor.facts import Facts
 
     options.refuse_bad_options()

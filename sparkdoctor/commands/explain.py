@@ -8,7 +8,7 @@ them apart (`sparkdoctor check` decides). Nothing about the box is probed: the t
 evidence.
 
 `ExplainCommand` holds the options, `run()` returns a Result (kind "explain", data: a
-sparkdoctor.render.explain.Explanation), `register()` adds the typer command.
+sparkdoctor.matrix.explanation.Explanation), `register()` adds the typer command.
 """
 
 from __future__ import annotations
@@ -30,9 +30,11 @@ from sparkdoctor.commands.options import (
     matrix_option,
 )
 from sparkdoctor.errors import InputError, UsageError
+from sparkdoctor.matrix.explanation import Explanation
 from sparkdoctor.result import Format, Result
+from sparkdoctor.views.explain import VIEW
 
-FORMATS = (Format.console, Format.json)
+FORMATS = VIEW.formats
 MAX_BYTES = 256 * 1024 * 1024  # a server log can be big; past this it is surely not text to explain
 _TOO_BIG = f"more than {MAX_BYTES // (1024 * 1024)} MiB; pass the part of the log around the error"
 
@@ -54,7 +56,7 @@ class ExplainCommand:
         refuse_bad_timeout(self.timeout)
 
 
-def run(options: ExplainCommand) -> Result:
+def run(options: ExplainCommand) -> Result[Explanation]:
     """The text matched against every entry's symptoms. Exit 0: something matched; 1: nothing did. Unreadable
     text (InputError), a bad matrix (MatrixError) or a run out of time (OutOfTime) is exit 2 by itself."""
     from sparkdoctor.runlimit import run_limit
@@ -64,7 +66,6 @@ def run(options: ExplainCommand) -> Result:
         from sparkdoctor.matrix import load
         from sparkdoctor.matrix.ambiguity import ambiguous_lines
         from sparkdoctor.matrix.symptoms import match_text
-        from sparkdoctor.render.explain import Explanation
 
         text, label = read_text(options.source)
         matrix = load(options.matrix)

@@ -29,12 +29,14 @@ from sparkdoctor.commands.options import (
     python_option,
 )
 from sparkdoctor.errors import UsageError
+from sparkdoctor.fix.documents import FixDocument
 from sparkdoctor.result import Format, Result
+from sparkdoctor.views.fix import VIEW
 
 if TYPE_CHECKING:
     from sparkdoctor.fix.pipeline import Planned
 
-FORMATS = (Format.console, Format.json)
+FORMATS = VIEW.formats
 AGE_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
 
@@ -99,7 +101,7 @@ def age_seconds(text: str) -> float:
     return float(m.group(1)) * AGE_UNITS[m.group(2)]
 
 
-def run(options: FixCommand) -> Result:
+def run(options: FixCommand) -> Result[FixDocument]:
     """The document of the mode the options choose; its exit code is the check's verdict (plan), the apply's or the
     rollback's outcome. An apply refused (4) is a Result whose errors name the refusal."""
     options.refuse_bad_options()
@@ -123,7 +125,7 @@ def run(options: FixCommand) -> Result:
     return _plan_or_apply(options)
 
 
-def _plan_or_apply(options: FixCommand) -> Result:
+def _plan_or_apply(options: FixCommand) -> Result[FixDocument]:
     from sparkdoctor.errors import TargetUnprobeable
     from sparkdoctor.fix.documents import ApplyDocument, PlanDocument
     from sparkdoctor.fix.interface import Refusal

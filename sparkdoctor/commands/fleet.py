@@ -28,9 +28,11 @@ from sparkdoctor.commands.options import (
     format_option,
 )
 from sparkdoctor.errors import UsageError
+from sparkdoctor.fleet import FleetResult
 from sparkdoctor.result import Format, Result
+from sparkdoctor.views.fleet import VIEW
 
-FORMATS = (Format.console, Format.json)
+FORMATS = VIEW.formats
 
 
 @dataclass
@@ -84,7 +86,7 @@ class FleetCommand:
             raise UsageError("--model and --set size a launch: give its --recipe FILE too")
 
 
-def run(options: FleetCommand) -> Result:
+def run(options: FleetCommand) -> Result[FleetResult]:
     """Check the options (UsageError / InputError: one line, exit 2), run the fleet check, wrap its answer."""
     from sparkdoctor import fleet
     from sparkdoctor.fleet.inventory import load_inventory, parse_hosts

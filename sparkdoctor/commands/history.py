@@ -25,11 +25,12 @@ from sparkdoctor.commands.options import (
 )
 from sparkdoctor.errors import LedgerFailure, UsageError
 from sparkdoctor.result import Format, Result
+from sparkdoctor.views.history import VIEW
 
 if TYPE_CHECKING:
     from sparkdoctor.bench.history import HistoryDocument
 
-FORMATS = (Format.console, Format.json)
+FORMATS = VIEW.formats
 
 
 @dataclass
@@ -70,7 +71,7 @@ class HistoryCommand:
                 raise UsageError("--html FILE is where the page goes: -o does not go with it")
 
 
-def run(options: HistoryCommand) -> Result:
+def run(options: HistoryCommand) -> Result[HistoryDocument]:
     """The document the options ask for, read from the ledger."""
     from sparkdoctor.cli_support import open_ledger
 

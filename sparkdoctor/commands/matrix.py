@@ -21,9 +21,12 @@ from sparkdoctor.commands.options import (
 )
 from sparkdoctor.errors import UsageError
 from sparkdoctor.exitcodes import EXIT_FINDINGS, EXIT_OK
+from sparkdoctor.matrix import Entry, Matrix, Stack
+from sparkdoctor.matrix.consistency import Validation
 from sparkdoctor.result import Format, Result
+from sparkdoctor.views.matrix import LIST
 
-FORMATS = (Format.console, Format.json)
+FORMATS = LIST.formats
 MATRIX_HELP = "Matrix folder or file (default: bundled)."
 
 
@@ -55,13 +58,13 @@ def _load(path: Path | None) -> Any:
     return load(path)
 
 
-def run_list(options: MatrixCommand) -> Result:
+def run_list(options: MatrixCommand) -> Result[Matrix]:
     """Every entry and known-good stack."""
     Format.parse(options.fmt, FORMATS)
     return Result("matrix list", "matrix-list", _load(options.matrix))
 
 
-def run_show(options: MatrixCommand) -> Result:
+def run_show(options: MatrixCommand) -> Result[Entry | Stack]:
     """One entry (or stack) in full; UsageError when no entry or stack has the id."""
     Format.parse(options.fmt, FORMATS)
     m = _load(options.matrix)
@@ -71,7 +74,7 @@ def run_show(options: MatrixCommand) -> Result:
     return Result("matrix show", "matrix-item", item)
 
 
-def run_validate(options: MatrixCommand, bounds_doc: Path | None = None) -> Result:
+def run_validate(options: MatrixCommand, bounds_doc: Path | None = None) -> Result[Validation]:
     """The matrix checked as `check --matrix` and `matrix verify` check it (a MatrixError names file, entry,
     field), then across entries (sparkdoctor.matrix.consistency): problems are listed and end in exit 1."""
     from sparkdoctor.matrix.consistency import problems, report_delay
@@ -85,8 +88,8 @@ def run_validate(options: MatrixCommand, bounds_doc: Path | None = None) -> Resu
     levels = {lv: sum(1 for e in m.entries if e.evidence == lv) for lv in ("reproduced", "checked", "reported")}
     found = problems(m, _bounds_document(bounds_doc) if bounds_doc else None)
     return Result("matrix validate", "matrix-validate",
-                  {"entries": len(m.entries), "stacks": len(m.stacks), "files": len(m.files), "evidence": levels,
-                   "matrix": str(getattr(m, "source", "") or ""), "problems": found, "report_delay": report_delay(m)},
+                  Validation(len(m.entries), len(m.stacks), len(m.files), levels, str(getattr(m, "source", "") or ""), found,
+                             report_delay(m)),
                   exit_code=EXIT_FINDINGS if found else EXIT_OK)
 
 
@@ -134,7 +137,7 @@ def matrix_validate(options: ValidateCommand) -> None:
     _emit(run_validate(options, options.bounds_doc), options.fmt)
 
 
-def _emit(result: Result, fmt: str) -> None:
+def _emit(result: Result[Any], fmt: str) -> None:
     from sparkdoctor.emit import emit
 
     raise typer.Exit(emit(result, fmt))

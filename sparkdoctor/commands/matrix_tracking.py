@@ -24,9 +24,12 @@ from sparkdoctor.commands.options import (
 )
 from sparkdoctor.errors import UsageError
 from sparkdoctor.result import Format, Result
+from sparkdoctor.track.answer import TrackAnswer
+from sparkdoctor.track.update import Updated
+from sparkdoctor.views.track import TRACK, UPDATE
 
-TRACK_FORMATS = (Format.console, Format.json, Format.markdown)
-UPDATE_FORMATS = (Format.console, Format.json)
+TRACK_FORMATS = TRACK.formats
+UPDATE_FORMATS = UPDATE.formats
 
 
 def parse_through(values: list[str]) -> dict[str, str]:
@@ -87,7 +90,7 @@ class TrackCommand:
         return through
 
 
-def run_track(options: TrackCommand) -> Result:
+def run_track(options: TrackCommand) -> Result[TrackAnswer]:
     from sparkdoctor.track.answer import track_matrix
 
     through = options.refuse_bad_options()
@@ -120,7 +123,7 @@ class UpdateCommand:
             raise UsageError("give a SOURCE (a git repository with --commit, or a tarball with --sha256), or --rollback")
 
 
-def run_update(options: UpdateCommand) -> Result:
+def run_update(options: UpdateCommand) -> Result[Updated]:
     """The matrix installed (or the previous one restored); an UpdateError carries its exit code (2)."""
     from sparkdoctor.track.update import rollback_matrix, update_matrix
 
@@ -130,7 +133,7 @@ def run_update(options: UpdateCommand) -> Result:
     else:
         assert options.source is not None  # refuse_bad_options
         done = update_matrix(options.source, sha256=options.sha256, commit=options.commit)
-    return Result("matrix update", "matrix-update", done)
+    return Result("matrix update", "matrix-update", Updated(done))
 
 
 def register(app: typer.Typer) -> None:

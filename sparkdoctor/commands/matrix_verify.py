@@ -23,8 +23,10 @@ from sparkdoctor.commands.options import (
 )
 from sparkdoctor.errors import UsageError
 from sparkdoctor.result import Format, Result
+from sparkdoctor.verify.modes import Answer
+from sparkdoctor.views.verify import VIEW
 
-FORMATS = (Format.console, Format.json)
+FORMATS = VIEW.formats
 KINDS = ("all", "installs", "files")
 
 
@@ -54,7 +56,7 @@ class VerifyCommand:
             raise UsageError(f"{' and '.join(modes)} exclude each other: give one")
 
 
-def run(options: VerifyCommand) -> Result:
+def run(options: VerifyCommand) -> Result[Answer]:
     """The chosen mode's answer; its exit code: 0 confirmed, 1 contradicted, 2 could not build, download or probe."""
     from sparkdoctor.matrix import load
     from sparkdoctor.verify import modes

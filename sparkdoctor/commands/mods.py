@@ -17,9 +17,11 @@ import typer
 
 from sparkdoctor.commands.options import EMPTY, Fmt, Output, command, format_option
 from sparkdoctor.errors import UsageError
+from sparkdoctor.mods.report import ModsReport
 from sparkdoctor.result import Format, Result
+from sparkdoctor.views.mods import VIEW
 
-FORMATS = (Format.console, Format.json)
+FORMATS = VIEW.formats
 
 
 @dataclass
@@ -57,7 +59,7 @@ class ModsCommand:
             raise UsageError("--container-python needs --container or --image (for a local interpreter use --python)")
 
 
-def run(options: ModsCommand) -> Result:
+def run(options: ModsCommand) -> Result[ModsReport]:
     """Every mod judged; exit 1 when one fails (--strict: or is superseded or cannot be judged). A ModError is
     exit 2 by itself."""
     from sparkdoctor.mods.report import ModsOptions

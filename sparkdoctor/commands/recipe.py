@@ -24,9 +24,11 @@ from sparkdoctor.commands.options import (
     format_option,
     parse_sets,
 )
+from sparkdoctor.recipes.model import Recipe as ResolvedRecipe
 from sparkdoctor.result import Format, Result
+from sparkdoctor.views.recipe import VIEW
 
-SHOW_FORMATS = (Format.console, Format.json)
+SHOW_FORMATS = VIEW.formats
 
 
 @dataclass
@@ -49,7 +51,7 @@ class RecipeShowCommand:
         return overrides
 
 
-def run_show(options: RecipeShowCommand) -> Result:
+def run_show(options: RecipeShowCommand) -> Result[ResolvedRecipe]:
     """The recipe resolved; a RecipeError (one line naming the file and field) or OutOfTime is exit 2 by itself. The
     recipe's warnings go to stderr under --format json (the console shows them in the document)."""
     from sparkdoctor.recipes import load

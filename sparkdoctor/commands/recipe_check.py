@@ -22,10 +22,12 @@ from sparkdoctor.commands.options import (
     format_option,
     matrix_option,
 )
+from sparkdoctor.conclusions.recipe_check import RecipeCheck
 from sparkdoctor.errors import UsageError
 from sparkdoctor.result import Format, Result
+from sparkdoctor.views.recipe_check import VIEW
 
-FORMATS = (Format.console, Format.json, Format.junit, Format.sarif)
+FORMATS = VIEW.formats
 SEVERITIES = ("info", "warn", "error")
 
 
@@ -63,7 +65,7 @@ class RecipeCheckCommand:
         return parse_sets(self.sets)
 
 
-def run(options: RecipeCheckCommand) -> Result:
+def run(options: RecipeCheckCommand) -> Result[RecipeCheck]:
     """The recipe judged against its target; exit 1 when a finding is at or above --fail-on. A RecipeError,
     MatrixError (2), TargetError (3) or NoVllmToJudge (6) says how it ends."""
     from sparkdoctor.conclusions import recipe_check
@@ -74,8 +76,8 @@ def run(options: RecipeCheckCommand) -> Result:
     with progress_line() as progress:
         doc = recipe_check.run(options.recipe, overrides, options.python, options.matrix, options.fail_on, progress,
                                options.container, options.container_python, options.image, options.model)
-    return Result("recipe check", "recipe-check", doc, exit_code=EXIT_FINDINGS if doc["failed"] else EXIT_OK,
-                  options={"matrix": options.matrix})
+    return Result("recipe check", "recipe-check", recipe_check.RecipeCheck(doc, options.matrix),
+                  exit_code=EXIT_FINDINGS if doc["failed"] else EXIT_OK)
 
 
 def check(options: RecipeCheckCommand) -> None:

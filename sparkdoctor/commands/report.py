@@ -1,7 +1,7 @@
 """`sparkdoctor report`: a bug report to post (GitHub markdown or forum text), anonymized by default.
 
 `ReportCommand` holds the options, `run()` returns a Result (kind "bug-report", data: a BugReport), `register()`
-adds the typer command (the BugReport and its views: sparkdoctor/report/posted.py). The facts come from the check pipeline (a live target or a saved snapshot), the
+adds the typer command (the BugReport: sparkdoctor/report/posted.py; its view: sparkdoctor/views/bug_report.py). The facts come from the check pipeline (a live target or a saved snapshot), the
 judgement from findings.build_report, the document from sparkdoctor/report/. The exit code says whether the
 report was written (0), not what it found: `check` gates CI; 3 when the target could not be probed (the report
 is still written, with the errors that say why).
@@ -30,13 +30,15 @@ from sparkdoctor.commands.options import (
     output_option,
 )
 from sparkdoctor.errors import UsageError
+from sparkdoctor.report.posted import BugReport
 from sparkdoctor.result import Format, Result
+from sparkdoctor.views.bug_report import VIEW
 
 if TYPE_CHECKING:
     from sparkdoctor.facts import Facts
 
 DEFAULT_TIMEOUT = 120.0
-FORMATS = (Format.github, Format.forum)
+FORMATS = VIEW.formats
 
 
 @dataclass
@@ -69,14 +71,13 @@ class ReportCommand:
                 raise UsageError(f"--arch {self.arch!r}: {problem}")
 
 
-def run(options: ReportCommand) -> Result:
+def run(options: ReportCommand) -> Result[BugReport]:
     """The report in `options.fmt`; when it is too long to paste, the whole report is written beside it first (the
     Result's note says where). Exit 3 (the report still made) when the target's packages could not be read."""
     from sparkdoctor.errors import TargetUnprobeable
     from sparkdoctor.findings import build_report
+    from sparkdoctor.fit import attachment_name
     from sparkdoctor.matrix import load
-    from sparkdoctor.render.fit import attachment_name
-    from sparkdoctor.report.posted import BugReport
 
     options.refuse_bad_options()
     matrix = load(options.matrix)
@@ -84,7 +85,7 @@ def run(options: ReportCommand) -> Result:
     output = str(options.output) if options.output is not None else None
     attachment = Path(attachment_name(output, options.fmt.value, judged.facts.fingerprint()))
     report = BugReport(judged, attachment, redact=options.redact, local=options.facts_file is None)
-    report.text(Format(options.fmt))
+    report.text(Format(options.fmt).value)
     result = Result("report", "bug-report", report)
     if report.whole is not None:  # too long to paste: the whole report beside it, the pasted one points there
         from sparkdoctor.emit import deliver

@@ -25,10 +25,12 @@ from sparkdoctor.commands.options import (
     format_option,
     matrix_option,
 )
+from sparkdoctor.conclusions.documents import RerunDocument
 from sparkdoctor.errors import UsageError
 from sparkdoctor.result import Format, Result
+from sparkdoctor.views.rerun import VIEW
 
-FORMATS = (Format.console, Format.json, Format.sarif)
+FORMATS = VIEW.formats
 
 
 @dataclass
@@ -61,11 +63,10 @@ class RerunCommand:
         return wanted
 
 
-def run(options: RerunCommand) -> Result:
+def run(options: RerunCommand) -> Result[RerunDocument]:
     """What is stale (and, without --dry-run, what re-measuring it found); the exit code is --fail-on's gate."""
     from sparkdoctor.cli_support import open_ledger
     from sparkdoctor.conclusions import rerun as pipeline
-    from sparkdoctor.conclusions.documents import RerunDocument
     from sparkdoctor.conclusions.toolchain import Toolchains
     from sparkdoctor.matrix import load
     from sparkdoctor.progress import progress_line

@@ -29,9 +29,11 @@ from sparkdoctor.commands.options import (
 )
 from sparkdoctor.errors import UsageError
 from sparkdoctor.result import Format, Result
+from sparkdoctor.views.whatif import VIEW
+from sparkdoctor.whatif.judge import WhatIf
 
 MAX_SPEC_CHARS = 1000
-FORMATS = (Format.console, Format.json)
+FORMATS = VIEW.formats
 SEVERITIES = ("error", "warn", "info")
 
 
@@ -90,7 +92,7 @@ class WhatifCommand:
         refuse_bad_target_options(self.python, self.container, self.container_python, self.facts_file is not None)
 
 
-def run(options: WhatifCommand) -> Result:
+def run(options: WhatifCommand) -> Result[WhatIf]:
     """The upgrade judged; exit 1 when it introduces a finding at or above --fail-on. A matrix, snapshot, target
     or resolution that fails says itself (exit 2, or 3 for a target that cannot be probed)."""
     from sparkdoctor.exitcodes import EXIT_FINDINGS, EXIT_OK

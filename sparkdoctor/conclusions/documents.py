@@ -1,27 +1,18 @@
 """What `conclusions` and `rerun` answer, as dataclasses: `to_json()` writes the keys their JSON always had
-({"schema", "conclusion_version" | "rerun_version", "kind", ...}); `console_text()` draws them
-(sparkdoctor/conclusions/render.py). sparkdoctor/render/documents.py renders both."""
+({"schema", "conclusion_version" | "rerun_version", "kind", ...}). Their views (sparkdoctor/views/conclusions.py and
+rerun.py) draw them from it."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sparkdoctor.conclusions.staleness import Status
-
-if TYPE_CHECKING:
-    from sparkdoctor.sink import Sink
 
 SCHEMA = 1
 RERUN_VERSION = 1  # rerun's document (RerunReport.to_json)
 FAIL_ON = ("flipped", "regression")
 """What `rerun --fail-on` may name."""
-
-
-def _draw(sink: Sink, draw: Any) -> str:
-    from sparkdoctor.render.documents import wide_capture
-
-    return wide_capture(sink, draw)
 
 
 @dataclass
@@ -38,11 +29,6 @@ class ConclusionsDocument:
 
         return {"schema": SCHEMA, "conclusion_version": CONCLUSION_VERSION, "kind": self.kind, "ledger": self.ledger,
                 "conclusions": [s.to_dict() for s in self.conclusions]}
-
-    def console_text(self, sink: Sink) -> str:
-        from sparkdoctor.conclusions import render
-
-        return _draw(sink, lambda console: render.conclusions(console, self.to_json()))
 
 
 @dataclass
@@ -113,9 +99,3 @@ class RerunDocument:
             out.update(workarounds=self.done.workarounds, results=self.done.results)
         out["failed"] = self.failed
         return out
-
-    def console_text(self, sink: Sink) -> str:
-        from sparkdoctor.conclusions import render
-
-        draw = render.plan if self.dry_run else render.results
-        return _draw(sink, lambda console: draw(console, self.to_json()))

@@ -17,6 +17,8 @@ Severities and --fail-on work as in `check`.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from sparkdoctor.conclusions.workarounds import judge_all, server_facts
@@ -234,7 +236,7 @@ def check(recipe: Any, matrix: Any, facts: Any, flags: dict[str, Any] | None,
           served: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """Every finding, worst first. `served`: the recipe's Facts.recipe (served_model.recipe_facts), read here when None."""
     if served is None:
-        from sparkdoctor.conclusions.served_model import recipe_facts
+        from sparkdoctor.audit.served_model import recipe_facts
 
         served = recipe_facts(recipe)
     findings = _matrix_findings(recipe, matrix, facts)
@@ -266,6 +268,14 @@ def memory_preflight(recipe: Any, model: str) -> tuple[list[dict[str, Any]], dic
 
     verdict = preflight(recipe, resolve_model(model))
     return findings(verdict), verdict.to_dict()
+
+
+@dataclass
+class RecipeCheck:
+    """`recipe check`'s document: its JSON keys as `run` builds them, and the matrix the recipe was judged with."""
+
+    document: dict[str, Any]
+    matrix: Path | None = None
 
 
 def run(recipe_ref: str, overrides: dict[str, str], python: str | None, matrix_path: Any, fail_on: str,
@@ -325,7 +335,7 @@ def _judge(recipe: Any, matrix_path: Any, python: str | None, fail_on: str, prog
                             f"--python nor the recipe's command names an environment), so nothing to judge its flags "
                             f"and env against{where}; pass --python PATH of the environment that serves it")
     flags = vllm_flags(target, running=flags_probe)
-    from sparkdoctor.conclusions.served_model import recipe_facts
+    from sparkdoctor.audit.served_model import recipe_facts
 
     served = recipe_facts(recipe)
     findings = check(recipe, matrix, facts, flags, served)

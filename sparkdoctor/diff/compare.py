@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
+from sparkdoctor.describe import clip, text_of
 from sparkdoctor.diff.rules import (
     BENIGN,
     RISKY,
@@ -25,7 +26,6 @@ from sparkdoctor.diff.rules import (
     target_key_verdict,
 )
 from sparkdoctor.facts import Facts, is_tracked
-from sparkdoctor.render.describe import clip, text_of
 
 NOT_COMPARED = frozenset({"schema", "taken_at", "timings_ms", "tool", "errors"})
 MAX_LEAVES = 5000  # per generic field: a hostile snapshot can hold millions

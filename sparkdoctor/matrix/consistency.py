@@ -14,6 +14,7 @@ Each problem is one line naming the entries and the setting or check.
 
 from __future__ import annotations
 
+from dataclasses import asdict, dataclass
 from itertools import product
 from typing import Any
 
@@ -174,3 +175,19 @@ def report_delay(matrix: Matrix) -> dict[str, Any]:
     days = sorted((dt.date.fromisoformat(e.added) - dt.date.fromisoformat(e.reported)).days
                   for e in matrix.entries if e.reported and e.added and not e.withdrawn)
     return {"entries": len(days), "median_days": median(days) if days else None, "within_7_days": sum(1 for d in days if d <= 7)}
+
+
+@dataclass
+class Validation:
+    """`matrix validate`'s document: what the matrix holds, and the problems across its entries."""
+
+    entries: int
+    stacks: int
+    files: int
+    evidence: dict[str, int]
+    matrix: str
+    problems: list[str]
+    report_delay: dict[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"valid": not self.problems, **asdict(self)}

@@ -45,7 +45,6 @@ VLLM_FLAGS = {
 # VLLM_BOOL_FLAGS at SPARKRUN_COMMIT. enable_auto_tool_choice is listed there but is not a key of the map,
 # so sparkrun never emits it from defaults; sparkdoctor does the same and says so.
 BOOL_FLAGS = {"enforce_eager", "enable_prefix_caching", "trust_remote_code", "enable_auto_tool_choice"}
-VLLM_RUNTIMES = {"", "vllm", "vllm-distributed", "vllm-ray", "eugr-vllm"}
 _RAY_BACKEND = re.compile(r"--distributed-executor-backend\s+ray\b")  # core/recipe.py _RAY_BACKEND_RE
 
 

@@ -105,7 +105,3 @@ class RangeFile(io.RawIOBase):
                 del self._spans[s]
         bisect.insort(self._starts, start)
         self._spans[start] = data
-
-    @property
-    def held_bytes(self) -> int:
-        return sum(len(d) for d in self._spans.values())

@@ -34,7 +34,7 @@ def build_bug_report(report, fmt: str, redact: bool = True, local: bool = False)
 
     `local`: the report is made on the box the Facts describe, so this machine's user and host
     names are learned as identities too (a snapshot from elsewhere teaches only its own)."""
-    from sparkdoctor.render.fit import join
+    from sparkdoctor.fit import join
 
     return join(_blocks(report, fmt, redact, local)[0])
 
@@ -43,7 +43,7 @@ def build_bug_report_fitted(report, fmt: str, attachment: str, redact: bool = Tr
                             local: bool = False) -> tuple[str, str | None]:
     """(the report, made to fit a GitHub issue or a forum post; the whole report for the attachment named
     `attachment`, or None when the report fits as it is)."""
-    from sparkdoctor.render.fit import FORUM_LIMIT, GITHUB_LIMIT, fit, join
+    from sparkdoctor.fit import FORUM_LIMIT, GITHUB_LIMIT, fit, join
 
     blocks, stub, notice = _blocks(report, fmt, redact, local)
     text, moved = fit(blocks, GITHUB_LIMIT if fmt == "github" else FORUM_LIMIT, attachment, stub, notice)

@@ -9,7 +9,7 @@ Facts field or target key it does not know is shown as flattened rows, never dro
 
 Sections are drawn from the Facts they are given (the redacted copy, for a redacted report) and
 are rendered by github.py and forum.py; the words for target, host, GPU, arch and driver come from
-render/describe.py, so the report says what `check` says.
+describe.py, so the report says what `check` says.
 """
 
 from __future__ import annotations
@@ -17,8 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from sparkdoctor.facts import Facts
-from sparkdoctor.render.describe import (
+from sparkdoctor.describe import (
     clip,
     describe_arch,
     describe_driver,
@@ -28,6 +27,7 @@ from sparkdoctor.render.describe import (
     kernel_rows,
     text_of,
 )
+from sparkdoctor.facts import Facts
 
 # Substrings of package names `vllm collect-env` lists (its DEFAULT_PIP_PATTERNS), plus the GB10 stack.
 RELEVANT_PACKAGES = ("torch", "numpy", "triton", "optree", "onnx", "nccl", "transformers", "zmq", "nvidia", "pynvml",

@@ -28,6 +28,7 @@ import os
 import shutil
 import tempfile
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -103,6 +104,13 @@ def _stale_staging(root: Path) -> None:
     """The staging folders killed updates left (the lock is held: no live update owns one)."""
     for folder in (*root.glob(".staging-*"), *(root / "versions").glob(".staging-*")):
         shutil.rmtree(folder, ignore_errors=True)
+
+
+@dataclass
+class Updated:
+    """`matrix update`'s document: what was installed or restored, its JSON keys as update_matrix builds them."""
+
+    document: dict[str, Any]
 
 
 def update_matrix(source: str, sha256: str | None = None, commit: str | None = None) -> dict[str, Any]:

@@ -1,5 +1,5 @@
 """What `sparkdoctor matrix verify` does once its options are checked (sparkdoctor/commands/matrix_verify.py): one
-function per mode, each returning the answer its views draw (sparkdoctor/render/verify.py) with the exit code it
+function per mode, each returning the answer its views draw (sparkdoctor/views/verify.py) with the exit code it
 earns. Modes: the install checks (probe in scratch venvs) and file checks (released wheels) of chosen entries;
 `--bisect` one entry; `--latest` for all; `--bounds` (every version bound bracketed on released files); `--stacks`
 (every known-good stack resolved for linux aarch64).
@@ -204,3 +204,7 @@ def stacks(matrix: Any, stack_id: str | None) -> Stacks:
     if stack_id is not None and not chosen:
         raise UsageError(f"no known-good stack with id {stack_id!r}")
     return Stacks(str(matrix.source), resolve_stacks(chosen, terminal_log()))
+
+
+Answer = EntryChecks | Bisection | Latest | Bounds | Stacks
+"""What `matrix verify` answers, per mode."""

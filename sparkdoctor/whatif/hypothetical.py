@@ -27,7 +27,6 @@ from sparkdoctor.whatif.resolve import Change
 
 PROBED = {"vllm": "vllm", "flashinfer-python": "flashinfer"}  # distribution -> top-level package the probe reads
 CUTEDSL_LIBS = {"nvidia-cutlass-dsl-libs-cu13": "libs-cu13", "nvidia-cutlass-dsl-libs-base": "libs-base", "nvidia-cutlass-dsl-libs-cu12": "libs-cu12"}
-MAX_MEMBER = 2 * 1024 * 1024
 PROBE_TIMEOUT = 120.0
 
 

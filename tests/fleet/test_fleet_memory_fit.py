@@ -19,7 +19,6 @@ import pytest
 from sparkdoctor import matrix
 from sparkdoctor.fleet import FleetOptions, FleetResult, judge
 from sparkdoctor.fleet.node import NodeOutcome, apply_node
-from sparkdoctor.fleet.render import fleet_dict, render_console
 from sparkdoctor.fleet.transport import Node
 from sparkdoctor.memory.have import read_have
 from sparkdoctor.memory.pernode import (
@@ -30,6 +29,7 @@ from sparkdoctor.memory.pernode import (
 )
 from sparkdoctor.memory.verdict import FITS, FITS_WITH, NO_FIT
 from sparkdoctor.memory.verdict import judge as judge_one
+from sparkdoctor.views.fleet import fleet_dict, render_console
 from tests.fleet.test_fleet_compare import fleet_facts
 from tests.fleet.test_fleet_hostmem import node_answer
 from tests.memory.conftest import write_recipe

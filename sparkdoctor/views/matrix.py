@@ -1,7 +1,7 @@
 """`sparkdoctor matrix list` and `matrix show`: the knowledge base, for people (console) or tools (json).
 
-The console is drawn here; the JSON is the rows `sorted_rows()` and `item_dict()` give (sparkdoctor/render/views.py
-writes them), so `sparkdoctor matrix list -f json | jq` works.
+The console is drawn here; the JSON is the rows `sorted_rows()` and `item_dict()` give, so
+`sparkdoctor matrix list -f json | jq` works. `matrix validate`'s view is here too.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
+from sparkdoctor.describe import plural
 from sparkdoctor.matrix import (
     CONDITIONS,
     EVIDENCE_LEVELS,
@@ -23,8 +24,13 @@ from sparkdoctor.matrix import (
     MatrixError,
     Stack,
 )
+from sparkdoctor.matrix.consistency import Validation
+from sparkdoctor.matrix.explanation import describe_condition
+from sparkdoctor.matrix.file_checks import parse_files_tables
 from sparkdoctor.matrix.verify_table import parse_verify_table
-from sparkdoctor.render.describe import plural
+from sparkdoctor.result import Format, Result
+from sparkdoctor.sink import Sink
+from sparkdoctor.views import View
 
 _SEVERITY_STYLE = {"error": "red", "warn": "yellow", "info": "cyan"}
 _SEVERITY_ORDER = {"error": 0, "warn": 1, "info": 2}
@@ -113,34 +119,6 @@ def _print_rows(console: Console, heads: list[str], rows: list[list[Text]]) -> N
 # ---- show -----------------------------------------------------------------------------------------
 
 
-def describe_condition(key: str, value: Any) -> str:
-    """One `when` condition in words a person reads: `nvidia-cutlass-dsl ==4.5.0`, `CUTE_DSL_ARCH unset`."""
-    if key == "serving" and isinstance(value, dict):
-        from sparkdoctor.matrix.conditions.serving import describe
-
-        return describe(value)
-    if isinstance(value, dict):
-        parts = []
-        for k, v in value.items():
-            if key in ("env",) and v is True:
-                parts.append(f"{k} set")
-            elif key in ("env",) and v is False:
-                parts.append(f"{k} unset")
-            elif key in ("env", "ptxas", "kernels", "capabilities"):
-                shown = " | ".join(map(str, v)) if isinstance(v, list) else str(v)
-                parts.append(f"{k}={shown}")
-            elif key == "env_matches":
-                parts.append(f"{k} =~ /{v}/")
-            elif isinstance(v, list):
-                parts.append(f"{k} [{', '.join(map(str, v))}]")
-            else:
-                parts.append(f"{k} {v}")
-        return ", ".join(parts)
-    if isinstance(value, list):
-        return " | ".join(map(str, value))
-    return str(value)
-
-
 _LABEL = len("verified by")
 
 
@@ -182,7 +160,6 @@ def _file_checks(e: Entry) -> Text | None:
     """The `files` tables as what is read: the package, its versions by role, each check."""
     if not e.files:
         return None
-    from sparkdoctor.matrix.file_checks import parse_files_tables
 
     try:
         tables = parse_files_tables(e.files, e.id)
@@ -281,3 +258,36 @@ def _show_stack(s: Stack, console: Console) -> None:
     ])
     _print_unbroken(console, "refs", s.refs)
     _print_unbroken(console, "file", [s.file], style="dim")
+
+
+# ---- the views of matrix list | show | validate -----------------------------------------------------------
+def _validate_console(result: Result[Validation], sink: Sink) -> str:
+    d = result.data
+    levels = ", ".join(f"{n} {lv}" for lv, n in d.evidence.items())
+    if d.problems:
+        return "".join(f"problem: {p}\n" for p in d.problems) + f"{plural(len(d.problems), 'problem')} across entries\n"
+    delay = d.report_delay or {}
+    if delay.get("entries"):
+        levels += f" · report to entry: median {delay['median_days']} days over {plural(delay['entries'], 'entry')}"
+    return (f"ok: {plural(d.entries, 'entry')}, {plural(d.stacks, 'known-good stack')} in {plural(d.files, 'file')}"
+            f" · evidence: {levels}" + (f" · matrix: {d.matrix}" if d.matrix else "") + "\n")
+
+
+LIST = View(Matrix, {Format.console: lambda result, sink: sink.capture(lambda console: list_matrix(result.data, console)),
+                     # a bare array (as it always was: `jq '.[]'` keeps working); the one document without the header
+                     Format.json: lambda result, sink: sorted_rows(result.data)})
+
+
+def _item_console(result: Result[Entry] | Result[Stack], sink: Sink) -> str:
+    return sink.capture(lambda console: show_item(result.data, console))
+
+
+def _item_json(result: Result[Entry] | Result[Stack], sink: Sink) -> dict[str, Any]:
+    return item_dict(result.data)
+
+
+View(Entry, {Format.console: _item_console, Format.json: _item_json})
+View(Stack, {Format.console: _item_console, Format.json: _item_json})
+View(Validation, {Format.console: _validate_console, Format.json: lambda result, sink: result.data.to_json()})
+FORMATS = LIST.formats
+"""list, show and validate render the same formats."""

@@ -1,92 +1,33 @@
-"""`sparkdoctor explain` output: each matched entry with the line that showed it, its evidence
+"""`explain`'s view: each matched entry with the line that showed it, its evidence
 level, what to do and its references; a line several entries explain is shown once as ambiguous,
 with the candidates and what tells them apart; or the versioned JSON document (the only thing on
 stdout)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from rich.console import Console
 from rich.markup import escape
+from rich.padding import Padding
+from rich.table import Table
+from rich.text import Text
 
+from sparkdoctor.describe import clip, plural
 from sparkdoctor.matrix.ambiguity import decide_with
-from sparkdoctor.render.describe import clip, plural
+from sparkdoctor.matrix.explanation import Explanation, summary, tells_apart
+from sparkdoctor.result import Format, Result
+from sparkdoctor.sink import Sink
+from sparkdoctor.views import View
 
 if TYPE_CHECKING:
-    from rich.console import Console
-
     from sparkdoctor.matrix.ambiguity import Ambiguity
-    from sparkdoctor.matrix.model import Entry
     from sparkdoctor.matrix.symptoms import SymptomMatch
-    from sparkdoctor.result import Result
-    from sparkdoctor.sink import Sink
 
 _STYLE = {"error": "bold red", "warn": "yellow", "info": "cyan"}
 
 
-
-
-def tells_apart(entry: Entry) -> list[str]:
-    """The conditions that must hold for this candidate, in words (what check would look at)."""
-    from sparkdoctor.render.matrix import describe_condition
-
-    return [f"{key}: {describe_condition(key, value)}" for key, value in entry.when.items() if key != "gpu_arch"]
-
-
-def _summary(matches: list[SymptomMatch], groups: list[Ambiguity]) -> dict[str, object]:
-    shared = {i for g in groups for i in g.ids}
-    one = [m for m in matches if m.entry.id not in shared]
-    return {
-        "matched": len(matches),
-        "exact": sum(1 for m in one if m.how == "exact"),
-        "tolerant": sum(1 for m in one if m.how == "tolerant"),
-        "ambiguous": len(groups),
-        "evidence": {lv: sum(1 for m in matches if m.entry.evidence == lv) for lv in ("reproduced", "checked", "reported")},
-    }
-
-
-EXPLAIN_SCHEMA = 1
-
-
-@dataclass
-class Explanation:
-    """What `sparkdoctor explain` found in one text: the entries whose symptoms it shows, and the lines several
-    entries explain (ambiguous)."""
-
-    matches: list[SymptomMatch]
-    source: str  # how to name the text: "stdin" or the file
-    lines: int
-    groups: list[Ambiguity] = field(default_factory=list)
-    schema: int = EXPLAIN_SCHEMA
-
-    @property
-    def exit_code(self) -> int:
-        from sparkdoctor.exitcodes import EXIT_EXPLAIN_NO_MATCH, EXIT_OK
-
-        return EXIT_OK if self.matches else EXIT_EXPLAIN_NO_MATCH
-
-    def to_json(self) -> dict[str, object]:
-        where = {i: g for g in self.groups for i in g.ids}
-        docs = []
-        for m in self.matches:
-            doc = m.to_dict()
-            g = where.get(m.entry.id)
-            if g is not None:
-                doc.update(ambiguous=True, candidates=g.ids, tells_apart=tells_apart(m.entry))
-            docs.append(doc)
-        amb = [{"line_no": g.line_no, "line": g.line, "decide_with": decide_with(g),
-                "candidates": [{"id": m.entry.id, "title": m.entry.title, "tells_apart": tells_apart(m.entry)} for m in g.candidates]}
-               for g in self.groups]
-        return {"schema": self.schema, "source": self.source, "lines": self.lines, "summary": _summary(self.matches, self.groups),
-                "ambiguous": amb, "matches": docs}
-
-
 def _render_ambiguous(g: Ambiguity, console: Console) -> None:
-    from rich.padding import Padding
-    from rich.table import Table
-    from rich.text import Text
-
     console.print(f"[bold magenta]AMBIGUOUS[/] [bold]line {g.line_no}[/]  [dim]{len(g.candidates)} known causes print this line[/]",
                   soft_wrap=True)
     grid = Table.grid(padding=(0, 2))
@@ -107,9 +48,6 @@ def render_explain(matches: list[SymptomMatch], source: str, lines: int, console
         console.print(f"No known symptom in {escape(source)} ({plural(lines, 'line')}): no matrix entry explains this text.")
         console.print("[dim]If it is a GB10 problem, `sparkdoctor check` probes the box itself.[/]")
         return
-    from rich.padding import Padding
-    from rich.table import Table
-    from rich.text import Text
 
     groups = groups or []
     for g in groups:
@@ -135,19 +73,16 @@ def render_explain(matches: list[SymptomMatch], source: str, lines: int, console
         for ref in e.refs:
             console.print(f"  {'ref':<10}  {escape(ref)}", soft_wrap=True, overflow="ignore", crop=False)
         console.print()
-    s = _summary(matches, groups)
+    s = summary(matches, groups)
     levels = ", ".join(f"{n} {lv}" for lv, n in s["evidence"].items() if n)
     amb = f", {plural(len(groups), 'ambiguous line')}" if groups else ""
     console.print(f"{plural(len(matches), 'known problem')} in {escape(source)} ({plural(lines, 'line')}) · "
                   f"{s['exact']} exact, {s['tolerant']} tolerant{amb} · evidence: {levels}")
 
 
-# ---- views (sparkdoctor/views.py): (Result, Sink) -> the whole document -----------------------------------
-def explain_view_json(result: Result, sink: Sink) -> dict[str, object]:
-    explanation: Explanation = result.data
-    return explanation.to_json()
-
-
-def explain_view_console(result: Result, sink: Sink) -> str:
-    e: Explanation = result.data
+def _console(result: Result[Explanation], sink: Sink) -> str:
+    e = result.data
     return sink.capture(lambda console: render_explain(e.matches, e.source, e.lines, console, e.groups))
+
+
+VIEW = View(Explanation, {Format.console: _console, Format.json: lambda result, sink: result.data.to_json()})

@@ -26,8 +26,16 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
+
+from sparkdoctor import __version__
+from sparkdoctor.exitcodes import EXIT_FINDINGS, EXIT_OK
+from sparkdoctor.matrix import load
+
+if TYPE_CHECKING:
+    from sparkdoctor.facts import Facts
+    from sparkdoctor.findings import Finding, Report
 
 SCHEMA_URI = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
 LEVEL = {"error": "error", "warn": "warning", "info": "note"}
@@ -57,8 +65,8 @@ MAX_TEXT = 4000
 
 
 # ---- shared ---------------------------------------------------------------------------------------------------
-def _clip(text: Any) -> str:
-    text = str(text)
+def _clip(value: Any) -> str:
+    text = str(value)
     return text if len(text) <= MAX_TEXT else text[:MAX_TEXT] + " [...]"
 
 
@@ -114,8 +122,6 @@ def _fingerprint(rule_id: str, subject: str, location: dict[str, Any]) -> dict[s
 
 def _log(rules: list[dict[str, Any]], results: list[dict[str, Any]], exit_code: int, properties: dict[str, Any],
          category: str, failure: str | None = None) -> str:
-    from sparkdoctor import __version__
-
     index = {r["id"]: i for i, r in enumerate(rules)}
     for result in results:
         result["ruleIndex"] = index[result["ruleId"]]
@@ -145,7 +151,7 @@ def _message(title: str, evidence: list[str], remedy: str) -> dict[str, str]:
 
 
 # ---- check --------------------------------------------------------------------------------------------------------
-def render_sarif(report) -> str:
+def render_sarif(report: Report) -> str:
     """`check --format sarif`."""
     rules, seen = [], set()
     for ev in report.evaluations:
@@ -169,7 +175,7 @@ def render_sarif(report) -> str:
     return _log(rules, results, report.exit_code(), props, "check")
 
 
-def _stated_artifact(facts) -> str:
+def _stated_artifact(facts: Facts) -> str:
     target = facts.target if isinstance(facts.target, dict) else {}
     container = getattr(facts, "container", None)
     if target.get("kind") == "container" or isinstance(container, dict):
@@ -178,7 +184,7 @@ def _stated_artifact(facts) -> str:
     return str(target.get("python") or target.get("executable") or "python")
 
 
-def _check_location(f, facts, default: str) -> tuple[dict[str, Any], str]:
+def _check_location(f: Finding, facts: Facts, default: str) -> tuple[dict[str, Any], str]:
     """(the location, the subject) of a check finding: a constraints line, a modified file, or the stated artifact."""
     text = " ".join(str(e) for e in f.evidence)
     names = {_norm(f.component)} if f.component else set()
@@ -205,8 +211,6 @@ def _norm(name: str) -> str:
 def render_recipe_sarif(doc: dict[str, Any], matrix: Any = None) -> str:
     """`recipe check --format sarif` from its document; `matrix` gives the rules of matrix entries (None: shipped)."""
     if matrix is None:
-        from sparkdoctor.matrix import load
-
         matrix = load(None)
     recipe = doc.get("recipe") or {}
     path = str(recipe.get("path") or recipe.get("name") or "recipe")
@@ -236,7 +240,6 @@ def render_recipe_sarif(doc: dict[str, Any], matrix: Any = None) -> str:
                                             str(f.get("remedy") or "")),
                         "locations": [location], "partialFingerprints": _fingerprint(rule_id, subject or rule_id, location),
                         "properties": {"kind": f.get("kind"), **({"subject": subject} if subject else {})}})
-    from sparkdoctor.exitcodes import EXIT_FINDINGS, EXIT_OK
 
     exit_code = EXIT_FINDINGS if doc.get("failed") else EXIT_OK
     props = {"recipe": recipe.get("name"), "recipe_fingerprint": recipe.get("fingerprint"), "fingerprint": doc.get("fingerprint"),
@@ -312,3 +315,11 @@ def render_findings_sarif(findings: list[dict[str, Any]], *, category: str, prop
                         "properties": {"kind": f.get("kind"), **({"arm": arm} if arm else {})}})
     safe = re.sub(r"[^A-Za-z0-9._/-]+", "-", category)
     return _log(rules, results, exit_code, properties, safe, failure)
+
+
+def failure_sarif(command: str, error: BaseException, exit_code: int) -> str:
+    """A bench or rerun that failed, as SARIF: what judged the launch (the memory preflight's refusal, the post-mortem
+    of a launch that died) as results, the failure's one line as the invocation's notification."""
+    findings = list(getattr(error, "findings", None) or [])
+    return render_findings_sarif(findings, category=command.replace(" ", "-"), properties={"command": command},
+                                 exit_code=exit_code, failure=str(error)) + "\n"

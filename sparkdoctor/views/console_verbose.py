@@ -7,19 +7,25 @@ the everyday report reads in one file; the same Ink rules apply (clipped, never 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.console import Console
 from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
+from sparkdoctor.describe import first_false, stack_gap, text_of
 from sparkdoctor.facts import is_tracked
-from sparkdoctor.render.describe import first_false, stack_gap, text_of
-from sparkdoctor.render.terminal_text import Ink, pairs, section
+from sparkdoctor.views.terminal_text import Ink, pairs, section
+
+if TYPE_CHECKING:
+    from sparkdoctor.facts import Facts
+    from sparkdoctor.findings import Report
 
 MODIFIED_SHOWN = 10  # modified / missing files listed per package
 
 
-def render_verbose_sections(report, console: Console, ink: Ink) -> None:
+def render_verbose_sections(report: Report, console: Console, ink: Ink) -> None:
     facts = report.facts
     clear = [ev for ev in report.evaluations if ev.outcome == "clear"]
     if clear:
@@ -77,7 +83,7 @@ def _table(*columns: str, wrap: str) -> Table:
     return table
 
 
-def _packages_section(facts, console: Console, ink: Ink) -> None:
+def _packages_section(facts: Facts, console: Console, ink: Ink) -> None:
     if facts.packages is None:
         section(console, "tracked packages")
         console.print(Text("  not observed", style="yellow"))
@@ -101,7 +107,7 @@ def _packages_section(facts, console: Console, ink: Ink) -> None:
     _flashinfer_kernels_line(facts, console, ink)
 
 
-def _flashinfer_kernels_line(facts, console: Console, ink: Ink) -> None:
+def _flashinfer_kernels_line(facts: Facts, console: Console, ink: Ink) -> None:
     """Whether `vllm download-kernels` has installed FlashInfer's kernels for this FlashInfer and arch."""
     from sparkdoctor.flashinfer_kernels import state
 
@@ -113,7 +119,7 @@ def _flashinfer_kernels_line(facts, console: Console, ink: Ink) -> None:
     console.print(Padding(line, (0, 0, 0, 2)))
 
 
-def _cutedsl_line(facts, console: Console, ink: Ink) -> None:
+def _cutedsl_line(facts: Facts, console: Console, ink: Ink) -> None:
     """What is known about the CuTe DSL build; a build that is not known is said so, never `None`."""
     c = facts.cutedsl
     if not c:
@@ -136,7 +142,7 @@ def _cutedsl_line(facts, console: Console, ink: Ink) -> None:
     console.print(Padding(line, (0, 0, 0, 2)))
 
 
-def _toolkits_section(facts, console: Console, ink: Ink) -> None:
+def _toolkits_section(facts: Facts, console: Console, ink: Ink) -> None:
     if facts.toolkits is None:
         section(console, "toolkits")
         console.print(Text("  not observed", style="yellow"))

@@ -3,15 +3,15 @@
 GitHub-flavoured: a toolchain table, the findings with evidence and links, what could not be
 evaluated or observed, the kernel probes, and the Facts snapshot folded into <details> so a
 maintainer can re-run `sparkdoctor check --facts` on it. Every string from the box is clipped
-(render.describe.clip); in the snapshot only strings longer than any real fact are, and it says so.
+(sparkdoctor.describe.clip); in the snapshot only strings longer than any real fact are, and it says so.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from sparkdoctor.render.describe import (
+from sparkdoctor.describe import (
     FACT_CHARS,
     PROSE_CHARS,
     SEVERITY_HEADING,
@@ -29,6 +29,10 @@ from sparkdoctor.render.describe import (
     tracked_stack,
     unverified_line,
 )
+from sparkdoctor.fit import GITHUB_LIMIT, Block, fit
+
+if TYPE_CHECKING:
+    from sparkdoctor.findings import Report
 
 CELL_CHARS = PROSE_CHARS  # a cell or line that joins several facts, each clipped already
 SNAPSHOT_CHARS = PROSE_CHARS  # longer than any real fact: only a broken or hostile snapshot is clipped
@@ -71,10 +75,11 @@ def _bounded(value: Any, clipped: list[int]) -> Any:
 
 
 def _mark(value: object) -> str:
-    return {True: "yes", False: "NO"}.get(value, "-")  # type: ignore[arg-type]
+    words: dict[object, str] = {True: "yes", False: "NO"}
+    return words.get(value, "-")
 
 
-def render_markdown(report) -> str:
+def render_markdown(report: Report) -> str:
     facts = report.facts
     tool = facts.tool or {}
     out: list[str] = [
@@ -85,18 +90,16 @@ def render_markdown(report) -> str:
         f"sparkdoctor {_text(tool.get('version', '?'))} · snapshot taken {_text(facts.taken_at)} · fingerprint {_code(facts.fingerprint())}",
         "",
     ]
-    from sparkdoctor.render.fit import GITHUB_LIMIT, Block, fit
-
     blocks = [Block("head", out, essential=True)]
     for section in (_toolchain, _findings, _not_known, _kernels, _nearest_stack, _snapshot):
         lines = section(report)
         title = lines[0].lstrip("#").strip() if lines and lines[0].startswith("#") else "Facts snapshot"
         blocks.append(Block(title, lines, essential=section in (_toolchain, _findings)))
     text, _ = fit(blocks, GITHUB_LIMIT, "", _left_out, _fit_notice)  # a GitHub issue body holds 65,536 characters
-    return text
+    return str(text)
 
 
-def _left_out(block, _attachment: str) -> list[str]:
+def _left_out(block: Block, _attachment: str) -> list[str]:
     note = (f"*Left out to fit a GitHub issue ({len(block.text()):,} characters): "
             "`sparkdoctor report` writes it whole in an attachment; `check --save-facts FILE` saves the snapshot.*")
     return [f"### {block.title}", "", note, ""]
@@ -108,7 +111,7 @@ def _fit_notice(_attachment: str) -> list[str]:
     return [note, ""]
 
 
-def _toolchain(report) -> list[str]:
+def _toolchain(report: Report) -> list[str]:
     facts = report.facts
     rows = [
         ("target", describe_target(facts)),
@@ -123,7 +126,8 @@ def _toolchain(report) -> list[str]:
     for t in facts.toolkits or []:
         if t.get("tool") == "ptxas":
             used = ", ".join(clip(u) for u in t.get("used_by") or []) or "-"
-            sm = {True: "knows sm_121a", False: "does not know sm_121a"}.get(t.get("sm_121a"), "sm_121a support unknown")
+            knows: dict[object, str] = {True: "knows sm_121a", False: "does not know sm_121a"}
+            sm = knows.get(t.get("sm_121a"), "sm_121a support unknown")
             joined.append((f"ptxas ({clip(t.get('source', '?'))})", f"{clip(t.get('version', '?'))} · {sm} · used by {used} · {_code(t.get('path', ''))}"))
     if facts.env:  # the env collector keeps only what matters and redacts secret-looking values
         joined.append(("env", ", ".join(_code(f"{k}={v}") for k, v in sorted(facts.env.items()))))
@@ -133,7 +137,7 @@ def _toolchain(report) -> list[str]:
     return out + [""]
 
 
-def _findings(report) -> list[str]:
+def _findings(report: Report) -> list[str]:
     out = ["### Findings", ""]
     if not report.findings:
         out += ["No known problem matches this environment." if report.probed() else "None: the target could not be probed.", ""]
@@ -157,7 +161,7 @@ def _findings(report) -> list[str]:
     return out
 
 
-def _not_known(report) -> list[str]:
+def _not_known(report: Report) -> list[str]:
     """What could not be evaluated (entries) or observed (collectors)."""
     out: list[str] = []
     if report.unknown:
@@ -171,7 +175,7 @@ def _not_known(report) -> list[str]:
     return out
 
 
-def _kernels(report) -> list[str]:
+def _kernels(report: Report) -> list[str]:
     rows = kernel_rows(report.facts)
     if not rows:
         return []
@@ -186,7 +190,7 @@ def _kernels(report) -> list[str]:
     return out + [""]
 
 
-def _nearest_stack(report) -> list[str]:
+def _nearest_stack(report: Report) -> list[str]:
     nearest = report.nearest_stack
     if nearest is None:
         return []
@@ -200,7 +204,7 @@ def _nearest_stack(report) -> list[str]:
     return out + [""]
 
 
-def _snapshot(report) -> list[str]:
+def _snapshot(report: Report) -> list[str]:
     clipped: list[int] = []
     snapshot = json.dumps(_bounded(report.facts.to_dict(), clipped), indent=2)
     fence = "````" if "```" in snapshot else "```"

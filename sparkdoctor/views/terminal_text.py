@@ -20,7 +20,7 @@ from rich.style import Style
 from rich.table import Table
 from rich.text import Text
 
-from sparkdoctor.render.describe import FACT_CHARS, clip
+from sparkdoctor.describe import FACT_CHARS, clip
 from sparkdoctor.sink import escaping  # noqa: F401 (re-exported: the hook every console gets)
 from sparkdoctor.text import shown
 

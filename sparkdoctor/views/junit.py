@@ -14,22 +14,26 @@ a <failure>, or <skipped> when ignored); one that could not run at all is a <ski
 <error> testcase, so the report is not all green while the exit code says 3. Collector errors go to
 the suite's <system-err>; the fingerprint, the verdict and the arch (where it came from, and
 arch.assumed with the reason when it was assumed) are suite properties. Every string from the
-snapshot is clipped (render.describe.clip).
+snapshot is clipped (sparkdoctor.describe.clip).
 """
 
 from __future__ import annotations
 
 import re
 import xml.etree.ElementTree as ET
+from typing import TYPE_CHECKING, Any
 
-from sparkdoctor.findings import SEVERITY_RANK
-from sparkdoctor.render.describe import (
+from sparkdoctor.describe import (
     PROSE_CHARS,
     arch_assumed,
     clip,
     describe_arch,
     summary_line,
 )
+from sparkdoctor.findings import SEVERITY_RANK
+
+if TYPE_CHECKING:
+    from sparkdoctor.findings import Finding, Report
 
 # XML 1.0 cannot carry most control characters; probe output sometimes has them.
 _INVALID_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
@@ -40,7 +44,7 @@ def _clean(text: object, limit: int = PROSE_CHARS) -> str:
     return _INVALID_XML.sub("", clip(text, limit))
 
 
-def _finding_text(finding) -> str:
+def _finding_text(finding: Finding) -> str:
     lines = [f"{finding.severity} ({finding.action}, evidence {finding.evidence_level}): {finding.title}"]
     if finding.evidence:
         lines.append("evidence:")
@@ -55,7 +59,7 @@ def _finding_text(finding) -> str:
     return "\n".join(lines)
 
 
-def render_junit(report) -> str:
+def render_junit(report: Report) -> str:
     facts = report.facts
     suite = ET.Element("testsuite", name="sparkdoctor")
     if facts.taken_at:
@@ -83,13 +87,13 @@ def render_junit(report) -> str:
     for key, value in counts.items():
         suite.set(key, str(value))
     suite.set("time", f"{sum(v for v in (facts.timings_ms or {}).values() if isinstance(v, (int, float))) / 1000:.3f}")
-    root = ET.Element("testsuites", name="sparkdoctor", **{k: str(v) for k, v in counts.items()})
+    root = ET.Element("testsuites", {"name": "sparkdoctor", **{k: str(v) for k, v in counts.items()}})
     root.append(suite)
     ET.indent(root)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode")
 
 
-def _properties(props: ET.Element, report) -> None:
+def _properties(props: ET.Element, report: Report) -> None:
     facts = report.facts
     arch = facts.arch or {}
     for name, value in (
@@ -113,7 +117,7 @@ def _case(suite: ET.Element, classname: str, name: str) -> ET.Element:
     return ET.SubElement(suite, "testcase", classname=_clean(classname), name=_clean(name), time="0")
 
 
-def _entry_case(suite: ET.Element, ev, finding, report) -> None:
+def _entry_case(suite: ET.Element, ev: Any, finding: Finding | None, report: Report) -> None:
     entry = ev.entry
     tc = _case(suite, f"sparkdoctor.{entry.component}", f"{entry.id}: {entry.title}")
     if ev.outcome == "match" and entry.id in report.ignored:
@@ -131,7 +135,7 @@ def _entry_case(suite: ET.Element, ev, finding, report) -> None:
     # "clear" passes: an empty testcase
 
 
-def _probe_cases(suite: ET.Element, report) -> None:
+def _probe_cases(suite: ET.Element, report: Report) -> None:
     """Failed probes no entry explains (errors: they fail at every --fail-on) and unverified ones."""
     for finding in report.probe_findings:
         tc = _case(suite, f"sparkdoctor.{finding.component}", f"{finding.id}: {finding.title}")

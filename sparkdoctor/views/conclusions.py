@@ -1,8 +1,14 @@
-"""Console output of conclusions, rerun and recipe check (rich, on stdout; JSON never comes here)."""
+"""`conclusions`' view, and the console drawing rerun and recipe check share (rich, drawn from the JSON document)."""
 
 from __future__ import annotations
 
 from typing import Any
+
+from rich.console import Console
+
+from sparkdoctor.conclusions.documents import ConclusionsDocument
+from sparkdoctor.result import Format
+from sparkdoctor.views import View
 
 STYLE = {"fresh": "green", "stale": "yellow", "flipped": "bold red", "broken": "red", "incomparable": "magenta",
          "holds": "green", "changed": "yellow", "not re-run": "red", "needed": "green", "unknown": "dim",
@@ -19,7 +25,7 @@ def _tag(word: str) -> str:
     return f"[{STYLE.get(word, 'bold')}]{word}[/]"
 
 
-def conclusions(console: Any, doc: dict[str, Any]) -> None:
+def conclusions(console: Console, doc: dict[str, Any]) -> None:
     items = doc["conclusions"]
     if not items:
         console.print(f"No conclusions in {doc['ledger']}. Record one: sparkdoctor bench A --vs B --conclude NAME")
@@ -39,7 +45,7 @@ def conclusions(console: Any, doc: dict[str, Any]) -> None:
             console.print(f"    {reason}", highlight=False)
 
 
-def plan(console: Any, doc: dict[str, Any]) -> None:
+def plan(console: Console, doc: dict[str, Any]) -> None:
     conclusions(console, doc)
     stale = [i for i in doc["conclusions"] if i["state"] == "stale"]
     ws = doc["workarounds"]
@@ -57,7 +63,7 @@ def plan(console: Any, doc: dict[str, Any]) -> None:
                   + ("Run `sparkdoctor rerun` to re-measure." if doc.get("dry_run") and (todo or ws) else ""), highlight=False)
 
 
-def results(console: Any, doc: dict[str, Any]) -> None:
+def results(console: Console, doc: dict[str, Any]) -> None:
     if not doc["results"] and not doc["workarounds"]:
         fresh = sum(1 for i in doc["conclusions"] if i["state"] == "fresh")
         console.print(f"Nothing to re-measure in {doc['ledger']}: no stale conclusion or workaround "
@@ -96,7 +102,7 @@ def results(console: Any, doc: dict[str, Any]) -> None:
         console.print(f"[bold red]failing: {', '.join(doc['failed'])}[/]")
 
 
-def recipe_check(console: Any, doc: dict[str, Any]) -> None:
+def recipe_check(console: Console, doc: dict[str, Any]) -> None:
     r = doc["recipe"]
     vllm = doc.get("vllm") or {}
     console.print(f"recipe {r['name']} ({r['format']}, {r['path']}) against {doc['target']} "
@@ -116,3 +122,8 @@ def recipe_check(console: Any, doc: dict[str, Any]) -> None:
         for e in f["evidence"]:
             console.print(f"    evidence: {e}", highlight=False)
         console.print(f"    remedy: {f['remedy']}", highlight=False)
+
+
+VIEW = View(ConclusionsDocument, {
+    Format.console: lambda result, sink: sink.wide(lambda console: conclusions(console, result.data.to_json())),
+    Format.json: lambda result, sink: result.data.to_json()})

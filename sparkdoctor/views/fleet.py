@@ -1,11 +1,15 @@
-"""The fleet gate as a person reads it (console: nodes, risky differences with the odd node named,
+"""`fleet check`'s view: the fleet gate as a person reads it (console: nodes, risky differences with the odd node named,
 findings per node, the verdict) and as a program reads it (JSON, `fleet_version` 1)."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from rich.markup import escape
+
 from sparkdoctor.fleet import FleetResult
+from sparkdoctor.result import Format
+from sparkdoctor.views import View
 
 FLEET_VERSION = 1
 
@@ -41,18 +45,7 @@ def fleet_dict(result: FleetResult, verbose: bool = False) -> dict[str, Any]:
     }
 
 
-# ---- views (sparkdoctor/views.py): (Result, Sink) -> the whole document -----------------------------------
-def fleet_view_json(result: Any, sink: Any) -> dict[str, Any]:
-    return {"kind": "fleet", **fleet_dict(result.data, bool(result.options.get("verbose")))}
-
-
-def fleet_view_console(result: Any, sink: Any) -> str:
-    return sink.capture(lambda console: render_console(result.data, console, bool(result.options.get("verbose"))))
-
-
 def render_console(result: FleetResult, console: Any, verbose: bool = False) -> None:
-    from rich.markup import escape
-
     answered = len(result.reports)
     console.print(f"fleet check over {result.transport}: {len(result.outcomes)} node(s), {answered} answered "
                   f"({result.seconds:.1f} s)")
@@ -101,8 +94,6 @@ def render_console(result: FleetResult, console: Any, verbose: bool = False) -> 
 
 
 def _render_fabric(result: FleetResult, console: Any, verbose: bool) -> None:
-    from rich.markup import escape
-
     topo = result.topology
     if topo is not None and topo.kind not in ("single", "none"):
         console.print(f"fabric: {escape(topo.kind)}, {len(topo.links)} link(s)"
@@ -157,3 +148,9 @@ def gib(n: float) -> str:
 
 def _flags(settings: dict[str, Any]) -> str:
     return " ".join(f"--{k.replace('_', '-')} {v}" for k, v in settings.items())
+
+
+VIEW = View(FleetResult, {
+    Format.console: lambda result, sink: sink.capture(
+        lambda console: render_console(result.data, console, bool(result.options.get("verbose")))),
+    Format.json: lambda result, sink: {"kind": "fleet", **fleet_dict(result.data, bool(result.options.get("verbose")))}})

@@ -1,4 +1,4 @@
-"""The whatif answer as a person reads it (console: what changes, the findings introduced, fixed, unchanged and
+"""`whatif`'s view: the answer as a person reads it (console: what changes, the findings introduced, fixed, unchanged and
 that cannot be told, the recipe's, the conclusions that would go stale, the CuTe DSL and PTX probes) and as a program reads it
 (the `whatif` JSON document, WhatIf.to_json)."""
 
@@ -6,13 +6,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from sparkdoctor.result import Format
+from sparkdoctor.views import View
 from sparkdoctor.whatif.judge import WhatIf
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from sparkdoctor.result import Result
-    from sparkdoctor.sink import Sink
     from sparkdoctor.whatif.ptx import PtxComparison
 
 
@@ -98,11 +98,5 @@ def _ptx(ptx: PtxComparison | None, console: Console) -> None:
         console.print(f"ptx  {ptx.note}", markup=False, highlight=False)
 
 
-# ---- views (sparkdoctor/views.py): (Result, Sink) -> the whole document -----------------------------------
-def whatif_view_json(result: Result, sink: Sink) -> dict[str, object]:
-    whatif: WhatIf = result.data
-    return whatif.to_json()
-
-
-def whatif_view_console(result: Result, sink: Sink) -> str:
-    return sink.capture(lambda console: render_console(result.data, console))
+VIEW = View(WhatIf, {Format.console: lambda result, sink: sink.capture(lambda console: render_console(result.data, console)),
+                     Format.json: lambda result, sink: result.data.to_json()})

@@ -1,20 +1,33 @@
-"""`recipe check --format junit`: one <testsuite name="sparkdoctor recipe check"> a CI system can gate on,
-shaped like `check --format junit` (render/junit.py, whose text cleaning it reuses).
+"""The views of `recipe check`: its document (sparkdoctor.conclusions.recipe_check) as console text, JSON, JUnit XML
+and SARIF (views/sarif.py).
 
-Each finding is a testcase "<id>: <title>" in class "sparkdoctor.recipe.<kind>" (env, flag, workaround,
-matrix, setting): at or above --fail-on a <failure> with the evidence and the remedy; below it passes and
-the finding goes to <system-out>; a value that could not be judged (`unjudged:*`) is <skipped> with what
-was missing. A recipe with no findings is one passing testcase, so the suite is never empty.
+`--format junit` is one <testsuite name="sparkdoctor recipe check"> a CI system can gate on, shaped like `check
+--format junit` (views/junit.py, whose text cleaning it reuses). Each finding is a testcase "<id>: <title>" in class
+"sparkdoctor.recipe.<kind>" (env, flag, workaround, matrix, setting): at or above --fail-on a <failure> with the
+evidence and the remedy; below it passes and the finding goes to <system-out>; a value that could not be judged
+(`unjudged:*`) is <skipped> with what was missing. A recipe with no findings is one passing testcase, so the suite
+is never empty.
 """
 
 from __future__ import annotations
 
+import sys
 import xml.etree.ElementTree as ET
 from typing import Any
 
-from sparkdoctor.render.describe import clip
-from sparkdoctor.render.junit import FINDING_CHARS, _clean
+from sparkdoctor.conclusions.recipe_check import RecipeCheck
+from sparkdoctor.describe import clip
+from sparkdoctor.matrix import load
+from sparkdoctor.result import Format, Result
+from sparkdoctor.sink import Sink
+from sparkdoctor.views import View
+from sparkdoctor.views.conclusions import recipe_check
+from sparkdoctor.views.junit import FINDING_CHARS, _clean
+from sparkdoctor.views.sarif import render_recipe_sarif
 from sparkdoctor.vocab import Severity
+
+CONSOLE_WIDTH = 160
+"""Columns of the console table when stdout is not a terminal (a CI log): wide enough for an evidence line."""
 
 SEVERITY_RANK = {s.value: s.rank for s in Severity}  # info 0, warn 1, error 2
 
@@ -28,7 +41,7 @@ def _text(f: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def render(doc: dict[str, Any]) -> str:
+def junit(doc: dict[str, Any]) -> str:
     suite = ET.Element("testsuite", name="sparkdoctor recipe check")
     props = ET.SubElement(suite, "properties")
     recipe, vllm = doc.get("recipe") or {}, doc.get("vllm") or {}
@@ -54,7 +67,20 @@ def render(doc: dict[str, Any]) -> str:
               "skipped": sum(1 for tc in cases if tc.find("skipped") is not None)}
     for key, value in counts.items():
         suite.set(key, str(value))
-    root = ET.Element("testsuites", name="sparkdoctor recipe check", **{k: str(v) for k, v in counts.items()})
+    root = ET.Element("testsuites", {"name": "sparkdoctor recipe check", **{k: str(v) for k, v in counts.items()}})
     root.append(suite)
     ET.indent(root)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode")
+
+
+def _console(result: Result[RecipeCheck], sink: Sink) -> str:
+    tty = sys.stdout is not None and sys.stdout.isatty()
+    return sink.capture(lambda console: recipe_check(console, result.data.document), width=None if tty else CONSOLE_WIDTH)
+
+
+def _sarif(result: Result[RecipeCheck], sink: Sink) -> str:
+    return render_recipe_sarif(result.data.document, load(result.data.matrix)) + "\n"
+
+
+VIEW = View(RecipeCheck, {Format.console: _console, Format.json: lambda result, sink: result.data.document,
+                          Format.junit: lambda result, sink: junit(result.data.document) + "\n", Format.sarif: _sarif})

@@ -1,6 +1,6 @@
 """The console report, for people: what was probed, what is wrong, what to do, one summary line.
 
-Everything is drawn from the Report. The words come from render.describe (shared with markdown and
+Everything is drawn from the Report. The words come from sparkdoctor.describe (shared with markdown and
 junit); every string becomes rich `Text` through terminal_text.Ink, never markup, so a title with
 `[brackets]` prints as written and a huge field is clipped. Colour and links appear only on a
 terminal; in a pipe rich drops them and the text stays readable. A reference URL is never broken
@@ -10,14 +10,13 @@ wider than the terminal.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console, Group
 from rich.padding import Padding
 from rich.text import Text
 
-from sparkdoctor.findings import EXIT_FINDINGS, PASS, SEVERITY_RANK
-from sparkdoctor.render.describe import (
+from sparkdoctor.describe import (
     PROSE_CHARS,
     SEVERITY_HEADING,
     describe_arch,
@@ -33,7 +32,8 @@ from sparkdoctor.render.describe import (
     tracked_stack,
     unverified_line,
 )
-from sparkdoctor.render.terminal_text import (
+from sparkdoctor.findings import EXIT_FINDINGS, PASS, SEVERITY_RANK
+from sparkdoctor.views.terminal_text import (
     Ink,
     labelled,
     needs_ascii,
@@ -41,6 +41,10 @@ from sparkdoctor.render.terminal_text import (
     section,
     to_ascii,
 )
+
+if TYPE_CHECKING:
+    from sparkdoctor.facts import Facts
+    from sparkdoctor.findings import Finding, Report
 
 __all__ = ["render_console", "needs_ascii"]
 
@@ -51,7 +55,7 @@ LABEL_WIDTH = 10  # the finding rows' label column ("what to do")
 FINDING_INDENT = 4  # a finding's rows sit under its heading, inside the severity group
 
 
-def render_console(report, console: Console, verbose: bool = False, ascii_only: bool | None = None) -> None:
+def render_console(report: Report, console: Console, verbose: bool = False, ascii_only: bool | None = None) -> None:
     """Print the report. ascii_only: spell every symbol in ASCII; None (the default) decides from
     the encoding of the console's stream (PYTHONIOENCODING=ascii, a C locale without UTF-8)."""
     if ascii_only is None:
@@ -63,7 +67,7 @@ def render_console(report, console: Console, verbose: bool = False, ascii_only: 
     console.file.flush()
 
 
-def console_text(report, console: Console, verbose: bool = False, ascii_only: bool = False) -> str:
+def console_text(report: Report, console: Console, verbose: bool = False, ascii_only: bool = False) -> str:
     """The report as `console` would print it, captured as one string (nothing is written)."""
     with console.capture() as captured:
         _render(report, console, verbose, Ink(ascii_only))
@@ -71,7 +75,7 @@ def console_text(report, console: Console, verbose: bool = False, ascii_only: bo
     return to_ascii(captured.get()) if ascii_only else captured.get()
 
 
-def _render(report, console: Console, verbose: bool, ink: Ink) -> None:
+def _render(report: Report, console: Console, verbose: bool, ink: Ink) -> None:
     facts = report.facts
     tool = facts.tool or {}
     title = Text("sparkdoctor", style="bold")
@@ -89,7 +93,7 @@ def _render(report, console: Console, verbose: bool, ink: Ink) -> None:
         section(console, "kernel probes")
         console.print(Padding(_kernel_section(facts, ink, verbose), (0, 0, 0, 2)))
     if verbose:
-        from sparkdoctor.render.console_verbose import render_verbose_sections
+        from sparkdoctor.views.console_verbose import render_verbose_sections
 
         render_verbose_sections(report, console, ink)
     _print_knowledge(console, report, ink)
@@ -99,7 +103,7 @@ def _render(report, console: Console, verbose: bool, ink: Ink) -> None:
     console.print(ink.text(summary_line(report), style=style))
 
 
-def _print_findings(console: Console, report, ink: Ink, verbose: bool) -> None:
+def _print_findings(console: Console, report: Report, ink: Ink, verbose: bool) -> None:
     """The findings by severity; when there are none, a tick only if every probe could run."""
     for severity in ("error", "warn", "info"):
         group = [f for f in report.findings if f.severity == severity]
@@ -129,7 +133,7 @@ def _print_findings(console: Console, report, ink: Ink, verbose: bool) -> None:
         console.print(line)
 
 
-def _print_not_known(console: Console, report, ink: Ink, verbose: bool) -> None:
+def _print_not_known(console: Console, report: Report, ink: Ink, verbose: bool) -> None:
     """Entries that could not be evaluated and collectors that could not observe."""
     unknown = report.unknown
     if unknown:
@@ -146,7 +150,7 @@ def _print_not_known(console: Console, report, ink: Ink, verbose: bool) -> None:
         console.print(Padding(grid, (0, 0, 0, 2)))
 
 
-def _header(report, ink: Ink):
+def _header(report: Report, ink: Ink) -> Any:
     facts = report.facts
     rows: list[tuple[str, Any]] = [
         ("target", describe_target(facts)),
@@ -172,7 +176,7 @@ def _header(report, ink: Ink):
     return labelled(rows, ink, label_width=11)
 
 
-def _print_finding(console: Console, f, ink: Ink, verbose: bool, last: bool) -> None:
+def _print_finding(console: Console, f: Finding, ink: Ink, verbose: bool, last: bool) -> None:
     head = Text()
     ink.append(head, f"{ink.sev.get(f.severity, '?')} {f.id}", style=SEVERITY_STYLE.get(f.severity, "bold"))
     ink.append(head, f"  {f.component} · {f.action} · {f.evidence_level}", style="dim")
@@ -208,7 +212,7 @@ def _print_refs(console: Console, refs: list[str], ink: Ink, verbose: bool) -> N
         console.print(line, no_wrap=True, overflow="ignore", crop=False)
 
 
-def _print_knowledge(console: Console, report, ink: Ink) -> None:
+def _print_knowledge(console: Console, report: Report, ink: Ink) -> None:
     """How fresh the matrix is for this box; a warning per installed package newer than it has tracked."""
     from sparkdoctor.matrix.freshness import knowledge_line, newer_lines
 
@@ -220,7 +224,7 @@ def _print_knowledge(console: Console, report, ink: Ink) -> None:
         console.print(ink.text(f"warning: {line}", style="yellow"))
 
 
-def _print_nearest_stack(console: Console, nearest, ink: Ink) -> None:
+def _print_nearest_stack(console: Console, nearest: Any, ink: Ink) -> None:
     console.print()
     line = Text("nearest known-good stack: ", style="bold")
     ink.append(line, nearest.id)
@@ -235,7 +239,7 @@ def _print_nearest_stack(console: Console, nearest, ink: Ink) -> None:
     console.print(Padding(Group(*lines), (0, 0, 0, 2)))
 
 
-def _kernel_section(facts, ink: Ink, verbose: bool) -> Group:
+def _kernel_section(facts: Facts, ink: Ink, verbose: bool) -> Group:
     """Per probe: its status and detail, then one line per (ptxas, arch) run."""
     parts: list[Any] = []
     rows = kernel_rows(facts)
@@ -245,7 +249,7 @@ def _kernel_section(facts, ink: Ink, verbose: bool) -> Group:
         # failures, refusals and real runs always show their per-ptxas lines.
         quiet = not verbose and row["status"] == "ok" and runs and all(r["compiled"] and r.get("ran") is None for r in runs)
         if row["first"]:
-            parts += _probe_head(row, runs, ink, quiet)
+            parts += _probe_head(row, runs, ink, bool(quiet))
         if not row["run"] or quiet:
             continue
         parts.append(Padding(_run_line(row, ink, verbose), (0, 0, 0, 4)))

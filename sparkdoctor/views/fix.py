@@ -1,18 +1,27 @@
-"""The plan, the apply's outcome, a rollback and the history, for people (console) and for programs (JSON).
-
-JSON is versioned (`fix_version`) and is the only thing on stdout (sparkdoctor/fix/documents.py puts it there)."""
+"""`fix`'s view: the plan, the apply's outcome, a rollback, the history and a prune, as the lines people read
+(console), or each mode's versioned JSON document (`fix_version`: sparkdoctor/fix/documents.py)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from sparkdoctor.fix.documents import (
+    ApplyDocument,
+    FixDocument,
+    HistoryDocument,
+    PlanDocument,
+    PruneDocument,
+    RollbackDocument,
+)
 from sparkdoctor.fix.interface import ActionKind, StepKind
 from sparkdoctor.fix.model import Plan
+from sparkdoctor.result import Format, Result
+from sparkdoctor.sink import Sink
+from sparkdoctor.views import View
 
 if TYPE_CHECKING:
     from sparkdoctor.fix.pipeline import Applied, JournalRow, Pruned, RolledBack
 
-FIX_VERSION = 1
 
 
 def plan_lines(plan: Plan) -> list[str]:
@@ -52,11 +61,6 @@ def plan_lines(plan: Plan) -> list[str]:
     return out
 
 
-def plan_document(plan: Plan, report: Any) -> dict[str, Any]:
-    return {"fix_version": FIX_VERSION, "mode": "plan", "plan": plan.to_dict(),
-            "findings": sorted(f.id for f in report.findings), "verdict": report.verdict()}
-
-
 def applied_lines(result: Applied) -> list[str]:
     out = [f"Journal: {result.journal}"]
     out += [f"  done: {d}" for d in result.done]
@@ -77,14 +81,6 @@ def applied_lines(result: Applied) -> list[str]:
     undo = "" if settled else f"   (undo: sparkdoctor fix --rollback {result.journal})"
     out.append(f"Verdict after: {result.report_after.verdict()}{undo}")
     return out
-
-
-def mode_document(mode: str, body: Any) -> dict[str, Any]:
-    """The JSON of apply (`body`: pipeline.Applied.to_json(), its keys at the top) or of rollback, history and prune
-    (`body` under "result")."""
-    if mode == "apply":
-        return {"fix_version": FIX_VERSION, "mode": mode, **body}
-    return {"fix_version": FIX_VERSION, "mode": mode, "result": body}
 
 
 def rollback_lines(result: RolledBack) -> list[str]:
@@ -131,3 +127,24 @@ def prune_lines(result: Pruned) -> list[str]:
         out.append(f"Kept {r.journal} ({r.status}): its apply or rollback did not finish; settle it with `sparkdoctor fix --rollback {r.journal}`")
     return out
 
+
+def _console(result: Result[FixDocument], sink: Sink) -> str:
+    found = result.data
+    if isinstance(found, PlanDocument):
+        if not found.shown:
+            return ""
+        extra = ["Dry run: nothing was changed. Apply with --yes."] if found.dry_run and not found.plan.empty else []
+        lines = plan_lines(found.plan) + extra
+    elif isinstance(found, ApplyDocument):
+        lines = plan_lines(found.plan) + applied_lines(found.applied)
+    elif isinstance(found, RollbackDocument):
+        lines = rollback_lines(found.rolled_back)
+    elif isinstance(found, HistoryDocument):
+        lines = history_lines(found.rows)
+    else:
+        assert isinstance(found, PruneDocument)
+        lines = prune_lines(found.pruned)
+    return "\n".join(lines) + "\n"
+
+
+VIEW = View(FixDocument, {Format.console: _console, Format.json: lambda result, sink: result.data.to_json()})

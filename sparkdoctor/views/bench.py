@@ -1,6 +1,5 @@
-"""Console text for bench results, history listings and comparisons (rich tables on stdout).
-
-JSON needs no renderer: it is the envelope from session.envelope, printed as is.
+"""`bench`'s view, and the console text history shares: bench results, history listings and comparisons (rich
+tables), drawn from the JSON documents (bench/document.py: the envelope from session.envelope, printed as is).
 """
 
 from __future__ import annotations
@@ -10,6 +9,16 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+
+from sparkdoctor.bench.document import (
+    BenchDocument,
+    ComparisonDocument,
+    ReproduceDocument,
+    RunDocument,
+)
+from sparkdoctor.result import Format, Result
+from sparkdoctor.sink import Sink
+from sparkdoctor.views import View
 
 
 def console() -> Console:
@@ -279,3 +288,50 @@ def render_reproduce(console: Console, doc: dict[str, Any]) -> None:
     for row in doc["differences"]:
         t.add_row(row["group"], escape(row["key"]), escape(str(row["there"])), escape(str(row["here"])))
     console.print(t)
+
+
+def _console(result: Result[BenchDocument], sink: Sink) -> str:
+    found, document = result.data, result.data.to_json()
+
+    def draw(console: Console) -> None:
+        if isinstance(found, RunDocument):
+            render_run(console, document)
+        elif isinstance(found, ComparisonDocument):
+            render_comparison(console, document)
+            if found.calibration is not None:
+                render_calibration(console, document)
+            if found.conclusion:
+                console.print(f"conclusion {found.conclusion.get('name')!r} recorded: {found.conclusion.get('statement')}",
+                              markup=False, highlight=False, soft_wrap=True)
+        elif isinstance(found, ReproduceDocument):
+            render_run(console, {**document["run"], "kind": "run"})
+            render_reproduce(console, document)
+
+    return sink.wide(draw)
+
+
+def _sarif(result: Result[BenchDocument], sink: Sink) -> str:
+    """`bench --format sarif`: a run's (or each A/B arm's) memory preflight verdict and the known problems its server's
+    log printed. A run that failed is written by views/sarif.failure_sarif (emit.emit_error)."""
+    from sparkdoctor.bench.session import finding_records
+    from sparkdoctor.views.sarif import render_findings_sarif
+
+    doc = result.data
+    run = doc.run if isinstance(doc, ReproduceDocument) else doc
+    findings: list[dict[str, Any]]
+    if isinstance(run, RunDocument):
+        recipe, done = run.result.recipe, run.result
+        findings = finding_records(done)
+        category = f"bench/{recipe.get('name') or 'url'}"
+        props = {"recipe": recipe.get("name"), "recipe_path": recipe.get("source_path"), "run_id": done.run_id,
+                 "fingerprint": done.toolchain.fingerprint, "memory": done.memory}
+    else:
+        assert isinstance(doc, ComparisonDocument)
+        findings = list(doc.findings)
+        category = f"bench/{doc.a}-vs-{doc.b}"
+        props = {"a": doc.a, "b": doc.b, "comparison_id": doc.comparison_id, "verdict": doc.verdict}
+    return render_findings_sarif(findings, category=category, properties=props, exit_code=result.exit_code) + "\n"
+
+
+VIEW = View(BenchDocument, {Format.console: _console, Format.json: lambda result, sink: result.data.to_json(),
+                            Format.sarif: _sarif})

@@ -95,7 +95,7 @@ def ratio_figure(tl: Any) -> dict[str, Any]:
 
 def render_page(tl: Any, findings: list[Any], ledger_path: str) -> str:
     """The whole page. `findings`: the latest run's toolchain judged by the matrix (findings.Finding)."""
-    import plotly.io as pio  # type: ignore[import-untyped]
+    import plotly.io as pio
 
     config = {"displaylogo": False, "responsive": True}
     plots: list[str] = []

@@ -2,7 +2,7 @@
 judges flag values against (is it hybrid, how long a context vLLM will accept for it).
 
 Read only from local files: the recipe's model as a folder or a snapshot in the Hugging Face cache,
-through the audit's own readers (config.json parsed once, by sparkdoctor.audit). A hub id with no local
+through the audit's own readers (config.json parsed once). A hub id with no local
 files gives no facts and says so: the values that need them are reported as not judged, never guessed.
 """
 

@@ -14,7 +14,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from sparkdoctor.findings import FAIL, PASS, UNPROBEABLE, UNVERIFIED
+from sparkdoctor.vocab import Verdict
+
+PASS, UNVERIFIED, FAIL, UNPROBEABLE = Verdict.pass_, Verdict.unverified, Verdict.fail, Verdict.unprobeable
 
 FACT_CHARS = 500  # one fact-derived line (a probe detail is ~300)
 PROSE_CHARS = 4000  # matrix prose (a summary paragraph)

@@ -1,8 +1,24 @@
-"""Console and markdown views of `matrix track` and `matrix verify --bounds` results (JSON is their to_dict)."""
+"""The views of `matrix track` (console, JSON, markdown) and `matrix update`."""
 
 from __future__ import annotations
 
 from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from sparkdoctor.result import Format, Result
+from sparkdoctor.sink import Sink
+from sparkdoctor.track.answer import TrackAnswer
+from sparkdoctor.track.run import NEEDS_EDIT
+from sparkdoctor.track.transitions import probe_lines
+from sparkdoctor.track.update import Updated
+from sparkdoctor.views import View
+
+
+def _update_console(result: Result[Updated], sink: Sink) -> str:
+    done = result.data.document
+    return "".join([f"{done['message']}\n", *(f"  {line}\n" for line in done.get("diff", []))])
 
 
 def track_markdown(d: dict[str, Any]) -> str:
@@ -26,8 +42,6 @@ def track_markdown(d: dict[str, Any]) -> str:
     if d.get("pin_conflicts"):
         out += ["", "## Pins pip cannot install together (extras included)", ""] + [f"- {c['why']}" for c in d["pin_conflicts"]]
     if d.get("probe"):
-        from sparkdoctor.track.transitions import probe_lines
-
         out += ["", "## Probes (--probe)", "", *(f"- {line}" for line in probe_lines(d["probe"]))]
     if d["untracked"]:
         out += ["", "## Bounds on tracked packages that no file check follows", "", "| entry | bound | why |", "|---|---|---|"]
@@ -38,12 +52,8 @@ def track_markdown(d: dict[str, Any]) -> str:
     return "\n".join(out) + "\n"
 
 
-def render_track(d: dict[str, Any], console: Any, verbose: bool = False) -> None:
+def render_track(d: dict[str, Any], console: Console, verbose: bool = False) -> None:
     """Proposals first, then the entries that need an edit; with `verbose`, every package and entry."""
-    from rich.table import Table
-
-    from sparkdoctor.track.run import NEEDS_EDIT
-
     for p in d["proposals"]:
         console.print(f"propose: {p.get('entry', p['file'])}: {p['field']}: {p['from']} -> {p['to']} ({p['because']})", soft_wrap=True)
     for line in d.get("applied", []):
@@ -53,8 +63,6 @@ def render_track(d: dict[str, Any], console: Any, verbose: bool = False) -> None
     for c in d.get("pin_conflicts", []):
         console.print(f"conflict: {c['why']}", soft_wrap=True)
     if d.get("probe"):
-        from sparkdoctor.track.transitions import probe_lines
-
         for line in probe_lines(d["probe"]):
             console.print(line, markup=False, highlight=False, soft_wrap=True)
     for p in d["packages"]:
@@ -76,22 +84,9 @@ def render_track(d: dict[str, Any], console: Any, verbose: bool = False) -> None
     console.print(", ".join(f"{n} {v}" for v, n in d["summary"].items() if n) + f"; {len(d['untracked'])} bounds with no file check{tail}")
 
 
-def render_bounds(results: list[Any], console: Any) -> None:
-    from rich.table import Table
-
-    table = Table()
-    for col in ("entry", "bound", "verdict", "why"):
-        table.add_column(col)
-    for r in results:
-        where = " (constraint)" if getattr(r, "source", "packages") == "constraints" else ""
-        table.add_row(r.id, f"{r.package} {r.spec}{where}", r.verdict, r.why)
-    console.print(table)
-    counts: dict[str, int] = {}
-    for r in results:
-        counts[r.verdict] = counts.get(r.verdict, 0) + 1
-    from sparkdoctor.verify.bounds import side_counts
-
-    sides = side_counts(results)
-    share = f" ({round(100 * sides['bracketed'] / sides['sides'])}%)" if sides["sides"] else ""
-    console.print(f"{len(results)} bounds: " + ", ".join(f"{n} {v}" for v, n in counts.items())
-                  + f"; {sides['bracketed']} of {sides['sides']} bounded sides bracketed{share}")
+TRACK = View(TrackAnswer, {
+    Format.console: lambda result, sink: sink.capture(
+        lambda console: render_track(result.data.document, console, bool(result.options.get("verbose")))),
+    Format.json: lambda result, sink: result.data.to_json(),
+    Format.markdown: lambda result, sink: track_markdown(result.data.document)})
+UPDATE = View(Updated, {Format.console: _update_console, Format.json: lambda result, sink: result.data.document})
