@@ -12,11 +12,13 @@ Two kinds of target, each made the way its users make it:
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import json
 import os
 import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 from sparkdoctor import proc
@@ -58,9 +60,29 @@ def wheelhouse(folder: Path) -> Path:
     return folder
 
 
-def make_target(root: Path, kind: str, wheels: Path) -> Path:
-    """A target venv under root/<kind>, with the base dists, idna/core.py hand-edited; returns its python."""
+_TEMPLATES: dict[tuple[str, str], Path] = {}
+
+
+def make_target(root: Path, kind: str, wheels: Path, fresh: bool = False) -> Path:
+    """A target venv under root/<kind>, with the base dists, idna/core.py hand-edited; returns its python.
+    Each kind is built once per process and copied here with `cp -a` (every byte, mode and mtime: pip's .pyc stay
+    valid), so a test that changes its target changes only its own copy. `fresh`: built here, at root/<kind>
+    (for a test whose point is the path pip compiled at)."""
     venv = root / kind
+    if fresh:
+        return _build(venv, kind, wheels)
+    key = (kind, str(wheels))
+    if key not in _TEMPLATES:
+        folder = Path(tempfile.mkdtemp(prefix="sparkdoctor-fix-target-"))
+        atexit.register(shutil.rmtree, folder, True)
+        _build(folder / kind, kind, wheels)
+        _TEMPLATES[key] = folder / kind
+    root.mkdir(parents=True, exist_ok=True)
+    must(["cp", "-a", str(_TEMPLATES[key]), str(venv)])
+    return venv / "bin" / "python"
+
+
+def _build(venv: Path, kind: str, wheels: Path) -> Path:
     python = venv / "bin" / "python"
     if kind == "uv":
         must([uv(), "venv", "--quiet", str(venv)])
