@@ -103,7 +103,7 @@ def _from_config_json(qc: dict[str, Any]) -> QuantConfig:
         return _modelopt(qc, "config.json quantization_config", "quantization_config.ignore", "ignore", "exclude_modules")
     where = "config.json: quantization_config.modules_to_not_convert"
     skip = _list(qc.get("modules_to_not_convert"), where)
-    bits = qc.get("bits") if isinstance(qc.get("bits"), int) else 4
+    bits = qc["bits"] if isinstance(qc.get("bits"), int) else 4
     if method in ("gptq", "awq"):
         group = qc.get("group_size")
         return QuantConfig(method, f"INT{bits} {method.upper()} group {group}", "config.json quantization_config",
