@@ -89,7 +89,7 @@ def settle(arch: dict[str, Any] | None) -> dict[str, Any]:
     why = {
         "none": "no GPU detected",
         "unknown": "the GPU arch could not be read",
-    }.get(source, "the GPU arch is not known")
+    }.get(source if isinstance(source, str) else "", "the GPU arch is not known")
     return assumed(why)
 
 

@@ -100,7 +100,7 @@ class Redactor:
     secrets: set[str] = field(default_factory=set)
     versions: set[str] = field(default_factory=set)
     enabled: bool = True
-    _compiled: Any = None
+    _compiled: list[tuple[re.Pattern[str], str] | None] | None = None
 
     # ---- learning -------------------------------------------------------------------------------
     def learn_user(self, name: Any) -> None:
@@ -127,7 +127,8 @@ class Redactor:
 
     def learn_facts(self, data: dict[str, Any]) -> None:
         """Learn from a Facts dict: host name fields, env values, user names in every home path."""
-        host = data.get("host") if isinstance(data.get("host"), dict) else {}
+        host = data.get("host")
+        host = host if isinstance(host, dict) else {}
         for key in HOST_KEYS:
             if key != "name":
                 self.learn_host(host.get(key))
@@ -234,7 +235,7 @@ class Redactor:
             return [SECRET if i in after_secret_flag else self.data(item, path) for i, item in enumerate(value)]
         return value
 
-    def _patterns(self) -> list[tuple[Any, str] | None]:
+    def _patterns(self) -> list[tuple[re.Pattern[str], str] | None]:
         """(pattern, replacement) for learned host names, then user names; strong and weak (see WEAK_NAMES)."""
         if self._compiled is None:
             self._compiled = [_words(names, weak, word) for names, word in ((self.hosts, HOST), (self.users, USER))
@@ -313,7 +314,7 @@ def _is_weak(name: str) -> bool:
     return len(name) <= 2 or name.lower() in WEAK_NAMES
 
 
-def _words(names: Iterable[str], weak: bool, word: str) -> tuple[Any, str] | None:
+def _words(names: Iterable[str], weak: bool, word: str) -> tuple[re.Pattern[str], str] | None:
     ordered = sorted({n for n in names if n and _is_weak(n) == weak}, key=len, reverse=True)
     if not ordered:
         return None

@@ -49,8 +49,8 @@ def run_collectors(ctx: Context, collectors: list[Collector]) -> Facts:
         now = time.monotonic()
         limit = c.timeout if c.timeout is not None else ctx.timeout
         by_deadline = ctx.deadline is not None and ctx.deadline - now < limit
-        if by_deadline:
-            limit = max(0.0, ctx.deadline - now)  # type: ignore[operator]
+        if ctx.deadline is not None and by_deadline:
+            limit = max(0.0, ctx.deadline - now)
         running[c.name] = (t, box, now, limit, by_deadline)
         t.start()
 

@@ -104,7 +104,9 @@ def sources(ctx: Context) -> list[tuple[str, list[str]]]:
 # ---- reading one requirements/constraints file ------------------------------------------------------------
 def logical_lines(text: str) -> list[tuple[int, str]]:
     """(first physical line number, logical line) with continuations joined and comments removed."""
-    out, buf, start = [], [], 0
+    out: list[tuple[int, str]] = []
+    buf: list[str] = []
+    start = 0
     for number, line in enumerate(text.splitlines(), 1):
         if line.endswith("\\") and not _COMMENT_RE.match(line):
             if not buf:

@@ -53,8 +53,10 @@ def run(ctx: Context) -> dict[str, Any]:
 
 
 def cache_file(ctx: Context) -> Path:
+    if ctx.cache_dir is None:
+        raise ValueError("cutedsl.cache_file: the run has no cache folder")
     python = (ctx.target.describe() or {}).get("python") or ""
-    return Path(ctx.cache_dir) / "cutedsl" / f"{hashlib.sha256(python.encode()).hexdigest()[:24]}.json"
+    return ctx.cache_dir / "cutedsl" / f"{hashlib.sha256(python.encode()).hexdigest()[:24]}.json"
 
 
 def shape(raw: dict[str, Any], arch: str, known_build: str | None) -> dict[str, Any]:

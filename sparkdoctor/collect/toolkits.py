@@ -157,13 +157,14 @@ class _Cache:
             self.entries = self._read()
 
     def _read(self) -> dict[str, Any]:
+        if self.path is None:
+            return {}
         try:
-            data = json.loads(self.path.read_text(encoding="utf-8"))  # type: ignore[union-attr]
+            data = json.loads(self.path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return {}
-        if not isinstance(data, dict) or data.get("schema") != CACHE_SCHEMA or not isinstance(data.get("entries"), dict):
-            return {}
-        return data["entries"]
+        entries = data.get("entries") if isinstance(data, dict) and data.get("schema") == CACHE_SCHEMA else None
+        return entries if isinstance(entries, dict) else {}
 
     @staticmethod
     def key(realpath: str) -> tuple[int, int] | None:
@@ -237,7 +238,7 @@ def discover(ctx: Context) -> list[Ptxas]:
     for item in ctx.scratch.get("ptxas_candidates") or []:
         if not isinstance(item, dict) or not isinstance(item.get("path"), str):
             continue
-        source = item.get("source") if item.get("source") in ("pip", "triton") else "pip"
+        source: str = item["source"] if item.get("source") in ("pip", "triton") else "pip"
         extra = {"package": item.get("package"), "package_version": item.get("version_of_package")}
         add(item["path"], source, must_exist=True, **extra)  # missing here: the target sees another filesystem
         if source == "triton":  # the probe may list only `ptxas`; Triton >= 3.6 ships its sibling too
@@ -258,6 +259,7 @@ def mark_triton(entries: list[Ptxas], ctx: Context) -> None:
     if not bundled:
         return  # no Triton in the target: its variables steer nothing
     blackwell = next((e for e in bundled if e.named(TRITON_BLACKWELL_NAME)), None)
+    chosen: Ptxas | None
     if blackwell is not None:
         var, chosen = "TRITON_PTXAS_BLACKWELL_PATH", blackwell
     else:
