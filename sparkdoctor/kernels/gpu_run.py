@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -75,19 +76,19 @@ def _well_formed(result: Any) -> bool:
     return True
 
 
-def reference_function(probe: Probe, field_name: str):
+def reference_function(probe: Probe, field_name: str) -> Callable[..., Any]:
     """The fp_reference function a probe's `inputs` / `reference` field names (imported only when
     a GPU run needs it: `check` stays fast without one)."""
     from sparkdoctor import fp_reference
 
-    fn = getattr(fp_reference, getattr(probe, field_name), None)
+    fn: Callable[..., Any] | None = getattr(fp_reference, getattr(probe, field_name), None)
     if not callable(fn):
         raise ProbeError(f"{probe.path}: header field '{field_name}' names no function of sparkdoctor.fp_reference")
     return fn
 
 
 def probe_buffers(probe: Probe) -> dict[str, bytes | int]:
-    buffers = reference_function(probe, "inputs")()
+    buffers: dict[str, bytes | int] = reference_function(probe, "inputs")()
     if list(buffers) != list(probe.params):
         raise ProbeError(f"{probe.path}: {probe.inputs}() returns buffers {list(buffers)}, the kernel takes {list(probe.params)}")
     return buffers
@@ -95,7 +96,8 @@ def probe_buffers(probe: Probe) -> dict[str, bytes | int]:
 
 def verify_outputs(probe: Probe, buffers: dict[str, bytes | int], outputs: dict[str, bytes]) -> tuple[bool, str]:
     inputs = {k: v for k, v in buffers.items() if isinstance(v, bytes)}
-    notes, ok = [], True
+    notes: list[str] = []
+    ok = True
     for expected in reference_function(probe, "reference")(inputs):
         same, note = expected.compare(outputs.get(expected.name, b""))
         ok, notes = ok and same, notes + [note]

@@ -70,7 +70,7 @@ class Probe:
         return self.source[match.end():] if match else ""
 
 
-_FIELDS: dict[str, type | tuple[type, ...]] = {
+_FIELDS: dict[str, type] = {
     "id": str, "title": str, "instruction": str, "family": list, "home_arch": str, "needs_suffix": bool,
     "always": bool, "sass": str, "entry": str, "threads": int, "params": list, "inputs": str, "reference": str,
 }

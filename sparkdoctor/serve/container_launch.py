@@ -172,7 +172,8 @@ def image_record(cli: list[str], image: str) -> dict[str, Any]:
         raise ContainerLaunchError(_fail(res, f"`{engine} image inspect {image}`"))
     try:
         data = json.loads(res.stdout)
-        return data[0] if isinstance(data, list) else data
+        record: dict[str, Any] = data[0] if isinstance(data, list) else data
+        return record
     except (ValueError, IndexError):
         raise ContainerLaunchError(f"`{engine} image inspect {image}` printed no record") from None
 
@@ -292,9 +293,9 @@ class ContainerServer:
         except Exception as exc:  # the fingerprint is a record; the launch does not depend on it
             self.info["image_error"] = str(exc)[:300]
         has_gpu, runtimes, cdi = host_gpu_setup(self.cli)
-        gpu, note = gpu_args(self.engine, has_gpu, runtimes, cdi)
-        if note:
-            pump.add(f"[sparkdoctor] {note}")
+        gpu, gpu_note = gpu_args(self.engine, has_gpu, runtimes, cdi)
+        if gpu_note:
+            pump.add(f"[sparkdoctor] {gpu_note}")
         labels = {LABEL_RUN: self.run_id, LABEL_OWNER: owner_label()}
         self.argv = run_argv(self.cli, self.name, labels, gpu, self.env_names, self.mounts, image, self.command)
         pump.add(f"[sparkdoctor] {self.describe()}")

@@ -12,6 +12,7 @@ imported only when a pattern that repeats meets a value that is set (see search(
 from __future__ import annotations
 
 import re
+import sys
 from functools import lru_cache
 from typing import Any
 
@@ -20,12 +21,12 @@ from sparkdoctor.matrix.conditions.shapes import as_list
 from sparkdoctor.matrix.model import Check
 from sparkdoctor.patterns import regex_error
 
-try:  # Python 3.11+
+if sys.version_info >= (3, 11):
     from re import _constants as _sre_constants
     from re import _parser as _sre_parse
-except ImportError:  # pragma: no cover (3.10)
-    import sre_constants as _sre_constants  # type: ignore[no-redef]
-    import sre_parse as _sre_parse  # type: ignore[no-redef]
+else:  # pragma: no cover (3.10)
+    import sre_constants as _sre_constants
+    import sre_parse as _sre_parse
 
 MATCH_SECONDS = 0.25
 SHOWN_VALUE = 120
@@ -91,7 +92,7 @@ def _default_check(name: str, options: list[str], facts: Facts) -> Check:
 # ---- env_matches ---------------------------------------------------------------------------------
 
 
-def _unbounded(sub: Any) -> bool:
+def _unbounded(sub: object) -> bool:
     """Does this parsed (sub)pattern hold a quantifier that repeats more than once?"""
     for op, av in _items(sub):
         if op in _REPEATS and av[1] > 1:
@@ -101,7 +102,7 @@ def _unbounded(sub: Any) -> bool:
     return False
 
 
-def _nested_quantifier(sub: Any) -> bool:
+def _nested_quantifier(sub: object) -> bool:
     """A repeated group whose body repeats too, e.g. (a+)+ or (\\w*\\s?)*: exponential backtracking."""
     for op, av in _items(sub):
         if op in _REPEATS and av[1] > 1 and _unbounded(av[2]):
@@ -111,11 +112,12 @@ def _nested_quantifier(sub: Any) -> bool:
     return False
 
 
-def _items(sub: Any) -> list:
-    return list(sub) if isinstance(sub, _sre_parse.SubPattern) else []
+def _items(sub: object) -> list[tuple[Any, Any]]:
+    """(opcode, argument) pairs of a parsed (sub)pattern; sre's arguments are tuples of mixed kinds."""
+    return list(sub.data) if isinstance(sub, _sre_parse.SubPattern) else []
 
 
-def _children(av: Any) -> list:
+def _children(av: object) -> list[object]:
     """Every sub-pattern inside an opcode's argument (groups, branches, lookarounds, conditionals)."""
     if isinstance(av, _sre_parse.SubPattern):
         return [av]

@@ -59,7 +59,9 @@ def _holds(test: Any, got: Any) -> bool | None:
     if isinstance(test, bool):
         return got is test if isinstance(got, bool) else None
     if isinstance(test, str) and test[:1] in "<>=!":
-        op, number = _CMP.match(test).groups()  # type: ignore[union-attr]  (validated at load)
+        compared = _CMP.match(test)
+        assert compared is not None, "validated at load"
+        op, number = compared.groups()
         if isinstance(got, bool) or not isinstance(got, (int, float)):
             return None
         want = float(number)

@@ -33,7 +33,8 @@ def eval_capabilities(value: dict[str, Any], facts: Facts) -> list[Check]:
             continue
         got = caps[cap]
         if isinstance(got, dict):  # {"value": ..., "evidence": "..."}
-            got, where = got.get("value"), got.get("evidence", "")
+            where = got.get("evidence", "")
+            got = got.get("value")
         else:
             where = ""
         options = want if isinstance(want, list) else [want]

@@ -90,7 +90,8 @@ def _v_test(key: str, test: Any) -> str | None:
             if not ref[0].isalpha() and parse_number(ref) is None:
                 return f"{key}: {ref!r} is not a number vLLM reads (decimals take k/m/g/t, not K/M/G/T)"
             return None
-        if _MULTIPLE.match(test) and int(_MULTIPLE.match(test).group(1)) > 0:  # type: ignore[union-attr]
+        multiple = _MULTIPLE.match(test)
+        if multiple and int(multiple.group(1)) > 0:
             return None
     return f"{key}: {test!r} must be true, false, a comparison such as \">0.85\" or \">model.max_model_len\", or \"not multiple of N\""
 
@@ -122,10 +123,11 @@ def v_serving(value: Any) -> str | None:
     return None
 
 
-def flag_value(argv: list[Any], flag: str) -> tuple[bool, Any]:
+def flag_value(argv: list[Any], flag: str) -> tuple[bool, str | bool | None]:
     """(set, value) of `flag` in argv as vLLM's parser sees it: the last occurrence wins, `--flag_name`
     is `--flag-name`, `--flag=v` and `--flag v` both count, a bare flag is True and `--no-flag` False."""
-    found, value = False, None
+    found = False
+    value: str | bool | None = None
     words = [str(a) for a in argv]
     for i, word in enumerate(words):
         if not word.startswith("--"):
@@ -150,8 +152,8 @@ def _fact(ref: str, facts: Facts) -> tuple[Any, str | None]:
     part, name = ref.split(".", 1)
     if part == "host":
         health = facts.host_health if isinstance(facts.host_health, dict) else {}
-        memory = health.get("memory") if isinstance(health.get("memory"), dict) else {}
-        kib = memory.get("total_kib")
+        memory = health.get("memory")
+        kib = memory.get("total_kib") if isinstance(memory, dict) else None
         if isinstance(kib, bool) or not isinstance(kib, (int, float)) or kib <= 0 or kib > 2**50:
             return None, "the host's total memory was not read"
         return int(kib) * 1024, None
@@ -227,7 +229,9 @@ def _judge(key: str, spec: Any, facts: Facts) -> Check:
     if multiple:
         step = int(multiple.group(1))
         return Check("serving", not (number.is_integer() and int(number) % step == 0), f"{seen} (entry: not a multiple of {step})")
-    op, ref = _CMP.match(str(test)).groups()  # type: ignore[union-attr]  (validated at load)
+    compared = _CMP.match(str(test))
+    assert compared is not None, "validated at load"
+    op, ref = compared.groups()
     if ref[0].isalpha():
         want_raw, why = _fact(ref, facts)
         if why:
