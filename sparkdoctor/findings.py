@@ -232,7 +232,8 @@ def probe_evidence(verified_by: dict[str, Any] | None, facts: Facts) -> str | No
     """What the probe that proves an entry said on this box, if it ran: the strongest evidence there is."""
     if not verified_by or not facts.kernels:
         return None
-    result = facts.kernels.get(verified_by.get("probe"))
+    probe = verified_by.get("probe")
+    result = facts.kernels.get(probe) if isinstance(probe, str) else None
     if not isinstance(result, dict) or result.get("status") in (None, "skipped"):
         return None
     status, expect = result["status"], verified_by.get("expect")

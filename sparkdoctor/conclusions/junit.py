@@ -54,7 +54,7 @@ def render(doc: dict[str, Any]) -> str:
               "skipped": sum(1 for tc in cases if tc.find("skipped") is not None)}
     for key, value in counts.items():
         suite.set(key, str(value))
-    root = ET.Element("testsuites", name="sparkdoctor recipe check", **{k: str(v) for k, v in counts.items()})
+    root = ET.Element("testsuites", {"name": "sparkdoctor recipe check", **{k: str(v) for k, v in counts.items()}})
     root.append(suite)
     ET.indent(root)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode")

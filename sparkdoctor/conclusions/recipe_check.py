@@ -22,6 +22,7 @@ from typing import Any
 from sparkdoctor.conclusions.workarounds import judge_all, server_facts
 from sparkdoctor.errors import SparkdoctorError
 from sparkdoctor.exitcodes import EXIT_NO_VLLM
+from sparkdoctor.targets.interface import Target
 from sparkdoctor.vocab import Severity
 
 SEVERITY_RANK = {s.value: s.rank for s in Severity}  # info 0, warn 1, error 2
@@ -42,9 +43,9 @@ class EnvTarget:
     """A Target whose probes run with the recipe's env on top, so the capabilities probe reports the
     recipe's own VLLM_* variables (it reads the names from its environment)."""
 
-    def __init__(self, inner: Any, env: dict[str, str]):
+    def __init__(self, inner: Target, env: dict[str, str]):
         self.inner, self.env = inner, dict(env)
-        self.python = getattr(inner, "python", None)
+        self.python = inner.python
 
     def describe(self) -> dict[str, Any]:
         return self.inner.describe()
@@ -336,8 +337,8 @@ def _judge(recipe: Any, matrix_path: Any, python: str | None, fail_on: str, prog
     if model is not None:
         if progress:
             progress("sizing the launch against the memory free now")
-        found, memory = memory_preflight(recipe, model)
-        findings = sorted(findings + found, key=lambda f: (-SEVERITY_RANK[f["severity"]], f["kind"], f["id"]))
+        fitted, memory = memory_preflight(recipe, model)
+        findings = sorted(findings + fitted, key=lambda f: (-SEVERITY_RANK[f["severity"]], f["kind"], f["id"]))
     return document(recipe, findings, facts, flags, fail_on, served, memory)
 
 

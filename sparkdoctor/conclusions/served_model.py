@@ -64,7 +64,8 @@ def _identity(config: dict[str, Any], folder: Path) -> dict[str, Any]:
     from sparkdoctor.audit.checkpoint import read_json
     from sparkdoctor.audit.errors import AuditError
 
-    text = config.get("text_config") if isinstance(config.get("text_config"), dict) else {}
+    text = config.get("text_config")
+    text = text if isinstance(text, dict) else {}
     archs = config.get("architectures") or text.get("architectures")
     kind = config.get("model_type") or text.get("model_type")
     quant_cfg = config.get("quantization_config") if isinstance(config.get("quantization_config"), dict) else None
@@ -87,8 +88,9 @@ def _identity(config: dict[str, Any], folder: Path) -> dict[str, Any]:
 
 
 def _rope(config: dict[str, Any]) -> list[dict[str, Any]]:
-    found = []
-    for cfg in (config, config.get("text_config") if isinstance(config.get("text_config"), dict) else {}):
+    found: list[dict[str, Any]] = []
+    text = config.get("text_config")
+    for cfg in (config, text if isinstance(text, dict) else {}):
         for key in ("rope_scaling", "rope_parameters"):
             value = cfg.get(key)
             if isinstance(value, dict):

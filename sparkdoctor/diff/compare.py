@@ -146,7 +146,7 @@ def _toolkits(area: str, ta: list, tb: list) -> list[Difference]:
         a, b = by_a.get(key) or {}, by_b.get(key) or {}
         used = bool(a.get("used_by") or b.get("used_by"))
         verdict = RISKY if used else BENIGN
-        why = f"used by {', '.join(map(text_of, a.get('used_by') or b.get('used_by')))}: kernels compile differently" \
+        why = f"used by {', '.join(map(text_of, a.get('used_by') or b.get('used_by') or []))}: kernels compile differently" \
             if used else "a ptxas nothing is configured to use"
         out += _diff("ptxas", key, a.get("version") if a else None, b.get("version") if b else None, verdict, why)
         if a and b:

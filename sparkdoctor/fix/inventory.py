@@ -92,7 +92,7 @@ def read(target: Target, hash_names: list[str] | tuple[str, ...] = ()) -> Invent
         data = parse_json_probe(target, SCRIPT, target.run_script(SCRIPT, args, TIMEOUT))
     except TargetError as exc:
         raise FixError(str(exc)) from None
-    dists = {}
+    dists: dict[str, Dist] = {}
     for key, raw in (data.get("dists") or {}).items():
         if not isinstance(raw, dict) or "error" in raw:
             continue

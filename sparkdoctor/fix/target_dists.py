@@ -17,9 +17,9 @@ import os
 import re
 import sys
 
-try:
+if sys.version_info >= (3, 8):
     from importlib import metadata
-except ImportError:  # pragma: no cover (3.7)
+else:  # pragma: no cover (3.7)
     metadata = None
 
 

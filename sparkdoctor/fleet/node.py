@@ -111,8 +111,8 @@ def collect_node(transport: Any, node: Node, timeout: float, arch: str | None = 
             check_field(name, value)
     except ShapeError as exc:
         return NodeOutcome(node, None, _short(f"answered a report of the wrong shape: {exc}"), seconds)
-    if target.batch is not None and target.batch.clock is not None:  # the batch's own clock: no waiting in between
-        facts.fleet["clock_skew_s"] = round(target.batch.clock[0] - target.batch.clock[1], 2)  # type: ignore[index]
+    if target.batch is not None and target.batch.clock is not None and facts.fleet is not None:  # the batch's own clock
+        facts.fleet["clock_skew_s"] = round(target.batch.clock[0] - target.batch.clock[1], 2)
     return NodeOutcome(node, facts, None, seconds, raw)
 
 

@@ -106,6 +106,7 @@ class RemoteTarget:
     def __init__(self, transport: Any, node: Node, deadline: float):
         self.transport, self.node, self.deadline = transport, node, deadline
         self.kind = transport.kind
+        self.python = node.python or DEFAULT_PYTHON
         self.batch: _Batch | None = None
 
     def describe(self) -> dict[str, Any]:

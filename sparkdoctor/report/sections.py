@@ -142,7 +142,8 @@ def _cuda(facts: Facts) -> Section:
     if d.get("source"):
         rows.append(("driver read from", _value(d["source"])))
     for t in facts.toolkits or []:
-        sm = {True: "knows sm_121a", False: "does NOT know sm_121a"}.get(t.get("sm_121a"), "sm_121a unknown")
+        known = t.get("sm_121a")
+        sm = "knows sm_121a" if known is True else "does NOT know sm_121a" if known is False else "sm_121a unknown"
         used = ", ".join(clip(u, 100) for u in t.get("used_by") or []) or "-"
         rows.append((f"{t.get('tool') or 'tool'} ({t.get('source') or '?'})",
                      f"{clip(t.get('version') or '?', 100)} · {sm} · used by {used} · {clip(t.get('path') or '?')}"))
