@@ -90,3 +90,7 @@ process_renderables  # unused method (sparkdoctor/sink.py)
 
 # Fields of the memory documents, written to JSON through dataclasses.asdict (docs/memory.md)
 swap_total_bytes  # unused variable (sparkdoctor/memory/have.py)
+
+# TypedDict keys: read and written by subscript (ceiling["ceiling_tok_s"]), which vulture does not count as a use
+ceiling_tok_s  # unused variable (sparkdoctor/audit/roofline.py)
+batch_ceiling_tok_s  # unused variable (sparkdoctor/audit/roofline.py)

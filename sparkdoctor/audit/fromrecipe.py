@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from sparkdoctor.audit.errors import AuditError
+from sparkdoctor.audit.locate import resolve_model
 
 # option name in AuditOptions -> the vLLM flag a recipe spells it with, and how to read its value
 FLAGS = {
@@ -76,7 +77,6 @@ def recipe_model(recipe: Any, given: str | None) -> str:
     model = recipe.model
     if not model:
         raise AuditError(f"{recipe.source_path}: the recipe names no model; give MODEL")
-    from sparkdoctor.audit.locate import resolve_model
 
     try:
         return str(resolve_model(model))
