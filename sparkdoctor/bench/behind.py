@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from sparkdoctor.targets.choose import python_of_command
+
 LISTEN = "0A"
 CONTAINER_ID = re.compile(r"(?:docker|containerd|libpod|crio)[-/:]?([0-9a-f]{64})")
 
@@ -101,7 +103,6 @@ def _python_of(pid: int, root: Path) -> tuple[str | None, str]:
 
     if argv and Path(argv[0]).name.startswith("python") and os.sep in argv[0] and absolute(argv[0]).exists():
         return str(absolute(argv[0])), f"argv[0] of the process serving the port (pid {pid})"
-    from sparkdoctor.targets.choose import python_of_command
 
     for arg in argv[:2]:
         if os.sep in arg:

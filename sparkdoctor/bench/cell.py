@@ -19,7 +19,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sparkdoctor import inputs
+from sparkdoctor.bench import load
+from sparkdoctor.bench.workload import Workload, WorkloadError
 from sparkdoctor.errors import InputError
+from sparkdoctor.facts import Facts, FactsError
+from sparkdoctor.ledger.compare import compare_runs
+from sparkdoctor.ledger.store import recipe_hash
 
 CELL = "sparkdoctor bench cell"
 CELL_VERSION = 1
@@ -41,8 +47,6 @@ def _model(run: dict[str, Any]) -> dict[str, Any]:
 
 
 def _material(facts: dict[str, Any]) -> dict[str, Any] | None:
-    from sparkdoctor.facts import Facts, FactsError
-
     if not facts:
         return None  # a run whose toolchain is unknown
     try:
@@ -109,7 +113,6 @@ _NAMES: dict[tuple[type, ...], str] = {(str,): "text", (int,): "a whole number",
 
 def read(path: Path) -> dict[str, Any]:
     """A cell file, checked; CellError (one line naming the file) for anything that is not one."""
-    from sparkdoctor import inputs
 
     def bad(why: str) -> CellError:
         return CellError(f"--reproduce {path}: {why}")
@@ -143,7 +146,6 @@ def read(path: Path) -> dict[str, Any]:
         value = cell[where].get(key) if where else cell.get(key)
         if value is not None and (not isinstance(value, kinds) or isinstance(value, bool) and bool not in kinds):
             raise bad(f"{where + '.' if where else ''}{key} is a {type(value).__name__}, not {_NAMES[kinds]}")
-    from sparkdoctor.bench.workload import Workload, WorkloadError
 
     try:
         Workload.from_dict(cell["workload"])
@@ -210,7 +212,6 @@ def _recipe_keys(recipe: dict[str, Any]) -> tuple[str, ...]:
 
 def _load_rows(there: dict[str, Any], here: dict[str, Any]) -> list[dict[str, Any]]:
     """The load only where it clearly differs (bench/load.py's A/B rule), or where one side was busy."""
-    from sparkdoctor.bench import load
 
     rows = []
     loads = {side: c["machine"].get("load") or {} for side, c in (("there", there), ("here", here))}
@@ -235,7 +236,6 @@ def _load_rows(there: dict[str, Any], here: dict[str, Any]) -> list[dict[str, An
 
 def _as_run(cell: dict[str, Any], label: str) -> dict[str, Any]:
     """A cell in the shape ledger.compare reads (a stored run)."""
-    from sparkdoctor.ledger.store import recipe_hash
 
     return {"id": label, "created_at": cell.get("created_at"), "recipe_name": cell["recipe"].get("name"),
             "fingerprint": cell["toolchain"].get("fingerprint"), "bench_version": cell.get("bench_version"),
@@ -282,7 +282,6 @@ class Reproduction:
 
 def reproduce(source: str, there: dict[str, Any], here: dict[str, Any]) -> Reproduction:
     """Compare an exported cell with the cell of the run just measured here."""
-    from sparkdoctor.ledger.compare import compare_runs
 
     compared = compare_runs(_as_run(there, "there"), _as_run(here, "here"))
     notes = [n for n in compared["notes"] if not n.startswith("different recipes")]

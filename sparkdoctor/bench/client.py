@@ -17,7 +17,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from sparkdoctor.bench.http import HttpError, post_lines, prepare
+from sparkdoctor.bench.http import HttpError, post_lines
 
 PATHS = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
 
@@ -97,7 +97,6 @@ async def stream_one(base_url: str, api: str, payload: dict[str, Any], timeout: 
     """
     sample = Sample(ok=False)
     events: list[tuple[float, bytes]] = []
-    prepare()  # aiohttp's first import (tenths of a second) must not land inside the first request's TTFT
     t0 = time.perf_counter()
     end = t0
     try:

@@ -7,8 +7,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from sparkdoctor.bench import render
 from sparkdoctor.bench.cell import Reproduction
 from sparkdoctor.bench.session import RunResult, envelope
+from sparkdoctor.render.documents import wide_capture
 
 if TYPE_CHECKING:
     from sparkdoctor.sink import Sink
@@ -32,9 +34,6 @@ class RunDocument:
         return envelope(self.kind, {**self.result.to_dict(), "ledger": self.ledger, **extra})
 
     def console_text(self, sink: Sink) -> str:
-        from sparkdoctor.bench import render
-        from sparkdoctor.render.documents import wide_capture
-
         return wide_capture(sink, lambda console: render.render_run(console, self.to_json()))
 
 
@@ -77,9 +76,6 @@ class ComparisonDocument:
         return envelope(self.kind, body)
 
     def console_text(self, sink: Sink) -> str:
-        from sparkdoctor.bench import render
-        from sparkdoctor.render.documents import wide_capture
-
         def draw(console: Any) -> None:
             document = self.to_json()
             render.render_comparison(console, document)
@@ -109,9 +105,6 @@ class ReproduceDocument:
         return envelope(self.kind, {**self.reproduction.to_dict(), "run": run})
 
     def console_text(self, sink: Sink) -> str:
-        from sparkdoctor.bench import render
-        from sparkdoctor.render.documents import wide_capture
-
         def draw(console: Any) -> None:
             document = self.to_json()
             render.render_run(console, {**document["run"], "kind": "run"})

@@ -7,19 +7,19 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from sparkdoctor.bench import render
+from sparkdoctor.bench.session import envelope
+from sparkdoctor.render.documents import wide_capture
+
 if TYPE_CHECKING:
     from sparkdoctor.sink import Sink
 
 
 def _envelope(kind: str, data: dict[str, Any]) -> dict[str, Any]:
-    from sparkdoctor.bench.session import envelope
-
     return envelope(kind, data)
 
 
 def _draw(sink: Sink, draw: Any) -> str:
-    from sparkdoctor.render.documents import wide_capture
-
     return wide_capture(sink, draw)
 
 
@@ -36,8 +36,6 @@ class HistoryList:
         return _envelope(self.kind, {"ledger": self.ledger, "runs": self.runs})
 
     def console_text(self, sink: Sink) -> str:
-        from sparkdoctor.bench import render
-
         return _draw(sink, lambda console: render.render_history(console, self.runs))
 
 
@@ -53,8 +51,6 @@ class HistoryRun:
         return _envelope(self.kind, {"run": self.run})
 
     def console_text(self, sink: Sink) -> str:
-        from sparkdoctor.bench import render
-
         run = self.run
         shown = {"run_id": run["id"], "recipe": run["recipe"], "server": run["server"], "base_url": run["base_url"],
                  "model": run["model"], "fingerprint": run["fingerprint"], "levels": run["summary"]["levels"],
@@ -80,8 +76,6 @@ class HistoryCompare:
         return _envelope(self.kind, self.compared)
 
     def console_text(self, sink: Sink) -> str:
-        from sparkdoctor.bench import render
-
         return _draw(sink, lambda console: render.render_compare(console, self.to_json()))
 
 

@@ -20,6 +20,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from sparkdoctor.collect import gpu_health
+
 WINDOW_S = 0.5
 TOP = 5
 BUSY_SHARE = 0.25  # other processes using a quarter of the CPUs (at least half a CPU) is a busy machine
@@ -113,8 +115,6 @@ def sample(exclude: set[int] | None = None, window_s: float = WINDOW_S, gpus: bo
 
 
 def _gpu_others(mine: set[int]) -> tuple[list[dict[str, Any]] | None, str | None]:
-    from sparkdoctor.collect import gpu_health
-
     readings, error = gpu_health.read()
     if readings is None:
         return None, error

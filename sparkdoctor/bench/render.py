@@ -5,6 +5,7 @@ JSON needs no renderer: it is the envelope from session.envelope, printed as is.
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from rich.console import Console
@@ -14,7 +15,6 @@ from rich.table import Table
 
 def console() -> Console:
     """stdout; wide when it is not a terminal (a file or a pipe gets whole rows, not wrapped ones)."""
-    import sys
 
     return Console() if sys.stdout.isatty() else Console(width=160)
 

@@ -13,6 +13,8 @@ import statistics
 from pathlib import Path
 from typing import Any
 
+from sparkdoctor.audit import AuditError, ceiling_for, roofline_line
+from sparkdoctor.audit.fromrecipe import flag_values
 from sparkdoctor.bench.measure import Measurement
 
 
@@ -44,8 +46,6 @@ def recipe_model_dir(recipe: Any) -> tuple[str | None, str | None]:
 
 
 def kv_dtype_of(argv: list[str] | None) -> str:
-    from sparkdoctor.audit.fromrecipe import flag_values
-
     return flag_values([str(a) for a in argv or []]).get("kv_cache_dtype", "auto")
 
 
@@ -56,7 +56,6 @@ def achieved(model_dir: str | None, why_none: str | None, m: Measurement, headli
         return _missing(None, why_none or "no model folder known")
     if not headline or headline.get("concurrency") != 1 or not headline.get("decode_tps_per_stream"):
         return _missing(model_dir, "no decode speed measured at concurrency 1 (add 1 to --concurrency)")
-    from sparkdoctor.audit import AuditError, ceiling_for, roofline_line
 
     context, context_note = _context(m)
     try:
