@@ -30,8 +30,11 @@ again, so redacting twice changes nothing.
 
 from __future__ import annotations
 
+import getpass
 import ipaddress
+import os
 import re
+import socket
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -165,9 +168,6 @@ class Redactor:
 
     def learn_local(self) -> None:
         """This machine's user and host names (for a report made on the box it describes)."""
-        import getpass
-        import os
-        import socket
 
         try:
             self.learn_user(getpass.getuser())
