@@ -151,7 +151,12 @@ def parse_requirement(text: str) -> dict[str, Any] | None:
     """The pin a requirement line makes, or None for an unnamed one (a local folder, a VCS URL without #egg=)."""
     # packaging's parser (~40 ms of imports) loads only when some constraints file has a line.
     from packaging.markers import InvalidMarker, Marker
-    from packaging.requirements import InvalidRequirement, Requirement
+
+    # imported on use: check loads packaging.requirements only on the runs that get here
+    from packaging.requirements import (
+        InvalidRequirement,
+        Requirement,
+    )
 
     if not _looks_unnamed(text):
         try:
@@ -181,6 +186,7 @@ def parse_requirement(text: str) -> dict[str, Any] | None:
 
 def _name_from_location(location: str) -> tuple[str | None, str | None]:
     """A wheel or sdist file name carries name and version; a URL may carry #egg=name."""
+    # imported on use: check loads packaging.utils only on the runs that get here
     from packaging.utils import (
         InvalidSdistFilename,
         InvalidWheelFilename,

@@ -44,7 +44,7 @@ def nvml_answer(nv: Any = None) -> dict[str, Any]:
         except OSError:
             return {"missing": "libnvidia-ml.so.1 not found"}
         try:
-            import pynvml
+            import pynvml  # only once libnvidia-ml loads (above); a machine may lack the package too
         except ImportError as exc:
             return {"missing": f"nvidia-ml-py not importable: {exc}"}
         nv = pynvml
@@ -193,7 +193,7 @@ def health_answer(nv: Any = None) -> dict[str, Any]:
     if nv is None:
         try:
             ctypes.CDLL("libnvidia-ml.so.1")
-            import pynvml
+            import pynvml  # only once libnvidia-ml loads: its import costs 0.1 s, and a machine may lack it
         except (OSError, ImportError) as exc:
             return {"missing": f"NVML not available: {exc}"}
         nv = pynvml

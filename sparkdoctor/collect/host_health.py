@@ -155,7 +155,12 @@ def links(root: Path) -> list[dict[str, Any]] | None:
 def kernel(root: Path) -> dict[str, Any] | None:
     """The memory events in the kernel's log since boot (/dev/kmsg): NV_ERR_NO_MEMORY lines, Xids, OOM kills,
     hung tasks; None where the log cannot be read (dmesg_restrict without root)."""
-    from sparkdoctor.collect.kernel_log import counts, parse, read_kmsg
+    # imported on use: check loads sparkdoctor.collect.kernel_log only on the runs that get here
+    from sparkdoctor.collect.kernel_log import (
+        counts,
+        parse,
+        read_kmsg,
+    )
 
     text = read_kmsg(root)
     return None if text is None else counts(parse(text))
@@ -181,6 +186,7 @@ def run(ctx: Context) -> dict[str, Any]:
     root = host_root()
     health = observe(root)
     if is_live_root():
+        # imported on use: check loads sparkdoctor.collect only on the runs that get here
         from sparkdoctor.collect import gpu_health
 
         health["gpus"], problem = gpu_health.read()

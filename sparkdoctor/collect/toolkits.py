@@ -301,6 +301,7 @@ def run(ctx: Context) -> dict[str, Any]:
         if len(entries) == 1:  # the usual box: no pool (concurrent.futures is ~3 ms of imports on a warm check)
             _fill(entries[0], cache)
         else:
+            # imported on use: check loads concurrent.futures only on the runs that get here
             from concurrent.futures import ThreadPoolExecutor
 
             with ThreadPoolExecutor(max_workers=min(8, len(entries)), thread_name_prefix="ptxas") as pool:
