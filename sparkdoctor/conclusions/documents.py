@@ -7,7 +7,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from sparkdoctor.conclusions import render
+from sparkdoctor.conclusions.model import CONCLUSION_VERSION
 from sparkdoctor.conclusions.staleness import Status
+from sparkdoctor.exitcodes import EXIT_RERUN_FAIL_ON, EXIT_RERUN_INCOMPLETE
+from sparkdoctor.render.documents import wide_capture
 
 if TYPE_CHECKING:
     from sparkdoctor.sink import Sink
@@ -19,8 +23,6 @@ FAIL_ON = ("flipped", "regression")
 
 
 def _draw(sink: Sink, draw: Any) -> str:
-    from sparkdoctor.render.documents import wide_capture
-
     return wide_capture(sink, draw)
 
 
@@ -34,14 +36,10 @@ class ConclusionsDocument:
     kind = "conclusions"
 
     def to_json(self) -> dict[str, Any]:
-        from sparkdoctor.conclusions.model import CONCLUSION_VERSION
-
         return {"schema": SCHEMA, "conclusion_version": CONCLUSION_VERSION, "kind": self.kind, "ledger": self.ledger,
                 "conclusions": [s.to_dict() for s in self.conclusions]}
 
     def console_text(self, sink: Sink) -> str:
-        from sparkdoctor.conclusions import render
-
         return _draw(sink, lambda console: render.conclusions(console, self.to_json()))
 
 
@@ -96,7 +94,6 @@ class RerunDocument:
     def exit_code(self) -> int:
         """1 when --fail-on's event happened; 4 when a stale conclusion or workaround could not be re-measured (a
         superseded mod is advice, never measured: sparkdoctor does not apply mods, so it does not count)."""
-        from sparkdoctor.exitcodes import EXIT_RERUN_FAIL_ON, EXIT_RERUN_INCOMPLETE
 
         if self.failed:
             return EXIT_RERUN_FAIL_ON
@@ -115,7 +112,5 @@ class RerunDocument:
         return out
 
     def console_text(self, sink: Sink) -> str:
-        from sparkdoctor.conclusions import render
-
         draw = render.plan if self.dry_run else render.results
         return _draw(sink, lambda console: draw(console, self.to_json()))

@@ -15,8 +15,10 @@ uses for an A/B (the CI wholly below 1 and at least min_effect below).
 
 from __future__ import annotations
 
+import statistics
 from typing import Any
 
+from sparkdoctor.bench.stats import rounds_ratio
 from sparkdoctor.vocab import Outcome
 
 RANK = {outcome.value: i for i, outcome in enumerate(Outcome)}  # holds 0, inconclusive 1, changed 2, flipped 3, broken 4
@@ -67,7 +69,6 @@ def _rounds(ledger: Any, run_ids: list[int]) -> dict[int, list[float]]:
 def arm_change(ledger: Any, old_ids: list[int], new_ids: list[int], min_effect: float) -> list[dict[str, Any]]:
     """One recipe's output tok/s, new runs over old runs, per level: ratio, CI, verdict, regression. The rounds
     of each side are resampled (bench's one-pair method), so only a 1.5x change is ever called."""
-    from sparkdoctor.bench.stats import rounds_ratio
 
     old, new = _rounds(ledger, old_ids), _rounds(ledger, new_ids)
     rows = []
@@ -81,6 +82,4 @@ def arm_change(ledger: Any, old_ids: list[int], new_ids: list[int], min_effect: 
 
 
 def _median(values: list[float]) -> float:
-    import statistics
-
     return statistics.median(values)

@@ -17,12 +17,40 @@ Severities and --fail-on work as in `check`.
 
 from __future__ import annotations
 
+import hashlib
+import os
 from typing import Any
 
+from sparkdoctor.audit.locate import resolve_model
+from sparkdoctor.check import CheckOptions, collect_facts
+from sparkdoctor.collect import capabilities, gpu, targetenv
+from sparkdoctor.conclusions.served_model import recipe_facts
 from sparkdoctor.conclusions.workarounds import judge_all, server_facts
-from sparkdoctor.errors import SparkdoctorError
+from sparkdoctor.errors import SparkdoctorError, TargetUnprobeable
 from sparkdoctor.exitcodes import EXIT_NO_VLLM
+from sparkdoctor.facts import Facts
+from sparkdoctor.locations import cache_dir
+from sparkdoctor.matrix import evaluate, needs_recipe
+from sparkdoctor.matrix import load as load_matrix
+from sparkdoctor.memory.findings import findings, preflight
+from sparkdoctor.mods import ModError
+from sparkdoctor.mods.images import throwaway_container
+from sparkdoctor.mods.recipe import mod_findings, named_mods
+from sparkdoctor.mods.trees import ContainerTree, venv_tree
+from sparkdoctor.recipes import load
+from sparkdoctor.targets.choose import (
+    python_of_command,
+    refuse_bad_target_options,
+    resolve_target,
+    start_target_probe,
+)
 from sparkdoctor.targets.interface import Target
+from sparkdoctor.targets.local import (
+    TargetError,
+    parse_json_probe,
+    probe_entry,
+    resolve_python_target,
+)
 from sparkdoctor.vocab import Severity
 
 SEVERITY_RANK = {s.value: s.rank for s in Severity}  # info 0, warn 1, error 2
@@ -65,7 +93,6 @@ class EnvTarget:
 def vllm_flags(target: Any, timeout: float = 60.0, running: Any = None) -> dict[str, Any] | None:
     """{"vllm": {...} | None, "flags": [...]} from probes/vllm_flags, or None when the probe failed. `running`: the
     probe started earlier (start_vllm_flags), so that it ran beside the target probe."""
-    from sparkdoctor.targets.local import TargetError, parse_json_probe, probe_entry
 
     script = probe_entry("vllm_flags")
     if running is None:
@@ -79,8 +106,6 @@ def vllm_flags(target: Any, timeout: float = 60.0, running: Any = None) -> dict[
 def prestart(target: Any) -> dict[str, Any]:
     """The target probe (for a local target also answering for the capabilities probe) and the GPU helper, started
     now, as `check` starts them: collect_facts takes them over (CheckOptions.prestarted)."""
-    from sparkdoctor.collect import capabilities, gpu, targetenv
-    from sparkdoctor.targets.choose import start_target_probe
 
     probe = start_target_probe(target, no_cache=False)
     prestarted: dict[str, Any] = {targetenv.PRESTART_KEY: probe}
@@ -93,14 +118,9 @@ def prestart(target: Any) -> dict[str, Any]:
 def start_vllm_flags(target: Any) -> Any:
     """The flags probe, running. A local target's probe keeps each file's flags in sparkdoctor's cache folder, keyed
     by the file's identity (path, size, mtime): a warm run parses nothing (probes/vllm_flags)."""
-    import hashlib
-    import os
-
-    from sparkdoctor.targets.local import probe_entry
 
     args: list[str] = []
     if getattr(target, "shares_files", True) and getattr(target, "python", None):
-        from sparkdoctor.locations import cache_dir
 
         key = hashlib.sha256(str(target.python).encode()).hexdigest()[:16]
         args = ["--cache", os.path.join(cache_dir(), "vllm_flags", key + ".json")]
@@ -122,11 +142,8 @@ def _finding(kind: str, fid: str, severity: str, title: str, evidence: list[str]
 
 
 def _matrix_findings(recipe: Any, matrix: Any, facts: Any) -> list[dict[str, Any]]:
-    from sparkdoctor.matrix import evaluate
-
     seen = server_facts(facts, recipe)
     box = _without_recipe_env(facts, recipe)
-    from sparkdoctor.matrix import needs_recipe
 
     out = []
     for entry in matrix.entries:
@@ -141,7 +158,6 @@ def _matrix_findings(recipe: Any, matrix: Any, facts: Any) -> list[dict[str, Any
 
 def box_env(env: dict[str, Any] | None, names: Any) -> dict[str, Any]:
     """The box's own env from Facts read through an EnvTarget: the recipe's variables (`names`) as this process has them."""
-    import os
 
     out = dict(env or {})
     for name in names:
@@ -154,7 +170,6 @@ def box_env(env: dict[str, Any] | None, names: Any) -> dict[str, Any]:
 
 def _without_recipe_env(facts: Any, recipe: Any) -> Any:
     """The box's own Facts: the recipe's env vars as this process has them (EnvTarget put them in)."""
-    from sparkdoctor.facts import Facts
 
     box = Facts.from_dict(facts.to_dict(), source="facts")
     box.env = box_env(box.env, recipe.env)
@@ -163,7 +178,6 @@ def _without_recipe_env(facts: Any, recipe: Any) -> Any:
 
 def _setting_findings(recipe: Any, matrix: Any, facts: Any, served: dict[str, Any]) -> list[dict[str, Any]]:
     """Entries that judge the recipe's values, evaluated on the Facts as its server sees them."""
-    from sparkdoctor.matrix import evaluate, needs_recipe
 
     seen = server_facts(facts, recipe)
     seen.recipe = served
@@ -235,7 +249,6 @@ def check(recipe: Any, matrix: Any, facts: Any, flags: dict[str, Any] | None,
           served: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """Every finding, worst first. `served`: the recipe's Facts.recipe (served_model.recipe_facts), read here when None."""
     if served is None:
-        from sparkdoctor.conclusions.served_model import recipe_facts
 
         served = recipe_facts(recipe)
     findings = _matrix_findings(recipe, matrix, facts)
@@ -262,8 +275,6 @@ def document(recipe: Any, findings: list[dict[str, Any]], facts: Any, flags: dic
 def memory_preflight(recipe: Any, model: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The memory finding for launching `recipe` with the checkpoint `model` (a folder or a cached hub id) on
     this box now, and the verdict's document (sparkdoctor/memory/). AuditError (one line) for a bad model."""
-    from sparkdoctor.audit.locate import resolve_model
-    from sparkdoctor.memory.findings import findings, preflight
 
     verdict = preflight(recipe, resolve_model(model))
     return findings(verdict), verdict.to_dict()
@@ -276,14 +287,10 @@ def run(recipe_ref: str, overrides: dict[str, str], python: str | None, matrix_p
     interpreter in a running --container, or in a throwaway container of --image) with the recipe's env, and
     judge it; with `model`, also whether the launch fits in the memory free now. Raises RecipeError, MatrixError,
     TargetError with their one line."""
-    from sparkdoctor.recipes import load
 
     recipe = load(recipe_ref, overrides)
     if image is None:
         return _judge(recipe, matrix_path, python, fail_on, progress, container, container_python, model)
-    from sparkdoctor.errors import TargetUnprobeable
-    from sparkdoctor.mods import ModError
-    from sparkdoctor.mods.images import throwaway_container
 
     if progress:
         progress(f"starting a throwaway container of image {image}")
@@ -296,18 +303,12 @@ def run(recipe_ref: str, overrides: dict[str, str], python: str | None, matrix_p
 
 def _judge(recipe: Any, matrix_path: Any, python: str | None, fail_on: str, progress: Any, container: str | None,
            container_python: str | None, model: str | None = None) -> dict[str, Any]:
-    from sparkdoctor.check import CheckOptions, collect_facts
-    from sparkdoctor.matrix import load as load_matrix
-    from sparkdoctor.targets.choose import python_of_command
-    from sparkdoctor.targets.local import resolve_python_target
-
     chosen = python is not None or container is not None
     if python is None and container is None:
         found = python_of_command([str(a) for a in recipe.argv])
         python = str(found) if found else None
         chosen = found is not None
     if container is not None:  # the serving stack inside a running container, through the container CLI
-        from sparkdoctor.targets.choose import refuse_bad_target_options, resolve_target
 
         refuse_bad_target_options(python, container, container_python, False)
         target = EnvTarget(resolve_target(None, container, container_python), recipe.env)
@@ -326,7 +327,6 @@ def _judge(recipe: Any, matrix_path: Any, python: str | None, fail_on: str, prog
                             f"--python nor the recipe's command names an environment), so nothing to judge its flags "
                             f"and env against{where}; pass --python PATH of the environment that serves it")
     flags = vllm_flags(target, running=flags_probe)
-    from sparkdoctor.conclusions.served_model import recipe_facts
 
     served = recipe_facts(recipe)
     findings = check(recipe, matrix, facts, flags, served)
@@ -344,9 +344,6 @@ def _judge(recipe: Any, matrix_path: Any, python: str | None, fail_on: str, prog
 
 def _mod_findings(recipe: Any, target: Any, in_container: bool, progress: Any) -> list[dict[str, Any]]:
     """The recipe's mods judged on the target's files (a container's through its CLI)."""
-    from sparkdoctor.mods import ModError
-    from sparkdoctor.mods.recipe import mod_findings, named_mods
-    from sparkdoctor.mods.trees import ContainerTree, venv_tree
 
     if not named_mods(recipe):
         return []

@@ -12,17 +12,29 @@ the evidence, not a second launch). Each workaround measurement is itself stored
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sparkdoctor.bench import flow, load
+from sparkdoctor.bench.failures import StoreFailed
+from sparkdoctor.bench.session import resolved_recipe
 from sparkdoctor.conclusions import outcome, staleness, store
 from sparkdoctor.conclusions.documents import RerunDone, RerunPlan
 from sparkdoctor.conclusions.model import Arm, ConclusionError
+from sparkdoctor.conclusions.store import LedgerReadError
 from sparkdoctor.conclusions.toolchain import Toolchains
 from sparkdoctor.conclusions.workarounds import judge_all, load_arm, without
+from sparkdoctor.errors import TargetUnprobeable
 from sparkdoctor.ledger.schema import LedgerError
+from sparkdoctor.ledger.store import recipe_hash
+from sparkdoctor.mods import ModError
+from sparkdoctor.mods.images import image_tree
+from sparkdoctor.mods.recipe import named_mods, stale_mods
+from sparkdoctor.mods.trees import venv_tree
+from sparkdoctor.serve.container_launch import RUNTIME_ENV
 
 Progress = Callable[[str], None]
 
@@ -38,9 +50,6 @@ class Options:
 
 
 def _hash(recipe: Any) -> str:
-    from sparkdoctor.bench.session import resolved_recipe
-    from sparkdoctor.ledger.store import recipe_hash
-
     return recipe_hash(resolved_recipe(recipe))
 
 
@@ -83,20 +92,12 @@ def _stale_mods(recipe: Any, path: str, python: str, data: dict[str, Any], serve
     each citing the file and lines. A recipe served from a container is judged on its image's files (the image
     its runs recorded), a local one on its interpreter's. sparkdoctor launches a recipe's command as it is and
     never applies a mod, so there is no with/without to measure: the advice is to drop it."""
-    import os
-
-    from sparkdoctor.errors import TargetUnprobeable
-    from sparkdoctor.mods import ModError
-    from sparkdoctor.mods.recipe import named_mods, stale_mods
-    from sparkdoctor.mods.trees import venv_tree
 
     if not named_mods(recipe):
         return []
     image = (served.get("image") or recipe.container) if getattr(recipe, "container", None) and not data.get("local") else None
     try:
         if image:
-            from sparkdoctor.mods.images import image_tree
-            from sparkdoctor.serve.container_launch import RUNTIME_ENV
 
             with image_tree(str(image), runtime=os.environ.get(RUNTIME_ENV) or served.get("engine")) as tree:
                 found = stale_mods(recipe, tree)
@@ -132,8 +133,6 @@ def _measured_by(statuses: list[staleness.Status], recipe: Any, key: str) -> dic
 
 
 def _bench_options(data: dict[str, Any], opts: Options) -> Any:
-    from sparkdoctor.bench import flow
-
     return flow.Options(overrides=dict(data.get("workload") or {}), sets=dict(data.get("sets") or {}),
                         local=bool(data.get("local")), python=data.get("python"), ledger=opts.ledger,
                         store=True, ready_timeout=opts.ready_timeout, pairs=int(data.get("pairs") or 1),
@@ -142,15 +141,11 @@ def _bench_options(data: dict[str, Any], opts: Options) -> Any:
 
 
 def _measure(arms: dict[str, Arm], data: dict[str, Any], opts: Options) -> dict[str, Any]:
-    from sparkdoctor.bench import flow
-    from sparkdoctor.bench.failures import StoreFailed
-
     recipes = {name: load_arm(arm, data.get("sets")) for name, arm in arms.items()}
     try:
         return flow.bench_ab(recipes["A"], recipes["B"], _bench_options(data, opts)).to_json()
     except flow.Failure as exc:
         if isinstance(exc, StoreFailed):  # the ledger failed, not the measurement: the whole rerun stops, exit 5
-            from sparkdoctor.conclusions.store import LedgerReadError
 
             raise LedgerReadError(str(exc)) from None
         raise ConclusionError(str(exc)) from None
@@ -183,7 +178,6 @@ def rerun_one(ledger: Any, status: staleness.Status, opts: Options) -> dict[str,
 def _load_differs(ledger: Any, old_ids: list[int], new_ids: list[int]) -> str | None:
     """Whether the old runs and the new ones ran under clearly different machine load (bench/load.py), from
     the load each run stored (runs stored before loads were kept: not judged)."""
-    from sparkdoctor.bench import load
 
     def indexes(ids: list[int]) -> list[dict[str, float]]:
         out = []

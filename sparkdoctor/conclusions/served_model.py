@@ -11,6 +11,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from sparkdoctor.audit.checkpoint import read_json
+from sparkdoctor.audit.errors import AuditError
+from sparkdoctor.audit.locate import resolve_model
+from sparkdoctor.audit.modelconfig import read_shape
+
 # RoPE types whose max_position_embeddings is already the scaled length (vLLM's _get_and_verify_max_len).
 _PRESCALED_ROPE = {"su", "longrope", "llama3", "yarn", "deepseek_yarn", "deepseek_llama_scaling", "default"}
 _HUGE = 10**12  # tokenizers say "no limit" with 1e30; anything this large is no limit
@@ -24,10 +29,6 @@ def recipe_facts(recipe: Any) -> dict[str, Any]:
 def model_facts(ref: str | None) -> dict[str, Any]:
     """{"ref", "folder", "hybrid", "linear_layers", "mamba_layers", "max_position_embeddings", "max_model_len",
     "type", "architecture", "quant", "head_dim", "error"}: every fact None (and `error` saying why) when the model has no readable local config.json."""
-    from sparkdoctor.audit.checkpoint import read_json
-    from sparkdoctor.audit.errors import AuditError
-    from sparkdoctor.audit.locate import resolve_model
-    from sparkdoctor.audit.modelconfig import read_shape
 
     out: dict[str, Any] = {"ref": ref, "folder": None, "hybrid": None, "linear_layers": None, "mamba_layers": None,
                            "max_position_embeddings": None, "max_model_len": None, "type": None, "architecture": None,
@@ -61,8 +62,6 @@ def _identity(config: dict[str, Any], folder: Path) -> dict[str, Any]:
     """type, architecture and quant as vLLM reads them: model_type and architectures[0] of config.json (or of its
     text_config), the quant_method of its quantization_config, ModelOpt's quant_algo (config.json or
     hf_quant_config.json) in lower case ("nvfp4", "fp8"), "none" for an unquantized checkpoint."""
-    from sparkdoctor.audit.checkpoint import read_json
-    from sparkdoctor.audit.errors import AuditError
 
     text = config.get("text_config")
     text = text if isinstance(text, dict) else {}

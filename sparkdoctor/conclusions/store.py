@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
 from sparkdoctor.conclusions.model import (
@@ -20,13 +21,13 @@ from sparkdoctor.conclusions.model import (
     shape_problem,
 )
 from sparkdoctor.ledger.schema import LedgerError
+from sparkdoctor.ledger.store import Ledger, decode
 
 _COLUMNS = "id, name, created_at, comparison_id, previous_id, outcome, data_json"
 
 
 def _row(row: tuple) -> Conclusion:
     """A stored conclusion; a row whose data_json is damaged comes back marked (`damaged`), not raised."""
-    from sparkdoctor.ledger.store import decode
 
     data, damage = decode("data_json", row[6])
     if damage is None:
@@ -60,7 +61,6 @@ def comparison_runs(ledger: Any, comparison_id: int) -> dict[str, list[dict[str,
     except sqlite3.Error as exc:
         raise _fail(ledger, exc) from None
     out: dict[str, list[dict[str, Any]]] = {"A": [], "B": []}
-    from sparkdoctor.ledger.store import decode
 
     for rid, arm, fp, rhash, bver, workload in rows:
         if arm in out:
@@ -137,10 +137,6 @@ def existing_runs(ledger: Any, run_ids: list[int]) -> set[int]:
 def conclude(name: str, comparison: dict[str, Any], path_a: Any, path_b: Any, python: str | None,
              ledger_path: Any, sets: dict[str, str] | None = None, local: bool = False) -> dict[str, Any]:
     """`bench A --vs B --conclude NAME`: store the finished A/B as conclusion NAME; its JSON."""
-    from pathlib import Path
-
-    from sparkdoctor.ledger import Ledger, LedgerError
-
     if "unknown" in (comparison.get("fingerprints") or {}).values():
         raise ConclusionError(f"conclusion {name!r}: an arm's toolchain is unknown; a conclusion is bound to the "
                               "toolchain it was measured on (give --python)")

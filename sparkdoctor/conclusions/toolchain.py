@@ -9,10 +9,17 @@ vllm/__init__.py", "driver 580.95 -> 590.44", "env VLLM_X set to 1".
 
 from __future__ import annotations
 
+import dataclasses
+import os
 from collections.abc import Callable
 from typing import Any
 
+from sparkdoctor.check import CheckOptions, collect_facts
 from sparkdoctor.conclusions.model import ConclusionError
+from sparkdoctor.facts import Facts
+from sparkdoctor.serve.container_launch import RUNTIME_ENV, image_record, runtime_cli
+from sparkdoctor.targets.container_inspect import image_facts
+from sparkdoctor.targets.local import TargetError, resolve_python_target
 
 
 class Toolchains:
@@ -27,13 +34,10 @@ class Toolchains:
         if container and container.get("image"):
             key = f"{python}\0{container.get('engine')}\0{container['image']}"
             if key not in self._facts:
-                import dataclasses
 
                 self._facts[key] = dataclasses.replace(self.facts(python), container=current_image(container))
             return self._facts[key]
         if python not in self._facts:
-            from sparkdoctor.check import CheckOptions, collect_facts
-            from sparkdoctor.targets.local import TargetError, resolve_python_target
 
             try:
                 target = resolve_python_target(python)
@@ -47,14 +51,6 @@ class Toolchains:
 
 def current_image(recorded: dict[str, Any]) -> dict[str, Any]:
     """What the image a run was served from (by its name) is now: its id and content fingerprint, or why not."""
-    import os
-
-    from sparkdoctor.serve.container_launch import (
-        RUNTIME_ENV,
-        image_record,
-        runtime_cli,
-    )
-    from sparkdoctor.targets.container_inspect import image_facts
 
     image = str(recorded["image"])
     try:
@@ -136,7 +132,6 @@ def _short(value: Any) -> str:
 
 def material(facts: Any) -> dict[str, Any]:
     """Fingerprint material of a Facts object or of a stored Facts dict."""
-    from sparkdoctor.facts import Facts
 
     if isinstance(facts, dict):
         facts = Facts.from_dict(facts, source="ledger")

@@ -17,7 +17,11 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from sparkdoctor import recipes
 from sparkdoctor.conclusions.model import Arm, ConclusionError
+from sparkdoctor.conclusions.served_model import recipe_facts
+from sparkdoctor.facts import Facts
+from sparkdoctor.matrix import evaluate
 
 
 @dataclass(frozen=True)
@@ -98,7 +102,6 @@ def find(recipe: Any, matrix: Any) -> list[Workaround]:
 def server_facts(facts: Any, recipe: Any, dropped: Workaround | None = None) -> Any:
     """The Facts as the recipe's server sees them: the recipe's env on top and its values (for entries with a
     serving condition), with the `dropped` workaround taken out (its env var, or its flag)."""
-    from sparkdoctor.facts import Facts
 
     copy = Facts.from_dict(facts.to_dict(), source="facts")
     env = dict(copy.env or {})
@@ -107,7 +110,6 @@ def server_facts(facts: Any, recipe: Any, dropped: Workaround | None = None) -> 
         env.pop(dropped.name, None)
     copy.env = env
     if getattr(copy, "recipe", None) is None:  # the values the recipe passes, for entries with a serving condition
-        from sparkdoctor.conclusions.served_model import recipe_facts
 
         flag_dropped = dropped is not None and dropped.kind != "env"
         try:
@@ -118,8 +120,6 @@ def server_facts(facts: Any, recipe: Any, dropped: Workaround | None = None) -> 
 
 
 def judge(w: Workaround, recipe: Any, matrix: Any, facts: Any) -> Judgement:
-    from sparkdoctor.matrix import evaluate
-
     seen = server_facts(facts, recipe, w)
     reasons: list[dict[str, Any]] = []
     ids = ([w.because] if w.because else []) + [i for i in w.justified_by if i != w.because]
@@ -188,7 +188,6 @@ def without(recipe: Any, keys: tuple[str, ...] | list[str]) -> Any:
 def load_arm(arm: Arm, sets: dict[str, str] | None = None) -> Any:
     """The recipe an arm measured: its file read again (with the --set values it was benched with), its
     dropped workarounds removed."""
-    from sparkdoctor import recipes
 
     try:
         recipe = recipes.load(arm.path, dict(sets or {}))
