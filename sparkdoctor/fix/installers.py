@@ -16,7 +16,12 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from packaging.utils import canonicalize_name
+from packaging.requirements import Requirement
+from packaging.utils import (
+    InvalidWheelFilename,
+    canonicalize_name,
+    parse_wheel_filename,
+)
 
 from sparkdoctor import proc
 from sparkdoctor.fix.interface import (
@@ -208,8 +213,6 @@ def _download(requirements: list[str], dest: str, run: Callable[[list[str]], pro
 
 def _match(requirements: list[str], dest: str) -> dict[str, str | None]:
     """name -> the wheel file in dest for each requirement; None for one that could not be had."""
-    from packaging.requirements import Requirement
-    from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
     found: dict[str, str] = {}
     for fname in sorted(os.listdir(dest)):

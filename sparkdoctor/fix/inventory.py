@@ -20,6 +20,7 @@ from packaging.version import InvalidVersion, Version
 from sparkdoctor.fix.interface import FixError
 from sparkdoctor.targets.files import FileError, FileTransport, hashes
 from sparkdoctor.targets.local import Target, TargetError, parse_json_probe
+from sparkdoctor.unsettled import local_key
 
 SCRIPT = Path(__file__).with_name("target_dists.py")
 TIMEOUT = 60.0
@@ -156,6 +157,5 @@ def target_key(record: dict[str, Any]) -> str:
     """One key per target (its lock, its unfinished journals): a container's paths are not this machine's."""
     if record.get("kind") == "container":
         return f"container:{record.get('container')}:{record.get('python')}"
-    from sparkdoctor.unsettled import local_key
 
     return local_key(str(record.get("python", "")))

@@ -20,6 +20,7 @@ A lock per target (fcntl, state_dir()/locks/) keeps two fixes off one target at 
 
 from __future__ import annotations
 
+import calendar
 import fcntl
 import hashlib
 import json
@@ -314,7 +315,6 @@ def prune(keep: int | None, older_than_s: float | None, now: float | None = None
 
 def _created(j: Journal) -> float:
     """When the journal was made: its id starts with the UTC time."""
-    import calendar
 
     try:
         return float(calendar.timegm(time.strptime(j.id[:15], "%Y%m%d-%H%M%S")))

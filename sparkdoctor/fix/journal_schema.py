@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from sparkdoctor.fix.interface import JournalError
+from sparkdoctor.fix.interface import JournalError, StepKind
+from sparkdoctor.fix.model import Plan
 
 READS = (1, 2)
 
@@ -62,8 +63,6 @@ def _check(data: Any) -> None:
     target = _dict(data.get("target"), "target")
     _str(target.get("python"), "target.python")
     _str(target.get("kind", "python"), "target.kind")
-    from sparkdoctor.fix.interface import StepKind
-    from sparkdoctor.fix.model import Plan
 
     plan = _dict(data.get("plan"), "plan")
     raw_steps = plan.get("steps")

@@ -10,6 +10,7 @@ enough to run over a venv of 40,000 files before and after every apply.
 
 import json
 import os
+import py_compile
 import re
 import sys
 
@@ -52,8 +53,6 @@ def source_of(pyc):
 
 
 def compile_all(pycs):
-    import py_compile
-
     done, failed = [], {}
     for pyc in pycs:
         src = source_of(pyc)
