@@ -12,6 +12,7 @@ on stdout) is not judged: its outcome is one line naming it.
 
 from __future__ import annotations
 
+import os
 import platform
 import time
 from dataclasses import dataclass, field, replace
@@ -19,7 +20,14 @@ from typing import Any
 
 from sparkdoctor import __version__
 from sparkdoctor.arch import assumed
-from sparkdoctor.collect import Collector, CollectorError, Context, run_collectors
+from sparkdoctor.collect import (
+    Collector,
+    CollectorError,
+    Context,
+    capabilities,
+    run_collectors,
+    targetenv,
+)
 from sparkdoctor.collect.gpu import arch_of
 from sparkdoctor.facts import Facts
 from sparkdoctor.facts_shapes import (
@@ -32,9 +40,11 @@ from sparkdoctor.facts_shapes import (
     check_value,
 )
 from sparkdoctor.fleet.fabric import clean as clean_fabric
-from sparkdoctor.fleet.target import RemoteTarget
+from sparkdoctor.fleet.target import DEFAULT_PYTHON, RemoteTarget
 from sparkdoctor.fleet.transport import Node
+from sparkdoctor.targets.container_inspect import image_facts, inspect_container
 from sparkdoctor.targets.local import TargetError, parse_json_probe, probe_entry
+from sparkdoctor.targets.probe import probe_args
 from sparkdoctor.text import one_line
 
 NODE_PROBE = "fleet_node"
@@ -63,7 +73,6 @@ class NodeOutcome:
 
 def collect_node(transport: Any, node: Node, timeout: float, arch: str | None = None) -> NodeOutcome:
     """Probe one node within `timeout` seconds; never raises."""
-    from sparkdoctor.collect import capabilities, targetenv
 
     started = time.monotonic()
     deadline = started + timeout
@@ -84,8 +93,6 @@ def collect_node(transport: Any, node: Node, timeout: float, arch: str | None = 
             box["problem"] = str(exc)
             raise CollectorError(str(exc)) from None
         return {}
-
-    from sparkdoctor.targets.probe import probe_args
 
     try:
         target.prefetch([(targetenv.PROBE, probe_args(target, None, False)[0]), ("capabilities", []), (NODE_PROBE, [])])
@@ -127,9 +134,6 @@ def _container(transport: Any, node: Node, deadline: float) -> dict[str, Any]:
     """The image of the container a node serves from, read with the node's own container CLI (over ssh, or as
     a Ray task pinned to the node), in the shape `check --container` records: its content fingerprint (over
     the config digest, the layer digests and the platform) is what nodes must share."""
-    import os
-
-    from sparkdoctor.targets.container_inspect import image_facts, inspect_container
 
     cli = [node.runtime]
 
@@ -192,7 +196,6 @@ def apply_node(facts: Facts, raw: dict[str, Any], received: float, arch: str | N
     env = _dict(raw.get("env"))
     if facts.env is not None:
         facts.env = {**facts.env, **{str(k): str(v) for k, v in env.items()}}
-    from sparkdoctor.fleet.target import DEFAULT_PYTHON
 
     if facts.target is not None and facts.target.get("python") in (None, "", DEFAULT_PYTHON):
         facts.target["python"] = facts.target.get("executable") or raw.get("python")
