@@ -20,6 +20,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import yaml
+
+from sparkdoctor.integrations.preflight import Settings, SettingsError, judge
+
 SPARKRUN_PLUGIN_API_VERSION = 1  # core/registration.py PLUGIN_API_VERSION at sparkrun 0.4.2
 ITEM = "sparkdoctor"
 STEP = "sparkdoctor.preflight"
@@ -34,14 +38,11 @@ class LaunchRefused(RuntimeError):
 
 def parse_item(value: Any, recipe: Any) -> dict[str, Any]:
     """The item as the recipe writes it, checked (a malformed item is a recipe error, one line)."""
-    from sparkdoctor.integrations.preflight import Settings
 
     return Settings.parse(value).to_dict()
 
 
 def validate_item(value: Any, recipe: Any) -> list[str]:
-    from sparkdoctor.integrations.preflight import Settings, SettingsError
-
     try:
         Settings.parse(value)
     except SettingsError as exc:
@@ -55,6 +56,7 @@ def export_item(value: Any, recipe: Any) -> Any:
 
 def register(v: Any) -> None:
     """Called by sparkrun's loader: claim the `sparkdoctor` recipe item and its preparation step."""
+    # sparkrun is the host here (the optional extra [sparkrun]): imported only when it calls us
     from sparkrun.core.recipe_items import (
         FunctionalRecipeItemHandler,
         register_recipe_item,
@@ -65,14 +67,15 @@ def register(v: Any) -> None:
 
 
 def preparation_steps(context: Any) -> tuple[Any, ...]:
-    from sparkrun.core.execution import PreparationStep
+    from sparkrun.core.execution import (
+        PreparationStep,  # the optional extra [sparkrun], present when it calls us
+    )
 
     return (PreparationStep(STEP, preflight),)
 
 
 def preflight(context: Any, _receipts: Any) -> dict[str, Any]:
     """The preparation step: judge the recipe sparkrun is about to launch; raise LaunchRefused to stop it."""
-    from sparkdoctor.integrations.preflight import Settings, judge
 
     recipe = context.plan.recipe
     settings = Settings.parse(recipe.plugin_items.get(ITEM))
@@ -97,7 +100,6 @@ def preflight(context: Any, _receipts: Any) -> dict[str, Any]:
 def export_recipe(recipe: Any, overrides: Any, folder: Path) -> Path:
     """The recipe as sparkrun resolved it (its matched `overrides:` layers and the run's serve overrides baked in:
     Recipe.to_dict(effective=True)), written as sparkrun recipe YAML for `recipe check`."""
-    import yaml
 
     data = recipe.to_dict(overrides=dict(overrides or {}), effective=True)
     for key in NOT_FOR_RECIPE_CHECK:
