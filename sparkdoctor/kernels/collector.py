@@ -5,6 +5,7 @@ The work itself lives in the sibling modules; this one only plans and wires it."
 from __future__ import annotations
 
 import re
+import tempfile
 import threading
 from pathlib import Path
 from typing import Any
@@ -90,7 +91,6 @@ def run(ctx: Context) -> dict[str, Any]:
     needs_gpu = any(j.purpose == "target" and gpu_run.matching_gpu(ctx.facts.gpus, j.arch) for j in jobs)
     workdir_ctx = None
     if pending or needs_gpu:
-        import tempfile  # cold path only: `check` with a warm cache never needs a scratch folder
 
         workdir_ctx = tempfile.TemporaryDirectory(prefix="sparkdoctor-kernels-")
     try:
@@ -130,6 +130,7 @@ def _compile_phase(pending: list[Job], workdir: Path) -> None:
     """Compile every pending job, ≤ MAX_PARALLEL at once, and read the SASS of the preferred ptxas's
     cubins. The SASS read starts at once, beside the compiles (it is the slow part); it is redone
     without the failures only if some probe of its group did not compile."""
+    # imported on use: check loads concurrent.futures only on the runs that get here
     from concurrent.futures import ThreadPoolExecutor
 
     groups: dict[tuple[str, str, str | None], list[Job]] = {}

@@ -26,6 +26,7 @@ def matching_gpu(gpus: list[dict[str, Any]] | None, arch: str) -> dict[str, Any]
     """The first GPU a cubin for `arch` runs on (a: the same cc; plain and f: later minors too)."""
     if not gpus:
         return None
+    # imported on use: check loads sparkdoctor.cuda_driver only on the runs that get here
     from sparkdoctor.cuda_driver import cc_matches
 
     want = arch_cc(arch)
@@ -39,6 +40,7 @@ def matching_gpu(gpus: list[dict[str, Any]] | None, arch: str) -> dict[str, Any]
 
 def run_on_gpu(requests: list[dict[str, Any]], timeout: float | None = None) -> list[dict[str, Any]]:
     """Run cuda_driver's job runner in a child process; one result per request, always."""
+    # imported on use: check loads sparkdoctor.cuda_driver only on the runs that get here
     from sparkdoctor import cuda_driver
 
     script = Path(cuda_driver.__file__)
@@ -79,6 +81,7 @@ def _well_formed(result: Any) -> bool:
 def reference_function(probe: Probe, field_name: str) -> Callable[..., Any]:
     """The fp_reference function a probe's `inputs` / `reference` field names (imported only when
     a GPU run needs it: `check` stays fast without one)."""
+    # imported on use: check loads sparkdoctor.fp_reference only on the runs that get here
     from sparkdoctor import fp_reference
 
     fn: Callable[..., Any] | None = getattr(fp_reference, getattr(probe, field_name), None)

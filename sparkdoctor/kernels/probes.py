@@ -11,6 +11,7 @@ from pathlib import Path
 
 from sparkdoctor.arch import FIRST_PTX, parse_arch
 from sparkdoctor.errors import InputError
+from sparkdoctor.locations import data_dir
 from sparkdoctor.patterns import regex_error
 from sparkdoctor.ptxas import version_tuple
 
@@ -77,8 +78,6 @@ _FIELDS: dict[str, type] = {
 
 
 def probes_dir() -> Path:
-    from sparkdoctor.locations import data_dir
-
     return data_dir("probes") / "kernels"
 
 
