@@ -10,6 +10,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from sparkdoctor.facts import Facts, FactsError
+
 FIGURES = (  # (name shown, where in a level summary, scale)
     ("decode tok/s/stream (headline)", ("headline", "decode_tps_per_stream"), 1.0),
     ("output tok/s (tokens / wall time)", ("client", "output_tps_pooled"), 1.0),
@@ -49,7 +51,6 @@ def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
 
 def toolchain_changes(facts_a: dict[str, Any], facts_b: dict[str, Any]) -> list[dict[str, Any]]:
     """The fingerprint material (what decides behaviour and speed) that differs between two Facts."""
-    from sparkdoctor.facts import Facts, FactsError
 
     try:
         mat_a = _flatten(Facts.from_dict(facts_a, source="ledger").fingerprint_material())
