@@ -23,6 +23,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from sparkdoctor.locations import cache_dir, data_dir
 from sparkdoctor.matrix.model import Matrix
 
 _PKG = Path(__file__).resolve().parent.parent  # sparkdoctor/
@@ -38,8 +39,6 @@ def _stats(paths: list[Path]) -> list[tuple[str, int, int, int]]:
 
 
 def _key(toml_files: list[Path], fixes: Path | None, extra: tuple) -> str:
-    from sparkdoctor.locations import data_dir
-
     code = sorted(_PKG.joinpath("matrix").rglob("*.py")) + [_PKG / name for name in _CODE_FILES]
     fix_root = fixes or data_dir("fixes")
     fix_names = sorted(p.name for p in fix_root.glob("*.toml")) if fix_root.is_dir() else []
@@ -50,7 +49,6 @@ def _key(toml_files: list[Path], fixes: Path | None, extra: tuple) -> str:
 
 def cached(root: Path, fixes: Path | None, extra: tuple, build: Callable[[], Matrix]) -> Matrix:
     """build(), or the Matrix it made last time from the same files."""
-    from sparkdoctor.locations import cache_dir
 
     try:
         files = sorted(root.glob("*.toml")) if root.is_dir() else [root]

@@ -7,7 +7,10 @@ import fnmatch
 import re
 from typing import Any
 
+from packaging.version import InvalidVersion, Version
+
 from sparkdoctor.facts import Facts
+from sparkdoctor.flashinfer_kernels import STATUSES, state
 from sparkdoctor.matrix.conditions.shapes import as_list, v_spec, v_str_list
 from sparkdoctor.matrix.model import Check
 from sparkdoctor.matrix.versions import shown, version_in
@@ -50,8 +53,6 @@ def eval_not_installed(value: Any, facts: Facts) -> list[Check]:
 
 
 def _same_version(a: str, b: str) -> bool:
-    from packaging.version import InvalidVersion, Version
-
     try:
         return Version(a) == Version(b)
     except InvalidVersion:
@@ -162,8 +163,6 @@ def _pinned_version(specifier: str) -> str | None:
 
 
 def v_flashinfer_kernels(value: Any) -> str | None:
-    from sparkdoctor.flashinfer_kernels import STATUSES
-
     items = value if isinstance(value, list) else [value]
     if not items or any(v not in STATUSES for v in items):
         return f"must be one or a list of {', '.join(STATUSES)}"
@@ -173,7 +172,6 @@ def v_flashinfer_kernels(value: Any) -> str | None:
 def eval_flashinfer_kernels(value: Any, facts: Facts) -> list[Check]:
     """`flashinfer_kernels = ["missing", ...]`: FlashInfer's precompiled kernels (`vllm download-kernels`) are in one
     of these states for the installed FlashInfer and the target's arch (sparkdoctor/flashinfer_kernels.py)."""
-    from sparkdoctor.flashinfer_kernels import state
 
     wanted = value if isinstance(value, list) else [value]
     found = state(facts)
