@@ -6,12 +6,15 @@ run-recipe.sh runs; the recipe itself sits in recipes/); sparkrun recipes list p
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
+from sparkdoctor.errors import TargetUnprobeable
+from sparkdoctor.mods.images import image_tree
 from sparkdoctor.mods.judge import judge_mod
 from sparkdoctor.mods.model import ModError, Verdict
-from sparkdoctor.mods.trees import Tree
+from sparkdoctor.mods.trees import Tree, venv_tree
 
 
 def named_mods(recipe: Any) -> list[str]:
@@ -116,16 +119,11 @@ def launch_gate(recipe: Any, python: str | None, local: bool, progress: Any, run
     interpreter's."""
     if not named_mods(recipe):
         return None
-    import sys
-
-    from sparkdoctor.errors import TargetUnprobeable
-    from sparkdoctor.mods.trees import venv_tree
 
     image = getattr(recipe, "container", None) if not local else None
     progress(f"judging {recipe.name}'s mods against the {'image ' + image if image else 'target'}'s files")
     try:
         if image:
-            from sparkdoctor.mods.images import image_tree
 
             with image_tree(str(image), runtime=runtime) as tree:
                 failing = gate(recipe, tree)
