@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from sparkdoctor.inputs import read_text
 from sparkdoctor.recipes import resolve
 from sparkdoctor.recipes.model import (
     DEFAULT_READINESS,
@@ -21,6 +22,7 @@ from sparkdoctor.recipes.model import (
     RecipeError,
     flag_value,
 )
+from sparkdoctor.recipes.yamlsafe import MAX_BYTES
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -34,9 +36,6 @@ TOP_PARAMS = ("model", "served_model_name", "host", "port")
 
 
 def read_toml(path: Path) -> dict[str, Any]:
-    from sparkdoctor.inputs import read_text
-    from sparkdoctor.recipes.yamlsafe import MAX_BYTES
-
     try:
         return tomllib.loads(read_text(path, MAX_BYTES))
     except tomllib.TOMLDecodeError as exc:
