@@ -31,6 +31,8 @@ from sparkdoctor.errors import BenchFailure
 from sparkdoctor.serve import registry
 from sparkdoctor.serve.binding import LOCALHOST, rebind
 from sparkdoctor.serve.supervisor import start_time
+from sparkdoctor.targets.container_inspect import container_cli, image_facts
+from sparkdoctor.targets.local import TargetError
 
 RUNTIME_ENV = "SPARKDOCTOR_CONTAINER_RUNTIME"  # docker | podman | a path; --runtime wins over it
 MOUNTS_ENV = "SPARKDOCTOR_CONTAINER_MOUNTS"  # extra mounts: SRC[:DST[:ro|rw]],... (e.g. the HF cache)
@@ -50,8 +52,6 @@ class ContainerLaunchError(BenchFailure, RuntimeError):
 
 def runtime_cli(runtime: str | None = None) -> list[str]:
     """The container CLI (container_inspect.container_cli chooses it, for check and launch alike)."""
-    from sparkdoctor.targets.container_inspect import container_cli
-    from sparkdoctor.targets.local import TargetError
 
     try:
         return container_cli(runtime)
@@ -274,7 +274,6 @@ class ContainerServer:
 
     def start(self, pump: Any, say: Callable[[str], None]) -> None:
         """Sweep leftovers, check the image is here, `run -d`, follow its logs; ContainerLaunchError otherwise."""
-        from sparkdoctor.targets.container_inspect import image_facts
 
         image = str(self.recipe.container)
         self._pump = pump
