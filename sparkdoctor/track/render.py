@@ -4,6 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from rich.table import Table
+
+from sparkdoctor.track.run import NEEDS_EDIT
+from sparkdoctor.track.transitions import probe_lines
+from sparkdoctor.verify.bounds import side_counts
+
 
 def track_markdown(d: dict[str, Any]) -> str:
     out = [f"# matrix track, {d['taken_at']}", "",
@@ -26,7 +32,6 @@ def track_markdown(d: dict[str, Any]) -> str:
     if d.get("pin_conflicts"):
         out += ["", "## Pins pip cannot install together (extras included)", ""] + [f"- {c['why']}" for c in d["pin_conflicts"]]
     if d.get("probe"):
-        from sparkdoctor.track.transitions import probe_lines
 
         out += ["", "## Probes (--probe)", "", *(f"- {line}" for line in probe_lines(d["probe"]))]
     if d["untracked"]:
@@ -40,9 +45,6 @@ def track_markdown(d: dict[str, Any]) -> str:
 
 def render_track(d: dict[str, Any], console: Any, verbose: bool = False) -> None:
     """Proposals first, then the entries that need an edit; with `verbose`, every package and entry."""
-    from rich.table import Table
-
-    from sparkdoctor.track.run import NEEDS_EDIT
 
     for p in d["proposals"]:
         console.print(f"propose: {p.get('entry', p['file'])}: {p['field']}: {p['from']} -> {p['to']} ({p['because']})", soft_wrap=True)
@@ -53,7 +55,6 @@ def render_track(d: dict[str, Any], console: Any, verbose: bool = False) -> None
     for c in d.get("pin_conflicts", []):
         console.print(f"conflict: {c['why']}", soft_wrap=True)
     if d.get("probe"):
-        from sparkdoctor.track.transitions import probe_lines
 
         for line in probe_lines(d["probe"]):
             console.print(line, markup=False, highlight=False, soft_wrap=True)
@@ -77,8 +78,6 @@ def render_track(d: dict[str, Any], console: Any, verbose: bool = False) -> None
 
 
 def render_bounds(results: list[Any], console: Any) -> None:
-    from rich.table import Table
-
     table = Table()
     for col in ("entry", "bound", "verdict", "why"):
         table.add_column(col)
@@ -89,7 +88,6 @@ def render_bounds(results: list[Any], console: Any) -> None:
     counts: dict[str, int] = {}
     for r in results:
         counts[r.verdict] = counts.get(r.verdict, 0) + 1
-    from sparkdoctor.verify.bounds import side_counts
 
     sides = side_counts(results)
     share = f" ({round(100 * sides['bracketed'] / sides['sides'])}%)" if sides["sides"] else ""

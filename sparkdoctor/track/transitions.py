@@ -14,6 +14,7 @@ from typing import Any
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion
 
+from sparkdoctor.matrix.tracking import Tracking, bounds_of
 from sparkdoctor.track.probe import COMPONENT, ReleaseProbe, probe_kind, probe_release
 
 Log = Callable[[str], None]
@@ -73,7 +74,6 @@ def transitions(releases: list[ReleaseProbe]) -> list[Transition]:
 def known_by(entries: list[Any], family: set[str], t: Transition) -> list[str]:
     """Entries whose bound on the package's family separates the two releases (one is inside it, the other not):
     the matrix already draws a line there, so the transition is said with them instead of proposed."""
-    from sparkdoctor.matrix.tracking import bounds_of
 
     out = set()
     for e in entries:
@@ -105,7 +105,6 @@ def proposal(t: Transition, arch: str, kind: str) -> dict[str, Any]:
 def probe_track(matrix: Any, reader: Any, packages: list[dict[str, Any]], arch: str = "sm_121a", log: Log | None = None) -> ProbeTrack:
     """Every tracked package that brings a compiler or kernel source and has new releases: its tracked-through
     release and each new one probed, compared in order; a transition no entry names becomes a proposal."""
-    from sparkdoctor.matrix.tracking import Tracking
 
     tracking = matrix.tracking or Tracking()
     out = ProbeTrack(arch, [], [], [], [])

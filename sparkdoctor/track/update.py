@@ -31,14 +31,16 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from sparkdoctor.inputs import read_text
+from sparkdoctor.locations import data_home, local_overrides
+from sparkdoctor.matrix import MatrixError, load
+from sparkdoctor.matrix.loader import overlay
 from sparkdoctor.track.sources import TARBALL, UpdateError, from_git, tarball
 
 __all__ = ["UpdateError", "entry_diff", "rollback_matrix", "update_matrix"]
 
 
 def _root() -> Path:
-    from sparkdoctor.locations import data_home
-
     return data_home() / "matrix"
 
 
@@ -46,8 +48,6 @@ def _root() -> Path:
 
 
 def _active():
-    from sparkdoctor.matrix import MatrixError, load
-
     try:
         return load()
     except MatrixError:
@@ -89,7 +89,6 @@ def _swap(link: Path, target: Path | None) -> None:
 
 def _pin_of(folder: Path | None) -> str | None:
     """The pin an installed folder holds (its SOURCE.json), None for none or the bundled matrix."""
-    from sparkdoctor.inputs import read_text
 
     try:
         doc = json.loads(read_text(folder / "SOURCE.json", 1024 * 1024)) if folder else None
@@ -134,10 +133,6 @@ def _locked(root: Path) -> Iterator[None]:
 
 
 def _install(root: Path, versions: Path, source: str, files: dict[str, bytes], pin: str, how: str) -> dict[str, Any]:
-    from sparkdoctor.locations import local_overrides
-    from sparkdoctor.matrix import MatrixError, load
-    from sparkdoctor.matrix.loader import overlay
-
     staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=versions))
     try:
         for name, data in files.items():
