@@ -20,12 +20,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from sparkdoctor.matrix import Entry, Matrix
 from sparkdoctor.matrix.tracking import Tracking, bounds_of
 from sparkdoctor.matrix.versions import version_in
+from sparkdoctor.released import RemoteError
 from sparkdoctor.verify.files import VersionRun, remote_run, table_for, tables_of
 
 Log = Callable[[str], None]
@@ -60,7 +62,6 @@ class BoundResult:
 def bracket(entry: Entry, package: str, spec: str, reader: Any, tracking: Tracking, through: str | None = None,
             log: Log | None = None) -> BoundResult:
     """One bound of one entry, bracketed (or not) on the released files."""
-    from sparkdoctor.released import RemoteError
 
     out = BoundResult(entry.id, package, spec, "not-bracketed", "")
     table = table_for(entry, tracking.family(package)) if entry.files else None
@@ -170,7 +171,6 @@ def summary(results: list[BoundResult]) -> dict[str, int]:
 def sides_of(spec: str) -> int:
     """How many sides a specifier bounds: a lower side (>=, >), an upper side (<, <=), both for an
     exact or compatible release (==, ===, ~=); != only cuts releases out of a range and bounds none."""
-    from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
     try:
         ops = {s.operator for s in SpecifierSet(spec)}

@@ -20,6 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rich.console import Console
+from rich.table import Table
+
 from sparkdoctor import proc
 from sparkdoctor.matrix import Stack
 from sparkdoctor.verify.venvs import pip_error
@@ -103,9 +106,6 @@ def resolve_stacks(stacks: list[Stack], log: Callable[[str], None] | None = None
 
 
 def render_stacks(results: list[StackResult], console: Any = None) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
     table = Table()
     for col in ("stack", "python", "verdict", "why"):
         table.add_column(col)
