@@ -16,13 +16,18 @@ from __future__ import annotations
 import copy
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
+from packaging.version import InvalidVersion, Version
+
 from sparkdoctor import proc
+from sparkdoctor.locations import data_dir
+from sparkdoctor.released import cache_root
 from sparkdoctor.whatif.resolve import Change
 
 PROBED = {"vllm": "vllm", "flashinfer-python": "flashinfer"}  # distribution -> top-level package the probe reads
@@ -80,9 +85,6 @@ def cutedsl_build_after(packages: dict[str, Any], changes: list[Change], driver:
     (probes/shared/probe_cutlass.py): from 4.6 nvidia-cutlass-dsl's own .pth puts dsl_packages/ first on sys.path,
     where each libs-cu<N> wheel of 4.6+ has its compiler and the loader takes the newest the driver supports; below
     4.6 the libs wheels' .pth names python_packages/, whose compiler is the libs wheel written last (None: today's)."""
-    import re
-
-    from packaging.version import InvalidVersion, Version
 
     def version(name: str) -> Version | None:
         try:
@@ -111,7 +113,6 @@ def cutedsl_build_after(packages: dict[str, Any], changes: list[Change], driver:
 
 def torch_cuda(version_py: str) -> str | None:
     """torch/version.py's `cuda` value: "12.8", or None for a CPU build."""
-    import re
 
     m = re.search(r"^cuda\s*(?::[^=]*)?=\s*(?:'([^']*)'|\"([^\"]*)\"|None)", version_py, re.MULTILINE)
     if not m:
@@ -131,8 +132,6 @@ class ScratchSite:
         self.members = 0
 
     def __enter__(self) -> ScratchSite:
-        from sparkdoctor.released import cache_root
-
         wheel = self.reader.release(self.change.name, self.change.new)
         self.wheel = wheel
         self.path = (self.reader.root or cache_root()) / "sites" / (wheel.file.sha256 or wheel.file.filename)
@@ -168,7 +167,6 @@ class ScratchSite:
 
     def probe(self, name: str, extra_env: dict[str, str] | None = None) -> dict[str, Any]:
         """Run probes/<name>/ with only this folder on its path (-S: no site-packages of any interpreter)."""
-        from sparkdoctor.locations import data_dir
 
         env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
         env.update(extra_env or {})

@@ -5,6 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from sparkdoctor.arch import settle
+from sparkdoctor.conclusions import staleness, store
+from sparkdoctor.conclusions.recipe_check import check
+from sparkdoctor.conclusions.served_model import recipe_facts
+from sparkdoctor.conclusions.toolchain import Toolchains
+from sparkdoctor.matrix import evaluate_all
 from sparkdoctor.whatif.probe import ProbeRun
 from sparkdoctor.whatif.ptx import PtxComparison
 from sparkdoctor.whatif.resolve import Change
@@ -155,9 +161,6 @@ def _row(ev: Any, unknown: list[str] | None = None) -> FindingRow:
 
 
 def compare(today: Any, predicted: Any, matrix: Any, specs: list[str], changes: list[Change], notes: list[str]) -> WhatIf:
-    from sparkdoctor.arch import settle
-    from sparkdoctor.matrix import evaluate_all
-
     out = WhatIf(specs, changes, notes=notes, matrix=getattr(matrix, "source", "bundled"))
     for facts in (today, predicted):
         facts.arch = settle(facts.arch)
@@ -178,8 +181,6 @@ def compare(today: Any, predicted: Any, matrix: Any, specs: list[str], changes: 
 def compare_recipe(recipe: Any, matrix: Any, today: Any, predicted: Any, flags_today: Any, flags_after: Any) -> RecipeWhatIf:
     """The recipe judged as `recipe check` judges it, on today's and on the predicted Facts: flags the new
     vLLM no longer accepts, env vars it no longer reads, workarounds whose reason goes away (stale)."""
-    from sparkdoctor.conclusions.recipe_check import check
-    from sparkdoctor.conclusions.served_model import recipe_facts
 
     served = recipe_facts(recipe)
     before = {f["id"]: f for f in check(recipe, matrix, today, flags_today, served)}
@@ -197,8 +198,6 @@ def stale_conclusions(ledger: Any, python: str, today: Any, predicted: Any) -> l
     """The ledger's conclusions that are fresh today and would be stale after the upgrade, with what
     would change (the staleness rules of `sparkdoctor conclusions`, on the predicted Facts of `python`):
     the reruns to plan before upgrading."""
-    from sparkdoctor.conclusions import staleness, store
-    from sparkdoctor.conclusions.toolchain import Toolchains
 
     class Seeded(Toolchains):
         def __init__(self, facts: Any):

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from sparkdoctor import proc
+from sparkdoctor.locations import data_dir
 from sparkdoctor.text import clip
 
 INSTALL_TIMEOUT = 900.0
@@ -64,7 +65,7 @@ class ProbeRun:
 
 def uv_binary() -> str | None:
     try:
-        from uv import find_uv_bin
+        from uv import find_uv_bin  # the optional uv wheel: absent on most installs
 
         return str(find_uv_bin())
     except Exception:  # noqa: BLE001 - uv as a wheel is optional; a uv on PATH does as well
@@ -102,7 +103,6 @@ def probe_cutedsl(facts: Any, arch: str, python: str = sys.executable) -> ProbeR
     if uv is None:
         out.error = "could not run: uv is not installed (pip install uv)"
         return out
-    from sparkdoctor.locations import data_dir
 
     with tempfile.TemporaryDirectory(prefix="sparkdoctor-whatif-probe-") as tmp:
         venv = Path(tmp) / "venv"

@@ -13,13 +13,18 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
+from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from sparkdoctor import proc
 from sparkdoctor.errors import SparkdoctorError
 from sparkdoctor.exitcodes import EXIT_USAGE
 from sparkdoctor.text import clip
+from sparkdoctor.verify.stacks import conflict
+from sparkdoctor.verify.venvs import own_pip
+from sparkdoctor.whatif.probe import uv_binary
 
 RESOLVE_TIMEOUT = 600.0
 
@@ -64,9 +69,6 @@ def check_specs(specs: list[str], allow_url: bool = False) -> None:
     `--log=PATH` writes a file, `-r FILE` reads one), a path (`./pkg`, `x.tar.gz`), and a URL requirement (`name @
     file:///...`) unless allow_url, and then only a wheel's: pip builds a direct sdist or folder even under
     --only-binary :all:, running its code."""
-    from urllib.parse import urlsplit
-
-    from packaging.requirements import InvalidRequirement, Requirement
 
     for spec in specs:
         if spec.startswith("-"):
@@ -113,8 +115,6 @@ def resolve_upgrade(target: Any, python: str, specs: list[str], facts: Any, no_d
     (inside the container for a container target). A local venv without pip is resolved by sparkdoctor's
     pip for it (`pip --python`, pip >= 22.3), with the same options. `seen`, when given, gets the installer
     and the dependency-conflict lines the dry run printed."""
-    from sparkdoctor.verify.stacks import conflict
-    from sparkdoctor.verify.venvs import own_pip
 
     local = getattr(target, "shares_files", True)
     seen = seen if seen is not None else Resolution()
@@ -124,7 +124,6 @@ def resolve_upgrade(target: Any, python: str, specs: list[str], facts: Any, no_d
     run = target.run_command
     result = run(dry_run_argv(pip, specs, constraints, no_deps=no_deps), RESOLVE_TIMEOUT)
     if not result.ok and "No module named pip" in (result.stderr or "") and local and is_uv_venv(python):
-        from sparkdoctor.whatif.probe import uv_binary
 
         uv = uv_binary()
         if uv is not None:
