@@ -29,6 +29,7 @@ from sparkdoctor.matrix import (
     evaluate_all,
     version_in,
 )
+from sparkdoctor.matrix.freshness import knowledge
 from sparkdoctor.vocab import Verdict
 
 REPORT_SCHEMA = 1
@@ -352,7 +353,6 @@ def build_report(facts: Facts, matrix: Matrix, fail_on: str = "error", ignore: s
     if facts.packages is not None:
         distances = (stack_distance(s, facts) for s in matrix.stacks)
         stacks = sorted(distances, key=lambda d: (not d.present, len(d.differences), len(d.missing)))
-    from sparkdoctor.matrix.freshness import knowledge
 
     return Report(facts, evaluations, findings, ignored, fail_on, matrix.files, stacks, unverified, probe_findings,
                   knowledge(matrix, facts))

@@ -26,6 +26,8 @@ import stat
 from pathlib import Path
 from typing import BinaryIO
 
+from sparkdoctor import proc
+
 MiB = 1024 * 1024
 
 
@@ -127,9 +129,6 @@ def _read_all(fd: int, max_bytes: int | None) -> bytes:
 
 def _wait(poller: select.poll) -> None:
     """Wait for the writer, at most until the run's deadline (proc.set_deadline; none: as long as it takes)."""
-    from sparkdoctor import (
-        proc,  # the run's deadline lives there; imported late, proc imports nothing of ours
-    )
 
     left = proc.time_left()
     if left is not None and left <= 0:
