@@ -145,7 +145,7 @@ class Facts:
         return json.dumps(self.to_dict(), indent=indent, sort_keys=False)
 
     @classmethod
-    def from_dict(cls, data: Any, source: str = "snapshot") -> Facts:
+    def from_dict(cls, data: object, source: str = "snapshot") -> Facts:
         """Facts from a parsed snapshot; FactsError (one line: source, field path, why) for any field
         that does not have its documented shape (sparkdoctor/facts_shapes.py)."""
         # imported on use: check loads sparkdoctor.facts_shapes only on the runs that get here
@@ -202,7 +202,7 @@ class Facts:
         write_text(Path(path), self.to_json() + "\n")
 
     # ---- fingerprint ----------------------------------------------------------------------------
-    def fingerprint_material(self) -> dict[str, Any]:
+    def fingerprint_material(self) -> dict[str, object]:
         """What decides behaviour and speed; a change here makes earlier conclusions stale."""
         pkgs = self.packages or {}
         return {
@@ -251,7 +251,7 @@ FINGERPRINT_ENV = frozenset(
 )
 
 
-def scrub(value: Any) -> Any:
+def scrub(value: object) -> Any:
     """`value` with every lone surrogate spelled out (\\udcff): a file name that is not UTF-8 (read
     with surrogateescape) or a "\\udcff" escape in a snapshot can then be printed, written and
     hashed like any other text. Every Facts field passes through here on its way in."""

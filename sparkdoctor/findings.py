@@ -13,6 +13,7 @@ verdict, instead of PASS.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -229,7 +230,7 @@ class Report:
         }
 
 
-def probe_evidence(verified_by: dict[str, Any] | None, facts: Facts) -> str | None:
+def probe_evidence(verified_by: Mapping[str, object] | None, facts: Facts) -> str | None:
     """What the probe that proves an entry said on this box, if it ran: the strongest evidence there is."""
     if not verified_by or not facts.kernels:
         return None
@@ -272,7 +273,7 @@ _FAILED_WORDS = {"fail": "failed", "crash": "crashed", "refused": "was refused"}
 _PROBE_KIND = {"ptx": "PTX probe (assembled by ptxas)", "cutedsl": "CuTe DSL probe (compiled by the target's nvidia-cutlass-dsl)"}
 
 
-def probe_finding(probe_id: str, result: dict[str, Any]) -> Finding:
+def probe_finding(probe_id: str, result: Mapping[str, object]) -> Finding:
     status, kind = str(result.get("status")), str(result.get("kind"))
     arch = result.get("arch") or "this arch"
     detail = str(result.get("detail") or "").strip() or "(the probe gave no detail)"
