@@ -106,12 +106,12 @@ class Redactor:
     _compiled: list[tuple[re.Pattern[str], str] | None] | None = None
 
     # ---- learning -------------------------------------------------------------------------------
-    def learn_user(self, name: Any) -> None:
+    def learn_user(self, name: object) -> None:
         if isinstance(name, str) and name and name not in SYSTEM_USERS and not name.startswith("<"):
             self.users.add(name)
             self._compiled = None
 
-    def learn_host(self, name: Any) -> None:
+    def learn_host(self, name: object) -> None:
         if not isinstance(name, str):
             return
         name = name.strip().rstrip(".")
@@ -123,7 +123,7 @@ class Redactor:
             self.hosts.add(short)
         self._compiled = None
 
-    def learn_secret(self, value: Any) -> None:
+    def learn_secret(self, value: object) -> None:
         if isinstance(value, str) and len(value) >= 6 and value != SECRET:
             self.secrets.add(value)
             self._compiled = None
@@ -210,7 +210,7 @@ class Redactor:
             out = IPV4.sub(self._ipv4, out)
         return out
 
-    def data(self, value: Any, path: tuple[str, ...] = ()) -> Any:
+    def data(self, value: object, path: tuple[str, ...] = ()) -> Any:
         """A copy of a JSON-able value with every string (keys included) redacted; secret-named env
         values become <redacted> whatever they hold."""
         if not self.enabled:
@@ -330,7 +330,7 @@ def _is_address(text: str) -> bool:
         return False
 
 
-def _walk(value: Any, path: tuple[str, ...]) -> Iterable[tuple[tuple[str, ...], Any]]:
+def _walk(value: object, path: tuple[str, ...]) -> Iterable[tuple[tuple[str, ...], Any]]:
     """Every value (containers too, before what they hold) with its path; a dict's keys as strings at its path."""
     yield path, value
     if isinstance(value, dict):
