@@ -10,6 +10,7 @@ audit cannot do without (layers, hidden size, heads) are a one-line error naming
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,7 +46,7 @@ class ModelShape:
         return sum(1 for k in self.layer_kinds if k == kind)
 
 
-def _first(cfg: dict[str, Any], *names: str) -> Any:
+def _first(cfg: Mapping[str, object], *names: str) -> Any:
     for name in names:
         value = cfg.get(name)
         if value is not None:
@@ -57,7 +58,7 @@ MAX_INT = 2**53  # past this no size is real, and products of such numbers stop 
 MAX_LAYERS = 100_000  # a list of layer kinds is built with this many entries
 
 
-def _count(cfg: dict[str, Any], where: str, *names: str, default: int | None = None, maximum: int = MAX_INT) -> int:
+def _count(cfg: Mapping[str, object], where: str, *names: str, default: int | None = None, maximum: int = MAX_INT) -> int:
     """_int for a number the shape needs: `default` where the config has none; without a default, an AuditError."""
     value = _int(cfg, where, *names, maximum=maximum)
     if value is not None:
@@ -67,7 +68,7 @@ def _count(cfg: dict[str, Any], where: str, *names: str, default: int | None = N
     return default
 
 
-def _int(cfg: dict[str, Any], where: str, *names: str, maximum: int = MAX_INT) -> int | None:
+def _int(cfg: Mapping[str, object], where: str, *names: str, maximum: int = MAX_INT) -> int | None:
     value = _first(cfg, *names)
     if value is None:
         return None
@@ -115,7 +116,7 @@ def read_shape(config: dict[str, Any], path: Path) -> ModelShape:
     return shape
 
 
-def _layer_kinds(cfg: dict[str, Any], layers: int, where: str) -> list[str]:
+def _layer_kinds(cfg: Mapping[str, object], layers: int, where: str) -> list[str]:
     types = cfg.get("layer_types")
     if isinstance(types, list) and len(types) == layers:
         names = {"full_attention": "attention", "attention": "attention", "sliding_attention": "sliding",
@@ -130,7 +131,7 @@ def _layer_kinds(cfg: dict[str, Any], layers: int, where: str) -> list[str]:
     return ["attention"] * layers
 
 
-def _state_bytes(cfg: dict[str, Any], shape: ModelShape, where: str) -> int:
+def _state_bytes(cfg: Mapping[str, object], shape: ModelShape, where: str) -> int:
     """Bytes of recurrent state one linear-attention / Mamba layer reads per decoded token (per sequence)."""
     state_dtype = DTYPE_BYTES.get(str(cfg.get("mamba_ssm_dtype") or ""), shape.dtype_bytes)
     if "linear" in shape.layer_kinds:
