@@ -57,7 +57,7 @@ def run_value(summary: dict[str, Any], concurrency: int) -> float | None:
 
 
 def compare(a_runs: Sequence[dict[str, Any]], b_runs: Sequence[dict[str, Any]],
-            min_effect: float = DEFAULT_MIN_EFFECT) -> list[dict[str, Any]]:
+            min_effect: float = DEFAULT_MIN_EFFECT) -> list[dict[str, object]]:
     """Per concurrency level of the runs' summaries: each arm's per-run values, and B/A."""
     levels = [lvl["concurrency"] for lvl in a_runs[0]["levels"]]
     out = []
@@ -99,7 +99,7 @@ NOT_CALLED = "not called"
 
 
 def load_check(a_runs: Sequence[dict[str, Any]], b_runs: Sequence[dict[str, Any]], levels: list[dict[str, Any]],
-               allowed: bool) -> dict[str, Any]:
+               allowed: bool) -> dict[str, object]:
     """The machine's load during each arm (bench/load.py). When the arms ran under clearly different load
     the verdicts are replaced by "not called" (the ratio and CI stay, for reading) unless `allowed`."""
 
@@ -121,7 +121,7 @@ WRONG_ARM = "wrong arm"
 
 
 def correctness_check(a_runs: Sequence[dict[str, Any]], b_runs: Sequence[dict[str, Any]],
-                      levels: list[dict[str, Any]]) -> dict[str, Any]:
+                      levels: list[dict[str, Any]]) -> dict[str, object]:
     """Fast and wrong never wins: a level whose faster arm gave wrong answers (bench/correctness.py) is not
     "faster" but "wrong arm" (the ratio and CI stay, for reading)."""
 

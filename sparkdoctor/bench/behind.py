@@ -125,7 +125,7 @@ def serving_process(url: str, root: Path = Path("/proc")) -> dict[str, Any]:
     found, or why the toolchain is unknown."""
     parts = urlsplit(url)
     host, port = parts.hostname or "", parts.port or (443 if parts.scheme == "https" else 80)
-    out: dict[str, Any] = {"pid": None, "python": None, "container": None, "why": ""}
+    out: dict[str, object] = {"pid": None, "python": None, "container": None, "why": ""}
     if not is_local(host):
         out["why"] = f"{host} is not this machine: its toolchain cannot be read from here (give --python)"
         return out

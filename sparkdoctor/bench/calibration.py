@@ -11,12 +11,13 @@ import sqlite3
 from typing import TYPE_CHECKING, Any
 
 from sparkdoctor.bench.stats import min_detectable_effect
+from sparkdoctor.ledger.store import Ledger
 
 if TYPE_CHECKING:
     from sparkdoctor.bench.document import ComparisonDocument
 
 
-def floor(ledger: Any, run_id: int) -> dict[int, dict[str, Any]]:
+def floor(ledger: Ledger, run_id: int) -> dict[int, dict[str, Any]]:
     """The launch noise of the latest complete calibration (an A/A: both labels the same) whose runs have the
     fingerprint of `run_id` (toolchain and model identity): concurrency -> {launch_cv, df, comparison_id, loads},
     `loads` the load index of each of its runs (ab.apply_calibration passes over a calibration taken under other
@@ -47,7 +48,7 @@ def floor(ledger: Any, run_id: int) -> dict[int, dict[str, Any]]:
     return {}
 
 
-def _run_loads(ledger: Any, comparison_id: int) -> list[dict[str, Any]]:
+def _run_loads(ledger: Ledger, comparison_id: int) -> list[dict[str, object]]:
     """The load index (bench/load.py) of each run of a comparison that has one."""
 
     try:

@@ -40,13 +40,13 @@ class CellError(InputError):
 
 
 # ---- building a cell ------------------------------------------------------------------------------------
-def _model(run: dict[str, Any]) -> dict[str, Any]:
+def _model(run: dict[str, Any]) -> dict[str, object]:
     served = ((run.get("facts") or {}).get("recipe") or {}).get("model") or {}
     return {"name": run.get("model"), "ref": served.get("ref") or (run.get("recipe") or {}).get("model"),
             "identity": served.get("identity")}
 
 
-def _material(facts: dict[str, Any]) -> dict[str, Any] | None:
+def _material(facts: dict[str, Any]) -> dict[str, object] | None:
     if not facts:
         return None  # a run whose toolchain is unknown
     try:
@@ -57,7 +57,7 @@ def _material(facts: dict[str, Any]) -> dict[str, Any] | None:
     return result
 
 
-def config_material(cell: dict[str, Any]) -> dict[str, Any]:
+def config_material(cell: dict[str, Any]) -> dict[str, object]:
     """What defines a cell: the same material is the same configuration, whatever its numbers."""
     model = cell.get("model") or {}
     return {"toolchain": (cell.get("toolchain") or {}).get("fingerprint"),
@@ -71,7 +71,7 @@ def config_hash(cell: dict[str, Any]) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
-def from_run(run: dict[str, Any]) -> dict[str, Any]:
+def from_run(run: dict[str, Any]) -> dict[str, object]:
     """The cell of one stored run (the shape of Ledger.run(): recipe, facts, workload, summary, server, ...)."""
     facts = run.get("facts") or {}
     summary = run.get("summary") or {}
@@ -163,7 +163,7 @@ def workload_of(cell: dict[str, Any]) -> dict[str, Any]:
 
 
 # ---- a cell against a run here -------------------------------------------------------------------------
-def _flatten(value: Any, prefix: str) -> dict[str, Any]:
+def _flatten(value: Any, prefix: str) -> dict[str, object]:
     if isinstance(value, dict) and value:
         out: dict[str, Any] = {}
         for k, v in value.items():
@@ -172,7 +172,7 @@ def _flatten(value: Any, prefix: str) -> dict[str, Any]:
     return {prefix: value}
 
 
-def _changed(group: str, there: dict[str, Any], here: dict[str, Any]) -> list[dict[str, Any]]:
+def _changed(group: str, there: dict[str, Any], here: dict[str, Any]) -> list[dict[str, object]]:
     rows = []
     for key in sorted(set(there) | set(here)):
         a, b = there.get(key, "(absent)"), here.get(key, "(absent)")
@@ -210,7 +210,7 @@ def _recipe_keys(recipe: dict[str, Any]) -> tuple[str, ...]:
     return tuple(k for k in RECIPE_KEYS if k != "model") if "url" in recipe else RECIPE_KEYS
 
 
-def _load_rows(there: dict[str, Any], here: dict[str, Any]) -> list[dict[str, Any]]:
+def _load_rows(there: dict[str, Any], here: dict[str, Any]) -> list[dict[str, object]]:
     """The load only where it clearly differs (bench/load.py's A/B rule), or where one side was busy."""
 
     rows = []
@@ -264,7 +264,7 @@ class Reproduction:
         return [g for g in order if g in groups]
 
     @property
-    def headline(self) -> dict[str, Any] | None:
+    def headline(self) -> dict[str, object] | None:
         """The headline figure (decode tok/s per stream at the headline's concurrency) there and here."""
         conc = (self.there["numbers"].get("headline") or {}).get("concurrency")
         for row in self.numbers:

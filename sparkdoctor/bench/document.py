@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from rich.console import Console
+
 from sparkdoctor.bench import render
 from sparkdoctor.bench.cell import Reproduction
 from sparkdoctor.bench.session import RunResult, envelope
@@ -65,7 +67,7 @@ class ComparisonDocument:
         return "calibration" if self.calibration is not None else "comparison"
 
     def to_json(self) -> dict[str, Any]:
-        body: dict[str, Any] = {
+        body: dict[str, object] = {
             "comparison_id": self.comparison_id, "a": self.a, "b": self.b, "order": self.order, "runs": self.runs,
             "metric": self.metric, "min_effect": self.min_effect, "levels": self.levels, "verdict": self.verdict,
             "load": self.load, "correctness": self.correctness, "fingerprints": self.fingerprints, "ledger": self.ledger}
@@ -76,7 +78,7 @@ class ComparisonDocument:
         return envelope(self.kind, body)
 
     def console_text(self, sink: Sink) -> str:
-        def draw(console: Any) -> None:
+        def draw(console: Console) -> None:
             document = self.to_json()
             render.render_comparison(console, document)
             if self.calibration is not None:
@@ -105,7 +107,7 @@ class ReproduceDocument:
         return envelope(self.kind, {**self.reproduction.to_dict(), "run": run})
 
     def console_text(self, sink: Sink) -> str:
-        def draw(console: Any) -> None:
+        def draw(console: Console) -> None:
             document = self.to_json()
             render.render_run(console, {**document["run"], "kind": "run"})
             render.render_reproduce(console, document)

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from sparkdoctor.sink import Sink
 
 
-def _envelope(kind: str, data: dict[str, Any]) -> dict[str, Any]:
+def _envelope(kind: str, data: dict[str, Any]) -> dict[str, object]:
     return envelope(kind, data)
 
 

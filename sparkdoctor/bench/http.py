@@ -20,9 +20,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
-from typing import Any
 from urllib.parse import urlsplit
 
 import aiohttp
@@ -106,7 +105,7 @@ async def get(url: str, path: str, timeout: float = 5.0) -> tuple[int, bytes]:
         raise _failure(exc, ep, f"GET {path}", timeout, answered) from None
 
 
-async def post_lines(url: str, path: str, payload: dict[str, Any], timeout: float,
+async def post_lines(url: str, path: str, payload: Mapping[str, object], timeout: float,
                      prefix: bytes = b"") -> AsyncIterator[tuple[float, bytes]]:
     """POST JSON; yield (time.perf_counter() at arrival, line) for each line of the answer's body
     that starts with `prefix`.

@@ -83,7 +83,7 @@ def _in_cgroup(pid: int, marker: str) -> bool:
 
 
 def sample(exclude: set[int] | None = None, window_s: float = WINDOW_S, gpus: bool = True,
-           exclude_cgroup: str | None = None) -> dict[str, Any]:
+           exclude_cgroup: str | None = None) -> dict[str, object]:
     """One load sample (see the module text). `exclude`: pids whose trees are the measurement itself;
     `exclude_cgroup`: a container id whose processes are the server measured (not our children)."""
     mine = {os.getpid()} | _children(os.getpid())

@@ -154,7 +154,7 @@ async def measure(base_url: str, model: str, server: ServerInfo, workload: Workl
     return m
 
 
-def reconcile(samples: list[Sample], server: dict[str, Any] | None) -> dict[str, Any] | None:
+def reconcile(samples: list[Sample], server: dict[str, Any] | None) -> dict[str, object] | None:
     """The run against the server's own counters for the same window: tokens the client counted vs the server's
     generation_tokens delta, and speculative decoding's acceptance over this window only. A mismatch is a finding
     on the run (another client was using the server, or the stream lost tokens)."""

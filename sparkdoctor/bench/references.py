@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,7 +40,7 @@ class Answer:
     margins: list[float] | None = None    # each greedy token's log-probability over the runner-up's (vLLM)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Answer:
+    def from_dict(cls, data: Mapping[str, object]) -> Answer:
         fields: dict[str, Any] = {k: data.get(k) for k in cls.__dataclass_fields__ if k != "prompt"}
         return cls(str(data.get("prompt", "")), **fields)
 
@@ -86,7 +87,7 @@ def load(path: Path) -> tuple[list[Answer] | None, str | None]:
         return None, f"{path}: unreadable reference ({type(exc).__name__})"
 
 
-def save(path: Path, answers: list[Answer], meta: dict[str, Any]) -> None:
+def save(path: Path, answers: list[Answer], meta: Mapping[str, object]) -> None:
     """Write the reference atomically, as a regular file only (files.write_text: a device, FIFO or folder at
     `path` is refused with OutputError, never replaced)."""
 

@@ -16,6 +16,7 @@ from typing import Any
 from sparkdoctor.audit import AuditError, ceiling_for, roofline_line
 from sparkdoctor.audit.fromrecipe import flag_values
 from sparkdoctor.bench.measure import Measurement
+from sparkdoctor.recipes.model import Recipe
 
 
 def _context(m: Measurement) -> tuple[int, str]:
@@ -31,11 +32,11 @@ def _context(m: Measurement) -> tuple[int, str]:
     return prompt + half_out, f"~{prompt} prompt tokens (estimated from {m.workload.prompt_words} words) + {half_out} (half the output)"
 
 
-def _missing(model_dir: str | None, why: str) -> dict[str, Any]:
+def _missing(model_dir: str | None, why: str) -> dict[str, object]:
     return {"model_dir": model_dir, "ceiling_tok_s": None, "share": None, "missing": why}
 
 
-def recipe_model_dir(recipe: Any) -> tuple[str | None, str | None]:
+def recipe_model_dir(recipe: Recipe) -> tuple[str | None, str | None]:
     """(the recipe's model folder, None) when it is a local folder, else (None, why not)."""
     model = getattr(recipe, "model", None)
     if not model:
@@ -50,7 +51,7 @@ def kv_dtype_of(argv: list[str] | None) -> str:
 
 
 def achieved(model_dir: str | None, why_none: str | None, m: Measurement, headline: dict[str, Any] | None,
-             kv_cache_dtype: str = "auto") -> dict[str, Any]:
+             kv_cache_dtype: str = "auto") -> dict[str, object]:
     """The roofline block of a run: ceiling, achieved share and the assumptions, or why it is missing."""
     if model_dir is None:
         return _missing(None, why_none or "no model folder known")
