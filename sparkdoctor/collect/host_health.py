@@ -48,7 +48,7 @@ def _int(text: str | None) -> int | None:
     return int(text) if text.isascii() and text.lstrip("-").isdigit() and len(text) <= 18 else None
 
 
-def memory(root: Path) -> dict[str, Any] | None:
+def memory(root: Path) -> dict[str, object] | None:
     text = _read(root / "proc" / "meminfo")
     if text is None:
         return None
@@ -58,7 +58,7 @@ def memory(root: Path) -> dict[str, Any] | None:
         value = _int(rest.split()[0]) if rest.split() else None
         if name in MEMINFO_KEYS and value is not None:
             raw[MEMINFO_KEYS[name]] = value
-    out: dict[str, Any] = {k: raw.get(k) for k in ("total_kib", "available_kib", "swap_total_kib")}
+    out: dict[str, object] = {k: raw.get(k) for k in ("total_kib", "available_kib", "swap_total_kib")}
     if "swap_total_kib" in raw and "swap_free_kib" in raw:
         out["swap_used_kib"] = raw["swap_total_kib"] - raw["swap_free_kib"]
     if "cached_kib" in raw:
@@ -69,12 +69,12 @@ def memory(root: Path) -> dict[str, Any] | None:
     return out
 
 
-def pressure(root: Path) -> dict[str, Any] | None:
+def pressure(root: Path) -> dict[str, object] | None:
     """PSI memory pressure: the share of time tasks stalled on memory (some: at least one; full: all)."""
     text = _read(root / "proc" / "pressure" / "memory")
     if text is None:
         return None
-    out: dict[str, Any] = {}
+    out: dict[str, object] = {}
     for line in text.splitlines():
         kind, *pairs = line.split()
         if kind not in ("some", "full"):
@@ -89,7 +89,7 @@ def pressure(root: Path) -> dict[str, Any] | None:
     return out
 
 
-def docker_runtime(root: Path) -> dict[str, Any] | None:
+def docker_runtime(root: Path) -> dict[str, object] | None:
     """The NVIDIA runtime in docker's daemon.json and the CDI specs that name nvidia.com/gpu; None
     where docker is not installed (nothing to judge)."""
     daemon = root / "etc" / "docker" / "daemon.json"
@@ -126,7 +126,7 @@ def links(root: Path) -> list[dict[str, Any]] | None:
     net = root / "sys" / "class" / "net"
     if not net.is_dir():
         return None
-    found: list[dict[str, Any]] = []
+    found: list[dict[str, object]] = []
     for name in sorted(os.listdir(net)):
         dev = net / name
         if not (dev / "device").exists() and not (dev / "device").is_symlink():
@@ -168,7 +168,7 @@ def kernel(root: Path) -> dict[str, Any] | None:
 
 def observe(root: Path, live: bool = True) -> dict[str, Any]:
     errors: list[str] = []
-    out: dict[str, Any] = {"live": live, "root": str(root)}
+    out: dict[str, object] = {"live": live, "root": str(root)}
     for key, reader in (("memory", memory), ("pressure", pressure), ("docker", docker_runtime), ("links", links),
                         ("kernel", kernel)):
         try:

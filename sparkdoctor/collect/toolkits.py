@@ -20,6 +20,7 @@ import json
 import os
 import re
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -75,7 +76,7 @@ class Ptxas:
     def named(self, basename: str) -> bool:
         return any(os.path.basename(p) == basename for p in self.paths)
 
-    def as_fact(self) -> dict[str, Any]:
+    def as_fact(self) -> dict[str, object]:
         return {
             "tool": "ptxas",
             "path": self.paths[0],
@@ -156,7 +157,7 @@ class _Cache:
         if self.path is not None and ctx.use_cache:
             self.entries = self._read()
 
-    def _read(self) -> dict[str, Any]:
+    def _read(self) -> dict[str, object]:
         if self.path is None:
             return {}
         try:
@@ -187,7 +188,7 @@ class _Cache:
             return None
         return {"version": hit["version"], "archs": [a for a in hit["archs"] if isinstance(a, str)]}
 
-    def put(self, realpath: str, result: dict[str, Any]) -> None:
+    def put(self, realpath: str, result: Mapping[str, object]) -> None:
         key = self.key(realpath)
         if key is None or self.path is None or "error" in result or not result.get("help_ok"):
             return  # failures and half answers are asked again next time

@@ -38,6 +38,7 @@ from sparkdoctor.kernels.cache import Cache
 from sparkdoctor.kernels.collector import compile_arch, selected_probes, target_arch
 from sparkdoctor.kernels.cubin import cubin_problem
 from sparkdoctor.kernels.probes import load_probes
+from sparkdoctor.targets.interface import Target
 
 LIST_TIMEOUT = 20.0
 COMPILE_TIMEOUT = 20.0
@@ -167,7 +168,7 @@ COLLECTOR = Collector("toolkits", run, needs=("target",), timeout=LIST_TIMEOUT +
 
 
 # ---- the PTX kernel probes, compiled inside the container --------------------------------------------------
-def container_runner(target: Any):
+def container_runner(target: Target):
     """A kernels.assemble runner: ptxas runs in the container; the cubin lands at the host path asked for."""
 
     def run_ptxas(ptxas, arch: str, ptx: Path, cubin: Path, timeout: float):
@@ -189,7 +190,7 @@ def container_runner(target: Any):
     return run_ptxas
 
 
-def run_kernels(ctx: Context) -> dict[str, Any]:
+def run_kernels(ctx: Context) -> dict[str, object]:
     if not ctx.kernels:
         return {}
     arch_value, source, note = target_arch(ctx.facts)
