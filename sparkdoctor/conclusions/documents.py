@@ -103,7 +103,7 @@ class RerunDocument:
         return 0
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"schema": SCHEMA, "rerun_version": RERUN_VERSION, "kind": self.kind, "ledger": self.ledger,
+        out: dict[str, object] = {"schema": SCHEMA, "rerun_version": RERUN_VERSION, "kind": self.kind, "ledger": self.ledger,
                                "dry_run": self.dry_run, "conclusions": [s.to_dict() for s in self.planned.conclusions],
                                "workarounds": self.planned.workarounds}
         if self.done is not None:

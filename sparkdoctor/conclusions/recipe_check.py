@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Mapping
 from typing import Any
 
 from sparkdoctor.audit.locate import resolve_model
@@ -90,7 +91,7 @@ class EnvTarget:
         return self.inner.run_script(script, args, timeout, {**self.env, **(env or {})})
 
 
-def vllm_flags(target: Any, timeout: float = 60.0, running: Any = None) -> dict[str, Any] | None:
+def vllm_flags(target: Any, timeout: float = 60.0, running: Any = None) -> dict[str, object] | None:
     """{"vllm": {...} | None, "flags": [...]} from probes/vllm_flags, or None when the probe failed. `running`: the
     probe started earlier (start_vllm_flags), so that it ran beside the target probe."""
 
@@ -108,7 +109,7 @@ def prestart(target: Any) -> dict[str, Any]:
     now, as `check` starts them: collect_facts takes them over (CheckOptions.prestarted)."""
 
     probe = start_target_probe(target, no_cache=False)
-    prestarted: dict[str, Any] = {targetenv.PRESTART_KEY: probe}
+    prestarted: dict[str, object] = {targetenv.PRESTART_KEY: probe}
     if probe.capabilities:
         prestarted[capabilities.PRESTART_KEY] = probe
         gpu.prestart()
@@ -137,7 +138,7 @@ def serve_flags(argv: list[str]) -> list[str]:
     return out
 
 
-def _finding(kind: str, fid: str, severity: str, title: str, evidence: list[str], remedy: str) -> dict[str, Any]:
+def _finding(kind: str, fid: str, severity: str, title: str, evidence: list[str], remedy: str) -> dict[str, object]:
     return {"kind": kind, "id": fid, "severity": severity, "title": title, "evidence": evidence, "remedy": remedy}
 
 
@@ -176,7 +177,7 @@ def _without_recipe_env(facts: Any, recipe: Any) -> Any:
     return box
 
 
-def _setting_findings(recipe: Any, matrix: Any, facts: Any, served: dict[str, Any]) -> list[dict[str, Any]]:
+def _setting_findings(recipe: Any, matrix: Any, facts: Any, served: Mapping[str, object]) -> list[dict[str, Any]]:
     """Entries that judge the recipe's values, evaluated on the Facts as its server sees them."""
 
     seen = server_facts(facts, recipe)
@@ -262,8 +263,8 @@ def check(recipe: Any, matrix: Any, facts: Any, flags: dict[str, Any] | None,
     return findings
 
 
-def document(recipe: Any, findings: list[dict[str, Any]], facts: Any, flags: dict[str, Any] | None, fail_on: str,
-             served: dict[str, Any] | None = None, memory: dict[str, Any] | None = None) -> dict[str, Any]:
+def document(recipe: Any, findings: list[dict[str, Any]], facts: Any, flags: Mapping[str, object] | None, fail_on: str,
+             served: Mapping[str, object] | None = None, memory: Mapping[str, object] | None = None) -> dict[str, object]:
     failing = [f for f in findings if SEVERITY_RANK[f["severity"]] >= SEVERITY_RANK[fail_on]]
     return {"recipe_check_version": RECIPE_CHECK_VERSION, "recipe": {"name": recipe.name, "path": recipe.source_path,
             "format": recipe.format, "fingerprint": recipe.fingerprint()},
@@ -342,7 +343,7 @@ def _judge(recipe: Any, matrix_path: Any, python: str | None, fail_on: str, prog
     return document(recipe, findings, facts, flags, fail_on, served, memory)
 
 
-def _mod_findings(recipe: Any, target: Any, in_container: bool, progress: Any) -> list[dict[str, Any]]:
+def _mod_findings(recipe: Any, target: Any, in_container: bool, progress: Any) -> list[dict[str, object]]:
     """The recipe's mods judged on the target's files (a container's through its CLI)."""
 
     if not named_mods(recipe):

@@ -118,7 +118,7 @@ def _stale_mods(recipe: Any, path: str, python: str, data: dict[str, Any], serve
     return items
 
 
-def _measured_by(statuses: list[staleness.Status], recipe: Any, key: str) -> dict[str, Any] | None:
+def _measured_by(statuses: list[staleness.Status], recipe: Any, key: str) -> dict[str, object] | None:
     """A conclusion that measures exactly (recipe with `key`, recipe without it), in either order."""
     with_hash, without_hash = _hash(recipe), _hash(without(recipe, [key]))
     for status in statuses:
@@ -191,7 +191,7 @@ def _load_differs(ledger: Any, old_ids: list[int], new_ids: list[int]) -> str | 
     return load.arms_differ(indexes(old_ids), indexes(new_ids))
 
 
-def _cost(levels: list[dict[str, Any]], with_arm: str) -> list[dict[str, Any]]:
+def _cost(levels: list[dict[str, Any]], with_arm: str) -> list[dict[str, object]]:
     """Per level: output tok/s without the workaround over with it (> 1: the workaround costs speed)."""
     rows = []
     for lvl in levels:
@@ -206,7 +206,7 @@ def _cost(levels: list[dict[str, Any]], with_arm: str) -> list[dict[str, Any]]:
     return rows
 
 
-def measure_workaround(ledger: Any, item: dict[str, Any], by_name: dict[str, Any], opts: Options) -> dict[str, Any]:
+def measure_workaround(ledger: Any, item: dict[str, Any], by_name: dict[str, Any], opts: Options) -> dict[str, object]:
     """What a stale workaround costs: from the conclusion that measures it, else a new A/B (stored). A stale mod
     is not measured (sparkdoctor never applies mods, so it cannot launch with and without one): it is advice."""
     if item.get("kind") == "mod":

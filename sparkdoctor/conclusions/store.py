@@ -135,7 +135,7 @@ def existing_runs(ledger: Any, run_ids: list[int]) -> set[int]:
 
 
 def conclude(name: str, comparison: dict[str, Any], path_a: Any, path_b: Any, python: str | None,
-             ledger_path: Any, sets: dict[str, str] | None = None, local: bool = False) -> dict[str, Any]:
+             ledger_path: Any, sets: dict[str, str] | None = None, local: bool = False) -> dict[str, object]:
     """`bench A --vs B --conclude NAME`: store the finished A/B as conclusion NAME; its JSON."""
     if "unknown" in (comparison.get("fingerprints") or {}).values():
         raise ConclusionError(f"conclusion {name!r}: an arm's toolchain is unknown; a conclusion is bound to the "

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from sparkdoctor.check import CheckOptions, collect_facts
@@ -49,7 +49,7 @@ class Toolchains:
         return self._facts[python]
 
 
-def current_image(recorded: dict[str, Any]) -> dict[str, Any]:
+def current_image(recorded: dict[str, Any]) -> dict[str, object]:
     """What the image a run was served from (by its name) is now: its id and content fingerprint, or why not."""
 
     image = str(recorded["image"])
@@ -61,7 +61,7 @@ def current_image(recorded: dict[str, Any]) -> dict[str, Any]:
         return {"image": image, "image_error": str(exc)[:300]}
 
 
-def python_of(run_facts: dict[str, Any]) -> str | None:
+def python_of(run_facts: Mapping[str, object]) -> str | None:
     target = run_facts.get("target") if isinstance(run_facts, dict) else None
     if not isinstance(target, dict):
         return None
@@ -69,7 +69,7 @@ def python_of(run_facts: dict[str, Any]) -> str | None:
     return python if isinstance(python, str) else None
 
 
-def _pkg(entry: Any) -> tuple[Any, list[str], Any]:
+def _pkg(entry: object) -> tuple[Any, list[str], Any]:
     if not isinstance(entry, (list, tuple)) or len(entry) != 3:
         return None, [], None
     return entry[0], list(entry[1] or []), entry[2]
@@ -79,7 +79,7 @@ def what_changed(old: dict[str, Any], new: dict[str, Any]) -> list[dict[str, Any
     """The fingerprint material of two Facts, compared: one row per difference, each with its text."""
     rows: list[dict[str, Any]] = []
 
-    def add(what: str, a: Any, b: Any, text: str) -> None:
+    def add(what: str, a: object, b: object, text: str) -> None:
         rows.append({"what": what, "old": a, "new": b, "text": text})
 
     pkgs_a, pkgs_b = old.get("packages") or {}, new.get("packages") or {}
@@ -122,7 +122,7 @@ def what_changed(old: dict[str, Any], new: dict[str, Any]) -> list[dict[str, Any
     return rows
 
 
-def _short(value: Any) -> str:
+def _short(value: object) -> str:
     if value in (None, [], {}):
         return "none"
     if isinstance(value, list):
@@ -130,7 +130,7 @@ def _short(value: Any) -> str:
     return str(value)
 
 
-def material(facts: Any) -> dict[str, Any]:
+def material(facts: Facts) -> dict[str, Any]:
     """Fingerprint material of a Facts object or of a stored Facts dict."""
 
     if isinstance(facts, dict):
