@@ -218,7 +218,7 @@ def _verify_applied(target: Target, plan: Plan, journal: jr.Journal, outcome: Ou
             raise FixError(f"the apply changed {len(lost)} file(s) of dists the plan does not name, e.g. {lost[0]}")
 
 
-def rollback(target: Target, journal: jr.Journal, installer: Installer) -> dict[str, Any]:
+def rollback(target: Target, journal: jr.Journal, installer: Installer) -> dict[str, object]:
     """Undo a journal's apply: verify that the journal can restore the target (refuse, changing nothing,
     if it cannot), then reverse the actions that ran, last first."""
     record = journal.data["target"]

@@ -28,11 +28,11 @@ def _need(cond: bool, where: str, what: str) -> None:
         raise _Bad(f"field '{where}' {what}")
 
 
-def _str(value: Any, where: str, optional: bool = False) -> None:
+def _str(value: object, where: str, optional: bool = False) -> None:
     _need(isinstance(value, str) or (optional and value is None), where, "must be a string" + (" or null" if optional else ""))
 
 
-def _int(value: Any, where: str, optional: bool = False) -> None:
+def _int(value: object, where: str, optional: bool = False) -> None:
     ok = isinstance(value, int) and not isinstance(value, bool) and value >= 0
     _need(ok or (optional and value is None), where, "must be a non-negative integer" + (" or null" if optional else ""))
 
@@ -118,7 +118,7 @@ def _check(data: Any) -> None:
             _str(outside.get("sha256"), "outside.sha256")
 
 
-def validate(data: Any, where: str) -> dict[str, Any]:
+def validate(data: Any, where: str) -> dict[str, object]:
     """data, if every field a rollback reads is well formed; else JournalError naming the field."""
     try:
         _check(data)

@@ -52,7 +52,7 @@ def plan_lines(plan: Plan) -> list[str]:
     return out
 
 
-def plan_document(plan: Plan, report: Any) -> dict[str, Any]:
+def plan_document(plan: Plan, report: Any) -> dict[str, object]:
     return {"fix_version": FIX_VERSION, "mode": "plan", "plan": plan.to_dict(),
             "findings": sorted(f.id for f in report.findings), "verdict": report.verdict()}
 
@@ -79,7 +79,7 @@ def applied_lines(result: Applied) -> list[str]:
     return out
 
 
-def mode_document(mode: str, body: Any) -> dict[str, Any]:
+def mode_document(mode: str, body: Any) -> dict[str, object]:
     """The JSON of apply (`body`: pipeline.Applied.to_json(), its keys at the top) or of rollback, history and prune
     (`body` under "result")."""
     if mode == "apply":

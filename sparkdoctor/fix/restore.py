@@ -8,7 +8,6 @@ copies of the dists' files are intact; if neither, nothing is touched and the re
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from sparkdoctor.fix import inventory as inv_mod
 from sparkdoctor.fix import journal as jr
@@ -157,7 +156,7 @@ class Restorer:
 
 
 def verify_rolled_back(target: Target, journal: jr.Journal, sides: dict[str, FileTransport],
-                       installer: Installer | None = None) -> dict[str, Any]:
+                       installer: Installer | None = None) -> dict[str, object]:
     """The package set, the bytes of every touched dist's files and every edited file, and the files
     outside the plan (a changed .pyc compiled again first), against the journal."""
     data = journal.data
