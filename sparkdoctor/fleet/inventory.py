@@ -27,7 +27,6 @@ import os
 import re
 import sys
 from pathlib import Path
-from typing import Any
 
 from sparkdoctor.errors import InputError
 from sparkdoctor.fleet.transport import Node
@@ -179,7 +178,7 @@ def eugr_hosts(text: str, path: Path) -> list[str]:
     return hosts
 
 
-def _table(value: Any, where: str) -> dict[str, Any]:
+def _table(value: object, where: str) -> dict[str, object]:
     if not isinstance(value, dict):
         raise InventoryError(f"{where}: should be a table")
     for key, item in value.items():

@@ -155,7 +155,7 @@ def all_reduce(transport: Any, nodes: list[Any], fabrics: dict[str, dict[str, An
     return from_all_reduce(done.stdout, first.name, link, rated, setting)
 
 
-def measure_links(transport: Any, nodes: list[Any], named: list[tuple[str, Any]],
+def measure_links(transport: object, nodes: list[Any], named: list[tuple[str, Any]],
                   progress: Callable[[str], None] | None = None) -> list[Measurement]:
     """Every link's rail, one after another (two tests on one wire would halve each other), then one
     all-reduce over all nodes. Never raises: what could not be measured is a Measurement that says why."""

@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import platform
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -71,7 +72,7 @@ class NodeOutcome:
         return self.facts is not None
 
 
-def collect_node(transport: Any, node: Node, timeout: float, arch: str | None = None) -> NodeOutcome:
+def collect_node(transport: object, node: Node, timeout: float, arch: str | None = None) -> NodeOutcome:
     """Probe one node within `timeout` seconds; never raises."""
 
     started = time.monotonic()
@@ -84,7 +85,7 @@ def collect_node(transport: Any, node: Node, timeout: float, arch: str | None = 
                   timeout=timeout, deadline=deadline)
     box: dict[str, Any] = {}
 
-    def node_probe(ctx: Context) -> dict[str, Any]:
+    def node_probe(ctx: Context) -> dict[str, object]:
         result = ctx.target.run_script(probe_entry(NODE_PROBE), [], max(0.5, deadline - time.monotonic()))
         box["received"] = time.time()
         try:
@@ -123,7 +124,7 @@ def collect_node(transport: Any, node: Node, timeout: float, arch: str | None = 
     return NodeOutcome(node, facts, None, seconds, raw)
 
 
-def check_answer(raw: dict[str, Any]) -> None:
+def check_answer(raw: Mapping[str, object]) -> None:
     """ShapeError for the first field of the node probe's answer that apply_node cannot read (null: not known)."""
     for key, shape in NODE_ANSWER.items():
         if raw.get(key) is not None:
@@ -216,11 +217,11 @@ def apply_node(facts: Facts, raw: dict[str, Any], received: float, arch: str | N
     }
 
 
-def _gpu_health(g: dict[str, Any]) -> dict[str, Any]:
+def _gpu_health(g: Mapping[str, object]) -> dict[str, object]:
     keys = ("index", "clock_graphics_mhz", "clock_graphics_max_mhz", "clock_memory_mhz", "pstate", "temperature_c",
             "power_w", "memory_used_mib")
     return {k: g.get(k) for k in keys}
 
 
-def _dict(value: Any) -> dict[str, Any]:
+def _dict(value: object) -> dict[str, object]:
     return value if isinstance(value, dict) else {}
