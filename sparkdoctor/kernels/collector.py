@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 import tempfile
 import threading
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +43,7 @@ def selected_probes(probes: list[Probe], target: str) -> list[Probe]:
     return [p for p in probes if p.always or base in p.family]
 
 
-def plain_sm12x_settings(env: dict[str, str], capabilities: dict[str, Any] | None = None) -> list[tuple[str, str]]:
+def plain_sm12x_settings(env: dict[str, str], capabilities: Mapping[str, object] | None = None) -> list[tuple[str, str]]:
     """(setting, arch) for every plain 12.x entry (no a/f suffix) of the build arch-list variables,
     and a vLLM whose compiled kernels target plain sm_121 (a source build that lost the suffix)."""
     found = []

@@ -7,7 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +38,7 @@ def matching_gpu(gpus: list[dict[str, Any]] | None, arch: str) -> dict[str, Any]
     return None
 
 
-def run_on_gpu(requests: list[dict[str, Any]], timeout: float | None = None) -> list[dict[str, Any]]:
+def run_on_gpu(requests: Sequence[Mapping[str, object]], timeout: float | None = None) -> list[dict[str, Any]]:
     """Run cuda_driver's job runner in a child process; one result per request, always."""
     # imported on use: check loads sparkdoctor.cuda_driver only on the runs that get here
     from sparkdoctor import cuda_driver
@@ -63,7 +63,7 @@ def run_on_gpu(requests: list[dict[str, Any]], timeout: float | None = None) -> 
     return [{"id": req["id"], "ok": False, "error": failed} for req in requests]
 
 
-def _well_formed(result: Any) -> bool:
+def _well_formed(result: object) -> bool:
     """A result the GPU phase can read: a dict whose outputs, if any, map names to hex strings."""
     if not isinstance(result, dict):
         return False
