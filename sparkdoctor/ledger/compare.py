@@ -21,7 +21,7 @@ FIGURES = (  # (name shown, where in a level summary, scale)
 )
 
 
-def _get(data: Any, path: tuple[str, ...]) -> Any:
+def _get(data: object, path: tuple[str, ...]) -> Any:
     for key in path:
         if not isinstance(data, dict):
             return None
@@ -29,7 +29,7 @@ def _get(data: Any, path: tuple[str, ...]) -> Any:
     return data
 
 
-def _number(value: Any) -> float | None:
+def _number(value: object) -> float | None:
     """A stored figure, or None when it is not a finite number (a damaged or hand-edited row)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
@@ -40,16 +40,16 @@ def _number(value: Any) -> float | None:
     return number if math.isfinite(number) else None
 
 
-def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
+def _flatten(value: object, prefix: str = "") -> dict[str, object]:
     if isinstance(value, dict):
-        out: dict[str, Any] = {}
+        out: dict[str, object] = {}
         for k, v in value.items():
             out.update(_flatten(v, f"{prefix}.{k}" if prefix else str(k)))
         return out
     return {prefix: value}
 
 
-def toolchain_changes(facts_a: dict[str, Any], facts_b: dict[str, Any]) -> list[dict[str, Any]]:
+def toolchain_changes(facts_a: dict[str, Any], facts_b: dict[str, Any]) -> list[dict[str, object]]:
     """The fingerprint material (what decides behaviour and speed) that differs between two Facts."""
 
     try:
