@@ -167,7 +167,7 @@ def problems(matrix: Matrix, bounds_doc: dict[str, Any] | None = None) -> list[s
     return [*remedy_conflicts(matrix), *unbracketed_checked(matrix), *(held_outside(matrix, bounds_doc) if bounds_doc else [])]
 
 
-def report_delay(matrix: Matrix) -> dict[str, Any]:
+def report_delay(matrix: Matrix) -> dict[str, object]:
     """Days from a breakage's first public report to its entry (`reported`, `added`): how many entries say both,
     the median and how many got in within a week."""
 

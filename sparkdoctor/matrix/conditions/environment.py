@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 import sys
+from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
 
@@ -42,7 +43,7 @@ def _value(name: str, got: str | None) -> str:
     return f"{name}={got}"
 
 
-def v_env(value: Any) -> str | None:
+def v_env(value: object) -> str | None:
     if not isinstance(value, dict) or not value:
         return "must be a table of NAME = true (set) | false (unset) | \"value\" (equals) | [\"a\", \"b\"] (one of)"
     for name, rule in value.items():
@@ -51,7 +52,7 @@ def v_env(value: Any) -> str | None:
     return None
 
 
-def eval_env(value: dict[str, Any], facts: Facts) -> list[Check]:
+def eval_env(value: Mapping[str, object], facts: Facts) -> list[Check]:
     out = []
     for name, rule in value.items():
         if facts.env is None:
@@ -126,7 +127,7 @@ def _children(av: object) -> list[object]:
     return []
 
 
-def regex_problem(pattern: Any) -> str | None:
+def regex_problem(pattern: object) -> str | None:
     """Why `pattern` may not be used in env_matches (None when it may)."""
     if not isinstance(pattern, str):
         return "must be a regular expression string"
@@ -139,7 +140,7 @@ def regex_problem(pattern: Any) -> str | None:
     return None
 
 
-def v_regex_table(value: Any) -> str | None:
+def v_regex_table(value: object) -> str | None:
     if not isinstance(value, dict) or not value:
         return "must be a table of NAME = \"regular expression\""
     for name, rx in value.items():

@@ -3,13 +3,13 @@ capabilities read from installed files."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
 
 from sparkdoctor.facts import Facts
 from sparkdoctor.matrix.model import Check
 
 
-def eval_kernels(value: dict[str, Any], facts: Facts) -> list[Check]:
+def eval_kernels(value: Mapping[str, object], facts: Facts) -> list[Check]:
     out = []
     for probe_id, want in value.items():
         result = (facts.kernels or {}).get(probe_id)
@@ -24,7 +24,7 @@ def eval_kernels(value: dict[str, Any], facts: Facts) -> list[Check]:
     return out
 
 
-def eval_capabilities(value: dict[str, Any], facts: Facts) -> list[Check]:
+def eval_capabilities(value: Mapping[str, object], facts: Facts) -> list[Check]:
     out = []
     for cap, want in value.items():
         caps = facts.capabilities
