@@ -137,7 +137,7 @@ def read_have(root: Path | None = None, nvml: list[dict[str, Any]] | None = None
     return have
 
 
-def _b(kib: Any) -> int | None:
+def _b(kib: object) -> int | None:
     return kib * KIB if isinstance(kib, int) else None
 
 

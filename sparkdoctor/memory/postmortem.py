@@ -154,7 +154,7 @@ def _low(pm: PostMortem) -> bool:
     return pm.lowest_available_bytes is not None and pm.lowest_available_bytes < 4 * GIB
 
 
-def after_launch(error: Any, since: float | None, root: Any = None, largest_utilization: float | None = None) -> PostMortem | None:
+def after_launch(error: object, since: float | None, root: Any = None, largest_utilization: float | None = None) -> PostMortem | None:
     """The post-mortem of a launch that died or never answered (a serve LaunchError with `returncode` or
     `not_ready`), from the kernel log since `since` (seconds since boot) and the server's last lines; None
     for a launch that never started (nothing ran to die)."""
