@@ -41,11 +41,11 @@ def locate(recipe: Any, written: str) -> Path | None:
     return None
 
 
-def _finding(fid: str, severity: str, title: str, evidence: list[str], remedy: str) -> dict[str, Any]:
+def _finding(fid: str, severity: str, title: str, evidence: list[str], remedy: str) -> dict[str, object]:
     return {"kind": "mod", "id": fid, "severity": severity, "title": title, "evidence": evidence, "remedy": remedy}
 
 
-def mod_findings(recipe: Any, tree: Tree, timeout: float | None = None) -> list[dict[str, Any]]:
+def mod_findings(recipe: Any, tree: Tree, timeout: float | None = None) -> list[dict[str, object]]:
     """One finding per mod that fails, is already upstream, or cannot be judged (a mod that applies says nothing)."""
     out = []
     for written in named_mods(recipe):
@@ -78,7 +78,7 @@ def mod_findings(recipe: Any, tree: Tree, timeout: float | None = None) -> list[
     return out
 
 
-def stale_mods(recipe: Any, tree: Tree, timeout: float | None = None) -> list[dict[str, Any]]:
+def stale_mods(recipe: object, tree: Tree, timeout: float | None = None) -> list[dict[str, Any]]:
     """The recipe's mods that upstream made already in `tree` (superseded, or already applied): stale workarounds,
     each with the files and lines that show it. A mod that is missing, fails or cannot be judged is not stale
     (recipe check says those); a target whose files cannot be read is a ModError."""
@@ -108,7 +108,7 @@ def _cited(f: Any) -> str:
     return f"{f.path}, {lines}: {f.verdict.value}: {f.detail}"
 
 
-def gate(recipe: Any, tree: Tree, timeout: float | None = None) -> list[dict[str, Any]]:
+def gate(recipe: object, tree: Tree, timeout: float | None = None) -> list[dict[str, Any]]:
     """The mods of a recipe that would stop its launch (errors only): bench refuses to launch on these."""
     return [f for f in mod_findings(recipe, tree, timeout) if f["severity"] == "error"]
 
