@@ -58,7 +58,7 @@ def environment_sections(facts: Facts) -> list[Section]:
     return [s for s in found if s is not None and (s.rows or s.table or s.lines or s.note)]
 
 
-def _value(value: Any) -> str:
+def _value(value: object) -> str:
     if value is None:
         return "unknown"
     if isinstance(value, bool):
@@ -229,7 +229,7 @@ def _errors(facts: Facts) -> Section | None:
     return Section("Could not observe", rows) if rows else None
 
 
-def _flatten(value: Any, prefix: str = "") -> list[tuple[str, Any]]:
+def _flatten(value: object, prefix: str = "") -> list[tuple[str, Any]]:
     """[("a.b", leaf), ("list[0].c", leaf)]: nested data as rows."""
     out: list[tuple[str, Any]] = []
     stack: list[tuple[str, Any]] = [(prefix, value)]
