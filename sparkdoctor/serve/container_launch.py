@@ -160,7 +160,7 @@ def _fail(res: proc.ProcResult, what: str) -> str:
     return f"{what} failed: {text[-1][:300] if text else res.describe_failure()}"
 
 
-def image_record(cli: list[str], image: str) -> dict[str, Any]:
+def image_record(cli: list[str], image: str) -> dict[str, object]:
     """The image's inspect record; ContainerLaunchError (never a pull) when it is not here."""
     engine = engine_of(cli)
     res = _call(cli, ["image", "inspect", image])
