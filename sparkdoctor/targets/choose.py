@@ -44,7 +44,7 @@ def resolve_target(python: str | None, container: str | None, container_python: 
     return resolve_python_target(python)
 
 
-def probe_cache_root(target: Any):
+def probe_cache_root(target: object):
     """The host cache folder for the target's probes; a container's own (its probes' cache files are
     carried in and out with each probe, see target_container)."""
 

@@ -158,7 +158,7 @@ def resolve_container_target(name: str, python: str | None = None, runtime: str 
     record = inspect_container(cli, name)
     image_id = str(record.get("Image") or "")
     config = record.get("Config") or {}
-    info: dict[str, Any] = {
+    info: dict[str, object] = {
         "name": str(record.get("Name") or name).lstrip("/"),
         "id": str(record.get("Id") or "")[:12],
         "engine": os.path.basename(cli[0]),
