@@ -168,7 +168,7 @@ def _family_bytes(reader: Any, dists: dict[str, str]) -> int | None:
     return total
 
 
-def _probe_cutedsl(reader: Any, version: str, arch: str, python: str) -> ReleaseProbe:
+def _probe_cutedsl(reader: object, version: str, arch: str, python: str) -> ReleaseProbe:
     out = ReleaseProbe(CUTEDSL, version, "cutedsl")
     try:
         builds = cutedsl_builds(reader, version)
@@ -215,7 +215,7 @@ def _probe_archlist(reader: Any, version: str, arch: str) -> ReleaseProbe:
     return out
 
 
-def probe_release(reader: Any, package: str, version: str, arch: str, python: str = "3.12") -> ReleaseProbe:
+def probe_release(reader: object, package: str, version: str, arch: str, python: str = "3.12") -> ReleaseProbe:
     """One release probed (or its cached outcomes). `reader` reads the release's Python files (track's platform);
     a ptxas is read from this machine's wheel, and the CuTe DSL venvs are this machine's Python's."""
     kind = probe_kind(package)

@@ -79,7 +79,7 @@ class TrackResult:
                 "pins": self.pins, "pin_conflicts": self.pin_conflicts, "pin_errors": self.pin_errors}
 
 
-def _uploaded_after(reader: Any, package: str, since: str, on: str | None) -> tuple[set[str], dict[str, str]]:
+def _uploaded_after(reader: object, package: str, since: str, on: str | None) -> tuple[set[str], dict[str, str]]:
     """Versions not above `since` that were uploaded after the matrix was tracked (`on`, a date), or, with no
     date, after `since` itself was uploaded: backports of an older line (cutlass-dsl 4.5.3 after 4.6.0)."""
 

@@ -91,7 +91,7 @@ def known_by(entries: list[Any], family: set[str], t: Transition) -> list[str]:
     return sorted(out)
 
 
-def proposal(t: Transition, arch: str, kind: str) -> dict[str, Any]:
+def proposal(t: Transition, arch: str, kind: str) -> dict[str, object]:
     """A new entry, in `matrix track`'s proposal shape: its range on the package and why."""
     spec = f">={t.after}" if t.change == "starts refusing" else f"<{t.after}"
     slug = "".join(c if c.isalnum() else "-" for c in t.group.split(":")[-1].lower()).strip("-")

@@ -54,7 +54,7 @@ def _active():
         return None
 
 
-def entry_diff(old: Any, new: Any) -> list[str]:
+def entry_diff(old: object, new: object) -> list[str]:
     """Entries and stacks added, removed and changed (the fields that changed), by id."""
 
     def rows(m: Any) -> dict[str, dict]:
@@ -104,7 +104,7 @@ def _stale_staging(root: Path) -> None:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def update_matrix(source: str, sha256: str | None = None, commit: str | None = None) -> dict[str, Any]:
+def update_matrix(source: str, sha256: str | None = None, commit: str | None = None) -> dict[str, object]:
     if source.lower().endswith(TARBALL):
         if commit:
             raise UpdateError(f"{source}: a tarball is pinned with --sha256, not --commit")
@@ -132,7 +132,7 @@ def _locked(root: Path) -> Iterator[None]:
         yield
 
 
-def _install(root: Path, versions: Path, source: str, files: dict[str, bytes], pin: str, how: str) -> dict[str, Any]:
+def _install(root: Path, versions: Path, source: str, files: dict[str, bytes], pin: str, how: str) -> dict[str, object]:
     staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=versions))
     try:
         for name, data in files.items():
@@ -171,7 +171,7 @@ def _install(root: Path, versions: Path, source: str, files: dict[str, bytes], p
                        f"{'the one before it' if same else 'it'})"}
 
 
-def rollback_matrix() -> dict[str, Any]:
+def rollback_matrix() -> dict[str, object]:
     root = _root()
     if not root.is_dir():
         raise UpdateError(f"{root}: no installed matrix to roll back (the bundled one is in use)")
@@ -179,7 +179,7 @@ def rollback_matrix() -> dict[str, Any]:
         return _rollback(root)
 
 
-def _rollback(root: Path) -> dict[str, Any]:
+def _rollback(root: Path) -> dict[str, object]:
     current, previous = root / "current", root / "previous"
     if not current.is_symlink() and not previous.is_symlink():
         raise UpdateError(f"{root}: no installed matrix to roll back (the bundled one is in use)")
