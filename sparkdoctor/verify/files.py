@@ -277,7 +277,7 @@ def entry_spec(entry: Entry, package: str) -> str | None:
     return None if found is None or found.strip() == "*" else found  # "*" bounds nothing
 
 
-def bisect(entry: Entry, log: Log | None = None, versions: tuple[str, ...] | None = None) -> dict[str, Any]:
+def bisect(entry: Entry, log: Log | None = None, versions: tuple[str, ...] | None = None) -> dict[str, object]:
     """Find where the entry's claim stops holding between its newest affected and oldest fixed
     version (binary search over the released versions), and compare it with the entry's bound."""
     table = table_of(entry)
@@ -329,7 +329,7 @@ def bisect(entry: Entry, log: Log | None = None, versions: tuple[str, ...] | Non
             "bound": spec, "runs": [r.to_dict() for r in runs]}
 
 
-def latest(entry: Entry, log: Log | None = None) -> dict[str, Any]:
+def latest(entry: Entry, log: Log | None = None) -> dict[str, object]:
     """Run the entry's file checks on the newest release: does the entry's range still describe it?"""
     table = table_of(entry)
     try:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Callable
-from typing import Any
 
 from packaging.requirements import Requirement
 
@@ -36,7 +35,7 @@ def bump_pins(steps: tuple[tuple[str, ...], ...], newest: Callable[[str], str]) 
     return tuple(out)
 
 
-def latest_installs(spec, log: Log | None = None) -> dict[str, Any]:
+def latest_installs(spec, log: Log | None = None) -> dict[str, object]:
     """Build each fixed environment of an entry's verify table at the newest releases of what it
     pins and run the entry's probe there: giving the entry's `expect` again is a regression."""
 
