@@ -188,7 +188,7 @@ def released_capabilities(reader: Any, change: Change, notes: list[str], env: di
     return out
 
 
-def released_flags(reader: Any, change: Change) -> dict[str, Any] | None:
+def released_flags(reader: Any, change: Change) -> dict[str, object] | None:
     """The `vllm serve` flags the new vLLM release knows (probes/vllm_flags over its files); None if unread."""
     try:
         with ScratchSite(reader, change) as site:

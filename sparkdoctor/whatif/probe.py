@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from sparkdoctor import proc
+from sparkdoctor.facts import Facts
 from sparkdoctor.locations import data_dir
 from sparkdoctor.text import clip
 
@@ -72,7 +73,7 @@ def uv_binary() -> str | None:
         return shutil.which("uv")
 
 
-def cutedsl_set(facts: Any) -> tuple[dict[str, str], str | None]:
+def cutedsl_set(facts: Facts) -> tuple[dict[str, str], str | None]:
     """The cutlass-dsl distributions of the Facts and the libs build that is (or would be) active."""
     dists = {n: str(r.get("version")) for n, r in (facts.packages or {}).items() if n.startswith("nvidia-cutlass-dsl") and r.get("version")}
     return dists, (facts.cutedsl or {}).get("active_build")

@@ -21,6 +21,7 @@ from packaging.utils import canonicalize_name
 from sparkdoctor import proc
 from sparkdoctor.errors import SparkdoctorError
 from sparkdoctor.exitcodes import EXIT_USAGE
+from sparkdoctor.facts import Facts
 from sparkdoctor.text import clip
 from sparkdoctor.verify.stacks import conflict
 from sparkdoctor.verify.venvs import own_pip
@@ -100,7 +101,7 @@ def dry_run_argv(pip: list[str], specs: list[str], constraints: list[str], quiet
     return [*argv, *extra, "--", *specs]
 
 
-def constraint_files(facts: Any, local: bool) -> list[str]:
+def constraint_files(facts: Facts, local: bool) -> list[str]:
     files = []
     for row in facts.constraints or []:
         f = row.get("file") if isinstance(row, dict) else None
@@ -206,7 +207,7 @@ def is_uv_venv(python: str) -> bool:
         return False
 
 
-def uv_resolve(uv: str, python: str, specs: list[str], constraints: list[str], facts: Any, no_deps: bool) -> list[Change]:
+def uv_resolve(uv: str, python: str, specs: list[str], constraints: list[str], facts: Facts, no_deps: bool) -> list[Change]:
     """uv's dry run for a uv venv: its ` + name==version` lines are what it would install."""
     argv = [uv, "pip", "install", "--dry-run", "--only-binary", ":all:", "--python", python, *(["--no-deps"] if no_deps else [])]
     for c in constraints:

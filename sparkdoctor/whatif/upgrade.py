@@ -113,7 +113,7 @@ def judge_upgrade(q: UpgradeQuestion) -> WhatIf:
     return result
 
 
-def _recipe(recipe: Any, target: Any, matrix: Any, today: Any, predicted: Any, changes: Any, reader: Any,
+def _recipe(recipe: object, target: object, matrix: object, today: object, predicted: object, changes: Any, reader: object,
             notes: list[str]) -> RecipeWhatIf:
     """The recipe's findings today and after: vLLM's flags today from the target, after from the new release's files;
     its env vars judged against the capabilities read with the recipe's env (today's probe, the new release's files)."""
@@ -130,7 +130,7 @@ def _recipe(recipe: Any, target: Any, matrix: Any, today: Any, predicted: Any, c
     return judged
 
 
-def _mods(recipe: Any, target: Any, changes: Any, notes: list[str]) -> ModsDelta | None:
+def _mods(recipe: object, target: object, changes: Any, notes: list[str]) -> ModsDelta | None:
     """The recipe's mods judged on today's files and on the files the upgrade would install (sparkdoctor.mods):
     which mods the upgrade breaks, and which it makes stale (upstream already)."""
 
@@ -168,7 +168,7 @@ def _probe(today: Any, predicted: Any, changes: Any, python: str) -> ProbeCompar
     return out
 
 
-def _stale(ledger_path: Path | None, python: str, today: Any, predicted: Any, notes: list[str]) -> list[StaleConclusion] | None:
+def _stale(ledger_path: Path | None, python: str, today: Facts, predicted: Facts, notes: list[str]) -> list[StaleConclusion] | None:
     """Conclusions the upgrade would make stale; None (said) when there is no ledger to read."""
 
     path = ledger_path or default_path()
