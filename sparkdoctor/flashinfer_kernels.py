@@ -22,6 +22,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from sparkdoctor.facts import Facts
+
 STATUSES = ("present", "missing", "mismatched", "no-arch", "no-flashinfer")
 _ARCH = re.compile(r"^sm_?([0-9]{1,2})([0-9])([af]?)$")
 
@@ -50,7 +52,7 @@ def _set(env: Mapping[str, object], name: str) -> bool:
     return bool(value)
 
 
-def state(facts: object) -> dict[str, object] | None:
+def state(facts: Facts) -> dict[str, object] | None:
     """{"status", "detail", "arch", "providers": [tags that run on the arch]}; None when the Facts cannot tell."""
     raw = getattr(facts, "flashinfer_kernels", None)
     arch = (getattr(facts, "arch", None) or {}).get("value")

@@ -16,6 +16,7 @@ from sparkdoctor.errors import InputError
 from sparkdoctor.facts import Facts
 from sparkdoctor.ledger import Ledger, default_path
 from sparkdoctor.matrix import load
+from sparkdoctor.matrix.model import Matrix
 from sparkdoctor.mods import ModError
 from sparkdoctor.mods.recipe import mod_findings, named_mods
 from sparkdoctor.mods.trees import (
@@ -26,8 +27,10 @@ from sparkdoctor.mods.trees import (
     venv_tree,
 )
 from sparkdoctor.recipes import load as load_recipe
+from sparkdoctor.recipes.model import Recipe
 from sparkdoctor.released import Reader
 from sparkdoctor.targets.choose import refuse_bad_target_options, resolve_target
+from sparkdoctor.targets.interface import Target
 from sparkdoctor.whatif import compare, hypothetical_facts, resolve_upgrade
 from sparkdoctor.whatif.hypothetical import released_flags
 from sparkdoctor.whatif.judge import (
@@ -113,7 +116,7 @@ def judge_upgrade(q: UpgradeQuestion) -> WhatIf:
     return result
 
 
-def _recipe(recipe: object, target: object, matrix: object, today: object, predicted: object, changes: Any, reader: object,
+def _recipe(recipe: Recipe, target: Target, matrix: Matrix, today: Facts, predicted: Facts, changes: Any, reader: Reader | None,
             notes: list[str]) -> RecipeWhatIf:
     """The recipe's findings today and after: vLLM's flags today from the target, after from the new release's files;
     its env vars judged against the capabilities read with the recipe's env (today's probe, the new release's files)."""
@@ -130,7 +133,7 @@ def _recipe(recipe: object, target: object, matrix: object, today: object, predi
     return judged
 
 
-def _mods(recipe: object, target: object, changes: Any, notes: list[str]) -> ModsDelta | None:
+def _mods(recipe: Recipe, target: Target, changes: Any, notes: list[str]) -> ModsDelta | None:
     """The recipe's mods judged on today's files and on the files the upgrade would install (sparkdoctor.mods):
     which mods the upgrade breaks, and which it makes stale (upstream already)."""
 
