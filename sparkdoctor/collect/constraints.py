@@ -152,12 +152,7 @@ def parse_requirement(text: str) -> dict[str, object] | None:
     """The pin a requirement line makes, or None for an unnamed one (a local folder, a VCS URL without #egg=)."""
     # packaging's parser (~40 ms of imports) loads only when some constraints file has a line.
     from packaging.markers import InvalidMarker, Marker
-
-    # imported on use: check loads packaging.requirements only on the runs that get here
-    from packaging.requirements import (
-        InvalidRequirement,
-        Requirement,
-    )
+    from packaging.requirements import InvalidRequirement, Requirement
 
     if not _looks_unnamed(text):
         try:
