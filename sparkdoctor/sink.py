@@ -13,8 +13,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from rich.segment import Segment
-
 from sparkdoctor.text import shown
 
 if TYPE_CHECKING:
@@ -42,7 +40,7 @@ class Sink:
     def console(self, width: int | None = None, **settings: Any) -> Console:
         """A rich Console for this sink (`settings`: more of rich's Console arguments, e.g. soft_wrap); draw into
         it inside `capture()`."""
-        # imported on use: check loads rich.console only on the runs that get here
+        # imported on use: `check --format json` never draws with rich
         from rich.console import Console
 
         if self.to_file:
@@ -68,8 +66,9 @@ def escaping(console: Console) -> Console:
 
 @functools.cache
 def _escape_hook() -> RenderHook:
-    # imported on use: check loads rich.console only on the runs that get here
+    # imported on use: `check --format json` never draws with rich
     from rich.console import RenderHook
+    from rich.segment import Segment
 
     class Escaped:
         """A renderable whose text segments have their control characters escaped (rich's own styles and links
