@@ -13,8 +13,10 @@ import sys
 from functools import lru_cache
 from pathlib import Path
 
+from sparkdoctor import (
+    locations,  # called through the module: tests point data_dir at their own matrix
+)
 from sparkdoctor.inputs import read_text
-from sparkdoctor.locations import data_dir, installed_matrix, local_overrides
 from sparkdoctor.matrix.cache import cached
 from sparkdoctor.matrix.model import Entry, Matrix, MatrixError, Stack
 from sparkdoctor.matrix.tracking import Tracking, check_bracketable, tracking_from
@@ -51,7 +53,7 @@ def _ptx_probe_ids() -> set[str]:
 
     tomllib = _tomllib()
     ids = set()
-    for path in sorted((data_dir("probes") / "kernels").glob("*.ptx")):
+    for path in sorted((locations.data_dir("probes") / "kernels").glob("*.ptx")):
         try:
             lines = path.read_text(encoding="utf-8").splitlines()
         except (OSError, UnicodeDecodeError):
@@ -129,7 +131,7 @@ def fix_ids(folder: Path | None = None) -> set[str]:
     """The fix ids an entry may name: the stems of fixes/*.toml (sparkdoctor.fix.definitions checks
     that each file's id is its stem, and everything else in it). Only names, so matrix never imports fix."""
 
-    root = Path(folder) if folder else data_dir("fixes")
+    root = Path(folder) if folder else locations.data_dir("fixes")
     return {p.stem for p in root.glob("*.toml")} if root.is_dir() else set()
 
 
@@ -156,7 +158,7 @@ def load(path: Path | None = None, fixes: Path | None = None) -> Matrix:
         matrix.source = str(path)
         return matrix
 
-    installed = installed_matrix()
+    installed = locations.installed_matrix()
     note = ""
     if installed is not None:
         try:
@@ -167,7 +169,7 @@ def load(path: Path | None = None, fixes: Path | None = None) -> Matrix:
             matrix.source = "bundled" + note
     else:
         matrix = _bundled(fixes)
-    local = local_overrides()
+    local = locations.local_overrides()
     if local.is_dir() and any(local.glob("*.toml")):
         overlay(matrix, _load(local, fixes, path_given=True))
         matrix.source += f" + local overrides ({local})"
@@ -175,7 +177,7 @@ def load(path: Path | None = None, fixes: Path | None = None) -> Matrix:
 
 
 def _bundled(fixes: Path | None) -> Matrix:
-    root = data_dir("matrix")
+    root = locations.data_dir("matrix")
     return cached(root, fixes, ("bundled",), lambda: _load(root, fixes, path_given=False))
 
 
@@ -212,7 +214,7 @@ def check_source_list(root: Path, names: list[str]) -> None:
 def _load(root: Path, fixes: Path | None, path_given: bool) -> Matrix:
     path = root if path_given else None
 
-    root = Path(path) if path else data_dir("matrix")
+    root = Path(path) if path else locations.data_dir("matrix")
     if not root.exists():
         raise MatrixError(f"{root}: no such matrix file or folder")
     files = sorted(root.glob("*.toml")) if root.is_dir() else [root]
@@ -235,7 +237,7 @@ def _load(root: Path, fixes: Path | None, path_given: bool) -> Matrix:
         entries += e
         stacks += s
     if any(e.fix is not None or e.action == "fix" for e in entries):
-        bundled = path is None or (root.is_dir() and root.resolve() == data_dir("matrix").resolve())
+        bundled = path is None or (root.is_dir() and root.resolve() == locations.data_dir("matrix").resolve())
         check_fixes(entries, seen, fix_ids(fixes), bundled and fixes is None)
     check_bracketable(entries, tracking)
     return Matrix(entries, stacks, [str(f) for f in files], tracking)

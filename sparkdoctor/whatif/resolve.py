@@ -25,7 +25,7 @@ from sparkdoctor.facts import Facts
 from sparkdoctor.text import clip
 from sparkdoctor.verify.stacks import conflict
 from sparkdoctor.verify.venvs import own_pip
-from sparkdoctor.whatif.probe import uv_binary
+from sparkdoctor.whatif import probe as whatif_probe
 
 RESOLVE_TIMEOUT = 600.0
 
@@ -126,7 +126,7 @@ def resolve_upgrade(target: Any, python: str, specs: list[str], facts: Any, no_d
     result = run(dry_run_argv(pip, specs, constraints, no_deps=no_deps), RESOLVE_TIMEOUT)
     if not result.ok and "No module named pip" in (result.stderr or "") and local and is_uv_venv(python):
 
-        uv = uv_binary()
+        uv = whatif_probe.uv_binary()
         if uv is not None:
             seen.installer = f"uv pip --python {python}"
             return uv_resolve(uv, python, specs, constraints, facts, no_deps)
