@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from rich.console import Console
+
 STYLE = {"fresh": "green", "stale": "yellow", "flipped": "bold red", "broken": "red", "incomparable": "magenta",
          "holds": "green", "changed": "yellow", "not re-run": "red", "needed": "green", "unknown": "dim",
          "error": "red", "warn": "yellow", "info": "dim"}
@@ -19,7 +21,7 @@ def _tag(word: str) -> str:
     return f"[{STYLE.get(word, 'bold')}]{word}[/]"
 
 
-def conclusions(console: Any, doc: dict[str, Any]) -> None:
+def conclusions(console: Console, doc: dict[str, Any]) -> None:
     items = doc["conclusions"]
     if not items:
         console.print(f"No conclusions in {doc['ledger']}. Record one: sparkdoctor bench A --vs B --conclude NAME")
@@ -39,7 +41,7 @@ def conclusions(console: Any, doc: dict[str, Any]) -> None:
             console.print(f"    {reason}", highlight=False)
 
 
-def plan(console: Any, doc: dict[str, Any]) -> None:
+def plan(console: Console, doc: dict[str, Any]) -> None:
     conclusions(console, doc)
     stale = [i for i in doc["conclusions"] if i["state"] == "stale"]
     ws = doc["workarounds"]
@@ -57,7 +59,7 @@ def plan(console: Any, doc: dict[str, Any]) -> None:
                   + ("Run `sparkdoctor rerun` to re-measure." if doc.get("dry_run") and (todo or ws) else ""), highlight=False)
 
 
-def results(console: Any, doc: dict[str, Any]) -> None:
+def results(console: Console, doc: dict[str, Any]) -> None:
     if not doc["results"] and not doc["workarounds"]:
         fresh = sum(1 for i in doc["conclusions"] if i["state"] == "fresh")
         console.print(f"Nothing to re-measure in {doc['ledger']}: no stale conclusion or workaround "
@@ -96,7 +98,7 @@ def results(console: Any, doc: dict[str, Any]) -> None:
         console.print(f"[bold red]failing: {', '.join(doc['failed'])}[/]")
 
 
-def recipe_check(console: Any, doc: dict[str, Any]) -> None:
+def recipe_check(console: Console, doc: dict[str, Any]) -> None:
     r = doc["recipe"]
     vllm = doc.get("vllm") or {}
     console.print(f"recipe {r['name']} ({r['format']}, {r['path']}) against {doc['target']} "

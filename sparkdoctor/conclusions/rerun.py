@@ -29,7 +29,8 @@ from sparkdoctor.conclusions.toolchain import Toolchains
 from sparkdoctor.conclusions.workarounds import judge_all, load_arm, without
 from sparkdoctor.errors import TargetUnprobeable
 from sparkdoctor.ledger.schema import LedgerError
-from sparkdoctor.ledger.store import recipe_hash
+from sparkdoctor.ledger.store import Ledger, recipe_hash
+from sparkdoctor.matrix.model import Matrix
 from sparkdoctor.mods import ModError
 from sparkdoctor.mods.images import image_tree
 from sparkdoctor.mods.recipe import named_mods, stale_mods
@@ -53,7 +54,7 @@ def _hash(recipe: Any) -> str:
     return recipe_hash(resolved_recipe(recipe))
 
 
-def plan(ledger: Any, matrix: Any, toolchains: Toolchains, names: tuple[str, ...] = ()) -> RerunPlan:
+def plan(ledger: Ledger, matrix: Matrix, toolchains: Toolchains, names: tuple[str, ...] = ()) -> RerunPlan:
     conclusions = store.latest(ledger)
     unknown = sorted(set(names) - {c.name for c in conclusions})
     if unknown:
@@ -151,7 +152,7 @@ def _measure(arms: dict[str, Arm], data: dict[str, Any], opts: Options) -> dict[
         raise ConclusionError(str(exc)) from None
 
 
-def rerun_one(ledger: Any, status: staleness.Status, opts: Options) -> dict[str, Any]:
+def rerun_one(ledger: Ledger, status: staleness.Status, opts: Options) -> dict[str, Any]:
     old = status.conclusion
     doc = _measure(old.arms, old.data, opts)
     compared = outcome.compare_levels(old.data.get("levels") or [], doc.get("levels") or [])
@@ -175,7 +176,7 @@ def rerun_one(ledger: Any, status: staleness.Status, opts: Options) -> dict[str,
             "regression": any(row["regression"] for rows in arm_changes.values() for row in rows)}
 
 
-def _load_differs(ledger: Any, old_ids: list[int], new_ids: list[int]) -> str | None:
+def _load_differs(ledger: Ledger, old_ids: list[int], new_ids: list[int]) -> str | None:
     """Whether the old runs and the new ones ran under clearly different machine load (bench/load.py), from
     the load each run stored (runs stored before loads were kept: not judged)."""
 
@@ -206,7 +207,7 @@ def _cost(levels: list[dict[str, Any]], with_arm: str) -> list[dict[str, object]
     return rows
 
 
-def measure_workaround(ledger: Any, item: dict[str, Any], by_name: dict[str, Any], opts: Options) -> dict[str, object]:
+def measure_workaround(ledger: Ledger, item: dict[str, Any], by_name: dict[str, Any], opts: Options) -> dict[str, object]:
     """What a stale workaround costs: from the conclusion that measures it, else a new A/B (stored). A stale mod
     is not measured (sparkdoctor never applies mods, so it cannot launch with and without one): it is advice."""
     if item.get("kind") == "mod":
@@ -247,7 +248,7 @@ def _advice(shown: str, cost: list[dict[str, Any]]) -> str:
     return f"{shown} buys nothing measurable here ({head['without_over_with']:.2f}x without it): remove it"
 
 
-def execute(ledger: Any, planned: RerunPlan, opts: Options, progress: Progress | None = None) -> RerunDone:
+def execute(ledger: Ledger, planned: RerunPlan, opts: Options, progress: Progress | None = None) -> RerunDone:
     results: list[dict[str, Any]] = []
     by_name: dict[str, Any] = {s.conclusion.name: s.conclusion.data.get("levels") or [] for s in planned.conclusions
                                if s.state == "fresh"}

@@ -28,7 +28,7 @@ from sparkdoctor.conclusions.toolchain import (
 )
 from sparkdoctor.conclusions.workarounds import load_arm
 from sparkdoctor.facts import Facts, FactsError
-from sparkdoctor.ledger.store import recipe_hash
+from sparkdoctor.ledger.store import Ledger, recipe_hash
 
 
 @dataclass
@@ -68,7 +68,7 @@ def _unreadable(run: dict[str, Any] | None) -> str | None:
     return None
 
 
-def judge(conclusion: Conclusion, ledger: Any, toolchains: Toolchains) -> Status:
+def judge(conclusion: Conclusion, ledger: Ledger, toolchains: Toolchains) -> Status:
     if conclusion.damaged:
         return Status(conclusion, "broken", reasons=[f"its ledger row is damaged ({conclusion.damaged}): record it again"],
                       rerunnable=False)
@@ -88,7 +88,7 @@ def judge(conclusion: Conclusion, ledger: Any, toolchains: Toolchains) -> Status
     for arm, conclusion_arm in conclusion.arms.items():
         run = ledger.run(data["runs"][arm][-1])
         problem = _unreadable(run)
-        if problem:
+        if problem or run is None:
             return Status(conclusion, "broken", reasons=[f"run {data['runs'][arm][-1]} (arm {arm}) is damaged in the "
                                                          f"ledger ({problem}): record it again"], rerunnable=False)
         python = python_of(run["facts"]) or ""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rich.console import Console
 from rich.table import Table
 
 from sparkdoctor.track.run import NEEDS_EDIT
@@ -43,7 +44,7 @@ def track_markdown(d: dict[str, Any]) -> str:
     return "\n".join(out) + "\n"
 
 
-def render_track(d: dict[str, Any], console: Any, verbose: bool = False) -> None:
+def render_track(d: dict[str, Any], console: Console, verbose: bool = False) -> None:
     """Proposals first, then the entries that need an edit; with `verbose`, every package and entry."""
 
     for p in d["proposals"]:
@@ -77,7 +78,7 @@ def render_track(d: dict[str, Any], console: Any, verbose: bool = False) -> None
     console.print(", ".join(f"{n} {v}" for v, n in d["summary"].items() if n) + f"; {len(d['untracked'])} bounds with no file check{tail}")
 
 
-def render_bounds(results: list[Any], console: Any) -> None:
+def render_bounds(results: list[Any], console: Console) -> None:
     table = Table()
     for col in ("entry", "bound", "verdict", "why"):
         table.add_column(col)

@@ -20,6 +20,7 @@ from rich.console import Console
 from sparkdoctor import verify
 from sparkdoctor.errors import UsageError
 from sparkdoctor.exitcodes import EXIT_OK, EXIT_VERIFY_CONTRADICTED, EXIT_VERIFY_ERROR
+from sparkdoctor.matrix.model import Matrix
 from sparkdoctor.released import Reader
 from sparkdoctor.verify.bounds import side_counts, summary, verify_bounds
 from sparkdoctor.verify.files import bisect, verify_files
@@ -132,7 +133,7 @@ class Stacks:
         return {"schema": 1, "kind": "stacks", "matrix": self.matrix, "stacks": [r.to_dict() for r in self.results]}
 
 
-def entry_checks(matrix: Any, entry_id: str | None, keep: bool, kind: str) -> EntryChecks:
+def entry_checks(matrix: Matrix, entry_id: str | None, keep: bool, kind: str) -> EntryChecks:
     if entry_id is not None:
         entry = matrix.get(entry_id)
         if entry is None:
@@ -153,7 +154,7 @@ def entry_checks(matrix: Any, entry_id: str | None, keep: bool, kind: str) -> En
     return EntryChecks(results, time.monotonic() - started)
 
 
-def bisection(matrix: Any, entry_id: str) -> Bisection:
+def bisection(matrix: Matrix, entry_id: str) -> Bisection:
     entry = matrix.get(entry_id)
     if entry is None:
         raise UsageError(f"no matrix entry with id {entry_id!r}")
@@ -162,7 +163,7 @@ def bisection(matrix: Any, entry_id: str) -> Bisection:
     return Bisection(bisect(entry, terminal_log()))
 
 
-def latest(matrix: Any, entry_id: str | None, kind: str) -> Latest:
+def latest(matrix: Matrix, entry_id: str | None, kind: str) -> Latest:
     chosen = [e for e in matrix.entries if not e.withdrawn and (entry_id is None or e.id == entry_id)]
     with_files = [e for e in chosen if e.files and kind != "installs"]
     with_installs = [e for e in chosen if e.verify and e.verified_by and kind != "files"]
@@ -174,7 +175,7 @@ def latest(matrix: Any, entry_id: str | None, kind: str) -> Latest:
     return Latest(results)
 
 
-def bounds(matrix: Any, entry_id: str | None) -> Bounds:
+def bounds(matrix: Matrix, entry_id: str | None) -> Bounds:
     if entry_id is not None and matrix.get(entry_id) is None:
         raise UsageError(f"no matrix entry with id {entry_id!r}")
     reader = Reader()
@@ -191,7 +192,7 @@ def bounds(matrix: Any, entry_id: str | None) -> Bounds:
     return Bounds(str(matrix.source), results, time.monotonic() - started, reader.client.requests, reader.client.bytes_read)
 
 
-def stacks(matrix: Any, stack_id: str | None) -> Stacks:
+def stacks(matrix: Matrix, stack_id: str | None) -> Stacks:
     chosen = [s for s in matrix.stacks if stack_id is None or s.id == stack_id]
     if stack_id is not None and not chosen:
         raise UsageError(f"no known-good stack with id {stack_id!r}")

@@ -105,7 +105,7 @@ def resolve_stacks(stacks: list[Stack], log: Callable[[str], None] | None = None
     return out
 
 
-def render_stacks(results: list[StackResult], console: Any = None) -> None:
+def render_stacks(results: list[StackResult], console: Console | None = None) -> None:
     table = Table()
     for col in ("stack", "python", "verdict", "why"):
         table.add_column(col)

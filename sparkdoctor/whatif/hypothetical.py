@@ -26,6 +26,7 @@ from typing import Any
 from packaging.version import InvalidVersion, Version
 
 from sparkdoctor import proc
+from sparkdoctor.facts import Facts
 from sparkdoctor.locations import data_dir
 from sparkdoctor.released import cache_root
 from sparkdoctor.whatif.resolve import Change
@@ -36,7 +37,7 @@ MAX_MEMBER = 2 * 1024 * 1024
 PROBE_TIMEOUT = 120.0
 
 
-def hypothetical_facts(facts: Any, changes: list[Change], reader: Any | None, notes: list[str],
+def hypothetical_facts(facts: Facts, changes: list[Change], reader: Any | None, notes: list[str],
                        env: dict[str, str] | None = None) -> Any:
     """env: variables set for the probe of the new releases' files (a recipe's VLLM_* names, judged as `recipe check` does)."""
     new = copy.deepcopy(facts)

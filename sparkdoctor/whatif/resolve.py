@@ -110,7 +110,7 @@ def constraint_files(facts: Facts, local: bool) -> list[str]:
     return files
 
 
-def resolve_upgrade(target: Any, python: str, specs: list[str], facts: Any, no_deps: bool = False,
+def resolve_upgrade(target: Any, python: str, specs: list[str], facts: Facts, no_deps: bool = False,
                     seen: Resolution | None = None) -> list[Change]:
     """The distributions the upgrade would install or change, from the target's own pip in a dry run
     (inside the container for a container target). A local venv without pip is resolved by sparkdoctor's
