@@ -35,6 +35,7 @@ from sparkdoctor.mods import ModError
 from sparkdoctor.mods.images import image_tree
 from sparkdoctor.mods.recipe import named_mods, stale_mods
 from sparkdoctor.mods.trees import venv_tree
+from sparkdoctor.recipes.model import Recipe
 from sparkdoctor.serve.container_launch import RUNTIME_ENV
 
 Progress = Callable[[str], None]
@@ -50,7 +51,7 @@ class Options:
     force: bool = False  # launch even when the memory preflight says a recipe does not fit now
 
 
-def _hash(recipe: Any) -> str:
+def _hash(recipe: Recipe) -> str:
     return recipe_hash(resolved_recipe(recipe))
 
 
@@ -88,7 +89,7 @@ def plan(ledger: Ledger, matrix: Matrix, toolchains: Toolchains, names: tuple[st
     return RerunPlan(statuses, items)
 
 
-def _stale_mods(recipe: Any, path: str, python: str, data: dict[str, Any], served: dict[str, Any]) -> list[dict[str, Any]]:
+def _stale_mods(recipe: Recipe, path: str, python: str, data: dict[str, Any], served: dict[str, Any]) -> list[dict[str, Any]]:
     """The recipe's mods that upstream made already in the target's files (sparkdoctor.mods): stale workarounds,
     each citing the file and lines. A recipe served from a container is judged on its image's files (the image
     its runs recorded), a local one on its interpreter's. sparkdoctor launches a recipe's command as it is and
@@ -119,7 +120,7 @@ def _stale_mods(recipe: Any, path: str, python: str, data: dict[str, Any], serve
     return items
 
 
-def _measured_by(statuses: list[staleness.Status], recipe: Any, key: str) -> dict[str, object] | None:
+def _measured_by(statuses: list[staleness.Status], recipe: Recipe, key: str) -> dict[str, object] | None:
     """A conclusion that measures exactly (recipe with `key`, recipe without it), in either order."""
     with_hash, without_hash = _hash(recipe), _hash(without(recipe, [key]))
     for status in statuses:

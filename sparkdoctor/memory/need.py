@@ -29,7 +29,7 @@ from sparkdoctor.audit.fromrecipe import recipe_settings
 from sparkdoctor.audit.modelconfig import DTYPE_BYTES, ModelShape, read_shape
 from sparkdoctor.audit.roofline import vllm_default_max_num_seqs
 from sparkdoctor.conclusions.served_model import model_facts
-from sparkdoctor.recipes.model import flag_value
+from sparkdoctor.recipes.model import Recipe, flag_value
 
 GIB = 2**30
 BLOCK = 16  # vLLM's default KV block size in tokens (CacheConfig.DEFAULT_BLOCK_SIZE): a sequence holds whole blocks
@@ -124,7 +124,7 @@ def launches_vllm(argv: list[str]) -> bool:
         any(a.startswith("vllm.entrypoints") for a in args)
 
 
-def launch_need(recipe: Any, model_folder: str | Path, total_bytes: int, gpu_name: str = "NVIDIA GB10") -> Need:
+def launch_need(recipe: Recipe, model_folder: str | Path, total_bytes: int, gpu_name: str = "NVIDIA GB10") -> Need:
     """The launch `recipe` describes, sized for the checkpoint in `model_folder`; `total_bytes` and
     `gpu_name` choose vLLM's defaults (max_num_seqs, max_num_batched_tokens) as vLLM would on that GPU."""
 
@@ -184,7 +184,7 @@ def launch_need(recipe: Any, model_folder: str | Path, total_bytes: int, gpu_nam
     return need
 
 
-def _int_flag(recipe: Any, argv: list[str], flag: str, default: int | None, default_source: str) -> Setting:
+def _int_flag(recipe: Recipe, argv: list[str], flag: str, default: int | None, default_source: str) -> Setting:
     raw = flag_value(argv, flag)
     if raw is None:
         return Setting(default, default_source)
@@ -243,7 +243,7 @@ def _reserve(need: Need, shape: ModelShape, config: dict[str, Any], act_bytes: i
                            "a stated 0.5 GiB for the CUDA context and the allocations outside torch's pool"))
 
 
-def _speculative(recipe: Any, argv: list[str]) -> dict[str, Any]:
+def _speculative(recipe: Recipe, argv: list[str]) -> dict[str, Any]:
     raw = flag_value(argv, "--speculative-config")
     if raw is None:
         return {}

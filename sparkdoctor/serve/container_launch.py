@@ -28,6 +28,7 @@ from typing import Any
 
 from sparkdoctor import proc
 from sparkdoctor.errors import BenchFailure
+from sparkdoctor.recipes.model import Recipe
 from sparkdoctor.serve import registry
 from sparkdoctor.serve.binding import LOCALHOST, rebind
 from sparkdoctor.serve.supervisor import start_time
@@ -245,7 +246,7 @@ class ContainerTeardown:
 class ContainerServer:
     """The recipe's command in a container: the same start/exited/teardown interface as a local process."""
 
-    def __init__(self, recipe: Any, port: int, *, runtime: str | None = None, mounts: list[tuple[str, str, str]] | None = None,
+    def __init__(self, recipe: Recipe, port: int, *, runtime: str | None = None, mounts: list[tuple[str, str, str]] | None = None,
                  grace: float = 15.0):
         self.recipe, self.grace = recipe, grace
         self.cli = runtime_cli(runtime)

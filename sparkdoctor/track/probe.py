@@ -102,7 +102,7 @@ def _cache_file(package: str, version: str, kind: str, arch: str, where: str) ->
     return cache_dir() / "track-probe" / f"{package}-{version}-{kind}-{arch}-{where}-{_fingerprint()}.json"
 
 
-def cutedsl_builds(reader: Any, version: str) -> dict[str, dict[str, str]]:
+def cutedsl_builds(reader: Reader, version: str) -> dict[str, dict[str, str]]:
     """The distributions `pip install nvidia-cutlass-dsl==V` (libs-base) and `nvidia-cutlass-dsl[cu13]==V`
     (libs-cu13) install, read from the release's METADATA (Requires-Dist, markers evaluated per extra)."""
 
@@ -151,7 +151,7 @@ def _probe_ptx(package: str, version: str, arch: str, python: str) -> ReleasePro
     return out
 
 
-def _family_bytes(reader: Any, dists: dict[str, str]) -> int | None:
+def _family_bytes(reader: Reader, dists: dict[str, str]) -> int | None:
     """What the cutlass-dsl wheels this machine would install weigh, from the index (None: one is missing): the
     venv's download is bounded before it starts (the DSL's third-party dependencies come from uv's cache)."""
 
@@ -168,7 +168,7 @@ def _family_bytes(reader: Any, dists: dict[str, str]) -> int | None:
     return total
 
 
-def _probe_cutedsl(reader: object, version: str, arch: str, python: str) -> ReleaseProbe:
+def _probe_cutedsl(reader: Reader, version: str, arch: str, python: str) -> ReleaseProbe:
     out = ReleaseProbe(CUTEDSL, version, "cutedsl")
     try:
         builds = cutedsl_builds(reader, version)
@@ -198,7 +198,7 @@ def _probe_cutedsl(reader: object, version: str, arch: str, python: str) -> Rele
     return out
 
 
-def _probe_archlist(reader: Any, version: str, arch: str) -> ReleaseProbe:
+def _probe_archlist(reader: Reader, version: str, arch: str) -> ReleaseProbe:
     out = ReleaseProbe(FLASHINFER, version, "archlist")
     major = arch_cc(arch)[0]
     try:
@@ -215,7 +215,7 @@ def _probe_archlist(reader: Any, version: str, arch: str) -> ReleaseProbe:
     return out
 
 
-def probe_release(reader: object, package: str, version: str, arch: str, python: str = "3.12") -> ReleaseProbe:
+def probe_release(reader: Reader, package: str, version: str, arch: str, python: str = "3.12") -> ReleaseProbe:
     """One release probed (or its cached outcomes). `reader` reads the release's Python files (track's platform);
     a ptxas is read from this machine's wheel, and the CuTe DSL venvs are this machine's Python's."""
     kind = probe_kind(package)

@@ -27,7 +27,7 @@ from packaging.version import Version
 from sparkdoctor.matrix import Entry, Matrix
 from sparkdoctor.matrix.tracking import Tracking, bounds_of
 from sparkdoctor.matrix.versions import version_in
-from sparkdoctor.released import RemoteError
+from sparkdoctor.released import Reader, RemoteError
 from sparkdoctor.track.pins import conflicts, pinned_release, read_pins
 from sparkdoctor.verify.files import VersionRun, remote_run, tables_of
 
@@ -93,7 +93,7 @@ def _uploaded_after(reader: object, package: str, since: str, on: str | None) ->
     return {v for v, t in times.items() if t[:10] > after and Version(v) <= Version(since)}, times
 
 
-def _new_releases(reader: Any, package: str, since: str, through: str | None, on: str | None = None) -> dict[str, Any]:
+def _new_releases(reader: Reader, package: str, since: str, through: str | None, on: str | None = None) -> dict[str, Any]:
     row: dict[str, Any] = {"package": package, "tracked": since, "through": through, "releases": [], "backports": [], "note": ""}
     try:
         versions = reader.versions(package)
@@ -211,7 +211,7 @@ def judge(entry: EntryTrack, releases: list[str]) -> None:
         entry.verdict, entry.why = "unchanged", f"every new release is outside {spec} and the checks agree"
 
 
-def moved_to(reader: Any, tracking: Tracking, package: str, version: str, checks: Any) -> list[str]:
+def moved_to(reader: Reader, tracking: Tracking, package: str, version: str, checks: Any) -> list[str]:
     """Where a check's missing file went: the same path in another wheel of the lockstep family at the
     same version (cutlass-dsl moved its Python package from libs-base to libs-core in 4.6.0)."""
 
@@ -227,7 +227,7 @@ def moved_to(reader: Any, tracking: Tracking, package: str, version: str, checks
     return out
 
 
-def track(matrix: Matrix, reader: Any, through: dict[str, str] | None = None, log: Log | None = None,
+def track(matrix: Matrix, reader: Reader, through: dict[str, str] | None = None, log: Log | None = None,
           since: str | None = None) -> TrackResult:
     """`since` (YYYY-MM-DD) overrides the matrix's tracked_on: releases uploaded after it are re-checked."""
     tracking = matrix.tracking or Tracking()

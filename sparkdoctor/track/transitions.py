@@ -16,6 +16,7 @@ from packaging.version import InvalidVersion
 
 from sparkdoctor.matrix.model import Matrix
 from sparkdoctor.matrix.tracking import Tracking, bounds_of
+from sparkdoctor.released import Reader
 from sparkdoctor.track.probe import COMPONENT, ReleaseProbe, probe_kind, probe_release
 
 Log = Callable[[str], None]
@@ -103,7 +104,7 @@ def proposal(t: Transition, arch: str, kind: str) -> dict[str, object]:
                         f"files; {t.before} answered the opposite): {t.detail}")}
 
 
-def probe_track(matrix: Matrix, reader: Any, packages: list[dict[str, Any]], arch: str = "sm_121a", log: Log | None = None) -> ProbeTrack:
+def probe_track(matrix: Matrix, reader: Reader, packages: list[dict[str, Any]], arch: str = "sm_121a", log: Log | None = None) -> ProbeTrack:
     """Every tracked package that brings a compiler or kernel source and has new releases: its tracked-through
     release and each new one probed, compared in order; a transition no entry names becomes a proposal."""
 

@@ -28,7 +28,7 @@ from packaging.version import InvalidVersion, Version
 from sparkdoctor import proc
 from sparkdoctor.facts import Facts
 from sparkdoctor.locations import data_dir
-from sparkdoctor.released import cache_root
+from sparkdoctor.released import Reader, cache_root
 from sparkdoctor.whatif.resolve import Change
 
 PROBED = {"vllm": "vllm", "flashinfer-python": "flashinfer"}  # distribution -> top-level package the probe reads
@@ -37,7 +37,7 @@ MAX_MEMBER = 2 * 1024 * 1024
 PROBE_TIMEOUT = 120.0
 
 
-def hypothetical_facts(facts: Facts, changes: list[Change], reader: Any | None, notes: list[str],
+def hypothetical_facts(facts: Facts, changes: list[Change], reader: Reader | None, notes: list[str],
                        env: dict[str, str] | None = None) -> Any:
     """env: variables set for the probe of the new releases' files (a recipe's VLLM_* names, judged as `recipe check` does)."""
     new = copy.deepcopy(facts)
@@ -127,7 +127,7 @@ class ScratchSite:
     Kept in the user cache dir by the wheel's sha256 (released files never change), so a warm what-if
     does not lay out thousands of files again."""
 
-    def __init__(self, reader: Any, change: Change):
+    def __init__(self, reader: Reader, change: Change):
         self.reader, self.change = reader, change
         self.top = PROBED[change.name]
         self.members = 0
@@ -179,7 +179,7 @@ class ScratchSite:
         return json.loads(lines[-1])
 
 
-def released_capabilities(reader: Any, change: Change, notes: list[str], env: dict[str, str] | None = None) -> dict[str, Any]:
+def released_capabilities(reader: Reader, change: Change, notes: list[str], env: dict[str, str] | None = None) -> dict[str, Any]:
     """The capabilities probe over the new release's Python files (env: variables set for it, a recipe's)."""
     with ScratchSite(reader, change) as site:
         caps = site.probe("capabilities", env).get("capabilities") or {}
@@ -189,7 +189,7 @@ def released_capabilities(reader: Any, change: Change, notes: list[str], env: di
     return out
 
 
-def released_flags(reader: Any, change: Change) -> dict[str, object] | None:
+def released_flags(reader: Reader, change: Change) -> dict[str, object] | None:
     """The `vllm serve` flags the new vLLM release knows (probes/vllm_flags over its files); None if unread."""
     try:
         with ScratchSite(reader, change) as site:

@@ -14,6 +14,7 @@ from sparkdoctor.facts import Facts
 from sparkdoctor.ledger.store import Ledger
 from sparkdoctor.matrix import evaluate_all
 from sparkdoctor.matrix.model import Matrix
+from sparkdoctor.recipes.model import Recipe
 from sparkdoctor.whatif.probe import ProbeRun
 from sparkdoctor.whatif.ptx import PtxComparison
 from sparkdoctor.whatif.resolve import Change
@@ -181,7 +182,7 @@ def compare(today: Facts, predicted: Facts, matrix: Matrix, specs: list[str], ch
     return out
 
 
-def compare_recipe(recipe: Any, matrix: Matrix, today: Facts, predicted: Facts, flags_today: Any, flags_after: Any) -> RecipeWhatIf:
+def compare_recipe(recipe: Recipe, matrix: Matrix, today: Facts, predicted: Facts, flags_today: Any, flags_after: Any) -> RecipeWhatIf:
     """The recipe judged as `recipe check` judges it, on today's and on the predicted Facts: flags the new
     vLLM no longer accepts, env vars it no longer reads, workarounds whose reason goes away (stale)."""
 

@@ -141,7 +141,7 @@ def _compile_all(ptxas: str, version: str | None, arch: str, folder: Path) -> li
     return rows
 
 
-def release_ptxas(reader: Any, name: str, version: str, arch: str, tmp: Path) -> list[PtxRow]:
+def release_ptxas(reader: Reader, name: str, version: str, arch: str, tmp: Path) -> list[PtxRow]:
     """Each ptxas of one release of `name`, with the PTX probes compiled by it."""
 
     try:
