@@ -25,7 +25,7 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -77,7 +77,7 @@ class FleetOptions:
     fail_on: str = "error"
     ignore: set[str] = field(default_factory=set)
     measure: bool = False
-    progress: Any = None  # Callable[[str], None]: what the run is doing now (the command shows it on a terminal)
+    progress: Callable[[str], None] | None = None  # what the run is doing now (the command shows it on a terminal)
 
 
 @dataclass

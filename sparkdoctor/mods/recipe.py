@@ -7,6 +7,7 @@ run-recipe.sh runs; the recipe itself sits in recipes/); sparkrun recipes list p
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -114,7 +115,7 @@ def gate(recipe: Recipe, tree: Tree, timeout: float | None = None) -> list[dict[
     return [f for f in mod_findings(recipe, tree, timeout) if f["severity"] == "error"]
 
 
-def launch_gate(recipe: Recipe, python: str | None, local: bool, progress: Any, runtime: str | None = None) -> str | None:
+def launch_gate(recipe: Recipe, python: str | None, local: bool, progress: Callable[[str], None], runtime: str | None = None) -> str | None:
     """Before bench launches a recipe: why it must not (a mod that would fail on the target), or None. A container
     recipe's mods are judged against its image's files (sparkdoctor.mods.images), a --local one's against the
     interpreter's."""
