@@ -158,7 +158,7 @@ def apply_calibration(levels: list[dict[str, Any]], floor: dict[int, dict[str, A
             lvl["calibration_skipped"] = {"comparison_id": cal["comparison_id"], "why": why}
             continue
         cal = {**{k: v for k, v in cal.items() if k != "loads"}, **({"load_differs": why} if why else {})}
-        ratio: dict[str, Any] = {**calibrated_ratio(lvl["a"][0], lvl["b"][0], cal["launch_cv"], cal["df"], min_effect).to_dict(),
+        ratio: dict[str, object] = {**calibrated_ratio(lvl["a"][0], lvl["b"][0], cal["launch_cv"], cal["df"], min_effect).to_dict(),
                                  "calibration": cal}
         lvl["ratio"] = ratio
         # the noise this verdict stands on is the calibration's: its MDE is printed beside the verdict

@@ -53,7 +53,7 @@ def _material(facts: dict[str, Any]) -> dict[str, object] | None:
         material = Facts.from_dict(facts, source="bench cell").fingerprint_material()
     except FactsError:
         return None
-    result: dict[str, Any] = json.loads(json.dumps(material, default=list))  # tuples as JSON has them
+    result: dict[str, object] = json.loads(json.dumps(material, default=list))  # tuples as JSON has them
     return result
 
 
@@ -77,7 +77,7 @@ def from_run(run: dict[str, Any]) -> dict[str, object]:
     summary = run.get("summary") or {}
     load = summary.get("load") or {}
     memory = ((facts.get("host_health") or {}).get("memory")) or {}
-    cell: dict[str, Any] = {
+    cell: dict[str, object] = {
         "cell": CELL, "cell_version": CELL_VERSION, "config_hash": "",
         "created_at": run.get("created_at"), "tool_version": run.get("tool_version"),
         "bench_version": run.get("bench_version"), "run_id": run.get("id"),
@@ -165,7 +165,7 @@ def workload_of(cell: dict[str, Any]) -> dict[str, Any]:
 # ---- a cell against a run here -------------------------------------------------------------------------
 def _flatten(value: Any, prefix: str) -> dict[str, object]:
     if isinstance(value, dict) and value:
-        out: dict[str, Any] = {}
+        out: dict[str, object] = {}
         for k, v in value.items():
             out.update(_flatten(v, f"{prefix}.{k}"))
         return out
@@ -184,7 +184,7 @@ def _changed(group: str, there: dict[str, Any], here: dict[str, Any]) -> list[di
 def differences(there: dict[str, Any], here: dict[str, Any]) -> list[dict[str, Any]]:
     """What differs between two cells, key by key, in the groups that explain a gap: toolchain (the fingerprint
     material), model, recipe, workload, load, bench (how the numbers were taken)."""
-    rows: list[dict[str, Any]] = []
+    rows: list[dict[str, object]] = []
     mat = {side: {k: v for k, v in (c["toolchain"].get("material") or {}).items() if k != "model"}
            for side, c in (("there", there), ("here", here))}
     rows += _changed("toolchain", _flatten(mat["there"], "toolchain"), _flatten(mat["here"], "toolchain"))

@@ -65,7 +65,7 @@ class Sample:
 def build_payload(api: str, model: str, prompt: str, max_tokens: int, vllm: bool) -> dict[str, object]:
     """The request body. Fields only vLLM accepts (ignore_eos, min_tokens) go to vLLM only:
     other servers reject unknown fields (transformers serve answers 422)."""
-    payload: dict[str, Any] = {"model": model, "max_tokens": max_tokens, "stream": True, "temperature": 0.0,
+    payload: dict[str, object] = {"model": model, "max_tokens": max_tokens, "stream": True, "temperature": 0.0,
                                "stream_options": {"include_usage": True}}
     if api == "chat":
         payload["messages"] = [{"role": "user", "content": prompt}]

@@ -106,7 +106,7 @@ def sample(exclude: set[int] | None = None, window_s: float = WINDOW_S, gpus: bo
         if used > 0:
             busy.append({"pid": pid, "name": name, "cpu_pct": round(100 * used, 1), "rss_mib": round(rss * page_mib)})
     busy.sort(key=lambda p: -p["cpu_pct"])
-    out: dict[str, Any] = {"loadavg": loadavg, "cpus": os.cpu_count(), "window_s": round(elapsed, 2),
+    out: dict[str, object] = {"loadavg": loadavg, "cpus": os.cpu_count(), "window_s": round(elapsed, 2),
                            "other_cpus": round(sum(p["cpu_pct"] for p in busy) / 100, 2), "top": busy[:TOP],
                            "mem_available_mib": _mem_available_mib(), "gpus": None, "gpu_error": None}
     if gpus:

@@ -161,7 +161,7 @@ def reconcile(samples: list[Sample], server: dict[str, Any] | None) -> dict[str,
     if not server or "generation_tokens" not in server:
         return None
     client = sum(s.output_tokens for s in samples)
-    out: dict[str, Any] = {"client_tokens": client, "server_tokens": server["generation_tokens"],
+    out: dict[str, object] = {"client_tokens": client, "server_tokens": server["generation_tokens"],
                            "match": client == server["generation_tokens"]}
     draft, accepted = server.get("spec_draft_tokens"), server.get("spec_accepted_tokens")
     if draft:

@@ -189,7 +189,7 @@ def _nvml_of(record: dict[str, Any]) -> Observation | Missing | Failed:
         return Failed(str(record["failed"]))
     try:
         raw_driver, raw_gpus = record["driver"], record["gpus"]
-        driver: dict[str, Any] = {"version": str(raw_driver["version"]), "source": "nvml"}
+        driver: dict[str, object] = {"version": str(raw_driver["version"]), "source": "nvml"}
         if isinstance(raw_driver.get("cuda_encoded"), int):
             driver["cuda"] = cuda_version_of(raw_driver["cuda_encoded"])
         gpus = [

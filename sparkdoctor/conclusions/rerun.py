@@ -250,7 +250,7 @@ def _advice(shown: str, cost: list[dict[str, Any]]) -> str:
 
 
 def execute(ledger: Ledger, planned: RerunPlan, opts: Options, progress: Progress | None = None) -> RerunDone:
-    results: list[dict[str, Any]] = []
+    results: list[dict[str, object]] = []
     by_name: dict[str, Any] = {s.conclusion.name: s.conclusion.data.get("levels") or [] for s in planned.conclusions
                                if s.state == "fresh"}
     for status in planned.conclusions:

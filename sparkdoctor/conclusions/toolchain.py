@@ -77,7 +77,7 @@ def _pkg(entry: object) -> tuple[Any, list[str], Any]:
 
 def what_changed(old: dict[str, Any], new: dict[str, Any]) -> list[dict[str, Any]]:
     """The fingerprint material of two Facts, compared: one row per difference, each with its text."""
-    rows: list[dict[str, Any]] = []
+    rows: list[dict[str, object]] = []
 
     def add(what: str, a: object, b: object, text: str) -> None:
         rows.append({"what": what, "old": a, "new": b, "text": text})

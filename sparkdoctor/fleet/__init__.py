@@ -180,7 +180,7 @@ RAY_ADDRESS_RE = re.compile(r"^(ray://)?[A-Za-z0-9_.:\[\]-]{1,255}$")
 def _join(transport_class: Any, address: str, limit: float) -> Any:
     """ray.init under the run's deadline: an address that takes the TCP connection but is no GCS keeps Ray
     retrying for many minutes. It runs in a thread that is left behind (and dies with the process) at `limit`."""
-    box: dict[str, Any] = {}
+    box: dict[str, object] = {}
 
     def connect() -> None:
         try:

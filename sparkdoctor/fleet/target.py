@@ -110,7 +110,7 @@ class RemoteTarget:
         self.batch: _Batch | None = None
 
     def describe(self) -> dict[str, Any]:
-        found: dict[str, Any] = {"kind": self.kind, "python": self.node.python or DEFAULT_PYTHON, "chosen_by": "fleet",
+        found: dict[str, object] = {"kind": self.kind, "python": self.node.python or DEFAULT_PYTHON, "chosen_by": "fleet",
                                  "node": self.node.name}
         if self.node.container:
             found.update(container=self.node.container, engine=self.node.runtime)

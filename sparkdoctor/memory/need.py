@@ -221,7 +221,7 @@ def _weights(checkpoint: Any, shape: ModelShape, dtype: str, with_mtp: bool) -> 
 
 
 def _reserve(need: Need, shape: ModelShape, config: dict[str, Any], act_bytes: int, eager: bool, seqs: int) -> None:
-    text: dict[str, Any] = config["text_config"] if isinstance(config.get("text_config"), dict) else config
+    text: dict[str, object] = config["text_config"] if isinstance(config.get("text_config"), dict) else config
     inter = text.get("moe_intermediate_size") if shape.experts else text.get("intermediate_size")
     inter = inter if isinstance(inter, int) and not isinstance(inter, bool) and inter > 0 else 4 * shape.hidden
     width = inter * max(shape.experts_per_token, 1) if shape.experts else inter
@@ -254,7 +254,7 @@ def _speculative(recipe: Recipe, argv: list[str]) -> dict[str, Any]:
     if not isinstance(spec, dict):
         raise NeedError(f"{recipe.source_path}: --speculative-config must be a JSON object")
     method, model = str(spec.get("method") or ""), spec.get("model")
-    out: dict[str, Any] = {"mtp": "mtp" in method.lower() or method in ("deepseek_mtp", "qwen3_next_mtp")}
+    out: dict[str, object] = {"mtp": "mtp" in method.lower() or method in ("deepseek_mtp", "qwen3_next_mtp")}
     if isinstance(model, str) and model and Path(model).is_dir():
         out["folder"] = model
     elif isinstance(model, str) and model:

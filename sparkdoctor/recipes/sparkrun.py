@@ -98,7 +98,7 @@ def read(doc: dict[str, Any], path: Path, duplicates: list[str], overrides: dict
         if new_params == params:
             break
         params = new_params
-    raw_defaults: dict[str, Any] = doc["defaults"] if isinstance(doc.get("defaults"), dict) else {}
+    raw_defaults: dict[str, object] = doc["defaults"] if isinstance(doc.get("defaults"), dict) else {}
     config: dict[str, object] = {**raw_defaults, **{k: v for k, v in (overrides or {}).items() if not k.startswith("env.")}}
     config = {resolve.ALIASES.get(k, k): v for k, v in config.items()}
     variant = runtime_variant(runtime, config, command)
@@ -144,7 +144,7 @@ def read(doc: dict[str, Any], path: Path, duplicates: list[str], overrides: dict
     extras = {k: doc[k] for k in ("runtime", "runtime_version", "metadata", "benchmark", "model_revision", "patches",
                                   "variants", "mods") if doc.get(k) is not None}
     extras["resolved_runtime"] = variant
-    meta: dict[str, Any] = doc["metadata"] if isinstance(doc.get("metadata"), dict) else {}
+    meta: dict[str, object] = doc["metadata"] if isinstance(doc.get("metadata"), dict) else {}
     name = doc.get("name") or path.stem
     description = meta.get("description") or doc.get("description") or ""
     return Recipe(

@@ -173,7 +173,7 @@ def image_record(cli: list[str], image: str) -> dict[str, object]:
         raise ContainerLaunchError(_fail(res, f"`{engine} image inspect {image}`"))
     try:
         data = json.loads(res.stdout)
-        record: dict[str, Any] = data[0] if isinstance(data, list) else data
+        record: dict[str, object] = data[0] if isinstance(data, list) else data
         return record
     except (ValueError, IndexError):
         raise ContainerLaunchError(f"`{engine} image inspect {image}` printed no record") from None
