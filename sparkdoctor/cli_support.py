@@ -7,6 +7,7 @@ cli -> commands -> cli_support.
 
 from __future__ import annotations
 
+from sparkdoctor.errors import LedgerFailure
 from sparkdoctor.stderr import err, say, warn
 
 __all__ = ["DEFAULT_TIMEOUT", "err", "open_ledger", "say", "warn"]
@@ -18,8 +19,11 @@ _err = err
 def open_ledger(path):
     """The ledger a reading command (history, conclusions, rerun) works on, or LedgerFailure with one line (exit 5).
     A ledger that does not exist is refused, never created: a mistyped --ledger must not read as "nothing here"."""
-    from sparkdoctor.errors import LedgerFailure
-    from sparkdoctor.ledger import Ledger, default_path
+    # imported on use: check loads sparkdoctor.ledger only on the runs that get here
+    from sparkdoctor.ledger import (
+        Ledger,
+        default_path,
+    )
 
     path = path or default_path()
     if not path.exists():

@@ -42,6 +42,7 @@ class Sink:
     def console(self, width: int | None = None, **settings: Any) -> Console:
         """A rich Console for this sink (`settings`: more of rich's Console arguments, e.g. soft_wrap); draw into
         it inside `capture()`."""
+        # imported on use: `check --format json` never draws with rich
         from rich.console import Console
 
         if self.to_file:
@@ -72,6 +73,7 @@ def escaping(console: Console) -> Console:
 
 @functools.cache
 def _escape_hook() -> RenderHook:
+    # imported on use: `check --format json` never draws with rich
     from rich.console import RenderHook
     from rich.segment import Segment
 

@@ -66,7 +66,7 @@ class ComparisonDocument(BenchDocument):
         return "calibration" if self.calibration is not None else "comparison"
 
     def to_json(self) -> dict[str, Any]:
-        body: dict[str, Any] = {
+        body: dict[str, object] = {
             "comparison_id": self.comparison_id, "a": self.a, "b": self.b, "order": self.order, "runs": self.runs,
             "metric": self.metric, "min_effect": self.min_effect, "levels": self.levels, "verdict": self.verdict,
             "load": self.load, "correctness": self.correctness, "fingerprints": self.fingerprints, "ledger": self.ledger,

@@ -7,10 +7,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from sparkdoctor.bench.session import envelope
 
-def _envelope(kind: str, data: dict[str, Any]) -> dict[str, Any]:
-    from sparkdoctor.bench.session import envelope
 
+def _envelope(kind: str, data: dict[str, Any]) -> dict[str, object]:
     return envelope(kind, data)
 
 

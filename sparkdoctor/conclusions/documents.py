@@ -7,7 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from sparkdoctor.conclusions.model import CONCLUSION_VERSION
 from sparkdoctor.conclusions.staleness import Status
+from sparkdoctor.exitcodes import EXIT_RERUN_FAIL_ON, EXIT_RERUN_INCOMPLETE
 
 SCHEMA = 1
 RERUN_VERSION = 1  # rerun's document (RerunReport.to_json)
@@ -25,8 +27,6 @@ class ConclusionsDocument:
     kind = "conclusions"
 
     def to_json(self) -> dict[str, Any]:
-        from sparkdoctor.conclusions.model import CONCLUSION_VERSION
-
         return {"schema": SCHEMA, "conclusion_version": CONCLUSION_VERSION, "kind": self.kind, "ledger": self.ledger,
                 "conclusions": [s.to_dict() for s in self.conclusions]}
 
@@ -82,7 +82,6 @@ class RerunDocument:
     def exit_code(self) -> int:
         """1 when --fail-on's event happened; 4 when a stale conclusion or workaround could not be re-measured (a
         superseded mod is advice, never measured: sparkdoctor does not apply mods, so it does not count)."""
-        from sparkdoctor.exitcodes import EXIT_RERUN_FAIL_ON, EXIT_RERUN_INCOMPLETE
 
         if self.failed:
             return EXIT_RERUN_FAIL_ON
@@ -92,7 +91,7 @@ class RerunDocument:
         return 0
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"schema": SCHEMA, "rerun_version": RERUN_VERSION, "kind": self.kind, "ledger": self.ledger,
+        out: dict[str, object] = {"schema": SCHEMA, "rerun_version": RERUN_VERSION, "kind": self.kind, "ledger": self.ledger,
                                "dry_run": self.dry_run, "conclusions": [s.to_dict() for s in self.planned.conclusions],
                                "workarounds": self.planned.workarounds}
         if self.done is not None:

@@ -119,7 +119,7 @@ def shape_problem(data: Any) -> str | None:
     return None
 
 
-def _headline_ratio(data: dict[str, Any]) -> dict[str, Any] | None:
+def _headline_ratio(data: dict[str, Any]) -> dict[str, object] | None:
     """The ratio of the lowest concurrency level (single-stream decode is the headline on a GB10)."""
     levels = sorted(data.get("levels") or [], key=lambda lvl: lvl.get("concurrency", 0))
     return levels[0]["ratio"] if levels else None

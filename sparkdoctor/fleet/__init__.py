@@ -21,10 +21,11 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import socket
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +33,13 @@ from typing import Any
 
 from sparkdoctor.errors import SparkdoctorError
 from sparkdoctor.exitcodes import EXIT_FINDINGS, EXIT_OK, EXIT_UNPROBEABLE, EXIT_USAGE
+from sparkdoctor.findings import build_report
+from sparkdoctor.fleet import fabric
+from sparkdoctor.fleet.compare import compare_nodes, unpaired_links
+from sparkdoctor.fleet.measure import measure_links
+from sparkdoctor.fleet.node import collect_node
+from sparkdoctor.fleet.transport import RayTransport, SshTransport
+from sparkdoctor.matrix import load
 from sparkdoctor.text import one_line
 
 DEFAULT_NODE_TIMEOUT = 60.0
@@ -72,7 +80,7 @@ class FleetOptions:
     # --recipe: (named nodes) -> memory.pernode.FleetFit, the launch judged on every node's memory; the command
     # builds it (fleet never imports the memory pipeline, which reads checkpoints through audit)
     memory_judge: Any = None
-    progress: Any = None  # Callable[[str], None]: what the run is doing now (the command shows it on a terminal)
+    progress: Callable[[str], None] | None = None  # what the run is doing now (the command shows it on a terminal)
 
 
 @dataclass
@@ -113,8 +121,6 @@ class FleetResult:
 def run(options: FleetOptions) -> FleetResult:
     """Probe every node in parallel (each within options.node_timeout), judge, compare. FleetError when
     the fleet itself cannot be reached; a node that cannot be is an outcome, never an exception."""
-    from sparkdoctor.fleet.node import collect_node
-    from sparkdoctor.matrix import load
 
     matrix = load(options.matrix_path)  # MatrixError: the caller's one line
     started = time.monotonic()
@@ -127,7 +133,6 @@ def run(options: FleetOptions) -> FleetResult:
         named = [(o.node.name, o.facts) for o in outcomes if o.facts is not None]
         measured: list[Any] = []
         if options.measure and named:  # links need two nodes; the GPUs of one node are measured alone
-            from sparkdoctor.fleet.measure import measure_links
 
             measured = measure_links(transport, [o.node for o in outcomes if o.ok], named, say)
     finally:
@@ -149,9 +154,6 @@ def run(options: FleetOptions) -> FleetResult:
 def judge(named: list[tuple[str, Any]], matrix: Any, options: FleetOptions, measured: list[Any] | None = None) -> Any:
     """(reports, drifts, notes, topology, fabric findings) of the nodes that answered: the
     N-way comparison and the fabric rules fill each node's Facts.fleet, then the matrix judges each node."""
-    from sparkdoctor.findings import build_report
-    from sparkdoctor.fleet import fabric
-    from sparkdoctor.fleet.compare import compare_nodes, unpaired_links
 
     drifts = compare_nodes(named)
     lonely = unpaired_links(named) if len(named) > 1 else {}
@@ -169,13 +171,11 @@ def judge(named: list[tuple[str, Any]], matrix: Any, options: FleetOptions, meas
 
 
 def _connect(options: FleetOptions) -> tuple[Any, list[Any]]:
-    from sparkdoctor.fleet.transport import RayTransport, SshTransport
-
     if options.ray_address is None:
         return SshTransport(options.ssh_config), list(options.nodes)
     _reachable(options.ray_address)
     try:
-        import ray  # noqa: F401
+        import ray  # noqa: F401  (the optional extra [fleet]: imported only for --ray)
     except ImportError:
         raise FleetError("--ray needs Ray, which is not installed: pip install 'sparkdoctor-gb10[fleet]'", EXIT_USAGE) from None
     transport = _join(RayTransport, options.ray_address, options.node_timeout)
@@ -193,7 +193,7 @@ RAY_ADDRESS_RE = re.compile(r"^(ray://)?[A-Za-z0-9_.:\[\]-]{1,255}$")
 def _join(transport_class: Any, address: str, limit: float) -> Any:
     """ray.init under the run's deadline: an address that takes the TCP connection but is no GCS keeps Ray
     retrying for many minutes. It runs in a thread that is left behind (and dies with the process) at `limit`."""
-    box: dict[str, Any] = {}
+    box: dict[str, object] = {}
 
     def connect() -> None:
         try:
@@ -247,7 +247,6 @@ def _reachable(address: str) -> None:
     """A GCS address that refuses or never answers a TCP connection: one line now, instead of ray.init waiting
     minutes and printing its retries; a port that is no port is a usage error. ("auto" and ray:// addresses are
     left to Ray.)"""
-    import socket
 
     if not RAY_ADDRESS_RE.match(address):
         raise FleetError(f"--ray {one_line(address[:80])}: not a Ray address (host:port, auto, or ray://host:port)", EXIT_USAGE)

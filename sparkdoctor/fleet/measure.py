@@ -166,7 +166,7 @@ def _all_reduce_on(transport: Any, node: Any, argv: list[str], link: str, rated:
     return from_all_reduce(done.stdout, node.name, link, rated, setting)
 
 
-def measure_links(transport: Any, nodes: list[Any], named: list[tuple[str, Any]],
+def measure_links(transport: object, nodes: list[Any], named: list[tuple[str, Any]],
                   progress: Callable[[str], None] | None = None) -> list[Measurement]:
     """Every link's rail, one after another (two tests on one wire would halve each other), then one
     all-reduce over all nodes, then one over the GPUs of each node that has several. Never raises: what could

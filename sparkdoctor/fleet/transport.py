@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sparkdoctor import proc
+from sparkdoctor.fleet import on_node
 
 SSH_CONNECT_TIMEOUT = 10
 LOCAL = "local"  # the node that is this machine: no ssh
@@ -116,10 +117,9 @@ class RayTransport:
     kind = "ray"
 
     def __init__(self, address: str):
+        # Ray is the optional extra [fleet]: imported only by the --ray transport
         import ray
         from ray import cloudpickle
-
-        from sparkdoctor.fleet import on_node
 
         self.ray = ray
         self.owns_connection = not ray.is_initialized()
@@ -143,7 +143,9 @@ class RayTransport:
         return found
 
     def start(self, node: Node, script: str, args: list[str], timeout: float) -> proc.Running:
-        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+        from ray.util.scheduling_strategies import (
+            NodeAffinitySchedulingStrategy,  # the optional extra [fleet]
+        )
 
         strategy = NodeAffinitySchedulingStrategy(node_id=str(node.ray_node_id), soft=False)
         ref = self.task.options(scheduling_strategy=strategy, num_cpus=0, max_retries=0).remote(
@@ -152,7 +154,9 @@ class RayTransport:
 
     def command(self, node: Node, argv: list[str], timeout: float) -> proc.ProcResult:
         """`argv` run on the node by a task pinned to it (the node's container CLI reading its image)."""
-        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+        from ray.util.scheduling_strategies import (
+            NodeAffinitySchedulingStrategy,  # the optional extra [fleet]
+        )
 
         strategy = NodeAffinitySchedulingStrategy(node_id=str(node.ray_node_id), soft=False)
         ref = self.command_task.options(scheduling_strategy=strategy, num_cpus=0, max_retries=0).remote(list(argv), timeout)

@@ -53,7 +53,7 @@ class Settings:
     """Seconds each gate may run."""
 
     @classmethod
-    def parse(cls, value: Any) -> Settings:
+    def parse(cls, value: object) -> Settings:
         if value is True or value is None:
             return cls()
         if not isinstance(value, dict):

@@ -20,6 +20,11 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import yaml
+
+from sparkdoctor.integrations.preflight import Settings, SettingsError, judge
+from sparkdoctor.recipes.model import Recipe
+
 SPARKRUN_PLUGIN_API_VERSION = 1  # core/registration.py PLUGIN_API_VERSION at sparkrun 0.4.2
 ITEM = "sparkdoctor"
 STEP = "sparkdoctor.preflight"
@@ -32,16 +37,13 @@ class LaunchRefused(RuntimeError):
     """A gate failed: sparkrun prints "launch preparation failed: " + this one line and launches nothing."""
 
 
-def parse_item(value: Any, recipe: Any) -> dict[str, Any]:
+def parse_item(value: object, recipe: Recipe) -> dict[str, object]:
     """The item as the recipe writes it, checked (a malformed item is a recipe error, one line)."""
-    from sparkdoctor.integrations.preflight import Settings
 
     return Settings.parse(value).to_dict()
 
 
-def validate_item(value: Any, recipe: Any) -> list[str]:
-    from sparkdoctor.integrations.preflight import Settings, SettingsError
-
+def validate_item(value: object, recipe: Recipe) -> list[str]:
     try:
         Settings.parse(value)
     except SettingsError as exc:
@@ -49,12 +51,13 @@ def validate_item(value: Any, recipe: Any) -> list[str]:
     return []
 
 
-def export_item(value: Any, recipe: Any) -> Any:
+def export_item(value: object, recipe: Recipe) -> Any:
     return value or True
 
 
-def register(v: Any) -> None:
+def register(v: object) -> None:
     """Called by sparkrun's loader: claim the `sparkdoctor` recipe item and its preparation step."""
+    # sparkrun is the host here (the optional extra [sparkrun]): imported only when it calls us
     from sparkrun.core.recipe_items import (
         FunctionalRecipeItemHandler,
         register_recipe_item,
@@ -64,15 +67,16 @@ def register(v: Any) -> None:
                          owner="sparkdoctor", preparation_steps=preparation_steps)
 
 
-def preparation_steps(context: Any) -> tuple[Any, ...]:
-    from sparkrun.core.execution import PreparationStep
+def preparation_steps(context: object) -> tuple[Any, ...]:
+    from sparkrun.core.execution import (
+        PreparationStep,  # the optional extra [sparkrun], present when it calls us
+    )
 
     return (PreparationStep(STEP, preflight),)
 
 
-def preflight(context: Any, _receipts: Any) -> dict[str, Any]:
+def preflight(context: Any, _receipts: Any) -> dict[str, object]:
     """The preparation step: judge the recipe sparkrun is about to launch; raise LaunchRefused to stop it."""
-    from sparkdoctor.integrations.preflight import Settings, judge
 
     recipe = context.plan.recipe
     settings = Settings.parse(recipe.plugin_items.get(ITEM))
@@ -125,7 +129,6 @@ def _local(host: str) -> bool:
 def export_recipe(recipe: Any, overrides: Any, folder: Path) -> Path:
     """The recipe as sparkrun resolved it (its matched `overrides:` layers and the run's serve overrides baked in:
     Recipe.to_dict(effective=True)), written as sparkrun recipe YAML for `recipe check`."""
-    import yaml
 
     data = recipe.to_dict(overrides=dict(overrides or {}), effective=True)
     for key in NOT_FOR_RECIPE_CHECK:
@@ -136,7 +139,7 @@ def export_recipe(recipe: Any, overrides: Any, folder: Path) -> Path:
     return path
 
 
-def resolve_mods(recipe: Any) -> tuple[list[str], list[str]]:
+def resolve_mods(recipe: Recipe) -> tuple[list[str], list[str]]:
     """(paths of the recipe's mods, refs not found): an absolute path, or sparkrun's adjacent rule
     (core/mods.py _resolve_adjacent: `REF` and `mods/REF` beside the recipe file, a leading `mods/` stripped, a
     folder with run.sh). Registry mods (`@registry/...`, the recipe's registry, eugr's) are fetched by sparkrun

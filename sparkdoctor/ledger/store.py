@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -19,7 +19,7 @@ from typing import Any
 from sparkdoctor.ledger.schema import LedgerError, connect, default_path
 
 
-def _dump(value: Any) -> str:
+def _dump(value: object) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
 
 
@@ -41,7 +41,7 @@ def decode(column: str, text: Any) -> tuple[Any, str | None]:
     return value, None
 
 
-def _levels_problem(summary: dict[str, Any]) -> str | None:
+def _levels_problem(summary: Mapping[str, object]) -> str | None:
     levels = summary.get("levels", [])
     if not isinstance(levels, list) or not all(isinstance(lvl, dict) and type(lvl.get("concurrency")) is int for lvl in levels):
         return "summary_json levels is not a list of levels (objects with an integer concurrency)"
@@ -78,7 +78,7 @@ class RunRecord:
     arm: str | None = None
     memory: dict[str, Any] | None = None  # serve/memwatch.py's record of the launched server (None: not sampled)
 
-    def as_stored(self, run_id: int | None = None) -> dict[str, Any]:
+    def as_stored(self, run_id: int | None = None) -> dict[str, object]:
         """The run as Ledger.run() returns it once stored (without samples): the same keys and JSON values."""
         now = datetime.now(timezone.utc).isoformat(timespec="seconds")
         columns = (run_id, now, self.recipe.get("name"), recipe_hash(self.recipe), self.base_url, self.model,
@@ -97,7 +97,7 @@ _NULLABLE = {"memory_json"}  # NULL: a run stored before schema 4, a --url run, 
 
 def _decode_row(texts: tuple[Any, ...]) -> tuple[dict[str, Any], list[str]]:
     """The JSON columns of a run row by name (summary_json -> summary), and what is damaged in them."""
-    values: dict[str, Any] = {}
+    values: dict[str, object] = {}
     damaged: list[str] = []
     for column, text in zip(_JSON_COLUMNS, texts, strict=False):
         value, damage = (None, None) if text is None and column in _NULLABLE else decode(column, text)
@@ -161,7 +161,7 @@ class Ledger:
         except sqlite3.Error as exc:
             raise self._fail(exc) from None
 
-    def finish_comparison(self, comparison_id: int, status: str, result: dict[str, Any] | None) -> None:
+    def finish_comparison(self, comparison_id: int, status: str, result: Mapping[str, object] | None) -> None:
         try:
             self.db.execute("UPDATE comparisons SET status = ?, result_json = ? WHERE id = ?",
                             (status, _dump(result) if result is not None else None, comparison_id))
@@ -169,7 +169,7 @@ class Ledger:
             raise self._fail(exc) from None
 
     # ---- reading ---------------------------------------------------------------------------------
-    def runs(self, recipe: str | None = None, limit: int = 50) -> list[dict[str, Any]]:
+    def runs(self, recipe: str | None = None, limit: int = 50) -> list[dict[str, object]]:
         """Newest first: the identifying columns and the headline of each run; a run whose stored JSON is
         damaged is listed too, with `damaged` naming what is wrong."""
         sql = f"SELECT {', '.join(_RUN_COLUMNS + _JSON_COLUMNS)} FROM runs"
@@ -219,7 +219,7 @@ class Ledger:
         except sqlite3.Error as exc:
             raise self._fail(exc) from None
 
-    def comparison(self, comparison_id: int) -> dict[str, Any] | None:
+    def comparison(self, comparison_id: int) -> dict[str, object] | None:
         try:
             row = self.db.execute("SELECT id, created_at, a_label, b_label, status, result_json FROM comparisons WHERE id = ?",
                                   (comparison_id,)).fetchone()

@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sparkdoctor.collect import gpu_health
 from sparkdoctor.collect.host_health import memory as meminfo
 from sparkdoctor.collect.hostroot import host_root, is_live_root
 
@@ -125,7 +126,6 @@ def read_have(root: Path | None = None, nvml: list[dict[str, Any]] | None = None
             have.others.append(Holder(pid, name, rss, [], container=_container_of(root, pid)))
     have.others = sorted(have.others, key=lambda h: -(h.rss_bytes or 0))[:MAX_OTHERS]
     if nvml is None and ask_nvml and is_live_root():
-        from sparkdoctor.collect import gpu_health
 
         nvml, problem = gpu_health.read()
         if problem:
@@ -137,7 +137,7 @@ def read_have(root: Path | None = None, nvml: list[dict[str, Any]] | None = None
     return have
 
 
-def _b(kib: Any) -> int | None:
+def _b(kib: object) -> int | None:
     return kib * KIB if isinstance(kib, int) else None
 
 

@@ -19,7 +19,8 @@ import signal
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from sparkdoctor.collect.kernel_log import parse
+from sparkdoctor.collect.hostroot import host_root
+from sparkdoctor.collect.kernel_log import parse, read_kmsg
 
 CAUSES = ("oom-killed", "driver-no-memory", "cuda-oom", "hang", "crash", "unknown")
 GIB = 2**30
@@ -196,12 +197,10 @@ def _low(pm: PostMortem) -> bool:
     return pm.lowest_available_bytes is not None and pm.lowest_available_bytes < 4 * GIB
 
 
-def after_launch(error: Any, since: float | None, root: Any = None, largest_utilization: float | None = None) -> PostMortem | None:
+def after_launch(error: object, since: float | None, root: Any = None, largest_utilization: float | None = None) -> PostMortem | None:
     """The post-mortem of a launch that died or never answered (a serve LaunchError with `returncode` or
     `not_ready`), from the kernel log since `since` (seconds since boot) and the server's last lines; None
     for a launch that never started (nothing ran to die)."""
-    from sparkdoctor.collect.hostroot import host_root
-    from sparkdoctor.collect.kernel_log import read_kmsg
 
     returncode, hung = getattr(error, "returncode", None), bool(getattr(error, "not_ready", False))
     if returncode is None and not hung:

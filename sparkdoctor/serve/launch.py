@@ -30,12 +30,16 @@ from typing import Any
 
 from sparkdoctor import proc
 from sparkdoctor.errors import BenchFailure
+from sparkdoctor.files import write_text
+from sparkdoctor.matrix import load
 from sparkdoctor.recipes.model import Recipe
 from sparkdoctor.serve import groups, readiness, registry
 from sparkdoctor.serve.binding import LOCALHOST, free_port, rebind
+from sparkdoctor.serve.container_launch import ContainerLaunchError, ContainerServer
 from sparkdoctor.serve.logpump import LogPump
 from sparkdoctor.serve.logscan import Hit
 from sparkdoctor.serve.memwatch import MemoryWatch
+from sparkdoctor.text import one_line
 
 POLL_S = 0.5
 GRACE_S = 15.0
@@ -52,8 +56,6 @@ class LaunchError(BenchFailure, RuntimeError):
                  log_path: Path | None = None, teardown: groups.Teardown | None = None,
                  returncode: int | None = None, not_ready: bool = False, pids: set[int] | None = None,
                  samples: Sequence[tuple[float, int | None, int | None]] = (), memory: dict[str, Any] | None = None):
-        from sparkdoctor.text import one_line
-
         super().__init__(one_line(message))
         self.returncode = returncode  # the server died with this status (None: it did not die)
         self.not_ready = not_ready  # it lived but never answered (the post-mortem's "hang")
@@ -130,7 +132,6 @@ class Server:
 def symptom_entries(matrix: Any) -> list:
     """The matrix entries that list symptoms: a Matrix, a list of entries, or None (the shipped matrix)."""
     if matrix is None:
-        from sparkdoctor.matrix import load
 
         matrix = load()
     entries = getattr(matrix, "entries", matrix)
@@ -221,7 +222,6 @@ def _child_for(recipe: Recipe, port: int, run_dir: Path, local: bool, python: st
                runtime: str | None, mounts: list[tuple[str, str, str]] | None, grace: float) -> Any:
     if not recipe.container or local:
         return LocalServer(recipe, port, run_dir, python, grace)
-    from sparkdoctor.serve.container_launch import ContainerLaunchError, ContainerServer
 
     try:
         return ContainerServer(recipe, port, runtime=runtime, mounts=mounts, grace=grace)
@@ -306,8 +306,6 @@ def _sweep(pump: LogPump) -> None:
 
 
 def _start(child: Any, recipe: Recipe, pump: LogPump, say: Callable[[str], None], log_path: Path) -> None:
-    from sparkdoctor.serve.container_launch import ContainerLaunchError
-
     try:
         child.start(pump, say)
     except ContainerLaunchError as exc:
@@ -341,8 +339,6 @@ def _wait_ready(server: Server, recipe: Recipe, child: Any, pump: LogPump, timeo
 
 
 def _write_launch(run_dir: Path, server: Server) -> None:
-    from sparkdoctor.files import write_text
-
     doc = {"launch_version": 1, **server.to_dict(), "recipe": server.recipe.to_dict()}
     try:
         write_text(run_dir / "launch.json", json.dumps(doc, indent=1) + "\n")

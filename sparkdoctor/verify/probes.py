@@ -11,7 +11,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from sparkdoctor import proc
+from sparkdoctor import kernels, proc
+from sparkdoctor.collect import cutedsl
 
 PROBE_TIMEOUT = 90.0
 VERSION_TIMEOUT = 20.0
@@ -19,11 +20,9 @@ VERSION_TIMEOUT = 20.0
 
 def run_probe(probe_id: str, python: Path, arch: str) -> tuple[str, str, dict[str, Any]]:
     """(status, detail, versions) of one probe in one environment."""
-    from sparkdoctor.collect import cutedsl
 
     if probe_id in cutedsl.KERNELS:
         return _run_cutedsl(cutedsl, cutedsl.KERNELS[probe_id], python, arch)
-    from sparkdoctor import kernels
 
     probe = next((p for p in kernels.load_probes() if p.id == probe_id), None)
     if probe is None:

@@ -4,6 +4,7 @@ tables), drawn from the JSON documents (bench/document.py: the envelope from ses
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from rich.console import Console
@@ -23,7 +24,6 @@ from sparkdoctor.views import View
 
 def console() -> Console:
     """stdout; wide when it is not a terminal (a file or a pipe gets whole rows, not wrapped ones)."""
-    import sys
 
     return Console() if sys.stdout.isatty() else Console(width=160)
 

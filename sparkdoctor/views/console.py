@@ -32,7 +32,8 @@ from sparkdoctor.describe import (
     tracked_stack,
     unverified_line,
 )
-from sparkdoctor.findings import EXIT_FINDINGS, PASS, SEVERITY_RANK
+from sparkdoctor.exitcodes import EXIT_FINDINGS
+from sparkdoctor.findings import PASS, SEVERITY_RANK
 from sparkdoctor.views.terminal_text import (
     Ink,
     labelled,
