@@ -92,17 +92,14 @@ def prestart(target: Any) -> dict[str, Any]:
 def start_vllm_flags(target: Any) -> Any:
     """The flags probe, running. A local target's probe keeps each file's flags in sparkdoctor's cache folder, keyed
     by the file's identity (path, size, mtime): a warm run parses nothing (probes/vllm_flags)."""
-    import hashlib
-    import os
-
     from sparkdoctor.targets.local import probe_entry
 
     args: list[str] = []
     if getattr(target, "shares_files", True) and getattr(target, "python", None):
         from sparkdoctor.locations import cache_dir
+        from sparkdoctor.targets.early import flags_probe_args
 
-        key = hashlib.sha256(str(target.python).encode()).hexdigest()[:16]
-        args = ["--cache", os.path.join(cache_dir(), "vllm_flags", key + ".json")]
+        args = flags_probe_args(str(cache_dir()), str(target.python))
     return target.start_script(probe_entry("vllm_flags"), args)
 
 
