@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sparkdoctor.conclusions.workarounds import judge_all, server_facts
+from sparkdoctor.conclusions.workarounds import judge_all, own_copy, server_facts
 from sparkdoctor.errors import SparkdoctorError
 from sparkdoctor.exitcodes import EXIT_NO_VLLM
 from sparkdoctor.vocab import Severity
@@ -120,7 +120,7 @@ def _finding(kind: str, fid: str, severity: str, title: str, evidence: list[str]
 def _matrix_findings(recipe: Any, matrix: Any, facts: Any) -> list[dict[str, Any]]:
     from sparkdoctor.matrix import evaluate
 
-    seen = server_facts(facts, recipe)
+    seen = server_facts(facts, recipe, copied=True)
     box = _without_recipe_env(facts, recipe)
     from sparkdoctor.matrix import needs_recipe
 
@@ -149,10 +149,11 @@ def box_env(env: dict[str, Any] | None, names: Any) -> dict[str, Any]:
 
 
 def _without_recipe_env(facts: Any, recipe: Any) -> Any:
-    """The box's own Facts: the recipe's env vars as this process has them (EnvTarget put them in)."""
-    from sparkdoctor.facts import Facts
+    """The box's own Facts: the recipe's env vars as this process has them (EnvTarget put them in). `facts`: an
+    own_copy."""
+    import dataclasses
 
-    box = Facts.from_dict(facts.to_dict(), source="facts")
+    box = dataclasses.replace(facts)
     box.env = box_env(box.env, recipe.env)
     return box
 
@@ -161,7 +162,7 @@ def _setting_findings(recipe: Any, matrix: Any, facts: Any, served: dict[str, An
     """Entries that judge the recipe's values, evaluated on the Facts as its server sees them."""
     from sparkdoctor.matrix import evaluate, needs_recipe
 
-    seen = server_facts(facts, recipe)
+    seen = server_facts(facts, recipe, copied=True)
     seen.recipe = served
     out = []
     for entry in matrix.entries:
@@ -215,7 +216,7 @@ def _flag_findings(recipe: Any, flags: dict[str, Any] | None) -> list[dict[str, 
 
 def _workaround_findings(recipe: Any, matrix: Any, facts: Any) -> list[dict[str, Any]]:
     out = []
-    for j in judge_all(recipe, matrix, facts):
+    for j in judge_all(recipe, matrix, facts, copied=True):
         w = j.workaround
         evidence = [f"{r['entry']} ({r['outcome']}): {', '.join(r['evidence'])}" for r in j.reasons]
         if j.status == "stale":
@@ -234,13 +235,14 @@ def check(recipe: Any, matrix: Any, facts: Any, flags: dict[str, Any] | None,
         from sparkdoctor.conclusions.served_model import recipe_facts
 
         served = recipe_facts(recipe)
-    findings = _matrix_findings(recipe, matrix, facts)
+    own = own_copy(facts)  # one copy for every judgement below (they each take a shallow one)
+    findings = _matrix_findings(recipe, matrix, own)
     covered = {name for f in findings for key in ("env", "env_matches")
                for name in (matrix.get(f["id"]).when.get(key) or {})}
-    findings += _setting_findings(recipe, matrix, facts, served)
+    findings += _setting_findings(recipe, matrix, own, served)
     findings += _env_findings(recipe, facts, covered)
     findings += _flag_findings(recipe, flags)
-    findings += _workaround_findings(recipe, matrix, facts)
+    findings += _workaround_findings(recipe, matrix, own)
     findings.sort(key=lambda f: (-SEVERITY_RANK[f["severity"]], f["kind"], f["id"]))
     return findings
 
