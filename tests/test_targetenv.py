@@ -424,33 +424,6 @@ def test_hash_budget_leaves_packages_unverified_and_the_next_run_goes_on(venv, t
     assert not [e for e in error_lines(full) if "budget" in e]
 
 
-def test_many_changed_files_are_hashed_on_threads_with_the_same_verdicts(venv, tmp_path):
-    """A first run hashes thousands of editable files; past PREFETCH_MIN_FILES per thread they are hashed on several
-    threads (probes/target_env/targetenv_hashes.py prefetch_table). Every file is still read, an edit anywhere in
-    the set is found, a warm run reads nothing, and the budget still stops them."""
-    site = site_of(venv)
-    (site / "manyfiles").mkdir()
-    rels = []
-    for i in range(400):
-        rel = f"manyfiles/m{i:03d}.py"
-        (site / rel).write_text(f"value_{i} = {i}\n" + "# padding\n" * (i % 50))
-        rels.append(rel)
-    write_dist(site, "manyfiles", "1.0", "Metadata-Version: 2.1\nName: manyfiles\nVersion: 1.0\n",
-               [record_row(site, rel) for rel in rels] + ["manyfiles-1.0.dist-info/RECORD,,"])
-    for i in (7, 200, 399):  # spread over the threads' shares (each takes every n-th file)
-        same_size_edit(site / rels[i])
-    cache = tmp_path / "c" / "hashes.json"
-    args = ["--cache", str(cache), "--track", "manyfiles"]
-    cold = probe(venv, *args)
-    pkg = cold["packages"]["manyfiles"]
-    assert cold["cache"]["hashed_files"] >= 400
-    assert (pkg["integrity"], sorted(pkg["files_modified"])) == ("modified", [rels[7], rels[200], rels[399]])
-    warm = probe(venv, *args)
-    assert warm["cache"]["hashed_files"] == 0 and warm["packages"]["manyfiles"] == pkg
-    spent = probe(venv, "--no-cache", "--track", "manyfiles", "--hash-budget", "0")
-    assert spent["packages"]["manyfiles"]["files_unverified"] == 400 and spent["cache"]["hashed_files"] == 0
-
-
 def _oldest_python() -> tuple[str, tuple[int, int]]:
     """The oldest Python >= 3.8 this machine has (the probes promise 3.8+); at worst this one."""
     found = {sys.version_info[:2]: sys.executable}

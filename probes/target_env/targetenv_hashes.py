@@ -28,7 +28,6 @@ MAX_CACHE_BYTES = 256 << 20  # our own files; a cache past this is not ours
 
 
 CHUNK = 1 << 20
-PREFETCH_MIN_FILES = 64  # per thread: a few changed files are hashed in line (a thread costs more than they do)
 
 
 class HashCache(object):
@@ -184,42 +183,6 @@ class HashCache(object):
                 self.hashed += 1
                 self.hashed_bytes += st.st_size
                 self.index_changed = True
-
-    def prefetch_table(self, items, table):
-        """Hash a distribution's changed files (`items`: (path, stat)) on several threads before digest() looks them
-        up in its `table`: file reads and sha256 release the GIL, and a first run hashes ~9,000 of them (250 MB for
-        a vLLM 0.32 stack). Each worker takes every n-th file and stops at the budget; a file it could not hash is
-        left to digest(), which reads it again or reports it, as without this."""
-        todo = []
-        for path, st in items:
-            entry = table.get(path)
-            if entry is None or entry[0] != st.st_size or entry[1] != st.st_mtime_ns or entry[4] != st.st_ctime_ns:
-                todo.append((path, st))
-        workers = min(len(todo) // PREFETCH_MIN_FILES, os.cpu_count() or 2, 4)
-        if workers < 2:
-            return
-        from concurrent.futures import ThreadPoolExecutor
-
-        deadline = self.deadline
-
-        def work(part):
-            done = []
-            for path, st in part:
-                try:
-                    done.append((path, st, hash_file(path, False, deadline)[0]))
-                except HashBudgetSpent:
-                    break
-                except OSError:
-                    continue
-            return done
-
-        with ThreadPoolExecutor(max_workers=workers) as pool:
-            parts = list(pool.map(work, [todo[i::workers] for i in range(workers)]))
-        for part in parts:
-            for path, st, digest in part:
-                table[path] = [st.st_size, st.st_mtime_ns, digest, None, st.st_ctime_ns]
-                self.hashed += 1
-                self.hashed_bytes += st.st_size
 
     def save(self):
         """Write what changed; returns True if anything was written."""

@@ -145,7 +145,6 @@ def _hash_all(dist, to_hash, cache, unreadable, sig):
     """(record paths whose content differs from RECORD, how many could not be hashed within the
     budget); hashes only files whose stat changed."""
     table = cache.table_for(dist.info_dir)
-    cache.prefetch_table([(full, st) for rel, full, st, _ in to_hash if not CUTLASS_IR_RE.match(os.path.basename(rel))], table)
     seen = {}
     bad = []
     unverified = 0
