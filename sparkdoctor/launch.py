@@ -1,6 +1,6 @@
-"""Console entry point. Starts `check`'s target probes and GPU helper before the CLI framework is
-imported (sparkdoctor/targets/early.py): the target probe is the long pole of a warm `check`, and
-typer + rich + the rest of sparkdoctor load while it runs.
+"""Console entry point. Starts the target probe and GPU helper of `check` and `recipe check` (and the
+latter's flags probe) before the CLI framework is imported (sparkdoctor/targets/early.py): the target
+probe is the long pole of a warm run, and typer + rich + the rest of sparkdoctor load while it runs.
 
 Before anything starts a child, it makes sure SIGTERM unwinds like Ctrl-C (so every child is
 killed on the way out) and that fds 0-2 are taken, so a pipe to a child never lands on the fd of a
@@ -30,7 +30,7 @@ def _hold_std_fds() -> None:
 
 
 def main() -> None:
-    if len(sys.argv) > 1 and sys.argv[1] == "check":
+    if sys.argv[1:2] == ["check"] or sys.argv[1:3] == ["recipe", "check"]:
         # A check lives well under a second and builds ~100k objects at import; the cycle collector's
         # passes over them are pure overhead there (~4% of its CPU). Reference counting still frees.
         gc.disable()
@@ -40,7 +40,7 @@ def main() -> None:
     try:
 
         try:
-            early.start(sys.argv)  # a live `check`: its probes and GPU helper start now (standard library + proc)
+            early.start(sys.argv)  # a live `check` or `recipe check`: its probes and GPU helper start now
         except Exception:  # never let the head start break the CLI: the ordinary path starts what it needs
             early.drop()
     except (KeyboardInterrupt, proc.Interrupted) as exc:  # before the CLI could take over

@@ -39,7 +39,7 @@ def test_head_start_reads_python_and_cache_mode():
     early.start(["sparkdoctor", "check", f"--python={sys.executable}", "--no-cache"])
     try:
         assert set(early.RAW) == {early.TARGET, early.GPU}
-        argv = early.RAW[early.TARGET][2].argv
+        argv = early.RAW[early.TARGET][0].argv
         assert "--no-cache" in argv and argv[argv.index("--capabilities") + 1] == "-", "no capabilities cache either"
     finally:
         early.drop()
@@ -53,7 +53,7 @@ def test_the_early_children_are_exactly_the_ones_the_ordinary_path_starts():
     from sparkdoctor.targets.local import resolve_python_target
 
     early.start(["sparkdoctor", "check", "--python", sys.executable])
-    raw = {name: running for name, (_, _, running) in early.RAW.items()}
+    raw = {name: running for name, (running, _) in early.RAW.items()}
     probe = choose.start_target_probe(resolve_python_target(sys.executable), no_cache=False)
     gpu.prestart()
     try:
@@ -136,7 +136,7 @@ def test_a_head_start_in_another_cache_mode_is_cancelled_not_used():
     from sparkdoctor.targets.local import resolve_python_target
 
     early.start(["sparkdoctor", "check", "--python", sys.executable])
-    raw = early.RAW[early.TARGET][2]
+    raw = early.RAW[early.TARGET][0]
     # typer parsed --no-cache after all (say): the early probe read with the cache, so it is not used
     probe = choose.start_target_probe(resolve_python_target(sys.executable), no_cache=True)
     try:

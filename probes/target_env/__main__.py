@@ -20,6 +20,7 @@ and a plain name (`dists`, `hashes`) could shadow a module of the target.
 
 import os
 import sys
+import threading
 import time
 
 sys.path.insert(1, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "shared"))
@@ -126,6 +127,10 @@ def main(argv):
     cache_path, use_cache, extra, budget, records_path, capabilities = parse_args(argv)
     cache = HashCache(cache_path, use_cache, budget)
     record_cache = RecordCache(records_path, use_cache)
+    found = {}
+    if capabilities is not None:  # beside the hashing: it reads other files (vLLM's cubins, its envs.py)
+        reader = threading.Thread(target=lambda: found.update(answer=capabilities_answer(None if capabilities == "-" else capabilities)))
+        reader.start()
     out = {"target": describe_target(), "host": guarded("reading the host", describe_host)}
     unlisted = []
     dists = find_distributions(unlisted)
@@ -157,7 +162,8 @@ def main(argv):
     out["pip_config_files"] = guarded("reading pip config files", pip_config_files) or []
     out["path_env"] = os.environ.get("PATH", "")
     if capabilities is not None:
-        out["capabilities_probe"] = capabilities_answer(None if capabilities == "-" else capabilities)
+        reader.join()
+        out["capabilities_probe"] = found.get("answer") or {"error": "the capabilities reader ended without an answer"}
     saved = cache.save()
     guarded("saving the RECORD cache", record_cache.save)
     out["cache"] = {

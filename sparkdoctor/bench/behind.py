@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from sparkdoctor.targets.choose import python_of_command
+from sparkdoctor.targets.early import python_of_command
 
 LISTEN = "0A"
 CONTAINER_ID = re.compile(r"(?:docker|containerd|libpod|crio)[-/:]?([0-9a-f]{64})")

@@ -188,7 +188,7 @@ def _target_python(recipe: Any, opts: Options) -> str | None:
             return resolve_python_target(opts.python).python  # absolute: the server runs in its own folder
         except TargetError as exc:
             raise ToolchainUnreadable(str(exc)) from None
-    from sparkdoctor.targets.choose import python_of_command
+    from sparkdoctor.targets.early import python_of_command
 
     found = python_of_command([str(a) for a in recipe.argv])
     return str(found) if found else None

@@ -136,8 +136,8 @@ def _start_helper(args: list[str]) -> proc.Running:
     """The helper running with `args`: the entry point's early one when it is exactly this command
     (sparkdoctor.targets.early), else a new one."""
 
-    argv = [sys.executable, "-I", "-B", str(HELPER), *args]
-    return early.take(early.GPU, argv) or proc.start(argv, env=early.gpu_helper_env())
+    argv, env = [sys.executable, "-I", "-B", str(HELPER), *args], early.gpu_helper_env()
+    return early.take(early.GPU, argv, env) or proc.start(argv, env=env)
 
 
 def stage_records(result: proc.ProcResult, stages: dict[str, str]) -> tuple[dict[str, dict[str, Any]], str | None]:

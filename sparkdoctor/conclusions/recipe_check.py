@@ -17,10 +17,9 @@ Severities and --fail-on work as in `check`.
 
 from __future__ import annotations
 
-import hashlib
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +27,7 @@ from sparkdoctor.audit.locate import resolve_model
 from sparkdoctor.audit.served_model import recipe_facts
 from sparkdoctor.check import CheckOptions, collect_facts
 from sparkdoctor.collect import capabilities, gpu, targetenv
-from sparkdoctor.conclusions.workarounds import judge_all, server_facts
+from sparkdoctor.conclusions.workarounds import judge_all, own_copy, server_facts
 from sparkdoctor.errors import SparkdoctorError, TargetUnprobeable
 from sparkdoctor.exitcodes import EXIT_NO_VLLM
 from sparkdoctor.facts import Facts
@@ -44,11 +43,11 @@ from sparkdoctor.mods.trees import ContainerTree, venv_tree
 from sparkdoctor.recipes import load
 from sparkdoctor.recipes.model import Recipe
 from sparkdoctor.targets.choose import (
-    python_of_command,
     refuse_bad_target_options,
     resolve_target,
     start_target_probe,
 )
+from sparkdoctor.targets.early import flags_probe_args, python_of_command
 from sparkdoctor.targets.interface import Target
 from sparkdoctor.targets.local import (
     TargetError,
@@ -127,8 +126,7 @@ def start_vllm_flags(target: Target) -> Any:
     args: list[str] = []
     if getattr(target, "shares_files", True) and getattr(target, "python", None):
 
-        key = hashlib.sha256(str(target.python).encode()).hexdigest()[:16]
-        args = ["--cache", os.path.join(cache_dir(), "vllm_flags", key + ".json")]
+        args = flags_probe_args(str(cache_dir()), str(target.python))
     return target.start_script(probe_entry("vllm_flags"), args)
 
 
@@ -147,7 +145,7 @@ def _finding(kind: str, fid: str, severity: str, title: str, evidence: list[str]
 
 
 def _matrix_findings(recipe: Recipe, matrix: Matrix, facts: Facts) -> list[dict[str, Any]]:
-    seen = server_facts(facts, recipe)
+    seen = server_facts(facts, recipe, copied=True)
     box = _without_recipe_env(facts, recipe)
 
     out = []
@@ -174,9 +172,10 @@ def box_env(env: dict[str, Any] | None, names: Any) -> dict[str, Any]:
 
 
 def _without_recipe_env(facts: Facts, recipe: Recipe) -> Any:
-    """The box's own Facts: the recipe's env vars as this process has them (EnvTarget put them in)."""
+    """The box's own Facts: the recipe's env vars as this process has them (EnvTarget put them in). `facts`: an
+    own_copy."""
 
-    box = Facts.from_dict(facts.to_dict(), source="facts")
+    box = replace(facts)
     box.env = box_env(box.env, recipe.env)
     return box
 
@@ -184,7 +183,7 @@ def _without_recipe_env(facts: Facts, recipe: Recipe) -> Any:
 def _setting_findings(recipe: Recipe, matrix: Matrix, facts: Facts, served: Mapping[str, object]) -> list[dict[str, Any]]:
     """Entries that judge the recipe's values, evaluated on the Facts as its server sees them."""
 
-    seen = server_facts(facts, recipe)
+    seen = server_facts(facts, recipe, copied=True)
     seen.recipe = served
     out = []
     for entry in matrix.entries:
@@ -238,7 +237,7 @@ def _flag_findings(recipe: Recipe, flags: dict[str, Any] | None) -> list[dict[st
 
 def _workaround_findings(recipe: Recipe, matrix: Matrix, facts: Facts) -> list[dict[str, Any]]:
     out = []
-    for j in judge_all(recipe, matrix, facts):
+    for j in judge_all(recipe, matrix, facts, copied=True):
         w = j.workaround
         evidence = [f"{r['entry']} ({r['outcome']}): {', '.join(r['evidence'])}" for r in j.reasons]
         if j.status == "stale":
@@ -256,13 +255,14 @@ def check(recipe: Recipe, matrix: Matrix, facts: Facts, flags: dict[str, Any] | 
     if served is None:
 
         served = recipe_facts(recipe)
-    findings = _matrix_findings(recipe, matrix, facts)
+    own = own_copy(facts)  # one copy for every judgement below (they each take a shallow one)
+    findings = _matrix_findings(recipe, matrix, own)
     covered = {name for f in findings if (entry := matrix.get(f["id"])) is not None for key in ("env", "env_matches")
                for name in (entry.when.get(key) or {})}
-    findings += _setting_findings(recipe, matrix, facts, served)
+    findings += _setting_findings(recipe, matrix, own, served)
     findings += _env_findings(recipe, facts, covered)
     findings += _flag_findings(recipe, flags)
-    findings += _workaround_findings(recipe, matrix, facts)
+    findings += _workaround_findings(recipe, matrix, own)
     findings.sort(key=lambda f: (-SEVERITY_RANK[f["severity"]], f["kind"], f["id"]))
     return findings
 

@@ -101,11 +101,21 @@ def find(recipe: Recipe, matrix: Matrix) -> list[Workaround]:
     return [Workaround(key, s["kind"], s["name"], s["value"], s["because"], tuple(s["by"])) for key, s in found.items()]
 
 
-def server_facts(facts: Facts, recipe: Recipe, dropped: Workaround | None = None) -> Any:
-    """The Facts as the recipe's server sees them: the recipe's env on top and its values (for entries with a
-    serving condition), with the `dropped` workaround taken out (its env var, or its flag)."""
+def own_copy(facts: Facts) -> Facts:
+    """A copy of `facts` through the snapshot reader (shapes checked, text scrubbed) that nothing else holds. The
+    judgements here replace its env and recipe and change nothing else, so one such copy serves them all
+    (`copied=True`: each takes a shallow copy of it instead of its own round trip, 10 ms each)."""
 
-    copy = Facts.from_dict(facts.to_dict(), source="facts")
+    return Facts.from_dict(facts.to_dict(), source="facts")
+
+
+def server_facts(facts: Facts, recipe: Recipe, dropped: Workaround | None = None, copied: bool = False) -> Any:
+    """The Facts as the recipe's server sees them: the recipe's env on top and its values (for entries with a
+    serving condition), with the `dropped` workaround taken out (its env var, or its flag). `copied`: `facts` is
+    an own_copy."""
+    import dataclasses
+
+    copy = dataclasses.replace(facts) if copied else own_copy(facts)
     env = dict(copy.env or {})
     env.update(recipe.env or {})
     if dropped is not None and dropped.kind == "env":
@@ -121,8 +131,8 @@ def server_facts(facts: Facts, recipe: Recipe, dropped: Workaround | None = None
     return copy
 
 
-def judge(w: Workaround, recipe: Recipe, matrix: Matrix, facts: Facts) -> Judgement:
-    seen = server_facts(facts, recipe, w)
+def judge(w: Workaround, recipe: Recipe, matrix: Matrix, facts: Facts, copied: bool = False) -> Judgement:
+    seen = server_facts(facts, recipe, w, copied)
     reasons: list[dict[str, object]] = []
     ids = ([w.because] if w.because else []) + [i for i in w.justified_by if i != w.because]
     for entry_id in ids:
@@ -150,8 +160,8 @@ def judge(w: Workaround, recipe: Recipe, matrix: Matrix, facts: Facts) -> Judgem
     return Judgement(w, status, reasons)
 
 
-def judge_all(recipe: Recipe, matrix: Matrix, facts: Facts) -> list[Judgement]:
-    return [judge(w, recipe, matrix, facts) for w in find(recipe, matrix)]
+def judge_all(recipe: Recipe, matrix: Matrix, facts: Facts, copied: bool = False) -> list[Judgement]:
+    return [judge(w, recipe, matrix, facts, copied) for w in find(recipe, matrix)]
 
 
 def _drop_flag(argv: list[str], flag: str) -> list[str]:

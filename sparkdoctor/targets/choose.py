@@ -5,9 +5,6 @@ the light target modules (the container ones load only when --container is given
 
 from __future__ import annotations
 
-import os
-import shutil
-from pathlib import Path
 from typing import Any
 
 from sparkdoctor.errors import UsageError
@@ -67,20 +64,3 @@ def drop_early_probe() -> None:
     early.drop(early.TARGET)
 
 
-def python_of_command(argv: list[str]) -> Path | None:
-    """The interpreter of the venv a command lives in (…/bin/vllm -> …/bin/python), if there is one."""
-    if not argv:
-        return None
-    exe = Path(argv[0])
-    if os.sep not in argv[0]:  # a bare name: the one on PATH, as the launcher would run it
-        found = shutil.which(argv[0])
-        if not found:
-            return None
-        exe = Path(found)
-    if exe.name.startswith("python") and exe.exists():
-        return exe
-    for name in ("python", "python3"):
-        candidate = exe.parent / name
-        if exe.parent != Path(".") and candidate.exists():
-            return candidate
-    return None

@@ -1,24 +1,30 @@
-"""The head start of `sparkdoctor check`: its target probe (which also answers for the capabilities
-probe) and its GPU helper, started before the rest of sparkdoctor is imported.
+"""The head start of `sparkdoctor check` and `sparkdoctor recipe check`: the target probe (which also answers
+for the capabilities probe), the GPU helper and, for a recipe, the vLLM flags probe, started before the rest of
+sparkdoctor is imported.
 
 The target probe is the long pole of a warm check. The console entry point calls `start(sys.argv)`
 first thing, and this module needs only the standard library and `sparkdoctor.proc` (every child still
-gets its own process group, a registration and the run's limits). It also owns how those children's
-command lines are built (`target_probe_args`, `with_capabilities`, `probe_env`, `gpu_helper_argv`): the
-ordinary path (sparkdoctor.targets.probe, collect/gpu.py) builds them with the same functions, and
-takes an early child only when its command line is exactly the one it would start itself; otherwise
-the early one is cancelled. So a head start can be wasted, never wrong.
+gets its own process group, a registration and the run's limits); a recipe check also reads its recipe here,
+through the recipes' own reader (PyYAML), because its probes run with the recipe's env (the capabilities part
+reports the `VLLM_*` variables it sees). This module also owns how those children's command lines are built
+(`target_probe_args`, `with_capabilities`, `probe_env`, `flags_probe_args`, `gpu_helper_argv`): the ordinary
+path (targets/local.py's start_script, collect/gpu.py) builds them with the same functions, and takes an early
+child only when its command line AND its whole environment are exactly the ones it would start it with;
+otherwise the early one is cancelled. So a head start can be wasted, never wrong.
 
 Only the plain cases start early: `check` with `--python FILE`, or no --python ($VIRTUAL_ENV's
-interpreter, else this one). A venv folder or a bare name given to --python is resolved by the
-ordinary path after parsing.
+interpreter, else this one); `recipe check RECIPE` without --set, --container or --image, with --python FILE
+or none (the recipe command's venv, else as check). A venv folder or a bare name given to --python is resolved
+by the ordinary path after parsing.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import sys
+from pathlib import Path
 
 from sparkdoctor import proc
 
@@ -30,8 +36,8 @@ losing every package fact to the timeout."""
 _PKG = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # sparkdoctor/
 TARGET, CAPABILITIES, GPU = "target_env", "capabilities", "gpu"
 
-RAW: dict[str, tuple[str, bool, proc.Running]] = {}
-"""What started early: name -> (the interpreter it runs for, with the cache?, the running child)."""
+RAW: dict[str, tuple[proc.Running, dict[str, str]]] = {}
+"""What started early: name -> (the running child, the whole environment it runs with)."""
 
 
 def probe_script(name: str) -> str:
@@ -113,6 +119,33 @@ def gpu_helper_env() -> dict[str, str]:
     return {**os.environ, "PYTHONIOENCODING": "utf-8"}
 
 
+def _given_python(args: list[str]) -> tuple[bool, str | None]:
+    """(plain?, the --python interpreter as an absolute path, None when not given). Not plain: a venv folder,
+    a name on PATH or an error, which the ordinary path resolves (or reports) after parsing."""
+    python = None
+    for i, a in enumerate(args):
+        if a == "--python" and i + 1 < len(args):
+            python = args[i + 1]
+        elif a.startswith("--python="):
+            python = a.split("=", 1)[1]
+    if python is None:
+        return True, None
+    if os.sep not in python or not os.path.isfile(python) or not os.access(python, os.X_OK):
+        return False, None
+    return True, os.path.abspath(python)
+
+
+def _default_python() -> str:
+    """$VIRTUAL_ENV's interpreter, else this one (as targets.local.resolve_python_target)."""
+    venv = os.environ.get("VIRTUAL_ENV")
+    if venv:
+        for name in ("bin/python", "bin/python3"):
+            candidate = os.path.join(venv, name)
+            if os.path.exists(candidate):
+                return candidate
+    return sys.executable
+
+
 def plain_check_target(argv: list[str]) -> tuple[str, bool] | None:
     """(interpreter, use the cache?) for `sparkdoctor check ...` in the plain cases; None otherwise."""
     if len(argv) < 2 or argv[1] != "check":
@@ -120,51 +153,111 @@ def plain_check_target(argv: list[str]) -> tuple[str, bool] | None:
     args = argv[2:]
     if any(a in ("--help", "-h") or a.startswith(("--facts", "--container")) for a in args):
         return None  # a snapshot, or a container (found through its CLI, after parsing)
-    python = None
-    for i, a in enumerate(args):
-        if a == "--python" and i + 1 < len(args):
-            python = args[i + 1]
-        elif a.startswith("--python="):
-            python = a.split("=", 1)[1]
-    if python is not None:
-        if os.sep not in python or not os.path.isfile(python) or not os.access(python, os.X_OK):
-            return None  # a venv folder, a name on PATH, or an error: the ordinary path says which
-        python = os.path.abspath(python)
-    else:
-        venv = os.environ.get("VIRTUAL_ENV")
-        python = sys.executable
-        if venv:
-            for name in ("bin/python", "bin/python3"):
-                candidate = os.path.join(venv, name)
-                if os.path.exists(candidate):
-                    python = candidate
-                    break
-    return python, "--no-cache" not in args
+    plain, python = _given_python(args)
+    if not plain:
+        return None
+    return python or _default_python(), "--no-cache" not in args
+
+
+RECIPE_VALUE_OPTIONS = ("--python", "--matrix", "--fail-on", "--format", "-f", "--output", "-o", "--model")
+"""`recipe check`'s options that take a value and leave the target and the recipe's env alone."""
+EARLY_RECIPE_BYTES = 64 * 1024
+"""A recipe is a few KB: a larger file is read by the ordinary path only (the head start stays cheap)."""
+FLAGS = "vllm_flags"
+
+
+def plain_recipe_check(argv: list[str]) -> tuple[str, list[str]] | None:
+    """(the recipe argument, the other arguments) for `sparkdoctor recipe check RECIPE ...` in the plain cases;
+    None for --set (it can change the env), --container, --image, --help and anything this does not know."""
+    if argv[1:3] != ["recipe", "check"]:
+        return None
+    args, positional, i = argv[3:], [], 0
+    while i < len(args):
+        arg = args[i]
+        if arg in RECIPE_VALUE_OPTIONS:
+            i += 2
+            continue
+        if arg.startswith("--") and arg.split("=", 1)[0] in RECIPE_VALUE_OPTIONS:
+            i += 1
+            continue
+        if arg.startswith("-"):
+            return None
+        positional.append(arg)
+        i += 1
+    return (positional[0], args) if len(positional) == 1 else None
+
+
+def flags_probe_args(cache_root: str, python: str) -> list[str]:
+    """The flags probe's arguments for a local interpreter: its per-file cache (recipe_check.start_vllm_flags)."""
+    key = hashlib.sha256(python.encode()).hexdigest()[:16]
+    return ["--cache", os.path.join(cache_root, FLAGS, key + ".json")]
+
+
+def recipe_check_target(argv: list[str]) -> tuple[str, dict[str, str]] | None:
+    """(interpreter, the recipe's env) for a plain `recipe check`, the recipe read through the same reader as the
+    ordinary path (bounded: EARLY_RECIPE_BYTES); None otherwise. The interpreter is chosen as the ordinary path
+    chooses it: --python, else the recipe command's venv, else $VIRTUAL_ENV's, else this one."""
+    found = plain_recipe_check(argv)
+    if found is None:
+        return None
+    ref, args = found
+    plain, python = _given_python(args)
+    if not plain:
+        return None
+    # the reader recipe check itself uses (PyYAML: ~15 ms)
+    from sparkdoctor.recipes import find, load
+
+    if os.path.getsize(find(ref)) > EARLY_RECIPE_BYTES:
+        return None
+    recipe = load(ref, {})
+    if python is None:
+        command = python_of_command([str(a) for a in recipe.argv])
+        if command is not None:
+            python = os.path.abspath(command)
+            if not os.path.isfile(python) or not os.access(python, os.X_OK):
+                return None  # the ordinary path says why
+    return python or _default_python(), dict(recipe.env)
 
 
 def start(argv: list[str]) -> None:
-    """Start the probes a plain `check` will wait for; any surprise just leaves them to the ordinary path."""
-    chosen = plain_check_target(argv)
-    if chosen is None:
-        return
-    python, use_cache = chosen
+    """Start the probes a plain `check` or `recipe check` will wait for; any surprise just leaves them to the
+    ordinary path."""
     root = default_cache_dir()
+    recipe = recipe_check_target(argv)
+    if recipe is not None:
+        python, env = recipe
+        if _start_target(python, True, root, env):
+            _start(FLAGS, script_argv(python, probe_script(FLAGS), flags_probe_args(root, python)), {**os.environ, **env})
+            _start(GPU, gpu_helper_argv(["--with-health"]), gpu_helper_env())
+        return
+    chosen = plain_check_target(argv)
+    if chosen is not None and _start_target(*chosen, root, {}):
+        _start(GPU, gpu_helper_argv(["--with-health"]), gpu_helper_env())
+
+
+def _start(name: str, argv: list[str], env: dict[str, str]) -> None:
+    RAW[name] = (proc.start(argv, env=env), env)
+
+
+def _start_target(python: str, use_cache: bool, root: str, env: dict[str, str]) -> bool:
+    """The target probe, also answering for the capabilities probe; `env`: the recipe's, on top of ours. False when
+    its cache folder cannot be made (the ordinary path reports it)."""
     args, warning = target_probe_args(python, root, use_cache, local=True)
     if warning is not None:
-        return  # the ordinary path reports it
-    env = {**os.environ, **(probe_env(root, local=True) or {})}
+        return False
     args = with_capabilities(args, python, root, use_cache)
-    RAW[TARGET] = (python, use_cache, proc.start(script_argv(python, probe_script(TARGET), args), env=env))
-    RAW[GPU] = (sys.executable, use_cache, proc.start(gpu_helper_argv(["--with-health"]), env=gpu_helper_env()))
+    _start(TARGET, script_argv(python, probe_script(TARGET), args), {**os.environ, **env, **(probe_env(root, local=True) or {})})
+    return True
 
 
-def take(name: str, argv: list[str]) -> proc.Running | None:
-    """The early child `name` if its command line is `argv`; else None (and a mismatched one is cancelled)."""
+def take(name: str, argv: list[str], env: dict[str, str]) -> proc.Running | None:
+    """The early child `name` if its command line is `argv` and its environment `env` (the whole of it); else
+    None (and a mismatched one is cancelled)."""
     early = RAW.pop(name, None)
     if early is None:
         return None
-    running = early[2]
-    if running.argv == argv:
+    running, started_env = early
+    if running.argv == argv and started_env == env:
         return running
     running.cancel()
     return None
@@ -175,4 +268,23 @@ def drop(name: str | None = None) -> None:
     for key in [name] if name else list(RAW):
         early = RAW.pop(key, None)
         if early is not None:
-            early[2].cancel()
+            early[0].cancel()
+
+
+def python_of_command(argv: list[str]) -> Path | None:
+    """The interpreter of the venv a command lives in (…/bin/vllm -> …/bin/python), if there is one."""
+    if not argv:
+        return None
+    exe = Path(argv[0])
+    if os.sep not in argv[0]:  # a bare name: the one on PATH, as the launcher would run it
+        found = shutil.which(argv[0])
+        if not found:
+            return None
+        exe = Path(found)
+    if exe.name.startswith("python") and exe.exists():
+        return exe
+    for name in ("python", "python3"):
+        candidate = exe.parent / name
+        if exe.parent != Path(".") and candidate.exists():
+            return candidate
+    return None

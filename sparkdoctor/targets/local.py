@@ -22,7 +22,6 @@ from typing import Any
 
 from sparkdoctor import proc
 from sparkdoctor.locations import data_dir
-from sparkdoctor.targets.early import script_argv
 from sparkdoctor.targets.interface import FileTransport, Target, TargetError  # noqa: F401 (re-exported)
 
 
@@ -38,26 +37,23 @@ class PythonTarget:
         return {"kind": self.kind, "python": self.python, "chosen_by": self.chosen_by}
 
     def start_script(self, script: Path, args: list[str], env: dict[str, str] | None = None) -> proc.Running:
+        """The script running: the entry point's early child when it is exactly this command with exactly this
+        environment (sparkdoctor.targets.early), else a new one."""
+        from sparkdoctor.targets import early
+
         full_env = dict(os.environ)
         full_env.update(env or {})
-
-        argv = script_argv(self.python, str(script), args)  # -B: no .pyc left in the probes folder or the target
+        argv = early.script_argv(self.python, str(script), args)  # -B: no .pyc left in the probes folder or the target
+        started = early.take(probe_name(script), argv, full_env)
         liveness = _liveness(self.python)
         if liveness.dead:
+            if started is not None:
+                started.cancel()
             return proc.Running(argv, None, time.monotonic(), start_error=f"not started: {liveness.dead}")
-        return _Watched(proc.start(argv, env=full_env), liveness, script.name)
+        return _Watched(started or proc.start(argv, env=full_env), liveness, script.name)
 
     def run_script(self, script: Path, args: list[str], timeout: float, env: dict[str, str] | None = None) -> proc.ProcResult:
         return self.start_script(script, args, env).result(timeout)
-
-    def adopt(self, running: proc.Running, script: Path) -> proc.Running:
-        """A script of this interpreter started elsewhere (sparkdoctor.targets.early), watched like one
-        started here."""
-        liveness = _liveness(self.python)
-        if liveness.dead:
-            running.cancel()
-            return proc.Running(running.argv, None, time.monotonic(), start_error=f"not started: {liveness.dead}")
-        return _Watched(running, liveness, script.name)
 
     def run_command(self, argv: list[str], timeout: float, input: str | None = None) -> proc.ProcResult:
         return proc.run(argv, timeout=timeout, input=input)

@@ -2,8 +2,8 @@
 check it also runs the capabilities probe in the same interpreter.
 
 The console entry point has usually started it already (sparkdoctor.targets.early, which also builds
-its command line); `prestart` takes such a child when it is exactly the command it would start, and
-starts its own otherwise.
+its command line); the target's start_script takes such a child when it is exactly the command, with
+exactly the environment, it would start, and starts its own otherwise.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 
 from sparkdoctor.proc import ProcResult, Running
 from sparkdoctor.targets import early
-from sparkdoctor.targets.local import PythonTarget, Target, probe_entry
+from sparkdoctor.targets.local import Target, probe_entry
 
 PROBE = early.TARGET
 HASH_BUDGET = early.HASH_BUDGET
@@ -87,14 +87,7 @@ def prestart(target: Target, cache_root: Path | None, use_cache: bool, capabilit
     both = capabilities and _local(target)
     if both:
         args = early.with_capabilities(args, python, _root(cache_root), use_cache)
-    script = probe_entry(PROBE)
-    running: Running | None = None
-    if _local(target):
-        started = early.take(PROBE, early.script_argv(python, str(script), args))
-        if started is not None and isinstance(target, PythonTarget):
-            running = target.adopt(started, script)
-    if running is None:
-        running = target.start_script(script, args, env=probe_env(target, cache_root))
+    running = target.start_script(probe_entry(PROBE), args, env=probe_env(target, cache_root))
     return Prestarted(Shared(running) if both else running, warning, python, use_cache, both)
 
 

@@ -1,0 +1,157 @@
+"""The head start of `recipe check` (sparkdoctor/targets/early.py): its target probe, flags probe and GPU helper start
+from the console entry point, with the recipe's env, and the ordinary path takes them only when their command line and
+whole environment are the ones it would start; the document is the same with and without it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sparkdoctor.conclusions import recipe_check
+from sparkdoctor.targets import early
+from sparkdoctor.targets.local import resolve_python_target
+
+REPO = Path(__file__).resolve().parent.parent
+RECIPE = """recipe_version: "2"
+model: org/toy
+runtime: vllm
+env:
+  VLLM_USE_FLASHINFER_SAMPLER: "1"
+command: vllm serve org/toy --port 8000 --enforce-eager
+"""
+
+
+@pytest.fixture(autouse=True)
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("SPARKDOCTOR_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("VIRTUAL_ENV", raising=False)
+    yield
+    early.drop()
+
+
+@pytest.fixture
+def recipe(tmp_path):
+    path = tmp_path / "toy.yaml"
+    path.write_text(RECIPE)
+    return path
+
+
+def _ordinary(recipe_path: Path):
+    """What recipe check's own path starts (conclusions/recipe_check._judge): the probes with the recipe's env."""
+    from sparkdoctor.recipes import load
+
+    target = recipe_check.EnvTarget(resolve_python_target(sys.executable), load(recipe_path).env)
+    prestarted = recipe_check.prestart(target)
+    return prestarted, recipe_check.start_vllm_flags(target)
+
+
+def _stop(prestarted, flags):
+    from sparkdoctor.collect import gpu
+
+    next(iter(prestarted.values())).running.cancel()
+    flags.cancel()
+    gpu.take_early("gpu"), gpu.take_early("health")
+
+
+def test_the_early_children_are_the_ones_recipe_check_starts(recipe):
+    early.start(["sparkdoctor", "recipe", "check", str(recipe), "--python", sys.executable, "-f", "json"])
+    raw = {name: running for name, (running, _) in early.RAW.items()}
+    assert set(raw) == {early.TARGET, early.FLAGS, early.GPU}
+    assert early.RAW[early.TARGET][1]["VLLM_USE_FLASHINFER_SAMPLER"] == "1", "the probe sees the recipe's env"
+    prestarted, flags = _ordinary(recipe)
+    try:
+        probe = next(iter(prestarted.values()))
+        assert probe.running.inner.inner is raw[early.TARGET]
+        assert flags.inner is raw[early.FLAGS]
+        from sparkdoctor.collect import gpu
+
+        assert gpu._early is raw[early.GPU]
+        assert early.RAW == {}
+    finally:
+        _stop(prestarted, flags)
+
+
+def test_a_recipe_whose_env_changed_after_the_early_read_is_probed_again(recipe):
+    """The early probes ran with the env the recipe had then: another env means other probes, never theirs."""
+    early.start(["sparkdoctor", "recipe", "check", str(recipe), "--python", sys.executable])
+    raw = {name: running for name, (running, _) in early.RAW.items()}
+    recipe.write_text(RECIPE.replace('"1"', '"0"'))
+    prestarted, flags = _ordinary(recipe)
+    try:
+        assert next(iter(prestarted.values())).running.inner.inner is not raw[early.TARGET]
+        assert flags.inner is not raw[early.FLAGS]
+        for name in (early.TARGET, early.FLAGS):
+            assert raw[name].popen is None or raw[name].popen.wait(timeout=30) is not None, "cancelled"
+    finally:
+        _stop(prestarted, flags)
+
+
+@pytest.mark.parametrize("extra", [
+    ["--set", "env.VLLM_X=1"],  # may change the env: read after parsing
+    ["--container", "c1"],
+    ["--image", "img"],
+    ["--help"],
+    ["--no-such-option"],
+    ["second.yaml"],
+    ["--python", "python3"],  # a name on PATH: resolved after parsing
+    ["--python", "/no/such/python"],
+])
+def test_no_head_start_outside_the_plain_cases(recipe, extra):
+    early.start(["sparkdoctor", "recipe", "check", str(recipe), *extra])
+    assert early.RAW == {}
+
+
+def test_a_large_file_is_left_to_the_ordinary_path(recipe):
+    recipe.write_text(RECIPE + "#" * early.EARLY_RECIPE_BYTES + "\n")
+    assert early.recipe_check_target(["sparkdoctor", "recipe", "check", str(recipe)]) is None
+
+
+def test_the_recipe_commands_venv_is_the_early_target(tmp_path, recipe):
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    (venv / "bin" / "vllm").write_text("#!/bin/sh\n")
+    recipe.write_text(RECIPE.replace("command: vllm", f"command: {venv}/bin/vllm"))
+    python, env = early.recipe_check_target(["sparkdoctor", "recipe", "check", str(recipe)])
+    assert python == str(venv / "bin" / "python") and env == {"VLLM_USE_FLASHINFER_SAMPLER": "1"}
+
+
+EVERY_KIND = """recipe_version: "1"
+name: every-kind
+model: nvidia/Qwen3-Next-80B-A3B-Instruct-NVFP4
+container: vllm-node
+mods: ["mods/fix-gone"]
+env:
+  VLLM_USE_FLASHINFER_MOE_FP4: "0"
+  VLLM_TEST_FORCE_FP8_MARLIN: "1"
+  VLLM_NVFP4_GEMM_BACKEND: marlin
+  VLLM_NO_SUCH_SETTING: "1"
+  PYTORCH_CUDA_ALLOC_CONF: expandable_segments:True
+command: vllm serve nvidia/Qwen3-Next-80B-A3B-Instruct-NVFP4 --max-model-len 4096 --gpu-memory-utilization 0.90 \
+--enforce-eager --disable-log-requests
+"""
+
+
+@pytest.mark.slow
+def test_the_document_is_the_same_with_and_without_the_head_start(tmp_path, vllm032_venv):
+    """Byte for byte, cold and warm, on a recipe with a finding of every kind, against a real vLLM 0.32.0 venv."""
+    (tmp_path / "repo" / "recipes").mkdir(parents=True)
+    path = tmp_path / "repo" / "recipes" / "every-kind.yaml"
+    path.write_text(EVERY_KIND)
+    args = ["recipe", "check", str(path), "--python", str(vllm032_venv / "bin" / "python"), "-f", "json"]
+    head_start = [sys.executable, "-m", "sparkdoctor", *args]  # the console entry point (sparkdoctor.launch)
+    without = [sys.executable, "-c", "from sparkdoctor.cli import main; main()", *args]  # the CLI alone
+    out = {}
+    for run in ("cold", "warm"):
+        for name, argv in (("head start", head_start), ("without", without)):
+            env = {**os.environ, "SPARKDOCTOR_CACHE_DIR": str(tmp_path / f"cache-{name}"), "HF_HUB_CACHE": str(tmp_path / "hub")}
+            done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600, cwd=REPO)
+            assert done.returncode == 1, done.stderr
+            out[run, name] = done.stdout
+    assert len(set(out.values())) == 1, "byte for byte the same"
+    kinds = {f["kind"] for f in json.loads(out["warm", "head start"])["findings"]}
+    assert kinds == {"env", "flag", "workaround", "matrix", "setting", "mod"}
