@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from sparkdoctor.conclusions import recipe_check
+from sparkdoctor.launch import read_recipe
 from sparkdoctor.targets import early
 from sparkdoctor.targets.local import resolve_python_target
 
@@ -59,7 +60,7 @@ def _stop(prestarted, flags):
 
 
 def test_the_early_children_are_the_ones_recipe_check_starts(recipe):
-    early.start(["sparkdoctor", "recipe", "check", str(recipe), "--python", sys.executable, "-f", "json"])
+    early.start(["sparkdoctor", "recipe", "check", str(recipe), "--python", sys.executable, "-f", "json"], read_recipe)
     raw = {name: running for name, (running, _) in early.RAW.items()}
     assert set(raw) == {early.TARGET, early.FLAGS, early.GPU}
     assert early.RAW[early.TARGET][1]["VLLM_USE_FLASHINFER_SAMPLER"] == "1", "the probe sees the recipe's env"
@@ -78,7 +79,7 @@ def test_the_early_children_are_the_ones_recipe_check_starts(recipe):
 
 def test_a_recipe_whose_env_changed_after_the_early_read_is_probed_again(recipe):
     """The early probes ran with the env the recipe had then: another env means other probes, never theirs."""
-    early.start(["sparkdoctor", "recipe", "check", str(recipe), "--python", sys.executable])
+    early.start(["sparkdoctor", "recipe", "check", str(recipe), "--python", sys.executable], read_recipe)
     raw = {name: running for name, (running, _) in early.RAW.items()}
     recipe.write_text(RECIPE.replace('"1"', '"0"'))
     prestarted, flags = _ordinary(recipe)
@@ -102,13 +103,13 @@ def test_a_recipe_whose_env_changed_after_the_early_read_is_probed_again(recipe)
     ["--python", "/no/such/python"],
 ])
 def test_no_head_start_outside_the_plain_cases(recipe, extra):
-    early.start(["sparkdoctor", "recipe", "check", str(recipe), *extra])
+    early.start(["sparkdoctor", "recipe", "check", str(recipe), *extra], read_recipe)
     assert early.RAW == {}
 
 
 def test_a_large_file_is_left_to_the_ordinary_path(recipe):
     recipe.write_text(RECIPE + "#" * early.EARLY_RECIPE_BYTES + "\n")
-    assert early.recipe_check_target(["sparkdoctor", "recipe", "check", str(recipe)]) is None
+    assert early.recipe_check_target(["sparkdoctor", "recipe", "check", str(recipe)], read_recipe) is None
 
 
 def test_the_recipe_commands_venv_is_the_early_target(tmp_path, recipe):
@@ -116,7 +117,7 @@ def test_the_recipe_commands_venv_is_the_early_target(tmp_path, recipe):
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
     (venv / "bin" / "vllm").write_text("#!/bin/sh\n")
     recipe.write_text(RECIPE.replace("command: vllm", f"command: {venv}/bin/vllm"))
-    python, env = early.recipe_check_target(["sparkdoctor", "recipe", "check", str(recipe)])
+    python, env = early.recipe_check_target(["sparkdoctor", "recipe", "check", str(recipe)], read_recipe)
     assert python == str(venv / "bin" / "python") and env == {"VLLM_USE_FLASHINFER_SAMPLER": "1"}
 
 

@@ -24,6 +24,7 @@ import hashlib
 import os
 import shutil
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from sparkdoctor import proc
@@ -193,10 +194,16 @@ def flags_probe_args(cache_root: str, python: str) -> list[str]:
     return ["--cache", os.path.join(cache_root, FLAGS, key + ".json")]
 
 
-def recipe_check_target(argv: list[str]) -> tuple[str, dict[str, str]] | None:
-    """(interpreter, the recipe's env) for a plain `recipe check`, the recipe read through the same reader as the
-    ordinary path (bounded: EARLY_RECIPE_BYTES); None otherwise. The interpreter is chosen as the ordinary path
-    chooses it: --python, else the recipe command's venv, else $VIRTUAL_ENV's, else this one."""
+RecipeReader = Callable[[str], "tuple[list[str], dict[str, str]] | None"]
+"""A recipe's command line and env from its reference, or None when it should not be read this early (the entry
+point passes one that reads through the recipes' own reader: sparkdoctor/launch.py; this base module imports no
+pipeline)."""
+
+
+def recipe_check_target(argv: list[str], read_recipe: RecipeReader) -> tuple[str, dict[str, str]] | None:
+    """(interpreter, the recipe's env) for a plain `recipe check`, the recipe read through `read_recipe` (the same
+    reader as the ordinary path, bounded: EARLY_RECIPE_BYTES); None otherwise. The interpreter is chosen as the
+    ordinary path chooses it: --python, else the recipe command's venv, else $VIRTUAL_ENV's, else this one."""
     found = plain_recipe_check(argv)
     if found is None:
         return None
@@ -204,26 +211,24 @@ def recipe_check_target(argv: list[str]) -> tuple[str, dict[str, str]] | None:
     plain, python = _given_python(args)
     if not plain:
         return None
-    # the reader recipe check itself uses (PyYAML: ~15 ms)
-    from sparkdoctor.recipes import find, load
-
-    if os.path.getsize(find(ref)) > EARLY_RECIPE_BYTES:
+    read = read_recipe(ref)
+    if read is None:
         return None
-    recipe = load(ref, {})
+    command_argv, env = read
     if python is None:
-        command = python_of_command([str(a) for a in recipe.argv])
+        command = python_of_command(command_argv)
         if command is not None:
             python = os.path.abspath(command)
             if not os.path.isfile(python) or not os.access(python, os.X_OK):
                 return None  # the ordinary path says why
-    return python or _default_python(), dict(recipe.env)
+    return python or _default_python(), env
 
 
-def start(argv: list[str]) -> None:
-    """Start the probes a plain `check` or `recipe check` will wait for; any surprise just leaves them to the
-    ordinary path."""
+def start(argv: list[str], read_recipe: RecipeReader | None = None) -> None:
+    """Start the probes a plain `check` or `recipe check` (given `read_recipe`) will wait for; any surprise just
+    leaves them to the ordinary path."""
     root = default_cache_dir()
-    recipe = recipe_check_target(argv)
+    recipe = recipe_check_target(argv, read_recipe) if read_recipe is not None else None
     if recipe is not None:
         python, env = recipe
         if _start_target(python, True, root, env):
