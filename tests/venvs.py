@@ -15,6 +15,7 @@ Two installers, each where it is the point:
 from __future__ import annotations
 
 import fcntl
+import glob
 import hashlib
 import os
 import shutil
@@ -231,16 +232,29 @@ def vllm033_upgraded() -> Path:
 
 # ---- sparkrun ------------------------------------------------------------------------------------------------------
 SPARKRUN = "sparkrun==0.4.2"  # the release the plugin is written against (sparkdoctor/integrations/sparkrun_plugin.py)
-PYTHON312 = ("/root/.pyenv/versions/3.12.1/bin/python3.12", "python3.12")  # sparkrun: Requires-Python >=3.12
+def _python312_candidates() -> list[str]:
+    """Where a Python 3.12 may be: pyenv's versions (under $PYENV_ROOT, else ~/.pyenv), python3.12 on PATH (a
+    pyenv shim there may answer 'command not found'), and uv's own search (`uv python find`, uv is a test
+    dependency), which also sees interpreters uv manages."""
+    roots = [os.environ.get("PYENV_ROOT"), str(Path.home() / ".pyenv")]
+    found = [p for root in roots if root for p in sorted(glob.glob(f"{root}/versions/3.12*/bin/python3.12"), reverse=True)]
+    found.append(shutil.which("python3.12") or "")
+    uv = shutil.which("uv", path=str(Path(sys.executable).parent)) or shutil.which("uv")
+    if uv:
+        answer = proc.run([uv, "python", "find", "3.12"], timeout=60)
+        found.append(answer.stdout.strip() if answer.ok else "")
+    return [p for p in found if p]
 
 
 def python312() -> str:
-    """A Python 3.12 interpreter (this project's machines' pyenv, then PATH, where a pyenv shim may answer 'command
-    not found'); sparkrun installs on nothing older."""
-    for candidate in (PYTHON312[0], shutil.which(PYTHON312[1])):
-        if candidate and proc.run([candidate, "-c", "import sys; assert sys.version_info[:2] == (3, 12)"], timeout=60).ok:
+    """A Python 3.12 interpreter; sparkrun installs on nothing older. The sparkrun tests need one on the machine
+    (CONTRIBUTING.md): Debian 12 ships 3.11, so install 3.12 with pyenv or `uv python install 3.12`."""
+    candidates = _python312_candidates()
+    for candidate in candidates:
+        if proc.run([candidate, "-c", "import sys; assert sys.version_info[:2] == (3, 12)"], timeout=60).ok:
             return candidate
-    raise RuntimeError(f"no Python 3.12 here (looked for {' and '.join(PYTHON312)}): the sparkrun tests need one")
+    raise RuntimeError("no Python 3.12 here (looked in pyenv's versions, on PATH and with `uv python find 3.12`: "
+                       f"{', '.join(candidates) or 'nothing found'}): the sparkrun tests need one (CONTRIBUTING.md)")
 
 
 def sparkrun_venv() -> Path:
