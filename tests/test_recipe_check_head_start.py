@@ -156,3 +156,15 @@ def test_the_document_is_the_same_with_and_without_the_head_start(tmp_path, vllm
     assert len(set(out.values())) == 1, "byte for byte the same"
     kinds = {f["kind"] for f in json.loads(out["warm", "head start"])["findings"]}
     assert kinds == {"env", "flag", "workaround", "matrix", "setting", "mod"}
+
+
+def test_a_recipe_without_mods_never_loads_the_mods_judge(recipe):
+    """recipe check's start-up: sparkdoctor.mods (its judge, diffs and container trees) loads only for a recipe that
+    names mods. Run as a user runs it, in a fresh interpreter, and read the modules it imported."""
+    probe = ("import runpy, sys; sys.argv = ['sparkdoctor', 'recipe', 'check', sys.argv[1], '--python', sys.executable,"
+             " '-f', 'json']\ntry:\n    runpy.run_module('sparkdoctor', run_name='__main__')\nexcept SystemExit:\n    pass\n"
+             "sys.stderr.write('\\nLOADED ' + ' '.join(sorted(m for m in sys.modules if m.startswith('sparkdoctor.'))))")
+    done = subprocess.run([sys.executable, "-c", probe, str(recipe)], capture_output=True, text=True, timeout=300)
+    loaded = done.stderr.rpartition("LOADED ")[2].split()
+    assert "sparkdoctor.conclusions.recipe_check" in loaded  # it really ran recipe check
+    assert not [m for m in loaded if m.startswith("sparkdoctor.mods")]

@@ -36,10 +36,6 @@ from sparkdoctor.matrix import evaluate, needs_recipe
 from sparkdoctor.matrix import load as load_matrix
 from sparkdoctor.matrix.model import Matrix
 from sparkdoctor.memory.findings import findings, preflight
-from sparkdoctor.mods import ModError
-from sparkdoctor.mods.images import throwaway_container
-from sparkdoctor.mods.recipe import mod_findings, named_mods
-from sparkdoctor.mods.trees import ContainerTree, venv_tree
 from sparkdoctor.recipes import load
 from sparkdoctor.recipes.model import Recipe
 from sparkdoctor.targets.choose import (
@@ -305,6 +301,10 @@ def run(recipe_ref: str, overrides: dict[str, str], python: str | None, matrix_p
     if image is None:
         return _judge(recipe, matrix_path, python, fail_on, progress, container, container_python, model)
 
+    # sparkdoctor.mods (its judge, diffs and trees) only when asked: recipe check's start-up does not need it
+    from sparkdoctor.mods import ModError
+    from sparkdoctor.mods.images import throwaway_container
+
     if progress:
         progress(f"starting a throwaway container of image {image}")
     try:
@@ -358,8 +358,13 @@ def _judge(recipe: Recipe, matrix_path: Any, python: str | None, fail_on: str, p
 def _mod_findings(recipe: Recipe, target: EnvTarget, in_container: bool, progress: Callable[[str], None] | None) -> list[dict[str, object]]:
     """The recipe's mods judged on the target's files (a container's through its CLI)."""
 
-    if not named_mods(recipe):
+    if not recipe.mods():
         return []
+    # sparkdoctor.mods only for a recipe that names mods: recipe check's start-up does not need it
+    from sparkdoctor.mods import ModError
+    from sparkdoctor.mods.recipe import mod_findings
+    from sparkdoctor.mods.trees import ContainerTree, venv_tree
+
     if progress:
         progress("judging the recipe's mods against the target's files")
     try:

@@ -33,7 +33,7 @@ from sparkdoctor.ledger.store import Ledger, recipe_hash
 from sparkdoctor.matrix.model import Matrix
 from sparkdoctor.mods import ModError
 from sparkdoctor.mods.images import image_tree
-from sparkdoctor.mods.recipe import named_mods, stale_mods
+from sparkdoctor.mods.recipe import stale_mods
 from sparkdoctor.mods.trees import venv_tree
 from sparkdoctor.recipes.model import Recipe
 from sparkdoctor.serve.container_launch import RUNTIME_ENV
@@ -95,7 +95,7 @@ def _stale_mods(recipe: Recipe, path: str, python: str, data: dict[str, Any], se
     its runs recorded), a local one on its interpreter's. sparkdoctor launches a recipe's command as it is and
     never applies a mod, so there is no with/without to measure: the advice is to drop it."""
 
-    if not named_mods(recipe):
+    if not recipe.mods():
         return []
     image = (served.get("image") or recipe.container) if getattr(recipe, "container", None) and not data.get("local") else None
     try:

@@ -19,18 +19,6 @@ from sparkdoctor.mods.trees import Tree, venv_tree
 from sparkdoctor.recipes.model import Recipe
 
 
-def named_mods(recipe: Recipe) -> list[str]:
-    """The mod paths a recipe names, as written."""
-    out: list[str] = []
-    for key in ("mods", "patches"):
-        value = (recipe.extras or {}).get(key)
-        if isinstance(value, (list, tuple)):
-            out += [str(v) for v in value if isinstance(v, (str, int, float)) and str(v).strip()]
-        elif isinstance(value, str) and value.strip():
-            out.append(value)
-    return out
-
-
 def locate(recipe: Recipe, written: str) -> Path | None:
     """Where a named mod is: beside the recipe, at the repository root above it, or in the working folder."""
     path = Path(written).expanduser()
@@ -50,7 +38,7 @@ def _finding(fid: str, severity: str, title: str, evidence: list[str], remedy: s
 def mod_findings(recipe: Recipe, tree: Tree, timeout: float | None = None) -> list[dict[str, object]]:
     """One finding per mod that fails, is already upstream, or cannot be judged (a mod that applies says nothing)."""
     out = []
-    for written in named_mods(recipe):
+    for written in recipe.mods():
         path = locate(recipe, written)
         if path is None:
             out.append(_finding(f"mod-missing:{written}", "error", f"mod {written} is not there: the launch would stop",
@@ -85,7 +73,7 @@ def stale_mods(recipe: Recipe, tree: Tree, timeout: float | None = None) -> list
     each with the files and lines that show it. A mod that is missing, fails or cannot be judged is not stale
     (recipe check says those); a target whose files cannot be read is a ModError."""
     out = []
-    for written in named_mods(recipe):
+    for written in recipe.mods():
         path = locate(recipe, written)
         if path is None:
             continue
@@ -119,7 +107,7 @@ def launch_gate(recipe: Recipe, python: str | None, local: bool, progress: Calla
     """Before bench launches a recipe: why it must not (a mod that would fail on the target), or None. A container
     recipe's mods are judged against its image's files (sparkdoctor.mods.images), a --local one's against the
     interpreter's."""
-    if not named_mods(recipe):
+    if not recipe.mods():
         return None
 
     image = getattr(recipe, "container", None) if not local else None

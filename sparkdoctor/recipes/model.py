@@ -80,6 +80,17 @@ class Recipe:
     description: str = ""
     extras: dict[str, Any] = field(default_factory=dict)
 
+    def mods(self) -> list[str]:
+        """The mod paths the recipe names (its `mods` or `patches`), as written."""
+        out: list[str] = []
+        for key in ("mods", "patches"):
+            value = (self.extras or {}).get(key)
+            if isinstance(value, (list, tuple)):
+                out += [str(v) for v in value if isinstance(v, (str, int, float)) and str(v).strip()]
+            elif isinstance(value, str) and value.strip():
+                out.append(value)
+        return out
+
     def fingerprint(self) -> str:
         """A stable hash (16 hex digits) of what was resolved: argv (less the --host/--port values the
         launcher replaces), env, model, served name, container and readiness path. Equal fingerprints

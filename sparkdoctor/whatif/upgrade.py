@@ -18,7 +18,7 @@ from sparkdoctor.ledger import Ledger, default_path
 from sparkdoctor.matrix import load
 from sparkdoctor.matrix.model import Matrix
 from sparkdoctor.mods import ModError
-from sparkdoctor.mods.recipe import mod_findings, named_mods
+from sparkdoctor.mods.recipe import mod_findings
 from sparkdoctor.mods.trees import (
     ContainerTree,
     ReleaseTree,
@@ -137,7 +137,7 @@ def _mods(recipe: Recipe, target: Target, changes: Any, notes: list[str]) -> Mod
     """The recipe's mods judged on today's files and on the files the upgrade would install (sparkdoctor.mods):
     which mods the upgrade breaks, and which it makes stale (upstream already)."""
 
-    if not named_mods(recipe):
+    if not recipe.mods():
         return None
     python = getattr(target, "python", None)
     if not python:
