@@ -40,7 +40,9 @@ def test_the_high_water_mark_is_the_kernels_within_five_percent(tmp_path):
     assert record is not None and record["samples_taken"] >= first + 3
     high = record["high_water_bytes"]
     assert high >= HOLD_MIB * 2**20, record
-    assert 0.95 * kernel_peak <= high <= kernel_peak, (high, kernel_peak)
+    # VmHWM is updated from the kernel's batched RSS counters, so a sample of VmRSS may run a few pages ahead of it
+    slack = 3 * 16 * os.sysconf("SC_PAGE_SIZE")  # 16 pages per process, 3 processes
+    assert 0.95 * kernel_peak <= high <= kernel_peak + slack, (high, kernel_peak)
     assert record["processes"] == 3  # the supervisor, the server, its worker child
     assert record["lowest_available_bytes"] and record["series"] and len(record["series"][0]) == 3
 
