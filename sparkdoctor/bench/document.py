@@ -7,8 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from sparkdoctor.bench import envelope
 from sparkdoctor.bench.cell import Reproduction
-from sparkdoctor.bench.session import RunResult, envelope
+from sparkdoctor.bench.run import RunResult
 
 if TYPE_CHECKING:
     from sparkdoctor.sink import Sink
@@ -21,7 +22,7 @@ class RunDocument:
     result: RunResult
     ledger: str | None
     stored: dict[str, Any] | None = field(default=None, repr=False)
-    """The run as the ledger keeps it (session.stored_run): what `--export` writes a cell from."""
+    """The run as the ledger keeps it (run.stored_run): what `--export` writes a cell from."""
     exported: str | None = None
     """The file `--export` wrote the run's cell to."""
 

@@ -7,14 +7,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from sparkdoctor.bench import envelope
+
 if TYPE_CHECKING:
     from sparkdoctor.sink import Sink
-
-
-def _envelope(kind: str, data: dict[str, Any]) -> dict[str, Any]:
-    from sparkdoctor.bench.session import envelope
-
-    return envelope(kind, data)
 
 
 def _draw(sink: Sink, draw: Any) -> str:
@@ -33,7 +29,7 @@ class HistoryList:
     kind = "history"
 
     def to_json(self) -> dict[str, Any]:
-        return _envelope(self.kind, {"ledger": self.ledger, "runs": self.runs})
+        return envelope(self.kind, {"ledger": self.ledger, "runs": self.runs})
 
     def console_text(self, sink: Sink) -> str:
         from sparkdoctor.bench import render
@@ -50,7 +46,7 @@ class HistoryRun:
     kind = "history-run"
 
     def to_json(self) -> dict[str, Any]:
-        return _envelope(self.kind, {"run": self.run})
+        return envelope(self.kind, {"run": self.run})
 
     def console_text(self, sink: Sink) -> str:
         from sparkdoctor.bench import render
@@ -77,7 +73,7 @@ class HistoryCompare:
     kind = "history-compare"
 
     def to_json(self) -> dict[str, Any]:
-        return _envelope(self.kind, self.compared)
+        return envelope(self.kind, self.compared)
 
     def console_text(self, sink: Sink) -> str:
         from sparkdoctor.bench import render
@@ -97,7 +93,7 @@ class HistoryPage:
     kind = "history-html"
 
     def to_json(self) -> dict[str, Any]:
-        return _envelope(self.kind, {"html": self.html, "runs": self.runs, "changes": self.changes, "bytes": self.bytes})
+        return envelope(self.kind, {"html": self.html, "runs": self.runs, "changes": self.changes, "bytes": self.bytes})
 
     def console_text(self, sink: Sink) -> str:
         return ""

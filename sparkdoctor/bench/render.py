@@ -1,6 +1,6 @@
 """Console text for bench results, history listings and comparisons (rich tables on stdout).
 
-JSON needs no renderer: it is the envelope from session.envelope, printed as is.
+JSON needs no renderer: it is the envelope from run.envelope, printed as is.
 """
 
 from __future__ import annotations

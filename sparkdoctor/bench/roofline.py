@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import statistics
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sparkdoctor.bench.measure import Measurement
+
+if TYPE_CHECKING:
+    from sparkdoctor.recipes import Recipe
 
 
 def _context(m: Measurement) -> tuple[int, str]:
@@ -33,9 +36,9 @@ def _missing(model_dir: str | None, why: str) -> dict[str, Any]:
     return {"model_dir": model_dir, "ceiling_tok_s": None, "share": None, "missing": why}
 
 
-def recipe_model_dir(recipe: Any) -> tuple[str | None, str | None]:
+def recipe_model_dir(recipe: Recipe) -> tuple[str | None, str | None]:
     """(the recipe's model folder, None) when it is a local folder, else (None, why not)."""
-    model = getattr(recipe, "model", None)
+    model = recipe.model
     if not model:
         return None, "the recipe names no model folder"
     if not Path(model).expanduser().is_dir():

@@ -75,20 +75,6 @@ def vllm_flags(target: Any, timeout: float = 60.0, running: Any = None) -> dict[
         return None
 
 
-def prestart(target: Any) -> dict[str, Any]:
-    """The target probe (for a local target also answering for the capabilities probe) and the GPU helper, started
-    now, as `check` starts them: collect_facts takes them over (CheckOptions.prestarted)."""
-    from sparkdoctor.collect import capabilities, gpu, targetenv
-    from sparkdoctor.targets.choose import start_target_probe
-
-    probe = start_target_probe(target, no_cache=False)
-    prestarted: dict[str, Any] = {targetenv.PRESTART_KEY: probe}
-    if probe.capabilities:
-        prestarted[capabilities.PRESTART_KEY] = probe
-        gpu.prestart()
-    return prestarted
-
-
 def start_vllm_flags(target: Any) -> Any:
     """The flags probe, running. A local target's probe keeps each file's flags in sparkdoctor's cache folder, keyed
     by the file's identity (path, size, mtime): a warm run parses nothing (probes/vllm_flags)."""
@@ -295,7 +281,7 @@ def run(recipe_ref: str, overrides: dict[str, str], python: str | None, matrix_p
 
 def _judge(recipe: Any, matrix_path: Any, python: str | None, fail_on: str, progress: Any, container: str | None,
            container_python: str | None, model: str | None = None) -> dict[str, Any]:
-    from sparkdoctor.check import CheckOptions, collect_facts
+    from sparkdoctor.check import CheckRequest, collect
     from sparkdoctor.matrix import load as load_matrix
     from sparkdoctor.targets.choose import python_of_command
     from sparkdoctor.targets.local import resolve_python_target
@@ -314,10 +300,12 @@ def _judge(recipe: Any, matrix_path: Any, python: str | None, fail_on: str, prog
         target = EnvTarget(resolve_python_target(python), recipe.env)
     if progress:
         progress(f"reading the toolchain of {target.python}")
-    prestarted = prestart(target)  # the probes run while the matrix loads, as check's do
+    from sparkdoctor.collect.targetenv import start_probes
+
+    prestarted = start_probes(target, no_cache=False)  # the probes run while the matrix loads, as check's do
     flags_probe = start_vllm_flags(target)  # beside the target probe: the two read different files
     matrix = load_matrix(matrix_path)
-    facts = collect_facts(target, CheckOptions(kernels=False, prestarted=prestarted))
+    facts = collect(CheckRequest(target=target, kernels=False, prestarted=prestarted))
     if not chosen and not any((facts.packages or {}).get(name) for name in VLLM_DISTS):
         flags_probe.cancel()
         where = f"; it runs in container {recipe.container}: check inside it (--image)" if recipe.container else ""

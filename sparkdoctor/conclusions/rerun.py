@@ -38,7 +38,7 @@ class Options:
 
 
 def _hash(recipe: Any) -> str:
-    from sparkdoctor.bench.session import resolved_recipe
+    from sparkdoctor.bench.run import resolved_recipe
     from sparkdoctor.ledger.store import recipe_hash
 
     return recipe_hash(resolved_recipe(recipe))

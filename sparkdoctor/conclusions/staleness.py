@@ -65,7 +65,7 @@ def _unreadable(run: dict[str, Any] | None) -> str | None:
 
 def judge(conclusion: Conclusion, ledger: Any, toolchains: Toolchains) -> Status:
     from sparkdoctor.bench import BENCH_VERSION
-    from sparkdoctor.bench.session import resolved_recipe
+    from sparkdoctor.bench.run import resolved_recipe
     from sparkdoctor.ledger.store import recipe_hash
 
     if conclusion.damaged:

@@ -32,7 +32,7 @@ class Toolchains:
                 self._facts[key] = dataclasses.replace(self.facts(python), container=current_image(container))
             return self._facts[key]
         if python not in self._facts:
-            from sparkdoctor.check import CheckOptions, collect_facts
+            from sparkdoctor.check import CheckRequest, collect
             from sparkdoctor.targets.local import TargetError, resolve_python_target
 
             try:
@@ -41,7 +41,7 @@ class Toolchains:
                 raise ConclusionError(f"target {python}: {exc}") from None
             if self._progress:
                 self._progress(f"collecting the toolchain facts of {python}")
-            self._facts[python] = collect_facts(target, CheckOptions(kernels=False))
+            self._facts[python] = collect(CheckRequest(target=target, kernels=False))
         return self._facts[python]
 
 

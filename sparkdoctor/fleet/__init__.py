@@ -136,7 +136,7 @@ def run(options: FleetOptions) -> FleetResult:
 def judge(named: list[tuple[str, Any]], matrix: Any, options: FleetOptions, measured: list[Any] | None = None) -> Any:
     """(reports, drifts, notes, topology, fabric findings) of the nodes that answered: the
     N-way comparison and the fabric rules fill each node's Facts.fleet, then the matrix judges each node."""
-    from sparkdoctor.findings import build_report
+    from sparkdoctor.check import CheckRequest, check
     from sparkdoctor.fleet import fabric
     from sparkdoctor.fleet.compare import compare_nodes, unpaired_links
 
@@ -151,7 +151,8 @@ def judge(named: list[tuple[str, Any]], matrix: Any, options: FleetOptions, meas
                        "odd": [d.label for d in drifts if d.verdict == "risky" and name in d.odd],
                        "unpaired_links": lonely.get(name, []), "topology": topo.kind,
                        "fabric_findings": [f.to_dict() for f in found if f.node == name]}
-    reports = {name: build_report(facts, matrix, fail_on=options.fail_on, ignore=options.ignore) for name, facts in named}
+    reports = {name: check(CheckRequest(facts=facts, matrix=matrix, fail_on=options.fail_on, ignore=sorted(options.ignore))).report
+               for name, facts in named}
     return reports, drifts, _notes(named), topo, found
 
 

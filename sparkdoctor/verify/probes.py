@@ -19,15 +19,17 @@ VERSION_TIMEOUT = 20.0
 
 def run_probe(probe_id: str, python: Path, arch: str) -> tuple[str, str, dict[str, Any]]:
     """(status, detail, versions) of one probe in one environment."""
-    from sparkdoctor.collect import cutedsl
+    from sparkdoctor.vocab import CUTEDSL_KERNELS
 
-    if probe_id in cutedsl.KERNELS:
-        return _run_cutedsl(cutedsl, cutedsl.KERNELS[probe_id], python, arch)
+    if probe_id in CUTEDSL_KERNELS:
+        from sparkdoctor.collect import cutedsl
+
+        return _run_cutedsl(cutedsl, CUTEDSL_KERNELS[probe_id], python, arch)
     from sparkdoctor import kernels
 
     probe = next((p for p in kernels.load_probes() if p.id == probe_id), None)
     if probe is None:
-        known = sorted([*cutedsl.KERNELS, *(p.id for p in kernels.load_probes())])
+        known = sorted([*CUTEDSL_KERNELS, *(p.id for p in kernels.load_probes())])
         return "error", f"unknown probe {probe_id!r} (known: {', '.join(known)})", {}
     return _run_ptx(kernels, probe, python, arch)
 

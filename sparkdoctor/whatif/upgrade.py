@@ -42,7 +42,7 @@ class UpgradeQuestion:
 def judge_upgrade(q: UpgradeQuestion) -> WhatIf:
     """The upgrade judged. A MatrixError, FactsError, TargetError, ResolveError, RecipeError or LedgerFailure says
     itself (and its exit code)."""
-    from sparkdoctor.check import CheckOptions, apply_arch_override, collect_facts
+    from sparkdoctor.check import CheckRequest, apply_arch_override, collect
     from sparkdoctor.facts import Facts
     from sparkdoctor.matrix import load
     from sparkdoctor.targets.choose import refuse_bad_target_options, resolve_target
@@ -64,14 +64,13 @@ def judge_upgrade(q: UpgradeQuestion) -> WhatIf:
         target = EnvTarget(target, recipe_env)  # as `recipe check`: the capabilities probe reads the recipe's VLLM_* names
     interpreter = str((target.describe() or {}).get("python") or q.python or sys.executable)
     if q.facts_file is not None:
-        today = Facts.load(q.facts_file)
+        today = collect(CheckRequest(facts=Facts.load(q.facts_file), arch=q.arch))
     else:
-        today = collect_facts(target, CheckOptions(arch=q.arch, kernels=False))
+        today = apply_arch_override(collect(CheckRequest(target=target, arch=q.arch, kernels=False)), q.arch)
         if recipe_env:  # the box's own env stays the box's: the recipe's variables judge only its capabilities
             from sparkdoctor.conclusions.recipe_check import box_env
 
             today.env = box_env(today.env, recipe_env)
-    today = apply_arch_override(today, q.arch)
     from sparkdoctor.whatif.resolve import Resolution
 
     seen = Resolution()
