@@ -49,6 +49,8 @@ def main() -> int:
     ap.add_argument("--skip-kernels", action="store_true", help="do not time the kernel-probe variants")
     ap.add_argument("--markdown", action="store_true", help="print a README-ready table")
     ap.add_argument("--cpus", default=None, help="pin every run to these CPUs (e.g. 0,1: a 2-core machine)")
+    ap.add_argument("--baseline", default=None, help="another sparkdoctor executable (an earlier commit) timed in the "
+                    "same run, interleaved, on the same caches: its cases are named 'baseline: ...'")
     args = ap.parse_args()
     if args.cpus:
         os.sched_setaffinity(0, {int(c) for c in args.cpus.split(",")})  # inherited by every child
@@ -80,13 +82,14 @@ def main() -> int:
 
         return run
 
-    cases: dict[str, callable] = {
-        "sparkdoctor check --no-kernels (warm)": lambda: timed(check + ["--no-kernels"], env_with(warm_cache)),
-        "sparkdoctor check --no-kernels (cold)": cold(check + ["--no-kernels"]),
-    }
-    if not args.skip_kernels:
-        cases["sparkdoctor check, kernel probes (warm)"] = lambda: timed(check, env_with(warm_cache))
-        cases["sparkdoctor check, kernel probes (cold)"] = cold(check)
+    cases: dict[str, callable] = {}
+    for prefix, exe in [("", doctor)] + ([("baseline: ", args.baseline)] if args.baseline else []):
+        argv = [exe, *check[1:]]
+        cases[f"{prefix}sparkdoctor check --no-kernels (warm)"] = lambda a=argv: timed(a + ["--no-kernels"], env_with(warm_cache))
+        cases[f"{prefix}sparkdoctor check --no-kernels (cold)"] = cold(argv + ["--no-kernels"])
+        if not args.skip_kernels:
+            cases[f"{prefix}sparkdoctor check, kernel probes (warm)"] = lambda a=argv: timed(a, env_with(warm_cache))
+            cases[f"{prefix}sparkdoctor check, kernel probes (cold)"] = cold(argv)
     cases["python -m torch.utils.collect_env"] = lambda: timed([str(py), "-m", "torch.utils.collect_env"], base_env)
     vllm_cli = args.venv / "bin" / "vllm"
     if vllm_cli.exists():
@@ -100,7 +103,7 @@ def main() -> int:
         for name, fn in cases.items():  # interleaved
             seconds, rc, out = fn()
             samples[name].append(seconds)
-            if (name.startswith("sparkdoctor") and rc not in (0, 1)) or (not name.startswith("sparkdoctor") and rc != 0):
+            if ("sparkdoctor" in name and rc not in (0, 1)) or ("sparkdoctor" not in name and rc != 0):
                 notes[name] = f"exit {rc}"  # an anchor that fails is no anchor: its goal is not judged
             if name == "sparkdoctor check --no-kernels (warm)" and i == 0 and rc in (0, 1):
                 facts = json.loads(out)["facts"]
@@ -119,7 +122,7 @@ def main() -> int:
     for name, xs in samples.items():
         med = statistics.median(xs)
         ratio = ""
-        if not name.startswith("sparkdoctor"):
+        if "sparkdoctor" not in name:
             every = min(x / w for x, w in zip(xs, warm, strict=True))
             ratio = f"{med / fast:.1f}x (every run >= {every:.1f}x)"
         rows.append((name, med, min(xs), max(xs), ratio, notes.get(name, "")))

@@ -117,15 +117,18 @@ def collectors(kernels: bool, shares_files: bool = True) -> list[Collector]:
 
     if shares_files:
         from sparkdoctor.collect import toolkits
+
+        kit = toolkits.COLLECTOR
     else:
-        from sparkdoctor.collect import toolkits_container as toolkits
-    found = [targetenv.COLLECTOR, gpu.COLLECTOR, toolkits.COLLECTOR, constraints.COLLECTOR, capabilities.COLLECTOR,
-             host_health.COLLECTOR]
+        from sparkdoctor.collect import toolkits_container
+
+        kit = toolkits_container.COLLECTOR
+    found = [targetenv.COLLECTOR, gpu.COLLECTOR, kit, constraints.COLLECTOR, capabilities.COLLECTOR, host_health.COLLECTOR]
     if kernels:  # compile probes: seconds cold, cached warm
         from sparkdoctor import kernels as ptx_kernels
         from sparkdoctor.collect import cutedsl
 
-        found += [ptx_kernels.COLLECTOR if shares_files else toolkits.KERNELS_COLLECTOR, cutedsl.COLLECTOR]
+        found += [ptx_kernels.COLLECTOR if shares_files else toolkits_container.KERNELS_COLLECTOR, cutedsl.COLLECTOR]
     return found
 
 

@@ -12,7 +12,7 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 REPO = Path(__file__).resolve().parents[1]
-RATCHET = 42  # modules mypy does not check yet (2026-11-26): lower it when one passes, never raise it
+RATCHET = 41  # modules mypy does not check yet (2026-11-26; 41 when sparkdoctor.check passed): lower it when one passes, never raise it
 IMPORTS_AGAINST = 22  # imports the import contracts still let through (2026-11-28): lower it, never raise it
 CONTRACTS = {"layers", "documents-down", "render-below-commands", "verbs-independent", "stores-independent"}
 

@@ -167,7 +167,7 @@ def bench_url(url: str, model: str | None, opts: Options) -> RunDocument:
             toolchain = run.with_model(toolchain, str(opts.model_dir))
         checked = _check_answers(url, m.model, info, toolchain, opts.correctness, progress)
     result = run.RunResult({"name": None, "url": url, "model": m.model}, info, m, toolchain,
-                       load=load_record(before, after), correctness=checked)
+                           load=load_record(before, after), correctness=checked)
     if opts.model_dir is not None:
         _roofline(result, str(opts.model_dir), None)
     return _document(ledger, result)
@@ -264,7 +264,7 @@ def _serve_and_measure(recipe: Recipe, workload: Workload, toolchain: run.Toolch
         # as it ran: the launcher's port and host, the target's bin/ (a container's: the `run` argv's tail)
         argv = list(server.argv) if not server.container else rebind(list(recipe.argv), "127.0.0.1", server.port)
     return run.RunResult({**run.resolved_recipe(recipe), "argv": argv}, info, m, toolchain, findings, arm=arm,
-                     container=server.container, load=load_record(before, after), correctness=checked)
+                         container=server.container, load=load_record(before, after), correctness=checked)
 
 
 def _check_answers(base_url: str, model: str, info: ServerInfo, toolchain: run.Toolchain,
