@@ -55,7 +55,7 @@ did not run); an empty list/dict means "observed, and there is nothing". Shapes 
   capabilities {capability id: {"value", "evidence": "file:line"}}  (static facts read from installed files)
   recipe      {"name", "argv": [str], "model": {"ref", "folder", "hybrid", "linear_layers", "mamba_layers",
                "max_position_embeddings", "max_model_len", "error"}}: the recipe `recipe check` judges
-               (conclusions/served_model.py); None everywhere else (matrix entries that read it are left out)
+               (audit/served_model.py); None everywhere else (matrix entries that read it are left out)
   fleet       {"node", "hostname", "boot_id", "driver_flavour": "open" | "proprietary", "cuda_toolkit", "nccl": {"candidates":
                [{"path", "realpath", "source": "process" | "LD_PRELOAD" | "VLLM_NCCL_SO_PATH" | "pip" | "system", "version",
                "build_id", "sha256" (None when there is a build_id), "size"}], "loaded": candidate, "loaded_by", "pip_system_same_version_other_build"},

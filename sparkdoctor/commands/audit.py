@@ -80,8 +80,8 @@ def _audit(options: AuditCommand) -> Audit:
     notes: list[str] = []
     sources: dict[str, str] = {}
     if options.recipe is not None:
+        from sparkdoctor.audit.served_model import model_facts
         from sparkdoctor.commands.options import parse_sets
-        from sparkdoctor.conclusions.served_model import model_facts
         from sparkdoctor.recipes import load
 
         loaded = load(options.recipe, parse_sets(options.sets))

@@ -220,7 +220,7 @@ def check(recipe: Any, matrix: Any, facts: Any, flags: dict[str, Any] | None,
           served: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """Every finding, worst first. `served`: the recipe's Facts.recipe (served_model.recipe_facts), read here when None."""
     if served is None:
-        from sparkdoctor.conclusions.served_model import recipe_facts
+        from sparkdoctor.audit.served_model import recipe_facts
 
         served = recipe_facts(recipe)
     findings = _matrix_findings(recipe, matrix, facts)
@@ -313,7 +313,7 @@ def _judge(recipe: Any, matrix_path: Any, python: str | None, fail_on: str, prog
                             f"--python nor the recipe's command names an environment), so nothing to judge its flags "
                             f"and env against{where}; pass --python PATH of the environment that serves it")
     flags = vllm_flags(target, running=flags_probe)
-    from sparkdoctor.conclusions.served_model import recipe_facts
+    from sparkdoctor.audit.served_model import recipe_facts
 
     served = recipe_facts(recipe)
     findings = check(recipe, matrix, facts, flags, served)

@@ -107,7 +107,7 @@ def server_facts(facts: Any, recipe: Any, dropped: Workaround | None = None) -> 
         env.pop(dropped.name, None)
     copy.env = env
     if getattr(copy, "recipe", None) is None:  # the values the recipe passes, for entries with a serving condition
-        from sparkdoctor.conclusions.served_model import recipe_facts
+        from sparkdoctor.audit.served_model import recipe_facts
 
         flag_dropped = dropped is not None and dropped.kind != "env"
         try:

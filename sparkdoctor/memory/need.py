@@ -126,7 +126,7 @@ def launches_vllm(argv: list[str]) -> bool:
 def launch_need(recipe: Any, model_folder: str | Path, total_bytes: int, gpu_name: str = "NVIDIA GB10") -> Need:
     """The launch `recipe` describes, sized for the checkpoint in `model_folder`; `total_bytes` and
     `gpu_name` choose vLLM's defaults (max_num_seqs, max_num_batched_tokens) as vLLM would on that GPU."""
-    from sparkdoctor.conclusions.served_model import model_facts
+    from sparkdoctor.audit.served_model import model_facts
 
     argv = [str(a) for a in recipe.argv]
     checkpoint = load_checkpoint(Path(model_folder))

@@ -178,8 +178,8 @@ def compare(today: Any, predicted: Any, matrix: Any, specs: list[str], changes: 
 def compare_recipe(recipe: Any, matrix: Any, today: Any, predicted: Any, flags_today: Any, flags_after: Any) -> RecipeWhatIf:
     """The recipe judged as `recipe check` judges it, on today's and on the predicted Facts: flags the new
     vLLM no longer accepts, env vars it no longer reads, workarounds whose reason goes away (stale)."""
+    from sparkdoctor.audit.served_model import recipe_facts
     from sparkdoctor.conclusions.recipe_check import check
-    from sparkdoctor.conclusions.served_model import recipe_facts
 
     served = recipe_facts(recipe)
     before = {f["id"]: f for f in check(recipe, matrix, today, flags_today, served)}

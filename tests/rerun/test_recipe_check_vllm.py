@@ -99,7 +99,7 @@ def test_the_longest_context_is_the_one_vllm_accepts(vllm_cpu, tmp_path):
     """For dense configs (plain, linear RoPE scaling that vLLM multiplies in, YaRN that already includes it, a
     config model_max_length override), vLLM's own ModelConfig accepts served_model's max_model_len and refuses
     one token more with the entry's symptom. Nothing is launched: only the config is built."""
-    from sparkdoctor.conclusions.served_model import model_facts
+    from sparkdoctor.audit.served_model import model_facts
     from tests.rerun.recipe_values import dense_config, model_folder
 
     configs = {"plain": dense_config(32768), "linear-x4": dense_config(32768, {"rope_type": "linear", "factor": 4.0}),

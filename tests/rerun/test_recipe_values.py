@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from sparkdoctor.audit.served_model import recipe_facts
 from sparkdoctor.conclusions import recipe_check
-from sparkdoctor.conclusions.served_model import recipe_facts
 from sparkdoctor.findings import build_report
 from sparkdoctor.matrix import MatrixError
 from sparkdoctor.matrix import load as load_matrix
