@@ -11,6 +11,7 @@ read as clear, and a CI builder that forgot `--arch` still gets the GB10 verdict
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any
 
 DEFAULT_ARCH = "sm_121a"
@@ -36,7 +37,7 @@ def parse_arch(arch: str) -> tuple[int, str]:
     return int(match.group(1)), match.group(2)
 
 
-def is_arch(arch: Any) -> bool:
+def is_arch(arch: object) -> bool:
     """Shaped like an arch (sm_NN[N][a|f]); says nothing about whether it exists."""
     return isinstance(arch, str) and ARCH_RE.match(arch) is not None
 
@@ -72,15 +73,15 @@ def first_cuda_for(arch: str) -> tuple[int, int] | None:
     return first
 
 
-def assumed(why: str, detected: str | None = None) -> dict[str, Any]:
+def assumed(why: str, detected: str | None = None) -> dict[str, object]:
     """Facts.arch when nothing better is known: the GB10 arch, marked as an assumption and why."""
-    arch: dict[str, Any] = {"value": DEFAULT_ARCH, "source": ASSUMED, "why": why}
+    arch: dict[str, object] = {"value": DEFAULT_ARCH, "source": ASSUMED, "why": why}
     if detected:
         arch["detected"] = detected
     return arch
 
 
-def settle(arch: dict[str, Any] | None) -> dict[str, Any]:
+def settle(arch: Mapping[str, object] | None) -> dict[str, Any]:
     """Apply the policy to an arch record (from a live run or an older snapshot) with no value."""
     arch = dict(arch or {})
     if arch.get("value"):
@@ -89,11 +90,11 @@ def settle(arch: dict[str, Any] | None) -> dict[str, Any]:
     why = {
         "none": "no GPU detected",
         "unknown": "the GPU arch could not be read",
-    }.get(source, "the GPU arch is not known")
+    }.get(source if isinstance(source, str) else "", "the GPU arch is not known")
     return assumed(why)
 
 
-def describe_source(arch: dict[str, Any]) -> str:
+def describe_source(arch: Mapping[str, object]) -> str:
     """'given', 'detected', or 'assumed: no GPU detected': for evidence lines and headers."""
     source = arch.get("source") or "unknown"
     if source == ASSUMED:

@@ -7,9 +7,10 @@ cli -> commands -> cli_support.
 
 from __future__ import annotations
 
+from sparkdoctor.errors import LedgerFailure
 from sparkdoctor.stderr import err, say, warn
 
-__all__ = ["DEFAULT_TIMEOUT", "err", "open_ledger", "say", "timeout_option", "warn"]
+__all__ = ["DEFAULT_TIMEOUT", "err", "open_ledger", "say", "warn"]
 
 # The names cli.py has always used.
 _err = err
@@ -18,8 +19,11 @@ _err = err
 def open_ledger(path):
     """The ledger a reading command (history, conclusions, rerun) works on, or LedgerFailure with one line (exit 5).
     A ledger that does not exist is refused, never created: a mistyped --ledger must not read as "nothing here"."""
-    from sparkdoctor.errors import LedgerFailure
-    from sparkdoctor.ledger import Ledger, default_path
+    # imported on use: check loads sparkdoctor.ledger only on the runs that get here
+    from sparkdoctor.ledger import (
+        Ledger,
+        default_path,
+    )
 
     path = path or default_path()
     if not path.exists():
@@ -32,10 +36,3 @@ def open_ledger(path):
 
 DEFAULT_TIMEOUT = 120.0  # seconds; the same default as check's --timeout
 
-
-def timeout_option():
-    """The --timeout option of a command whose work runs in this process (explain, recipe show, audit)."""
-    import typer
-
-    return typer.Option(DEFAULT_TIMEOUT, "--timeout",
-                        help="Seconds the whole run may take (reading, parsing, matching); past it: one line, exit 2.")

@@ -18,10 +18,9 @@ error-severity entry needs a reason (refuse_bare_errors()).
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from sparkdoctor.errors import InputError
 from sparkdoctor.locations import config_file
@@ -74,7 +73,7 @@ def load_config(explicit: Path | None = None) -> Config:
     return Config(path=str(path), ignore=_ignores(check.get("ignore", []), path), fail_on=_fail_on(check.get("fail_on"), path))
 
 
-def _refuse_unknown(doc: dict[str, Any], path: Path) -> None:
+def _refuse_unknown(doc: Mapping[str, object], path: Path) -> None:
     for section, value in doc.items():
         if section not in SECTIONS:
             raise ConfigError(f"{path}: unknown section {section!r} (known: {', '.join(f'[{s}]' for s in SECTIONS)})")
@@ -85,7 +84,7 @@ def _refuse_unknown(doc: dict[str, Any], path: Path) -> None:
             raise ConfigError(f"{path}: unknown key {section}.{unknown[0]!r} (known: {', '.join(sorted(SECTIONS[section]))})")
 
 
-def _ignores(value: Any, path: Path) -> dict[str, str]:
+def _ignores(value: object, path: Path) -> dict[str, str]:
     if isinstance(value, str):  # one id, not a list of its letters
         value = [value]
     if not isinstance(value, list):
@@ -101,7 +100,7 @@ def _ignores(value: Any, path: Path) -> dict[str, str]:
     return out
 
 
-def _fail_on(value: Any, path: Path) -> str | None:
+def _fail_on(value: object, path: Path) -> str | None:
     if value is not None and value not in SEVERITIES:
         raise ConfigError(f"{path}: check.fail_on must be one of {', '.join(SEVERITIES)}, not {value!r}")
     return value

@@ -187,7 +187,7 @@ def pick_device(drv: Driver, want: tuple[int, int], exact: bool) -> tuple[int, i
     return None
 
 
-def run_job(drv: Driver, job: dict[str, Any]) -> dict[str, Any]:
+def run_job(drv: Driver, job: dict[str, Any]) -> dict[str, object]:
     """Load job["cubin"], fill its buffers, launch job["entry"] once, read the output buffers back."""
     start = time.monotonic()
     result: dict[str, Any] = {"id": job.get("id"), "ok": False, "error": None, "outputs": {}}
@@ -239,7 +239,7 @@ def run_job(drv: Driver, job: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
-def run_jobs(jobs: list[dict[str, Any]], library: str = "libcuda.so.1") -> dict[str, Any]:
+def run_jobs(jobs: list[dict[str, Any]], library: str = "libcuda.so.1") -> dict[str, object]:
     try:
         drv = Driver(library)
         drv.init()

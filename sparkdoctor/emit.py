@@ -8,8 +8,8 @@ first byte went out, and a broken pipe is not an error. Notes (warnings) go to s
 In JSON mode a failure is a document too: `cli.main` calls `emit_error`, which writes the common header
 with the error and its exit code, so `sparkdoctor ... --format json | jq` always has something to read.
 
-Rendering itself lives in sparkdoctor/views.py (one entry per document kind), imported here only when
-a result is emitted.
+Rendering itself lives in sparkdoctor/views/ (one view per document class), imported here only when a result
+is emitted.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from sparkdoctor.files import OutputError, write_text
 from sparkdoctor.result import Format, Result, error_document
@@ -42,12 +43,12 @@ def sink_for(output: Path | None, fmt: Format | None = None) -> Sink:
         return Sink(to_file=True)
     if fmt is Format.json:  # json.dumps writes ASCII on any stream; asking the stream loads rich (~45 ms)
         return Sink()
-    from sparkdoctor.render.terminal_text import needs_ascii
+    from sparkdoctor.views.terminal_text import needs_ascii
 
     return Sink(to_file=False, ascii_only=sys.stdout is not None and needs_ascii(sys.stdout))
 
 
-def render(result: Result, fmt: Format, output: Path | None = None) -> str:
+def render(result: Result[Any], fmt: Format, output: Path | None = None) -> str:
     """The whole document of `result` in `fmt`, as the text `emit` writes."""
     from sparkdoctor import views
     from sparkdoctor.text import shown
@@ -57,7 +58,7 @@ def render(result: Result, fmt: Format, output: Path | None = None) -> str:
     return shown(text) if fmt in (Format.markdown, Format.github, Format.forum) else text
 
 
-def emit(result: Result, fmt: Format | str, output: Path | None = None) -> int:
+def emit(result: Result[Any], fmt: Format | str, output: Path | None = None) -> int:
     """Render `result` whole, write it once (stdout, or `output` atomically), print its notes on stderr;
     return the exit code the process ends with. OutputError (exit 2, one line) if it cannot be delivered."""
     from sparkdoctor.stderr import warn
@@ -109,9 +110,19 @@ def reader_left() -> None:
 
 
 def emit_error(error: BaseException, exit_code: int) -> None:
-    """In JSON mode, the failure as a JSON document on stdout (the one line on stderr is cli.main's). Not with
+    """In JSON mode, the failure as a JSON document on stdout (the one line on stderr is cli.main's); in SARIF mode,
+    a failure that carries findings (bench's and rerun's launches) as a SARIF log. Not with
     `-o FILE` (the file is left as it was; stdout is not where the document was asked for), and silent when
     stdout cannot take it: the exit code and the stderr line still tell."""
+    if REQUESTED.format is Format.sarif and REQUESTED.output is None and hasattr(error, "findings"):
+        # bench, rerun: what judged the launch that failed
+        from sparkdoctor.views.sarif import failure_sarif
+
+        try:
+            write_stdout(failure_sarif(REQUESTED.command or _command_from_argv(), error, exit_code))
+        except OutputError:
+            pass
+        return
     if REQUESTED.format is not Format.json or REQUESTED.output is not None:
         return
     import json

@@ -85,6 +85,8 @@ from pathlib import Path
 from typing import Any
 
 from sparkdoctor.errors import InputError
+from sparkdoctor.files import write_text
+from sparkdoctor.inputs import read_text
 from sparkdoctor.names import canonicalize_name
 from sparkdoctor.text import one_line
 
@@ -143,10 +145,14 @@ class Facts:
         return json.dumps(self.to_dict(), indent=indent, sort_keys=False)
 
     @classmethod
-    def from_dict(cls, data: Any, source: str = "snapshot") -> Facts:
+    def from_dict(cls, data: object, source: str = "snapshot") -> Facts:
         """Facts from a parsed snapshot; FactsError (one line: source, field path, why) for any field
         that does not have its documented shape (sparkdoctor/facts_shapes.py)."""
-        from sparkdoctor.facts_shapes import ShapeError, check_field
+        # imported on use: check loads sparkdoctor.facts_shapes only on the runs that get here
+        from sparkdoctor.facts_shapes import (
+            ShapeError,
+            check_field,
+        )
 
         if not isinstance(data, dict):
             raise FactsError(f"{source}: expected a JSON object at the top level")
@@ -176,8 +182,6 @@ class Facts:
 
     @classmethod
     def load(cls, path: Path) -> Facts:
-        from sparkdoctor.inputs import read_text
-
         try:  # a file, or a pipe with a writer (`--facts <(...)`); never a FIFO nobody writes
             text = read_text(path, stream=True)
         except OSError as exc:
@@ -194,12 +198,11 @@ class Facts:
 
     def save(self, path: Path) -> None:
         """Write atomically, and only to a regular file (sparkdoctor.output); OSError otherwise."""
-        from sparkdoctor.files import write_text
 
         write_text(Path(path), self.to_json() + "\n")
 
     # ---- fingerprint ----------------------------------------------------------------------------
-    def fingerprint_material(self) -> dict[str, Any]:
+    def fingerprint_material(self) -> dict[str, object]:
         """What decides behaviour and speed; a change here makes earlier conclusions stale."""
         pkgs = self.packages or {}
         return {
@@ -248,7 +251,7 @@ FINGERPRINT_ENV = frozenset(
 )
 
 
-def scrub(value: Any) -> Any:
+def scrub(value: object) -> Any:
     """`value` with every lone surrogate spelled out (\\udcff): a file name that is not UTF-8 (read
     with surrogateescape) or a "\\udcff" escape in a snapshot can then be printed, written and
     hashed like any other text. Every Facts field passes through here on its way in."""

@@ -64,11 +64,11 @@ VERSION = Str(MAX_VERSION, "a version string")
 NUMBER = (int, float)
 
 
-def _o(shape: Any) -> Opt:
+def _o(shape: object) -> Opt:
     return Opt(shape)
 
 
-def _record(**keys: Any) -> dict[str, Any]:
+def _record(**keys: Any) -> dict[str, object]:
     """An object whose known keys are all optional and may be null (null: unknown)."""
     return {k: _o(v) for k, v in keys.items()}
 
@@ -131,31 +131,31 @@ FIELD_SHAPES: dict[str, Any] = {
     "fleet": {**_record(node=TEXT, hostname=TEXT, boot_id=TEXT, driver_flavour=TEXT, cuda_toolkit=VERSION, nccl=dict,
                         nccl_conf=ListOf(dict), cma=MapOf(ANY), roce_v2_gid_index=MapOf(_o(int)), in_container=bool,
                         clock_skew_s=NUMBER, nodes=int, drift=ListOf(TEXT), odd=ListOf(TEXT), unpaired_links=ListOf(TEXT),
-                        fabric=dict, topology=TEXT, fabric_findings=ListOf(dict))},
+                        fabric=dict, topology=TEXT, fabric_findings=ListOf(dict), memory=dict)},
     "errors": ListOf({"collector": TEXT, "error": TEXT, "!required": ("collector", "error")}),
     "timings_ms": MapOf(NUMBER),
 }
 
 
-def check_field(name: str, value: Any) -> None:
+def check_field(name: str, value: object) -> None:
     """ShapeError naming the path of the first part of `value` that is not FIELD_SHAPES[name]."""
     shape = FIELD_SHAPES.get(name)
     if shape is not None and value is not None:
         _check(value, shape, name)
 
 
-def check_value(value: Any, shape: Any, path: str) -> None:
+def check_value(value: object, shape: object, path: str) -> None:
     """ShapeError naming the path of the first part of `value` that is not `shape` (other documents of this
     module's shapes: a fleet node's answer)."""
     _check(value, shape, path)
 
 
-def _type_name(value: Any) -> str:
+def _type_name(value: object) -> str:
     return "null" if value is None else {dict: "an object", list: "a list", str: "a string", bool: "a boolean"}.get(
         type(value), type(value).__name__)
 
 
-def _want(shape: Any) -> str:
+def _want(shape: object) -> str:
     if isinstance(shape, Str):
         return shape.name
     if isinstance(shape, Opt):
@@ -175,7 +175,7 @@ def _want(shape: Any) -> str:
     return str(shape)
 
 
-def _check(value: Any, shape: Any, path: str) -> None:
+def _check(value: object, shape: object, path: str) -> None:
     if shape is ANY:
         return
     if isinstance(shape, Opt):

@@ -13,6 +13,7 @@ verdict, instead of PASS.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,6 +30,7 @@ from sparkdoctor.matrix import (
     evaluate_all,
     version_in,
 )
+from sparkdoctor.matrix.freshness import knowledge
 from sparkdoctor.vocab import Verdict
 
 REPORT_SCHEMA = 1
@@ -228,11 +230,12 @@ class Report:
         }
 
 
-def probe_evidence(verified_by: dict[str, Any] | None, facts: Facts) -> str | None:
+def probe_evidence(verified_by: Mapping[str, object] | None, facts: Facts) -> str | None:
     """What the probe that proves an entry said on this box, if it ran: the strongest evidence there is."""
     if not verified_by or not facts.kernels:
         return None
-    result = facts.kernels.get(verified_by.get("probe"))
+    probe = verified_by.get("probe")
+    result = facts.kernels.get(probe) if isinstance(probe, str) else None
     if not isinstance(result, dict) or result.get("status") in (None, "skipped"):
         return None
     status, expect = result["status"], verified_by.get("expect")
@@ -270,7 +273,7 @@ _FAILED_WORDS = {"fail": "failed", "crash": "crashed", "refused": "was refused"}
 _PROBE_KIND = {"ptx": "PTX probe (assembled by ptxas)", "cutedsl": "CuTe DSL probe (compiled by the target's nvidia-cutlass-dsl)"}
 
 
-def probe_finding(probe_id: str, result: dict[str, Any]) -> Finding:
+def probe_finding(probe_id: str, result: Mapping[str, object]) -> Finding:
     status, kind = str(result.get("status")), str(result.get("kind"))
     arch = result.get("arch") or "this arch"
     detail = str(result.get("detail") or "").strip() or "(the probe gave no detail)"
@@ -351,7 +354,6 @@ def build_report(facts: Facts, matrix: Matrix, fail_on: str = "error", ignore: s
     if facts.packages is not None:
         distances = (stack_distance(s, facts) for s in matrix.stacks)
         stacks = sorted(distances, key=lambda d: (not d.present, len(d.differences), len(d.missing)))
-    from sparkdoctor.matrix.freshness import knowledge
 
     return Report(facts, evaluations, findings, ignored, fail_on, matrix.files, stacks, unverified, probe_findings,
                   knowledge(matrix, facts))

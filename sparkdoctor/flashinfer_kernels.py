@@ -19,7 +19,10 @@ the target's arch), no-flashinfer; None when the Facts cannot tell (no package l
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any
+
+from sparkdoctor.facts import Facts
 
 STATUSES = ("present", "missing", "mismatched", "no-arch", "no-flashinfer")
 _ARCH = re.compile(r"^sm_?([0-9]{1,2})([0-9])([af]?)$")
@@ -42,14 +45,14 @@ def runs_on(target: str, device: str) -> bool | None:
     return binary[0] == dev[0] and binary[1] <= dev[1]
 
 
-def _set(env: dict[str, Any], name: str) -> bool:
+def _set(env: Mapping[str, object], name: str) -> bool:
     value = str(env.get(name) or "").strip()
     if name == "VLLM_HAS_FLASHINFER_CUBIN":
         return value not in ("", "0")
     return bool(value)
 
 
-def state(facts: Any) -> dict[str, Any] | None:
+def state(facts: Facts) -> dict[str, object] | None:
     """{"status", "detail", "arch", "providers": [tags that run on the arch]}; None when the Facts cannot tell."""
     raw = getattr(facts, "flashinfer_kernels", None)
     arch = (getattr(facts, "arch", None) or {}).get("value")

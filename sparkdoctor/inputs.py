@@ -26,6 +26,8 @@ import stat
 from pathlib import Path
 from typing import BinaryIO
 
+from sparkdoctor import proc
+
 MiB = 1024 * 1024
 
 
@@ -113,7 +115,8 @@ def read_text(path: Path | str, max_bytes: int | None = None, stream: bool = Fal
 
 
 def _read_all(fd: int, max_bytes: int | None) -> bytes:
-    chunks, total = [], 0
+    chunks: list[bytes] = []
+    total = 0
     while True:
         chunk = os.read(fd, MiB if max_bytes is None else min(MiB, max_bytes + 1 - total))
         if not chunk:
@@ -126,9 +129,6 @@ def _read_all(fd: int, max_bytes: int | None) -> bytes:
 
 def _wait(poller: select.poll) -> None:
     """Wait for the writer, at most until the run's deadline (proc.set_deadline; none: as long as it takes)."""
-    from sparkdoctor import (
-        proc,  # the run's deadline lives there; imported late, proc imports nothing of ours
-    )
 
     left = proc.time_left()
     if left is not None and left <= 0:
@@ -139,7 +139,8 @@ def _wait(poller: select.poll) -> None:
 def _read_pipe(fd: int, max_bytes: int | None) -> bytes:
     """A pipe opened O_NONBLOCK: EOF at the first read means nobody holds its write end (refused);
     otherwise wait for data with poll, which the run's time limit interrupts."""
-    chunks, total, first = [], 0, True
+    chunks: list[bytes] = []
+    total, first = 0, True
     poller = select.poll()
     poller.register(fd, select.POLLIN)
     while True:

@@ -13,6 +13,10 @@ import gc
 import os
 import sys
 
+from sparkdoctor import proc
+from sparkdoctor.cli import main as cli_main
+from sparkdoctor.targets import early
+
 
 def _hold_std_fds() -> None:
     for fd in (0, 1, 2):
@@ -30,18 +34,15 @@ def main() -> None:
         # A check lives well under a second and builds ~100k objects at import; the cycle collector's
         # passes over them are pure overhead there (~4% of its CPU). Reference counting still frees.
         gc.disable()
-    from sparkdoctor import proc
 
     _hold_std_fds()
     proc.install_signal_handlers()
     try:
-        from sparkdoctor.targets import early
 
         try:
             early.start(sys.argv)  # a live `check`: its probes and GPU helper start now (standard library + proc)
         except Exception:  # never let the head start break the CLI: the ordinary path starts what it needs
             early.drop()
-        from sparkdoctor.cli import main as cli_main
     except (KeyboardInterrupt, proc.Interrupted) as exc:  # before the CLI could take over
         code, why = proc.interrupted(exc)
         if sys.stderr is not None:

@@ -4,12 +4,13 @@ probe's sass pattern): one rule for whether such a pattern may be used."""
 from __future__ import annotations
 
 import re
+import sys
 import warnings
 
-try:  # Python 3.11+
+if sys.version_info >= (3, 11):
     from re import _parser as _sre_parse
-except ImportError:  # pragma: no cover (3.10)
-    import sre_parse as _sre_parse  # type: ignore[no-redef]
+else:  # pragma: no cover (3.10)
+    import sre_parse as _sre_parse
 
 
 def regex_error(pattern: str) -> str | None:

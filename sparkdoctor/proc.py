@@ -24,6 +24,8 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from types import FrameType
+from typing import IO
 
 # Bytes kept per stream: the head (where tools print what parsers read) and the tail (where they
 # print the error that made them stop). A flood in between is counted, not kept.
@@ -111,12 +113,12 @@ def time_left() -> float | None:
 # ---- the registry of live children ------------------------------------------------------------------
 _starting = 0  # the main thread is between starting a child and registering it
 _pending_signal: int | None = None
-_live: dict[int, subprocess.Popen] = {}
+_live: dict[int, subprocess.Popen[bytes]] = {}
 _live_lock = threading.Lock()
 _closing = False
 
 
-def _register(popen: subprocess.Popen) -> bool:
+def _register(popen: subprocess.Popen[bytes]) -> bool:
     """Track a new child; False (and the child killed) when sparkdoctor is already shutting down."""
     with _live_lock:
         if not _closing:
@@ -126,7 +128,7 @@ def _register(popen: subprocess.Popen) -> bool:
     return False
 
 
-def _unregister(popen: subprocess.Popen) -> None:
+def _unregister(popen: subprocess.Popen[bytes]) -> None:
     with _live_lock:
         _live.pop(popen.pid, None)
 
@@ -156,7 +158,7 @@ def install_signal_handlers() -> None:
     every child and exit 128+signal with one line. Not KeyboardInterrupt: typer turns that into a
     silent exit 130 before the entry point sees it. A signal the parent ignores stays ignored."""
 
-    def handler(signum, _frame):
+    def handler(signum: int, _frame: FrameType | None) -> None:
         global _pending_signal
         if _starting:  # between fork and registration: raise once the child is registered
             _pending_signal = signum
@@ -223,7 +225,7 @@ class _Capped:
 class Running:
     """A started process; result() collects it, killing its group at the deadline."""
 
-    def __init__(self, argv: list[str], popen: subprocess.Popen | None, started: float, input: str | None = None,
+    def __init__(self, argv: list[str], popen: subprocess.Popen[bytes] | None, started: float, input: str | None = None,
                  start_error: str | None = None, max_output: tuple[int, int] = (HEAD_BYTES, TAIL_BYTES)):
         self.argv, self.popen, self.started, self.input, self.start_error = argv, popen, started, input, start_error
         self.max_output = max_output
@@ -292,16 +294,16 @@ class Running:
         _close(self.popen)
 
 
-def _pump(popen: subprocess.Popen, data: bytes | None, out: _Capped, err: _Capped, until: float) -> bool:
+def _pump(popen: subprocess.Popen[bytes], data: bytes | None, out: _Capped, err: _Capped, until: float) -> bool:
     """Feed stdin and read stdout/stderr until both reach EOF (True) or `until` passes (False)."""
     sel = selectors.DefaultSelector()
     try:
         for stream, sink in ((popen.stdout, out), (popen.stderr, err)):
             if stream is not None and not stream.closed:
-                sel.register(stream, selectors.EVENT_READ, sink)
-        offset = 0
+                sel.register(stream, selectors.EVENT_READ, (stream, sink))
+        payload, offset = data or b"", 0
         if popen.stdin is not None and not popen.stdin.closed:
-            if data:
+            if payload:
                 sel.register(popen.stdin, selectors.EVENT_WRITE, None)
             else:
                 _quiet_close(popen.stdin)
@@ -312,32 +314,33 @@ def _pump(popen: subprocess.Popen, data: bytes | None, out: _Capped, err: _Cappe
             for key, _ in sel.select(timeout=left):
                 if key.fileobj is popen.stdin:
                     try:
-                        offset += os.write(key.fd, data[offset:offset + _PIPE_BUF])  # type: ignore[index]
+                        offset += os.write(key.fd, payload[offset:offset + _PIPE_BUF])
                     except BrokenPipeError:
-                        offset = len(data)  # type: ignore[arg-type]
-                    if offset >= len(data):  # type: ignore[arg-type]
+                        offset = len(payload)
+                    if offset >= len(payload):
                         sel.unregister(key.fileobj)
                         _quiet_close(popen.stdin)
                     continue
+                stream, sink = key.data
                 chunk = os.read(key.fd, _CHUNK)
                 if chunk:
-                    key.data.add(chunk)
+                    sink.add(chunk)
                 else:
-                    sel.unregister(key.fileobj)
-                    key.fileobj.close()
+                    sel.unregister(stream)
+                    stream.close()
         return True
     finally:
         sel.close()
 
 
-def _quiet_close(stream) -> None:
+def _quiet_close(stream: IO[bytes]) -> None:
     try:
         stream.close()
     except OSError:
         pass
 
 
-def _close(popen: subprocess.Popen) -> None:
+def _close(popen: subprocess.Popen[bytes]) -> None:
     for stream in (popen.stdin, popen.stdout, popen.stderr):
         if stream is not None:
             _quiet_close(stream)
@@ -406,7 +409,7 @@ def run(
     return start(argv, env=env, cwd=cwd, input=input, max_output=max_output, pass_fds=pass_fds).result(timeout)
 
 
-def _kill_group(proc: subprocess.Popen) -> None:
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):

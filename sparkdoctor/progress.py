@@ -9,6 +9,8 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 
+from rich.console import Console
+
 PLAIN_PROGRESS_AFTER_S = 15.0  # a plain progress line only once a command has run this long (env overrides)
 
 
@@ -22,7 +24,6 @@ def progress_line(enabled: bool = True) -> Iterator[Callable[[str], None]]:
         yield lambda _msg: None
         return
     if sys.stderr is not None and sys.stderr.isatty():  # rich only for a terminal (importing it costs ~0.1 s)
-        from rich.console import Console
 
         console = Console(stderr=True)
         if console.is_terminal:

@@ -1,9 +1,10 @@
 """What every command returns: one typed `Result`, and the vocabulary of output formats.
 
 A command's `run(options)` builds a Result; `sparkdoctor.emit.emit` is the only function that turns it
-into text on stdout or a file. A Result says which command made it, what kind of document it is (the
-key to its renderers: sparkdoctor/views.py), the data the renderers draw, the exit code the process
-ends with, the errors that decided it and notes for stderr (warnings that never enter the document).
+into text on stdout or a file. A Result says which command made it, what kind of document it is (its
+JSON `kind`), the document the renderers draw (its class picks its view: sparkdoctor/views/), the exit
+code the process ends with, the errors that decided it and notes for stderr (warnings that never enter
+the document).
 
 Every JSON document sparkdoctor writes starts with the same header (`header()`): the tool's version,
 the envelope's version, the command, the document kind, the exit code and the errors. The document's
@@ -16,11 +17,14 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from sparkdoctor import __version__
 from sparkdoctor.errors import SparkdoctorError, describe
 from sparkdoctor.exitcodes import EXIT_OK
+
+D = TypeVar("D", covariant=True)
+"""The document's class: a Result[PlanDocument] is a Result[FixDocument] (a document is never replaced)."""
 
 ENVELOPE_VERSION = 1
 """The version of the header every JSON document carries (docs/json.md; CHANGELOG.md records each change)."""
@@ -55,15 +59,15 @@ class Format(str, enum.Enum):
 
 
 @dataclass
-class Result:
-    """A command's answer: its document and how the process ends."""
+class Result(Generic[D]):
+    """A command's answer: its document (a typed object whose class has a view) and how the process ends."""
 
     command: str
     """The verb (and subcommand) that made it: "check", "matrix list", "fix"."""
     kind: str
-    """The document kind: the key to its renderers (sparkdoctor/views.py) and the JSON `kind`."""
-    data: Any = None
-    """What the renderers draw: a report, a comparison, a dict that is already the JSON document."""
+    """The document kind: the JSON `kind` (unless the document names its own)."""
+    data: D
+    """The document the renderers draw: a report, a comparison, a run (sparkdoctor/views/ keys views by its class)."""
     exit_code: int = EXIT_OK
     """The documented exit code (sparkdoctor/exitcodes.py) the process ends with."""
     errors: list[dict[str, object]] = field(default_factory=list)
@@ -73,7 +77,7 @@ class Result:
     options: dict[str, Any] = field(default_factory=dict)
     """Rendering choices that are not data (console verbosity, a width)."""
 
-    def fail(self, error: SparkdoctorError | BaseException, exit_code: int | None = None) -> Result:
+    def fail(self, error: SparkdoctorError | BaseException, exit_code: int | None = None) -> Result[D]:
         """Record `error`, and end with its exit code (or the one given)."""
         entry = describe(error)
         self.errors.append(entry)
@@ -87,7 +91,7 @@ def header(command: str, kind: str, exit_code: int, errors: list[dict[str, objec
             "exit_code": exit_code, "errors": list(errors)}
 
 
-def with_header(result: Result, document: dict[str, Any]) -> dict[str, Any]:
+def with_header(result: Result[Any], document: dict[str, Any]) -> dict[str, Any]:
     """`document` behind the common header. The document keeps every key and value it had, except that the
     header's `exit_code` and `errors` are the run's (for `check` they are the same values as before)."""
     out = header(result.command, str(document.get("kind", result.kind)), result.exit_code, result.errors)

@@ -43,7 +43,6 @@ def refuse_bad_timeout(seconds: float) -> None:
     """UsageError (exit 2, one line) when `seconds` is not a usable --timeout."""
     problem = check_timeout(seconds)
     if problem:
-        from sparkdoctor.errors import UsageError
 
         raise UsageError(problem)
 

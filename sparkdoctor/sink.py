@@ -1,7 +1,7 @@
 """Where a rendered document goes, as far as a renderer cares: a terminal or a file, Unicode or ASCII.
 
 Every renderer takes a `Sink`; `sparkdoctor.emit` makes one for the stream or file a command writes to. It sits at
-the base so that renderers anywhere (render/, and the pipelines' own renderers) import it without importing emit.
+the base so that the views (sparkdoctor/views/) import it without importing emit.
 """
 
 from __future__ import annotations
@@ -26,6 +26,8 @@ if TYPE_CHECKING:
 
 FILE_WIDTH = 110
 """Console output written to a file is plain text (no colour) this many columns wide."""
+WIDE = 160
+"""Columns of a wide document's console output on a pipe (whole table rows, not wrapped ones)."""
 
 
 @dataclass(frozen=True)
@@ -40,6 +42,7 @@ class Sink:
     def console(self, width: int | None = None, **settings: Any) -> Console:
         """A rich Console for this sink (`settings`: more of rich's Console arguments, e.g. soft_wrap); draw into
         it inside `capture()`."""
+        # imported on use: `check --format json` never draws with rich
         from rich.console import Console
 
         if self.to_file:
@@ -53,6 +56,11 @@ class Sink:
             draw(console)
         return captured.get()
 
+    def wide(self, draw: Callable[[Console], None]) -> str:
+        """What `draw` prints: a terminal's width on a terminal, WIDE columns on a pipe, the file width on -o FILE."""
+        on_terminal = sys.stdout is not None and sys.stdout.isatty()
+        return self.capture(draw, None if on_terminal else WIDE)
+
 
 # Control characters from inputs (a ledger's model name, a snapshot's env, a matrix file's name) never reach the
 # terminal raw: every console a Sink makes escapes them, whichever renderer drew the text.
@@ -65,6 +73,7 @@ def escaping(console: Console) -> Console:
 
 @functools.cache
 def _escape_hook() -> RenderHook:
+    # imported on use: `check --format json` never draws with rich
     from rich.console import RenderHook
     from rich.segment import Segment
 

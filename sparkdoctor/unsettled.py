@@ -73,12 +73,12 @@ def local_key(python: str) -> str:
     return os.path.join(os.path.realpath(os.path.dirname(os.path.abspath(python))), os.path.basename(python))
 
 
-def for_local_python(python: str) -> dict[str, Any] | None:
+def for_local_python(python: str) -> dict[str, object] | None:
     """The unfinished fix of a local interpreter (check's lookup: one stat, one small read)."""
     return read(local_key(python))
 
 
-def for_target(desc: dict[str, Any]) -> dict[str, Any] | None:
+def for_target(desc: dict[str, Any]) -> dict[str, object] | None:
     """The unfinished fix of the target check describes (Target.describe()): a local interpreter by
     its key; a container by its name (the marks folder holds one small file per target)."""
     if desc.get("kind") == "container":

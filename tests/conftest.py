@@ -4,14 +4,24 @@ A fixture that builds a big venv is only for slow tests: a fast test that asked 
 half of the suite download gigabytes, so collection refuses it.
 """
 
+import os
 import shutil
 import signal
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from tests import venvs, workers
+
+# Byte code as on a user's machine: every Python the suite starts (vLLM servers, the CLI, installers) reads and
+# writes its modules' __pycache__. A machine-wide PYTHONDONTWRITEBYTECODE=1 made each of them compile every module it
+# imports from source on every start: 17 s of CPU for vLLM's server imports alone against 8 s with byte code
+# (docs/evidence/suite-time-2026-11-28.md). Probes that must leave a target unchanged run with -B themselves, and
+# their tests (tests/fleet, tests/test_speed_caches.py) now prove it without the variable's help.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)  # before xdist starts its workers: they inherit it
+sys.dont_write_bytecode = False
 
 SLOW_ONLY_FIXTURES = {"vllm032_venv", "docker_daemon", "podman", "vllm_cpu", "vllm_cpu_models", "transformers_serve"}
 

@@ -1,6 +1,6 @@
 """The healthy reference boxes: today's known-good GB10 stacks as Facts, for tests/test_healthy_stacks.py.
 
-Each stack is what pip installs for it (the pins in its own METADATA, read from the registry: vLLM 0.33.0 pins
+Each stack is what pip installs for it (the pins in its own METADATA, read from the registry; SGLang's in STACKS: vLLM 0.33.0 pins
 torch==2.14.0, flashinfer-python==0.7.2.post1, nvidia-cutlass-dsl[cu13]==4.8.0; vLLM 0.32.0 pins torch==2.13.0,
 flashinfer-python==0.7.0.post1, nvidia-cutlass-dsl[cu13]==4.8.0; torch 2.14.0 pins triton~=3.8.0, 2.13.0
 triton==3.7.1; and the kernel wheels `vllm download-kernels` installs, since vLLM 0.32 no longer pins flashinfer-cubin:
@@ -33,6 +33,11 @@ STACKS: dict[str, tuple[dict[str, str | None], str]] = {
                      "flashinfer-cubin": None, **_CUTEDSL_48}, "vllm-0.33.0"),
     "vllm-0.32.0": ({"torch": "2.13.0+cu130", "triton": "3.7.1", "vllm": "0.32.0", "flashinfer-python": "0.7.0.post1",
                      "flashinfer-cubin": None, **_CUTEDSL_48}, "vllm-0.32.0"),
+    # `pip install sglang==0.5.23` (the newest on PyPI, uploaded 2026-10-30): its METADATA pins torch==2.14.1,
+    # flashinfer_python[cu13]==0.7.2, nvidia-cutlass-dsl[cu13]==4.8.0, sglang-kernel==0.4.10 (which pins torch==2.14.1 too);
+    # torch 2.14.1 pins triton~=3.8.0 (3.8.0 the only 3.8 release). No `vllm download-kernels`: no flashinfer-cubin
+    "sglang-0.5.23": ({"torch": "2.14.1+cu130", "triton": "3.8.0", "vllm": None, "sglang": "0.5.23", "sglang-kernel": "0.4.10",
+                       "flashinfer-python": "0.7.2", "flashinfer-cubin": None, **_CUTEDSL_48}, "sglang-0.5.23"),
     # `pip install nvidia-cutlass-dsl[cu13]==4.8.1` next to torch, nothing else of the serving stack
     "cutlass-dsl-4.8.1": ({"torch": "2.14.0+cu130", "triton": "3.8.0", "vllm": None, "flashinfer-python": None, "flashinfer-cubin": None,
                            **{k: "4.8.1" for k in _CUTEDSL_48}}, "cutlass-dsl-4.8.1"),
@@ -63,18 +68,25 @@ def healthy_box(stack: str, model: str | None = None, nodes: int = 1, flags: tup
     """The Facts of `stack` on a GB10: with `model`, as `recipe check` sees a recipe serving it (TP=nodes)."""
     packages, capture = STACKS[stack]
     fi = packages.get("flashinfer-python")
-    if fi:  # `vllm download-kernels` was run, as vLLM 0.32's docs say (sparkdoctor/flashinfer_kernels.py)
+    downloaded = bool(fi and packages.get("vllm"))
+    if downloaded:  # `vllm download-kernels` was run, as vLLM 0.32's docs say (sparkdoctor/flashinfer_kernels.py)
         packages = {**packages, "flashinfer-cubin": fi}
     facts = gb10_facts(packages=dict(packages), capabilities=None, host_health=_ONE_BOX if nodes == 1 else host_health("gb10-healthy"))
     facts.capabilities = capabilities(capture)
     facts.cutedsl = {**(facts.cutedsl or {}), "installed_builds": ["libs-base", "libs-core", "libs-cu13"]}
-    if fi:
+    if fi and not downloaded:  # FlashInfer as pip installs it for SGLang: no cubin or jit-cache wheels, no vLLM command
+        facts.flashinfer_kernels = {"flashinfer": fi, "vllm_download_kernels": None, "torch_cuda": "13.0", "jit_cache_wanted": True,
+                                    "cubin": None, "jit_cache": None, "providers": []}
+    if downloaded:
         providers = [{"arch": tag, "version": f"{fi}+cu130", "matches": True} for tag in ("sm100a", "sm120f")]
         facts.flashinfer_kernels = {"flashinfer": fi, "vllm_download_kernels": True, "torch_cuda": "13.0", "jit_cache_wanted": True,
                                     "cubin": {"version": fi, "matches": True},
                                     "jit_cache": {"version": f"{fi}+cu130", "matches": True, "requires": ["sm100a", "sm120f"]},
                                     "providers": providers}
     if model is not None:
-        argv = ["vllm", "serve", MODELS[model]["ref"], "--tensor-parallel-size", str(nodes), *flags]
+        if packages.get("sglang"):
+            argv = ["python3", "-m", "sglang.launch_server", "--model-path", MODELS[model]["ref"], "--tp", str(nodes), *flags]
+        else:
+            argv = ["vllm", "serve", MODELS[model]["ref"], "--tensor-parallel-size", str(nodes), *flags]
         facts.recipe = {"name": f"{model}-tp{nodes}", "argv": argv, "model": dict(MODELS[model], folder=f"/models/{model}", error=None)}
     return facts

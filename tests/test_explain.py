@@ -16,7 +16,10 @@ Late 2026 (field-2026-11-28), the error line verbatim, the lines around it reali
   vllm-unknown-env-mxfp4.txt          spark-arena/recipe-registry#17
   sglang-unbalanced-memory.txt        al-engr.com/minimax-sglang-debug.html (SGLang 0.5.12)
   nvrm-no-memory.txt                  NVIDIA/dgx-spark-playbooks#97 (kernel log of the reset)
-  deepgemm-sm121-header.txt           spark-arena/sparkrun#220 (GLM-5.2-NVFP4, 8 Sparks, nightly image) The matrix is the bundled one: a fixture that stops matching means an
+  deepgemm-sm121-header.txt           spark-arena/sparkrun#220 (GLM-5.2-NVFP4, 8 Sparks, nightly image)
+  nemoclaw-memory-telemetry.txt       NVIDIA/NemoClaw#10082 (NemoClaw v0.0.114's managed-vLLM preflight)
+  nccl-ib-cts-unused-request.txt      NVIDIA/nccl#2334 (4x GB10 over RoCE v2, NCCL 2.30.7; the report's line unwrapped)
+The matrix is the bundled one: a fixture that stops matching means an
 entry's symptom drifted from what the software prints.
 """
 
@@ -61,6 +64,8 @@ EXPECTED = {
     "sglang-unbalanced-memory.txt": {"sglang-unbalanced-memory-after-crash": "exact"},
     "nvrm-no-memory.txt": {"gb10-driver-out-of-unified-memory": "exact"},
     "deepgemm-sm121-header.txt": {"vllm-deepgemm-sm121-header-missing": "exact"},
+    "nemoclaw-memory-telemetry.txt": {"nemoclaw-preflight-memory-na": "exact"},
+    "nccl-ib-cts-unused-request.txt": {"nccl-ib-cts-unused-request-deadlock": "exact"},
 }
 
 

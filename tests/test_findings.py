@@ -5,9 +5,9 @@ import json
 
 import pytest
 
+from sparkdoctor.describe import summary_line
 from sparkdoctor.findings import build_report
 from sparkdoctor.matrix import load
-from sparkdoctor.render.describe import summary_line
 from tests.gb10 import gb10_facts
 from tests.test_render import console_text, facts_of, squash, write_matrix
 

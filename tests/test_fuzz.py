@@ -44,11 +44,11 @@ from sparkdoctor.exitcodes import EXIT_FINDINGS, EXIT_OK, EXIT_UNPROBEABLE, EXIT
 from sparkdoctor.facts import Facts, FactsError
 from sparkdoctor.findings import build_report
 from sparkdoctor.matrix import SEVERITIES, MatrixError, load
-from sparkdoctor.render import FORMATS, render_text
-from sparkdoctor.render.console import render_console
-from sparkdoctor.render.matrix import item_dict, list_matrix, show_item, sorted_rows
 from sparkdoctor.views import dump
+from sparkdoctor.views.console import render_console
+from sparkdoctor.views.matrix import item_dict, list_matrix, show_item, sorted_rows
 from tests import fuzz as S
+from tests.check_documents import FORMATS, render_text
 from tests.workers import summary_line
 
 if sys.version_info >= (3, 11):

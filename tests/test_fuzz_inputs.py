@@ -30,7 +30,6 @@ from typer.testing import CliRunner
 from sparkdoctor import cli
 from sparkdoctor.audit import AuditError, AuditOptions, run_audit
 from sparkdoctor.audit.safetensors import read_header
-from sparkdoctor.conclusions import render as conclusions_render
 from sparkdoctor.conclusions import staleness, store
 from sparkdoctor.conclusions.model import ConclusionError
 from sparkdoctor.errors import SparkdoctorError
@@ -43,7 +42,9 @@ from sparkdoctor.matrix import load as load_matrix
 from sparkdoctor.matrix.symptoms import match_line
 from sparkdoctor.recipes import RecipeError
 from sparkdoctor.recipes import load as load_recipe
-from sparkdoctor.recipes.show import render_console, to_json
+from sparkdoctor.recipes.show import to_json
+from sparkdoctor.views import conclusions as conclusions_render
+from sparkdoctor.views.recipe import render_console
 from tests.fuzz import stores
 from tests.workers import summary_line
 
@@ -176,7 +177,7 @@ def damage_ledger(path: Path, damages: list[tuple]) -> None:
 
 def read_ledger(path: Path) -> None:
     """Everything history, conclusions and rerun's plan read from a ledger, rendered as they render it."""
-    from sparkdoctor.bench import render as bench_render
+    from sparkdoctor.views import bench as bench_render
 
     try:
         led = Ledger(path)

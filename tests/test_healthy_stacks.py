@@ -25,6 +25,10 @@ CG_ESTIMATE = ("vllm-cg-estimate-negative",
 B12X_MOE = ("vllm-b12x-moe-opt-in",
             "true and actionable: an NVFP4 MoE checkpoint on a vLLM that has the flashinfer_b12x MoE backend but keeps it out of "
             "the automatic choice on SM121 (nvfp4.py AVAILABLE_BACKENDS); the user can benchmark --moe-backend flashinfer_b12x")
+SGLANG_MULTINODE = ("sglang-multinode-nccl-init-freeze",
+                    "true: SGLang across two Sparks (the ConnectX-7 twin is up); the freeze at NCCL init was reported with NCCL "
+                    "2.30.7, the version torch 2.14.1 (SGLang 0.5.23's pin) pins, on every SGLang image tried, with no SGLang fix "
+                    "cited; the user can act: test NCCL alone over the link first (fleet check --measure) before serving")
 MEM_UTIL = ("vllm-gpu-mem-util-above-uma-headroom",
             "true: the recipe leaves --gpu-memory-utilization at vLLM's default (0.9 or more), above the unified-memory margin")
 
@@ -44,6 +48,12 @@ BOXES: list[tuple[str, str | None, int, tuple[str, ...], dict[str, str]]] = [
     ("vllm-0.33.0", "gpt-oss-120b", 1, (), dict([CG_ESTIMATE, MEM_UTIL])),
     # sized by bytes: the estimate no longer sizes the cache, nothing to say
     ("vllm-0.33.0", "gpt-oss-120b", 1, ("--kv-cache-memory-bytes", "60G"), {}),
+    # SGLang 0.5.23 with its own pins: nothing on one box; vLLM's flag entries say nothing about an SGLang launch
+    ("sglang-0.5.23", None, 1, (), {}),
+    ("sglang-0.5.23", "qwen3.6-35b-a3b-nvfp4", 1, ("--mem-fraction-static", "0.8"), {}),
+    ("sglang-0.5.23", "gpt-oss-120b", 1, (), {}),
+    ("sglang-0.5.23", None, 2, (), dict([SGLANG_MULTINODE])),
+    ("sglang-0.5.23", "gpt-oss-120b", 2, ("--mem-fraction-static", "0.8"), dict([SGLANG_MULTINODE])),
 ]
 
 
@@ -97,7 +107,7 @@ def test_check_says_how_fresh_its_knowledge_is_and_warns_on_a_newer_release(tmp_
     import sys
 
     from sparkdoctor.findings import build_report
-    from sparkdoctor.render.console import render_console
+    from sparkdoctor.views.console import render_console
 
     current = build_report(healthy_box("vllm-0.33.0"), MATRIX)
     assert current.knowledge["tracked"]["vllm"] == MATRIX.tracking.tracked["vllm"] and current.knowledge["newer"] == []

@@ -178,6 +178,23 @@ def test_missing_and_absent_facts_are_not_the_same(tmp_path):
     assert outcome(caps) == "unknown"  # never read: the variable is not set in the baseline
 
 
+@pytest.mark.parametrize("argv, engine", [
+    (["python3", "-m", "sglang.launch_server", "--model-path", "m", "--tp", "2"], "SGLang"),
+    (["/opt/venv/bin/sglang", "serve", "--model-path", "m"], "SGLang"),
+    (["trtllm-serve", "m", "--tp_size", "2"], "TensorRT-LLM"),
+    (["vllm", "serve", "/models/sglang", "--gpu-memory-utilization", "0.95"], None),  # a model named so is still vLLM
+])
+def test_serving_judges_vllm_flags_only_on_a_vllm_launch(tmp_path, argv, engine):
+    """An SGLang recipe leaves --gpu-memory-utilization unset, which vLLM would default to 0.9: that default says nothing
+    about SGLang (found on the SGLang 0.5.23 healthy box, tests/test_healthy_stacks.py)."""
+    entry = one_entry(tmp_path, 'when.serving = { "--gpu-memory-utilization" = { test = ">0.85", unset = 0.9 } }')
+    result = matrix.evaluate(entry, gb10_facts(recipe={"argv": argv}))
+    if engine is None:
+        assert result.outcome == "match"
+    else:
+        assert result.outcome == "clear" and f"the recipe runs {engine}, not `vllm serve`" in result.checks[-1].evidence
+
+
 def test_env_rules_set_unset_and_one_of(tmp_path):
     set_rule = one_entry(tmp_path, "when.env = { TRITON_OVERRIDE_ARCH = true }")
     assert outcome(set_rule, env={"TRITON_OVERRIDE_ARCH": "sm120"}) == "match"

@@ -317,6 +317,14 @@ CASES: dict[str, tuple[dict, dict]] = {
         dict(),
         dict(packages={"vllm": None}),
     ),
+    "nccl-ib-cts-unused-request-deadlock": (
+        dict(),  # the fixture's ConnectX-7 twin is up: a multi-node box
+        SINGLE_BOX,
+    ),
+    "nemoclaw-preflight-memory-na": (
+        dict(),  # any GB10: nvidia-smi prints [N/A] for its memory
+        dict(arch="sm_100a"),  # a GPU with a framebuffer reports numbers
+    ),
     # ---- nccl / other engines ------------------------------------------------------------------
     "nccl-pip-2289-multinode-hang": (
         dict(packages={"nvidia-nccl-cu13": "2.28.9"}),
@@ -569,7 +577,7 @@ def test_deep_gemm_entry_fires_on_its_two_ranges_only(vllm, fires):
 
 # ---- matrix validate across entries (sparkdoctor.matrix.consistency) -------------------------------
 
-BOUNDS_DOC = Path(__file__).resolve().parent.parent / "docs" / "evidence" / "bounds-2026-11-26-final2.json"
+BOUNDS_DOC = Path(__file__).resolve().parent.parent / "docs" / "evidence" / "bounds-2026-11-28b.json"
 
 
 def test_bundled_matrix_has_no_problem_across_entries():

@@ -10,7 +10,7 @@ import pytest
 from rich.console import Console
 
 from sparkdoctor import matrix
-from sparkdoctor.render.matrix import list_matrix, show_item
+from sparkdoctor.views.matrix import list_matrix, show_item
 
 MATRIX = matrix.load()
 

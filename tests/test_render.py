@@ -13,21 +13,21 @@ import pytest
 from rich.console import Console
 
 from sparkdoctor.check import apply_arch_override
+from sparkdoctor.describe import summary_line
 from sparkdoctor.facts import Facts
 from sparkdoctor.findings import build_report
 from sparkdoctor.matrix import load
-from sparkdoctor.render import render_text
-from sparkdoctor.render.console import render_console
-from sparkdoctor.render.describe import summary_line
-from sparkdoctor.render.junit import render_junit
-from sparkdoctor.render.markdown import render_markdown
-from sparkdoctor.render.matrix import (
+from sparkdoctor.views.console import render_console
+from sparkdoctor.views.junit import render_junit
+from sparkdoctor.views.markdown import render_markdown
+from sparkdoctor.views.matrix import (
     describe_condition,
     item_dict,
     list_matrix,
     show_item,
     sorted_rows,
 )
+from tests.check_documents import render_text
 
 FACTS_DIR = Path(__file__).parent / "data" / "facts"
 
@@ -502,7 +502,7 @@ def test_conditions_in_words(key, value, words):
 
 
 def test_two_ptxas_of_one_version_and_source_are_told_apart_by_path():
-    from sparkdoctor.render.describe import kernel_rows
+    from sparkdoctor.describe import kernel_rows
 
     def tool(path):
         return {"tool": "ptxas", "path": path, "version": "13.0.88", "source": "system"}
@@ -524,8 +524,8 @@ def test_document_renderers_do_not_load_the_terminal_renderer():
     import subprocess
     import sys
 
-    code = ("import sys, sparkdoctor.render.junit, sparkdoctor.render.markdown, sparkdoctor.render.json; "
-            "print(sorted(m for m in sys.modules if m == 'rich' or m.startswith('rich.') or m == 'sparkdoctor.render.console'))")
+    code = ("import sys, sparkdoctor.views.junit, sparkdoctor.views.markdown, sparkdoctor.views.check; "
+            "print(sorted(m for m in sys.modules if m == 'rich' or m.startswith('rich.') or m == 'sparkdoctor.views.console'))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True).stdout
     assert out.strip() == "[]"
 
@@ -619,7 +619,7 @@ def test_urls_are_never_broken_and_other_lines_fit_the_width(tmp_path, width):
 
 
 def test_ascii_only_output_encodes_on_an_ascii_stream(matrix):
-    from sparkdoctor.render.console import needs_ascii
+    from sparkdoctor.views.console import needs_ascii
 
     facts = facts_of("gb10-broken")
     facts.gpus[0]["name"] = "NVIDIA GB10 – Spark™ ☃"

@@ -22,7 +22,7 @@ from sparkdoctor.conclusions import recipe_check
 from sparkdoctor.findings import build_report
 from sparkdoctor.matrix import load as load_matrix
 from sparkdoctor.recipes import load as load_recipe
-from sparkdoctor.render.sarif import render_recipe_sarif, render_sarif
+from sparkdoctor.views.sarif import render_recipe_sarif, render_sarif
 from tests.gb10 import gb10_facts, ptxas
 from tests.rerun.recipe_values import (  # noqa: F401
     dense_config,

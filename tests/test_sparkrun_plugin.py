@@ -71,6 +71,15 @@ def sparkrun(tmp_path_factory) -> SimpleNamespace:
             "defaults:\n  port: 8000\n  max_model_len: 2048\n"
             f"command: vllm serve {{model}} --port {{port}} --max-model-len {{max_model_len}}{extra}\n"
             f"sparkdoctor:\n  python: {vllm}\n")
+    from tests.audit import builders
+
+    model = builders.qwen3_8b(root / "qwen3-8b", None)  # real config and headers, sparse shards
+    recipes["local-model"] = root / "local-model.yaml"
+    recipes["local-model"].write_text(
+        f'recipe_version: "2"\nmodel: {model}\nruntime: vllm\ncontainer: {IMAGE}\n'
+        "defaults:\n  port: 8000\n  max_model_len: 32768\n"
+        "command: vllm serve {model} --port {port} --max-model-len {max_model_len}\n"
+        f"sparkdoctor:\n  python: {vllm}\n")
     return SimpleNamespace(python=python, cli=python.parent / "sparkrun", env=env, root=root, recipes=recipes)
 
 
@@ -111,6 +120,8 @@ def test_a_clean_launch_passes_the_gate_and_goes_on_to_the_image(sparkrun):
     done = launch(sparkrun, "clean")
     out = done.stdout + done.stderr
     assert "sparkdoctor: every gate passed" in out and "[1/6] Preparing" in out, out[-3000:]
+    # Qwen/Qwen3-0.6B is in no Hugging Face cache under this HOME: sparkrun fetches it later, so memory is not sized
+    assert "sparkdoctor: memory not judged: the model Qwen/Qwen3-0.6B is not on this machine yet" in out, out[-3000:]
     assert "[3/6] Distributing resources" in out and f"Failed to pull or locate image: {IMAGE}" in out, out[-3000:]
     assert "refused the launch" not in out
 
@@ -121,3 +132,19 @@ def test_allow_prints_the_reasons_and_lets_the_launch_go_on(sparkrun):
     assert ("sparkdoctor (allowed, not enforced): recipe check: vLLM 0.32.0 does not know --no-such-flag-at-all"
             in out), out[-3000:]
     assert "refused the launch" not in out and "[3/6] Distributing resources" in out, out[-3000:]
+
+
+def test_a_launch_that_does_not_fit_in_the_memory_free_now_is_refused_with_the_settings_that_fit(sparkrun, tmp_path):
+    """The recipe's model is a local folder and the launch runs here (-H localhost): the gate sizes it against the
+    memory free now, on a GB10 fixture box with 64 GiB available (SPARKDOCTOR_HOST_ROOT, which sparkrun's process
+    passes on to the gate): 0.9 of it does not fit as written, and the refusal names the settings that do."""
+    from tests.memory.test_verdict import box
+
+    tight = box(tmp_path, available_gib=64)
+    done = launch(sparkrun, "local-model", SPARKDOCTOR_HOST_ROOT=str(tight.root))
+    out = done.stdout + done.stderr
+    assert done.returncode == 1, out[-3000:]
+    assert (REFUSED + "recipe check: the launch does not fit as written") in out, out[-3000:]
+    assert "launch with --gpu-memory-utilization 0.5 --max-model-len 32768" in out and "[memory-fits-with]" in out
+    assert "[1/6] Preparing" not in out
+    no_network_noise(out)

@@ -104,3 +104,28 @@ def test_the_plugin_finds_a_recipes_mods_where_sparkrun_looks_beside_it(tmp_path
     assert found == [str(tmp_path / p) for p in ("recipes/beside", "recipes/mods/in-mods", "recipes/mods/in-mods",
                                                   "elsewhere/absolute")]
     assert missing == ["@eugr/fix-x", "no-script", "not-there"]
+
+
+def test_the_memory_verdict_refuses_a_launch_that_does_not_fit_now_whatever_fail_on_says(toy, tmp_path):
+    """With the checkpoint (Qwen3-8B's real config and headers, sparse shards), recipe check judges the memory free
+    now on a GB10 fixture box (SPARKDOCTOR_HOST_ROOT): with 64 GiB available the launch's 0.9 share does not fit as
+    written, a warning that refuses it even at fail_on error (it would not start), the settings that fit in the
+    reason; with 119 GiB available it fits (info) and passes."""
+    from tests.audit import builders
+    from tests.memory.test_verdict import box
+
+    model = builders.qwen3_8b(tmp_path / "qwen3-8b", None)
+    recipe = tmp_path / "qwen3.yaml"
+    recipe.write_text(f'recipe_version: "2"\nmodel: {model}\nruntime: vllm\ncommand: vllm serve org/toy\n')
+    tight = box(tmp_path / "tight", available_gib=64)
+    refused = judge(str(recipe), [], None, Settings(python=toy["python"]), env={**_env(), "SPARKDOCTOR_HOST_ROOT": str(tight.root)},
+                    model=str(model))
+    assert refused.refused and len(refused.reasons) == 1, refused.reasons
+    assert refused.reasons[0].startswith("recipe check: the launch does not fit as written"), refused.reasons
+    assert "launch with --gpu-memory-utilization 0.5" in refused.reasons[0] and refused.reasons[0].endswith("[memory-fits-with]")
+    roomy = box(tmp_path / "roomy", available_gib=119)
+    passed = judge(str(recipe), [], None, Settings(python=toy["python"]), env={**_env(), "SPARKDOCTOR_HOST_ROOT": str(roomy.root)},
+                   model=str(model))
+    assert passed.reasons == [] and not passed.refused
+    unjudged = judge(str(recipe), [], None, Settings(python=toy["python"]), env={**_env(), "SPARKDOCTOR_HOST_ROOT": str(tight.root)})
+    assert unjudged.reasons == []  # without the model the gate does not size the launch

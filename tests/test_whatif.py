@@ -426,7 +426,7 @@ def test_pips_dependency_conflict_lines_are_kept_and_shown():
 
     from rich.console import Console
 
-    from sparkdoctor.whatif.render import render_console
+    from sparkdoctor.views.whatif import render_console
     from sparkdoctor.whatif.resolve import Change, conflict_lines
 
     stderr = ("ERROR: pip's dependency resolver does not currently take into account all the packages that are installed. "

@@ -7,8 +7,8 @@ Prints ONE JSON object on the last line of stdout: the host (OS, kernel, machine
 the NVIDIA driver with its flavour and CUDA, the CUDA toolkit, GPU clocks (nvidia-smi), the NCCL
 library that loads and its build identity, the NCCL config files, the communication environment
 (NCCL_, GLOO_, UCX_, ...), the links (/sys/class/net, /sys/class/infiniband), the RDMA fabric and the
-NCCL settings in force (fleetnode_fabric.py), whether it runs in a
-container, the node's name and its clock. Every partial failure is an error line, never the end.
+NCCL settings in force (fleetnode_fabric.py), /proc/meminfo and PSI as text and the kernel log's memory lines
+(fleetnode_hostmem.py: host health per node) with the processes and containers holding memory, whether it runs in a container, the node's name and its clock. Every partial failure is an error line, never the end.
 """
 
 import os
@@ -18,6 +18,7 @@ import time
 sys.path.insert(1, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "shared"))
 
 from fleetnode_fabric import fabric  # noqa: E402
+from fleetnode_hostmem import holders, kernel_log, texts  # noqa: E402
 from fleetnode_links import ib_links, net_links, roce_v2_indexes  # noqa: E402
 from fleetnode_nccl import nccl_conf, nccl_libraries  # noqa: E402
 from fleetnode_system import (  # noqa: E402
@@ -60,6 +61,17 @@ def main():
     except Exception as exc:  # a sysfs oddity costs the fabric facts, never the node's answer
         fabric_facts = None
         errors.append("fabric: %s: %s" % (type(exc).__name__, exc))
+    root = os.environ.get("SPARKDOCTOR_HOST_ROOT") or "/"
+    try:
+        host_texts, kernel = texts(root), kernel_log(root)
+    except Exception as exc:  # an odd file costs host health's memory readings, never the node's answer
+        host_texts, kernel = None, None
+        errors.append("host memory: %s: %s" % (type(exc).__name__, exc))
+    try:
+        memory_holders = holders(root)
+    except Exception as exc:  # the same: it costs the holders, never the answer
+        memory_holders = None
+        errors.append("memory holders: %s: %s" % (type(exc).__name__, exc))
     ib = ib_links(fabric_facts)
     result = {
         "probe": "fleet_node",
@@ -78,6 +90,9 @@ def main():
         "fabric": fabric_facts,
         "in_container": in_container(),
         "python": sys.executable,
+        "host_texts": host_texts,
+        "kernel_log": kernel,
+        "memory_holders": memory_holders,
         "errors": errors,
     }
     result["time"] = time.time()

@@ -30,8 +30,11 @@ again, so redacting twice changes nothing.
 
 from __future__ import annotations
 
+import getpass
 import ipaddress
+import os
 import re
+import socket
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -100,15 +103,15 @@ class Redactor:
     secrets: set[str] = field(default_factory=set)
     versions: set[str] = field(default_factory=set)
     enabled: bool = True
-    _compiled: Any = None
+    _compiled: list[tuple[re.Pattern[str], str] | None] | None = None
 
     # ---- learning -------------------------------------------------------------------------------
-    def learn_user(self, name: Any) -> None:
+    def learn_user(self, name: object) -> None:
         if isinstance(name, str) and name and name not in SYSTEM_USERS and not name.startswith("<"):
             self.users.add(name)
             self._compiled = None
 
-    def learn_host(self, name: Any) -> None:
+    def learn_host(self, name: object) -> None:
         if not isinstance(name, str):
             return
         name = name.strip().rstrip(".")
@@ -120,14 +123,15 @@ class Redactor:
             self.hosts.add(short)
         self._compiled = None
 
-    def learn_secret(self, value: Any) -> None:
+    def learn_secret(self, value: object) -> None:
         if isinstance(value, str) and len(value) >= 6 and value != SECRET:
             self.secrets.add(value)
             self._compiled = None
 
     def learn_facts(self, data: dict[str, Any]) -> None:
         """Learn from a Facts dict: host name fields, env values, user names in every home path."""
-        host = data.get("host") if isinstance(data.get("host"), dict) else {}
+        host = data.get("host")
+        host = host if isinstance(host, dict) else {}
         for key in HOST_KEYS:
             if key != "name":
                 self.learn_host(host.get(key))
@@ -164,9 +168,6 @@ class Redactor:
 
     def learn_local(self) -> None:
         """This machine's user and host names (for a report made on the box it describes)."""
-        import getpass
-        import os
-        import socket
 
         try:
             self.learn_user(getpass.getuser())
@@ -209,7 +210,7 @@ class Redactor:
             out = IPV4.sub(self._ipv4, out)
         return out
 
-    def data(self, value: Any, path: tuple[str, ...] = ()) -> Any:
+    def data(self, value: object, path: tuple[str, ...] = ()) -> Any:
         """A copy of a JSON-able value with every string (keys included) redacted; secret-named env
         values become <redacted> whatever they hold."""
         if not self.enabled:
@@ -234,7 +235,7 @@ class Redactor:
             return [SECRET if i in after_secret_flag else self.data(item, path) for i, item in enumerate(value)]
         return value
 
-    def _patterns(self) -> list[tuple[Any, str] | None]:
+    def _patterns(self) -> list[tuple[re.Pattern[str], str] | None]:
         """(pattern, replacement) for learned host names, then user names; strong and weak (see WEAK_NAMES)."""
         if self._compiled is None:
             self._compiled = [_words(names, weak, word) for names, word in ((self.hosts, HOST), (self.users, USER))
@@ -313,7 +314,7 @@ def _is_weak(name: str) -> bool:
     return len(name) <= 2 or name.lower() in WEAK_NAMES
 
 
-def _words(names: Iterable[str], weak: bool, word: str) -> tuple[Any, str] | None:
+def _words(names: Iterable[str], weak: bool, word: str) -> tuple[re.Pattern[str], str] | None:
     ordered = sorted({n for n in names if n and _is_weak(n) == weak}, key=len, reverse=True)
     if not ordered:
         return None
@@ -329,7 +330,7 @@ def _is_address(text: str) -> bool:
         return False
 
 
-def _walk(value: Any, path: tuple[str, ...]) -> Iterable[tuple[tuple[str, ...], Any]]:
+def _walk(value: object, path: tuple[str, ...]) -> Iterable[tuple[tuple[str, ...], Any]]:
     """Every value (containers too, before what they hold) with its path; a dict's keys as strings at its path."""
     yield path, value
     if isinstance(value, dict):

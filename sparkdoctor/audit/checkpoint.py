@@ -30,7 +30,7 @@ class Checkpoint:
     bytes_read: int  # header bytes read, all shards together
     bytes_on_disk: int  # the shards' sizes (what loading the weights would read)
 
-    def json_file(self, name: str) -> dict[str, Any] | None:
+    def json_file(self, name: str) -> dict[str, object] | None:
         """A JSON object file of the folder (e.g. hf_quant_config.json), None if absent."""
         return read_json(self.folder / name, required=False)
 

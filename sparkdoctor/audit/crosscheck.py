@@ -14,6 +14,7 @@ quantized; for MXFP4 only the routed experts are.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from sparkdoctor.audit.bytemodel import Module
@@ -79,7 +80,6 @@ def cross_check(modules: list[Module], quant: QuantConfig) -> list[Disagreement]
 
 def fold(items: list[Disagreement]) -> list[Disagreement]:
     """One line per (kind, name with digits replaced by N): 48 layers' worth of one problem is one line."""
-    import re
 
     buckets: dict[tuple[str, str], list[Disagreement]] = {}
     for item in items:

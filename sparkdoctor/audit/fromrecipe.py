@@ -7,9 +7,12 @@ where it came from (the `sources` an Audit carries and both renderers print).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from sparkdoctor.audit.errors import AuditError
+from sparkdoctor.audit.locate import resolve_model
+from sparkdoctor.recipes.model import Recipe
 
 # option name in AuditOptions -> the vLLM flag a recipe spells it with, and how to read its value
 FLAGS = {
@@ -40,11 +43,11 @@ def flag_values(argv: list[str]) -> dict[str, str]:
     return found
 
 
-def recipe_settings(recipe: Any, explicit: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
+def recipe_settings(recipe: Recipe, explicit: Mapping[str, object]) -> tuple[dict[str, Any], dict[str, str]]:
     """(values, sources) for the four sizing options: explicit (not None) > the recipe's argv > default."""
     from_argv = flag_values([str(a) for a in recipe.argv])
     label = f"recipe {recipe.name}"
-    values: dict[str, Any] = {}
+    values: dict[str, object] = {}
     sources: dict[str, str] = {}
     for name, (flag, kind) in FLAGS.items():
         if explicit.get(name) is not None:
@@ -69,14 +72,13 @@ def max_model_len_note(recipe_len: int | None, accepted: int | None, source: str
             "vLLM refuses to start with it unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1; the fit below is sized at it anyway")
 
 
-def recipe_model(recipe: Any, given: str | None) -> str:
+def recipe_model(recipe: Recipe, given: str | None) -> str:
     """The checkpoint to audit: MODEL when given, else the recipe's model (a local folder or a cached one)."""
     if given:
         return given
     model = recipe.model
     if not model:
         raise AuditError(f"{recipe.source_path}: the recipe names no model; give MODEL")
-    from sparkdoctor.audit.locate import resolve_model
 
     try:
         return str(resolve_model(model))

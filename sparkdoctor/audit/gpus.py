@@ -17,6 +17,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from sparkdoctor.collect.gpu import Failed, Missing, smi_query
+
 
 @dataclass(frozen=True)
 class Gpu:
@@ -59,7 +61,6 @@ def by_name(text: str) -> Gpu | None:
 
 def detect() -> tuple[str | None, str | None]:
     """(the first GPU's name, why not) via nvidia-smi, through sparkdoctor.proc with a short timeout."""
-    from sparkdoctor.collect.gpu import Failed, Missing, smi_query
 
     try:
         seen = smi_query()

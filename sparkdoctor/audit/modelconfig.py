@@ -10,6 +10,7 @@ audit cannot do without (layers, hidden size, heads) are a one-line error naming
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,7 +46,7 @@ class ModelShape:
         return sum(1 for k in self.layer_kinds if k == kind)
 
 
-def _first(cfg: dict[str, Any], *names: str) -> Any:
+def _first(cfg: Mapping[str, object], *names: str) -> Any:
     for name in names:
         value = cfg.get(name)
         if value is not None:
@@ -57,13 +58,20 @@ MAX_INT = 2**53  # past this no size is real, and products of such numbers stop 
 MAX_LAYERS = 100_000  # a list of layer kinds is built with this many entries
 
 
-def _int(cfg: dict[str, Any], where: str, *names: str, required: bool = False, default: int | None = None,
-         maximum: int = MAX_INT) -> int | None:
+def _count(cfg: Mapping[str, object], where: str, *names: str, default: int | None = None, maximum: int = MAX_INT) -> int:
+    """_int for a number the shape needs: `default` where the config has none; without a default, an AuditError."""
+    value = _int(cfg, where, *names, maximum=maximum)
+    if value is not None:
+        return value
+    if default is None:
+        raise AuditError(f"{where}: no {names[0]} (looked for {', '.join(names)}): cannot size the model without it")
+    return default
+
+
+def _int(cfg: Mapping[str, object], where: str, *names: str, maximum: int = MAX_INT) -> int | None:
     value = _first(cfg, *names)
     if value is None:
-        if required:
-            raise AuditError(f"{where}: no {names[0]} (looked for {', '.join(names)}): cannot size the model without it")
-        return default
+        return None
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise AuditError(f"{where}: {names[0]} must be a non-negative integer, got {value!r:.60}")
     if value > maximum:
@@ -76,11 +84,11 @@ def read_shape(config: dict[str, Any], path: Path) -> ModelShape:
     where = str(path)
     text = config.get("text_config") if isinstance(config.get("text_config"), dict) else None
     cfg = {**config, **text} if text else config
-    layers = _int(cfg, where, "num_hidden_layers", "n_layer", "num_layers", required=True, maximum=MAX_LAYERS)
-    hidden = _int(cfg, where, "hidden_size", "n_embd", "d_model", required=True)
-    heads = _int(cfg, where, "num_attention_heads", "n_head", required=True)
-    kv_heads = _int(cfg, where, "num_key_value_heads", "num_kv_heads", default=heads)
-    head_dim = _int(cfg, where, "head_dim", "attention_head_dim", default=(hidden // heads if heads else 0))
+    layers = _count(cfg, where, "num_hidden_layers", "n_layer", "num_layers", maximum=MAX_LAYERS)
+    hidden = _count(cfg, where, "hidden_size", "n_embd", "d_model")
+    heads = _count(cfg, where, "num_attention_heads", "n_head")
+    kv_heads = _count(cfg, where, "num_key_value_heads", "num_kv_heads", default=heads)
+    head_dim = _count(cfg, where, "head_dim", "attention_head_dim", default=(hidden // heads if heads else 0))
     dtype = _first(cfg, "torch_dtype", "dtype") or "bfloat16"
     tied = _first(config, "tie_word_embeddings")
     if tied is None:
@@ -91,10 +99,10 @@ def read_shape(config: dict[str, Any], path: Path) -> ModelShape:
         vocab=_int(cfg, where, "vocab_size"), tied_embeddings=bool(tied),
         dtype_bytes=DTYPE_BYTES.get(str(dtype), 2),
         max_position=_int(cfg, where, "max_position_embeddings", "max_seq_len", "n_positions"),
-        experts=_int(cfg, where, "num_experts", "num_local_experts", "n_routed_experts", default=0),
-        experts_per_token=_int(cfg, where, "num_experts_per_tok", "experts_per_token", "moe_topk", default=0),
-        shared_experts=_int(cfg, where, "n_shared_experts", "num_shared_experts", default=0),
-        mtp_layers=_int(cfg, where, "num_nextn_predict_layers", "mtp_num_hidden_layers", default=0),
+        experts=_count(cfg, where, "num_experts", "num_local_experts", "n_routed_experts", default=0),
+        experts_per_token=_count(cfg, where, "num_experts_per_tok", "experts_per_token", "moe_topk", default=0),
+        shared_experts=_count(cfg, where, "n_shared_experts", "num_shared_experts", default=0),
+        mtp_layers=_count(cfg, where, "num_nextn_predict_layers", "mtp_num_hidden_layers", default=0),
         sliding_window=_int(cfg, where, "sliding_window"),
     )
     if shape.experts and not shape.experts_per_token:
@@ -103,12 +111,12 @@ def read_shape(config: dict[str, Any], path: Path) -> ModelShape:
         shape.shared_experts = 1
     shape.layer_kinds = _layer_kinds(cfg, layers, where)
     if cfg.get("kv_lora_rank"):
-        shape.kv_latent = _int(cfg, where, "kv_lora_rank") + (_int(cfg, where, "qk_rope_head_dim", default=0) or 0)
+        shape.kv_latent = _count(cfg, where, "kv_lora_rank") + _count(cfg, where, "qk_rope_head_dim", default=0)
     shape.state_bytes_per_layer = _state_bytes(cfg, shape, where)
     return shape
 
 
-def _layer_kinds(cfg: dict[str, Any], layers: int, where: str) -> list[str]:
+def _layer_kinds(cfg: Mapping[str, object], layers: int, where: str) -> list[str]:
     types = cfg.get("layer_types")
     if isinstance(types, list) and len(types) == layers:
         names = {"full_attention": "attention", "attention": "attention", "sliding_attention": "sliding",
@@ -123,17 +131,17 @@ def _layer_kinds(cfg: dict[str, Any], layers: int, where: str) -> list[str]:
     return ["attention"] * layers
 
 
-def _state_bytes(cfg: dict[str, Any], shape: ModelShape, where: str) -> int:
+def _state_bytes(cfg: Mapping[str, object], shape: ModelShape, where: str) -> int:
     """Bytes of recurrent state one linear-attention / Mamba layer reads per decoded token (per sequence)."""
     state_dtype = DTYPE_BYTES.get(str(cfg.get("mamba_ssm_dtype") or ""), shape.dtype_bytes)
     if "linear" in shape.layer_kinds:
-        v_heads = _int(cfg, where, "linear_num_value_heads", default=0) or 0
-        k_dim = _int(cfg, where, "linear_key_head_dim", default=0) or 0
-        v_dim = _int(cfg, where, "linear_value_head_dim", default=0) or 0
+        v_heads = _count(cfg, where, "linear_num_value_heads", default=0)
+        k_dim = _count(cfg, where, "linear_key_head_dim", default=0)
+        v_dim = _count(cfg, where, "linear_value_head_dim", default=0)
         return v_heads * k_dim * v_dim * state_dtype
     if "mamba" in shape.layer_kinds:
-        heads = _int(cfg, where, "mamba_num_heads", default=0) or 0
-        head_dim = _int(cfg, where, "mamba_head_dim", default=0) or 0
-        state = _int(cfg, where, "ssm_state_size", "state_size", default=0) or 0
+        heads = _count(cfg, where, "mamba_num_heads", default=0)
+        head_dim = _count(cfg, where, "mamba_head_dim", default=0)
+        state = _count(cfg, where, "ssm_state_size", "state_size", default=0)
         return heads * head_dim * state * state_dtype
     return 0

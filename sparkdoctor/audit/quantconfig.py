@@ -20,6 +20,7 @@ import fnmatch
 import functools
 import re
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -72,7 +73,7 @@ def matches(pattern: str, module: str, how: str) -> bool:
     return compiled.match(module) is not None if compiled is not None else pattern == module
 
 
-def _list(value: Any, where: str) -> list[str]:
+def _list(value: object, where: str) -> list[str]:
     if value is None:
         return []
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
@@ -80,7 +81,7 @@ def _list(value: Any, where: str) -> list[str]:
     return list(value)
 
 
-def read_quant_configs(config: dict[str, Any], hf_quant: dict[str, Any] | None) -> list[QuantConfig]:
+def read_quant_configs(config: dict[str, Any], hf_quant: Mapping[str, object] | None) -> list[QuantConfig]:
     """Every quantization config the folder carries (config.json's and hf_quant_config.json's)."""
     found: list[QuantConfig] = []
     qc = config.get("quantization_config")
@@ -103,7 +104,7 @@ def _from_config_json(qc: dict[str, Any]) -> QuantConfig:
         return _modelopt(qc, "config.json quantization_config", "quantization_config.ignore", "ignore", "exclude_modules")
     where = "config.json: quantization_config.modules_to_not_convert"
     skip = _list(qc.get("modules_to_not_convert"), where)
-    bits = qc.get("bits") if isinstance(qc.get("bits"), int) else 4
+    bits = qc["bits"] if isinstance(qc.get("bits"), int) else 4
     if method in ("gptq", "awq"):
         group = qc.get("group_size")
         return QuantConfig(method, f"INT{bits} {method.upper()} group {group}", "config.json quantization_config",
@@ -120,7 +121,7 @@ def _from_config_json(qc: dict[str, Any]) -> QuantConfig:
                        "quantization_config.modules_to_not_convert", skip, "substring")
 
 
-def _compressed_tensors(qc: dict[str, Any]) -> QuantConfig:
+def _compressed_tensors(qc: Mapping[str, object]) -> QuantConfig:
     where = "config.json: quantization_config"
     groups = qc.get("config_groups") or {}
     if not isinstance(groups, dict):
@@ -139,7 +140,7 @@ def _compressed_tensors(qc: dict[str, Any]) -> QuantConfig:
                        targets=targets, kv_cache_dtype=kv_dtype)
 
 
-def _ct_scheme(group: dict[str, Any]) -> str:
+def _ct_scheme(group: Mapping[str, object]) -> str:
     w = group.get("weights") or {}
     a = group.get("input_activations")
     if not isinstance(w, dict):
@@ -156,7 +157,7 @@ def _ct_scheme(group: dict[str, Any]) -> str:
     return f"{name} W{bits}{acts} ({detail})"
 
 
-def _modelopt(section: Any, source: str, field_name: str, *keys: str) -> QuantConfig:
+def _modelopt(section: object, source: str, field_name: str, *keys: str) -> QuantConfig:
     if not isinstance(section, dict):
         raise AuditError(f"{source}: no quantization object")
     ignore: list[str] = []

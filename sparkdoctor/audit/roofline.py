@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from sparkdoctor.audit import bytemodel, gpus
 from sparkdoctor.audit.checkpoint import Checkpoint, load_checkpoint
@@ -58,7 +58,7 @@ class Fit:
     def fits(self) -> bool:
         return self.weights + self.kv_cache <= self.budget
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, object]:
         return {"fits": self.fits, "weights_bytes": self.weights, "kv_cache_bytes": round(self.kv_cache),
                 "budget_bytes": round(self.budget), "headroom_bytes": round(self.budget - self.weights - self.kv_cache),
                 "max_model_len": self.max_model_len, "max_num_seqs": self.max_num_seqs,
@@ -133,11 +133,12 @@ def _kv_dtype(options: AuditOptions, shape: ModelShape, quant: list[QuantConfig]
     name = options.kv_cache_dtype.lower()
     if name not in bytemodel.KV_BYTES:
         raise AuditError(f"--kv-cache-dtype {options.kv_cache_dtype}: not one of {', '.join(bytemodel.KV_BYTES)}")
-    if name == "auto":
+    width = bytemodel.KV_BYTES[name]
+    if width is None:  # "auto": the model's own dtype
         scaled = next((q.source for q in quant if q.kv_cache_dtype == "fp8"), None)
         hint = f"; {scaled} carries FP8 KV scales: --kv-cache-dtype fp8 uses them" if scaled else ""
         return f"auto (model dtype, {shape.dtype_bytes} bytes{hint})", float(shape.dtype_bytes)
-    return name, float(bytemodel.KV_BYTES[name])
+    return name, float(width)
 
 
 # Every number an option may hold: (flag, value, lowest, highest). The highest keep the arithmetic finite
@@ -195,8 +196,9 @@ def _fit(options: AuditOptions, shape: ModelShape, groups: list[bytemodel.GroupR
     max_len = options.max_model_len or shape.max_position or options.context
     per_seq = bytemodel.kv_bytes_per_token(shape, max_len, kv_bytes) + bytemodel.state_bytes_per_token(shape)
     memory = options.memory_gib or gpu.memory_gib
-    seqs, judged = options.max_num_seqs, options.max_num_seqs
-    if seqs is None:
+    if options.max_num_seqs is not None:
+        seqs = judged = options.max_num_seqs
+    else:
         # Not set: vLLM admits up to its default and starts when ONE full-length sequence fits (its own check);
         # the fit asks that, and says how many full-length sequences the pool holds.
         seqs, judged = vllm_default_max_num_seqs(memory, gpu.name), 1
@@ -215,8 +217,19 @@ def vllm_default_max_num_seqs(memory_gib: float, gpu_name: str) -> int:
     return 1024 if memory_gib >= 70 and "a100" not in gpu_name.lower() else 256
 
 
+class Ceiling(TypedDict):
+    """What a bench report takes from the audit (ceiling_for)."""
+
+    ceiling_tok_s: float
+    bytes_per_token: float
+    bandwidth_gbs: float
+    bandwidth_source: str
+    context: int
+    batch_ceiling_tok_s: float
+
+
 def ceiling_for(model_dir: str | Path, bandwidth: float | None = None, context: int = 4096, kv_cache_dtype: str = "auto",
-                batch: int = 1, gpu: str | None = None) -> dict:
+                batch: int = 1, gpu: str | None = None) -> Ceiling:
     """The roofline for a bench report: tok/s ceiling and the bytes behind it (AuditError if it cannot)."""
     audit = run_audit(AuditOptions(str(model_dir), context=context, batch=batch, kv_cache_dtype=kv_cache_dtype,
                                    bandwidth=bandwidth, gpu=gpu))
@@ -224,7 +237,7 @@ def ceiling_for(model_dir: str | Path, bandwidth: float | None = None, context: 
             "bandwidth_source": audit.bandwidth_source, "context": context, "batch_ceiling_tok_s": batch * audit.bandwidth * GB / audit.step_bytes}
 
 
-def roofline_line(ceiling: dict, measured_tok_s: float) -> str:
+def roofline_line(ceiling: Ceiling, measured_tok_s: float) -> str:
     """The line a bench report prints under a measured decode speed, from `ceiling_for`'s answer."""
     share = measured_tok_s / ceiling["ceiling_tok_s"] if ceiling["ceiling_tok_s"] else 0.0
     return (f"roofline: {measured_tok_s:.1f} tok/s is {share:.0%} of the {ceiling['ceiling_tok_s']:.1f} tok/s ceiling "

@@ -152,8 +152,7 @@ def _tensor(name: str, entry: object, where: str, file: str) -> TensorInfo:
     # falls through to _explain, which says exactly what is wrong.
     if type(entry) is dict and len(entry) == 3:
         dtype, shape, offsets = entry.get("dtype"), entry.get("shape"), entry.get("data_offsets")
-        bits = DTYPE_BITS.get(dtype) if type(dtype) is str else None
-        if bits and type(shape) is list and type(offsets) is list and len(offsets) == 2:
+        if type(dtype) is str and (bits := DTYPE_BITS.get(dtype)) and type(shape) is list and type(offsets) is list and len(offsets) == 2:
             begin, end = offsets
             numel = 1
             for d in shape:

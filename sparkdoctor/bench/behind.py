@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from sparkdoctor.targets.choose import python_of_command
+
 LISTEN = "0A"
 CONTAINER_ID = re.compile(r"(?:docker|containerd|libpod|crio)[-/:]?([0-9a-f]{64})")
 
@@ -101,7 +103,6 @@ def _python_of(pid: int, root: Path) -> tuple[str | None, str]:
 
     if argv and Path(argv[0]).name.startswith("python") and os.sep in argv[0] and absolute(argv[0]).exists():
         return str(absolute(argv[0])), f"argv[0] of the process serving the port (pid {pid})"
-    from sparkdoctor.targets.choose import python_of_command
 
     for arg in argv[:2]:
         if os.sep in arg:
@@ -124,7 +125,7 @@ def serving_process(url: str, root: Path = Path("/proc")) -> dict[str, Any]:
     found, or why the toolchain is unknown."""
     parts = urlsplit(url)
     host, port = parts.hostname or "", parts.port or (443 if parts.scheme == "https" else 80)
-    out: dict[str, Any] = {"pid": None, "python": None, "container": None, "why": ""}
+    out: dict[str, object] = {"pid": None, "python": None, "container": None, "why": ""}
     if not is_local(host):
         out["why"] = f"{host} is not this machine: its toolchain cannot be read from here (give --python)"
         return out

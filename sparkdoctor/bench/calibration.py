@@ -5,19 +5,23 @@ same toolchain and model takes its interval from (ab.apply_calibration)."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
+import sqlite3
 from typing import TYPE_CHECKING, Any
+
+from sparkdoctor.bench.stats import min_detectable_effect
+from sparkdoctor.ledger.store import Ledger
 
 if TYPE_CHECKING:
     from sparkdoctor.bench.document import ComparisonDocument
 
 
-def floor(ledger: Any, run_id: int) -> dict[int, dict[str, Any]]:
+def floor(ledger: Ledger, run_id: int) -> dict[int, dict[str, Any]]:
     """The launch noise of the latest complete calibration (an A/A: both labels the same) whose runs have the
     fingerprint of `run_id` (toolchain and model identity): concurrency -> {launch_cv, df, comparison_id, loads},
     `loads` the load index of each of its runs (ab.apply_calibration passes over a calibration taken under other
     load than the A/B)."""
-    import json
-    import sqlite3
 
     try:
         row = ledger.db.execute("SELECT fingerprint FROM runs WHERE id = ?", (run_id,)).fetchone()
@@ -44,10 +48,8 @@ def floor(ledger: Any, run_id: int) -> dict[int, dict[str, Any]]:
     return {}
 
 
-def _run_loads(ledger: Any, comparison_id: int) -> list[dict[str, Any]]:
+def _run_loads(ledger: Ledger, comparison_id: int) -> list[dict[str, object]]:
     """The load index (bench/load.py) of each run of a comparison that has one."""
-    import json
-    import sqlite3
 
     try:
         rows = ledger.db.execute("SELECT summary_json FROM runs WHERE comparison_id = ?", (comparison_id,)).fetchall()
@@ -68,9 +70,6 @@ def document(doc: ComparisonDocument) -> ComparisonDocument:
     """An A/A comparison of one recipe as a noise floor (issue 29): per level the launch-to-launch CV and the
     smallest effect 1, 3, 5 and 10 pairs would detect with 80% power under the verdict's rule. Its runs and the
     comparison are in the ledger like any A/B (keyed to the toolchain, recipe, model identity and load)."""
-    import dataclasses
-
-    from sparkdoctor.bench.stats import min_detectable_effect
 
     levels = []
     for lvl in doc.levels:

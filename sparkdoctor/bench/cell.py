@@ -19,7 +19,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sparkdoctor import inputs
+from sparkdoctor.bench import load
+from sparkdoctor.bench.workload import Workload, WorkloadError
 from sparkdoctor.errors import InputError
+from sparkdoctor.facts import Facts, FactsError
+from sparkdoctor.ledger.compare import compare_runs
+from sparkdoctor.ledger.store import recipe_hash
 
 CELL = "sparkdoctor bench cell"
 CELL_VERSION = 1
@@ -34,26 +40,24 @@ class CellError(InputError):
 
 
 # ---- building a cell ------------------------------------------------------------------------------------
-def _model(run: dict[str, Any]) -> dict[str, Any]:
+def _model(run: dict[str, Any]) -> dict[str, object]:
     served = ((run.get("facts") or {}).get("recipe") or {}).get("model") or {}
     return {"name": run.get("model"), "ref": served.get("ref") or (run.get("recipe") or {}).get("model"),
             "identity": served.get("identity")}
 
 
-def _material(facts: dict[str, Any]) -> dict[str, Any] | None:
-    from sparkdoctor.facts import Facts, FactsError
-
+def _material(facts: dict[str, Any]) -> dict[str, object] | None:
     if not facts:
         return None  # a run whose toolchain is unknown
     try:
         material = Facts.from_dict(facts, source="bench cell").fingerprint_material()
     except FactsError:
         return None
-    result: dict[str, Any] = json.loads(json.dumps(material, default=list))  # tuples as JSON has them
+    result: dict[str, object] = json.loads(json.dumps(material, default=list))  # tuples as JSON has them
     return result
 
 
-def config_material(cell: dict[str, Any]) -> dict[str, Any]:
+def config_material(cell: dict[str, Any]) -> dict[str, object]:
     """What defines a cell: the same material is the same configuration, whatever its numbers."""
     model = cell.get("model") or {}
     return {"toolchain": (cell.get("toolchain") or {}).get("fingerprint"),
@@ -67,13 +71,13 @@ def config_hash(cell: dict[str, Any]) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
-def from_run(run: dict[str, Any]) -> dict[str, Any]:
+def from_run(run: dict[str, Any]) -> dict[str, object]:
     """The cell of one stored run (the shape of Ledger.run(): recipe, facts, workload, summary, server, ...)."""
     facts = run.get("facts") or {}
     summary = run.get("summary") or {}
     load = summary.get("load") or {}
     memory = ((facts.get("host_health") or {}).get("memory")) or {}
-    cell: dict[str, Any] = {
+    cell: dict[str, object] = {
         "cell": CELL, "cell_version": CELL_VERSION, "config_hash": "",
         "created_at": run.get("created_at"), "tool_version": run.get("tool_version"),
         "bench_version": run.get("bench_version"), "run_id": run.get("id"),
@@ -109,7 +113,6 @@ _NAMES: dict[tuple[type, ...], str] = {(str,): "text", (int,): "a whole number",
 
 def read(path: Path) -> dict[str, Any]:
     """A cell file, checked; CellError (one line naming the file) for anything that is not one."""
-    from sparkdoctor import inputs
 
     def bad(why: str) -> CellError:
         return CellError(f"--reproduce {path}: {why}")
@@ -123,9 +126,13 @@ def read(path: Path) -> dict[str, Any]:
     try:
         cell = json.loads(text)
     except (ValueError, RecursionError) as exc:
-        raise bad(f"not JSON ({str(exc)[:120]})") from None
+        cell = _sparkrun_yaml(path, text, bad)
+        if cell is None:
+            raise bad(f"not JSON ({str(exc)[:120]})") from None
+    cell = _imported(cell, path, bad)
     if not isinstance(cell, dict) or cell.get("cell") != CELL:
-        raise bad(f"not a bench cell (no \"cell\": {CELL!r}; write one with `bench --export FILE`)")
+        raise bad(f"not a bench cell (no \"cell\": {CELL!r}; write one with `bench --export FILE`), nor a "
+                  "llama-benchy JSON report or a sparkrun benchmark export")
     version = cell.get("cell_version")
     if not isinstance(version, int) or isinstance(version, bool):
         raise bad("cell_version is not a whole number")
@@ -143,12 +150,49 @@ def read(path: Path) -> dict[str, Any]:
         value = cell[where].get(key) if where else cell.get(key)
         if value is not None and (not isinstance(value, kinds) or isinstance(value, bool) and bool not in kinds):
             raise bad(f"{where + '.' if where else ''}{key} is a {type(value).__name__}, not {_NAMES[kinds]}")
-    from sparkdoctor.bench.workload import Workload, WorkloadError
 
     try:
         Workload.from_dict(cell["workload"])
     except (WorkloadError, TypeError) as exc:
         raise bad(str(exc)) from None
+    return cell
+
+
+def _sparkrun_yaml(path: Path, text: str, bad: Any) -> Any:
+    """A sparkrun benchmark export (YAML), read safely; None for a file that is not one."""
+    if not text.lstrip().startswith("sparkrun_benchmark:"):
+        return None
+    from sparkdoctor.recipes.model import RecipeError
+    from sparkdoctor.recipes.yamlsafe import read_yaml
+
+    try:
+        return read_yaml(path)[0]
+    except RecipeError as exc:
+        raise bad(str(exc).removeprefix(f"{path}: ")) from None
+
+
+def _imported(data: Any, path: Path, bad: Any) -> Any:
+    """A llama-benchy report, a sparkrun export or a Spark Arena submission (its metadata.json, benchmark.csv
+    beside it) as a cell (bench/imported.py); anything else as it is."""
+    from sparkdoctor import inputs
+    from sparkdoctor.bench import imported
+
+    kind = imported.kind_of(data)
+    if kind is None:
+        return data
+    arena_csv = None
+    if kind == imported.SPARK_ARENA:
+        try:
+            arena_csv = inputs.read_text(path.parent / imported.ARENA_CSV, MAX_CELL_BYTES)
+        except (OSError, UnicodeDecodeError) as exc:
+            why = getattr(exc, "strerror", None) or str(exc)
+            raise bad(f"a Spark Arena submission's metadata.json, read with the {imported.ARENA_CSV} beside it: "
+                      f"{why[:120]}") from None
+    try:
+        cell = imported.to_cell(data, kind, CELL, CELL_VERSION, arena_csv)
+    except imported.ImportedError as exc:
+        raise bad(str(exc)) from None
+    cell["config_hash"] = config_hash(cell)
     return cell
 
 
@@ -161,16 +205,16 @@ def workload_of(cell: dict[str, Any]) -> dict[str, Any]:
 
 
 # ---- a cell against a run here -------------------------------------------------------------------------
-def _flatten(value: Any, prefix: str) -> dict[str, Any]:
+def _flatten(value: Any, prefix: str) -> dict[str, object]:
     if isinstance(value, dict) and value:
-        out: dict[str, Any] = {}
+        out: dict[str, object] = {}
         for k, v in value.items():
             out.update(_flatten(v, f"{prefix}.{k}"))
         return out
     return {prefix: value}
 
 
-def _changed(group: str, there: dict[str, Any], here: dict[str, Any]) -> list[dict[str, Any]]:
+def _changed(group: str, there: dict[str, Any], here: dict[str, Any]) -> list[dict[str, object]]:
     rows = []
     for key in sorted(set(there) | set(here)):
         a, b = there.get(key, "(absent)"), here.get(key, "(absent)")
@@ -181,7 +225,11 @@ def _changed(group: str, there: dict[str, Any], here: dict[str, Any]) -> list[di
 
 def differences(there: dict[str, Any], here: dict[str, Any]) -> list[dict[str, Any]]:
     """What differs between two cells, key by key, in the groups that explain a gap: toolchain (the fingerprint
-    material), model, recipe, workload, load, bench (how the numbers were taken)."""
+    material), model, recipe, workload, load, bench (how the numbers were taken). An imported cell: over what it has."""
+    if there.get("imported"):
+        from sparkdoctor.bench import imported
+
+        return imported.differences(there, here)
     rows: list[dict[str, Any]] = []
     mat = {side: {k: v for k, v in (c["toolchain"].get("material") or {}).items() if k != "model"}
            for side, c in (("there", there), ("here", here))}
@@ -208,9 +256,8 @@ def _recipe_keys(recipe: dict[str, Any]) -> tuple[str, ...]:
     return tuple(k for k in RECIPE_KEYS if k != "model") if "url" in recipe else RECIPE_KEYS
 
 
-def _load_rows(there: dict[str, Any], here: dict[str, Any]) -> list[dict[str, Any]]:
+def _load_rows(there: dict[str, Any], here: dict[str, Any]) -> list[dict[str, object]]:
     """The load only where it clearly differs (bench/load.py's A/B rule), or where one side was busy."""
-    from sparkdoctor.bench import load
 
     rows = []
     loads = {side: c["machine"].get("load") or {} for side, c in (("there", there), ("here", here))}
@@ -235,7 +282,6 @@ def _load_rows(there: dict[str, Any], here: dict[str, Any]) -> list[dict[str, An
 
 def _as_run(cell: dict[str, Any], label: str) -> dict[str, Any]:
     """A cell in the shape ledger.compare reads (a stored run)."""
-    from sparkdoctor.ledger.store import recipe_hash
 
     return {"id": label, "created_at": cell.get("created_at"), "recipe_name": cell["recipe"].get("name"),
             "fingerprint": cell["toolchain"].get("fingerprint"), "bench_version": cell.get("bench_version"),
@@ -264,7 +310,7 @@ class Reproduction:
         return [g for g in order if g in groups]
 
     @property
-    def headline(self) -> dict[str, Any] | None:
+    def headline(self) -> dict[str, object] | None:
         """The headline figure (decode tok/s per stream at the headline's concurrency) there and here."""
         conc = (self.there["numbers"].get("headline") or {}).get("concurrency")
         for row in self.numbers:
@@ -273,7 +319,7 @@ class Reproduction:
         return None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"cell": self.source, "config_hash": {"there": self.there.get("config_hash"),
+        return {"cell": self.source, "imported": self.there.get("imported"), "config_hash": {"there": self.there.get("config_hash"),
                                                      "here": self.here.get("config_hash")},
                 "same_config": self.there.get("config_hash") == self.here.get("config_hash"),
                 "comparable": self.comparable, "headline": self.headline, "numbers": self.numbers,
@@ -282,10 +328,13 @@ class Reproduction:
 
 def reproduce(source: str, there: dict[str, Any], here: dict[str, Any]) -> Reproduction:
     """Compare an exported cell with the cell of the run just measured here."""
-    from sparkdoctor.ledger.compare import compare_runs
 
     compared = compare_runs(_as_run(there, "there"), _as_run(here, "here"))
     notes = [n for n in compared["notes"] if not n.startswith("different recipes")]
+    if there.get("imported"):
+        from sparkdoctor.bench import imported
+
+        notes = [imported.lacks_line(there)] + [n for n in notes if not n.startswith(("not comparable", "different workloads"))]
     if there.get("config_hash") != config_hash(there):
         notes.append("the cell's config_hash does not match its contents: it was edited after export")
     return Reproduction(source, there, here, compared["numbers"], compared["comparable"], differences(there, here), notes)

@@ -17,7 +17,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from sparkdoctor.bench.http import HttpError, post_lines, prepare
+from sparkdoctor.bench.http import HttpError, post_lines
 
 PATHS = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
 
@@ -62,10 +62,10 @@ class Sample:
         return cls(**{k: v for k, v in data.items() if k in known})
 
 
-def build_payload(api: str, model: str, prompt: str, max_tokens: int, vllm: bool) -> dict[str, Any]:
+def build_payload(api: str, model: str, prompt: str, max_tokens: int, vllm: bool) -> dict[str, object]:
     """The request body. Fields only vLLM accepts (ignore_eos, min_tokens) go to vLLM only:
     other servers reject unknown fields (transformers serve answers 422)."""
-    payload: dict[str, Any] = {"model": model, "max_tokens": max_tokens, "stream": True, "temperature": 0.0,
+    payload: dict[str, object] = {"model": model, "max_tokens": max_tokens, "stream": True, "temperature": 0.0,
                                "stream_options": {"include_usage": True}}
     if api == "chat":
         payload["messages"] = [{"role": "user", "content": prompt}]
@@ -97,7 +97,6 @@ async def stream_one(base_url: str, api: str, payload: dict[str, Any], timeout: 
     """
     sample = Sample(ok=False)
     events: list[tuple[float, bytes]] = []
-    prepare()  # aiohttp's first import (tenths of a second) must not land inside the first request's TTFT
     t0 = time.perf_counter()
     end = t0
     try:

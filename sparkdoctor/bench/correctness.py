@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 import urllib.error
 import urllib.request
 from dataclasses import asdict, dataclass, field
@@ -276,7 +277,6 @@ class Options:
 
 def step(base_url: str, model: str, vllm: bool, toolchain_facts: dict[str, Any], options: Options) -> dict[str, Any]:
     """Probe a served model after its timed window and judge it against its reference: the run's `correctness`."""
-    import time
 
     started = time.monotonic()
     key = references.key_of(toolchain_facts, model)

@@ -1,22 +1,26 @@
 """What `bench` answers: one run (RECIPE or --url), or an A/B comparison (RECIPE --vs B, and its A/A form
 --calibrate). `to_json()` writes the keys bench's JSON always had ({"schema", "bench_version", "kind", ...});
-`console_text()` draws them (sparkdoctor/bench/render.py). sparkdoctor/render/documents.py renders both."""
+their view (sparkdoctor/views/bench.py) draws them from it."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sparkdoctor.bench import envelope
 from sparkdoctor.bench.cell import Reproduction
 from sparkdoctor.bench.run import RunResult
 
-if TYPE_CHECKING:
-    from sparkdoctor.sink import Sink
+
+class BenchDocument:
+    """What `bench` answers: a run, a comparison or a reproduction."""
+
+    def to_json(self) -> dict[str, Any]:
+        raise NotImplementedError
 
 
 @dataclass
-class RunDocument:
+class RunDocument(BenchDocument):
     """One measured server, stored (or not: `ledger` None) with its toolchain's fingerprint."""
 
     result: RunResult
@@ -32,15 +36,9 @@ class RunDocument:
         extra = {"exported": self.exported} if self.exported is not None else {}
         return envelope(self.kind, {**self.result.to_dict(), "ledger": self.ledger, **extra})
 
-    def console_text(self, sink: Sink) -> str:
-        from sparkdoctor.bench import render
-        from sparkdoctor.render.documents import wide_capture
-
-        return wide_capture(sink, lambda console: render.render_run(console, self.to_json()))
-
 
 @dataclass
-class ComparisonDocument:
+class ComparisonDocument(BenchDocument):
     """Two recipes measured interleaved (A B B A ...): the ratio B/A per concurrency level with its interval and
     verdict; with `calibration`, one recipe against itself and the smallest effect 1, 3, 5 and 10 pairs detect."""
 
@@ -61,40 +59,28 @@ class ComparisonDocument:
     """Per level: the launch-to-launch noise and the minimal detectable effects (`bench --calibrate`)."""
     conclusion: dict[str, Any] | None = None
     """The conclusion this A/B was recorded as (`--conclude NAME`)."""
+    findings: list[dict[str, Any]] = field(default_factory=list)
+    """What judged each arm's runs, once per arm (bench/run.py finding_records, with `arm`)."""
 
     @property
     def kind(self) -> str:
         return "calibration" if self.calibration is not None else "comparison"
 
     def to_json(self) -> dict[str, Any]:
-        body: dict[str, Any] = {
+        body: dict[str, object] = {
             "comparison_id": self.comparison_id, "a": self.a, "b": self.b, "order": self.order, "runs": self.runs,
             "metric": self.metric, "min_effect": self.min_effect, "levels": self.levels, "verdict": self.verdict,
-            "load": self.load, "correctness": self.correctness, "fingerprints": self.fingerprints, "ledger": self.ledger}
+            "load": self.load, "correctness": self.correctness, "fingerprints": self.fingerprints, "ledger": self.ledger,
+            "findings": self.findings}
         if self.calibration is not None:
             body["calibration"] = self.calibration
         if self.conclusion is not None:
             body["conclusion"] = self.conclusion
         return envelope(self.kind, body)
 
-    def console_text(self, sink: Sink) -> str:
-        from sparkdoctor.bench import render
-        from sparkdoctor.render.documents import wide_capture
-
-        def draw(console: Any) -> None:
-            document = self.to_json()
-            render.render_comparison(console, document)
-            if self.calibration is not None:
-                render.render_calibration(console, document)
-            if self.conclusion:
-                console.print(f"conclusion {self.conclusion.get('name')!r} recorded: {self.conclusion.get('statement')}",
-                              markup=False, highlight=False, soft_wrap=True)
-
-        return wide_capture(sink, draw)
-
 
 @dataclass
-class ReproduceDocument:
+class ReproduceDocument(BenchDocument):
     """A run measured here with an exported cell's workload, compared with that cell (`bench --reproduce`): the
     numbers side by side and, key by key, what differs (bench/cell.py)."""
 
@@ -108,17 +94,3 @@ class ReproduceDocument:
         for key in ("schema", "bench_version", "kind"):
             run.pop(key)
         return envelope(self.kind, {**self.reproduction.to_dict(), "run": run})
-
-    def console_text(self, sink: Sink) -> str:
-        from sparkdoctor.bench import render
-        from sparkdoctor.render.documents import wide_capture
-
-        def draw(console: Any) -> None:
-            document = self.to_json()
-            render.render_run(console, {**document["run"], "kind": "run"})
-            render.render_reproduce(console, document)
-
-        return wide_capture(sink, draw)
-
-
-BenchDocument = RunDocument | ComparisonDocument | ReproduceDocument

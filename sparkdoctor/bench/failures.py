@@ -4,6 +4,8 @@ ends, nobody picks a number. Every one keeps the stable `code` "bench" its JSON 
 
 from __future__ import annotations
 
+from typing import Any
+
 from sparkdoctor.errors import SparkdoctorError
 from sparkdoctor.exitcodes import (
     EXIT_BENCH_FAILED,
@@ -33,9 +35,18 @@ class ToolchainUnreadable(Failure):
 
 
 class RunFailed(Failure):
-    """The server could not be launched, reached or measured to the end, or its mods refuse the launch (exit 4)."""
+    """The server could not be launched, reached or measured to the end, or its mods refuse the launch (exit 4).
+    `findings`: what judged it, as finding records (the memory preflight's verdict, the post-mortem of a launch that
+    died): JSON lists them in the error entry, SARIF writes them as results."""
 
     exit_code = EXIT_BENCH_FAILED
+
+    def __init__(self, message: str, findings: list[dict[str, Any]] | None = None):
+        super().__init__(message)
+        self.findings = list(findings or [])
+
+    def to_dict(self) -> dict[str, object]:
+        return {**super().to_dict(), **({"findings": self.findings} if self.findings else {})}
 
 
 class StoreFailed(Failure):

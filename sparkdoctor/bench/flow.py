@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sparkdoctor.bench import ab, run
+from sparkdoctor.bench import ab, gates, run
 from sparkdoctor.bench.document import ComparisonDocument, RunDocument
 from sparkdoctor.bench.failures import (
     BadBenchInput,
@@ -220,18 +220,22 @@ def _launch_and_measure(recipe: Recipe, workload: Workload, toolchain: run.Toolc
     from sparkdoctor.serve import LaunchError
 
     python = _target_python(recipe, opts)
-    _mods_gate(recipe, python, opts, progress)
-    _memory_gate(recipe, opts, progress)
+    gates.mods_gate(recipe, python, opts.local, opts.runtime, progress)
+    judged = gates.at(recipe, gates.memory_gate(recipe, opts.model_dir, opts.force, progress))
     since = uptime(host_root())  # where this launch's window starts in the kernel log
     try:
-        return _serve_and_measure(recipe, workload, toolchain, opts, progress, arm, python)
+        result = _serve_and_measure(recipe, workload, toolchain, opts, progress, arm, python)
     except BenchError as exc:
-        raise RunFailed(f"{recipe.name}: {exc}") from None
+        raise RunFailed(f"{recipe.name}: {exc}", judged) from None
     except LaunchError as exc:
-        from sparkdoctor.memory.postmortem import after_launch, one_line
+        from sparkdoctor.memory.postmortem import after_launch, finding, one_line
 
         pm = after_launch(exc, since)
-        raise RunFailed(f"{exc}; {one_line(pm)}" if pm is not None and pm.cause != "unknown" else str(exc)) from None
+        if pm is None or pm.cause == "unknown":
+            raise RunFailed(str(exc), judged) from None
+        raise RunFailed(f"{exc}; {one_line(pm)}", [*judged, *gates.at(recipe, [finding(pm)])]) from None
+    result.preflight = judged[0] if judged else None
+    return result
 
 
 def _serve_and_measure(recipe: Recipe, workload: Workload, toolchain: run.Toolchain, opts: Options, progress: Progress,
@@ -264,7 +268,8 @@ def _serve_and_measure(recipe: Recipe, workload: Workload, toolchain: run.Toolch
         # as it ran: the launcher's port and host, the target's bin/ (a container's: the `run` argv's tail)
         argv = list(server.argv) if not server.container else rebind(list(recipe.argv), "127.0.0.1", server.port)
     return run.RunResult({**run.resolved_recipe(recipe), "argv": argv}, info, m, toolchain, findings, arm=arm,
-                         container=server.container, load=load_record(before, after), correctness=checked)
+                         container=server.container, load=load_record(before, after), correctness=checked,
+                         memory=server.memory())
 
 
 def _check_answers(base_url: str, model: str, info: ServerInfo, toolchain: run.Toolchain,
@@ -277,39 +282,6 @@ def _check_answers(base_url: str, model: str, info: ServerInfo, toolchain: run.T
         return None
     progress("checking the answers (correctness probes, outside the timed window)")
     return correctness.step(base_url, model, info.is_vllm, toolchain.facts, options)
-
-
-def _mods_gate(recipe: Recipe, python: str | None, opts: Options, progress: Progress) -> None:
-    """A recipe whose mods would fail on the target is not launched (sparkdoctor.mods.recipe.launch_gate)."""
-    from sparkdoctor.mods.recipe import launch_gate
-
-    refusal = launch_gate(recipe, python, opts.local, progress, opts.runtime)
-    if refusal:
-        raise RunFailed(refusal)
-
-
-def _memory_gate(recipe: Recipe, opts: Options, progress: Progress) -> None:
-    """A vLLM launch that does not fit in the memory free now is not started unless --force (sparkdoctor/memory/);
-    one whose checkpoint cannot be read (no local folder, no safetensors) is launched unjudged, and a server that is
-    not vLLM is not sized by vLLM's rules."""
-    from sparkdoctor.audit.errors import AuditError
-    from sparkdoctor.bench.roofline import recipe_model_dir
-    from sparkdoctor.memory.findings import launch_refusal, preflight
-    from sparkdoctor.memory.need import launches_vllm
-
-    folder = str(opts.model_dir) if opts.model_dir is not None else recipe_model_dir(recipe)[0]
-    if folder is None or not launches_vllm(recipe.argv):
-        return
-    progress(f"memory preflight: sizing {recipe.name} against the memory free now")
-    try:
-        refusal = launch_refusal(preflight(recipe, folder))
-    except AuditError as exc:
-        progress(f"memory preflight skipped: {exc}")
-        return
-    if refusal and not opts.force:
-        raise RunFailed(f"{recipe.name}: {refusal}")
-    if refusal:
-        progress(f"{recipe.name}: launched with --force: {refusal}")
 
 
 def _recipe_workload(recipe: Recipe, opts: Options) -> Workload:
@@ -355,6 +327,7 @@ def bench_ab(path_a: Path | Recipe, path_b: Path | Recipe, opts: Options) -> Com
     if ledger is not None:
         comparison_id = _ledger_call(ledger.begin_comparison, labels["A"], labels["B"])
     stored: list[int] = []
+    judged: dict[tuple[str, str], dict[str, Any]] = {}  # (arm, finding id) -> the finding, once per arm
     status = "interrupted"
     try:
         with progress_line() as progress:
@@ -364,6 +337,8 @@ def bench_ab(path_a: Path | Recipe, path_b: Path | Recipe, opts: Options) -> Com
                 progress(f"arm {index + 1}/{2 * opts.pairs}: {arm} ({labels[arm]})")
                 result = _launch_and_measure(recipes[arm], workload, toolchains[arm], opts, progress, arm)
                 _store(ledger, result, comparison_id)
+                for f in run.finding_records(result):
+                    judged.setdefault((arm, f["id"]), {"arm": arm, **f})
                 if result.run_id is not None:
                     stored.append(result.run_id)
                 return result.summary()
@@ -381,7 +356,7 @@ def bench_ab(path_a: Path | Recipe, path_b: Path | Recipe, opts: Options) -> Com
                                  metric=ab.METRIC, min_effect=opts.min_effect, levels=levels, verdict=ab.overall(levels),
                                  load=load_doc, correctness=correct_doc,
                                  fingerprints={arm: t.fingerprint for arm, t in toolchains.items()},
-                                 ledger=str(ledger.path) if ledger else None)
+                                 ledger=str(ledger.path) if ledger else None, findings=list(judged.values()))
         status = "complete"
         return doc
     finally:

@@ -21,6 +21,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from sparkdoctor.collect import gpu_health
+
 WINDOW_S = 0.5
 TOP = 5
 BUSY_SHARE = 0.25  # other processes using a quarter of the CPUs (at least half a CPU) is a busy machine
@@ -82,7 +84,7 @@ def _in_cgroup(pid: int, marker: str) -> bool:
 
 
 def sample(exclude: set[int] | None = None, window_s: float = WINDOW_S, gpus: bool = True,
-           exclude_cgroup: str | None = None) -> dict[str, Any]:
+           exclude_cgroup: str | None = None) -> dict[str, object]:
     """One load sample (see the module text). `exclude`: pids whose trees are the measurement itself;
     `exclude_cgroup`: a container id whose processes are the server measured (not our children)."""
     mine = {os.getpid()} | _children(os.getpid())
@@ -105,7 +107,7 @@ def sample(exclude: set[int] | None = None, window_s: float = WINDOW_S, gpus: bo
         if used > 0:
             busy.append({"pid": pid, "name": name, "cpu_pct": round(100 * used, 1), "rss_mib": round(rss * page_mib)})
     busy.sort(key=lambda p: -p["cpu_pct"])
-    out: dict[str, Any] = {"loadavg": loadavg, "cpus": os.cpu_count(), "window_s": round(elapsed, 2),
+    out: dict[str, object] = {"loadavg": loadavg, "cpus": os.cpu_count(), "window_s": round(elapsed, 2),
                            "other_cpus": round(sum(p["cpu_pct"] for p in busy) / 100, 2), "top": busy[:TOP],
                            "mem_available_mib": _mem_available_mib(), "gpus": None, "gpu_error": None}
     if gpus:
@@ -114,8 +116,6 @@ def sample(exclude: set[int] | None = None, window_s: float = WINDOW_S, gpus: bo
 
 
 def _gpu_others(mine: set[int]) -> tuple[list[dict[str, Any]] | None, str | None]:
-    from sparkdoctor.collect import gpu_health
-
     readings, error = gpu_health.read()
     if readings is None:
         return None, error

@@ -155,14 +155,14 @@ async def measure(base_url: str, model: str, server: ServerInfo, workload: Workl
     return m
 
 
-def reconcile(samples: list[Sample], server: dict[str, Any] | None) -> dict[str, Any] | None:
+def reconcile(samples: list[Sample], server: dict[str, Any] | None) -> dict[str, object] | None:
     """The run against the server's own counters for the same window: tokens the client counted vs the server's
     generation_tokens delta, and speculative decoding's acceptance over this window only. A mismatch is a finding
     on the run (another client was using the server, or the stream lost tokens)."""
     if not server or "generation_tokens" not in server:
         return None
     client = sum(s.output_tokens for s in samples)
-    out: dict[str, Any] = {"client_tokens": client, "server_tokens": server["generation_tokens"],
+    out: dict[str, object] = {"client_tokens": client, "server_tokens": server["generation_tokens"],
                            "match": client == server["generation_tokens"]}
     draft, accepted = server.get("spec_draft_tokens"), server.get("spec_accepted_tokens")
     if draft:

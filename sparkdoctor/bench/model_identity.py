@@ -13,14 +13,13 @@ from __future__ import annotations
 import hashlib
 import struct
 from pathlib import Path
-from typing import Any
 
 CONFIG_FILES = ("config.json", "generation_config.json", "hf_quant_config.json", "quantization_config.json",
                 "quant_config.json")
 MAX_HEADER = 100 * 2**20  # a safetensors header is JSON; more than this is not a checkpoint header
 
 
-def identity(folder: str | Path) -> dict[str, Any] | None:
+def identity(folder: str | Path) -> dict[str, object] | None:
     """{"sha256", "config_files", "shards", "header_bytes"} for a local checkpoint folder; None when it is not one
     (no config.json) or cannot be read."""
     root = Path(folder).expanduser()

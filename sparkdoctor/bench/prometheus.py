@@ -91,7 +91,7 @@ def _median_from_buckets(before: dict[float, float], after: dict[float, float]) 
     return None
 
 
-def window(before: Scrape | None, after: Scrape | None) -> dict[str, Any] | None:
+def window(before: Scrape | None, after: Scrape | None) -> dict[str, object] | None:
     """The server's figures for the requests between two scrapes: mean and bucket-median of each
     histogram, counter deltas, and decode tok/s per stream from the mean inter-token latency."""
     if before is None or after is None:

@@ -12,9 +12,15 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from sparkdoctor import files, inputs
+from sparkdoctor.files import write_text
+from sparkdoctor.inputs import read_text
+from sparkdoctor.locations import state_dir
 
 REFERENCE_VERSION = 1
 MAX_REFERENCE = 16 * 1024 * 1024  # a reference holds a few dozen short answers
@@ -34,7 +40,7 @@ class Answer:
     margins: list[float] | None = None    # each greedy token's log-probability over the runner-up's (vLLM)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Answer:
+    def from_dict(cls, data: Mapping[str, object]) -> Answer:
         fields: dict[str, Any] = {k: data.get(k) for k in cls.__dataclass_fields__ if k != "prompt"}
         return cls(str(data.get("prompt", "")), **fields)
 
@@ -47,8 +53,6 @@ def key_of(toolchain_facts: dict[str, Any], served_model: str) -> str:
 
 
 def folder() -> Path:
-    from sparkdoctor.locations import state_dir
-
     return state_dir() / "references"
 
 
@@ -56,7 +60,6 @@ def check_path(path: Path, write: bool) -> str | None:
     """Why `path` cannot be the reference file (None when it can), asked before anything is measured: one to
     write must name a regular file or nothing (files.target_of: never a device, a FIFO or a folder), one to
     read must be a regular file (sparkdoctor.inputs: opened without blocking, never /dev/zero or a FIFO)."""
-    from sparkdoctor import files, inputs
 
     try:
         if write:
@@ -70,7 +73,6 @@ def check_path(path: Path, write: bool) -> str | None:
 
 def load(path: Path) -> tuple[list[Answer] | None, str | None]:
     """The answers of a reference file, or (None, why) when there is none or it cannot be read."""
-    from sparkdoctor.inputs import read_text
 
     try:
         doc = json.loads(read_text(path, MAX_REFERENCE))  # a regular file only, bounded, never blocking
@@ -85,10 +87,9 @@ def load(path: Path) -> tuple[list[Answer] | None, str | None]:
         return None, f"{path}: unreadable reference ({type(exc).__name__})"
 
 
-def save(path: Path, answers: list[Answer], meta: dict[str, Any]) -> None:
+def save(path: Path, answers: list[Answer], meta: Mapping[str, object]) -> None:
     """Write the reference atomically, as a regular file only (files.write_text: a device, FIFO or folder at
     `path` is refused with OutputError, never replaced)."""
-    from sparkdoctor.files import write_text
 
     path.parent.mkdir(parents=True, exist_ok=True)
     doc = {"reference_version": REFERENCE_VERSION, **meta, "answers": [a.__dict__ for a in answers]}

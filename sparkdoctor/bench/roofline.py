@@ -13,7 +13,10 @@ import statistics
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from sparkdoctor.audit import AuditError, ceiling_for, roofline_line
+from sparkdoctor.audit.fromrecipe import flag_values
 from sparkdoctor.bench.measure import Measurement
+from sparkdoctor.recipes.model import Recipe
 
 if TYPE_CHECKING:
     from sparkdoctor.recipes import Recipe
@@ -32,7 +35,7 @@ def _context(m: Measurement) -> tuple[int, str]:
     return prompt + half_out, f"~{prompt} prompt tokens (estimated from {m.workload.prompt_words} words) + {half_out} (half the output)"
 
 
-def _missing(model_dir: str | None, why: str) -> dict[str, Any]:
+def _missing(model_dir: str | None, why: str) -> dict[str, object]:
     return {"model_dir": model_dir, "ceiling_tok_s": None, "share": None, "missing": why}
 
 
@@ -47,19 +50,16 @@ def recipe_model_dir(recipe: Recipe) -> tuple[str | None, str | None]:
 
 
 def kv_dtype_of(argv: list[str] | None) -> str:
-    from sparkdoctor.audit.fromrecipe import flag_values
-
     return flag_values([str(a) for a in argv or []]).get("kv_cache_dtype", "auto")
 
 
 def achieved(model_dir: str | None, why_none: str | None, m: Measurement, headline: dict[str, Any] | None,
-             kv_cache_dtype: str = "auto") -> dict[str, Any]:
+             kv_cache_dtype: str = "auto") -> dict[str, object]:
     """The roofline block of a run: ceiling, achieved share and the assumptions, or why it is missing."""
     if model_dir is None:
         return _missing(None, why_none or "no model folder known")
     if not headline or headline.get("concurrency") != 1 or not headline.get("decode_tps_per_stream"):
         return _missing(model_dir, "no decode speed measured at concurrency 1 (add 1 to --concurrency)")
-    from sparkdoctor.audit import AuditError, ceiling_for, roofline_line
 
     context, context_note = _context(m)
     try:

@@ -81,6 +81,8 @@ class RunResult:
     container: dict[str, Any] | None = None  # the container it was served from (image id, fingerprint), or None
     load: dict[str, Any] | None = None  # bench/load.py samples {"before", "after"} and "busy" (why, or None)
     correctness: dict[str, Any] | None = None  # bench/correctness.py: the probe answers and their verdict
+    memory: dict[str, Any] | None = None  # serve/memwatch.py: the server's memory from launch to teardown (None: in a container)
+    preflight: dict[str, Any] | None = None  # the memory preflight's verdict as a finding (None: not judged)
 
     def summary(self) -> dict[str, Any]:
         return {**self.measurement.summary(), "load": self.load, "correctness": self.correctness}
@@ -93,7 +95,19 @@ class RunResult:
                 "bench_version": BENCH_VERSION, "workload": self.measurement.workload.to_dict(),
                 "headline": s["headline"], "levels": s["levels"], "seconds": s["seconds"], "findings": self.findings,
                 "roofline": self.roofline, "container": self.container, "load": self.load,
-                "correctness": self.correctness}
+                "correctness": self.correctness, "memory": self.memory, "preflight": self.preflight}
+
+
+def finding_records(result: RunResult) -> list[dict[str, Any]]:
+    """What judged a run, as finding records ({"kind", "id", "severity", "title", "evidence", "remedy", "path"}): the
+    memory preflight's verdict and each matrix entry whose symptom the server's log printed."""
+    path = result.recipe.get("source_path")
+    out = [result.preflight] if result.preflight else []
+    for hit in result.findings:
+        out.append({"kind": "symptom", "id": hit.get("entry_id"), "severity": None,
+                    "title": f"the server's log shows a known problem ({hit.get('symptom')})", "evidence": [hit.get("line")],
+                    "remedy": "", "path": path})
+    return out
 
 
 def samples_of(m: Measurement) -> Iterator[tuple[int, int, int, dict[str, Any]]]:
@@ -113,7 +127,8 @@ def record(result: RunResult, comparison_id: int | None = None) -> RunRecord:
     return RunRecord(recipe=result.recipe, base_url=m.base_url, model=m.model, server=result.server.to_dict(),
                      facts=result.toolchain.facts, fingerprint=result.toolchain.fingerprint, bench_version=BENCH_VERSION,
                      tool_version=__version__, workload=m.workload.to_dict(), summary=result.summary(),
-                     findings=result.findings, samples=samples_of(m), comparison_id=comparison_id, arm=result.arm)
+                     findings=result.findings, samples=samples_of(m), comparison_id=comparison_id, arm=result.arm,
+                     memory=result.memory)
 
 
 def stored_run(ledger: Ledger | None, result: RunResult) -> dict[str, Any]:

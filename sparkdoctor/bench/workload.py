@@ -6,6 +6,7 @@ way every time: request i of a run always gets the same prompt, so two runs diff
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -52,7 +53,7 @@ class Workload:
         return data
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any], **overrides: Any) -> Workload:
+    def from_dict(cls, data: Mapping[str, object], **overrides: Any) -> Workload:
         known = {f for f in cls.__dataclass_fields__}
         unknown = sorted(set(data) - known)
         if unknown:
@@ -69,7 +70,7 @@ class Workload:
 RECIPE_ALIASES = {"repeats": "rounds", "prompt_tokens": "prompt_words"}
 
 
-def from_recipe(table: dict[str, Any], where: str, **overrides: Any) -> Workload:
+def from_recipe(table: Mapping[str, object], where: str, **overrides: Any) -> Workload:
     """A recipe's workload table (with the command line's options on top); errors name the recipe."""
     data = {RECIPE_ALIASES.get(k, k): v for k, v in (table or {}).items()}
     try:

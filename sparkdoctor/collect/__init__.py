@@ -34,7 +34,7 @@ def run_collectors(ctx: Context, collectors: list[Collector]) -> Facts:
     running: dict[str, tuple[threading.Thread, dict[str, Any], float, float, bool]] = {}
 
     def start(c: Collector) -> None:
-        box: dict[str, Any] = {}
+        box: dict[str, object] = {}
 
         def body() -> None:
             try:
@@ -49,8 +49,8 @@ def run_collectors(ctx: Context, collectors: list[Collector]) -> Facts:
         now = time.monotonic()
         limit = c.timeout if c.timeout is not None else ctx.timeout
         by_deadline = ctx.deadline is not None and ctx.deadline - now < limit
-        if by_deadline:
-            limit = max(0.0, ctx.deadline - now)  # type: ignore[operator]
+        if ctx.deadline is not None and by_deadline:
+            limit = max(0.0, ctx.deadline - now)
         running[c.name] = (t, box, now, limit, by_deadline)
         t.start()
 
@@ -89,7 +89,7 @@ def run_collectors(ctx: Context, collectors: list[Collector]) -> Facts:
 FACT_FIELDS = frozenset(f.name for f in fields(Facts)) - {"schema", "errors", "timings_ms"}
 
 
-def _merge(facts: Facts, collector: str, result: Any) -> None:
+def _merge(facts: Facts, collector: str, result: object) -> None:
     """Write one collector's fields into facts; a result that is not {Facts field: value} is that
     collector's error, and none of it is kept (half a result would read as observed)."""
     if result is None:

@@ -44,7 +44,7 @@ def run(ctx: Context) -> dict[str, Any]:
     return {"capabilities": caps}
 
 
-def _from_target_probe(ctx: Context, early: Prestarted) -> dict[str, Any] | None:
+def _from_target_probe(ctx: Context, early: Prestarted) -> dict[str, object] | None:
     """The capabilities the target probe read in its own process (a local check). A target probe that
     did not answer is this collector's error too (the same line: nothing was read); None when it
     answered without them (its capabilities part failed): this collector then runs its own probe."""

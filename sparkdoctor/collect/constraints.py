@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
@@ -49,7 +50,7 @@ def _config_key(raw: str) -> str:
 _KIND_RANK = {"global": 0, "user": 1, "site": 2, "env": 3}
 
 
-def _in_pip_order(items: list[Any]) -> list[dict[str, Any]]:
+def _in_pip_order(items: Sequence[object]) -> list[dict[str, Any]]:
     """The target probe lists files as it finds them; a stable sort by kind gives pip's override order."""
     usable = [i for i in items if isinstance(i, dict) and isinstance(i.get("text"), str)]
     if all(i.get("kind") in _KIND_RANK for i in usable):
@@ -104,7 +105,9 @@ def sources(ctx: Context) -> list[tuple[str, list[str]]]:
 # ---- reading one requirements/constraints file ------------------------------------------------------------
 def logical_lines(text: str) -> list[tuple[int, str]]:
     """(first physical line number, logical line) with continuations joined and comments removed."""
-    out, buf, start = [], [], 0
+    out: list[tuple[int, str]] = []
+    buf: list[str] = []
+    start = 0
     for number, line in enumerate(text.splitlines(), 1):
         if line.endswith("\\") and not _COMMENT_RE.match(line):
             if not buf:
@@ -145,7 +148,7 @@ def _looks_unnamed(text: str) -> bool:
     return bool(_URL_RE.match(head)) or head.startswith((".", "/", "~")) or "/" in head or "\\" in head or head.lower().endswith(_ARCHIVES)
 
 
-def parse_requirement(text: str) -> dict[str, Any] | None:
+def parse_requirement(text: str) -> dict[str, object] | None:
     """The pin a requirement line makes, or None for an unnamed one (a local folder, a VCS URL without #egg=)."""
     # packaging's parser (~40 ms of imports) loads only when some constraints file has a line.
     from packaging.markers import InvalidMarker, Marker
@@ -179,6 +182,7 @@ def parse_requirement(text: str) -> dict[str, Any] | None:
 
 def _name_from_location(location: str) -> tuple[str | None, str | None]:
     """A wheel or sdist file name carries name and version; a URL may carry #egg=name."""
+    # imported on use: check loads packaging.utils only on the runs that get here
     from packaging.utils import (
         InvalidSdistFilename,
         InvalidWheelFilename,

@@ -52,11 +52,13 @@ def run(ctx: Context) -> dict[str, Any]:
 
 
 def cache_file(ctx: Context) -> Path:
+    if ctx.cache_dir is None:
+        raise ValueError("cutedsl.cache_file: the run has no cache folder")
     python = (ctx.target.describe() or {}).get("python") or ""
-    return Path(ctx.cache_dir) / "cutedsl" / f"{hashlib.sha256(python.encode()).hexdigest()[:24]}.json"
+    return ctx.cache_dir / "cutedsl" / f"{hashlib.sha256(python.encode()).hexdigest()[:24]}.json"
 
 
-def shape(raw: dict[str, Any], arch: str, known_build: str | None) -> dict[str, Any]:
+def shape(raw: dict[str, Any], arch: str, known_build: str | None) -> dict[str, object]:
     dists = raw.get("dists") or {}
     return {
         "kind": "cutedsl",
@@ -74,7 +76,7 @@ def shape(raw: dict[str, Any], arch: str, known_build: str | None) -> dict[str, 
     }
 
 
-def interpret(kernel: str, arch: str, result: proc.ProcResult) -> dict[str, Any]:
+def interpret(kernel: str, arch: str, result: proc.ProcResult) -> dict[str, object]:
     """The probe's JSON for this kernel when it printed one; otherwise the way its process ended, as evidence."""
     for line in reversed((result.stdout or "").splitlines()):
         line = line.strip()

@@ -25,6 +25,7 @@ from typing import Any
 from sparkdoctor import proc
 from sparkdoctor.arch import assumed
 from sparkdoctor.collect import Collector, CollectorError, Context
+from sparkdoctor.targets import early
 
 SMI_TIMEOUT = 5.0
 SMI_QUERY = ["--query-gpu=index,name,compute_cap,memory.total,driver_version", "--format=csv,noheader,nounits"]
@@ -134,7 +135,6 @@ def take_early(part: str) -> proc.ProcResult | None:
 def _start_helper(args: list[str]) -> proc.Running:
     """The helper running with `args`: the entry point's early one when it is exactly this command
     (sparkdoctor.targets.early), else a new one."""
-    from sparkdoctor.targets import early
 
     argv = [sys.executable, "-I", "-B", str(HELPER), *args]
     return early.take(early.GPU, argv) or proc.start(argv, env=early.gpu_helper_env())
@@ -189,7 +189,7 @@ def _nvml_of(record: dict[str, Any]) -> Observation | Missing | Failed:
         return Failed(str(record["failed"]))
     try:
         raw_driver, raw_gpus = record["driver"], record["gpus"]
-        driver: dict[str, Any] = {"version": str(raw_driver["version"]), "source": "nvml"}
+        driver: dict[str, object] = {"version": str(raw_driver["version"]), "source": "nvml"}
         if isinstance(raw_driver.get("cuda_encoded"), int):
             driver["cuda"] = cuda_version_of(raw_driver["cuda_encoded"])
         gpus = [

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Mapping
 from typing import Any
 
 from sparkdoctor import proc
@@ -35,7 +36,7 @@ def read() -> tuple[list[dict[str, Any]] | None, str | None]:
     return interpret(answer)
 
 
-def interpret(answer: dict[str, Any]) -> tuple[list[dict[str, Any]] | None, str | None]:
+def interpret(answer: Mapping[str, object]) -> tuple[list[dict[str, Any]] | None, str | None]:
     if "missing" in answer:
         return [], None  # no NVIDIA driver: nothing to read, not a failure
     if "failed" in answer:

@@ -18,7 +18,9 @@ import ctypes
 import json
 import sys
 
-Any = object  # annotations only: importing typing costs this short-lived process ~20 ms
+TYPE_CHECKING = False  # typing is read by mypy only: importing it costs this short-lived process ~20 ms
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def say(record: dict[str, Any]) -> None:
@@ -42,9 +44,10 @@ def nvml_answer(nv: Any = None) -> dict[str, Any]:
         except OSError:
             return {"missing": "libnvidia-ml.so.1 not found"}
         try:
-            import pynvml as nv
+            import pynvml  # only once libnvidia-ml loads (above); a machine may lack the package too
         except ImportError as exc:
             return {"missing": f"nvidia-ml-py not importable: {exc}"}
+        nv = pynvml
     try:
         nv.nvmlInit()
     except nv.NVMLError as exc:
@@ -190,9 +193,10 @@ def health_answer(nv: Any = None) -> dict[str, Any]:
     if nv is None:
         try:
             ctypes.CDLL("libnvidia-ml.so.1")
-            import pynvml as nv
+            import pynvml  # only once libnvidia-ml loads: its import costs 0.1 s, and a machine may lack it
         except (OSError, ImportError) as exc:
             return {"missing": f"NVML not available: {exc}"}
+        nv = pynvml
     try:
         nv.nvmlInit()
     except nv.NVMLError as exc:

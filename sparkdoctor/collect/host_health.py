@@ -49,7 +49,11 @@ def _int(text: str | None) -> int | None:
 
 
 def memory(root: Path) -> dict[str, Any] | None:
-    text = _read(root / "proc" / "meminfo")
+    return memory_of(_read(root / "proc" / "meminfo"))
+
+
+def memory_of(text: str | None) -> dict[str, Any] | None:
+    """/proc/meminfo's text as host health's `memory` readings (a fleet node sends the text: fleet/node.py)."""
     if text is None:
         return None
     raw: dict[str, int] = {}
@@ -58,7 +62,7 @@ def memory(root: Path) -> dict[str, Any] | None:
         value = _int(rest.split()[0]) if rest.split() else None
         if name in MEMINFO_KEYS and value is not None:
             raw[MEMINFO_KEYS[name]] = value
-    out: dict[str, Any] = {k: raw.get(k) for k in ("total_kib", "available_kib", "swap_total_kib")}
+    out: dict[str, object] = {k: raw.get(k) for k in ("total_kib", "available_kib", "swap_total_kib")}
     if "swap_total_kib" in raw and "swap_free_kib" in raw:
         out["swap_used_kib"] = raw["swap_total_kib"] - raw["swap_free_kib"]
     if "cached_kib" in raw:
@@ -69,12 +73,16 @@ def memory(root: Path) -> dict[str, Any] | None:
     return out
 
 
-def pressure(root: Path) -> dict[str, Any] | None:
+def pressure(root: Path) -> dict[str, object] | None:
     """PSI memory pressure: the share of time tasks stalled on memory (some: at least one; full: all)."""
-    text = _read(root / "proc" / "pressure" / "memory")
+    return pressure_of(_read(root / "proc" / "pressure" / "memory"))
+
+
+def pressure_of(text: str | None) -> dict[str, Any] | None:
+    """/proc/pressure/memory's text as host health's `pressure` readings."""
     if text is None:
         return None
-    out: dict[str, Any] = {}
+    out: dict[str, object] = {}
     for line in text.splitlines():
         kind, *pairs = line.split()
         if kind not in ("some", "full"):
@@ -89,7 +97,7 @@ def pressure(root: Path) -> dict[str, Any] | None:
     return out
 
 
-def docker_runtime(root: Path) -> dict[str, Any] | None:
+def docker_runtime(root: Path) -> dict[str, object] | None:
     """The NVIDIA runtime in docker's daemon.json and the CDI specs that name nvidia.com/gpu; None
     where docker is not installed (nothing to judge)."""
     daemon = root / "etc" / "docker" / "daemon.json"
@@ -126,7 +134,7 @@ def links(root: Path) -> list[dict[str, Any]] | None:
     net = root / "sys" / "class" / "net"
     if not net.is_dir():
         return None
-    found: list[dict[str, Any]] = []
+    found: list[dict[str, object]] = []
     for name in sorted(os.listdir(net)):
         dev = net / name
         if not (dev / "device").exists() and not (dev / "device").is_symlink():
@@ -155,7 +163,12 @@ def links(root: Path) -> list[dict[str, Any]] | None:
 def kernel(root: Path) -> dict[str, Any] | None:
     """The memory events in the kernel's log since boot (/dev/kmsg): NV_ERR_NO_MEMORY lines, Xids, OOM kills,
     hung tasks; None where the log cannot be read (dmesg_restrict without root)."""
-    from sparkdoctor.collect.kernel_log import counts, parse, read_kmsg
+    # imported on use: check loads sparkdoctor.collect.kernel_log only on the runs that get here
+    from sparkdoctor.collect.kernel_log import (
+        counts,
+        parse,
+        read_kmsg,
+    )
 
     text = read_kmsg(root)
     return None if text is None else counts(parse(text))
@@ -163,7 +176,7 @@ def kernel(root: Path) -> dict[str, Any] | None:
 
 def observe(root: Path, live: bool = True) -> dict[str, Any]:
     errors: list[str] = []
-    out: dict[str, Any] = {"live": live, "root": str(root)}
+    out: dict[str, object] = {"live": live, "root": str(root)}
     for key, reader in (("memory", memory), ("pressure", pressure), ("docker", docker_runtime), ("links", links),
                         ("kernel", kernel)):
         try:
@@ -181,6 +194,7 @@ def run(ctx: Context) -> dict[str, Any]:
     root = host_root()
     health = observe(root)
     if is_live_root():
+        # imported on use: check loads sparkdoctor.collect only on the runs that get here
         from sparkdoctor.collect import gpu_health
 
         health["gpus"], problem = gpu_health.read()

@@ -15,7 +15,7 @@ from sparkdoctor.collect.hostroot import host_root
 
 def local_host() -> dict[str, Any]:
     uname = os.uname()
-    host: dict[str, Any] = {"os": None, "machine": uname.machine, "kernel": uname.release}
+    host: dict[str, object] = {"os": None, "machine": uname.machine, "kernel": uname.release}
     try:
         with open(host_root() / "etc" / "os-release", encoding="utf-8", errors="replace") as fh:
             for line in fh.read(64 * 1024).splitlines():

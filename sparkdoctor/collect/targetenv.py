@@ -11,6 +11,7 @@ target's PATH) go to ctx.scratch, not into Facts.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from sparkdoctor.collect import Collector, CollectorError, Context
@@ -90,7 +91,7 @@ def run(ctx: Context) -> dict[str, Any]:
     }
 
 
-def _package(pkg: dict[str, Any]) -> dict[str, Any]:
+def _package(pkg: Mapping[str, object]) -> dict[str, Any]:
     """Tracked packages keep their integrity fields; the rest carry only name, version and location."""
     if "integrity" in pkg or "cuda" in pkg or "build_error" in pkg:
         return dict(pkg)

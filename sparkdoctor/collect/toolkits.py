@@ -20,6 +20,7 @@ import json
 import os
 import re
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -75,7 +76,7 @@ class Ptxas:
     def named(self, basename: str) -> bool:
         return any(os.path.basename(p) == basename for p in self.paths)
 
-    def as_fact(self) -> dict[str, Any]:
+    def as_fact(self) -> dict[str, object]:
         return {
             "tool": "ptxas",
             "path": self.paths[0],
@@ -156,14 +157,15 @@ class _Cache:
         if self.path is not None and ctx.use_cache:
             self.entries = self._read()
 
-    def _read(self) -> dict[str, Any]:
+    def _read(self) -> dict[str, object]:
+        if self.path is None:
+            return {}
         try:
-            data = json.loads(self.path.read_text(encoding="utf-8"))  # type: ignore[union-attr]
+            data = json.loads(self.path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return {}
-        if not isinstance(data, dict) or data.get("schema") != CACHE_SCHEMA or not isinstance(data.get("entries"), dict):
-            return {}
-        return data["entries"]
+        entries = data.get("entries") if isinstance(data, dict) and data.get("schema") == CACHE_SCHEMA else None
+        return entries if isinstance(entries, dict) else {}
 
     @staticmethod
     def key(realpath: str) -> tuple[int, int] | None:
@@ -186,7 +188,7 @@ class _Cache:
             return None
         return {"version": hit["version"], "archs": [a for a in hit["archs"] if isinstance(a, str)]}
 
-    def put(self, realpath: str, result: dict[str, Any]) -> None:
+    def put(self, realpath: str, result: Mapping[str, object]) -> None:
         key = self.key(realpath)
         if key is None or self.path is None or "error" in result or not result.get("help_ok"):
             return  # failures and half answers are asked again next time
@@ -237,7 +239,7 @@ def discover(ctx: Context) -> list[Ptxas]:
     for item in ctx.scratch.get("ptxas_candidates") or []:
         if not isinstance(item, dict) or not isinstance(item.get("path"), str):
             continue
-        source = item.get("source") if item.get("source") in ("pip", "triton") else "pip"
+        source: str = item["source"] if item.get("source") in ("pip", "triton") else "pip"
         extra = {"package": item.get("package"), "package_version": item.get("version_of_package")}
         add(item["path"], source, must_exist=True, **extra)  # missing here: the target sees another filesystem
         if source == "triton":  # the probe may list only `ptxas`; Triton >= 3.6 ships its sibling too
@@ -258,6 +260,7 @@ def mark_triton(entries: list[Ptxas], ctx: Context) -> None:
     if not bundled:
         return  # no Triton in the target: its variables steer nothing
     blackwell = next((e for e in bundled if e.named(TRITON_BLACKWELL_NAME)), None)
+    chosen: Ptxas | None
     if blackwell is not None:
         var, chosen = "TRITON_PTXAS_BLACKWELL_PATH", blackwell
     else:
@@ -299,6 +302,7 @@ def run(ctx: Context) -> dict[str, Any]:
         if len(entries) == 1:  # the usual box: no pool (concurrent.futures is ~3 ms of imports on a warm check)
             _fill(entries[0], cache)
         else:
+            # imported on use: check loads concurrent.futures only on the runs that get here
             from concurrent.futures import ThreadPoolExecutor
 
             with ThreadPoolExecutor(max_workers=min(8, len(entries)), thread_name_prefix="ptxas") as pool:

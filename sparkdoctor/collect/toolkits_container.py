@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import json
+import tempfile
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -31,6 +32,13 @@ from sparkdoctor.collect.toolkits import (
     parse_gpu_names,
     parse_version,
 )
+from sparkdoctor.kernels import assemble, tools, verdict
+from sparkdoctor.kernels.assemble import Job, job_key, new_record
+from sparkdoctor.kernels.cache import Cache
+from sparkdoctor.kernels.collector import compile_arch, selected_probes, target_arch
+from sparkdoctor.kernels.cubin import cubin_problem
+from sparkdoctor.kernels.probes import load_probes
+from sparkdoctor.targets.interface import Target
 
 LIST_TIMEOUT = 20.0
 COMPILE_TIMEOUT = 20.0
@@ -160,9 +168,8 @@ COLLECTOR = Collector("toolkits", run, needs=("target",), timeout=LIST_TIMEOUT +
 
 
 # ---- the PTX kernel probes, compiled inside the container --------------------------------------------------
-def container_runner(target: Any):
+def container_runner(target: Target):
     """A kernels.assemble runner: ptxas runs in the container; the cubin lands at the host path asked for."""
-    from sparkdoctor.kernels.cubin import cubin_problem
 
     def run_ptxas(ptxas, arch: str, ptx: Path, cubin: Path, timeout: float):
         job = {"ptxas": ptxas.path, "arch": arch, "ptx": ptx.read_text(encoding="utf-8"), "timeout": timeout}
@@ -183,15 +190,7 @@ def container_runner(target: Any):
     return run_ptxas
 
 
-def run_kernels(ctx: Context) -> dict[str, Any]:
-    import tempfile
-
-    from sparkdoctor.kernels import assemble, tools, verdict
-    from sparkdoctor.kernels.assemble import Job, job_key, new_record
-    from sparkdoctor.kernels.cache import Cache
-    from sparkdoctor.kernels.collector import compile_arch, selected_probes, target_arch
-    from sparkdoctor.kernels.probes import load_probes
-
+def run_kernels(ctx: Context) -> dict[str, object]:
     if not ctx.kernels:
         return {}
     arch_value, source, note = target_arch(ctx.facts)

@@ -4,8 +4,9 @@ Each module exposes `register(app: typer.Typer) -> None`, which adds its command
 module) to an app. The root app's group is `LazyVerbs`: a verb's module is imported, and its command
 built, only when that verb is called or listed in --help, so `check` pays for none of the others (importing
 the ten modules and building their click commands cost 30-180 ms per start, measured by hand). A
-command module imports only typer, the standard library and sparkdoctor.cli_support at the top and
-loads its pipeline inside the command function. A command module parses and renders; the work lives in its pipeline package
+command module imports only typer, the standard library and the base modules (commands.options, result, errors,
+cli_support) at the top and loads its pipeline inside the command function. Its options are the fields of one
+dataclass (commands/options.py makes the typer command of them). A command module parses and renders; the work lives in its pipeline package
 (sparkdoctor/fix/, sparkdoctor/bench/, ...), which never imports a command module.
 """
 

@@ -8,42 +8,49 @@ the shared options at module level: the pipeline loads when the command runs.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from sparkdoctor.cli_support import DEFAULT_TIMEOUT, timeout_option
-from sparkdoctor.commands.options import format_option, output_option, output_path
+from sparkdoctor.cli_support import DEFAULT_TIMEOUT
+from sparkdoctor.commands.options import (
+    EMPTY,
+    Fmt,
+    Output,
+    Timeout,
+    command,
+    format_option,
+)
 from sparkdoctor.errors import UsageError
 from sparkdoctor.result import Format, Result
+from sparkdoctor.views.audit import VIEW
 
 if TYPE_CHECKING:
     from sparkdoctor.audit.roofline import Audit
 
-FORMATS = (Format.console, Format.json)
+FORMATS = VIEW.formats
 
 
 @dataclass
 class AuditCommand:
     """Everything `audit` is told; the defaults are the command line's."""
 
-    model: str | None = None
-    recipe: str | None = None
-    sets: list[str] = field(default_factory=list)
-    bandwidth: float | None = None
-    gpu: str | None = None
-    context: int = 4096
-    batch: int = 1
-    kv_cache_dtype: str | None = None
-    mtp: bool = False
-    max_model_len: int | None = None
-    max_num_seqs: int | None = None
-    memory: float | None = None
-    gpu_memory_utilization: float | None = None
-    fmt: Format = Format.console
-    output: Path | None = None
-    timeout: float = DEFAULT_TIMEOUT
+    model: Annotated[str | None, typer.Argument(help="Checkpoint folder, or a model in the Hugging Face cache: org/name, org/name@revision or a snapshot id (never downloaded). Optional with --recipe: the recipe's model.")] = None
+    recipe: Annotated[str | None, typer.Option("--recipe", help="Size the fit as this recipe launches (its --max-model-len, --max-num-seqs, --gpu-memory-utilization, --kv-cache-dtype); options given here win.")] = None
+    sets: Annotated[list[str], typer.Option("--set", help="--recipe parameter key=value or env.NAME=value (repeatable)."), EMPTY] = field(default_factory=list)
+    bandwidth: Annotated[float | None, typer.Option("--bandwidth", help="Memory bandwidth in GB/s (default: the GPU's; GB10 = 273).")] = None
+    gpu: Annotated[str | None, typer.Option("--gpu", help="Take bandwidth and memory from this GPU (gb10, h100-sxm, h100-pcie, h200, ...) instead of the detected one.")] = None
+    context: Annotated[int, typer.Option("--context", help="Tokens of context each decoded token attends to (KV cache read per token).")] = 4096
+    batch: Annotated[int, typer.Option("--batch", help="Sequences decoded together (aggregate ceiling; MoE experts touched grow with it).")] = 1
+    kv_cache_dtype: Annotated[str | None, typer.Option("--kv-cache-dtype", help="(default auto) auto (the model's dtype) | bfloat16 | float16 | fp8 | fp8_e4m3 | fp8_e5m2 | float32.")] = None
+    mtp: Annotated[bool, typer.Option("--mtp", help="Count the MTP / nextn heads as read every step (speculative decoding on).")] = False
+    max_model_len: Annotated[int | None, typer.Option("--max-model-len", help="For the fit: tokens per sequence (default: the config's max_position_embeddings).")] = None
+    max_num_seqs: Annotated[int | None, typer.Option("--max-num-seqs", help="For the fit: sequences whose full KV cache must fit at once (default 1; with --recipe, vLLM's own default for the GPU).")] = None
+    memory: Annotated[float | None, typer.Option("--memory", help="For the fit: GPU memory in GiB (default: the GPU's; GB10 = 119.7).")] = None
+    gpu_memory_utilization: Annotated[float | None, typer.Option("--gpu-memory-utilization", help="For the fit: the share of memory the server may use (vLLM's flag; default 0.9).")] = None
+    fmt: Annotated[Fmt, format_option(*FORMATS)] = Format.console
+    output: Output = None
+    timeout: Timeout = DEFAULT_TIMEOUT
 
     def refuse_bad_options(self) -> None:
         """Every usage error of `audit` that needs no file read (exit 2, one line)."""
@@ -57,7 +64,7 @@ class AuditCommand:
             raise UsageError("give MODEL (a checkpoint folder), or --recipe RECIPE whose model is a local folder")
 
 
-def run(options: AuditCommand) -> Result:
+def run(options: AuditCommand) -> Result[Audit]:
     """The audit of the checkpoint; exit 1 when it does not fit or its config disagrees with its tensors. An
     AuditError, RecipeError or OutOfTime is exit 2 by itself."""
     from sparkdoctor.runlimit import run_limit
@@ -99,33 +106,12 @@ def _audit(options: AuditCommand) -> Audit:
 
 
 def register(app: typer.Typer) -> None:
-    app.command(name="audit")(audit)
+    app.command(name="audit")(command(AuditCommand, audit))
 
 
-def audit(
-    model: str | None = typer.Argument(None, help="Checkpoint folder, or a model in the Hugging Face cache: org/name, org/name@revision or a snapshot id (never downloaded). Optional with --recipe: the recipe's model."),
-    recipe: str | None = typer.Option(None, "--recipe", help="Size the fit as this recipe launches (its --max-model-len, --max-num-seqs, --gpu-memory-utilization, --kv-cache-dtype); options given here win."),
-    sets: list[str] | None = typer.Option(None, "--set", help="--recipe parameter key=value or env.NAME=value (repeatable)."),
-    bandwidth: float | None = typer.Option(None, "--bandwidth", help="Memory bandwidth in GB/s (default: the GPU's; GB10 = 273)."),
-    gpu: str | None = typer.Option(None, "--gpu", help="Take bandwidth and memory from this GPU (gb10, h100-sxm, h100-pcie, h200, ...) instead of the detected one."),
-    context: int = typer.Option(4096, "--context", help="Tokens of context each decoded token attends to (KV cache read per token)."),
-    batch: int = typer.Option(1, "--batch", help="Sequences decoded together (aggregate ceiling; MoE experts touched grow with it)."),
-    kv_cache_dtype: str | None = typer.Option(None, "--kv-cache-dtype", help="(default auto) auto (the model's dtype) | bfloat16 | float16 | fp8 | fp8_e4m3 | fp8_e5m2 | float32."),
-    mtp: bool = typer.Option(False, "--mtp", help="Count the MTP / nextn heads as read every step (speculative decoding on)."),
-    max_model_len: int | None = typer.Option(None, "--max-model-len", help="For the fit: tokens per sequence (default: the config's max_position_embeddings)."),
-    max_num_seqs: int | None = typer.Option(None, "--max-num-seqs", help="For the fit: sequences whose full KV cache must fit at once (default 1; with --recipe, vLLM's own default for the GPU)."),
-    memory: float | None = typer.Option(None, "--memory", help="For the fit: GPU memory in GiB (default: the GPU's; GB10 = 119.7)."),
-    gpu_memory_utilization: float | None = typer.Option(None, "--gpu-memory-utilization", help="For the fit: the share of memory the server may use (vLLM's flag; default 0.9)."),
-    fmt: str = format_option(*FORMATS),
-    output_name: str | None = output_option(),
-    timeout: float = timeout_option(),
-) -> None:
+def audit(options: AuditCommand) -> None:
     """Read a checkpoint's headers (never its weights): bytes per decoded token by module group, what stays
     unquantized, the tok/s ceiling at the memory bandwidth, and whether weights + KV cache fit."""
     from sparkdoctor.emit import emit
 
-    options = AuditCommand(model=model, recipe=recipe, sets=list(sets or []), bandwidth=bandwidth, gpu=gpu, context=context,
-                           batch=batch, kv_cache_dtype=kv_cache_dtype, mtp=mtp, max_model_len=max_model_len,
-                           max_num_seqs=max_num_seqs, memory=memory, gpu_memory_utilization=gpu_memory_utilization,
-                           fmt=Format(fmt), output=output_path("--output", output_name), timeout=timeout)
     raise typer.Exit(emit(run(options), options.fmt, options.output))

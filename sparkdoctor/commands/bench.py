@@ -12,62 +12,65 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from sparkdoctor.commands.options import (
+    Fmt,
+    Ledger,
+    Output,
+    Sets,
+    command,
     format_option,
-    ledger_option,
-    output_option,
-    output_path,
     python_option,
 )
 from sparkdoctor.errors import UsageError
 from sparkdoctor.result import Format, Result
+from sparkdoctor.views.bench import VIEW
 
 if TYPE_CHECKING:
     from sparkdoctor.bench.document import BenchDocument
 
-FORMATS = (Format.console, Format.json)
+FORMATS = VIEW.formats
 
 
 @dataclass
 class BenchCommand:
     """Everything `bench` is told; the defaults are the command line's."""
 
-    recipe: Path | None = None
-    vs: Path | None = None
-    url: str | None = None
-    model: str | None = None
-    model_dir: Path | None = None
-    sets: list[str] = field(default_factory=list)
-    local: bool = False
-    runtime: str | None = None
-    python: str | None = None
-    concurrency: str | None = None
-    rounds: int | None = None
-    max_tokens: int | None = None
-    prompt_words: int | None = None
-    warmup: int | None = None
-    api: str | None = None
-    pairs: int = 3
-    min_effect: float = 0.02
-    ready_timeout: float = 600.0
-    ledger: Path | None = None
-    no_store: bool = False
-    fmt: Format = Format.console
-    output: Path | None = None
-    calibrate: bool = False
-    allow_load_difference: bool = False
-    conclude: str | None = None
-    reference: bool = False
-    reference_file: Path | None = None
-    no_correctness: bool = False
-    allow_wrong: bool = False
-    export: Path | None = None
-    reproduce: Path | None = None
-    force: bool = False
+    recipe: Annotated[Path | None, typer.Argument(help="Recipe to launch and measure (ours, eugr v1 YAML, sparkrun v2 YAML).")] = None
+    vs: Annotated[Path | None, typer.Option("--vs", help="Second recipe: A/B, interleaved A B B A ..., ratio B/A with its 95% CI.")] = None
+    url: Annotated[str | None, typer.Option("--url", help="Measure a server that is already running (no launch).")] = None
+    model: Annotated[str | None, typer.Option("--model", help="Model name to request (default: the only one the server lists).")] = None
+    model_dir: Annotated[Path | None, typer.Option("--model-dir", help="Checkpoint folder the server serves: the report shows the achieved share of its roofline (default: a recipe's model, when a local folder).")] = None
+    sets: Annotated[Sets, typer.Option("--set", help="Recipe parameter key=value or env.NAME=value (repeatable; both recipes of --vs).")] = field(default_factory=list)
+    local: Annotated[bool, typer.Option("--local", help="Run a recipe that names a container directly in the target environment.")] = False
+    runtime: Annotated[str | None, typer.Option("--runtime", help="Container CLI for a recipe that names a container: docker or podman (default: $SPARKDOCTOR_CONTAINER_RUNTIME, else docker, else podman).")] = None
+    python: Annotated[str | None, python_option("Interpreter (or venv) whose toolchain the run is stored with. Default: the recipe command's venv, else as `check`.")] = None
+    concurrency: Annotated[str | None, typer.Option("--concurrency", help="Concurrency levels, comma separated (default 1,4).")] = None
+    rounds: Annotated[int | None, typer.Option("--rounds", help="Rounds per level (default 5).")] = None
+    max_tokens: Annotated[int | None, typer.Option("--max-tokens", help="Output tokens per request (default 64).")] = None
+    prompt_words: Annotated[int | None, typer.Option("--prompt-words", help="Words of prose per prompt (default 100).")] = None
+    warmup: Annotated[int | None, typer.Option("--warmup", help="Warm-up requests, not counted (default 2).")] = None
+    api: Annotated[str | None, typer.Option("--api", help="chat or completions (default chat).")] = None
+    pairs: Annotated[int, typer.Option("--pairs", help="--vs: interleaved (A, B) pairs, one server restart per arm.")] = 3
+    min_effect: Annotated[float, typer.Option("--min-effect", help="--vs: smallest relative difference ever called faster/slower.")] = 0.02
+    ready_timeout: Annotated[float, typer.Option("--ready-timeout", help="Seconds to wait for a launched server to be ready.")] = 600.0
+    ledger: Ledger = None
+    no_store: Annotated[bool, typer.Option("--no-store", help="Measure only; write nothing to the ledger.")] = False
+    fmt: Annotated[Fmt, format_option(*FORMATS)] = Format.console
+    output: Output = None
+    calibrate: Annotated[bool, typer.Option("--calibrate", help="RECIPE: measure its launch-to-launch noise with interleaved A/A launches (--pairs, 3 or more) and print the smallest effect 1, 3, 5 and 10 pairs detect.")] = False
+    allow_load_difference: Annotated[bool, typer.Option("--allow-load-difference", help="--vs: call the verdict even when the arms ran under clearly different machine load (one pair: use a calibration taken under other load).")] = False
+    conclude: Annotated[str | None, typer.Option("--conclude", help="--vs: record the result as conclusion NAME (sparkdoctor conclusions, rerun).")] = None
+    reference: Annotated[bool, typer.Option("--reference", help="This run's answers are good: store them as the correctness reference for its model.")] = False
+    reference_file: Annotated[Path | None, typer.Option("--reference-file", help="Compare the answers with this reference file (with --reference: write it there).")] = None
+    no_correctness: Annotated[bool, typer.Option("--no-correctness", help="Send no correctness probes (the run's answers are not checked).")] = False
+    allow_wrong: Annotated[bool, typer.Option("--allow-wrong", help="Exit 0 even when the answers are judged wrong (or an A/B arm's are): for the numbers alone.")] = False
+    export: Annotated[Path | None, typer.Option("--export", help="Write the run as one self-contained cell (JSON: recipe, toolchain, model, load, workload, numbers, config hash) to FILE.")] = None
+    reproduce: Annotated[Path | None, typer.Option("--reproduce", help="Run the workload of the cell in FILE here (RECIPE or --url) and show what differs from it, key by key. FILE may also be a llama-benchy JSON report, a sparkrun benchmark export or a Spark Arena submission's metadata.json.")] = None
+    force: Annotated[bool, typer.Option("--force", help="Launch even when the memory preflight says the recipe does not fit in the memory free now.")] = False
 
     def refuse_bad_options(self) -> None:
         """Every usage error of `bench`, before a server is launched or reached (exit 2, one line)."""
@@ -122,7 +125,7 @@ class BenchCommand:
                 raise UsageError(f"--url {exc}") from None
 
 
-def run(options: BenchCommand) -> Result:
+def run(options: BenchCommand) -> Result[BenchDocument]:
     """Measure what the options name and return its document (a run, a comparison or a calibration)."""
     options.refuse_bad_options()
     from sparkdoctor.bench import flow
@@ -214,54 +217,11 @@ def wrong_answers(doc: object) -> str | None:
 
 
 def register(app: typer.Typer) -> None:
-    app.command("bench")(bench)
+    app.command("bench")(command(BenchCommand, bench))
 
 
-def bench(
-    recipe: Path | None = typer.Argument(None, help="Recipe to launch and measure (ours, eugr v1 YAML, sparkrun v2 YAML)."),
-    vs: Path | None = typer.Option(None, "--vs", help="Second recipe: A/B, interleaved A B B A ..., ratio B/A with its 95% CI."),
-    url: str | None = typer.Option(None, "--url", help="Measure a server that is already running (no launch)."),
-    model: str | None = typer.Option(None, "--model", help="Model name to request (default: the only one the server lists)."),
-    model_dir: Path | None = typer.Option(None, "--model-dir", help="Checkpoint folder the server serves: the report shows the achieved share of its roofline (default: a recipe's model, when a local folder)."),
-    sets: list[str] | None = typer.Option(None, "--set", help="Recipe parameter key=value or env.NAME=value (repeatable; both recipes of --vs)."),
-    local: bool = typer.Option(False, "--local", help="Run a recipe that names a container directly in the target environment."),
-    runtime: str | None = typer.Option(None, "--runtime", help="Container CLI for a recipe that names a container: docker or podman (default: $SPARKDOCTOR_CONTAINER_RUNTIME, else docker, else podman)."),
-    python: str | None = python_option("Interpreter (or venv) whose toolchain the run is stored with. Default: the recipe command's venv, else as `check`."),
-    concurrency: str | None = typer.Option(None, "--concurrency", help="Concurrency levels, comma separated (default 1,4)."),
-    rounds: int | None = typer.Option(None, "--rounds", help="Rounds per level (default 5)."),
-    max_tokens: int | None = typer.Option(None, "--max-tokens", help="Output tokens per request (default 64)."),
-    prompt_words: int | None = typer.Option(None, "--prompt-words", help="Words of prose per prompt (default 100)."),
-    warmup: int | None = typer.Option(None, "--warmup", help="Warm-up requests, not counted (default 2)."),
-    api: str | None = typer.Option(None, "--api", help="chat or completions (default chat)."),
-    pairs: int = typer.Option(3, "--pairs", help="--vs: interleaved (A, B) pairs, one server restart per arm."),
-    min_effect: float = typer.Option(0.02, "--min-effect", help="--vs: smallest relative difference ever called faster/slower."),
-    ready_timeout: float = typer.Option(600.0, "--ready-timeout", help="Seconds to wait for a launched server to be ready."),
-    ledger: Path | None = ledger_option(),
-    no_store: bool = typer.Option(False, "--no-store", help="Measure only; write nothing to the ledger."),
-    fmt: str = format_option(*FORMATS),
-    output_name: str | None = output_option(),
-    calibrate: bool = typer.Option(False, "--calibrate", help="RECIPE: measure its launch-to-launch noise with interleaved A/A launches (--pairs, 3 or more) and print the smallest effect 1, 3, 5 and 10 pairs detect."),
-    allow_load_difference: bool = typer.Option(False, "--allow-load-difference", help="--vs: call the verdict even when the arms ran under clearly different machine load (one pair: use a calibration taken under other load)."),
-    conclude: str | None = typer.Option(None, "--conclude", help="--vs: record the result as conclusion NAME (sparkdoctor conclusions, rerun)."),
-    reference: bool = typer.Option(False, "--reference", help="This run's answers are good: store them as the correctness reference for its model."),
-    reference_file: Path | None = typer.Option(None, "--reference-file", help="Compare the answers with this reference file (with --reference: write it there)."),
-    no_correctness: bool = typer.Option(False, "--no-correctness", help="Send no correctness probes (the run's answers are not checked)."),
-    allow_wrong: bool = typer.Option(False, "--allow-wrong", help="Exit 0 even when the answers are judged wrong (or an A/B arm's are): for the numbers alone."),
-    export: Path | None = typer.Option(None, "--export", help="Write the run as one self-contained cell (JSON: recipe, toolchain, model, load, workload, numbers, config hash) to FILE."),
-    reproduce: Path | None = typer.Option(None, "--reproduce", help="Run the workload of the cell in FILE here (RECIPE or --url) and show what differs from it, key by key."),
-    force: bool = typer.Option(False, "--force", help="Launch even when the memory preflight says the recipe does not fit in the memory free now."),
-) -> None:
+def bench(options: BenchCommand) -> None:
     """Benchmark a server: decode tok/s, TTFT, ITL, a concurrency sweep; stored with the toolchain fingerprint."""
     from sparkdoctor.emit import emit
 
-    options = BenchCommand(
-        recipe=recipe, vs=vs, url=url, model=model, model_dir=model_dir, sets=list(sets or []), local=local,
-        runtime=runtime, python=python, concurrency=concurrency, rounds=rounds, max_tokens=max_tokens,
-        prompt_words=prompt_words, warmup=warmup, api=api, pairs=pairs, min_effect=min_effect,
-        ready_timeout=ready_timeout, ledger=ledger, no_store=no_store, fmt=Format(fmt),
-        output=output_path("--output", output_name), calibrate=calibrate,
-        allow_load_difference=allow_load_difference, conclude=conclude, reference=reference,
-        reference_file=reference_file, no_correctness=no_correctness, allow_wrong=allow_wrong,
-        export=export, reproduce=reproduce, force=force,
-    )
     raise typer.Exit(emit(run(options), options.fmt, options.output))

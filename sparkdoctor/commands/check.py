@@ -8,34 +8,42 @@ probes the target the options name.
 
 from __future__ import annotations
 
+import functools
 import math
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from sparkdoctor.commands.options import (
-    arch_option,
-    container_option,
-    container_python_option,
+    Arch,
+    Container,
+    ContainerPython,
+    Fmt,
+    Ignore,
+    Matrix,
+    Output,
+    Parsed,
+    Python,
+    Runtime,
+    command,
     format_option,
-    matrix_option,
     output_option,
     output_path,
-    python_option,
-    runtime_option,
 )
 from sparkdoctor.errors import UsageError
+from sparkdoctor.findings import Report
 from sparkdoctor.result import Format, Result
+from sparkdoctor.views.check import VIEW
 
 if TYPE_CHECKING:
     from sparkdoctor.check import CheckOutcome, CheckRequest
 
 DEFAULT_TIMEOUT = 120.0
-FORMATS = (Format.console, Format.json, Format.junit, Format.markdown, Format.sarif)
+FORMATS = VIEW.formats
 SEVERITIES = ("info", "warn", "error")
 
 
@@ -43,25 +51,26 @@ SEVERITIES = ("info", "warn", "error")
 class CheckCommand:
     """Everything `check` is told; the defaults are the command line's."""
 
-    python: str | None = None
-    container: str | None = None
-    container_python: str | None = None
-    runtime: str | None = None
-    arch: str | None = None
-    facts_file: Path | None = None
-    save_facts: Path | None = None
-    output: Path | None = None
-    fmt: Format = Format.console
-    fail_on: str | None = None
-    strict: bool = False
-    ignore: list[str] = field(default_factory=list)
-    config: Path | None = None
-    constraints: list[Path] = field(default_factory=list)
-    matrix: Path | None = None
-    kernels: bool = True
-    no_cache: bool = False
-    timeout: float = DEFAULT_TIMEOUT
-    verbose: bool = False
+    python: Python = None
+    container: Container = None
+    container_python: ContainerPython = None
+    runtime: Runtime = None
+    arch: Arch = None
+    facts_file: Annotated[Path | None, typer.Option("--facts", help="Evaluate a saved snapshot instead of probing a live target.")] = None
+    save_facts: Annotated[Path | None, typer.Option("--save-facts", metavar="PATH", help="Write the collected Facts snapshot (JSON) to this file."),
+                          Parsed(str | None, functools.partial(output_path, "--save-facts"))] = None
+    fmt: Annotated[Fmt, format_option(*FORMATS)] = Format.console
+    output: Annotated[Output, output_option("Write the report here instead of stdout.")] = None
+    fail_on: Annotated[str | None, typer.Option("--fail-on", help="Lowest severity that fails the check: info | warn | error (default error).")] = None
+    strict: Annotated[bool, typer.Option("--strict", help="Fail on warnings too (same as --fail-on warn).")] = False
+    ignore: Ignore = field(default_factory=list)
+    config: Annotated[Path | None, typer.Option("--config", help="Config file with permanent ignores (default ./sparkdoctor.toml, then the user config).")] = None
+    constraints: Annotated[list[Path], typer.Option("--constraints", "-c", help="Constraints/requirements file whose pins to check (repeatable).")] = field(default_factory=list)
+    matrix: Matrix = None
+    kernels: Annotated[bool, typer.Option("--kernels/--no-kernels", help="Run the kernel compile probes (--no-kernels: the fast path).")] = True
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="Ignore cached probe results and file hashes.")] = False
+    timeout: Annotated[float, typer.Option("--timeout", help="Seconds the whole run may take: every collector and probe shares this budget.")] = DEFAULT_TIMEOUT
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show clear and unevaluated entries and all facts.")] = False
 
     def refuse_bad_options(self) -> None:
         """Every usage error of `check`, before a single probe starts (exit 2, one line)."""
@@ -91,7 +100,7 @@ class CheckCommand:
             raise UsageError("--facts and --python exclude each other: a snapshot is already of one target")
 
 
-def run(options: CheckCommand) -> Result:
+def run(options: CheckCommand) -> Result[Report]:
     """The report on the target (or snapshot) `options` name; its exit code is the verdict's."""
     from sparkdoctor import proc
     from sparkdoctor.targets import choose as check_target
@@ -146,39 +155,11 @@ def _check_with_progress(request: CheckRequest) -> CheckOutcome:
 
 
 def register(app: typer.Typer) -> None:
-    app.command("check")(check)
+    app.command("check")(command(CheckCommand, check))
 
 
-def check(
-    python: str | None = python_option(),
-    container: str | None = container_option(),
-    container_python: str | None = container_python_option(),
-    runtime: str | None = runtime_option(),
-    arch: str | None = arch_option(),
-    facts_file: Path | None = typer.Option(None, "--facts", help="Evaluate a saved snapshot instead of probing a live target."),
-    save_facts_name: str | None = typer.Option(None, "--save-facts", metavar="PATH", help="Write the collected Facts snapshot (JSON) to this file."),
-    fmt: str = format_option(*FORMATS),
-    output_name: str | None = output_option("Write the report here instead of stdout."),
-    fail_on: str | None = typer.Option(None, "--fail-on", help="Lowest severity that fails the check: info | warn | error (default error)."),
-    strict: bool = typer.Option(False, "--strict", help="Fail on warnings too (same as --fail-on warn)."),
-    ignore: list[str] = typer.Option([], "--ignore", help="Entry id to ignore (repeatable)."),
-    config: Path | None = typer.Option(None, "--config", help="Config file with permanent ignores (default ./sparkdoctor.toml, then the user config)."),
-    constraints: list[Path] = typer.Option([], "--constraints", "-c", help="Constraints/requirements file whose pins to check (repeatable)."),
-    matrix_path: Path | None = matrix_option(),
-    kernels: bool = typer.Option(True, "--kernels/--no-kernels", help="Run the kernel compile probes (--no-kernels: the fast path)."),
-    no_cache: bool = typer.Option(False, "--no-cache", help="Ignore cached probe results and file hashes."),
-    timeout: float = typer.Option(DEFAULT_TIMEOUT, "--timeout", help="Seconds the whole run may take: every collector and probe shares this budget."),
-    verbose: bool = typer.Option(False, "--verbose", "-v", help="Show clear and unevaluated entries and all facts."),
-) -> None:
+def check(options: CheckCommand) -> None:
     """Probe the target environment, match it against the matrix, report findings. Exit code gates CI."""
     from sparkdoctor.emit import emit
 
-    options = CheckCommand(
-        python=python, container=container, container_python=container_python, runtime=runtime, arch=arch,
-        facts_file=facts_file, save_facts=output_path("--save-facts", save_facts_name),
-        output=output_path("--output", output_name), fmt=Format(fmt), fail_on=fail_on, strict=strict, ignore=list(ignore),
-        config=config, constraints=list(constraints), matrix=matrix_path, kernels=kernels, no_cache=no_cache,
-        timeout=timeout, verbose=verbose,
-    )
     raise typer.Exit(emit(run(options), options.fmt, options.output))
-

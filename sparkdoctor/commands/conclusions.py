@@ -9,30 +9,27 @@ sparkdoctor/conclusions/. No conclusion of that name: a ConclusionError (2); a l
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
+from typing import Annotated
 
 import typer
 
-from sparkdoctor.commands.options import (
-    format_option,
-    ledger_option,
-    output_option,
-    output_path,
-)
+from sparkdoctor.commands.options import Fmt, Ledger, Output, command, format_option
+from sparkdoctor.conclusions.documents import ConclusionsDocument
 from sparkdoctor.errors import UsageError
 from sparkdoctor.result import Format, Result
+from sparkdoctor.views.conclusions import VIEW
 
-FORMATS = (Format.console, Format.json)
+FORMATS = VIEW.formats
 
 
 @dataclass
 class ConclusionsCommand:
     """Everything `conclusions` is told; the defaults are the command line's."""
 
-    name: str | None = None
-    ledger: Path | None = None
-    fmt: Format = Format.console
-    output: Path | None = None
+    name: Annotated[str | None, typer.Argument(help="Only this conclusion.")] = None
+    ledger: Ledger = None
+    fmt: Annotated[Fmt, format_option(*FORMATS)] = Format.console
+    output: Output = None
 
     def refuse_bad_options(self) -> None:
         Format.parse(self.fmt, FORMATS)
@@ -42,11 +39,10 @@ class ConclusionsCommand:
             raise UsageError(f"{one_line(self.name[:80])}: not a conclusion name")
 
 
-def run(options: ConclusionsCommand) -> Result:
+def run(options: ConclusionsCommand) -> Result[ConclusionsDocument]:
     """Every conclusion (or the one named), judged on the current toolchain."""
     from sparkdoctor.cli_support import open_ledger
     from sparkdoctor.conclusions import staleness, store
-    from sparkdoctor.conclusions.documents import ConclusionsDocument
     from sparkdoctor.conclusions.model import ConclusionError
     from sparkdoctor.conclusions.toolchain import Toolchains
     from sparkdoctor.progress import progress_line
@@ -63,17 +59,11 @@ def run(options: ConclusionsCommand) -> Result:
 
 
 def register(app: typer.Typer) -> None:
-    app.command("conclusions")(conclusions)
+    app.command("conclusions")(command(ConclusionsCommand, conclusions))
 
 
-def conclusions(
-    name: str | None = typer.Argument(None, help="Only this conclusion."),
-    ledger: Path | None = ledger_option(),
-    fmt: str = format_option(*FORMATS),
-    output_name: str | None = output_option(),
-) -> None:
+def conclusions(options: ConclusionsCommand) -> None:
     """List conclusions: fresh, stale (and what changed in the toolchain), flipped by a rerun, broken."""
     from sparkdoctor.emit import emit
 
-    options = ConclusionsCommand(name=name, ledger=ledger, fmt=Format(fmt), output=output_path("--output", output_name))
     raise typer.Exit(emit(run(options), options.fmt, options.output))

@@ -1,7 +1,7 @@
 """`sparkdoctor diff A.json B.json`: drift between two saved snapshots (`check --save-facts`).
 
 `DiffCommand` holds the options, `run()` compares and returns a Result (kind "diff", data: a
-sparkdoctor.diff.render.DiffDocument), `register()` adds the typer command. Exit 0: no risky difference; 1: a
+sparkdoctor.diff.document.DiffDocument), `register()` adds the typer command. Exit 0: no risky difference; 1: a
 risky one (what a multi-node run or an upgrade must not carry); 2: a file that is not a snapshot, said in one line
 naming the file and the field.
 """
@@ -10,32 +10,34 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Annotated
 
 import typer
 
-from sparkdoctor.commands.options import format_option, output_option, output_path
+from sparkdoctor.commands.options import Fmt, Output, command, format_option
+from sparkdoctor.diff.document import DiffDocument
 from sparkdoctor.result import Format, Result
+from sparkdoctor.views.diff import VIEW
 
-FORMATS = (Format.console, Format.json)
+FORMATS = VIEW.formats
 
 
 @dataclass
 class DiffCommand:
     """Everything `diff` is told."""
 
-    a: Path
-    b: Path
-    fmt: Format = Format.console
-    output: Path | None = None
+    a: Annotated[Path, typer.Argument(metavar="A.json", help="A Facts snapshot (check --save-facts): the reference node, or before.")]
+    b: Annotated[Path, typer.Argument(metavar="B.json", help="The other snapshot: the second node, or after.")]
+    fmt: Annotated[Fmt, format_option(*FORMATS)] = Format.console
+    output: Output = None
 
     def refuse_bad_options(self) -> None:
         Format.parse(self.fmt, FORMATS)
 
 
-def run(options: DiffCommand) -> Result:
+def run(options: DiffCommand) -> Result[DiffDocument]:
     """The two snapshots compared; a FactsError (one line naming the file and field) is exit 2 by itself."""
     from sparkdoctor.diff import compare
-    from sparkdoctor.diff.render import DiffDocument
     from sparkdoctor.facts import Facts
 
     options.refuse_bad_options()
@@ -45,17 +47,11 @@ def run(options: DiffCommand) -> Result:
 
 
 def register(app: typer.Typer) -> None:
-    app.command("diff")(diff)
+    app.command("diff")(command(DiffCommand, diff))
 
 
-def diff(
-    a: Path = typer.Argument(..., metavar="A.json", help="A Facts snapshot (check --save-facts): the reference node, or before."),
-    b: Path = typer.Argument(..., metavar="B.json", help="The other snapshot: the second node, or after."),
-    fmt: str = format_option(*FORMATS),
-    output_name: str | None = output_option(),
-) -> None:
+def diff(options: DiffCommand) -> None:
     """Compare two snapshots field by field; each difference is risky (for a multi-node run) or benign."""
     from sparkdoctor.emit import emit
 
-    options = DiffCommand(a, b, Format(fmt), output_path("--output", output_name))
     raise typer.Exit(emit(run(options), options.fmt, options.output))

@@ -8,7 +8,7 @@ them apart (`sparkdoctor check` decides). Nothing about the box is probed: the t
 evidence.
 
 `ExplainCommand` holds the options, `run()` returns a Result (kind "explain", data: a
-sparkdoctor.render.explain.Explanation), `register()` adds the typer command.
+sparkdoctor.matrix.explanation.Explanation), `register()` adds the typer command.
 """
 
 from __future__ import annotations
@@ -16,20 +16,25 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Annotated
 
 import typer
 
-from sparkdoctor.cli_support import DEFAULT_TIMEOUT, timeout_option
+from sparkdoctor.cli_support import DEFAULT_TIMEOUT
 from sparkdoctor.commands.options import (
+    Fmt,
+    Output,
+    Timeout,
+    command,
     format_option,
     matrix_option,
-    output_option,
-    output_path,
 )
 from sparkdoctor.errors import InputError, UsageError
+from sparkdoctor.matrix.explanation import Explanation
 from sparkdoctor.result import Format, Result
+from sparkdoctor.views.explain import VIEW
 
-FORMATS = (Format.console, Format.json)
+FORMATS = VIEW.formats
 MAX_BYTES = 256 * 1024 * 1024  # a server log can be big; past this it is surely not text to explain
 _TOO_BIG = f"more than {MAX_BYTES // (1024 * 1024)} MiB; pass the part of the log around the error"
 
@@ -38,12 +43,11 @@ _TOO_BIG = f"more than {MAX_BYTES // (1024 * 1024)} MiB; pass the part of the lo
 class ExplainCommand:
     """Everything `explain` is told; the defaults are the command line's."""
 
-    source: str = "-"
-    """A log file, or '-' for stdin."""
-    matrix: Path | None = None
-    fmt: Format = Format.console
-    output: Path | None = None
-    timeout: float = DEFAULT_TIMEOUT
+    source: Annotated[str, typer.Argument(metavar="[FILE|-]", help="A log or pasted error text; '-' (default) reads stdin.")] = "-"
+    matrix: Annotated[Path | None, matrix_option("Matrix folder or file (default: bundled).")] = None
+    fmt: Annotated[Fmt, format_option(*FORMATS)] = Format.console
+    output: Output = None
+    timeout: Timeout = DEFAULT_TIMEOUT
 
     def refuse_bad_options(self) -> None:
         from sparkdoctor.runlimit import refuse_bad_timeout
@@ -52,7 +56,7 @@ class ExplainCommand:
         refuse_bad_timeout(self.timeout)
 
 
-def run(options: ExplainCommand) -> Result:
+def run(options: ExplainCommand) -> Result[Explanation]:
     """The text matched against every entry's symptoms. Exit 0: something matched; 1: nothing did. Unreadable
     text (InputError), a bad matrix (MatrixError) or a run out of time (OutOfTime) is exit 2 by itself."""
     from sparkdoctor.runlimit import run_limit
@@ -62,7 +66,6 @@ def run(options: ExplainCommand) -> Result:
         from sparkdoctor.matrix import load
         from sparkdoctor.matrix.ambiguity import ambiguous_lines
         from sparkdoctor.matrix.symptoms import match_text
-        from sparkdoctor.render.explain import Explanation
 
         text, label = read_text(options.source)
         matrix = load(options.matrix)
@@ -98,19 +101,12 @@ def read_text(source: str) -> tuple[str, str]:
 
 
 def register(app: typer.Typer) -> None:
-    app.command("explain")(explain)
+    app.command("explain")(command(ExplainCommand, explain))
 
 
-def explain(
-    source: str = typer.Argument("-", metavar="[FILE|-]", help="A log or pasted error text; '-' (default) reads stdin."),
-    matrix_path: Path | None = matrix_option("Matrix folder or file (default: bundled)."),
-    fmt: str = format_option(*FORMATS),
-    output_name: str | None = output_option(),
-    timeout: float = timeout_option(),
-) -> None:
+def explain(options: ExplainCommand) -> None:
     """Match error text or a server log against every entry's symptoms; print what they mean and what to do.
     Exit 0: something matched; 1: no known symptom in the text; 2: unreadable input or matrix, or --timeout ran out."""
     from sparkdoctor.emit import emit
 
-    options = ExplainCommand(source, matrix_path, Format(fmt), output_path("--output", output_name), timeout)
     raise typer.Exit(emit(run(options), options.fmt, options.output))

@@ -12,28 +12,31 @@ import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from sparkdoctor.commands.options import (
+    ContainerPython,
+    Fmt,
+    Output,
+    Runtime,
     arch_option,
+    command,
     container_option,
-    container_python_option,
     format_option,
     matrix_option,
-    output_option,
-    output_path,
     python_option,
-    runtime_option,
 )
 from sparkdoctor.errors import UsageError
+from sparkdoctor.fix.documents import FixDocument
 from sparkdoctor.result import Format, Result
+from sparkdoctor.views.fix import VIEW
 
 if TYPE_CHECKING:
     from sparkdoctor.fix.pipeline import Planned
 
-FORMATS = (Format.console, Format.json)
+FORMATS = VIEW.formats
 AGE_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
 
@@ -41,29 +44,29 @@ AGE_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 class FixCommand:
     """Everything `fix` is told; the defaults are the command line's."""
 
-    journal: str | None = None
-    python: str | None = None
-    container: str | None = None
-    container_python: str | None = None
-    runtime: str | None = None
-    yes: bool = False
-    rollback: bool = False
-    history: bool = False
-    prune: bool = False
-    keep: int | None = None
-    older_than: str | None = None
-    fmt: Format = Format.console
-    output: Path | None = None
-    env_file: Path | None = None
-    recipe: Path | None = None
-    constraints: list[Path] = field(default_factory=list)
-    system: bool = False
-    allow_replace: list[str] = field(default_factory=list)
-    allow_downgrade: list[str] = field(default_factory=list)
-    kernels: bool = True
-    arch: str | None = None
-    matrix: Path | None = None
-    fixes: Path | None = None
+    journal: Annotated[str | None, typer.Argument(help="With --rollback: the journal id (default: the newest).")] = None
+    python: Annotated[str | None, python_option("The target interpreter or venv (default: $VIRTUAL_ENV, else this Python).")] = None
+    container: Annotated[str | None, container_option("Fix inside this running container (docker/podman), through the container CLI.")] = None
+    container_python: ContainerPython = None
+    runtime: Runtime = None
+    yes: Annotated[bool, typer.Option("--yes", help="Apply the plan (journal first), then check again.")] = False
+    rollback: Annotated[bool, typer.Option("--rollback", help="Restore what a journal recorded, byte for byte, offline.")] = False
+    history: Annotated[bool, typer.Option("--history", help="List fix journals, newest first, with their size.")] = False
+    prune: Annotated[bool, typer.Option("--prune", help="Remove old journals (with --keep N and/or --older-than AGE); never one whose apply or rollback did not finish.")] = False
+    keep: Annotated[int | None, typer.Option("--keep", help="With --prune: keep the newest N journals.")] = None
+    older_than: Annotated[str | None, typer.Option("--older-than", help="With --prune: remove journals older than AGE (e.g. 30d, 12h, 90m).")] = None
+    fmt: Annotated[Fmt, format_option(*FORMATS)] = Format.console
+    output: Output = None
+    env_file: Annotated[Path | None, typer.Option("--env-file", help="The env file the server reads (KEY=VALUE): checked with it, env fixes edit it.")] = None
+    recipe: Annotated[Path | None, typer.Option("--recipe", help="The serving recipe (recipes/*.toml) flag fixes edit.")] = None
+    constraints: Annotated[list[Path], typer.Option("--constraints", help="Extra constraints/requirements files to read (as check).")] = field(default_factory=list)
+    system: Annotated[bool, typer.Option("--system", help="Allow changing a system interpreter (not a venv).")] = False
+    allow_replace: Annotated[list[str], typer.Option("--allow-replace", help="Allow replacing this non-registry dist (repeatable).")] = field(default_factory=list)
+    allow_downgrade: Annotated[list[str], typer.Option("--allow-downgrade", help="Allow downgrading this pinned package (repeatable).")] = field(default_factory=list)
+    kernels: Annotated[bool, typer.Option("--kernels/--no-kernels", help="Run the kernel compile probes in the checks.")] = True
+    arch: Annotated[str | None, arch_option("Evaluate as this GPU arch (as check).")] = None
+    matrix: Annotated[Path | None, matrix_option("A matrix folder or file instead of the bundled one.")] = None
+    fixes: Annotated[Path | None, typer.Option("--fixes", help="A fixes folder instead of the bundled one.")] = None
 
     def refuse_bad_options(self) -> None:
         """Every usage error of `fix`, before anything is read or changed (exit 2, one line)."""
@@ -98,7 +101,7 @@ def age_seconds(text: str) -> float:
     return float(m.group(1)) * AGE_UNITS[m.group(2)]
 
 
-def run(options: FixCommand) -> Result:
+def run(options: FixCommand) -> Result[FixDocument]:
     """The document of the mode the options choose; its exit code is the check's verdict (plan), the apply's or the
     rollback's outcome. An apply refused (4) is a Result whose errors name the refusal."""
     options.refuse_bad_options()
@@ -122,7 +125,7 @@ def run(options: FixCommand) -> Result:
     return _plan_or_apply(options)
 
 
-def _plan_or_apply(options: FixCommand) -> Result:
+def _plan_or_apply(options: FixCommand) -> Result[FixDocument]:
     from sparkdoctor.check import CheckRequest
     from sparkdoctor.errors import TargetUnprobeable
     from sparkdoctor.fix.documents import ApplyDocument, PlanDocument
@@ -193,45 +196,14 @@ def _journal_target(record: dict[str, Any], chosen: tuple[str | None, str | None
 
 
 def register(app: typer.Typer) -> None:
-    app.command("fix")(fix)
+    app.command("fix")(command(FixCommand, fix))
 
 
-def fix(
-    journal: str | None = typer.Argument(None, help="With --rollback: the journal id (default: the newest)."),
-    python: str | None = python_option("The target interpreter or venv (default: $VIRTUAL_ENV, else this Python)."),
-    container: str | None = container_option("Fix inside this running container (docker/podman), through the container CLI."),
-    container_python: str | None = container_python_option(),
-    runtime: str | None = runtime_option(),
-    yes: bool = typer.Option(False, "--yes", help="Apply the plan (journal first), then check again."),
-    rollback: bool = typer.Option(False, "--rollback", help="Restore what a journal recorded, byte for byte, offline."),
-    history: bool = typer.Option(False, "--history", help="List fix journals, newest first, with their size."),
-    prune: bool = typer.Option(False, "--prune", help="Remove old journals (with --keep N and/or --older-than AGE); never one whose apply or rollback did not finish."),
-    keep: int | None = typer.Option(None, "--keep", help="With --prune: keep the newest N journals."),
-    older_than: str | None = typer.Option(None, "--older-than", help="With --prune: remove journals older than AGE (e.g. 30d, 12h, 90m)."),
-    fmt: str = format_option(*FORMATS),
-    output_name: str | None = output_option(),
-    env_file: Path | None = typer.Option(None, "--env-file", help="The env file the server reads (KEY=VALUE): checked with it, env fixes edit it."),
-    recipe: Path | None = typer.Option(None, "--recipe", help="The serving recipe (recipes/*.toml) flag fixes edit."),
-    constraints: list[Path] = typer.Option([], "--constraints", help="Extra constraints/requirements files to read (as check)."),
-    system: bool = typer.Option(False, "--system", help="Allow changing a system interpreter (not a venv)."),
-    allow_replace: list[str] = typer.Option([], "--allow-replace", help="Allow replacing this non-registry dist (repeatable)."),
-    allow_downgrade: list[str] = typer.Option([], "--allow-downgrade", help="Allow downgrading this pinned package (repeatable)."),
-    kernels: bool = typer.Option(True, "--kernels/--no-kernels", help="Run the kernel compile probes in the checks."),
-    arch: str | None = arch_option("Evaluate as this GPU arch (as check)."),
-    matrix: Path | None = matrix_option("A matrix folder or file instead of the bundled one."),
-    fixes: Path | None = typer.Option(None, "--fixes", help="A fixes folder instead of the bundled one."),
-) -> None:
+def fix(options: FixCommand) -> None:
     """Turn check's findings into a plan; --yes applies it with a journal; --rollback undoes it."""
     from sparkdoctor.cli_support import err
     from sparkdoctor.emit import emit
 
-    options = FixCommand(
-        journal=journal, python=python, container=container, container_python=container_python, runtime=runtime,
-        yes=yes, rollback=rollback, history=history, prune=prune, keep=keep, older_than=older_than, fmt=Format(fmt),
-        output=output_path("--output", output_name), env_file=env_file, recipe=recipe, constraints=list(constraints),
-        system=system, allow_replace=list(allow_replace), allow_downgrade=list(allow_downgrade), kernels=kernels,
-        arch=arch, matrix=matrix, fixes=fixes,
-    )
     result = run(options)
     code = emit(result, options.fmt, options.output)
     for error in result.errors:  # a refusal: the plan is the document, the refusal its one line on stderr

@@ -4,6 +4,7 @@ pre-launch gate (docs/fleet.md). options -> run -> Result("fleet check", "fleet"
 Exit 0: go (every node answered, no risky difference, no finding at or above --fail-on); 1: no-go (a risky
 difference between nodes, or a node's finding); 2: usage (bad options or inventory, Ray not installed);
 3: no-go, a node (or the Ray cluster) could not be checked: the others are still judged and compared.
+With --recipe the launch is also sized and judged on every node's memory: a node where it does not fit is exit 1.
 """
 
 from __future__ import annotations
@@ -12,41 +13,50 @@ import math
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 
 from sparkdoctor.commands.options import (
+    Fmt,
+    Ignore,
+    Matrix,
+    Output,
+    Sets,
     arch_option,
+    command,
     format_option,
-    matrix_option,
-    output_option,
-    output_path,
 )
 from sparkdoctor.errors import UsageError
+from sparkdoctor.fleet import FleetResult
 from sparkdoctor.result import Format, Result
+from sparkdoctor.views.fleet import VIEW
 
-FORMATS = (Format.console, Format.json)
+FORMATS = VIEW.formats
 
 
 @dataclass
 class FleetCommand:
-    ray: str | None = None
-    hosts: str | None = None
-    inventory: Path | None = None
-    ssh_config: Path | None = None
-    python: str | None = None
-    container: str | None = None
-    runtime: str = "docker"
-    node_timeout: float = 60.0
-    arch: str | None = None
-    fail_on: str = "error"
-    ignore: list[str] = field(default_factory=list)
-    matrix: Path | None = None
-    fmt: Format = Format.console
-    output: Path | None = None
-    verbose: bool = False
-    measure: bool = False
+    ray: Annotated[str | None, typer.Option("--ray", metavar="ADDRESS", help="Check every live node of this Ray cluster (e.g. 10.0.0.1:6379, or auto).")] = None
+    hosts: Annotated[str | None, typer.Option("--hosts", metavar="A,B,...", help="Check these ssh destinations (your ssh config and keys); `local` is this machine, without ssh.")] = None
+    inventory: Annotated[Path | None, typer.Option("--inventory", metavar="FILE", help="Nodes from a file: one ssh destination per line, TOML with node tables, a sparkrun cluster (.yaml, or sparkrun:NAME) or eugr's .env with CLUSTER_NODES (docs/fleet.md).")] = None
+    ssh_config: Annotated[Path | None, typer.Option("--ssh-config", metavar="FILE", help="An ssh config file to use instead of ~/.ssh/config (ssh -F).")] = None
+    python: Annotated[str | None, typer.Option("--remote-python", metavar="PATH", help="The serving interpreter on every node (default: $VIRTUAL_ENV's, else python3; Ray: the worker's).")] = None
+    container: Annotated[str | None, typer.Option("--container", metavar="NAME", help="Probe inside this running container on every node.")] = None
+    runtime: Annotated[str, typer.Option("--runtime", help="Container CLI on the nodes: docker or podman.")] = "docker"
+    node_timeout: Annotated[float, typer.Option("--node-timeout", help="Seconds each node may take; a node past it is reported, the rest go on.")] = 60.0
+    arch: Annotated[str | None, arch_option("Judge every node as this GPU arch (default: detected per node).")] = None
+    fail_on: Annotated[str, typer.Option("--fail-on", help="Lowest severity of a node's finding that refuses the launch: info | warn | error.")] = "error"
+    ignore: Ignore = field(default_factory=list)
+    matrix: Matrix = None
+    fmt: Annotated[Fmt, format_option(*FORMATS)] = Format.console
+    output: Output = None
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show benign differences and every finding.")] = False
+    measure: Annotated[bool, typer.Option("--measure", help="Also measure every link: ib_write_bw per rail, nccl-tests all_reduce_perf across the nodes and over the GPUs of each node of several, up to 1 GiB (bounded; absent tools are reported).")] = False
+    # --recipe, --model, --set: the memory preflight per node (docs/memory.md, memory/pernode.py); recipe check's names
+    recipe: Annotated[str | None, typer.Option("--recipe", metavar="FILE", help="Size this recipe's launch (a file, or a shipped recipe's name) and judge it on every node's memory now.")] = None
+    model: Annotated[str | None, typer.Option("--model", help="The checkpoint the launch loads, read here (default: the recipe's model); every node serves the same one.")] = None
+    sets: Sets = field(default_factory=list)
 
     def refuse_bad_options(self) -> None:
         """Every usage error of `fleet check` (exit 2, one line), before a node is reached."""
@@ -72,9 +82,11 @@ class FleetCommand:
             problem = real_arch_problem(self.arch)
             if problem:
                 raise UsageError(f"--arch {self.arch!r}: {problem}")
+        if self.recipe is None and (self.model is not None or self.sets):
+            raise UsageError("--model and --set size a launch: give its --recipe FILE too")
 
 
-def run(options: FleetCommand) -> Result:
+def run(options: FleetCommand) -> Result[FleetResult]:
     """Check the options (UsageError / InputError: one line, exit 2), run the fleet check, wrap its answer."""
     from sparkdoctor import fleet
     from sparkdoctor.fleet.inventory import load_inventory, parse_hosts
@@ -85,11 +97,19 @@ def run(options: FleetCommand) -> Result:
         nodes = parse_hosts(options.hosts, options.python, options.container, options.runtime)
     elif options.inventory is not None:
         nodes = load_inventory(options.inventory, options.python, options.container, options.runtime)
+    memory_judge = None
+    if options.recipe is not None:  # a bad recipe or model is one line before any node is reached
+        import functools
+
+        from sparkdoctor.commands.options import parse_sets
+        from sparkdoctor.memory.pernode import judge_fleet, size_launch
+
+        memory_judge = functools.partial(judge_fleet, size_launch(options.recipe, parse_sets(options.sets), options.model))
     run_options = fleet.FleetOptions(
         ray_address=options.ray, nodes=nodes, ssh_config=str(options.ssh_config) if options.ssh_config else None,
         python=options.python, container=options.container, runtime=options.runtime, node_timeout=options.node_timeout,
         arch=options.arch, matrix_path=options.matrix, fail_on=options.fail_on, ignore=set(options.ignore),
-        measure=options.measure)
+        measure=options.measure, memory_judge=memory_judge)
     if sys.stderr.isatty():  # progress on stderr, only to a terminal: stdout stays the document
         from rich.console import Console
 
@@ -104,33 +124,12 @@ def run(options: FleetCommand) -> Result:
 def register(app: typer.Typer) -> None:
     fleet_app = typer.Typer(help="Check the nodes of a multi-node launch together (the pre-launch gate).",
                             no_args_is_help=True)
-    fleet_app.command("check")(check)
+    fleet_app.command("check")(command(FleetCommand, check))
     app.add_typer(fleet_app, name="fleet")
 
 
-def check(
-    ray: str | None = typer.Option(None, "--ray", metavar="ADDRESS", help="Check every live node of this Ray cluster (e.g. 10.0.0.1:6379, or auto)."),
-    hosts: str | None = typer.Option(None, "--hosts", metavar="A,B,...", help="Check these ssh destinations (your ssh config and keys)."),
-    inventory: Path | None = typer.Option(None, "--inventory", metavar="FILE", help="Nodes from a file: one ssh destination per line, TOML with node tables, a sparkrun cluster (.yaml, or sparkrun:NAME) or eugr's .env with CLUSTER_NODES (docs/fleet.md)."),
-    ssh_config: Path | None = typer.Option(None, "--ssh-config", metavar="FILE", help="An ssh config file to use instead of ~/.ssh/config (ssh -F)."),
-    python: str | None = typer.Option(None, "--remote-python", metavar="PATH", help="The serving interpreter on every node (default: $VIRTUAL_ENV's, else python3; Ray: the worker's)."),
-    container: str | None = typer.Option(None, "--container", metavar="NAME", help="Probe inside this running container on every node."),
-    runtime: str = typer.Option("docker", "--runtime", help="Container CLI on the nodes: docker or podman."),
-    node_timeout: float = typer.Option(60.0, "--node-timeout", help="Seconds each node may take; a node past it is reported, the rest go on."),
-    arch: str | None = arch_option("Judge every node as this GPU arch (default: detected per node)."),
-    fail_on: str = typer.Option("error", "--fail-on", help="Lowest severity of a node's finding that refuses the launch: info | warn | error."),
-    ignore: list[str] = typer.Option([], "--ignore", help="Entry id to ignore (repeatable)."),
-    matrix_path: Path | None = matrix_option(),
-    fmt: str = format_option(*FORMATS),
-    output_name: str | None = output_option(),
-    verbose: bool = typer.Option(False, "--verbose", "-v", help="Show benign differences and every finding."),
-    measure: bool = typer.Option(False, "--measure", help="Also measure every link: ib_write_bw per rail, nccl-tests all_reduce_perf up to 1 GiB (bounded; absent tools are reported)."),
-) -> None:
+def check(options: FleetCommand) -> None:
     """Probe every node in parallel, judge each against the matrix, compare them N-way. Exit code gates the launch."""
     from sparkdoctor.emit import emit
 
-    options = FleetCommand(ray=ray, hosts=hosts, inventory=inventory, ssh_config=ssh_config, python=python,
-                           container=container, runtime=runtime, node_timeout=node_timeout, arch=arch, fail_on=fail_on,
-                           ignore=list(ignore), matrix=matrix_path, fmt=Format(fmt),
-                           output=output_path("--output", output_name), verbose=verbose, measure=measure)
     raise typer.Exit(emit(run(options), options.fmt, options.output))

@@ -11,38 +11,41 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from sparkdoctor.commands.options import (
+    EMPTY,
+    Fmt,
+    Ledger,
+    Output,
+    command,
     format_option,
-    ledger_option,
-    output_option,
-    output_path,
 )
 from sparkdoctor.errors import LedgerFailure, UsageError
 from sparkdoctor.result import Format, Result
+from sparkdoctor.views.history import VIEW
 
 if TYPE_CHECKING:
     from sparkdoctor.bench.history import HistoryDocument
 
-FORMATS = (Format.console, Format.json)
+FORMATS = VIEW.formats
 
 
 @dataclass
 class HistoryCommand:
     """Everything `history` is told; the defaults are the command line's."""
 
-    run_id: int | None = None
-    recipe: str | None = None
-    compare: list[int] = field(default_factory=list)
-    limit: int = 50
-    samples: bool = False
-    ledger: Path | None = None
-    fmt: Format = Format.console
-    output: Path | None = None
-    html: str | None = None
+    run_id: Annotated[int | None, typer.Argument(help="Show this run in full (its levels, toolchain and findings).")] = None
+    recipe: Annotated[str | None, typer.Option("--recipe", help="Only runs of this recipe name.")] = None
+    compare: Annotated[list[int], typer.Option("--compare", help="Two run ids: --compare A --compare B."), EMPTY] = field(default_factory=list)
+    limit: Annotated[int, typer.Option("--limit", help="List at most this many runs.")] = 50
+    samples: Annotated[bool, typer.Option("--samples", help="With RUN_ID: include the raw per-request samples (json).")] = False
+    ledger: Ledger = None
+    fmt: Annotated[Fmt, format_option(*FORMATS)] = Format.console
+    output: Output = None
+    html: Annotated[str | None, typer.Option("--html", metavar="FILE", help="Write the whole ledger as one self-contained HTML page (plots need plotly: pip install 'sparkdoctor-gb10\\[html]').")] = None
 
     def refuse_bad_options(self) -> None:
         """Every usage error of `history`, before the ledger is opened (exit 2, one line)."""
@@ -68,7 +71,7 @@ class HistoryCommand:
                 raise UsageError("--html FILE is where the page goes: -o does not go with it")
 
 
-def run(options: HistoryCommand) -> Result:
+def run(options: HistoryCommand) -> Result[HistoryDocument]:
     """The document the options ask for, read from the ledger."""
     from sparkdoctor.cli_support import open_ledger
 
@@ -112,23 +115,11 @@ def _refuse_damaged(path: Path, run_id: int, found: dict[str, Any]) -> None:
 
 
 def register(app: typer.Typer) -> None:
-    app.command("history")(history)
+    app.command("history")(command(HistoryCommand, history))
 
 
-def history(
-    run_id: int | None = typer.Argument(None, help="Show this run in full (its levels, toolchain and findings)."),
-    recipe: str | None = typer.Option(None, "--recipe", help="Only runs of this recipe name."),
-    compare: list[int] | None = typer.Option(None, "--compare", help="Two run ids: --compare A --compare B."),
-    limit: int = typer.Option(50, "--limit", help="List at most this many runs."),
-    samples: bool = typer.Option(False, "--samples", help="With RUN_ID: include the raw per-request samples (json)."),
-    ledger: Path | None = ledger_option(),
-    fmt: str = format_option(*FORMATS),
-    output_name: str | None = output_option(),
-    html_file: str | None = typer.Option(None, "--html", metavar="FILE", help="Write the whole ledger as one self-contained HTML page (plots need plotly: pip install 'sparkdoctor-gb10\\[html]')."),
-) -> None:
+def history(options: HistoryCommand) -> None:
     """List, show and compare stored benchmark runs."""
     from sparkdoctor.emit import emit
 
-    options = HistoryCommand(run_id=run_id, recipe=recipe, compare=list(compare or []), limit=limit, samples=samples,
-                             ledger=ledger, fmt=Format(fmt), output=output_path("--output", output_name), html=html_file)
     raise typer.Exit(emit(run(options), options.fmt, options.output))

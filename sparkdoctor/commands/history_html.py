@@ -1,4 +1,4 @@
-"""`sparkdoctor history --html FILE`: the ledger as one self-contained page (sparkdoctor/render/history_html.py).
+"""`sparkdoctor history --html FILE`: the ledger as one self-contained page (sparkdoctor/views/history_html.py).
 
 The timeline comes from sparkdoctor/ledger/timeline.py, the latest toolchain's findings from the check service
 on the latest run's Facts, the page from the renderer; the page is written atomically. Plotly is optional: without
@@ -41,7 +41,7 @@ def write_html(led: Any, name: str) -> HistoryPage:
         raise UsageError("--html needs plotly, which is optional: pip install 'sparkdoctor-gb10[html]' (or pip install plotly)") from None
     from sparkdoctor.files import OutputError, write_text
     from sparkdoctor.ledger.timeline import read
-    from sparkdoctor.render.history_html import render_page
+    from sparkdoctor.views.history_html import render_page
 
     timeline = read(led.db)
     page = render_page(timeline, _latest_findings(timeline.latest_facts), str(led.path))

@@ -8,29 +8,48 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 
 from sparkdoctor.commands.options import (
+    Fmt,
+    Parsed,
+    command,
     format_option,
     matrix_option,
-    output_option,
-    output_path,
 )
 from sparkdoctor.errors import UsageError
 from sparkdoctor.exitcodes import EXIT_FINDINGS, EXIT_OK
+from sparkdoctor.matrix import Entry, Matrix, Stack
+from sparkdoctor.matrix.consistency import Validation
 from sparkdoctor.result import Format, Result
+from sparkdoctor.views.matrix import LIST
 
-FORMATS = (Format.console, Format.json)
+FORMATS = LIST.formats
 MATRIX_HELP = "Matrix folder or file (default: bundled)."
 
 
 @dataclass
 class MatrixCommand:
-    matrix: Path | None = None
-    fmt: Format = Format.console
+    """What `matrix list` is told; `matrix show` and `matrix validate` are told a little more."""
+
+    matrix: Annotated[Path | None, matrix_option(MATRIX_HELP)] = None
+    fmt: Annotated[Fmt, format_option(*FORMATS)] = Format.console
     item_id: str | None = None
+
+
+@dataclass
+class ShowCommand(MatrixCommand):
+    item_id: Annotated[str | None, typer.Argument(help="Entry or stack id."), Parsed(name="entry_id", default=...)] = None
+
+
+@dataclass
+class ValidateCommand(MatrixCommand):
+    matrix: Annotated[Path | None, typer.Argument(help=MATRIX_HELP), Parsed(name="path")] = None
+    bounds_doc: Annotated[Path | None, typer.Option("--bounds", metavar="FILE", help=(
+        "A `matrix verify --bounds --format json` document: refuse `checked` entries whose checks held outside their "
+        "bound there."))] = None
 
 
 def _load(path: Path | None) -> Any:
@@ -39,13 +58,13 @@ def _load(path: Path | None) -> Any:
     return load(path)
 
 
-def run_list(options: MatrixCommand) -> Result:
+def run_list(options: MatrixCommand) -> Result[Matrix]:
     """Every entry and known-good stack."""
     Format.parse(options.fmt, FORMATS)
     return Result("matrix list", "matrix-list", _load(options.matrix))
 
 
-def run_show(options: MatrixCommand) -> Result:
+def run_show(options: MatrixCommand) -> Result[Entry | Stack]:
     """One entry (or stack) in full; UsageError when no entry or stack has the id."""
     Format.parse(options.fmt, FORMATS)
     m = _load(options.matrix)
@@ -55,7 +74,7 @@ def run_show(options: MatrixCommand) -> Result:
     return Result("matrix show", "matrix-item", item)
 
 
-def run_validate(options: MatrixCommand, bounds_doc: Path | None = None) -> Result:
+def run_validate(options: MatrixCommand, bounds_doc: Path | None = None) -> Result[Validation]:
     """The matrix checked as `check --matrix` and `matrix verify` check it (a MatrixError names file, entry,
     field), then across entries (sparkdoctor.matrix.consistency): problems are listed and end in exit 1."""
     from sparkdoctor.matrix.consistency import problems, report_delay
@@ -69,8 +88,8 @@ def run_validate(options: MatrixCommand, bounds_doc: Path | None = None) -> Resu
     levels = {lv: sum(1 for e in m.entries if e.evidence == lv) for lv in ("reproduced", "checked", "reported")}
     found = problems(m, _bounds_document(bounds_doc) if bounds_doc else None)
     return Result("matrix validate", "matrix-validate",
-                  {"entries": len(m.entries), "stacks": len(m.stacks), "files": len(m.files), "evidence": levels,
-                   "matrix": str(getattr(m, "source", "") or ""), "problems": found, "report_delay": report_delay(m)},
+                  Validation(len(m.entries), len(m.stacks), len(m.files), levels, str(getattr(m, "source", "") or ""), found,
+                             report_delay(m)),
                   exit_code=EXIT_FINDINGS if found else EXIT_OK)
 
 
@@ -90,61 +109,35 @@ def _bounds_document(path: Path) -> dict[str, Any]:
 
 
 def register(app: typer.Typer) -> None:
+    from sparkdoctor.commands import matrix_tracking  # matrix track / matrix update
+    from sparkdoctor.commands.matrix_verify import VerifyCommand, matrix_verify
+
     matrix_app = typer.Typer(help="List, show, validate and verify the knowledge base.", no_args_is_help=True)
     app.add_typer(matrix_app, name="matrix")
-    from sparkdoctor.commands import matrix_tracking  # matrix track / matrix update
-
     matrix_tracking.register(matrix_app)
-
-    @matrix_app.command("list")
-    def matrix_list(
-        matrix_path: Path | None = matrix_option(MATRIX_HELP),
-        fmt: str = format_option(*FORMATS),
-    ) -> None:
-        """List every entry and known-good stack."""
-        _emit(run_list(MatrixCommand(matrix_path, Format(fmt))), fmt)
-
-    @matrix_app.command("show")
-    def matrix_show(
-        entry_id: str = typer.Argument(..., help="Entry or stack id."),
-        matrix_path: Path | None = matrix_option(MATRIX_HELP),
-        fmt: str = format_option(*FORMATS),
-    ) -> None:
-        """Show one entry (or stack) in full."""
-        _emit(run_show(MatrixCommand(matrix_path, Format(fmt), entry_id)), fmt)
-
-    @matrix_app.command("validate")
-    def matrix_validate(
-        path: Path | None = typer.Argument(None, help="Matrix folder or file (default: bundled)."),
-        fmt: str = format_option(*FORMATS),
-        bounds_doc: Path | None = typer.Option(None, "--bounds", metavar="FILE", help="A `matrix verify --bounds --format json` document: refuse `checked` entries whose checks held outside their bound there."),
-    ) -> None:
-        """Check matrix files against the schema, probe ids and verify tables, then across entries (remedies that
-        another entry says break; `checked` entries that bracket nothing). Exit 1: a problem across entries."""
-        _emit(run_validate(MatrixCommand(path, Format(fmt)), bounds_doc), fmt)
-
-    @matrix_app.command("verify")
-    def matrix_verify(
-        entry_id: str | None = typer.Argument(None, help="Entry id (default: every entry with a verify or files table)."),
-        keep: bool = typer.Option(False, "--keep", help="Keep the scratch environments (reused by the next run)."),
-        matrix_path: Path | None = matrix_option(MATRIX_HELP),
-        fmt: str = format_option(*FORMATS),
-        kind: str = typer.Option("all", "--kind", help="all | installs (probe in scratch venvs) | files (released wheels)."),
-        bisect_id: str | None = typer.Option(None, "--bisect", metavar="ENTRY", help="Walk the released versions to find where ENTRY's file checks stop holding."),
-        latest: bool = typer.Option(False, "--latest", help="Run the file checks and verify tables on the newest releases."),
-        bounds: bool = typer.Option(False, "--bounds", help="Bracket every version bound with its file checks on released files (read remotely)."),
-        stacks: bool = typer.Option(False, "--stacks", help="Resolve every known-good stack for linux aarch64 with a pip dry run (ENTRY: a stack id)."),
-        output_name: str | None = output_option("Write the document here instead of stdout."),
-    ) -> None:
-        """Prove entries: install affected/fixed versions and run the probe; read their released wheels.
-        Exit 0: all confirmed; 1: an entry is contradicted (or its bound differs); 2: could not build, download or probe."""
-        from sparkdoctor.commands.matrix_verify import verify_command
-
-        raise typer.Exit(verify_command(entry_id, keep, matrix_path, fmt, kind, bisect_id, latest, bounds, stacks,
-                                        output_path("--output", output_name)))
+    matrix_app.command("list")(command(MatrixCommand, matrix_list))
+    matrix_app.command("show")(command(ShowCommand, matrix_show))
+    matrix_app.command("validate")(command(ValidateCommand, matrix_validate))
+    matrix_app.command("verify")(command(VerifyCommand, matrix_verify))
 
 
-def _emit(result: Result, fmt: str) -> None:
+def matrix_list(options: MatrixCommand) -> None:
+    """List every entry and known-good stack."""
+    _emit(run_list(options), options.fmt)
+
+
+def matrix_show(options: MatrixCommand) -> None:
+    """Show one entry (or stack) in full."""
+    _emit(run_show(options), options.fmt)
+
+
+def matrix_validate(options: ValidateCommand) -> None:
+    """Check matrix files against the schema, probe ids and verify tables, then across entries (remedies that
+    another entry says break; `checked` entries that bracket nothing). Exit 1: a problem across entries."""
+    _emit(run_validate(options, options.bounds_doc), options.fmt)
+
+
+def _emit(result: Result[Any], fmt: str) -> None:
     from sparkdoctor.emit import emit
 
     raise typer.Exit(emit(result, fmt))

@@ -10,20 +10,26 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Annotated
 
 import typer
 
 from sparkdoctor.commands.options import (
+    Fmt,
+    Output,
+    command,
     format_option,
     matrix_option,
     output_option,
-    output_path,
 )
 from sparkdoctor.errors import UsageError
 from sparkdoctor.result import Format, Result
+from sparkdoctor.track.answer import TrackAnswer
+from sparkdoctor.track.update import Updated
+from sparkdoctor.views.track import TRACK, UPDATE
 
-TRACK_FORMATS = (Format.console, Format.json, Format.markdown)
-UPDATE_FORMATS = (Format.console, Format.json)
+TRACK_FORMATS = TRACK.formats
+UPDATE_FORMATS = UPDATE.formats
 
 
 def parse_through(values: list[str]) -> dict[str, str]:
@@ -48,21 +54,17 @@ def parse_through(values: list[str]) -> dict[str, str]:
 class TrackCommand:
     """Everything `matrix track` is told; the defaults are the command line's."""
 
-    through: list[str] = field(default_factory=list)
-    matrix: Path | None = None
-    fmt: Format = Format.console
-    output: Path | None = None
-    """Also write the JSON document here (whatever --format says for stdout)."""
-    platform: str = "linux-aarch64"
-    python: str = "3.12"
-    since: str | None = None
-    """Re-check releases uploaded after this date (YYYY-MM-DD) whatever their version (default: the matrix's tracked_on)."""
-    verbose: bool = False
-    apply: bool = False
-    """Write the proposed edits into the --matrix folder (sparkdoctor.track.apply)."""
-    probe: bool = False
-    """Also compile each new release's compiler or kernel source for `arch` (sparkdoctor.track.probe)."""
-    arch: str = "sm_121a"
+    through: Annotated[list[str], typer.Option("--through", metavar="PKG=VERSION", help="Read new releases of PKG up to VERSION (default: the newest).")] = field(default_factory=list)
+    matrix: Annotated[Path | None, matrix_option("Matrix folder (default: the installed, else the bundled one).")] = None
+    fmt: Annotated[Fmt, format_option(*TRACK_FORMATS)] = Format.console
+    output: Annotated[Output, output_option("Also write the JSON document to this file (atomically), whatever --format prints.")] = None
+    platform: Annotated[str, typer.Option("--platform", help="Whose wheels to read: linux-aarch64 | linux-x86_64")] = "linux-aarch64"
+    python: Annotated[str, typer.Option("--python-version", help="The CPython whose wheels to read.")] = "3.12"
+    since: Annotated[str | None, typer.Option("--since", metavar="DATE", help="Also re-check releases uploaded after DATE (YYYY-MM-DD) whatever their version; default: the matrix's tracked_on.")] = None
+    verbose: Annotated[bool, typer.Option("-v", "--verbose", help="List every package and entry, not only proposals and entries that need an edit.")] = False
+    apply: Annotated[bool, typer.Option("--apply", help="Write the proposed edits into the --matrix folder (for a scheduled job that opens a pull request).")] = False
+    probe: Annotated[bool, typer.Option("--probe", help="Also compile each new triton / nvidia-cuda-nvcc ptxas, cutlass-dsl and FlashInfer arch list for --arch; propose an entry where a release starts or stops refusing it (needs uv for cutlass-dsl).")] = False
+    arch: Annotated[str, typer.Option("--arch", help="The arch --probe compiles for.")] = "sm_121a"
 
     def refuse_bad_options(self) -> dict[str, str]:
         """Every usage error of `matrix track` (exit 2, one line); the --through versions."""
@@ -88,7 +90,7 @@ class TrackCommand:
         return through
 
 
-def run_track(options: TrackCommand) -> Result:
+def run_track(options: TrackCommand) -> Result[TrackAnswer]:
     from sparkdoctor.track.answer import track_matrix
 
     through = options.refuse_bad_options()
@@ -106,12 +108,12 @@ def run_track(options: TrackCommand) -> Result:
 class UpdateCommand:
     """Everything `matrix update` is told."""
 
-    source: str | None = None
-    sha256: str | None = None
-    commit: str | None = None
-    rollback: bool = False
-    fmt: Format = Format.console
-    output: Path | None = None
+    source: Annotated[str | None, typer.Argument(help="A git repository (URL or path) or a .tar.gz (path or https URL) holding matrix/*.toml.")] = None
+    sha256: Annotated[str | None, typer.Option("--sha256", help="The tarball's sha256 (required for a tarball).")] = None
+    commit: Annotated[str | None, typer.Option("--commit", help="The full commit id to install (required for git).")] = None
+    rollback: Annotated[bool, typer.Option("--rollback", help="Restore the matrix installed before the last update.")] = False
+    fmt: Annotated[Fmt, format_option(*UPDATE_FORMATS)] = Format.console
+    output: Output = None
 
     def refuse_bad_options(self) -> None:
         Format.parse(self.fmt, UPDATE_FORMATS)
@@ -121,7 +123,7 @@ class UpdateCommand:
             raise UsageError("give a SOURCE (a git repository with --commit, or a tarball with --sha256), or --rollback")
 
 
-def run_update(options: UpdateCommand) -> Result:
+def run_update(options: UpdateCommand) -> Result[Updated]:
     """The matrix installed (or the previous one restored); an UpdateError carries its exit code (2)."""
     from sparkdoctor.track.update import rollback_matrix, update_matrix
 
@@ -131,50 +133,29 @@ def run_update(options: UpdateCommand) -> Result:
     else:
         assert options.source is not None  # refuse_bad_options
         done = update_matrix(options.source, sha256=options.sha256, commit=options.commit)
-    return Result("matrix update", "matrix-update", done)
+    return Result("matrix update", "matrix-update", Updated(done))
 
 
 def register(app: typer.Typer) -> None:
-    app.command("track")(matrix_track)
-    app.command("update")(matrix_update)
+    app.command("track")(command(TrackCommand, matrix_track))
+    app.command("update")(command(UpdateCommand, matrix_update))
 
 
-def matrix_track(
-    through: list[str] = typer.Option([], "--through", metavar="PKG=VERSION", help="Read new releases of PKG up to VERSION (default: the newest)."),
-    matrix_path: Path | None = matrix_option("Matrix folder (default: the installed, else the bundled one)."),
-    fmt: str = format_option(*TRACK_FORMATS),
-    output_name: str | None = output_option("Also write the JSON document to this file (atomically), whatever --format prints."),
-    platform: str = typer.Option("linux-aarch64", "--platform", help="Whose wheels to read: linux-aarch64 | linux-x86_64"),
-    python: str = typer.Option("3.12", "--python-version", help="The CPython whose wheels to read."),
-    since: str | None = typer.Option(None, "--since", metavar="DATE", help="Also re-check releases uploaded after DATE (YYYY-MM-DD) whatever their version; default: the matrix's tracked_on."),
-    verbose: bool = typer.Option(False, "-v", "--verbose", help="List every package and entry, not only proposals and entries that need an edit."),
-    apply: bool = typer.Option(False, "--apply", help="Write the proposed edits into the --matrix folder (for a scheduled job that opens a pull request)."),
-    probe: bool = typer.Option(False, "--probe", help="Also compile each new triton / nvidia-cuda-nvcc ptxas, cutlass-dsl and FlashInfer arch list for --arch; propose an entry where a release starts or stops refusing it (needs uv for cutlass-dsl)."),
-    arch: str = typer.Option("sm_121a", "--arch", help="The arch --probe compiles for."),
-) -> None:
+def matrix_track(options: TrackCommand) -> None:
     """Re-check every entry on releases newer than the matrix's tracked-through versions, or uploaded since it was
     tracked (backports); propose edits.
     Exit 0: nothing to change; 1: an entry needs an edit or its check is broken (or --probe proposes one); 2: a registry read failed."""
     from sparkdoctor.emit import emit
 
-    options = TrackCommand(list(through), matrix_path, Format(fmt), output_path("--output", output_name), platform, python, since, verbose, apply, probe, arch)
     result = run_track(options)
     if options.output is not None:
         emit(Result(result.command, result.kind, result.data, result.exit_code), Format.json, options.output)
     raise typer.Exit(emit(result, options.fmt))
 
 
-def matrix_update(
-    source: str | None = typer.Argument(None, help="A git repository (URL or path) or a .tar.gz (path or https URL) holding matrix/*.toml."),
-    sha256: str | None = typer.Option(None, "--sha256", help="The tarball's sha256 (required for a tarball)."),
-    commit: str | None = typer.Option(None, "--commit", help="The full commit id to install (required for git)."),
-    rollback: bool = typer.Option(False, "--rollback", help="Restore the matrix installed before the last update."),
-    fmt: str = format_option(*UPDATE_FORMATS),
-    output_name: str | None = output_option(),
-) -> None:
+def matrix_update(options: UpdateCommand) -> None:
     """Install a newer matrix without a new sparkdoctor release: pinned, validated before it replaces
     anything, never executed; --rollback restores the previous one. Exit 0 done, 2 refused (says why)."""
     from sparkdoctor.emit import emit
 
-    options = UpdateCommand(source, sha256, commit, rollback, Format(fmt), output_path("--output", output_name))
     raise typer.Exit(emit(run_update(options), options.fmt, options.output))

@@ -1,6 +1,6 @@
 """`sparkdoctor matrix verify [ENTRY]`: prove entries (install their affected and fixed versions and run the probe;
-read their released wheels), or `--bisect`, `--latest`, `--bounds`, `--stacks`. The typer command is declared in
-commands/matrix.py; it calls `verify_command` here.
+read their released wheels), or `--bisect`, `--latest`, `--bounds`, `--stacks`. commands/matrix.py registers
+`matrix_verify` here as its typer command.
 
 `VerifyCommand` holds the options, `run()` returns a Result whose kind is the mode's document (verify,
 verify-bisect, verify-latest, bounds, stacks; data: a sparkdoctor.verify.modes answer).
@@ -10,11 +10,23 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Annotated
 
+import typer
+
+from sparkdoctor.commands.options import (
+    Fmt,
+    Output,
+    format_option,
+    matrix_option,
+    output_option,
+)
 from sparkdoctor.errors import UsageError
 from sparkdoctor.result import Format, Result
+from sparkdoctor.verify.modes import Answer
+from sparkdoctor.views.verify import VIEW
 
-FORMATS = (Format.console, Format.json)
+FORMATS = VIEW.formats
 KINDS = ("all", "installs", "files")
 
 
@@ -22,16 +34,16 @@ KINDS = ("all", "installs", "files")
 class VerifyCommand:
     """Everything `matrix verify` is told; the defaults are the command line's."""
 
-    entry_id: str | None = None
-    keep: bool = False
-    matrix: Path | None = None
-    fmt: Format = Format.console
-    kind: str = "all"
-    bisect: str | None = None
-    latest: bool = False
-    bounds: bool = False
-    stacks: bool = False
-    output: Path | None = None
+    entry_id: Annotated[str | None, typer.Argument(help="Entry id (default: every entry with a verify or files table).")] = None
+    keep: Annotated[bool, typer.Option("--keep", help="Keep the scratch environments (reused by the next run).")] = False
+    matrix: Annotated[Path | None, matrix_option("Matrix folder or file (default: bundled).")] = None
+    fmt: Annotated[Fmt, format_option(*FORMATS)] = Format.console
+    kind: Annotated[str, typer.Option("--kind", help="all | installs (probe in scratch venvs) | files (released wheels).")] = "all"
+    bisect: Annotated[str | None, typer.Option("--bisect", metavar="ENTRY", help="Walk the released versions to find where ENTRY's file checks stop holding.")] = None
+    latest: Annotated[bool, typer.Option("--latest", help="Run the file checks and verify tables on the newest releases.")] = False
+    bounds: Annotated[bool, typer.Option("--bounds", help="Bracket every version bound with its file checks on released files (read remotely).")] = False
+    stacks: Annotated[bool, typer.Option("--stacks", help="Resolve every known-good stack for linux aarch64 with a pip dry run (ENTRY: a stack id).")] = False
+    output: Annotated[Output, output_option("Write the document here instead of stdout.")] = None
 
     def refuse_bad_options(self) -> None:
         """Every usage error of `matrix verify` (exit 2, one line), before the matrix is read."""
@@ -44,7 +56,7 @@ class VerifyCommand:
             raise UsageError(f"{' and '.join(modes)} exclude each other: give one")
 
 
-def run(options: VerifyCommand) -> Result:
+def run(options: VerifyCommand) -> Result[Answer]:
     """The chosen mode's answer; its exit code: 0 confirmed, 1 contradicted, 2 could not build, download or probe."""
     from sparkdoctor.matrix import load
     from sparkdoctor.verify import modes
@@ -65,11 +77,9 @@ def run(options: VerifyCommand) -> Result:
     return Result("matrix verify", kind, answer, exit_code=answer.exit_code)
 
 
-def verify_command(entry_id: str | None, keep: bool, matrix_path: Path | None, fmt: str, kind: str = "all",
-                   bisect_id: str | None = None, latest: bool = False, bounds: bool = False, stacks: bool = False,
-                   output: Path | None = None) -> int:
-    """The typer body of `matrix verify` (commands/matrix.py): the options, run, emit; the exit code."""
+def matrix_verify(options: VerifyCommand) -> None:
+    """Prove entries: install affected/fixed versions and run the probe; read their released wheels.
+    Exit 0: all confirmed; 1: an entry is contradicted (or its bound differs); 2: could not build, download or probe."""
     from sparkdoctor.emit import emit
 
-    options = VerifyCommand(entry_id, keep, matrix_path, Format(fmt), kind, bisect_id, latest, bounds, stacks, output)
-    return emit(run(options), options.fmt, options.output)
+    raise typer.Exit(emit(run(options), options.fmt, options.output))

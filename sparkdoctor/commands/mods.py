@@ -11,31 +11,34 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Annotated
 
 import typer
 
-from sparkdoctor.commands.options import format_option, output_option, output_path
+from sparkdoctor.commands.options import EMPTY, Fmt, Output, command, format_option
 from sparkdoctor.errors import UsageError
+from sparkdoctor.mods.report import ModsReport
 from sparkdoctor.result import Format, Result
+from sparkdoctor.views.mods import VIEW
 
-FORMATS = (Format.console, Format.json)
+FORMATS = VIEW.formats
 
 
 @dataclass
 class ModsCommand:
     """Everything `mods check` is told; the defaults are the command line's."""
 
-    paths: list[Path]
-    python: str | None = None
-    site: list[Path] = field(default_factory=list)
-    releases: list[str] = field(default_factory=list)
-    strict: bool = False
-    timeout: float | None = None
-    fmt: Format = Format.console
-    output: Path | None = None
-    container: str | None = None  # a running container: its interpreter's files, through the container CLI
-    container_python: str | None = None  # the interpreter inside --container or --image
-    image: str | None = None  # an image: a throwaway container of it (sparkdoctor.mods.images)
+    paths: Annotated[list[Path], typer.Argument(help="Mods: a folder (eugr mods/<name>/ with run.sh), *.patch, *.diff, *.py or *.sh.")]
+    python: Annotated[str | None, typer.Option("--python", help="Judge against this environment's installed files (default: $VIRTUAL_ENV, else this interpreter).")] = None
+    site: Annotated[list[Path], typer.Option("--site", help="Judge against this folder standing for a site-packages folder (repeatable)."), EMPTY] = field(default_factory=list)
+    releases: Annotated[list[str], typer.Option("--release", metavar="NAME==VERSION", help="Judge against a released wheel, read without installing it (repeatable), e.g. vllm==0.33.0."), EMPTY] = field(default_factory=list)
+    strict: Annotated[bool, typer.Option("--strict", help="Also fail on a superseded mod or one that cannot be judged.")] = False
+    timeout: Annotated[float | None, typer.Option("--timeout", help="Seconds one mod script may run (default 60).")] = None
+    fmt: Annotated[Fmt, format_option(*FORMATS)] = Format.console
+    output: Output = None
+    container: Annotated[str | None, typer.Option("--container", help="Judge against the files of the interpreter inside this running container (docker/podman; read through the container CLI, never changed).")] = None
+    container_python: Annotated[str | None, typer.Option("--container-python", help="The interpreter inside the container or image (default: the one holding vLLM, as check finds it).")] = None
+    image: Annotated[str | None, typer.Option("--image", help="Judge against the files of this container image (a throwaway container of it is started and removed; never pulled).")] = None
 
     def refuse_bad_options(self) -> None:
         """Every usage error of `mods check` (exit 2, one line), before a mod is read."""
@@ -56,7 +59,7 @@ class ModsCommand:
             raise UsageError("--container-python needs --container or --image (for a local interpreter use --python)")
 
 
-def run(options: ModsCommand) -> Result:
+def run(options: ModsCommand) -> Result[ModsReport]:
     """Every mod judged; exit 1 when one fails (--strict: or is superseded or cannot be judged). A ModError is
     exit 2 by itself."""
     from sparkdoctor.mods.report import ModsOptions
@@ -71,28 +74,14 @@ def run(options: ModsCommand) -> Result:
 
 def register(app: typer.Typer) -> None:
     mods_app = typer.Typer(help="Judge the mods (patches, patch scripts) a recipe applies.", no_args_is_help=True)
-    mods_app.command("check")(check)
+    mods_app.command("check")(command(ModsCommand, check))
     app.add_typer(mods_app, name="mods")
 
 
-def check(
-    paths: list[Path] = typer.Argument(..., help="Mods: a folder (eugr mods/<name>/ with run.sh), *.patch, *.diff, *.py or *.sh."),
-    python: str | None = typer.Option(None, "--python", help="Judge against this environment's installed files (default: $VIRTUAL_ENV, else this interpreter)."),
-    site: list[Path] | None = typer.Option(None, "--site", help="Judge against this folder standing for a site-packages folder (repeatable)."),
-    releases: list[str] | None = typer.Option(None, "--release", metavar="NAME==VERSION", help="Judge against a released wheel, read without installing it (repeatable), e.g. vllm==0.33.0."),
-    strict: bool = typer.Option(False, "--strict", help="Also fail on a superseded mod or one that cannot be judged."),
-    timeout: float | None = typer.Option(None, "--timeout", help="Seconds one mod script may run (default 60)."),
-    fmt: str = format_option(*FORMATS),
-    output_name: str | None = output_option(),
-    container: str | None = typer.Option(None, "--container", help="Judge against the files of the interpreter inside this running container (docker/podman; read through the container CLI, never changed)."),
-    container_python: str | None = typer.Option(None, "--container-python", help="The interpreter inside the container or image (default: the one holding vLLM, as check finds it)."),
-    image: str | None = typer.Option(None, "--image", help="Judge against the files of this container image (a throwaway container of it is started and removed; never pulled)."),
-) -> None:
+def check(options: ModsCommand) -> None:
     """Say, for each mod and each file it touches: applies, already applied, superseded upstream, fails (and
     where it diverged) or cannot tell (and why). Exit 0: no mod fails; 1: a mod fails (--strict: or is
     superseded or cannot be judged); 2: bad input."""
     from sparkdoctor.emit import emit
 
-    options = ModsCommand(list(paths), python, list(site or []), list(releases or []), strict, timeout, Format(fmt),
-                          output_path("--output", output_name), container, container_python, image)
     raise typer.Exit(emit(run(options), options.fmt, options.output))

@@ -1,19 +1,49 @@
-"""The options several verbs share, declared once: `--format`, the target (`--python`, `--container`,
-`--container-python`, `--runtime`), `--matrix`, `--ledger`, `--arch`, `--output`, `--set`.
+"""How a verb's options are declared: once, as the fields of its options dataclass, and the options several verbs
+share: `--format`, the target (`--python`, `--container`, `--container-python`, `--runtime`), `--matrix`,
+`--ledger`, `--arch`, `--output`, `--set`.
 
-Each factory returns a typer option with one wording of its help text. `format_option` also records what
-was asked for (sparkdoctor.emit.REQUESTED), so that a command that fails before it has a result still
-answers `--format json` with a JSON document.
+Each field carries its typer metadata, `name: Annotated[type, typer.Option("--name", help=...)] = default`;
+`command(Options, body)` makes the typer command whose parameters are those fields and which calls
+`body(Options(**parsed))`. A field the command line reads as another type (`--format` as text, `--output` as a
+name) says so with `Parsed`. The factories below return a typer option with one wording of its help text; a
+field that needs another wording puts its own option after the shared alias (the last one counts).
+`format_option` also records what was asked for (sparkdoctor.emit.REQUESTED), so that a command that fails
+before it has a result still answers `--format json` with a JSON document.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+import inspect
+import typing
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, TypeVar
 
 import typer
+from typer.models import ParameterInfo
 
 from sparkdoctor.result import Format
+
+T = TypeVar("T")
+
+
+@dataclasses.dataclass(frozen=True)
+class Parsed:
+    """A field the command line reads otherwise: as type `cli` (typer parses that type: its metavar, its errors;
+    default: the field's), with `default` when given (default: the field's); `make`, when given, turns the parsed
+    value into the field's once every option is parsed; `name`, when given, names the parameter."""
+
+    cli: Any = None
+    make: Callable[[Any], Any] | None = None
+    default: Any = inspect.Parameter.empty  # `...`: required
+    name: str | None = None  # the parameter's name, where it is not the field's (an argument's shows in --help)
+
+
+def _listed(values: list[Any] | None) -> list[Any]:
+    return list(values or [])
+
 
 PYTHON_HELP = "Interpreter (or venv folder) of the target environment. Default: $VIRTUAL_ENV, else this interpreter."
 RUNTIME_HELP = ("Container CLI for --container: docker or podman (default: $SPARKDOCTOR_CONTAINER_RUNTIME, else docker, "
@@ -32,7 +62,7 @@ def command_of(ctx: Any) -> str:
     return " ".join(reversed(names)) or "sparkdoctor"
 
 
-def format_option(*formats: Format, default: Format = Format.console, help: str | None = None) -> Any:
+def format_option(*formats: Format, help: str | None = None) -> Any:
     """`--format/-f`, choosing among `formats` (a usage error, exit 2, names the choices)."""
     from sparkdoctor.emit import note_format
 
@@ -41,43 +71,29 @@ def format_option(*formats: Format, default: Format = Format.console, help: str 
     def callback(ctx: typer.Context, value: str) -> Format:
         return note_format(command_of(ctx), value, allowed)
 
-    text = help or " | ".join(f.value for f in allowed)
-    return typer.Option(default.value, "--format", "-f", help=text, callback=callback)
+    return typer.Option("--format", "-f", help=help or " | ".join(f.value for f in allowed), callback=callback)
 
 
 def python_option(help: str = PYTHON_HELP) -> Any:
-    return typer.Option(None, "--python", help=help)
+    return typer.Option("--python", help=help)
 
 
 def container_option(help: str = "A running container (docker or podman) whose serving stack to use; the GPU, driver "
                                   "and health are the host's.") -> Any:
-    return typer.Option(None, "--container", metavar="NAME", help=help)
-
-
-def container_python_option() -> Any:
-    return typer.Option(None, "--container-python", metavar="PATH",
-                        help="The interpreter inside the container (default: the one holding vLLM, else the container's python3).")
-
-
-def runtime_option() -> Any:
-    return typer.Option(None, "--runtime", help=RUNTIME_HELP)
+    return typer.Option("--container", metavar="NAME", help=help)
 
 
 def matrix_option(help: str = MATRIX_HELP) -> Any:
-    return typer.Option(None, "--matrix", help=help)
-
-
-def ledger_option() -> Any:
-    return typer.Option(None, "--ledger", help=LEDGER_HELP)
+    return typer.Option("--matrix", help=help)
 
 
 def arch_option(help: str = ARCH_HELP) -> Any:
-    return typer.Option(None, "--arch", help=help)
+    return typer.Option("--arch", help=help)
 
 
 def output_option(help: str = "Write the document here (atomically) instead of stdout.") -> Any:
-    """Taken as text, not Path: typer turns '' into Path('.'), and '' deserves its own answer (output_path)."""
-    return typer.Option(None, "--output", "-o", metavar="PATH", help=help)
+    """Read as text, not Path (`Output`): typer turns '' into Path('.'), and '' deserves its own answer (output_path)."""
+    return typer.Option("--output", "-o", metavar="PATH", help=help)
 
 
 def output_path(option: str, name: str | None) -> Path | None:
@@ -99,6 +115,57 @@ def output_path(option: str, name: str | None) -> Path | None:
     except OutputError as exc:
         raise UsageError(f"{option} {name}: {exc}") from None
     return Path(name)
+
+
+EMPTY = Parsed(make=_listed, default=None)  # a repeatable option given no value: None on the command line, [] here
+Fmt = Annotated[Format, Parsed(str)]  # the callback of format_option makes the Format: its error names the choices
+Python = Annotated[str | None, python_option()]
+Container = Annotated[str | None, container_option()]
+ContainerPython = Annotated[str | None, typer.Option("--container-python", metavar="PATH", help=(
+    "The interpreter inside the container (default: the one holding vLLM, else the container's python3)."))]
+Runtime = Annotated[str | None, typer.Option("--runtime", help=RUNTIME_HELP)]
+Matrix = Annotated[Path | None, matrix_option()]
+Ledger = Annotated[Path | None, typer.Option("--ledger", help=LEDGER_HELP)]
+Arch = Annotated[str | None, arch_option()]
+Recipe = Annotated[str, typer.Argument(help="A recipe file (.toml, .yaml) or the name of a shipped recipe.")]
+Sets = Annotated[list[str], typer.Option("--set", help="Override a parameter: key=value, or env.NAME=value (repeatable)."),
+                 EMPTY]
+Ignore = Annotated[list[str], typer.Option("--ignore", help="Entry id to ignore (repeatable).")]
+Timeout = Annotated[float, typer.Option(
+    "--timeout", help="Seconds the whole run may take (reading, parsing, matching); past it: one line, exit 2.")]
+Output = Annotated[Path | None, output_option(), Parsed(str | None, functools.partial(output_path, "--output"))]
+
+
+def command(options: type[T], body: Callable[[T], None]) -> Callable[..., None]:
+    """The typer command of `options`' fields (those carrying a typer Option or Argument, in field order) whose help
+    is `body`'s docstring and which calls `body(options(**parsed))`."""
+    hints = typing.get_type_hints(options, include_extras=True)
+    parameters, makers, names = [], {}, {}
+    for f in dataclasses.fields(options):  # type: ignore[arg-type]  # a dataclass, as every caller's is
+        meta = getattr(hints[f.name], "__metadata__", ())
+        infos = [m for m in meta if isinstance(m, ParameterInfo)]
+        if not infos:
+            continue
+        parsed = next((m for m in meta if isinstance(m, Parsed)), Parsed())
+        cli_type = typing.get_args(hints[f.name])[0] if parsed.cli is None else parsed.cli
+        if parsed.make:
+            makers[f.name] = parsed.make
+        default = parsed.default
+        if default is inspect.Parameter.empty and f.default is not dataclasses.MISSING:
+            default = f.default
+        elif default is inspect.Parameter.empty and f.default_factory is not dataclasses.MISSING:
+            default = f.default_factory()
+        names[parsed.name or f.name] = f.name
+        parameters.append(inspect.Parameter(parsed.name or f.name, inspect.Parameter.KEYWORD_ONLY, default=default,
+                                            annotation=Annotated[cli_type, infos[-1]]))
+
+    def call(**given: Any) -> None:
+        fields = {names[name]: value for name, value in given.items()}
+        body(options(**{name: makers[name](value) if name in makers else value for name, value in fields.items()}))
+
+    call.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]  # typer reads it
+    call.__doc__, call.__name__ = body.__doc__, body.__name__
+    return call
 
 
 def parse_sets(values: list[str] | None) -> dict[str, str]:

@@ -9,33 +9,37 @@ never pays for PyYAML.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
+from typing import Annotated
 
 import typer
 
-from sparkdoctor.cli_support import DEFAULT_TIMEOUT, timeout_option
+from sparkdoctor.cli_support import DEFAULT_TIMEOUT
 from sparkdoctor.commands.options import (
+    Fmt,
+    Output,
+    Recipe,
+    Sets,
+    Timeout,
+    command,
     format_option,
-    output_option,
-    output_path,
     parse_sets,
 )
+from sparkdoctor.recipes.model import Recipe as ResolvedRecipe
 from sparkdoctor.result import Format, Result
+from sparkdoctor.views.recipe import VIEW
 
-SHOW_FORMATS = (Format.console, Format.json)
-SET_HELP = "Override a parameter: key=value, or env.NAME=value (repeatable)."
-RECIPE_HELP = "A recipe file (.toml, .yaml) or the name of a shipped recipe."
+SHOW_FORMATS = VIEW.formats
 
 
 @dataclass
 class RecipeShowCommand:
     """Everything `recipe show` is told; the defaults are the command line's."""
 
-    recipe: str
-    sets: list[str] = field(default_factory=list)
-    fmt: Format = Format.console
-    output: Path | None = None
-    timeout: float = DEFAULT_TIMEOUT
+    recipe: Recipe
+    sets: Sets = field(default_factory=list)
+    fmt: Annotated[Fmt, format_option(*SHOW_FORMATS)] = Format.console
+    output: Output = None
+    timeout: Timeout = DEFAULT_TIMEOUT
 
     def refuse_bad_options(self) -> dict[str, str]:
         """Every usage error of `recipe show` (exit 2, one line); the --set overrides."""
@@ -47,7 +51,7 @@ class RecipeShowCommand:
         return overrides
 
 
-def run_show(options: RecipeShowCommand) -> Result:
+def run_show(options: RecipeShowCommand) -> Result[ResolvedRecipe]:
     """The recipe resolved; a RecipeError (one line naming the file and field) or OutOfTime is exit 2 by itself. The
     recipe's warnings go to stderr under --format json (the console shows them in the document)."""
     from sparkdoctor.recipes import load
@@ -61,24 +65,16 @@ def run_show(options: RecipeShowCommand) -> Result:
 
 
 def register(app: typer.Typer) -> None:
-    from sparkdoctor.commands.recipe_check import check
+    from sparkdoctor.commands.recipe_check import RecipeCheckCommand, check
 
     recipe_app = typer.Typer(help="Read serving recipes (ours, eugr/spark-vllm-docker, sparkrun).", no_args_is_help=True)
-    recipe_app.command("show")(show)
-    recipe_app.command("check")(check)
+    recipe_app.command("show")(command(RecipeShowCommand, show))
+    recipe_app.command("check")(command(RecipeCheckCommand, check))
     app.add_typer(recipe_app, name="recipe")
 
 
-def show(
-    recipe: str = typer.Argument(..., help=RECIPE_HELP),
-    sets: list[str] | None = typer.Option(None, "--set", help=SET_HELP),
-    fmt: str = format_option(*SHOW_FORMATS),
-    output_name: str | None = output_option(),
-    timeout: float = timeout_option(),
-) -> None:
+def show(options: RecipeShowCommand) -> None:
     """Show the resolved command, env, model and port of a recipe, and where each value came from."""
     from sparkdoctor.emit import emit
 
-    options = RecipeShowCommand(recipe, list(sets or []), Format(fmt), output_path("--output", output_name), timeout)
     raise typer.Exit(emit(run_show(options), options.fmt, options.output))
-

@@ -10,19 +10,24 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Annotated
 
 import typer
 
 from sparkdoctor.commands.options import (
+    Fmt,
+    Output,
+    Recipe,
+    Sets,
     format_option,
     matrix_option,
-    output_option,
-    output_path,
 )
+from sparkdoctor.conclusions.recipe_check import RecipeCheck
 from sparkdoctor.errors import UsageError
 from sparkdoctor.result import Format, Result
+from sparkdoctor.views.recipe_check import VIEW
 
-FORMATS = (Format.console, Format.json, Format.junit, Format.sarif)
+FORMATS = VIEW.formats
 SEVERITIES = ("info", "warn", "error")
 
 
@@ -30,17 +35,17 @@ SEVERITIES = ("info", "warn", "error")
 class RecipeCheckCommand:
     """Everything `recipe check` is told; the defaults are the command line's."""
 
-    recipe: str
-    sets: list[str] = field(default_factory=list)
-    python: str | None = None
-    matrix: Path | None = None
-    fail_on: str = "error"
-    fmt: Format = Format.console
-    output: Path | None = None
-    container: str | None = None  # the vLLM inside this running container, read through the container CLI
-    container_python: str | None = None
-    image: str | None = None  # the vLLM inside a throwaway container of this image (never pulled)
-    model: str | None = None  # the checkpoint the launch loads: the memory preflight (sparkdoctor/memory/)
+    recipe: Recipe
+    sets: Sets = field(default_factory=list)
+    python: Annotated[str | None, typer.Option("--python", help="Interpreter (or venv) of the vLLM to judge against (default: the recipe command's venv, else as check).")] = None
+    matrix: Annotated[Path | None, matrix_option("Matrix folder or file (default: bundled).")] = None
+    fail_on: Annotated[str, typer.Option("--fail-on", help="Lowest severity that fails: info | warn | error.")] = "error"
+    fmt: Annotated[Fmt, format_option(*FORMATS)] = Format.console
+    output: Output = None
+    container: Annotated[str | None, typer.Option("--container", help="Judge against the vLLM inside this running container (read through the container CLI, never changed).")] = None
+    container_python: Annotated[str | None, typer.Option("--container-python", help="The interpreter inside the container or image (default: the one holding vLLM).")] = None
+    image: Annotated[str | None, typer.Option("--image", help="Judge against the vLLM inside this container image (a throwaway container of it is started and removed; never pulled).")] = None
+    model: Annotated[str | None, typer.Option("--model", help="The checkpoint the launch loads (a folder or a cached org/name): also judge whether it fits in the memory free now.")] = None
 
     def refuse_bad_options(self) -> dict[str, str]:
         """Every usage error of `recipe check` (exit 2, one line); the --set overrides."""
@@ -60,7 +65,7 @@ class RecipeCheckCommand:
         return parse_sets(self.sets)
 
 
-def run(options: RecipeCheckCommand) -> Result:
+def run(options: RecipeCheckCommand) -> Result[RecipeCheck]:
     """The recipe judged against its target; exit 1 when a finding is at or above --fail-on. A RecipeError,
     MatrixError (2), TargetError (3) or NoVllmToJudge (6) says how it ends."""
     from sparkdoctor.conclusions import recipe_check
@@ -71,26 +76,12 @@ def run(options: RecipeCheckCommand) -> Result:
     with progress_line() as progress:
         doc = recipe_check.run(options.recipe, overrides, options.python, options.matrix, options.fail_on, progress,
                                options.container, options.container_python, options.image, options.model)
-    return Result("recipe check", "recipe-check", doc, exit_code=EXIT_FINDINGS if doc["failed"] else EXIT_OK,
-                  options={"matrix": options.matrix})
+    return Result("recipe check", "recipe-check", recipe_check.RecipeCheck(doc, options.matrix),
+                  exit_code=EXIT_FINDINGS if doc["failed"] else EXIT_OK)
 
 
-def check(
-    recipe: str = typer.Argument(..., help="A recipe file (.toml, .yaml) or the name of a shipped recipe."),
-    sets: list[str] | None = typer.Option(None, "--set", help="Override a parameter: key=value, or env.NAME=value (repeatable)."),
-    python: str | None = typer.Option(None, "--python", help="Interpreter (or venv) of the vLLM to judge against (default: the recipe command's venv, else as check)."),
-    matrix_path: Path | None = matrix_option("Matrix folder or file (default: bundled)."),
-    fail_on: str = typer.Option("error", "--fail-on", help="Lowest severity that fails: info | warn | error."),
-    fmt: str = format_option(*FORMATS),
-    output_name: str | None = output_option(),
-    container: str | None = typer.Option(None, "--container", help="Judge against the vLLM inside this running container (read through the container CLI, never changed)."),
-    container_python: str | None = typer.Option(None, "--container-python", help="The interpreter inside the container or image (default: the one holding vLLM)."),
-    image: str | None = typer.Option(None, "--image", help="Judge against the vLLM inside this container image (a throwaway container of it is started and removed; never pulled)."),
-    model: str | None = typer.Option(None, "--model", help="The checkpoint the launch loads (a folder or a cached org/name): also judge whether it fits in the memory free now."),
-) -> None:
+def check(options: RecipeCheckCommand) -> None:
     """Judge a recipe without launching it: stale env vars and flags, stale workarounds, wrong settings."""
     from sparkdoctor.emit import emit
 
-    options = RecipeCheckCommand(recipe, list(sets or []), python, matrix_path, fail_on, Format(fmt),
-                                 output_path("--output", output_name), container, container_python, image, model)
     raise typer.Exit(emit(run(options), options.fmt, options.output))

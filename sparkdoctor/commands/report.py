@@ -1,7 +1,7 @@
 """`sparkdoctor report`: a bug report to post (GitHub markdown or forum text), anonymized by default.
 
 `ReportCommand` holds the options, `run()` returns a Result (kind "bug-report", data: a BugReport), `register()`
-adds the typer command (the BugReport and its views: sparkdoctor/report/posted.py). The facts come from the check pipeline (a live target or a saved snapshot), the
+adds the typer command (the BugReport: sparkdoctor/report/posted.py; its view: sparkdoctor/views/bug_report.py). The facts come from the check pipeline (a live target or a saved snapshot), the
 judgement from the check service (sparkdoctor/check.py), the document from sparkdoctor/report/. The exit code says whether the
 report was written (0), not what it found: `check` gates CI; 3 when the target could not be probed (the report
 is still written, with the errors that say why).
@@ -10,44 +10,51 @@ is still written, with the errors that say why).
 from __future__ import annotations
 
 import math
+import operator
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from sparkdoctor.commands.options import (
+    Fmt,
+    Matrix,
+    Output,
+    Parsed,
     arch_option,
+    command,
     format_option,
-    matrix_option,
     output_option,
-    output_path,
 )
 from sparkdoctor.errors import UsageError
+from sparkdoctor.report.posted import BugReport
 from sparkdoctor.result import Format, Result
+from sparkdoctor.views.bug_report import VIEW
 
 if TYPE_CHECKING:
     from sparkdoctor.check import CheckOutcome
 
 DEFAULT_TIMEOUT = 120.0
-FORMATS = (Format.github, Format.forum)
+FORMATS = VIEW.formats
 
 
 @dataclass
 class ReportCommand:
     """Everything `report` is told; the defaults are the command line's."""
 
-    python: str | None = None
-    facts_file: Path | None = None
-    fmt: Format = Format.github
-    output: Path | None = None
-    redact: bool = True
-    arch: str | None = None
-    kernels: bool = True
-    matrix: Path | None = None
-    timeout: float = DEFAULT_TIMEOUT
+    python: Annotated[str | None, typer.Option("--python", help="Interpreter (or venv folder) of the environment to report on. Default: $VIRTUAL_ENV, else this interpreter.")] = None
+    facts_file: Annotated[Path | None, typer.Option("--facts", help="Report on a saved snapshot (check --save-facts) instead of probing.")] = None
+    fmt: Annotated[Fmt, format_option(*FORMATS, help="github (markdown, long parts folded) | forum (plain text)")] = Format.github
+    output: Annotated[Output, output_option("Write the report here (atomically) instead of stdout.")] = None
+    redact: Annotated[bool, typer.Option("--no-redact", help="Keep user and host names, home paths, addresses and tokens (default: anonymized)."),
+                      Parsed(make=operator.not_, default=False)] = True
+    arch: Annotated[str | None, arch_option("Evaluate as if the target ran on this GPU arch (e.g. sm_121a).")] = None
+    kernels: Annotated[bool, typer.Option("--kernels/--no-kernels", help="Run the kernel compile probes (live target only).")] = True
+    matrix: Matrix = None
+    timeout: Annotated[float, typer.Option("--timeout", help="Seconds probing the live target may take.")] = DEFAULT_TIMEOUT
 
     def refuse_bad_options(self) -> None:
         """Every usage error of `report` (exit 2, one line), before anything is probed."""
@@ -64,19 +71,18 @@ class ReportCommand:
                 raise UsageError(f"--arch {self.arch!r}: {problem}")
 
 
-def run(options: ReportCommand) -> Result:
+def run(options: ReportCommand) -> Result[BugReport]:
     """The report in `options.fmt`; when it is too long to paste, the whole report is written beside it first (the
     Result's note says where). Exit 3 (the report still made) when the target's packages could not be read."""
     from sparkdoctor.errors import TargetUnprobeable
-    from sparkdoctor.render.fit import attachment_name
-    from sparkdoctor.report.posted import BugReport
+    from sparkdoctor.fit import attachment_name
 
     options.refuse_bad_options()
     judged = _check(options).report
     output = str(options.output) if options.output is not None else None
     attachment = Path(attachment_name(output, options.fmt.value, judged.facts.fingerprint()))
     report = BugReport(judged, attachment, redact=options.redact, local=options.facts_file is None)
-    report.text(Format(options.fmt))
+    report.text(Format(options.fmt).value)
     result = Result("report", "bug-report", report)
     if report.whole is not None:  # too long to paste: the whole report beside it, the pasted one points there
         from sparkdoctor.emit import deliver
@@ -115,26 +121,14 @@ def _check(options: ReportCommand) -> CheckOutcome:
 
 
 def register(app: typer.Typer) -> None:
-    app.command("report")(report)
+    app.command("report")(command(ReportCommand, report))
 
 
-def report(
-    python: str | None = typer.Option(None, "--python", help="Interpreter (or venv folder) of the environment to report on. Default: $VIRTUAL_ENV, else this interpreter."),
-    facts_file: Path | None = typer.Option(None, "--facts", help="Report on a saved snapshot (check --save-facts) instead of probing."),
-    fmt: str = format_option(*FORMATS, default=Format.github, help="github (markdown, long parts folded) | forum (plain text)"),
-    output_name: str | None = output_option("Write the report here (atomically) instead of stdout."),
-    no_redact: bool = typer.Option(False, "--no-redact", help="Keep user and host names, home paths, addresses and tokens (default: anonymized)."),
-    arch: str | None = arch_option("Evaluate as if the target ran on this GPU arch (e.g. sm_121a)."),
-    kernels: bool = typer.Option(True, "--kernels/--no-kernels", help="Run the kernel compile probes (live target only)."),
-    matrix_path: Path | None = matrix_option(),
-    timeout: float = typer.Option(DEFAULT_TIMEOUT, "--timeout", help="Seconds probing the live target may take."),
-) -> None:
+def report(options: ReportCommand) -> None:
     """Write a bug report with the facts a maintainer asks for (collect-env, cutlass build, kernels, findings)."""
     from sparkdoctor.cli_support import err
     from sparkdoctor.emit import emit
 
-    options = ReportCommand(python=python, facts_file=facts_file, fmt=Format(fmt), output=output_path("--output", output_name),
-                            redact=not no_redact, arch=arch, kernels=kernels, matrix=matrix_path, timeout=timeout)
     result = run(options)
     code = emit(result, options.fmt, options.output)
     for error in result.errors:  # the report is written; stderr still says why it is not a report on packages

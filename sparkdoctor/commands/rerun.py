@@ -12,36 +12,41 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Annotated
 
 import typer
 
 from sparkdoctor.commands.options import (
+    EMPTY,
+    Fmt,
+    Ledger,
+    Output,
+    command,
     format_option,
-    ledger_option,
     matrix_option,
-    output_option,
-    output_path,
 )
+from sparkdoctor.conclusions.documents import RerunDocument
 from sparkdoctor.errors import UsageError
 from sparkdoctor.result import Format, Result
+from sparkdoctor.views.rerun import VIEW
 
-FORMATS = (Format.console, Format.json)
+FORMATS = VIEW.formats
 
 
 @dataclass
 class RerunCommand:
     """Everything `rerun` is told; the defaults are the command line's."""
 
-    names: list[str] = field(default_factory=list)
-    dry_run: bool = False
-    fail_on: list[str] = field(default_factory=list)
-    ledger: Path | None = None
-    matrix: Path | None = None
-    ready_timeout: float = 600.0
-    fmt: Format = Format.console
-    output: Path | None = None
-    allow_load_difference: bool = False
-    force: bool = False
+    names: Annotated[list[str], typer.Argument(help="Only these conclusions (default: every stale one)."), EMPTY] = field(default_factory=list)
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Say what is stale and what changed; measure nothing.")] = False
+    fail_on: Annotated[list[str], typer.Option("--fail-on", help="flipped and/or regression: exit 1 when one happened."), EMPTY] = field(default_factory=list)
+    ledger: Ledger = None
+    matrix: Annotated[Path | None, matrix_option("Matrix folder or file that judges workarounds (default: bundled).")] = None
+    ready_timeout: Annotated[float, typer.Option("--ready-timeout", help="Seconds to wait for each launched server.")] = 600.0
+    fmt: Annotated[Fmt, format_option(*FORMATS)] = Format.console
+    output: Output = None
+    allow_load_difference: Annotated[bool, typer.Option("--allow-load-difference", help="Call a flip even when the old and new runs (or an A/B's arms) ran under clearly different machine load.")] = False
+    force: Annotated[bool, typer.Option("--force", help="Launch even when the memory preflight says a recipe does not fit in the memory free now.")] = False
 
     def refuse_bad_options(self) -> None:
         Format.parse(self.fmt, FORMATS)
@@ -58,11 +63,10 @@ class RerunCommand:
         return wanted
 
 
-def run(options: RerunCommand) -> Result:
+def run(options: RerunCommand) -> Result[RerunDocument]:
     """What is stale (and, without --dry-run, what re-measuring it found); the exit code is --fail-on's gate."""
     from sparkdoctor.cli_support import open_ledger
     from sparkdoctor.conclusions import rerun as pipeline
-    from sparkdoctor.conclusions.documents import RerunDocument
     from sparkdoctor.conclusions.toolchain import Toolchains
     from sparkdoctor.matrix import load
     from sparkdoctor.progress import progress_line
@@ -86,26 +90,11 @@ def run(options: RerunCommand) -> Result:
 
 
 def register(app: typer.Typer) -> None:
-    app.command("rerun")(rerun)
+    app.command("rerun")(command(RerunCommand, rerun))
 
 
-def rerun(
-    names: list[str] | None = typer.Argument(None, help="Only these conclusions (default: every stale one)."),
-    dry_run: bool = typer.Option(False, "--dry-run", help="Say what is stale and what changed; measure nothing."),
-    fail_on: list[str] | None = typer.Option(None, "--fail-on", help="flipped and/or regression: exit 1 when one happened."),
-    ledger: Path | None = ledger_option(),
-    matrix_path: Path | None = matrix_option("Matrix folder or file that judges workarounds (default: bundled)."),
-    ready_timeout: float = typer.Option(600.0, "--ready-timeout", help="Seconds to wait for each launched server."),
-    fmt: str = format_option(*FORMATS),
-    output_name: str | None = output_option(),
-    allow_load_difference: bool = typer.Option(False, "--allow-load-difference", help="Call a flip even when the old and new runs (or an A/B's arms) ran under clearly different machine load."),
-    force: bool = typer.Option(False, "--force", help="Launch even when the memory preflight says a recipe does not fit in the memory free now."),
-) -> None:
+def rerun(options: RerunCommand) -> None:
     """Re-measure stale conclusions and stale workarounds on the current toolchain."""
     from sparkdoctor.emit import emit
 
-    options = RerunCommand(names=list(names or []), dry_run=dry_run, fail_on=list(fail_on or []), ledger=ledger,
-                           matrix=matrix_path, ready_timeout=ready_timeout, fmt=Format(fmt),
-                           output=output_path("--output", output_name), allow_load_difference=allow_load_difference,
-                           force=force)
     raise typer.Exit(emit(run(options), options.fmt, options.output))

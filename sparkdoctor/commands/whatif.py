@@ -9,25 +9,31 @@ sparkdoctor.whatif.judge.WhatIf), `register()` adds the typer command.
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Annotated
 
 import typer
 
 from sparkdoctor.commands.options import (
+    ContainerPython,
+    Fmt,
+    Output,
+    Parsed,
     arch_option,
+    command,
     container_option,
-    container_python_option,
     format_option,
     matrix_option,
-    output_option,
-    output_path,
 )
 from sparkdoctor.errors import UsageError
 from sparkdoctor.result import Format, Result
+from sparkdoctor.views.whatif import VIEW
+from sparkdoctor.whatif.judge import WhatIf
 
 MAX_SPEC_CHARS = 1000
-FORMATS = (Format.console, Format.json)
+FORMATS = VIEW.formats
 SEVERITIES = ("error", "warn", "info")
 
 
@@ -35,23 +41,25 @@ SEVERITIES = ("error", "warn", "info")
 class WhatifCommand:
     """Everything `whatif` is told; the defaults are the command line's."""
 
-    specs: list[str] = field(default_factory=list)
-    python: str | None = None
-    container: str | None = None
-    container_python: str | None = None
-    facts_file: Path | None = None
-    matrix: Path | None = None
-    arch: str | None = None
-    fail_on: str = "error"
-    read: bool = True
-    fmt: Format = Format.console
-    output: Path | None = None
-    ledger: Path | None = None
-    probe: bool = False
-    recipe: str | None = None
-    no_deps: bool = False  # resolve as `pip install --no-deps` would (a target installed that way)
-    allow_url: bool = False  # judge a URL or path requirement (`name @ file:///...`) too
-    strict: bool = False  # exit 1 also for a finding at or above --fail-on that the upgrade leaves in place
+    specs: Annotated[list[str], typer.Argument(help="Requirements to upgrade to, as pip takes them (vllm==0.33.0, 'nvidia-cutlass-dsl[cu13]==4.5.2')."),
+                     Parsed(default=...)] = field(default_factory=list)
+    python: Annotated[str | None, typer.Option("--python", help="The target's interpreter (default: $VIRTUAL_ENV, then this one).")] = None
+    container: Annotated[str | None, container_option("A running container whose environment to judge (its own pip resolves).")] = None
+    container_python: ContainerPython = None
+    facts_file: Annotated[Path | None, typer.Option("--facts", help="Today's Facts from a snapshot instead of probing the target.")] = None
+    matrix: Annotated[Path | None, matrix_option("Matrix folder or file (default: installed, else bundled).")] = None
+    arch: Annotated[str | None, arch_option("Judge as if on this GPU arch (e.g. sm_121a).")] = None
+    fail_on: Annotated[str, typer.Option("--fail-on", help="Exit 1 when the upgrade introduces a finding at or above: error | warn | info")] = "error"
+    read: Annotated[bool, typer.Option("--no-read", help="Do not read the new releases' files (capabilities stay today's, said)."),
+                    Parsed(make=operator.not_, default=False)] = True
+    fmt: Annotated[Fmt, format_option(*FORMATS)] = Format.console
+    output: Output = None
+    ledger: Annotated[Path | None, typer.Option("--ledger", help="The benchmark ledger whose conclusions the upgrade would make stale (default: the state folder's).")] = None
+    probe: Annotated[bool, typer.Option("--probe", help="Compile the CuTe DSL probes with today's and the proposed cutlass-dsl set in a throwaway uv venv, and the PTX probes with each ptxas the upgrade moves (triton, nvidia-cuda-nvcc).")] = False
+    recipe: Annotated[str | None, typer.Option("--recipe", help="Also judge this recipe today and after: flags and env vars the new vLLM drops, stale workarounds.")] = None
+    no_deps: Annotated[bool, typer.Option("--no-deps", help="Resolve as `pip install --no-deps` would (for a target installed that way): only the named distributions change.")] = False
+    allow_url: Annotated[bool, typer.Option("--allow-url", help="Also judge a wheel's URL requirement (name @ file:///x.whl); refused by default. An sdist or folder is never built.")] = False
+    strict: Annotated[bool, typer.Option("--strict", help="Exit 1 also when a finding at or above --fail-on stays after the upgrade (box, recipe or mods), not only when one is introduced.")] = False
 
     def refuse_bad_options(self) -> None:
         """Every usage error of `whatif` (exit 2, one line), before the target is probed or pip runs."""
@@ -84,7 +92,7 @@ class WhatifCommand:
         refuse_bad_target_options(self.python, self.container, self.container_python, self.facts_file is not None)
 
 
-def run(options: WhatifCommand) -> Result:
+def run(options: WhatifCommand) -> Result[WhatIf]:
     """The upgrade judged; exit 1 when it introduces a finding at or above --fail-on. A matrix, snapshot, target
     or resolution that fails says itself (exit 2, or 3 for a target that cannot be probed)."""
     from sparkdoctor.exitcodes import EXIT_FINDINGS, EXIT_OK
@@ -100,36 +108,14 @@ def run(options: WhatifCommand) -> Result:
 
 
 def register(app: typer.Typer) -> None:
-    app.command("whatif")(whatif)
+    app.command("whatif")(command(WhatifCommand, whatif))
 
 
-def whatif(
-    specs: list[str] = typer.Argument(..., help="Requirements to upgrade to, as pip takes them (vllm==0.33.0, 'nvidia-cutlass-dsl[cu13]==4.5.2')."),
-    python: str | None = typer.Option(None, "--python", help="The target's interpreter (default: $VIRTUAL_ENV, then this one)."),
-    container: str | None = container_option("A running container whose environment to judge (its own pip resolves)."),
-    container_python: str | None = container_python_option(),
-    facts_file: Path | None = typer.Option(None, "--facts", help="Today's Facts from a snapshot instead of probing the target."),
-    matrix_path: Path | None = matrix_option("Matrix folder or file (default: installed, else bundled)."),
-    arch: str | None = arch_option("Judge as if on this GPU arch (e.g. sm_121a)."),
-    fail_on: str = typer.Option("error", "--fail-on", help="Exit 1 when the upgrade introduces a finding at or above: error | warn | info"),
-    no_read: bool = typer.Option(False, "--no-read", help="Do not read the new releases' files (capabilities stay today's, said)."),
-    fmt: str = format_option(*FORMATS),
-    output_name: str | None = output_option(),
-    ledger: Path | None = typer.Option(None, "--ledger", help="The benchmark ledger whose conclusions the upgrade would make stale (default: the state folder's)."),
-    probe: bool = typer.Option(False, "--probe", help="Compile the CuTe DSL probes with today's and the proposed cutlass-dsl set in a throwaway uv venv, and the PTX probes with each ptxas the upgrade moves (triton, nvidia-cuda-nvcc)."),
-    recipe: str | None = typer.Option(None, "--recipe", help="Also judge this recipe today and after: flags and env vars the new vLLM drops, stale workarounds."),
-    no_deps: bool = typer.Option(False, "--no-deps", help="Resolve as `pip install --no-deps` would (for a target installed that way): only the named distributions change."),
-    allow_url: bool = typer.Option(False, "--allow-url", help="Also judge a wheel's URL requirement (name @ file:///x.whl); refused by default. An sdist or folder is never built."),
-    strict: bool = typer.Option(False, "--strict", help="Exit 1 also when a finding at or above --fail-on stays after the upgrade (box, recipe or mods), not only when one is introduced."),
-) -> None:
+def whatif(options: WhatifCommand) -> None:
     """Resolve an upgrade with the target's pip (dry run), build the Facts it would give (versions,
     cutlass-dsl build, capabilities read from the new releases' files) and diff the findings against today.
     Exit 0: nothing at or above --fail-on introduced; 1: introduced (--strict: or left in place); 2: cannot
     resolve / bad input."""
     from sparkdoctor.emit import emit
 
-    options = WhatifCommand(list(specs), python=python, container=container, container_python=container_python,
-                            facts_file=facts_file, matrix=matrix_path, arch=arch, fail_on=fail_on, read=not no_read,
-                            fmt=Format(fmt), output=output_path("--output", output_name), ledger=ledger, probe=probe,
-                            recipe=recipe, no_deps=no_deps, allow_url=allow_url, strict=strict)
     raise typer.Exit(emit(run(options), options.fmt, options.output))

@@ -1,27 +1,20 @@
 """What `conclusions` and `rerun` answer, as dataclasses: `to_json()` writes the keys their JSON always had
-({"schema", "conclusion_version" | "rerun_version", "kind", ...}); `console_text()` draws them
-(sparkdoctor/conclusions/render.py). sparkdoctor/render/documents.py renders both."""
+({"schema", "conclusion_version" | "rerun_version", "kind", ...}). Their views (sparkdoctor/views/conclusions.py and
+rerun.py) draw them from it."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from sparkdoctor.conclusions.model import CONCLUSION_VERSION
 from sparkdoctor.conclusions.staleness import Status
-
-if TYPE_CHECKING:
-    from sparkdoctor.sink import Sink
+from sparkdoctor.exitcodes import EXIT_RERUN_FAIL_ON, EXIT_RERUN_INCOMPLETE
 
 SCHEMA = 1
 RERUN_VERSION = 1  # rerun's document (RerunReport.to_json)
 FAIL_ON = ("flipped", "regression")
 """What `rerun --fail-on` may name."""
-
-
-def _draw(sink: Sink, draw: Any) -> str:
-    from sparkdoctor.render.documents import wide_capture
-
-    return wide_capture(sink, draw)
 
 
 @dataclass
@@ -34,15 +27,8 @@ class ConclusionsDocument:
     kind = "conclusions"
 
     def to_json(self) -> dict[str, Any]:
-        from sparkdoctor.conclusions.model import CONCLUSION_VERSION
-
         return {"schema": SCHEMA, "conclusion_version": CONCLUSION_VERSION, "kind": self.kind, "ledger": self.ledger,
                 "conclusions": [s.to_dict() for s in self.conclusions]}
-
-    def console_text(self, sink: Sink) -> str:
-        from sparkdoctor.conclusions import render
-
-        return _draw(sink, lambda console: render.conclusions(console, self.to_json()))
 
 
 @dataclass
@@ -96,7 +82,6 @@ class RerunDocument:
     def exit_code(self) -> int:
         """1 when --fail-on's event happened; 4 when a stale conclusion or workaround could not be re-measured (a
         superseded mod is advice, never measured: sparkdoctor does not apply mods, so it does not count)."""
-        from sparkdoctor.exitcodes import EXIT_RERUN_FAIL_ON, EXIT_RERUN_INCOMPLETE
 
         if self.failed:
             return EXIT_RERUN_FAIL_ON
@@ -106,16 +91,10 @@ class RerunDocument:
         return 0
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"schema": SCHEMA, "rerun_version": RERUN_VERSION, "kind": self.kind, "ledger": self.ledger,
+        out: dict[str, object] = {"schema": SCHEMA, "rerun_version": RERUN_VERSION, "kind": self.kind, "ledger": self.ledger,
                                "dry_run": self.dry_run, "conclusions": [s.to_dict() for s in self.planned.conclusions],
                                "workarounds": self.planned.workarounds}
         if self.done is not None:
             out.update(workarounds=self.done.workarounds, results=self.done.results)
         out["failed"] = self.failed
         return out
-
-    def console_text(self, sink: Sink) -> str:
-        from sparkdoctor.conclusions import render
-
-        draw = render.plan if self.dry_run else render.results
-        return _draw(sink, lambda console: draw(console, self.to_json()))

@@ -18,8 +18,9 @@ class ConclusionError(InputError, RuntimeError):
 
     code = "conclusion"
 
-    def __init__(self, message: str):
+    def __init__(self, message: str, findings: list[dict[str, Any]] | None = None):
         super().__init__(one_line(message))
+        self.findings = list(findings or [])  # what judged a launch that failed (bench's RunFailed.findings)
 
 
 @dataclass(frozen=True)
@@ -118,7 +119,7 @@ def shape_problem(data: Any) -> str | None:
     return None
 
 
-def _headline_ratio(data: dict[str, Any]) -> dict[str, Any] | None:
+def _headline_ratio(data: dict[str, Any]) -> dict[str, object] | None:
     """The ratio of the lowest concurrency level (single-stream decode is the headline on a GB10)."""
     levels = sorted(data.get("levels") or [], key=lambda lvl: lvl.get("concurrency", 0))
     return levels[0]["ratio"] if levels else None

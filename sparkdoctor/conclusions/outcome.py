@@ -15,8 +15,11 @@ uses for an A/B (the CI wholly below 1 and at least min_effect below).
 
 from __future__ import annotations
 
+import statistics
 from typing import Any
 
+from sparkdoctor.bench.stats import rounds_ratio
+from sparkdoctor.ledger.store import Ledger
 from sparkdoctor.vocab import Outcome
 
 RANK = {outcome.value: i for i, outcome in enumerate(Outcome)}  # holds 0, inconclusive 1, changed 2, flipped 3, broken 4
@@ -53,7 +56,7 @@ def compare_levels(old_levels: list[dict[str, Any]], new_levels: list[dict[str, 
     return {"outcome": overall, "levels": rows}
 
 
-def _rounds(ledger: Any, run_ids: list[int]) -> dict[int, list[float]]:
+def _rounds(ledger: Ledger, run_ids: list[int]) -> dict[int, list[float]]:
     out: dict[int, list[float]] = {}
     for rid in run_ids:
         run = ledger.run(rid)
@@ -64,10 +67,9 @@ def _rounds(ledger: Any, run_ids: list[int]) -> dict[int, list[float]]:
     return out
 
 
-def arm_change(ledger: Any, old_ids: list[int], new_ids: list[int], min_effect: float) -> list[dict[str, Any]]:
+def arm_change(ledger: Ledger, old_ids: list[int], new_ids: list[int], min_effect: float) -> list[dict[str, Any]]:
     """One recipe's output tok/s, new runs over old runs, per level: ratio, CI, verdict, regression. The rounds
     of each side are resampled (bench's one-pair method), so only a 1.5x change is ever called."""
-    from sparkdoctor.bench.stats import rounds_ratio
 
     old, new = _rounds(ledger, old_ids), _rounds(ledger, new_ids)
     rows = []
@@ -81,6 +83,4 @@ def arm_change(ledger: Any, old_ids: list[int], new_ids: list[int], min_effect: 
 
 
 def _median(values: list[float]) -> float:
-    import statistics
-
     return statistics.median(values)

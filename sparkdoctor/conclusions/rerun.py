@@ -12,17 +12,31 @@ the evidence, not a second launch). Each workaround measurement is itself stored
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sparkdoctor.bench import flow, load
+from sparkdoctor.bench.failures import StoreFailed
+from sparkdoctor.bench.run import resolved_recipe
 from sparkdoctor.conclusions import outcome, staleness, store
 from sparkdoctor.conclusions.documents import RerunDone, RerunPlan
 from sparkdoctor.conclusions.model import Arm, ConclusionError
+from sparkdoctor.conclusions.store import LedgerReadError
 from sparkdoctor.conclusions.toolchain import Toolchains
 from sparkdoctor.conclusions.workarounds import judge_all, load_arm, without
+from sparkdoctor.errors import TargetUnprobeable
 from sparkdoctor.ledger.schema import LedgerError
+from sparkdoctor.ledger.store import Ledger, recipe_hash
+from sparkdoctor.matrix.model import Matrix
+from sparkdoctor.mods import ModError
+from sparkdoctor.mods.images import image_tree
+from sparkdoctor.mods.recipe import named_mods, stale_mods
+from sparkdoctor.mods.trees import venv_tree
+from sparkdoctor.recipes.model import Recipe
+from sparkdoctor.serve.container_launch import RUNTIME_ENV
 
 Progress = Callable[[str], None]
 
@@ -37,14 +51,11 @@ class Options:
     force: bool = False  # launch even when the memory preflight says a recipe does not fit now
 
 
-def _hash(recipe: Any) -> str:
-    from sparkdoctor.bench.run import resolved_recipe
-    from sparkdoctor.ledger.store import recipe_hash
-
+def _hash(recipe: Recipe) -> str:
     return recipe_hash(resolved_recipe(recipe))
 
 
-def plan(ledger: Any, matrix: Any, toolchains: Toolchains, names: tuple[str, ...] = ()) -> RerunPlan:
+def plan(ledger: Ledger, matrix: Matrix, toolchains: Toolchains, names: tuple[str, ...] = ()) -> RerunPlan:
     conclusions = store.latest(ledger)
     unknown = sorted(set(names) - {c.name for c in conclusions})
     if unknown:
@@ -78,26 +89,17 @@ def plan(ledger: Any, matrix: Any, toolchains: Toolchains, names: tuple[str, ...
     return RerunPlan(statuses, items)
 
 
-def _stale_mods(recipe: Any, path: str, python: str, data: dict[str, Any], served: dict[str, Any]) -> list[dict[str, Any]]:
+def _stale_mods(recipe: Recipe, path: str, python: str, data: dict[str, Any], served: dict[str, Any]) -> list[dict[str, Any]]:
     """The recipe's mods that upstream made already in the target's files (sparkdoctor.mods): stale workarounds,
     each citing the file and lines. A recipe served from a container is judged on its image's files (the image
     its runs recorded), a local one on its interpreter's. sparkdoctor launches a recipe's command as it is and
     never applies a mod, so there is no with/without to measure: the advice is to drop it."""
-    import os
-
-    from sparkdoctor.errors import TargetUnprobeable
-    from sparkdoctor.mods import ModError
-    from sparkdoctor.mods.recipe import named_mods, stale_mods
-    from sparkdoctor.mods.trees import venv_tree
 
     if not named_mods(recipe):
         return []
     image = (served.get("image") or recipe.container) if getattr(recipe, "container", None) and not data.get("local") else None
     try:
         if image:
-            from sparkdoctor.mods.images import image_tree
-            from sparkdoctor.serve.container_launch import RUNTIME_ENV
-
             with image_tree(str(image), runtime=os.environ.get(RUNTIME_ENV) or served.get("engine")) as tree:
                 found = stale_mods(recipe, tree)
         else:
@@ -117,7 +119,7 @@ def _stale_mods(recipe: Any, path: str, python: str, data: dict[str, Any], serve
     return items
 
 
-def _measured_by(statuses: list[staleness.Status], recipe: Any, key: str) -> dict[str, Any] | None:
+def _measured_by(statuses: list[staleness.Status], recipe: Recipe, key: str) -> dict[str, object] | None:
     """A conclusion that measures exactly (recipe with `key`, recipe without it), in either order."""
     with_hash, without_hash = _hash(recipe), _hash(without(recipe, [key]))
     for status in statuses:
@@ -132,8 +134,6 @@ def _measured_by(statuses: list[staleness.Status], recipe: Any, key: str) -> dic
 
 
 def _bench_options(data: dict[str, Any], opts: Options) -> Any:
-    from sparkdoctor.bench import flow
-
     return flow.Options(overrides=dict(data.get("workload") or {}), sets=dict(data.get("sets") or {}),
                         local=bool(data.get("local")), python=data.get("python"), ledger=opts.ledger,
                         store=True, ready_timeout=opts.ready_timeout, pairs=int(data.get("pairs") or 1),
@@ -142,21 +142,17 @@ def _bench_options(data: dict[str, Any], opts: Options) -> Any:
 
 
 def _measure(arms: dict[str, Arm], data: dict[str, Any], opts: Options) -> dict[str, Any]:
-    from sparkdoctor.bench import flow
-    from sparkdoctor.bench.failures import StoreFailed
-
     recipes = {name: load_arm(arm, data.get("sets")) for name, arm in arms.items()}
     try:
         return flow.bench_ab(recipes["A"], recipes["B"], _bench_options(data, opts)).to_json()
     except flow.Failure as exc:
         if isinstance(exc, StoreFailed):  # the ledger failed, not the measurement: the whole rerun stops, exit 5
-            from sparkdoctor.conclusions.store import LedgerReadError
 
             raise LedgerReadError(str(exc)) from None
-        raise ConclusionError(str(exc)) from None
+        raise ConclusionError(str(exc), getattr(exc, "findings", None)) from None
 
 
-def rerun_one(ledger: Any, status: staleness.Status, opts: Options) -> dict[str, Any]:
+def rerun_one(ledger: Ledger, status: staleness.Status, opts: Options) -> dict[str, Any]:
     old = status.conclusion
     doc = _measure(old.arms, old.data, opts)
     compared = outcome.compare_levels(old.data.get("levels") or [], doc.get("levels") or [])
@@ -175,15 +171,15 @@ def rerun_one(ledger: Any, status: staleness.Status, opts: Options) -> dict[str,
                        extra={"sets": old.data.get("sets") or {}, "local": bool(old.data.get("local")), "previous": previous, "compared": compared, "arm_changes": arm_changes,
                               "changes": status.changes})
     return {"name": old.name, "outcome": compared["outcome"], "load_differ": compared.get("load_differ"),
+            "findings": doc.get("findings") or [],
             "old": previous, "new": new.to_dict(),
             "levels": compared["levels"], "arm_changes": arm_changes, "changes": status.changes,
             "regression": any(row["regression"] for rows in arm_changes.values() for row in rows)}
 
 
-def _load_differs(ledger: Any, old_ids: list[int], new_ids: list[int]) -> str | None:
+def _load_differs(ledger: Ledger, old_ids: list[int], new_ids: list[int]) -> str | None:
     """Whether the old runs and the new ones ran under clearly different machine load (bench/load.py), from
     the load each run stored (runs stored before loads were kept: not judged)."""
-    from sparkdoctor.bench import load
 
     def indexes(ids: list[int]) -> list[dict[str, float]]:
         out = []
@@ -197,7 +193,7 @@ def _load_differs(ledger: Any, old_ids: list[int], new_ids: list[int]) -> str | 
     return load.arms_differ(indexes(old_ids), indexes(new_ids))
 
 
-def _cost(levels: list[dict[str, Any]], with_arm: str) -> list[dict[str, Any]]:
+def _cost(levels: list[dict[str, Any]], with_arm: str) -> list[dict[str, object]]:
     """Per level: output tok/s without the workaround over with it (> 1: the workaround costs speed)."""
     rows = []
     for lvl in levels:
@@ -212,7 +208,7 @@ def _cost(levels: list[dict[str, Any]], with_arm: str) -> list[dict[str, Any]]:
     return rows
 
 
-def measure_workaround(ledger: Any, item: dict[str, Any], by_name: dict[str, Any], opts: Options) -> dict[str, Any]:
+def measure_workaround(ledger: Ledger, item: dict[str, Any], by_name: dict[str, Any], opts: Options) -> dict[str, object]:
     """What a stale workaround costs: from the conclusion that measures it, else a new A/B (stored). A stale mod
     is not measured (sparkdoctor never applies mods, so it cannot launch with and without one): it is advice."""
     if item.get("kind") == "mod":
@@ -221,6 +217,7 @@ def measure_workaround(ledger: Any, item: dict[str, Any], by_name: dict[str, Any
                           f"({item['reasons'][0]['evidence'][0]}); not measured: sparkdoctor launches the recipe's "
                           "command as it is and never applies a mod"}
     ref = item.get("measured_by")
+    found: list[dict[str, Any]] = []  # what judged the new launches (none when an existing conclusion measures it)
     if ref and ref["conclusion"] in by_name:
         levels, source = by_name[ref["conclusion"]], f"conclusion {ref['conclusion']}"
         with_arm = ref["with"]
@@ -229,6 +226,7 @@ def measure_workaround(ledger: Any, item: dict[str, Any], by_name: dict[str, Any
                 "B": Arm(item["recipe"], f"{item['label']} without {item['workaround']}", (item["key"],))}
         data = {"python": item.get("python"), "pairs": 1, "sets": item.get("sets") or {}, "local": item.get("local")}
         doc = _measure(arms, data, opts)
+        found = doc.get("findings") or []
         name = f"workaround:{item['label']}:{item['key']}"
         rec = store.record(ledger, name, doc, arms, item.get("python"),
                            extra={"sets": data["sets"], "local": bool(data["local"])})
@@ -237,7 +235,7 @@ def measure_workaround(ledger: Any, item: dict[str, Any], by_name: dict[str, Any
         ref = {"conclusion": rec.name, "with": "A", "without": "B"}
     cost = _cost(levels, with_arm)
     return {**item, "measured_by": ref, "source": source, "cost": cost,
-            "advice": _advice(item["workaround"], cost)}
+            "advice": _advice(item["workaround"], cost), "findings": found}
 
 
 def _advice(shown: str, cost: list[dict[str, Any]]) -> str:
@@ -253,8 +251,8 @@ def _advice(shown: str, cost: list[dict[str, Any]]) -> str:
     return f"{shown} buys nothing measurable here ({head['without_over_with']:.2f}x without it): remove it"
 
 
-def execute(ledger: Any, planned: RerunPlan, opts: Options, progress: Progress | None = None) -> RerunDone:
-    results: list[dict[str, Any]] = []
+def execute(ledger: Ledger, planned: RerunPlan, opts: Options, progress: Progress | None = None) -> RerunDone:
+    results: list[dict[str, object]] = []
     by_name: dict[str, Any] = {s.conclusion.name: s.conclusion.data.get("levels") or [] for s in planned.conclusions
                                if s.state == "fresh"}
     for status in planned.conclusions:
@@ -270,7 +268,8 @@ def execute(ledger: Any, planned: RerunPlan, opts: Options, progress: Progress |
         except ConclusionError as exc:
             if isinstance(exc, LedgerError):
                 raise
-            results.append({"name": status.conclusion.name, "outcome": "not re-run", "reasons": [str(exc)]})
+            results.append({"name": status.conclusion.name, "outcome": "not re-run", "reasons": [str(exc)],
+                            **({"findings": exc.findings} if exc.findings else {})})
             continue
         by_name[status.conclusion.name] = res["new"].get("levels") or []
         results.append(res)
@@ -283,5 +282,6 @@ def execute(ledger: Any, planned: RerunPlan, opts: Options, progress: Progress |
         except ConclusionError as exc:
             if isinstance(exc, LedgerError):
                 raise
-            measured.append({**item, "cost": [], "advice": f"not measured: {exc}"})
+            measured.append({**item, "cost": [], "advice": f"not measured: {exc}",
+                             **({"findings": exc.findings} if exc.findings else {})})
     return RerunDone(results, measured)

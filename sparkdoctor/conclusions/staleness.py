@@ -11,9 +11,13 @@ and says why it cannot be re-run.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from sparkdoctor.bench import BENCH_VERSION
+from sparkdoctor.bench.model_identity import identity
+from sparkdoctor.bench.run import resolved_recipe
 from sparkdoctor.conclusions import store
 from sparkdoctor.conclusions.model import Conclusion, ConclusionError
 from sparkdoctor.conclusions.toolchain import (
@@ -23,6 +27,8 @@ from sparkdoctor.conclusions.toolchain import (
     what_changed,
 )
 from sparkdoctor.conclusions.workarounds import load_arm
+from sparkdoctor.facts import Facts, FactsError
+from sparkdoctor.ledger.store import Ledger, recipe_hash
 
 
 @dataclass
@@ -50,7 +56,6 @@ class Status:
 def _unreadable(run: dict[str, Any] | None) -> str | None:
     """Why a stored run cannot be judged (None: it can): gone, a damaged column, or Facts this sparkdoctor
     cannot read (a schema it does not know, wrong types)."""
-    from sparkdoctor.facts import Facts, FactsError
 
     if run is None:
         return "gone"
@@ -63,11 +68,7 @@ def _unreadable(run: dict[str, Any] | None) -> str | None:
     return None
 
 
-def judge(conclusion: Conclusion, ledger: Any, toolchains: Toolchains) -> Status:
-    from sparkdoctor.bench import BENCH_VERSION
-    from sparkdoctor.bench.run import resolved_recipe
-    from sparkdoctor.ledger.store import recipe_hash
-
+def judge(conclusion: Conclusion, ledger: Ledger, toolchains: Toolchains) -> Status:
     if conclusion.damaged:
         return Status(conclusion, "broken", reasons=[f"its ledger row is damaged ({conclusion.damaged}): record it again"],
                       rerunnable=False)
@@ -87,7 +88,7 @@ def judge(conclusion: Conclusion, ledger: Any, toolchains: Toolchains) -> Status
     for arm, conclusion_arm in conclusion.arms.items():
         run = ledger.run(data["runs"][arm][-1])
         problem = _unreadable(run)
-        if problem:
+        if problem or run is None:
             return Status(conclusion, "broken", reasons=[f"run {data['runs'][arm][-1]} (arm {arm}) is damaged in the "
                                                          f"ledger ({problem}): record it again"], rerunnable=False)
         python = python_of(run["facts"]) or ""
@@ -111,7 +112,6 @@ def judge(conclusion: Conclusion, ledger: Any, toolchains: Toolchains) -> Status
                 status.state = "stale"
             continue
         current = _with_served_model(current, run["facts"])
-        from sparkdoctor.facts import Facts
 
         # the stored facts under this sparkdoctor's fingerprint rules: a rule that grew (a package now counted)
         # does not make a conclusion stale by itself, only a change in what it counts does
@@ -132,9 +132,6 @@ def judge(conclusion: Conclusion, ledger: Any, toolchains: Toolchains) -> Status
 
 def _with_served_model(current: Any, old_facts: dict[str, Any]) -> Any:
     """The current Facts with the identity the run's model folder has NOW, when the run recorded one."""
-    import dataclasses
-
-    from sparkdoctor.bench.model_identity import identity
 
     model = ((old_facts.get("recipe") or {}).get("model") or {})
     if not model.get("identity") or not model.get("ref"):

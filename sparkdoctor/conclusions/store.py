@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
 from sparkdoctor.conclusions.model import (
@@ -20,13 +21,13 @@ from sparkdoctor.conclusions.model import (
     shape_problem,
 )
 from sparkdoctor.ledger.schema import LedgerError
+from sparkdoctor.ledger.store import Ledger, decode
 
 _COLUMNS = "id, name, created_at, comparison_id, previous_id, outcome, data_json"
 
 
 def _row(row: tuple) -> Conclusion:
     """A stored conclusion; a row whose data_json is damaged comes back marked (`damaged`), not raised."""
-    from sparkdoctor.ledger.store import decode
 
     data, damage = decode("data_json", row[6])
     if damage is None:
@@ -47,11 +48,11 @@ class LedgerReadError(ConclusionError, LedgerError):
     exit_code = LedgerError.exit_code  # ConclusionError's InputError (2) comes first in the MRO: the ledger's 5 wins
 
 
-def _fail(ledger: Any, exc: sqlite3.Error) -> ConclusionError:
+def _fail(ledger: Ledger, exc: sqlite3.Error) -> ConclusionError:
     return LedgerReadError(f"ledger {ledger.path}: {exc}")
 
 
-def comparison_runs(ledger: Any, comparison_id: int) -> dict[str, list[dict[str, Any]]]:
+def comparison_runs(ledger: Ledger, comparison_id: int) -> dict[str, list[dict[str, Any]]]:
     """The stored runs of one A/B, by arm: id, fingerprint, recipe hash, bench version, workload."""
     try:
         rows = ledger.db.execute(
@@ -60,7 +61,6 @@ def comparison_runs(ledger: Any, comparison_id: int) -> dict[str, list[dict[str,
     except sqlite3.Error as exc:
         raise _fail(ledger, exc) from None
     out: dict[str, list[dict[str, Any]]] = {"A": [], "B": []}
-    from sparkdoctor.ledger.store import decode
 
     for rid, arm, fp, rhash, bver, workload in rows:
         if arm in out:
@@ -69,7 +69,7 @@ def comparison_runs(ledger: Any, comparison_id: int) -> dict[str, list[dict[str,
     return out
 
 
-def record(ledger: Any, name: str, comparison: dict[str, Any], arms: dict[str, Arm], python: str | None,
+def record(ledger: Ledger, name: str, comparison: dict[str, Any], arms: dict[str, Arm], python: str | None,
            previous_id: int | None = None, outcome: str | None = None, extra: dict[str, Any] | None = None) -> Conclusion:
     """Store a conclusion from a finished A/B (bench's comparison document) and return it."""
     if not name.strip():
@@ -98,10 +98,11 @@ def record(ledger: Any, name: str, comparison: dict[str, Any], arms: dict[str, A
             (name, now, cid, previous_id, outcome, json.dumps(data, sort_keys=True, default=str)))
     except sqlite3.Error as exc:
         raise _fail(ledger, exc) from None
-    return Conclusion(int(cur.lastrowid), name, now, cid, previous_id, outcome, data)
+    assert cur.lastrowid is not None, "sqlite sets it after an INSERT"
+    return Conclusion(cur.lastrowid, name, now, cid, previous_id, outcome, data)
 
 
-def latest(ledger: Any, name: str | None = None) -> list[Conclusion]:
+def latest(ledger: Ledger, name: str | None = None) -> list[Conclusion]:
     """The newest row of every conclusion name (or of the one named), oldest name first."""
     sql = (f"SELECT {_COLUMNS} FROM conclusions WHERE id IN (SELECT max(id) FROM conclusions GROUP BY name)")
     args: tuple[Any, ...] = ()
@@ -115,7 +116,7 @@ def latest(ledger: Any, name: str | None = None) -> list[Conclusion]:
     return [_row(r) for r in rows]
 
 
-def history(ledger: Any, name: str) -> list[Conclusion]:
+def history(ledger: Ledger, name: str) -> list[Conclusion]:
     """Every recording of one conclusion, oldest first."""
     try:
         rows = ledger.db.execute(f"SELECT {_COLUMNS} FROM conclusions WHERE name = ? ORDER BY id", (name,)).fetchall()
@@ -124,7 +125,7 @@ def history(ledger: Any, name: str) -> list[Conclusion]:
     return [_row(r) for r in rows]
 
 
-def existing_runs(ledger: Any, run_ids: list[int]) -> set[int]:
+def existing_runs(ledger: Ledger, run_ids: list[int]) -> set[int]:
     if not run_ids:
         return set()
     marks = ",".join("?" * len(run_ids))
@@ -135,12 +136,8 @@ def existing_runs(ledger: Any, run_ids: list[int]) -> set[int]:
 
 
 def conclude(name: str, comparison: dict[str, Any], path_a: Any, path_b: Any, python: str | None,
-             ledger_path: Any, sets: dict[str, str] | None = None, local: bool = False) -> dict[str, Any]:
+             ledger_path: Any, sets: dict[str, str] | None = None, local: bool = False) -> dict[str, object]:
     """`bench A --vs B --conclude NAME`: store the finished A/B as conclusion NAME; its JSON."""
-    from pathlib import Path
-
-    from sparkdoctor.ledger import Ledger, LedgerError
-
     if "unknown" in (comparison.get("fingerprints") or {}).values():
         raise ConclusionError(f"conclusion {name!r}: an arm's toolchain is unknown; a conclusion is bound to the "
                               "toolchain it was measured on (give --python)")

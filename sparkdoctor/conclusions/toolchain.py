@@ -9,10 +9,17 @@ vllm/__init__.py", "driver 580.95 -> 590.44", "env VLLM_X set to 1".
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import dataclasses
+import os
+from collections.abc import Callable, Mapping
 from typing import Any
 
+from sparkdoctor.check import CheckRequest, collect
 from sparkdoctor.conclusions.model import ConclusionError
+from sparkdoctor.facts import Facts
+from sparkdoctor.serve.container_launch import RUNTIME_ENV, image_record, runtime_cli
+from sparkdoctor.targets.container_inspect import image_facts
+from sparkdoctor.targets.local import TargetError, resolve_python_target
 
 
 class Toolchains:
@@ -27,14 +34,9 @@ class Toolchains:
         if container and container.get("image"):
             key = f"{python}\0{container.get('engine')}\0{container['image']}"
             if key not in self._facts:
-                import dataclasses
-
                 self._facts[key] = dataclasses.replace(self.facts(python), container=current_image(container))
             return self._facts[key]
         if python not in self._facts:
-            from sparkdoctor.check import CheckRequest, collect
-            from sparkdoctor.targets.local import TargetError, resolve_python_target
-
             try:
                 target = resolve_python_target(python)
             except TargetError as exc:
@@ -45,16 +47,8 @@ class Toolchains:
         return self._facts[python]
 
 
-def current_image(recorded: dict[str, Any]) -> dict[str, Any]:
+def current_image(recorded: dict[str, Any]) -> dict[str, object]:
     """What the image a run was served from (by its name) is now: its id and content fingerprint, or why not."""
-    import os
-
-    from sparkdoctor.serve.container_launch import (
-        RUNTIME_ENV,
-        image_record,
-        runtime_cli,
-    )
-    from sparkdoctor.targets.container_inspect import image_facts
 
     image = str(recorded["image"])
     try:
@@ -65,7 +59,7 @@ def current_image(recorded: dict[str, Any]) -> dict[str, Any]:
         return {"image": image, "image_error": str(exc)[:300]}
 
 
-def python_of(run_facts: dict[str, Any]) -> str | None:
+def python_of(run_facts: Mapping[str, object]) -> str | None:
     target = run_facts.get("target") if isinstance(run_facts, dict) else None
     if not isinstance(target, dict):
         return None
@@ -73,7 +67,7 @@ def python_of(run_facts: dict[str, Any]) -> str | None:
     return python if isinstance(python, str) else None
 
 
-def _pkg(entry: Any) -> tuple[Any, list[str], Any]:
+def _pkg(entry: object) -> tuple[Any, list[str], Any]:
     if not isinstance(entry, (list, tuple)) or len(entry) != 3:
         return None, [], None
     return entry[0], list(entry[1] or []), entry[2]
@@ -81,9 +75,9 @@ def _pkg(entry: Any) -> tuple[Any, list[str], Any]:
 
 def what_changed(old: dict[str, Any], new: dict[str, Any]) -> list[dict[str, Any]]:
     """The fingerprint material of two Facts, compared: one row per difference, each with its text."""
-    rows: list[dict[str, Any]] = []
+    rows: list[dict[str, object]] = []
 
-    def add(what: str, a: Any, b: Any, text: str) -> None:
+    def add(what: str, a: object, b: object, text: str) -> None:
         rows.append({"what": what, "old": a, "new": b, "text": text})
 
     pkgs_a, pkgs_b = old.get("packages") or {}, new.get("packages") or {}
@@ -126,7 +120,7 @@ def what_changed(old: dict[str, Any], new: dict[str, Any]) -> list[dict[str, Any
     return rows
 
 
-def _short(value: Any) -> str:
+def _short(value: object) -> str:
     if value in (None, [], {}):
         return "none"
     if isinstance(value, list):
@@ -134,9 +128,8 @@ def _short(value: Any) -> str:
     return str(value)
 
 
-def material(facts: Any) -> dict[str, Any]:
+def material(facts: Facts) -> dict[str, Any]:
     """Fingerprint material of a Facts object or of a stored Facts dict."""
-    from sparkdoctor.facts import Facts
 
     if isinstance(facts, dict):
         facts = Facts.from_dict(facts, source="ledger")

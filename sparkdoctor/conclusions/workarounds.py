@@ -17,7 +17,13 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from sparkdoctor import recipes
+from sparkdoctor.audit.served_model import recipe_facts
 from sparkdoctor.conclusions.model import Arm, ConclusionError
+from sparkdoctor.facts import Facts
+from sparkdoctor.matrix import evaluate
+from sparkdoctor.matrix.model import Matrix
+from sparkdoctor.recipes.model import Recipe
 
 
 @dataclass(frozen=True)
@@ -60,7 +66,7 @@ def has_flag(argv: list[str], flag: str) -> bool:
     return any(a == flag or a.startswith(flag + "=") for a in argv)
 
 
-def _justifies(spec: str, recipe: Any) -> tuple[str, str, str | None] | None:
+def _justifies(spec: str, recipe: Recipe) -> tuple[str, str, str | None] | None:
     """(key, kind, value) of what `spec` names in this recipe, or None when the recipe lacks it."""
     if spec.startswith("--"):
         return (spec, "flag", None) if has_flag(recipe.argv, spec) else None
@@ -71,7 +77,7 @@ def _justifies(spec: str, recipe: Any) -> tuple[str, str, str | None] | None:
     return (f"env:{name}", "env", got)
 
 
-def find(recipe: Any, matrix: Any) -> list[Workaround]:
+def find(recipe: Recipe, matrix: Matrix) -> list[Workaround]:
     """Every workaround of the recipe: its own annotations, and what matrix entries justify."""
     found: dict[str, dict[str, Any]] = {}
     for w in recipe.workarounds or []:
@@ -95,10 +101,9 @@ def find(recipe: Any, matrix: Any) -> list[Workaround]:
     return [Workaround(key, s["kind"], s["name"], s["value"], s["because"], tuple(s["by"])) for key, s in found.items()]
 
 
-def server_facts(facts: Any, recipe: Any, dropped: Workaround | None = None) -> Any:
+def server_facts(facts: Facts, recipe: Recipe, dropped: Workaround | None = None) -> Any:
     """The Facts as the recipe's server sees them: the recipe's env on top and its values (for entries with a
     serving condition), with the `dropped` workaround taken out (its env var, or its flag)."""
-    from sparkdoctor.facts import Facts
 
     copy = Facts.from_dict(facts.to_dict(), source="facts")
     env = dict(copy.env or {})
@@ -107,7 +112,6 @@ def server_facts(facts: Any, recipe: Any, dropped: Workaround | None = None) -> 
         env.pop(dropped.name, None)
     copy.env = env
     if getattr(copy, "recipe", None) is None:  # the values the recipe passes, for entries with a serving condition
-        from sparkdoctor.audit.served_model import recipe_facts
 
         flag_dropped = dropped is not None and dropped.kind != "env"
         try:
@@ -117,11 +121,9 @@ def server_facts(facts: Any, recipe: Any, dropped: Workaround | None = None) -> 
     return copy
 
 
-def judge(w: Workaround, recipe: Any, matrix: Any, facts: Any) -> Judgement:
-    from sparkdoctor.matrix import evaluate
-
+def judge(w: Workaround, recipe: Recipe, matrix: Matrix, facts: Facts) -> Judgement:
     seen = server_facts(facts, recipe, w)
-    reasons: list[dict[str, Any]] = []
+    reasons: list[dict[str, object]] = []
     ids = ([w.because] if w.because else []) + [i for i in w.justified_by if i != w.because]
     for entry_id in ids:
         entry = matrix.get(entry_id)
@@ -148,7 +150,7 @@ def judge(w: Workaround, recipe: Any, matrix: Any, facts: Any) -> Judgement:
     return Judgement(w, status, reasons)
 
 
-def judge_all(recipe: Any, matrix: Any, facts: Any) -> list[Judgement]:
+def judge_all(recipe: Recipe, matrix: Matrix, facts: Facts) -> list[Judgement]:
     return [judge(w, recipe, matrix, facts) for w in find(recipe, matrix)]
 
 
@@ -170,7 +172,7 @@ def _drop_flag(argv: list[str], flag: str) -> list[str]:
     return out
 
 
-def without(recipe: Any, keys: tuple[str, ...] | list[str]) -> Any:
+def without(recipe: Recipe, keys: tuple[str, ...] | list[str]) -> Any:
     """The recipe with these workarounds removed (its name says so)."""
     if not keys:
         return recipe
@@ -188,7 +190,6 @@ def without(recipe: Any, keys: tuple[str, ...] | list[str]) -> Any:
 def load_arm(arm: Arm, sets: dict[str, str] | None = None) -> Any:
     """The recipe an arm measured: its file read again (with the --set values it was benched with), its
     dropped workarounds removed."""
-    from sparkdoctor import recipes
 
     try:
         recipe = recipes.load(arm.path, dict(sets or {}))

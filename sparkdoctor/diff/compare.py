@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
+from sparkdoctor.describe import clip, text_of
 from sparkdoctor.diff.rules import (
     BENIGN,
     RISKY,
@@ -25,7 +26,6 @@ from sparkdoctor.diff.rules import (
     target_key_verdict,
 )
 from sparkdoctor.facts import Facts, is_tracked
-from sparkdoctor.render.describe import clip, text_of
 
 NOT_COMPARED = frozenset({"schema", "taken_at", "timings_ms", "tool", "errors"})
 MAX_LEAVES = 5000  # per generic field: a hostile snapshot can hold millions
@@ -75,7 +75,7 @@ def compare(a: Facts, b: Facts) -> Comparison:
     return Comparison(diffs, unknown)
 
 
-def _show(value: Any) -> str | None:
+def _show(value: object) -> str | None:
     if value is None:
         return None
     if isinstance(value, (list, tuple)):
@@ -85,7 +85,7 @@ def _show(value: Any) -> str | None:
     return clip(value, 300)
 
 
-def _diff(area: str, key: str, va: Any, vb: Any, verdict: str, why: str) -> list[Difference]:
+def _diff(area: str, key: str, va: object, vb: object, verdict: str, why: str) -> list[Difference]:
     if va == vb:
         return []
     return [Difference(area, key, _show(va), _show(vb), verdict, why)]
@@ -146,7 +146,7 @@ def _toolkits(area: str, ta: list, tb: list) -> list[Difference]:
         a, b = by_a.get(key) or {}, by_b.get(key) or {}
         used = bool(a.get("used_by") or b.get("used_by"))
         verdict = RISKY if used else BENIGN
-        why = f"used by {', '.join(map(text_of, a.get('used_by') or b.get('used_by')))}: kernels compile differently" \
+        why = f"used by {', '.join(map(text_of, a.get('used_by') or b.get('used_by') or []))}: kernels compile differently" \
             if used else "a ptxas nothing is configured to use"
         out += _diff("ptxas", key, a.get("version") if a else None, b.get("version") if b else None, verdict, why)
         if a and b:
@@ -281,7 +281,7 @@ def _host_health(area: str, ha: dict, hb: dict) -> list[Difference]:
     return out
 
 
-def _generic(area: str, va: Any, vb: Any) -> list[Difference]:
+def _generic(area: str, va: object, vb: object) -> list[Difference]:
     out: list[Difference] = []
     for key, a, b in _leaf_pairs(va, vb):
         risky = "fingerprint" in key.lower()
@@ -290,12 +290,12 @@ def _generic(area: str, va: Any, vb: Any) -> list[Difference]:
     return out
 
 
-def _leaf_pairs(va: Any, vb: Any) -> list[tuple[str, Any, Any]]:
+def _leaf_pairs(va: object, vb: object) -> list[tuple[str, Any, Any]]:
     fa, fb = dict(_leaves(va)), dict(_leaves(vb))
     return [(k, fa.get(k), fb.get(k)) for k in sorted(set(fa) | set(fb))]
 
 
-def _leaves(value: Any, prefix: str = "") -> list[tuple[str, Any]]:
+def _leaves(value: object, prefix: str = "") -> list[tuple[str, Any]]:
     out: list[tuple[str, Any]] = []
     stack: list[tuple[str, Any]] = [(prefix, value)]
     while stack and len(out) < MAX_LEAVES:

@@ -16,6 +16,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 from sparkdoctor.fix import inventory as inv_mod
@@ -187,7 +188,6 @@ def injected(index: int, s: Step) -> Step:
     at, _, arg = at.partition(":")
     if not at.isdigit() or int(at) != index or s.op not in (StepKind.install, StepKind.restore) or not s.requirements:
         return s
-    from packaging.requirements import Requirement
 
     name = Requirement(s.requirements[0]).name
     if kind == "bad-version":

@@ -50,6 +50,7 @@ from sparkdoctor.fix.inventory import (
 from sparkdoctor.fix.model import Plan
 from sparkdoctor.fix.pdeath import children_die_with_parent
 from sparkdoctor.fix.restore import Restorer, verify_rolled_back
+from sparkdoctor.names import canonicalize_name
 from sparkdoctor.targets.files import FileError, FileTransport, LocalFiles, transport_of
 from sparkdoctor.targets.local import Target
 
@@ -204,7 +205,7 @@ def _verify_applied(target: Target, plan: Plan, journal: jr.Journal, outcome: Ou
         got = dist.version if dist else None
         if got != after:
             raise FixError(f"the installer's result differs from the plan: {name} is {got or 'not installed'}, the plan said {after or 'removed'}")
-    was: dict[str, str] = {inv_mod.canonicalize_name(p["name"]): p["version"] for p in journal.data["packages_before"]}
+    was: dict[str, str] = {canonicalize_name(p["name"]): p["version"] for p in journal.data["packages_before"]}
     has = now.package_set()
     unnamed = [f"{k} {was.get(k) or '(not installed)'} -> {has.get(k) or '(removed)'}" for k in sorted(set(was) | set(has))
                if was.get(k) != has.get(k) and k not in plan.changes]
@@ -217,7 +218,7 @@ def _verify_applied(target: Target, plan: Plan, journal: jr.Journal, outcome: Ou
             raise FixError(f"the apply changed {len(lost)} file(s) of dists the plan does not name, e.g. {lost[0]}")
 
 
-def rollback(target: Target, journal: jr.Journal, installer: Installer) -> dict[str, Any]:
+def rollback(target: Target, journal: jr.Journal, installer: Installer) -> dict[str, object]:
     """Undo a journal's apply: verify that the journal can restore the target (refuse, changing nothing,
     if it cannot), then reverse the actions that ran, last first."""
     record = journal.data["target"]

@@ -19,6 +19,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
 
 from sparkdoctor.fix.interface import ActionKind, DefinitionError
+from sparkdoctor.locations import data_dir
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -183,8 +184,6 @@ def load_file(path: Path) -> FixDefinition:
 
 
 def default_dir() -> Path:
-    from sparkdoctor.locations import data_dir
-
     return data_dir("fixes")
 
 

@@ -1,26 +1,42 @@
 """What `fix` answers, one dataclass per mode (plan, apply, rollback, history, prune): `to_json()` writes the keys
-fix's JSON always had (`fix_version`, `mode`, ...), `console_text()` the lines it always printed.
-sparkdoctor/render/documents.py renders them; sparkdoctor/fix/render.py draws their lines."""
+fix's JSON always had (`fix_version`, `mode`, ...); their view (sparkdoctor/views/fix.py) prints the lines it always
+printed."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from sparkdoctor.fix import render
 from sparkdoctor.fix.model import Plan
 
 if TYPE_CHECKING:
     from sparkdoctor.fix.pipeline import Applied, JournalRow, Pruned, RolledBack
-    from sparkdoctor.sink import Sink
+
+FIX_VERSION = 1
 
 
-def _text(lines: list[str]) -> str:
-    return "\n".join(lines) + "\n"
+def plan_document(plan: Plan, report: Any) -> dict[str, Any]:
+    return {"fix_version": FIX_VERSION, "mode": "plan", "plan": plan.to_dict(),
+            "findings": sorted(f.id for f in report.findings), "verdict": report.verdict()}
+
+
+def mode_document(mode: str, body: Any) -> dict[str, Any]:
+    """The JSON of apply (`body`: pipeline.Applied.to_json(), its keys at the top) or of rollback, history and prune
+    (`body` under "result")."""
+    if mode == "apply":
+        return {"fix_version": FIX_VERSION, "mode": mode, **body}
+    return {"fix_version": FIX_VERSION, "mode": mode, "result": body}
+
+
+class FixDocument:
+    """What `fix` answers: a plan, an apply, a rollback, the history or a prune."""
+
+    def to_json(self) -> dict[str, Any]:
+        raise NotImplementedError
 
 
 @dataclass
-class PlanDocument:
+class PlanDocument(FixDocument):
     """The plan (a dry run; or an apply that had nothing to do or was refused) and the check it was made from."""
 
     plan: Plan
@@ -31,57 +47,39 @@ class PlanDocument:
     """Print the plan on the console (an apply refused for a plan with steps prints only the refusal)."""
 
     def to_json(self) -> dict[str, Any]:
-        return render.plan_document(self.plan, self.report)
-
-    def console_text(self, sink: Sink) -> str:
-        if not self.shown:
-            return ""
-        extra = ["Dry run: nothing was changed. Apply with --yes."] if self.dry_run and not self.plan.empty else []
-        return _text(render.plan_lines(self.plan) + extra)
+        return plan_document(self.plan, self.report)
 
 
 @dataclass
-class ApplyDocument:
+class ApplyDocument(FixDocument):
     """The plan that was applied, what happened, and the check after it."""
 
     plan: Plan
     applied: Applied
 
     def to_json(self) -> dict[str, Any]:
-        return render.mode_document("apply", self.applied.to_json())
-
-    def console_text(self, sink: Sink) -> str:
-        return _text(render.plan_lines(self.plan) + render.applied_lines(self.applied))
+        return mode_document("apply", self.applied.to_json())
 
 
 @dataclass
-class RollbackDocument:
+class RollbackDocument(FixDocument):
     rolled_back: RolledBack
 
     def to_json(self) -> dict[str, Any]:
-        return render.mode_document("rollback", self.rolled_back.to_json())
-
-    def console_text(self, sink: Sink) -> str:
-        return _text(render.rollback_lines(self.rolled_back))
+        return mode_document("rollback", self.rolled_back.to_json())
 
 
 @dataclass
-class HistoryDocument:
+class HistoryDocument(FixDocument):
     rows: list[JournalRow] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
-        return render.mode_document("history", [r.to_json() for r in self.rows])
-
-    def console_text(self, sink: Sink) -> str:
-        return _text(render.history_lines(self.rows))
+        return mode_document("history", [r.to_json() for r in self.rows])
 
 
 @dataclass
-class PruneDocument:
+class PruneDocument(FixDocument):
     pruned: Pruned
 
     def to_json(self) -> dict[str, Any]:
-        return render.mode_document("prune", self.pruned.to_json())
-
-    def console_text(self, sink: Sink) -> str:
-        return _text(render.prune_lines(self.pruned))
+        return mode_document("prune", self.pruned.to_json())

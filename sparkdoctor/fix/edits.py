@@ -8,6 +8,7 @@ Every edit changes only the lines it is about; everything else stays byte for by
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 import sys
@@ -155,7 +156,6 @@ def add_flag(text: str, flag: str, value: str | None, where: str) -> str:
 
 def line_diff(old: str, new: str) -> list[str]:
     """'- line' / '+ line' for what changed (unified, no context): what the plan shows."""
-    import difflib
 
     return [ln.rstrip("\n") for ln in difflib.unified_diff(old.splitlines(), new.splitlines(), lineterm="", n=0)
             if ln[:1] in "+-" and not ln.startswith(("+++", "---"))]

@@ -13,9 +13,15 @@ import os
 import re
 import shutil
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
-from packaging.utils import canonicalize_name
+from packaging.requirements import Requirement
+from packaging.utils import (
+    InvalidWheelFilename,
+    canonicalize_name,
+    parse_wheel_filename,
+)
 
 from sparkdoctor import proc
 from sparkdoctor.fix.interface import (
@@ -105,7 +111,8 @@ class PipInstaller(Installer):
 
     def _stage(self, tmp: str, constraints: list[str] | None) -> list[str]:
         """The host constraint files, copied into the target's scratch folder; their paths there."""
-        items = [(Path(c), f"{tmp}/constraints-{i}.txt", None) for i, c in enumerate(constraints or [])]
+        items: list[tuple[Path, str, int | None]] = [(Path(c), f"{tmp}/constraints-{i}.txt", None)
+                                                     for i, c in enumerate(constraints or [])]
         self.files.import_files(items)
         return [path for _src, path, _mode in items]
 
@@ -126,8 +133,9 @@ class PipInstaller(Installer):
     def describe(self) -> str:
         return f"{self.inventory.python} -m pip"
 
-    def dry_run(self, requirements, *, force_reinstall=False, no_deps=False, ignore_installed=False, constraints=None, env=None,
-                offline_from=None):
+    def dry_run(self, requirements: list[str], *, force_reinstall: bool = False, no_deps: bool = False,
+                ignore_installed: bool = False, constraints: list[str] | None = None, env: dict[str, str] | None = None,
+                offline_from: str | None = None) -> Resolution:
         try:
             with self.files.scratch() as tmp:
                 report = f"{tmp}/report.json"
@@ -154,7 +162,8 @@ class PipInstaller(Installer):
                 res.removes[name] = have.version
         return res
 
-    def install(self, requirements, *, force_reinstall=False, no_deps=False, offline_from=None, constraints=None):
+    def install(self, requirements: list[str], *, force_reinstall: bool = False, no_deps: bool = False,
+                offline_from: str | None = None, constraints: list[str] | None = None) -> None:
         try:
             with self.files.scratch() as tmp:
                 args = ["install", "--quiet", *_constraint_args(self._stage(tmp, constraints))]
@@ -167,11 +176,11 @@ class PipInstaller(Installer):
         except FileError as exc:
             raise FixError(str(exc)) from None
 
-    def uninstall(self, names):
+    def uninstall(self, names: list[str]) -> None:
         if names:
             self._pip(["uninstall", "--yes", "--", *names], f"pip uninstall {' '.join(names)}")
 
-    def download(self, requirements, dest):
+    def download(self, requirements: list[str], dest: str) -> dict[str, str | None]:
         """pip download runs WHERE THE TARGET RUNS (a container's platform, Python and glibc pick the
         wheels); the wheels then come out to dest on this machine, where the journal keeps them."""
         try:
@@ -186,7 +195,7 @@ class PipInstaller(Installer):
         return _match(requirements, dest)
 
 
-def _fetch(requirements: list[str], dest: str, run) -> None:
+def _fetch(requirements: list[str], dest: str, run: Callable[[list[str]], proc.ProcResult]) -> None:
     """The wheels of `requirements` saved into dest, in one pip call (one start-up), before any
     change; one by one when the call fails, to keep those that can be had."""
     def fetch(reqs: list[str]) -> bool:
@@ -197,15 +206,13 @@ def _fetch(requirements: list[str], dest: str, run) -> None:
             fetch([req])
 
 
-def _download(requirements: list[str], dest: str, run) -> dict[str, str | None]:
+def _download(requirements: list[str], dest: str, run: Callable[[list[str]], proc.ProcResult]) -> dict[str, str | None]:
     _fetch(requirements, dest, run)
     return _match(requirements, dest)
 
 
 def _match(requirements: list[str], dest: str) -> dict[str, str | None]:
     """name -> the wheel file in dest for each requirement; None for one that could not be had."""
-    from packaging.requirements import Requirement
-    from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
     found: dict[str, str] = {}
     for fname in sorted(os.listdir(dest)):
@@ -217,8 +224,8 @@ def _match(requirements: list[str], dest: str) -> dict[str, str | None]:
     out: dict[str, str | None] = {}
     for req in requirements:
         r = Requirement(req)
-        version = next(iter(r.specifier)).version
-        out[canonicalize_name(r.name)] = found.get(f"{canonicalize_name(r.name)}=={version}")
+        pinned = next(iter(r.specifier)).version
+        out[canonicalize_name(r.name)] = found.get(f"{canonicalize_name(r.name)}=={pinned}")
     return out
 
 
@@ -247,8 +254,9 @@ class UvInstaller(Installer):
             raise _fail(what, result, dry_run)
         return result
 
-    def dry_run(self, requirements, *, force_reinstall=False, no_deps=False, ignore_installed=False, constraints=None, env=None,
-                offline_from=None):
+    def dry_run(self, requirements: list[str], *, force_reinstall: bool = False, no_deps: bool = False,
+                ignore_installed: bool = False, constraints: list[str] | None = None, env: dict[str, str] | None = None,
+                offline_from: str | None = None) -> Resolution:
         args = ["install", "--dry-run", *_constraint_args(constraints)]
         args += (["--reinstall"] if force_reinstall or ignore_installed else []) + (["--no-deps"] if no_deps else [])
         if offline_from:
@@ -263,18 +271,19 @@ class UvInstaller(Installer):
                 (res.installs if line[0] == "+" else res.removes)[name] = version
         return res
 
-    def install(self, requirements, *, force_reinstall=False, no_deps=False, offline_from=None, constraints=None):
+    def install(self, requirements: list[str], *, force_reinstall: bool = False, no_deps: bool = False,
+                offline_from: str | None = None, constraints: list[str] | None = None) -> None:
         args = ["install", *_constraint_args(constraints)]
         args += (["--reinstall"] if force_reinstall else []) + (["--no-deps"] if no_deps else [])
         if offline_from:
             args += ["--offline", "--no-index", "--find-links", offline_from]
         self._uv([*args, "--", *requirements], f"uv pip install {' '.join(requirements)}")
 
-    def uninstall(self, names):
+    def uninstall(self, names: list[str]) -> None:
         if names:
             self._uv(["uninstall", "--", *names], f"uv pip uninstall {' '.join(names)}")
 
-    def download(self, requirements, dest):
+    def download(self, requirements: list[str], dest: str) -> dict[str, str | None]:
         # uv has no `download`; the host's pip fetches the same wheels for the target's Python.
         py = self.inventory.version
         run = lambda args: proc.run([sys.executable, "-m", "pip", args[0], "--python-version", py, *args[1:]], timeout=TIMEOUT)  # noqa: E731

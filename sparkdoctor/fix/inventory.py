@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from packaging.version import InvalidVersion, Version
 from sparkdoctor.fix.interface import FixError
 from sparkdoctor.targets.files import FileError, FileTransport, hashes
 from sparkdoctor.targets.local import Target, TargetError, parse_json_probe
+from sparkdoctor.unsettled import local_key
 
 SCRIPT = Path(__file__).with_name("target_dists.py")
 TIMEOUT = 60.0
@@ -92,7 +94,7 @@ def read(target: Target, hash_names: list[str] | tuple[str, ...] = ()) -> Invent
         data = parse_json_probe(target, SCRIPT, target.run_script(SCRIPT, args, TIMEOUT))
     except TargetError as exc:
         raise FixError(str(exc)) from None
-    dists = {}
+    dists: dict[str, Dist] = {}
     for key, raw in (data.get("dists") or {}).items():
         if not isinstance(raw, dict) or "error" in raw:
             continue
@@ -134,10 +136,10 @@ def file_hashes(files: FileTransport, inv: Inventory, names: set[str]) -> dict[s
         raise FixError(str(exc)) from None
 
 
-def target_record(target: Target, inventory: Inventory) -> dict[str, Any]:
+def target_record(target: Target, inventory: Inventory) -> dict[str, object]:
     """What a journal says about its target: enough to find it again and to refuse another one."""
     desc = target.describe()
-    record: dict[str, Any] = {"kind": desc.get("kind", "python"), "python": inventory.python}
+    record: dict[str, object] = {"kind": desc.get("kind", "python"), "python": inventory.python}
     if record["kind"] == "container":
         info = getattr(target, "info", None) or {}
         record.update(container=desc.get("container"), engine=desc.get("engine"),
@@ -145,17 +147,16 @@ def target_record(target: Target, inventory: Inventory) -> dict[str, Any]:
     return record
 
 
-def target_label(record: dict[str, Any]) -> str:
+def target_label(record: Mapping[str, object]) -> str:
     """'/opt/venv/bin/python' or 'container vllm_node: /opt/venv/bin/python'."""
     if record.get("kind") == "container":
         return f"container {record.get('container')}: {record.get('python')}"
     return str(record.get("python"))
 
 
-def target_key(record: dict[str, Any]) -> str:
+def target_key(record: Mapping[str, object]) -> str:
     """One key per target (its lock, its unfinished journals): a container's paths are not this machine's."""
     if record.get("kind") == "container":
         return f"container:{record.get('container')}:{record.get('python')}"
-    from sparkdoctor.unsettled import local_key
 
     return local_key(str(record.get("python", "")))

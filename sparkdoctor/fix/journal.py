@@ -20,6 +20,7 @@ A lock per target (fcntl, state_dir()/locks/) keeps two fixes off one target at 
 
 from __future__ import annotations
 
+import calendar
 import fcntl
 import hashlib
 import json
@@ -27,7 +28,7 @@ import os
 import secrets
 import shutil
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -117,11 +118,11 @@ class Journal:
     def has(self, marker: str) -> bool:
         return (self.path / marker).exists()
 
-    def mark(self, marker: str, detail: dict[str, Any] | None = None) -> None:
+    def mark(self, marker: str, detail: Mapping[str, object] | None = None) -> None:
         body = {"at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **(detail or {})}
         write_bytes(self.path / marker, (json.dumps(body, indent=1) + "\n").encode())
 
-    def marker(self, marker: str) -> dict[str, Any] | None:
+    def marker(self, marker: str) -> dict[str, object] | None:
         try:
             return json.loads((self.path / marker).read_text(encoding="utf-8"))
         except (OSError, ValueError):
@@ -173,9 +174,9 @@ def new_id() -> str:
     return time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + secrets.token_hex(3)
 
 
-def create(header: dict[str, Any], files: list[tuple[str, str]], dist_files: dict[str, list[str]],
+def create(header: Mapping[str, object], files: list[tuple[str, str]], dist_files: dict[str, list[str]],
            wheels: Callable[[Path], dict[str, str | None]], boundary: Callable[[str], None],
-           sides: dict[str, FileTransport] | None = None, outside: dict[str, Any] | None = None) -> Journal:
+           sides: dict[str, FileTransport] | None = None, outside: Mapping[str, object] | None = None) -> Journal:
     """Write a complete journal, or raise FixError and leave none (a half one is removed when it can be).
 
     `files` are (path, side) of the files the plan edits; `dist_files` the files of every touched
@@ -229,7 +230,7 @@ def _copy_out(files: FileTransport, names: list[str], journal: Path, folder: str
         if row is None:
             out[name] = None
             continue
-        entry: dict[str, Any] = {"copy": f"{folder}/{row['name']}", "mode": row["mode"] & 0o7777}
+        entry: dict[str, object] = {"copy": f"{folder}/{row['name']}", "mode": row["mode"] & 0o7777}
         if with_hash:
             entry["sha256"] = _sha(dest / row["name"])
         out[name] = entry
@@ -314,7 +315,6 @@ def prune(keep: int | None, older_than_s: float | None, now: float | None = None
 
 def _created(j: Journal) -> float:
     """When the journal was made: its id starts with the UTC time."""
-    import calendar
 
     try:
         return float(calendar.timegm(time.strptime(j.id[:15], "%Y%m%d-%H%M%S")))

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from sparkdoctor.fix.interface import JournalError
+from sparkdoctor.fix.interface import JournalError, StepKind
+from sparkdoctor.fix.model import Plan
 
 READS = (1, 2)
 
@@ -27,11 +28,11 @@ def _need(cond: bool, where: str, what: str) -> None:
         raise _Bad(f"field '{where}' {what}")
 
 
-def _str(value: Any, where: str, optional: bool = False) -> None:
+def _str(value: object, where: str, optional: bool = False) -> None:
     _need(isinstance(value, str) or (optional and value is None), where, "must be a string" + (" or null" if optional else ""))
 
 
-def _int(value: Any, where: str, optional: bool = False) -> None:
+def _int(value: object, where: str, optional: bool = False) -> None:
     ok = isinstance(value, int) and not isinstance(value, bool) and value >= 0
     _need(ok or (optional and value is None), where, "must be a non-negative integer" + (" or null" if optional else ""))
 
@@ -62,8 +63,6 @@ def _check(data: Any) -> None:
     target = _dict(data.get("target"), "target")
     _str(target.get("python"), "target.python")
     _str(target.get("kind", "python"), "target.kind")
-    from sparkdoctor.fix.interface import StepKind
-    from sparkdoctor.fix.model import Plan
 
     plan = _dict(data.get("plan"), "plan")
     raw_steps = plan.get("steps")
@@ -119,7 +118,7 @@ def _check(data: Any) -> None:
             _str(outside.get("sha256"), "outside.sha256")
 
 
-def validate(data: Any, where: str) -> dict[str, Any]:
+def validate(data: Any, where: str) -> dict[str, object]:
     """data, if every field a rollback reads is well formed; else JournalError naming the field."""
     try:
         _check(data)

@@ -9,6 +9,7 @@ is the container runtime's to stop (stated in docs/fix.md).
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import sys
@@ -23,7 +24,6 @@ PR_SET_PDEATHSIG = 1
 def _preexec(parent: int) -> Callable[[], None] | None:
     if not sys.platform.startswith("linux"):
         return None
-    import ctypes
 
     libc = ctypes.CDLL(None, use_errno=True)
 

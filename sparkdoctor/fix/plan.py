@@ -22,6 +22,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from sparkdoctor.facts import Facts
 from sparkdoctor.fix import edits
 from sparkdoctor.fix.definitions import ActionSpec, FixDefinition
 from sparkdoctor.fix.interface import (
@@ -58,7 +59,7 @@ def wanted_fixes(findings: list[Any], definitions: dict[str, FixDefinition]) -> 
 
 
 class Planner:
-    def __init__(self, inventory: Inventory, installer: Installer, facts: Any, options: FixOptions,
+    def __init__(self, inventory: Inventory, installer: Installer, facts: Facts, options: FixOptions,
                  files: FileTransport | None = None):
         self.inv, self.installer, self.facts, self.opts = inventory, installer, facts, options
         # a pin file check found is the target's; the env file and recipe named here are this machine's
@@ -361,7 +362,7 @@ def _lower(after: str, before: str) -> bool:
 
 
 def build_plan(findings: list[Any], definitions: dict[str, FixDefinition], inventory: Inventory, installer: Installer,
-               facts: Any, options: FixOptions, files: FileTransport | None = None) -> Plan:
+               facts: Facts, options: FixOptions, files: FileTransport | None = None) -> Plan:
     planner = Planner(inventory, installer, facts, options, files)
     for fix, why in wanted_fixes(findings, definitions):
         planner.add(fix, why)

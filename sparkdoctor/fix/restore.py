@@ -8,13 +8,13 @@ copies of the dists' files are intact; if neither, nothing is touched and the re
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from sparkdoctor.fix import inventory as inv_mod
 from sparkdoctor.fix import journal as jr
 from sparkdoctor.fix import outside as outside_mod
 from sparkdoctor.fix.interface import FixError, Installer
 from sparkdoctor.fix.inventory import sha256_file
+from sparkdoctor.names import canonicalize_name
 from sparkdoctor.targets.files import FileTransport, hashes
 from sparkdoctor.targets.local import Target
 
@@ -113,7 +113,7 @@ class Restorer:
         if problems:
             raise FixError(problems[0])
         data, files = self.data, self.sides["target"]
-        before_keys = {inv_mod.canonicalize_name(p["name"]) for p in data["packages_before"]}
+        before_keys = {canonicalize_name(p["name"]) for p in data["packages_before"]}
         now = inv_mod.read(self.target)
         touched = set(data["touched_before"]) | set(data["plan"].get("touched", []))
         remove = sorted({n for n in touched if now.get(n)} | {k for k in now.dists if k not in before_keys})
@@ -156,12 +156,12 @@ class Restorer:
 
 
 def verify_rolled_back(target: Target, journal: jr.Journal, sides: dict[str, FileTransport],
-                       installer: Installer | None = None) -> dict[str, Any]:
+                       installer: Installer | None = None) -> dict[str, object]:
     """The package set, the bytes of every touched dist's files and every edited file, and the files
     outside the plan (a changed .pyc compiled again first), against the journal."""
     data = journal.data
     now = inv_mod.read(target)
-    want: dict[str, str] = {inv_mod.canonicalize_name(p["name"]): p["version"] for p in data["packages_before"]}
+    want: dict[str, str] = {canonicalize_name(p["name"]): p["version"] for p in data["packages_before"]}
     got: dict[str, str] = dict(now.package_set())
     package_diff = sorted(f"{k}: {want.get(k) or '-'} -> {got.get(k) or '-'}" for k in set(want) | set(got) if want.get(k) != got.get(k))
     have = inv_mod.file_hashes(sides["target"], now, set(data["touched_before"]))

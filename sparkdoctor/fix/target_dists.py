@@ -11,15 +11,18 @@ Prints one JSON object on the last line of stdout.
 """
 
 import base64
+import csv
 import hashlib
+import io
 import json
 import os
 import re
 import sys
+import sysconfig
 
-try:
+if sys.version_info >= (3, 8):
     from importlib import metadata
-except ImportError:  # pragma: no cover (3.7)
+else:  # pragma: no cover (3.7)
     metadata = None
 
 
@@ -39,8 +42,6 @@ def record_rows(dist):
     rows = []
     if not text:
         return rows
-    import csv
-    import io
 
     for row in csv.reader(io.StringIO(text)):
         if row:
@@ -144,7 +145,6 @@ def main(argv):
             hash_names.add(canonical(argv[i + 1]))
             i += 1
         i += 1
-    import sysconfig
 
     purelib = sysconfig.get_paths()["purelib"]
     dists = {}

@@ -10,12 +10,13 @@ enough to run over a venv of 40,000 files before and after every apply.
 
 import json
 import os
+import py_compile
 import re
 import sys
 
-try:
+if sys.version_info >= (3, 8):
     from importlib import metadata
-except ImportError:  # pragma: no cover (3.7)
+else:  # pragma: no cover (3.7)
     metadata = None
 
 
@@ -52,8 +53,6 @@ def source_of(pyc):
 
 
 def compile_all(pycs):
-    import py_compile
-
     done, failed = [], {}
     for pyc in pycs:
         src = source_of(pyc)

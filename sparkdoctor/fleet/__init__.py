@@ -21,17 +21,25 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import socket
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sparkdoctor.check import CheckRequest, check
 from sparkdoctor.errors import SparkdoctorError
 from sparkdoctor.exitcodes import EXIT_FINDINGS, EXIT_OK, EXIT_UNPROBEABLE, EXIT_USAGE
+from sparkdoctor.fleet import fabric
+from sparkdoctor.fleet.compare import compare_nodes, unpaired_links
+from sparkdoctor.fleet.measure import measure_links
+from sparkdoctor.fleet.node import collect_node
+from sparkdoctor.fleet.transport import RayTransport, SshTransport
+from sparkdoctor.matrix import load
 from sparkdoctor.text import one_line
 
 DEFAULT_NODE_TIMEOUT = 60.0
@@ -69,7 +77,10 @@ class FleetOptions:
     fail_on: str = "error"
     ignore: set[str] = field(default_factory=set)
     measure: bool = False
-    progress: Any = None  # Callable[[str], None]: what the run is doing now (the command shows it on a terminal)
+    # --recipe: (named nodes) -> memory.pernode.FleetFit, the launch judged on every node's memory; the command
+    # builds it (fleet never imports the memory pipeline, which reads checkpoints through audit)
+    memory_judge: Any = None
+    progress: Callable[[str], None] | None = None  # what the run is doing now (the command shows it on a terminal)
 
 
 @dataclass
@@ -84,6 +95,7 @@ class FleetResult:
     topology: Any = None  # fabric.Topology of the nodes that answered
     fabric: list[Any] = field(default_factory=list)  # fabric.FabricFinding, static and measured
     measured: list[Any] = field(default_factory=list)  # measure.Measurement
+    memory: Any = None  # memory.pernode.FleetFit (--recipe), else None
 
     @property
     def down(self) -> list[Any]:
@@ -96,6 +108,8 @@ class FleetResult:
     def exit_code(self) -> int:
         if self.down or not self.reports:
             return EXIT_FLEET_NODE_DOWN
+        if self.memory is not None and self.memory.blocking():
+            return EXIT_FLEET_REFUSE
         if self.risky or any(r.failing() or not r.probed() for r in self.reports.values()):
             return EXIT_FLEET_REFUSE
         return EXIT_FLEET_GO
@@ -107,8 +121,6 @@ class FleetResult:
 def run(options: FleetOptions) -> FleetResult:
     """Probe every node in parallel (each within options.node_timeout), judge, compare. FleetError when
     the fleet itself cannot be reached; a node that cannot be is an outcome, never an exception."""
-    from sparkdoctor.fleet.node import collect_node
-    from sparkdoctor.matrix import load
 
     matrix = load(options.matrix_path)  # MatrixError: the caller's one line
     started = time.monotonic()
@@ -120,8 +132,7 @@ def run(options: FleetOptions) -> FleetResult:
             outcomes = list(pool.map(lambda n: collect_node(transport, n, options.node_timeout, options.arch), nodes))
         named = [(o.node.name, o.facts) for o in outcomes if o.facts is not None]
         measured: list[Any] = []
-        if options.measure and len(named) > 1:
-            from sparkdoctor.fleet.measure import measure_links
+        if options.measure and named:  # links need two nodes; the GPUs of one node are measured alone
 
             measured = measure_links(transport, [o.node for o in outcomes if o.ok], named, say)
     finally:
@@ -129,16 +140,20 @@ def run(options: FleetOptions) -> FleetResult:
         if close:
             close()
     reports, drifts, notes, topo, found = judge(named, matrix, options, measured)
-    return FleetResult(transport.kind, outcomes, reports, drifts, notes, time.monotonic() - started, options.fail_on,
-                       topo, found, measured)
+    fit = None
+    if options.memory_judge is not None and named:
+        say("judging the launch on every node's memory…")
+        fit = options.memory_judge(named)
+    from sparkdoctor.fleet.transport import LOCAL
+
+    kind = "local" if nodes and all(n.name == LOCAL for n in nodes) and transport.kind == "ssh" else transport.kind
+    return FleetResult(kind, outcomes, reports, drifts, notes, time.monotonic() - started, options.fail_on,
+                       topo, found, measured, fit)
 
 
 def judge(named: list[tuple[str, Any]], matrix: Any, options: FleetOptions, measured: list[Any] | None = None) -> Any:
     """(reports, drifts, notes, topology, fabric findings) of the nodes that answered: the
     N-way comparison and the fabric rules fill each node's Facts.fleet, then the matrix judges each node."""
-    from sparkdoctor.check import CheckRequest, check
-    from sparkdoctor.fleet import fabric
-    from sparkdoctor.fleet.compare import compare_nodes, unpaired_links
 
     drifts = compare_nodes(named)
     lonely = unpaired_links(named) if len(named) > 1 else {}
@@ -157,13 +172,11 @@ def judge(named: list[tuple[str, Any]], matrix: Any, options: FleetOptions, meas
 
 
 def _connect(options: FleetOptions) -> tuple[Any, list[Any]]:
-    from sparkdoctor.fleet.transport import RayTransport, SshTransport
-
     if options.ray_address is None:
         return SshTransport(options.ssh_config), list(options.nodes)
     _reachable(options.ray_address)
     try:
-        import ray  # noqa: F401
+        import ray  # noqa: F401  (the optional extra [fleet]: imported only for --ray)
     except ImportError:
         raise FleetError("--ray needs Ray, which is not installed: pip install 'sparkdoctor-gb10[fleet]'", EXIT_USAGE) from None
     transport = _join(RayTransport, options.ray_address, options.node_timeout)
@@ -181,7 +194,7 @@ RAY_ADDRESS_RE = re.compile(r"^(ray://)?[A-Za-z0-9_.:\[\]-]{1,255}$")
 def _join(transport_class: Any, address: str, limit: float) -> Any:
     """ray.init under the run's deadline: an address that takes the TCP connection but is no GCS keeps Ray
     retrying for many minutes. It runs in a thread that is left behind (and dies with the process) at `limit`."""
-    box: dict[str, Any] = {}
+    box: dict[str, object] = {}
 
     def connect() -> None:
         try:
@@ -235,7 +248,6 @@ def _reachable(address: str) -> None:
     """A GCS address that refuses or never answers a TCP connection: one line now, instead of ray.init waiting
     minutes and printing its retries; a port that is no port is a usage error. ("auto" and ray:// addresses are
     left to Ray.)"""
-    import socket
 
     if not RAY_ADDRESS_RE.match(address):
         raise FleetError(f"--ray {one_line(address[:80])}: not a Ray address (host:port, auto, or ray://host:port)", EXIT_USAGE)

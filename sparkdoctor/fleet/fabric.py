@@ -80,13 +80,13 @@ class Topology:
         return {"kind": self.kind, "links": [lk.label for lk in self.links], "switched_subnets": self.switches}
 
 
-def clean(raw: Any) -> dict[str, Any] | None:
+def clean(raw: Any) -> dict[str, object] | None:
     """A node's fabric answer with every part of the wrong shape dropped (a node's JSON is input: the rules
     below read dicts of dicts and lists of dicts only), or None when it is not a fabric answer at all."""
     if not isinstance(raw, dict):
         return None
 
-    def dicts(value: Any) -> list[dict[str, Any]]:
+    def dicts(value: Any) -> list[dict[str, object]]:
         return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
 
     def table(value: Any) -> dict[str, dict[str, Any]]:

@@ -9,7 +9,8 @@ An inventory is TOML (a file ending in .toml):
     host = "spark-1"               # an ssh destination: a name or alias of your ssh config, or user@host
     python = "/home/me/vllm/.venv/bin/python"
 
-or plain text, one ssh destination per line (# comments). Where the cluster is already written down, that
+or plain text, one ssh destination per line (# comments). The host `local` is this machine, reached without
+ssh (transport.LOCAL). Where the cluster is already written down, that
 file is the inventory, so nobody keeps a second host list:
 
   a sparkrun cluster definition (.yaml/.yml, as `sparkrun cluster` writes it under
@@ -27,11 +28,17 @@ import os
 import re
 import sys
 from pathlib import Path
-from typing import Any
 
 from sparkdoctor.errors import InputError
 from sparkdoctor.fleet.transport import Node
 from sparkdoctor.inputs import read_text
+from sparkdoctor.recipes.model import RecipeError
+from sparkdoctor.recipes.yamlsafe import read_yaml
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
 
 HOST_RE = re.compile(r"^[A-Za-z0-9_.@%:\[\]-]+$")
 CONTAINER_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")  # docker's own rule for names; ids are hex
@@ -96,11 +103,6 @@ def load_inventory(path: Path, python: str | None, container: str | None, runtim
         if not nodes:
             raise InventoryError(f"{path}: names no host")
         return _unique(nodes, str(path))
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:  # pragma: no cover
-        import tomli as tomllib
-
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -145,8 +147,6 @@ def sparkrun_cluster(name: str) -> Path:
 
 def sparkrun_hosts(path: Path) -> list[str]:
     """A sparkrun cluster definition's hosts, each user@host when it names a user."""
-    from sparkdoctor.recipes.model import RecipeError
-    from sparkdoctor.recipes.yamlsafe import read_yaml
 
     try:
         data, _ = read_yaml(path)
@@ -179,7 +179,7 @@ def eugr_hosts(text: str, path: Path) -> list[str]:
     return hosts
 
 
-def _table(value: Any, where: str) -> dict[str, Any]:
+def _table(value: object, where: str) -> dict[str, object]:
     if not isinstance(value, dict):
         raise InventoryError(f"{where}: should be a table")
     for key, item in value.items():

@@ -4,7 +4,9 @@ against the link's rated speed (the port rate the two ends report).
   ib_write_bw   per rail: the server on one end of each link, the client on the other, over the addressed
                 RDMA device and its RoCE v2 IPv4 GID, IB_SECONDS long, each side within IB_TIMEOUT
   all_reduce_perf  nccl-tests over every node (mpirun from the first node), 8 MiB to ALLREDUCE_MAX_BYTES:
-                never the 16 GB size that exhausts a Spark's unified memory (dgx-spark-playbooks#102)
+                never the 16 GB size that exhausts a Spark's unified memory (dgx-spark-playbooks#102); and on
+                each node of several GPUs, over its own GPUs (one process, -g N): reported, not judged (no
+                rated speed is known for NVLink, PCIe or C2C between them)
 
 A tool that is not installed on a node is a Measurement with status "absent": reported, never fatal, and
 never a finding. A rail below FAIR_SHARE of its rated speed is a rail-slow fabric finding.
@@ -142,23 +144,33 @@ def all_reduce(transport: Any, nodes: list[Any], fabrics: dict[str, dict[str, An
     rated = min((r[3] for r in rates), default=0.0) or None
     argv = ["mpirun", "--allow-run-as-root", "-np", str(len(nodes)), "-H", ",".join(hosts), "all_reduce_perf",
             "-b", str(ALLREDUCE_MIN_BYTES), "-e", str(ALLREDUCE_MAX_BYTES), "-f", "2", "-g", "1"]
-    first = nodes[0]
-    link = f"all {len(nodes)} nodes ({topo.kind})"
-    done = transport.command(first, argv, ALLREDUCE_TIMEOUT)
+    return _all_reduce_on(transport, nodes[0], argv, f"all {len(nodes)} nodes ({topo.kind})", rated,
+                          "mpirun or nccl-tests' all_reduce_perf")
+
+
+def all_reduce_in_node(transport: Any, node: Any, gpus: int) -> Measurement:
+    """nccl-tests all_reduce_perf over the GPUs of one node, one process driving all of them (-g N, no MPI)."""
+    argv = ["all_reduce_perf", "-b", str(ALLREDUCE_MIN_BYTES), "-e", str(ALLREDUCE_MAX_BYTES), "-f", "2", "-g", str(gpus)]
+    return _all_reduce_on(transport, node, argv, f"{gpus} GPUs of {node.name}", None, "nccl-tests' all_reduce_perf")
+
+
+def _all_reduce_on(transport: Any, node: Any, argv: list[str], link: str, rated: float | None, tools: str) -> Measurement:
+    done = transport.command(node, argv, ALLREDUCE_TIMEOUT)
     setting = " ".join(argv)
     if _absent(done):
-        return Measurement("all_reduce_perf", first.name, link, "absent", None, rated, setting,
-                           f"mpirun or nccl-tests' all_reduce_perf is not installed on {first.name}")
+        return Measurement("all_reduce_perf", node.name, link, "absent", None, rated, setting,
+                           f"{tools} is not installed on {node.name}")
     if not done.ok:
-        return Measurement("all_reduce_perf", first.name, link, "failed", None, rated, setting,
+        return Measurement("all_reduce_perf", node.name, link, "failed", None, rated, setting,
                            done.describe_failure()[:300])
-    return from_all_reduce(done.stdout, first.name, link, rated, setting)
+    return from_all_reduce(done.stdout, node.name, link, rated, setting)
 
 
-def measure_links(transport: Any, nodes: list[Any], named: list[tuple[str, Any]],
+def measure_links(transport: object, nodes: list[Any], named: list[tuple[str, Any]],
                   progress: Callable[[str], None] | None = None) -> list[Measurement]:
     """Every link's rail, one after another (two tests on one wire would halve each other), then one
-    all-reduce over all nodes. Never raises: what could not be measured is a Measurement that says why."""
+    all-reduce over all nodes, then one over the GPUs of each node that has several. Never raises: what could
+    not be measured is a Measurement that says why."""
     fabrics: dict[str, dict[str, Any]] = {name: facts.fleet["fabric"] for name, facts in named
                                           if isinstance((facts.fleet or {}).get("fabric"), dict)}
     by_name = {n.name: n for n in nodes if n.name in fabrics}
@@ -179,4 +191,13 @@ def measure_links(transport: Any, nodes: list[Any], named: list[tuple[str, Any]]
         except Exception as exc:
             out.append(Measurement("all_reduce_perf", next(iter(by_name)), "all nodes", "failed", None, None, "",
                                    f"{type(exc).__name__}: {exc}"[:300]))
+    gpus = {name: len(facts.gpus or []) for name, facts in named}
+    for node in nodes:
+        if gpus.get(node.name, 0) > 1:
+            say(f"all_reduce_perf over the {gpus[node.name]} GPUs of {node.name}…")
+            try:
+                out.append(all_reduce_in_node(transport, node, gpus[node.name]))
+            except Exception as exc:
+                out.append(Measurement("all_reduce_perf", node.name, f"{gpus[node.name]} GPUs of {node.name}", "failed",
+                                       None, None, "", f"{type(exc).__name__}: {exc}"[:300]))
     return out

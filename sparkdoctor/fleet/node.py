@@ -12,14 +12,23 @@ on stdout) is not judged: its outcome is one line naming it.
 
 from __future__ import annotations
 
+import os
 import platform
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from sparkdoctor import __version__
 from sparkdoctor.arch import assumed
-from sparkdoctor.collect import Collector, CollectorError, Context, run_collectors
+from sparkdoctor.collect import (
+    Collector,
+    CollectorError,
+    Context,
+    capabilities,
+    run_collectors,
+    targetenv,
+)
 from sparkdoctor.collect.gpu import arch_of
 from sparkdoctor.facts import Facts
 from sparkdoctor.facts_shapes import (
@@ -27,24 +36,37 @@ from sparkdoctor.facts_shapes import (
     Finite,
     ListOf,
     MapOf,
+    Opt,
     ShapeError,
     check_field,
     check_value,
 )
 from sparkdoctor.fleet.fabric import clean as clean_fabric
-from sparkdoctor.fleet.target import RemoteTarget
+from sparkdoctor.fleet.target import DEFAULT_PYTHON, RemoteTarget
 from sparkdoctor.fleet.transport import Node
+from sparkdoctor.targets.container_inspect import image_facts, inspect_container
 from sparkdoctor.targets.local import TargetError, parse_json_probe, probe_entry
+from sparkdoctor.targets.probe import probe_args
 from sparkdoctor.text import one_line
 
 NODE_PROBE = "fleet_node"
+MAX_TEXT = 1 << 16  # of a /proc text a node sends
+MAX_KERNEL_LINES = 2000  # kernel-log memory lines read from a node (its probe sends at most as many)
+
+_PROCESS = {"pid": int, "name": Opt(TEXT), "rss_kib": Opt(int), "devices": Opt(ListOf(TEXT)), "container": Opt(TEXT),
+            "!required": ("pid",)}
+MEMORY_HOLDERS = {"holders": ListOf(_PROCESS), "others": ListOf(_PROCESS), "errors": ListOf(TEXT),
+                  "containers": ListOf({"id": TEXT, "cgroup": Opt(TEXT), "bytes": int, "pids": Opt(ListOf(int)),
+                                        "!required": ("id", "bytes")})}
+MAX_ROWS = 4096  # processes or containers read from a node's holders
 
 # The node probe's answer as apply_node reads it (probes/fleet_node/): a node is user input, so its answer is
 # checked like a --facts snapshot, here before it is read and as Facts after (facts_shapes.py).
 NODE_ANSWER: dict[str, Any] = {
     "host": dict, "memory": dict, "cma": dict, "driver": dict, "cuda_toolkit": dict, "nccl": dict,
     "roce_v2_gid_index": dict, "node": dict, "gpus": ListOf(dict), "nccl_conf": ListOf(dict), "links": ListOf(dict),
-    "env": MapOf(TEXT), "errors": ListOf(TEXT), "python": TEXT, "time": Finite(),
+    "env": MapOf(TEXT), "errors": ListOf(TEXT), "python": TEXT, "time": Finite(), "host_texts": dict, "kernel_log": dict,
+    "memory_holders": MEMORY_HOLDERS,
 }
 
 
@@ -61,9 +83,8 @@ class NodeOutcome:
         return self.facts is not None
 
 
-def collect_node(transport: Any, node: Node, timeout: float, arch: str | None = None) -> NodeOutcome:
+def collect_node(transport: object, node: Node, timeout: float, arch: str | None = None) -> NodeOutcome:
     """Probe one node within `timeout` seconds; never raises."""
-    from sparkdoctor.collect import capabilities, targetenv
 
     started = time.monotonic()
     deadline = started + timeout
@@ -75,7 +96,7 @@ def collect_node(transport: Any, node: Node, timeout: float, arch: str | None = 
                   timeout=timeout, deadline=deadline)
     box: dict[str, Any] = {}
 
-    def node_probe(ctx: Context) -> dict[str, Any]:
+    def node_probe(ctx: Context) -> dict[str, object]:
         result = ctx.target.run_script(probe_entry(NODE_PROBE), [], max(0.5, deadline - time.monotonic()))
         box["received"] = time.time()
         try:
@@ -84,8 +105,6 @@ def collect_node(transport: Any, node: Node, timeout: float, arch: str | None = 
             box["problem"] = str(exc)
             raise CollectorError(str(exc)) from None
         return {}
-
-    from sparkdoctor.targets.probe import probe_args
 
     try:
         target.prefetch([(targetenv.PROBE, probe_args(target, None, False)[0]), ("capabilities", []), (NODE_PROBE, [])])
@@ -111,12 +130,12 @@ def collect_node(transport: Any, node: Node, timeout: float, arch: str | None = 
             check_field(name, value)
     except ShapeError as exc:
         return NodeOutcome(node, None, _short(f"answered a report of the wrong shape: {exc}"), seconds)
-    if target.batch is not None and target.batch.clock is not None:  # the batch's own clock: no waiting in between
-        facts.fleet["clock_skew_s"] = round(target.batch.clock[0] - target.batch.clock[1], 2)  # type: ignore[index]
+    if target.batch is not None and target.batch.clock is not None and facts.fleet is not None:  # the batch's own clock
+        facts.fleet["clock_skew_s"] = round(target.batch.clock[0] - target.batch.clock[1], 2)
     return NodeOutcome(node, facts, None, seconds, raw)
 
 
-def check_answer(raw: dict[str, Any]) -> None:
+def check_answer(raw: Mapping[str, object]) -> None:
     """ShapeError for the first field of the node probe's answer that apply_node cannot read (null: not known)."""
     for key, shape in NODE_ANSWER.items():
         if raw.get(key) is not None:
@@ -127,9 +146,6 @@ def _container(transport: Any, node: Node, deadline: float) -> dict[str, Any]:
     """The image of the container a node serves from, read with the node's own container CLI (over ssh, or as
     a Ray task pinned to the node), in the shape `check --container` records: its content fingerprint (over
     the config digest, the layer digests and the platform) is what nodes must share."""
-    import os
-
-    from sparkdoctor.targets.container_inspect import image_facts, inspect_container
 
     cli = [node.runtime]
 
@@ -189,10 +205,10 @@ def apply_node(facts: Facts, raw: dict[str, Any], received: float, arch: str | N
         "gpus": [_gpu_health(g) for g in smi or [] if isinstance(g, dict)],
         "errors": [str(e) for e in raw.get("errors") or []],
     }
+    _host_memory(facts.host_health, raw)
     env = _dict(raw.get("env"))
     if facts.env is not None:
         facts.env = {**facts.env, **{str(k): str(v) for k, v in env.items()}}
-    from sparkdoctor.fleet.target import DEFAULT_PYTHON
 
     if facts.target is not None and facts.target.get("python") in (None, "", DEFAULT_PYTHON):
         facts.target["python"] = facts.target.get("executable") or raw.get("python")
@@ -210,14 +226,53 @@ def apply_node(facts: Facts, raw: dict[str, Any], received: float, arch: str | N
         "fabric": clean_fabric(raw.get("fabric")),
         "in_container": raw.get("in_container"),
         "clock_skew_s": round(when - received, 2) if isinstance(when, (int, float)) else None,
+        "memory": _memory_holders(raw),
     }
 
 
-def _gpu_health(g: dict[str, Any]) -> dict[str, Any]:
+def _host_memory(health: dict[str, Any], raw: dict[str, Any]) -> None:
+    """The node's memory, PSI and kernel-log readings, parsed as `check` parses this machine's (collect/host_health.py,
+    collect/kernel_log.py) from the texts and memory lines its probe sent (probes/fleet_node/fleetnode_hostmem.py);
+    a node whose probe predates them keeps its meminfo figures and leaves the rest unknown."""
+    from sparkdoctor.collect.host_health import memory_of, pressure_of
+    from sparkdoctor.collect.kernel_log import counts, parse
+
+    texts = _dict(raw.get("host_texts"))
+    meminfo, psi = texts.get("meminfo"), texts.get("pressure")
+    if isinstance(meminfo, str):
+        health["memory"] = memory_of(meminfo[:MAX_TEXT]) or health["memory"]
+    health["pressure"] = pressure_of(psi[:MAX_TEXT]) if isinstance(psi, str) else None
+    log = _dict(raw.get("kernel_log"))
+    sent, refusals = log.get("lines"), log.get("refused")
+    lines = [line[:4096] for line in (sent if isinstance(sent, list) else []) if isinstance(line, str)][:MAX_KERNEL_LINES]
+    health["kernel"] = counts(parse("\n".join(lines))) if isinstance(log.get("source"), str) else None
+    health["kernel_source"] = log.get("source") if isinstance(log.get("source"), str) else None
+    if log and health["kernel"] is None:
+        refused = "; ".join(str(r) for r in (refusals if isinstance(refusals, list) else []))[:300]
+        health["errors"].append(f"kernel log not readable on the node ({refused}): the NVRM, OOM and hung-task "
+                                "entries are unknown there")
+
+
+def _memory_holders(raw: dict[str, Any]) -> dict[str, Any] | None:
+    """Who holds the node's memory (the probe's holders, bounded) and MemFree, for `fleet check --recipe`
+    (memory/pernode.py builds the node's memory.have.Have from it); None from a probe that predates them."""
+    held = raw.get("memory_holders")
+    if not isinstance(held, dict):
+        return None
+    free = None
+    for line in str(_dict(raw.get("host_texts")).get("meminfo") or "")[:MAX_TEXT].splitlines():
+        name, _, rest = line.partition(":")
+        if name == "MemFree" and rest.split() and rest.split()[0].isdigit():
+            free = int(rest.split()[0])
+    return {"free_kib": free, **{key: list(held.get(key) or [])[:MAX_ROWS] for key in ("holders", "others", "containers")},
+            "errors": [str(e)[:300] for e in held.get("errors") or []][:20]}
+
+
+def _gpu_health(g: Mapping[str, object]) -> dict[str, object]:
     keys = ("index", "clock_graphics_mhz", "clock_graphics_max_mhz", "clock_memory_mhz", "pstate", "temperature_c",
             "power_w", "memory_used_mib")
     return {k: g.get(k) for k in keys}
 
 
-def _dict(value: Any) -> dict[str, Any]:
+def _dict(value: object) -> dict[str, object]:
     return value if isinstance(value, dict) else {}

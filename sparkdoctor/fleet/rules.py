@@ -5,7 +5,7 @@ which report). Benign: readings that differ by nature.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,7 +47,7 @@ def _nccl_conf(fleet: dict[str, Any], _: Facts) -> str:
                      for c in confs if isinstance(c, dict))
 
 
-def _cma(fleet: dict[str, Any], _: Facts) -> str | None:
+def _cma(fleet: Mapping[str, object], _: Facts) -> str | None:
     cma = fleet.get("cma")
     if not isinstance(cma, dict):
         return None
@@ -56,14 +56,14 @@ def _cma(fleet: dict[str, Any], _: Facts) -> str | None:
 
 
 def _plain(key: str) -> Callable[[dict[str, Any], Facts], Any]:
-    def read(fleet: dict[str, Any], _: Facts) -> Any:
+    def read(fleet: Mapping[str, object], _: Facts) -> Any:
         value = fleet.get(key)
         return None if value is None else str(value)
 
     return read
 
 
-def _clock(fleet: dict[str, Any], _: Facts) -> str | None:
+def _clock(fleet: Mapping[str, object], _: Facts) -> str | None:
     skew = fleet.get("clock_skew_s")
     if not isinstance(skew, (int, float)):
         return None
@@ -74,12 +74,12 @@ def _gid_indexes(fleet: dict[str, Any], _: Facts) -> dict[str, str]:
     return {str(k): str(v) for k, v in (fleet.get("roce_v2_gid_index") or {}).items()}
 
 
-def _max_clocks(_: dict[str, Any], facts: Facts) -> dict[str, str]:
+def _max_clocks(_: Mapping[str, object], facts: Facts) -> dict[str, str]:
     gpus = (facts.host_health or {}).get("gpus") or []
     return {f"gpu {g.get('index')}": str(g.get("clock_graphics_max_mhz")) for g in gpus if isinstance(g, dict)}
 
 
-def _kernel(_: dict[str, Any], facts: Facts) -> str | None:
+def _kernel(_: Mapping[str, object], facts: Facts) -> str | None:
     kernel = (facts.host or {}).get("kernel")
     return None if kernel is None else str(kernel)
 

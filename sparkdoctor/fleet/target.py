@@ -106,10 +106,11 @@ class RemoteTarget:
     def __init__(self, transport: Any, node: Node, deadline: float):
         self.transport, self.node, self.deadline = transport, node, deadline
         self.kind = transport.kind
+        self.python = node.python or DEFAULT_PYTHON
         self.batch: _Batch | None = None
 
     def describe(self) -> dict[str, Any]:
-        found: dict[str, Any] = {"kind": self.kind, "python": self.node.python or DEFAULT_PYTHON, "chosen_by": "fleet",
+        found: dict[str, object] = {"kind": self.kind, "python": self.node.python or DEFAULT_PYTHON, "chosen_by": "fleet",
                                  "node": self.node.name}
         if self.node.container:
             found.update(container=self.node.container, engine=self.node.runtime)

@@ -90,14 +90,14 @@ def _field(text: str, name: str) -> str | None:
     return m.group(1) if m else None
 
 
-def _int(text: Any) -> int | None:
+def _int(text: object) -> int | None:
     try:
         return int(str(text).strip())
     except (TypeError, ValueError):
         return None
 
 
-def _float(text: Any) -> float | None:
+def _float(text: object) -> float | None:
     try:
         return float(str(text).strip())
     except (TypeError, ValueError):

@@ -7,6 +7,8 @@ unchanged on a remote node.
 SSH: the user's ssh client, configuration and keys (an optional -F file), BatchMode (never a password
 prompt, nothing stored), host keys checked as the user's ssh checks them (StrictHostKeyChecking is never
 relaxed: an unknown or changed key ends that node's probe with ssh's own message).
+The node named `local` (LOCAL) is this machine: its command lines run here as plain subprocesses, no ssh
+(a host of several GPUs checked and measured as one node).
 Ray: `ray` is imported here only, when --ray is given; the task body is on_node.py, sent by value.
 """
 
@@ -20,8 +22,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sparkdoctor import proc
+from sparkdoctor.fleet import on_node
 
 SSH_CONNECT_TIMEOUT = 10
+LOCAL = "local"  # the node that is this machine: no ssh
 
 
 @dataclass(frozen=True)
@@ -49,6 +53,8 @@ class SshTransport:
         return ["ssh", *options, node.name]
 
     def argv(self, node: Node, remote: list[str]) -> list[str]:
+        if node.name == LOCAL:
+            return list(remote)  # this machine: the command line itself, in a subprocess
         return [*self.prefix(node), shlex.join(remote)]
 
     def remote_argv(self, node: Node, args: list[str]) -> list[str]:
@@ -111,10 +117,9 @@ class RayTransport:
     kind = "ray"
 
     def __init__(self, address: str):
+        # Ray is the optional extra [fleet]: imported only by the --ray transport
         import ray
         from ray import cloudpickle
-
-        from sparkdoctor.fleet import on_node
 
         self.ray = ray
         self.owns_connection = not ray.is_initialized()
@@ -138,7 +143,9 @@ class RayTransport:
         return found
 
     def start(self, node: Node, script: str, args: list[str], timeout: float) -> proc.Running:
-        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+        from ray.util.scheduling_strategies import (
+            NodeAffinitySchedulingStrategy,  # the optional extra [fleet]
+        )
 
         strategy = NodeAffinitySchedulingStrategy(node_id=str(node.ray_node_id), soft=False)
         ref = self.task.options(scheduling_strategy=strategy, num_cpus=0, max_retries=0).remote(
@@ -147,7 +154,9 @@ class RayTransport:
 
     def command(self, node: Node, argv: list[str], timeout: float) -> proc.ProcResult:
         """`argv` run on the node by a task pinned to it (the node's container CLI reading its image)."""
-        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+        from ray.util.scheduling_strategies import (
+            NodeAffinitySchedulingStrategy,  # the optional extra [fleet]
+        )
 
         strategy = NodeAffinitySchedulingStrategy(node_id=str(node.ray_node_id), soft=False)
         ref = self.command_task.options(scheduling_strategy=strategy, num_cpus=0, max_retries=0).remote(list(argv), timeout)

@@ -105,9 +105,10 @@ def unpack_fragments(
             field = (word >> (bits * (i % per_reg))) & ((1 << bits) - 1)
             r, c = where(lane, i)
             out[r][c] = field >> shift
-    if any(v is None for row in out for v in row):
+    full = [[v for v in row if v is not None] for row in out]
+    if any(len(row) != cols for row in full):
         raise ValueError("fragment layout does not cover the matrix")
-    return out  # type: ignore[return-value]
+    return full
 
 
 def c_buffer(rng: Lcg, step: float, span: int) -> tuple[list[list[float]], bytes]:

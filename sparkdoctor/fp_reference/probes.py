@@ -45,8 +45,8 @@ from sparkdoctor.fp_reference.mma import mma_reference
 
 # E4M3 bytes of +-{0, 0.25, 0.5, 0.75, 1, 1.5, 2, 3, 4}: every product and sum stays exact in f32
 # (and in the f16 products Hopper's lowering uses).
-_E4M3_SAFE = (0x00, 0x28, 0x30, 0x34, 0x38, 0x3C, 0x40, 0x44, 0x48)
-_E4M3_SAFE = _E4M3_SAFE + tuple(b | 0x80 for b in _E4M3_SAFE)
+_E4M3_POSITIVE = (0x00, 0x28, 0x30, 0x34, 0x38, 0x3C, 0x40, 0x44, 0x48)
+_E4M3_SAFE = _E4M3_POSITIVE + tuple(b | 0x80 for b in _E4M3_POSITIVE)
 
 
 def fp8_mma_inputs() -> dict[str, bytes | int]:
@@ -109,7 +109,8 @@ _UE8M0_SCALES = (124, 125, 126, 127, 128, 129, 130)
 _UE8M0_DECOY = 133  # 2^6
 
 
-def _scale_words(rng: Lcg, rows: int, blocks: int, choices: Sequence[int], decoy: int, lane_index: Callable[[int], int | None]):
+def _scale_words(rng: Lcg, rows: int, blocks: int, choices: Sequence[int], decoy: int,
+                 lane_index: Callable[[int], int | None]) -> tuple[list[list[int]], bytes]:
     """A rows x blocks scale matrix and the per-lane b32 words that carry it (byte j = K block j)."""
     scales = [[rng.pick(choices) for _ in range(blocks)] for _ in range(rows)]
     words = []
@@ -132,9 +133,10 @@ def _scales_from_words(data: bytes, rows: int, blocks: int, lane_index: Callable
         index = lane_index(lane)
         if index is not None:
             out[index] = [(words[lane] >> (8 * j)) & 0xFF for j in range(blocks)]
-    if any(r is None for r in out):
+    rows_read = [r for r in out if r is not None]
+    if len(rows_read) != rows:
         raise ValueError("scale lanes do not cover every row/column")
-    return out  # type: ignore[return-value]
+    return rows_read
 
 
 def _block_scaled_inputs(seed: int, blocks: int, choices: Sequence[int], decoy: int) -> dict[str, bytes | int]:

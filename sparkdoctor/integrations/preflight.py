@@ -8,7 +8,10 @@ a gate the user asked for and that did not run is not a pass. The launch is refu
 unless `allow` is set (in the recipe's item, or SPARKDOCTOR_SPARKRUN_ALLOW=1 in the environment); then the
 reasons are printed and the launch goes on.
 
-The memory verdict is not among the gates: sparkdoctor has no memory pipeline yet (docs/sparkrun.md).
+With `model` (the recipe's checkpoint, when the plugin finds it on this machine and the launch runs here),
+`recipe check` also judges whether the launch fits in the memory free now (sparkdoctor/memory/): a launch that does
+not fit as written (memory-fits-with, memory-does-not-fit) is refused whatever `fail_on` says, as bench refuses it,
+because it would not start; the settings that fit are in the reason.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ ALLOW_ENV = "SPARKDOCTOR_SPARKRUN_ALLOW"
 DEFAULT_TIMEOUT = 600.0  # seconds per gate: a cold recipe check of a big venv, or a throwaway container of an image
 OUTPUT_CAP = (4 * 1024 * 1024, 64 * 1024)  # a JSON document bigger than this is cut, and then unreadable: one reason
 KEYS = ("fail_on", "python", "allow", "timeout")
+WONT_START = ("memory-fits-with", "memory-does-not-fit")  # the launch as written does not fit now: refused at any fail_on
 
 
 class SettingsError(ValueError):
@@ -49,7 +53,7 @@ class Settings:
     """Seconds each gate may run."""
 
     @classmethod
-    def parse(cls, value: Any) -> Settings:
+    def parse(cls, value: object) -> Settings:
         if value is True or value is None:
             return cls()
         if not isinstance(value, dict):
@@ -112,9 +116,10 @@ def allowed_by_env(env: dict[str, str] | os._Environ[str]) -> bool:
 
 
 def gates(recipe_file: str, mods: list[str], image: str | None, settings: Settings,
-          python: str = sys.executable) -> list[Gate]:
-    """The commands to run: `recipe check` on the recipe file, and `mods check` on its mods when it has any. The
-    target is settings.python when set, else the image the recipe runs in, else recipe check's default."""
+          python: str = sys.executable, model: str | None = None) -> list[Gate]:
+    """The commands to run: `recipe check` on the recipe file (with `--model` when the checkpoint is known: the memory
+    verdict), and `mods check` on its mods when it has any. The target is settings.python when set, else the image
+    the recipe runs in, else recipe check's default."""
     base = [python, "-m", "sparkdoctor"]
     if settings.python:
         target = ["--python", settings.python]
@@ -122,8 +127,9 @@ def gates(recipe_file: str, mods: list[str], image: str | None, settings: Settin
         target = ["--image", image]
     else:
         target = []
+    memory = ["--model", model] if model else []
     out = [Gate("recipe check", [*base, "recipe", "check", recipe_file, "--format", "json",
-                                 "--fail-on", settings.fail_on, *target])]
+                                 "--fail-on", settings.fail_on, *target, *memory])]
     if mods:
         out.append(Gate("mods check", [*base, "mods", "check", *mods, "--format", "json", *target]))
     return out
@@ -146,16 +152,22 @@ def reasons_of(gate: Gate, done: proc.ProcResult, fail_on: str) -> list[str]:
     if gate.name == "mods check":
         return [f"mods check: mod {m.get('name')} does not apply to {doc.get('target')}: {m.get('detail')}"
                 for m in doc.get("mods") or [] if isinstance(m, dict) and m.get("verdict") == "fails"]
-    return [f"recipe check: {f.get('title')} [{f.get('id')}]" for f in doc.get("findings") or []
-            if isinstance(f, dict) and RANK.get(str(f.get("severity")), -1) >= RANK[fail_on]]
+    return [f"recipe check: {f.get('title')}{_remedy(f)} [{f.get('id')}]" for f in doc.get("findings") or []
+            if isinstance(f, dict) and (RANK.get(str(f.get("severity")), -1) >= RANK[fail_on] or f.get("id") in WONT_START)]
+
+
+def _remedy(finding: dict[str, Any]) -> str:
+    """A memory verdict's remedy (the settings that fit, what holds the rest) beside its title."""
+    return f"; {finding.get('remedy')}" if finding.get("id") in WONT_START and finding.get("remedy") else ""
 
 
 def judge(recipe_file: str, mods: list[str], image: str | None, settings: Settings,
-          env: dict[str, str] | None = None) -> Verdict:
-    """Run every gate (all of them, so that one refusal names every reason) and collect their reasons."""
+          env: dict[str, str] | None = None, model: str | None = None) -> Verdict:
+    """Run every gate (all of them, so that one refusal names every reason) and collect their reasons. `model`: the
+    checkpoint folder (or cached org/name) the launch loads, for the memory verdict (None: not judged)."""
     env = dict(os.environ if env is None else env)
     verdict = Verdict(allowed=settings.allow or allowed_by_env(env))
-    for gate in gates(recipe_file, mods, image, settings):
+    for gate in gates(recipe_file, mods, image, settings, model=model):
         done = proc.run(gate.argv, timeout=settings.timeout, env=env, max_output=OUTPUT_CAP)
         verdict.ran.append({"gate": gate.name, "exit_code": done.returncode, "seconds": round(done.seconds, 2)})
         verdict.reasons += [" ".join(reason.split()) for reason in reasons_of(gate, done, settings.fail_on)]  # 1 line

@@ -20,6 +20,11 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import yaml
+
+from sparkdoctor.integrations.preflight import Settings, SettingsError, judge
+from sparkdoctor.recipes.model import Recipe
+
 SPARKRUN_PLUGIN_API_VERSION = 1  # core/registration.py PLUGIN_API_VERSION at sparkrun 0.4.2
 ITEM = "sparkdoctor"
 STEP = "sparkdoctor.preflight"
@@ -32,16 +37,13 @@ class LaunchRefused(RuntimeError):
     """A gate failed: sparkrun prints "launch preparation failed: " + this one line and launches nothing."""
 
 
-def parse_item(value: Any, recipe: Any) -> dict[str, Any]:
+def parse_item(value: object, recipe: Recipe) -> dict[str, object]:
     """The item as the recipe writes it, checked (a malformed item is a recipe error, one line)."""
-    from sparkdoctor.integrations.preflight import Settings
 
     return Settings.parse(value).to_dict()
 
 
-def validate_item(value: Any, recipe: Any) -> list[str]:
-    from sparkdoctor.integrations.preflight import Settings, SettingsError
-
+def validate_item(value: object, recipe: Recipe) -> list[str]:
     try:
         Settings.parse(value)
     except SettingsError as exc:
@@ -49,12 +51,13 @@ def validate_item(value: Any, recipe: Any) -> list[str]:
     return []
 
 
-def export_item(value: Any, recipe: Any) -> Any:
+def export_item(value: object, recipe: Recipe) -> Any:
     return value or True
 
 
-def register(v: Any) -> None:
+def register(v: object) -> None:
     """Called by sparkrun's loader: claim the `sparkdoctor` recipe item and its preparation step."""
+    # sparkrun is the host here (the optional extra [sparkrun]): imported only when it calls us
     from sparkrun.core.recipe_items import (
         FunctionalRecipeItemHandler,
         register_recipe_item,
@@ -64,27 +67,32 @@ def register(v: Any) -> None:
                          owner="sparkdoctor", preparation_steps=preparation_steps)
 
 
-def preparation_steps(context: Any) -> tuple[Any, ...]:
-    from sparkrun.core.execution import PreparationStep
+def preparation_steps(context: object) -> tuple[Any, ...]:
+    from sparkrun.core.execution import (
+        PreparationStep,  # the optional extra [sparkrun], present when it calls us
+    )
 
     return (PreparationStep(STEP, preflight),)
 
 
-def preflight(context: Any, _receipts: Any) -> dict[str, Any]:
+def preflight(context: Any, _receipts: Any) -> dict[str, object]:
     """The preparation step: judge the recipe sparkrun is about to launch; raise LaunchRefused to stop it."""
-    from sparkdoctor.integrations.preflight import Settings, judge
 
     recipe = context.plan.recipe
     settings = Settings.parse(recipe.plugin_items.get(ITEM))
     mods, unresolved = resolve_mods(recipe)
     image = str(recipe.container or "") or None
-    say(f"sparkdoctor: judging {recipe.name} before launch (recipe check{', mods check' if mods else ''}; "
+    model, why_not = memory_model(recipe, getattr(context.plan, "host_list", None))
+    say(f"sparkdoctor: judging {recipe.name} before launch (recipe check{', memory' if model else ''}"
+        f"{', mods check' if mods else ''}; "
         f"target: {settings.python or (f'image {image}' if image else 'as recipe check chooses')})")
+    if why_not:
+        say(f"sparkdoctor: memory not judged: {why_not}")
     for ref in unresolved:
         say(f"sparkdoctor: mod {ref} is not beside the recipe (a registry mod sparkrun fetches later): not judged")
     with tempfile.TemporaryDirectory(prefix="sparkdoctor-sparkrun-") as folder:
         exported = export_recipe(recipe, getattr(context.options, "overrides", None), Path(folder))
-        verdict = judge(str(exported), mods, image, settings)
+        verdict = judge(str(exported), mods, image, settings, model=model)
     if verdict.refused:
         raise LaunchRefused(verdict.message())
     for reason in verdict.reasons:
@@ -94,10 +102,33 @@ def preflight(context: Any, _receipts: Any) -> dict[str, Any]:
     return {"reasons": verdict.reasons, "gates": verdict.ran, "allowed": verdict.allowed}
 
 
+def memory_model(recipe: Any, hosts: Any) -> tuple[str | None, str | None]:
+    """(the checkpoint folder the memory verdict sizes, None), or (None, why it is not judged): the memory free now is
+    this machine's, so the launch must run here (every host of sparkrun's plan local: sparkrun.utils.net
+    is_local_host), and the model must be on disk (a folder, or an org/name already in the Hugging Face cache:
+    sparkrun downloads a missing one later, after this step)."""
+    from sparkdoctor.audit.errors import AuditError
+    from sparkdoctor.audit.locate import resolve_model
+
+    remote = [str(h) for h in hosts or () if not _local(str(h))]
+    if remote:
+        return None, f"the launch runs on {', '.join(remote[:3])}, not here (sparkdoctor fleet check judges a node's memory)"
+    ref = str(getattr(recipe, "model", "") or "")
+    try:
+        return str(resolve_model(ref)), None
+    except AuditError:
+        return None, f"the model {ref or '(none)'} is not on this machine yet (sparkrun fetches it after this step)"
+
+
+def _local(host: str) -> bool:
+    from sparkrun.utils.net import is_local_host
+
+    return bool(is_local_host(host))
+
+
 def export_recipe(recipe: Any, overrides: Any, folder: Path) -> Path:
     """The recipe as sparkrun resolved it (its matched `overrides:` layers and the run's serve overrides baked in:
     Recipe.to_dict(effective=True)), written as sparkrun recipe YAML for `recipe check`."""
-    import yaml
 
     data = recipe.to_dict(overrides=dict(overrides or {}), effective=True)
     for key in NOT_FOR_RECIPE_CHECK:
@@ -108,7 +139,7 @@ def export_recipe(recipe: Any, overrides: Any, folder: Path) -> Path:
     return path
 
 
-def resolve_mods(recipe: Any) -> tuple[list[str], list[str]]:
+def resolve_mods(recipe: Recipe) -> tuple[list[str], list[str]]:
     """(paths of the recipe's mods, refs not found): an absolute path, or sparkrun's adjacent rule
     (core/mods.py _resolve_adjacent: `REF` and `mods/REF` beside the recipe file, a leading `mods/` stripped, a
     folder with run.sh). Registry mods (`@registry/...`, the recipe's registry, eugr's) are fetched by sparkrun

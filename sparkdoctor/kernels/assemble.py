@@ -87,7 +87,7 @@ def job_key(job: Job) -> str:
     return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()
 
 
-def new_record(job: Job) -> dict[str, Any]:
+def new_record(job: Job) -> dict[str, object]:
     return {
         "ptxas": job.ptxas.path, "ptxas_version": job.ptxas.version, "ptxas_source": job.ptxas.source,
         "used_by": list(job.ptxas.used_by), "arch": job.arch, "purpose": job.purpose, "outcome": None, "compiled": False, "error": None,

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,7 @@ class Cache:
             return None
         return data["record"], cubin
 
-    def put(self, key: str, record: dict[str, Any], cubin: bytes | None = None) -> None:
+    def put(self, key: str, record: Mapping[str, object], cubin: bytes | None = None) -> None:
         if self.root is None:
             return
         try:

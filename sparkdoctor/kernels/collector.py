@@ -5,7 +5,9 @@ The work itself lives in the sibling modules; this one only plans and wires it."
 from __future__ import annotations
 
 import re
+import tempfile
 import threading
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +43,7 @@ def selected_probes(probes: list[Probe], target: str) -> list[Probe]:
     return [p for p in probes if p.always or base in p.family]
 
 
-def plain_sm12x_settings(env: dict[str, str], capabilities: dict[str, Any] | None = None) -> list[tuple[str, str]]:
+def plain_sm12x_settings(env: dict[str, str], capabilities: Mapping[str, object] | None = None) -> list[tuple[str, str]]:
     """(setting, arch) for every plain 12.x entry (no a/f suffix) of the build arch-list variables,
     and a vLLM whose compiled kernels target plain sm_121 (a source build that lost the suffix)."""
     found = []
@@ -90,7 +92,6 @@ def run(ctx: Context) -> dict[str, Any]:
     needs_gpu = any(j.purpose == "target" and gpu_run.matching_gpu(ctx.facts.gpus, j.arch) for j in jobs)
     workdir_ctx = None
     if pending or needs_gpu:
-        import tempfile  # cold path only: `check` with a warm cache never needs a scratch folder
 
         workdir_ctx = tempfile.TemporaryDirectory(prefix="sparkdoctor-kernels-")
     try:
@@ -130,6 +131,7 @@ def _compile_phase(pending: list[Job], workdir: Path) -> None:
     """Compile every pending job, ≤ MAX_PARALLEL at once, and read the SASS of the preferred ptxas's
     cubins. The SASS read starts at once, beside the compiles (it is the slow part); it is redone
     without the failures only if some probe of its group did not compile."""
+    # imported on use: check loads concurrent.futures only on the runs that get here
     from concurrent.futures import ThreadPoolExecutor
 
     groups: dict[tuple[str, str, str | None], list[Job]] = {}

@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import sys
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ def matching_gpu(gpus: list[dict[str, Any]] | None, arch: str) -> dict[str, Any]
     """The first GPU a cubin for `arch` runs on (a: the same cc; plain and f: later minors too)."""
     if not gpus:
         return None
+    # imported on use: check loads sparkdoctor.cuda_driver only on the runs that get here
     from sparkdoctor.cuda_driver import cc_matches
 
     want = arch_cc(arch)
@@ -36,8 +38,9 @@ def matching_gpu(gpus: list[dict[str, Any]] | None, arch: str) -> dict[str, Any]
     return None
 
 
-def run_on_gpu(requests: list[dict[str, Any]], timeout: float | None = None) -> list[dict[str, Any]]:
+def run_on_gpu(requests: Sequence[Mapping[str, object]], timeout: float | None = None) -> list[dict[str, Any]]:
     """Run cuda_driver's job runner in a child process; one result per request, always."""
+    # imported on use: check loads sparkdoctor.cuda_driver only on the runs that get here
     from sparkdoctor import cuda_driver
 
     script = Path(cuda_driver.__file__)
@@ -60,7 +63,7 @@ def run_on_gpu(requests: list[dict[str, Any]], timeout: float | None = None) -> 
     return [{"id": req["id"], "ok": False, "error": failed} for req in requests]
 
 
-def _well_formed(result: Any) -> bool:
+def _well_formed(result: object) -> bool:
     """A result the GPU phase can read: a dict whose outputs, if any, map names to hex strings."""
     if not isinstance(result, dict):
         return False
@@ -75,19 +78,20 @@ def _well_formed(result: Any) -> bool:
     return True
 
 
-def reference_function(probe: Probe, field_name: str):
+def reference_function(probe: Probe, field_name: str) -> Callable[..., Any]:
     """The fp_reference function a probe's `inputs` / `reference` field names (imported only when
     a GPU run needs it: `check` stays fast without one)."""
+    # imported on use: check loads sparkdoctor.fp_reference only on the runs that get here
     from sparkdoctor import fp_reference
 
-    fn = getattr(fp_reference, getattr(probe, field_name), None)
+    fn: Callable[..., Any] | None = getattr(fp_reference, getattr(probe, field_name), None)
     if not callable(fn):
         raise ProbeError(f"{probe.path}: header field '{field_name}' names no function of sparkdoctor.fp_reference")
     return fn
 
 
 def probe_buffers(probe: Probe) -> dict[str, bytes | int]:
-    buffers = reference_function(probe, "inputs")()
+    buffers: dict[str, bytes | int] = reference_function(probe, "inputs")()
     if list(buffers) != list(probe.params):
         raise ProbeError(f"{probe.path}: {probe.inputs}() returns buffers {list(buffers)}, the kernel takes {list(probe.params)}")
     return buffers
@@ -95,7 +99,8 @@ def probe_buffers(probe: Probe) -> dict[str, bytes | int]:
 
 def verify_outputs(probe: Probe, buffers: dict[str, bytes | int], outputs: dict[str, bytes]) -> tuple[bool, str]:
     inputs = {k: v for k, v in buffers.items() if isinstance(v, bytes)}
-    notes, ok = [], True
+    notes: list[str] = []
+    ok = True
     for expected in reference_function(probe, "reference")(inputs):
         same, note = expected.compare(outputs.get(expected.name, b""))
         ok, notes = ok and same, notes + [note]

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from sparkdoctor.arch import FIRST_PTX, parse_arch
 from sparkdoctor.errors import InputError
+from sparkdoctor.locations import data_dir
 from sparkdoctor.patterns import regex_error
 from sparkdoctor.ptxas import version_tuple
 
@@ -70,15 +71,13 @@ class Probe:
         return self.source[match.end():] if match else ""
 
 
-_FIELDS: dict[str, type | tuple[type, ...]] = {
+_FIELDS: dict[str, type] = {
     "id": str, "title": str, "instruction": str, "family": list, "home_arch": str, "needs_suffix": bool,
     "always": bool, "sass": str, "entry": str, "threads": int, "params": list, "inputs": str, "reference": str,
 }
 
 
 def probes_dir() -> Path:
-    from sparkdoctor.locations import data_dir
-
     return data_dir("probes") / "kernels"
 
 

@@ -4,16 +4,17 @@ error, timeout or skipped, with the reason in one detail line."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from sparkdoctor.kernels.probes import Probe
 
 
-def skipped(probe: Probe, arch: str, why: str) -> dict[str, Any]:
+def skipped(probe: Probe, arch: str, why: str) -> dict[str, object]:
     return {"kind": "ptx", "title": probe.title, "instruction": probe.instruction, "status": "skipped", "detail": why, "arch": arch, "runs": []}
 
 
-def entry(probe: Probe, runs: list[dict[str, Any]], arch_note: str | None, arch_source: str) -> dict[str, Any]:
+def entry(probe: Probe, runs: list[dict[str, Any]], arch_note: str | None, arch_source: str) -> dict[str, object]:
     target_runs = [r for r in runs if r["purpose"] == "target"]
     primary = target_runs[0]  # jobs were queued in preference order
     status, detail = judge(primary, target_runs)
@@ -31,11 +32,11 @@ def entry(probe: Probe, runs: list[dict[str, Any]], arch_note: str | None, arch_
     }
 
 
-def who(rec: dict[str, Any]) -> str:
+def who(rec: Mapping[str, object]) -> str:
     return f"ptxas {rec['ptxas_version'] or '?'} ({rec['ptxas_source']})"
 
 
-def judge(primary: dict[str, Any], target_runs: list[dict[str, Any]]) -> tuple[str, str]:
+def judge(primary: dict[str, Any], target_runs: Sequence[Mapping[str, object]]) -> tuple[str, str]:
     compiled = sum(1 for r in target_runs if r["compiled"])
     tally = f" ({compiled}/{len(target_runs)} ptxas compiled it)" if len(target_runs) > 1 else ""
     outcome = primary["outcome"]

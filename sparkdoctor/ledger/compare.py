@@ -10,6 +10,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from sparkdoctor.facts import Facts, FactsError
+
 FIGURES = (  # (name shown, where in a level summary, scale)
     ("decode tok/s/stream (headline)", ("headline", "decode_tps_per_stream"), 1.0),
     ("output tok/s (tokens / wall time)", ("client", "output_tps_pooled"), 1.0),
@@ -19,7 +21,7 @@ FIGURES = (  # (name shown, where in a level summary, scale)
 )
 
 
-def _get(data: Any, path: tuple[str, ...]) -> Any:
+def _get(data: object, path: tuple[str, ...]) -> Any:
     for key in path:
         if not isinstance(data, dict):
             return None
@@ -27,7 +29,7 @@ def _get(data: Any, path: tuple[str, ...]) -> Any:
     return data
 
 
-def _number(value: Any) -> float | None:
+def _number(value: object) -> float | None:
     """A stored figure, or None when it is not a finite number (a damaged or hand-edited row)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
@@ -38,18 +40,17 @@ def _number(value: Any) -> float | None:
     return number if math.isfinite(number) else None
 
 
-def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
+def _flatten(value: object, prefix: str = "") -> dict[str, object]:
     if isinstance(value, dict):
-        out: dict[str, Any] = {}
+        out: dict[str, object] = {}
         for k, v in value.items():
             out.update(_flatten(v, f"{prefix}.{k}" if prefix else str(k)))
         return out
     return {prefix: value}
 
 
-def toolchain_changes(facts_a: dict[str, Any], facts_b: dict[str, Any]) -> list[dict[str, Any]]:
+def toolchain_changes(facts_a: dict[str, Any], facts_b: dict[str, Any]) -> list[dict[str, object]]:
     """The fingerprint material (what decides behaviour and speed) that differs between two Facts."""
-    from sparkdoctor.facts import Facts, FactsError
 
     try:
         mat_a = _flatten(Facts.from_dict(facts_a, source="ledger").fingerprint_material())

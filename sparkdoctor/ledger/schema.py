@@ -16,7 +16,7 @@ from sparkdoctor.errors import LedgerFailure
 from sparkdoctor.locations import state_dir
 
 APPLICATION_ID = 0x5344_4C47  # "SDLG": marks the file as a sparkdoctor ledger
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 
 class LedgerError(LedgerFailure, RuntimeError):
@@ -99,7 +99,15 @@ def migrate_to_3(db: sqlite3.Connection) -> None:
     )
 
 
-MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: migrate_to_1, 2: migrate_to_2, 3: migrate_to_3}
+def migrate_to_4(db: sqlite3.Connection) -> None:
+    """The server's memory through a launched run (serve/memwatch.py): the high-water mark of its process group's
+    resident size, the lowest MemAvailable and the sampled series. NULL for runs stored before, --url runs and
+    servers in containers."""
+    _script(db, "ALTER TABLE runs ADD COLUMN memory_json TEXT")
+
+
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: migrate_to_1, 2: migrate_to_2, 3: migrate_to_3,
+                                                               4: migrate_to_4}
 
 
 def _script(db: sqlite3.Connection, sql: str) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -19,14 +19,14 @@ from typing import Any
 from sparkdoctor.ledger.schema import LedgerError, connect, default_path
 
 
-def _dump(value: Any) -> str:
+def _dump(value: object) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
 
 
 # What each JSON column must hold. A row whose column does not (a disk error, a hand edit, another
 # tool) is DAMAGED: it is listed with its damage named, never allowed to stop the listing of the others.
 _JSON_TYPES = {"recipe_json": dict, "server_json": dict, "facts_json": dict, "workload_json": dict,
-               "summary_json": dict, "findings_json": list, "sample_json": dict, "result_json": dict}
+               "summary_json": dict, "findings_json": list, "sample_json": dict, "result_json": dict, "memory_json": dict}
 
 
 def decode(column: str, text: Any) -> tuple[Any, str | None]:
@@ -41,7 +41,7 @@ def decode(column: str, text: Any) -> tuple[Any, str | None]:
     return value, None
 
 
-def _levels_problem(summary: dict[str, Any]) -> str | None:
+def _levels_problem(summary: Mapping[str, object]) -> str | None:
     levels = summary.get("levels", [])
     if not isinstance(levels, list) or not all(isinstance(lvl, dict) and type(lvl.get("concurrency")) is int for lvl in levels):
         return "summary_json levels is not a list of levels (objects with an integer concurrency)"
@@ -76,28 +76,31 @@ class RunRecord:
     samples: Iterable[tuple[int, int, int, dict[str, Any]]] = ()
     comparison_id: int | None = None
     arm: str | None = None
+    memory: dict[str, Any] | None = None  # serve/memwatch.py's record of the launched server (None: not sampled)
 
-    def as_stored(self, run_id: int | None = None) -> dict[str, Any]:
+    def as_stored(self, run_id: int | None = None) -> dict[str, object]:
         """The run as Ledger.run() returns it once stored (without samples): the same keys and JSON values."""
         now = datetime.now(timezone.utc).isoformat(timespec="seconds")
         columns = (run_id, now, self.recipe.get("name"), recipe_hash(self.recipe), self.base_url, self.model,
                    self.fingerprint, self.bench_version, self.tool_version, self.comparison_id, self.arm)
         values = {"recipe": self.recipe, "server": self.server, "facts": self.facts, "workload": self.workload,
-                  "summary": self.summary, "findings": self.findings}
+                  "summary": self.summary, "findings": self.findings, "memory": self.memory}
         return {**dict(zip(_RUN_COLUMNS, columns, strict=True)), **{k: json.loads(_dump(v)) for k, v in values.items()}}
 
 
 _RUN_COLUMNS = ("id", "created_at", "recipe_name", "recipe_hash", "base_url", "model", "fingerprint",
                 "bench_version", "tool_version", "comparison_id", "arm")
-_JSON_COLUMNS = ("recipe_json", "server_json", "facts_json", "workload_json", "summary_json", "findings_json")
+_JSON_COLUMNS = ("recipe_json", "server_json", "facts_json", "workload_json", "summary_json", "findings_json",
+                 "memory_json")
+_NULLABLE = {"memory_json"}  # NULL: a run stored before schema 4, a --url run, a server in a container
 
 
 def _decode_row(texts: tuple[Any, ...]) -> tuple[dict[str, Any], list[str]]:
     """The JSON columns of a run row by name (summary_json -> summary), and what is damaged in them."""
-    values: dict[str, Any] = {}
+    values: dict[str, object] = {}
     damaged: list[str] = []
     for column, text in zip(_JSON_COLUMNS, texts, strict=False):
-        value, damage = decode(column, text)
+        value, damage = (None, None) if text is None and column in _NULLABLE else decode(column, text)
         values[column[:-5]] = value
         damaged += [damage] if damage else []
     if isinstance(values["summary"], dict) and _levels_problem(values["summary"]):
@@ -132,10 +135,11 @@ class Ledger:
                 cur = self.db.execute(
                     "INSERT INTO runs (created_at, recipe_name, recipe_hash, recipe_json, base_url, model, server_json,"
                     " fingerprint, facts_json, bench_version, tool_version, workload_json, summary_json, findings_json,"
-                    " comparison_id, arm) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                    " comparison_id, arm, memory_json) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                     (now, run.recipe.get("name"), recipe_hash(run.recipe), _dump(run.recipe), run.base_url, run.model,
                      _dump(run.server), run.fingerprint, _dump(run.facts), run.bench_version, run.tool_version,
-                     _dump(run.workload), _dump(run.summary), _dump(run.findings), run.comparison_id, run.arm))
+                     _dump(run.workload), _dump(run.summary), _dump(run.findings), run.comparison_id, run.arm,
+                     None if run.memory is None else _dump(run.memory)))
                 run_id = _rowid(cur)
                 for conc, rnd, idx, sample in run.samples:
                     self.db.execute("INSERT INTO samples (run_id, concurrency, round, idx, sample_json) VALUES (?,?,?,?,?)",
@@ -157,7 +161,7 @@ class Ledger:
         except sqlite3.Error as exc:
             raise self._fail(exc) from None
 
-    def finish_comparison(self, comparison_id: int, status: str, result: dict[str, Any] | None) -> None:
+    def finish_comparison(self, comparison_id: int, status: str, result: Mapping[str, object] | None) -> None:
         try:
             self.db.execute("UPDATE comparisons SET status = ?, result_json = ? WHERE id = ?",
                             (status, _dump(result) if result is not None else None, comparison_id))
@@ -165,7 +169,7 @@ class Ledger:
             raise self._fail(exc) from None
 
     # ---- reading ---------------------------------------------------------------------------------
-    def runs(self, recipe: str | None = None, limit: int = 50) -> list[dict[str, Any]]:
+    def runs(self, recipe: str | None = None, limit: int = 50) -> list[dict[str, object]]:
         """Newest first: the identifying columns and the headline of each run; a run whose stored JSON is
         damaged is listed too, with `damaged` naming what is wrong."""
         sql = f"SELECT {', '.join(_RUN_COLUMNS + _JSON_COLUMNS)} FROM runs"
@@ -183,6 +187,8 @@ class Ledger:
             item = dict(zip(_RUN_COLUMNS, row[:len(_RUN_COLUMNS)], strict=False))
             values, damaged = _decode_row(row[len(_RUN_COLUMNS):])
             item["headline"] = None if damaged else values["summary"].get("headline")
+            memory = values["memory"] if isinstance(values["memory"], dict) else {}
+            item["memory_high_water_bytes"] = memory.get("high_water_bytes")
             if damaged:
                 item["damaged"] = damaged
             out.append(item)
@@ -213,7 +219,7 @@ class Ledger:
         except sqlite3.Error as exc:
             raise self._fail(exc) from None
 
-    def comparison(self, comparison_id: int) -> dict[str, Any] | None:
+    def comparison(self, comparison_id: int) -> dict[str, object] | None:
         try:
             row = self.db.execute("SELECT id, created_at, a_label, b_label, status, result_json FROM comparisons WHERE id = ?",
                                   (comparison_id,)).fetchone()

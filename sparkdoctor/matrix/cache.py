@@ -23,6 +23,9 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from sparkdoctor import (
+    locations,  # called through the module: tests point data_dir at their own matrix
+)
 from sparkdoctor.matrix.model import Matrix
 
 _PKG = Path(__file__).resolve().parent.parent  # sparkdoctor/
@@ -38,25 +41,22 @@ def _stats(paths: list[Path]) -> list[tuple[str, int, int, int]]:
 
 
 def _key(toml_files: list[Path], fixes: Path | None, extra: tuple) -> str:
-    from sparkdoctor.locations import data_dir
-
     code = sorted(_PKG.joinpath("matrix").rglob("*.py")) + [_PKG / name for name in _CODE_FILES]
-    fix_root = fixes or data_dir("fixes")
+    fix_root = fixes or locations.data_dir("fixes")
     fix_names = sorted(p.name for p in fix_root.glob("*.toml")) if fix_root.is_dir() else []
-    ptx = sorted((data_dir("probes") / "kernels").glob("*.ptx"))
+    ptx = sorted((locations.data_dir("probes") / "kernels").glob("*.ptx"))
     parts = (sys.version, extra, str(fix_root), fix_names, _stats(toml_files), _stats(ptx), _stats(code))
     return hashlib.sha256(repr(parts).encode("utf-8", "surrogateescape")).hexdigest()
 
 
 def cached(root: Path, fixes: Path | None, extra: tuple, build: Callable[[], Matrix]) -> Matrix:
     """build(), or the Matrix it made last time from the same files."""
-    from sparkdoctor.locations import cache_dir
 
     try:
         files = sorted(root.glob("*.toml")) if root.is_dir() else [root]
         files += [root / "SOURCE.json"] if root.is_dir() and (root / "SOURCE.json").exists() else []
         key = _key(files, fixes, extra)
-        path = cache_dir() / "matrix" / f"{key[:32]}.pickle"
+        path = locations.cache_dir() / "matrix" / f"{key[:32]}.pickle"
     except OSError:
         return build()
     try:

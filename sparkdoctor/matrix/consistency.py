@@ -14,7 +14,10 @@ Each problem is one line naming the entries and the setting or check.
 
 from __future__ import annotations
 
+import datetime as dt
+from dataclasses import asdict, dataclass
 from itertools import product
+from statistics import median
 from typing import Any
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
@@ -165,12 +168,26 @@ def problems(matrix: Matrix, bounds_doc: dict[str, Any] | None = None) -> list[s
     return [*remedy_conflicts(matrix), *unbracketed_checked(matrix), *(held_outside(matrix, bounds_doc) if bounds_doc else [])]
 
 
-def report_delay(matrix: Matrix) -> dict[str, Any]:
+def report_delay(matrix: Matrix) -> dict[str, object]:
     """Days from a breakage's first public report to its entry (`reported`, `added`): how many entries say both,
     the median and how many got in within a week."""
-    import datetime as dt
-    from statistics import median
 
     days = sorted((dt.date.fromisoformat(e.added) - dt.date.fromisoformat(e.reported)).days
                   for e in matrix.entries if e.reported and e.added and not e.withdrawn)
     return {"entries": len(days), "median_days": median(days) if days else None, "within_7_days": sum(1 for d in days if d <= 7)}
+
+
+@dataclass
+class Validation:
+    """`matrix validate`'s document: what the matrix holds, and the problems across its entries."""
+
+    entries: int
+    stacks: int
+    files: int
+    evidence: dict[str, int]
+    matrix: str
+    problems: list[str]
+    report_delay: dict[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"valid": not self.problems, **asdict(self)}

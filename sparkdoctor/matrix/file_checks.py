@@ -107,7 +107,7 @@ class FilesTable:
     dist: str = "wheel"  # wheel | sdist: which released file of each version the checks read
 
 
-def parse_files_table(table: Any, label: str) -> FilesTable:
+def parse_files_table(table: object, label: str) -> FilesTable:
     """The checks of a `files` table; MatrixError naming `label` and the field otherwise."""
     where = f"{label}: field 'files"
     if not isinstance(table, dict):
@@ -141,7 +141,7 @@ def parse_files_table(table: Any, label: str) -> FilesTable:
     return FilesTable(canonicalize_name(package), affected, fixed, checks, also_names, dist)
 
 
-def parse_files_tables(value: Any, label: str) -> tuple[FilesTable, ...]:
+def parse_files_tables(value: object, label: str) -> tuple[FilesTable, ...]:
     """An entry's `files`: one table, or an array of tables (one per package read); MatrixError
     naming `label` and the field otherwise."""
     if isinstance(value, dict):
@@ -157,7 +157,7 @@ def parse_files_tables(value: Any, label: str) -> tuple[FilesTable, ...]:
     return tables
 
 
-def _versions(value: Any, where: str, need_one: bool) -> tuple[str, ...]:
+def _versions(value: object, where: str, need_one: bool) -> tuple[str, ...]:
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise MatrixError(f"{where} must be a list of released versions (strings)")
     if need_one and not value:
@@ -168,7 +168,7 @@ def _versions(value: Any, where: str, need_one: bool) -> tuple[str, ...]:
     return tuple(value)
 
 
-def _check(raw: Any, where: str) -> FileCheck:
+def _check(raw: object, where: str) -> FileCheck:
     if not isinstance(raw, dict):
         raise MatrixError(f"{where} must be a table {{ path = ..., contains = ... }}")
     unknown = set(raw) - _CHECK_KEYS
@@ -200,7 +200,7 @@ def _check(raw: Any, where: str) -> FileCheck:
     return FileCheck(path, kind, value, fixed, note)
 
 
-def _archs(value: Any, where: str) -> tuple[str, ...]:
+def _archs(value: object, where: str) -> tuple[str, ...]:
     if not isinstance(value, list) or not value or not all(isinstance(a, str) for a in value):
         raise MatrixError(f"{where} must be a non-empty list of arch names such as [\"sm_120a\"]")
     for arch in value:

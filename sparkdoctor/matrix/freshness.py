@@ -12,7 +12,7 @@ from sparkdoctor.facts import Facts
 from sparkdoctor.matrix.model import Matrix
 
 
-def knowledge(matrix: Matrix, facts: Facts) -> dict[str, Any]:
+def knowledge(matrix: Matrix, facts: Facts) -> dict[str, object]:
     """{"tracked_on": date | None, "tracked": {package: version} (installed ones), "newer": [{package, installed, tracked}]}."""
     tracking = matrix.tracking
     out: dict[str, Any] = {"tracked_on": getattr(tracking, "tracked_on", None), "tracked": {}, "newer": []}

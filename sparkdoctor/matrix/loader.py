@@ -8,17 +8,25 @@ can take, or of a schema this sparkdoctor does not read.
 
 from __future__ import annotations
 
+import json
 import sys
 from functools import lru_cache
 from pathlib import Path
 
+from sparkdoctor import (
+    locations,  # called through the module: tests point data_dir at their own matrix
+)
+from sparkdoctor.inputs import read_text
+from sparkdoctor.matrix.cache import cached
 from sparkdoctor.matrix.model import Entry, Matrix, MatrixError, Stack
 from sparkdoctor.matrix.tracking import Tracking, check_bracketable, tracking_from
+from sparkdoctor.vocab import CUTEDSL_KERNELS
 
 
 def _tomllib():
     """tomllib, imported on first use (~10 ms): a warm check reads its matrix from the cache."""
     if sys.version_info >= (3, 11):
+        # imported on use: check loads tomllib only on the runs that get here
         import tomllib
     else:  # pragma: no cover
         import tomli as tomllib
@@ -32,7 +40,6 @@ _TOP = {"component", "entry", "stack", "schema", "tracked", "tracked_on", "locks
 def known_probes() -> frozenset[str]:
     """Every probe id an entry may name: the PTX probes in probes/kernels/ and the CuTe DSL ones.
     Read only when some entry names a probe, and once per process."""
-    from sparkdoctor.vocab import CUTEDSL_KERNELS
 
     return frozenset(_ptx_probe_ids() | set(CUTEDSL_KERNELS))
 
@@ -43,11 +50,10 @@ def _ptx_probe_ids() -> set[str]:
     Read here rather than through sparkdoctor.kernels.load_probes, which would import the kernels
     module (~30 ms) into every `check --no-kernels` and `--facts` run just to validate names;
     tests/test_matrix_engine.py checks that load_probes finds the same ids."""
-    from sparkdoctor.locations import data_dir
 
     tomllib = _tomllib()
     ids = set()
-    for path in sorted((data_dir("probes") / "kernels").glob("*.ptx")):
+    for path in sorted((locations.data_dir("probes") / "kernels").glob("*.ptx")):
         try:
             lines = path.read_text(encoding="utf-8").splitlines()
         except (OSError, UnicodeDecodeError):
@@ -69,7 +75,6 @@ def _ptx_probe_ids() -> set[str]:
 def read_toml(path: Path, error: type[Exception] = MatrixError) -> dict:
     """A TOML file as a dict, or `error` with one line naming the file (shared with the config)."""
     where = str(path)
-    from sparkdoctor.inputs import read_text
 
     tomllib = _tomllib()
     try:  # a regular file only: a FIFO or device is refused, never waited on
@@ -125,9 +130,8 @@ def _table_list(doc: dict, key: str, where: str) -> list[dict]:
 def fix_ids(folder: Path | None = None) -> set[str]:
     """The fix ids an entry may name: the stems of fixes/*.toml (sparkdoctor.fix.definitions checks
     that each file's id is its stem, and everything else in it). Only names, so matrix never imports fix."""
-    from sparkdoctor.locations import data_dir
 
-    root = Path(folder) if folder else data_dir("fixes")
+    root = Path(folder) if folder else locations.data_dir("fixes")
     return {p.stem for p in root.glob("*.toml")} if root.is_dir() else set()
 
 
@@ -148,15 +152,13 @@ def load(path: Path | None = None, fixes: Path | None = None) -> Matrix:
     """Load a matrix folder or a single file; by default the matrix `matrix update` installed, else the
     bundled one, with the user's local overrides layered over it (Matrix.source says which). Ids must
     be unique, and fix ids must name fix files (of `fixes`, default the bundled fixes/)."""
-    from sparkdoctor.locations import installed_matrix, local_overrides
 
     if path is not None:
         matrix = _load(Path(path), fixes, path_given=True)
         matrix.source = str(path)
         return matrix
-    from sparkdoctor.matrix.cache import cached
 
-    installed = installed_matrix()
+    installed = locations.installed_matrix()
     note = ""
     if installed is not None:
         try:
@@ -167,7 +169,7 @@ def load(path: Path | None = None, fixes: Path | None = None) -> Matrix:
             matrix.source = "bundled" + note
     else:
         matrix = _bundled(fixes)
-    local = local_overrides()
+    local = locations.local_overrides()
     if local.is_dir() and any(local.glob("*.toml")):
         overlay(matrix, _load(local, fixes, path_given=True))
         matrix.source += f" + local overrides ({local})"
@@ -175,10 +177,7 @@ def load(path: Path | None = None, fixes: Path | None = None) -> Matrix:
 
 
 def _bundled(fixes: Path | None) -> Matrix:
-    from sparkdoctor.locations import data_dir
-    from sparkdoctor.matrix.cache import cached
-
-    root = data_dir("matrix")
+    root = locations.data_dir("matrix")
     return cached(root, fixes, ("bundled",), lambda: _load(root, fixes, path_given=False))
 
 
@@ -197,9 +196,6 @@ def check_source_list(root: Path, names: list[str]) -> None:
     source = root / "SOURCE.json"
     if not source.exists():
         return
-    import json
-
-    from sparkdoctor.inputs import read_text
 
     try:
         listed = json.loads(read_text(source, 1024 * 1024)).get("files")
@@ -216,11 +212,9 @@ def check_source_list(root: Path, names: list[str]) -> None:
 
 
 def _load(root: Path, fixes: Path | None, path_given: bool) -> Matrix:
-    from sparkdoctor.locations import data_dir
-
     path = root if path_given else None
 
-    root = Path(path) if path else data_dir("matrix")
+    root = Path(path) if path else locations.data_dir("matrix")
     if not root.exists():
         raise MatrixError(f"{root}: no such matrix file or folder")
     files = sorted(root.glob("*.toml")) if root.is_dir() else [root]
@@ -243,7 +237,7 @@ def _load(root: Path, fixes: Path | None, path_given: bool) -> Matrix:
         entries += e
         stacks += s
     if any(e.fix is not None or e.action == "fix" for e in entries):
-        bundled = path is None or (root.is_dir() and root.resolve() == data_dir("matrix").resolve())
+        bundled = path is None or (root.is_dir() and root.resolve() == locations.data_dir("matrix").resolve())
         check_fixes(entries, seen, fix_ids(fixes), bundled and fixes is None)
     check_bracketable(entries, tracking)
     return Matrix(entries, stacks, [str(f) for f in files], tracking)

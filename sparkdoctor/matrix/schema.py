@@ -6,7 +6,7 @@ matrix, so `check --matrix`, `matrix validate` and `matrix verify` accept exactl
 from __future__ import annotations
 
 import re
-from typing import Any
+from collections.abc import Mapping
 
 from sparkdoctor.matrix.conditions import CONDITIONS
 from sparkdoctor.matrix.file_checks import parse_files_tables
@@ -77,7 +77,7 @@ def _check_strings(raw: dict, name: str, label: str) -> None:
         raise MatrixError(f"{label}: field '{name}' must be a list of strings")
 
 
-def _check_verified_by(vb: dict[str, Any] | None, probes: frozenset[str], label: str) -> None:
+def _check_verified_by(vb: Mapping[str, object] | None, probes: frozenset[str], label: str) -> None:
     if vb is None:
         return
     unknown = set(vb) - {"probe", "expect"}
@@ -170,7 +170,7 @@ def _check_unbracketable(raw: dict, evidence: str, label: str) -> None:
         raise MatrixError(f"{label}: field 'unbracketable' says the bound cannot be bracketed, so evidence cannot be \"checked\"")
 
 
-def _check_explains_probes(names: list, vb: dict[str, Any] | None, probes: frozenset[str], label: str) -> None:
+def _check_explains_probes(names: list, vb: Mapping[str, object] | None, probes: frozenset[str], label: str) -> None:
     """Other probes whose outcome (the verified_by expect) this entry accounts for, e.g. the realistic
     tile probe that the same arch guard refuses: they must be probes, and there must be an expect."""
     if not names:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Protocol, TypeVar
 
 from sparkdoctor.matrix.model import Entry
 
@@ -37,6 +38,19 @@ _NUMBER = re.compile(r"(?<![\w.])(?=(?:[.,:]?\d){3})\d+(?:[.,:]\d+)*(?!\w)")
 _SPACE = re.compile(r"\s+")
 MIN_TOLERANT = 12  # a symptom shorter than this once normalised matches exactly or not at all
 WRAP_LINES = 3  # a wrapped symptom is looked for across this many consecutive lines
+
+
+class HasSymptoms(Protocol):
+    """What the matcher reads of an entry: a matrix Entry, or whatever the serve scanner is given."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def symptoms(self) -> list[str]: ...
+
+
+E = TypeVar("E", bound=HasSymptoms)
 
 
 @dataclass(frozen=True)
@@ -69,9 +83,9 @@ def normalise(text: str) -> str:
     return _SPACE.sub("", text)
 
 
-def _symptoms(entries: Iterable[Entry]) -> list[tuple[Entry, str, str]]:
+def _symptoms(entries: Iterable[E]) -> list[tuple[E, str, str]]:
     """(entry, symptom, its normalised form) for every live entry's symptoms."""
-    out = []
+    out: list[tuple[E, str, str]] = []
     for e in entries:
         if getattr(e, "withdrawn", False):  # duck-typed: the serve scanner passes any entry with symptoms
             continue
@@ -88,20 +102,26 @@ def _tolerant_ok(norm: str) -> bool:
 def match_line(line: str, entries: Iterable[Entry]) -> list[SymptomMatch]:
     """The entries whose symptoms appear in one log line (exact first, then tolerant)."""
     clean = strip_ansi(line).strip()
+    return [SymptomMatch(entry, symptom, how, 1, clean) for entry, symptom, how in line_hits(line, entries)]
+
+
+def line_hits(line: str, entries: Iterable[E]) -> list[tuple[E, str, str]]:
+    """(entry, symptom, "exact" | "tolerant") for each entry whose symptom appears in one log line; one per entry."""
+    clean = strip_ansi(line).strip()
     norm = None
-    found: list[SymptomMatch] = []
+    found: list[tuple[E, str, str]] = []
     seen: set[str] = set()
     for entry, symptom, sym_norm in _symptoms(entries):
         if entry.id in seen:
             continue
         if symptom in line or symptom in clean:
-            found.append(SymptomMatch(entry, symptom, "exact", 1, clean))
+            found.append((entry, symptom, "exact"))
             seen.add(entry.id)
             continue
         if norm is None:
             norm = normalise(line)
         if _tolerant_ok(sym_norm) and sym_norm in norm:
-            found.append(SymptomMatch(entry, symptom, "tolerant", 1, clean))
+            found.append((entry, symptom, "tolerant"))
             seen.add(entry.id)
     return found
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass
-from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
 
@@ -46,7 +45,7 @@ class VerifyTable:
     fixed: list[Env]
 
 
-def parse_verify_table(table: Any, label: str) -> VerifyTable:
+def parse_verify_table(table: object, label: str) -> VerifyTable:
     """The environments of a `verify` table; MatrixError naming `label` and the field otherwise."""
     if not isinstance(table, dict):
         raise MatrixError(f"{label}: field 'verify' must be a table")
@@ -62,13 +61,13 @@ def parse_verify_table(table: Any, label: str) -> VerifyTable:
     return VerifyTable(affected, fixed)
 
 
-def _check_arch(arch: Any, where: str) -> None:
+def _check_arch(arch: object, where: str) -> None:
     problem = real_arch_problem(arch) if isinstance(arch, str) else "must be a string"
     if problem:
         raise MatrixError(f"{where} must be an arch like sm_121a: {arch!r}: {problem}")
 
 
-def _envs(value: Any, arch: str, label: str) -> list[Env]:
+def _envs(value: object, arch: str, label: str) -> list[Env]:
     if not isinstance(value, list):
         raise MatrixError(f"{label} must be a list of environments (each a list of pip install steps)")
     out = []

@@ -8,6 +8,7 @@ The pipeline, one module per question, each returning a typed document (dataclas
                  processes where it answers, containers' memory, a stated OS reserve (read under
                  SPARKDOCTOR_HOST_ROOT, so tests feed fixture trees);
   verdict.py     fits / fits with these settings / does not fit, with the numbers and what holds the rest;
+  pernode.py     one launch split per node by its TP x PP and judged on every node's memory (`fleet check --recipe`);
   postmortem.py  a dead launch classified from the kernel log, the server's last lines and memory sampled
                  through the run: CUDA out of memory / OOM-killed / driver NO_MEMORY / hang / crash.
 Nothing here renders or writes stdout: `recipe check`, `bench` and `explain` turn these documents into findings

@@ -10,16 +10,16 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from sparkdoctor.memory.have import Have, read_have
 from sparkdoctor.memory.need import launch_need
 from sparkdoctor.memory.verdict import FITS, FITS_WITH, NO_FIT, Verdict, gib, judge
+from sparkdoctor.recipes.model import Recipe
 
 SEVERITY = {FITS: "info", FITS_WITH: "warn", NO_FIT: "error"}
 
 
-def preflight(recipe: Any, model_folder: str | Path, have: Have | None = None) -> Verdict:
+def preflight(recipe: Recipe, model_folder: str | Path, have: Have | None = None) -> Verdict:
     """The verdict for launching `recipe` with the checkpoint in `model_folder` on this box now."""
     have = read_have() if have is None else have
     gpu = "NVIDIA GB10" if have.unified else "NVIDIA GPU"
@@ -40,7 +40,7 @@ def evidence(verdict: Verdict) -> list[str]:
     return lines
 
 
-def findings(verdict: Verdict) -> list[dict[str, Any]]:
+def findings(verdict: Verdict) -> list[dict[str, object]]:
     """One finding for the verdict."""
     need = verdict.need
     length = need.setting("max_model_len")

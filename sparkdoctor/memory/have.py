@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sparkdoctor.collect import gpu_health
 from sparkdoctor.collect.host_health import memory as meminfo
 from sparkdoctor.collect.hostroot import host_root, is_live_root
 
@@ -125,7 +126,6 @@ def read_have(root: Path | None = None, nvml: list[dict[str, Any]] | None = None
             have.others.append(Holder(pid, name, rss, [], container=_container_of(root, pid)))
     have.others = sorted(have.others, key=lambda h: -(h.rss_bytes or 0))[:MAX_OTHERS]
     if nvml is None and ask_nvml and is_live_root():
-        from sparkdoctor.collect import gpu_health
 
         nvml, problem = gpu_health.read()
         if problem:
@@ -137,7 +137,7 @@ def read_have(root: Path | None = None, nvml: list[dict[str, Any]] | None = None
     return have
 
 
-def _b(kib: Any) -> int | None:
+def _b(kib: object) -> int | None:
     return kib * KIB if isinstance(kib, int) else None
 
 
@@ -267,3 +267,22 @@ def sample(pids: set[int], root: Path | None = None) -> tuple[int | None, int | 
     available = (meminfo(root) or {}).get("available_kib")
     rss = [r for r in (_status(root, pid)[1] for pid in sorted(pids)[:MAX_PIDS]) if r is not None]
     return (available * KIB if isinstance(available, int) else None), (sum(rss) if rss else None)
+
+
+def cgroup_limit(pid: int, root: Path | None = None) -> int | None:
+    """The memory limit of the cgroup process `pid` is in (cgroup v2 memory.max, v1 memory.limit_in_bytes), or None:
+    no limit, no memory controller, a process gone. A v1 "no limit" is a huge number: anything past MemTotal is none."""
+    root = host_root() if root is None else Path(root)
+    for line in (_small(root / "proc" / str(pid) / "cgroup") or "").splitlines():
+        _, controllers, path = (line.split(":", 2) + ["", ""])[:3]
+        if controllers == "":
+            folder, name = root / "sys" / "fs" / "cgroup" / path.lstrip("/"), "memory.max"
+        elif "memory" in controllers.split(","):
+            folder, name = root / "sys" / "fs" / "cgroup" / "memory" / path.lstrip("/"), "memory.limit_in_bytes"
+        else:
+            continue
+        text = (_small(folder / name) or "").strip()
+        total = (meminfo(root) or {}).get("total_kib")
+        if text.isdigit() and (not isinstance(total, int) or int(text) < total * KIB):
+            return int(text)
+    return None

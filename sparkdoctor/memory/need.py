@@ -28,7 +28,8 @@ from sparkdoctor.audit.errors import AuditError
 from sparkdoctor.audit.fromrecipe import recipe_settings
 from sparkdoctor.audit.modelconfig import DTYPE_BYTES, ModelShape, read_shape
 from sparkdoctor.audit.roofline import vllm_default_max_num_seqs
-from sparkdoctor.recipes.model import flag_value
+from sparkdoctor.audit.served_model import model_facts
+from sparkdoctor.recipes.model import Recipe, flag_value
 
 GIB = 2**30
 BLOCK = 16  # vLLM's default KV block size in tokens (CacheConfig.DEFAULT_BLOCK_SIZE): a sequence holds whole blocks
@@ -123,10 +124,9 @@ def launches_vllm(argv: list[str]) -> bool:
         any(a.startswith("vllm.entrypoints") for a in args)
 
 
-def launch_need(recipe: Any, model_folder: str | Path, total_bytes: int, gpu_name: str = "NVIDIA GB10") -> Need:
+def launch_need(recipe: Recipe, model_folder: str | Path, total_bytes: int, gpu_name: str = "NVIDIA GB10") -> Need:
     """The launch `recipe` describes, sized for the checkpoint in `model_folder`; `total_bytes` and
     `gpu_name` choose vLLM's defaults (max_num_seqs, max_num_batched_tokens) as vLLM would on that GPU."""
-    from sparkdoctor.audit.served_model import model_facts
 
     argv = [str(a) for a in recipe.argv]
     checkpoint = load_checkpoint(Path(model_folder))
@@ -184,7 +184,7 @@ def launch_need(recipe: Any, model_folder: str | Path, total_bytes: int, gpu_nam
     return need
 
 
-def _int_flag(recipe: Any, argv: list[str], flag: str, default: int | None, default_source: str) -> Setting:
+def _int_flag(recipe: Recipe, argv: list[str], flag: str, default: int | None, default_source: str) -> Setting:
     raw = flag_value(argv, flag)
     if raw is None:
         return Setting(default, default_source)
@@ -221,7 +221,7 @@ def _weights(checkpoint: Any, shape: ModelShape, dtype: str, with_mtp: bool) -> 
 
 
 def _reserve(need: Need, shape: ModelShape, config: dict[str, Any], act_bytes: int, eager: bool, seqs: int) -> None:
-    text: dict[str, Any] = config["text_config"] if isinstance(config.get("text_config"), dict) else config
+    text: dict[str, object] = config["text_config"] if isinstance(config.get("text_config"), dict) else config
     inter = text.get("moe_intermediate_size") if shape.experts else text.get("intermediate_size")
     inter = inter if isinstance(inter, int) and not isinstance(inter, bool) and inter > 0 else 4 * shape.hidden
     width = inter * max(shape.experts_per_token, 1) if shape.experts else inter
@@ -243,7 +243,7 @@ def _reserve(need: Need, shape: ModelShape, config: dict[str, Any], act_bytes: i
                            "a stated 0.5 GiB for the CUDA context and the allocations outside torch's pool"))
 
 
-def _speculative(recipe: Any, argv: list[str]) -> dict[str, Any]:
+def _speculative(recipe: Recipe, argv: list[str]) -> dict[str, Any]:
     raw = flag_value(argv, "--speculative-config")
     if raw is None:
         return {}
@@ -254,7 +254,7 @@ def _speculative(recipe: Any, argv: list[str]) -> dict[str, Any]:
     if not isinstance(spec, dict):
         raise NeedError(f"{recipe.source_path}: --speculative-config must be a JSON object")
     method, model = str(spec.get("method") or ""), spec.get("model")
-    out: dict[str, Any] = {"mtp": "mtp" in method.lower() or method in ("deepseek_mtp", "qwen3_next_mtp")}
+    out: dict[str, object] = {"mtp": "mtp" in method.lower() or method in ("deepseek_mtp", "qwen3_next_mtp")}
     if isinstance(model, str) and model and Path(model).is_dir():
         out["folder"] = model
     elif isinstance(model, str) and model:

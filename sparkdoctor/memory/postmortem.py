@@ -19,12 +19,15 @@ import signal
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from sparkdoctor.collect.kernel_log import parse
+from sparkdoctor.collect.hostroot import host_root
+from sparkdoctor.collect.kernel_log import parse, read_kmsg
 
 CAUSES = ("oom-killed", "driver-no-memory", "cuda-oom", "hang", "crash", "unknown")
 GIB = 2**30
 MAX_LINES = 2000  # the server's last lines looked at (a traceback after the error can run to hundreds)
 LOG_TAIL_BYTES = 512 * 1024
+RISE_NEAR, RISE_BY, RISE_WINDOW_S, RISE_LAST = 0.95, 1.25, 10.0, 3  # "still rising when it died": _rose_to_the_end
+LIMIT_NEAR = 0.8  # "at its cgroup's limit" (the limit counts the page cache and kernel memory the resident size does not)
 _SERVER = [  # (what, pattern) over the server's last lines
     ("vllm-share-not-free", re.compile(r"Free memory on device .{0,80} is less than desired GPU memory utilization")),
     ("vllm-kv-too-small", re.compile(r"KV cache is needed, which is larger than the available KV cache memory|"
@@ -67,16 +70,19 @@ class PostMortem:
 
 def classify(kernel_text: str = "", server_lines: list[str] | None = None, *, since: float | None = None,
              pids: set[int] | None = None, returncode: int | None = None, hung: bool = False,
-             samples: list[Sample] | None = None, largest_utilization: float | None = None) -> PostMortem:
+             samples: list[Sample] | None = None, largest_utilization: float | None = None,
+             memory: dict[str, Any] | None = None) -> PostMortem:
     """The cause of a dead (or hung) launch. `since`: where the run's window starts in the kernel log (seconds
     since boot); `pids`: the server's processes; `returncode`: as subprocess gives it (-9: SIGKILL); `hung`: the
-    server lived but stopped answering; `largest_utilization`: the preflight's, named in the advice."""
+    server lived but stopped answering; `largest_utilization`: the preflight's, named in the advice; `memory`:
+    the launcher's record of the run (serve/memwatch.py: its high-water mark outranks the thinned samples')."""
     events = parse(kernel_text, since)
     lines = [ln.rstrip() for ln in (server_lines or []) if ln.strip()][-MAX_LINES:]
     said = {what: ln for ln in lines for what, pattern in reversed(_SERVER) if pattern.search(ln)}
     pm = PostMortem("unknown", "nothing in the kernel log, the server's last lines or its exit says why it ended",
                     kernel=[asdict(e) for e in events])
-    _memory(pm, samples or [])
+    _memory(pm, samples or [], memory or {})
+    rose = _rose_to_the_end(samples or [], pm.high_water_bytes, (memory or {}).get("cgroup_limit_bytes"))
     lower = (f"--gpu-memory-utilization {largest_utilization} (the largest the preflight found free)" if largest_utilization
              else "a lower --gpu-memory-utilization (sparkdoctor recipe check RECIPE --model PATH says how low)")
     kills = [e for e in events if e.kind == "oom-kill"]
@@ -89,6 +95,12 @@ def classify(kernel_text: str = "", server_lines: list[str] | None = None, *, si
         pm.summary = f"the kernel's OOM killer killed {whose} (pid {victim.pid}, {victim.name})"
         pm.evidence = [f"kernel: {victim.line}"] + [f"kernel: {e.line}" for e in no_memory[:2]]
         pm.avoid = f"{lower}, and stop what else holds memory first: the share and the rest of the box exceeded it"
+    elif rose and _sigkill(returncode) and not kills:
+        pm.cause = "oom-killed"
+        pm.summary = ("the server was killed by SIGKILL with its memory at its high-water mark, still rising or at its "
+                      "cgroup's limit: the OOM killer's way (the kernel log, unreadable or silent here, does not name the victim)")
+        pm.evidence = [f"memory: {rose}"]
+        pm.avoid = f"{lower}, and stop what else holds memory first; read the kernel log as root to confirm (sudo dmesg)"
     elif no_memory:
         pm.cause = "driver-no-memory"
         pm.summary = f"the NVIDIA driver ran out of memory ({len(no_memory)} NV_ERR_NO_MEMORY line(s) in the kernel log)"
@@ -123,6 +135,8 @@ def classify(kernel_text: str = "", server_lines: list[str] | None = None, *, si
             pm.summary, pm.avoid = "the server could not allocate host memory", lower
     if exit_line:
         pm.evidence.append(f"exit: {exit_line}")
+    if rose and pm.cause in ("oom-killed", "driver-no-memory", "crash") and f"memory: {rose}" not in pm.evidence:
+        pm.evidence.append(f"memory: {rose}")
     if pm.high_water_bytes is not None:
         pm.evidence.append(f"memory: the server's high-water mark {pm.high_water_bytes / GIB:.2f} GiB resident")
     if pm.lowest_available_bytes is not None:
@@ -142,23 +156,51 @@ def _exit(returncode: int | None) -> str | None:
     return f"exit code {returncode}"
 
 
-def _memory(pm: PostMortem, samples: list[Sample]) -> None:
+def _sigkill(returncode: int | None) -> bool:
+    return returncode in (-signal.SIGKILL, 128 + signal.SIGKILL)
+
+
+def _memory(pm: PostMortem, samples: list[Sample], memory: dict[str, Any]) -> None:
     rss = [s.server_rss_bytes for s in samples if s.server_rss_bytes is not None]
     avail = [s.available_bytes for s in samples if s.available_bytes is not None]
-    pm.high_water_bytes = max(rss) if rss else None
-    pm.lowest_available_bytes = min(avail) if avail else None
+    high, low = memory.get("high_water_bytes"), memory.get("lowest_available_bytes")
+    pm.high_water_bytes = high if isinstance(high, int) else max(rss) if rss else None
+    pm.lowest_available_bytes = low if isinstance(low, int) else min(avail) if avail else None
+
+
+def _rose_to_the_end(samples: list[Sample], high_water: int | None, limit: Any = None) -> str:
+    """A sentence when the server's memory was still rising when it died, or had reached its cgroup's limit: its peak
+    (within RISE_NEAR of the high-water mark) among the last RISE_LAST samples (those after it can show the group
+    already emptying), and at least RISE_BY above its resident size RISE_WINDOW_S before the peak, or at least
+    LIMIT_NEAR of `limit` (the memory cgroup's limit: resident pages are not all it counts); "" otherwise."""
+    seen = [s for s in samples if s.server_rss_bytes]
+    if not seen or not high_water:
+        return ""
+    peak = max(range(len(seen)), key=lambda i: (seen[i].server_rss_bytes or 0, i))
+    top = seen[peak]
+    before = ([s for s in seen[:peak] if s.seconds <= top.seconds - RISE_WINDOW_S] or seen[:1])[-1]
+    assert top.server_rss_bytes is not None and before.server_rss_bytes is not None
+    at_limit = isinstance(limit, int) and limit > 0 and top.server_rss_bytes >= LIMIT_NEAR * limit
+    rising = len(seen) >= 2 and top.server_rss_bytes >= RISE_BY * before.server_rss_bytes
+    if peak < len(seen) - RISE_LAST or top.server_rss_bytes < RISE_NEAR * high_water or not (rising or at_limit):
+        return ""
+    avail = f"; MemAvailable {top.available_bytes / GIB:.2f} GiB" if top.available_bytes is not None else ""
+    of_limit = (f", {100 * top.server_rss_bytes / limit:.0f}% of its memory cgroup's limit of {limit / GIB:.2f} GiB"
+                if at_limit else "")
+    how = (f"rose from {before.server_rss_bytes / GIB:.2f} GiB to {top.server_rss_bytes / GIB:.2f} GiB (its high-water "
+           f"mark) between {before.seconds:.1f} s and {top.seconds:.1f} s" if rising else
+           f"stood at {top.server_rss_bytes / GIB:.2f} GiB (its high-water mark) at {top.seconds:.1f} s")
+    return f"the server's resident size {how}{of_limit}, just before it died{avail}"
 
 
 def _low(pm: PostMortem) -> bool:
     return pm.lowest_available_bytes is not None and pm.lowest_available_bytes < 4 * GIB
 
 
-def after_launch(error: Any, since: float | None, root: Any = None, largest_utilization: float | None = None) -> PostMortem | None:
+def after_launch(error: object, since: float | None, root: Any = None, largest_utilization: float | None = None) -> PostMortem | None:
     """The post-mortem of a launch that died or never answered (a serve LaunchError with `returncode` or
     `not_ready`), from the kernel log since `since` (seconds since boot) and the server's last lines; None
     for a launch that never started (nothing ran to die)."""
-    from sparkdoctor.collect.hostroot import host_root
-    from sparkdoctor.collect.kernel_log import read_kmsg
 
     returncode, hung = getattr(error, "returncode", None), bool(getattr(error, "not_ready", False))
     if returncode is None and not hung:
@@ -167,7 +209,7 @@ def after_launch(error: Any, since: float | None, root: Any = None, largest_util
     lines = _log_end(getattr(error, "log_path", None)) or list(getattr(error, "log_tail", []) or [])
     samples = [Sample(t, avail, rss) for t, avail, rss in getattr(error, "samples", []) or []]
     return classify(kernel, lines, since=since, pids=getattr(error, "pids", None), returncode=returncode, hung=hung,
-                    samples=samples, largest_utilization=largest_utilization)
+                    samples=samples, largest_utilization=largest_utilization, memory=getattr(error, "memory", None))
 
 
 def _log_end(path: Any) -> list[str]:
@@ -182,6 +224,13 @@ def _log_end(path: Any) -> list[str]:
             return fh.read(LOG_TAIL_BYTES).decode("utf-8", errors="replace").splitlines()
     except OSError:
         return []
+
+
+def finding(pm: PostMortem) -> dict[str, Any]:
+    """The post-mortem as a finding record ({"kind", "id", "severity", "title", "evidence", "remedy"}: JSON and SARIF
+    like every finding); its id names the cause (postmortem-oom-killed, ...)."""
+    return {"kind": "post-mortem", "id": f"postmortem-{pm.cause}", "severity": "error", "title": pm.summary,
+            "evidence": list(pm.evidence), "remedy": pm.avoid or "nothing known"}
 
 
 def one_line(pm: PostMortem) -> str:

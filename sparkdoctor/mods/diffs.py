@@ -14,6 +14,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from unidiff.errors import UnidiffParseError
+from unidiff.patch import PatchSet
+
 from sparkdoctor import proc
 from sparkdoctor.mods.model import FileVerdict, Verdict
 from sparkdoctor.mods.trees import Tree, site_relative
@@ -25,8 +28,6 @@ _HUNK_MOVED = re.compile(r"Hunk #(\d+) succeeded at (\d+)(?: with fuzz (\d+))?(?
 
 def judge_diff_text(text: str, tree: Tree, source: str) -> list[FileVerdict]:
     """One verdict per file the diff touches; a diff patch cannot read is one FAILS line, not an exception."""
-    from unidiff.errors import UnidiffParseError
-    from unidiff.patch import PatchSet
 
     try:
         patchset = PatchSet(text)

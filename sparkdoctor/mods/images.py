@@ -20,6 +20,17 @@ from contextlib import contextmanager
 from sparkdoctor import proc
 from sparkdoctor.mods.model import ModError
 from sparkdoctor.mods.trees import ContainerTree
+from sparkdoctor.serve.container_launch import (
+    LABEL_OWNER,
+    LABEL_RUN,
+    MOUNTS_ENV,
+    ContainerLaunchError,
+    image_record,
+    owner_label,
+    parse_mounts,
+    runtime_cli,
+)
+from sparkdoctor.targets.container_inspect import resolve_container_target
 
 RUN_TIMEOUT = 120.0
 RM_TIMEOUT = 60.0
@@ -29,7 +40,6 @@ RM_TIMEOUT = 60.0
 def image_tree(image: str, python: str | None = None, runtime: str | None = None) -> Iterator[ContainerTree]:
     """The site files of `image`'s interpreter, for the life of the block; ModError (one line) when it cannot
     be read, TargetError when its interpreter cannot be probed."""
-    from sparkdoctor.targets.container_inspect import resolve_container_target
 
     with throwaway_container(image, runtime) as name:
         target = resolve_container_target(name, python, runtime)
@@ -41,16 +51,6 @@ def throwaway_container(image: str, runtime: str | None = None) -> Iterator[str]
     """The name of a running throwaway container of `image` (no network, `sleep infinity`), removed at the end of
     the block; ModError (one line) when the image is not on this machine or the container does not start. Also
     what `recipe check --image` judges."""
-    from sparkdoctor.serve.container_launch import (
-        LABEL_OWNER,
-        LABEL_RUN,
-        MOUNTS_ENV,
-        ContainerLaunchError,
-        image_record,
-        owner_label,
-        parse_mounts,
-        runtime_cli,
-    )
 
     if not image.strip():
         raise ModError("--image '': give an image name or id")

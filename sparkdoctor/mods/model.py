@@ -31,10 +31,6 @@ class Verdict(str, enum.Enum):
     FAILS = "fails"                       # the context it edits is gone or changed: it would break the launch
     CANNOT_TELL = "cannot-tell"           # an opaque step (network, imports the stack, no sandbox), and why
 
-    @property
-    def breaks_launch(self) -> bool:
-        return self is Verdict.FAILS
-
 
 class ModKind(str, enum.Enum):
     DIFF = "diff"

@@ -6,15 +6,20 @@ run-recipe.sh runs; the recipe itself sits in recipes/); sparkrun recipes list p
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from sparkdoctor.errors import TargetUnprobeable
+from sparkdoctor.mods.images import image_tree
 from sparkdoctor.mods.judge import judge_mod
 from sparkdoctor.mods.model import ModError, Verdict
-from sparkdoctor.mods.trees import Tree
+from sparkdoctor.mods.trees import Tree, venv_tree
+from sparkdoctor.recipes.model import Recipe
 
 
-def named_mods(recipe: Any) -> list[str]:
+def named_mods(recipe: Recipe) -> list[str]:
     """The mod paths a recipe names, as written."""
     out: list[str] = []
     for key in ("mods", "patches"):
@@ -26,7 +31,7 @@ def named_mods(recipe: Any) -> list[str]:
     return out
 
 
-def locate(recipe: Any, written: str) -> Path | None:
+def locate(recipe: Recipe, written: str) -> Path | None:
     """Where a named mod is: beside the recipe, at the repository root above it, or in the working folder."""
     path = Path(written).expanduser()
     if path.is_absolute():
@@ -38,11 +43,11 @@ def locate(recipe: Any, written: str) -> Path | None:
     return None
 
 
-def _finding(fid: str, severity: str, title: str, evidence: list[str], remedy: str) -> dict[str, Any]:
+def _finding(fid: str, severity: str, title: str, evidence: list[str], remedy: str) -> dict[str, object]:
     return {"kind": "mod", "id": fid, "severity": severity, "title": title, "evidence": evidence, "remedy": remedy}
 
 
-def mod_findings(recipe: Any, tree: Tree, timeout: float | None = None) -> list[dict[str, Any]]:
+def mod_findings(recipe: Recipe, tree: Tree, timeout: float | None = None) -> list[dict[str, object]]:
     """One finding per mod that fails, is already upstream, or cannot be judged (a mod that applies says nothing)."""
     out = []
     for written in named_mods(recipe):
@@ -75,7 +80,7 @@ def mod_findings(recipe: Any, tree: Tree, timeout: float | None = None) -> list[
     return out
 
 
-def stale_mods(recipe: Any, tree: Tree, timeout: float | None = None) -> list[dict[str, Any]]:
+def stale_mods(recipe: Recipe, tree: Tree, timeout: float | None = None) -> list[dict[str, Any]]:
     """The recipe's mods that upstream made already in `tree` (superseded, or already applied): stale workarounds,
     each with the files and lines that show it. A mod that is missing, fails or cannot be judged is not stale
     (recipe check says those); a target whose files cannot be read is a ModError."""
@@ -105,27 +110,22 @@ def _cited(f: Any) -> str:
     return f"{f.path}, {lines}: {f.verdict.value}: {f.detail}"
 
 
-def gate(recipe: Any, tree: Tree, timeout: float | None = None) -> list[dict[str, Any]]:
+def gate(recipe: Recipe, tree: Tree, timeout: float | None = None) -> list[dict[str, Any]]:
     """The mods of a recipe that would stop its launch (errors only): bench refuses to launch on these."""
     return [f for f in mod_findings(recipe, tree, timeout) if f["severity"] == "error"]
 
 
-def launch_gate(recipe: Any, python: str | None, local: bool, progress: Any, runtime: str | None = None) -> str | None:
+def launch_gate(recipe: Recipe, python: str | None, local: bool, progress: Callable[[str], None], runtime: str | None = None) -> str | None:
     """Before bench launches a recipe: why it must not (a mod that would fail on the target), or None. A container
     recipe's mods are judged against its image's files (sparkdoctor.mods.images), a --local one's against the
     interpreter's."""
     if not named_mods(recipe):
         return None
-    import sys
-
-    from sparkdoctor.errors import TargetUnprobeable
-    from sparkdoctor.mods.trees import venv_tree
 
     image = getattr(recipe, "container", None) if not local else None
     progress(f"judging {recipe.name}'s mods against the {'image ' + image if image else 'target'}'s files")
     try:
         if image:
-            from sparkdoctor.mods.images import image_tree
 
             with image_tree(str(image), runtime=runtime) as tree:
                 failing = gate(recipe, tree)

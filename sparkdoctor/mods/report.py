@@ -4,17 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from sparkdoctor.mods.judge import judge_mod
 from sparkdoctor.mods.model import ModResult, Verdict
 from sparkdoctor.mods.trees import ReleaseTree, SiteTree, Tree, parse_release, venv_tree
-
-if TYPE_CHECKING:
-    from rich.console import Console
-
-    from sparkdoctor.result import Result
-    from sparkdoctor.sink import Sink
 
 MODS_VERSION = 1
 EXIT_MODS_FAIL = 1  # a mod fails on the target (or, with --strict, is superseded or cannot be judged)
@@ -98,36 +91,3 @@ def run(options: ModsOptions) -> ModsReport:
             return ModsReport(image.label, [judge_mod(p, image, options.timeout) for p in options.paths], options.strict)
     tree = resolve_tree(options)
     return ModsReport(tree.label, [judge_mod(p, tree, options.timeout) for p in options.paths], options.strict)
-
-
-_STYLE = {Verdict.APPLIES: "green", Verdict.ALREADY_APPLIED: "cyan", Verdict.NO_EFFECT: "cyan",
-          Verdict.SUPERSEDED: "yellow", Verdict.CANNOT_TELL: "yellow", Verdict.FAILS: "red"}
-
-
-def render_console(report: ModsReport, console: Console) -> None:
-    from rich.text import Text
-
-    console.print(Text(f"mods judged against {report.target}"))
-    for mod in report.mods:
-        line = Text("  ")
-        line.append(f"{mod.verdict.value:<16}", style=_STYLE[mod.verdict])
-        line.append(f"{mod.name}  ")
-        line.append(mod.detail)
-        console.print(line)
-        for f in mod.files:
-            sub = Text("      ")
-            sub.append(f"{f.verdict.value:<16}", style=_STYLE[f.verdict])
-            sub.append(f"{f.path or '(the diff)'}  [{f.source}]  {f.detail}")
-            console.print(sub)
-    worst = "a mod fails: the launch would break" if report.exit_code else "no mod breaks the launch"
-    console.print(Text(worst, style="red" if report.exit_code else "green"))
-
-
-# ---- views (sparkdoctor/views.py): (Result, Sink) -> the whole document -----------------------------------
-def mods_view_json(result: Result, sink: Sink) -> dict[str, object]:
-    report: ModsReport = result.data
-    return report.to_json()
-
-
-def mods_view_console(result: Result, sink: Sink) -> str:
-    return sink.capture(lambda console: render_console(result.data, console))

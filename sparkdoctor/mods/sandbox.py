@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sparkdoctor import proc
+from sparkdoctor.inputs import TooBig, read_bytes
 from sparkdoctor.mods import seccomp
 from sparkdoctor.mods.model import ModError
 from sparkdoctor.mods.trees import MAX_FILE, Tree
@@ -85,7 +86,6 @@ def _digest(root: Path) -> dict[str, str]:
     """site-relative path -> the sha256 of each regular file, read through sparkdoctor.inputs: a file over
     trees.MAX_FILE (a sparse 64 GB one a script left) is stood for by its size, never read; a FIFO or device
     a script made is stood for by its kind, never opened in a way that blocks."""
-    from sparkdoctor.inputs import TooBig, read_bytes
 
     out = {}
     for path in root.rglob("*"):

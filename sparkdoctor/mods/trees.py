@@ -14,8 +14,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from packaging.requirements import InvalidRequirement, Requirement
+
 from sparkdoctor import proc
+from sparkdoctor.inputs import TooBig, read_bytes
 from sparkdoctor.mods.model import ModError
+from sparkdoctor.released import Reader, RemoteError
+from sparkdoctor.targets.interface import FileError
 
 MAX_FILE = 32 * 1024 * 1024  # a source file a mod edits; anything larger is not what a mod edits
 PROBE_TIMEOUT = 30.0
@@ -24,7 +29,6 @@ _SITE = re.compile(r"(?:^|/)(?:site|dist)-packages/(.+)$")
 
 class Tree(Protocol):
     label: str
-
     def read(self, rel: str) -> bytes | None: ...
 
 
@@ -46,7 +50,6 @@ def site_relative(path: str) -> str:
 
 def read_regular(path: Path) -> bytes | None:
     """A regular file's bytes (MAX_FILE at most), never blocking on a FIFO or a device; None when it is not there."""
-    from sparkdoctor.inputs import TooBig, read_bytes
 
     try:
         return read_bytes(path, MAX_FILE)
@@ -114,8 +117,6 @@ class ContainerTree:
         return self._dirs
 
     def read(self, rel: str) -> bytes | None:
-        from sparkdoctor.targets.interface import FileError
-
         if rel.startswith("/") or ".." in rel.split("/") or not rel:
             return None
         if self._files is None:
@@ -151,8 +152,6 @@ class ReleaseTree:
         self.label = self.label or " + ".join(f"{n} {v} (released wheel)" for n, v in self.specs)
 
     def read(self, rel: str) -> bytes | None:
-        from sparkdoctor.released import Reader, RemoteError
-
         if self._reader is None:
             self._reader = Reader()
         for name, version in self.specs:
@@ -191,7 +190,6 @@ class UpgradedTree:
 
 def parse_release(spec: str) -> tuple[str, str]:
     """`vllm==0.33.0` -> ("vllm", "0.33.0"); one line for anything else."""
-    from packaging.requirements import InvalidRequirement, Requirement
 
     try:
         req = Requirement(spec)

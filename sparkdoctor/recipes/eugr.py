@@ -11,8 +11,8 @@ is not changed into a solo one: it needs "cluster".
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from sparkdoctor.recipes import resolve
 from sparkdoctor.recipes.model import Recipe, RecipeError, flag_value
@@ -23,7 +23,7 @@ KNOWN = {"recipe_version", "name", "description", "model", "container", "command
 OVERRIDES = {"port", "host", "tensor_parallel", "gpu_memory_utilization", "max_model_len"}
 
 
-def read(doc: dict[str, Any], path: Path, duplicates: list[str], overrides: dict[str, str] | None) -> Recipe:
+def read(doc: Mapping[str, object], path: Path, duplicates: list[str], overrides: dict[str, str] | None) -> Recipe:
     where = str(path)
     warnings = [f"{path.name}: {d}" for d in duplicates]
     version = doc.get("recipe_version")

@@ -10,14 +10,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from sparkdoctor.locations import data_dir
+from sparkdoctor.recipes import eugr, ours, sparkrun
 from sparkdoctor.recipes.model import Recipe, RecipeError
+from sparkdoctor.recipes.yamlsafe import read_yaml
 
 SUFFIXES = ("", ".toml", ".yaml", ".yml")
 
 
 def shipped_dir() -> Path | None:
-    from sparkdoctor.locations import data_dir
-
     try:
         return data_dir("recipes")
     except FileNotFoundError:
@@ -56,10 +57,8 @@ def load(path_or_name: str | Path, overrides: dict[str, str] | None = None) -> R
     """Read, template and override a recipe of any supported format into one Recipe."""
     path = find(path_or_name)
     if path.suffix == ".toml":
-        from sparkdoctor.recipes import ours
 
         return ours.read(ours.read_toml(path), path, overrides)
-    from sparkdoctor.recipes.yamlsafe import read_yaml
 
     doc, duplicates = read_yaml(path)
     if not isinstance(doc, dict):
@@ -67,9 +66,7 @@ def load(path_or_name: str | Path, overrides: dict[str, str] | None = None) -> R
             raise RecipeError(f"{path}: not a recipe (name a .toml or .yaml file)")
         raise RecipeError(f"{path}: a recipe is a YAML mapping of fields, not a {type(doc).__name__}")
     if str(doc.get("recipe_version", "")) == "1" or "build_args" in doc or "mods" in doc:
-        from sparkdoctor.recipes import eugr
 
         return eugr.read(doc, path, duplicates, overrides)
-    from sparkdoctor.recipes import sparkrun
 
     return sparkrun.read(doc, path, duplicates, overrides)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -120,7 +121,7 @@ class Recipe:
         }
 
 
-def recipe_from_dict(doc: dict[str, Any]) -> Recipe:
+def recipe_from_dict(doc: Mapping[str, object]) -> Recipe:
     """A Recipe back from `to_dict()` (e.g. read from the ledger); RecipeError naming a missing field. The
     stored fingerprint must match the one recomputed, so a hand-edited record is refused."""
     if not isinstance(doc, dict):

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from sparkdoctor.inputs import read_text
 from sparkdoctor.recipes import resolve
 from sparkdoctor.recipes.model import (
     DEFAULT_READINESS,
@@ -21,6 +22,7 @@ from sparkdoctor.recipes.model import (
     RecipeError,
     flag_value,
 )
+from sparkdoctor.recipes.yamlsafe import MAX_BYTES
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -33,10 +35,7 @@ FIELDS = {"schema", "name", "description", "command", "model", "served_model_nam
 TOP_PARAMS = ("model", "served_model_name", "host", "port")
 
 
-def read_toml(path: Path) -> dict[str, Any]:
-    from sparkdoctor.inputs import read_text
-    from sparkdoctor.recipes.yamlsafe import MAX_BYTES
-
+def read_toml(path: Path) -> dict[str, object]:
     try:
         return tomllib.loads(read_text(path, MAX_BYTES))
     except tomllib.TOMLDecodeError as exc:
@@ -100,19 +99,19 @@ def read(doc: dict[str, Any], path: Path, overrides: dict[str, str] | None) -> R
     )
 
 
-def _table(value: Any, where: str, field: str) -> dict[str, Any]:
+def _table(value: object, where: str, field: str) -> dict[str, object]:
     if not isinstance(value, dict):
         raise RecipeError(f"{where}: field {field!r} must be a table")
     return dict(value)
 
 
-def _needs(value: Any, where: str) -> list[str]:
+def _needs(value: object, where: str) -> list[str]:
     if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
         raise RecipeError(f"{where}: field 'needs' must be a list of strings (e.g. [\"gb10\", \"model:ORG/NAME\"])")
     return list(value)
 
 
-def _workarounds(value: Any, argv: list[str], env: dict[str, str], where: str, path: Path,
+def _workarounds(value: object, argv: list[str], env: dict[str, str], where: str, path: Path,
                  warnings: list[str]) -> list[dict[str, str]]:
     """[{flag|env, because}]: exactly one of flag/env, and `because` a matrix entry id (the reason)."""
     if not isinstance(value, list):

@@ -14,7 +14,6 @@ from __future__ import annotations
 import re
 import shlex
 import string
-from typing import Any
 
 from sparkdoctor.recipes.model import RecipeError, flag_value
 
@@ -25,7 +24,7 @@ ROUNDS = 10
 MAX_EXPANDED = 65536  # characters a lenient substitution may grow to
 
 
-def as_text(value: Any) -> str:
+def as_text(value: object) -> str:
     """A YAML/TOML scalar as the runners render it (Python str(): 1 -> "1", True -> "True", 0.85 -> "0.85")."""
     return value if isinstance(value, str) else str(value)
 
@@ -138,7 +137,7 @@ def bind_of(argv: list[str], params: dict[str, str], where: str) -> tuple[str | 
     return host, port
 
 
-def string_map(value: Any, where: str, field: str) -> dict[str, str]:
+def string_map(value: object, where: str, field: str) -> dict[str, str]:
     """A mapping of names to scalars (an `env` or `defaults` block) as strings; None (a block holding only a
     comment) is empty."""
     if value is None:
@@ -155,12 +154,12 @@ def string_map(value: Any, where: str, field: str) -> dict[str, str]:
     return out
 
 
-def _ints(value: Any) -> list[int]:
+def _ints(value: object) -> list[int]:
     items = value if isinstance(value, list) else [value]
     return [v for v in items if isinstance(v, int) and not isinstance(v, bool) and v > 0]
 
 
-def benchy_workload(benchmark: Any) -> dict[str, Any]:
+def benchy_workload(benchmark: object) -> dict[str, object]:
     """bench's defaults from a recipe's llama-benchy `benchmark.args` (eugr and sparkrun): tg -> max_tokens and
     pp -> prompt_tokens (the first when several are listed: bench measures one length; prompt_tokens is read by
     bench as words of prose), concurrency -> the concurrency levels. Only fields bench's workload has, so the
@@ -169,7 +168,7 @@ def benchy_workload(benchmark: Any) -> dict[str, Any]:
     if not isinstance(benchmark, dict) or not isinstance(benchmark.get("args"), dict):
         return {}
     args = benchmark["args"]
-    out: dict[str, Any] = {}
+    out: dict[str, object] = {}
     if _ints(args.get("tg")):
         out["max_tokens"] = _ints(args.get("tg"))[0]
     if _ints(args.get("pp")):

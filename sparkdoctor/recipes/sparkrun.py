@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -45,11 +46,10 @@ VLLM_FLAGS = {
 # VLLM_BOOL_FLAGS at SPARKRUN_COMMIT. enable_auto_tool_choice is listed there but is not a key of the map,
 # so sparkrun never emits it from defaults; sparkdoctor does the same and says so.
 BOOL_FLAGS = {"enforce_eager", "enable_prefix_caching", "trust_remote_code", "enable_auto_tool_choice"}
-VLLM_RUNTIMES = {"", "vllm", "vllm-distributed", "vllm-ray", "eugr-vllm"}
 _RAY_BACKEND = re.compile(r"--distributed-executor-backend\s+ray\b")  # core/recipe.py _RAY_BACKEND_RE
 
 
-def parse_bool(value: Any) -> bool:
+def parse_bool(value: object) -> bool:
     """scitrera_app_framework.ext_parse_bool, as sparkrun calls it: a bool is itself; empty is False; else
     true when the lower-cased text contains "1", "t" or "y" ("true", "yes", "1"; "false" and also "on" are false)."""
     if isinstance(value, bool):
@@ -60,7 +60,7 @@ def parse_bool(value: Any) -> bool:
     return "1" in text or "t" in text or "y" in text
 
 
-def runtime_variant(runtime: str, config: dict[str, Any], command: str | None) -> str:
+def runtime_variant(runtime: str, config: Mapping[str, object], command: str | None) -> str:
     """core/recipe.py _resolve_vllm_variant: a bare `vllm` (or none) is vllm-ray when the effective
     distributed_executor_backend is `ray` or the command passes `--distributed-executor-backend ray`,
     else vllm-distributed; any other runtime is itself (eugr-vllm is a vllm-ray subclass)."""
@@ -97,8 +97,8 @@ def read(doc: dict[str, Any], path: Path, duplicates: list[str], overrides: dict
         if new_params == params:
             break
         params = new_params
-    raw_defaults: dict[str, Any] = doc["defaults"] if isinstance(doc.get("defaults"), dict) else {}
-    config: dict[str, Any] = {**raw_defaults, **{k: v for k, v in (overrides or {}).items() if not k.startswith("env.")}}
+    raw_defaults: dict[str, object] = doc["defaults"] if isinstance(doc.get("defaults"), dict) else {}
+    config: dict[str, object] = {**raw_defaults, **{k: v for k, v in (overrides or {}).items() if not k.startswith("env.")}}
     config = {resolve.ALIASES.get(k, k): v for k, v in config.items()}
     variant = runtime_variant(runtime, config, command)
     if command:
@@ -143,7 +143,7 @@ def read(doc: dict[str, Any], path: Path, duplicates: list[str], overrides: dict
     extras = {k: doc[k] for k in ("runtime", "runtime_version", "metadata", "benchmark", "model_revision", "patches",
                                   "variants", "mods") if doc.get(k) is not None}
     extras["resolved_runtime"] = variant
-    meta: dict[str, Any] = doc["metadata"] if isinstance(doc.get("metadata"), dict) else {}
+    meta: dict[str, object] = doc["metadata"] if isinstance(doc.get("metadata"), dict) else {}
     name = doc.get("name") or path.stem
     description = meta.get("description") or doc.get("description") or ""
     return Recipe(
@@ -154,13 +154,13 @@ def read(doc: dict[str, Any], path: Path, duplicates: list[str], overrides: dict
     )
 
 
-def _placeholders(command: Any) -> set[str]:
+def _placeholders(command: object) -> set[str]:
     if not isinstance(command, str):
         return set()
     return {m.group(1) for m in resolve.PLACEHOLDER.finditer(command)}
 
 
-def _generate(model: str, config: dict[str, Any], variant: str, where: str) -> tuple[list[str], set[str]]:
+def _generate(model: str, config: Mapping[str, object], variant: str, where: str) -> tuple[list[str], set[str]]:
     """vllm_distributed.py _build_base_command / vllm_ray.py _build_command (one node): `vllm serve MODEL`,
     `-tp N` when tensor_parallel is truthy, then build_flags_from_map over VLLM_FLAGS in its order (skipping
     tensor_parallel; vllm-distributed also skips distributed_executor_backend); None values are skipped, booleans
@@ -191,7 +191,7 @@ def _generate(model: str, config: dict[str, Any], variant: str, where: str) -> t
     return argv, dropped
 
 
-def _min_nodes(doc: dict[str, Any]) -> int:
+def _min_nodes(doc: Mapping[str, object]) -> int:
     if doc.get("cluster_only"):
         return 2
     value = doc.get("min_nodes", 1)

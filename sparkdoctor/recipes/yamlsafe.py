@@ -23,6 +23,7 @@ from typing import Any
 
 import yaml
 
+from sparkdoctor.inputs import read_text
 from sparkdoctor.recipes.model import RecipeError
 
 MAX_BYTES = 16 * 1024 * 1024  # a recipe is a few KB; this is a file that is surely something else
@@ -126,7 +127,6 @@ def _children(node: yaml.Node) -> list[yaml.Node]:
 
 def read_yaml(path: Path) -> tuple[Any, list[str]]:
     """(the document, its duplicate-key notes); RecipeError naming the file and line on bad YAML."""
-    from sparkdoctor.inputs import read_text
 
     try:
         text = read_text(path, MAX_BYTES)

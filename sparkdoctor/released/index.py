@@ -44,10 +44,6 @@ class IndexFile:
     sdist_version: str | None = None  # parsed from an sdist's name (.tar.gz, .zip)
     uploaded: str | None = None  # PEP 700 upload-time (ISO 8601, UTC), when the index gives it
 
-    @property
-    def is_wheel(self) -> bool:
-        return self.filename.endswith(".whl")
-
 
 def _file(raw: dict, base: str) -> IndexFile:
     name = str(raw.get("filename", ""))

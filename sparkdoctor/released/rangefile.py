@@ -12,8 +12,14 @@ from __future__ import annotations
 
 import bisect
 import io
+from typing import TYPE_CHECKING
 
 from sparkdoctor.released.http import Client, RemoteError
+
+if TYPE_CHECKING:
+    from _typeshed import (
+        WriteableBuffer,  # the name typeshed gives io's readinto argument
+    )
 
 READAHEAD = 64 * 1024
 TAIL = 64 * 1024  # was 1 MiB: ~1 MB a wheel, most of it unused, was 1/5 of a cold `verify --bounds`
@@ -43,12 +49,13 @@ class RangeFile(io.RawIOBase):
         self._pos = max(0, base + offset)
         return self._pos
 
-    def readinto(self, buffer) -> int:  # type: ignore[override]
-        want = min(len(buffer), self.size - self._pos)
+    def readinto(self, buffer: WriteableBuffer) -> int:
+        view = memoryview(buffer).cast("B")
+        want = min(len(view), self.size - self._pos)
         if want <= 0:
             return 0
         data = self._read(self._pos, self._pos + want)
-        buffer[: len(data)] = data
+        view[: len(data)] = data
         self._pos += len(data)
         return len(data)
 
@@ -105,7 +112,3 @@ class RangeFile(io.RawIOBase):
                 del self._spans[s]
         bisect.insort(self._starts, start)
         self._spans[start] = data
-
-    @property
-    def held_bytes(self) -> int:
-        return sum(len(d) for d in self._spans.values())

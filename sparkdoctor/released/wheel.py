@@ -16,6 +16,7 @@ from pathlib import Path
 
 from packaging import tags as ptags
 
+from sparkdoctor.locations import cache_dir
 from sparkdoctor.released.cubins import Decided, Listing, list_archs
 from sparkdoctor.released.elf import ElfError, Section, sections
 from sparkdoctor.released.http import Client, RangeUnsupported, RemoteError
@@ -39,8 +40,6 @@ _LEGACY = {17: "manylinux2014", 12: "manylinux2010", 5: "manylinux1"}
 
 
 def cache_root() -> Path:
-    from sparkdoctor.locations import cache_dir
-
     return cache_dir() / "released"
 
 

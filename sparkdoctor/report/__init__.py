@@ -18,6 +18,9 @@ from sparkdoctor.anonymize import (  # noqa: F401 (re-exported)
     redactor_for,
 )
 from sparkdoctor.facts import Facts
+from sparkdoctor.fit import FORUM_LIMIT, GITHUB_LIMIT, fit, join
+from sparkdoctor.report.forum import forum_blocks, forum_notice, forum_stub
+from sparkdoctor.report.github import github_blocks, github_notice, github_stub
 
 REPORT_FORMATS = ("github", "forum")
 
@@ -34,7 +37,6 @@ def build_bug_report(report, fmt: str, redact: bool = True, local: bool = False)
 
     `local`: the report is made on the box the Facts describe, so this machine's user and host
     names are learned as identities too (a snapshot from elsewhere teaches only its own)."""
-    from sparkdoctor.render.fit import join
 
     return join(_blocks(report, fmt, redact, local)[0])
 
@@ -43,7 +45,6 @@ def build_bug_report_fitted(report, fmt: str, attachment: str, redact: bool = Tr
                             local: bool = False) -> tuple[str, str | None]:
     """(the report, made to fit a GitHub issue or a forum post; the whole report for the attachment named
     `attachment`, or None when the report fits as it is)."""
-    from sparkdoctor.render.fit import FORUM_LIMIT, GITHUB_LIMIT, fit, join
 
     blocks, stub, notice = _blocks(report, fmt, redact, local)
     text, moved = fit(blocks, GITHUB_LIMIT if fmt == "github" else FORUM_LIMIT, attachment, stub, notice)
@@ -56,9 +57,7 @@ def _blocks(report, fmt: str, redact: bool, local: bool):
     redactor = redactor_for(report.facts.to_dict(), enabled=redact, local=local)
     shown = redacted_facts(report.facts, redactor) if redact else report.facts
     if fmt == "github":
-        from sparkdoctor.report.github import github_blocks, github_notice, github_stub
 
         return github_blocks(report, shown, redactor), github_stub, github_notice
-    from sparkdoctor.report.forum import forum_blocks, forum_notice, forum_stub
 
     return forum_blocks(report, shown, redactor), forum_stub, forum_notice

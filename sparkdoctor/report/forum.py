@@ -7,17 +7,13 @@ The Facts snapshot is left out (too long for a post): `check --save-facts` write
 from __future__ import annotations
 
 from sparkdoctor.anonymize import NOT_REDACTED_NOTE, REDACTED_NOTE, Redactor
+from sparkdoctor.describe import clip, describe_target, tracked_stack
 from sparkdoctor.facts import Facts
-from sparkdoctor.render.describe import clip, describe_target, tracked_stack
-from sparkdoctor.render.fit import FORUM_LIMIT, Block, join
+from sparkdoctor.fit import FORUM_LIMIT, Block
 from sparkdoctor.report import judgement
 from sparkdoctor.report.sections import Section, environment_sections
 
 RULE = "=" * 30
-
-
-def render_forum(report, facts: Facts, r: Redactor) -> str:
-    return join(forum_blocks(report, facts, r))
 
 
 def forum_blocks(report, facts: Facts, r: Redactor) -> list[Block]:

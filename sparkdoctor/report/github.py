@@ -13,8 +13,7 @@ import json
 import re
 
 from sparkdoctor.anonymize import NOT_REDACTED_NOTE, REDACTED_NOTE, Redactor
-from sparkdoctor.facts import Facts
-from sparkdoctor.render.describe import (
+from sparkdoctor.describe import (
     PROSE_CHARS,
     clip,
     describe_arch,
@@ -24,7 +23,8 @@ from sparkdoctor.render.describe import (
     describe_target,
     tracked_stack,
 )
-from sparkdoctor.render.fit import GITHUB_LIMIT, Block, join
+from sparkdoctor.facts import Facts
+from sparkdoctor.fit import GITHUB_LIMIT, Block
 from sparkdoctor.report import judgement
 from sparkdoctor.report.sections import Section, environment_sections
 
@@ -47,12 +47,8 @@ def folded(summary: str, body: list[str]) -> list[str]:
     return ["<details>", f"<summary>{summary}</summary>", "", *body, "", "</details>", ""]
 
 
-def render_github(report, facts: Facts, r: Redactor) -> str:
-    return join(github_blocks(report, facts, r))
-
-
 def github_blocks(report, facts: Facts, r: Redactor) -> list[Block]:
-    """The report as blocks (render/fit.py): the verdict, box and findings are essential, the folded parts detail."""
+    """The report as blocks (sparkdoctor/fit.py): the verdict, box and findings are essential, the folded parts detail."""
     tool = facts.tool or {}
     head = [
         "### sparkdoctor report",

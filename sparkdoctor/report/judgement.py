@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from sparkdoctor.anonymize import Redactor
-from sparkdoctor.render.describe import (
+from sparkdoctor.describe import (
     PROSE_CHARS,
     SEVERITY_HEADING,
     clip,

@@ -9,7 +9,7 @@ Facts field or target key it does not know is shown as flattened rows, never dro
 
 Sections are drawn from the Facts they are given (the redacted copy, for a redacted report) and
 are rendered by github.py and forum.py; the words for target, host, GPU, arch and driver come from
-render/describe.py, so the report says what `check` says.
+describe.py, so the report says what `check` says.
 """
 
 from __future__ import annotations
@@ -17,8 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from sparkdoctor.facts import Facts
-from sparkdoctor.render.describe import (
+from sparkdoctor.describe import (
     clip,
     describe_arch,
     describe_driver,
@@ -28,6 +27,7 @@ from sparkdoctor.render.describe import (
     kernel_rows,
     text_of,
 )
+from sparkdoctor.facts import Facts
 
 # Substrings of package names `vllm collect-env` lists (its DEFAULT_PIP_PATTERNS), plus the GB10 stack.
 RELEVANT_PACKAGES = ("torch", "numpy", "triton", "optree", "onnx", "nccl", "transformers", "zmq", "nvidia", "pynvml",
@@ -58,7 +58,7 @@ def environment_sections(facts: Facts) -> list[Section]:
     return [s for s in found if s is not None and (s.rows or s.table or s.lines or s.note)]
 
 
-def _value(value: Any) -> str:
+def _value(value: object) -> str:
     if value is None:
         return "unknown"
     if isinstance(value, bool):
@@ -142,7 +142,8 @@ def _cuda(facts: Facts) -> Section:
     if d.get("source"):
         rows.append(("driver read from", _value(d["source"])))
     for t in facts.toolkits or []:
-        sm = {True: "knows sm_121a", False: "does NOT know sm_121a"}.get(t.get("sm_121a"), "sm_121a unknown")
+        known = t.get("sm_121a")
+        sm = "knows sm_121a" if known is True else "does NOT know sm_121a" if known is False else "sm_121a unknown"
         used = ", ".join(clip(u, 100) for u in t.get("used_by") or []) or "-"
         rows.append((f"{t.get('tool') or 'tool'} ({t.get('source') or '?'})",
                      f"{clip(t.get('version') or '?', 100)} · {sm} · used by {used} · {clip(t.get('path') or '?')}"))
@@ -228,7 +229,7 @@ def _errors(facts: Facts) -> Section | None:
     return Section("Could not observe", rows) if rows else None
 
 
-def _flatten(value: Any, prefix: str = "") -> list[tuple[str, Any]]:
+def _flatten(value: object, prefix: str = "") -> list[tuple[str, Any]]:
     """[("a.b", leaf), ("list[0].c", leaf)]: nested data as rows."""
     out: list[tuple[str, Any]] = []
     stack: list[tuple[str, Any]] = [(prefix, value)]

@@ -28,9 +28,12 @@ from typing import Any
 
 from sparkdoctor import proc
 from sparkdoctor.errors import BenchFailure
+from sparkdoctor.recipes.model import Recipe
 from sparkdoctor.serve import registry
 from sparkdoctor.serve.binding import LOCALHOST, rebind
 from sparkdoctor.serve.supervisor import start_time
+from sparkdoctor.targets.container_inspect import container_cli, image_facts
+from sparkdoctor.targets.local import TargetError
 
 RUNTIME_ENV = "SPARKDOCTOR_CONTAINER_RUNTIME"  # docker | podman | a path; --runtime wins over it
 MOUNTS_ENV = "SPARKDOCTOR_CONTAINER_MOUNTS"  # extra mounts: SRC[:DST[:ro|rw]],... (e.g. the HF cache)
@@ -50,8 +53,6 @@ class ContainerLaunchError(BenchFailure, RuntimeError):
 
 def runtime_cli(runtime: str | None = None) -> list[str]:
     """The container CLI (container_inspect.container_cli chooses it, for check and launch alike)."""
-    from sparkdoctor.targets.container_inspect import container_cli
-    from sparkdoctor.targets.local import TargetError
 
     try:
         return container_cli(runtime)
@@ -160,7 +161,7 @@ def _fail(res: proc.ProcResult, what: str) -> str:
     return f"{what} failed: {text[-1][:300] if text else res.describe_failure()}"
 
 
-def image_record(cli: list[str], image: str) -> dict[str, Any]:
+def image_record(cli: list[str], image: str) -> dict[str, object]:
     """The image's inspect record; ContainerLaunchError (never a pull) when it is not here."""
     engine = engine_of(cli)
     res = _call(cli, ["image", "inspect", image])
@@ -172,7 +173,8 @@ def image_record(cli: list[str], image: str) -> dict[str, Any]:
         raise ContainerLaunchError(_fail(res, f"`{engine} image inspect {image}`"))
     try:
         data = json.loads(res.stdout)
-        return data[0] if isinstance(data, list) else data
+        record: dict[str, object] = data[0] if isinstance(data, list) else data
+        return record
     except (ValueError, IndexError):
         raise ContainerLaunchError(f"`{engine} image inspect {image}` printed no record") from None
 
@@ -244,7 +246,7 @@ class ContainerTeardown:
 class ContainerServer:
     """The recipe's command in a container: the same start/exited/teardown interface as a local process."""
 
-    def __init__(self, recipe: Any, port: int, *, runtime: str | None = None, mounts: list[tuple[str, str, str]] | None = None,
+    def __init__(self, recipe: Recipe, port: int, *, runtime: str | None = None, mounts: list[tuple[str, str, str]] | None = None,
                  grace: float = 15.0):
         self.recipe, self.grace = recipe, grace
         self.cli = runtime_cli(runtime)
@@ -273,7 +275,6 @@ class ContainerServer:
 
     def start(self, pump: Any, say: Callable[[str], None]) -> None:
         """Sweep leftovers, check the image is here, `run -d`, follow its logs; ContainerLaunchError otherwise."""
-        from sparkdoctor.targets.container_inspect import image_facts
 
         image = str(self.recipe.container)
         self._pump = pump
@@ -292,9 +293,9 @@ class ContainerServer:
         except Exception as exc:  # the fingerprint is a record; the launch does not depend on it
             self.info["image_error"] = str(exc)[:300]
         has_gpu, runtimes, cdi = host_gpu_setup(self.cli)
-        gpu, note = gpu_args(self.engine, has_gpu, runtimes, cdi)
-        if note:
-            pump.add(f"[sparkdoctor] {note}")
+        gpu, gpu_note = gpu_args(self.engine, has_gpu, runtimes, cdi)
+        if gpu_note:
+            pump.add(f"[sparkdoctor] {gpu_note}")
         labels = {LABEL_RUN: self.run_id, LABEL_OWNER: owner_label()}
         self.argv = run_argv(self.cli, self.name, labels, gpu, self.env_names, self.mounts, image, self.command)
         pump.add(f"[sparkdoctor] {self.describe()}")

@@ -21,7 +21,7 @@ PROC = Path("/proc")
 
 def members(pgid: int) -> list[int]:
     """Pids of live (non-zombie) processes whose process group is pgid, read from /proc."""
-    found = []
+    found: list[int] = []
     try:
         entries = list(PROC.iterdir())
     except OSError:
@@ -61,7 +61,7 @@ class Teardown:
                     f"{self.seconds:.1f}s: pids {', '.join(map(str, self.left))}")
         return f"process group {self.pgid}: {how}; nothing left ({self.seconds:.1f}s)"
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, object]:
         return {"pgid": self.pgid, "signals": list(self.signals), "seconds": round(self.seconds, 3),
                 "leader_exit": self.leader_exit, "left": list(self.left)}
 
@@ -76,7 +76,7 @@ def _signal(pgid: int, sig: int) -> bool:
         return False
 
 
-def _wait_gone(pgid: int, leader: subprocess.Popen | None, until: float) -> bool:
+def _wait_gone(pgid: int, leader: subprocess.Popen[bytes] | None, until: float) -> bool:
     while True:
         if leader is not None:
             leader.poll()  # reap the leader, or it stays a zombie we would wait on forever
@@ -87,7 +87,7 @@ def _wait_gone(pgid: int, leader: subprocess.Popen | None, until: float) -> bool
         time.sleep(0.1)
 
 
-def terminate(pgid: int, leader: subprocess.Popen | None = None, grace: float = 15.0, kill_wait: float = 5.0) -> Teardown:
+def terminate(pgid: int, leader: subprocess.Popen[bytes] | None = None, grace: float = 15.0, kill_wait: float = 5.0) -> Teardown:
     """SIGTERM the group, SIGKILL it after `grace` seconds, and report what (if anything) is left."""
     start = time.monotonic()
     report = Teardown(pgid)

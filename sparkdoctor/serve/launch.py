@@ -30,14 +30,18 @@ from typing import Any
 
 from sparkdoctor import proc
 from sparkdoctor.errors import BenchFailure
+from sparkdoctor.files import write_text
+from sparkdoctor.matrix import load
 from sparkdoctor.recipes.model import Recipe
 from sparkdoctor.serve import groups, readiness, registry
 from sparkdoctor.serve.binding import LOCALHOST, free_port, rebind
+from sparkdoctor.serve.container_launch import ContainerLaunchError, ContainerServer
 from sparkdoctor.serve.logpump import LogPump
 from sparkdoctor.serve.logscan import Hit
+from sparkdoctor.serve.memwatch import MemoryWatch
+from sparkdoctor.text import one_line
 
 POLL_S = 0.5
-MAX_SAMPLES = 4096  # memory samples kept while a server starts (the latest)
 GRACE_S = 15.0
 LOG_NAME = "server.log"
 
@@ -51,14 +55,13 @@ class LaunchError(BenchFailure, RuntimeError):
     def __init__(self, message: str, *, log_tail: Sequence[str] = (), findings: Sequence[Hit] = (),
                  log_path: Path | None = None, teardown: groups.Teardown | None = None,
                  returncode: int | None = None, not_ready: bool = False, pids: set[int] | None = None,
-                 samples: Sequence[tuple[float, int | None, int | None]] = ()):
-        from sparkdoctor.text import one_line
-
+                 samples: Sequence[tuple[float, int | None, int | None]] = (), memory: dict[str, Any] | None = None):
         super().__init__(one_line(message))
         self.returncode = returncode  # the server died with this status (None: it did not die)
         self.not_ready = not_ready  # it lived but never answered (the post-mortem's "hang")
         self.pids = pids  # the server's processes seen while it ran (None: not known, e.g. in a container)
-        self.samples = list(samples)  # (seconds since launch, MemAvailable, the group's resident bytes) while it started
+        self.samples = list(samples)  # (seconds since launch, MemAvailable, the group's resident bytes) through the run
+        self.memory = memory  # serve/memwatch.py's record: the high-water mark, the lowest MemAvailable, the series
         self.log_tail = list(log_tail)
         self.findings = list(findings)
         self.log_path = log_path
@@ -84,11 +87,24 @@ class Server:
     ready_path: str = ""
     teardown: Any = None  # groups.Teardown (local) or container_launch.ContainerTeardown
     container: dict[str, Any] | None = None  # engine, name, id, image, image_id, fingerprint (None: not in a container)
-    pids: set[int] = field(default_factory=set)  # every process of its group seen while it started (local only)
-    samples: list[tuple[float, int | None, int | None]] = field(default_factory=list)  # memory while it started
+    watch: MemoryWatch | None = None  # memory sampled from launch to teardown (local only: serve/memwatch.py)
     _child: Any = field(default=None, repr=False)
     _pump: Any = field(default=None, repr=False)
     _t0: float = field(default=0.0, repr=False)
+
+    @property
+    def pids(self) -> set[int]:
+        """Every process of its group seen while it ran (local only)."""
+        return self.watch.processes() if self.watch else set()
+
+    def memory(self) -> dict[str, Any] | None:
+        """The memory record of the run so far (serve/memwatch.py), None for a server in a container."""
+        return self.watch.record() if self.watch else None
+
+    def _died_error(self, message: str, **kwargs: Any) -> LaunchError:
+        return LaunchError(message, log_tail=self._pump.tail_lines(), findings=self._pump.hits, log_path=self.log_path,
+                           pids=self.pids or None, samples=self.watch.points() if self.watch else (),
+                           memory=self.memory(), **kwargs)
 
     def log_tail(self) -> list[str]:
         return self._pump.tail_lines() if self._pump else []
@@ -102,9 +118,8 @@ class Server:
             return
         code = self._child.exited() if self._child else None
         self._pump.join(2.0)
-        raise LaunchError(_died(self.recipe.name, code, time.monotonic() - self._t0, "while it was serving", self._pump,
-                                self.log_path), log_tail=self.log_tail(), findings=self.findings, log_path=self.log_path,
-                          returncode=code, pids=set(self.pids) or None, samples=self.samples)
+        raise self._died_error(_died(self.recipe.name, code, time.monotonic() - self._t0, "while it was serving",
+                                     self._pump, self.log_path), returncode=code)
 
     def to_dict(self) -> dict[str, Any]:
         return {"base_url": self.base_url, "model": self.model, "pid": self.pid, "pgid": self.pgid, "port": self.port,
@@ -117,7 +132,6 @@ class Server:
 def symptom_entries(matrix: Any) -> list:
     """The matrix entries that list symptoms: a Matrix, a list of entries, or None (the shipped matrix)."""
     if matrix is None:
-        from sparkdoctor.matrix import load
 
         matrix = load()
     entries = getattr(matrix, "entries", matrix)
@@ -208,7 +222,6 @@ def _child_for(recipe: Recipe, port: int, run_dir: Path, local: bool, python: st
                runtime: str | None, mounts: list[tuple[str, str, str]] | None, grace: float) -> Any:
     if not recipe.container or local:
         return LocalServer(recipe, port, run_dir, python, grace)
-    from sparkdoctor.serve.container_launch import ContainerLaunchError, ContainerServer
 
     try:
         return ContainerServer(recipe, port, runtime=runtime, mounts=mounts, grace=grace)
@@ -259,6 +272,8 @@ def launch(recipe: Recipe, *, run_dir: Path, matrix: Any = None, ready_timeout: 
         _sweep(pump)
         _start(child, recipe, pump, say, log_path)
         server.pid, server.pgid, server.argv, server.container = child.pid, child.pgid, list(child.argv), child.info or None
+        if isinstance(child, LocalServer) and server.pgid > 0:
+            server.watch = MemoryWatch(server.pgid, server.pid, t0).start()
         _wait_ready(server, recipe, child, pump, ready_timeout, say, t0)
         _write_launch(run_dir, server)
         yield server
@@ -266,6 +281,8 @@ def launch(recipe: Recipe, *, run_dir: Path, matrix: Any = None, ready_timeout: 
         error = exc
         raise
     finally:
+        if server.watch:
+            server.watch.stop()
         server.teardown = child.teardown(grace, pump, say)
         pump.add(f"[sparkdoctor] teardown: {server.teardown.describe()}")
         pump.close()
@@ -289,8 +306,6 @@ def _sweep(pump: LogPump) -> None:
 
 
 def _start(child: Any, recipe: Recipe, pump: LogPump, say: Callable[[str], None], log_path: Path) -> None:
-    from sparkdoctor.serve.container_launch import ContainerLaunchError
-
     try:
         child.start(pump, say)
     except ContainerLaunchError as exc:
@@ -299,24 +314,13 @@ def _start(child: Any, recipe: Recipe, pump: LogPump, say: Callable[[str], None]
 
 def _wait_ready(server: Server, recipe: Recipe, child: Any, pump: LogPump, timeout: float,
                 say: Callable[[str], None], t0: float) -> None:
-    from sparkdoctor.memory.have import sample
-
     deadline = t0 + timeout
-    local = isinstance(child, LocalServer) and server.pgid > 0
-    if local:
-        server.pids.add(server.pid)
     while True:
-        if local:  # the engine's own processes (whom an OOM kill may name) and memory, for the post-mortem
-            live = set(groups.members(server.pgid))
-            server.pids.update(live)
-            server.samples.append((time.monotonic() - t0, *sample(live)))
-            del server.samples[:-MAX_SAMPLES]
         code = child.exited()
         if code is not None:
             pump.join(3.0)
-            raise LaunchError(_died(recipe.name, code, time.monotonic() - t0, "before it was ready", pump, server.log_path),
-                              log_tail=pump.tail_lines(), findings=pump.hits, log_path=server.log_path, returncode=code,
-                              pids=set(server.pids) or None, samples=server.samples)
+            raise server._died_error(_died(recipe.name, code, time.monotonic() - t0, "before it was ready", pump,
+                                           server.log_path), returncode=code)
         left = deadline - time.monotonic()
         path = readiness.ready(server.base_url, recipe.readiness_path, timeout=max(0.2, min(2.0, left)))
         if path:
@@ -326,18 +330,15 @@ def _wait_ready(server: Server, recipe: Recipe, child: Any, pump: LogPump, timeo
             say(f"{recipe.name} ready after {server.ready_after_s:.0f}s")
             return
         if time.monotonic() >= deadline:
-            raise LaunchError(f"{recipe.name}: not ready after {timeout:.0f}s (GET {recipe.readiness_path} and "
-                              f"{readiness.FALLBACK} never answered 200); {_evidence(pump, server.log_path)}",
-                              log_tail=pump.tail_lines(), findings=pump.hits, log_path=server.log_path, not_ready=True,
-                              pids=set(server.pids) or None, samples=server.samples)
+            raise server._died_error(f"{recipe.name}: not ready after {timeout:.0f}s (GET {recipe.readiness_path} and "
+                                     f"{readiness.FALLBACK} never answered 200); {_evidence(pump, server.log_path)}",
+                                     not_ready=True)
         known = f" [known problems so far: {', '.join(dict.fromkeys(h.entry_id for h in pump.hits))}]" if pump.hits else ""
         say(f"starting {recipe.name} ({time.monotonic() - t0:.0f}s){known}: {pump.last_line()[:100]}")
         time.sleep(min(POLL_S, max(0.0, deadline - time.monotonic())))
 
 
 def _write_launch(run_dir: Path, server: Server) -> None:
-    from sparkdoctor.files import write_text
-
     doc = {"launch_version": 1, **server.to_dict(), "recipe": server.recipe.to_dict()}
     try:
         write_text(run_dir / "launch.json", json.dumps(doc, indent=1) + "\n")

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO
 
-from sparkdoctor.matrix.symptoms import strip_ansi
+from sparkdoctor.matrix.symptoms import HasSymptoms, strip_ansi
 from sparkdoctor.serve.logscan import Hit, match_line
 
 TAIL_LINES = 40
@@ -24,7 +24,7 @@ MAX_LINE_BYTES = 256 * 1024  # a longer "line" (output with no newline) is read 
 class LogPump:
     """Reads a child's streams into `log_path`; `hits` grows live (one hit per entry and symptom)."""
 
-    def __init__(self, log_path: Path, entries: Sequence, on_hit: Callable[[Hit], None] | None = None):
+    def __init__(self, log_path: Path, entries: Sequence[HasSymptoms], on_hit: Callable[[Hit], None] | None = None):
         self.log_path = log_path
         self.entries = list(entries)
         self.on_hit = on_hit

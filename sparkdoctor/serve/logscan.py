@@ -11,16 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Protocol
 
-from sparkdoctor.matrix.symptoms import match_line as _match_symptoms
+from sparkdoctor.matrix.symptoms import HasSymptoms, line_hits, strip_ansi
 
 MAX_LINE = 2000  # characters of a matched line kept in a hit
-
-
-class HasSymptoms(Protocol):
-    id: str
-    symptoms: list[str]
 
 
 @dataclass(frozen=True)
@@ -37,4 +31,6 @@ class Hit:
 
 def match_line(line: str, entries: Iterable[HasSymptoms]) -> list[Hit]:
     """Every entry whose symptom occurs in `line` (colour codes ignored); at most one hit per entry."""
-    return [Hit(m.entry.id, m.symptom, m.line[:MAX_LINE]) for m in _match_symptoms(line.rstrip("\r\n"), entries)]
+    line = line.rstrip("\r\n")
+    shown = strip_ansi(line).strip()[:MAX_LINE]
+    return [Hit(entry.id, symptom, shown) for entry, symptom, _ in line_hits(line, entries)]

@@ -19,18 +19,21 @@ import json
 import os
 import signal
 import socket
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
+from sparkdoctor import proc
+from sparkdoctor.files import write_text
+from sparkdoctor.locations import state_dir
+from sparkdoctor.serve import supervisor
 from sparkdoctor.serve.supervisor import TOKEN_ENV, start_time
 
 SWEEP_GRACE_S = 5.0
 
 
 def servers_dir() -> Path:
-    from sparkdoctor.locations import state_dir
-
     return state_dir() / "servers"
 
 
@@ -68,7 +71,6 @@ def record_path(run_id: str) -> Path | None:
 def write(path: Path | None, doc: dict[str, Any]) -> None:
     if path is None:
         return
-    from sparkdoctor.files import write_text
 
     try:
         write_text(path, json.dumps(doc) + "\n")
@@ -175,7 +177,6 @@ def _sweep_local(doc: dict[str, Any], grace: float) -> str | None:
 # ---- containers ---------------------------------------------------------------------------------------------------
 def _sweep_container(doc: dict[str, Any]) -> tuple[str | None, bool]:
     """(what was removed, whether the record can go)."""
-    from sparkdoctor import proc
 
     cli, name, label = doc.get("cli"), doc.get("name"), doc.get("owner_label")
     if not (isinstance(cli, list) and cli and isinstance(name, str) and name and isinstance(label, str)):
@@ -234,9 +235,6 @@ def _mtime(path: Path) -> float:
 # ---- starting under the supervisor ----------------------------------------------------------------------------
 def supervised(argv: list[str], record: Path | None, token: str, grace: float, cleanup: list[list[str]] | None = None) -> list[str]:
     """`argv` run under serve/supervisor.py, which stops it (and runs `cleanup`) when this process dies."""
-    import sys
-
-    from sparkdoctor.serve import supervisor
 
     owner = me()
     return [sys.executable, "-I", "-S", supervisor.__file__, "--owner", str(owner["pid"]), "--owner-start",

@@ -11,7 +11,10 @@ from pathlib import Path
 from typing import Any
 
 from sparkdoctor.errors import UsageError
+from sparkdoctor.locations import cache_dir
+from sparkdoctor.targets import early
 from sparkdoctor.targets import probe as target_probe
+from sparkdoctor.targets.local import resolve_python_target
 
 
 def refuse_bad_target_options(python: str | None, container: str | None, container_python: str | None,
@@ -32,19 +35,18 @@ def refuse_bad_target_options(python: str | None, container: str | None, contain
 def resolve_target(python: str | None, container: str | None, container_python: str | None,
                    runtime: str | None = None) -> Any:
     """The Target the options name; TargetError (exit 3) when it cannot be probed at all."""
-    from sparkdoctor.targets.local import resolve_python_target
 
     if container is not None:
+        # imported on use: check loads sparkdoctor.targets.container_inspect only on the runs that get here
         from sparkdoctor.targets.container_inspect import resolve_container_target
 
         return resolve_container_target(container, container_python, runtime)
     return resolve_python_target(python)
 
 
-def probe_cache_root(target: Any):
+def probe_cache_root(target: object):
     """The host cache folder for the target's probes; a container's own (its probes' cache files are
     carried in and out with each probe, see target_container)."""
-    from sparkdoctor.locations import cache_dir
 
     return cache_dir() if getattr(target, "shares_files", True) else getattr(target, "cache_root", None)
 
@@ -61,7 +63,6 @@ def start_target_probe(target: Any, no_cache: bool) -> Any:
 
 def drop_early_probe() -> None:
     """Cancel the entry point's early probe (a snapshot is judged, or the target is a container)."""
-    from sparkdoctor.targets import early
 
     early.drop(early.TARGET)
 

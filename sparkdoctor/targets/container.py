@@ -26,7 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from sparkdoctor import proc
+from sparkdoctor.files import OutputError, write_text
 from sparkdoctor.locations import data_dir
+from sparkdoctor.targets.container_files import ContainerFiles
 from sparkdoctor.targets.interface import FileTransport
 
 # The longest a probe may run inside the container when its caller gives no timeout at start
@@ -194,7 +196,6 @@ class ContainerTarget:
 
     def file_transport(self) -> FileTransport:
         """The container's files, through the container CLI (targets/container_files.py)."""
-        from sparkdoctor.targets.container_files import ContainerFiles
 
         return ContainerFiles(self)
 
@@ -242,7 +243,6 @@ def translate(res: proc.ProcResult, back: dict[str, Path] | None = None) -> proc
 
 def _bring_back(path: Path, data: str) -> None:
     """A probe's cache file (JSON text), back from the container: written atomically; a bad copy is dropped."""
-    from sparkdoctor.files import OutputError, write_text
 
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -12,6 +12,7 @@ half-way is a FileError of one line, like every other failure here.
 
 from __future__ import annotations
 
+import base64
 import io
 import json
 import os
@@ -70,13 +71,9 @@ class ContainerFiles:
         return self._call({"op": "info", "paths": list(paths), "hash": with_hash}, timeout)["items"]
 
     def read(self, path):
-        import base64
-
         return base64.b64decode(self._call({"op": "read", "path": path})["data"])
 
     def write(self, path, data, mode=None):
-        import base64
-
         self._call({"op": "write", "path": path, "data": base64.b64encode(data).decode("ascii"), "mode": mode})
 
     def remove(self, paths, prune=False):

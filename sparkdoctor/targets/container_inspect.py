@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from sparkdoctor import proc
+from sparkdoctor.locations import cache_dir
 from sparkdoctor.targets.container import ContainerTarget
 from sparkdoctor.targets.local import TargetError
 
@@ -157,7 +158,7 @@ def resolve_container_target(name: str, python: str | None = None, runtime: str 
     record = inspect_container(cli, name)
     image_id = str(record.get("Image") or "")
     config = record.get("Config") or {}
-    info: dict[str, Any] = {
+    info: dict[str, object] = {
         "name": str(record.get("Name") or name).lstrip("/"),
         "id": str(record.get("Id") or "")[:12],
         "engine": os.path.basename(cli[0]),
@@ -182,7 +183,6 @@ def resolve_container_target(name: str, python: str | None = None, runtime: str 
 def cache_root_for(target: ContainerTarget) -> Path:
     """The host folder of one container interpreter's probe caches: by image content and interpreter
     (a container recreated from the same image keeps its cache; another image never shares it)."""
-    from sparkdoctor.locations import cache_dir
 
     key = f"{target.info.get('fingerprint') or target.info.get('image_id')}|{target.name}|{target.python}"
     return cache_dir() / "containers" / hashlib.sha256(key.encode()).hexdigest()[:16]

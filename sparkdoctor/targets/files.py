@@ -23,10 +23,9 @@ import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 from sparkdoctor.targets import fileops as ops
-from sparkdoctor.targets.interface import FileError, FileTransport  # noqa: F401 (re-exported)
+from sparkdoctor.targets.interface import FileError, FileTransport, Target  # noqa: F401 (re-exported)
 
 
 def hashes(transport: FileTransport, paths: list[str]) -> dict[str, str | None]:
@@ -103,7 +102,7 @@ def _copy(src: Path, dest: Path) -> None:
     os.replace(tmp, dest)
 
 
-def transport_of(target: Any) -> FileTransport:
+def transport_of(target: Target) -> FileTransport:
     """The target's file transport (a target without one is this machine's files)."""
     get = getattr(target, "file_transport", None)
     return get() if callable(get) else LocalFiles()

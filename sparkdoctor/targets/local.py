@@ -22,6 +22,7 @@ from typing import Any
 
 from sparkdoctor import proc
 from sparkdoctor.locations import data_dir
+from sparkdoctor.targets.early import script_argv
 from sparkdoctor.targets.interface import FileTransport, Target, TargetError  # noqa: F401 (re-exported)
 
 
@@ -39,7 +40,6 @@ class PythonTarget:
     def start_script(self, script: Path, args: list[str], env: dict[str, str] | None = None) -> proc.Running:
         full_env = dict(os.environ)
         full_env.update(env or {})
-        from sparkdoctor.targets.early import script_argv
 
         argv = script_argv(self.python, str(script), args)  # -B: no .pyc left in the probes folder or the target
         liveness = _liveness(self.python)
@@ -63,6 +63,7 @@ class PythonTarget:
         return proc.run(argv, timeout=timeout, input=input)
 
     def file_transport(self) -> FileTransport:
+        # imported on use: check loads sparkdoctor.targets.files only on the runs that get here
         from sparkdoctor.targets.files import LocalFiles
 
         return LocalFiles()

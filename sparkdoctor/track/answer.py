@@ -7,16 +7,11 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sparkdoctor.errors import InputError
 from sparkdoctor.exitcodes import EXIT_OK, EXIT_VERIFY_CONTRADICTED, EXIT_VERIFY_ERROR
 from sparkdoctor.track.run import NEEDS_EDIT
-
-if TYPE_CHECKING:
-    from sparkdoctor.result import Result
-    from sparkdoctor.sink import Sink
-
 
 
 @dataclass
@@ -64,31 +59,3 @@ def track_matrix(matrix_path: Path | None, through: dict[str, str], platform: st
     doc["cost"] = {"seconds": round(time.monotonic() - started, 1), "requests": reader.client.requests,
                    "bytes_read": reader.client.bytes_read}
     return TrackAnswer(doc)
-
-
-# ---- views (sparkdoctor/views.py): (Result, Sink) -> the whole document -----------------------------------
-def track_view_json(result: Result, sink: Sink) -> dict[str, object]:
-    answer: TrackAnswer = result.data
-    return answer.to_json()
-
-
-def track_view_markdown(result: Result, sink: Sink) -> str:
-    from sparkdoctor.track.render import track_markdown
-
-    return track_markdown(result.data.document)
-
-
-def track_view_console(result: Result, sink: Sink) -> str:
-    from sparkdoctor.track.render import render_track
-
-    return sink.capture(lambda console: render_track(result.data.document, console, bool(result.options.get("verbose"))))
-
-
-def update_view_json(result: Result, sink: Sink) -> dict[str, object]:
-    document: dict[str, object] = result.data
-    return document
-
-
-def update_view_console(result: Result, sink: Sink) -> str:
-    done = result.data
-    return "".join([f"{done['message']}\n", *(f"  {line}\n" for line in done.get("diff", []))])

@@ -15,6 +15,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+from sparkdoctor.matrix import MatrixError, load
+
 
 def _entry_block(text: str, entry_id: str) -> tuple[int, int] | None:
     m = re.search(rf'^id = "{re.escape(entry_id)}"\s*$', text, re.M)
@@ -36,7 +38,6 @@ def _swap(text: str, start: int, end: int, key: str, old: str | None, new: str) 
 
 def apply_proposals(doc: dict[str, Any], folder: Path) -> tuple[list[str], list[str]]:
     """(applied, skipped) lines for each proposal of a `matrix track` JSON document, written into `folder`."""
-    from sparkdoctor.matrix import MatrixError, load
 
     applied, skipped = [], []
     originals: dict[Path, str] = {}

@@ -18,6 +18,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from sparkdoctor.matrix.consistency import ranges_overlap
+from sparkdoctor.released import Reader, RemoteError
 
 # The target the markers are judged for: a DGX Spark (linux aarch64, CPython 3.12)
 ENVIRONMENT = {"sys_platform": "linux", "platform_system": "Linux", "platform_machine": "aarch64", "os_name": "posix",
@@ -66,9 +67,8 @@ def pins_of(package: str, version: str, metadata: str, tracked: set[str]) -> lis
     return out
 
 
-def read_pins(reader: Any, releases: dict[str, str], tracked: set[str]) -> tuple[list[Pin], list[str]]:
+def read_pins(reader: Reader, releases: dict[str, str], tracked: set[str]) -> tuple[list[Pin], list[str]]:
     """Pins of each (package -> version) release, and one line per release whose METADATA could not be read."""
-    from sparkdoctor.released import RemoteError
 
     pins, errors = [], []
     for package, version in releases.items():

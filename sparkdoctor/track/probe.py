@@ -24,11 +24,20 @@ import platform as host
 import sys
 import tempfile
 from dataclasses import asdict, dataclass, field
+from email.parser import HeaderParser
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
+
+from sparkdoctor.arch import arch_cc
+from sparkdoctor.collect.toolkits import TRITON_BLACKWELL_NAME
+from sparkdoctor.locations import cache_dir, data_dir
+from sparkdoctor.released import Reader, RemoteError, pick_wheel
+from sparkdoctor.track.archlists import read_arch_lists
+from sparkdoctor.whatif.probe import probe_cutedsl
+from sparkdoctor.whatif.ptx import host_platform, release_ptxas, ships_ptxas
 
 CUTEDSL = "nvidia-cutlass-dsl"
 FLASHINFER = "flashinfer-python"
@@ -40,8 +49,6 @@ TRITON_RUNS = "the ptxas Triton runs"  # ptxas-blackwell for sm_100 and newer wh
 
 
 def probe_kind(package: str) -> str | None:
-    from sparkdoctor.whatif.ptx import ships_ptxas
-
     if package == CUTEDSL:
         return "cutedsl"
     if package == FLASHINFER:
@@ -79,7 +86,6 @@ class ReleaseProbe:
 # ---- one release --------------------------------------------------------------------------------------------
 def _fingerprint() -> str:
     """The probes' own files and this code: a changed probe is a new answer, never a cached old one."""
-    from sparkdoctor.locations import data_dir
 
     digest = hashlib.sha256(str(CACHE_VERSION).encode())
     here = Path(__file__).parent
@@ -93,15 +99,12 @@ def _fingerprint() -> str:
 
 
 def _cache_file(package: str, version: str, kind: str, arch: str, where: str) -> Path:
-    from sparkdoctor.locations import cache_dir
-
     return cache_dir() / "track-probe" / f"{package}-{version}-{kind}-{arch}-{where}-{_fingerprint()}.json"
 
 
-def cutedsl_builds(reader: Any, version: str) -> dict[str, dict[str, str]]:
+def cutedsl_builds(reader: Reader, version: str) -> dict[str, dict[str, str]]:
     """The distributions `pip install nvidia-cutlass-dsl==V` (libs-base) and `nvidia-cutlass-dsl[cu13]==V`
     (libs-cu13) install, read from the release's METADATA (Requires-Dist, markers evaluated per extra)."""
-    from email.parser import HeaderParser
 
     wheel = reader.release(CUTEDSL, version)
     meta = next(n for n in wheel.names if n.endswith(".dist-info/METADATA"))
@@ -124,11 +127,6 @@ def cutedsl_builds(reader: Any, version: str) -> dict[str, dict[str, str]]:
 
 
 def _probe_ptx(package: str, version: str, arch: str, python: str) -> ReleaseProbe:
-    from sparkdoctor.arch import arch_cc
-    from sparkdoctor.collect.toolkits import TRITON_BLACKWELL_NAME
-    from sparkdoctor.released import Reader
-    from sparkdoctor.whatif.ptx import host_platform, release_ptxas
-
     out = ReleaseProbe(package, version, "ptx")
     reader = Reader(host_platform(), python)
     try:
@@ -153,11 +151,9 @@ def _probe_ptx(package: str, version: str, arch: str, python: str) -> ReleasePro
     return out
 
 
-def _family_bytes(reader: Any, dists: dict[str, str]) -> int | None:
+def _family_bytes(reader: Reader, dists: dict[str, str]) -> int | None:
     """What the cutlass-dsl wheels this machine would install weigh, from the index (None: one is missing): the
     venv's download is bounded before it starts (the DSL's third-party dependencies come from uv's cache)."""
-    from sparkdoctor.released import RemoteError, pick_wheel
-    from sparkdoctor.whatif.ptx import host_platform
 
     pyver = f"{sys.version_info.major}.{sys.version_info.minor}"  # the throwaway venv is this interpreter's
     total = 0
@@ -172,10 +168,7 @@ def _family_bytes(reader: Any, dists: dict[str, str]) -> int | None:
     return total
 
 
-def _probe_cutedsl(reader: Any, version: str, arch: str, python: str) -> ReleaseProbe:
-    from sparkdoctor.released import RemoteError
-    from sparkdoctor.whatif.probe import probe_cutedsl
-
+def _probe_cutedsl(reader: Reader, version: str, arch: str, python: str) -> ReleaseProbe:
     out = ReleaseProbe(CUTEDSL, version, "cutedsl")
     try:
         builds = cutedsl_builds(reader, version)
@@ -205,11 +198,7 @@ def _probe_cutedsl(reader: Any, version: str, arch: str, python: str) -> Release
     return out
 
 
-def _probe_archlist(reader: Any, version: str, arch: str) -> ReleaseProbe:
-    from sparkdoctor.arch import arch_cc
-    from sparkdoctor.released import RemoteError
-    from sparkdoctor.track.archlists import read_arch_lists
-
+def _probe_archlist(reader: Reader, version: str, arch: str) -> ReleaseProbe:
     out = ReleaseProbe(FLASHINFER, version, "archlist")
     major = arch_cc(arch)[0]
     try:
@@ -226,7 +215,7 @@ def _probe_archlist(reader: Any, version: str, arch: str) -> ReleaseProbe:
     return out
 
 
-def probe_release(reader: Any, package: str, version: str, arch: str, python: str = "3.12") -> ReleaseProbe:
+def probe_release(reader: Reader, package: str, version: str, arch: str, python: str = "3.12") -> ReleaseProbe:
     """One release probed (or its cached outcomes). `reader` reads the release's Python files (track's platform);
     a ptxas is read from this machine's wheel, and the CuTe DSL venvs are this machine's Python's."""
     kind = probe_kind(package)

@@ -14,8 +14,10 @@ its files table reads):
 from __future__ import annotations
 
 import datetime as dt
+import fnmatch
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from packaging.specifiers import SpecifierSet
@@ -25,6 +27,8 @@ from packaging.version import Version
 from sparkdoctor.matrix import Entry, Matrix
 from sparkdoctor.matrix.tracking import Tracking, bounds_of
 from sparkdoctor.matrix.versions import version_in
+from sparkdoctor.released import Reader, RemoteError
+from sparkdoctor.track.pins import conflicts, pinned_release, read_pins
 from sparkdoctor.verify.files import VersionRun, remote_run, tables_of
 
 Log = Callable[[str], None]
@@ -75,10 +79,9 @@ class TrackResult:
                 "pins": self.pins, "pin_conflicts": self.pin_conflicts, "pin_errors": self.pin_errors}
 
 
-def _uploaded_after(reader: Any, package: str, since: str, on: str | None) -> tuple[set[str], dict[str, str]]:
+def _uploaded_after(reader: object, package: str, since: str, on: str | None) -> tuple[set[str], dict[str, str]]:
     """Versions not above `since` that were uploaded after the matrix was tracked (`on`, a date), or, with no
     date, after `since` itself was uploaded: backports of an older line (cutlass-dsl 4.5.3 after 4.6.0)."""
-    from sparkdoctor.released import RemoteError
 
     try:
         times = reader.upload_times(package) if hasattr(reader, "upload_times") else {}
@@ -90,9 +93,7 @@ def _uploaded_after(reader: Any, package: str, since: str, on: str | None) -> tu
     return {v for v, t in times.items() if t[:10] > after and Version(v) <= Version(since)}, times
 
 
-def _new_releases(reader: Any, package: str, since: str, through: str | None, on: str | None = None) -> dict[str, Any]:
-    from sparkdoctor.released import RemoteError
-
+def _new_releases(reader: Reader, package: str, since: str, through: str | None, on: str | None = None) -> dict[str, Any]:
     row: dict[str, Any] = {"package": package, "tracked": since, "through": through, "releases": [], "backports": [], "note": ""}
     try:
         versions = reader.versions(package)
@@ -113,7 +114,6 @@ def _new_releases(reader: Any, package: str, since: str, through: str | None, on
 
 def _short(path: str) -> str:
     """A matrix file as matrix/NAME.toml: the same in every checkout and installed copy."""
-    from pathlib import Path
 
     return f"matrix/{Path(path).name}"
 
@@ -211,12 +211,9 @@ def judge(entry: EntryTrack, releases: list[str]) -> None:
         entry.verdict, entry.why = "unchanged", f"every new release is outside {spec} and the checks agree"
 
 
-def moved_to(reader: Any, tracking: Tracking, package: str, version: str, checks: Any) -> list[str]:
+def moved_to(reader: Reader, tracking: Tracking, package: str, version: str, checks: Any) -> list[str]:
     """Where a check's missing file went: the same path in another wheel of the lockstep family at the
     same version (cutlass-dsl moved its Python package from libs-base to libs-core in 4.6.0)."""
-    import fnmatch
-
-    from sparkdoctor.released import RemoteError
 
     out = []
     for other in sorted(tracking.family(package) - {package}):
@@ -230,7 +227,7 @@ def moved_to(reader: Any, tracking: Tracking, package: str, version: str, checks
     return out
 
 
-def track(matrix: Matrix, reader: Any, through: dict[str, str] | None = None, log: Log | None = None,
+def track(matrix: Matrix, reader: Reader, through: dict[str, str] | None = None, log: Log | None = None,
           since: str | None = None) -> TrackResult:
     """`since` (YYYY-MM-DD) overrides the matrix's tracked_on: releases uploaded after it are re-checked."""
     tracking = matrix.tracking or Tracking()
@@ -284,7 +281,6 @@ def track(matrix: Matrix, reader: Any, through: dict[str, str] | None = None, lo
         proposals.append({"file": _short(tracking.where.get("tracked_on") or next(iter(tracking.where.values()), "tracking.toml")),
                           "field": "tracked_on", "from": tracking.tracked_on, "to": today,
                           "because": "every release uploaded up to today was listed and its entries' checks re-run"})
-    from sparkdoctor.track.pins import conflicts, pinned_release, read_pins
 
     newest = {row["package"]: max([row["tracked"], *row["releases"]], key=Version) for row in packages if not row.get("error")}
     pins, pin_errors = read_pins(reader, newest, set(tracking.tracked)) if hasattr(reader, "release") else ([], [])

@@ -26,6 +26,8 @@ from typing import Any
 from sparkdoctor import proc
 from sparkdoctor.errors import SparkdoctorError
 from sparkdoctor.exitcodes import EXIT_USAGE
+from sparkdoctor.inputs import read_bytes
+from sparkdoctor.released.http import Client, RemoteError
 
 GIT_TIMEOUT = 300.0
 MAX_TARBALL = 64 * 1024 * 1024  # the tarball as fetched (compressed)
@@ -122,7 +124,6 @@ def tarball(source: str, sha256: str | None) -> tuple[dict[str, bytes], str]:
     if not sha256 or not _SHA256.fullmatch(sha256.lower()):
         raise UpdateError(f"{source}: a tarball must be pinned: give --sha256 with its 64 hex digits")
     if re.match(r"https?://", source):
-        from sparkdoctor.released.http import Client, RemoteError
 
         buf = io.BytesIO()
         try:
@@ -131,7 +132,6 @@ def tarball(source: str, sha256: str | None) -> tuple[dict[str, bytes], str]:
             raise UpdateError(str(exc)) from None
         data = buf.getvalue()
     else:
-        from sparkdoctor.inputs import read_bytes
 
         try:  # a regular file of MAX_TARBALL at most: a FIFO or device is refused, never waited on
             data = read_bytes(source, MAX_TARBALL)

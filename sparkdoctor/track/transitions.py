@@ -14,6 +14,9 @@ from typing import Any
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion
 
+from sparkdoctor.matrix.model import Matrix
+from sparkdoctor.matrix.tracking import Tracking, bounds_of
+from sparkdoctor.released import Reader
 from sparkdoctor.track.probe import COMPONENT, ReleaseProbe, probe_kind, probe_release
 
 Log = Callable[[str], None]
@@ -73,7 +76,6 @@ def transitions(releases: list[ReleaseProbe]) -> list[Transition]:
 def known_by(entries: list[Any], family: set[str], t: Transition) -> list[str]:
     """Entries whose bound on the package's family separates the two releases (one is inside it, the other not):
     the matrix already draws a line there, so the transition is said with them instead of proposed."""
-    from sparkdoctor.matrix.tracking import bounds_of
 
     out = set()
     for e in entries:
@@ -91,7 +93,7 @@ def known_by(entries: list[Any], family: set[str], t: Transition) -> list[str]:
     return sorted(out)
 
 
-def proposal(t: Transition, arch: str, kind: str) -> dict[str, Any]:
+def proposal(t: Transition, arch: str, kind: str) -> dict[str, object]:
     """A new entry, in `matrix track`'s proposal shape: its range on the package and why."""
     spec = f">={t.after}" if t.change == "starts refusing" else f"<{t.after}"
     slug = "".join(c if c.isalnum() else "-" for c in t.group.split(":")[-1].lower()).strip("-")
@@ -102,10 +104,9 @@ def proposal(t: Transition, arch: str, kind: str) -> dict[str, Any]:
                         f"files; {t.before} answered the opposite): {t.detail}")}
 
 
-def probe_track(matrix: Any, reader: Any, packages: list[dict[str, Any]], arch: str = "sm_121a", log: Log | None = None) -> ProbeTrack:
+def probe_track(matrix: Matrix, reader: Reader, packages: list[dict[str, Any]], arch: str = "sm_121a", log: Log | None = None) -> ProbeTrack:
     """Every tracked package that brings a compiler or kernel source and has new releases: its tracked-through
     release and each new one probed, compared in order; a transition no entry names becomes a proposal."""
-    from sparkdoctor.matrix.tracking import Tracking
 
     tracking = matrix.tracking or Tracking()
     out = ProbeTrack(arch, [], [], [], [])

@@ -28,17 +28,20 @@ import os
 import shutil
 import tempfile
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sparkdoctor.inputs import read_text
+from sparkdoctor.locations import data_home, local_overrides
+from sparkdoctor.matrix import MatrixError, load
+from sparkdoctor.matrix.loader import overlay
 from sparkdoctor.track.sources import TARBALL, UpdateError, from_git, tarball
 
 __all__ = ["UpdateError", "entry_diff", "rollback_matrix", "update_matrix"]
 
 
 def _root() -> Path:
-    from sparkdoctor.locations import data_home
-
     return data_home() / "matrix"
 
 
@@ -46,15 +49,13 @@ def _root() -> Path:
 
 
 def _active():
-    from sparkdoctor.matrix import MatrixError, load
-
     try:
         return load()
     except MatrixError:
         return None
 
 
-def entry_diff(old: Any, new: Any) -> list[str]:
+def entry_diff(old: object, new: object) -> list[str]:
     """Entries and stacks added, removed and changed (the fields that changed), by id."""
 
     def rows(m: Any) -> dict[str, dict]:
@@ -89,7 +90,6 @@ def _swap(link: Path, target: Path | None) -> None:
 
 def _pin_of(folder: Path | None) -> str | None:
     """The pin an installed folder holds (its SOURCE.json), None for none or the bundled matrix."""
-    from sparkdoctor.inputs import read_text
 
     try:
         doc = json.loads(read_text(folder / "SOURCE.json", 1024 * 1024)) if folder else None
@@ -103,6 +103,13 @@ def _stale_staging(root: Path) -> None:
     """The staging folders killed updates left (the lock is held: no live update owns one)."""
     for folder in (*root.glob(".staging-*"), *(root / "versions").glob(".staging-*")):
         shutil.rmtree(folder, ignore_errors=True)
+
+
+@dataclass
+class Updated:
+    """`matrix update`'s document: what was installed or restored, its JSON keys as update_matrix builds them."""
+
+    document: dict[str, Any]
 
 
 def update_matrix(source: str, sha256: str | None = None, commit: str | None = None) -> dict[str, Any]:
@@ -133,11 +140,7 @@ def _locked(root: Path) -> Iterator[None]:
         yield
 
 
-def _install(root: Path, versions: Path, source: str, files: dict[str, bytes], pin: str, how: str) -> dict[str, Any]:
-    from sparkdoctor.locations import local_overrides
-    from sparkdoctor.matrix import MatrixError, load
-    from sparkdoctor.matrix.loader import overlay
-
+def _install(root: Path, versions: Path, source: str, files: dict[str, bytes], pin: str, how: str) -> dict[str, object]:
     staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=versions))
     try:
         for name, data in files.items():
@@ -176,7 +179,7 @@ def _install(root: Path, versions: Path, source: str, files: dict[str, bytes], p
                        f"{'the one before it' if same else 'it'})"}
 
 
-def rollback_matrix() -> dict[str, Any]:
+def rollback_matrix() -> dict[str, object]:
     root = _root()
     if not root.is_dir():
         raise UpdateError(f"{root}: no installed matrix to roll back (the bundled one is in use)")
@@ -184,7 +187,7 @@ def rollback_matrix() -> dict[str, Any]:
         return _rollback(root)
 
 
-def _rollback(root: Path) -> dict[str, Any]:
+def _rollback(root: Path) -> dict[str, object]:
     current, previous = root / "current", root / "previous"
     if not current.is_symlink() and not previous.is_symlink():
         raise UpdateError(f"{root}: no installed matrix to roll back (the bundled one is in use)")

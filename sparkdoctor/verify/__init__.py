@@ -9,7 +9,7 @@ is built with real pip, the probe runs in it, and the entry is judged:
   probes     one probe in one environment
   runner     the runs and the verdicts (confirmed / contradicted / error), and the exit code
 
-Output lives in sparkdoctor.render.verify, exit codes in sparkdoctor.exitcodes.
+Output lives in sparkdoctor.views.verify, exit codes in sparkdoctor.exitcodes.
 """
 
 from sparkdoctor.matrix.verify_table import ALLOWED_OPTIONS, Env, parse_step

@@ -20,12 +20,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from sparkdoctor.matrix import Entry, Matrix
 from sparkdoctor.matrix.tracking import Tracking, bounds_of
 from sparkdoctor.matrix.versions import version_in
+from sparkdoctor.released import Reader, RemoteError
 from sparkdoctor.verify.files import VersionRun, remote_run, table_for, tables_of
 
 Log = Callable[[str], None]
@@ -57,10 +59,9 @@ class BoundResult:
                 "bytes_read": self.bytes_read, "requests": self.requests, "runs": [r.to_dict() for r in self.runs]}
 
 
-def bracket(entry: Entry, package: str, spec: str, reader: Any, tracking: Tracking, through: str | None = None,
+def bracket(entry: Entry, package: str, spec: str, reader: Reader, tracking: Tracking, through: str | None = None,
             log: Log | None = None) -> BoundResult:
     """One bound of one entry, bracketed (or not) on the released files."""
-    from sparkdoctor.released import RemoteError
 
     out = BoundResult(entry.id, package, spec, "not-bracketed", "")
     table = table_for(entry, tracking.family(package)) if entry.files else None
@@ -128,7 +129,7 @@ def bracket(entry: Entry, package: str, spec: str, reader: Any, tracking: Tracki
     return out
 
 
-def _first_holding(reader: Any, table: Any, window: list[str], log: Log | None) -> str | None:
+def _first_holding(reader: Reader, table: Any, window: list[str], log: Log | None) -> str | None:
     """The first release of `window` (oldest first; its last one holds, its first does not) where every
     check holds, by bisection: where the code the checks look for first appeared."""
     lo, hi = 0, len(window) - 1
@@ -144,7 +145,7 @@ def _first_holding(reader: Any, table: Any, window: list[str], log: Log | None) 
     return window[hi]
 
 
-def verify_bounds(matrix: Matrix, reader: Any, entry_id: str | None = None, log: Log | None = None) -> list[BoundResult]:
+def verify_bounds(matrix: Matrix, reader: Reader, entry_id: str | None = None, log: Log | None = None) -> list[BoundResult]:
     """Every bound of every entry (or of one), in matrix order: `when.packages`, then `when.constraints`."""
     tracking = matrix.tracking or Tracking()
     results = []
@@ -170,7 +171,6 @@ def summary(results: list[BoundResult]) -> dict[str, int]:
 def sides_of(spec: str) -> int:
     """How many sides a specifier bounds: a lower side (>=, >), an upper side (<, <=), both for an
     exact or compatible release (==, ===, ~=); != only cuts releases out of a range and bounds none."""
-    from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
     try:
         ops = {s.operator for s in SpecifierSet(spec)}

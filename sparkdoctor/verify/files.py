@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from sparkdoctor.matrix import Entry
@@ -27,6 +28,7 @@ from sparkdoctor.matrix.file_checks import (
     parse_files_tables,
 )
 from sparkdoctor.matrix.versions import version_in
+from sparkdoctor.released import Reader, RemoteError
 from sparkdoctor.released.cubins import FAMILY_CAVEAT, CubinError, Listing, decided_by
 from sparkdoctor.released.strings import is_library
 from sparkdoctor.verify.wheels import WheelError, WheelFiles, released_versions, wheel
@@ -157,8 +159,6 @@ def checks_on(table: FilesTable, version: str, role: str, log: Log | None = None
 
 
 def _sdist_checks_on(table: FilesTable, version: str, role: str, log: Log | None) -> VersionRun:
-    from sparkdoctor.released import Reader
-
     reader = Reader()
     try:
         return remote_run(reader, table.package, table.checks, version, role, log, dist="sdist")
@@ -201,7 +201,6 @@ def remote_run(reader: Any, package: str, checks: tuple[FileCheck, ...], version
                also: tuple[str, ...] = (), dist: str = "wheel") -> VersionRun:
     """The checks on one release read remotely (with the `also` wheels of the same version, where
     released; dist "sdist": its source archive); a release that cannot be read is the run's error."""
-    from sparkdoctor.released import RemoteError
 
     run = VersionRun(version, role)
     try:
@@ -227,8 +226,6 @@ def remote_run(reader: Any, package: str, checks: tuple[FileCheck, ...], version
 
 
 def _glob(pattern: str, name: str) -> bool:
-    import fnmatch
-
     return fnmatch.fnmatchcase(name, pattern)
 
 
@@ -275,13 +272,12 @@ def verify_files(entry: Entry, log: Log | None = None) -> FileResult:
 def entry_spec(entry: Entry, package: str) -> str | None:
     """The entry's version bound on the package its files table reads, if `when.packages` has one."""
     packages = entry.when.get("packages") or {}
-    from packaging.utils import canonicalize_name
 
     found = next((s for name, s in packages.items() if canonicalize_name(name) == package), None)
     return None if found is None or found.strip() == "*" else found  # "*" bounds nothing
 
 
-def bisect(entry: Entry, log: Log | None = None, versions: tuple[str, ...] | None = None) -> dict[str, Any]:
+def bisect(entry: Entry, log: Log | None = None, versions: tuple[str, ...] | None = None) -> dict[str, object]:
     """Find where the entry's claim stops holding between its newest affected and oldest fixed
     version (binary search over the released versions), and compare it with the entry's bound."""
     table = table_of(entry)
@@ -333,7 +329,7 @@ def bisect(entry: Entry, log: Log | None = None, versions: tuple[str, ...] | Non
             "bound": spec, "runs": [r.to_dict() for r in runs]}
 
 
-def latest(entry: Entry, log: Log | None = None) -> dict[str, Any]:
+def latest(entry: Entry, log: Log | None = None) -> dict[str, object]:
     """Run the entry's file checks on the newest release: does the entry's range still describe it?"""
     table = table_of(entry)
     try:

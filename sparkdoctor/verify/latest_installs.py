@@ -3,16 +3,20 @@ newest releases of what it pins, and the entry's probe run there."""
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable
-from typing import Any
 
+from packaging.requirements import Requirement
+
+from sparkdoctor.matrix.verify_table import Env
 from sparkdoctor.verify.files import Log
+from sparkdoctor.verify.runner import Run, _Builds, _probe_run
+from sparkdoctor.verify.venvs import venv_root
 from sparkdoctor.verify.wheels import WheelError, released_versions
 
 
 def bump_pins(steps: tuple[tuple[str, ...], ...], newest: Callable[[str], str]) -> tuple[tuple[str, ...], ...]:
     """The same pip steps with every `name==version` (extras kept) moved to `newest(name)`."""
-    from packaging.requirements import Requirement
 
     out = []
     for step in steps:
@@ -31,12 +35,9 @@ def bump_pins(steps: tuple[tuple[str, ...], ...], newest: Callable[[str], str]) 
     return tuple(out)
 
 
-def latest_installs(spec, log: Log | None = None) -> dict[str, Any]:
+def latest_installs(spec, log: Log | None = None) -> dict[str, object]:
     """Build each fixed environment of an entry's verify table at the newest releases of what it
     pins and run the entry's probe there: giving the entry's `expect` again is a regression."""
-    from sparkdoctor.matrix.verify_table import Env
-    from sparkdoctor.verify.runner import Run, _Builds, _probe_run
-    from sparkdoctor.verify.venvs import venv_root
 
     try:
         envs = [Env(bump_pins(env.steps, lambda name: released_versions(name)[-1]), env.arch) for env in spec.fixed]
@@ -44,7 +45,6 @@ def latest_installs(spec, log: Log | None = None) -> dict[str, Any]:
         return {"id": spec.entry.id, "verdict": "error", "why": str(exc) or "no released version"}
     if not envs:
         return {"id": spec.entry.id, "verdict": "error", "why": "the verify table has no fixed environment to move forward"}
-    import shutil
 
     builds = _Builds(venv_root(), log)
     try:

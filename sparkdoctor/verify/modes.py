@@ -1,5 +1,5 @@
 """What `sparkdoctor matrix verify` does once its options are checked (sparkdoctor/commands/matrix_verify.py): one
-function per mode, each returning the answer its views draw (sparkdoctor/render/verify.py) with the exit code it
+function per mode, each returning the answer its views draw (sparkdoctor/views/verify.py) with the exit code it
 earns. Modes: the install checks (probe in scratch venvs) and file checks (released wheels) of chosen entries;
 `--bisect` one entry; `--latest` for all; `--bounds` (every version bound bracketed on released files); `--stacks`
 (every known-good stack resolved for linux aarch64).
@@ -15,8 +15,18 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from rich.console import Console
+
+from sparkdoctor import verify
 from sparkdoctor.errors import UsageError
 from sparkdoctor.exitcodes import EXIT_OK, EXIT_VERIFY_CONTRADICTED, EXIT_VERIFY_ERROR
+from sparkdoctor.matrix.model import Matrix
+from sparkdoctor.released import Reader
+from sparkdoctor.verify.bounds import side_counts, summary, verify_bounds
+from sparkdoctor.verify.files import bisect, verify_files
+from sparkdoctor.verify.files import latest as latest_files
+from sparkdoctor.verify.latest_installs import latest_installs
+from sparkdoctor.verify.stacks import resolve_stacks
 
 KINDS = ("all", "installs", "files")
 VERDICTS = ("confirmed", "contradicted", "error")
@@ -27,7 +37,6 @@ def terminal_log() -> Log | None:
     """Progress lines on stderr when it is a terminal (never on stdout: that is the document's)."""
     if not sys.stderr.isatty():
         return None
-    from rich.console import Console
 
     err = Console(stderr=True)
     return lambda line: err.print(f"[dim]{line}[/]")
@@ -104,8 +113,6 @@ class Bounds:
         return verdict_code(self.results)
 
     def to_json(self) -> dict[str, object]:
-        from sparkdoctor.verify.bounds import side_counts, summary
-
         return {"schema": 1, "kind": "bounds", "matrix": self.matrix, "seconds": round(self.seconds, 1),
                 "requests": self.requests, "bytes_read": self.bytes_read, "summary": summary(self.results),
                 "sides": side_counts(self.results), "bounds": [r.to_dict() for r in self.results]}
@@ -126,10 +133,7 @@ class Stacks:
         return {"schema": 1, "kind": "stacks", "matrix": self.matrix, "stacks": [r.to_dict() for r in self.results]}
 
 
-def entry_checks(matrix: Any, entry_id: str | None, keep: bool, kind: str) -> EntryChecks:
-    from sparkdoctor import verify
-    from sparkdoctor.verify.files import verify_files
-
+def entry_checks(matrix: Matrix, entry_id: str | None, keep: bool, kind: str) -> EntryChecks:
     if entry_id is not None:
         entry = matrix.get(entry_id)
         if entry is None:
@@ -150,9 +154,7 @@ def entry_checks(matrix: Any, entry_id: str | None, keep: bool, kind: str) -> En
     return EntryChecks(results, time.monotonic() - started)
 
 
-def bisection(matrix: Any, entry_id: str) -> Bisection:
-    from sparkdoctor.verify.files import bisect
-
+def bisection(matrix: Matrix, entry_id: str) -> Bisection:
     entry = matrix.get(entry_id)
     if entry is None:
         raise UsageError(f"no matrix entry with id {entry_id!r}")
@@ -161,11 +163,7 @@ def bisection(matrix: Any, entry_id: str) -> Bisection:
     return Bisection(bisect(entry, terminal_log()))
 
 
-def latest(matrix: Any, entry_id: str | None, kind: str) -> Latest:
-    from sparkdoctor import verify
-    from sparkdoctor.verify.files import latest as latest_files
-    from sparkdoctor.verify.latest_installs import latest_installs
-
+def latest(matrix: Matrix, entry_id: str | None, kind: str) -> Latest:
     chosen = [e for e in matrix.entries if not e.withdrawn and (entry_id is None or e.id == entry_id)]
     with_files = [e for e in chosen if e.files and kind != "installs"]
     with_installs = [e for e in chosen if e.verify and e.verified_by and kind != "files"]
@@ -177,10 +175,7 @@ def latest(matrix: Any, entry_id: str | None, kind: str) -> Latest:
     return Latest(results)
 
 
-def bounds(matrix: Any, entry_id: str | None) -> Bounds:
-    from sparkdoctor.released import Reader
-    from sparkdoctor.verify.bounds import verify_bounds
-
+def bounds(matrix: Matrix, entry_id: str | None) -> Bounds:
     if entry_id is not None and matrix.get(entry_id) is None:
         raise UsageError(f"no matrix entry with id {entry_id!r}")
     reader = Reader()
@@ -197,10 +192,12 @@ def bounds(matrix: Any, entry_id: str | None) -> Bounds:
     return Bounds(str(matrix.source), results, time.monotonic() - started, reader.client.requests, reader.client.bytes_read)
 
 
-def stacks(matrix: Any, stack_id: str | None) -> Stacks:
-    from sparkdoctor.verify.stacks import resolve_stacks
-
+def stacks(matrix: Matrix, stack_id: str | None) -> Stacks:
     chosen = [s for s in matrix.stacks if stack_id is None or s.id == stack_id]
     if stack_id is not None and not chosen:
         raise UsageError(f"no known-good stack with id {stack_id!r}")
     return Stacks(str(matrix.source), resolve_stacks(chosen, terminal_log()))
+
+
+Answer = EntryChecks | Bisection | Latest | Bounds | Stacks
+"""What `matrix verify` answers, per mode."""

@@ -11,7 +11,9 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from sparkdoctor import proc
+from sparkdoctor import kernels, proc
+from sparkdoctor.collect import cutedsl
+from sparkdoctor.vocab import CUTEDSL_KERNELS
 
 PROBE_TIMEOUT = 90.0
 VERSION_TIMEOUT = 20.0
@@ -19,13 +21,9 @@ VERSION_TIMEOUT = 20.0
 
 def run_probe(probe_id: str, python: Path, arch: str) -> tuple[str, str, dict[str, Any]]:
     """(status, detail, versions) of one probe in one environment."""
-    from sparkdoctor.vocab import CUTEDSL_KERNELS
 
     if probe_id in CUTEDSL_KERNELS:
-        from sparkdoctor.collect import cutedsl
-
         return _run_cutedsl(cutedsl, CUTEDSL_KERNELS[probe_id], python, arch)
-    from sparkdoctor import kernels
 
     probe = next((p for p in kernels.load_probes() if p.id == probe_id), None)
     if probe is None:

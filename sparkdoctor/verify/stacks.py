@@ -100,15 +100,3 @@ def resolve_stacks(stacks: list[Stack], log: Callable[[str], None] | None = None
             log(f"resolving {s.id}")
         out.append(resolve(s))
     return out
-
-
-def render_stacks(results: list[StackResult], console: Any = None) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table()
-    for col in ("stack", "python", "verdict", "why"):
-        table.add_column(col)
-    for r in results:
-        table.add_row(r.id, r.python, r.verdict, r.why)
-    (console or Console()).print(table)

@@ -18,6 +18,7 @@ from pathlib import Path
 from sparkdoctor import proc
 from sparkdoctor.errors import SparkdoctorError
 from sparkdoctor.exitcodes import EXIT_VERIFY_ERROR
+from sparkdoctor.locations import cache_dir
 from sparkdoctor.matrix.verify_table import Env
 
 PIP_TIMEOUT = 1800.0
@@ -36,7 +37,6 @@ def venv_root() -> Path:
     override = os.environ.get("SPARKDOCTOR_VERIFY_VENVS")
     if override:
         return Path(override)
-    from sparkdoctor.locations import cache_dir
 
     return cache_dir() / "verify-venvs"
 

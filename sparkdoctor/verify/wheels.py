@@ -20,6 +20,10 @@ from packaging.version import InvalidVersion, Version
 from sparkdoctor import proc
 from sparkdoctor.errors import SparkdoctorError
 from sparkdoctor.exitcodes import EXIT_VERIFY_ERROR
+from sparkdoctor.locations import cache_dir
+from sparkdoctor.released.cubins import CubinError, list_archs, zip_chunks
+from sparkdoctor.released.elf import ElfError
+from sparkdoctor.released.strings import is_library, library_text
 from sparkdoctor.verify.venvs import pip_error
 
 DOWNLOAD_TIMEOUT = 900.0
@@ -37,7 +41,6 @@ def wheel_root() -> Path:
     override = os.environ.get("SPARKDOCTOR_WHEELS")
     if override:
         return Path(override)
-    from sparkdoctor.locations import cache_dir
 
     return cache_dir() / "wheels"
 
@@ -115,7 +118,6 @@ class WheelFiles:
     def cubins(self, name: str) -> tuple[str, ...]:
         """The cubin archs of one member (a shared object), read from its fatbin once per run."""
         if name not in self.cubin_listings:
-            from sparkdoctor.released.cubins import CubinError, list_archs, zip_chunks
 
             try:
                 self.cubin_listings[name] = list_archs(zip_chunks(self._zip, name), name=name).archs
@@ -128,9 +130,6 @@ class WheelFiles:
     def text(self, name: str) -> str:
         """A member as text; a compiled library as the strings of its host part, as `--bounds` reads it remotely."""
         if name not in self._text:
-            from sparkdoctor.released.cubins import zip_chunks
-            from sparkdoctor.released.elf import ElfError
-            from sparkdoctor.released.strings import is_library, library_text
 
             try:
                 library = library_text(iter(zip_chunks(self._zip, name))) if is_library(name) else None

@@ -16,22 +16,27 @@ from __future__ import annotations
 import copy
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
+from packaging.version import InvalidVersion, Version
+
 from sparkdoctor import proc
+from sparkdoctor.facts import Facts
+from sparkdoctor.locations import data_dir
+from sparkdoctor.released import Reader, cache_root
 from sparkdoctor.whatif.resolve import Change
 
 PROBED = {"vllm": "vllm", "flashinfer-python": "flashinfer"}  # distribution -> top-level package the probe reads
 CUTEDSL_LIBS = {"nvidia-cutlass-dsl-libs-cu13": "libs-cu13", "nvidia-cutlass-dsl-libs-base": "libs-base", "nvidia-cutlass-dsl-libs-cu12": "libs-cu12"}
-MAX_MEMBER = 2 * 1024 * 1024
 PROBE_TIMEOUT = 120.0
 
 
-def hypothetical_facts(facts: Any, changes: list[Change], reader: Any | None, notes: list[str],
+def hypothetical_facts(facts: Facts, changes: list[Change], reader: Reader | None, notes: list[str],
                        env: dict[str, str] | None = None) -> Any:
     """env: variables set for the probe of the new releases' files (a recipe's VLLM_* names, judged as `recipe check` does)."""
     new = copy.deepcopy(facts)
@@ -80,9 +85,6 @@ def cutedsl_build_after(packages: dict[str, Any], changes: list[Change], driver:
     (probes/shared/probe_cutlass.py): from 4.6 nvidia-cutlass-dsl's own .pth puts dsl_packages/ first on sys.path,
     where each libs-cu<N> wheel of 4.6+ has its compiler and the loader takes the newest the driver supports; below
     4.6 the libs wheels' .pth names python_packages/, whose compiler is the libs wheel written last (None: today's)."""
-    import re
-
-    from packaging.version import InvalidVersion, Version
 
     def version(name: str) -> Version | None:
         try:
@@ -111,7 +113,6 @@ def cutedsl_build_after(packages: dict[str, Any], changes: list[Change], driver:
 
 def torch_cuda(version_py: str) -> str | None:
     """torch/version.py's `cuda` value: "12.8", or None for a CPU build."""
-    import re
 
     m = re.search(r"^cuda\s*(?::[^=]*)?=\s*(?:'([^']*)'|\"([^\"]*)\"|None)", version_py, re.MULTILINE)
     if not m:
@@ -125,14 +126,12 @@ class ScratchSite:
     Kept in the user cache dir by the wheel's sha256 (released files never change), so a warm what-if
     does not lay out thousands of files again."""
 
-    def __init__(self, reader: Any, change: Change):
+    def __init__(self, reader: Reader, change: Change):
         self.reader, self.change = reader, change
         self.top = PROBED[change.name]
         self.members = 0
 
     def __enter__(self) -> ScratchSite:
-        from sparkdoctor.released import cache_root
-
         wheel = self.reader.release(self.change.name, self.change.new)
         self.wheel = wheel
         self.path = (self.reader.root or cache_root()) / "sites" / (wheel.file.sha256 or wheel.file.filename)
@@ -168,7 +167,6 @@ class ScratchSite:
 
     def probe(self, name: str, extra_env: dict[str, str] | None = None) -> dict[str, Any]:
         """Run probes/<name>/ with only this folder on its path (-S: no site-packages of any interpreter)."""
-        from sparkdoctor.locations import data_dir
 
         env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
         env.update(extra_env or {})
@@ -180,7 +178,7 @@ class ScratchSite:
         return json.loads(lines[-1])
 
 
-def released_capabilities(reader: Any, change: Change, notes: list[str], env: dict[str, str] | None = None) -> dict[str, Any]:
+def released_capabilities(reader: Reader, change: Change, notes: list[str], env: dict[str, str] | None = None) -> dict[str, Any]:
     """The capabilities probe over the new release's Python files (env: variables set for it, a recipe's)."""
     with ScratchSite(reader, change) as site:
         caps = site.probe("capabilities", env).get("capabilities") or {}
@@ -190,7 +188,7 @@ def released_capabilities(reader: Any, change: Change, notes: list[str], env: di
     return out
 
 
-def released_flags(reader: Any, change: Change) -> dict[str, Any] | None:
+def released_flags(reader: Reader, change: Change) -> dict[str, object] | None:
     """The `vllm serve` flags the new vLLM release knows (probes/vllm_flags over its files); None if unread."""
     try:
         with ScratchSite(reader, change) as site:

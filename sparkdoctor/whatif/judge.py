@@ -5,6 +5,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from sparkdoctor.arch import settle
+from sparkdoctor.audit.served_model import recipe_facts
+from sparkdoctor.conclusions import staleness, store
+from sparkdoctor.conclusions.recipe_check import check
+from sparkdoctor.conclusions.toolchain import Toolchains
+from sparkdoctor.facts import Facts
+from sparkdoctor.ledger.store import Ledger
+from sparkdoctor.matrix import evaluate_all
+from sparkdoctor.matrix.model import Matrix
+from sparkdoctor.recipes.model import Recipe
 from sparkdoctor.whatif.probe import ProbeRun
 from sparkdoctor.whatif.ptx import PtxComparison
 from sparkdoctor.whatif.resolve import Change
@@ -154,10 +164,7 @@ def _row(ev: Any, unknown: list[str] | None = None) -> FindingRow:
     return FindingRow(ev.entry.id, ev.entry.severity, ev.entry.title, ev.evidence, unknown, " ".join(ev.entry.remedy.split()))
 
 
-def compare(today: Any, predicted: Any, matrix: Any, specs: list[str], changes: list[Change], notes: list[str]) -> WhatIf:
-    from sparkdoctor.arch import settle
-    from sparkdoctor.matrix import evaluate_all
-
+def compare(today: Facts, predicted: Facts, matrix: Matrix, specs: list[str], changes: list[Change], notes: list[str]) -> WhatIf:
     out = WhatIf(specs, changes, notes=notes, matrix=getattr(matrix, "source", "bundled"))
     for facts in (today, predicted):
         facts.arch = settle(facts.arch)
@@ -175,11 +182,9 @@ def compare(today: Any, predicted: Any, matrix: Any, specs: list[str], changes: 
     return out
 
 
-def compare_recipe(recipe: Any, matrix: Any, today: Any, predicted: Any, flags_today: Any, flags_after: Any) -> RecipeWhatIf:
+def compare_recipe(recipe: Recipe, matrix: Matrix, today: Facts, predicted: Facts, flags_today: Any, flags_after: Any) -> RecipeWhatIf:
     """The recipe judged as `recipe check` judges it, on today's and on the predicted Facts: flags the new
     vLLM no longer accepts, env vars it no longer reads, workarounds whose reason goes away (stale)."""
-    from sparkdoctor.audit.served_model import recipe_facts
-    from sparkdoctor.conclusions.recipe_check import check
 
     served = recipe_facts(recipe)
     before = {f["id"]: f for f in check(recipe, matrix, today, flags_today, served)}
@@ -193,15 +198,13 @@ def compare_recipe(recipe: Any, matrix: Any, today: Any, predicted: Any, flags_t
                         [row(f) for i, f in after.items() if i in before])
 
 
-def stale_conclusions(ledger: Any, python: str, today: Any, predicted: Any) -> list[StaleConclusion]:
+def stale_conclusions(ledger: Ledger, python: str, today: Facts, predicted: Facts) -> list[StaleConclusion]:
     """The ledger's conclusions that are fresh today and would be stale after the upgrade, with what
     would change (the staleness rules of `sparkdoctor conclusions`, on the predicted Facts of `python`):
     the reruns to plan before upgrading."""
-    from sparkdoctor.conclusions import staleness, store
-    from sparkdoctor.conclusions.toolchain import Toolchains
 
     class Seeded(Toolchains):
-        def __init__(self, facts: Any):
+        def __init__(self, facts: Facts):
             super().__init__()
             self._facts[python] = facts
 

@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from sparkdoctor import proc
+from sparkdoctor.facts import Facts
+from sparkdoctor.locations import data_dir
 from sparkdoctor.text import clip
 
 INSTALL_TIMEOUT = 900.0
@@ -64,14 +66,14 @@ class ProbeRun:
 
 def uv_binary() -> str | None:
     try:
-        from uv import find_uv_bin
+        from uv import find_uv_bin  # the optional uv wheel: absent on most installs
 
         return str(find_uv_bin())
     except Exception:  # noqa: BLE001 - uv as a wheel is optional; a uv on PATH does as well
         return shutil.which("uv")
 
 
-def cutedsl_set(facts: Any) -> tuple[dict[str, str], str | None]:
+def cutedsl_set(facts: Facts) -> tuple[dict[str, str], str | None]:
     """The cutlass-dsl distributions of the Facts and the libs build that is (or would be) active."""
     dists = {n: str(r.get("version")) for n, r in (facts.packages or {}).items() if n.startswith("nvidia-cutlass-dsl") and r.get("version")}
     return dists, (facts.cutedsl or {}).get("active_build")
@@ -102,7 +104,6 @@ def probe_cutedsl(facts: Any, arch: str, python: str = sys.executable) -> ProbeR
     if uv is None:
         out.error = "could not run: uv is not installed (pip install uv)"
         return out
-    from sparkdoctor.locations import data_dir
 
     with tempfile.TemporaryDirectory(prefix="sparkdoctor-whatif-probe-") as tmp:
         venv = Path(tmp) / "venv"

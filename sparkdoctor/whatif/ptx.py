@@ -23,6 +23,16 @@ from pathlib import Path
 from typing import Any
 
 from sparkdoctor import proc
+from sparkdoctor.kernels.assemble import (
+    COMPILE_TIMEOUT,
+    explain,
+    ptxas_errors,
+    run_ptxas,
+)
+from sparkdoctor.kernels.collector import compile_arch, selected_probes
+from sparkdoctor.kernels.probes import load_probes
+from sparkdoctor.kernels.tools import Tool
+from sparkdoctor.released import Reader, RemoteError
 from sparkdoctor.text import clip
 
 VERSION_TIMEOUT = 30.0
@@ -111,16 +121,6 @@ def ptxas_version(path: str) -> str | None:
 
 
 def _compile_all(ptxas: str, version: str | None, arch: str, folder: Path) -> list[PtxKernel]:
-    from sparkdoctor.kernels.assemble import (
-        COMPILE_TIMEOUT,
-        explain,
-        ptxas_errors,
-        run_ptxas,
-    )
-    from sparkdoctor.kernels.collector import compile_arch, selected_probes
-    from sparkdoctor.kernels.probes import load_probes
-    from sparkdoctor.kernels.tools import Tool
-
     tool = Tool(ptxas, version, "wheel", ptxas)
     rows = []
     for probe in selected_probes(load_probes(), arch):
@@ -141,9 +141,8 @@ def _compile_all(ptxas: str, version: str | None, arch: str, folder: Path) -> li
     return rows
 
 
-def release_ptxas(reader: Any, name: str, version: str, arch: str, tmp: Path) -> list[PtxRow]:
+def release_ptxas(reader: Reader, name: str, version: str, arch: str, tmp: Path) -> list[PtxRow]:
     """Each ptxas of one release of `name`, with the PTX probes compiled by it."""
-    from sparkdoctor.released import RemoteError
 
     try:
         wheel = reader.release(name, version)
@@ -183,7 +182,6 @@ def probe_ptx(changes: list[Any], arch: str, python: str | None = None) -> PtxCo
         return PtxComparison(arch, [], (
             "PTX probes: the upgrade moves no ptxas (it changes no triton or nvidia-cuda-nvcc distribution), so they "
             "compile with the same ptxas as today and their answer is today's (sparkdoctor check)"))
-    from sparkdoctor.released import Reader
 
     py = python or f"{sys.version_info.major}.{sys.version_info.minor}"
     reader = Reader(host_platform(), py)

@@ -13,13 +13,19 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
+from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from sparkdoctor import proc
 from sparkdoctor.errors import SparkdoctorError
 from sparkdoctor.exitcodes import EXIT_USAGE
+from sparkdoctor.facts import Facts
 from sparkdoctor.text import clip
+from sparkdoctor.verify.stacks import conflict
+from sparkdoctor.verify.venvs import own_pip
+from sparkdoctor.whatif import probe as whatif_probe
 
 RESOLVE_TIMEOUT = 600.0
 
@@ -64,9 +70,6 @@ def check_specs(specs: list[str], allow_url: bool = False) -> None:
     `--log=PATH` writes a file, `-r FILE` reads one), a path (`./pkg`, `x.tar.gz`), and a URL requirement (`name @
     file:///...`) unless allow_url, and then only a wheel's: pip builds a direct sdist or folder even under
     --only-binary :all:, running its code."""
-    from urllib.parse import urlsplit
-
-    from packaging.requirements import InvalidRequirement, Requirement
 
     for spec in specs:
         if spec.startswith("-"):
@@ -98,7 +101,7 @@ def dry_run_argv(pip: list[str], specs: list[str], constraints: list[str], quiet
     return [*argv, *extra, "--", *specs]
 
 
-def constraint_files(facts: Any, local: bool) -> list[str]:
+def constraint_files(facts: Facts, local: bool) -> list[str]:
     files = []
     for row in facts.constraints or []:
         f = row.get("file") if isinstance(row, dict) else None
@@ -107,14 +110,12 @@ def constraint_files(facts: Any, local: bool) -> list[str]:
     return files
 
 
-def resolve_upgrade(target: Any, python: str, specs: list[str], facts: Any, no_deps: bool = False,
+def resolve_upgrade(target: Any, python: str, specs: list[str], facts: Facts, no_deps: bool = False,
                     seen: Resolution | None = None) -> list[Change]:
     """The distributions the upgrade would install or change, from the target's own pip in a dry run
     (inside the container for a container target). A local venv without pip is resolved by sparkdoctor's
     pip for it (`pip --python`, pip >= 22.3), with the same options. `seen`, when given, gets the installer
     and the dependency-conflict lines the dry run printed."""
-    from sparkdoctor.verify.stacks import conflict
-    from sparkdoctor.verify.venvs import own_pip
 
     local = getattr(target, "shares_files", True)
     seen = seen if seen is not None else Resolution()
@@ -124,9 +125,8 @@ def resolve_upgrade(target: Any, python: str, specs: list[str], facts: Any, no_d
     run = target.run_command
     result = run(dry_run_argv(pip, specs, constraints, no_deps=no_deps), RESOLVE_TIMEOUT)
     if not result.ok and "No module named pip" in (result.stderr or "") and local and is_uv_venv(python):
-        from sparkdoctor.whatif.probe import uv_binary
 
-        uv = uv_binary()
+        uv = whatif_probe.uv_binary()
         if uv is not None:
             seen.installer = f"uv pip --python {python}"
             return uv_resolve(uv, python, specs, constraints, facts, no_deps)
@@ -207,7 +207,7 @@ def is_uv_venv(python: str) -> bool:
         return False
 
 
-def uv_resolve(uv: str, python: str, specs: list[str], constraints: list[str], facts: Any, no_deps: bool) -> list[Change]:
+def uv_resolve(uv: str, python: str, specs: list[str], constraints: list[str], facts: Facts, no_deps: bool) -> list[Change]:
     """uv's dry run for a uv venv: its ` + name==version` lines are what it would install."""
     argv = [uv, "pip", "install", "--dry-run", "--only-binary", ":all:", "--python", python, *(["--no-deps"] if no_deps else [])]
     for c in constraints:

@@ -10,14 +10,41 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sparkdoctor.check import CheckRequest, apply_arch_override, collect
+from sparkdoctor.conclusions.recipe_check import EnvTarget, box_env, vllm_flags
 from sparkdoctor.errors import InputError
+from sparkdoctor.facts import Facts
+from sparkdoctor.ledger import Ledger, default_path
+from sparkdoctor.matrix import load
+from sparkdoctor.matrix.model import Matrix
+from sparkdoctor.mods import ModError
+from sparkdoctor.mods.recipe import mod_findings, named_mods
+from sparkdoctor.mods.trees import (
+    ContainerTree,
+    ReleaseTree,
+    Tree,
+    UpgradedTree,
+    venv_tree,
+)
+from sparkdoctor.recipes import load as load_recipe
+from sparkdoctor.recipes.model import Recipe
+from sparkdoctor.released import Reader
+from sparkdoctor.targets.choose import refuse_bad_target_options, resolve_target
+from sparkdoctor.targets.interface import Target
+from sparkdoctor.whatif import compare, hypothetical_facts, resolve_upgrade
+from sparkdoctor.whatif.hypothetical import released_flags
 from sparkdoctor.whatif.judge import (
     ModsDelta,
     ProbeComparison,
     RecipeWhatIf,
     StaleConclusion,
     WhatIf,
+    compare_recipe,
+    stale_conclusions,
 )
+from sparkdoctor.whatif.probe import probe_cutedsl
+from sparkdoctor.whatif.ptx import probe_ptx
+from sparkdoctor.whatif.resolve import Resolution, check_specs
 
 
 @dataclass
@@ -42,12 +69,6 @@ class UpgradeQuestion:
 def judge_upgrade(q: UpgradeQuestion) -> WhatIf:
     """The upgrade judged. A MatrixError, FactsError, TargetError, ResolveError, RecipeError or LedgerFailure says
     itself (and its exit code)."""
-    from sparkdoctor.check import CheckRequest, apply_arch_override, collect
-    from sparkdoctor.facts import Facts
-    from sparkdoctor.matrix import load
-    from sparkdoctor.targets.choose import refuse_bad_target_options, resolve_target
-    from sparkdoctor.whatif import compare, hypothetical_facts, resolve_upgrade
-    from sparkdoctor.whatif.resolve import check_specs
 
     check_specs(q.specs, q.allow_url)  # before anything runs: no SPEC becomes a pip option
     matrix = load(q.matrix)
@@ -56,9 +77,6 @@ def judge_upgrade(q: UpgradeQuestion) -> WhatIf:
     recipe = None
     recipe_env: dict[str, str] = {}
     if q.recipe is not None:
-        from sparkdoctor.conclusions.recipe_check import EnvTarget
-        from sparkdoctor.recipes import load as load_recipe
-
         recipe = load_recipe(q.recipe, {})  # a RecipeError says which file and field (exit 2)
         recipe_env = dict(recipe.env)
         target = EnvTarget(target, recipe_env)  # as `recipe check`: the capabilities probe reads the recipe's VLLM_* names
@@ -68,18 +86,13 @@ def judge_upgrade(q: UpgradeQuestion) -> WhatIf:
     else:
         today = apply_arch_override(collect(CheckRequest(target=target, arch=q.arch, kernels=False)), q.arch)
         if recipe_env:  # the box's own env stays the box's: the recipe's variables judge only its capabilities
-            from sparkdoctor.conclusions.recipe_check import box_env
-
             today.env = box_env(today.env, recipe_env)
-    from sparkdoctor.whatif.resolve import Resolution
 
     seen = Resolution()
     changes = resolve_upgrade(target, interpreter, q.specs, today, q.no_deps, seen)  # a ResolveError carries its exit code (2)
     notes: list[str] = []
     reader = None
     if q.read:
-        from sparkdoctor.released import Reader
-
         machine = str((today.host or {}).get("machine") or "aarch64")
         platform = "linux-x86_64" if machine in ("x86_64", "amd64") else "linux-aarch64"
         target_py = ".".join(str((today.target or {}).get("version") or "3.12").split(".")[:2])
@@ -99,13 +112,10 @@ def judge_upgrade(q: UpgradeQuestion) -> WhatIf:
     return result
 
 
-def _recipe(recipe: Any, target: Any, matrix: Any, today: Any, predicted: Any, changes: Any, reader: Any,
+def _recipe(recipe: Recipe, target: Target, matrix: Matrix, today: Facts, predicted: Facts, changes: Any, reader: Reader | None,
             notes: list[str]) -> RecipeWhatIf:
     """The recipe's findings today and after: vLLM's flags today from the target, after from the new release's files;
     its env vars judged against the capabilities read with the recipe's env (today's probe, the new release's files)."""
-    from sparkdoctor.conclusions.recipe_check import vllm_flags
-    from sparkdoctor.whatif.hypothetical import released_flags
-    from sparkdoctor.whatif.judge import compare_recipe
 
     flags_today = vllm_flags(target)
     flags_after = flags_today
@@ -119,18 +129,9 @@ def _recipe(recipe: Any, target: Any, matrix: Any, today: Any, predicted: Any, c
     return judged
 
 
-def _mods(recipe: Any, target: Any, changes: Any, notes: list[str]) -> ModsDelta | None:
+def _mods(recipe: Recipe, target: Target, changes: Any, notes: list[str]) -> ModsDelta | None:
     """The recipe's mods judged on today's files and on the files the upgrade would install (sparkdoctor.mods):
     which mods the upgrade breaks, and which it makes stale (upstream already)."""
-    from sparkdoctor.mods import ModError
-    from sparkdoctor.mods.recipe import mod_findings, named_mods
-    from sparkdoctor.mods.trees import (
-        ContainerTree,
-        ReleaseTree,
-        Tree,
-        UpgradedTree,
-        venv_tree,
-    )
 
     if not named_mods(recipe):
         return None
@@ -154,8 +155,6 @@ def _mods(recipe: Any, target: Any, changes: Any, notes: list[str]) -> ModsDelta
 def _probe(today: Any, predicted: Any, changes: Any, python: str) -> ProbeComparison:
     """--probe: the CuTe DSL probes compiled in a throwaway venv with today's and the proposed cutlass-dsl set;
     the PTX probes compiled by each ptxas the upgrade moves (whatif/ptx.py)."""
-    from sparkdoctor.whatif.probe import probe_cutedsl
-    from sparkdoctor.whatif.ptx import probe_ptx
 
     value = str((predicted.arch or {}).get("value") or "")
     arch = value if value.startswith("sm_") else "sm_121a"  # no GPU and no --arch: the Spark's arch, the DSL needs one
@@ -168,10 +167,8 @@ def _probe(today: Any, predicted: Any, changes: Any, python: str) -> ProbeCompar
     return out
 
 
-def _stale(ledger_path: Path | None, python: str, today: Any, predicted: Any, notes: list[str]) -> list[StaleConclusion] | None:
+def _stale(ledger_path: Path | None, python: str, today: Facts, predicted: Facts, notes: list[str]) -> list[StaleConclusion] | None:
     """Conclusions the upgrade would make stale; None (said) when there is no ledger to read."""
-    from sparkdoctor.ledger import Ledger, default_path
-    from sparkdoctor.whatif.judge import stale_conclusions
 
     path = ledger_path or default_path()
     if not path.exists():

@@ -175,7 +175,9 @@ def serve(style: Style | None = None) -> Iterator[tuple[str, Style]]:
 def main(argv: list[str]) -> None:
     """Run as a server process (what a test recipe's command starts):
     sse_server.py [--host H] [--port P] [--delay S] [--generic] [--model NAME] [--exit-after N]
-    --exit-after N: the whole process exits (status 7) when request N+1 arrives, as a crashing server."""
+    --exit-after N: the whole process exits (status 7) when request N+1 arrives, as a crashing server.
+    --hold-mib N: the first request makes it take N MiB more (written, so resident) and keep them, as a server
+    whose memory grows under load."""
     import argparse
     import os
     import sys
@@ -188,6 +190,7 @@ def main(argv: list[str]) -> None:
     ap.add_argument("--model", default="tiny")
     ap.add_argument("--exit-after", type=int, default=None)
     ap.add_argument("--stamp", action="store_true")
+    ap.add_argument("--hold-mib", type=int, default=0)
     ap.add_argument("--kv-cache-dtype", default="auto")  # accepted and ignored, as recipes for vLLM pass it (bench roofline tests)
     args = ap.parse_args(argv)
     style = Style(vllm=not args.generic, usage="last" if args.generic else "separate", done=not args.generic,
@@ -203,6 +206,16 @@ def main(argv: list[str]) -> None:
             await original(reader, writer)
 
         handler.handle = handle
+    if args.hold_mib:
+        held: list[bytes] = []
+        before_hold = handler.handle
+
+        async def hold(reader, writer):
+            if not held:
+                held.append(b"\x01" * (args.hold_mib * 2**20))
+            await before_hold(reader, writer)
+
+        handler.handle = hold
 
     async def serve_forever() -> None:
         server = await asyncio.start_server(handler, args.host, args.port)

@@ -57,6 +57,27 @@ def test_bench_recipe_launches_measures_stores_and_tears_down(run, tmp_path):
     assert again.returncode == 0
 
 
+def test_the_servers_memory_through_the_measured_run_is_stored_with_the_run(run, tmp_path):
+    """The server takes 150 MiB more at its first request, after it was ready: the high-water mark stored with the
+    run holds them (memory is sampled through the measured run, not only while the server starts), and `history`
+    lists and shows it."""
+    r = recipe(tmp_path, "grows", "--hold-mib", "150")
+    out = run("bench", r, "--concurrency", "1", "--warmup", "1", "--rounds", "2", "--max-tokens", "8", "--format", "json")
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    memory = doc["memory"]
+    assert memory["high_water_bytes"] >= 150 * 2**20, memory
+    assert memory["high_water_at_s"] > memory["series"][0][0] and memory["samples_taken"] >= 2
+    assert memory["processes"] == 2  # the supervisor and the server
+    listed = json.loads(run("history", "--format", "json").stdout)["runs"][0]
+    assert listed["memory_high_water_bytes"] == memory["high_water_bytes"]
+    stored = json.loads(run("history", str(doc["run_id"]), "--format", "json").stdout)["run"]["memory"]
+    assert stored == memory
+    gib = f"{memory['high_water_bytes'] / 2**30:.2f} GiB"
+    assert "peak memory" in run("history").stdout and gib in run("history").stdout
+    assert f"server memory: high-water mark {gib} resident" in run("history", str(doc["run_id"])).stdout
+
+
 @pytest.mark.alone  # the verdict compares real token timings
 def test_ab_finds_the_slower_arm_and_stores_both(run, tmp_path):
     a = recipe(tmp_path, "fast", "--delay", "0.002")

@@ -214,7 +214,7 @@ def test_recipe_show_refuses_a_set_without_a_value_and_a_missing_file(tmp_path):
 def test_recipe_check_runs_without_typer(tmp_path, monkeypatch):
     result = recipe_check_sample(tmp_path, monkeypatch)
     assert (result.kind, result.exit_code) == ("recipe-check", 1)
-    assert "vllm-gpu-mem-util-above-uma-headroom" in {f["id"] for f in result.data["findings"]}
+    assert "vllm-gpu-mem-util-above-uma-headroom" in {f["id"] for f in result.data.document["findings"]}
 
 
 def test_recipe_check_refuses_a_bad_fail_on(tmp_path):
@@ -347,7 +347,9 @@ def update_sample() -> Result:
     """`matrix update`'s document as update_matrix returns it (tests/test_matrix_update.py installs real ones)."""
     done = {"action": "update", "installed": "/data/matrix/current", "pin": {"sha256": "0" * 64}, "previous": "bundled",
             "entries": 3, "stacks": 1, "diff": ["+ demo-gb10"], "message": "installed the matrix (3 entries, 1 stack)"}
-    return Result("matrix update", "matrix-update", done)
+    from sparkdoctor.track.update import Updated
+
+    return Result("matrix update", "matrix-update", Updated(done))
 
 
 def test_matrix_verify_writes_its_document_with_o(tmp_path, monkeypatch):

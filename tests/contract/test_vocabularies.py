@@ -4,7 +4,9 @@ vocabularies it draws (severity, evidence, verdict, outcome)."""
 
 from __future__ import annotations
 
+import importlib
 import json
+import pkgutil
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -27,7 +29,7 @@ from tests.test_tracking import registry  # noqa: F401, F811 (fixture: a registr
 
 @pytest.fixture
 def samples(tmp_path, monkeypatch, registry) -> dict[str, Result]:  # noqa: F811 (the fixture)
-    """One real Result of every document kind sparkdoctor/views.py knows."""
+    """One real Result of every document kind, and of every document class a view is registered for."""
     matrix = write_matrix(tmp_path / "matrix")
     return {
         **run_without_typer.registry_samples(tmp_path / "tracked", registry, monkeypatch),
@@ -35,6 +37,7 @@ def samples(tmp_path, monkeypatch, registry) -> dict[str, Result]:  # noqa: F811
         "report": run_check(CheckCommand(facts_file=snap("gb10-broken"), matrix=matrix, config=_empty(tmp_path))),
         "matrix-list": run_list(MatrixCommand(matrix)),
         "matrix-item": run_show(MatrixCommand(matrix, item_id=next(iter(ENTRIES)))),
+        "matrix-stack": run_show(MatrixCommand(matrix, item_id="b12x-cu13")),
         "matrix-validate": run_validate(MatrixCommand(matrix)),
         "fleet": _fleet_sample(),
         "audit": run_without_typer.audit_sample(tmp_path),
@@ -72,10 +75,20 @@ def _empty(tmp_path: Path) -> Path:
     return config
 
 
+def _every_view() -> dict[type, views.View]:
+    """The registry, once every view module under sparkdoctor/views/ is imported (each registers its own)."""
+    for module in pkgutil.iter_modules(views.__path__):
+        importlib.import_module(f"sparkdoctor.views.{module.name}")
+    return views.REGISTRY
+
+
 def test_every_kind_renders_in_every_format_it_declares(samples):
-    assert set(samples) == set(views.VIEWS), "a document kind without a sample here is a kind nobody renders in a test"
+    for document in _every_view():
+        assert any(isinstance(r.data, document) for r in samples.values()), f"{document.__name__}: a view nobody renders in a test"
     for kind, result in samples.items():
-        for fmt in views.formats_of(kind):
+        view = views.view_of(result.data)
+        assert view is not None, f"{kind}: {type(result.data).__name__} has no view"
+        for fmt in view.formats:
             for output in (None, Path("file")):  # stdout and -o FILE render alike, but for colour and width
                 text = emit.render(result, fmt, output)
                 assert text.endswith("\n") and text.strip(), (kind, fmt)
@@ -129,11 +142,13 @@ def test_format_parse_accepts_exactly_the_allowed_members():
 
 
 def test_every_renderer_knows_every_severity_evidence_verdict_and_outcome():
-    from sparkdoctor.conclusions import junit, outcome, recipe_check
+    from sparkdoctor import describe
+    from sparkdoctor.conclusions import outcome, recipe_check
     from sparkdoctor.conclusions.model import OUTCOMES
     from sparkdoctor.matrix import ACTIONS, EVIDENCE_LEVELS, SEVERITIES
-    from sparkdoctor.render import console, describe
-    from sparkdoctor.render import matrix as matrix_render
+    from sparkdoctor.views import console
+    from sparkdoctor.views import matrix as matrix_render
+    from sparkdoctor.views import recipe_check as junit
 
     assert SEVERITIES == ("info", "warn", "error") == Severity.values()
     assert EVIDENCE_LEVELS == ("reproduced", "checked", "reported") == Evidence.values()

@@ -12,18 +12,22 @@ Two kinds of target, each made the way its users make it:
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import json
 import os
 import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 from sparkdoctor import proc
 
 DATA = Path(__file__).parent / "data"
 # typing_extensions: a top-level module no test plan touches (its .pyc sits in site-packages/__pycache__ beside six's)
-WHEELS = ["pip==24.0", "six==1.16.0", "six==1.17.0", "idna==3.7", "cattrs==23.2.3", "attrs==23.2.0", "typing_extensions==4.12.2"]
+# decorator: a dist whose module sits directly in site-packages, reinstalled as a family by test_fix_faults
+WHEELS = ["pip==24.0", "six==1.16.0", "six==1.17.0", "idna==3.7", "cattrs==23.2.3", "attrs==23.2.0", "typing_extensions==4.12.2",
+          "decorator==5.1.1"]
 BASE = ["six==1.16.0", "idna==3.7", "cattrs==23.2.3", "attrs==23.2.0", "typing_extensions==4.12.2"]
 ENV_TEXT = "# the server's env file\nA=1\nVLLM_NVFP4_GEMM_BACKEND=marlin\nexport B=\"x y\"\n"
 PINS_TEXT = "# pins\nsix==1.16.0  # why not\nattrs>=20\n"
@@ -56,9 +60,29 @@ def wheelhouse(folder: Path) -> Path:
     return folder
 
 
-def make_target(root: Path, kind: str, wheels: Path) -> Path:
-    """A target venv under root/<kind>, with the base dists, idna/core.py hand-edited; returns its python."""
+_TEMPLATES: dict[tuple[str, str], Path] = {}
+
+
+def make_target(root: Path, kind: str, wheels: Path, fresh: bool = False) -> Path:
+    """A target venv under root/<kind>, with the base dists, idna/core.py hand-edited; returns its python.
+    Each kind is built once per process and copied here with `cp -a` (every byte, mode and mtime: pip's .pyc stay
+    valid), so a test that changes its target changes only its own copy. `fresh`: built here, at root/<kind>
+    (for a test whose point is the path pip compiled at)."""
     venv = root / kind
+    if fresh:
+        return _build(venv, kind, wheels)
+    key = (kind, str(wheels))
+    if key not in _TEMPLATES:
+        folder = Path(tempfile.mkdtemp(prefix="sparkdoctor-fix-target-"))
+        atexit.register(shutil.rmtree, folder, True)
+        _build(folder / kind, kind, wheels)
+        _TEMPLATES[key] = folder / kind
+    root.mkdir(parents=True, exist_ok=True)
+    must(["cp", "-a", str(_TEMPLATES[key]), str(venv)])
+    return venv / "bin" / "python"
+
+
+def _build(venv: Path, kind: str, wheels: Path) -> Path:
     python = venv / "bin" / "python"
     if kind == "uv":
         must([uv(), "venv", "--quiet", str(venv)])

@@ -51,7 +51,7 @@ refs = ["https://pypi.org/project/six/"]
 def linked_target(tmp_path: Path, wheels: Path) -> tuple[Path, Path]:
     """An ordinary pip venv (made at real/pip) and its python as reached through the symlink linked -> real
     (as a venvs folder linked to a data disk is)."""
-    scenario.make_target(tmp_path / "real", "pip", wheels)
+    scenario.make_target(tmp_path / "real", "pip", wheels, fresh=True)  # pip compiles at real/pip, fix reaches linked/pip
     (tmp_path / "linked").symlink_to(tmp_path / "real")
     python = tmp_path / "linked" / "pip" / "bin" / "python"
     return python, next((tmp_path / "real" / "pip").glob("lib/python*/site-packages"))

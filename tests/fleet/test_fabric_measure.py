@@ -6,12 +6,18 @@ benchmarks/nccl_allreduce.py's table read by the same parser."""
 from __future__ import annotations
 
 import importlib.util
+import json
+import os
+import socket
+import sys
 from pathlib import Path
 
 import pytest
 
 from sparkdoctor import matrix
 from sparkdoctor.fleet import FleetOptions, FleetResult, judge
+from sparkdoctor.fleet import run as fleet_run
+from sparkdoctor.fleet.inventory import load_inventory
 from sparkdoctor.fleet.measure import (
     ALLREDUCE_MAX_BYTES,
     FAIR_SHARE,
@@ -21,7 +27,7 @@ from sparkdoctor.fleet.measure import (
 )
 from sparkdoctor.fleet.node import NodeOutcome
 from sparkdoctor.fleet.toolparse import parse_all_reduce_perf, parse_ib_write_bw
-from sparkdoctor.fleet.transport import Node
+from sparkdoctor.fleet.transport import LOCAL, Node, SshTransport
 from sparkdoctor.proc import run
 from tests.fleet.fabric_trees import pair, ring
 from tests.fleet.test_fabric import read
@@ -197,3 +203,75 @@ def test_a_real_two_gpu_nccl_all_reduce_is_read_into_the_same_finding_shape():
     # the same numbers judged against a link rated far above them (a stand-in for a slow rail) are a finding
     [slow] = from_all_reduce(real, "vm", "2 GPUs of one host", 20000.0, "nccl_allreduce.py").findings()
     assert slow.rule == "rail-slow" and slow.node == "vm" and "2 GPUs of one host" == slow.link
+
+
+H200 = Path(__file__).resolve().parents[1] / "data" / "h200"
+
+
+def _tool_on_path(folder: Path, name: str, body: str, monkeypatch) -> None:
+    folder.mkdir(exist_ok=True)
+    script = folder / name
+    script.write_text(f"#!/bin/sh\n{body}\n")
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ.get('PATH', '')}")
+
+
+def test_the_local_node_is_probed_here_without_ssh(tmp_path, monkeypatch):
+    """host "local" (an inventory's or --hosts') is this machine: its probes run in a subprocess here; an ssh
+    on PATH that records being called is never called."""
+    called = tmp_path / "ssh-called"
+    _tool_on_path(tmp_path / "bin", "ssh", f"echo \"$@\" > '{called}'; exit 255", monkeypatch)
+    inventory = tmp_path / "fleet.toml"
+    inventory.write_text('[[node]]\nhost = "local"\n')
+    nodes = load_inventory(inventory, sys.executable, None, "docker")
+    result = fleet_run(FleetOptions(nodes=nodes, node_timeout=120.0))
+    [outcome] = result.outcomes
+    assert outcome.ok, outcome.problem
+    assert not called.exists()
+    assert result.transport == "local" and result.exit_code() == 0
+    assert outcome.facts.fleet["hostname"] == socket.gethostname()
+    assert SshTransport().argv(Node(LOCAL), ["python3", "-B", "-"]) == ["python3", "-B", "-"]
+    assert SshTransport().argv(Node("spark-1"), ["python3"])[0] == "ssh"
+
+
+def test_a_node_of_two_gpus_gets_all_reduce_perf_over_its_gpus(tmp_path, monkeypatch):
+    """--measure on one node of several GPUs: all_reduce_perf -g N on that node (no mpirun), bounded at 1 GiB,
+    reported and never judged (no rated speed between its GPUs); a node of one GPU gets none. The stand-in
+    prints the real output of the binary on two H200s (tests/data/h200/all-reduce-perf-2gpu.txt)."""
+    argv_file = tmp_path / "argv"
+    _tool_on_path(tmp_path / "bin", "all_reduce_perf",
+                  f"echo \"$@\" > '{argv_file}'; exec cat '{H200 / 'all-reduce-perf-2gpu.txt'}'", monkeypatch)
+    two, one = fleet_facts(LOCAL), fleet_facts("spark-1")
+    two.gpus = [{"index": 0, "name": "NVIDIA H200", "cc": "9.0"}, {"index": 1, "name": "NVIDIA H200", "cc": "9.0"}]
+    one.gpus = [{"index": 0, "name": "NVIDIA GB10", "cc": "12.1"}]
+    said: list[str] = []
+    [measured] = measure_links(SshTransport(), [Node(LOCAL)], [(LOCAL, two)], said.append)
+    assert said == ["all_reduce_perf over the 2 GPUs of local…"]
+    assert argv_file.read_text().split() == ["-b", str(8 << 20), "-e", str(ALLREDUCE_MAX_BYTES), "-f", "2", "-g", "2"]
+    assert (measured.tool, measured.node, measured.link, measured.status) == ("all_reduce_perf", LOCAL, "2 GPUs of local",
+                                                                              "measured")
+    assert measured.gbps == pytest.approx(325.27 * 8) and measured.rated_gbps is None and measured.findings() == []
+    assert measure_links(SshTransport(), [Node(LOCAL)], [(LOCAL, one)]) == []
+
+
+def test_fleet_check_measure_on_two_real_gpus_of_one_host():
+    """`fleet check --inventory local.toml --measure` run for real on a host of two H200s (NVLink, NCCL 2.28.9 of
+    the host's torch, nccl-tests' all_reduce_perf built without MPI, NCCL_NVLS_ENABLE=0): its JSON document
+    and the tool's own table as it printed it on the same host (docs/evidence/h200-2026-11-28.md)."""
+    doc = json.loads((H200 / "fleet-measure-2gpu.json").read_text())
+    assert (doc["command"], doc["transport"], doc["verdict"], doc["exit_code"]) == ("fleet check", "local", "go", 0)
+    [node] = doc["nodes"]
+    assert node["name"] == LOCAL and node["ok"] and len(node["facts"]["gpus"]) == 2
+    assert node["facts"]["env"]["NCCL_NVLS_ENABLE"] == "0"
+    [m] = doc["fabric"]["measured"]
+    assert (m["tool"], m["link"], m["status"], m["rated_gbps"], m["slow"]) == ("all_reduce_perf", "2 GPUs of local",
+                                                                              "measured", None, False)
+    assert m["setting"] == f"all_reduce_perf -b {8 << 20} -e {ALLREDUCE_MAX_BYTES} -f 2 -g 2"
+    assert 100 * 8 < m["gbps"] < 900 * 8 and "over 2 ranks, 0 wrong" in m["detail"]  # NVLink: hundreds of GB/s
+    assert doc["fabric"]["findings"] == []
+    table = parse_all_reduce_perf((H200 / "all-reduce-perf-2gpu.txt").read_text())
+    assert table.ranks == 2 and len(table.rows) == 8 and table.wrong == 0
+    assert table.largest_bytes == ALLREDUCE_MAX_BYTES and table.peak_busbw_gbs == 325.27
+    assert table.average_busbw_gbs == 264.517
+    console = (H200 / "fleet-measure-2gpu.txt").read_text()
+    assert "fleet check over local: 1 node(s), 1 answered" in console and "2 GPUs of local" in console

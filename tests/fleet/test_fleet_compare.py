@@ -189,7 +189,7 @@ def test_check_and_the_fleet_modules_never_import_ray(tmp_path):
     snapshot = tmp_path / "facts.json"
     gb10_facts().save(snapshot)
     code = ("import sys; from sparkdoctor.cli import main; import sparkdoctor.fleet, sparkdoctor.fleet.node, "
-            "sparkdoctor.fleet.render, sparkdoctor.commands.fleet\n"
+            "sparkdoctor.views.fleet, sparkdoctor.commands.fleet\n"
             f"sys.argv = ['sparkdoctor', 'check', '--facts', {str(snapshot)!r}, '--format', 'json', '-o', {str(tmp_path / 'r.json')!r}]\n"
             "try:\n    main()\nexcept SystemExit:\n    pass\nprint(json.dumps(sorted(m for m in sys.modules if m == 'ray' or m.startswith('ray.'))))")
     done = subprocess.run([sys.executable, "-c", "import json\n" + code], capture_output=True, text=True, timeout=120)

@@ -130,3 +130,63 @@ def test_the_fabric_facts_travel_over_ssh_and_gate_the_launch(sshd, node_venvs, 
             assert finding == {"rule": "hca-twin", "node": "fleet-1", "link": "roceP2p1s0f1 port 1 (enP2p1s0f1np1)",
                                "setting": "NCCL_IB_HCA=rocep1s0f1 (environment)", "detail": finding["detail"]}
             assert "multinode-fabric-hca-one-twin" in {f["id"] for f in node1["findings"]}
+
+
+def test_each_node_is_judged_on_its_own_memory_and_kernel_log(sshd, node_venvs, tmp_path):
+    """Two nodes over ssh, each on its own fixture box (SPARKDOCTOR_HOST_ROOT): the strained one's kernel log shows
+    the driver out of memory, the OOM killer and a hung task, and little MemAvailable; the healthy one none of it.
+    The host entries fire on the strained node alone, and the launch is refused for it."""
+    import shlex
+    from pathlib import Path
+
+    roots = Path(__file__).resolve().parents[1] / "data" / "hostroots"
+    rows = []
+    for name, tree in (("fleet-0", "gb10-healthy"), ("fleet-1", "gb10-strained")):
+        wrapper = tmp_path / f"{name}-python"
+        wrapper.write_text(f"#!/bin/sh\nexport SPARKDOCTOR_HOST_ROOT={shlex.quote(str(roots / tree))}\n"
+                           f"exec {shlex.quote(str(node_venvs[0]))} \"$@\"\n")
+        wrapper.chmod(0o755)
+        rows.append((name, str(wrapper)))
+    done = fleet("--inventory", inventory(tmp_path / "fleet.toml", rows), "--ssh-config", str(sshd.config), "--format", "json")
+    doc = json.loads(done.stdout)
+    ids = {n["name"]: {f["id"] for f in n.get("findings") or []} for n in doc["nodes"]}
+    memory = {"gb10-driver-out-of-unified-memory", "host-oom-killer-fired", "host-hung-tasks", "host-uma-low-available"}
+    assert memory <= ids["fleet-1"], ids
+    assert not memory & ids["fleet-0"], ids
+    strained = next(n for n in doc["nodes"] if n["name"] == "fleet-1")
+    assert strained["facts"]["host_health"]["kernel"]["nvrm_no_memory"] == 1
+    assert strained["facts"]["host_health"]["kernel_source"] == "/dev/kmsg"
+    assert done.returncode == 1, done.stderr  # the driver out of memory is an error: the launch is refused
+
+
+def test_the_launch_is_judged_on_each_nodes_memory_over_ssh(sshd, node_venvs, tmp_path):
+    """`fleet check --recipe` over the real sshd: two nodes, each on its own fixture box (a leftover server and a
+    leaked container on fleet-1, nothing on fleet-0). The need is sized here once (TP 2: one rank a node); each
+    node's memory and holders travel in its probe's answer; fleet-1 is named with what holds its memory."""
+    import shlex
+
+    from tests.audit import builders
+    from tests.fleet.test_fleet_memory_fit import LEAKED, healthy, strained
+    from tests.memory.conftest import write_recipe
+
+    model = builders.qwen3_8b(tmp_path / "qwen3-8b", None)
+    recipe = write_recipe(tmp_path, model, "--max-model-len", "32768", "-tp", "2", "--gpu-memory-utilization", "0.7")
+    rows = []
+    for name, root in (("fleet-0", healthy(tmp_path)), ("fleet-1", strained(tmp_path))):
+        wrapper = tmp_path / f"{name}-python"
+        wrapper.write_text(f"#!/bin/sh\nexport SPARKDOCTOR_HOST_ROOT={shlex.quote(str(root))}\n"
+                           f"exec {shlex.quote(str(node_venvs[0]))} \"$@\"\n")
+        wrapper.chmod(0o755)
+        rows.append((name, str(wrapper)))
+    done = fleet("--inventory", inventory(tmp_path / "fleet.toml", rows), "--ssh-config", str(sshd.config),
+                 "--recipe", str(recipe), "--format", "json")
+    assert done.returncode == 1, done.stderr
+    doc = json.loads(done.stdout)
+    memory = doc["memory"]
+    assert memory["blocking"] == ["fleet-1"] and memory["ranks_per_node"] == 1
+    nodes = {n["node"]: n for n in memory["nodes"]}
+    assert (nodes["fleet-0"]["outcome"], nodes["fleet-1"]["outcome"]) == ("fits", "fits-with")
+    held = [h["what"] for h in nodes["fleet-1"]["holding"]]
+    assert held[0].startswith(f"container {LEAKED[:12]}") and held[1].startswith("pid 4242 (vllm)")
+    assert memory["proposal"]["gpu_memory_utilization"] == 0.5 and memory["decided_by"] == {"gpu_memory_utilization": "fleet-1"}
+    assert memory["proposal_fits"] is True

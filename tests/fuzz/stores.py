@@ -107,10 +107,10 @@ def recipe_files(draw) -> tuple[str, bytes]:
 
 LEDGER_COLUMNS = [("runs", "summary_json"), ("runs", "findings_json"), ("runs", "facts_json"), ("runs", "recipe_json"),
                   ("runs", "workload_json"), ("runs", "server_json"), ("samples", "sample_json"),
-                  ("comparisons", "result_json"), ("conclusions", "data_json")]
+                  ("comparisons", "result_json"), ("conclusions", "data_json"), ("runs", "memory_json")]
 RAW_JSON = ["", "{", "[]", "null", "5", '"x"', "{}", '{"levels": 5}', '{"levels": [{}]}', '{"levels": [{"concurrency": "1"}]}',
             '{"headline": []}', "9" * 5000, "[" * 50_000 + "]" * 50_000, "NaN", '{"a": 1e999}', "\x00", "\udcff"]
-PRAGMAS = [("user_version", v) for v in (-1, -2**31, 0, 2, 4, 2**31 - 1)] + [("application_id", v) for v in (0, 1, -1)]
+PRAGMAS = [("user_version", v) for v in (-1, -2**31, 0, 2, 5, 2**31 - 1)] + [("application_id", v) for v in (0, 1, -1)]
 
 
 @functools.cache
@@ -129,7 +129,10 @@ def template_ledger() -> tuple[Path, dict[tuple[str, str], list[Any]]]:
     path = folder / "template.sqlite"
     with Ledger(path) as led:
         add_ab(led, paths, LEDGER_FACTS, {"A": [40.0, 41.0, 40.5], "B": [100.0, 99.0, 101.0]}, "default-vs-one-seq")
-        led.add_run(record(name="plain", samples=4))
+        led.add_run(record(name="plain", samples=4, memory={"high_water_bytes": 2**30, "high_water_at_s": 3.5,
+                                                            "lowest_available_bytes": 2**33, "samples_taken": 8,
+                                                            "every_s": 0.5, "processes": 2, "cgroup_limit_bytes": None,
+                                                            "series": [[0.0, 2**33, 2**29], [3.5, 2**33, 2**30]]}))
         led.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     db = sqlite3.connect(path)
     stored = {(t, c): [json.loads(v) for (v,) in db.execute(f"SELECT {c} FROM {t}") if v] for t, c in LEDGER_COLUMNS}
@@ -169,7 +172,7 @@ def ledger_damage(draw) -> list[tuple]:
     return out
 
 
-LEDGER_KEYS = ["levels", "headline", "concurrency", "decode_tps_per_stream", "round_output_tps", "a", "b", "path", "label",
+LEDGER_KEYS = ["high_water_bytes", "series", "levels", "headline", "concurrency", "decode_tps_per_stream", "round_output_tps", "a", "b", "path", "label",
                "runs", "A", "B", "fingerprints", "recipe_hashes", "ratio", "ci_low", "ci_high", "verdict", "previous",
                "sets", "workload", "packages", "version", "argv", "env", "model", "client", "server", "median"]
 

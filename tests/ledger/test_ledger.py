@@ -54,6 +54,11 @@ def test_a_version_1_file_is_migrated_and_keeps_its_runs(tmp_path):
         cid = led.begin_comparison("a", "b")
         led.add_run(record(comparison_id=cid, arm="A"))
         assert led.comparison(cid)["runs"] == [2]
+        # schema 4: a run stored before it has no memory record (NULL), not a damaged one; a new run keeps its own
+        assert led.run(1)["memory"] is None and "damaged" not in led.run(1) and led.runs()[1]["memory_high_water_bytes"] is None
+        memory = {"high_water_bytes": 3 * 2**30, "lowest_available_bytes": 2**30, "series": [[0.0, 2**31, 2**30]]}
+        new = led.add_run(record(memory=memory))
+        assert led.run(new)["memory"] == memory and led.runs()[0]["memory_high_water_bytes"] == 3 * 2**30
 
 
 def test_a_newer_schema_is_refused_untouched(tmp_path):

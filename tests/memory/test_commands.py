@@ -7,13 +7,14 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 from tests.memory.conftest import write_recipe
 from tests.memory.test_verdict import box
 
 
-def cli(host_root, *args, timeout=300):
-    env = {**os.environ, "SPARKDOCTOR_HOST_ROOT": str(host_root)}
+def cli(host_root, *args, timeout=300, env=None):
+    env = {**os.environ, **(env or {}), "SPARKDOCTOR_HOST_ROOT": str(host_root)}
     return subprocess.run([sys.executable, "-m", "sparkdoctor", *map(str, args)], env=env, capture_output=True, text=True,
                           timeout=timeout)
 
@@ -72,11 +73,104 @@ def test_a_launch_killed_by_the_real_oom_killer_gets_its_post_mortem(tmp_path):
         recipe = tmp_path / "greedy.toml"
         command = ["sh", "-c", f"echo $$ > {group}/cgroup.procs && exec {sys.executable} -c '{grab}'"]
         recipe.write_text(f'schema = 1\nname = "greedy"\ncommand = {json.dumps(command)}\n')
-        p = subprocess.run([sys.executable, "-m", "sparkdoctor", "bench", str(recipe), "--no-store", "--ready-timeout", "60",
-                            "--format", "json"], capture_output=True, text=True, timeout=300)
+        p, sarif = (subprocess.run([sys.executable, "-m", "sparkdoctor", "bench", str(recipe), "--no-store", "--ready-timeout",
+                                    "60", "--format", fmt], capture_output=True, text=True, timeout=300) for fmt in ("json", "sarif"))
     assert p.returncode == 4, p.stderr
+    assert sarif.returncode == 4, sarif.stderr  # the same failure as SARIF: the post-mortem is its result
+    run, results = sarif_results(sarif.stdout)
+    assert run["invocations"][0]["executionSuccessful"] is False
+    assert [r["ruleId"] for r in results] == ["postmortem-oom-killed"] and results[0]["level"] == "error"
+    assert "Killed process" in results[0]["message"]["text"] and results[0]["locations"][0]["physicalLocation"][
+        "artifactLocation"]["uri"].endswith("greedy.toml")
+    assert json.loads(p.stdout)["errors"][0]["findings"][0]["id"] == "postmortem-oom-killed"
     message = json.loads(p.stdout)["errors"][0]
     message = message["message"] if isinstance(message, dict) else message
     assert "was killed by SIGKILL" in message and "post-mortem: oom-killed: the kernel's OOM killer killed" in message
     assert "Killed process" in message and "--gpu-memory-utilization" in message
     assert "MemAvailable fell to" in message  # memory sampled while it started (serve/launch.py)
+
+
+def fake_vllm_recipe(folder: Path, model: Path, name: str, *flags: str) -> Path:
+    """A recipe whose `vllm serve MODEL FLAGS` is bench's streaming stand-in (tests/bench/sse_server.py) behind a
+    script named vllm: the preflight sizes it as vLLM, and it serves at once."""
+    fake = folder / "bin" / "vllm"
+    if not fake.exists():
+        fake.parent.mkdir(parents=True, exist_ok=True)
+        server = Path(__file__).resolve().parents[1] / "bench" / "sse_server.py"
+        fake.write_text(f"#!{sys.executable}\nimport sys, runpy\na = sys.argv\n"
+                        "keep = [x for i, x in enumerate(a) if x in ('--host', '--port') or a[i - 1] in ('--host', '--port')]\n"
+                        f"sys.argv = [{str(server)!r}, *keep]\nrunpy.run_path(sys.argv[0], run_name='__main__')\n")
+        fake.chmod(0o755)
+    recipe = write_recipe(folder, model, *flags, name=name)
+    text = recipe.read_text().replace('"vllm"', json.dumps(str(fake)))
+    recipe.write_text(text + 'served_model_name = "tiny"\nreadiness_path = "/v1/models"\n')
+    return recipe
+
+
+def sarif_results(text: str) -> tuple[dict, list[dict]]:
+    """The log's run and results, the log validated against the SARIF 2.1.0 schema (as tests/test_sarif.py does)."""
+    from tests.test_sarif import valid
+
+    log = valid(text)
+    (run,) = log["runs"]
+    rules = {r["id"] for r in run["tool"]["driver"]["rules"]}
+    assert all(r["ruleId"] in rules for r in run["results"])
+    return run, run["results"]
+
+
+def test_bench_sarif_carries_the_preflight_verdict_of_a_run_and_of_a_refused_launch(tmp_path, qwen3_8b):
+    """A run that fits is measured and its SARIF holds the preflight's memory-fits at the recipe file; a launch the
+    preflight refuses fails (exit 4) with a SARIF log whose invocation failed and whose result is the verdict, at the
+    recipe's line that names the flag its remedy changes. JSON carries the same finding in the error entry."""
+    have = box(tmp_path, available_gib=64)
+    fits = fake_vllm_recipe(tmp_path, qwen3_8b, "fits", "--gpu-memory-utilization", "0.5")
+    env = ["--no-store", "--python", sys.executable, "--ready-timeout", "60", "--rounds", "1", "--concurrency", "1",
+           "--max-tokens", "4", "--warmup", "0", "--no-correctness"]
+    ok = cli(have.root, "bench", fits, *env, "--format", "sarif")
+    assert ok.returncode == 0, ok.stderr
+    run, results = sarif_results(ok.stdout)
+    assert run["invocations"][0]["executionSuccessful"] is True
+    assert [r["ruleId"] for r in results] == ["memory-fits"] and results[0]["level"] == "note"
+    assert run["properties"]["memory"]["high_water_bytes"] > 0  # sampled on this machine whatever the host root
+    assert results[0]["locations"][0]["physicalLocation"]["artifactLocation"]["uri"].endswith("fits.toml")
+
+    refused = write_recipe(tmp_path, qwen3_8b, "--max-model-len", "32768", name="refused")
+    p = cli(have.root, "bench", refused, *env, "--format", "sarif")
+    assert p.returncode == 4, p.stderr
+    run, results = sarif_results(p.stdout)
+    invocation = run["invocations"][0]
+    assert invocation["executionSuccessful"] is False and invocation["exitCode"] == 4
+    assert "memory preflight" in invocation["toolExecutionNotifications"][0]["message"]["text"]
+    (result,) = results
+    assert result["ruleId"] == "memory-fits-with" and result["level"] == "warning"
+    where = result["locations"][0]["physicalLocation"]
+    assert where["artifactLocation"]["uri"].endswith("refused.toml") and where["region"]["startLine"] == 4  # the command
+    as_json = json.loads(cli(have.root, "bench", refused, *env, "--format", "json").stdout)
+    assert [f["id"] for f in as_json["errors"][0]["findings"]] == ["memory-fits-with"]
+
+
+def test_rerun_sarif_names_the_preflight_that_refused_a_re_measurement(tmp_path, qwen3_8b):
+    """An A/B recorded as a conclusion on a box with room; after a toolchain change (a VLLM_* variable gone) rerun
+    re-measures it on a box where the launch no longer fits: the conclusion is not re-run, and its JSON row and its
+    SARIF result carry the preflight's verdict, named by the conclusion and the arm."""
+    roomy, tight = box(tmp_path / "roomy", available_gib=119), box(tmp_path / "tight", available_gib=64)
+    a = fake_vllm_recipe(tmp_path, qwen3_8b, "a", "--max-model-len", "32768")
+    b = fake_vllm_recipe(tmp_path, qwen3_8b, "b", "--max-model-len", "16384")
+    ledger = tmp_path / "l.sqlite"
+    quick = ["--python", sys.executable, "--ready-timeout", "60", "--rounds", "1", "--concurrency", "1", "--max-tokens", "4",
+             "--warmup", "0", "--no-correctness", "--allow-load-difference", "--ledger", ledger]
+    ab = cli(roomy.root, "bench", a, "--vs", b, "--pairs", "1", "--conclude", "a-vs-b", *quick, "--format", "json",
+             env={"VLLM_SDTEST_MEMORY": "1"})
+    assert ab.returncode == 0, ab.stderr
+    assert {(f["arm"], f["id"]) for f in json.loads(ab.stdout)["findings"]} == {("A", "memory-fits"), ("B", "memory-fits")}
+    stored = json.loads(cli(roomy.root, "history", "--ledger", ledger, "--format", "json").stdout)["runs"]
+    assert len(stored) == 2 and all(r["memory_high_water_bytes"] > 0 for r in stored)  # an A/B's runs keep theirs
+    again = ["rerun", "--allow-load-difference", "--ledger", ledger]
+    done = json.loads(cli(tight.root, *again, "--format", "json").stdout)
+    (row,) = done["results"]
+    assert row["outcome"] == "not re-run" and [f["id"] for f in row["findings"]] == ["memory-fits-with"], row
+    sarif = cli(tight.root, *again, "--format", "sarif")
+    run, results = sarif_results(sarif.stdout)
+    assert run["automationDetails"]["id"] == "sparkdoctor/rerun/"
+    assert [(r["ruleId"], r["properties"]["arm"]) for r in results] == [("memory-fits-with", "a-vs-b")]
+    assert results[0]["message"]["text"].startswith("a-vs-b: the launch does not fit as written")

@@ -111,3 +111,62 @@ def test_after_a_launch_the_whole_log_end_is_read_not_only_the_launchers_tail(tm
     pm = after_launch(error, None, root=empty)
     assert pm is not None and pm.cause == "cuda-oom" and "--max-model-len 233600" in pm.avoid
     assert after_launch(SimpleNamespace(returncode=None, not_ready=False), None, root=empty) is None  # never started
+
+
+def test_memory_rising_to_the_end_is_the_oom_killers_mark_when_the_kernel_log_is_silent():
+    """SIGKILL with the server's memory at its high-water mark in its last sample and well above where it was: the
+    OOM killer's way, said as such when the kernel log does not name the victim; flat memory is not."""
+    # the last sample: the group after the server died (the supervisor alone), as the launcher sees it
+    rising = [Sample(0, 20 * GIB, GIB), Sample(5, 12 * GIB, 6 * GIB), Sample(12, GIB // 4, 14 * GIB), Sample(12.5, 20 * GIB, 2**24)]
+    pm = classify("", [], returncode=-signal.SIGKILL, samples=rising)
+    assert pm.cause == "oom-killed" and pm.victim is None and "OOM killer's way" in pm.summary
+    assert pm.evidence[0].startswith("memory: the server's resident size rose from 1.00 GiB to 14.00 GiB")
+    assert "MemAvailable 0.25 GiB" in pm.evidence[0] and "--gpu-memory-utilization" in pm.avoid
+    flat = [Sample(0, 20 * GIB, 14 * GIB), Sample(30, 20 * GIB, 14 * GIB), Sample(40, 20 * GIB, 14 * GIB)]
+    long_ago = [Sample(0, 20 * GIB, GIB), Sample(5, 12 * GIB, 14 * GIB), *(Sample(5 + i, 12 * GIB, 13 * GIB) for i in range(1, 6))]
+    assert classify("", [], returncode=-signal.SIGKILL, samples=long_ago).cause == "crash"  # the peak was not at the end
+    assert classify("", [], returncode=-signal.SIGKILL, samples=flat).cause == "crash"
+    assert classify("", [], returncode=-signal.SIGSEGV, samples=rising).cause == "crash"  # a signal the OOM killer never sends
+    # flat, but at its memory cgroup's limit (the limit counts more than resident pages: 80% of it is at the limit)
+    held = classify("", [], returncode=-signal.SIGKILL, samples=flat, memory={"cgroup_limit_bytes": 16 * GIB})
+    assert held.cause == "oom-killed" and "88% of its memory cgroup's limit of 16.00 GiB" in held.evidence[0], held.evidence
+    assert classify("", [], returncode=-signal.SIGKILL, samples=flat, memory={"cgroup_limit_bytes": 64 * GIB}).cause == "crash"
+    # the launcher's own high-water mark (taken at every sample, the series thinned) outranks the series'
+    kept = classify("", [], returncode=-signal.SIGKILL, samples=flat, memory={"high_water_bytes": 20 * GIB})
+    assert kept.high_water_bytes == 20 * GIB and kept.cause == "crash"
+    # with the kernel's line, the rise is evidence beside it
+    named = classify(log("cgroup-oom.dmesg"), [], pids={12026}, returncode=-signal.SIGKILL, samples=rising)
+    assert named.cause == "oom-killed" and named.evidence[0].startswith("kernel: ")
+    assert any(e.startswith("memory: the server's resident size rose") for e in named.evidence)
+
+
+def test_a_launched_server_growing_into_its_cgroup_limit_is_named_from_its_samples_alone(tmp_path):
+    """A real 'server' in a 128 MiB memory cgroup that takes 2 MiB every 20 ms until the real OOM killer kills it:
+    the launcher sampled its group's memory rising to the end, and the post-mortem names the OOM killer from those
+    samples when the kernel log is not readable (an empty host root), and from the kernel's line when it is."""
+    import json
+
+    from sparkdoctor.memory.postmortem import after_launch
+    from sparkdoctor.recipes import load
+    from sparkdoctor.serve import LaunchError, launch
+
+    grow = "import time; b = []\nwhile True: b.append(b'x' * 2 * 2**20); time.sleep(0.02)"
+    with limited(128 * 2**20) as group:
+        command = ["sh", "-c", f"echo $$ > {group}/cgroup.procs && exec {sys.executable} -c \"{grow}\""]
+        (tmp_path / "grow.toml").write_text(f'schema = 1\nname = "grow"\ncommand = {json.dumps(command)}\n')
+        start = uptime(Path("/"))
+        with pytest.raises(LaunchError) as died:
+            with launch(load(tmp_path / "grow.toml"), run_dir=tmp_path / "run", ready_timeout=120, matrix=[]):
+                pass
+    assert died.value.returncode == -signal.SIGKILL, died.value
+    assert died.value.memory and died.value.memory["high_water_bytes"] >= 32 * 2**20, died.value.memory
+    assert died.value.memory["cgroup_limit_bytes"] == 128 * 2**20  # read once the server had joined the cgroup
+    silent = tmp_path / "root"
+    (silent / "dev").mkdir(parents=True)
+    (silent / "dev" / "kmsg").write_text("")
+    pm = after_launch(died.value, start, root=silent)
+    assert pm is not None and pm.cause == "oom-killed" and pm.victim is None, pm
+    assert pm.evidence[0].startswith("memory: the server's resident size rose"), pm.evidence
+    real = after_launch(died.value, start)
+    assert real is not None and real.cause == "oom-killed" and real.victim is not None
+    assert any(e.startswith("memory: the server's resident size rose") for e in real.evidence)

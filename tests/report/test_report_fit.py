@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from sparkdoctor.findings import build_report
+from sparkdoctor.fit import FORUM_LIMIT, GITHUB_LIMIT, Block, fit
 from sparkdoctor.matrix import load
-from sparkdoctor.render.fit import FORUM_LIMIT, GITHUB_LIMIT, Block, fit
 from sparkdoctor.report import build_bug_report, build_bug_report_fitted
 from tests.gb10 import gb10_facts
 from tests.report.report_cli import run_report
@@ -75,7 +75,7 @@ def test_the_cli_writes_the_attachment_beside_the_report(tmp_path):
 
 
 def test_check_markdown_fits_a_github_issue_too():
-    from sparkdoctor.render.markdown import render_markdown
+    from sparkdoctor.views.markdown import render_markdown
 
     big = render_markdown(build_report(big_facts(), MATRIX))
     assert len(big) <= GITHUB_LIMIT and "Left out to fit a GitHub issue" in big and "### Findings" in big

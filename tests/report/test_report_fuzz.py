@@ -11,7 +11,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, Phase, given, settings
 
 from sparkdoctor.diff import compare
-from sparkdoctor.diff.render import diff_json
+from sparkdoctor.diff.document import diff_json
 from sparkdoctor.facts import Facts, FactsError
 from sparkdoctor.findings import build_report
 from sparkdoctor.matrix import load

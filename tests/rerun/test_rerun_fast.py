@@ -64,7 +64,7 @@ def test_rerun_after_the_patch_is_gone_reports_the_flip_and_the_stale_workaround
     assert not [f for f in json.loads(check.stdout)["findings"] if f["kind"] == "workaround"], check.stdout
     # --allow-load-difference: this test proves the flip machinery, not the load rule (tests/bench has that); other
     # jobs on the machine made the arms' loads differ and the conclusion went unrecorded
-    ab = _run(tmp_path, "bench", eager, "--vs", compiled, "--pairs", "3", "--min-effect", "0.3", "--conclude", "compile-vs-eager",
+    ab = _run(tmp_path, "bench", eager, "--vs", compiled, "--pairs", "1", "--min-effect", "0.3", "--conclude", "compile-vs-eager",
               "--allow-load-difference", "--ledger", ledger, "--format", "json", patch=True)
     assert ab.returncode == 0, ab.stderr
     doc = json.loads(ab.stdout)

@@ -6,6 +6,8 @@ MODE: `ready`     serve GET /health and /v1/models with 200 (after printing a li
       `models`    serve only /v1/models (GET /health is 404), as servers without /health do;
       `never`     print a line, start a child that ignores SIGTERM, and never listen;
       `symptom`   print a coloured log line holding a known symptom, then exit 3.
+FAKE_SERVER_HOLD_MIB=N in the environment: the server (not its worker child) takes N MiB, written so resident,
+before it listens.
 """
 
 import http.server
@@ -50,4 +52,5 @@ else:
     if os.fork() == 0:  # a worker child, as vLLM has: it must go down with the group
         time.sleep(600)
         os._exit(0)
+    held = b"\x01" * (int(os.environ.get("FAKE_SERVER_HOLD_MIB", "0")) * 2**20)
     http.server.ThreadingHTTPServer((host, port), Handler).serve_forever()

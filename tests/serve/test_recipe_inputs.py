@@ -153,7 +153,8 @@ def test_a_huge_value_is_shown_cut_on_the_console_and_whole_in_json(tmp_path):
 
     from rich.console import Console
 
-    from sparkdoctor.recipes.show import render_console, to_json
+    from sparkdoctor.recipes.show import to_json
+    from sparkdoctor.views.recipe import render_console
 
     big = "word " * 600_000
     path = write(tmp_path, "big.toml", f'schema = 1\nname = "x"\nmodel = "m"\ncommand = ["vllm", "serve", "{big}"]\n'

@@ -12,6 +12,8 @@ imported only when a pattern that repeats meets a value that is set (see search(
 from __future__ import annotations
 
 import re
+import sys
+from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
 
@@ -20,12 +22,12 @@ from sparkdoctor.matrix.conditions.shapes import as_list
 from sparkdoctor.matrix.model import Check
 from sparkdoctor.patterns import regex_error
 
-try:  # Python 3.11+
+if sys.version_info >= (3, 11):
     from re import _constants as _sre_constants
     from re import _parser as _sre_parse
-except ImportError:  # pragma: no cover (3.10)
-    import sre_constants as _sre_constants  # type: ignore[no-redef]
-    import sre_parse as _sre_parse  # type: ignore[no-redef]
+else:  # pragma: no cover (3.10)
+    import sre_constants as _sre_constants
+    import sre_parse as _sre_parse
 
 MATCH_SECONDS = 0.25
 SHOWN_VALUE = 120
@@ -41,7 +43,7 @@ def _value(name: str, got: str | None) -> str:
     return f"{name}={got}"
 
 
-def v_env(value: Any) -> str | None:
+def v_env(value: object) -> str | None:
     if not isinstance(value, dict) or not value:
         return "must be a table of NAME = true (set) | false (unset) | \"value\" (equals) | [\"a\", \"b\"] (one of)"
     for name, rule in value.items():
@@ -50,7 +52,7 @@ def v_env(value: Any) -> str | None:
     return None
 
 
-def eval_env(value: dict[str, Any], facts: Facts) -> list[Check]:
+def eval_env(value: Mapping[str, object], facts: Facts) -> list[Check]:
     out = []
     for name, rule in value.items():
         if facts.env is None:
@@ -91,7 +93,7 @@ def _default_check(name: str, options: list[str], facts: Facts) -> Check:
 # ---- env_matches ---------------------------------------------------------------------------------
 
 
-def _unbounded(sub: Any) -> bool:
+def _unbounded(sub: object) -> bool:
     """Does this parsed (sub)pattern hold a quantifier that repeats more than once?"""
     for op, av in _items(sub):
         if op in _REPEATS and av[1] > 1:
@@ -101,7 +103,7 @@ def _unbounded(sub: Any) -> bool:
     return False
 
 
-def _nested_quantifier(sub: Any) -> bool:
+def _nested_quantifier(sub: object) -> bool:
     """A repeated group whose body repeats too, e.g. (a+)+ or (\\w*\\s?)*: exponential backtracking."""
     for op, av in _items(sub):
         if op in _REPEATS and av[1] > 1 and _unbounded(av[2]):
@@ -111,11 +113,12 @@ def _nested_quantifier(sub: Any) -> bool:
     return False
 
 
-def _items(sub: Any) -> list:
-    return list(sub) if isinstance(sub, _sre_parse.SubPattern) else []
+def _items(sub: object) -> list[tuple[Any, Any]]:
+    """(opcode, argument) pairs of a parsed (sub)pattern; sre's arguments are tuples of mixed kinds."""
+    return list(sub.data) if isinstance(sub, _sre_parse.SubPattern) else []
 
 
-def _children(av: Any) -> list:
+def _children(av: object) -> list[object]:
     """Every sub-pattern inside an opcode's argument (groups, branches, lookarounds, conditionals)."""
     if isinstance(av, _sre_parse.SubPattern):
         return [av]
@@ -124,7 +127,7 @@ def _children(av: Any) -> list:
     return []
 
 
-def regex_problem(pattern: Any) -> str | None:
+def regex_problem(pattern: object) -> str | None:
     """Why `pattern` may not be used in env_matches (None when it may)."""
     if not isinstance(pattern, str):
         return "must be a regular expression string"
@@ -137,7 +140,7 @@ def regex_problem(pattern: Any) -> str | None:
     return None
 
 
-def v_regex_table(value: Any) -> str | None:
+def v_regex_table(value: object) -> str | None:
     if not isinstance(value, dict) or not value:
         return "must be a table of NAME = \"regular expression\""
     for name, rx in value.items():

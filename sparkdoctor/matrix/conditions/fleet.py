@@ -16,6 +16,7 @@ says so, so these entries never fire on a single Spark and never leave it undeci
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from fnmatch import fnmatchcase
 from typing import Any
 
@@ -27,7 +28,7 @@ KEYS = (*FLAGS, "odd", "fabric")
 SINGLE = "not a fleet check (one box): no multi-node signal"
 
 
-def v_fleet(value: Any) -> str | None:
+def v_fleet(value: object) -> str | None:
     if not isinstance(value, dict) or not value:
         return f"must be a table of fleet signals ({', '.join(KEYS)})"
     for key, test in value.items():
@@ -70,7 +71,7 @@ def eval_fleet(value: Any, facts: Facts) -> list[Check]:
     return checks
 
 
-def _fabric(rules: list[str], fleet: dict[str, Any]) -> Check:
+def _fabric(rules: list[str], fleet: Mapping[str, object]) -> Check:
     rows = fleet.get("fabric_findings")
     if not isinstance(rows, list):
         return Check("fleet.fabric", None, f"no fabric facts from node {fleet.get('node')}")
@@ -81,7 +82,7 @@ def _fabric(rules: list[str], fleet: dict[str, Any]) -> Check:
                                                  f"{r.get('detail')}" for r in hits))
 
 
-def _flag(key: str, fleet: dict[str, Any]) -> bool | None:
+def _flag(key: str, fleet: Mapping[str, object]) -> bool | None:
     if key == "multi_node":
         nodes = fleet.get("nodes")
         return None if not isinstance(nodes, int) else nodes >= 2

@@ -13,6 +13,7 @@ tests for one link. A snapshot's health (live = false) is never judged: unknown,
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from sparkdoctor.facts import Facts
@@ -32,7 +33,7 @@ GROUPS = {"gpu": "gpus", "link": "links"}  # one element must satisfy every test
 _CMP = re.compile(r"^(<=|>=|==|!=|<|>)\s*(-?\d{1,15}(?:\.\d{1,6})?)$")
 
 
-def v_host_health(value: Any) -> str | None:
+def v_host_health(value: object) -> str | None:
     if not isinstance(value, dict) or not value:
         return "must be a table of \"reading\" = test (e.g. \"pressure.some_avg10\" = \">=10\")"
     for key, test in value.items():
@@ -52,14 +53,16 @@ def v_host_health(value: Any) -> str | None:
     return None
 
 
-def _holds(test: Any, got: Any) -> bool | None:
+def _holds(test: Any, got: object) -> bool | None:
     """Whether one reading passes one test; None when the reading is unknown."""
     if got is None:
         return None
     if isinstance(test, bool):
         return got is test if isinstance(got, bool) else None
     if isinstance(test, str) and test[:1] in "<>=!":
-        op, number = _CMP.match(test).groups()  # type: ignore[union-attr]  (validated at load)
+        compared = _CMP.match(test)
+        assert compared is not None, "validated at load"
+        op, number = compared.groups()
         if isinstance(got, bool) or not isinstance(got, (int, float)):
             return None
         want = float(number)
@@ -70,7 +73,7 @@ def _holds(test: Any, got: Any) -> bool | None:
     return str(got) in options
 
 
-def _reading(part: str, name: str, record: dict[str, Any]) -> Any:
+def _reading(part: str, name: str, record: Mapping[str, object]) -> Any:
     if part == "memory" and name == "available_pct":
         total, avail = record.get("total_kib"), record.get("available_kib")
         try:
@@ -86,7 +89,7 @@ def _reading(part: str, name: str, record: dict[str, Any]) -> Any:
     return record.get(name)
 
 
-def _in_gib(key: str, value: Any) -> str:
+def _in_gib(key: str, value: object) -> str:
     """A *_kib reading or threshold as people read it: 16963900 -> "16.2 GiB", ">=16777216" -> ">= 16.0 GiB"."""
     if not key.endswith("_kib"):
         return _shown(value)
@@ -99,13 +102,13 @@ def _in_gib(key: str, value: Any) -> str:
     return f"{match.group(1)} {float(match.group(2)) / 1048576:.1f} GiB" if match else _shown(value)
 
 
-def _shown(value: Any) -> str:
+def _shown(value: object) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     return ", ".join(map(str, value)) if isinstance(value, list) else str(value)
 
 
-def _group(part: str, tests: dict[str, Any], items: Any) -> Check:
+def _group(part: str, tests: Mapping[str, object], items: object) -> Check:
     what = "GPU" if part == "gpu" else "link"
     wanted = "; ".join(f"{k} {_shown(v)}" for k, v in tests.items())
     if items is None:
@@ -126,7 +129,7 @@ def _group(part: str, tests: dict[str, Any], items: Any) -> Check:
     return Check("host_health", False, f"no {what} with {wanted}")
 
 
-def eval_host_health(value: dict[str, Any], facts: Facts) -> list[Check]:
+def eval_host_health(value: Mapping[str, object], facts: Facts) -> list[Check]:
     health = facts.host_health
     if not isinstance(health, dict):
         return [Check("host_health", None, "host health not observed")]

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from typing import Any
+from collections.abc import Mapping
+
+from packaging.version import InvalidVersion, Version
 
 from sparkdoctor.facts import Facts
+from sparkdoctor.flashinfer_kernels import STATUSES, state
 from sparkdoctor.matrix.conditions.shapes import as_list, v_spec, v_str_list
 from sparkdoctor.matrix.model import Check
 from sparkdoctor.matrix.versions import shown, version_in
@@ -37,7 +40,7 @@ def eval_packages(value: dict[str, str], facts: Facts) -> list[Check]:
     return out
 
 
-def eval_not_installed(value: Any, facts: Facts) -> list[Check]:
+def eval_not_installed(value: object, facts: Facts) -> list[Check]:
     out = []
     for name in as_list(value):
         if facts.packages is None:
@@ -50,15 +53,13 @@ def eval_not_installed(value: Any, facts: Facts) -> list[Check]:
 
 
 def _same_version(a: str, b: str) -> bool:
-    from packaging.version import InvalidVersion, Version
-
     try:
         return Version(a) == Version(b)
     except InvalidVersion:
         return a == b
 
 
-def eval_mixed_versions(value: Any, facts: Facts) -> list[Check]:
+def eval_mixed_versions(value: object, facts: Facts) -> list[Check]:
     """A family of distributions released together (the name and every `name-*`) installed at different
     versions: what pip leaves after `pip install name==OLD` over a newer family (it warns "X requires Y==V,
     but you have Y W" and installs anyway)."""
@@ -80,7 +81,7 @@ def eval_mixed_versions(value: Any, facts: Facts) -> list[Check]:
     return out
 
 
-def v_torch_cuda(value: Any) -> str | None:
+def v_torch_cuda(value: object) -> str | None:
     return None if value == "none" else v_spec(value)
 
 
@@ -103,7 +104,7 @@ def eval_torch_cuda(value: str, facts: Facts) -> list[Check]:
     return [Check("torch_cuda", ok, f"torch {version} built for CUDA {shown(cuda)} ({_WORD[ok]} {value})")]
 
 
-def v_modified(value: Any) -> str | None:
+def v_modified(value: object) -> str | None:
     if not isinstance(value, dict) or not value:
         return "must be a table of package = [\"glob\", ...] (\"*\" for any file)"
     for name, globs in value.items():
@@ -113,7 +114,7 @@ def v_modified(value: Any) -> str | None:
     return None
 
 
-def eval_modified(value: dict[str, Any], facts: Facts) -> list[Check]:
+def eval_modified(value: Mapping[str, object], facts: Facts) -> list[Check]:
     out = []
     for name, globs in value.items():
         if facts.packages is None:
@@ -161,19 +162,16 @@ def _pinned_version(specifier: str) -> str | None:
     return m.group(1) if m else None
 
 
-def v_flashinfer_kernels(value: Any) -> str | None:
-    from sparkdoctor.flashinfer_kernels import STATUSES
-
+def v_flashinfer_kernels(value: object) -> str | None:
     items = value if isinstance(value, list) else [value]
     if not items or any(v not in STATUSES for v in items):
         return f"must be one or a list of {', '.join(STATUSES)}"
     return None
 
 
-def eval_flashinfer_kernels(value: Any, facts: Facts) -> list[Check]:
+def eval_flashinfer_kernels(value: object, facts: Facts) -> list[Check]:
     """`flashinfer_kernels = ["missing", ...]`: FlashInfer's precompiled kernels (`vllm download-kernels`) are in one
     of these states for the installed FlashInfer and the target's arch (sparkdoctor/flashinfer_kernels.py)."""
-    from sparkdoctor.flashinfer_kernels import state
 
     wanted = value if isinstance(value, list) else [value]
     found = state(facts)

@@ -13,7 +13,7 @@ from sparkdoctor.matrix.model import Check
 from sparkdoctor.matrix.versions import shown, version_in
 
 
-def v_arch_list(value: Any) -> str | None:
+def v_arch_list(value: object) -> str | None:
     err = v_str_list(value)
     if err:
         return err
@@ -24,7 +24,7 @@ def v_arch_list(value: Any) -> str | None:
     return None
 
 
-def eval_gpu_arch(value: Any, facts: Facts) -> list[Check]:
+def eval_gpu_arch(value: object, facts: Facts) -> list[Check]:
     wanted = as_list(value)
     settled = settle(facts.arch)  # no arch known: the GB10 one, assumed (sparkdoctor.arch)
     arch = settled["value"]
@@ -48,7 +48,7 @@ def eval_driver_field(fieldname: str, label: str) -> Callable[[Any, Facts], list
     return ev
 
 
-def eval_host_machine(value: Any, facts: Facts) -> list[Check]:
+def eval_host_machine(value: object, facts: Facts) -> list[Check]:
     if facts.host is None:
         return [Check("host_machine", None, "host machine unknown")]
     got = facts.host.get("machine")
@@ -56,7 +56,7 @@ def eval_host_machine(value: Any, facts: Facts) -> list[Check]:
     return [Check("host_machine", ok, f"host machine {got}")]
 
 
-def eval_cutedsl_build(value: Any, facts: Facts) -> list[Check]:
+def eval_cutedsl_build(value: object, facts: Facts) -> list[Check]:
     wanted = as_list(value)
     if facts.cutedsl is None:
         return [Check("cutedsl_build", None, "cutlass-dsl active build unknown")]
@@ -72,7 +72,7 @@ def eval_cutedsl_build(value: Any, facts: Facts) -> list[Check]:
 _PTXAS_KEYS = {"source": str, "used_by": str, "version": str, "sm_121a": bool}
 
 
-def v_ptxas(value: Any) -> str | None:
+def v_ptxas(value: object) -> str | None:
     if not isinstance(value, dict) or not value:
         return "must be a table with some of: source, used_by, version (specifier), sm_121a (bool)"
     for k, v in value.items():

@@ -3,13 +3,13 @@ capabilities read from installed files."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
 
 from sparkdoctor.facts import Facts
 from sparkdoctor.matrix.model import Check
 
 
-def eval_kernels(value: dict[str, Any], facts: Facts) -> list[Check]:
+def eval_kernels(value: Mapping[str, object], facts: Facts) -> list[Check]:
     out = []
     for probe_id, want in value.items():
         result = (facts.kernels or {}).get(probe_id)
@@ -24,7 +24,7 @@ def eval_kernels(value: dict[str, Any], facts: Facts) -> list[Check]:
     return out
 
 
-def eval_capabilities(value: dict[str, Any], facts: Facts) -> list[Check]:
+def eval_capabilities(value: Mapping[str, object], facts: Facts) -> list[Check]:
     out = []
     for cap, want in value.items():
         caps = facts.capabilities
@@ -33,7 +33,8 @@ def eval_capabilities(value: dict[str, Any], facts: Facts) -> list[Check]:
             continue
         got = caps[cap]
         if isinstance(got, dict):  # {"value": ..., "evidence": "..."}
-            got, where = got.get("value"), got.get("evidence", "")
+            where = got.get("evidence", "")
+            got = got.get("value")
         else:
             where = ""
         options = want if isinstance(want, list) else [want]

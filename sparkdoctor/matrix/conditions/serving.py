@@ -18,12 +18,14 @@ recipe does not set fails every comparison (vLLM derives the value itself).
 
 The recipe's argv and model facts are Facts.recipe, which only `recipe check` fills; with no recipe
 the condition is unknown, and evaluate_all leaves entries that use it out (plain `check`).
+A recipe whose command plainly runs another engine (SGLang, TensorRT-LLM) does not meet the condition.
 """
 
 from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping, Sequence
 from fnmatch import fnmatchcase
 from typing import Any
 
@@ -50,7 +52,7 @@ _FLAG = re.compile(r"^--[a-z0-9][a-z0-9-]*$")
 _SUFFIX = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
 
 
-def parse_number(text: Any) -> float | None:
+def parse_number(text: object) -> float | None:
     """A value as vLLM's argument parser reads it: 4096, 0.9, "8k" (decimal), "2G" (binary, integers only)."""
     if isinstance(text, bool):
         return None
@@ -70,7 +72,7 @@ def parse_number(text: Any) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def _v_test(key: str, test: Any) -> str | None:
+def _v_test(key: str, test: object) -> str | None:
     if isinstance(test, bool):
         return None
     if isinstance(test, list):
@@ -90,12 +92,13 @@ def _v_test(key: str, test: Any) -> str | None:
             if not ref[0].isalpha() and parse_number(ref) is None:
                 return f"{key}: {ref!r} is not a number vLLM reads (decimals take k/m/g/t, not K/M/G/T)"
             return None
-        if _MULTIPLE.match(test) and int(_MULTIPLE.match(test).group(1)) > 0:  # type: ignore[union-attr]
+        multiple = _MULTIPLE.match(test)
+        if multiple and int(multiple.group(1)) > 0:
             return None
     return f"{key}: {test!r} must be true, false, a comparison such as \">0.85\" or \">model.max_model_len\", or \"not multiple of N\""
 
 
-def v_serving(value: Any) -> str | None:
+def v_serving(value: object) -> str | None:
     if not isinstance(value, dict) or not value:
         return "must be a table of \"--flag\" | \"model.fact\" | \"host.fact\" = test (e.g. \"--gpu-memory-utilization\" = \">0.85\")"
     for key, test in value.items():
@@ -122,10 +125,11 @@ def v_serving(value: Any) -> str | None:
     return None
 
 
-def flag_value(argv: list[Any], flag: str) -> tuple[bool, Any]:
+def flag_value(argv: Sequence[object], flag: str) -> tuple[bool, str | bool | None]:
     """(set, value) of `flag` in argv as vLLM's parser sees it: the last occurrence wins, `--flag_name`
     is `--flag-name`, `--flag=v` and `--flag v` both count, a bare flag is True and `--no-flag` False."""
-    found, value = False, None
+    found = False
+    value: str | bool | None = None
     words = [str(a) for a in argv]
     for i, word in enumerate(words):
         if not word.startswith("--"):
@@ -150,8 +154,8 @@ def _fact(ref: str, facts: Facts) -> tuple[Any, str | None]:
     part, name = ref.split(".", 1)
     if part == "host":
         health = facts.host_health if isinstance(facts.host_health, dict) else {}
-        memory = health.get("memory") if isinstance(health.get("memory"), dict) else {}
-        kib = memory.get("total_kib")
+        memory = health.get("memory")
+        kib = memory.get("total_kib") if isinstance(memory, dict) else None
         if isinstance(kib, bool) or not isinstance(kib, (int, float)) or kib <= 0 or kib > 2**50:
             return None, "the host's total memory was not read"
         return int(kib) * 1024, None
@@ -168,7 +172,7 @@ def _fact(ref: str, facts: Facts) -> tuple[Any, str | None]:
     return got, None
 
 
-def _shown(value: Any) -> str:
+def _shown(value: object) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
@@ -176,7 +180,7 @@ def _shown(value: Any) -> str:
     return str(value)
 
 
-def _amount(raw: Any, number: float, name: str) -> str:
+def _amount(raw: object, number: float, name: str) -> str:
     """A judged number as the recipe spelled it and as vLLM reads it: "2k (2000)", bytes also in GiB."""
     text = _shown(number)
     if str(raw).strip() != text and not isinstance(raw, bool):
@@ -190,7 +194,7 @@ def _compare(op: str, got: float, want: float) -> bool:
     return {"<": got < want, "<=": got <= want, ">": got > want, ">=": got >= want, "==": got == want, "!=": got != want}[op]
 
 
-def _judge(key: str, spec: Any, facts: Facts) -> Check:
+def _judge(key: str, spec: object, facts: Facts) -> Check:
     test, unset, has_unset = spec, None, False
     if isinstance(spec, dict):
         test, unset, has_unset = spec.get("test"), spec.get("unset"), "unset" in spec
@@ -227,7 +231,9 @@ def _judge(key: str, spec: Any, facts: Facts) -> Check:
     if multiple:
         step = int(multiple.group(1))
         return Check("serving", not (number.is_integer() and int(number) % step == 0), f"{seen} (entry: not a multiple of {step})")
-    op, ref = _CMP.match(str(test)).groups()  # type: ignore[union-attr]  (validated at load)
+    compared = _CMP.match(str(test))
+    assert compared is not None, "validated at load"
+    op, ref = compared.groups()
     if ref[0].isalpha():
         want_raw, why = _fact(ref, facts)
         if why:
@@ -242,13 +248,35 @@ def _judge(key: str, spec: Any, facts: Facts) -> Check:
     return Check("serving", _compare(op, number, want), f"{seen} (entry: {op} {label})")
 
 
-def eval_serving(value: dict[str, Any], facts: Facts) -> list[Check]:
+def other_engine(argv: list[Any]) -> str | None:
+    """The engine a recipe's command runs when it is plainly not vLLM (read from the command's head, before
+    its first flag and before a `vllm` word): `python3 -m sglang.launch_server`, `sglang serve`, `trtllm-serve`;
+    None otherwise."""
+    for arg in argv:
+        text = str(arg)
+        if text.startswith("--"):
+            break
+        base = text.rsplit("/", 1)[-1]
+        if base == "vllm" or base.startswith("vllm."):
+            return None  # vLLM's own command: what follows is its model and flags
+        if base == "sglang" or base.startswith("sglang."):
+            return "SGLang"
+        if base == "trtllm-serve":
+            return "TensorRT-LLM"
+    return None
+
+
+def eval_serving(value: Mapping[str, object], facts: Facts) -> list[Check]:
     if not isinstance(facts.recipe, dict):
         return [Check("serving", None, "judged by `recipe check` only (no recipe here)")]
+    argv = facts.recipe.get("argv")
+    engine = other_engine(argv) if isinstance(argv, list) else None
+    if engine:  # vLLM's flags and defaults say nothing about another engine's launch
+        return [Check("serving", False, f"the recipe runs {engine}, not `vllm serve`: vLLM's flags and defaults do not apply")]
     return [_judge(str(key), spec, facts) for key, spec in value.items()]
 
 
-def describe(value: dict[str, Any]) -> str:
+def describe(value: Mapping[str, object]) -> str:
     """The condition in words (`matrix show`): `model.hybrid true, --max-num-batched-tokens <2096 (unset: 2048)`."""
     parts = []
     for key, spec in value.items():

@@ -1,7 +1,7 @@
 """Write capabilities-<stack>.json: what the capability probe (probes/capabilities) reads from the RELEASED
 files of a stack, for the healthy reference boxes of tests/healthy_boxes.py.
 
-    .venv/bin/python tests/data/facts/healthy/capture.py
+    .venv/bin/python tests/data/facts/healthy/capture.py [STACK ...]
 
 For each stack it lays the files the probe opens (read from the registry's wheels by range requests, the
 released/ reader) into a scratch site-packages with each distribution's .dist-info, runs the probe there with
@@ -29,6 +29,8 @@ STACKS = {
     "vllm-0.33.0": {"vllm": "0.33.0", "flashinfer-python": "0.7.2.post1", "nvidia-cutlass-dsl-libs-core": "4.8.0"},
     "vllm-0.32.0": {"vllm": "0.32.0", "flashinfer-python": "0.7.0.post1", "nvidia-cutlass-dsl-libs-core": "4.8.0"},
     "cutlass-dsl-4.8.1": {"nvidia-cutlass-dsl-libs-core": "4.8.1"},
+    # sglang 0.5.23 pins flashinfer_python[cu13]==0.7.2 and nvidia-cutlass-dsl[cu13]==4.8.0; the probe reads no SGLang file
+    "sglang-0.5.23": {"flashinfer-python": "0.7.2", "nvidia-cutlass-dsl-libs-core": "4.8.0"},
 }
 # what the probe opens beyond its named files: the module a linear-kernel table points to, the b12x kernels
 PREFIXES = {
@@ -67,7 +69,8 @@ def capture(stack: str, dists: dict[str, str], reader: Reader) -> dict:
 
 def main() -> None:
     reader = Reader()
-    for stack, dists in STACKS.items():
+    wanted = sys.argv[1:] or list(STACKS)  # stacks named on the command line, or all
+    for stack, dists in ((s, STACKS[s]) for s in wanted):
         caps = capture(stack, dists, reader)
         (HERE / f"capabilities-{stack}.json").write_text(json.dumps({"stack": stack, "read_from": dists, "capabilities": caps}, indent=1) + "\n")
         print(stack, len(caps))

@@ -1,0 +1,110 @@
+"""Where the test suite's time goes: worker seconds and CPU seconds per folder, per file and per test.
+
+Two halves:
+
+- a pytest plugin (`-p benchmarks.suite_time`): each test's wall time (setup, call and teardown: what its worker
+  spent on it) and CPU time (the worker's own user+system time plus that of the child processes it waited for:
+  installers, servers, the CLI runs) is appended as one JSON line to $SUITE_TIME_OUT (default suite-time.jsonl).
+  It works under xdist: every worker appends its own lines. A session fixture a test starts counts for that test.
+- a report (`python benchmarks/suite_time.py report FILE.jsonl`): sums per folder (tests/x/, and tests/ for the
+  files at the top), then the slowest files and tests. `--by cpu` sorts by CPU instead of worker seconds.
+
+    SUITE_TIME_OUT=/tmp/suite.jsonl .venv/bin/python -m pytest -p benchmarks.suite_time            # the whole suite
+    SUITE_TIME_OUT=/tmp/fix.jsonl .venv/bin/python -m pytest -p benchmarks.suite_time -n 0 tests/fix  # one folder
+    python benchmarks/suite_time.py report /tmp/suite.jsonl --top 30
+
+CPU seconds are the number to compare between runs on a shared machine: worker seconds grow with the other jobs'
+load, CPU seconds much less. A test whose CPU is far below its worker seconds waits (a sleep, a lock, the other
+worker's `alone` turn); one whose CPU is far above it runs work in parallel child processes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+DEFAULT_OUT = "suite-time.jsonl"
+
+
+def _cpu() -> float:
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    wall, cpu = time.monotonic(), _cpu()
+    try:
+        return (yield)
+    finally:
+        line = json.dumps({"test": item.nodeid, "wall": round(time.monotonic() - wall, 3), "cpu": round(_cpu() - cpu, 3),
+                           "worker": os.environ.get("PYTEST_XDIST_WORKER", "main")})
+        with open(os.environ.get("SUITE_TIME_OUT", DEFAULT_OUT), "a", encoding="utf-8") as out:
+            out.write(line + "\n")
+
+
+def folder_of(nodeid: str) -> str:
+    path = nodeid.split("::", 1)[0].split("@", 1)[0]
+    parts = Path(path).parts
+    return "/".join(parts[:2]) + "/" if len(parts) > 2 else (parts[0] + "/" if parts else "?")
+
+
+def load(path: Path) -> list[dict]:
+    rows = []
+    for text in path.read_text(encoding="utf-8").splitlines():
+        try:
+            rows.append(json.loads(text))
+        except json.JSONDecodeError:  # a worker killed mid-line
+            continue
+    return rows
+
+
+def _table(title: str, groups: dict[str, list[dict]], key: str, top: int, total: float) -> None:
+    print(f"\n{title}")
+    print(f"  {'worker s':>9} {'cpu s':>9} {'share':>6} {'tests':>6}  name")
+    ranked = sorted(groups.items(), key=lambda kv: -sum(r[key] for r in kv[1]))
+    for name, rows in ranked[:top]:
+        wall, cpu = sum(r["wall"] for r in rows), sum(r["cpu"] for r in rows)
+        share = (wall if key == "wall" else cpu) / total if total else 0.0
+        print(f"  {wall:9.1f} {cpu:9.1f} {share:6.1%} {len(rows):6d}  {name}")
+
+
+def report(path: Path, top: int, key: str) -> None:
+    rows = load(path)
+    if not rows:
+        sys.exit(f"{path}: no test lines")
+    total = sum(r[key] for r in rows)
+    wall, cpu = sum(r["wall"] for r in rows), sum(r["cpu"] for r in rows)
+    workers = {r.get("worker", "main") for r in rows}
+    print(f"{len(rows)} tests, {wall:.0f} worker s, {cpu:.0f} cpu s on {len(workers)} worker(s) "
+          f"(about {wall / max(1, len(workers)) / 60:.1f} min of wall time if the workers stay busy)")
+    by_folder, by_file = defaultdict(list), defaultdict(list)
+    for r in rows:
+        by_folder[folder_of(r["test"])].append(r)
+        by_file[r["test"].split("::", 1)[0]].append(r)
+    _table("per folder", by_folder, key, 1000, total)
+    _table(f"slowest {top} files", by_file, key, top, total)
+    _table(f"slowest {top} tests", {r["test"]: [r] for r in rows}, key, top, total)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    rep = sub.add_parser("report", help="sum a JSON-lines file the plugin wrote")
+    rep.add_argument("file", type=Path)
+    rep.add_argument("--top", type=int, default=30)
+    rep.add_argument("--by", choices=["wall", "cpu"], default="wall")
+    args = ap.parse_args()
+    report(args.file, args.top, args.by)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,210 @@
+"""The node's memory and kernel log, for host health on every node, under a root prefix (SPARKDOCTOR_HOST_ROOT,
+as the host collectors read a fixture tree). Standard library only, Python 3.8+.
+
+  texts       /proc/meminfo and /proc/pressure/memory as text (64 KiB each): sparkdoctor parses them exactly as
+              `check` parses this machine's (sparkdoctor/collect/host_health.py)
+  kernel_log  the kernel log's memory lines (the NVIDIA driver out of memory, Xids, the OOM killer, hung tasks):
+              the first of /dev/kmsg (no subprocess), `dmesg`, `journalctl -k -b`, /var/log/kern.log (its current
+              boot) that answers, each bounded in time and bytes; `dmesg` and the journal are refused without root
+              or the right group on many boxes, and each refusal is said. Only lines holding one of WORDS travel
+              (sparkdoctor/collect/kernel_log.py parses them: its _WORDS are these).
+  holders     who holds the memory a launch could have had, read as sparkdoctor/memory/have.py reads this machine:
+              the processes holding a /dev/nvidia* file open (their /proc/PID/fd links) and the largest others
+              (100 MiB or more resident), with their resident memory and container, and containers' cgroup memory
+              with their processes (`fleet check --recipe` judges the launch against each node's memory).
+"""
+
+import errno
+import os
+import re
+import subprocess
+
+WORDS = ("NVRM", "Killed process", "invoked oom-killer", "blocked for more than")
+MAX_BYTES = 8 << 20  # of a log read
+MAX_LINES = 2000  # memory lines sent (the last ones)
+MAX_LINE = 2048
+TIMEOUT = 10
+TEXTS = {"meminfo": "/proc/meminfo", "pressure": "/proc/pressure/memory"}
+MAX_PIDS = 4096  # /proc entries looked at (have.py's bounds)
+MAX_FDS = 4096
+MAX_OTHERS = 64
+LARGE_KIB = 100 * 1024  # a process this large is listed even when it does not use the GPU
+CONTAINER = re.compile(r"(?:docker|libpod|cri-containerd|crio)[-/]([0-9a-f]{12,64})")
+CGROUP_GLOBS = ("system.slice", "machine.slice", "docker")
+
+
+def _under(root, path):
+    return os.path.join(root, path.lstrip("/"))
+
+
+def _small(path, limit=1 << 16):
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(limit).decode("utf-8", "replace")
+    except OSError:
+        return None
+
+
+def texts(root):
+    return {key: _small(_under(root, path)) for key, path in TEXTS.items()}
+
+
+def _kmsg(root):
+    """The ring buffer as /dev/kmsg gives it, one record a read, never blocking (a fixture holds a regular file)."""
+    path = _under(root, "/dev/kmsg")
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as exc:
+        return None, exc.strerror or str(exc)
+    chunks, size = [], 0
+    try:
+        for _ in range(50000):
+            try:
+                chunk = os.read(fd, 8192)
+            except OSError as exc:
+                if exc.errno == errno.EPIPE:  # records overwritten while reading
+                    continue
+                if exc.errno == errno.EAGAIN:
+                    break
+                return None, exc.strerror or str(exc)
+            if not chunk:
+                break
+            chunks.append(chunk if chunk.endswith(b"\n") else chunk + b"\n")
+            size += len(chunk)
+            if size >= MAX_BYTES:
+                break
+    finally:
+        os.close(fd)
+    return b"".join(chunks).decode("utf-8", "replace"), None
+
+
+def _command(argv):
+    try:
+        done = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              timeout=TIMEOUT)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return None, getattr(exc, "strerror", None) or str(exc)
+    if done.returncode != 0:
+        said = done.stderr.decode("utf-8", "replace").strip().splitlines()
+        return None, "exit %d: %s" % (done.returncode, said[-1][:200] if said else "no message")
+    return done.stdout[-MAX_BYTES:].decode("utf-8", "replace"), None
+
+
+def _kern_log(root):
+    """/var/log/kern.log's last MAX_BYTES, from the current boot's first line on (syslog keeps several boots)."""
+    path = _under(root, "/var/log/kern.log")
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, 2)
+            fh.seek(max(0, fh.tell() - MAX_BYTES))
+            text = fh.read(MAX_BYTES).decode("utf-8", "replace")
+    except OSError as exc:
+        return None, exc.strerror or str(exc)
+    boot = text.rfind("Linux version ")
+    return (text[text.rfind("\n", 0, boot) + 1:] if boot >= 0 else text), None
+
+
+def kernel_log(root):
+    """{"source", "lines", "refused"}: the memory lines of the first kernel log that could be read (source None
+    when none could), and why each one tried before it was not."""
+    live = os.path.realpath(root) == "/"
+    readers = [("/dev/kmsg", lambda: _kmsg(root))]
+    if live:  # a command reads this machine's log, never a fixture tree's
+        readers += [("dmesg", lambda: _command(["dmesg"])),
+                    ("journalctl -k", lambda: _command(["journalctl", "-k", "-b", "-o", "short-monotonic", "--no-pager",
+                                                        "-q", "-n", "50000"]))]
+    readers.append(("/var/log/kern.log", lambda: _kern_log(root)))
+    refused = []
+    for name, read in readers:
+        text, why = read()
+        if text is not None:
+            lines = [line[:MAX_LINE] for line in text.splitlines() if any(w in line for w in WORDS)]
+            return {"source": name, "lines": lines[-MAX_LINES:], "refused": refused}
+        refused.append("%s: %s" % (name, why))
+    return {"source": None, "lines": [], "refused": refused}
+
+
+def _rss(root, pid):
+    name, rss = None, None
+    for line in (_small(_under(root, "/proc/%d/status" % pid)) or "").splitlines():
+        key, _, rest = line.partition(":")
+        if key == "Name":
+            name = rest.strip()[:64] or None
+        elif key == "VmRSS" and rest.split() and rest.split()[0].isdigit():
+            rss = int(rest.split()[0])
+    return name, rss
+
+
+def _devices(root, pid):
+    fd = _under(root, "/proc/%d/fd" % pid)
+    try:
+        entries = os.listdir(fd)[:MAX_FDS]
+    except OSError:
+        return []  # gone, or another user's
+    found = set()
+    for entry in entries:
+        try:
+            target = os.readlink(os.path.join(fd, entry))
+        except OSError:
+            continue
+        if target.startswith("/dev/nvidia"):
+            found.add(target)
+    return sorted(found)
+
+
+def _container_of(root, pid):
+    match = CONTAINER.search(_small(_under(root, "/proc/%d/cgroup" % pid)) or "")
+    return match.group(1)[:12] if match else None
+
+
+def _containers(root):
+    out = {}
+    for base in ("/sys/fs/cgroup", "/sys/fs/cgroup/memory"):
+        for parent in CGROUP_GLOBS:
+            folder = _under(root, base + "/" + parent)
+            try:
+                names = sorted(os.listdir(folder))[:256]
+            except OSError:
+                continue
+            for name in names:
+                match = CONTAINER.search(parent + "/" + name)
+                if not match or match.group(1)[:12] in out:
+                    continue
+                used = None
+                for leaf in ("memory.current", "memory.usage_in_bytes"):
+                    text = (_small(os.path.join(folder, name, leaf)) or "").strip()
+                    if text.isdigit():
+                        used = int(text)
+                        break
+                if used is None:
+                    continue
+                procs = (_small(os.path.join(folder, name, "cgroup.procs")) or "").split()
+                out[match.group(1)[:12]] = {"id": match.group(1)[:12], "cgroup": base + "/" + parent + "/" + name,
+                                            "bytes": used, "pids": [int(p) for p in procs if p.isdigit()][:MAX_PIDS]}
+    return sorted(out.values(), key=lambda c: -c["bytes"])
+
+
+def holders(root):
+    """{"holders", "others", "containers", "errors"}: the processes on the GPU and the largest others (pid, name,
+    rss_kib, devices, container), and containers' memory with their processes."""
+    errors = []
+    try:
+        pids = sorted(int(n) for n in os.listdir(_under(root, "/proc")) if n.isdigit() and len(n) <= 10)
+    except OSError as exc:
+        pids = []
+        errors.append("/proc: %s: the processes holding the GPU are unknown" % (exc.strerror or exc))
+    if len(pids) > MAX_PIDS:
+        errors.append("%d processes: the first %d were looked at" % (len(pids), MAX_PIDS))
+    on_gpu, others = [], []
+    for pid in pids[:MAX_PIDS]:
+        devices = _devices(root, pid)
+        name, rss = _rss(root, pid)
+        row = {"pid": pid, "name": name, "rss_kib": rss, "devices": devices, "container": None}
+        if devices:
+            on_gpu.append(row)
+        elif rss is not None and rss >= LARGE_KIB:
+            others.append(row)
+    others = sorted(others, key=lambda r: -r["rss_kib"])[:MAX_OTHERS]
+    for row in on_gpu + others:
+        row["container"] = _container_of(root, row["pid"])
+    return {"holders": on_gpu, "others": others, "containers": _containers(root), "errors": errors}

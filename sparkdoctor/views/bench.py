@@ -1,0 +1,337 @@
+"""`bench`'s view, and the console text history shares: bench results, history listings and comparisons (rich
+tables), drawn from the JSON documents (bench/document.py: the envelope from bench.envelope, printed as is).
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from sparkdoctor.bench.document import (
+    BenchDocument,
+    ComparisonDocument,
+    ReproduceDocument,
+    RunDocument,
+)
+from sparkdoctor.result import Format, Result
+from sparkdoctor.sink import Sink
+from sparkdoctor.views import View
+
+
+def console() -> Console:
+    """stdout; wide when it is not a terminal (a file or a pipe gets whole rows, not wrapped ones)."""
+
+    return Console() if sys.stdout.isatty() else Console(width=160)
+
+
+def _f(value: Any, digits: int = 1, scale: float = 1.0, unit: str = "") -> str:
+    if value is None:
+        return "-"
+    return f"{value * scale:,.{digits}f}{unit}"
+
+
+def _ci(est: dict[str, Any] | None, digits: int = 1, scale: float = 1.0) -> str:
+    if not est:
+        return "-"
+    return f"{_f(est['median'], digits, scale)} [{_f(est['ci_low'], digits, scale)}-{_f(est['ci_high'], digits, scale)}]"
+
+
+def level_table(levels: list[dict[str, Any]], title: str) -> Table:
+    t = Table(title=title, title_justify="left")
+    for col in ("conc", "requests", "decode tok/s/stream (client median)", "decode tok/s/stream (server mean)",
+                "output tok/s", "per-round output tok/s (median)", "TTFT ms (client median)", "TTFT ms (server mean)",
+                "TPOT ms (client median)", "bursts"):
+        t.add_column(col, justify="right")
+    for lvl in levels:
+        c, s = lvl["client"], lvl.get("server") or {}
+        t.add_row(str(lvl["concurrency"]), str(lvl["requests"]), _ci(c["decode_tps_per_stream"]),
+                  _f(s.get("decode_tps_per_stream")), _f(c.get("output_tps_pooled")), _ci(c["output_tps"]),
+                  _ci(c["ttft_s"], 1, 1000), _f((s.get("ttft_s") or {}).get("mean"), 1, 1000), _ci(c["tpot_s"], 2, 1000),
+                  _f(c["burst_share"], 0, 100, "%"))
+    return t
+
+
+def render_run(console: Console, run: dict[str, Any]) -> None:
+    recipe = run.get("recipe") or {}
+    label = recipe.get("name") or recipe.get("url") or run.get("base_url")
+    server = run.get("server") or {}
+    kind = " ".join(str(x) for x in (server.get("kind"), server.get("version")) if x)  # a generic server has no version
+    console.print(f"[bold]bench[/bold] {label}: model {run.get('model')} on {kind} at {run.get('base_url')}")
+    if run.get("fingerprint") == "unknown":
+        console.print(f"[yellow]toolchain unknown[/yellow]: {escape(str((run.get('target') or {}).get('why')))}; the run is "
+                      f"stored as such and kept out of conclusions  (run {run.get('run_id') or 'not stored'})")
+    else:
+        found = (run.get("target") or {}).get("found_by")
+        console.print(f"toolchain fingerprint {run.get('fingerprint')}" + (f" ({escape(found)})" if found else "")
+                      + f"  (run {run.get('run_id') or 'not stored'})")
+    _load_lines(console, run.get("load"))
+    _memory_line(console, run.get("memory"))
+    box = run.get("container")
+    if box:  # served from a container: the number belongs to that image
+        console.print(f"container image {box.get('image')} ({box.get('engine')}): id {str(box.get('image_id'))[:19]}, "
+                      f"content fingerprint {box.get('fingerprint') or 'unknown'}", markup=False, highlight=False)
+    console.print(level_table(run["levels"], "client medians [bootstrap 95% CI], server means (/metrics); output tok/s = "
+                                             "all output tokens / all rounds' wall time"))
+    head = run.get("headline")
+    if head:
+        console.print(f"[bold]headline[/bold]: {_f(head['decode_tps_per_stream'])} tok/s decode per stream at "
+                      f"concurrency {head['concurrency']}, from the {head['source']}")
+        if "server" in head["source"]:
+            console.print("  why the server's figure: it times each token where it is produced; a client can only "
+                          "time chunks as they arrive, and this server sends them in bursts (see the bursts column)")
+    roof = run.get("roofline")
+    if roof:
+        if roof.get("missing"):
+            console.print(f"[bold]roofline[/bold]: not shown: {escape(roof['missing'])}")
+        else:
+            console.print(f"[bold]{escape(roof['line'])}[/bold]")
+            console.print(f"  context assumed: {escape(roof['context_note'])}; KV cache {escape(roof['kv_cache_dtype'])}; "
+                          f"model {escape(roof['model_dir'])}")
+            if roof.get("warning"):
+                console.print(f"  [yellow]{escape(roof['warning'])}[/yellow]")
+    _answers_line(console, run.get("correctness"))
+    for lvl in run.get("levels") or []:
+        rec = lvl.get("reconcile") or {}
+        if rec and not rec.get("match"):
+            console.print(f"[yellow]counters disagree[/yellow] at concurrency {lvl['concurrency']}: {escape(rec['why'])}")
+        if rec.get("spec_acceptance") is not None:
+            console.print(f"speculative decoding at concurrency {lvl['concurrency']}: {rec['spec_acceptance']:.1%} of "
+                          "draft tokens accepted in this run's window")
+    for finding in run.get("findings") or []:
+        console.print(f"[yellow]log finding[/yellow]: {finding.get('id')}: {finding.get('title', '')}")
+
+
+ANSWER_STYLE = {"correct": "green", "reference": "green", "wrong": "bold red", "suspect": "red", "unchecked": "yellow",
+                "unscored": "yellow", "indecisive": "yellow"}
+
+
+def _answers_line(console: Console, checked: dict[str, Any] | None) -> None:
+    """The correctness gate's verdict (bench/correctness.py) in one line, and why when it is not plainly correct."""
+    if not checked:
+        console.print("answers: not checked (--no-correctness)")
+        return
+    verdict = checked.get("verdict")
+    worst = max((r.get("mean_abs_dlogprob") or 0.0 for r in checked.get("per_prompt") or []), default=None)
+    how = f"; largest mean |Δ logprob| {worst:.3f} (tolerance {checked.get('tolerance')})" if worst is not None else ""
+    console.print(f"[bold]answers[/bold]: [{ANSWER_STYLE.get(str(verdict), 'white')}]{verdict}[/]{escape(how)}"
+                  f"  (reference {escape(str(checked.get('reference')))}, {checked.get('seconds')} s, after the timed window)")
+    for why in checked.get("why") or []:
+        console.print(f"  {escape(str(why))}")
+
+
+def _load_lines(console: Console, load: dict[str, Any] | None) -> None:
+    if not load:
+        return
+    before = load.get("before") or {}
+    avg = before.get("loadavg")
+    console.print(f"machine load: other processes used {_f((load.get('index') or {}).get('other_cpus'), 1)} of "
+                  f"{before.get('cpus') or '?'} CPUs" + (f"; load average {avg[0]:.2f}" if avg else ""), highlight=False)
+    if load.get("busy"):
+        console.print(f"[yellow]warning: busy machine[/yellow]: {escape(load['busy'])}; a number taken now is not a "
+                      "baseline for a quiet one")
+
+
+def effect(mde: float) -> str:
+    """A minimum detectable effect: +37% below a doubling, 2.4x from there (223880% reads as a typo)."""
+    return f"{mde:.0%}" if mde < 1 else f"{1 + mde:,.1f}x"
+
+
+def render_comparison(console: Console, comp: dict[str, Any]) -> None:
+    console.print(f"[bold]A/B[/bold] A = {comp['a']}  vs  B = {comp['b']}; order {' '.join(comp['order'])} "
+                  f"(a server restart per arm)")
+    t = Table(title="output tok/s per arm run (its tokens / its rounds' wall time); ratio B/A with 95% CI", title_justify="left")
+    for col in ("conc", "A runs", "B runs", "B/A", "95% CI", "method", "verdict"):
+        t.add_column(col, justify="right")
+    for lvl in comp["levels"]:
+        r = lvl["ratio"]
+        t.add_row(str(lvl["concurrency"]), ", ".join(_f(v) for v in lvl["a"]), ", ".join(_f(v) for v in lvl["b"]),
+                  f"{r['ratio']:.3f}", f"{r['ci_low']:.3f}-{r['ci_high']:.3f}", r["method"], f"[bold]{r['verdict']}[/bold]")
+    console.print(t)
+    for lvl in comp["levels"]:
+        noise = lvl.get("noise") or {}
+        if lvl.get("calibration_skipped"):
+            skip = lvl["calibration_skipped"]
+            console.print(f"conc {lvl['concurrency']}: calibration {skip['comparison_id']} not used: "
+                          f"{escape(skip['why'])}; its noise is not this A/B's")
+        if noise.get("mde") is not None:
+            more = ", ".join(f"{k} pairs {effect(v)}" for k, v in (noise.get("mde_for_pairs") or {}).items())
+            source = f" (from {noise['from']}, {noise['df'] + 1} pairs)" if noise.get("from") else ""
+            console.print(f"conc {lvl['concurrency']}: launch-to-launch noise {noise['launch_cv']:.1%}{source}; smallest "
+                          f"effect these pairs detect (80% power) {effect(noise['mde'])}; with {more}")
+        elif lvl["ratio"].get("pairs") == 1:
+            console.print(f"conc {lvl['concurrency']}: one pair: the restart-to-restart noise is not measured, so only a "
+                          "1.5x difference is called and only its direction: the interval is the rounds' alone and backs "
+                          "no magnitude; 3 or more pairs, or `bench RECIPE --calibrate` first, measure that noise")
+    load = comp.get("load") or {}
+    for why in load.get("busy") or []:
+        console.print(f"[yellow]warning: busy machine[/yellow] during a run: {escape(why)}")
+    if load.get("differ"):
+        if load.get("allowed"):
+            console.print(f"[yellow]the arms ran under different load[/yellow] ({escape(load['differ'])}); verdict called "
+                          "anyway (--allow-load-difference)")
+        else:
+            console.print(f"[bold]verdict[/bold]: not called: the arms ran under different load ({escape(load['differ'])}); "
+                          "rerun on a quiet machine, or pass --allow-load-difference")
+            return
+    wrong = (comp.get("correctness") or {}).get("wrong") or []
+    if wrong:
+        console.print(f"[bold red]wrong answers[/bold red] from arm {' and '.join(wrong)}: its speed is not a win "
+                      "(bench/correctness.py; see each run with `sparkdoctor history RUN_ID`)")
+    console.print(f"[bold]verdict[/bold]: B is {comp['verdict']} (B/A of output tok/s; 'mixed': the levels disagree)")
+    console.print(f"runs stored: {', '.join(str(r) for r in comp.get('runs') or []) or 'none'}; "
+                  "a difference inside the noise is reported as \"no difference\", never as a win")
+
+
+def _gib(value: Any) -> str:
+    return f"{value / 2**30:.2f} GiB" if isinstance(value, int) else "-"
+
+
+def _memory_line(console: Console, memory: dict[str, Any] | None) -> None:
+    """The server's memory through the run (serve/memwatch.py), when it was sampled."""
+    if not memory:
+        return
+    at = memory.get("high_water_at_s")
+    console.print(f"server memory: high-water mark {_gib(memory.get('high_water_bytes'))} resident"
+                  + (f" ({at:.0f} s after launch)" if isinstance(at, (int, float)) else "")
+                  + f", MemAvailable at least {_gib(memory.get('lowest_available_bytes'))} "
+                  f"({memory.get('samples_taken')} samples of {memory.get('processes')} process(es))",
+                  markup=False, highlight=False)
+
+
+def render_history(console: Console, runs: list[dict[str, Any]]) -> None:
+    if not runs:
+        console.print("no runs in the ledger")
+        return
+    t = Table(title="runs, newest first", title_justify="left")
+    for col in ("run", "when (UTC)", "recipe", "model", "fingerprint", "decode tok/s/stream", "source", "peak memory", "A/B"):
+        t.add_column(col)
+    for r in runs:
+        head = r.get("headline") or {}
+        ab = f"{r['comparison_id']}:{r['arm']}" if r.get("comparison_id") else ""
+        source = "DAMAGED" if r.get("damaged") else (head.get("source") or "").split(" ")[0]
+        t.add_row(str(r["id"]), r["created_at"], r.get("recipe_name") or "-", r["model"], r["fingerprint"],
+                  _f(head.get("decode_tps_per_stream")), source, _gib(r.get("memory_high_water_bytes")), ab)
+    console.print(t)
+    for r in runs:
+        for why in r.get("damaged") or []:
+            console.print(f"[red]run {r['id']} is damaged[/red]: {escape(why)}", highlight=False)
+
+
+def render_compare(console: Console, cmp: dict[str, Any]) -> None:
+    a, b = cmp["a"], cmp["b"]
+    console.print(f"[bold]run {a['id']}[/bold] ({a['created_at']}, fingerprint {a['fingerprint']})  vs  "
+                  f"[bold]run {b['id']}[/bold] ({b['created_at']}, fingerprint {b['fingerprint']})")
+    for note in cmp["notes"]:
+        console.print(f"[yellow]note[/yellow]: {note}")
+    if cmp["toolchain"]:
+        t = Table(title="what changed in the toolchain", title_justify="left")
+        for col in ("what", f"run {a['id']}", f"run {b['id']}"):
+            t.add_column(col)
+        for row in cmp["toolchain"]:
+            t.add_row(row["what"], str(row["a"]), str(row["b"]))
+        console.print(t)
+    else:
+        console.print("toolchain: same fingerprint material")
+    t = Table(title="what changed in the numbers", title_justify="left")
+    for col in ("conc", "figure", f"run {a['id']}", f"run {b['id']}", "b/a"):
+        t.add_column(col, justify="right")
+    for row in cmp["numbers"]:
+        t.add_row(str(row["concurrency"]), row["figure"], _f(row["a"], 2), _f(row["b"], 2),
+                  f"{row['ratio']:.3f}" if row["ratio"] else "-")
+    console.print(t)
+
+
+def render_calibration(console: Console, doc: dict[str, Any]) -> None:
+    """The noise floor an A/A calibration measured, and what it lets an A/B see."""
+    console.print("[bold]calibration[/bold] (the same recipe against itself): an A/A that is called a difference is a "
+                  "warning sign about the machine, not a result")
+    for lvl in doc.get("calibration") or []:
+        if lvl["launch_cv"] is None:
+            continue
+        mde = lvl["mde"]
+        seen = ", ".join(f"{k} pair{'s' if k != '1' else ''} {effect(v)}" for k, v in mde.items() if v is not None)
+        console.print(f"conc {lvl['concurrency']}: launch-to-launch noise {lvl['launch_cv']:.1%}; smallest effect "
+                      f"detected (80% power): {seen}; a one-pair A/B of this toolchain takes its interval from this "
+                      "calibration (without one, only 1.5x is ever called)")
+
+
+def render_reproduce(console: Console, doc: dict[str, Any]) -> None:
+    """An exported cell against the run here: the numbers, then what differs key by key (the likely causes)."""
+    hashes = doc["config_hash"]
+    same = "the same configuration" if doc["same_config"] else "another configuration"
+    console.print(f"[bold]reproducing[/bold] {escape(doc['cell'])}: config {hashes['there']} there, {hashes['here']} "
+                  f"here ({same})", soft_wrap=True)
+    for note in doc["notes"]:
+        console.print(f"[yellow]note[/yellow]: {escape(note)}", soft_wrap=True)
+    head = doc.get("headline")
+    if head and head.get("a") and head.get("b") is not None:
+        console.print(f"headline decode tok/s/stream at conc {head['concurrency']}: {_f(head['a'], 2)} there, "
+                      f"{_f(head['b'], 2)} here ({head['b'] / head['a']:.3f}x)", soft_wrap=True)
+    t = Table(title="the numbers, there and here", title_justify="left")
+    for col in ("conc", "figure", "there", "here", "here/there"):
+        t.add_column(col, justify="right")
+    for row in doc["numbers"]:
+        t.add_row(str(row["concurrency"]), row["figure"], _f(row["a"], 2), _f(row["b"], 2),
+                  f"{row['ratio']:.3f}" if row["ratio"] else "-")
+    console.print(t)
+    if not doc["differences"]:
+        console.print("nothing differs between the two cells (toolchain, model, recipe, workload, load): a gap is noise "
+                      "or something sparkdoctor does not see", soft_wrap=True)
+        return
+    t = Table(title="what differs (likely causes: " + ", ".join(doc["likely_causes"]) + ")", title_justify="left")
+    for col in ("group", "key", "there", "here"):
+        t.add_column(col)
+    for row in doc["differences"]:
+        t.add_row(row["group"], escape(row["key"]), escape(str(row["there"])), escape(str(row["here"])))
+    console.print(t)
+
+
+def _console(result: Result[BenchDocument], sink: Sink) -> str:
+    found, document = result.data, result.data.to_json()
+
+    def draw(console: Console) -> None:
+        if isinstance(found, RunDocument):
+            render_run(console, document)
+        elif isinstance(found, ComparisonDocument):
+            render_comparison(console, document)
+            if found.calibration is not None:
+                render_calibration(console, document)
+            if found.conclusion:
+                console.print(f"conclusion {found.conclusion.get('name')!r} recorded: {found.conclusion.get('statement')}",
+                              markup=False, highlight=False, soft_wrap=True)
+        elif isinstance(found, ReproduceDocument):
+            render_run(console, {**document["run"], "kind": "run"})
+            render_reproduce(console, document)
+
+    return sink.wide(draw)
+
+
+def _sarif(result: Result[BenchDocument], sink: Sink) -> str:
+    """`bench --format sarif`: a run's (or each A/B arm's) memory preflight verdict and the known problems its server's
+    log printed. A run that failed is written by views/sarif.failure_sarif (emit.emit_error)."""
+    from sparkdoctor.bench.run import finding_records
+    from sparkdoctor.views.sarif import render_findings_sarif
+
+    doc = result.data
+    run = doc.run if isinstance(doc, ReproduceDocument) else doc
+    findings: list[dict[str, Any]]
+    if isinstance(run, RunDocument):
+        recipe, done = run.result.recipe, run.result
+        findings = finding_records(done)
+        category = f"bench/{recipe.get('name') or 'url'}"
+        props = {"recipe": recipe.get("name"), "recipe_path": recipe.get("source_path"), "run_id": done.run_id,
+                 "fingerprint": done.toolchain.fingerprint, "memory": done.memory}
+    else:
+        assert isinstance(doc, ComparisonDocument)
+        findings = list(doc.findings)
+        category = f"bench/{doc.a}-vs-{doc.b}"
+        props = {"a": doc.a, "b": doc.b, "comparison_id": doc.comparison_id, "verdict": doc.verdict}
+    return render_findings_sarif(findings, category=category, properties=props, exit_code=result.exit_code) + "\n"
+
+
+VIEW = View(BenchDocument, {Format.console: _console, Format.json: lambda result, sink: result.data.to_json(),
+                            Format.sarif: _sarif})

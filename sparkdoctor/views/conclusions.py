@@ -1,0 +1,129 @@
+"""`conclusions`' view, and the console drawing rerun and recipe check share (rich, drawn from the JSON document)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+
+from sparkdoctor.conclusions.documents import ConclusionsDocument
+from sparkdoctor.result import Format
+from sparkdoctor.views import View
+
+STYLE = {"fresh": "green", "stale": "yellow", "flipped": "bold red", "broken": "red", "incomparable": "magenta",
+         "holds": "green", "changed": "yellow", "not re-run": "red", "needed": "green", "unknown": "dim",
+         "error": "red", "warn": "yellow", "info": "dim"}
+
+
+def _ratio(r: dict[str, Any] | None) -> str:
+    if not r:
+        return "-"
+    return f"{r['ratio']:.2f}x [{r['ci_low']:.2f}, {r['ci_high']:.2f}] {r['verdict']}"
+
+
+def _tag(word: str) -> str:
+    return f"[{STYLE.get(word, 'bold')}]{word}[/]"
+
+
+def conclusions(console: Console, doc: dict[str, Any]) -> None:
+    items = doc["conclusions"]
+    if not items:
+        console.print(f"No conclusions in {doc['ledger']}. Record one: sparkdoctor bench A --vs B --conclude NAME")
+        return
+    for item in items:
+        c = item["conclusion"]
+        console.print(f"{_tag(item['status'])}  [bold]{c['name']}[/]  {c['statement']}", highlight=False)
+        console.print(f"    evidence: comparison {c['comparison_id']}, runs A {c['runs']['A']} B {c['runs']['B']}, "
+                      f"fingerprints A {c['fingerprints']['A']} B {c['fingerprints']['B']}, recorded {c['created_at']}",
+                      highlight=False)
+        if c.get("previous"):
+            p = c["previous"]
+            console.print(f"    rerun of #{p['id']} ({p['created_at']}): was \"{p['statement']}\" -> {c['outcome']}", highlight=False)
+        for change in item["changes"]:
+            console.print(f"    changed: {change['text']}", highlight=False)
+        for reason in item["reasons"]:
+            console.print(f"    {reason}", highlight=False)
+
+
+def plan(console: Console, doc: dict[str, Any]) -> None:
+    conclusions(console, doc)
+    stale = [i for i in doc["conclusions"] if i["state"] == "stale"]
+    ws = doc["workarounds"]
+    for w in ws:
+        by = w.get("measured_by")
+        how = f"measured by conclusion {by['conclusion']}" if by else "an A/B with and without it"
+        if w.get("kind") == "mod":
+            how = "not measured (sparkdoctor never applies mods): drop it from the recipe"
+        console.print(f"{_tag('stale')}  workaround {w['workaround']} in {w['label']} ({w['recipe']})", highlight=False)
+        for r in w["reasons"]:
+            console.print(f"    {r['entry']}: {r['outcome']}: {', '.join(r['evidence'])}", highlight=False)
+        console.print(f"    {'rerun: ' if w.get('kind') == 'mod' else 'rerun will measure it: '}{how}", highlight=False)
+    todo = sum(1 for i in stale if i["rerunnable"])
+    console.print(f"\n{len(stale)} stale conclusion(s) ({todo} re-runnable), {len(ws)} stale workaround(s). "
+                  + ("Run `sparkdoctor rerun` to re-measure." if doc.get("dry_run") and (todo or ws) else ""), highlight=False)
+
+
+def results(console: Console, doc: dict[str, Any]) -> None:
+    if not doc["results"] and not doc["workarounds"]:
+        fresh = sum(1 for i in doc["conclusions"] if i["state"] == "fresh")
+        console.print(f"Nothing to re-measure in {doc['ledger']}: no stale conclusion or workaround "
+                      f"({len(doc['conclusions'])} conclusion(s), {fresh} fresh).", highlight=False)
+        return
+    for res in doc["results"]:
+        console.print(f"{_tag(res['outcome'])}  [bold]{res['name']}[/]", highlight=False)
+        if res["outcome"] == "not re-run":
+            for reason in res["reasons"]:
+                console.print(f"    {reason}", highlight=False)
+            continue
+        console.print(f"    was: {res['old']['statement']}  (runs A {res['old']['runs']['A']} B {res['old']['runs']['B']}, "
+                      f"fingerprint {res['old']['fingerprints']['A']})", highlight=False)
+        console.print(f"    now: {res['new']['statement']}  (runs A {res['new']['runs']['A']} B {res['new']['runs']['B']}, "
+                      f"fingerprint {res['new']['fingerprints']['A']})", highlight=False)
+        for lvl in res["levels"]:
+            console.print(f"    c={lvl['concurrency']}: B/A old {_ratio(lvl['old'])}  new {_ratio(lvl['new'])}  -> {lvl['outcome']}",
+                          highlight=False)
+        if res.get("load_differ"):
+            console.print(f"    not called a flip: {res['load_differ']} (rerun on a quiet machine, or --allow-load-difference)",
+                          highlight=False)
+        for arm, rows in res["arm_changes"].items():
+            for row in rows:
+                flag = "  REGRESSION" if row["regression"] else ""
+                console.print(f"    arm {arm} c={row['concurrency']}: {row['old_median']:.1f} -> {row['new_median']:.1f} tok/s "
+                              f"(new/old {_ratio(row['ratio'])}){flag}", highlight=False)
+        for change in res["changes"]:
+            console.print(f"    because: {change['text']}", highlight=False)
+    for w in doc["workarounds"]:
+        console.print(f"{_tag('stale')}  workaround {w['workaround']} in {w['label']}: {w['advice']}", highlight=False)
+        for row in w.get("cost") or []:
+            console.print(f"    c={row['concurrency']}: without/with {row['without_over_with']:.2f}x "
+                          f"(95% CI {row['ci_low']:.2f}-{row['ci_high']:.2f}, {row['method']}), from {w.get('source')}",
+                          highlight=False)
+    if doc.get("failed"):
+        console.print(f"[bold red]failing: {', '.join(doc['failed'])}[/]")
+
+
+def recipe_check(console: Console, doc: dict[str, Any]) -> None:
+    r = doc["recipe"]
+    vllm = doc.get("vllm") or {}
+    console.print(f"recipe {r['name']} ({r['format']}, {r['path']}) against {doc['target']} "
+                  f"(vLLM {vllm.get('version', 'not installed')})", highlight=False)
+    model = doc.get("model") or {}
+    if model.get("ref"):
+        if model.get("error"):
+            console.print(f"model: {model['error']}", highlight=False)
+        else:
+            kind = (f"hybrid ({model.get('linear_layers') or 0} linear-attention, {model.get('mamba_layers') or 0} Mamba layers)"
+                    if model.get("hybrid") else "no Mamba / linear-attention layers")
+            console.print(f"model {model['ref']}: {kind}, longest --max-model-len {model.get('max_model_len')}", highlight=False)
+    if not doc["findings"]:
+        console.print("[green]no findings[/]")
+    for f in doc["findings"]:
+        console.print(f"{_tag(f['severity'])}  [bold]{f['id']}[/]  {f['title']}", highlight=False)
+        for e in f["evidence"]:
+            console.print(f"    evidence: {e}", highlight=False)
+        console.print(f"    remedy: {f['remedy']}", highlight=False)
+
+
+VIEW = View(ConclusionsDocument, {
+    Format.console: lambda result, sink: sink.wide(lambda console: conclusions(console, result.data.to_json())),
+    Format.json: lambda result, sink: result.data.to_json()})

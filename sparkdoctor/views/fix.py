@@ -1,0 +1,150 @@
+"""`fix`'s view: the plan, the apply's outcome, a rollback, the history and a prune, as the lines people read
+(console), or each mode's versioned JSON document (`fix_version`: sparkdoctor/fix/documents.py)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from sparkdoctor.fix.documents import (
+    ApplyDocument,
+    FixDocument,
+    HistoryDocument,
+    PlanDocument,
+    PruneDocument,
+    RollbackDocument,
+)
+from sparkdoctor.fix.interface import ActionKind, StepKind
+from sparkdoctor.fix.model import Plan
+from sparkdoctor.result import Format, Result
+from sparkdoctor.sink import Sink
+from sparkdoctor.views import View
+
+if TYPE_CHECKING:
+    from sparkdoctor.fix.pipeline import Applied, JournalRow, Pruned, RolledBack
+
+
+
+def plan_lines(plan: Plan) -> list[str]:
+    where = f"container {plan.target['container']}: " if plan.target.get("container") else ""
+    out = [f"Target: {where}{plan.target['python']}  (installer: {plan.installer})"]
+    if not plan.fixes:
+        out.append("Nothing to fix: no finding names a fix.")
+    for f in plan.fixes:
+        out.append(f"Fix {f['id']}: {f['title']}  (asked for by: {', '.join(f['findings'])})")
+    if plan.steps:
+        out.append("Steps, in order:")
+    for i, s in enumerate(plan.steps, 1):
+        if s.op is StepKind.edit:
+            out.append(f"  {i}. edit {s.path}  [{s.kind}]")
+            out += [f"       {line}" for line in s.diff]
+        elif s.op is StepKind.uninstall:
+            out.append(f"  {i}. uninstall {' '.join(s.names)}  [{s.kind}]")
+        elif s.op is StepKind.install:
+            extra = f" (with {len(s.constraints)} constraint lines: what installed packages require, the rest kept where it is)" if s.constraints else ""
+            out.append(f"  {i}. install {' '.join(s.requirements)} in one resolver call{extra}  [{s.kind}]")
+        elif s.kind is ActionKind.reinstall_family:
+            out.append(f"  {i}. reinstall {' '.join(s.requirements)} last, by itself, no dependencies: its files win the paths the family's wheels share  [{s.kind}]")
+        else:
+            out.append(f"  {i}. reinstall {' '.join(s.requirements)} from the registry, no dependencies  [{s.kind}]")
+    if plan.changes:
+        out.append("Versions, before -> after:")
+        for name, (before, after) in sorted(plan.changes.items()):
+            tag = " (reinstalled)" if before == after else ""
+            out.append(f"  {name}: {before or '(not installed)'} -> {after or '(removed)'}{tag}")
+    for note in plan.notes:
+        out.append(f"Note: {note}")
+    if plan.checks_after:
+        probes = f"; probes: {', '.join(plan.probes_after)}" if plan.probes_after else ""
+        out.append(f"Checked after: check runs again; expected gone: {', '.join(plan.checks_after)}{probes}")
+    for r in plan.refusals:
+        out.append(f"REFUSED: {r}")
+    return out
+
+
+def applied_lines(result: Applied) -> list[str]:
+    out = [f"Journal: {result.journal}"]
+    out += [f"  done: {d}" for d in result.done]
+    if result.outside_restored:
+        out.append(f"  compiled again (the installer changed them outside the plan): {', '.join(result.outside_restored)}")
+    if result.error:
+        out.append(f"FAILED: {result.error}")
+        if result.rolled_back:
+            v = result.rollback_verified or {}
+            if v.get("ok"):
+                out.append("Rolled back: nothing changed (package set and file bytes verified identical to before the apply)")
+            else:
+                out.append("Rolled back: DIFFERENCES: " + "; ".join(v.get("packages_differ", []) + v.get("files_differ", [])))
+    out.append(f"Findings gone: {', '.join(result.gone) or 'none'}")
+    out.append(f"Findings remaining: {', '.join(result.remaining) or 'none'}")
+    out.append(f"New findings: {', '.join(result.new) or 'none'}")
+    settled = result.rolled_back and (result.rollback_verified or {}).get("ok")
+    undo = "" if settled else f"   (undo: sparkdoctor fix --rollback {result.journal})"
+    out.append(f"Verdict after: {result.report_after.verdict()}{undo}")
+    return out
+
+
+def rollback_lines(result: RolledBack) -> list[str]:
+    out = [result.message]
+    v = result.verified or {}
+    if result.status == "rolled back":
+        for name, version in sorted((result.restored_packages or {}).items()):
+            out.append(f"  restored {name} {version}")
+        for path in result.restored_files or []:
+            out.append(f"  restored {path}")
+    for note in v.get("notes") or []:
+        out.append(f"Note: {note}")
+    if v.get("outside_restored"):
+        out.append(f"  compiled again (changed outside the plan): {', '.join(v['outside_restored'])}")
+    if v:
+        if v.get("ok"):
+            outside = f"; {v['outside_files']} files of other dists unchanged" if v.get("outside_files") else ""
+            out.append(f"Verified: {v.get('packages')} packages as before; {v.get('files')} files byte for byte{outside}")
+        else:
+            out.append("DIFFERENCES: " + "; ".join(v.get("packages_differ", []) + v.get("files_differ", [])))
+    return out
+
+
+def size_text(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1000 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    return f"{n} B"  # pragma: no cover
+
+
+def history_lines(rows: list[JournalRow]) -> list[str]:
+    if not rows:
+        return ["No fix journals yet."]
+    out = [f"{r.journal}  {r.status:<20} {size_text(r.bytes or 0):>9}  {', '.join(r.fixes) or '-'}  {r.target or ''}" for r in rows]
+    out.append(f"{len(rows)} journal(s), {size_text(sum(r.bytes or 0 for r in rows))} (remove old ones: sparkdoctor fix --prune --keep N)")
+    return out
+
+
+def prune_lines(result: Pruned) -> list[str]:
+    out = [f"removed {r['journal']}  ({r['status']})" for r in result.removed]
+    out.append(f"Removed {len(result.removed)} journal(s), freed {size_text(result.freed_bytes)}.")
+    for r in result.kept_unsettled:
+        out.append(f"Kept {r.journal} ({r.status}): its apply or rollback did not finish; settle it with `sparkdoctor fix --rollback {r.journal}`")
+    return out
+
+
+def _console(result: Result[FixDocument], sink: Sink) -> str:
+    found = result.data
+    if isinstance(found, PlanDocument):
+        if not found.shown:
+            return ""
+        extra = ["Dry run: nothing was changed. Apply with --yes."] if found.dry_run and not found.plan.empty else []
+        lines = plan_lines(found.plan) + extra
+    elif isinstance(found, ApplyDocument):
+        lines = plan_lines(found.plan) + applied_lines(found.applied)
+    elif isinstance(found, RollbackDocument):
+        lines = rollback_lines(found.rolled_back)
+    elif isinstance(found, HistoryDocument):
+        lines = history_lines(found.rows)
+    else:
+        assert isinstance(found, PruneDocument)
+        lines = prune_lines(found.pruned)
+    return "\n".join(lines) + "\n"
+
+
+VIEW = View(FixDocument, {Format.console: _console, Format.json: lambda result, sink: result.data.to_json()})

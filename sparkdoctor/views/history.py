@@ -1,0 +1,43 @@
+"""`history`'s view: the list, one run in full or two runs compared, with bench's console text (views/bench.py);
+the page `--html` wrote is said on stderr, so its console text is empty."""
+
+from __future__ import annotations
+
+from rich.console import Console
+
+from sparkdoctor.bench.history import (
+    HistoryCompare,
+    HistoryDocument,
+    HistoryList,
+    HistoryPage,
+    HistoryRun,
+)
+from sparkdoctor.result import Format, Result
+from sparkdoctor.sink import Sink
+from sparkdoctor.views import View
+from sparkdoctor.views.bench import render_compare, render_history, render_run
+
+
+def _console(result: Result[HistoryDocument], sink: Sink) -> str:
+    found = result.data
+    if isinstance(found, HistoryPage):
+        return ""
+
+    def draw(console: Console) -> None:
+        if isinstance(found, HistoryList):
+            render_history(console, found.runs)
+        elif isinstance(found, HistoryRun):
+            run = found.run
+            console.print(f"run {run['id']} at {run['created_at']} (bench version {run['bench_version']}, "
+                          f"sparkdoctor {run['tool_version']})")
+            render_run(console, {"run_id": run["id"], "recipe": run["recipe"], "server": run["server"],
+                                 "base_url": run["base_url"], "model": run["model"], "fingerprint": run["fingerprint"],
+                                 "levels": run["summary"]["levels"], "headline": run["summary"]["headline"],
+                                 "findings": run["findings"], "memory": run.get("memory")})
+        elif isinstance(found, HistoryCompare):
+            render_compare(console, found.to_json())
+
+    return sink.wide(draw)
+
+
+VIEW = View(HistoryDocument, {Format.console: _console, Format.json: lambda result, sink: result.data.to_json()})

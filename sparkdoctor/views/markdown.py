@@ -1,0 +1,222 @@
+"""`--format markdown`: a report to paste into a bug report or a forum post.
+
+GitHub-flavoured: a toolchain table, the findings with evidence and links, what could not be
+evaluated or observed, the kernel probes, and the Facts snapshot folded into <details> so a
+maintainer can re-run `sparkdoctor check --facts` on it. Every string from the box is clipped
+(sparkdoctor.describe.clip); in the snapshot only strings longer than any real fact are, and it says so.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from sparkdoctor.describe import (
+    FACT_CHARS,
+    PROSE_CHARS,
+    SEVERITY_HEADING,
+    clip,
+    describe_arch,
+    describe_driver,
+    describe_gpus,
+    describe_health,
+    describe_host,
+    describe_target,
+    kernel_rows,
+    plural,
+    stack_also_includes,
+    summary_line,
+    tracked_stack,
+    unverified_line,
+)
+from sparkdoctor.fit import GITHUB_LIMIT, Block, fit
+
+if TYPE_CHECKING:
+    from sparkdoctor.findings import Report
+
+CELL_CHARS = PROSE_CHARS  # a cell or line that joins several facts, each clipped already
+SNAPSHOT_CHARS = PROSE_CHARS  # longer than any real fact: only a broken or hostile snapshot is clipped
+
+
+def _text(text: object, limit: int = FACT_CHARS) -> str:
+    """Prose from the box or the matrix, clipped: keep `code spans`, but stop `*` from starting
+    emphasis and `<name>` from vanishing as an HTML tag."""
+    parts = clip(text, limit).split("`")
+    for i in range(0, len(parts), 2):  # even parts are outside code spans
+        parts[i] = parts[i].replace("*", "\\*").replace("<", "\\<")
+    return "`".join(parts)
+
+
+def _cell(text: object, limit: int = FACT_CHARS) -> str:
+    """A table cell: pipes escaped, newlines folded."""
+    return _text(text, limit).replace("|", "\\|").replace("\n", " ").strip() or " "
+
+
+def _code(text: object) -> str:
+    """Inline code that survives backticks inside the text."""
+    s = clip(text)
+    fence = "``" if "`" in s else "`"
+    pad = " " if s.startswith("`") or s.endswith("`") else ""
+    return f"{fence}{pad}{s}{pad}{fence}"
+
+
+def _bounded(value: Any, clipped: list[int]) -> Any:
+    """The snapshot with every string over SNAPSHOT_CHARS clipped (a post cannot carry 25 MB)."""
+    if isinstance(value, str):
+        if len(value) > SNAPSHOT_CHARS:
+            clipped.append(len(value))
+            return clip(value, SNAPSHOT_CHARS)
+        return value
+    if isinstance(value, dict):
+        return {_bounded(k, clipped) if isinstance(k, str) else k: _bounded(v, clipped) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_bounded(v, clipped) for v in value]
+    return value
+
+
+def _mark(value: object) -> str:
+    words: dict[object, str] = {True: "yes", False: "NO"}
+    return words.get(value, "-")
+
+
+def render_markdown(report: Report) -> str:
+    facts = report.facts
+    tool = facts.tool or {}
+    out: list[str] = [
+        "## sparkdoctor report",
+        "",
+        f"**{summary_line(report)}**",
+        "",
+        f"sparkdoctor {_text(tool.get('version', '?'))} · snapshot taken {_text(facts.taken_at)} · fingerprint {_code(facts.fingerprint())}",
+        "",
+    ]
+    blocks = [Block("head", out, essential=True)]
+    for section in (_toolchain, _findings, _not_known, _kernels, _nearest_stack, _snapshot):
+        lines = section(report)
+        title = lines[0].lstrip("#").strip() if lines and lines[0].startswith("#") else "Facts snapshot"
+        blocks.append(Block(title, lines, essential=section in (_toolchain, _findings)))
+    text, _ = fit(blocks, GITHUB_LIMIT, "", _left_out, _fit_notice)  # a GitHub issue body holds 65,536 characters
+    return str(text)
+
+
+def _left_out(block: Block, _attachment: str) -> list[str]:
+    note = (f"*Left out to fit a GitHub issue ({len(block.text()):,} characters): "
+            "`sparkdoctor report` writes it whole in an attachment; `check --save-facts FILE` saves the snapshot.*")
+    return [f"### {block.title}", "", note, ""]
+
+
+def _fit_notice(_attachment: str) -> list[str]:
+    note = ("*This report was shortened to fit a GitHub issue (65,536 characters): the sections marked "
+            "\"left out\" are whole in `sparkdoctor report`'s attachment.*")
+    return [note, ""]
+
+
+def _toolchain(report: Report) -> list[str]:
+    facts = report.facts
+    rows = [
+        ("target", describe_target(facts)),
+        ("host", describe_host(facts)),
+        ("GPU", describe_gpus(facts)),
+        ("arch", describe_arch(facts)),
+        ("driver", describe_driver(facts)),
+        *([("health", describe_health(facts))] if describe_health(facts) else []),
+        *tracked_stack(facts),
+    ]
+    joined = []  # rows that join several facts, each clipped on its own
+    for t in facts.toolkits or []:
+        if t.get("tool") == "ptxas":
+            used = ", ".join(clip(u) for u in t.get("used_by") or []) or "-"
+            knows: dict[object, str] = {True: "knows sm_121a", False: "does not know sm_121a"}
+            sm = knows.get(t.get("sm_121a"), "sm_121a support unknown")
+            joined.append((f"ptxas ({clip(t.get('source', '?'))})", f"{clip(t.get('version', '?'))} · {sm} · used by {used} · {_code(t.get('path', ''))}"))
+    if facts.env:  # the env collector keeps only what matters and redacts secret-looking values
+        joined.append(("env", ", ".join(_code(f"{k}={v}") for k, v in sorted(facts.env.items()))))
+    out = ["### Toolchain", "", "| | |", "|---|---|"]
+    out += [f"| {_cell(label)} | {_cell(value)} |" for label, value in rows]
+    out += [f"| {_cell(label)} | {_cell(value, CELL_CHARS)} |" for label, value in joined]
+    return out + [""]
+
+
+def _findings(report: Report) -> list[str]:
+    out = ["### Findings", ""]
+    if not report.findings:
+        out += ["No known problem matches this environment." if report.probed() else "None: the target could not be probed.", ""]
+    if report.unverified:
+        out += [f"**Unverified** (the verdict says so; exit 0 unless something else fails): {_text(unverified_line(report), CELL_CHARS)}", ""]
+    for f in report.findings:
+        out += [f"#### {SEVERITY_HEADING[f.severity]}: {_code(f.id)} {_text(f.title, PROSE_CHARS)}", ""]
+        out += [f"*{_text(f.component)} · action: {_text(f.action)} · evidence: {_text(f.evidence_level)}*", ""]
+        if f.summary:
+            out += [_text(f.summary, PROSE_CHARS), ""]
+        if f.evidence:
+            out += ["Evidence:", *(f"- {_text(e)}" for e in f.evidence), ""]
+        if f.remedy:
+            out += [f"**What to do:** {_text(f.remedy, PROSE_CHARS)}", ""]
+        if f.fix:
+            out += [f"**Fix:** {_code(f.fix)} (`sparkdoctor fix` shows the plan)", ""]
+        if f.refs:
+            out += ["References: " + " · ".join(f"<{clip(r)}>" for r in f.refs), ""]
+    if report.ignored:
+        out += ["Ignored (by `--ignore` or the config file): " + ", ".join(_code(i) for i in report.ignored), ""]
+    return out
+
+
+def _not_known(report: Report) -> list[str]:
+    """What could not be evaluated (entries) or observed (collectors)."""
+    out: list[str] = []
+    if report.unknown:
+        out += ["### Could not evaluate", ""]
+        out += [f"- {_code(ev.entry.id)}: {_text('; '.join(ev.unknowns), CELL_CHARS)}" for ev in report.unknown]
+        out.append("")
+    if report.facts.errors:
+        out += ["### Could not observe", ""]
+        out += [f"- {_text(e.get('collector', '?'))}: {_text(e.get('error', ''))}" for e in report.facts.errors]
+        out.append("")
+    return out
+
+
+def _kernels(report: Report) -> list[str]:
+    rows = kernel_rows(report.facts)
+    if not rows:
+        return []
+    out = ["### Kernel probes", "", "| probe | status | ptxas | arch | compiled | SASS | ran | verified | note |",
+           "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        note = r["note"] or (r["detail"] if r["first"] else "")
+        out.append("| " + " | ".join(_cell(x) for x in (
+            r["probe"] if r["first"] else "", r["status"] if r["first"] else "", r["ptxas"] or "-", r["arch"] or "-",
+            _mark(r["compiled"]), _mark(r["sass_ok"]), _mark(r["ran"]), _mark(r["verified"]), note or "",
+        )) + " |")
+    return out + [""]
+
+
+def _nearest_stack(report: Report) -> list[str]:
+    nearest = report.nearest_stack
+    if nearest is None:
+        return []
+    out = ["### Nearest known-good stack", "", f"{_code(nearest.id)} {_text(nearest.title)}", ""]
+    if not nearest.differences:
+        out.append("- this environment matches it" if nearest.matches else "- what this environment has of it matches")
+    out += [f"- {_text(d)}" for d in nearest.differences]
+    also = stack_also_includes(nearest)
+    if also:
+        out += ["", _text(also, CELL_CHARS)]
+    return out + [""]
+
+
+def _snapshot(report: Report) -> list[str]:
+    clipped: list[int] = []
+    snapshot = json.dumps(_bounded(report.facts.to_dict(), clipped), indent=2)
+    fence = "````" if "```" in snapshot else "```"
+    what = "Full facts snapshot"
+    if clipped:
+        what = f"Facts snapshot ({plural(len(clipped), 'string')} over {SNAPSHOT_CHARS} characters clipped; <code>--save-facts</code> keeps them)"
+    return [
+        f"<details><summary>{what} (JSON; <code>sparkdoctor check --facts FILE</code> re-evaluates it)</summary>",
+        "",
+        f"{fence}json",
+        snapshot,
+        fence,
+        "",
+        "</details>",
+    ]

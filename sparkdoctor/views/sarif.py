@@ -1,0 +1,325 @@
+"""`--format sarif`: findings as SARIF 2.1.0, for GitHub code scanning (and any SARIF viewer).
+
+One run, tool `sparkdoctor`. Rules: one per matrix entry that was evaluated (its title, the remedy as help, its
+refs as help URIs, its severity as the default level, its evidence level and component as properties), plus the
+engine's own (a failed kernel probe) and recipe check's kinds (an unknown flag, a stale workaround ...). Results:
+one per finding, at the level of its severity (error, warning, note), located in the file that shows it:
+
+  check         a constraints file pinning the finding's package (its line); a hand-modified file of the
+                package (under the package's location); otherwise the stated artifact: the target's interpreter
+                (a container target: its image, as `container:NAME`).
+  recipe check  the recipe file, at the first line that names the flag or variable the finding is about; else
+                the recipe file as a whole.
+  bench, rerun  the memory preflight's verdict, the post-mortem of a launch that died and the known problems the
+                server's log printed: at the recipe file, the first line naming a flag its evidence or remedy names.
+
+Paths under the current folder are written relative to it (uriBaseId SRCROOT), so GitHub links them into the
+repository; others are absolute file: URIs. partialFingerprints["sparkdoctor/v1"] is a hash of the rule, the
+subject (the flag, variable or package) and the artifact, never a line number or a version, so a finding keeps
+its identity across runs while the file around it changes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
+
+from sparkdoctor import __version__
+from sparkdoctor.exitcodes import EXIT_FINDINGS, EXIT_OK
+from sparkdoctor.matrix import load
+
+if TYPE_CHECKING:
+    from sparkdoctor.facts import Facts
+    from sparkdoctor.findings import Finding, Report
+
+SCHEMA_URI = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
+LEVEL = {"error": "error", "warn": "warning", "info": "note"}
+FINGERPRINT = "sparkdoctor/v1"
+# recipe check's ids are KIND:SUBJECT; their rules are the kinds
+RECIPE_RULES = {
+    "env-unknown": ("A VLLM_* variable the installed vLLM does not read", "warn"),
+    "env-deprecated": ("A VLLM_* variable the installed vLLM has deprecated", "warn"),
+    "flag-unknown": ("A `vllm serve` flag the installed vLLM does not know: the server would refuse to start", "error"),
+    "workaround-stale": ("A workaround whose reason no longer holds here", "warn"),
+    "workaround-unknown": ("A workaround whose reason cannot be judged here", "info"),
+    "unjudged": ("A matrix entry that cannot judge the recipe's values here", "info"),
+}
+# the memory preflight's and the post-mortem's finding ids (sparkdoctor/memory/): recipe check, bench and rerun
+MEMORY_RULES = {
+    "memory-fits": ("The launch fits in the memory free now", "info"),
+    "memory-fits-with": ("The launch does not fit as written; it fits with the settings named", "warn"),
+    "memory-does-not-fit": ("The launch does not fit in the memory free now", "error"),
+    "memory-unknown": ("The launch's memory could not be judged", "info"),
+    "postmortem-oom-killed": ("The server was killed by the kernel's OOM killer", "error"),
+    "postmortem-driver-no-memory": ("The NVIDIA driver ran out of memory (NV_ERR_NO_MEMORY)", "error"),
+    "postmortem-cuda-oom": ("The server ran out of memory or refused to start for lack of it", "error"),
+    "postmortem-hang": ("The server stopped answering", "error"),
+    "postmortem-crash": ("The server died with nothing pointing at memory", "error"),
+}
+MAX_TEXT = 4000
+
+
+# ---- shared ---------------------------------------------------------------------------------------------------
+def _clip(value: Any) -> str:
+    text = str(value)
+    return text if len(text) <= MAX_TEXT else text[:MAX_TEXT] + " [...]"
+
+
+def _rule(rule_id: str, title: str, severity: str, remedy: str = "", refs: list[str] | None = None,
+          evidence_level: str | None = None, component: str | None = None, summary: str = "") -> dict[str, Any]:
+    refs = [r for r in refs or [] if isinstance(r, str)]
+    urls = [r for r in refs if re.match(r"https?://", r)]
+    help_text = "\n".join(x for x in (remedy, *(f"see: {r}" for r in refs)) if x) or title
+    help_md = "\n\n".join(x for x in (remedy, *(f"- <{r}>" if r in urls else f"- {r}" for r in refs)) if x) or title
+    rule: dict[str, Any] = {"id": rule_id, "name": _pascal(rule_id), "shortDescription": {"text": _clip(title)},
+                            "fullDescription": {"text": _clip(summary or title)},
+                            "help": {"text": _clip(help_text), "markdown": _clip(help_md)},
+                            "defaultConfiguration": {"level": LEVEL.get(severity, "warning")}}
+    if urls:
+        rule["helpUri"] = urls[0]
+    props: dict[str, Any] = {"tags": list(dict.fromkeys(["sparkdoctor", *([component] if component else [])])),
+                             "severity": severity}
+    if evidence_level:
+        props["evidence-level"] = evidence_level
+    if component:
+        props["component"] = component
+    if len(urls) > 1:
+        props["helpUris"] = urls
+    rule["properties"] = props
+    return rule
+
+
+def _pascal(rule_id: str) -> str:
+    return "".join(p[:1].upper() + p[1:] for p in re.split(r"[^A-Za-z0-9]+", rule_id) if p) or "Finding"
+
+
+def _artifact(path: str, line: int | None = None) -> dict[str, Any]:
+    """A physicalLocation: relative to SRCROOT (the current folder) when under it, else an absolute URI."""
+    if path.startswith("container:"):
+        loc: dict[str, Any] = {"artifactLocation": {"uri": quote(path, safe=":/@")}}
+    else:
+        p = Path(os.path.abspath(path))
+        try:
+            rel = p.relative_to(Path.cwd())
+            loc = {"artifactLocation": {"uri": quote(rel.as_posix()), "uriBaseId": "SRCROOT"}}
+        except ValueError:
+            loc = {"artifactLocation": {"uri": p.as_uri()}}
+    if line:
+        loc["region"] = {"startLine": line}
+    return {"physicalLocation": loc}
+
+
+def _fingerprint(rule_id: str, subject: str, location: dict[str, Any]) -> dict[str, str]:
+    uri = location["physicalLocation"]["artifactLocation"]["uri"]
+    digest = hashlib.sha256(f"{rule_id}\0{subject}\0{uri}".encode()).hexdigest()
+    return {FINGERPRINT: digest}
+
+
+def _log(rules: list[dict[str, Any]], results: list[dict[str, Any]], exit_code: int, properties: dict[str, Any],
+         category: str, failure: str | None = None) -> str:
+    index = {r["id"]: i for i, r in enumerate(rules)}
+    for result in results:
+        result["ruleIndex"] = index[result["ruleId"]]
+    run = {
+        "tool": {"driver": {"name": "sparkdoctor", "version": __version__, "semanticVersion": __version__,
+                            "rules": rules}},
+        "originalUriBaseIds": {"SRCROOT": {"uri": Path.cwd().as_uri() + "/"}},
+        "invocations": [{"executionSuccessful": failure is None, "exitCode": exit_code,
+                         **({"toolExecutionNotifications": [{"level": "error", "message": {"text": _clip(failure)}}]}
+                            if failure is not None else {})}],
+        # the category GitHub keeps apart: several logs (check, each recipe) can be uploaded together
+        "automationDetails": {"id": f"sparkdoctor/{category}/"},
+        "results": results,
+        "columnKind": "unicodeCodePoints",
+        "properties": properties,
+    }
+    return json.dumps({"$schema": SCHEMA_URI, "version": "2.1.0", "runs": [run]}, indent=2, ensure_ascii=False)
+
+
+def _message(title: str, evidence: list[str], remedy: str) -> dict[str, str]:
+    lines = [title, *(f"- {e}" for e in evidence[:20])]
+    if len(evidence) > 20:
+        lines.append(f"- ... and {len(evidence) - 20} more")
+    if remedy:
+        lines.append(f"What to do: {remedy}")
+    return {"text": _clip("\n".join(str(x) for x in lines))}
+
+
+# ---- check --------------------------------------------------------------------------------------------------------
+def render_sarif(report: Report) -> str:
+    """`check --format sarif`."""
+    rules, seen = [], set()
+    for ev in report.evaluations:
+        e = ev.entry
+        if e.id not in seen:
+            seen.add(e.id)
+            rules.append(_rule(e.id, e.title, e.severity, e.remedy, e.refs, e.evidence, e.component, e.summary))
+    results = []
+    default = _stated_artifact(report.facts)
+    for f in [*report.findings]:
+        if f.id not in seen:  # an engine finding (a failed kernel probe)
+            seen.add(f.id)
+            rules.append(_rule(f.id, f.title, f.severity, f.remedy, f.refs, f.evidence_level, f.component, f.summary))
+        location, subject = _check_location(f, report.facts, default)
+        results.append({"ruleId": f.id, "level": LEVEL.get(f.severity, "warning"),
+                        "message": _message(f.title, f.evidence, f.remedy), "locations": [location],
+                        "partialFingerprints": _fingerprint(f.id, subject, location),
+                        "properties": {"evidence-level": f.evidence_level, "component": f.component}})
+    props = {"fingerprint": report.facts.fingerprint(), "verdict": report.verdict(), "fail_on": report.fail_on,
+             "target": default}
+    return _log(rules, results, report.exit_code(), props, "check")
+
+
+def _stated_artifact(facts: Facts) -> str:
+    target = facts.target if isinstance(facts.target, dict) else {}
+    container = getattr(facts, "container", None)
+    if target.get("kind") == "container" or isinstance(container, dict):
+        record = container if isinstance(container, dict) else target
+        return f"container:{record.get('name') or record.get('image') or 'unknown'}"
+    return str(target.get("python") or target.get("executable") or "python")
+
+
+def _check_location(f: Finding, facts: Facts, default: str) -> tuple[dict[str, Any], str]:
+    """(the location, the subject) of a check finding: a constraints line, a modified file, or the stated artifact."""
+    text = " ".join(str(e) for e in f.evidence)
+    names = {_norm(f.component)} if f.component else set()
+    for c in facts.constraints or []:
+        if not isinstance(c, dict) or not c.get("file"):
+            continue
+        name = _norm(str(c.get("name") or ""))
+        if name and (name in names or re.search(rf"(?<![\w-]){re.escape(str(c.get('name')))}(?![\w-])", text, re.IGNORECASE)):
+            number = c.get("line")
+            line = number if isinstance(number, int) and number > 0 else None
+            return _artifact(str(c["file"]), line), name
+    for pkg_name, pkg in (facts.packages or {}).items():
+        for rel in (pkg.get("files_modified") or []) if isinstance(pkg, dict) else []:
+            if isinstance(rel, str) and rel and rel in text and pkg.get("location"):
+                return _artifact(os.path.join(str(pkg["location"]), rel)), f"{pkg_name}/{rel}"
+    return _artifact(default), f.component or ""
+
+
+def _norm(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+# ---- recipe check -----------------------------------------------------------------------------------------------
+def render_recipe_sarif(doc: dict[str, Any], matrix: Any = None) -> str:
+    """`recipe check --format sarif` from its document; `matrix` gives the rules of matrix entries (None: shipped)."""
+    if matrix is None:
+        matrix = load(None)
+    recipe = doc.get("recipe") or {}
+    path = str(recipe.get("path") or recipe.get("name") or "recipe")
+    lines = _read_lines(path)
+    rules: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for e in matrix.entries:
+        if not getattr(e, "withdrawn", None):
+            seen.add(e.id)
+            rules.append(_rule(e.id, e.title, e.severity, e.remedy, e.refs, e.evidence, e.component, e.summary))
+    for rule_id, (title, severity) in RECIPE_RULES.items():
+        seen.add(rule_id)
+        rules.append(_rule(rule_id, title, severity, component="recipe"))
+    results = []
+    for f in doc.get("findings") or []:
+        kind, _, subject = str(f["id"]).partition(":")
+        rule_id = kind if subject else str(f["id"])
+        if rule_id not in seen:
+            seen.add(rule_id)
+            rules.append(_rule(rule_id, str(f.get("title") or rule_id), str(f.get("severity") or "warn"), str(f.get("remedy") or "")))
+        entry = matrix.get(subject or rule_id)
+        needles = _needles(subject, entry, f.get("evidence") or [])
+        line = _first_line(lines, needles)
+        location = _artifact(path, line)
+        results.append({"ruleId": rule_id, "level": LEVEL.get(str(f.get("severity")), "warning"),
+                        "message": _message(str(f.get("title") or rule_id), [str(e) for e in f.get("evidence") or []],
+                                            str(f.get("remedy") or "")),
+                        "locations": [location], "partialFingerprints": _fingerprint(rule_id, subject or rule_id, location),
+                        "properties": {"kind": f.get("kind"), **({"subject": subject} if subject else {})}})
+
+    exit_code = EXIT_FINDINGS if doc.get("failed") else EXIT_OK
+    props = {"recipe": recipe.get("name"), "recipe_fingerprint": recipe.get("fingerprint"), "fingerprint": doc.get("fingerprint"),
+             "fail_on": doc.get("fail_on"), "failed": bool(doc.get("failed"))}
+    category = re.sub(r"[^A-Za-z0-9._-]+", "-", str(recipe.get("name") or "recipe"))
+    return _log(rules, results, exit_code, props, f"recipe-check/{category}")
+
+
+def _read_lines(path: str) -> list[str]:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            return fh.read(4_000_000).splitlines()
+    except (OSError, ValueError):
+        return []
+
+
+def _needles(subject: str, entry: Any, evidence: list[Any]) -> list[str]:
+    """What the recipe's line would name: the subject (a flag or a variable, either spelling of a flag), the entry's
+    env variables and justifying flags, and flags or variables quoted in the evidence."""
+    out = [subject] if subject else []
+    if subject.startswith("--"):
+        out.append("--" + subject[2:].replace("-", "_"))
+    if entry is not None:
+        out += list((entry.when.get("env") or {}) if isinstance(entry.when.get("env"), dict) else [])
+        out += [j.split("=", 1)[0] for j in getattr(entry, "justifies", []) or []]
+    for e in evidence:
+        out += re.findall(r"--[a-z0-9][a-z0-9_\-]+|\b[A-Z][A-Z0-9]*_[A-Z0-9_]+\b", str(e))
+    return [n for n in dict.fromkeys(out) if n]
+
+
+def _first_line(lines: list[str], needles: list[str]) -> int | None:
+    for needle in needles:
+        pattern = re.compile(rf"(?<![\w-]){re.escape(needle)}(?![\w-])")
+        for number, line in enumerate(lines, 1):
+            if pattern.search(line):
+                return number
+    return None
+
+
+# ---- bench and rerun ---------------------------------------------------------------------------------------------
+def render_findings_sarif(findings: list[dict[str, Any]], *, category: str, properties: dict[str, Any], exit_code: int,
+                          failure: str | None = None, matrix: Any = None) -> str:
+    """Finding records ({"kind", "id", "severity", "title", "evidence", "remedy", "path"}; an A/B's carry `arm`) as
+    one SARIF log: `bench` and `rerun` (their run, comparison or failure). A log symptom's rule is its matrix entry's;
+    `failure`: the one line of a command that failed (the invocation is then not successful)."""
+    if matrix is None:
+        from sparkdoctor.matrix import load
+
+        matrix = load(None)
+    rules: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    results = []
+    for f in findings:
+        rule_id = str(f.get("id") or "finding")
+        entry = matrix.get(rule_id) if f.get("kind") == "symptom" else None
+        severity = str(f.get("severity") or (entry.severity if entry is not None else "warn"))
+        if rule_id not in seen:
+            seen.add(rule_id)
+            if entry is not None:
+                rules.append(_rule(entry.id, entry.title, entry.severity, entry.remedy, entry.refs, entry.evidence,
+                                   entry.component, entry.summary))
+            else:
+                title, default = MEMORY_RULES.get(rule_id, (str(f.get("title") or rule_id), severity))
+                rules.append(_rule(rule_id, title, default, component="memory" if rule_id in MEMORY_RULES else None))
+        evidence = [str(e) for e in f.get("evidence") or []]
+        remedy = str(f.get("remedy") or (entry.remedy if entry is not None else ""))
+        path = str(f.get("path") or properties.get("recipe_path") or "recipe")
+        location = _artifact(path, _first_line(_read_lines(path), _needles("", None, [*evidence, remedy])))
+        arm = f.get("arm")
+        title = f"{arm}: {f.get('title')}" if arm else str(f.get("title") or rule_id)
+        results.append({"ruleId": rule_id, "level": LEVEL.get(severity, "warning"), "message": _message(title, evidence, remedy),
+                        "locations": [location], "partialFingerprints": _fingerprint(rule_id, str(arm or ""), location),
+                        "properties": {"kind": f.get("kind"), **({"arm": arm} if arm else {})}})
+    safe = re.sub(r"[^A-Za-z0-9._/-]+", "-", category)
+    return _log(rules, results, exit_code, properties, safe, failure)
+
+
+def failure_sarif(command: str, error: BaseException, exit_code: int) -> str:
+    """A bench or rerun that failed, as SARIF: what judged the launch (the memory preflight's refusal, the post-mortem
+    of a launch that died) as results, the failure's one line as the invocation's notification."""
+    findings = list(getattr(error, "findings", None) or [])
+    return render_findings_sarif(findings, category=command.replace(" ", "-"), properties={"command": command},
+                                 exit_code=exit_code, failure=str(error)) + "\n"

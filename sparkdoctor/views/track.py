@@ -1,0 +1,92 @@
+"""The views of `matrix track` (console, JSON, markdown) and `matrix update`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from sparkdoctor.result import Format, Result
+from sparkdoctor.sink import Sink
+from sparkdoctor.track.answer import TrackAnswer
+from sparkdoctor.track.run import NEEDS_EDIT
+from sparkdoctor.track.transitions import probe_lines
+from sparkdoctor.track.update import Updated
+from sparkdoctor.views import View
+
+
+def _update_console(result: Result[Updated], sink: Sink) -> str:
+    done = result.data.document
+    return "".join([f"{done['message']}\n", *(f"  {line}\n" for line in done.get("diff", []))])
+
+
+def track_markdown(d: dict[str, Any]) -> str:
+    out = [f"# matrix track, {d['taken_at']}", "",
+           f"Matrix: {d['matrix']}. Wheels read for {d['platform']}, CPython {d['python']} (another platform's wheel only where "
+           "a release has none for it, said per release).", "", "## Packages", "", "| package | tracked through | read through | new releases | note |",
+           "|---|---|---|---|---|"]
+    for p in d["packages"]:
+        backports = f" (uploaded after the tracked release: {', '.join(p['backports'])})" if p.get("backports") else ""
+        out.append(f"| {p['package']} | {p['tracked']} | {p['through'] or 'newest'} | {', '.join(p['releases']) or 'none'}{backports} | {p['note']} |")
+    out += ["", "## Entries", "", "| entry | reads | bound | verdict | why |", "|---|---|---|---|---|"]
+    for e in d["entries"]:
+        out.append(f"| {e['id']} | {e['package']} | {e['spec'] or '-'} | {e['verdict']} | {e['why'].replace('|', '/')} |")
+    if d["proposals"]:
+        out += ["", "## Proposed edits (not applied)", "", "| where | field | from | to | because |", "|---|---|---|---|---|"]
+        for p in d["proposals"]:
+            out.append(f"| {p.get('entry', p['file'])} | {p['field']} | {p['from']} | {p['to']} | {p['because']} |")
+    if d.get("applied") or d.get("not_applied"):
+        out += ["", "## Written into the matrix (--apply)", ""] + [f"- {a}" for a in d.get("applied", [])]
+        out += [f"- not applied: {a}" for a in d.get("not_applied", [])]
+    if d.get("pin_conflicts"):
+        out += ["", "## Pins pip cannot install together (extras included)", ""] + [f"- {c['why']}" for c in d["pin_conflicts"]]
+    if d.get("probe"):
+        out += ["", "## Probes (--probe)", "", *(f"- {line}" for line in probe_lines(d["probe"]))]
+    if d["untracked"]:
+        out += ["", "## Bounds on tracked packages that no file check follows", "", "| entry | bound | why |", "|---|---|---|"]
+        for u in d["untracked"]:
+            out.append(f"| {u['id']} | {u['package']} {u['spec']} | {u['why']} |")
+    summary = ", ".join(f"{n} {v}" for v, n in d["summary"].items() if n)
+    out += ["", f"Summary: {summary or 'no entry with a file check on a tracked package'}; {len(d['untracked'])} bounds not followed."]
+    return "\n".join(out) + "\n"
+
+
+def render_track(d: dict[str, Any], console: Console, verbose: bool = False) -> None:
+    """Proposals first, then the entries that need an edit; with `verbose`, every package and entry."""
+    for p in d["proposals"]:
+        console.print(f"propose: {p.get('entry', p['file'])}: {p['field']}: {p['from']} -> {p['to']} ({p['because']})", soft_wrap=True)
+    for line in d.get("applied", []):
+        console.print(f"applied: {line}", soft_wrap=True)
+    for line in d.get("not_applied", []):
+        console.print(f"not applied: {line}", soft_wrap=True)
+    for c in d.get("pin_conflicts", []):
+        console.print(f"conflict: {c['why']}", soft_wrap=True)
+    if d.get("probe"):
+        for line in probe_lines(d["probe"]):
+            console.print(line, markup=False, highlight=False, soft_wrap=True)
+    for p in d["packages"]:
+        backports = f"; uploaded after the tracked release: {', '.join(p['backports'])}" if p.get("backports") else ""
+        if verbose or p["releases"] or p["note"]:
+            note = f" ({p['note']})" if p["note"] else ""
+            console.print(f"{p['package']}: tracked through {p['tracked']}, new: {', '.join(p['releases']) or 'none'}{backports}{note}",
+                          soft_wrap=True)
+    shown = [e for e in d["entries"] if verbose or e["verdict"] in NEEDS_EDIT]
+    if shown:
+        table = Table(show_lines=False)
+        for col in ("entry", "bound", "verdict", "why"):
+            table.add_column(col, overflow="fold")
+        for e in shown:
+            table.add_row(e["id"], f"{e['package']} {e['spec'] or ''}", e["verdict"], e["why"])
+        console.print(table)
+    hidden = len(d["entries"]) - len(shown)
+    tail = f" ({hidden} entries with nothing to change not shown: -v lists them)" if hidden else ""
+    console.print(", ".join(f"{n} {v}" for v, n in d["summary"].items() if n) + f"; {len(d['untracked'])} bounds with no file check{tail}")
+
+
+TRACK = View(TrackAnswer, {
+    Format.console: lambda result, sink: sink.capture(
+        lambda console: render_track(result.data.document, console, bool(result.options.get("verbose")))),
+    Format.json: lambda result, sink: result.data.to_json(),
+    Format.markdown: lambda result, sink: track_markdown(result.data.document)})
+UPDATE = View(Updated, {Format.console: _update_console, Format.json: lambda result, sink: result.data.document})
