@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -35,9 +36,18 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent.parent
 
 
+CPU: dict[str, list[float]] = {}  # per case: the CPU seconds (user + sys) of the command and the children it waited for
+
+
+def _cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def timed(argv: list[str], env: dict[str, str], timeout: float = 300) -> tuple[float, int, str]:
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), _cpu()
     done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=timeout)
+    CPU.setdefault("_last", []).append(_cpu() - cpu)
     return time.perf_counter() - start, done.returncode, done.stdout
 
 
@@ -49,6 +59,9 @@ def main() -> int:
     ap.add_argument("--skip-kernels", action="store_true", help="do not time the kernel-probe variants")
     ap.add_argument("--markdown", action="store_true", help="print a README-ready table")
     ap.add_argument("--cpus", default=None, help="pin every run to these CPUs (e.g. 0,1: a 2-core machine)")
+    ap.add_argument("--skip-anchors", action="store_true", help="do not time torch's and vLLM's collectors")
+    ap.add_argument("--baseline", default=None, help="another sparkdoctor executable (an earlier commit) timed in the "
+                    "same run, interleaved, on the same caches: its cases are named 'baseline: ...'")
     args = ap.parse_args()
     if args.cpus:
         os.sched_setaffinity(0, {int(c) for c in args.cpus.split(",")})  # inherited by every child
@@ -80,16 +93,18 @@ def main() -> int:
 
         return run
 
-    cases: dict[str, callable] = {
-        "sparkdoctor check --no-kernels (warm)": lambda: timed(check + ["--no-kernels"], env_with(warm_cache)),
-        "sparkdoctor check --no-kernels (cold)": cold(check + ["--no-kernels"]),
-    }
-    if not args.skip_kernels:
-        cases["sparkdoctor check, kernel probes (warm)"] = lambda: timed(check, env_with(warm_cache))
-        cases["sparkdoctor check, kernel probes (cold)"] = cold(check)
-    cases["python -m torch.utils.collect_env"] = lambda: timed([str(py), "-m", "torch.utils.collect_env"], base_env)
+    cases: dict[str, callable] = {}
+    for prefix, exe in [("", doctor)] + ([("baseline: ", args.baseline)] if args.baseline else []):
+        argv = [exe, *check[1:]]
+        cases[f"{prefix}sparkdoctor check --no-kernels (warm)"] = lambda a=argv: timed(a + ["--no-kernels"], env_with(warm_cache))
+        cases[f"{prefix}sparkdoctor check --no-kernels (cold)"] = cold(argv + ["--no-kernels"])
+        if not args.skip_kernels:
+            cases[f"{prefix}sparkdoctor check, kernel probes (warm)"] = lambda a=argv: timed(a, env_with(warm_cache))
+            cases[f"{prefix}sparkdoctor check, kernel probes (cold)"] = cold(argv)
+    if not args.skip_anchors:
+        cases["python -m torch.utils.collect_env"] = lambda: timed([str(py), "-m", "torch.utils.collect_env"], base_env)
     vllm_cli = args.venv / "bin" / "vllm"
-    if vllm_cli.exists():
+    if vllm_cli.exists() and not args.skip_anchors:
         cases["vllm collect-env"] = lambda: timed([str(vllm_cli), "collect-env"], base_env)
 
     # fill the warm cache once (not timed)
@@ -100,7 +115,8 @@ def main() -> int:
         for name, fn in cases.items():  # interleaved
             seconds, rc, out = fn()
             samples[name].append(seconds)
-            if (name.startswith("sparkdoctor") and rc not in (0, 1)) or (not name.startswith("sparkdoctor") and rc != 0):
+            CPU.setdefault(name, []).append(CPU["_last"][-1])
+            if ("sparkdoctor" in name and rc not in (0, 1)) or ("sparkdoctor" not in name and rc != 0):
                 notes[name] = f"exit {rc}"  # an anchor that fails is no anchor: its goal is not judged
             if name == "sparkdoctor check --no-kernels (warm)" and i == 0 and rc in (0, 1):
                 facts = json.loads(out)["facts"]
@@ -119,7 +135,12 @@ def main() -> int:
     for name, xs in samples.items():
         med = statistics.median(xs)
         ratio = ""
-        if not name.startswith("sparkdoctor"):
+        mine = samples.get(name.removeprefix("baseline: "))
+        if name.startswith("baseline: ") and mine:  # this commit against the baseline, run by run: wall, then CPU
+            cpu_ratio = statistics.median(m / b for m, b in zip(CPU[name.removeprefix("baseline: ")], CPU[name], strict=True))
+            ratio = (f"{statistics.median(m / b for m, b in zip(mine, xs, strict=True)):.2f} wall, {cpu_ratio:.2f} CPU "
+                     f"(medians of per-run ratios)")
+        if "sparkdoctor" not in name:
             every = min(x / w for x, w in zip(xs, warm, strict=True))
             ratio = f"{med / fast:.1f}x (every run >= {every:.1f}x)"
         rows.append((name, med, min(xs), max(xs), ratio, notes.get(name, "")))
@@ -129,7 +150,7 @@ def main() -> int:
               f"{' '.join(f'{x:.2f}' for x in load_before)}, after: {' '.join(f'{x:.2f}' for x in load_after)}")
     if args.markdown:
         print(header + "\n")
-        print("| command | median s | min s | max s | slower than sparkdoctor (warm, no kernels) |")
+        print("| command | median s | min s | max s | slower than sparkdoctor (warm, no kernels); baseline: this commit / it |")
         print("|---|---:|---:|---:|---:|")
         for name, med, lo, hi, ratio, note in rows:
             print(f"| `{name}` | {med:.3f} | {lo:.3f} | {hi:.3f} | {ratio}{' ' + note if note else ''} |")

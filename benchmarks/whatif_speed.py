@@ -116,10 +116,10 @@ def main() -> int:
     ap.add_argument("--no-deps", action="store_true", help="the target is a --no-deps file set: resolve it that way")
     ap.add_argument("--runs", type=int, default=1, help="cold+warm pairs")
     args = ap.parse_args()
-    from sparkdoctor.check import CheckOptions, collect_facts
+    from sparkdoctor.check import CheckRequest, collect
     from sparkdoctor.targets import resolve_python_target
 
-    today = collect_facts(resolve_python_target(args.python), CheckOptions(arch="sm_121a", kernels=False))
+    today = collect(CheckRequest(target=resolve_python_target(args.python), arch="sm_121a", kernels=False))
     print(f"load average before: {os.getloadavg()}", file=sys.stderr)
     print("| run | cache | resolve | read + judge | total | installer bytes | reader requests | reader bytes | changes |")
     print("|---|---|---|---|---|---|---|---|---|")

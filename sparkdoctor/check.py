@@ -1,31 +1,106 @@
-"""`sparkdoctor check`: collect Facts (or load a snapshot), judge them against the matrix."""
+"""The check service: Facts of a target (probed, or a snapshot) judged against the matrix.
+
+Every verb that checks calls it (check, fix, fleet, report; bench, whatif, recipe check and the conclusions take
+its first stage, the Facts, alone): `check(CheckRequest) -> CheckOutcome`, `collect(CheckRequest) -> Facts`.
+"""
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sparkdoctor import __version__
 from sparkdoctor.arch import assumed
 from sparkdoctor.collect import Collector, Context, run_collectors
 from sparkdoctor.facts import Facts
 from sparkdoctor.locations import cache_dir
-from sparkdoctor.targets.local import Target
+
+if TYPE_CHECKING:
+    from sparkdoctor.config import Config
+    from sparkdoctor.findings import Report
+    from sparkdoctor.matrix import Matrix
+    from sparkdoctor.targets.interface import Target
 
 
 @dataclass
-class CheckOptions:
+class CheckRequest:
+    """What one check judges, and how. Exactly one of `target` (probed now), `facts` (judged as they are, a fleet
+    node's or a loaded snapshot's; --arch applies) and `snapshot` (a saved file: --arch applies, host health is
+    another moment's and is not judged)."""
+
+    target: Target | None = None
+    facts: Facts | None = None
+    snapshot: Path | None = None
+    matrix: Path | Matrix | None = None  # a folder or file, or one already loaded (a fleet judges many nodes)
+    fixes: Path | None = None  # the fix definitions whose ids the matrix may name (default: the bundled ones)
     arch: str | None = None
     constraint_files: list[Path] = field(default_factory=list)
     kernels: bool = True
     use_cache: bool = True
     timeout: float = 20.0  # per collector that names no limit of its own
     deadline: float | None = None  # time.monotonic() by which collection must end (--timeout)
-    progress: Callable[[str], None] | None = None
+    progress: Callable[[str], None] | None = None  # told each collector's name as it finishes
     prestarted: dict[str, Any] = field(default_factory=dict)  # probes started early, by scratch key
+    fail_on: str | None = None  # default: the config's, else "error"
+    ignore: Sequence[str] = ()
+    config: Config | None = None  # its ignores and fail_on join the request's; its silenced findings are named
+    save_facts: Path | None = None  # the probed Facts written here (check --save-facts), before they are judged
+
+
+@dataclass
+class CheckOutcome:
+    facts: Facts
+    matrix: Matrix
+    report: Report
+    notes: list[str]
+
+
+def check(request: CheckRequest) -> CheckOutcome:
+    """The report on the request's target (or Facts). A bad matrix or config fails before anything is probed."""
+    from sparkdoctor.config import Config, refuse_bare_errors
+    from sparkdoctor.errors import UsageError
+    from sparkdoctor.findings import build_report
+    from sparkdoctor.matrix import Matrix, load
+
+    matrix = request.matrix if isinstance(request.matrix, Matrix) else load(request.matrix, request.fixes)
+    cfg = request.config or Config()
+    refuse_bare_errors(cfg, matrix)
+    facts = collect(request)
+    if request.save_facts is not None and request.target is not None:
+        try:
+            facts.save(request.save_facts)
+        except OSError as exc:
+            raise UsageError(f"--save-facts {request.save_facts}: {exc.strerror or exc}") from None
+    notes = _unknown_ignores(matrix, request.ignore, cfg)
+    report = build_report(facts, matrix, fail_on=request.fail_on or cfg.fail_on or "error", ignore={*request.ignore, *cfg.ignore})
+    by_config = [i for i in report.ignored if i in cfg.ignore]
+    if by_config:  # the file that silenced findings, named wherever the count is shown
+        notes.append(f"{cfg.path} ignored {len(by_config)}: "
+                     + ", ".join(f"{i} ({cfg.ignore[i]})" if cfg.ignore[i] else i for i in by_config))
+    return CheckOutcome(facts, matrix, report, notes)
+
+
+def collect(request: CheckRequest) -> Facts:
+    """The request's Facts: its target probed, its snapshot read, or its Facts; --arch applied to the last two."""
+    if request.target is not None:
+        return _collect(request.target, request)
+    if request.snapshot is not None:
+        return mark_not_live(apply_arch_override(Facts.load(request.snapshot), request.arch))
+    assert request.facts is not None, "a CheckRequest names a target, Facts or a snapshot"
+    return apply_arch_override(request.facts, request.arch)
+
+
+def _unknown_ignores(matrix: Matrix, ignore: Sequence[str], cfg: Config) -> list[str]:
+    """An ignore that names no entry ignores nothing: say so (a warning, not an error, so a config shared by
+    boxes on different matrix versions keeps working). probe-<id> findings come from the engine, not the
+    matrix, and are always accepted."""
+    known = {e.id for e in matrix.entries}
+    return [f"{source} {entry_id!r}: no matrix entry has this id; it ignores nothing (see `sparkdoctor matrix list`)"
+            for source, ids in (("--ignore", ignore), (f"{cfg.path}: ignore", cfg.ignore)) for entry_id in ids
+            if entry_id not in known and not entry_id.startswith("probe-")]
 
 
 def collectors(kernels: bool, shares_files: bool = True) -> list[Collector]:
@@ -42,41 +117,44 @@ def collectors(kernels: bool, shares_files: bool = True) -> list[Collector]:
 
     if shares_files:
         from sparkdoctor.collect import toolkits
+
+        kit = toolkits.COLLECTOR
     else:
-        from sparkdoctor.collect import toolkits_container as toolkits
-    found = [targetenv.COLLECTOR, gpu.COLLECTOR, toolkits.COLLECTOR, constraints.COLLECTOR, capabilities.COLLECTOR,
-             host_health.COLLECTOR]
+        from sparkdoctor.collect import toolkits_container
+
+        kit = toolkits_container.COLLECTOR
+    found = [targetenv.COLLECTOR, gpu.COLLECTOR, kit, constraints.COLLECTOR, capabilities.COLLECTOR, host_health.COLLECTOR]
     if kernels:  # compile probes: seconds cold, cached warm
         from sparkdoctor import kernels as ptx_kernels
         from sparkdoctor.collect import cutedsl
 
-        found += [ptx_kernels.COLLECTOR if shares_files else toolkits.KERNELS_COLLECTOR, cutedsl.COLLECTOR]
+        found += [ptx_kernels.COLLECTOR if shares_files else toolkits_container.KERNELS_COLLECTOR, cutedsl.COLLECTOR]
     return found
 
 
-def collect_facts(target: Target, options: CheckOptions) -> Facts:
+def _collect(target: Target, request: CheckRequest) -> Facts:
     facts = Facts(tool={"name": "sparkdoctor", "version": __version__, "host_python": sys.version.split()[0]})
     facts.target = target.describe()
     shares_files = getattr(target, "shares_files", True)
     if not shares_files:
         facts.container = dict(getattr(target, "info", None) or {}) or None
     # Until the GPU collector says otherwise (and if it fails): the GB10 arch, marked as assumed.
-    facts.arch = {"value": options.arch, "source": "given"} if options.arch else assumed("GPU detection did not finish")
+    facts.arch = {"value": request.arch, "source": "given"} if request.arch else assumed("GPU detection did not finish")
     ctx = Context(
         target=target,
         facts=facts,
-        arch_override=options.arch,
-        constraint_files=list(options.constraint_files),
+        arch_override=request.arch,
+        constraint_files=list(request.constraint_files),
         # a container's probe caches live in a folder of its own, carried in and out (target_container)
         cache_dir=cache_dir() if shares_files else getattr(target, "cache_root", None),
-        use_cache=options.use_cache,
-        kernels=options.kernels,
-        timeout=options.timeout,
-        deadline=options.deadline,
-        progress=options.progress,
+        use_cache=request.use_cache,
+        kernels=request.kernels,
+        timeout=request.timeout,
+        deadline=request.deadline,
+        progress=request.progress,
     )
-    ctx.scratch.update(options.prestarted)
-    run_collectors(ctx, collectors(options.kernels, shares_files))
+    ctx.scratch.update(request.prestarted)
+    run_collectors(ctx, collectors(request.kernels, shares_files))
     _note_unfinished_fix(facts)
     return facts
 

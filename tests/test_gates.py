@@ -17,7 +17,7 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 REPO = Path(__file__).resolve().parents[1]
-RATCHET = 1  # modules mypy does not check yet (42 on 2026-11-26, 1 on 2026-11-28): lower it when one passes, never raise it
+RATCHET = 0  # modules mypy does not check (42 on 2026-11-26, none on 2026-11-28): none, and none may come back
 IMPORTS_AGAINST = 0  # imports the import contracts let through (2026-11-28): none, and none may come back
 CONTRACTS = {"layers", "documents-down", "views-below-commands", "verbs-independent", "stores-independent"}
 

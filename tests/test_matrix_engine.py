@@ -547,8 +547,8 @@ def test_newlines_from_a_file_never_break_the_error_line(tmp_path, body, words):
 
 
 def test_probe_ids_are_the_ones_the_kernels_module_loads():
-    from sparkdoctor.collect.cutedsl import KERNELS
     from sparkdoctor.kernels import load_probes
+    from sparkdoctor.vocab import CUTEDSL_KERNELS as KERNELS
 
     assert matrix.known_probes() == {p.id for p in load_probes()} | set(KERNELS)
 

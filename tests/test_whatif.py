@@ -156,10 +156,10 @@ def test_a_recipe_is_judged_today_and_after(tmp_path):
 
 @pytest.fixture(scope="module")
 def here_facts():
-    from sparkdoctor.check import CheckOptions, collect_facts
+    from sparkdoctor.check import CheckRequest, collect
     from sparkdoctor.targets.local import resolve_python_target
 
-    return collect_facts(resolve_python_target(sys.executable), CheckOptions(kernels=False)).to_dict()
+    return collect(CheckRequest(target=resolve_python_target(sys.executable), kernels=False)).to_dict()
 
 
 def test_conclusions_the_upgrade_would_make_stale(tmp_path, here_facts):

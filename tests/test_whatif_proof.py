@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from sparkdoctor.check import CheckOptions, collect_facts
+from sparkdoctor.check import CheckRequest, collect
 from sparkdoctor.matrix import evaluate_all, load
 from sparkdoctor.released import Reader
 from sparkdoctor.targets.local import resolve_python_target
@@ -19,7 +19,7 @@ pytestmark = pytest.mark.slow
 
 
 def facts_of(python: str):
-    return collect_facts(resolve_python_target(python), CheckOptions(arch="sm_121a", kernels=False, use_cache=False))
+    return collect(CheckRequest(target=resolve_python_target(python), arch="sm_121a", kernels=False, use_cache=False))
 
 
 def matched(matrix, facts) -> set[str]:

@@ -10,3 +10,9 @@ interleaved comparison), render (console text). The ledger (sparkdoctor/ledger/)
 # compared (a change in how a number is taken is a change in the number). Bump it when the
 # client, the workload's prompts or the statistics change what a figure means.
 BENCH_VERSION = 1
+RESULT_SCHEMA = 1  # the shape of every bench/history answer (envelope)
+
+
+def envelope(kind: str, data: dict[str, object]) -> dict[str, object]:
+    """The one JSON shape every bench/history answer has: {"schema", "bench_version", "kind", ...}."""
+    return {"schema": RESULT_SCHEMA, "bench_version": BENCH_VERSION, "kind": kind, **data}

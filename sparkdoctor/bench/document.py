@@ -7,8 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from sparkdoctor.bench import envelope
 from sparkdoctor.bench.cell import Reproduction
-from sparkdoctor.bench.session import RunResult, envelope
+from sparkdoctor.bench.run import RunResult
 
 
 class BenchDocument:
@@ -25,7 +26,7 @@ class RunDocument(BenchDocument):
     result: RunResult
     ledger: str | None
     stored: dict[str, Any] | None = field(default=None, repr=False)
-    """The run as the ledger keeps it (session.stored_run): what `--export` writes a cell from."""
+    """The run as the ledger keeps it (run.stored_run): what `--export` writes a cell from."""
     exported: str | None = None
     """The file `--export` wrote the run's cell to."""
 
@@ -59,7 +60,7 @@ class ComparisonDocument(BenchDocument):
     conclusion: dict[str, Any] | None = None
     """The conclusion this A/B was recorded as (`--conclude NAME`)."""
     findings: list[dict[str, Any]] = field(default_factory=list)
-    """What judged each arm's runs, once per arm (bench/session.py finding_records, with `arm`)."""
+    """What judged each arm's runs, once per arm (bench/run.py finding_records, with `arm`)."""
 
     @property
     def kind(self) -> str:

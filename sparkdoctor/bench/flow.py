@@ -1,6 +1,8 @@
-"""What `sparkdoctor bench` does for each of its three forms (--url, RECIPE, RECIPE --vs RECIPE_B),
-from parsed options to the result document; every way it can fail becomes a Failure with one line
-whose class carries its exit code (sparkdoctor/bench/failures.py; nothing stored when a measurement did not finish)."""
+"""What `sparkdoctor bench` does for each of its three forms (--url, RECIPE, RECIPE --vs RECIPE_B), from parsed
+options to the result document: the one orchestrator of a run's trip (toolchain, gates, launch, measure, answers,
+roofline, ledger), stage after stage; the run it makes and stores is sparkdoctor/bench/run.py. Every way it can fail
+becomes a Failure with one line whose class carries its exit code (sparkdoctor/bench/failures.py; nothing stored
+when a measurement did not finish)."""
 
 from __future__ import annotations
 
@@ -8,9 +10,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from sparkdoctor.bench import ab, session
+from sparkdoctor.bench import ab, gates, run
 from sparkdoctor.bench.document import ComparisonDocument, RunDocument
 from sparkdoctor.bench.failures import (
     BadBenchInput,
@@ -21,9 +23,20 @@ from sparkdoctor.bench.failures import (
 from sparkdoctor.bench.failures import (
     Failure as Failure,  # what callers catch (rerun, tests)
 )
-from sparkdoctor.bench.measure import BenchError
+from sparkdoctor.bench.load import load_record, machine_load
+from sparkdoctor.bench.measure import BenchError, measure_url
+from sparkdoctor.bench.server import ServerInfo
 from sparkdoctor.bench.workload import Workload, WorkloadError
 from sparkdoctor.progress import progress_line
+from sparkdoctor.recipes import Recipe
+
+if TYPE_CHECKING:
+    from sparkdoctor.bench.correctness import Options as CorrectnessOptions
+    from sparkdoctor.ledger import Ledger
+    from sparkdoctor.targets.interface import Target
+
+Progress = Callable[[str], None]
+DEATH_WAIT_S = 5.0
 
 
 @dataclass
@@ -41,7 +54,7 @@ class Options:
     model_dir: Path | None = None  # the checkpoint folder served (for the roofline); default: the recipe's model
     allow_load_difference: bool = False  # an A/B verdict is called even when its arms ran under different load
     runtime: str | None = None  # the container CLI for recipes that name a container (default: as serve.launch)
-    correctness: Any = None  # bench/correctness.Options (default: probes on, compared with the stored reference)
+    correctness: CorrectnessOptions | None = None  # default: probes on, compared with the stored reference
     force: bool = False  # launch even when the memory preflight says the launch does not fit now
 
 
@@ -65,21 +78,15 @@ def workload_from(base: dict[str, Any] | None = None, **cli: Any) -> Workload:
         raise BadBenchInput(str(exc)) from None
 
 
+def _open_ledger(opts: Options) -> Ledger | None:
+    from sparkdoctor.ledger import Ledger
 
-
-def _open_ledger(opts: Options):
-    if not opts.store:
-        return None
-    from sparkdoctor.ledger import Ledger, LedgerError
-
-    try:
-        return Ledger(opts.ledger)
-    except LedgerError as exc:
-        raise StoreFailed(str(exc)) from None
+    ledger: Ledger | None = _ledger_call(Ledger, opts.ledger) if opts.store else None
+    return ledger
 
 
 def _ledger_call(fn: Callable[..., Any], *args: Any) -> Any:
-    """A ledger write whose failure (a malformed or read-only file) is a Failure with exit 5, like storing a run."""
+    """A ledger read or write whose failure (a malformed or read-only file) is a Failure with exit 5."""
     from sparkdoctor.ledger import LedgerError
 
     try:
@@ -88,38 +95,38 @@ def _ledger_call(fn: Callable[..., Any], *args: Any) -> Any:
         raise StoreFailed(str(exc)) from None
 
 
-def _store(ledger, result: session.RunResult, comparison_id: int | None = None) -> None:
-    if ledger is None:
-        return
-    from sparkdoctor.ledger import LedgerError
-
-    try:
-        session.store(ledger, result, comparison_id)
-    except LedgerError as exc:
-        raise StoreFailed(str(exc)) from None
+def _store(ledger: Ledger | None, result: run.RunResult, comparison_id: int | None = None) -> None:
+    if ledger is not None:
+        result.run_id = _ledger_call(ledger.add_run, run.record(result, comparison_id))
 
 
-def _stored_run(ledger, result: session.RunResult) -> dict[str, Any]:
-    from sparkdoctor.ledger import LedgerError
-
-    try:
-        return session.stored_run(ledger, result)
-    except LedgerError as exc:
-        raise StoreFailed(str(exc)) from None
+def _document(ledger: Ledger | None, result: run.RunResult) -> RunDocument:
+    """The run stored (when there is a ledger) and its document."""
+    _store(ledger, result)
+    return RunDocument(result, str(ledger.path) if ledger else None, _ledger_call(run.stored_run, ledger, result))
 
 
-def _toolchain(python: str | None, progress: Callable[[str], None]) -> session.Toolchain:
-    from sparkdoctor.targets.local import TargetError, resolve_python_target
+def _toolchain(python: str | None, progress: Progress) -> run.Toolchain:
+    from sparkdoctor.targets.interface import TargetError
+    from sparkdoctor.targets.local import resolve_python_target
 
     try:
         target = resolve_python_target(python)
     except TargetError as exc:
         raise ToolchainUnreadable(str(exc)) from None
     progress(f"collecting the toolchain facts of {target.python}")
-    return session.collect_toolchain(target)
+    return _collect_toolchain(target)
 
 
-def _url_toolchain(url: str, opts: Options, progress: Callable[[str], None]) -> tuple[session.Toolchain, int | None]:
+def _collect_toolchain(target: Target) -> run.Toolchain:
+    """The target's Facts (the check service's, without the kernel probes) as the run's key."""
+    from sparkdoctor.check import CheckRequest, collect
+
+    facts = collect(CheckRequest(target=target, kernels=False))
+    return run.Toolchain(facts.to_dict(), facts.fingerprint(), target.describe())
+
+
+def _url_toolchain(url: str, opts: Options, progress: Progress) -> tuple[run.Toolchain, int | None]:
     """--python's toolchain; else that of the process serving a local port (its interpreter or container);
     else "toolchain unknown", never sparkdoctor's own. (toolchain, the serving pid to leave out of the load)."""
     if opts.python is not None:
@@ -133,43 +140,42 @@ def _url_toolchain(url: str, opts: Options, progress: Callable[[str], None]) -> 
         return toolchain, found["pid"]
     if found["container"]:
         from sparkdoctor.targets.container_inspect import resolve_container_target
-        from sparkdoctor.targets.local import TargetError
+        from sparkdoctor.targets.interface import TargetError
 
         try:
             target = resolve_container_target(found["container"], runtime=opts.runtime)
         except TargetError as exc:
-            return session.unknown_toolchain(f"{found['why']}: {exc}"), found["pid"]
+            return run.unknown_toolchain(f"{found['why']}: {exc}"), found["pid"]
         progress(f"collecting the toolchain facts of container {target.name}")
-        toolchain = session.in_image(session.collect_toolchain(target), target.info)
+        toolchain = run.in_image(_collect_toolchain(target), target.info)
         toolchain.target["found_by"] = found["why"]
         return toolchain, found["pid"]
-    return session.unknown_toolchain(found["why"]), found["pid"]
+    return run.unknown_toolchain(found["why"]), found["pid"]
 
 
 def bench_url(url: str, model: str | None, opts: Options) -> RunDocument:
     ledger = _open_ledger(opts)
     with progress_line() as progress:
         toolchain, pid = _url_toolchain(url, opts, progress)
-        before = session.machine_load(progress, exclude={pid} if pid else None)
+        before = machine_load(progress, exclude={pid} if pid else None)
         try:
-            info, m = session.measure_url(url, model, workload_from(None, **opts.overrides), progress)
+            info, m = measure_url(url, model, workload_from(None, **opts.overrides), progress)
         except BenchError as exc:
             raise RunFailed(str(exc)) from None
-        after = session.machine_load(None, exclude={pid} if pid else None)
-        if opts.model_dir is not None and toolchain.fingerprint != session.UNKNOWN:
-            toolchain = session.with_model(toolchain, str(opts.model_dir))
-        checked = session.check_answers(url, m.model, info, toolchain, opts.correctness, progress)
-    result = session.RunResult({"name": None, "url": url, "model": m.model}, info, m, toolchain,
-                               load=session.load_record(before, after), correctness=checked)
+        after = machine_load(None, exclude={pid} if pid else None)
+        if opts.model_dir is not None and toolchain.fingerprint != run.UNKNOWN:
+            toolchain = run.with_model(toolchain, str(opts.model_dir))
+        checked = _check_answers(url, m.model, info, toolchain, opts.correctness, progress)
+    result = run.RunResult({"name": None, "url": url, "model": m.model}, info, m, toolchain,
+                           load=load_record(before, after), correctness=checked)
     if opts.model_dir is not None:
         _roofline(result, str(opts.model_dir), None)
-    _store(ledger, result)
-    return RunDocument(result, str(ledger.path) if ledger else None, _stored_run(ledger, result))
+    return _document(ledger, result)
 
 
 # ---- recipes ----------------------------------------------------------------------------------------
-def _load_recipe(path: Path, opts: Options) -> Any:
-    if hasattr(path, "argv"):  # an already resolved Recipe (rerun: a recipe without one of its workarounds)
+def _load_recipe(path: Path | Recipe, opts: Options) -> Recipe:
+    if isinstance(path, Recipe):  # an already resolved one (rerun: a recipe without one of its workarounds)
         return path
     from sparkdoctor.recipes import RecipeError, load
 
@@ -179,10 +185,11 @@ def _load_recipe(path: Path, opts: Options) -> Any:
         raise BadBenchInput(str(exc)) from None
 
 
-def _target_python(recipe: Any, opts: Options) -> str | None:
+def _target_python(recipe: Recipe, opts: Options) -> str | None:
     """--python, else the venv the recipe's command lives in (…/bin/vllm -> …/bin/python), else None (as check)."""
     if opts.python is not None:
-        from sparkdoctor.targets.local import TargetError, resolve_python_target
+        from sparkdoctor.targets.interface import TargetError
+        from sparkdoctor.targets.local import resolve_python_target
 
         try:
             return resolve_python_target(opts.python).python  # absolute: the server runs in its own folder
@@ -204,18 +211,20 @@ def _run_dir(label: str) -> Path:
     return path
 
 
-def _launch_and_measure(recipe: Any, workload: Workload, toolchain, opts: Options, progress, arm: str | None = None):
+def _launch_and_measure(recipe: Recipe, workload: Workload, toolchain: run.Toolchain, opts: Options, progress: Progress,
+                        arm: str | None = None) -> run.RunResult:
+    """The gates, then the recipe's server launched (serve.launch: own process group, 127.0.0.1, free port, live log
+    scan), measured and torn down whatever happens. A launch that failed says why (the memory postmortem)."""
     from sparkdoctor.collect.hostroot import host_root
     from sparkdoctor.collect.kernel_log import uptime
     from sparkdoctor.serve import LaunchError
 
     python = _target_python(recipe, opts)
-    _mods_gate(recipe, python, opts, progress)
-    judged = _at(recipe, _memory_gate(recipe, opts, progress))
+    gates.mods_gate(recipe, python, opts.local, opts.runtime, progress)
+    judged = gates.at(recipe, gates.memory_gate(recipe, opts.model_dir, opts.force, progress))
     since = uptime(host_root())  # where this launch's window starts in the kernel log
     try:
-        result = session.run_recipe(recipe, workload, toolchain, _run_dir(recipe.name), opts.ready_timeout, progress, arm,
-                                    python=python, local=opts.local, runtime=opts.runtime, correctness=opts.correctness)
+        result = _serve_and_measure(recipe, workload, toolchain, opts, progress, arm, python)
     except BenchError as exc:
         raise RunFailed(f"{recipe.name}: {exc}", judged) from None
     except LaunchError as exc:
@@ -224,52 +233,58 @@ def _launch_and_measure(recipe: Any, workload: Workload, toolchain, opts: Option
         pm = after_launch(exc, since)
         if pm is None or pm.cause == "unknown":
             raise RunFailed(str(exc), judged) from None
-        raise RunFailed(f"{exc}; {one_line(pm)}", [*judged, *_at(recipe, [finding(pm)])]) from None
+        raise RunFailed(f"{exc}; {one_line(pm)}", [*judged, *gates.at(recipe, [finding(pm)])]) from None
     result.preflight = judged[0] if judged else None
     return result
 
 
-def _at(recipe: Any, findings: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Finding records that name the recipe file they are about (SARIF locates them there)."""
-    return [{**f, "path": str(recipe.source_path)} for f in findings]
-
-
-def _mods_gate(recipe: Any, python: str | None, opts: Options, progress: Callable[[str], None]) -> None:
-    """A recipe whose mods would fail on the target is not launched (sparkdoctor.mods.recipe.launch_gate)."""
-    from sparkdoctor.mods.recipe import launch_gate
-
-    refusal = launch_gate(recipe, python, opts.local, progress, opts.runtime)
-    if refusal:
-        raise RunFailed(refusal)
-
-
-def _memory_gate(recipe: Any, opts: Options, progress: Callable[[str], None]) -> list[dict[str, Any]]:
-    """A vLLM launch that does not fit in the memory free now is not started unless --force (sparkdoctor/memory/);
-    one whose checkpoint cannot be read (no local folder, no safetensors) is launched unjudged, and a server that is
-    not vLLM is not sized by vLLM's rules. The verdict as a finding record ([] when not judged)."""
-    from sparkdoctor.audit.errors import AuditError
+def _serve_and_measure(recipe: Recipe, workload: Workload, toolchain: run.Toolchain, opts: Options, progress: Progress,
+                       arm: str | None, python: str | None) -> run.RunResult:
+    """While it is measured the server must stay alive: a request that fails on a dead server reports the server's
+    death, not the request's."""
+    from sparkdoctor import serve
     from sparkdoctor.bench.roofline import recipe_model_dir
-    from sparkdoctor.memory.findings import findings, launch_refusal, preflight
-    from sparkdoctor.memory.need import launches_vllm
+    from sparkdoctor.serve.binding import rebind
 
-    folder = str(opts.model_dir) if opts.model_dir is not None else recipe_model_dir(recipe)[0]
-    if folder is None or not launches_vllm(recipe.argv):
-        return []
-    progress(f"memory preflight: sizing {recipe.name} against the memory free now")
-    try:
-        verdict = preflight(recipe, folder)
-    except AuditError as exc:
-        progress(f"memory preflight skipped: {exc}")
-        return []
-    refusal, judged = launch_refusal(verdict), findings(verdict)
-    if refusal and not opts.force:
-        raise RunFailed(f"{recipe.name}: {refusal}", _at(recipe, judged))
-    if refusal:
-        progress(f"{recipe.name}: launched with --force: {refusal}")
-    return judged
+    progress(f"launching {recipe.name} (waiting until it is ready)")
+    with serve.launch(recipe, run_dir=_run_dir(recipe.name), ready_timeout=opts.ready_timeout, local=opts.local,
+                      progress=progress, python=python, runtime=opts.runtime) as server:
+        cgroup = (server.container or {}).get("id")
+        before = machine_load(progress, exclude_cgroup=cgroup)
+        try:
+            info, m = measure_url(server.base_url, server.model, workload, progress)
+        except BenchError:
+            # A request that broke is often the first sign of a server dying: give it a moment to finish
+            # dying, so the user hears about the death (status, last log line, known problems) instead.
+            until = time.monotonic() + DEATH_WAIT_S
+            while server.alive() and time.monotonic() < until:
+                time.sleep(0.1)
+            server.check_alive()  # raises LaunchError naming the death, the log's last line, known problems
+            raise
+        after = machine_load(None, exclude_cgroup=cgroup)
+        toolchain = run.with_model(run.in_image(toolchain, server.container), recipe_model_dir(recipe)[0])
+        checked = _check_answers(server.base_url, m.model, info, toolchain, opts.correctness, progress)  # untimed
+        findings = [h.to_dict() for h in server.findings]
+        # as it ran: the launcher's port and host, the target's bin/ (a container's: the `run` argv's tail)
+        argv = list(server.argv) if not server.container else rebind(list(recipe.argv), "127.0.0.1", server.port)
+    return run.RunResult({**run.resolved_recipe(recipe), "argv": argv}, info, m, toolchain, findings, arm=arm,
+                         container=server.container, load=load_record(before, after), correctness=checked,
+                         memory=server.memory())
 
 
-def _recipe_workload(recipe: Any, opts: Options) -> Workload:
+def _check_answers(base_url: str, model: str, info: ServerInfo, toolchain: run.Toolchain,
+                   options: CorrectnessOptions | None, progress: Progress) -> dict[str, Any] | None:
+    """The correctness gate's probe requests and verdict (bench/correctness.py), or None when turned off."""
+    from sparkdoctor.bench import correctness
+
+    options = options or correctness.Options()
+    if not options.enabled:
+        return None
+    progress("checking the answers (correctness probes, outside the timed window)")
+    return correctness.step(base_url, model, info.is_vllm, toolchain.facts, options)
+
+
+def _recipe_workload(recipe: Recipe, opts: Options) -> Workload:
     """The recipe's own workload table, with the command line's options on top."""
     from sparkdoctor.bench.workload import from_recipe
 
@@ -279,7 +294,7 @@ def _recipe_workload(recipe: Any, opts: Options) -> Workload:
         raise BadBenchInput(str(exc)) from None
 
 
-def bench_recipe(path: Path, opts: Options) -> RunDocument:
+def bench_recipe(path: Path | Recipe, opts: Options) -> RunDocument:
     recipe = _load_recipe(path, opts)
     workload = _recipe_workload(recipe, opts)
     ledger = _open_ledger(opts)
@@ -290,11 +305,10 @@ def bench_recipe(path: Path, opts: Options) -> RunDocument:
 
     model_dir, why = (str(opts.model_dir), None) if opts.model_dir is not None else recipe_model_dir(recipe)
     _roofline(result, model_dir, why)
-    _store(ledger, result)
-    return RunDocument(result, str(ledger.path) if ledger else None, _stored_run(ledger, result))
+    return _document(ledger, result)
 
 
-def _roofline(result: session.RunResult, model_dir: str | None, why: str | None) -> None:
+def _roofline(result: run.RunResult, model_dir: str | None, why: str | None) -> None:
     """The achieved share of the audit's ceiling; never fails the run (the block says why it is missing)."""
     from sparkdoctor.bench import roofline
 
@@ -302,7 +316,7 @@ def _roofline(result: session.RunResult, model_dir: str | None, why: str | None)
                                         roofline.kv_dtype_of(result.recipe.get("argv")))
 
 
-def bench_ab(path_a: Path, path_b: Path, opts: Options) -> ComparisonDocument:
+def bench_ab(path_a: Path | Recipe, path_b: Path | Recipe, opts: Options) -> ComparisonDocument:
     recipes = {"A": _load_recipe(path_a, opts), "B": _load_recipe(path_b, opts)}
     labels = {arm: r.name for arm, r in recipes.items()}
     if labels["A"] == labels["B"] and path_a != path_b:
@@ -323,7 +337,7 @@ def bench_ab(path_a: Path, path_b: Path, opts: Options) -> ComparisonDocument:
                 progress(f"arm {index + 1}/{2 * opts.pairs}: {arm} ({labels[arm]})")
                 result = _launch_and_measure(recipes[arm], workload, toolchains[arm], opts, progress, arm)
                 _store(ledger, result, comparison_id)
-                for f in session.finding_records(result):
+                for f in run.finding_records(result):
                     judged.setdefault((arm, f["id"]), {"arm": arm, **f})
                 if result.run_id is not None:
                     stored.append(result.run_id)

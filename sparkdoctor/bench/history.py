@@ -7,11 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from sparkdoctor.bench.session import envelope
-
-
-def _envelope(kind: str, data: dict[str, Any]) -> dict[str, object]:
-    return envelope(kind, data)
+from sparkdoctor.bench import envelope
 
 
 class HistoryDocument:
@@ -31,7 +27,7 @@ class HistoryList(HistoryDocument):
     kind = "history"
 
     def to_json(self) -> dict[str, Any]:
-        return _envelope(self.kind, {"ledger": self.ledger, "runs": self.runs})
+        return envelope(self.kind, {"ledger": self.ledger, "runs": self.runs})
 
 
 @dataclass
@@ -43,7 +39,7 @@ class HistoryRun(HistoryDocument):
     kind = "history-run"
 
     def to_json(self) -> dict[str, Any]:
-        return _envelope(self.kind, {"run": self.run})
+        return envelope(self.kind, {"run": self.run})
 
 
 @dataclass
@@ -55,7 +51,7 @@ class HistoryCompare(HistoryDocument):
     kind = "history-compare"
 
     def to_json(self) -> dict[str, Any]:
-        return _envelope(self.kind, self.compared)
+        return envelope(self.kind, self.compared)
 
 
 @dataclass
@@ -70,4 +66,4 @@ class HistoryPage(HistoryDocument):
     kind = "history-html"
 
     def to_json(self) -> dict[str, Any]:
-        return _envelope(self.kind, {"html": self.html, "runs": self.runs, "changes": self.changes, "bytes": self.bytes})
+        return envelope(self.kind, {"html": self.html, "runs": self.runs, "changes": self.changes, "bytes": self.bytes})

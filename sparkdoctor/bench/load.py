@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -169,3 +170,19 @@ def arms_differ(a: list[dict[str, float]], b: list[dict[str, float]], labels: tu
         return (f"other GPU processes held {gpu['A']:.0f} MiB during {labels[0]}'s runs and {gpu['B']:.0f} MiB "
                 f"during {labels[1]}'s")
     return None
+
+
+def machine_load(progress: Callable[[str], None] | None, exclude: set[int] | None = None,
+                 exclude_cgroup: str | None = None) -> dict[str, Any] | None:
+    """A load sample; None when /proc cannot be read (never fails a run)."""
+    if progress:
+        progress("sampling the machine's load")
+    try:
+        return sample(exclude, exclude_cgroup=exclude_cgroup)
+    except OSError:
+        return None
+
+
+def load_record(before: dict[str, Any] | None, after: dict[str, Any] | None) -> dict[str, Any]:
+    why = busy(before) or busy(after)
+    return {"before": before, "after": after, "busy": why, "index": run_load([before or {}, after or {}])}

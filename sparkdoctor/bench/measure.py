@@ -14,13 +14,14 @@ from __future__ import annotations
 import asyncio
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from sparkdoctor.bench import prometheus
 from sparkdoctor.bench.client import Sample, build_payload, stream_one
-from sparkdoctor.bench.server import ServerInfo
+from sparkdoctor.bench.http import HttpError
+from sparkdoctor.bench.server import ServerInfo, detect
 from sparkdoctor.bench.stats import estimate
 from sparkdoctor.bench.workload import Workload, prompt
 from sparkdoctor.errors import BenchFailure
@@ -59,11 +60,11 @@ class Level:
         samples = self.samples
         gaps = [g for s in samples for g in s.gaps]
 
-        def est(values):
+        def est(values: Iterable[float | None]) -> dict[str, Any] | None:
             e = estimate([v for v in values if v is not None])
             return e.to_dict() if e else None
 
-        client = {
+        client: dict[str, Any] = {
             "ttft_s": est(s.ttft for s in samples),
             "tpot_s": est(s.tpot for s in samples),
             "e2e_s": est(s.e2e for s in samples),
@@ -170,3 +171,23 @@ def reconcile(samples: list[Sample], server: dict[str, Any] | None) -> dict[str,
         out["why"] = (f"the client counted {client} output tokens, the server generated {server['generation_tokens']} "
                       "in the same window: another client used the server, or the stream lost tokens")
     return out
+
+
+def measure_url(base_url: str, model: str | None, workload: Workload, progress: Callable[[str], None] | None = None
+                ) -> tuple[ServerInfo, Measurement]:
+    """Detect the server, pick the model (the only one served when none is named), measure."""
+
+    async def go() -> tuple[ServerInfo, Measurement]:
+        try:
+            info = await detect(base_url)
+        except HttpError as exc:
+            raise BenchError(f"{base_url}: {exc}") from None
+        name = model
+        if name is None:
+            if len(info.models) != 1:
+                served = ", ".join(info.models) or "none"
+                raise BenchError(f"{base_url} serves {len(info.models)} models ({served}): name one with --model")
+            name = info.models[0]
+        return info, await measure(base_url, name, info, workload, progress)
+
+    return asyncio.run(go())

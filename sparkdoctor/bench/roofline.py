@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import statistics
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sparkdoctor.audit import AuditError, ceiling_for, roofline_line
 from sparkdoctor.audit.fromrecipe import flag_values
 from sparkdoctor.bench.measure import Measurement
 from sparkdoctor.recipes.model import Recipe
+
+if TYPE_CHECKING:
+    from sparkdoctor.recipes import Recipe
 
 
 def _context(m: Measurement) -> tuple[int, str]:
@@ -38,7 +41,7 @@ def _missing(model_dir: str | None, why: str) -> dict[str, object]:
 
 def recipe_model_dir(recipe: Recipe) -> tuple[str | None, str | None]:
     """(the recipe's model folder, None) when it is a local folder, else (None, why not)."""
-    model = getattr(recipe, "model", None)
+    model = recipe.model
     if not model:
         return None, "the recipe names no model folder"
     if not Path(model).expanduser().is_dir():

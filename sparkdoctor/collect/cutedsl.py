@@ -29,7 +29,6 @@ from sparkdoctor.collect import Collector, Context
 from sparkdoctor.targets.local import probe_entry
 from sparkdoctor.vocab import CUTEDSL_KERNELS
 
-KERNELS = CUTEDSL_KERNELS
 COMPILE_TIMEOUT = 60.0  # per kernel, inside the probe (the kernels compile at the same time)
 PROBE_MARGIN = 15.0  # the probe's own start, its disk reads and its children's exits
 DIST_PREFIX = "nvidia-cutlass-dsl"
@@ -49,7 +48,7 @@ def run(ctx: Context) -> dict[str, Any]:
     result = ctx.target.run_script(probe_script(), args, timeout=COMPILE_TIMEOUT + PROBE_MARGIN)
     # The target collector may have told the build already; the probe's own answer comes first.
     known_build = (ctx.facts.cutedsl or {}).get("active_build")
-    return {"kernels": {kid: shape(interpret(kernel, arch, result), arch, known_build) for kid, kernel in KERNELS.items()}}
+    return {"kernels": {kid: shape(interpret(kernel, arch, result), arch, known_build) for kid, kernel in CUTEDSL_KERNELS.items()}}
 
 
 def cache_file(ctx: Context) -> Path:

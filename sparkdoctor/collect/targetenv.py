@@ -16,7 +16,7 @@ from typing import Any
 
 from sparkdoctor.collect import Collector, CollectorError, Context
 from sparkdoctor.collect.host_os import local_host
-from sparkdoctor.targets.local import TargetError, parse_json_probe, probe_entry
+from sparkdoctor.targets.local import Target, TargetError, parse_json_probe, probe_entry
 from sparkdoctor.targets.probe import (  # noqa: F401
     HASH_BUDGET,
     PROBE,
@@ -30,6 +30,20 @@ PROBE_TIMEOUT = 15.0
 SCRATCH_KEYS = ("ptxas_candidates", "pip_config_files", "path_env")
 PRESTART_KEY = "target_probe_prestarted"
 BASE_FIELDS = ("name", "version", "location")
+
+
+def start_probes(target: Target, no_cache: bool) -> dict[str, Any]:
+    """The target probe (for a local target answering for the capabilities probe too) and the GPU helper, started
+    before the collectors, by scratch key: what a CheckRequest's `prestarted` carries (check, recipe check)."""
+    from sparkdoctor.collect import capabilities, gpu
+    from sparkdoctor.targets.choose import start_target_probe
+
+    probe = start_target_probe(target, no_cache)
+    prestarted: dict[str, Any] = {PRESTART_KEY: probe}
+    if probe.capabilities:  # a local target: one probe process answers for both collectors
+        prestarted[capabilities.PRESTART_KEY] = probe
+        gpu.prestart()  # the early helper, or one started now, beside the probe
+    return prestarted
 
 
 def run(ctx: Context) -> dict[str, Any]:

@@ -14,7 +14,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -40,7 +40,7 @@ from sparkdoctor.result import Format, Result
 from sparkdoctor.views.check import VIEW
 
 if TYPE_CHECKING:
-    from sparkdoctor.check import CheckOptions
+    from sparkdoctor.check import CheckOutcome, CheckRequest
 
 DEFAULT_TIMEOUT = 120.0
 FORMATS = VIEW.formats
@@ -115,58 +115,31 @@ def run(options: CheckCommand) -> Result[Report]:
             from sparkdoctor.collect import targetenv
 
             target = check_target.resolve_target(options.python, options.container, options.container_python, options.runtime)
-            probe = prestarted[targetenv.PRESTART_KEY] = check_target.start_target_probe(target, options.no_cache)
-            if probe.capabilities:  # a local target: one probe process answers for both collectors
-                from sparkdoctor.collect import capabilities, gpu
-
-                prestarted[capabilities.PRESTART_KEY] = probe
-                gpu.prestart()  # the early helper, or one started now, beside the probe
+            prestarted = targetenv.start_probes(target, options.no_cache)
         else:
             check_target.drop_early_probe()
 
-        from sparkdoctor.check import CheckOptions, apply_arch_override, mark_not_live
-        from sparkdoctor.config import load_config, refuse_bare_errors
-        from sparkdoctor.facts import Facts
-        from sparkdoctor.findings import build_report
-        from sparkdoctor.matrix import load
+        from sparkdoctor.check import CheckRequest
+        from sparkdoctor.config import load_config
 
-        cfg = load_config(options.config)
-        matrix = load(options.matrix)
-        refuse_bare_errors(cfg, matrix)
-        threshold = "warn" if options.strict else (options.fail_on or cfg.fail_on or "error")
-        if target is None:
-            assert options.facts_file is not None
-            facts = Facts.load(options.facts_file)
-            apply_arch_override(facts, options.arch)
-            mark_not_live(facts)
-        else:
-            collect = CheckOptions(arch=options.arch, constraint_files=list(options.constraints), kernels=options.kernels,
-                                   use_cache=not options.no_cache, deadline=deadline, prestarted=prestarted)
-            facts = _collect_with_progress(target, collect)
-            if options.save_facts is not None:
-                try:
-                    facts.save(options.save_facts)
-                except OSError as exc:
-                    raise UsageError(f"--save-facts {options.save_facts}: {exc.strerror or exc}") from None
-
-        notes = _unknown_ignores(matrix, options.ignore, cfg)
-        report = build_report(facts, matrix, fail_on=threshold, ignore=set(options.ignore) | set(cfg.ignore))
-        by_config = [i for i in report.ignored if i in cfg.ignore]
-        if by_config:  # the file that silenced findings, named wherever the count is shown
-            notes.append(f"{cfg.path} ignored {len(by_config)}: "
-                         + ", ".join(f"{i} ({cfg.ignore[i]})" if cfg.ignore[i] else i for i in by_config))
-        return Result("check", "report", report, exit_code=report.exit_code(), notes=notes,
+        request = CheckRequest(target=target, snapshot=options.facts_file, matrix=options.matrix, arch=options.arch,
+                               constraint_files=list(options.constraints), kernels=options.kernels,
+                               use_cache=not options.no_cache, deadline=deadline, prestarted=prestarted,
+                               fail_on="warn" if options.strict else options.fail_on, ignore=list(options.ignore),
+                               config=load_config(options.config), save_facts=options.save_facts)
+        outcome = _check_with_progress(request)
+        return Result("check", "report", outcome.report, exit_code=outcome.report.exit_code(), notes=outcome.notes,
                       options={"verbose": options.verbose})
     finally:  # the budget is this run's: a caller in the same process (tests, a library) is not bound by it
         proc.set_deadline(None)
 
 
-def _collect_with_progress(target: Any, options: CheckOptions) -> Any:
-    from sparkdoctor.check import collect_facts
+def _check_with_progress(request: CheckRequest) -> CheckOutcome:
+    from sparkdoctor.check import check
 
-    # Progress goes to stderr, and only to a terminal: stdout stays the document.
-    if not sys.stderr.isatty():
-        return collect_facts(target, options)
+    # Progress goes to stderr, and only to a terminal (and only while a target is probed): stdout stays the document.
+    if request.target is None or not sys.stderr.isatty():
+        return check(request)
     from rich.console import Console
 
     err = Console(stderr=True)
@@ -177,21 +150,8 @@ def _collect_with_progress(target: Any, options: CheckOptions) -> Any:
             finished.append(name)
             status.update(f"probing the target… ({', '.join(finished)} done)")
 
-        options.progress = progress
-        return collect_facts(target, options)
-
-
-def _unknown_ignores(matrix: Any, ignore: list[str], cfg: Any) -> list[str]:
-    """An ignore that names no entry ignores nothing: say so (a warning, not an error, so a config shared by
-    boxes on different matrix versions keeps working). probe-<id> findings come from the engine, not the
-    matrix, and are always accepted."""
-    known = {e.id for e in matrix.entries}
-    notes = []
-    for source, ids in (("--ignore", ignore), (f"{cfg.path}: ignore", list(cfg.ignore))):
-        for entry_id in ids:
-            if entry_id not in known and not entry_id.startswith("probe-"):
-                notes.append(f"{source} {entry_id!r}: no matrix entry has this id; it ignores nothing (see `sparkdoctor matrix list`)")
-    return notes
+        request.progress = progress
+        return check(request)
 
 
 def register(app: typer.Typer) -> None:

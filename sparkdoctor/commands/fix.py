@@ -126,19 +126,20 @@ def run(options: FixCommand) -> Result[FixDocument]:
 
 
 def _plan_or_apply(options: FixCommand) -> Result[FixDocument]:
+    from sparkdoctor.check import CheckRequest
     from sparkdoctor.errors import TargetUnprobeable
     from sparkdoctor.fix.documents import ApplyDocument, PlanDocument
     from sparkdoctor.fix.interface import Refusal
-    from sparkdoctor.fix.pipeline import CheckSettings, apply_and_recheck, make_plan
+    from sparkdoctor.fix.pipeline import apply_and_recheck, make_plan
     from sparkdoctor.fix.plan import FixOptions
 
     env_file = options.env_file.absolute() if options.env_file else None
     target = _target(options.chosen, env_file)
-    settings = CheckSettings(matrix=options.matrix, fixes=options.fixes, arch=options.arch,
-                             constraint_files=list(options.constraints), kernels=options.kernels, progress=_progress)
-    planned: Planned = make_plan(target, settings, FixOptions(
+    request = CheckRequest(target=target, matrix=options.matrix, fixes=options.fixes, arch=options.arch,
+                           constraint_files=list(options.constraints), kernels=options.kernels)
+    planned: Planned = make_plan(request, FixOptions(
         env_file=env_file, recipe=options.recipe.absolute() if options.recipe else None, system=options.system,
-        allow_replace=set(options.allow_replace), allow_downgrade=set(options.allow_downgrade)))
+        allow_replace=set(options.allow_replace), allow_downgrade=set(options.allow_downgrade)), _progress)
     if not planned.report.probed():
         raise TargetUnprobeable("the target's packages could not be read; nothing to plan")
     plan = planned.plan
@@ -147,7 +148,7 @@ def _plan_or_apply(options: FixCommand) -> Result[FixDocument]:
         return Result("fix", "fix", shown).fail(Refusal(plan.refusals[0]))
     if not options.yes or plan.empty:
         return Result("fix", "fix", PlanDocument(plan, planned.report), exit_code=planned.report.exit_code())
-    applied = apply_and_recheck(target, planned, settings)
+    applied = apply_and_recheck(request, planned, _progress)
     return Result("fix", "fix", ApplyDocument(plan, applied), exit_code=applied.exit_code)
 
 

@@ -1,6 +1,6 @@
 """`sparkdoctor history --html FILE`: the ledger as one self-contained page (sparkdoctor/views/history_html.py).
 
-The timeline comes from sparkdoctor/ledger/timeline.py, the latest toolchain's findings from findings.build_report
+The timeline comes from sparkdoctor/ledger/timeline.py, the latest toolchain's findings from the check service
 on the latest run's Facts, the page from the renderer; the page is written atomically. Plotly is optional: without
 it the command says how to get it, in one line (exit 2)."""
 
@@ -57,11 +57,10 @@ def write_html(led: Any, name: str) -> HistoryPage:
 def _latest_findings(facts: dict[str, Any] | None) -> list[Any]:
     if not facts:
         return []
+    from sparkdoctor.check import CheckRequest, check
     from sparkdoctor.facts import Facts
-    from sparkdoctor.findings import build_report
-    from sparkdoctor.matrix import load
 
     try:
-        return list(build_report(Facts.from_dict(facts, source="ledger"), load(None)).findings)
+        return list(check(CheckRequest(facts=Facts.from_dict(facts, source="ledger"))).report.findings)
     except Exception:  # noqa: BLE001 (the page still shows the runs when the stored Facts cannot be judged)
         return []

@@ -2,7 +2,7 @@
 
 `ReportCommand` holds the options, `run()` returns a Result (kind "bug-report", data: a BugReport), `register()`
 adds the typer command (the BugReport: sparkdoctor/report/posted.py; its view: sparkdoctor/views/bug_report.py). The facts come from the check pipeline (a live target or a saved snapshot), the
-judgement from findings.build_report, the document from sparkdoctor/report/. The exit code says whether the
+judgement from the check service (sparkdoctor/check.py), the document from sparkdoctor/report/. The exit code says whether the
 report was written (0), not what it found: `check` gates CI; 3 when the target could not be probed (the report
 is still written, with the errors that say why).
 """
@@ -35,7 +35,7 @@ from sparkdoctor.result import Format, Result
 from sparkdoctor.views.bug_report import VIEW
 
 if TYPE_CHECKING:
-    from sparkdoctor.facts import Facts
+    from sparkdoctor.check import CheckOutcome
 
 DEFAULT_TIMEOUT = 120.0
 FORMATS = VIEW.formats
@@ -75,13 +75,10 @@ def run(options: ReportCommand) -> Result[BugReport]:
     """The report in `options.fmt`; when it is too long to paste, the whole report is written beside it first (the
     Result's note says where). Exit 3 (the report still made) when the target's packages could not be read."""
     from sparkdoctor.errors import TargetUnprobeable
-    from sparkdoctor.findings import build_report
     from sparkdoctor.fit import attachment_name
-    from sparkdoctor.matrix import load
 
     options.refuse_bad_options()
-    matrix = load(options.matrix)
-    judged = build_report(_facts(options), matrix)
+    judged = _check(options).report
     output = str(options.output) if options.output is not None else None
     attachment = Path(attachment_name(output, options.fmt.value, judged.facts.fingerprint()))
     report = BugReport(judged, attachment, redact=options.redact, local=options.facts_file is None)
@@ -97,27 +94,28 @@ def run(options: ReportCommand) -> Result[BugReport]:
     return result
 
 
-def _facts(options: ReportCommand) -> Facts:
-    from sparkdoctor.check import apply_arch_override
-    from sparkdoctor.facts import Facts
+def _check(options: ReportCommand) -> CheckOutcome:
+    from sparkdoctor.check import CheckRequest, check
 
     if options.facts_file is not None:
-        return apply_arch_override(Facts.load(options.facts_file), options.arch)
+        from sparkdoctor.facts import Facts
+
+        return check(CheckRequest(facts=Facts.load(options.facts_file), matrix=options.matrix, arch=options.arch))
     from sparkdoctor import proc
-    from sparkdoctor.check import CheckOptions, collect_facts
     from sparkdoctor.targets.local import resolve_python_target
 
     target = resolve_python_target(options.python)  # a TargetError is exit 3 by itself
     deadline = time.monotonic() + options.timeout
     proc.set_deadline(deadline)
     try:
-        collect = CheckOptions(arch=options.arch, kernels=options.kernels, deadline=deadline)
+        request = CheckRequest(target=target, matrix=options.matrix, arch=options.arch, kernels=options.kernels,
+                               deadline=deadline)
         if not sys.stderr.isatty():
-            return collect_facts(target, collect)
+            return check(request)
         from rich.console import Console
 
         with Console(stderr=True).status("probing the target for the report…", spinner="dots"):
-            return collect_facts(target, collect)
+            return check(request)
     finally:
         proc.set_deadline(None)
 

@@ -25,8 +25,8 @@ from typing import Any
 
 from sparkdoctor.audit.locate import resolve_model
 from sparkdoctor.audit.served_model import recipe_facts
-from sparkdoctor.check import CheckOptions, collect_facts
-from sparkdoctor.collect import capabilities, gpu, targetenv
+from sparkdoctor.check import CheckRequest, collect
+from sparkdoctor.collect.targetenv import start_probes
 from sparkdoctor.conclusions.workarounds import judge_all, own_copy, server_facts
 from sparkdoctor.errors import SparkdoctorError, TargetUnprobeable
 from sparkdoctor.exitcodes import EXIT_NO_VLLM
@@ -41,7 +41,6 @@ from sparkdoctor.recipes.model import Recipe
 from sparkdoctor.targets.choose import (
     refuse_bad_target_options,
     resolve_target,
-    start_target_probe,
 )
 from sparkdoctor.targets.early import flags_probe_args, python_of_command
 from sparkdoctor.targets.interface import Target
@@ -101,18 +100,6 @@ def vllm_flags(target: Target, timeout: float = 60.0, running: Any = None) -> di
         return parse_json_probe(target, script, running.result(timeout))
     except TargetError:
         return None
-
-
-def prestart(target: Target) -> dict[str, Any]:
-    """The target probe (for a local target also answering for the capabilities probe) and the GPU helper, started
-    now, as `check` starts them: collect_facts takes them over (CheckOptions.prestarted)."""
-
-    probe = start_target_probe(target, no_cache=False)
-    prestarted: dict[str, object] = {targetenv.PRESTART_KEY: probe}
-    if probe.capabilities:
-        prestarted[capabilities.PRESTART_KEY] = probe
-        gpu.prestart()
-    return prestarted
 
 
 def start_vllm_flags(target: Target) -> Any:
@@ -322,17 +309,16 @@ def _judge(recipe: Recipe, matrix_path: Any, python: str | None, fail_on: str, p
         python = str(found) if found else None
         chosen = found is not None
     if container is not None:  # the serving stack inside a running container, through the container CLI
-
         refuse_bad_target_options(python, container, container_python, False)
         target = EnvTarget(resolve_target(None, container, container_python), recipe.env)
     else:
         target = EnvTarget(resolve_python_target(python), recipe.env)
     if progress:
         progress(f"reading the toolchain of {target.python}")
-    prestarted = prestart(target)  # the probes run while the matrix loads, as check's do
+    prestarted = start_probes(target, no_cache=False)  # the probes run while the matrix loads, as check's do
     flags_probe = start_vllm_flags(target)  # beside the target probe: the two read different files
     matrix = load_matrix(matrix_path)
-    facts = collect_facts(target, CheckOptions(kernels=False, prestarted=prestarted))
+    facts = collect(CheckRequest(target=target, kernels=False, prestarted=prestarted))
     if not chosen and not any((facts.packages or {}).get(name) for name in VLLM_DISTS):
         flags_probe.cancel()
         where = f"; it runs in container {recipe.container}: check inside it (--image)" if recipe.container else ""

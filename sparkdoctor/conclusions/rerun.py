@@ -20,7 +20,7 @@ from typing import Any
 
 from sparkdoctor.bench import flow, load
 from sparkdoctor.bench.failures import StoreFailed
-from sparkdoctor.bench.session import resolved_recipe
+from sparkdoctor.bench.run import resolved_recipe
 from sparkdoctor.conclusions import outcome, staleness, store
 from sparkdoctor.conclusions.documents import RerunDone, RerunPlan
 from sparkdoctor.conclusions.model import Arm, ConclusionError
@@ -100,7 +100,6 @@ def _stale_mods(recipe: Recipe, path: str, python: str, data: dict[str, Any], se
     image = (served.get("image") or recipe.container) if getattr(recipe, "container", None) and not data.get("local") else None
     try:
         if image:
-
             with image_tree(str(image), runtime=os.environ.get(RUNTIME_ENV) or served.get("engine")) as tree:
                 found = stale_mods(recipe, tree)
         else:

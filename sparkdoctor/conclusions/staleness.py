@@ -17,7 +17,7 @@ from typing import Any
 
 from sparkdoctor.bench import BENCH_VERSION
 from sparkdoctor.bench.model_identity import identity
-from sparkdoctor.bench.session import resolved_recipe
+from sparkdoctor.bench.run import resolved_recipe
 from sparkdoctor.conclusions import store
 from sparkdoctor.conclusions.model import Conclusion, ConclusionError
 from sparkdoctor.conclusions.toolchain import (

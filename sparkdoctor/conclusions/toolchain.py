@@ -14,7 +14,7 @@ import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from sparkdoctor.check import CheckOptions, collect_facts
+from sparkdoctor.check import CheckRequest, collect
 from sparkdoctor.conclusions.model import ConclusionError
 from sparkdoctor.facts import Facts
 from sparkdoctor.serve.container_launch import RUNTIME_ENV, image_record, runtime_cli
@@ -34,18 +34,16 @@ class Toolchains:
         if container and container.get("image"):
             key = f"{python}\0{container.get('engine')}\0{container['image']}"
             if key not in self._facts:
-
                 self._facts[key] = dataclasses.replace(self.facts(python), container=current_image(container))
             return self._facts[key]
         if python not in self._facts:
-
             try:
                 target = resolve_python_target(python)
             except TargetError as exc:
                 raise ConclusionError(f"target {python}: {exc}") from None
             if self._progress:
                 self._progress(f"collecting the toolchain facts of {python}")
-            self._facts[python] = collect_facts(target, CheckOptions(kernels=False))
+            self._facts[python] = collect(CheckRequest(target=target, kernels=False))
         return self._facts[python]
 
 

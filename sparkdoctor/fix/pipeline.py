@@ -1,17 +1,17 @@
 """The `fix` verbs end to end, callable without typer: plan, apply (+ re-check), rollback, history.
 
-The same target abstraction as check (sparkdoctor.targets), the same collection (collect_facts)
-and the same judgement (build_report), so what fix plans from is exactly what check reports.
+The same target abstraction as check (sparkdoctor.targets) and the same check service (sparkdoctor.check), so
+what fix plans from is exactly what check reports.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from sparkdoctor import unsettled
+from sparkdoctor.check import CheckRequest, check
 from sparkdoctor.fix import apply as apply_mod
 from sparkdoctor.fix import inventory as inv_mod
 from sparkdoctor.fix import journal as jr
@@ -22,48 +22,34 @@ from sparkdoctor.fix.model import Plan
 from sparkdoctor.fix.plan import FixOptions, build_plan, hash_names
 from sparkdoctor.targets.files import transport_of
 
+if TYPE_CHECKING:
+    from sparkdoctor.findings import Report
+    from sparkdoctor.targets.interface import Target
+
 RESULT_VERSION = 1
-
-
-@dataclass
-class CheckSettings:
-    matrix: Path | None = None
-    fixes: Path | None = None
-    arch: str | None = None
-    constraint_files: list[Path] = field(default_factory=list)
-    kernels: bool = True
-    fail_on: str = "error"
-    progress: Callable[[str], None] | None = None
-
-
-def run_check(target, settings: CheckSettings):
-    from sparkdoctor.check import CheckOptions, collect_facts
-    from sparkdoctor.findings import build_report
-    from sparkdoctor.matrix.loader import load
-
-    matrix = load(settings.matrix, settings.fixes)
-    if settings.progress:
-        settings.progress("checking the target")
-    facts = collect_facts(target, CheckOptions(arch=settings.arch, constraint_files=list(settings.constraint_files), kernels=settings.kernels))
-    return build_report(facts, matrix, fail_on=settings.fail_on)
 
 
 @dataclass
 class Planned:
     plan: Plan
-    report: Any
+    report: Report
     inventory: inv_mod.Inventory
     installer: Any
 
 
-def make_plan(target, settings: CheckSettings, options: FixOptions) -> Planned:
-    definitions = load_all(settings.fixes)
-    report = run_check(target, settings)
+def make_plan(request: CheckRequest, options: FixOptions, progress: Callable[[str], None] | None = None) -> Planned:
+    """The plan for the request's target (its matrix and fix definitions: `request.matrix`, `request.fixes`)."""
+    target = request.target
+    assert target is not None, "fix plans for a live target"
+    definitions = load_all(request.fixes)
+    if progress:
+        progress("checking the target")
+    report = check(request).report  # exactly what `check` reports on the target
     inventory = inv_mod.read(target, hash_names(report.findings, definitions))
     stuck = unfinished(target, inventory)
     installer = for_target(target, inventory)
-    if settings.progress:
-        settings.progress(f"planning with {installer.name} (dry-run resolution)")
+    if progress:
+        progress(f"planning with {installer.name} (dry-run resolution)")
     plan = build_plan(report.findings, definitions, inventory, installer, report.facts, options, transport_of(target))
     record = inv_mod.target_record(target, inventory)
     if record["kind"] == "container":
@@ -73,7 +59,7 @@ def make_plan(target, settings: CheckSettings, options: FixOptions) -> Planned:
     return Planned(plan, report, inventory, installer)
 
 
-def unfinished(target, inventory: inv_mod.Inventory) -> str | None:
+def unfinished(target: Target, inventory: inv_mod.Inventory) -> str | None:
     """One line when this target's last apply or rollback did not finish (killed, power cut): the
     unsettled mark, else a journal that says so; it names the command that settles it."""
     key = inv_mod.target_key(inv_mod.target_record(target, inventory))
@@ -86,7 +72,7 @@ def unfinished(target, inventory: inv_mod.Inventory) -> str | None:
     return None
 
 
-def finding_ids(report) -> set[str]:
+def finding_ids(report: Report) -> set[str]:
     return {f.id for f in report.findings}
 
 
@@ -120,11 +106,12 @@ class Applied:
                 "verdict_after": self.report_after.verdict()}
 
 
-def apply_and_recheck(target, planned: Planned, settings: CheckSettings) -> Applied:
-    outcome = apply_mod.apply(target, planned.plan, planned.inventory, planned.installer)
-    if settings.progress:
-        settings.progress("checking the target again")
-    after = run_check(target, settings)
+def apply_and_recheck(request: CheckRequest, planned: Planned, progress: Callable[[str], None] | None = None) -> Applied:
+    assert request.target is not None, "fix applies to a live target"
+    outcome = apply_mod.apply(request.target, planned.plan, planned.inventory, planned.installer)
+    if progress:
+        progress("checking the target again")
+    after = check(request).report
     before_ids, after_ids = finding_ids(planned.report), finding_ids(after)
     return Applied(journal=outcome.journal, done=outcome.done, error=outcome.error, rolled_back=outcome.rolled_back,
                    rollback_verified=outcome.verified or None, outside_restored=outcome.outside_restored,
@@ -236,4 +223,4 @@ def prune(keep: int | None, older_than_s: float | None) -> Pruned:
                   kept_unsettled=[_row(j) for j in spared], freed_bytes=sum(j.freed for j in removed))
 
 
-__all__ = ["RESULT_VERSION", "Applied", "CheckSettings", "FixError", "FixOptions", "apply_and_recheck", "history", "make_plan", "prune", "Pruned", "rollback", "RolledBack"]
+__all__ = ["RESULT_VERSION", "Applied", "FixError", "FixOptions", "apply_and_recheck", "history", "make_plan", "prune", "Pruned", "rollback", "RolledBack"]

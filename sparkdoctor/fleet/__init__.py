@@ -31,9 +31,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sparkdoctor.check import CheckRequest, check
 from sparkdoctor.errors import SparkdoctorError
 from sparkdoctor.exitcodes import EXIT_FINDINGS, EXIT_OK, EXIT_UNPROBEABLE, EXIT_USAGE
-from sparkdoctor.findings import build_report
 from sparkdoctor.fleet import fabric
 from sparkdoctor.fleet.compare import compare_nodes, unpaired_links
 from sparkdoctor.fleet.measure import measure_links
@@ -166,7 +166,8 @@ def judge(named: list[tuple[str, Any]], matrix: Any, options: FleetOptions, meas
                        "odd": [d.label for d in drifts if d.verdict == "risky" and name in d.odd],
                        "unpaired_links": lonely.get(name, []), "topology": topo.kind,
                        "fabric_findings": [f.to_dict() for f in found if f.node == name]}
-    reports = {name: build_report(facts, matrix, fail_on=options.fail_on, ignore=options.ignore) for name, facts in named}
+    reports = {name: check(CheckRequest(facts=facts, matrix=matrix, fail_on=options.fail_on, ignore=sorted(options.ignore))).report
+               for name, facts in named}
     return reports, drifts, _notes(named), topo, found
 
 

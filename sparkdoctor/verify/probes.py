@@ -13,6 +13,7 @@ from typing import Any
 
 from sparkdoctor import kernels, proc
 from sparkdoctor.collect import cutedsl
+from sparkdoctor.vocab import CUTEDSL_KERNELS
 
 PROBE_TIMEOUT = 90.0
 VERSION_TIMEOUT = 20.0
@@ -21,12 +22,12 @@ VERSION_TIMEOUT = 20.0
 def run_probe(probe_id: str, python: Path, arch: str) -> tuple[str, str, dict[str, Any]]:
     """(status, detail, versions) of one probe in one environment."""
 
-    if probe_id in cutedsl.KERNELS:
-        return _run_cutedsl(cutedsl, cutedsl.KERNELS[probe_id], python, arch)
+    if probe_id in CUTEDSL_KERNELS:
+        return _run_cutedsl(cutedsl, CUTEDSL_KERNELS[probe_id], python, arch)
 
     probe = next((p for p in kernels.load_probes() if p.id == probe_id), None)
     if probe is None:
-        known = sorted([*cutedsl.KERNELS, *(p.id for p in kernels.load_probes())])
+        known = sorted([*CUTEDSL_KERNELS, *(p.id for p in kernels.load_probes())])
         return "error", f"unknown probe {probe_id!r} (known: {', '.join(known)})", {}
     return _run_ptx(kernels, probe, python, arch)
 

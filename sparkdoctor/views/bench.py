@@ -1,5 +1,5 @@
 """`bench`'s view, and the console text history shares: bench results, history listings and comparisons (rich
-tables), drawn from the JSON documents (bench/document.py: the envelope from session.envelope, printed as is).
+tables), drawn from the JSON documents (bench/document.py: the envelope from bench.envelope, printed as is).
 """
 
 from __future__ import annotations
@@ -313,7 +313,7 @@ def _console(result: Result[BenchDocument], sink: Sink) -> str:
 def _sarif(result: Result[BenchDocument], sink: Sink) -> str:
     """`bench --format sarif`: a run's (or each A/B arm's) memory preflight verdict and the known problems its server's
     log printed. A run that failed is written by views/sarif.failure_sarif (emit.emit_error)."""
-    from sparkdoctor.bench.session import finding_records
+    from sparkdoctor.bench.run import finding_records
     from sparkdoctor.views.sarif import render_findings_sarif
 
     doc = result.data

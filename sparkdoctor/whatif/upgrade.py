@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sparkdoctor.check import CheckOptions, apply_arch_override, collect_facts
+from sparkdoctor.check import CheckRequest, apply_arch_override, collect
 from sparkdoctor.conclusions.recipe_check import EnvTarget, box_env, vllm_flags
 from sparkdoctor.errors import InputError
 from sparkdoctor.facts import Facts
@@ -77,26 +77,22 @@ def judge_upgrade(q: UpgradeQuestion) -> WhatIf:
     recipe = None
     recipe_env: dict[str, str] = {}
     if q.recipe is not None:
-
         recipe = load_recipe(q.recipe, {})  # a RecipeError says which file and field (exit 2)
         recipe_env = dict(recipe.env)
         target = EnvTarget(target, recipe_env)  # as `recipe check`: the capabilities probe reads the recipe's VLLM_* names
     interpreter = str((target.describe() or {}).get("python") or q.python or sys.executable)
     if q.facts_file is not None:
-        today = Facts.load(q.facts_file)
+        today = collect(CheckRequest(facts=Facts.load(q.facts_file), arch=q.arch))
     else:
-        today = collect_facts(target, CheckOptions(arch=q.arch, kernels=False))
+        today = apply_arch_override(collect(CheckRequest(target=target, arch=q.arch, kernels=False)), q.arch)
         if recipe_env:  # the box's own env stays the box's: the recipe's variables judge only its capabilities
-
             today.env = box_env(today.env, recipe_env)
-    today = apply_arch_override(today, q.arch)
 
     seen = Resolution()
     changes = resolve_upgrade(target, interpreter, q.specs, today, q.no_deps, seen)  # a ResolveError carries its exit code (2)
     notes: list[str] = []
     reader = None
     if q.read:
-
         machine = str((today.host or {}).get("machine") or "aarch64")
         platform = "linux-x86_64" if machine in ("x86_64", "amd64") else "linux-aarch64"
         target_py = ".".join(str((today.target or {}).get("version") or "3.12").split(".")[:2])

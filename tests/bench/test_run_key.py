@@ -8,7 +8,7 @@ import struct
 from pathlib import Path
 
 from sparkdoctor.bench.model_identity import identity
-from sparkdoctor.bench.session import Toolchain, with_model
+from sparkdoctor.bench.run import Toolchain, with_model
 from sparkdoctor.conclusions.toolchain import material, what_changed
 from sparkdoctor.facts import Facts
 from tests.test_facts import sample

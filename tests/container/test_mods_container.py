@@ -206,7 +206,7 @@ def test_bench_does_not_launch_a_container_recipe_whose_mod_fails_on_its_image(d
 def test_rerun_finds_a_stale_mod_in_the_image_a_conclusion_was_served_from(docker_daemon, docker_env, mods_image, tmp_path):
     """A conclusion benched from a container recipe: its runs recorded the image; rerun judges the recipe's mods on
     that image's files and lists the one upstream made already (file and lines), not the one that applies."""
-    from sparkdoctor.check import CheckOptions, collect_facts
+    from sparkdoctor.check import CheckRequest, collect
     from sparkdoctor.ledger import Ledger
     from sparkdoctor.targets.local import resolve_python_target
     from tests.rerun.ledgerdata import add_ab
@@ -218,7 +218,7 @@ def test_rerun_finds_a_stale_mod_in_the_image_a_conclusion_was_served_from(docke
         recipes[arm].parent.mkdir(parents=True, exist_ok=True)
         recipes[arm].write_text(f'recipe_version: "1"\nname: toy-{arm.lower()}\nmodel: org/toy\ncontainer: {mods_image}\n'
                                 f"mods: {json.dumps(listed)}\ncommand: vllm serve org/toy --port 8000\n")
-    facts = collect_facts(resolve_python_target(sys.executable), CheckOptions(kernels=False)).to_dict()
+    facts = collect(CheckRequest(target=resolve_python_target(sys.executable), kernels=False)).to_dict()
     facts["container"] = {"image": mods_image, "engine": "docker"}
     ledger = tmp_path / "l.sqlite"
     with Ledger(ledger) as led:

@@ -298,16 +298,17 @@ def test_zz_outcome_table():
 
 def _in_process_sabotaged_apply(t: Target, fs: Path, mode: str) -> None:
     """Plan, then make the env file unwritable (remount read-only) or its disk full, then apply."""
+    from sparkdoctor.check import CheckRequest
     from sparkdoctor.fix.envfile import EnvFileTarget
-    from sparkdoctor.fix.pipeline import CheckSettings, apply_and_recheck, make_plan
+    from sparkdoctor.fix.pipeline import apply_and_recheck, make_plan
     from sparkdoctor.fix.plan import FixOptions
     from sparkdoctor.targets.local import resolve_python_target
 
     os.environ["PIP_CONSTRAINT"] = str(t.pins)
     try:
         target = EnvFileTarget(resolve_python_target(str(t.python)), t.env_file)
-        settings = CheckSettings(matrix=t.data / "matrix", fixes=t.data / "fixes", kernels=False)
-        planned = make_plan(target, settings, FixOptions(env_file=t.env_file))
+        request = CheckRequest(target=target, matrix=t.data / "matrix", fixes=t.data / "fixes", kernels=False)
+        planned = make_plan(request, FixOptions(env_file=t.env_file))
         assert planned.plan.steps[0].path == str(t.env_file) and not planned.plan.refusals
         if mode == "read-only":
             subprocess.run(["mount", "-o", "remount,ro", str(fs)], check=True, timeout=30)
@@ -315,9 +316,9 @@ def _in_process_sabotaged_apply(t: Target, fs: Path, mode: str) -> None:
             _fill(fs)
         if mode == "read-only":  # every action is verified before the first change: refused, nothing done
             with pytest.raises(UnchangedError, match="read-only file system now.*nothing was changed"):
-                apply_and_recheck(target, planned, settings)
+                apply_and_recheck(request, planned)
             return
-        result = apply_and_recheck(target, planned, settings)
+        result = apply_and_recheck(request, planned)
         assert result.error and str(t.env_file) in result.error and result.rolled_back, result
         assert result.rollback_verified and result.rollback_verified["ok"], result.rollback_verified
     finally:

