@@ -44,10 +44,11 @@ def recipe(tmp_path):
 
 def _ordinary(recipe_path: Path):
     """What recipe check's own path starts (conclusions/recipe_check._judge): the probes with the recipe's env."""
+    from sparkdoctor.collect.targetenv import start_probes
     from sparkdoctor.recipes import load
 
     target = recipe_check.EnvTarget(resolve_python_target(sys.executable), load(recipe_path).env)
-    prestarted = recipe_check.prestart(target)
+    prestarted = start_probes(target, no_cache=False)
     return prestarted, recipe_check.start_vllm_flags(target)
 
 
