@@ -14,7 +14,9 @@ each rule comes from.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, TypedDict
+
+from sparkdoctor.facts import Facts
 
 HCA_TWIN = "hca-twin"
 GID_INDEX = "gid-index"
@@ -70,13 +72,19 @@ class Link:
         return " <-> ".join(f"{e.node}:{e.netdev}" for e in self.ends) + f" ({self.subnet})"
 
 
+class TopologyDict(TypedDict):
+    kind: str
+    links: list[str]
+    switched_subnets: list[str]
+
+
 @dataclass
 class Topology:
     kind: str  # single | pair | triangle | ring | switch | partial | none
     links: list[Link]
     switches: list[str]  # subnets with more than two nodes
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> TopologyDict:
         return {"kind": self.kind, "links": [lk.label for lk in self.links], "switched_subnets": self.switches}
 
 
@@ -102,6 +110,11 @@ def clean(raw: Any) -> dict[str, object] | None:
                  for k in ("addrs", "subnets")}
         netdevs[name] = {**info, **texts}
     return {**raw, "rdma": rdma, "netdevs": netdevs, "nccl": table(raw.get("nccl"))}
+
+
+def of(named: list[tuple[str, Facts]]) -> dict[str, dict[str, Any]]:
+    """{node: fabric facts} of the nodes whose probe sent them."""
+    return {name: fab for name, facts in named if isinstance(fab := (facts.fleet or {}).get("fabric"), dict)}
 
 
 def _netdev_devices(fab: dict[str, Any]) -> dict[str, list[str]]:

@@ -20,8 +20,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from sparkdoctor import proc
+from sparkdoctor.facts import Facts
 from sparkdoctor.fleet import fabric
 from sparkdoctor.fleet.toolparse import parse_all_reduce_perf, parse_ib_write_bw
+from sparkdoctor.fleet.transport import Node, Transport
 
 FAIR_SHARE = 0.25  # 13 Gb/s on a 200 Gb/s rail (PR #108) and 3 GB/s busbw (#102) are far below it
 IB_SECONDS = 3
@@ -55,11 +58,11 @@ class Measurement:
                                      f"{self.gbps:.1f} Gb/s measured, rated {self.rated_gbps:g} Gb/s "
                                      f"(under {FAIR_SHARE:.0%}): {self.detail}")]
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {**asdict(self), "slow": self.slow()}
 
 
-def _absent(result: Any) -> bool:
+def _absent(result: proc.ProcResult) -> bool:
     text = f"{result.start_error or ''} {result.stderr or ''}"
     return result.returncode == 127 or "No such file" in text or "not found" in text
 
@@ -103,7 +106,7 @@ def _address(fab: dict[str, Any], netdev: str, subnet: str) -> str | None:
     return next((a.split("/")[0] for a in addrs if a.endswith("/" + prefix)), None)
 
 
-def ib_write_bw(transport: Any, nodes: dict[str, Any], fabrics: dict[str, dict[str, Any]], link: fabric.Link,
+def ib_write_bw(transport: Transport, nodes: dict[str, Node], fabrics: dict[str, dict[str, Any]], link: fabric.Link,
                 port: int) -> Measurement:
     """One rail: ib_write_bw's server on the link's first end, its client on the second."""
     server, client = link.ends[0], link.ends[1]
@@ -132,7 +135,7 @@ def ib_write_bw(transport: Any, nodes: dict[str, Any], fabrics: dict[str, dict[s
     return from_ib_write_bw(done.stdout, client.node, link.label, rated, setting)
 
 
-def all_reduce(transport: Any, nodes: list[Any], fabrics: dict[str, dict[str, Any]], topo: fabric.Topology) -> Measurement:
+def all_reduce(transport: Transport, nodes: list[Node], fabrics: dict[str, dict[str, Any]], topo: fabric.Topology) -> Measurement:
     """nccl-tests all_reduce_perf over every node, one GPU each, started by mpirun on the first node."""
     hosts = []
     for node in nodes:
@@ -148,13 +151,13 @@ def all_reduce(transport: Any, nodes: list[Any], fabrics: dict[str, dict[str, An
                           "mpirun or nccl-tests' all_reduce_perf")
 
 
-def all_reduce_in_node(transport: Any, node: Any, gpus: int) -> Measurement:
+def all_reduce_in_node(transport: Transport, node: Node, gpus: int) -> Measurement:
     """nccl-tests all_reduce_perf over the GPUs of one node, one process driving all of them (-g N, no MPI)."""
     argv = ["all_reduce_perf", "-b", str(ALLREDUCE_MIN_BYTES), "-e", str(ALLREDUCE_MAX_BYTES), "-f", "2", "-g", str(gpus)]
     return _all_reduce_on(transport, node, argv, f"{gpus} GPUs of {node.name}", None, "nccl-tests' all_reduce_perf")
 
 
-def _all_reduce_on(transport: Any, node: Any, argv: list[str], link: str, rated: float | None, tools: str) -> Measurement:
+def _all_reduce_on(transport: Transport, node: Node, argv: list[str], link: str, rated: float | None, tools: str) -> Measurement:
     done = transport.command(node, argv, ALLREDUCE_TIMEOUT)
     setting = " ".join(argv)
     if _absent(done):
@@ -166,13 +169,12 @@ def _all_reduce_on(transport: Any, node: Any, argv: list[str], link: str, rated:
     return from_all_reduce(done.stdout, node.name, link, rated, setting)
 
 
-def measure_links(transport: object, nodes: list[Any], named: list[tuple[str, Any]],
+def measure_links(transport: Transport, nodes: list[Node], named: list[tuple[str, Facts]],
                   progress: Callable[[str], None] | None = None) -> list[Measurement]:
     """Every link's rail, one after another (two tests on one wire would halve each other), then one
     all-reduce over all nodes, then one over the GPUs of each node that has several. Never raises: what could
     not be measured is a Measurement that says why."""
-    fabrics: dict[str, dict[str, Any]] = {name: facts.fleet["fabric"] for name, facts in named
-                                          if isinstance((facts.fleet or {}).get("fabric"), dict)}
+    fabrics = fabric.of(named)
     by_name = {n.name: n for n in nodes if n.name in fabrics}
     topo = fabric.topology(fabrics)
     say = progress or (lambda _: None)
