@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from sparkdoctor.audit import bytemodel
-from sparkdoctor.audit.checkpoint import load_checkpoint
+from sparkdoctor.audit.checkpoint import Checkpoint, load_checkpoint
 from sparkdoctor.audit.errors import AuditError
 from sparkdoctor.audit.fromrecipe import recipe_settings
 from sparkdoctor.audit.modelconfig import DTYPE_BYTES, ModelShape, read_shape
@@ -109,7 +109,7 @@ class Need:
         kv = self.fixed_kv_bytes if self.fixed_kv_bytes is not None else self.kv_per_seq(length) + self.block_bytes
         return self.fixed_bytes(seqs) + kv
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         doc = asdict(self)
         doc["settings"] = {k: asdict(v) for k, v in self.settings.items()}
         doc["least_bytes"] = self.least()
@@ -204,7 +204,7 @@ def _kv_dtype_bytes(name: str, act_bytes: int) -> float:
     return float(act_bytes if name == "auto" else bytemodel.KV_BYTES[name] or act_bytes)
 
 
-def _weights(checkpoint: Any, shape: ModelShape, dtype: str, with_mtp: bool) -> Part:
+def _weights(checkpoint: Checkpoint, shape: ModelShape, dtype: str, with_mtp: bool) -> Part:
     """The headers' bytes of every tensor loaded; floating-point tensors at --dtype's width when it casts them."""
     modules = bytemodel.modules_of(checkpoint, shape, 4)
     width = DTYPE_BYTES.get(dtype) if dtype != "auto" else None
