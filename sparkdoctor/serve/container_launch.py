@@ -69,17 +69,9 @@ def engine_of(cli: list[str]) -> str:
 
 
 # ---- who started a container ----------------------------------------------------------------------------------
-def _boot_id() -> str:
-    return registry.boot_id()
-
-
-def _start_time(pid: int) -> str | None:
-    return start_time(pid)  # field 22 of /proc/PID/stat: with the pid, a process's identity
-
-
 def owner_label(pid: int | None = None) -> str:
     pid = os.getpid() if pid is None else pid
-    return f"{socket.gethostname()}/{_boot_id()}/{pid}/{_start_time(pid) or '?'}"
+    return f"{socket.gethostname()}/{registry.boot_id()}/{pid}/{start_time(pid) or '?'}"
 
 
 def owner_alive(label: str) -> bool | None:
@@ -90,9 +82,9 @@ def owner_alive(label: str) -> bool | None:
     host, boot, pid, started = parts
     if host != socket.gethostname():
         return None
-    if boot != _boot_id():
+    if boot != registry.boot_id():
         return False  # the machine rebooted since: that process is gone
-    return _start_time(int(pid)) == started
+    return start_time(int(pid)) == started
 
 
 # ---- the `run` arguments (pure) ---------------------------------------------------------------------------------

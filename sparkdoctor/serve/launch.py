@@ -277,7 +277,10 @@ def launch(recipe: Recipe, *, run_dir: Path, matrix: Matrix | Sequence[HasSympto
         else:
             pump.add(f"[sparkdoctor] launching {recipe.name} in container image {recipe.container}")
         _sweep(pump)
-        _start(child, recipe, pump, say, log_path)
+        try:
+            child.start(pump, say)
+        except ContainerLaunchError as exc:
+            raise LaunchError(f"{recipe.name}: {exc}", log_path=log_path) from None
         server.pid, server.pgid, server.argv, server.container = child.pid, child.pgid, list(child.argv), child.info or None
         if isinstance(child, LocalServer) and server.pgid > 0:
             server.watch = MemoryWatch(server.pgid, server.pid, t0).start()
@@ -310,13 +313,6 @@ def _sweep(pump: LogPump) -> None:
         note = f"stopped {len(swept)} server(s) left by a sparkdoctor that was killed: {'; '.join(swept)}"
         pump.add(f"[sparkdoctor] {note}")
         sys.stderr.write(f"sparkdoctor: {note}\n")  # a lasting line, not only the progress status
-
-
-def _start(child: LocalServer | ContainerServer, recipe: Recipe, pump: LogPump, say: Callable[[str], None], log_path: Path) -> None:
-    try:
-        child.start(pump, say)
-    except ContainerLaunchError as exc:
-        raise LaunchError(f"{recipe.name}: {exc}", log_path=log_path) from None
 
 
 def _wait_ready(server: Server, recipe: Recipe, child: LocalServer | ContainerServer, pump: LogPump, timeout: float,
