@@ -18,7 +18,6 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
-from typing import Any
 
 from sparkdoctor import proc
 from sparkdoctor.facts import Facts
@@ -89,24 +88,25 @@ def from_all_reduce(text: str, node: str, link: str, rated: float | None, settin
     return Measurement(tool, node, link, "measured", round(peak * 8, 2), rated, setting, detail)
 
 
-def _rail(fab: dict[str, Any], netdev: str) -> tuple[str, int, int, float] | None:
+def _rail(fab: fabric.Fabric, netdev: str) -> tuple[str, int, int, float] | None:
     """(device, port, RoCE v2 IPv4 GID index, rate) of the addressed RDMA device on a netdev."""
     for dev in fab.get("rdma") or []:
         for port in dev.get("ports") or []:
             gid = next((g for g in port.get("gids") or [] if g.get("ndev") == netdev and "v2" in str(g.get("type")).lower()
                         and g.get("ipv4")), None)
-            if gid is not None:
-                return str(dev.get("device")), int(port.get("port") or 1), int(gid["index"]), float(port.get("rate_gbps") or 0)
+            number, index, rate = port.get("port") or 1, gid.get("index") if gid else None, port.get("rate_gbps") or 0
+            if isinstance(number, int) and isinstance(index, int) and isinstance(rate, (int, float)):
+                return str(dev.get("device")), number, index, float(rate)
     return None
 
 
-def _address(fab: dict[str, Any], netdev: str, subnet: str) -> str | None:
+def _address(fab: fabric.Fabric, netdev: str, subnet: str) -> str | None:
     prefix = subnet.split("/")[-1]
     addrs = ((fab.get("netdevs") or {}).get(netdev) or {}).get("addrs") or []
     return next((a.split("/")[0] for a in addrs if a.endswith("/" + prefix)), None)
 
 
-def ib_write_bw(transport: Transport, nodes: dict[str, Node], fabrics: dict[str, dict[str, Any]], link: fabric.Link,
+def ib_write_bw(transport: Transport, nodes: dict[str, Node], fabrics: dict[str, fabric.Fabric], link: fabric.Link,
                 port: int) -> Measurement:
     """One rail: ib_write_bw's server on the link's first end, its client on the second."""
     server, client = link.ends[0], link.ends[1]
@@ -135,7 +135,7 @@ def ib_write_bw(transport: Transport, nodes: dict[str, Node], fabrics: dict[str,
     return from_ib_write_bw(done.stdout, client.node, link.label, rated, setting)
 
 
-def all_reduce(transport: Transport, nodes: list[Node], fabrics: dict[str, dict[str, Any]], topo: fabric.Topology) -> Measurement:
+def all_reduce(transport: Transport, nodes: list[Node], fabrics: dict[str, fabric.Fabric], topo: fabric.Topology) -> Measurement:
     """nccl-tests all_reduce_perf over every node, one GPU each, started by mpirun on the first node."""
     hosts = []
     for node in nodes:
