@@ -20,10 +20,9 @@ import signal
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
 
 from sparkdoctor.collect.hostroot import host_root
-from sparkdoctor.collect.kernel_log import parse, read_kmsg
+from sparkdoctor.collect.kernel_log import KernelEvent, parse, read_kmsg
 
 CAUSES = ("oom-killed", "driver-no-memory", "cuda-oom", "hang", "crash", "unknown")
 GIB = 2**30
@@ -58,8 +57,8 @@ class PostMortem:
     summary: str
     evidence: list[str] = field(default_factory=list)  # "kernel: <line>", "server: <line>", "exit: ...", "memory: ..."
     avoid: str = ""  # the setting that would have avoided it
-    victim: dict[str, Any] | None = None  # {"pid", "name"} of the OOM killer's choice
-    kernel: list[dict[str, Any]] = field(default_factory=list)  # every memory event of the window
+    victim: dict[str, int | str | None] | None = None  # {"pid", "name"} of the OOM killer's choice
+    kernel: list[KernelEvent] = field(default_factory=list)  # every memory event of the window
     high_water_bytes: int | None = None  # the server's largest resident size seen
     lowest_available_bytes: int | None = None
 
@@ -83,7 +82,7 @@ def classify(kernel_text: str = "", server_lines: list[str] | None = None, *, si
     lines = [ln.rstrip() for ln in (server_lines or []) if ln.strip()][-MAX_LINES:]
     said = {what: ln for ln in lines for what, pattern in reversed(_SERVER) if pattern.search(ln)}
     pm = PostMortem("unknown", "nothing in the kernel log, the server's last lines or its exit says why it ended",
-                    kernel=[asdict(e) for e in events])
+                    kernel=events)
     _memory(pm, samples or [], memory or {})
     limit = (memory or {}).get("cgroup_limit_bytes")
     rose = _rose_to_the_end(samples or [], pm.high_water_bytes, limit if isinstance(limit, int) else None)
