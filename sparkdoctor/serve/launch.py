@@ -61,7 +61,7 @@ class LaunchError(BenchFailure, RuntimeError):
     def __init__(self, message: str, *, log_tail: Sequence[str] = (), findings: Sequence[Hit] = (),
                  log_path: Path | None = None, teardown: groups.Teardown | ContainerTeardown | None = None,
                  returncode: int | None = None, not_ready: bool = False, pids: set[int] | None = None,
-                 samples: Sequence[tuple[float, int | None, int | None]] = (), memory: dict[str, Any] | None = None):
+                 samples: Sequence[tuple[float, int | None, int | None]] = (), memory: dict[str, object] | None = None):
         super().__init__(one_line(message))
         self.returncode = returncode  # the server died with this status (None: it did not die)
         self.not_ready = not_ready  # it lived but never answered (the post-mortem's "hang")
@@ -103,7 +103,7 @@ class Server:
         """Every process of its group seen while it ran (local only)."""
         return self.watch.processes() if self.watch else set()
 
-    def memory(self) -> dict[str, Any] | None:
+    def memory(self) -> dict[str, object] | None:
         """The memory record of the run so far (serve/memwatch.py), None for a server in a container."""
         return self.watch.record() if self.watch else None
 
