@@ -146,9 +146,8 @@ def run(options: FleetOptions) -> FleetResult:
 
             measured = measure_links(transport, [o.node for o in outcomes if o.ok], named, say)
     finally:
-        close = getattr(transport, "close", None)
-        if close:
-            close()
+        if isinstance(transport, RayTransport):  # ssh keeps no connection
+            transport.close()
     reports, drifts, notes, topo, found = judge(named, matrix, options, measured)
     fit = None
     if options.memory_judge is not None and named:
