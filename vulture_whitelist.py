@@ -66,8 +66,9 @@ _.__signature__  # unused attribute (sparkdoctor/commands/options.py)
 # TypedDict keys: read and written by subscript (ceiling["ceiling_tok_s"]), which vulture does not count as a use
 ceiling_tok_s  # unused variable (sparkdoctor/audit/roofline.py)
 batch_ceiling_tok_s  # unused variable (sparkdoctor/audit/roofline.py)
-switched_subnets  # unused variable (sparkdoctor/fleet/fabric.py: the fleet document's fabric.topology)
-# TypedDict keys of a node's fabric answer and nccl-tests' rows, read by .get("...") and subscript
+# TypedDict keys of the fleet document's fabric.topology, a node's fabric answer and nccl-tests' rows, read and
+# written by .get("...") and subscript
+switched_subnets  # unused variable (sparkdoctor/fleet/fabric.py)
 ndev  # unused variable (sparkdoctor/fleet/fabric.py)
 ipv4  # unused variable (sparkdoctor/fleet/fabric.py)
 rate_gbps  # unused variable (sparkdoctor/fleet/fabric.py)

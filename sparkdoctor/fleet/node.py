@@ -122,7 +122,8 @@ def collect_node(transport: Transport, node: Node, timeout: float, arch: str | N
             if node.container else []
         run_collectors(ctx, [*remote, Collector("node", node_probe, timeout=timeout), *extra])
     except Exception as exc:  # a surprise must cost this node, never the fleet
-        answer.problem = answer.problem or f"{type(exc).__name__}: {exc}"
+        if answer.problem is None:
+            answer.problem = f"{type(exc).__name__}: {exc}"
     seconds = time.monotonic() - started
     raw = answer.raw
     if not isinstance(raw, dict) or raw.get("probe") != NODE_PROBE:
