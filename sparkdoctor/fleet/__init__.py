@@ -41,13 +41,7 @@ from sparkdoctor.fleet.compare import compare_nodes, unpaired_links
 from sparkdoctor.fleet.drift import Drift
 from sparkdoctor.fleet.measure import Measurement, measure_links
 from sparkdoctor.fleet.node import NodeOutcome, collect_node
-from sparkdoctor.fleet.transport import (
-    LOCAL,
-    Node,
-    RayTransport,
-    SshTransport,
-    Transport,
-)
+from sparkdoctor.fleet.transport import LOCAL, Node, RayTransport, SshTransport
 from sparkdoctor.matrix import load
 from sparkdoctor.matrix.model import Matrix
 from sparkdoctor.text import one_line
@@ -178,7 +172,7 @@ def judge(named: list[tuple[str, Facts]], matrix: Matrix, options: FleetOptions,
     return reports, drifts, _notes(named), topo, found
 
 
-def _connect(options: FleetOptions) -> tuple[Transport, list[Node]]:
+def _connect(options: FleetOptions) -> tuple[SshTransport | RayTransport, list[Node]]:
     if options.ray_address is None:
         return SshTransport(options.ssh_config), list(options.nodes)
     _reachable(options.ray_address)

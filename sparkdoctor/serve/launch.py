@@ -35,13 +35,9 @@ from sparkdoctor.matrix import load
 from sparkdoctor.matrix.model import Matrix
 from sparkdoctor.matrix.symptoms import HasSymptoms
 from sparkdoctor.recipes.model import Recipe
-from sparkdoctor.serve import groups, readiness, registry
+from sparkdoctor.serve import container_launch, groups, readiness, registry
 from sparkdoctor.serve.binding import LOCALHOST, free_port, rebind
-from sparkdoctor.serve.container_launch import (
-    ContainerLaunchError,
-    ContainerServer,
-    ContainerTeardown,
-)
+from sparkdoctor.serve.container_launch import ContainerLaunchError, ContainerServer
 from sparkdoctor.serve.logpump import LogPump
 from sparkdoctor.serve.logscan import Hit
 from sparkdoctor.serve.memwatch import MemoryWatch
@@ -59,7 +55,7 @@ class LaunchError(BenchFailure, RuntimeError):
     code = "launch"
 
     def __init__(self, message: str, *, log_tail: Sequence[str] = (), findings: Sequence[Hit] = (),
-                 log_path: Path | None = None, teardown: groups.Teardown | ContainerTeardown | None = None,
+                 log_path: Path | None = None, teardown: groups.Teardown | container_launch.ContainerTeardown | None = None,
                  returncode: int | None = None, not_ready: bool = False, pids: set[int] | None = None,
                  samples: Sequence[tuple[float, int | None, int | None]] = (), memory: dict[str, object] | None = None):
         super().__init__(one_line(message))
@@ -91,7 +87,7 @@ class Server:
     started_at: str  # UTC, ISO 8601
     ready_after_s: float = 0.0
     ready_path: str = ""
-    teardown: groups.Teardown | ContainerTeardown | None = None
+    teardown: groups.Teardown | container_launch.ContainerTeardown | None = None
     container: dict[str, Any] | None = None  # engine, name, id, image, image_id, fingerprint (None: not in a container)
     watch: MemoryWatch | None = None  # memory sampled from launch to teardown (local only: serve/memwatch.py)
     _child: LocalServer | ContainerServer | None = field(default=None, repr=False)
