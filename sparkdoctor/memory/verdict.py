@@ -22,7 +22,6 @@ from sparkdoctor.memory.have import Have
 from sparkdoctor.memory.need import GIB, Need
 
 FITS, FITS_WITH, NO_FIT, UNKNOWN = "fits", "fits-with", "does-not-fit", "unknown"
-OUTCOMES = (FITS, FITS_WITH, NO_FIT, UNKNOWN)
 SHORTEST = 256  # the shortest --max-model-len proposed: below it a server is of little use
 DROP_CACHES = "sync; echo 3 | sudo tee /proc/sys/vm/drop_caches"
 
@@ -36,7 +35,7 @@ class Holding:
 
 @dataclass
 class Verdict:
-    outcome: str  # one of OUTCOMES
+    outcome: str  # FITS | FITS_WITH | NO_FIT | UNKNOWN
     need: Need
     have: Have
     share_bytes: int = 0  # what the launch asks for
