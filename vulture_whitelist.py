@@ -66,5 +66,14 @@ _.__signature__  # unused attribute (sparkdoctor/commands/options.py)
 # TypedDict keys: read and written by subscript (ceiling["ceiling_tok_s"]), which vulture does not count as a use
 ceiling_tok_s  # unused variable (sparkdoctor/audit/roofline.py)
 batch_ceiling_tok_s  # unused variable (sparkdoctor/audit/roofline.py)
+# TypedDict keys of the fleet document's fabric.topology, a node's fabric answer and nccl-tests' rows, read and
+# written by .get("...") and subscript
+switched_subnets  # unused variable (sparkdoctor/fleet/fabric.py)
+ndev  # unused variable (sparkdoctor/fleet/fabric.py)
+ipv4  # unused variable (sparkdoctor/fleet/fabric.py)
+rate_gbps  # unused variable (sparkdoctor/fleet/fabric.py)
+link_layer  # unused variable (sparkdoctor/fleet/fabric.py)
+busbw_gbs  # unused variable (sparkdoctor/fleet/toolparse.py)
+algbw_gbs  # unused variable (sparkdoctor/fleet/toolparse.py)
 # module-level __getattr__ (PEP 562): Python calls it to load sparkdoctor.targets submodules on first use
 __getattr__  # unused function (sparkdoctor/targets/__init__.py)

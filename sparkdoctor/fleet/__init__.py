@@ -29,17 +29,21 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from sparkdoctor.check import CheckRequest, check
 from sparkdoctor.errors import SparkdoctorError
 from sparkdoctor.exitcodes import EXIT_FINDINGS, EXIT_OK, EXIT_UNPROBEABLE, EXIT_USAGE
+from sparkdoctor.facts import Facts
+from sparkdoctor.findings import Report
 from sparkdoctor.fleet import fabric
 from sparkdoctor.fleet.compare import compare_nodes, unpaired_links
-from sparkdoctor.fleet.measure import measure_links
-from sparkdoctor.fleet.node import collect_node
-from sparkdoctor.fleet.transport import RayTransport, SshTransport
+from sparkdoctor.fleet.drift import Drift
+from sparkdoctor.fleet.measure import Measurement, measure_links
+from sparkdoctor.fleet.node import NodeOutcome, collect_node
+from sparkdoctor.fleet.transport import LOCAL, Node, RayTransport, SshTransport
 from sparkdoctor.matrix import load
+from sparkdoctor.matrix.model import Matrix
 from sparkdoctor.text import one_line
 
 DEFAULT_NODE_TIMEOUT = 60.0
@@ -66,7 +70,7 @@ class FleetError(SparkdoctorError):
 @dataclass
 class FleetOptions:
     ray_address: str | None = None
-    nodes: list[Any] = field(default_factory=list)  # transport.Node, for ssh
+    nodes: list[Node] = field(default_factory=list)  # for ssh
     ssh_config: str | None = None
     python: str | None = None  # the serving interpreter on every Ray node (ssh: in each Node)
     container: str | None = None
@@ -86,23 +90,23 @@ class FleetOptions:
 @dataclass
 class FleetResult:
     transport: str
-    outcomes: list[Any]  # node.NodeOutcome, in the order the nodes were named
-    reports: dict[str, Any]  # node name -> findings.Report
-    drifts: list[Any]  # compare.Drift
+    outcomes: list[NodeOutcome]  # in the order the nodes were named
+    reports: dict[str, Report]  # by node name
+    drifts: list[Drift]
     notes: list[str]
     seconds: float
     fail_on: str
-    topology: Any = None  # fabric.Topology of the nodes that answered
-    fabric: list[Any] = field(default_factory=list)  # fabric.FabricFinding, static and measured
-    measured: list[Any] = field(default_factory=list)  # measure.Measurement
+    topology: fabric.Topology | None = None  # of the nodes that answered
+    fabric: list[fabric.FabricFinding] = field(default_factory=list)  # static and measured
+    measured: list[Measurement] = field(default_factory=list)
     memory: Any = None  # memory.pernode.FleetFit (--recipe), else None
 
     @property
-    def down(self) -> list[Any]:
+    def down(self) -> list[NodeOutcome]:
         return [o for o in self.outcomes if not o.ok]
 
     @property
-    def risky(self) -> list[Any]:
+    def risky(self) -> list[Drift]:
         return [d for d in self.drifts if d.verdict == "risky"]
 
     def exit_code(self) -> int:
@@ -131,35 +135,32 @@ def run(options: FleetOptions) -> FleetResult:
         with ThreadPoolExecutor(max_workers=max(1, min(MAX_PARALLEL, len(nodes)))) as pool:
             outcomes = list(pool.map(lambda n: collect_node(transport, n, options.node_timeout, options.arch), nodes))
         named = [(o.node.name, o.facts) for o in outcomes if o.facts is not None]
-        measured: list[Any] = []
+        measured: list[Measurement] = []
         if options.measure and named:  # links need two nodes; the GPUs of one node are measured alone
 
             measured = measure_links(transport, [o.node for o in outcomes if o.ok], named, say)
     finally:
-        close = getattr(transport, "close", None)
-        if close:
-            close()
+        if isinstance(transport, RayTransport):  # ssh keeps no connection
+            transport.close()
     reports, drifts, notes, topo, found = judge(named, matrix, options, measured)
     fit = None
     if options.memory_judge is not None and named:
         say("judging the launch on every node's memory…")
         fit = options.memory_judge(named)
-    from sparkdoctor.fleet.transport import LOCAL
-
     kind = "local" if nodes and all(n.name == LOCAL for n in nodes) and transport.kind == "ssh" else transport.kind
     return FleetResult(kind, outcomes, reports, drifts, notes, time.monotonic() - started, options.fail_on,
                        topo, found, measured, fit)
 
 
-def judge(named: list[tuple[str, Any]], matrix: Any, options: FleetOptions, measured: list[Any] | None = None) -> Any:
+def judge(named: list[tuple[str, Facts]], matrix: Matrix, options: FleetOptions, measured: list[Measurement] | None = None
+          ) -> tuple[dict[str, Report], list[Drift], list[str], fabric.Topology, list[fabric.FabricFinding]]:
     """(reports, drifts, notes, topology, fabric findings) of the nodes that answered: the
     N-way comparison and the fabric rules fill each node's Facts.fleet, then the matrix judges each node."""
 
     drifts = compare_nodes(named)
     lonely = unpaired_links(named) if len(named) > 1 else {}
     risky = [d.label for d in drifts if d.verdict == "risky"]
-    fabrics = {name: facts.fleet["fabric"] for name, facts in named if isinstance((facts.fleet or {}).get("fabric"), dict)}
-    topo, found = fabric.judge(fabrics)
+    topo, found = fabric.judge(fabric.of(named))
     found += [f for m in measured or [] for f in m.findings()]
     for name, facts in named:
         facts.fleet = {**(facts.fleet or {}), "nodes": len(named), "drift": risky,
@@ -171,7 +172,7 @@ def judge(named: list[tuple[str, Any]], matrix: Any, options: FleetOptions, meas
     return reports, drifts, _notes(named), topo, found
 
 
-def _connect(options: FleetOptions) -> tuple[Any, list[Any]]:
+def _connect(options: FleetOptions) -> tuple[SshTransport | RayTransport, list[Node]]:
     if options.ray_address is None:
         return SshTransport(options.ssh_config), list(options.nodes)
     _reachable(options.ray_address)
@@ -179,7 +180,7 @@ def _connect(options: FleetOptions) -> tuple[Any, list[Any]]:
         import ray  # noqa: F401  (the optional extra [fleet]: imported only for --ray)
     except ImportError:
         raise FleetError("--ray needs Ray, which is not installed: pip install 'sparkdoctor-gb10[fleet]'", EXIT_USAGE) from None
-    transport = _join(RayTransport, options.ray_address, options.node_timeout)
+    transport = _join(options.ray_address, options.node_timeout)
     nodes = transport.nodes(options.python, options.container, options.runtime)
     if not nodes:
         transport.close()
@@ -191,16 +192,17 @@ RAY_CONNECT_TIMEOUT = 10.0
 RAY_ADDRESS_RE = re.compile(r"^(ray://)?[A-Za-z0-9_.:\[\]-]{1,255}$")
 
 
-def _join(transport_class: Any, address: str, limit: float) -> Any:
+def _join(address: str, limit: float) -> RayTransport:
     """ray.init under the run's deadline: an address that takes the TCP connection but is no GCS keeps Ray
     retrying for many minutes. It runs in a thread that is left behind (and dies with the process) at `limit`."""
-    box: dict[str, object] = {}
+    joined: list[RayTransport] = []
+    failed: list[Exception] = []
 
     def connect() -> None:
         try:
-            box["transport"] = transport_class(address)
+            joined.append(RayTransport(address))
         except Exception as exc:  # ConnectionError, a version mismatch, a timeout: Ray's own words, one line
-            box["error"] = exc
+            failed.append(exc)
 
     joining = threading.Thread(target=connect, name="ray-init", daemon=True)
     with _quiet_fd2() as keep_quiet:  # Ray's core prints its retries on fd 2, from threads of its own
@@ -209,11 +211,11 @@ def _join(transport_class: Any, address: str, limit: float) -> Any:
         keep_quiet[0] = joining.is_alive()
     if joining.is_alive():
         raise FleetError(f"--ray {address}: no Ray cluster answered within {limit:g} s (--node-timeout); is it a GCS address?")
-    if "error" in box:
-        exc = box["error"]
+    if failed:
+        exc = failed[0]
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         raise FleetError(f"--ray {address}: cannot join the cluster: {first[:300]}")
-    return box["transport"]
+    return joined[0]
 
 
 @contextlib.contextmanager
@@ -237,7 +239,7 @@ def _quiet_fd2() -> Iterator[list[bool]]:
             os.close(saved)
 
 
-def _fd_of(stream: Any) -> int | None:
+def _fd_of(stream: TextIO) -> int | None:
     try:
         return int(stream.fileno())
     except (AttributeError, OSError, ValueError):  # a test's captured stream
@@ -263,7 +265,7 @@ def _reachable(address: str) -> None:
         raise FleetError(f"--ray {address}: cannot reach the cluster's GCS: {why}") from None
 
 
-def _notes(named: list[tuple[str, Any]]) -> list[str]:
+def _notes(named: list[tuple[str, Facts]]) -> list[str]:
     """Things worth knowing that gate nothing: two names reaching one machine; nodes whose image is unseen."""
     by_boot: dict[str, list[str]] = {}
     for name, facts in named:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
-from typing import Any
 
 from sparkdoctor.diff import RISKY, compare
 from sparkdoctor.facts import Facts
@@ -43,21 +42,19 @@ def compare_nodes(named: list[tuple[str, Facts]]) -> list[Drift]:
 def _check_fields(named: list[tuple[str, Facts]]) -> list[Drift]:
     ref_name, ref = named[0]
     bare_ref = dataclasses.replace(ref, fleet=None)
-    rows: dict[tuple[str, str], dict[str, Any]] = {}
+    rows: dict[tuple[str, str], Drift] = {}  # values: the reference's, then each node's where it differs
     for name, facts in named[1:]:
         for d in compare(bare_ref, dataclasses.replace(facts, fleet=None)).differences:
             if (d.area, d.key) in rules.OVERRIDDEN:
                 continue
             why = d.why.split("; ", 1)[1] if d.why.startswith("not installed in ") and "; " in d.why else d.why  # A/B words
-            row = rows.setdefault((d.area, d.key), {"ref": d.a, "others": {}, "verdict": d.verdict, "why": why})
-            row["others"][name] = d.b
+            row = rows.setdefault((d.area, d.key), Drift(d.area, d.key, d.verdict, why, {ref_name: d.a}))
+            row.values[name] = d.b
             if d.verdict == RISKY:
-                row["verdict"], row["why"] = RISKY, why
-    drifts = []
-    for (area, key), row in rows.items():
-        values = {ref_name: row["ref"], **{n: row["others"].get(n, row["ref"]) for n, _ in named[1:]}}
-        drifts.append(settle(Drift(area, key, row["verdict"], row["why"], values)))
-    return drifts
+                row.verdict, row.why = RISKY, why
+    for row in rows.values():
+        row.values = {n: row.values.get(n, row.values[ref_name]) for n, _ in named}
+    return [settle(row) for row in rows.values()]
 
 
 def _fleet_fields(named: list[tuple[str, Facts]]) -> list[Drift]:
@@ -66,12 +63,12 @@ def _fleet_fields(named: list[tuple[str, Facts]]) -> list[Drift]:
         values = {name: rule.read(facts.fleet or {}, facts) for name, facts in named}
         if len(set(values.values())) > 1:
             drifts.append(settle(Drift(rule.area, rule.key, rule.verdict, rule.why, values)))
-    for rule in rules.FLEET_RULES_PER_KEY:
-        keyed = {name: rule.read(facts.fleet or {}, facts) for name, facts in named}
+    for per_key in rules.FLEET_RULES_PER_KEY:
+        keyed = {name: per_key.read(facts.fleet or {}, facts) for name, facts in named}
         for key in sorted({k for per in keyed.values() for k in per}):
             values = {name: per.get(key) for name, per in keyed.items()}
             if len(set(values.values())) > 1:
-                drifts.append(settle(Drift(rule.area, f"{rule.key} {key}", rule.verdict, rule.why, values)))
+                drifts.append(settle(Drift(per_key.area, f"{per_key.key} {key}", per_key.verdict, per_key.why, values)))
     low = rules.memory_headroom(named)
     if low is not None:
         drifts.append(low)

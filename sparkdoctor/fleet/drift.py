@@ -6,7 +6,6 @@ Below both fleet/compare.py (which finds them) and fleet/rules.py (whose node-wi
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 
 @dataclass
@@ -24,6 +23,6 @@ class Drift:
     def label(self) -> str:
         return f"{self.area}: {self.key}"
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"area": self.area, "key": self.key, "verdict": self.verdict, "why": self.why, "values": self.values,
                 "majority": self.majority if self.has_majority else None, "odd": self.odd}

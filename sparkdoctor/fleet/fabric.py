@@ -14,7 +14,9 @@ each rule comes from.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TypedDict
+
+from sparkdoctor.facts import Facts
 
 HCA_TWIN = "hca-twin"
 GID_INDEX = "gid-index"
@@ -53,6 +55,45 @@ class FabricFinding:
         return asdict(self)
 
 
+# The fabric facts as clean() leaves them: the keys the rules read, every list and table of the right kind; the
+# values a node sent in them are unchecked (object).
+class Gid(TypedDict, total=False):
+    index: object
+    gid: object
+    type: object
+    ndev: object
+    ipv4: object
+
+
+class Port(TypedDict, total=False):
+    port: object
+    state: object
+    rate: object
+    rate_gbps: object
+    link_layer: object
+    netdev: object
+    gids: list[Gid]
+
+
+class Device(TypedDict, total=False):
+    device: object
+    pci: dict[str, object]
+    ports: list[Port]
+
+
+class Netdev(TypedDict, total=False):
+    state: object
+    mtu: object
+    addrs: list[str]
+    subnets: list[str]
+
+
+class Fabric(TypedDict, total=False):
+    rdma: list[Device]
+    netdevs: dict[str, Netdev]
+    nccl: dict[str, dict[str, object]]
+
+
 @dataclass(frozen=True)
 class End:
     node: str
@@ -70,26 +111,32 @@ class Link:
         return " <-> ".join(f"{e.node}:{e.netdev}" for e in self.ends) + f" ({self.subnet})"
 
 
+class TopologyDict(TypedDict):
+    kind: str
+    links: list[str]
+    switched_subnets: list[str]
+
+
 @dataclass
 class Topology:
     kind: str  # single | pair | triangle | ring | switch | partial | none
     links: list[Link]
     switches: list[str]  # subnets with more than two nodes
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> TopologyDict:
         return {"kind": self.kind, "links": [lk.label for lk in self.links], "switched_subnets": self.switches}
 
 
-def clean(raw: Any) -> dict[str, object] | None:
+def clean(raw: object) -> dict[str, object] | None:
     """A node's fabric answer with every part of the wrong shape dropped (a node's JSON is input: the rules
     below read dicts of dicts and lists of dicts only), or None when it is not a fabric answer at all."""
     if not isinstance(raw, dict):
         return None
 
-    def dicts(value: Any) -> list[dict[str, object]]:
+    def dicts(value: object) -> list[dict[str, object]]:
         return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
 
-    def table(value: Any) -> dict[str, dict[str, Any]]:
+    def table(value: object) -> dict[str, dict[str, object]]:
         return {str(k): v for k, v in value.items() if isinstance(v, dict)} if isinstance(value, dict) else {}
 
     rdma = []
@@ -98,13 +145,19 @@ def clean(raw: Any) -> dict[str, object] | None:
         rdma.append({**dev, "pci": dev.get("pci") if isinstance(dev.get("pci"), dict) else {}, "ports": ports})
     netdevs = {}
     for name, info in table(raw.get("netdevs")).items():
-        texts = {k: [str(x) for x in info.get(k) or [] if isinstance(x, str)] if isinstance(info.get(k), list) else []
+        texts = {k: [str(x) for x in items if isinstance(x, str)] if isinstance(items := info.get(k), list) else []
                  for k in ("addrs", "subnets")}
         netdevs[name] = {**info, **texts}
     return {**raw, "rdma": rdma, "netdevs": netdevs, "nccl": table(raw.get("nccl"))}
 
 
-def _netdev_devices(fab: dict[str, Any]) -> dict[str, list[str]]:
+def of(named: list[tuple[str, Facts]]) -> dict[str, Fabric]:
+    """{node: fabric facts} of the nodes whose probe sent them (node.apply_node put them through clean())."""
+    fleets = {name: facts.fleet or {} for name, facts in named}
+    return {name: fleet["fabric"] for name, fleet in fleets.items() if isinstance(fleet.get("fabric"), dict)}
+
+
+def _netdev_devices(fab: Fabric) -> dict[str, list[str]]:
     found: dict[str, list[str]] = {}
     for dev in fab.get("rdma") or []:
         for port in dev.get("ports") or []:
@@ -113,7 +166,7 @@ def _netdev_devices(fab: dict[str, Any]) -> dict[str, list[str]]:
     return found
 
 
-def topology(fabrics: dict[str, dict[str, Any]]) -> Topology:
+def topology(fabrics: dict[str, Fabric]) -> Topology:
     """Links and the shape of the fabric from the subnets of every node's up, addressed RDMA netdevs."""
     by_subnet: dict[str, list[End]] = {}
     for node, fab in fabrics.items():
@@ -164,7 +217,7 @@ def _shape(nodes: set[str], links: list[Link], switches: list[str]) -> str:
     return "triangle" if len(nodes) == 3 else "ring"
 
 
-def _setting(fab: dict[str, Any], key: str) -> tuple[str | None, str]:
+def _setting(fab: Fabric, key: str) -> tuple[str | None, str]:
     """(value, "KEY=value (source)") of an NCCL setting in force on a node."""
     entry = (fab.get("nccl") or {}).get(key)
     if not isinstance(entry, dict):
@@ -172,7 +225,7 @@ def _setting(fab: dict[str, Any], key: str) -> tuple[str | None, str]:
     return str(entry.get("value")), f"{key}={entry.get('value')} ({entry.get('source')})"
 
 
-def hca_named(spec: str, device: str, port: int | None) -> bool:
+def hca_named(spec: str, device: str, port: object) -> bool:
     """Whether NCCL_IB_HCA selects device:port (NCCL's syntax: comma list, `^` excludes, `=` exact names,
     otherwise each entry a prefix of the device name; an optional :port)."""
     exclude, exact = spec.startswith("^"), False
@@ -187,16 +240,16 @@ def hca_named(spec: str, device: str, port: int | None) -> bool:
     return not hit if exclude else hit
 
 
-def _up_roce(fab: dict[str, Any]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+def _up_roce(fab: Fabric) -> list[tuple[Device, Port]]:
     return [(dev, port) for dev in fab.get("rdma") or [] for port in dev.get("ports") or []
             if str(port.get("state")).upper() == "ACTIVE" and str(port.get("link_layer")).lower() == "ethernet"]
 
 
-def _name(dev: dict[str, Any], port: dict[str, Any]) -> str:
+def _name(dev: Device, port: Port) -> str:
     return f"{dev.get('device')} port {port.get('port')} ({port.get('netdev') or 'no netdev'})"
 
 
-def check_hca(node: str, fab: dict[str, Any]) -> list[FabricFinding]:
+def check_hca(node: str, fab: Fabric) -> list[FabricFinding]:
     value, setting = _setting(fab, "NCCL_IB_HCA")
     if value is None:
         return []  # NCCL uses every device
@@ -210,7 +263,7 @@ def check_hca(node: str, fab: dict[str, Any]) -> list[FabricFinding]:
             for d, p in missing]
 
 
-def check_gid(node: str, fab: dict[str, Any]) -> list[FabricFinding]:
+def check_gid(node: str, fab: Fabric) -> list[FabricFinding]:
     value, setting = _setting(fab, "NCCL_IB_GID_INDEX")
     if value is None or not value.strip().lstrip("-").isdigit():
         return []
@@ -234,7 +287,7 @@ def check_gid(node: str, fab: dict[str, Any]) -> list[FabricFinding]:
     return found
 
 
-def check_ring(node: str, fab: dict[str, Any], topo: Topology) -> list[FabricFinding]:
+def check_ring(node: str, fab: Fabric, topo: Topology) -> list[FabricFinding]:
     if topo.kind not in ("ring", "triangle"):
         return []
     mine = [lk.label for lk in topo.links if any(e.node == node for e in lk.ends)]
@@ -251,11 +304,11 @@ def check_ring(node: str, fab: dict[str, Any], topo: Topology) -> list[FabricFin
     return found
 
 
-def _port_of(fab: dict[str, Any], netdev: str) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+def _port_of(fab: Fabric, netdev: str) -> list[tuple[Device, Port]]:
     return [(d, p) for d in fab.get("rdma") or [] for p in d.get("ports") or [] if p.get("netdev") == netdev]
 
 
-def check_link(link: Link, fabrics: dict[str, dict[str, Any]]) -> list[FabricFinding]:
+def check_link(link: Link, fabrics: dict[str, Fabric]) -> list[FabricFinding]:
     found = []
     mtus = {e: (fabrics[e.node].get("netdevs") or {}).get(e.netdev, {}).get("mtu") for e in link.ends}
     top = max((m for m in mtus.values() if isinstance(m, int)), default=None)
@@ -274,22 +327,22 @@ def check_link(link: Link, fabrics: dict[str, dict[str, Any]]) -> list[FabricFin
     return found
 
 
-def _num(value: Any) -> float:
+def _num(value: object) -> float:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0.0
 
 
-def _gts(text: Any) -> float:
+def _gts(text: object) -> float:
     try:
         return float(str(text).split()[0])
     except (IndexError, ValueError):
         return 0.0
 
 
-def check_pcie(fabrics: dict[str, dict[str, Any]], topo: Topology) -> list[FabricFinding]:
+def check_pcie(fabrics: dict[str, Fabric], topo: Topology) -> list[FabricFinding]:
     """A linked RDMA device whose PCIe link runs narrower or slower than the same device on the other nodes
     (sysfs max_link_* is what the chip could do, not what a Spark's slot gives it: x4 is normal there)."""
     links = {(e.node, d): lk.label for lk in topo.links for e in lk.ends for d in e.devices}
-    seen: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+    seen: dict[str, list[tuple[str, dict[str, object]]]] = {}
     for node, fab in fabrics.items():
         for dev in fab.get("rdma") or []:
             seen.setdefault(str(dev.get("device")), []).append((node, dev.get("pci") or {}))
@@ -308,7 +361,7 @@ def check_pcie(fabrics: dict[str, dict[str, Any]], topo: Topology) -> list[Fabri
     return found
 
 
-def judge(fabrics: dict[str, dict[str, Any]]) -> tuple[Topology, list[FabricFinding]]:
+def judge(fabrics: dict[str, Fabric]) -> tuple[Topology, list[FabricFinding]]:
     """The topology and every fabric finding of the nodes that answered with fabric facts."""
     topo = topology(fabrics)
     if len(fabrics) < 2:

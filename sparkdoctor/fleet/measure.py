@@ -18,10 +18,12 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
-from typing import Any
 
+from sparkdoctor import proc
+from sparkdoctor.facts import Facts
 from sparkdoctor.fleet import fabric
 from sparkdoctor.fleet.toolparse import parse_all_reduce_perf, parse_ib_write_bw
+from sparkdoctor.fleet.transport import Node, Transport
 
 FAIR_SHARE = 0.25  # 13 Gb/s on a 200 Gb/s rail (PR #108) and 3 GB/s busbw (#102) are far below it
 IB_SECONDS = 3
@@ -55,11 +57,11 @@ class Measurement:
                                      f"{self.gbps:.1f} Gb/s measured, rated {self.rated_gbps:g} Gb/s "
                                      f"(under {FAIR_SHARE:.0%}): {self.detail}")]
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {**asdict(self), "slow": self.slow()}
 
 
-def _absent(result: Any) -> bool:
+def _absent(result: proc.ProcResult) -> bool:
     text = f"{result.start_error or ''} {result.stderr or ''}"
     return result.returncode == 127 or "No such file" in text or "not found" in text
 
@@ -86,24 +88,25 @@ def from_all_reduce(text: str, node: str, link: str, rated: float | None, settin
     return Measurement(tool, node, link, "measured", round(peak * 8, 2), rated, setting, detail)
 
 
-def _rail(fab: dict[str, Any], netdev: str) -> tuple[str, int, int, float] | None:
+def _rail(fab: fabric.Fabric, netdev: str) -> tuple[str, int, int, float] | None:
     """(device, port, RoCE v2 IPv4 GID index, rate) of the addressed RDMA device on a netdev."""
     for dev in fab.get("rdma") or []:
         for port in dev.get("ports") or []:
             gid = next((g for g in port.get("gids") or [] if g.get("ndev") == netdev and "v2" in str(g.get("type")).lower()
                         and g.get("ipv4")), None)
-            if gid is not None:
-                return str(dev.get("device")), int(port.get("port") or 1), int(gid["index"]), float(port.get("rate_gbps") or 0)
+            number, index, rate = port.get("port") or 1, gid.get("index") if gid else None, port.get("rate_gbps") or 0
+            if isinstance(number, int) and isinstance(index, int) and isinstance(rate, (int, float)):
+                return str(dev.get("device")), number, index, float(rate)
     return None
 
 
-def _address(fab: dict[str, Any], netdev: str, subnet: str) -> str | None:
+def _address(fab: fabric.Fabric, netdev: str, subnet: str) -> str | None:
     prefix = subnet.split("/")[-1]
     addrs = ((fab.get("netdevs") or {}).get(netdev) or {}).get("addrs") or []
     return next((a.split("/")[0] for a in addrs if a.endswith("/" + prefix)), None)
 
 
-def ib_write_bw(transport: Any, nodes: dict[str, Any], fabrics: dict[str, dict[str, Any]], link: fabric.Link,
+def ib_write_bw(transport: Transport, nodes: dict[str, Node], fabrics: dict[str, fabric.Fabric], link: fabric.Link,
                 port: int) -> Measurement:
     """One rail: ib_write_bw's server on the link's first end, its client on the second."""
     server, client = link.ends[0], link.ends[1]
@@ -132,7 +135,7 @@ def ib_write_bw(transport: Any, nodes: dict[str, Any], fabrics: dict[str, dict[s
     return from_ib_write_bw(done.stdout, client.node, link.label, rated, setting)
 
 
-def all_reduce(transport: Any, nodes: list[Any], fabrics: dict[str, dict[str, Any]], topo: fabric.Topology) -> Measurement:
+def all_reduce(transport: Transport, nodes: list[Node], fabrics: dict[str, fabric.Fabric], topo: fabric.Topology) -> Measurement:
     """nccl-tests all_reduce_perf over every node, one GPU each, started by mpirun on the first node."""
     hosts = []
     for node in nodes:
@@ -148,13 +151,13 @@ def all_reduce(transport: Any, nodes: list[Any], fabrics: dict[str, dict[str, An
                           "mpirun or nccl-tests' all_reduce_perf")
 
 
-def all_reduce_in_node(transport: Any, node: Any, gpus: int) -> Measurement:
+def all_reduce_in_node(transport: Transport, node: Node, gpus: int) -> Measurement:
     """nccl-tests all_reduce_perf over the GPUs of one node, one process driving all of them (-g N, no MPI)."""
     argv = ["all_reduce_perf", "-b", str(ALLREDUCE_MIN_BYTES), "-e", str(ALLREDUCE_MAX_BYTES), "-f", "2", "-g", str(gpus)]
     return _all_reduce_on(transport, node, argv, f"{gpus} GPUs of {node.name}", None, "nccl-tests' all_reduce_perf")
 
 
-def _all_reduce_on(transport: Any, node: Any, argv: list[str], link: str, rated: float | None, tools: str) -> Measurement:
+def _all_reduce_on(transport: Transport, node: Node, argv: list[str], link: str, rated: float | None, tools: str) -> Measurement:
     done = transport.command(node, argv, ALLREDUCE_TIMEOUT)
     setting = " ".join(argv)
     if _absent(done):
@@ -166,13 +169,12 @@ def _all_reduce_on(transport: Any, node: Any, argv: list[str], link: str, rated:
     return from_all_reduce(done.stdout, node.name, link, rated, setting)
 
 
-def measure_links(transport: object, nodes: list[Any], named: list[tuple[str, Any]],
+def measure_links(transport: Transport, nodes: list[Node], named: list[tuple[str, Facts]],
                   progress: Callable[[str], None] | None = None) -> list[Measurement]:
     """Every link's rail, one after another (two tests on one wire would halve each other), then one
     all-reduce over all nodes, then one over the GPUs of each node that has several. Never raises: what could
     not be measured is a Measurement that says why."""
-    fabrics: dict[str, dict[str, Any]] = {name: facts.fleet["fabric"] for name, facts in named
-                                          if isinstance((facts.fleet or {}).get("fabric"), dict)}
+    fabrics = fabric.of(named)
     by_name = {n.name: n for n in nodes if n.name in fabrics}
     topo = fabric.topology(fabrics)
     say = progress or (lambda _: None)

@@ -16,10 +16,10 @@ import os
 import platform
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
-from sparkdoctor import __version__
+from sparkdoctor import __version__, proc
 from sparkdoctor.arch import assumed
 from sparkdoctor.collect import (
     Collector,
@@ -43,7 +43,7 @@ from sparkdoctor.facts_shapes import (
 )
 from sparkdoctor.fleet.fabric import clean as clean_fabric
 from sparkdoctor.fleet.target import DEFAULT_PYTHON, RemoteTarget
-from sparkdoctor.fleet.transport import Node
+from sparkdoctor.fleet.transport import Node, Transport
 from sparkdoctor.targets.container_inspect import image_facts, inspect_container
 from sparkdoctor.targets.local import TargetError, parse_json_probe, probe_entry
 from sparkdoctor.targets.probe import probe_args
@@ -62,7 +62,7 @@ MAX_ROWS = 4096  # processes or containers read from a node's holders
 
 # The node probe's answer as apply_node reads it (probes/fleet_node/): a node is user input, so its answer is
 # checked like a --facts snapshot, here before it is read and as Facts after (facts_shapes.py).
-NODE_ANSWER: dict[str, Any] = {
+NODE_ANSWER: dict[str, object] = {
     "host": dict, "memory": dict, "cma": dict, "driver": dict, "cuda_toolkit": dict, "nccl": dict,
     "roce_v2_gid_index": dict, "node": dict, "gpus": ListOf(dict), "nccl_conf": ListOf(dict), "links": ListOf(dict),
     "env": MapOf(TEXT), "errors": ListOf(TEXT), "python": TEXT, "time": Finite(), "host_texts": dict, "kernel_log": dict,
@@ -71,19 +71,27 @@ NODE_ANSWER: dict[str, Any] = {
 
 
 @dataclass
+class _Answer:
+    """What the node probe's collector saw, for collect_node to judge after the collectors ran."""
+
+    raw: object = None
+    problem: str | None = None
+    received: float | None = None  # our clock when the answer arrived
+
+
+@dataclass
 class NodeOutcome:
     node: Node
     facts: Facts | None  # None: the node could not be probed (problem says why)
     problem: str | None = None
     seconds: float = 0.0
-    raw: dict[str, Any] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
         return self.facts is not None
 
 
-def collect_node(transport: object, node: Node, timeout: float, arch: str | None = None) -> NodeOutcome:
+def collect_node(transport: Transport, node: Node, timeout: float, arch: str | None = None) -> NodeOutcome:
     """Probe one node within `timeout` seconds; never raises."""
 
     started = time.monotonic()
@@ -94,15 +102,15 @@ def collect_node(transport: object, node: Node, timeout: float, arch: str | None
     facts.arch = {"value": arch, "source": "given"} if arch else assumed("GPU detection did not finish")
     ctx = Context(target=target, facts=facts, arch_override=arch, cache_dir=None, use_cache=False, kernels=False,
                   timeout=timeout, deadline=deadline)
-    box: dict[str, Any] = {}
+    answer = _Answer()
 
     def node_probe(ctx: Context) -> dict[str, object]:
         result = ctx.target.run_script(probe_entry(NODE_PROBE), [], max(0.5, deadline - time.monotonic()))
-        box["received"] = time.time()
+        answer.received = time.time()
         try:
-            box["raw"] = parse_json_probe(ctx.target, probe_entry(NODE_PROBE), result)
+            answer.raw = parse_json_probe(ctx.target, probe_entry(NODE_PROBE), result)
         except TargetError as exc:
-            box["problem"] = str(exc)
+            answer.problem = str(exc)
             raise CollectorError(str(exc)) from None
         return {}
 
@@ -114,25 +122,26 @@ def collect_node(transport: object, node: Node, timeout: float, arch: str | None
             if node.container else []
         run_collectors(ctx, [*remote, Collector("node", node_probe, timeout=timeout), *extra])
     except Exception as exc:  # a surprise must cost this node, never the fleet
-        box.setdefault("problem", f"{type(exc).__name__}: {exc}")
+        if answer.problem is None:
+            answer.problem = f"{type(exc).__name__}: {exc}"
     seconds = time.monotonic() - started
-    raw = box.get("raw")
+    raw = answer.raw
     if not isinstance(raw, dict) or raw.get("probe") != NODE_PROBE:
-        problem = box.get("problem") or next((e["error"] for e in facts.errors if e.get("collector") == "node"),
+        problem = answer.problem or next((e["error"] for e in facts.errors if e.get("collector") == "node"),
                                              "the node probe did not answer")
         if isinstance(raw, dict):
             problem = "answered something that is not the node probe's report"
         return NodeOutcome(node, None, _short(problem), seconds)
     try:
         check_answer(raw)
-        apply_node(facts, raw, box.get("received", time.time()), arch)
+        apply_node(facts, raw, answer.received or time.time(), arch)
         for name, value in facts.to_dict().items():  # what the node's probes put in: the shapes of a snapshot
             check_field(name, value)
     except ShapeError as exc:
         return NodeOutcome(node, None, _short(f"answered a report of the wrong shape: {exc}"), seconds)
     if target.batch is not None and target.batch.clock is not None and facts.fleet is not None:  # the batch's own clock
         facts.fleet["clock_skew_s"] = round(target.batch.clock[0] - target.batch.clock[1], 2)
-    return NodeOutcome(node, facts, None, seconds, raw)
+    return NodeOutcome(node, facts, None, seconds)
 
 
 def check_answer(raw: Mapping[str, object]) -> None:
@@ -142,14 +151,14 @@ def check_answer(raw: Mapping[str, object]) -> None:
             check_value(raw[key], shape, key)
 
 
-def _container(transport: Any, node: Node, deadline: float) -> dict[str, Any]:
+def _container(transport: Transport, node: Node, deadline: float) -> dict[str, object]:
     """The image of the container a node serves from, read with the node's own container CLI (over ssh, or as
     a Ray task pinned to the node), in the shape `check --container` records: its content fingerprint (over
     the config digest, the layer digests and the platform) is what nodes must share."""
 
     cli = [node.runtime]
 
-    def on_node(argv: list[str], limit: float) -> Any:  # the node's limit: a Ray worker or an ssh login takes a while
+    def on_node(argv: list[str], limit: float) -> proc.ProcResult:  # the node's limit: a Ray worker or an ssh login takes a while
         return transport.command(node, argv, max(limit, deadline - time.monotonic()))
 
     try:
@@ -157,13 +166,14 @@ def _container(transport: Any, node: Node, deadline: float) -> dict[str, Any]:
     except TargetError as exc:
         raise CollectorError(str(exc)) from None
     config = record.get("Config") or {}
-    info: dict[str, Any] = {
+    image_id = str(record.get("Image") or "")
+    info: dict[str, object] = {
         "name": str(record.get("Name") or node.container).lstrip("/"), "id": str(record.get("Id") or "")[:12],
         "engine": os.path.basename(node.runtime), "image": str(config.get("Image") or record.get("ImageName") or ""),
-        "image_id": str(record.get("Image") or ""), "runtime": (record.get("HostConfig") or {}).get("Runtime"),
+        "image_id": image_id, "runtime": (record.get("HostConfig") or {}).get("Runtime"),
     }
     try:
-        info.update(image_facts(cli, info["image_id"], run=on_node))
+        info.update(image_facts(cli, image_id, run=on_node))
     except (TargetError, ValueError, IndexError, AttributeError, TypeError) as exc:
         info["image_error"] = str(exc)[:300]
     return {"container": info}
@@ -180,13 +190,13 @@ def _short(problem: str) -> str:
     return text[:300]
 
 
-def apply_node(facts: Facts, raw: dict[str, Any], received: float, arch: str | None) -> None:
+def apply_node(facts: Facts, raw: dict[str, object], received: float, arch: str | None) -> None:
     """Fill Facts from the node probe's answer, in the shapes facts.py documents."""
     facts.host = _dict(raw.get("host"))
     driver = _dict(raw.get("driver"))
     facts.driver = {k: driver.get(k) for k in ("version", "cuda", "libcuda", "source") if k in driver}
-    smi = raw.get("gpus") if isinstance(raw.get("gpus"), list) else None
-    if smi is not None:
+    smi = raw.get("gpus")
+    if isinstance(smi, list):
         facts.gpus = [{"index": g.get("index"), "name": g.get("name"), "cc": g.get("cc"), "arch": arch_of(str(g.get("cc") or "")),
                        "unified": None} for g in smi if isinstance(g, dict)]
         detected = next((g["arch"] for g in facts.gpus if g.get("arch")), None)
@@ -196,14 +206,14 @@ def apply_node(facts: Facts, raw: dict[str, Any], received: float, arch: str | N
             facts.arch = assumed("no GPU detected on the node")
     elif not arch:
         facts.arch = assumed("no nvidia-smi on the node")
-    links = [link for link in raw.get("links") or [] if isinstance(link, dict)]
+    links = [link for link in _list(raw.get("links")) if isinstance(link, dict)]
     facts.host_health = {
         "live": True,
         "root": "/",
         "memory": _dict(raw.get("memory")),
         "links": [{k: v for k, v in link.items() if k != "gids"} for link in links],
-        "gpus": [_gpu_health(g) for g in smi or [] if isinstance(g, dict)],
-        "errors": [str(e) for e in raw.get("errors") or []],
+        "gpus": [_gpu_health(g) for g in _list(smi) if isinstance(g, dict)],
+        "errors": [str(e) for e in _list(raw.get("errors"))],
     }
     _host_memory(facts.host_health, raw)
     env = _dict(raw.get("env"))
@@ -220,7 +230,7 @@ def apply_node(facts: Facts, raw: dict[str, Any], received: float, arch: str | N
         "driver_flavour": driver.get("flavour"),
         "cuda_toolkit": _dict(raw.get("cuda_toolkit")).get("version"),
         "nccl": _dict(raw.get("nccl")),
-        "nccl_conf": [c for c in raw.get("nccl_conf") or [] if isinstance(c, dict)],
+        "nccl_conf": [c for c in _list(raw.get("nccl_conf")) if isinstance(c, dict)],
         "cma": raw.get("cma") if isinstance(raw.get("cma"), dict) else None,
         "roce_v2_gid_index": _dict(raw.get("roce_v2_gid_index")),
         "fabric": clean_fabric(raw.get("fabric")),
@@ -230,7 +240,7 @@ def apply_node(facts: Facts, raw: dict[str, Any], received: float, arch: str | N
     }
 
 
-def _host_memory(health: dict[str, Any], raw: dict[str, Any]) -> None:
+def _host_memory(health: dict[str, Any], raw: dict[str, object]) -> None:
     """The node's memory, PSI and kernel-log readings, parsed as `check` parses this machine's (collect/host_health.py,
     collect/kernel_log.py) from the texts and memory lines its probe sent (probes/fleet_node/fleetnode_hostmem.py);
     a node whose probe predates them keeps its meminfo figures and leaves the rest unknown."""
@@ -253,7 +263,7 @@ def _host_memory(health: dict[str, Any], raw: dict[str, Any]) -> None:
                                 "entries are unknown there")
 
 
-def _memory_holders(raw: dict[str, Any]) -> dict[str, Any] | None:
+def _memory_holders(raw: dict[str, object]) -> dict[str, object] | None:
     """Who holds the node's memory (the probe's holders, bounded) and MemFree, for `fleet check --recipe`
     (memory/pernode.py builds the node's memory.have.Have from it); None from a probe that predates them."""
     held = raw.get("memory_holders")
@@ -276,3 +286,7 @@ def _gpu_health(g: Mapping[str, object]) -> dict[str, object]:
 
 def _dict(value: object) -> dict[str, object]:
     return value if isinstance(value, dict) else {}
+
+
+def _list(value: object) -> list[object]:
+    return value if isinstance(value, list) else []

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Generic, TypeVar
 
 from sparkdoctor.diff import BENIGN, RISKY
 from sparkdoctor.facts import Facts
@@ -17,31 +17,35 @@ MEMORY_SPREAD_GIB = 8.0  # less free memory than the roomiest node by more than 
 CLOCK_STEP_S = 2.0
 
 
+T = TypeVar("T")
+
+
 @dataclass(frozen=True)
-class Rule:
+class Rule(Generic[T]):
     area: str
     key: str
     verdict: str
     why: str
-    read: Callable[[dict[str, Any], Facts], Any]
+    read: Callable[[Mapping[str, object], Facts], T]  # a node's value: str | None, or {key: value} (FLEET_RULES_PER_KEY)
 
 
-def _nccl_loaded(fleet: dict[str, Any], _: Facts) -> str | None:
-    loaded = (fleet.get("nccl") or {}).get("loaded")
+def _nccl_loaded(fleet: Mapping[str, object], _: Facts) -> str | None:
+    nccl = fleet.get("nccl")
+    loaded = nccl.get("loaded") if isinstance(nccl, dict) else None
     if not isinstance(loaded, dict):
         return "none found"
     ident = loaded.get("build_id") or loaded.get("sha256") or "unidentified"
     return f"{loaded.get('version') or '?'} build {str(ident)[:16]} ({loaded.get('source')})"
 
 
-def _nccl_split(fleet: dict[str, Any], _: Facts) -> str | None:
-    nccl = fleet.get("nccl") or {}
-    return "yes" if nccl.get("pip_system_same_version_other_build") else "no"
+def _nccl_split(fleet: Mapping[str, object], _: Facts) -> str | None:
+    nccl = fleet.get("nccl")
+    return "yes" if isinstance(nccl, dict) and nccl.get("pip_system_same_version_other_build") else "no"
 
 
-def _nccl_conf(fleet: dict[str, Any], _: Facts) -> str:
-    confs = fleet.get("nccl_conf") or []
-    if not confs:
+def _nccl_conf(fleet: Mapping[str, object], _: Facts) -> str:
+    confs = fleet.get("nccl_conf")
+    if not isinstance(confs, list) or not confs:
         return "none"
     return "; ".join(f"{c.get('path')}: " + (", ".join(f"{k}={v}" for k, v in sorted((c.get("settings") or {}).items())) or "empty")
                      for c in confs if isinstance(c, dict))
@@ -55,8 +59,8 @@ def _cma(fleet: Mapping[str, object], _: Facts) -> str | None:
     return "0 kB (no contiguous memory)" if total == 0 else f"{total} kB"
 
 
-def _plain(key: str) -> Callable[[dict[str, Any], Facts], Any]:
-    def read(fleet: Mapping[str, object], _: Facts) -> Any:
+def _plain(key: str) -> Callable[[Mapping[str, object], Facts], str | None]:
+    def read(fleet: Mapping[str, object], _: Facts) -> str | None:
         value = fleet.get(key)
         return None if value is None else str(value)
 
@@ -70,8 +74,9 @@ def _clock(fleet: Mapping[str, object], _: Facts) -> str | None:
     return "in step" if abs(skew) <= CLOCK_STEP_S else f"{skew:+.1f} s off this machine"
 
 
-def _gid_indexes(fleet: dict[str, Any], _: Facts) -> dict[str, str]:
-    return {str(k): str(v) for k, v in (fleet.get("roce_v2_gid_index") or {}).items()}
+def _gid_indexes(fleet: Mapping[str, object], _: Facts) -> dict[str, str]:
+    gids = fleet.get("roce_v2_gid_index")
+    return {str(k): str(v) for k, v in gids.items()} if isinstance(gids, dict) else {}
 
 
 def _max_clocks(_: Mapping[str, object], facts: Facts) -> dict[str, str]:
@@ -87,7 +92,7 @@ def _kernel(_: Mapping[str, object], facts: Facts) -> str | None:
 # diff's rows that a fleet judges itself (with another verdict), left out of the comparison of check's fields
 OVERRIDDEN = frozenset({("host", "kernel")})
 
-FLEET_RULES = (
+FLEET_RULES: tuple[Rule[str | None], ...] = (
     Rule("kernel", "release", RISKY, "RDMA (mlx5, ib_core) and the GPU driver ride on the kernel: NCCL over RoCE "
          "failed on 7.0.0-1019-nvidia nodes and worked on 6.17 (luxingcom/aicad-nccl-optimization#1)", _kernel),
     Rule("nccl", "loaded library", RISKY, "the nodes load different NCCL builds (one version string can be two "
@@ -104,14 +109,14 @@ FLEET_RULES = (
     Rule("node", "wall clock", BENIGN, f"a clock more than {CLOCK_STEP_S:g} s off: logs of the nodes misalign (check NTP)", _clock),
 )
 
-FLEET_RULES_PER_KEY = (
+FLEET_RULES_PER_KEY: tuple[Rule[dict[str, str]], ...] = (
     Rule("links", "RoCE v2 GID index of", RISKY, "the RoCE v2 GID index of a port differs between hosts: one "
          "NCCL_IB_GID_INDEX cannot be right on every node", _gid_indexes),
     Rule("gpu", "max graphics clock of", RISKY, "another clock ceiling: the slowest node paces every collective", _max_clocks),
 )
 
 
-def memory_headroom(named: list[tuple[str, Facts]]) -> Any:
+def memory_headroom(named: list[tuple[str, Facts]]) -> Drift | None:
     """A Drift naming the nodes with MEMORY_SPREAD_GIB less free memory than the roomiest node, or None."""
     free = {}
     for name, facts in named:

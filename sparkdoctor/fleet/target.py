@@ -9,11 +9,11 @@ import json
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import NoReturn
 
 from sparkdoctor import proc
 from sparkdoctor.fleet.bundle import bundle, multi_bundle, probe_of
-from sparkdoctor.fleet.transport import Node
+from sparkdoctor.fleet.transport import Node, Transport
 from sparkdoctor.targets.local import TargetError
 
 DEFAULT_PYTHON = "the node's default python"
@@ -44,7 +44,7 @@ class _Batch:
         self.running, self.jobs, self.deadline = running, jobs, deadline
         self.lock = threading.Lock()
         self.result: proc.ProcResult | None = None
-        self.parts: list[Any] | None = None
+        self.parts: list[dict[str, object]] | None = None
         self.clock: tuple[float, float] | None = None  # (the node's time as it answered, ours when it arrived)
 
     def collect(self) -> None:
@@ -67,11 +67,12 @@ class _Batch:
         item = self.parts[index]
         if item.get("start_error"):
             return dataclasses.replace(whole, returncode=None, stdout="", stderr="", start_error=str(item["start_error"]))
-        return dataclasses.replace(whole, returncode=item.get("returncode"), stdout=str(item.get("stdout") or ""),
+        code = item.get("returncode")
+        return dataclasses.replace(whole, returncode=code if isinstance(code, int) else None, stdout=str(item.get("stdout") or ""),
                                    stderr=str(item.get("stderr") or ""), timed_out=bool(item.get("timed_out")))
 
 
-def _parts(stdout: str, count: int) -> tuple[list[dict[str, Any]] | None, float | None]:
+def _parts(stdout: str, count: int) -> tuple[list[dict[str, object]] | None, float | None]:
     lines = stdout.strip().splitlines()
     try:
         data = json.loads(lines[-1]) if lines else None
@@ -103,13 +104,13 @@ class _BatchPart(proc.Running):
 class RemoteTarget:
     shares_files = True  # the probes read the node's own files (host, kernel): nothing is taken from this machine
 
-    def __init__(self, transport: Any, node: Node, deadline: float):
+    def __init__(self, transport: Transport, node: Node, deadline: float):
         self.transport, self.node, self.deadline = transport, node, deadline
         self.kind = transport.kind
         self.python = node.python or DEFAULT_PYTHON
         self.batch: _Batch | None = None
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> dict[str, object]:
         found: dict[str, object] = {"kind": self.kind, "python": self.node.python or DEFAULT_PYTHON, "chosen_by": "fleet",
                                  "node": self.node.name}
         if self.node.container:
@@ -135,5 +136,5 @@ class RemoteTarget:
     def run_command(self, argv: list[str], timeout: float, input: str | None = None) -> proc.ProcResult:
         return self.transport.command(self.node, argv, timeout)
 
-    def file_transport(self) -> Any:
+    def file_transport(self) -> NoReturn:
         raise TargetError(f"{self.node.name}: fleet nodes are read, never written")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TypedDict
 
 MIB_PER_S_TO_GBPS = 8 * 1.048576 / 1000  # perftest's "MB/sec" is MiB/s
 
@@ -47,20 +47,27 @@ def parse_ib_write_bw(text: str) -> WriteBw:
                    _int(result[0]), qps)
 
 
+class Row(TypedDict):
+    bytes: int
+    busbw_gbs: float | None  # out-of-place
+    algbw_gbs: float | None
+    wrong: int | None
+
+
 @dataclass
 class AllReduce:
-    rows: list[dict[str, Any]] = field(default_factory=list)  # {"bytes", "busbw_gbs" (out-of-place), "wrong"}
+    rows: list[Row] = field(default_factory=list)
     average_busbw_gbs: float | None = None
     ranks: int = 0
 
     @property
     def peak_busbw_gbs(self) -> float | None:
-        values = [r["busbw_gbs"] for r in self.rows if r.get("busbw_gbs") is not None]
+        values = [busbw for r in self.rows if (busbw := r["busbw_gbs"]) is not None]
         return max(values) if values else None
 
     @property
     def wrong(self) -> int:
-        return sum(r["wrong"] for r in self.rows if isinstance(r.get("wrong"), int))
+        return sum(wrong for r in self.rows if (wrong := r["wrong"]) is not None)
 
     @property
     def largest_bytes(self) -> int | None:

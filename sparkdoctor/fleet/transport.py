@@ -18,8 +18,8 @@ import logging
 import os
 import shlex
 import time
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from types import ModuleType
 
 from sparkdoctor import proc
 from sparkdoctor.fleet import on_node
@@ -35,7 +35,6 @@ class Node:
     container: str | None = None  # probe inside this running container on the node
     runtime: str = "docker"
     ray_node_id: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
 
 
 class SshTransport:
@@ -76,7 +75,7 @@ class SshTransport:
 class _RayRunning(proc.Running):
     """A probe running as a Ray task: result() waits for it, and cancels it at the time limit."""
 
-    def __init__(self, argv: list[str], ref: Any, ray: Any):
+    def __init__(self, argv: list[str], ref: object, ray: ModuleType):
         super().__init__(argv, None, time.monotonic())
         self.ref, self.ray = ref, ray
 
@@ -165,3 +164,6 @@ class RayTransport:
     def close(self) -> None:
         if self.owns_connection:
             self.ray.shutdown()
+
+
+Transport = SshTransport | RayTransport

@@ -21,7 +21,6 @@ import math
 import os
 import sys
 from dataclasses import asdict, dataclass, field
-from typing import Any
 
 from sparkdoctor import proc
 
@@ -77,7 +76,7 @@ class Settings:
             raise SettingsError("sparkdoctor.timeout: expected a number of seconds above 0")
         return cls(fail_on, os.path.expanduser(python) if python else None, allow, float(timeout))
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """The item as written back by the host tool: the keys that differ from the defaults."""
         return {k: v for k, v in asdict(self).items() if v != getattr(Settings, k)}
 
@@ -96,7 +95,7 @@ class Verdict:
 
     reasons: list[str] = field(default_factory=list)
     """One line each: a finding at or above fail_on, a failing mod, or why a gate could not judge."""
-    ran: list[dict[str, Any]] = field(default_factory=list)
+    ran: list[dict[str, object]] = field(default_factory=list)
     """Each gate: its name, exit code (None: it did not finish) and seconds."""
     allowed: bool = False
     """The reasons are printed, not enforced (`allow`, or SPARKDOCTOR_SPARKRUN_ALLOW)."""
@@ -156,7 +155,7 @@ def reasons_of(gate: Gate, done: proc.ProcResult, fail_on: str) -> list[str]:
             if isinstance(f, dict) and (RANK.get(str(f.get("severity")), -1) >= RANK[fail_on] or f.get("id") in WONT_START)]
 
 
-def _remedy(finding: dict[str, Any]) -> str:
+def _remedy(finding: dict[str, object]) -> str:
     """A memory verdict's remedy (the settings that fit, what holds the rest) beside its title."""
     return f"; {finding.get('remedy')}" if finding.get("id") in WONT_START and finding.get("remedy") else ""
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import sys
 import tempfile
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +52,7 @@ def validate_item(value: object, recipe: Recipe) -> list[str]:
     return []
 
 
-def export_item(value: object, recipe: Recipe) -> Any:
+def export_item(value: object, recipe: Recipe) -> object:
     return value or True
 
 
@@ -67,7 +68,7 @@ def register(v: object) -> None:
                          owner="sparkdoctor", preparation_steps=preparation_steps)
 
 
-def preparation_steps(context: object) -> tuple[Any, ...]:
+def preparation_steps(context: object) -> tuple[object, ...]:
     from sparkrun.core.execution import (
         PreparationStep,  # the optional extra [sparkrun], present when it calls us
     )
@@ -75,7 +76,7 @@ def preparation_steps(context: object) -> tuple[Any, ...]:
     return (PreparationStep(STEP, preflight),)
 
 
-def preflight(context: Any, _receipts: Any) -> dict[str, object]:
+def preflight(context: Any, _receipts: object) -> dict[str, object]:
     """The preparation step: judge the recipe sparkrun is about to launch; raise LaunchRefused to stop it."""
 
     recipe = context.plan.recipe
@@ -102,7 +103,7 @@ def preflight(context: Any, _receipts: Any) -> dict[str, object]:
     return {"reasons": verdict.reasons, "gates": verdict.ran, "allowed": verdict.allowed}
 
 
-def memory_model(recipe: Any, hosts: Any) -> tuple[str | None, str | None]:
+def memory_model(recipe: object, hosts: Iterable[object] | None) -> tuple[str | None, str | None]:
     """(the checkpoint folder the memory verdict sizes, None), or (None, why it is not judged): the memory free now is
     this machine's, so the launch must run here (every host of sparkrun's plan local: sparkrun.utils.net
     is_local_host), and the model must be on disk (a folder, or an org/name already in the Hugging Face cache:
@@ -126,7 +127,7 @@ def _local(host: str) -> bool:
     return bool(is_local_host(host))
 
 
-def export_recipe(recipe: Any, overrides: Any, folder: Path) -> Path:
+def export_recipe(recipe: Any, overrides: Mapping[str, object] | None, folder: Path) -> Path:
     """The recipe as sparkrun resolved it (its matched `overrides:` layers and the run's serve overrides baked in:
     Recipe.to_dict(effective=True)), written as sparkrun recipe YAML for `recipe check`."""
 

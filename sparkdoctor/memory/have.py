@@ -97,7 +97,7 @@ class Have:
         """The total --gpu-memory-utilization is a share of: MemTotal on unified memory, else the GPU's."""
         return self.total_bytes if self.unified else self.gpu_total_bytes
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         doc = asdict(self)
         doc["usable_bytes"] = self.usable_bytes
         doc["pool_bytes"] = self.pool_bytes

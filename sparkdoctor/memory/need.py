@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from sparkdoctor.audit import bytemodel
-from sparkdoctor.audit.checkpoint import load_checkpoint
+from sparkdoctor.audit.checkpoint import Checkpoint, load_checkpoint
 from sparkdoctor.audit.errors import AuditError
 from sparkdoctor.audit.fromrecipe import recipe_settings
 from sparkdoctor.audit.modelconfig import DTYPE_BYTES, ModelShape, read_shape
@@ -109,7 +110,7 @@ class Need:
         kv = self.fixed_kv_bytes if self.fixed_kv_bytes is not None else self.kv_per_seq(length) + self.block_bytes
         return self.fixed_bytes(seqs) + kv
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         doc = asdict(self)
         doc["settings"] = {k: asdict(v) for k, v in self.settings.items()}
         doc["least_bytes"] = self.least()
@@ -163,7 +164,7 @@ def launch_need(recipe: Recipe, model_folder: str | Path, total_bytes: int, gpu_
                 int(bytemodel.state_bytes_per_token(shape)), block_size=int(block.value))
     if not shape.sliding_window and sliding:
         need.kv_bytes_per_token += per_position * sliding
-    need.parts.append(_weights(checkpoint, shape, dtype, bool(spec.get("mtp"))))
+    need.parts.append(_weights(checkpoint, shape, dtype, spec.mtp))
     fixed = _int_flag(recipe, argv, "--kv-cache-memory-bytes", None, "")
     length, seqs = need.setting("max_model_len"), need.setting("max_num_seqs")
     if fixed.value is not None:
@@ -176,11 +177,11 @@ def launch_need(recipe: Recipe, model_folder: str | Path, total_bytes: int, gpu_
                                f"x {kv_bytes:g} bytes) in blocks of {need.block_size}, and the one block vLLM keeps back; vLLM starts "
                                "when one sequence fits and gives the pool the rest of the share"))
     _reserve(need, shape, checkpoint.config, act_bytes, eager, seqs)
-    if spec.get("folder"):
-        drafter = load_checkpoint(Path(spec["folder"]))
+    if spec.folder:
+        drafter = load_checkpoint(Path(spec.folder))
         need.parts.append(Part("drafter", sum(t.nbytes for t in drafter.tensors.values()), "exact",
-                               f"--speculative-config model {spec['folder']} (its safetensors headers)"))
-    need.notes += spec.get("notes", [])
+                               f"--speculative-config model {spec.folder} (its safetensors headers)"))
+    need.notes += spec.notes
     return need
 
 
@@ -204,7 +205,7 @@ def _kv_dtype_bytes(name: str, act_bytes: int) -> float:
     return float(act_bytes if name == "auto" else bytemodel.KV_BYTES[name] or act_bytes)
 
 
-def _weights(checkpoint: Any, shape: ModelShape, dtype: str, with_mtp: bool) -> Part:
+def _weights(checkpoint: Checkpoint, shape: ModelShape, dtype: str, with_mtp: bool) -> Part:
     """The headers' bytes of every tensor loaded; floating-point tensors at --dtype's width when it casts them."""
     modules = bytemodel.modules_of(checkpoint, shape, 4)
     width = DTYPE_BYTES.get(dtype) if dtype != "auto" else None
@@ -220,8 +221,8 @@ def _weights(checkpoint: Any, shape: ModelShape, dtype: str, with_mtp: bool) -> 
     return Part("weights", total, "exact", f"safetensors headers of {len(checkpoint.shards)} shard(s){how}{mtp}")
 
 
-def _reserve(need: Need, shape: ModelShape, config: dict[str, Any], act_bytes: int, eager: bool, seqs: int) -> None:
-    text: dict[str, object] = config["text_config"] if isinstance(config.get("text_config"), dict) else config
+def _reserve(need: Need, shape: ModelShape, config: Mapping[str, object], act_bytes: int, eager: bool, seqs: int) -> None:
+    text = inner if isinstance(inner := config.get("text_config"), dict) else config
     inter = text.get("moe_intermediate_size") if shape.experts else text.get("intermediate_size")
     inter = inter if isinstance(inter, int) and not isinstance(inter, bool) and inter > 0 else 4 * shape.hidden
     width = inter * max(shape.experts_per_token, 1) if shape.experts else inter
@@ -243,10 +244,19 @@ def _reserve(need: Need, shape: ModelShape, config: dict[str, Any], act_bytes: i
                            "a stated 0.5 GiB for the CUDA context and the allocations outside torch's pool"))
 
 
-def _speculative(recipe: Recipe, argv: list[str]) -> dict[str, Any]:
+@dataclass
+class _Speculative:
+    """What --speculative-config adds to the need: the checkpoint's MTP layers, or a local drafter's folder."""
+
+    mtp: bool = False
+    folder: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def _speculative(recipe: Recipe, argv: list[str]) -> _Speculative:
     raw = flag_value(argv, "--speculative-config")
     if raw is None:
-        return {}
+        return _Speculative()
     try:
         spec = json.loads(raw)
     except ValueError:
@@ -254,9 +264,9 @@ def _speculative(recipe: Recipe, argv: list[str]) -> dict[str, Any]:
     if not isinstance(spec, dict):
         raise NeedError(f"{recipe.source_path}: --speculative-config must be a JSON object")
     method, model = str(spec.get("method") or ""), spec.get("model")
-    out: dict[str, object] = {"mtp": "mtp" in method.lower() or method in ("deepseek_mtp", "qwen3_next_mtp")}
+    out = _Speculative("mtp" in method.lower() or method in ("deepseek_mtp", "qwen3_next_mtp"))
     if isinstance(model, str) and model and Path(model).is_dir():
-        out["folder"] = model
+        out.folder = model
     elif isinstance(model, str) and model:
-        out["notes"] = [f"--speculative-config names drafter {model}, which is not a local folder: its weights are not counted"]
+        out.notes = [f"--speculative-config names drafter {model}, which is not a local folder: its weights are not counted"]
     return out

@@ -25,6 +25,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from sparkdoctor.facts import Facts
 from sparkdoctor.memory.have import ContainerMemory, Have, Holder
 from sparkdoctor.memory.need import Need, NeedError, Part, Setting, launches_vllm
 from sparkdoctor.memory.verdict import (
@@ -36,6 +37,7 @@ from sparkdoctor.memory.verdict import (
     gib,
     judge,
 )
+from sparkdoctor.recipes.model import Recipe
 
 # vLLM's batch defaults depend on the GPU's memory (70 GiB or more); the need is sized once, as on a GB10
 # (MemTotal 119.7 GiB): every node of a Spark fleet is one
@@ -65,7 +67,7 @@ class FleetFit:
     ranks_per_node: int
     rules: list[str]
     verdicts: dict[str, Verdict]  # node name -> its verdict
-    proposal: dict[str, Any] = field(default_factory=dict)  # the settings that fit on every node
+    proposal: dict[str, float] = field(default_factory=dict)  # the settings that fit on every node
     decided_by: dict[str, str] = field(default_factory=dict)  # setting -> the node whose room decided it
     proposal_fits: bool | None = None  # the proposal judged again on every node
 
@@ -86,7 +88,7 @@ class FleetFit:
                 f"of weights and {gib(need.part('kv-cache'))} of KV cache for one sequence of {need.setting('max_model_len')} "
                 f"tokens, {gib(need.least())} at least")
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         nodes = []
         for name, verdict in self.verdicts.items():
             doc = verdict.to_dict()
@@ -124,7 +126,7 @@ def size_launch(recipe_ref: str, overrides: dict[str, str], model: str | None) -
     return Launch(recipe.name, str(checkpoint.folder), need, tp, pp, shape.layers, shape.kv_heads, bool(shape.kv_latent))
 
 
-def _size(recipe: Any, argv: list[str], flags: tuple[str, ...]) -> int:
+def _size(recipe: Recipe, argv: list[str], flags: tuple[str, ...]) -> int:
     """The last of `flags` in argv (vLLM's argparse: the last one wins), 1 when unset."""
     raw = None
     for i, arg in enumerate(argv):
@@ -181,14 +183,14 @@ def per_node(launch: Launch, nodes: int) -> tuple[Need, int, list[str]]:
     return scaled, ranks, rules
 
 
-def node_have(name: str, facts: Any) -> Have:
+def node_have(name: str, facts: Facts) -> Have:
     """A node's memory now, from its probe's answer (fleet/node.py): meminfo, the processes holding its GPU, the
     largest others, its containers. A discrete GPU's own memory is not read on nodes: its fit is unknown."""
     health = facts.host_health or {}
     mem = health.get("memory") or {}
     held = (facts.fleet or {}).get("memory")
 
-    def b(kib: Any) -> int | None:
+    def b(kib: object) -> int | None:
         return kib * 1024 if isinstance(kib, int) else None
 
     have = Have(f"node {name}", b(mem.get("total_kib")), b((held or {}).get("free_kib")), b(mem.get("available_kib")),
@@ -217,7 +219,7 @@ def node_have(name: str, facts: Any) -> Have:
     return have
 
 
-def judge_fleet(launch: Launch, named: list[tuple[str, Any]]) -> FleetFit:
+def judge_fleet(launch: Launch, named: list[tuple[str, Facts]]) -> FleetFit:
     """Every node that answered judged on its own memory; the proposal that fits on all of them."""
     need, ranks, rules = per_node(launch, len(named))
     haves = {name: node_have(name, facts) for name, facts in named}
@@ -237,9 +239,10 @@ def judge_fleet(launch: Launch, named: list[tuple[str, Any]]) -> FleetFit:
     return fit
 
 
-def with_settings(need: Need, settings: dict[str, Any]) -> Need:
+def with_settings(need: Need, settings: dict[str, float]) -> Need:
     """`need` launched with `settings` (the fleet's proposal) instead of the recipe's."""
     changed = {k: Setting(v, "the fleet's proposal") for k, v in settings.items() if k != "kv_cache_memory_bytes"}
-    fixed = settings.get("kv_cache_memory_bytes", need.fixed_kv_bytes)
+    kv = settings.get("kv_cache_memory_bytes")
+    fixed = need.fixed_kv_bytes if kv is None else int(kv)
     return dataclasses.replace(need, settings={**need.settings, **changed}, fixed_kv_bytes=fixed)
 

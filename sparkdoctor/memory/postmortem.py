@@ -14,13 +14,15 @@ Read first to last: an OOM kill of the server outranks a driver failure, which o
 
 from __future__ import annotations
 
+import os
 import re
 import signal
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from pathlib import Path
 
 from sparkdoctor.collect.hostroot import host_root
-from sparkdoctor.collect.kernel_log import parse, read_kmsg
+from sparkdoctor.collect.kernel_log import KernelEvent, parse, read_kmsg
 
 CAUSES = ("oom-killed", "driver-no-memory", "cuda-oom", "hang", "crash", "unknown")
 GIB = 2**30
@@ -55,8 +57,8 @@ class PostMortem:
     summary: str
     evidence: list[str] = field(default_factory=list)  # "kernel: <line>", "server: <line>", "exit: ...", "memory: ..."
     avoid: str = ""  # the setting that would have avoided it
-    victim: dict[str, Any] | None = None  # {"pid", "name"} of the OOM killer's choice
-    kernel: list[dict[str, Any]] = field(default_factory=list)  # every memory event of the window
+    victim: dict[str, int | str | None] | None = None  # {"pid", "name"} of the OOM killer's choice
+    kernel: list[KernelEvent] = field(default_factory=list)  # every memory event of the window
     high_water_bytes: int | None = None  # the server's largest resident size seen
     lowest_available_bytes: int | None = None
 
@@ -64,14 +66,14 @@ class PostMortem:
         if self.cause not in CAUSES:  # a closed vocabulary: JSON consumers switch on it (docs/json.md)
             raise ValueError(f"post-mortem cause {self.cause!r} is not one of {', '.join(CAUSES)}")
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return asdict(self)
 
 
 def classify(kernel_text: str = "", server_lines: list[str] | None = None, *, since: float | None = None,
              pids: set[int] | None = None, returncode: int | None = None, hung: bool = False,
              samples: list[Sample] | None = None, largest_utilization: float | None = None,
-             memory: dict[str, Any] | None = None) -> PostMortem:
+             memory: Mapping[str, object] | None = None) -> PostMortem:
     """The cause of a dead (or hung) launch. `since`: where the run's window starts in the kernel log (seconds
     since boot); `pids`: the server's processes; `returncode`: as subprocess gives it (-9: SIGKILL); `hung`: the
     server lived but stopped answering; `largest_utilization`: the preflight's, named in the advice; `memory`:
@@ -80,9 +82,10 @@ def classify(kernel_text: str = "", server_lines: list[str] | None = None, *, si
     lines = [ln.rstrip() for ln in (server_lines or []) if ln.strip()][-MAX_LINES:]
     said = {what: ln for ln in lines for what, pattern in reversed(_SERVER) if pattern.search(ln)}
     pm = PostMortem("unknown", "nothing in the kernel log, the server's last lines or its exit says why it ended",
-                    kernel=[asdict(e) for e in events])
+                    kernel=events)
     _memory(pm, samples or [], memory or {})
-    rose = _rose_to_the_end(samples or [], pm.high_water_bytes, (memory or {}).get("cgroup_limit_bytes"))
+    limit = (memory or {}).get("cgroup_limit_bytes")
+    rose = _rose_to_the_end(samples or [], pm.high_water_bytes, limit if isinstance(limit, int) else None)
     lower = (f"--gpu-memory-utilization {largest_utilization} (the largest the preflight found free)" if largest_utilization
              else "a lower --gpu-memory-utilization (sparkdoctor recipe check RECIPE --model PATH says how low)")
     kills = [e for e in events if e.kind == "oom-kill"]
@@ -160,7 +163,7 @@ def _sigkill(returncode: int | None) -> bool:
     return returncode in (-signal.SIGKILL, 128 + signal.SIGKILL)
 
 
-def _memory(pm: PostMortem, samples: list[Sample], memory: dict[str, Any]) -> None:
+def _memory(pm: PostMortem, samples: list[Sample], memory: Mapping[str, object]) -> None:
     rss = [s.server_rss_bytes for s in samples if s.server_rss_bytes is not None]
     avail = [s.available_bytes for s in samples if s.available_bytes is not None]
     high, low = memory.get("high_water_bytes"), memory.get("lowest_available_bytes")
@@ -168,7 +171,7 @@ def _memory(pm: PostMortem, samples: list[Sample], memory: dict[str, Any]) -> No
     pm.lowest_available_bytes = low if isinstance(low, int) else min(avail) if avail else None
 
 
-def _rose_to_the_end(samples: list[Sample], high_water: int | None, limit: Any = None) -> str:
+def _rose_to_the_end(samples: list[Sample], high_water: int | None, limit: int | None = None) -> str:
     """A sentence when the server's memory was still rising when it died, or had reached its cgroup's limit: its peak
     (within RISE_NEAR of the high-water mark) among the last RISE_LAST samples (those after it can show the group
     already emptying), and at least RISE_BY above its resident size RISE_WINDOW_S before the peak, or at least
@@ -180,13 +183,13 @@ def _rose_to_the_end(samples: list[Sample], high_water: int | None, limit: Any =
     top = seen[peak]
     before = ([s for s in seen[:peak] if s.seconds <= top.seconds - RISE_WINDOW_S] or seen[:1])[-1]
     assert top.server_rss_bytes is not None and before.server_rss_bytes is not None
-    at_limit = isinstance(limit, int) and limit > 0 and top.server_rss_bytes >= LIMIT_NEAR * limit
+    at_limit = limit is not None and limit > 0 and top.server_rss_bytes >= LIMIT_NEAR * limit
     rising = len(seen) >= 2 and top.server_rss_bytes >= RISE_BY * before.server_rss_bytes
     if peak < len(seen) - RISE_LAST or top.server_rss_bytes < RISE_NEAR * high_water or not (rising or at_limit):
         return ""
     avail = f"; MemAvailable {top.available_bytes / GIB:.2f} GiB" if top.available_bytes is not None else ""
     of_limit = (f", {100 * top.server_rss_bytes / limit:.0f}% of its memory cgroup's limit of {limit / GIB:.2f} GiB"
-                if at_limit else "")
+                if at_limit and limit else "")
     how = (f"rose from {before.server_rss_bytes / GIB:.2f} GiB to {top.server_rss_bytes / GIB:.2f} GiB (its high-water "
            f"mark) between {before.seconds:.1f} s and {top.seconds:.1f} s" if rising else
            f"stood at {top.server_rss_bytes / GIB:.2f} GiB (its high-water mark) at {top.seconds:.1f} s")
@@ -197,7 +200,7 @@ def _low(pm: PostMortem) -> bool:
     return pm.lowest_available_bytes is not None and pm.lowest_available_bytes < 4 * GIB
 
 
-def after_launch(error: object, since: float | None, root: Any = None, largest_utilization: float | None = None) -> PostMortem | None:
+def after_launch(error: object, since: float | None, root: Path | None = None, largest_utilization: float | None = None) -> PostMortem | None:
     """The post-mortem of a launch that died or never answered (a serve LaunchError with `returncode` or
     `not_ready`), from the kernel log since `since` (seconds since boot) and the server's last lines; None
     for a launch that never started (nothing ran to die)."""
@@ -212,7 +215,7 @@ def after_launch(error: object, since: float | None, root: Any = None, largest_u
                     samples=samples, largest_utilization=largest_utilization, memory=getattr(error, "memory", None))
 
 
-def _log_end(path: Any) -> list[str]:
+def _log_end(path: str | os.PathLike[str] | None) -> list[str]:
     """The last LOG_TAIL_BYTES of the server's log (the launcher's 40-line tail can miss an error that a long
     traceback followed); [] when there is no such file."""
     if path is None:
@@ -226,7 +229,7 @@ def _log_end(path: Any) -> list[str]:
         return []
 
 
-def finding(pm: PostMortem) -> dict[str, Any]:
+def finding(pm: PostMortem) -> dict[str, object]:
     """The post-mortem as a finding record ({"kind", "id", "severity", "title", "evidence", "remedy"}: JSON and SARIF
     like every finding); its id names the cause (postmortem-oom-killed, ...)."""
     return {"kind": "post-mortem", "id": f"postmortem-{pm.cause}", "severity": "error", "title": pm.summary,

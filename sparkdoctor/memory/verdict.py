@@ -17,13 +17,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
 
 from sparkdoctor.memory.have import Have
 from sparkdoctor.memory.need import GIB, Need
 
 FITS, FITS_WITH, NO_FIT, UNKNOWN = "fits", "fits-with", "does-not-fit", "unknown"
-OUTCOMES = (FITS, FITS_WITH, NO_FIT, UNKNOWN)
 SHORTEST = 256  # the shortest --max-model-len proposed: below it a server is of little use
 DROP_CACHES = "sync; echo 3 | sudo tee /proc/sys/vm/drop_caches"
 
@@ -37,7 +35,7 @@ class Holding:
 
 @dataclass
 class Verdict:
-    outcome: str  # one of OUTCOMES
+    outcome: str  # FITS | FITS_WITH | NO_FIT | UNKNOWN
     need: Need
     have: Have
     share_bytes: int = 0  # what the launch asks for
@@ -46,12 +44,12 @@ class Verdict:
     short_bytes: int = 0  # how much more is needed (does-not-fit; or the share over what is free)
     largest_utilization: float | None = None  # the largest --gpu-memory-utilization that fits now
     full_length_seqs: int = 0  # sequences of --max-model-len the KV pool holds at once
-    settings: dict[str, Any] = field(default_factory=dict)  # fits-with: the flags to launch with
+    settings: dict[str, float] = field(default_factory=dict)  # fits-with: the flags to launch with (ints but the utilization)
     holding: list[Holding] = field(default_factory=list)
     reasons: list[str] = field(default_factory=list)
     remedies: list[str] = field(default_factory=list)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"outcome": self.outcome, "share_bytes": self.share_bytes, "least_bytes": self.least_bytes,
                 "usable_bytes": self.usable_bytes, "short_bytes": self.short_bytes,
                 "largest_gpu_memory_utilization": self.largest_utilization, "full_length_seqs": self.full_length_seqs,

@@ -31,6 +31,7 @@ from sparkdoctor.errors import BenchFailure
 from sparkdoctor.recipes.model import Recipe
 from sparkdoctor.serve import registry
 from sparkdoctor.serve.binding import LOCALHOST, rebind
+from sparkdoctor.serve.logpump import LogPump
 from sparkdoctor.serve.supervisor import start_time
 from sparkdoctor.targets.container_inspect import container_cli, image_facts
 from sparkdoctor.targets.local import TargetError
@@ -68,17 +69,9 @@ def engine_of(cli: list[str]) -> str:
 
 
 # ---- who started a container ----------------------------------------------------------------------------------
-def _boot_id() -> str:
-    return registry.boot_id()
-
-
-def _start_time(pid: int) -> str | None:
-    return start_time(pid)  # field 22 of /proc/PID/stat: with the pid, a process's identity
-
-
 def owner_label(pid: int | None = None) -> str:
     pid = os.getpid() if pid is None else pid
-    return f"{socket.gethostname()}/{_boot_id()}/{pid}/{_start_time(pid) or '?'}"
+    return f"{socket.gethostname()}/{registry.boot_id()}/{pid}/{start_time(pid) or '?'}"
 
 
 def owner_alive(label: str) -> bool | None:
@@ -89,9 +82,9 @@ def owner_alive(label: str) -> bool | None:
     host, boot, pid, started = parts
     if host != socket.gethostname():
         return None
-    if boot != _boot_id():
+    if boot != registry.boot_id():
         return False  # the machine rebooted since: that process is gone
-    return _start_time(int(pid)) == started
+    return start_time(int(pid)) == started
 
 
 # ---- the `run` arguments (pure) ---------------------------------------------------------------------------------
@@ -238,7 +231,7 @@ class ContainerTeardown:
             return f"container {self.name}: {how}; still there after {self.seconds:.1f}s: {', '.join(self.left)}"
         return f"container {self.name}: {how}; nothing left ({self.seconds:.1f}s)"
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"container": self.name, "steps": list(self.steps), "seconds": round(self.seconds, 3),
                 "exit_code": self.exit_code, "left": list(self.left)}
 
@@ -261,19 +254,19 @@ class ContainerServer:
         self.env.setdefault("PYTHONUNBUFFERED", "1")
         self.env_names = sorted({*recipe.env, "PYTHONUNBUFFERED"})
         self.argv: list[str] = []
-        self.info: dict[str, Any] = {}
+        self.info: dict[str, object] = {}
         self.pid = 0
         self.pgid = 0
         self.logs: proc.Running | None = None
         self._exit: int | None = None
-        self._pump: Any = None
+        self._pump: LogPump | None = None
         self.record: Path | None = None
         self.logs_record: Path | None = None
 
     def describe(self) -> str:
         return " ".join(self.argv or [self.recipe.container or "?", *self.command])
 
-    def start(self, pump: Any, say: Callable[[str], None]) -> None:
+    def start(self, pump: LogPump, say: Callable[[str], None]) -> None:
         """Sweep leftovers, check the image is here, `run -d`, follow its logs; ContainerLaunchError otherwise."""
 
         image = str(self.recipe.container)
@@ -346,7 +339,7 @@ class ContainerServer:
             self.info["oom_killed"] = True
         return self._exit
 
-    def teardown(self, grace: float, pump: Any, say: Callable[[str], None]) -> ContainerTeardown:
+    def teardown(self, grace: float, pump: LogPump, say: Callable[[str], None]) -> ContainerTeardown:
         say(f"stopping container {self.name}")
         t0 = time.monotonic()
         report = ContainerTeardown(self.name)

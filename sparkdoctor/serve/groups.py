@@ -70,9 +70,7 @@ def _signal(pgid: int, sig: int) -> bool:
     try:
         os.killpg(pgid, sig)
         return True
-    except ProcessLookupError:
-        return False
-    except PermissionError:
+    except (ProcessLookupError, PermissionError):
         return False
 
 

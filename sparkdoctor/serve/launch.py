@@ -32,8 +32,10 @@ from sparkdoctor import proc
 from sparkdoctor.errors import BenchFailure
 from sparkdoctor.files import write_text
 from sparkdoctor.matrix import load
+from sparkdoctor.matrix.model import Matrix
+from sparkdoctor.matrix.symptoms import HasSymptoms
 from sparkdoctor.recipes.model import Recipe
-from sparkdoctor.serve import groups, readiness, registry
+from sparkdoctor.serve import container_launch, groups, readiness, registry
 from sparkdoctor.serve.binding import LOCALHOST, free_port, rebind
 from sparkdoctor.serve.container_launch import ContainerLaunchError, ContainerServer
 from sparkdoctor.serve.logpump import LogPump
@@ -53,9 +55,9 @@ class LaunchError(BenchFailure, RuntimeError):
     code = "launch"
 
     def __init__(self, message: str, *, log_tail: Sequence[str] = (), findings: Sequence[Hit] = (),
-                 log_path: Path | None = None, teardown: groups.Teardown | None = None,
+                 log_path: Path | None = None, teardown: groups.Teardown | container_launch.ContainerTeardown | None = None,
                  returncode: int | None = None, not_ready: bool = False, pids: set[int] | None = None,
-                 samples: Sequence[tuple[float, int | None, int | None]] = (), memory: dict[str, Any] | None = None):
+                 samples: Sequence[tuple[float, int | None, int | None]] = (), memory: dict[str, object] | None = None):
         super().__init__(one_line(message))
         self.returncode = returncode  # the server died with this status (None: it did not die)
         self.not_ready = not_ready  # it lived but never answered (the post-mortem's "hang")
@@ -85,11 +87,11 @@ class Server:
     started_at: str  # UTC, ISO 8601
     ready_after_s: float = 0.0
     ready_path: str = ""
-    teardown: Any = None  # groups.Teardown (local) or container_launch.ContainerTeardown
+    teardown: groups.Teardown | container_launch.ContainerTeardown | None = None
     container: dict[str, Any] | None = None  # engine, name, id, image, image_id, fingerprint (None: not in a container)
     watch: MemoryWatch | None = None  # memory sampled from launch to teardown (local only: serve/memwatch.py)
-    _child: Any = field(default=None, repr=False)
-    _pump: Any = field(default=None, repr=False)
+    _child: LocalServer | ContainerServer | None = field(default=None, repr=False)
+    _pump: LogPump | None = field(default=None, repr=False)
     _t0: float = field(default=0.0, repr=False)
 
     @property
@@ -97,14 +99,14 @@ class Server:
         """Every process of its group seen while it ran (local only)."""
         return self.watch.processes() if self.watch else set()
 
-    def memory(self) -> dict[str, Any] | None:
+    def memory(self) -> dict[str, object] | None:
         """The memory record of the run so far (serve/memwatch.py), None for a server in a container."""
         return self.watch.record() if self.watch else None
 
-    def _died_error(self, message: str, **kwargs: Any) -> LaunchError:
-        return LaunchError(message, log_tail=self._pump.tail_lines(), findings=self._pump.hits, log_path=self.log_path,
+    def _died_error(self, message: str, pump: LogPump, returncode: int | None = None, not_ready: bool = False) -> LaunchError:
+        return LaunchError(message, log_tail=pump.tail_lines(), findings=pump.hits, log_path=self.log_path,
                            pids=self.pids or None, samples=self.watch.points() if self.watch else (),
-                           memory=self.memory(), **kwargs)
+                           memory=self.memory(), returncode=returncode, not_ready=not_ready)
 
     def log_tail(self) -> list[str]:
         return self._pump.tail_lines() if self._pump else []
@@ -117,9 +119,10 @@ class Server:
         if self.alive():
             return
         code = self._child.exited() if self._child else None
+        assert self._pump is not None  # launch() gives every Server its pump
         self._pump.join(2.0)
         raise self._died_error(_died(self.recipe.name, code, time.monotonic() - self._t0, "while it was serving",
-                                     self._pump, self.log_path), returncode=code)
+                                     self._pump, self.log_path), self._pump, returncode=code)
 
     def to_dict(self) -> dict[str, Any]:
         return {"base_url": self.base_url, "model": self.model, "pid": self.pid, "pgid": self.pgid, "port": self.port,
@@ -129,13 +132,12 @@ class Server:
                 "teardown": self.teardown.to_dict() if self.teardown else None, "container": self.container}
 
 
-def symptom_entries(matrix: Any) -> list:
+def symptom_entries(matrix: Matrix | Sequence[HasSymptoms] | None) -> list[HasSymptoms]:
     """The matrix entries that list symptoms: a Matrix, a list of entries, or None (the shipped matrix)."""
     if matrix is None:
-
         matrix = load()
-    entries = getattr(matrix, "entries", matrix)
-    return [e for e in entries if getattr(e, "symptoms", None) and not getattr(e, "withdrawn", None)]
+    entries = matrix.entries if isinstance(matrix, Matrix) else matrix
+    return [e for e in entries if e.symptoms and not getattr(e, "withdrawn", None)]
 
 
 def _resolve_argv(argv: list[str], python: str | Path | None) -> tuple[list[str], dict[str, str]]:
@@ -201,7 +203,8 @@ class LocalServer:
         doc = registry.wait_record(self.record, lambda: popen.poll() is None) or {}
         if doc.get("start_error"):
             raise LaunchError(f"{self.recipe.name}: {Path(self.argv[0]).name} could not start: {doc['start_error']}")
-        self.pid = int((doc.get("server") or {}).get("pid") or popen.pid)
+        server = doc.get("server")
+        self.pid = int((server.get("pid") if isinstance(server, dict) else None) or popen.pid)
 
     def exited(self) -> int | None:
         return self.running.popen.poll() if self.running and self.running.popen else -1
@@ -219,7 +222,7 @@ class LocalServer:
 
 
 def _child_for(recipe: Recipe, port: int, run_dir: Path, local: bool, python: str | Path | None,
-               runtime: str | None, mounts: list[tuple[str, str, str]] | None, grace: float) -> Any:
+               runtime: str | None, mounts: list[tuple[str, str, str]] | None, grace: float) -> LocalServer | ContainerServer:
     if not recipe.container or local:
         return LocalServer(recipe, port, run_dir, python, grace)
 
@@ -230,7 +233,7 @@ def _child_for(recipe: Recipe, port: int, run_dir: Path, local: bool, python: st
 
 
 @contextlib.contextmanager
-def launch(recipe: Recipe, *, run_dir: Path, matrix: Any = None, ready_timeout: float, local: bool = False,
+def launch(recipe: Recipe, *, run_dir: Path, matrix: Matrix | Sequence[HasSymptoms] | None = None, ready_timeout: float, local: bool = False,
            progress: Callable[[str], None] | None = None, python: str | Path | None = None,
            grace: float = GRACE_S, runtime: str | None = None,
            mounts: list[tuple[str, str, str]] | None = None) -> Iterator[Server]:
@@ -270,7 +273,10 @@ def launch(recipe: Recipe, *, run_dir: Path, matrix: Any = None, ready_timeout: 
         else:
             pump.add(f"[sparkdoctor] launching {recipe.name} in container image {recipe.container}")
         _sweep(pump)
-        _start(child, recipe, pump, say, log_path)
+        try:
+            child.start(pump, say)
+        except ContainerLaunchError as exc:
+            raise LaunchError(f"{recipe.name}: {exc}", log_path=log_path) from None
         server.pid, server.pgid, server.argv, server.container = child.pid, child.pgid, list(child.argv), child.info or None
         if isinstance(child, LocalServer) and server.pgid > 0:
             server.watch = MemoryWatch(server.pgid, server.pid, t0).start()
@@ -305,14 +311,7 @@ def _sweep(pump: LogPump) -> None:
         sys.stderr.write(f"sparkdoctor: {note}\n")  # a lasting line, not only the progress status
 
 
-def _start(child: Any, recipe: Recipe, pump: LogPump, say: Callable[[str], None], log_path: Path) -> None:
-    try:
-        child.start(pump, say)
-    except ContainerLaunchError as exc:
-        raise LaunchError(f"{recipe.name}: {exc}", log_path=log_path) from None
-
-
-def _wait_ready(server: Server, recipe: Recipe, child: Any, pump: LogPump, timeout: float,
+def _wait_ready(server: Server, recipe: Recipe, child: LocalServer | ContainerServer, pump: LogPump, timeout: float,
                 say: Callable[[str], None], t0: float) -> None:
     deadline = t0 + timeout
     while True:
@@ -320,7 +319,7 @@ def _wait_ready(server: Server, recipe: Recipe, child: Any, pump: LogPump, timeo
         if code is not None:
             pump.join(3.0)
             raise server._died_error(_died(recipe.name, code, time.monotonic() - t0, "before it was ready", pump,
-                                           server.log_path), returncode=code)
+                                           server.log_path), pump, returncode=code)
         left = deadline - time.monotonic()
         path = readiness.ready(server.base_url, recipe.readiness_path, timeout=max(0.2, min(2.0, left)))
         if path:
@@ -332,7 +331,7 @@ def _wait_ready(server: Server, recipe: Recipe, child: Any, pump: LogPump, timeo
         if time.monotonic() >= deadline:
             raise server._died_error(f"{recipe.name}: not ready after {timeout:.0f}s (GET {recipe.readiness_path} and "
                                      f"{readiness.FALLBACK} never answered 200); {_evidence(pump, server.log_path)}",
-                                     not_ready=True)
+                                     pump, not_ready=True)
         known = f" [known problems so far: {', '.join(dict.fromkeys(h.entry_id for h in pump.hits))}]" if pump.hits else ""
         say(f"starting {recipe.name} ({time.monotonic() - t0:.0f}s){known}: {pump.last_line()[:100]}")
         time.sleep(min(POLL_S, max(0.0, deadline - time.monotonic())))

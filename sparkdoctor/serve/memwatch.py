@@ -15,7 +15,6 @@ from __future__ import annotations
 import threading
 import time
 from pathlib import Path
-from typing import Any
 
 from sparkdoctor.serve import groups
 
@@ -96,7 +95,7 @@ class MemoryWatch:
         with self._lock:
             return list(self._points)
 
-    def record(self) -> dict[str, Any]:
+    def record(self) -> dict[str, object]:
         """What the ledger keeps with the run (docs/json.md, `memory`)."""
         with self._lock:
             return {"high_water_bytes": self.high_water_bytes, "high_water_at_s": self.high_water_at_s,

@@ -21,8 +21,9 @@ import signal
 import socket
 import sys
 import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from sparkdoctor import proc
 from sparkdoctor.files import write_text
@@ -44,12 +45,21 @@ def boot_id() -> str:
         return "unknown-boot"
 
 
-def me() -> dict[str, Any]:
+class Owner(TypedDict):
+    """The sparkdoctor process a record belongs to, as the record keeps it."""
+
+    pid: int
+    start: str
+    boot: str
+    host: str
+
+
+def me() -> Owner:
     pid = os.getpid()
     return {"pid": pid, "start": start_time(pid) or "", "boot": boot_id(), "host": socket.gethostname()}
 
 
-def owner_alive(owner: dict[str, Any]) -> bool:
+def owner_alive(owner: Mapping[str, object]) -> bool:
     if owner.get("host") not in (None, socket.gethostname()):
         return True  # another machine's (a shared state folder): not ours to judge
     if owner.get("boot") and owner.get("boot") != boot_id():
@@ -68,7 +78,7 @@ def record_path(run_id: str) -> Path | None:
     return folder / f"{run_id}.json"
 
 
-def write(path: Path | None, doc: dict[str, Any]) -> None:
+def write(path: Path | None, doc: Mapping[str, object]) -> None:
     if path is None:
         return
 
@@ -86,7 +96,7 @@ def forget(path: Path | None) -> None:
             pass
 
 
-def read(path: Path) -> dict[str, Any] | None:
+def read(path: Path) -> dict[str, object] | None:
     try:
         doc = json.loads(path.read_text())
     except (OSError, ValueError, UnicodeDecodeError):
@@ -115,9 +125,11 @@ def _stat(pid: int) -> tuple[int, int] | None:
     return int(fields[2]), int(fields[19])
 
 
-def _belongs(pid: int, doc: dict[str, Any]) -> bool:
+def _belongs(pid: int, doc: dict[str, object]) -> bool:
     """Whether live `pid` provably belongs to the launch `doc` records (see the module's rule)."""
-    sup = doc.get("supervisor") or {}
+    sup = doc.get("supervisor")
+    if not isinstance(sup, dict):
+        return False
     try:
         floor = int(str(sup.get("start")))
     except (TypeError, ValueError):
@@ -130,7 +142,7 @@ def _belongs(pid: int, doc: dict[str, Any]) -> bool:
     return (pid, str(stat[1])) in known or bool(token and _environ_has(pid, token))
 
 
-def ours(doc: dict[str, Any]) -> list[int]:
+def ours(doc: dict[str, object]) -> list[int]:
     """Live pids that provably belong to the launch `doc` records."""
     try:
         names = [e.name for e in Path("/proc").iterdir() if e.name.isdigit()]
@@ -139,7 +151,7 @@ def ours(doc: dict[str, Any]) -> list[int]:
     return sorted(int(n) for n in names if _belongs(int(n), doc))
 
 
-def _signal(pid: int, sig: int, doc: dict[str, Any]) -> None:
+def _signal(pid: int, sig: int, doc: dict[str, object]) -> None:
     try:
         fd = os.pidfd_open(pid)  # from here on the pid cannot be recycled under us
     except (AttributeError, OSError):
@@ -158,7 +170,7 @@ def _signal(pid: int, sig: int, doc: dict[str, Any]) -> None:
             os.close(fd)
 
 
-def _sweep_local(doc: dict[str, Any], grace: float) -> str | None:
+def _sweep_local(doc: dict[str, object], grace: float) -> str | None:
     pids = ours(doc)
     if not pids:
         return None
@@ -175,7 +187,7 @@ def _sweep_local(doc: dict[str, Any], grace: float) -> str | None:
 
 
 # ---- containers ---------------------------------------------------------------------------------------------------
-def _sweep_container(doc: dict[str, Any]) -> tuple[str | None, bool]:
+def _sweep_container(doc: dict[str, object]) -> tuple[str | None, bool]:
     """(what was removed, whether the record can go)."""
 
     cli, name, label = doc.get("cli"), doc.get("name"), doc.get("owner_label")
@@ -211,7 +223,8 @@ def sweep(folder: Path | None = None, grace: float = SWEEP_GRACE_S) -> list[str]
             if time.time() - _mtime(path) > 60:  # not one being written now
                 forget(path)
             continue
-        if owner_alive(doc["owner"]):
+        owner = doc["owner"]  # a dict: read() keeps no other record
+        if isinstance(owner, dict) and owner_alive(owner):
             continue
         if doc.get("kind") == "container":
             what, drop = _sweep_container(doc)
@@ -242,7 +255,7 @@ def supervised(argv: list[str], record: Path | None, token: str, grace: float, c
             "--grace", f"{grace:g}", "--cleanup", json.dumps(cleanup or []), "--", *argv]
 
 
-def wait_record(path: Path, alive: Any, timeout: float = 15.0) -> dict[str, Any] | None:
+def wait_record(path: Path, alive: Callable[[], bool], timeout: float = 15.0) -> dict[str, object] | None:
     """The record the supervisor writes once the server started (or could not); None if it never came while
     `alive()` (the supervisor still runs)."""
     until = time.monotonic() + timeout
