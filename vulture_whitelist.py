@@ -66,5 +66,9 @@ _.__signature__  # unused attribute (sparkdoctor/commands/options.py)
 # TypedDict keys: read and written by subscript (ceiling["ceiling_tok_s"]), which vulture does not count as a use
 ceiling_tok_s  # unused variable (sparkdoctor/audit/roofline.py)
 batch_ceiling_tok_s  # unused variable (sparkdoctor/audit/roofline.py)
+uriBaseId  # unused variable (sparkdoctor/views/sarif.py)
+artifactLocation  # unused variable (sparkdoctor/views/sarif.py)
+region  # unused variable (sparkdoctor/views/sarif.py)
+physicalLocation  # unused variable (sparkdoctor/views/sarif.py)
 # module-level __getattr__ (PEP 562): Python calls it to load sparkdoctor.targets submodules on first use
 __getattr__  # unused function (sparkdoctor/targets/__init__.py)

@@ -129,7 +129,7 @@ def run(options: CheckCommand) -> Result[Report]:
                                config=load_config(options.config), save_facts=options.save_facts)
         outcome = _check_with_progress(request)
         return Result("check", "report", outcome.report, exit_code=outcome.report.exit_code(), notes=outcome.notes,
-                      options={"verbose": options.verbose})
+                      verbose=options.verbose)
     finally:  # the budget is this run's: a caller in the same process (tests, a library) is not bound by it
         proc.set_deadline(None)
 

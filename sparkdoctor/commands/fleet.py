@@ -118,7 +118,7 @@ def run(options: FleetCommand) -> Result[FleetResult]:
             found = fleet.run(run_options)
     else:
         found = fleet.run(run_options)
-    return Result("fleet check", "fleet", found, exit_code=found.exit_code(), options={"verbose": options.verbose})
+    return Result("fleet check", "fleet", found, exit_code=found.exit_code(), verbose=options.verbose)
 
 
 def register(app: typer.Typer) -> None:

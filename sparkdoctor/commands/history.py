@@ -29,6 +29,7 @@ from sparkdoctor.views.history import VIEW
 
 if TYPE_CHECKING:
     from sparkdoctor.bench.history import HistoryDocument
+    from sparkdoctor.ledger.store import Ledger as LedgerStore
 
 FORMATS = VIEW.formats
 
@@ -80,7 +81,7 @@ def run(options: HistoryCommand) -> Result[HistoryDocument]:
         return Result("history", "history", _read(led, options))
 
 
-def _read(led: Any, options: HistoryCommand) -> HistoryDocument:
+def _read(led: LedgerStore, options: HistoryCommand) -> HistoryDocument:
     from sparkdoctor.bench.history import HistoryCompare, HistoryList, HistoryRun
 
     path = led.path
@@ -93,11 +94,12 @@ def _read(led: Any, options: HistoryCommand) -> HistoryDocument:
         missing = [str(i) for i, r in zip(options.compare, runs, strict=False) if r is None]
         if missing:
             raise UsageError(f"ledger {path}: no run {', '.join(missing)} (see `sparkdoctor history`)")
-        for i, r in zip(options.compare, runs, strict=False):
+        stored = [r for r in runs if r is not None]
+        for i, r in zip(options.compare, stored, strict=False):
             _refuse_damaged(path, i, r)
         from sparkdoctor.ledger.compare import compare_runs
 
-        return HistoryCompare(compare_runs(runs[0], runs[1]))
+        return HistoryCompare(compare_runs(stored[0], stored[1]))
     if options.run_id is not None:
         found = led.run(options.run_id, with_samples=options.samples)
         if found is None:

@@ -8,10 +8,14 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from sparkdoctor.bench.history import HistoryPage
 from sparkdoctor.errors import UsageError
+
+if TYPE_CHECKING:
+    from sparkdoctor.findings import Finding
+    from sparkdoctor.ledger.store import Ledger
 
 
 def refuse_bad_name(name: str) -> Path:
@@ -32,7 +36,7 @@ def refuse_bad_name(name: str) -> Path:
     return path
 
 
-def write_html(led: Any, name: str) -> HistoryPage:
+def write_html(led: Ledger, name: str) -> HistoryPage:
     """Write the page; what it holds (a line on stderr says it too)."""
     path = refuse_bad_name(name)
     try:
@@ -54,7 +58,7 @@ def write_html(led: Any, name: str) -> HistoryPage:
     return HistoryPage(html=str(path), runs=len(timeline.runs), changes=len(timeline.changes), bytes=len(page.encode()))
 
 
-def _latest_findings(facts: dict[str, Any] | None) -> list[Any]:
+def _latest_findings(facts: dict[str, object] | None) -> list[Finding]:
     if not facts:
         return []
     from sparkdoctor.check import CheckRequest, check

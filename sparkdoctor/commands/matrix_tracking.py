@@ -101,7 +101,7 @@ def run_track(options: TrackCommand) -> Result[TrackAnswer]:
 
         applied, skipped = apply_proposals(answer.document, options.matrix)
         answer.document["applied"], answer.document["not_applied"] = applied, skipped
-    return Result("matrix track", "track", answer, exit_code=answer.exit_code, options={"verbose": options.verbose})
+    return Result("matrix track", "track", answer, exit_code=answer.exit_code, verbose=options.verbose)
 
 
 @dataclass

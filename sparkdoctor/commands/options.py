@@ -41,7 +41,7 @@ class Parsed:
     name: str | None = None  # the parameter's name, where it is not the field's (an argument's shows in --help)
 
 
-def _listed(values: list[Any] | None) -> list[Any]:
+def _listed(values: list[T] | None) -> list[T]:
     return list(values or [])
 
 
@@ -159,7 +159,7 @@ def command(options: type[T], body: Callable[[T], None]) -> Callable[..., None]:
         parameters.append(inspect.Parameter(parsed.name or f.name, inspect.Parameter.KEYWORD_ONLY, default=default,
                                             annotation=Annotated[cli_type, infos[-1]]))
 
-    def call(**given: Any) -> None:
+    def call(**given: object) -> None:
         fields = {names[name]: value for name, value in given.items()}
         body(options(**{name: makers[name](value) if name in makers else value for name, value in fields.items()}))
 

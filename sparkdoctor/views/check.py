@@ -12,7 +12,7 @@ from sparkdoctor.views import View
 def report_console(result: Result[Report], sink: Sink) -> str:
     from sparkdoctor.views.console import console_text
 
-    verbose = bool(result.options.get("verbose"))
+    verbose = result.verbose
     return console_text(result.data, sink.console(), verbose, ascii_only=sink.ascii_only)
 
 
