@@ -13,7 +13,7 @@ import math
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -31,6 +31,9 @@ from sparkdoctor.errors import UsageError
 from sparkdoctor.fleet import FleetResult
 from sparkdoctor.result import Format, Result
 from sparkdoctor.views.fleet import VIEW
+
+if TYPE_CHECKING:
+    from sparkdoctor.fleet.transport import Node
 
 FORMATS = VIEW.formats
 
@@ -91,7 +94,7 @@ def run(options: FleetCommand) -> Result[FleetResult]:
     from sparkdoctor import fleet
     from sparkdoctor.fleet.inventory import load_inventory, parse_hosts
 
-    nodes: list[Any] = []
+    nodes: list[Node] = []
     options.refuse_bad_options()
     if options.hosts is not None:
         nodes = parse_hosts(options.hosts, options.python, options.container, options.runtime)

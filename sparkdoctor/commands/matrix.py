@@ -21,7 +21,7 @@ from sparkdoctor.commands.options import (
 )
 from sparkdoctor.errors import UsageError
 from sparkdoctor.exitcodes import EXIT_FINDINGS, EXIT_OK
-from sparkdoctor.matrix import Entry, Matrix, Stack
+from sparkdoctor.matrix import Entry, Matrix, Stack, load
 from sparkdoctor.matrix.consistency import Validation
 from sparkdoctor.result import Format, Result
 from sparkdoctor.views.matrix import LIST
@@ -52,23 +52,17 @@ class ValidateCommand(MatrixCommand):
         "bound there."))] = None
 
 
-def _load(path: Path | None) -> Any:
-    from sparkdoctor.matrix import load
-
-    return load(path)
-
-
 def run_list(options: MatrixCommand) -> Result[Matrix]:
     """Every entry and known-good stack."""
     Format.parse(options.fmt, FORMATS)
-    return Result("matrix list", "matrix-list", _load(options.matrix))
+    return Result("matrix list", "matrix-list", load(options.matrix))
 
 
 def run_show(options: MatrixCommand) -> Result[Entry | Stack]:
     """One entry (or stack) in full; UsageError when no entry or stack has the id."""
     Format.parse(options.fmt, FORMATS)
-    m = _load(options.matrix)
-    item = m.get(options.item_id) or next((s for s in m.stacks if s.id == options.item_id), None)
+    m = load(options.matrix)
+    item = m.get(options.item_id or "") or next((s for s in m.stacks if s.id == options.item_id), None)
     if item is None:
         raise UsageError(f"no matrix entry or stack with id {options.item_id!r} (try `sparkdoctor matrix list`)")
     return Result("matrix show", "matrix-item", item)
@@ -79,10 +73,9 @@ def run_validate(options: MatrixCommand, bounds_doc: Path | None = None) -> Resu
     field), then across entries (sparkdoctor.matrix.consistency): problems are listed and end in exit 1."""
     from sparkdoctor.matrix.consistency import problems, report_delay
 
-    m = _load(options.matrix)
+    m = load(options.matrix)
     if options.matrix is None and m.source.startswith("bundled (the installed matrix does not load"):
         from sparkdoctor.locations import installed_matrix
-        from sparkdoctor.matrix import load
 
         load(installed_matrix())  # validate judges what `matrix update` installed: its MatrixError, not the fallback
     levels = {lv: sum(1 for e in m.entries if e.evidence == lv) for lv in ("reproduced", "checked", "reported")}
@@ -137,7 +130,7 @@ def matrix_validate(options: ValidateCommand) -> None:
     _emit(run_validate(options, options.bounds_doc), options.fmt)
 
 
-def _emit(result: Result[Any], fmt: str) -> None:
+def _emit(result: Result[object], fmt: str) -> None:
     from sparkdoctor.emit import emit
 
     raise typer.Exit(emit(result, fmt))

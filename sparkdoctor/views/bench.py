@@ -28,7 +28,7 @@ def console() -> Console:
     return Console() if sys.stdout.isatty() else Console(width=160)
 
 
-def _f(value: Any, digits: int = 1, scale: float = 1.0, unit: str = "") -> str:
+def _f(value: float | None, digits: int = 1, scale: float = 1.0, unit: str = "") -> str:
     if value is None:
         return "-"
     return f"{value * scale:,.{digits}f}{unit}"
@@ -186,7 +186,7 @@ def render_comparison(console: Console, comp: dict[str, Any]) -> None:
                   "a difference inside the noise is reported as \"no difference\", never as a win")
 
 
-def _gib(value: Any) -> str:
+def _gib(value: object) -> str:
     return f"{value / 2**30:.2f} GiB" if isinstance(value, int) else "-"
 
 
