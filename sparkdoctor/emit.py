@@ -152,8 +152,7 @@ def note_format(command: str, value: str, allowed: tuple[Format, ...]) -> Format
         REQUESTED.format = Format(value)
     except ValueError:
         REQUESTED.format = None
-    chosen = Format.parse(value, allowed)
-    return chosen
+    return Format.parse(value, allowed)
 
 
 def requested_from_argv(argv: list[str]) -> Format | None:

@@ -1,8 +1,7 @@
 """`sparkdoctor fix`: the plan (dry run by default), --yes to apply, --rollback [JOURNAL], --history, --prune.
 
-`FixCommand` holds the options, `run()` does the work and returns a Result (kind "fix", one document per mode:
-sparkdoctor/fix/documents.py), `register()` adds the typer command. The pipeline (sparkdoctor/fix/) loads inside
-`run`, so `check` never pays for it. Every failure is an error class with its own exit code: a FixError and
+One document per mode (sparkdoctor/fix/documents.py). The pipeline (sparkdoctor/fix/) loads inside `run`, so
+`check` never pays for it. Every failure is an error class with its own exit code: a FixError and
 its kin (sparkdoctor/fix/interface.py), a UsageError (2), TargetUnprobeable (3).
 """
 

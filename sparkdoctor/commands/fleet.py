@@ -24,8 +24,8 @@ from sparkdoctor.commands.options import (
     Output,
     Sets,
     arch_option,
-    command,
     format_option,
+    verb,
 )
 from sparkdoctor.errors import UsageError
 from sparkdoctor.fleet import FleetResult
@@ -127,12 +127,6 @@ def run(options: FleetCommand) -> Result[FleetResult]:
 def register(app: typer.Typer) -> None:
     fleet_app = typer.Typer(help="Check the nodes of a multi-node launch together (the pre-launch gate).",
                             no_args_is_help=True)
-    fleet_app.command("check")(command(FleetCommand, check))
+    fleet_app.command("check")(verb(FleetCommand, run, """
+        Probe every node in parallel, judge each against the matrix, compare them N-way. Exit code gates the launch."""))
     app.add_typer(fleet_app, name="fleet")
-
-
-def check(options: FleetCommand) -> None:
-    """Probe every node in parallel, judge each against the matrix, compare them N-way. Exit code gates the launch."""
-    from sparkdoctor.emit import emit
-
-    raise typer.Exit(emit(run(options), options.fmt, options.output))

@@ -1,9 +1,8 @@
 """`sparkdoctor history`: list the ledger's runs, show one, compare two (what changed in the toolchain, what
 changed in the numbers), or write the whole ledger as one HTML page (`--html FILE`).
 
-`HistoryCommand` holds the options, `run()` reads the ledger and returns a Result (kind "history"; the JSON `kind`
-is the document's: history, history-run, history-compare, history-html; sparkdoctor/bench/history.py),
-`register()` adds the typer command. Reads only. A missing run is a UsageError (2); a ledger that cannot be read,
+The JSON `kind` is the document's: history, history-run, history-compare, history-html
+(sparkdoctor/bench/history.py). Reads only. A missing run is a UsageError (2); a ledger that cannot be read,
 or a run whose stored JSON is damaged, a LedgerFailure (5).
 """
 
@@ -20,8 +19,8 @@ from sparkdoctor.commands.options import (
     Fmt,
     Ledger,
     Output,
-    command,
     format_option,
+    verb,
 )
 from sparkdoctor.errors import LedgerFailure, UsageError
 from sparkdoctor.result import Format, Result
@@ -117,11 +116,5 @@ def _refuse_damaged(path: Path, run_id: int, found: dict[str, Any]) -> None:
 
 
 def register(app: typer.Typer) -> None:
-    app.command("history")(command(HistoryCommand, history))
-
-
-def history(options: HistoryCommand) -> None:
-    """List, show and compare stored benchmark runs."""
-    from sparkdoctor.emit import emit
-
-    raise typer.Exit(emit(run(options), options.fmt, options.output))
+    app.command("history")(verb(HistoryCommand, run, """
+        List, show and compare stored benchmark runs."""))

@@ -18,6 +18,7 @@ from sparkdoctor.commands.options import (
     command,
     format_option,
     matrix_option,
+    verb,
 )
 from sparkdoctor.errors import UsageError
 from sparkdoctor.exitcodes import EXIT_FINDINGS, EXIT_OK
@@ -102,8 +103,10 @@ def _bounds_document(path: Path) -> dict[str, Any]:
 
 
 def register(app: typer.Typer) -> None:
-    from sparkdoctor.commands import matrix_tracking  # matrix track / matrix update
-    from sparkdoctor.commands.matrix_verify import VerifyCommand, matrix_verify
+    from sparkdoctor.commands import (
+        matrix_tracking,  # matrix track / matrix update
+        matrix_verify,
+    )
 
     matrix_app = typer.Typer(help="List, show, validate and verify the knowledge base.", no_args_is_help=True)
     app.add_typer(matrix_app, name="matrix")
@@ -111,7 +114,7 @@ def register(app: typer.Typer) -> None:
     matrix_app.command("list")(command(MatrixCommand, matrix_list))
     matrix_app.command("show")(command(ShowCommand, matrix_show))
     matrix_app.command("validate")(command(ValidateCommand, matrix_validate))
-    matrix_app.command("verify")(command(VerifyCommand, matrix_verify))
+    matrix_app.command("verify")(verb(matrix_verify.VerifyCommand, matrix_verify.run, matrix_verify.HELP))
 
 
 def matrix_list(options: MatrixCommand) -> None:

@@ -1,10 +1,9 @@
 """`sparkdoctor report`: a bug report to post (GitHub markdown or forum text), anonymized by default.
 
-`ReportCommand` holds the options, `run()` returns a Result (kind "bug-report", data: a BugReport), `register()`
-adds the typer command (the BugReport: sparkdoctor/report/posted.py; its view: sparkdoctor/views/bug_report.py). The facts come from the check pipeline (a live target or a saved snapshot), the
-judgement from the check service (sparkdoctor/check.py), the document from sparkdoctor/report/. The exit code says whether the
-report was written (0), not what it found: `check` gates CI; 3 when the target could not be probed (the report
-is still written, with the errors that say why).
+The BugReport: sparkdoctor/report/posted.py; its view: sparkdoctor/views/bug_report.py. The facts come from the
+check pipeline (a live target or a saved snapshot), the judgement from the check service (sparkdoctor/check.py), the
+document from sparkdoctor/report/. The exit code says whether the report was written (0), not what it found: `check`
+gates CI; 3 when the target could not be probed (the report is still written, with the errors that say why).
 """
 
 from __future__ import annotations
