@@ -144,22 +144,23 @@ def _table(table: list[list[str]]) -> list[str]:
     return out
 
 
-def _bounded(value, clipped: list[int]):
+def bounded(value: object, clipped: list[int]) -> object:
+    """`value` with every string over SNAPSHOT_CHARS clipped (a post cannot carry 25 MB), each one's length in `clipped`."""
     if isinstance(value, str):
         if len(value) > SNAPSHOT_CHARS:
             clipped.append(len(value))
             return clip(value, SNAPSHOT_CHARS)
         return value
     if isinstance(value, dict):
-        return {(_bounded(k, clipped) if isinstance(k, str) else k): _bounded(v, clipped) for k, v in value.items()}
+        return {(bounded(k, clipped) if isinstance(k, str) else k): bounded(v, clipped) for k, v in value.items()}
     if isinstance(value, list):
-        return [_bounded(v, clipped) for v in value]
+        return [bounded(v, clipped) for v in value]
     return value
 
 
 def _snapshot(facts: Facts) -> tuple[str, list[str]]:
     clipped: list[int] = []
-    body = json.dumps(_bounded(facts.to_dict(), clipped), indent=2, ensure_ascii=False)
+    body = json.dumps(bounded(facts.to_dict(), clipped), indent=2, ensure_ascii=False)
     what = "Facts snapshot (JSON; save it and run <code>sparkdoctor check --facts FILE</code> to re-evaluate it)"
     if clipped:
         what += f"; {len(clipped)} strings over {SNAPSHOT_CHARS} characters clipped"

@@ -4,7 +4,6 @@ tables), drawn from the JSON documents (bench/document.py: the envelope from ben
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 from rich.console import Console
@@ -20,12 +19,6 @@ from sparkdoctor.bench.document import (
 from sparkdoctor.result import Format, Result
 from sparkdoctor.sink import Sink
 from sparkdoctor.views import View
-
-
-def console() -> Console:
-    """stdout; wide when it is not a terminal (a file or a pipe gets whole rows, not wrapped ones)."""
-
-    return Console() if sys.stdout.isatty() else Console(width=160)
 
 
 def _f(value: float | None, digits: int = 1, scale: float = 1.0, unit: str = "") -> str:

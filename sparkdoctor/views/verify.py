@@ -4,6 +4,7 @@ views too."""
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 from rich.console import Console
@@ -74,9 +75,7 @@ def render_latest(results: list[dict[str, Any]], console: Console | None = None)
     for r in results:
         verdict = r["verdict"]
         console.print(f"[{_STYLE.get(verdict, '')}]{verdict.upper():<16}[/] [bold]{escape(r['id'])}[/]  {escape(r['why'])}", soft_wrap=True)
-    counts: dict[str, int] = {}
-    for r in results:
-        counts[r["verdict"]] = counts.get(r["verdict"], 0) + 1
+    counts = Counter(r["verdict"] for r in results)
     console.print(f"{len(results)} entr{'y' if len(results) == 1 else 'ies'} against their newest release: " + ", ".join(f"{n} {v}" for v, n in sorted(counts.items())))
 
 
@@ -88,9 +87,7 @@ def render_bounds(results: list[BoundResult], console: Console) -> None:
         where = " (constraint)" if r.source == "constraints" else ""
         table.add_row(r.id, f"{r.package} {r.spec}{where}", r.verdict, r.why)
     console.print(table)
-    counts: dict[str, int] = {}
-    for r in results:
-        counts[r.verdict] = counts.get(r.verdict, 0) + 1
+    counts = Counter(r.verdict for r in results)
     sides = side_counts(results)
     share = f" ({round(100 * sides['bracketed'] / sides['sides'])}%)" if sides["sides"] else ""
     console.print(f"{len(results)} bounds: " + ", ".join(f"{n} {v}" for v, n in counts.items())
