@@ -178,14 +178,20 @@ class Emitting(Protocol):
 E = TypeVar("E", bound=Emitting)
 
 
-def verb(options: type[E], run: Callable[[E], Result[object]], help: str) -> Callable[..., None]:
+def verb(options: type[E], run: Callable[[E], Result[object]], help: str, say_errors: bool = False) -> Callable[..., None]:
     """The typer command of `options` (its --help: `help`) that writes `run(options)`'s document (sparkdoctor.emit)
-    and exits with its code."""
+    and exits with its code; `say_errors`: then each of the Result's errors, one line on stderr (a verb whose
+    document is written even when it fails: fix's refusal, report's target that could not be probed)."""
 
     def body(parsed: E) -> None:
+        from sparkdoctor.cli_support import err
         from sparkdoctor.emit import emit
 
-        raise typer.Exit(emit(run(parsed), parsed.fmt, parsed.output))
+        result = run(parsed)
+        code = emit(result, parsed.fmt, parsed.output)
+        for error in result.errors if say_errors else []:
+            err(str(error["message"]))
+        raise typer.Exit(code)
 
     body.__doc__ = help
     return command(options, body)

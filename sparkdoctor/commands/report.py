@@ -24,9 +24,9 @@ from sparkdoctor.commands.options import (
     Output,
     Parsed,
     arch_option,
-    command,
     format_option,
     output_option,
+    verb,
 )
 from sparkdoctor.errors import UsageError
 from sparkdoctor.report.posted import BugReport
@@ -120,16 +120,7 @@ def _check(options: ReportCommand) -> CheckOutcome:
 
 
 def register(app: typer.Typer) -> None:
-    app.command("report")(command(ReportCommand, report))
-
-
-def report(options: ReportCommand) -> None:
-    """Write a bug report with the facts a maintainer asks for (collect-env, cutlass build, kernels, findings)."""
-    from sparkdoctor.cli_support import err
-    from sparkdoctor.emit import emit
-
-    result = run(options)
-    code = emit(result, options.fmt, options.output)
-    for error in result.errors:  # the report is written; stderr still says why it is not a report on packages
-        err(str(error["message"]))
-    raise typer.Exit(code)
+    # the report is written; stderr still says why it is not a report on packages
+    app.command("report")(verb(ReportCommand, run, """
+        Write a bug report with the facts a maintainer asks for (collect-env, cutlass build, kernels, findings).""",
+                               say_errors=True))
