@@ -20,19 +20,14 @@ if TYPE_CHECKING:
 
 def refuse_bad_name(name: str) -> Path:
     """The file `--html NAME` names, or UsageError (one line) when it cannot become a regular file."""
-    from sparkdoctor.files import OutputError, target_of
+    from sparkdoctor.commands.options import output_path
 
-    if not name:
-        raise UsageError("--html '': give a file name")
     if not name.isprintable():  # a control character or a byte that is not UTF-8: no name to print or put in the page
         from sparkdoctor.text import one_line
 
         raise UsageError(f"--html {one_line(name[:200])}: a file name with control characters or bytes that are not UTF-8")
-    path = Path(name)
-    try:
-        target_of(path)
-    except OutputError as exc:
-        raise UsageError(f"--html {name}: {exc}") from None
+    path = output_path("--html", name)  # '' and a name that cannot become a regular file: one line, as --output's
+    assert path is not None  # a name was given
     return path
 
 
