@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+from typing import TYPE_CHECKING
 
 from sparkdoctor.anonymize import NOT_REDACTED_NOTE, REDACTED_NOTE, Redactor
 from sparkdoctor.describe import (
@@ -27,6 +28,9 @@ from sparkdoctor.facts import Facts
 from sparkdoctor.fit import GITHUB_LIMIT, Block
 from sparkdoctor.report import judgement
 from sparkdoctor.report.sections import Section, environment_sections
+
+if TYPE_CHECKING:
+    from sparkdoctor.findings import Report
 
 SNAPSHOT_CHARS = PROSE_CHARS  # strings in the folded snapshot; longer ones are clipped and counted
 _SPECIAL = re.compile(r"([\\`*_\[\]<>|#~])")
@@ -47,7 +51,7 @@ def folded(summary: str, body: list[str]) -> list[str]:
     return ["<details>", f"<summary>{summary}</summary>", "", *body, "", "</details>", ""]
 
 
-def github_blocks(report, facts: Facts, r: Redactor) -> list[Block]:
+def github_blocks(report: Report, facts: Facts, r: Redactor) -> list[Block]:
     """The report as blocks (sparkdoctor/fit.py): the verdict, box and findings are essential, the folded parts detail."""
     tool = facts.tool or {}
     head = [
@@ -100,7 +104,7 @@ def _box_table(facts: Facts) -> list[str]:
     return out + [""]
 
 
-def _findings(report, r: Redactor) -> list[str]:
+def _findings(report: Report, r: Redactor) -> list[str]:
     out = ["#### Findings", ""]
     found = judgement.findings(report, r)
     if not found:
