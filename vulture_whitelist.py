@@ -41,7 +41,6 @@ _.mtime  # unused attribute (sparkdoctor/targets/fileops.py)
 
 # Used only by the tests (they call it to check what production code builds the same way)
 unknown_ids  # unused function (sparkdoctor/config.py)
-diff_json  # unused function (sparkdoctor/diff/document.py)
 _.count_samples  # unused method (sparkdoctor/ledger/store.py)
 live_pids  # unused function (sparkdoctor/proc.py)
 build_bug_report  # unused function (sparkdoctor/report/__init__.py)
