@@ -41,7 +41,6 @@ _.mtime  # unused attribute (sparkdoctor/targets/fileops.py)
 
 # Used only by the tests (they call it to check what production code builds the same way)
 unknown_ids  # unused function (sparkdoctor/config.py)
-diff_json  # unused function (sparkdoctor/diff/document.py)
 _.count_samples  # unused method (sparkdoctor/ledger/store.py)
 live_pids  # unused function (sparkdoctor/proc.py)
 build_bug_report  # unused function (sparkdoctor/report/__init__.py)
@@ -66,6 +65,10 @@ _.__signature__  # unused attribute (sparkdoctor/commands/options.py)
 # TypedDict keys: read and written by subscript (ceiling["ceiling_tok_s"]), which vulture does not count as a use
 ceiling_tok_s  # unused variable (sparkdoctor/audit/roofline.py)
 batch_ceiling_tok_s  # unused variable (sparkdoctor/audit/roofline.py)
+uriBaseId  # unused variable (sparkdoctor/views/sarif.py)
+artifactLocation  # unused variable (sparkdoctor/views/sarif.py)
+region  # unused variable (sparkdoctor/views/sarif.py)
+physicalLocation  # unused variable (sparkdoctor/views/sarif.py)
 # TypedDict keys of the fleet document's fabric.topology, a node's fabric answer and nccl-tests' rows, read and
 # written by .get("...") and subscript
 switched_subnets  # unused variable (sparkdoctor/fleet/fabric.py)

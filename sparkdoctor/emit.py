@@ -18,7 +18,6 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from sparkdoctor.files import OutputError, write_text
 from sparkdoctor.result import Format, Result, error_document
@@ -48,7 +47,7 @@ def sink_for(output: Path | None, fmt: Format | None = None) -> Sink:
     return Sink(to_file=False, ascii_only=sys.stdout is not None and needs_ascii(sys.stdout))
 
 
-def render(result: Result[Any], fmt: Format, output: Path | None = None) -> str:
+def render(result: Result[object], fmt: Format, output: Path | None = None) -> str:
     """The whole document of `result` in `fmt`, as the text `emit` writes."""
     from sparkdoctor import views
     from sparkdoctor.text import shown
@@ -58,7 +57,7 @@ def render(result: Result[Any], fmt: Format, output: Path | None = None) -> str:
     return shown(text) if fmt in (Format.markdown, Format.github, Format.forum) else text
 
 
-def emit(result: Result[Any], fmt: Format | str, output: Path | None = None) -> int:
+def emit(result: Result[object], fmt: Format | str, output: Path | None = None) -> int:
     """Render `result` whole, write it once (stdout, or `output` atomically), print its notes on stderr;
     return the exit code the process ends with. OutputError (exit 2, one line) if it cannot be delivered."""
     from sparkdoctor.stderr import warn
@@ -153,8 +152,7 @@ def note_format(command: str, value: str, allowed: tuple[Format, ...]) -> Format
         REQUESTED.format = Format(value)
     except ValueError:
         REQUESTED.format = None
-    chosen = Format.parse(value, allowed)
-    return chosen
+    return Format.parse(value, allowed)
 
 
 def requested_from_argv(argv: list[str]) -> Format | None:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Generic, TypeVar
 
 from sparkdoctor import __version__
 from sparkdoctor.errors import SparkdoctorError, describe
@@ -74,8 +74,8 @@ class Result(Generic[D]):
     """Errors that decided the exit code, each as `SparkdoctorError.to_dict()` (code, type, message, exit_code)."""
     notes: list[str] = field(default_factory=list)
     """Warnings for stderr (one line each); never part of the document."""
-    options: dict[str, Any] = field(default_factory=dict)
-    """Rendering choices that are not data (console verbosity, a width)."""
+    verbose: bool = False
+    """The console view's verbosity (`-v`): a rendering choice, not data."""
 
     def fail(self, error: SparkdoctorError | BaseException, exit_code: int | None = None) -> Result[D]:
         """Record `error`, and end with its exit code (or the one given)."""
@@ -85,13 +85,13 @@ class Result(Generic[D]):
         return self
 
 
-def header(command: str, kind: str, exit_code: int, errors: list[dict[str, object]]) -> dict[str, Any]:
+def header(command: str, kind: str, exit_code: int, errors: list[dict[str, object]]) -> dict[str, object]:
     """The keys every JSON document starts with."""
     return {"sparkdoctor": __version__, "envelope": ENVELOPE_VERSION, "command": command, "kind": kind,
             "exit_code": exit_code, "errors": list(errors)}
 
 
-def with_header(result: Result[Any], document: dict[str, Any]) -> dict[str, Any]:
+def with_header(result: Result[object], document: dict[str, object]) -> dict[str, object]:
     """`document` behind the common header. The document keeps every key and value it had, except that the
     header's `exit_code` and `errors` are the run's (for `check` they are the same values as before)."""
     out = header(result.command, str(document.get("kind", result.kind)), result.exit_code, result.errors)
@@ -102,6 +102,6 @@ def with_header(result: Result[Any], document: dict[str, Any]) -> dict[str, Any]
     return out
 
 
-def error_document(command: str, error: BaseException, exit_code: int) -> dict[str, Any]:
+def error_document(command: str, error: BaseException, exit_code: int) -> dict[str, object]:
     """The JSON document of a command that failed before it had anything else to say."""
     return header(command, "error", exit_code, [describe(error)])

@@ -35,7 +35,7 @@ import ipaddress
 import os
 import re
 import socket
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -128,14 +128,15 @@ class Redactor:
             self.secrets.add(value)
             self._compiled = None
 
-    def learn_facts(self, data: dict[str, Any]) -> None:
+    def learn_facts(self, data: Mapping[str, object]) -> None:
         """Learn from a Facts dict: host name fields, env values, user names in every home path."""
         host = data.get("host")
         host = host if isinstance(host, dict) else {}
         for key in HOST_KEYS:
             if key != "name":
                 self.learn_host(host.get(key))
-        for key, value in (data.get("env") or {}).items() if isinstance(data.get("env"), dict) else ():
+        env = data.get("env")
+        for key, value in env.items() if isinstance(env, dict) else ():
             if not isinstance(value, str):
                 continue
             if shapes.secret_name(str(key)):
@@ -265,7 +266,7 @@ class Redactor:
         return text if address.is_loopback or address.is_unspecified else IP + tail
 
 
-def redactor_for(data: dict[str, Any], enabled: bool = True, local: bool = False) -> Redactor:
+def redactor_for(data: Mapping[str, object], enabled: bool = True, local: bool = False) -> Redactor:
     """A Redactor that knows this snapshot's identities (and this machine's, when `local`)."""
     redactor = Redactor(enabled=enabled)
     if enabled:
@@ -330,7 +331,7 @@ def _is_address(text: str) -> bool:
         return False
 
 
-def _walk(value: object, path: tuple[str, ...]) -> Iterable[tuple[tuple[str, ...], Any]]:
+def _walk(value: object, path: tuple[str, ...]) -> Iterable[tuple[tuple[str, ...], object]]:
     """Every value (containers too, before what they hold) with its path; a dict's keys as strings at its path."""
     yield path, value
     if isinstance(value, dict):

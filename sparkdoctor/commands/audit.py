@@ -1,8 +1,6 @@
 """`sparkdoctor audit MODEL`: the roofline of a checkpoint from its headers (pipeline: sparkdoctor/audit/).
 
-`AuditCommand` holds the options, `run()` does the work and returns a Result (kind "audit", data: the
-pipeline's `Audit`), `register()` adds the typer command. Tests call `run()` directly. Imports only typer and
-the shared options at module level: the pipeline loads when the command runs.
+The pipeline loads when the command runs.
 """
 
 from __future__ import annotations
@@ -18,8 +16,8 @@ from sparkdoctor.commands.options import (
     Fmt,
     Output,
     Timeout,
-    command,
     format_option,
+    verb,
 )
 from sparkdoctor.errors import UsageError
 from sparkdoctor.result import Format, Result
@@ -106,12 +104,6 @@ def _audit(options: AuditCommand) -> Audit:
 
 
 def register(app: typer.Typer) -> None:
-    app.command(name="audit")(command(AuditCommand, audit))
-
-
-def audit(options: AuditCommand) -> None:
-    """Read a checkpoint's headers (never its weights): bytes per decoded token by module group, what stays
-    unquantized, the tok/s ceiling at the memory bandwidth, and whether weights + KV cache fit."""
-    from sparkdoctor.emit import emit
-
-    raise typer.Exit(emit(run(options), options.fmt, options.output))
+    app.command(name="audit")(verb(AuditCommand, run, """
+        Read a checkpoint's headers (never its weights): bytes per decoded token by module group, what stays
+        unquantized, the tok/s ceiling at the memory bandwidth, and whether weights + KV cache fit."""))

@@ -2,10 +2,8 @@
 running (`--url`), two recipes interleaved (`--vs`), or one recipe against itself (`--calibrate`).
 
 `--export FILE` writes a run's cell and `--reproduce FILE` compares a run with one (sparkdoctor/bench/cell.py).
-`BenchCommand` holds the options, `run()` does the work and returns a Result (kind "bench"; the JSON `kind` is the
-document's: run, comparison or calibration; sparkdoctor/bench/document.py), `register()` adds the typer command. The
-work is in sparkdoctor/bench/ and sparkdoctor/ledger/. A failure is its error class: UsageError (2), a bench failure
-(4: not launched, reached or measured), a ledger failure (5).
+The JSON `kind` is the document's: run, comparison or calibration (sparkdoctor/bench/document.py). A failure is its
+error class: UsageError (2), a bench failure (4: not launched, reached or measured), a ledger failure (5).
 """
 
 from __future__ import annotations
@@ -21,9 +19,9 @@ from sparkdoctor.commands.options import (
     Ledger,
     Output,
     Sets,
-    command,
     format_option,
     python_option,
+    verb,
 )
 from sparkdoctor.errors import UsageError
 from sparkdoctor.result import Format, Result
@@ -217,11 +215,5 @@ def wrong_answers(doc: object) -> str | None:
 
 
 def register(app: typer.Typer) -> None:
-    app.command("bench")(command(BenchCommand, bench))
-
-
-def bench(options: BenchCommand) -> None:
-    """Benchmark a server: decode tok/s, TTFT, ITL, a concurrency sweep; stored with the toolchain fingerprint."""
-    from sparkdoctor.emit import emit
-
-    raise typer.Exit(emit(run(options), options.fmt, options.output))
+    app.command("bench")(verb(BenchCommand, run, """
+        Benchmark a server: decode tok/s, TTFT, ITL, a concurrency sweep; stored with the toolchain fingerprint."""))

@@ -1,9 +1,7 @@
 """`sparkdoctor check`: probe the target (or read a snapshot), judge it against the matrix, report.
 
-`CheckCommand` holds the options, `run()` does the work and returns a Result (kind "report"), `register()`
-adds the typer command. Tests call `run()` directly. The target probe is the long pole of a warm check:
-the entry point (sparkdoctor/launch.py) started it before typer was imported, and `run` reuses it when it
-probes the target the options name.
+The target probe is the long pole of a warm check: the entry point (sparkdoctor/launch.py) started it before typer
+was imported, and `run` reuses it when it probes the target the options name.
 """
 
 from __future__ import annotations
@@ -29,10 +27,10 @@ from sparkdoctor.commands.options import (
     Parsed,
     Python,
     Runtime,
-    command,
     format_option,
     output_option,
     output_path,
+    verb,
 )
 from sparkdoctor.errors import UsageError
 from sparkdoctor.findings import Report
@@ -129,7 +127,7 @@ def run(options: CheckCommand) -> Result[Report]:
                                config=load_config(options.config), save_facts=options.save_facts)
         outcome = _check_with_progress(request)
         return Result("check", "report", outcome.report, exit_code=outcome.report.exit_code(), notes=outcome.notes,
-                      options={"verbose": options.verbose})
+                      verbose=options.verbose)
     finally:  # the budget is this run's: a caller in the same process (tests, a library) is not bound by it
         proc.set_deadline(None)
 
@@ -155,11 +153,5 @@ def _check_with_progress(request: CheckRequest) -> CheckOutcome:
 
 
 def register(app: typer.Typer) -> None:
-    app.command("check")(command(CheckCommand, check))
-
-
-def check(options: CheckCommand) -> None:
-    """Probe the target environment, match it against the matrix, report findings. Exit code gates CI."""
-    from sparkdoctor.emit import emit
-
-    raise typer.Exit(emit(run(options), options.fmt, options.output))
+    app.command("check")(verb(CheckCommand, run, """
+        Probe the target environment, match it against the matrix, report findings. Exit code gates CI."""))

@@ -1,9 +1,7 @@
 """`sparkdoctor conclusions`: every recorded conclusion, fresh / stale (and exactly what changed) / flipped /
 broken / incomparable, each with its evidence (comparison, runs, fingerprints).
 
-`ConclusionsCommand` holds the options, `run()` judges the ledger's conclusions and returns a Result (kind
-"conclusions"; sparkdoctor/conclusions/documents.py), `register()` adds the typer command. The work is in
-sparkdoctor/conclusions/. No conclusion of that name: a ConclusionError (2); a ledger that cannot be read: 5.
+No conclusion of that name: a ConclusionError (2); a ledger that cannot be read: 5.
 """
 
 from __future__ import annotations
@@ -13,7 +11,13 @@ from typing import Annotated
 
 import typer
 
-from sparkdoctor.commands.options import Fmt, Ledger, Output, command, format_option
+from sparkdoctor.commands.options import (
+    Fmt,
+    Ledger,
+    Output,
+    format_option,
+    verb,
+)
 from sparkdoctor.conclusions.documents import ConclusionsDocument
 from sparkdoctor.errors import UsageError
 from sparkdoctor.result import Format, Result
@@ -59,11 +63,5 @@ def run(options: ConclusionsCommand) -> Result[ConclusionsDocument]:
 
 
 def register(app: typer.Typer) -> None:
-    app.command("conclusions")(command(ConclusionsCommand, conclusions))
-
-
-def conclusions(options: ConclusionsCommand) -> None:
-    """List conclusions: fresh, stale (and what changed in the toolchain), flipped by a rerun, broken."""
-    from sparkdoctor.emit import emit
-
-    raise typer.Exit(emit(run(options), options.fmt, options.output))
+    app.command("conclusions")(verb(ConclusionsCommand, run, """
+        List conclusions: fresh, stale (and what changed in the toolchain), flipped by a rerun, broken."""))

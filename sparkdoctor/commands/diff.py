@@ -1,9 +1,7 @@
 """`sparkdoctor diff A.json B.json`: drift between two saved snapshots (`check --save-facts`).
 
-`DiffCommand` holds the options, `run()` compares and returns a Result (kind "diff", data: a
-sparkdoctor.diff.document.DiffDocument), `register()` adds the typer command. Exit 0: no risky difference; 1: a
-risky one (what a multi-node run or an upgrade must not carry); 2: a file that is not a snapshot, said in one line
-naming the file and the field.
+Exit 0: no risky difference; 1: a risky one (what a multi-node run or an upgrade must not carry); 2: a file that
+is not a snapshot, said in one line naming the file and the field.
 """
 
 from __future__ import annotations
@@ -14,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from sparkdoctor.commands.options import Fmt, Output, command, format_option
+from sparkdoctor.commands.options import Fmt, Output, format_option, verb
 from sparkdoctor.diff.document import DiffDocument
 from sparkdoctor.result import Format, Result
 from sparkdoctor.views.diff import VIEW
@@ -47,11 +45,5 @@ def run(options: DiffCommand) -> Result[DiffDocument]:
 
 
 def register(app: typer.Typer) -> None:
-    app.command("diff")(command(DiffCommand, diff))
-
-
-def diff(options: DiffCommand) -> None:
-    """Compare two snapshots field by field; each difference is risky (for a multi-node run) or benign."""
-    from sparkdoctor.emit import emit
-
-    raise typer.Exit(emit(run(options), options.fmt, options.output))
+    app.command("diff")(verb(DiffCommand, run, """
+        Compare two snapshots field by field; each difference is risky (for a multi-node run) or benign."""))

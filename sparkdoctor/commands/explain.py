@@ -6,9 +6,6 @@ prints each matched entry with its evidence level, what to do and its references
 several entries explain is reported as ambiguous, with the candidates and the conditions that tell
 them apart (`sparkdoctor check` decides). Nothing about the box is probed: the text alone is the
 evidence.
-
-`ExplainCommand` holds the options, `run()` returns a Result (kind "explain", data: a
-sparkdoctor.matrix.explanation.Explanation), `register()` adds the typer command.
 """
 
 from __future__ import annotations
@@ -25,9 +22,9 @@ from sparkdoctor.commands.options import (
     Fmt,
     Output,
     Timeout,
-    command,
     format_option,
     matrix_option,
+    verb,
 )
 from sparkdoctor.errors import InputError, UsageError
 from sparkdoctor.matrix.explanation import Explanation
@@ -101,12 +98,6 @@ def read_text(source: str) -> tuple[str, str]:
 
 
 def register(app: typer.Typer) -> None:
-    app.command("explain")(command(ExplainCommand, explain))
-
-
-def explain(options: ExplainCommand) -> None:
-    """Match error text or a server log against every entry's symptoms; print what they mean and what to do.
-    Exit 0: something matched; 1: no known symptom in the text; 2: unreadable input or matrix, or --timeout ran out."""
-    from sparkdoctor.emit import emit
-
-    raise typer.Exit(emit(run(options), options.fmt, options.output))
+    app.command("explain")(verb(ExplainCommand, run, """
+        Match error text or a server log against every entry's symptoms; print what they mean and what to do.
+        Exit 0: something matched; 1: no known symptom in the text; 2: unreadable input or matrix, or --timeout ran out."""))

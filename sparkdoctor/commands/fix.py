@@ -1,8 +1,7 @@
 """`sparkdoctor fix`: the plan (dry run by default), --yes to apply, --rollback [JOURNAL], --history, --prune.
 
-`FixCommand` holds the options, `run()` does the work and returns a Result (kind "fix", one document per mode:
-sparkdoctor/fix/documents.py), `register()` adds the typer command. The pipeline (sparkdoctor/fix/) loads inside
-`run`, so `check` never pays for it. Every failure is an error class with its own exit code: a FixError and
+One document per mode (sparkdoctor/fix/documents.py). The pipeline (sparkdoctor/fix/) loads inside `run`, so
+`check` never pays for it. Every failure is an error class with its own exit code: a FixError and
 its kin (sparkdoctor/fix/interface.py), a UsageError (2), TargetUnprobeable (3).
 """
 
@@ -22,11 +21,11 @@ from sparkdoctor.commands.options import (
     Output,
     Runtime,
     arch_option,
-    command,
     container_option,
     format_option,
     matrix_option,
     python_option,
+    verb,
 )
 from sparkdoctor.errors import UsageError
 from sparkdoctor.fix.documents import FixDocument
@@ -196,16 +195,6 @@ def _journal_target(record: dict[str, Any], chosen: tuple[str | None, str | None
 
 
 def register(app: typer.Typer) -> None:
-    app.command("fix")(command(FixCommand, fix))
-
-
-def fix(options: FixCommand) -> None:
-    """Turn check's findings into a plan; --yes applies it with a journal; --rollback undoes it."""
-    from sparkdoctor.cli_support import err
-    from sparkdoctor.emit import emit
-
-    result = run(options)
-    code = emit(result, options.fmt, options.output)
-    for error in result.errors:  # a refusal: the plan is the document, the refusal its one line on stderr
-        err(str(error["message"]))
-    raise typer.Exit(code)
+    # a refusal: the plan is the document, the refusal its one line on stderr
+    app.command("fix")(verb(FixCommand, run, """
+        Turn check's findings into a plan; --yes applies it with a journal; --rollback undoes it.""", say_errors=True))

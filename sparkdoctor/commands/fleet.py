@@ -13,7 +13,7 @@ import math
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -24,13 +24,16 @@ from sparkdoctor.commands.options import (
     Output,
     Sets,
     arch_option,
-    command,
     format_option,
+    verb,
 )
 from sparkdoctor.errors import UsageError
 from sparkdoctor.fleet import FleetResult
 from sparkdoctor.result import Format, Result
 from sparkdoctor.views.fleet import VIEW
+
+if TYPE_CHECKING:
+    from sparkdoctor.fleet.transport import Node
 
 FORMATS = VIEW.formats
 
@@ -91,7 +94,7 @@ def run(options: FleetCommand) -> Result[FleetResult]:
     from sparkdoctor import fleet
     from sparkdoctor.fleet.inventory import load_inventory, parse_hosts
 
-    nodes: list[Any] = []
+    nodes: list[Node] = []
     options.refuse_bad_options()
     if options.hosts is not None:
         nodes = parse_hosts(options.hosts, options.python, options.container, options.runtime)
@@ -118,18 +121,12 @@ def run(options: FleetCommand) -> Result[FleetResult]:
             found = fleet.run(run_options)
     else:
         found = fleet.run(run_options)
-    return Result("fleet check", "fleet", found, exit_code=found.exit_code(), options={"verbose": options.verbose})
+    return Result("fleet check", "fleet", found, exit_code=found.exit_code(), verbose=options.verbose)
 
 
 def register(app: typer.Typer) -> None:
     fleet_app = typer.Typer(help="Check the nodes of a multi-node launch together (the pre-launch gate).",
                             no_args_is_help=True)
-    fleet_app.command("check")(command(FleetCommand, check))
+    fleet_app.command("check")(verb(FleetCommand, run, """
+        Probe every node in parallel, judge each against the matrix, compare them N-way. Exit code gates the launch."""))
     app.add_typer(fleet_app, name="fleet")
-
-
-def check(options: FleetCommand) -> None:
-    """Probe every node in parallel, judge each against the matrix, compare them N-way. Exit code gates the launch."""
-    from sparkdoctor.emit import emit
-
-    raise typer.Exit(emit(run(options), options.fmt, options.output))

@@ -1,9 +1,8 @@
 """`sparkdoctor history`: list the ledger's runs, show one, compare two (what changed in the toolchain, what
 changed in the numbers), or write the whole ledger as one HTML page (`--html FILE`).
 
-`HistoryCommand` holds the options, `run()` reads the ledger and returns a Result (kind "history"; the JSON `kind`
-is the document's: history, history-run, history-compare, history-html; sparkdoctor/bench/history.py),
-`register()` adds the typer command. Reads only. A missing run is a UsageError (2); a ledger that cannot be read,
+The JSON `kind` is the document's: history, history-run, history-compare, history-html
+(sparkdoctor/bench/history.py). Reads only. A missing run is a UsageError (2); a ledger that cannot be read,
 or a run whose stored JSON is damaged, a LedgerFailure (5).
 """
 
@@ -20,8 +19,8 @@ from sparkdoctor.commands.options import (
     Fmt,
     Ledger,
     Output,
-    command,
     format_option,
+    verb,
 )
 from sparkdoctor.errors import LedgerFailure, UsageError
 from sparkdoctor.result import Format, Result
@@ -29,6 +28,7 @@ from sparkdoctor.views.history import VIEW
 
 if TYPE_CHECKING:
     from sparkdoctor.bench.history import HistoryDocument
+    from sparkdoctor.ledger.store import Ledger as LedgerStore
 
 FORMATS = VIEW.formats
 
@@ -80,7 +80,7 @@ def run(options: HistoryCommand) -> Result[HistoryDocument]:
         return Result("history", "history", _read(led, options))
 
 
-def _read(led: Any, options: HistoryCommand) -> HistoryDocument:
+def _read(led: LedgerStore, options: HistoryCommand) -> HistoryDocument:
     from sparkdoctor.bench.history import HistoryCompare, HistoryList, HistoryRun
 
     path = led.path
@@ -93,11 +93,12 @@ def _read(led: Any, options: HistoryCommand) -> HistoryDocument:
         missing = [str(i) for i, r in zip(options.compare, runs, strict=False) if r is None]
         if missing:
             raise UsageError(f"ledger {path}: no run {', '.join(missing)} (see `sparkdoctor history`)")
-        for i, r in zip(options.compare, runs, strict=False):
+        stored = [r for r in runs if r is not None]
+        for i, r in zip(options.compare, stored, strict=False):
             _refuse_damaged(path, i, r)
         from sparkdoctor.ledger.compare import compare_runs
 
-        return HistoryCompare(compare_runs(runs[0], runs[1]))
+        return HistoryCompare(compare_runs(stored[0], stored[1]))
     if options.run_id is not None:
         found = led.run(options.run_id, with_samples=options.samples)
         if found is None:
@@ -115,11 +116,5 @@ def _refuse_damaged(path: Path, run_id: int, found: dict[str, Any]) -> None:
 
 
 def register(app: typer.Typer) -> None:
-    app.command("history")(command(HistoryCommand, history))
-
-
-def history(options: HistoryCommand) -> None:
-    """List, show and compare stored benchmark runs."""
-    from sparkdoctor.emit import emit
-
-    raise typer.Exit(emit(run(options), options.fmt, options.output))
+    app.command("history")(verb(HistoryCommand, run, """
+        List, show and compare stored benchmark runs."""))

@@ -8,31 +8,30 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from sparkdoctor.bench.history import HistoryPage
 from sparkdoctor.errors import UsageError
 
+if TYPE_CHECKING:
+    from sparkdoctor.findings import Finding
+    from sparkdoctor.ledger.store import Ledger
+
 
 def refuse_bad_name(name: str) -> Path:
     """The file `--html NAME` names, or UsageError (one line) when it cannot become a regular file."""
-    from sparkdoctor.files import OutputError, target_of
+    from sparkdoctor.commands.options import output_path
 
-    if not name:
-        raise UsageError("--html '': give a file name")
     if not name.isprintable():  # a control character or a byte that is not UTF-8: no name to print or put in the page
         from sparkdoctor.text import one_line
 
         raise UsageError(f"--html {one_line(name[:200])}: a file name with control characters or bytes that are not UTF-8")
-    path = Path(name)
-    try:
-        target_of(path)
-    except OutputError as exc:
-        raise UsageError(f"--html {name}: {exc}") from None
+    path = output_path("--html", name)  # '' and a name that cannot become a regular file: one line, as --output's
+    assert path is not None  # a name was given
     return path
 
 
-def write_html(led: Any, name: str) -> HistoryPage:
+def write_html(led: Ledger, name: str) -> HistoryPage:
     """Write the page; what it holds (a line on stderr says it too)."""
     path = refuse_bad_name(name)
     try:
@@ -54,7 +53,7 @@ def write_html(led: Any, name: str) -> HistoryPage:
     return HistoryPage(html=str(path), runs=len(timeline.runs), changes=len(timeline.changes), bytes=len(page.encode()))
 
 
-def _latest_findings(facts: dict[str, Any] | None) -> list[Any]:
+def _latest_findings(facts: dict[str, object] | None) -> list[Finding]:
     if not facts:
         return []
     from sparkdoctor.check import CheckRequest, check

@@ -18,10 +18,11 @@ from sparkdoctor.commands.options import (
     command,
     format_option,
     matrix_option,
+    verb,
 )
 from sparkdoctor.errors import UsageError
 from sparkdoctor.exitcodes import EXIT_FINDINGS, EXIT_OK
-from sparkdoctor.matrix import Entry, Matrix, Stack
+from sparkdoctor.matrix import Entry, Matrix, Stack, load
 from sparkdoctor.matrix.consistency import Validation
 from sparkdoctor.result import Format, Result
 from sparkdoctor.views.matrix import LIST
@@ -52,23 +53,17 @@ class ValidateCommand(MatrixCommand):
         "bound there."))] = None
 
 
-def _load(path: Path | None) -> Any:
-    from sparkdoctor.matrix import load
-
-    return load(path)
-
-
 def run_list(options: MatrixCommand) -> Result[Matrix]:
     """Every entry and known-good stack."""
     Format.parse(options.fmt, FORMATS)
-    return Result("matrix list", "matrix-list", _load(options.matrix))
+    return Result("matrix list", "matrix-list", load(options.matrix))
 
 
 def run_show(options: MatrixCommand) -> Result[Entry | Stack]:
     """One entry (or stack) in full; UsageError when no entry or stack has the id."""
     Format.parse(options.fmt, FORMATS)
-    m = _load(options.matrix)
-    item = m.get(options.item_id) or next((s for s in m.stacks if s.id == options.item_id), None)
+    m = load(options.matrix)
+    item = m.get(options.item_id or "") or next((s for s in m.stacks if s.id == options.item_id), None)
     if item is None:
         raise UsageError(f"no matrix entry or stack with id {options.item_id!r} (try `sparkdoctor matrix list`)")
     return Result("matrix show", "matrix-item", item)
@@ -79,10 +74,9 @@ def run_validate(options: MatrixCommand, bounds_doc: Path | None = None) -> Resu
     field), then across entries (sparkdoctor.matrix.consistency): problems are listed and end in exit 1."""
     from sparkdoctor.matrix.consistency import problems, report_delay
 
-    m = _load(options.matrix)
+    m = load(options.matrix)
     if options.matrix is None and m.source.startswith("bundled (the installed matrix does not load"):
         from sparkdoctor.locations import installed_matrix
-        from sparkdoctor.matrix import load
 
         load(installed_matrix())  # validate judges what `matrix update` installed: its MatrixError, not the fallback
     levels = {lv: sum(1 for e in m.entries if e.evidence == lv) for lv in ("reproduced", "checked", "reported")}
@@ -109,8 +103,10 @@ def _bounds_document(path: Path) -> dict[str, Any]:
 
 
 def register(app: typer.Typer) -> None:
-    from sparkdoctor.commands import matrix_tracking  # matrix track / matrix update
-    from sparkdoctor.commands.matrix_verify import VerifyCommand, matrix_verify
+    from sparkdoctor.commands import (
+        matrix_tracking,  # matrix track / matrix update
+        matrix_verify,
+    )
 
     matrix_app = typer.Typer(help="List, show, validate and verify the knowledge base.", no_args_is_help=True)
     app.add_typer(matrix_app, name="matrix")
@@ -118,7 +114,7 @@ def register(app: typer.Typer) -> None:
     matrix_app.command("list")(command(MatrixCommand, matrix_list))
     matrix_app.command("show")(command(ShowCommand, matrix_show))
     matrix_app.command("validate")(command(ValidateCommand, matrix_validate))
-    matrix_app.command("verify")(command(VerifyCommand, matrix_verify))
+    matrix_app.command("verify")(verb(matrix_verify.VerifyCommand, matrix_verify.run, matrix_verify.HELP))
 
 
 def matrix_list(options: MatrixCommand) -> None:
@@ -137,7 +133,7 @@ def matrix_validate(options: ValidateCommand) -> None:
     _emit(run_validate(options, options.bounds_doc), options.fmt)
 
 
-def _emit(result: Result[Any], fmt: str) -> None:
+def _emit(result: Result[object], fmt: str) -> None:
     from sparkdoctor.emit import emit
 
     raise typer.Exit(emit(result, fmt))

@@ -2,8 +2,7 @@
 
 track: re-check every entry on the releases newer than the matrix's tracked-through versions
 (sparkdoctor.track). update: install a newer matrix into the user data dir, pinned, validated,
-never executed (sparkdoctor.track.update). `TrackCommand` / `UpdateCommand` hold the options, `run_track()` /
-`run_update()` return Results (kinds "track", "matrix-update"); the typer functions only build them and emit.
+never executed (sparkdoctor.track.update).
 """
 
 from __future__ import annotations
@@ -21,6 +20,7 @@ from sparkdoctor.commands.options import (
     format_option,
     matrix_option,
     output_option,
+    verb,
 )
 from sparkdoctor.errors import UsageError
 from sparkdoctor.result import Format, Result
@@ -101,7 +101,7 @@ def run_track(options: TrackCommand) -> Result[TrackAnswer]:
 
         applied, skipped = apply_proposals(answer.document, options.matrix)
         answer.document["applied"], answer.document["not_applied"] = applied, skipped
-    return Result("matrix track", "track", answer, exit_code=answer.exit_code, options={"verbose": options.verbose})
+    return Result("matrix track", "track", answer, exit_code=answer.exit_code, verbose=options.verbose)
 
 
 @dataclass
@@ -138,7 +138,9 @@ def run_update(options: UpdateCommand) -> Result[Updated]:
 
 def register(app: typer.Typer) -> None:
     app.command("track")(command(TrackCommand, matrix_track))
-    app.command("update")(command(UpdateCommand, matrix_update))
+    app.command("update")(verb(UpdateCommand, run_update, """
+        Install a newer matrix without a new sparkdoctor release: pinned, validated before it replaces
+        anything, never executed; --rollback restores the previous one. Exit 0 done, 2 refused (says why)."""))
 
 
 def matrix_track(options: TrackCommand) -> None:
@@ -151,11 +153,3 @@ def matrix_track(options: TrackCommand) -> None:
     if options.output is not None:
         emit(Result(result.command, result.kind, result.data, result.exit_code), Format.json, options.output)
     raise typer.Exit(emit(result, options.fmt))
-
-
-def matrix_update(options: UpdateCommand) -> None:
-    """Install a newer matrix without a new sparkdoctor release: pinned, validated before it replaces
-    anything, never executed; --rollback restores the previous one. Exit 0 done, 2 refused (says why)."""
-    from sparkdoctor.emit import emit
-
-    raise typer.Exit(emit(run_update(options), options.fmt, options.output))

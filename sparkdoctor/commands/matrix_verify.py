@@ -1,9 +1,6 @@
 """`sparkdoctor matrix verify [ENTRY]`: prove entries (install their affected and fixed versions and run the probe;
-read their released wheels), or `--bisect`, `--latest`, `--bounds`, `--stacks`. commands/matrix.py registers
-`matrix_verify` here as its typer command.
-
-`VerifyCommand` holds the options, `run()` returns a Result whose kind is the mode's document (verify,
-verify-bisect, verify-latest, bounds, stacks; data: a sparkdoctor.verify.modes answer).
+read their released wheels), or `--bisect`, `--latest`, `--bounds`, `--stacks`; registered by commands/matrix.py.
+The Result's kind is the mode's document: verify, verify-bisect, verify-latest, bounds, stacks.
 """
 
 from __future__ import annotations
@@ -77,9 +74,5 @@ def run(options: VerifyCommand) -> Result[Answer]:
     return Result("matrix verify", kind, answer, exit_code=answer.exit_code)
 
 
-def matrix_verify(options: VerifyCommand) -> None:
-    """Prove entries: install affected/fixed versions and run the probe; read their released wheels.
+HELP = """Prove entries: install affected/fixed versions and run the probe; read their released wheels.
     Exit 0: all confirmed; 1: an entry is contradicted (or its bound differs); 2: could not build, download or probe."""
-    from sparkdoctor.emit import emit
-
-    raise typer.Exit(emit(run(options), options.fmt, options.output))

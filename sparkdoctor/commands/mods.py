@@ -1,9 +1,6 @@
 """`sparkdoctor mods check PATH...`: does each mod (a diff, a patch script, an eugr mod folder) still apply to
 the target, is it already upstream, or will it break the launch? The pipeline is sparkdoctor.mods; nothing
 here or there changes the target.
-
-`ModsCommand` holds the options, `run()` returns a Result (kind "mods", data: a sparkdoctor.mods.report.ModsReport),
-`register()` adds the typer command.
 """
 
 from __future__ import annotations
@@ -15,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from sparkdoctor.commands.options import EMPTY, Fmt, Output, command, format_option
+from sparkdoctor.commands.options import EMPTY, Fmt, Output, format_option, verb
 from sparkdoctor.errors import UsageError
 from sparkdoctor.mods.report import ModsReport
 from sparkdoctor.result import Format, Result
@@ -74,14 +71,8 @@ def run(options: ModsCommand) -> Result[ModsReport]:
 
 def register(app: typer.Typer) -> None:
     mods_app = typer.Typer(help="Judge the mods (patches, patch scripts) a recipe applies.", no_args_is_help=True)
-    mods_app.command("check")(command(ModsCommand, check))
+    mods_app.command("check")(verb(ModsCommand, run, """
+        Say, for each mod and each file it touches: applies, already applied, superseded upstream, fails (and
+        where it diverged) or cannot tell (and why). Exit 0: no mod fails; 1: a mod fails (--strict: or is
+        superseded or cannot be judged); 2: bad input."""))
     app.add_typer(mods_app, name="mods")
-
-
-def check(options: ModsCommand) -> None:
-    """Say, for each mod and each file it touches: applies, already applied, superseded upstream, fails (and
-    where it diverged) or cannot tell (and why). Exit 0: no mod fails; 1: a mod fails (--strict: or is
-    superseded or cannot be judged); 2: bad input."""
-    from sparkdoctor.emit import emit
-
-    raise typer.Exit(emit(run(options), options.fmt, options.output))

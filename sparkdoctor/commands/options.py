@@ -4,7 +4,7 @@ share: `--format`, the target (`--python`, `--container`, `--container-python`, 
 
 Each field carries its typer metadata, `name: Annotated[type, typer.Option("--name", help=...)] = default`;
 `command(Options, body)` makes the typer command whose parameters are those fields and which calls
-`body(Options(**parsed))`. A field the command line reads as another type (`--format` as text, `--output` as a
+`body(Options(**parsed))`; `verb(Options, run, help)`, the command of a verb that writes `run`'s document. A field the command line reads as another type (`--format` as text, `--output` as a
 name) says so with `Parsed`. The factories below return a typer option with one wording of its help text; a
 field that needs another wording puts its own option after the shared alias (the last one counts).
 `format_option` also records what was asked for (sparkdoctor.emit.REQUESTED), so that a command that fails
@@ -19,12 +19,12 @@ import inspect
 import typing
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, Protocol, TypeVar
 
 import typer
 from typer.models import ParameterInfo
 
-from sparkdoctor.result import Format
+from sparkdoctor.result import Format, Result
 
 T = TypeVar("T")
 
@@ -41,7 +41,7 @@ class Parsed:
     name: str | None = None  # the parameter's name, where it is not the field's (an argument's shows in --help)
 
 
-def _listed(values: list[Any] | None) -> list[Any]:
+def _listed(values: list[T] | None) -> list[T]:
     return list(values or [])
 
 
@@ -159,13 +159,42 @@ def command(options: type[T], body: Callable[[T], None]) -> Callable[..., None]:
         parameters.append(inspect.Parameter(parsed.name or f.name, inspect.Parameter.KEYWORD_ONLY, default=default,
                                             annotation=Annotated[cli_type, infos[-1]]))
 
-    def call(**given: Any) -> None:
+    def call(**given: object) -> None:
         fields = {names[name]: value for name, value in given.items()}
         body(options(**{name: makers[name](value) if name in makers else value for name, value in fields.items()}))
 
     call.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]  # typer reads it
     call.__doc__, call.__name__ = body.__doc__, body.__name__
     return call
+
+
+class Emitting(Protocol):
+    """The options of a verb that writes one document: in the `--format` asked for, to `--output` or stdout."""
+
+    fmt: Format
+    output: Path | None
+
+
+E = TypeVar("E", bound=Emitting)
+
+
+def verb(options: type[E], run: Callable[[E], Result[object]], help: str, say_errors: bool = False) -> Callable[..., None]:
+    """The typer command of `options` (its --help: `help`) that writes `run(options)`'s document (sparkdoctor.emit)
+    and exits with its code; `say_errors`: then each of the Result's errors, one line on stderr (a verb whose
+    document is written even when it fails: fix's refusal, report's target that could not be probed)."""
+
+    def body(parsed: E) -> None:
+        from sparkdoctor.cli_support import err
+        from sparkdoctor.emit import emit
+
+        result = run(parsed)
+        code = emit(result, parsed.fmt, parsed.output)
+        for error in result.errors if say_errors else []:
+            err(str(error["message"]))
+        raise typer.Exit(code)
+
+    body.__doc__ = help
+    return command(options, body)
 
 
 def parse_sets(values: list[str] | None) -> dict[str, str]:

@@ -1,9 +1,7 @@
 """`sparkdoctor recipe show RECIPE` and `recipe check RECIPE` (the latter's options and run: recipe_check.py).
 
-show: what a recipe resolves to (argv, env, model, port) and where each value came from. `RecipeShowCommand`
-holds the options, `run_show()` returns a Result (kind "recipe", data: the resolved sparkdoctor.recipes Recipe),
-`register()` adds the `recipe` group. The pipeline (sparkdoctor.recipes) loads inside `run_show`, so `check`
-never pays for PyYAML.
+show: what a recipe resolves to (argv, env, model, port) and where each value came from. The pipeline
+(sparkdoctor.recipes) loads inside `run_show`, so `check` never pays for PyYAML.
 """
 
 from __future__ import annotations
@@ -20,9 +18,9 @@ from sparkdoctor.commands.options import (
     Recipe,
     Sets,
     Timeout,
-    command,
     format_option,
     parse_sets,
+    verb,
 )
 from sparkdoctor.recipes.model import Recipe as ResolvedRecipe
 from sparkdoctor.result import Format, Result
@@ -65,16 +63,10 @@ def run_show(options: RecipeShowCommand) -> Result[ResolvedRecipe]:
 
 
 def register(app: typer.Typer) -> None:
-    from sparkdoctor.commands.recipe_check import RecipeCheckCommand, check
+    from sparkdoctor.commands import recipe_check
 
     recipe_app = typer.Typer(help="Read serving recipes (ours, eugr/spark-vllm-docker, sparkrun).", no_args_is_help=True)
-    recipe_app.command("show")(command(RecipeShowCommand, show))
-    recipe_app.command("check")(command(RecipeCheckCommand, check))
+    recipe_app.command("show")(verb(RecipeShowCommand, run_show, """
+        Show the resolved command, env, model and port of a recipe, and where each value came from."""))
+    recipe_app.command("check")(verb(recipe_check.RecipeCheckCommand, recipe_check.run, recipe_check.HELP))
     app.add_typer(recipe_app, name="recipe")
-
-
-def show(options: RecipeShowCommand) -> None:
-    """Show the resolved command, env, model and port of a recipe, and where each value came from."""
-    from sparkdoctor.emit import emit
-
-    raise typer.Exit(emit(run_show(options), options.fmt, options.output))

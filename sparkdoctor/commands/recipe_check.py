@@ -1,9 +1,6 @@
 """`sparkdoctor recipe check RECIPE`: judge a recipe without launching it (registered by recipe.py). Findings,
 --fail-on and exit codes as `check`: 0, 1; a bad recipe 2; a target that cannot be probed 3; no vLLM to judge
 against 6.
-
-`RecipeCheckCommand` holds the options, `run()` returns a Result (kind "recipe-check", data: the recipe check
-document of sparkdoctor.conclusions.recipe_check), `check()` is the typer command.
 """
 
 from __future__ import annotations
@@ -80,8 +77,4 @@ def run(options: RecipeCheckCommand) -> Result[RecipeCheck]:
                   exit_code=EXIT_FINDINGS if doc["failed"] else EXIT_OK)
 
 
-def check(options: RecipeCheckCommand) -> None:
-    """Judge a recipe without launching it: stale env vars and flags, stale workarounds, wrong settings."""
-    from sparkdoctor.emit import emit
-
-    raise typer.Exit(emit(run(options), options.fmt, options.output))
+HELP = "Judge a recipe without launching it: stale env vars and flags, stale workarounds, wrong settings."

@@ -1,10 +1,9 @@
 """`sparkdoctor report`: a bug report to post (GitHub markdown or forum text), anonymized by default.
 
-`ReportCommand` holds the options, `run()` returns a Result (kind "bug-report", data: a BugReport), `register()`
-adds the typer command (the BugReport: sparkdoctor/report/posted.py; its view: sparkdoctor/views/bug_report.py). The facts come from the check pipeline (a live target or a saved snapshot), the
-judgement from the check service (sparkdoctor/check.py), the document from sparkdoctor/report/. The exit code says whether the
-report was written (0), not what it found: `check` gates CI; 3 when the target could not be probed (the report
-is still written, with the errors that say why).
+The BugReport: sparkdoctor/report/posted.py; its view: sparkdoctor/views/bug_report.py. The facts come from the
+check pipeline (a live target or a saved snapshot), the judgement from the check service (sparkdoctor/check.py), the
+document from sparkdoctor/report/. The exit code says whether the report was written (0), not what it found: `check`
+gates CI; 3 when the target could not be probed (the report is still written, with the errors that say why).
 """
 
 from __future__ import annotations
@@ -25,9 +24,9 @@ from sparkdoctor.commands.options import (
     Output,
     Parsed,
     arch_option,
-    command,
     format_option,
     output_option,
+    verb,
 )
 from sparkdoctor.errors import UsageError
 from sparkdoctor.report.posted import BugReport
@@ -121,16 +120,7 @@ def _check(options: ReportCommand) -> CheckOutcome:
 
 
 def register(app: typer.Typer) -> None:
-    app.command("report")(command(ReportCommand, report))
-
-
-def report(options: ReportCommand) -> None:
-    """Write a bug report with the facts a maintainer asks for (collect-env, cutlass build, kernels, findings)."""
-    from sparkdoctor.cli_support import err
-    from sparkdoctor.emit import emit
-
-    result = run(options)
-    code = emit(result, options.fmt, options.output)
-    for error in result.errors:  # the report is written; stderr still says why it is not a report on packages
-        err(str(error["message"]))
-    raise typer.Exit(code)
+    # the report is written; stderr still says why it is not a report on packages
+    app.command("report")(verb(ReportCommand, run, """
+        Write a bug report with the facts a maintainer asks for (collect-env, cutlass build, kernels, findings).""",
+                               say_errors=True))

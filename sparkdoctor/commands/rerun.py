@@ -2,10 +2,8 @@
 every stale conclusion is re-measured (the same A/B on the current toolchain) and reported as holds / flipped /
 changed with old and new numbers side by side, and every stale workaround is measured with and without.
 `--fail-on flipped|regression` exits 1 when a conclusion flipped or a recipe got measurably slower; 4 when a stale
-conclusion or workaround could not be re-measured.
-
-`RerunCommand` holds the options, `run()` returns a Result (kind "rerun"; the JSON `kind` is rerun-plan or rerun;
-sparkdoctor/conclusions/documents.py), `register()` adds the typer command. The work is in sparkdoctor/conclusions/.
+conclusion or workaround could not be re-measured. The JSON `kind` is rerun-plan or rerun
+(sparkdoctor/conclusions/documents.py).
 """
 
 from __future__ import annotations
@@ -21,9 +19,9 @@ from sparkdoctor.commands.options import (
     Fmt,
     Ledger,
     Output,
-    command,
     format_option,
     matrix_option,
+    verb,
 )
 from sparkdoctor.conclusions.documents import RerunDocument
 from sparkdoctor.errors import UsageError
@@ -90,11 +88,5 @@ def run(options: RerunCommand) -> Result[RerunDocument]:
 
 
 def register(app: typer.Typer) -> None:
-    app.command("rerun")(command(RerunCommand, rerun))
-
-
-def rerun(options: RerunCommand) -> None:
-    """Re-measure stale conclusions and stale workarounds on the current toolchain."""
-    from sparkdoctor.emit import emit
-
-    raise typer.Exit(emit(run(options), options.fmt, options.output))
+    app.command("rerun")(verb(RerunCommand, run, """
+        Re-measure stale conclusions and stale workarounds on the current toolchain."""))

@@ -2,9 +2,6 @@
 
 A verb of its own (not `check --upgrade`): it needs the registry and a dry-run resolution, check
 needs neither, and its exit code gates an upgrade rather than a deploy. Pipeline: sparkdoctor/whatif/.
-
-`WhatifCommand` holds the options, `run()` returns a Result (kind "whatif", data: a
-sparkdoctor.whatif.judge.WhatIf), `register()` adds the typer command.
 """
 
 from __future__ import annotations
@@ -22,10 +19,10 @@ from sparkdoctor.commands.options import (
     Output,
     Parsed,
     arch_option,
-    command,
     container_option,
     format_option,
     matrix_option,
+    verb,
 )
 from sparkdoctor.errors import UsageError
 from sparkdoctor.result import Format, Result
@@ -108,14 +105,8 @@ def run(options: WhatifCommand) -> Result[WhatIf]:
 
 
 def register(app: typer.Typer) -> None:
-    app.command("whatif")(command(WhatifCommand, whatif))
-
-
-def whatif(options: WhatifCommand) -> None:
-    """Resolve an upgrade with the target's pip (dry run), build the Facts it would give (versions,
-    cutlass-dsl build, capabilities read from the new releases' files) and diff the findings against today.
-    Exit 0: nothing at or above --fail-on introduced; 1: introduced (--strict: or left in place); 2: cannot
-    resolve / bad input."""
-    from sparkdoctor.emit import emit
-
-    raise typer.Exit(emit(run(options), options.fmt, options.output))
+    app.command("whatif")(verb(WhatifCommand, run, """
+        Resolve an upgrade with the target's pip (dry run), build the Facts it would give (versions,
+        cutlass-dsl build, capabilities read from the new releases' files) and diff the findings against today.
+        Exit 0: nothing at or above --fail-on introduced; 1: introduced (--strict: or left in place); 2: cannot
+        resolve / bad input."""))

@@ -40,7 +40,7 @@ class Difference:
     verdict: str  # risky | benign
     why: str
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return asdict(self)
 
 
@@ -290,14 +290,14 @@ def _generic(area: str, va: object, vb: object) -> list[Difference]:
     return out
 
 
-def _leaf_pairs(va: object, vb: object) -> list[tuple[str, Any, Any]]:
+def _leaf_pairs(va: object, vb: object) -> list[tuple[str, object, object]]:
     fa, fb = dict(_leaves(va)), dict(_leaves(vb))
     return [(k, fa.get(k), fb.get(k)) for k in sorted(set(fa) | set(fb))]
 
 
-def _leaves(value: object, prefix: str = "") -> list[tuple[str, Any]]:
-    out: list[tuple[str, Any]] = []
-    stack: list[tuple[str, Any]] = [(prefix, value)]
+def _leaves(value: object, prefix: str = "") -> list[tuple[str, object]]:
+    out: list[tuple[str, object]] = []
+    stack: list[tuple[str, object]] = [(prefix, value)]
     while stack and len(out) < MAX_LEAVES:
         path, item = stack.pop()
         if isinstance(item, dict) and item:

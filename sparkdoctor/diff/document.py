@@ -3,7 +3,6 @@ what could not be compared, so silence never reads as agreement; sparkdoctor/vie
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
 from sparkdoctor.diff.compare import Comparison
@@ -71,7 +70,3 @@ class DiffDocument:
             "differences": [d.to_dict() for d in c.differences],
             "not_compared": c.not_compared,
         }
-
-
-def diff_json(comparison: Comparison, names: tuple[str, str], facts: tuple[Facts, Facts]) -> str:
-    return json.dumps(DiffDocument.of(comparison, names, facts).to_json(), indent=2, ensure_ascii=False)

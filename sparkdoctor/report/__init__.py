@@ -10,6 +10,8 @@ redacted as text. Two shapes: GitHub markdown with the long parts folded in <det
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from sparkdoctor.anonymize import (  # noqa: F401 (re-exported)
     NOT_REDACTED_NOTE,
@@ -18,9 +20,12 @@ from sparkdoctor.anonymize import (  # noqa: F401 (re-exported)
     redactor_for,
 )
 from sparkdoctor.facts import Facts
-from sparkdoctor.fit import FORUM_LIMIT, GITHUB_LIMIT, fit, join
+from sparkdoctor.fit import FORUM_LIMIT, GITHUB_LIMIT, Block, fit, join
 from sparkdoctor.report.forum import forum_blocks, forum_notice, forum_stub
 from sparkdoctor.report.github import github_blocks, github_notice, github_stub
+
+if TYPE_CHECKING:
+    from sparkdoctor.findings import Report
 
 REPORT_FORMATS = ("github", "forum")
 
@@ -32,7 +37,7 @@ def redacted_facts(facts: Facts, redactor: Redactor) -> Facts:
     return dataclasses.replace(facts, **{f.name: data[f.name] for f in dataclasses.fields(facts) if f.name in data})
 
 
-def build_bug_report(report, fmt: str, redact: bool = True, local: bool = False) -> str:
+def build_bug_report(report: Report, fmt: str, redact: bool = True, local: bool = False) -> str:
     """The bug report for `report` (a findings.Report) in `fmt` (github | forum), whole, however long.
 
     `local`: the report is made on the box the Facts describe, so this machine's user and host
@@ -41,7 +46,7 @@ def build_bug_report(report, fmt: str, redact: bool = True, local: bool = False)
     return join(_blocks(report, fmt, redact, local)[0])
 
 
-def build_bug_report_fitted(report, fmt: str, attachment: str, redact: bool = True,
+def build_bug_report_fitted(report: Report, fmt: str, attachment: str, redact: bool = True,
                             local: bool = False) -> tuple[str, str | None]:
     """(the report, made to fit a GitHub issue or a forum post; the whole report for the attachment named
     `attachment`, or None when the report fits as it is)."""
@@ -51,7 +56,7 @@ def build_bug_report_fitted(report, fmt: str, attachment: str, redact: bool = Tr
     return text, (join(blocks) if moved else None)
 
 
-def _blocks(report, fmt: str, redact: bool, local: bool):
+def _blocks(report: Report, fmt: str, redact: bool, local: bool) -> tuple[list[Block], Callable[[Block, str], list[str]], Callable[[str], list[str]]]:
     if fmt not in REPORT_FORMATS:
         raise ValueError(f"unknown report format {fmt!r}")
     redactor = redactor_for(report.facts.to_dict(), enabled=redact, local=local)

@@ -6,6 +6,8 @@ The Facts snapshot is left out (too long for a post): `check --save-facts` write
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from sparkdoctor.anonymize import NOT_REDACTED_NOTE, REDACTED_NOTE, Redactor
 from sparkdoctor.describe import clip, describe_target, tracked_stack
 from sparkdoctor.facts import Facts
@@ -13,10 +15,13 @@ from sparkdoctor.fit import FORUM_LIMIT, Block
 from sparkdoctor.report import judgement
 from sparkdoctor.report.sections import Section, environment_sections
 
+if TYPE_CHECKING:
+    from sparkdoctor.findings import Report
+
 RULE = "=" * 30
 
 
-def forum_blocks(report, facts: Facts, r: Redactor) -> list[Block]:
+def forum_blocks(report: Report, facts: Facts, r: Redactor) -> list[Block]:
     tool = facts.tool or {}
     head = [
         f"sparkdoctor report (sparkdoctor {clip(tool.get('version', '?'), 100)}, taken {clip(facts.taken_at, 100)}, "
@@ -45,7 +50,7 @@ def _heading(title: str) -> list[str]:
     return [RULE, f"{title:^30}".rstrip(), RULE]
 
 
-def _findings(report, r: Redactor) -> list[str]:
+def _findings(report: Report, r: Redactor) -> list[str]:
     out = _heading("Findings")
     found = judgement.findings(report, r)
     if not found:

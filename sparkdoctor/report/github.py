@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+from typing import TYPE_CHECKING
 
 from sparkdoctor.anonymize import NOT_REDACTED_NOTE, REDACTED_NOTE, Redactor
 from sparkdoctor.describe import (
@@ -27,6 +28,9 @@ from sparkdoctor.facts import Facts
 from sparkdoctor.fit import GITHUB_LIMIT, Block
 from sparkdoctor.report import judgement
 from sparkdoctor.report.sections import Section, environment_sections
+
+if TYPE_CHECKING:
+    from sparkdoctor.findings import Report
 
 SNAPSHOT_CHARS = PROSE_CHARS  # strings in the folded snapshot; longer ones are clipped and counted
 _SPECIAL = re.compile(r"([\\`*_\[\]<>|#~])")
@@ -47,7 +51,7 @@ def folded(summary: str, body: list[str]) -> list[str]:
     return ["<details>", f"<summary>{summary}</summary>", "", *body, "", "</details>", ""]
 
 
-def github_blocks(report, facts: Facts, r: Redactor) -> list[Block]:
+def github_blocks(report: Report, facts: Facts, r: Redactor) -> list[Block]:
     """The report as blocks (sparkdoctor/fit.py): the verdict, box and findings are essential, the folded parts detail."""
     tool = facts.tool or {}
     head = [
@@ -100,7 +104,7 @@ def _box_table(facts: Facts) -> list[str]:
     return out + [""]
 
 
-def _findings(report, r: Redactor) -> list[str]:
+def _findings(report: Report, r: Redactor) -> list[str]:
     out = ["#### Findings", ""]
     found = judgement.findings(report, r)
     if not found:
@@ -144,22 +148,23 @@ def _table(table: list[list[str]]) -> list[str]:
     return out
 
 
-def _bounded(value, clipped: list[int]):
+def bounded(value: object, clipped: list[int]) -> object:
+    """`value` with every string over SNAPSHOT_CHARS clipped (a post cannot carry 25 MB), each one's length in `clipped`."""
     if isinstance(value, str):
         if len(value) > SNAPSHOT_CHARS:
             clipped.append(len(value))
             return clip(value, SNAPSHOT_CHARS)
         return value
     if isinstance(value, dict):
-        return {(_bounded(k, clipped) if isinstance(k, str) else k): _bounded(v, clipped) for k, v in value.items()}
+        return {(bounded(k, clipped) if isinstance(k, str) else k): bounded(v, clipped) for k, v in value.items()}
     if isinstance(value, list):
-        return [_bounded(v, clipped) for v in value]
+        return [bounded(v, clipped) for v in value]
     return value
 
 
 def _snapshot(facts: Facts) -> tuple[str, list[str]]:
     clipped: list[int] = []
-    body = json.dumps(_bounded(facts.to_dict(), clipped), indent=2, ensure_ascii=False)
+    body = json.dumps(bounded(facts.to_dict(), clipped), indent=2, ensure_ascii=False)
     what = "Facts snapshot (JSON; save it and run <code>sparkdoctor check --facts FILE</code> to re-evaluate it)"
     if clipped:
         what += f"; {len(clipped)} strings over {SNAPSHOT_CHARS} characters clipped"

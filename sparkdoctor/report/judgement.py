@@ -9,6 +9,7 @@ a probe finding's title is made from probe output).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from sparkdoctor.anonymize import Redactor
 from sparkdoctor.describe import (
@@ -19,6 +20,9 @@ from sparkdoctor.describe import (
     summary_line,
     unverified_line,
 )
+
+if TYPE_CHECKING:
+    from sparkdoctor.findings import Report
 
 
 @dataclass
@@ -33,27 +37,24 @@ class FindingText:
     refs: list[str] = field(default_factory=list)
 
 
-def verdict_line(report, r: Redactor) -> str:
+def verdict_line(report: Report, r: Redactor) -> str:
     return r.text(summary_line(report))
 
 
-def findings(report, r: Redactor) -> list[FindingText]:
-    out = []
-    for f in report.findings:
-        out.append(FindingText(
-            severity=SEVERITY_HEADING.get(f.severity, f.severity),
-            id=clip(r.text(f.id), 200),
-            title=clip(r.text(f.title), PROSE_CHARS),
-            where=clip(r.text(f"{f.component} · {f.action}"), 200),
-            evidence=[clip(r.text(e)) for e in f.evidence],
-            remedy=clip(r.text(f.remedy or ""), PROSE_CHARS),
-            fix=clip(r.text(f.fix or ""), 200),
-            refs=[clip(r.text(ref), 500) for ref in f.refs],
-        ))
-    return out
+def findings(report: Report, r: Redactor) -> list[FindingText]:
+    return [FindingText(
+        severity=SEVERITY_HEADING.get(f.severity, f.severity),
+        id=clip(r.text(f.id), 200),
+        title=clip(r.text(f.title), PROSE_CHARS),
+        where=clip(r.text(f"{f.component} · {f.action}"), 200),
+        evidence=[clip(r.text(e)) for e in f.evidence],
+        remedy=clip(r.text(f.remedy or ""), PROSE_CHARS),
+        fix=clip(r.text(f.fix or ""), 200),
+        refs=[clip(r.text(ref), 500) for ref in f.refs],
+    ) for f in report.findings]
 
 
-def not_evaluated(report, r: Redactor) -> list[str]:
+def not_evaluated(report: Report, r: Redactor) -> list[str]:
     """`entry-id: why` for every entry that could not be evaluated, and the unverified probes."""
     lines = [clip(r.text(f"{ev.entry.id}: {'; '.join(ev.unknowns)}"), PROSE_CHARS) for ev in report.unknown]
     if report.unverified:
@@ -61,7 +62,7 @@ def not_evaluated(report, r: Redactor) -> list[str]:
     return lines
 
 
-def nearest_stack(report, r: Redactor) -> list[str]:
+def nearest_stack(report: Report, r: Redactor) -> list[str]:
     """The nearest known-good stack: its id and title, then each difference."""
     nearest = report.nearest_stack
     if nearest is None:
@@ -78,5 +79,5 @@ def nearest_stack(report, r: Redactor) -> list[str]:
     return lines
 
 
-def ignored(report) -> list[str]:
+def ignored(report: Report) -> list[str]:
     return [clip(i, 200) for i in report.ignored]

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from sparkdoctor.findings import Report
 
 
 @dataclass
@@ -13,7 +16,7 @@ class BugReport:
     """The report as posted (made to fit a GitHub issue or a forum post), per format; and where the whole report
     went when it did not fit."""
 
-    judged: Any  # the findings.Report it is drawn from
+    judged: Report  # what it is drawn from
     attachment: Path
     redact: bool = True
     local: bool = False

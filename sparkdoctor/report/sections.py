@@ -15,7 +15,6 @@ describe.py, so the report says what `check` says.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import Any
 
 from sparkdoctor.describe import (
     clip,
@@ -229,10 +228,10 @@ def _errors(facts: Facts) -> Section | None:
     return Section("Could not observe", rows) if rows else None
 
 
-def _flatten(value: object, prefix: str = "") -> list[tuple[str, Any]]:
+def _flatten(value: object, prefix: str = "") -> list[tuple[str, object]]:
     """[("a.b", leaf), ("list[0].c", leaf)]: nested data as rows."""
-    out: list[tuple[str, Any]] = []
-    stack: list[tuple[str, Any]] = [(prefix, value)]
+    out: list[tuple[str, object]] = []
+    stack: list[tuple[str, object]] = [(prefix, value)]
     while stack and len(out) < MAX_ROWS:
         path, item = stack.pop()
         if isinstance(item, dict) and item:

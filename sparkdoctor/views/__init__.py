@@ -19,10 +19,10 @@ from sparkdoctor.result import Format, Result, with_header
 from sparkdoctor.sink import Sink
 
 D = TypeVar("D")
-Drawn = str | dict[str, Any] | list[dict[str, Any]]
+Drawn = str | dict[str, object] | list[dict[str, object]]
 """A draw function's answer: the whole text, or (json) the document, or (matrix list) a bare array."""
 
-REGISTRY: dict[type[Any], View[Any]] = {}
+REGISTRY: dict[type, View[Any]] = {}
 """Document class -> its view; filled by the view modules as they are imported."""
 
 
@@ -43,7 +43,7 @@ def view_of(document: object) -> View[Any] | None:
     return next((REGISTRY[cls] for cls in type(document).__mro__ if cls in REGISTRY), None)
 
 
-def render(result: Result[Any], fmt: Format, sink: Sink) -> str:
+def render(result: Result[object], fmt: Format, sink: Sink) -> str:
     """The whole document, ready to write."""
     view = view_of(result.data)
     if view is None or fmt not in view.draw:

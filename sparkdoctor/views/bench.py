@@ -4,7 +4,6 @@ tables), drawn from the JSON documents (bench/document.py: the envelope from ben
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 from rich.console import Console
@@ -22,13 +21,7 @@ from sparkdoctor.sink import Sink
 from sparkdoctor.views import View
 
 
-def console() -> Console:
-    """stdout; wide when it is not a terminal (a file or a pipe gets whole rows, not wrapped ones)."""
-
-    return Console() if sys.stdout.isatty() else Console(width=160)
-
-
-def _f(value: Any, digits: int = 1, scale: float = 1.0, unit: str = "") -> str:
+def _f(value: float | None, digits: int = 1, scale: float = 1.0, unit: str = "") -> str:
     if value is None:
         return "-"
     return f"{value * scale:,.{digits}f}{unit}"
@@ -186,7 +179,7 @@ def render_comparison(console: Console, comp: dict[str, Any]) -> None:
                   "a difference inside the noise is reported as \"no difference\", never as a win")
 
 
-def _gib(value: Any) -> str:
+def _gib(value: object) -> str:
     return f"{value / 2**30:.2f} GiB" if isinstance(value, int) else "-"
 
 

@@ -12,26 +12,25 @@ from sparkdoctor.views import View
 def report_console(result: Result[Report], sink: Sink) -> str:
     from sparkdoctor.views.console import console_text
 
-    verbose = bool(result.options.get("verbose"))
-    return console_text(result.data, sink.console(), verbose, ascii_only=sink.ascii_only)
+    return console_text(result.data, sink.console(), result.verbose, ascii_only=sink.ascii_only)
 
 
 def report_junit(result: Result[Report], sink: Sink) -> str:
     from sparkdoctor.views.junit import render_junit
 
-    return str(render_junit(result.data)) + "\n"
+    return render_junit(result.data) + "\n"
 
 
 def report_markdown(result: Result[Report], sink: Sink) -> str:
     from sparkdoctor.views.markdown import render_markdown
 
-    return str(render_markdown(result.data)) + "\n"
+    return render_markdown(result.data) + "\n"
 
 
 def report_sarif(result: Result[Report], sink: Sink) -> str:
     from sparkdoctor.views.sarif import render_sarif
 
-    return str(render_sarif(result.data)) + "\n"
+    return render_sarif(result.data) + "\n"
 
 
 VIEW = View(Report, {Format.console: report_console, Format.json: lambda result, sink: result.data.to_dict(),

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from rich.console import Console, Group
+from rich.console import Console, Group, RenderableType
 from rich.padding import Padding
+from rich.table import Table
 from rich.text import Text
 
 from sparkdoctor.describe import (
@@ -45,7 +46,7 @@ from sparkdoctor.views.terminal_text import (
 
 if TYPE_CHECKING:
     from sparkdoctor.facts import Facts
-    from sparkdoctor.findings import Finding, Report
+    from sparkdoctor.findings import Finding, Report, StackDistance
 
 __all__ = ["render_console", "needs_ascii"]
 
@@ -151,9 +152,9 @@ def _print_not_known(console: Console, report: Report, ink: Ink, verbose: bool) 
         console.print(Padding(grid, (0, 0, 0, 2)))
 
 
-def _header(report: Report, ink: Ink) -> Any:
+def _header(report: Report, ink: Ink) -> Table:
     facts = report.facts
-    rows: list[tuple[str, Any]] = [
+    rows: list[tuple[str, object]] = [
         ("target", describe_target(facts)),
         ("host", describe_host(facts)),
         ("GPU", describe_gpus(facts)),
@@ -181,8 +182,8 @@ def _print_finding(console: Console, f: Finding, ink: Ink, verbose: bool, last: 
     head = Text()
     ink.append(head, f"{ink.sev.get(f.severity, '?')} {f.id}", style=SEVERITY_STYLE.get(f.severity, "bold"))
     ink.append(head, f"  {f.component} · {f.action} · {f.evidence_level}", style="dim")
-    parts: list[Any] = [head, Padding(ink.text(f.title, style="bold", limit=PROSE_CHARS), (0, 0, 0, 2))]
-    rows: list[tuple[str, Any]] = []
+    parts: list[RenderableType] = [head, Padding(ink.text(f.title, style="bold", limit=PROSE_CHARS), (0, 0, 0, 2))]
+    rows: list[tuple[str, object]] = []
     if verbose and f.summary:
         rows.append(("why", ink.text(f.summary, limit=PROSE_CHARS)))
     if f.evidence:
@@ -225,7 +226,7 @@ def _print_knowledge(console: Console, report: Report, ink: Ink) -> None:
         console.print(ink.text(f"warning: {line}", style="yellow"))
 
 
-def _print_nearest_stack(console: Console, nearest: Any, ink: Ink) -> None:
+def _print_nearest_stack(console: Console, nearest: StackDistance, ink: Ink) -> None:
     console.print()
     line = Text("nearest known-good stack: ", style="bold")
     ink.append(line, nearest.id)
@@ -242,7 +243,7 @@ def _print_nearest_stack(console: Console, nearest: Any, ink: Ink) -> None:
 
 def _kernel_section(facts: Facts, ink: Ink, verbose: bool) -> Group:
     """Per probe: its status and detail, then one line per (ptxas, arch) run."""
-    parts: list[Any] = []
+    parts: list[RenderableType] = []
     rows = kernel_rows(facts)
     for row in rows:
         runs = [r for r in rows if r["probe"] == row["probe"] and r["run"]]
@@ -257,7 +258,7 @@ def _kernel_section(facts: Facts, ink: Ink, verbose: bool) -> Group:
     return Group(*parts)
 
 
-def _probe_head(row: dict[str, Any], runs: list[dict[str, Any]], ink: Ink, quiet: bool) -> list[Any]:
+def _probe_head(row: dict[str, Any], runs: list[dict[str, Any]], ink: Ink, quiet: bool) -> list[RenderableType]:
     head = ink.text(row["probe"], style="bold")
     head.append("  ")
     ink.append(head, row["status"], style=STATUS_STYLE.get(row["status"], "dim"))
@@ -273,7 +274,7 @@ def _probe_head(row: dict[str, Any], runs: list[dict[str, Any]], ink: Ink, quiet
         note = runs[0]["note"] or ""
         if note:  # "compiled" was just said
             ink.append(head, f"  {note.removeprefix('compiled, ')}", style="dim")
-    parts: list[Any] = [head]
+    parts: list[RenderableType] = [head]
     if row["detail"] and not quiet:
         parts.append(Padding(ink.text(row["detail"], style="dim"), (0, 0, 0, 4)))
     return parts

@@ -6,7 +6,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.markup import escape
 
-from sparkdoctor.diff.document import DiffDocument, overall
+from sparkdoctor.diff.document import DiffDocument
 from sparkdoctor.diff.rules import RISKY
 from sparkdoctor.result import Format
 from sparkdoctor.views import View
@@ -29,13 +29,12 @@ def draw(doc: DiffDocument, console: Console) -> None:
         console.print(f"[yellow]? unknown[/]  {escape(item['area'])}: {escape(item['why'])}, not compared")
     if ordered or comparison.not_compared:
         console.print()
-    verdict = overall(comparison)
     line = {
         "risky": f"[bold red]{len(comparison.risky)} risky[/], {len(comparison.benign)} benign: "
                  "these two must not serve one multi-node run as they are (exit 1)",
         "benign": f"0 risky, {len(comparison.benign)} benign: safe to run together (exit 0)",
         "same": "no differences in what both snapshots observed (exit 0)",
-    }[verdict]
+    }[doc.verdict]
     if comparison.not_compared:
         line += f"; {len(comparison.not_compared)} field(s) observed on one side only"
     console.print(line)

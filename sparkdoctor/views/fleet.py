@@ -3,21 +3,26 @@ findings per node, the verdict) and as a program reads it (JSON, `fleet_version`
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
+from rich.console import Console
 from rich.markup import escape
 
 from sparkdoctor.fleet import FleetResult
 from sparkdoctor.result import Format
 from sparkdoctor.views import View
 
+if TYPE_CHECKING:
+    from sparkdoctor.memory.pernode import FleetFit
+
 FLEET_VERSION = 1
 
 
-def fleet_dict(result: FleetResult, verbose: bool = False) -> dict[str, Any]:
+def fleet_dict(result: FleetResult, verbose: bool = False) -> dict[str, object]:
     nodes = []
     for outcome in result.outcomes:
-        row: dict[str, Any] = {"name": outcome.node.name, "ok": outcome.ok, "problem": outcome.problem,
+        row: dict[str, object] = {"name": outcome.node.name, "ok": outcome.ok, "problem": outcome.problem,
                                "seconds": round(outcome.seconds, 3)}
         report = result.reports.get(outcome.node.name)
         if report is not None:
@@ -45,7 +50,7 @@ def fleet_dict(result: FleetResult, verbose: bool = False) -> dict[str, Any]:
     }
 
 
-def render_console(result: FleetResult, console: Any, verbose: bool = False) -> None:
+def render_console(result: FleetResult, console: Console, verbose: bool = False) -> None:
     answered = len(result.reports)
     console.print(f"fleet check over {result.transport}: {len(result.outcomes)} node(s), {answered} answered "
                   f"({result.seconds:.1f} s)")
@@ -93,7 +98,7 @@ def render_console(result: FleetResult, console: Any, verbose: bool = False) -> 
     console.print(verdict)
 
 
-def _render_fabric(result: FleetResult, console: Any, verbose: bool) -> None:
+def _render_fabric(result: FleetResult, console: Console, verbose: bool) -> None:
     topo = result.topology
     if topo is not None and topo.kind not in ("single", "none"):
         console.print(f"fabric: {escape(topo.kind)}, {len(topo.links)} link(s)"
@@ -108,14 +113,12 @@ def _render_fabric(result: FleetResult, console: Any, verbose: bool) -> None:
         console.print(f"  measured  {escape(m.tool)}  {escape(m.link)}: {escape(value + rated)}  [dim]{escape(m.detail)}[/]")
 
 
-def _v(value: Any) -> str:
+def _v(value: object) -> str:
     return "(absent)" if value is None else str(value)
 
 
-def render_memory(fit: Any, console: Any, verbose: bool = False) -> None:
+def render_memory(fit: FleetFit, console: Console, verbose: bool = False) -> None:
     """`--recipe`: the need per node, each node's verdict with what holds its memory, and the one proposal."""
-    from rich.markup import escape
-
     console.print(f"memory: {escape(fit.summary())}")
     for rule in fit.rules[1:] if verbose else []:
         console.print(f"  [dim]{escape(rule)}[/]")
@@ -146,11 +149,11 @@ def gib(n: float) -> str:
     return f"{n / 2**30:.1f} GiB"
 
 
-def _flags(settings: dict[str, Any]) -> str:
+def _flags(settings: Mapping[str, object]) -> str:
     return " ".join(f"--{k.replace('_', '-')} {v}" for k, v in settings.items())
 
 
 VIEW = View(FleetResult, {
     Format.console: lambda result, sink: sink.capture(
-        lambda console: render_console(result.data, console, bool(result.options.get("verbose")))),
-    Format.json: lambda result, sink: {"kind": "fleet", **fleet_dict(result.data, bool(result.options.get("verbose")))}})
+        lambda console: render_console(result.data, console, result.verbose)),
+    Format.json: lambda result, sink: {"kind": "fleet", **fleet_dict(result.data, result.verbose)}})

@@ -17,7 +17,12 @@ from __future__ import annotations
 
 import html
 import json
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from sparkdoctor.findings import Finding
+    from sparkdoctor.ledger.timeline import Timeline
 
 PLOT_IDS = ("sd-decode", "sd-correctness", "sd-ratios")
 VERDICTS = ("wrong", "unchecked", "unscored", "indecisive", "correct", "reference")  # bottom to top
@@ -32,11 +37,11 @@ NOT_STORED = ("<h2>Not in the ledger</h2><p>The share of the roofline is printed
               "so it cannot be drawn here.</p>")
 
 
-def _esc(value: Any) -> str:
+def _esc(value: object) -> str:
     return html.escape(str(value if value is not None else ""))
 
 
-def _table(head: list[str], rows: list[list[Any]], cls: str = "") -> str:
+def _table(head: list[str], rows: Sequence[Sequence[object]], cls: str = "") -> str:
     if not rows:
         return "<p class='none'>none</p>"
     out = [f"<table class='{cls}'><thead><tr>" + "".join(f"<th>{_esc(h)}</th>" for h in head) + "</tr></thead><tbody>"]
@@ -44,7 +49,7 @@ def _table(head: list[str], rows: list[list[Any]], cls: str = "") -> str:
     return "\n".join(out) + "</tbody></table>"
 
 
-def decode_figure(tl: Any) -> dict[str, Any]:
+def decode_figure(tl: Timeline) -> dict[str, object]:
     traces = []
     for recipe in sorted({r["recipe"] for r in tl.runs}):
         runs = [r for r in tl.runs if r["recipe"] == recipe and r["tps"] is not None]
@@ -63,7 +68,7 @@ def decode_figure(tl: Any) -> dict[str, Any]:
                                        "legend": {"orientation": "h"}}}
 
 
-def correctness_figure(tl: Any) -> dict[str, Any]:
+def correctness_figure(tl: Timeline) -> dict[str, object]:
     """Each run whose answers the correctness gate judged: one trace per verdict, the recipe on hover."""
     known = [v for v in VERDICTS if any(r["correctness"] == v for r in tl.runs)]
     other = sorted({r["correctness"] for r in tl.runs if r["correctness"] and r["correctness"] not in VERDICTS})
@@ -79,7 +84,7 @@ def correctness_figure(tl: Any) -> dict[str, Any]:
                                        "showlegend": False}}
 
 
-def ratio_figure(tl: Any) -> dict[str, Any]:
+def ratio_figure(tl: Timeline) -> dict[str, object]:
     cs = tl.comparisons
     labels = [f"#{c['id']} c={c['concurrency']}" for c in cs]
     trace = {"type": "scatter", "mode": "markers", "name": "B/A", "x": labels, "y": [c["ratio"] for c in cs],
@@ -93,7 +98,7 @@ def ratio_figure(tl: Any) -> dict[str, Any]:
                                                     "line": {"dash": "dot"}}]}}
 
 
-def render_page(tl: Any, findings: list[Any], ledger_path: str) -> str:
+def render_page(tl: Timeline, findings: list[Finding], ledger_path: str) -> str:
     """The whole page. `findings`: the latest run's toolchain judged by the matrix (findings.Finding)."""
     import plotly.io as pio
 

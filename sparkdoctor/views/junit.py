@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 import xml.etree.ElementTree as ET
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from sparkdoctor.describe import (
     PROSE_CHARS,
@@ -34,6 +34,7 @@ from sparkdoctor.findings import SEVERITY_RANK
 
 if TYPE_CHECKING:
     from sparkdoctor.findings import Finding, Report
+    from sparkdoctor.matrix.model import Evaluation
 
 # XML 1.0 cannot carry most control characters; probe output sometimes has them.
 _INVALID_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
@@ -80,14 +81,20 @@ def render_junit(report: Report) -> str:
             "\n".join(f"could not observe: {clip(e.get('collector'))}: {clip(e.get('error'))}" for e in facts.errors), FINDING_CHARS
         )
 
+    return document(suite, f"{sum(v for v in (facts.timings_ms or {}).values() if isinstance(v, (int, float))) / 1000:.3f}")
+
+
+def document(suite: ET.Element, time: str | None = None) -> str:
+    """The suite, its testcases' outcomes counted (and its `time`, when given), inside a <testsuites> of its name."""
     cases = suite.findall("testcase")
     counts = {"tests": len(cases)}
     for outcome, tag in (("failures", "failure"), ("errors", "error"), ("skipped", "skipped")):
         counts[outcome] = sum(1 for tc in cases if tc.find(tag) is not None)
     for key, value in counts.items():
         suite.set(key, str(value))
-    suite.set("time", f"{sum(v for v in (facts.timings_ms or {}).values() if isinstance(v, (int, float))) / 1000:.3f}")
-    root = ET.Element("testsuites", {"name": "sparkdoctor", **{k: str(v) for k, v in counts.items()}})
+    if time is not None:
+        suite.set("time", time)
+    root = ET.Element("testsuites", {"name": str(suite.get("name")), **{k: str(v) for k, v in counts.items()}})
     root.append(suite)
     ET.indent(root)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode")
@@ -117,7 +124,7 @@ def _case(suite: ET.Element, classname: str, name: str) -> ET.Element:
     return ET.SubElement(suite, "testcase", classname=_clean(classname), name=_clean(name), time="0")
 
 
-def _entry_case(suite: ET.Element, ev: Any, finding: Finding | None, report: Report) -> None:
+def _entry_case(suite: ET.Element, ev: Evaluation, finding: Finding | None, report: Report) -> None:
     entry = ev.entry
     tc = _case(suite, f"sparkdoctor.{entry.component}", f"{entry.id}: {entry.title}")
     if ev.outcome == "match" and entry.id in report.ignored:

@@ -9,7 +9,7 @@ maintainer can re-run `sparkdoctor check --facts` on it. Every string from the b
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from sparkdoctor.describe import (
     FACT_CHARS,
@@ -30,12 +30,12 @@ from sparkdoctor.describe import (
     unverified_line,
 )
 from sparkdoctor.fit import GITHUB_LIMIT, Block, fit
+from sparkdoctor.report.github import SNAPSHOT_CHARS, bounded
 
 if TYPE_CHECKING:
     from sparkdoctor.findings import Report
 
 CELL_CHARS = PROSE_CHARS  # a cell or line that joins several facts, each clipped already
-SNAPSHOT_CHARS = PROSE_CHARS  # longer than any real fact: only a broken or hostile snapshot is clipped
 
 
 def _text(text: object, limit: int = FACT_CHARS) -> str:
@@ -58,20 +58,6 @@ def _code(text: object) -> str:
     fence = "``" if "`" in s else "`"
     pad = " " if s.startswith("`") or s.endswith("`") else ""
     return f"{fence}{pad}{s}{pad}{fence}"
-
-
-def _bounded(value: Any, clipped: list[int]) -> Any:
-    """The snapshot with every string over SNAPSHOT_CHARS clipped (a post cannot carry 25 MB)."""
-    if isinstance(value, str):
-        if len(value) > SNAPSHOT_CHARS:
-            clipped.append(len(value))
-            return clip(value, SNAPSHOT_CHARS)
-        return value
-    if isinstance(value, dict):
-        return {_bounded(k, clipped) if isinstance(k, str) else k: _bounded(v, clipped) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_bounded(v, clipped) for v in value]
-    return value
 
 
 def _mark(value: object) -> str:
@@ -206,7 +192,7 @@ def _nearest_stack(report: Report) -> list[str]:
 
 def _snapshot(report: Report) -> list[str]:
     clipped: list[int] = []
-    snapshot = json.dumps(_bounded(report.facts.to_dict(), clipped), indent=2)
+    snapshot = json.dumps(bounded(report.facts.to_dict(), clipped), indent=2)
     fence = "````" if "```" in snapshot else "```"
     what = "Full facts snapshot"
     if clipped:

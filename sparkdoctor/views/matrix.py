@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from typing import Any
 
 from rich.console import Console
 from rich.padding import Padding
@@ -37,16 +36,16 @@ _SEVERITY_ORDER = {"error": 0, "warn": 1, "info": 2}
 TITLE_MIN = 40  # narrower than this, a title column reads a word per line: titles go under the row
 
 
-def entry_row(e: Entry) -> dict[str, Any]:
+def entry_row(e: Entry) -> dict[str, object]:
     return {"kind": "entry", "id": e.id, "severity": e.severity, "action": e.action, "evidence": e.evidence, "component": e.component,
             "title": e.title, "withdrawn": e.withdrawn, "file": e.file}
 
 
-def stack_row(s: Stack) -> dict[str, Any]:
+def stack_row(s: Stack) -> dict[str, object]:
     return {"kind": "stack", "id": s.id, "component": s.component, "title": s.title, "packages": s.packages, "file": s.file}
 
 
-def item_dict(item: Entry | Stack) -> dict[str, Any]:
+def item_dict(item: Entry | Stack) -> dict[str, object]:
     return {"kind": "entry" if isinstance(item, Entry) else "stack", **dataclasses.asdict(item)}
 
 
@@ -58,7 +57,7 @@ def _sorted(matrix: Matrix) -> tuple[list[Entry], list[Stack]]:
     return entries, sorted(matrix.stacks, key=lambda s: (s.component, s.id))
 
 
-def sorted_rows(matrix: Matrix) -> list[dict[str, Any]]:
+def sorted_rows(matrix: Matrix) -> list[dict[str, object]]:
     """`matrix list --format json`: every entry, then every stack, in the console's order."""
     entries, stacks = _sorted(matrix)
     return [entry_row(e) for e in entries] + [stack_row(s) for s in stacks]
@@ -122,7 +121,7 @@ def _print_rows(console: Console, heads: list[str], rows: list[list[Text]]) -> N
 _LABEL = len("verified by")
 
 
-def _rows(console: Console, rows: list[tuple[str, Any]]) -> None:
+def _rows(console: Console, rows: list[tuple[str, object]]) -> None:
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="dim", no_wrap=True, min_width=_LABEL)
     grid.add_column(overflow="fold")
@@ -282,7 +281,7 @@ def _item_console(result: Result[Entry] | Result[Stack], sink: Sink) -> str:
     return sink.capture(lambda console: show_item(result.data, console))
 
 
-def _item_json(result: Result[Entry] | Result[Stack], sink: Sink) -> dict[str, Any]:
+def _item_json(result: Result[Entry] | Result[Stack], sink: Sink) -> dict[str, object]:
     return item_dict(result.data)
 
 

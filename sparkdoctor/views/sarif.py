@@ -25,13 +25,15 @@ import hashlib
 import json
 import os
 import re
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 from urllib.parse import quote
 
 from sparkdoctor import __version__
 from sparkdoctor.exitcodes import EXIT_FINDINGS, EXIT_OK
 from sparkdoctor.matrix import load
+from sparkdoctor.matrix.model import Entry, Matrix
 
 if TYPE_CHECKING:
     from sparkdoctor.facts import Facts
@@ -64,25 +66,39 @@ MEMORY_RULES = {
 MAX_TEXT = 4000
 
 
+class ArtifactLocation(TypedDict, total=False):
+    uri: str
+    uriBaseId: str
+
+
+class PhysicalLocation(TypedDict, total=False):
+    artifactLocation: ArtifactLocation
+    region: dict[str, int]
+
+
+class Location(TypedDict):
+    physicalLocation: PhysicalLocation
+
+
 # ---- shared ---------------------------------------------------------------------------------------------------
-def _clip(value: Any) -> str:
+def _clip(value: object) -> str:
     text = str(value)
     return text if len(text) <= MAX_TEXT else text[:MAX_TEXT] + " [...]"
 
 
 def _rule(rule_id: str, title: str, severity: str, remedy: str = "", refs: list[str] | None = None,
-          evidence_level: str | None = None, component: str | None = None, summary: str = "") -> dict[str, Any]:
+          evidence_level: str | None = None, component: str | None = None, summary: str = "") -> dict[str, object]:
     refs = [r for r in refs or [] if isinstance(r, str)]
     urls = [r for r in refs if re.match(r"https?://", r)]
     help_text = "\n".join(x for x in (remedy, *(f"see: {r}" for r in refs)) if x) or title
     help_md = "\n\n".join(x for x in (remedy, *(f"- <{r}>" if r in urls else f"- {r}" for r in refs)) if x) or title
-    rule: dict[str, Any] = {"id": rule_id, "name": _pascal(rule_id), "shortDescription": {"text": _clip(title)},
+    rule: dict[str, object] = {"id": rule_id, "name": _pascal(rule_id), "shortDescription": {"text": _clip(title)},
                             "fullDescription": {"text": _clip(summary or title)},
                             "help": {"text": _clip(help_text), "markdown": _clip(help_md)},
                             "defaultConfiguration": {"level": LEVEL.get(severity, "warning")}}
     if urls:
         rule["helpUri"] = urls[0]
-    props: dict[str, Any] = {"tags": list(dict.fromkeys(["sparkdoctor", *([component] if component else [])])),
+    props: dict[str, object] = {"tags": list(dict.fromkeys(["sparkdoctor", *([component] if component else [])])),
                              "severity": severity}
     if evidence_level:
         props["evidence-level"] = evidence_level
@@ -98,10 +114,10 @@ def _pascal(rule_id: str) -> str:
     return "".join(p[:1].upper() + p[1:] for p in re.split(r"[^A-Za-z0-9]+", rule_id) if p) or "Finding"
 
 
-def _artifact(path: str, line: int | None = None) -> dict[str, Any]:
+def _artifact(path: str, line: int | None = None) -> Location:
     """A physicalLocation: relative to SRCROOT (the current folder) when under it, else an absolute URI."""
     if path.startswith("container:"):
-        loc: dict[str, Any] = {"artifactLocation": {"uri": quote(path, safe=":/@")}}
+        loc: PhysicalLocation = {"artifactLocation": {"uri": quote(path, safe=":/@")}}
     else:
         p = Path(os.path.abspath(path))
         try:
@@ -114,13 +130,13 @@ def _artifact(path: str, line: int | None = None) -> dict[str, Any]:
     return {"physicalLocation": loc}
 
 
-def _fingerprint(rule_id: str, subject: str, location: dict[str, Any]) -> dict[str, str]:
+def _fingerprint(rule_id: str, subject: str, location: Location) -> dict[str, str]:
     uri = location["physicalLocation"]["artifactLocation"]["uri"]
     digest = hashlib.sha256(f"{rule_id}\0{subject}\0{uri}".encode()).hexdigest()
     return {FINGERPRINT: digest}
 
 
-def _log(rules: list[dict[str, Any]], results: list[dict[str, Any]], exit_code: int, properties: dict[str, Any],
+def _log(rules: list[dict[str, object]], results: list[dict[str, object]], exit_code: int, properties: Mapping[str, object],
          category: str, failure: str | None = None) -> str:
     index = {r["id"]: i for i, r in enumerate(rules)}
     for result in results:
@@ -159,7 +175,7 @@ def render_sarif(report: Report) -> str:
         if e.id not in seen:
             seen.add(e.id)
             rules.append(_rule(e.id, e.title, e.severity, e.remedy, e.refs, e.evidence, e.component, e.summary))
-    results = []
+    results: list[dict[str, object]] = []
     default = _stated_artifact(report.facts)
     for f in [*report.findings]:
         if f.id not in seen:  # an engine finding (a failed kernel probe)
@@ -184,7 +200,7 @@ def _stated_artifact(facts: Facts) -> str:
     return str(target.get("python") or target.get("executable") or "python")
 
 
-def _check_location(f: Finding, facts: Facts, default: str) -> tuple[dict[str, Any], str]:
+def _check_location(f: Finding, facts: Facts, default: str) -> tuple[Location, str]:
     """(the location, the subject) of a check finding: a constraints line, a modified file, or the stated artifact."""
     text = " ".join(str(e) for e in f.evidence)
     names = {_norm(f.component)} if f.component else set()
@@ -208,14 +224,14 @@ def _norm(name: str) -> str:
 
 
 # ---- recipe check -----------------------------------------------------------------------------------------------
-def render_recipe_sarif(doc: dict[str, Any], matrix: Any = None) -> str:
+def render_recipe_sarif(doc: dict[str, Any], matrix: Matrix | None = None) -> str:
     """`recipe check --format sarif` from its document; `matrix` gives the rules of matrix entries (None: shipped)."""
     if matrix is None:
         matrix = load(None)
     recipe = doc.get("recipe") or {}
     path = str(recipe.get("path") or recipe.get("name") or "recipe")
     lines = _read_lines(path)
-    rules: list[dict[str, Any]] = []
+    rules: list[dict[str, object]] = []
     seen: set[str] = set()
     for e in matrix.entries:
         if not getattr(e, "withdrawn", None):
@@ -224,7 +240,7 @@ def render_recipe_sarif(doc: dict[str, Any], matrix: Any = None) -> str:
     for rule_id, (title, severity) in RECIPE_RULES.items():
         seen.add(rule_id)
         rules.append(_rule(rule_id, title, severity, component="recipe"))
-    results = []
+    results: list[dict[str, object]] = []
     for f in doc.get("findings") or []:
         kind, _, subject = str(f["id"]).partition(":")
         rule_id = kind if subject else str(f["id"])
@@ -256,7 +272,7 @@ def _read_lines(path: str) -> list[str]:
         return []
 
 
-def _needles(subject: str, entry: Any, evidence: list[Any]) -> list[str]:
+def _needles(subject: str, entry: Entry | None, evidence: Sequence[object]) -> list[str]:
     """What the recipe's line would name: the subject (a flag or a variable, either spelling of a flag), the entry's
     env variables and justifying flags, and flags or variables quoted in the evidence."""
     out = [subject] if subject else []
@@ -280,18 +296,16 @@ def _first_line(lines: list[str], needles: list[str]) -> int | None:
 
 
 # ---- bench and rerun ---------------------------------------------------------------------------------------------
-def render_findings_sarif(findings: list[dict[str, Any]], *, category: str, properties: dict[str, Any], exit_code: int,
-                          failure: str | None = None, matrix: Any = None) -> str:
+def render_findings_sarif(findings: list[dict[str, Any]], *, category: str, properties: dict[str, object], exit_code: int,
+                          failure: str | None = None, matrix: Matrix | None = None) -> str:
     """Finding records ({"kind", "id", "severity", "title", "evidence", "remedy", "path"}; an A/B's carry `arm`) as
     one SARIF log: `bench` and `rerun` (their run, comparison or failure). A log symptom's rule is its matrix entry's;
     `failure`: the one line of a command that failed (the invocation is then not successful)."""
     if matrix is None:
-        from sparkdoctor.matrix import load
-
         matrix = load(None)
-    rules: list[dict[str, Any]] = []
+    rules: list[dict[str, object]] = []
     seen: set[str] = set()
-    results = []
+    results: list[dict[str, object]] = []
     for f in findings:
         rule_id = str(f.get("id") or "finding")
         entry = matrix.get(rule_id) if f.get("kind") == "symptom" else None

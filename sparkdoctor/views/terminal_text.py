@@ -11,11 +11,7 @@ it, so the layout still fits the width. The caller (cli) decides which: see need
 
 from __future__ import annotations
 
-from typing import Any
-
-from rich.console import (
-    Console,
-)
+from rich.console import Console
 from rich.style import Style
 from rich.table import Table
 from rich.text import Text
@@ -37,7 +33,7 @@ def to_ascii(text: str) -> str:
     return text.translate(_ASCII_TABLE).encode("ascii", "replace").decode("ascii")
 
 
-def needs_ascii(stream: Any) -> bool:
+def needs_ascii(stream: object) -> bool:
     """True when `stream` cannot encode the report's symbols (cli passes this as ascii_only)."""
     encoding = getattr(stream, "encoding", None)
     if not encoding:
@@ -57,23 +53,23 @@ class Ink:
         self.bullet, self.yes, self.no, self.none = ("-", "ok", "NO", "-") if ascii_only else ("•", "✓", "✗", "–")
         self.sev = {"error": "[x]", "warn": "[!]", "info": "[i]"} if ascii_only else {"error": "✖", "warn": "▲", "info": "ℹ"}
 
-    def plain(self, value: Any, limit: int = FACT_CHARS) -> str:
+    def plain(self, value: object, limit: int = FACT_CHARS) -> str:
         text = shown(clip(value, limit))
         return to_ascii(text) if self.ascii_only else text
 
-    def text(self, value: Any, style: str | Style = "", limit: int = FACT_CHARS) -> Text:
+    def text(self, value: object, style: str | Style = "", limit: int = FACT_CHARS) -> Text:
         return Text(self.plain(value, limit), style=style)
 
-    def append(self, line: Text, value: Any, style: str | Style = "", limit: int = FACT_CHARS) -> Text:
+    def append(self, line: Text, value: object, style: str | Style = "", limit: int = FACT_CHARS) -> Text:
         line.append(self.plain(value, limit), style=style)
         return line
 
-    def link(self, url: Any) -> Text:
+    def link(self, url: object) -> Text:
         """A URL, clickable on a terminal (a Style object: a URL never goes through style parsing)."""
         text = self.plain(url)
         return Text(text, style=Style(link=text) if text.isascii() and " " not in text else "")
 
-    def mark(self, label: str, value: Any) -> Text:
+    def mark(self, label: str, value: object) -> Text:
         """`compiled ✓` / `compiled ✗` / `compiled –` (True / False / not known)."""
         t = Text(f"{label} ")
         if value is True:
@@ -85,7 +81,7 @@ class Ink:
         return t
 
 
-def labelled(rows: list[tuple[str, Any]], ink: Ink, label_width: int | None = None) -> Table:
+def labelled(rows: list[tuple[str, object]], ink: Ink, label_width: int | None = None) -> Table:
     """Label / value rows; a value that is not already a renderable is made Text by `ink`."""
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="dim", no_wrap=True, min_width=label_width)

@@ -86,7 +86,7 @@ def render_track(d: dict[str, Any], console: Console, verbose: bool = False) -> 
 
 TRACK = View(TrackAnswer, {
     Format.console: lambda result, sink: sink.capture(
-        lambda console: render_track(result.data.document, console, bool(result.options.get("verbose")))),
+        lambda console: render_track(result.data.document, console, result.verbose)),
     Format.json: lambda result, sink: result.data.to_json(),
     Format.markdown: lambda result, sink: track_markdown(result.data.document)})
 UPDATE = View(Updated, {Format.console: _update_console, Format.json: lambda result, sink: result.data.document})

@@ -4,6 +4,7 @@ views too."""
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 from rich.console import Console
@@ -12,8 +13,10 @@ from rich.table import Table
 
 from sparkdoctor.result import Format, Result
 from sparkdoctor.sink import Sink
-from sparkdoctor.verify.bounds import side_counts
+from sparkdoctor.verify.bounds import BoundResult, side_counts
+from sparkdoctor.verify.files import FileResult
 from sparkdoctor.verify.modes import Bisection, Bounds, EntryChecks, Latest, Stacks
+from sparkdoctor.verify.runner import Result as InstallResult
 from sparkdoctor.verify.stacks import StackResult
 from sparkdoctor.views import View
 
@@ -23,13 +26,13 @@ _STYLE = {"confirmed": "green", "contradicted": "bold red", "error": "yellow", "
           "range-must-grow": "bold red"}
 
 
-def _summary(results: list[Any]) -> dict[str, int]:
+def _summary(results: list[InstallResult | FileResult]) -> dict[str, int]:
     return {v: sum(1 for r in results if r.verdict == v) for v in VERDICTS}
 
 
-def render_verify(results: list[Any], console: Console, seconds: float) -> None:
+def render_verify(results: list[InstallResult | FileResult], console: Console, seconds: float) -> None:
     for r in results:
-        if getattr(r, "kind", "installs") == "files":
+        if isinstance(r, FileResult):
             _render_files(r, console)
         else:
             _render_installs(r, console)
@@ -39,7 +42,7 @@ def render_verify(results: list[Any], console: Console, seconds: float) -> None:
     console.print(f"{len(results)} entr{'y' if len(results) == 1 else 'ies'} verified in {seconds:.0f}s: {counts}")
 
 
-def _render_installs(r: Any, console: Console) -> None:
+def _render_installs(r: InstallResult, console: Console) -> None:
     console.print(f"[{_STYLE[r.verdict]}]{r.verdict.upper():<12}[/] [bold]{escape(r.id)}[/]  probe {escape(r.probe)} expects {escape(r.expect)}", soft_wrap=True)
     for run in r.runs:
         mark = "ok " if (run.status == r.expect) == (run.role == "affected") else "!! "
@@ -47,7 +50,7 @@ def _render_installs(r: Any, console: Console) -> None:
         console.print(f"             {escape(run.detail)}", soft_wrap=True)
 
 
-def _render_files(r: Any, console: Console) -> None:
+def _render_files(r: FileResult, console: Console) -> None:
     console.print(f"[{_STYLE[r.verdict]}]{r.verdict.upper():<12}[/] [bold]{escape(r.id)}[/]  released files of {escape(r.package)}", soft_wrap=True)
     for run in r.runs:
         mark = "!! " if run.wrong() else "ok "
@@ -72,23 +75,19 @@ def render_latest(results: list[dict[str, Any]], console: Console | None = None)
     for r in results:
         verdict = r["verdict"]
         console.print(f"[{_STYLE.get(verdict, '')}]{verdict.upper():<16}[/] [bold]{escape(r['id'])}[/]  {escape(r['why'])}", soft_wrap=True)
-    counts: dict[str, int] = {}
-    for r in results:
-        counts[r["verdict"]] = counts.get(r["verdict"], 0) + 1
+    counts = Counter(r["verdict"] for r in results)
     console.print(f"{len(results)} entr{'y' if len(results) == 1 else 'ies'} against their newest release: " + ", ".join(f"{n} {v}" for v, n in sorted(counts.items())))
 
 
-def render_bounds(results: list[Any], console: Console) -> None:
+def render_bounds(results: list[BoundResult], console: Console) -> None:
     table = Table()
     for col in ("entry", "bound", "verdict", "why"):
         table.add_column(col)
     for r in results:
-        where = " (constraint)" if getattr(r, "source", "packages") == "constraints" else ""
+        where = " (constraint)" if r.source == "constraints" else ""
         table.add_row(r.id, f"{r.package} {r.spec}{where}", r.verdict, r.why)
     console.print(table)
-    counts: dict[str, int] = {}
-    for r in results:
-        counts[r.verdict] = counts.get(r.verdict, 0) + 1
+    counts = Counter(r.verdict for r in results)
     sides = side_counts(results)
     share = f" ({round(100 * sides['bracketed'] / sides['sides'])}%)" if sides["sides"] else ""
     console.print(f"{len(results)} bounds: " + ", ".join(f"{n} {v}" for v, n in counts.items())
@@ -105,8 +104,8 @@ def render_stacks(results: list[StackResult], console: Console | None = None) ->
 
 
 # ---- the views of `matrix verify`'s modes (sparkdoctor.verify.modes): (Result, Sink) -> the whole document --------
-def _json(result: Result[Any], sink: Sink) -> dict[str, Any]:
-    return dict(result.data.to_json())
+def _json(result: Result[EntryChecks | Bisection | Latest | Bounds | Stacks], sink: Sink) -> dict[str, object]:
+    return result.data.to_json()
 
 
 def _checks_console(result: Result[EntryChecks], sink: Sink) -> str:

@@ -90,12 +90,11 @@ def _ptx(ptx: PtxComparison | None, console: Console) -> None:
         for row in rows or []:
             which = f"{row.dist} {row.version or '(none)'}" + (f" {row.member} (ptxas {row.ptxas_version})" if row.member else "")
             if row.error or row.note:
-                console.print(f"ptx {when:>5}  {which}: {row.error or row.note}", markup=False, highlight=False)
+                _say(console, f"ptx {when:>5}  {which}: {row.error or row.note}")
             for k in row.kernels or []:
-                console.print(f"ptx {when:>5}  {k.probe} for {k.arch} by {which}: {k.verdict} ({k.detail})",
-                              markup=False, highlight=False)
+                _say(console, f"ptx {when:>5}  {k.probe} for {k.arch} by {which}: {k.verdict} ({k.detail})")
     if ptx.note:
-        console.print(f"ptx  {ptx.note}", markup=False, highlight=False)
+        _say(console, f"ptx  {ptx.note}")
 
 
 VIEW = View(WhatIf, {Format.console: lambda result, sink: sink.capture(lambda console: render_console(result.data, console)),

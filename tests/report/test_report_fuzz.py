@@ -11,11 +11,12 @@ from pathlib import Path
 from hypothesis import HealthCheck, Phase, given, settings
 
 from sparkdoctor.diff import compare
-from sparkdoctor.diff.document import diff_json
+from sparkdoctor.diff.document import DiffDocument
 from sparkdoctor.facts import Facts, FactsError
 from sparkdoctor.findings import build_report
 from sparkdoctor.matrix import load
 from sparkdoctor.report import REPORT_FORMATS, build_bug_report
+from sparkdoctor.views import dump
 from tests.fuzz.inputs import snapshot_files
 from tests.gb10 import gb10_facts
 
@@ -44,7 +45,7 @@ def test_any_loadable_snapshot_reports_and_diffs():
         for fmt in REPORT_FORMATS:
             for redact in (True, False):
                 build_bug_report(report, fmt, redact=redact).encode("utf-8")
-        doc = json.loads(diff_json(compare(BASE, facts), ("a", "b"), (BASE, facts)),
+        doc = json.loads(dump(DiffDocument.of(compare(BASE, facts), ("a", "b"), (BASE, facts)).to_json()),
                          parse_constant=lambda c: (_ for _ in ()).throw(AssertionError(f"not strict JSON: {c}")))
         assert doc["diff_version"] == 1
 
