@@ -66,5 +66,6 @@ _.__signature__  # unused attribute (sparkdoctor/commands/options.py)
 # TypedDict keys: read and written by subscript (ceiling["ceiling_tok_s"]), which vulture does not count as a use
 ceiling_tok_s  # unused variable (sparkdoctor/audit/roofline.py)
 batch_ceiling_tok_s  # unused variable (sparkdoctor/audit/roofline.py)
+read_only_fs  # unused variable (sparkdoctor/targets/interface.py: FileRow, read as row.get("read_only_fs") in fix/)
 # module-level __getattr__ (PEP 562): Python calls it to load sparkdoctor.targets submodules on first use
 __getattr__  # unused function (sparkdoctor/targets/__init__.py)

@@ -54,7 +54,7 @@ def run(ctx: Context) -> dict[str, Any]:
 def cache_file(ctx: Context) -> Path:
     if ctx.cache_dir is None:
         raise ValueError("cutedsl.cache_file: the run has no cache folder")
-    python = (ctx.target.describe() or {}).get("python") or ""
+    python = str((ctx.target.describe() or {}).get("python") or "")
     return ctx.cache_dir / "cutedsl" / f"{hashlib.sha256(python.encode()).hexdigest()[:24]}.json"
 
 

@@ -58,7 +58,7 @@ def ranges_overlap(a: str, b: str) -> bool:
     return any(sa.contains(v, prereleases=True) and sb.contains(v, prereleases=True) for v in _candidates([sa, sb]))
 
 
-def _as_set(value: Any) -> set[str]:
+def _as_set(value: object) -> set[str]:
     return {str(x) for x in value} if isinstance(value, list) else {str(value)}
 
 

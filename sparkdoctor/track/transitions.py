@@ -14,7 +14,7 @@ from typing import Any
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion
 
-from sparkdoctor.matrix.model import Matrix
+from sparkdoctor.matrix.model import Entry, Matrix
 from sparkdoctor.matrix.tracking import Tracking, bounds_of
 from sparkdoctor.released import Reader
 from sparkdoctor.track.probe import COMPONENT, ReleaseProbe, probe_kind, probe_release
@@ -73,7 +73,7 @@ def transitions(releases: list[ReleaseProbe]) -> list[Transition]:
     return list(grouped.values())
 
 
-def known_by(entries: list[Any], family: set[str], t: Transition) -> list[str]:
+def known_by(entries: list[Entry], family: set[str], t: Transition) -> list[str]:
     """Entries whose bound on the package's family separates the two releases (one is inside it, the other not):
     the matrix already draws a line there, so the transition is said with them instead of proposed."""
 

@@ -136,7 +136,7 @@ def eval_host_health(value: Mapping[str, object], facts: Facts) -> list[Check]:
     if not health.get("live", False):
         return [Check("host_health", None, "host health from a snapshot: judged on the live box only")]
     out: list[Check] = []
-    grouped: dict[str, dict[str, Any]] = {}
+    grouped: dict[str, dict[str, object]] = {}
     for key, test in value.items():
         part, name = key.split(".", 1)
         if part in GROUPS:

@@ -248,7 +248,7 @@ def _judge(key: str, spec: object, facts: Facts) -> Check:
     return Check("serving", _compare(op, number, want), f"{seen} (entry: {op} {label})")
 
 
-def other_engine(argv: list[Any]) -> str | None:
+def other_engine(argv: list[object]) -> str | None:
     """The engine a recipe's command runs when it is plainly not vLLM (read from the command's head, before
     its first flag and before a `vllm` word): `python3 -m sglang.launch_server`, `sglang serve`, `trtllm-serve`;
     None otherwise."""
