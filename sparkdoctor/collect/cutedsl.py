@@ -38,7 +38,7 @@ def probe_script() -> Path:
     return probe_entry("cutedsl")
 
 
-def run(ctx: Context) -> dict[str, Any]:
+def run(ctx: Context) -> dict[str, object]:
     arch = (ctx.facts.arch or {}).get("value") or DEFAULT_ARCH
     args = ["--arch", arch, "--timeout", f"{COMPILE_TIMEOUT:g}"]
     if ctx.cache_dir is not None:

@@ -46,7 +46,7 @@ def start_probes(target: Target, no_cache: bool) -> dict[str, Any]:
     return prestarted
 
 
-def run(ctx: Context) -> dict[str, Any]:
+def run(ctx: Context) -> dict[str, object]:
     early = ctx.scratch.pop(PRESTART_KEY, None)
     if not isinstance(early, Prestarted):
         early = prestart(ctx.target, ctx.cache_dir, ctx.use_cache)
