@@ -69,5 +69,7 @@ batch_ceiling_tok_s  # unused variable (sparkdoctor/audit/roofline.py)
 read_only_fs  # unused variable (sparkdoctor/targets/interface.py: FileRow, read as row.get("read_only_fs") in fix/)
 exact_cc  # unused variable (sparkdoctor/cuda_driver.py: Job, read as job.get("exact_cc"))
 ms  # unused variable (sparkdoctor/cuda_driver.py: Ran, written as result["ms"])
+median_days  # unused variable (sparkdoctor/matrix/consistency.py: ReportDelay, read as delay["median_days"])
+within_7_days  # unused variable (sparkdoctor/matrix/consistency.py: ReportDelay, in the validate document)
 # module-level __getattr__ (PEP 562): Python calls it to load sparkdoctor.targets submodules on first use
 __getattr__  # unused function (sparkdoctor/targets/__init__.py)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 RUN_TIMEOUT = 30.0
 
-def matching_gpu(gpus: list[dict[str, Any]] | None, arch: str) -> dict[str, Any] | None:
+def matching_gpu(gpus: Sequence[Mapping[str, object]] | None, arch: str) -> Mapping[str, object] | None:
     """The first GPU a cubin for `arch` runs on (a: the same cc; plain and f: later minors too)."""
     if not gpus:
         return None
@@ -121,7 +121,7 @@ def gpu_request(job: Job, cubin_path: Path, buffers: dict[str, bytes | int], req
 def gpu_phase(jobs: list[Job], ctx: Context, cache: Cache, workdir: Path | None) -> None:
     facts = ctx.facts
     driver = (facts.driver or {}).get("version")
-    pending: list[tuple[Job, dict[str, Any], str]] = []
+    pending: list[tuple[Job, Mapping[str, object], str]] = []
     for job in jobs:
         rec = job.record
         if job.purpose != "target":
