@@ -9,6 +9,7 @@ kernel kills the child (and becomes evidence), never the doctor.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import json
 import sys
@@ -256,20 +257,14 @@ def run_job(drv: Driver, job: Job) -> Ran:
         result["error"] = str(exc)
     finally:
         for ptr in pointers:
-            try:
+            with contextlib.suppress(CudaError):  # after a kernel fault the context is gone; the error above says why
                 drv.mem_free(ptr)
-            except CudaError:
-                pass  # after a kernel fault the context is gone; the error above says why
         if module is not None:
-            try:
+            with contextlib.suppress(CudaError):
                 drv.module_unload(module)
-            except CudaError:
-                pass
         if context:
-            try:
+            with contextlib.suppress(CudaError):
                 drv.ctx_release(dev)
-            except CudaError:
-                pass
         result["ms"] = round((time.monotonic() - start) * 1000, 1)
     return result
 

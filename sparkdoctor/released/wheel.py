@@ -5,6 +5,7 @@ under the user cache dir. Released files never change, so a cached member is nev
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -278,10 +279,8 @@ class RemoteWheel(CachedRelease):
         if not is_library(name):
             return super().text(name)
         cached = member_path(self.dir, name + "\0host-strings")  # a library's strings, kept (its bytes are not)
-        try:
+        with contextlib.suppress(OSError):
             return cached.read_text(encoding="utf-8")
-        except OSError:
-            pass
         stored = self._stored(name)
         if stored is not None:  # only what comes before .nv_fatbin, by its section headers
             read_at, secs = stored
