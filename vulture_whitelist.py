@@ -63,13 +63,13 @@ swap_total_bytes  # unused variable (sparkdoctor/memory/have.py)
 
 # typer reads the signature commands/options.command() builds for a verb's command from its options dataclass
 _.__signature__  # unused attribute (sparkdoctor/commands/options.py)
-# TypedDict keys: read and written by subscript (ceiling["ceiling_tok_s"]), which vulture does not count as a use
+# TypedDict keys: read and written by subscript (ceiling["ceiling_tok_s"]) or .get(), which vulture does not count as a use
 ceiling_tok_s  # unused variable (sparkdoctor/audit/roofline.py)
 batch_ceiling_tok_s  # unused variable (sparkdoctor/audit/roofline.py)
-read_only_fs  # unused variable (sparkdoctor/targets/interface.py: FileRow, read as row.get("read_only_fs") in fix/)
-exact_cc  # unused variable (sparkdoctor/cuda_driver.py: Job, read as job.get("exact_cc"))
-ms  # unused variable (sparkdoctor/cuda_driver.py: Ran, written as result["ms"])
-median_days  # unused variable (sparkdoctor/matrix/consistency.py: ReportDelay, read as delay["median_days"])
-within_7_days  # unused variable (sparkdoctor/matrix/consistency.py: ReportDelay, in the validate document)
+read_only_fs  # unused variable (sparkdoctor/targets/interface.py)
+exact_cc  # unused variable (sparkdoctor/cuda_driver.py)
+ms  # unused variable (sparkdoctor/cuda_driver.py)
+median_days  # unused variable (sparkdoctor/matrix/consistency.py)
+within_7_days  # unused variable (sparkdoctor/matrix/consistency.py)
 # module-level __getattr__ (PEP 562): Python calls it to load sparkdoctor.targets submodules on first use
 __getattr__  # unused function (sparkdoctor/targets/__init__.py)

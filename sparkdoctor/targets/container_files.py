@@ -23,14 +23,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sparkdoctor import proc
 from sparkdoctor.targets import fileops as ops
 from sparkdoctor.targets.files import FileError
-
-if TYPE_CHECKING:
-    from sparkdoctor.targets.container import ContainerTarget
 
 SMALL_TIMEOUT = float(os.environ.get("SPARKDOCTOR_FILEOPS_TIMEOUT", "120"))
 BULK_TIMEOUT = float(os.environ.get("SPARKDOCTOR_FILEOPS_BULK_TIMEOUT", "900"))
@@ -42,7 +39,7 @@ def _source() -> str:
 
 
 class ContainerFiles:
-    def __init__(self, target: ContainerTarget):
+    def __init__(self, target: Any):
         self.target = target
         self.where = f"container {target.name}"
 
