@@ -62,13 +62,18 @@ swap_total_bytes  # unused variable (sparkdoctor/memory/have.py)
 
 # typer reads the signature commands/options.command() builds for a verb's command from its options dataclass
 _.__signature__  # unused attribute (sparkdoctor/commands/options.py)
-# TypedDict keys: read and written by subscript (ceiling["ceiling_tok_s"]), which vulture does not count as a use
+# TypedDict keys: read and written by subscript (ceiling["ceiling_tok_s"]) or .get(), which vulture does not count as a use
 ceiling_tok_s  # unused variable (sparkdoctor/audit/roofline.py)
 batch_ceiling_tok_s  # unused variable (sparkdoctor/audit/roofline.py)
 uriBaseId  # unused variable (sparkdoctor/views/sarif.py)
 artifactLocation  # unused variable (sparkdoctor/views/sarif.py)
 region  # unused variable (sparkdoctor/views/sarif.py)
 physicalLocation  # unused variable (sparkdoctor/views/sarif.py)
+read_only_fs  # unused variable (sparkdoctor/targets/interface.py)
+exact_cc  # unused variable (sparkdoctor/cuda_driver.py)
+ms  # unused variable (sparkdoctor/cuda_driver.py)
+median_days  # unused variable (sparkdoctor/matrix/consistency.py)
+within_7_days  # unused variable (sparkdoctor/matrix/consistency.py)
 # TypedDict keys of the fleet document's fabric.topology, a node's fabric answer and nccl-tests' rows, read and
 # written by .get("...") and subscript
 switched_subnets  # unused variable (sparkdoctor/fleet/fabric.py)

@@ -42,6 +42,6 @@ class Context:
 @dataclass(frozen=True)
 class Collector:
     name: str
-    run: Callable[[Context], dict[str, Any]]
+    run: Callable[[Context], dict[str, object]]
     needs: tuple[str, ...] = ()
     timeout: float | None = None  # overrides Context.timeout

@@ -9,13 +9,48 @@ kernel kills the child (and becomes evidence), never the doctor.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import json
 import sys
 import time
-from typing import Any
+from typing import Any, TypedDict
 
 from sparkdoctor.errors import TargetUnprobeable
+
+
+class Buffer(TypedDict, total=False):
+    name: str
+    hex: str  # an input's bytes
+    size: int  # an output's length: read back after the launch
+
+
+class Job(TypedDict):
+    """One launch, as sparkdoctor.kernels.gpu_run.gpu_request writes it."""
+
+    id: str
+    cubin: str
+    entry: str
+    threads: int
+    grid: int
+    cc: list[int]  # [major, minor]
+    exact_cc: bool
+    buffers: list[Buffer]
+
+
+class _Ran(TypedDict):
+    id: str
+    ok: bool
+    error: str | None
+
+
+class Ran(_Ran, total=False):
+    """One job's result (`device` once one was picked, `ms` once it was tried)."""
+
+    outputs: dict[str, str]  # output buffer name -> its bytes in hex
+    device: dict[str, object]
+    ms: float
+
 
 CUDA_SUCCESS = 0
 _ATTR_CC_MAJOR = 75  # CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR
@@ -187,13 +222,14 @@ def pick_device(drv: Driver, want: tuple[int, int], exact: bool) -> tuple[int, i
     return None
 
 
-def run_job(drv: Driver, job: dict[str, Any]) -> dict[str, object]:
+def run_job(drv: Driver, job: Job) -> Ran:
     """Load job["cubin"], fill its buffers, launch job["entry"] once, read the output buffers back."""
     start = time.monotonic()
-    result: dict[str, Any] = {"id": job.get("id"), "ok": False, "error": None, "outputs": {}}
-    picked = pick_device(drv, tuple(job["cc"]), bool(job.get("exact_cc")))
+    result: Ran = {"id": job.get("id"), "ok": False, "error": None, "outputs": {}}
+    major, minor = job["cc"]
+    picked = pick_device(drv, (major, minor), bool(job.get("exact_cc")))
     if picked is None:
-        result["error"] = f"no CUDA device with compute capability {job['cc'][0]}.{job['cc'][1]}"
+        result["error"] = f"no CUDA device with compute capability {major}.{minor}"
         return result
     ordinal, dev, name, cc = picked
     result["device"] = {"ordinal": ordinal, "name": name, "cc": f"{cc[0]}.{cc[1]}"}
@@ -221,25 +257,19 @@ def run_job(drv: Driver, job: dict[str, Any]) -> dict[str, object]:
         result["error"] = str(exc)
     finally:
         for ptr in pointers:
-            try:
+            with contextlib.suppress(CudaError):  # after a kernel fault the context is gone; the error above says why
                 drv.mem_free(ptr)
-            except CudaError:
-                pass  # after a kernel fault the context is gone; the error above says why
         if module is not None:
-            try:
+            with contextlib.suppress(CudaError):
                 drv.module_unload(module)
-            except CudaError:
-                pass
         if context:
-            try:
+            with contextlib.suppress(CudaError):
                 drv.ctx_release(dev)
-            except CudaError:
-                pass
         result["ms"] = round((time.monotonic() - start) * 1000, 1)
     return result
 
 
-def run_jobs(jobs: list[dict[str, Any]], library: str = "libcuda.so.1") -> dict[str, object]:
+def run_jobs(jobs: list[Job], library: str = "libcuda.so.1") -> dict[str, object]:
     try:
         drv = Driver(library)
         drv.init()

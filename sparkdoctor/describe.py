@@ -27,7 +27,7 @@ SEVERITY_HEADING = {"error": "error", "warn": "warning", "info": "info"}
 HEADER_PACKAGES = ("torch", "triton", "vllm", "flashinfer-python", "nvidia-cutlass-dsl")
 
 
-def text_of(value: Any) -> str:
+def text_of(value: object) -> str:
     """str(value) that cannot raise (an int past Python's 4,300-digit limit does)."""
     if isinstance(value, str):
         return value
@@ -37,7 +37,7 @@ def text_of(value: Any) -> str:
         return f"<{type(value).__name__} too long to print>"
 
 
-def clip(value: Any, limit: int = FACT_CHARS) -> str:
+def clip(value: object, limit: int = FACT_CHARS) -> str:
     """At most `limit` characters, saying how long the whole was: `abc… (25000000 chars)`."""
     text = text_of(value)
     return text if len(text) <= limit else f"{text[:limit]}… ({len(text)} chars)"
@@ -184,7 +184,7 @@ def tracked_stack(facts) -> list[tuple[str, str]]:
     return [(name, describe_package(facts, name)) for name in HEADER_PACKAGES]
 
 
-def _ptxas_label(facts, path: Any, version: Any) -> str:
+def _ptxas_label(facts, path: object, version: object) -> str:
     tools = facts.toolkits or []
     for t in tools:
         if t.get("path") == path and t.get("source"):
@@ -241,7 +241,7 @@ def kernel_rows(facts) -> list[dict[str, Any]]:
     return rows
 
 
-def _first_line(value: Any) -> str:
+def _first_line(value: object) -> str:
     text = text_of(value or "").strip()
     return text.splitlines()[0] if text else ""
 

@@ -9,6 +9,7 @@ every file a later stage writes; it imports nothing of sparkdoctor, so anything 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 import tempfile
@@ -68,10 +69,8 @@ def write_text(path: Path, text: str) -> None:
         os.chmod(tmp, mode)
         os.replace(tmp, final)
     except BaseException as exc:
-        try:
+        with contextlib.suppress(OSError):
             os.unlink(tmp)
-        except OSError:
-            pass
         if isinstance(exc, OSError):
             raise OutputError(exc.strerror or str(exc)) from None
         raise

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import atexit
 import collections
+import contextlib
 import locale
 import os
 import select
@@ -256,10 +257,8 @@ class Running:
         if not finished:
             _kill_group(self.popen)
             _pump(self.popen, None, out, err, time.monotonic() + 2)
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 self.popen.wait(timeout=2)
-            except subprocess.TimeoutExpired:
-                pass
         _unregister(self.popen)
         _close(self.popen)
         stdout, stderr = out.text(encoding), err.text(encoding)
@@ -286,10 +285,8 @@ class Running:
             return
         if self.popen.poll() is None:
             _kill_group(self.popen)
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 self.popen.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                pass
         _unregister(self.popen)
         _close(self.popen)
 
@@ -334,10 +331,8 @@ def _pump(popen: subprocess.Popen[bytes], data: bytes | None, out: _Capped, err:
 
 
 def _quiet_close(stream: IO[bytes]) -> None:
-    try:
+    with contextlib.suppress(OSError):
         stream.close()
-    except OSError:
-        pass
 
 
 def _close(popen: subprocess.Popen[bytes]) -> None:
@@ -413,7 +408,5 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
-        try:
+        with contextlib.suppress(OSError):
             proc.kill()
-        except OSError:
-            pass

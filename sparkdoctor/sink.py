@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from rich.console import (
         Console,
         ConsoleOptions,
+        ConsoleRenderable,
         RenderableType,
         RenderHook,
         RenderResult,
@@ -92,7 +93,7 @@ def _escape_hook() -> RenderHook:
                     yield segment
 
     class EscapeHook(RenderHook):
-        def process_renderables(self, renderables: list[Any]) -> list[Any]:
+        def process_renderables(self, renderables: list[ConsoleRenderable]) -> list[ConsoleRenderable]:
             return [Escaped(r) for r in renderables]
 
     return EscapeHook()

@@ -30,10 +30,6 @@ class Checkpoint:
     bytes_read: int  # header bytes read, all shards together
     bytes_on_disk: int  # the shards' sizes (what loading the weights would read)
 
-    def json_file(self, name: str) -> dict[str, object] | None:
-        """A JSON object file of the folder (e.g. hf_quant_config.json), None if absent."""
-        return read_json(self.folder / name, required=False)
-
 
 MAX_JSON = 64 * 1024 * 1024  # a config or index file; the largest real index (a 300,000-tensor MoE) is ~30 MB
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from sparkdoctor.audit.errors import AuditError
 
@@ -46,7 +45,7 @@ class ModelShape:
         return sum(1 for k in self.layer_kinds if k == kind)
 
 
-def _first(cfg: Mapping[str, object], *names: str) -> Any:
+def _first(cfg: Mapping[str, object], *names: str) -> object:
     for name in names:
         value = cfg.get(name)
         if value is not None:
@@ -80,10 +79,10 @@ def _int(cfg: Mapping[str, object], where: str, *names: str, maximum: int = MAX_
     return value
 
 
-def read_shape(config: dict[str, Any], path: Path) -> ModelShape:
+def read_shape(config: Mapping[str, object], path: Path) -> ModelShape:
     where = str(path)
-    text = config.get("text_config") if isinstance(config.get("text_config"), dict) else None
-    cfg = {**config, **text} if text else config
+    text = config.get("text_config")
+    cfg = {**config, **text} if isinstance(text, dict) and text else config
     layers = _count(cfg, where, "num_hidden_layers", "n_layer", "num_layers", maximum=MAX_LAYERS)
     hidden = _count(cfg, where, "hidden_size", "n_embd", "d_model")
     heads = _count(cfg, where, "num_attention_heads", "n_head")

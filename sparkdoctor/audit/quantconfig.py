@@ -22,7 +22,6 @@ import re
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from sparkdoctor.audit.errors import AuditError
 
@@ -81,12 +80,13 @@ def _list(value: object, where: str) -> list[str]:
     return list(value)
 
 
-def read_quant_configs(config: dict[str, Any], hf_quant: Mapping[str, object] | None) -> list[QuantConfig]:
+def read_quant_configs(config: Mapping[str, object], hf_quant: Mapping[str, object] | None) -> list[QuantConfig]:
     """Every quantization config the folder carries (config.json's and hf_quant_config.json's)."""
     found: list[QuantConfig] = []
     qc = config.get("quantization_config")
-    if qc is None and isinstance(config.get("text_config"), dict):
-        qc = config["text_config"].get("quantization_config")
+    text = config.get("text_config")
+    if qc is None and isinstance(text, dict):
+        qc = text.get("quantization_config")
     if qc is not None:
         if not isinstance(qc, dict):
             raise AuditError("config.json: quantization_config must be an object")
@@ -96,7 +96,7 @@ def read_quant_configs(config: dict[str, Any], hf_quant: Mapping[str, object] | 
     return found
 
 
-def _from_config_json(qc: dict[str, Any]) -> QuantConfig:
+def _from_config_json(qc: Mapping[str, object]) -> QuantConfig:
     method = str(qc.get("quant_method") or "").lower()
     if method == "compressed-tensors":
         return _compressed_tensors(qc)
@@ -104,7 +104,8 @@ def _from_config_json(qc: dict[str, Any]) -> QuantConfig:
         return _modelopt(qc, "config.json quantization_config", "quantization_config.ignore", "ignore", "exclude_modules")
     where = "config.json: quantization_config.modules_to_not_convert"
     skip = _list(qc.get("modules_to_not_convert"), where)
-    bits = qc["bits"] if isinstance(qc.get("bits"), int) else 4
+    bits = qc.get("bits")
+    bits = bits if isinstance(bits, int) else 4
     if method in ("gptq", "awq"):
         group = qc.get("group_size")
         return QuantConfig(method, f"INT{bits} {method.upper()} group {group}", "config.json quantization_config",

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, TypedDict
 
 from sparkdoctor.audit import bytemodel, gpus
-from sparkdoctor.audit.checkpoint import Checkpoint, load_checkpoint
+from sparkdoctor.audit.checkpoint import Checkpoint, load_checkpoint, read_json
 from sparkdoctor.audit.crosscheck import Disagreement, cross_check
 from sparkdoctor.audit.errors import AuditError
 from sparkdoctor.audit.formats import UNQUANTIZED
@@ -166,7 +166,7 @@ def run_audit(options: AuditOptions, checkpoint: Checkpoint | None = None) -> Au
     if checkpoint is None:
         checkpoint = load_checkpoint(resolve_model(options.model))
     shape = read_shape(checkpoint.config, checkpoint.folder / "config.json")
-    quant = read_quant_configs(checkpoint.config, checkpoint.json_file("hf_quant_config.json"))
+    quant = read_quant_configs(checkpoint.config, read_json(checkpoint.folder / "hf_quant_config.json", required=False))
     bits = next((q.bits for q in quant if q.method in ("gptq", "awq", "compressed-tensors")), 4)
     modules = bytemodel.modules_of(checkpoint, shape, bits)
     groups = bytemodel.group_rows(modules, shape, options.include_mtp)

@@ -23,7 +23,7 @@ _PRESCALED_ROPE = {"su", "longrope", "llama3", "yarn", "deepseek_yarn", "deepsee
 _HUGE = 10**12  # tokenizers say "no limit" with 1e30; anything this large is no limit
 
 
-def recipe_facts(recipe: Recipe) -> dict[str, Any]:
+def recipe_facts(recipe: Recipe) -> dict[str, object]:
     """Facts.recipe for this recipe: its name, argv and the facts of its model."""
     return {"name": recipe.name, "argv": [str(a) for a in recipe.argv], "model": model_facts(recipe.model)}
 
@@ -60,7 +60,7 @@ def model_facts(ref: str | None) -> dict[str, Any]:
     return out
 
 
-def _identity(config: dict[str, Any], folder: Path) -> dict[str, Any]:
+def _identity(config: dict[str, Any], folder: Path) -> dict[str, object]:
     """type, architecture and quant as vLLM reads them: model_type and architectures[0] of config.json (or of its
     text_config), the quant_method of its quantization_config, ModelOpt's quant_algo (config.json or
     hf_quant_config.json) in lower case ("nvfp4", "fp8"), "none" for an unquantized checkpoint."""

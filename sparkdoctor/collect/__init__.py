@@ -12,7 +12,6 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import fields
-from typing import Any
 
 from sparkdoctor.collector import Collector, Context
 from sparkdoctor.errors import TargetUnprobeable
@@ -31,7 +30,7 @@ def run_collectors(ctx: Context, collectors: list[Collector]) -> Facts:
     pending = {c.name: c for c in collectors}
     names = set(pending)
     done: set[str] = set()
-    running: dict[str, tuple[threading.Thread, dict[str, Any], float, float, bool]] = {}
+    running: dict[str, tuple[threading.Thread, dict[str, object], float, float, bool]] = {}
 
     def start(c: Collector) -> None:
         box: dict[str, object] = {}
@@ -78,7 +77,7 @@ def run_collectors(ctx: Context, collectors: list[Collector]) -> Facts:
                     why = " (the run's time budget, --timeout)" if by_deadline else ""
                     facts.add_error(name, f"timed out after {limit:.3g}s{why}")
                 elif "error" in box:
-                    facts.add_error(name, box["error"])
+                    facts.add_error(name, str(box["error"]))
                 else:
                     _merge(facts, name, box.get("result"))
                 if ctx.progress:

@@ -10,7 +10,6 @@ not recognise gives value None. The probe keeps derived facts in a per-interpret
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from sparkdoctor.collect import Collector, CollectorError, Context
 from sparkdoctor.targets.early import CAPABILITIES
@@ -23,7 +22,7 @@ TARGET_TIMEOUT = 15.0  # the target probe's own limit (collect/targetenv.py)
 PRESTART_KEY = "capabilities_probe_prestarted"
 
 
-def run(ctx: Context) -> dict[str, Any]:
+def run(ctx: Context) -> dict[str, object]:
     early = ctx.scratch.pop(PRESTART_KEY, None)
     if isinstance(early, Prestarted) and early.capabilities:
         shared = _from_target_probe(ctx, early)

@@ -300,7 +300,7 @@ class Reader:
             i += 1  # every other option (-e, --index-url, --hash, ...) pins nothing
 
 
-def run(ctx: Context) -> dict[str, Any]:
+def run(ctx: Context) -> dict[str, object]:
     reader = Reader(ctx)
     for source, files in sources(ctx):
         for name in files:

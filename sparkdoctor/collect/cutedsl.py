@@ -38,7 +38,7 @@ def probe_script() -> Path:
     return probe_entry("cutedsl")
 
 
-def run(ctx: Context) -> dict[str, Any]:
+def run(ctx: Context) -> dict[str, object]:
     arch = (ctx.facts.arch or {}).get("value") or DEFAULT_ARCH
     args = ["--arch", arch, "--timeout", f"{COMPILE_TIMEOUT:g}"]
     if ctx.cache_dir is not None:
@@ -54,7 +54,7 @@ def run(ctx: Context) -> dict[str, Any]:
 def cache_file(ctx: Context) -> Path:
     if ctx.cache_dir is None:
         raise ValueError("cutedsl.cache_file: the run has no cache folder")
-    python = (ctx.target.describe() or {}).get("python") or ""
+    python = str((ctx.target.describe() or {}).get("python") or "")
     return ctx.cache_dir / "cutedsl" / f"{hashlib.sha256(python.encode()).hexdigest()[:24]}.json"
 
 

@@ -44,8 +44,8 @@ class Failed(Exception):
 
 @dataclass
 class Observation:
-    gpus: list[dict[str, Any]]
-    driver: dict[str, Any] = field(default_factory=dict)
+    gpus: list[dict[str, object]]
+    driver: dict[str, object] = field(default_factory=dict)
 
 
 def arch_of(cc: str) -> str | None:
@@ -192,7 +192,7 @@ def _nvml_of(record: dict[str, Any]) -> Observation | Missing | Failed:
         driver: dict[str, object] = {"version": str(raw_driver["version"]), "source": "nvml"}
         if isinstance(raw_driver.get("cuda_encoded"), int):
             driver["cuda"] = cuda_version_of(raw_driver["cuda_encoded"])
-        gpus = [
+        gpus: list[dict[str, object]] = [
             {
                 "index": g["index"],
                 "name": g["name"],
@@ -247,7 +247,8 @@ def _count(text: str) -> int | None:
 
 
 def parse_smi_csv(text: str) -> Observation:
-    gpus, versions = [], set()
+    gpus: list[dict[str, object]] = []
+    versions = set()
     for line in text.splitlines():
         if not line.strip():
             continue
@@ -272,7 +273,7 @@ def parse_smi_csv(text: str) -> Observation:
 
 
 # ---- the collector ----------------------------------------------------------------------------------
-def run(ctx: Context) -> dict[str, Any]:
+def run(ctx: Context) -> dict[str, object]:
     problems: list[str] = []
     observed: Observation | None = None
     libs = query_libraries()

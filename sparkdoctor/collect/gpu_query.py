@@ -20,15 +20,16 @@ import sys
 
 TYPE_CHECKING = False  # typing is read by mypy only: importing it costs this short-lived process ~20 ms
 if TYPE_CHECKING:
-    from typing import Any
+    from collections.abc import Callable
+    from types import ModuleType
 
 
-def say(record: dict[str, Any]) -> None:
+def say(record: dict[str, object]) -> None:
     sys.stdout.write(json.dumps(record) + "\n")
     sys.stdout.flush()
 
 
-def _text(value: Any) -> str:
+def _text(value: object) -> str:
     return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
 
 
@@ -36,7 +37,7 @@ def _nvml_error(exc: Exception) -> str:
     return str(exc).strip() or type(exc).__name__
 
 
-def nvml_answer(nv: Any = None) -> dict[str, Any]:
+def nvml_answer(nv: ModuleType | None = None) -> dict[str, object]:
     """{"gpus", "driver"} | {"missing": why} | {"failed": why}; `nv` is the pynvml module (tests pass a stand-in)."""
     if nv is None:
         try:
@@ -65,8 +66,8 @@ def nvml_answer(nv: Any = None) -> dict[str, Any]:
             pass
 
 
-def _read(nv: Any) -> dict[str, Any]:
-    driver: dict[str, Any] = {"version": _text(nv.nvmlSystemGetDriverVersion())}
+def _read(nv: ModuleType) -> dict[str, object]:
+    driver: dict[str, object] = {"version": _text(nv.nvmlSystemGetDriverVersion())}
     try:
         driver["cuda_encoded"] = int(nv.nvmlSystemGetCudaDriverVersion())
     except nv.NVMLError:
@@ -96,7 +97,7 @@ def _read(nv: Any) -> dict[str, Any]:
     return {"gpus": gpus, "driver": driver}
 
 
-def _addressing_mode(nv: Any, handle: Any) -> str | None:
+def _addressing_mode(nv: ModuleType, handle: object) -> str | None:
     """"ATS" / "HMM" / "none"; None where this nvidia-ml-py or driver cannot say."""
     getter = getattr(nv, "nvmlDeviceGetAddressingMode", None)
     if getter is None:
@@ -134,7 +135,7 @@ THROTTLE_BITS = ((0x1, "gpu_idle"), (0x2, "applications_clocks_setting"), (0x4, 
                  (0x80, "hw_power_brake_slowdown"), (0x100, "display_clock_setting"))
 
 
-def _try(call: Any, *args: Any) -> Any:
+def _try(call: Callable[..., object], *args: object) -> object:
     """One NVML reading, or None where the GPU does not support it (GB10's memory) or the call fails."""
     try:
         return call(*args)
@@ -142,14 +143,14 @@ def _try(call: Any, *args: Any) -> Any:
         return None
 
 
-def _mib(value: Any) -> Any:
+def _mib(value: object) -> int | None:
     """Bytes as MiB; None for NVML's "not available" (all ones) or anything that is not a byte count."""
     if not isinstance(value, int) or value < 0 or value >= (1 << 63):
         return None
     return value // (1024 * 1024)
 
 
-def _proc_name(pid: int) -> Any:
+def _proc_name(pid: int) -> str | None:
     try:
         with open(f"/proc/{pid}/comm") as fh:
             return fh.read(256).strip() or None
@@ -157,9 +158,9 @@ def _proc_name(pid: int) -> Any:
         return None
 
 
-def health_gpu(nv: Any, index: int) -> dict[str, Any]:
+def health_gpu(nv: ModuleType, index: int) -> dict[str, object]:
     h = nv.nvmlDeviceGetHandleByIndex(index)
-    gpu: dict[str, Any] = {"index": index}
+    gpu: dict[str, object] = {"index": index}
     gpu["clock_graphics_mhz"] = _try(nv.nvmlDeviceGetClockInfo, h, nv.NVML_CLOCK_GRAPHICS)
     gpu["clock_sm_mhz"] = _try(nv.nvmlDeviceGetClockInfo, h, nv.NVML_CLOCK_SM)
     gpu["clock_memory_mhz"] = _try(nv.nvmlDeviceGetClockInfo, h, nv.NVML_CLOCK_MEM)
@@ -187,7 +188,7 @@ def health_gpu(nv: Any, index: int) -> dict[str, Any]:
     return gpu
 
 
-def health_answer(nv: Any = None) -> dict[str, Any]:
+def health_answer(nv: ModuleType | None = None) -> dict[str, object]:
     """{"gpus": [per-GPU readings]} | {"missing": why} | {"failed": why}: clocks, power, P-state,
     temperature, throttle reasons, memory in use where the GPU reports it, compute processes."""
     if nv is None:

@@ -48,11 +48,11 @@ def _int(text: str | None) -> int | None:
     return int(text) if text.isascii() and text.lstrip("-").isdigit() and len(text) <= 18 else None
 
 
-def memory(root: Path) -> dict[str, Any] | None:
+def memory(root: Path) -> dict[str, object] | None:
     return memory_of(_read(root / "proc" / "meminfo"))
 
 
-def memory_of(text: str | None) -> dict[str, Any] | None:
+def memory_of(text: str | None) -> dict[str, object] | None:
     """/proc/meminfo's text as host health's `memory` readings (a fleet node sends the text: fleet/node.py)."""
     if text is None:
         return None
@@ -78,7 +78,7 @@ def pressure(root: Path) -> dict[str, object] | None:
     return pressure_of(_read(root / "proc" / "pressure" / "memory"))
 
 
-def pressure_of(text: str | None) -> dict[str, Any] | None:
+def pressure_of(text: str | None) -> dict[str, object] | None:
     """/proc/pressure/memory's text as host health's `pressure` readings."""
     if text is None:
         return None
@@ -105,9 +105,10 @@ def docker_runtime(root: Path) -> dict[str, object] | None:
     installed = text is not None or any((root / b).exists() for b in DOCKER_BINARIES)
     if not installed:
         return None
-    out: dict[str, Any] = {"daemon_json": "/etc/docker/daemon.json" if text is not None else None, "runtimes": [],
-                           "default_runtime": None, "cdi_specs": [], "nvidia_cdi": False,
-                           "nvidia_runtime_binary": any((root / b).exists() for b in RUNTIME_BINARIES)}
+    cdi_specs: list[str] = []
+    out: dict[str, object] = {"daemon_json": "/etc/docker/daemon.json" if text is not None else None, "runtimes": [],
+                              "default_runtime": None, "cdi_specs": cdi_specs, "nvidia_cdi": False,
+                              "nvidia_runtime_binary": any((root / b).exists() for b in RUNTIME_BINARIES)}
     if text is not None and text.strip():
         try:
             conf = json.loads(text)
@@ -122,14 +123,14 @@ def docker_runtime(root: Path) -> dict[str, object] | None:
             continue
         for name in names:
             if name.endswith((".yaml", ".yml", ".json")):
-                out["cdi_specs"].append(f"/{folder}/{name}")
+                cdi_specs.append(f"/{folder}/{name}")
                 spec = _read(root / folder / name) or ""
                 if "nvidia.com/gpu" in spec:
                     out["nvidia_cdi"] = True
     return out
 
 
-def links(root: Path) -> list[dict[str, Any]] | None:
+def links(root: Path) -> list[dict[str, object]] | None:
     """Physical network links (/sys/class/net entries with a device) and InfiniBand/RoCE ports."""
     net = root / "sys" / "class" / "net"
     if not net.is_dir():
@@ -160,7 +161,7 @@ def links(root: Path) -> list[dict[str, Any]] | None:
     return found
 
 
-def kernel(root: Path) -> dict[str, Any] | None:
+def kernel(root: Path) -> dict[str, int] | None:
     """The memory events in the kernel's log since boot (/dev/kmsg): NV_ERR_NO_MEMORY lines, Xids, OOM kills,
     hung tasks; None where the log cannot be read (dmesg_restrict without root)."""
     # imported on use: check loads sparkdoctor.collect.kernel_log only on the runs that get here
@@ -190,7 +191,7 @@ def observe(root: Path, live: bool = True) -> dict[str, Any]:
     return out
 
 
-def run(ctx: Context) -> dict[str, Any]:
+def run(ctx: Context) -> dict[str, object]:
     root = host_root()
     health = observe(root)
     if is_live_root():

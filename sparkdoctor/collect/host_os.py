@@ -8,12 +8,11 @@ what is in the container is the container's, what is under it is the host's.
 from __future__ import annotations
 
 import os
-from typing import Any
 
 from sparkdoctor.collect.hostroot import host_root
 
 
-def local_host() -> dict[str, Any]:
+def local_host() -> dict[str, object]:
     uname = os.uname()
     host: dict[str, object] = {"os": None, "machine": uname.machine, "kernel": uname.release}
     try:

@@ -12,7 +12,6 @@ target's PATH) go to ctx.scratch, not into Facts.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 from sparkdoctor.collect import Collector, CollectorError, Context
 from sparkdoctor.collect.host_os import local_host
@@ -32,21 +31,21 @@ PRESTART_KEY = "target_probe_prestarted"
 BASE_FIELDS = ("name", "version", "location")
 
 
-def start_probes(target: Target, no_cache: bool) -> dict[str, Any]:
+def start_probes(target: Target, no_cache: bool) -> dict[str, Prestarted]:
     """The target probe (for a local target answering for the capabilities probe too) and the GPU helper, started
     before the collectors, by scratch key: what a CheckRequest's `prestarted` carries (check, recipe check)."""
     from sparkdoctor.collect import capabilities, gpu
     from sparkdoctor.targets.choose import start_target_probe
 
     probe = start_target_probe(target, no_cache)
-    prestarted: dict[str, Any] = {PRESTART_KEY: probe}
+    prestarted = {PRESTART_KEY: probe}
     if probe.capabilities:  # a local target: one probe process answers for both collectors
         prestarted[capabilities.PRESTART_KEY] = probe
         gpu.prestart()  # the early helper, or one started now, beside the probe
     return prestarted
 
 
-def run(ctx: Context) -> dict[str, Any]:
+def run(ctx: Context) -> dict[str, object]:
     early = ctx.scratch.pop(PRESTART_KEY, None)
     if not isinstance(early, Prestarted):
         early = prestart(ctx.target, ctx.cache_dir, ctx.use_cache)
@@ -91,7 +90,7 @@ def run(ctx: Context) -> dict[str, Any]:
     }
 
 
-def _package(pkg: Mapping[str, object]) -> dict[str, Any]:
+def _package(pkg: Mapping[str, object]) -> dict[str, object]:
     """Tracked packages keep their integrity fields; the rest carry only name, version and location."""
     if "integrity" in pkg or "cuda" in pkg or "build_error" in pkg:
         return dict(pkg)

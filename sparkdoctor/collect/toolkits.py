@@ -295,7 +295,7 @@ def _fill(entry: Ptxas, cache: _Cache) -> None:
     entry.sm_121a, entry.sm_121a_by = judge_target(entry.version, entry.archs)
 
 
-def run(ctx: Context) -> dict[str, Any]:
+def run(ctx: Context) -> dict[str, object]:
     entries = discover(ctx)
     cache = _Cache(ctx)
     if entries:

@@ -19,7 +19,6 @@ import tempfile
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
 
 from sparkdoctor import proc
 from sparkdoctor.collect import Collector, CollectorError, Context
@@ -152,7 +151,7 @@ def parse_listing(text: str) -> list[Ptxas]:
     return list(found.values())
 
 
-def run(ctx: Context) -> dict[str, Any]:
+def run(ctx: Context) -> dict[str, object]:
     target = ctx.target
     res = target.run_command(["sh", "-c", LIST_SCRIPT, "sh", *candidates(ctx)], timeout=LIST_TIMEOUT)
     if not res.ok:

@@ -38,7 +38,6 @@ from sparkdoctor.kernels.assemble import (
     COMPILE_TIMEOUT,
     Job,
     compile_job,
-    explain,
     job_key,
     new_record,
     ptxas_errors,
@@ -64,7 +63,6 @@ from sparkdoctor.kernels.probes import (
     Probe,
     ProbeError,
     load_probes,
-    parse_probe,
     probes_dir,
 )
 from sparkdoctor.kernels.sass import check_sass, split_sass
@@ -73,13 +71,12 @@ from sparkdoctor.kernels.tools import (
     find_disassembler,
     preferred,
     ptxas_knows,
-    usable_ptxas,
 )
 
 __all__ = [
     "CACHE_VERSION", "COLLECTOR", "COMPILE_TIMEOUT", "Cache", "Job", "Probe", "ProbeError", "Tool", "check_sass",
-    "compile_arch", "compile_job", "cubin_arch", "cubin_problem", "explain", "find_disassembler", "job_key",
-    "load_probes", "matching_gpu", "new_record", "parse_probe", "plain_sm12x_settings", "preferred", "probe_buffers",
-    "probes_dir", "ptxas_errors", "ptxas_knows", "reference_function", "run", "run_on_gpu", "selected_probes",
-    "split_sass", "target_arch", "usable_ptxas", "verify_outputs",
+    "compile_arch", "compile_job", "cubin_arch", "cubin_problem", "find_disassembler", "job_key", "load_probes",
+    "matching_gpu", "new_record", "plain_sm12x_settings", "preferred", "probe_buffers", "probes_dir", "ptxas_errors",
+    "ptxas_knows", "reference_function", "run", "run_on_gpu", "selected_probes", "split_sass", "target_arch",
+    "verify_outputs",
 ]

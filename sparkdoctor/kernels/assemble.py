@@ -11,7 +11,6 @@ import re
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from sparkdoctor import proc
 from sparkdoctor.arch import arch_base, first_cuda_for, parse_arch
@@ -70,7 +69,7 @@ class Job:
     primary: bool = False  # the preferred ptxas for this probe and arch: its SASS is read
     key: str = ""
     disassembler: Tool | None = None
-    record: dict[str, Any] = field(default_factory=dict)
+    record: dict[str, object] = field(default_factory=dict)
     cubin: bytes | None = None
     cacheable: bool = False
 

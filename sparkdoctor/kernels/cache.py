@@ -9,7 +9,6 @@ import os
 import threading
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from sparkdoctor.kernels.assemble import CACHE_VERSION
 
@@ -18,7 +17,7 @@ class Cache:
     def __init__(self, root: Path | None, read: bool) -> None:
         self.root, self.read = root, read
 
-    def get(self, key: str, want_cubin: bool = False) -> tuple[dict[str, Any], bytes | None] | None:
+    def get(self, key: str, want_cubin: bool = False) -> tuple[dict[str, object], bytes | None] | None:
         if self.root is None or not self.read:
             return None
         try:

@@ -9,7 +9,6 @@ import tempfile
 import threading
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from sparkdoctor.arch import ARCH_RE, arch_base, settle
 from sparkdoctor.collector import Collector, Context
@@ -63,7 +62,7 @@ def plain_sm12x_settings(env: dict[str, str], capabilities: Mapping[str, object]
     return found
 
 
-def run(ctx: Context) -> dict[str, Any]:
+def run(ctx: Context) -> dict[str, object]:
     if not ctx.kernels:
         return {}
     target, source, target_note = target_arch(ctx.facts)

@@ -9,7 +9,7 @@ import json
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sparkdoctor import proc
 from sparkdoctor.arch import arch_cc, parse_arch
@@ -20,9 +20,12 @@ from sparkdoctor.kernels.cache import Cache
 from sparkdoctor.kernels.probes import Probe, ProbeError
 from sparkdoctor.ptxas import version_tuple
 
+if TYPE_CHECKING:
+    from sparkdoctor import cuda_driver
+
 RUN_TIMEOUT = 30.0
 
-def matching_gpu(gpus: list[dict[str, Any]] | None, arch: str) -> dict[str, Any] | None:
+def matching_gpu(gpus: Sequence[Mapping[str, object]] | None, arch: str) -> Mapping[str, object] | None:
     """The first GPU a cubin for `arch` runs on (a: the same cc; plain and f: later minors too)."""
     if not gpus:
         return None
@@ -38,7 +41,7 @@ def matching_gpu(gpus: list[dict[str, Any]] | None, arch: str) -> dict[str, Any]
     return None
 
 
-def run_on_gpu(requests: Sequence[Mapping[str, object]], timeout: float | None = None) -> list[dict[str, Any]]:
+def run_on_gpu(requests: Sequence[cuda_driver.Job], timeout: float | None = None) -> list[cuda_driver.Ran]:
     """Run cuda_driver's job runner in a child process; one result per request, always."""
     # imported on use: check loads sparkdoctor.cuda_driver only on the runs that get here
     from sparkdoctor import cuda_driver
@@ -58,7 +61,7 @@ def run_on_gpu(requests: Sequence[Mapping[str, object]], timeout: float | None =
         if not failed and reply.get("error"):
             failed = str(reply["error"])
         if not failed:
-            by_id = {r.get("id"): r for r in reply.get("results", []) if _well_formed(r)}
+            by_id: dict[str, cuda_driver.Ran] = {r.get("id"): r for r in reply.get("results", []) if _well_formed(r)}
             return [by_id.get(req["id"]) or {"id": req["id"], "ok": False, "error": "no result"} for req in requests]
     return [{"id": req["id"], "ok": False, "error": failed} for req in requests]
 
@@ -107,7 +110,7 @@ def verify_outputs(probe: Probe, buffers: dict[str, bytes | int], outputs: dict[
     return ok, "; ".join(notes)
 
 
-def gpu_request(job: Job, cubin_path: Path, buffers: dict[str, bytes | int], request_id: str) -> dict[str, Any]:
+def gpu_request(job: Job, cubin_path: Path, buffers: dict[str, bytes | int], request_id: str) -> cuda_driver.Job:
     return {
         "id": request_id, "cubin": str(cubin_path), "entry": job.probe.entry, "threads": job.probe.threads, "grid": 1,
         "cc": list(arch_cc(job.arch)), "exact_cc": parse_arch(job.arch)[1] == "a",
@@ -118,7 +121,7 @@ def gpu_request(job: Job, cubin_path: Path, buffers: dict[str, bytes | int], req
 def gpu_phase(jobs: list[Job], ctx: Context, cache: Cache, workdir: Path | None) -> None:
     facts = ctx.facts
     driver = (facts.driver or {}).get("version")
-    pending: list[tuple[Job, dict[str, Any], str]] = []
+    pending: list[tuple[Job, Mapping[str, object], str]] = []
     for job in jobs:
         rec = job.record
         if job.purpose != "target":

@@ -15,14 +15,13 @@ Modules, each importing only those above it:
   evaluate     entries judged against Facts
 """
 
-from sparkdoctor.matrix.conditions import CONDITIONS, Condition
+from sparkdoctor.matrix.conditions import CONDITIONS
 from sparkdoctor.matrix.evaluate import evaluate, evaluate_all, needs_recipe
-from sparkdoctor.matrix.loader import known_probes, load, load_file
+from sparkdoctor.matrix.loader import known_probes, load
 from sparkdoctor.matrix.model import (
     ACTIONS,
     EVIDENCE_LEVELS,
     SEVERITIES,
-    Check,
     Entry,
     Evaluation,
     Matrix,
@@ -32,6 +31,6 @@ from sparkdoctor.matrix.model import (
 from sparkdoctor.matrix.versions import version_in
 
 __all__ = [
-    "ACTIONS", "CONDITIONS", "EVIDENCE_LEVELS", "Check", "Condition", "Entry", "Evaluation", "Matrix", "MatrixError", "SEVERITIES", "Stack",
-    "evaluate", "evaluate_all", "needs_recipe", "known_probes", "load", "load_file", "version_in",
+    "ACTIONS", "CONDITIONS", "EVIDENCE_LEVELS", "Entry", "Evaluation", "Matrix", "MatrixError", "SEVERITIES", "Stack",
+    "evaluate", "evaluate_all", "needs_recipe", "known_probes", "load", "version_in",
 ]

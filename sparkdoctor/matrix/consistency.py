@@ -18,7 +18,7 @@ import datetime as dt
 from dataclasses import asdict, dataclass
 from itertools import product
 from statistics import median
-from typing import Any
+from typing import Any, TypedDict
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
@@ -58,7 +58,7 @@ def ranges_overlap(a: str, b: str) -> bool:
     return any(sa.contains(v, prereleases=True) and sb.contains(v, prereleases=True) for v in _candidates([sa, sb]))
 
 
-def _as_set(value: Any) -> set[str]:
+def _as_set(value: object) -> set[str]:
     return {str(x) for x in value} if isinstance(value, list) else {str(value)}
 
 
@@ -168,7 +168,13 @@ def problems(matrix: Matrix, bounds_doc: dict[str, Any] | None = None) -> list[s
     return [*remedy_conflicts(matrix), *unbracketed_checked(matrix), *(held_outside(matrix, bounds_doc) if bounds_doc else [])]
 
 
-def report_delay(matrix: Matrix) -> dict[str, object]:
+class ReportDelay(TypedDict):
+    entries: int
+    median_days: float | None
+    within_7_days: int
+
+
+def report_delay(matrix: Matrix) -> ReportDelay:
     """Days from a breakage's first public report to its entry (`reported`, `added`): how many entries say both,
     the median and how many got in within a week."""
 
@@ -187,7 +193,7 @@ class Validation:
     evidence: dict[str, int]
     matrix: str
     problems: list[str]
-    report_delay: dict[str, Any]
+    report_delay: ReportDelay
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {"valid": not self.problems, **asdict(self)}

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from sparkdoctor.matrix.symptoms import SymptomMatch
 
 
-def describe_condition(key: str, value: Any) -> str:
+def describe_condition(key: str, value: object) -> str:
     """One `when` condition in words a person reads: `nvidia-cutlass-dsl ==4.5.0`, `CUTE_DSL_ARCH unset`."""
     if key == "serving" and isinstance(value, dict):
         from sparkdoctor.matrix.conditions.serving import describe

@@ -92,7 +92,7 @@ class FileCheck:
         verb = {"contains": "contains", "lacks": "lacks", "regex": "matches"}[self.kind]
         return f"{self.path} {verb} {self.value!r}"
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         value = list(self.value) if self.kind in CUBIN_KINDS else self.value
         return {"path": self.path, self.kind: value, "fixed": self.fixed, **({"note": self.note} if self.note else {})}
 

@@ -72,11 +72,6 @@ def _check_refs(refs: list, label: str) -> None:
             raise MatrixError(f"{label}: field 'refs' has {ref!r}, which is not a URL")
 
 
-def _check_strings(raw: dict, name: str, label: str) -> None:
-    if not all(isinstance(s, str) for s in raw.get(name, [])):
-        raise MatrixError(f"{label}: field '{name}' must be a list of strings")
-
-
 def _check_verified_by(vb: Mapping[str, object] | None, probes: frozenset[str], label: str) -> None:
     if vb is None:
         return
@@ -105,7 +100,8 @@ def entry_from(raw: dict, index: int, component: str, where: str, probes: frozen
         if err:
             raise MatrixError(f"{label}: field 'when.{key}' {err}")
     _check_refs(raw["refs"], label)
-    _check_strings(raw, "symptoms", label)
+    if not all(isinstance(s, str) for s in raw.get("symptoms", [])):
+        raise MatrixError(f"{label}: field 'symptoms' must be a list of strings")
     for name in ("justifies", "selected_by"):
         bad = next((j for j in raw.get(name, []) if not isinstance(j, str) or not JUSTIFIES_RE.fullmatch(j)), None)
         if bad is not None:

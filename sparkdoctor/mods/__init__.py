@@ -5,6 +5,6 @@ target: diffs are dry runs on scratch copies, scripts run isolated against a scr
 """
 
 from sparkdoctor.mods.judge import judge_mod
-from sparkdoctor.mods.model import FileVerdict, ModError, ModKind, ModResult, Verdict
+from sparkdoctor.mods.model import ModError, Verdict
 
-__all__ = ["FileVerdict", "ModError", "ModKind", "ModResult", "Verdict", "judge_mod"]
+__all__ = ["ModError", "Verdict", "judge_mod"]

@@ -12,10 +12,9 @@ import re
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any
 
 from unidiff.errors import UnidiffParseError
-from unidiff.patch import PatchSet
+from unidiff.patch import Hunk, PatchedFile, PatchSet
 
 from sparkdoctor import proc
 from sparkdoctor.mods.model import FileVerdict, Verdict
@@ -41,7 +40,7 @@ def judge_diff_text(text: str, tree: Tree, source: str) -> list[FileVerdict]:
     return [_judge_file(pf, tree, source) for pf in patchset]
 
 
-def _judge_file(pf: Any, tree: Tree, source: str) -> FileVerdict:  # pf: unidiff.PatchedFile
+def _judge_file(pf: PatchedFile, tree: Tree, source: str) -> FileVerdict:
     rel = site_relative(pf.target_file if pf.is_added_file else pf.source_file)
     current = tree.read(rel)
     if pf.is_added_file:
@@ -104,7 +103,7 @@ def _norm(line: str) -> str:
     return " ".join(line.split())
 
 
-def _added_lines_present(hunks: list[Any], lines: list[str]) -> tuple[int, int] | None:
+def _added_lines_present(hunks: list[Hunk], lines: list[str]) -> tuple[int, int] | None:
     """Where the failing hunks' added lines all stand in the file already (in order), or None."""
     added = [_norm(ln.value) for h in hunks for ln in h if ln.is_added and _norm(ln.value)]
     removed = {_norm(ln.value) for h in hunks for ln in h if ln.is_removed and _norm(ln.value)}
@@ -122,7 +121,7 @@ def _added_lines_present(hunks: list[Any], lines: list[str]) -> tuple[int, int] 
     return hits[0], hits[-1]
 
 
-def _divergence(hunk: Any, number: int, lines: list[str]) -> tuple[str, tuple[int, int] | None]:
+def _divergence(hunk: Hunk, number: int, lines: list[str]) -> tuple[str, tuple[int, int] | None]:
     """One line saying where a hunk's context no longer matches the file."""
     old = [ln.value.rstrip("\n") for ln in hunk if ln.is_context or ln.is_removed]
     normed = [_norm(x) for x in lines]

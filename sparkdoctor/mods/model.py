@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Any
 
 from sparkdoctor.errors import SparkdoctorError
 
@@ -48,7 +47,7 @@ class FileVerdict:
     lines: tuple[int, int] | None = None  # the lines of the target file the detail cites (1-based, inclusive)
     source: str = ""     # the mod file that makes this change (a diff in the folder, or the script)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"path": self.path, "verdict": self.verdict.value, "detail": self.detail,
                 "lines": list(self.lines) if self.lines else None, "source": self.source}
 
@@ -65,7 +64,7 @@ class ModResult:
     files: list[FileVerdict] = field(default_factory=list)
     output_tail: str = ""  # a script's last patch and error lines, anonymized (sparkdoctor.mods.published)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"name": self.name, "path": self.path, "kind": self.kind.value, "verdict": self.verdict.value,
                 "detail": self.detail, "files": [f.to_dict() for f in self.files], "output_tail": self.output_tail}
 

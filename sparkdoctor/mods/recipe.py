@@ -14,7 +14,7 @@ from typing import Any
 from sparkdoctor.errors import TargetUnprobeable
 from sparkdoctor.mods.images import image_tree
 from sparkdoctor.mods.judge import judge_mod
-from sparkdoctor.mods.model import ModError, Verdict
+from sparkdoctor.mods.model import FileVerdict, ModError, Verdict
 from sparkdoctor.mods.trees import Tree, venv_tree
 from sparkdoctor.recipes.model import Recipe
 
@@ -90,7 +90,7 @@ def stale_mods(recipe: Recipe, tree: Tree, timeout: float | None = None) -> list
     return out
 
 
-def _cited(f: Any) -> str:
+def _cited(f: FileVerdict) -> str:
     """`vllm/x.py, lines 12-14: superseded: ...`: the file and the lines that show the change upstream."""
     if not f.lines or f"lines {f.lines[0]}-{f.lines[1]}" in f.detail:
         return f"{f.path}: {f.verdict.value}: {f.detail}"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -40,9 +41,7 @@ class ModsReport:
 
     def to_json(self) -> dict[str, object]:
         """The `mods` JSON document's own keys (docs/json.md)."""
-        counts: dict[str, int] = {}
-        for mod in self.mods:
-            counts[mod.verdict.value] = counts.get(mod.verdict.value, 0) + 1
+        counts = dict(Counter(mod.verdict.value for mod in self.mods))
         return {"mods_version": MODS_VERSION, "kind": "mods", "target": self.target, "strict": self.strict,
                 "exit_code": self.exit_code, "counts": counts, "mods": [m.to_dict() for m in self.mods]}
 

@@ -20,7 +20,7 @@ from sparkdoctor import proc
 from sparkdoctor.inputs import TooBig, read_bytes
 from sparkdoctor.mods.model import ModError
 from sparkdoctor.released import Reader, RemoteError
-from sparkdoctor.targets.interface import FileError
+from sparkdoctor.targets.interface import FileError, FileTransport
 
 MAX_FILE = 32 * 1024 * 1024  # a source file a mod edits; anything larger is not what a mod edits
 PROBE_TIMEOUT = 30.0
@@ -99,7 +99,7 @@ class ContainerTree:
     target: Any  # a Target whose files are the container's (sparkdoctor.targets.container.ContainerTarget)
     label: str = ""
     _dirs: list[str] | None = field(default=None, repr=False)
-    _files: Any = field(default=None, repr=False)
+    _files: FileTransport | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         self.label = self.label or f"container {self.target.name} ({self.target.python})"
@@ -146,7 +146,7 @@ class ReleaseTree:
 
     specs: list[tuple[str, str]]
     label: str = ""
-    _reader: Any = field(default=None, repr=False)
+    _reader: Reader | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         self.label = self.label or " + ".join(f"{n} {v} (released wheel)" for n, v in self.specs)

@@ -11,7 +11,7 @@ import hashlib
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from sparkdoctor.errors import InputError
@@ -107,29 +107,10 @@ class Recipe:
         return hashlib.sha256(blob).hexdigest()[:16]
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain JSON-ready data (the fingerprint included)."""
-        return {
-            "name": self.name,
-            "source_path": self.source_path,
-            "format": self.format,
-            "fingerprint": self.fingerprint(),
-            "argv": list(self.argv),
-            "env": dict(self.env),
-            "host": self.host,
-            "port": self.port,
-            "model": self.model,
-            "served_model_name": self.served_model_name,
-            "readiness_path": self.readiness_path,
-            "workload": dict(self.workload),
-            "workarounds": [dict(w) for w in self.workarounds],
-            "container": self.container,
-            "needs": list(self.needs),
-            "params": dict(self.params),
-            "sources": dict(self.sources),
-            "warnings": list(self.warnings),
-            "description": self.description,
-            "extras": dict(self.extras),
-        }
+        """Plain JSON-ready data: every field, copied, in order, with the fingerprint after `format`."""
+        data = asdict(self)
+        head = {key: data.pop(key) for key in ("name", "source_path", "format")}
+        return {**head, "fingerprint": self.fingerprint(), **data}
 
 
 def recipe_from_dict(doc: Mapping[str, object]) -> Recipe:

@@ -67,7 +67,7 @@ class _Loader(yaml.SafeLoader):
 
     def _note_duplicates(self, node: yaml.MappingNode) -> None:
         """Duplicates among the keys written in this mapping (a key that overrides a merged one is not one)."""
-        seen: dict[Any, int] = {}
+        seen: dict[object, int] = {}
         for key_node, _value in node.value:
             if key_node.tag == MERGE_TAG:
                 continue

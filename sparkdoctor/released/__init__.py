@@ -16,35 +16,28 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sparkdoctor.released.http import Client, RangeUnsupported, RemoteError
-from sparkdoctor.released.index import Index, IndexFile, index_url
+from sparkdoctor.released.http import Client, RemoteError
+from sparkdoctor.released.index import Index
 from sparkdoctor.released.sdist import RemoteSdist
 from sparkdoctor.released.strings import printable_runs
 from sparkdoctor.released.wheel import (
     DEFAULT_PLATFORM,
     DEFAULT_PYTHON,
     PLATFORMS,
-    Pick,
     RemoteWheel,
     cache_root,
     pick_wheel,
 )
 
 __all__ = [
-    "DEFAULT_PLATFORM",
-    "DEFAULT_PYTHON",
     "PLATFORMS",
     "Client",
     "Index",
-    "IndexFile",
-    "Pick",
-    "RangeUnsupported",
     "Reader",
     "RemoteError",
     "RemoteSdist",
     "RemoteWheel",
     "cache_root",
-    "index_url",
     "pick_wheel",
     "printable_runs",
 ]

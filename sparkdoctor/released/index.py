@@ -5,6 +5,7 @@ index is). The index URL is https://pypi.org/simple/ or $SPARKDOCTOR_INDEX_URL.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from dataclasses import dataclass
@@ -57,10 +58,8 @@ def _file(raw: dict, base: str) -> IndexFile:
             pass
     sdist_version: str | None = None
     if name.endswith((".tar.gz", ".zip")):
-        try:
+        with contextlib.suppress(InvalidSdistFilename, InvalidVersion):
             sdist_version = str(parse_sdist_filename(name)[1])
-        except (InvalidSdistFilename, InvalidVersion):
-            pass
     size = raw.get("size")
     sha = (raw.get("hashes") or {}).get("sha256")
     uploaded = raw.get("upload-time")

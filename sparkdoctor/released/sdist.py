@@ -9,39 +9,28 @@ name). Member names are given without the archive's top folder (`vllm-0.18.1/CMa
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
 import tarfile
-import tempfile
 import zlib
 from pathlib import Path
 
 from sparkdoctor.released.http import Client, RemoteError
 from sparkdoctor.released.index import IndexFile
 from sparkdoctor.released.stream import ChunkFile, byte_ranges
-from sparkdoctor.released.strings import MemberText
-from sparkdoctor.released.wheel import (
-    _atomic_write,
-    _check_digest,
-    cache_root,
-    member_path,
-)
+from sparkdoctor.released.wheel import CachedRelease, _atomic_write, member_path
 
 SDIST_LIMIT = 256 * 1024 * 1024  # an sdist is downloaded whole: at most this much
 MEMBER_LIMIT = 64 * 1024 * 1024  # one member read into memory: at most this much (a source file is far smaller)
 
 
-class RemoteSdist(MemberText):
+class RemoteSdist(CachedRelease):
     """The members of one released sdist (.tar.gz), with the interface of RemoteWheel that file checks read."""
 
     def __init__(self, file: IndexFile, client: Client, root: Path | None = None, limit: int = SDIST_LIMIT):
-        self.file, self.client, self.limit = file, client, limit
-        key = file.sha256 or hashlib.sha256(file.url.encode()).hexdigest()
-        self.dir = (root or cache_root()) / key[:2] / key
+        super().__init__(file, client, root)
+        self.limit = limit
         self._tar: tarfile.TarFile | None = None
         self._members: dict[str, tarfile.TarInfo] | None = None
-        self._names: list[str] | None = None
         self.how = "cache"  # cache | download
 
     def _open(self) -> dict[str, tarfile.TarInfo]:
@@ -67,39 +56,17 @@ class RemoteSdist(MemberText):
             raise RemoteError(f"{self.file.filename}: only .tar.gz sdists are read")
         if (self.file.size or 0) > self.limit:
             raise RemoteError(f"{self.file.filename}: {self.file.size} bytes, over the {self.limit}-byte limit for an sdist")
-        self.dir.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=self.dir, prefix=".sdist-")
-        try:
-            with os.fdopen(fd, "wb") as out:
-                self.client.download(self.file.url, out, self.limit)
-            _check_digest(Path(tmp), self.file)
-            os.replace(tmp, dest)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-
-    @property
-    def names(self) -> list[str]:
-        """Every file member, from the cache when this sdist was listed before."""
-        if self._names is None:
-            try:
-                self._names = json.loads((self.dir / "names.json").read_text(encoding="utf-8"))
-            except (OSError, ValueError):
-                self._open()
-        assert self._names is not None
-        return self._names
+        self._fetch(dest, self.limit)
 
     def read(self, name: str) -> bytes:
-        cached = member_path(self.dir, name)
-        try:
-            return cached.read_bytes()
-        except OSError:
-            pass
+        cached = self._cached(name)
+        if cached is not None:
+            return cached
         members = self._open()
         if name not in members:
             raise RemoteError(f"{self.file.filename}: no member {name}")
         data = self._extract(name, members[name])
-        _atomic_write(cached, data)
+        _atomic_write(member_path(self.dir, name), data)
         return data
 
     def _extract(self, name: str, info: tarfile.TarInfo) -> bytes:
@@ -119,10 +86,7 @@ class RemoteSdist(MemberText):
         the archive lacks streams it to the end, and that listing is complete (and kept). Members read this
         way are not checked against the index's sha256 (the file is not read whole); a full download is."""
         if self._names is None:
-            try:
-                self._names = json.loads((self.dir / "names.json").read_text(encoding="utf-8"))
-            except (OSError, ValueError):
-                pass
+            self._names = self._listed()
         known = set(self._names) if self._names is not None else None
         todo = {n for n in wanted if not member_path(self.dir, n).is_file() and (known is None or n in known)}
         if not todo:

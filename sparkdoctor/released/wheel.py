@@ -5,6 +5,7 @@ under the user cache dir. Released files never change, so a cached member is nev
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -81,15 +82,64 @@ def pick_wheel(wheels: list[IndexFile], platform: str = DEFAULT_PLATFORM, python
     return Pick(chosen, f"{chosen.filename} (no wheel for CPython {python} on {platform}; read this one instead)")
 
 
-class RemoteWheel(MemberText):
+class CachedRelease(MemberText):
+    """A released file (a wheel, an sdist) whose listing and members are cached under its own folder, named by
+    its sha256: released files never change."""
+
+    def __init__(self, file: IndexFile, client: Client, root: Path | None):
+        self.file, self.client = file, client
+        key = file.sha256 or hashlib.sha256(file.url.encode()).hexdigest()
+        self.dir = (root or cache_root()) / key[:2] / key
+        self._names: list[str] | None = None
+
+    def _open(self) -> object:
+        """Open the file (listing its members into self._names); what the subclass reads members with."""
+        raise NotImplementedError
+
+    def _listed(self) -> list[str] | None:
+        try:
+            names: list[str] = json.loads((self.dir / "names.json").read_text(encoding="utf-8"))
+            return names
+        except (OSError, ValueError):
+            return None
+
+    @property
+    def names(self) -> list[str]:
+        """Every file member (folders left out), from the cache when this file was listed before."""
+        if self._names is None:
+            self._names = self._listed()
+            if self._names is None:
+                self._open()
+        assert self._names is not None
+        return self._names
+
+    def _cached(self, name: str) -> bytes | None:
+        try:
+            return member_path(self.dir, name).read_bytes()
+        except OSError:
+            return None
+
+    def _fetch(self, dest: Path, limit: int) -> None:
+        """The whole file downloaded to `dest` (at most `limit` bytes), its sha256 checked against the index's."""
+        self.dir.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=self.dir, prefix=f".{dest.name.partition('.')[0]}-")
+        try:
+            with os.fdopen(fd, "wb") as out:
+                self.client.download(self.file.url, out, limit)
+            _check_digest(Path(tmp), self.file)
+            os.replace(tmp, dest)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+
+class RemoteWheel(CachedRelease):
     """The members of one released wheel, read on demand; `requests` and `bytes_read` say what it cost."""
 
     def __init__(self, file: IndexFile, client: Client, root: Path | None = None, full_limit: int = FULL_DOWNLOAD_LIMIT):
-        self.file, self.client, self.full_limit = file, client, full_limit
-        key = file.sha256 or hashlib.sha256(file.url.encode()).hexdigest()
-        self.dir = (root or cache_root()) / key[:2] / key
+        super().__init__(file, client, root)
+        self.full_limit = full_limit
         self._zip: zipfile.ZipFile | None = None
-        self._names: list[str] | None = None
         self._range: RangeFile | None = None
         self.how = "cache"  # cache | range | download: how members were reached
         self._start = (client.requests, client.bytes_read)
@@ -130,37 +180,14 @@ class RemoteWheel(MemberText):
         size = self.file.size or 0
         if size > self.full_limit:
             raise RemoteError(f"{why}; the wheel is {size} bytes, over the {self.full_limit}-byte limit for a full download")
-        self.dir.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=self.dir, prefix=".wheel-")
-        try:
-            with os.fdopen(fd, "wb") as out:
-                self.client.download(self.file.url, out, self.full_limit)
-            _check_digest(Path(tmp), self.file)
-            os.replace(tmp, self.dir / "wheel.whl")
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        self._fetch(self.dir / "wheel.whl", self.full_limit)
         return self.dir / "wheel.whl"
 
     # -- members -------------------------------------------------------------------------------
-    @property
-    def names(self) -> list[str]:
-        """Every file member (folders left out), from the cache when this wheel was listed before."""
-        if self._names is None:
-            listing = self.dir / "names.json"
-            try:
-                self._names = json.loads(listing.read_text(encoding="utf-8"))
-            except (OSError, ValueError):
-                self._open()
-        assert self._names is not None
-        return self._names
-
     def read(self, name: str) -> bytes:
-        cached = member_path(self.dir, name)
-        try:
-            return cached.read_bytes()
-        except OSError:
-            pass
+        cached = self._cached(name)
+        if cached is not None:
+            return cached
         zf = self._open()
         try:
             info = zf.getinfo(name)
@@ -171,7 +198,7 @@ class RemoteWheel(MemberText):
             raise RemoteError(f"{self.file.filename}: no member {name}") from None
         except (zipfile.BadZipFile, OSError, EOFError, NotImplementedError) as exc:
             raise RemoteError(f"{self.file.filename}: cannot read {name}: {exc}") from None
-        _atomic_write(cached, data)
+        _atomic_write(member_path(self.dir, name), data)
         return data
 
     def prefetch(self, names: list[str], gap: int = 1 << 20, most: int = 64 << 20) -> None:
@@ -252,10 +279,8 @@ class RemoteWheel(MemberText):
         if not is_library(name):
             return super().text(name)
         cached = member_path(self.dir, name + "\0host-strings")  # a library's strings, kept (its bytes are not)
-        try:
+        with contextlib.suppress(OSError):
             return cached.read_text(encoding="utf-8")
-        except OSError:
-            pass
         stored = self._stored(name)
         if stored is not None:  # only what comes before .nv_fatbin, by its section headers
             read_at, secs = stored

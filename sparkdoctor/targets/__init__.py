@@ -17,7 +17,7 @@ The names most callers need are importable from here.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from sparkdoctor.targets.interface import (
@@ -37,7 +37,7 @@ _HOME = {"FileError": "interface", "FileTransport": "interface", "Target": "inte
          "PythonTarget": "local", "probe_entry": "local", "resolve_python_target": "local"}
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     """The names above, imported on first use: the console entry point imports targets.early (standard library
     only) to start the target probe, and loading local.py (pathlib, platformdirs) first would delay it ~20 ms."""
     if name not in _HOME:

@@ -5,12 +5,11 @@ the light target modules (the container ones load only when --container is given
 
 from __future__ import annotations
 
-from typing import Any
-
 from sparkdoctor.errors import UsageError
 from sparkdoctor.locations import cache_dir
 from sparkdoctor.targets import early
 from sparkdoctor.targets import probe as target_probe
+from sparkdoctor.targets.interface import Target
 from sparkdoctor.targets.local import resolve_python_target
 
 
@@ -30,7 +29,7 @@ def refuse_bad_target_options(python: str | None, container: str | None, contain
 
 
 def resolve_target(python: str | None, container: str | None, container_python: str | None,
-                   runtime: str | None = None) -> Any:
+                   runtime: str | None = None) -> Target:
     """The Target the options name; TargetError (exit 3) when it cannot be probed at all."""
 
     if container is not None:
@@ -48,7 +47,7 @@ def probe_cache_root(target: object):
     return cache_dir() if getattr(target, "shares_files", True) else getattr(target, "cache_root", None)
 
 
-def start_target_probe(target: Any, no_cache: bool) -> Any:
+def start_target_probe(target: Target, no_cache: bool) -> target_probe.Prestarted:
     """The target probe, running: the one the entry point started early if it is exactly this probe of
     this target in this cache mode (sparkdoctor.targets.early), else a new one. For a local target it
     answers for the capabilities probe too."""

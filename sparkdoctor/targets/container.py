@@ -23,7 +23,6 @@ import re
 import zipfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
 from sparkdoctor import proc
 from sparkdoctor.files import OutputError, write_text
@@ -48,10 +47,8 @@ tmp = tempfile.mkdtemp(prefix="sparkdoctor-probe-")
 child = None
 def stop(signum=None, frame=None):
     if child is not None:
-        try:
+        with contextlib.suppress(OSError):
             os.killpg(child.pid, signal.SIGKILL)
-        except OSError:
-            pass
     shutil.rmtree(tmp, ignore_errors=True)
     if signum is not None:
         os._exit(128 + signum)
@@ -137,12 +134,12 @@ class ContainerTarget:
     name: str
     python: str  # the interpreter inside the container
     chosen_by: str  # "--container-python", "vLLM found in the container", "the container's PATH"
-    info: dict[str, Any] = field(default_factory=dict)  # id, image, image_id, fingerprint (container_inspect)
+    info: dict[str, object] = field(default_factory=dict)  # id, image, image_id, fingerprint (container_inspect)
     kind: str = "container"
     shares_files: bool = False  # paths it reports are the container's: host caches and host tools do not apply
     cache_root: Path | None = None  # host folder of this container's probe caches, carried in and out per run
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> dict[str, object]:
         return {"kind": self.kind, "python": self.python, "chosen_by": self.chosen_by, "container": self.name,
                 "engine": Path(self.engine[0]).name}
 

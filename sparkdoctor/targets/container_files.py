@@ -13,6 +13,7 @@ half-way is a FileError of one line, like every other failure here.
 from __future__ import annotations
 
 import base64
+import contextlib
 import io
 import json
 import os
@@ -141,7 +142,5 @@ class ContainerFiles:
         try:
             yield path
         finally:
-            try:
+            with contextlib.suppress(FileError):  # the container went away: its temporary folder went with it
                 self._call({"op": "rmscratch", "path": path})
-            except FileError:
-                pass  # the container went away: its temporary folder went with it

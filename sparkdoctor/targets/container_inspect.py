@@ -101,7 +101,7 @@ def inspect_container(cli: list[str], name: str, run: Runner = _here) -> dict[st
     return record
 
 
-def image_facts(cli: list[str], image_id: str, run: Runner = _here) -> dict[str, Any]:
+def image_facts(cli: list[str], image_id: str, run: Runner = _here) -> dict[str, object]:
     """Platform, layer digests, config digest and the fingerprint over the three."""
     data = json.loads(_ask(cli, ["image", "inspect", image_id], f"image {image_id[:19]}", run=run))
     record = data[0] if isinstance(data, list) else data

@@ -10,15 +10,24 @@ from __future__ import annotations
 
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol, TypedDict
 
 from sparkdoctor.errors import TargetUnprobeable
 
 if TYPE_CHECKING:
     from sparkdoctor.proc import ProcResult, Running
 
-FileRow = dict[str, Any]
-"""What `FileTransport.info` says of one path: `size`, `mode`, `mtime_ns`, and `sha256` when asked for."""
+class FileRow(TypedDict, total=False):
+    """What `FileTransport.info` says of one path (targets/fileops.py: info; `sha256` only when asked for);
+    what `export` says of one copied file: `name` (in the destination folder) and `mode`."""
+
+    kind: str  # file | link | dir | other
+    size: int
+    mode: int
+    writable: bool
+    read_only_fs: bool
+    sha256: str | None
+    name: str
 
 
 class TargetError(TargetUnprobeable, RuntimeError):
@@ -74,7 +83,7 @@ class Target(Protocol):
     python: str
     """The target interpreter's path (inside the container for a container target)."""
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> dict[str, object]:
         """What Facts.target records: kind, python, how it was chosen (and the container's name, image)."""
         ...
 

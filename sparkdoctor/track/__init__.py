@@ -7,6 +7,6 @@ never applies them: the matrix is changed by a person, through review.
   render    console and markdown views of the JSON-able result
 """
 
-from sparkdoctor.track.run import VERDICTS, TrackResult, track
+from sparkdoctor.track.run import track
 
-__all__ = ["VERDICTS", "TrackResult", "track"]
+__all__ = ["track"]

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass
-from typing import Any
+
+from sparkdoctor.released import RemoteWheel
 
 JIT_PREFIX = "flashinfer/jit/"
 KEYWORD = "supported_major_versions"
@@ -67,7 +68,7 @@ def _lists(path: str, source: str) -> list[ArchList]:
     return out
 
 
-def read_arch_lists(wheel: Any) -> tuple[list[ArchList], str | None]:
+def read_arch_lists(wheel: RemoteWheel) -> tuple[list[ArchList], str | None]:
     """Every JIT arch list of one released flashinfer-python wheel (members read over ranges, cached), and a note
     when the release has more JIT files than MAX_FILES."""
     names = sorted(n for n in wheel.names if n.startswith(JIT_PREFIX) and n.endswith(".py"))

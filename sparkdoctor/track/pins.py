@@ -11,7 +11,6 @@ with specifiers no version satisfies both.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from packaging.markers import Marker
 from packaging.requirements import InvalidRequirement, Requirement
@@ -34,7 +33,7 @@ class Pin:
     requires: str  # canonical name of what it requires
     spec: str
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"package": self.package, "version": self.version, "extra": self.extra, "requires": self.requires, "spec": self.spec}
 
 

@@ -27,7 +27,6 @@ from dataclasses import asdict, dataclass, field
 from email.parser import HeaderParser
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
 
@@ -78,7 +77,7 @@ class ReleaseProbe:
     error: str | None = None  # nothing could be probed, and why (not cached)
     cached: bool = False
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {"package": self.package, "version": self.version, "kind": self.kind, "cached": self.cached,
                 "outcomes": [asdict(o) for o in self.outcomes], "notes": self.notes, "error": self.error}
 

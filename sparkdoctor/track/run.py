@@ -25,6 +25,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from sparkdoctor.matrix import Entry, Matrix
+from sparkdoctor.matrix.file_checks import FileCheck
 from sparkdoctor.matrix.tracking import Tracking, bounds_of
 from sparkdoctor.matrix.versions import version_in
 from sparkdoctor.released import Reader, RemoteError
@@ -211,7 +212,7 @@ def judge(entry: EntryTrack, releases: list[str]) -> None:
         entry.verdict, entry.why = "unchanged", f"every new release is outside {spec} and the checks agree"
 
 
-def moved_to(reader: Reader, tracking: Tracking, package: str, version: str, checks: Any) -> list[str]:
+def moved_to(reader: Reader, tracking: Tracking, package: str, version: str, checks: tuple[FileCheck, ...]) -> list[str]:
     """Where a check's missing file went: the same path in another wheel of the lockstep family at the
     same version (cutlass-dsl moved its Python package from libs-base to libs-core in 4.6.0)."""
 

@@ -21,7 +21,6 @@ import re
 import tarfile
 import tempfile
 from pathlib import Path, PurePosixPath
-from typing import Any
 
 from sparkdoctor import proc
 from sparkdoctor.errors import SparkdoctorError
@@ -73,7 +72,7 @@ class _Expanded(io.RawIOBase):
 
 def _decompressed(data: bytes, label: str) -> _Expanded:
     raw = io.BytesIO(data)
-    inner: Any
+    inner: io.BufferedIOBase
     if data[:2] == b"\x1f\x8b":
         inner = gzip.GzipFile(fileobj=raw, mode="rb")
     elif data[:3] == b"BZh":

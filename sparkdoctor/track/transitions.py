@@ -7,6 +7,7 @@ becomes a proposed entry in `matrix track`'s proposal shape, never applied.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -14,7 +15,7 @@ from typing import Any
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion
 
-from sparkdoctor.matrix.model import Matrix
+from sparkdoctor.matrix.model import Entry, Matrix
 from sparkdoctor.matrix.tracking import Tracking, bounds_of
 from sparkdoctor.released import Reader
 from sparkdoctor.track.probe import COMPONENT, ReleaseProbe, probe_kind, probe_release
@@ -73,7 +74,7 @@ def transitions(releases: list[ReleaseProbe]) -> list[Transition]:
     return list(grouped.values())
 
 
-def known_by(entries: list[Any], family: set[str], t: Transition) -> list[str]:
+def known_by(entries: list[Entry], family: set[str], t: Transition) -> list[str]:
     """Entries whose bound on the package's family separates the two releases (one is inside it, the other not):
     the matrix already draws a line there, so the transition is said with them instead of proposed."""
 
@@ -141,9 +142,7 @@ def probe_lines(d: dict[str, Any]) -> list[str]:
         out.append(f"probe: {t['package']} {t['before']} -> {t['after']}: {t['group']}: {', '.join(t['probes'])} "
                    f"{t['change']} {d['arch']}{known}")
     for r in d["releases"]:
-        counts: dict[str, int] = {}
-        for o in r["outcomes"]:
-            counts[o["verdict"]] = counts.get(o["verdict"], 0) + 1
+        counts = Counter(o["verdict"] for o in r["outcomes"])
         said = r["error"] or ", ".join(f"{n} {v}" for v, n in sorted(counts.items())) or "nothing to probe"
         out.append(f"probed {r['package']} {r['version']} ({r['kind']}{', cached' if r['cached'] else ''}): {said}")
     return out + [f"note: {n}" for n in d["notes"]]

@@ -12,19 +12,13 @@ is built with real pip, the probe runs in it, and the entry is judged:
 Output lives in sparkdoctor.views.verify, exit codes in sparkdoctor.exitcodes.
 """
 
-from sparkdoctor.matrix.verify_table import ALLOWED_OPTIONS, Env, parse_step
-from sparkdoctor.verify.probes import find_ptxas, run_probe
-from sparkdoctor.verify.runner import Result, Run, exit_code, judge, verify
+from sparkdoctor.matrix.verify_table import Env, parse_step
+from sparkdoctor.verify.probes import run_probe
+from sparkdoctor.verify.runner import Run, exit_code, judge, verify
 from sparkdoctor.verify.selection import Spec, VerifyError, parse_spec, select
-from sparkdoctor.verify.venvs import (
-    READY,
-    BuildError,
-    ensure_venv,
-    venv_path,
-    venv_root,
-)
+from sparkdoctor.verify.venvs import READY, ensure_venv, venv_path
 
 __all__ = [
-    "ALLOWED_OPTIONS", "BuildError", "Env", "READY", "Result", "Run", "Spec", "VerifyError", "ensure_venv", "exit_code",
-    "find_ptxas", "judge", "parse_spec", "parse_step", "run_probe", "select", "venv_path", "venv_root", "verify",
+    "Env", "READY", "Run", "Spec", "VerifyError", "ensure_venv", "exit_code", "judge", "parse_spec", "parse_step",
+    "run_probe", "select", "venv_path", "verify",
 ]

@@ -18,13 +18,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from sparkdoctor.matrix import Entry, Matrix
+from sparkdoctor.matrix.file_checks import FilesTable
 from sparkdoctor.matrix.tracking import Tracking, bounds_of
 from sparkdoctor.matrix.versions import version_in
 from sparkdoctor.released import Reader, RemoteError
@@ -52,7 +52,7 @@ class BoundResult:
     bytes_read: int = 0  # what bracketing this bound read from the registry (what earlier bounds read is not read again)
     requests: int = 0
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"id": self.id, "package": self.package, "spec": self.spec, "source": self.source, "verdict": self.verdict, "why": self.why,
                 "proposal": self.proposal,
                 "reads": self.reads, "first": self.first, "last": self.last, "below": self.below, "above": self.above,
@@ -129,7 +129,7 @@ def bracket(entry: Entry, package: str, spec: str, reader: Reader, tracking: Tra
     return out
 
 
-def _first_holding(reader: Reader, table: Any, window: list[str], log: Log | None) -> str | None:
+def _first_holding(reader: Reader, table: FilesTable, window: list[str], log: Log | None) -> str | None:
     """The first release of `window` (oldest first; its last one holds, its first does not) where every
     check holds, by bisection: where the code the checks look for first appeared."""
     lo, hi = 0, len(window) - 1

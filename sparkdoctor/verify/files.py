@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Protocol
 
 from packaging.utils import canonicalize_name
 from packaging.version import Version
@@ -28,7 +28,7 @@ from sparkdoctor.matrix.file_checks import (
     parse_files_tables,
 )
 from sparkdoctor.matrix.versions import version_in
-from sparkdoctor.released import Reader, RemoteError
+from sparkdoctor.released import Reader, RemoteError, RemoteSdist, RemoteWheel
 from sparkdoctor.released.cubins import FAMILY_CAVEAT, CubinError, Listing, decided_by
 from sparkdoctor.released.strings import is_library
 from sparkdoctor.verify.wheels import WheelError, WheelFiles, released_versions, wheel
@@ -70,7 +70,7 @@ class VersionRun:
                 out.append(f"fixed {self.version}: {check.label} does not hold")
         return out
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"version": self.version, "role": self.role, "error": self.error,
                 "checks": [{"check": c.label, "holds": ok} for c, ok in self.results],
                 **({"evidence": self.evidence} if self.evidence else {})}
@@ -85,18 +85,31 @@ class FileResult:
     runs: list[VersionRun]
     kind: str = "files"
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"id": self.id, "kind": self.kind, "package": self.package, "verdict": self.verdict, "why": self.why,
                 "runs": [r.to_dict() for r in self.runs]}
+
+
+class Members(Protocol):
+    """What the file checks read of one release: WheelFiles, RemoteFiles, or several of them as UnionFiles."""
+
+    names: list[str]
+
+    @property
+    def cubin_listings(self) -> dict[str, tuple[str, ...]]: ...
+
+    def text(self, name: str) -> str: ...
+
+    def cubins(self, name: str) -> tuple[str, ...]: ...
 
 
 class UnionFiles:
     """The members of several wheels of one release (a files table's `package` and its `also` wheels),
     with the interface the checks read; a name in two wheels is read from the first."""
 
-    def __init__(self, parts: list[Any]):
+    def __init__(self, parts: Sequence[WheelFiles] | Sequence[RemoteFiles]):
         self.parts = parts
-        self._owner: dict[str, Any] = {}
+        self._owner: dict[str, Members] = {}
         for part in parts:
             for name in part.names:
                 self._owner.setdefault(name, part)
@@ -118,11 +131,11 @@ class UnionFiles:
                 part.close()
 
 
-def run_checks(checks: tuple[FileCheck, ...], files: Any) -> list[tuple[FileCheck, bool]]:
+def run_checks(checks: tuple[FileCheck, ...], files: Members) -> list[tuple[FileCheck, bool]]:
     return [(c, check_holds(c, files)) for c in checks]
 
 
-def check_holds(check: FileCheck, files: Any) -> bool:
+def check_holds(check: FileCheck, files: Members) -> bool:
     members = [n for n in files.names if fnmatch.fnmatchcase(n, check.path)]
     if check.kind == "exists":
         return bool(members) == check.value
@@ -171,7 +184,7 @@ class RemoteFiles:
     """A remote wheel with the interface the file checks read (names, text, cubins). A library's cubins
     are read only until the cubin checks on that member are decided (sparkdoctor.released.cubins)."""
 
-    def __init__(self, wheel: Any, checks: tuple[FileCheck, ...] = ()):
+    def __init__(self, wheel: RemoteWheel | RemoteSdist, checks: tuple[FileCheck, ...] = ()):
         self.wheel = wheel
         self.names = wheel.names
         self.checks = [c for c in checks if c.kind in CUBIN_KINDS]
@@ -197,7 +210,7 @@ class RemoteFiles:
         return [f"{n}: {x.words()}" for n, x in self.listings.items()]
 
 
-def remote_run(reader: Any, package: str, checks: tuple[FileCheck, ...], version: str, role: str, log: Log | None = None,
+def remote_run(reader: Reader, package: str, checks: tuple[FileCheck, ...], version: str, role: str, log: Log | None = None,
                also: tuple[str, ...] = (), dist: str = "wheel") -> VersionRun:
     """The checks on one release read remotely (with the `also` wheels of the same version, where
     released; dist "sdist": its source archive); a release that cannot be read is the run's error."""
@@ -209,7 +222,7 @@ def remote_run(reader: Any, package: str, checks: tuple[FileCheck, ...], version
         read = [package] + [other for other in also if version in reader.versions(other)]
         opened = [reader.open(p, version, dist) if dist != "wheel" else reader.release(p, version) for p in read]
         exact = sorted({c.path for c in checks if not any(ch in c.path for ch in "*?[")})
-        if dist == "sdist" and len(exact) == len({c.path for c in checks}):
+        if isinstance(opened[0], RemoteSdist) and len(exact) == len({c.path for c in checks}):
             opened[0].find(exact)  # stream the archive only until these members are met
         parts = [RemoteFiles(o, checks) for o in opened]
         for part in parts:  # libraries are streamed, as far as their checks need (sparkdoctor.released.elf)

@@ -13,7 +13,6 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from rich.console import Console
 
@@ -22,11 +21,12 @@ from sparkdoctor.errors import UsageError
 from sparkdoctor.exitcodes import EXIT_OK, EXIT_VERIFY_CONTRADICTED, EXIT_VERIFY_ERROR
 from sparkdoctor.matrix.model import Matrix
 from sparkdoctor.released import Reader
-from sparkdoctor.verify.bounds import side_counts, summary, verify_bounds
-from sparkdoctor.verify.files import bisect, verify_files
+from sparkdoctor.verify.bounds import BoundResult, side_counts, summary, verify_bounds
+from sparkdoctor.verify.files import FileResult, bisect, verify_files
 from sparkdoctor.verify.files import latest as latest_files
 from sparkdoctor.verify.latest_installs import latest_installs
-from sparkdoctor.verify.stacks import resolve_stacks
+from sparkdoctor.verify.runner import Result, exit_code
+from sparkdoctor.verify.stacks import StackResult, resolve_stacks
 
 KINDS = ("all", "installs", "files")
 VERDICTS = ("confirmed", "contradicted", "error")
@@ -42,23 +42,16 @@ def terminal_log() -> Log | None:
     return lambda line: err.print(f"[dim]{line}[/]")
 
 
-def verdict_code(results: list[Any]) -> int:
-    """Exit 1 when something is contradicted, else 2 when something could not be read or run, else 0."""
-    if any(r.verdict == "contradicted" for r in results):
-        return EXIT_VERIFY_CONTRADICTED
-    return EXIT_VERIFY_ERROR if any(r.verdict == "error" for r in results) else EXIT_OK
-
-
 @dataclass
 class EntryChecks:
     """The install and file checks of the chosen entries (`verify` document)."""
 
-    results: list[Any]  # verify.runner.Result (installs) and verify.files.FileResult (files)
+    results: list[Result | FileResult]  # the install checks, then the file checks
     seconds: float
 
     @property
     def exit_code(self) -> int:
-        return verdict_code(self.results)
+        return exit_code(self.results)
 
     def summary(self) -> dict[str, int]:
         return {v: sum(1 for r in self.results if r.verdict == v) for v in VERDICTS}
@@ -72,11 +65,11 @@ class EntryChecks:
 class Bisection:
     """`--bisect ENTRY`: where the entry's file checks stop holding (`verify-bisect` document)."""
 
-    found: dict[str, Any]  # verify.files.bisect
+    found: dict[str, object]  # verify.files.bisect
 
     @property
     def exit_code(self) -> int:
-        return {"agrees": EXIT_OK, "found": EXIT_OK, "differs": EXIT_VERIFY_CONTRADICTED}.get(self.found["verdict"], EXIT_VERIFY_ERROR)
+        return {"agrees": EXIT_OK, "found": EXIT_OK, "differs": EXIT_VERIFY_CONTRADICTED}.get(str(self.found["verdict"]), EXIT_VERIFY_ERROR)
 
     def to_json(self) -> dict[str, object]:
         return {"schema": 1, "bisect": self.found}
@@ -86,7 +79,7 @@ class Bisection:
 class Latest:
     """`--latest`: every entry's checks on its newest releases (`verify-latest` document)."""
 
-    results: list[dict[str, Any]]  # verify.files.latest / latest_installs rows
+    results: list[dict[str, object]]  # verify.files.latest / latest_installs rows
 
     @property
     def exit_code(self) -> int:
@@ -103,14 +96,14 @@ class Bounds:
     """`--bounds`: every version bound bracketed on released files, read remotely (`bounds` document)."""
 
     matrix: str
-    results: list[Any]  # verify.bounds.BoundResult
+    results: list[BoundResult]
     seconds: float
     requests: int
     bytes_read: int
 
     @property
     def exit_code(self) -> int:
-        return verdict_code(self.results)
+        return exit_code(self.results)
 
     def to_json(self) -> dict[str, object]:
         return {"schema": 1, "kind": "bounds", "matrix": self.matrix, "seconds": round(self.seconds, 1),
@@ -123,11 +116,11 @@ class Stacks:
     """`--stacks`: every known-good stack resolved by a real pip dry run (`stacks` document)."""
 
     matrix: str
-    results: list[Any]  # verify.stacks.StackResult
+    results: list[StackResult]
 
     @property
     def exit_code(self) -> int:
-        return verdict_code(self.results)
+        return exit_code(self.results)
 
     def to_json(self) -> dict[str, object]:
         return {"schema": 1, "kind": "stacks", "matrix": self.matrix, "stacks": [r.to_dict() for r in self.results]}
@@ -149,7 +142,7 @@ def entry_checks(matrix: Matrix, entry_id: str | None, keep: bool, kind: str) ->
     specs = [verify.parse_spec(e) for e in chosen if want_installs and e.verify and e.verified_by]
     log = terminal_log()
     started = time.monotonic()
-    results: list[Any] = verify.verify(specs, keep=keep, log=log) if specs else []
+    results: list[Result | FileResult] = [*verify.verify(specs, keep=keep, log=log)] if specs else []
     results += [verify_files(e, log) for e in chosen if want_files and e.files]
     return EntryChecks(results, time.monotonic() - started)
 

@@ -9,7 +9,6 @@ import re
 import tempfile
 import threading
 from pathlib import Path
-from typing import Any
 
 from sparkdoctor import kernels, proc
 from sparkdoctor.collect import cutedsl
@@ -19,7 +18,7 @@ PROBE_TIMEOUT = 90.0
 VERSION_TIMEOUT = 20.0
 
 
-def run_probe(probe_id: str, python: Path, arch: str) -> tuple[str, str, dict[str, Any]]:
+def run_probe(probe_id: str, python: Path, arch: str) -> tuple[str, str, dict[str, object]]:
     """(status, detail, versions) of one probe in one environment."""
 
     if probe_id in CUTEDSL_KERNELS:
@@ -37,7 +36,7 @@ def _clean_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith(("CUTE_DSL_", "PYTHON", "VIRTUAL_ENV", "PIP_"))}
 
 
-def _run_cutedsl(cutedsl, kernel: str, python: Path, arch: str) -> tuple[str, str, dict[str, Any]]:
+def _run_cutedsl(cutedsl, kernel: str, python: Path, arch: str) -> tuple[str, str, dict[str, object]]:
     result = proc.run([str(python), "-B", str(cutedsl.probe_script()), "--arch", arch, "--kernel", kernel], timeout=PROBE_TIMEOUT, env=_clean_env())
     raw = cutedsl.interpret(kernel, arch, result)
     versions = dict(raw.get("dists") or {})
@@ -53,7 +52,7 @@ def find_ptxas(python: Path) -> Path | None:
     return found[0] if found else None
 
 
-def _run_ptx(kernels, probe, python: Path, arch: str) -> tuple[str, str, dict[str, Any]]:
+def _run_ptx(kernels, probe, python: Path, arch: str) -> tuple[str, str, dict[str, object]]:
     ptxas = find_ptxas(python)
     if ptxas is None:
         return "error", "no ptxas in this environment (install nvidia-cuda-nvcc or nvidia-cuda-nvcc-cu12)", {}

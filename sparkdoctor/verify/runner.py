@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Protocol
 
 from sparkdoctor.exitcodes import EXIT_OK, EXIT_VERIFY_CONTRADICTED, EXIT_VERIFY_ERROR
 from sparkdoctor.matrix.verify_table import Env
@@ -28,10 +28,10 @@ class Run:
     status: str = "error"
     detail: str = ""
     venv: str | None = None
-    versions: dict[str, Any] = field(default_factory=dict)
+    versions: dict[str, object] = field(default_factory=dict)
     seconds: float = 0.0
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "role": self.role, "steps": [" ".join(s) for s in self.env.steps], "arch": self.env.arch,
             "status": self.status, "detail": self.detail, "venv": self.venv, "versions": self.versions,
@@ -48,7 +48,7 @@ class Result:
     why: str
     runs: list[Run]
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"id": self.id, "probe": self.probe, "expect": self.expect, "verdict": self.verdict, "why": self.why, "runs": [r.to_dict() for r in self.runs]}
 
 
@@ -116,7 +116,12 @@ def verify(specs: list[Spec], root: Path | None = None, keep: bool = False, log:
     return results
 
 
-def exit_code(results: list[Result]) -> int:
+class Judged(Protocol):
+    verdict: str
+
+
+def exit_code(results: Sequence[Judged]) -> int:
+    """Exit 1 when something is contradicted, else 2 when something could not be read or run, else 0."""
     if any(r.verdict == "contradicted" for r in results):
         return EXIT_VERIFY_CONTRADICTED
     if any(r.verdict == "error" for r in results):

@@ -18,7 +18,6 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from sparkdoctor import proc
 from sparkdoctor.matrix import Stack
@@ -37,7 +36,7 @@ class StackResult:
     why: str
     resolved: dict[str, str] = field(default_factory=dict)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"id": self.id, "python": self.python, "verdict": self.verdict, "why": self.why, "resolved": self.resolved}
 
 

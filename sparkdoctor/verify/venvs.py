@@ -35,10 +35,7 @@ class BuildError(SparkdoctorError, RuntimeError):
 
 def venv_root() -> Path:
     override = os.environ.get("SPARKDOCTOR_VERIFY_VENVS")
-    if override:
-        return Path(override)
-
-    return cache_dir() / "verify-venvs"
+    return Path(override) if override else cache_dir() / "verify-venvs"
 
 
 def venv_path(root: Path, env: Env) -> Path:

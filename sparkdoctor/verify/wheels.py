@@ -39,10 +39,7 @@ class WheelError(SparkdoctorError, RuntimeError):
 
 def wheel_root() -> Path:
     override = os.environ.get("SPARKDOCTOR_WHEELS")
-    if override:
-        return Path(override)
-
-    return cache_dir() / "wheels"
+    return Path(override) if override else cache_dir() / "wheels"
 
 
 def _cached(root: Path, name: str, version: str) -> Path | None:

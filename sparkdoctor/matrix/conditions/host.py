@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from sparkdoctor.facts import Facts
+from sparkdoctor.matrix.conditions.serving import COMPARE
 from sparkdoctor.matrix.model import Check
 
 READINGS = {
@@ -66,7 +67,7 @@ def _holds(test: Any, got: object) -> bool | None:
         if isinstance(got, bool) or not isinstance(got, (int, float)):
             return None
         want = float(number)
-        return {"<": got < want, "<=": got <= want, ">": got > want, ">=": got >= want, "==": got == want, "!=": got != want}[op]
+        return COMPARE[op](got, want)
     options = [test] if isinstance(test, str) else list(test)
     if isinstance(got, list):
         return any(str(g) in options for g in got)
@@ -136,7 +137,7 @@ def eval_host_health(value: Mapping[str, object], facts: Facts) -> list[Check]:
     if not health.get("live", False):
         return [Check("host_health", None, "host health from a snapshot: judged on the live box only")]
     out: list[Check] = []
-    grouped: dict[str, dict[str, Any]] = {}
+    grouped: dict[str, dict[str, object]] = {}
     for key, test in value.items():
         part, name = key.split(".", 1)
         if part in GROUPS:

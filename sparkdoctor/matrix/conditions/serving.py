@@ -24,8 +24,9 @@ A recipe whose command plainly runs another engine (SGLang, TensorRT-LLM) does n
 from __future__ import annotations
 
 import math
+import operator
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from fnmatch import fnmatchcase
 from typing import Any
 
@@ -49,6 +50,7 @@ _NUMBER = r"\d{1,15}(?:\.\d{1,9})?[kKmMgGtT]?"
 _CMP = re.compile(rf"^(<=|>=|==|!=|<|>)\s*(-?{_NUMBER}|(?:model|host)\.[a-z_]+)$")
 _MULTIPLE = re.compile(r"^not multiple of (\d{1,9})$")
 _FLAG = re.compile(r"^--[a-z0-9][a-z0-9-]*$")
+COMPARE: dict[str, Callable[[float, float], bool]] = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "==": operator.eq, "!=": operator.ne}
 _SUFFIX = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
 
 
@@ -190,10 +192,6 @@ def _amount(raw: object, number: float, name: str) -> str:
     return text
 
 
-def _compare(op: str, got: float, want: float) -> bool:
-    return {"<": got < want, "<=": got <= want, ">": got > want, ">=": got >= want, "==": got == want, "!=": got != want}[op]
-
-
 def _judge(key: str, spec: object, facts: Facts) -> Check:
     test, unset, has_unset = spec, None, False
     if isinstance(spec, dict):
@@ -245,10 +243,10 @@ def _judge(key: str, spec: object, facts: Facts) -> Check:
         label = _amount(ref, want, key) if want is not None else ref
     if want is None:
         return Check("serving", None, f"{seen}, {label} is not a number: not judged")
-    return Check("serving", _compare(op, number, want), f"{seen} (entry: {op} {label})")
+    return Check("serving", COMPARE[op](number, want), f"{seen} (entry: {op} {label})")
 
 
-def other_engine(argv: list[Any]) -> str | None:
+def other_engine(argv: list[object]) -> str | None:
     """The engine a recipe's command runs when it is plainly not vLLM (read from the command's head, before
     its first flag and before a `vllm` word): `python3 -m sglang.launch_server`, `sglang serve`, `trtllm-serve`;
     None otherwise."""

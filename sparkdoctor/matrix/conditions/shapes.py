@@ -13,11 +13,11 @@ def as_list(value: Any) -> list[str]:
     return [value] if isinstance(value, str) else list(value)
 
 
-def v_spec(value: Any) -> str | None:
+def v_spec(value: object) -> str | None:
     return spec_problem(value)
 
 
-def v_str_list(value: Any) -> str | None:
+def v_str_list(value: object) -> str | None:
     if isinstance(value, str):
         return None
     if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
@@ -25,7 +25,7 @@ def v_str_list(value: Any) -> str | None:
     return "must be a string or a non-empty list of strings"
 
 
-def v_spec_table(value: Any) -> str | None:
+def v_spec_table(value: object) -> str | None:
     if not isinstance(value, dict) or not value:
         return "must be a table of package = \"specifier\""
     for name, spec in value.items():
@@ -35,7 +35,7 @@ def v_spec_table(value: Any) -> str | None:
     return None
 
 
-def v_scalar_table(value: Any) -> str | None:
+def v_scalar_table(value: object) -> str | None:
     if not isinstance(value, dict) or not value:
         return "must be a table of id = value"
     for k, v in value.items():
