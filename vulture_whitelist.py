@@ -66,5 +66,13 @@ _.__signature__  # unused attribute (sparkdoctor/commands/options.py)
 # TypedDict keys: read and written by subscript (ceiling["ceiling_tok_s"]), which vulture does not count as a use
 ceiling_tok_s  # unused variable (sparkdoctor/audit/roofline.py)
 batch_ceiling_tok_s  # unused variable (sparkdoctor/audit/roofline.py)
+host_python  # unused variable (sparkdoctor/facts.py)
+config_digest  # unused variable (sparkdoctor/facts.py)
+repo_digests  # unused variable (sparkdoctor/facts.py)
+image_error  # unused variable (sparkdoctor/facts.py)
+flashinfer  # unused variable (sparkdoctor/facts.py)
+vllm_download_kernels  # unused variable (sparkdoctor/facts.py)
+jit_cache_wanted  # unused variable (sparkdoctor/facts.py)
+jit_cache  # unused variable (sparkdoctor/facts.py)
 # module-level __getattr__ (PEP 562): Python calls it to load sparkdoctor.targets submodules on first use
 __getattr__  # unused function (sparkdoctor/targets/__init__.py)

@@ -84,7 +84,7 @@ class Finding:
             evidence_level=e.evidence,
         )
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return dict(self.__dict__)
 
 
@@ -110,7 +110,7 @@ class StackDistance:
     def matches(self) -> bool:
         return not self.differences and not self.missing
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return dict(self.__dict__)
 
 
@@ -141,7 +141,7 @@ class UnverifiedProbe:
     status: str
     detail: str
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return dict(self.__dict__)
 
 
@@ -201,7 +201,7 @@ class Report:
             return FAIL
         return UNVERIFIED if self.unverified else PASS
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """The versioned JSON document (`--format json`)."""
         return {
             "schema": REPORT_SCHEMA,

@@ -32,7 +32,7 @@ class Arm:
     label: str
     drop: tuple[str, ...] = ()  # workaround keys ("--enforce-eager", "env:NAME") removed from the recipe
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"path": self.path, "label": self.label, "drop": list(self.drop)}
 
     @classmethod
@@ -75,7 +75,7 @@ class Conclusion:
             return f"{b} is {verdict} than {a}: {numbers}"
         return f"{b} vs {a}: {verdict} ({numbers})"
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         head = {"id": self.id, "name": self.name, "created_at": self.created_at, "comparison_id": self.comparison_id,
                 "previous_id": self.previous_id, "outcome": self.outcome}
         if self.damaged:

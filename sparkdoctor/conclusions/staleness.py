@@ -47,7 +47,7 @@ class Status:
             return "flipped"
         return self.state
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"conclusion": self.conclusion.to_dict(), "state": self.state, "status": self.word,
                 "changes": self.changes, "reasons": self.reasons, "rerunnable": self.rerunnable,
                 "pythons": self.pythons}

@@ -56,7 +56,7 @@ class Judgement:
         why = "; ".join(f"{r['entry']}: {', '.join(r['evidence']) or r['outcome']}" for r in self.reasons)
         return f"{self.workaround.shown}: cannot tell whether it is still needed ({why})"
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         w = self.workaround
         return {"workaround": w.shown, "key": w.key, "kind": w.kind, "because": w.because,
                 "justified_by": list(w.justified_by), "status": self.status, "reasons": self.reasons, "text": self.text()}

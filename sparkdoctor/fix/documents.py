@@ -31,7 +31,7 @@ def mode_document(mode: str, body: Any) -> dict[str, Any]:
 class FixDocument:
     """What `fix` answers: a plan, an apply, a rollback, the history or a prune."""
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         raise NotImplementedError
 
 
@@ -46,7 +46,7 @@ class PlanDocument(FixDocument):
     shown: bool = True
     """Print the plan on the console (an apply refused for a plan with steps prints only the refusal)."""
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return plan_document(self.plan, self.report)
 
 
@@ -57,7 +57,7 @@ class ApplyDocument(FixDocument):
     plan: Plan
     applied: Applied
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return mode_document("apply", self.applied.to_json())
 
 
@@ -65,7 +65,7 @@ class ApplyDocument(FixDocument):
 class RollbackDocument(FixDocument):
     rolled_back: RolledBack
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return mode_document("rollback", self.rolled_back.to_json())
 
 
@@ -73,7 +73,7 @@ class RollbackDocument(FixDocument):
 class HistoryDocument(FixDocument):
     rows: list[JournalRow] = field(default_factory=list)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return mode_document("history", [r.to_json() for r in self.rows])
 
 
@@ -81,5 +81,5 @@ class HistoryDocument(FixDocument):
 class PruneDocument(FixDocument):
     pruned: Pruned
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return mode_document("prune", self.pruned.to_json())

@@ -54,7 +54,7 @@ class Plan:
     def files(self) -> list[str]:
         return [s.path for s in self.steps if s.op is StepKind.edit and s.path]
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return asdict(self)
 
     @classmethod

@@ -98,7 +98,7 @@ class Applied:
 
         return EXIT_FIX_FAILED if self.error else int(self.report_after.exit_code())
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         """The apply document's keys (the check after it as its verdict)."""
         return {"journal": self.journal, "done": self.done, "error": self.error, "rolled_back": self.rolled_back,
                 "rollback_verified": self.rollback_verified, "outside_restored": self.outside_restored, "gone": self.gone,
@@ -138,7 +138,7 @@ class RolledBack:
 
         return EXIT_FIX_FAILED if self.status == "rolled back" and not (self.verified or {}).get("ok") else 0
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         out: dict[str, Any] = {"journal": self.journal, "status": self.status}
         if self.status == "rolled back":
             out.update(verified=self.verified, restored_packages=self.restored_packages, restored_files=self.restored_files)
@@ -184,7 +184,7 @@ class JournalRow:
     fixes: list[str]
     bytes: int
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {"journal": self.journal, "status": self.status, "created": self.created, "target": self.target,
                 "fixes": self.fixes, "bytes": self.bytes}
 
@@ -208,7 +208,7 @@ class Pruned:
     kept_unsettled: list[JournalRow]
     freed_bytes: int
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {"removed": self.removed, "kept_unsettled": [r.to_json() for r in self.kept_unsettled],
                 "freed_bytes": self.freed_bytes}
 

@@ -45,7 +45,7 @@ class Change:
     url: str | None = None
     sha256: str | None = None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"name": self.name, "from": self.old, "to": self.new, "url": self.url, "sha256": self.sha256}
 
 
