@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from sparkdoctor import __version__
 from sparkdoctor.arch import assumed
 from sparkdoctor.collect import Collector, Context, run_collectors
-from sparkdoctor.facts import ContainerFacts, Facts
+from sparkdoctor.facts import Facts
 from sparkdoctor.locations import cache_dir
 
 if TYPE_CHECKING:
@@ -137,8 +137,7 @@ def _collect(target: Target, request: CheckRequest) -> Facts:
     facts.target = target.describe()
     shares_files = getattr(target, "shares_files", True)
     if not shares_files:
-        info = getattr(target, "info", None)
-        facts.container = ContainerFacts(**info) if info else None
+        facts.container = dict(getattr(target, "info", None) or {}) or None
     # Until the GPU collector says otherwise (and if it fails): the GB10 arch, marked as assumed.
     facts.arch = {"value": request.arch, "source": "given"} if request.arch else assumed("GPU detection did not finish")
     ctx = Context(

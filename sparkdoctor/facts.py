@@ -64,27 +64,6 @@ class ToolFacts(TypedDict, total=False):
 
 
 
-class ContainerFacts(TypedDict, total=False):
-    name: str | None
-    id: str | None
-    engine: str | None
-    image: str | None
-    image_id: str | None
-    runtime: str | None
-    platform: str | None  # "linux/arm64"
-    layers: list[str] | None  # digests
-    config_digest: str | None
-    repo_digests: list[str] | None
-    fingerprint: str | None  # 16 hex over platform + layers + config
-    image_error: str | None
-
-
-
-
-
-
-
-
 
 class KernelWheel(TypedDict, total=False):
     version: str | None
@@ -135,7 +114,10 @@ class Facts:
     # "base_prefix", "is_venv", "executable"; a container adds "container": name, "engine", "os": the container's OS}
     target: dict[str, Any] | None = None
     host: dict[str, Any] | None = None  # {"os": "Ubuntu 24.04", "machine": "aarch64", "kernel"} (always the machine's)
-    container: ContainerFacts | None = None  # None: the target is not a container
+    # {"name", "id", "engine", "image", "image_id", "runtime", "platform": "linux/arm64", "layers": [digest],
+    # "config_digest", "repo_digests", "fingerprint": 16 hex over platform + layers + config, "image_error"}
+    # (None: the target is not a container)
+    container: dict[str, Any] | None = None
     host_health: dict[str, Any] | None = None
     # {"value": "sm_121a", "source": "detected" | "given" | "assumed", "detected": arch, "why"} (assumed: no GPU /
     # unreadable GPU and no --arch; older snapshots may hold "none" | "unknown")
@@ -311,7 +293,7 @@ def scrub(value: object) -> Any:
     return value
 
 
-def _none_first(row: tuple[Any, ...]) -> tuple[Any, ...]:
+def _none_first(row: tuple[object, ...]) -> tuple[tuple[bool, object], ...]:
     """A sort key for rows holding unknowns (None): a ptxas whose version could not be read sorts
     before the rest instead of raising TypeError; rows without None sort exactly as before."""
     return tuple((value is not None, value if value is not None else "") for value in row)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
 
 from sparkdoctor.arch import real_arch_problem
 from sparkdoctor.errors import InputError
@@ -35,17 +34,17 @@ class Str:
 
 @dataclass(frozen=True)
 class Opt:
-    inner: Any  # the shape, or None
+    inner: object  # the shape, or None
 
 
 @dataclass(frozen=True)
 class ListOf:
-    item: Any
+    item: object
 
 
 @dataclass(frozen=True)
 class MapOf:
-    value: Any
+    value: object
 
 
 @dataclass(frozen=True)
@@ -68,12 +67,12 @@ def _o(shape: object) -> Opt:
     return Opt(shape)
 
 
-def _record(**keys: Any) -> dict[str, object]:
+def _record(**keys: object) -> dict[str, object]:
     """An object whose known keys are all optional and may be null (null: unknown)."""
     return {k: _o(v) for k, v in keys.items()}
 
 
-FIELD_SHAPES: dict[str, Any] = {
+FIELD_SHAPES: dict[str, object] = {
     "taken_at": TEXT,
     "tool": _record(name=TEXT, version=VERSION, host_python=VERSION),
     "target": _record(kind=TEXT, python=TEXT, chosen_by=TEXT, version=VERSION, implementation=TEXT, prefix=TEXT,

@@ -18,7 +18,7 @@ class ConclusionError(InputError, RuntimeError):
 
     code = "conclusion"
 
-    def __init__(self, message: str, findings: list[dict[str, Any]] | None = None):
+    def __init__(self, message: str, findings: list[dict[str, object]] | None = None):
         super().__init__(one_line(message))
         self.findings = list(findings or [])  # what judged a launch that failed (bench's RunFailed.findings)
 
@@ -84,11 +84,11 @@ class Conclusion:
         return {**head, "statement": self.statement(), **self.data}
 
 
-def _is_num(value: Any) -> bool:
+def _is_num(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def shape_problem(data: Any) -> str | None:
+def shape_problem(data: object) -> str | None:
     """What makes a stored conclusion's data unusable (None: it can be judged, shown and re-run). Checked
     when the row is read, so one damaged row is named, and the others are still listed."""
     if not isinstance(data, dict):
