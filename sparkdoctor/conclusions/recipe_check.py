@@ -173,7 +173,7 @@ def _setting_findings(recipe: Recipe, matrix: Matrix, facts: Facts, served: Mapp
     """Entries that judge the recipe's values, evaluated on the Facts as its server sees them."""
 
     seen = server_facts(facts, recipe, copied=True)
-    seen.recipe = served
+    seen.recipe = dict(served)
     out = []
     for entry in matrix.entries:
         if not needs_recipe(entry):

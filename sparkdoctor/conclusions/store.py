@@ -135,8 +135,8 @@ def existing_runs(ledger: Ledger, run_ids: list[int]) -> set[int]:
         raise _fail(ledger, exc) from None
 
 
-def conclude(name: str, comparison: dict[str, Any], path_a: Any, path_b: Any, python: str | None,
-             ledger_path: Any, sets: dict[str, str] | None = None, local: bool = False) -> dict[str, object]:
+def conclude(name: str, comparison: dict[str, Any], path_a: Path, path_b: Path, python: str | None,
+             ledger_path: Path | None, sets: dict[str, str] | None = None, local: bool = False) -> dict[str, object]:
     """`bench A --vs B --conclude NAME`: store the finished A/B as conclusion NAME; its JSON."""
     if "unknown" in (comparison.get("fingerprints") or {}).values():
         raise ConclusionError(f"conclusion {name!r}: an arm's toolchain is unknown; a conclusion is bound to the "

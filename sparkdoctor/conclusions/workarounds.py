@@ -109,7 +109,7 @@ def own_copy(facts: Facts) -> Facts:
     return Facts.from_dict(facts.to_dict(), source="facts")
 
 
-def server_facts(facts: Facts, recipe: Recipe, dropped: Workaround | None = None, copied: bool = False) -> Any:
+def server_facts(facts: Facts, recipe: Recipe, dropped: Workaround | None = None, copied: bool = False) -> Facts:
     """The Facts as the recipe's server sees them: the recipe's env on top and its values (for entries with a
     serving condition), with the `dropped` workaround taken out (its env var, or its flag). `copied`: `facts` is
     an own_copy."""
@@ -182,7 +182,7 @@ def _drop_flag(argv: list[str], flag: str) -> list[str]:
     return out
 
 
-def without(recipe: Recipe, keys: tuple[str, ...] | list[str]) -> Any:
+def without(recipe: Recipe, keys: tuple[str, ...] | list[str]) -> Recipe:
     """The recipe with these workarounds removed (its name says so)."""
     if not keys:
         return recipe
@@ -197,7 +197,7 @@ def without(recipe: Recipe, keys: tuple[str, ...] | list[str]) -> Any:
     return dataclasses.replace(recipe, argv=argv, env=env, workarounds=kept, name=name)
 
 
-def load_arm(arm: Arm, sets: dict[str, str] | None = None) -> Any:
+def load_arm(arm: Arm, sets: dict[str, str] | None = None) -> Recipe:
     """The recipe an arm measured: its file read again (with the --set values it was benched with), its
     dropped workarounds removed."""
 

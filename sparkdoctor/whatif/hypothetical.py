@@ -37,7 +37,7 @@ PROBE_TIMEOUT = 120.0
 
 
 def hypothetical_facts(facts: Facts, changes: list[Change], reader: Reader | None, notes: list[str],
-                       env: dict[str, str] | None = None) -> Any:
+                       env: dict[str, str] | None = None) -> Facts:
     """env: variables set for the probe of the new releases' files (a recipe's VLLM_* names, judged as `recipe check` does)."""
     new = copy.deepcopy(facts)
     packages = dict(new.packages or {})
@@ -162,7 +162,7 @@ class ScratchSite:
         self.members = len(wanted)
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         pass
 
     def probe(self, name: str, extra_env: dict[str, str] | None = None) -> dict[str, Any]:

@@ -34,6 +34,7 @@ from sparkdoctor.kernels.probes import load_probes
 from sparkdoctor.kernels.tools import Tool
 from sparkdoctor.released import Reader, RemoteError
 from sparkdoctor.text import clip
+from sparkdoctor.whatif.resolve import Change
 
 VERSION_TIMEOUT = 30.0
 _PTXAS_MEMBER = re.compile(r"(?:^|/)bin/ptxas(?:-[\w.]+)?$")
@@ -174,7 +175,7 @@ def release_ptxas(reader: Reader, name: str, version: str, arch: str, tmp: Path)
     return out
 
 
-def probe_ptx(changes: list[Any], arch: str, python: str | None = None) -> PtxComparison:
+def probe_ptx(changes: list[Change], arch: str, python: str | None = None) -> PtxComparison:
     """The PTX probes compiled by each ptxas the upgrade moves, as released before and after; or only a note when
     it moves none."""
     moved = [c for c in changes if ships_ptxas(c.name)]
