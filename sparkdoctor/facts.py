@@ -238,7 +238,7 @@ class Facts:
             "packages": {
                 name: [p.get("version"), sorted(p.get("files_modified") or []), p.get("cuda")]
                 for name, p in sorted(pkgs.items())
-                if _is_tracked(name)
+                if is_tracked(name)
             },
             # what else decides speed, by version (docs/bench.md "What a run is keyed to"); present only when
             # one is installed, so a venv without them keeps the fingerprint it always had
@@ -311,11 +311,8 @@ SPEED_PACKAGES = ("transformers", "tokenizers", "compressed-tensors", "xgrammar"
 
 
 def _decides_speed(name: str) -> bool:
-    return not _is_tracked(name) and any(name == p or name.startswith(p + "-") for p in SPEED_PACKAGES)
+    return not is_tracked(name) and any(name == p or name.startswith(p + "-") for p in SPEED_PACKAGES)
 
 
-def _is_tracked(name: str) -> bool:
+def is_tracked(name: str) -> bool:
     return name == "torch" or any(name == p or name.startswith(p + "-") for p in TRACKED_PREFIXES)
-
-
-is_tracked = _is_tracked

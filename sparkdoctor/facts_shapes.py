@@ -140,13 +140,7 @@ def check_field(name: str, value: object) -> None:
     """ShapeError naming the path of the first part of `value` that is not FIELD_SHAPES[name]."""
     shape = FIELD_SHAPES.get(name)
     if shape is not None and value is not None:
-        _check(value, shape, name)
-
-
-def check_value(value: object, shape: object, path: str) -> None:
-    """ShapeError naming the path of the first part of `value` that is not `shape` (other documents of this
-    module's shapes: a fleet node's answer)."""
-    _check(value, shape, path)
+        check_value(value, shape, name)
 
 
 def _type_name(value: object) -> str:
@@ -174,12 +168,14 @@ def _want(shape: object) -> str:
     return str(shape)
 
 
-def _check(value: object, shape: object, path: str) -> None:
+def check_value(value: object, shape: object, path: str) -> None:
+    """ShapeError naming the path of the first part of `value` that is not `shape` (also for other documents of
+    this module's shapes: a fleet node's answer)."""
     if shape is ANY:
         return
     if isinstance(shape, Opt):
         if value is not None:
-            _check(value, shape.inner, path)
+            check_value(value, shape.inner, path)
         return
     if isinstance(shape, Str):
         if not isinstance(value, str):
@@ -211,19 +207,19 @@ def _check(value: object, shape: object, path: str) -> None:
                 raise ShapeError(f"field '{path}' needs a {key!r}")
         for key, inner in shape.items():
             if not key.startswith("!") and key in value:
-                _check(value[key], inner, f"{path}.{key}")
+                check_value(value[key], inner, f"{path}.{key}")
         return
     if isinstance(shape, MapOf):
         if not isinstance(value, dict):
             raise ShapeError(f"field '{path}' should be an object, got {_type_name(value)}")
         for key, item in value.items():
-            _check(item, shape.value, f"{path}.{str(key)[:100]}")
+            check_value(item, shape.value, f"{path}.{str(key)[:100]}")
         return
     if isinstance(shape, ListOf):
         if not isinstance(value, list):
             raise ShapeError(f"field '{path}' should be a list, got {_type_name(value)}")
         for i, item in enumerate(value):
-            _check(item, shape.item, f"{path}[{i}]")
+            check_value(item, shape.item, f"{path}[{i}]")
         return
     types = shape if isinstance(shape, tuple) else (shape,)
     if isinstance(value, bool) and bool not in types:  # JSON true is not a number here

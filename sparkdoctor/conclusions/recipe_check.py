@@ -208,15 +208,12 @@ def _env_findings(recipe: Recipe, facts: Facts, covered: set[str]) -> list[Findi
     return out
 
 
-def _strings(value: object) -> list[str]:
-    return [str(v) for v in value] if isinstance(value, list) else []
-
-
 def _flag_findings(recipe: Recipe, flags: Mapping[str, object] | None) -> list[Finding]:
     vllm = (flags or {}).get("vllm")
     if flags is None or not isinstance(vllm, dict) or not vllm:
         return []
-    known = set(_strings(flags.get("flags")))
+    listed = flags.get("flags")
+    known = {str(f) for f in listed} if isinstance(listed, list) else set()
     version = vllm.get("version")
     out = []
     for flag in dict.fromkeys(serve_flags(recipe.argv)):
