@@ -63,13 +63,9 @@ VERSION = Str(MAX_VERSION, "a version string")
 NUMBER = (int, float)
 
 
-def _o(shape: object) -> Opt:
-    return Opt(shape)
-
-
 def _record(**keys: object) -> dict[str, object]:
     """An object whose known keys are all optional and may be null (null: unknown)."""
-    return {k: _o(v) for k, v in keys.items()}
+    return {k: Opt(v) for k, v in keys.items()}
 
 
 FIELD_SHAPES: dict[str, object] = {
@@ -83,8 +79,8 @@ FIELD_SHAPES: dict[str, object] = {
                          image_error=TEXT),
     "host_health": _record(
         live=bool, root=TEXT,
-        memory=MapOf(_o(NUMBER)),
-        pressure=MapOf(_o(NUMBER)),
+        memory=MapOf(Opt(NUMBER)),
+        pressure=MapOf(Opt(NUMBER)),
         gpus=ListOf(_record(index=int, clock_graphics_mhz=NUMBER, clock_graphics_max_mhz=NUMBER, clock_sm_mhz=NUMBER,
                             clock_memory_mhz=NUMBER, power_w=NUMBER, power_limit_w=NUMBER, pstate=int,
                             temperature_c=NUMBER, throttle_reasons=ListOf(TEXT), throttle_mask=int, clocks_locked=bool,
@@ -128,7 +124,7 @@ FIELD_SHAPES: dict[str, object] = {
     "capabilities": MapOf(_record(evidence=TEXT)),
     "recipe": dict,
     "fleet": {**_record(node=TEXT, hostname=TEXT, boot_id=TEXT, driver_flavour=TEXT, cuda_toolkit=VERSION, nccl=dict,
-                        nccl_conf=ListOf(dict), cma=MapOf(ANY), roce_v2_gid_index=MapOf(_o(int)), in_container=bool,
+                        nccl_conf=ListOf(dict), cma=MapOf(ANY), roce_v2_gid_index=MapOf(Opt(int)), in_container=bool,
                         clock_skew_s=NUMBER, nodes=int, drift=ListOf(TEXT), odd=ListOf(TEXT), unpaired_links=ListOf(TEXT),
                         fabric=dict, topology=TEXT, fabric_findings=ListOf(dict), memory=dict)},
     "errors": ListOf({"collector": TEXT, "error": TEXT, "!required": ("collector", "error")}),

@@ -80,9 +80,6 @@ class EnvTarget:
         self.inner, self.env = inner, dict(env)
         self.python = inner.python
 
-    def describe(self) -> dict[str, object]:
-        return self.inner.describe()
-
     def __getattr__(self, name: str) -> Any:  # kind, shares_files, run_command, file_transport ... as the inner target's
         if name == "inner":
             raise AttributeError(name)

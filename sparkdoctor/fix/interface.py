@@ -102,9 +102,6 @@ class JournalError(Refusal):
 
     code = "fix-journal"
 
-    def __init__(self, message: str):
-        super().__init__(message)
-
 
 class NoSuchJournal(FixError):
     """`fix --rollback ID` of a journal that does not exist: a usage error."""
