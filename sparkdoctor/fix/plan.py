@@ -386,7 +386,7 @@ def build_plan(findings: list[Finding], definitions: dict[str, FixDefinition], i
         plan = planner.finish()
     except FileError as exc:
         raise FixError(str(exc)) from None
-    plan.probes_after = sorted({f.verified_by["probe"] for f in findings if f.fix and f.verified_by and f.verified_by.get("probe")})
+    plan.probes_after = sorted({str(f.verified_by["probe"]) for f in findings if f.fix and f.verified_by and f.verified_by.get("probe")})
     return plan
 
 
