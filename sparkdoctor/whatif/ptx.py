@@ -20,7 +20,6 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from sparkdoctor import proc
 from sparkdoctor.kernels.assemble import (
@@ -89,7 +88,7 @@ class PtxComparison:
     None: it moves none, said in the note)."""
 
     arch: str
-    moved: list[dict[str, Any]]  # the Changes (sparkdoctor.whatif.resolve.Change.to_dict) that move a ptxas
+    moved: list[dict[str, object]]  # the Changes (sparkdoctor.whatif.resolve.Change.to_dict) that move a ptxas
     note: str
     today: list[PtxRow] | None = None
     after: list[PtxRow] | None = None
