@@ -106,13 +106,6 @@ class Planner:
         self.texts[str(path)] = new
         self.why[str(path)] = (fix, why, kind)
 
-    def _pin_files(self, package: str) -> list[Path]:
-        out = []
-        for c in self.facts.constraints or []:
-            if canonicalize_name(c.get("name", "")) == package and c.get("file") and Path(c["file"]) not in out:
-                out.append(Path(c["file"]))
-        return out
-
     # ---- actions ------------------------------------------------------------------------------
     def add(self, fix: FixDefinition, why: list[str]) -> None:
         self.plan.fixes.append({"id": fix.id, "title": fix.title, "findings": why})
@@ -126,7 +119,8 @@ class Planner:
 
     def _pin(self, a: ActionSpec, fix: str, why: list[str]) -> None:
         package = canonicalize_name(a.fields["package"])
-        files = self._pin_files(package)
+        files = list(dict.fromkeys(Path(c["file"]) for c in self.facts.constraints or []
+                                   if canonicalize_name(c.get("name", "")) == package and c.get("file")))
         if not files:
             self.plan.notes.append(f"{fix}: no constraints or requirements file that check read pins {a.fields['package']}; nothing to edit")
         for path in files:
@@ -228,10 +222,6 @@ class Planner:
                         lines.append(line)
         return lines
 
-    def _keep_installed(self, family: set[str]) -> list[str]:
-        """Pins that keep every registry dist outside the family where it is (resolution must not move them)."""
-        return [f"{d.key}=={d.version}" for d in self.inv.dists.values() if d.key not in family and d.from_registry()]
-
     def _family_step(self, key: tuple[str, ...], fam: Family, env: dict[str, str] | None) -> None:
         family = set(key)
         base = fam.requirement
@@ -244,7 +234,9 @@ class Planner:
         else:
             raise FixError(f"{fam.fixes[0]}: {req_name} is not installed, so there is no installed version to reinstall")
         requirement = f"{base}{spec}"
-        constraints = self._dependents(family) + self._keep_installed(family)
+        # and pins that keep every registry dist outside the family where it is (resolution must not move them)
+        constraints = self._dependents(family) + [f"{d.key}=={d.version}" for d in self.inv.dists.values()
+                                                  if d.key not in family and d.from_registry()]
         res = self._dry_run([requirement], constraints, env, ignore_installed=True)
         installed_family = sorted(n for n in family if self.inv.get(n))
         fix, why = fam.fixes[0], fam.why
