@@ -20,6 +20,7 @@ import re
 import shutil
 import sys
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -80,7 +81,8 @@ def hypothetical_facts(facts: Facts, changes: list[Change], reader: Reader | Non
     return new
 
 
-def cutedsl_build_after(packages: dict[str, Any], changes: list[Change], driver: dict[str, Any] | None) -> tuple[str | None, str]:
+def cutedsl_build_after(packages: Mapping[str, Mapping[str, object]], changes: list[Change],
+                        driver: Mapping[str, object] | None) -> tuple[str | None, str]:
     """The libs build `import cutlass` would load after the upgrade, by the rule check's probe follows on disk
     (probes/shared/probe_cutlass.py): from 4.6 nvidia-cutlass-dsl's own .pth puts dsl_packages/ first on sys.path,
     where each libs-cu<N> wheel of 4.6+ has its compiler and the loader takes the newest the driver supports; below
