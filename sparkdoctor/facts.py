@@ -62,9 +62,6 @@ class ToolFacts(TypedDict, total=False):
     host_python: str | None
 
 
-
-
-
 class KernelWheel(TypedDict, total=False):
     version: str | None
     matches: bool | None
@@ -87,8 +84,6 @@ class FlashinferKernelFacts(TypedDict, total=False):
     cubin: KernelWheel | None
     jit_cache: KernelWheel | None
     providers: list[KernelProvider] | None
-
-
 
 
 class CollectorError(TypedDict):
