@@ -57,25 +57,16 @@ def read(target_key: str) -> dict[str, object] | None:
     return data if isinstance(data, dict) and isinstance(data.get("journal"), str) else None
 
 
-def settle_command(journal: str) -> str:
-    return f"sparkdoctor fix --rollback {journal}"
-
-
 def message(found: Mapping[str, object]) -> str:
     doing, journal = "apply" if found.get("doing") == "apply" else "rollback", str(found["journal"])
     return (f"a sparkdoctor fix {doing} of this target did not finish (journal {journal}): the environment may be "
-            f"half-changed; settle it with `{settle_command(journal)}`")
+            f"half-changed; settle it with `sparkdoctor fix --rollback {journal}`")
 
 
 def local_key(python: str) -> str:
     """A local interpreter's key: its folder resolved, its own name kept (a venv's bin/python is a
     link to the base interpreter: resolving it whole would make every venv of one Python one target)."""
     return os.path.join(os.path.realpath(os.path.dirname(os.path.abspath(python))), os.path.basename(python))
-
-
-def for_local_python(python: str) -> dict[str, object] | None:
-    """The unfinished fix of a local interpreter (check's lookup: one stat, one small read)."""
-    return read(local_key(python))
 
 
 def for_target(desc: Mapping[str, object]) -> dict[str, object] | None:
@@ -96,4 +87,4 @@ def for_target(desc: Mapping[str, object]) -> dict[str, object] | None:
                 return data
         return None
     python = desc.get("python")
-    return for_local_python(python) if isinstance(python, str) and python else None
+    return read(local_key(python)) if isinstance(python, str) and python else None  # one stat, one small read
