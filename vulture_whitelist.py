@@ -74,6 +74,11 @@ exact_cc  # unused variable (sparkdoctor/cuda_driver.py)
 ms  # unused variable (sparkdoctor/cuda_driver.py)
 median_days  # unused variable (sparkdoctor/matrix/consistency.py)
 within_7_days  # unused variable (sparkdoctor/matrix/consistency.py)
+host_python  # unused variable (sparkdoctor/facts.py)
+flashinfer  # unused variable (sparkdoctor/facts.py)
+vllm_download_kernels  # unused variable (sparkdoctor/facts.py)
+jit_cache_wanted  # unused variable (sparkdoctor/facts.py)
+jit_cache  # unused variable (sparkdoctor/facts.py)
 # TypedDict keys of the fleet document's fabric.topology, a node's fabric answer and nccl-tests' rows, read and
 # written by .get("...") and subscript
 switched_subnets  # unused variable (sparkdoctor/fleet/fabric.py)

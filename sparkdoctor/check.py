@@ -7,10 +7,10 @@ its first stage, the Facts, alone): `check(CheckRequest) -> CheckOutcome`, `coll
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from sparkdoctor import __version__
 from sparkdoctor.arch import assumed
@@ -43,7 +43,7 @@ class CheckRequest:
     timeout: float = 20.0  # per collector that names no limit of its own
     deadline: float | None = None  # time.monotonic() by which collection must end (--timeout)
     progress: Callable[[str], None] | None = None  # told each collector's name as it finishes
-    prestarted: dict[str, Any] = field(default_factory=dict)  # probes started early, by scratch key
+    prestarted: Mapping[str, object] = field(default_factory=dict)  # probes started early, by scratch key
     fail_on: str | None = None  # default: the config's, else "error"
     ignore: Sequence[str] = ()
     config: Config | None = None  # its ignores and fail_on join the request's; its silenced findings are named

@@ -4,16 +4,11 @@ Every later stage (matrix, findings, fixes, bench) reads Facts and nothing else,
 is evaluated exactly like a live box.
 
 Unknown is not absent: a field that is None means "could not be observed" (its collector failed or
-did not run); an empty list/dict means "observed, and there is nothing". Shapes of the fields
-(sparkdoctor/facts_shapes.py checks them when a snapshot is read; keep the two in step):
+did not run); an empty list/dict means "observed, and there is nothing". The shape of each field is written
+beside it below, the longest here (sparkdoctor/facts_shapes.py checks them when a snapshot is read; keep the two in
+step). Every key is optional and may be null (unknown), and a snapshot may hold keys a newer producer added.
+The nested sections that travel untyped:
 
-  target      {"kind": "python" | "container", "python": path, "chosen_by", "version": "3.12.3", "implementation",
-               "prefix", "base_prefix", "is_venv", "executable"; a container adds "container": name, "engine",
-               "os": the container's OS (its host is the machine's)}
-  host        {"os": "Ubuntu 24.04", "machine": "aarch64", "kernel": "6.11.0-1016-nvidia"} (always the machine's)
-  container   {"name", "id", "engine", "image", "image_id", "runtime", "platform": "linux/arm64", "layers": [digest],
-               "config_digest", "repo_digests", "fingerprint": 16 hex over platform + layers + config, "image_error"}
-               (None: the target is not a container)
   host_health {"live": bool (False: read from a snapshot, never judged), "root": where /proc and /sys were read,
                "memory": {"total_kib", "available_kib", "swap_total_kib", "swap_used_kib", "page_cache_kib",
                "reclaimable_kib"}, "pressure": {"some_avg10", "some_avg60", "full_avg10", "full_avg60"},
@@ -25,37 +20,7 @@ did not run); an empty list/dict means "observed, and there is nothing". Shapes 
                "links": [{"name", "kind": "net" | "infiniband", "driver", "state", "speed_mbps", "mtu", "rate"}],
                "kernel": {"nvrm_no_memory", "xids", "oom_kills" (the box ran out), "oom_kills_cgroup" (a cgroup's own limit), "hung_tasks"} (counts in /dev/kmsg since boot),
                "errors": [str]}  (each part None where it could not be read)
-  arch        {"value": "sm_121a", "source": "detected" | "given" | "assumed", "detected": arch, "why": str}
-              (assumed: no GPU / unreadable GPU and no --arch; older snapshots may hold "none" | "unknown")
-  gpus        [{"index", "name", "cc": "12.1", "arch": "sm_121a", "memory_total_mib", "unified", "addressing_mode"}]
-  driver      {"version": "580.95.05", "cuda": "13.0", "libcuda": "13.0", "source": "nvml" | "nvidia-smi" | "libcuda"}
-               ({} = looked, no NVIDIA driver)
-  toolkits    [{"tool": "ptxas", "path", "realpath", "version": "13.0.88", "source": "system" | "pip" | "triton" | "env",
-                "sources", "package", "package_version", "used_by": ["triton"], "sm_121a": bool | None,
-                "sm_121a_by": "help" | "version", "archs": [...], "error"}]
-  packages    {canonical name: {"name", "version", "location"}} for every distribution ("metadata_error": METADATA
-               was unreadable, name and version come from the folder name); tracked ones add
-               "integrity": "ok" | "modified" | "unchecked" | "no-record", "files_modified", "files_missing",
-               "files_unreadable": [{"path", "error"}], "files_shared": {path: [other dists listing it]},
-               "files_overwritten": {path: "dist version" whose RECORD the bytes match (not a modification)},
-               "files_checked", "files_unverified", "direct_url" (PEP 610); torch adds "cuda" (None: CPU build),
-               "git_version" and, when torch/version.py cannot tell, "build_error" (the build is unknown).
-               None: some sys.path folder could not be listed, so any package may be there (unknown)
-  cutedsl     {"active_build": "libs-cu13" | "libs-base" | "libs-cu12" | "unknown" | None (not installed),
-               "bundled_cuda": "13.1", "installed_builds": [...], "evidence": "...", "sha256", "files": [...]}
-  flashinfer_kernels {"flashinfer": version, "vllm_download_kernels": bool (the installed vLLM has the command;
-               None: no vLLM), "torch_cuda", "jit_cache_wanted": bool (torch's CUDA >= 12.9), "cubin": {"version",
-               "matches"} | None, "jit_cache": {"version", "matches", "requires": [provider arch tags]} | None,
-               "providers": [{"arch": "sm120f", "version", "matches"}]}: the kernel wheels `vllm download-kernels`
-               installs (None: FlashInfer not installed, or an older snapshot); judged for the arch by
-               sparkdoctor/flashinfer_kernels.py
-  env         {NAME: value} (secret-looking values redacted)
-  constraints [{"file", "line", "source", "requirement", "name", "specifier", "marker", "extras", "url", "included_from"}]
   kernels     {probe id: {"kind": "ptx" | "cutedsl", "status", "detail", "arch", "runs": [...], ...}}
-  capabilities {capability id: {"value", "evidence": "file:line"}}  (static facts read from installed files)
-  recipe      {"name", "argv": [str], "model": {"ref", "folder", "hybrid", "linear_layers", "mamba_layers",
-               "max_position_embeddings", "max_model_len", "error"}}: the recipe `recipe check` judges
-               (audit/served_model.py); None everywhere else (matrix entries that read it are left out)
   fleet       {"node", "hostname", "boot_id", "driver_flavour": "open" | "proprietary", "cuda_toolkit", "nccl": {"candidates":
                [{"path", "realpath", "source": "process" | "LD_PRELOAD" | "VLLM_NCCL_SO_PATH" | "pip" | "system", "version",
                "build_id", "sha256" (None when there is a build_id), "size"}], "loaded": candidate, "loaded_by", "pip_system_same_version_other_build"},
@@ -71,8 +36,6 @@ did not run); an empty list/dict means "observed, and there is nothing". Shapes 
                "topology": "pair" | "triangle" | "ring" | "switch" | "partial" | "single" | "none", "fabric_findings":
                [{"rule", "node", "link", "setting", "detail"}] (sparkdoctor/fleet/fabric.py)}
                (None: not a `fleet check`; sparkdoctor/fleet/)
-  errors      [{"collector", "error"}]
-  timings_ms  {collector: ms}
 """
 
 from __future__ import annotations
@@ -82,7 +45,7 @@ import json
 from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from sparkdoctor.errors import InputError
 from sparkdoctor.files import write_text
@@ -91,6 +54,41 @@ from sparkdoctor.names import canonicalize_name
 from sparkdoctor.text import one_line
 
 SCHEMA = 1
+
+
+class ToolFacts(TypedDict, total=False):
+    name: str | None
+    version: str | None
+    host_python: str | None
+
+
+class KernelWheel(TypedDict, total=False):
+    version: str | None
+    matches: bool | None
+    requires: list[str] | None  # jit_cache only: provider arch tags
+
+
+class KernelProvider(TypedDict, total=False):
+    arch: str | None  # "sm120f"
+    version: str | None
+    matches: bool | None
+
+
+class FlashinferKernelFacts(TypedDict, total=False):
+    """The kernel wheels `vllm download-kernels` installs, judged for the arch by sparkdoctor/flashinfer_kernels.py."""
+
+    flashinfer: str | None  # its version
+    vllm_download_kernels: bool | None  # the installed vLLM has the command; None: no vLLM
+    torch_cuda: str | None
+    jit_cache_wanted: bool | None  # torch's CUDA >= 12.9
+    cubin: KernelWheel | None
+    jit_cache: KernelWheel | None
+    providers: list[KernelProvider] | None
+
+
+class CollectorError(TypedDict):
+    collector: str
+    error: str
 
 
 class FactsError(InputError, ValueError):
@@ -106,25 +104,47 @@ class FactsError(InputError, ValueError):
 class Facts:
     schema: int = SCHEMA
     taken_at: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
-    tool: dict[str, Any] = field(default_factory=dict)
+    tool: ToolFacts = field(default_factory=lambda: ToolFacts())
+    # {"kind": "python" | "container", "python": path, "chosen_by", "version": "3.12.3", "implementation", "prefix",
+    # "base_prefix", "is_venv", "executable"; a container adds "container": name, "engine", "os": the container's OS}
     target: dict[str, Any] | None = None
-    host: dict[str, Any] | None = None
+    host: dict[str, Any] | None = None  # {"os": "Ubuntu 24.04", "machine": "aarch64", "kernel"} (always the machine's)
+    # {"name", "id", "engine", "image", "image_id", "runtime", "platform": "linux/arm64", "layers": [digest],
+    # "config_digest", "repo_digests", "fingerprint": 16 hex over platform + layers + config, "image_error"}
+    # (None: the target is not a container)
     container: dict[str, Any] | None = None
     host_health: dict[str, Any] | None = None
+    # {"value": "sm_121a", "source": "detected" | "given" | "assumed", "detected": arch, "why"} (assumed: no GPU /
+    # unreadable GPU and no --arch; older snapshots may hold "none" | "unknown")
     arch: dict[str, Any] = field(default_factory=lambda: {"value": None, "source": "unknown"})
+    # [{"index", "name", "cc": "12.1", "arch": "sm_121a", "memory_total_mib", "unified", "addressing_mode"}]
     gpus: list[dict[str, Any]] | None = None
+    # {"version": "580.95.05", "cuda": "13.0", "libcuda", "source": "nvml" | "nvidia-smi" | "libcuda"} ({}: no NVIDIA driver)
     driver: dict[str, Any] | None = None
+    # [{"tool": "ptxas", "path", "realpath", "version", "source": "system" | "pip" | "triton" | "env", "sources",
+    #   "package", "package_version", "used_by": ["triton"], "sm_121a": bool | None, "sm_121a_by", "archs", "error"}]
     toolkits: list[dict[str, Any]] | None = None
+    # {canonical name: {"name", "version", "location"}} for every distribution ("metadata_error": METADATA was
+    # unreadable, name and version come from the folder name); tracked ones add "integrity": "ok" | "modified" |
+    # "unchecked" | "no-record", "files_modified", "files_missing", "files_unreadable": [{"path", "error"}],
+    # "files_shared": {path: [other dists listing it]}, "files_overwritten": {path: "dist version" whose RECORD the
+    # bytes match (not a modification)}, "files_checked", "files_unverified", "direct_url" (PEP 610); torch adds
+    # "cuda" (None: CPU build), "git_version" and, when torch/version.py cannot tell, "build_error" (build unknown).
+    # None: some sys.path folder could not be listed, so any package may be there (unknown)
     packages: dict[str, dict[str, Any]] | None = None
+    # {"active_build": "libs-cu13" | "libs-base" | "libs-cu12" | "unknown" | None (not installed), "bundled_cuda":
+    # "13.1", "installed_builds": [...], "evidence", "sha256", "files": [...]}
     cutedsl: dict[str, Any] | None = None
-    flashinfer_kernels: dict[str, Any] | None = None
-    env: dict[str, str] | None = None
+    flashinfer_kernels: FlashinferKernelFacts | None = None  # None: FlashInfer not installed, or an older snapshot
+    env: dict[str, str] | None = None  # secret-looking values redacted
+    # [{"file", "line", "source", "requirement", "name", "specifier", "marker", "extras", "url", "included_from"}]
     constraints: list[dict[str, Any]] | None = None
     kernels: dict[str, Any] | None = None
-    capabilities: dict[str, Any] | None = None
+    capabilities: dict[str, Any] | None = None  # capability id: {"value", "evidence": "file:line"} (static, from installed files)
+    # {"name", "argv", "model": audit/served_model.model_facts}: the recipe `recipe check` judges; None everywhere else
     recipe: dict[str, Any] | None = None
     fleet: dict[str, Any] | None = None
-    errors: list[dict[str, str]] = field(default_factory=list)
+    errors: list[CollectorError] = field(default_factory=list)
     timings_ms: dict[str, float] = field(default_factory=dict)
 
     # ---- accessors the matrix and renderers use -------------------------------------------------
@@ -138,7 +158,7 @@ class Facts:
         self.errors.append({"collector": collector, "error": error})
 
     # ---- (de)serialisation ----------------------------------------------------------------------
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return asdict(self)
 
     def to_json(self, indent: int | None = 2) -> str:
@@ -213,7 +233,7 @@ class Facts:
             "packages": {
                 name: [p.get("version"), sorted(p.get("files_modified") or []), p.get("cuda")]
                 for name, p in sorted(pkgs.items())
-                if _is_tracked(name)
+                if is_tracked(name)
             },
             # what else decides speed, by version (docs/bench.md "What a run is keyed to"); present only when
             # one is installed, so a venv without them keeps the fingerprint it always had
@@ -268,7 +288,7 @@ def scrub(value: object) -> Any:
     return value
 
 
-def _none_first(row: tuple[Any, ...]) -> tuple[Any, ...]:
+def _none_first(row: tuple[object, ...]) -> tuple[tuple[bool, object], ...]:
     """A sort key for rows holding unknowns (None): a ptxas whose version could not be read sorts
     before the rest instead of raising TypeError; rows without None sort exactly as before."""
     return tuple((value is not None, value if value is not None else "") for value in row)
@@ -286,11 +306,8 @@ SPEED_PACKAGES = ("transformers", "tokenizers", "compressed-tensors", "xgrammar"
 
 
 def _decides_speed(name: str) -> bool:
-    return not _is_tracked(name) and any(name == p or name.startswith(p + "-") for p in SPEED_PACKAGES)
+    return not is_tracked(name) and any(name == p or name.startswith(p + "-") for p in SPEED_PACKAGES)
 
 
-def _is_tracked(name: str) -> bool:
+def is_tracked(name: str) -> bool:
     return name == "torch" or any(name == p or name.startswith(p + "-") for p in TRACKED_PREFIXES)
-
-
-is_tracked = _is_tracked

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
 
 from sparkdoctor.arch import real_arch_problem
 from sparkdoctor.errors import InputError
@@ -35,17 +34,17 @@ class Str:
 
 @dataclass(frozen=True)
 class Opt:
-    inner: Any  # the shape, or None
+    inner: object  # the shape, or None
 
 
 @dataclass(frozen=True)
 class ListOf:
-    item: Any
+    item: object
 
 
 @dataclass(frozen=True)
 class MapOf:
-    value: Any
+    value: object
 
 
 @dataclass(frozen=True)
@@ -64,16 +63,12 @@ VERSION = Str(MAX_VERSION, "a version string")
 NUMBER = (int, float)
 
 
-def _o(shape: object) -> Opt:
-    return Opt(shape)
-
-
-def _record(**keys: Any) -> dict[str, object]:
+def _record(**keys: object) -> dict[str, object]:
     """An object whose known keys are all optional and may be null (null: unknown)."""
-    return {k: _o(v) for k, v in keys.items()}
+    return {k: Opt(v) for k, v in keys.items()}
 
 
-FIELD_SHAPES: dict[str, Any] = {
+FIELD_SHAPES: dict[str, object] = {
     "taken_at": TEXT,
     "tool": _record(name=TEXT, version=VERSION, host_python=VERSION),
     "target": _record(kind=TEXT, python=TEXT, chosen_by=TEXT, version=VERSION, implementation=TEXT, prefix=TEXT,
@@ -84,8 +79,8 @@ FIELD_SHAPES: dict[str, Any] = {
                          image_error=TEXT),
     "host_health": _record(
         live=bool, root=TEXT,
-        memory=MapOf(_o(NUMBER)),
-        pressure=MapOf(_o(NUMBER)),
+        memory=MapOf(Opt(NUMBER)),
+        pressure=MapOf(Opt(NUMBER)),
         gpus=ListOf(_record(index=int, clock_graphics_mhz=NUMBER, clock_graphics_max_mhz=NUMBER, clock_sm_mhz=NUMBER,
                             clock_memory_mhz=NUMBER, power_w=NUMBER, power_limit_w=NUMBER, pstate=int,
                             temperature_c=NUMBER, throttle_reasons=ListOf(TEXT), throttle_mask=int, clocks_locked=bool,
@@ -129,7 +124,7 @@ FIELD_SHAPES: dict[str, Any] = {
     "capabilities": MapOf(_record(evidence=TEXT)),
     "recipe": dict,
     "fleet": {**_record(node=TEXT, hostname=TEXT, boot_id=TEXT, driver_flavour=TEXT, cuda_toolkit=VERSION, nccl=dict,
-                        nccl_conf=ListOf(dict), cma=MapOf(ANY), roce_v2_gid_index=MapOf(_o(int)), in_container=bool,
+                        nccl_conf=ListOf(dict), cma=MapOf(ANY), roce_v2_gid_index=MapOf(Opt(int)), in_container=bool,
                         clock_skew_s=NUMBER, nodes=int, drift=ListOf(TEXT), odd=ListOf(TEXT), unpaired_links=ListOf(TEXT),
                         fabric=dict, topology=TEXT, fabric_findings=ListOf(dict), memory=dict)},
     "errors": ListOf({"collector": TEXT, "error": TEXT, "!required": ("collector", "error")}),
@@ -141,13 +136,7 @@ def check_field(name: str, value: object) -> None:
     """ShapeError naming the path of the first part of `value` that is not FIELD_SHAPES[name]."""
     shape = FIELD_SHAPES.get(name)
     if shape is not None and value is not None:
-        _check(value, shape, name)
-
-
-def check_value(value: object, shape: object, path: str) -> None:
-    """ShapeError naming the path of the first part of `value` that is not `shape` (other documents of this
-    module's shapes: a fleet node's answer)."""
-    _check(value, shape, path)
+        check_value(value, shape, name)
 
 
 def _type_name(value: object) -> str:
@@ -175,12 +164,14 @@ def _want(shape: object) -> str:
     return str(shape)
 
 
-def _check(value: object, shape: object, path: str) -> None:
+def check_value(value: object, shape: object, path: str) -> None:
+    """ShapeError naming the path of the first part of `value` that is not `shape` (also for other documents of
+    this module's shapes: a fleet node's answer)."""
     if shape is ANY:
         return
     if isinstance(shape, Opt):
         if value is not None:
-            _check(value, shape.inner, path)
+            check_value(value, shape.inner, path)
         return
     if isinstance(shape, Str):
         if not isinstance(value, str):
@@ -212,19 +203,19 @@ def _check(value: object, shape: object, path: str) -> None:
                 raise ShapeError(f"field '{path}' needs a {key!r}")
         for key, inner in shape.items():
             if not key.startswith("!") and key in value:
-                _check(value[key], inner, f"{path}.{key}")
+                check_value(value[key], inner, f"{path}.{key}")
         return
     if isinstance(shape, MapOf):
         if not isinstance(value, dict):
             raise ShapeError(f"field '{path}' should be an object, got {_type_name(value)}")
         for key, item in value.items():
-            _check(item, shape.value, f"{path}.{str(key)[:100]}")
+            check_value(item, shape.value, f"{path}.{str(key)[:100]}")
         return
     if isinstance(shape, ListOf):
         if not isinstance(value, list):
             raise ShapeError(f"field '{path}' should be a list, got {_type_name(value)}")
         for i, item in enumerate(value):
-            _check(item, shape.item, f"{path}[{i}]")
+            check_value(item, shape.item, f"{path}[{i}]")
         return
     types = shape if isinstance(shape, tuple) else (shape,)
     if isinstance(value, bool) and bool not in types:  # JSON true is not a number here

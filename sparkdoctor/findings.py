@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from sparkdoctor.arch import settle
 from sparkdoctor.exitcodes import EXIT_FINDINGS, EXIT_OK, EXIT_UNPROBEABLE, EXIT_USAGE  # noqa: F401 (re-exported)
@@ -62,7 +61,7 @@ class Finding:
     component: str
     fix: str | None = None
     symptoms: list[str] = field(default_factory=list)
-    verified_by: dict[str, Any] | None = None
+    verified_by: dict[str, object] | None = None
     evidence_level: str = "reported"  # how the matrix knows: reproduced | checked | reported
 
     @classmethod
@@ -84,7 +83,7 @@ class Finding:
             evidence_level=e.evidence,
         )
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return dict(self.__dict__)
 
 
@@ -110,7 +109,7 @@ class StackDistance:
     def matches(self) -> bool:
         return not self.differences and not self.missing
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return dict(self.__dict__)
 
 
@@ -141,7 +140,7 @@ class UnverifiedProbe:
     status: str
     detail: str
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return dict(self.__dict__)
 
 
@@ -156,7 +155,7 @@ class Report:
     stacks: list[StackDistance] = field(default_factory=list)  # nearest known-good stack first
     unverified: list[UnverifiedProbe] = field(default_factory=list)
     probe_findings: list[Finding] = field(default_factory=list)  # engine findings, ignored ones included
-    knowledge: dict[str, Any] = field(default_factory=dict)  # sparkdoctor.matrix.freshness.knowledge: tracked through, newer installs
+    knowledge: dict[str, object] = field(default_factory=dict)  # sparkdoctor.matrix.freshness.knowledge: tracked through, newer installs
 
     @property
     def nearest_stack(self) -> StackDistance | None:
@@ -201,7 +200,7 @@ class Report:
             return FAIL
         return UNVERIFIED if self.unverified else PASS
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """The versioned JSON document (`--format json`)."""
         return {
             "schema": REPORT_SCHEMA,
@@ -247,7 +246,7 @@ def probe_evidence(verified_by: Mapping[str, object] | None, facts: Facts) -> st
 # ---- kernel probes the matrix does not explain ------------------------------------------------------
 
 
-def probes_for_arch(facts: Facts) -> list[tuple[str, dict[str, Any]]]:
+def probes_for_arch(facts: Facts) -> list[tuple[str, dict[str, object]]]:
     """(id, result) of the kernel probes run for the arch under evaluation (or that do not say)."""
     arch = (facts.arch or {}).get("value")
     out = []
@@ -307,7 +306,7 @@ def check_probes(facts: Facts, matched: list[Evaluation]) -> tuple[list[Finding]
     """
     findings, unverified = [], []
     for probe_id, result in probes_for_arch(facts):
-        status = result.get("status")
+        status = str(result.get("status"))
         if status in PROBE_UNVERIFIED:
             unverified.append(UnverifiedProbe(probe_id, status, str(result.get("detail") or "")))
         elif status in PROBE_FAILED and not any(explains(ev.entry, probe_id, status) for ev in matched):

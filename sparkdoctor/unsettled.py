@@ -12,8 +12,8 @@ import hashlib
 import json
 import os
 import secrets
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from sparkdoctor.locations import state_dir
 
@@ -49,7 +49,7 @@ def clear(target_key: str, journal: str) -> None:
             pass
 
 
-def read(target_key: str) -> dict[str, Any] | None:
+def read(target_key: str) -> dict[str, object] | None:
     try:
         data = json.loads(_path(target_key).read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -57,14 +57,10 @@ def read(target_key: str) -> dict[str, Any] | None:
     return data if isinstance(data, dict) and isinstance(data.get("journal"), str) else None
 
 
-def settle_command(journal: str) -> str:
-    return f"sparkdoctor fix --rollback {journal}"
-
-
-def message(found: dict[str, Any]) -> str:
-    doing = "apply" if found.get("doing") == "apply" else "rollback"
-    return (f"a sparkdoctor fix {doing} of this target did not finish (journal {found['journal']}): the environment may be "
-            f"half-changed; settle it with `{settle_command(found['journal'])}`")
+def message(found: Mapping[str, object]) -> str:
+    doing, journal = "apply" if found.get("doing") == "apply" else "rollback", str(found["journal"])
+    return (f"a sparkdoctor fix {doing} of this target did not finish (journal {journal}): the environment may be "
+            f"half-changed; settle it with `sparkdoctor fix --rollback {journal}`")
 
 
 def local_key(python: str) -> str:
@@ -73,12 +69,7 @@ def local_key(python: str) -> str:
     return os.path.join(os.path.realpath(os.path.dirname(os.path.abspath(python))), os.path.basename(python))
 
 
-def for_local_python(python: str) -> dict[str, object] | None:
-    """The unfinished fix of a local interpreter (check's lookup: one stat, one small read)."""
-    return read(local_key(python))
-
-
-def for_target(desc: dict[str, Any]) -> dict[str, object] | None:
+def for_target(desc: Mapping[str, object]) -> dict[str, object] | None:
     """The unfinished fix of the target check describes (Target.describe()): a local interpreter by
     its key; a container by its name (the marks folder holds one small file per target)."""
     if desc.get("kind") == "container":
@@ -96,4 +87,4 @@ def for_target(desc: dict[str, Any]) -> dict[str, object] | None:
                 return data
         return None
     python = desc.get("python")
-    return for_local_python(python) if isinstance(python, str) and python else None
+    return read(local_key(python)) if isinstance(python, str) and python else None  # one stat, one small read

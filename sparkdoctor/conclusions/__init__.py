@@ -15,8 +15,5 @@ Modules, each importing only those above it:
   staleness    fresh / stale (what changed) / broken (runs gone) / incomparable (recipe or bench changed)
   outcome      holds / flipped / changed, and regressions of one arm across toolchains
   rerun        the plan (dry run) and the re-measurement
-  served_model the facts of a recipe's model (hybrid, longest context) from its local config.json
   recipe_check static lint of a recipe against the matrix and the box
-  render       console output of all of the above
-  junit        recipe check as a JUnit suite
 """

@@ -18,7 +18,7 @@ class ConclusionError(InputError, RuntimeError):
 
     code = "conclusion"
 
-    def __init__(self, message: str, findings: list[dict[str, Any]] | None = None):
+    def __init__(self, message: str, findings: list[dict[str, object]] | None = None):
         super().__init__(one_line(message))
         self.findings = list(findings or [])  # what judged a launch that failed (bench's RunFailed.findings)
 
@@ -32,7 +32,7 @@ class Arm:
     label: str
     drop: tuple[str, ...] = ()  # workaround keys ("--enforce-eager", "env:NAME") removed from the recipe
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"path": self.path, "label": self.label, "drop": list(self.drop)}
 
     @classmethod
@@ -75,7 +75,7 @@ class Conclusion:
             return f"{b} is {verdict} than {a}: {numbers}"
         return f"{b} vs {a}: {verdict} ({numbers})"
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         head = {"id": self.id, "name": self.name, "created_at": self.created_at, "comparison_id": self.comparison_id,
                 "previous_id": self.previous_id, "outcome": self.outcome}
         if self.damaged:
@@ -84,11 +84,11 @@ class Conclusion:
         return {**head, "statement": self.statement(), **self.data}
 
 
-def _is_num(value: Any) -> bool:
+def _is_num(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def shape_problem(data: Any) -> str | None:
+def shape_problem(data: object) -> str | None:
     """What makes a stored conclusion's data unusable (None: it can be judged, shown and re-run). Checked
     when the row is read, so one damaged row is named, and the others are still listed."""
     if not isinstance(data, dict):

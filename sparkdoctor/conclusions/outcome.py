@@ -77,10 +77,6 @@ def arm_change(ledger: Ledger, old_ids: list[int], new_ids: list[int], min_effec
         if not old[conc] or not new[conc]:
             continue
         ratio = rounds_ratio(old[conc], new[conc], min_effect).to_dict()
-        rows.append({"concurrency": conc, "old_median": _median(old[conc]), "new_median": _median(new[conc]),
+        rows.append({"concurrency": conc, "old_median": statistics.median(old[conc]), "new_median": statistics.median(new[conc]),
                      "ratio": ratio, "regression": ratio["verdict"] == "slower"})
     return rows
-
-
-def _median(values: list[float]) -> float:
-    return statistics.median(values)

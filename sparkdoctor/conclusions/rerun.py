@@ -133,7 +133,7 @@ def _measured_by(statuses: list[staleness.Status], recipe: Recipe, key: str) -> 
     return None
 
 
-def _bench_options(data: dict[str, Any], opts: Options) -> Any:
+def _bench_options(data: dict[str, Any], opts: Options) -> flow.Options:
     return flow.Options(overrides=dict(data.get("workload") or {}), sets=dict(data.get("sets") or {}),
                         local=bool(data.get("local")), python=data.get("python"), ledger=opts.ledger,
                         store=True, ready_timeout=opts.ready_timeout, pairs=int(data.get("pairs") or 1),

@@ -21,6 +21,7 @@ from sparkdoctor.bench.run import resolved_recipe
 from sparkdoctor.conclusions import store
 from sparkdoctor.conclusions.model import Conclusion, ConclusionError
 from sparkdoctor.conclusions.toolchain import (
+    ArmChange,
     Toolchains,
     material,
     python_of,
@@ -35,7 +36,7 @@ from sparkdoctor.ledger.store import Ledger, recipe_hash
 class Status:
     conclusion: Conclusion
     state: str
-    changes: list[dict[str, Any]] = field(default_factory=list)  # what_changed rows, arm added
+    changes: list[ArmChange] = field(default_factory=list)
     reasons: list[str] = field(default_factory=list)  # why broken / incomparable / not re-runnable
     rerunnable: bool = True
     pythons: dict[str, str] = field(default_factory=dict)  # arm -> the target python
@@ -47,7 +48,7 @@ class Status:
             return "flipped"
         return self.state
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"conclusion": self.conclusion.to_dict(), "state": self.state, "status": self.word,
                 "changes": self.changes, "reasons": self.reasons, "rerunnable": self.rerunnable,
                 "pythons": self.pythons}
@@ -130,7 +131,7 @@ def judge(conclusion: Conclusion, ledger: Ledger, toolchains: Toolchains) -> Sta
     return status
 
 
-def _with_served_model(current: Any, old_facts: dict[str, Any]) -> Any:
+def _with_served_model(current: Facts, old_facts: dict[str, Any]) -> Facts:
     """The current Facts with the identity the run's model folder has NOW, when the run recorded one."""
 
     model = ((old_facts.get("recipe") or {}).get("model") or {})

@@ -11,7 +11,7 @@ import json
 import sqlite3
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from sparkdoctor.conclusions.model import (
     CONCLUSION_VERSION,
@@ -52,15 +52,25 @@ def _fail(ledger: Ledger, exc: sqlite3.Error) -> ConclusionError:
     return LedgerReadError(f"ledger {ledger.path}: {exc}")
 
 
-def comparison_runs(ledger: Ledger, comparison_id: int) -> dict[str, list[dict[str, Any]]]:
-    """The stored runs of one A/B, by arm: id, fingerprint, recipe hash, bench version, workload."""
+class StoredRun(TypedDict):
+    """One stored run of an A/B, as a conclusion records it."""
+
+    id: int
+    fingerprint: str
+    recipe_hash: str
+    bench_version: int
+    workload: dict[str, object]
+
+
+def comparison_runs(ledger: Ledger, comparison_id: int) -> dict[str, list[StoredRun]]:
+    """The stored runs of one A/B, by arm."""
     try:
         rows = ledger.db.execute(
             "SELECT id, arm, fingerprint, recipe_hash, bench_version, workload_json FROM runs "
             "WHERE comparison_id = ? ORDER BY id", (comparison_id,)).fetchall()
     except sqlite3.Error as exc:
         raise _fail(ledger, exc) from None
-    out: dict[str, list[dict[str, Any]]] = {"A": [], "B": []}
+    out: dict[str, list[StoredRun]] = {"A": [], "B": []}
 
     for rid, arm, fp, rhash, bver, workload in rows:
         if arm in out:
@@ -105,7 +115,7 @@ def record(ledger: Ledger, name: str, comparison: dict[str, Any], arms: dict[str
 def latest(ledger: Ledger, name: str | None = None) -> list[Conclusion]:
     """The newest row of every conclusion name (or of the one named), oldest name first."""
     sql = (f"SELECT {_COLUMNS} FROM conclusions WHERE id IN (SELECT max(id) FROM conclusions GROUP BY name)")
-    args: tuple[Any, ...] = ()
+    args: tuple[str, ...] = ()
     if name is not None:
         sql += " AND name = ?"
         args = (name,)
@@ -135,8 +145,8 @@ def existing_runs(ledger: Ledger, run_ids: list[int]) -> set[int]:
         raise _fail(ledger, exc) from None
 
 
-def conclude(name: str, comparison: dict[str, Any], path_a: Any, path_b: Any, python: str | None,
-             ledger_path: Any, sets: dict[str, str] | None = None, local: bool = False) -> dict[str, object]:
+def conclude(name: str, comparison: dict[str, Any], path_a: Path, path_b: Path, python: str | None,
+             ledger_path: Path | None, sets: dict[str, str] | None = None, local: bool = False) -> dict[str, object]:
     """`bench A --vs B --conclude NAME`: store the finished A/B as conclusion NAME; its JSON."""
     if "unknown" in (comparison.get("fingerprints") or {}).values():
         raise ConclusionError(f"conclusion {name!r}: an arm's toolchain is unknown; a conclusion is bound to the "

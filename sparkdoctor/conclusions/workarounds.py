@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TypedDict
 
 from sparkdoctor import recipes
 from sparkdoctor.audit.served_model import recipe_facts
@@ -40,23 +40,30 @@ class Workaround:
         return self.name if self.kind == "flag" else f"{self.name}={self.value}"
 
 
+class Reason(TypedDict):
+    """What one matrix entry behind a workaround says on the box (a row of the rerun and recipe check JSON)."""
+
+    entry: str
+    outcome: str  # match | clear | unknown | withdrawn | missing
+    evidence: list[str]
+
+
 @dataclass
 class Judgement:
     workaround: Workaround
     status: str  # needed | stale | unknown
-    reasons: list[dict[str, Any]] = field(default_factory=list)  # {"entry", "outcome", "evidence": [...]}
+    reasons: list[Reason] = field(default_factory=list)
 
     def text(self) -> str:
         ids = ", ".join(r["entry"] for r in self.reasons) or "no matrix entry"
         if self.status == "needed":
             return f"{self.workaround.shown} still needed: {ids} matches"
-        if self.status == "stale":
-            why = "; ".join(f"{r['entry']}: {', '.join(r['evidence']) or r['outcome']}" for r in self.reasons)
-            return f"{self.workaround.shown} is stale: its reason no longer holds ({why})"
         why = "; ".join(f"{r['entry']}: {', '.join(r['evidence']) or r['outcome']}" for r in self.reasons)
+        if self.status == "stale":
+            return f"{self.workaround.shown} is stale: its reason no longer holds ({why})"
         return f"{self.workaround.shown}: cannot tell whether it is still needed ({why})"
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         w = self.workaround
         return {"workaround": w.shown, "key": w.key, "kind": w.kind, "because": w.because,
                 "justified_by": list(w.justified_by), "status": self.status, "reasons": self.reasons, "text": self.text()}
@@ -79,7 +86,7 @@ def _justifies(spec: str, recipe: Recipe) -> tuple[str, str, str | None] | None:
 
 def find(recipe: Recipe, matrix: Matrix) -> list[Workaround]:
     """Every workaround of the recipe: its own annotations, and what matrix entries justify."""
-    found: dict[str, dict[str, Any]] = {}
+    found: dict[str, Workaround] = {}
     for w in recipe.workarounds or []:
         if w.get("flag"):
             key, kind, name, value = w["flag"], "flag", w["flag"], None
@@ -87,18 +94,17 @@ def find(recipe: Recipe, matrix: Matrix) -> list[Workaround]:
             key, kind, name, value = f"env:{w['env']}", "env", w["env"], recipe.env.get(w["env"])
         else:
             continue
-        found.setdefault(key, {"kind": kind, "name": name, "value": value, "because": None, "by": []})["because"] = w.get("because")
+        found[key] = dataclasses.replace(found.setdefault(key, Workaround(key, kind, name, value)), because=w.get("because"))
     for entry in matrix.entries:
         for spec in entry.justifies:
             hit = _justifies(spec, recipe)
             if hit is None:
                 continue
             key, kind, value = hit
-            name = spec.partition("=")[0]
-            slot = found.setdefault(key, {"kind": kind, "name": name, "value": value, "because": None, "by": []})
-            if entry.id not in slot["by"]:
-                slot["by"].append(entry.id)
-    return [Workaround(key, s["kind"], s["name"], s["value"], s["because"], tuple(s["by"])) for key, s in found.items()]
+            slot = found.setdefault(key, Workaround(key, kind, spec.partition("=")[0], value))
+            if entry.id not in slot.justified_by:
+                found[key] = dataclasses.replace(slot, justified_by=(*slot.justified_by, entry.id))
+    return list(found.values())
 
 
 def own_copy(facts: Facts) -> Facts:
@@ -109,12 +115,10 @@ def own_copy(facts: Facts) -> Facts:
     return Facts.from_dict(facts.to_dict(), source="facts")
 
 
-def server_facts(facts: Facts, recipe: Recipe, dropped: Workaround | None = None, copied: bool = False) -> Any:
+def server_facts(facts: Facts, recipe: Recipe, dropped: Workaround | None = None, copied: bool = False) -> Facts:
     """The Facts as the recipe's server sees them: the recipe's env on top and its values (for entries with a
     serving condition), with the `dropped` workaround taken out (its env var, or its flag). `copied`: `facts` is
     an own_copy."""
-    import dataclasses
-
     copy = dataclasses.replace(facts) if copied else own_copy(facts)
     env = dict(copy.env or {})
     env.update(recipe.env or {})
@@ -133,7 +137,7 @@ def server_facts(facts: Facts, recipe: Recipe, dropped: Workaround | None = None
 
 def judge(w: Workaround, recipe: Recipe, matrix: Matrix, facts: Facts, copied: bool = False) -> Judgement:
     seen = server_facts(facts, recipe, w, copied)
-    reasons: list[dict[str, object]] = []
+    reasons: list[Reason] = []
     ids = ([w.because] if w.because else []) + [i for i in w.justified_by if i != w.because]
     for entry_id in ids:
         entry = matrix.get(entry_id)
@@ -182,7 +186,7 @@ def _drop_flag(argv: list[str], flag: str) -> list[str]:
     return out
 
 
-def without(recipe: Recipe, keys: tuple[str, ...] | list[str]) -> Any:
+def without(recipe: Recipe, keys: tuple[str, ...] | list[str]) -> Recipe:
     """The recipe with these workarounds removed (its name says so)."""
     if not keys:
         return recipe
@@ -197,7 +201,7 @@ def without(recipe: Recipe, keys: tuple[str, ...] | list[str]) -> Any:
     return dataclasses.replace(recipe, argv=argv, env=env, workarounds=kept, name=name)
 
 
-def load_arm(arm: Arm, sets: dict[str, str] | None = None) -> Any:
+def load_arm(arm: Arm, sets: dict[str, str] | None = None) -> Recipe:
     """The recipe an arm measured: its file read again (with the --set values it was benched with), its
     dropped workarounds removed."""
 

@@ -5,33 +5,26 @@ printed."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from sparkdoctor.fix.model import Plan
 
 if TYPE_CHECKING:
+    from sparkdoctor.findings import Report
     from sparkdoctor.fix.pipeline import Applied, JournalRow, Pruned, RolledBack
 
 FIX_VERSION = 1
 
 
-def plan_document(plan: Plan, report: Any) -> dict[str, Any]:
-    return {"fix_version": FIX_VERSION, "mode": "plan", "plan": plan.to_dict(),
-            "findings": sorted(f.id for f in report.findings), "verdict": report.verdict()}
-
-
-def mode_document(mode: str, body: Any) -> dict[str, Any]:
-    """The JSON of apply (`body`: pipeline.Applied.to_json(), its keys at the top) or of rollback, history and prune
-    (`body` under "result")."""
-    if mode == "apply":
-        return {"fix_version": FIX_VERSION, "mode": mode, **body}
+def mode_document(mode: str, body: object) -> dict[str, object]:
+    """The JSON of rollback, history and prune: `body` under "result" (an apply's keys are at the top)."""
     return {"fix_version": FIX_VERSION, "mode": mode, "result": body}
 
 
 class FixDocument:
     """What `fix` answers: a plan, an apply, a rollback, the history or a prune."""
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         raise NotImplementedError
 
 
@@ -40,14 +33,15 @@ class PlanDocument(FixDocument):
     """The plan (a dry run; or an apply that had nothing to do or was refused) and the check it was made from."""
 
     plan: Plan
-    report: Any
+    report: Report
     dry_run: bool = True
     """Say that nothing was changed and how to apply (a plan with steps, shown without --yes)."""
     shown: bool = True
     """Print the plan on the console (an apply refused for a plan with steps prints only the refusal)."""
 
-    def to_json(self) -> dict[str, Any]:
-        return plan_document(self.plan, self.report)
+    def to_json(self) -> dict[str, object]:
+        return {"fix_version": FIX_VERSION, "mode": "plan", "plan": self.plan.to_dict(),
+                "findings": sorted(f.id for f in self.report.findings), "verdict": self.report.verdict()}
 
 
 @dataclass
@@ -57,15 +51,15 @@ class ApplyDocument(FixDocument):
     plan: Plan
     applied: Applied
 
-    def to_json(self) -> dict[str, Any]:
-        return mode_document("apply", self.applied.to_json())
+    def to_json(self) -> dict[str, object]:
+        return {"fix_version": FIX_VERSION, "mode": "apply", **self.applied.to_json()}
 
 
 @dataclass
 class RollbackDocument(FixDocument):
     rolled_back: RolledBack
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return mode_document("rollback", self.rolled_back.to_json())
 
 
@@ -73,7 +67,7 @@ class RollbackDocument(FixDocument):
 class HistoryDocument(FixDocument):
     rows: list[JournalRow] = field(default_factory=list)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return mode_document("history", [r.to_json() for r in self.rows])
 
 
@@ -81,5 +75,5 @@ class HistoryDocument(FixDocument):
 class PruneDocument(FixDocument):
     pruned: Pruned
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return mode_document("prune", self.pruned.to_json())

@@ -53,7 +53,7 @@ class EnvFileTarget:
     def __getattr__(self, name: str) -> Any:  # python, chosen_by, ...: the inner target's
         return getattr(self.inner, name)
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> dict[str, object]:
         return {**self.inner.describe(), "env_file": str(self.env_file)}
 
     def _env(self, env: dict[str, str] | None) -> dict[str, str]:

@@ -206,11 +206,6 @@ def _fetch(requirements: list[str], dest: str, run: Callable[[list[str]], proc.P
             fetch([req])
 
 
-def _download(requirements: list[str], dest: str, run: Callable[[list[str]], proc.ProcResult]) -> dict[str, str | None]:
-    _fetch(requirements, dest, run)
-    return _match(requirements, dest)
-
-
 def _match(requirements: list[str], dest: str) -> dict[str, str | None]:
     """name -> the wheel file in dest for each requirement; None for one that could not be had."""
 
@@ -287,7 +282,8 @@ class UvInstaller(Installer):
         # uv has no `download`; the host's pip fetches the same wheels for the target's Python.
         py = self.inventory.version
         run = lambda args: proc.run([sys.executable, "-m", "pip", args[0], "--python-version", py, *args[1:]], timeout=TIMEOUT)  # noqa: E731
-        return _download(requirements, dest, run)
+        _fetch(requirements, dest, run)
+        return _match(requirements, dest)
 
 
 def for_target(target: Target, inventory: Inventory) -> Installer:

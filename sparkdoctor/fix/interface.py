@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any
 
 from sparkdoctor.errors import SparkdoctorError
 from sparkdoctor.exitcodes import (
@@ -103,9 +102,6 @@ class JournalError(Refusal):
 
     code = "fix-journal"
 
-    def __init__(self, message: str):
-        super().__init__(message)
-
 
 class NoSuchJournal(FixError):
     """`fix --rollback ID` of a journal that does not exist: a usage error."""
@@ -121,7 +117,7 @@ class Resolution:
     installs: dict[str, str] = field(default_factory=dict)
     removes: dict[str, str] = field(default_factory=dict)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"installs": dict(sorted(self.installs.items())), "removes": dict(sorted(self.removes.items()))}
 
 

@@ -64,7 +64,7 @@ class Dist:
     def paths(self) -> list[Path]:
         return [Path(os.path.normpath(os.path.join(self.location, rel))) for rel in self.files]
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"name": self.name, "version": self.version, "source": self.source(), "installer": self.installer}
 
 

@@ -201,7 +201,7 @@ def create(header: Mapping[str, object], files: list[tuple[str, str]], dist_file
         saved = wheels(path / "wheels")
         wheel_files = {f: {"size": (path / "wheels" / f).stat().st_size, "sha256": _sha(path / "wheels" / f)} for f in saved.values() if f}
         boundary("journal-wheels")
-        outside_meta: dict[str, Any] | None = None
+        outside_meta: dict[str, str] | None = None
         if outside is not None:
             obody = json.dumps(outside, sort_keys=True).encode()
             write_bytes(path / "outside.json", obody)
@@ -322,7 +322,7 @@ def _created(j: Journal) -> float:
         return j.path.stat().st_mtime
 
 
-def unfinished_for(target_key: str, key_of: Callable[[dict[str, Any]], str]) -> Journal | None:
+def unfinished_for(target_key: str, key_of: Callable[[Mapping[str, object]], str]) -> Journal | None:
     """The newest journal of this target whose apply or rollback stopped half-way (killed, power loss)."""
     for j in history():
         if j.data and key_of(j.data.get("target", {})) == target_key and j.status() in ("interrupted", "rollback interrupted"):

@@ -7,7 +7,7 @@ and applied from the journal, so what runs is what was shown. Versioned like eve
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 from sparkdoctor.fix.interface import ActionKind, StepKind
 
@@ -33,11 +33,17 @@ class Step:
     side: str = "target"  # an edit's file: "target" (found in the target, e.g. a pin file) or "host" (named on the command line)
 
 
+class PlannedFix(TypedDict):
+    id: str
+    title: str
+    findings: list[str]  # the finding ids that ask for it
+
+
 @dataclass
 class Plan:
-    target: dict[str, Any]
+    target: dict[str, Any]  # python, is_venv; a container's kind, container and image_id
     installer: str
-    fixes: list[dict[str, Any]] = field(default_factory=list)
+    fixes: list[PlannedFix] = field(default_factory=list)
     steps: list[Step] = field(default_factory=list)
     changes: dict[str, list[str | None]] = field(default_factory=dict)  # name -> [before, after]
     touched: list[str] = field(default_factory=list)  # every dist whose files may change
@@ -54,7 +60,7 @@ class Plan:
     def files(self) -> list[str]:
         return [s.path for s in self.steps if s.op is StepKind.edit and s.path]
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return asdict(self)
 
     @classmethod

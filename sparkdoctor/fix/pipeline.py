@@ -17,7 +17,7 @@ from sparkdoctor.fix import inventory as inv_mod
 from sparkdoctor.fix import journal as jr
 from sparkdoctor.fix.definitions import load_all
 from sparkdoctor.fix.installers import for_target
-from sparkdoctor.fix.interface import FixError, JournalError
+from sparkdoctor.fix.interface import FixError, Installer, JournalError
 from sparkdoctor.fix.model import Plan
 from sparkdoctor.fix.plan import FixOptions, build_plan, hash_names
 from sparkdoctor.targets.files import transport_of
@@ -34,7 +34,7 @@ class Planned:
     plan: Plan
     report: Report
     inventory: inv_mod.Inventory
-    installer: Any
+    installer: Installer
 
 
 def make_plan(request: CheckRequest, options: FixOptions, progress: Callable[[str], None] | None = None) -> Planned:
@@ -90,7 +90,7 @@ class Applied:
     remaining: list[str]
     new: list[str]
     expected_gone: list[str]
-    report_after: Any
+    report_after: Report
 
     @property
     def exit_code(self) -> int:
@@ -98,7 +98,7 @@ class Applied:
 
         return EXIT_FIX_FAILED if self.error else int(self.report_after.exit_code())
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         """The apply document's keys (the check after it as its verdict)."""
         return {"journal": self.journal, "done": self.done, "error": self.error, "rolled_back": self.rolled_back,
                 "rollback_verified": self.rollback_verified, "outside_restored": self.outside_restored, "gone": self.gone,
@@ -138,8 +138,8 @@ class RolledBack:
 
         return EXIT_FIX_FAILED if self.status == "rolled back" and not (self.verified or {}).get("ok") else 0
 
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"journal": self.journal, "status": self.status}
+    def to_json(self) -> dict[str, object]:
+        out: dict[str, object] = {"journal": self.journal, "status": self.status}
         if self.status == "rolled back":
             out.update(verified=self.verified, restored_packages=self.restored_packages, restored_files=self.restored_files)
         out["message"] = self.message
@@ -148,7 +148,7 @@ class RolledBack:
         return out
 
 
-def rollback(target_for: Callable[[dict[str, Any]], Any], ident: str | None) -> RolledBack:
+def rollback(target_for: Callable[[dict[str, Any]], Target], ident: str | None) -> RolledBack:
     """`target_for(journal's target record)` finds that target again (or refuses, in one line)."""
     journal = jr.load(ident)
     status = journal.status()
@@ -184,7 +184,7 @@ class JournalRow:
     fixes: list[str]
     bytes: int
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {"journal": self.journal, "status": self.status, "created": self.created, "target": self.target,
                 "fixes": self.fixes, "bytes": self.bytes}
 
@@ -204,11 +204,11 @@ def history() -> list[JournalRow]:
 class Pruned:
     """What `fix --prune` removed, what it kept because it is not settled, and the bytes freed."""
 
-    removed: list[dict[str, Any]]
+    removed: list[dict[str, str]]
     kept_unsettled: list[JournalRow]
     freed_bytes: int
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {"removed": self.removed, "kept_unsettled": [r.to_json() for r in self.kept_unsettled],
                 "freed_bytes": self.freed_bytes}
 

@@ -14,7 +14,7 @@ import os
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from packaging.markers import InvalidMarker
 from packaging.requirements import InvalidRequirement, Requirement
@@ -29,6 +29,7 @@ from sparkdoctor.fix.interface import (
     ActionKind,
     FixError,
     Installer,
+    Resolution,
     ResolutionError,
     StepKind,
 )
@@ -36,6 +37,9 @@ from sparkdoctor.fix.inventory import Inventory
 from sparkdoctor.fix.model import Plan, Step
 from sparkdoctor.fix.siblings import pinned_siblings
 from sparkdoctor.targets.files import FileError, FileTransport, LocalFiles
+
+if TYPE_CHECKING:
+    from sparkdoctor.findings import Finding
 
 
 @dataclass
@@ -47,7 +51,7 @@ class FixOptions:
     allow_downgrade: set[str] = field(default_factory=set)
 
 
-def wanted_fixes(findings: list[Any], definitions: dict[str, FixDefinition]) -> list[tuple[FixDefinition, list[str]]]:
+def wanted_fixes(findings: list[Finding], definitions: dict[str, FixDefinition]) -> list[tuple[FixDefinition, list[str]]]:
     """Each fix the findings name, once, with the finding ids that ask for it (report order)."""
     out: dict[str, list[str]] = {}
     for f in findings:
@@ -56,6 +60,17 @@ def wanted_fixes(findings: list[Any], definitions: dict[str, FixDefinition]) -> 
                 raise FixError(f"finding {f.id} names fix {f.fix!r}, which is not in the fixes folder")
             out.setdefault(f.fix, []).append(f.id)
     return [(definitions[k], v) for k, v in out.items()]
+
+
+@dataclass
+class Family:
+    """A reinstall_family action's packages, gathered over every fix that asks for them: one step for them all."""
+
+    requirement: str
+    specs: list[str] = field(default_factory=list)
+    fixes: list[str] = field(default_factory=list)
+    why: list[str] = field(default_factory=list)
+    last: str | None = None
 
 
 class Planner:
@@ -69,7 +84,7 @@ class Planner:
         self.plan = Plan(target={"python": inventory.python, "is_venv": inventory.is_venv}, installer=installer.describe())
         self.texts: dict[str, str] = {}  # path -> text as edited so far
         self.originals: dict[str, str] = {}
-        self.families: dict[tuple[str, ...], dict[str, Any]] = {}
+        self.families: dict[tuple[str, ...], Family] = {}
         self.restores: dict[str, str] = {}
         self.restore_last: set[str] = set()
         self.exact_installs: list[str] = []
@@ -91,13 +106,6 @@ class Planner:
         self.texts[str(path)] = new
         self.why[str(path)] = (fix, why, kind)
 
-    def _pin_files(self, package: str) -> list[Path]:
-        out = []
-        for c in self.facts.constraints or []:
-            if canonicalize_name(c.get("name", "")) == package and c.get("file") and Path(c["file"]) not in out:
-                out.append(Path(c["file"]))
-        return out
-
     # ---- actions ------------------------------------------------------------------------------
     def add(self, fix: FixDefinition, why: list[str]) -> None:
         self.plan.fixes.append({"id": fix.id, "title": fix.title, "findings": why})
@@ -111,7 +119,8 @@ class Planner:
 
     def _pin(self, a: ActionSpec, fix: str, why: list[str]) -> None:
         package = canonicalize_name(a.fields["package"])
-        files = self._pin_files(package)
+        files = list(dict.fromkeys(Path(c["file"]) for c in self.facts.constraints or []
+                                   if canonicalize_name(c.get("name", "")) == package and c.get("file")))
         if not files:
             self.plan.notes.append(f"{fix}: no constraints or requirements file that check read pins {a.fields['package']}; nothing to edit")
         for path in files:
@@ -165,12 +174,12 @@ class Planner:
 
     def _reinstall_family(self, a: ActionSpec, fix: str, why: list[str]) -> None:
         key = tuple(sorted(a.fields["packages"]))
-        fam = self.families.setdefault(key, {"requirement": a.fields["requirement"], "specs": [], "fixes": [], "why": [], "last": None})
-        fam["last"] = fam["last"] or a.fields.get("last")
-        if a.fields["version"] != "installed" and a.fields["version"] not in fam["specs"]:
-            fam["specs"].append(a.fields["version"])
-        fam["fixes"].append(fix)
-        fam["why"] += why
+        fam = self.families.setdefault(key, Family(a.fields["requirement"]))
+        fam.last = fam.last or a.fields.get("last")
+        if a.fields["version"] != "installed" and a.fields["version"] not in fam.specs:
+            fam.specs.append(a.fields["version"])
+        fam.fixes.append(fix)
+        fam.why += why
 
     def _restore_files(self, a: ActionSpec, fix: str, why: list[str]) -> None:
         if a.fields.get("last"):
@@ -213,29 +222,27 @@ class Planner:
                         lines.append(line)
         return lines
 
-    def _keep_installed(self, family: set[str]) -> list[str]:
-        """Pins that keep every registry dist outside the family where it is (resolution must not move them)."""
-        return [f"{d.key}=={d.version}" for d in self.inv.dists.values() if d.key not in family and d.from_registry()]
-
-    def _family_step(self, key: tuple[str, ...], fam: dict[str, Any], env: dict[str, str] | None) -> None:
+    def _family_step(self, key: tuple[str, ...], fam: Family, env: dict[str, str] | None) -> None:
         family = set(key)
-        base = fam["requirement"]
+        base = fam.requirement
         req_name = canonicalize_name(Requirement(base).name)
         have = self.inv.get(req_name)
-        if fam["specs"]:
-            spec = ",".join(fam["specs"])
+        if fam.specs:
+            spec = ",".join(fam.specs)
         elif have is not None:
             spec = f"=={have.version}"
         else:
-            raise FixError(f"{fam['fixes'][0]}: {req_name} is not installed, so there is no installed version to reinstall")
+            raise FixError(f"{fam.fixes[0]}: {req_name} is not installed, so there is no installed version to reinstall")
         requirement = f"{base}{spec}"
-        constraints = self._dependents(family) + self._keep_installed(family)
+        # and pins that keep every registry dist outside the family where it is (resolution must not move them)
+        constraints = self._dependents(family) + [f"{d.key}=={d.version}" for d in self.inv.dists.values()
+                                                  if d.key not in family and d.from_registry()]
         res = self._dry_run([requirement], constraints, env, ignore_installed=True)
         installed_family = sorted(n for n in family if self.inv.get(n))
-        fix, why = fam["fixes"][0], fam["why"]
+        fix, why = fam.fixes[0], fam.why
         self.plan.steps.append(Step(StepKind.uninstall, fix, why, ActionKind.reinstall_family, names=installed_family))
         self.plan.steps.append(Step(StepKind.install, fix, why, ActionKind.reinstall_family, requirements=[requirement], constraints=constraints))
-        last = fam["last"]
+        last = fam.last
         if last and last in res.installs:  # its files must win where the family's wheels share paths
             self.plan.steps.append(Step(StepKind.restore, fix, why, ActionKind.reinstall_family, requirements=[f"{last}=={res.installs[last]}"]))
         changed = set(installed_family)
@@ -249,12 +256,13 @@ class Planner:
                 changed.add(name)
         self.plan.touched += sorted(changed)
 
-    def _dry_run(self, requirements: list[str], constraints: list[str], env: dict[str, str] | None, **kw: Any):
+    def _dry_run(self, requirements: list[str], constraints: list[str], env: dict[str, str] | None,
+                 ignore_installed: bool = False) -> Resolution:
         with tempfile.TemporaryDirectory(prefix="sparkdoctor-plan-") as tmp:
             cfile = os.path.join(tmp, "constraints.txt")
             with open(cfile, "w", encoding="utf-8") as fh:
                 fh.write("".join(c + "\n" for c in constraints))
-            return self.installer.dry_run(requirements, constraints=[cfile], env=env, **kw)
+            return self.installer.dry_run(requirements, constraints=[cfile], env=env, ignore_installed=ignore_installed)
 
     def _constraint_env(self, tmp: str) -> dict[str, str] | None:
         """PIP_CONSTRAINT with the files this plan edits replaced by their edited text (copies in the
@@ -361,7 +369,7 @@ def _lower(after: str, before: str) -> bool:
         return False
 
 
-def build_plan(findings: list[Any], definitions: dict[str, FixDefinition], inventory: Inventory, installer: Installer,
+def build_plan(findings: list[Finding], definitions: dict[str, FixDefinition], inventory: Inventory, installer: Installer,
                facts: Facts, options: FixOptions, files: FileTransport | None = None) -> Plan:
     planner = Planner(inventory, installer, facts, options, files)
     for fix, why in wanted_fixes(findings, definitions):
@@ -370,11 +378,11 @@ def build_plan(findings: list[Any], definitions: dict[str, FixDefinition], inven
         plan = planner.finish()
     except FileError as exc:
         raise FixError(str(exc)) from None
-    plan.probes_after = sorted({f.verified_by["probe"] for f in findings if f.fix and f.verified_by and f.verified_by.get("probe")})
+    plan.probes_after = sorted({str(f.verified_by["probe"]) for f in findings if f.fix and f.verified_by and f.verified_by.get("probe")})
     return plan
 
 
-def hash_names(findings: list[Any], definitions: dict[str, FixDefinition]) -> list[str]:
+def hash_names(findings: list[Finding], definitions: dict[str, FixDefinition]) -> list[str]:
     """The dists whose files a restore-files action must hash before it can plan."""
     names: list[str] = []
     for fix, _ in wanted_fixes(findings, definitions):

@@ -27,7 +27,7 @@ def fleet_dict(result: FleetResult, verbose: bool = False) -> dict[str, object]:
         report = result.reports.get(outcome.node.name)
         if report is not None:
             doc = report.to_dict()
-            row.update(verdict=doc["summary"]["verdict"], exit_code=doc["exit_code"], summary=doc["summary"],
+            row.update(verdict=report.verdict(), exit_code=doc["exit_code"], summary=doc["summary"],
                        findings=doc["findings"], unknown=doc["unknown"], facts=doc["facts"])
         nodes.append(row)
     drifts = result.drifts if verbose else result.risky

@@ -20,6 +20,7 @@ import re
 import shutil
 import sys
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +38,7 @@ PROBE_TIMEOUT = 120.0
 
 
 def hypothetical_facts(facts: Facts, changes: list[Change], reader: Reader | None, notes: list[str],
-                       env: dict[str, str] | None = None) -> Any:
+                       env: dict[str, str] | None = None) -> Facts:
     """env: variables set for the probe of the new releases' files (a recipe's VLLM_* names, judged as `recipe check` does)."""
     new = copy.deepcopy(facts)
     packages = dict(new.packages or {})
@@ -80,7 +81,8 @@ def hypothetical_facts(facts: Facts, changes: list[Change], reader: Reader | Non
     return new
 
 
-def cutedsl_build_after(packages: dict[str, Any], changes: list[Change], driver: dict[str, Any] | None) -> tuple[str | None, str]:
+def cutedsl_build_after(packages: Mapping[str, Mapping[str, object]], changes: list[Change],
+                        driver: Mapping[str, object] | None) -> tuple[str | None, str]:
     """The libs build `import cutlass` would load after the upgrade, by the rule check's probe follows on disk
     (probes/shared/probe_cutlass.py): from 4.6 nvidia-cutlass-dsl's own .pth puts dsl_packages/ first on sys.path,
     where each libs-cu<N> wheel of 4.6+ has its compiler and the loader takes the newest the driver supports; below
@@ -162,7 +164,7 @@ class ScratchSite:
         self.members = len(wanted)
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         pass
 
     def probe(self, name: str, extra_env: dict[str, str] | None = None) -> dict[str, Any]:

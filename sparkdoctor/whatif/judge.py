@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from sparkdoctor.arch import settle
 from sparkdoctor.audit.served_model import recipe_facts
 from sparkdoctor.conclusions import staleness, store
-from sparkdoctor.conclusions.recipe_check import check
-from sparkdoctor.conclusions.toolchain import Toolchains
+from sparkdoctor.conclusions.recipe_check import Finding, check
+from sparkdoctor.conclusions.toolchain import ArmChange, Toolchains
 from sparkdoctor.facts import Facts
 from sparkdoctor.ledger.store import Ledger
-from sparkdoctor.matrix import evaluate_all
+from sparkdoctor.matrix import Evaluation, evaluate_all
 from sparkdoctor.matrix.model import Matrix
 from sparkdoctor.recipes.model import Recipe
 from sparkdoctor.whatif.probe import ProbeRun
@@ -59,9 +59,9 @@ class RecipeRow:
 class ModsDelta:
     """The recipe's mods judged on today's files and on the upgrade's (rows: sparkdoctor.mods.recipe findings)."""
 
-    introduced: list[dict[str, Any]] = field(default_factory=list)
-    fixed: list[dict[str, Any]] = field(default_factory=list)
-    unchanged: list[dict[str, Any]] = field(default_factory=list)
+    introduced: list[Finding] = field(default_factory=list)
+    fixed: list[Finding] = field(default_factory=list)
+    unchanged: list[Finding] = field(default_factory=list)
 
     def to_json(self) -> dict[str, object]:
         return {"introduced": self.introduced, "fixed": self.fixed, "unchanged": self.unchanged}
@@ -88,7 +88,7 @@ class StaleConclusion:
     """A ledger conclusion fresh today that the upgrade would make stale, and what would change."""
 
     conclusion: str
-    changes: list[dict[str, Any]]  # sparkdoctor.conclusions.staleness rows
+    changes: list[ArmChange]
 
     def to_json(self) -> dict[str, object]:
         return {"conclusion": self.conclusion, "changes": self.changes}
@@ -160,7 +160,7 @@ class WhatIf:
                 "probe": None if self.probe is None else self.probe.to_json(), "notes": self.notes}
 
 
-def _row(ev: Any, unknown: list[str] | None = None) -> FindingRow:
+def _row(ev: Evaluation, unknown: list[str] | None = None) -> FindingRow:
     return FindingRow(ev.entry.id, ev.entry.severity, ev.entry.title, ev.evidence, unknown, " ".join(ev.entry.remedy.split()))
 
 
@@ -172,17 +172,20 @@ def compare(today: Facts, predicted: Facts, matrix: Matrix, specs: list[str], ch
     after = {ev.entry.id: ev for ev in evaluate_all(matrix, predicted)}
     for entry_id, ev in after.items():
         was = before.get(entry_id)
-        was_match = was is not None and was.outcome == "match"
-        if ev.outcome == "match":
-            (out.unchanged if was_match else out.introduced).append(_row(ev))
-        elif was_match and ev.outcome == "clear":
+        if was is None or was.outcome != "match":
+            if ev.outcome == "match":
+                out.introduced.append(_row(ev))
+        elif ev.outcome == "match":
+            out.unchanged.append(_row(ev))
+        elif ev.outcome == "clear":
             out.fixed.append(_row(was))
-        elif was_match:
+        else:
             out.cannot_tell.append(_row(was, ev.unknowns))
     return out
 
 
-def compare_recipe(recipe: Recipe, matrix: Matrix, today: Facts, predicted: Facts, flags_today: Any, flags_after: Any) -> RecipeWhatIf:
+def compare_recipe(recipe: Recipe, matrix: Matrix, today: Facts, predicted: Facts, flags_today: Mapping[str, object] | None,
+                   flags_after: Mapping[str, object] | None) -> RecipeWhatIf:
     """The recipe judged as `recipe check` judges it, on today's and on the predicted Facts: flags the new
     vLLM no longer accepts, env vars it no longer reads, workarounds whose reason goes away (stale)."""
 
@@ -190,8 +193,10 @@ def compare_recipe(recipe: Recipe, matrix: Matrix, today: Facts, predicted: Fact
     before = {f["id"]: f for f in check(recipe, matrix, today, flags_today, served)}
     after = {f["id"]: f for f in check(recipe, matrix, predicted, flags_after, served)}
 
-    def row(f: dict[str, Any]) -> RecipeRow:
-        return RecipeRow(f["id"], f.get("kind"), f["severity"], f["title"], str(f.get("remedy") or ""))
+    def row(f: Finding) -> RecipeRow:
+        kind = f.get("kind")
+        return RecipeRow(str(f["id"]), kind if isinstance(kind, str) else None, str(f["severity"]), str(f["title"]),
+                         str(f.get("remedy") or ""))
 
     return RecipeWhatIf(recipe.name, [row(f) for i, f in after.items() if i not in before],
                         [row(f) for i, f in before.items() if i not in after],

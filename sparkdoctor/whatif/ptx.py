@@ -20,7 +20,6 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from sparkdoctor import proc
 from sparkdoctor.kernels.assemble import (
@@ -34,6 +33,7 @@ from sparkdoctor.kernels.probes import load_probes
 from sparkdoctor.kernels.tools import Tool
 from sparkdoctor.released import Reader, RemoteError
 from sparkdoctor.text import clip
+from sparkdoctor.whatif.resolve import Change
 
 VERSION_TIMEOUT = 30.0
 _PTXAS_MEMBER = re.compile(r"(?:^|/)bin/ptxas(?:-[\w.]+)?$")
@@ -88,7 +88,7 @@ class PtxComparison:
     None: it moves none, said in the note)."""
 
     arch: str
-    moved: list[dict[str, Any]]  # the Changes (sparkdoctor.whatif.resolve.Change.to_dict) that move a ptxas
+    moved: list[dict[str, object]]  # the Changes (sparkdoctor.whatif.resolve.Change.to_dict) that move a ptxas
     note: str
     today: list[PtxRow] | None = None
     after: list[PtxRow] | None = None
@@ -174,7 +174,7 @@ def release_ptxas(reader: Reader, name: str, version: str, arch: str, tmp: Path)
     return out
 
 
-def probe_ptx(changes: list[Any], arch: str, python: str | None = None) -> PtxComparison:
+def probe_ptx(changes: list[Change], arch: str, python: str | None = None) -> PtxComparison:
     """The PTX probes compiled by each ptxas the upgrade moves, as released before and after; or only a note when
     it moves none."""
     moved = [c for c in changes if ships_ptxas(c.name)]

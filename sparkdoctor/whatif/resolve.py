@@ -10,9 +10,9 @@ from __future__ import annotations
 import json
 import re
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 from urllib.parse import urlsplit
 
 from packaging.requirements import InvalidRequirement, Requirement
@@ -22,6 +22,8 @@ from sparkdoctor import proc
 from sparkdoctor.errors import SparkdoctorError
 from sparkdoctor.exitcodes import EXIT_USAGE
 from sparkdoctor.facts import Facts
+from sparkdoctor.proc import ProcResult
+from sparkdoctor.targets.interface import Target
 from sparkdoctor.text import clip
 from sparkdoctor.verify.stacks import conflict
 from sparkdoctor.verify.venvs import own_pip
@@ -45,7 +47,7 @@ class Change:
     url: str | None = None
     sha256: str | None = None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"name": self.name, "from": self.old, "to": self.new, "url": self.url, "sha256": self.sha256}
 
 
@@ -110,7 +112,7 @@ def constraint_files(facts: Facts, local: bool) -> list[str]:
     return files
 
 
-def resolve_upgrade(target: Any, python: str, specs: list[str], facts: Facts, no_deps: bool = False,
+def resolve_upgrade(target: Target, python: str, specs: list[str], facts: Facts, no_deps: bool = False,
                     seen: Resolution | None = None) -> list[Change]:
     """The distributions the upgrade would install or change, from the target's own pip in a dry run
     (inside the container for a container target). A local venv without pip is resolved by sparkdoctor's
@@ -122,7 +124,7 @@ def resolve_upgrade(target: Any, python: str, specs: list[str], facts: Facts, no
     seen.installer = f"{python} -m pip"
     pip = [python, "-m", "pip"]
     constraints = constraint_files(facts, local)
-    run = target.run_command
+    run: Callable[[list[str], float], ProcResult] = target.run_command
     result = run(dry_run_argv(pip, specs, constraints, no_deps=no_deps), RESOLVE_TIMEOUT)
     if not result.ok and "No module named pip" in (result.stderr or "") and local and is_uv_venv(python):
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from sparkdoctor.check import CheckRequest, apply_arch_override, collect
 from sparkdoctor.conclusions.recipe_check import EnvTarget, box_env, vllm_flags
@@ -44,7 +43,7 @@ from sparkdoctor.whatif.judge import (
 )
 from sparkdoctor.whatif.probe import probe_cutedsl
 from sparkdoctor.whatif.ptx import probe_ptx
-from sparkdoctor.whatif.resolve import Resolution, check_specs
+from sparkdoctor.whatif.resolve import Change, Resolution, check_specs
 
 
 @dataclass
@@ -112,7 +111,7 @@ def judge_upgrade(q: UpgradeQuestion) -> WhatIf:
     return result
 
 
-def _recipe(recipe: Recipe, target: Target, matrix: Matrix, today: Facts, predicted: Facts, changes: Any, reader: Reader | None,
+def _recipe(recipe: Recipe, target: Target, matrix: Matrix, today: Facts, predicted: Facts, changes: list[Change], reader: Reader | None,
             notes: list[str]) -> RecipeWhatIf:
     """The recipe's findings today and after: vLLM's flags today from the target, after from the new release's files;
     its env vars judged against the capabilities read with the recipe's env (today's probe, the new release's files)."""
@@ -129,7 +128,7 @@ def _recipe(recipe: Recipe, target: Target, matrix: Matrix, today: Facts, predic
     return judged
 
 
-def _mods(recipe: Recipe, target: Target, changes: Any, notes: list[str]) -> ModsDelta | None:
+def _mods(recipe: Recipe, target: Target, changes: list[Change], notes: list[str]) -> ModsDelta | None:
     """The recipe's mods judged on today's files and on the files the upgrade would install (sparkdoctor.mods):
     which mods the upgrade breaks, and which it makes stale (upstream already)."""
 
@@ -152,7 +151,7 @@ def _mods(recipe: Recipe, target: Target, changes: Any, notes: list[str]) -> Mod
                      [f for i, f in after.items() if i in before])
 
 
-def _probe(today: Any, predicted: Any, changes: Any, python: str) -> ProbeComparison:
+def _probe(today: Facts, predicted: Facts, changes: list[Change], python: str) -> ProbeComparison:
     """--probe: the CuTe DSL probes compiled in a throwaway venv with today's and the proposed cutlass-dsl set;
     the PTX probes compiled by each ptxas the upgrade moves (whatif/ptx.py)."""
 
