@@ -8,12 +8,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sparkdoctor.bench import envelope
+from sparkdoctor.ledger.compare import Comparison
 
 
 class HistoryDocument:
     """What `history` answers: the list, one run, two runs compared, or the page written."""
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         raise NotImplementedError
 
 
@@ -22,11 +23,11 @@ class HistoryList(HistoryDocument):
     """The ledger's runs, newest first (`history`)."""
 
     ledger: str
-    runs: list[dict[str, Any]] = field(default_factory=list)
+    runs: list[dict[str, object]] = field(default_factory=list)
 
     kind = "history"
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return envelope(self.kind, {"ledger": self.ledger, "runs": self.runs})
 
 
@@ -34,11 +35,11 @@ class HistoryList(HistoryDocument):
 class HistoryRun(HistoryDocument):
     """One run in full: its levels, toolchain and findings (`history RUN_ID`)."""
 
-    run: dict[str, Any]
+    run: dict[str, Any]  # Ledger.run(): the view reads its stored columns
 
     kind = "history-run"
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return envelope(self.kind, {"run": self.run})
 
 
@@ -46,12 +47,12 @@ class HistoryRun(HistoryDocument):
 class HistoryCompare(HistoryDocument):
     """Two runs compared: what changed in the toolchain, what changed in the numbers (`history --compare A B`)."""
 
-    compared: dict[str, Any]
+    compared: Comparison
 
     kind = "history-compare"
 
-    def to_json(self) -> dict[str, Any]:
-        return envelope(self.kind, self.compared)
+    def to_json(self) -> dict[str, object]:
+        return envelope(self.kind, dict(self.compared))
 
 
 @dataclass
@@ -65,5 +66,5 @@ class HistoryPage(HistoryDocument):
 
     kind = "history-html"
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return envelope(self.kind, {"html": self.html, "runs": self.runs, "changes": self.changes, "bytes": self.bytes})

@@ -10,8 +10,8 @@ from __future__ import annotations
 import hashlib
 import json
 import sqlite3
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -50,33 +50,34 @@ def _levels_problem(summary: Mapping[str, object]) -> str | None:
     return None
 
 
-def recipe_hash(recipe: dict[str, Any]) -> str:
+def recipe_hash(recipe: Mapping[str, object]) -> str:
     """What identifies a recipe for comparison: the recipe's own fingerprint (its argv less the host and
     port the launcher replaces, env, model), else a hash of argv, env, model and url (not its name)."""
-    if isinstance(recipe.get("fingerprint"), str):
-        return recipe["fingerprint"]
+    fingerprint = recipe.get("fingerprint")
+    if isinstance(fingerprint, str):
+        return fingerprint
     material = {k: recipe.get(k) for k in ("argv", "env", "model", "url")}
     return hashlib.sha256(_dump(material).encode()).hexdigest()[:16]
 
 
 @dataclass
 class RunRecord:
-    recipe: dict[str, Any]  # resolved: name, argv, env, model (or url, model for --url runs)
+    recipe: Mapping[str, object]  # resolved: name, argv, env, model (or url, model for --url runs)
     base_url: str
     model: str
-    server: dict[str, Any]
-    facts: dict[str, Any]
+    server: Mapping[str, object]
+    facts: Mapping[str, object]
     fingerprint: str
     bench_version: int
     tool_version: str
-    workload: dict[str, Any]
-    summary: dict[str, Any]
-    findings: list[dict[str, Any]] = field(default_factory=list)
+    workload: Mapping[str, object]
+    summary: Mapping[str, object]
+    findings: Sequence[Mapping[str, object]] = ()
     # (concurrency, round, index, sample dict); concurrency 0 = warm-up
-    samples: Iterable[tuple[int, int, int, dict[str, Any]]] = ()
+    samples: Iterable[tuple[int, int, int, Mapping[str, object]]] = ()
     comparison_id: int | None = None
     arm: str | None = None
-    memory: dict[str, Any] | None = None  # serve/memwatch.py's record of the launched server (None: not sampled)
+    memory: Mapping[str, object] | None = None  # serve/memwatch.py's record of the launched server (None: not sampled)
 
     def as_stored(self, run_id: int | None = None) -> dict[str, object]:
         """The run as Ledger.run() returns it once stored (without samples): the same keys and JSON values."""
@@ -95,7 +96,7 @@ _JSON_COLUMNS = ("recipe_json", "server_json", "facts_json", "workload_json", "s
 _NULLABLE = {"memory_json"}  # NULL: a run stored before schema 4, a --url run, a server in a container
 
 
-def _decode_row(texts: tuple[Any, ...]) -> tuple[dict[str, Any], list[str]]:
+def _decode_row(texts: tuple[object, ...]) -> tuple[dict[str, object], list[str]]:
     """The JSON columns of a run row by name (summary_json -> summary), and what is damaged in them."""
     values: dict[str, object] = {}
     damaged: list[str] = []
@@ -119,7 +120,7 @@ class Ledger:
     def __enter__(self) -> Ledger:
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def _fail(self, exc: sqlite3.Error) -> LedgerError:
@@ -173,7 +174,7 @@ class Ledger:
         """Newest first: the identifying columns and the headline of each run; a run whose stored JSON is
         damaged is listed too, with `damaged` naming what is wrong."""
         sql = f"SELECT {', '.join(_RUN_COLUMNS + _JSON_COLUMNS)} FROM runs"
-        args: tuple[Any, ...] = ()
+        args: tuple[str, ...] = ()
         if recipe is not None:
             sql += " WHERE recipe_name = ?"
             args = (recipe,)
@@ -186,7 +187,8 @@ class Ledger:
         for row in rows:
             item = dict(zip(_RUN_COLUMNS, row[:len(_RUN_COLUMNS)], strict=False))
             values, damaged = _decode_row(row[len(_RUN_COLUMNS):])
-            item["headline"] = None if damaged else values["summary"].get("headline")
+            summary = values["summary"]
+            item["headline"] = summary.get("headline") if isinstance(summary, dict) and not damaged else None
             memory = values["memory"] if isinstance(values["memory"], dict) else {}
             item["memory_high_water_bytes"] = memory.get("high_water_bytes")
             if damaged:
