@@ -10,7 +10,8 @@ from __future__ import annotations
 import hashlib
 import json
 import sqlite3
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -123,14 +124,19 @@ class Ledger:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _fail(self, exc: sqlite3.Error) -> LedgerError:
-        return LedgerError(f"ledger {self.path}: {exc}")
+    @contextmanager
+    def _failing(self) -> Iterator[None]:
+        """An SQLite error inside as a LedgerError naming the file."""
+        try:
+            yield
+        except sqlite3.Error as exc:
+            raise LedgerError(f"ledger {self.path}: {exc}") from None
 
     # ---- writing ---------------------------------------------------------------------------------
     def add_run(self, run: RunRecord) -> int:
         """Store a whole run (row + samples) in one transaction; its id."""
         now = datetime.now(timezone.utc).isoformat(timespec="seconds")
-        try:
+        with self._failing():
             self.db.execute("BEGIN IMMEDIATE")
             try:
                 cur = self.db.execute(
@@ -150,24 +156,18 @@ class Ledger:
             except BaseException:
                 self.db.execute("ROLLBACK")
                 raise
-        except sqlite3.Error as exc:
-            raise self._fail(exc) from None
 
     def begin_comparison(self, a_label: str, b_label: str) -> int:
         now = datetime.now(timezone.utc).isoformat(timespec="seconds")
-        try:
+        with self._failing():
             cur = self.db.execute("INSERT INTO comparisons (created_at, a_label, b_label, status) VALUES (?,?,?,'running')",
                                   (now, a_label, b_label))
             return _rowid(cur)
-        except sqlite3.Error as exc:
-            raise self._fail(exc) from None
 
     def finish_comparison(self, comparison_id: int, status: str, result: Mapping[str, object] | None) -> None:
-        try:
+        with self._failing():
             self.db.execute("UPDATE comparisons SET status = ?, result_json = ? WHERE id = ?",
                             (status, _dump(result) if result is not None else None, comparison_id))
-        except sqlite3.Error as exc:
-            raise self._fail(exc) from None
 
     # ---- reading ---------------------------------------------------------------------------------
     def runs(self, recipe: str | None = None, limit: int = 50) -> list[dict[str, object]]:
@@ -179,10 +179,8 @@ class Ledger:
             sql += " WHERE recipe_name = ?"
             args = (recipe,)
         sql += " ORDER BY id DESC LIMIT ?"
-        try:
+        with self._failing():
             rows = self.db.execute(sql, (*args, limit)).fetchall()
-        except sqlite3.Error as exc:
-            raise self._fail(exc) from None
         out = []
         for row in rows:
             item = dict(zip(_RUN_COLUMNS, row[:len(_RUN_COLUMNS)], strict=False))
@@ -198,7 +196,7 @@ class Ledger:
 
     def run(self, run_id: int, with_samples: bool = False) -> dict[str, Any] | None:
         """One run in full (None: no such id); damaged columns are None and named in `damaged`."""
-        try:
+        with self._failing():
             row = self.db.execute(f"SELECT {', '.join(_RUN_COLUMNS + _JSON_COLUMNS)} FROM runs WHERE id = ?",
                                   (run_id,)).fetchone()
             if row is None:
@@ -218,28 +216,22 @@ class Ledger:
             if damaged:
                 item["damaged"] = damaged
             return item
-        except sqlite3.Error as exc:
-            raise self._fail(exc) from None
 
     def comparison(self, comparison_id: int) -> dict[str, object] | None:
-        try:
+        with self._failing():
             row = self.db.execute("SELECT id, created_at, a_label, b_label, status, result_json FROM comparisons WHERE id = ?",
                                   (comparison_id,)).fetchone()
             if row is None:
                 return None
             runs = [r[0] for r in self.db.execute("SELECT id FROM runs WHERE comparison_id = ? ORDER BY id", (comparison_id,))]
-        except sqlite3.Error as exc:
-            raise self._fail(exc) from None
         result, damage = decode("result_json", row[5]) if row[5] else (None, None)
         return {"id": row[0], "created_at": row[1], "a": row[2], "b": row[3], "status": row[4],
                 "result": result, "runs": runs, **({"damaged": [damage]} if damage else {})}
 
     def count_samples(self, run_id: int | None = None) -> int:
         sql, args = ("SELECT count(*) FROM samples", ()) if run_id is None else ("SELECT count(*) FROM samples WHERE run_id = ?", (run_id,))
-        try:
+        with self._failing():
             return int(self.db.execute(sql, args).fetchone()[0])
-        except sqlite3.Error as exc:
-            raise self._fail(exc) from None
 
 
 def _rowid(cur: sqlite3.Cursor) -> int:
