@@ -16,3 +16,8 @@ RESULT_SCHEMA = 1  # the shape of every bench/history answer (envelope)
 def envelope(kind: str, data: dict[str, object]) -> dict[str, object]:
     """The one JSON shape every bench/history answer has: {"schema", "bench_version", "kind", ...}."""
     return {"schema": RESULT_SCHEMA, "bench_version": BENCH_VERSION, "kind": kind, **data}
+
+
+def body(answer: dict[str, object]) -> dict[str, object]:
+    """An answer without its envelope's keys: what the ledger stores of it, or another answer nests."""
+    return {k: v for k, v in answer.items() if k not in ("schema", "bench_version", "kind")}

@@ -36,24 +36,20 @@ def schedule(pairs: int) -> list[str]:
     return order
 
 
-def _level_rounds(summary: dict[str, Any], concurrency: int) -> list[float]:
-    for lvl in summary["levels"]:
-        if lvl["concurrency"] == concurrency:
-            return list(lvl["round_output_tps"])
-    return []
+def _level(summary: dict[str, Any], concurrency: int) -> dict[str, Any] | None:
+    return next((lvl for lvl in summary["levels"] if lvl["concurrency"] == concurrency), None)
 
 
 def run_value(summary: dict[str, Any], concurrency: int) -> float | None:
     """One arm run's value at a level: pooled tokens / wall time over its rounds (else the rounds' median)."""
-    for lvl in summary["levels"]:
-        if lvl["concurrency"] != concurrency:
-            continue
-        tokens, walls = lvl.get("round_output_tokens"), lvl.get("round_wall_s")
-        if tokens and walls and sum(walls) > 0:
-            return sum(tokens) / sum(walls)
-        rounds = lvl.get("round_output_tps") or []
-        return statistics.median(rounds) if rounds else None
-    return None
+    lvl = _level(summary, concurrency)
+    if lvl is None:
+        return None
+    tokens, walls = lvl.get("round_output_tokens"), lvl.get("round_wall_s")
+    if tokens and walls and sum(walls) > 0:
+        return sum(tokens) / sum(walls)
+    rounds = lvl.get("round_output_tps") or []
+    return statistics.median(rounds) if rounds else None
 
 
 def compare(a_runs: Sequence[dict[str, Any]], b_runs: Sequence[dict[str, Any]],
@@ -62,8 +58,8 @@ def compare(a_runs: Sequence[dict[str, Any]], b_runs: Sequence[dict[str, Any]],
     levels = [lvl["concurrency"] for lvl in a_runs[0]["levels"]]
     out = []
     for c in levels:
-        a_rounds = [_level_rounds(s, c) for s in a_runs]
-        b_rounds = [_level_rounds(s, c) for s in b_runs]
+        a_rounds = [list(lvl["round_output_tps"]) if (lvl := _level(s, c)) else [] for s in a_runs]
+        b_rounds = [list(lvl["round_output_tps"]) if (lvl := _level(s, c)) else [] for s in b_runs]
         a_vals = [v for v in (run_value(s, c) for s in a_runs) if v is not None]
         b_vals = [v for v in (run_value(s, c) for s in b_runs) if v is not None]
         n = min(len(a_vals), len(b_vals))

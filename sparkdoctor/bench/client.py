@@ -56,11 +56,6 @@ class Sample:
         data["gaps"] = [round(g, 6) for g in self.gaps]
         return data
 
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Sample:
-        known = {f for f in cls.__dataclass_fields__}
-        return cls(**{k: v for k, v in data.items() if k in known})
-
 
 def build_payload(api: str, model: str, prompt: str, max_tokens: int, vllm: bool) -> dict[str, object]:
     """The request body. Fields only vLLM accepts (ignore_eos, min_tokens) go to vLLM only:

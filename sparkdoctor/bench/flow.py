@@ -10,9 +10,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
-from sparkdoctor.bench import ab, gates, run
+from sparkdoctor.bench import ab, body, gates, run
 from sparkdoctor.bench.document import ComparisonDocument, RunDocument
 from sparkdoctor.bench.failures import (
     BadBenchInput,
@@ -34,9 +34,12 @@ if TYPE_CHECKING:
     from sparkdoctor.bench.correctness import Options as CorrectnessOptions
     from sparkdoctor.ledger import Ledger
     from sparkdoctor.targets.interface import Target
+    from sparkdoctor.targets.local import PythonTarget
 
 Progress = Callable[[str], None]
 DEATH_WAIT_S = 5.0
+P = ParamSpec("P")
+T = TypeVar("T")
 
 
 @dataclass
@@ -81,16 +84,15 @@ def workload_from(base: dict[str, Any] | None = None, **cli: Any) -> Workload:
 def _open_ledger(opts: Options) -> Ledger | None:
     from sparkdoctor.ledger import Ledger
 
-    ledger: Ledger | None = _ledger_call(Ledger, opts.ledger) if opts.store else None
-    return ledger
+    return _ledger_call(Ledger, opts.ledger) if opts.store else None
 
 
-def _ledger_call(fn: Callable[..., Any], *args: Any) -> Any:
+def _ledger_call(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
     """A ledger read or write whose failure (a malformed or read-only file) is a Failure with exit 5."""
     from sparkdoctor.ledger import LedgerError
 
     try:
-        return fn(*args)
+        return fn(*args, **kwargs)
     except LedgerError as exc:
         raise StoreFailed(str(exc)) from None
 
@@ -106,14 +108,18 @@ def _document(ledger: Ledger | None, result: run.RunResult) -> RunDocument:
     return RunDocument(result, str(ledger.path) if ledger else None, _ledger_call(run.stored_run, ledger, result))
 
 
-def _toolchain(python: str | None, progress: Progress) -> run.Toolchain:
+def _python_target(python: str | None) -> PythonTarget:
     from sparkdoctor.targets.interface import TargetError
     from sparkdoctor.targets.local import resolve_python_target
 
     try:
-        target = resolve_python_target(python)
+        return resolve_python_target(python)
     except TargetError as exc:
         raise ToolchainUnreadable(str(exc)) from None
+
+
+def _toolchain(python: str | None, progress: Progress) -> run.Toolchain:
+    target = _python_target(python)
     progress(f"collecting the toolchain facts of {target.python}")
     return _collect_toolchain(target)
 
@@ -188,13 +194,7 @@ def _load_recipe(path: Path | Recipe, opts: Options) -> Recipe:
 def _target_python(recipe: Recipe, opts: Options) -> str | None:
     """--python, else the venv the recipe's command lives in (…/bin/vllm -> …/bin/python), else None (as check)."""
     if opts.python is not None:
-        from sparkdoctor.targets.interface import TargetError
-        from sparkdoctor.targets.local import resolve_python_target
-
-        try:
-            return resolve_python_target(opts.python).python  # absolute: the server runs in its own folder
-        except TargetError as exc:
-            raise ToolchainUnreadable(str(exc)) from None
+        return _python_target(opts.python).python  # absolute: the server runs in its own folder
     from sparkdoctor.targets.early import python_of_command
 
     found = python_of_command([str(a) for a in recipe.argv])
@@ -313,7 +313,7 @@ def _roofline(result: run.RunResult, model_dir: str | None, why: str | None) -> 
     from sparkdoctor.bench import roofline
 
     result.roofline = roofline.achieved(model_dir, why, result.measurement, result.summary()["headline"],
-                                        roofline.kv_dtype_of(result.recipe.get("argv")))
+                                        result.recipe.get("argv"))
 
 
 def bench_ab(path_a: Path | Recipe, path_b: Path | Recipe, opts: Options) -> ComparisonDocument:
@@ -327,7 +327,7 @@ def bench_ab(path_a: Path | Recipe, path_b: Path | Recipe, opts: Options) -> Com
     if ledger is not None:
         comparison_id = _ledger_call(ledger.begin_comparison, labels["A"], labels["B"])
     stored: list[int] = []
-    judged: dict[tuple[str, str], dict[str, Any]] = {}  # (arm, finding id) -> the finding, once per arm
+    judged: dict[tuple[str, object], dict[str, object]] = {}  # (arm, finding id) -> the finding, once per arm
     status = "interrupted"
     try:
         with progress_line() as progress:
@@ -361,14 +361,6 @@ def bench_ab(path_a: Path | Recipe, path_b: Path | Recipe, opts: Options) -> Com
         return doc
     finally:
         if ledger is not None and comparison_id is not None:
-            _ledger_call(ledger.finish_comparison, comparison_id, status, _stored_result(doc) if status == "complete" else None)
-
-
-def _stored_result(doc: ComparisonDocument) -> dict[str, Any]:
-    """What the ledger keeps of a finished comparison (its row's result_json): the comparison's own keys."""
-    body = doc.to_json()
-    for key in ("schema", "bench_version", "kind"):
-        body.pop(key)
-    return body
+            _ledger_call(ledger.finish_comparison, comparison_id, status, body(doc.to_json()) if status == "complete" else None)
 
 

@@ -4,18 +4,21 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import asdict, dataclass, field
+from typing import Any, ClassVar
 
 from sparkdoctor.bench import envelope
 from sparkdoctor.ledger.compare import Comparison
 
 
+@dataclass
 class HistoryDocument:
     """What `history` answers: the list, one run, two runs compared, or the page written."""
 
+    kind: ClassVar[str]
+
     def to_json(self) -> dict[str, object]:
-        raise NotImplementedError
+        return envelope(self.kind, asdict(self))
 
 
 @dataclass
@@ -27,9 +30,6 @@ class HistoryList(HistoryDocument):
 
     kind = "history"
 
-    def to_json(self) -> dict[str, object]:
-        return envelope(self.kind, {"ledger": self.ledger, "runs": self.runs})
-
 
 @dataclass
 class HistoryRun(HistoryDocument):
@@ -38,9 +38,6 @@ class HistoryRun(HistoryDocument):
     run: dict[str, Any]  # Ledger.run(): the view reads its stored columns
 
     kind = "history-run"
-
-    def to_json(self) -> dict[str, object]:
-        return envelope(self.kind, {"run": self.run})
 
 
 @dataclass
@@ -65,6 +62,3 @@ class HistoryPage(HistoryDocument):
     bytes: int
 
     kind = "history-html"
-
-    def to_json(self) -> dict[str, object]:
-        return envelope(self.kind, {"html": self.html, "runs": self.runs, "changes": self.changes, "bytes": self.bytes})

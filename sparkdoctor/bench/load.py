@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from sparkdoctor.collect import gpu_health
+from sparkdoctor.collect import gpu_health, host_health
 
 WINDOW_S = 0.5
 TOP = 5
@@ -67,13 +67,8 @@ def _cpu_times() -> dict[int, tuple[str, int, int]]:
 
 
 def _mem_available_mib() -> int | None:
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) // 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
+    kib = (host_health.memory(Path("/")) or {}).get("available_kib")
+    return kib // 1024 if isinstance(kib, int) else None
 
 
 def _in_cgroup(pid: int, marker: str) -> bool:
