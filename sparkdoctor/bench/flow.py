@@ -273,7 +273,7 @@ def _serve_and_measure(recipe: Recipe, workload: Workload, toolchain: run.Toolch
 
 
 def _check_answers(base_url: str, model: str, info: ServerInfo, toolchain: run.Toolchain,
-                   options: CorrectnessOptions | None, progress: Progress) -> dict[str, Any] | None:
+                   options: CorrectnessOptions | None, progress: Progress) -> dict[str, object] | None:
     """The correctness gate's probe requests and verdict (bench/correctness.py), or None when turned off."""
     from sparkdoctor.bench import correctness
 

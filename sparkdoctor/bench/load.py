@@ -168,7 +168,7 @@ def arms_differ(a: list[dict[str, float]], b: list[dict[str, float]], labels: tu
 
 
 def machine_load(progress: Callable[[str], None] | None, exclude: set[int] | None = None,
-                 exclude_cgroup: str | None = None) -> dict[str, Any] | None:
+                 exclude_cgroup: str | None = None) -> dict[str, object] | None:
     """A load sample; None when /proc cannot be read (never fails a run)."""
     if progress:
         progress("sampling the machine's load")
@@ -178,6 +178,6 @@ def machine_load(progress: Callable[[str], None] | None, exclude: set[int] | Non
         return None
 
 
-def load_record(before: dict[str, Any] | None, after: dict[str, Any] | None) -> dict[str, Any]:
+def load_record(before: dict[str, object] | None, after: dict[str, object] | None) -> dict[str, object]:
     why = busy(before) or busy(after)
     return {"before": before, "after": after, "busy": why, "index": run_load([before or {}, after or {}])}

@@ -80,7 +80,7 @@ class RunResult:
     arm: str | None = None
     roofline: dict[str, object] | None = None  # bench/roofline.py: achieved share of the ceiling, or why missing
     container: dict[str, object] | None = None  # the container it was served from (image id, fingerprint), or None
-    load: dict[str, Any] | None = None  # bench/load.py samples {"before", "after"} and "busy" (why, or None)
+    load: dict[str, object] | None = None  # bench/load.py samples {"before", "after"} and "busy" (why, or None)
     correctness: dict[str, object] | None = None  # bench/correctness.py: the probe answers and their verdict
     memory: dict[str, object] | None = None  # serve/memwatch.py: the server's memory from launch to teardown (None: in a container)
     preflight: dict[str, object] | None = None  # the memory preflight's verdict as a finding (None: not judged)
