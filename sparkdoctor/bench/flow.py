@@ -142,9 +142,7 @@ def _url_toolchain(url: str, opts: Options, progress: Progress) -> tuple[run.Too
     found = behind.serving_process(url)
     if found["python"]:
         toolchain = _toolchain(found["python"], progress)
-        toolchain.target["found_by"] = found["why"]
-        return toolchain, found["pid"]
-    if found["container"]:
+    elif found["container"]:
         from sparkdoctor.targets.container_inspect import resolve_container_target
         from sparkdoctor.targets.interface import TargetError
 
@@ -154,9 +152,10 @@ def _url_toolchain(url: str, opts: Options, progress: Progress) -> tuple[run.Too
             return run.unknown_toolchain(f"{found['why']}: {exc}"), found["pid"]
         progress(f"collecting the toolchain facts of container {target.name}")
         toolchain = run.in_image(_collect_toolchain(target), target.info)
-        toolchain.target["found_by"] = found["why"]
-        return toolchain, found["pid"]
-    return run.unknown_toolchain(found["why"]), found["pid"]
+    else:
+        return run.unknown_toolchain(found["why"]), found["pid"]
+    toolchain.target["found_by"] = found["why"]
+    return toolchain, found["pid"]
 
 
 def bench_url(url: str, model: str | None, opts: Options) -> RunDocument:
