@@ -11,7 +11,7 @@ Runs stored before the pooled rate was kept fall back to the median of their rou
 from __future__ import annotations
 
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from sparkdoctor.bench import load
@@ -80,15 +80,6 @@ def overall(levels: list[dict[str, Any]]) -> str:
     """One word for the whole comparison: the verdicts of the levels, or "mixed"."""
     verdicts = {lvl["ratio"]["verdict"] for lvl in levels}
     return verdicts.pop() if len(verdicts) == 1 else "mixed"
-
-
-def run_interleaved(pairs: int, run_arm: Callable[[str, int], dict[str, Any]]) -> tuple[list[str], dict[str, list]]:
-    """Call run_arm(arm, index) in schedule order; {"A": [summaries], "B": [...]}."""
-    order = schedule(pairs)
-    got: dict[str, list] = {"A": [], "B": []}
-    for i, arm in enumerate(order):
-        got[arm].append(run_arm(arm, i))
-    return order, got
 
 
 NOT_CALLED = "not called"

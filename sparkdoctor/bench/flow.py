@@ -331,8 +331,9 @@ def bench_ab(path_a: Path | Recipe, path_b: Path | Recipe, opts: Options) -> Com
     try:
         with progress_line() as progress:
             toolchains = {arm: _toolchain(_target_python(r, opts), progress) for arm, r in recipes.items()}
-
-            def run_arm(arm: str, index: int) -> dict[str, Any]:
+            order = ab.schedule(opts.pairs)
+            got: dict[str, list[dict[str, Any]]] = {"A": [], "B": []}  # each arm's run summaries, in order
+            for index, arm in enumerate(order):
                 progress(f"arm {index + 1}/{2 * opts.pairs}: {arm} ({labels[arm]})")
                 result = _launch_and_measure(recipes[arm], workload, toolchains[arm], opts, progress, arm)
                 _store(ledger, result, comparison_id)
@@ -340,9 +341,7 @@ def bench_ab(path_a: Path | Recipe, path_b: Path | Recipe, opts: Options) -> Com
                     judged.setdefault((arm, f["id"]), {"arm": arm, **f})
                 if result.run_id is not None:
                     stored.append(result.run_id)
-                return result.summary()
-
-            order, got = ab.run_interleaved(opts.pairs, run_arm)
+                got[arm].append(result.summary())
         levels = ab.compare(got["A"], got["B"], opts.min_effect)
         if opts.pairs == 1 and ledger is not None and stored:
             from sparkdoctor.bench import calibration
