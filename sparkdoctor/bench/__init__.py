@@ -3,7 +3,7 @@
 Modules, one job each: http (the wire), client (one timed streamed request), server (what is
 behind the URL), prometheus (the server's own figures), workload (what is sent), measure (a whole
 measurement: warm-up, concurrency levels, rounds), stats (medians, CIs, the A/B verdict), ab (the
-interleaved comparison), render (console text). The ledger (sparkdoctor/ledger/) stores the result.
+interleaved comparison). The ledger (sparkdoctor/ledger/) stores the result; sparkdoctor/views/ draws it.
 """
 
 # The measurement method's version: stored with every run; runs of different versions are not
