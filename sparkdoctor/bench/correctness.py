@@ -217,10 +217,7 @@ def garbage(answer: Answer) -> str | None:
 def _prefix(a: list[int] | None, b: list[int] | None) -> int | None:
     if a is None or b is None:
         return None
-    n = 0
-    while n < min(len(a), len(b)) and a[n] == b[n]:
-        n += 1
-    return n
+    return next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
 
 
 def judge(answers: list[Answer], reference: list[Answer] | None, tolerance: float = TOLERANCE) -> Judgement:

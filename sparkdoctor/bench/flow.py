@@ -70,13 +70,14 @@ def parse_overrides(given: dict[str, Any]) -> dict[str, Any]:
             out["concurrency"] = tuple(int(x) for x in conc.split(","))
         except ValueError:
             raise BadBenchInput(f"--concurrency {conc}: give whole numbers separated by commas, e.g. 1,4") from None
-    workload_from(None, **out)  # a bad value fails here, before anything starts
+    workload_from(out)  # a bad value fails here, before anything starts
     return out
 
 
-def workload_from(base: dict[str, Any] | None = None, **cli: Any) -> Workload:
+def workload_from(given: dict[str, Any]) -> Workload:
+    """The command line's workload options over the defaults; a bad one is BadBenchInput (exit 2)."""
     try:
-        return Workload.from_dict(dict(base or {}), **cli)
+        return Workload.from_dict({}, **given)
     except (WorkloadError, TypeError) as exc:
         raise BadBenchInput(str(exc)) from None
 
@@ -164,7 +165,7 @@ def bench_url(url: str, model: str | None, opts: Options) -> RunDocument:
         toolchain, pid = _url_toolchain(url, opts, progress)
         before = machine_load(progress, exclude={pid} if pid else None)
         try:
-            info, m = measure_url(url, model, workload_from(None, **opts.overrides), progress)
+            info, m = measure_url(url, model, workload_from(opts.overrides), progress)
         except BenchError as exc:
             raise RunFailed(str(exc)) from None
         after = machine_load(None, exclude={pid} if pid else None)
