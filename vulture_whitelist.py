@@ -32,11 +32,16 @@ flipped  # unused variable (sparkdoctor/vocab.py)
 EXIT_DIFF_BAD_INPUT  # unused variable (sparkdoctor/exitcodes.py)
 OUTCOMES  # unused variable (sparkdoctor/conclusions/model.py)
 
-# Fields of dataclasses written out whole (asdict, JSON), and the TarInfo field tarfile reads
+# Fields of dataclasses written out whole (asdict, JSON), keys of JSON TypedDicts, and the TarInfo field tarfile reads
 vocab  # unused variable (sparkdoctor/audit/modelconfig.py)
 first_kind  # unused variable (sparkdoctor/bench/client.py)
 _.first_kind  # unused attribute (sparkdoctor/bench/client.py)
 per_prompt  # unused variable (sparkdoctor/bench/correctness.py)
+per_stream  # unused variable (sparkdoctor/bench/imported.py)
+greedy_prefix  # unused variable (sparkdoctor/bench/correctness.py)
+mean_abs_dlogprob  # unused variable (sparkdoctor/bench/correctness.py)
+decisive  # unused variable (sparkdoctor/bench/correctness.py)
+figure  # unused variable (sparkdoctor/ledger/compare.py)
 _.mtime  # unused attribute (sparkdoctor/targets/fileops.py)
 
 # Used only by the tests (they call it to check what production code builds the same way)

@@ -11,7 +11,7 @@ Runs stored before the pooled rate was kept fall back to the median of their rou
 from __future__ import annotations
 
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from sparkdoctor.bench import load
@@ -36,24 +36,20 @@ def schedule(pairs: int) -> list[str]:
     return order
 
 
-def _level_rounds(summary: dict[str, Any], concurrency: int) -> list[float]:
-    for lvl in summary["levels"]:
-        if lvl["concurrency"] == concurrency:
-            return list(lvl["round_output_tps"])
-    return []
+def _level(summary: dict[str, Any], concurrency: int) -> dict[str, Any] | None:
+    return next((lvl for lvl in summary["levels"] if lvl["concurrency"] == concurrency), None)
 
 
 def run_value(summary: dict[str, Any], concurrency: int) -> float | None:
     """One arm run's value at a level: pooled tokens / wall time over its rounds (else the rounds' median)."""
-    for lvl in summary["levels"]:
-        if lvl["concurrency"] != concurrency:
-            continue
-        tokens, walls = lvl.get("round_output_tokens"), lvl.get("round_wall_s")
-        if tokens and walls and sum(walls) > 0:
-            return sum(tokens) / sum(walls)
-        rounds = lvl.get("round_output_tps") or []
-        return statistics.median(rounds) if rounds else None
-    return None
+    lvl = _level(summary, concurrency)
+    if lvl is None:
+        return None
+    tokens, walls = lvl.get("round_output_tokens"), lvl.get("round_wall_s")
+    if tokens and walls and sum(walls) > 0:
+        return sum(tokens) / sum(walls)
+    rounds = lvl.get("round_output_tps") or []
+    return statistics.median(rounds) if rounds else None
 
 
 def compare(a_runs: Sequence[dict[str, Any]], b_runs: Sequence[dict[str, Any]],
@@ -62,8 +58,8 @@ def compare(a_runs: Sequence[dict[str, Any]], b_runs: Sequence[dict[str, Any]],
     levels = [lvl["concurrency"] for lvl in a_runs[0]["levels"]]
     out = []
     for c in levels:
-        a_rounds = [_level_rounds(s, c) for s in a_runs]
-        b_rounds = [_level_rounds(s, c) for s in b_runs]
+        a_rounds = [list(lvl["round_output_tps"]) if (lvl := _level(s, c)) else [] for s in a_runs]
+        b_rounds = [list(lvl["round_output_tps"]) if (lvl := _level(s, c)) else [] for s in b_runs]
         a_vals = [v for v in (run_value(s, c) for s in a_runs) if v is not None]
         b_vals = [v for v in (run_value(s, c) for s in b_runs) if v is not None]
         n = min(len(a_vals), len(b_vals))
@@ -84,15 +80,6 @@ def overall(levels: list[dict[str, Any]]) -> str:
     """One word for the whole comparison: the verdicts of the levels, or "mixed"."""
     verdicts = {lvl["ratio"]["verdict"] for lvl in levels}
     return verdicts.pop() if len(verdicts) == 1 else "mixed"
-
-
-def run_interleaved(pairs: int, run_arm: Callable[[str, int], dict[str, Any]]) -> tuple[list[str], dict[str, list]]:
-    """Call run_arm(arm, index) in schedule order; {"A": [summaries], "B": [...]}."""
-    order = schedule(pairs)
-    got: dict[str, list] = {"A": [], "B": []}
-    for i, arm in enumerate(order):
-        got[arm].append(run_arm(arm, i))
-    return order, got
 
 
 NOT_CALLED = "not called"

@@ -15,7 +15,7 @@ import os
 import re
 import socket
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 from urllib.parse import urlsplit
 
 from sparkdoctor.targets.early import python_of_command
@@ -120,12 +120,20 @@ def _python_of(pid: int, root: Path) -> tuple[str | None, str]:
     return None, f"the process serving the port (pid {pid}, {' '.join(argv[:3])[:120]}) runs no Python sparkdoctor can find"
 
 
-def serving_process(url: str, root: Path = Path("/proc")) -> dict[str, Any]:
-    """{"pid", "python", "container", "why"}: at most one of python/container is set; `why` says how it was
-    found, or why the toolchain is unknown."""
+class Serving(TypedDict):
+    """What serves a URL: at most one of python/container is set; `why` says how it was found, or why the
+    toolchain is unknown."""
+
+    pid: int | None
+    python: str | None
+    container: str | None
+    why: str
+
+
+def serving_process(url: str, root: Path = Path("/proc")) -> Serving:
     parts = urlsplit(url)
     host, port = parts.hostname or "", parts.port or (443 if parts.scheme == "https" else 80)
-    out: dict[str, object] = {"pid": None, "python": None, "container": None, "why": ""}
+    out: Serving = {"pid": None, "python": None, "container": None, "why": ""}
     if not is_local(host):
         out["why"] = f"{host} is not this machine: its toolchain cannot be read from here (give --python)"
         return out

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,7 @@ from sparkdoctor.bench import load
 from sparkdoctor.bench.workload import Workload, WorkloadError
 from sparkdoctor.errors import InputError
 from sparkdoctor.facts import Facts, FactsError
-from sparkdoctor.ledger.compare import compare_runs
+from sparkdoctor.ledger.compare import Figure, compare_runs, dig, table
 from sparkdoctor.ledger.store import recipe_hash
 
 CELL = "sparkdoctor bench cell"
@@ -40,13 +41,13 @@ class CellError(InputError):
 
 
 # ---- building a cell ------------------------------------------------------------------------------------
-def _model(run: dict[str, Any]) -> dict[str, object]:
-    served = ((run.get("facts") or {}).get("recipe") or {}).get("model") or {}
-    return {"name": run.get("model"), "ref": served.get("ref") or (run.get("recipe") or {}).get("model"),
+def _model(run: Mapping[str, object]) -> dict[str, object]:
+    served = table(dig(run, ("facts", "recipe", "model")))
+    return {"name": run.get("model"), "ref": served.get("ref") or dig(run, ("recipe", "model")),
             "identity": served.get("identity")}
 
 
-def _material(facts: dict[str, Any]) -> dict[str, object] | None:
+def _material(facts: Mapping[str, object]) -> dict[str, object] | None:
     if not facts:
         return None  # a run whose toolchain is unknown
     try:
@@ -57,26 +58,25 @@ def _material(facts: dict[str, Any]) -> dict[str, object] | None:
     return result
 
 
-def config_material(cell: dict[str, Any]) -> dict[str, object]:
+def config_material(cell: Mapping[str, object]) -> dict[str, object]:
     """What defines a cell: the same material is the same configuration, whatever its numbers."""
-    model = cell.get("model") or {}
-    return {"toolchain": (cell.get("toolchain") or {}).get("fingerprint"),
-            "model": {"name": model.get("name"), "identity": (model.get("identity") or {}).get("sha256")},
-            "recipe": (cell.get("recipe") or {}).get("fingerprint"), "workload": cell.get("workload"),
+    return {"toolchain": dig(cell, ("toolchain", "fingerprint")),
+            "model": {"name": dig(cell, ("model", "name")), "identity": dig(cell, ("model", "identity", "sha256"))},
+            "recipe": dig(cell, ("recipe", "fingerprint")), "workload": cell.get("workload"),
             "bench_version": cell.get("bench_version")}
 
 
-def config_hash(cell: dict[str, Any]) -> str:
+def config_hash(cell: Mapping[str, object]) -> str:
     blob = json.dumps(config_material(cell), sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
-def from_run(run: dict[str, Any]) -> dict[str, object]:
+def from_run(run: Mapping[str, object]) -> dict[str, object]:
     """The cell of one stored run (the shape of Ledger.run(): recipe, facts, workload, summary, server, ...)."""
-    facts = run.get("facts") or {}
-    summary = run.get("summary") or {}
-    load = summary.get("load") or {}
-    memory = ((facts.get("host_health") or {}).get("memory")) or {}
+    facts = table(run.get("facts"))
+    summary = table(run.get("summary"))
+    load = table(summary.get("load"))
+    memory = table(dig(facts, ("host_health", "memory")))
     cell: dict[str, object] = {
         "cell": CELL, "cell_version": CELL_VERSION, "config_hash": "",
         "created_at": run.get("created_at"), "tool_version": run.get("tool_version"),
@@ -86,9 +86,9 @@ def from_run(run: dict[str, Any]) -> dict[str, object]:
         "model": _model(run),
         "machine": {"load": load,
                     "memory": {"total_kib": memory.get("total_kib"), "available_kib": memory.get("available_kib"),
-                               "available_mib_before": (load.get("before") or {}).get("mem_available_mib"),
-                               "available_mib_after": (load.get("after") or {}).get("mem_available_mib")},
-                    "cpus": ((load.get("before") or {}).get("cpus"))},
+                               "available_mib_before": dig(load, ("before", "mem_available_mib")),
+                               "available_mib_after": dig(load, ("after", "mem_available_mib"))},
+                    "cpus": dig(load, ("before", "cpus"))},
         "server": run.get("server") or {},
         "workload": run.get("workload") or {},
         "numbers": {k: summary.get(k) for k in ("headline", "levels", "seconds")},
@@ -98,7 +98,7 @@ def from_run(run: dict[str, Any]) -> dict[str, object]:
     return cell
 
 
-def dumps(cell: dict[str, Any]) -> str:
+def dumps(cell: Mapping[str, object]) -> str:
     return json.dumps(cell, indent=1, sort_keys=False, default=str) + "\n"
 
 
@@ -111,7 +111,7 @@ _OPTIONAL: tuple[tuple[str, str, tuple[type, ...]], ...] = (  # (section, key, t
 _NAMES: dict[tuple[type, ...], str] = {(str,): "text", (int,): "a whole number", (dict,): "an object"}
 
 
-def read(path: Path) -> dict[str, Any]:
+def read(path: Path) -> dict[str, object]:
     """A cell file, checked; CellError (one line naming the file) for anything that is not one."""
 
     def bad(why: str) -> CellError:
@@ -158,7 +158,7 @@ def read(path: Path) -> dict[str, Any]:
     return cell
 
 
-def _sparkrun_yaml(path: Path, text: str, bad: Any) -> Any:
+def _sparkrun_yaml(path: Path, text: str, bad: Callable[[str], CellError]) -> object:
     """A sparkrun benchmark export (YAML), read safely; None for a file that is not one."""
     if not text.lstrip().startswith("sparkrun_benchmark:"):
         return None
@@ -171,7 +171,7 @@ def _sparkrun_yaml(path: Path, text: str, bad: Any) -> Any:
         raise bad(str(exc).removeprefix(f"{path}: ")) from None
 
 
-def _imported(data: Any, path: Path, bad: Any) -> Any:
+def _imported(data: object, path: Path, bad: Callable[[str], CellError]) -> object:
     """A llama-benchy report, a sparkrun export or a Spark Arena submission (its metadata.json, benchmark.csv
     beside it) as a cell (bench/imported.py); anything else as it is."""
     from sparkdoctor import inputs
@@ -189,23 +189,23 @@ def _imported(data: Any, path: Path, bad: Any) -> Any:
             raise bad(f"a Spark Arena submission's metadata.json, read with the {imported.ARENA_CSV} beside it: "
                       f"{why[:120]}") from None
     try:
-        cell = imported.to_cell(data, kind, CELL, CELL_VERSION, arena_csv)
+        cell = imported.to_cell(table(data), kind, CELL, CELL_VERSION, arena_csv)
     except imported.ImportedError as exc:
         raise bad(str(exc)) from None
     cell["config_hash"] = config_hash(cell)
     return cell
 
 
-def workload_of(cell: dict[str, Any]) -> dict[str, Any]:
-    """The cell's workload as bench overrides (read() has checked it)."""
-    out = dict(cell["workload"])
-    if isinstance(out.get("concurrency"), list):
-        out["concurrency"] = tuple(out["concurrency"])
+def workload_of(cell: Mapping[str, object]) -> dict[str, Any]:
+    """The cell's workload as bench overrides (flow.Options.overrides; read() has checked it)."""
+    out = dict(table(cell["workload"]))
+    if isinstance(conc := out.get("concurrency"), list):
+        out["concurrency"] = tuple(conc)
     return out
 
 
 # ---- a cell against a run here -------------------------------------------------------------------------
-def _flatten(value: Any, prefix: str) -> dict[str, object]:
+def _flatten(value: object, prefix: str) -> dict[str, object]:
     if isinstance(value, dict) and value:
         out: dict[str, object] = {}
         for k, v in value.items():
@@ -214,7 +214,7 @@ def _flatten(value: Any, prefix: str) -> dict[str, object]:
     return {prefix: value}
 
 
-def _changed(group: str, there: dict[str, Any], here: dict[str, Any]) -> list[dict[str, object]]:
+def _changed(group: str, there: Mapping[str, object], here: Mapping[str, object]) -> list[dict[str, object]]:
     rows = []
     for key in sorted(set(there) | set(here)):
         a, b = there.get(key, "(absent)"), here.get(key, "(absent)")
@@ -223,24 +223,24 @@ def _changed(group: str, there: dict[str, Any], here: dict[str, Any]) -> list[di
     return rows
 
 
-def differences(there: dict[str, Any], here: dict[str, Any]) -> list[dict[str, Any]]:
+def differences(there: Mapping[str, object], here: Mapping[str, object]) -> list[dict[str, object]]:
     """What differs between two cells, key by key, in the groups that explain a gap: toolchain (the fingerprint
     material), model, recipe, workload, load, bench (how the numbers were taken). An imported cell: over what it has."""
     if there.get("imported"):
         from sparkdoctor.bench import imported
 
         return imported.differences(there, here)
-    rows: list[dict[str, Any]] = []
-    mat = {side: {k: v for k, v in (c["toolchain"].get("material") or {}).items() if k != "model"}
+    rows: list[dict[str, object]] = []
+    mat = {side: {k: v for k, v in table(dig(c, ("toolchain", "material"))).items() if k != "model"}
            for side, c in (("there", there), ("here", here))}
     rows += _changed("toolchain", _flatten(mat["there"], "toolchain"), _flatten(mat["here"], "toolchain"))
-    if (there["toolchain"].get("material") is None) != (here["toolchain"].get("material") is None):
-        rows.append({"group": "toolchain", "key": "toolchain", "there": there["toolchain"].get("fingerprint"),
-                     "here": here["toolchain"].get("fingerprint")})
-    rows += _changed("model", _flatten({k: there["model"].get(k) for k in ("name", "identity")}, "model"),
-                     _flatten({k: here["model"].get(k) for k in ("name", "identity")}, "model"))
-    recipe = {side: _flatten({k: c["recipe"].get(k) for k in _recipe_keys(c["recipe"])}, "recipe") for side, c in
-              (("there", there), ("here", here))}
+    if (dig(there, ("toolchain", "material")) is None) != (dig(here, ("toolchain", "material")) is None):
+        rows.append({"group": "toolchain", "key": "toolchain", "there": dig(there, ("toolchain", "fingerprint")),
+                     "here": dig(here, ("toolchain", "fingerprint"))})
+    rows += _changed("model", _flatten({k: dig(there, ("model", k)) for k in ("name", "identity")}, "model"),
+                     _flatten({k: dig(here, ("model", k)) for k in ("name", "identity")}, "model"))
+    recipe = {side: _flatten({k: dig(c, ("recipe", k)) for k in _recipe_keys(table(c["recipe"]))}, "recipe")
+              for side, c in (("there", there), ("here", here))}
     rows += _changed("recipe", recipe["there"], recipe["here"])
     rows += _changed("workload", _flatten(there["workload"], "workload"), _flatten(here["workload"], "workload"))
     rows += _load_rows(there, here)
@@ -250,17 +250,17 @@ def differences(there: dict[str, Any], here: dict[str, Any]) -> list[dict[str, A
     return rows
 
 
-def _recipe_keys(recipe: dict[str, Any]) -> tuple[str, ...]:
+def _recipe_keys(recipe: Mapping[str, object]) -> tuple[str, ...]:
     """A `--url` run's recipe is its URL and the model it asked for: the model is the model group's, the URL's port
     is no setting of the configuration."""
     return tuple(k for k in RECIPE_KEYS if k != "model") if "url" in recipe else RECIPE_KEYS
 
 
-def _load_rows(there: dict[str, Any], here: dict[str, Any]) -> list[dict[str, object]]:
+def _load_rows(there: Mapping[str, object], here: Mapping[str, object]) -> list[dict[str, object]]:
     """The load only where it clearly differs (bench/load.py's A/B rule), or where one side was busy."""
 
-    rows = []
-    loads = {side: c["machine"].get("load") or {} for side, c in (("there", there), ("here", here))}
+    rows: list[dict[str, object]] = []
+    loads = {side: table(dig(c, ("machine", "load"))) for side, c in (("there", there), ("here", here))}
     busy = {side: loads[side].get("busy") for side in loads}
     if bool(busy["there"]) != bool(busy["here"]):  # busy on one side only (the reasons' figures always differ)
         rows.append({"group": "load", "key": "load.busy", "there": busy["there"], "here": busy["here"]})
@@ -274,20 +274,20 @@ def _load_rows(there: dict[str, Any], here: dict[str, Any]) -> list[dict[str, ob
         if why:
             rows.append({"group": "load", "key": "load.index", "there": index["there"], "here": index["here"],
                          "why": why})
-    cpus = {side: c["machine"].get("cpus") for side, c in (("there", there), ("here", here))}
+    cpus = {side: dig(c, ("machine", "cpus")) for side, c in (("there", there), ("here", here))}
     if cpus["there"] != cpus["here"]:
         rows.append({"group": "load", "key": "machine.cpus", "there": cpus["there"], "here": cpus["here"]})
     return rows
 
 
-def _as_run(cell: dict[str, Any], label: str) -> dict[str, Any]:
+def _as_run(cell: Mapping[str, object], label: str) -> dict[str, object]:
     """A cell in the shape ledger.compare reads (a stored run)."""
 
-    return {"id": label, "created_at": cell.get("created_at"), "recipe_name": cell["recipe"].get("name"),
-            "fingerprint": cell["toolchain"].get("fingerprint"), "bench_version": cell.get("bench_version"),
-            "model": cell["model"].get("name"), "recipe_hash": recipe_hash(cell["recipe"]),
-            "workload": cell["workload"], "summary": {"levels": cell["numbers"].get("levels") or []},
-            "facts": cell["toolchain"].get("facts") or {}}
+    return {"id": label, "created_at": cell.get("created_at"), "recipe_name": dig(cell, ("recipe", "name")),
+            "fingerprint": dig(cell, ("toolchain", "fingerprint")), "bench_version": cell.get("bench_version"),
+            "model": dig(cell, ("model", "name")), "recipe_hash": recipe_hash(table(cell["recipe"])),
+            "workload": cell["workload"], "summary": {"levels": dig(cell, ("numbers", "levels")) or []},
+            "facts": dig(cell, ("toolchain", "facts")) or {}}
 
 
 @dataclass
@@ -295,11 +295,11 @@ class Reproduction:
     """A cell reproduced here: the numbers side by side and what differs, key by key (`bench --reproduce`)."""
 
     source: str
-    there: dict[str, Any]
-    here: dict[str, Any]
-    numbers: list[dict[str, Any]]
+    there: Mapping[str, object]
+    here: Mapping[str, object]
+    numbers: list[Figure]
     comparable: bool
-    differences: list[dict[str, Any]] = field(default_factory=list)
+    differences: list[dict[str, object]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -310,15 +310,15 @@ class Reproduction:
         return [g for g in order if g in groups]
 
     @property
-    def headline(self) -> dict[str, object] | None:
+    def headline(self) -> Figure | None:
         """The headline figure (decode tok/s per stream at the headline's concurrency) there and here."""
-        conc = (self.there["numbers"].get("headline") or {}).get("concurrency")
+        conc = dig(self.there, ("numbers", "headline", "concurrency"))
         for row in self.numbers:
             if row["concurrency"] == conc and row["figure"].endswith("(headline)"):
                 return row
         return None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"cell": self.source, "imported": self.there.get("imported"), "config_hash": {"there": self.there.get("config_hash"),
                                                      "here": self.here.get("config_hash")},
                 "same_config": self.there.get("config_hash") == self.here.get("config_hash"),
@@ -326,7 +326,7 @@ class Reproduction:
                 "differences": self.differences, "likely_causes": self.causes, "notes": self.notes}
 
 
-def reproduce(source: str, there: dict[str, Any], here: dict[str, Any]) -> Reproduction:
+def reproduce(source: str, there: Mapping[str, object], here: Mapping[str, object]) -> Reproduction:
     """Compare an exported cell with the cell of the run just measured here."""
 
     compared = compare_runs(_as_run(there, "there"), _as_run(here, "here"))

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -51,15 +52,10 @@ class Sample:
         tpot = self.tpot
         return 1.0 / tpot if tpot else None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         data = asdict(self)
         data["gaps"] = [round(g, 6) for g in self.gaps]
         return data
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Sample:
-        known = {f for f in cls.__dataclass_fields__}
-        return cls(**{k: v for k, v in data.items() if k in known})
 
 
 def build_payload(api: str, model: str, prompt: str, max_tokens: int, vllm: bool) -> dict[str, object]:
@@ -88,7 +84,7 @@ def _text_of(api: str, choice: dict[str, Any]) -> tuple[str | None, str | None]:
     return None, None
 
 
-async def stream_one(base_url: str, api: str, payload: dict[str, Any], timeout: float) -> Sample:
+async def stream_one(base_url: str, api: str, payload: Mapping[str, object], timeout: float) -> Sample:
     """Send one streamed request and time it. Never raises for a server's failure: a failed
     request is a Sample with ok=False and the one-line reason.
 

@@ -32,9 +32,10 @@ import math
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from sparkdoctor.bench import references
 from sparkdoctor.bench.references import Answer
@@ -65,20 +66,28 @@ class Verdict:
     INDECISIVE = "indecisive"  # within tolerance, but the reference's tokens win by less than the tolerance can see
 
 
+class PromptRow(TypedDict):
+    """One probe prompt judged against the reference."""
+
+    prompt: str
+    greedy_prefix: int | None  # how many of the reference's greedy tokens the run repeated
+    tokens: int | None  # the reference's greedy tokens
+    mean_abs_dlogprob: float | None  # None: not scored
+    margin: float | None  # prompt_margin of the reference
+    decisive: bool | None
+
+
 @dataclass
 class Judgement:
     verdict: str
     why: list[str] = field(default_factory=list)
-    per_prompt: list[dict[str, Any]] = field(default_factory=list)
+    per_prompt: list[PromptRow] = field(default_factory=list)
     tolerance: float = TOLERANCE
     reference: str | None = None  # the reference's identity / run id, in words
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
 
 # ---- talking to the server ----------------------------------------------------------------------------------
-def _post(base_url: str, payload: dict[str, Any], timeout: float) -> dict[str, Any]:
+def _post(base_url: str, payload: Mapping[str, object], timeout: float) -> dict[str, Any]:
     request = urllib.request.Request(base_url.rstrip("/") + "/v1/completions", data=json.dumps(payload).encode(),
                                      headers={"Content-Type": "application/json"}, method="POST")
     with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 (the bench's own server URL)
@@ -88,7 +97,7 @@ def _post(base_url: str, payload: dict[str, Any], timeout: float) -> dict[str, A
     return doc
 
 
-def _ids(tokens: list[Any]) -> list[int] | None:
+def _ids(tokens: list[object]) -> list[int] | None:
     """vLLM's `return_tokens_as_token_ids` gives "token_id:123"; anything else: no ids."""
     out = []
     for t in tokens:
@@ -101,7 +110,7 @@ def _ids(tokens: list[Any]) -> list[int] | None:
     return out
 
 
-def _margins(tokens: list[Any], tops: list[Any]) -> list[float] | None:
+def _margins(tokens: list[object], tops: list[object]) -> list[float] | None:
     """Each chosen token's log-probability minus the best other one's, from vLLM's `top_logprobs` (None: not given)."""
     if len(tops) != len(tokens):
         return None
@@ -137,7 +146,7 @@ def _floats(values: list[Any]) -> list[float]:
 
 def ask(base_url: str, model: str, prompt: str, vllm: bool, timeout: float = TIMEOUT) -> Answer:
     """The greedy answer to one probe (with ids and log-probabilities where the server is vLLM)."""
-    payload: dict[str, Any] = {"model": model, "prompt": prompt, "max_tokens": MAX_TOKENS, "temperature": 0,
+    payload: dict[str, object] = {"model": model, "prompt": prompt, "max_tokens": MAX_TOKENS, "temperature": 0,
                                "seed": SEED, "stream": False}
     if vllm:
         payload.update(logprobs=2, echo=True, return_tokens_as_token_ids=True, ignore_eos=False)
@@ -208,10 +217,7 @@ def garbage(answer: Answer) -> str | None:
 def _prefix(a: list[int] | None, b: list[int] | None) -> int | None:
     if a is None or b is None:
         return None
-    n = 0
-    while n < min(len(a), len(b)) and a[n] == b[n]:
-        n += 1
-    return n
+    return next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
 
 
 def judge(answers: list[Answer], reference: list[Answer] | None, tolerance: float = TOLERANCE) -> Judgement:
@@ -236,7 +242,7 @@ def judge(answers: list[Answer], reference: list[Answer] | None, tolerance: floa
     for answer in answers:
         ref = by_prompt.get(answer.prompt)
         margin = prompt_margin(ref)
-        row: dict[str, Any] = {"prompt": answer.prompt, "greedy_prefix": _prefix(answer.ids, ref.ids if ref else None),
+        row: PromptRow = {"prompt": answer.prompt, "greedy_prefix": _prefix(answer.ids, ref.ids if ref else None),
                                "tokens": len(ref.ids) if ref and ref.ids else None, "mean_abs_dlogprob": None,
                                "margin": margin, "decisive": None if margin is None else margin > tolerance}
         if ref and ref.logprobs and answer.scored and len(answer.scored) == len(ref.logprobs):
@@ -257,7 +263,7 @@ def judge(answers: list[Answer], reference: list[Answer] | None, tolerance: floa
                          rows, tolerance)
     judged = [r for r in rows if r["mean_abs_dlogprob"] is not None]
     if judged and all(r["decisive"] is False for r in judged):
-        worst = max(r["margin"] for r in judged)
+        worst = max(r["margin"] or 0.0 for r in judged)  # not decisive: a margin is known
         return Judgement(Verdict.INDECISIVE, [
             f"the answers cannot be judged with this model: the reference's tokens beat their runner-ups by a mean "
             f"{worst:.3f} nats or less per prompt, within the tolerance ({tolerance}), so other answers would score "
@@ -275,7 +281,7 @@ class Options:
     reference_file: str | None = None  # --reference-file: compare with (or, with --reference, write) this file
 
 
-def step(base_url: str, model: str, vllm: bool, toolchain_facts: dict[str, Any], options: Options) -> dict[str, Any]:
+def step(base_url: str, model: str, vllm: bool, toolchain_facts: Mapping[str, object], options: Options) -> dict[str, object]:
     """Probe a served model after its timed window and judge it against its reference: the run's `correctness`."""
 
     started = time.monotonic()
@@ -304,7 +310,7 @@ def step(base_url: str, model: str, vllm: bool, toolchain_facts: dict[str, Any],
         if problem:
             verdict.why.append(problem)
     verdict.reference = str(path)
-    return {**verdict.to_dict(), "key": key, "seconds": round(time.monotonic() - started, 3),
+    return {**asdict(verdict), "key": key, "seconds": round(time.monotonic() - started, 3),
             "answers": [a.__dict__ for a in answers]}
 
 

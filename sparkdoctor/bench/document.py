@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from sparkdoctor.bench import envelope
+from sparkdoctor.bench import body, envelope
 from sparkdoctor.bench.cell import Reproduction
 from sparkdoctor.bench.run import RunResult
 
@@ -15,7 +15,7 @@ from sparkdoctor.bench.run import RunResult
 class BenchDocument:
     """What `bench` answers: a run, a comparison or a reproduction."""
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:  # the view reads each kind's keys (views/bench.py)
         raise NotImplementedError
 
 
@@ -32,7 +32,7 @@ class RunDocument(BenchDocument):
 
     kind = "run"
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         extra = {"exported": self.exported} if self.exported is not None else {}
         return envelope(self.kind, {**self.result.to_dict(), "ledger": self.ledger, **extra})
 
@@ -51,22 +51,22 @@ class ComparisonDocument(BenchDocument):
     min_effect: float
     levels: list[dict[str, Any]]
     verdict: str
-    load: dict[str, Any]
-    correctness: dict[str, Any]
+    load: dict[str, object]
+    correctness: dict[str, object]
     fingerprints: dict[str, str]
     ledger: str | None
-    calibration: list[dict[str, Any]] | None = None
+    calibration: list[dict[str, object]] | None = None
     """Per level: the launch-to-launch noise and the minimal detectable effects (`bench --calibrate`)."""
-    conclusion: dict[str, Any] | None = None
+    conclusion: dict[str, object] | None = None
     """The conclusion this A/B was recorded as (`--conclude NAME`)."""
-    findings: list[dict[str, Any]] = field(default_factory=list)
+    findings: list[dict[str, object]] = field(default_factory=list)
     """What judged each arm's runs, once per arm (bench/run.py finding_records, with `arm`)."""
 
     @property
     def kind(self) -> str:
         return "calibration" if self.calibration is not None else "comparison"
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         body: dict[str, object] = {
             "comparison_id": self.comparison_id, "a": self.a, "b": self.b, "order": self.order, "runs": self.runs,
             "metric": self.metric, "min_effect": self.min_effect, "levels": self.levels, "verdict": self.verdict,
@@ -89,8 +89,5 @@ class ReproduceDocument(BenchDocument):
 
     kind = "reproduce"
 
-    def to_json(self) -> dict[str, Any]:
-        run = self.run.to_json()
-        for key in ("schema", "bench_version", "kind"):
-            run.pop(key)
-        return envelope(self.kind, {**self.reproduction.to_dict(), "run": run})
+    def to_json(self) -> dict[str, object]:
+        return envelope(self.kind, {**self.reproduction.to_dict(), "run": body(self.run.to_json())})

@@ -4,7 +4,7 @@ ends, nobody picks a number. Every one keeps the stable `code` "bench" its JSON 
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping, Sequence
 
 from sparkdoctor.errors import SparkdoctorError
 from sparkdoctor.exitcodes import (
@@ -41,9 +41,9 @@ class RunFailed(Failure):
 
     exit_code = EXIT_BENCH_FAILED
 
-    def __init__(self, message: str, findings: list[dict[str, Any]] | None = None):
+    def __init__(self, message: str, findings: Sequence[Mapping[str, object]] = ()):
         super().__init__(message)
-        self.findings = list(findings or [])
+        self.findings = [dict(f) for f in findings]
 
     def to_dict(self) -> dict[str, object]:
         return {**super().to_dict(), **({"findings": self.findings} if self.findings else {})}

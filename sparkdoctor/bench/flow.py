@@ -10,9 +10,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
-from sparkdoctor.bench import ab, gates, run
+from sparkdoctor.bench import ab, body, gates, run
 from sparkdoctor.bench.document import ComparisonDocument, RunDocument
 from sparkdoctor.bench.failures import (
     BadBenchInput,
@@ -34,9 +34,12 @@ if TYPE_CHECKING:
     from sparkdoctor.bench.correctness import Options as CorrectnessOptions
     from sparkdoctor.ledger import Ledger
     from sparkdoctor.targets.interface import Target
+    from sparkdoctor.targets.local import PythonTarget
 
 Progress = Callable[[str], None]
 DEATH_WAIT_S = 5.0
+P = ParamSpec("P")
+T = TypeVar("T")
 
 
 @dataclass
@@ -67,13 +70,14 @@ def parse_overrides(given: dict[str, Any]) -> dict[str, Any]:
             out["concurrency"] = tuple(int(x) for x in conc.split(","))
         except ValueError:
             raise BadBenchInput(f"--concurrency {conc}: give whole numbers separated by commas, e.g. 1,4") from None
-    workload_from(None, **out)  # a bad value fails here, before anything starts
+    workload_from(out)  # a bad value fails here, before anything starts
     return out
 
 
-def workload_from(base: dict[str, Any] | None = None, **cli: Any) -> Workload:
+def workload_from(given: dict[str, Any]) -> Workload:
+    """The command line's workload options over the defaults; a bad one is BadBenchInput (exit 2)."""
     try:
-        return Workload.from_dict(dict(base or {}), **cli)
+        return Workload.from_dict({}, **given)
     except (WorkloadError, TypeError) as exc:
         raise BadBenchInput(str(exc)) from None
 
@@ -81,16 +85,15 @@ def workload_from(base: dict[str, Any] | None = None, **cli: Any) -> Workload:
 def _open_ledger(opts: Options) -> Ledger | None:
     from sparkdoctor.ledger import Ledger
 
-    ledger: Ledger | None = _ledger_call(Ledger, opts.ledger) if opts.store else None
-    return ledger
+    return _ledger_call(Ledger, opts.ledger) if opts.store else None
 
 
-def _ledger_call(fn: Callable[..., Any], *args: Any) -> Any:
+def _ledger_call(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
     """A ledger read or write whose failure (a malformed or read-only file) is a Failure with exit 5."""
     from sparkdoctor.ledger import LedgerError
 
     try:
-        return fn(*args)
+        return fn(*args, **kwargs)
     except LedgerError as exc:
         raise StoreFailed(str(exc)) from None
 
@@ -106,14 +109,18 @@ def _document(ledger: Ledger | None, result: run.RunResult) -> RunDocument:
     return RunDocument(result, str(ledger.path) if ledger else None, _ledger_call(run.stored_run, ledger, result))
 
 
-def _toolchain(python: str | None, progress: Progress) -> run.Toolchain:
+def _python_target(python: str | None) -> PythonTarget:
     from sparkdoctor.targets.interface import TargetError
     from sparkdoctor.targets.local import resolve_python_target
 
     try:
-        target = resolve_python_target(python)
+        return resolve_python_target(python)
     except TargetError as exc:
         raise ToolchainUnreadable(str(exc)) from None
+
+
+def _toolchain(python: str | None, progress: Progress) -> run.Toolchain:
+    target = _python_target(python)
     progress(f"collecting the toolchain facts of {target.python}")
     return _collect_toolchain(target)
 
@@ -136,9 +143,7 @@ def _url_toolchain(url: str, opts: Options, progress: Progress) -> tuple[run.Too
     found = behind.serving_process(url)
     if found["python"]:
         toolchain = _toolchain(found["python"], progress)
-        toolchain.target["found_by"] = found["why"]
-        return toolchain, found["pid"]
-    if found["container"]:
+    elif found["container"]:
         from sparkdoctor.targets.container_inspect import resolve_container_target
         from sparkdoctor.targets.interface import TargetError
 
@@ -148,9 +153,10 @@ def _url_toolchain(url: str, opts: Options, progress: Progress) -> tuple[run.Too
             return run.unknown_toolchain(f"{found['why']}: {exc}"), found["pid"]
         progress(f"collecting the toolchain facts of container {target.name}")
         toolchain = run.in_image(_collect_toolchain(target), target.info)
-        toolchain.target["found_by"] = found["why"]
-        return toolchain, found["pid"]
-    return run.unknown_toolchain(found["why"]), found["pid"]
+    else:
+        return run.unknown_toolchain(found["why"]), found["pid"]
+    toolchain.target["found_by"] = found["why"]
+    return toolchain, found["pid"]
 
 
 def bench_url(url: str, model: str | None, opts: Options) -> RunDocument:
@@ -159,7 +165,7 @@ def bench_url(url: str, model: str | None, opts: Options) -> RunDocument:
         toolchain, pid = _url_toolchain(url, opts, progress)
         before = machine_load(progress, exclude={pid} if pid else None)
         try:
-            info, m = measure_url(url, model, workload_from(None, **opts.overrides), progress)
+            info, m = measure_url(url, model, workload_from(opts.overrides), progress)
         except BenchError as exc:
             raise RunFailed(str(exc)) from None
         after = machine_load(None, exclude={pid} if pid else None)
@@ -188,13 +194,7 @@ def _load_recipe(path: Path | Recipe, opts: Options) -> Recipe:
 def _target_python(recipe: Recipe, opts: Options) -> str | None:
     """--python, else the venv the recipe's command lives in (…/bin/vllm -> …/bin/python), else None (as check)."""
     if opts.python is not None:
-        from sparkdoctor.targets.interface import TargetError
-        from sparkdoctor.targets.local import resolve_python_target
-
-        try:
-            return resolve_python_target(opts.python).python  # absolute: the server runs in its own folder
-        except TargetError as exc:
-            raise ToolchainUnreadable(str(exc)) from None
+        return _python_target(opts.python).python  # absolute: the server runs in its own folder
     from sparkdoctor.targets.early import python_of_command
 
     found = python_of_command([str(a) for a in recipe.argv])
@@ -273,7 +273,7 @@ def _serve_and_measure(recipe: Recipe, workload: Workload, toolchain: run.Toolch
 
 
 def _check_answers(base_url: str, model: str, info: ServerInfo, toolchain: run.Toolchain,
-                   options: CorrectnessOptions | None, progress: Progress) -> dict[str, Any] | None:
+                   options: CorrectnessOptions | None, progress: Progress) -> dict[str, object] | None:
     """The correctness gate's probe requests and verdict (bench/correctness.py), or None when turned off."""
     from sparkdoctor.bench import correctness
 
@@ -313,7 +313,7 @@ def _roofline(result: run.RunResult, model_dir: str | None, why: str | None) -> 
     from sparkdoctor.bench import roofline
 
     result.roofline = roofline.achieved(model_dir, why, result.measurement, result.summary()["headline"],
-                                        roofline.kv_dtype_of(result.recipe.get("argv")))
+                                        result.recipe.get("argv"))
 
 
 def bench_ab(path_a: Path | Recipe, path_b: Path | Recipe, opts: Options) -> ComparisonDocument:
@@ -327,13 +327,14 @@ def bench_ab(path_a: Path | Recipe, path_b: Path | Recipe, opts: Options) -> Com
     if ledger is not None:
         comparison_id = _ledger_call(ledger.begin_comparison, labels["A"], labels["B"])
     stored: list[int] = []
-    judged: dict[tuple[str, str], dict[str, Any]] = {}  # (arm, finding id) -> the finding, once per arm
+    judged: dict[tuple[str, object], dict[str, object]] = {}  # (arm, finding id) -> the finding, once per arm
     status = "interrupted"
     try:
         with progress_line() as progress:
             toolchains = {arm: _toolchain(_target_python(r, opts), progress) for arm, r in recipes.items()}
-
-            def run_arm(arm: str, index: int) -> dict[str, Any]:
+            order = ab.schedule(opts.pairs)
+            got: dict[str, list[dict[str, Any]]] = {"A": [], "B": []}  # each arm's run summaries, in order
+            for index, arm in enumerate(order):
                 progress(f"arm {index + 1}/{2 * opts.pairs}: {arm} ({labels[arm]})")
                 result = _launch_and_measure(recipes[arm], workload, toolchains[arm], opts, progress, arm)
                 _store(ledger, result, comparison_id)
@@ -341,9 +342,7 @@ def bench_ab(path_a: Path | Recipe, path_b: Path | Recipe, opts: Options) -> Com
                     judged.setdefault((arm, f["id"]), {"arm": arm, **f})
                 if result.run_id is not None:
                     stored.append(result.run_id)
-                return result.summary()
-
-            order, got = ab.run_interleaved(opts.pairs, run_arm)
+                got[arm].append(result.summary())
         levels = ab.compare(got["A"], got["B"], opts.min_effect)
         if opts.pairs == 1 and ledger is not None and stored:
             from sparkdoctor.bench import calibration
@@ -361,14 +360,6 @@ def bench_ab(path_a: Path | Recipe, path_b: Path | Recipe, opts: Options) -> Com
         return doc
     finally:
         if ledger is not None and comparison_id is not None:
-            _ledger_call(ledger.finish_comparison, comparison_id, status, _stored_result(doc) if status == "complete" else None)
-
-
-def _stored_result(doc: ComparisonDocument) -> dict[str, Any]:
-    """What the ledger keeps of a finished comparison (its row's result_json): the comparison's own keys."""
-    body = doc.to_json()
-    for key in ("schema", "bench_version", "kind"):
-        body.pop(key)
-    return body
+            _ledger_call(ledger.finish_comparison, comparison_id, status, body(doc.to_json()) if status == "complete" else None)
 
 

@@ -4,9 +4,8 @@ must apply on the target, and a vLLM launch must fit in the memory free now. A g
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 from sparkdoctor.bench.failures import RunFailed
 from sparkdoctor.recipes import Recipe
@@ -14,7 +13,7 @@ from sparkdoctor.recipes import Recipe
 Progress = Callable[[str], None]
 
 
-def at(recipe: Recipe, findings: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def at(recipe: Recipe, findings: Sequence[Mapping[str, object]]) -> list[dict[str, object]]:
     """Finding records that name the recipe file they are about (SARIF locates them there)."""
     return [{**f, "path": str(recipe.source_path)} for f in findings]
 
@@ -28,7 +27,7 @@ def mods_gate(recipe: Recipe, python: str | None, local: bool, runtime: str | No
         raise RunFailed(refusal)
 
 
-def memory_gate(recipe: Recipe, model_dir: Path | None, force: bool, progress: Progress) -> list[dict[str, Any]]:
+def memory_gate(recipe: Recipe, model_dir: Path | None, force: bool, progress: Progress) -> list[dict[str, object]]:
     """A vLLM launch that does not fit in the memory free now is not started unless `force` (sparkdoctor/memory/);
     one whose checkpoint cannot be read (no local folder, no safetensors) is launched unjudged, and a server that is
     not vLLM is not sized by vLLM's rules. The verdict as a finding record ([] when not judged)."""

@@ -4,17 +4,21 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import asdict, dataclass, field
+from typing import Any, ClassVar
 
 from sparkdoctor.bench import envelope
+from sparkdoctor.ledger.compare import Comparison
 
 
+@dataclass
 class HistoryDocument:
     """What `history` answers: the list, one run, two runs compared, or the page written."""
 
-    def to_json(self) -> dict[str, Any]:
-        raise NotImplementedError
+    kind: ClassVar[str]
+
+    def to_json(self) -> dict[str, object]:
+        return envelope(self.kind, asdict(self))
 
 
 @dataclass
@@ -22,36 +26,30 @@ class HistoryList(HistoryDocument):
     """The ledger's runs, newest first (`history`)."""
 
     ledger: str
-    runs: list[dict[str, Any]] = field(default_factory=list)
+    runs: list[dict[str, object]] = field(default_factory=list)
 
     kind = "history"
-
-    def to_json(self) -> dict[str, Any]:
-        return envelope(self.kind, {"ledger": self.ledger, "runs": self.runs})
 
 
 @dataclass
 class HistoryRun(HistoryDocument):
     """One run in full: its levels, toolchain and findings (`history RUN_ID`)."""
 
-    run: dict[str, Any]
+    run: dict[str, Any]  # Ledger.run(): the view reads its stored columns
 
     kind = "history-run"
-
-    def to_json(self) -> dict[str, Any]:
-        return envelope(self.kind, {"run": self.run})
 
 
 @dataclass
 class HistoryCompare(HistoryDocument):
     """Two runs compared: what changed in the toolchain, what changed in the numbers (`history --compare A B`)."""
 
-    compared: dict[str, Any]
+    compared: Comparison
 
     kind = "history-compare"
 
-    def to_json(self) -> dict[str, Any]:
-        return envelope(self.kind, self.compared)
+    def to_json(self) -> dict[str, object]:
+        return envelope(self.kind, dict(self.compared))
 
 
 @dataclass
@@ -64,6 +62,3 @@ class HistoryPage(HistoryDocument):
     bytes: int
 
     kind = "history-html"
-
-    def to_json(self) -> dict[str, Any]:
-        return envelope(self.kind, {"html": self.html, "runs": self.runs, "changes": self.changes, "bytes": self.bytes})

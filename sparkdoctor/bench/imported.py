@@ -27,7 +27,10 @@ from __future__ import annotations
 import csv
 import io
 import re
-from typing import Any
+from collections.abc import Mapping
+from typing import TypedDict
+
+from sparkdoctor.ledger.compare import dig, table
 
 LLAMA_BENCHY = "llama-benchy"
 SPARKRUN = "sparkrun"
@@ -49,7 +52,20 @@ class ImportedError(ValueError):
     """What is wrong with a file that looked like an import (cell.read names the file)."""
 
 
-def kind_of(data: Any) -> str | None:
+class Row(TypedDict):
+    """One generation row of llama-benchy's JSON report or CSV, normalised."""
+
+    concurrency: int
+    depth: object  # the context depth as given (-1: a prefill phase); only a falsy one is compared
+    pp: int | None  # prompt size (None: unknown, not compared)
+    tg: int  # response size
+    per_stream: float | None
+    runs: int
+    figures: dict[str, float | None]
+    model: str | None
+
+
+def kind_of(data: object) -> str | None:
     """LLAMA_BENCHY, SPARKRUN, SPARK_ARENA (a submission's metadata.json), or None for anything else."""
     if not isinstance(data, dict):
         return None
@@ -62,42 +78,41 @@ def kind_of(data: Any) -> str | None:
     return None
 
 
-def to_cell(data: dict[str, Any], kind: str, cell_name: str, cell_version: int, arena_csv: str | None = None) -> dict[str, Any]:
+def to_cell(data: Mapping[str, object], kind: str, cell_name: str, cell_version: int,
+            arena_csv: str | None = None) -> dict[str, object]:
     """The cell of a llama-benchy report, a sparkrun export or a Spark Arena submission (its metadata.json, and
     `arena_csv` the text of the benchmark.csv beside it); ImportedError when its fields cannot make one."""
-    outer: dict[str, Any] = {}
-    report: dict[str, Any] = data
+    outer: Mapping[str, object] = {}
+    report: Mapping[str, object] = data
     if kind == SPARKRUN:
-        outer = data["sparkrun_benchmark"]
-        report = ((outer.get("results") or {}) if isinstance(outer.get("results"), dict) else {}).get("json") or {}
+        outer = table(data["sparkrun_benchmark"])
+        report = table(dig(outer, ("results", "json")))
     elif kind == SPARK_ARENA:
         outer, report = data, {}
-    framework = (outer.get("benchmark") or {}).get("framework") if isinstance(outer.get("benchmark"), dict) else None
+    framework = dig(outer, ("benchmark", "framework"))
     if outer and (framework != LLAMA_BENCHY or (kind == SPARKRUN and kind_of(report) != LLAMA_BENCHY)):
         raise ImportedError(f"a {kind} result whose benchmark is not llama-benchy's (framework {str(framework)[:40]!r}): "
                             "only llama-benchy results are read")
+    model_name: object
     if kind == SPARK_ARENA:
-        args = outer["benchmark"].get("args") if isinstance(outer["benchmark"].get("args"), dict) else {}
-        rows, version = csv_rows(arena_csv or "", args), "(its version is not recorded)"
-        model_name = next((r["model"] for r in rows if r.get("model")), None)
+        rows = csv_rows(arena_csv or "", table(dig(outer, ("benchmark", "args"))))
+        version, model_name = "(its version is not recorded)", next((r["model"] for r in rows if r["model"]), None)
     else:
-        rows = [_json_row(r) for r in report["benchmarks"] if isinstance(r, dict)]
+        benchmarks = report.get("benchmarks")  # a list: kind_of says so
+        rows = [_json_row(r) for r in benchmarks if isinstance(r, dict)] if isinstance(benchmarks, list) else []
         version, model_name = str(report.get("version") or "?"), report.get("model")
     plain = [r for r in rows if not r["depth"] and r["pp"] is not None]
     if not plain:
         raise ImportedError(f"a {kind} result with no generation row at context depth 0 of a known prompt size: "
                             "nothing to compare a bench run with")
     pp, tg = plain[0]["pp"], plain[0]["tg"]
-    levels: dict[int, dict[str, Any]] = {}
+    levels: dict[int, Row] = {}  # per concurrency, its first row of the first sizes
     for row in plain:
-        if (row["pp"], row["tg"]) == (pp, tg) and row["concurrency"] not in levels:
-            levels[row["concurrency"]] = {
-                "concurrency": row["concurrency"],
-                "headline": {"decode_tps_per_stream": row["per_stream"],
-                             "source": f"{LLAMA_BENCHY} tg_req_throughput (mean of its runs)"},
-                "llama_benchy": row["figures"]}
-    ordered = [levels[c] for c in sorted(levels)]
-    bench: dict[str, Any] = outer["benchmark"] if isinstance(outer.get("benchmark"), dict) else {}
+        if (row["pp"], row["tg"]) == (pp, tg):
+            levels.setdefault(row["concurrency"], row)
+    ordered = [{"concurrency": c, "headline": _headline(levels[c]), "llama_benchy": levels[c]["figures"]}
+               for c in sorted(levels)]
+    bench = table(outer.get("benchmark"))
     runs = max((r["runs"] for r in plain), default=0) or _whole_or(bench.get("args"), "runs")
     recipe, model, versions = _sparkrun_parts(outer) if outer else ({}, None, {})
     timestamp = outer.get("timestamp") or report.get("timestamp") or bench.get("measured_at")
@@ -115,13 +130,17 @@ def to_cell(data: dict[str, Any], kind: str, cell_name: str, cell_version: int, 
         "server": {},
         "workload": {"api": "chat", "max_tokens": tg, "prompt_words": pp, "concurrency": sorted(levels),
                      "rounds": runs or LLAMA_BENCHY_RUNS},
-        "numbers": {"headline": {**ordered[0]["headline"], "concurrency": ordered[0]["concurrency"]}, "levels": ordered,
+        "numbers": {"headline": {**_headline(levels[min(levels)]), "concurrency": min(levels)}, "levels": ordered,
                     "seconds": None},
         "correctness": None,
     }
 
 
-def _json_row(row: dict[str, Any]) -> dict[str, Any]:
+def _headline(row: Row) -> dict[str, object]:
+    return {"decode_tps_per_stream": row["per_stream"], "source": f"{LLAMA_BENCHY} tg_req_throughput (mean of its runs)"}
+
+
+def _json_row(row: Mapping[str, object]) -> Row:
     """One row of a llama-benchy report, normalised: concurrency, depth, pp, tg, per_stream, runs, figures."""
     depth = row.get("context_size") or 0
     if row.get("is_context_prefill_phase"):
@@ -129,11 +148,11 @@ def _json_row(row: dict[str, Any]) -> dict[str, Any]:
     return {"concurrency": _whole(row.get("concurrency"), "concurrency"), "depth": depth,
             "pp": _whole(row.get("prompt_size"), "prompt_size"), "tg": _whole(row.get("response_size"), "response_size"),
             "per_stream": _mean(row.get("tg_req_throughput")) or _mean(row.get("tg_throughput")),
-            "runs": len((row.get("tg_throughput") or {}).get("values") or []) if isinstance(row.get("tg_throughput"), dict) else 0,
+            "runs": len(values) if isinstance(values := dig(row, ("tg_throughput", "values")), list) else 0,
             "figures": {f: _mean(row.get(f)) for f in _FIGURES}, "model": None}
 
 
-def csv_rows(text: str, args: dict[str, Any]) -> list[dict[str, Any]]:
+def csv_rows(text: str, args: Mapping[str, object]) -> list[Row]:
     """The generation rows of llama-benchy's CSV, normalised as _json_row's. A `tgN` row's prompt size is the
     `ppM` row just before it at the same depth and concurrency (llama-benchy writes each run's pp row, then its tg
     row), else the only prompt size the submission's args name, else unknown (None: not compared)."""
@@ -144,8 +163,10 @@ def csv_rows(text: str, args: dict[str, Any]) -> list[dict[str, Any]]:
     if not table or "test_name" not in table[0] or "t_s_req_mean" not in table[0]:
         raise ImportedError(f"{ARENA_CSV}: not llama-benchy's CSV (no test_name and t_s_req_mean columns)")
     named = args.get("pp")
-    pps: list[Any] = named if isinstance(named, list) else [named] if isinstance(named, int) else []
-    rows, before = [], None
+    pps: list[object] = named if isinstance(named, list) else [named] if isinstance(named, int) else []
+    only = pps[0] if len(pps) == 1 and isinstance(pps[0], int) else None
+    rows: list[Row] = []
+    before = None
     for line in table:
         m = _TEST_NAME.match(str(line.get("test_name") or "").strip())
         if m is None:  # ctx_pp / ctx_tg: the prefix-cache phases
@@ -155,7 +176,7 @@ def csv_rows(text: str, args: dict[str, Any]) -> list[dict[str, Any]]:
         if what == "pp":
             before = (size, depth, conc)
             continue
-        pp = before[0] if before and before[1:] == (depth, conc) else pps[0] if len(pps) == 1 and isinstance(pps[0], int) else None
+        pp = before[0] if before and before[1:] == (depth, conc) else only
         before = None
         figures = {name: _number(line.get(col)) for name, col in _CSV_FIGURES.items()}
         rows.append({"concurrency": conc, "depth": depth, "pp": pp, "tg": size, "runs": 0, "model": line.get("model"),
@@ -163,14 +184,14 @@ def csv_rows(text: str, args: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
-def _sparkrun_parts(outer: dict[str, Any]) -> tuple[dict[str, Any], str | None, dict[str, Any]]:
+def _sparkrun_parts(outer: Mapping[str, object]) -> tuple[dict[str, object], str | None, dict[str, str]]:
     """(recipe, model, versions) of a sparkrun export: the recipe's name and container, its model, and the
     engine's and torch's versions from the cluster's runtime_info."""
-    recipe: dict[str, Any] = outer["recipe"] if isinstance(outer.get("recipe"), dict) else {}
+    recipe = table(outer.get("recipe"))
     info = outer.get("runtime_info")  # a submission's metadata.json; an export has it under cluster
-    if not isinstance(info, dict) and isinstance(outer.get("cluster"), dict):
-        info = outer["cluster"].get("runtime_info")
-    info = info if isinstance(info, dict) else {}
+    if not isinstance(info, dict):
+        info = dig(outer, ("cluster", "runtime_info"))
+    info = table(info)
     versions = {k: str(v) for k, v in info.items() if isinstance(v, (str, int, float)) and str(v) not in ("", "unknown")}
     mine = {"name": recipe.get("name"), "container": recipe.get("container"), "runtime": recipe.get("runtime"),
             "fingerprint": recipe.get("hash")}
@@ -178,63 +199,64 @@ def _sparkrun_parts(outer: dict[str, Any]) -> tuple[dict[str, Any], str | None, 
     return {k: v for k, v in mine.items() if v}, str(model) if model else None, versions
 
 
-def differences(there: dict[str, Any], here: dict[str, Any]) -> list[dict[str, Any]]:
+def differences(there: Mapping[str, object], here: Mapping[str, object]) -> list[dict[str, object]]:
     """An imported cell against the run here, key by key, over what the import has: the harness, the engine's and
     torch's versions, the model's name, the recipe's name and container, the workload settings it names."""
-    rows = [{"group": "bench", "key": "harness", "there": there["imported"].get("harness"),
-             "here": f"sparkdoctor bench {here.get('bench_version')}"}]
-    rows += toolchain_rows(there, here["toolchain"].get("facts") or {})
-    pairs = [("model", "model.name", there["model"].get("name"), here["model"].get("name"))]
-    pairs += [("recipe", f"recipe.{k}", there["recipe"][k], here["recipe"].get(k, "(absent)"))
-              for k in ("name", "container") if k in there["recipe"]]
-    pairs += [("workload", f"workload.{k}", v, here["workload"].get(k, "(absent)")) for k, v in there["workload"].items()]
+    rows: list[dict[str, object]] = [{"group": "bench", "key": "harness", "there": dig(there, ("imported", "harness")),
+                                      "here": f"sparkdoctor bench {here.get('bench_version')}"}]
+    rows += toolchain_rows(there, table(dig(here, ("toolchain", "facts"))))
+    recipe, workload = table(there["recipe"]), table(here["workload"])
+    pairs = [("model", "model.name", dig(there, ("model", "name")), dig(here, ("model", "name")))]
+    pairs += [("recipe", f"recipe.{k}", recipe[k], table(here["recipe"]).get(k, "(absent)"))
+              for k in ("name", "container") if k in recipe]
+    pairs += [("workload", f"workload.{k}", v, workload.get(k, "(absent)")) for k, v in table(there["workload"]).items()]
     rows += [{"group": g, "key": k, "there": a, "here": b} for g, k, a, b in pairs if a != b]
     return rows
 
 
-def toolchain_rows(there: dict[str, Any], here_facts: dict[str, Any]) -> list[dict[str, Any]]:
+def toolchain_rows(there: Mapping[str, object], here_facts: Mapping[str, object]) -> list[dict[str, object]]:
     """An imported cell's versions (engine, torch) against the run here, key by key; no row for what it lacks."""
-    versions = (there.get("imported") or {}).get("versions") or {}
-    packages = here_facts.get("packages") or {}
-    rows = []
+    versions = table(dig(there, ("imported", "versions")))
+    rows: list[dict[str, object]] = []
     for key in (*ENGINES, "torch"):
         if key in versions:
             name = key.replace("_", "-")
-            here = (packages.get(name) or {}).get("version") if isinstance(packages.get(name), dict) else None
+            here = dig(here_facts, ("packages", name, "version"))
             if str(here) != versions[key]:
                 rows.append({"group": "toolchain", "key": f"toolchain.packages.{name}", "there": versions[key],
                              "here": here if here is not None else "(absent)"})
     return rows
 
 
-def lacks_line(there: dict[str, Any]) -> str:
-    imported = there.get("imported") or {}
+def lacks_line(there: Mapping[str, object]) -> str:
+    imported = table(there.get("imported"))
+    lacks = imported.get("lacks")
     line = (f"imported from a {imported.get('from')} result ({imported.get('harness')}); not in it, so not compared: "
-            + "; ".join(imported.get("lacks") or []) + ". Its numbers stand beside these, taken by another harness: "
+            + "; ".join(lacks if isinstance(lacks, list) else []) + ". Its numbers stand beside these, taken by another harness: "
             "no ratios")
     if imported.get("rows_not_compared"):
         line += f"; {imported['rows_not_compared']} row(s) of other sizes or context depths not compared"
     return line
 
 
-def _number(text: Any) -> float | None:
+def _number(text: str | None) -> float | None:
     try:
         return float(text) if text not in (None, "") else None
     except (TypeError, ValueError):
         return None
 
 
-def _whole_or(table: Any, key: str) -> int:
-    value = table.get(key) if isinstance(table, dict) else None
+def _whole_or(section: object, key: str) -> int:
+    value = section.get(key) if isinstance(section, dict) else None
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
-def _mean(metric: Any) -> float | None:
+def _mean(metric: object) -> float | None:
     value = metric.get("mean") if isinstance(metric, dict) else None
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
-def _whole(value: Any, name: str) -> int:
+def _whole(value: object, name: str) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
         raise ImportedError(f"llama-benchy row with {name} {str(value)[:20]!r}, not a whole number >= 1")
     return value

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from sparkdoctor.collect import gpu_health
+from sparkdoctor.collect import gpu_health, host_health
 
 WINDOW_S = 0.5
 TOP = 5
@@ -67,13 +67,8 @@ def _cpu_times() -> dict[int, tuple[str, int, int]]:
 
 
 def _mem_available_mib() -> int | None:
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) // 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
+    kib = (host_health.memory(Path("/")) or {}).get("available_kib")
+    return kib // 1024 if isinstance(kib, int) else None
 
 
 def _in_cgroup(pid: int, marker: str) -> bool:
@@ -173,7 +168,7 @@ def arms_differ(a: list[dict[str, float]], b: list[dict[str, float]], labels: tu
 
 
 def machine_load(progress: Callable[[str], None] | None, exclude: set[int] | None = None,
-                 exclude_cgroup: str | None = None) -> dict[str, Any] | None:
+                 exclude_cgroup: str | None = None) -> dict[str, object] | None:
     """A load sample; None when /proc cannot be read (never fails a run)."""
     if progress:
         progress("sampling the machine's load")
@@ -183,6 +178,6 @@ def machine_load(progress: Callable[[str], None] | None, exclude: set[int] | Non
         return None
 
 
-def load_record(before: dict[str, Any] | None, after: dict[str, Any] | None) -> dict[str, Any]:
+def load_record(before: dict[str, object] | None, after: dict[str, object] | None) -> dict[str, object]:
     why = busy(before) or busy(after)
     return {"before": before, "after": after, "busy": why, "index": run_load([before or {}, after or {}])}

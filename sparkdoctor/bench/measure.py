@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import statistics
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,7 +50,7 @@ class Round:
 class Level:
     concurrency: int
     rounds: list[Round] = field(default_factory=list)
-    server: dict[str, Any] | None = None
+    server: dict[str, object] | None = None  # prometheus.window over the level's rounds
 
     @property
     def samples(self) -> list[Sample]:
@@ -60,15 +60,16 @@ class Level:
         samples = self.samples
         gaps = [g for s in samples for g in s.gaps]
 
-        def est(values: Iterable[float | None]) -> dict[str, Any] | None:
+        def est(values: Iterable[float | None]) -> dict[str, float | int] | None:
             e = estimate([v for v in values if v is not None])
             return e.to_dict() if e else None
 
-        client: dict[str, Any] = {
+        decode = est(s.decode_tps for s in samples)
+        client: dict[str, object] = {
             "ttft_s": est(s.ttft for s in samples),
             "tpot_s": est(s.tpot for s in samples),
             "e2e_s": est(s.e2e for s in samples),
-            "decode_tps_per_stream": est(s.decode_tps for s in samples),
+            "decode_tps_per_stream": decode,
             "output_tps": est(r.output_tps for r in self.rounds),  # per-round rates (their spread, the CI)
             # the rate: every output token over all rounds' wall time (what `vllm bench serve` reports)
             "output_tps_pooled": (sum(s.output_tokens for s in samples) / sum(r.wall for r in self.rounds)
@@ -78,7 +79,7 @@ class Level:
             "burst_share": (sum(g < BURST_GAP_S for g in gaps) / len(gaps)) if gaps else None,
         }
         server_tps = (self.server or {}).get("decode_tps_per_stream")
-        client_tps = (client["decode_tps_per_stream"] or {}).get("median")
+        client_tps = (decode or {}).get("median")
         if server_tps:
             headline = {"decode_tps_per_stream": server_tps, "source": "server /metrics (inter-token latency histogram)"}
         else:
@@ -155,7 +156,7 @@ async def measure(base_url: str, model: str, server: ServerInfo, workload: Workl
     return m
 
 
-def reconcile(samples: list[Sample], server: dict[str, Any] | None) -> dict[str, object] | None:
+def reconcile(samples: list[Sample], server: Mapping[str, object] | None) -> dict[str, object] | None:
     """The run against the server's own counters for the same window: tokens the client counted vs the server's
     generation_tokens delta, and speculative decoding's acceptance over this window only. A mismatch is a finding
     on the run (another client was using the server, or the stream lost tokens)."""
@@ -165,8 +166,8 @@ def reconcile(samples: list[Sample], server: dict[str, Any] | None) -> dict[str,
     out: dict[str, object] = {"client_tokens": client, "server_tokens": server["generation_tokens"],
                            "match": client == server["generation_tokens"]}
     draft, accepted = server.get("spec_draft_tokens"), server.get("spec_accepted_tokens")
-    if draft:
-        out["spec_acceptance"] = (accepted or 0) / draft
+    if isinstance(draft, int) and draft:
+        out["spec_acceptance"] = (accepted if isinstance(accepted, int) else 0) / draft
     if not out["match"]:
         out["why"] = (f"the client counted {client} output tokens, the server generated {server['generation_tokens']} "
                       "in the same window: another client used the server, or the stream lost tokens")

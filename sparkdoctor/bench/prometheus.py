@@ -9,7 +9,6 @@ exactly the requests in between (the bench sends nothing else).
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from sparkdoctor.bench.http import HttpError, get
 
@@ -57,11 +56,8 @@ async def scrape(url: str, timeout: float = 5.0) -> Scrape | None:
     return parse(body.decode("utf-8", "replace")) if status == 200 else None
 
 
-def _total(scrape: Scrape, name: str, drop: tuple[str, ...] = ()) -> float | None:
-    series = scrape.get(name)
-    if series is None:
-        return None
-    return sum(series.values())
+def _total(scrape: Scrape, name: str) -> float:
+    return sum(scrape.get(name, {}).values())
 
 
 def _buckets(scrape: Scrape, name: str) -> dict[float, float]:
@@ -96,21 +92,21 @@ def window(before: Scrape | None, after: Scrape | None) -> dict[str, object] | N
     histogram, counter deltas, and decode tok/s per stream from the mean inter-token latency."""
     if before is None or after is None:
         return None
-    out: dict[str, Any] = {}
+    out: dict[str, object] = {}
     for key, names in HISTOGRAMS.items():
         name = next((n for n in names if n + "_count" in after), None)
         if name is None:
             continue
-        count = (_total(after, name + "_count") or 0) - (_total(before, name + "_count") or 0)
-        total = (_total(after, name + "_sum") or 0) - (_total(before, name + "_sum") or 0)
+        count = _total(after, name + "_count") - _total(before, name + "_count")
+        total = _total(after, name + "_sum") - _total(before, name + "_sum")
         if count <= 0:
             continue
         out[key] = {"mean": total / count, "median": _median_from_buckets(_buckets(before, name), _buckets(after, name)),
                     "count": int(count), "series": name}
     for key, name in COUNTERS.items():
         if name in after:
-            out[key] = int((_total(after, name) or 0) - (_total(before, name) or 0))
+            out[key] = int(_total(after, name) - _total(before, name))
     itl = out.get("itl_s")
-    if itl and itl["mean"] > 0:
+    if isinstance(itl, dict) and itl["mean"] > 0:
         out["decode_tps_per_stream"] = 1.0 / itl["mean"]
     return out or None

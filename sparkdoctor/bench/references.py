@@ -20,6 +20,7 @@ from typing import Any
 from sparkdoctor import files, inputs
 from sparkdoctor.files import write_text
 from sparkdoctor.inputs import read_text
+from sparkdoctor.ledger.compare import dig
 from sparkdoctor.locations import state_dir
 
 REFERENCE_VERSION = 1
@@ -45,10 +46,10 @@ class Answer:
         return cls(str(data.get("prompt", "")), **fields)
 
 
-def key_of(toolchain_facts: dict[str, Any], served_model: str) -> str:
-    ident = (((toolchain_facts.get("recipe") or {}).get("model") or {}).get("identity") or {})
-    if isinstance(ident, dict) and isinstance(ident.get("sha256"), str):
-        return "model-" + str(ident["sha256"])[:32]
+def key_of(toolchain_facts: Mapping[str, object], served_model: str) -> str:
+    digest = dig(toolchain_facts, ("recipe", "model", "identity", "sha256"))
+    if isinstance(digest, str):
+        return "model-" + digest[:32]
     return "name-" + hashlib.sha256(served_model.encode()).hexdigest()[:32]
 
 

@@ -49,19 +49,17 @@ def recipe_model_dir(recipe: Recipe) -> tuple[str | None, str | None]:
     return str(Path(model).expanduser()), None
 
 
-def kv_dtype_of(argv: list[str] | None) -> str:
-    return flag_values([str(a) for a in argv or []]).get("kv_cache_dtype", "auto")
-
-
 def achieved(model_dir: str | None, why_none: str | None, m: Measurement, headline: dict[str, Any] | None,
-             kv_cache_dtype: str = "auto") -> dict[str, object]:
-    """The roofline block of a run: ceiling, achieved share and the assumptions, or why it is missing."""
+             argv: object) -> dict[str, object]:
+    """The roofline block of a run: ceiling, achieved share and the assumptions, or why it is missing. `argv`: the
+    recipe's as stored (its --kv-cache-dtype sizes the KV cache)."""
     if model_dir is None:
         return _missing(None, why_none or "no model folder known")
     if not headline or headline.get("concurrency") != 1 or not headline.get("decode_tps_per_stream"):
         return _missing(model_dir, "no decode speed measured at concurrency 1 (add 1 to --concurrency)")
 
     context, context_note = _context(m)
+    kv_cache_dtype = flag_values([str(a) for a in argv] if isinstance(argv, list) else []).get("kv_cache_dtype", "auto")
     try:
         ceiling = ceiling_for(model_dir, context=context, kv_cache_dtype=kv_cache_dtype)
     except AuditError as exc:

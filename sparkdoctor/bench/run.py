@@ -4,7 +4,7 @@ numbers, stored only when the measurement finished, in one transaction (its trip
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -21,9 +21,9 @@ if TYPE_CHECKING:
 class Toolchain:
     """Facts of the target that runs the server, collected once per bench invocation."""
 
-    facts: dict[str, Any]
+    facts: dict[str, object]
     fingerprint: str
-    target: dict[str, Any]
+    target: dict[str, object]
 
 
 UNKNOWN = "unknown"  # the fingerprint of a run whose toolchain could not be found (kept out of conclusions)
@@ -38,7 +38,7 @@ CONTAINER_KEYS = ("name", "id", "engine", "image", "image_id", "platform", "laye
                   "fingerprint", "image_error")
 
 
-def in_image(toolchain: Toolchain, container: dict[str, Any] | None) -> Toolchain:
+def in_image(toolchain: Toolchain, container: Mapping[str, object] | None) -> Toolchain:
     """The toolchain of a run served from a container: the image's identity (id, layers, content
     fingerprint) joins its Facts, so the run's fingerprint changes whenever the image does and a number
     stays tied to the image it was measured in."""
@@ -61,7 +61,8 @@ def with_model(toolchain: Toolchain, folder: str | None) -> Toolchain:
     ident = identity(folder)
     if ident is None:
         return toolchain
-    facts = {**toolchain.facts, "recipe": {**(toolchain.facts.get("recipe") or {}),
+    recipe = toolchain.facts.get("recipe")
+    facts = {**toolchain.facts, "recipe": {**(recipe if isinstance(recipe, dict) else {}),
                                            "model": {"ref": str(folder), "identity": ident}}}
     return Toolchain(facts, Facts.from_dict(facts, source="bench").fingerprint(), toolchain.target)
 
@@ -70,24 +71,24 @@ def with_model(toolchain: Toolchain, folder: str | None) -> Toolchain:
 class RunResult:
     """A finished run: what the console and JSON render, and what the ledger stored."""
 
-    recipe: dict[str, Any]
+    recipe: dict[str, object]
     server: ServerInfo
     measurement: Measurement
     toolchain: Toolchain
-    findings: list[dict[str, Any]] = field(default_factory=list)
+    findings: list[dict[str, str]] = field(default_factory=list)  # the symptoms the server's log printed (Hit)
     run_id: int | None = None
     arm: str | None = None
-    roofline: dict[str, Any] | None = None  # bench/roofline.py: achieved share of the ceiling, or why missing
-    container: dict[str, Any] | None = None  # the container it was served from (image id, fingerprint), or None
-    load: dict[str, Any] | None = None  # bench/load.py samples {"before", "after"} and "busy" (why, or None)
-    correctness: dict[str, Any] | None = None  # bench/correctness.py: the probe answers and their verdict
-    memory: dict[str, Any] | None = None  # serve/memwatch.py: the server's memory from launch to teardown (None: in a container)
-    preflight: dict[str, Any] | None = None  # the memory preflight's verdict as a finding (None: not judged)
+    roofline: dict[str, object] | None = None  # bench/roofline.py: achieved share of the ceiling, or why missing
+    container: dict[str, object] | None = None  # the container it was served from (image id, fingerprint), or None
+    load: dict[str, object] | None = None  # bench/load.py samples {"before", "after"} and "busy" (why, or None)
+    correctness: dict[str, object] | None = None  # bench/correctness.py: the probe answers and their verdict
+    memory: dict[str, object] | None = None  # serve/memwatch.py: the server's memory from launch to teardown (None: in a container)
+    preflight: dict[str, object] | None = None  # the memory preflight's verdict as a finding (None: not judged)
 
     def summary(self) -> dict[str, Any]:
         return {**self.measurement.summary(), "load": self.load, "correctness": self.correctness}
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         s = self.summary()
         return {"run_id": self.run_id, "arm": self.arm, "recipe": self.recipe, "server": self.server.to_dict(),
                 "base_url": self.measurement.base_url, "model": self.measurement.model,
@@ -98,7 +99,7 @@ class RunResult:
                 "correctness": self.correctness, "memory": self.memory, "preflight": self.preflight}
 
 
-def finding_records(result: RunResult) -> list[dict[str, Any]]:
+def finding_records(result: RunResult) -> list[dict[str, object]]:
     """What judged a run, as finding records ({"kind", "id", "severity", "title", "evidence", "remedy", "path"}): the
     memory preflight's verdict and each matrix entry whose symptom the server's log printed."""
     path = result.recipe.get("source_path")
@@ -110,7 +111,7 @@ def finding_records(result: RunResult) -> list[dict[str, Any]]:
     return out
 
 
-def samples_of(m: Measurement) -> Iterator[tuple[int, int, int, dict[str, Any]]]:
+def samples_of(m: Measurement) -> Iterator[tuple[int, int, int, dict[str, object]]]:
     for i, sample in enumerate(m.warmup):
         yield 0, 0, i, sample.to_dict()
     for level in m.levels:
@@ -141,7 +142,7 @@ def stored_run(ledger: Ledger | None, result: RunResult) -> dict[str, Any]:
     return stored
 
 
-def resolved_recipe(recipe: Recipe) -> dict[str, Any]:
+def resolved_recipe(recipe: Recipe) -> dict[str, object]:
     """What the ledger keeps of a recipe: name, the argv and env it ran with, the model, its source."""
     data = recipe.to_dict()
     return {k: data.get(k) for k in ("name", "format", "source_path", "fingerprint", "argv", "env", "model",

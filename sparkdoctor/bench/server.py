@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
 
 from sparkdoctor.bench.http import HttpError, get
 
@@ -26,12 +25,12 @@ class ServerInfo:
     def is_vllm(self) -> bool:
         return self.kind == "vllm"
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"kind": self.kind, "version": self.version, "models": self.models, "metrics": self.metrics,
                 "detected_by": self.detected_by}
 
 
-async def _json(url: str, path: str, timeout: float) -> Any:
+async def _json(url: str, path: str, timeout: float) -> object:
     try:
         status, body = await get(url, path, timeout)
     except HttpError:

@@ -47,7 +47,7 @@ class Workload:
         if not self.request_timeout > 0:
             raise WorkloadError(f"workload request_timeout {self.request_timeout!r}: give seconds above 0")
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         data = asdict(self)
         data["concurrency"] = list(self.concurrency)
         return data

@@ -8,7 +8,8 @@ recipe or workload is said out loud, because then the numbers compare configurat
 from __future__ import annotations
 
 import math
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, TypedDict
 
 from sparkdoctor.facts import Facts, FactsError
 
@@ -21,7 +22,33 @@ FIGURES = (  # (name shown, where in a level summary, scale)
 )
 
 
-def _get(data: object, path: tuple[str, ...]) -> Any:
+
+class Figure(TypedDict):
+    """One figure of one concurrency level in both runs (ratio None: not comparable, or a side missing)."""
+
+    concurrency: int
+    figure: str
+    a: float | None
+    b: float | None
+    ratio: float | None
+
+
+class Comparison(TypedDict):
+    a: dict[str, object]  # the run's identifying columns
+    b: dict[str, object]
+    comparable: bool
+    notes: list[str]
+    toolchain: list[dict[str, object]]  # toolchain_changes
+    numbers: list[Figure]
+
+
+def table(value: object) -> dict[str, object]:
+    """A JSON object as read, or {} for anything else (missing, null, damaged)."""
+    return value if isinstance(value, dict) else {}
+
+
+def dig(data: object, path: tuple[str, ...]) -> object:
+    """The value at `path` in nested JSON objects; None where one of them is missing or not an object."""
     for key in path:
         if not isinstance(data, dict):
             return None
@@ -49,7 +76,7 @@ def _flatten(value: object, prefix: str = "") -> dict[str, object]:
     return {prefix: value}
 
 
-def toolchain_changes(facts_a: dict[str, Any], facts_b: dict[str, Any]) -> list[dict[str, object]]:
+def toolchain_changes(facts_a: Mapping[str, object], facts_b: Mapping[str, object]) -> list[dict[str, object]]:
     """The fingerprint material (what decides behaviour and speed) that differs between two Facts."""
 
     try:
@@ -65,7 +92,11 @@ def toolchain_changes(facts_a: dict[str, Any], facts_b: dict[str, Any]) -> list[
     return rows
 
 
-def compare_runs(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+def _head(run: Mapping[str, object]) -> dict[str, object]:
+    return {k: run[k] for k in ("id", "created_at", "recipe_name", "fingerprint", "bench_version", "model")}
+
+
+def compare_runs(a: dict[str, Any], b: dict[str, Any]) -> Comparison:
     notes: list[str] = []
     comparable = a["bench_version"] == b["bench_version"]
     if not comparable:
@@ -77,20 +108,19 @@ def compare_runs(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
         notes.append("different workloads: the numbers are not like for like")
     if a["fingerprint"] == b["fingerprint"]:
         notes.append("same toolchain fingerprint")
-    numbers = []
+    numbers: list[Figure] = []
     levels_b = {lvl.get("concurrency"): lvl for lvl in b["summary"].get("levels", [])}
     for lvl_a in a["summary"].get("levels", []):
         lvl_b = levels_b.get(lvl_a.get("concurrency"))
         if lvl_b is None:
             continue
         for name, path, scale in FIGURES:
-            va, vb = _number(_get(lvl_a, path)), _number(_get(lvl_b, path))
+            va, vb = _number(dig(lvl_a, path)), _number(dig(lvl_b, path))
             if va is None and vb is None:
                 continue
             va = va * scale if va is not None else None
             vb = vb * scale if vb is not None else None
             ratio = vb / va if comparable and va and vb is not None else None
             numbers.append({"concurrency": lvl_a["concurrency"], "figure": name, "a": va, "b": vb, "ratio": ratio})
-    head = lambda r: {k: r[k] for k in ("id", "created_at", "recipe_name", "fingerprint", "bench_version", "model")}  # noqa: E731
-    return {"a": head(a), "b": head(b), "comparable": comparable, "notes": notes,
+    return {"a": _head(a), "b": _head(b), "comparable": comparable, "notes": notes,
             "toolchain": toolchain_changes(a["facts"], b["facts"]), "numbers": numbers}

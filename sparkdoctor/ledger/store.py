@@ -10,8 +10,9 @@ from __future__ import annotations
 import hashlib
 import json
 import sqlite3
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -50,33 +51,34 @@ def _levels_problem(summary: Mapping[str, object]) -> str | None:
     return None
 
 
-def recipe_hash(recipe: dict[str, Any]) -> str:
+def recipe_hash(recipe: Mapping[str, object]) -> str:
     """What identifies a recipe for comparison: the recipe's own fingerprint (its argv less the host and
     port the launcher replaces, env, model), else a hash of argv, env, model and url (not its name)."""
-    if isinstance(recipe.get("fingerprint"), str):
-        return recipe["fingerprint"]
+    fingerprint = recipe.get("fingerprint")
+    if isinstance(fingerprint, str):
+        return fingerprint
     material = {k: recipe.get(k) for k in ("argv", "env", "model", "url")}
     return hashlib.sha256(_dump(material).encode()).hexdigest()[:16]
 
 
 @dataclass
 class RunRecord:
-    recipe: dict[str, Any]  # resolved: name, argv, env, model (or url, model for --url runs)
+    recipe: Mapping[str, object]  # resolved: name, argv, env, model (or url, model for --url runs)
     base_url: str
     model: str
-    server: dict[str, Any]
-    facts: dict[str, Any]
+    server: Mapping[str, object]
+    facts: Mapping[str, object]
     fingerprint: str
     bench_version: int
     tool_version: str
-    workload: dict[str, Any]
-    summary: dict[str, Any]
-    findings: list[dict[str, Any]] = field(default_factory=list)
+    workload: Mapping[str, object]
+    summary: Mapping[str, object]
+    findings: Sequence[Mapping[str, object]] = ()
     # (concurrency, round, index, sample dict); concurrency 0 = warm-up
-    samples: Iterable[tuple[int, int, int, dict[str, Any]]] = ()
+    samples: Iterable[tuple[int, int, int, Mapping[str, object]]] = ()
     comparison_id: int | None = None
     arm: str | None = None
-    memory: dict[str, Any] | None = None  # serve/memwatch.py's record of the launched server (None: not sampled)
+    memory: Mapping[str, object] | None = None  # serve/memwatch.py's record of the launched server (None: not sampled)
 
     def as_stored(self, run_id: int | None = None) -> dict[str, object]:
         """The run as Ledger.run() returns it once stored (without samples): the same keys and JSON values."""
@@ -95,7 +97,7 @@ _JSON_COLUMNS = ("recipe_json", "server_json", "facts_json", "workload_json", "s
 _NULLABLE = {"memory_json"}  # NULL: a run stored before schema 4, a --url run, a server in a container
 
 
-def _decode_row(texts: tuple[Any, ...]) -> tuple[dict[str, Any], list[str]]:
+def _decode_row(texts: tuple[object, ...]) -> tuple[dict[str, object], list[str]]:
     """The JSON columns of a run row by name (summary_json -> summary), and what is damaged in them."""
     values: dict[str, object] = {}
     damaged: list[str] = []
@@ -119,17 +121,22 @@ class Ledger:
     def __enter__(self) -> Ledger:
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _fail(self, exc: sqlite3.Error) -> LedgerError:
-        return LedgerError(f"ledger {self.path}: {exc}")
+    @contextmanager
+    def _failing(self) -> Iterator[None]:
+        """An SQLite error inside as a LedgerError naming the file."""
+        try:
+            yield
+        except sqlite3.Error as exc:
+            raise LedgerError(f"ledger {self.path}: {exc}") from None
 
     # ---- writing ---------------------------------------------------------------------------------
     def add_run(self, run: RunRecord) -> int:
         """Store a whole run (row + samples) in one transaction; its id."""
         now = datetime.now(timezone.utc).isoformat(timespec="seconds")
-        try:
+        with self._failing():
             self.db.execute("BEGIN IMMEDIATE")
             try:
                 cur = self.db.execute(
@@ -149,44 +156,37 @@ class Ledger:
             except BaseException:
                 self.db.execute("ROLLBACK")
                 raise
-        except sqlite3.Error as exc:
-            raise self._fail(exc) from None
 
     def begin_comparison(self, a_label: str, b_label: str) -> int:
         now = datetime.now(timezone.utc).isoformat(timespec="seconds")
-        try:
+        with self._failing():
             cur = self.db.execute("INSERT INTO comparisons (created_at, a_label, b_label, status) VALUES (?,?,?,'running')",
                                   (now, a_label, b_label))
             return _rowid(cur)
-        except sqlite3.Error as exc:
-            raise self._fail(exc) from None
 
     def finish_comparison(self, comparison_id: int, status: str, result: Mapping[str, object] | None) -> None:
-        try:
+        with self._failing():
             self.db.execute("UPDATE comparisons SET status = ?, result_json = ? WHERE id = ?",
                             (status, _dump(result) if result is not None else None, comparison_id))
-        except sqlite3.Error as exc:
-            raise self._fail(exc) from None
 
     # ---- reading ---------------------------------------------------------------------------------
     def runs(self, recipe: str | None = None, limit: int = 50) -> list[dict[str, object]]:
         """Newest first: the identifying columns and the headline of each run; a run whose stored JSON is
         damaged is listed too, with `damaged` naming what is wrong."""
         sql = f"SELECT {', '.join(_RUN_COLUMNS + _JSON_COLUMNS)} FROM runs"
-        args: tuple[Any, ...] = ()
+        args: tuple[str, ...] = ()
         if recipe is not None:
             sql += " WHERE recipe_name = ?"
             args = (recipe,)
         sql += " ORDER BY id DESC LIMIT ?"
-        try:
+        with self._failing():
             rows = self.db.execute(sql, (*args, limit)).fetchall()
-        except sqlite3.Error as exc:
-            raise self._fail(exc) from None
         out = []
         for row in rows:
             item = dict(zip(_RUN_COLUMNS, row[:len(_RUN_COLUMNS)], strict=False))
             values, damaged = _decode_row(row[len(_RUN_COLUMNS):])
-            item["headline"] = None if damaged else values["summary"].get("headline")
+            summary = values["summary"]
+            item["headline"] = summary.get("headline") if isinstance(summary, dict) and not damaged else None
             memory = values["memory"] if isinstance(values["memory"], dict) else {}
             item["memory_high_water_bytes"] = memory.get("high_water_bytes")
             if damaged:
@@ -196,7 +196,7 @@ class Ledger:
 
     def run(self, run_id: int, with_samples: bool = False) -> dict[str, Any] | None:
         """One run in full (None: no such id); damaged columns are None and named in `damaged`."""
-        try:
+        with self._failing():
             row = self.db.execute(f"SELECT {', '.join(_RUN_COLUMNS + _JSON_COLUMNS)} FROM runs WHERE id = ?",
                                   (run_id,)).fetchone()
             if row is None:
@@ -216,28 +216,22 @@ class Ledger:
             if damaged:
                 item["damaged"] = damaged
             return item
-        except sqlite3.Error as exc:
-            raise self._fail(exc) from None
 
     def comparison(self, comparison_id: int) -> dict[str, object] | None:
-        try:
+        with self._failing():
             row = self.db.execute("SELECT id, created_at, a_label, b_label, status, result_json FROM comparisons WHERE id = ?",
                                   (comparison_id,)).fetchone()
             if row is None:
                 return None
             runs = [r[0] for r in self.db.execute("SELECT id FROM runs WHERE comparison_id = ? ORDER BY id", (comparison_id,))]
-        except sqlite3.Error as exc:
-            raise self._fail(exc) from None
         result, damage = decode("result_json", row[5]) if row[5] else (None, None)
         return {"id": row[0], "created_at": row[1], "a": row[2], "b": row[3], "status": row[4],
                 "result": result, "runs": runs, **({"damaged": [damage]} if damage else {})}
 
     def count_samples(self, run_id: int | None = None) -> int:
         sql, args = ("SELECT count(*) FROM samples", ()) if run_id is None else ("SELECT count(*) FROM samples WHERE run_id = ?", (run_id,))
-        try:
+        with self._failing():
             return int(self.db.execute(sql, args).fetchone()[0])
-        except sqlite3.Error as exc:
-            raise self._fail(exc) from None
 
 
 def _rowid(cur: sqlite3.Cursor) -> int:

@@ -8,25 +8,66 @@ from __future__ import annotations
 import json
 import sqlite3
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TypedDict
 
 from sparkdoctor.ledger.compare import toolchain_changes
 
 
+class Run(TypedDict):
+    id: int
+    created_at: str
+    recipe: str
+    fingerprint: str
+    tps: float | None
+    comparison: int | None
+    arm: str | None
+    correctness: str | None  # the correctness gate's verdict (reference | correct | wrong | ...; None: not run)
+
+
+class Change(TypedDict):
+    recipe: str
+    run: int
+    created_at: str
+    tps: float | None
+    what: list[str]
+
+
+class Level(TypedDict):
+    """One concurrency level of a stored A/B comparison."""
+
+    id: int
+    created_at: str
+    a: str
+    b: str
+    status: str
+    concurrency: object
+    ratio: float
+    low: object
+    high: object
+    verdict: object
+
+
+class Conclusion(TypedDict):
+    id: int
+    name: str
+    created_at: str
+    outcome: str
+    verdict: object
+
+
 @dataclass
 class Timeline:
-    runs: list[dict[str, Any]] = field(default_factory=list)  # id, created_at, recipe, fingerprint, tps, arm, comparison,
-    # correctness (the correctness gate's verdict: reference | correct | wrong | unchecked | unscored; None: not run)
-    changes: list[dict[str, Any]] = field(default_factory=list)  # recipe, run id, created_at, tps, what: [...]
-    comparisons: list[dict[str, Any]] = field(default_factory=list)  # id, created_at, a, b, concurrency, ratio, low, high, verdict
-    conclusions: list[dict[str, Any]] = field(default_factory=list)  # id, name, created_at, outcome, verdict
+    runs: list[Run] = field(default_factory=list)
+    changes: list[Change] = field(default_factory=list)
+    comparisons: list[Level] = field(default_factory=list)
+    conclusions: list[Conclusion] = field(default_factory=list)
     damaged: int = 0
-    latest_facts: dict[str, Any] | None = None
+    latest_facts: dict[str, object] | None = None
 
 
-def _json(text: Any) -> Any:
+def _json(text: object) -> object:
     try:
-        return json.loads(text) if text else None
+        return json.loads(text) if isinstance(text, (str, bytes)) and text else None
     except (TypeError, ValueError):
         return None
 
@@ -34,7 +75,7 @@ def _json(text: Any) -> Any:
 def read(db: sqlite3.Connection) -> Timeline:
     tl = Timeline()
     last: dict[str, tuple[int, str]] = {}  # recipe -> (run id, fingerprint) of its previous run
-    pairs: list[tuple[int, int, dict[str, Any]]] = []
+    pairs: list[tuple[int, int, Change]] = []
     for rid, created, recipe, fingerprint, comparison, arm, summary in db.execute(
             "SELECT id, created_at, recipe_name, fingerprint, comparison_id, arm, summary_json FROM runs ORDER BY id"):
         doc = _json(summary)
@@ -45,13 +86,13 @@ def read(db: sqlite3.Connection) -> Timeline:
         tps = head.get("decode_tps_per_stream") if isinstance(head, dict) else None
         checked = doc.get("correctness")
         verdict = checked.get("verdict") if isinstance(checked, dict) else None
-        run = {"id": rid, "created_at": created, "recipe": recipe or "(url)", "fingerprint": fingerprint,
+        run: Run = {"id": rid, "created_at": created, "recipe": recipe or "(url)", "fingerprint": fingerprint,
                "tps": tps if isinstance(tps, (int, float)) else None, "comparison": comparison, "arm": arm,
                "correctness": verdict if isinstance(verdict, str) else None}
         tl.runs.append(run)
         before = last.get(run["recipe"])
         if before is not None and before[1] != fingerprint:
-            change = {"recipe": run["recipe"], "run": rid, "created_at": created, "tps": run["tps"], "what": []}
+            change: Change = {"recipe": run["recipe"], "run": rid, "created_at": created, "tps": run["tps"], "what": []}
             tl.changes.append(change)
             pairs.append((before[0], rid, change))
         last[run["recipe"]] = (rid, fingerprint)
@@ -78,10 +119,10 @@ def read(db: sqlite3.Connection) -> Timeline:
     return tl
 
 
-def _name_changes(db: sqlite3.Connection, pairs: list[tuple[int, int, dict[str, Any]]]) -> None:
+def _name_changes(db: sqlite3.Connection, pairs: list[tuple[int, int, Change]]) -> None:
     """What changed at each toolchain change (the Facts of the two runs, read only for those runs)."""
     ids = sorted({i for a, b, _ in pairs for i in (a, b)})
-    facts: dict[int, Any] = {}
+    facts: dict[int, object] = {}
     for start in range(0, len(ids), 500):
         chunk = ids[start:start + 500]
         marks = ",".join("?" * len(chunk))
