@@ -101,7 +101,9 @@ def test_ab_finds_the_slower_arm_and_stores_both(run, tmp_path):
 @pytest.mark.alone  # the verdict compares real token timings
 def test_a_vs_a_is_no_difference(run, tmp_path):
     a = recipe(tmp_path, "fast", "--delay", "0.003")
-    out = run("bench", a, "--vs", a, "--pairs", "2", *QUICK, "--format", "json")
+    # the arms may see different load from other jobs on the machine (the load rule is tested in
+    # test_load_and_behind.py); what must never happen is a difference claimed between one recipe and itself
+    out = run("bench", a, "--vs", a, "--pairs", "2", *QUICK, "--format", "json", "--allow-load-difference")
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["verdict"] == "no difference"
 
