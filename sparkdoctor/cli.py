@@ -55,9 +55,20 @@ def _fail(exc: BaseException, message: str, code: int) -> None:
     sys.exit(code)
 
 
+def _drop_impossible_sizes() -> None:
+    """rich sizes its drawing by COLUMNS and LINES: 0 columns draws nothing at all, 99999999999 exhausts memory and
+    "²" (a digit that int() refuses) raises. Ignore such values, as rich ignores "abc": the terminal's own size,
+    or 80 columns on a pipe."""
+    for name in ("COLUMNS", "LINES"):
+        value = os.environ.get(name)
+        if value is not None and not (value.isascii() and value.isdigit() and 0 < int(value) <= 10_000):
+            del os.environ[name]
+
+
 def main() -> None:
     """Console entry point: every failure is one line and a documented exit code."""
     debug = bool(os.environ.get("SPARKDOCTOR_DEBUG"))
+    _drop_impossible_sizes()
     try:
         rc = app(standalone_mode=False)
         sys.exit(rc if isinstance(rc, int) else 0)

@@ -562,3 +562,17 @@ def test_verbs_load_only_when_called_and_help_lists_them_all():
                             env={**os.environ, "COLUMNS": "120"})
     listed = [line.split()[1] for line in helped.stdout.splitlines() if line.startswith("│ ") and line[2].isalpha()]
     assert listed[:2] == ["check", "matrix"] and [v for v in listed if v in VERBS] == VERBS
+
+
+@pytest.mark.parametrize("size", [{"COLUMNS": "0"}, {"COLUMNS": "99999999999"}, {"COLUMNS": "\u00b2"},
+                                  {"LINES": "\u00b2"}])
+def test_a_terminal_size_no_terminal_has_still_prints_the_report(run, size):
+    """COLUMNS=0 made rich draw at width 0 (check and matrix list printed nothing at all, exit code unchanged);
+    COLUMNS=99999999999 was an internal MemoryError, and a superscript digit (str.isdigit, but not int()) an internal
+    ValueError. Each is ignored now, as rich ignores COLUMNS=abc."""
+    for args, want in ((["check", "--facts", snap("gb10-broken")], 1), (["matrix", "list"], 0)):
+        p = subprocess.run([sys.executable, "-m", "sparkdoctor", *map(str, args)], cwd=run.cwd, capture_output=True,
+                           text=True, timeout=120, env={**run.env, **size})
+        assert p.returncode == want and "internal error" not in p.stderr, (p.returncode, p.stderr)
+        assert 1000 < len(p.stdout) < 200_000, len(p.stdout)
+        assert max(len(line) for line in p.stdout.splitlines()) <= 200
