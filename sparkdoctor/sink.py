@@ -11,7 +11,7 @@ import io
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 from sparkdoctor.text import shown
 
@@ -47,7 +47,8 @@ class Sink:
 
         if self.to_file:
             return escaping(Console(file=io.StringIO(), width=FILE_WIDTH, no_color=True, force_terminal=False, **settings))
-        return escaping(Console(width=width, file=sys.stdout if sys.stdout is not None else io.StringIO(), **settings))
+        return escaping(Console(width=width, file=_Unwritten(sys.stdout) if sys.stdout is not None else io.StringIO(),
+                                **settings))
 
     def capture(self, draw: Callable[[Console], None], width: int | None = None, **settings: Any) -> str:
         """What `draw` prints on this sink's console, as one string (nothing is written yet)."""
@@ -60,6 +61,25 @@ class Sink:
         """What `draw` prints: a terminal's width on a terminal, WIDE columns on a pipe, the file width on -o FILE."""
         on_terminal = sys.stdout is not None and sys.stdout.isatty()
         return self.capture(draw, None if on_terminal else WIDE)
+
+
+class _Unwritten(io.TextIOBase):
+    """stdout as a Sink's console sees it: whether it is a terminal and its encoding, never a write. The console only
+    draws into capture(); rich still writes and flushes its file as a capture ends, and on stdout that cannot be
+    written (`> /dev/full`) that was an internal error. The document is written once, by emit.write_stdout."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+
+    @property
+    def encoding(self) -> str:
+        return getattr(self._stream, "encoding", None) or "utf-8"
+
+    def isatty(self) -> bool:
+        return self._stream.isatty()
+
+    def write(self, text: str) -> int:
+        return len(text)
 
 
 # Control characters from inputs (a ledger's model name, a snapshot's env, a matrix file's name) never reach the
