@@ -47,7 +47,7 @@ class Sink:
 
         if self.to_file:
             return escaping(Console(file=io.StringIO(), width=FILE_WIDTH, no_color=True, force_terminal=False, **settings))
-        return escaping(Console(width=width, file=_Unwritten(sys.stdout) if sys.stdout is not None else io.StringIO(),
+        return escaping(Console(width=width, file=unwritten(sys.stdout) if sys.stdout is not None else io.StringIO(),
                                 **settings))
 
     def capture(self, draw: Callable[[Console], None], width: int | None = None, **settings: Any) -> str:
@@ -63,23 +63,27 @@ class Sink:
         return self.capture(draw, None if on_terminal else WIDE)
 
 
-class _Unwritten(io.TextIOBase):
-    """stdout as a Sink's console sees it: whether it is a terminal and its encoding, never a write. The console only
-    draws into capture(); rich still writes and flushes its file as a capture ends, and on stdout that cannot be
-    written (`> /dev/full`) that was an internal error. The document is written once, by emit.write_stdout."""
+class _Unwritten(io.RawIOBase):
+    """stdout as a Sink's console sees it: whether it is a terminal (and, through unwritten(), its encoding), never a
+    write. The console only draws into capture(); rich still writes and flushes its file as a capture ends, and on
+    stdout that cannot be written (`> /dev/full`) that was an internal error. emit.write_stdout writes the document."""
 
     def __init__(self, stream: TextIO) -> None:
+        super().__init__()
         self._stream = stream
 
-    @property
-    def encoding(self) -> str:
-        return getattr(self._stream, "encoding", None) or "utf-8"
+    def writable(self) -> bool:
+        return True
+
+    def write(self, b: Any) -> int:
+        return len(b)
 
     def isatty(self) -> bool:
         return self._stream.isatty()
 
-    def write(self, text: str) -> int:
-        return len(text)
+
+def unwritten(stream: TextIO) -> TextIO:
+    return io.TextIOWrapper(io.BufferedWriter(_Unwritten(stream)), encoding=getattr(stream, "encoding", None) or "utf-8")
 
 
 # Control characters from inputs (a ledger's model name, a snapshot's env, a matrix file's name) never reach the
