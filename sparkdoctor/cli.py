@@ -86,6 +86,9 @@ def main() -> None:
             name = str(exc.filename or "")  # wherever a path from the command line is looked at: bad input
             shown = name if len(name) <= 100 else f"{name[:100]}… ({len(name):,} characters)"
             _fail(UsageError(shown), f"{one_line(shown)}: {exc.strerror or 'file name too long'}", EXIT_USAGE)
+        if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO):
+            # a write nothing else caught (click's --help to `> /dev/full`, a file on a full disk): no bug of ours
+            _fail(exc, f"cannot write: {exc.strerror}{f' ({exc.filename})' if exc.filename else ''}", EXIT_USAGE)
         # click's errors (vendored inside typer in recent versions) carry format_message();
         # match by behaviour rather than by a private import path.
         if type(exc).__name__ == "Abort":

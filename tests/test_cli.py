@@ -581,7 +581,7 @@ def test_a_terminal_size_no_terminal_has_still_prints_the_report(run, size):
 @pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs Linux's /dev/full")
 def test_a_console_report_to_stdout_that_is_full_is_one_line(run):
     """`sparkdoctor check > /dev/full`: the JSON document said "cannot write the report to stdout", but a console
-    report was an internal error (rich flushes the stream it was given when a capture ends)."""
+    report was an internal error (rich flushes the stream it was given when a capture ends), and so was `--help`."""
     for args in (["check", "--facts", snap("gb10-broken")], ["matrix", "list"], ["check", "--facts", snap("gb10-broken"),
                                                                                   "--format", "json"]):
         with open("/dev/full", "w") as full:
@@ -589,3 +589,7 @@ def test_a_console_report_to_stdout_that_is_full_is_one_line(run):
                                stderr=subprocess.PIPE, text=True, timeout=120, env=run.env)
         assert p.returncode == 2, (args, p.returncode, p.stderr)
         assert p.stderr == "sparkdoctor: error: cannot write the report to stdout: No space left on device (use -o FILE)\n"
+    with open("/dev/full", "w") as full:  # click writes --help itself
+        p = subprocess.run([sys.executable, "-m", "sparkdoctor", "check", "--help"], cwd=run.cwd, stdout=full,
+                           stderr=subprocess.PIPE, text=True, timeout=120, env=run.env)
+    assert p.returncode == 2 and p.stderr == "sparkdoctor: error: cannot write: No space left on device\n", p.stderr
