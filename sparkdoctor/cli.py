@@ -55,9 +55,20 @@ def _fail(exc: BaseException, message: str, code: int) -> None:
     sys.exit(code)
 
 
+def _drop_impossible_sizes() -> None:
+    """rich sizes its drawing by COLUMNS and LINES: 0 columns draws nothing at all, 99999999999 exhausts memory and
+    "²" (a digit that int() refuses) raises. Ignore such values, as rich ignores "abc": the terminal's own size,
+    or 80 columns on a pipe."""
+    for name in ("COLUMNS", "LINES"):
+        value = os.environ.get(name)
+        if value is not None and not (value.isascii() and value.isdigit() and 0 < int(value) <= 10_000):
+            del os.environ[name]
+
+
 def main() -> None:
     """Console entry point: every failure is one line and a documented exit code."""
     debug = bool(os.environ.get("SPARKDOCTOR_DEBUG"))
+    _drop_impossible_sizes()
     try:
         rc = app(standalone_mode=False)
         sys.exit(rc if isinstance(rc, int) else 0)
@@ -75,6 +86,9 @@ def main() -> None:
             name = str(exc.filename or "")  # wherever a path from the command line is looked at: bad input
             shown = name if len(name) <= 100 else f"{name[:100]}… ({len(name):,} characters)"
             _fail(UsageError(shown), f"{one_line(shown)}: {exc.strerror or 'file name too long'}", EXIT_USAGE)
+        if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO):
+            # a write nothing else caught (click's --help to `> /dev/full`, a file on a full disk): no bug of ours
+            _fail(exc, f"cannot write: {exc.strerror}{f' ({exc.filename})' if exc.filename else ''}", EXIT_USAGE)
         # click's errors (vendored inside typer in recent versions) carry format_message();
         # match by behaviour rather than by a private import path.
         if type(exc).__name__ == "Abort":

@@ -26,7 +26,11 @@ def open_ledger(path):
     )
 
     path = path or default_path()
-    if not path.exists():
+    try:
+        exists = path.exists()
+    except OSError as exc:  # EACCES: a folder on the way the user cannot search
+        raise LedgerFailure(f"ledger {path}: cannot open ({exc.strerror or exc})") from None
+    if not exists:
         raise LedgerFailure(f"ledger {path}: no such file (run `sparkdoctor bench` first, or pass --ledger)")
     if path.is_file() and path.stat().st_size == 0 and not path.with_name(path.name + "-wal").exists():
         # sqlite would take it for a new database and write a schema into it: not ours to write, and no ledger

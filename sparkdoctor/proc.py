@@ -279,6 +279,12 @@ class Running:
         if self.popen is not None:
             _kill_group(self.popen)
 
+    def forget(self) -> None:
+        """Unregister it, its pipes left open: a process that left its group (setsid) still holds them, and closing a
+        pipe under a thread blocked reading it waits for that read forever (the buffer's lock is held)."""
+        if self.popen is not None:
+            _unregister(self.popen)
+
     def cancel(self) -> None:
         """Kill it (and its children) and reap it: a started probe that turned out not to be wanted."""
         if self.popen is None:

@@ -11,7 +11,7 @@ import io
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 from sparkdoctor.text import shown
 
@@ -48,7 +48,8 @@ class Sink:
 
         if self.to_file:
             return escaping(Console(file=io.StringIO(), width=FILE_WIDTH, no_color=True, force_terminal=False, **settings))
-        return escaping(Console(width=width, file=sys.stdout if sys.stdout is not None else io.StringIO(), **settings))
+        return escaping(Console(width=width, file=unwritten(sys.stdout) if sys.stdout is not None else io.StringIO(),
+                                **settings))
 
     def capture(self, draw: Callable[[Console], None], width: int | None = None, **settings: Any) -> str:
         """What `draw` prints on this sink's console, as one string (nothing is written yet)."""
@@ -61,6 +62,29 @@ class Sink:
         """What `draw` prints: a terminal's width on a terminal, WIDE columns on a pipe, the file width on -o FILE."""
         on_terminal = sys.stdout is not None and sys.stdout.isatty()
         return self.capture(draw, None if on_terminal else WIDE)
+
+
+class _Unwritten(io.RawIOBase):
+    """stdout as a Sink's console sees it: whether it is a terminal (and, through unwritten(), its encoding), never a
+    write. The console only draws into capture(); rich still writes and flushes its file as a capture ends, and on
+    stdout that cannot be written (`> /dev/full`) that was an internal error. emit.write_stdout writes the document."""
+
+    def __init__(self, stream: TextIO) -> None:
+        super().__init__()
+        self._stream = stream
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, b: Any) -> int:
+        return len(b)
+
+    def isatty(self) -> bool:
+        return self._stream.isatty()
+
+
+def unwritten(stream: TextIO) -> TextIO:
+    return io.TextIOWrapper(io.BufferedWriter(_Unwritten(stream)), encoding=getattr(stream, "encoding", None) or "utf-8")
 
 
 # Control characters from inputs (a ledger's model name, a snapshot's env, a matrix file's name) never reach the

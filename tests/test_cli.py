@@ -562,3 +562,34 @@ def test_verbs_load_only_when_called_and_help_lists_them_all():
                             env={**os.environ, "COLUMNS": "120"})
     listed = [line.split()[1] for line in helped.stdout.splitlines() if line.startswith("│ ") and line[2].isalpha()]
     assert listed[:2] == ["check", "matrix"] and [v for v in listed if v in VERBS] == VERBS
+
+
+@pytest.mark.parametrize("size", [{"COLUMNS": "0"}, {"COLUMNS": "99999999999"}, {"COLUMNS": "\u00b2"},
+                                  {"LINES": "\u00b2"}])
+def test_a_terminal_size_no_terminal_has_still_prints_the_report(run, size):
+    """COLUMNS=0 made rich draw at width 0 (check and matrix list printed nothing at all, exit code unchanged);
+    COLUMNS=99999999999 was an internal MemoryError, and a superscript digit (str.isdigit, but not int()) an internal
+    ValueError. Each is ignored now, as rich ignores COLUMNS=abc."""
+    for args, want in ((["check", "--facts", snap("gb10-broken")], 1), (["matrix", "list"], 0)):
+        p = subprocess.run([sys.executable, "-m", "sparkdoctor", *map(str, args)], cwd=run.cwd, capture_output=True,
+                           text=True, timeout=120, env={**run.env, **size})
+        assert p.returncode == want and "internal error" not in p.stderr, (p.returncode, p.stderr)
+        assert 1000 < len(p.stdout) < 200_000, len(p.stdout)
+        assert max(len(line) for line in p.stdout.splitlines()) <= 200
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs Linux's /dev/full")
+def test_a_console_report_to_stdout_that_is_full_is_one_line(run):
+    """`sparkdoctor check > /dev/full`: the JSON document said "cannot write the report to stdout", but a console
+    report was an internal error (rich flushes the stream it was given when a capture ends), and so was `--help`."""
+    for args in (["check", "--facts", snap("gb10-broken")], ["matrix", "list"], ["check", "--facts", snap("gb10-broken"),
+                                                                                  "--format", "json"]):
+        with open("/dev/full", "w") as full:
+            p = subprocess.run([sys.executable, "-m", "sparkdoctor", *map(str, args)], cwd=run.cwd, stdout=full,
+                               stderr=subprocess.PIPE, text=True, timeout=120, env=run.env)
+        assert p.returncode == 2, (args, p.returncode, p.stderr)
+        assert p.stderr == "sparkdoctor: error: cannot write the report to stdout: No space left on device (use -o FILE)\n"
+    with open("/dev/full", "w") as full:  # click writes --help itself
+        p = subprocess.run([sys.executable, "-m", "sparkdoctor", "check", "--help"], cwd=run.cwd, stdout=full,
+                           stderr=subprocess.PIPE, text=True, timeout=120, env=run.env)
+    assert p.returncode == 2 and p.stderr == "sparkdoctor: error: cannot write: No space left on device\n", p.stderr

@@ -399,6 +399,25 @@ def test_a_timeout_beside_a_settled_result_keeps_only_the_settled_one(tmp_path, 
     assert compiles(site).count("e2m1-cvt") == 1  # the timeout alone was retried
 
 
+def test_an_interpreter_that_dies_before_the_probe_says_anything_is_no_compiler_crash(tmp_path):
+    """`check --python X` where X is no working Python (it segfaults at start): the collector called that "the CuTe
+    DSL compiler was killed by SIGSEGV", so check listed three probe-cutedsl-* errors ("report it") about a
+    compiler it never saw. The probe reports its compile server's and children's deaths itself; the probe's own
+    death is an error of the run (unverified), not a crash of the compiler."""
+    from sparkdoctor.findings import check_probes
+
+    python = tmp_path / "python"
+    python.write_text("#!/bin/sh\nkill -SEGV $$\n")
+    python.chmod(0o755)
+    ctx = Context(target=PythonTarget(str(python), "test"), facts=Facts(), cache_dir=tmp_path / "cache")
+    kernels = cutedsl.run(ctx)["kernels"]
+    for k in kernels.values():
+        assert k["status"] == "error", k
+        assert "interpreter was killed by SIGSEGV" in k["detail"] and "compiler" not in k["detail"], k["detail"]
+    findings, unverified = check_probes(Facts(arch={"value": "sm_121a"}, kernels=kernels), [])
+    assert not findings and {u.probe for u in unverified} == set(kernels)  # unverified: it never compiled
+
+
 @pytest.mark.parametrize("fork", [True, False], ids=["forked", "fresh interpreters"])
 def test_a_segfault_in_one_compile_leaves_the_other_result(fork, tmp_path, monkeypatch):
     site = fake_cutlass(tmp_path, HALF_CRASHING_CUTE)
@@ -619,3 +638,46 @@ def test_real_collector_against_a_real_release(tmp_path, monkeypatch):
     assert time.monotonic() - started < 0.5 < cold_s
     assert all(v["cached"] for v in warm.values())
     assert [{**v, "cached": None} for v in warm.values()] == [{**v, "cached": None} for v in cold.values()]
+
+
+def test_a_compile_server_killed_mid_compile_leaves_no_scratch_folder_behind(tmp_path):
+    """Ctrl-C during `check`, or a compile past its deadline, ends the compile server with SIGKILL, so its `finally`
+    never removes its scratch folder: /tmp kept a sparkdoctor-cutedsl-* folder per interrupt. The next probe
+    removes those of servers that are gone, and never one of a live server."""
+    import signal
+
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    site = fake_cutlass(tmp_path, HANGING_CUTE)  # the server hangs in `import cutlass`, its scratch folder made
+    env = {**os.environ, "TMPDIR": str(tmp),
+           "PYTHONPATH": os.pathsep.join([str(site), str(site / "nvidia_cutlass_dsl" / "python_packages")])}
+
+    def hanging_server() -> tuple[subprocess.Popen, Path]:
+        before = set(tmp.iterdir())
+        server = subprocess.Popen([sys.executable, "-B", str(PROBE), "--arch", "sm_121a", "--compile", "e2m1-cvt",
+                                   "--timeout", "600"], env=env, start_new_session=True,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for _ in range(600):  # until its scratch folder is there (a safety net, not a verdict)
+            made = set(tmp.iterdir()) - before
+            if made:
+                return server, made.pop()
+            time.sleep(0.1)
+        os.killpg(server.pid, signal.SIGKILL)
+        raise AssertionError("the compile server made no scratch folder")
+
+    live, live_scratch = hanging_server()
+    try:
+        killed, killed_scratch = hanging_server()
+        os.killpg(killed.pid, signal.SIGKILL)  # what proc does to a probe's process group on Ctrl-C
+        killed.wait()
+        assert killed_scratch.is_dir()  # nothing in the killed server could remove it
+        done = subprocess.run([sys.executable, "-B", str(PROBE), "--arch", "sm_121a", "--compile", "e2m1-cvt"],
+                              env={**env, "PYTHONPATH": str(tmp_path / "no-cutlass")}, capture_output=True, text=True,
+                              timeout=120)
+        assert [r["status"] for r in result_lines(done.stdout)] == ["error"]  # no DSL there: quick, and it ends
+        assert not killed_scratch.exists(), "a killed server's scratch folder outlives it"
+        assert live_scratch.is_dir(), "a live server's scratch folder was taken away"
+        assert set(tmp.iterdir()) == {live_scratch}
+    finally:
+        os.killpg(live.pid, signal.SIGKILL)
+        live.wait()

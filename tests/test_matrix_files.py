@@ -298,3 +298,18 @@ def test_latest_reads_the_newest_releases_for_files_and_installs():
     [found] = json.loads(run.stdout)["latest"]
     assert run.returncode == 0 and found["verdict"] == "holds" and found["kind"] == "installs", found
     assert f"nvidia-cuda-nvcc=={released_versions('nvidia-cuda-nvcc')[-1]}" in found["why"]
+
+
+@pytest.mark.parametrize("content", ["[" * 100_000 + "]" * 100_000, "{", '{"kind": "bounds"'])
+def test_validate_bounds_that_is_no_bounds_document_is_one_line(tmp_path, content):
+    """`matrix validate --bounds FILE` with deeply nested or broken JSON: one line, exit 2 (the nesting was an
+    internal RecursionError)."""
+    from sparkdoctor.exitcodes import EXIT_USAGE
+    from tests.inproc import invoke
+
+    path = tmp_path / "bounds.json"
+    path.write_text(content)
+    code, _, error = invoke("matrix", "validate", "--bounds", path)
+    assert code == EXIT_USAGE and "not a bounds document" in error and "\n" not in error, error
+    code, _, error = invoke("matrix", "validate", "--bounds", tmp_path / "missing.json")
+    assert code == EXIT_USAGE and "No such file or directory" in error and "[Errno" not in error, error

@@ -102,6 +102,16 @@ def test_git_needs_a_pinned_commit_that_exists(tmp_path):
     assert not (tmp_path / "PWNED").exists()
 
 
+def test_a_git_source_that_is_no_repository_names_gits_reason(tmp_path):
+    """git's error ends with advice ("Please make sure you have the correct access rights / and the repository
+    exists."): the one line said "git clone failed: and the repository exists." instead of git's reason."""
+    source = (tmp_path / "nothing-here.git").as_uri()
+    with pytest.raises(UpdateError) as info:
+        update_matrix(source, commit="0" * 40)
+    assert "does not appear to be a git repository" in str(info.value), str(info.value)
+    assert "\n" not in str(info.value)
+
+
 def test_an_invalid_matrix_changes_nothing(tmp_path, data_home):
     repo, _ = make_repo(tmp_path)
     (repo / "matrix" / "host.toml").write_text('component = "host"\n[[entry]]\nid = "BAD ID"\n')

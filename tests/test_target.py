@@ -62,3 +62,48 @@ def test_a_venv_whose_base_python_is_gone_says_so(tmp_path):
         assert "is a link to /nonexistent/python3.11, which does not exist" in message and "\n" not in message, message
     with pytest.raises(TargetError, match="no such interpreter"):  # a plain typo keeps its message
         target_mod.resolve_python_target(str(tmp_path / "nope" / "python"))
+
+
+def test_a_loop_of_links_is_called_a_loop_not_a_missing_file(tmp_path):
+    """bin/python -> python3 -> python (a hand-made venv gone wrong): both links exist, so "a link to X, which does
+    not exist" points the user at a file that `ls` shows."""
+    import pytest
+
+    from sparkdoctor.targets import TargetError
+
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").symlink_to("python3")
+    (venv / "bin" / "python3").symlink_to("python")
+    for given in (venv / "bin" / "python", venv):
+        with pytest.raises(TargetError) as info:
+            target_mod.resolve_python_target(str(given))
+        message = str(info.value)
+        assert "never reaches a file" in message and "which does not exist" not in message, message
+        assert "\n" not in message
+
+
+def test_a_folder_the_user_cannot_search_is_one_line(tmp_path):
+    """`--python venv` where venv is mode 000: looking inside raises EACCES, which was an internal error. Run as an
+    unprivileged user (root reads everything) inside a user namespace, as bubblewrap does for mod scripts."""
+    import os
+    import shutil
+    import subprocess
+
+    import pytest
+
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        pytest.skip("bubblewrap runs the CLI without root's right to read everything")
+    locked = tmp_path / "venv"
+    (locked / "bin").mkdir(parents=True)
+    locked.chmod(0)
+    try:
+        p = subprocess.run([bwrap, "--unshare-user", "--uid", "1000", "--gid", "1000", "--bind", "/", "/", "--dev", "/dev",
+                            "--proc", "/proc", sys.executable, "-m", "sparkdoctor", "check", "--python", str(locked)],
+                           capture_output=True, text=True, timeout=300, env=dict(os.environ, COLUMNS="200"),
+                           cwd=Path(__file__).resolve().parents[1])
+    finally:
+        locked.chmod(0o700)
+    assert p.returncode == 3, (p.returncode, p.stderr)
+    assert p.stderr.count("\n") == 1 and "internal error" not in p.stderr and "Permission denied" in p.stderr, p.stderr

@@ -93,15 +93,15 @@ def main(argv=None):
         ap.error("--arch must look like sm_121a")
     if args.kernel:
         import shutil
-        import tempfile
 
+        from cutedsl_isolation import scratch
         from cutedsl_kernels import compile_one
 
         versions = dist_versions(find_dists())
         info = {"version": versions.get(DIST_PREFIX) or next(iter(versions.values()), None), "dists": versions}
         os.environ["CUTE_DSL_ARCH"] = args.arch  # older DSLs read the arch from here when an op is built
         os.environ.setdefault("CUTE_DSL_NO_CACHE", "1")  # never answer from a previous compile
-        dump_dir = tempfile.mkdtemp(prefix="sparkdoctor-cutedsl-")
+        dump_dir = scratch()
         os.environ["CUTE_DSL_CACHE_DIR"] = dump_dir
         try:
             result = compile_one(args.kernel, args.arch, dump_dir)

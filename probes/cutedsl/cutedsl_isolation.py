@@ -57,14 +57,40 @@ def kill_group(child):
         child.kill()
 
 
-def serve(kernels, arch, timeout, emit):
-    """The compile server: import once, then each kernel in a forked child (or a fresh interpreter)."""
+SCRATCH_PREFIX = "sparkdoctor-cutedsl-"
+
+
+def scratch():
+    """A scratch folder named by this process's pid. A server ended by SIGKILL (Ctrl-C on `check`, or its deadline)
+    cannot remove its own: first remove those of servers that are gone (never one of a live process)."""
+    import glob
     import shutil
     import tempfile
 
+    for old in glob.glob(os.path.join(tempfile.gettempdir(), SCRATCH_PREFIX + "*-*")):
+        pid = os.path.basename(old)[len(SCRATCH_PREFIX):].split("-")[0]
+        if pid.isdigit() and os.path.isdir(old) and not os.path.islink(old) and not _alive(int(pid)):
+            shutil.rmtree(old, ignore_errors=True)
+    return tempfile.mkdtemp(prefix="%s%d-" % (SCRATCH_PREFIX, os.getpid()))
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's: alive
+        pass
+    return True
+
+
+def serve(kernels, arch, timeout, emit):
+    """The compile server: import once, then each kernel in a forked child (or a fresh interpreter)."""
+    import shutil
+
     os.environ["CUTE_DSL_ARCH"] = arch  # older DSLs read the arch from here when an op is built
     os.environ.setdefault("CUTE_DSL_NO_CACHE", "1")  # never answer from a previous compile
-    base = tempfile.mkdtemp(prefix="sparkdoctor-cutedsl-")
+    base = scratch()
     os.environ["CUTE_DSL_CACHE_DIR"] = base  # some DSLs read it once, at import
     try:
         if fork_is_safe():

@@ -95,8 +95,10 @@ def _bounds_document(path: Path) -> dict[str, Any]:
 
     try:
         doc = json.loads(read_text(path, 64 << 20))
-    except (OSError, ValueError) as exc:
-        raise UsageError(f"{path}: not a bounds document ({exc})") from None
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read the bounds document: {exc.strerror or exc}") from None
+    except (ValueError, RecursionError) as exc:
+        raise UsageError(f"{path}: not a bounds document ({str(exc)[:120]})") from None
     if not isinstance(doc, dict) or doc.get("kind") != "bounds":
         raise UsageError(f"{path}: not a bounds document (kind must be \"bounds\", from `matrix verify --bounds --format json`)")
     return doc

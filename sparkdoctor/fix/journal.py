@@ -254,7 +254,7 @@ def load(ident: str | None) -> Journal:
     else:
         found = history()
         if not found:
-            raise FixError(f"no fix journals in {root}")
+            raise NoSuchJournal(f"no fix journals in {root}: nothing to roll back")
         path = found[0].path
     if not path.is_dir():
         raise NoSuchJournal(f"{path}: no such fix journal (see sparkdoctor fix --history)")

@@ -251,7 +251,8 @@ def _reachable(address: str) -> None:
     minutes and printing its retries; a port that is no port is a usage error. ("auto" and ray:// addresses are
     left to Ray.)"""
 
-    if not RAY_ADDRESS_RE.match(address):
+    if not RAY_ADDRESS_RE.match(address) or ("://" not in address and ":" not in address
+                                             and address not in ("auto", "local")):  # a host with no port: Ray refuses it
         raise FleetError(f"--ray {one_line(address[:80])}: not a Ray address (host:port, auto, or ray://host:port)", EXIT_USAGE)
     host, sep, port = address.rpartition(":")
     if not sep or "://" in address:

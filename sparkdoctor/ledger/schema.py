@@ -124,9 +124,9 @@ def _one(db: sqlite3.Connection, sql: str) -> int:
 def connect(path: Path, migrate: bool = True) -> sqlite3.Connection:
     """Open (creating if absent) and migrate; raise LedgerError with one line otherwise."""
     path = Path(path)
-    if path.is_dir():
-        raise LedgerError(f"ledger {path}: is a folder; give a file (--ledger PATH)")
     try:
+        if path.is_dir():
+            raise LedgerError(f"ledger {path}: is a folder; give a file (--ledger PATH)")
         path.parent.mkdir(parents=True, exist_ok=True)
         db = sqlite3.connect(str(path), timeout=30, isolation_level=None)
     except (OSError, sqlite3.Error) as exc:
@@ -163,6 +163,10 @@ def connect(path: Path, migrate: bool = True) -> sqlite3.Connection:
     except sqlite3.DatabaseError as exc:
         db.close()
         raise LedgerError(f"ledger {path}: unreadable ({exc}); move it aside or pass another --ledger") from None
+    except UnicodeDecodeError:  # SQLite's "malformed database schema" quotes the damaged bytes; Python cannot decode it
+        db.close()
+        raise LedgerError(f"ledger {path}: unreadable (a damaged schema: bytes that are not UTF-8); move it aside or "
+                          "pass another --ledger") from None
     except LedgerError:
         db.close()
         raise

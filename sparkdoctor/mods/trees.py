@@ -79,7 +79,11 @@ class SiteTree:
 
 
 def venv_tree(python: str) -> SiteTree:
-    """The site folders of the interpreter `python`, asked of it (with a time limit)."""
+    """The site folders of the interpreter `python` (or of the venv folder `python`, as `check --python` takes it),
+    asked of it (with a time limit). No such interpreter is a TargetError (exit 3), as in every other verb."""
+    from sparkdoctor.targets.local import resolve_python_target
+
+    python = resolve_python_target(python).python
     code = "import json,sysconfig;p=sysconfig.get_paths();print(json.dumps([p['purelib'],p['platlib']]))"
     result = proc.run([python, "-I", "-c", code], timeout=PROBE_TIMEOUT)
     if not result.ok:

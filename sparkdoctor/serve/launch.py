@@ -214,8 +214,10 @@ class LocalServer:
             return groups.Teardown(self.pgid)  # it never started: nothing to stop (and pgid 0 means our own group)
         say("stopping the server")
         report = groups.terminate(self.pgid, self.running.popen, grace=grace)
-        pump.join(3.0)
-        self.running.cancel()  # unregister from proc's registry (and kill, if the leader somehow lives)
+        if pump.join(3.0):
+            self.running.cancel()  # unregister from proc's registry (and kill, if the leader somehow lives)
+        else:  # a process that left the group (setsid: a daemon the server started) holds the output pipes open
+            self.running.forget()
         if report.clean:
             registry.forget(self.record)
         return report

@@ -142,6 +142,13 @@ def resolve_python_target(python: str | None) -> PythonTarget:
 
 
 def _resolve_interpreter(python: str) -> str:
+    try:
+        return _interpreter_at(python)
+    except OSError as exc:  # EACCES: a folder on the way the user cannot search
+        raise TargetError(f"--python {python}: cannot look at it: {exc.strerror or exc}") from None
+
+
+def _interpreter_at(python: str) -> str:
     path = Path(python)
     if path.is_dir():  # a venv folder given instead of its interpreter
         for name in ("bin/python", "bin/python3"):
@@ -164,6 +171,9 @@ def _refuse_dangling(python: str, link: Path) -> None:
     """A venv whose base Python was removed or upgraded away keeps bin/python as a link to nothing: say that,
     not "no such interpreter" (the file is right there in `ls`)."""
     if link.is_symlink() and not link.exists():
+        if os.path.lexists(link.parent / os.readlink(link)):  # it leads to a link that leads nowhere, or back
+            raise TargetError(f"--python {python}: {link} is a link that never reaches a file (a loop of links, or a "
+                              "chain that ends at a missing one)")
         raise TargetError(f"--python {python}: {link} is a link to {os.readlink(link)}, which does not exist "
                           "(the Python this environment was made with is gone: recreate the environment)")
 

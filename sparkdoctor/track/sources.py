@@ -146,7 +146,9 @@ def _git(args: list[str], label: str) -> str:
     env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "GIT_ALLOW_PROTOCOL": "file:git:http:https:ssh", "GIT_CONFIG_NOSYSTEM": "1"}
     result = proc.run(["git", "-c", "core.hooksPath=/dev/null", "-c", "protocol.ext.allow=never", *args], timeout=GIT_TIMEOUT, env=env)
     if not result.ok:
-        last = next((x.strip() for x in reversed((result.stderr or result.stdout or "").splitlines()) if x.strip()), result.describe_failure())
+        lines = [x.strip() for x in (result.stderr or result.stdout or "").splitlines() if x.strip()]
+        # git's reason is its first "fatal:"/"error:" line; what follows is advice ("Please make sure ...")
+        last = next((x for x in lines if x.startswith(("fatal:", "error:"))), lines[-1] if lines else result.describe_failure())
         raise UpdateError(f"{label}: git {args[0]} failed: {last}")
     return result.stdout
 

@@ -299,6 +299,14 @@ def test_history_shows_sizes_and_prune_spares_the_unsettled(tmp_path, wheels):
 # ---- 7. exit codes ----------------------------------------------------------------------------------------
 
 
+def test_a_rollback_with_no_journal_at_all_is_a_usage_error_not_a_failed_apply():
+    """`fix --rollback` on a machine where fix never applied anything: like `--rollback NOSUCH`, exit 2 (it was 5,
+    "the apply failed and was rolled back", though nothing was applied), one line, and the JSON error document."""
+    res = fix_cli(None, "--rollback", "--format", "json")
+    assert res.returncode == 2 and "no fix journals in" in one_line(res.stderr), (res.returncode, res.stderr)
+    assert as_json(res)["exit_code"] == 2
+
+
 def test_exit_codes_of_what_changed_nothing(tmp_path, wheels):
     nosuch = fix_cli(None, "--rollback", "NOSUCH")
     assert nosuch.returncode == 2 and "no such fix journal" in one_line(nosuch.stderr)

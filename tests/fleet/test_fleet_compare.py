@@ -245,7 +245,7 @@ def test_a_ray_address_whose_port_is_no_port_is_a_usage_error(address):
 
 
 @pytest.mark.parametrize("address", ["a" * 300, "\x1b[31mspark:6379", "spark:6379; rm -rf /", "spark\udcff:6379",
-                                     "spark:６３７９"])
+                                     "spark:６３７９", "spark-1"])
 def test_a_ray_address_that_is_no_address_is_one_line_before_ray_is_imported(address, monkeypatch):
     from sparkdoctor.fleet import FleetError, FleetOptions, _connect
 

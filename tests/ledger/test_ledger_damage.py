@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -158,3 +159,49 @@ def test_bench_storing_into_a_malformed_ledger_is_one_line_exit_5(tmp_path):
     finally:
         ledger.close()
     assert info.value.exit_code == EXIT_LEDGER and "malformed" in str(info.value) and "\n" not in str(info.value)
+
+
+def test_a_schema_damaged_into_bytes_that_are_not_utf8_is_one_line_exit_5(tmp_path):
+    """One byte of the stored CREATE TABLE turned into one that is not UTF-8 (a flipped bit on disk): SQLite's
+    "malformed database schema" message quotes it, and Python fails to decode the message itself."""
+    path = ledger_with_conclusion(tmp_path)
+    db = sqlite3.connect(path)
+    db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    db.close()
+    data = bytearray(path.read_bytes())
+    at = data.find(b"created_at TEXT NOT NULL")
+    assert at > 0
+    data[at + len("created_at TEXT NOT NUL")] = 0xB3
+    path.write_bytes(bytes(data))
+    with pytest.raises(LedgerError, match="unreadable"):
+        Ledger(path)
+    for args in (["history"], ["conclusions"], ["rerun", "--dry-run"]):
+        one_line_exit_5(cli(*args, "--ledger", path), str(path), "unreadable")
+
+
+BWRAP = shutil.which("bwrap")
+
+
+@pytest.mark.skipif(BWRAP is None, reason="bubblewrap runs the CLI without root's right to read everything")
+def test_a_ledger_in_a_folder_the_user_cannot_search_is_one_line_exit_5(tmp_path):
+    """`--ledger locked/l.sqlite` where `locked` is mode 000: looking at the path raises EACCES (no "no such file"),
+    which must be the ledger's one line, not an internal error. Run as an unprivileged user (root reads
+    everything), inside a user namespace, as bubblewrap does for mod scripts."""
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0)
+    try:
+        for args in (["history"], ["conclusions"], ["rerun", "--dry-run"]):
+            p = subprocess.run([BWRAP, "--unshare-user", "--uid", "1000", "--gid", "1000", "--bind", "/", "/",
+                                "--dev", "/dev", "--proc", "/proc", sys.executable, "-m", "sparkdoctor", *args,
+                                "--ledger", str(locked / "l.sqlite")],
+                               capture_output=True, text=True, timeout=300, cwd=ROOT, env=dict(os.environ, COLUMNS="200"))
+            one_line_exit_5(p, str(locked / "l.sqlite"), "Permission denied")
+        # bench's door: the store itself (it creates a missing ledger, so it looks at the folder first)
+        p = subprocess.run([BWRAP, "--unshare-user", "--uid", "1000", "--gid", "1000", "--bind", "/", "/", "--dev", "/dev",
+                            "--proc", "/proc", sys.executable, "-c", "import sys; from sparkdoctor.ledger import Ledger, "
+                            "LedgerError\ntry: Ledger(sys.argv[1])\nexcept LedgerError as e: print(e)", str(locked / "l.sqlite")],
+                           capture_output=True, text=True, timeout=300, cwd=ROOT)
+        assert p.returncode == 0 and "cannot open" in p.stdout and "Permission denied" in p.stdout, (p.stdout, p.stderr)
+    finally:
+        locked.chmod(0o700)

@@ -163,7 +163,6 @@ def test_cli_strict_fails_on_superseded(tmp_path):
 
 @pytest.mark.parametrize("argv, words", [
     (["--release", "vllm"], "NAME==VERSION"),
-    (["--python", "/nonexistent/python"], "--python /nonexistent/python"),
     (["--site", "x", "--release", "vllm==0.1"], "exclude each other"),
     (["--timeout", "0"], "--timeout"),
 ])
@@ -172,6 +171,17 @@ def test_cli_bad_input_is_one_line_exit_2(tmp_path, argv, words):
     done = sd("mods", "check", str(mod), *argv)
     assert done.returncode == 2, done.stderr
     assert words in done.stderr and done.stderr.count("\n") == 1 and not done.stdout
+
+
+def test_cli_python_takes_a_venv_folder_and_no_interpreter_is_exit_3(tmp_path):
+    """`--python` as `check --python` takes it: a venv's folder is its bin/python (it was "could not start:
+    Permission denied", exit 2), and no interpreter there is exit 3, the README's "target not probeable" (was 2)."""
+    mod = write(tmp_path, "m.patch", make_diff(BEFORE, AFTER))  # patches a file this venv does not have
+    done = sd("mods", "check", str(mod), "--python", sys.prefix, "-f", "json")
+    assert done.returncode == 1 and json.loads(done.stdout)["counts"] == {"fails": 1}, done.stdout + done.stderr
+    done = sd("mods", "check", str(mod), "--python", "/nonexistent/python")
+    assert done.returncode == 3 and "--python /nonexistent/python: no such interpreter" in done.stderr, done.stderr
+    assert done.stderr.count("\n") == 1 and not done.stdout
 
 
 def test_cli_a_path_that_is_not_a_mod(tmp_path):

@@ -199,3 +199,31 @@ def test_by_default_the_shipped_matrix_symptoms_are_scanned():
     ptxas = next(e for e in entries if e.id == "cutedsl-450-libs-base-mma")
     line = f"\x1b[31mERROR\x1b[0m ptxas fatal: {ptxas.symptoms[0]} (sm_121a)"
     assert "cutedsl-450-libs-base-mma" in {h.entry_id for h in match_line(line, entries)}
+
+
+def test_a_daemon_the_server_started_outside_its_group_does_not_hang_the_teardown(tmp_path):
+    """A server that starts a daemon in a session of its own (setsid: Ray's processes, a compile cache server)
+    which keeps the server's stdout and stderr: the teardown closed those pipes under the log threads still
+    blocked reading them, and that close waits for the read, forever; `bench` hung, deaf to SIGTERM."""
+    import threading
+
+    pidfile = tmp_path / "daemon.pid"
+    script = f"(setsid sh -c 'echo $$ > {pidfile}; exec sleep 600' &) ; exec {sys.executable} {FAKE} ready \"$@\""
+    recipe = Recipe(name="fake-daemon", source_path="test", format="sparkdoctor",
+                    argv=["sh", "-c", script, "sh", "--host", "0.0.0.0", "--port", "8000"])
+    outcome: dict = {}
+
+    def serve() -> None:
+        with launch(recipe, run_dir=tmp_path, matrix=[], ready_timeout=30) as s:
+            outcome["pgid"] = s.pgid
+        outcome["teardown"] = s.teardown
+
+    thread = threading.Thread(target=serve, daemon=True)
+    try:
+        thread.start()
+        thread.join(120)  # a safety net for a hang, not a verdict on time (the teardown takes seconds)
+        assert not thread.is_alive(), "the teardown is still waiting for the daemon's pipes"
+        assert outcome["teardown"].clean and gone(outcome["pgid"])
+    finally:
+        if pidfile.exists():
+            os.kill(int(pidfile.read_text()), signal.SIGKILL)
