@@ -90,7 +90,8 @@ def run(options: ReportCommand) -> Result[BugReport]:
         deliver(report.whole, attachment)
         result.notes.append(f"the report is too long to paste whole; the full report is in {attachment} (attach it)")
     if not judged.probed():  # the report is written (its errors say why), but it is not a report on packages
-        result.fail(TargetUnprobeable("the target's packages could not be read: the report holds only what was observed"))
+        why = next((e["error"] for e in judged.facts.errors if e["collector"] == "target"), "the target's packages could not be read")
+        result.fail(TargetUnprobeable(f"{why}: the report holds only what was observed"))
     return result
 
 

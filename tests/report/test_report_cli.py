@@ -145,7 +145,8 @@ def test_a_python_that_names_no_interpreter_still_gets_its_report_with_the_reaso
     written = (tmp_path / "bug.txt").read_text()
     assert "target : --python NOSUCH: no such interpreter" in written
     assert "target could not be probed (exit 3)" in written
-    assert "packages could not be read" in one_line_stderr(done)
+    assert one_line_stderr(done) == ("sparkdoctor: error: --python NOSUCH: no such interpreter: the report holds only what"
+                                     " was observed")
 
 
 def test_container_target_and_fields_of_a_newer_sparkdoctor_are_shown():
