@@ -55,3 +55,16 @@ def local_overrides() -> Path:
     """The user's own matrix files, layered over whichever matrix is in use (an entry or stack with a
     shipped id replaces it; new ids are added). `matrix update` never touches them."""
     return data_home() / "matrix" / "local"
+
+
+def scratch(prefix: str) -> Path:
+    """A new scratch folder `<tmp>/<prefix><pid>-<random>` for the caller to remove; first, those under `prefix` whose
+    process is gone (ended by SIGKILL, so their `finally` never ran) are removed. The probes' own helper
+    (probes/shared/probe_scratch.py, standard library only), loaded from there: one implementation for both."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("probe_scratch", data_dir("probes") / "shared" / "probe_scratch.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return Path(module.scratch(prefix))

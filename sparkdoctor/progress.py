@@ -12,13 +12,14 @@ from collections.abc import Callable, Iterator
 from rich.console import Console
 
 PLAIN_PROGRESS_AFTER_S = 15.0  # a plain progress line only once a command has run this long (env overrides)
+PLAIN_REPEAT_S = 20.0  # a stage's ticking status (its elapsed seconds in parentheses) as a plain line at most this often
 
 
 @contextlib.contextmanager
 def progress_line(enabled: bool = True) -> Iterator[Callable[[str], None]]:
     """Progress on stderr (never stdout: JSON owns it): a rich status line on a terminal; otherwise (CI, a
-    pipe, a log file) plain lines, `sparkdoctor: [mm:ss] message`, one per change, starting once the command
-    has run PLAIN_PROGRESS_AFTER_S seconds (SPARKDOCTOR_PROGRESS_AFTER_S; "off" never), so a quick answer or
+    pipe, a log file) plain lines, `sparkdoctor: [mm:ss] message`, one per stage (a stage's ticking status, its
+    seconds in parentheses, once every PLAIN_REPEAT_S), starting once the command has run PLAIN_PROGRESS_AFTER_S seconds (SPARKDOCTOR_PROGRESS_AFTER_S; "off" never), so a quick answer or
     a one-line error stays alone while a 20-minute A/B is never silent."""
     if not enabled:
         yield lambda _msg: None
@@ -39,15 +40,21 @@ def progress_line(enabled: bool = True) -> Iterator[Callable[[str], None]]:
     except ValueError:
         after = PLAIN_PROGRESS_AFTER_S
     started = time.monotonic()
-    last: list[str] = [""]
+    last_stage, last_at = "", 0.0
 
     def plain(msg: str) -> None:
-        elapsed = time.monotonic() - started
-        if elapsed < after or msg == last[0]:
+        nonlocal last_stage, last_at
+        now = time.monotonic()
+        elapsed = now - started
+        stage = msg.split(" (", 1)[0]  # "starting x (12s): ..." ticks each second within one stage
+        if elapsed < after or (stage == last_stage and now - last_at < PLAIN_REPEAT_S):
             return
-        last[0] = msg
+        last_stage, last_at = stage, now
         minutes, seconds = divmod(int(elapsed), 60)
-        sys.stderr.write(f"sparkdoctor: [{minutes:02d}:{seconds:02d}] {msg}\n")
-        sys.stderr.flush()
+        try:
+            sys.stderr.write(f"sparkdoctor: [{minutes:02d}:{seconds:02d}] {msg}\n")
+            sys.stderr.flush()
+        except (OSError, ValueError, AttributeError):  # a full or closed stderr: progress is lost, not the outcome
+            pass
 
     yield plain

@@ -282,3 +282,31 @@ def test_a_kill_at_every_step_of_reinstalling_the_pin_in_use_leaves_a_whole_matr
     update_matrix(str(repo), commit=commit)
     assert not list((data_home / "matrix").rglob(".staging-*"))
     assert len(list((data_home / "matrix" / "versions").iterdir())) == 1  # one folder for the pin, the rest removed
+
+
+def test_a_git_update_killed_mid_way_leaves_no_scratch_folder_once_the_next_one_runs(tmp_path, data_home):
+    """The finding: each `matrix update` from git ended by SIGKILL left a /tmp/sparkdoctor-matrix-git-* folder (the
+    bare clone) for good. Scratch folders carry their owner's pid; the next update removes those whose owner is gone,
+    never a live one's."""
+    repo, commit = make_repo(tmp_path)
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = {**os.environ, "SPARKDOCTOR_DATA_DIR": str(data_home), "TMPDIR": str(tmp)}
+    killed_after_clone = ("import os, sys\nfrom sparkdoctor.track import sources\n"
+                          "sources._blob = lambda *args: os._exit(137)  # as SIGKILL: no finally\n"
+                          "sources.from_git(sys.argv[1], sys.argv[2])\n")
+    killed = subprocess.run([sys.executable, "-c", killed_after_clone, str(repo), commit], env=env, capture_output=True,
+                            text=True, timeout=120)
+    assert killed.returncode == 137, killed.stderr
+    assert len(list(tmp.glob("sparkdoctor-matrix-git-*"))) == 1  # the killed update's clone, nothing could remove it
+    live = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
+    try:
+        lives = tmp / f"sparkdoctor-matrix-git-{live.pid}-x"  # an update still running
+        lives.mkdir()
+        done = subprocess.run([sys.executable, "-c", "import sys\nfrom sparkdoctor.track.update import update_matrix\n"
+                               "update_matrix(sys.argv[1], commit=sys.argv[2])\n", str(repo), commit], env=env,
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        assert list(tmp.iterdir()) == [lives]
+    finally:
+        live.communicate(b"")

@@ -137,6 +137,19 @@ def test_tarball_update_with_sha256_and_local_overrides_kept(tmp_path, data_home
     assert (local / "mine.toml").is_file()
 
 
+def test_sha256_with_a_file_that_is_not_a_tarball_says_what_the_file_is_and_what_was_expected(tmp_path, data_home):
+    """It answered "a git source is pinned with --commit": no git source was given, a file was."""
+    notes = tmp_path / "matrix.zip"
+    notes.write_bytes(b"PK\x03\x04 not a tarball")
+    with pytest.raises(UpdateError) as info:
+        update_matrix(str(notes), sha256="0" * 64)
+    assert str(info.value) == (f"{notes}: a file whose name ends in none of .tar.gz, .tgz, .tar, so not a matrix tarball; "
+                               "--sha256 pins a tarball (a git repository is pinned with --commit)")
+    with pytest.raises(UpdateError, match="a git source is pinned with --commit, not --sha256"):
+        update_matrix(str(tmp_path), sha256="0" * 64)  # a folder is a git repository's place
+    assert not (data_home / "matrix" / "current").exists()
+
+
 @pytest.mark.parametrize("kind", ["damaged", "traversal", "symlink"])
 def test_bad_tarballs_are_refused_whole(tmp_path, data_home, kind):
     folder = newer_matrix(tmp_path / "src")

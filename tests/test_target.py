@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -107,3 +110,20 @@ def test_a_folder_the_user_cannot_search_is_one_line(tmp_path):
         locked.chmod(0o700)
     assert p.returncode == 3, (p.returncode, p.stderr)
     assert p.stderr.count("\n") == 1 and "internal error" not in p.stderr and "Permission denied" in p.stderr, p.stderr
+
+
+def test_a_python_2_target_is_named_unsupported_with_its_version_not_a_syntax_error(tmp_path):
+    """`check --python python2.7` said "python exited 1: SyntaxError: invalid syntax": true, but it did not say that
+    the target is a Python sparkdoctor does not support. An interpreter that answers like Python 2 does (its version
+    to -c, a SyntaxError on the probes' Python 3 source)."""
+    python = tmp_path / "python"
+    python.write_text("#!/bin/sh\n"
+                      "if [ \"$1\" = -c ]; then printf 2.7.18; exit 0; fi\n"
+                      "printf '  File \"__main__.py\", line 40\\nSyntaxError: invalid syntax\\n' >&2; exit 1\n")
+    python.chmod(0o755)
+    env = {**os.environ, "SPARKDOCTOR_CACHE_DIR": str(tmp_path / "cache"), "SPARKDOCTOR_STATE_DIR": str(tmp_path / "state")}
+    done = subprocess.run([sys.executable, "-m", "sparkdoctor", "check", "--python", str(python), "--no-kernels",
+                           "--format", "json"], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 3, done.stderr
+    errors = {e["collector"]: e["error"] for e in json.loads(done.stdout)["facts"]["errors"]}
+    assert errors["target"] == f"{python} is Python 2.7.18, which sparkdoctor cannot probe: it needs Python 3.6 or later"

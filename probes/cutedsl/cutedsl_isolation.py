@@ -61,27 +61,11 @@ SCRATCH_PREFIX = "sparkdoctor-cutedsl-"
 
 
 def scratch():
-    """A scratch folder named by this process's pid. A server ended by SIGKILL (Ctrl-C on `check`, or its deadline)
-    cannot remove its own: first remove those of servers that are gone (never one of a live process)."""
-    import glob
-    import shutil
-    import tempfile
+    """This process's scratch folder; those of servers ended by SIGKILL (Ctrl-C on `check`, or its deadline) go
+    first (probes/shared/probe_scratch.py)."""
+    from probe_scratch import scratch as named_scratch
 
-    for old in glob.glob(os.path.join(tempfile.gettempdir(), SCRATCH_PREFIX + "*-*")):
-        pid = os.path.basename(old)[len(SCRATCH_PREFIX):].split("-")[0]
-        if pid.isdigit() and os.path.isdir(old) and not os.path.islink(old) and not _alive(int(pid)):
-            shutil.rmtree(old, ignore_errors=True)
-    return tempfile.mkdtemp(prefix="%s%d-" % (SCRATCH_PREFIX, os.getpid()))
-
-
-def _alive(pid):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:  # another user's: alive
-        pass
-    return True
+    return named_scratch(SCRATCH_PREFIX)
 
 
 def serve(kernels, arch, timeout, emit):

@@ -152,8 +152,11 @@ def _plan_or_apply(options: FixCommand) -> Result[FixDocument]:
 
 
 def _progress(message: str) -> None:
-    sys.stderr.write(f"sparkdoctor fix: {message} ...\n")
-    sys.stderr.flush()
+    try:
+        sys.stderr.write(f"sparkdoctor fix: {message} ...\n")
+        sys.stderr.flush()
+    except (OSError, ValueError, AttributeError):  # a full or closed stderr: progress is lost, not the outcome
+        pass
 
 
 def _target(chosen: tuple[str | None, str | None, str | None, str | None], env_file: Path | None) -> Any:

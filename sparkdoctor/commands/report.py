@@ -35,6 +35,7 @@ from sparkdoctor.views.bug_report import VIEW
 
 if TYPE_CHECKING:
     from sparkdoctor.check import CheckOutcome
+    from sparkdoctor.facts import Facts
 
 DEFAULT_TIMEOUT = 120.0
 FORMATS = VIEW.formats
@@ -89,7 +90,8 @@ def run(options: ReportCommand) -> Result[BugReport]:
         deliver(report.whole, attachment)
         result.notes.append(f"the report is too long to paste whole; the full report is in {attachment} (attach it)")
     if not judged.probed():  # the report is written (its errors say why), but it is not a report on packages
-        result.fail(TargetUnprobeable("the target's packages could not be read: the report holds only what was observed"))
+        why = next((e["error"] for e in judged.facts.errors if e["collector"] == "target"), "the target's packages could not be read")
+        result.fail(TargetUnprobeable(f"{why}: the report holds only what was observed"))
     return result
 
 
@@ -101,9 +103,13 @@ def _check(options: ReportCommand) -> CheckOutcome:
 
         return check(CheckRequest(facts=Facts.load(options.facts_file), matrix=options.matrix, arch=options.arch))
     from sparkdoctor import proc
+    from sparkdoctor.targets import TargetError
     from sparkdoctor.targets.local import resolve_python_target
 
-    target = resolve_python_target(options.python)  # a TargetError is exit 3 by itself
+    try:
+        target = resolve_python_target(options.python)
+    except TargetError as exc:  # nothing to probe: the report is still written, the reason in its errors
+        return check(CheckRequest(facts=_unresolved(options.python, str(exc)), matrix=options.matrix, arch=options.arch))
     deadline = time.monotonic() + options.timeout
     proc.set_deadline(deadline)
     try:
@@ -117,6 +123,17 @@ def _check(options: ReportCommand) -> CheckOutcome:
             return check(request)
     finally:
         proc.set_deadline(None)
+
+
+def _unresolved(python: str | None, error: str) -> Facts:
+    """The Facts of a --python that names no interpreter: what was asked for, and why nothing was probed."""
+    from sparkdoctor import __version__
+    from sparkdoctor.facts import Facts
+
+    facts = Facts(tool={"name": "sparkdoctor", "version": __version__, "host_python": sys.version.split()[0]},
+                  target={"kind": "python", "python": python, "chosen_by": "--python"})
+    facts.add_error("target", error)
+    return facts
 
 
 def register(app: typer.Typer) -> None:

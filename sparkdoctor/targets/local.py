@@ -193,6 +193,7 @@ def parse_json_probe(target: Target, script: Path, result: proc.ProcResult) -> d
     before it); TargetError with one clear line otherwise."""
     name = probe_name(script)
     if not result.ok:
+        _refuse_too_old(target, result)
         raise TargetError(f"probe {name} in {target.describe().get('python')}: {result.describe_failure()}")
     lines = result.stdout.strip().splitlines()
     try:
@@ -205,3 +206,15 @@ def parse_json_probe(target: Target, script: Path, result: proc.ProcResult) -> d
     if not isinstance(data, dict):
         raise TargetError(f"probe {name} printed JSON that is not an object")
     return data
+
+
+def _refuse_too_old(target: Target, result: proc.ProcResult) -> None:
+    """A probe that did not even compile on an old interpreter (Python 2's SyntaxError) is not a probe failure: the
+    target is a Python the probes do not support, and the error line says that, with its version."""
+    if not isinstance(target, PythonTarget) or "SyntaxError" not in (result.stderr or ""):
+        return
+    asked = proc.run([target.python, "-c", "import sys; sys.stdout.write('%d.%d.%d' % sys.version_info[:3])"],
+                     timeout=PING_TIMEOUT, max_output=(64, 64))
+    version = asked.stdout.strip() if asked.ok else ""
+    if version and tuple(int(part) for part in version.split(".")[:2] if part.isdigit()) < (3, 6):
+        raise TargetError(f"{target.python} is Python {version}, which sparkdoctor cannot probe: it needs Python 3.6 or later")

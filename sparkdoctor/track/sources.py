@@ -18,17 +18,19 @@ import io
 import lzma
 import os
 import re
+import shutil
 import tarfile
-import tempfile
-from pathlib import Path, PurePosixPath
+from pathlib import PurePosixPath
 
 from sparkdoctor import proc
 from sparkdoctor.errors import SparkdoctorError
 from sparkdoctor.exitcodes import EXIT_USAGE
 from sparkdoctor.inputs import read_bytes
+from sparkdoctor.locations import scratch
 from sparkdoctor.released.http import Client, RemoteError
 
 GIT_TIMEOUT = 300.0
+GIT_SCRATCH = "sparkdoctor-matrix-git-"
 MAX_TARBALL = 64 * 1024 * 1024  # the tarball as fetched (compressed)
 MAX_EXPANDED = 256 * 1024 * 1024  # what it expands to, headers included
 MAX_MEMBERS = 20_000
@@ -157,8 +159,9 @@ def from_git(source: str, commit: str | None) -> tuple[dict[str, bytes], str]:
     if not commit or not _COMMIT.fullmatch(commit.lower()):
         raise UpdateError(f"{source}: a git source must be pinned: give --commit with the full commit id (40 hex digits)")
     commit = commit.lower()
-    with tempfile.TemporaryDirectory(prefix="sparkdoctor-matrix-git-") as tmp:
-        repo = str(Path(tmp) / "repo")
+    tmp = scratch(GIT_SCRATCH)  # named by pid: one left by a SIGKILLed update goes at the next
+    try:
+        repo = str(tmp / "repo")
         _git(["clone", "--quiet", "--bare", "--no-hardlinks", "--", source, repo], source)  # a source is never an option
         found = proc.run(["git", "-C", repo, "rev-parse", "--verify", "--quiet", f"{commit}^{{commit}}"], timeout=GIT_TIMEOUT)
         if not found.ok or found.stdout.strip() != commit:
@@ -173,6 +176,8 @@ def from_git(source: str, commit: str | None) -> tuple[dict[str, bytes], str]:
             if kind != "blob" or mode not in ("100644", "100755"):
                 raise UpdateError(f"{source}: {path} at {commit[:12]} is a link or submodule (mode {mode}); refusing it")
             files[PurePosixPath(path).name] = _blob(repo, blob, path, source)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     return files, commit
 
 

@@ -118,6 +118,9 @@ def update_matrix(source: str, sha256: str | None = None, commit: str | None = N
             raise UpdateError(f"{source}: a tarball is pinned with --sha256, not --commit")
         files, pin = tarball(source, sha256)
     else:
+        if sha256 and os.path.isfile(source):  # not a folder or URL: no git repository
+            raise UpdateError(f"{source}: a file whose name ends in none of {', '.join(TARBALL)}, so not a matrix tarball; "
+                              "--sha256 pins a tarball (a git repository is pinned with --commit)")
         if sha256:
             raise UpdateError(f"{source}: a git source is pinned with --commit, not --sha256")
         files, pin = from_git(source, commit)

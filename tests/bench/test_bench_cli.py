@@ -159,6 +159,31 @@ def test_history_without_a_ledger_says_so(run, tmp_path):
     assert out.returncode == EXIT_LEDGER and "no such file" in out.stderr
 
 
+def test_plain_progress_is_a_line_per_stage_not_one_per_second_of_a_long_wait(monkeypatch, capsys):
+    """On a pipe, the server's start ("starting x (Ns): last log line", said every second) was a plain line every
+    second, ~120 for a 2-minute start. A stage is one line, its ticking status again only now and then."""
+    from sparkdoctor import progress as progress_module
+
+    clock = [1000.0]  # a fake clock: no test waits
+    monkeypatch.setattr(progress_module.time, "monotonic", lambda: clock[0])
+    monkeypatch.setenv("SPARKDOCTOR_PROGRESS_AFTER_S", "0")
+    with progress_module.progress_line() as say:
+        say("launching tiny (waiting until it is ready)")
+        for second in range(1, 121):
+            clock[0] += 1
+            say(f"starting tiny ({second}s): log line {second}")
+        say("tiny ready after 120s")
+        say("concurrency 1, round 1/2")
+        say("concurrency 1, round 2/2")
+    lines = capsys.readouterr().err.splitlines()
+    starting = [line for line in lines if "starting tiny" in line]
+    assert 4 <= len(starting) <= 12, lines  # a 2-minute wait: a line every 10 to 30 s, not 120
+    assert starting[0].endswith("starting tiny (1s): log line 1")
+    assert [line.split("] ", 1)[1] for line in lines if "starting" not in line] == [
+        "launching tiny (waiting until it is ready)", "tiny ready after 120s", "concurrency 1, round 1/2",
+        "concurrency 1, round 2/2"]
+
+
 def test_progress_is_plain_lines_on_a_non_terminal_stderr(tmp_path):
     """CI: stderr is a pipe. A long bench must not be silent until its end: plain lines, one per step
     (SPARKDOCTOR_PROGRESS_AFTER_S=0: from the start; by default after 15 s, so quick errors stay one line)."""

@@ -307,6 +307,19 @@ def test_a_rollback_with_no_journal_at_all_is_a_usage_error_not_a_failed_apply()
     assert as_json(res)["exit_code"] == 2
 
 
+def test_a_stderr_that_cannot_be_written_changes_neither_the_plan_nor_the_exit_code():
+    """`fix 2> /dev/full` exited 2: its progress lines went straight to stderr and the write failed. Progress that
+    cannot be written is dropped; the plan and its exit code stand."""
+    argv = [sys.executable, "-m", "sparkdoctor", "fix", "--python", sys.executable, "--no-kernels", "--matrix",
+            str(scenario.DATA / "matrix"), "--fixes", str(scenario.DATA / "fixes"), "--format", "json"]
+    seen = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+    assert "sparkdoctor fix: " in seen.stderr, seen.stderr  # the progress the second run cannot write
+    with open("/dev/full", "w") as full:
+        blind = subprocess.run(argv, stdout=subprocess.PIPE, stderr=full, text=True, timeout=600)
+    assert blind.returncode == seen.returncode != 2, (blind.returncode, seen.returncode)
+    assert json.loads(blind.stdout)["plan"] == json.loads(seen.stdout)["plan"]
+
+
 def test_exit_codes_of_what_changed_nothing(tmp_path, wheels):
     nosuch = fix_cli(None, "--rollback", "NOSUCH")
     assert nosuch.returncode == 2 and "no such fix journal" in one_line(nosuch.stderr)

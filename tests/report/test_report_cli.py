@@ -139,6 +139,16 @@ def test_an_unprobed_target_still_gets_its_report_and_exit_3(run, tmp_path):
     assert "packages could not be read" in one_line_stderr(done)
 
 
+def test_a_python_that_names_no_interpreter_still_gets_its_report_with_the_reason_and_exit_3(run, tmp_path):
+    done = run("report", "--python", "NOSUCH", "--format", "forum", "-o", tmp_path / "bug.txt")
+    assert done.returncode == 3
+    written = (tmp_path / "bug.txt").read_text()
+    assert "target : --python NOSUCH: no such interpreter" in written
+    assert "target could not be probed (exit 3)" in written
+    assert one_line_stderr(done) == ("sparkdoctor: error: --python NOSUCH: no such interpreter: the report holds only what"
+                                     " was observed")
+
+
 def test_container_target_and_fields_of_a_newer_sparkdoctor_are_shown():
     """The container helper's facts (target kind, the container record with the image fingerprint, host
     health) and a field nobody knows yet are shown without the report depending on their code."""
