@@ -27,6 +27,7 @@ sys.dont_write_bytecode = False
 # (docs/evidence/suite-time-2026-11-29.md): the rerun story took 107 s of CPU with one thread against 548 spinning
 # (last round) and 324 with two sleeping threads, which also lost torch.compile's gain that the story measures (1.02x;
 # 2.33x with one thread). vLLM's own binding (VLLM_CPU_OMP_THREADS_BIND) applies only to its multiprocessing executor.
+# tests/bench/test_bench_transformers.py gives its transformers serve torch's own threads back (its stream timing).
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
