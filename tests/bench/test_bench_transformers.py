@@ -35,6 +35,15 @@ MAX_TOKENS = 12
 READY_TIMEOUT = 300
 
 
+@pytest.fixture(autouse=True)
+def _torchs_own_threads(monkeypatch):
+    """This server keeps torch's own OpenMP threads, not the one sleeping thread tests/conftest.py gives the others:
+    with one, at load 4, a 12-token stream came to the client in one read (TTFT == E2E) in 2 runs of 3; in 0 of 3
+    with torch's threads (docs/evidence/suite-time-2026-11-29.md). Its CPU is small either way (12-18 s a file)."""
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+
+
 def _recipe(tmp_path: Path, tf) -> Path:
     """A recipe in our format for `transformers serve` (the launcher adds --host/--port)."""
     env = "".join(f'{k} = "{v}"\n' for k, v in tf.serve_env().items())

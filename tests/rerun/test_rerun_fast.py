@@ -87,6 +87,7 @@ def test_rerun_after_the_patch_is_gone_reports_the_flip_and_the_stale_workaround
     assert done.returncode == 1, done.stderr
     out = json.loads(done.stdout)
     (res,) = out["results"]
+    print("rerun ratios (B/A, old then new):", res["levels"][0]["old"].get("ratio"), res["levels"][0]["new"].get("ratio"))
     assert res["outcome"] == "flipped" and res["old"]["verdict"] == "no difference" and res["new"]["verdict"] == "faster"
     assert res["levels"][0]["new"]["ratio"] > 2 and res["new"]["previous_id"] == doc["conclusion"]["id"]
     assert res["changes"][0]["text"] == "env VLLM_SDTEST_PATCH unset (was 1)"

@@ -99,8 +99,12 @@ def test_a_stale_eager_workaround_is_found_remeasured_and_the_conclusion_flips(t
                      "recipe-check-patched")
         assert not any(f["kind"] == "workaround" for f in check["findings"]), check["findings"]
         t0 = time.monotonic()
+        # --allow-load-difference: the story proves the conclusion and its flip on a real server, not the load rule
+        # (tests/bench has that); at load 4 the machine's other jobs made the arms' loads differ (1.4 against 2.0
+        # CPUs) and the conclusion went unrecorded. Compile's 2.3x leaves room for that difference.
         bench = _sd("bench", recipes["deep-eager"], "--vs", recipes["deep-compile"], "--pairs", "1", "--min-effect", "0.3",
-                    "--conclude", "compile-vs-eager", "--ready-timeout", READY, "--ledger", ledger, "--format", "json")
+                    "--conclude", "compile-vs-eager", "--allow-load-difference", "--ready-timeout", READY, "--ledger", ledger,
+                    "--format", "json")
         ab = _doc(bench, "bench-conclude")
         assert bench.returncode == 0, bench.stderr[-3000:]
         assert ab["kind"] == "comparison" and ab["order"] == ["A", "B"] and len(ab["runs"]) == 2
@@ -141,7 +145,8 @@ def test_a_stale_eager_workaround_is_found_remeasured_and_the_conclusion_flips(t
     assert w["measured_by"] == {"conclusion": "compile-vs-eager", "with": "A", "without": "B"}
 
     t0 = time.monotonic()
-    done = _sd("rerun", "--fail-on", "flipped", "--ready-timeout", READY, "--matrix", matrix, "--ledger", ledger, "--format", "json")
+    done = _sd("rerun", "--fail-on", "flipped", "--allow-load-difference", "--ready-timeout", READY, "--matrix", matrix,
+               "--ledger", ledger, "--format", "json")
     doc = _doc(done, "rerun")
     print(f"rerun in {time.monotonic() - t0:.0f} s")
     # printed, not put in the assertion (pytest cuts long messages): on failure, the measured ratios and arm medians

@@ -7,7 +7,8 @@ MODE: `ready`     serve GET /health and /v1/models with 200 (after printing a li
       `never`     print a line, start a child that ignores SIGTERM, and never listen;
       `symptom`   print a coloured log line holding a known symptom, then exit 3.
 FAKE_SERVER_HOLD_MIB=N in the environment: the server (not its worker child) takes N MiB, written so resident,
-before it listens.
+before it listens. FAKE_SERVER_IPC=1: first it binds a unix socket as vLLM does (VLLM_RPC_BASE_PATH/<uuid4>, the temp
+folder by default; vLLM never removes them) and prints its path.
 """
 
 import http.server
@@ -25,6 +26,14 @@ mode = sys.argv[1]
 host, port = arg("--host", "127.0.0.1"), int(arg("--port", "0"))
 # `symptom` writes every line to stderr, so their order in the log is the order printed.
 print(f"fake server {mode} starting on {host}:{port}", file=sys.stderr if mode == "symptom" else sys.stdout, flush=True)
+if os.environ.get("FAKE_SERVER_IPC") == "1":
+    import socket
+    import tempfile
+    import uuid
+
+    ipc = socket.socket(socket.AF_UNIX)
+    ipc.bind(os.path.join(os.environ.get("VLLM_RPC_BASE_PATH", tempfile.gettempdir()), str(uuid.uuid4())))
+    print(f"fake server ipc {ipc.getsockname()}", flush=True)
 
 if mode == "never":
     if os.fork() == 0:
