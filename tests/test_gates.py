@@ -19,6 +19,7 @@ else:  # pragma: no cover
 REPO = Path(__file__).resolve().parents[1]
 RATCHET = 0  # modules mypy does not check (42 on 2026-11-26, none on 2026-11-28): none, and none may come back
 IMPORTS_AGAINST = 0  # imports the import contracts let through (2026-11-28): none, and none may come back
+ANY = 406  # `Any` in sparkdoctor/ (1,150 on 2026-11-28, 406 on 2026-11-29): it may only go down
 CONTRACTS = {"layers", "documents-down", "views-below-commands", "verbs-independent", "stores-independent"}
 
 
@@ -32,6 +33,18 @@ def test_the_mypy_ratchet_only_shrinks_and_names_real_modules():
     for module in ignored:
         path = REPO / (module.replace(".", "/") + ".py")
         assert path.is_file() or (REPO / module.replace(".", "/") / "__init__.py").is_file(), module
+
+
+def test_any_only_goes_down():
+    """Every `Any` in the package's code (names, not words in comments or strings) counts against the ratchet: a
+    value whose shape is known gets a TypedDict or a dataclass; JSON of unknown shape is `object`, narrowed."""
+    import io
+    import tokenize
+
+    count = sum(1 for path in (REPO / "sparkdoctor").rglob("*.py")
+                for token in tokenize.generate_tokens(io.StringIO(path.read_text()).readline)
+                if token.type == tokenize.NAME and token.string == "Any")
+    assert count <= ANY, f"{count} `Any` in sparkdoctor/; the ratchet allows {ANY}: type the new value instead"
 
 
 def test_the_contract_modules_are_strict_and_never_skipped():
