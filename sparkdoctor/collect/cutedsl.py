@@ -95,11 +95,7 @@ def interpret(kernel: str, arch: str, result: proc.ProcResult) -> dict[str, obje
             name = signal.Signals(result.signal).name
         except ValueError:
             name = f"signal {result.signal}"
-        # The probe reports its compile server's and children's deaths itself: a probe killed before it said
-        # anything is the target's interpreter dying (or killed), never evidence about the compiler.
-        return {"kernel": kernel, "arch": arch, "status": "error",
-                "detail": f"the probe's interpreter was killed by {name} before it gave a result{last}",
-                "ms": round(result.seconds * 1000)}
+        return {"kernel": kernel, "arch": arch, "status": "crash", "detail": f"the CuTe DSL compiler was killed by {name}{last}", "ms": round(result.seconds * 1000)}
     return {"kernel": kernel, "arch": arch, "status": "error", "detail": f"compile probe gave no result: {result.describe_failure()}", "ms": round(result.seconds * 1000)}
 
 
