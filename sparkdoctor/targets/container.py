@@ -47,8 +47,10 @@ tmp = tempfile.mkdtemp(prefix="sparkdoctor-probe-")
 child = None
 def stop(signum=None, frame=None):
     if child is not None:
-        with contextlib.suppress(OSError):
+        try:
             os.killpg(child.pid, signal.SIGKILL)
+        except OSError:
+            pass
     shutil.rmtree(tmp, ignore_errors=True)
     if signum is not None:
         os._exit(128 + signum)

