@@ -41,12 +41,12 @@ def _cpu() -> float:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_protocol(item, nextitem):
-    wall, cpu = time.monotonic(), _cpu()
+    start, wall, cpu = time.time(), time.monotonic(), _cpu()
     try:
         return (yield)
     finally:
         line = json.dumps({"test": item.nodeid, "wall": round(time.monotonic() - wall, 3), "cpu": round(_cpu() - cpu, 3),
-                           "worker": os.environ.get("PYTEST_XDIST_WORKER", "main")})
+                           "worker": os.environ.get("PYTEST_XDIST_WORKER", "main"), "start": round(start, 3)})
         with open(os.environ.get("SUITE_TIME_OUT", DEFAULT_OUT), "a", encoding="utf-8") as out:
             out.write(line + "\n")
 
@@ -77,6 +77,23 @@ def _table(title: str, groups: dict[str, list[dict]], key: str, top: int, total:
         print(f"  {wall:9.1f} {cpu:9.1f} {share:6.1%} {len(rows):6d}  {name}")
 
 
+def _timeline(rows: list[dict]) -> None:
+    """Per worker: when it ran its first and last test, and the time it sat without one (waiting for a turn
+    shows inside a test; this is the time between tests, mostly at the end when the other worker still runs)."""
+    timed = [r for r in rows if "start" in r]
+    if not timed:
+        return
+    first = min(r["start"] for r in timed)
+    last = max(r["start"] + r["wall"] for r in timed)
+    print(f"\ntimeline: {last - first:.0f} s from the first test's start to the last test's end")
+    for worker in sorted({r["worker"] for r in timed}):
+        mine = sorted((r for r in timed if r["worker"] == worker), key=lambda r: r["start"])
+        busy = sum(r["wall"] for r in mine)
+        end = mine[-1]["start"] + mine[-1]["wall"]
+        print(f"  {worker}: busy {busy:.0f} s, idle between tests {end - mine[0]['start'] - busy:.0f} s, "
+              f"done {last - end:.0f} s before the last test ended")
+
+
 def report(path: Path, top: int, key: str) -> None:
     rows = load(path)
     if not rows:
@@ -90,6 +107,7 @@ def report(path: Path, top: int, key: str) -> None:
     for r in rows:
         by_folder[folder_of(r["test"])].append(r)
         by_file[r["test"].split("::", 1)[0]].append(r)
+    _timeline(rows)
     _table("per folder", by_folder, key, 1000, total)
     _table(f"slowest {top} files", by_file, key, top, total)
     _table(f"slowest {top} tests", {r["test"]: [r] for r in rows}, key, top, total)

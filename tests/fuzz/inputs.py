@@ -45,6 +45,7 @@ FACT_KEYS = [
 ]
 
 
+@functools.cache
 def snapshot_bases() -> list[dict]:
     docs = [json.loads(p.read_text(encoding="utf-8")) for p in sorted(FACTS_DIR.glob("*.json"))]
     assert docs, f"no snapshots in {FACTS_DIR}"
@@ -60,6 +61,7 @@ def snapshot_bases() -> list[dict]:
     return docs + [f.to_dict() for f in variants]
 
 
+@functools.cache
 def snapshots(max_mutations: int = 4, huge: bool = True) -> st.SearchStrategy[Any]:
     """Mutated snapshot documents (JSON-shaped; may hold Deep/BigNumber markers)."""
     return mutated(snapshot_bases(), json_values(huge), FACT_KEYS, max_mutations)
@@ -111,21 +113,22 @@ def matrix_files(draw, max_mutations: int = 4) -> bytes:
 # ---- configs -------------------------------------------------------------------------------------
 
 
+@functools.cache
 def config_docs() -> st.SearchStrategy[dict]:
     ids = st.one_of(st.sampled_from(IDS + ["driver-590-graph-capture", "no-such-id"]), st.text(max_size=12))
-    ignore_item = st.one_of(ids, st.fixed_dictionaries({"id": ids}, optional={"reason": toml_values()}), toml_values())
+    ignore_item = st.one_of(ids, st.fixed_dictionaries({"id": ids}, optional={"reason": _TOML_VALUES}), _TOML_VALUES)
     check = st.fixed_dictionaries(
         {},
         optional={
-            "ignore": st.one_of(st.lists(ignore_item, max_size=5), ids, toml_values()),
-            "fail_on": st.one_of(st.sampled_from(["info", "warn", "error", "ERROR", "", "none"]), toml_values()),
-            "extra": toml_values(),
+            "ignore": st.one_of(st.lists(ignore_item, max_size=5), ids, _TOML_VALUES),
+            "fail_on": st.one_of(st.sampled_from(["info", "warn", "error", "ERROR", "", "none"]), _TOML_VALUES),
+            "extra": _TOML_VALUES,
         },
     )
     return st.one_of(
         st.fixed_dictionaries({"check": check}),
-        st.fixed_dictionaries({"check": toml_values()}),
-        st.dictionaries(st.sampled_from(["check", "matrix", "x"]), toml_values(), max_size=2),
+        st.fixed_dictionaries({"check": _TOML_VALUES}),
+        st.dictionaries(st.sampled_from(["check", "matrix", "x"]), _TOML_VALUES, max_size=2),
     )
 
 

@@ -189,6 +189,7 @@ JOURNAL = REPO / "tests" / "data" / "journals" / "uv-apply.json"  # written by `
 # to a few entries each, the temporary folder renamed
 
 
+@functools.cache
 def journal_base() -> dict[str, Any]:
     return json.loads(JOURNAL.read_text(encoding="utf-8"))
 
@@ -219,6 +220,7 @@ SHAPES = st.one_of(st.lists(st.sampled_from([*HUGE_INTS, 3]), min_size=2, max_si
                    st.tuples(st.just(0), st.sampled_from(HUGE_INTS)).map(list))
 
 
+@functools.cache
 def header_bases() -> list[dict[str, Any]]:
     from tests.audit import builders
 

@@ -9,6 +9,7 @@ a length and a head, so a failure report stays readable.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -71,6 +72,7 @@ def _huge(n: int) -> str:
 SPECIAL = ["[/]", _huge(300_000), "a\nb", "\ud800", "[bold]x", "\x00", "x\r", *MARKUP, *CONTROL, *VERSIONS[:3], _huge(10_000)]
 
 
+@functools.cache  # one strategy object: hypothesis validates and caches it once, not per example
 def scalars(huge: bool = True) -> st.SearchStrategy[Any]:
     strings = st.one_of(
         st.sampled_from(MARKUP + CONTROL + VERSIONS + WORDS),
@@ -89,6 +91,7 @@ def scalars(huge: bool = True) -> st.SearchStrategy[Any]:
     return st.one_of(*parts)
 
 
+@functools.cache  # one strategy object: hypothesis validates and caches it once, not per example
 def json_values(huge: bool = True) -> st.SearchStrategy[Any]:
     leaf = st.one_of(st.none(), scalars(huge))
     return st.one_of(
@@ -99,6 +102,7 @@ def json_values(huge: bool = True) -> st.SearchStrategy[Any]:
     )
 
 
+@functools.cache  # one strategy object: hypothesis validates and caches it once, not per example
 def toml_values() -> st.SearchStrategy[Any]:
     leaf = st.one_of(scalars(), st.datetimes(), st.dates(), st.times())
     return st.one_of(
