@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from sparkdoctor.memory.have import Have
+from sparkdoctor.memory.have import LARGE, Have
 from sparkdoctor.memory.need import GIB, Need
 
 FITS, FITS_WITH, NO_FIT, UNKNOWN = "fits", "fits-with", "does-not-fit", "unknown"
@@ -185,10 +185,11 @@ def holdings(have: Have) -> list[Holding]:
             inside = f" in container {h.container}" if h.container else ""
             out.append(Holding(f"pid {h.pid} ({h.name or '?'}){inside}, not on the GPU, holds shared memory", h.rss_bytes or 0,
                                f"stop or shrink pid {h.pid} ({h.name or '?'}): on unified memory its memory is the GPU's too"))
-    for c in have.containers:
-        if c.leftover and c.bytes:
+    for c in have.containers:  # below LARGE it is noise; it may be any service's, so the remedy asks first
+        if c.leftover and c.bytes >= LARGE:
             out.append(Holding(f"container {c.id} holds memory with no process on the GPU ({len(c.pids)} process(es) left)",
-                               c.bytes, f"remove the leftover container: docker rm -f {c.id} (or podman)"))
+                               c.bytes, f"if container {c.id} is a server's whose server died, remove it: "
+                                        f"docker rm -f {c.id} (or podman)"))
     if have.page_cache_bytes:
         out.append(Holding("clean page cache (reclaimable)", have.page_cache_bytes, f"drop the page cache: {DROP_CACHES}"))
     if have.swap_used_bytes:
