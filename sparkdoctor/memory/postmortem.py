@@ -134,8 +134,10 @@ def classify(kernel_text: str = "", server_lines: list[str] | None = None, *, si
         pm.cause, pm.summary = "crash", f"the server died ({exit_line or 'no exit status'}) with nothing pointing at memory"
         pm.evidence = [f"kernel: {e.line}" for e in events if e.kind == "xid"][:3] + [f"server: {ln}" for ln in lines[-3:]]
         pm.avoid = "nothing memory-related; match its log against known problems: sparkdoctor explain LOG"
-        if "host-oom" in said:
-            pm.summary, pm.avoid = "the server could not allocate host memory", lower
+        if "host-oom" in said:  # its own line first: the traceback's last frame says nothing
+            pm.summary = "the server could not allocate host memory"
+            pm.evidence = [f"server: {said['host-oom']}"] + [e for e in pm.evidence if e != f"server: {said['host-oom']}"]
+            pm.avoid = f"{lower}; or lift the server's own limit if it has one (ulimit -v, a container's --memory)"
     if exit_line:
         pm.evidence.append(f"exit: {exit_line}")
     if rose and pm.cause in ("oom-killed", "driver-no-memory", "crash") and f"memory: {rose}" not in pm.evidence:

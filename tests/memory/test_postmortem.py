@@ -4,6 +4,7 @@ and a real process killed by the real OOM killer in a real 64 MiB memory cgroup,
 from __future__ import annotations
 
 import signal
+import subprocess
 import sys
 from pathlib import Path
 
@@ -72,6 +73,19 @@ def test_hang_crash_and_nothing_to_go_on():
     crash = classify(log("xid.dmesg"), ["Segmentation fault"], returncode=-signal.SIGSEGV)
     assert crash.cause == "crash" and "killed by SIGSEGV" in crash.summary and crash.evidence[0].startswith("kernel: NVRM: Xid")
     assert classify("", [], returncode=0).cause == "unknown"
+
+
+def test_a_real_process_under_an_address_space_limit_is_named_by_its_memoryerror_line():
+    """A real interpreter under `ulimit -v` (RLIMIT_AS, 300 MB) that asks for 2 GB dies with a traceback: the
+    evidence quoted first is the MemoryError line, not the traceback's last frame, and the advice names the limit
+    (a lower --gpu-memory-utilization alone does not lift it)."""
+    code = "import resource; resource.setrlimit(resource.RLIMIT_AS, (300 * 10**6, 300 * 10**6)); x = bytearray(2 * 10**9)"
+    child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
+    assert child.returncode == 1 and child.stderr.rstrip().endswith("MemoryError")
+    pm = classify("", ["starting", *child.stderr.splitlines()], returncode=child.returncode)
+    assert pm.cause == "crash" and pm.summary == "the server could not allocate host memory"
+    assert pm.evidence[0] == "server: MemoryError"
+    assert "ulimit -v" in pm.avoid and "--gpu-memory-utilization" in pm.avoid
 
 
 def test_a_real_process_killed_by_the_real_oom_killer_is_named_from_the_real_kernel_log():
