@@ -504,3 +504,17 @@ def test_a_conflict_is_read_on_the_release_pinned_not_the_newest(tmp_path):
         result = track(load(folder), reader_for(reg, tmp_path))
     [conflict] = result.pin_conflicts
     assert conflict["with"] == "kern[b12x] 0.7.2.post1" and conflict["specs"] == "==4.8.0 against ==4.7.1"
+
+
+def test_a_registry_that_cannot_be_reached_is_said_not_read_as_nothing_new(tmp_path):
+    """The console said "demo: tracked through 0.1.0, new: none (... Connection refused)" and "1 no-new-release",
+    with exit 2: a reader saw a clean answer. It says the package could not be listed."""
+    from typer.testing import CliRunner
+
+    from sparkdoctor.cli import app
+
+    env = {"SPARKDOCTOR_INDEX_URL": "http://127.0.0.1:1/simple/", "SPARKDOCTOR_CACHE_DIR": str(tmp_path / "c"), "COLUMNS": "200"}
+    res = CliRunner().invoke(app, ["matrix", "track", "--matrix", str(write_matrix(tmp_path, ">=0.2.0"))], env=env)
+    assert res.exit_code == 2, res.output
+    assert "new: none" not in res.output and "demo: tracked through 0.2.0, could not be listed: " in res.output
+    assert "1 package(s) could not be listed from the registry: demo" in res.output
