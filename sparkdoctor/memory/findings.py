@@ -34,6 +34,10 @@ def evidence(verdict: Verdict) -> list[str]:
     if have.pool_bytes:
         lines.append(f"the box: {gib(have.pool_bytes)} in all, {gib(have.available_bytes or 0)} available, "
                      f"{gib(have.usable_bytes or 0)} usable after the OS reserve ({have.os_reserve_source}); NVML: {have.nvml}")
+    if have.limit_bytes is not None:
+        lines.append(f"the memory cgroup this runs in (and a launch from here starts in) is limited to {gib(have.limit_bytes)}, "
+                     f"{gib(have.limit_used_bytes or 0)} of it used: at most {gib(max(0, have.limit_bytes - (have.limit_used_bytes or 0)))} "
+                     "is usable whatever the box has")
     lines += verdict.reasons
     lines += [f"held: {h.what}: {gib(h.bytes)}" for h in verdict.holding[:8]]
     lines += need.notes + have.errors

@@ -79,6 +79,10 @@ class Have:
     gpu_total_bytes: int | None = None  # NVML's, on a GPU with its own memory
     gpu_used_bytes: int | None = None
     unified: bool = True  # GPU and CPU share one pool (GB10, and a CPU-only box)
+    # The memory cgroup sparkdoctor runs in (a container's --memory, a systemd unit's MemoryMax): a server it
+    # launches starts in it too, so on unified memory its room bounds what is usable. None: no limit, or not live.
+    limit_bytes: int | None = None
+    limit_used_bytes: int | None = None
     os_reserve_bytes: int = OS_RESERVE
     os_reserve_source: str = OS_RESERVE_SOURCE
     errors: list[str] = field(default_factory=list)
@@ -90,7 +94,10 @@ class Have:
             return max(0, self.gpu_total_bytes - self.gpu_used_bytes)
         if self.available_bytes is None:
             return None
-        return max(0, self.available_bytes - self.os_reserve_bytes)
+        usable = max(0, self.available_bytes - self.os_reserve_bytes)
+        if self.limit_bytes is not None:
+            usable = min(usable, max(0, self.limit_bytes - (self.limit_used_bytes or 0)))
+        return usable
 
     @property
     def pool_bytes(self) -> int | None:
@@ -133,6 +140,8 @@ def read_have(root: Path | None = None, nvml: list[dict[str, Any]] | None = None
     if nvml is not None:
         _merge_nvml(have, nvml, root)
     have.containers = _containers(root, have.holders, errors)
+    if is_live_root():  # the cgroup of this process is the one a launch from here starts in
+        have.limit_bytes, have.limit_used_bytes = cgroup_room(os.getpid(), root)
     have.holders.sort(key=lambda h: -(h.rss_bytes or 0))
     return have
 
@@ -272,6 +281,12 @@ def sample(pids: set[int], root: Path | None = None) -> tuple[int | None, int | 
 def cgroup_limit(pid: int, root: Path | None = None) -> int | None:
     """The memory limit of the cgroup process `pid` is in (cgroup v2 memory.max, v1 memory.limit_in_bytes), or None:
     no limit, no memory controller, a process gone. A v1 "no limit" is a huge number: anything past MemTotal is none."""
+    return cgroup_room(pid, root)[0]
+
+
+def cgroup_room(pid: int, root: Path | None = None) -> tuple[int | None, int | None]:
+    """(the limit, what the cgroup uses now: memory.current / memory.usage_in_bytes) of process `pid`'s memory
+    cgroup; (None, None) without a limit."""
     root = host_root() if root is None else Path(root)
     for line in (_small(root / "proc" / str(pid) / "cgroup") or "").splitlines():
         _, controllers, path = (line.split(":", 2) + ["", ""])[:3]
@@ -284,5 +299,5 @@ def cgroup_limit(pid: int, root: Path | None = None) -> int | None:
         text = (_small(folder / name) or "").strip()
         total = (meminfo(root) or {}).get("total_kib")
         if text.isdigit() and (not isinstance(total, int) or int(text) < total * KIB):
-            return int(text)
-    return None
+            return int(text), _cgroup_memory(folder)
+    return None, None

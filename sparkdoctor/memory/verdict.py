@@ -103,7 +103,8 @@ def judge(need: Need, have: Have) -> Verdict:
 def _free_words(have: Have) -> str:
     if not have.unified:
         return "the GPU's memory less what NVML says is used"
-    return f"MemAvailable {gib(have.available_bytes or 0)} less the OS reserve {gib(have.os_reserve_bytes)}"
+    limit = f", within this cgroup's {gib(have.limit_bytes)} limit" if have.limit_bytes is not None else ""
+    return f"MemAvailable {gib(have.available_bytes or 0)} less the OS reserve {gib(have.os_reserve_bytes)}{limit}"
 
 
 def _full_length(need: Need, share: int, seqs: int, length: int) -> int:

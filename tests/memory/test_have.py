@@ -97,3 +97,22 @@ def test_a_real_container_cgroup_that_holds_memory_with_no_gpu_process():
         child.kill()
         child.wait()
         folder.rmdir()
+
+
+def test_the_memory_limit_of_the_cgroup_a_launch_would_start_in_bounds_what_is_usable():
+    """sparkdoctor (and so the server bench launches) in a real memory cgroup of 512 MiB, on a box with GiBs
+    available: the usable memory is the cgroup's room, not MemAvailable (the preflight said "fits" for a launch the
+    cgroup's OOM killer then ended), and the finding's evidence says so."""
+    from tests.memory.cgroups import limited
+
+    code = ("import json; from pathlib import Path; from sparkdoctor.memory.have import read_have; "
+            "h = read_have(Path('/'), ask_nvml=False); "
+            "print(json.dumps([h.available_bytes, h.usable_bytes, h.limit_bytes, h.limit_used_bytes]))")
+    with limited(512 * 2**20) as group:
+        child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False,
+                               cwd=Path(__file__).resolve().parents[2],
+                               preexec_fn=lambda: (group / "cgroup.procs").write_text(str(os.getpid())))
+    assert child.returncode == 0, child.stderr
+    available, usable, limit, used = json.loads(child.stdout)
+    assert available > 2 * GIB and limit == 512 * 2**20 and 0 < used < limit
+    assert usable == limit - used
