@@ -191,6 +191,12 @@ def holdings(have: Have) -> list[Holding]:
             out.append(Holding(f"container {c.id} holds memory with no process on the GPU ({len(c.pids)} process(es) left)",
                                c.bytes, f"if container {c.id} is a server's whose server died, remove it: "
                                         f"docker rm -f {c.id} (or podman)"))
+    if have.limit_bytes is not None and have.available_bytes is not None:  # what the cgroup's limit withholds
+        withheld = max(0, have.available_bytes - have.os_reserve_bytes) - (have.usable_bytes or 0)
+        if withheld > 0:
+            out.append(Holding(f"the memory limit ({gib(have.limit_bytes)}) of the cgroup this runs in, and a launch from here",
+                               withheld, "raise the memory limit of the cgroup this runs in (docker run --memory, systemd "
+                                         "MemoryMax=) or launch outside it"))
     if have.page_cache_bytes:
         out.append(Holding("clean page cache (reclaimable)", have.page_cache_bytes, f"drop the page cache: {DROP_CACHES}"))
     if have.swap_used_bytes:

@@ -107,12 +107,14 @@ def test_the_memory_limit_of_the_cgroup_a_launch_would_start_in_bounds_what_is_u
 
     code = ("import json; from pathlib import Path; from sparkdoctor.memory.have import read_have; "
             "h = read_have(Path('/'), ask_nvml=False); "
-            "print(json.dumps([h.available_bytes, h.usable_bytes, h.limit_bytes, h.limit_used_bytes]))")
+            "from sparkdoctor.memory.verdict import holdings; "
+            "print(json.dumps([h.available_bytes, h.usable_bytes, h.limit_bytes, h.limit_used_bytes, holdings(h)[0].remedy]))")
     with limited(512 * 2**20) as group:
         child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False,
                                cwd=Path(__file__).resolve().parents[2],
                                preexec_fn=lambda: (group / "cgroup.procs").write_text(str(os.getpid())))
     assert child.returncode == 0, child.stderr
-    available, usable, limit, used = json.loads(child.stdout)
+    available, usable, limit, used, remedy = json.loads(child.stdout)
     assert available > 2 * GIB and limit == 512 * 2**20 and 0 < used < limit
     assert usable == limit - used
+    assert remedy.startswith("raise the memory limit of the cgroup this runs in")  # what withholds the most comes first
