@@ -98,6 +98,9 @@ def classify(kernel_text: str = "", server_lines: list[str] | None = None, *, si
         pm.summary = f"the kernel's OOM killer killed {whose} (pid {victim.pid}, {victim.name})"
         pm.evidence = [f"kernel: {victim.line}"] + [f"kernel: {e.line}" for e in no_memory[:2]]
         pm.avoid = f"{lower}, and stop what else holds memory first: the share and the rest of the box exceeded it"
+        if victim.line.startswith("Memory cgroup out of memory"):  # its cgroup's limit, not the box, was reached
+            pm.avoid = ("raise the memory limit of the cgroup it ran in (docker run --memory, systemd MemoryMax=), or size "
+                        "the launch to it: sparkdoctor recipe check RECIPE --model PATH, run from inside that cgroup, says what fits")
     elif rose and _sigkill(returncode) and not kills:
         pm.cause = "oom-killed"
         pm.summary = ("the server was killed by SIGKILL with its memory at its high-water mark, still rising or at its "

@@ -53,6 +53,10 @@ def test_oom_killed_names_the_victim_only_when_it_is_the_server():
     assert "exit: killed by SIGKILL" in pm.evidence
     other = classify(log("cgroup-oom.dmesg"), [], pids={999}, returncode=1)  # another process was the victim
     assert other.cause == "crash"
+    # the box itself out of memory (the kernel's global OOM line): the share and what else holds memory
+    box = log("cgroup-oom.dmesg").replace("Memory cgroup out of memory: Killed process", "Out of memory: Killed process")
+    whole = classify(box, [], pids={12026}, returncode=-signal.SIGKILL)
+    assert whole.cause == "oom-killed" and "--gpu-memory-utilization" in whole.avoid and "stop what else holds memory" in whole.avoid
 
 
 @pytest.mark.parametrize("name, summary, avoid", [
@@ -106,6 +110,8 @@ def test_a_real_process_killed_by_the_real_oom_killer_is_named_from_the_real_ker
     assert pm.cause == "oom-killed" and pm.victim is not None and pm.victim["pid"] == child.pid
     assert pm.victim["name"] == Path(sys.executable).name[:15]  # comm: the name exec was given
     assert any(e.startswith("kernel: ") and f"Killed process {child.pid} ({pm.victim['name']})" in e for e in pm.evidence)
+    # the cgroup's limit was reached, not the box's memory: a lower share or stopping other processes would not help
+    assert pm.avoid.startswith("raise the memory limit of the cgroup it ran in") and "--gpu-memory-utilization" not in pm.avoid
 
 
 def test_after_a_launch_the_whole_log_end_is_read_not_only_the_launchers_tail(tmp_path):
