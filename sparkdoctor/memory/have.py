@@ -121,6 +121,10 @@ def read_have(root: Path | None = None, nvml: list[dict[str, Any]] | None = None
     mem = meminfo(root) or {}
     if not mem:
         errors.append(f"{root / 'proc/meminfo'} not readable: the memory the box has is unknown")
+    else:
+        missing = [name for name, key in (("MemTotal", "total_kib"), ("MemAvailable", "available_kib")) if mem.get(key) is None]
+        if missing:  # MemAvailable is from Linux 3.14; a garbled or cut file lacks both
+            errors.append(f"{root / 'proc/meminfo'} has no {' or '.join(missing)}: the memory the box has is unknown")
     free = _meminfo_free(root)
     have = Have(str(root), _b(mem.get("total_kib")), _b(free), _b(mem.get("available_kib")), _b(mem.get("reclaimable_kib")),
                 _b(mem.get("swap_total_kib")), _b(mem.get("swap_used_kib")), errors=errors)

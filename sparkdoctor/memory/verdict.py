@@ -68,7 +68,7 @@ def judge(need: Need, have: Have) -> Verdict:
     pool, usable = have.pool_bytes, have.usable_bytes
     verdict.holding = holdings(have)
     if not pool or usable is None:
-        verdict.reasons.append("the memory of this box is unknown (no readable /proc/meminfo, no NVML answer): "
+        verdict.reasons.append("the memory of this box is unknown (no MemTotal and MemAvailable, no NVML answer): "
                                + "; ".join(have.errors or ["nothing to judge against"]))
         return verdict
     util = float(need.setting("gpu_memory_utilization"))

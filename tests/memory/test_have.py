@@ -118,3 +118,13 @@ def test_the_memory_limit_of_the_cgroup_a_launch_would_start_in_bounds_what_is_u
     assert available > 2 * GIB and limit == 512 * 2**20 and 0 < used < limit
     assert usable == limit - used
     assert remedy.startswith("raise the memory limit of the cgroup this runs in")  # what withholds the most comes first
+
+
+def test_a_meminfo_without_memavailable_says_so(tmp_path):
+    """A readable /proc/meminfo without MemAvailable (before Linux 3.14, or garbled) was reported as "no readable
+    /proc/meminfo" with no error behind it; the error now names the missing field."""
+    for text, missing in (("MemTotal: 1000000 kB\nMemFree: 500000 kB\n", "no MemAvailable"), ("Foo: 1 kB\n", "no MemTotal or MemAvailable")):
+        (tmp_path / "proc").mkdir(exist_ok=True)
+        (tmp_path / "proc" / "meminfo").write_text(text)
+        have = read_have(tmp_path, ask_nvml=False)
+        assert have.usable_bytes is None and any(missing in e for e in have.errors), have.errors
