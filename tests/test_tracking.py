@@ -518,3 +518,19 @@ def test_a_registry_that_cannot_be_reached_is_said_not_read_as_nothing_new(tmp_p
     assert res.exit_code == 2, res.output
     assert "new: none" not in res.output and "demo: tracked through 0.2.0, could not be listed: " in res.output
     assert "1 package(s) could not be listed from the registry: demo" in res.output
+
+
+def test_a_through_package_the_matrix_does_not_track_is_one_line_exit_2(tmp_path, registry):
+    """`--through vlm=0.34.0` (a typo) was ignored: exit 0, every release read through the newest. It is refused,
+    naming the packages tracked; a lockstep member of a tracked family is taken."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "SPARKDOCTOR_INDEX_URL": registry.url, "SPARKDOCTOR_CACHE_DIR": str(tmp_path / "c")}
+    env.pop("SPARKDOCTOR_DEBUG", None)
+    done = subprocess.run([sys.executable, "-m", "sparkdoctor", "matrix", "track", "--matrix", str(write_matrix(tmp_path, ">=0.2.0")),
+                           "--through", "demoo=0.3.0", "--format", "json"], capture_output=True, text=True, timeout=120, env=env, check=False)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == "sparkdoctor: error: --through demoo=0.3.0: demoo is not a package this matrix tracks (tracked: demo)\n"
+    assert json.loads(done.stdout)["exit_code"] == 2
