@@ -133,6 +133,10 @@ def classify(kernel_text: str = "", server_lines: list[str] | None = None, *, si
         pm.evidence = [f"kernel: {e.line}" for e in hangs[:3]] or ["server: alive but not answering"]
         pm.avoid = ("--enforce-eager (no CUDA-graph capture or compile to stall in)"
                     + (f"; memory ran low during it: {lower}" if _low(pm) else ""))
+        if not hangs and lines:  # nothing says it stalled: it may still have been starting when the wait ran out
+            pm.evidence.append(f"server: its last line: {lines[-1]}")
+            pm.avoid = ("a longer --ready-timeout if its last line shows it still starting (a first start compiles and "
+                        f"loads for minutes); if it stalled there, {pm.avoid}")
     elif exit_line or said or any(e.kind == "xid" for e in events):
         pm.cause, pm.summary = "crash", f"the server died ({exit_line or 'no exit status'}) with nothing pointing at memory"
         pm.evidence = [f"kernel: {e.line}" for e in events if e.kind == "xid"][:3] + [f"server: {ln}" for ln in lines[-3:]]

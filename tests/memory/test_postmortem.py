@@ -74,6 +74,11 @@ def test_hang_crash_and_nothing_to_go_on():
     hang = classify(log("hung-task.journal"), [], hung=True, samples=[Sample(0, GIB, None)])
     assert hang.cause == "hang" and hang.evidence[0] == "kernel: INFO: task python3:4242 blocked for more than 122 seconds."
     assert "--enforce-eager" in hang.avoid and "memory ran low" in hang.avoid
+    # alive and never ready, with no kernel hang report: it may have been starting still (a --ready-timeout too short
+    # for a first start); the advice was --enforce-eager alone
+    slow = classify("", ["INFO: loading weights", "INFO: capturing CUDA graphs"], hung=True)
+    assert slow.cause == "hang" and slow.avoid.startswith("a longer --ready-timeout") and "--enforce-eager" in slow.avoid
+    assert "server: its last line: INFO: capturing CUDA graphs" in slow.evidence
     crash = classify(log("xid.dmesg"), ["Segmentation fault"], returncode=-signal.SIGSEGV)
     assert crash.cause == "crash" and "killed by SIGSEGV" in crash.summary and crash.evidence[0].startswith("kernel: NVRM: Xid")
     assert classify("", [], returncode=0).cause == "unknown"
