@@ -202,4 +202,5 @@ def holdings(have: Have) -> list[Holding]:
     if have.swap_used_bytes:
         out.append(Holding("swap in use (memory pushed out under pressure)", have.swap_used_bytes,
                            "find what filled memory before the launch; swap on unified memory slows the GPU's host side"))
-    return sorted(out, key=lambda h: -h.bytes)
+    # largest first; a binding cgroup limit leads whatever its size: nothing else freed reaches a launch from here
+    return sorted(out, key=lambda h: (not h.what.startswith("the memory limit"), -h.bytes))
