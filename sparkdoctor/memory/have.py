@@ -289,8 +289,8 @@ def cgroup_limit(pid: int, root: Path | None = None) -> int | None:
 
 
 def cgroup_room(pid: int, root: Path | None = None) -> tuple[int | None, int | None]:
-    """(the limit, what the cgroup uses now: memory.current / memory.usage_in_bytes) of process `pid`'s memory
-    cgroup; (None, None) without a limit."""
+    """(the limit, what the cgroup uses now: memory.current / memory.usage_in_bytes less its page cache) of process
+    `pid`'s memory cgroup; (None, None) without a limit."""
     root = host_root() if root is None else Path(root)
     for line in (_small(root / "proc" / str(pid) / "cgroup") or "").splitlines():
         _, controllers, path = (line.split(":", 2) + ["", ""])[:3]
@@ -303,5 +303,14 @@ def cgroup_room(pid: int, root: Path | None = None) -> tuple[int | None, int | N
         text = (_small(folder / name) or "").strip()
         total = (meminfo(root) or {}).get("total_kib")
         if text.isdigit() and (not isinstance(total, int) or int(text) < total * KIB):
-            return int(text), _cgroup_memory(folder)
+            used = _cgroup_memory(folder)
+            return int(text), None if used is None else max(0, used - _cgroup_file_cache(folder))
     return None, None
+
+
+def _cgroup_file_cache(folder: Path) -> int:
+    """The page cache a cgroup's usage counts (memory.stat: v2 `file`, v1 `total_cache`): the kernel reclaims it
+    before the cgroup's OOM killer acts, so it is room, as the box's page cache is in MemAvailable."""
+    stat = dict(line.split(None, 1) for line in (_small(folder / "memory.stat") or "").splitlines() if " " in line)
+    value = (stat.get("file") or stat.get("total_cache") or "0").strip()
+    return int(value) if value.isdigit() else 0

@@ -128,3 +128,19 @@ def test_a_meminfo_without_memavailable_says_so(tmp_path):
         (tmp_path / "proc" / "meminfo").write_text(text)
         have = read_have(tmp_path, ask_nvml=False)
         assert have.usable_bytes is None and any(missing in e for e in have.errors), have.errors
+
+
+def test_a_cgroups_page_cache_is_room_not_use(tmp_path):
+    """A container that read a checkpoint has its page cache counted in its usage (memory.current); the kernel
+    reclaims it before the cgroup's OOM killer acts, so it is room (the preflight would refuse a launch that fits)."""
+    from sparkdoctor.memory.have import cgroup_room
+
+    (tmp_path / "proc" / "77").mkdir(parents=True)
+    (tmp_path / "proc" / "meminfo").write_text("MemTotal: 131072000 kB\nMemAvailable: 100000000 kB\n")
+    (tmp_path / "proc" / "77" / "cgroup").write_text("0::/system.slice/docker-abc.scope\n")
+    group = tmp_path / "sys" / "fs" / "cgroup" / "system.slice" / "docker-abc.scope"
+    group.mkdir(parents=True)
+    (group / "memory.max").write_text(f"{64 * GIB}\n")
+    (group / "memory.current").write_text(f"{62 * GIB}\n")
+    (group / "memory.stat").write_text(f"anon {2 * GIB}\nfile {60 * GIB}\nkernel 1000\n")
+    assert cgroup_room(77, tmp_path) == (64 * GIB, 2 * GIB)
