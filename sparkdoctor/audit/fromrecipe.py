@@ -34,7 +34,7 @@ def vllm_int(text: str) -> int:
 def vllm_model_len(text: str) -> int | None:
     """--max-model-len as vLLM reads it (human_readable_int_or_auto): -1 and auto (vLLM fits the length to the
     memory) are None, the length not given."""
-    return None if text.strip() in ("-1", "auto", "AUTO", "Auto") else vllm_int(text)
+    return None if text.strip() == "-1" or text.strip().lower() == "auto" else vllm_int(text)
 
 
 # option name in AuditOptions -> the vLLM flag a recipe spells it with, and how to read its value
