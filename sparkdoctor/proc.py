@@ -35,6 +35,7 @@ TAIL_BYTES = 256 * 1024
 _CHUNK = 64 * 1024
 _PIPE_BUF = getattr(select, "PIPE_BUF", 512)
 BUDGET_NOTE = "the run's time budget ran out"
+MAX_WAIT = 10.0**6  # seconds (about 11 days; epoll waits at most 2**31 ms): any longer limit is taken as this one
 
 
 
@@ -236,7 +237,7 @@ class Running:
         if that comes first; never raise."""
         if self.popen is None:
             return ProcResult(self.argv, None, "", "", time.monotonic() - self.started, start_error=self.start_error)
-        own = self.started + timeout
+        own = self.started + min(timeout, MAX_WAIT)  # past MAX_WAIT the poller's millisecond count overflows
         until = own if _deadline is None else min(own, _deadline)
         encoding = locale.getpreferredencoding(False)
         out, err = _Capped(*self.max_output), _Capped(*self.max_output)

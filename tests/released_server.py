@@ -59,6 +59,7 @@ class Registry:
         self.ranges = ranges
         self.projects: dict[str, list[Path]] = {}
         self.uploaded: dict[str, str] = {}  # file name -> PEP 700 upload-time, for the files given one
+        self.pages: dict[str, bytes] = {}  # project -> the raw JSON page to answer (a hostile index)
         self.log: list[tuple[str, str | None]] = []  # (path, Range header)
         self.sent = 0  # body bytes sent: what a client's bytes_read must come to
         handler = self._handler()
@@ -109,6 +110,8 @@ class Registry:
                 return self._send(200, data, "application/octet-stream")
 
             def _index(self, project: str) -> None:
+                if project in registry.pages:
+                    return self._send(200, registry.pages[project], "application/vnd.pypi.simple.v1+json")
                 if project not in registry.projects:
                     return self._send(404, b"no such project", "text/plain")
                 files = [{"filename": w.name, "url": f"../../files/{w.name}", "size": w.stat().st_size,

@@ -41,6 +41,13 @@ def test_a_timeout_names_the_limit_it_hit_not_the_time_killing_took(monkeypatch)
     assert r.describe_failure() == "sleep timed out after 0.3s"
 
 
+def test_a_timeout_too_large_for_the_poller_is_waited_not_raised():
+    """`timeout: 1e308` in a sparkrun recipe's sparkdoctor item reached here: the poller's millisecond conversion
+    overflowed and the plugin raised inside sparkrun. run() never raises: the child's result comes back."""
+    r = proc.run([sys.executable, "-c", "print('ok')"], timeout=1e308)
+    assert r.returncode == 0 and r.stdout.strip() == "ok" and not r.timed_out
+
+
 def test_signal_is_named():
     r = proc.run([sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)"], timeout=10)
     assert r.signal == 11 and "SIGSEGV" in r.describe_failure()

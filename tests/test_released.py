@@ -105,6 +105,19 @@ def test_errors_are_one_line(tmp_path):
         Index(Client(timeout=5), reg.url).files("vllm")
 
 
+@pytest.mark.parametrize("page", [
+    b'{"files": "nope"}', b'{"files": {"a": 1}}', b'[1, 2]', b"[" * 100_000 + b"]" * 100_000,
+    b'{"files": [{"filename": "vllm-9.9.9-py3-none-any.whl", "url": "x.whl", "hashes": [1], "size": 5}]}',
+])
+def test_a_hostile_index_page_is_a_remote_error_not_a_crash_or_nothing_new(tmp_path, page):
+    """`files` that is no list (it was read as no releases: track said nothing was new), a deep page (RecursionError)
+    and `hashes` that is no object (AttributeError): each one RemoteError, which track reports as a registry error."""
+    with Registry() as reg:
+        reg.pages["vllm"] = page
+        with pytest.raises(RemoteError, match="not a PEP 691 project page"):
+            Index(Client(timeout=10), reg.url).versions("vllm")
+
+
 def test_a_file_that_changed_under_the_index_is_refused(tmp_path):
     old, x86, new = _wheels(tmp_path)
     with Registry() as reg:

@@ -4,10 +4,12 @@ into one-line reasons. tests/test_sparkrun_plugin.py runs them through real spar
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
 import pytest
+import yaml
 
 from sparkdoctor.integrations.preflight import ALLOW_ENV, Settings, SettingsError, judge
 from tests.container.test_mods_container import serving_venv
@@ -129,3 +131,23 @@ def test_the_memory_verdict_refuses_a_launch_that_does_not_fit_now_whatever_fail
     assert passed.reasons == [] and not passed.refused
     unjudged = judge(str(recipe), [], None, Settings(python=toy["python"]), env={**_env(), "SPARKDOCTOR_HOST_ROOT": str(tight.root)})
     assert unjudged.reasons == []  # without the model the gate does not size the launch
+
+
+def test_a_recipe_that_leaves_the_port_to_sparkrun_is_judged_not_refused(tmp_path, toy):
+    """docs/sparkrun.md's own example (`--port {port}`, no `defaults.port`) was refused: "port '{port}' is not a
+    number", though sparkrun serves it on 8000 (core/launcher.py). The exported recipe gets sparkrun's port; one
+    the recipe or the run names is kept."""
+    from types import SimpleNamespace
+
+    from sparkdoctor.integrations.sparkrun_plugin import export_recipe
+
+    for defaults, port in (({}, 8000), ({"port": 9123}, 9123)):
+        data = {"recipe_version": "2", "model": "Qwen/Qwen3-0.6B", "runtime": "vllm",
+                "command": "vllm serve {model} --port {port} --max-model-len 1024", **({"defaults": defaults} if defaults else {})}
+        recipe = SimpleNamespace(name=f"p{port}", to_dict=lambda overrides, effective, data=data: json.loads(json.dumps(data)))
+        path = export_recipe(recipe, None, tmp_path)
+        verdict = judge(str(path), [], None, Settings.parse({"python": toy["python"]}), env=_env())
+        # judged (the toy vLLM knows neither flag: that is its own finding), not "could not judge"
+        assert not any("could not judge" in r or "is not a number" in r for r in verdict.reasons), verdict.message()
+        assert any("does not know --port" in r for r in verdict.reasons), verdict.message()
+        assert yaml.safe_load(path.read_text())["defaults"]["port"] == port

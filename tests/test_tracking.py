@@ -504,3 +504,33 @@ def test_a_conflict_is_read_on_the_release_pinned_not_the_newest(tmp_path):
         result = track(load(folder), reader_for(reg, tmp_path))
     [conflict] = result.pin_conflicts
     assert conflict["with"] == "kern[b12x] 0.7.2.post1" and conflict["specs"] == "==4.8.0 against ==4.7.1"
+
+
+def test_a_registry_that_cannot_be_reached_is_said_not_read_as_nothing_new(tmp_path):
+    """The console said "demo: tracked through 0.1.0, new: none (... Connection refused)" and "1 no-new-release",
+    with exit 2: a reader saw a clean answer. It says the package could not be listed."""
+    from typer.testing import CliRunner
+
+    from sparkdoctor.cli import app
+
+    env = {"SPARKDOCTOR_INDEX_URL": "http://127.0.0.1:1/simple/", "SPARKDOCTOR_CACHE_DIR": str(tmp_path / "c"), "COLUMNS": "200"}
+    res = CliRunner().invoke(app, ["matrix", "track", "--matrix", str(write_matrix(tmp_path, ">=0.2.0"))], env=env)
+    assert res.exit_code == 2, res.output
+    assert "new: none" not in res.output and "demo: tracked through 0.2.0, could not be listed: " in res.output
+    assert "1 package(s) could not be listed from the registry: demo" in res.output
+
+
+def test_a_through_package_the_matrix_does_not_track_is_one_line_exit_2(tmp_path, registry):
+    """`--through vlm=0.34.0` (a typo) was ignored: exit 0, every release read through the newest. It is refused,
+    naming the packages tracked; a lockstep member of a tracked family is taken."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "SPARKDOCTOR_INDEX_URL": registry.url, "SPARKDOCTOR_CACHE_DIR": str(tmp_path / "c")}
+    env.pop("SPARKDOCTOR_DEBUG", None)
+    done = subprocess.run([sys.executable, "-m", "sparkdoctor", "matrix", "track", "--matrix", str(write_matrix(tmp_path, ">=0.2.0")),
+                           "--through", "demoo=0.3.0", "--format", "json"], capture_output=True, text=True, timeout=120, env=env, check=False)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == "sparkdoctor: error: --through demoo=0.3.0: demoo is not a package this matrix tracks (tracked: demo)\n"
+    assert json.loads(done.stdout)["exit_code"] == 2

@@ -7,20 +7,44 @@ where it came from (the `sources` an Audit carries and both renderers print).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from sparkdoctor.audit.errors import AuditError
 from sparkdoctor.audit.locate import resolve_model
 from sparkdoctor.recipes.model import Recipe
 
+_SIZED = re.compile(r"(\d+(?:\.\d+)?)([kKmMgGtT])")
+
+
+def vllm_int(text: str) -> int:
+    """An integer flag as vLLM reads it (vllm/utils/argparse_utils.py human_readable_int, 0.32): 1k = 1,000, 1K =
+    1,024, 25.6k = 25,600 (a binary suffix takes no decimals), else a plain number. ValueError otherwise."""
+    text = text.strip()
+    match = _SIZED.fullmatch(text)
+    if match is None:
+        return int(text)
+    number, suffix = match.groups()
+    if suffix.islower():
+        return int(float(number) * 10 ** (3 * "kmgt".index(suffix) + 3))
+    return int(number) * 2 ** (10 * "KMGT".index(suffix) + 10)
+
+
+def vllm_model_len(text: str) -> int | None:
+    """--max-model-len as vLLM reads it (human_readable_int_or_auto): -1 and auto (vLLM fits the length to the
+    memory) are None, the length not given."""
+    return None if text.strip() == "-1" or text.strip().lower() == "auto" else vllm_int(text)
+
+
 # option name in AuditOptions -> the vLLM flag a recipe spells it with, and how to read its value
-FLAGS = {
-    "max_model_len": ("--max-model-len", int),
+FLAGS: dict[str, tuple[str, Callable[[str], Any]]] = {
+    "max_model_len": ("--max-model-len", vllm_model_len),
     "max_num_seqs": ("--max-num-seqs", int),
     "gpu_memory_utilization": ("--gpu-memory-utilization", float),
     "kv_cache_dtype": ("--kv-cache-dtype", str),
 }
+_KINDS = {vllm_model_len: "whole number (or vLLM's 32k / 32K forms, auto)", int: "whole number", float: "number", str: "text"}
 DEFAULTS: dict[str, Any] = {"max_model_len": None, "max_num_seqs": 1, "gpu_memory_utilization": 0.9, "kv_cache_dtype": "auto"}
 # A recipe launches vLLM: what vLLM itself uses when the recipe does not say (max_num_seqs None: its per-GPU
 # default, resolved by the audit once the GPU is known; 0.9 and auto are vLLM's own defaults too).
@@ -56,8 +80,10 @@ def recipe_settings(recipe: Recipe, explicit: Mapping[str, object]) -> tuple[dic
             try:
                 values[name] = kind(from_argv[name])
             except ValueError:
-                raise AuditError(f"{recipe.source_path}: {flag} {from_argv[name]!r} is not a {kind.__name__}") from None
+                raise AuditError(f"{recipe.source_path}: {flag} {from_argv[name]!r} is not a {_KINDS[kind]}") from None
             sources[name] = f"{label} ({flag} {from_argv[name]})"
+            if values[name] is None:  # --max-model-len auto: vLLM fits it to the memory
+                sources[name] += ": vLLM fits the length to the memory"
         else:
             values[name], sources[name] = RECIPE_DEFAULTS[name], "vLLM default (the recipe does not set it)"
     return values, sources

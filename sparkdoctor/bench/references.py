@@ -25,6 +25,7 @@ from sparkdoctor.locations import state_dir
 
 REFERENCE_VERSION = 1
 MAX_REFERENCE = 16 * 1024 * 1024  # a reference holds a few dozen short answers
+MAX_TOKENS = 65_536  # per answer's list: far past the probes' prompts and answers
 
 
 @dataclass
@@ -42,7 +43,22 @@ class Answer:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, object]) -> Answer:
+        """ValueError for a field of the wrong shape: a reference file may be someone else's (--reference-file)."""
         fields: dict[str, Any] = {k: data.get(k) for k in cls.__dataclass_fields__ if k != "prompt"}
+        for key, value in fields.items():
+            if value is None:
+                continue
+            if key in ("text", "error"):
+                ok = isinstance(value, str)
+            else:  # token ids are whole numbers; log-probabilities and margins are numbers
+                kinds = (int,) if key in ("prompt_ids", "ids") else (int, float)
+                ok = isinstance(value, list) and len(value) <= MAX_TOKENS and all(
+                    isinstance(v, kinds) and not isinstance(v, bool) for v in value)
+            if not ok:
+                raise ValueError(f"answer {key} is not " + ("text" if key in ("text", "error") else
+                                                            f"a list of at most {MAX_TOKENS:,} numbers"))
+        if not isinstance(data.get("prompt", ""), str):
+            raise ValueError("answer prompt is not text")
         return cls(str(data.get("prompt", "")), **fields)
 
 
@@ -84,8 +100,9 @@ def load(path: Path) -> tuple[list[Answer] | None, str | None]:
         return None, None
     except OSError as exc:
         return None, f"{path}: unreadable reference ({exc.strerror or type(exc).__name__})"
-    except (ValueError, TypeError, AttributeError) as exc:
-        return None, f"{path}: unreadable reference ({type(exc).__name__})"
+    except (ValueError, TypeError, AttributeError, RecursionError) as exc:
+        why = str(exc) if isinstance(exc, ValueError) and str(exc).startswith("answer ") else type(exc).__name__
+        return None, f"{path}: unreadable reference ({why})"
 
 
 def save(path: Path, answers: list[Answer], meta: Mapping[str, object]) -> None:

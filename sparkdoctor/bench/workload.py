@@ -18,6 +18,19 @@ _TEXTS = Path(__file__).resolve().parent / "texts" / "public_domain.txt"
 INSTRUCTION = "Continue this text in the same style.\n\n"
 
 
+MAX_TOKENS = 2**20  # output tokens per request: past any model's context
+MAX_PROMPT_WORDS = 2**20
+MAX_ROUNDS = 10_000
+MAX_LEVELS = 64
+MAX_CONCURRENCY = 4096  # past vLLM's largest --max-num-seqs default (1024)
+MAX_WORDS_IN_FLIGHT = 2**24  # prompt words x the largest level: about 100 MB of prompts at once
+MAX_REQUEST_TIMEOUT = 86_400.0
+
+
+def _whole(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 class WorkloadError(UsageError, ValueError):
     """A workload field has a value the bench cannot use."""
 
@@ -37,15 +50,24 @@ class Workload:
     def __post_init__(self) -> None:
         if self.api not in ("chat", "completions"):
             raise WorkloadError(f"workload api {self.api!r}: choose chat or completions")
-        for name in ("max_tokens", "prompt_words", "rounds"):
-            if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
-                raise WorkloadError(f"workload {name} {getattr(self, name)!r}: give a whole number >= 1")
-        if not isinstance(self.warmup, int) or self.warmup < 0:
-            raise WorkloadError(f"workload warmup {self.warmup!r}: give a whole number >= 0")
-        if not self.concurrency or any(not isinstance(c, int) or c < 1 for c in self.concurrency):
-            raise WorkloadError(f"workload concurrency {list(self.concurrency)!r}: give whole numbers >= 1")
-        if not self.request_timeout > 0:
-            raise WorkloadError(f"workload request_timeout {self.request_timeout!r}: give seconds above 0")
+        # Upper bounds too: a cell or a published result given to --reproduce is someone else's file, and a
+        # million-word prompt or a million requests at once would exhaust this machine, not measure it.
+        for name, low, high in (("max_tokens", 1, MAX_TOKENS), ("prompt_words", 1, MAX_PROMPT_WORDS),
+                                ("rounds", 1, MAX_ROUNDS), ("warmup", 0, MAX_ROUNDS)):
+            value = getattr(self, name)
+            if not _whole(value) or not low <= value <= high:
+                raise WorkloadError(f"workload {name} {value!r}: give a whole number from {low} to {high:,}")
+        if (not self.concurrency or len(self.concurrency) > MAX_LEVELS
+                or any(not _whole(c) or not 1 <= c <= MAX_CONCURRENCY for c in self.concurrency)):
+            raise WorkloadError(f"workload concurrency {list(self.concurrency)[:8]!r}: give 1 to {MAX_LEVELS} whole "
+                                f"numbers from 1 to {MAX_CONCURRENCY:,}")
+        if self.prompt_words * max(self.concurrency) > MAX_WORDS_IN_FLIGHT:
+            raise WorkloadError(f"workload prompt_words {self.prompt_words:,} at concurrency {max(self.concurrency):,}: "
+                                f"more than {MAX_WORDS_IN_FLIGHT:,} words of prompts at once")
+        if (isinstance(self.request_timeout, bool) or not isinstance(self.request_timeout, (int, float))
+                or not 0 < self.request_timeout <= MAX_REQUEST_TIMEOUT):
+            raise WorkloadError(f"workload request_timeout {self.request_timeout!r}: give seconds above 0, at most "
+                                f"{MAX_REQUEST_TIMEOUT:,}")
 
     def to_dict(self) -> dict[str, object]:
         data = asdict(self)

@@ -143,6 +143,9 @@ def run(options: FleetOptions) -> FleetResult:
         if isinstance(transport, RayTransport):  # ssh keeps no connection
             transport.close()
     reports, drifts, notes, topo, found = judge(named, matrix, options, measured)
+    if options.measure and named and not measured:  # asked for, and silence would read as "measured, all fine"
+        notes.append("--measure: nothing to measure: no RDMA link between two nodes that answered, and no node with "
+                     "two or more GPUs")
     fit = None
     if options.memory_judge is not None and named:
         say("judging the launch on every node's memory…")

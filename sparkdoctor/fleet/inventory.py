@@ -150,8 +150,8 @@ def sparkrun_hosts(path: Path) -> list[str]:
 
     try:
         data, _ = read_yaml(path)
-    except RecipeError as exc:
-        raise InventoryError(f"{path}: {exc}") from None
+    except RecipeError as exc:  # its line names the file already
+        raise InventoryError(str(exc)) from None
     if not isinstance(data, dict) or not isinstance(data.get("hosts"), list) or not data["hosts"]:
         raise InventoryError(f"{path}.hosts: a sparkrun cluster definition lists its hosts (hosts: [a, b])")
     user = data.get("user")

@@ -29,6 +29,8 @@ from sparkdoctor.recipes.model import Recipe
 SPARKRUN_PLUGIN_API_VERSION = 1  # core/registration.py PLUGIN_API_VERSION at sparkrun 0.4.2
 ITEM = "sparkdoctor"
 STEP = "sparkdoctor.preflight"
+# sparkrun 0.4.2 core/launcher.py line 1475: `config_chain.get("port") or 8000`
+SPARKRUN_PORT = 8000
 # Keys the exported recipe keeps out of `recipe check`: this item, and the mods (judged by `mods check`, against
 # the same target, so that one failing mod is one reason).
 NOT_FOR_RECIPE_CHECK = (ITEM, "mods")
@@ -134,6 +136,9 @@ def export_recipe(recipe: Any, overrides: Mapping[str, object] | None, folder: P
     data = recipe.to_dict(overrides=dict(overrides or {}), effective=True)
     for key in NOT_FOR_RECIPE_CHECK:
         data.pop(key, None)
+    defaults = data.setdefault("defaults", {})
+    if isinstance(defaults, dict) and defaults.get("port") in (None, ""):
+        defaults["port"] = SPARKRUN_PORT  # sparkrun serves on it when neither the recipe nor the run names one
     name = "".join(c if c.isalnum() or c in "-_." else "-" for c in str(recipe.name or "recipe"))[:80] or "recipe"
     path = folder / f"{name}.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")

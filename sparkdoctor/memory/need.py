@@ -26,7 +26,7 @@ from typing import Any
 from sparkdoctor.audit import bytemodel
 from sparkdoctor.audit.checkpoint import Checkpoint, load_checkpoint
 from sparkdoctor.audit.errors import AuditError
-from sparkdoctor.audit.fromrecipe import recipe_settings
+from sparkdoctor.audit.fromrecipe import recipe_settings, vllm_int
 from sparkdoctor.audit.modelconfig import DTYPE_BYTES, ModelShape, read_shape
 from sparkdoctor.audit.roofline import vllm_default_max_num_seqs
 from sparkdoctor.audit.served_model import model_facts
@@ -143,7 +143,9 @@ def launch_need(recipe: Recipe, model_folder: str | Path, total_bytes: int, gpu_
         if not accepted:
             raise NeedError(f"{checkpoint.folder}/config.json names no max_position_embeddings and the recipe sets no "
                             "--max-model-len: the KV cache cannot be sized")
-        settings["max_model_len"] = Setting(accepted, "vLLM default: the model's own length (config.json)")
+        auto = sources["max_model_len"] if sources["max_model_len"].startswith("recipe ") else None
+        settings["max_model_len"] = Setting(accepted, f"{auto}; judged at the model's own length (config.json)" if auto
+                                            else "vLLM default: the model's own length (config.json)")
     big = memory_gib >= 70 and "a100" not in gpu_name.lower()
     settings["max_num_batched_tokens"] = _int_flag(recipe, argv, "--max-num-batched-tokens", 8192 if big else 2048,
                                                    f"vLLM default on {gpu_name} (get_batch_defaults)")
@@ -190,9 +192,9 @@ def _int_flag(recipe: Recipe, argv: list[str], flag: str, default: int | None, d
     if raw is None:
         return Setting(default, default_source)
     try:
-        value = int(raw)
+        value = vllm_int(raw)
     except ValueError:
-        raise NeedError(f"{recipe.source_path}: {flag} {raw!r} is not a whole number") from None
+        raise NeedError(f"{recipe.source_path}: {flag} {raw!r} is not a whole number (or vLLM's 4G / 4g forms)") from None
     if value < 1:
         raise NeedError(f"{recipe.source_path}: {flag} {raw!r} must be at least 1")
     return Setting(value, f"recipe {recipe.name} ({flag} {raw})")

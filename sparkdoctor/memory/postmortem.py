@@ -98,6 +98,9 @@ def classify(kernel_text: str = "", server_lines: list[str] | None = None, *, si
         pm.summary = f"the kernel's OOM killer killed {whose} (pid {victim.pid}, {victim.name})"
         pm.evidence = [f"kernel: {victim.line}"] + [f"kernel: {e.line}" for e in no_memory[:2]]
         pm.avoid = f"{lower}, and stop what else holds memory first: the share and the rest of the box exceeded it"
+        if victim.line.startswith("Memory cgroup out of memory"):  # its cgroup's limit, not the box, was reached
+            pm.avoid = ("raise the memory limit of the cgroup it ran in (docker run --memory, systemd MemoryMax=), or size "
+                        "the launch to it: sparkdoctor recipe check RECIPE --model PATH, run from inside that cgroup, says what fits")
     elif rose and _sigkill(returncode) and not kills:
         pm.cause = "oom-killed"
         pm.summary = ("the server was killed by SIGKILL with its memory at its high-water mark, still rising or at its "
@@ -130,12 +133,18 @@ def classify(kernel_text: str = "", server_lines: list[str] | None = None, *, si
         pm.evidence = [f"kernel: {e.line}" for e in hangs[:3]] or ["server: alive but not answering"]
         pm.avoid = ("--enforce-eager (no CUDA-graph capture or compile to stall in)"
                     + (f"; memory ran low during it: {lower}" if _low(pm) else ""))
+        if not hangs and lines:  # nothing says it stalled: it may still have been starting when the wait ran out
+            pm.evidence.append(f"server: its last line: {lines[-1]}")
+            pm.avoid = ("a longer --ready-timeout if its last line shows it still starting (a first start compiles and "
+                        f"loads for minutes); if it stalled there, {pm.avoid}")
     elif exit_line or said or any(e.kind == "xid" for e in events):
         pm.cause, pm.summary = "crash", f"the server died ({exit_line or 'no exit status'}) with nothing pointing at memory"
         pm.evidence = [f"kernel: {e.line}" for e in events if e.kind == "xid"][:3] + [f"server: {ln}" for ln in lines[-3:]]
         pm.avoid = "nothing memory-related; match its log against known problems: sparkdoctor explain LOG"
-        if "host-oom" in said:
-            pm.summary, pm.avoid = "the server could not allocate host memory", lower
+        if "host-oom" in said:  # its own line first: the traceback's last frame says nothing
+            pm.summary = "the server could not allocate host memory"
+            pm.evidence = [f"server: {said['host-oom']}"] + [e for e in pm.evidence if e != f"server: {said['host-oom']}"]
+            pm.avoid = f"{lower}; or lift the server's own limit if it has one (ulimit -v, a container's --memory)"
     if exit_line:
         pm.evidence.append(f"exit: {exit_line}")
     if rose and pm.cause in ("oom-killed", "driver-no-memory", "crash") and f"memory: {rose}" not in pm.evidence:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from sparkdoctor.memory.have import Have
+from sparkdoctor.memory.have import LARGE, Have
 from sparkdoctor.memory.need import GIB, Need
 
 FITS, FITS_WITH, NO_FIT, UNKNOWN = "fits", "fits-with", "does-not-fit", "unknown"
@@ -68,7 +68,7 @@ def judge(need: Need, have: Have) -> Verdict:
     pool, usable = have.pool_bytes, have.usable_bytes
     verdict.holding = holdings(have)
     if not pool or usable is None:
-        verdict.reasons.append("the memory of this box is unknown (no readable /proc/meminfo, no NVML answer): "
+        verdict.reasons.append("the memory of this box is unknown (no MemTotal and MemAvailable, no NVML answer): "
                                + "; ".join(have.errors or ["nothing to judge against"]))
         return verdict
     util = float(need.setting("gpu_memory_utilization"))
@@ -103,7 +103,8 @@ def judge(need: Need, have: Have) -> Verdict:
 def _free_words(have: Have) -> str:
     if not have.unified:
         return "the GPU's memory less what NVML says is used"
-    return f"MemAvailable {gib(have.available_bytes or 0)} less the OS reserve {gib(have.os_reserve_bytes)}"
+    limit = f", within this cgroup's {gib(have.limit_bytes)} limit" if have.limit_bytes is not None else ""
+    return f"MemAvailable {gib(have.available_bytes or 0)} less the OS reserve {gib(have.os_reserve_bytes)}{limit}"
 
 
 def _full_length(need: Need, share: int, seqs: int, length: int) -> int:
@@ -185,13 +186,21 @@ def holdings(have: Have) -> list[Holding]:
             inside = f" in container {h.container}" if h.container else ""
             out.append(Holding(f"pid {h.pid} ({h.name or '?'}){inside}, not on the GPU, holds shared memory", h.rss_bytes or 0,
                                f"stop or shrink pid {h.pid} ({h.name or '?'}): on unified memory its memory is the GPU's too"))
-    for c in have.containers:
-        if c.leftover and c.bytes:
+    for c in have.containers:  # below LARGE it is noise; it may be any service's, so the remedy asks first
+        if c.leftover and c.bytes >= LARGE:
             out.append(Holding(f"container {c.id} holds memory with no process on the GPU ({len(c.pids)} process(es) left)",
-                               c.bytes, f"remove the leftover container: docker rm -f {c.id} (or podman)"))
+                               c.bytes, f"if container {c.id} is a server's whose server died, remove it: "
+                                        f"docker rm -f {c.id} (or podman)"))
+    if have.limit_bytes is not None and have.available_bytes is not None:  # what the cgroup's limit withholds
+        withheld = max(0, have.available_bytes - have.os_reserve_bytes) - (have.usable_bytes or 0)
+        if withheld > 0:
+            out.append(Holding(f"the memory limit ({gib(have.limit_bytes)}) of the cgroup this runs in, and a launch from here",
+                               withheld, "raise the memory limit of the cgroup this runs in (docker run --memory, systemd "
+                                         "MemoryMax=) or launch outside it"))
     if have.page_cache_bytes:
         out.append(Holding("clean page cache (reclaimable)", have.page_cache_bytes, f"drop the page cache: {DROP_CACHES}"))
     if have.swap_used_bytes:
         out.append(Holding("swap in use (memory pushed out under pressure)", have.swap_used_bytes,
                            "find what filled memory before the launch; swap on unified memory slows the GPU's host side"))
-    return sorted(out, key=lambda h: -h.bytes)
+    # largest first; a binding cgroup limit leads whatever its size: nothing else freed reaches a launch from here
+    return sorted(out, key=lambda h: (not h.what.startswith("the memory limit"), -h.bytes))

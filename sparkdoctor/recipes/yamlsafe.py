@@ -99,7 +99,7 @@ def expanded_size(root: yaml.Node) -> tuple[int, int]:
                 nodes, chars = nodes + n, chars + c
             if nodes > MAX_NODES or chars > MAX_CHARS:
                 raise _Refused(f"its aliases expand it to over {MAX_NODES:,} nodes or {MAX_CHARS // (1024 * 1024)} MiB of "
-                               "text (a \"billion laughs\" document); a recipe needs far less", node)
+                               "text (a \"billion laughs\" document); no file sparkdoctor reads needs that much", node)
             sizes[key] = (nodes, chars)
             continue
         if key in sizes:

@@ -89,11 +89,12 @@ class Index:
             if "json" not in kind:
                 raise RemoteError(f"{page}: the index answered {kind or 'no content type'}, not the PEP 691 JSON form")
             try:
-                doc = json.loads(resp.body)
-                raw_files = doc["files"]
-            except (ValueError, KeyError, TypeError):
-                raise RemoteError(f"{page}: not a PEP 691 project page (no 'files' list)") from None
-            self._projects[name] = [_file(f, resp.url) for f in raw_files if isinstance(f, dict)]
+                raw_files = json.loads(resp.body)["files"]
+                if not isinstance(raw_files, list):
+                    raise TypeError
+                self._projects[name] = [_file(f, resp.url) for f in raw_files if isinstance(f, dict)]
+            except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
+                raise RemoteError(f"{page}: not a PEP 691 project page (no 'files' list of file objects)") from None
         return self._projects[name]
 
     def versions(self, project: str, prereleases: bool = False, dist: str = "wheel") -> list[str]:

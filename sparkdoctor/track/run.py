@@ -24,6 +24,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
+from sparkdoctor.errors import UsageError
 from sparkdoctor.matrix import Entry, Matrix
 from sparkdoctor.matrix.file_checks import FileCheck
 from sparkdoctor.matrix.tracking import Tracking, bounds_of
@@ -234,6 +235,10 @@ def track(matrix: Matrix, reader: Reader, through: dict[str, str] | None = None,
     tracking = matrix.tracking or Tracking()
     on = since or tracking.tracked_on
     through = {canonicalize_name(k): v for k, v in (through or {}).items()}
+    followed = {q for p in tracking.tracked for q in tracking.family(p)}
+    if unknown := sorted(set(through) - followed):  # a typo would be read through the newest, silently
+        raise UsageError(f"--through {unknown[0]}={through[unknown[0]]}: {unknown[0]} is not a package this matrix tracks "
+                         f"(tracked: {', '.join(sorted(tracking.tracked)) or 'none'})")
     def cap(p: str) -> str | None:  # a family member follows its family's --through
         return through.get(p) or next((through[q] for q in sorted(tracking.family(p)) if q in through), None)
 

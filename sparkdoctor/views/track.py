@@ -67,7 +67,9 @@ def render_track(d: dict[str, Any], console: Console, verbose: bool = False) -> 
             console.print(line, markup=False, highlight=False, soft_wrap=True)
     for p in d["packages"]:
         backports = f"; uploaded after the tracked release: {', '.join(p['backports'])}" if p.get("backports") else ""
-        if verbose or p["releases"] or p["note"]:
+        if p.get("error"):  # the registry did not list it: nothing is known to be new, or not
+            console.print(f"{p['package']}: tracked through {p['tracked']}, could not be listed: {p['note']}", soft_wrap=True)
+        elif verbose or p["releases"] or p["note"]:
             note = f" ({p['note']})" if p["note"] else ""
             console.print(f"{p['package']}: tracked through {p['tracked']}, new: {', '.join(p['releases']) or 'none'}{backports}{note}",
                           soft_wrap=True)
@@ -81,7 +83,10 @@ def render_track(d: dict[str, Any], console: Console, verbose: bool = False) -> 
         console.print(table)
     hidden = len(d["entries"]) - len(shown)
     tail = f" ({hidden} entries with nothing to change not shown: -v lists them)" if hidden else ""
-    console.print(", ".join(f"{n} {v}" for v, n in d["summary"].items() if n) + f"; {len(d['untracked'])} bounds with no file check{tail}")
+    unlisted = [p["package"] for p in d["packages"] if p.get("error")]
+    failed = f"; {len(unlisted)} package(s) could not be listed from the registry: {', '.join(unlisted)}" if unlisted else ""
+    console.print(", ".join(f"{n} {v}" for v, n in d["summary"].items() if n) + f"; {len(d['untracked'])} bounds with no file "
+                  f"check{failed}{tail}")
 
 
 TRACK = View(TrackAnswer, {

@@ -134,6 +134,27 @@ def test_a_cell_with_a_bad_workload_or_an_edit_is_named(run, tmp_path):
     assert out.returncode == EXIT_USAGE and "max_tokens" in out.stderr and len(out.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize("workload, why", [
+    ({"prompt_words": 10**9}, "prompt_words"), ({"concurrency": [1, 1000000]}, "concurrency"),
+    ({"rounds": 10**15}, "rounds"), ({"warmup": 10**15}, "warmup"), ({"max_tokens": True}, "max_tokens"),
+    ({"concurrency": list(range(1, 1001))}, "concurrency"), ({"prompt_words": 100000, "concurrency": [4096]}, "at once"),
+    ({"request_timeout": float("inf")}, "request_timeout"), ({"request_timeout": True}, "request_timeout"),
+])
+def test_a_cell_whose_workload_would_exhaust_this_machine_is_refused(run, tmp_path, workload, why):
+    """A cell is someone else's file: a billion-word prompt, a million requests at once or an endless wait is one
+    line and exit 2 before anything runs (it was accepted, and reached the server: exit 4 here)."""
+    bad = tmp_path / "cell.json"
+    bad.write_text(json.dumps({**MINIMAL, "workload": workload}))
+    out = run("bench", "--url", "http://127.0.0.1:9", "--reproduce", bad, "--no-store", "--format", "json", timeout=60)
+    assert out.returncode == EXIT_USAGE and why in out.stderr and len(out.stderr.strip().splitlines()) == 1, out.stderr
+    assert json.loads(out.stdout)["exit_code"] == EXIT_USAGE
+
+
+def test_the_command_line_workload_has_the_same_bounds(run):
+    out = run("bench", "--url", "http://127.0.0.1:9", "--concurrency", "1,100000", "--no-store", timeout=60)
+    assert out.returncode == EXIT_USAGE and "concurrency" in out.stderr, out.stderr
+
+
 def test_export_and_reproduce_refuse_an_ab_and_a_missing_folder(run, tmp_path):
     recipe = tmp_path / "r.toml"
     recipe.write_text('name = "r"\ncommand = ["true"]\n')

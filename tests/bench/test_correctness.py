@@ -251,3 +251,26 @@ def test_suspect_arms_weigh_against_each_other():
     assert ab.correctness_check(fine, suspect, one)["wrong"] == ["B"] and one[0]["ratio"]["verdict"] == ab.WRONG_ARM
     both = [_level("faster")]
     assert ab.correctness_check(suspect, suspect, both)["wrong"] == [] and both[0]["ratio"]["verdict"] == "faster"
+
+
+@pytest.mark.parametrize("field, value", [
+    ("logprobs", ["x"] * 4), ("margins", ["x"] * 4), ("ids", "abcd"), ("prompt_ids", [1.5, 2]), ("ids", [True] * 4),
+    ("prompt_ids", list(range(70_000))), ("text", 5), ("prompt", {"x": 1}),
+])
+def test_a_hostile_reference_file_is_one_reason_not_a_crash_or_a_verdict(tmp_path, field, value):
+    """--reference-file is someone else's file: strings for log-probabilities or margins ended the run after its
+    measurement in a TypeError, and ids given as a string were judged `correct`. A field of the wrong shape makes
+    the file unreadable (one reason, the run unchecked), as a deep file does (it raised RecursionError)."""
+    from sparkdoctor.bench import references
+
+    good = {"prompt": "p", "text": "w1 w2", "prompt_ids": [1, 2], "ids": [3, 4, 5, 6], "logprobs": [-1.0, -2.0, -1.5, -1.0],
+            "scored": None, "error": None, "margins": [0.5, 0.6, 0.7, 0.8]}
+    path = tmp_path / "ref.json"
+    path.write_text(json.dumps({"reference_version": 1, "answers": [{**good, field: value}]}))
+    loaded, problem = references.load(path)
+    assert loaded is None and problem and field in problem, problem
+    path.write_text("[" * 100_000 + "]" * 100_000)
+    loaded, problem = references.load(path)
+    assert loaded is None and "unreadable reference (RecursionError)" in (problem or "")
+    path.write_text(json.dumps({"reference_version": 1, "answers": [good]}))  # the right shape still loads
+    assert references.load(path) == ([references.Answer.from_dict(good)], None)

@@ -234,6 +234,14 @@ def test_the_local_node_is_probed_here_without_ssh(tmp_path, monkeypatch):
     assert SshTransport().argv(Node("spark-1"), ["python3"])[0] == "ssh"
 
 
+def test_measure_with_nothing_to_measure_says_so(tmp_path):
+    """`fleet check --hosts local --measure` on a box with no RDMA link and fewer than two GPUs printed nothing about
+    the measurement it was asked for: a note now says there was nothing to measure."""
+    result = fleet_run(FleetOptions(nodes=[Node(LOCAL, python=sys.executable)], node_timeout=120.0, measure=True))
+    assert result.outcomes[0].ok and result.measured == []
+    assert any(n.startswith("--measure: nothing to measure") for n in result.notes), result.notes
+
+
 def test_a_node_of_two_gpus_gets_all_reduce_perf_over_its_gpus(tmp_path, monkeypatch):
     """--measure on one node of several GPUs: all_reduce_perf -g N on that node (no mpirun), bounded at 1 GiB,
     reported and never judged (no rated speed between its GPUs); a node of one GPU gets none. The stand-in

@@ -82,3 +82,18 @@ def test_bad_cluster_files_are_one_line(tmp_path, name, content, words):
     with pytest.raises(InventoryError) as caught:
         load_inventory(path, None, None, "docker")
     assert words in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_a_cluster_file_yaml_refuses_names_the_file_once_and_no_recipe(tmp_path):
+    """Bad YAML and a billion-laughs cluster definition: the line names the file once (not `c.yaml: c.yaml: line 1`)
+    and does not call the inventory a recipe."""
+    levels = ["a: &a [x, x, x, x, x, x, x, x, x]"] + [
+        f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join([f'*{chr(97 + i)}'] * 9)}]" for i in range(5)]
+    cases = {"bad.yaml": "hosts: [a\n", "laughs.yaml": "\n".join(levels) + "\nhosts: [*f, *f, *f, *f, *f, *f, *f, *f, *f]\n"}
+    for name, content in cases.items():
+        path = tmp_path / name
+        path.write_text(content)
+        with pytest.raises(InventoryError) as caught:
+            load_inventory(path, None, None, "docker")
+        line = str(caught.value)
+        assert line.count(name) == 1 and "recipe" not in line, line

@@ -35,3 +35,12 @@ def test_explain_reads_pasted_journalctl_output_on_stdin():
     text = "Nov 28 20:31:20 spark-01 kernel: " + (LOGS / "nvrm-no-memory.dmesg").read_text().splitlines()[1].split("] ", 1)[1]
     p = sparkdoctor("explain", "-", stdin=text + "\n")
     assert p.returncode == 0 and "gb10-driver-out-of-unified-memory" in p.stdout
+
+
+def test_a_memory_cgroups_oom_kill_is_not_called_the_box_running_out():
+    """explain matched `Memory cgroup out of memory: Killed process` to an entry titled "The box ran out of memory
+    since boot", whose remedy was a lower GPU share: a container at its own limit is not the box out of memory."""
+    p = sparkdoctor("explain", LOGS / "cgroup-oom.dmesg", "--format", "json")
+    found = {m["id"]: m for m in json.loads(p.stdout)["matches"]}["host-oom-killer-fired"]
+    assert "The box ran out of memory since boot" not in found["title"] and "memory cgroup" in found["title"]
+    assert "raise it (docker run --memory" in found["remedy"]

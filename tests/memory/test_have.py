@@ -11,7 +11,7 @@ import sys
 import uuid
 from pathlib import Path
 
-from sparkdoctor.memory.have import GIB, OS_RESERVE, read_have, sample
+from sparkdoctor.memory.have import GIB, OS_RESERVE, SERVER_PROCESSES, read_have, sample
 from tests.memory.hosts import DATA, LEFTOVER, SERVING, busy_gb10, gb10_nvml
 
 
@@ -97,3 +97,50 @@ def test_a_real_container_cgroup_that_holds_memory_with_no_gpu_process():
         child.kill()
         child.wait()
         folder.rmdir()
+
+
+def test_the_memory_limit_of_the_cgroup_a_launch_would_start_in_bounds_what_is_usable():
+    """sparkdoctor (and so the server bench launches) in a real memory cgroup of 512 MiB, on a box with GiBs
+    available: the usable memory is the cgroup's room, not MemAvailable (the preflight said "fits" for a launch the
+    cgroup's OOM killer then ended), and the finding's evidence says so."""
+    from tests.memory.cgroups import limited
+
+    code = ("import json; from pathlib import Path; from sparkdoctor.memory.have import read_have; "
+            "h = read_have(Path('/'), ask_nvml=False); "
+            "from sparkdoctor.memory.verdict import holdings; "
+            "print(json.dumps([h.available_bytes, h.usable_bytes, h.limit_bytes, h.limit_used_bytes, holdings(h)[0].remedy]))")
+    with limited(512 * 2**20) as group:
+        child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False,
+                               cwd=Path(__file__).resolve().parents[2],
+                               preexec_fn=lambda: (group / "cgroup.procs").write_text(str(os.getpid())))
+    assert child.returncode == 0, child.stderr
+    available, usable, limit, used, remedy = json.loads(child.stdout)
+    assert available > 2 * GIB and limit == 512 * 2**20 and 0 <= used < limit
+    assert usable == max(0, limit - used - SERVER_PROCESSES)  # the server's own processes count in the cgroup too
+    assert remedy.startswith("raise the memory limit of the cgroup this runs in")  # what withholds the most comes first
+
+
+def test_a_meminfo_without_memavailable_says_so(tmp_path):
+    """A readable /proc/meminfo without MemAvailable (before Linux 3.14, or garbled) was reported as "no readable
+    /proc/meminfo" with no error behind it; the error now names the missing field."""
+    for text, missing in (("MemTotal: 1000000 kB\nMemFree: 500000 kB\n", "no MemAvailable"), ("Foo: 1 kB\n", "no MemTotal or MemAvailable")):
+        (tmp_path / "proc").mkdir(exist_ok=True)
+        (tmp_path / "proc" / "meminfo").write_text(text)
+        have = read_have(tmp_path, ask_nvml=False)
+        assert have.usable_bytes is None and any(missing in e for e in have.errors), have.errors
+
+
+def test_a_cgroups_page_cache_is_room_not_use(tmp_path):
+    """A container that read a checkpoint has its page cache counted in its usage (memory.current); the kernel
+    reclaims it before the cgroup's OOM killer acts, so it is room (the preflight would refuse a launch that fits)."""
+    from sparkdoctor.memory.have import cgroup_room
+
+    (tmp_path / "proc" / "77").mkdir(parents=True)
+    (tmp_path / "proc" / "meminfo").write_text("MemTotal: 131072000 kB\nMemAvailable: 100000000 kB\n")
+    (tmp_path / "proc" / "77" / "cgroup").write_text("0::/system.slice/docker-abc.scope\n")
+    group = tmp_path / "sys" / "fs" / "cgroup" / "system.slice" / "docker-abc.scope"
+    group.mkdir(parents=True)
+    (group / "memory.max").write_text(f"{64 * GIB}\n")
+    (group / "memory.current").write_text(f"{62 * GIB}\n")
+    (group / "memory.stat").write_text(f"anon {2 * GIB}\nfile {60 * GIB}\nkernel 1000\n")
+    assert cgroup_room(77, tmp_path) == (64 * GIB, 2 * GIB)

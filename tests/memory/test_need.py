@@ -70,7 +70,8 @@ def test_kv_per_sequence_counts_whole_blocks(tmp_path, qwen3_8b):
 
 @pytest.mark.parametrize("flags, message", [
     (("--max-num-batched-tokens", "lots"), "--max-num-batched-tokens 'lots' is not a whole number"),
-    (("--max-model-len", "x"), "--max-model-len 'x' is not a int"),
+    (("--max-model-len", "x"), "--max-model-len 'x' is not a whole number"),
+    (("--max-model-len", "1.5K"), "--max-model-len '1.5K' is not a whole number"),  # vLLM: no decimals with K
     (("--kv-cache-dtype", "int3"), "--kv-cache-dtype int3: not one of"),
     (("--speculative-config", "{{bad"), "--speculative-config is not JSON"),
 ])
@@ -88,3 +89,24 @@ def test_which_commands_launch_vllm():
     assert launches_vllm(["vllm", "serve", "/m"]) and launches_vllm(["/opt/venv/bin/vllm", "serve", "/m", "--port", "1"])
     assert launches_vllm(["python3", "-m", "vllm.entrypoints.openai.api_server", "--model", "/m"])
     assert not launches_vllm(["python3", "-m", "tests.bench.sse_server", "vllm"]) and not launches_vllm(["sglang", "serve"])
+
+
+@pytest.mark.parametrize("flags, setting, value", [
+    (("--max-model-len", "32k"), "max_model_len", 32_000), (("--max-model-len", "32K"), "max_model_len", 32_768),
+    (("--max-num-batched-tokens", "16k"), "max_num_batched_tokens", 16_000),
+    (("--kv-cache-memory-bytes", "4G"), None, 4 * GIB), (("--kv-cache-memory-bytes", "2.5g"), None, 2_500_000_000),
+])
+def test_integers_in_vllms_own_forms_are_read_as_vllm_reads_them(tmp_path, qwen3_8b, flags, setting, value):
+    """vLLM 0.32 reads these flags with human_readable_int (vllm/utils/argparse_utils.py): 32k, 32K, 4G. They were
+    "not a int" / "not a whole number", exit 2, for a recipe vLLM starts."""
+    need = launch_need(recipe(tmp_path, qwen3_8b, *flags), qwen3_8b, GB10_TOTAL)
+    assert (need.setting(setting) if setting else need.fixed_kv_bytes) == value
+
+
+def test_max_model_len_auto_is_judged_at_the_models_own_length(tmp_path, qwen3_8b):
+    """--max-model-len auto (or -1): vLLM fits the length to the memory. It was read as a length of -1 (a KV cache
+    of nothing, "fits" with 0 full-length sequences); it is judged at the model's own length, and says so."""
+    for spelled in ("auto", "-1"):
+        need = launch_need(recipe(tmp_path, qwen3_8b, "--max-model-len", spelled), qwen3_8b, GB10_TOTAL)
+        assert need.setting("max_model_len") == 40960
+        assert "vLLM fits the length to the memory" in need.settings["max_model_len"].source

@@ -4,6 +4,7 @@ and a real process killed by the real OOM killer in a real 64 MiB memory cgroup,
 from __future__ import annotations
 
 import signal
+import subprocess
 import sys
 from pathlib import Path
 
@@ -52,6 +53,10 @@ def test_oom_killed_names_the_victim_only_when_it_is_the_server():
     assert "exit: killed by SIGKILL" in pm.evidence
     other = classify(log("cgroup-oom.dmesg"), [], pids={999}, returncode=1)  # another process was the victim
     assert other.cause == "crash"
+    # the box itself out of memory (the kernel's global OOM line): the share and what else holds memory
+    box = log("cgroup-oom.dmesg").replace("Memory cgroup out of memory: Killed process", "Out of memory: Killed process")
+    whole = classify(box, [], pids={12026}, returncode=-signal.SIGKILL)
+    assert whole.cause == "oom-killed" and "--gpu-memory-utilization" in whole.avoid and "stop what else holds memory" in whole.avoid
 
 
 @pytest.mark.parametrize("name, summary, avoid", [
@@ -69,9 +74,27 @@ def test_hang_crash_and_nothing_to_go_on():
     hang = classify(log("hung-task.journal"), [], hung=True, samples=[Sample(0, GIB, None)])
     assert hang.cause == "hang" and hang.evidence[0] == "kernel: INFO: task python3:4242 blocked for more than 122 seconds."
     assert "--enforce-eager" in hang.avoid and "memory ran low" in hang.avoid
+    # alive and never ready, with no kernel hang report: it may have been starting still (a --ready-timeout too short
+    # for a first start); the advice was --enforce-eager alone
+    slow = classify("", ["INFO: loading weights", "INFO: capturing CUDA graphs"], hung=True)
+    assert slow.cause == "hang" and slow.avoid.startswith("a longer --ready-timeout") and "--enforce-eager" in slow.avoid
+    assert "server: its last line: INFO: capturing CUDA graphs" in slow.evidence
     crash = classify(log("xid.dmesg"), ["Segmentation fault"], returncode=-signal.SIGSEGV)
     assert crash.cause == "crash" and "killed by SIGSEGV" in crash.summary and crash.evidence[0].startswith("kernel: NVRM: Xid")
     assert classify("", [], returncode=0).cause == "unknown"
+
+
+def test_a_real_process_under_an_address_space_limit_is_named_by_its_memoryerror_line():
+    """A real interpreter under `ulimit -v` (RLIMIT_AS, 300 MB) that asks for 2 GB dies with a traceback: the
+    evidence quoted first is the MemoryError line, not the traceback's last frame, and the advice names the limit
+    (a lower --gpu-memory-utilization alone does not lift it)."""
+    code = "import resource; resource.setrlimit(resource.RLIMIT_AS, (300 * 10**6, 300 * 10**6)); x = bytearray(2 * 10**9)"
+    child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
+    assert child.returncode == 1 and child.stderr.rstrip().endswith("MemoryError")
+    pm = classify("", ["starting", *child.stderr.splitlines()], returncode=child.returncode)
+    assert pm.cause == "crash" and pm.summary == "the server could not allocate host memory"
+    assert pm.evidence[0] == "server: MemoryError"
+    assert "ulimit -v" in pm.avoid and "--gpu-memory-utilization" in pm.avoid
 
 
 def test_a_real_process_killed_by_the_real_oom_killer_is_named_from_the_real_kernel_log():
@@ -92,6 +115,8 @@ def test_a_real_process_killed_by_the_real_oom_killer_is_named_from_the_real_ker
     assert pm.cause == "oom-killed" and pm.victim is not None and pm.victim["pid"] == child.pid
     assert pm.victim["name"] == Path(sys.executable).name[:15]  # comm: the name exec was given
     assert any(e.startswith("kernel: ") and f"Killed process {child.pid} ({pm.victim['name']})" in e for e in pm.evidence)
+    # the cgroup's limit was reached, not the box's memory: a lower share or stopping other processes would not help
+    assert pm.avoid.startswith("raise the memory limit of the cgroup it ran in") and "--gpu-memory-utilization" not in pm.avoid
 
 
 def test_after_a_launch_the_whole_log_end_is_read_not_only_the_launchers_tail(tmp_path):

