@@ -10,6 +10,7 @@ A mod is one of:
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -62,10 +63,17 @@ def judge_mod(path: Path, tree: Tree, timeout: float | None = None) -> ModResult
     raise ModError(f"{path}: not a mod sparkdoctor reads (a folder, *.patch, *.diff, *.py or *.sh)")
 
 
+def _unreadable(exc: OSError) -> None:
+    raise ModError(f"{exc.filename}: cannot read: {exc.strerror or exc}")
+
+
 def _judge_folder(folder: Path, tree: Tree, timeout: float | None) -> ModResult:
-    members = sorted(p for p in folder.rglob("*") if p.is_file())
-    if len(members) > MAX_MOD_FILES:
-        raise ModError(f"{folder}: {len(members)} files; a mod folder with more than {MAX_MOD_FILES} is not read")
+    members = []
+    for sub, _dirs, names in os.walk(folder, onerror=_unreadable):  # links to folders are not followed
+        members += [Path(sub) / n for n in names if (Path(sub) / n).is_file()]
+        if len(members) > MAX_MOD_FILES:  # stop walking here: `/` or a home is no mod folder
+            raise ModError(f"{folder}: more than {MAX_MOD_FILES} files; a mod folder that large is not read")
+    members.sort()
     diffs = [p for p in members if p.suffix in DIFF_SUFFIXES]
     texts = [_text(p) for p in members if p.suffix in DIFF_SUFFIXES + SCRIPT_SUFFIXES]
     files: list[FileVerdict] = []
