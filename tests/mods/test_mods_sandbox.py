@@ -142,6 +142,19 @@ def test_secrets_of_the_machine_are_not_in_the_sandbox(tmp_path, tree, planted_k
     assert "PRIVATE KEY" not in json.dumps(result.to_dict())
 
 
+def test_a_script_cannot_take_the_machines_memory_or_disk(tmp_path, tree):
+    """A memory bomb in a mod filled the host (a Spark's memory is the GPU's too): no limit but the time limit was
+    set. Now the script's address space and the files it writes are bounded, and it cannot raise the limits.
+    (A 6 GiB bytearray is calloc'ed lazily: without the limit it succeeds without touching the machine's memory.)"""
+    mod = folder(tmp_path, "set -e\npython3 -c 'bytearray(6 * 2**30)'\n")
+    result = judge_mod(mod, tree)
+    assert result.verdict is Verdict.FAILS and "MemoryError" in result.detail, result
+    mod = folder(tmp_path / "again", "ulimit -v unlimited 2>/dev/null && exit 3\nulimit -f unlimited 2>/dev/null && exit 4\n"
+                                     "[ \"$(ulimit -f)\" != unlimited ] || exit 5\nexit 0\n")
+    result = judge_mod(mod, tree)
+    assert result.verdict is Verdict.NO_EFFECT, result
+
+
 def test_the_system_a_mod_needs_is_there(tmp_path, tree):
     """What the sandbox keeps: the tools a mod runs (bash, sed, awk through /etc/alternatives, patch, python3), a
     user name, a writable /tmp, and the read-only root (a write to /etc fails)."""
