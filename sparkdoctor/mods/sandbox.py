@@ -77,7 +77,8 @@ def referenced_files(texts: list[str]) -> list[str]:
     out: dict[str, None] = {}
     for text in texts:
         for m in _PKG_FILE.finditer(text):
-            out.setdefault(m.group(1))
+            if ".." not in m.group(1).split("/"):  # `vllm/../../x.py` would be copied to outside the scratch folder
+                out.setdefault(m.group(1))
     return list(out)
 
 

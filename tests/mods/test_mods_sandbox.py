@@ -217,3 +217,22 @@ def test_a_site_path_in_a_system_folder_shows_no_hidden_file_through_a_link(tmp_
     mod = folder(tmp_path, f": {link.parent}/sd-absent/site-packages\n[ -e {link}/. ] && exit 3\nexit 0\n")
     result = judge_mod(mod, tree)
     assert result.verdict is Verdict.NO_EFFECT, result
+
+
+def test_a_file_a_script_names_through_dot_dot_is_never_written_outside_the_scratch_folder(tmp_path, monkeypatch):
+    """The files a script names are copied into its scratch site folder: `vllm/../../../x.py` was written wherever
+    it pointed when the tree answered for it (a released wheel's member names are not checked for `..`)."""
+
+    class AnyTree:  # stands for a tree (a hostile wheel) that has every file it is asked for
+        label = "any"
+
+        def read(self, rel: str) -> bytes:
+            return b"planted\n"
+
+    scratch_parent = tmp_path / "tmp"
+    scratch_parent.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch_parent))
+    escape = "vllm/../../../escaped.py"  # from <tmp>/sparkdoctor-mod-XXXX/site: <tmp>/escaped.py
+    mod = folder(tmp_path, f"cat /usr/local/lib/python3.12/dist-packages/{escape} || true\n")
+    judge_mod(mod, AnyTree())
+    assert not (tmp_path / "escaped.py").exists() and not list(tmp_path.rglob("escaped.py"))
