@@ -8,7 +8,9 @@ racy stat of the name):
   * a regular file is read (to `max_bytes` at most, where the caller gives a limit);
   * a FIFO or pipe is read only where a stream makes sense (`stream=True`: explain LOG, a snapshot from
     `<(...)`), and only when it has a writer: one with none is refused at once, never waited on; the
-    reading of a live one is bounded by the run's time limit (runlimit.py);
+    reading of a live one is bounded by the run's time limit (runlimit.py), and outside any run limit (`diff`,
+    `fleet check --inventory`) by PIPE_SECONDS, however it trickles; and by STREAM_BYTES where the caller gives
+    no limit;
   * a directory, a device, a socket is refused.
 
 Every refusal is an UnreadableInput: an OSError whose strerror is one line saying why, so the callers' existing
@@ -23,12 +25,15 @@ import fcntl
 import os
 import select
 import stat
+import time
 from pathlib import Path
 from typing import BinaryIO
 
 from sparkdoctor import proc
 
 MiB = 1024 * 1024
+PIPE_SECONDS = 120.0  # a pipe read outside any run limit ends by then, however slowly its writer trickles
+STREAM_BYTES = 256 * MiB  # a pipe read with no limit of its caller's (a snapshot) ends there
 
 
 class UnreadableInput(OSError):
@@ -127,20 +132,25 @@ def _read_all(fd: int, max_bytes: int | None) -> bytes:
             raise TooBig(max_bytes)
 
 
-def _wait(poller: select.poll) -> None:
-    """Wait for the writer, at most until the run's deadline (proc.set_deadline; none: as long as it takes)."""
+def _wait(poller: select.poll, end: float) -> None:
+    """Wait for the writer, at most until the run's deadline (proc.set_deadline) or `end` (outside any run limit)."""
 
     left = proc.time_left()
     if left is not None and left <= 0:
         raise UnreadableInput("the run's time limit (--timeout) ran out waiting for the pipe's writer", errno.ETIMEDOUT)
-    poller.poll(None if left is None else max(1, int(left * 1000)))
+    own = end - time.monotonic()
+    if left is None and own <= 0:
+        raise UnreadableInput(f"its writer did not finish in {PIPE_SECONDS:g} s; sparkdoctor does not wait longer on a pipe",
+                              errno.ETIMEDOUT)
+    poller.poll(max(1, int((own if left is None else left) * 1000)))
 
 
 def _read_pipe(fd: int, max_bytes: int | None) -> bytes:
     """A pipe opened O_NONBLOCK: EOF at the first read means nobody holds its write end (refused);
-    otherwise wait for data with poll, which the run's time limit interrupts."""
+    otherwise wait for data with poll, which the run's time limit (or PIPE_SECONDS) interrupts."""
     chunks: list[bytes] = []
     total, first = 0, True
+    end, limit = time.monotonic() + PIPE_SECONDS, STREAM_BYTES if max_bytes is None else max_bytes
     poller = select.poll()
     poller.register(fd, select.POLLIN)
     while True:
@@ -148,7 +158,7 @@ def _read_pipe(fd: int, max_bytes: int | None) -> bytes:
             chunk = os.read(fd, MiB)
         except BlockingIOError:
             first = False
-            _wait(poller)
+            _wait(poller, end)
             continue
         if not chunk:
             if first:
@@ -157,5 +167,7 @@ def _read_pipe(fd: int, max_bytes: int | None) -> bytes:
         first = False
         chunks.append(chunk)
         total += len(chunk)
-        if max_bytes is not None and total > max_bytes:
-            raise TooBig(max_bytes)
+        if total > limit:
+            raise TooBig(limit)
+        if proc.time_left() is None and time.monotonic() > end:  # a writer that never pauses
+            _wait(poller, end)

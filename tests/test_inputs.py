@@ -64,6 +64,54 @@ def test_a_fifo_with_a_writer_is_read_as_a_stream(tmp_path):
         os.close(reader)
 
 
+def _writer(chunks: int, size: int, pause: float) -> tuple[str, int]:
+    """A pipe with a live writer (a thread) that writes `chunks` of `size` bytes, `pause` s apart, then closes it."""
+    import threading
+
+    r, w = os.pipe()
+
+    def write() -> None:
+        try:
+            for _ in range(chunks):
+                os.write(w, b"{" * size)
+                time.sleep(pause)
+        except BrokenPipeError:
+            pass
+        finally:
+            os.close(w)
+
+    threading.Thread(target=write, daemon=True).start()
+    return f"/dev/fd/{r}", r
+
+
+def test_a_pipe_that_trickles_ends_outside_any_run_limit(monkeypatch):
+    """`diff <(...)`, `fleet check --inventory <(...)` run with no run limit: a writer that sends a byte now and
+    then kept them waiting forever (poll woke at each byte). Now the read ends after PIPE_SECONDS."""
+    from sparkdoctor import inputs
+
+    monkeypatch.setattr(inputs, "PIPE_SECONDS", 0.5)
+    path, r = _writer(chunks=100, size=1, pause=0.05)  # 5 s of trickle, past the 0.5 s
+    try:
+        with pytest.raises(UnreadableInput, match="did not finish in 0.5 s"):
+            read_bytes(path, stream=True)
+    finally:
+        os.close(r)
+
+
+def test_a_pipe_read_with_no_limit_of_its_callers_is_capped(monkeypatch):
+    """A snapshot read from a pipe (`--facts <(yes)`) had no byte limit: it filled memory."""
+    from sparkdoctor import inputs
+
+    monkeypatch.setattr(inputs, "STREAM_BYTES", 1024 * 1024)
+    path, r = _writer(chunks=3, size=1024 * 1024, pause=0)
+    try:
+        with pytest.raises(TooBig, match="larger than 1 MiB"):
+            read_bytes(path, stream=True)
+    finally:
+        os.close(r)
+
+
+
 @pytest.mark.parametrize("path, why", [("/dev/null", "a device"), ("/", "is a directory")])
 def test_devices_and_folders_are_refused(path, why):
     with pytest.raises(UnreadableInput, match=why) as info:

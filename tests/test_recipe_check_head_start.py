@@ -169,3 +169,27 @@ def test_a_recipe_without_mods_never_loads_the_mods_judge(recipe):
     loaded = done.stderr.rpartition("LOADED ")[2].split()
     assert "sparkdoctor.conclusions.recipe_check" in loaded  # it really ran recipe check
     assert not [m for m in loaded if m.startswith("sparkdoctor.mods")]
+
+
+def test_a_recipes_env_never_makes_the_probes_run_its_code(tmp_path):
+    """A recipe is someone else's file: `env: {PYTHONPATH: DIR}` with a sitecustomize.py in DIR ran that code in
+    the target's interpreter, unsandboxed, when `recipe check` (and its head start) started the probes. What loads
+    code (PYTHON*, LD_*, BASH_ENV) is not passed to the probes; the recipe's other variables still are."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    planted, marker = tmp_path / "planted", tmp_path / "code-ran"
+    planted.mkdir()
+    (planted / "sitecustomize.py").write_text(f"open({str(marker)!r}, 'a').write('x')\n")
+    path = tmp_path / "hostile.yaml"
+    path.write_text(RECIPE.replace("env:\n", f"env:\n  PYTHONPATH: {planted}\n  PYTHONSTARTUP: {planted / 'sitecustomize.py'}\n"))
+    assert early.recipe_check_target(["sparkdoctor", "recipe", "check", str(path), "--python", str(venv / "bin" / "python")],
+                                     read_recipe)[1] == {"VLLM_USE_FLASHINFER_SAMPLER": "1"}
+    console = Path(sys.executable).with_name("sparkdoctor")
+    for argv in ([sys.executable, "-m", "sparkdoctor"], [str(console)] if console.exists() else []):
+        if not argv:
+            continue
+        done = subprocess.run([*argv, "recipe", "check", str(path), "--python", str(venv / "bin" / "python"), "-f", "json"],
+                              capture_output=True, text=True, timeout=600, env={**os.environ, "COLUMNS": "200"})
+        assert done.stdout.startswith("{"), done.stderr[-500:]
+        assert not marker.exists(), f"the recipe's sitecustomize.py ran ({marker.read_text().count('x')} times)"
+    assert recipe_check.EnvTarget(resolve_python_target(sys.executable), {"LD_PRELOAD": "x", "VLLM_X": "1"}).env == {"VLLM_X": "1"}

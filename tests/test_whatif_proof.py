@@ -4,6 +4,7 @@ again, and require every field the prediction claimed to equal what the real upg
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -296,3 +297,30 @@ def test_undoing_a_downgrade_prediction_equals_the_real_upgrade(tmp_path):
     assert real.cutedsl["active_build"] == predicted.cutedsl["active_build"] == "libs-cu12", (real.cutedsl, predicted.cutedsl)
     matrix = load()
     assert matched(matrix, real) == matched(matrix, predicted)
+
+
+def test_the_probes_scratch_install_never_builds_a_source_distribution(tmp_path):
+    """The resolution is wheels only, but the probe's scratch install resolved the umbrella's dependencies again
+    with uv's defaults: a release with only an sdist would be built there, running its backend."""
+    import io
+    import tarfile
+
+    from sparkdoctor.whatif.probe import layout_steps
+    from tests.fix.scenario import uv
+
+    marker, links = tmp_path / "code-ran", tmp_path / "links"
+    links.mkdir()
+    files = {"nvidia_cutlass_dsl-9.9/pyproject.toml": '[build-system]\nrequires = []\nbuild-backend = "backend"\nbackend-path = ["."]\n',
+             "nvidia_cutlass_dsl-9.9/backend.py": f"open({str(marker)!r}, 'w').write('ran')\n",
+             "nvidia_cutlass_dsl-9.9/PKG-INFO": "Metadata-Version: 2.1\nName: nvidia-cutlass-dsl\nVersion: 9.9\n"}
+    with tarfile.open(links / "nvidia_cutlass_dsl-9.9.tar.gz", "w:gz") as tar:
+        for name, text in files.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(text.encode())
+            tar.addfile(info, io.BytesIO(text.encode()))
+    venv = tmp_path / "scratch"
+    subprocess.run([uv(), "venv", "--quiet", str(venv)], check=True, timeout=300)
+    first = layout_steps(uv(), str(venv / "bin" / "python"), {"nvidia-cutlass-dsl": "9.9"}, None)[0]
+    env = {**os.environ, "UV_OFFLINE": "1", "UV_NO_INDEX": "1", "UV_FIND_LINKS": str(links)}
+    subprocess.run(first, capture_output=True, text=True, env=env, timeout=300)
+    assert not marker.exists(), "the sdist's build backend ran"

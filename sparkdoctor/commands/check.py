@@ -30,6 +30,7 @@ from sparkdoctor.commands.options import (
     format_option,
     output_option,
     output_path,
+    refuse_bad_constraints,
     verb,
 )
 from sparkdoctor.errors import UsageError
@@ -89,10 +90,7 @@ class CheckCommand:
             problem = real_arch_problem(self.arch)
             if problem:
                 raise UsageError(f"--arch {self.arch!r}: {problem}")
-        for c in self.constraints:
-            if not c.is_file():
-                why = "not a regular file (a device, FIFO, socket or folder); sparkdoctor reads only regular files here"
-                raise UsageError(f"--constraints {c}: {why if c.exists() else 'no such file'}")
+        refuse_bad_constraints(self.constraints)
         check_target.refuse_bad_target_options(self.python, self.container, self.container_python, self.facts_file is not None)
         if self.facts_file is not None and self.python:
             raise UsageError("--facts and --python exclude each other: a snapshot is already of one target")

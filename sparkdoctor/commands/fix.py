@@ -25,6 +25,7 @@ from sparkdoctor.commands.options import (
     format_option,
     matrix_option,
     python_option,
+    refuse_bad_constraints,
     verb,
 )
 from sparkdoctor.errors import UsageError
@@ -86,6 +87,7 @@ class FixCommand:
             if self.older_than is not None:
                 age_seconds(self.older_than)
         refuse_bad_target_options(self.python, self.container, self.container_python, facts_given=False)
+        refuse_bad_constraints(self.constraints)
 
     @property
     def chosen(self) -> tuple[str | None, str | None, str | None, str | None]:

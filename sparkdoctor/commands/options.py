@@ -197,6 +197,16 @@ def verb(options: type[E], run: Callable[[E], Result[object]], help: str, say_er
     return command(options, body)
 
 
+def refuse_bad_constraints(paths: list[Path]) -> None:
+    """--constraints FILE (check, fix): each a regular file; a FIFO, device or folder is one line, never read."""
+    from sparkdoctor.errors import UsageError
+
+    for c in paths:
+        if not c.is_file():
+            why = "not a regular file (a device, FIFO, socket or folder); sparkdoctor reads only regular files here"
+            raise UsageError(f"--constraints {c}: {why if c.exists() else 'no such file'}")
+
+
 def parse_sets(values: list[str] | None) -> dict[str, str]:
     """--set key=value (repeatable) into a dict; UsageError on a value without '='."""
     from sparkdoctor.errors import UsageError

@@ -42,7 +42,7 @@ from sparkdoctor.targets.choose import (
     refuse_bad_target_options,
     resolve_target,
 )
-from sparkdoctor.targets.early import flags_probe_args, python_of_command
+from sparkdoctor.targets.early import flags_probe_args, loads_code, python_of_command
 from sparkdoctor.targets.interface import Target
 from sparkdoctor.targets.local import (
     TargetError,
@@ -77,7 +77,7 @@ class EnvTarget:
     recipe's own VLLM_* variables (it reads the names from its environment)."""
 
     def __init__(self, inner: Target, env: dict[str, str]):
-        self.inner, self.env = inner, dict(env)
+        self.inner, self.env = inner, {k: v for k, v in env.items() if not loads_code(k)}
         self.python = inner.python
 
     def __getattr__(self, name: str) -> Any:  # kind, shares_files, run_command, file_transport ... as the inner target's

@@ -47,13 +47,15 @@ def _fail(what: str, result: proc.ProcResult, dry_run: bool = False) -> FixError
     if result.returncode is None or result.signal:
         last = result.describe_failure()
     conflict = resolution_conflict(f"{result.stderr}\n{result.stdout}")  # pip writes the causes to stdout
+    hint = f" ({NO_WHEEL})" if re.search(r"from versions:|no matching distribution|no usable wheels|no wheels", text, re.I) else ""
     if conflict:
-        return ResolutionError(f"{what} failed: the requirements conflict: {conflict}" + ("; nothing was changed" if dry_run else ""))
+        return ResolutionError(f"{what} failed: the requirements conflict: {conflict}{hint}" + ("; nothing was changed" if dry_run else ""))
     if dry_run and _unreachable(text):
         return UnchangedError(f"{what} failed: the package index cannot be reached ({last[:200]}); nothing was changed")
+    last = f"{last[:300]}{hint}"
     if dry_run:  # a dry run changes nothing, whatever made it fail
-        return UnchangedError(f"{what} failed: {last[:300]}; nothing was changed")
-    return FixError(f"{what} failed: {last[:300]}")
+        return UnchangedError(f"{what} failed: {last[:600]}; nothing was changed")
+    return FixError(f"{what} failed: {last[:600]}")
 
 
 _PIP_CAUSE = re.compile(r"^\s*(The user requested(?: \(constraint\))? .+|\S+ \S+ depends on .+)$")
@@ -92,6 +94,12 @@ def _unreachable(text: str) -> bool:
              "Network is unreachable", "Connection refused", "Could not connect", "dns error", "error sending request",
              "Max retries exceeded", "ConnectTimeout", "Failed to fetch")
     return any(w in text for w in words)
+
+
+# Wheels only, in the plan's dry run and in the install: pip and uv build a release that has only a source distribution
+# to read its metadata, running its setup.py or build backend, even in a dry run (a plan changes nothing and runs nothing).
+WHEELS_ONLY = ["--only-binary", ":all:"]
+NO_WHEEL = "fix installs wheels only: a release with only a source distribution would be built, running its code"
 
 
 def _constraint_args(constraints: list[str] | None) -> list[str]:
@@ -139,7 +147,7 @@ class PipInstaller(Installer):
         try:
             with self.files.scratch() as tmp:
                 report = f"{tmp}/report.json"
-                args = ["install", "--dry-run", "--quiet", "--report", report, *_constraint_args(self._stage(tmp, constraints))]
+                args = ["install", "--dry-run", "--quiet", *WHEELS_ONLY, "--report", report, *_constraint_args(self._stage(tmp, constraints))]
                 args += (["--force-reinstall"] if force_reinstall else []) + (["--no-deps"] if no_deps else [])
                 args += ["--ignore-installed"] if ignore_installed else []
                 if offline_from:
@@ -166,7 +174,7 @@ class PipInstaller(Installer):
                 offline_from: str | None = None, constraints: list[str] | None = None) -> None:
         try:
             with self.files.scratch() as tmp:
-                args = ["install", "--quiet", *_constraint_args(self._stage(tmp, constraints))]
+                args = ["install", "--quiet", *WHEELS_ONLY, *_constraint_args(self._stage(tmp, constraints))]
                 args += (["--force-reinstall"] if force_reinstall else []) + (["--no-deps"] if no_deps else [])
                 env = None
                 if offline_from:  # the journal's wheels (on this machine), copied into the target first
@@ -252,7 +260,7 @@ class UvInstaller(Installer):
     def dry_run(self, requirements: list[str], *, force_reinstall: bool = False, no_deps: bool = False,
                 ignore_installed: bool = False, constraints: list[str] | None = None, env: dict[str, str] | None = None,
                 offline_from: str | None = None) -> Resolution:
-        args = ["install", "--dry-run", *_constraint_args(constraints)]
+        args = ["install", "--dry-run", *WHEELS_ONLY, *_constraint_args(constraints)]
         args += (["--reinstall"] if force_reinstall or ignore_installed else []) + (["--no-deps"] if no_deps else [])
         if offline_from:
             args += ["--offline", "--no-index", "--find-links", offline_from]
@@ -268,7 +276,7 @@ class UvInstaller(Installer):
 
     def install(self, requirements: list[str], *, force_reinstall: bool = False, no_deps: bool = False,
                 offline_from: str | None = None, constraints: list[str] | None = None) -> None:
-        args = ["install", *_constraint_args(constraints)]
+        args = ["install", *WHEELS_ONLY, *_constraint_args(constraints)]
         args += (["--reinstall"] if force_reinstall else []) + (["--no-deps"] if no_deps else [])
         if offline_from:
             args += ["--offline", "--no-index", "--find-links", offline_from]

@@ -14,6 +14,8 @@ never a finding. A rail below FAIR_SHARE of its rated speed is a rail-slow fabri
 
 from __future__ import annotations
 
+import ipaddress
+import re
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -88,6 +90,9 @@ def from_all_reduce(text: str, node: str, link: str, rated: float | None, settin
     return Measurement(tool, node, link, "measured", round(peak * 8, 2), rated, setting, detail)
 
 
+_DEVICE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]*")  # an RDMA device name (rocep1s0f1, mlx5_0)
+
+
 def _rail(fab: fabric.Fabric, netdev: str) -> tuple[str, int, int, float] | None:
     """(device, port, RoCE v2 IPv4 GID index, rate) of the addressed RDMA device on a netdev."""
     for dev in fab.get("rdma") or []:
@@ -95,15 +100,23 @@ def _rail(fab: fabric.Fabric, netdev: str) -> tuple[str, int, int, float] | None
             gid = next((g for g in port.get("gids") or [] if g.get("ndev") == netdev and "v2" in str(g.get("type")).lower()
                         and g.get("ipv4")), None)
             number, index, rate = port.get("port") or 1, gid.get("index") if gid else None, port.get("rate_gbps") or 0
-            if isinstance(number, int) and isinstance(index, int) and isinstance(rate, (int, float)):
-                return str(dev.get("device")), number, index, float(rate)
+            name = str(dev.get("device"))
+            if (isinstance(number, int) and isinstance(index, int) and isinstance(rate, (int, float))
+                    and _DEVICE.fullmatch(name)):  # a node's answer is never an option of the tool it names
+                return name, number, index, float(rate)
     return None
 
 
 def _address(fab: fabric.Fabric, netdev: str, subnet: str) -> str | None:
     prefix = subnet.split("/")[-1]
     addrs = ((fab.get("netdevs") or {}).get(netdev) or {}).get("addrs") or []
-    return next((a.split("/")[0] for a in addrs if a.endswith("/" + prefix)), None)
+    for a in addrs:
+        if a.endswith("/" + prefix):
+            try:  # only an address: a node's answer is the last argument of ib_write_bw on another node
+                return str(ipaddress.ip_address(a.split("/")[0]))
+            except ValueError:
+                continue
+    return None
 
 
 def ib_write_bw(transport: Transport, nodes: dict[str, Node], fabrics: dict[str, fabric.Fabric], link: fabric.Link,

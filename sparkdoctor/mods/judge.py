@@ -10,6 +10,7 @@ A mod is one of:
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -33,7 +34,8 @@ _NETWORK = re.compile(r"Could not resolve host|Temporary failure in name resolut
                       r"Name or service not known|curl: \(\d+\)|urlopen error|ConnectionError")
 _IMPORTS_STACK = re.compile(r"No module named '(torch|vllm|flashinfer|triton|cutlass|transformers)[.']")
 _HUNK_FAILED = re.compile(r"^(?:patching|checking) file (\S+)|Hunk #\d+ FAILED at \d+|patch does not apply", re.M)
-_READ_ONLY = re.compile(r"(\S+): Read-only file system|Read-only file system: '([^']+)'")
+_READ_ONLY = "Read-only file system"
+_QUOTED = re.compile(r": '([^'\n]+)'")
 
 
 def _text(path: Path) -> str:
@@ -61,10 +63,17 @@ def judge_mod(path: Path, tree: Tree, timeout: float | None = None) -> ModResult
     raise ModError(f"{path}: not a mod sparkdoctor reads (a folder, *.patch, *.diff, *.py or *.sh)")
 
 
+def _unreadable(exc: OSError) -> None:
+    raise ModError(f"{exc.filename}: cannot read: {exc.strerror or exc}")
+
+
 def _judge_folder(folder: Path, tree: Tree, timeout: float | None) -> ModResult:
-    members = sorted(p for p in folder.rglob("*") if p.is_file())
-    if len(members) > MAX_MOD_FILES:
-        raise ModError(f"{folder}: {len(members)} files; a mod folder with more than {MAX_MOD_FILES} is not read")
+    members = []
+    for sub, _dirs, names in os.walk(folder, onerror=_unreadable):  # links to folders are not followed
+        members += [Path(sub) / n for n in names if (Path(sub) / n).is_file()]
+        if len(members) > MAX_MOD_FILES:  # stop walking here: `/` or a home is no mod folder
+            raise ModError(f"{folder}: more than {MAX_MOD_FILES} files; a mod folder that large is not read")
+    members.sort()
     diffs = [p for p in members if p.suffix in DIFF_SUFFIXES]
     texts = [_text(p) for p in members if p.suffix in DIFF_SUFFIXES + SCRIPT_SUFFIXES]
     files: list[FileVerdict] = []
@@ -110,8 +119,8 @@ def _judge_script(name: str, path: Path, mod_dir: Path, argv: list[str], texts: 
         verdict, detail = Verdict.CANNOT_TELL, f"{source} needs the network (it fetches something at launch)"
     elif (m := _IMPORTS_STACK.search(output)):
         verdict, detail = Verdict.CANNOT_TELL, f"{source} imports {m.group(1)}: it can only be judged in the real environment"
-    elif (ro := _READ_ONLY.search(output)):
-        where = shown_text(ro.group(1) or ro.group(2))
+    elif (ro := _read_only(output)):
+        where = shown_text(ro)
         verdict, detail = Verdict.FAILS, f"{source} writes outside the files it patches ({where}): refused"
     elif "previously applied" in output and not result.ok:
         verdict, detail = Verdict.FAILS, (f"{source} stops: patch finds its change applied already and exits "
@@ -130,6 +139,22 @@ def _judge_script(name: str, path: Path, mod_dir: Path, argv: list[str], texts: 
     else:
         verdict, detail = Verdict.NO_EFFECT, f"{source} ran and changed nothing (already applied, or guarded)"
     return ModResult(name, str(path), kind, verdict, detail, files, tail(shown))
+
+
+def _read_only(output: str) -> str | None:
+    """The path a script was refused writing to (`touch: X: Read-only file system`, Python's `...: 'X'`), found in
+    time linear in the output: a script prints what it likes, and a regex with a leading `\\S+` takes hours on one
+    long line."""
+    at = output.find(_READ_ONLY)
+    while at >= 0:
+        before = output[max(0, at - 4096):at]
+        if before.endswith(": ") and before[:-2] and not before[-3].isspace():
+            return before[:-2].rsplit(None, 1)[-1]
+        quoted = _QUOTED.match(output, at + len(_READ_ONLY), at + len(_READ_ONLY) + 4096)
+        if quoted:
+            return quoted.group(1)
+        at = output.find(_READ_ONLY, at + 1)
+    return None
 
 
 def _first_failure(shown: list[str]) -> str:

@@ -19,6 +19,7 @@ from sparkdoctor.anonymize import Redactor
 
 LINE_CHARS = 300
 TAIL_LINES = 8
+SCAN_CHARS = 4096  # of a line, what is matched and anonymized (then cut to LINE_CHARS)
 _TOOLS = (r"patch|git|sed|grep|awk|gawk|mawk|perl|cp|mv|rm|mkdir|ln|chmod|touch|cat|install|tee|find|bash|sh|"
           r"python3?(?:\.\d+)?|pip3?|bwrap|[\w.-]+\.(?:sh|py)")
 SHOWN = re.compile(
@@ -49,7 +50,7 @@ def shown_lines(output: str) -> list[str]:
     """The lines of `output` that may be shown, in order: patch and error lines only, anonymized, cut."""
     out = []
     for line in output.splitlines():
-        clean = _CONTROL.sub("", line).strip()
+        clean = _CONTROL.sub("", line[:SCAN_CHARS]).strip()  # a line of megabytes is cut before any pattern reads it
         if clean and SHOWN.match(clean):
             out.append(_redactor().text(clean)[:LINE_CHARS])
     return out

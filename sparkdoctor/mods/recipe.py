@@ -20,10 +20,13 @@ from sparkdoctor.recipes.model import Recipe
 
 
 def locate(recipe: Recipe, written: str) -> Path | None:
-    """Where a named mod is: beside the recipe, at the repository root above it, or in the working folder."""
-    path = Path(written).expanduser()
-    if path.is_absolute():
-        return path if path.exists() else None
+    """Where a named mod is: beside the recipe, at the repository root above it, or in the working folder. A recipe
+    is third-party data: a mod it names by an absolute path, `~` or `..` (`/`, `~/.ssh`, `../../..`) is a ModError,
+    never walked, copied into the sandbox or run."""
+    path = Path(written)
+    if path.is_absolute() or written.startswith("~") or ".." in path.parts:
+        raise ModError(f"{written}: a recipe names its mods inside its repository (mods/NAME); an absolute path, ~ or .. "
+                       "is not judged")
     base = Path(recipe.source_path).resolve().parent if getattr(recipe, "source_path", None) else Path.cwd()
     for root in (base, base.parent, Path.cwd()):
         if (root / path).exists():
@@ -39,7 +42,12 @@ def mod_findings(recipe: Recipe, tree: Tree, timeout: float | None = None) -> li
     """One finding per mod that fails, is already upstream, or cannot be judged (a mod that applies says nothing)."""
     out = []
     for written in recipe.mods():
-        path = locate(recipe, written)
+        try:
+            path = locate(recipe, written)
+        except ModError as exc:
+            out.append(_finding(f"mod-unjudged:{written}", "info", f"mod {written}: cannot judge it", [str(exc)],
+                                "Name the mod by its path in the recipe's repository, as run-recipe.sh does."))
+            continue
         if path is None:
             out.append(_finding(f"mod-missing:{written}", "error", f"mod {written} is not there: the launch would stop",
                                 [f"looked beside {recipe.source_path}, one folder up, and in {Path.cwd()}"],
@@ -74,7 +82,10 @@ def stale_mods(recipe: Recipe, tree: Tree, timeout: float | None = None) -> list
     (recipe check says those); a target whose files cannot be read is a ModError."""
     out = []
     for written in recipe.mods():
-        path = locate(recipe, written)
+        try:
+            path = locate(recipe, written)
+        except ModError:
+            continue
         if path is None:
             continue
         try:

@@ -44,6 +44,10 @@ SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")  # rea
 ETC = ("alternatives", "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "nsswitch.conf", "host.conf", "hosts",
        "localtime", "timezone", "protocols", "services", "mime.types", "magic", "os-release", "lsb-release",
        "debian_version", "bash.bashrc", "profile", "inputrc", "locale.alias", "perl")
+# Set inside the sandbox before the script starts, hard and soft (it cannot raise them): the address space (KiB) a
+# memory bomb would fill the machine with (a Spark's 128 GB are the GPU's too), the largest file (KiB) it may
+# write into its scratch folder on the caller's disk, and no core dumps.
+LIMITS = "ulimit -v 4194304 && ulimit -f 1048576 && ulimit -c 0"
 EMPTY = ("/run", "/var/run", "/tmp", "/var/tmp", "/root", "/home")  # tmpfs: sockets, homes, other jobs' files
 
 
@@ -73,7 +77,8 @@ def referenced_files(texts: list[str]) -> list[str]:
     out: dict[str, None] = {}
     for text in texts:
         for m in _PKG_FILE.finditer(text):
-            out.setdefault(m.group(1))
+            if ".." not in m.group(1).split("/"):  # `vllm/../../x.py` would be copied to outside the scratch folder
+                out.setdefault(m.group(1))
     return list(out)
 
 
@@ -205,7 +210,7 @@ def run_script(argv_in_mod: list[str], mod_dir: Path, texts: list[str], tree: Tr
         sites = site_paths(texts)
         for target in sites:
             mounts += _mount_args(target, site)
-        argv = [*sandbox_argv(scratch, mounts, bpf.fileno(), work), *argv_in_mod]
+        argv = [*sandbox_argv(scratch, mounts, bpf.fileno(), work), "bash", "-c", f'{LIMITS} && exec "$@"', "mod", *argv_in_mod]
         env = {"PATH": "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin", "HOME": str(home), "LANG": "C.UTF-8",
                "PYTHONPATH": sites[0], "PYTHONDONTWRITEBYTECODE": "1"}
         result = proc.run(argv, timeout=timeout, env=env, pass_fds=(bpf.fileno(),))

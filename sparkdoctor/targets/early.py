@@ -29,6 +29,17 @@ from pathlib import Path
 
 from sparkdoctor import proc
 
+# A recipe is someone else's file: of its env, what makes the interpreter, the loader or a shell run code of the
+# recipe's choosing when the probes start (PYTHONPATH to a folder with a sitecustomize.py, PYTHONWARNINGS naming a
+# module to import, PYTHONSTARTUP, LD_PRELOAD, LD_AUDIT, BASH_ENV) never reaches a probe, early or not; the server's
+# launch (bench) still gets the recipe's env whole.
+CODE_LOADING_PREFIXES, CODE_LOADING_NAMES = ("PYTHON", "LD_", "DYLD_"), ("GCONV_PATH", "BASH_ENV", "ENV")
+
+
+def loads_code(name: str) -> bool:
+    return name.upper().startswith(CODE_LOADING_PREFIXES) or name.upper() in CODE_LOADING_NAMES
+
+
 HASH_BUDGET = 8.0
 """A cold run hashes ~0.7 GB on a full vLLM venv (2-3 s here). On a slow disk the probe stops hashing
 at this budget, reports the rest as unverified and goes on from the cache next time, rather than
@@ -215,6 +226,7 @@ def recipe_check_target(argv: list[str], read_recipe: RecipeReader) -> tuple[str
     if read is None:
         return None
     command_argv, env = read
+    env = {k: v for k, v in env.items() if not loads_code(k)}  # as EnvTarget passes it
     if python is None:
         command = python_of_command(command_argv)
         if command is not None:

@@ -84,7 +84,7 @@ def layout_steps(uv: str, py: str, dists: dict[str, str], last: str | None) -> l
     versions (which no resolver accepts): the umbrella with its dependencies (the third-party ones the DSL
     imports), every member it brought that is not in the set removed, then each member of the set by itself with
     --no-deps, the active libs wheel (`last`) written last: the shared paths and the .pth files hold its bytes."""
-    install = [uv, "pip", "install", "-q", "--python", py]
+    install = [uv, "pip", "install", "-q", "--only-binary", ":all:", "--python", py]  # wheels only: a build runs code
     base = "nvidia-cutlass-dsl" if "nvidia-cutlass-dsl" in dists else sorted(dists)[0]
     steps = [[*install, "--", f"{base}=={dists[base]}"]]
     steps.append([uv, "pip", "uninstall", "-q", "--python", py, "--", *LIBS.values(), "nvidia-cutlass-dsl-libs-core", "nvidia-cutlass-dsl"])

@@ -123,3 +123,44 @@ def test_an_install_that_differs_from_the_plan_is_rolled_back(tmp_path, wheels):
     assert "differs from the plan: six is 1.16.0, the plan said 1.17.0" in body["error"]
     assert body["rolled_back"] and body["rollback_verified"]["ok"]
     assert scenario.diff(before, scenario.state(python, [env_file, pins])) == []
+
+
+def _sdist_only(folder, marker) -> None:
+    """canarypkg 1.0 as a source distribution only, whose build backend (in the sdist) writes `marker` when it runs."""
+    import io
+    import tarfile
+
+    files = {"canarypkg-1.0/pyproject.toml": '[build-system]\nrequires = []\nbuild-backend = "backend"\nbackend-path = ["."]\n',
+             "canarypkg-1.0/backend.py": f"open({str(marker)!r}, 'w').write('ran')\n",
+             "canarypkg-1.0/PKG-INFO": "Metadata-Version: 2.1\nName: canarypkg\nVersion: 1.0\n"}
+    folder.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(folder / "canarypkg-1.0.tar.gz", "w:gz") as tar:
+        for name, text in files.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(text.encode())
+            tar.addfile(info, io.BytesIO(text.encode()))
+
+
+@pytest.mark.parametrize("kind", ["pip", "uv"])
+def test_a_fix_whose_release_has_only_a_source_distribution_never_runs_its_code(tmp_path, wheels, kind):
+    """The plan is a dry run, and pip and uv build an sdist's metadata even in one: its build backend would run.
+    Plan and apply resolve wheels only, and say so."""
+    python = scenario.make_target(tmp_path, kind, wheels)
+    marker, links, data = tmp_path / "code-ran", tmp_path / "links", tmp_path / "data"
+    _sdist_only(links, marker)
+    (data / "matrix").mkdir(parents=True)
+    (data / "fixes").mkdir()
+    (data / "matrix" / "canary.toml").write_text(
+        'component = "canary"\n\n[[entry]]\nid = "canary-six"\ntitle = "six is installed"\nseverity = "error"\naction = "fix"\n'
+        'fix = "canary-install"\nsummary = "A test entry."\nremedy = "pip install canarypkg==1.0"\nwhen.packages = { six = "*" }\n'
+        'refs = ["https://pypi.org/project/six/"]\n')
+    (data / "fixes" / "canary-install.toml").write_text(
+        'schema = 1\nid = "canary-install"\ntitle = "Install canarypkg 1.0"\nsummary = "An exact install."\n\n'
+        '[[action]]\nkind = "install"\nrequirements = ["canarypkg==1.0"]\n')
+    env = {"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(links), "UV_OFFLINE": "1", "UV_FIND_LINKS": str(links)}
+    before = scenario.state(python, [])
+    for args in ((), ("--yes",)):
+        res = fix_cli(python, *args, env=env, data=data)
+        assert not marker.exists(), f"the sdist's build backend ran: {res.stdout}{res.stderr}"
+        assert res.returncode == 6 and "fix installs wheels only" in res.stderr, res.stdout + res.stderr
+    assert scenario.diff(before, scenario.state(python, [])) == []

@@ -145,3 +145,17 @@ def test_recipe_flag_actions_plan_an_edit_of_the_recipe_file(tmp_path):
     assert step.kind == "add-flag" and step.path == str(recipe)
     assert step.new_text == 'command = ["vllm", "serve", "m", "--linear-backend", "flashinfer_b12x"]\nenv = { A = "1" }\n'
     assert step.diff == ['-command = ["vllm", "serve", "m", "--enforce-eager"]', '+command = ["vllm", "serve", "m", "--linear-backend", "flashinfer_b12x"]']
+
+
+def test_a_constraints_file_that_is_a_fifo_is_refused_as_check_refuses_it(tmp_path):
+    """`check -c FIFO` was one line, exit 2; `fix --constraints FIFO` planned on, the file silently unread."""
+    import os
+    import subprocess
+    import sys
+
+    fifo = tmp_path / "pins"
+    os.mkfifo(fifo)
+    for verb in ("fix", "check"):
+        done = subprocess.run([sys.executable, "-m", "sparkdoctor", verb, "--python", str(tmp_path / "nonexistent"),
+                               "--constraints", str(fifo)], capture_output=True, text=True, timeout=120)
+        assert done.returncode == 2 and "--constraints" in done.stderr and "not a regular file" in done.stderr, done.stderr

@@ -283,3 +283,31 @@ def test_fleet_check_measure_on_two_real_gpus_of_one_host():
     assert table.average_busbw_gbs == 264.517
     console = (H200 / "fleet-measure-2gpu.txt").read_text()
     assert "fleet check over local: 1 node(s), 1 answered" in console and "2 GPUs of local" in console
+
+
+def test_a_nodes_answers_never_become_options_of_the_tools_measure_runs(tmp_path):
+    """A node reports its own addresses and RDMA device names; the address of one node is the last argument of
+    ib_write_bw on another, where `--out_json_file=PATH` (perftest) writes a file. Only an IP address and a device
+    name are taken; anything else is no addressed device."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    stand_in(bin_dir, "ib_write_bw", "ib_write_bw_healthy.txt")
+    stand_in(bin_dir, "mpirun", "all_reduce_perf_pair.txt")
+    fabrics = read(tmp_path / "trees", pair())
+    for fab in fabrics.values():
+        for info in fab["netdevs"].values():
+            info["addrs"] = [f"--out_json_file=/tmp/pwned/{a.split('/')[-1]}" for a in info["addrs"]]
+    named = _named(fabrics)
+    transport = LocalTransport(bin_dir)
+    measured = measure_links(transport, [Node(n) for n, _ in named], named)
+    argvs = [argv for _, argv in transport.calls]
+    assert argvs and not any("out_json_file" in arg for argv in argvs for arg in argv), argvs
+    assert any("no addressed RoCE v2 device" in m.detail for m in measured), measured
+    fabrics = read(tmp_path / "trees2", pair())
+    for fab in fabrics.values():
+        for dev in fab["rdma"]:
+            dev["device"] = "--hostile"
+    named = _named(fabrics)
+    transport = LocalTransport(bin_dir)
+    measure_links(transport, [Node(n) for n, _ in named], named)
+    assert not any("--hostile" in argv for _, argv in transport.calls), transport.calls

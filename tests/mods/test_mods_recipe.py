@@ -97,3 +97,23 @@ def test_an_upgraded_tree_reads_changed_packages_from_the_release(tmp_path):
     assert tree.read("vllm/toy.py") == b"released"
     assert tree.read("vllm/gone.py") is None  # the upgrade replaces the whole package
     assert tree.read("flashinfer/x.py") == b"kept"
+
+
+def test_a_recipe_naming_a_mod_outside_its_repository_is_not_walked_copied_or_run(tmp_path, monkeypatch):
+    """A recipe is third-party data: `mods: ["/"]` walked the whole file system (an internal error at /proc/1/cwd),
+    and `~`, an absolute path or `..` pointed the sandbox's copy at any folder of the user's."""
+    python = target_venv(tmp_path, AFTER)
+    home = tmp_path / "home"
+    (home / "grab").mkdir(parents=True)
+    (home / "grab" / "run.sh").write_text(f"#!/bin/bash\ntouch {tmp_path}/copied-and-ran\n")
+    outside = ["/", "/proc", "~/grab", str(home / "grab"), "../../home/grab", "mods/../../home/grab"]
+    recipe = eugr_repo(tmp_path, [*outside, "mods/fix-upstream"])
+    monkeypatch.setenv("HOME", str(home))
+    done = sd("recipe", "check", str(recipe), "--python", str(python), "-f", "json")
+    assert done.returncode in (0, 1), done.stdout[-800:]
+    by_id = {f["id"]: f for f in json.loads(done.stdout)["findings"] if f["kind"] == "mod"}
+    for written in outside:
+        assert "an absolute path, ~ or .. is not judged" in by_id[f"mod-unjudged:{written}"]["evidence"][0], by_id
+    assert "mod-superseded:fix-upstream" in by_id and not (tmp_path / "copied-and-ran").exists()
+    folder = sd("mods", "check", "/proc", "--python", str(python))  # asked for by hand: walked only to the file limit
+    assert folder.returncode == 2 and "more than 200 files" in folder.stderr and "Traceback" not in folder.stderr, folder.stderr

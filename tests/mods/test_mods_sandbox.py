@@ -142,6 +142,19 @@ def test_secrets_of_the_machine_are_not_in_the_sandbox(tmp_path, tree, planted_k
     assert "PRIVATE KEY" not in json.dumps(result.to_dict())
 
 
+def test_a_script_cannot_take_the_machines_memory_or_disk(tmp_path, tree):
+    """A memory bomb in a mod filled the host (a Spark's memory is the GPU's too): no limit but the time limit was
+    set. Now the script's address space and the files it writes are bounded, and it cannot raise the limits.
+    (A 6 GiB bytearray is calloc'ed lazily: without the limit it succeeds without touching the machine's memory.)"""
+    mod = folder(tmp_path, "set -e\npython3 -c 'bytearray(6 * 2**30)'\n")
+    result = judge_mod(mod, tree)
+    assert result.verdict is Verdict.FAILS and "MemoryError" in result.detail, result
+    mod = folder(tmp_path / "again", "ulimit -v unlimited 2>/dev/null && exit 3\nulimit -f unlimited 2>/dev/null && exit 4\n"
+                                     "[ \"$(ulimit -f)\" != unlimited ] || exit 5\nexit 0\n")
+    result = judge_mod(mod, tree)
+    assert result.verdict is Verdict.NO_EFFECT, result
+
+
 def test_the_system_a_mod_needs_is_there(tmp_path, tree):
     """What the sandbox keeps: the tools a mod runs (bash, sed, awk through /etc/alternatives, patch, python3), a
     user name, a writable /tmp, and the read-only root (a write to /etc fails)."""
@@ -204,3 +217,22 @@ def test_a_site_path_in_a_system_folder_shows_no_hidden_file_through_a_link(tmp_
     mod = folder(tmp_path, f": {link.parent}/sd-absent/site-packages\n[ -e {link}/. ] && exit 3\nexit 0\n")
     result = judge_mod(mod, tree)
     assert result.verdict is Verdict.NO_EFFECT, result
+
+
+def test_a_file_a_script_names_through_dot_dot_is_never_written_outside_the_scratch_folder(tmp_path, monkeypatch):
+    """The files a script names are copied into its scratch site folder: `vllm/../../../x.py` was written wherever
+    it pointed when the tree answered for it (a released wheel's member names are not checked for `..`)."""
+
+    class AnyTree:  # stands for a tree (a hostile wheel) that has every file it is asked for
+        label = "any"
+
+        def read(self, rel: str) -> bytes:
+            return b"planted\n"
+
+    scratch_parent = tmp_path / "tmp"
+    scratch_parent.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch_parent))
+    escape = "vllm/../../../escaped.py"  # from <tmp>/sparkdoctor-mod-XXXX/site: <tmp>/escaped.py
+    mod = folder(tmp_path, f"cat /usr/local/lib/python3.12/dist-packages/{escape} || true\n")
+    judge_mod(mod, AnyTree())
+    assert not (tmp_path / "escaped.py").exists() and not list(tmp_path.rglob("escaped.py"))

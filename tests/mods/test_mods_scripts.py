@@ -157,3 +157,21 @@ def test_a_patch_already_applied_still_stops_a_set_e_script(tmp_path, tree):
     result = judge_untouched(mod, tree)
     assert result.verdict is Verdict.FAILS and "applied already" in result.detail
     assert [f.verdict for f in result.files if f.source == "fix.patch"] == [Verdict.ALREADY_APPLIED]
+
+
+def test_a_script_that_prints_megabyte_lines_is_judged_in_bounded_cpu_time(tmp_path, tree):
+    """The verdict reads the whole output (8 MiB kept): a pattern with a leading `\\S+` (the read-only check) and the
+    anonymizer took hours of CPU on one long line a script printed. Run through the CLI with its CPU time bounded."""
+    import json
+    import resource
+    import subprocess
+    import sys
+
+    lines = "head -c 3000000 /dev/zero | tr '\\0' a; echo\nprintf 'error: '; head -c 3000000 /dev/zero | tr '\\0' b; echo\n"
+    mod = folder(tmp_path, lines + f"sed -i 's/splits = 4/splits = 2/' {EUGR_SITE}/vllm/toy.py\n")
+    res = subprocess.run([sys.executable, "-m", "sparkdoctor", "mods", "check", str(mod), "--site", str(tree.dirs[0]),
+                          "--format", "json"], capture_output=True, text=True,
+                         preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_CPU, (60, 60)))
+    assert res.returncode == 0, (res.returncode, res.stderr[-500:])
+    mod_doc = json.loads(res.stdout)["mods"][0]
+    assert mod_doc["verdict"] == "applies" and len(mod_doc["output_tail"]) <= 300, mod_doc["output_tail"][:400]
