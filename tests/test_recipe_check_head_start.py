@@ -193,3 +193,27 @@ def test_a_recipes_env_never_makes_the_probes_run_its_code(tmp_path):
         assert done.stdout.startswith("{"), done.stderr[-500:]
         assert not marker.exists(), f"the recipe's sitecustomize.py ran ({marker.read_text().count('x')} times)"
     assert recipe_check.EnvTarget(resolve_python_target(sys.executable), {"LD_PRELOAD": "x", "VLLM_X": "1"}).env == {"VLLM_X": "1"}
+
+
+def test_a_ptxas_only_the_recipes_env_names_is_listed_never_run(tmp_path):
+    """`CUDA_HOME`, `TRITON_PTXAS_PATH` or a `PATH` folder of the recipe's own naming a "ptxas" made `recipe check` run
+    that program (to read its version) outside any sandbox. It is listed, with why it was not run; the same program
+    named by the user's own environment is still run and judged."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    fake, marker = tmp_path / "cuda" / "bin" / "ptxas", tmp_path / "ptxas-ran"
+    fake.parent.mkdir(parents=True)
+    fake.write_text(f"#!/bin/sh\necho x >> {marker}\necho 'Cuda compilation tools, release 13.0, V13.0.88'\n")
+    fake.chmod(0o755)
+    path = tmp_path / "hostile.yaml"
+    path.write_text(RECIPE.replace("env:\n", f"env:\n  CUDA_HOME: {fake.parent.parent}\n  TRITON_PTXAS_PATH: {fake}\n"
+                                             f"  PATH: {fake.parent}:/usr/bin:/bin\n"))
+    argv = [sys.executable, "-m", "sparkdoctor", "recipe", "check", str(path), "--python", str(venv / "bin" / "python"), "-f", "json"]
+    env = {**os.environ, "COLUMNS": "200", "SPARKDOCTOR_CACHE_DIR": str(tmp_path / "cache1")}
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=600, env=env)
+    assert done.stdout.startswith("{"), done.stderr[-500:]
+    assert not marker.exists(), f"the recipe's ptxas ran ({marker.read_text().count('x')} times)"
+    # the same file named by the user's own environment is theirs: run and judged as before
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=600,
+                          env={**env, "CUDA_HOME": str(fake.parent.parent), "SPARKDOCTOR_CACHE_DIR": str(tmp_path / "cache2")})
+    assert done.stdout.startswith("{") and marker.exists(), done.stderr[-500:]

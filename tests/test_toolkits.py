@@ -484,3 +484,23 @@ def test_each_broken_ptxas_is_reported_on_its_own_and_the_check_still_works(tmp_
     ptx = {pid: k for pid, k in facts["kernels"].items() if k["kind"] == "ptx"}
     assert ptx and {k["status"] for k in ptx.values()} == {"ok"}, {pid: k["detail"] for pid, k in ptx.items()}
     assert all(r["compiled"] and r["ptxas_version"] == "13.0.88" for k in ptx.values() for r in k["runs"])
+
+
+def test_a_ptxas_that_only_a_recipes_env_names_is_listed_not_run(tmp_path):
+    """recipe check's target carries the recipe's env: a ptxas reached only through it (TRITON_PTXAS_PATH, CUDA_HOME,
+    a PATH folder the recipe added) is third-party code, listed with why it was not run and used by nothing; one the
+    machine also reaches (here: the same file on the process's own PATH) is run and judged."""
+    from sparkdoctor.conclusions.recipe_check import EnvTarget
+
+    marker = tmp_path / "ran"
+    tool = fake_ptxas(tmp_path / "cuda" / "bin", f"echo x >> {marker}\necho 'Cuda compilation tools, release 13.0, V13.0.88'")
+    named = {"TRITON_PTXAS_PATH": str(tool), "CUDA_HOME": str(tmp_path / "cuda"), "PATH": f"{tool.parent}:/usr/bin"}
+    ctx = make_ctx(tmp_path, env=named, path_env=named["PATH"])
+    ctx.target = EnvTarget(ctx.target, named)
+    [entry] = [e for e in toolkits.run(ctx)["toolkits"] if e["realpath"] == str(tool)]
+    assert not marker.exists() and entry["version"] is None and entry["used_by"] == [], entry
+    assert "not run: only the recipe's env names it" in entry["error"]
+    ctx = make_ctx(tmp_path, env=named, path_env=f"{tool.parent}:/usr/bin")
+    ctx.target = EnvTarget(ctx.target, {"TRITON_PTXAS_PATH": str(tool)})  # PATH is the machine's own here
+    [entry] = [e for e in toolkits.run(ctx)["toolkits"] if e["realpath"] == str(tool)]
+    assert marker.exists() and entry["version"] == "13.0.88" and entry["error"] is None, entry

@@ -62,8 +62,11 @@ class Ptxas:
     error: str | None = None
     used_by: list[str] = field(default_factory=list)
     wrappers: list[str] = field(default_factory=list)  # paths that are scripts running `realpath`
+    trusted: bool = False  # reached by a route of this machine or the target, not only by what a recipe's env names
 
-    def add(self, path: str, source: str, package: str | None = None, package_version: str | None = None, env_var: str | None = None) -> None:
+    def add(self, path: str, source: str, package: str | None = None, package_version: str | None = None,
+            env_var: str | None = None, by_recipe: bool = False) -> None:
+        self.trusted = self.trusted or not by_recipe
         if path not in self.paths:
             self.paths.append(path)
         if source not in self.sources:
@@ -209,6 +212,17 @@ class _Cache:
 
 
 # ---- discovery -------------------------------------------------------------------------------------------
+def recipe_env(ctx: Context) -> Mapping[str, str]:
+    """The variables a recipe put into the target's environment (recipe check's target carries them), else none."""
+    env = getattr(ctx.target, "recipe_env", None)
+    return env if isinstance(env, Mapping) else {}
+
+
+def _only_recipe(recipe: Mapping[str, str], var: str, value: str) -> bool:
+    """The recipe sets `var` to `value`, and the user's own environment does not."""
+    return recipe.get(var) == value and os.environ.get(var) != value
+
+
 def discover(ctx: Context) -> list[Ptxas]:
     found: dict[str, Ptxas] = {}
 
@@ -222,17 +236,21 @@ def discover(ctx: Context) -> list[Ptxas]:
         if resolved.scripts and path not in entry.wrappers:
             entry.wrappers.append(path)
 
+    # A recipe is third-party text: a ptxas that only its env names (CUDA_HOME, TRITON_PTXAS_PATH, a PATH folder of
+    # its own) is listed, never run. One this machine or the target reaches by another route is run as before.
+    recipe = recipe_env(ctx)
     for var in TRITON_ENV_VARS:
         value = ctx.target_env(var)
         if value:
-            add(value, "env", must_exist=True, env_var=var)
+            add(value, "env", must_exist=True, env_var=var, by_recipe=_only_recipe(recipe, var, value))
     cuda_home = ctx.target_env("CUDA_HOME")
     if cuda_home:
-        add(os.path.join(cuda_home, "bin", "ptxas"), "system", must_exist=False)
+        add(os.path.join(cuda_home, "bin", "ptxas"), "system", must_exist=False, by_recipe=_only_recipe(recipe, "CUDA_HOME", cuda_home))
     path_env = ctx.scratch.get("path_env") or os.environ.get("PATH", "")
+    own_path = set(os.environ.get("PATH", "").split(os.pathsep)) if "PATH" in recipe else set()
     for folder in path_env.split(os.pathsep):
         if folder:
-            add(os.path.join(folder, "ptxas"), "system", must_exist=False)
+            add(os.path.join(folder, "ptxas"), "system", must_exist=False, by_recipe="PATH" in recipe and folder not in own_path)
     for path in sorted(glob.glob("/usr/local/cuda*/bin/ptxas")):
         add(path, "system", must_exist=False)
     add("/usr/local/bin/ptxas", "system", must_exist=False)
@@ -276,6 +294,10 @@ def _fill(entry: Ptxas, cache: _Cache) -> None:
     if entry.missing:
         how = " and ".join(entry.env_vars) or "the target"
         entry.error = f"{entry.paths[0]} does not exist on this machine (named by {how})"
+        return
+    if not entry.trusted:
+        entry.error = (f"{entry.paths[0]} was not run: only the recipe's env names it, and sparkdoctor runs no program "
+                       "a recipe names (its version and sm_121a support are unknown)")
         return
     if not os.access(entry.realpath, os.X_OK):
         entry.error = f"{entry.paths[0]} is not executable"

@@ -80,6 +80,11 @@ class EnvTarget:
         self.inner, self.env = inner, {k: v for k, v in env.items() if not loads_code(k)}
         self.python = inner.python
 
+    @property
+    def recipe_env(self) -> dict[str, str]:
+        """What the recipe put into the environment: a program it names there is never run (collect/toolkits)."""
+        return self.env
+
     def __getattr__(self, name: str) -> Any:  # kind, shares_files, run_command, file_transport ... as the inner target's
         if name == "inner":
             raise AttributeError(name)
