@@ -34,6 +34,14 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 SLOW_ONLY_FIXTURES = {"vllm032_venv", "docker_daemon", "podman", "vllm_cpu", "vllm_cpu_models", "transformers_serve"}
 
 
+def pytest_xdist_auto_num_workers(config):
+    """`-n auto` (pyproject): one worker per core, and one more. A worker waits for much of its time (a server
+    starting, an installer, another worker's `alone` test), so one per core leaves the cores idle then: on 2 cores
+    the suite used 1.3 of them when the machine was quiet (about 1,900 CPU s in 1,445 s). A third worker takes that
+    time; at load 4 it is also the suite's fair share of a busy machine (docs/evidence/suite-time-2026-11-29.md)."""
+    return len(os.sched_getaffinity(0)) + 1
+
+
 def pytest_sessionstart(session):
     # A cancelled CI job gets SIGTERM: unwind as from Ctrl-C, so the session fixtures' teardown runs
     # (the dockerd and podman they started are stopped, servers torn down) instead of leaving them behind.

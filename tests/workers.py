@@ -1,11 +1,12 @@
-"""How the suite shares two CPU cores: pytest-xdist workers (pyproject: `-n auto --dist loadgroup`).
+"""How the suite shares the CPU cores: pytest-xdist workers, one per core and one more (pyproject: `-n auto --dist
+loadgroup`; tests/conftest.py: pytest_xdist_auto_num_workers).
 
 - Groups. A session fixture is made once per WORKER, so the tests sharing an expensive one run on one worker: one
   dockerd and one podman per session, and one real server at a time (two servers never compete for the two
   cores). A module whose last test checks the whole module's tally (the fuzz total, the fix
   fault table) pins itself with `pytestmark = pytest.mark.xdist_group(...)`.
-- Turns. A test marked `alone` compares real timings (an A/B verdict, a stream's token stamps): it waits until the test
-  running on the other worker has finished and holds the others off until it is done, so no other test's CPU
+- Turns. A test marked `alone` compares real timings (an A/B verdict, a stream's token stamps): it waits until the tests
+  running on the other workers have finished and holds the others off until it is done, so no other test's CPU
   load lands in its numbers.
 - Summary lines. A worker's own terminal output is dropped; lines meant for the end of the run (the fuzz tally)
   travel to the controller with the worker's output.
