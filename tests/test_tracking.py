@@ -125,16 +125,21 @@ def test_matrix_track_command_writes_json_and_exits_1_on_a_proposal(tmp_path, re
     assert json.loads(out.read_text())["summary"]["no-longer-affected"] == 1
 
 
-def test_a_through_version_that_is_no_version_is_one_line_exit_2(tmp_path, registry):
-    """`--through vllm=notaversion` used to end in "internal error: InvalidVersion" (exit 2 by accident)."""
+def _track_through(tmp_path, registry, through: str):
+    """`matrix track --through THROUGH --format json` as a user runs it (a process of its own, no debug tracebacks)."""
     import os
     import subprocess
     import sys
 
     env = {**os.environ, "SPARKDOCTOR_INDEX_URL": registry.url, "SPARKDOCTOR_CACHE_DIR": str(tmp_path / "c")}
     env.pop("SPARKDOCTOR_DEBUG", None)
-    done = subprocess.run([sys.executable, "-m", "sparkdoctor", "matrix", "track", "--matrix", str(write_matrix(tmp_path, ">=0.2.0")),
-                           "--through", "demo=notaversion", "--format", "json"], capture_output=True, text=True, timeout=120, env=env, check=False)
+    return subprocess.run([sys.executable, "-m", "sparkdoctor", "matrix", "track", "--matrix", str(write_matrix(tmp_path, ">=0.2.0")),
+                           "--through", through, "--format", "json"], capture_output=True, text=True, timeout=120, env=env, check=False)
+
+
+def test_a_through_version_that_is_no_version_is_one_line_exit_2(tmp_path, registry):
+    """`--through vllm=notaversion` used to end in "internal error: InvalidVersion" (exit 2 by accident)."""
+    done = _track_through(tmp_path, registry, "demo=notaversion")
     assert done.returncode == 2, done.stderr
     assert done.stderr == "sparkdoctor: error: --through demo=notaversion: 'notaversion' is not a version (e.g. vllm=0.33.0)\n"
     assert json.loads(done.stdout)["errors"][0]["code"] != "internal"
@@ -523,14 +528,7 @@ def test_a_registry_that_cannot_be_reached_is_said_not_read_as_nothing_new(tmp_p
 def test_a_through_package_the_matrix_does_not_track_is_one_line_exit_2(tmp_path, registry):
     """`--through vlm=0.34.0` (a typo) was ignored: exit 0, every release read through the newest. It is refused,
     naming the packages tracked; a lockstep member of a tracked family is taken."""
-    import os
-    import subprocess
-    import sys
-
-    env = {**os.environ, "SPARKDOCTOR_INDEX_URL": registry.url, "SPARKDOCTOR_CACHE_DIR": str(tmp_path / "c")}
-    env.pop("SPARKDOCTOR_DEBUG", None)
-    done = subprocess.run([sys.executable, "-m", "sparkdoctor", "matrix", "track", "--matrix", str(write_matrix(tmp_path, ">=0.2.0")),
-                           "--through", "demoo=0.3.0", "--format", "json"], capture_output=True, text=True, timeout=120, env=env, check=False)
+    done = _track_through(tmp_path, registry, "demoo=0.3.0")
     assert done.returncode == 2, done.stderr
     assert done.stderr == "sparkdoctor: error: --through demoo=0.3.0: demoo is not a package this matrix tracks (tracked: demo)\n"
     assert json.loads(done.stdout)["exit_code"] == 2
