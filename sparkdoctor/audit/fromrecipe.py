@@ -38,7 +38,7 @@ def vllm_model_len(text: str) -> int | None:
 
 
 # option name in AuditOptions -> the vLLM flag a recipe spells it with, and how to read its value
-FLAGS: dict[str, tuple[str, Callable[[str], Any]]] = {
+FLAGS: dict[str, tuple[str, Callable[[str], object]]] = {
     "max_model_len": ("--max-model-len", vllm_model_len),
     "max_num_seqs": ("--max-num-seqs", int),
     "gpu_memory_utilization": ("--gpu-memory-utilization", float),
