@@ -48,8 +48,11 @@ def load_probe(module: str = "cutedsl_install"):
 
 
 def result_lines(stdout: str) -> list[dict]:
-    """The probe's per-kernel JSON lines (each printed on a line of its own, blank lines between)."""
-    return [json.loads(x) for x in stdout.splitlines() if x.strip()]
+    """The probe's per-kernel JSON lines (each printed on a line of its own, blank lines between), after the start
+    line it prints first of all."""
+    lines = [x for x in stdout.splitlines() if x.strip()]
+    assert lines[:1] == [cutedsl.STARTED], stdout[:300]
+    return [json.loads(x) for x in lines[1:]]
 
 
 # ---- stand-in cutlass installs --------------------------------------------------------------------
@@ -397,6 +400,41 @@ def test_a_timeout_beside_a_settled_result_keeps_only_the_settled_one(tmp_path, 
     assert second["cutedsl-e2m1-cvt"]["cached"] is True
     assert second["cutedsl-nvfp4-mma"]["cached"] is False and "timed out" in second["cutedsl-nvfp4-mma"]["detail"]
     assert compiles(site).count("e2m1-cvt") == 1  # the timeout alone was retried
+
+
+def segfaulting_python(tmp_path: Path) -> Path:
+    """`check --python ./segfaults`: an "interpreter" that kills itself with SIGSEGV at start."""
+    python = tmp_path / "segfaults"
+    python.write_text("#!/bin/sh\nkill -SEGV $$\n")
+    python.chmod(0o755)
+    return python
+
+
+def test_an_interpreter_that_dies_at_start_is_no_compiler_crash(tmp_path):
+    """`check --python X` where X segfaults at start: the collector called that "the CuTe DSL compiler was killed by
+    SIGSEGV", three probe-cutedsl-* errors ("report it") about a compiler never reached. The probe prints its start
+    line before anything else; killed before it, the target's Python could not run: unverified, no finding."""
+    from sparkdoctor.findings import check_probes
+
+    ctx = Context(target=PythonTarget(str(segfaulting_python(tmp_path)), "test"), facts=Facts(), cache_dir=tmp_path / "cache")
+    kernels = cutedsl.run(ctx)["kernels"]
+    for k in kernels.values():
+        assert k["status"] == "error", k
+        assert k["detail"] == "could not run the target's Python: segfaults was killed by SIGSEGV before the probe started"
+    findings, unverified = check_probes(Facts(arch={"value": "sm_121a"}, kernels=kernels), [])
+    assert not findings and {u.probe for u in unverified} == set(kernels)
+    assert not cache_files(tmp_path)  # nothing settled
+
+
+def test_a_compiler_that_kills_the_probe_itself_is_a_crash_but_a_dead_interpreter_is_not(tmp_path):
+    """`matrix verify` compiles in the probe's own process (`--kernel`): the real libs-base 4.5.x tile crash kills
+    that process, after its start line, and that SIGSEGV is the evidence of cutedsl-libs-base-tile-crash."""
+    from sparkdoctor.verify import run_probe
+
+    status, detail, versions = run_probe("cutedsl-nvfp4-mma-tile", fake_venv(tmp_path, SEGFAULT_CUTE), "sm_121a")
+    assert (status, detail) == ("crash", "the CuTe DSL compiler was killed by SIGSEGV")
+    status, detail, versions = run_probe("cutedsl-nvfp4-mma-tile", segfaulting_python(tmp_path), "sm_121a")
+    assert status == "error" and detail.startswith("could not run the target's Python: segfaults was killed by SIGSEGV")
 
 
 @pytest.mark.parametrize("fork", [True, False], ids=["forked", "fresh interpreters"])
