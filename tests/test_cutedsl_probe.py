@@ -13,6 +13,7 @@ import importlib.util
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import textwrap
@@ -638,6 +639,23 @@ def test_real_451_compiles_and_refuses_plain_sm121():
 
 
 @pytest.mark.slow
+def test_real_451_base_tile_crash_kills_the_probe_itself_after_its_start_line():
+    """Which process the real libs-base 4.5.x tile crash kills, and when: in `matrix verify`'s `--kernel` mode the
+    probe's own process, after its start line. That SIGSEGV is the evidence of cutedsl-libs-base-tile-crash
+    (verified_by expect = "crash"), so it stays a crash; only a death before the start line is not."""
+    from sparkdoctor import proc
+    from sparkdoctor.verify.probes import PROBE_TIMEOUT
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CUTE_DSL_", "PYTHONPATH"))}
+    python = real_env("nvidia-cutlass-dsl==4.5.1")
+    result = proc.run([str(python), "-B", str(PROBE), "--arch", "sm_121a", "--kernel", "nvfp4-mma-tile"], timeout=PROBE_TIMEOUT, env=env)
+    assert result.signal == signal.SIGSEGV, result.describe_failure()
+    assert [x for x in result.stdout.splitlines() if x.strip()] == [cutedsl.STARTED]
+    raw = cutedsl.interpret("nvfp4-mma-tile", "sm_121a", result)
+    assert raw["status"] == "crash" and raw["detail"].startswith("the CuTe DSL compiler was killed by SIGSEGV"), raw
+
+
+@pytest.mark.slow
 def test_real_collector_against_a_real_release(tmp_path, monkeypatch):
     """The collector end to end on a real install, with no facts from the target collector: one
     real compile, then the probe answers from its cache; a touched warp/mma.py compiles again."""
@@ -663,8 +681,6 @@ def test_a_compile_server_killed_mid_compile_leaves_no_scratch_folder_behind(tmp
     """Ctrl-C during `check`, or a compile past its deadline, ends the compile server with SIGKILL, so its `finally`
     never removes its scratch folder: /tmp kept a sparkdoctor-cutedsl-* folder per interrupt. The next probe
     removes those of servers that are gone, and never one of a live server."""
-    import signal
-
     tmp = tmp_path / "tmp"
     tmp.mkdir()
     site = fake_cutlass(tmp_path, HANGING_CUTE)  # the server hangs in `import cutlass`, its scratch folder made
