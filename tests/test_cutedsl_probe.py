@@ -13,6 +13,7 @@ import importlib.util
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import textwrap
@@ -48,8 +49,11 @@ def load_probe(module: str = "cutedsl_install"):
 
 
 def result_lines(stdout: str) -> list[dict]:
-    """The probe's per-kernel JSON lines (each printed on a line of its own, blank lines between)."""
-    return [json.loads(x) for x in stdout.splitlines() if x.strip()]
+    """The probe's per-kernel JSON lines (each printed on a line of its own, blank lines between), after the start
+    line it prints first of all."""
+    lines = [x for x in stdout.splitlines() if x.strip()]
+    assert lines[:1] == [cutedsl.STARTED], stdout[:300]
+    return [json.loads(x) for x in lines[1:]]
 
 
 # ---- stand-in cutlass installs --------------------------------------------------------------------
@@ -399,6 +403,41 @@ def test_a_timeout_beside_a_settled_result_keeps_only_the_settled_one(tmp_path, 
     assert compiles(site).count("e2m1-cvt") == 1  # the timeout alone was retried
 
 
+def segfaulting_python(tmp_path: Path) -> Path:
+    """`check --python ./segfaults`: an "interpreter" that kills itself with SIGSEGV at start."""
+    python = tmp_path / "segfaults"
+    python.write_text("#!/bin/sh\nkill -SEGV $$\n")
+    python.chmod(0o755)
+    return python
+
+
+def test_an_interpreter_that_dies_at_start_is_no_compiler_crash(tmp_path):
+    """`check --python X` where X segfaults at start: the collector called that "the CuTe DSL compiler was killed by
+    SIGSEGV", three probe-cutedsl-* errors ("report it") about a compiler never reached. The probe prints its start
+    line before anything else; killed before it, the target's Python could not run: unverified, no finding."""
+    from sparkdoctor.findings import check_probes
+
+    ctx = Context(target=PythonTarget(str(segfaulting_python(tmp_path)), "test"), facts=Facts(), cache_dir=tmp_path / "cache")
+    kernels = cutedsl.run(ctx)["kernels"]
+    for k in kernels.values():
+        assert k["status"] == "error", k
+        assert k["detail"] == "could not run the target's Python: segfaults was killed by SIGSEGV before the probe started"
+    findings, unverified = check_probes(Facts(arch={"value": "sm_121a"}, kernels=kernels), [])
+    assert not findings and {u.probe for u in unverified} == set(kernels)
+    assert not cache_files(tmp_path)  # nothing settled
+
+
+def test_a_compiler_that_kills_the_probe_itself_is_a_crash_but_a_dead_interpreter_is_not(tmp_path):
+    """`matrix verify` compiles in the probe's own process (`--kernel`): the real libs-base 4.5.x tile crash kills
+    that process, after its start line, and that SIGSEGV is the evidence of cutedsl-libs-base-tile-crash."""
+    from sparkdoctor.verify import run_probe
+
+    status, detail, versions = run_probe("cutedsl-nvfp4-mma-tile", fake_venv(tmp_path, SEGFAULT_CUTE), "sm_121a")
+    assert (status, detail) == ("crash", "the CuTe DSL compiler was killed by SIGSEGV")
+    status, detail, versions = run_probe("cutedsl-nvfp4-mma-tile", segfaulting_python(tmp_path), "sm_121a")
+    assert status == "error" and detail.startswith("could not run the target's Python: segfaults was killed by SIGSEGV")
+
+
 @pytest.mark.parametrize("fork", [True, False], ids=["forked", "fresh interpreters"])
 def test_a_segfault_in_one_compile_leaves_the_other_result(fork, tmp_path, monkeypatch):
     site = fake_cutlass(tmp_path, HALF_CRASHING_CUTE)
@@ -600,6 +639,23 @@ def test_real_451_compiles_and_refuses_plain_sm121():
 
 
 @pytest.mark.slow
+def test_real_451_base_tile_crash_kills_the_probe_itself_after_its_start_line():
+    """Which process the real libs-base 4.5.x tile crash kills, and when: in `matrix verify`'s `--kernel` mode the
+    probe's own process, after its start line. That SIGSEGV is the evidence of cutedsl-libs-base-tile-crash
+    (verified_by expect = "crash"), so it stays a crash; only a death before the start line is not."""
+    from sparkdoctor import proc
+    from sparkdoctor.verify.probes import PROBE_TIMEOUT
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CUTE_DSL_", "PYTHONPATH"))}
+    python = real_env("nvidia-cutlass-dsl==4.5.1")
+    result = proc.run([str(python), "-B", str(PROBE), "--arch", "sm_121a", "--kernel", "nvfp4-mma-tile"], timeout=PROBE_TIMEOUT, env=env)
+    assert result.signal == signal.SIGSEGV, result.describe_failure()
+    assert [x for x in result.stdout.splitlines() if x.strip()] == [cutedsl.STARTED]
+    raw = cutedsl.interpret("nvfp4-mma-tile", "sm_121a", result)
+    assert raw["status"] == "crash" and raw["detail"].startswith("the CuTe DSL compiler was killed by SIGSEGV"), raw
+
+
+@pytest.mark.slow
 def test_real_collector_against_a_real_release(tmp_path, monkeypatch):
     """The collector end to end on a real install, with no facts from the target collector: one
     real compile, then the probe answers from its cache; a touched warp/mma.py compiles again."""
@@ -625,8 +681,6 @@ def test_a_compile_server_killed_mid_compile_leaves_no_scratch_folder_behind(tmp
     """Ctrl-C during `check`, or a compile past its deadline, ends the compile server with SIGKILL, so its `finally`
     never removes its scratch folder: /tmp kept a sparkdoctor-cutedsl-* folder per interrupt. The next probe
     removes those of servers that are gone, and never one of a live server."""
-    import signal
-
     tmp = tmp_path / "tmp"
     tmp.mkdir()
     site = fake_cutlass(tmp_path, HANGING_CUTE)  # the server hangs in `import cutlass`, its scratch folder made

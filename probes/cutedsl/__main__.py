@@ -11,7 +11,11 @@ Compiles tiny kernels with the target's own CuTe DSL for an arch given on the co
   python -B probes/cutedsl/__main__.py --arch sm_121a [--cache FILE]       every kernel, each in its
                                                      own process (a compile server: cutedsl_isolation)
 
-Prints one JSON object per kernel, each on a line of its own (a .pth file may print around them):
+First of all, before it imports anything of its own or of the DSL, it prints (and flushes) the line
+  {"started": "cutedsl"}
+so a process killed before that line is an interpreter that could not start, and one killed after it
+is the compiler (the `--kernel` mode compiles in this very process).
+Then one JSON object per kernel, each on a line of its own (a .pth file may print around them):
   {"kernel", "status": ok|refused|fail|crash|error|skipped, "detail", "arch", "version", "dists",
    "build", "compiler_lib", "bundled_cuda", "admissible_archs", "instruction", "ptx", "cubin", "ms",
    "cached", "isolation": fork|exec}
@@ -38,6 +42,11 @@ import json
 import os
 import re
 import sys
+
+STARTED = '{"started": "cutedsl"}'  # sparkdoctor/collect/cutedsl.py looks for this very line
+if __name__ == "__main__":  # before anything of ours or of the DSL is imported
+    sys.stdout.write(STARTED + "\n")
+    sys.stdout.flush()
 
 sys.path.insert(1, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "shared"))
 

@@ -29,6 +29,9 @@ from sparkdoctor.collect import Collector, Context
 from sparkdoctor.targets.local import probe_entry
 from sparkdoctor.vocab import CUTEDSL_KERNELS
 
+# The probe's first line, printed before it imports anything of its own or of the DSL: a probe killed before it
+# is an interpreter that could not start, one killed after it the compiler (`--kernel` compiles in the probe).
+STARTED = '{"started": "cutedsl"}'
 COMPILE_TIMEOUT = 60.0  # per kernel, inside the probe (the kernels compile at the same time)
 PROBE_MARGIN = 15.0  # the probe's own start, its disk reads and its children's exits
 DIST_PREFIX = "nvidia-cutlass-dsl"
@@ -90,6 +93,10 @@ def interpret(kernel: str, arch: str, result: proc.ProcResult) -> dict[str, obje
             return data
     tail = [x.strip() for x in (result.stderr or "").splitlines() if x.strip()]
     last = f": {tail[-1][:300]}" if tail else ""
+    started = STARTED in (x.strip() for x in (result.stdout or "").splitlines())
+    if result.signal and not started:  # e.g. `check --python X` where X is no working Python: no compiler ran
+        return {"kernel": kernel, "arch": arch, "status": "error", "ms": round(result.seconds * 1000),
+                "detail": f"could not run the target's Python: {result.describe_failure()} before the probe started{last}"}
     if result.signal:
         try:
             name = signal.Signals(result.signal).name
