@@ -547,6 +547,7 @@ def test_an_index_listing_thousands_of_releases_is_read_up_to_the_cap_and_says_s
 
     from sparkdoctor.cli import app
     from sparkdoctor.track import run
+    from sparkdoctor.views.track import track_markdown
 
     cap = 30
     monkeypatch.setattr(run, "MAX_RELEASES", cap)
@@ -582,4 +583,6 @@ def test_an_index_listing_thousands_of_releases_is_read_up_to_the_cap_and_says_s
     assert read == {f"/files/demo-{v}-py3-none-any.whl" for v in newest}  # nothing left out was fetched
     assert "new: the newest 30, 1.19970 to 1.19999" in res.output
     assert "19,970 older new release(s) of demo left out, not checked" in res.output
+    markdown = track_markdown(doc)
+    assert "| the newest 30, 1.19970 to 1.19999 |" in markdown and "19,970 older new release(s) of demo left out" in markdown
     assert spent < 20, spent  # measured 1.5 s (about 25 ms of CPU a release read): all 20,000 would be several minutes
