@@ -9,7 +9,9 @@
 - containers' memory: the cgroups of docker/podman containers (cgroup v2 memory.current, v1
   memory.usage_in_bytes) with their processes, and whether any of those still holds the GPU: a container
   that holds memory with no process on the GPU is what a crashed server leaves behind;
-- what the OS needs to stay alive: a stated reserve, not a measurement.
+- what the OS needs to stay alive: a stated reserve, not a measurement;
+- what the server's own processes take beside its share: a stated estimate (SERVER_PROCESSES), counted wherever
+  they share the pool (unified memory, a memory cgroup's limit).
 """
 
 from __future__ import annotations
