@@ -532,3 +532,57 @@ def test_a_through_package_the_matrix_does_not_track_is_one_line_exit_2(tmp_path
     assert done.returncode == 2, done.stderr
     assert done.stderr == "sparkdoctor: error: --through demoo=0.3.0: demoo is not a package this matrix tracks (tracked: demo)\n"
     assert json.loads(done.stdout)["exit_code"] == 2
+
+
+def test_an_index_listing_thousands_of_releases_is_read_up_to_the_cap_and_says_so(tmp_path, monkeypatch):
+    """An index that lists 20,000 releases of a tracked package had every one read and checked: the daily gate
+    read for hours. The newest MAX_RELEASES are checked, the rest is said (package, how many), exit codes as
+    documented (0 here: the checks still hold), and the tracked-through version is not moved past releases
+    no check read. The cap is lowered to 30 here to keep the test short: the cost is the same per release read
+    (the real 300 took 8 s of CPU in this test)."""
+    import hashlib
+    import time
+
+    from typer.testing import CliRunner
+
+    from sparkdoctor.cli import app
+    from sparkdoctor.track import run
+    from sparkdoctor.views.track import track_markdown
+
+    cap = 30
+    monkeypatch.setattr(run, "MAX_RELEASES", cap)
+    wheels = tmp_path / "many"
+    wheels.mkdir()
+    versions = [f"1.{i}" for i in range(20_000)]
+    newest = versions[-cap:]
+    files = [{"filename": f"demo-{v}-py3-none-any.whl", "url": f"../../files/demo-{v}-py3-none-any.whl", "hashes": {"sha256": "0" * 64}}
+             for v in versions[:-cap]]  # listed, never served: reading one is a 404
+    with Registry() as reg:
+        for v in newest:
+            wheel = build_wheel(wheels, "demo", v, {"demo/core.py": RELEASES["0.2.0"]})
+            reg.add("demo", wheel)
+            files.append({"filename": wheel.name, "url": f"../../files/{wheel.name}", "size": wheel.stat().st_size,
+                          "hashes": {"sha256": hashlib.sha256(wheel.read_bytes()).hexdigest()}})
+        reg.pages["demo"] = json.dumps({"meta": {"api-version": "1.0"}, "name": "demo", "files": files}).encode()
+        monkeypatch.setenv("SPARKDOCTOR_INDEX_URL", reg.url)
+        monkeypatch.setenv("SPARKDOCTOR_CACHE_DIR", str(tmp_path / "c"))
+        out = tmp_path / "track.json"
+        started = time.process_time()  # CPU seconds (this process: the registry's thread too); the machine may be busy
+        res = CliRunner().invoke(app, ["matrix", "track", "--matrix", str(write_matrix(tmp_path, ">=0.2.0")), "-o", str(out)],
+                                 env={"COLUMNS": "200"})
+        spent = time.process_time() - started
+    assert res.exit_code == 0, res.output
+    doc = json.loads(out.read_text())
+    [row] = doc["packages"]
+    assert row["releases"] == newest and row["left_out"] == 20_000 - cap
+    assert "20,000 new releases listed, more than the 30 a run reads: 19,970 older ones left out (1.0 to 1.19969)" in row["note"]
+    [entry] = doc["entries"]
+    assert entry["verdict"] == "still-affected" and [r["version"] for r in entry["releases"]] == newest
+    assert not any(p["field"] in ("tracked.demo", "tracked_on") for p in doc["proposals"])
+    read = {path for path, _ in reg.log if path.startswith("/files/")}
+    assert read == {f"/files/demo-{v}-py3-none-any.whl" for v in newest}  # nothing left out was fetched
+    assert "new: the newest 30, 1.19970 to 1.19999" in res.output
+    assert "19,970 older new release(s) of demo left out, not checked" in res.output
+    markdown = track_markdown(doc)
+    assert "| the newest 30, 1.19970 to 1.19999 |" in markdown and "19,970 older new release(s) of demo left out" in markdown
+    assert spent < 20, spent  # measured 1.5 s (about 25 ms of CPU a release read): all 20,000 would be several minutes

@@ -32,8 +32,10 @@ def evidence(verdict: Verdict) -> list[str]:
     lines = [f"{p.name}: {gib(p.bytes)} ({p.how}: {p.source})" for p in need.parts if p.bytes]
     lines += [f"{name} = {s.value} ({s.source})" for name, s in need.settings.items()]
     if have.pool_bytes:
+        server = (f" and {gib(have.server_processes_bytes)} kept for the server's own processes (Python, torch, vLLM's host side: "
+                  "an estimate; on unified memory they take from the same pool)") if have.server_processes_bytes else ""
         lines.append(f"the box: {gib(have.pool_bytes)} in all, {gib(have.available_bytes or 0)} available, "
-                     f"{gib(have.usable_bytes or 0)} usable after the OS reserve ({have.os_reserve_source}); NVML: {have.nvml}")
+                     f"{gib(have.usable_bytes or 0)} usable after the OS reserve ({have.os_reserve_source}){server}; NVML: {have.nvml}")
     if have.limit_bytes is not None:
         lines.append(f"the memory cgroup this runs in (and a launch from here starts in) is limited to {gib(have.limit_bytes)}, "
                      f"{gib(have.limit_used_bytes or 0)} of it used, {gib(SERVER_PROCESSES)} kept for the server's own processes "

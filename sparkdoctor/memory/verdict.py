@@ -104,7 +104,8 @@ def _free_words(have: Have) -> str:
     if not have.unified:
         return "the GPU's memory less what NVML says is used"
     limit = f", within this cgroup's {gib(have.limit_bytes)} limit" if have.limit_bytes is not None else ""
-    return f"MemAvailable {gib(have.available_bytes or 0)} less the OS reserve {gib(have.os_reserve_bytes)}{limit}"
+    return (f"MemAvailable {gib(have.available_bytes or 0)} less the OS reserve {gib(have.os_reserve_bytes)} and the server's own "
+            f"processes {gib(have.server_processes_bytes)}{limit}")
 
 
 def _full_length(need: Need, share: int, seqs: int, length: int) -> int:
@@ -192,7 +193,7 @@ def holdings(have: Have) -> list[Holding]:
                                c.bytes, f"if container {c.id} is a server's whose server died, remove it: "
                                         f"docker rm -f {c.id} (or podman)"))
     if have.limit_bytes is not None and have.available_bytes is not None:  # what the cgroup's limit withholds
-        withheld = max(0, have.available_bytes - have.os_reserve_bytes) - (have.usable_bytes or 0)
+        withheld = (have.box_usable_bytes or 0) - (have.usable_bytes or 0)
         if withheld > 0:
             out.append(Holding(f"the memory limit ({gib(have.limit_bytes)}) of the cgroup this runs in, and a launch from here",
                                withheld, "raise the memory limit of the cgroup this runs in (docker run --memory, systemd "

@@ -36,6 +36,10 @@ from sparkdoctor.verify.files import VersionRun, remote_run, tables_of
 Log = Callable[[str], None]
 VERDICTS = ("check-broken", "no-longer-affected", "upper-bound-moves", "lower-bound-moves", "still-affected", "unchanged", "no-new-release")
 NEEDS_EDIT = VERDICTS[:4]  # the verdicts that call for an edit (exit 1)
+# The releases of one package a run reads and checks, the newest by version: a daily run sees a handful of new
+# releases and a matrix tracked a year behind a few dozen, so 300 cuts only an index that lists thousands (broken
+# or hostile), which would otherwise keep the daily gate reading one release after another for hours.
+MAX_RELEASES = 300
 
 
 @dataclass
@@ -96,7 +100,8 @@ def _uploaded_after(reader: object, package: str, since: str, on: str | None) ->
 
 
 def _new_releases(reader: Reader, package: str, since: str, through: str | None, on: str | None = None) -> dict[str, Any]:
-    row: dict[str, Any] = {"package": package, "tracked": since, "through": through, "releases": [], "backports": [], "note": ""}
+    row: dict[str, Any] = {"package": package, "tracked": since, "through": through, "releases": [], "backports": [], "note": "",
+                           "left_out": 0}
     try:
         versions = reader.versions(package)
     except RemoteError as exc:
@@ -108,8 +113,14 @@ def _new_releases(reader: Reader, package: str, since: str, through: str | None,
         row["note"] = f"{package} {through} does not exist on the registry" + (f"; read up to {newest[-1]}" if newest else "")
     cap = Version(through) if through else None
     backports, times = _uploaded_after(reader, package, since, on)
-    row["backports"] = [v for v in versions if v in backports]
-    row["releases"] = [v for v in versions if (Version(v) > Version(since) or v in backports) and (cap is None or Version(v) <= cap)]
+    new = [v for v in versions if (Version(v) > Version(since) or v in backports) and (cap is None or Version(v) <= cap)]
+    row["releases"] = new[-MAX_RELEASES:]  # versions() is oldest first
+    if len(new) > MAX_RELEASES:
+        row["left_out"] = len(new) - MAX_RELEASES
+        row["note"] = "; ".join(filter(None, [row["note"], f"{len(new):,} new releases listed, more than the {MAX_RELEASES} a run reads: "
+                                              f"{row['left_out']:,} older ones left out ({new[0]} to {new[row['left_out'] - 1]}), not checked"]))
+    kept = set(row["releases"])
+    row["backports"] = [v for v in versions if v in backports and v in kept]
     row["uploaded"] = {v: times[v] for v in row["releases"] if v in times}
     return row
 
@@ -276,14 +287,14 @@ def track(matrix: Matrix, reader: Reader, through: dict[str, str] | None = None,
     broken = any(e.verdict == "check-broken" for e in entries)
     for row in packages:
         newest = row["releases"][-1] if row["releases"] and Version(row["releases"][-1]) > Version(row["tracked"]) else None
-        if newest and not any(e.package == row["package"] and e.verdict == "check-broken" for e in entries):
+        if newest and not row["left_out"] and not any(e.package == row["package"] and e.verdict == "check-broken" for e in entries):
             read = any(e.package == row["package"] for e in entries)
             because = (f"every entry's file checks were re-run on {', '.join(row['releases'])}" if read else
                        f"no entry's file check reads {row['package']}: its new releases {', '.join(row['releases'])} were listed, nothing re-run")
             proposals.append({"file": _short(tracking.where.get(f"tracked.{row['package']}", "tracking.toml")),
                               "field": f"tracked.{row['package']}", "from": row["tracked"], "to": newest, "because": because})
     today = dt.datetime.now(dt.timezone.utc).date().isoformat()
-    if proposals and not broken and tracking.tracked_on != today and not any(r.get("error") for r in packages):
+    if proposals and not broken and tracking.tracked_on != today and not any(r.get("error") or r["left_out"] for r in packages):
         proposals.append({"file": _short(tracking.where.get("tracked_on") or next(iter(tracking.where.values()), "tracking.toml")),
                           "field": "tracked_on", "from": tracking.tracked_on, "to": today,
                           "because": "every release uploaded up to today was listed and its entries' checks re-run"})

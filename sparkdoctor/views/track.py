@@ -21,6 +21,12 @@ def _update_console(result: Result[Updated], sink: Sink) -> str:
     return "".join([f"{done['message']}\n", *(f"  {line}\n" for line in done.get("diff", []))])
 
 
+def _releases(p: dict[str, Any]) -> str:
+    """The new releases read, named; a list the release cap cut (MAX_RELEASES) by its ends only."""
+    r = p["releases"]
+    return f"the newest {len(r)}, {r[0]} to {r[-1]}" if p.get("left_out") else ", ".join(r) or "none"
+
+
 def track_markdown(d: dict[str, Any]) -> str:
     out = [f"# matrix track, {d['taken_at']}", "",
            f"Matrix: {d['matrix']}. Wheels read for {d['platform']}, CPython {d['python']} (another platform's wheel only where "
@@ -28,7 +34,7 @@ def track_markdown(d: dict[str, Any]) -> str:
            "|---|---|---|---|---|"]
     for p in d["packages"]:
         backports = f" (uploaded after the tracked release: {', '.join(p['backports'])})" if p.get("backports") else ""
-        out.append(f"| {p['package']} | {p['tracked']} | {p['through'] or 'newest'} | {', '.join(p['releases']) or 'none'}{backports} | {p['note']} |")
+        out.append(f"| {p['package']} | {p['tracked']} | {p['through'] or 'newest'} | {_releases(p)}{backports} | {p['note']} |")
     out += ["", "## Entries", "", "| entry | reads | bound | verdict | why |", "|---|---|---|---|---|"]
     for e in d["entries"]:
         out.append(f"| {e['id']} | {e['package']} | {e['spec'] or '-'} | {e['verdict']} | {e['why'].replace('|', '/')} |")
@@ -48,7 +54,8 @@ def track_markdown(d: dict[str, Any]) -> str:
         for u in d["untracked"]:
             out.append(f"| {u['id']} | {u['package']} {u['spec']} | {u['why']} |")
     summary = ", ".join(f"{n} {v}" for v, n in d["summary"].items() if n)
-    out += ["", f"Summary: {summary or 'no entry with a file check on a tracked package'}; {len(d['untracked'])} bounds not followed."]
+    cut = "".join(f" {p['left_out']:,} older new release(s) of {p['package']} left out, not checked." for p in d["packages"] if p.get("left_out"))
+    out += ["", f"Summary: {summary or 'no entry with a file check on a tracked package'}; {len(d['untracked'])} bounds not followed.{cut}"]
     return "\n".join(out) + "\n"
 
 
@@ -71,7 +78,7 @@ def render_track(d: dict[str, Any], console: Console, verbose: bool = False) -> 
             console.print(f"{p['package']}: tracked through {p['tracked']}, could not be listed: {p['note']}", soft_wrap=True)
         elif verbose or p["releases"] or p["note"]:
             note = f" ({p['note']})" if p["note"] else ""
-            console.print(f"{p['package']}: tracked through {p['tracked']}, new: {', '.join(p['releases']) or 'none'}{backports}{note}",
+            console.print(f"{p['package']}: tracked through {p['tracked']}, new: {_releases(p)}{backports}{note}",
                           soft_wrap=True)
     shown = [e for e in d["entries"] if verbose or e["verdict"] in NEEDS_EDIT]
     if shown:
@@ -85,6 +92,7 @@ def render_track(d: dict[str, Any], console: Console, verbose: bool = False) -> 
     tail = f" ({hidden} entries with nothing to change not shown: -v lists them)" if hidden else ""
     unlisted = [p["package"] for p in d["packages"] if p.get("error")]
     failed = f"; {len(unlisted)} package(s) could not be listed from the registry: {', '.join(unlisted)}" if unlisted else ""
+    failed += "".join(f"; {p['left_out']:,} older new release(s) of {p['package']} left out, not checked" for p in d["packages"] if p.get("left_out"))
     console.print(", ".join(f"{n} {v}" for v, n in d["summary"].items() if n) + f"; {len(d['untracked'])} bounds with no file "
                   f"check{failed}{tail}")
 

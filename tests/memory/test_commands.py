@@ -27,13 +27,13 @@ def test_recipe_check_with_a_model_says_what_fits_now(tmp_path, qwen3_8b):
     doc = json.loads(p.stdout)
     (found,) = [f for f in doc["findings"] if f["kind"] == "memory"]
     assert found["id"] == "memory-fits-with" and found["severity"] == "warn"
-    assert doc["memory"]["outcome"] == "fits-with" and doc["memory"]["settings"]["gpu_memory_utilization"] == 0.5
+    assert doc["memory"]["outcome"] == "fits-with" and doc["memory"]["settings"]["gpu_memory_utilization"] == 0.48
     assert doc["memory"]["need"]["parts"][0] == {"name": "weights", "bytes": 16_381_470_720, "how": "exact",
                                                  "source": "safetensors headers of 4 shard(s)"}
     failing = cli(have.root, "recipe", "check", recipe, "--python", sys.executable, "--model", qwen3_8b, "--fail-on", "warn")
     assert failing.returncode == 1
     text = " ".join(failing.stdout.split())
-    assert "warn memory-fits-with" in text and "--gpu-memory-utilization 0.5 --max-model-len 32768" in text
+    assert "warn memory-fits-with" in text and "--gpu-memory-utilization 0.48 --max-model-len 32768" in text
     sarif = json.loads(cli(have.root, "recipe", "check", recipe, "--python", sys.executable, "--model", qwen3_8b,
                            "--format", "sarif").stdout)
     assert "memory-fits-with" in {r["ruleId"] for r in sarif["runs"][0]["results"]}
@@ -50,13 +50,13 @@ def test_recipe_check_without_a_model_leaves_memory_out_and_a_bad_model_is_one_l
 
 def test_bench_refuses_a_launch_that_does_not_fit_unless_forced(tmp_path, qwen3_8b):
     have = box(tmp_path, available_gib=64)
-    recipe = write_recipe(tmp_path, qwen3_8b, "--max-model-len", "32768")  # asks 0.9 of 119.7 GiB; 60 GiB is free
+    recipe = write_recipe(tmp_path, qwen3_8b, "--max-model-len", "32768")  # asks 0.9 of 119.7 GiB; 58.5 GiB is free
     p = cli(have.root, "bench", recipe, "--no-store", "--format", "json", "--ready-timeout", "5")
     assert p.returncode == 4, p.stderr
     doc = json.loads(p.stdout)
     message = doc["errors"][0]["message"] if isinstance(doc["errors"][0], dict) else doc["errors"][0]
     assert "memory preflight: the launch does not fit as written" in message and "--force launches it anyway" in message
-    assert "--gpu-memory-utilization 0.5" in message
+    assert "--gpu-memory-utilization 0.48" in message
     forced = cli(have.root, "bench", recipe, "--no-store", "--force", "--ready-timeout", "5")
     # forced past the preflight, the launch itself is what fails here (no `vllm` on this PATH)
     assert forced.returncode == 4 and "memory preflight" not in forced.stderr.splitlines()[-1], forced.stderr
@@ -124,7 +124,7 @@ def test_bench_sarif_carries_the_preflight_verdict_of_a_run_and_of_a_refused_lau
     preflight refuses fails (exit 4) with a SARIF log whose invocation failed and whose result is the verdict, at the
     recipe's line that names the flag its remedy changes. JSON carries the same finding in the error entry."""
     have = box(tmp_path, available_gib=64)
-    fits = fake_vllm_recipe(tmp_path, qwen3_8b, "fits", "--gpu-memory-utilization", "0.5")
+    fits = fake_vllm_recipe(tmp_path, qwen3_8b, "fits", "--gpu-memory-utilization", "0.45")
     env = ["--no-store", "--python", sys.executable, "--ready-timeout", "60", "--rounds", "1", "--concurrency", "1",
            "--max-tokens", "4", "--warmup", "0", "--no-correctness"]
     ok = cli(have.root, "bench", fits, *env, "--format", "sarif")

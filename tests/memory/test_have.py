@@ -18,7 +18,7 @@ from tests.memory.hosts import DATA, LEFTOVER, SERVING, busy_gb10, gb10_nvml
 def test_meminfo_and_the_processes_holding_the_gpu(tmp_path):
     have = read_have(busy_gb10(tmp_path), nvml=gb10_nvml())
     assert (have.total_bytes, have.free_bytes) == (125_511_680 * 1024, 94_371_840 * 1024)  # MemTotal, MemFree
-    assert have.usable_bytes == have.available_bytes - OS_RESERVE
+    assert have.usable_bytes == have.available_bytes - OS_RESERVE - SERVER_PROCESSES  # one pool: the server's processes too
     assert [(h.pid, h.name, h.rss_bytes) for h in have.holders] == [(4242, "python3", 92 * GIB), (6001, "ComfyUI", 18 * GIB)]
     assert have.holders[0].devices == ["/dev/nvidia-uvm", "/dev/nvidia0", "/dev/nvidiactl"]
     assert have.holders[0].container == SERVING[:12] and have.holders[1].container is None
@@ -46,7 +46,8 @@ def test_nvml_with_per_process_memory_recorded_on_an_h100(tmp_path):
     assert have.nvml == "answered" and not have.unified
     nvml_only = [h for h in have.holders if h.pid == 576]
     assert nvml_only and nvml_only[0].gpu_bytes == 6242 * 2**20 and nvml_only[0].devices == []
-    assert have.pool_bytes == 81559 * 2**20 and have.usable_bytes == (81559 - 6242) * 2**20
+    assert have.pool_bytes == 81559 * 2**20 and have.usable_bytes == (81559 - 6242) * 2**20  # host processes take none of it
+    assert have.server_processes_bytes == 0
 
 
 def test_a_tree_without_meminfo_is_unknown_not_empty(tmp_path):

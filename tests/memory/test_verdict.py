@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from sparkdoctor.memory.findings import findings
-from sparkdoctor.memory.have import GIB, read_have
+from sparkdoctor.memory.have import GIB, OS_RESERVE, SERVER_PROCESSES, read_have
 from sparkdoctor.memory.need import launch_need
 from sparkdoctor.memory.verdict import FITS, FITS_WITH, NO_FIT, SHORTEST, UNKNOWN, judge
 from tests.memory.conftest import recipe
@@ -41,19 +41,32 @@ def test_fits_on_a_healthy_box(tmp_path, qwen3_8b):
 
 
 def test_fits_with_a_lower_utilization(tmp_path, qwen3_8b):
-    have = box(tmp_path, available_gib=64)  # 60 GiB usable of 119.7: 0.9 is too much
+    have = box(tmp_path, available_gib=64)  # 58.5 GiB usable of 119.7 (less the OS reserve and the server's own processes)
     need = launch_need(recipe(tmp_path, qwen3_8b), qwen3_8b, have.pool_bytes)
     verdict = judge(need, have)
     assert verdict.outcome == FITS_WITH
-    assert verdict.settings == {"gpu_memory_utilization": 0.5, "max_model_len": 40960, "max_num_seqs": 1024}
-    assert verdict.largest_utilization == 0.5 and int(0.51 * have.pool_bytes) > have.usable_bytes
+    assert verdict.settings == {"gpu_memory_utilization": 0.48, "max_model_len": 40960, "max_num_seqs": 1024}
+    assert verdict.largest_utilization == 0.48 and int(0.49 * have.pool_bytes) > have.usable_bytes
     (finding,) = findings(verdict)
-    assert finding["severity"] == "warn" and "--gpu-memory-utilization 0.5 --max-model-len 40960 --max-num-seqs 1024" in finding["title"]
+    assert finding["severity"] == "warn" and "--gpu-memory-utilization 0.48 --max-model-len 40960 --max-num-seqs 1024" in finding["title"]
     assert "stop pid 4242 (python3)" in finding["remedy"]  # what holds the rest, largest first
 
 
+def test_outside_a_cgroup_the_servers_own_processes_count_on_unified_memory(tmp_path, qwen3_8b):
+    """On GB10 outside any memory cgroup the server's own processes (Python, torch, vLLM's host side) take from the
+    same pool as its share: a launch sized to MemAvailable less the OS reserve (0.5 of 119.7 GiB with 64 GiB
+    available) was "fits", and did not fit. A GPU with its own memory is not changed (test_have's H100)."""
+    have = box(tmp_path, available_gib=64)
+    assert have.limit_bytes is None and have.usable_bytes == 64 * GIB - OS_RESERVE - SERVER_PROCESSES
+    verdict = judge(launch_need(recipe(tmp_path, qwen3_8b, "--gpu-memory-utilization", "0.5"), qwen3_8b, have.pool_bytes), have)
+    assert verdict.share_bytes <= 64 * GIB - OS_RESERVE  # inside what was counted as usable before
+    assert verdict.outcome == FITS_WITH and verdict.settings["gpu_memory_utilization"] == 0.48
+    assert "(MemAvailable 64.0 GiB less the OS reserve 4.0 GiB and the server's own processes 1.5 GiB)" in verdict.reasons[0]
+    assert json.loads(json.dumps(have.to_dict()))["server_processes_bytes"] == SERVER_PROCESSES
+
+
 def test_fits_only_with_a_shorter_context_and_fewer_sequences(tmp_path, qwen3_8b):
-    have = box(tmp_path, available_gib=22)  # 18 GiB usable: the weights (15.3) and the reserve leave little KV
+    have = box(tmp_path, available_gib=23.5)  # 18 GiB usable: the weights (15.3) and the reserve leave little KV
     need = launch_need(recipe(tmp_path, qwen3_8b), qwen3_8b, have.pool_bytes)
     verdict = judge(need, have)
     assert verdict.outcome == FITS_WITH, verdict.reasons
@@ -105,7 +118,7 @@ def test_page_cache_is_named_as_a_remedy_when_free_memory_is_short(tmp_path, qwe
 
 
 def test_a_fixed_kv_pool_is_judged_without_the_share(tmp_path, qwen3_8b):
-    have = box(tmp_path, available_gib=22)
+    have = box(tmp_path, available_gib=23.5)
     fits = judge(launch_need(recipe(tmp_path, qwen3_8b, "--kv-cache-memory-bytes", str(GIB), "--max-model-len", "4096",
                                     "--max-num-seqs", "4", "--enforce-eager"),
                              qwen3_8b, have.pool_bytes), have)
