@@ -21,10 +21,9 @@ def _update_console(result: Result[Updated], sink: Sink) -> str:
     return "".join([f"{done['message']}\n", *(f"  {line}\n" for line in done.get("diff", []))])
 
 
-def _releases(p: dict[str, Any]) -> str:
+def _releases(r: list[str], left_out: object) -> str:
     """The new releases read, named; a list the release cap cut (MAX_RELEASES) by its ends only."""
-    r = p["releases"]
-    return f"the newest {len(r)}, {r[0]} to {r[-1]}" if p.get("left_out") else ", ".join(r) or "none"
+    return f"the newest {len(r)}, {r[0]} to {r[-1]}" if left_out else ", ".join(r) or "none"
 
 
 def track_markdown(d: dict[str, Any]) -> str:
@@ -34,7 +33,7 @@ def track_markdown(d: dict[str, Any]) -> str:
            "|---|---|---|---|---|"]
     for p in d["packages"]:
         backports = f" (uploaded after the tracked release: {', '.join(p['backports'])})" if p.get("backports") else ""
-        out.append(f"| {p['package']} | {p['tracked']} | {p['through'] or 'newest'} | {_releases(p)}{backports} | {p['note']} |")
+        out.append(f"| {p['package']} | {p['tracked']} | {p['through'] or 'newest'} | {_releases(p['releases'], p.get('left_out'))}{backports} | {p['note']} |")
     out += ["", "## Entries", "", "| entry | reads | bound | verdict | why |", "|---|---|---|---|---|"]
     for e in d["entries"]:
         out.append(f"| {e['id']} | {e['package']} | {e['spec'] or '-'} | {e['verdict']} | {e['why'].replace('|', '/')} |")
@@ -78,7 +77,7 @@ def render_track(d: dict[str, Any], console: Console, verbose: bool = False) -> 
             console.print(f"{p['package']}: tracked through {p['tracked']}, could not be listed: {p['note']}", soft_wrap=True)
         elif verbose or p["releases"] or p["note"]:
             note = f" ({p['note']})" if p["note"] else ""
-            console.print(f"{p['package']}: tracked through {p['tracked']}, new: {_releases(p)}{backports}{note}",
+            console.print(f"{p['package']}: tracked through {p['tracked']}, new: {_releases(p['releases'], p.get('left_out'))}{backports}{note}",
                           soft_wrap=True)
     shown = [e for e in d["entries"] if verbose or e["verdict"] in NEEDS_EDIT]
     if shown:
