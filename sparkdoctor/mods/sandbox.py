@@ -47,7 +47,10 @@ ETC = ("alternatives", "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "nsswitch.co
 # Set inside the sandbox before the script starts, hard and soft (it cannot raise them): the address space (KiB) a
 # memory bomb would fill the machine with (a Spark's 128 GB are the GPU's too), the largest file (KiB) it may
 # write into its scratch folder on the caller's disk, and no core dumps.
-LIMITS = "ulimit -v 4194304 && ulimit -f 1048576 && ulimit -c 0"
+# The process count (threads too) counts only the sandbox's own user namespace, so a fork bomb stops at it; the
+# kernel exempts root from it, so root's scripts run as `nobody` (NOBODY) where this machine lets them.
+LIMITS = "ulimit -v 4194304 && ulimit -f 1048576 && ulimit -c 0 && ulimit -u 1024"
+NOBODY = 65534
 EMPTY = ("/run", "/var/run", "/tmp", "/var/tmp", "/root", "/home")  # tmpfs: sockets, homes, other jobs' files
 
 
@@ -149,6 +152,21 @@ def _keep(path: str) -> list[str]:
     return ["--ro-bind", path, path] if os.path.exists(path) else []
 
 
+def _as_nobody(scratch: Path) -> list[str]:
+    """For root: the prefix that runs bwrap as `nobody` (the script still sees itself as root inside), the scratch
+    folder given to it. Empty where that cannot start here (no setpriv, no unprivileged user namespaces, a
+    TMPDIR `nobody` cannot reach): the script then runs as before, bounded by its time limit alone."""
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        return []
+    prefix = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--"]
+    for folder, dirs, names in os.walk(scratch):
+        for name in [folder, *(os.path.join(folder, n) for n in dirs + names)]:
+            os.chown(name, NOBODY, NOBODY, follow_symlinks=False)
+    probe = proc.run([*prefix, "bwrap", "--unshare-all", "--ro-bind", "/", "/", "--bind", str(scratch), str(scratch),
+                      "true"], timeout=30)
+    return prefix if probe.returncode == 0 else []
+
+
 def _identity(scratch: Path) -> list[str]:
     """A passwd and a group that name root and this user only, with the scratch home: `id`, `whoami` and
     Python's getpass work; no other account on the machine is shown."""
@@ -160,10 +178,12 @@ def _identity(scratch: Path) -> list[str]:
     return ["--ro-bind", str(scratch / "passwd"), "/etc/passwd", "--ro-bind", str(scratch / "group"), "/etc/group"]
 
 
-def sandbox_argv(scratch: Path, mounts: list[str], seccomp_fd: int, cwd: Path) -> list[str]:
+def sandbox_argv(scratch: Path, mounts: list[str], seccomp_fd: int, cwd: Path, nobody: list[str]) -> list[str]:
     """The bwrap command line (before the script's own argv): what the script may see, and nothing else."""
-    argv = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
+    argv = [*nobody, "bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
             "--hostname", "sparkdoctor-mod", "--seccomp", str(seccomp_fd)]
+    if nobody:
+        argv += ["--uid", "0", "--gid", "0"]
     for top in SYSTEM:
         argv += _keep(top)
     argv += ["--dir", "/etc"]
@@ -210,7 +230,8 @@ def run_script(argv_in_mod: list[str], mod_dir: Path, texts: list[str], tree: Tr
         sites = site_paths(texts)
         for target in sites:
             mounts += _mount_args(target, site)
-        argv = [*sandbox_argv(scratch, mounts, bpf.fileno(), work), "bash", "-c", f'{LIMITS} && exec "$@"', "mod", *argv_in_mod]
+        nobody = _as_nobody(scratch)
+        argv = [*sandbox_argv(scratch, mounts, bpf.fileno(), work, nobody), "bash", "-c", f'{LIMITS} && exec "$@"', "mod", *argv_in_mod]
         env = {"PATH": "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin", "HOME": str(home), "LANG": "C.UTF-8",
                "PYTHONPATH": sites[0], "PYTHONDONTWRITEBYTECODE": "1"}
         result = proc.run(argv, timeout=timeout, env=env, pass_fds=(bpf.fileno(),))

@@ -155,6 +155,39 @@ def test_a_script_cannot_take_the_machines_memory_or_disk(tmp_path, tree):
     assert result.verdict is Verdict.NO_EFFECT, result
 
 
+FORKS = """python3 - <<'EOF'
+import os, sys, time
+n = 0
+try:
+    while n < 3000:
+        if os.fork() == 0:
+            time.sleep(120)
+            os._exit(0)
+        n += 1
+except BlockingIOError:  # EAGAIN: the process count
+    sys.exit(0 if n < 1024 else 7)
+sys.exit(7)
+EOF
+"""
+
+
+def test_a_fork_bomb_stops_at_the_process_count(tmp_path, tree):
+    """A fork bomb in a mod ran until the time limit: the kernel exempts root from RLIMIT_NPROC, and the suite (like
+    many a container) runs as root. Now a root caller's script runs as `nobody` (still root inside), so the count
+    binds; the forks stop at 1,024 processes with EAGAIN and everything forked dies with the sandbox."""
+    result = judge_mod(folder(tmp_path, "set -e\n" + FORKS), tree)
+    assert result.verdict is Verdict.NO_EFFECT, result
+    left = [p for p in Path("/proc").iterdir() if p.name.isdigit() and _cmdline(p).startswith("python3 -")]
+    assert not left, left
+
+
+def _cmdline(pid: Path) -> str:
+    try:
+        return (pid / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
 def test_the_system_a_mod_needs_is_there(tmp_path, tree):
     """What the sandbox keeps: the tools a mod runs (bash, sed, awk through /etc/alternatives, patch, python3), a
     user name, a writable /tmp, and the read-only root (a write to /etc fails)."""
