@@ -84,7 +84,7 @@ def test_matrix_verify_stacks_never_hands_pip_a_name_as_an_option(tmp_path, opti
 
 def test_matrix_verify_venv_steps_put_their_requirements_after_the_options_and_a_double_dash():
     argv = pip_install(Path("/venv/bin/python"), ("--no-deps", "--pre", "six==1.16.0", "packaging"))
-    assert argv[argv.index("install"):] == ["install", "--no-deps", "--pre", "--", "six==1.16.0", "packaging"]
+    assert argv[argv.index("install"):] == ["install", "--no-deps", "--pre", "--only-binary=:all:", "--", "six==1.16.0", "packaging"]
 
 
 def _inventory() -> Inventory:

@@ -366,8 +366,8 @@ STACK = f'[[stack]]\nid = "good-stack"\ntitle = "t"\npackages = {{ "vllm" = ">=0
          ["verified_by.probe", "'e2m1-cvtx', which is no probe"]),
         (entry_toml("bad-verify", 'when.gpu_arch = ["sm_121a"]', extra='verified_by = { probe = "e2m1-cvt", expect = "fail" }\nverify.affected = []\n'),
          ["verify.affected", "at least one environment"]),
-        (entry_toml("verify-no-probe", 'when.gpu_arch = ["sm_121a"]', extra='verify.affected = [["x==1"]]\n'), ["verified_by"]),
-        (entry_toml("verify-arch", 'when.gpu_arch = ["sm_121a"]', extra='verified_by = { probe = "e2m1-cvt", expect = "fail" }\nverify = { arch = "sm_999", affected = [["x==1"]] }\n'),
+        (entry_toml("verify-no-probe", 'when.gpu_arch = ["sm_121a"]', extra='verify.affected = [["nvidia-cutlass-dsl==1"]]\n'), ["verified_by"]),
+        (entry_toml("verify-arch", 'when.gpu_arch = ["sm_121a"]', extra='verified_by = { probe = "e2m1-cvt", expect = "fail" }\nverify = { arch = "sm_999", affected = [["nvidia-cutlass-dsl==1"]] }\n'),
          ["verify.arch", "sm_999"]),
         # stacks: the driver specifier, the id and the env were never looked at
         (STACK.replace('refs =', 'driver = "=>580"\nrefs ='), ["stack good-stack", "driver", "=>580"]),
@@ -534,7 +534,7 @@ def test_patterns_without_repetition_cost_no_regex_import(tmp_path):
         (entry_toml("pkg-newline", 'when.packages = { "vl\\nlm" = "=>1" }'), ["vl\\nlm"]),
         (entry_toml("arch-newline", 'when.gpu_arch = ["sm_121a\\n"]'), ["when.gpu_arch", "sm_121a\\n"]),
         (entry_toml("verify-arch-newline", 'when.gpu_arch = ["sm_121a"]',
-                    extra='verified_by = { probe = "e2m1-cvt", expect = "fail" }\nverify = { arch = "sm_121a\\n", affected = [["x==1"]] }\n'),
+                    extra='verified_by = { probe = "e2m1-cvt", expect = "fail" }\nverify = { arch = "sm_121a\\n", affected = [["nvidia-cutlass-dsl==1"]] }\n'),
          ["verify.arch"]),
     ],
 )

@@ -75,13 +75,15 @@ def test_schema_steps_tables_and_arch(tmp_path):
     [
         ('verify = { affected = [] }', "needs at least one environment"),
         ('verify = { affected = ["nvidia-cutlass-dsl==4.5.0"] }', "must be a non-empty list of pip install steps"),
-        ('verify = { affected = [["--index-url https://evil.example/simple x==1"]] }', "uses --index-url"),
+        ('verify = { affected = [["--index-url https://evil.example/simple nvidia-cutlass-dsl==1"]] }', "uses --index-url"),
         ('verify = { affected = [["x@https://evil.example/x.whl"]] }', "URL requirements are not allowed"),
         ('verify = { affected = [["--no-deps"]] }', "installs nothing"),
-        ('verify = { affected = [["not a requirement!"]] }', "is not a requirement"),
-        ('verify = { arch = "121a", affected = [["x==1"]] }', "verify.arch"),
-        ('verify = { affected = [{ steps = ["x==1"], gpu = "h100" }] }', "unknown key(s): gpu"),
-        ('verify = { affected = [["x==1"]], also = 1 }', "unknown key(s): also"),
+        ('verify = { affected = [["nvidia-cutlass-dsl!"]] }', "is not a requirement"),
+        ('verify = { affected = [["evil==1"]] }', "evil is not a package a verify probe compiles with"),
+        ('verify = { affected = [["--no-binary=:all: nvidia-cutlass-dsl==4.5.0"]] }', "uses --no-binary=:all:"),
+        ('verify = { arch = "121a", affected = [["nvidia-cutlass-dsl==1"]] }', "verify.arch"),
+        ('verify = { affected = [{ steps = ["nvidia-cutlass-dsl==1"], gpu = "h100" }] }', "unknown key(s): gpu"),
+        ('verify = { affected = [["nvidia-cutlass-dsl==1"]], also = 1 }', "unknown key(s): also"),
     ],
 )
 def test_schema_errors_name_file_entry_and_field(tmp_path, table, message):
@@ -94,7 +96,7 @@ def test_schema_errors_name_file_entry_and_field(tmp_path, table, message):
 
 
 def test_select_by_id_needs_a_verify_table(tmp_path):
-    body = entry("with", "cutedsl-nvfp4-mma", "fail", 'verify = { affected = [["x==1"]] }') + entry("without", "cutedsl-nvfp4-mma", "fail", "")
+    body = entry("with", "cutedsl-nvfp4-mma", "fail", 'verify = { affected = [["nvidia-cutlass-dsl==1"]] }') + entry("without", "cutedsl-nvfp4-mma", "fail", "")
     m = load(matrix_file(tmp_path, body))
     assert [s.entry.id for s in verify.select(m, None)] == ["with"]
     with pytest.raises(verify.VerifyError, match="field 'verify' is missing"):
@@ -107,7 +109,7 @@ def test_select_by_id_needs_a_verify_table(tmp_path):
 
 
 def run_(role, status, detail="d"):
-    return verify.Run(role, verify.Env((("x==1",),), "sm_121a"), status=status, detail=detail)
+    return verify.Run(role, verify.Env((("nvidia-cutlass-dsl==1",),), "sm_121a"), status=status, detail=detail)
 
 
 @pytest.mark.parametrize(
@@ -116,15 +118,15 @@ def run_(role, status, detail="d"):
         ([run_("affected", "fail"), run_("fixed", "ok"), run_("fixed", "refused")], "confirmed"),
         ([run_("affected", "ok"), run_("fixed", "ok")], "contradicted"),
         ([run_("affected", "fail"), run_("fixed", "fail")], "contradicted"),
-        ([run_("affected", "fail"), run_("fixed", "error", "pip install x==1 failed")], "error"),
+        ([run_("affected", "fail"), run_("fixed", "error", "pip install nvidia-cutlass-dsl==1 failed")], "error"),
     ],
 )
 def test_judge(tmp_path, runs, verdict):
-    (spec,) = specs_of(tmp_path, 'verify = { affected = [["x==1"]] }', expect="fail")
+    (spec,) = specs_of(tmp_path, 'verify = { affected = [["nvidia-cutlass-dsl==1"]] }', expect="fail")
     got, why = verify.judge(spec, runs)
     assert got == verdict
     if verdict == "contradicted":
-        assert "[x==1]" in why
+        assert "[nvidia-cutlass-dsl==1]" in why
 
 
 # ---- end to end against prepared environments ---------------------------------------------------------
@@ -192,7 +194,8 @@ def test_pip_comes_from_sparkdoctor_or_else_from_the_venv(monkeypatch):
     assert venvs.pip_install(python, ("a==1",))[:5] == [sys.executable, "-m", "pip", "--python", str(python)]
     monkeypatch.setattr(venvs, "_OWN_PIP", [False])
     assert venvs.pip_install(python, ("a==1",))[:3] == [str(python), "-m", "pip"]
-    assert venvs.pip_install(python, ("--no-deps", "a==1"))[-4:] == ["install", "--no-deps", "--", "a==1"]  # a requirement is never an option
+    # a requirement is never an option, and only wheels are installed
+    assert venvs.pip_install(python, ("--no-deps", "a==1"))[-5:] == ["install", "--no-deps", "--only-binary=:all:", "--", "a==1"]
 
 
 def test_unknown_probe_is_refused_at_load_and_an_error_at_run(tmp_path, envs):

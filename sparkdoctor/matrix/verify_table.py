@@ -16,15 +16,22 @@ a table { steps = [...], arch = "sm_121" } to compile that environment's probe f
 
 from __future__ import annotations
 
+import re
 import shlex
 from dataclasses import dataclass
 
 from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
 
 from sparkdoctor.arch import DEFAULT_ARCH, real_arch_problem
 from sparkdoctor.matrix.model import MatrixError
 
-ALLOWED_OPTIONS = frozenset({"--force-reinstall", "--no-deps", "--pre", "--upgrade", "-U", "--only-binary=:all:", "--no-binary=:all:", "--ignore-installed"})
+ALLOWED_OPTIONS = frozenset({"--force-reinstall", "--no-deps", "--pre", "--upgrade", "-U", "--only-binary=:all:", "--ignore-installed"})
+# What a step may name: the packages that bring the compilers the verify probes run (the CuTe DSL family, the
+# ptxas of the nvcc wheels). A matrix can come from someone else (`matrix update`), and an installed package's
+# code runs when the probe starts (a .pth file runs at every interpreter start), so a step never names another
+# package; verify installs wheels only (sparkdoctor.verify.venvs), so no build backend runs either.
+PROBE_PACKAGES = re.compile(r"nvidia-cutlass-dsl(-libs-[a-z0-9]+)?|nvidia-cuda-nvcc(-cu[0-9]+)?")
 
 
 @dataclass(frozen=True)
@@ -106,6 +113,9 @@ def parse_step(text: str, where: str) -> tuple[str, ...]:
             raise MatrixError(f"{where}: step {text!r}: {arg!r} is not a requirement ({reason})") from None
         if req.url:
             raise MatrixError(f"{where}: step {text!r}: URL requirements are not allowed")
+        if not PROBE_PACKAGES.fullmatch(canonicalize_name(req.name)):
+            raise MatrixError(f"{where}: step {text!r}: {req.name} is not a package a verify probe compiles with "
+                              "(nvidia-cutlass-dsl and its libs, nvidia-cuda-nvcc(-cuNN))")
         reqs += 1
     if not reqs:
         raise MatrixError(f"{where}: step {text!r} installs nothing")

@@ -85,7 +85,8 @@ def pip_install(python: Path, step: tuple[str, ...]) -> list[str]:
     pip = [sys.executable, "-m", "pip", "--python", str(python)] if own_pip() else [str(python), "-m", "pip"]
     # the step's options (verify_table.ALLOWED_OPTIONS), then `--`: a requirement is never read as an option
     options, reqs = [a for a in step if a.startswith("-")], [a for a in step if not a.startswith("-")]
-    return [*pip, "--disable-pip-version-check", "--no-input", "-q", "install", *options, "--", *reqs]
+    # wheels only: an sdist's build backend is code from the index, and a matrix can come from someone else
+    return [*pip, "--disable-pip-version-check", "--no-input", "-q", "install", *options, "--only-binary=:all:", "--", *reqs]
 
 
 def pip_error(result: proc.ProcResult) -> str:
