@@ -58,6 +58,27 @@ def test_reads_single_members_by_range_and_caches_them(tmp_path, zip64):
         assert len([p for p, _ in reg.log if p.startswith("/files/")]) == before
 
 
+@pytest.mark.parametrize("listing", ["[]", '{"vllm/envs.py": 1}', "[1, 2]", '["vllm/envs.py"', ""])
+def test_a_kept_member_list_of_another_shape_is_read_again_from_the_wheel(tmp_path, listing):
+    """names.json was trusted whatever it held: `[]` made every member of the release look absent (a file check's
+    verdict, whatif's hypothetical files), a dict or numbers reached the callers. Now it is a miss."""
+    old, x86, new = _wheels(tmp_path)
+    with Registry() as reg:
+        for w in (old, x86, new):
+            reg.add("vllm", w)
+        first = _reader(reg, tmp_path)
+        wheel = first.release("vllm", "0.1.0")
+        real = list(wheel.names)
+        first.close()
+        (wheel.dir / "names.json").write_text(listing)
+        again = _reader(reg, tmp_path)
+        try:
+            assert again.release("vllm", "0.1.0").names == real
+        finally:
+            again.close()
+    assert "vllm/envs.py" in real
+
+
 def test_a_big_compressed_member_reads_whole(tmp_path):
     old, x86, new = _wheels(tmp_path)
     with Registry() as reg:
