@@ -30,7 +30,8 @@ def mark(target_key: str, label: str, journal: str, doing: str) -> None:
     """Record that `doing` (apply, rollback) of `journal` is under way on this target."""
     path = _path(target_key)
     path.parent.mkdir(parents=True, exist_ok=True)
-    body = json.dumps({"target_key": target_key, "target": label, "journal": journal, "doing": doing}).encode()
+    body = json.dumps({"target_key": target_key, "target": label, "journal": journal, "doing": doing, "pid": os.getpid(),
+                       "started": _started(os.getpid())}).encode()
     tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
     with open(tmp, "wb") as fh:
         fh.write(body)
@@ -59,8 +60,26 @@ def read(target_key: str) -> dict[str, object] | None:
 
 def message(found: Mapping[str, object]) -> str:
     doing, journal = "apply" if found.get("doing") == "apply" else "rollback", str(found["journal"])
+    if _running(found):  # not "did not finish": its lock refuses a rollback now, and it may well end settled
+        return (f"a sparkdoctor fix {doing} of this target is running now (process {found['pid']}, journal {journal}): "
+                "the environment is half-changed until it ends; check again after it")
     return (f"a sparkdoctor fix {doing} of this target did not finish (journal {journal}): the environment may be "
             f"half-changed; settle it with `sparkdoctor fix --rollback {journal}`")
+
+
+def _started(pid: int) -> str | None:
+    """When process `pid` started (field 22 of /proc/PID/stat): with the pid it names one process, as pids are reused."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return fh.read().rsplit(b")", 1)[1].split()[19].decode()
+    except (OSError, IndexError, UnicodeDecodeError):
+        return None
+
+
+def _running(found: Mapping[str, object]) -> bool:
+    """The fix that wrote this mark is alive (the same process: pid and start time), on this machine."""
+    pid, started = found.get("pid"), found.get("started")
+    return isinstance(pid, int) and pid > 0 and isinstance(started, str) and _started(pid) == started
 
 
 def local_key(python: str) -> str:
