@@ -322,7 +322,11 @@ def unfinished_fix_finding(facts: Facts) -> Finding | None:
     message = (facts.target or {}).get("fix_unsettled")
     if not message:
         return None
-    if " is running now " in message:  # unsettled.message of a fix whose process is alive
+    if " damaged state file " in message:  # unsettled.message of a mark that cannot be read
+        title, remedy = "a sparkdoctor fix of this environment may not have finished", "run `sparkdoctor fix --history`"
+        summary = ("The state file a `sparkdoctor fix` apply or rollback keeps while it changes this environment is "
+                   "there but damaged: one may have been stopped half-way. What check sees may not be a state anyone chose.")
+    elif " is running now " in message:  # unsettled.message of a fix whose process is alive
         title, remedy = "a sparkdoctor fix of this environment is running now", "wait for that fix to end, then check again"
         summary = ("An apply or rollback of `sparkdoctor fix` is changing this environment now: some packages or files "
                    "may be changed and others not yet. What check sees is not a state anyone chose.")

@@ -51,14 +51,25 @@ def clear(target_key: str, journal: str) -> None:
 
 
 def read(target_key: str) -> dict[str, object] | None:
+    """The mark of this target; None when there is none. A mark that is there but cannot be read (damaged, not a
+    file) is {"damaged": PATH}: a fix may not have finished, and check must not say the target is fine."""
+    path = _path(target_key)
     try:
-        data = json.loads(_path(target_key).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
         return None
-    return data if isinstance(data, dict) and isinstance(data.get("journal"), str) else None
+    except (OSError, ValueError, RecursionError):
+        data = None
+    if isinstance(data, dict) and isinstance(data.get("journal"), str):
+        return data
+    return {"damaged": str(path)} if os.path.lexists(path) else None
 
 
 def message(found: Mapping[str, object]) -> str:
+    if found.get("damaged"):
+        return (f"a sparkdoctor fix of this target left a damaged state file {found['damaged']}: an apply or rollback may "
+                "not have finished; settle one listed as interrupted with its rollback, else delete the file; see "
+                "`sparkdoctor fix --history`")
     doing, journal = "apply" if found.get("doing") == "apply" else "rollback", str(found["journal"])
     if _running(found):  # not "did not finish": its lock refuses a rollback now, and it may well end settled
         return (f"a sparkdoctor fix {doing} of this target is running now (process {found['pid']}, journal {journal}): "

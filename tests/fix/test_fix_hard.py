@@ -232,6 +232,37 @@ def test_an_interrupted_fix_is_visible_to_check_and_fix(tmp_path, wheels):
     assert lost == []
 
 
+@pytest.mark.parametrize("damage", ["truncated", "garbage", "folder"])
+def test_a_damaged_unsettled_mark_is_no_clean_bill_of_health(tmp_path, wheels, damage):
+    """SIGKILL mid-apply, then the target's state file is damaged (cut short, garbage, a folder in its place): check
+    read it as "no mark" and passed (exit 0) on a half-changed target. Now check says a fix may not have finished
+    (exit 1), fix finds the interrupted journal and names its rollback, and the rollback settles everything."""
+    python = scenario.make_target(tmp_path, "uv", wheels)
+    env_file, pins = scenario.files_for(tmp_path)
+    env = {"PIP_CONSTRAINT": str(pins)}
+    killed = fix_cli(python, "--env-file", str(env_file), "--yes", env={**env, "SPARKDOCTOR_FIX_KILL_AT": "apply:10"})
+    assert killed.returncode == -9
+    (mark,) = (jr.state_dir() / "fix-unsettled").iterdir()
+    body = mark.read_bytes()
+    mark.unlink()
+    if damage == "folder":
+        mark.mkdir()
+    else:
+        mark.write_bytes(body[: len(body) // 2] if damage == "truncated" else b"\x00\xff" * 40)
+    res = scenario.run([sys.executable, "-m", "sparkdoctor", "check", "--python", str(python), "--no-kernels", "--format", "json"], env=env)
+    found = {f["id"]: f for f in json.loads(res.stdout)["findings"]}
+    assert res.returncode == 1 and str(mark) in found["fix-unfinished"]["evidence"][0], res.stdout[-2000:]
+    (journal,) = scenario.journals(jr.state_dir())
+    again = fix_cli(python, "--env-file", str(env_file), "--yes", env=env)
+    assert again.returncode == 4 and f"sparkdoctor fix --rollback {journal.name}" in one_line(again.stderr)
+    if damage == "folder":  # the rollback cannot write its own mark there: one line, nothing changed; the user removes it
+        refused = fix_cli(None, "--rollback", env={**env, **OFFLINE})
+        assert refused.returncode == 6 and "Is a directory; nothing was changed" in one_line(refused.stderr), refused.stderr
+        mark.rmdir()
+    assert fix_cli(None, "--rollback", env={**env, **OFFLINE}).returncode == 0
+    assert "fix-unfinished" not in [f["id"] for f in check_json(python, env)["findings"]]
+
+
 def test_check_while_a_fix_runs_says_it_is_running_not_that_it_did_not_finish(tmp_path, wheels):
     """`check` while an apply runs (a real second process): the target is half-changed, so an error finding, but
     it said the fix "did not finish" and told the user to roll it back (which the running fix's lock refuses).
