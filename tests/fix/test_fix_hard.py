@@ -407,6 +407,22 @@ def test_history_shows_sizes_and_prune_spares_the_unsettled(tmp_path, wheels):
     assert bad.returncode == 2 and "--older-than 'soon'" in one_line(bad.stderr)
 
 
+def test_prune_removes_the_link_of_a_journal_kept_elsewhere_never_what_it_points_at(tmp_path, wheels):
+    """A journal moved to another disk and linked back into the state dir: `fix --prune` was an internal error
+    (rmtree refuses a symbolic link). Now the link goes and the journal where it lies is left whole."""
+    _python, _env_file, _pins, _before, _after, first = applied(tmp_path, wheels)
+    elsewhere = tmp_path / "other-disk" / first.name
+    elsewhere.parent.mkdir()
+    shutil.move(str(first), str(elsewhere))
+    first.symlink_to(elsewhere)
+    files = sorted(p.relative_to(elsewhere) for p in elsewhere.rglob("*"))
+    assert [h["journal"] for h in as_json(fix_cli(None, "--history", "--format", "json"))["result"]] == [first.name]
+    pruned = fix_cli(None, "--prune", "--keep", "0", "--format", "json")
+    assert pruned.returncode == 0, pruned.stderr
+    assert [r["journal"] for r in as_json(pruned)["result"]["removed"]] == [first.name]
+    assert not os.path.lexists(first) and sorted(p.relative_to(elsewhere) for p in elsewhere.rglob("*")) == files
+
+
 # ---- 7. exit codes ----------------------------------------------------------------------------------------
 
 
