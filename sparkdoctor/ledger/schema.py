@@ -33,6 +33,15 @@ def busy(exc: sqlite3.Error) -> bool:
     return getattr(exc, "sqlite_errorname", "") in ("SQLITE_BUSY", "SQLITE_LOCKED") or "database is locked" in str(exc)
 
 
+def hint(exc: sqlite3.Error) -> str:
+    """What an SQLite error most likely means for the user, for the end of its one line ("" when nothing better)."""
+    if busy(exc):
+        return f" (another process holds it; waited {BUSY_TIMEOUT_S:g} s): try again when it is done"
+    if getattr(exc, "sqlite_errorname", "").startswith(("SQLITE_FULL", "SQLITE_IOERR")):
+        return ": is its disk full? (nothing was half-written: SQLite undid the unfinished write)"
+    return ""
+
+
 def default_path() -> Path:
     return state_dir() / "ledger.sqlite"
 
@@ -165,14 +174,14 @@ def connect(path: Path, migrate: bool = True) -> sqlite3.Connection:
                 db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
                 db.execute("COMMIT")
             except BaseException:
-                db.execute("ROLLBACK")
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
                 raise
         return db
     except sqlite3.DatabaseError as exc:
         db.close()
-        if busy(exc):  # a healthy ledger another process holds: never "move it aside"
-            raise LedgerError(f"ledger {path}: another process holds it ({exc}; waited {BUSY_TIMEOUT_S:g} s); "
-                              "try again when it is done") from None
+        if hint(exc):  # a healthy ledger another process holds, or a full disk: never "move it aside"
+            raise LedgerError(f"ledger {path}: {exc}{hint(exc)}") from None
         raise LedgerError(f"ledger {path}: unreadable ({exc}); move it aside or pass another --ledger") from None
     except UnicodeDecodeError:  # SQLite's "malformed database schema" quotes the damaged bytes; Python cannot decode it
         db.close()

@@ -243,3 +243,37 @@ def test_a_ledger_another_process_holds_is_named_as_held_not_as_damaged(tmp_path
     assert path.read_bytes() == before
     with Ledger(path) as led:
         assert [r["recipe_name"] for r in led.runs()] == ["kept"]
+
+
+WRITER = """
+import sys
+from sparkdoctor.ledger import Ledger, LedgerError
+from tests.ledger.test_ledger import record
+try:
+    with Ledger(sys.argv[1]) as led:
+        led.add_run(record(name="big", samples=5000))
+    print("stored")
+except LedgerError as exc:
+    print(exc)
+"""
+
+
+def test_a_run_that_does_not_fit_on_the_disk_says_so_and_leaves_the_ledger_whole(tmp_path):
+    """A write past what the disk takes (here a file-size limit: EFBIG, as ENOSPC): SQLite ends the transaction itself,
+    and the store's own ROLLBACK then failed, so the line said "cannot rollback - no transaction is active" and hid
+    why. Now it names SQLite's error and the likely cause; the runs before are all there."""
+    import resource
+
+    path = tmp_path / "l.sqlite"
+    with Ledger(path) as led:
+        led.add_run(record(name="kept"))
+
+    def cap() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (60_000, 60_000))
+
+    done = subprocess.run([sys.executable, "-B", "-c", WRITER, str(path)], preexec_fn=cap, capture_output=True, text=True,
+                          cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=300)
+    line = done.stdout.strip()
+    assert line.startswith(f"ledger {path}: ") and "is its disk full?" in line and "cannot rollback" not in line, done
+    with Ledger(path) as led:
+        assert [r["recipe_name"] for r in led.runs()] == ["kept"] and led.count_samples() == 3
