@@ -91,6 +91,12 @@ def still_valid(entry, files):
     return True
 
 
+def _shaped(facts):
+    """Derived facts as compute() writes them; anything else (another version's, a hand edit) is a miss, not an answer."""
+    caps = facts.get("caps") if isinstance(facts, dict) else None
+    return isinstance(caps, dict) and all(isinstance(k, str) and isinstance(v, dict) for k, v in caps.items())
+
+
 def compute(dist, top, rules, old, cache, probe):
     found = find_package(dist, top)
     if found is None:
@@ -101,7 +107,7 @@ def compute(dist, top, rules, old, cache, probe):
     key = "%s|%s|%s|%s" % (probe, dist, version, pkg)
     files = Files(os.path.dirname(pkg))
     entry = old.get(key)
-    if isinstance(entry, dict) and isinstance(entry.get("facts"), dict) and still_valid(entry, files):
+    if isinstance(entry, dict) and _shaped(entry.get("facts")) and still_valid(entry, files):
         cache[key] = entry
         return {"version": version, "root": pkg}, entry["facts"]
     module = __import__(rules)
