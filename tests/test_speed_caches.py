@@ -194,6 +194,14 @@ def test_the_flags_probe_parses_only_the_files_that_changed_since_the_last_run(t
     assert flags() == (["--beta", "--delta", "--gamma-ray"], 1)
     (vllm / "entrypoints" / "cli.py").unlink()
     assert flags() == (["--delta", "--gamma-ray"], 0)
+    import json
+
+    (kept,) = (cache / "vllm_flags").glob("*.json")
+    data = json.loads(kept.read_text())
+    for entry in data["files"].values():  # flags of another shape, the files' identities kept: parsed again, never an answer
+        entry[2] = [["--x"], 5]
+    kept.write_text(json.dumps(data))
+    assert flags() == (["--delta", "--gamma-ray"], 2)
     for cached in (cache / "vllm_flags").glob("*.json"):
         cached.write_text("{not json")
     assert flags() == (["--delta", "--gamma-ray"], 2)  # a damaged cache is a cold run, never an error

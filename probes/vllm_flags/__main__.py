@@ -112,7 +112,7 @@ def main(argv=None):
             now = identity(path)
             entry = old.get(path)
             if now is not None and isinstance(entry, list) and len(entry) == 3 and entry[:2] == now \
-                    and isinstance(entry[2], list):
+                    and isinstance(entry[2], list) and all(isinstance(f, str) for f in entry[2]):  # else: a miss
                 found_here = set(entry[2])
             else:
                 found_here = flags_of(path, path.endswith("cli_args.py"))
