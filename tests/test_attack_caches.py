@@ -74,3 +74,25 @@ def test_a_cache_write_that_fails_leaves_no_half_entry_and_no_temporary_file(tmp
     again = _write_all(cache, None)  # the disk has room again: the next run writes every entry
     assert again == ["kernels True", "toolkits True", "matrix True", "capabilities True", "vllm_flags True"]
     assert not [f for f in _files(cache) if Path(f).name.startswith(".")]
+
+
+def test_a_lock_file_that_is_a_link_never_truncates_what_it_points_at(tmp_path):
+    """`matrix verify`'s lock files (one per scratch venv, one per downloaded wheel) were opened with "w": a link in
+    their place (to a file outside the cache) emptied that file. A lock file is opened, never written."""
+    from sparkdoctor.matrix.verify_table import Env
+    from sparkdoctor.verify import venvs, wheels
+
+    outside = tmp_path / "outside.txt"
+    outside.write_text("the user's own file\n")
+    root = tmp_path / "cache"
+    env = Env(steps=(("six==1.17.0",),), arch="sm_121a")
+    venv = venvs.venv_path(root, env)
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").write_text("")
+    (venv / venvs.READY).write_text("[]\n")
+    (root / f"{venv.name}.lock").symlink_to(outside)
+    assert venvs.ensure_venv(root, env) == (venv / "bin" / "python", False)
+    (root / "six-1.17.0-py2.py3-none-any.whl").write_bytes(b"PK")
+    (root / ".six-1.17.0.lock").symlink_to(outside)
+    assert wheels.wheel("six", "1.17.0", root) == root / "six-1.17.0-py2.py3-none-any.whl"
+    assert outside.read_text() == "the user's own file\n"
