@@ -237,6 +237,10 @@ def test_an_installed_matrix_whose_folder_is_gone_is_said_not_silently_replaced(
     env = {**os.environ, "SPARKDOCTOR_DATA_DIR": str(data_home)}
     res = subprocess.run([sys.executable, "-m", "sparkdoctor", "matrix", "validate"], capture_output=True, text=True, env=env, timeout=120)
     assert res.returncode == 2 and res.stderr.count("\n") == 1 and "the installed matrix is gone" in res.stderr, (res.returncode, res.stderr)
+    snapshot = Path(__file__).parent / "data" / "facts" / "nogpu-clean.json"
+    checked = subprocess.run([sys.executable, "-m", "sparkdoctor", "check", "--facts", str(snapshot)], capture_output=True, text=True,
+                             env=env, timeout=120)
+    assert "the installed matrix is not in use: judged by the bundled (the installed matrix is gone:" in checked.stderr, checked.stderr
 
 
 def test_a_git_blob_over_the_size_limit_is_refused_not_cut_and_installed(tmp_path, data_home):
