@@ -76,4 +76,26 @@ def write_text(path: Path, text: str) -> None:
         raise
 
 
+def write_cache_entry(path: Path, data: bytes) -> bool:
+    """Replace a cache entry (sparkdoctor's own file) with `data` atomically; False when it cannot be done.
+
+    Unlike write_text, whatever is at `path` (a symlink, a file of another version) is replaced, never written
+    through, and a failure (a full disk, a quota, a read-only or odd folder) is no error: it leaves neither a half
+    entry nor a temporary file behind, so the next run finds a miss and computes the entry again."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError:
+        return False
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, path)
+        return True
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        return False
+
+
 # ---- reports -------------------------------------------------------------------------------------

@@ -322,15 +322,22 @@ def unfinished_fix_finding(facts: Facts) -> Finding | None:
     message = (facts.target or {}).get("fix_unsettled")
     if not message:
         return None
-    command = message.rsplit("`", 2)[-2] if message.count("`") >= 2 else "sparkdoctor fix --rollback"
-    return Finding(
-        id=FIX_UNFINISHED, severity="error", action="fix",
-        title="a sparkdoctor fix of this environment did not finish",
-        summary=("An apply or rollback of `sparkdoctor fix` was stopped half-way (killed, out of memory, a power cut): "
-                 "some packages or files may be changed and others not. What check sees is not a state anyone chose."),
-        remedy=f"run `{command}`: it restores what the journal recorded, offline, and verifies it",
-        evidence=[message], refs=[], component="sparkdoctor", evidence_level="reproduced",
-    )
+    if " damaged state file " in message:  # unsettled.message of a mark that cannot be read
+        title, remedy = "a sparkdoctor fix of this environment may not have finished", "run `sparkdoctor fix --history`"
+        summary = ("The state file a `sparkdoctor fix` apply or rollback keeps while it changes this environment is "
+                   "there but damaged: one may have been stopped half-way. What check sees may not be a state anyone chose.")
+    elif " is running now " in message:  # unsettled.message of a fix whose process is alive
+        title, remedy = "a sparkdoctor fix of this environment is running now", "wait for that fix to end, then check again"
+        summary = ("An apply or rollback of `sparkdoctor fix` is changing this environment now: some packages or files "
+                   "may be changed and others not yet. What check sees is not a state anyone chose.")
+    else:
+        command = message.rsplit("`", 2)[-2] if message.count("`") >= 2 else "sparkdoctor fix --rollback"
+        title, remedy = ("a sparkdoctor fix of this environment did not finish",
+                         f"run `{command}`: it restores what the journal recorded, offline, and verifies it")
+        summary = ("An apply or rollback of `sparkdoctor fix` was stopped half-way (killed, out of memory, a power cut): "
+                   "some packages or files may be changed and others not. What check sees is not a state anyone chose.")
+    return Finding(id=FIX_UNFINISHED, severity="error", action="fix", title=title, summary=summary, remedy=remedy,
+                   evidence=[message], refs=[], component="sparkdoctor", evidence_level="reproduced")
 
 
 def build_report(facts: Facts, matrix: Matrix, fail_on: str = "error", ignore: set[str] | None = None) -> Report:

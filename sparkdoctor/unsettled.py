@@ -30,7 +30,8 @@ def mark(target_key: str, label: str, journal: str, doing: str) -> None:
     """Record that `doing` (apply, rollback) of `journal` is under way on this target."""
     path = _path(target_key)
     path.parent.mkdir(parents=True, exist_ok=True)
-    body = json.dumps({"target_key": target_key, "target": label, "journal": journal, "doing": doing}).encode()
+    body = json.dumps({"target_key": target_key, "target": label, "journal": journal, "doing": doing, "pid": os.getpid(),
+                       "started": _started(os.getpid())}).encode()
     tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
     with open(tmp, "wb") as fh:
         fh.write(body)
@@ -50,17 +51,46 @@ def clear(target_key: str, journal: str) -> None:
 
 
 def read(target_key: str) -> dict[str, object] | None:
+    """The mark of this target; None when there is none. A mark that is there but cannot be read (damaged, not a
+    file) is {"damaged": PATH}: a fix may not have finished, and check must not say the target is fine."""
+    path = _path(target_key)
     try:
-        data = json.loads(_path(target_key).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
         return None
-    return data if isinstance(data, dict) and isinstance(data.get("journal"), str) else None
+    except (OSError, ValueError, RecursionError):
+        data = None
+    if isinstance(data, dict) and isinstance(data.get("journal"), str):
+        return data
+    return {"damaged": str(path)} if os.path.lexists(path) else None
 
 
 def message(found: Mapping[str, object]) -> str:
+    if found.get("damaged"):
+        return (f"a sparkdoctor fix of this target left a damaged state file {found['damaged']}: an apply or rollback may "
+                "not have finished; settle one listed as interrupted with its rollback, else delete the file; see "
+                "`sparkdoctor fix --history`")
     doing, journal = "apply" if found.get("doing") == "apply" else "rollback", str(found["journal"])
+    if _running(found):  # not "did not finish": its lock refuses a rollback now, and it may well end settled
+        return (f"a sparkdoctor fix {doing} of this target is running now (process {found['pid']}, journal {journal}): "
+                "the environment is half-changed until it ends; check again after it")
     return (f"a sparkdoctor fix {doing} of this target did not finish (journal {journal}): the environment may be "
             f"half-changed; settle it with `sparkdoctor fix --rollback {journal}`")
+
+
+def _started(pid: int) -> str | None:
+    """When process `pid` started (field 22 of /proc/PID/stat): with the pid it names one process, as pids are reused."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return fh.read().rsplit(b")", 1)[1].split()[19].decode()
+    except (OSError, IndexError, UnicodeDecodeError):
+        return None
+
+
+def _running(found: Mapping[str, object]) -> bool:
+    """The fix that wrote this mark is alive (the same process: pid and start time), on this machine."""
+    pid, started = found.get("pid"), found.get("started")
+    return isinstance(pid, int) and pid > 0 and isinstance(started, str) and _started(pid) == started
 
 
 def local_key(python: str) -> str:

@@ -222,6 +222,27 @@ def test_an_installed_matrix_with_a_file_missing_does_not_load(tmp_path, data_ho
         load(installed)
 
 
+def test_an_installed_matrix_whose_folder_is_gone_is_said_not_silently_replaced(tmp_path, data_home):
+    """`matrix/current` pointing at a folder that is gone (removed by hand, a cleaned disk): the bundled matrix was
+    used with nothing said, so a check judged by an older knowledge base looked like one judged by the installed
+    one, and `matrix validate` passed. Now the source says so and `matrix validate` is one line, exit 2."""
+    import shutil
+
+    repo, commit = make_repo(tmp_path)
+    update_matrix(str(repo), commit=commit)
+    installed = (data_home / "matrix" / "current").resolve()
+    shutil.rmtree(installed)
+    m = load()
+    assert m.source.startswith("bundled (the installed matrix is gone:") and installed.name in m.source
+    env = {**os.environ, "SPARKDOCTOR_DATA_DIR": str(data_home)}
+    res = subprocess.run([sys.executable, "-m", "sparkdoctor", "matrix", "validate"], capture_output=True, text=True, env=env, timeout=120)
+    assert res.returncode == 2 and res.stderr.count("\n") == 1 and "the installed matrix is gone" in res.stderr, (res.returncode, res.stderr)
+    snapshot = Path(__file__).parent / "data" / "facts" / "nogpu-clean.json"
+    checked = subprocess.run([sys.executable, "-m", "sparkdoctor", "check", "--facts", str(snapshot)], capture_output=True, text=True,
+                             env=env, timeout=120)
+    assert "the installed matrix is not in use: judged by the bundled (the installed matrix is gone:" in checked.stderr, checked.stderr
+
+
 def test_a_git_blob_over_the_size_limit_is_refused_not_cut_and_installed(tmp_path, data_home):
     repo, _ = make_repo(tmp_path)
     big = repo / "matrix" / "big.toml"

@@ -443,6 +443,21 @@ def test_corrupt_cache_is_ignored(tmp_path):
     assert run_probe(site, cache=cache)["capabilities"]["vllm.mamba_align_assert"]["value"] is True
 
 
+@pytest.mark.parametrize("facts", [{}, {"caps": [1]}, {"caps": {"vllm.mamba_align_assert": "yes"}}, None])
+def test_a_cache_entry_of_another_shape_is_computed_again(tmp_path, facts):
+    """An entry whose files still match but whose derived facts have another shape (another version's cache, a hand
+    edit) ended the probe with KeyError/TypeError on every run (it is never rewritten: nothing new was computed)."""
+    site = vllm_site(tmp_path)
+    cache = tmp_path / "cache.json"
+    fresh = run_probe(site, cache=cache)["capabilities"]
+    data = json.loads(cache.read_text())
+    for entry in data.values():
+        entry["facts"] = facts
+    cache.write_text(json.dumps(data))
+    assert run_probe(site, cache=cache)["capabilities"] == fresh
+    assert run_probe(site, cache=cache)["capabilities"] == fresh  # and the entry was written again
+
+
 def test_probe_is_python38_syntax():
     import ast
 

@@ -58,6 +58,27 @@ def test_reads_single_members_by_range_and_caches_them(tmp_path, zip64):
         assert len([p for p, _ in reg.log if p.startswith("/files/")]) == before
 
 
+@pytest.mark.parametrize("listing", ["[]", '{"vllm/envs.py": 1}', "[1, 2]", '["vllm/envs.py"', ""])
+def test_a_kept_member_list_of_another_shape_is_read_again_from_the_wheel(tmp_path, listing):
+    """names.json was trusted whatever it held: `[]` made every member of the release look absent (a file check's
+    verdict, whatif's hypothetical files), a dict or numbers reached the callers. Now it is a miss."""
+    old, x86, new = _wheels(tmp_path)
+    with Registry() as reg:
+        for w in (old, x86, new):
+            reg.add("vllm", w)
+        first = _reader(reg, tmp_path)
+        wheel = first.release("vllm", "0.1.0")
+        real = list(wheel.names)
+        first.close()
+        (wheel.dir / "names.json").write_text(listing)
+        again = _reader(reg, tmp_path)
+        try:
+            assert again.release("vllm", "0.1.0").names == real
+        finally:
+            again.close()
+    assert "vllm/envs.py" in real
+
+
 def test_a_big_compressed_member_reads_whole(tmp_path):
     old, x86, new = _wheels(tmp_path)
     with Registry() as reg:
@@ -156,3 +177,29 @@ def test_the_real_registry_gives_two_releases_of_vllm_envs(tmp_path):
         assert new.bytes_read < 5 * 1024 * 1024 < new.file.size  # a 300+ MB wheel, a few MB read
     finally:
         reader.close()
+
+
+@pytest.mark.parametrize("marker", ["", "x\x00", "folder"])
+def test_whatifs_kept_site_with_a_damaged_marker_is_made_again(tmp_path, marker):
+    """whatif keeps the files it read of a release as a site under the cache, marked complete by `.complete` (its
+    member count). An empty marker was trusted as a site of 0 files, garbage ended whatif with an internal error
+    (int() of it), and a folder in its place was never repaired. Now the site is made again from the release."""
+    from sparkdoctor.whatif.hypothetical import ScratchSite
+    from sparkdoctor.whatif.resolve import Change
+
+    old, x86, new = _wheels(tmp_path)
+    with Registry() as reg:
+        for w in (old, x86, new):
+            reg.add("vllm", w)
+        reader = _reader(reg, tmp_path)
+        try:
+            with ScratchSite(reader, Change("vllm", "0.1.0", "0.2.0")) as site:
+                first = site.members
+            done = site.path / ".complete"
+            done.unlink()
+            done.mkdir() if marker == "folder" else done.write_text(marker)
+            with ScratchSite(reader, Change("vllm", "0.1.0", "0.2.0")) as again:
+                assert again.members == first and (again.path / "vllm" / "envs.py").read_bytes() == ENVS_NEW
+        finally:
+            reader.close()
+    assert first == 1 and (site.path / ".complete").read_text() == "1"

@@ -96,6 +96,32 @@ def test_probe_keeps_its_compiled_modules_in_our_cache_only(tmp_path, cache):
     assert {p for p in probes.rglob("__pycache__")} == before
 
 
+def _answer(result) -> dict:
+    import json
+
+    doc = json.loads(result.stdout.strip().splitlines()[-1])
+    return {"packages": sorted(doc["packages"]), "errors": doc.get("errors"), "capabilities": (doc.get("capabilities_probe") or {}).get("capabilities")}
+
+
+def test_a_damaged_compiled_module_in_our_cache_is_compiled_again_not_a_failed_probe(tmp_path, cache):
+    """A .pyc whose header still matches its source (mtime, size) but whose body is damaged (a torn write, a bad
+    block): Python unmarshals it and fails every import of that module, so the probe failed on every check until
+    someone found and deleted the file. The probe compiles such a module again from its source and rewrites it."""
+    target = PythonTarget(sys.executable, "--python")
+    first = target_probe.prestart(target, cache, use_cache=True, capabilities=True).running.result(120)
+    assert first.returncode == 0, first.stderr
+    compiled = sorted((cache / "pycache").rglob("*.pyc"))
+    assert any(p.name.startswith("capabilities_files.") for p in compiled), compiled  # a module imported late, too
+    for i, pyc in enumerate(compiled):
+        data = pyc.read_bytes()
+        body = data[16 : 16 + len(data) // 3] if i % 2 else b"\xff" * (len(data) - 16)  # truncated (EOFError) / ValueError
+        pyc.write_bytes(data[:16] + body)
+    again = target_probe.prestart(target, cache, use_cache=True, capabilities=True).running.result(120)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert _answer(again) == _answer(first)
+    assert all(p.read_bytes()[16:20] != b"\xff" * 4 for p in compiled), "written again from the source"
+
+
 def test_record_fast_path_reads_the_same_rows_as_the_careful_one():
     """parse_record skips its per-line loop when no line is quoted; every RECORD of this
     environment (and odd lines) must come out the same as through the loop, which a quoted line
@@ -168,6 +194,14 @@ def test_the_flags_probe_parses_only_the_files_that_changed_since_the_last_run(t
     assert flags() == (["--beta", "--delta", "--gamma-ray"], 1)
     (vllm / "entrypoints" / "cli.py").unlink()
     assert flags() == (["--delta", "--gamma-ray"], 0)
+    import json
+
+    (kept,) = (cache / "vllm_flags").glob("*.json")
+    data = json.loads(kept.read_text())
+    for entry in data["files"].values():  # flags of another shape, the files' identities kept: parsed again, never an answer
+        entry[2] = [["--x"], 5]
+    kept.write_text(json.dumps(data))
+    assert flags() == (["--delta", "--gamma-ray"], 2)
     for cached in (cache / "vllm_flags").glob("*.json"):
         cached.write_text("{not json")
     assert flags() == (["--delta", "--gamma-ray"], 2)  # a damaged cache is a cold run, never an error

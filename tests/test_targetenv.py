@@ -382,6 +382,20 @@ def test_corrupt_cache_is_ignored_and_rewritten(venv, tmp_path, content):
     assert probe(venv, *args)["cache"]["hashed_files"] == 0
 
 
+def test_a_kept_verdict_of_another_shape_is_hashed_again_never_reported(venv, tmp_path):
+    """A verdict whose signature still matches but whose list of modified files holds no strings (another
+    version's cache, a hand edit) was reported as the package's modified files. Now it is a miss: hashed again."""
+    cache = tmp_path / "hashes.json"
+    args = ["--cache", str(cache), "--track", "idna"]
+    probe(venv, *args)
+    data = json.loads(cache.read_text())
+    for verdict in data["verdicts"].values():
+        verdict["modified"] = [1, None]
+    cache.write_text(json.dumps(data))
+    got = probe(venv, *args)["packages"]["idna"]
+    assert got["integrity"] == "ok" and not got.get("files_modified"), got
+
+
 def test_corrupt_table_with_a_valid_index_never_gives_a_stale_ok(venv, tmp_path):
     cache = tmp_path / "hashes.json"
     args = ["--cache", str(cache), "--track", "idna"]

@@ -161,6 +161,40 @@ def test_a_cutedsl_probe_that_could_not_start_is_said_and_never_cached(tmp_path,
     assert not (tmp_path / "cache" / "track-probe").exists()
 
 
+@pytest.mark.parametrize("damage", ["folder", "wrong-types", "not-dicts", "truncated"])
+def test_a_kept_probe_that_is_damaged_or_cannot_be_written_is_probed_again(tmp_path, monkeypatch, damage):
+    """A kept outcome file of another shape was trusted (wrong types reached the proposals); a folder in its place
+    made the write after a whole probe an internal error (its temporary file had one fixed name, too, which two
+    runs at once shared). Now: probed again, the same outcomes, nothing left beside the entry."""
+    import sparkdoctor.track.probe as probe
+    from sparkdoctor.released import Index, Reader
+    from sparkdoctor.released.http import Client
+
+    monkeypatch.setenv("SPARKDOCTOR_CACHE_DIR", str(tmp_path / "cache"))
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    body = b"def gen_moe_utils_module():\n    return spec(supported_major_versions=[9, 10, 12])\n"
+    with Registry() as reg:
+        reg.add("flashinfer-python", build_wheel(wheels, "flashinfer-python", "0.2.0", {"flashinfer/jit/moe_utils.py": body}))
+        reader = Reader(index=Index(Client(timeout=30), reg.url), root=tmp_path / "released")
+        try:
+            fresh = probe.probe_release(reader, "flashinfer-python", "0.2.0", "sm_121a")
+            (kept,) = (tmp_path / "cache" / "track-probe").iterdir()
+            if damage == "folder":
+                kept.unlink()
+                (kept / "x").mkdir(parents=True)
+            else:
+                text = {"wrong-types": '{"outcomes": [{"group": 1, "probe": [], "verdict": null, "detail": 2}], "notes": []}',
+                        "not-dicts": '{"outcomes": ["admits"], "notes": [3]}', "truncated": kept.read_text()[:40]}[damage]
+                kept.write_text(text)
+            again = probe.probe_release(reader, "flashinfer-python", "0.2.0", "sm_121a")
+        finally:
+            reader.close()
+    assert fresh.outcomes and not fresh.cached and not again.cached
+    assert again.outcomes == fresh.outcomes and again.notes == fresh.notes
+    assert sorted(p.name for p in (tmp_path / "cache" / "track-probe").iterdir()) == [kept.name]
+
+
 def test_probe_with_an_arch_that_does_not_exist_is_one_line_exit_2(tmp_path):
     import os
     import subprocess

@@ -37,13 +37,13 @@ SHARED = os.path.join(os.path.dirname(HERE), "shared")
 sys.path.insert(1, SHARED)
 # Run with -B: nothing is written next to the probe or into the target, unless sparkdoctor names a
 # folder of its own cache for the compiled modules (as for probes/target_env).
-if os.environ.get("SPARKDOCTOR_PROBE_PYCACHE") and hasattr(sys, "pycache_prefix"):
-    sys.pycache_prefix = os.environ["SPARKDOCTOR_PROBE_PYCACHE"]
-    sys.dont_write_bytecode = False
+import probe_pycache  # noqa: E402  (before the cache is named: always read from its source)
+
+probe_pycache.use(os.environ.get("SPARKDOCTOR_PROBE_PYCACHE"))
 
 from capabilities_files import Files, cap, find_package  # noqa: E402
 from capabilities_vllm_env import WATCHED_ENV, vllm_env_caps, vllm_env_defaults  # noqa: E402
-from probe_io import answer, source_hash  # noqa: E402
+from probe_io import answer, replace_file, source_hash  # noqa: E402
 
 # (distribution, top-level package, the module holding its rules, imported only on a cache miss)
 PACKAGES = (("flashinfer-python", "flashinfer", "capabilities_flashinfer"), ("vllm", "vllm", "capabilities_vllm"))
@@ -91,6 +91,12 @@ def still_valid(entry, files):
     return True
 
 
+def _shaped(facts):
+    """Derived facts as compute() writes them; anything else (another version's, a hand edit) is a miss, not an answer."""
+    caps = facts.get("caps") if isinstance(facts, dict) else None
+    return isinstance(caps, dict) and all(isinstance(k, str) and isinstance(v, dict) for k, v in caps.items())
+
+
 def compute(dist, top, rules, old, cache, probe):
     found = find_package(dist, top)
     if found is None:
@@ -101,7 +107,7 @@ def compute(dist, top, rules, old, cache, probe):
     key = "%s|%s|%s|%s" % (probe, dist, version, pkg)
     files = Files(os.path.dirname(pkg))
     entry = old.get(key)
-    if isinstance(entry, dict) and isinstance(entry.get("facts"), dict) and still_valid(entry, files):
+    if isinstance(entry, dict) and _shaped(entry.get("facts")) and still_valid(entry, files):
         cache[key] = entry
         return {"version": version, "root": pkg}, entry["facts"]
     module = __import__(rules)
@@ -117,14 +123,7 @@ def compute(dist, top, rules, old, cache, probe):
 def save_cache(path, cache):
     if not path or not cache.pop("_dirty", False):
         return  # nothing new: leave the file alone
-    try:
-        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-        tmp = "%s.%d.tmp" % (path, os.getpid())
-        with open(tmp, "w", encoding="utf-8") as fh:
-            json.dump(cache, fh)
-        os.replace(tmp, path)
-    except OSError:
-        pass
+    replace_file(path, json.dumps(cache).encode("utf-8"))  # one that cannot be written is a miss next time
 
 
 def main(argv=None):

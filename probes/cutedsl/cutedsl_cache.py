@@ -76,14 +76,5 @@ def write_cache(path, key, results, build):
     settled = {k: r for k, r in results.items() if r.get("status") in CACHEABLE}
     if not settled:
         return
-    tmp = "%s.%d.tmp" % (path, os.getpid())
-    try:
-        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-        with open(tmp, "w", encoding="utf-8") as fh:
-            json.dump({"key": key, "results": settled, "build": build}, fh)
-        os.replace(tmp, path)  # readers see the old file or the new one, never half of one
-    except OSError:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass  # a read-only cache costs speed, not correctness
+    # readers see the old file or the new one, never half of one; one that cannot be written costs speed, not correctness
+    probe_io.replace_file(path, json.dumps({"key": key, "results": settled, "build": build}).encode("utf-8"))

@@ -145,6 +145,31 @@ def source_hash(*folders):
     return h.hexdigest()
 
 
+def replace_file(path, data):
+    """Replace `path` with `data` (bytes) atomically: a temporary file beside it, renamed over it, so a link at
+    `path` is replaced, never written through. False when it cannot be done (a full disk, a quota, a read-only
+    folder); nothing is left behind then, and the caller's cache is a miss next time."""
+    import tempfile  # only on a write: a warm probe writes nothing
+
+    folder = os.path.dirname(os.path.abspath(path))
+    try:
+        os.makedirs(folder, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix="." + os.path.basename(path) + ".", suffix=".tmp")
+    except OSError:
+        return False
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, path)
+        return True
+    except OSError:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        return False
+
+
 def answer(obj):
     """Write the probe's JSON answer as the last line of stdout, after whatever a .pth printed."""
     sys.stdout.write("\n" + json.dumps(obj, separators=(",", ":")) + "\n")

@@ -26,10 +26,11 @@ import time
 sys.path.insert(1, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "shared"))
 # Run with -B, so nothing is written next to the probe or into the target. sparkdoctor may name a
 # folder of its own cache for the compiled modules (keyed by source path, mtime and size, per Python
-# version): compiling this folder's modules again on every run cost ~20% of a warm probe.
-if os.environ.get("SPARKDOCTOR_PROBE_PYCACHE") and hasattr(sys, "pycache_prefix"):
-    sys.pycache_prefix = os.environ["SPARKDOCTOR_PROBE_PYCACHE"]
-    sys.dont_write_bytecode = False
+# version): compiling this folder's modules again on every run cost ~20% of a warm probe. A damaged
+# one there is compiled again from its source (probes/shared/probe_pycache.py).
+import probe_pycache  # noqa: E402  (before the cache is named: always read from its source)
+
+probe_pycache.use(os.environ.get("SPARKDOCTOR_PROBE_PYCACHE"))
 
 from probe_io import answer  # noqa: E402
 from targetenv_base import ERRORS, canonical, error, is_tracked  # noqa: E402
@@ -114,7 +115,9 @@ def capabilities_answer(cache_path):
 
         if folder not in sys.path:
             sys.path.insert(1, folder)
-        spec = importlib.util.spec_from_file_location("capabilities_probe_main", os.path.join(folder, "__main__.py"))
+        path = os.path.join(folder, "__main__.py")
+        spec = importlib.util.spec_from_file_location("capabilities_probe_main", path,
+                                                      loader=probe_pycache.source_loader("capabilities_probe_main", path))
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
         return module.collect(cache_path)

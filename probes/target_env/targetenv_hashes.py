@@ -83,9 +83,11 @@ class HashCache(object):
         if not isinstance(files, dict) or not isinstance(verdicts, dict):
             self.note = "ignored cache %s: wrong shape" % self.path
             return
-        self.files = {k: v for k, v in files.items() if isinstance(v, list) and len(v) == 5}
+        # an entry of another shape (another version's, a hand edit) is a miss: hashed again, never a verdict
+        self.files = {k: v for k, v in files.items() if isinstance(v, list) and len(v) == 5 and isinstance(v[2], str)}
         self.verdicts = {
-            k: v for k, v in verdicts.items() if isinstance(v, dict) and isinstance(v.get("sig"), str) and isinstance(v.get("modified"), list)
+            k: v for k, v in verdicts.items() if isinstance(v, dict) and isinstance(v.get("sig"), str)
+            and isinstance(v.get("modified"), list) and all(isinstance(m, str) for m in v["modified"])
         }
         self.loaded = True
 

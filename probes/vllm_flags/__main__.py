@@ -27,7 +27,7 @@ sys.path.insert(1, os.path.join(os.path.dirname(HERE), "shared"))
 sys.path.insert(1, os.path.join(os.path.dirname(HERE), "capabilities"))
 
 from capabilities_files import find_package  # noqa: E402
-from probe_io import answer, read_text, source_hash  # noqa: E402
+from probe_io import answer, read_text, replace_file, source_hash  # noqa: E402
 
 FLAG = re.compile(r"--[a-z0-9][a-z0-9-]*$")
 MAX_FILE = 4 << 20
@@ -78,14 +78,7 @@ def load_cache(path, probe):
 
 
 def save_cache(path, probe, files):
-    try:
-        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-        tmp = "%s.%d.tmp" % (path, os.getpid())
-        with open(tmp, "w", encoding="utf-8") as fh:
-            json.dump({"probe": probe, "files": files}, fh)
-        os.replace(tmp, path)
-    except OSError:
-        pass
+    replace_file(path, json.dumps({"probe": probe, "files": files}).encode("utf-8"))  # a miss next time if it fails
 
 
 def identity(path):
@@ -119,7 +112,7 @@ def main(argv=None):
             now = identity(path)
             entry = old.get(path)
             if now is not None and isinstance(entry, list) and len(entry) == 3 and entry[:2] == now \
-                    and isinstance(entry[2], list):
+                    and isinstance(entry[2], list) and all(isinstance(f, str) for f in entry[2]):  # else: a miss
                 found_here = set(entry[2])
             else:
                 found_here = flags_of(path, path.endswith("cli_args.py"))

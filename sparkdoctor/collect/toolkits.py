@@ -28,6 +28,7 @@ from typing import Any
 from sparkdoctor import proc
 from sparkdoctor.arch import DEFAULT_ARCH
 from sparkdoctor.collect import Collector, Context
+from sparkdoctor.files import write_cache_entry
 from sparkdoctor.ptxas import Resolved, resolve_ptxas, version_tuple
 
 PTXAS_TIMEOUT = 5.0
@@ -202,13 +203,8 @@ class _Cache:
     def save(self) -> None:
         if not self.dirty or self.path is None:
             return
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
-            tmp.write_text(json.dumps({"schema": CACHE_SCHEMA, "entries": self.entries}, indent=1, sort_keys=True), encoding="utf-8")
-            tmp.replace(self.path)
-        except OSError:
-            pass  # a read-only cache folder costs speed, not correctness
+        # a read-only cache folder or a full disk costs speed, not correctness
+        write_cache_entry(self.path, json.dumps({"schema": CACHE_SCHEMA, "entries": self.entries}, indent=1, sort_keys=True).encode())
 
 
 # ---- discovery -------------------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -169,7 +169,7 @@ def apply(target: Target, plan: Plan, inventory: Inventory, installer: Installer
             try:
                 outcome.verified = _reverse(target, journal, executed, restorer, sides)
                 outcome.rolled_back = True
-                if outcome.verified.get("ok"):
+                if outcome.verified.get("ok") and journal.has(jr.ROLLED_BACK):
                     unsettled.clear(key, journal.id)
             except (Exception, KeyboardInterrupt, proc.Interrupted) as exc2:
                 raise FixError(f"{outcome.error}; the automatic rollback failed too ({exc2}): run `sparkdoctor fix --rollback {journal.id}`") from None
@@ -234,7 +234,7 @@ def rollback(target: Target, journal: jr.Journal, installer: Installer) -> dict[
         actions = actions_of(plan, Context(journal, installer, inventory, sides, restorer))
         _marks(lambda: unsettled.mark(key, label, journal.id, "rollback"))
         verified = _reverse(target, journal, actions[:_executed_count(journal, len(actions))], restorer, sides)
-        if verified.get("ok"):
+        if verified.get("ok") and journal.has(jr.ROLLED_BACK):
             unsettled.clear(key, journal.id)
         return verified
 
@@ -250,10 +250,26 @@ def _executed_count(journal: jr.Journal, total: int) -> int:
 def _reverse(target: Target, journal: jr.Journal, executed: list[StepAction], restorer: Restorer,
              sides: dict[str, FileTransport]) -> dict[str, Any]:
     step = restorer.boundary
+
+    def mark(marker: str, detail: Mapping[str, object] | None = None) -> bool:
+        """A state marker that cannot be written (the state dir's disk is full) never stops a reverse: the target
+        is put back all the same, and the journal still reads as unsettled (its last marker stands)."""
+        try:
+            journal.mark(marker, detail)
+            return True
+        except OSError as exc:
+            why = f"the journal's {marker} marker could not be written ({exc.strerror or exc})"
+            if why not in restorer.notes:
+                restorer.notes.append(why)
+            return False
+
+    def record(rows: list[dict]) -> None:
+        mark(jr.ROLLING_BACK, {"reversed": rows})
+
     try:
-        journal.mark(jr.ROLLING_BACK)
+        mark(jr.ROLLING_BACK)
         step("start")
-        reversed_rows = reverse_all(executed, lambda rows: journal.mark(jr.ROLLING_BACK, {"reversed": rows}))
+        reversed_rows = reverse_all(executed, record)
         step("files")
         verified = verify_rolled_back(target, journal, sides, restorer.installer)
     except FileError as exc:
@@ -265,6 +281,9 @@ def _reverse(target: Target, journal: jr.Journal, executed: list[StepAction], re
     if failed:
         verified["ok"] = False
         verified["reverse_errors"] = [f"step {r['step']} ({r['action']}): {r['error']}" for r in failed]
-    journal.mark(jr.ROLLED_BACK if verified["ok"] else jr.ROLLING_BACK, verified)
+    if not mark(jr.ROLLED_BACK if verified["ok"] else jr.ROLLING_BACK, verified) and verified["ok"]:
+        # put back, but the journal cannot say so: target and journal stay marked unsettled until a rollback settles them
+        restorer.notes.append(f"run `sparkdoctor fix --rollback {journal.id}` once the disk has room: it finds the target "
+                              "as the journal recorded and settles the journal")
     step("done")
     return verified

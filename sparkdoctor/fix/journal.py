@@ -307,8 +307,11 @@ def prune(keep: int | None, older_than_s: float | None, now: float | None = None
         if j.damaged or not j.settled():
             spared.append(j)
             continue
-        j.freed = j.size()
-        shutil.rmtree(j.path)
+        if j.path.is_symlink():  # a journal kept elsewhere: only its link goes, nothing is removed through it
+            j.path.unlink()
+        else:
+            j.freed = j.size()
+            shutil.rmtree(j.path)
         removed.append(j)
     return removed, spared
 

@@ -64,9 +64,9 @@ def unfinished(target: Target, inventory: inv_mod.Inventory) -> str | None:
     unsettled mark, else a journal that says so; it names the command that settles it."""
     key = inv_mod.target_key(inv_mod.target_record(target, inventory))
     found = unsettled.read(key)
-    if found is not None:
+    if found is not None and not found.get("damaged"):
         return unsettled.message(found)
-    stuck = jr.unfinished_for(key, inv_mod.target_key)
+    stuck = jr.unfinished_for(key, inv_mod.target_key)  # a damaged mark: the journals tell (an apply replaces the mark)
     if stuck is not None:
         return unsettled.message({"journal": stuck.id, "doing": "rollback" if stuck.status() == "rollback interrupted" else "apply"})
     return None

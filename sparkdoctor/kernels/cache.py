@@ -5,11 +5,10 @@ never a result. What goes into a key is decided by the callers (assemble.job_key
 from __future__ import annotations
 
 import json
-import os
-import threading
 from collections.abc import Mapping
 from pathlib import Path
 
+from sparkdoctor.files import write_cache_entry
 from sparkdoctor.kernels.assemble import CACHE_VERSION
 
 
@@ -30,19 +29,10 @@ class Cache:
         return data["record"], cubin
 
     def put(self, key: str, record: Mapping[str, object], cubin: bytes | None = None) -> None:
+        """A failed write (a read-only folder, a full disk) costs speed, never a result: no half entry is left."""
         if self.root is None:
             return
-        try:
-            self.root.mkdir(parents=True, exist_ok=True)
-            if cubin is not None:
-                _atomic_write(self.root / f"{key}.cubin", cubin)
-            body = {"v": CACHE_VERSION, "key": key, "record": {k: v for k, v in record.items() if k != "cached"}}
-            _atomic_write(self.root / f"{key}.json", json.dumps(body).encode())
-        except OSError:
-            pass  # a read-only cache costs speed, never a result
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    tmp.write_bytes(data)
-    tmp.replace(path)
+        if cubin is not None and not write_cache_entry(self.root / f"{key}.cubin", cubin):
+            return
+        body = {"v": CACHE_VERSION, "key": key, "record": {k: v for k, v in record.items() if k != "cached"}}
+        write_cache_entry(self.root / f"{key}.json", json.dumps(body).encode())

@@ -25,6 +25,23 @@ class LedgerError(LedgerFailure, RuntimeError):
     code = "ledger"
 
 
+BUSY_TIMEOUT_S = 30.0  # how long a reader or writer waits for another process's write (SQLite's own locking)
+
+
+def busy(exc: sqlite3.Error) -> bool:
+    """SQLite could not get its lock in time (another process writes, or holds the file exclusively)."""
+    return getattr(exc, "sqlite_errorname", "") in ("SQLITE_BUSY", "SQLITE_LOCKED") or "database is locked" in str(exc)
+
+
+def hint(exc: sqlite3.Error) -> str:
+    """What an SQLite error most likely means for the user, for the end of its one line ("" when nothing better)."""
+    if busy(exc):
+        return f" (another process holds it; waited {BUSY_TIMEOUT_S:g} s): try again when it is done"
+    if getattr(exc, "sqlite_errorname", "").startswith(("SQLITE_FULL", "SQLITE_IOERR")):
+        return ": is its disk full? (nothing was half-written: SQLite undid the unfinished write)"
+    return ""
+
+
 def default_path() -> Path:
     return state_dir() / "ledger.sqlite"
 
@@ -128,7 +145,7 @@ def connect(path: Path, migrate: bool = True) -> sqlite3.Connection:
         if path.is_dir():
             raise LedgerError(f"ledger {path}: is a folder; give a file (--ledger PATH)")
         path.parent.mkdir(parents=True, exist_ok=True)
-        db = sqlite3.connect(str(path), timeout=30, isolation_level=None)
+        db = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_S, isolation_level=None)
     except (OSError, sqlite3.Error) as exc:
         raise LedgerError(f"ledger {path}: cannot open ({exc})") from None
     try:
@@ -157,11 +174,14 @@ def connect(path: Path, migrate: bool = True) -> sqlite3.Connection:
                 db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
                 db.execute("COMMIT")
             except BaseException:
-                db.execute("ROLLBACK")
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
                 raise
         return db
     except sqlite3.DatabaseError as exc:
         db.close()
+        if hint(exc):  # a healthy ledger another process holds, or a full disk: never "move it aside"
+            raise LedgerError(f"ledger {path}: {exc}{hint(exc)}") from None
         raise LedgerError(f"ledger {path}: unreadable ({exc}); move it aside or pass another --ledger") from None
     except UnicodeDecodeError:  # SQLite's "malformed database schema" quotes the damaged bytes; Python cannot decode it
         db.close()

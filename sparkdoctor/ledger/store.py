@@ -17,7 +17,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from sparkdoctor.ledger.schema import LedgerError, connect, default_path
+from sparkdoctor.ledger.schema import LedgerError, connect, default_path, hint
 
 
 def _dump(value: object) -> str:
@@ -130,7 +130,7 @@ class Ledger:
         try:
             yield
         except sqlite3.Error as exc:
-            raise LedgerError(f"ledger {self.path}: {exc}") from None
+            raise LedgerError(f"ledger {self.path}: {exc}{hint(exc)}") from None
 
     # ---- writing ---------------------------------------------------------------------------------
     def add_run(self, run: RunRecord) -> int:
@@ -154,7 +154,8 @@ class Ledger:
                 self.db.execute("COMMIT")
                 return run_id
             except BaseException:
-                self.db.execute("ROLLBACK")
+                if self.db.in_transaction:  # SQLite ends it itself on a full disk: the error to report is that one
+                    self.db.execute("ROLLBACK")
                 raise
 
     def begin_comparison(self, a_label: str, b_label: str) -> int:

@@ -26,6 +26,7 @@ from pathlib import Path
 from sparkdoctor import (
     locations,  # called through the module: tests point data_dir at their own matrix
 )
+from sparkdoctor.files import write_cache_entry
 from sparkdoctor.matrix.model import Matrix
 
 _PKG = Path(__file__).resolve().parent.parent  # sparkdoctor/
@@ -68,13 +69,10 @@ def cached(root: Path, fixes: Path | None, extra: tuple, build: Callable[[], Mat
         pass
     matrix = build()
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
         for old in path.parent.glob("*.pickle"):  # one matrix per key shape is plenty; keep the folder small
             if old != path:
                 old.unlink(missing_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_bytes(pickle.dumps((key, matrix), protocol=pickle.HIGHEST_PROTOCOL))
-        os.replace(tmp, path)
     except OSError:
         pass
+    write_cache_entry(path, pickle.dumps((key, matrix), protocol=pickle.HIGHEST_PROTOCOL))
     return matrix

@@ -9,6 +9,7 @@ can take, or of a schema this sparkdoctor does not read.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from functools import lru_cache
 from pathlib import Path
@@ -169,6 +170,10 @@ def load(path: Path | None = None, fixes: Path | None = None) -> Matrix:
             matrix.source = "bundled" + note
     else:
         matrix = _bundled(fixes)
+        current = locations.data_home() / "matrix" / "current"
+        if current.is_symlink():  # `matrix update` installed one, and its folder is gone: said, never a silent fallback
+            matrix.source = (f"bundled (the installed matrix is gone: {current} points at {os.readlink(current)}; "
+                             "run `sparkdoctor matrix update` again)")
     local = locations.local_overrides()
     if local.is_dir() and any(local.glob("*.toml")):
         overlay(matrix, _load(local, fixes, path_given=True))

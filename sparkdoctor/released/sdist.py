@@ -14,10 +14,11 @@ import tarfile
 import zlib
 from pathlib import Path
 
+from sparkdoctor.files import write_cache_entry
 from sparkdoctor.released.http import Client, RemoteError
 from sparkdoctor.released.index import IndexFile
 from sparkdoctor.released.stream import ChunkFile, byte_ranges
-from sparkdoctor.released.wheel import CachedRelease, _atomic_write, member_path
+from sparkdoctor.released.wheel import CachedRelease, member_path
 
 SDIST_LIMIT = 256 * 1024 * 1024  # an sdist is downloaded whole: at most this much
 MEMBER_LIMIT = 64 * 1024 * 1024  # one member read into memory: at most this much (a source file is far smaller)
@@ -48,7 +49,7 @@ class RemoteSdist(CachedRelease):
         self._members = {_relative(m.name): m for m in infos if _relative(m.name)}
         if self._names is None:
             self._names = list(self._members)
-            _atomic_write(self.dir / "names.json", json.dumps(self._names).encode())
+            write_cache_entry(self.dir / "names.json", json.dumps(self._names).encode())
         return self._members
 
     def _download(self, dest: Path) -> None:
@@ -66,7 +67,7 @@ class RemoteSdist(CachedRelease):
         if name not in members:
             raise RemoteError(f"{self.file.filename}: no member {name}")
         data = self._extract(name, members[name])
-        _atomic_write(member_path(self.dir, name), data)
+        write_cache_entry(member_path(self.dir, name), data)
         return data
 
     def _extract(self, name: str, info: tarfile.TarInfo) -> bytes:
@@ -106,7 +107,7 @@ class RemoteSdist(CachedRelease):
                     seen.append(name)
                     if name in todo:
                         self._tar = tar
-                        _atomic_write(member_path(self.dir, name), self._extract(name, info))
+                        write_cache_entry(member_path(self.dir, name), self._extract(name, info))
                         self._tar = None
                         todo.discard(name)
                         if not todo:
@@ -116,7 +117,7 @@ class RemoteSdist(CachedRelease):
             self._tar = None
             raise RemoteError(f"{self.file.filename}: not a readable sdist: {exc}") from None
         self._names = seen
-        _atomic_write(self.dir / "names.json", json.dumps(seen).encode())
+        write_cache_entry(self.dir / "names.json", json.dumps(seen).encode())
 
     def prefetch(self, names: list[str]) -> None:
         """Cache many members in one pass through the archive, in its order: a gzipped tar read out of
@@ -126,7 +127,7 @@ class RemoteSdist(CachedRelease):
             return
         members = self._open()
         for name, info in sorted(((n, members[n]) for n in todo if n in members), key=lambda item: item[1].offset_data):
-            _atomic_write(member_path(self.dir, name), self._extract(name, info))
+            write_cache_entry(member_path(self.dir, name), self._extract(name, info))
 
     def close(self) -> None:
         if self._tar is not None:

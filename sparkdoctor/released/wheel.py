@@ -17,6 +17,7 @@ from pathlib import Path
 
 from packaging import tags as ptags
 
+from sparkdoctor.files import write_cache_entry
 from sparkdoctor.locations import cache_dir
 from sparkdoctor.released.cubins import Decided, Listing, list_archs
 from sparkdoctor.released.elf import ElfError, Section, sections
@@ -97,11 +98,15 @@ class CachedRelease(MemberText):
         raise NotImplementedError
 
     def _listed(self) -> list[str] | None:
+        """The member list kept from an earlier read; None (read the file again) for anything else: an empty or
+        damaged file, or JSON of another shape (an empty list would make every member look absent)."""
         try:
-            names: list[str] = json.loads((self.dir / "names.json").read_text(encoding="utf-8"))
-            return names
-        except (OSError, ValueError):
+            names = json.loads((self.dir / "names.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError, RecursionError):
             return None
+        if not (isinstance(names, list) and names and all(isinstance(n, str) for n in names)):
+            return None
+        return names
 
     @property
     def names(self) -> list[str]:
@@ -173,7 +178,7 @@ class RemoteWheel(CachedRelease):
             raise RemoteError(f"{self.file.filename}: not a readable wheel: {exc}") from None
         if self._names is None:  # the listing came with the central directory: keep it
             self._names = [n for n in self._zip.namelist() if not n.endswith("/")]
-            _atomic_write(self.dir / "names.json", json.dumps(self._names).encode())
+            write_cache_entry(self.dir / "names.json", json.dumps(self._names).encode())
         return self._zip
 
     def _download(self, why: str) -> Path:
@@ -198,7 +203,7 @@ class RemoteWheel(CachedRelease):
             raise RemoteError(f"{self.file.filename}: no member {name}") from None
         except (zipfile.BadZipFile, OSError, EOFError, NotImplementedError) as exc:
             raise RemoteError(f"{self.file.filename}: cannot read {name}: {exc}") from None
-        _atomic_write(member_path(self.dir, name), data)
+        write_cache_entry(member_path(self.dir, name), data)
         return data
 
     def prefetch(self, names: list[str], gap: int = 1 << 20, most: int = 64 << 20) -> None:
@@ -291,7 +296,7 @@ class RemoteWheel(CachedRelease):
             found = "\n".join(printable_runs(read_at(0, end)))
         else:
             found = super().text(name)
-        _atomic_write(cached, found.encode())
+        write_cache_entry(cached, found.encode())
         return found
 
     def cubins(self, name: str, decided: Decided | None = None) -> Listing:
@@ -317,7 +322,7 @@ class RemoteWheel(CachedRelease):
             found = list_archs(steps, decided, name)
             listing = Listing(found.archs, found.complete, fat.offset + found.read)
         listing = replace(listing, size=self._open().getinfo(name).file_size)  # open by now: the member was read
-        _atomic_write(cached, json.dumps({"archs": listing.archs, "complete": listing.complete, "read": listing.read,
+        write_cache_entry(cached, json.dumps({"archs": listing.archs, "complete": listing.complete, "read": listing.read,
                                           "size": listing.size}).encode())
         return listing
 
@@ -341,14 +346,3 @@ def _check_digest(path: Path, file: IndexFile) -> None:
 def member_path(folder: Path, name: str) -> Path:
     """Where a released file's member `name` is cached under the file's folder (wheels and sdists alike)."""
     return folder / "members" / hashlib.sha256(name.encode()).hexdigest()
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-        with os.fdopen(fd, "wb") as out:
-            out.write(data)
-        os.replace(tmp, path)
-    except OSError:
-        pass  # a cache that cannot be written costs a re-read next time, nothing else

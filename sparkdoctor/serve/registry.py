@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import sys
@@ -30,6 +31,7 @@ from sparkdoctor.files import write_text
 from sparkdoctor.locations import state_dir
 from sparkdoctor.serve import supervisor
 from sparkdoctor.serve.supervisor import TOKEN_ENV, start_time
+from sparkdoctor.targets.container_inspect import CLI_ENV, RUNTIME_ENV
 
 SWEEP_GRACE_S = 5.0
 
@@ -193,6 +195,8 @@ def _sweep_container(doc: dict[str, object]) -> tuple[str | None, bool]:
     cli, name, label = doc.get("cli"), doc.get("name"), doc.get("owner_label")
     if not (isinstance(cli, list) and cli and isinstance(name, str) and name and isinstance(label, str)):
         return None, True
+    if not _runnable(cli):
+        return None, False  # a program no container setting here names: never run, the record kept for a run that has it
     res = proc.run([*cli, "container", "inspect", name], timeout=30)
     if res.start_error:
         return None, False  # the CLI is not here now: keep the record for a run that has it
@@ -207,6 +211,13 @@ def _sweep_container(doc: dict[str, object]) -> tuple[str | None, bool]:
         return None, True  # a container of that name that is not the one recorded: never ours to remove
     rm = proc.run([*cli, "rm", "-f", "-v", name], timeout=60)
     return (f"container {name}" if rm.ok else None), rm.ok
+
+
+def _runnable(cli: list[object]) -> bool:
+    """The record's container CLI is one this machine would pick (docker, podman, or the runtime its environment
+    names): a program named only by a state file (damaged, or written by someone else) is never run."""
+    names = [n for n in ("docker", "podman", os.environ.get(RUNTIME_ENV), os.environ.get(CLI_ENV)) if n]
+    return len(cli) == 1 and isinstance(cli[0], str) and cli[0] in {shutil.which(n) for n in names} - {None}
 
 
 def sweep(folder: Path | None = None, grace: float = SWEEP_GRACE_S) -> list[str]:

@@ -23,7 +23,7 @@ import json
 import platform as host
 import sys
 import tempfile
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from email.parser import HeaderParser
 from pathlib import Path
 from types import SimpleNamespace
@@ -32,6 +32,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 
 from sparkdoctor.arch import arch_cc
 from sparkdoctor.collect.toolkits import TRITON_BLACKWELL_NAME
+from sparkdoctor.files import write_cache_entry
 from sparkdoctor.locations import cache_dir, data_dir
 from sparkdoctor.released import Reader, RemoteError, pick_wheel
 from sparkdoctor.track.archlists import read_arch_lists
@@ -65,6 +66,9 @@ class Outcome:
     @property
     def refuses(self) -> bool | None:
         return ACCEPTED.get(self.verdict)
+
+
+FIELDS = {f.name for f in fields(Outcome)}  # what a kept file must hold for each outcome
 
 
 @dataclass
@@ -223,12 +227,9 @@ def probe_release(reader: Reader, package: str, version: str, arch: str, python:
     where = {"ptx": f"{host.machine()}-{python}", "cutedsl": f"{host.machine()}-{sys.version_info.major}.{sys.version_info.minor}",
              "archlist": "any"}[kind]
     cache = _cache_file(package, version, kind, arch, where)
-    if cache.is_file():
-        try:
-            saved = json.loads(cache.read_text(encoding="utf-8"))
-            return ReleaseProbe(package, version, kind, [Outcome(**o) for o in saved["outcomes"]], saved["notes"], cached=True)
-        except (ValueError, KeyError, TypeError):
-            pass  # a damaged cache file is probed again and rewritten
+    saved = _cached(cache)
+    if saved is not None:
+        return ReleaseProbe(package, version, kind, saved[0], saved[1], cached=True)
     if kind == "ptx":
         out = _probe_ptx(package, version, arch, python)
     elif kind == "cutedsl":
@@ -236,11 +237,22 @@ def probe_release(reader: Reader, package: str, version: str, arch: str, python:
     else:
         out = _probe_archlist(reader, version, arch)
     transient = any(o.verdict == "could not run" and "timed out" in o.detail for o in out.outcomes)
-    if out.error is None and not transient:
-        cache.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cache.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"outcomes": [asdict(o) for o in out.outcomes], "notes": out.notes}), encoding="utf-8")
-        tmp.replace(cache)
+    if out.error is None and not transient:  # one that cannot be written (a full disk) is probed again next time
+        write_cache_entry(cache, json.dumps({"outcomes": [asdict(o) for o in out.outcomes], "notes": out.notes}).encode())
     return out
+
+
+def _cached(path: Path) -> tuple[list[Outcome], list[str]] | None:
+    """(outcomes, notes) kept by an earlier probe; None (probe again) for a missing, damaged or foreign file."""
+    try:
+        saved = json.loads(path.read_text(encoding="utf-8"))
+        outcomes, notes = saved["outcomes"], saved["notes"]
+    except (OSError, ValueError, RecursionError, KeyError, TypeError):
+        return None
+    if not (isinstance(outcomes, list) and isinstance(notes, list) and all(isinstance(n, str) for n in notes)):
+        return None
+    if not all(isinstance(o, dict) and set(o) == FIELDS and all(isinstance(v, str) for v in o.values()) for o in outcomes):
+        return None
+    return [Outcome(**o) for o in outcomes], notes
 
 

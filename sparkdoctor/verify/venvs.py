@@ -48,7 +48,7 @@ def ensure_venv(root: Path, env: Env, log: Callable[[str], None] | None = None) 
     venv = venv_path(root, env)
     python = venv / "bin" / "python"
     root.mkdir(parents=True, exist_ok=True)
-    with open(root / f"{venv.name}.lock", "w") as lock:
+    with open(root / f"{venv.name}.lock", "a") as lock:  # "a": a link there is never truncated through
         fcntl.flock(lock, fcntl.LOCK_EX)  # two verify runs must not build one venv at once
         if (venv / READY).is_file() and python.exists():
             return python, False

@@ -65,7 +65,7 @@ def wheel(package: str, version: str, root: Path | None = None) -> Path:
     root = root or wheel_root()
     name = canonicalize_name(package)
     root.mkdir(parents=True, exist_ok=True)
-    with open(root / f".{name}-{version}.lock", "w") as lock:
+    with open(root / f".{name}-{version}.lock", "a") as lock:  # "a": a link there is never truncated through
         fcntl.flock(lock, fcntl.LOCK_EX)  # two runs must not download one wheel at once
         found = _cached(root, name, version)
         if found:

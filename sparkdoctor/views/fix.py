@@ -74,6 +74,7 @@ def applied_lines(result: Applied) -> list[str]:
                 out.append("Rolled back: nothing changed (package set and file bytes verified identical to before the apply)")
             else:
                 out.append("Rolled back: DIFFERENCES: " + "; ".join(v.get("packages_differ", []) + v.get("files_differ", [])))
+            out += [f"Note: {note}" for note in v.get("notes") or []]
     out.append(f"Findings gone: {', '.join(result.gone) or 'none'}")
     out.append(f"Findings remaining: {', '.join(result.remaining) or 'none'}")
     out.append(f"New findings: {', '.join(result.new) or 'none'}")

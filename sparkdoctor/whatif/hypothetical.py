@@ -138,9 +138,13 @@ class ScratchSite:
         self.wheel = wheel
         self.path = (self.reader.root or cache_root()) / "sites" / (wheel.file.sha256 or wheel.file.filename)
         done = self.path / ".complete"
-        if done.is_file():
-            self.members = int(done.read_text() or 0)
+        try:
+            self.members = int(done.read_text())
             return self
+        except FileNotFoundError:
+            pass
+        except (OSError, ValueError):  # a damaged site (its marker cut short, garbage, a folder): made again
+            shutil.rmtree(self.path, ignore_errors=True)
         wanted = [n for n in wheel.names if n.startswith(self.top + "/") and (n.endswith(".py") or n.endswith(".json"))]
         wheel.prefetch(wanted)
         self.path.parent.mkdir(parents=True, exist_ok=True)

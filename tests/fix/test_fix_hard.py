@@ -232,6 +232,117 @@ def test_an_interrupted_fix_is_visible_to_check_and_fix(tmp_path, wheels):
     assert lost == []
 
 
+@pytest.mark.parametrize("damage", ["truncated", "garbage", "folder"])
+def test_a_damaged_unsettled_mark_is_no_clean_bill_of_health(tmp_path, wheels, damage):
+    """SIGKILL mid-apply, then the target's state file is damaged (cut short, garbage, a folder in its place): check
+    read it as "no mark" and passed (exit 0) on a half-changed target. Now check says a fix may not have finished
+    (exit 1), fix finds the interrupted journal and names its rollback, and the rollback settles everything."""
+    python = scenario.make_target(tmp_path, "uv", wheels)
+    env_file, pins = scenario.files_for(tmp_path)
+    env = {"PIP_CONSTRAINT": str(pins)}
+    killed = fix_cli(python, "--env-file", str(env_file), "--yes", env={**env, "SPARKDOCTOR_FIX_KILL_AT": "apply:10"})
+    assert killed.returncode == -9
+    (mark,) = (jr.state_dir() / "fix-unsettled").iterdir()
+    body = mark.read_bytes()
+    mark.unlink()
+    if damage == "folder":
+        mark.mkdir()
+    else:
+        mark.write_bytes(body[: len(body) // 2] if damage == "truncated" else b"\x00\xff" * 40)
+    res = scenario.run([sys.executable, "-m", "sparkdoctor", "check", "--python", str(python), "--no-kernels", "--format", "json"], env=env)
+    found = {f["id"]: f for f in json.loads(res.stdout)["findings"]}
+    assert res.returncode == 1 and str(mark) in found["fix-unfinished"]["evidence"][0], res.stdout[-2000:]
+    (journal,) = scenario.journals(jr.state_dir())
+    again = fix_cli(python, "--env-file", str(env_file), "--yes", env=env)
+    assert again.returncode == 4 and f"sparkdoctor fix --rollback {journal.name}" in one_line(again.stderr)
+    if damage == "folder":  # the rollback cannot write its own mark there: one line, nothing changed; the user removes it
+        refused = fix_cli(None, "--rollback", env={**env, **OFFLINE})
+        assert refused.returncode == 6 and "Is a directory; nothing was changed" in one_line(refused.stderr), refused.stderr
+        mark.rmdir()
+    assert fix_cli(None, "--rollback", env={**env, **OFFLINE}).returncode == 0
+    assert "fix-unfinished" not in [f["id"] for f in check_json(python, env)["findings"]]
+
+
+def test_check_while_a_fix_runs_says_it_is_running_not_that_it_did_not_finish(tmp_path, wheels):
+    """`check` while an apply runs (a real second process): the target is half-changed, so an error finding, but
+    it said the fix "did not finish" and told the user to roll it back (which the running fix's lock refuses).
+    The apply waits at its first step's boundary (SPARKDOCTOR_FIX_TRACE is a FIFO: each boundary's open waits for
+    this test to read it), so the check runs exactly while the fix holds the target."""
+    python = scenario.make_target(tmp_path, "uv", wheels)
+    env_file, _pins = scenario.files_for(tmp_path)
+    trace = tmp_path / "trace"
+    os.mkfifo(trace)
+    small = scenario.DATA / "small"
+    argv = [sys.executable, "-m", "sparkdoctor", "fix", "--python", str(python), "--no-kernels", "--matrix", str(small / "matrix"),
+            "--fixes", str(small / "fixes"), "--env-file", str(env_file), "--yes"]
+    fix = subprocess.Popen(argv, env={**os.environ, "SPARKDOCTOR_FIX_TRACE": str(trace)}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        seen: list[str] = []
+        while not any(line.startswith("apply:") and "step-1-" in line for line in seen):
+            with open(trace, encoding="utf-8") as fh:  # lets the fix past one boundary
+                seen += fh.read().splitlines()
+            assert fix.poll() is None, fix.communicate()
+        found = {f["id"]: f for f in check_json(python)["findings"]}
+        unfinished = found["fix-unfinished"]
+        assert f"is running now (process {fix.pid}, journal" in unfinished["evidence"][0], unfinished
+        assert unfinished["remedy"] == "wait for that fix to end, then check again" and "did not finish" not in unfinished["title"]
+        rollback = fix_cli(None, "--rollback")
+        assert rollback.returncode == 6 and "another sparkdoctor fix or rollback is running" in one_line(rollback.stderr)
+    finally:
+        drain = os.open(trace, os.O_RDONLY | os.O_NONBLOCK)  # a boundary waiting now gets through; later ones write a file
+        trace.unlink()
+        out, err = fix.communicate(timeout=600)
+        os.close(drain)
+    assert fix.returncode == 0, out + err
+    assert "fix-unfinished" not in [f["id"] for f in check_json(python)["findings"]]
+
+
+def test_a_full_state_disk_during_the_automatic_rollback_still_puts_everything_back(tmp_path, wheels, monkeypatch):
+    """The installer fails at step 5 and from then on the state dir's disk is full: every journal marker write is
+    ENOSPC. The reverse wrote a marker first and after each step, and a marker that failed ended it: nothing was put
+    back ("the automatic rollback failed too"), the target was left half-changed. Now every reverse runs and is
+    verified; the journal and the target stay marked unsettled (the markers could not be written) until a rollback
+    settles them, which finds the target as it was."""
+    import errno
+
+    from sparkdoctor.check import CheckRequest
+    from sparkdoctor.fix.envfile import EnvFileTarget
+    from sparkdoctor.fix.pipeline import apply_and_recheck, make_plan
+    from sparkdoctor.fix.plan import FixOptions
+    from sparkdoctor.targets.local import resolve_python_target
+
+    python = scenario.make_target(tmp_path, "uv", wheels)
+    env_file, pins = scenario.files_for(tmp_path)
+    before = scenario.state(python, [env_file, pins])
+    real_mark = jr.Journal.mark
+
+    def full_disk(journal, marker, detail=None):
+        if marker in (jr.ROLLING_BACK, jr.ROLLED_BACK):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real_mark(journal, marker, detail)
+
+    monkeypatch.setenv("PIP_CONSTRAINT", str(pins))
+    monkeypatch.setenv("SPARKDOCTOR_FIX_FAULT", "bad-version:5")
+    request = CheckRequest(target=EnvFileTarget(resolve_python_target(str(python)), env_file), matrix=scenario.DATA / "matrix",
+                           fixes=scenario.DATA / "fixes", kernels=False)
+    planned = make_plan(request, FixOptions(env_file=env_file))
+    assert len(planned.plan.steps) >= 5 and not planned.plan.refusals
+    monkeypatch.setattr(jr.Journal, "mark", full_disk)
+    result = apply_and_recheck(request, planned)
+    monkeypatch.setattr(jr.Journal, "mark", real_mark)  # the disk has room again
+    assert result.error and result.rolled_back, result
+    verified = result.rollback_verified or {}
+    assert verified.get("ok") and all(r["ok"] for r in verified["reversed"]) and len(verified["reversed"]) >= 4, verified
+    assert "the journal's rolling-back marker could not be written (No space left on device)" in verified["notes"]
+    assert scenario.diff(before, scenario.state(python, [env_file, pins])) == []
+    env = {"PIP_CONSTRAINT": str(pins)}
+    assert "fix-unfinished" in [f["id"] for f in check_json(python, env)["findings"]]
+    settle = fix_cli(None, "--rollback", env={**env, **OFFLINE})
+    assert settle.returncode == 0, settle.stdout + settle.stderr
+    assert "fix-unfinished" not in [f["id"] for f in check_json(python, env)["findings"]]
+    assert scenario.diff(before, scenario.state(python, [env_file, pins])) == []
+
+
 # ---- 5. only what the plan names is touched ---------------------------------------------------------------
 
 
@@ -294,6 +405,22 @@ def test_history_shows_sizes_and_prune_spares_the_unsettled(tmp_path, wheels):
     assert fix_cli(None, "--prune").returncode == 2
     bad = fix_cli(None, "--prune", "--older-than", "soon")
     assert bad.returncode == 2 and "--older-than 'soon'" in one_line(bad.stderr)
+
+
+def test_prune_removes_the_link_of_a_journal_kept_elsewhere_never_what_it_points_at(tmp_path, wheels):
+    """A journal moved to another disk and linked back into the state dir: `fix --prune` was an internal error
+    (rmtree refuses a symbolic link). Now the link goes and the journal where it lies is left whole."""
+    _python, _env_file, _pins, _before, _after, first = applied(tmp_path, wheels)
+    elsewhere = tmp_path / "other-disk" / first.name
+    elsewhere.parent.mkdir()
+    shutil.move(str(first), str(elsewhere))
+    first.symlink_to(elsewhere)
+    files = sorted(p.relative_to(elsewhere) for p in elsewhere.rglob("*"))
+    assert [h["journal"] for h in as_json(fix_cli(None, "--history", "--format", "json"))["result"]] == [first.name]
+    pruned = fix_cli(None, "--prune", "--keep", "0", "--format", "json")
+    assert pruned.returncode == 0, pruned.stderr
+    assert [r["journal"] for r in as_json(pruned)["result"]["removed"]] == [first.name]
+    assert not os.path.lexists(first) and sorted(p.relative_to(elsewhere) for p in elsewhere.rglob("*")) == files
 
 
 # ---- 7. exit codes ----------------------------------------------------------------------------------------

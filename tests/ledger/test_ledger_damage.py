@@ -205,3 +205,75 @@ def test_a_ledger_in_a_folder_the_user_cannot_search_is_one_line_exit_5(tmp_path
         assert p.returncode == 0 and "cannot open" in p.stdout and "Permission denied" in p.stdout, (p.stdout, p.stderr)
     finally:
         locked.chmod(0o700)
+
+
+HOLDER = """
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1], isolation_level=None)
+db.execute("PRAGMA locking_mode = EXCLUSIVE")
+db.execute("BEGIN EXCLUSIVE")
+db.execute("UPDATE runs SET model = model")
+print("held", flush=True)
+sys.stdin.readline()
+db.execute("COMMIT")
+"""
+
+
+def test_a_ledger_another_process_holds_is_named_as_held_not_as_damaged(tmp_path, monkeypatch):
+    """Another process holds the ledger exclusively (a long write, an sqlite3 shell): the wait ended in
+    "unreadable (database is locked); move it aside", advice that would set a healthy ledger aside. Now the line says
+    another process holds it, and the file is untouched and readable once it is let go."""
+    from sparkdoctor.ledger import schema
+
+    path = tmp_path / "l.sqlite"
+    with Ledger(path) as led:
+        led.add_run(record(name="kept"))
+    before = path.read_bytes()
+    monkeypatch.setattr(schema, "BUSY_TIMEOUT_S", 0.0, raising=False)  # the wait itself is SQLite's; the line after it is what is tested
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(LedgerError) as err:
+            Ledger(path)
+        holder.communicate("\n", timeout=60)
+    finally:
+        if holder.poll() is None:
+            holder.kill()
+    assert "another process holds it" in str(err.value) and "move it aside" not in str(err.value), err.value
+    assert path.read_bytes() == before
+    with Ledger(path) as led:
+        assert [r["recipe_name"] for r in led.runs()] == ["kept"]
+
+
+WRITER = """
+import sys
+from sparkdoctor.ledger import Ledger, LedgerError
+from tests.ledger.test_ledger import record
+try:
+    with Ledger(sys.argv[1]) as led:
+        led.add_run(record(name="big", samples=5000))
+    print("stored")
+except LedgerError as exc:
+    print(exc)
+"""
+
+
+def test_a_run_that_does_not_fit_on_the_disk_says_so_and_leaves_the_ledger_whole(tmp_path):
+    """A write past what the disk takes (here a file-size limit: EFBIG, as ENOSPC): SQLite ends the transaction itself,
+    and the store's own ROLLBACK then failed, so the line said "cannot rollback - no transaction is active" and hid
+    why. Now it names SQLite's error and the likely cause; the runs before are all there."""
+    import resource
+
+    path = tmp_path / "l.sqlite"
+    with Ledger(path) as led:
+        led.add_run(record(name="kept"))
+
+    def cap() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (60_000, 60_000))
+
+    done = subprocess.run([sys.executable, "-B", "-c", WRITER, str(path)], preexec_fn=cap, capture_output=True, text=True,
+                          cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=300)
+    line = done.stdout.strip()
+    assert line.startswith(f"ledger {path}: ") and "is its disk full?" in line and "cannot rollback" not in line, done
+    with Ledger(path) as led:
+        assert [r["recipe_name"] for r in led.runs()] == ["kept"] and led.count_samples() == 3

@@ -213,7 +213,8 @@ elif args[:2] == ["rm", "-f"]:
 """
 
 
-def test_a_dead_owners_container_is_removed_and_a_namesake_is_not(tmp_path):
+def test_a_dead_owners_container_is_removed_and_a_namesake_is_not(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ.get('PATH', '')}")  # this fake docker is the one on PATH
     db = tmp_path / "containers.json"
     db.write_text(json.dumps({"sparkdoctor-a": {"sparkdoctor.owner": "h/b/1/2"},
                               "sparkdoctor-b": {"sparkdoctor.owner": "someone else's"}}))
@@ -229,6 +230,25 @@ def test_a_dead_owners_container_is_removed_and_a_namesake_is_not(tmp_path):
     assert registry.sweep(folder) == ["container sparkdoctor-a"]
     assert json.loads(db.read_text()) == {"sparkdoctor-b": {"sparkdoctor.owner": "someone else's"}}
     assert list(folder.iterdir()) == []
+
+
+def test_a_container_record_naming_another_program_never_runs_it(tmp_path, monkeypatch):
+    """The sweep ran the record's `cli` to inspect and remove a dead owner's container: a record naming any program
+    (a damaged one, or one someone else wrote into a shared state folder) had it run. Now only the container CLI this
+    machine would pick (docker, podman, or the runtime its environment names) is run; the record is kept."""
+    canary = tmp_path / "canary"
+    evil = tmp_path / "not-docker"
+    evil.write_text(f"#!/bin/sh\ntouch {canary}\n")
+    evil.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ.get('PATH', '')}")
+    monkeypatch.delenv("SPARKDOCTOR_CONTAINER_RUNTIME", raising=False)
+    monkeypatch.delenv("SPARKDOCTOR_CONTAINER_CLI", raising=False)
+    folder = tmp_path / "servers"
+    folder.mkdir()
+    doc = {"kind": "container", "owner": {"pid": 2**22 + 9, "start": "1", "boot": registry.boot_id()}, "cli": [str(evil)],
+           "name": "sparkdoctor-x", "owner_label": "l"}
+    (folder / "x.json").write_text(json.dumps(doc))
+    assert registry.sweep(folder) == [] and not canary.exists() and (folder / "x.json").exists()
 
 
 def test_a_container_record_waits_for_a_cli_that_is_not_here(tmp_path):
