@@ -183,7 +183,10 @@ def verify_rolled_back(target: Target, journal: jr.Journal, sides: dict[str, Fil
     checked_outside, restored = 0, list[str]()
     before_outside = journal.outside()
     if before_outside is not None:
-        restored, lost = outside_mod.restore(target, before_outside, list(data["plan"].get("touched", [])), installer)
+        if since:  # their files are theirs now: only the files of the dists unchanged since are compared
+            kept = {str(p) for key, dist in now.dists.items() if key not in since for p in dist.paths()}
+            before_outside = {p: v for p, v in before_outside.items() if p in kept}
+        restored, lost = outside_mod.restore(target, before_outside, [*data["plan"].get("touched", []), *since], installer)
         file_diff += [f"{p} (outside the plan)" for p in lost]
         checked_outside = sum(1 for v in before_outside.values() if v is not None)
     return {"packages_differ": package_diff, "files_differ": file_diff, "ok": not package_diff and not file_diff,

@@ -190,3 +190,22 @@ def test_a_package_installed_after_the_apply_is_left_and_does_not_fail_the_rollb
     assert [h["status"] for h in hist] == ["rolled back"]
     again = fix_cli(python, "--env-file", str(env_file), env=env)
     assert "did not finish" not in again.stdout + again.stderr
+
+
+def test_a_package_upgraded_after_the_apply_keeps_its_new_files_through_the_rollback(tmp_path, wheels):
+    """The same with a dist the plan did not touch upgraded since (`pip install pip==24.0`): its files differ from
+    the apply's record of the files outside the plan, and the rollback called them lost (exit 5)."""
+    python = scenario.make_target(tmp_path, "pip", wheels)
+    env_file, pins = scenario.files_for(tmp_path)
+    env = {"PIP_CONSTRAINT": str(pins)}
+    applied = fix_cli(python, "--env-file", str(env_file), "--yes", env=env)
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    old_pip = next(d for d in scenario.state(python, [])["dists"] if d.startswith("pip-"))
+    scenario.must([str(python), "-m", "pip", "install", "--quiet", "--no-index", "--find-links", str(wheels), "pip==24.0"])
+
+    back = fix_cli(None, "--rollback", "--format", "json", env={"PIP_NO_INDEX": "1", "PIP_CONSTRAINT": str(pins)})
+    assert back.returncode == 0, back.stdout + back.stderr
+    verified = as_json(back)["result"]["verified"]
+    assert verified["ok"] and verified["files_differ"] == [], verified["files_differ"][:5]
+    assert verified["changed_since"] == [f"pip: {old_pip[4:-len('.dist-info')]} -> 24.0"]
+    assert "pip-24.0.dist-info" in scenario.state(python, [])["dists"]
