@@ -229,3 +229,21 @@ def test_an_ab_whose_conclusion_is_not_recorded_still_shows_what_it_measured(tmp
     assert "conclusion" not in doc
     code, out, _ = invoke("bench", paths[0], *common, cpu_seconds=120)
     assert code == EXIT_USAGE and "A/B A = a  vs  B = b" in out and "not called" in out
+
+
+@pytest.mark.parametrize("verdict, line", [("no difference", "verdict: no difference (B/A of output tok/s)"),
+                                           ("mixed", "verdict: mixed: the levels disagree (B/A of output tok/s)"),
+                                           ("faster", "verdict: B is faster than A (B/A of output tok/s)")])
+def test_the_ab_verdict_line_reads_as_a_sentence(verdict, line):
+    """It printed "verdict: B is no difference" and "B is mixed", each with "'mixed': the levels disagree" after it."""
+    from rich.console import Console
+
+    from sparkdoctor.views.bench import render_comparison
+
+    ratio = {"ratio": 1.0, "ci_low": 0.9, "ci_high": 1.1, "method": "bootstrap-rounds", "verdict": verdict, "pairs": 1}
+    comp = {"a": "a", "b": "b", "order": ["A", "B"], "verdict": verdict, "runs": [1, 2], "load": {}, "correctness": {},
+            "levels": [{"concurrency": 1, "a": [1.0], "b": [1.0], "ratio": ratio, "noise": {}}]}
+    console = Console(width=200, no_color=True)
+    with console.capture() as out:
+        render_comparison(console, comp)
+    assert line in out.get().splitlines(), out.get()
