@@ -238,7 +238,7 @@ class Facts:
             # what else decides speed, by version (docs/bench.md "What a run is keyed to"); present only when
             # one is installed, so a venv without them keeps the fingerprint it always had
             **({"speed_packages": speed} if (speed := {name: p.get("version") for name, p in sorted(pkgs.items())
-                                                         if _decides_speed(name)}) else {}),
+                                                         if decides_speed(name)}) else {}),
             "cutedsl_build": (self.cutedsl or {}).get("active_build"),
             "ptxas": sorted(((t.get("version"), tuple(t.get("used_by") or ())) for t in (self.toolkits or [])), key=_none_first),
             "env": {k: v for k, v in sorted((self.env or {}).items()) if k in FINGERPRINT_ENV or k.startswith("VLLM_")},
@@ -305,7 +305,7 @@ SPEED_PACKAGES = ("transformers", "tokenizers", "compressed-tensors", "xgrammar"
                   "nvidia-cusparselt", "nvidia-nvshmem")
 
 
-def _decides_speed(name: str) -> bool:
+def decides_speed(name: str) -> bool:
     return not is_tracked(name) and any(name == p or name.startswith(p + "-") for p in SPEED_PACKAGES)
 
 

@@ -11,6 +11,7 @@ import json
 import os
 import re
 import subprocess
+import sys
 import venv
 from pathlib import Path
 
@@ -80,6 +81,9 @@ class Runner:
                 assert step["uses"].startswith("github/codeql-action/upload-sarif@")
                 folder = Path(self.text(step["with"]["sarif_file"]))
                 self.uploaded = sorted(folder.glob("*.sarif"))
+                # upload-sarif fails on a path without a SARIF file ("No SARIF files found to upload")
+                self.log.append((step["name"], 0 if self.uploaded else 1))
+                self.failed = self.failed or not self.uploaded
                 continue
             code = self._shell(step)
             self.log.append((step.get("name", "?"), code))
@@ -157,3 +161,22 @@ def test_a_step_that_fails_to_install_skips_the_checks_but_still_gates(tmp_path)
     names = [name for name, _ in runner.log]
     assert names == ["Install sparkdoctor", "Gate on the exit code"] and runner.log[0][1] != 0
     assert runner.failed  # the job fails by the failed step (pip found no such folder: nothing was fetched)
+
+
+def test_a_target_that_cannot_be_probed_fails_the_job_by_its_gate_not_by_an_empty_upload(tmp_path):
+    """`python:` naming an interpreter that does not exist (a typo): check exits 3 and writes no SARIF (nor does a
+    recipe that cannot be read). The upload step ran on the empty folder, where upload-sarif fails with "No SARIF
+    files found to upload" before the gate says why; the gate alone fails the job, with exit 3."""
+    runner = Runner(tmp_path, {"python": str(tmp_path / "no-such-venv" / "bin" / "python"),
+                               "recipes": str(tmp_path / "no-such-recipe.toml")})
+    runner.env = {"SPARKDOCTOR_BIN": str(Path(sys.executable).parent / "sparkdoctor"),
+                  "SPARKDOCTOR_SARIF_DIR": str(tmp_path / "sarif")}
+    runner.run(skip=("Install sparkdoctor",))
+    assert runner.env["SPARKDOCTOR_CHECK_EXIT"] == "3" and runner.env["SPARKDOCTOR_SARIF_FILES"] == "0"
+    assert [name for name, _ in runner.log] == ["sparkdoctor check", "sparkdoctor recipe check", "Gate on the exit code"]
+    assert runner.outputs["gate"]["exit-code"] == "3" and runner.log[-1] == ("Gate on the exit code", 3)
+    # a folder with a log is uploaded as before
+    again = Runner(tmp_path, {"python": sys.executable, "kernels": "false"})
+    again.env = {k: v for k, v in runner.env.items() if k in ("SPARKDOCTOR_BIN", "SPARKDOCTOR_SARIF_DIR")}
+    again.run(skip=("Install sparkdoctor",))
+    assert [p.name for p in again.uploaded] == ["check.sarif"] and ("Upload SARIF to code scanning", 0) in again.log

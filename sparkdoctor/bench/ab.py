@@ -22,6 +22,7 @@ from sparkdoctor.bench.stats import (
     launch_cv,
     min_detectable_effect,
     paired_ratio,
+    pooled_rounds_ratio,
     rounds_ratio,
 )
 
@@ -52,6 +53,13 @@ def run_value(summary: dict[str, Any], concurrency: int) -> float | None:
     return statistics.median(rounds) if rounds else None
 
 
+def _pooled_rounds(summary: dict[str, Any], concurrency: int) -> list[tuple[float, float]]:
+    """A run's (output tokens, wall seconds) per round at a level; empty for a run stored before pooling."""
+    lvl = _level(summary, concurrency) or {}
+    rows = list(zip(lvl.get("round_output_tokens") or [], lvl.get("round_wall_s") or [], strict=False))
+    return [(float(t), float(w)) for t, w in rows if w > 0]
+
+
 def compare(a_runs: Sequence[dict[str, Any]], b_runs: Sequence[dict[str, Any]],
             min_effect: float = DEFAULT_MIN_EFFECT) -> list[dict[str, object]]:
     """Per concurrency level of the runs' summaries: each arm's per-run values, and B/A."""
@@ -66,7 +74,10 @@ def compare(a_runs: Sequence[dict[str, Any]], b_runs: Sequence[dict[str, Any]],
         if n >= 2:
             ratio = paired_ratio(a_vals[:n], b_vals[:n], min_effect)
         elif n == 1:
-            ratio = rounds_ratio(a_rounds[0], b_rounds[0], min_effect)
+            # the ratio of the values shown (each arm's pooled rate), not of the medians of its round rates
+            a_pool, b_pool = _pooled_rounds(a_runs[0], c), _pooled_rounds(b_runs[0], c)
+            ratio = (pooled_rounds_ratio(a_pool, b_pool, min_effect) if a_pool and b_pool
+                     else rounds_ratio(a_rounds[0], b_rounds[0], min_effect))
         else:
             continue
         cv = launch_cv(a_vals[:n], b_vals[:n])

@@ -147,6 +147,7 @@ def run(options: BenchCommand) -> Result[BenchDocument]:
                         correctness=CorrectnessOptions(not options.no_correctness, options.reference,
                                                        str(options.reference_file) if options.reference_file else None))
     doc: BenchDocument
+    unrecorded: Exception | None = None
     if options.url is not None:  # a flow.Failure carries its exit code
         doc = flow.bench_url(options.url, options.model, opts)
     elif options.calibrate:
@@ -161,14 +162,22 @@ def run(options: BenchCommand) -> Result[BenchDocument]:
         assert options.recipe is not None
         doc = flow.bench_ab(options.recipe, options.vs, opts)
         if options.conclude is not None:  # sparkdoctor/conclusions/: the A/B bound to its runs and their fingerprints
+            from sparkdoctor.conclusions.model import ConclusionError
             from sparkdoctor.conclusions.store import conclude as record_conclusion
 
-            # a ConclusionError is exit 2, a ledger that cannot store it a LedgerError (exit 5): by themselves
-            doc.conclusion = record_conclusion(options.conclude, doc.to_json(), options.recipe, options.vs, options.python,
-                                               options.ledger, opts.sets, options.local)
+            # a ConclusionError is exit 2, with the A/B it measured and stored still shown; a ledger that cannot
+            # store it a LedgerError (exit 5) by itself
+            try:
+                doc.conclusion = record_conclusion(options.conclude, doc.to_json(), options.recipe, options.vs,
+                                                   options.python, options.ledger, opts.sets, options.local)
+            except ConclusionError as exc:
+                unrecorded = exc
     if options.export is not None or there is not None:
         doc = _export_and_reproduce(options, doc, there)
     result = Result("bench", "bench", doc)
+    if unrecorded is not None:
+        result.fail(unrecorded)
+        result.notes.append(f"bench: {unrecorded} (the A/B above is measured and stored)")
     wrong = wrong_answers(doc)
     if wrong and not options.allow_wrong:
         from sparkdoctor.errors import WrongAnswers

@@ -14,7 +14,7 @@ Data, not branches: a new risky package or variable is one entry in a tuple belo
 
 from __future__ import annotations
 
-from sparkdoctor.facts import FINGERPRINT_ENV, is_tracked
+from sparkdoctor.facts import FINGERPRINT_ENV, decides_speed, is_tracked
 
 RISKY, BENIGN = "risky", "benign"
 
@@ -33,6 +33,8 @@ PER_NODE_ENV = frozenset({"VLLM_HOST_IP", "NODE_RANK", "RANK", "LOCAL_RANK", "VL
 def package_verdict(name: str) -> tuple[str, str]:
     if is_tracked(name) or "nccl" in name or name.startswith(RISKY_PACKAGE_PREFIXES):
         return RISKY, "part of the serving stack: every node must run the same build"
+    if decides_speed(name):  # in bench's toolchain fingerprint: `rerun` calls a conclusion measured on the other stale
+        return BENIGN, "not a multi-node hazard, but it decides speed: a benchmark taken with one is stale with the other"
     return BENIGN, "not part of the serving stack"
 
 

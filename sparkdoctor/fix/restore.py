@@ -116,7 +116,10 @@ class Restorer:
         before_keys = {canonicalize_name(p["name"]) for p in data["packages_before"]}
         now = inv_mod.read(self.target)
         touched = set(data["touched_before"]) | set(data["plan"].get("touched", []))
-        remove = sorted({n for n in touched if now.get(n)} | {k for k in now.dists if k not in before_keys})
+        # a finished apply added only the dists its plan names (touched); any other new one came later, by someone else
+        # (a later `pip install`), and stays: removing it would undo what the fix never did
+        added = set() if self.journal.has(jr.APPLIED) else {k for k in now.dists if k not in before_keys}
+        remove = sorted({n for n in touched if now.get(n)} | added)
         self.installer.uninstall(remove)
         self.boundary("uninstalled")
         wheels = self._wheels() if self.mode == WHEELS else {}
@@ -163,7 +166,12 @@ def verify_rolled_back(target: Target, journal: jr.Journal, sides: dict[str, Fil
     now = inv_mod.read(target)
     want: dict[str, str] = {canonicalize_name(p["name"]): p["version"] for p in data["packages_before"]}
     got: dict[str, str] = dict(now.package_set())
-    package_diff = sorted(f"{k}: {want.get(k) or '-'} -> {got.get(k) or '-'}" for k in set(want) | set(got) if want.get(k) != got.get(k))
+    differ = sorted(k for k in set(want) | set(got) if want.get(k) != got.get(k))
+    # A finished apply proved that nothing outside its plan moved: a dist outside the plan that differs now was
+    # changed since, by someone else (a later `pip install`). Not the rollback's to undo, nor a failed rollback.
+    touched = {canonicalize_name(n) for n in [*data["plan"].get("touched", []), *data["touched_before"]]}
+    since = [k for k in differ if k not in touched] if journal.has(jr.APPLIED) else []
+    package_diff = [f"{k}: {want.get(k) or '-'} -> {got.get(k) or '-'}" for k in differ if k not in since]
     have = inv_mod.file_hashes(sides["target"], now, set(data["touched_before"]))
     missing = [p for p in data["hashes_before"] if p not in have]
     have.update(hashes(sides["target"], missing))
@@ -175,9 +183,13 @@ def verify_rolled_back(target: Target, journal: jr.Journal, sides: dict[str, Fil
     checked_outside, restored = 0, list[str]()
     before_outside = journal.outside()
     if before_outside is not None:
-        restored, lost = outside_mod.restore(target, before_outside, list(data["plan"].get("touched", [])), installer)
+        if since:  # their files are theirs now: only the files of the dists unchanged since are compared
+            kept = {str(p) for key, dist in now.dists.items() if key not in since for p in dist.paths()}
+            before_outside = {p: v for p, v in before_outside.items() if p in kept}
+        restored, lost = outside_mod.restore(target, before_outside, [*data["plan"].get("touched", []), *since], installer)
         file_diff += [f"{p} (outside the plan)" for p in lost]
         checked_outside = sum(1 for v in before_outside.values() if v is not None)
     return {"packages_differ": package_diff, "files_differ": file_diff, "ok": not package_diff and not file_diff,
+            "changed_since": [f"{k}: {want.get(k) or '-'} -> {got.get(k) or '-'}" for k in since],
             "packages": len(want), "files": len(data["hashes_before"]) + len(data["files"]),
             "outside_files": checked_outside, "outside_restored": restored}

@@ -174,7 +174,8 @@ def render_comparison(console: Console, comp: dict[str, Any]) -> None:
     if wrong:
         console.print(f"[bold red]wrong answers[/bold red] from arm {' and '.join(wrong)}: its speed is not a win "
                       "(bench/correctness.py; see each run with `sparkdoctor history RUN_ID`)")
-    console.print(f"[bold]verdict[/bold]: B is {comp['verdict']} (B/A of output tok/s; 'mixed': the levels disagree)")
+    said = {"faster": "B is faster than A", "slower": "B is slower than A", "mixed": "mixed: the levels disagree"}
+    console.print(f"[bold]verdict[/bold]: {said.get(comp['verdict'], comp['verdict'])} (B/A of output tok/s)")
     console.print(f"runs stored: {', '.join(str(r) for r in comp.get('runs') or []) or 'none'}; "
                   "a difference inside the noise is reported as \"no difference\", never as a win")
 

@@ -99,7 +99,12 @@ def rollback_lines(result: RolledBack) -> list[str]:
     if v:
         if v.get("ok"):
             outside = f"; {v['outside_files']} files of other dists unchanged" if v.get("outside_files") else ""
-            out.append(f"Verified: {v.get('packages')} packages as before; {v.get('files')} files byte for byte{outside}")
+            since = v.get("changed_since") or []
+            packages = f"the packages as before but {len(since)} changed since the apply" if since else \
+                f"{v.get('packages')} packages as before"
+            out.append(f"Verified: {packages}; {v.get('files')} files byte for byte{outside}")
+            if since:
+                out.append("Changed since the apply, not by it (left as they are): " + "; ".join(since))
         else:
             out.append("DIFFERENCES: " + "; ".join(v.get("packages_differ", []) + v.get("files_differ", [])))
     return out

