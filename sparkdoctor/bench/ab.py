@@ -53,11 +53,9 @@ def run_value(summary: dict[str, Any], concurrency: int) -> float | None:
     return statistics.median(rounds) if rounds else None
 
 
-def _pooled_rounds(summary: dict[str, Any], concurrency: int) -> list[tuple[float, float]]:
+def _pooled_rounds(tokens: Sequence[float] | None, walls: Sequence[float] | None) -> list[tuple[float, float]]:
     """A run's (output tokens, wall seconds) per round at a level; empty for a run stored before pooling."""
-    lvl = _level(summary, concurrency) or {}
-    rows = list(zip(lvl.get("round_output_tokens") or [], lvl.get("round_wall_s") or [], strict=False))
-    return [(float(t), float(w)) for t, w in rows if w > 0]
+    return [(float(t), float(w)) for t, w in zip(tokens or [], walls or [], strict=False) if w > 0]
 
 
 def compare(a_runs: Sequence[dict[str, Any]], b_runs: Sequence[dict[str, Any]],
@@ -75,7 +73,9 @@ def compare(a_runs: Sequence[dict[str, Any]], b_runs: Sequence[dict[str, Any]],
             ratio = paired_ratio(a_vals[:n], b_vals[:n], min_effect)
         elif n == 1:
             # the ratio of the values shown (each arm's pooled rate), not of the medians of its round rates
-            a_pool, b_pool = _pooled_rounds(a_runs[0], c), _pooled_rounds(b_runs[0], c)
+            a_lvl, b_lvl = _level(a_runs[0], c) or {}, _level(b_runs[0], c) or {}
+            a_pool = _pooled_rounds(a_lvl.get("round_output_tokens"), a_lvl.get("round_wall_s"))
+            b_pool = _pooled_rounds(b_lvl.get("round_output_tokens"), b_lvl.get("round_wall_s"))
             ratio = (pooled_rounds_ratio(a_pool, b_pool, min_effect) if a_pool and b_pool
                      else rounds_ratio(a_rounds[0], b_rounds[0], min_effect))
         else:
