@@ -114,6 +114,23 @@ def test_warnings_fail_only_when_strict(run, tmp_path):
     assert run(*base, "--fail-on", "info").returncode == 1
 
 
+def test_strict_never_takes_info_out_of_the_gate(run, tmp_path):
+    """`--strict --fail-on info` was taken as warn: a finding of severity info that `--fail-on info` fails on passed
+    once `--strict` was added. Strict adds the warnings; it never makes the gate weaker (flag or config)."""
+    base = ("check", "--facts", snap("gb10-broken"))
+    found = json.loads(run(*base, "--format", "json").stdout)["findings"]
+    assert {f["severity"] for f in found} >= {"error", "info"}, found
+    ignore = [a for f in found if f["severity"] != "info" for a in ("--ignore", f["id"])]
+    only_info = (*base, *ignore)
+    assert run(*only_info).returncode == 0
+    assert run(*only_info, "--strict").returncode == 0
+    assert run(*only_info, "--fail-on", "info").returncode == 1
+    assert run(*only_info, "--fail-on", "info", "--strict").returncode == 1
+    config = tmp_path / "info.toml"
+    config.write_text('[check]\nfail_on = "info"\n')
+    assert run(*only_info, "--config", config, "--strict").returncode == 1
+
+
 def test_ignore_flag_and_config_file(run, matrix, tmp_path):
     base = ("check", "--facts", snap("gb10-broken"), "--matrix", matrix)
     p = run(*base, "--ignore", CUTEDSL)

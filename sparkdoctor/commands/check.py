@@ -118,11 +118,14 @@ def run(options: CheckCommand) -> Result[Report]:
         from sparkdoctor.check import CheckRequest
         from sparkdoctor.config import load_config
 
+        config = load_config(options.config)
+        fail_on = options.fail_on or config.fail_on or "error"
+        if options.strict and fail_on == "error":  # --strict adds the warnings; it never drops info from the gate
+            fail_on = "warn"
         request = CheckRequest(target=target, snapshot=options.facts_file, matrix=options.matrix, arch=options.arch,
                                constraint_files=list(options.constraints), kernels=options.kernels,
                                use_cache=not options.no_cache, deadline=deadline, prestarted=prestarted,
-                               fail_on="warn" if options.strict else options.fail_on, ignore=list(options.ignore),
-                               config=load_config(options.config), save_facts=options.save_facts)
+                               fail_on=fail_on, ignore=list(options.ignore), config=config, save_facts=options.save_facts)
         outcome = _check_with_progress(request)
         return Result("check", "report", outcome.report, exit_code=outcome.report.exit_code(), notes=outcome.notes,
                       verbose=options.verbose)
