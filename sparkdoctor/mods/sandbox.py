@@ -159,12 +159,19 @@ def _as_nobody(scratch: Path) -> list[str]:
     if os.geteuid() != 0 or shutil.which("setpriv") is None:
         return []
     prefix = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--"]
-    for folder, dirs, names in os.walk(scratch):
-        for name in [folder, *(os.path.join(folder, n) for n in dirs + names)]:
-            os.chown(name, NOBODY, NOBODY, follow_symlinks=False)
+    _chown_tree(scratch, NOBODY)
     probe = proc.run([*prefix, "bwrap", "--unshare-all", "--ro-bind", "/", "/", "--bind", str(scratch), str(scratch),
                       "true"], timeout=30)
-    return prefix if probe.returncode == 0 else []
+    if probe.returncode == 0:
+        return prefix
+    _chown_tree(scratch, 0)  # root's again: without capabilities root could not write a copy `nobody` owns
+    return []
+
+
+def _chown_tree(root: Path, uid: int) -> None:
+    for folder, dirs, names in os.walk(root):
+        for name in [folder, *(os.path.join(folder, n) for n in dirs + names)]:
+            os.chown(name, uid, uid, follow_symlinks=False)
 
 
 def _identity(scratch: Path) -> list[str]:

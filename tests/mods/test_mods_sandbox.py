@@ -20,7 +20,7 @@ import pytest
 from sparkdoctor.mods import Verdict, judge_mod
 from sparkdoctor.mods.trees import SiteTree
 from tests.mods.test_mods_recipe import target_venv
-from tests.mods.test_mods_scripts import folder
+from tests.mods.test_mods_scripts import EUGR_SITE, folder
 from tests.mods.test_mods_static import BEFORE, sd
 
 
@@ -179,6 +179,15 @@ def test_a_fork_bomb_stops_at_the_process_count(tmp_path, tree):
     assert result.verdict is Verdict.NO_EFFECT, result
     left = [p for p in Path("/proc").iterdir() if p.name.isdigit() and _cmdline(p).startswith("python3 -")]
     assert not left, left
+
+
+def test_where_nobody_cannot_start_the_sandbox_a_roots_script_still_edits_its_copy(tmp_path, tree, monkeypatch):
+    """The scratch folder under a folder `nobody` cannot reach (pytest's own, mode 0700): the sandbox runs as root as
+    before, and the copy it was given back is root's again, so the script's edit is seen."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    mod = folder(tmp_path, f"sed -i 's/splits = 4/splits = max(4, n)/' {EUGR_SITE}/vllm/toy.py\n")
+    result = judge_mod(mod, tree)
+    assert result.verdict is Verdict.APPLIES, result
 
 
 def _cmdline(pid: Path) -> str:
