@@ -75,9 +75,8 @@ def check(request: CheckRequest) -> CheckOutcome:
         except OSError as exc:
             raise UsageError(f"--save-facts {request.save_facts}: {exc.strerror or exc}") from None
     notes = _unknown_ignores(matrix, request.ignore, cfg)
-    source = str(getattr(matrix, "source", "") or "")
-    if source.startswith("bundled (the installed matrix"):  # `matrix update` installed one and it cannot be used
-        notes.append(f"the installed matrix is not in use: judged by the {source}")
+    if matrix.fallback:  # `matrix update` installed one and it cannot be used
+        notes.append(f"the installed matrix is not in use: judged by the {matrix.source}")
     report = build_report(facts, matrix, fail_on=request.fail_on or cfg.fail_on or "error", ignore={*request.ignore, *cfg.ignore})
     by_config = [i for i in report.ignored if i in cfg.ignore]
     if by_config:  # the file that silenced findings, named wherever the count is shown

@@ -75,14 +75,14 @@ def run_validate(options: MatrixCommand, bounds_doc: Path | None = None) -> Resu
     from sparkdoctor.matrix.consistency import problems, report_delay
 
     m = load(options.matrix)
-    if options.matrix is None and m.source.startswith("bundled (the installed matrix does not load"):
+    if options.matrix is None and m.fallback:
         from sparkdoctor.locations import installed_matrix
-
-        load(installed_matrix())  # validate judges what `matrix update` installed: its MatrixError, not the fallback
-    if options.matrix is None and m.source.startswith("bundled (the installed matrix is gone"):
         from sparkdoctor.matrix import MatrixError
 
-        raise MatrixError(m.source[len("bundled ("):-1])
+        installed = installed_matrix()
+        if installed is not None:
+            load(installed)  # validate judges what `matrix update` installed: its MatrixError, not the fallback
+        raise MatrixError(m.fallback)  # it is gone
     levels = {lv: sum(1 for e in m.entries if e.evidence == lv) for lv in ("reproduced", "checked", "reported")}
     found = problems(m, _bounds_document(bounds_doc) if bounds_doc else None)
     return Result("matrix validate", "matrix-validate",

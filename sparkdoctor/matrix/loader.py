@@ -160,20 +160,21 @@ def load(path: Path | None = None, fixes: Path | None = None) -> Matrix:
         return matrix
 
     installed = locations.installed_matrix()
-    note = ""
     if installed is not None:
         try:
             matrix = cached(installed, fixes, ("installed",), lambda: _load(installed, fixes, path_given=True))
             matrix.source = f"installed {installed.resolve().name[:12]} ({installed.resolve()})"
         except MatrixError as exc:
-            matrix, note = _bundled(fixes), f" (the installed matrix does not load: {exc})"
-            matrix.source = "bundled" + note
+            matrix = _bundled(fixes)
+            matrix.fallback = f"the installed matrix does not load: {exc}"
     else:
         matrix = _bundled(fixes)
         current = locations.data_home() / "matrix" / "current"
         if current.is_symlink():  # `matrix update` installed one, and its folder is gone: said, never a silent fallback
-            matrix.source = (f"bundled (the installed matrix is gone: {current} points at {os.readlink(current)}; "
-                             "run `sparkdoctor matrix update` again)")
+            matrix.fallback = (f"the installed matrix is gone: {current} points at {os.readlink(current)}; "
+                               "run `sparkdoctor matrix update` again")
+    if matrix.fallback:
+        matrix.source = f"bundled ({matrix.fallback})"
     local = locations.local_overrides()
     if local.is_dir() and any(local.glob("*.toml")):
         overlay(matrix, _load(local, fixes, path_given=True))

@@ -100,6 +100,7 @@ class Matrix:
     files: list[str]
     tracking: Any = None  # sparkdoctor.matrix.tracking.Tracking: tracked-through versions, lockstep families
     source: str = "bundled"  # which matrix this is: "bundled", "installed ...", or the path given
+    fallback: str = ""  # why the matrix `matrix update` installed is not in use (it does not load, or it is gone)
 
     def get(self, entry_id: str) -> Entry | None:
         return next((e for e in self.entries if e.id == entry_id), None)
