@@ -45,7 +45,15 @@ def pytest_xdist_auto_num_workers(config):
 def pytest_sessionstart(session):
     # A cancelled CI job gets SIGTERM: unwind as from Ctrl-C, so the session fixtures' teardown runs
     # (the dockerd and podman they started are stopped, servers torn down) instead of leaving them behind.
+    # The controller first says where each worker was (tests/workers.py), so a run stopped at a time limit tells why.
+    workers.stacks_on_request(session.config)
+
     def _interrupt(signum, frame):
+        if hasattr(session.config, "_tmp_path_factory"):
+            run = session.config._tmp_path_factory.getbasetemp()
+            for line in workers.where_they_were(run.parent if os.environ.get("PYTEST_XDIST_WORKER") else run):
+                print(line, file=sys.stderr, flush=True)
+                session.config.stash.setdefault(workers.SUMMARY, []).append(line)
         raise KeyboardInterrupt(f"signal {signum}")
 
     signal.signal(signal.SIGTERM, _interrupt)
@@ -87,7 +95,7 @@ def pytest_runtest_setup(item):
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_protocol(item, nextitem):
     # around setup, call and teardown: session fixtures a test starts (a dockerd, an install) count as its load
-    with workers.turn(item.config, alone=item.get_closest_marker("alone") is not None):
+    with workers.turn(item.config, item.nodeid, alone=item.get_closest_marker("alone") is not None):
         return (yield)
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -71,3 +73,42 @@ def test_a_grouped_test_that_lost_its_group_is_named_on_a_worker(monkeypatch):
     assert "pytest-xdist#1386" in workers.lost_group(Item())
     Item.nodeid += "@fuzz"
     assert workers.lost_group(Item()) is None
+
+
+STUCK = textwrap.dedent("""
+    import time
+
+    def test_quick():
+        pass
+
+    def test_stuck_in_a_sleep():
+        time.sleep(600)
+""")
+
+
+@pytest.mark.parametrize("whom", ["controller", "process group"])
+def test_a_run_stopped_by_sigterm_says_which_test_each_worker_was_in_and_where(tmp_path, whom):
+    """A CI job killed at its time limit printed only pytest's KeyboardInterrupt. A real xdist run (two workers, this
+    suite's conftest) with a test that never ends gets SIGTERM once that test runs, sent to pytest alone or to its
+    whole process group (as a CI runner sends it): it names the test, its time, and the frame it was stopped in."""
+    (tmp_path / "conftest.py").write_text("from tests.conftest import *  # noqa: F403\n")
+    (tmp_path / "test_stuck.py").write_text(STUCK)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "PYTHONPATH"))}
+    env["PYTHONPATH"] = str(REPO)
+    run = subprocess.Popen([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2", "--rootdir",
+                            str(tmp_path), "--basetemp", str(tmp_path / "bt"), str(tmp_path / "test_stuck.py")],
+                           cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                           start_new_session=True)
+    for _ in range(600):  # until a worker notes it is in the stuck test (a bound on polls, not a verdict)
+        if any("test_stuck_in_a_sleep" in p.read_text() for p in (tmp_path / "bt").glob("running-*.txt")):
+            break
+        time.sleep(0.2)
+    time.sleep(0.5)  # in the sleep, past the note
+    if whom == "controller":
+        run.send_signal(signal.SIGTERM)
+    else:
+        os.killpg(run.pid, signal.SIGTERM)
+    out, _ = run.communicate(timeout=300)
+    line = next((x for x in out.splitlines() if "stopped in" in x), None)
+    assert line and "test_stuck.py::test_stuck_in_a_sleep after" in line, out[-3000:]
+    assert "in test_stuck_in_a_sleep" in line.split("innermost:")[1], line

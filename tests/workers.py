@@ -10,13 +10,19 @@ loadgroup`; tests/conftest.py: pytest_xdist_auto_num_workers).
   load lands in its numbers.
 - Summary lines. A worker's own terminal output is dropped; lines meant for the end of the run (the fuzz tally)
   travel to the controller with the worker's output.
+- Where a stopped run was. A CI job cancelled at its time limit (SIGTERM) used to end with nothing but pytest's
+  KeyboardInterrupt: each worker notes the test it is in, and the controller, when told to stop, names every worker's
+  test, how long it had run, and where in it the worker was (its Python stack, from faulthandler).
 """
 
 from __future__ import annotations
 
 import contextlib
+import faulthandler
 import fcntl
 import os
+import signal
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -55,15 +61,69 @@ def lost_group(item: pytest.Item) -> str | None:
 
 
 @contextlib.contextmanager
-def turn(config: pytest.Config, alone: bool) -> Iterator[None]:
+def turn(config: pytest.Config, nodeid: str, alone: bool) -> Iterator[None]:
     """A test's turn to run on an xdist worker: shared with the other workers' tests, or alone. Without xdist
-    there is nobody to wait for."""
-    if not os.environ.get("PYTEST_XDIST_WORKER"):
+    there is nobody to wait for. While it waits and runs, the worker's note names it (see `where_they_were`)."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if not worker:
         yield
         return
     common = config._tmp_path_factory.getbasetemp().parent  # type: ignore[attr-defined]  # <run>/popen-gwN -> <run>
-    with hold(common, alone):
-        yield
+    note = common / f"running-{worker}.txt"
+    note.write_text(f"{os.getpid()}\t{time.time()}\t{nodeid}")
+    try:
+        with hold(common, alone):
+            yield
+    finally:
+        note.unlink(missing_ok=True)
+
+
+_STACKS: list = []  # (a worker) the open file its stacks are written to
+
+
+def stacks_on_request(config: pytest.Config) -> None:
+    """(a worker) Write this process's Python stacks to <run>/stacks-<worker>.txt on SIGUSR1."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker:
+        common = config._tmp_path_factory.getbasetemp().parent  # type: ignore[attr-defined]
+        _STACKS.append(open(common / f"stacks-{worker}.txt", "w"))  # noqa: SIM115  # open while the worker lives
+        faulthandler.register(signal.SIGUSR1, file=_STACKS[0], all_threads=True)
+
+
+def where_they_were(run: Path) -> list[str]:
+    """One line per worker still in a test: which, for how long, and the innermost frames of the thread running it.
+    The controller asks each worker for its stacks (SIGUSR1) and waits a second for them; a worker (told to stop
+    itself, as when a whole process group gets SIGTERM) writes its own first."""
+    own = os.environ.get("PYTEST_XDIST_WORKER")
+    notes = []
+    for note in sorted(run.glob(f"running-{own or '*'}.txt")):
+        with contextlib.suppress(OSError, ValueError):
+            pid, start, nodeid = note.read_text().split("\t", 2)
+            notes.append((note.stem.removeprefix("running-"), float(start), nodeid))
+            if own and _STACKS:
+                faulthandler.dump_traceback(file=_STACKS[0], all_threads=True)
+            elif not own:
+                os.kill(int(pid), signal.SIGUSR1)
+    if notes and not own:
+        time.sleep(1)
+    lines = []
+    for worker, start, nodeid in notes:
+        frames = _main_frames(run / f"stacks-{worker}.txt")
+        lines.append(f"{worker} stopped in {nodeid} after {time.time() - start:,.0f} s; innermost: {' <- '.join(frames[:6])}")
+    return lines
+
+
+def _main_frames(stacks: Path) -> list[str]:
+    """The frames (most recent first) of the thread that runs the test (the one in pytest's runner), from a
+    faulthandler dump; the signal may land on any thread, execnet's among them."""
+    try:
+        text = stacks.read_text(errors="replace")
+    except OSError:
+        return ["(no stack)"]
+    threads = [[x.strip().removeprefix("File ") for x in block.splitlines() if x.strip().startswith("File ")]
+               for block in text.split("\n\n")]
+    runner = [frames for frames in threads if any("_pytest/runner.py" in f for f in frames)]
+    return (runner or threads or [[]])[-1] or ["(no stack)"]
 
 
 @contextlib.contextmanager
