@@ -77,6 +77,7 @@ def check(request: CheckRequest) -> CheckOutcome:
     notes = _unknown_ignores(matrix, request.ignore, cfg)
     if matrix.fallback:  # `matrix update` installed one and it cannot be used
         notes.append(f"the installed matrix is not in use: judged by the {matrix.source}")
+    notes += _copied_venv(request.target)
     report = build_report(facts, matrix, fail_on=request.fail_on or cfg.fail_on or "error", ignore={*request.ignore, *cfg.ignore})
     by_config = [i for i in report.ignored if i in cfg.ignore]
     if by_config:  # the file that silenced findings, named wherever the count is shown
@@ -103,6 +104,24 @@ def _unknown_ignores(matrix: Matrix, ignore: Sequence[str], cfg: Config) -> list
     return [f"{source} {entry_id!r}: no matrix entry has this id; it ignores nothing (see `sparkdoctor matrix list`)"
             for source, ids in (("--ignore", ignore), (f"{cfg.path}: ignore", cfg.ignore)) for entry_id in ids
             if entry_id not in known and not entry_id.startswith("probe-")]
+
+
+def _copied_venv(target: Target | None) -> list[str]:
+    """A venv copied or moved keeps its scripts' first lines: `vllm serve` there runs the old place's interpreter
+    and packages, not the ones this check judged. Said for a local target whose bin/ has such scripts."""
+    from sparkdoctor.targets.local import PythonTarget, scripts_elsewhere
+
+    if not isinstance(target, PythonTarget):
+        return []
+    found = scripts_elsewhere(target.python)
+    if not found:
+        return []
+    names = sorted(found, key=lambda n: (n not in ("vllm", "pip", "pip3", "ray", "sparkrun"), n))
+    other = found[names[0]]
+    return [f"{len(found)} script(s) in {Path(target.python).parent} run another interpreter ({other}), "
+            f"e.g. {', '.join(names[:4])}: this venv was copied or moved, so they run that environment's packages, "
+            "not the ones judged here; run them as `python -m ...`, reinstall the packages that installed them "
+            "(`python -m pip install --force-reinstall --no-deps PACKAGE`), or make the venv anew"]
 
 
 def collectors(kernels: bool, shares_files: bool = True) -> list[Collector]:

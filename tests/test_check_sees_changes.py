@@ -136,3 +136,23 @@ def test_a_damaged_record_cache_is_ignored_and_rewritten(world, damage):
     assert cache.stat().st_size > 100, "rewritten"
     same_size_edit(world["site"] / "quack" / "__init__.py")
     assert "quack-hand-modified" in finding_ids(check(world))
+
+
+def test_a_copied_venv_is_said_to_run_another_interpreter(world):
+    """`cp -a` of a venv keeps its scripts' first lines: the copy's bin/pip (and a bin/vllm) run the first venv's
+    interpreter and packages. check judges the copy's files and says so on stderr; the venv it came from gets no
+    such word."""
+    original = venvs.shared_venv("targetenv-small", SMALL)
+    env = {**os.environ, "SPARKDOCTOR_CACHE_DIR": str(world["cache"])}
+
+    def warned(python: Path) -> str:
+        done = subprocess.run([sys.executable, "-m", "sparkdoctor", "check", "--no-kernels", "--format", "json",
+                               "--python", str(python), "--matrix", str(world["matrix"])],
+                              capture_output=True, text=True, timeout=300, env=env)
+        assert done.returncode in (0, 1), done.stderr
+        return " ".join(done.stderr.split())
+
+    copied = warned(world["python"])
+    assert f"in {world['python'].parent} run another interpreter ({original.parent}/python" in copied, copied
+    assert "e.g. pip" in copied and "this venv was copied or moved" in copied, copied
+    assert "run another interpreter" not in warned(original)

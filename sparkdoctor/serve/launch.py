@@ -43,6 +43,7 @@ from sparkdoctor.serve.container_launch import ContainerLaunchError, ContainerSe
 from sparkdoctor.serve.logpump import LogPump
 from sparkdoctor.serve.logscan import Hit
 from sparkdoctor.serve.memwatch import MemoryWatch
+from sparkdoctor.targets.local import runs_elsewhere
 from sparkdoctor.text import one_line
 
 POLL_S = 0.5
@@ -157,29 +158,8 @@ def _resolve_argv(argv: list[str], python: str | Path | None) -> tuple[list[str]
         program = bin_dir / argv[0]
         # A venv copied or moved elsewhere keeps its scripts' first line: `bin/vllm` would run the old place's
         # interpreter (and its packages) while the run is stored with this one's toolchain.
-        argv = [str(python), str(program), *argv[1:]] if _runs_elsewhere(program, bin_dir) else [str(program), *argv[1:]]
+        argv = [str(python), str(program), *argv[1:]] if runs_elsewhere(program, bin_dir) else [str(program), *argv[1:]]
     return argv, env
-
-
-def _runs_elsewhere(program: Path, bin_dir: Path) -> bool:
-    """Whether `program` is a Python script whose first line names an interpreter outside `bin_dir` (also in
-    pip's form for long paths: a `#!/bin/sh` line, then `'''exec' PYTHON "$0" "$@"`)."""
-    try:
-        with program.open("rb") as fh:
-            head = fh.read(4096).decode("utf-8", "replace").splitlines()[:2]
-    except OSError:
-        return False
-    if not head or not head[0].startswith("#!"):
-        return False
-    words = head[0][2:].split()
-    if words[:1] == ["/bin/sh"] and len(head) > 1 and head[1].startswith("'''exec' "):
-        words = head[1][len("'''exec' "):].split()
-    if not words or not os.path.isabs(words[0]) or not os.path.basename(words[0]).startswith("python"):
-        return False
-    try:
-        return not os.path.samefile(os.path.dirname(words[0]), bin_dir)
-    except OSError:  # that folder is gone: the venv was moved
-        return True
 
 
 def _died(name: str, code: int | None, after: float, when: str, pump: LogPump, log_path: Path) -> str:

@@ -141,6 +141,45 @@ def resolve_python_target(python: str | None) -> PythonTarget:
     return PythonTarget(sys.executable, "current interpreter")
 
 
+def runs_elsewhere(program: Path, bin_dir: Path) -> str | None:
+    """The interpreter a Python script's first line names, when that is outside `bin_dir` (a venv copied or moved
+    keeps its scripts' first lines: they run the old place's interpreter and packages); else None. Also pip's form
+    for long paths: a `#!/bin/sh` line, then `'''exec' PYTHON "$0" "$@"`."""
+    try:
+        with program.open("rb") as fh:
+            head = fh.read(4096).decode("utf-8", "replace").splitlines()[:2]
+    except OSError:
+        return None
+    if not head or not head[0].startswith("#!"):
+        return None
+    words = head[0][2:].split()
+    if words[:1] == ["/bin/sh"] and len(head) > 1 and head[1].startswith("'''exec' "):
+        words = head[1][len("'''exec' "):].split()
+    if not words or not os.path.isabs(words[0]) or not os.path.basename(words[0]).startswith("python"):
+        return None
+    try:
+        return None if os.path.samefile(os.path.dirname(words[0]), bin_dir) else words[0]
+    except OSError:  # that folder is gone: the venv was moved
+        return words[0]
+
+
+def scripts_elsewhere(python: str, most: int = 2000) -> dict[str, str]:
+    """The scripts in the bin/ folder of `python` that run another interpreter: name -> the interpreter named
+    (the first `most` entries of the folder are read, 4 KiB each)."""
+    bin_dir = Path(python).parent
+    try:
+        entries = sorted(bin_dir.iterdir())[:most]
+    except OSError:
+        return {}
+    found = {}
+    for entry in entries:
+        if not entry.is_symlink() and entry.is_file():
+            other = runs_elsewhere(entry, bin_dir)
+            if other:
+                found[entry.name] = other
+    return found
+
+
 def _resolve_interpreter(python: str) -> str:
     try:
         return _interpreter_at(python)
