@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -99,16 +100,20 @@ def test_a_run_stopped_by_sigterm_says_which_test_each_worker_was_in_and_where(t
                             str(tmp_path), "--basetemp", str(tmp_path / "bt"), str(tmp_path / "test_stuck.py")],
                            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                            start_new_session=True)
-    for _ in range(600):  # until a worker notes it is in the stuck test (a bound on polls, not a verdict)
-        if any("test_stuck_in_a_sleep" in p.read_text() for p in (tmp_path / "bt").glob("running-*.txt")):
-            break
-        time.sleep(0.2)
-    time.sleep(0.5)  # in the sleep, past the note
-    if whom == "controller":
-        run.send_signal(signal.SIGTERM)
-    else:
-        os.killpg(run.pid, signal.SIGTERM)
-    out, _ = run.communicate(timeout=300)
+    try:
+        for _ in range(600):  # until a worker notes it is in the stuck test (a bound on polls, not a verdict)
+            if any("test_stuck_in_a_sleep" in p.read_text() for p in (tmp_path / "bt").glob("running-*.txt")):
+                break
+            time.sleep(0.2)
+        time.sleep(0.5)  # in the sleep, past the note
+        if whom == "controller":
+            run.send_signal(signal.SIGTERM)
+        else:
+            os.killpg(run.pid, signal.SIGTERM)
+        out, _ = run.communicate(timeout=300)
+    finally:  # whatever happened, nothing of the inner run outlives the test
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(run.pid, signal.SIGKILL)
     line = next((x for x in out.splitlines() if "stopped in" in x), None)
     assert line and "test_stuck.py::test_stuck_in_a_sleep after" in line, out[-3000:]
     assert "in test_stuck_in_a_sleep" in line.split("innermost:")[1], line
