@@ -42,25 +42,50 @@ def _events(tmp_path):
     return {(what, name): float(t) for what, name, t in rows}
 
 
+def _until(condition, polls: int = 600) -> None:
+    """Poll `condition` every 0.1 s until it holds (a bound on polls, not a verdict: the order is what is tested)."""
+    for _ in range(polls):
+        if condition():
+            return
+        time.sleep(0.1)
+
+
+def _gate_held(folder: Path) -> bool:
+    import fcntl
+
+    with open(folder / "turns-gate.lock", "a") as gate:
+        try:
+            fcntl.flock(gate, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(gate, fcntl.LOCK_UN)
+        return False
+
+
 def test_an_alone_test_waits_for_the_running_one_and_the_next_waits_for_it(tmp_path):
-    procs = [_start(tmp_path, "shared", 1.5, "running")]
-    time.sleep(0.5)  # "running" holds its shared turn
+    procs = [_start(tmp_path, "shared", 3.0, "running")]
+    _until(lambda: (tmp_path / "log").exists())  # "running" holds its shared turn
     procs.append(_start(tmp_path, "alone", 1.0, "alone"))
-    time.sleep(0.5)  # "alone" is waiting at the gate's far side
+    _until(lambda: _gate_held(tmp_path))  # "alone" waits at the gate's far side (or, on a slow box, already runs)
     procs.append(_start(tmp_path, "shared", 0.1, "next"))
     for p in procs:
-        assert p.wait(timeout=30) == 0
+        assert p.wait(timeout=60) == 0
     t = _events(tmp_path)
     assert t["start", "alone"] >= t["end", "running"]  # it waited for the test already running
     assert t["start", "next"] >= t["end", "alone"]  # and a test that came later did not slip in beside it
 
 
 def test_ordinary_tests_share_their_turns(tmp_path):
-    procs = [_start(tmp_path, "shared", 1.0, name) for name in ("a", "b")]
-    for p in procs:
-        assert p.wait(timeout=30) == 0
-    t = _events(tmp_path)
-    assert t["start", "b"] < t["end", "a"] and t["start", "a"] < t["end", "b"]
+    a = _start(tmp_path, "shared", 600, "a")
+    try:
+        _until(lambda: (tmp_path / "log").exists())  # "a" holds its shared turn, and keeps it
+        b = _start(tmp_path, "shared", 0.1, "b")
+        assert b.wait(timeout=120) == 0  # "b" had its turn beside "a"
+        t = _events(tmp_path)
+        assert ("end", "b") in t and ("end", "a") not in t
+    finally:
+        a.kill()
+        a.wait(timeout=30)
 
 
 def test_a_grouped_test_that_lost_its_group_is_named_on_a_worker(monkeypatch):
@@ -117,3 +142,23 @@ def test_a_run_stopped_by_sigterm_says_which_test_each_worker_was_in_and_where(t
     line = next((x for x in out.splitlines() if "stopped in" in x), None)
     assert line and "test_stuck.py::test_stuck_in_a_sleep after" in line, out[-3000:]
     assert "in test_stuck_in_a_sleep" in line.split("innermost:")[1], line
+
+
+@pytest.mark.parametrize("first, refused", [("shared", [True]), ("alone", [True, False])])
+def test_a_turn_never_had_is_given_up_after_its_wait(tmp_path, first, refused):
+    """A test that never ends (holding a shared turn, or alone) used to stall every worker: an alone test waited at the
+    gate for it, and every other test behind that one. Past its wait a test runs without the turn, and says so."""
+    holder = _start(tmp_path, first, 600, "stuck")
+    try:
+        for _ in range(300):  # until the holder has its turn (a bound on polls)
+            if (tmp_path / "log").exists():
+                break
+            time.sleep(0.1)
+        for alone in refused:  # an alone test behind a shared one; any test behind an alone one
+            with workers.hold(tmp_path, alone, wait=1.0) as had:
+                assert had is False
+    finally:
+        holder.kill()
+        holder.wait(timeout=30)
+    with workers.hold(tmp_path, True, wait=30) as had:  # the holder gone, its lock went with it
+        assert had is True

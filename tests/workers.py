@@ -7,7 +7,8 @@ loadgroup`; tests/conftest.py: pytest_xdist_auto_num_workers).
   fault table) pins itself with `pytestmark = pytest.mark.xdist_group(...)`.
 - Turns. A test marked `alone` compares real timings (an A/B verdict, a stream's token stamps): it waits until the tests
   running on the other workers have finished and holds the others off until it is done, so no other test's CPU
-  load lands in its numbers.
+  load lands in its numbers. A turn not had in TURN_WAIT_S (20 minutes; every test ends in minutes) is given up and
+  said at the end of the run: one test that never ends stalls its own worker, not all of them.
 - Summary lines. A worker's own terminal output is dropped; lines meant for the end of the run (the fuzz tally)
   travel to the controller with the worker's output.
 - Where a stopped run was. A CI job cancelled at its time limit (SIGTERM) used to end with nothing but pytest's
@@ -72,7 +73,11 @@ def turn(config: pytest.Config, nodeid: str, alone: bool) -> Iterator[None]:
     note = common / f"running-{worker}.txt"
     note.write_text(f"{os.getpid()}\t{time.time()}\t{nodeid}")
     try:
-        with hold(common, alone):
+        with hold(common, alone) as had:
+            if not had:
+                others = [n.read_text().split("\t", 2)[-1] for n in common.glob("running-*.txt") if n != note]
+                summary_line(config, f"{nodeid} ran without its turn after {TURN_WAIT_S:,.0f} s: the other workers were "
+                                     f"in {', '.join(others) or 'nothing'}")
             yield
     finally:
         note.unlink(missing_ok=True)
@@ -126,20 +131,40 @@ def _main_frames(stacks: Path) -> list[str]:
     return (runner or threads or [[]])[-1] or ["(no stack)"]
 
 
+TURN_WAIT_S = 1200.0  # the most a test waits for its turn; every test so far ends in minutes, even at load 4
+
+
 @contextlib.contextmanager
-def hold(folder: Path, alone: bool) -> Iterator[None]:
+def hold(folder: Path, alone: bool, wait: float = TURN_WAIT_S) -> Iterator[bool]:
     """Two flock files in a folder all workers share: `running` (shared by ordinary tests, exclusive for an alone
-    one) and `gate`, which an alone test holds while it waits, so new tests queue behind it instead of starving it."""
+    one) and `gate`, which an alone test holds while it waits, so new tests queue behind it instead of starving it.
+    Yields whether the turn was had: after `wait` seconds the test runs without it, so one test that never ends
+    (holding `running`, or waiting alone at the gate) stalls its own worker, never every worker."""
     with open(folder / "turns-gate.lock", "a") as gate, open(folder / "turns-running.lock", "a") as running:
-        fcntl.flock(gate, fcntl.LOCK_EX)
+        until = time.monotonic() + wait
+        had = False
+        if _flock_by(gate, fcntl.LOCK_EX, until):
+            try:
+                had = _flock_by(running, fcntl.LOCK_EX if alone else fcntl.LOCK_SH, until)
+            finally:
+                fcntl.flock(gate, fcntl.LOCK_UN)
         try:
-            fcntl.flock(running, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+            yield had
         finally:
-            fcntl.flock(gate, fcntl.LOCK_UN)
+            if had:
+                fcntl.flock(running, fcntl.LOCK_UN)
+
+
+def _flock_by(file, operation: int, until: float) -> bool:
+    """flock(operation) if it can be had before `until` (time.monotonic()); polled, so the wait has an end."""
+    while True:
         try:
-            yield
-        finally:
-            fcntl.flock(running, fcntl.LOCK_UN)
+            fcntl.flock(file, operation | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if time.monotonic() >= until:
+                return False
+            time.sleep(0.2)
 
 
 def summary_line(config: pytest.Config, text: str) -> None:
