@@ -94,12 +94,15 @@ def write_stdout(text: str) -> None:
     except BrokenPipeError:
         reader_left()
     except OSError as exc:
+        # what the failed write left in a block-buffered stdout (no PYTHONUNBUFFERED) would fail again at the
+        # interpreter's final flush: "Exception ignored ..." on stderr and exit 120 instead of this error's 2
+        reader_left()
         raise OutputError(f"cannot write the report to stdout: {exc.strerror or exc} (use -o FILE)") from None
 
 
 def reader_left() -> None:
-    """The reader went away (`| head`): point stdout at /dev/null so the interpreter's final flush stays
-    quiet too."""
+    """The reader went away (`| head`) or the stream cannot take more (`> /dev/full`): point stdout at /dev/null so
+    the interpreter's final flush stays quiet too."""
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())

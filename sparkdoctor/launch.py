@@ -62,4 +62,26 @@ def main() -> None:
         if sys.stderr is not None:
             sys.stderr.write(f"sparkdoctor: error: {why}\n")
         sys.exit(code)
-    cli_main()
+    try:
+        cli_main()
+    finally:
+        _flush_quietly()
+
+
+def _flush_quietly() -> None:
+    """Flush stdout and stderr before the interpreter does. Where a stream cannot take what is left in its buffer
+    (`2> /dev/full`, a closed reader), that is dropped: the fd goes to /dev/null. Left to the interpreter's own final
+    flush (block-buffered streams, no PYTHONUNBUFFERED), it printed "Exception ignored ..." and exited 120, whatever
+    the command's exit code."""
+    for stream, fd in ((sys.stdout, 1), (sys.stderr, 2)):
+        if stream is None:
+            continue
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            try:
+                null = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(null, fd)
+                os.close(null)
+            except OSError:
+                pass

@@ -8,6 +8,7 @@ by the test.
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import json
 import os
 import signal
@@ -599,11 +600,15 @@ def test_a_terminal_size_no_terminal_has_still_prints_the_report(run, size):
 def test_a_console_report_to_stdout_that_is_full_is_one_line(run):
     """`sparkdoctor check > /dev/full`: the JSON document said "cannot write the report to stdout", but a console
     report was an internal error (rich flushes the stream it was given when a capture ends), and so was `--help`."""
-    for args in (["check", "--facts", snap("gb10-broken")], ["matrix", "list"], ["check", "--facts", snap("gb10-broken"),
-                                                                                  "--format", "json"]):
+    # block-buffered (a user's default) and unbuffered (PYTHONUNBUFFERED=1): a buffered stdout kept what the failed
+    # write left, and the interpreter's final flush failed again: "Exception ignored ...", exit 120
+    buffered = {k: v for k, v in run.env.items() if k != "PYTHONUNBUFFERED"}
+    for args, env in itertools.product((["check", "--facts", snap("gb10-broken")], ["matrix", "list"],
+                                        ["check", "--facts", snap("gb10-broken"), "--format", "json"]),
+                                       (buffered, {**buffered, "PYTHONUNBUFFERED": "1"})):
         with open("/dev/full", "w") as full:
             p = subprocess.run([sys.executable, "-m", "sparkdoctor", *map(str, args)], cwd=run.cwd, stdout=full,
-                               stderr=subprocess.PIPE, text=True, timeout=120, env=run.env)
+                               stderr=subprocess.PIPE, text=True, timeout=120, env=env)
         assert p.returncode == 2, (args, p.returncode, p.stderr)
         assert p.stderr == "sparkdoctor: error: cannot write the report to stdout: No space left on device (use -o FILE)\n"
     with open("/dev/full", "w") as full:  # click writes --help itself

@@ -441,10 +441,14 @@ def test_a_stderr_that_cannot_be_written_changes_neither_the_plan_nor_the_exit_c
             str(scenario.DATA / "matrix"), "--fixes", str(scenario.DATA / "fixes"), "--format", "json"]
     seen = subprocess.run(argv, capture_output=True, text=True, timeout=600)
     assert "sparkdoctor fix: " in seen.stderr, seen.stderr  # the progress the second run cannot write
-    with open("/dev/full", "w") as full:
-        blind = subprocess.run(argv, stdout=subprocess.PIPE, stderr=full, text=True, timeout=600)
-    assert blind.returncode == seen.returncode != 2, (blind.returncode, seen.returncode)
-    assert json.loads(blind.stdout)["plan"] == json.loads(seen.stdout)["plan"]
+    # stderr block-buffered as on a user's machine (no PYTHONUNBUFFERED): what the failed writes left in its buffer
+    # failed again at the interpreter's final flush, exit 120
+    buffered = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    for env in (buffered, {**buffered, "PYTHONUNBUFFERED": "1"}):
+        with open("/dev/full", "w") as full:
+            blind = subprocess.run(argv, stdout=subprocess.PIPE, stderr=full, text=True, timeout=600, env=env)
+        assert blind.returncode == seen.returncode != 2, (blind.returncode, seen.returncode)
+        assert json.loads(blind.stdout)["plan"] == json.loads(seen.stdout)["plan"]
 
 
 def test_exit_codes_of_what_changed_nothing(tmp_path, wheels):
