@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import select
 import shutil
 import signal
 import subprocess
@@ -263,6 +264,28 @@ def test_a_damaged_unsettled_mark_is_no_clean_bill_of_health(tmp_path, wheels, d
     assert "fix-unfinished" not in [f["id"] for f in check_json(python, env)["findings"]]
 
 
+def _next_boundary(trace: Path, fix: subprocess.Popen, err: Path) -> list[str]:
+    """The lines the fix writes at its next boundary, where it waits until a reader opens the FIFO. Never blocks:
+    the FIFO is opened without waiting for a writer, and a fix that ends first (a plan without steps, an error)
+    fails the test with its stderr. A blocking open here waited for ever for a fix that had already ended."""
+    fd = os.open(trace, os.O_RDONLY | os.O_NONBLOCK)
+    data = b""
+    try:
+        while True:
+            ready, _, _ = select.select([fd], [], [], 0.2)
+            chunk = os.read(fd, 65536) if ready else b""
+            if chunk:
+                data += chunk
+            elif data:  # its writer closed after writing: the boundary is passed
+                return data.decode("utf-8").splitlines()
+            elif fix.poll() is not None:
+                raise AssertionError(f"the fix ended (exit {fix.returncode}) before its next boundary: {err.read_text()[-2000:]}")
+            else:
+                time.sleep(0.05)  # no writer yet (a FIFO without one reads as at its end)
+    finally:
+        os.close(fd)
+
+
 def test_check_while_a_fix_runs_says_it_is_running_not_that_it_did_not_finish(tmp_path, wheels):
     """`check` while an apply runs (a real second process): the target is half-changed, so an error finding, but
     it said the fix "did not finish" and told the user to roll it back (which the running fix's lock refuses).
@@ -275,13 +298,13 @@ def test_check_while_a_fix_runs_says_it_is_running_not_that_it_did_not_finish(tm
     small = scenario.DATA / "small"
     argv = [sys.executable, "-m", "sparkdoctor", "fix", "--python", str(python), "--no-kernels", "--matrix", str(small / "matrix"),
             "--fixes", str(small / "fixes"), "--env-file", str(env_file), "--yes"]
-    fix = subprocess.Popen(argv, env={**os.environ, "SPARKDOCTOR_FIX_TRACE": str(trace)}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out, err = tmp_path / "fix.out", tmp_path / "fix.err"  # files, not pipes: a fix never waits on a full pipe
+    with open(out, "w") as stdout, open(err, "w") as stderr:
+        fix = subprocess.Popen(argv, env={**os.environ, "SPARKDOCTOR_FIX_TRACE": str(trace)}, stdout=stdout, stderr=stderr)
     try:
         seen: list[str] = []
         while not any(line.startswith("apply:") and "step-1-" in line for line in seen):
-            with open(trace, encoding="utf-8") as fh:  # lets the fix past one boundary
-                seen += fh.read().splitlines()
-            assert fix.poll() is None, fix.communicate()
+            seen += _next_boundary(trace, fix, err)  # lets the fix past one boundary
         found = {f["id"]: f for f in check_json(python)["findings"]}
         unfinished = found["fix-unfinished"]
         assert f"is running now (process {fix.pid}, journal" in unfinished["evidence"][0], unfinished
@@ -291,9 +314,12 @@ def test_check_while_a_fix_runs_says_it_is_running_not_that_it_did_not_finish(tm
     finally:
         drain = os.open(trace, os.O_RDONLY | os.O_NONBLOCK)  # a boundary waiting now gets through; later ones write a file
         trace.unlink()
-        out, err = fix.communicate(timeout=600)
-        os.close(drain)
-    assert fix.returncode == 0, out + err
+        try:
+            fix.wait(timeout=600)
+        finally:
+            fix.kill()
+            os.close(drain)
+    assert fix.returncode == 0, out.read_text() + err.read_text()
     assert "fix-unfinished" not in [f["id"] for f in check_json(python)["findings"]]
 
 
