@@ -75,12 +75,20 @@ def turn(config: pytest.Config, nodeid: str, alone: bool) -> Iterator[None]:
     try:
         with hold(common, alone) as had:
             if not had:
-                others = [n.read_text().split("\t", 2)[-1] for n in common.glob("running-*.txt") if n != note]
+                others = [_test_of(n) for n in common.glob("running-*.txt") if n != note]
                 summary_line(config, f"{nodeid} ran without its turn after {TURN_WAIT_S:,.0f} s: the other workers were "
                                      f"in {', '.join(others) or 'nothing'}")
             yield
     finally:
         note.unlink(missing_ok=True)
+
+
+def _test_of(note: Path) -> str:
+    """The test a worker's note names ("" if that worker just finished it and took the note away)."""
+    try:
+        return note.read_text().split("\t", 2)[-1]
+    except OSError:
+        return ""
 
 
 _STACKS: list = []  # (a worker) the open file its stacks are written to
