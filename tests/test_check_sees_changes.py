@@ -156,3 +156,16 @@ def test_a_copied_venv_is_said_to_run_another_interpreter(world):
     assert f"in {world['python'].parent} run another interpreter ({original.parent}/python" in copied, copied
     assert "e.g. pip" in copied and "this venv was copied or moved" in copied, copied
     assert "run another interpreter" not in warned(original)
+
+
+def test_only_a_venvs_scripts_are_read_for_another_interpreter(tmp_path):
+    """A system bin/ (/usr/bin) holds other programs' scripts with interpreters of their own: no word on them."""
+    from sparkdoctor.targets.local import scripts_elsewhere
+
+    for venv in (False, True):
+        root = tmp_path / ("venv" if venv else "usr")
+        (root / "bin").mkdir(parents=True)
+        (root / "bin" / "tool").write_text("#!/opt/other/bin/python3\nprint('hi')\n")
+        if venv:
+            (root / "pyvenv.cfg").write_text("home = /usr/bin\n")
+        assert scripts_elsewhere(str(root / "bin" / "python")) == ({"tool": "/opt/other/bin/python3"} if venv else {})

@@ -164,10 +164,13 @@ def runs_elsewhere(program: Path, bin_dir: Path) -> str | None:
 
 
 def scripts_elsewhere(python: str, most: int = 2000) -> dict[str, str]:
-    """The scripts in the bin/ folder of `python` that run another interpreter: name -> the interpreter named
-    (the first `most` entries of the folder are read, 4 KiB each)."""
+    """The scripts in the bin/ folder of the venv of `python` that run another interpreter: name -> the interpreter
+    named (the first `most` entries of the folder are read, 4 KiB each). Nothing for an interpreter outside a venv:
+    a system bin/ (/usr/bin) holds other programs' scripts with interpreters of their own."""
     bin_dir = Path(python).parent
     try:
+        if not (bin_dir.parent / "pyvenv.cfg").is_file():
+            return {}
         entries = sorted(bin_dir.iterdir())[:most]
     except OSError:
         return {}
