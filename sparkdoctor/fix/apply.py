@@ -5,7 +5,8 @@ change (including that the journal can undo it), executed in order, and on any f
 reverse order from the journal. Each stage passes numbered step boundaries (`boundary(name)`).
 SPARKDOCTOR_FIX_KILL_AT=PHASE:N makes the process SIGKILL itself at the Nth boundary of PHASE (apply,
 rollback or auto-rollback): the fault-injection tests kill it at every one and prove that either the
-apply completed or a rollback restores it. The installer's children die with this process (a
+apply completed or a rollback restores it. SPARKDOCTOR_FIX_STOP_AT=PHASE:NAME makes it SIGSTOP itself at the
+first boundary of PHASE whose name starts with NAME, so a test can look at a fix held exactly there. The installer's children die with this process (a
 parent-death signal), and a target whose apply or rollback did not finish is marked (sparkdoctor.unsettled)
 until one settles it.
 """
@@ -55,24 +56,26 @@ from sparkdoctor.targets.files import FileError, FileTransport, LocalFiles, tran
 from sparkdoctor.targets.local import Target
 
 KILL_ENV = "SPARKDOCTOR_FIX_KILL_AT"
-TRACE_ENV = "SPARKDOCTOR_FIX_TRACE"
+STOP_ENV = "SPARKDOCTOR_FIX_STOP_AT"
 FAULT_ENV = "SPARKDOCTOR_FIX_FAULT"  # the tests' installer faults (actions.injected); unlink:N:PATH below
 
 
 class Boundaries:
-    """Counts the step boundaries of one phase; kills the process where SPARKDOCTOR_FIX_KILL_AT says."""
+    """Counts the step boundaries of one phase; kills the process where SPARKDOCTOR_FIX_KILL_AT says and stops it
+    (SIGSTOP, once) where SPARKDOCTOR_FIX_STOP_AT says."""
 
     def __init__(self, phase: str):
         self.phase, self.count = phase, 0
         spec = os.environ.get(KILL_ENV, "")
         self.kill_at = int(spec.split(":")[1]) if spec.startswith(phase + ":") else None
+        stop = os.environ.get(STOP_ENV, "")
+        self.stop_at = stop.partition(":")[2] if stop.startswith(phase + ":") else None
 
     def __call__(self, name: str) -> None:
         self.count += 1
-        trace = os.environ.get(TRACE_ENV)
-        if trace:
-            with open(trace, "a", encoding="utf-8") as fh:
-                fh.write(f"{self.phase}:{self.count}:{name}\n")
+        if self.stop_at and name.startswith(self.stop_at):
+            self.stop_at = None
+            os.kill(os.getpid(), signal.SIGSTOP)
         if self.kill_at == self.count:
             os.kill(os.getpid(), signal.SIGKILL)
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import select
 import shutil
 import signal
 import subprocess
@@ -264,47 +263,31 @@ def test_a_damaged_unsettled_mark_is_no_clean_bill_of_health(tmp_path, wheels, d
     assert "fix-unfinished" not in [f["id"] for f in check_json(python, env)["findings"]]
 
 
-def _next_boundary(trace: Path, fix: subprocess.Popen, err: Path) -> list[str]:
-    """The lines the fix writes at its next boundary, where it waits until a reader opens the FIFO. Never blocks:
-    the FIFO is opened without waiting for a writer, and a fix that ends first (a plan without steps, an error)
-    fails the test with its stderr. A blocking open here waited for ever for a fix that had already ended."""
-    fd = os.open(trace, os.O_RDONLY | os.O_NONBLOCK)
-    data = b""
-    try:
-        while True:
-            ready, _, _ = select.select([fd], [], [], 0.2)
-            chunk = os.read(fd, 65536) if ready else b""
-            if chunk:
-                data += chunk
-            elif data:  # its writer closed after writing: the boundary is passed
-                return data.decode("utf-8").splitlines()
-            elif fix.poll() is not None:
-                raise AssertionError(f"the fix ended (exit {fix.returncode}) before its next boundary: {err.read_text()[-2000:]}")
-            else:
-                time.sleep(0.05)  # no writer yet (a FIFO without one reads as at its end)
-    finally:
-        os.close(fd)
+def _held(fix: subprocess.Popen, err: Path) -> None:
+    """Waits until the fix stops itself at its SPARKDOCTOR_FIX_STOP_AT boundary (waitpid with WUNTRACED: no polling,
+    no clock). A fix that ends first (a plan without steps, an error) fails the test with its stderr."""
+    _pid, status = os.waitpid(fix.pid, os.WUNTRACED)
+    if not os.WIFSTOPPED(status):
+        fix.returncode = os.waitstatus_to_exitcode(status)
+        raise AssertionError(f"the fix ended (exit {fix.returncode}) before its boundary: {err.read_text()[-2000:]}")
 
 
 def test_check_while_a_fix_runs_says_it_is_running_not_that_it_did_not_finish(tmp_path, wheels):
     """`check` while an apply runs (a real second process): the target is half-changed, so an error finding, but
     it said the fix "did not finish" and told the user to roll it back (which the running fix's lock refuses).
-    The apply waits at its first step's boundary (SPARKDOCTOR_FIX_TRACE is a FIFO: each boundary's open waits for
-    this test to read it), so the check runs exactly while the fix holds the target."""
+    The apply stops itself (SIGSTOP) at its first step's boundary, so the check runs exactly while the fix holds
+    the target. (A FIFO handshake here raced: under load the fix could pass the next boundary, clear its mark and
+    finish the step while the test still held the FIFO open, and check then rightly saw no fix under way.)"""
     python = scenario.make_target(tmp_path, "uv", wheels)
     env_file, _pins = scenario.files_for(tmp_path)
-    trace = tmp_path / "trace"
-    os.mkfifo(trace)
     small = scenario.DATA / "small"
     argv = [sys.executable, "-m", "sparkdoctor", "fix", "--python", str(python), "--no-kernels", "--matrix", str(small / "matrix"),
             "--fixes", str(small / "fixes"), "--env-file", str(env_file), "--yes"]
     out, err = tmp_path / "fix.out", tmp_path / "fix.err"  # files, not pipes: a fix never waits on a full pipe
     with open(out, "w") as stdout, open(err, "w") as stderr:
-        fix = subprocess.Popen(argv, env={**os.environ, "SPARKDOCTOR_FIX_TRACE": str(trace)}, stdout=stdout, stderr=stderr)
+        fix = subprocess.Popen(argv, env={**os.environ, "SPARKDOCTOR_FIX_STOP_AT": "apply:step-1-"}, stdout=stdout, stderr=stderr)
     try:
-        seen: list[str] = []
-        while not any(line.startswith("apply:") and "step-1-" in line for line in seen):
-            seen += _next_boundary(trace, fix, err)  # lets the fix past one boundary
+        _held(fix, err)
         found = {f["id"]: f for f in check_json(python)["findings"]}
         unfinished = found["fix-unfinished"]
         assert f"is running now (process {fix.pid}, journal" in unfinished["evidence"][0], unfinished
@@ -312,13 +295,12 @@ def test_check_while_a_fix_runs_says_it_is_running_not_that_it_did_not_finish(tm
         rollback = fix_cli(None, "--rollback")
         assert rollback.returncode == 6 and "another sparkdoctor fix or rollback is running" in one_line(rollback.stderr)
     finally:
-        drain = os.open(trace, os.O_RDONLY | os.O_NONBLOCK)  # a boundary waiting now gets through; later ones write a file
-        trace.unlink()
-        try:
-            fix.wait(timeout=600)
-        finally:
-            fix.kill()
-            os.close(drain)
+        if fix.returncode is None:
+            os.kill(fix.pid, signal.SIGCONT)
+            try:
+                fix.wait(timeout=600)
+            finally:
+                fix.kill()
     assert fix.returncode == 0, out.read_text() + err.read_text()
     assert "fix-unfinished" not in [f["id"] for f in check_json(python)["findings"]]
 
