@@ -50,6 +50,14 @@ class RunFailed(Failure):
 
 
 class StoreFailed(Failure):
-    """The ledger could not be opened or written (exit 5): the measurement itself may have finished."""
+    """The ledger could not be opened or written (exit 5): the measurement itself may have finished. `kept`: the
+    file that holds a measured run the ledger did not take (`history --import FILE` stores it)."""
 
     exit_code = EXIT_LEDGER
+
+    def __init__(self, message: str, kept: str | None = None):
+        super().__init__(message)
+        self.kept = kept
+
+    def to_dict(self) -> dict[str, object]:
+        return {**super().to_dict(), **({"kept": self.kept} if self.kept else {})}

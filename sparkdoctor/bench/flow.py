@@ -99,8 +99,22 @@ def _ledger_call(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
 
 
 def _store(ledger: Ledger | None, result: run.RunResult, comparison_id: int | None = None) -> None:
-    if ledger is not None:
-        result.run_id = _ledger_call(ledger.add_run, run.record(result, comparison_id))
+    """The measured run into the ledger; one the ledger cannot take is kept in a file, never lost."""
+    if ledger is None:
+        return
+    record = run.record(result, comparison_id)
+    try:
+        result.run_id = _ledger_call(ledger.add_run, record)
+    except StoreFailed as exc:
+        from sparkdoctor.ledger import unstored
+
+        try:
+            kept = unstored.keep(record)
+        except OSError as why:
+            raise StoreFailed(f"{exc}; the measured run could not be kept in {unstored.folder()} either "
+                              f"({why.strerror or why}): its numbers are lost") from None
+        raise StoreFailed(f"{exc}; the measured run is kept in {kept}: `sparkdoctor history --import {kept}` stores it",
+                          kept=str(kept)) from None
 
 
 def _document(ledger: Ledger | None, result: run.RunResult) -> RunDocument:
@@ -360,6 +374,10 @@ def bench_ab(path_a: Path | Recipe, path_b: Path | Recipe, opts: Options) -> Com
         return doc
     finally:
         if ledger is not None and comparison_id is not None:
-            _ledger_call(ledger.finish_comparison, comparison_id, status, body(doc.to_json()) if status == "complete" else None)
+            try:
+                _ledger_call(ledger.finish_comparison, comparison_id, status, body(doc.to_json()) if status == "complete" else None)
+            except StoreFailed:
+                if status == "complete":
+                    raise  # else the error that stopped the comparison (a run kept in a file) is the one to say
 
 

@@ -62,3 +62,15 @@ class HistoryPage(HistoryDocument):
     bytes: int
 
     kind = "history-html"
+
+
+@dataclass
+class HistoryImport(HistoryDocument):
+    """A run `bench` kept in a file (the ledger could not take it), now stored (`history --import FILE`)."""
+
+    ledger: str
+    run_id: int
+    file: str
+    removed: bool  # the file is gone now that the ledger holds the run (False: it could not be removed)
+
+    kind = "history-import"

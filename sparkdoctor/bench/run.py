@@ -128,7 +128,7 @@ def record(result: RunResult, comparison_id: int | None = None) -> RunRecord:
     return RunRecord(recipe=result.recipe, base_url=m.base_url, model=m.model, server=result.server.to_dict(),
                      facts=result.toolchain.facts, fingerprint=result.toolchain.fingerprint, bench_version=BENCH_VERSION,
                      tool_version=__version__, workload=m.workload.to_dict(), summary=result.summary(),
-                     findings=result.findings, samples=samples_of(m), comparison_id=comparison_id, arm=result.arm,
+                     findings=result.findings, samples=list(samples_of(m)), comparison_id=comparison_id, arm=result.arm,
                      memory=result.memory)
 
 

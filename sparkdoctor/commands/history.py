@@ -1,9 +1,10 @@
 """`sparkdoctor history`: list the ledger's runs, show one, compare two (what changed in the toolchain, what
-changed in the numbers), or write the whole ledger as one HTML page (`--html FILE`).
+changed in the numbers), write the whole ledger as one HTML page (`--html FILE`), or store a run `bench` kept in
+a file when the ledger could not take it (`--import FILE`).
 
-The JSON `kind` is the document's: history, history-run, history-compare, history-html
-(sparkdoctor/bench/history.py). Reads only. A missing run is a UsageError (2); a ledger that cannot be read,
-or a run whose stored JSON is damaged, a LedgerFailure (5).
+The JSON `kind` is the document's: history, history-run, history-compare, history-html, history-import
+(sparkdoctor/bench/history.py). Only --import writes. A missing run or a file that is not a kept run is a
+UsageError (2); a ledger that cannot be read or written, or a run whose stored JSON is damaged, a LedgerFailure (5).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from sparkdoctor.result import Format, Result
 from sparkdoctor.views.history import VIEW
 
 if TYPE_CHECKING:
-    from sparkdoctor.bench.history import HistoryDocument
+    from sparkdoctor.bench.history import HistoryDocument, HistoryImport
     from sparkdoctor.ledger.store import Ledger as LedgerStore
 
 FORMATS = VIEW.formats
@@ -46,6 +47,7 @@ class HistoryCommand:
     fmt: Annotated[Fmt, format_option(*FORMATS)] = Format.console
     output: Output = None
     html: Annotated[str | None, typer.Option("--html", metavar="FILE", help="Write the whole ledger as one self-contained HTML page (plots need plotly: pip install 'sparkdoctor-gb10\\[html]').")] = None
+    import_file: Annotated[str | None, typer.Option("--import", metavar="FILE", help="Store a run `bench` kept in FILE because the ledger could not take it; the file is removed once stored.")] = None
 
     def refuse_bad_options(self) -> None:
         """Every usage error of `history`, before the ledger is opened (exit 2, one line)."""
@@ -69,6 +71,8 @@ class HistoryCommand:
                 raise UsageError("--html writes the whole ledger: no RUN_ID or --compare with it")
             if self.output is not None:
                 raise UsageError("--html FILE is where the page goes: -o does not go with it")
+        if self.import_file is not None and (self.run_id is not None or self.compare or self.html is not None):
+            raise UsageError("--import FILE stores one kept run: no RUN_ID, --compare or --html with it")
 
 
 def run(options: HistoryCommand) -> Result[HistoryDocument]:
@@ -76,8 +80,39 @@ def run(options: HistoryCommand) -> Result[HistoryDocument]:
     from sparkdoctor.cli_support import open_ledger
 
     options.refuse_bad_options()
+    if options.import_file is not None:
+        return Result("history", "history", _import(Path(options.import_file), options))
     with open_ledger(options.ledger) as led:  # a LedgerError is exit 5 by itself
         return Result("history", "history", _read(led, options))
+
+
+def _import(path: Path, options: HistoryCommand) -> HistoryImport:
+    """The kept run read and checked before the ledger is opened (a bad file changes nothing), stored in one
+    transaction, then its file removed so that it cannot be stored twice."""
+    from dataclasses import replace
+
+    from sparkdoctor.bench.history import HistoryImport
+    from sparkdoctor.cli_support import open_ledger
+    from sparkdoctor.ledger import LedgerError, unstored
+
+    try:
+        record = unstored.load(path)
+    except unstored.UnreadableRun as exc:
+        raise UsageError(f"--import {exc}") from None
+    with open_ledger(options.ledger) as led:
+        try:
+            if record.comparison_id is not None and led.comparison(record.comparison_id) is None:
+                record = replace(record, comparison_id=None)  # its comparison is in another ledger
+            run_id = led.add_run(record)
+        except LedgerError as exc:
+            raise LedgerFailure(f"{exc}; {path} is kept") from None
+        ledger_path = str(led.path)
+    try:
+        path.unlink()
+        removed = True
+    except OSError:
+        removed = False
+    return HistoryImport(ledger_path, run_id, str(path), removed)
 
 
 def _read(led: LedgerStore, options: HistoryCommand) -> HistoryDocument:

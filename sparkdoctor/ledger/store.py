@@ -42,7 +42,7 @@ def decode(column: str, text: Any) -> tuple[Any, str | None]:
     return value, None
 
 
-def _levels_problem(summary: Mapping[str, object]) -> str | None:
+def levels_problem(summary: Mapping[str, object]) -> str | None:
     levels = summary.get("levels", [])
     if not isinstance(levels, list) or not all(isinstance(lvl, dict) and type(lvl.get("concurrency")) is int for lvl in levels):
         return "summary_json levels is not a list of levels (objects with an integer concurrency)"
@@ -79,10 +79,11 @@ class RunRecord:
     comparison_id: int | None = None
     arm: str | None = None
     memory: Mapping[str, object] | None = None  # serve/memwatch.py's record of the launched server (None: not sampled)
+    created_at: str | None = None  # when it was measured (ISO 8601, UTC); None: now, as it is stored
 
     def as_stored(self, run_id: int | None = None) -> dict[str, object]:
         """The run as Ledger.run() returns it once stored (without samples): the same keys and JSON values."""
-        now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        now = self.created_at or datetime.now(timezone.utc).isoformat(timespec="seconds")
         columns = (run_id, now, self.recipe.get("name"), recipe_hash(self.recipe), self.base_url, self.model,
                    self.fingerprint, self.bench_version, self.tool_version, self.comparison_id, self.arm)
         values = {"recipe": self.recipe, "server": self.server, "facts": self.facts, "workload": self.workload,
@@ -105,8 +106,8 @@ def _decode_row(texts: tuple[object, ...]) -> tuple[dict[str, object], list[str]
         value, damage = (None, None) if text is None and column in _NULLABLE else decode(column, text)
         values[column[:-5]] = value
         damaged += [damage] if damage else []
-    if isinstance(values["summary"], dict) and _levels_problem(values["summary"]):
-        damaged.append(str(_levels_problem(values["summary"])))
+    if isinstance(values["summary"], dict) and levels_problem(values["summary"]):
+        damaged.append(str(levels_problem(values["summary"])))
     return values, damaged
 
 
@@ -135,7 +136,7 @@ class Ledger:
     # ---- writing ---------------------------------------------------------------------------------
     def add_run(self, run: RunRecord) -> int:
         """Store a whole run (row + samples) in one transaction; its id."""
-        now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        now = run.created_at or datetime.now(timezone.utc).isoformat(timespec="seconds")
         with self._failing():
             self.db.execute("BEGIN IMMEDIATE")
             try:

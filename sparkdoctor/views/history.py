@@ -1,4 +1,4 @@
-"""`history`'s view: the list, one run in full or two runs compared, with bench's console text (views/bench.py);
+"""`history`'s view: the list, one run in full, two runs compared or a kept run stored, with bench's console text (views/bench.py);
 the page `--html` wrote is said on stderr, so its console text is empty."""
 
 from __future__ import annotations
@@ -8,6 +8,7 @@ from rich.console import Console
 from sparkdoctor.bench.history import (
     HistoryCompare,
     HistoryDocument,
+    HistoryImport,
     HistoryList,
     HistoryPage,
     HistoryRun,
@@ -36,6 +37,10 @@ def _console(result: Result[HistoryDocument], sink: Sink) -> str:
                                  "findings": run["findings"], "memory": run.get("memory")})
         elif isinstance(found, HistoryCompare):
             render_compare(console, found.to_json())
+        elif isinstance(found, HistoryImport):
+            console.print(f"stored {found.file} as run {found.run_id} in {found.ledger}", markup=False, highlight=False, soft_wrap=True)
+            console.print("  the file is removed: the ledger holds the run now" if found.removed else
+                          "  the file could not be removed: delete it, so that it is not stored twice", markup=False)
 
     return sink.wide(draw)
 

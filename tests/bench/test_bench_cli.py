@@ -130,6 +130,78 @@ def test_a_corrupt_ledger_is_one_line(run, tmp_path):
     assert ledger.read_bytes() == b"garbage" * 500
 
 
+def test_a_measured_run_the_ledger_cannot_take_is_kept_and_history_import_stores_it(run, tmp_path):
+    """Another writer holds the ledger past its wait (SQLite's busy timeout) when a measured run is stored: the run
+    was one line, exit 5, and its numbers gone. Now it is kept in a file the message names with the command that
+    stores it; `history --import` stores it with its samples and time, removes the file, and a second import of
+    that file is one line."""
+    import sqlite3
+
+    ledger = tmp_path / "ledger.sqlite"
+    with serve(Style(delay=0.001)) as (url, _):
+        assert run("bench", "--url", url, *QUICK, "--ledger", ledger).returncode == 0  # run 1, and the ledger exists
+        holder = sqlite3.connect(ledger, isolation_level=None)
+        holder.execute("BEGIN IMMEDIATE")  # a write lock: bench reads at its start, its write at the end waits, then fails
+        try:
+            out = run("bench", "--url", url, *QUICK, "--ledger", ledger, "--format", "json")
+        finally:
+            holder.execute("ROLLBACK")
+            holder.close()
+    assert out.returncode == EXIT_LEDGER, out.stderr
+    error = json.loads(out.stdout)["errors"][0]
+    kept = Path(error["kept"])
+    assert kept.parent == run.state / "unstored-runs" and oct(kept.stat().st_mode & 0o777) == "0o600"
+    assert "another process holds it" in error["message"]
+    assert f"the measured run is kept in {kept}: `sparkdoctor history --import {kept}` stores it" in error["message"]
+    body = json.loads(kept.read_text())
+    assert [r["id"] for r in json.loads(run("history", "--ledger", ledger, "-f", "json").stdout)["runs"]] == [1]
+
+    stored = run("history", "--import", kept, "--ledger", ledger)
+    assert stored.returncode == 0 and f"stored {kept} as run 2 in {ledger}" in stored.stdout, stored.stderr
+    assert not kept.exists() and "the file is removed" in stored.stdout
+    shown = json.loads(run("history", "2", "--samples", "--ledger", ledger, "-f", "json").stdout)["run"]
+    assert len(shown["samples"]) == 1 + 2 + 4 and shown["created_at"] == body["created_at"]
+    assert shown["summary"] == body["summary"] and shown["fingerprint"] == body["fingerprint"]
+    again = run("history", "--import", kept, "--ledger", ledger)
+    assert again.returncode == EXIT_USAGE and again.stderr.count("\n") == 1 and "No such file" in again.stderr, again.stderr
+
+
+@pytest.mark.parametrize("damage, words", [
+    (lambda b: "{", "not JSON"),
+    (lambda b: json.dumps([b]), "not a run kept by `sparkdoctor bench`"),
+    (lambda b: json.dumps({**b, "version": 9}), "version 9; this sparkdoctor reads version 1"),
+    (lambda b: json.dumps({**b, "samples": [[1, 0, "x", {}]]}), "samples not as a kept run writes it"),
+    (lambda b: json.dumps({**b, "facts": [], "bench_version": True}), "facts, bench_version not as a kept run writes them"),
+    (lambda b: json.dumps({**b, "comparison_id": "1; DROP TABLE runs"}), "comparison_id not as a kept run writes it"),
+    (lambda b: json.dumps({**b, "extra": 1}), "fields extra are not a kept run's"),
+    (lambda b: json.dumps({k: v for k, v in b.items() if k != "summary"}), "fields summary are not a kept run's"),
+    (lambda b: json.dumps({**b, "created_at": "yesterday"}), "created_at is not a time"),
+    (lambda b: json.dumps({**b, "summary": {"levels": [{"concurrency": "1"}]}}), "summary_json levels is not a list"),
+])
+def test_a_damaged_kept_run_is_one_line_and_the_ledger_is_unchanged(run, tmp_path, damage, words):
+    from sparkdoctor.ledger import Ledger, RunRecord
+
+    good = {"kind": "sparkdoctor-unstored-run", "version": 1, "recipe": {"name": "r"}, "base_url": "http://127.0.0.1:9",
+            "model": "m", "server": {}, "facts": {}, "fingerprint": "f" * 16, "bench_version": 1, "tool_version": "x",
+            "workload": {}, "summary": {"levels": [], "headline": None}, "findings": [], "samples": [[1, 0, 0, {"ok": True}]],
+            "comparison_id": None, "arm": None, "memory": None, "created_at": "2026-11-29T10:00:00+00:00"}
+    ledger = tmp_path / "ledger.sqlite"
+    with Ledger(ledger) as led:
+        led.add_run(RunRecord(recipe={"name": "r"}, base_url="u", model="m", server={}, facts={}, fingerprint="f",
+                              bench_version=1, tool_version="x", workload={}, summary={"levels": []}))
+    before = ledger.read_bytes()
+    fine = tmp_path / "fine.json"
+    fine.write_text(json.dumps({**good, "comparison_id": 7}))  # its comparison is not in this ledger: stored without it
+    assert run("history", "--import", fine, "--ledger", ledger).returncode == 0 and not fine.exists()
+    assert json.loads(run("history", "2", "--ledger", ledger, "-f", "json").stdout)["run"]["comparison_id"] is None
+    before = ledger.read_bytes()
+    bad = tmp_path / "bad.json"
+    bad.write_text(damage(good))
+    out = run("history", "--import", bad, "--ledger", ledger)
+    assert out.returncode == EXIT_USAGE and out.stderr.count("\n") == 1 and words in out.stderr, out.stderr
+    assert bad.exists() and ledger.read_bytes() == before
+
+
 @pytest.mark.parametrize("args, words", [
     (["--concurrency", "1,x"], "--concurrency 1,x"),
     (["--rounds", "0"], "rounds 0"),
