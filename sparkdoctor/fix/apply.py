@@ -5,10 +5,10 @@ change (including that the journal can undo it), executed in order, and on any f
 reverse order from the journal. Each stage passes numbered step boundaries (`boundary(name)`).
 SPARKDOCTOR_FIX_KILL_AT=PHASE:N makes the process SIGKILL itself at the Nth boundary of PHASE (apply,
 rollback or auto-rollback): the fault-injection tests kill it at every one and prove that either the
-apply completed or a rollback restores it. SPARKDOCTOR_FIX_STOP_AT=PHASE:NAME makes it SIGSTOP itself at the
-first boundary of PHASE whose name starts with NAME, so a test can look at a fix held exactly there. The installer's children die with this process (a
-parent-death signal), and a target whose apply or rollback did not finish is marked (sparkdoctor.unsettled)
-until one settles it.
+apply completed or a rollback restores it. SPARKDOCTOR_FIX_STOP_AT=PHASE:NAME makes it SIGSTOP itself at
+the first boundary of PHASE whose name starts with NAME, so a test can look at a fix held exactly there.
+The installer's children die with this process (a parent-death signal), and a target whose apply or
+rollback did not finish is marked (sparkdoctor.unsettled) until one settles it.
 """
 
 from __future__ import annotations
