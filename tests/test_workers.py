@@ -141,8 +141,8 @@ def test_a_run_stopped_by_sigterm_says_which_test_each_worker_was_in_and_where(t
     finally:  # whatever happened, nothing of the inner run outlives the test
         with contextlib.suppress(ProcessLookupError):
             os.killpg(run.pid, signal.SIGKILL)
-    line = next((x for x in out.splitlines() if "stopped in" in x), None)
-    assert line and "test_stuck.py::test_stuck_in_a_sleep after" in line, out[-3000:]
+    line = next((x for x in out.splitlines() if "stopped in test_stuck.py::test_stuck_in_a_sleep after" in x), None)
+    assert line, out[-3000:]  # the other worker may be named too: still in test_quick, on a loaded machine
     assert "in test_stuck_in_a_sleep" in line.split("innermost:")[1], line
 
 

@@ -80,7 +80,8 @@ def turn(config: pytest.Config, nodeid: str, alone: bool) -> Iterator[None]:
                                      f"in {', '.join(others) or 'nothing'}")
             yield
     finally:
-        note.unlink(missing_ok=True)
+        if not _STOPPING:  # a worker stopped by SIGTERM keeps its note: the controller, stopped at once, reads it
+            note.unlink(missing_ok=True)
 
 
 def _test_of(note: Path) -> str:
@@ -92,6 +93,7 @@ def _test_of(note: Path) -> str:
 
 
 _STACKS: list = []  # (a worker) the open file its stacks are written to
+_STOPPING: list = []  # (a worker) not empty once it was told to stop: its test's note stays for the controller
 
 
 def stacks_on_request(config: pytest.Config) -> None:
@@ -114,6 +116,7 @@ def where_they_were(run: Path) -> list[str]:
             pid, start, nodeid = note.read_text().split("\t", 2)
             notes.append((note.stem.removeprefix("running-"), float(start), nodeid))
             if own and _STACKS:
+                _STOPPING.append(True)
                 faulthandler.dump_traceback(file=_STACKS[0], all_threads=True)
             elif not own:
                 os.kill(int(pid), signal.SIGUSR1)
