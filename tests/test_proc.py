@@ -22,7 +22,7 @@ def test_timeout_kills_the_whole_group_quickly():
     code = "import subprocess, time; subprocess.Popen(['sleep', '60']); time.sleep(60)"
     r = proc.run([sys.executable, "-c", code], timeout=0.5)
     assert r.timed_out and r.returncode is None
-    assert time.monotonic() - start < 5
+    assert time.monotonic() - start < 30  # not the 60 s its sleeps would take; wide enough for a loaded machine
     assert "timed out after" in r.describe_failure()
 
 
