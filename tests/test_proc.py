@@ -77,7 +77,7 @@ def test_the_run_deadline_cuts_a_longer_timeout(deadline):
     deadline(time.monotonic() + 0.5)
     start = time.monotonic()
     r = proc.run([sys.executable, "-c", "import time; time.sleep(60)"], timeout=30)
-    assert time.monotonic() - start < 4
+    assert time.monotonic() - start < 20  # the deadline (0.5 s), not the timeout (30 s), on a loaded machine too
     assert r.timed_out and r.out_of_budget
     assert "time budget ran out" in r.describe_failure()
     late = proc.run([sys.executable, "-c", "print(1)"], timeout=30)
@@ -102,7 +102,7 @@ def test_a_flood_is_capped_to_head_and_tail_and_cheap():
 def test_a_flood_that_never_ends_stops_at_the_timeout():
     start = time.monotonic()
     r = proc.run(["yes"], timeout=1)
-    assert r.timed_out and time.monotonic() - start < 5
+    assert r.timed_out and time.monotonic() - start < 20  # its 1 s timeout, with room for a loaded machine
     assert len(r.stdout) < proc.HEAD_BYTES + proc.TAIL_BYTES + 100
 
 
