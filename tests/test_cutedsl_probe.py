@@ -670,9 +670,10 @@ def test_real_collector_against_a_real_release(tmp_path, monkeypatch):
     assert {k: v["status"] for k, v in cold.items()} == {"cutedsl-nvfp4-mma": "ok", "cutedsl-nvfp4-mma-tile": "crash", "cutedsl-e2m1-cvt": "ok"}
     assert cold["cutedsl-nvfp4-mma-tile"]["detail"] == "the CuTe DSL compiler was killed by SIGSEGV"
     assert {v["build"] for v in cold.values()} == {"libs-base"} and {v["version"] for v in cold.values()} == {"4.5.1"}
-    started = time.monotonic()
+    before = os.times()  # CPU seconds, this process's and the probe's (waited for): a busy machine does not add to them
     warm = cutedsl.run(ctx)["kernels"]
-    assert time.monotonic() - started < 0.5 < cold_s
+    after = os.times()
+    assert sum(after[:4]) - sum(before[:4]) < 0.5 < cold_s
     assert all(v["cached"] for v in warm.values())
     assert [{**v, "cached": None} for v in warm.values()] == [{**v, "cached": None} for v in cold.values()]
 

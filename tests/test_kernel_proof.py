@@ -330,24 +330,24 @@ def test_a_wrapper_names_only_literal_absolute_ptxas_paths(tmp_path):
     for text in ('exec "${CUDA}/bin/ptxas" "$@"', 'exec "$(dirname "$0")/real/ptxas"', "exec /opt/cuda-*/bin/ptxas", "exec ./ptxas",
                  "exec /opt/cuda/bin/ptxas2", "exec /opt/cuda/bin/nvptxas"):
         assert ptxas.named_ptxas(text) == set(), text
-    start = time.monotonic()
+    start = time.process_time()  # CPU seconds: a busy machine does not make it fail
     assert ptxas.named_ptxas("/" * 65536 + "x") == set()  # one long word: no quadratic backtracking
-    assert time.monotonic() - start < 1
+    assert time.process_time() - start < 1
     os.mkfifo(tmp_path / "ptxas")  # opening it would block for ever
     assert ptxas.resolve_ptxas(str(tmp_path / "ptxas")) == ptxas.Resolved(str((tmp_path / "ptxas").resolve()), ())
 
 
 def test_a_flooding_disassembler_line_costs_no_time():
-    start = time.monotonic()
+    start = time.process_time()
     text = ".text.probe_x:\n/*0000*/ " + " " * 1_000_000 + "x\n" + "/*0010*/   F2FP.SATFINITE.E2M1.F32 R0, R2, R3, RZ ;\n" + "/*0020*/ " + "/*0000*/ " * 100_000
     assert kernels.split_sass(text) == {"probe_x": ["F2FP.SATFINITE.E2M1.F32 R0, R2, R3, RZ"]}
-    assert time.monotonic() - start < 1
+    assert time.process_time() - start < 1
 
 
 def test_a_flooding_ptxas_help_costs_no_time():
-    start = time.monotonic()
+    start = time.process_time()
     assert toolkits.parse_gpu_names("\n" * 200_000 + "no options here") == []
-    assert time.monotonic() - start < 1
+    assert time.process_time() - start < 1
 
 
 def test_a_flooding_ptxas_error_is_cut_to_one_short_line():
@@ -362,7 +362,7 @@ def test_a_huge_sparse_script_is_identified_without_reading_it(tmp_path):
         fh.write(b"#!/bin/sh\nexec /nonexistent/ptxas\n")
         fh.truncate(50 * 1024**3)  # 50 GB, sparse: reading it all would take minutes
     script.chmod(0o755)
-    start = time.monotonic()
+    start = time.process_time()
     binary, identity = kernels.tools.tool_identity(str(script), "13.0.88")
     assert binary == str(script.resolve()) and str(50 * 1024**3) in identity
-    assert time.monotonic() - start < 2
+    assert time.process_time() - start < 2
