@@ -62,7 +62,7 @@ def test_failure_and_hang_are_reported_not_fatal():
             Collector("fine", lambda ctx: {"host": {"machine": "aarch64"}}),
         ],
     )
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 15  # not the 30 s hang; room for a loaded machine
     errors = {e["collector"]: e["error"] for e in c.facts.errors}
     assert errors["gpu"] == "NVML: driver not loaded"
     assert errors["buggy"].startswith("ZeroDivisionError")
@@ -111,7 +111,7 @@ def test_the_run_deadline_bounds_every_collector():
             Collector("fine", lambda ctx: {"host": {}}),
         ],
     )
-    assert time.monotonic() - started < 2
+    assert time.monotonic() - started < 10  # the 0.5 s deadline, not the 20 s timeout; room for a loaded machine
     errors = {e["collector"]: e["error"] for e in c.facts.errors}
     assert errors["slow"].startswith("timed out after") and "--timeout" in errors["slow"]
     assert errors["after"] == "not run: the run's time budget (--timeout) ran out"
