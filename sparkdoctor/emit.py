@@ -100,12 +100,12 @@ def write_stdout(text: str) -> None:
         raise OutputError(f"cannot write the report to stdout: {exc.strerror or exc} (use -o FILE)") from None
 
 
-def reader_left() -> None:
-    """The reader went away (`| head`) or the stream cannot take more (`> /dev/full`): point stdout at /dev/null so
-    the interpreter's final flush stays quiet too."""
+def reader_left(fd: int | None = None) -> None:
+    """The reader went away (`| head`) or the stream cannot take more (`> /dev/full`): point stdout (or `fd`) at
+    /dev/null so the interpreter's final flush stays quiet too."""
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+        os.dup2(devnull, sys.stdout.fileno() if fd is None else fd)
         os.close(devnull)
     except (OSError, ValueError, AttributeError):
         pass
