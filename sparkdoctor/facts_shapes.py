@@ -79,7 +79,8 @@ FIELD_SHAPES: dict[str, object] = {
                          image_error=TEXT),
     "host_health": _record(
         live=bool, root=TEXT,
-        memory=MapOf(Opt(NUMBER)),
+        memory=_record(total_kib=NUMBER, available_kib=NUMBER, swap_total_kib=NUMBER, swap_used_kib=NUMBER,
+                       page_cache_kib=NUMBER, reclaimable_kib=NUMBER, unified=bool),
         pressure=MapOf(Opt(NUMBER)),
         gpus=ListOf(_record(index=int, clock_graphics_mhz=NUMBER, clock_graphics_max_mhz=NUMBER, clock_sm_mhz=NUMBER,
                             clock_memory_mhz=NUMBER, power_w=NUMBER, power_limit_w=NUMBER, pstate=int,

@@ -18,7 +18,7 @@ import time
 sys.path.insert(1, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "shared"))
 
 from fleetnode_fabric import fabric  # noqa: E402
-from fleetnode_hostmem import holders, kernel_log, texts  # noqa: E402
+from fleetnode_hostmem import holders, kernel_log, pci_ids, texts  # noqa: E402
 from fleetnode_links import ib_links, net_links, roce_v2_indexes  # noqa: E402
 from fleetnode_nccl import nccl_conf, nccl_libraries  # noqa: E402
 from fleetnode_system import (  # noqa: E402
@@ -63,9 +63,9 @@ def main():
         errors.append("fabric: %s: %s" % (type(exc).__name__, exc))
     root = os.environ.get("SPARKDOCTOR_HOST_ROOT") or "/"
     try:
-        host_texts, kernel = texts(root), kernel_log(root)
+        host_texts, kernel, pci = texts(root), kernel_log(root), pci_ids(root)
     except Exception as exc:  # an odd file costs host health's memory readings, never the node's answer
-        host_texts, kernel = None, None
+        host_texts, kernel, pci = None, None, None
         errors.append("host memory: %s: %s" % (type(exc).__name__, exc))
     try:
         memory_holders = holders(root)
@@ -91,6 +91,7 @@ def main():
         "in_container": in_container(),
         "python": sys.executable,
         "host_texts": host_texts,
+        "pci_ids": pci,
         "kernel_log": kernel,
         "memory_holders": memory_holders,
         "errors": errors,

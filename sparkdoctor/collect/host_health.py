@@ -30,6 +30,11 @@ MEMINFO_KEYS = {"MemTotal": "total_kib", "MemAvailable": "available_kib", "SwapT
 CDI_DIRS = ("etc/cdi", "var/run/cdi")
 RUNTIME_BINARIES = ("usr/bin/nvidia-container-runtime", "usr/local/bin/nvidia-container-runtime")
 DOCKER_BINARIES = ("usr/bin/dockerd", "usr/sbin/dockerd", "usr/local/bin/dockerd")
+# GB10's PCI id, the same chip in the DGX Spark and its OEM twins (lspci: "VGA compatible controller [0300]:
+# NVIDIA Corporation GB20B [GB10] [10de:2e12]", https://wiki.gentoo.org/wiki/DGX_Spark). Read from sysfs, so it
+# needs no driver, no NVML and no lspci, and a fixture tree can hold it.
+GB10_PCI = "10de:2e12"
+MAX_PCI = 1024  # devices looked at
 
 
 def _read(path: Path) -> str | None:
@@ -71,6 +76,26 @@ def memory_of(text: str | None) -> dict[str, object] | None:
         out["page_cache_kib"] = max(0, cache)
         out["reclaimable_kib"] = max(0, cache - raw.get("dirty_kib", 0) + raw.get("slab_reclaimable_kib", 0))
     return out
+
+
+def pci_ids(root: Path) -> list[str] | None:
+    """"vendor:device" of each PCI device (lspci -n's form, "10de:2e12"); None where the bus cannot be listed."""
+    base = root / "sys" / "bus" / "pci" / "devices"
+    try:
+        names = sorted(os.listdir(base))[:MAX_PCI]
+    except OSError:
+        return None
+    ids = []
+    for name in names:
+        vendor, device = (_read(base / name / attr) or "" for attr in ("vendor", "device"))
+        ids.append(f"{vendor.strip().removeprefix('0x')}:{device.strip().removeprefix('0x')}".lower())
+    return ids
+
+
+def unified_of(ids: object) -> bool | None:
+    """Whether this host's memory is a GB10's unified memory (the GPU allocates from it): a GB10 on its PCI bus.
+    None where the bus was not read; a host without a GB10 (a CI builder, a discrete-GPU server) is False."""
+    return GB10_PCI in ids if isinstance(ids, list) else None
 
 
 def pressure(root: Path) -> dict[str, object] | None:
@@ -185,7 +210,10 @@ def observe(root: Path, live: bool = True) -> dict[str, Any]:
         except Exception as exc:  # one odd file costs its part, never the others
             out[key] = None
             errors.append(f"{key}: {type(exc).__name__}: {exc}"[:300])
-    if out["memory"] is None:
+    mem = out["memory"]
+    if isinstance(mem, dict):
+        mem["unified"] = unified_of(pci_ids(root))
+    else:
         errors.append(f"{root / 'proc/meminfo'} not readable: memory headroom unknown")
     out["errors"] = errors
     return out

@@ -244,7 +244,7 @@ def _host_memory(health: dict[str, Any], raw: dict[str, object]) -> None:
     """The node's memory, PSI and kernel-log readings, parsed as `check` parses this machine's (collect/host_health.py,
     collect/kernel_log.py) from the texts and memory lines its probe sent (probes/fleet_node/fleetnode_hostmem.py);
     a node whose probe predates them keeps its meminfo figures and leaves the rest unknown."""
-    from sparkdoctor.collect.host_health import memory_of, pressure_of
+    from sparkdoctor.collect.host_health import memory_of, pressure_of, unified_of
     from sparkdoctor.collect.kernel_log import counts, parse
 
     texts = _dict(raw.get("host_texts"))
@@ -252,6 +252,9 @@ def _host_memory(health: dict[str, Any], raw: dict[str, object]) -> None:
     if isinstance(meminfo, str):
         health["memory"] = memory_of(meminfo[:MAX_TEXT]) or health["memory"]
     health["pressure"] = pressure_of(psi[:MAX_TEXT]) if isinstance(psi, str) else None
+    if isinstance(health["memory"], dict):
+        ids = raw.get("pci_ids")
+        health["memory"]["unified"] = unified_of([i for i in ids[:1024] if isinstance(i, str)] if isinstance(ids, list) else None)
     log = _dict(raw.get("kernel_log"))
     sent, refusals = log.get("lines"), log.get("refused")
     lines = [line[:4096] for line in (sent if isinstance(sent, list) else []) if isinstance(line, str)][:MAX_KERNEL_LINES]

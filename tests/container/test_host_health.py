@@ -92,7 +92,34 @@ def test_check_under_a_host_root_judges_its_tree(tmp_path):
     assert not [f["id"] for f in data["findings"] if f["component"] == "host"]
 
 
+UNIFIED = {"host-uma-memory-pressure", "host-uma-low-available", "host-swap-in-use", "host-page-cache-holds-memory",
+           "gb10-driver-out-of-unified-memory"}
+
+
+def test_a_builder_without_a_gb10_is_not_judged_as_unified_memory(tmp_path):
+    """The strained tree's memory on a box whose PCI bus has no GB10 (a CI builder checking an env for the Spark with
+    --arch sm_121a): its memory is not a GPU's, so the unified-memory entries do not match (no false alarm on the
+    gate); the OOM killer's kill still counts. With no PCI bus to read at all, they are unknown, never clear."""
+    builder = tmp_path / "builder"
+    shutil.copytree(HOSTROOTS / "gb10-strained", builder, symlinks=True)
+    gb10 = builder / "sys/bus/pci/devices/000f:01:00.0"
+    assert (gb10 / "device").read_text().strip() == "0x2e12"
+    gb10.unlink()
+    assert host_health.observe(builder)["memory"]["unified"] is False
+    env = {**os.environ, "SPARKDOCTOR_HOST_ROOT": str(builder), "SPARKDOCTOR_CACHE_DIR": str(tmp_path / "c")}
+    data = json.loads(sd("check", "--no-kernels", "--arch", "sm_121a", "--strict", "--format", "json", env=env, cwd=tmp_path).stdout)
+    found = {f["id"] for f in data["findings"]}
+    assert not UNIFIED & found and "host-oom-killer-fired" in found, found
+    assert not UNIFIED & {u["id"] for u in data["unknown"]}, data["unknown"]
+
+    shutil.rmtree(builder / "sys/bus")
+    assert host_health.observe(builder)["memory"]["unified"] is None
+    data = json.loads(sd("check", "--no-kernels", "--arch", "sm_121a", "--format", "json", env=env, cwd=tmp_path).stdout)
+    assert UNIFIED <= {u["id"] for u in data["unknown"]} and not UNIFIED & {f["id"] for f in data["findings"]}, data["unknown"]
+
+
 # ---- NVML health readings -----------------------------------------------------------------------------------
+
 def gb10_nvml(processes: list, mask: int = 0x1, memory_supported: bool = False):
     mod = types.ModuleType("pynvml")
     for name in dir(pynvml):

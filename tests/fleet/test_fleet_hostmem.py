@@ -50,6 +50,20 @@ def test_a_node_reads_memory_pressure_and_the_kernel_log_as_check_does(tree):
         assert health["kernel"]["hung_tasks"] == 1 and health["memory"]["reclaimable_kib"] > 0
 
 
+def test_a_node_tells_unified_memory_from_its_pci_bus_as_check_does(tmp_path):
+    """A GB10 on the node's PCI bus makes its memory unified; the same box without one (a discrete GPU, a builder) is
+    not; a node whose bus cannot be listed is unknown. The node's reading equals `check`'s on the same tree."""
+    import shutil
+
+    tree = tmp_path / "node"
+    shutil.copytree(ROOTS / "gb10-strained", tree, symlinks=True)
+    for change, want in ((None, True), ("sys/bus/pci/devices/000f:01:00.0", False), ("sys/bus", None)):
+        if change:
+            (shutil.rmtree if (tree / change).is_dir() and not (tree / change).is_symlink() else os.unlink)(tree / change)
+        health = applied(node_answer(tree))
+        assert health["memory"]["unified"] is want == observe(tree)["memory"]["unified"], change
+
+
 def _hostmem():
     path = data_dir("probes") / "fleet_node" / "fleetnode_hostmem.py"
     spec = importlib.util.spec_from_file_location("fleetnode_hostmem", path)

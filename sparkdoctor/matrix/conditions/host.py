@@ -22,7 +22,7 @@ from sparkdoctor.matrix.model import Check
 
 READINGS = {
     "memory": ("total_kib", "available_kib", "available_pct", "swap_total_kib", "swap_used_kib", "page_cache_kib",
-               "reclaimable_kib"),
+               "reclaimable_kib", "unified"),  # unified: a GB10 on the PCI bus (its GPU allocates from this memory)
     "pressure": ("some_avg10", "some_avg60", "some_avg300", "full_avg10", "full_avg60", "full_avg300"),
     "gpu": ("index", "clock_graphics_mhz", "clock_sm_mhz", "clock_memory_mhz", "clock_graphics_max_mhz", "power_w", "power_limit_w",
             "pstate", "temperature_c", "throttle_reasons", "clocks_locked", "idle", "compute_processes", "memory_used_mib"),
