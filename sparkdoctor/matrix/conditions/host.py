@@ -30,6 +30,9 @@ READINGS = {
     "link": ("name", "kind", "driver", "state", "speed_mbps", "mtu"),
     "kernel": ("nvrm_no_memory", "xids", "oom_kills", "oom_kills_cgroup", "hung_tasks"),  # events in the kernel log since boot
 }
+_UNIFIED_SAID = {True: "memory unified with the GPU (a GB10, PCI 10de:2e12, on the bus)",
+                 False: "no GB10 on the PCI bus: no GPU shares this memory",
+                 None: "whether a GB10 is on the PCI bus is unknown (the bus was not read)"}
 GROUPS = {"gpu": "gpus", "link": "links"}  # one element must satisfy every test of its group
 _CMP = re.compile(r"^(<=|>=|==|!=|<|>)\s*(-?\d{1,15}(?:\.\d{1,6})?)$")
 
@@ -149,6 +152,9 @@ def eval_host_health(value: Mapping[str, object], facts: Facts) -> list[Check]:
             continue
         got = _reading(part, name, record) if isinstance(record, dict) else None
         ok = _holds(test, got)
+        if key == "memory.unified":
+            out.append(Check("host_health", ok, _UNIFIED_SAID[got if isinstance(got, bool) else None]))
+            continue
         shown = "unknown" if got is None else _in_gib(key, got)
         out.append(Check("host_health", ok, f"{key} = {shown} (entry: {_in_gib(key, test)})"))
     for part, tests in grouped.items():
