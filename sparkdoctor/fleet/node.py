@@ -66,7 +66,7 @@ NODE_ANSWER: dict[str, object] = {
     "host": dict, "memory": dict, "cma": dict, "driver": dict, "cuda_toolkit": dict, "nccl": dict,
     "roce_v2_gid_index": dict, "node": dict, "gpus": ListOf(dict), "nccl_conf": ListOf(dict), "links": ListOf(dict),
     "env": MapOf(TEXT), "errors": ListOf(TEXT), "python": TEXT, "time": Finite(), "host_texts": dict, "kernel_log": dict,
-    "memory_holders": MEMORY_HOLDERS,
+    "pci_ids": ListOf(TEXT), "memory_holders": MEMORY_HOLDERS,
 }
 
 
@@ -253,8 +253,7 @@ def _host_memory(health: dict[str, Any], raw: dict[str, object]) -> None:
         health["memory"] = memory_of(meminfo[:MAX_TEXT]) or health["memory"]
     health["pressure"] = pressure_of(psi[:MAX_TEXT]) if isinstance(psi, str) else None
     if isinstance(health["memory"], dict):
-        ids = raw.get("pci_ids")
-        health["memory"]["unified"] = unified_of([i for i in ids[:1024] if isinstance(i, str)] if isinstance(ids, list) else None)
+        health["memory"]["unified"] = unified_of(raw.get("pci_ids"))  # a list of text: NODE_ANSWER checked it
     log = _dict(raw.get("kernel_log"))
     sent, refusals = log.get("lines"), log.get("refused")
     lines = [line[:4096] for line in (sent if isinstance(sent, list) else []) if isinstance(line, str)][:MAX_KERNEL_LINES]

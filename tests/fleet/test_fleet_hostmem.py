@@ -62,6 +62,11 @@ def test_a_node_tells_unified_memory_from_its_pci_bus_as_check_does(tmp_path):
             (shutil.rmtree if (tree / change).is_dir() and not (tree / change).is_symlink() else os.unlink)(tree / change)
         health = applied(node_answer(tree))
         assert health["memory"]["unified"] is want == observe(tree)["memory"]["unified"], change
+    from sparkdoctor.facts_shapes import ShapeError
+    from sparkdoctor.fleet.node import check_answer
+
+    with pytest.raises(ShapeError, match="pci_ids"):  # a node is user input: ids of another shape are refused by name
+        check_answer({"pci_ids": ["10de:2e12", 7]})
 
 
 def _hostmem():
