@@ -37,13 +37,13 @@ GB10_PCI = "10de:2e12"
 MAX_PCI = 1024  # devices looked at
 
 
-def _read(path: Path) -> str | None:
+def _read(path: Path, limit: int = MAX_READ) -> str | None:
     """A small text file under the root, or None (absent, unreadable, not a regular file)."""
     try:
         if not path.is_file():
             return None
         with open(path, encoding="utf-8", errors="replace") as fh:
-            return fh.read(MAX_READ)
+            return fh.read(limit)
     except OSError:
         return None
 
@@ -54,7 +54,11 @@ def _int(text: str | None) -> int | None:
 
 
 def memory(root: Path) -> dict[str, object] | None:
-    return memory_of(_read(root / "proc" / "meminfo"))
+    """/proc/meminfo's readings, and whether this memory is a GB10's unified memory (its PCI bus)."""
+    mem = memory_of(_read(root / "proc" / "meminfo"))
+    if mem is not None:
+        mem["unified"] = unified_of(pci_ids(root))
+    return mem
 
 
 def memory_of(text: str | None) -> dict[str, object] | None:
@@ -87,7 +91,7 @@ def pci_ids(root: Path) -> list[str] | None:
         return None
     ids = []
     for name in names:
-        vendor, device = (_read(base / name / attr) or "" for attr in ("vendor", "device"))
+        vendor, device = (_read(base / name / attr, 64) or "" for attr in ("vendor", "device"))
         ids.append(f"{vendor.strip().removeprefix('0x')}:{device.strip().removeprefix('0x')}".lower())
     return ids
 
@@ -210,10 +214,7 @@ def observe(root: Path, live: bool = True) -> dict[str, Any]:
         except Exception as exc:  # one odd file costs its part, never the others
             out[key] = None
             errors.append(f"{key}: {type(exc).__name__}: {exc}"[:300])
-    mem = out["memory"]
-    if isinstance(mem, dict):
-        mem["unified"] = unified_of(pci_ids(root))
-    else:
+    if out["memory"] is None:
         errors.append(f"{root / 'proc/meminfo'} not readable: memory headroom unknown")
     out["errors"] = errors
     return out
