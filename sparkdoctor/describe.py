@@ -113,6 +113,9 @@ def describe_gpus(facts) -> str:
     if facts.gpus is None:
         return "unknown (not observed)"
     if not facts.gpus:
+        memory = (facts.host_health or {}).get("memory") if isinstance(facts.host_health, dict) else None
+        if isinstance(memory, dict) and memory.get("unified") is True:  # the torn driver of an upgrade looks like this
+            return "none detected, though a GB10 is on the PCI bus (10de:2e12): is the NVIDIA driver loaded?"
         return "no GPU"
     out = []
     for g in facts.gpus:

@@ -13,7 +13,7 @@ import pytest
 from rich.console import Console
 
 from sparkdoctor.check import apply_arch_override
-from sparkdoctor.describe import summary_line
+from sparkdoctor.describe import describe_gpus, summary_line
 from sparkdoctor.facts import Facts
 from sparkdoctor.findings import build_report
 from sparkdoctor.matrix import load
@@ -225,6 +225,16 @@ def test_console_verbose_adds_clear_entries_packages_toolkits_env_timings(matrix
     assert "cutedsl 2210ms" in flat
     assert "https://github.com/NVIDIA/cutlass/issues/3170" in out  # every ref in -v
     assert "41 ms (cached)" in flat
+
+
+def test_a_gb10_on_the_bus_that_no_driver_answers_is_said_on_the_gpu_line():
+    """A Spark whose driver an upgrade tore: NVML finds no GPU, but the GB10 is on the PCI bus. The GPU line says so
+    instead of "no GPU"; a box without a GB10 (or whose bus was not read) still reads "no GPU"."""
+    torn = Facts(gpus=[], host_health={"live": True, "memory": {"available_kib": 100, "unified": True}})
+    assert describe_gpus(torn) == "none detected, though a GB10 is on the PCI bus (10de:2e12): is the NVIDIA driver loaded?"
+    for unified in (False, None):
+        assert describe_gpus(Facts(gpus=[], host_health={"live": True, "memory": {"unified": unified}})) == "no GPU"
+    assert describe_gpus(Facts(gpus=[])) == "no GPU"
 
 
 def test_console_no_gpu_box_is_clean(matrix):
