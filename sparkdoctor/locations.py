@@ -7,6 +7,7 @@ the package (sparkdoctor/_data/) in a wheel; both layouts are found.
 from __future__ import annotations
 
 import os
+import types
 from pathlib import Path
 
 import platformdirs
@@ -61,10 +62,20 @@ def scratch(prefix: str) -> Path:
     """A new scratch folder `<tmp>/<prefix><pid>-<random>` for the caller to remove; first, those under `prefix` whose
     process is gone (ended by SIGKILL, so their `finally` never ran) are removed. The probes' own helper
     (probes/shared/probe_scratch.py, standard library only), loaded from there: one implementation for both."""
-    import importlib.util
+    return Path(shared_probe_module("probe_scratch").scratch(prefix))
 
-    spec = importlib.util.spec_from_file_location("probe_scratch", data_dir("probes") / "shared" / "probe_scratch.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return Path(module.scratch(prefix))
+
+def shared_probe_module(name: str) -> types.ModuleType:
+    """A module of probes/shared/ (standard library only) loaded into this process, for one implementation of what
+    the probes and sparkdoctor both do. Compiled in memory: no __pycache__ is written into the probes folder."""
+    if name in _SHARED:
+        return _SHARED[name]
+    path = data_dir("probes") / "shared" / f"{name}.py"
+    module = types.ModuleType(f"sparkdoctor._probe_{name}")
+    module.__file__ = str(path)
+    exec(compile(path.read_text(encoding="utf-8"), str(path), "exec"), module.__dict__)
+    _SHARED[name] = module
+    return module
+
+
+_SHARED: dict[str, types.ModuleType] = {}

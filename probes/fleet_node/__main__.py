@@ -18,7 +18,7 @@ import time
 sys.path.insert(1, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "shared"))
 
 from fleetnode_fabric import fabric  # noqa: E402
-from fleetnode_hostmem import holders, kernel_log, pci_ids, texts  # noqa: E402
+from fleetnode_hostmem import holders, kernel_log, texts  # noqa: E402
 from fleetnode_links import ib_links, net_links, roce_v2_indexes  # noqa: E402
 from fleetnode_nccl import nccl_conf, nccl_libraries  # noqa: E402
 from fleetnode_system import (  # noqa: E402
@@ -30,6 +30,7 @@ from fleetnode_system import (  # noqa: E402
     nvidia_smi,
 )
 from probe_io import answer  # noqa: E402
+from probe_pci import pci_ids  # noqa: E402  (the PCI bus: a GB10 there means unified memory)
 
 ENV_PREFIXES = ("NCCL_", "GLOO_", "UCX_", "TP_SOCKET", "OMPI_MCA_", "MASTER_", "RAY_", "LD_PRELOAD", "LD_LIBRARY_PATH",
                 "VLLM_NCCL_SO_PATH", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES")

@@ -3,7 +3,6 @@ as the host collectors read a fixture tree). Standard library only, Python 3.8+.
 
   texts       /proc/meminfo and /proc/pressure/memory as text (64 KiB each): sparkdoctor parses them exactly as
               `check` parses this machine's (sparkdoctor/collect/host_health.py)
-  pci_ids     each PCI device's vendor:device from sysfs: a GB10 there (10de:2e12) means unified memory
   kernel_log  the kernel log's memory lines (the NVIDIA driver out of memory, Xids, the OOM killer, hung tasks):
               the first of /dev/kmsg (no subprocess), `dmesg`, `journalctl -k -b`, /var/log/kern.log (its current
               boot) that answers, each bounded in time and bytes; `dmesg` and the journal are refused without root
@@ -26,7 +25,6 @@ MAX_LINES = 2000  # memory lines sent (the last ones)
 MAX_LINE = 2048
 TIMEOUT = 10
 TEXTS = {"meminfo": "/proc/meminfo", "pressure": "/proc/pressure/memory"}
-MAX_PCI = 1024  # PCI devices listed
 MAX_PIDS = 4096  # /proc entries looked at (have.py's bounds)
 MAX_FDS = 4096
 MAX_OTHERS = 64
@@ -49,23 +47,6 @@ def _small(path, limit=1 << 16):
 
 def texts(root):
     return {key: _small(_under(root, path)) for key, path in TEXTS.items()}
-
-
-def pci_ids(root):
-    """"vendor:device" of each PCI device under the root's sysfs (lspci -n's form), None where the bus cannot be
-    listed: sparkdoctor tells a GB10's unified memory from it (sparkdoctor/collect/host_health.py reads this machine's
-    the same way)."""
-    base = _under(root, "/sys/bus/pci/devices")
-    try:
-        names = sorted(os.listdir(base))[:MAX_PCI]
-    except OSError:
-        return None
-    ids = []
-    for name in names:
-        vendor, device = ((_small(os.path.join(base, name, attr), 64) or "").strip() for attr in ("vendor", "device"))
-        ids.append(("%s:%s" % (vendor[2:] if vendor.startswith("0x") else vendor,
-                               device[2:] if device.startswith("0x") else device)).lower())
-    return ids
 
 
 def _kmsg(root):

@@ -22,6 +22,7 @@ from typing import Any
 
 from sparkdoctor.collect import Collector, Context
 from sparkdoctor.collect.hostroot import host_root, is_live_root
+from sparkdoctor.locations import shared_probe_module
 
 MAX_READ = 256 * 1024
 MEMINFO_KEYS = {"MemTotal": "total_kib", "MemAvailable": "available_kib", "SwapTotal": "swap_total_kib",
@@ -34,7 +35,6 @@ DOCKER_BINARIES = ("usr/bin/dockerd", "usr/sbin/dockerd", "usr/local/bin/dockerd
 # NVIDIA Corporation GB20B [GB10] [10de:2e12]", https://wiki.gentoo.org/wiki/DGX_Spark). Read from sysfs, so it
 # needs no driver, no NVML and no lspci, and a fixture tree can hold it.
 GB10_PCI = "10de:2e12"
-MAX_PCI = 1024  # devices looked at
 
 
 def _read(path: Path, limit: int = MAX_READ) -> str | None:
@@ -83,17 +83,11 @@ def memory_of(text: str | None) -> dict[str, object] | None:
 
 
 def pci_ids(root: Path) -> list[str] | None:
-    """"vendor:device" of each PCI device (lspci -n's form, "10de:2e12"); None where the bus cannot be listed."""
-    base = root / "sys" / "bus" / "pci" / "devices"
-    try:
-        names = sorted(os.listdir(base))[:MAX_PCI]
-    except OSError:
-        return None
-    ids = []
-    for name in names:
-        vendor, device = (_read(base / name / attr, 64) or "" for attr in ("vendor", "device"))
-        ids.append(f"{vendor.strip().removeprefix('0x')}:{device.strip().removeprefix('0x')}".lower())
-    return ids
+    """"vendor:device" of each PCI device (lspci -n's form, "10de:2e12"); None where the bus cannot be listed. The
+    probes' own reader (probes/shared/probe_pci.py, standard library only), loaded from there: one implementation
+    for this machine and every fleet node."""
+    ids = shared_probe_module("probe_pci").pci_ids(str(root))
+    return ids if isinstance(ids, list) else None
 
 
 def unified_of(ids: object) -> bool | None:
