@@ -37,13 +37,13 @@ DOCKER_BINARIES = ("usr/bin/dockerd", "usr/sbin/dockerd", "usr/local/bin/dockerd
 GB10_PCI = "10de:2e12"
 
 
-def _read(path: Path, limit: int = MAX_READ) -> str | None:
+def _read(path: Path) -> str | None:
     """A small text file under the root, or None (absent, unreadable, not a regular file)."""
     try:
         if not path.is_file():
             return None
         with open(path, encoding="utf-8", errors="replace") as fh:
-            return fh.read(limit)
+            return fh.read(MAX_READ)
     except OSError:
         return None
 
