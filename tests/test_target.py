@@ -9,6 +9,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from sparkdoctor.targets import local as target_mod
 from sparkdoctor.targets.local import PythonTarget
 
@@ -112,14 +114,20 @@ def test_a_folder_the_user_cannot_search_is_one_line(tmp_path):
     assert p.stderr.count("\n") == 1 and "internal error" not in p.stderr and "Permission denied" in p.stderr, p.stderr
 
 
-def test_a_python_2_target_is_named_unsupported_with_its_version_not_a_syntax_error(tmp_path):
-    """`check --python python2.7` said "python exited 1: SyntaxError: invalid syntax": true, but it did not say that
-    the target is a Python sparkdoctor does not support. An interpreter that answers like Python 2 does (its version
-    to -c, a SyntaxError on the probes' Python 3 source)."""
+@pytest.mark.parametrize("failure", [
+    "  File \\\"__main__.py\\\", line 40\\nSyntaxError: invalid syntax",
+    # what a real Python 2.7.18 prints on today's probes: they parse, and the first Python 3 import fails
+    "Traceback (most recent call last):\\nImportError: No module named machinery",
+])
+def test_a_python_2_target_is_named_unsupported_with_its_version_not_a_probe_error(tmp_path, failure):
+    """`check --python python2.7` said "python exited 1: ImportError: No module named machinery" (and, before the
+    probes parsed under Python 2, "SyntaxError: invalid syntax"): true, but it did not say that the target is a Python
+    sparkdoctor does not support. An interpreter that answers like Python 2 does (its version to -c, one of the two
+    failures on the probes' source)."""
     python = tmp_path / "python"
     python.write_text("#!/bin/sh\n"
                       "if [ \"$1\" = -c ]; then printf 2.7.18; exit 0; fi\n"
-                      "printf '  File \"__main__.py\", line 40\\nSyntaxError: invalid syntax\\n' >&2; exit 1\n")
+                      f"printf '{failure}\\n' >&2; exit 1\n")
     python.chmod(0o755)
     env = {**os.environ, "SPARKDOCTOR_CACHE_DIR": str(tmp_path / "cache"), "SPARKDOCTOR_STATE_DIR": str(tmp_path / "state")}
     done = subprocess.run([sys.executable, "-m", "sparkdoctor", "check", "--python", str(python), "--no-kernels",

@@ -251,9 +251,10 @@ def parse_json_probe(target: Target, script: Path, result: proc.ProcResult) -> d
 
 
 def _refuse_too_old(target: Target, result: proc.ProcResult) -> None:
-    """A probe that did not even compile on an old interpreter (Python 2's SyntaxError) is not a probe failure: the
-    target is a Python the probes do not support, and the error line says that, with its version."""
-    if not isinstance(target, PythonTarget) or "SyntaxError" not in (result.stderr or ""):
+    """A probe that an old interpreter could not run is not a probe failure: the target is a Python the probes do not
+    support, and the error line says that, with its version. Python 2.7 fails the probes with an ImportError
+    (`importlib.machinery`), older source would be a SyntaxError: any failure that ended with an exit code asks."""
+    if not isinstance(target, PythonTarget) or result.returncode is None or result.returncode <= 0:
         return
     asked = proc.run([target.python, "-c", "import sys; sys.stdout.write('%d.%d.%d' % sys.version_info[:3])"],
                      timeout=PING_TIMEOUT, max_output=(64, 64))
