@@ -1,16 +1,32 @@
 """Regular expressions that come from files (a matrix entry's env_matches, a file check's regex, a kernel
-probe's sass pattern): one rule for whether such a pattern may be used."""
+probe's sass pattern, a checkpoint's `re:` ignore list): one rule for whether such a pattern may be used, and
+one bounded way to run it.
+
+A pattern from a file (maybe a user's --matrix, a third-party update, a downloaded checkpoint) could backtrack
+for minutes: `(a+)+$`, or `(x|x)+y` whose two branches match the same text. Two bounds: the validator refuses
+nested quantifiers (the usual catastrophic shape), and search() matches any pattern that repeats with the
+`regex` module under a time limit; the caller turns a pattern that ran out of time into an unknown, said.
+`regex` costs ~20 ms to import, so it is imported only when a pattern that repeats meets a value.
+"""
 
 from __future__ import annotations
 
 import re
 import sys
 import warnings
+from functools import lru_cache
+from typing import Any
 
 if sys.version_info >= (3, 11):
+    from re import _constants as _sre_constants
     from re import _parser as _sre_parse
 else:  # pragma: no cover (3.10)
+    import sre_constants as _sre_constants
     import sre_parse as _sre_parse
+
+MATCH_SECONDS = 0.25
+_REPEATS = {_sre_constants.MAX_REPEAT, _sre_constants.MIN_REPEAT}
+_REPEATS |= {_sre_constants.POSSESSIVE_REPEAT} if hasattr(_sre_constants, "POSSESSIVE_REPEAT") else set()
 
 
 def regex_error(pattern: str) -> str | None:
@@ -27,3 +43,74 @@ def regex_error(pattern: str) -> str | None:
         except (re.error, RecursionError, OverflowError) as exc:
             return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     return None
+
+
+def _unbounded(sub: object) -> bool:
+    """Does this parsed (sub)pattern hold a quantifier that repeats more than once?"""
+    for op, av in _items(sub):
+        if op in _REPEATS and av[1] > 1:
+            return True
+        if any(_unbounded(child) for child in _children(av)):
+            return True
+    return False
+
+
+def _nested_quantifier(sub: object) -> bool:
+    """A repeated group whose body repeats too, e.g. (a+)+ or (\\w*\\s?)*: exponential backtracking."""
+    for op, av in _items(sub):
+        if op in _REPEATS and av[1] > 1 and _unbounded(av[2]):
+            return True
+        if any(_nested_quantifier(child) for child in _children(av)):
+            return True
+    return False
+
+
+def _items(sub: object) -> list[tuple[Any, Any]]:
+    """(opcode, argument) pairs of a parsed (sub)pattern; sre's arguments are tuples of mixed kinds."""
+    return list(sub.data) if isinstance(sub, _sre_parse.SubPattern) else []
+
+
+def _children(av: object) -> list[object]:
+    """Every sub-pattern inside an opcode's argument (groups, branches, lookarounds, conditionals)."""
+    if isinstance(av, _sre_parse.SubPattern):
+        return [av]
+    if isinstance(av, (tuple, list)):
+        return [c for x in av for c in _children(x)]
+    return []
+
+
+def regex_problem(pattern: object) -> str | None:
+    """Why `pattern` may not be used (None when it may): it must compile, and repeat no repeat."""
+    if not isinstance(pattern, str):
+        return "must be a regular expression string"
+    err = regex_error(pattern)
+    if err:
+        return f"bad regular expression: {err}"
+    parsed = _sre_parse.parse(pattern)
+    if _nested_quantifier(parsed):
+        return "has a nested quantifier such as (a+)+, which can backtrack for minutes; write it without repeating a repeat"
+    return None
+
+
+@lru_cache(maxsize=256)
+def _repeats(pattern: str) -> bool:
+    return _unbounded(_sre_parse.parse(pattern))
+
+
+def search(pattern: str, text: str, seconds: float = MATCH_SECONDS, at_start: bool = False) -> bool | None:
+    """re.search (re.match with `at_start`), bounded: None when the pattern ran out of time (or cannot be run).
+
+    A pattern with no repetition at all (every bundled one: `12\\.1a`, `^(?!sm_121a$)`) tries
+    each start once at a cost bounded by its own length, so the standard re is linear there and
+    nothing is imported; any repetition goes to the `regex` module, which takes a time limit.
+    """
+    if not _repeats(pattern):
+        return (re.match if at_start else re.search)(pattern, text) is not None
+    try:
+        import regex  # lazily: ~20 ms, paid only when a repeating pattern meets a value
+    except ImportError:  # pragma: no cover (a declared dependency)
+        return None
+    try:
+        return (regex.match if at_start else regex.search)(pattern, text, timeout=seconds) is not None
+    except (TimeoutError, regex.error, RecursionError):
+        return None

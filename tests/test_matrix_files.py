@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 import zipfile
 from pathlib import Path
 
@@ -144,6 +145,21 @@ def test_lacks_exists_and_regex(tmp_path, wheels):
   { path = "demo/*.py", lacks = "NEW" },
   { path = "demo/gone.py", exists = false, fixed = "same" },""")
     assert file_checks.verify_files(load(matrix_file(tmp_path, extra)).entries[0]).verdict == "confirmed"
+
+
+def test_a_regex_that_backtracks_makes_the_run_an_error_not_a_hang(tmp_path, wheels):
+    """Two branches that match the same text, repeated, pass the nested-quantifier rule and backtrack
+    exponentially when the tail never matches: `matrix verify` spun for minutes on one member of a real
+    wheel. Now the match has a time limit and the release's run is an error that names the pattern, so the
+    entry's verdict is unknown, not a hang."""
+    slow = "(O|O)+~~~"
+    extra = FILES.replace('{ path = "demo/*.py", contains = "OLD_SWITCH" },', f'{{ path = "demo/envs.py", regex = "{slow}" }},')
+    make_wheel(wheels, "demo-pkg", "1.0", {"demo/envs.py": "O" * 64, "demo/errors.py": "raise SystemExit('cannot start')"})
+    started = time.process_time()
+    result = file_checks.verify_files(load(matrix_file(tmp_path, extra)).entries[0])
+    assert time.process_time() - started < 30, "a backtracking pattern is cut off, not run for minutes of CPU"
+    assert result.verdict != "confirmed"
+    assert any(r.error and f"demo/envs.py: /{slow}/ could not be matched within" in r.error for r in result.runs), result.runs
 
 
 def test_a_two_sided_bound_is_bracketed_by_one_fact_per_side(tmp_path, wheels):

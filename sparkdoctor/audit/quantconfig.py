@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from sparkdoctor.audit.errors import AuditError
+from sparkdoctor.patterns import MATCH_SECONDS, search
 
 
 @dataclass
@@ -69,7 +70,17 @@ def matches(pattern: str, module: str, how: str) -> bool:
     if how == "substring":
         return pattern in module
     compiled = _compiled(pattern, how)
-    return compiled.match(module) is not None if compiled is not None else pattern == module
+    if compiled is None:
+        return pattern == module
+    if how == "exact-or-re" and compiled.pattern == pattern[3:]:
+        # the checkpoint's own regex may backtrack for minutes on one name, e.g. `re:(a|a)+b`: run it bounded
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)
+            found = search(pattern[3:], module, at_start=True)
+        if found is None:
+            raise AuditError(f"the checkpoint's ignore pattern {pattern!r} could not be matched against {module!r} within {MATCH_SECONDS} s")
+        return found
+    return compiled.match(module) is not None
 
 
 def _list(value: object, where: str) -> list[str]:

@@ -23,9 +23,9 @@ from typing import Any, TypedDict
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from sparkdoctor.matrix.conditions.environment import search
 from sparkdoctor.matrix.file_checks import parse_files_tables
 from sparkdoctor.matrix.model import Entry, Matrix
+from sparkdoctor.patterns import search
 
 BREAKING = ("warn", "error")
 

@@ -12,7 +12,6 @@ newest release and says whether the entry's range still describes it.
 from __future__ import annotations
 
 import fnmatch
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -28,10 +27,15 @@ from sparkdoctor.matrix.file_checks import (
     parse_files_tables,
 )
 from sparkdoctor.matrix.versions import version_in
+from sparkdoctor.patterns import search
 from sparkdoctor.released import Reader, RemoteError, RemoteSdist, RemoteWheel
 from sparkdoctor.released.cubins import FAMILY_CAVEAT, CubinError, Listing, decided_by
 from sparkdoctor.released.strings import is_library
 from sparkdoctor.verify.wheels import WheelError, WheelFiles, released_versions, wheel
+
+# A member is a whole file (a CMakeLists.txt, a module), far longer than an environment value: a pattern that
+# repeats gets this long to search one, so a loaded machine does not cut off an honest search.
+MEMBER_MATCH_SECONDS = 5.0
 
 Log = Callable[[str], None]
 
@@ -147,8 +151,13 @@ def check_holds(check: FileCheck, files: Members) -> bool:
         return any(set(check.value) <= set(files.cubins(n)) for n in members)
     if check.kind == "lacks_cubins":
         return bool(members) and not any(set(check.value) & set(files.cubins(n)) for n in members)
-    pattern = re.compile(check.value)
-    return any(pattern.search(files.text(n)) for n in members)
+    for name in members:
+        found = search(check.value, files.text(name), seconds=MEMBER_MATCH_SECONDS)
+        if found is None:  # a pattern that backtracks: the release cannot be judged by it, said instead of a hang
+            raise WheelError(f"{name}: /{check.value}/ could not be matched within {MEMBER_MATCH_SECONDS:.0f} s")
+        if found:
+            return True
+    return False
 
 
 def checks_on(table: FilesTable, version: str, role: str, log: Log | None = None) -> VersionRun:

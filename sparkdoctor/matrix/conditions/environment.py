@@ -2,37 +2,20 @@
 regular expression (`env_matches`).
 
 A pattern comes from a matrix file (maybe a user's --matrix) and the value from the box or a
-snapshot, so a backtracking pattern such as `(a+)+$` against a long value could hang check for
-minutes. Two bounds: the validator refuses nested quantifiers (the usual catastrophic shape), and
-the evaluator matches with the `regex` module under a time limit (a pattern that runs out of time
-makes the condition unknown, said in the evidence). `regex` costs ~20 ms to import, so it is
-imported only when a pattern that repeats meets a value that is set (see search()).
+snapshot: it is validated and run by sparkdoctor.patterns (no nested quantifiers; a time limit), and a
+pattern that runs out of time makes the condition unknown, said in the evidence.
 """
 
 from __future__ import annotations
 
-import re
-import sys
 from collections.abc import Mapping
-from functools import lru_cache
-from typing import Any
 
 from sparkdoctor.facts import Facts
 from sparkdoctor.matrix.conditions.shapes import as_list
 from sparkdoctor.matrix.model import Check
-from sparkdoctor.patterns import regex_error
+from sparkdoctor.patterns import MATCH_SECONDS, regex_problem, search
 
-if sys.version_info >= (3, 11):
-    from re import _constants as _sre_constants
-    from re import _parser as _sre_parse
-else:  # pragma: no cover (3.10)
-    import sre_constants as _sre_constants
-    import sre_parse as _sre_parse
-
-MATCH_SECONDS = 0.25
 SHOWN_VALUE = 120
-_REPEATS = {_sre_constants.MAX_REPEAT, _sre_constants.MIN_REPEAT}
-_REPEATS |= {_sre_constants.POSSESSIVE_REPEAT} if hasattr(_sre_constants, "POSSESSIVE_REPEAT") else set()
 
 
 def _value(name: str, got: str | None) -> str:
@@ -93,53 +76,6 @@ def _default_check(name: str, options: list[str], facts: Facts) -> Check:
 # ---- env_matches ---------------------------------------------------------------------------------
 
 
-def _unbounded(sub: object) -> bool:
-    """Does this parsed (sub)pattern hold a quantifier that repeats more than once?"""
-    for op, av in _items(sub):
-        if op in _REPEATS and av[1] > 1:
-            return True
-        if any(_unbounded(child) for child in _children(av)):
-            return True
-    return False
-
-
-def _nested_quantifier(sub: object) -> bool:
-    """A repeated group whose body repeats too, e.g. (a+)+ or (\\w*\\s?)*: exponential backtracking."""
-    for op, av in _items(sub):
-        if op in _REPEATS and av[1] > 1 and _unbounded(av[2]):
-            return True
-        if any(_nested_quantifier(child) for child in _children(av)):
-            return True
-    return False
-
-
-def _items(sub: object) -> list[tuple[Any, Any]]:
-    """(opcode, argument) pairs of a parsed (sub)pattern; sre's arguments are tuples of mixed kinds."""
-    return list(sub.data) if isinstance(sub, _sre_parse.SubPattern) else []
-
-
-def _children(av: object) -> list[object]:
-    """Every sub-pattern inside an opcode's argument (groups, branches, lookarounds, conditionals)."""
-    if isinstance(av, _sre_parse.SubPattern):
-        return [av]
-    if isinstance(av, (tuple, list)):
-        return [c for x in av for c in _children(x)]
-    return []
-
-
-def regex_problem(pattern: object) -> str | None:
-    """Why `pattern` may not be used in env_matches (None when it may)."""
-    if not isinstance(pattern, str):
-        return "must be a regular expression string"
-    err = regex_error(pattern)
-    if err:
-        return f"bad regular expression: {err}"
-    parsed = _sre_parse.parse(pattern)
-    if _nested_quantifier(parsed):
-        return "has a nested quantifier such as (a+)+, which can backtrack for minutes; write it without repeating a repeat"
-    return None
-
-
 def v_regex_table(value: object) -> str | None:
     if not isinstance(value, dict) or not value:
         return "must be a table of NAME = \"regular expression\""
@@ -148,30 +84,6 @@ def v_regex_table(value: object) -> str | None:
         if err:
             return f"{name}: {err}"
     return None
-
-
-@lru_cache(maxsize=256)
-def _repeats(pattern: str) -> bool:
-    return _unbounded(_sre_parse.parse(pattern))
-
-
-def search(pattern: str, text: str, seconds: float = MATCH_SECONDS) -> bool | None:
-    """re.search, bounded: None when the pattern ran out of time (or cannot be run).
-
-    A pattern with no repetition at all (every bundled one: `12\\.1a`, `^(?!sm_121a$)`) tries
-    each start once at a cost bounded by its own length, so the standard re is linear there and
-    nothing is imported; any repetition goes to the `regex` module, which takes a time limit.
-    """
-    if not _repeats(pattern):
-        return re.search(pattern, text) is not None
-    try:
-        import regex  # lazily: ~20 ms, paid only when a repeating pattern meets a value
-    except ImportError:  # pragma: no cover (a declared dependency)
-        return None
-    try:
-        return regex.search(pattern, text, timeout=seconds) is not None
-    except (TimeoutError, regex.error, RecursionError):
-        return None
 
 
 def eval_env_matches(value: dict[str, str], facts: Facts) -> list[Check]:
