@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sparkdoctor.errors import InputError
+from sparkdoctor.ledger.store import number
 from sparkdoctor.text import one_line
 
 CONCLUSION_VERSION = 1  # the shape of `data_json` in the ledger and of the JSON documents
@@ -84,10 +85,6 @@ class Conclusion:
         return {**head, "statement": self.statement(), **self.data}
 
 
-def _is_num(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
 def shape_problem(data: object) -> str | None:
     """What makes a stored conclusion's data unusable (None: it can be judged, shown and re-run). Checked
     when the row is read, so one damaged row is named, and the others are still listed."""
@@ -107,9 +104,9 @@ def shape_problem(data: object) -> str | None:
     levels = data.get("levels") or []
     for level in levels if isinstance(levels, list) else [None]:
         ratio = level.get("ratio") if isinstance(level, dict) else None
-        if not (isinstance(level, dict) and _is_num(level.get("concurrency", 0))
-                and (ratio is None or (isinstance(ratio, dict) and all(_is_num(ratio.get(k)) for k in ("ratio", "ci_low", "ci_high"))))):
-            return "'levels' is not a list of levels with numeric ratios"
+        if not (isinstance(level, dict) and number(level.get("concurrency", 0), False)
+                and (ratio is None or (isinstance(ratio, dict) and all(number(ratio.get(k), False) for k in ("ratio", "ci_low", "ci_high"))))):
+            return "'levels' is not a list of levels with numeric ratios (finite numbers)"
     for key in ("sets", "workload"):
         if not isinstance(data.get(key) or {}, dict):
             return f"{key!r} is not an object"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import sqlite3
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -42,12 +43,53 @@ def decode(column: str, text: Any) -> tuple[Any, str | None]:
     return value, None
 
 
+def number(value: object, none_ok: bool = True) -> bool:
+    """A finite JSON number (None too, where a figure may be missing): what a stored figure must be to be shown."""
+    if value is None:
+        return none_ok
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an integer of hundreds of digits
+        return False
+
+
+# The client figures a level shows: each an estimate (median and its 95% CI) or null (no sample measured it).
+_ESTIMATES = ("decode_tps_per_stream", "output_tps", "ttft_s", "tpot_s")
+
+
+def _level_problem(level: dict[str, Any]) -> str | None:
+    """A figure of the wrong kind (a string, a 401-digit number, an estimate that is a list); a figure that is
+    absent was not measured (an older run, a --url run) and is shown as such."""
+    where = f"summary_json level {level['concurrency']}"
+    client, server = level.get("client") or {}, level.get("server") or {}
+    if type(level.get("requests", 0)) is not int or not isinstance(client, dict) or not isinstance(server, dict):
+        return f"{where}: its request count, client figures or server figures are of the wrong kind"
+    for key in _ESTIMATES:
+        est = client.get(key)
+        if not (est is None or (isinstance(est, dict) and all(number(est.get(k)) for k in ("median", "ci_low", "ci_high")))):
+            return f"{where}: client {key} is not an estimate of numbers"
+    ttft = server.get("ttft_s")
+    if not all(number(v) for v in (client.get("output_tps_pooled"), client.get("burst_share"), server.get("decode_tps_per_stream"),
+                                   ttft.get("mean") if isinstance(ttft, dict) else ttft)):
+        return f"{where}: a figure is not a number"
+    return None
+
+
 def levels_problem(summary: Mapping[str, object]) -> str | None:
+    """What keeps a stored summary from being shown (None: nothing): its levels and headline, figure by figure."""
     levels = summary.get("levels", [])
     if not isinstance(levels, list) or not all(isinstance(lvl, dict) and type(lvl.get("concurrency")) is int for lvl in levels):
         return "summary_json levels is not a list of levels (objects with an integer concurrency)"
-    if summary.get("headline") is not None and not isinstance(summary["headline"], dict):
-        return "summary_json headline is not an object"
+    for level in levels:
+        problem = _level_problem(level)
+        if problem:
+            return problem
+    head = summary.get("headline")
+    if head is not None and not (isinstance(head, dict) and number(head.get("decode_tps_per_stream"))
+                                 and type(head.get("concurrency", 0)) is int and isinstance(head.get("source", ""), str)):
+        return "summary_json headline is not an object of a number, its concurrency and its source"
     return None
 
 
@@ -108,6 +150,8 @@ def _decode_row(texts: tuple[object, ...]) -> tuple[dict[str, object], list[str]
         damaged += [damage] if damage else []
     if isinstance(values["summary"], dict) and levels_problem(values["summary"]):
         damaged.append(str(levels_problem(values["summary"])))
+    if isinstance(values["memory"], dict) and not number(values["memory"].get("high_water_bytes")):
+        damaged.append("memory_json high_water_bytes is not a number")
     return values, damaged
 
 
@@ -189,7 +233,7 @@ class Ledger:
             values, damaged = _decode_row(row[len(_RUN_COLUMNS):])
             summary = values["summary"]
             item["headline"] = summary.get("headline") if isinstance(summary, dict) and not damaged else None
-            memory = values["memory"] if isinstance(values["memory"], dict) else {}
+            memory = values["memory"] if isinstance(values["memory"], dict) and not damaged else {}
             item["memory_high_water_bytes"] = memory.get("high_water_bytes")
             if damaged:
                 item["damaged"] = damaged

@@ -76,6 +76,37 @@ def test_a_damaged_run_is_listed_as_damaged_and_the_rest_is_listed(tmp_path, col
     assert cli("history", "--compare", "1", "--compare", "3", "--ledger", path).returncode == 0
 
 
+def _set(path: Path, column: str, run_id: int, change) -> None:
+    """Rewrite one run's JSON column through `change` (a hand edit, another tool's writer)."""
+    db = sqlite3.connect(path)
+    (text,) = db.execute(f"SELECT {column} FROM runs WHERE id = ?", (run_id,)).fetchone()
+    value = json.loads(text) if text else {}
+    change(value)
+    db.execute(f"UPDATE runs SET {column} = ? WHERE id = ?", (json.dumps(value), run_id))
+    db.commit()
+    db.close()
+
+
+@pytest.mark.parametrize("column, change, words", [
+    ("summary_json", lambda v: v["headline"].update(decode_tps_per_stream="fast"), "headline is not an object of a number"),
+    ("summary_json", lambda v: v["levels"][0].update(client=["x"]), "client figures or server figures are of the wrong kind"),
+    ("summary_json", lambda v: v["levels"][0].setdefault("client", {}).update(ttft_s={"median": "x"}), "client ttft_s is not an estimate"),
+    ("summary_json", lambda v: v["levels"][0].setdefault("client", {}).update(burst_share=10**400), "a figure is not a number"),
+    ("memory_json", lambda v: v.update(high_water_bytes="big"), "high_water_bytes is not a number"),
+])
+def test_a_run_whose_figures_are_not_numbers_is_damaged_not_an_internal_error(tmp_path, column, change, words):
+    """JSON of the right type with a figure of the wrong kind (a string headline, a level without its client
+    figures, a 401-digit number) passed the damage check and then took the whole `history` listing down with a
+    TypeError, a KeyError or an OverflowError. Now the row is DAMAGED, named, and the rest is listed."""
+    path = ledger_with_conclusion(tmp_path)
+    _set(path, column, 2, change)
+    p = cli("history", "--ledger", path)
+    assert p.returncode == 0 and "DAMAGED" in p.stdout and "run 2 is damaged" in p.stdout, p.stdout + p.stderr
+    assert words in " ".join(p.stdout.split()), p.stdout
+    assert cli("history", "--ledger", path, "--format", "json").returncode == 0
+    one_line_exit_5(cli("history", "2", "--ledger", path), "run 2 is damaged", words)
+
+
 def test_damaged_samples_are_named_and_the_run_is_not_shown_as_whole(tmp_path):
     path = ledger_with_conclusion(tmp_path)
     damage(path, "UPDATE samples SET sample_json = '{' WHERE run_id = 3 AND idx = 1")
@@ -103,6 +134,23 @@ def test_a_damaged_conclusion_is_broken_and_the_rest_is_judged(tmp_path, text):
     assert p.returncode == 0 and "damaged ledger row" in p.stdout, p.stdout + p.stderr
     p = cli("rerun", "--dry-run", "--ledger", path, "--format", "json")
     assert p.returncode == 0, p.stderr
+
+
+@pytest.mark.parametrize("ratio", [10**400, float("inf"), "1.5"])
+def test_a_conclusion_whose_ratio_is_no_finite_number_is_broken(tmp_path, ratio):
+    """A 401-digit ratio was a number to the shape check and an OverflowError in the statement's `:.2f`:
+    `conclusions`, its JSON and `rerun --dry-run` all ended in an internal error."""
+    path = ledger_with_conclusion(tmp_path)
+    with Ledger(path) as led:
+        (first,) = store.latest(led)
+    data = json.loads(json.dumps(first.data))
+    data["levels"][0]["ratio"]["ratio"] = ratio
+    damage(path, "UPDATE conclusions SET data_json = ? WHERE id = 1", json.dumps(data))
+    for args in (("conclusions",), ("conclusions", "--format", "json"), ("rerun", "--dry-run", "--format", "json")):
+        p = cli(*args, "--ledger", path)
+        assert p.returncode == 0 and "internal error" not in p.stderr, (args, p.stderr)
+    (item,) = json.loads(cli("conclusions", "--ledger", path, "--format", "json").stdout)["conclusions"]
+    assert item["state"] == "broken" and "finite numbers" in item["reasons"][0], item
 
 
 @pytest.mark.parametrize("facts", ["garbage", '{"schema": 40}', '{"schema": null, "target": "x"}'])
