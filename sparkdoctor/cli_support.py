@@ -16,9 +16,10 @@ __all__ = ["DEFAULT_TIMEOUT", "err", "open_ledger", "say", "warn"]
 _err = err
 
 
-def open_ledger(path):
+def open_ledger(path, read_only=True):
     """The ledger a reading command (history, conclusions, rerun) works on, or LedgerFailure with one line (exit 5).
-    A ledger that does not exist is refused, never created: a mistyped --ledger must not read as "nothing here"."""
+    A ledger that does not exist is refused, never created: a mistyped --ledger must not read as "nothing here".
+    Read-only unless told: reading never migrates or writes the file (a read-only mount reads too)."""
     # imported on use: check loads sparkdoctor.ledger only on the runs that get here
     from sparkdoctor.ledger import (
         Ledger,
@@ -35,7 +36,7 @@ def open_ledger(path):
     if path.is_file() and path.stat().st_size == 0 and not path.with_name(path.name + "-wal").exists():
         # sqlite would take it for a new database and write a schema into it: not ours to write, and no ledger
         raise LedgerFailure(f"ledger {path}: an empty file, not a ledger (run `sparkdoctor bench` first, or pass --ledger)")
-    return Ledger(path)  # a LedgerError is exit 5 by itself
+    return Ledger(path, read_only=read_only)  # a LedgerError is exit 5 by itself
 
 
 DEFAULT_TIMEOUT = 120.0  # seconds; the same default as check's --timeout

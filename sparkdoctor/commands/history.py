@@ -93,20 +93,20 @@ def _import(path: Path, options: HistoryCommand) -> HistoryImport:
 
     from sparkdoctor.bench.history import HistoryImport
     from sparkdoctor.cli_support import open_ledger
-    from sparkdoctor.ledger import LedgerError, unstored
+    from sparkdoctor.ledger import unstored
 
     try:
         record = unstored.load(path)
     except unstored.UnreadableRun as exc:
         raise UsageError(f"--import {exc}") from None
-    with open_ledger(options.ledger) as led:
-        try:
+    try:  # a ledger that cannot be opened for writing (read-only, held, damaged) keeps the file too
+        with open_ledger(options.ledger, read_only=False) as led:
             if record.comparison_id is not None and led.comparison(record.comparison_id) is None:
                 record = replace(record, comparison_id=None)  # its comparison is in another ledger
             run_id = led.add_run(record)
-        except LedgerError as exc:
-            raise LedgerFailure(f"{exc}; {path} is kept") from None
-        ledger_path = str(led.path)
+            ledger_path = str(led.path)
+    except LedgerFailure as exc:
+        raise LedgerFailure(f"{exc}; {path} is kept") from None
     try:
         path.unlink()
         removed = True

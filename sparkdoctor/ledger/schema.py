@@ -8,7 +8,9 @@ is some other program's is refused with one line naming it: nothing is changed i
 
 from __future__ import annotations
 
+import os
 import sqlite3
+import urllib.parse
 from collections.abc import Callable
 from pathlib import Path
 
@@ -37,6 +39,10 @@ def hint(exc: sqlite3.Error) -> str:
     """What an SQLite error most likely means for the user, for the end of its one line ("" when nothing better)."""
     if busy(exc):
         return f" (another process holds it; waited {BUSY_TIMEOUT_S:g} s): try again when it is done"
+    if getattr(exc, "sqlite_errorname", "").startswith("SQLITE_READONLY"):
+        return ": it cannot be written here (a read-only file, folder or mount); pass another --ledger"
+    if getattr(exc, "sqlite_errorname", "").startswith("SQLITE_CANTOPEN"):
+        return ": SQLite cannot open it here (a folder or mount it may not write, for its -wal and -shm files)"
     if getattr(exc, "sqlite_errorname", "").startswith(("SQLITE_FULL", "SQLITE_IOERR")):
         return ": is its disk full? (nothing was half-written: SQLite undid the unfinished write)"
     return ""
@@ -138,16 +144,47 @@ def _one(db: sqlite3.Connection, sql: str) -> int:
     return int(db.execute(sql).fetchone()[0])
 
 
-def connect(path: Path, migrate: bool = True) -> sqlite3.Connection:
-    """Open (creating if absent) and migrate; raise LedgerError with one line otherwise."""
+def _open_read_only(path: Path) -> sqlite3.Connection:
+    """The file opened for reading only: nothing is created or written, not even its -wal/-shm files where SQLite
+    can do without. A WAL ledger on storage nobody can write (a read-only mount, a CD, a colleague's folder) needs
+    its -shm file, which cannot be made there: read it as immutable, which is true of it."""
+    uri = f"file:{urllib.parse.quote(str(path.resolve()))}?mode=ro"
+    db = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+    try:
+        db.execute("PRAGMA user_version").fetchone()  # the first read opens the file (and its WAL)
+        return db
+    except sqlite3.OperationalError:
+        db.close()
+        if os.access(path, os.W_OK) and os.access(path.parent, os.W_OK):
+            raise  # writable storage: a real error, said as such
+    return sqlite3.connect(uri + "&immutable=1", uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+
+
+def _in_memory(db: sqlite3.Connection) -> sqlite3.Connection:
+    """A copy of the file in memory, for a reader to migrate: reading a ledger never rewrites it (an older
+    sparkdoctor sharing it could no longer read a file migrated to a newer schema)."""
+    copy = sqlite3.connect(":memory:", isolation_level=None)
+    db.backup(copy)
+    db.close()
+    return copy
+
+
+def connect(path: Path, migrate: bool = True, read_only: bool = False) -> sqlite3.Connection:
+    """Open (creating if absent, unless `read_only`) and migrate; raise LedgerError with one line otherwise. A
+    reader's file is never written: an older schema is migrated in a copy in memory."""
     path = Path(path)
     try:
         if path.is_dir():
             raise LedgerError(f"ledger {path}: is a folder; give a file (--ledger PATH)")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        db = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_S, isolation_level=None)
+        if path.exists() and not path.is_file():
+            raise LedgerError(f"ledger {path}: not a regular file (a device, a pipe or a socket); give a file (--ledger PATH)")
+        if read_only:
+            db = _open_read_only(path)
+        else:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            db = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_S, isolation_level=None)
     except (OSError, sqlite3.Error) as exc:
-        raise LedgerError(f"ledger {path}: cannot open ({exc})") from None
+        raise LedgerError(f"ledger {path}: cannot open ({exc}{hint(exc) if isinstance(exc, sqlite3.Error) else ''})") from None
     try:
         version = _one(db, "PRAGMA user_version")
         app = _one(db, "PRAGMA application_id")
@@ -161,9 +198,11 @@ def connect(path: Path, migrate: bool = True) -> sqlite3.Connection:
         if version > SCHEMA_VERSION:
             raise LedgerError(f"ledger {path}: schema {version} was written by a newer sparkdoctor "
                               f"(this one reads up to {SCHEMA_VERSION}); upgrade sparkdoctor")
+        if version < SCHEMA_VERSION and migrate and read_only:
+            db = _in_memory(db)
         db.execute("PRAGMA foreign_keys = ON")
         if version < SCHEMA_VERSION and migrate:
-            if db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+            if not read_only and db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
                 db.execute("PRAGMA journal_mode = WAL")
             db.execute("BEGIN IMMEDIATE")
             try:

@@ -156,9 +156,10 @@ def _decode_row(texts: tuple[object, ...]) -> tuple[dict[str, object], list[str]
 
 
 class Ledger:
-    def __init__(self, path: Path | None = None):
+    def __init__(self, path: Path | None = None, read_only: bool = False):
+        """`read_only`: for a command that only reads: the file is never created, migrated or written."""
         self.path = Path(path) if path else default_path()
-        self.db = connect(self.path)
+        self.db = connect(self.path, read_only=read_only)
 
     def close(self) -> None:
         self.db.close()

@@ -175,4 +175,4 @@ def _stale(ledger_path: Path | None, python: str, today: Facts, predicted: Facts
             raise InputError(f"ledger {path}: no such file")
         notes.append(f"no ledger at {path}: no stored conclusion to judge")
         return None
-    return stale_conclusions(Ledger(path), python, today, predicted)  # a LedgerError says itself (exit 5)
+    return stale_conclusions(Ledger(path, read_only=True), python, today, predicted)  # a LedgerError says itself (exit 5)
