@@ -31,7 +31,7 @@ def render_console(audit: Audit, console: Console) -> None:
     o, s = audit.options, audit.shape
     kinds = ", ".join(f"{s.count(k)} {k}" for k in sorted(set(s.layer_kinds)))
     moe = f", MoE top-{s.experts_per_token} of {s.experts}" if s.experts else ""
-    console.print(f"[bold]{e(str(audit.folder))}[/bold]  {e(s.model_type)}: {s.layers} layers ({kinds}){moe}")
+    console.print(f"[bold]{e(str(audit.folder))}[/bold]  {e(s.model_type)}: {s.layers} layers ({e(kinds)}){moe}")
     for q in audit.quant:
         console.print(e(f"quantization: {q.scheme} [{q.method}, {q.source}]"))
     table = Table(show_edge=False, pad_edge=False)

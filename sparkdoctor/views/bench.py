@@ -21,6 +21,12 @@ from sparkdoctor.sink import Sink
 from sparkdoctor.views import View
 
 
+def _e(value: object) -> str:
+    """`value` as an f-string writes it, escaped for rich: a name, label, id or figure read from a ledger, recipe or
+    imported file prints as written (`qwen3 [fp8]`, `[/]`), never parsed as markup."""
+    return escape(str(value))
+
+
 def _f(value: float | None, digits: int = 1, scale: float = 1.0, unit: str = "") -> str:
     if value is None:
         return "-"
@@ -34,17 +40,18 @@ def _ci(est: dict[str, Any] | None, digits: int = 1, scale: float = 1.0) -> str:
 
 
 def level_table(levels: list[dict[str, Any]], title: str) -> Table:
-    t = Table(title=title, title_justify="left")
+    t = Table(title=escape(title), title_justify="left")  # the title says `[bootstrap 95% CI]`: not markup
     for col in ("conc", "requests", "decode tok/s/stream (client median)", "decode tok/s/stream (server mean)",
                 "output tok/s", "per-round output tok/s (median)", "TTFT ms (client median)", "TTFT ms (server mean)",
                 "TPOT ms (client median)", "bursts"):
         t.add_column(col, justify="right")
     for lvl in levels:
-        c, s = lvl["client"], lvl.get("server") or {}
-        t.add_row(str(lvl["concurrency"]), str(lvl["requests"]), _ci(c["decode_tps_per_stream"]),
-                  _f(s.get("decode_tps_per_stream")), _f(c.get("output_tps_pooled")), _ci(c["output_tps"]),
-                  _ci(c["ttft_s"], 1, 1000), _f((s.get("ttft_s") or {}).get("mean"), 1, 1000), _ci(c["tpot_s"], 2, 1000),
-                  _f(c["burst_share"], 0, 100, "%"))
+        # a figure absent from a stored level was not measured (a run stored by an older sparkdoctor): `-`
+        c, s = lvl.get("client") or {}, lvl.get("server") or {}
+        t.add_row(_e(lvl["concurrency"]), _e(lvl.get("requests", "-")), _ci(c.get("decode_tps_per_stream")),
+                  _f(s.get("decode_tps_per_stream")), _f(c.get("output_tps_pooled")), _ci(c.get("output_tps")),
+                  _ci(c.get("ttft_s"), 1, 1000), _f((s.get("ttft_s") or {}).get("mean"), 1, 1000), _ci(c.get("tpot_s"), 2, 1000),
+                  _f(c.get("burst_share"), 0, 100, "%"))
     return t
 
 
@@ -53,14 +60,14 @@ def render_run(console: Console, run: dict[str, Any]) -> None:
     label = recipe.get("name") or recipe.get("url") or run.get("base_url")
     server = run.get("server") or {}
     kind = " ".join(str(x) for x in (server.get("kind"), server.get("version")) if x)  # a generic server has no version
-    console.print(f"[bold]bench[/bold] {label}: model {run.get('model')} on {kind} at {run.get('base_url')}")
+    console.print(f"[bold]bench[/bold] {_e(label)}: model {_e(run.get('model'))} on {_e(kind)} at {_e(run.get('base_url'))}")
     if run.get("fingerprint") == "unknown":
         console.print(f"[yellow]toolchain unknown[/yellow]: {escape(str((run.get('target') or {}).get('why')))}; the run is "
-                      f"stored as such and kept out of conclusions  (run {run.get('run_id') or 'not stored'})")
+                      f"stored as such and kept out of conclusions  (run {_e(run.get('run_id') or 'not stored')})")
     else:
         found = (run.get("target") or {}).get("found_by")
-        console.print(f"toolchain fingerprint {run.get('fingerprint')}" + (f" ({escape(found)})" if found else "")
-                      + f"  (run {run.get('run_id') or 'not stored'})")
+        console.print(f"toolchain fingerprint {_e(run.get('fingerprint'))}" + (f" ({_e(found)})" if found else "")
+                      + f"  (run {_e(run.get('run_id') or 'not stored')})")
     _load_lines(console, run.get("load"))
     _memory_line(console, run.get("memory"))
     box = run.get("container")
@@ -70,10 +77,10 @@ def render_run(console: Console, run: dict[str, Any]) -> None:
     console.print(level_table(run["levels"], "client medians [bootstrap 95% CI], server means (/metrics); output tok/s = "
                                              "all output tokens / all rounds' wall time"))
     head = run.get("headline")
-    if head:
-        console.print(f"[bold]headline[/bold]: {_f(head['decode_tps_per_stream'])} tok/s decode per stream at "
-                      f"concurrency {head['concurrency']}, from the {head['source']}")
-        if "server" in head["source"]:
+    if head:  # a run stored by hand or by an older sparkdoctor may lack the concurrency or the source: `?`
+        console.print(f"[bold]headline[/bold]: {_f(head.get('decode_tps_per_stream'))} tok/s decode per stream at "
+                      f"concurrency {_e(head.get('concurrency', '?'))}, from the {_e(head.get('source', '?'))}")
+        if "server" in str(head.get("source")):
             console.print("  why the server's figure: it times each token where it is produced; a client can only "
                           "time chunks as they arrive, and this server sends them in bursts (see the bursts column)")
     roof = run.get("roofline")
@@ -90,12 +97,12 @@ def render_run(console: Console, run: dict[str, Any]) -> None:
     for lvl in run.get("levels") or []:
         rec = lvl.get("reconcile") or {}
         if rec and not rec.get("match"):
-            console.print(f"[yellow]counters disagree[/yellow] at concurrency {lvl['concurrency']}: {escape(rec['why'])}")
+            console.print(f"[yellow]counters disagree[/yellow] at concurrency {_e(lvl['concurrency'])}: {_e(rec['why'])}")
         if rec.get("spec_acceptance") is not None:
-            console.print(f"speculative decoding at concurrency {lvl['concurrency']}: {rec['spec_acceptance']:.1%} of "
+            console.print(f"speculative decoding at concurrency {_e(lvl['concurrency'])}: {rec['spec_acceptance']:.1%} of "
                           "draft tokens accepted in this run's window")
     for finding in run.get("findings") or []:
-        console.print(f"[yellow]log finding[/yellow]: {finding.get('id')}: {finding.get('title', '')}")
+        console.print(f"[yellow]log finding[/yellow]: {_e(finding.get('id'))}: {_e(finding.get('title', ''))}")
 
 
 ANSWER_STYLE = {"correct": "green", "reference": "green", "wrong": "bold red", "suspect": "red", "unchecked": "yellow",
@@ -110,8 +117,8 @@ def _answers_line(console: Console, checked: dict[str, Any] | None) -> None:
     verdict = checked.get("verdict")
     worst = max((r.get("mean_abs_dlogprob") or 0.0 for r in checked.get("per_prompt") or []), default=None)
     how = f"; largest mean |Δ logprob| {worst:.3f} (tolerance {checked.get('tolerance')})" if worst is not None else ""
-    console.print(f"[bold]answers[/bold]: [{ANSWER_STYLE.get(str(verdict), 'white')}]{verdict}[/]{escape(how)}"
-                  f"  (reference {escape(str(checked.get('reference')))}, {checked.get('seconds')} s, after the timed window)")
+    console.print(f"[bold]answers[/bold]: [{ANSWER_STYLE.get(str(verdict), 'white')}]{_e(verdict)}[/]{escape(how)}"
+                  f"  (reference {_e(checked.get('reference'))}, {_e(checked.get('seconds'))} s, after the timed window)")
     for why in checked.get("why") or []:
         console.print(f"  {escape(str(why))}")
 
@@ -122,7 +129,7 @@ def _load_lines(console: Console, load: dict[str, Any] | None) -> None:
     before = load.get("before") or {}
     avg = before.get("loadavg")
     console.print(f"machine load: other processes used {_f((load.get('index') or {}).get('other_cpus'), 1)} of "
-                  f"{before.get('cpus') or '?'} CPUs" + (f"; load average {avg[0]:.2f}" if avg else ""), highlight=False)
+                  f"{_e(before.get('cpus') or '?')} CPUs" + (f"; load average {avg[0]:.2f}" if avg else ""), highlight=False)
     if load.get("busy"):
         console.print(f"[yellow]warning: busy machine[/yellow]: {escape(load['busy'])}; a number taken now is not a "
                       "baseline for a quiet one")
@@ -134,29 +141,29 @@ def effect(mde: float) -> str:
 
 
 def render_comparison(console: Console, comp: dict[str, Any]) -> None:
-    console.print(f"[bold]A/B[/bold] A = {comp['a']}  vs  B = {comp['b']}; order {' '.join(comp['order'])} "
+    console.print(f"[bold]A/B[/bold] A = {_e(comp['a'])}  vs  B = {_e(comp['b'])}; order {_e(' '.join(comp['order']))} "
                   f"(a server restart per arm)")
     t = Table(title="output tok/s per arm run (its tokens / its rounds' wall time); ratio B/A with 95% CI", title_justify="left")
     for col in ("conc", "A runs", "B runs", "B/A", "95% CI", "method", "verdict"):
         t.add_column(col, justify="right")
     for lvl in comp["levels"]:
         r = lvl["ratio"]
-        t.add_row(str(lvl["concurrency"]), ", ".join(_f(v) for v in lvl["a"]), ", ".join(_f(v) for v in lvl["b"]),
-                  f"{r['ratio']:.3f}", f"{r['ci_low']:.3f}-{r['ci_high']:.3f}", r["method"], f"[bold]{r['verdict']}[/bold]")
+        t.add_row(_e(lvl["concurrency"]), ", ".join(_f(v) for v in lvl["a"]), ", ".join(_f(v) for v in lvl["b"]),
+                  f"{r['ratio']:.3f}", f"{r['ci_low']:.3f}-{r['ci_high']:.3f}", _e(r["method"]), f"[bold]{_e(r['verdict'])}[/bold]")
     console.print(t)
     for lvl in comp["levels"]:
         noise = lvl.get("noise") or {}
         if lvl.get("calibration_skipped"):
             skip = lvl["calibration_skipped"]
-            console.print(f"conc {lvl['concurrency']}: calibration {skip['comparison_id']} not used: "
+            console.print(f"conc {_e(lvl['concurrency'])}: calibration {_e(skip['comparison_id'])} not used: "
                           f"{escape(skip['why'])}; its noise is not this A/B's")
         if noise.get("mde") is not None:
-            more = ", ".join(f"{k} pairs {effect(v)}" for k, v in (noise.get("mde_for_pairs") or {}).items())
-            source = f" (from {noise['from']}, {noise['df'] + 1} pairs)" if noise.get("from") else ""
-            console.print(f"conc {lvl['concurrency']}: launch-to-launch noise {noise['launch_cv']:.1%}{source}; smallest "
+            more = ", ".join(f"{_e(k)} pairs {effect(v)}" for k, v in (noise.get("mde_for_pairs") or {}).items())
+            source = f" (from {_e(noise['from'])}, {noise['df'] + 1} pairs)" if noise.get("from") else ""
+            console.print(f"conc {_e(lvl['concurrency'])}: launch-to-launch noise {noise['launch_cv']:.1%}{source}; smallest "
                           f"effect these pairs detect (80% power) {effect(noise['mde'])}; with {more}")
         elif lvl["ratio"].get("pairs") == 1:
-            console.print(f"conc {lvl['concurrency']}: one pair: the restart-to-restart noise is not measured, so only a "
+            console.print(f"conc {_e(lvl['concurrency'])}: one pair: the restart-to-restart noise is not measured, so only a "
                           "1.5x difference is called and only its direction: the interval is the rounds' alone and backs "
                           "no magnitude; 3 or more pairs, or `bench RECIPE --calibrate` first, measure that noise")
     load = comp.get("load") or {}
@@ -172,11 +179,11 @@ def render_comparison(console: Console, comp: dict[str, Any]) -> None:
             return
     wrong = (comp.get("correctness") or {}).get("wrong") or []
     if wrong:
-        console.print(f"[bold red]wrong answers[/bold red] from arm {' and '.join(wrong)}: its speed is not a win "
+        console.print(f"[bold red]wrong answers[/bold red] from arm {_e(' and '.join(wrong))}: its speed is not a win "
                       "(bench/correctness.py; see each run with `sparkdoctor history RUN_ID`)")
     said = {"faster": "B is faster than A", "slower": "B is slower than A", "mixed": "mixed: the levels disagree"}
-    console.print(f"[bold]verdict[/bold]: {said.get(comp['verdict'], comp['verdict'])} (B/A of output tok/s)")
-    console.print(f"runs stored: {', '.join(str(r) for r in comp.get('runs') or []) or 'none'}; "
+    console.print(f"[bold]verdict[/bold]: {_e(said.get(comp['verdict'], comp['verdict']))} (B/A of output tok/s)")
+    console.print(f"runs stored: {_e(', '.join(str(r) for r in comp.get('runs') or []) or 'none')}; "
                   "a difference inside the noise is reported as \"no difference\", never as a win")
 
 
@@ -207,34 +214,34 @@ def render_history(console: Console, runs: list[dict[str, Any]]) -> None:
         head = r.get("headline") or {}
         ab = f"{r['comparison_id']}:{r['arm']}" if r.get("comparison_id") else ""
         source = "DAMAGED" if r.get("damaged") else (head.get("source") or "").split(" ")[0]
-        t.add_row(str(r["id"]), r["created_at"], r.get("recipe_name") or "-", r["model"], r["fingerprint"],
-                  _f(head.get("decode_tps_per_stream")), source, _gib(r.get("memory_high_water_bytes")), ab)
+        t.add_row(_e(r["id"]), _e(r["created_at"]), _e(r.get("recipe_name") or "-"), _e(r["model"]), _e(r["fingerprint"]),
+                  _f(head.get("decode_tps_per_stream")), _e(source), _gib(r.get("memory_high_water_bytes")), _e(ab))
     console.print(t)
     for r in runs:
         for why in r.get("damaged") or []:
-            console.print(f"[red]run {r['id']} is damaged[/red]: {escape(why)}", highlight=False)
+            console.print(f"[red]run {_e(r['id'])} is damaged[/red]: {_e(why)}", highlight=False)
 
 
 def render_compare(console: Console, cmp: dict[str, Any]) -> None:
     a, b = cmp["a"], cmp["b"]
-    console.print(f"[bold]run {a['id']}[/bold] ({a['created_at']}, fingerprint {a['fingerprint']})  vs  "
-                  f"[bold]run {b['id']}[/bold] ({b['created_at']}, fingerprint {b['fingerprint']})")
+    console.print(f"[bold]run {_e(a['id'])}[/bold] ({_e(a['created_at'])}, fingerprint {_e(a['fingerprint'])})  vs  "
+                  f"[bold]run {_e(b['id'])}[/bold] ({_e(b['created_at'])}, fingerprint {_e(b['fingerprint'])})")
     for note in cmp["notes"]:
-        console.print(f"[yellow]note[/yellow]: {note}")
+        console.print(f"[yellow]note[/yellow]: {_e(note)}")
     if cmp["toolchain"]:
         t = Table(title="what changed in the toolchain", title_justify="left")
-        for col in ("what", f"run {a['id']}", f"run {b['id']}"):
+        for col in ("what", f"run {_e(a['id'])}", f"run {_e(b['id'])}"):
             t.add_column(col)
         for row in cmp["toolchain"]:
-            t.add_row(row["what"], str(row["a"]), str(row["b"]))
+            t.add_row(_e(row["what"]), _e(row["a"]), _e(row["b"]))
         console.print(t)
     else:
         console.print("toolchain: same fingerprint material")
     t = Table(title="what changed in the numbers", title_justify="left")
-    for col in ("conc", "figure", f"run {a['id']}", f"run {b['id']}", "b/a"):
+    for col in ("conc", "figure", f"run {_e(a['id'])}", f"run {_e(b['id'])}", "b/a"):
         t.add_column(col, justify="right")
     for row in cmp["numbers"]:
-        t.add_row(str(row["concurrency"]), row["figure"], _f(row["a"], 2), _f(row["b"], 2),
+        t.add_row(_e(row["concurrency"]), _e(row["figure"]), _f(row["a"], 2), _f(row["b"], 2),
                   f"{row['ratio']:.3f}" if row["ratio"] else "-")
     console.print(t)
 
@@ -247,8 +254,8 @@ def render_calibration(console: Console, doc: dict[str, Any]) -> None:
         if lvl["launch_cv"] is None:
             continue
         mde = lvl["mde"]
-        seen = ", ".join(f"{k} pair{'s' if k != '1' else ''} {effect(v)}" for k, v in mde.items() if v is not None)
-        console.print(f"conc {lvl['concurrency']}: launch-to-launch noise {lvl['launch_cv']:.1%}; smallest effect "
+        seen = ", ".join(f"{_e(k)} pair{'s' if k != '1' else ''} {effect(v)}" for k, v in mde.items() if v is not None)
+        console.print(f"conc {_e(lvl['concurrency'])}: launch-to-launch noise {lvl['launch_cv']:.1%}; smallest effect "
                       f"detected (80% power): {seen}; a one-pair A/B of this toolchain takes its interval from this "
                       "calibration (without one, only 1.5x is ever called)")
 
@@ -257,30 +264,30 @@ def render_reproduce(console: Console, doc: dict[str, Any]) -> None:
     """An exported cell against the run here: the numbers, then what differs key by key (the likely causes)."""
     hashes = doc["config_hash"]
     same = "the same configuration" if doc["same_config"] else "another configuration"
-    console.print(f"[bold]reproducing[/bold] {escape(doc['cell'])}: config {hashes['there']} there, {hashes['here']} "
+    console.print(f"[bold]reproducing[/bold] {_e(doc['cell'])}: config {_e(hashes['there'])} there, {_e(hashes['here'])} "
                   f"here ({same})", soft_wrap=True)
     for note in doc["notes"]:
         console.print(f"[yellow]note[/yellow]: {escape(note)}", soft_wrap=True)
     head = doc.get("headline")
     if head and head.get("a") and head.get("b") is not None:
-        console.print(f"headline decode tok/s/stream at conc {head['concurrency']}: {_f(head['a'], 2)} there, "
+        console.print(f"headline decode tok/s/stream at conc {_e(head['concurrency'])}: {_f(head['a'], 2)} there, "
                       f"{_f(head['b'], 2)} here ({head['b'] / head['a']:.3f}x)", soft_wrap=True)
     t = Table(title="the numbers, there and here", title_justify="left")
     for col in ("conc", "figure", "there", "here", "here/there"):
         t.add_column(col, justify="right")
     for row in doc["numbers"]:
-        t.add_row(str(row["concurrency"]), row["figure"], _f(row["a"], 2), _f(row["b"], 2),
+        t.add_row(_e(row["concurrency"]), _e(row["figure"]), _f(row["a"], 2), _f(row["b"], 2),
                   f"{row['ratio']:.3f}" if row["ratio"] else "-")
     console.print(t)
     if not doc["differences"]:
         console.print("nothing differs between the two cells (toolchain, model, recipe, workload, load): a gap is noise "
                       "or something sparkdoctor does not see", soft_wrap=True)
         return
-    t = Table(title="what differs (likely causes: " + ", ".join(doc["likely_causes"]) + ")", title_justify="left")
+    t = Table(title="what differs (likely causes: " + _e(", ".join(doc["likely_causes"])) + ")", title_justify="left")
     for col in ("group", "key", "there", "here"):
         t.add_column(col)
     for row in doc["differences"]:
-        t.add_row(row["group"], escape(row["key"]), escape(str(row["there"])), escape(str(row["here"])))
+        t.add_row(_e(row["group"]), _e(row["key"]), _e(row["there"]), _e(row["here"]))
     console.print(t)
 
 

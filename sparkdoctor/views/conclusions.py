@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 
 from sparkdoctor.conclusions.documents import ConclusionsDocument
 from sparkdoctor.result import Format
@@ -15,34 +16,41 @@ STYLE = {"fresh": "green", "stale": "yellow", "flipped": "bold red", "broken": "
          "error": "red", "warn": "yellow", "info": "dim"}
 
 
+def _e(value: object) -> str:
+    """`value` as an f-string writes it, escaped for rich: a conclusion's name, statement or arm label, a recipe's path,
+    a finding's title (from the ledger, a recipe, the matrix) prints as written (`[fp8]`, `[/]`), never as markup."""
+    return escape(str(value))
+
+
 def _ratio(r: dict[str, Any] | None) -> str:
     if not r:
         return "-"
-    return f"{r['ratio']:.2f}x [{r['ci_low']:.2f}, {r['ci_high']:.2f}] {r['verdict']}"
+    return f"{r['ratio']:.2f}x [{r['ci_low']:.2f}, {r['ci_high']:.2f}] {_e(r['verdict'])}"
 
 
 def _tag(word: str) -> str:
-    return f"[{STYLE.get(word, 'bold')}]{word}[/]"
+    return f"[{STYLE.get(word, 'bold')}]{_e(word)}[/]"
 
 
 def conclusions(console: Console, doc: dict[str, Any]) -> None:
     items = doc["conclusions"]
     if not items:
-        console.print(f"No conclusions in {doc['ledger']}. Record one: sparkdoctor bench A --vs B --conclude NAME")
+        console.print(f"No conclusions in {_e(doc['ledger'])}. Record one: sparkdoctor bench A --vs B --conclude NAME")
         return
     for item in items:
         c = item["conclusion"]
-        console.print(f"{_tag(item['status'])}  [bold]{c['name']}[/]  {c['statement']}", highlight=False)
-        console.print(f"    evidence: comparison {c['comparison_id']}, runs A {c['runs']['A']} B {c['runs']['B']}, "
-                      f"fingerprints A {c['fingerprints']['A']} B {c['fingerprints']['B']}, recorded {c['created_at']}",
+        console.print(f"{_tag(item['status'])}  [bold]{_e(c['name'])}[/]  {_e(c['statement'])}", highlight=False)
+        console.print(f"    evidence: comparison {_e(c['comparison_id'])}, runs A {_e(c['runs']['A'])} B {_e(c['runs']['B'])}, "
+                      f"fingerprints A {_e(c['fingerprints']['A'])} B {_e(c['fingerprints']['B'])}, recorded {_e(c['created_at'])}",
                       highlight=False)
         if c.get("previous"):
             p = c["previous"]
-            console.print(f"    rerun of #{p['id']} ({p['created_at']}): was \"{p['statement']}\" -> {c['outcome']}", highlight=False)
+            console.print(f"    rerun of #{_e(p['id'])} ({_e(p['created_at'])}): was \"{_e(p['statement'])}\" -> {_e(c['outcome'])}",
+                          highlight=False)
         for change in item["changes"]:
-            console.print(f"    changed: {change['text']}", highlight=False)
+            console.print(f"    changed: {_e(change['text'])}", highlight=False)
         for reason in item["reasons"]:
-            console.print(f"    {reason}", highlight=False)
+            console.print(f"    {_e(reason)}", highlight=False)
 
 
 def plan(console: Console, doc: dict[str, Any]) -> None:
@@ -51,12 +59,12 @@ def plan(console: Console, doc: dict[str, Any]) -> None:
     ws = doc["workarounds"]
     for w in ws:
         by = w.get("measured_by")
-        how = f"measured by conclusion {by['conclusion']}" if by else "an A/B with and without it"
+        how = f"measured by conclusion {_e(by['conclusion'])}" if by else "an A/B with and without it"
         if w.get("kind") == "mod":
             how = "not measured (sparkdoctor never applies mods): drop it from the recipe"
-        console.print(f"{_tag('stale')}  workaround {w['workaround']} in {w['label']} ({w['recipe']})", highlight=False)
+        console.print(f"{_tag('stale')}  workaround {_e(w['workaround'])} in {_e(w['label'])} ({_e(w['recipe'])})", highlight=False)
         for r in w["reasons"]:
-            console.print(f"    {r['entry']}: {r['outcome']}: {', '.join(r['evidence'])}", highlight=False)
+            console.print(f"    {_e(r['entry'])}: {_e(r['outcome'])}: {_e(', '.join(r['evidence']))}", highlight=False)
         console.print(f"    {'rerun: ' if w.get('kind') == 'mod' else 'rerun will measure it: '}{how}", highlight=False)
     todo = sum(1 for i in stale if i["rerunnable"])
     console.print(f"\n{len(stale)} stale conclusion(s) ({todo} re-runnable), {len(ws)} stale workaround(s). "
@@ -66,62 +74,63 @@ def plan(console: Console, doc: dict[str, Any]) -> None:
 def results(console: Console, doc: dict[str, Any]) -> None:
     if not doc["results"] and not doc["workarounds"]:
         fresh = sum(1 for i in doc["conclusions"] if i["state"] == "fresh")
-        console.print(f"Nothing to re-measure in {doc['ledger']}: no stale conclusion or workaround "
+        console.print(f"Nothing to re-measure in {_e(doc['ledger'])}: no stale conclusion or workaround "
                       f"({len(doc['conclusions'])} conclusion(s), {fresh} fresh).", highlight=False)
         return
     for res in doc["results"]:
-        console.print(f"{_tag(res['outcome'])}  [bold]{res['name']}[/]", highlight=False)
+        console.print(f"{_tag(res['outcome'])}  [bold]{_e(res['name'])}[/]", highlight=False)
         if res["outcome"] == "not re-run":
             for reason in res["reasons"]:
-                console.print(f"    {reason}", highlight=False)
+                console.print(f"    {_e(reason)}", highlight=False)
             continue
-        console.print(f"    was: {res['old']['statement']}  (runs A {res['old']['runs']['A']} B {res['old']['runs']['B']}, "
-                      f"fingerprint {res['old']['fingerprints']['A']})", highlight=False)
-        console.print(f"    now: {res['new']['statement']}  (runs A {res['new']['runs']['A']} B {res['new']['runs']['B']}, "
-                      f"fingerprint {res['new']['fingerprints']['A']})", highlight=False)
+        old, new = res["old"], res["new"]
+        console.print(f"    was: {_e(old['statement'])}  (runs A {_e(old['runs']['A'])} B {_e(old['runs']['B'])}, "
+                      f"fingerprint {_e(old['fingerprints']['A'])})", highlight=False)
+        console.print(f"    now: {_e(new['statement'])}  (runs A {_e(new['runs']['A'])} B {_e(new['runs']['B'])}, "
+                      f"fingerprint {_e(new['fingerprints']['A'])})", highlight=False)
         for lvl in res["levels"]:
-            console.print(f"    c={lvl['concurrency']}: B/A old {_ratio(lvl['old'])}  new {_ratio(lvl['new'])}  -> {lvl['outcome']}",
+            console.print(f"    c={_e(lvl['concurrency'])}: B/A old {_ratio(lvl['old'])}  new {_ratio(lvl['new'])}  -> {_e(lvl['outcome'])}",
                           highlight=False)
         if res.get("load_differ"):
-            console.print(f"    not called a flip: {res['load_differ']} (rerun on a quiet machine, or --allow-load-difference)",
+            console.print(f"    not called a flip: {_e(res['load_differ'])} (rerun on a quiet machine, or --allow-load-difference)",
                           highlight=False)
         for arm, rows in res["arm_changes"].items():
             for row in rows:
                 flag = "  REGRESSION" if row["regression"] else ""
-                console.print(f"    arm {arm} c={row['concurrency']}: {row['old_median']:.1f} -> {row['new_median']:.1f} tok/s "
+                console.print(f"    arm {_e(arm)} c={_e(row['concurrency'])}: {row['old_median']:.1f} -> {row['new_median']:.1f} tok/s "
                               f"(new/old {_ratio(row['ratio'])}){flag}", highlight=False)
         for change in res["changes"]:
-            console.print(f"    because: {change['text']}", highlight=False)
+            console.print(f"    because: {_e(change['text'])}", highlight=False)
     for w in doc["workarounds"]:
-        console.print(f"{_tag('stale')}  workaround {w['workaround']} in {w['label']}: {w['advice']}", highlight=False)
+        console.print(f"{_tag('stale')}  workaround {_e(w['workaround'])} in {_e(w['label'])}: {_e(w['advice'])}", highlight=False)
         for row in w.get("cost") or []:
-            console.print(f"    c={row['concurrency']}: without/with {row['without_over_with']:.2f}x "
-                          f"(95% CI {row['ci_low']:.2f}-{row['ci_high']:.2f}, {row['method']}), from {w.get('source')}",
+            console.print(f"    c={_e(row['concurrency'])}: without/with {row['without_over_with']:.2f}x "
+                          f"(95% CI {row['ci_low']:.2f}-{row['ci_high']:.2f}, {_e(row['method'])}), from {_e(w.get('source'))}",
                           highlight=False)
     if doc.get("failed"):
-        console.print(f"[bold red]failing: {', '.join(doc['failed'])}[/]")
+        console.print(f"[bold red]failing: {_e(', '.join(doc['failed']))}[/]")
 
 
 def recipe_check(console: Console, doc: dict[str, Any]) -> None:
     r = doc["recipe"]
     vllm = doc.get("vllm") or {}
-    console.print(f"recipe {r['name']} ({r['format']}, {r['path']}) against {doc['target']} "
-                  f"(vLLM {vllm.get('version', 'not installed')})", highlight=False)
+    console.print(f"recipe {_e(r['name'])} ({_e(r['format'])}, {_e(r['path'])}) against {_e(doc['target'])} "
+                  f"(vLLM {_e(vllm.get('version', 'not installed'))})", highlight=False)
     model = doc.get("model") or {}
     if model.get("ref"):
         if model.get("error"):
-            console.print(f"model: {model['error']}", highlight=False)
+            console.print(f"model: {_e(model['error'])}", highlight=False)
         else:
-            kind = (f"hybrid ({model.get('linear_layers') or 0} linear-attention, {model.get('mamba_layers') or 0} Mamba layers)"
+            kind = (f"hybrid ({_e(model.get('linear_layers') or 0)} linear-attention, {_e(model.get('mamba_layers') or 0)} Mamba layers)"
                     if model.get("hybrid") else "no Mamba / linear-attention layers")
-            console.print(f"model {model['ref']}: {kind}, longest --max-model-len {model.get('max_model_len')}", highlight=False)
+            console.print(f"model {_e(model['ref'])}: {kind}, longest --max-model-len {_e(model.get('max_model_len'))}", highlight=False)
     if not doc["findings"]:
         console.print("[green]no findings[/]")
     for f in doc["findings"]:
-        console.print(f"{_tag(f['severity'])}  [bold]{f['id']}[/]  {f['title']}", highlight=False)
+        console.print(f"{_tag(f['severity'])}  [bold]{_e(f['id'])}[/]  {_e(f['title'])}", highlight=False)
         for e in f["evidence"]:
-            console.print(f"    evidence: {e}", highlight=False)
-        console.print(f"    remedy: {f['remedy']}", highlight=False)
+            console.print(f"    evidence: {_e(e)}", highlight=False)
+        console.print(f"    remedy: {_e(f['remedy'])}", highlight=False)
 
 
 VIEW = View(ConclusionsDocument, {

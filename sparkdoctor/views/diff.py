@@ -16,7 +16,7 @@ def draw(doc: DiffDocument, console: Console) -> None:
     comparison = doc.comparison
     for label, side in (("A", doc.a), ("B", doc.b)):
         console.print(f"{label}  {escape(side.file)}  ({escape(str(side.target))}, taken {escape(str(side.taken_at))}, "
-                      f"fingerprint {side.fingerprint})")
+                      f"fingerprint {escape(str(side.fingerprint))})")
     console.print()
     ordered = comparison.risky + comparison.benign
     for d in ordered:

@@ -52,7 +52,7 @@ def fleet_dict(result: FleetResult, verbose: bool = False) -> dict[str, object]:
 
 def render_console(result: FleetResult, console: Console, verbose: bool = False) -> None:
     answered = len(result.reports)
-    console.print(f"fleet check over {result.transport}: {len(result.outcomes)} node(s), {answered} answered "
+    console.print(f"fleet check over {escape(str(result.transport))}: {len(result.outcomes)} node(s), {answered} answered "
                   f"({result.seconds:.1f} s)")
     for outcome in result.outcomes:
         name = escape(outcome.node.name)
@@ -90,7 +90,7 @@ def render_console(result: FleetResult, console: Console, verbose: bool = False)
         0: f"GO: the nodes agree on everything that matters ({benign} benign difference(s)) (exit 0)",
         1: f"[bold red]NO-GO[/]: {len(result.risky)} risky difference(s), "
            f"{sum(1 for r in result.reports.values() if r.failing())} node(s) with findings at or above "
-           f"{result.fail_on}" + (f", the launch as written does not fit on {escape(', '.join(result.memory.blocking()))}"
+           f"{escape(str(result.fail_on))}" + (f", the launch as written does not fit on {escape(', '.join(result.memory.blocking()))}"
                                   if result.memory is not None and result.memory.blocking() else "") + " (exit 1)",
         3: f"[bold red]NO-GO[/]: {len(result.down)} node(s) could not be checked; {len(result.risky)} risky "
            f"difference(s) among the {len(result.reports)} that answered (exit 3)",

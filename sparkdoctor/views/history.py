@@ -30,10 +30,10 @@ def _console(result: Result[HistoryDocument], sink: Sink) -> str:
         elif isinstance(found, HistoryRun):
             run = found.run
             console.print(f"run {run['id']} at {run['created_at']} (bench version {run['bench_version']}, "
-                          f"sparkdoctor {run['tool_version']})")
+                          f"sparkdoctor {run['tool_version']})", markup=False)  # a ledger's text: never markup
             render_run(console, {"run_id": run["id"], "recipe": run["recipe"], "server": run["server"],
                                  "base_url": run["base_url"], "model": run["model"], "fingerprint": run["fingerprint"],
-                                 "levels": run["summary"]["levels"], "headline": run["summary"]["headline"],
+                                 "levels": run["summary"].get("levels", []), "headline": run["summary"].get("headline"),
                                  "findings": run["findings"], "memory": run.get("memory")})
         elif isinstance(found, HistoryCompare):
             render_compare(console, found.to_json())

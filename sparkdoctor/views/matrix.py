@@ -11,6 +11,7 @@ import json
 
 from rich.console import Console
 from rich.padding import Padding
+from rich.style import Style
 from rich.table import Table
 from rich.text import Text
 
@@ -151,7 +152,7 @@ def _verify_steps(e: Entry) -> Table | Text | None:
             grid.add_row(Text(role), "", Text(f"(the probe must {'' if role == 'affected' else 'not '}give {expect})", style="dim"))
         for n, env in enumerate(envs, 1):
             for i, step in enumerate(env.steps):
-                grid.add_row(f"  {n}." if i == 0 else "", env.arch if i == 0 else "then", Text(f"pip install {' '.join(step)}"))
+                grid.add_row(f"  {n}." if i == 0 else "", Text(env.arch) if i == 0 else "then", Text(f"pip install {' '.join(step)}"))
     return grid
 
 
@@ -182,7 +183,8 @@ def _print_unbroken(console: Console, label: str, lines: list[str], style: str =
     """URLs and paths on lines of their own, never folded: a broken URL is not a link any more."""
     for i, line in enumerate(lines):
         text = Text(f"{label if i == 0 else '':<{_LABEL}}  ", style="dim")
-        text.append(line, style=f"{style} link {line}".strip() if line.startswith("http") else style)
+        # a Style object: a URL is never parsed as style words (`https://x not` would not parse)
+        text.append(line, style=Style.parse(style) + Style(link=line) if line.startswith("http") else style)
         console.print(text, no_wrap=True, overflow="ignore", crop=False)
 
 
@@ -212,7 +214,7 @@ def _show_entry(e: Entry, console: Console) -> None:
         line = Text(describe_condition(key, value))
         if cond:
             line.append(f"  ({cond.doc})", style="dim")
-        when.add_row(key, line)
+        when.add_row(Text(str(key)), line)
     vb = e.verified_by
     verified = f"probe {vb.get('probe')} (expects {vb.get('expect') or 'any result'})" if vb else None
     _rows(console, [
@@ -247,7 +249,7 @@ def _show_stack(s: Stack, console: Console) -> None:
     packages.add_column(no_wrap=True)
     packages.add_column()
     for name, spec in s.packages.items():
-        packages.add_row(name, spec)
+        packages.add_row(Text(str(name)), Text(str(spec)))
     _rows(console, [
         ("packages", packages),
         ("env", Text("\n".join(f"{k}={v}" for k, v in s.env.items())) if s.env else None),

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from sparkdoctor.result import Format, Result
@@ -58,26 +59,34 @@ def track_markdown(d: dict[str, Any]) -> str:
     return "\n".join(out) + "\n"
 
 
+def _e(value: object) -> str:
+    """`value` as an f-string writes it, escaped for rich: a matrix file's text or a registry's (`torch 2.9.0+cu130
+    [cu13]`) prints as written, never parsed as markup."""
+    return escape(str(value))
+
+
 def render_track(d: dict[str, Any], console: Console, verbose: bool = False) -> None:
     """Proposals first, then the entries that need an edit; with `verbose`, every package and entry."""
     for p in d["proposals"]:
-        console.print(f"propose: {p.get('entry', p['file'])}: {p['field']}: {p['from']} -> {p['to']} ({p['because']})", soft_wrap=True)
+        console.print(f"propose: {_e(p.get('entry', p['file']))}: {_e(p['field'])}: {_e(p['from'])} -> {_e(p['to'])} ({_e(p['because'])})",
+                      soft_wrap=True)
     for line in d.get("applied", []):
-        console.print(f"applied: {line}", soft_wrap=True)
+        console.print(f"applied: {_e(line)}", soft_wrap=True)
     for line in d.get("not_applied", []):
-        console.print(f"not applied: {line}", soft_wrap=True)
+        console.print(f"not applied: {_e(line)}", soft_wrap=True)
     for c in d.get("pin_conflicts", []):
-        console.print(f"conflict: {c['why']}", soft_wrap=True)
+        console.print(f"conflict: {_e(c['why'])}", soft_wrap=True)
     if d.get("probe"):
         for line in probe_lines(d["probe"]):
             console.print(line, markup=False, highlight=False, soft_wrap=True)
     for p in d["packages"]:
         backports = f"; uploaded after the tracked release: {', '.join(p['backports'])}" if p.get("backports") else ""
         if p.get("error"):  # the registry did not list it: nothing is known to be new, or not
-            console.print(f"{p['package']}: tracked through {p['tracked']}, could not be listed: {p['note']}", soft_wrap=True)
+            console.print(f"{_e(p['package'])}: tracked through {_e(p['tracked'])}, could not be listed: {_e(p['note'])}", soft_wrap=True)
         elif verbose or p["releases"] or p["note"]:
             note = f" ({p['note']})" if p["note"] else ""
-            console.print(f"{p['package']}: tracked through {p['tracked']}, new: {_releases(p['releases'], p.get('left_out'))}{backports}{note}",
+            console.print(f"{_e(p['package'])}: tracked through {_e(p['tracked'])}, new: "
+                          f"{_e(_releases(p['releases'], p.get('left_out')) + backports + note)}",
                           soft_wrap=True)
     shown = [e for e in d["entries"] if verbose or e["verdict"] in NEEDS_EDIT]
     if shown:
@@ -85,15 +94,15 @@ def render_track(d: dict[str, Any], console: Console, verbose: bool = False) -> 
         for col in ("entry", "bound", "verdict", "why"):
             table.add_column(col, overflow="fold")
         for e in shown:
-            table.add_row(e["id"], f"{e['package']} {e['spec'] or ''}", e["verdict"], e["why"])
+            table.add_row(_e(e["id"]), _e(f"{e['package']} {e['spec'] or ''}"), _e(e["verdict"]), _e(e["why"]))
         console.print(table)
     hidden = len(d["entries"]) - len(shown)
     tail = f" ({hidden} entries with nothing to change not shown: -v lists them)" if hidden else ""
     unlisted = [p["package"] for p in d["packages"] if p.get("error")]
     failed = f"; {len(unlisted)} package(s) could not be listed from the registry: {', '.join(unlisted)}" if unlisted else ""
     failed += "".join(f"; {p['left_out']:,} older new release(s) of {p['package']} left out, not checked" for p in d["packages"] if p.get("left_out"))
-    console.print(", ".join(f"{n} {v}" for v, n in d["summary"].items() if n) + f"; {len(d['untracked'])} bounds with no file "
-                  f"check{failed}{tail}")
+    console.print(_e(", ".join(f"{n} {v}" for v, n in d["summary"].items() if n)) + f"; {len(d['untracked'])} bounds with no file "
+                  f"check{_e(failed)}{tail}")
 
 
 TRACK = View(TrackAnswer, {

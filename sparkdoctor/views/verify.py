@@ -46,7 +46,7 @@ def _render_installs(r: InstallResult, console: Console) -> None:
     console.print(f"[{_STYLE[r.verdict]}]{r.verdict.upper():<12}[/] [bold]{escape(r.id)}[/]  probe {escape(r.probe)} expects {escape(r.expect)}", soft_wrap=True)
     for run in r.runs:
         mark = "ok " if (run.status == r.expect) == (run.role == "affected") else "!! "
-        console.print(f"    {mark}{run.role:<8} {escape(run.env.label)} @ {run.env.arch}: {escape(run.status)} ({run.seconds:.1f}s)", soft_wrap=True)
+        console.print(f"    {mark}{run.role:<8} {escape(run.env.label)} @ {escape(run.env.arch)}: {escape(run.status)} ({run.seconds:.1f}s)", soft_wrap=True)
         console.print(f"             {escape(run.detail)}", soft_wrap=True)
 
 
@@ -64,7 +64,7 @@ def _render_files(r: FileResult, console: Console) -> None:
 def render_bisect(found: dict[str, Any], console: Console | None = None) -> None:
     console = console or Console()
     verdict = found["verdict"]
-    console.print(f"[{_STYLE.get(verdict, '')}]{verdict.upper():<12}[/] [bold]{escape(found['id'])}[/]  {escape(found['why'])}", soft_wrap=True)
+    console.print(f"[{_STYLE.get(verdict, 'none')}]{escape(verdict.upper()):<12}[/] [bold]{escape(found['id'])}[/]  {escape(found['why'])}", soft_wrap=True)
     for run in found.get("runs", []):
         held = all(c["holds"] for c in run["checks"]) and not run["error"]
         console.print(f"    {escape(run['version'])}: {escape(run['error']) if run['error'] else ('claim holds' if held else 'claim does not hold')}", soft_wrap=True)
@@ -74,9 +74,9 @@ def render_latest(results: list[dict[str, Any]], console: Console | None = None)
     console = console or Console()
     for r in results:
         verdict = r["verdict"]
-        console.print(f"[{_STYLE.get(verdict, '')}]{verdict.upper():<16}[/] [bold]{escape(r['id'])}[/]  {escape(r['why'])}", soft_wrap=True)
+        console.print(f"[{_STYLE.get(verdict, 'none')}]{escape(verdict.upper()):<16}[/] [bold]{escape(r['id'])}[/]  {escape(r['why'])}", soft_wrap=True)
     counts = Counter(r["verdict"] for r in results)
-    console.print(f"{len(results)} entr{'y' if len(results) == 1 else 'ies'} against their newest release: " + ", ".join(f"{n} {v}" for v, n in sorted(counts.items())))
+    console.print(f"{len(results)} entr{'y' if len(results) == 1 else 'ies'} against their newest release: " + escape(", ".join(f"{n} {v}" for v, n in sorted(counts.items()))))
 
 
 def render_bounds(results: list[BoundResult], console: Console) -> None:
@@ -85,12 +85,12 @@ def render_bounds(results: list[BoundResult], console: Console) -> None:
         table.add_column(col)
     for r in results:
         where = " (constraint)" if r.source == "constraints" else ""
-        table.add_row(r.id, f"{r.package} {r.spec}{where}", r.verdict, r.why)
+        table.add_row(escape(r.id), escape(f"{r.package} {r.spec}{where}"), escape(r.verdict), escape(r.why))
     console.print(table)
     counts = Counter(r.verdict for r in results)
     sides = side_counts(results)
     share = f" ({round(100 * sides['bracketed'] / sides['sides'])}%)" if sides["sides"] else ""
-    console.print(f"{len(results)} bounds: " + ", ".join(f"{n} {v}" for v, n in counts.items())
+    console.print(f"{len(results)} bounds: " + escape(", ".join(f"{n} {v}" for v, n in counts.items()))
                   + f"; {sides['bracketed']} of {sides['sides']} bounded sides bracketed{share}")
 
 
@@ -99,7 +99,7 @@ def render_stacks(results: list[StackResult], console: Console | None = None) ->
     for col in ("stack", "python", "verdict", "why"):
         table.add_column(col)
     for r in results:
-        table.add_row(r.id, r.python, r.verdict, r.why)
+        table.add_row(escape(r.id), escape(r.python), escape(r.verdict), escape(r.why))
     (console or Console()).print(table)
 
 
