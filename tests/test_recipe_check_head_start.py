@@ -195,6 +195,30 @@ def test_a_recipes_env_never_makes_the_probes_run_its_code(tmp_path):
     assert recipe_check.EnvTarget(resolve_python_target(sys.executable), {"LD_PRELOAD": "x", "VLLM_X": "1"}).env == {"VLLM_X": "1"}
 
 
+def test_a_recipes_home_never_makes_a_python_outside_a_venv_run_its_user_site(tmp_path):
+    """`env: {HOME: DIR}` with DIR/.local/lib/pythonX.Y/site-packages/usercustomize.py: a Python outside a venv (the
+    system's, conda's base, the one in eugr's images) runs it at start-up, so `recipe check` ran the recipe author's
+    code in two probes. A relative HOME would even resolve inside a cloned recipe repo. HOME (and OPENSSL_*) from a
+    recipe no longer reaches the probes; they keep the user's own."""
+    base = Path(sys.base_prefix) / "bin" / f"python{sys.version_info[0]}.{sys.version_info[1]}"
+    assert base.exists(), base
+    home, marker = tmp_path / "home", tmp_path / "code-ran"
+    site = home / ".local" / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}" / "site-packages"
+    site.mkdir(parents=True)
+    (site / "usercustomize.py").write_text(f"open({str(marker)!r}, 'a').write('x')\n")
+    probe = subprocess.run([str(base), "-c", "import site; print(site.ENABLE_USER_SITE)"], capture_output=True, text=True,
+                           timeout=60, env={**os.environ, "HOME": str(home)})
+    assert probe.stdout.strip() == "True" and marker.exists(), "the planted user site runs in this Python (the attack is real)"
+    marker.unlink()
+    path = tmp_path / "hostile.yaml"
+    path.write_text(RECIPE.replace("env:\n", f"env:\n  HOME: {home}\n  OPENSSL_CONF: {home / 'openssl.cnf'}\n"))
+    done = subprocess.run([sys.executable, "-m", "sparkdoctor", "recipe", "check", str(path), "--python", str(base), "-f", "json"],
+                          capture_output=True, text=True, timeout=600, env={**os.environ, "COLUMNS": "200"})
+    assert done.stdout.startswith("{"), done.stderr[-500:]
+    assert not marker.exists(), f"the recipe's usercustomize.py ran ({marker.read_text().count('x')} times)"
+    assert recipe_check.EnvTarget(resolve_python_target(sys.executable), {"HOME": "h", "OPENSSL_CONF": "c", "VLLM_X": "1"}).env == {"VLLM_X": "1"}
+
+
 def test_a_ptxas_only_the_recipes_env_names_is_listed_never_run(tmp_path):
     """`CUDA_HOME`, `TRITON_PTXAS_PATH` or a `PATH` folder of the recipe's own naming a "ptxas" made `recipe check` run
     that program (to read its version) outside any sandbox. It is listed, with why it was not run; the same program

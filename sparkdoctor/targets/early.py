@@ -31,9 +31,12 @@ from sparkdoctor import proc
 
 # A recipe is someone else's file: of its env, what makes the interpreter, the loader or a shell run code of the
 # recipe's choosing when the probes start (PYTHONPATH to a folder with a sitecustomize.py, PYTHONWARNINGS naming a
-# module to import, PYTHONSTARTUP, LD_PRELOAD, LD_AUDIT, BASH_ENV) never reaches a probe, early or not; the server's
-# launch (bench) still gets the recipe's env whole.
-CODE_LOADING_PREFIXES, CODE_LOADING_NAMES = ("PYTHON", "LD_", "DYLD_"), ("GCONV_PATH", "BASH_ENV", "ENV")
+# module to import, PYTHONSTARTUP, LD_PRELOAD, LD_AUDIT, BASH_ENV; HOME at a folder whose
+# .local/lib/pythonX.Y/site-packages holds a usercustomize.py or a .pth file, which a Python outside a venv runs;
+# OPENSSL_CONF loading an engine when hashlib starts; GLIBC_TUNABLES) never reaches a probe, early or not: the probes
+# keep the user's own HOME. The server's launch (bench) still gets the recipe's env whole.
+CODE_LOADING_PREFIXES = ("PYTHON", "LD_", "DYLD_", "OPENSSL_")
+CODE_LOADING_NAMES = ("GCONV_PATH", "BASH_ENV", "ENV", "HOME", "GLIBC_TUNABLES")
 
 
 def loads_code(name: str) -> bool:
