@@ -155,14 +155,14 @@ def sparkrun_hosts(path: Path) -> list[str]:
     if not isinstance(data, dict) or not isinstance(data.get("hosts"), list) or not data["hosts"]:
         raise InventoryError(f"{path}.hosts: a sparkrun cluster definition lists its hosts (hosts: [a, b])")
     user = data.get("user")
-    if user is not None and (not isinstance(user, str) or not HOST_RE.match(user) or "@" in user):
+    if user is not None and (not isinstance(user, str) or not HOST_RE.match(user) or "@" in user or user.startswith("-")):
         raise InventoryError(f"{path}.user: {str(user)[:80]!r} is not an ssh user name")
     hosts = []
     for i, host in enumerate(data["hosts"]):
         if not isinstance(host, (str, int)) or isinstance(host, bool):
             raise InventoryError(f"{path}.hosts[{i}]: give the host as a string")
         name = check_host(str(host), f"{path}.hosts[{i}]")
-        hosts.append(f"{user}@{name}" if user and "@" not in name else name)
+        hosts.append(check_host(f"{user}@{name}", f"{path}.user") if user and "@" not in name else name)
     return hosts
 
 

@@ -49,7 +49,7 @@ class SshTransport:
                    "-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=3"]
         if self.config:
             options += ["-F", self.config]
-        return ["ssh", *options, node.name]
+        return ["ssh", *options, "--", node.name]  # `--`: a destination is never read as an option
 
     def argv(self, node: Node, remote: list[str]) -> list[str]:
         if node.name == LOCAL:

@@ -87,6 +87,7 @@ def test_no_ssh_option_disables_host_key_checking():
     joined = " ".join(argv)
     assert "StrictHostKeyChecking" not in joined and "UserKnownHostsFile" not in joined
     assert "BatchMode=yes" in joined and argv[argv.index("-F") + 1] == "/some/config"
+    assert argv[argv.index("spark-1") - 1] == "--", "the destination comes after `--`: never read as an option"
 
 
 def fabric_python(folder, name: str, python, spark) -> str:

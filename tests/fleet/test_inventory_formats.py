@@ -70,6 +70,8 @@ def test_eugr_cluster_nodes_is_an_inventory(tmp_path):
     ("c.yaml", "name: x\n", "lists its hosts"),
     ("c.yaml", "hosts: [a, '-oProxyCommand=x']\n", "hosts[1]"),
     ("c.yaml", "hosts: [a]\nuser: 'a b'\n", "not an ssh user"),
+    ("c.yaml", "hosts: [spark-1]\nuser: '-F'\n", "not an ssh user"),  # `-F@spark-1`: ssh's -F with file ./@spark-1
+    ("c.yaml", "hosts: [spark-1]\nuser: '-oProxyCommand=x'\n", "not an ssh user"),
     ("c.yaml", "hosts: [a, a]\n", "named twice"),
     ("c.yaml", "hosts: [a\n", "c.yaml"),
     ("x.env", "ETH_IF=enp1s0f1np1\n", "no CLUSTER_NODES"),
