@@ -151,7 +151,14 @@ def string_map(value: object, where: str, field: str) -> dict[str, str]:
         if isinstance(v, (dict, list)):
             raise RecipeError(f"{where}: field '{field}.{k}' must be a single value, not a {type(v).__name__}")
         out[k] = "" if v is None else as_text(v)
+        if field == "env" and not ENV_NAME.fullmatch(k):  # what exec would refuse at launch (`D=E`, ``, a newline)
+            raise RecipeError(f"{where}: field 'env' has {k[:80]!r}, which is not an environment variable name (letters, digits, _)")
+        if field == "env" and "\0" in out[k]:
+            raise RecipeError(f"{where}: field 'env.{k}' holds a NUL byte, which no environment variable can")
     return out
+
+
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def _ints(value: object) -> list[int]:

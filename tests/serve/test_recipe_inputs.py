@@ -166,3 +166,21 @@ def test_a_huge_value_is_shown_cut_on_the_console_and_whole_in_json(tmp_path):
     assert time.process_time() - started < 5
     assert "(3,000,000 characters; -f json has it whole)" in console.file.getvalue()
     assert json.loads(to_json(recipe))["recipe"]["env"]["A"] == big
+
+
+@pytest.mark.parametrize("name, text, words", [
+    ("r.yaml", 'recipe_version: "2"\nmodel: m\ncommand: vllm serve m\nenv:\n  "D=E": "1"\n', "'D=E', which is not an environment variable name"),
+    ("r.yaml", 'recipe_version: "2"\nmodel: m\ncommand: vllm serve m\nenv:\n  "": "1"\n', "'', which is not an environment variable name"),
+    ("r.yaml", 'recipe_version: "2"\nmodel: m\ncommand: vllm serve m\nenv:\n  "B\\nC": "1"\n', "which is not an environment variable name"),
+    ("r.toml", 'name = "x"\nmodel = "m"\ncommand = ["vllm", "serve", "m"]\n[env]\nX = "a\\u0000b"\n', "'env.X' holds a NUL byte"),
+])
+def test_an_env_that_no_process_can_be_given_is_refused_when_read(tmp_path, name, text, words):
+    """`recipe show` and `recipe check` accepted these and printed the newline raw; `bench` then failed at launch with
+    "illegal environment variable name" / "embedded null byte" and exit 4, as if the server had failed."""
+    path = write(tmp_path, name, text)
+    with pytest.raises(RecipeError) as caught:
+        recipes.load(path)
+    assert words in str(caught.value) and "\n" not in str(caught.value)
+    p = subprocess.run([sys.executable, "-m", "sparkdoctor", "recipe", "show", str(path)], capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 2 and p.stderr.count("\n") == 1 and words in p.stderr, p.stderr
