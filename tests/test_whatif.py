@@ -348,6 +348,18 @@ def test_a_release_with_only_a_source_distribution_is_never_built(tmp_path, targ
     for path in ("./demo", str(tmp_path / "wheels" / "demo-0.3.0.tar.gz")):
         res = _whatif(target, tmp_path, path)
         assert res.returncode == 2 and "not a requirement" in res.stderr and not marker.exists(), res.stderr
+    # a bare file name parses as a requirement NAME (packaging), and pip installs the file of that name in the working
+    # folder, building it even under --only-binary :all:: `whatif demo-0.3.0.tar.gz` ran the sdist's backend
+    import os
+
+    here = os.getcwd()
+    os.chdir(tmp_path / "wheels")
+    try:
+        for name in ("demo-0.3.0.tar.gz", "DEMO-0.3.0.TAR.GZ", "demo-0.3.0.zip"):
+            res = _whatif(target, tmp_path, name)
+            assert res.returncode == 2 and "read by pip as a local file" in res.stderr and not marker.exists(), res.stderr
+    finally:
+        os.chdir(here)
 
 
 def test_the_console_has_a_header_a_remedy_and_keeps_brackets(tmp_path, target):

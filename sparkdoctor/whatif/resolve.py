@@ -67,6 +67,11 @@ def conflict_lines(*texts: str | None) -> list[str]:
     return [line.strip() for text in texts for line in (text or "").splitlines() if _CONFLICT.search(line)][:8]
 
 
+# What pip takes for a file to install when a requirement's name ends so and the file exists (pip's is_archive_file)
+ARCHIVE_SUFFIXES = (".zip", ".whl", ".tar.bz2", ".tbz", ".tar.xz", ".txz", ".tlz", ".tar.lz", ".tar.lzma", ".tar.gz",
+                    ".tgz", ".tar")
+
+
 def check_specs(specs: list[str], allow_url: bool = False) -> None:
     """Refuse, in one line, a SPEC that is no requirement: one starting with '-' (pip would take it as an option:
     `--log=PATH` writes a file, `-r FILE` reads one), a path (`./pkg`, `x.tar.gz`), and a URL requirement (`name @
@@ -81,6 +86,9 @@ def check_specs(specs: list[str], allow_url: bool = False) -> None:
         except InvalidRequirement:
             raise ResolveError(f"{spec!r} is not a requirement as pip takes them (name[extras]specifier, e.g. vllm==0.33.0)"
                                + ("" if allow_url else "; a path or URL needs --allow-url")) from None
+        if req.name.lower().endswith(ARCHIVE_SUFFIXES):  # a valid name to packaging, a local file to pip when it exists
+            raise ResolveError(f"{spec!r}: a name ending like an archive is read by pip as a local file, which it would "
+                               "build (running its code); whatif resolves registry releases by name")
         if req.url and not allow_url:
             raise ResolveError(f"{spec!r}: a URL or path requirement is refused (whatif resolves registry releases); "
                                "--allow-url to judge a wheel's URL anyway")
