@@ -49,7 +49,7 @@ from typing import Any, TypedDict
 
 from sparkdoctor.errors import InputError
 from sparkdoctor.files import write_text
-from sparkdoctor.inputs import read_text
+from sparkdoctor.inputs import STREAM_BYTES, read_text
 from sparkdoctor.names import canonicalize_name
 from sparkdoctor.text import one_line
 
@@ -203,7 +203,7 @@ class Facts:
     @classmethod
     def load(cls, path: Path) -> Facts:
         try:  # a file, or a pipe with a writer (`--facts <(...)`); never a FIFO nobody writes
-            text = read_text(path, stream=True)
+            text = read_text(path, max_bytes=STREAM_BYTES, stream=True)  # a file too: a sparse 8 GB one is no snapshot
         except OSError as exc:
             raise FactsError(f"{path}: cannot read snapshot: {exc.strerror or exc}") from None
         except UnicodeDecodeError as exc:

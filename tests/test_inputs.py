@@ -182,3 +182,21 @@ def test_a_snapshot_from_a_pipe_with_a_writer_is_read():
                        capture_output=True, text=True, timeout=120, cwd=root, pass_fds=(read,))
     os.close(read)
     assert p.returncode in (0, 1) and '"exit_code"' in p.stdout, p.stderr
+
+
+@pytest.mark.parametrize("args", [["check", "--facts", "{big}"], ["diff", "{big}", "{snap}"]])
+def test_a_snapshot_file_larger_than_a_snapshot_is_refused_not_read_whole(tmp_path, args):
+    """A sparse 8 GB file as --facts or a diff side was read whole into memory (MemoryError under a 3 GB limit, an OOM
+    without one): the 256 MiB bound applied to pipes only. A file is bounded the same way now."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    big = tmp_path / "big.json"
+    with open(big, "wb") as f:
+        f.truncate(8 * 1024**3)  # sparse: no disk is used
+    snap = root / "tests" / "data" / "facts" / "gb10-broken.json"
+    argv = [a.format(big=big, snap=snap) for a in args]
+    p = subprocess.run([sys.executable, "-m", "sparkdoctor", *argv], capture_output=True, text=True, timeout=300, cwd=root)
+    assert p.returncode == 2 and p.stderr.count("\n") == 1 and "larger than 256 MiB" in p.stderr, p.stderr
