@@ -617,3 +617,13 @@ def test_a_console_report_to_stdout_that_is_full_is_one_line(run):
         p = subprocess.run([sys.executable, "-m", "sparkdoctor", "check", "--help"], cwd=run.cwd, stdout=full,
                            stderr=subprocess.PIPE, text=True, timeout=120, env=run.env)
     assert p.returncode == 2 and p.stderr == "sparkdoctor: error: cannot write: No space left on device\n", p.stderr
+
+
+@pytest.mark.parametrize("verb", [["bench", "--url", "http://127.0.0.1:9"], ["rerun", "--dry-run"]])
+@pytest.mark.parametrize("value", ["nan", "inf", "-1", "0"])
+def test_a_ready_timeout_that_is_no_positive_number_is_refused_before_anything_starts(tmp_path, verb, value):
+    """`--ready-timeout nan` was accepted: the launch's wait `t0 + nan` never ran out, and bench spun on sleep(0) with a
+    server that never got ready until something killed it."""
+    p = subprocess.run([sys.executable, "-m", "sparkdoctor", *verb, "--ready-timeout", value, "--ledger", str(tmp_path / "l.sqlite")],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2 and p.stderr.count("\n") == 1 and "--ready-timeout" in p.stderr, p.stderr

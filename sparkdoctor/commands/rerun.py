@@ -8,6 +8,7 @@ conclusion or workaround could not be re-measured. The JSON `kind` is rerun-plan
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated
@@ -48,6 +49,8 @@ class RerunCommand:
 
     def refuse_bad_options(self) -> None:
         Format.parse(self.fmt, FORMATS)
+        if not (math.isfinite(self.ready_timeout) and self.ready_timeout > 0):  # nan: a wait that never ends
+            raise UsageError(f"--ready-timeout {self.ready_timeout}: give a number of seconds above 0")
         self.wanted()
 
     def wanted(self) -> set[str]:
