@@ -135,3 +135,28 @@ def test_a_python_2_target_is_named_unsupported_with_its_version_not_a_probe_err
     assert done.returncode == 3, done.stderr
     errors = {e["collector"]: e["error"] for e in json.loads(done.stdout)["facts"]["errors"]}
     assert errors["target"] == f"{python} is Python 2.7.18, which sparkdoctor cannot probe: it needs Python 3.6 or later"
+
+
+def test_a_venv_at_a_path_that_is_not_utf8_is_checked_in_every_format(tmp_path):
+    """A venv under a folder named with a byte that is not UTF-8 (`w\\xff`) was an internal error (UnicodeEncodeError:
+    the hash cache's file name was made from the path's text) in console, json, junit and sarif alike."""
+    import shutil
+
+    plain = tmp_path / "plain"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(plain)], check=True, timeout=120)
+    odd = os.fsdecode(os.fsencode(str(tmp_path)) + b"/w\xff")
+    shutil.copytree(plain, odd, symlinks=True)
+    env = {**os.environ, "SPARKDOCTOR_CACHE_DIR": str(tmp_path / "cache"), "SPARKDOCTOR_STATE_DIR": str(tmp_path / "state")}
+    for fmt in ("console", "json", "junit", "sarif"):
+        done = subprocess.run([sys.executable, "-m", "sparkdoctor", "check", "--no-kernels", "--python", odd, "-f", fmt],
+                              env=env, capture_output=True, timeout=300)
+        assert done.returncode in (0, 1) and b"internal error" not in done.stderr and done.stdout, (fmt, done.stderr[-500:])
+
+
+def test_check_with_stderr_closed_still_writes_its_document():
+    """`check -f json 2>&-` (a service manager, a CI step that closes stderr) was an internal error every time: the
+    progress display asked the closed stderr whether it is a terminal."""
+    done = subprocess.run(["sh", "-c", f'exec "{sys.executable}" -m sparkdoctor check --no-kernels --python "{sys.executable}" -f json 2>&-'],
+                          capture_output=True, text=True, timeout=300)
+    doc = json.loads(done.stdout)
+    assert done.returncode in (0, 1) and doc["kind"] != "error" and doc["exit_code"] == done.returncode, done.stdout[-500:]

@@ -137,7 +137,7 @@ def _check_with_progress(request: CheckRequest) -> CheckOutcome:
     from sparkdoctor.check import check
 
     # Progress goes to stderr, and only to a terminal (and only while a target is probed): stdout stays the document.
-    if request.target is None or not sys.stderr.isatty():
+    if request.target is None or sys.stderr is None or not sys.stderr.isatty():  # None: started with stderr closed
         return check(request)
     from rich.console import Console
 

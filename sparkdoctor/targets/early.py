@@ -75,7 +75,7 @@ def default_cache_dir() -> str:
 
 
 def _per_python(python: str) -> str:
-    return hashlib.sha256(python.encode()).hexdigest()[:16] + ".json"
+    return hashlib.sha256(os.fsencode(python)).hexdigest()[:16] + ".json"  # a path's bytes: any, not only UTF-8
 
 
 def hash_cache_file(cache_root: str, python: str) -> str:
