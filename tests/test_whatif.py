@@ -278,6 +278,33 @@ def test_an_index_that_cannot_be_reached_is_one_clear_line_never_no_change(tmp_p
     assert "Connection refused" in text and "\n" not in text
 
 
+def test_an_index_that_answers_404_is_no_such_project_not_an_unreachable_index(tmp_path, target, monkeypatch):
+    """`whatif nosuchpackage==1.0` said "the package index cannot be reached ... (404 Client Error: Not Found)":
+    the index answered; it has no project of that name."""
+    import http.server
+    import threading
+
+    class NoProjects(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 (the standard library's name)
+            self.send_error(404)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), NoProjects)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        monkeypatch.delenv("PIP_NO_INDEX")
+        monkeypatch.setenv("PIP_INDEX_URL", f"http://127.0.0.1:{server.server_address[1]}/simple")
+        monkeypatch.setenv("PIP_RETRIES", "0")
+        with pytest.raises(ResolveError) as err:
+            resolve_upgrade(resolve_python_target(target), target, ["nosuchpackage-zzzq==1.0"], facts_of("0.1.0"))
+    finally:
+        server.shutdown()
+    text = str(err.value)
+    assert "cannot be reached" not in text and "cannot be resolved" in text and "no such project" in text, text
+
+
 # ---- nothing in SPEC becomes a pip option, and no package's code runs (issue 40) ----------------------------------
 def _whatif(target: str, tmp_path, *args: str) -> subprocess.CompletedProcess:
     import os
@@ -454,3 +481,15 @@ def test_pips_dependency_conflict_lines_are_kept_and_shown():
     render_console(result, Console(file=out, width=400))
     assert f"pip warns: {lines[1]}" in out.getvalue() and "a mixed family" in out.getvalue(), out.getvalue()
     assert result.to_json()["pip_warnings"] == lines
+
+
+def test_a_target_that_cannot_be_probed_is_exit_3_before_pip_is_asked(tmp_path):
+    """whatif went on to resolve with the target's pip when check could not probe the target: an interpreter that
+    exits 1 at once was 'cannot be resolved ...: no output' (exit 2), and a venv whose .pth hangs waited for pip's
+    600 s. The README's exit 3 (target not probeable) is what check says of it, and now whatif too."""
+    python = tmp_path / "python"
+    python.write_text("#!/bin/sh\nexit 1\n")
+    python.chmod(0o755)
+    res = _whatif(str(python), tmp_path, "demo==0.2.0")
+    assert res.returncode == 3 and res.stderr.count("\n") == 1, res.stderr
+    assert "the target could not be probed" in res.stderr and "exited 1" in res.stderr, res.stderr

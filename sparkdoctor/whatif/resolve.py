@@ -185,7 +185,8 @@ _CAUSE = re.compile(r"\[Errno -?\d+\] [^'\")]+|Name or service not known|Tempora
 def _unreachable(result: proc.ProcResult) -> str | None:
     """"could not fetch URL (why)" when pip found no candidate because an index did not answer, else None."""
     text = (result.stderr or "") + "\n" + (result.stdout or "")
-    found = _FETCH_FAILED.search(text)
+    # a 404 is an index that answered: it has no project of that name (said by the caller as no such project)
+    found = next((m for m in _FETCH_FAILED.finditer(text) if not re.search(r"\b404\b", m.group(2))), None)
     if not found or "from versions: none" not in text:
         return None
     cause = _CAUSE.search(found.group(2))

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from sparkdoctor.check import CheckRequest, apply_arch_override, collect
 from sparkdoctor.conclusions.recipe_check import EnvTarget, box_env, vllm_flags
-from sparkdoctor.errors import InputError
+from sparkdoctor.errors import InputError, TargetUnprobeable
 from sparkdoctor.facts import Facts
 from sparkdoctor.ledger import Ledger, default_path
 from sparkdoctor.matrix import load
@@ -66,8 +66,8 @@ class UpgradeQuestion:
 
 
 def judge_upgrade(q: UpgradeQuestion) -> WhatIf:
-    """The upgrade judged. A MatrixError, FactsError, TargetError, ResolveError, RecipeError or LedgerFailure says
-    itself (and its exit code)."""
+    """The upgrade judged. A MatrixError, FactsError, TargetError, TargetUnprobeable, ResolveError, RecipeError or
+    LedgerFailure says itself (and its exit code)."""
 
     check_specs(q.specs, q.allow_url)  # before anything runs: no SPEC becomes a pip option
     matrix = load(q.matrix)
@@ -86,6 +86,9 @@ def judge_upgrade(q: UpgradeQuestion) -> WhatIf:
         today = apply_arch_override(collect(CheckRequest(target=target, arch=q.arch, kernels=False)), q.arch)
         if recipe_env:  # the box's own env stays the box's: the recipe's variables judge only its capabilities
             today.env = box_env(today.env, recipe_env)
+        if today.packages is None:  # check's exit 3: no today to judge an upgrade against, and pip is not asked
+            why = next((e.get("error") for e in today.errors if isinstance(e, dict) and e.get("collector") == "target"), None)
+            raise TargetUnprobeable(f"the target could not be probed: {why or 'its packages could not be read'}")
 
     seen = Resolution()
     changes = resolve_upgrade(target, interpreter, q.specs, today, q.no_deps, seen)  # a ResolveError carries its exit code (2)
