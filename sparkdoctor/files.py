@@ -55,8 +55,10 @@ def write_text(path: Path, text: str) -> None:
     folder = final.parent
     try:
         fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{final.name}.", suffix=".tmp")
-    except OSError as exc:
-        raise OutputError(exc.strerror or str(exc)) from None
+    except OSError as exc:  # the folder's error, not the file's: /proc/version exists, a file beside it cannot be made
+        why = exc.strerror or str(exc)
+        raise OutputError(f"no file can be made beside it in {folder} ({why}), where it is written before it is renamed "
+                          "over FILE" if final.exists() else f"{folder}: {why}") from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
