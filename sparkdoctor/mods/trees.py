@@ -17,14 +17,24 @@ from typing import Any, Protocol
 from packaging.requirements import InvalidRequirement, Requirement
 
 from sparkdoctor import proc
-from sparkdoctor.inputs import TooBig, read_bytes
-from sparkdoctor.mods.model import ModError
+from sparkdoctor.inputs import TooBig, UnreadableInput, read_bytes
+from sparkdoctor.mods.model import ModError, Verdict
 from sparkdoctor.released import Reader, RemoteError
 from sparkdoctor.targets.interface import FileError, FileTransport
+from sparkdoctor.text import one_line
 
 MAX_FILE = 32 * 1024 * 1024  # a source file a mod edits; anything larger is not what a mod edits
 PROBE_TIMEOUT = 30.0
 _SITE = re.compile(r"(?:^|/)(?:site|dist)-packages/(.+)$")
+
+
+class NotPatchable(ModError):
+    """What a tree holds at a path a mod names is no file patch edits (a folder, a FIFO, a file too large to
+    read): that file's verdict (`verdict`, `why`), never the whole run's error."""
+
+    def __init__(self, message: str, why: str, verdict: Verdict = Verdict.FAILS):
+        super().__init__(message)
+        self.why, self.verdict = why, verdict
 
 
 class Tree(Protocol):
@@ -48,6 +58,25 @@ def site_relative(path: str) -> str:
     return path
 
 
+def refused_path(path: str) -> str | None:
+    """Why GNU patch would refuse the file name `path` a diff gives, or None: absolute outside any site folder,
+    climbing out through `..`, empty. Such a name never reaches a tree."""
+    raw = path.strip().replace("\\", "/")
+    shown = one_line(raw)[:120]
+    if "\x00" in raw:
+        return f"its file name `{shown}` holds a NUL byte"
+    if raw.startswith("/") and not _SITE.search(raw):
+        return f"its file name `{shown}` is absolute (patch refuses it as dangerous)"
+    rel = site_relative(raw)
+    if ".." in rel.split("/"):
+        return f"its file name `{shown}` climbs out of the tree through `..` (patch refuses it as dangerous)"
+    if not rel.strip("/"):
+        return "it names no file (an empty file name)"
+    if rel.startswith("/") or rel.endswith("/"):
+        return f"its file name `{shown}` names no file in a site folder"
+    return None
+
+
 def read_regular(path: Path) -> bytes | None:
     """A regular file's bytes (MAX_FILE at most), never blocking on a FIFO or a device; None when it is not there."""
 
@@ -56,7 +85,11 @@ def read_regular(path: Path) -> bytes | None:
     except (FileNotFoundError, NotADirectoryError):
         return None
     except TooBig:
-        raise ModError(f"{path}: larger than {MAX_FILE} bytes, too large for a file a mod edits") from None
+        why = f"is larger than {MAX_FILE} bytes, too large for a file a mod edits"
+        raise NotPatchable(f"{path}: {why}", why, Verdict.CANNOT_TELL) from None
+    except UnreadableInput as exc:  # a folder, a FIFO, a device: nothing patch edits
+        why = (exc.strerror or str(exc)).split(";")[0]
+        raise NotPatchable(f"{path}: cannot read: {exc.strerror or exc}", why) from None
     except OSError as exc:
         raise ModError(f"{path}: cannot read: {exc.strerror or exc}") from None
 
@@ -69,7 +102,7 @@ class SiteTree:
     label: str
 
     def read(self, rel: str) -> bytes | None:
-        if rel.startswith("/") or ".." in rel.split("/"):
+        if rel.startswith("/") or ".." in rel.split("/") or not rel:
             return None
         for folder in self.dirs:
             data = read_regular(folder / rel)
@@ -133,9 +166,11 @@ class ContainerTree:
                 if row is None:
                     continue
                 if row.get("kind") not in ("file", "link"):
-                    raise ModError(f"{self.label}: {path}: not a regular file")
+                    why = f"is a {row.get('kind')}, not a regular file"
+                    raise NotPatchable(f"{self.label}: {path}: not a regular file", why)
                 if int(row.get("size") or 0) > MAX_FILE:
-                    raise ModError(f"{self.label}: {path}: {row.get('size')} bytes, too large for a file a mod edits")
+                    why = f"is {row.get('size')} bytes, too large for a file a mod edits"
+                    raise NotPatchable(f"{self.label}: {path}: {why}", why, Verdict.CANNOT_TELL)
                 data: bytes = self._files.read(path)
                 return data
         except FileError as exc:
@@ -167,7 +202,8 @@ class ReleaseTree:
             except RemoteError as exc:
                 raise ModError(f"{name}=={version}: {exc}") from None
             if len(data) > MAX_FILE:
-                raise ModError(f"{rel}: {len(data)} bytes, too large for a file a mod edits")
+                why = f"is {len(data)} bytes, too large for a file a mod edits"
+                raise NotPatchable(f"{rel}: {why}", why, Verdict.CANNOT_TELL)
             return data
         return None
 
