@@ -31,7 +31,7 @@ from collections import Counter
 from collections.abc import Callable
 
 NAMECH = r"A-Za-z0-9_\-"
-SECRET_SEGMENTS = frozenset({"key", "token", "secret", "password", "passwd", "pass", "pwd", "credential", "credentials", "auth",
+SECRET_SEGMENTS = frozenset({"key", "token", "secret", "password", "passwd", "pass", "pwd", "pw", "credential", "credentials", "auth",
                              "authorization", "cookie", "apikey", "pat", "passphrase", "privatekey",
                              "sig", "signature"})  # sig=: an Azure SAS URL's signature
 SECRET_ENDINGS = ("key", "token", "secret", "password", "passwd")
@@ -59,6 +59,8 @@ PEM_EDGE = re.compile(r"-{4,5} ?(BEGIN|END) [A-Z0-9 ]{1,40}?-{4,5}")
 _B64_TAIL = re.compile(r"(?:[A-Za-z0-9+/]{8,}={0,2}|[A-Za-z0-9+/]+={1,2})\s*$")
 MYSQL = re.compile(r"(?<![\w-])(?:mysql(?:dump|admin|import|check|show|pump|sh)?|mariadb(?:-dump|-admin)?)(?![\w-])")
 GLUED_P = re.compile(r"(?<=\s)-p(?![\s-])('[^']*'|\"[^\"]*\"|[^\s;|&]+)")
+# curl's and wget's user:password (`curl -u bob:hunter2`, `--user=bob:hunter2`, `--proxy-user bob:hunter2`)
+USER_PASSWORD = re.compile(r"(?<![\w-])(?:-u|-U|--user|--proxy-user)(?:[ \t]+|=)?['\"]?[^\s:'\"]+:([^\s'\"]+)")
 KEYLIKE = re.compile(r"(?<![A-Za-z0-9_+/\-])[A-Za-z0-9_+\-][A-Za-z0-9_+/\-]{31,}={0,2}(?![A-Za-z0-9_+/=\-])")
 # `ssh spark-2`, `node gpu-12`: a word that says a machine follows, and a name with a digit or a hyphen after it
 HOST_AFTER = re.compile(r"(?i)(?<![A-Za-z0-9_\-])(?:ssh|scp|rsync|ping|host|hostname|node|peer)[ \t]+"
@@ -141,8 +143,8 @@ def pem_spans(text: str) -> list[tuple[int, int]]:
 
 
 def cli_password_spans(text: str) -> list[tuple[int, int]]:
-    """The spans of passwords glued to -p on a mysql/mariadb command line (`mysql -uroot -phunter2 db`); patch's
-    -p1 and the rest are other programs'."""
+    """The spans of passwords glued to -p on a mysql/mariadb command line (`mysql -uroot -phunter2 db`; patch's
+    -p1 and the rest are other programs'), and the password of curl's `-u user:password`."""
     spans: list[tuple[int, int]] = []
     scanned = 0
     for m in MYSQL.finditer(text):
@@ -152,7 +154,11 @@ def cli_password_spans(text: str) -> list[tuple[int, int]]:
                       default=min(len(text), m.end() + 400))
         if (p := GLUED_P.search(text, m.end(), scanned)):
             spans.append(p.span(1))
-    return spans
+    kept: list[tuple[int, int]] = []
+    for span in sorted(spans + [m.span(1) for m in USER_PASSWORD.finditer(text)]):
+        if not kept or span[0] >= kept[-1][1]:  # one cut per character
+            kept.append(span)
+    return kept
 
 
 def private_host(host: str) -> bool:

@@ -146,6 +146,9 @@ MORE_KINDS = {
     "openssh-key-last-line": ("ssh: load key: invalid format: AAAECWJvYkBzcGFyay0wMQECAwQF\n"
                               "-----END OPENSSH PRIVATE KEY-----", ["AAAECWJvYkBzcGFyay0wMQECAwQF"]),
     "mysql-password": ("backup: mysqldump -uroot -pS3cretPw0rd vllm_db exited 2", ["S3cretPw0rd"]),
+    "curl-user-password": ("fetch: curl -u plantuser:plantpass123 https://hub.example/x exited 22; "
+                           "wget --user=bob:Wg3tPass9 failed", ["plantpass123", "Wg3tPass9"]),
+    "pw-named-value": ("serve: VLLM_PW=plantedpw999 rejected (user=plantu4 pw=plantpw4)", ["plantedpw999", "plantpw4"]),
     "corporate-host-in-text": ("pip: cannot reach artifactory.acme-corp.com through the proxy",
                                ["artifactory.acme-corp.com", "acme-corp"]),
     "corporate-host-in-url": ("GET https://gitlab.acme-corp.com/ml/vllm/-/raw/main/x.patch: 403", ["acme-corp"]),
