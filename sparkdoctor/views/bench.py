@@ -62,8 +62,10 @@ def render_run(console: Console, run: dict[str, Any]) -> None:
     kind = " ".join(str(x) for x in (server.get("kind"), server.get("version")) if x)  # a generic server has no version
     console.print(f"[bold]bench[/bold] {_e(label)}: model {_e(run.get('model'))} on {_e(kind)} at {_e(run.get('base_url'))}")
     if run.get("fingerprint") == "unknown":
-        console.print(f"[yellow]toolchain unknown[/yellow]: {escape(str((run.get('target') or {}).get('why')))}; the run is "
-                      f"stored as such and kept out of conclusions  (run {_e(run.get('run_id') or 'not stored')})")
+        stored = ("the run is stored as such and kept out of conclusions" if run.get("run_id") else
+                  "a run stored so is kept out of conclusions")  # --no-store: nothing is stored
+        console.print(f"[yellow]toolchain unknown[/yellow]: {escape(str((run.get('target') or {}).get('why')))}; {stored}"
+                      f"  (run {_e(run.get('run_id') or 'not stored')})")
     else:
         found = (run.get("target") or {}).get("found_by")
         console.print(f"toolchain fingerprint {_e(run.get('fingerprint'))}" + (f" ({_e(found)})" if found else "")
