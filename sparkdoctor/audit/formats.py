@@ -52,16 +52,16 @@ def classify(tensors: dict[str, TensorInfo], bits_hint: int = 4) -> Format:
     if blocks is not None and blocks.dtype == "U8" and scales is not None and scales.dtype in ("U8", "F8_E8M0"):
         return Format("MXFP4", blocks.numel * 2 + _params_of_rest(tensors, {"blocks"}), True)
     qweight = tensors.get("qweight")
+    # bits_hint is 2, 3, 4 or 8 (quantconfig refuses any other); a word holds 32/bits weights (3-bit GPTQ packs
+    # 32 weights into 3 words, so the count is numel * 32 // bits, never numel * (32 // bits))
     if qweight is not None and qweight.dtype in ("I32", "U32"):
-        per_word = 32 // bits_hint
         style = "GPTQ" if "g_idx" in tensors else "AWQ"
-        group = _group(qweight, tensors.get("scales"), per_word, style)
-        return Format(f"INT{bits_hint} {style}{group}", qweight.numel * per_word + _params_of_rest(tensors, {"qweight"}), True)
+        group = _group(qweight, tensors.get("scales"), bits_hint, style)
+        return Format(f"INT{bits_hint} {style}{group}", qweight.numel * 32 // bits_hint + _params_of_rest(tensors, {"qweight"}), True)
     if packed is not None and packed.dtype in ("I32", "U32"):
-        per_word = 32 // bits_hint
-        in_features = packed.shape[-1] * per_word if packed.shape else 0
+        in_features = packed.shape[-1] * 32 // bits_hint if packed.shape else 0
         group = f" g{in_features // scale.shape[-1]}" if scale is not None and len(scale.shape) == 2 and scale.shape[-1] > 1 else ""
-        return Format(f"INT{bits_hint}{group}", packed.numel * per_word + _params_of_rest(tensors, {"weight_packed"}), True)
+        return Format(f"INT{bits_hint}{group}", packed.numel * 32 // bits_hint + _params_of_rest(tensors, {"weight_packed"}), True)
     if weight is None:
         main = max(tensors.values(), key=lambda t: t.nbytes)
         return Format(main.dtype, _params_of_rest(tensors, set()) or main.numel, main.dtype not in UNQUANTIZED)
@@ -88,8 +88,8 @@ def _fp8_granularity(weight: TensorInfo, tensors: dict[str, TensorInfo]) -> str:
     return "scaled"
 
 
-def _group(qweight: TensorInfo, scales: TensorInfo | None, per_word: int, style: str) -> str:
-    if scales is None or len(scales.shape) != 2 or scales.shape[0] == 0:
+def _group(qweight: TensorInfo, scales: TensorInfo | None, bits: int, style: str) -> str:
+    if scales is None or len(scales.shape) != 2 or scales.shape[0] == 0 or not qweight.shape:
         return ""
-    in_features = qweight.shape[0] * (per_word if style == "GPTQ" else 1)
+    in_features = qweight.shape[0] * 32 // bits if style == "GPTQ" else qweight.shape[0]
     return f" g{in_features // scales.shape[0]}" if scales.shape[0] > 1 else ""

@@ -115,9 +115,8 @@ def _from_config_json(qc: Mapping[str, object]) -> QuantConfig:
         return _modelopt(qc, "config.json quantization_config", "quantization_config.ignore", "ignore", "exclude_modules")
     where = "config.json: quantization_config.modules_to_not_convert"
     skip = _list(qc.get("modules_to_not_convert"), where)
-    bits = qc.get("bits")
-    bits = bits if isinstance(bits, int) else 4
     if method in ("gptq", "awq"):
+        bits = _packed_bits(4 if qc.get("bits") is None else qc.get("bits"))
         group = qc.get("group_size")
         return QuantConfig(method, f"INT{bits} {method.upper()} group {group}", "config.json quantization_config",
                            "quantization_config.modules_to_not_convert", skip, "substring", bits=bits)
@@ -131,6 +130,17 @@ def _from_config_json(qc: Mapping[str, object]) -> QuantConfig:
                            skip, "substring", bits=8)
     return QuantConfig(method or "unknown", method or "unknown", "config.json quantization_config",
                        "quantization_config.modules_to_not_convert", skip, "substring")
+
+
+PACKED_BITS = (2, 3, 4, 8)  # the widths GPTQ and AWQ pack into int32 words (vLLM gptq.py, awq.py)
+
+
+def _packed_bits(bits: object) -> int:
+    if type(bits) is not int or bits not in PACKED_BITS:
+        shown = f"{bits!r:.40}" if not isinstance(bits, int) or abs(bits) < 10**40 else "an integer of over 40 digits"
+        raise AuditError(f"config.json: quantization_config.bits must be {', '.join(map(str, PACKED_BITS[:-1]))} or "
+                         f"{PACKED_BITS[-1]} (the widths GPTQ and AWQ pack into int32), got {shown}")
+    return bits
 
 
 def _compressed_tensors(qc: Mapping[str, object]) -> QuantConfig:

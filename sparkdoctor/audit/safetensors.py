@@ -5,7 +5,9 @@ A safetensors file is an 8-byte little-endian header length N, N bytes of UTF-8 
 region. The format's own rules (https://github.com/huggingface/safetensors, README "Format" and the Rust
 crate's `validate`): the header is at most 100,000,000 bytes and starts with '{'; names are unique; each
 tensor's byte size equals its element count times its dtype's width; the offsets index the data region
-entirely, in order, without holes or overlaps, so the last end is the size of the data region.
+entirely, in order, without holes or overlaps, so the last end is the size of the data region. Beyond the
+format: a shape of more than 64 dimensions (numpy's and PyTorch's limit) is refused, and an element count is
+multiplied out only until it reaches 2**64, so a long or huge shape costs linear time, never quadratic.
 
 The audit must never read weights: this module reads exactly 8 + N bytes per file and says so
 (`ShardHeader.bytes_read`), which is what lets a 200 GB checkpoint be audited in a second. A header that
@@ -80,11 +82,27 @@ class _Duplicate(InputError, ValueError):
 
 
 MAX_ELEMENTS = 2**64  # offsets and sizes are u64 in the format; nothing larger is a real tensor
+MAX_DIMS = 64  # numpy's and PyTorch's limit; real tensors have a handful (and a long shape must not cost per-dim work)
+
+
+def _elements(shape: list[int]) -> int | None:
+    """The product of `shape` (at most MAX_DIMS non-negative ints), or None once it reaches 2**64: never a
+    product of thousands of digits (a zero anywhere makes it 0, however large the rest)."""
+    if 0 in shape:
+        return 0
+    numel = 1
+    for d in shape:
+        numel *= d
+        if numel >= MAX_ELEMENTS:
+            return None
+    return numel
 
 
 def _short(value: object) -> str:
     """A value for a message: at most 80 characters, and never a failed 4,300-digit int conversion."""
     try:
+        if isinstance(value, list) and len(value) > 8:  # never the repr of a 100 MB list, to show 80 characters
+            return f"{value[:8]!r:.72}... ({len(value)} items)"
         return f"{value!r:.80}"
     except ValueError:
         return "(a value holding an integer too long to print)"
@@ -155,10 +173,14 @@ def _tensor(name: str, entry: object, where: str, file: str) -> TensorInfo:
         if type(dtype) is str and (bits := DTYPE_BITS.get(dtype)) and type(shape) is list and type(offsets) is list and len(offsets) == 2:
             begin, end = offsets
             numel = 1
-            for d in shape:
+            for d in shape if len(shape) <= MAX_DIMS else (None,):
                 if type(d) is not int or d < 0:
                     break
                 numel *= d
+                if numel >= MAX_ELEMENTS:  # stop before the product grows: _explain names it (unless a 0 is coming)
+                    if 0 not in shape:
+                        break
+                    numel = 0
             else:
                 if type(begin) is int and type(end) is int and 0 <= begin <= end and numel * bits == (end - begin) * 8:
                     return TensorInfo(name, dtype, tuple(shape), end - begin, file, begin, end)
@@ -179,17 +201,20 @@ def _explain(name: str, entry: object, at: str) -> None:
         raise AuditError(f"{at}: unknown dtype {dtype!r} (safetensors defines {', '.join(DTYPE_BITS)})")
     if not isinstance(shape, list) or not all(_is_int(d) and d >= 0 for d in shape):
         raise AuditError(f"{at}: shape must be a list of non-negative integers, got {_short(shape)}")
-    if math.prod(shape) >= MAX_ELEMENTS:  # no file holds it; and its digits would not even print
+    if len(shape) > MAX_DIMS:
+        raise AuditError(f"{at}: shape has {len(shape)} dimensions; no framework loads a tensor of more than {MAX_DIMS}")
+    numel = _elements(shape)
+    if numel is None:  # no file holds it; and its digits would not even print
         raise AuditError(f"{at}: shape of {len(shape)} dimensions holds 2**64 elements or more: no file can hold the tensor")
     if not (isinstance(offsets, list) and len(offsets) == 2 and all(_is_int(o) for o in offsets)):
         raise AuditError(f"{at}: data_offsets must be [begin, end] integers, got {_short(offsets)}")
     begin, end = offsets
     if not 0 <= begin <= end < MAX_ELEMENTS:
         raise AuditError(f"{at}: data_offsets {_short(offsets)} are not 0 <= begin <= end < 2**64")
-    bits = math.prod(shape) * DTYPE_BITS[dtype]
+    bits = numel * DTYPE_BITS[dtype]
     if bits % 8:
-        raise AuditError(f"{at}: {math.prod(shape)} elements of {dtype} do not fill whole bytes")
-    raise AuditError(f"{at}: shape {list(shape)} of {dtype} is {bits // 8} bytes but data_offsets span {end - begin}")
+        raise AuditError(f"{at}: {numel} elements of {dtype} do not fill whole bytes")
+    raise AuditError(f"{at}: shape {_short(shape)} of {dtype} is {bits // 8} bytes but data_offsets span {end - begin}")
 
 
 def _check_layout(tensors: dict[str, TensorInfo], data_size: int, where: str) -> None:

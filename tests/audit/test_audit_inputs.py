@@ -7,11 +7,13 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from sparkdoctor.audit import AuditOptions, run_audit
+from sparkdoctor.audit.locate import resolve_model
 from sparkdoctor.audit.safetensors import read_header
 from tests.audit import builders
 from tests.audit.test_checkpoint import TINY, one_line, tiny
@@ -113,3 +115,119 @@ def test_a_backtracking_ignore_pattern_of_the_checkpoint_is_stopped_by_the_time_
     refused(p, "the checkpoint's ignore pattern 're:.*(a|aa)+$' could not be matched against "
                f"'model.layers.0.mlp.{'a' * 60}b' within 0.25 s")
 
+
+
+# ---- org/name@REVISION stays inside the Hugging Face cache ---------------------------------------------
+COMMIT = "0123456789abcdef0123456789abcdef01234567"
+
+
+def cached(tmp_path: Path) -> tuple[Path, Path]:
+    """A hub cache holding org/name with refs/main and one snapshot; (the cache, the model's folder)."""
+    cache = tmp_path / "hub"
+    model = cache / "models--org--name"
+    tiny(model / "snapshots" / COMMIT)
+    (model / "refs").mkdir()
+    (model / "refs" / "main").write_text(COMMIT)
+    return cache, model
+
+
+def cli_hub(cache: Path, *args, timeout: float = 60) -> subprocess.CompletedProcess:
+    env = {**os.environ, "HF_HUB_CACHE": str(cache)}
+    return subprocess.run([sys.executable, "-m", "sparkdoctor", "audit", *map(str, args)], capture_output=True, text=True,
+                          timeout=timeout, cwd=ROOT, env=env)
+
+
+def test_a_revision_climbing_out_of_the_cache_is_refused_in_one_line(tmp_path):
+    cache, model = cached(tmp_path)
+    (tmp_path / "outside").write_text(COMMIT)  # the old reader followed ../ to any file (/dev/zero: MemoryError)
+    p = cli_hub(cache, "org/name@../../../outside", "--gpu", "gb10")
+    refused(p, "org/name@../../../outside: revision '../../../outside' is neither a commit id", "nor a ref name")
+
+
+@pytest.mark.parametrize("revision", ["../../../../../../../../../dev/null", "/dev/null", "refs/../../x", "a//b", ".hidden",
+                                      "main\n", "x\0y", "v1 beta", "a:b", "ref.lock"])
+def test_a_revision_that_is_no_ref_name_is_refused_before_reading(tmp_path, monkeypatch, revision):
+    cache, model = cached(tmp_path)
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
+    message = one_line(lambda: resolve_model(f"org/name@{revision}"), "is neither a commit id (40 hex digits) nor a ref name")
+    assert "\n" not in message
+
+
+def test_ref_names_with_slashes_and_dots_still_resolve(tmp_path, monkeypatch):
+    cache, model = cached(tmp_path)
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
+    for name in ("refs/pr/1", "v1.0", "release-2025.1_a"):
+        (model / "refs" / name).parent.mkdir(parents=True, exist_ok=True)
+        (model / "refs" / name).write_text(COMMIT + "\n")
+        assert resolve_model(f"org/name@{name}") == model / "snapshots" / COMMIT
+
+
+def test_a_ref_that_links_outside_or_holds_no_commit_is_refused(tmp_path, monkeypatch):
+    cache, model = cached(tmp_path)
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
+    (tmp_path / "outside").write_text(COMMIT)
+    (model / "refs" / "linked").symlink_to(tmp_path / "outside")
+    one_line(lambda: resolve_model("org/name@linked"), "the cache's ref 'linked' leads outside")
+    (model / "refs" / "junk").write_text("../../../../etc")  # a ref's content names a snapshot folder: never a path
+    one_line(lambda: resolve_model("org/name@junk"), "does not hold a commit id (40 hex digits)")
+    (model / "refs" / "huge").write_bytes(b"0" * 10**6)
+    one_line(lambda: resolve_model("org/name@huge"), "cannot read the cache's ref")
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
+def test_a_fifo_ref_in_the_cache_is_refused_without_blocking(tmp_path):
+    cache, model = cached(tmp_path)
+    (model / "refs" / "main").unlink()
+    os.mkfifo(model / "refs" / "main")
+    refused(cli_hub(cache, "org/name", "--gpu", "gb10"), "cannot read the cache's ref", "is a FIFO (named pipe)")
+
+
+# ---- a long shape costs linear time, and is refused naming the tensor ----------------------------------
+def test_a_shape_of_thousands_of_huge_dimensions_is_refused_at_once(tmp_path):
+    """50,000 dims of 2**64-1 (1 MB of header) took 17 s of CPU: the element count was multiplied out in full."""
+    path = tmp_path / "model.safetensors"
+    write_header(path, {"w": {"dtype": "BF16", "shape": [2**64 - 1] * 50_000, "data_offsets": [0, 2]}})
+    start = time.process_time()
+    message = one_line(lambda: read_header(path), "tensor 'w': shape has 50000 dimensions")
+    assert time.process_time() - start < 2.0 and len(message) < 300, message
+    refused(cli(tmp_path / "model.safetensors", "--gpu", "gb10"), "is a file")  # (the CLI takes the folder)
+    (tmp_path / "config.json").write_text(json.dumps(TINY))
+    refused(cli(tmp_path, "--gpu", "gb10"), "tensor 'w': shape has 50000 dimensions; no framework loads")
+
+
+@pytest.mark.parametrize("shape, match", [
+    ([2] * 65, "shape has 65 dimensions"),
+    ([2**63, 2, 3] + [2**64 - 1] * 60, "shape of 63 dimensions holds 2**64 elements or more"),
+])
+def test_a_shape_past_the_limits_names_the_tensor(tmp_path, shape, match):
+    path = tmp_path / "model.safetensors"
+    write_header(path, {"w": {"dtype": "BF16", "shape": shape, "data_offsets": [0, 2]}})
+    one_line(lambda: read_header(path), f"tensor 'w': {match}")
+
+
+def test_a_zero_dimension_makes_an_empty_tensor_however_large_the_others(tmp_path):
+    path = tmp_path / "model.safetensors"
+    write_header(path, {"e": {"dtype": "BF16", "shape": [2**40, 2**40, 0], "data_offsets": [0, 0]},
+                        "w": {"dtype": "BF16", "shape": [1], "data_offsets": [0, 2]}})
+    tensors = read_header(path).tensors
+    assert tensors["e"].numel == 0 and tensors["w"].nbytes == 2
+
+
+# ---- GPTQ/AWQ bits -------------------------------------------------------------------------------------
+@pytest.mark.parametrize("bits", [0, -1, 5, 32, True, "4", 10**50])
+def test_gptq_bits_that_no_packing_has_are_refused_naming_the_field(tmp_path, bits):
+    config = {**TINY, "quantization_config": {"quant_method": "gptq", "bits": bits, "group_size": 128}}
+    entries = builders.linear("model.layers.0.mlp.up_proj", 256, 256, "gptq") + [("lm_head.weight", "BF16", [100, 64])]
+    folder = builders.write_checkpoint(tmp_path / "m", config, entries)
+    p = cli(folder, "--gpu", "gb10")
+    refused(p, "config.json: quantization_config.bits must be 2, 3, 4 or 8")
+    assert len(p.stderr) < 300, p.stderr
+
+
+def test_three_bit_gptq_counts_32_weights_per_3_words(tmp_path):
+    config = {**TINY, "quantization_config": {"quant_method": "gptq", "bits": 3, "group_size": 128}}
+    entries = [("model.layers.0.mlp.up_proj.qweight", "I32", [256 * 3 // 32, 128]), ("model.layers.0.mlp.up_proj.g_idx", "I32", [256]),
+               ("model.layers.0.mlp.up_proj.scales", "F16", [2, 128]), ("lm_head.weight", "BF16", [100, 64])]
+    folder = builders.write_checkpoint(tmp_path / "m", config, entries)
+    mlp = next(g for g in run_audit(AuditOptions(str(folder), gpu="gb10", context=0)).groups if g.key == "mlp")
+    assert list(mlp.formats) == ["INT3 GPTQ g128"] and mlp.params == 256 * 128  # not 256 * 3 // 32 * 128 * (32 // 3)
