@@ -33,6 +33,7 @@ from typing import IO
 HEAD_BYTES = 8 * 1024 * 1024
 TAIL_BYTES = 256 * 1024
 _CHUNK = 64 * 1024
+_PIPE_CAPACITY = 1024 * 1024  # the most a Linux pipe holds (fcntl F_SETPIPE_SZ up to /proc/sys/fs/pipe-max-size)
 _PIPE_BUF = getattr(select, "PIPE_BUF", 512)
 BUDGET_NOTE = "the run's time budget ran out"
 MAX_WAIT = 10.0**6  # seconds (about 11 days; epoll waits at most 2**31 ms): any longer limit is taken as this one
@@ -315,7 +316,12 @@ def _pump(popen: subprocess.Popen[bytes], data: bytes | None, out: _Capped, err:
             left = until - time.monotonic()
             if left <= 0:
                 return False
-            for key, _ in sel.select(timeout=left):
+            if popen.poll() is not None and not (payload and offset < len(payload)):
+                # exited: what it wrote is in the pipes now. A child it left behind (`setsid daemon &`) may hold
+                # them open for ever; that is not the child's output, and waiting for its EOF is not the child's time
+                _drain(sel)
+                return True
+            for key, _ in sel.select(timeout=min(left, _EXIT_POLL_S)):
                 if key.fileobj is popen.stdin:
                     try:
                         offset += os.write(key.fd, payload[offset:offset + _PIPE_BUF])
@@ -335,6 +341,30 @@ def _pump(popen: subprocess.Popen[bytes], data: bytes | None, out: _Capped, err:
         return True
     finally:
         sel.close()
+
+
+_EXIT_POLL_S = 0.2  # while no output comes, how often whether the child has exited is asked
+
+
+def _drain(sel: selectors.BaseSelector, most: int = 4 * _PIPE_CAPACITY) -> None:
+    """Read what the pipes hold now, without waiting (at most `most` bytes: a grandchild may keep writing)."""
+    read = 0
+    while sel.get_map() and read < most:
+        ready = sel.select(timeout=0)
+        if not ready:
+            return
+        for key, _ in ready:
+            if key.data is None:  # stdin
+                sel.unregister(key.fileobj)
+                continue
+            stream, sink = key.data
+            chunk = os.read(key.fd, _CHUNK)
+            read += len(chunk)
+            if chunk:
+                sink.add(chunk)
+            else:
+                sel.unregister(stream)
+                stream.close()
 
 
 def _quiet_close(stream: IO[bytes]) -> None:

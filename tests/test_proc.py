@@ -1,3 +1,4 @@
+import contextlib
 import os
 import subprocess
 import sys
@@ -186,3 +187,18 @@ def test_a_signal_during_a_wait_kills_that_child_before_the_exception_unwinds(tm
     )
     out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "registered [] alive []", (out.stdout, out.stderr)
+
+
+def test_a_child_that_exits_is_done_though_a_process_it_left_holds_its_pipes():
+    """`check --python fork.sh` (an interpreter whose start-up leaves `setsid sleep 300 &` behind, as a .pth or a
+    sitecustomize starting a background agent would) took 77 s and reported timeouts: the run read the pipes until EOF,
+    which the process left behind held open. The child's own output is in the pipes when it exits; that is its end."""
+    import os
+    import signal
+
+    r = proc.run(["sh", "-c", "setsid sleep 300 & echo $!; echo done; exit 0"], timeout=120)
+    try:
+        assert r.ok and not r.timed_out and r.stdout.split()[1:] == ["done"], (r.returncode, r.stdout, r.stderr)
+    finally:
+        with contextlib.suppress(ValueError, ProcessLookupError, IndexError):
+            os.kill(int(r.stdout.split()[0]), signal.SIGKILL)
