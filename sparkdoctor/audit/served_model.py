@@ -23,9 +23,10 @@ _PRESCALED_ROPE = {"su", "longrope", "llama3", "yarn", "deepseek_yarn", "deepsee
 _HUGE = 10**12  # tokenizers say "no limit" with 1e30; anything this large is no limit
 
 
-def recipe_facts(recipe: Recipe) -> dict[str, object]:
-    """Facts.recipe for this recipe: its name, argv and the facts of its model."""
-    return {"name": recipe.name, "argv": [str(a) for a in recipe.argv], "model": model_facts(recipe.model)}
+def recipe_facts(recipe: Recipe, model: str | None = None) -> dict[str, object]:
+    """Facts.recipe for this recipe: its name, argv and the facts of its model (`model`: the checkpoint the user
+    named for it, `recipe check --model`, read instead of the recipe's hub id)."""
+    return {"name": recipe.name, "argv": [str(a) for a in recipe.argv], "model": model_facts(model or recipe.model)}
 
 
 def model_facts(ref: str | None) -> dict[str, Any]:

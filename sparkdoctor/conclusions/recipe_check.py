@@ -342,7 +342,7 @@ def _judge(recipe: Recipe, matrix_path: Path | None, python: str | None, fail_on
                             f"and env against{where}; pass --python PATH of the environment that serves it")
     flags = vllm_flags(target, running=flags_probe)
 
-    served = recipe_facts(recipe)
+    served = recipe_facts(recipe, model)  # --model: the settings' checks read the same checkpoint as the memory verdict
     findings = check(recipe, matrix, facts, flags, served)
     if any((recipe.extras or {}).get(key) for key in ("mods", "patches")):  # sparkdoctor.mods loads only then
         findings += _mod_findings(recipe, target, container is not None, progress)

@@ -48,6 +48,21 @@ def test_recipe_check_without_a_model_leaves_memory_out_and_a_bad_model_is_one_l
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and "nowhere" in bad.stderr
 
 
+def test_the_model_given_is_the_one_every_check_of_recipe_check_reads(tmp_path, qwen3_8b):
+    """A recipe naming a hub id that is not in the cache, checked with `--model FOLDER`: the memory verdict read the
+    folder, but the settings' checks said "model org/not-cached has no local files ... config.json cannot be read"
+    and left them unjudged. The checkpoint the user names is the one all of them read."""
+    have = box(tmp_path, available_gib=64)
+    recipe = write_recipe(tmp_path, "org/not-cached", "--max-model-len", "32768")
+    env = {"HF_HUB_CACHE": str(tmp_path / "empty-cache")}
+    doc = json.loads(cli(have.root, "recipe", "check", recipe, "--python", sys.executable, "--model", qwen3_8b,
+                         "--format", "json", env=env).stdout)
+    assert doc["model"]["folder"] == str(qwen3_8b) and not doc["model"]["error"], doc["model"]
+    assert doc["model"]["max_model_len"], doc["model"]
+    alone = json.loads(cli(have.root, "recipe", "check", recipe, "--python", sys.executable, "--format", "json", env=env).stdout)
+    assert "has no local files" in alone["model"]["error"], alone["model"]
+
+
 def test_bench_refuses_a_launch_that_does_not_fit_unless_forced(tmp_path, qwen3_8b):
     have = box(tmp_path, available_gib=64)
     recipe = write_recipe(tmp_path, qwen3_8b, "--max-model-len", "32768")  # asks 0.9 of 119.7 GiB; 58.5 GiB is free
