@@ -8,6 +8,14 @@ The first token is the first chunk that carries text: `content` OR `reasoning_co
 phase of a reasoning model as its time to first token. Role-only chunks are not tokens.
 Token counts come from `usage` when the server sends it; otherwise the count of chunks with text
 (said so in `tokens_from`), which is exact only for servers that send one token per chunk.
+
+Limits of one request, scaled with the tokens it asks for (`limits`; bench/http.py enforces them, and a request
+past one fails with that reason, which ends the run as any failed request does: exit 4, one line):
+- time: the wait allowed for the first byte (the workload's request_timeout, 60 s by default) + STREAM_BASE_S
+  (queueing, prefill) + STREAM_PER_TOKEN_S per token asked: a stream slower than 1 token/s is not measurable;
+- bytes: STREAM_BASE_BYTES + STREAM_BYTES_PER_TOKEN per token asked (a vLLM chat chunk is about 250 bytes);
+- events: EVENTS_BASE + EVENTS_PER_TOKEN per token asked (a server sends one `data:` line per token, or fewer).
+The reading stops at `data: [DONE]`: what a server sends after it is not waited for.
 """
 
 from __future__ import annotations
@@ -21,6 +29,27 @@ from typing import Any
 from sparkdoctor.bench.http import HttpError, post_lines
 
 PATHS = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
+STREAM_BASE_S = 120.0
+STREAM_PER_TOKEN_S = 1.0
+STREAM_BASE_BYTES = 64 * 2**20
+STREAM_BYTES_PER_TOKEN = 1024
+EVENTS_BASE = 256
+EVENTS_PER_TOKEN = 4
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The most one streamed request may take: seconds in all, bytes of its answer, `data:` lines."""
+
+    seconds: float
+    bytes: int
+    events: int
+
+
+def limits(max_tokens: int, timeout: float) -> Limits:
+    """The limits of a request that asks for `max_tokens` and waits `timeout` for its first byte (module docstring)."""
+    return Limits(timeout + STREAM_BASE_S + STREAM_PER_TOKEN_S * max_tokens,
+                  STREAM_BASE_BYTES + STREAM_BYTES_PER_TOKEN * max_tokens, EVENTS_BASE + EVENTS_PER_TOKEN * max_tokens)
 
 
 @dataclass
@@ -93,10 +122,13 @@ async def stream_one(base_url: str, api: str, payload: Mapping[str, object], tim
     """
     sample = Sample(ok=False)
     events: list[tuple[float, bytes]] = []
+    asked = payload.get("max_tokens")
+    bound = limits(asked if isinstance(asked, int) and asked > 0 else 1, timeout)
     t0 = time.perf_counter()
     end = t0
     try:
-        async for at, line in post_lines(base_url, PATHS[api], payload, timeout, prefix=b"data:"):
+        async for at, line in post_lines(base_url, PATHS[api], payload, timeout, prefix=b"data:", total=bound.seconds,
+                                         max_bytes=bound.bytes, max_lines=bound.events, last=_is_done):
             end = at
             data = line[5:].strip()
             if data == b"[DONE]":
@@ -108,6 +140,10 @@ async def stream_one(base_url: str, api: str, payload: Mapping[str, object], tim
         return sample
     sample.e2e = end - t0
     return _account(sample, api, events, t0)
+
+
+def _is_done(line: bytes) -> bool:
+    return line[5:].strip() == b"[DONE]"
 
 
 def _account(sample: Sample, api: str, events: list[tuple[float, bytes]], t0: float) -> Sample:

@@ -27,17 +27,17 @@ prompts are all such is `indecisive`, never `correct`. A difference the scores d
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TypedDict
 
 from sparkdoctor.bench import references
+from sparkdoctor.bench.http import HttpError, post_json
 from sparkdoctor.bench.references import Answer
 
 __all__ = ["Answer"]  # the stored unit of an answer lives with the storage (bench/references.py); judged here
@@ -50,7 +50,8 @@ PROBES = (
 )
 MAX_TOKENS = 16
 SEED = 1234
-TIMEOUT = 60.0
+TIMEOUT = 60.0  # the whole of one probe request (bench/http.py: connect, answer, body), never followed to a redirect
+MAX_ANSWER_BYTES = 16 * 2**20  # one probe's answer: 16 tokens with log-probabilities, echo included, is a few KB
 TOLERANCE = 0.25  # mean |Δ logprob| per reference token (nats); docs/evidence/correctness.md
 REPEAT_SHARE = 0.9  # a single token this share of an answer of >= 8 tokens is garbage
 NON_TEXT_SHARE = 0.2
@@ -88,10 +89,12 @@ class Judgement:
 
 # ---- talking to the server ----------------------------------------------------------------------------------
 def _post(base_url: str, payload: Mapping[str, object], timeout: float) -> dict[str, Any]:
-    request = urllib.request.Request(base_url.rstrip("/") + "/v1/completions", data=json.dumps(payload).encode(),
-                                     headers={"Content-Type": "application/json"}, method="POST")
-    with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 (the bench's own server URL)
-        doc = json.loads(response.read().decode("utf-8", "replace"))
+    """POST to /v1/completions and read the whole answer within `timeout` and MAX_ANSWER_BYTES; HttpError past
+    either, on a redirect or an error status."""
+    status, body = asyncio.run(post_json(base_url, "/v1/completions", payload, timeout, MAX_ANSWER_BYTES))
+    if status != 200:
+        raise HttpError(f"POST /v1/completions answered HTTP {status}: {body[:300].decode('utf-8', 'replace').strip()}")
+    doc = json.loads(body.decode("utf-8", "replace"))
     if not isinstance(doc, dict):
         raise ValueError("the answer is not a JSON object")
     return doc
@@ -166,7 +169,9 @@ def ask(base_url: str, model: str, prompt: str, vllm: bool, timeout: float = TIM
                 answer.margins = _margins(lp.get("tokens")[-generated:], (lp.get("top_logprobs") or [])[-generated:])
                 answer.text = text[len(prompt):] if text.startswith(prompt) else text
         return answer
-    except (urllib.error.URLError, OSError, ValueError, KeyError, IndexError, TypeError) as exc:
+    except HttpError as exc:
+        return Answer(prompt, error=str(exc)[:300])
+    except (ValueError, KeyError, IndexError, TypeError) as exc:
         return Answer(prompt, error=f"{type(exc).__name__}: {str(exc)[:200]}")
 
 
@@ -177,15 +182,23 @@ def score(base_url: str, model: str, prompt_ids: list[int], ids: list[int], time
     try:
         doc = _post(base_url, payload, timeout)
         values = _floats(doc["choices"][0]["logprobs"]["token_logprobs"])
-    except (urllib.error.URLError, OSError, ValueError, KeyError, IndexError, TypeError):
+    except (HttpError, ValueError, KeyError, IndexError, TypeError):
         return None
     want = len(prompt_ids) + len(ids)
     return values[len(prompt_ids):want] if len(values) >= want else None
 
 
 def probe(base_url: str, model: str, vllm: bool, reference: list[Answer] | None) -> list[Answer]:
-    """Every probe request, plus (on vLLM, with a reference) the scoring of the reference's tokens."""
-    answers = [ask(base_url, model, prompt, vllm) for prompt in PROBES]
+    """Every probe request, plus (on vLLM, with a reference) the scoring of the reference's tokens. After a failed
+    request the others are not sent (the run is unchecked all the same, and a server that hangs costs one TIMEOUT)."""
+    answers: list[Answer] = []
+    for prompt in PROBES:
+        if answers and answers[-1].error:
+            answers.append(Answer(prompt, error="not sent: an earlier probe request failed"))
+        else:
+            answers.append(ask(base_url, model, prompt, vllm))
+    if any(a.error for a in answers):
+        return answers
     if vllm and reference:
         by_prompt = {r.prompt: r for r in reference}
         for answer in answers:

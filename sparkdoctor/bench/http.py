@@ -10,23 +10,36 @@ well kept, async like the bench, and does chunked coding, TLS and keep-alive cor
 
 What the bench relies on is kept here: each read is stamped with time.perf_counter() when the client gets
 it, and every line in it gets that stamp (a burst of chunks in one read arrives at one time, which is when
-the client could see it); `timeout` bounds the wait for the answer and any silence inside the stream, not
-the whole stream; every failure is an HttpError with one line. One connection per request
-(force_close), so a request never waits behind another's body. aiohttp is imported with this module, so its
-first import (tenths of a second) is never inside a timed request; `check` never imports the bench.
+the client could see it); `timeout` bounds the wait for the answer and any silence inside the stream;
+every failure is an HttpError with one line. One connection per request (force_close), so a request never
+waits behind another's body. aiohttp is imported with this module, so its first import (tenths of a
+second) is never inside a timed request; `check` never imports the bench.
+
+Nothing a server sends can make the bench wait or grow without end: a whole answer (GET, or a POST read
+whole) is read to MAX_BODY_BYTES within `timeout`; a stream has a total time limit (`total`: the caller
+scales it with the work it asked, bench/client.py), a byte cap (`max_bytes`), a longest line
+(MAX_LINE_BYTES) and, where the caller gives one, a most lines (`max_lines`). A redirect is never
+followed (its target is not the server the user named, and its numbers would be filed under this URL):
+a 3xx is a failure that names the Location.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 import aiohttp
 
 from sparkdoctor.errors import BenchFailure
+
+MiB = 2**20
+MAX_BODY_BYTES = 16 * MiB  # a whole answer: /v1/models, /version, /metrics (vLLM's: a few hundred KB), a probe's
+MAX_STREAM_BYTES = 64 * MiB  # one streamed answer, unless the caller gives its own cap (bench/client.py does)
+MAX_LINE_BYTES = 1 * MiB  # one line of a stream (a vLLM chat chunk is about 250 bytes)
+DEFAULT_STREAM_S = 3600.0  # the whole of one stream, for a caller that gives no `total` of its own
 
 
 class HttpError(BenchFailure):
@@ -66,6 +79,10 @@ def _session(timeout: float):
         headers={"User-Agent": "sparkdoctor-bench", "Accept": "*/*"}, auto_decompress=False)
 
 
+def _size(n: int) -> str:
+    return f"{n // MiB} MiB" if n >= MiB and n % MiB == 0 else f"{n:,} bytes"
+
+
 def _failure(exc: BaseException, ep: Endpoint, what: str, timeout: float, answered: bool) -> HttpError:
     """One line for whatever aiohttp raised."""
 
@@ -86,58 +103,154 @@ def _failure(exc: BaseException, ep: Endpoint, what: str, timeout: float, answer
     return HttpError(f"{what}: {exc.__class__.__name__}: {exc}"[:300])
 
 
-async def get(url: str, path: str, timeout: float = 5.0) -> tuple[int, bytes]:
-    """GET base URL + path; (status, body). Raises HttpError when it cannot be read at all."""
+def _redirect(what: str, resp: aiohttp.ClientResponse) -> HttpError | None:
+    """A 3xx answer as a failure that names where it pointed (None: not a redirect)."""
+    if not 300 <= resp.status < 400:
+        return None
+    where = resp.headers.get("Location")
+    to = f"a redirect to {where[:200]!r}" if where else "a redirect without a Location"
+    return HttpError(f"{what} answered HTTP {resp.status}, {to}: bench does not follow redirects "
+                     "(give the URL of the server itself)")
+
+
+async def _read_whole(resp: aiohttp.ClientResponse, what: str, max_bytes: int) -> bytes:
+    too_big = HttpError(f"{what}: the answer passed {_size(max_bytes)}, the most bench reads of one")
+    if resp.content_length is not None and resp.content_length > max_bytes:
+        raise too_big
+    chunks: list[bytes] = []
+    seen = 0
+    async for data in resp.content.iter_any():
+        seen += len(data)
+        if seen > max_bytes:
+            raise too_big
+        chunks.append(data)
+    return b"".join(chunks)
+
+
+async def _whole(method: str, url: str, path: str, timeout: float, max_bytes: int,
+                 payload: Mapping[str, object] | None = None) -> tuple[int, bytes]:
+    """One request whose answer is read whole: (status, body), all of it within `timeout` and `max_bytes`."""
 
     ep = Endpoint.parse(url)
+    what = f"{method} {path}"
     answered = False
-    try:
+
+    async def go() -> tuple[int, bytes]:
+        nonlocal answered
         async with _session(timeout) as session:
-            async with session.get(ep.url(path)) as resp:
+            async with session.request(method, ep.url(path), json=payload, allow_redirects=False) as resp:
                 answered = True
-                body = await asyncio.wait_for(resp.read(), timeout)
-                return resp.status, body
+                refused = _redirect(what, resp)
+                if refused:
+                    raise refused
+                return resp.status, await _read_whole(resp, what, max_bytes)
+
+    try:
+        return await asyncio.wait_for(go(), timeout)
     except asyncio.TimeoutError:
         if answered:
-            raise HttpError(f"GET {path} got no full answer within {timeout:g}s") from None
-        raise _failure(asyncio.TimeoutError(), ep, f"GET {path}", timeout, False) from None
+            raise HttpError(f"{what} got no full answer within {timeout:g}s") from None
+        raise _failure(asyncio.TimeoutError(), ep, what, timeout, False) from None
     except (aiohttp.ClientError, OSError) as exc:
-        raise _failure(exc, ep, f"GET {path}", timeout, answered) from None
+        raise _failure(exc, ep, what, timeout, answered) from None
+
+
+async def get(url: str, path: str, timeout: float = 5.0, max_bytes: int | None = None) -> tuple[int, bytes]:
+    """GET base URL + path; (status, body), read whole within `timeout` and `max_bytes` (MAX_BODY_BYTES). Raises
+    HttpError when it cannot be read at all, is larger, or is a redirect."""
+    return await _whole("GET", url, path, timeout, MAX_BODY_BYTES if max_bytes is None else max_bytes)
+
+
+async def post_json(url: str, path: str, payload: Mapping[str, object], timeout: float,
+                    max_bytes: int = MAX_BODY_BYTES) -> tuple[int, bytes]:
+    """POST JSON; (status, body) of an answer that is not streamed, read whole within `timeout` and `max_bytes`."""
+    return await _whole("POST", url, path, timeout, max_bytes, payload)
 
 
 async def post_lines(url: str, path: str, payload: Mapping[str, object], timeout: float,
-                     prefix: bytes = b"") -> AsyncIterator[tuple[float, bytes]]:
+                     prefix: bytes = b"", *, total: float = DEFAULT_STREAM_S, max_bytes: int | None = None,
+                     max_lines: int | None = None, last: Callable[[bytes], bool] | None = None,
+                     ) -> AsyncIterator[tuple[float, bytes]]:
     """POST JSON; yield (time.perf_counter() at arrival, line) for each line of the answer's body
     that starts with `prefix`.
 
     A status other than 200 raises HttpError with the start of the server's message. `timeout` bounds the
-    wait for the answer and any silence inside the stream (a server that stops sending), not the whole
-    stream. Every line of one read gets that read's arrival time. The lines are handed over when the answer
-    is complete (the bench looks at them only then)."""
+    wait for the answer and any silence inside the stream (a server that stops sending); `total` the whole
+    request, `max_bytes` the body, `max_lines` the lines kept; past any of them is an HttpError. A kept line
+    for which `last` is true ends the reading (what the server sends after it is not waited for). Every
+    line of one read gets that read's arrival time. The lines are handed over when the answer is complete
+    (the bench looks at them only then)."""
 
     ep = Endpoint.parse(url)
     what = f"POST {path}"
-    answered = False
     lines: list[tuple[float, bytes]] = []
+
+    async def collect() -> None:
+        answered = False
+        try:
+            async with _session(timeout) as session:
+                async with session.post(ep.url(path), json=payload, allow_redirects=False) as resp:
+                    answered = True
+                    if resp.status != 200:
+                        refused = _redirect(what, resp)
+                        if refused:
+                            raise refused
+                        body = await asyncio.wait_for(resp.content.read(300), timeout)
+                        raise HttpError(f"{what} answered HTTP {resp.status}: "
+                                        f"{body.decode('utf-8', 'replace').strip()[:300]}")
+                    await _read_lines(resp, what, prefix, MAX_STREAM_BYTES if max_bytes is None else max_bytes,
+                                      max_lines, last, lines)
+        except HttpError:
+            raise
+        except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
+            raise _failure(exc, ep, what, timeout, answered) from None
+
     try:
-        async with _session(timeout) as session:
-            async with session.post(ep.url(path), json=payload) as resp:
-                answered = True
-                if resp.status != 200:
-                    body = await asyncio.wait_for(resp.content.read(300), timeout)
-                    raise HttpError(f"{what} answered HTTP {resp.status}: {body.decode('utf-8', 'replace').strip()[:300]}")
-                pending = b""
-                async for data in resp.content.iter_any():
-                    now = time.perf_counter()
-                    pending += data
-                    if b"\n" in pending:
-                        *got, pending = pending.split(b"\n")
-                        lines += [(now, line.rstrip(b"\r")) for line in got if line.startswith(prefix)]
-                if pending and pending.startswith(prefix):
-                    lines.append((time.perf_counter(), pending.rstrip(b"\r")))
-    except HttpError:
-        raise
-    except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
-        raise _failure(exc, ep, what, timeout, answered) from None
+        await asyncio.wait_for(collect(), total)
+    except asyncio.TimeoutError:  # collect() turns its own timeouts into HttpError: this is `total`
+        raise HttpError(f"{what}: the request did not finish in {total:g}s, the most bench waits for this answer"
+                        ) from None
     for item in lines:
         yield item
+
+
+async def _read_lines(resp: aiohttp.ClientResponse, what: str, prefix: bytes, max_bytes: int,
+                      max_lines: int | None, last: Callable[[bytes], bool] | None,
+                      lines: list[tuple[float, bytes]]) -> None:
+    """Split the body into lines as it arrives; keep (arrival time, line) of those that start with `prefix`.
+    The unfinished line is a bytearray that only grows (never copied whole per read), at most MAX_LINE_BYTES."""
+
+    def keep(now: float, line: bytes) -> bool:
+        """Keep one line; True when it is the last one to read."""
+        if not line.startswith(prefix):
+            return False
+        lines.append((now, line.rstrip(b"\r")))
+        if max_lines is not None and len(lines) > max_lines:
+            raise HttpError(f"{what}: the stream sent more than {max_lines:,} lines, far more than the request "
+                            "asked for (a stream that does not end is not measurable)")
+        return last is not None and last(line)
+
+    pending = bytearray()
+    seen = 0
+    async for data in resp.content.iter_any():
+        now = time.perf_counter()
+        seen += len(data)
+        if seen > max_bytes:
+            raise HttpError(f"{what}: the response stream passed {_size(max_bytes)}, the most bench reads of one answer")
+        cut = data.rfind(b"\n")
+        if cut < 0:
+            pending += data
+        else:
+            if pending:
+                pending += data[:cut]
+                got = bytes(pending).split(b"\n")
+            else:
+                got = data[:cut].split(b"\n")
+            pending = bytearray(data[cut + 1:])
+            for line in got:
+                if keep(now, line):
+                    return
+        if len(pending) > MAX_LINE_BYTES:
+            raise HttpError(f"{what}: a line of the stream passed {_size(MAX_LINE_BYTES)} without ending")
+    if pending:
+        keep(time.perf_counter(), bytes(pending))
