@@ -126,7 +126,7 @@ def test_a_python_2_target_is_named_unsupported_with_its_version_not_a_probe_err
     failures on the probes' source)."""
     python = tmp_path / "python"
     python.write_text("#!/bin/sh\n"
-                      "if [ \"$1\" = -c ]; then printf 2.7.18; exit 0; fi\n"
+                      "case \" $* \" in *\" -c \"*) printf 2.7.18; exit 0;; esac\n"  # -S -B -c: asked without site
                       f"printf '{failure}\\n' >&2; exit 1\n")
     python.chmod(0o755)
     env = {**os.environ, "SPARKDOCTOR_CACHE_DIR": str(tmp_path / "cache"), "SPARKDOCTOR_STATE_DIR": str(tmp_path / "state")}

@@ -41,6 +41,10 @@ import probe_pycache  # noqa: E402  (before the cache is named: always read from
 
 probe_pycache.use(os.environ.get("SPARKDOCTOR_PROBE_PYCACHE"))
 
+import probe_site  # noqa: E402
+
+probe_site.rebuild()  # started with -S: sys.path as site would have made it, from files only (no .pth code runs)
+
 from capabilities_files import Files, cap, find_package  # noqa: E402
 from capabilities_vllm_env import WATCHED_ENV, vllm_env_caps, vllm_env_defaults  # noqa: E402
 from probe_io import answer, replace_file, source_hash  # noqa: E402

@@ -50,6 +50,10 @@ if __name__ == "__main__":  # before anything of ours or of the DSL is imported
 
 sys.path.insert(1, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "shared"))
 
+import probe_site  # noqa: E402
+
+probe_site.rebuild()  # started with -S: sys.path as site would have made it, from files only (no .pth code runs)
+
 from cutedsl_cache import KERNELS, cache_key, read_cache, write_cache  # noqa: E402
 from cutedsl_install import (  # noqa: E402
     DIST_PREFIX,

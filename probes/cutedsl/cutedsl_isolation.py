@@ -13,6 +13,7 @@ import sys
 import time
 
 from cutedsl_kernels import compile_one, import_failure
+from probe_site import child_flags  # the compiles start as this probe did
 
 # The compile server and its `--kernel` children are this probe again, in other modes.
 PROBE_MAIN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "__main__.py")
@@ -25,7 +26,7 @@ def compile_with_server(kernels, arch, timeout):
     import subprocess
 
     t0 = time.time()
-    cmd = [sys.executable, "-B", PROBE_MAIN, "--arch", arch, "--compile", ",".join(kernels), "--timeout", "%g" % timeout]
+    cmd = [sys.executable, "-B"] + child_flags() + [PROBE_MAIN, "--arch", arch, "--compile", ",".join(kernels), "--timeout", "%g" % timeout]
     try:
         # Its own session, so the deadline kills the forked compiles with it.
         server = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, errors="replace", start_new_session=True)
@@ -168,7 +169,7 @@ def compile_execd(kernels, arch, timeout, emit):
 
     def one(kernel):
         t0 = time.time()
-        cmd = [sys.executable, "-B", PROBE_MAIN, "--arch", arch, "--kernel", kernel]
+        cmd = [sys.executable, "-B"] + child_flags() + [PROBE_MAIN, "--arch", arch, "--kernel", kernel]
         try:
             child = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, errors="replace")
             try:

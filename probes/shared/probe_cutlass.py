@@ -1,6 +1,7 @@
 """Which CuTe DSL compiler library `import cutlass` loads, decided as the interpreter decides it; standard library only.
 
-The interpreter's sys.path is the one the target's .pth files made (site ran them before any probe): a
+The interpreter's sys.path is the one the target's .pth files made (made again from the files by probe_site under
+sparkdoctor's -S, that .pth's import line included; site ran them when a probe runs without -S): a
 4.4/4.5 libs wheel's nvidia_cutlass_dsl.pth names nvidia_cutlass_dsl/python_packages, 4.6+'s
 nvidia_cutlass_dsl_packages.pth puts nvidia_cutlass_dsl/dsl_packages first. `import cutlass` takes the
 first folder on that path holding the regular package `cutlass/`; its _mlir/_mlir_libs/ holds the

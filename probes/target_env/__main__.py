@@ -32,6 +32,10 @@ import probe_pycache  # noqa: E402  (before the cache is named: always read from
 
 probe_pycache.use(os.environ.get("SPARKDOCTOR_PROBE_PYCACHE"))
 
+import probe_site  # noqa: E402
+
+probe_site.rebuild()  # started with -S: sys.path as site would have made it, from files only (no .pth code runs)
+
 from probe_io import answer  # noqa: E402
 from targetenv_base import ERRORS, canonical, error, is_tracked  # noqa: E402
 from targetenv_cutedsl import cutedsl_build  # noqa: E402

@@ -26,6 +26,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(1, os.path.join(os.path.dirname(HERE), "shared"))
 sys.path.insert(1, os.path.join(os.path.dirname(HERE), "capabilities"))
 
+import probe_site  # noqa: E402
+
+probe_site.rebuild()  # started with -S: sys.path as site would have made it, from files only (no .pth code runs)
+
 from capabilities_files import find_package  # noqa: E402
 from probe_io import answer, read_text, replace_file, source_hash  # noqa: E402
 

@@ -120,9 +120,23 @@ def probe_env(cache_root: str | None, local: bool) -> dict[str, str] | None:
     return {"SPARKDOCTOR_PROBE_PYCACHE": os.path.join(cache_root, "pycache")}
 
 
+SITE_XOPTION = "sparkdoctor_site"
+"""probes/shared/probe_site.py's XOPTION (a test holds the two equal): the probe rebuilds the import path site would
+have made, from files only."""
+NO_SITE = ["-S", "-B"]
+"""How the target's interpreter starts for anything sparkdoctor runs in it to read files (a probe, the liveness ping):
+-S, so `site` never runs the target's .pth import lines, sitecustomize.py or usercustomize.py (a package's code: the
+probes read files, they never run it); -B, no .pyc left in the probes folder or the target."""
+RUNS_SITE = frozenset({"target_pip.py"})
+"""The scripts that run the target's own code on purpose, with site as usual: pip (sparkdoctor/fix/target_pip.py)."""
+
+
 def script_argv(python: str, script: str, args: list[str]) -> list[str]:
-    """How a local target runs a probe script: -B, no .pyc left in the probes folder or the target."""
-    return [python, "-B", script, *args]
+    """How a local target runs a script: NO_SITE, and -X SITE_XOPTION so that the probe puts on sys.path, from the
+    files alone, what site would have (probes/shared/probe_site.py); pip's runner runs with site."""
+    if os.path.basename(script) in RUNS_SITE:
+        return [python, "-B", script, *args]
+    return [python, *NO_SITE, "-X", SITE_XOPTION, script, *args]
 
 
 def gpu_helper_argv(args: list[str]) -> list[str]:

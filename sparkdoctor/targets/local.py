@@ -43,7 +43,7 @@ class PythonTarget:
 
         full_env = dict(os.environ)
         full_env.update(env or {})
-        argv = early.script_argv(self.python, str(script), args)  # -B: no .pyc left in the probes folder or the target
+        argv = early.script_argv(self.python, str(script), args)  # -S -B: no site (no .pth code), no .pyc left behind
         started = early.take(probe_name(script), argv, full_env)
         liveness = _liveness(self.python)
         if liveness.dead:
@@ -68,9 +68,16 @@ class PythonTarget:
 PING_TIMEOUT = 3.0
 
 
+def ping_argv(python: str) -> list[str]:
+    """Does the interpreter start at all? Started as the probes are (no site: no .pth file or sitecustomize runs)."""
+    from sparkdoctor.targets import early
+
+    return [python, *early.NO_SITE, "-c", "pass"]
+
+
 class _Liveness:
     """What one interpreter has shown so far. When a script times out before the interpreter ever
-    finished one, it is pinged (`-c pass`, same startup path: site, .pth files, sitecustomize); if
+    finished one, it is pinged (`-S -B -c pass`, the probes' startup path: no site, no .pth file runs); if
     that hangs too, the interpreter itself does not answer, its other scripts are stopped and no new
     one starts, so a dead target costs one probe timeout instead of the longest (76 s before)."""
 
@@ -110,7 +117,7 @@ class _Watched(proc.Running):
             if res.returncode is not None:
                 live.answered = True
             suspect = res.timed_out and not res.out_of_budget and not live.answered and not live.dead
-        if suspect and not proc.run([live.python, "-c", "pass"], timeout=PING_TIMEOUT).ok:
+        if suspect and not proc.run(ping_argv(live.python), timeout=PING_TIMEOUT).ok:
             with live.lock:
                 live.dead = live.dead or f"the interpreter does not answer ({self.name} timed out, `-c pass` too)"
                 others = list(live.running)
@@ -256,7 +263,9 @@ def _refuse_too_old(target: Target, result: proc.ProcResult) -> None:
     (`importlib.machinery`), older source would be a SyntaxError: any failure that ended with an exit code asks."""
     if not isinstance(target, PythonTarget) or result.returncode is None or result.returncode <= 0:
         return
-    asked = proc.run([target.python, "-c", "import sys; sys.stdout.write('%d.%d.%d' % sys.version_info[:3])"],
+    from sparkdoctor.targets import early
+
+    asked = proc.run([target.python, *early.NO_SITE, "-c", "import sys; sys.stdout.write('%d.%d.%d' % sys.version_info[:3])"],
                      timeout=PING_TIMEOUT, max_output=(64, 64))
     version = asked.stdout.strip() if asked.ok else ""
     if version and tuple(int(part) for part in version.split(".")[:2] if part.isdigit()) < (3, 6):

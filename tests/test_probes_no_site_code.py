@@ -1,0 +1,167 @@
+"""check and fix never run a package's code in the target: no .pth `import` line, no sitecustomize.py.
+
+The probes start under the target's interpreter with -S (sparkdoctor/targets/early.py, script_argv) and rebuild the
+import path site would have made from the files alone (probes/shared/probe_site.py). A venv made as users make it
+(`python -m venv`), with an evil .pth import line and a sitecustomize.py that each leave a marker file, and a .pth
+path line to a folder outside site-packages holding a real distribution: no marker may appear, and that
+distribution must still be seen.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sparkdoctor.fix import inventory
+from sparkdoctor.targets import early
+from sparkdoctor.targets.local import PythonTarget, probe_entry
+
+REPO = Path(__file__).resolve().parent.parent
+SHARED = REPO / "probes" / "shared"
+EXTRA_DIST = "path-line-dist"
+
+
+def plant(site: Path, markers: Path, extra: Path) -> None:
+    """The evil .pth import line, sitecustomize.py, and a path line to `extra`, which holds a real dist-info."""
+    markers.mkdir(exist_ok=True)
+    (site / "evil.pth").write_text(f"import os; open(os.path.join({str(markers)!r}, 'PTH_RAN_%d' % os.getpid()), 'w').write('x')\n")
+    (site / "sitecustomize.py").write_text(
+        f"import os\nopen(os.path.join({str(markers)!r}, 'SITECUSTOMIZE_RAN_%d' % os.getpid()), 'w').write('x')\n")
+    info = extra / "path_line_dist-1.2.3.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {EXTRA_DIST}\nVersion: 1.2.3\n")
+    (info / "RECORD").write_text("path_line_dist-1.2.3.dist-info/METADATA,,\n")
+    (site / "extra_folder.pth").write_text(f"# a comment\n\n{extra}\n")
+
+
+@pytest.fixture(scope="module")
+def planted(tmp_path_factory) -> tuple[Path, Path, Path]:
+    """(python, markers folder, extra folder) of a venv made by `python -m venv` (with pip, as users make it)."""
+    root = tmp_path_factory.mktemp("nosite")
+    subprocess.run([sys.executable, "-m", "venv", str(root / "venv")], check=True, timeout=300, capture_output=True)
+    python = root / "venv" / "bin" / "python"
+    site = next((root / "venv").glob("lib/python*/site-packages"))
+    plant(site, root / "markers", root / "extra")
+    return python, root / "markers", root / "extra"
+
+
+def ran(markers: Path) -> list[str]:
+    return sorted(os.listdir(markers))
+
+
+def clear(markers: Path) -> None:
+    """Each test judges its own runs (the venv is shared by the module)."""
+    for name in os.listdir(markers):
+        os.unlink(markers / name)
+
+
+@pytest.fixture
+def cli(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "NO_COLOR", "SPARKDOCTOR_DEBUG", "VIRTUAL_ENV")}
+    config = tmp_path / "config.toml"
+    config.write_text("")
+    env.update(PYTHONPATH=str(REPO) + os.pathsep + env.get("PYTHONPATH", ""), SPARKDOCTOR_CONFIG=str(config),
+               SPARKDOCTOR_CACHE_DIR=str(tmp_path / "cache"), SPARKDOCTOR_STATE_DIR=str(tmp_path / "state"))
+
+    def call(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "sparkdoctor", *args], cwd=tmp_path, env=env, capture_output=True,
+                              text=True, timeout=300)
+
+    return call
+
+
+def test_check_runs_no_pth_import_line_nor_sitecustomize_and_still_sees_path_line_dists(planted, cli):
+    python, markers, extra = planted
+    clear(markers)
+    done = cli("check", "--no-kernels", "--python", str(python), "--format", "json")
+    assert ran(markers) == [], done.stderr
+    packages = json.loads(done.stdout)["facts"]["packages"]
+    assert packages[EXTRA_DIST]["version"] == "1.2.3" and packages[EXTRA_DIST]["location"] == str(extra)
+    assert "pip" in packages  # the venv's own site-packages, rebuilt without site
+
+
+def test_fix_runs_no_pth_import_line_nor_sitecustomize(planted, cli):
+    python, markers, extra = planted
+    clear(markers)
+    done = cli("fix", "--python", str(python), "--format", "json")
+    assert ran(markers) == [], done.stderr
+    assert json.loads(done.stdout)["command"] == "fix"
+
+
+def test_fix_inventory_sees_path_line_dists_without_site(planted):
+    python, markers, extra = planted
+    clear(markers)
+    inv = inventory.read(PythonTarget(str(python), "--python"))
+    assert ran(markers) == []
+    dist = inv.get(EXTRA_DIST)
+    assert dist is not None and dist.version == "1.2.3" and dist.location == str(extra)
+    assert inv.is_venv and inv.has_pip and inv.purelib.startswith(str(python.parent.parent))
+
+
+@pytest.mark.parametrize("probe, args", [("vllm_flags", []), ("cutedsl", ["--arch", "sm_121a"]), ("capabilities", [])])
+def test_other_probes_run_no_site_code(planted, probe, args):
+    python, markers, extra = planted
+    clear(markers)
+    result = PythonTarget(str(python), "--python").run_script(probe_entry(probe), args, 120)
+    assert result.ok, result.describe_failure()
+    assert ran(markers) == []
+
+
+def test_every_target_script_but_pip_starts_without_site():
+    from sparkdoctor.targets.local import ping_argv
+
+    assert early.SITE_XOPTION == "sparkdoctor_site"
+    source = (SHARED / "probe_site.py").read_text()
+    assert f'XOPTION = "{early.SITE_XOPTION}"' in source
+    argv = early.script_argv("/py", "/probes/target_env/__main__.py", ["--x"])
+    assert argv == ["/py", "-S", "-B", "-X", "sparkdoctor_site", "/probes/target_env/__main__.py", "--x"]
+    assert "-S" in early.script_argv("/py", "/x/fix/target_dists.py", [])
+    assert "-S" not in early.script_argv("/py", "/x/fix/target_pip.py", [])  # pip runs as pip runs
+    assert ping_argv("/py") == ["/py", "-S", "-B", "-c", "pass"]
+
+
+SHOW = """
+import json, sys
+sys.path.insert(1, {shared!r})
+import probe_site
+probe_site.rebuild()
+print(json.dumps({{"path": [p for p in sys.path[1:] if p != {shared!r}], "prefix": sys.prefix,
+                  "skipped": [line for _, line in probe_site.SKIPPED]}}))
+"""
+
+
+def test_rebuilt_path_is_the_one_site_makes(tmp_path):
+    """Path lines (absolute, relative, missing, repeated), comments, nvidia-cutlass-dsl 4.6+'s import line (its effect
+    computed from the folders) and a venv's prefix: the same sys.path and sys.prefix as site, and the other import
+    lines listed, not run."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "v")], check=True, timeout=120)
+    python = tmp_path / "v" / "bin" / "python"
+    site = next((tmp_path / "v").glob("lib/python*/site-packages"))
+    (tmp_path / "abs").mkdir()
+    (site / "rel").mkdir()
+    (site / "nvidia_cutlass_dsl" / "dsl_packages" / "cutlass").mkdir(parents=True)  # a namespace package, as shipped
+    (site / "a.pth").write_text(f"{tmp_path / 'abs'}\nrel\n# rel2\n{tmp_path / 'missing'}\nrel\n")
+    (site / "nvidia_cutlass_dsl_packages.pth").write_text(
+        "import sys, os, nvidia_cutlass_dsl; sys.path.insert(0, os.path.join(nvidia_cutlass_dsl.__path__[0], 'dsl_packages'))")
+    (site / "z.pth").write_text("import os; os.environ.setdefault('NOBODY_READS_THIS', '1')\n")
+    script = tmp_path / "show.py"
+    script.write_text(SHOW.format(shared=str(SHARED)))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+    with_site = json.loads(subprocess.run([str(python), "-B", str(script)], capture_output=True, text=True, check=True,
+                                          env=env).stdout)
+    rebuilt = json.loads(subprocess.run([str(python), "-S", "-B", "-X", "sparkdoctor_site", str(script)],
+                                        capture_output=True, text=True, check=True, env=env).stdout)
+    assert rebuilt["path"] == with_site["path"] and rebuilt["prefix"] == with_site["prefix"] == str(tmp_path / "v")
+    dsl = str(site / "nvidia_cutlass_dsl" / "dsl_packages")
+    assert rebuilt["path"][0] == dsl and str(tmp_path / "abs") in rebuilt["path"] and str(site / "rel") in rebuilt["path"]
+    # (listed twice: site reads a venv's .pth files twice, its venv() and then its prefixes)
+    assert with_site["skipped"] == [] and set(rebuilt["skipped"]) == {"import os; os.environ.setdefault('NOBODY_READS_THIS', '1')"}
+    # -S alone (whatif's scratch sites: only PYTHONPATH on purpose) rebuilds nothing
+    bare = json.loads(subprocess.run([str(python), "-S", "-B", str(script)], capture_output=True, text=True, check=True,
+                                     env=env).stdout)
+    assert str(site) not in bare["path"] and bare["prefix"] != str(tmp_path / "v")
