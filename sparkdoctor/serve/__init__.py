@@ -4,6 +4,7 @@ Modules, each importing only those above it:
   logscan    match_line(): a log line against the matrix entries' symptoms (pure)
   binding    free_port(), rebind(): 127.0.0.1 on a free port, whatever the recipe says
   groups     terminate(): SIGTERM, grace, SIGKILL to a process group, then proof from /proc
+  reaper     a child subreaper while a local server runs; at teardown, what it started outside its group
   readiness  GET /health, else /v1/models
   logpump    output -> log file, line by line, scanned as it arrives
   container_launch  a recipe that names a container: `run -d --init`, `logs -f`, `stop` then `rm`, leftovers swept

@@ -4,7 +4,8 @@ A vLLM server is a tree (API server, engine core, workers); killing the first pi
 holding memory and the port. The launcher starts the server in a session of its own, so its process
 group id is its pid and every child inherits it: SIGTERM to the group, a grace period, SIGKILL to the
 group, then a look in /proc for any process still in the group. A process that is left is reported,
-never assumed gone.
+never assumed gone. A process the server started outside its group (setsid: a daemon) is found and stopped by
+serve/reaper.py; the Teardown here reports it too (`escaped`).
 """
 
 from __future__ import annotations
@@ -41,6 +42,22 @@ def members(pgid: int) -> list[int]:
 
 
 @dataclass
+class Escaped:
+    """A process the server started outside its process group, found at teardown (serve/reaper.py)."""
+
+    pid: int
+    command: str
+    how: str = ""  # "SIGTERM", "SIGKILL after 5s", or "had exited" (a zombie, reaped)
+    gone: bool = False  # reaped: it no longer exists
+
+    def describe(self) -> str:
+        return f"pid {self.pid} ({self.command}): {self.how}" + ("" if self.gone else ", still alive")
+
+    def to_dict(self) -> dict[str, object]:
+        return {"pid": self.pid, "command": self.command, "how": self.how, "gone": self.gone}
+
+
+@dataclass
 class Teardown:
     """How a group was taken down: the signals sent, how long it took, and any process left in it."""
 
@@ -49,6 +66,8 @@ class Teardown:
     seconds: float = 0.0
     leader_exit: int | None = None
     left: list[int] = field(default_factory=list)
+    escaped: list[Escaped] = field(default_factory=list)  # started outside the group (setsid), found and stopped
+    note: str = ""  # what this teardown could not look for (e.g. no subreaper: escaped daemons not tracked)
 
     @property
     def clean(self) -> bool:
@@ -56,14 +75,23 @@ class Teardown:
 
     def describe(self) -> str:
         how = " then ".join(self.signals) or "no signal needed (it had exited)"
+        text = f"process group {self.pgid}: {how}"
+        if self.escaped:
+            text += (f"; {len(self.escaped)} process(es) it started outside the group: "
+                     + "; ".join(e.describe() for e in self.escaped))
         if self.left:
-            return (f"process group {self.pgid}: {how}; {len(self.left)} process(es) still alive after "
-                    f"{self.seconds:.1f}s: pids {', '.join(map(str, self.left))}")
-        return f"process group {self.pgid}: {how}; nothing left ({self.seconds:.1f}s)"
+            text += (f"; {len(self.left)} process(es) still alive after {self.seconds:.1f}s: "
+                     f"pids {', '.join(map(str, self.left))}")
+        elif self.escaped:
+            text += f"; none of them left ({self.seconds:.1f}s)"  # never "nothing left": something was
+        else:
+            text += f"; nothing left ({self.seconds:.1f}s)"
+        return f"{text}; {self.note}" if self.note else text
 
     def to_dict(self) -> dict[str, object]:
         return {"pgid": self.pgid, "signals": list(self.signals), "seconds": round(self.seconds, 3),
-                "leader_exit": self.leader_exit, "left": list(self.left)}
+                "leader_exit": self.leader_exit, "left": list(self.left),
+                "escaped": [e.to_dict() for e in self.escaped], "note": self.note}
 
 
 def _signal(pgid: int, sig: int) -> bool:

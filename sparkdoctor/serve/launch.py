@@ -7,7 +7,8 @@ line scanned for the matrix's known symptoms as it arrives. Readiness is GET /he
 answering 200 within `ready_timeout`; a server that dies first fails at once with its last log line and
 the known problems it printed. On the way out, whatever happened (return, error, timeout, Ctrl-C,
 SIGTERM), the whole group gets SIGTERM, then SIGKILL after a grace period, and /proc is checked for any
-process left in the group.
+process left in the group; then what the server started outside its group (a daemon: setsid), re-parented to
+sparkdoctor while it runs (a child subreaper), is stopped, reaped and reported (serve/reaper.py).
 
 A recipe that names a container runs in it (serve/container_launch.py) unless `local`: the same
 interface (start, exited, teardown), its output followed into the same log, its teardown `stop` then
@@ -37,12 +38,13 @@ from sparkdoctor.matrix import load
 from sparkdoctor.matrix.model import Matrix
 from sparkdoctor.matrix.symptoms import HasSymptoms
 from sparkdoctor.recipes.model import Recipe
-from sparkdoctor.serve import container_launch, groups, readiness, registry
+from sparkdoctor.serve import container_launch, groups, readiness, reaper, registry
 from sparkdoctor.serve.binding import LOCALHOST, free_port, rebind
 from sparkdoctor.serve.container_launch import ContainerLaunchError, ContainerServer
 from sparkdoctor.serve.logpump import LogPump
 from sparkdoctor.serve.logscan import Hit
 from sparkdoctor.serve.memwatch import MemoryWatch
+from sparkdoctor.serve.supervisor import start_time
 from sparkdoctor.targets.local import runs_elsewhere
 from sparkdoctor.text import one_line
 
@@ -194,6 +196,9 @@ class LocalServer:
         self.info: dict[str, Any] | None = None
         self.record: Path | None = None
         self.ipc_dir: str | None = None
+        self.token = secrets.token_hex(8)  # every process of the server carries it (serve/supervisor.py)
+        self.reaping: str | None = None  # set once held: '' (a child subreaper) or why not (serve/reaper.py)
+        self.floor: int | None = None  # the supervisor's start time: nothing of the server started before it
 
     def _private_ipc_dir(self) -> list[list[str]]:
         """A folder of its own for vLLM's IPC sockets (unless the recipe or the user names one): removed at teardown,
@@ -218,11 +223,14 @@ class LocalServer:
         state folder (so a leftover is swept at the next launch)."""
         run_id = f"{os.getpid()}-{secrets.token_hex(4)}"
         self.record = registry.record_path(run_id) or self.run_dir / "server-record.json"
-        argv = registry.supervised(self.argv, self.record, secrets.token_hex(8), self.grace, self._private_ipc_dir())
+        argv = registry.supervised(self.argv, self.record, self.token, self.grace, self._private_ipc_dir())
+        self.reaping = reaper.hold(self.token)  # before the start: a daemon may leave the group at once
         self.running = proc.start(argv, env=self.env, cwd=str(self.run_dir))
         if self.running.popen is None:
             raise LaunchError(f"{self.recipe.name}: {Path(self.argv[0]).name} could not start: {self.running.start_error}")
         popen = self.running.popen
+        start = start_time(popen.pid)  # our unreaped child: the pid cannot be another process yet
+        self.floor = int(start) if start and start.isdigit() else None
         pump.start(popen.stdout, popen.stderr)
         self.pgid = popen.pid  # the supervisor leads the group the server runs in
         doc = registry.wait_record(self.record, lambda: popen.poll() is None) or {}
@@ -238,6 +246,8 @@ class LocalServer:
         try:
             return self._teardown(grace, pump, say)
         finally:
+            if self.reaping is not None:
+                reaper.release(self.token)
             if self.ipc_dir:
                 shutil.rmtree(self.ipc_dir, ignore_errors=True)
 
@@ -246,9 +256,13 @@ class LocalServer:
             return groups.Teardown(self.pgid)  # it never started: nothing to stop (and pgid 0 means our own group)
         say("stopping the server")
         report = groups.terminate(self.pgid, self.running.popen, grace=grace)
+        if self.reaping == "":  # before the pump's join: a daemon may hold the output pipes open
+            reaper.settle(report, self.token, self.floor, {self.running.popen.pid}, grace=min(grace, reaper.GRACE_S))
+        elif self.reaping:
+            report.note = self.reaping
         if pump.join(3.0):
             self.running.cancel()  # unregister from proc's registry (and kill, if the leader somehow lives)
-        else:  # a process that left the group (setsid: a daemon the server started) holds the output pipes open
+        else:  # a process that left the group and could not be stopped holds the output pipes open
             self.running.forget()
         if report.clean:
             registry.forget(self.record)

@@ -3,6 +3,7 @@ fail-fast, timeouts, a server killed mid-way, Ctrl-C, and the process group alwa
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -226,9 +227,13 @@ def test_a_daemon_the_server_started_outside_its_group_does_not_hang_the_teardow
         thread.join(120)  # a safety net for a hang, not a verdict on time (the teardown takes seconds)
         assert not thread.is_alive(), "the teardown is still waiting for the daemon's pipes"
         assert outcome["teardown"].clean and gone(outcome["pgid"])
+        # and the daemon went too (serve/reaper.py; tests/serve/test_teardown_reaps_daemons.py)
+        assert int(pidfile.read_text()) in [e.pid for e in outcome["teardown"].escaped]
     finally:
-        if pidfile.exists():
-            os.kill(int(pidfile.read_text()), signal.SIGKILL)
+        if pidfile.exists():  # only if the daemon is still there: the teardown took it down, and its pid may be reused
+            with contextlib.suppress(OSError):
+                if Path(f"/proc/{int(pidfile.read_text())}/cmdline").read_bytes() == b"sleep\x00600\x00":
+                    os.kill(int(pidfile.read_text()), signal.SIGKILL)
 
 
 def _venv_with_a_server_script(where: Path, long_form: bool) -> Path:

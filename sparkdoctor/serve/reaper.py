@@ -1,0 +1,220 @@
+"""What a local server started outside its process group: made sparkdoctor's children while the server runs, then
+found, stopped, reaped and reported at teardown.
+
+A server may start a daemon in a session of its own (setsid, often with a double fork: Ray's backend does). It
+leaves the group the teardown signals (serve/groups.py), and once its parent exits it is re-parented, normally
+to init, where nothing sparkdoctor holds leads to it. While a launched local server runs, sparkdoctor is a child
+subreaper (Linux's prctl PR_SET_CHILD_SUBREAPER): an orphan among its descendants is re-parented to sparkdoctor
+instead. After the group is stopped, every child of sparkdoctor (its parent pid in /proc/PID/stat) that
+
+- sparkdoctor did not start itself: every child it starts goes through proc.py, which registers it until it is
+  reaped (`proc.live_pids()`: a probe of another thread, another launch's supervisor); the supervisor that led
+  this group is excluded by pid as well;
+- started no earlier than this launch's supervisor (field 22 of /proc/PID/stat);
+- carries this launch's token in its environment (SPARKDOCTOR_SERVER_TOKEN, inherited by every process of the
+  server) or, when it carries none (a daemon that scrubbed its environment; a zombie, with nothing left to
+  read), belongs to the only local launch running
+
+gets SIGTERM, a short grace, SIGKILL, and is reaped (waitpid: no zombie stays). Orphans are looked for until a
+look finds no new one (a double fork re-parents the grandchild only when the middle process exits). Each one is
+reported in the teardown line (pid and command); one still alive after SIGKILL is a leftover (`left`). Their
+pids cannot be recycled under the signals: they are this process's children, unreaped.
+
+The flag is process-wide: set while at least one local launch runs, cleared after the last one's teardown
+(what was re-parented meanwhile stays a child). Where prctl is not there (not Linux) nothing is set, and the
+teardown line says such processes were not looked for. A container's processes are its runtime's (the shim,
+podman's conmon) and go with `stop`/`rm`: the flag is never set for a container launch.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import NamedTuple
+
+from sparkdoctor import proc
+from sparkdoctor.serve.groups import Escaped, Teardown
+from sparkdoctor.serve.supervisor import TOKEN_ENV
+
+PR_SET_CHILD_SUBREAPER = 36
+GRACE_S = 5.0  # SIGTERM to SIGKILL for a process found outside the group (the group already had its grace)
+KILL_WAIT_S = 5.0
+POLL_S = 0.05
+COMMAND_MAX = 200
+PROC = Path("/proc")
+
+_lock = threading.Lock()
+_active: set[str] = set()  # the tokens of the local launches running now (the flag is set while there are any)
+
+
+def _subreaper(on: bool) -> str | None:
+    """Set or clear this process's child-subreaper flag; None when done, else why not."""
+    if not sys.platform.startswith("linux"):
+        return f"no prctl(PR_SET_CHILD_SUBREAPER): not Linux ({sys.platform})"
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0) != 0:
+            return f"prctl(PR_SET_CHILD_SUBREAPER) failed: {os.strerror(ctypes.get_errno())}"
+    except (OSError, AttributeError) as exc:
+        return f"no prctl(PR_SET_CHILD_SUBREAPER): {exc}"
+    return None
+
+
+def hold(token: str) -> str:
+    """Be a child subreaper while the launch `token` runs: '' when this process is one, else the note for its
+    teardown line (processes that leave its group then go to init, out of reach)."""
+    with _lock:
+        if not _active:
+            why = _subreaper(True)
+            if why:
+                return f"processes it started outside the group were not looked for ({why})"
+        _active.add(token)
+        return ""
+
+
+def release(token: str) -> None:
+    """The launch `token` is over; the flag is cleared with the last one."""
+    with _lock:
+        if token not in _active:
+            return
+        _active.discard(token)
+        if not _active:
+            _subreaper(False)
+
+
+class Child(NamedTuple):
+    pid: int
+    state: str  # "Z": a zombie
+    pgrp: int
+    start: int  # clock ticks since boot
+    comm: str
+
+
+def _children() -> list[Child]:
+    """Every child of this process, zombies included."""
+    me, found = os.getpid(), []
+    try:
+        names = [e.name for e in PROC.iterdir() if e.name.isdigit()]
+    except OSError:
+        return []
+    for name in names:
+        try:
+            stat = (PROC / name / "stat").read_text()
+        except OSError:
+            continue  # gone while we looked
+        # pid (comm) state ppid ...: comm may hold spaces and parentheses, so split after the last ')'.
+        fields = stat[stat.rfind(")") + 2:].split()
+        if len(fields) >= 20 and int(fields[1]) == me:
+            found.append(Child(int(name), fields[0], int(fields[2]), int(fields[19]), stat[stat.find("(") + 1:stat.rfind(")")]))
+    return found
+
+
+def _token(pid: int) -> str | None:
+    """The launch token in the environment of `pid`; None when it has none (or it cannot be read)."""
+    try:
+        data = (PROC / str(pid) / "environ").read_bytes()
+    except OSError:
+        return None
+    prefix = f"{TOKEN_ENV}=".encode()
+    for item in data.split(b"\0"):
+        if item.startswith(prefix):
+            return item[len(prefix):].decode(errors="replace")
+    return None
+
+
+def _command(pid: int, comm: str) -> str:
+    try:
+        argv = (PROC / str(pid) / "cmdline").read_bytes().rstrip(b"\0").split(b"\0")
+    except OSError:
+        argv = []
+    text = " ".join(a.decode(errors="replace") for a in argv).strip() or f"[{comm}]"
+    return text if len(text) <= COMMAND_MAX else text[:COMMAND_MAX] + "..."
+
+
+def _kill(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except OSError:
+        pass  # it ended meanwhile: the reap below sees it
+
+
+def _reap(pid: int) -> bool:
+    """Whether `pid` is gone: reaped now, or no longer a child of this process."""
+    try:
+        done, _ = os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        return True
+    return done == pid
+
+
+class _Search:
+    """The children of this process that the launch `token` started outside its group, as they are found."""
+
+    def __init__(self, pgid: int, token: str, floor: int | None, exclude: set[int]):
+        self.pgid, self.token, self.floor, self.exclude = pgid, token, floor, exclude
+        with _lock:
+            self.alone = _active == {token}
+        self.found: dict[int, Escaped] = {}
+        self.others: set[int] = set()  # children that are not this launch's: looked at once, left alone
+
+    def _ours(self, child: Child) -> bool:
+        if self.floor is not None and child.start < self.floor:
+            return False
+        carried = _token(child.pid) if child.state != "Z" else None
+        return carried == self.token if carried is not None else self.alone
+
+    def look(self, sig: int, how: str) -> int:
+        """Signal each new one (a zombie is only reaped), reap what ended; the count of new ones."""
+        children = _children()  # first: a child listed here that proc started is registered by the next line
+        skip = set(proc.live_pids()) | self.exclude | self.others
+        new = 0
+        for child in children:
+            if child.pid in self.found or child.pid in skip:
+                continue
+            if child.pgrp == self.pgid:  # of the group (re-parented when its parent died first): the group's teardown
+                if child.state == "Z" and self._ours(child):  # stopped it; it only needs reaping
+                    _reap(child.pid)
+                continue  # one still alive is already in the group's `left`
+            if not self._ours(child):
+                self.others.add(child.pid)
+                continue
+            new += 1
+            self.found[child.pid] = Escaped(child.pid, _command(child.pid, child.comm),
+                                            "had exited" if child.state == "Z" else how)
+            if child.state != "Z":
+                _kill(child.pid, sig)
+        for e in self.pending():
+            e.gone = _reap(e.pid)
+        return new
+
+    def pending(self) -> list[Escaped]:
+        return [e for e in self.found.values() if not e.gone]
+
+    def run(self, sig: int, how: str, until: float) -> None:
+        while True:
+            new = self.look(sig, how)
+            if (not new and not self.pending()) or time.monotonic() >= until:
+                return
+            time.sleep(POLL_S)
+
+
+def settle(report: Teardown, token: str, floor: int | None, exclude: set[int], grace: float = GRACE_S,
+           kill_wait: float = KILL_WAIT_S) -> None:
+    """After the group `report.pgid` is stopped: stop, reap and add to `report` what the launch `token` started
+    outside it. A zombie of the group itself (re-parented here when its parent died first) is only reaped."""
+    t0 = time.monotonic()
+    search = _Search(report.pgid, token, floor, exclude)
+    search.run(signal.SIGTERM, "SIGTERM", t0 + grace)
+    if search.pending():
+        for e in search.pending():
+            _kill(e.pid, signal.SIGKILL)
+            e.how += f" then SIGKILL after {grace:g}s"
+        search.run(signal.SIGKILL, "SIGKILL", time.monotonic() + kill_wait)
+    report.escaped = sorted(search.found.values(), key=lambda e: e.pid)
+    report.left = sorted({*report.left, *(e.pid for e in search.pending())})
+    report.seconds += time.monotonic() - t0
