@@ -16,6 +16,9 @@ import sys
 import time
 
 sys.path.insert(1, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "shared"))
+import probe_site  # noqa: E402
+
+probe_site.rebuild()  # started with -S: the node's site-packages (where a pip NCCL lives), from files only
 
 from fleetnode_fabric import fabric  # noqa: E402
 from fleetnode_hostmem import holders, kernel_log, texts  # noqa: E402

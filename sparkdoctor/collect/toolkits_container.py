@@ -172,7 +172,8 @@ def container_runner(target: Target):
 
     def run_ptxas(ptxas, arch: str, ptx: Path, cubin: Path, timeout: float):
         job = {"ptxas": ptxas.path, "arch": arch, "ptx": ptx.read_text(encoding="utf-8"), "timeout": timeout}
-        res = target.run_command([target.python, "-B", "-c", COMPILE_SCRIPT], timeout=timeout + 10, input=json.dumps(job))
+        res = target.run_command([target.python, "-S", "-B", "-c", COMPILE_SCRIPT], timeout=timeout + 10,  # stdlib: no site
+                                 input=json.dumps(job))
         if not res.ok:
             return res, None
         try:

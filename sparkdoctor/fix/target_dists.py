@@ -18,11 +18,12 @@ import sys
 def _rebuild_path():
     """Started with -S (sparkdoctor/targets/early.py: no .pth import line or sitecustomize of the target runs): the
     import path site would have made, from files only, by probes/shared/probe_site.py (beside this package in a
-    checkout, in sparkdoctor/_data/ in a wheel). Nothing to do when site ran (a container target)."""
+    checkout, in sparkdoctor/_data/ in a wheel, beside this script in a container's payload). Nothing to do when site ran."""
     if not sys.flags.no_site or "sparkdoctor_site" not in getattr(sys, "_xoptions", {}):
         return
     pkg = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
-    for shared in (os.path.join(pkg, "_data", "probes", "shared"), os.path.join(os.path.dirname(pkg), "probes", "shared")):
+    here = os.path.dirname(os.path.realpath(__file__))  # a container's payload carries probe_site.py beside this script
+    for shared in (os.path.join(pkg, "_data", "probes", "shared"), os.path.join(os.path.dirname(pkg), "probes", "shared"), here):
         if os.path.isfile(os.path.join(shared, "probe_site.py")):
             sys.path.insert(1, shared)
             import probe_site

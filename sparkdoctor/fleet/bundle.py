@@ -73,7 +73,7 @@ _OUT = [None] * len(_JOBS)
 def _one(i):
     script, args = _JOBS[i]
     try:
-        done = subprocess.run([sys.executable, "-B", "-"] + args, input=script.encode("utf-8"), stdout=subprocess.PIPE,
+        done = subprocess.run([sys.executable, "-S", "-B", "-X", "sparkdoctor_site", "-"] + args, input=script.encode("utf-8"), stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, timeout=_LIMIT)
         _OUT[i] = {{"returncode": done.returncode, "stdout": done.stdout.decode("utf-8", "replace"),
                    "stderr": done.stderr[-65536:].decode("utf-8", "replace")}}

@@ -9,6 +9,10 @@ import sys
 import time
 
 MAX_OUTPUT = 16 << 20
+# How a node's interpreter starts a probe bundle: -S, so site never runs the node's .pth import lines or
+# sitecustomize.py; the probe rebuilds the path site would have made from files (probes/shared/probe_site.py, carried
+# in the bundle). transport.py and bundle.MULTI start it so too; early.SITE_XOPTION is the option's name.
+NODE_FLAGS = ["-S", "-B", "-X", "sparkdoctor_site"]
 
 
 def serving_python(python, container):
@@ -28,7 +32,7 @@ def serving_python(python, container):
 def run_probe(script, args, python, container, runtime, timeout):
     """{"returncode", "stdout", "stderr", "seconds", "timed_out", "start_error", "python"} of one probe run."""
     chosen = serving_python(python, container)
-    argv = [chosen, "-B", "-"] + list(args)
+    argv = [chosen] + NODE_FLAGS + ["-"] + list(args)
     if container:
         argv = [runtime or "docker", "exec", "-i", container] + argv
     return _run(argv, script.encode("utf-8"), timeout, chosen)

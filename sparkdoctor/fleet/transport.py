@@ -58,11 +58,11 @@ class SshTransport:
 
     def remote_argv(self, node: Node, args: list[str]) -> list[str]:
         if node.container:
-            return [node.runtime, "exec", "-i", node.container, node.python or "python3", "-B", "-", *args]
+            return [node.runtime, "exec", "-i", node.container, node.python or "python3", *on_node.NODE_FLAGS, "-", *args]
         if node.python:
-            return [node.python, "-B", "-", *args]
+            return [node.python, *on_node.NODE_FLAGS, "-", *args]
         # as `check` picks: the active venv's interpreter, else python3 on the node's PATH
-        return ["sh", "-c", 'exec "${VIRTUAL_ENV:+$VIRTUAL_ENV/bin/}python3" -B - "$@"', "sparkdoctor", *args]
+        return ["sh", "-c", 'exec "${VIRTUAL_ENV:+$VIRTUAL_ENV/bin/}python3" -S -B -X sparkdoctor_site - "$@"', "sparkdoctor", *args]
 
     def start(self, node: Node, script: str, args: list[str], timeout: float) -> proc.Running:
         """`script` (a bundle, bundle.py) read by the node's serving interpreter on stdin."""

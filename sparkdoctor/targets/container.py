@@ -3,7 +3,7 @@
 Most Sparks serve from a container, so the stack to check lives there while the GPU, the driver and
 the memory pressure belong to the host. A probe runs in the container as
 
-    docker exec -i NAME PYTHON -B -c BOOTSTRAP      (stdin: a header line + the probe folder, zipped)
+    docker exec -i NAME PYTHON -S -B -c BOOTSTRAP   (stdin: a header line + the probe folder, zipped)
 
 The bootstrap unpacks the probe into a fresh temporary folder inside the container, runs it with the
 container's interpreter in its own session under a deadline of its own (killing the container CLI
@@ -27,6 +27,7 @@ from pathlib import Path
 from sparkdoctor import proc
 from sparkdoctor.files import OutputError, write_text
 from sparkdoctor.locations import data_dir
+from sparkdoctor.targets import early
 from sparkdoctor.targets.container_files import ContainerFiles
 from sparkdoctor.targets.interface import FileTransport
 
@@ -66,7 +67,7 @@ try:
     env = dict(os.environ)
     env.update(head["env"])
     args = [a.replace(head["tmp"], tmp) for a in head["args"]]
-    argv = [sys.executable, "-B", os.path.join(tmp, head["script"])] + args
+    argv = [sys.executable] + head.get("flags", ["-B"]) + [os.path.join(tmp, head["script"])] + args
     child = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, start_new_session=True)
     try:
         code = child.wait(timeout=head["timeout"])
@@ -107,7 +108,7 @@ def sibling_folders(folder: Path) -> list[Path]:
 def probe_payload(script: str) -> tuple[str, str]:
     """(the script's path inside the payload, base64 of a zip holding what it needs): a probe folder
     (probes/<name>/) travels with probes/shared/ and the sibling folders its entry script puts on sys.path
-    (vllm_flags reads capabilities/); any other script travels alone."""
+    (vllm_flags reads capabilities/); any other script (fix's) travels with probes/shared/probe_site.py and the probe_io.py it reads with."""
     path = Path(script)
     root = data_dir("probes")
     buf = io.BytesIO()
@@ -124,6 +125,8 @@ def probe_payload(script: str) -> tuple[str, str]:
             entry = inside.as_posix()
         else:
             zf.write(path, path.name)
+            for helper in ("probe_site.py", "probe_io.py"):  # it starts with -S too: the path rebuilt from files
+                zf.write(root / "shared" / helper, helper)
             entry = path.name
     return entry, base64.b64encode(buf.getvalue()).decode("ascii")
 
@@ -156,9 +159,11 @@ class ContainerTarget:
         if left is not None:
             limit = min(limit, left)
         args, files, back = self._carry(list(args))
+        flags = early.script_argv("python", entry, [])[1:-1]  # as on the host: no site, the path rebuilt from files
         head = {"script": entry, "args": args, "env": dict(env or {}), "timeout": round(limit + INSIDE_MARGIN, 1),
-                "marker": MARKER, "tmp": TMP, "files": files, "back": sorted(back), "max": MAX_CACHE_BYTES}
-        argv = self.exec_argv([self.python, "-B", "-c", BOOTSTRAP], stdin=True)
+                "marker": MARKER, "tmp": TMP, "files": files, "back": sorted(back), "max": MAX_CACHE_BYTES,
+                "flags": flags}
+        argv = self.exec_argv([self.python, *early.NO_SITE, "-c", BOOTSTRAP], stdin=True)  # the bootstrap: stdlib only
         return _InContainer(proc.start(argv, input=json.dumps(head) + "\n" + blob), back)
 
     def _carry(self, args: list[str]) -> tuple[list[str], dict[str, str], dict[str, Path]]:

@@ -46,7 +46,7 @@ class ContainerFiles:
     def _argv(self, mode: str, timeout: float) -> list[str]:
         t = self.target
         return [*t.engine, "exec", "-i", "-e", f"SPARKDOCTOR_FILEOPS_DEADLINE={int(timeout) + 5}", t.name,
-                t.python, "-B", "-c", _source(), mode]
+                t.python, "-S", "-B", "-c", _source(), mode]  # -S: the file operations are stdlib; no .pth code runs
 
     def _failed(self, res: proc.ProcResult, what: str) -> FileError:
         lines = [ln.strip() for ln in res.stderr.splitlines() if ln.strip()]

@@ -132,7 +132,7 @@ def find_python(cli: list[str], name: str) -> tuple[str, str]:
             found.append((parts[0], parts[1] == "1", parts[2]))
     if not found and not res.ok and "sh" in (res.stderr + res.stdout) and "not found" in (res.stderr + res.stdout).lower():
         for bare in ("python3", "python"):  # no shell in the image: try the usual names directly
-            if proc.run([*cli, "exec", name, bare, "-c", "pass"], timeout=FIND_TIMEOUT).ok:
+            if proc.run([*cli, "exec", name, bare, "-S", "-B", "-c", "pass"], timeout=FIND_TIMEOUT).ok:
                 return bare, "the container's PATH (no shell in the image)"
     with_vllm = [p for p, has, _ in found if has]
     if with_vllm:
@@ -143,7 +143,9 @@ def find_python(cli: list[str], name: str) -> tuple[str, str]:
 
 
 def check_python(target: ContainerTarget) -> None:
-    res = target.run_command([target.python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"], timeout=FIND_TIMEOUT)
+    # -S: asking its version runs none of the interpreter's .pth import lines or sitecustomize.py
+    res = target.run_command([target.python, "-S", "-B", "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+                             timeout=FIND_TIMEOUT)
     if res.timed_out:
         raise TargetError(f"--container-python {target.python}: did not answer within {res.seconds:.1f}s")
     if not res.ok:

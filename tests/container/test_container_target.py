@@ -205,3 +205,27 @@ def test_a_daemon_leaves_nothing_behind(skeleton):
         assert not root.exists()
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+def test_no_pth_import_line_nor_sitecustomize_runs_in_the_container(docker_daemon, docker_env, skeleton, tmp_path):
+    """As on the host (tests/test_probes_no_site_code.py): the bootstrap and the probes start the container's
+    interpreter with -S, so a venv's .pth import line and sitecustomize.py (which wrote into the container's /tmp
+    here) never run; the packages a .pth path line adds are still seen."""
+    import sys
+
+    venv = tmp_path / "planted-venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    (site,) = venv.glob("lib/python3*/site-packages")
+    (site / "evil.pth").write_text("import os; open('/tmp/pth-ran', 'w').write('x')\n")
+    (site / "sitecustomize.py").write_text("open('/tmp/sitecustomize-ran', 'w').write('x')\n")
+    extra = tmp_path / "extra"
+    (extra / "path_line_dist-1.2.3.dist-info").mkdir(parents=True)
+    (extra / "path_line_dist-1.2.3.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: path-line-dist\nVersion: 1.2.3\n")
+    (site / "extra.pth").write_text(f"{extra}\n")
+    name = docker_daemon.run_container("sd-planted", skeleton, [*docker_daemon.host_mounts(), (str(tmp_path), str(tmp_path))])
+    env = {**docker_env, "SPARKDOCTOR_CACHE_DIR": str(tmp_path / "cache")}
+    report = check_json("--container", name, "--container-python", str(venv / "bin" / "python"), "--no-kernels",
+                        env=env, cwd=tmp_path)
+    assert (report["facts"]["packages"] or {}).get("path-line-dist", {}).get("version") == "1.2.3", report["facts"]["packages"]
+    left = docker_daemon.must("exec", name, "sh", "-c", "ls -A /tmp")
+    assert "pth-ran" not in left and "sitecustomize-ran" not in left, left

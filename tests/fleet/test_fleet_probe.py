@@ -11,14 +11,17 @@ import sys
 
 import pytest
 
-from sparkdoctor.fleet.bundle import bundle
+from sparkdoctor.fleet.bundle import MULTI, bundle
+from sparkdoctor.fleet.on_node import NODE_FLAGS
+from sparkdoctor.fleet.transport import Node, SshTransport
 from sparkdoctor.locations import data_dir
 from tests.fleet.nodes import ELF_SOURCES, NCCL_VERSION, nccl_library, serving_venv
 from tests.test_targetenv import site_of
 
 
 def run_bundled(python, probe: str, *args: str, env: dict | None = None) -> dict:
-    done = subprocess.run([str(python), "-B", "-", *args], input=bundle(probe), capture_output=True, text=True,
+    """As ssh and Ray start it on a node: without site (on_node.NODE_FLAGS), the path rebuilt by the probe."""
+    done = subprocess.run([str(python), *NODE_FLAGS, "-", *args], input=bundle(probe), capture_output=True, text=True,
                           timeout=120, env={**os.environ, **(env or {})})
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -50,7 +53,7 @@ def test_bundled_node_probe_finds_the_pip_nccl_by_build_id_and_inner_version(nod
 
 def test_the_bundle_leaves_nothing_on_the_node(node_venv, tmp_path):
     before = sorted(p.name for p in tmp_path.iterdir())
-    done = subprocess.run([str(node_venv), "-B", "-"], input=bundle("fleet_node"), capture_output=True, text=True,
+    done = subprocess.run([str(node_venv), *NODE_FLAGS, "-"], input=bundle("fleet_node"), capture_output=True, text=True,
                           timeout=120, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == before
@@ -135,3 +138,26 @@ def test_a_library_with_a_build_id_is_read_only_to_its_banner_and_one_without_is
     without = fleetnode_nccl.identify(str(plain), "system", [], known)
     assert without["build_id"] is None and without["sha256"] == hashlib.sha256(plain.read_bytes()).hexdigest()
     assert without["version"] == "2.28.9+cuda13.0"
+
+
+def test_a_node_runs_no_pth_import_line_nor_sitecustomize_and_every_start_says_so(node_venv, tmp_path):
+    """As check's probes on the host (tests/test_probes_no_site_code.py): the node's interpreter starts the bundle
+    with -S, so its venv's .pth import lines and sitecustomize.py never run, and the probe still finds the pip
+    NCCL in the venv's site-packages (the path rebuilt from files). Every way a bundle is started says so."""
+    site = site_of(node_venv)
+    marker = tmp_path / "ran"
+    (site / "zz-evil.pth").write_text(f"import os; open({str(marker)!r}, 'a').write('pth ')\n")
+    (site / "sitecustomize.py").write_text(f"open({str(marker)!r}, 'a').write('sitecustomize ')\n")
+    try:
+        data = run_bundled(node_venv, "fleet_node")
+    finally:
+        (site / "zz-evil.pth").unlink()
+        (site / "sitecustomize.py").unlink()
+    assert not marker.exists(), marker.read_text()
+    [pip] = [c for c in data["nccl"]["candidates"] if c["source"] == "pip"]  # found through the rebuilt path
+    assert pip["path"].startswith(str(site)), data["nccl"]
+    for argv in (SshTransport().remote_argv(Node("n", python="/p"), ["x"]),
+                 SshTransport().remote_argv(Node("n", container="c", runtime="docker"), ["x"])):
+        assert argv[argv.index("-"):][:1] == ["-"] and argv[argv.index("-") - 4:argv.index("-")] == NODE_FLAGS, argv
+    assert "-S -B -X sparkdoctor_site -" in " ".join(SshTransport().remote_argv(Node("n"), ["x"]))
+    assert '"-S", "-B", "-X", "sparkdoctor_site", "-"' in MULTI
