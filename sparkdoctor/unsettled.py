@@ -3,7 +3,7 @@
 Written (atomically) before an apply or a rollback changes the first thing, removed when it ends
 settled (applied, or rolled back). A SIGKILL, an OOM kill or a power cut in between leaves it, so
 `check` (which reads only this one file, never a journal) and `fix` can say that the target is
-half-changed and which command settles it. Standard library only: check imports this.
+half-changed and which command settles it. Standard library and sparkdoctor's base only: check imports this.
 """
 
 from __future__ import annotations
@@ -15,7 +15,10 @@ import secrets
 from collections.abc import Mapping
 from pathlib import Path
 
+from sparkdoctor.inputs import read_text
 from sparkdoctor.locations import state_dir
+
+MAX_MARK = 64 * 1024  # a mark is one small JSON object (a few hundred bytes)
 
 
 def _folder() -> Path:
@@ -55,14 +58,20 @@ def read(target_key: str) -> dict[str, object] | None:
     file) is {"damaged": PATH}: a fix may not have finished, and check must not say the target is fine."""
     path = _path(target_key)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = _load(path)
     except FileNotFoundError:
         return None
-    except (OSError, ValueError, RecursionError):
+    except (OSError, ValueError, RecursionError):  # a FIFO, a device, a folder, too big: refused at once, never waited on
         data = None
     if isinstance(data, dict) and isinstance(data.get("journal"), str):
         return data
     return {"damaged": str(path)} if os.path.lexists(path) else None
+
+
+def _load(path: Path) -> object:
+    """A mark's JSON, read as every file input is (sparkdoctor.inputs): a regular file only, opened without blocking
+    (a FIFO in its place would hang check and fix past any --timeout), at most MAX_MARK bytes."""
+    return json.loads(read_text(path, MAX_MARK))
 
 
 def message(found: Mapping[str, object]) -> str:
@@ -110,8 +119,8 @@ def for_target(desc: Mapping[str, object]) -> dict[str, object] | None:
             return None
         for path in names:
             try:
-                data = json.loads(path.read_text(encoding="utf-8"))
-            except (OSError, ValueError):
+                data = _load(path)
+            except (OSError, ValueError, RecursionError):
                 continue
             if isinstance(data, dict) and str(data.get("target_key", "")).startswith(prefix) and isinstance(data.get("journal"), str):
                 return data

@@ -88,10 +88,69 @@ class FixCommand:
                 age_seconds(self.older_than)
         refuse_bad_target_options(self.python, self.container, self.container_python, facts_given=False)
         refuse_bad_constraints(self.constraints)
+        refuse_unwritable_output(self.output)
+        if not (self.history or self.prune or self.rollback):
+            if self.env_file is not None:
+                refuse_unreadable_env_file(self.env_file)
+            if self.recipe is not None:
+                refuse_unreadable_recipe(self.recipe)
 
     @property
     def chosen(self) -> tuple[str | None, str | None, str | None, str | None]:
         return self.python, self.container, self.container_python, self.runtime
+
+
+def refuse_unwritable_output(output: Path | None) -> None:
+    """`-o FILE` that the document could not be written to, refused before anything is read or changed: emit writes
+    it only after the command ran, and an apply or a rollback that then cannot say what it did (its journal, the
+    undo command) must not have happened. The file is judged as files.write_text judges it (a regular file or a new
+    name, never a folder, FIFO or device); its folder must exist and take a new file (the write is atomic: a
+    temporary file beside it, then a rename)."""
+    import os
+
+    from sparkdoctor.files import OutputError, target_of
+
+    if output is None:
+        return
+    try:
+        folder = target_of(output).parent
+    except OutputError as exc:
+        raise UsageError(f"--output {output}: {exc}") from None
+    if not folder.is_dir():
+        why = "is not a folder" if folder.exists() else "does not exist"
+        raise UsageError(f"--output {output}: its folder {folder} {why}; nothing was done")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise UsageError(f"--output {output}: its folder {folder} is not writable; nothing was done")
+
+
+def refuse_unreadable_env_file(path: Path) -> None:
+    """`--env-file` that is not a regular file of 1 MiB at most, or not UTF-8 text: one line, exit 2 (docs/inputs.md),
+    before the check runs with it."""
+    from sparkdoctor.errors import InputError
+    from sparkdoctor.fix.envfile import MAX_ENV_FILE
+    from sparkdoctor.inputs import read_text
+
+    try:
+        read_text(path, MAX_ENV_FILE)  # a regular file only, bounded: never /dev/zero, a FIFO or a folder
+    except UnicodeDecodeError as exc:
+        raise InputError(f"--env-file {path}: not UTF-8 text ({exc.reason})") from None
+    except OSError as exc:
+        raise InputError(f"--env-file {path}: cannot read the env file: {exc.strerror or exc}") from None
+
+
+def refuse_unreadable_recipe(path: Path) -> None:
+    """`--recipe` that is not a TOML recipe with a `command` argv (what the flag fixes edit), read with the recipe
+    reader's bounds (a regular file of 16 MiB at most): one line naming the option, exit 2, before anything runs."""
+    from sparkdoctor.recipes.model import RecipeError
+    from sparkdoctor.recipes.ours import read_toml
+
+    try:
+        doc = read_toml(path)
+    except RecipeError as exc:
+        raise RecipeError(f"--recipe {exc}") from None
+    command = doc.get("command")
+    if not isinstance(command, list) or not command or not all(isinstance(a, str) for a in command):
+        raise RecipeError(f"--recipe {path}: field 'command' must be a non-empty list of strings (the argv the flag fixes edit)")
 
 
 def age_seconds(text: str) -> float:
@@ -128,7 +187,6 @@ def run(options: FixCommand) -> Result[FixDocument]:
 
 def _plan_or_apply(options: FixCommand) -> Result[FixDocument]:
     from sparkdoctor.check import CheckRequest
-    from sparkdoctor.errors import TargetUnprobeable
     from sparkdoctor.fix.documents import ApplyDocument, PlanDocument
     from sparkdoctor.fix.interface import Refusal
     from sparkdoctor.fix.pipeline import apply_and_recheck, make_plan
@@ -141,8 +199,6 @@ def _plan_or_apply(options: FixCommand) -> Result[FixDocument]:
     planned: Planned = make_plan(request, FixOptions(
         env_file=env_file, recipe=options.recipe.absolute() if options.recipe else None, system=options.system,
         allow_replace=set(options.allow_replace), allow_downgrade=set(options.allow_downgrade)), _progress)
-    if not planned.report.probed():
-        raise TargetUnprobeable("the target's packages could not be read; nothing to plan")
     plan = planned.plan
     if options.yes and plan.refusals:  # an unfinished fix refuses an empty plan too: never "nothing to fix"
         shown = PlanDocument(plan, planned.report, dry_run=False, shown=plan.empty)

@@ -18,6 +18,7 @@ from typing import Any
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from sparkdoctor.errors import TargetUnprobeable
 from sparkdoctor.fix.interface import FixError
 from sparkdoctor.targets.files import FileError, FileTransport, hashes
 from sparkdoctor.targets.local import Target, TargetError, parse_json_probe
@@ -88,11 +89,16 @@ class Inventory:
         return {k: d.version for k, d in sorted(self.dists.items())}
 
 
-def read(target: Target, hash_names: list[str] | tuple[str, ...] = ()) -> Inventory:
+def read(target: Target, hash_names: list[str] | tuple[str, ...] = (), before_changes: bool = False) -> Inventory:
+    """What the target has. A probe that fails is a FixError (5: an apply failed) while an apply or a rollback runs;
+    `before_changes` (the plan, a rollback before its first step): the target could not be probed (3), nothing was
+    changed."""
     args = [a for n in hash_names for a in ("--hash", n)]
     try:
         data = parse_json_probe(target, SCRIPT, target.run_script(SCRIPT, args, TIMEOUT))
     except TargetError as exc:
+        if before_changes:
+            raise TargetUnprobeable(f"{exc}; nothing was changed") from None
         raise FixError(str(exc)) from None
     dists: dict[str, Dist] = {}
     for key, raw in (data.get("dists") or {}).items():

@@ -256,7 +256,7 @@ def load(ident: str | None) -> Journal:
         if not found:
             raise NoSuchJournal(f"no fix journals in {root}: nothing to roll back")
         path = found[0].path
-    if not path.is_dir():
+    if not path.is_dir() or not is_journal(path):
         raise NoSuchJournal(f"{path}: no such fix journal (see sparkdoctor fix --history)")
     journal = Journal(path, {})
     if not journal.has(COMPLETE):
@@ -274,6 +274,15 @@ def load(ident: str | None) -> Journal:
         raise JournalError(f"{path}/journal.json is not JSON ({str(exc)[:80]}): the journal is damaged; nothing was done from it") from None
     journal.data = validate(data, f"{path}/journal.json")
     return journal
+
+
+def is_journal(path: Path) -> bool:
+    """A folder `create` began: it makes copies/ and wheels/ first, writes journal.json, then COMPLETE; a state
+    marker may outlive a lost COMPLETE. A folder with none of that (a mistyped path, /tmp) holds no journal at all,
+    so it is not reported as a half-written one whose apply "never started" (exit 0)."""
+    if any(os.path.lexists(path / name) for name in ("journal.json", COMPLETE, APPLYING, APPLIED, ROLLING_BACK, ROLLED_BACK)):
+        return True
+    return (path / "copies").is_dir() and (path / "wheels").is_dir()
 
 
 def history() -> list[Journal]:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from sparkdoctor import unsettled
 from sparkdoctor.check import CheckRequest, check
+from sparkdoctor.errors import TargetUnprobeable
 from sparkdoctor.fix import apply as apply_mod
 from sparkdoctor.fix import inventory as inv_mod
 from sparkdoctor.fix import journal as jr
@@ -45,7 +46,9 @@ def make_plan(request: CheckRequest, options: FixOptions, progress: Callable[[st
     if progress:
         progress("checking the target")
     report = check(request).report  # exactly what `check` reports on the target
-    inventory = inv_mod.read(target, hash_names(report.findings, definitions))
+    if not report.probed():  # check's exit 3: nothing to plan from, and nothing was changed
+        raise TargetUnprobeable(f"the target could not be probed: {unprobed_why(report)}; nothing to plan, nothing was changed")
+    inventory = inv_mod.read(target, hash_names(report.findings, definitions), before_changes=True)
     stuck = unfinished(target, inventory)
     installer = for_target(target, inventory)
     if progress:
@@ -57,6 +60,13 @@ def make_plan(request: CheckRequest, options: FixOptions, progress: Callable[[st
     if stuck:  # first: nothing else may be done to a half-changed target, an empty plan included
         plan.refusals.insert(0, stuck)
     return Planned(plan, report, inventory, installer)
+
+
+def unprobed_why(report: Report) -> str:
+    """Why check could not probe the target, as its facts say (the target's own error first)."""
+    errors = [e for e in report.facts.errors if isinstance(e, dict)]
+    found = next((e for e in errors if e.get("collector") == "target"), errors[0] if errors else None)
+    return str(found["error"]) if found and found.get("error") else "the target's packages could not be read"
 
 
 def unfinished(target: Target, inventory: inv_mod.Inventory) -> str | None:
@@ -165,7 +175,7 @@ def rollback(target_for: Callable[[dict[str, Any]], Target], ident: str | None) 
         return RolledBack(journal.id, "already rolled back", f"journal {journal.id} was already rolled back",
                           verified=journal.marker(jr.ROLLED_BACK))
     target = target_for(journal.data["target"])
-    inventory = inv_mod.read(target)
+    inventory = inv_mod.read(target, before_changes=True)
     installer = for_target(target, inventory)
     verified = apply_mod.rollback(target, journal, installer)
     return RolledBack(journal.id, "rolled back", f"journal {journal.id} rolled back", verified=verified,
