@@ -244,12 +244,16 @@ class Running:
         out, err = _Capped(*self.max_output), _Capped(*self.max_output)
         data = self.input.encode(encoding, errors="replace") if self.input is not None else None
         try:
-            finished = _pump(self.popen, data, out, err, until)
+            pumped = _pump(self.popen, data, out, err, until)
+            finished = bool(pumped)
             if finished:
                 try:
                     self.popen.wait(timeout=max(0.0, until - time.monotonic()))
                 except subprocess.TimeoutExpired:
                     finished = False
+            if pumped == EXITED_HOLDING:  # what it left in its group (a fork bomb's children) goes with it, and is
+                _kill_group(self.popen)  # waited for (briefly): gone when the result is, as after a timeout
+                _pump(self.popen, None, out, err, time.monotonic() + 2, eof_only=True)
         except BaseException:
             # A signal (Interrupted, KeyboardInterrupt) unwound the wait: nobody will read this child's result,
             # so it dies now, not at the entry point's kill_all(). What runs while the exception unwinds (fix's
@@ -258,7 +262,7 @@ class Running:
             raise
         if not finished:
             _kill_group(self.popen)
-            _pump(self.popen, None, out, err, time.monotonic() + 2)
+            _pump(self.popen, None, out, err, time.monotonic() + 2, eof_only=True)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.popen.wait(timeout=2)
         _unregister(self.popen)
@@ -299,8 +303,13 @@ class Running:
         _close(self.popen)
 
 
-def _pump(popen: subprocess.Popen[bytes], data: bytes | None, out: _Capped, err: _Capped, until: float) -> bool:
-    """Feed stdin and read stdout/stderr until both reach EOF (True) or `until` passes (False)."""
+EXITED_HOLDING = "exited"  # _pump's answer for a child that exited while something it left holds its pipes
+
+
+def _pump(popen: subprocess.Popen[bytes], data: bytes | None, out: _Capped, err: _Capped, until: float,
+          eof_only: bool = False) -> bool | str:
+    """Feed stdin and read stdout/stderr until both reach EOF (True), the child has exited while something it left
+    still holds the pipes (EXITED_HOLDING, also true; not with `eof_only`), or `until` passes (False)."""
     sel = selectors.DefaultSelector()
     try:
         for stream, sink in ((popen.stdout, out), (popen.stderr, err)):
@@ -316,11 +325,11 @@ def _pump(popen: subprocess.Popen[bytes], data: bytes | None, out: _Capped, err:
             left = until - time.monotonic()
             if left <= 0:
                 return False
-            if popen.poll() is not None and not (payload and offset < len(payload)):
+            if not eof_only and popen.poll() is not None and not (payload and offset < len(payload)):
                 # exited: what it wrote is in the pipes now. A child it left behind (`setsid daemon &`) may hold
                 # them open for ever; that is not the child's output, and waiting for its EOF is not the child's time
                 _drain(sel)
-                return True
+                return EXITED_HOLDING if sel.get_map() else True
             for key, _ in sel.select(timeout=min(left, _EXIT_POLL_S)):
                 if key.fileobj is popen.stdin:
                     try:

@@ -148,7 +148,7 @@ def _open_read_only(path: Path) -> sqlite3.Connection:
     """The file opened for reading only: nothing is created or written, not even its -wal/-shm files where SQLite
     can do without. A WAL ledger on storage nobody can write (a read-only mount, a CD, a colleague's folder) needs
     its -shm file, which cannot be made there: read it as immutable, which is true of it."""
-    uri = f"file:{urllib.parse.quote(str(path.resolve()))}?mode=ro"
+    uri = f"file:{urllib.parse.quote(os.fsencode(path.resolve()))}?mode=ro"  # the path's bytes: any, not only UTF-8
     db = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None)
     try:
         db.execute("PRAGMA user_version").fetchone()  # the first read opens the file (and its WAL)

@@ -59,7 +59,7 @@ def number(value: object, none_ok: bool = True) -> bool:
 _ESTIMATES = ("decode_tps_per_stream", "output_tps", "ttft_s", "tpot_s")
 
 
-def _level_problem(level: dict[str, Any]) -> str | None:
+def _level_problem(level: Mapping[str, object]) -> str | None:
     """A figure of the wrong kind (a string, a 401-digit number, an estimate that is a list); a figure that is
     absent was not measured (an older run, a --url run) and is shown as such."""
     where = f"summary_json level {level['concurrency']}"
