@@ -5,7 +5,7 @@ ProcResult whatever happened and decide what it means. Three process-wide guaran
 because every child sparkdoctor starts goes through this module:
 
 - the run's time budget: `set_deadline()` bounds every wait, whatever timeout its caller asked for;
-- bounded output: each stream keeps its head and tail and says how many bytes it dropped;
+- bounded output: each stream keeps its head and tail and says how many bytes it dropped (pipes.py);
 - no orphans: every child gets its own process group and is registered until reaped, so
   `kill_all()` (at exit, on SIGINT/SIGTERM) takes down every group still alive.
 """
@@ -13,12 +13,9 @@ because every child sparkdoctor starts goes through this module:
 from __future__ import annotations
 
 import atexit
-import collections
 import contextlib
 import locale
 import os
-import select
-import selectors
 import signal
 import subprocess
 import threading
@@ -26,18 +23,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import FrameType
-from typing import IO
 
-# Bytes kept per stream: the head (where tools print what parsers read) and the tail (where they
-# print the error that made them stop). A flood in between is counted, not kept.
-HEAD_BYTES = 8 * 1024 * 1024
-TAIL_BYTES = 256 * 1024
-_CHUNK = 64 * 1024
-_PIPE_CAPACITY = 1024 * 1024  # the most a Linux pipe holds (fcntl F_SETPIPE_SZ up to /proc/sys/fs/pipe-max-size)
-_PIPE_BUF = getattr(select, "PIPE_BUF", 512)
+from sparkdoctor import pipes
+from sparkdoctor.pipes import HEAD_BYTES, TAIL_BYTES
+
 BUDGET_NOTE = "the run's time budget ran out"
 MAX_WAIT = 10.0**6  # seconds (about 11 days; epoll waits at most 2**31 ms): any longer limit is taken as this one
-
 
 
 def signal_name(number: int) -> str:
@@ -46,6 +37,7 @@ def signal_name(number: int) -> str:
         return signal.Signals(number).name
     except ValueError:
         return f"signal {number}"
+
 
 class Interrupted(BaseException):
     """SIGTERM/SIGHUP arrived: unwind like KeyboardInterrupt (which `except Exception` cannot swallow)."""
@@ -187,44 +179,6 @@ def interrupted(exc: BaseException) -> tuple[int, str]:
 
 
 # ---- running ---------------------------------------------------------------------------------------
-class _Capped:
-    """One output stream: the first HEAD bytes, the last TAIL bytes, and a count of what fell between."""
-
-    def __init__(self, head: int, tail: int):
-        self.head_max, self.tail_max = head, tail
-        self.head = bytearray()
-        self.tail: collections.deque[bytes] = collections.deque()
-        self.tail_size = 0
-        self.dropped = 0
-
-    def add(self, data: bytes) -> None:
-        room = self.head_max - len(self.head)
-        if room > 0:
-            self.head += data[:room]
-            data = data[room:]
-        if not data:
-            return
-        self.tail.append(data)
-        self.tail_size += len(data)
-        while self.tail and self.tail_size - len(self.tail[0]) >= self.tail_max:
-            gone = self.tail.popleft()
-            self.tail_size -= len(gone)
-            self.dropped += len(gone)
-
-    def text(self, encoding: str) -> str:
-        def decode(b: bytes) -> str:
-            return b.decode(encoding, errors="replace").replace("\r\n", "\n").replace("\r", "\n")
-
-        tail = b"".join(self.tail)
-        if len(tail) > self.tail_max:  # whole chunks were kept while reading; trim to the byte here
-            self.dropped += len(tail) - self.tail_max
-            tail = tail[len(tail) - self.tail_max:]
-            self.tail, self.tail_size = collections.deque([tail]), len(tail)
-        if not self.dropped:
-            return decode(bytes(self.head) + tail)
-        return f"{decode(bytes(self.head))}\n[... {self.dropped} bytes of output dropped ...]\n{decode(tail)}"
-
-
 class Running:
     """A started process; result() collects it, killing its group at the deadline."""
 
@@ -241,30 +195,30 @@ class Running:
         own = self.started + min(timeout, MAX_WAIT)  # past MAX_WAIT the poller's millisecond count overflows
         until = own if _deadline is None else min(own, _deadline)
         encoding = locale.getpreferredencoding(False)
-        out, err = _Capped(*self.max_output), _Capped(*self.max_output)
+        out, err = pipes.Capped(*self.max_output), pipes.Capped(*self.max_output)
         data = self.input.encode(encoding, errors="replace") if self.input is not None else None
         try:
-            pumped = _pump(self.popen, data, out, err, until)
+            pumped = pipes.pump(self.popen, data, out, err, until)
             finished = bool(pumped)
             if finished:
                 try:
                     self.popen.wait(timeout=max(0.0, until - time.monotonic()))
                 except subprocess.TimeoutExpired:
                     finished = False
-            if pumped == EXITED_HOLDING:  # what it left in its group (a fork bomb's children) goes with it, and is
-                _kill_group(self.popen)  # waited for (briefly): gone when the result is, as after a timeout
-                _pump(self.popen, None, out, err, time.monotonic() + 2, eof_only=True)
+            if not finished or pumped == pipes.EXITED_HOLDING:
+                # at the limit, or exited while what it left in its group (a fork bomb's children) holds the pipes:
+                # the group goes, its last output is read (briefly), and it is gone when the result is
+                _kill_group(self.popen)
+                pipes.pump(self.popen, None, out, err, time.monotonic() + 2, eof_only=True)
+                if not finished:
+                    with contextlib.suppress(subprocess.TimeoutExpired):
+                        self.popen.wait(timeout=2)
         except BaseException:
             # A signal (Interrupted, KeyboardInterrupt) unwound the wait: nobody will read this child's result,
             # so it dies now, not at the entry point's kill_all(). What runs while the exception unwinds (fix's
             # rollback) must not race a still-running installer.
             self.cancel()
             raise
-        if not finished:
-            _kill_group(self.popen)
-            _pump(self.popen, None, out, err, time.monotonic() + 2, eof_only=True)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self.popen.wait(timeout=2)
         _unregister(self.popen)
         _close(self.popen)
         stdout, stderr = out.text(encoding), err.text(encoding)
@@ -303,88 +257,10 @@ class Running:
         _close(self.popen)
 
 
-EXITED_HOLDING = "exited"  # _pump's answer for a child that exited while something it left holds its pipes
-
-
-def _pump(popen: subprocess.Popen[bytes], data: bytes | None, out: _Capped, err: _Capped, until: float,
-          eof_only: bool = False) -> bool | str:
-    """Feed stdin and read stdout/stderr until both reach EOF (True), the child has exited while something it left
-    still holds the pipes (EXITED_HOLDING, also true; not with `eof_only`), or `until` passes (False)."""
-    sel = selectors.DefaultSelector()
-    try:
-        for stream, sink in ((popen.stdout, out), (popen.stderr, err)):
-            if stream is not None and not stream.closed:
-                sel.register(stream, selectors.EVENT_READ, (stream, sink))
-        payload, offset = data or b"", 0
-        if popen.stdin is not None and not popen.stdin.closed:
-            if payload:
-                sel.register(popen.stdin, selectors.EVENT_WRITE, None)
-            else:
-                _quiet_close(popen.stdin)
-        while sel.get_map():
-            left = until - time.monotonic()
-            if left <= 0:
-                return False
-            if not eof_only and popen.poll() is not None and not (payload and offset < len(payload)):
-                # exited: what it wrote is in the pipes now. A child it left behind (`setsid daemon &`) may hold
-                # them open for ever; that is not the child's output, and waiting for its EOF is not the child's time
-                _drain(sel)
-                return EXITED_HOLDING if sel.get_map() else True
-            for key, _ in sel.select(timeout=min(left, _EXIT_POLL_S)):
-                if key.fileobj is popen.stdin:
-                    try:
-                        offset += os.write(key.fd, payload[offset:offset + _PIPE_BUF])
-                    except BrokenPipeError:
-                        offset = len(payload)
-                    if offset >= len(payload):
-                        sel.unregister(key.fileobj)
-                        _quiet_close(popen.stdin)
-                    continue
-                stream, sink = key.data
-                chunk = os.read(key.fd, _CHUNK)
-                if chunk:
-                    sink.add(chunk)
-                else:
-                    sel.unregister(stream)
-                    stream.close()
-        return True
-    finally:
-        sel.close()
-
-
-_EXIT_POLL_S = 0.2  # while no output comes, how often whether the child has exited is asked
-
-
-def _drain(sel: selectors.BaseSelector, most: int = 4 * _PIPE_CAPACITY) -> None:
-    """Read what the pipes hold now, without waiting (at most `most` bytes: a grandchild may keep writing)."""
-    read = 0
-    while sel.get_map() and read < most:
-        ready = sel.select(timeout=0)
-        if not ready:
-            return
-        for key, _ in ready:
-            if key.data is None:  # stdin
-                sel.unregister(key.fileobj)
-                continue
-            stream, sink = key.data
-            chunk = os.read(key.fd, _CHUNK)
-            read += len(chunk)
-            if chunk:
-                sink.add(chunk)
-            else:
-                sel.unregister(stream)
-                stream.close()
-
-
-def _quiet_close(stream: IO[bytes]) -> None:
-    with contextlib.suppress(OSError):
-        stream.close()
-
-
 def _close(popen: subprocess.Popen[bytes]) -> None:
     for stream in (popen.stdin, popen.stdout, popen.stderr):
         if stream is not None:
-            _quiet_close(stream)
+            pipes.quiet_close(stream)
 
 
 child_setup: Callable[[], None] | None = None  # a preexec function for every child while set (fix.pdeath: a parent-death signal)
