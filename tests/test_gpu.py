@@ -419,7 +419,7 @@ def test_nvml_that_hangs_is_killed_and_reported(libdir, smi_path, monkeypatch):
     build_lib(libdir, "libnvidia-ml.so.1", f"int nvmlInitWithFlags(unsigned int f) {HANG}\nint nvmlInit_v2(void) {HANG}\n")
     started = time.monotonic()
     facts = run_collectors(make_ctx(), [gpu.COLLECTOR])
-    assert time.monotonic() - started < 6
+    assert time.monotonic() - started < 20  # its 1 s limit, not a hang; room for a loaded machine
     [error] = facts.errors
     assert error["error"].startswith("NVML: no answer within 1.") and "hangs" in error["error"]
 

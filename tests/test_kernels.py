@@ -328,7 +328,7 @@ def test_a_hanging_ptxas_times_out_fast_and_is_not_cached(tmp_path, monkeypatch,
     toolkits = [{"tool": "ptxas", "path": hang, "version": "13.0.88", "source": "system"}]
     start = time.monotonic()
     out = kernels.run(make_ctx(tmp_path, toolkits))["kernels"]
-    assert time.monotonic() - start < 5
+    assert time.monotonic() - start < 30  # its 0.5 s limit, not the 60 s sleep; room for a loaded machine
     for entry in out.values():
         assert entry["status"] == "timeout"
         assert entry["runs"][0]["outcome"] == "timeout"

@@ -532,7 +532,7 @@ def test_probe_that_hangs_times_out_and_packages_stay_unknown(tmp_path, monkeypa
     ctx = make_ctx(fake_interpreter(tmp_path, "sleep 30"), tmp_path)
     started = time.monotonic()
     run_collectors(ctx, [targetenv.COLLECTOR])
-    assert time.monotonic() - started < 10
+    assert time.monotonic() - started < 20  # its 1 s limit, not the 30 s sleep; room for a loaded machine
     assert ctx.facts.packages is None
     [err] = [e for e in ctx.facts.errors if e["collector"] == "target"]
     assert "timed out" in err["error"] and "\n" not in err["error"]

@@ -39,10 +39,10 @@ def test_a_billion_laughs_under_100_aliases_is_refused_by_its_expanded_size(tmp_
     text = laughs(levels=8)  # 64 aliases, 9**8 = 43 million strings once built
     assert text.count("*a") < 100
     path = write(tmp_path, "laughs.yaml", text)
-    started = time.monotonic()
+    started = time.process_time()
     with pytest.raises(RecipeError, match=r"laughs.yaml: line \d+: its aliases expand it to over 200,000 nodes"):
         recipes.load(path)
-    assert time.monotonic() - started < 5  # before any expansion: the graph is sized, not built
+    assert time.process_time() - started < 5  # before any expansion: the graph is sized, not built
 
 
 def test_recipe_show_of_a_bomb_is_one_line_in_bounded_memory(tmp_path):
