@@ -87,10 +87,8 @@ def settle(arch: Mapping[str, object] | None) -> dict[str, Any]:
     if arch.get("value"):
         return arch
     source = arch.get("source")
-    why = {
-        "none": "no GPU detected",
-        "unknown": "the GPU arch could not be read",
-    }.get(source if isinstance(source, str) else "", "the GPU arch is not known")
+    why = {"none": "no GPU detected", "unknown": "the GPU arch could not be read"}.get(
+        source if isinstance(source, str) else "", "the GPU arch is not known")
     return assumed(why)
 
 

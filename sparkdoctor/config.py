@@ -108,8 +108,7 @@ def _fail_on(value: object, path: Path) -> str | None:
 
 def unknown_ids(ids: Iterable[str], matrix: Matrix) -> list[str]:
     """The ids (from --ignore or check.ignore) that name no entry or stack of `matrix`, sorted."""
-    known = matrix.ids()
-    return sorted(set(ids) - known)
+    return sorted(set(ids) - matrix.ids())
 
 
 def refuse_bare_errors(cfg: Config, matrix: Matrix) -> None:

@@ -98,6 +98,3 @@ def write_cache_entry(path: Path, data: bytes) -> bool:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         return False
-
-
-# ---- reports -------------------------------------------------------------------------------------

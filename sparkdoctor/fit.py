@@ -11,6 +11,7 @@ attachment is the whole report, unshortened, written beside the report by the ca
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 GITHUB_LIMIT = 65_536
 FORUM_LIMIT = 32_000
@@ -70,8 +71,6 @@ def attachment_name(output: str | None, fmt: str, fingerprint: str) -> str:
     (.txt for the forum form) in the current folder."""
     suffix = ".md" if fmt == "github" else ".txt"
     if output:
-        from pathlib import Path
-
         path = Path(output)
         return str(path.with_name(f"{path.stem}.full{path.suffix or suffix}"))
     return f"sparkdoctor-report-{fingerprint[:12]}.full{suffix}"

@@ -6,6 +6,7 @@ the package (sparkdoctor/_data/) in a wheel; both layouts are found.
 
 from __future__ import annotations
 
+import functools
 import os
 import types
 from pathlib import Path
@@ -65,17 +66,12 @@ def scratch(prefix: str) -> Path:
     return Path(shared_probe_module("probe_scratch").scratch(prefix))
 
 
+@functools.cache
 def shared_probe_module(name: str) -> types.ModuleType:
     """A module of probes/shared/ (standard library only) loaded into this process, for one implementation of what
     the probes and sparkdoctor both do. Compiled in memory: no __pycache__ is written into the probes folder."""
-    if name in _SHARED:
-        return _SHARED[name]
     path = data_dir("probes") / "shared" / f"{name}.py"
     module = types.ModuleType(f"sparkdoctor._probe_{name}")
     module.__file__ = str(path)
     exec(compile(path.read_text(encoding="utf-8"), str(path), "exec"), module.__dict__)
-    _SHARED[name] = module
     return module
-
-
-_SHARED: dict[str, types.ModuleType] = {}

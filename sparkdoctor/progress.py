@@ -25,7 +25,6 @@ def progress_line(enabled: bool = True) -> Iterator[Callable[[str], None]]:
         yield lambda _msg: None
         return
     if sys.stderr is not None and sys.stderr.isatty():  # rich only for a terminal (importing it costs ~0.1 s)
-
         console = Console(stderr=True)
         if console.is_terminal:
             with console.status("bench") as status:

@@ -41,17 +41,14 @@ def check_timeout(seconds: float) -> str | None:
 
 def refuse_bad_timeout(seconds: float) -> None:
     """UsageError (exit 2, one line) when `seconds` is not a usable --timeout."""
-    problem = check_timeout(seconds)
-    if problem:
-
+    if problem := check_timeout(seconds):
         raise UsageError(problem)
 
 
 @contextlib.contextmanager
 def run_limit(seconds: float, what: str) -> Iterator[None]:
     """Within this block the work must end in `seconds`; OutOfTime ("<what>: ... --timeout N") otherwise."""
-    problem = check_timeout(seconds)
-    if problem:
+    if problem := check_timeout(seconds):
         raise ValueError(problem)
     start = time.monotonic()
     deadline = start + seconds

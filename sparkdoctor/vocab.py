@@ -76,7 +76,6 @@ class Outcome(Word):
     broken = "broken"  # the faster arm gives wrong answers now (bench/correctness.py): fast and wrong never wins
 
 
-
 CUTEDSL_KERNELS: dict[str, str] = {"cutedsl-nvfp4-mma": "nvfp4-mma", "cutedsl-nvfp4-mma-tile": "nvfp4-mma-tile",
                                    "cutedsl-e2m1-cvt": "e2m1-cvt"}
 """The CuTe DSL probe ids a matrix entry may name, and the kernel of probes/cutedsl/ each compiles. Here, at the

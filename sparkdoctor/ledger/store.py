@@ -83,8 +83,7 @@ def levels_problem(summary: Mapping[str, object]) -> str | None:
     if not isinstance(levels, list) or not all(isinstance(lvl, dict) and type(lvl.get("concurrency")) is int for lvl in levels):
         return "summary_json levels is not a list of levels (objects with an integer concurrency)"
     for level in levels:
-        problem = _level_problem(level)
-        if problem:
+        if problem := _level_problem(level):
             return problem
     head = summary.get("headline")
     if head is not None and not (isinstance(head, dict) and number(head.get("decode_tps_per_stream"))
@@ -220,12 +219,8 @@ class Ledger:
     def runs(self, recipe: str | None = None, limit: int = 50) -> list[dict[str, object]]:
         """Newest first: the identifying columns and the headline of each run; a run whose stored JSON is
         damaged is listed too, with `damaged` naming what is wrong."""
-        sql = f"SELECT {', '.join(_RUN_COLUMNS + _JSON_COLUMNS)} FROM runs"
-        args: tuple[str, ...] = ()
-        if recipe is not None:
-            sql += " WHERE recipe_name = ?"
-            args = (recipe,)
-        sql += " ORDER BY id DESC LIMIT ?"
+        where, args = (" WHERE recipe_name = ?", (recipe,)) if recipe is not None else ("", ())
+        sql = f"SELECT {', '.join(_RUN_COLUMNS + _JSON_COLUMNS)} FROM runs{where} ORDER BY id DESC LIMIT ?"
         with self._failing():
             rows = self.db.execute(sql, (*args, limit)).fetchall()
         out = []

@@ -148,8 +148,8 @@ def read_have(root: Path | None = None, nvml: list[dict[str, Any]] | None = None
         if missing:  # MemAvailable is from Linux 3.14; a garbled or cut file lacks both
             errors.append(f"{root / 'proc/meminfo'} has no {' or '.join(missing)}: the memory the box has is unknown")
     free = _meminfo_free(root)
-    have = Have(str(root), _b(mem.get("total_kib")), _b(free), _b(mem.get("available_kib")), _b(mem.get("reclaimable_kib")),
-                _b(mem.get("swap_total_kib")), _b(mem.get("swap_used_kib")), errors=errors)
+    have = Have(str(root), kib_bytes(mem.get("total_kib")), kib_bytes(free), kib_bytes(mem.get("available_kib")), kib_bytes(mem.get("reclaimable_kib")),
+                kib_bytes(mem.get("swap_total_kib")), kib_bytes(mem.get("swap_used_kib")), errors=errors)
     for pid in _pids(root, errors):
         name, rss = _status(root, pid)
         devices = _devices(root, pid)
@@ -159,7 +159,6 @@ def read_have(root: Path | None = None, nvml: list[dict[str, Any]] | None = None
             have.others.append(Holder(pid, name, rss, [], container=_container_of(root, pid)))
     have.others = sorted(have.others, key=lambda h: -(h.rss_bytes or 0))[:MAX_OTHERS]
     if nvml is None and ask_nvml and is_live_root():
-
         nvml, problem = gpu_health.read()
         if problem:
             have.nvml = f"failed: {problem}"
@@ -172,7 +171,8 @@ def read_have(root: Path | None = None, nvml: list[dict[str, Any]] | None = None
     return have
 
 
-def _b(kib: object) -> int | None:
+def kib_bytes(kib: object) -> int | None:
+    """A KiB count read from /proc (or a node's probe) in bytes; None for anything but an integer."""
     return kib * KIB if isinstance(kib, int) else None
 
 

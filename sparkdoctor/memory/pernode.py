@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sparkdoctor.facts import Facts
-from sparkdoctor.memory.have import ContainerMemory, Have, Holder
+from sparkdoctor.memory.have import ContainerMemory, Have, Holder, kib_bytes
 from sparkdoctor.memory.need import Need, NeedError, Part, Setting, launches_vllm
 from sparkdoctor.memory.verdict import (
     FITS,
@@ -189,12 +189,9 @@ def node_have(name: str, facts: Facts) -> Have:
     health = facts.host_health or {}
     mem = health.get("memory") or {}
     held = (facts.fleet or {}).get("memory")
-
-    def b(kib: object) -> int | None:
-        return kib * 1024 if isinstance(kib, int) else None
-
-    have = Have(f"node {name}", b(mem.get("total_kib")), b((held or {}).get("free_kib")), b(mem.get("available_kib")),
-                b(mem.get("reclaimable_kib")), b(mem.get("swap_total_kib")), b(mem.get("swap_used_kib")), nvml="not asked")
+    have = Have(f"node {name}", kib_bytes(mem.get("total_kib")), kib_bytes((held or {}).get("free_kib")),
+                kib_bytes(mem.get("available_kib")), kib_bytes(mem.get("reclaimable_kib")),
+                kib_bytes(mem.get("swap_total_kib")), kib_bytes(mem.get("swap_used_kib")))
     if not mem.get("total_kib"):
         have.errors.append(f"node {name} sent no readable /proc/meminfo")
     if not isinstance(held, dict):
@@ -203,7 +200,7 @@ def node_have(name: str, facts: Facts) -> Have:
     have.errors += [str(e) for e in held.get("errors") or []]
 
     def holder(row: dict[str, Any]) -> Holder:
-        return Holder(int(row["pid"]), row.get("name"), b(row.get("rss_kib")), list(row.get("devices") or []),
+        return Holder(int(row["pid"]), row.get("name"), kib_bytes(row.get("rss_kib")), list(row.get("devices") or []),
                       container=row.get("container"))
 
     have.holders = sorted((holder(r) for r in held.get("holders") or []), key=lambda h: -(h.rss_bytes or 0))

@@ -29,7 +29,6 @@ _HUNK_MOVED = re.compile(r"Hunk #(\d+) succeeded at (\d+)(?: with fuzz (\d+))?(?
 
 def judge_diff_text(text: str, tree: Tree, source: str) -> list[FileVerdict]:
     """One verdict per file the diff touches; a diff patch cannot read is one FAILS line, not an exception."""
-
     try:
         patchset = PatchSet(text)
     except (UnidiffParseError, ValueError, IndexError) as exc:  # ValueError: a hunk header's 5000-digit number
@@ -77,7 +76,7 @@ def _judge_file(pf: PatchedFile, tree: Tree, source: str) -> FileVerdict:
         return FileVerdict(rel, Verdict.FAILS, f"{rel} is not in {tree.label}", source=source)
     forward, reverse = _dry_run(str(pf), current, False), _dry_run(str(pf), current, True)
     if forward.ok:
-        moved = [m for m in _HUNK_MOVED.finditer(forward.stdout)]
+        moved = list(_HUNK_MOVED.finditer(forward.stdout))
         how = "applies cleanly" if not moved else "applies, " + "; ".join(_moved_words(m) for m in moved)
         return FileVerdict(rel, Verdict.APPLIES, how, source=source)
     lines = current.decode("utf-8", "replace").splitlines()
@@ -120,8 +119,7 @@ def _dry_run(diff: str, current: bytes, reverse: bool) -> proc.ProcResult:
         argv = ["patch", "--dry-run", "--force", "--no-backup-if-mismatch", "--reject-file=-", "-p0", str(target)]
         if reverse:
             argv.insert(1, "--reverse")
-        result = proc.run(argv, timeout=PATCH_TIMEOUT, input=diff, cwd=tmp)
-    return result
+        return proc.run(argv, timeout=PATCH_TIMEOUT, input=diff, cwd=tmp)
 
 
 def _norm(line: str) -> str:

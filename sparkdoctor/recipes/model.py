@@ -143,15 +143,10 @@ def flag_value(argv: list[str], flag: str) -> str | None:
 def strip_bind_flags(argv: list[str]) -> list[str]:
     """argv without --host/--port and their values."""
     out: list[str] = []
-    skip = False
-    for arg in argv:
-        if skip:
-            skip = False
-            continue
+    args = iter(argv)
+    for arg in args:
         if arg in BIND_FLAGS:
-            skip = True
-            continue
-        if any(arg.startswith(f + "=") for f in BIND_FLAGS):
-            continue
-        out.append(arg)
+            next(args, None)  # its value
+        elif not arg.startswith(tuple(f + "=" for f in BIND_FLAGS)):
+            out.append(arg)
     return out

@@ -113,8 +113,7 @@ def apply_overrides(params: dict[str, str], env: dict[str, str], sources: dict[s
 
 def model_in(argv: list[str]) -> str | None:
     """The model a `vllm serve MODEL` (or `--model MODEL`) command loads."""
-    explicit = flag_value(argv, "--model")
-    if explicit:
+    if explicit := flag_value(argv, "--model"):
         return explicit
     for i, arg in enumerate(argv[:-1]):
         if arg == "serve" and not argv[i + 1].startswith("-"):
@@ -176,10 +175,9 @@ def benchy_workload(benchmark: object) -> dict[str, object]:
         return {}
     args = benchmark["args"]
     out: dict[str, object] = {}
-    if _ints(args.get("tg")):
-        out["max_tokens"] = _ints(args.get("tg"))[0]
-    if _ints(args.get("pp")):
-        out["prompt_tokens"] = _ints(args.get("pp"))[0]
-    if _ints(args.get("concurrency")):
-        out["concurrency"] = _ints(args.get("concurrency"))
+    for key, field in (("tg", "max_tokens"), ("pp", "prompt_tokens")):
+        if found := _ints(args.get(key)):
+            out[field] = found[0]
+    if levels := _ints(args.get("concurrency")):
+        out["concurrency"] = levels
     return out

@@ -135,11 +135,9 @@ class Client:
     def _expire(self) -> None:
         self._expired = True
         sock = self._active
-        if sock is not None:
-            try:  # the plain socket's shutdown (an SSL socket's own would touch its state from this thread)
+        if sock is not None:  # the plain socket's shutdown (an SSL socket's own would touch its state from this thread)
+            with contextlib.suppress(OSError):
                 socket.socket.shutdown(sock, socket.SHUT_RDWR)
-            except OSError:
-                pass
 
     def _open(self, url: str, headers: dict[str, str], until: float) -> _Open:
         for _ in range(MAX_REDIRECTS + 1):
@@ -152,10 +150,10 @@ class Client:
                 conn = self._conn(parts.scheme, parts.netloc)
                 try:
                     conn.timeout = self._wait(until, url)
-                    if conn.sock is not None:
-                        conn.sock.settimeout(conn.timeout)
                     if conn.sock is None:
                         conn.connect()
+                    else:
+                        conn.sock.settimeout(conn.timeout)
                     sock = self._active = conn.sock
                     conn.request("GET", path, headers=sent)
                     resp = conn.getresponse()
@@ -236,13 +234,11 @@ class Client:
         """Finish with an answer whose body is not wanted: a short one is read (the connection stays
         kept alive), anything longer or of unknown length is not: the connection is dropped."""
         length = opened.resp.length
-        if length is not None and length <= MAX_ERROR_BODY:
-            try:
-                self._read(opened, MAX_ERROR_BODY)
-                return
-            except RemoteError:
-                return
-        self._drop_url(opened.url)
+        if length is None or length > MAX_ERROR_BODY:
+            self._drop_url(opened.url)
+            return
+        with contextlib.suppress(RemoteError):
+            self._read(opened, MAX_ERROR_BODY)
 
     def get(self, url: str, headers: dict[str, str] | None = None, limit: int = MAX_BODY) -> Response:
         """The answer to GET `url`: the body of a 2xx whole (at most `limit` bytes, else RemoteError), of

@@ -13,7 +13,7 @@ from sparkdoctor.describe import clip, describe_target, tracked_stack
 from sparkdoctor.facts import Facts
 from sparkdoctor.fit import FORUM_LIMIT, Block
 from sparkdoctor.report import judgement
-from sparkdoctor.report.sections import Section, environment_sections
+from sparkdoctor.report.sections import Section, environment_sections, label_lines
 
 if TYPE_CHECKING:
     from sparkdoctor.findings import Report
@@ -75,10 +75,7 @@ def _findings(report: Report, r: Redactor) -> list[str]:
 
 
 def _section(s: Section) -> list[str]:
-    out = _heading(s.title)
-    width = min(max((len(label) for label, _ in s.rows), default=0), 40)
-    out += [f"{label:<{width}} : {value}" for label, value in s.rows]
-    out += s.lines
+    out = _heading(s.title) + label_lines(s)
     if s.table is not None:
         out += _table(s.table)
     if s.note:

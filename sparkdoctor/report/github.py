@@ -27,7 +27,7 @@ from sparkdoctor.describe import (
 from sparkdoctor.facts import Facts
 from sparkdoctor.fit import GITHUB_LIMIT, Block
 from sparkdoctor.report import judgement
-from sparkdoctor.report.sections import Section, environment_sections
+from sparkdoctor.report.sections import Section, environment_sections, label_lines
 
 if TYPE_CHECKING:
     from sparkdoctor.findings import Report
@@ -132,10 +132,7 @@ def _findings(report: Report, r: Redactor) -> list[str]:
 
 
 def _section_text(s: Section) -> str:
-    lines = [f"== {s.title} =="]
-    width = min(max((len(label) for label, _ in s.rows), default=0), 40)
-    lines += [f"{label:<{width}} : {value}" for label, value in s.rows]
-    lines += s.lines
+    lines = [f"== {s.title} ==", *label_lines(s)]
     if s.note:
         lines.append(s.note)
     return "\n".join(lines) + "\n"

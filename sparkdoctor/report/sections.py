@@ -57,6 +57,12 @@ def environment_sections(facts: Facts) -> list[Section]:
     return [s for s in found if s is not None and (s.rows or s.table or s.lines or s.note)]
 
 
+def label_lines(s: Section) -> list[str]:
+    """A section's rows as `label : value` (labels padded, to 40 characters at most), then its lines."""
+    width = min(max((len(label) for label, _ in s.rows), default=0), 40)
+    return [f"{label:<{width}} : {value}" for label, value in s.rows] + s.lines
+
+
 def _value(value: object) -> str:
     if value is None:
         return "unknown"

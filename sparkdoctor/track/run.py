@@ -88,7 +88,6 @@ class TrackResult:
 def _uploaded_after(reader: object, package: str, since: str, on: str | None) -> tuple[set[str], dict[str, str]]:
     """Versions not above `since` that were uploaded after the matrix was tracked (`on`, a date), or, with no
     date, after `since` itself was uploaded: backports of an older line (cutlass-dsl 4.5.3 after 4.6.0)."""
-
     try:
         times = reader.upload_times(package) if hasattr(reader, "upload_times") else {}
     except RemoteError:
@@ -127,7 +126,6 @@ def _new_releases(reader: Reader, package: str, since: str, through: str | None,
 
 def _short(path: str) -> str:
     """A matrix file as matrix/NAME.toml: the same in every checkout and installed copy."""
-
     return f"matrix/{Path(path).name}"
 
 
@@ -177,17 +175,15 @@ def judge(entry: EntryTrack, releases: list[str]) -> None:
             last = holding[-1]
             stop = next(r.version for r, _ in entry.runs if Version(r.version) > Version(last))
             entry.verdict = "no-longer-affected"
-            entry.proposal = {"entry": entry.id, "file": entry.file, "field": f"when.packages.{entry.package}", "from": "*", "to": f"<{stop}",
-                              "because": f"the checks hold through {last} and on none from {stop} on (unless another condition of the entry already reads this)"}
+            _propose(entry, "*", f"<{stop}", f"the checks hold through {last} and on none from {stop} on "
+                     "(unless another condition of the entry already reads this)")
         return
     stopped = next((r for r, inside in entry.runs if inside and not r.holds), None)
     outside_holds = [r for r, inside in entry.runs if not inside and r.holds]
     if stopped is not None:
-        new = f"{spec},<{stopped.version}"
         entry.verdict = "no-longer-affected"
         entry.why = f"{stopped.version} is inside {spec} but its released files no longer hold the checks: the bound closes at {stopped.version}"
-        entry.proposal = {"entry": entry.id, "file": entry.file, "field": f"when.packages.{entry.package}", "from": spec, "to": new,
-                          "because": f"the checks fail on {stopped.version} (first new release where they do)"}
+        _propose(entry, spec, f"{spec},<{stopped.version}", f"the checks fail on {stopped.version} (first new release where they do)")
         return
     lower_only = SpecifierSet(",".join(str(c) for c in SpecifierSet(spec) if c.operator in (">=", ">")))
     below = [r for r in outside_holds if not lower_only.contains(r.version, prereleases=True)]
@@ -201,21 +197,17 @@ def judge(entry: EntryTrack, releases: list[str]) -> None:
         entry.why = f"the checks still hold on {', '.join(r.version for r in above)}, above {spec}"
         between = [v for v in gaps if Version(v) < Version(above[0].version) and not version_in(v, spec)
                    and lower_only.contains(v, prereleases=True)]  # above the range, below the release that holds again
-        if between:
-            entry.why += f"; not on {', '.join(between)} between: the affected releases are not contiguous (a second range, or a narrower check)"
-        entry.proposal = {"entry": entry.id, "file": entry.file, "field": f"when.packages.{entry.package}", "from": spec,
-                          "to": to.lstrip(",") if to != "*" else "*", "because": f"the checks hold through {last}"}
+        entry.why += _not_contiguous(between)
+        _propose(entry, spec, to.lstrip(",") if to != "*" else "*", f"the checks hold through {last}")
         return
     if below:
         first = below[0].version
         entry.verdict = "lower-bound-moves"
         entry.why = f"the checks hold on {', '.join(r.version for r in below)}, below {spec}"
         between = [v for v in gaps if Version(below[-1].version) < Version(v) and not lower_only.contains(v, prereleases=True)]
-        if between:
-            entry.why += f"; not on {', '.join(between)} between: the affected releases are not contiguous (a second range, or a narrower check)"
+        entry.why += _not_contiguous(between)
         kept = ",".join(str(c) for c in SpecifierSet(spec) if c.operator not in (">=", ">"))
-        entry.proposal = {"entry": entry.id, "file": entry.file, "field": f"when.packages.{entry.package}", "from": spec,
-                          "to": f">={first}" + (f",{kept}" if kept else ""), "because": f"the checks hold on {first} already"}
+        _propose(entry, spec, f">={first}" + (f",{kept}" if kept else ""), f"the checks hold on {first} already")
         return
     inside = [r.version for r, i in entry.runs if i]
     if inside:
@@ -224,10 +216,20 @@ def judge(entry: EntryTrack, releases: list[str]) -> None:
         entry.verdict, entry.why = "unchanged", f"every new release is outside {spec} and the checks agree"
 
 
+def _propose(entry: EntryTrack, old: str, new: str, because: str) -> None:
+    entry.proposal = {"entry": entry.id, "file": entry.file, "field": f"when.packages.{entry.package}", "from": old, "to": new,
+                      "because": because}
+
+
+def _not_contiguous(between: list[str]) -> str:
+    if not between:
+        return ""
+    return f"; not on {', '.join(between)} between: the affected releases are not contiguous (a second range, or a narrower check)"
+
+
 def moved_to(reader: Reader, tracking: Tracking, package: str, version: str, checks: tuple[FileCheck, ...]) -> list[str]:
     """Where a check's missing file went: the same path in another wheel of the lockstep family at the
     same version (cutlass-dsl moved its Python package from libs-base to libs-core in 4.6.0)."""
-
     out = []
     for other in sorted(tracking.family(package) - {package}):
         try:

@@ -61,11 +61,7 @@ def entry_diff(old: object, new: object) -> list[str]:
     def rows(m: Any) -> dict[str, dict]:
         if m is None:
             return {}
-        out = {}
-        for item in [*m.entries, *m.stacks]:
-            d = {k: v for k, v in vars(item).items() if k != "file"}
-            out[item.id] = d
-        return out
+        return {item.id: {k: v for k, v in vars(item).items() if k != "file"} for item in [*m.entries, *m.stacks]}
 
     a, b = rows(old), rows(new)
     lines = [f"+ {i} (added)" for i in sorted(set(b) - set(a))]
@@ -90,7 +86,6 @@ def _swap(link: Path, target: Path | None) -> None:
 
 def _pin_of(folder: Path | None) -> str | None:
     """The pin an installed folder holds (its SOURCE.json), None for none or the bundled matrix."""
-
     try:
         doc = json.loads(read_text(folder / "SOURCE.json", 1024 * 1024)) if folder else None
     except (OSError, ValueError):
