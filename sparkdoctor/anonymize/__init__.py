@@ -78,7 +78,9 @@ TOKEN_PATTERNS = [
 # `Bearer abc`, `Authorization: Basic abc`: keep the word, drop what follows.
 AUTH_SCHEME = re.compile(r"(?i)\b(bearer|basic)(\s+|=|:\s*)(?!<)([^\s\"',;]+)")
 # `password=abc`, `--api-key abc`, `?token=abc&`, `error: password=abc` (a pair in a pair): shapes.scan_pairs.
-URL_CREDENTIALS = re.compile(r"(?i)(?<![a-z0-9+.\-])([a-z][a-z0-9+.\-]*://)[^\s/@:]+(?::[^\s/@]*)?@")
+# The password runs to the last @ of the next 256 characters: one pasted with a raw / or @ in it
+# (`https://bob:se/cr3t@host`) goes whole. `host:5000/path@sha256:...` is a port, not a password.
+URL_CREDENTIALS = re.compile(r"(?i)(?<![a-z0-9+.\-])([a-z][a-z0-9+.\-]*://)[^\s/@:]+(?::(?!\d{1,5}/)[^\s\"'<>]{0,256})?@")
 HOME_PATH = re.compile(r"(/home/|/Users/|/var/home/|/export/home/)([^/\s\"'`<>:]+)")
 # A per-user folder outside the homes: /scratch/NAME, /data/users/NAME, /lustre/people/NAME, /u/NAME.
 USER_DIR = re.compile(r"(/(?:users?|people|scratch|homes|home\d+|u)/)([A-Za-z_][A-Za-z0-9_.\-]{0,31})(?=[/\s\"'`:]|$)")

@@ -62,9 +62,11 @@ GLUED_P = re.compile(r"(?<=\s)-p(?![\s-])('[^']*'|\"[^\"]*\"|[^\s;|&]+)")
 # curl's and wget's user:password (`curl -u bob:hunter2`, `--user=bob:hunter2`, `--proxy-user bob:hunter2`)
 USER_PASSWORD = re.compile(r"(?<![\w-])(?:-u|-U|--user|--proxy-user)(?:[ \t]+|=)?['\"]?[^\s:'\"]+:([^\s'\"]+)")
 KEYLIKE = re.compile(r"(?<![A-Za-z0-9_+/\-])[A-Za-z0-9_+\-][A-Za-z0-9_+/\-]{31,}={0,2}(?![A-Za-z0-9_+/=\-])")
-# `ssh spark-2`, `node gpu-12`: a word that says a machine follows, and a name with a digit or a hyphen after it
-HOST_AFTER = re.compile(r"(?i)(?<![A-Za-z0-9_\-])(?:ssh|scp|rsync|ping|host|hostname|node|peer)[ \t]+"
-                        r"([A-Za-z][A-Za-z0-9\-]*(?:\.[A-Za-z0-9\-]+)*)")
+# `ssh spark-2`, `node gpu-12`: a word that says a machine follows, and a name with a digit or a hyphen after it;
+# ssh's options come first (`ssh -i KEY -p 2222 spark-2`): OpenSSH's flags, and the letters that take a value.
+_SSH_OPTION = r"[ \t]+(?:-[46AaCfGgKkMNnqsTtVvXxYy]+|-[BbcDEeFIiJLlmOoPpQRSWw][ \t]*[^\s]{1,256})"
+HOST_AFTER = re.compile(rf"(?i)(?<![A-Za-z0-9_\-])(?:ssh(?:{_SSH_OPTION}){{0,16}}|scp|rsync|ping|host|hostname|node|peer)"
+                        r"[ \t]+([A-Za-z][A-Za-z0-9\-]*(?:\.[A-Za-z0-9\-]+)*)")
 NCCL_HOST = re.compile(r"(?m)^([A-Za-z][A-Za-z0-9\-]*):\d+:\d+ \[\d+\]")
 NOT_HOSTS = frozenset({"localhost", "true", "false", "none", "null", "auto", "any", "all", "default", "local", "host", "<host>",
                        "<ip>", "unix", "file", "http", "https", "tcp", "udp"})

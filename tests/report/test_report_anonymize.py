@@ -8,7 +8,7 @@ import socket
 
 import pytest
 
-from sparkdoctor.anonymize import Redactor, redactor_for
+from sparkdoctor.anonymize import Redactor, redactor_for, shapes
 
 
 def learned() -> Redactor:
@@ -103,7 +103,8 @@ def test_a_long_hostile_string_is_redacted_in_linear_time():
 
     r = learned()
     # the pair scanner, e-mail, user@host, URL host and random-key shapes too (each anchored at a run's start)
-    for chunk in ("a-", "ab:", "1.", "key=", "/home/", "host:", "--key ", "--host ", "a@b.", "http://a", "Ab1/", "a=b "):
+    for chunk in ("a-", "ab:", "1.", "key=", "/home/", "host:", "--key ", "--host ", "a@b.", "http://a", "Ab1/", "a=b ",
+                  "a://b:", "a://b:c/", "ssh -i ", "ssh -t"):
         started = time.process_time()  # CPU seconds: quadratic was minutes; a busy machine is not
         r.text(chunk * 100_000)
         assert time.process_time() - started < 5, chunk
@@ -113,3 +114,34 @@ def test_an_address_variable_holding_a_keyword_teaches_no_host_name():
     r = redactor_for({"env": {"RAY_ADDRESS": "auto", "MASTER_ADDR": "localhost"}})
     assert r.hosts == set()
     assert r.text("vllm.b12x_linear_auto on localhost") == "vllm.b12x_linear_auto on localhost"
+
+
+@pytest.mark.parametrize("line, host", [
+    ("ssh -i ~/.ssh/id_ed25519 spark-03 nvidia-smi", "spark-03"),
+    ("ssh -p 2222 -o ServerAliveInterval=30 gx-node-7 true", "gx-node-7"),
+    ("ssh -tt -A spark-04 top", "spark-04"),
+    ("ssh -p2222 -l ubuntu spark-06 ls", "spark-06"),
+])
+def test_the_host_after_ssh_options_is_learned(line, host):
+    r = learned()
+    shapes.learn_from_text(line, r.learn_host, r.learn_secret)
+    out = r.text(line)
+    assert host not in out and "<host>" in out, out
+    assert r.text(f"later: {host} went down") == "later: <host> went down"
+
+
+@pytest.mark.parametrize("line, secrets, kept", [
+    ("git clone https://bob:se/cr3t@git.example.org/x.git", ("bob", "se/", "cr3t"), "/x.git"),  # a raw / in it
+    ("curl http://alice:p@ss/w0rd@10.0.0.5:8000/v1", ("alice", "p@ss", "w0rd"), ":8000/v1"),  # a raw @ and /
+    ("pip install --index-url https://ci:tok3n@pypi.lab.example/simple vllm", ("ci:", "tok3n"), "/simple vllm"),
+])
+def test_a_url_password_goes_whole(line, secrets, kept):
+    out = learned().text(line)
+    assert not [s for s in secrets if s in out], out
+    assert "<redacted>@" in out and out.endswith(kept), out
+
+
+def test_a_registry_port_and_an_image_digest_are_not_a_password():
+    line = "docker pull registry.example.org:5000/team/vllm@sha256:" + "ab" * 32
+    assert "sha256:" + "ab" * 32 in learned().text(line)
+    assert "<redacted>" not in learned().text("https://registry.example.org:5000/team/vllm@sha256:0123")
