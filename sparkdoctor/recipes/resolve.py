@@ -81,13 +81,43 @@ def split_command(text: str, where: str) -> list[str]:
         if not stripped or stripped.startswith("#") or stripped == "\\":
             continue
         lines.append(re.sub(r"\\\s*$", "", line.rstrip()))
+    line = " ".join(lines)
     try:
-        argv = shlex.split(" ".join(lines))
+        argv = shlex.split(line)
     except ValueError as exc:
         raise RecipeError(f"{where}: cannot split the command into arguments: {exc}") from None
     if not argv:
         raise RecipeError(f"{where}: the command is empty")
+    refuse_shell_line(line, where)
     return argv
+
+
+SHELL_OPERATORS = frozenset({"&&", "||", ";", ";;", "|", "|&", "&", ">", ">>", "<", "<<", "<<<", ">&", "<&", "&>", "(", ")"})
+
+
+def refuse_shell_line(line: str, where: str) -> None:
+    """A command that only a shell runs as written (`pip install x && vllm serve ...`, `| tee`, `> log`, `$(...)`)
+    is refused: sparkdoctor runs one program with its arguments and never a shell, and split as argv such a
+    line runs the wrong program (`pip install x && vllm serve` would ask pip for packages named `&&` and `vllm`).
+    Quoted text (`--chat-template "a && b"`, `'$(x)'`) is an argument and stays."""
+    lex = shlex.shlex(line, posix=False, punctuation_chars=True)
+    lex.whitespace_split = True
+    try:
+        tokens = list(lex)
+    except ValueError:  # quotes shlex.split accepted but the non-POSIX reader does not: no operator to find
+        return
+    for before, token in zip([""] + tokens, tokens, strict=False):
+        if token == "(" and before.endswith("$"):
+            found = "$("
+        elif token in SHELL_OPERATORS:
+            found = token
+        elif not token.startswith("'") and ("$(" in token or "`" in token):
+            found = "$(" if "$(" in token else "`"
+        else:
+            continue
+        raise RecipeError(f"{where}: {found!r} makes the command a shell line; sparkdoctor runs one program with its "
+                          "arguments, never a shell: keep the serve command alone (a step before it belongs in the "
+                          "image or the environment)")
 
 
 def apply_overrides(params: dict[str, str], env: dict[str, str], sources: dict[str, str],

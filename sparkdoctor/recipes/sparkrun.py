@@ -185,6 +185,7 @@ def _generate(model: str, config: Mapping[str, object], variant: str, where: str
         argv = shlex.split(line)
     except ValueError as exc:
         raise RecipeError(f"{where}: the command generated from defaults cannot be split as a shell would: {exc}") from None
+    resolve.refuse_shell_line(line, f"{where}: the command generated from defaults")
     dropped = {k for k in config if k not in VLLM_FLAGS and k != "model"}
     if variant == "vllm-distributed" and config.get("distributed_executor_backend") is not None:
         dropped.add("distributed_executor_backend")

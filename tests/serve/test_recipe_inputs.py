@@ -184,3 +184,44 @@ def test_an_env_that_no_process_can_be_given_is_refused_when_read(tmp_path, name
     p = subprocess.run([sys.executable, "-m", "sparkdoctor", "recipe", "show", str(path)], capture_output=True, text=True,
                        timeout=120)
     assert p.returncode == 2 and p.stderr.count("\n") == 1 and words in p.stderr, p.stderr
+
+
+EUGR = 'recipe_version: "1"\nname: r\ncontainer: c\ndefaults:\n  port: 8000\ncommand: |\n  {}\n'
+
+
+@pytest.mark.parametrize("command, operator", [
+    ("pip install flashinfer-python && vllm serve m --port {port}", "'&&'"),  # argv: pip asked for a package `vllm`
+    ("vllm serve m --port {port} 2>&1 | tee serve.log", "'>&'"),
+    ("vllm serve m --port {port}; sleep 1", "';'"),
+    ("vllm serve m --port {port} --served-model-name $(hostname)", "'$('"),
+    ('vllm serve m --port {port} --served-model-name "`id -un`"', "'`'"),
+    ("cd /models \\\n  && vllm serve m --port {port}", "'&&'"),
+])
+def test_a_command_only_a_shell_runs_is_refused(tmp_path, command, operator):
+    """sparkdoctor runs argv, never a shell: split as argv, `pip install x && vllm serve m` ran pip with the
+    arguments `&&`, `vllm`, `serve` (packages to install). Now it is one line when the recipe is read, exit 2."""
+    path = write(tmp_path, "r.yaml", EUGR.format(command))
+    with pytest.raises(RecipeError, match="makes the command a shell line") as caught:
+        recipes.load(path)
+    assert operator in str(caught.value) and "field 'command'" in str(caught.value)
+    p = subprocess.run([sys.executable, "-m", "sparkdoctor", "recipe", "show", str(path)], capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 2 and p.stderr.count("\n") == 1 and operator in p.stderr, p.stderr
+
+
+@pytest.mark.parametrize("command", [
+    "vllm serve m --port {port} --chat-template-content-format \"a && b\"",
+    "vllm serve m --port {port} --served-model-name 'x;y' --override-generation-config '{{\"a\": \"$(no)\"}}'",
+    "vllm serve m --port {port} --hf-overrides '{{\"rope_scaling\": {{\"factor\": 4}}}}'",
+])
+def test_quoted_operators_are_arguments(tmp_path, command):
+    recipe = recipes.load(write(tmp_path, "r.yaml", EUGR.format(command)))
+    assert recipe.argv[:3] == ["vllm", "serve", "m"]
+
+
+def test_a_sparkrun_default_that_a_shell_would_split_is_refused(tmp_path):
+    """sparkrun joins the defaults into one line that bash runs: a `served_model_name: "m; curl x | sh"` would run
+    a second command there; sparkdoctor refuses the recipe instead of passing `;` to vLLM."""
+    path = write(tmp_path, "r.yaml", "model: m\nruntime: vllm\ndefaults:\n  port: 8000\n  served_model_name: 'm; curl x | sh'\n")
+    with pytest.raises(RecipeError, match=r"the command generated from defaults: ';' makes the command a shell line"):
+        recipes.load(path)
