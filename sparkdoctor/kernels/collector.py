@@ -8,6 +8,7 @@ import re
 import tempfile
 import threading
 from collections.abc import Mapping
+from contextlib import nullcontext
 from pathlib import Path
 
 from sparkdoctor.arch import ARCH_RE, arch_base, settle
@@ -89,21 +90,15 @@ def run(ctx: Context) -> dict[str, object]:
             job.record.update(hit[0], cached=True)
 
     needs_gpu = any(j.purpose == "target" and gpu_run.matching_gpu(ctx.facts.gpus, j.arch) for j in jobs)
-    workdir_ctx = None
-    if pending or needs_gpu:
-
-        workdir_ctx = tempfile.TemporaryDirectory(prefix="sparkdoctor-kernels-")
-    try:
-        workdir = Path(workdir_ctx.name) if workdir_ctx else None
+    folder = tempfile.TemporaryDirectory(prefix="sparkdoctor-kernels-") if pending or needs_gpu else nullcontext()
+    with folder as name:
+        workdir = Path(name) if name else None
         if pending and workdir is not None:
             _compile_phase(pending, workdir)
             for job in pending:
                 if job.cacheable:
                     cache.put(job.key, job.record, job.cubin)
         gpu_run.gpu_phase(jobs, ctx, cache, workdir)
-    finally:
-        if workdir_ctx:
-            workdir_ctx.cleanup()
     return {"kernels": {p.id: verdict.entry(p, [j.record for j in jobs if j.probe is p], *arch_notes[p.id]) for p in probes}}
 
 

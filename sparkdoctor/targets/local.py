@@ -98,12 +98,26 @@ def _liveness(python: str) -> _Liveness:
         return _LIVENESS.setdefault(python, _Liveness(python))
 
 
-class _Watched(proc.Running):
+class Wrapped(proc.Running):
+    """A Running that stands for the `inner` one it wraps: killing or cancelling it kills or cancels that one."""
+
+    def __init__(self, inner: proc.Running):
+        super().__init__(inner.argv, inner.popen, inner.started, inner.input, inner.start_error, inner.max_output)
+        self.inner = inner
+
+    def kill(self) -> None:
+        self.inner.kill()
+
+    def cancel(self) -> None:
+        self.inner.cancel()
+
+
+class _Watched(Wrapped):
     """A target script's Running that reports how it ended to its interpreter's liveness."""
 
     def __init__(self, inner: proc.Running, liveness: _Liveness, name: str):
-        super().__init__(inner.argv, inner.popen, inner.started, inner.input, inner.start_error, inner.max_output)
-        self.inner, self.liveness, self.name = inner, liveness, name
+        super().__init__(inner)
+        self.liveness, self.name = liveness, name
         with liveness.lock:
             liveness.running.add(self)
 
@@ -125,13 +139,10 @@ class _Watched(proc.Running):
                 other.inner.kill()
         return res
 
-    def kill(self) -> None:
-        self.inner.kill()
-
     def cancel(self) -> None:
         with self.liveness.lock:
             self.liveness.running.discard(self)
-        self.inner.cancel()
+        super().cancel()
 
 
 def resolve_python_target(python: str | None) -> PythonTarget:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from sparkdoctor.proc import ProcResult, Running
 from sparkdoctor.targets import early
-from sparkdoctor.targets.local import Target, probe_entry
+from sparkdoctor.targets.local import Target, Wrapped, probe_entry
 
 PROBE = early.TARGET
 HASH_BUDGET = early.HASH_BUDGET
@@ -32,12 +32,11 @@ class Prestarted:
     capabilities: bool = False
 
 
-class Shared(Running):
+class Shared(Wrapped):
     """A Running that several readers wait for: the first collects it, the others get the same result."""
 
     def __init__(self, inner: Running):
-        super().__init__(inner.argv, inner.popen, inner.started, inner.input, inner.start_error, inner.max_output)
-        self.inner = inner
+        super().__init__(inner)
         self._lock = threading.Lock()
         self._result: ProcResult | None = None
 
@@ -46,12 +45,6 @@ class Shared(Running):
             if self._result is None:
                 self._result = self.inner.result(timeout)
             return self._result
-
-    def kill(self) -> None:
-        self.inner.kill()
-
-    def cancel(self) -> None:
-        self.inner.cancel()
 
 
 def _root(cache_root: Path | None) -> str | None:
