@@ -213,19 +213,18 @@ def health_answer(nv: ModuleType | None = None) -> dict[str, object]:
             pass
 
 
+def stage(name: str, answer: Callable[[], dict[str, object]]) -> None:
+    say({"stage": name, "start": True})
+    say({"stage": name, **answer()})
+
+
 def main(argv: list[str]) -> int:
-    if "--health" in argv:
-        say({"stage": "health", "start": True})
-        say({"stage": "health", **health_answer()})
-        return 0
-    if "--skip-nvml" not in argv:
-        say({"stage": "nvml", "start": True})
-        say({"stage": "nvml", **nvml_answer()})
-    say({"stage": "libcuda", "start": True})
-    say({"stage": "libcuda", "encoded": libcuda_encoded()})
-    if "--with-health" in argv:  # `check`'s prestarted helper: the host-health readings too, last
-        say({"stage": "health", "start": True})
-        say({"stage": "health", **health_answer()})
+    if "--health" not in argv:
+        if "--skip-nvml" not in argv:
+            stage("nvml", nvml_answer)
+        stage("libcuda", lambda: {"encoded": libcuda_encoded()})
+    if "--health" in argv or "--with-health" in argv:  # --with-health: `check`'s prestarted helper, health last
+        stage("health", health_answer)
     return 0
 
 
