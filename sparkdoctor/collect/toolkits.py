@@ -159,13 +159,12 @@ class _Cache:
         self.dirty = False
         self.lock = threading.Lock()
         if self.path is not None and ctx.use_cache:
-            self.entries = self._read()
+            self.entries = self._read(self.path)
 
-    def _read(self) -> dict[str, object]:
-        if self.path is None:
-            return {}
+    @staticmethod
+    def _read(path: Path) -> dict[str, object]:
         try:
-            data = json.loads(self.path.read_text(encoding="utf-8"))
+            data = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return {}
         entries = data.get("entries") if isinstance(data, dict) and data.get("schema") == CACHE_SCHEMA else None

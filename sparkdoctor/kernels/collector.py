@@ -69,12 +69,10 @@ def run(ctx: Context) -> dict[str, object]:
     target, source, target_note = target_arch(ctx.facts)
     probes = selected_probes(load_probes(), target)
     toolkits = ctx.facts.toolkits
-    if toolkits is None:
-        why = "ptxas unknown: the toolkits collector did not report"
-        return {"kernels": {p.id: verdict.skipped(p, compile_arch(p, target)[0], why) for p in probes}}
-    usable, unusable = tools.usable_ptxas(toolkits)
+    usable, unusable = tools.usable_ptxas(toolkits) if toolkits is not None else ([], [])
     if not usable:
-        why = "no ptxas found" + (f" ({'; '.join(unusable)})" if unusable else "")
+        why = ("ptxas unknown: the toolkits collector did not report" if toolkits is None
+               else "no ptxas found" + (f" ({'; '.join(unusable)})" if unusable else ""))
         return {"kernels": {p.id: verdict.skipped(p, compile_arch(p, target)[0], why) for p in probes}}
 
     jobs, arch_notes = _plan(ctx, probes, usable, target, source, target_note)
