@@ -201,7 +201,6 @@ class ContainerTarget:
 
     def file_transport(self) -> FileTransport:
         """The container's files, through the container CLI (targets/container_files.py)."""
-
         return ContainerFiles(self)
 
 
@@ -242,7 +241,6 @@ def translate(res: proc.ProcResult, back: dict[str, Path] | None = None) -> proc
 
 def _bring_back(path: Path, data: str) -> None:
     """A probe's cache file (JSON text), back from the container: written atomically; a bad copy is dropped."""
-
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         write_text(path, base64.b64decode(data, validate=True).decode("utf-8"))

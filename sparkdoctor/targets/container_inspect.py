@@ -185,6 +185,5 @@ def resolve_container_target(name: str, python: str | None = None, runtime: str 
 def cache_root_for(target: ContainerTarget) -> Path:
     """The host folder of one container interpreter's probe caches: by image content and interpreter
     (a container recreated from the same image keeps its cache; another image never shares it)."""
-
     key = f"{target.info.get('fingerprint') or target.info.get('image_id')}|{target.name}|{target.python}"
     return cache_dir() / "containers" / hashlib.sha256(key.encode()).hexdigest()[:16]
