@@ -161,8 +161,8 @@ class Facts:
     def to_dict(self) -> dict[str, object]:
         return asdict(self)
 
-    def to_json(self, indent: int | None = 2) -> str:
-        return json.dumps(self.to_dict(), indent=indent, sort_keys=False)
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2)
 
     @classmethod
     def from_dict(cls, data: object, source: str = "snapshot") -> Facts:

@@ -41,13 +41,13 @@ def matching_gpu(gpus: Sequence[Mapping[str, object]] | None, arch: str) -> Mapp
     return None
 
 
-def run_on_gpu(requests: Sequence[cuda_driver.Job], timeout: float | None = None) -> list[cuda_driver.Ran]:
+def run_on_gpu(requests: Sequence[cuda_driver.Job]) -> list[cuda_driver.Ran]:
     """Run cuda_driver's job runner in a child process; one result per request, always."""
     # imported on use: check loads sparkdoctor.cuda_driver only on the runs that get here
     from sparkdoctor import cuda_driver
 
     script = Path(cuda_driver.__file__)
-    result = proc.run([sys.executable, "-B", str(script), "--run-jobs"], timeout=timeout or RUN_TIMEOUT, input=json.dumps({"jobs": requests}))
+    result = proc.run([sys.executable, "-B", str(script), "--run-jobs"], timeout=RUN_TIMEOUT, input=json.dumps({"jobs": requests}))
     failed = None
     if not result.ok:
         failed = f"the GPU runner failed: {result.describe_failure()}"

@@ -208,9 +208,9 @@ class _InContainer(Wrapped):
     """A probe's Running whose result speaks like a local process's: the bootstrap's own deadline is a
     timeout, a probe killed by a signal has a negative return code (not the CLI's 128+N)."""
 
-    def __init__(self, inner: proc.Running, back: dict[str, Path] | None = None):
+    def __init__(self, inner: proc.Running, back: dict[str, Path]):
         super().__init__(inner)
-        self.back = back or {}
+        self.back = back
 
     def result(self, timeout: float) -> proc.ProcResult:
         return translate(self.inner.result(timeout), self.back)
