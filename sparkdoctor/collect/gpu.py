@@ -96,9 +96,9 @@ EARLY_TIMEOUT = max(HELPER_TIMEOUT, 8.0)  # the GPU stages, then the health read
 def prestart() -> None:
     """Start the helper now (`check` does, before its collectors; the console entry point usually
     started it already): its interpreter start and library loads then overlap sparkdoctor's own
-    imports instead of adding to the run. The same
-    process then takes the host-health readings (`--with-health`): one interpreter start, not two,
-    and each stage still answers (or is named as the one that hung) on its own line."""
+    imports instead of adding to the run. The same process then takes the host-health readings
+    (`--with-health`): one interpreter start, not two, and each stage still answers (or is named as
+    the one that hung) on its own line."""
     global _early, _early_answer, _early_wanted
     with _early_lock:
         if _early is None:

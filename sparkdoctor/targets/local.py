@@ -148,8 +148,7 @@ class _Watched(Wrapped):
 def resolve_python_target(python: str | None) -> PythonTarget:
     """--python PATH, else $VIRTUAL_ENV, else the interpreter running sparkdoctor."""
     if python:
-        path = _resolve_interpreter(python)
-        return PythonTarget(path, "--python")
+        return PythonTarget(_resolve_interpreter(python), "--python")
     venv = os.environ.get("VIRTUAL_ENV")
     if venv:
         for name in ("bin/python", "bin/python3", "Scripts/python.exe"):

@@ -56,7 +56,7 @@ def _local(target: Target) -> bool:
 
 
 def cache_file(cache_root: Path, python: str) -> Path:
-    """One hash cache per interpreter: two targets never share (or clobber) entries."""
+    """early.hash_cache_file, as a Path."""
     return Path(early.hash_cache_file(str(cache_root), python))
 
 
@@ -66,8 +66,7 @@ def probe_args(target: Target, cache_root: Path | None, use_cache: bool) -> tupl
 
 
 def probe_env(target: Target, cache_root: Path | None) -> dict[str, str] | None:
-    """Where a local probe keeps its compiled modules (our cache dir, never the target or the probe
-    folder); none for a container, whose file system does not hold our cache dir."""
+    """early.probe_env for this target: a local probe's compiled modules in our cache dir, none for a container."""
     return early.probe_env(_root(cache_root), _local(target))
 
 
@@ -85,6 +84,6 @@ def prestart(target: Target, cache_root: Path | None, use_cache: bool, capabilit
 
 
 def capabilities_cache_file(cache_root: Path | None, python: str, use_cache: bool) -> Path | None:
-    """The capabilities probe's cache of derived facts, one per interpreter (None: no cache)."""
+    """early.capabilities_cache_file, as a Path."""
     path = early.capabilities_cache_file(_root(cache_root), python, use_cache)
     return None if path is None else Path(path)
