@@ -49,14 +49,21 @@ def nvml_answer(nv: ModuleType | None = None) -> dict[str, object]:
         except ImportError as exc:
             return {"missing": f"nvidia-ml-py not importable: {exc}"}
         nv = pynvml
+    return _session(nv, _read, library_not_found=True)
+
+
+def _session(nv: ModuleType, read: Callable[[ModuleType], dict[str, object]],
+             library_not_found: bool = False) -> dict[str, object]:
+    """read(nv) between nvmlInit and nvmlShutdown; an NVML error is {"failed": why} (with `library_not_found`, a
+    library nvmlInit cannot find is {"missing": why})."""
     try:
         nv.nvmlInit()
     except nv.NVMLError as exc:
-        if exc.value == nv.NVML_ERROR_LIBRARY_NOT_FOUND:
+        if library_not_found and exc.value == nv.NVML_ERROR_LIBRARY_NOT_FOUND:
             return {"missing": "libnvidia-ml.so.1 not found"}
         return {"failed": f"NVML init: {_nvml_error(exc)}"}
     try:
-        return _read(nv)
+        return read(nv)
     except nv.NVMLError as exc:
         return {"failed": f"NVML: {_nvml_error(exc)}"}
     finally:
@@ -198,19 +205,7 @@ def health_answer(nv: ModuleType | None = None) -> dict[str, object]:
         except (OSError, ImportError) as exc:
             return {"missing": f"NVML not available: {exc}"}
         nv = pynvml
-    try:
-        nv.nvmlInit()
-    except nv.NVMLError as exc:
-        return {"failed": f"NVML init: {_nvml_error(exc)}"}
-    try:
-        return {"gpus": [health_gpu(nv, i) for i in range(nv.nvmlDeviceGetCount())]}
-    except nv.NVMLError as exc:
-        return {"failed": f"NVML: {_nvml_error(exc)}"}
-    finally:
-        try:
-            nv.nvmlShutdown()
-        except nv.NVMLError:
-            pass
+    return _session(nv, lambda nv: {"gpus": [health_gpu(nv, i) for i in range(nv.nvmlDeviceGetCount())]})
 
 
 def stage(name: str, answer: Callable[[], dict[str, object]]) -> None:
