@@ -315,15 +315,14 @@ def _fill(entry: Ptxas, cache: _Cache) -> None:
 def run(ctx: Context) -> dict[str, object]:
     entries = discover(ctx)
     cache = _Cache(ctx)
-    if entries:
-        if len(entries) == 1:  # the usual box: no pool (concurrent.futures is ~3 ms of imports on a warm check)
-            _fill(entries[0], cache)
-        else:
-            # imported on use: check loads concurrent.futures only on the runs that get here
-            from concurrent.futures import ThreadPoolExecutor
+    if len(entries) == 1:  # the usual box: no pool (concurrent.futures is ~3 ms of imports on a warm check)
+        _fill(entries[0], cache)
+    elif entries:
+        # imported on use: check loads concurrent.futures only on the runs that get here
+        from concurrent.futures import ThreadPoolExecutor
 
-            with ThreadPoolExecutor(max_workers=min(8, len(entries)), thread_name_prefix="ptxas") as pool:
-                list(pool.map(lambda e: _fill(e, cache), entries))
+        with ThreadPoolExecutor(max_workers=min(8, len(entries)), thread_name_prefix="ptxas") as pool:
+            list(pool.map(lambda e: _fill(e, cache), entries))
     cache.save()
     mark_triton(entries, ctx)
     facts = [e.as_fact() for e in entries]

@@ -3,7 +3,7 @@
 Everything about the target's packages is read by probes (standard library only) run by the
 target's own interpreter in a subprocess with a timeout. A probe is a folder, probes/<name>/, run as
 its __main__.py with probes/shared/ beside it; the probes/ folder is the unit that ships. A
-container target (sparkdoctor/target_container.py) is another way to run a probe and a command;
+container target (targets/container.py) is another way to run a probe and a command;
 nothing downstream changes.
 """
 
@@ -41,8 +41,7 @@ class PythonTarget:
         environment (sparkdoctor.targets.early), else a new one."""
         from sparkdoctor.targets import early
 
-        full_env = dict(os.environ)
-        full_env.update(env or {})
+        full_env = {**os.environ, **(env or {})}
         argv = early.script_argv(self.python, str(script), args)  # -S -B: no site (no .pth code), no .pyc left behind
         started = early.take(probe_name(script), argv, full_env)
         liveness = _liveness(self.python)
