@@ -161,18 +161,15 @@ class Facts:
     def to_dict(self) -> dict[str, object]:
         return asdict(self)
 
-    def to_json(self, indent: int | None = 2) -> str:
-        return json.dumps(self.to_dict(), indent=indent, sort_keys=False)
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2)
 
     @classmethod
     def from_dict(cls, data: object, source: str = "snapshot") -> Facts:
         """Facts from a parsed snapshot; FactsError (one line: source, field path, why) for any field
         that does not have its documented shape (sparkdoctor/facts_shapes.py)."""
         # imported on use: check loads sparkdoctor.facts_shapes only on the runs that get here
-        from sparkdoctor.facts_shapes import (
-            ShapeError,
-            check_field,
-        )
+        from sparkdoctor.facts_shapes import ShapeError, check_field
 
         if not isinstance(data, dict):
             raise FactsError(f"{source}: expected a JSON object at the top level")
@@ -187,6 +184,8 @@ class Facts:
         for key, value in data.items():
             if key not in known:
                 continue  # newer producers may add fields; ignoring them loses nothing we use
+            if value is None and key in ("arch", "tool", "errors", "timings_ms", "taken_at"):
+                continue  # fields that are never unknown: their default
             try:
                 check_field(key, value)
             except ShapeError as exc:
@@ -195,9 +194,6 @@ class Facts:
                 kwargs[key] = scrub(value)
             except RecursionError:
                 raise FactsError(f"{source}: field '{key}' is nested too deeply") from None
-        for key in ("arch", "tool", "errors", "timings_ms", "taken_at"):  # fields that are never unknown
-            if key in kwargs and kwargs[key] is None:
-                del kwargs[key]
         return cls(**kwargs)
 
     @classmethod
@@ -218,7 +214,6 @@ class Facts:
 
     def save(self, path: Path) -> None:
         """Write atomically, and only to a regular file (sparkdoctor.output); OSError otherwise."""
-
         write_text(Path(path), self.to_json() + "\n")
 
     # ---- fingerprint ----------------------------------------------------------------------------
@@ -257,18 +252,8 @@ class Facts:
 # integrity-checked against their RECORD.
 TRACKED_PREFIXES = ("torch", "triton", "vllm", "flashinfer", "nvidia-cutlass-dsl", "cuda-python", "cuda-bindings", "quack-kernels", "b12x")
 
-FINGERPRINT_ENV = frozenset(
-    {
-        "CUTE_DSL_ARCH",
-        "TORCH_CUDA_ARCH_LIST",
-        "FLASHINFER_CUDA_ARCH_LIST",
-        "TRITON_PTXAS_PATH",
-        "TRITON_PTXAS_BLACKWELL_PATH",
-        "TRITON_OVERRIDE_ARCH",
-        "CUDA_HOME",
-        "PYTORCH_CUDA_ALLOC_CONF",
-    }
-)
+FINGERPRINT_ENV = frozenset({"CUTE_DSL_ARCH", "TORCH_CUDA_ARCH_LIST", "FLASHINFER_CUDA_ARCH_LIST", "TRITON_PTXAS_PATH",
+                             "TRITON_PTXAS_BLACKWELL_PATH", "TRITON_OVERRIDE_ARCH", "CUDA_HOME", "PYTORCH_CUDA_ALLOC_CONF"})
 
 
 def scrub(value: object) -> Any:

@@ -138,7 +138,6 @@ def split_options(line: str) -> tuple[str, str]:
 
 class BadLine(InputError, ValueError):
     code = "constraints"
-    pass
 
 
 def _looks_unnamed(text: str) -> bool:

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import signal
 from pathlib import Path
 from typing import Any
 
@@ -94,16 +93,14 @@ def interpret(kernel: str, arch: str, result: proc.ProcResult) -> dict[str, obje
     tail = [x.strip() for x in (result.stderr or "").splitlines() if x.strip()]
     last = f": {tail[-1][:300]}" if tail else ""
     started = STARTED in (x.strip() for x in (result.stdout or "").splitlines())
+    ended = {"kernel": kernel, "arch": arch, "ms": round(result.seconds * 1000)}
     if result.signal and not started:  # e.g. `check --python X` where X is no working Python: no compiler ran
-        return {"kernel": kernel, "arch": arch, "status": "error", "ms": round(result.seconds * 1000),
+        return {**ended, "status": "error",
                 "detail": f"could not run the target's Python: {result.describe_failure()} before the probe started{last}"}
     if result.signal:
-        try:
-            name = signal.Signals(result.signal).name
-        except ValueError:
-            name = f"signal {result.signal}"
-        return {"kernel": kernel, "arch": arch, "status": "crash", "detail": f"the CuTe DSL compiler was killed by {name}{last}", "ms": round(result.seconds * 1000)}
-    return {"kernel": kernel, "arch": arch, "status": "error", "detail": f"compile probe gave no result: {result.describe_failure()}", "ms": round(result.seconds * 1000)}
+        killer = proc.signal_name(result.signal)
+        return {**ended, "status": "crash", "detail": f"the CuTe DSL compiler was killed by {killer}{last}"}
+    return {**ended, "status": "error", "detail": f"compile probe gave no result: {result.describe_failure()}"}
 
 
 # Only the arch (from the gpu collector, ~20 ms): the probe reads the install itself.

@@ -77,20 +77,12 @@ def query_libraries() -> Libraries:
     """Ask NVML and libcuda through the helper; never raise. A stage that kills the helper is reported,
     and libcuda is asked again on its own when NVML took the helper down with it."""
     records, problem = _run_helper([])
-    nvml: Observation | Missing | Failed
-    if "nvml" in records:
-        nvml = _nvml_of(records["nvml"])
-    else:
-        nvml = Failed(problem or "NVML: the helper gave no answer")
-    problems: list[str] = []
+    nvml = _nvml_of(records["nvml"]) if "nvml" in records else Failed(problem or "NVML: the helper gave no answer")
     if "libcuda" not in records and problem and "nvml" not in records:
         records, problem = _run_helper(["--skip-nvml"])
-    if "libcuda" in records:
-        encoded = records["libcuda"].get("encoded")
-        libcuda = cuda_version_of(encoded) if isinstance(encoded, int) and encoded > 0 else None
-    else:
-        libcuda = None
-        problems.append(problem or "libcuda: the helper gave no answer")
+    encoded = records.get("libcuda", {}).get("encoded")
+    libcuda = cuda_version_of(encoded) if isinstance(encoded, int) and encoded > 0 else None
+    problems = [] if "libcuda" in records else [problem or "libcuda: the helper gave no answer"]
     return Libraries(nvml, libcuda, problems)
 
 
@@ -104,9 +96,9 @@ EARLY_TIMEOUT = max(HELPER_TIMEOUT, 8.0)  # the GPU stages, then the health read
 def prestart() -> None:
     """Start the helper now (`check` does, before its collectors; the console entry point usually
     started it already): its interpreter start and library loads then overlap sparkdoctor's own
-    imports instead of adding to the run. The same
-    process then takes the host-health readings (`--with-health`): one interpreter start, not two,
-    and each stage still answers (or is named as the one that hung) on its own line."""
+    imports instead of adding to the run. The same process then takes the host-health readings
+    (`--with-health`): one interpreter start, not two, and each stage still answers (or is named as
+    the one that hung) on its own line."""
     global _early, _early_answer, _early_wanted
     with _early_lock:
         if _early is None:
@@ -135,7 +127,6 @@ def take_early(part: str) -> proc.ProcResult | None:
 def _start_helper(args: list[str]) -> proc.Running:
     """The helper running with `args`: the entry point's early one when it is exactly this command
     (sparkdoctor.targets.early), else a new one."""
-
     argv, env = [sys.executable, "-I", "-B", str(HELPER), *args], early.gpu_helper_env()
     return early.take(early.GPU, argv, env) or proc.start(argv, env=env)
 

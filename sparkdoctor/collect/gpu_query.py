@@ -49,14 +49,21 @@ def nvml_answer(nv: ModuleType | None = None) -> dict[str, object]:
         except ImportError as exc:
             return {"missing": f"nvidia-ml-py not importable: {exc}"}
         nv = pynvml
+    return _session(nv, _read, library_not_found=True)
+
+
+def _session(nv: ModuleType, read: Callable[[ModuleType], dict[str, object]],
+             library_not_found: bool = False) -> dict[str, object]:
+    """read(nv) between nvmlInit and nvmlShutdown; an NVML error is {"failed": why} (with `library_not_found`, a
+    library nvmlInit cannot find is {"missing": why})."""
     try:
         nv.nvmlInit()
     except nv.NVMLError as exc:
-        if exc.value == nv.NVML_ERROR_LIBRARY_NOT_FOUND:
+        if library_not_found and exc.value == nv.NVML_ERROR_LIBRARY_NOT_FOUND:
             return {"missing": "libnvidia-ml.so.1 not found"}
         return {"failed": f"NVML init: {_nvml_error(exc)}"}
     try:
-        return _read(nv)
+        return read(nv)
     except nv.NVMLError as exc:
         return {"failed": f"NVML: {_nvml_error(exc)}"}
     finally:
@@ -198,34 +205,21 @@ def health_answer(nv: ModuleType | None = None) -> dict[str, object]:
         except (OSError, ImportError) as exc:
             return {"missing": f"NVML not available: {exc}"}
         nv = pynvml
-    try:
-        nv.nvmlInit()
-    except nv.NVMLError as exc:
-        return {"failed": f"NVML init: {_nvml_error(exc)}"}
-    try:
-        return {"gpus": [health_gpu(nv, i) for i in range(nv.nvmlDeviceGetCount())]}
-    except nv.NVMLError as exc:
-        return {"failed": f"NVML: {_nvml_error(exc)}"}
-    finally:
-        try:
-            nv.nvmlShutdown()
-        except nv.NVMLError:
-            pass
+    return _session(nv, lambda nv: {"gpus": [health_gpu(nv, i) for i in range(nv.nvmlDeviceGetCount())]})
+
+
+def stage(name: str, answer: Callable[[], dict[str, object]]) -> None:
+    say({"stage": name, "start": True})
+    say({"stage": name, **answer()})
 
 
 def main(argv: list[str]) -> int:
-    if "--health" in argv:
-        say({"stage": "health", "start": True})
-        say({"stage": "health", **health_answer()})
-        return 0
-    if "--skip-nvml" not in argv:
-        say({"stage": "nvml", "start": True})
-        say({"stage": "nvml", **nvml_answer()})
-    say({"stage": "libcuda", "start": True})
-    say({"stage": "libcuda", "encoded": libcuda_encoded()})
-    if "--with-health" in argv:  # `check`'s prestarted helper: the host-health readings too, last
-        say({"stage": "health", "start": True})
-        say({"stage": "health", **health_answer()})
+    if "--health" not in argv:
+        if "--skip-nvml" not in argv:
+            stage("nvml", nvml_answer)
+        stage("libcuda", lambda: {"encoded": libcuda_encoded()})
+    if "--health" in argv or "--with-health" in argv:  # --with-health: `check`'s prestarted helper, health last
+        stage("health", health_answer)
     return 0
 
 

@@ -188,11 +188,7 @@ def kernel(root: Path) -> dict[str, int] | None:
     """The memory events in the kernel's log since boot (/dev/kmsg): NV_ERR_NO_MEMORY lines, Xids, OOM kills,
     hung tasks; None where the log cannot be read (dmesg_restrict without root)."""
     # imported on use: check loads sparkdoctor.collect.kernel_log only on the runs that get here
-    from sparkdoctor.collect.kernel_log import (
-        counts,
-        parse,
-        read_kmsg,
-    )
+    from sparkdoctor.collect.kernel_log import counts, parse, read_kmsg
 
     text = read_kmsg(root)
     return None if text is None else counts(parse(text))

@@ -68,9 +68,7 @@ def parse(text: str, since: float | None = None) -> list[KernelEvent]:
     for raw in text.splitlines():
         if not any(word in raw for word in _WORDS):  # most of a kernel log: skip it before any regex runs
             continue
-        if len(raw) > 4 * MAX_LINE:
-            raw = raw[:4 * MAX_LINE]
-        line, seconds = _strip(raw.rstrip())
+        line, seconds = _strip(raw[:4 * MAX_LINE].rstrip())
         if since is not None and seconds is not None and seconds < since:
             continue
         for kind, pattern in _PATTERNS:

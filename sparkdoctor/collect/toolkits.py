@@ -159,13 +159,12 @@ class _Cache:
         self.dirty = False
         self.lock = threading.Lock()
         if self.path is not None and ctx.use_cache:
-            self.entries = self._read()
+            self.entries = self._read(self.path)
 
-    def _read(self) -> dict[str, object]:
-        if self.path is None:
-            return {}
+    @staticmethod
+    def _read(path: Path) -> dict[str, object]:
         try:
-            data = json.loads(self.path.read_text(encoding="utf-8"))
+            data = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return {}
         entries = data.get("entries") if isinstance(data, dict) and data.get("schema") == CACHE_SCHEMA else None
@@ -316,15 +315,14 @@ def _fill(entry: Ptxas, cache: _Cache) -> None:
 def run(ctx: Context) -> dict[str, object]:
     entries = discover(ctx)
     cache = _Cache(ctx)
-    if entries:
-        if len(entries) == 1:  # the usual box: no pool (concurrent.futures is ~3 ms of imports on a warm check)
-            _fill(entries[0], cache)
-        else:
-            # imported on use: check loads concurrent.futures only on the runs that get here
-            from concurrent.futures import ThreadPoolExecutor
+    if len(entries) == 1:  # the usual box: no pool (concurrent.futures is ~3 ms of imports on a warm check)
+        _fill(entries[0], cache)
+    elif entries:
+        # imported on use: check loads concurrent.futures only on the runs that get here
+        from concurrent.futures import ThreadPoolExecutor
 
-            with ThreadPoolExecutor(max_workers=min(8, len(entries)), thread_name_prefix="ptxas") as pool:
-                list(pool.map(lambda e: _fill(e, cache), entries))
+        with ThreadPoolExecutor(max_workers=min(8, len(entries)), thread_name_prefix="ptxas") as pool:
+            list(pool.map(lambda e: _fill(e, cache), entries))
     cache.save()
     mark_triton(entries, ctx)
     facts = [e.as_fact() for e in entries]

@@ -92,10 +92,7 @@ finally:
 
 def candidates(ctx: Context) -> list[str]:
     env = ctx.facts.env or {}  # the container's view only: the host's variables are not the container's
-    recs = []
-    for var in TRITON_ENV_VARS:
-        if env.get(var):
-            recs.append(f"{env[var]}|env|||{var}")
+    recs = [f"{env[var]}|env|||{var}" for var in TRITON_ENV_VARS if env.get(var)]
     if env.get("CUDA_HOME"):
         recs.append(f"{env['CUDA_HOME'].rstrip('/')}/bin/ptxas|system|||")
     for folder in str(ctx.scratch.get("path_env") or "").split(":"):

@@ -59,19 +59,9 @@ from sparkdoctor.kernels.gpu_run import (
     run_on_gpu,
     verify_outputs,
 )
-from sparkdoctor.kernels.probes import (
-    Probe,
-    ProbeError,
-    load_probes,
-    probes_dir,
-)
+from sparkdoctor.kernels.probes import Probe, ProbeError, load_probes, probes_dir
 from sparkdoctor.kernels.sass import check_sass, split_sass
-from sparkdoctor.kernels.tools import (
-    Tool,
-    find_disassembler,
-    preferred,
-    ptxas_knows,
-)
+from sparkdoctor.kernels.tools import Tool, find_disassembler, preferred, ptxas_knows
 
 __all__ = [
     "CACHE_VERSION", "COLLECTOR", "COMPILE_TIMEOUT", "Cache", "Job", "Probe", "ProbeError", "Tool", "check_sass",

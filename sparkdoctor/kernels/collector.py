@@ -8,6 +8,7 @@ import re
 import tempfile
 import threading
 from collections.abc import Mapping
+from contextlib import nullcontext
 from pathlib import Path
 
 from sparkdoctor.arch import ARCH_RE, arch_base, settle
@@ -68,12 +69,10 @@ def run(ctx: Context) -> dict[str, object]:
     target, source, target_note = target_arch(ctx.facts)
     probes = selected_probes(load_probes(), target)
     toolkits = ctx.facts.toolkits
-    if toolkits is None:
-        why = "ptxas unknown: the toolkits collector did not report"
-        return {"kernels": {p.id: verdict.skipped(p, compile_arch(p, target)[0], why) for p in probes}}
-    usable, unusable = tools.usable_ptxas(toolkits)
+    usable, unusable = tools.usable_ptxas(toolkits) if toolkits is not None else ([], [])
     if not usable:
-        why = "no ptxas found" + (f" ({'; '.join(unusable)})" if unusable else "")
+        why = ("ptxas unknown: the toolkits collector did not report" if toolkits is None
+               else "no ptxas found" + (f" ({'; '.join(unusable)})" if unusable else ""))
         return {"kernels": {p.id: verdict.skipped(p, compile_arch(p, target)[0], why) for p in probes}}
 
     jobs, arch_notes = _plan(ctx, probes, usable, target, source, target_note)
@@ -89,21 +88,15 @@ def run(ctx: Context) -> dict[str, object]:
             job.record.update(hit[0], cached=True)
 
     needs_gpu = any(j.purpose == "target" and gpu_run.matching_gpu(ctx.facts.gpus, j.arch) for j in jobs)
-    workdir_ctx = None
-    if pending or needs_gpu:
-
-        workdir_ctx = tempfile.TemporaryDirectory(prefix="sparkdoctor-kernels-")
-    try:
-        workdir = Path(workdir_ctx.name) if workdir_ctx else None
+    folder = tempfile.TemporaryDirectory(prefix="sparkdoctor-kernels-") if pending or needs_gpu else nullcontext()
+    with folder as name:
+        workdir = Path(name) if name else None
         if pending and workdir is not None:
             _compile_phase(pending, workdir)
             for job in pending:
                 if job.cacheable:
                     cache.put(job.key, job.record, job.cubin)
         gpu_run.gpu_phase(jobs, ctx, cache, workdir)
-    finally:
-        if workdir_ctx:
-            workdir_ctx.cleanup()
     return {"kernels": {p.id: verdict.entry(p, [j.record for j in jobs if j.probe is p], *arch_notes[p.id]) for p in probes}}
 
 

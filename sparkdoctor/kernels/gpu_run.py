@@ -34,20 +34,20 @@ def matching_gpu(gpus: Sequence[Mapping[str, object]] | None, arch: str) -> Mapp
 
     want = arch_cc(arch)
     exact = parse_arch(arch)[1] == "a"
-    for gpu in gpus or []:
+    for gpu in gpus:
         cc = version_tuple(str(gpu.get("cc") or ""), parts=2)
         if len(cc) >= 2 and cc_matches((cc[0], cc[1]), want, exact):
             return gpu
     return None
 
 
-def run_on_gpu(requests: Sequence[cuda_driver.Job], timeout: float | None = None) -> list[cuda_driver.Ran]:
+def run_on_gpu(requests: Sequence[cuda_driver.Job]) -> list[cuda_driver.Ran]:
     """Run cuda_driver's job runner in a child process; one result per request, always."""
     # imported on use: check loads sparkdoctor.cuda_driver only on the runs that get here
     from sparkdoctor import cuda_driver
 
     script = Path(cuda_driver.__file__)
-    result = proc.run([sys.executable, "-B", str(script), "--run-jobs"], timeout=timeout or RUN_TIMEOUT, input=json.dumps({"jobs": requests}))
+    result = proc.run([sys.executable, "-B", str(script), "--run-jobs"], timeout=RUN_TIMEOUT, input=json.dumps({"jobs": requests}))
     failed = None
     if not result.ok:
         failed = f"the GPU runner failed: {result.describe_failure()}"
@@ -102,12 +102,9 @@ def probe_buffers(probe: Probe) -> dict[str, bytes | int]:
 
 def verify_outputs(probe: Probe, buffers: dict[str, bytes | int], outputs: dict[str, bytes]) -> tuple[bool, str]:
     inputs = {k: v for k, v in buffers.items() if isinstance(v, bytes)}
-    notes: list[str] = []
-    ok = True
-    for expected in reference_function(probe, "reference")(inputs):
-        same, note = expected.compare(outputs.get(expected.name, b""))
-        ok, notes = ok and same, notes + [note]
-    return ok, "; ".join(notes)
+    expected = reference_function(probe, "reference")(inputs)
+    checked = [want.compare(outputs.get(want.name, b"")) for want in expected]
+    return all(same for same, _ in checked), "; ".join(note for _, note in checked)
 
 
 def gpu_request(job: Job, cubin_path: Path, buffers: dict[str, bytes | int], request_id: str) -> cuda_driver.Job:

@@ -31,20 +31,12 @@ def refuse_bad_target_options(python: str | None, container: str | None, contain
 def resolve_target(python: str | None, container: str | None, container_python: str | None,
                    runtime: str | None = None) -> Target:
     """The Target the options name; TargetError (exit 3) when it cannot be probed at all."""
-
     if container is not None:
         # imported on use: check loads sparkdoctor.targets.container_inspect only on the runs that get here
         from sparkdoctor.targets.container_inspect import resolve_container_target
 
         return resolve_container_target(container, container_python, runtime)
     return resolve_python_target(python)
-
-
-def probe_cache_root(target: object):
-    """The host cache folder for the target's probes; a container's own (its probes' cache files are
-    carried in and out with each probe, see target_container)."""
-
-    return cache_dir() if getattr(target, "shares_files", True) else getattr(target, "cache_root", None)
 
 
 def start_target_probe(target: Target, no_cache: bool) -> target_probe.Prestarted:
@@ -54,12 +46,11 @@ def start_target_probe(target: Target, no_cache: bool) -> target_probe.Prestarte
     local = getattr(target, "kind", "python") == "python"
     if not local:
         drop_early_probe()  # a container target: the early probe was for a local interpreter
-    return target_probe.prestart(target, probe_cache_root(target), use_cache=not no_cache, capabilities=local)
+    # a container's probes have a host cache folder of their own, their cache files carried in and out with each probe
+    root = cache_dir() if getattr(target, "shares_files", True) else getattr(target, "cache_root", None)
+    return target_probe.prestart(target, root, use_cache=not no_cache, capabilities=local)
 
 
 def drop_early_probe() -> None:
     """Cancel the entry point's early probe (a snapshot is judged, or the target is a container)."""
-
     early.drop(early.TARGET)
-
-

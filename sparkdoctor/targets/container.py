@@ -30,6 +30,7 @@ from sparkdoctor.locations import data_dir
 from sparkdoctor.targets import early
 from sparkdoctor.targets.container_files import ContainerFiles
 from sparkdoctor.targets.interface import FileTransport
+from sparkdoctor.targets.local import Wrapped
 
 # The longest a probe may run inside the container when its caller gives no timeout at start
 # (start_script): the host stops waiting earlier; this bounds what is left behind in the container.
@@ -200,26 +201,19 @@ class ContainerTarget:
 
     def file_transport(self) -> FileTransport:
         """The container's files, through the container CLI (targets/container_files.py)."""
-
         return ContainerFiles(self)
 
 
-class _InContainer(proc.Running):
+class _InContainer(Wrapped):
     """A probe's Running whose result speaks like a local process's: the bootstrap's own deadline is a
     timeout, a probe killed by a signal has a negative return code (not the CLI's 128+N)."""
 
-    def __init__(self, inner: proc.Running, back: dict[str, Path] | None = None):
-        super().__init__(inner.argv, inner.popen, inner.started, inner.input, inner.start_error, inner.max_output)
-        self.inner, self.back = inner, back or {}
+    def __init__(self, inner: proc.Running, back: dict[str, Path]):
+        super().__init__(inner)
+        self.back = back
 
     def result(self, timeout: float) -> proc.ProcResult:
         return translate(self.inner.result(timeout), self.back)
-
-    def kill(self) -> None:
-        self.inner.kill()
-
-    def cancel(self) -> None:
-        self.inner.cancel()
 
 
 def translate(res: proc.ProcResult, back: dict[str, Path] | None = None) -> proc.ProcResult:
@@ -247,7 +241,6 @@ def translate(res: proc.ProcResult, back: dict[str, Path] | None = None) -> proc
 
 def _bring_back(path: Path, data: str) -> None:
     """A probe's cache file (JSON text), back from the container: written atomically; a bad copy is dropped."""
-
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         write_text(path, base64.b64decode(data, validate=True).decode("utf-8"))

@@ -17,6 +17,7 @@ import contextlib
 import io
 import json
 import os
+import shutil
 import tarfile
 import tempfile
 from collections.abc import Iterator
@@ -104,8 +105,7 @@ class ContainerFiles:
                             continue
                         target = dest / member.name
                         with open(target, "wb") as fh:
-                            while chunk := src.read(1 << 20):
-                                fh.write(chunk)
+                            shutil.copyfileobj(src, fh, 1 << 20)
                             fh.flush()
                             os.fsync(fh.fileno())
                         out[paths[int(member.name)]] = {"name": member.name, "mode": member.mode}

@@ -67,11 +67,16 @@ def container_cli(runtime: str | None = None) -> list[str]:
     raise TargetError("--container: neither docker nor podman is on PATH")
 
 
-def _ask(cli: list[str], args: list[str], what: str, timeout: float = INSPECT_TIMEOUT, run: Runner = _here) -> str:
-    res = run([*cli, *args], timeout)
+def _ask(cli: list[str], args: list[str], what: str, run: Runner, named: int = 1, missing: str | None = None) -> str:
+    """What `cli args` printed; TargetError naming `what` and the command's first `named` words when it did not
+    answer in time, `missing` when it failed saying "no such", else why it failed."""
+    res = run([*cli, *args], INSPECT_TIMEOUT)
     if res.timed_out:
         why = f" ({proc.BUDGET_NOTE})" if res.out_of_budget else ""
-        raise TargetError(f"{what}: `{os.path.basename(cli[0])} {args[0]}` did not answer within {res.seconds:.1f}s{why}; is the container daemon up?")
+        raise TargetError(f"{what}: `{os.path.basename(cli[0])} {' '.join(args[:named])}` did not answer within "
+                          f"{res.seconds:.1f}s{why}; is the container daemon up?")
+    if not res.ok and missing and "no such" in (res.stderr + res.stdout).lower():
+        raise TargetError(f"{what}: {missing}")
     if not res.ok:
         raise TargetError(f"{what}: {res.describe_failure()}")
     return res.stdout
@@ -79,17 +84,10 @@ def _ask(cli: list[str], args: list[str], what: str, timeout: float = INSPECT_TI
 
 def inspect_container(cli: list[str], name: str, run: Runner = _here) -> dict[str, Any]:
     what = f"--container {name}"
-    res = run([*cli, "container", "inspect", name], INSPECT_TIMEOUT)
-    if res.timed_out:
-        why = f" ({proc.BUDGET_NOTE})" if res.out_of_budget else ""
-        raise TargetError(f"{what}: `{os.path.basename(cli[0])} container inspect` did not answer within {res.seconds:.1f}s{why}; is the container daemon up?")
-    text = (res.stderr + res.stdout).lower()
-    if not res.ok and "no such" in text:
-        raise TargetError(f"{what}: no such container (see `{os.path.basename(cli[0])} ps -a`)")
-    if not res.ok:
-        raise TargetError(f"{what}: {res.describe_failure()}")
+    stdout = _ask(cli, ["container", "inspect", name], what, run, named=2,
+                  missing=f"no such container (see `{os.path.basename(cli[0])} ps -a`)")
     try:
-        data = json.loads(res.stdout)
+        data = json.loads(stdout)
         record = data[0] if isinstance(data, list) else data
         state = record.get("State") or {}
     except (ValueError, IndexError, AttributeError, TypeError):
@@ -103,7 +101,7 @@ def inspect_container(cli: list[str], name: str, run: Runner = _here) -> dict[st
 
 def image_facts(cli: list[str], image_id: str, run: Runner = _here) -> dict[str, object]:
     """Platform, layer digests, config digest and the fingerprint over the three."""
-    data = json.loads(_ask(cli, ["image", "inspect", image_id], f"image {image_id[:19]}", run=run))
+    data = json.loads(_ask(cli, ["image", "inspect", image_id], f"image {image_id[:19]}", run))
     record = data[0] if isinstance(data, list) else data
     platform = "/".join(str(p) for p in (record.get("Os"), record.get("Architecture"), record.get("Variant")) if p)
     layers = list(((record.get("RootFS") or {}).get("Layers")) or [])
@@ -185,6 +183,5 @@ def resolve_container_target(name: str, python: str | None = None, runtime: str 
 def cache_root_for(target: ContainerTarget) -> Path:
     """The host folder of one container interpreter's probe caches: by image content and interpreter
     (a container recreated from the same image keeps its cache; another image never shares it)."""
-
     key = f"{target.info.get('fingerprint') or target.info.get('image_id')}|{target.name}|{target.python}"
     return cache_dir() / "containers" / hashlib.sha256(key.encode()).hexdigest()[:16]

@@ -1,19 +1,10 @@
-"""The file side of a target: what `fix` reads, copies, writes and removes IN THE TARGET.
+"""The file side of a target on this machine: what `fix` reads, copies, writes and removes IN THE TARGET.
 
-`fix` journals the files of the dists it touches, edits pin files, removes what an uninstall left
-and restores bytes on rollback; none of that may assume the target's files are this machine's. A
-FileTransport is the small set of operations it needs, with paths as the target sees them:
-
-    info(paths, hash)      kind, size, mode, sha256, writable, read-only file system (None: absent)
-    read(path) / write(path, data, mode)       small files; writes atomic, the mode kept
-    remove(paths, prune)   unlink; prune drops the folders left empty
-    export(paths, dest)    bulk copy OUT to a host folder (journal copies, downloaded wheels)
-    import_files(items)    bulk copy IN from host files, each write atomic (rollback, wheels)
-    scratch()              a temporary folder in the target, removed after (installer reports, wheels)
-
-LocalFiles does them here (the same functions targets/fileops.py runs in a container);
-target_container_files.ContainerFiles does them through the container CLI. Host files that the
-user names on the command line (an env file, a recipe) always use LocalFiles.
+`fix` journals the files of the dists it touches, edits pin files, removes what an uninstall left and restores
+bytes on rollback; none of that may assume the target's files are this machine's, so it goes through a
+FileTransport (targets/interface.py; every write atomic, the mode kept). LocalFiles does its operations here, with
+the same functions targets/fileops.py runs inside a container for ContainerFiles (targets/container_files.py).
+Host files that the user names on the command line (an env file, a recipe) always use LocalFiles.
 """
 
 from __future__ import annotations

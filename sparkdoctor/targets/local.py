@@ -3,7 +3,7 @@
 Everything about the target's packages is read by probes (standard library only) run by the
 target's own interpreter in a subprocess with a timeout. A probe is a folder, probes/<name>/, run as
 its __main__.py with probes/shared/ beside it; the probes/ folder is the unit that ships. A
-container target (sparkdoctor/target_container.py) is another way to run a probe and a command;
+container target (targets/container.py) is another way to run a probe and a command;
 nothing downstream changes.
 """
 
@@ -41,8 +41,7 @@ class PythonTarget:
         environment (sparkdoctor.targets.early), else a new one."""
         from sparkdoctor.targets import early
 
-        full_env = dict(os.environ)
-        full_env.update(env or {})
+        full_env = {**os.environ, **(env or {})}
         argv = early.script_argv(self.python, str(script), args)  # -S -B: no site (no .pth code), no .pyc left behind
         started = early.take(probe_name(script), argv, full_env)
         liveness = _liveness(self.python)
@@ -98,12 +97,26 @@ def _liveness(python: str) -> _Liveness:
         return _LIVENESS.setdefault(python, _Liveness(python))
 
 
-class _Watched(proc.Running):
+class Wrapped(proc.Running):
+    """A Running that stands for the `inner` one it wraps: killing or cancelling it kills or cancels that one."""
+
+    def __init__(self, inner: proc.Running):
+        super().__init__(inner.argv, inner.popen, inner.started, inner.input, inner.start_error, inner.max_output)
+        self.inner = inner
+
+    def kill(self) -> None:
+        self.inner.kill()
+
+    def cancel(self) -> None:
+        self.inner.cancel()
+
+
+class _Watched(Wrapped):
     """A target script's Running that reports how it ended to its interpreter's liveness."""
 
     def __init__(self, inner: proc.Running, liveness: _Liveness, name: str):
-        super().__init__(inner.argv, inner.popen, inner.started, inner.input, inner.start_error, inner.max_output)
-        self.inner, self.liveness, self.name = inner, liveness, name
+        super().__init__(inner)
+        self.liveness, self.name = liveness, name
         with liveness.lock:
             liveness.running.add(self)
 
@@ -125,20 +138,16 @@ class _Watched(proc.Running):
                 other.inner.kill()
         return res
 
-    def kill(self) -> None:
-        self.inner.kill()
-
     def cancel(self) -> None:
         with self.liveness.lock:
             self.liveness.running.discard(self)
-        self.inner.cancel()
+        super().cancel()
 
 
 def resolve_python_target(python: str | None) -> PythonTarget:
     """--python PATH, else $VIRTUAL_ENV, else the interpreter running sparkdoctor."""
     if python:
-        path = _resolve_interpreter(python)
-        return PythonTarget(path, "--python")
+        return PythonTarget(_resolve_interpreter(python), "--python")
     venv = os.environ.get("VIRTUAL_ENV")
     if venv:
         for name in ("bin/python", "bin/python3", "Scripts/python.exe"):

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from sparkdoctor.proc import ProcResult, Running
 from sparkdoctor.targets import early
-from sparkdoctor.targets.local import Target, probe_entry
+from sparkdoctor.targets.local import Target, Wrapped, probe_entry
 
 PROBE = early.TARGET
 HASH_BUDGET = early.HASH_BUDGET
@@ -32,12 +32,11 @@ class Prestarted:
     capabilities: bool = False
 
 
-class Shared(Running):
+class Shared(Wrapped):
     """A Running that several readers wait for: the first collects it, the others get the same result."""
 
     def __init__(self, inner: Running):
-        super().__init__(inner.argv, inner.popen, inner.started, inner.input, inner.start_error, inner.max_output)
-        self.inner = inner
+        super().__init__(inner)
         self._lock = threading.Lock()
         self._result: ProcResult | None = None
 
@@ -46,12 +45,6 @@ class Shared(Running):
             if self._result is None:
                 self._result = self.inner.result(timeout)
             return self._result
-
-    def kill(self) -> None:
-        self.inner.kill()
-
-    def cancel(self) -> None:
-        self.inner.cancel()
 
 
 def _root(cache_root: Path | None) -> str | None:
@@ -63,7 +56,7 @@ def _local(target: Target) -> bool:
 
 
 def cache_file(cache_root: Path, python: str) -> Path:
-    """One hash cache per interpreter: two targets never share (or clobber) entries."""
+    """early.hash_cache_file, as a Path."""
     return Path(early.hash_cache_file(str(cache_root), python))
 
 
@@ -73,8 +66,7 @@ def probe_args(target: Target, cache_root: Path | None, use_cache: bool) -> tupl
 
 
 def probe_env(target: Target, cache_root: Path | None) -> dict[str, str] | None:
-    """Where a local probe keeps its compiled modules (our cache dir, never the target or the probe
-    folder); none for a container, whose file system does not hold our cache dir."""
+    """early.probe_env for this target: a local probe's compiled modules in our cache dir, none for a container."""
     return early.probe_env(_root(cache_root), _local(target))
 
 
@@ -92,6 +84,6 @@ def prestart(target: Target, cache_root: Path | None, use_cache: bool, capabilit
 
 
 def capabilities_cache_file(cache_root: Path | None, python: str, use_cache: bool) -> Path | None:
-    """The capabilities probe's cache of derived facts, one per interpreter (None: no cache)."""
+    """early.capabilities_cache_file, as a Path."""
     path = early.capabilities_cache_file(_root(cache_root), python, use_cache)
     return None if path is None else Path(path)
