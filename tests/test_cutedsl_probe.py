@@ -581,7 +581,8 @@ def test_a_dsl_that_leaves_cuda_alone_at_import_compiles_in_forked_children(tmp_
 
 def test_here_without_a_driver_the_server_forks(tmp_path):
     site = fake_cutlass(tmp_path, COMPILING_CUTE)
-    assert load_probe("cutedsl_isolation").cuda_initialized() is False  # this process never loaded libcuda
+    # the probe runs in a fresh interpreter that never loaded libcuda (this worker may have: test_gpu.py loads a
+    # stand-in libcuda.so through ctypes, and a loaded library cannot be unloaded)
     assert {r["isolation"] for r in probe_isolated(site).values()} == {"fork"}
 
 
