@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from sparkdoctor import proc
-from sparkdoctor.locations import cache_dir
+from sparkdoctor.locations import cache_dir, data_dir
 from sparkdoctor.targets.container import ContainerTarget
 from sparkdoctor.targets.local import TargetError
 
@@ -46,11 +46,30 @@ for p in "${VIRTUAL_ENV:+$VIRTUAL_ENV/bin/python}" "$(command -v python3 2>/dev/
   [ -n "$p" ] && [ -x "$p" ] || continue
   case "$seen" in *" $p "*) continue;; esac
   seen="$seen$p "
-  v=$("$p" -c 'import importlib.util as u, sys; print(int(u.find_spec("vllm") is not None), "%d.%d" % sys.version_info[:2])' 2>/dev/null) || continue
+  v=$("$p" -S -B -X sparkdoctor_site -c "$SPARKDOCTOR_FIND" 2>/dev/null) || continue
   echo "$p $v"
   case "$v" in 1\ *) break;; esac
 done
 """
+# What each candidate runs: without site (a .pth import line or a sitecustomize.py is the image's code, never run), the
+# import path site would have made rebuilt from files by probes/shared/probe_site.py (it and the probe_io.py it reads
+# with come in the environment), then vLLM looked for, not imported.
+FIND_PY = """import os, sys, types
+for name in ("probe_io", "probe_site"):
+    module = types.ModuleType(name)
+    module.__file__ = "/.sparkdoctor/shared/" + name + ".py"  # no file: no folder of probes to keep first
+    exec(compile(os.environ["SPARKDOCTOR_" + name.upper()], name + ".py", "exec"), module.__dict__)
+    sys.modules[name] = module
+sys.modules["probe_site"].rebuild()
+import importlib.util
+print(int(importlib.util.find_spec("vllm") is not None), "%d.%d" % sys.version_info[:2])
+"""
+
+
+def _find_env() -> list[str]:
+    shared = data_dir("probes") / "shared"
+    sources = {f"SPARKDOCTOR_{n.upper()}": (shared / f"{n}.py").read_text(encoding="utf-8") for n in ("probe_io", "probe_site")}
+    return [arg for key, value in {"SPARKDOCTOR_FIND": FIND_PY, **sources}.items() for arg in ("-e", f"{key}={value}")]
 
 
 def container_cli(runtime: str | None = None) -> list[str]:
@@ -120,7 +139,7 @@ def image_facts(cli: list[str], image_id: str, run: Runner = _here) -> dict[str,
 
 def find_python(cli: list[str], name: str) -> tuple[str, str]:
     """(interpreter, why it was chosen): the first holding vLLM, else the first on the container's PATH."""
-    res = proc.run([*cli, "exec", name, "sh", "-c", FIND_SCRIPT], timeout=FIND_TIMEOUT)
+    res = proc.run([*cli, "exec", *_find_env(), name, "sh", "-c", FIND_SCRIPT], timeout=FIND_TIMEOUT)
     if res.timed_out:
         raise TargetError(f"--container {name}: looking for Python in the container did not finish within {res.seconds:.1f}s")
     found = []

@@ -112,9 +112,13 @@ def test_the_interpreter_holding_vllm_is_found(docker_daemon, docker_env, skelet
     site = next(serving.glob("lib/python3*/site-packages"))
     (site / "vllm").mkdir()
     (site / "vllm" / "__init__.py").write_text("__version__ = '0.0.0'\n")  # found by find_spec, never imported
+    # the image's start-up code: asking each interpreter whether it holds vLLM ran both (it started with site)
+    (site / "zz-hook.pth").write_text("import os; open('/opt/serving/ran-pth', 'w').close()\n")
+    (site / "sitecustomize.py").write_text("open('/opt/serving/ran-sitecustomize', 'w').close()\n")
     name = docker_daemon.run_container("sd-serving", skeleton, [*docker_daemon.host_mounts(), (str(serving), "/opt/serving")])
     target = resolve_container_target(name)
     assert target.python == "/opt/serving/bin/python" and target.chosen_by == "vLLM found in the container"
+    assert not (serving / "ran-pth").exists() and not (serving / "ran-sitecustomize").exists()
     plain = docker_daemon.run_container("sd-plain", skeleton, docker_daemon.host_mounts())
     found = resolve_container_target(plain)
     assert found.chosen_by.startswith("the container's first Python") and found.python.endswith("python3")
