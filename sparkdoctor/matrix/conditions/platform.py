@@ -8,9 +8,9 @@ from typing import Any
 
 from sparkdoctor.arch import describe_source, real_arch_problem, settle
 from sparkdoctor.facts import Facts
-from sparkdoctor.matrix.conditions.shapes import as_list, v_spec, v_str_list
+from sparkdoctor.matrix.conditions.shapes import as_list, v_str_list
 from sparkdoctor.matrix.model import Check
-from sparkdoctor.matrix.versions import shown, version_in
+from sparkdoctor.matrix.versions import shown, spec_problem, version_in
 
 
 def v_arch_list(value: object) -> str | None:
@@ -29,8 +29,7 @@ def eval_gpu_arch(value: object, facts: Facts) -> list[Check]:
     settled = settle(facts.arch)  # no arch known: the GB10 one, assumed (sparkdoctor.arch)
     arch = settled["value"]
     ok = arch in wanted
-    source = describe_source(settled)
-    return [Check("gpu_arch", ok, f"GPU arch {arch} ({source}){'' if ok else ' not'} in {', '.join(wanted)}")]
+    return [Check("gpu_arch", ok, f"GPU arch {arch} ({describe_source(settled)}){'' if ok else ' not'} in {', '.join(wanted)}")]
 
 
 def eval_driver_field(fieldname: str, label: str) -> Callable[[Any, Facts], list[Check]]:
@@ -81,7 +80,7 @@ def v_ptxas(value: object) -> str | None:
         if not isinstance(v, _PTXAS_KEYS[k]):
             return f"{k}: must be a {_PTXAS_KEYS[k].__name__}"
     if "version" in value:
-        return v_spec(value["version"])
+        return spec_problem(value["version"])
     return None
 
 
