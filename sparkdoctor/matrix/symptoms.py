@@ -86,7 +86,8 @@ def normalise(text: str) -> str:
 def _symptoms(entries: Iterable[E]) -> list[tuple[E, str, str]]:
     """(entry, symptom, its normalised form) for every live entry's symptoms. `withdrawn` is read duck-typed:
     the serve scanner passes any entry with symptoms."""
-    return [(e, s, normalise(s)) for e in entries if not getattr(e, "withdrawn", False) for s in e.symptoms if s.strip()]
+    live = [e for e in entries if not getattr(e, "withdrawn", False)]
+    return [(e, s, normalise(s)) for e in live for s in e.symptoms if s.strip()]
 
 
 def _tolerant_ok(norm: str) -> bool:

@@ -58,7 +58,8 @@ class BoundResult:
                 "bytes_read": self.bytes_read, "requests": self.requests, "runs": [r.to_dict() for r in self.runs]}
 
 
-def bracket(entry: Entry, package: str, spec: str, reader: Reader, tracking: Tracking, log: Log | None = None) -> BoundResult:
+def bracket(entry: Entry, package: str, spec: str, reader: Reader, tracking: Tracking,
+            log: Log | None = None) -> BoundResult:
     """One bound of one entry, bracketed (or not) on the released files."""
     out = BoundResult(entry.id, package, spec, "not-bracketed", "")
     table = table_for(entry, tracking.family(package)) if entry.files else None

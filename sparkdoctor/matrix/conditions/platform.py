@@ -29,7 +29,8 @@ def eval_gpu_arch(value: object, facts: Facts) -> list[Check]:
     settled = settle(facts.arch)  # no arch known: the GB10 one, assumed (sparkdoctor.arch)
     arch = settled["value"]
     ok = arch in wanted
-    return [Check("gpu_arch", ok, f"GPU arch {arch} ({describe_source(settled)}){'' if ok else ' not'} in {', '.join(wanted)}")]
+    source = describe_source(settled)
+    return [Check("gpu_arch", ok, f"GPU arch {arch} ({source}){'' if ok else ' not'} in {', '.join(wanted)}")]
 
 
 def eval_driver_field(fieldname: str, label: str) -> Callable[[Any, Facts], list[Check]]:
