@@ -34,7 +34,7 @@ class MatrixError(InputError, ValueError):
         super().__init__(one_line(message))
 
 
-def refuse_unknown_keys(table: dict[str, Any], known: set[str], where: str) -> None:
+def refuse_unknown_keys(table: dict[str, object], known: set[str], where: str) -> None:
     """MatrixError naming `where` and the keys of `table` that are not `known`."""
     unknown = set(table) - known
     if unknown:
