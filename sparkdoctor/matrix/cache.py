@@ -1,17 +1,12 @@
 """The parsed bundled (or `matrix update`-installed) matrix, kept between runs.
 
-Reading the matrix (TOML, every entry through the schema, the tracked-versions rules) is ~40 ms of
-every `check` and imports the schema's modules (packaging.requirements, shlex, ...). The parsed
-Matrix is pickled into sparkdoctor's own cache dir under a key of everything it was made from:
-
-  * each matrix file's (path, size, mtime_ns, ctime_ns) and the names of the fix files (fix ids),
-  * the probes/kernels/*.ptx files' (path, size, mtime_ns, ctime_ns) (probe ids an entry may name),
-  * the (path, size, mtime_ns, ctime_ns) of the code that parses it (sparkdoctor/matrix/**.py and the few
-    modules it reads rules from) and the Python version.
-
-ctime is in the key because a program can put a file's mtime back but not its ctime: any change to
-any of these files rebuilds the matrix (as the target probe's hash cache re-reads a changed file). Only a load that succeeded is kept, so
-a broken matrix file is reported on every run. A cache that cannot be read or written is ignored.
+Reading the matrix (TOML, every entry through the schema, the tracked-versions rules) is ~40 ms of every `check` and
+imports the schema's modules (packaging.requirements, shlex, ...). The parsed Matrix is pickled into sparkdoctor's
+cache dir under a key of everything it was made from: the (path, size, mtime_ns, ctime_ns) of each matrix file, of
+the probes/kernels/*.ptx files (probe ids an entry may name) and of the code that parses it (sparkdoctor/matrix/**.py
+and the few modules it reads rules from), the fix file names (fix ids) and the Python version. ctime is in the key
+because a program can put a file's mtime back but not its ctime. Only a load that succeeded is kept, so a broken
+matrix file is reported on every run; a cache that cannot be read or written is ignored.
 """
 
 from __future__ import annotations
@@ -52,7 +47,6 @@ def _key(toml_files: list[Path], fixes: Path | None, extra: tuple) -> str:
 
 def cached(root: Path, fixes: Path | None, extra: tuple, build: Callable[[], Matrix]) -> Matrix:
     """build(), or the Matrix it made last time from the same files."""
-
     try:
         files = sorted(root.glob("*.toml")) if root.is_dir() else [root]
         files += [root / "SOURCE.json"] if root.is_dir() and (root / "SOURCE.json").exists() else []

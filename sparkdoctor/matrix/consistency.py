@@ -177,7 +177,6 @@ class ReportDelay(TypedDict):
 def report_delay(matrix: Matrix) -> ReportDelay:
     """Days from a breakage's first public report to its entry (`reported`, `added`): how many entries say both,
     the median and how many got in within a week."""
-
     days = sorted((dt.date.fromisoformat(e.added) - dt.date.fromisoformat(e.reported)).days
                   for e in matrix.entries if e.reported and e.added and not e.withdrawn)
     return {"entries": len(days), "median_days": median(days) if days else None, "within_7_days": sum(1 for d in days if d <= 7)}

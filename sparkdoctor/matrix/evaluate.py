@@ -8,15 +8,13 @@ from __future__ import annotations
 
 from sparkdoctor.facts import Facts
 from sparkdoctor.matrix.conditions import CONDITIONS
-from sparkdoctor.matrix.model import Check, Entry, Evaluation, Matrix
+from sparkdoctor.matrix.model import Entry, Evaluation, Matrix
 
 
 def evaluate(entry: Entry, facts: Facts) -> Evaluation:
     if entry.withdrawn:
         return Evaluation(entry, "withdrawn", [])
-    checks: list[Check] = []
-    for key, spec in entry.when.items():
-        checks.extend(CONDITIONS[key].evaluate(spec, facts))
+    checks = [c for key, spec in entry.when.items() for c in CONDITIONS[key].evaluate(spec, facts)]
     if any(c.result is False for c in checks):
         outcome = "clear"
     elif any(c.result is None for c in checks):

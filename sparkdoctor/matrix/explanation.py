@@ -23,10 +23,8 @@ def describe_condition(key: str, value: object) -> str:
     if isinstance(value, dict):
         parts = []
         for k, v in value.items():
-            if key in ("env",) and v is True:
-                parts.append(f"{k} set")
-            elif key in ("env",) and v is False:
-                parts.append(f"{k} unset")
+            if key == "env" and isinstance(v, bool):
+                parts.append(f"{k} {'set' if v else 'unset'}")
             elif key in ("env", "ptxas", "kernels", "capabilities"):
                 shown = " | ".join(map(str, v)) if isinstance(v, list) else str(v)
                 parts.append(f"{k}={shown}")

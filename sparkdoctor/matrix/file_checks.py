@@ -61,7 +61,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from sparkdoctor.matrix.model import MatrixError
+from sparkdoctor.matrix.model import MatrixError, refuse_unknown_keys
 from sparkdoctor.matrix.versions import parse_version
 from sparkdoctor.names import canonicalize_name
 from sparkdoctor.patterns import regex_error
@@ -112,9 +112,7 @@ def parse_files_table(table: object, label: str) -> FilesTable:
     where = f"{label}: field 'files"
     if not isinstance(table, dict):
         raise MatrixError(f"{where}' must be a table")
-    unknown = set(table) - _TABLE_KEYS
-    if unknown:
-        raise MatrixError(f"{where}' has unknown key(s): {', '.join(sorted(map(str, unknown)))}")
+    refuse_unknown_keys(table, _TABLE_KEYS, f"{where}'")
     package = table.get("package")
     if not isinstance(package, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", package):
         raise MatrixError(f"{where}.package' must be a distribution name such as \"vllm\"")
@@ -171,9 +169,7 @@ def _versions(value: object, where: str, need_one: bool) -> tuple[str, ...]:
 def _check(raw: object, where: str) -> FileCheck:
     if not isinstance(raw, dict):
         raise MatrixError(f"{where} must be a table {{ path = ..., contains = ... }}")
-    unknown = set(raw) - _CHECK_KEYS
-    if unknown:
-        raise MatrixError(f"{where} has unknown key(s): {', '.join(sorted(map(str, unknown)))}")
+    refuse_unknown_keys(raw, _CHECK_KEYS, where)
     path = raw.get("path")
     if not isinstance(path, str) or not path.strip() or path.startswith("/") or ".." in path.split("/"):
         raise MatrixError(f"{where} needs path = a glob inside the wheel (relative, no '..')")

@@ -19,7 +19,7 @@ def knowledge(matrix: Matrix, facts: Facts) -> dict[str, object]:
     if tracking is None:
         return out
     for package, through in sorted(tracking.tracked.items()):
-        pkg = facts.package(package) if facts.packages is not None else None
+        pkg = facts.package(package)
         if not pkg or not pkg.get("version"):
             continue
         out["tracked"][package] = through

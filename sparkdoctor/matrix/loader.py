@@ -12,6 +12,7 @@ import json
 import os
 import sys
 from functools import lru_cache
+from itertools import takewhile
 from pathlib import Path
 
 from sparkdoctor import (
@@ -27,7 +28,6 @@ from sparkdoctor.vocab import CUTEDSL_KERNELS
 def _tomllib():
     """tomllib, imported on first use (~10 ms): a warm check reads its matrix from the cache."""
     if sys.version_info >= (3, 11):
-        # imported on use: check loads tomllib only on the runs that get here
         import tomllib
     else:  # pragma: no cover
         import tomli as tomllib
@@ -41,7 +41,6 @@ _TOP = {"component", "entry", "stack", "schema", "tracked", "tracked_on", "locks
 def known_probes() -> frozenset[str]:
     """Every probe id an entry may name: the PTX probes in probes/kernels/ and the CuTe DSL ones.
     Read only when some entry names a probe, and once per process."""
-
     return frozenset(_ptx_probe_ids() | set(CUTEDSL_KERNELS))
 
 
@@ -59,11 +58,7 @@ def _ptx_probe_ids() -> set[str]:
             lines = path.read_text(encoding="utf-8").splitlines()
         except (OSError, UnicodeDecodeError):
             continue
-        header = []
-        for line in lines:
-            if not line.startswith("//"):
-                break
-            header.append(line[2:])
+        header = [line[2:] for line in takewhile(lambda x: x.startswith("//"), lines)]
         try:
             probe_id = tomllib.loads("\n".join(x[1:] if x.startswith(" ") else x for x in header)).get("id")
         except tomllib.TOMLDecodeError:
@@ -75,29 +70,22 @@ def _ptx_probe_ids() -> set[str]:
 
 def read_toml(path: Path, error: type[Exception] = MatrixError) -> dict:
     """A TOML file as a dict, or `error` with one line naming the file (shared with the config)."""
-    where = str(path)
-
     tomllib = _tomllib()
     try:  # a regular file only: a FIFO or device is refused, never waited on
         return tomllib.loads(read_text(path))
     except OSError as exc:
-        raise error(f"{where}: cannot read: {exc.strerror or exc}") from None
+        raise error(f"{path}: cannot read: {exc.strerror or exc}") from None
     except tomllib.TOMLDecodeError as exc:
-        raise error(f"{where}: not valid TOML: {str(exc).splitlines()[0] if str(exc) else 'unparsable'}") from None
+        raise error(f"{path}: not valid TOML: {str(exc).splitlines()[0] if str(exc) else 'unparsable'}") from None
     except UnicodeDecodeError as exc:
-        raise error(f"{where}: not UTF-8 text (byte {exc.start}): TOML files are UTF-8") from None
+        raise error(f"{path}: not UTF-8 text (byte {exc.start}): TOML files are UTF-8") from None
     except RecursionError:
-        raise error(f"{where}: not usable TOML: nested too deeply") from None
+        raise error(f"{path}: not usable TOML: nested too deeply") from None
     except ValueError as exc:  # tomllib's int() of a number past Python's 4,300-digit limit
-        raise error(f"{where}: not usable TOML: {str(exc).splitlines()[0][:120]}") from None
+        raise error(f"{path}: not usable TOML: {str(exc).splitlines()[0][:120]}") from None
 
 
-def load_file(path: Path) -> tuple[list[Entry], list[Stack]]:
-    entries, stacks, _ = load_file_tracking(path)
-    return entries, stacks
-
-
-def load_file_tracking(path: Path) -> tuple[list[Entry], list[Stack], Tracking]:
+def load_file(path: Path) -> tuple[list[Entry], list[Stack], Tracking]:
     from sparkdoctor.matrix.schema import (  # not needed when the parsed matrix is cached
         entry_from,
         stack_from,
@@ -128,11 +116,10 @@ def _table_list(doc: dict, key: str, where: str) -> list[dict]:
     return value
 
 
-def fix_ids(folder: Path | None = None) -> set[str]:
+def fix_ids(folder: Path | None) -> set[str]:
     """The fix ids an entry may name: the stems of fixes/*.toml (sparkdoctor.fix.definitions checks
     that each file's id is its stem, and everything else in it). Only names, so matrix never imports fix."""
-
-    root = Path(folder) if folder else locations.data_dir("fixes")
+    root = folder or locations.data_dir("fixes")
     return {p.stem for p in root.glob("*.toml")} if root.is_dir() else set()
 
 
@@ -153,7 +140,6 @@ def load(path: Path | None = None, fixes: Path | None = None) -> Matrix:
     """Load a matrix folder or a single file; by default the matrix `matrix update` installed, else the
     bundled one, with the user's local overrides layered over it (Matrix.source says which). Ids must
     be unique, and fix ids must name fix files (of `fixes`, default the bundled fixes/)."""
-
     if path is not None:
         matrix = _load(Path(path), fixes, path_given=True)
         matrix.source = str(path)
@@ -202,7 +188,6 @@ def check_source_list(root: Path, names: list[str]) -> None:
     source = root / "SOURCE.json"
     if not source.exists():
         return
-
     try:
         listed = json.loads(read_text(source, 1024 * 1024)).get("files")
     except (OSError, ValueError, AttributeError) as exc:
@@ -218,9 +203,6 @@ def check_source_list(root: Path, names: list[str]) -> None:
 
 
 def _load(root: Path, fixes: Path | None, path_given: bool) -> Matrix:
-    path = root if path_given else None
-
-    root = Path(path) if path else locations.data_dir("matrix")
     if not root.exists():
         raise MatrixError(f"{root}: no such matrix file or folder")
     files = sorted(root.glob("*.toml")) if root.is_dir() else [root]
@@ -233,7 +215,7 @@ def _load(root: Path, fixes: Path | None, path_given: bool) -> Matrix:
     seen: dict[str, str] = {}
     tracking = Tracking()
     for f in files:
-        e, s, t = load_file_tracking(f)
+        e, s, t = load_file(f)
         tracking = tracking.merge(t, str(f))
         for kind, items in (("entry", e), ("stack", s)):
             for item in items:
@@ -243,7 +225,7 @@ def _load(root: Path, fixes: Path | None, path_given: bool) -> Matrix:
         entries += e
         stacks += s
     if any(e.fix is not None or e.action == "fix" for e in entries):
-        bundled = path is None or (root.is_dir() and root.resolve() == locations.data_dir("matrix").resolve())
+        bundled = not path_given or (root.is_dir() and root.resolve() == locations.data_dir("matrix").resolve())
         check_fixes(entries, seen, fix_ids(fixes), bundled and fixes is None)
     check_bracketable(entries, tracking)
     return Matrix(entries, stacks, [str(f) for f in files], tracking)

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sparkdoctor.errors import InputError
-from sparkdoctor.text import one_line  # noqa: F401 (config and loader use it from here too)
+from sparkdoctor.text import one_line
 from sparkdoctor.vocab import Action, Evidence, Severity
 
 SEVERITIES = Severity.values()  # ("info", "warn", "error"): the words of sparkdoctor.vocab.Severity
@@ -32,6 +32,13 @@ class MatrixError(InputError, ValueError):
 
     def __init__(self, message: str):
         super().__init__(one_line(message))
+
+
+def refuse_unknown_keys(table: dict[str, object], known: set[str], where: str) -> None:
+    """MatrixError naming `where` and the keys of `table` that are not `known`."""
+    unknown = set(table) - known
+    if unknown:
+        raise MatrixError(f"{where} has unknown key(s): {', '.join(sorted(map(str, unknown)))}")
 
 
 @dataclass
@@ -110,15 +117,12 @@ class Matrix:
         return {e.id for e in self.entries} | {s.id for s in self.stacks}
 
 
-Tri = bool | None  # True / False / None = unknown
-
-
 @dataclass
 class Check:
     """One condition's outcome and the evidence for it, in words a person reads."""
 
     key: str
-    result: Tri
+    result: bool | None  # None = unknown
     evidence: str
 
 

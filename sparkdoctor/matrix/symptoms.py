@@ -84,15 +84,10 @@ def normalise(text: str) -> str:
 
 
 def _symptoms(entries: Iterable[E]) -> list[tuple[E, str, str]]:
-    """(entry, symptom, its normalised form) for every live entry's symptoms."""
-    out: list[tuple[E, str, str]] = []
-    for e in entries:
-        if getattr(e, "withdrawn", False):  # duck-typed: the serve scanner passes any entry with symptoms
-            continue
-        for s in e.symptoms:
-            if s.strip():
-                out.append((e, s, normalise(s)))
-    return out
+    """(entry, symptom, its normalised form) for every live entry's symptoms. `withdrawn` is read duck-typed:
+    the serve scanner passes any entry with symptoms."""
+    live = [e for e in entries if not getattr(e, "withdrawn", False)]
+    return [(e, s, normalise(s)) for e in live for s in e.symptoms if s.strip()]
 
 
 def _tolerant_ok(norm: str) -> bool:

@@ -48,12 +48,8 @@ class Tracking:
     def family(self, package: str) -> set[str]:
         """The package and every package released in lockstep with it (canonical names)."""
         name = canonicalize_name(package)
-        out: set[str] = {name}
-        for head, members in self.lockstep.items():
-            group = {head, *members}
-            if name in group:
-                out |= group
-        return out
+        groups = [{head, *members} for head, members in self.lockstep.items()]
+        return {name}.union(*(group for group in groups if name in group))
 
     def to_dict(self) -> dict[str, Any]:
         return {"tracked": dict(self.tracked), "tracked_on": self.tracked_on, "lockstep": {k: list(v) for k, v in self.lockstep.items()}}

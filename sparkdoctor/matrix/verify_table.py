@@ -24,7 +24,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from sparkdoctor.arch import DEFAULT_ARCH, real_arch_problem
-from sparkdoctor.matrix.model import MatrixError
+from sparkdoctor.matrix.model import MatrixError, refuse_unknown_keys
 
 ALLOWED_OPTIONS = frozenset({"--force-reinstall", "--no-deps", "--pre", "--upgrade", "-U", "--only-binary=:all:", "--ignore-installed"})
 # What a step may name: the packages that bring the compilers the verify probes run (the CuTe DSL family, the
@@ -56,9 +56,7 @@ def parse_verify_table(table: object, label: str) -> VerifyTable:
     """The environments of a `verify` table; MatrixError naming `label` and the field otherwise."""
     if not isinstance(table, dict):
         raise MatrixError(f"{label}: field 'verify' must be a table")
-    unknown = set(table) - {"arch", "affected", "fixed"}
-    if unknown:
-        raise MatrixError(f"{label}: field 'verify' has unknown key(s): {', '.join(sorted(map(str, unknown)))}")
+    refuse_unknown_keys(table, {"arch", "affected", "fixed"}, f"{label}: field 'verify'")
     arch = table.get("arch", DEFAULT_ARCH)
     _check_arch(arch, f"{label}: field 'verify.arch'")
     affected = _envs(table.get("affected"), arch, f"{label}: field 'verify.affected'")
@@ -82,9 +80,7 @@ def _envs(value: object, arch: str, label: str) -> list[Env]:
         where = f"{label}[{i}]"
         env_arch = arch
         if isinstance(item, dict):
-            extra = set(item) - {"steps", "arch"}
-            if extra:
-                raise MatrixError(f"{where} has unknown key(s): {', '.join(sorted(map(str, extra)))}")
+            refuse_unknown_keys(item, {"steps", "arch"}, where)
             env_arch = item.get("arch", arch)
             _check_arch(env_arch, f"{where}.arch")
             item = item.get("steps")

@@ -15,10 +15,10 @@ Output lives in sparkdoctor.views.verify, exit codes in sparkdoctor.exitcodes.
 from sparkdoctor.matrix.verify_table import Env, parse_step
 from sparkdoctor.verify.probes import run_probe
 from sparkdoctor.verify.runner import Run, exit_code, judge, verify
-from sparkdoctor.verify.selection import Spec, VerifyError, parse_spec, select
+from sparkdoctor.verify.selection import VerifyError, parse_spec, select
 from sparkdoctor.verify.venvs import READY, ensure_venv, venv_path
 
 __all__ = [
-    "Env", "READY", "Run", "Spec", "VerifyError", "ensure_venv", "exit_code", "judge", "parse_spec", "parse_step",
-    "run_probe", "select", "venv_path", "verify",
+    "Env", "READY", "Run", "VerifyError", "ensure_venv", "exit_code", "judge", "parse_spec", "parse_step", "run_probe",
+    "select", "venv_path", "verify",
 ]

@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
-from packaging.version import Version
 
 from sparkdoctor.matrix import Entry, Matrix
 from sparkdoctor.matrix.file_checks import FilesTable
@@ -59,10 +58,9 @@ class BoundResult:
                 "bytes_read": self.bytes_read, "requests": self.requests, "runs": [r.to_dict() for r in self.runs]}
 
 
-def bracket(entry: Entry, package: str, spec: str, reader: Reader, tracking: Tracking, through: str | None = None,
+def bracket(entry: Entry, package: str, spec: str, reader: Reader, tracking: Tracking,
             log: Log | None = None) -> BoundResult:
     """One bound of one entry, bracketed (or not) on the released files."""
-
     out = BoundResult(entry.id, package, spec, "not-bracketed", "")
     table = table_for(entry, tracking.family(package)) if entry.files else None
     if table is None and entry.unbracketable:
@@ -79,12 +77,10 @@ def bracket(entry: Entry, package: str, spec: str, reader: Reader, tracking: Tra
         out.why = "every check is fixed = \"same\" or \"unchecked\": nothing tells a release outside the bound apart"
         return out
     try:
-        versions = reader.versions(table.package, dist=table.dist) if table.dist != "wheel" else reader.versions(table.package)
+        versions = reader.versions(table.package, dist=table.dist)
     except RemoteError as exc:
         out.verdict, out.why = "error", str(exc)
         return out
-    if through is not None:
-        versions = [v for v in versions if Version(v) <= Version(through)]
     inside = [i for i, v in enumerate(versions) if version_in(v, spec)]
     if not inside:
         out.why = f"no released version of {table.package} is inside {spec}"
@@ -115,17 +111,10 @@ def bracket(entry: Entry, package: str, spec: str, reader: Reader, tracking: Tra
                 out.why = (f"the bound has no lower side, but the checks do not hold on {out.first} (the first release) and first hold on "
                            f"{start}: the bound is wider than the claim" + (f"; propose {out.proposal}" if out.proposal else "") + "; " + out.why)
         return out
-    sides = []
-    if out.below:
-        sides.append(f"fails on {out.below} below")
-    if out.above:
-        sides.append(f"fails on {out.above} above")
-    else:
-        sides.append(f"open above: holds through {out.last}, the newest release{' read' if through else ''}")
-    if not out.below:
-        sides.insert(0, f"{out.first} is the first release")
+    below = f"fails on {out.below} below" if out.below else f"{out.first} is the first release"
+    above = f"fails on {out.above} above" if out.above else f"open above: holds through {out.last}, the newest release"
     span = out.first if out.first == out.last else f"{out.first} and {out.last}"
-    out.verdict, out.why = "bracketed", f"holds on {span}; " + "; ".join(sides)
+    out.verdict, out.why = "bracketed", f"holds on {span}; {below}; {above}"
     return out
 
 
@@ -171,7 +160,6 @@ def summary(results: list[BoundResult]) -> dict[str, int]:
 def sides_of(spec: str) -> int:
     """How many sides a specifier bounds: a lower side (>=, >), an upper side (<, <=), both for an
     exact or compatible release (==, ===, ~=); != only cuts releases out of a range and bounds none."""
-
     try:
         ops = {s.operator for s in SpecifierSet(spec)}
     except InvalidSpecifier:

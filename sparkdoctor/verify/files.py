@@ -16,7 +16,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from sparkdoctor.matrix import Entry
@@ -26,6 +25,7 @@ from sparkdoctor.matrix.file_checks import (
     FilesTable,
     parse_files_tables,
 )
+from sparkdoctor.matrix.tracking import bounds_of
 from sparkdoctor.matrix.versions import version_in
 from sparkdoctor.patterns import search
 from sparkdoctor.released import Reader, RemoteError, RemoteSdist, RemoteWheel
@@ -162,7 +162,11 @@ def check_holds(check: FileCheck, files: Members) -> bool:
 
 def checks_on(table: FilesTable, version: str, role: str, log: Log | None = None) -> VersionRun:
     if table.dist == "sdist":  # pip cannot fetch an sdist without building it: read it from the registry
-        return _sdist_checks_on(table, version, role, log)
+        reader = Reader()
+        try:
+            return remote_run(reader, table.package, table.checks, version, role, log, dist="sdist")
+        finally:
+            reader.close()
     run = VersionRun(version, role)
     try:
         if log:
@@ -178,14 +182,6 @@ def checks_on(table: FilesTable, version: str, role: str, log: Log | None = None
     except WheelError as exc:
         run.error = str(exc)
     return run
-
-
-def _sdist_checks_on(table: FilesTable, version: str, role: str, log: Log | None) -> VersionRun:
-    reader = Reader()
-    try:
-        return remote_run(reader, table.package, table.checks, version, role, log, dist="sdist")
-    finally:
-        reader.close()
 
 
 # ---- released files read remotely (bounds, track, sdists) ------------------------------------------------
@@ -223,13 +219,12 @@ def remote_run(reader: Reader, package: str, checks: tuple[FileCheck, ...], vers
                also: tuple[str, ...] = (), dist: str = "wheel") -> VersionRun:
     """The checks on one release read remotely (with the `also` wheels of the same version, where
     released; dist "sdist": its source archive); a release that cannot be read is the run's error."""
-
     run = VersionRun(version, role)
     try:
         if log:
             log(f"reading {package}=={version}")
         read = [package] + [other for other in also if version in reader.versions(other)]
-        opened = [reader.open(p, version, dist) if dist != "wheel" else reader.release(p, version) for p in read]
+        opened = [reader.open(p, version, dist) for p in read]
         exact = sorted({c.path for c in checks if not any(ch in c.path for ch in "*?[")})
         if isinstance(opened[0], RemoteSdist) and len(exact) == len({c.path for c in checks}):
             opened[0].find(exact)  # stream the archive only until these members are met
@@ -238,7 +233,7 @@ def remote_run(reader: Reader, package: str, checks: tuple[FileCheck, ...], vers
             part.wheel.prefetch(sorted({n for c in checks if c.kind != "exists" for n in part.names if _glob(c.path, n) and not is_library(n)}))
         files = UnionFiles(parts) if len(parts) > 1 else parts[0]
         run.results = run_checks(checks, files)  # the same interface as WheelFiles
-        run.evidence = [reader.picked(p, version, dist) if dist != "wheel" else reader.picks[(p, version)] for p in read]
+        run.evidence = [reader.picked(p, version, dist) for p in read]
         run.evidence += [line for part in parts for line in part.evidence()]
         unmatched = [c.label for c in checks if c.kind != "exists" and not any(_glob(c.path, n) for n in files.names)]
         run.evidence += [f"no member matches {label}" for label in unmatched]
@@ -291,14 +286,6 @@ def verify_files(entry: Entry, log: Log | None = None) -> FileResult:
 # ---- bisect and latest ----------------------------------------------------------------------------
 
 
-def entry_spec(entry: Entry, package: str) -> str | None:
-    """The entry's version bound on the package its files table reads, if `when.packages` has one."""
-    packages = entry.when.get("packages") or {}
-
-    found = next((s for name, s in packages.items() if canonicalize_name(name) == package), None)
-    return None if found is None or found.strip() == "*" else found  # "*" bounds nothing
-
-
 def bisect(entry: Entry, log: Log | None = None, versions: tuple[str, ...] | None = None) -> dict[str, object]:
     """Find where the entry's claim stops holding between its newest affected and oldest fixed
     version (binary search over the released versions), and compare it with the entry's bound."""
@@ -306,8 +293,7 @@ def bisect(entry: Entry, log: Log | None = None, versions: tuple[str, ...] | Non
     if not table.fixed:
         return {"id": entry.id, "verdict": "error", "why": "the files table lists no fixed version to bisect towards"}
     released = list(versions or released_versions(table.package))
-    lo_v, hi_v = max(table.affected, key=Version), min(table.fixed, key=Version)
-    lo_v, hi_v = sorted((lo_v, hi_v), key=Version)
+    lo_v, hi_v = sorted((max(table.affected, key=Version), min(table.fixed, key=Version)), key=Version)
     window = [v for v in released if Version(lo_v) <= Version(v) <= Version(hi_v)]
     if len(window) < 2:
         return {"id": entry.id, "verdict": "error", "why": f"no released versions between {lo_v} and {hi_v}"}
@@ -339,13 +325,12 @@ def bisect(entry: Entry, log: Log | None = None, versions: tuple[str, ...] | Non
     except WheelError as exc:
         return {"id": entry.id, "verdict": "error", "why": str(exc), "runs": [r.to_dict() for r in runs]}
     last_on, first_off = window[lo], window[hi]
-    spec = entry_spec(entry, table.package)
+    spec = bounds_of(entry).get(table.package)
     boundary = f"the claim holds on {last_on}, not on {first_off}" if first_state else f"the claim holds from {first_off}, not on {last_on}"
-    agrees = None
+    verdict = "found"
     if spec is not None:
         inside = [bool(version_in(v, spec)) for v in (last_on, first_off)]
-        agrees = inside == [first_state, not first_state]
-    verdict = "agrees" if agrees else ("differs" if agrees is False else "found")
+        verdict = "agrees" if inside == [first_state, not first_state] else "differs"
     why = boundary + (f"; the entry's bound is {table.package} {spec}" if spec else "; the entry has no version bound on it")
     return {"id": entry.id, "package": table.package, "verdict": verdict, "why": why, "last": last_on, "first": first_off,
             "bound": spec, "runs": [r.to_dict() for r in runs]}
@@ -361,7 +346,7 @@ def latest(entry: Entry, log: Log | None = None) -> dict[str, object]:
     run = checks_on(table, newest, "probe", log)
     if run.error:
         return {"id": entry.id, "verdict": "error", "why": run.error, "version": newest}
-    spec = entry_spec(entry, table.package)
+    spec = bounds_of(entry).get(table.package)
     expected = bool(version_in(newest, spec)) if spec else None
     fixed_known = [v for v in table.fixed if Version(v) < Version(newest)]
     if expected is None:

@@ -17,7 +17,6 @@ from sparkdoctor.verify.wheels import WheelError, released_versions
 
 def bump_pins(steps: tuple[tuple[str, ...], ...], newest: Callable[[str], str]) -> tuple[tuple[str, ...], ...]:
     """The same pip steps with every `name==version` (extras kept) moved to `newest(name)`."""
-
     out = []
     for step in steps:
         args = []
@@ -38,7 +37,6 @@ def bump_pins(steps: tuple[tuple[str, ...], ...], newest: Callable[[str], str]) 
 def latest_installs(spec, log: Log | None = None) -> dict[str, object]:
     """Build each fixed environment of an entry's verify table at the newest releases of what it
     pins and run the entry's probe there: giving the entry's `expect` again is a regression."""
-
     try:
         envs = [Env(bump_pins(env.steps, lambda name: released_versions(name)[-1]), env.arch) for env in spec.fixed]
     except (WheelError, IndexError) as exc:

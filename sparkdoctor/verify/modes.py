@@ -28,7 +28,6 @@ from sparkdoctor.verify.latest_installs import latest_installs
 from sparkdoctor.verify.runner import Result, exit_code
 from sparkdoctor.verify.stacks import StackResult, resolve_stacks
 
-KINDS = ("all", "installs", "files")
 VERDICTS = ("confirmed", "contradicted", "error")
 Log = Callable[[str], None]
 
@@ -37,7 +36,6 @@ def terminal_log() -> Log | None:
     """Progress lines on stderr when it is a terminal (never on stdout: that is the document's)."""
     if not sys.stderr.isatty():
         return None
-
     err = Console(stderr=True)
     return lambda line: err.print(f"[dim]{line}[/]")
 

@@ -17,6 +17,7 @@ import sys
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from itertools import takewhile
 from pathlib import Path
 
 from sparkdoctor import proc
@@ -49,8 +50,7 @@ def dry_run_argv(reqs: list[str], python: str, report: Path) -> list[str]:
             "--ignore-installed", "--report", str(report), "--only-binary", ":all:", "--python-version", python, "--implementation", "cp",
             # pip before 23.1 takes platform options only with --target (nothing is installed: --dry-run)
             "--target", str(report.parent / "target")]
-    for plat in PLATFORMS:
-        argv += ["--platform", plat]
+    argv += [arg for plat in PLATFORMS for arg in ("--platform", plat)]
     return [*argv, "--", *reqs]  # a requirement is never read as an option (a stack key such as --log=PATH)
 
 
@@ -81,11 +81,7 @@ def conflict(result: proc.ProcResult) -> str:
     lines = (result.stderr or "").splitlines() + (result.stdout or "").splitlines()
     for i, line in enumerate(lines):
         if line.strip().startswith("The conflict is caused by"):
-            cause = []
-            for nxt in lines[i + 1 :]:
-                if not nxt.strip():
-                    break
-                cause.append(nxt.strip())
+            cause = [x.strip() for x in takewhile(str.strip, lines[i + 1 :])]
             if cause:
                 more = f"; ... ({len(cause) - 4} more)" if len(cause) > 4 else ""
                 return "conflict: " + "; ".join(cause[:4]) + more

@@ -115,7 +115,6 @@ class WheelFiles:
     def cubins(self, name: str) -> tuple[str, ...]:
         """The cubin archs of one member (a shared object), read from its fatbin once per run."""
         if name not in self.cubin_listings:
-
             try:
                 self.cubin_listings[name] = list_archs(zip_chunks(self._zip, name), name=name).archs
             except CubinError as exc:
@@ -127,7 +126,6 @@ class WheelFiles:
     def text(self, name: str) -> str:
         """A member as text; a compiled library as the strings of its host part, as `--bounds` reads it remotely."""
         if name not in self._text:
-
             try:
                 library = library_text(iter(zip_chunks(self._zip, name))) if is_library(name) else None
                 self._text[name] = library if library is not None else self._zip.read(name).decode("utf-8", errors="replace")

@@ -24,11 +24,11 @@ from sparkdoctor.matrix.conditions import (
 )
 from sparkdoctor.matrix.conditions.shapes import (
     v_scalar_table,
-    v_spec,
     v_spec_table,
     v_str_list,
 )
 from sparkdoctor.matrix.model import Check
+from sparkdoctor.matrix.versions import spec_problem
 
 
 @dataclass(frozen=True)
@@ -44,8 +44,8 @@ CONDITIONS: dict[str, Condition] = {
     "packages": Condition(v_spec_table, installed.eval_packages, "each package installed with a version in its specifier"),
     "not_installed": Condition(v_str_list, installed.eval_not_installed, "none of these packages installed"),
     "mixed_versions": Condition(v_str_list, installed.eval_mixed_versions, "the members of this family (the name and every name-*) are at different versions"),
-    "driver": Condition(v_spec, platform.eval_driver_field("version", "NVIDIA driver"), "driver version in range"),
-    "cuda_driver": Condition(v_spec, platform.eval_driver_field("cuda", "driver CUDA version"), "CUDA version the driver supports in range"),
+    "driver": Condition(spec_problem, platform.eval_driver_field("version", "NVIDIA driver"), "driver version in range"),
+    "cuda_driver": Condition(spec_problem, platform.eval_driver_field("cuda", "driver CUDA version"), "CUDA version the driver supports in range"),
     "torch_cuda": Condition(installed.v_torch_cuda, installed.eval_torch_cuda, "CUDA version torch was built for in range (\"none\": a CPU-only build)"),
     "flashinfer_kernels": Condition(installed.v_flashinfer_kernels, installed.eval_flashinfer_kernels, "FlashInfer's precompiled kernels (`vllm download-kernels`) for the installed FlashInfer and the arch: present, missing, mismatched, no-arch, no-flashinfer"),
     "cutedsl_build": Condition(v_str_list, platform.eval_cutedsl_build, "the cutlass-dsl library build on disk"),

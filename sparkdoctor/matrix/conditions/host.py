@@ -69,8 +69,7 @@ def _holds(test: Any, got: object) -> bool | None:
         op, number = compared.groups()
         if isinstance(got, bool) or not isinstance(got, (int, float)):
             return None
-        want = float(number)
-        return COMPARE[op](got, want)
+        return COMPARE[op](got, float(number))
     options = [test] if isinstance(test, str) else list(test)
     if isinstance(got, list):
         return any(str(g) in options for g in got)

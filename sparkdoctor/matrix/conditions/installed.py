@@ -11,9 +11,9 @@ from packaging.version import InvalidVersion, Version
 
 from sparkdoctor.facts import Facts
 from sparkdoctor.flashinfer_kernels import STATUSES, state
-from sparkdoctor.matrix.conditions.shapes import as_list, v_spec, v_str_list
+from sparkdoctor.matrix.conditions.shapes import as_list, v_str_list
 from sparkdoctor.matrix.model import Check
-from sparkdoctor.matrix.versions import shown, version_in
+from sparkdoctor.matrix.versions import shown, spec_problem, version_in
 from sparkdoctor.names import canonicalize_name
 
 _WORD = {True: "matches", False: "does not match", None: "cannot be compared with"}
@@ -82,7 +82,7 @@ def eval_mixed_versions(value: object, facts: Facts) -> list[Check]:
 
 
 def v_torch_cuda(value: object) -> str | None:
-    return None if value == "none" else v_spec(value)
+    return None if value == "none" else spec_problem(value)
 
 
 def eval_torch_cuda(value: str, facts: Facts) -> list[Check]:
@@ -139,17 +139,8 @@ def eval_constraints(value: dict[str, str], facts: Facts) -> list[Check]:
         if facts.constraints is None:
             out.append(Check("constraints", None, f"pins unknown (entry looks for a pin of {name})"))
             continue
-        hit = None
-        for c in facts.constraints:
-            if canonicalize_name(c.get("name", "")) != canonicalize_name(name):
-                continue
-            if spec.strip() == "*":
-                hit = c
-                break
-            pinned = _pinned_version(c.get("specifier", ""))
-            if pinned and version_in(pinned, spec):
-                hit = c
-                break
+        hit = next((c for c in facts.constraints if canonicalize_name(c.get("name", "")) == canonicalize_name(name)
+                    and (spec.strip() == "*" or _pinned_in(c.get("specifier", ""), spec))), None)
         if hit:
             out.append(Check("constraints", True, f"{hit.get('requirement')} pinned in {hit.get('file')}"))
         else:
@@ -157,9 +148,10 @@ def eval_constraints(value: dict[str, str], facts: Facts) -> list[Check]:
     return out
 
 
-def _pinned_version(specifier: str) -> str | None:
+def _pinned_in(specifier: str, spec: str) -> bool:
+    """Whether a constraint pins one version (== or ===) and that version is in `spec`."""
     m = re.fullmatch(r"\s*===?\s*([^,\s*]+)\s*", specifier or "")
-    return m.group(1) if m else None
+    return m is not None and bool(version_in(m.group(1), spec))
 
 
 def v_flashinfer_kernels(value: object) -> str | None:

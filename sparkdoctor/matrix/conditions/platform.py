@@ -8,9 +8,9 @@ from typing import Any
 
 from sparkdoctor.arch import describe_source, real_arch_problem, settle
 from sparkdoctor.facts import Facts
-from sparkdoctor.matrix.conditions.shapes import as_list, v_spec, v_str_list
+from sparkdoctor.matrix.conditions.shapes import as_list, v_str_list
 from sparkdoctor.matrix.model import Check
-from sparkdoctor.matrix.versions import shown, version_in
+from sparkdoctor.matrix.versions import shown, spec_problem, version_in
 
 
 def v_arch_list(value: object) -> str | None:
@@ -81,7 +81,7 @@ def v_ptxas(value: object) -> str | None:
         if not isinstance(v, _PTXAS_KEYS[k]):
             return f"{k}: must be a {_PTXAS_KEYS[k].__name__}"
     if "version" in value:
-        return v_spec(value["version"])
+        return spec_problem(value["version"])
     return None
 
 

@@ -13,7 +13,7 @@ def eval_kernels(value: Mapping[str, object], facts: Facts) -> list[Check]:
     out = []
     for probe_id, want in value.items():
         result = (facts.kernels or {}).get(probe_id)
-        if facts.kernels is None or result is None:
+        if result is None:
             out.append(Check("kernels", None, f"probe {probe_id} did not run"))
             continue
         status = result.get("status") if isinstance(result, dict) else result
@@ -27,20 +27,13 @@ def eval_kernels(value: Mapping[str, object], facts: Facts) -> list[Check]:
 def eval_capabilities(value: Mapping[str, object], facts: Facts) -> list[Check]:
     out = []
     for cap, want in value.items():
-        caps = facts.capabilities
-        if caps is None or cap not in caps:
-            out.append(Check("capabilities", None, f"{cap} unknown"))
-            continue
-        got = caps[cap]
+        got = (facts.capabilities or {}).get(cap)
+        where = ""
         if isinstance(got, dict):  # {"value": ..., "evidence": "..."}
-            where = got.get("evidence", "")
-            got = got.get("value")
-        else:
-            where = ""
-        options = want if isinstance(want, list) else [want]
-        ok = got is not None and got in options
+            where, got = got.get("evidence", ""), got.get("value")
         if got is None:
             out.append(Check("capabilities", None, f"{cap} unknown"))
-        else:
-            out.append(Check("capabilities", ok, f"{cap} = {got!r}{' (' + where + ')' if where else ''}"))
+            continue
+        options = want if isinstance(want, list) else [want]
+        out.append(Check("capabilities", got in options, f"{cap} = {got!r}{' (' + where + ')' if where else ''}"))
     return out

@@ -196,16 +196,16 @@ def _judge(key: str, spec: object, facts: Facts) -> Check:
     test, unset, has_unset = spec, None, False
     if isinstance(spec, dict):
         test, unset, has_unset = spec.get("test"), spec.get("unset"), "unset" in spec
+    shown = key
     if key.startswith(("model.", "host.")):
         got, why = _fact(key, facts)
-        shown = key
     else:
         recipe = facts.recipe if isinstance(facts.recipe, dict) else {}
         argv = recipe.get("argv")
         if not isinstance(argv, list):
             return Check("serving", None, f"no recipe to read {key} from")
         present, got = flag_value(argv, key)
-        why, shown = None, key
+        why = None
         if not present:
             if not has_unset:
                 if isinstance(test, bool):

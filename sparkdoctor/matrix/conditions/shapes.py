@@ -13,10 +13,6 @@ def as_list(value: Any) -> list[str]:
     return [value] if isinstance(value, str) else list(value)
 
 
-def v_spec(value: object) -> str | None:
-    return spec_problem(value)
-
-
 def v_str_list(value: object) -> str | None:
     if isinstance(value, str):
         return None
@@ -29,7 +25,7 @@ def v_spec_table(value: object) -> str | None:
     if not isinstance(value, dict) or not value:
         return "must be a table of package = \"specifier\""
     for name, spec in value.items():
-        err = name_problem(name) or v_spec(spec)
+        err = name_problem(name) or spec_problem(spec)
         if err:
             return f"{name}: {err}"
     return None
