@@ -255,8 +255,7 @@ class ContainerServer:
         self.env_names = sorted({*recipe.env, "PYTHONUNBUFFERED"})
         self.argv: list[str] = []
         self.info: dict[str, object] = {}
-        self.pid = 0
-        self.pgid = 0
+        self.pid = self.pgid = 0
         self.logs: proc.Running | None = None
         self._exit: int | None = None
         self._pump: LogPump | None = None

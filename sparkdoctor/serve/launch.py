@@ -266,7 +266,6 @@ def _child_for(recipe: Recipe, port: int, run_dir: Path, local: bool, python: st
                runtime: str | None, mounts: list[tuple[str, str, str]] | None, grace: float) -> LocalServer | ContainerServer:
     if not recipe.container or local:
         return LocalServer(recipe, port, run_dir, python, grace)
-
     try:
         return ContainerServer(recipe, port, runtime=runtime, mounts=mounts, grace=grace)
     except ContainerLaunchError as exc:
