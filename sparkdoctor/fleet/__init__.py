@@ -137,7 +137,6 @@ def run(options: FleetOptions) -> FleetResult:
         named = [(o.node.name, o.facts) for o in outcomes if o.facts is not None]
         measured: list[Measurement] = []
         if options.measure and named:  # links need two nodes; the GPUs of one node are measured alone
-
             measured = measure_links(transport, [o.node for o in outcomes if o.ok], named, say)
     finally:
         if isinstance(transport, RayTransport):  # ssh keeps no connection

@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
+from functools import partial
 
 from sparkdoctor import proc
 from sparkdoctor.facts import Facts
@@ -194,25 +195,24 @@ def measure_links(transport: Transport, nodes: list[Node], named: list[tuple[str
     out = []
     for i, link in enumerate(topo.links):
         say(f"measuring {link.label} with ib_write_bw ({i + 1}/{len(topo.links)})…")
-        try:
-            out.append(ib_write_bw(transport, by_name, fabrics, link, IB_PORT + i))
-        except Exception as exc:  # a transport surprise costs this rail only
-            out.append(Measurement("ib_write_bw", link.ends[1].node, link.label, "failed", None, None, "",
-                                   f"{type(exc).__name__}: {exc}"[:300]))
+        out.append(_guarded(partial(ib_write_bw, transport, by_name, fabrics, link, IB_PORT + i),
+                            "ib_write_bw", link.ends[1].node, link.label))
     if topo.links and len(by_name) > 1:
         say(f"all_reduce_perf over {len(by_name)} nodes…")
-        try:
-            out.append(all_reduce(transport, list(by_name.values()), fabrics, topo))
-        except Exception as exc:
-            out.append(Measurement("all_reduce_perf", next(iter(by_name)), "all nodes", "failed", None, None, "",
-                                   f"{type(exc).__name__}: {exc}"[:300]))
+        out.append(_guarded(partial(all_reduce, transport, list(by_name.values()), fabrics, topo),
+                            "all_reduce_perf", next(iter(by_name)), "all nodes"))
     gpus = {name: len(facts.gpus or []) for name, facts in named}
     for node in nodes:
         if gpus.get(node.name, 0) > 1:
             say(f"all_reduce_perf over the {gpus[node.name]} GPUs of {node.name}…")
-            try:
-                out.append(all_reduce_in_node(transport, node, gpus[node.name]))
-            except Exception as exc:
-                out.append(Measurement("all_reduce_perf", node.name, f"{gpus[node.name]} GPUs of {node.name}", "failed",
-                                       None, None, "", f"{type(exc).__name__}: {exc}"[:300]))
+            out.append(_guarded(partial(all_reduce_in_node, transport, node, gpus[node.name]),
+                                "all_reduce_perf", node.name, f"{gpus[node.name]} GPUs of {node.name}"))
     return out
+
+
+def _guarded(measure: Callable[[], Measurement], tool: str, node: str, link: str) -> Measurement:
+    """measure(), or a failed Measurement saying why: a transport surprise costs this measurement only."""
+    try:
+        return measure()
+    except Exception as exc:
+        return Measurement(tool, node, link, "failed", None, None, "", f"{type(exc).__name__}: {exc}"[:300])

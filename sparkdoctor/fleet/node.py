@@ -1,10 +1,6 @@
-"""One node's Facts, collected the way `check` collects a target's, through a RemoteTarget.
-
-check's own collectors run unchanged (the target probe: interpreter, packages and their integrity, the
-cutlass-dsl build, env; the static capabilities of vLLM and FlashInfer), plus the node probe
-(probes/fleet_node/), whose answer fills the fields check reads from this machine directly (host, driver,
-GPUs, host health) and the node facts only a fleet has (Facts.fleet: the NCCL library that loads and its
-build identity, NCCL config files, CMA, driver flavour, CUDA toolkit, RoCE GID indexes, clock).
+"""One node's Facts, collected the way `check` collects a target's, through a RemoteTarget: check's own
+collectors run unchanged, plus the node probe (probes/fleet_node/), whose answer fills the fields check reads
+from this machine directly (host, driver, GPUs, host health) and the node facts only a fleet has (Facts.fleet).
 
 A node whose node probe does not answer (ssh refused, a host key that does not verify, a hang, garbage
 on stdout) is not judged: its outcome is one line naming it.

@@ -111,8 +111,8 @@ class RemoteTarget:
         self.batch: _Batch | None = None
 
     def describe(self) -> dict[str, object]:
-        found: dict[str, object] = {"kind": self.kind, "python": self.node.python or DEFAULT_PYTHON, "chosen_by": "fleet",
-                                 "node": self.node.name}
+        found: dict[str, object] = {"kind": self.kind, "python": self.python, "chosen_by": "fleet",
+                                    "node": self.node.name}
         if self.node.container:
             found.update(container=self.node.container, engine=self.node.runtime)
         return found

@@ -20,6 +20,7 @@ import shlex
 import time
 from dataclasses import dataclass
 from types import ModuleType
+from typing import Any
 
 from sparkdoctor import proc
 from sparkdoctor.fleet import on_node
@@ -40,12 +41,12 @@ class Node:
 class SshTransport:
     kind = "ssh"
 
-    def __init__(self, config: str | None = None, connect_timeout: int = SSH_CONNECT_TIMEOUT):
-        self.config, self.connect_timeout = config, connect_timeout
+    def __init__(self, config: str | None = None):
+        self.config = config
 
     def prefix(self, node: Node) -> list[str]:
         """`ssh [options] HOST`: what runs a command on the node (the rest of argv is its command line)."""
-        options = ["-T", "-o", "BatchMode=yes", "-o", f"ConnectTimeout={self.connect_timeout}",
+        options = ["-T", "-o", "BatchMode=yes", "-o", f"ConnectTimeout={SSH_CONNECT_TIMEOUT}",
                    "-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=3"]
         if self.config:
             options += ["-F", self.config]
@@ -141,24 +142,22 @@ class RayTransport:
             found.append(Node(name, python, container, runtime, ray_node_id=n["NodeID"]))
         return found
 
-    def start(self, node: Node, script: str, args: list[str], timeout: float) -> proc.Running:
+    def _pinned(self, task: Any, node: Node) -> Any:
+        """`task` as it runs on `node` only."""
         from ray.util.scheduling_strategies import (
             NodeAffinitySchedulingStrategy,  # the optional extra [fleet]
         )
 
         strategy = NodeAffinitySchedulingStrategy(node_id=str(node.ray_node_id), soft=False)
-        ref = self.task.options(scheduling_strategy=strategy, num_cpus=0, max_retries=0).remote(
-            script, args, node.python, node.container, node.runtime, timeout)
+        return task.options(scheduling_strategy=strategy, num_cpus=0, max_retries=0)
+
+    def start(self, node: Node, script: str, args: list[str], timeout: float) -> proc.Running:
+        ref = self._pinned(self.task, node).remote(script, args, node.python, node.container, node.runtime, timeout)
         return _RayRunning([f"ray task on {node.name}"], ref, self.ray)
 
     def command(self, node: Node, argv: list[str], timeout: float) -> proc.ProcResult:
         """`argv` run on the node by a task pinned to it (the node's container CLI reading its image)."""
-        from ray.util.scheduling_strategies import (
-            NodeAffinitySchedulingStrategy,  # the optional extra [fleet]
-        )
-
-        strategy = NodeAffinitySchedulingStrategy(node_id=str(node.ray_node_id), soft=False)
-        ref = self.command_task.options(scheduling_strategy=strategy, num_cpus=0, max_retries=0).remote(list(argv), timeout)
+        ref = self._pinned(self.command_task, node).remote(list(argv), timeout)
         return _RayRunning(list(argv), ref, self.ray).result(timeout)
 
     def close(self) -> None:

@@ -9,10 +9,10 @@ import socket
 LOCALHOST = "127.0.0.1"
 
 
-def free_port(host: str = LOCALHOST) -> int:
-    """A TCP port nothing listens on right now (the kernel's choice)."""
+def free_port() -> int:
+    """A TCP port nothing listens on right now on 127.0.0.1 (the kernel's choice)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
+        sock.bind((LOCALHOST, 0))
         return sock.getsockname()[1]
 
 

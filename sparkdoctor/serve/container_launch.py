@@ -103,7 +103,7 @@ def gpu_args(engine: str, host_has_gpu: bool, runtimes: list[str], cdi_nvidia: b
     return [], "the host has an NVIDIA GPU but docker has no nvidia runtime or CDI spec: the container gets no GPU"
 
 
-def parse_mounts(text: str, where: str = MOUNTS_ENV) -> list[tuple[str, str, str]]:
+def parse_mounts(text: str) -> list[tuple[str, str, str]]:
     """SRC[:DST[:ro|rw]] entries separated by commas -> (src, dst, mode); DST defaults to SRC, mode to ro."""
     out = []
     for item in (t.strip() for t in text.split(",")):
@@ -112,7 +112,7 @@ def parse_mounts(text: str, where: str = MOUNTS_ENV) -> list[tuple[str, str, str
         parts = [os.path.expanduser(part) for part in item.split(":")]
         mode = parts.pop() if len(parts) > 1 and parts[-1] in ("ro", "rw") else "ro"
         if len(parts) > 2 or not all(p.startswith("/") for p in parts):
-            raise ContainerLaunchError(f"{where}: {item!r}: give SRC[:DST[:ro|rw]] with absolute paths")
+            raise ContainerLaunchError(f"{MOUNTS_ENV}: {item!r}: give SRC[:DST[:ro|rw]] with absolute paths")
         out.append((parts[0], parts[-1], mode))
     return out
 
@@ -255,8 +255,7 @@ class ContainerServer:
         self.env_names = sorted({*recipe.env, "PYTHONUNBUFFERED"})
         self.argv: list[str] = []
         self.info: dict[str, object] = {}
-        self.pid = 0
-        self.pgid = 0
+        self.pid = self.pgid = 0
         self.logs: proc.Running | None = None
         self._exit: int | None = None
         self._pump: LogPump | None = None

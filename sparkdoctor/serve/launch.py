@@ -1,18 +1,11 @@
 """Launch the server a recipe describes, wait until it answers, hand it to the caller, and always take
-it down again.
+it down again, whatever happened (return, error, timeout, Ctrl-C, SIGTERM).
 
-The server runs in a session of its own (so its process group is its pid), bound to 127.0.0.1 on a free
-port whatever the recipe says, with the recipe's environment, its output in `run_dir/server.log`, each
-line scanned for the matrix's known symptoms as it arrives. Readiness is GET /health (else /v1/models)
-answering 200 within `ready_timeout`; a server that dies first fails at once with its last log line and
-the known problems it printed. On the way out, whatever happened (return, error, timeout, Ctrl-C,
-SIGTERM), the whole group gets SIGTERM, then SIGKILL after a grace period, and /proc is checked for any
-process left in the group; then what the server started outside its group (a daemon: setsid), re-parented to
-sparkdoctor while it runs (a child subreaper), is stopped, reaped and reported (serve/reaper.py).
-
-A recipe that names a container runs in it (serve/container_launch.py) unless `local`: the same
-interface (start, exited, teardown), its output followed into the same log, its teardown `stop` then
-`rm`. The local side lives here (LocalServer).
+Locally (LocalServer) the server runs in a session of its own, bound to 127.0.0.1 on a free port, its output in
+`run_dir/server.log` scanned for known symptoms as it arrives; one that dies before GET /health (else
+/v1/models) answers 200 fails at once with its last log line and the known problems it printed. Teardown: its
+process group (serve/groups.py), then what it started outside the group (serve/reaper.py). A recipe that names a
+container runs in it unless `local` (serve/container_launch.py: the same start, exited, teardown).
 """
 
 from __future__ import annotations
@@ -273,7 +266,6 @@ def _child_for(recipe: Recipe, port: int, run_dir: Path, local: bool, python: st
                runtime: str | None, mounts: list[tuple[str, str, str]] | None, grace: float) -> LocalServer | ContainerServer:
     if not recipe.container or local:
         return LocalServer(recipe, port, run_dir, python, grace)
-
     try:
         return ContainerServer(recipe, port, runtime=runtime, mounts=mounts, grace=grace)
     except ContainerLaunchError as exc:

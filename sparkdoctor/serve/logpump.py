@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import collections
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import IO
 
@@ -24,10 +24,9 @@ MAX_LINE_BYTES = 256 * 1024  # a longer "line" (output with no newline) is read 
 class LogPump:
     """Reads a child's streams into `log_path`; `hits` grows live (one hit per entry and symptom)."""
 
-    def __init__(self, log_path: Path, entries: Sequence[HasSymptoms], on_hit: Callable[[Hit], None] | None = None):
+    def __init__(self, log_path: Path, entries: Sequence[HasSymptoms]):
         self.log_path = log_path
         self.entries = list(entries)
-        self.on_hit = on_hit
         self.hits: list[Hit] = []
         self.tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
         self.lines = 0
@@ -63,13 +62,10 @@ class LogPump:
                 self._file.flush()
             except (OSError, ValueError):
                 pass
-            new = [h for h in hits if (h.entry_id, h.symptom) not in self._seen]
-            for hit in new:
-                self._seen.add((hit.entry_id, hit.symptom))
-                self.hits.append(hit)
-        for hit in new:
-            if self.on_hit:
-                self.on_hit(hit)
+            for hit in hits:
+                if (hit.entry_id, hit.symptom) not in self._seen:
+                    self._seen.add((hit.entry_id, hit.symptom))
+                    self.hits.append(hit)
 
     def last_line(self) -> str:
         """The last non-empty line printed so far ('' when none)."""

@@ -203,8 +203,7 @@ class _Search:
             time.sleep(POLL_S)
 
 
-def settle(report: Teardown, token: str, floor: int | None, exclude: set[int], grace: float = GRACE_S,
-           kill_wait: float = KILL_WAIT_S) -> None:
+def settle(report: Teardown, token: str, floor: int | None, exclude: set[int], grace: float = GRACE_S) -> None:
     """After the group `report.pgid` is stopped: stop, reap and add to `report` what the launch `token` started
     outside it. A zombie of the group itself (re-parented here when its parent died first) is only reaped."""
     t0 = time.monotonic()
@@ -214,7 +213,7 @@ def settle(report: Teardown, token: str, floor: int | None, exclude: set[int], g
         for e in search.pending():
             _kill(e.pid, signal.SIGKILL)
             e.how += f" then SIGKILL after {grace:g}s"
-        search.run(signal.SIGKILL, "SIGKILL", time.monotonic() + kill_wait)
+        search.run(signal.SIGKILL, "SIGKILL", time.monotonic() + KILL_WAIT_S)
     report.escaped = sorted(search.found.values(), key=lambda e: e.pid)
     report.left = sorted({*report.left, *(e.pid for e in search.pending())})
     report.seconds += time.monotonic() - t0

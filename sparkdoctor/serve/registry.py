@@ -81,13 +81,11 @@ def record_path(run_id: str) -> Path | None:
 
 
 def write(path: Path | None, doc: Mapping[str, object]) -> None:
-    if path is None:
-        return
-
-    try:
-        write_text(path, json.dumps(doc) + "\n")
-    except OSError:
-        pass
+    if path is not None:
+        try:
+            write_text(path, json.dumps(doc) + "\n")
+        except OSError:
+            pass
 
 
 def forget(path: Path | None) -> None:

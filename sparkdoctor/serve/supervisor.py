@@ -37,7 +37,6 @@ POLL_S = 0.05  # how often the server's exit and getppid() are looked at (two ch
 TOKEN_ENV = "SPARKDOCTOR_SERVER_TOKEN"  # every process of the server inherits it: the sweep's proof of identity
 
 
-
 class _Woken(Exception):
     """The parent-death signal arrived."""
 
