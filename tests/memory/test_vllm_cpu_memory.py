@@ -180,5 +180,10 @@ def test_the_high_water_mark_stored_with_a_real_run_is_the_kernels(tmp_path, vll
     print(f"stored high-water mark {high:,} B; VmHWM summed: {through:,} B over the {len(long_lived)} processes that lived "
           f"through the run, {every:,} B over all {len(peaks)}; {stored['samples_taken']} samples of "
           f"{stored['processes']} process(es)")
-    assert len(long_lived) <= stored["processes"] <= len(peaks)  # a process that lived under a sample can be missed
-    assert 0.9 * through <= high <= every, (high, through, every, peaks)
+    # A process that lives under a sampling period can be missed by either watcher (this one polls every 0.2 s; at
+    # load 11 it once saw 10 processes where sparkdoctor's sampler saw 11): every long-lived one is counted, and the
+    # summed peaks bound the mark from above only when this watcher saw at least the processes the sampler did.
+    assert len(long_lived) <= stored["processes"]
+    assert 0.9 * through <= high, (high, through, peaks)
+    if stored["processes"] <= len(peaks):
+        assert high <= every, (high, every, peaks)
