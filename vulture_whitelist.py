@@ -62,6 +62,9 @@ average_busbw_gbs  # unused variable (sparkdoctor/fleet/toolparse.py)
 # rich calls a render hook's process_renderables (rich.console.RenderHook)
 process_renderables  # unused method (sparkdoctor/sink.py)
 
+# shlex.shlex reads its whitespace_split setting while it splits (recipes/resolve.py: a shell line's operators)
+_.whitespace_split  # unused attribute (sparkdoctor/recipes/resolve.py)
+
 # Fields of the memory documents, written to JSON through dataclasses.asdict (docs/memory.md)
 swap_total_bytes  # unused variable (sparkdoctor/memory/have.py)
 
