@@ -99,7 +99,7 @@ def from_run(run: Mapping[str, object]) -> dict[str, object]:
 
 
 def dumps(cell: Mapping[str, object]) -> str:
-    return json.dumps(cell, indent=1, sort_keys=False, default=str) + "\n"
+    return json.dumps(cell, indent=1, default=str) + "\n"
 
 
 # ---- reading a cell ------------------------------------------------------------------------------------
@@ -138,9 +138,8 @@ def read(path: Path) -> dict[str, object]:
         raise bad("cell_version is not a whole number")
     if version > CELL_VERSION:
         raise bad(f"cell_version {version} is newer than this sparkdoctor reads ({CELL_VERSION}): upgrade sparkdoctor")
-    for key, kind in (("recipe", dict), ("toolchain", dict), ("model", dict), ("machine", dict), ("workload", dict),
-                      ("numbers", dict)):
-        if not isinstance(cell.get(key), kind):
+    for key in ("recipe", "toolchain", "model", "machine", "workload", "numbers"):
+        if not isinstance(cell.get(key), dict):
             raise bad(f"{key} is missing or not an object")
     if not isinstance(cell["numbers"].get("levels"), list) or not all(isinstance(x, dict) for x in cell["numbers"]["levels"]):
         raise bad("numbers.levels is not a list of levels")
@@ -174,7 +173,6 @@ def _sparkrun_yaml(path: Path, text: str, bad: Callable[[str], CellError]) -> ob
 def _imported(data: object, path: Path, bad: Callable[[str], CellError]) -> object:
     """A llama-benchy report, a sparkrun export or a Spark Arena submission (its metadata.json, benchmark.csv
     beside it) as a cell (bench/imported.py); anything else as it is."""
-    from sparkdoctor import inputs
     from sparkdoctor.bench import imported
 
     kind = imported.kind_of(data)
@@ -313,10 +311,8 @@ class Reproduction:
     def headline(self) -> Figure | None:
         """The headline figure (decode tok/s per stream at the headline's concurrency) there and here."""
         conc = dig(self.there, ("numbers", "headline", "concurrency"))
-        for row in self.numbers:
-            if row["concurrency"] == conc and row["figure"].endswith("(headline)"):
-                return row
-        return None
+        return next((row for row in self.numbers
+                     if row["concurrency"] == conc and row["figure"].endswith("(headline)")), None)
 
     def to_dict(self) -> dict[str, object]:
         return {"cell": self.source, "imported": self.there.get("imported"), "config_hash": {"there": self.there.get("config_hash"),
