@@ -138,8 +138,7 @@ def stored_run(ledger: Ledger | None, result: RunResult) -> dict[str, Any]:
         found = ledger.run(result.run_id)
         if found is not None:
             return dict(found)
-    stored: dict[str, Any] = record(result).as_stored(result.run_id)
-    return stored
+    return record(result).as_stored(result.run_id)
 
 
 def resolved_recipe(recipe: Recipe) -> dict[str, object]:

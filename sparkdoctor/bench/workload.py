@@ -76,7 +76,7 @@ class Workload:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, object], **overrides: Any) -> Workload:
-        known = {f for f in cls.__dataclass_fields__}
+        known = set(cls.__dataclass_fields__)
         unknown = sorted(set(data) - known)
         if unknown:
             raise WorkloadError(f"workload: unknown field {unknown[0]!r} (known: {', '.join(sorted(known))})")
