@@ -212,10 +212,13 @@ def _flatten(value: object, prefix: str) -> dict[str, object]:
     return {prefix: value}
 
 
-def _changed(group: str, there: Mapping[str, object], here: Mapping[str, object]) -> list[dict[str, object]]:
+def _changed(group: str, there: Mapping[str, object], here: Mapping[str, object],
+             pick: Callable[[Mapping[str, object]], object]) -> list[dict[str, object]]:
+    """The keys under `group` (dotted, from what `pick` takes of each cell) whose values differ."""
+    there_keys, here_keys = _flatten(pick(there), group), _flatten(pick(here), group)
     rows = []
-    for key in sorted(set(there) | set(here)):
-        a, b = there.get(key, "(absent)"), here.get(key, "(absent)")
+    for key in sorted(set(there_keys) | set(here_keys)):
+        a, b = there_keys.get(key, "(absent)"), here_keys.get(key, "(absent)")
         if a != b:
             rows.append({"group": group, "key": key, "there": a, "here": b})
     return rows
@@ -228,19 +231,15 @@ def differences(there: Mapping[str, object], here: Mapping[str, object]) -> list
         from sparkdoctor.bench import imported
 
         return imported.differences(there, here)
-    rows: list[dict[str, object]] = []
-    mat = {side: {k: v for k, v in table(dig(c, ("toolchain", "material"))).items() if k != "model"}
-           for side, c in (("there", there), ("here", here))}
-    rows += _changed("toolchain", _flatten(mat["there"], "toolchain"), _flatten(mat["here"], "toolchain"))
+    rows = _changed("toolchain", there, here,
+                    lambda c: {k: v for k, v in table(dig(c, ("toolchain", "material"))).items() if k != "model"})
     if (dig(there, ("toolchain", "material")) is None) != (dig(here, ("toolchain", "material")) is None):
         rows.append({"group": "toolchain", "key": "toolchain", "there": dig(there, ("toolchain", "fingerprint")),
                      "here": dig(here, ("toolchain", "fingerprint"))})
-    rows += _changed("model", _flatten({k: dig(there, ("model", k)) for k in ("name", "identity")}, "model"),
-                     _flatten({k: dig(here, ("model", k)) for k in ("name", "identity")}, "model"))
-    recipe = {side: _flatten({k: dig(c, ("recipe", k)) for k in _recipe_keys(table(c["recipe"]))}, "recipe")
-              for side, c in (("there", there), ("here", here))}
-    rows += _changed("recipe", recipe["there"], recipe["here"])
-    rows += _changed("workload", _flatten(there["workload"], "workload"), _flatten(here["workload"], "workload"))
+    rows += _changed("model", there, here, lambda c: {k: dig(c, ("model", k)) for k in ("name", "identity")})
+    rows += _changed("recipe", there, here,
+                     lambda c: {k: dig(c, ("recipe", k)) for k in _recipe_keys(table(c["recipe"]))})
+    rows += _changed("workload", there, here, lambda c: c["workload"])
     rows += _load_rows(there, here)
     if there.get("bench_version") != here.get("bench_version"):
         rows.append({"group": "bench", "key": "bench_version", "there": there.get("bench_version"),
