@@ -79,7 +79,7 @@ def compare(a_runs: Sequence[dict[str, Any]], b_runs: Sequence[dict[str, Any]],
         else:
             continue
         cv = launch_cv(a_vals[:n], b_vals[:n])
-        noise = {"launch_cv": cv, "mde": min_detectable_effect(n, cv) if cv is not None else None,
+        noise = {"launch_cv": cv, "mde": min_detectable_effect(n, cv),
                  "mde_for_pairs": {k: min_detectable_effect(k, cv) for k in (3, 5, 10)} if cv is not None else None}
         out.append({"concurrency": c, "metric": METRIC, "a": a_vals, "b": b_vals, "ratio": ratio.to_dict(), "noise": noise})
     return out

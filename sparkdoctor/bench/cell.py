@@ -257,23 +257,21 @@ def _load_rows(there: Mapping[str, object], here: Mapping[str, object]) -> list[
     """The load only where it clearly differs (bench/load.py's A/B rule), or where one side was busy."""
 
     rows: list[dict[str, object]] = []
-    loads = {side: table(dig(c, ("machine", "load"))) for side, c in (("there", there), ("here", here))}
-    busy = {side: loads[side].get("busy") for side in loads}
-    if bool(busy["there"]) != bool(busy["here"]):  # busy on one side only (the reasons' figures always differ)
-        rows.append({"group": "load", "key": "load.busy", "there": busy["there"], "here": busy["here"]})
-    index = {side: loads[side].get("index") for side in loads}
-    a, b = index["there"], index["here"]
+    there_load, here_load = table(dig(there, ("machine", "load"))), table(dig(here, ("machine", "load")))
+    a, b = there_load.get("busy"), here_load.get("busy")
+    if bool(a) != bool(b):  # busy on one side only (the reasons' figures always differ)
+        rows.append({"group": "load", "key": "load.busy", "there": a, "here": b})
+    a, b = there_load.get("index"), here_load.get("index")
     if isinstance(a, dict) and isinstance(b, dict) and all({"cpus", "other_cpus", "gpu_other_mib"} <= set(i) for i in (a, b)):
         try:
             why = load.arms_differ([a], [b], ("there", "here"))
         except (TypeError, ValueError):
             why = None
         if why:
-            rows.append({"group": "load", "key": "load.index", "there": index["there"], "here": index["here"],
-                         "why": why})
-    cpus = {side: dig(c, ("machine", "cpus")) for side, c in (("there", there), ("here", here))}
-    if cpus["there"] != cpus["here"]:
-        rows.append({"group": "load", "key": "machine.cpus", "there": cpus["there"], "here": cpus["here"]})
+            rows.append({"group": "load", "key": "load.index", "there": a, "here": b, "why": why})
+    a, b = dig(there, ("machine", "cpus")), dig(here, ("machine", "cpus"))
+    if a != b:
+        rows.append({"group": "load", "key": "machine.cpus", "there": a, "here": b})
     return rows
 
 
