@@ -114,5 +114,4 @@ def prompt(index: int, words: int) -> str:
     texts = passages()
     source = texts[index % len(texts)]
     start = (index // len(texts)) * 7 % len(source)
-    picked = [source[(start + i) % len(source)] for i in range(words)]
-    return INSTRUCTION + " ".join(picked)
+    return INSTRUCTION + " ".join(source[(start + i) % len(source)] for i in range(words))
