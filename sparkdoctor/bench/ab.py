@@ -53,9 +53,10 @@ def run_value(summary: dict[str, Any], concurrency: int) -> float | None:
     return statistics.median(rounds) if rounds else None
 
 
-def _pooled_rounds(tokens: Sequence[float] | None, walls: Sequence[float] | None) -> list[tuple[float, float]]:
+def _pooled_rounds(lvl: dict[str, Any]) -> list[tuple[float, float]]:
     """A run's (output tokens, wall seconds) per round at a level; empty for a run stored before pooling."""
-    return [(float(t), float(w)) for t, w in zip(tokens or [], walls or [], strict=False) if w > 0]
+    tokens, walls = lvl.get("round_output_tokens") or [], lvl.get("round_wall_s") or []
+    return [(float(t), float(w)) for t, w in zip(tokens, walls, strict=False) if w > 0]
 
 
 def compare(a_runs: Sequence[dict[str, Any]], b_runs: Sequence[dict[str, Any]],
@@ -64,8 +65,6 @@ def compare(a_runs: Sequence[dict[str, Any]], b_runs: Sequence[dict[str, Any]],
     levels = [lvl["concurrency"] for lvl in a_runs[0]["levels"]]
     out = []
     for c in levels:
-        a_rounds = [list(lvl["round_output_tps"]) if (lvl := _level(s, c)) else [] for s in a_runs]
-        b_rounds = [list(lvl["round_output_tps"]) if (lvl := _level(s, c)) else [] for s in b_runs]
         a_vals = [v for v in (run_value(s, c) for s in a_runs) if v is not None]
         b_vals = [v for v in (run_value(s, c) for s in b_runs) if v is not None]
         n = min(len(a_vals), len(b_vals))
@@ -74,14 +73,13 @@ def compare(a_runs: Sequence[dict[str, Any]], b_runs: Sequence[dict[str, Any]],
         elif n == 1:
             # the ratio of the values shown (each arm's pooled rate), not of the medians of its round rates
             a_lvl, b_lvl = _level(a_runs[0], c) or {}, _level(b_runs[0], c) or {}
-            a_pool = _pooled_rounds(a_lvl.get("round_output_tokens"), a_lvl.get("round_wall_s"))
-            b_pool = _pooled_rounds(b_lvl.get("round_output_tokens"), b_lvl.get("round_wall_s"))
-            ratio = (pooled_rounds_ratio(a_pool, b_pool, min_effect) if a_pool and b_pool
-                     else rounds_ratio(a_rounds[0], b_rounds[0], min_effect))
+            a_pool, b_pool = _pooled_rounds(a_lvl), _pooled_rounds(b_lvl)
+            ratio = (pooled_rounds_ratio(a_pool, b_pool, min_effect) if a_pool and b_pool else
+                     rounds_ratio(a_lvl.get("round_output_tps") or [], b_lvl.get("round_output_tps") or [], min_effect))
         else:
             continue
         cv = launch_cv(a_vals[:n], b_vals[:n])
-        noise = {"launch_cv": cv, "mde": min_detectable_effect(n, cv) if cv is not None else None,
+        noise = {"launch_cv": cv, "mde": min_detectable_effect(n, cv),
                  "mde_for_pairs": {k: min_detectable_effect(k, cv) for k in (3, 5, 10)} if cv is not None else None}
         out.append({"concurrency": c, "metric": METRIC, "a": a_vals, "b": b_vals, "ratio": ratio.to_dict(), "noise": noise})
     return out
@@ -156,9 +154,8 @@ def apply_calibration(levels: list[dict[str, Any]], floor: dict[int, dict[str, A
             lvl["calibration_skipped"] = {"comparison_id": cal["comparison_id"], "why": why}
             continue
         cal = {**{k: v for k, v in cal.items() if k != "loads"}, **({"load_differs": why} if why else {})}
-        ratio: dict[str, object] = {**calibrated_ratio(lvl["a"][0], lvl["b"][0], cal["launch_cv"], cal["df"], min_effect).to_dict(),
-                                 "calibration": cal}
-        lvl["ratio"] = ratio
+        lvl["ratio"] = {**calibrated_ratio(lvl["a"][0], lvl["b"][0], cal["launch_cv"], cal["df"], min_effect).to_dict(),
+                        "calibration": cal}
         # the noise this verdict stands on is the calibration's: its MDE is printed beside the verdict
         cv = cal["launch_cv"]
         lvl["noise"] = {"launch_cv": cv, "from": f"calibration {cal['comparison_id']}", "df": cal["df"],

@@ -10,6 +10,7 @@ container) is "toolchain unknown", said with the reason, and such a run stays ou
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import os
 import re
@@ -93,10 +94,8 @@ def _python_of(pid: int, root: Path) -> tuple[str | None, str]:
     except OSError:
         return None, "its command line cannot be read"
     cwd = None
-    try:
+    with contextlib.suppress(OSError):
         cwd = os.readlink(root / str(pid) / "cwd")
-    except OSError:
-        pass
 
     def absolute(p: str) -> Path:
         return Path(p) if os.path.isabs(p) or cwd is None else Path(cwd) / p
@@ -143,10 +142,9 @@ def serving_process(url: str, root: Path = Path("/proc")) -> Serving:
                       "published without a proxy): give --python")
         return out
     pid = out["pid"] = pids[0]
-    try:
+    cgroup = ""
+    with contextlib.suppress(OSError):
         cgroup = (root / str(pid) / "cgroup").read_text()
-    except OSError:
-        cgroup = ""
     match = CONTAINER_ID.search(cgroup)
     if match:
         out["container"], out["why"] = match.group(1), f"the container of the process serving the port (pid {pid})"

@@ -99,7 +99,7 @@ def from_run(run: Mapping[str, object]) -> dict[str, object]:
 
 
 def dumps(cell: Mapping[str, object]) -> str:
-    return json.dumps(cell, indent=1, sort_keys=False, default=str) + "\n"
+    return json.dumps(cell, indent=1, default=str) + "\n"
 
 
 # ---- reading a cell ------------------------------------------------------------------------------------
@@ -138,9 +138,8 @@ def read(path: Path) -> dict[str, object]:
         raise bad("cell_version is not a whole number")
     if version > CELL_VERSION:
         raise bad(f"cell_version {version} is newer than this sparkdoctor reads ({CELL_VERSION}): upgrade sparkdoctor")
-    for key, kind in (("recipe", dict), ("toolchain", dict), ("model", dict), ("machine", dict), ("workload", dict),
-                      ("numbers", dict)):
-        if not isinstance(cell.get(key), kind):
+    for key in ("recipe", "toolchain", "model", "machine", "workload", "numbers"):
+        if not isinstance(cell.get(key), dict):
             raise bad(f"{key} is missing or not an object")
     if not isinstance(cell["numbers"].get("levels"), list) or not all(isinstance(x, dict) for x in cell["numbers"]["levels"]):
         raise bad("numbers.levels is not a list of levels")
@@ -174,7 +173,6 @@ def _sparkrun_yaml(path: Path, text: str, bad: Callable[[str], CellError]) -> ob
 def _imported(data: object, path: Path, bad: Callable[[str], CellError]) -> object:
     """A llama-benchy report, a sparkrun export or a Spark Arena submission (its metadata.json, benchmark.csv
     beside it) as a cell (bench/imported.py); anything else as it is."""
-    from sparkdoctor import inputs
     from sparkdoctor.bench import imported
 
     kind = imported.kind_of(data)
@@ -214,10 +212,13 @@ def _flatten(value: object, prefix: str) -> dict[str, object]:
     return {prefix: value}
 
 
-def _changed(group: str, there: Mapping[str, object], here: Mapping[str, object]) -> list[dict[str, object]]:
+def _changed(group: str, there: Mapping[str, object], here: Mapping[str, object],
+             pick: Callable[[Mapping[str, object]], object]) -> list[dict[str, object]]:
+    """The keys under `group` (dotted, from what `pick` takes of each cell) whose values differ."""
+    there_keys, here_keys = _flatten(pick(there), group), _flatten(pick(here), group)
     rows = []
-    for key in sorted(set(there) | set(here)):
-        a, b = there.get(key, "(absent)"), here.get(key, "(absent)")
+    for key in sorted(set(there_keys) | set(here_keys)):
+        a, b = there_keys.get(key, "(absent)"), here_keys.get(key, "(absent)")
         if a != b:
             rows.append({"group": group, "key": key, "there": a, "here": b})
     return rows
@@ -230,19 +231,15 @@ def differences(there: Mapping[str, object], here: Mapping[str, object]) -> list
         from sparkdoctor.bench import imported
 
         return imported.differences(there, here)
-    rows: list[dict[str, object]] = []
-    mat = {side: {k: v for k, v in table(dig(c, ("toolchain", "material"))).items() if k != "model"}
-           for side, c in (("there", there), ("here", here))}
-    rows += _changed("toolchain", _flatten(mat["there"], "toolchain"), _flatten(mat["here"], "toolchain"))
+    rows = _changed("toolchain", there, here,
+                    lambda c: {k: v for k, v in table(dig(c, ("toolchain", "material"))).items() if k != "model"})
     if (dig(there, ("toolchain", "material")) is None) != (dig(here, ("toolchain", "material")) is None):
         rows.append({"group": "toolchain", "key": "toolchain", "there": dig(there, ("toolchain", "fingerprint")),
                      "here": dig(here, ("toolchain", "fingerprint"))})
-    rows += _changed("model", _flatten({k: dig(there, ("model", k)) for k in ("name", "identity")}, "model"),
-                     _flatten({k: dig(here, ("model", k)) for k in ("name", "identity")}, "model"))
-    recipe = {side: _flatten({k: dig(c, ("recipe", k)) for k in _recipe_keys(table(c["recipe"]))}, "recipe")
-              for side, c in (("there", there), ("here", here))}
-    rows += _changed("recipe", recipe["there"], recipe["here"])
-    rows += _changed("workload", _flatten(there["workload"], "workload"), _flatten(here["workload"], "workload"))
+    rows += _changed("model", there, here, lambda c: {k: dig(c, ("model", k)) for k in ("name", "identity")})
+    rows += _changed("recipe", there, here,
+                     lambda c: {k: dig(c, ("recipe", k)) for k in _recipe_keys(table(c["recipe"]))})
+    rows += _changed("workload", there, here, lambda c: c["workload"])
     rows += _load_rows(there, here)
     if there.get("bench_version") != here.get("bench_version"):
         rows.append({"group": "bench", "key": "bench_version", "there": there.get("bench_version"),
@@ -260,23 +257,21 @@ def _load_rows(there: Mapping[str, object], here: Mapping[str, object]) -> list[
     """The load only where it clearly differs (bench/load.py's A/B rule), or where one side was busy."""
 
     rows: list[dict[str, object]] = []
-    loads = {side: table(dig(c, ("machine", "load"))) for side, c in (("there", there), ("here", here))}
-    busy = {side: loads[side].get("busy") for side in loads}
-    if bool(busy["there"]) != bool(busy["here"]):  # busy on one side only (the reasons' figures always differ)
-        rows.append({"group": "load", "key": "load.busy", "there": busy["there"], "here": busy["here"]})
-    index = {side: loads[side].get("index") for side in loads}
-    a, b = index["there"], index["here"]
+    there_load, here_load = table(dig(there, ("machine", "load"))), table(dig(here, ("machine", "load")))
+    a, b = there_load.get("busy"), here_load.get("busy")
+    if bool(a) != bool(b):  # busy on one side only (the reasons' figures always differ)
+        rows.append({"group": "load", "key": "load.busy", "there": a, "here": b})
+    a, b = there_load.get("index"), here_load.get("index")
     if isinstance(a, dict) and isinstance(b, dict) and all({"cpus", "other_cpus", "gpu_other_mib"} <= set(i) for i in (a, b)):
         try:
             why = load.arms_differ([a], [b], ("there", "here"))
         except (TypeError, ValueError):
             why = None
         if why:
-            rows.append({"group": "load", "key": "load.index", "there": index["there"], "here": index["here"],
-                         "why": why})
-    cpus = {side: dig(c, ("machine", "cpus")) for side, c in (("there", there), ("here", here))}
-    if cpus["there"] != cpus["here"]:
-        rows.append({"group": "load", "key": "machine.cpus", "there": cpus["there"], "here": cpus["here"]})
+            rows.append({"group": "load", "key": "load.index", "there": a, "here": b, "why": why})
+    a, b = dig(there, ("machine", "cpus")), dig(here, ("machine", "cpus"))
+    if a != b:
+        rows.append({"group": "load", "key": "machine.cpus", "there": a, "here": b})
     return rows
 
 
@@ -313,10 +308,8 @@ class Reproduction:
     def headline(self) -> Figure | None:
         """The headline figure (decode tok/s per stream at the headline's concurrency) there and here."""
         conc = dig(self.there, ("numbers", "headline", "concurrency"))
-        for row in self.numbers:
-            if row["concurrency"] == conc and row["figure"].endswith("(headline)"):
-                return row
-        return None
+        return next((row for row in self.numbers
+                     if row["concurrency"] == conc and row["figure"].endswith("(headline)")), None)
 
     def to_dict(self) -> dict[str, object]:
         return {"cell": self.source, "imported": self.there.get("imported"), "config_hash": {"there": self.there.get("config_hash"),

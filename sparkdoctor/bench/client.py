@@ -101,16 +101,15 @@ def build_payload(api: str, model: str, prompt: str, max_tokens: int, vllm: bool
     return payload
 
 
-def _text_of(api: str, choice: dict[str, Any]) -> tuple[str | None, str | None]:
-    """(kind, text) of the first non-empty text field of one streamed choice."""
+def _kind_of(api: str, choice: dict[str, Any]) -> str | None:
+    """The kind of the first non-empty text field of one streamed choice (None: it carries no text)."""
     if api == "completions":
-        text = choice.get("text")
-        return ("text", text) if text else (None, None)
+        return "text" if choice.get("text") else None
     delta = choice.get("delta") or {}
     for key, kind in (("content", "content"), ("reasoning_content", "reasoning"), ("reasoning", "reasoning")):
         if delta.get(key):
-            return kind, delta[key]
-    return None, None
+            return kind
+    return None
 
 
 async def stream_one(base_url: str, api: str, payload: Mapping[str, object], timeout: float) -> Sample:
@@ -165,7 +164,7 @@ def _account(sample: Sample, api: str, events: list[tuple[float, bytes]], t0: fl
         if event.get("usage"):
             usage = event["usage"]
         for choice in event.get("choices") or ():
-            kind, _text = _text_of(api, choice)
+            kind = _kind_of(api, choice)
             if choice.get("finish_reason"):
                 sample.finish_reason = choice["finish_reason"]
             if kind is None:

@@ -13,8 +13,6 @@ from sparkdoctor.bench.run import RunResult
 
 
 class BenchDocument:
-    """What `bench` answers: a run, a comparison or a reproduction."""
-
     def to_json(self) -> dict[str, Any]:  # the view reads each kind's keys (views/bench.py)
         raise NotImplementedError
 

@@ -7,11 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from sparkdoctor.errors import SparkdoctorError
-from sparkdoctor.exitcodes import (
-    EXIT_BENCH_FAILED,
-    EXIT_LEDGER,
-    EXIT_USAGE,
-)
+from sparkdoctor.exitcodes import EXIT_BENCH_FAILED, EXIT_LEDGER, EXIT_USAGE
 
 
 class Failure(SparkdoctorError):

@@ -337,9 +337,7 @@ def bench_ab(path_a: Path | Recipe, path_b: Path | Recipe, opts: Options) -> Com
         labels = {"A": f"{labels['A']} ({path_a})", "B": f"{labels['B']} ({path_b})"}
     workload = _recipe_workload(recipes["A"], opts)  # one workload for both arms: like for like
     ledger = _open_ledger(opts)
-    comparison_id = None
-    if ledger is not None:
-        comparison_id = _ledger_call(ledger.begin_comparison, labels["A"], labels["B"])
+    comparison_id = _ledger_call(ledger.begin_comparison, labels["A"], labels["B"]) if ledger is not None else None
     stored: list[int] = []
     judged: dict[tuple[str, object], dict[str, object]] = {}  # (arm, finding id) -> the finding, once per arm
     status = "interrupted"

@@ -13,8 +13,6 @@ from sparkdoctor.ledger.compare import Comparison
 
 @dataclass
 class HistoryDocument:
-    """What `history` answers: the list, one run, two runs compared, or the page written."""
-
     kind: ClassVar[str]
 
     def to_json(self) -> dict[str, object]:

@@ -155,10 +155,10 @@ async def _whole(method: str, url: str, path: str, timeout: float, max_bytes: in
         raise _failure(exc, ep, what, timeout, answered) from None
 
 
-async def get(url: str, path: str, timeout: float = 5.0, max_bytes: int | None = None) -> tuple[int, bytes]:
-    """GET base URL + path; (status, body), read whole within `timeout` and `max_bytes` (MAX_BODY_BYTES). Raises
-    HttpError when it cannot be read at all, is larger, or is a redirect."""
-    return await _whole("GET", url, path, timeout, MAX_BODY_BYTES if max_bytes is None else max_bytes)
+async def get(url: str, path: str, timeout: float = 5.0) -> tuple[int, bytes]:
+    """GET base URL + path; (status, body), read whole within `timeout` and MAX_BODY_BYTES. Raises HttpError when
+    it cannot be read at all, is larger, or is a redirect."""
+    return await _whole("GET", url, path, timeout, MAX_BODY_BYTES)
 
 
 async def post_json(url: str, path: str, payload: Mapping[str, object], timeout: float,
@@ -200,9 +200,7 @@ async def post_lines(url: str, path: str, payload: Mapping[str, object], timeout
                                         f"{body.decode('utf-8', 'replace').strip()[:300]}")
                     await _read_lines(resp, what, prefix, MAX_STREAM_BYTES if max_bytes is None else max_bytes,
                                       max_lines, last, lines)
-        except HttpError:
-            raise
-        except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
+        except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:  # an HttpError is none of these
             raise _failure(exc, ep, what, timeout, answered) from None
 
     try:

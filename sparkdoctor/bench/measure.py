@@ -80,10 +80,8 @@ class Level:
         }
         server_tps = (self.server or {}).get("decode_tps_per_stream")
         client_tps = (decode or {}).get("median")
-        if server_tps:
-            headline = {"decode_tps_per_stream": server_tps, "source": "server /metrics (inter-token latency histogram)"}
-        else:
-            headline = {"decode_tps_per_stream": client_tps, "source": "client (stream arrival times)"}
+        headline = ({"decode_tps_per_stream": server_tps, "source": "server /metrics (inter-token latency histogram)"}
+                    if server_tps else {"decode_tps_per_stream": client_tps, "source": "client (stream arrival times)"})
         return {"concurrency": self.concurrency, "requests": len(samples), "rounds": len(self.rounds),
                 "reconcile": reconcile(samples, self.server),
                 "round_output_tps": [r.output_tps for r in self.rounds],
@@ -120,12 +118,10 @@ async def _run_level(m: Measurement, level: int, counter: list[int], progress: P
         if progress:
             progress(f"concurrency {level}, round {r + 1}/{w.rounds}")
         start = time.perf_counter()
-        tasks = []
-        for _ in range(level):
-            payload = build_payload(w.api, m.model, prompt(counter[0], w.prompt_words), w.max_tokens, m.server.is_vllm)
-            counter[0] += 1
-            tasks.append(stream_one(m.base_url, w.api, payload, w.request_timeout))
-        samples = await asyncio.gather(*tasks)
+        payloads = [build_payload(w.api, m.model, prompt(counter[0] + i, w.prompt_words), w.max_tokens, m.server.is_vllm)
+                    for i in range(level)]
+        counter[0] += level
+        samples = await asyncio.gather(*(stream_one(m.base_url, w.api, p, w.request_timeout) for p in payloads))
         wall = time.perf_counter() - start
         failed = [s for s in samples if not s.ok]
         if failed:

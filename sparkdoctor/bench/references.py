@@ -18,8 +18,6 @@ from pathlib import Path
 from typing import Any
 
 from sparkdoctor import files, inputs
-from sparkdoctor.files import write_text
-from sparkdoctor.inputs import read_text
 from sparkdoctor.ledger.compare import dig
 from sparkdoctor.locations import state_dir
 
@@ -92,7 +90,7 @@ def load(path: Path) -> tuple[list[Answer] | None, str | None]:
     """The answers of a reference file, or (None, why) when there is none or it cannot be read."""
 
     try:
-        doc = json.loads(read_text(path, MAX_REFERENCE))  # a regular file only, bounded, never blocking
+        doc = json.loads(inputs.read_text(path, MAX_REFERENCE))  # a regular file only, bounded, never blocking
         if doc.get("reference_version") != REFERENCE_VERSION or not isinstance(doc.get("answers"), list):
             return None, f"{path}: not a sparkdoctor correctness reference (version {REFERENCE_VERSION})"
         return [Answer.from_dict(a) for a in doc["answers"] if isinstance(a, dict)], None
@@ -111,4 +109,4 @@ def save(path: Path, answers: list[Answer], meta: Mapping[str, object]) -> None:
 
     path.parent.mkdir(parents=True, exist_ok=True)
     doc = {"reference_version": REFERENCE_VERSION, **meta, "answers": [a.__dict__ for a in answers]}
-    write_text(path, json.dumps(doc, indent=1))
+    files.write_text(path, json.dumps(doc, indent=1))

@@ -11,15 +11,12 @@ from __future__ import annotations
 
 import statistics
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sparkdoctor.audit import AuditError, ceiling_for, roofline_line
 from sparkdoctor.audit.fromrecipe import flag_values
 from sparkdoctor.bench.measure import Measurement
 from sparkdoctor.recipes.model import Recipe
-
-if TYPE_CHECKING:
-    from sparkdoctor.recipes import Recipe
 
 
 def _context(m: Measurement) -> tuple[int, str]:

@@ -104,11 +104,9 @@ def finding_records(result: RunResult) -> list[dict[str, object]]:
     memory preflight's verdict and each matrix entry whose symptom the server's log printed."""
     path = result.recipe.get("source_path")
     out = [result.preflight] if result.preflight else []
-    for hit in result.findings:
-        out.append({"kind": "symptom", "id": hit.get("entry_id"), "severity": None,
-                    "title": f"the server's log shows a known problem ({hit.get('symptom')})", "evidence": [hit.get("line")],
-                    "remedy": "", "path": path})
-    return out
+    return out + [{"kind": "symptom", "id": hit.get("entry_id"), "severity": None,
+                   "title": f"the server's log shows a known problem ({hit.get('symptom')})",
+                   "evidence": [hit.get("line")], "remedy": "", "path": path} for hit in result.findings]
 
 
 def samples_of(m: Measurement) -> Iterator[tuple[int, int, int, dict[str, object]]]:
@@ -138,8 +136,7 @@ def stored_run(ledger: Ledger | None, result: RunResult) -> dict[str, Any]:
         found = ledger.run(result.run_id)
         if found is not None:
             return dict(found)
-    stored: dict[str, Any] = record(result).as_stored(result.run_id)
-    return stored
+    return record(result).as_stored(result.run_id)
 
 
 def resolved_recipe(recipe: Recipe) -> dict[str, object]:

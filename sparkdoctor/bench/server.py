@@ -33,13 +33,8 @@ class ServerInfo:
 async def _json(url: str, path: str, timeout: float) -> object:
     try:
         status, body = await get(url, path, timeout)
-    except HttpError:
-        return None
-    if status != 200:
-        return None
-    try:
-        return json.loads(body)
-    except ValueError:
+        return json.loads(body) if status == 200 else None
+    except (HttpError, ValueError):
         return None
 
 

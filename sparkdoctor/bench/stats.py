@@ -114,7 +114,7 @@ def _quantile(sorted_values: Sequence[float], q: float) -> float:
     return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
 
 
-def estimate(values: Sequence[float], rounds: int = BOOTSTRAP_ROUNDS, seed: int = SEED) -> Estimate | None:
+def estimate(values: Sequence[float]) -> Estimate | None:
     """Median and percentile-bootstrap 95% CI of the median; None for no values."""
     vals = [float(v) for v in values if v is not None and math.isfinite(v)]
     if not vals:
@@ -122,9 +122,9 @@ def estimate(values: Sequence[float], rounds: int = BOOTSTRAP_ROUNDS, seed: int 
     med = statistics.median(vals)
     if len(vals) < 3:
         return Estimate(med, min(vals), max(vals), len(vals))
-    rng = random.Random(seed)
+    rng = random.Random(SEED)
     n = len(vals)
-    boots = sorted(statistics.median(rng.choices(vals, k=n)) for _ in range(rounds))
+    boots = sorted(statistics.median(rng.choices(vals, k=n)) for _ in range(BOOTSTRAP_ROUNDS))
     return Estimate(med, _quantile(boots, 0.025), _quantile(boots, 0.975), n)
 
 
@@ -167,22 +167,21 @@ def paired_ratio(a: Sequence[float], b: Sequence[float], min_effect: float = DEF
     return Ratio(r, lo, hi, len(logs), "paired-t", called if unanimous else "no difference")
 
 
-def rounds_ratio(a: Sequence[float], b: Sequence[float], min_effect: float = DEFAULT_MIN_EFFECT,
-                 rounds: int = BOOTSTRAP_ROUNDS, seed: int = SEED) -> Ratio:
+def rounds_ratio(a: Sequence[float], b: Sequence[float], min_effect: float = DEFAULT_MIN_EFFECT) -> Ratio:
     """B/A of the medians of two runs' rounds, CI by resampling the rounds of each (one pair: the
     noise between restarts is not in it, and the method says so)."""
     if not a or not b:
         raise ValueError("rounds_ratio needs values on both sides")
     r = statistics.median(b) / statistics.median(a)
-    rng = random.Random(seed)
+    rng = random.Random(SEED)
     boots = sorted(statistics.median(rng.choices(b, k=len(b))) / statistics.median(rng.choices(a, k=len(a)))
-                   for _ in range(rounds))
+                   for _ in range(BOOTSTRAP_ROUNDS))
     lo, hi = _quantile(boots, 0.025), _quantile(boots, 0.975)
     return Ratio(r, lo, hi, 1, "bootstrap-rounds", verdict(r, lo, hi, max(min_effect, SINGLE_PAIR_MIN_EFFECT)))
 
 
 def pooled_rounds_ratio(a: Sequence[tuple[float, float]], b: Sequence[tuple[float, float]],
-                        min_effect: float = DEFAULT_MIN_EFFECT, rounds: int = BOOTSTRAP_ROUNDS, seed: int = SEED) -> Ratio:
+                        min_effect: float = DEFAULT_MIN_EFFECT) -> Ratio:
     """B/A of two runs' pooled rates (the tokens of their rounds over the rounds' wall time: the value each arm
     shows), CI by resampling the (tokens, wall) rounds of each. One pair: as rounds_ratio, the noise between
     restarts is not in it."""
@@ -193,8 +192,8 @@ def pooled_rounds_ratio(a: Sequence[tuple[float, float]], b: Sequence[tuple[floa
     if not a or not b:
         raise ValueError("pooled_rounds_ratio needs rounds on both sides")
     r = rate(b) / rate(a)
-    rng = random.Random(seed)
-    boots = sorted(rate(rng.choices(b, k=len(b))) / rate(rng.choices(a, k=len(a))) for _ in range(rounds))
+    rng = random.Random(SEED)
+    boots = sorted(rate(rng.choices(b, k=len(b))) / rate(rng.choices(a, k=len(a))) for _ in range(BOOTSTRAP_ROUNDS))
     lo, hi = _quantile(boots, 0.025), _quantile(boots, 0.975)
     return Ratio(r, lo, hi, 1, "bootstrap-rounds", verdict(r, lo, hi, max(min_effect, SINGLE_PAIR_MIN_EFFECT)))
 

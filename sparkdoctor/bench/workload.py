@@ -76,7 +76,7 @@ class Workload:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, object], **overrides: Any) -> Workload:
-        known = {f for f in cls.__dataclass_fields__}
+        known = set(cls.__dataclass_fields__)
         unknown = sorted(set(data) - known)
         if unknown:
             raise WorkloadError(f"workload: unknown field {unknown[0]!r} (known: {', '.join(sorted(known))})")
@@ -114,5 +114,4 @@ def prompt(index: int, words: int) -> str:
     texts = passages()
     source = texts[index % len(texts)]
     start = (index // len(texts)) * 7 % len(source)
-    picked = [source[(start + i) % len(source)] for i in range(words)]
-    return INSTRUCTION + " ".join(picked)
+    return INSTRUCTION + " ".join(source[(start + i) % len(source)] for i in range(words))
