@@ -95,10 +95,7 @@ def with_header(result: Result[object], document: dict[str, object]) -> dict[str
     """`document` behind the common header. The document keeps every key and value it had, except that the
     header's `exit_code` and `errors` are the run's (for `check` they are the same values as before)."""
     out = header(result.command, str(document.get("kind", result.kind)), result.exit_code, result.errors)
-    for key, value in document.items():
-        if key in ("exit_code", "errors") and key in out:
-            continue
-        out[key] = value
+    out.update((key, value) for key, value in document.items() if key not in ("exit_code", "errors"))
     return out
 
 
