@@ -64,9 +64,8 @@ def sorted_rows(matrix: Matrix) -> list[dict[str, object]]:
     return [entry_row(e) for e in entries] + [stack_row(s) for s in stacks]
 
 
-def list_matrix(matrix: Matrix, console: Console | None = None) -> None:
+def list_matrix(matrix: Matrix, console: Console) -> None:
     entries, stacks = _sorted(matrix)
-    console = console or Console()
     if entries:
         rows = [_entry_cells(e) for e in entries]
         console.print(Text(f"entries ({len(entries)})", style="bold"))
@@ -188,8 +187,7 @@ def _print_unbroken(console: Console, label: str, lines: list[str], style: str =
         console.print(text, no_wrap=True, overflow="ignore", crop=False)
 
 
-def show_item(item: Entry | Stack, console: Console | None = None) -> None:
-    console = console or Console()
+def show_item(item: Entry | Stack, console: Console) -> None:
     if isinstance(item, Entry):
         _show_entry(item, console)
     else:

@@ -12,6 +12,7 @@ it, so the layout still fits the width. The caller (cli) decides which: see need
 from __future__ import annotations
 
 from rich.console import Console
+from rich.markup import escape
 from rich.style import Style
 from rich.table import Table
 from rich.text import Text
@@ -31,6 +32,12 @@ _ASCII_TABLE = str.maketrans(ASCII_SPELLING)
 def to_ascii(text: str) -> str:
     """The report's own symbols spelled out; any other non-ASCII character becomes `?`."""
     return text.translate(_ASCII_TABLE).encode("ascii", "replace").decode("ascii")
+
+
+def escaped(value: object) -> str:
+    """`value` as an f-string writes it, escaped for rich: a name, label, id or figure read from a ledger, recipe,
+    imported file or registry prints as written (`qwen3 [fp8]`, `torch 2.9.0+cu130 [cu13]`, `[/]`), never as markup."""
+    return escape(str(value))
 
 
 def needs_ascii(stream: object) -> bool:
