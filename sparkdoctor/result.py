@@ -1,14 +1,8 @@
 """What every command returns: one typed `Result`, and the vocabulary of output formats.
 
-A command's `run(options)` builds a Result; `sparkdoctor.emit.emit` is the only function that turns it
-into text on stdout or a file. A Result says which command made it, what kind of document it is (its
-JSON `kind`), the document the renderers draw (its class picks its view: sparkdoctor/views/), the exit
-code the process ends with, the errors that decided it and notes for stderr (warnings that never enter
-the document).
-
-Every JSON document sparkdoctor writes starts with the same header (`header()`): the tool's version,
-the envelope's version, the command, the document kind, the exit code and the errors. The document's
-own keys follow, unchanged (consumers that read them keep working). docs/json.md describes each kind.
+A command's `run(options)` builds a Result; `sparkdoctor.emit.emit` is the only function that turns it into text on
+stdout or a file. Every JSON document starts with the same header (`header()`); the document's own keys follow it,
+unchanged, so consumers that read them keep working. docs/json.md describes each kind.
 
 Imports nothing heavy: `check` builds one on its hot path.
 """

@@ -229,15 +229,10 @@ def render_recipe_sarif(doc: dict[str, Any], matrix: Matrix) -> str:
     recipe = doc.get("recipe") or {}
     path = str(recipe.get("path") or recipe.get("name") or "recipe")
     lines = _read_lines(path)
-    rules: list[dict[str, object]] = []
-    seen: set[str] = set()
-    for e in matrix.entries:
-        if not getattr(e, "withdrawn", None):
-            seen.add(e.id)
-            rules.append(_rule(e.id, e.title, e.severity, e.remedy, e.refs, e.evidence, e.component, e.summary))
-    for rule_id, (title, severity) in RECIPE_RULES.items():
-        seen.add(rule_id)
-        rules.append(_rule(rule_id, title, severity, component="recipe"))
+    rules = [_rule(e.id, e.title, e.severity, e.remedy, e.refs, e.evidence, e.component, e.summary)
+             for e in matrix.entries if not getattr(e, "withdrawn", None)]
+    rules += [_rule(rule_id, title, severity, component="recipe") for rule_id, (title, severity) in RECIPE_RULES.items()]
+    seen = {str(rule["id"]) for rule in rules}
     results: list[dict[str, object]] = []
     for f in doc.get("findings") or []:
         kind, _, subject = str(f["id"]).partition(":")
