@@ -21,10 +21,7 @@ def open_ledger(path, read_only=True):
     A ledger that does not exist is refused, never created: a mistyped --ledger must not read as "nothing here".
     Read-only unless told: reading never migrates or writes the file (a read-only mount reads too)."""
     # imported on use: check loads sparkdoctor.ledger only on the runs that get here
-    from sparkdoctor.ledger import (
-        Ledger,
-        default_path,
-    )
+    from sparkdoctor.ledger import Ledger, default_path
 
     path = path or default_path()
     try:

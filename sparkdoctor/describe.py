@@ -25,6 +25,7 @@ VERDICT_WORD = {PASS: "PASS", UNVERIFIED: "UNVERIFIED", FAIL: "FAIL"}
 SEVERITY_HEADING = {"error": "error", "warn": "warning", "info": "info"}
 # The serving stack shown in the header, in the order a person reads it.
 HEADER_PACKAGES = ("torch", "triton", "vllm", "flashinfer-python", "nvidia-cutlass-dsl")
+GPU_HEALTH = (("clock_graphics_mhz", "{} MHz"), ("power_w", "{} W"), ("temperature_c", "{} C"), ("pstate", "P{}"))
 
 
 def text_of(value: object) -> str:
@@ -90,10 +91,7 @@ def describe_health(facts) -> str | None:
     if psi.get("some_avg10") is not None:
         parts.append(f"PSI some {psi['some_avg10']:.1f}%")
     for gpu in h.get("gpus") or []:
-        bits = [f"{k}" for k in ((f"{gpu['clock_graphics_mhz']} MHz" if gpu.get("clock_graphics_mhz") is not None else None),
-                                 (f"{gpu['power_w']} W" if gpu.get("power_w") is not None else None),
-                                 (f"{gpu['temperature_c']} C" if gpu.get("temperature_c") is not None else None),
-                                 (f"P{gpu['pstate']}" if gpu.get("pstate") is not None else None)) if k]
+        bits = [form.format(gpu[key]) for key, form in GPU_HEALTH if gpu.get(key) is not None]
         if bits:
             parts.append(f"GPU{gpu.get('index', '')} " + " ".join(bits))
     if not h.get("live", True):
@@ -159,6 +157,13 @@ def describe_driver(facts) -> str:
     if d.get("cuda"):
         text += f" · CUDA {d['cuda']}"
     return text
+
+
+def describe_box(facts) -> list[tuple[str, str]]:
+    """(label, description) rows of the box: target, host, GPU, arch, driver and its health when observed."""
+    health = describe_health(facts)
+    return [("target", describe_target(facts)), ("host", describe_host(facts)), ("GPU", describe_gpus(facts)),
+            ("arch", describe_arch(facts)), ("driver", describe_driver(facts)), *([("health", health)] if health else [])]
 
 
 def describe_package(facts, name: str) -> str:
@@ -249,10 +254,6 @@ def _first_line(value: object) -> str:
     return text.splitlines()[0] if text else ""
 
 
-def counted_evaluations(report) -> int:
-    return sum(1 for ev in report.evaluations if ev.outcome != "withdrawn")
-
-
 def verdict(report) -> str:
     """`fail-on error → PASS (exit 0)`; UNVERIFIED (still exit 0) when nothing fails but a kernel probe could not run."""
     code, word = report.exit_code(), report.verdict()
@@ -274,9 +275,10 @@ def summary_line(report) -> str:
     fail-on error → FAIL (exit 1)` (how many findings rest on each evidence level, those with any),
     with `1 kernel probe unverified` and `arch assumed (why)` before the verdict when they apply."""
     c = report.counts()
+    counted = sum(ev.outcome != "withdrawn" for ev in report.evaluations)
     parts = [
         ", ".join(plural(c.get(s, 0), SEVERITY_HEADING[s]) for s in ("error", "warn", "info")),
-        f"{plural(counted_evaluations(report), 'entry')} checked, {len(report.unknown)} unknown",
+        f"{plural(counted, 'entry')} checked, {len(report.unknown)} unknown",
     ]
     if report.ignored:
         parts[-1] += f", {len(report.ignored)} ignored"

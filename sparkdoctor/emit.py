@@ -44,7 +44,7 @@ def sink_for(output: Path | None, fmt: Format | None = None) -> Sink:
         return Sink()
     from sparkdoctor.views.terminal_text import needs_ascii
 
-    return Sink(to_file=False, ascii_only=sys.stdout is not None and needs_ascii(sys.stdout))
+    return Sink(ascii_only=sys.stdout is not None and needs_ascii(sys.stdout))
 
 
 def render(result: Result[object], fmt: Format, output: Path | None = None) -> str:
@@ -127,11 +127,10 @@ def emit_error(error: BaseException, exit_code: int) -> None:
         return
     if REQUESTED.format is not Format.json or REQUESTED.output is not None:
         return
-    import json
+    from sparkdoctor.views import dump
 
-    document = error_document(REQUESTED.command or _command_from_argv(), error, exit_code)
     try:
-        write_stdout(json.dumps(document, indent=2, default=str) + "\n")
+        write_stdout(dump(error_document(REQUESTED.command or _command_from_argv(), error, exit_code)))
     except OutputError:
         pass
 

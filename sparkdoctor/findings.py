@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from sparkdoctor.arch import settle
-from sparkdoctor.exitcodes import EXIT_FINDINGS, EXIT_OK, EXIT_UNPROBEABLE, EXIT_USAGE  # noqa: F401 (re-exported)
+from sparkdoctor.exitcodes import EXIT_FINDINGS, EXIT_OK, EXIT_UNPROBEABLE
 from sparkdoctor.facts import Facts
 from sparkdoctor.matrix import (
     EVIDENCE_LEVELS,
@@ -129,7 +129,7 @@ def stack_distance(stack: Stack, facts: Facts) -> StackDistance:
     for name, value in stack.env.items():
         if env.get(name) != value:
             diffs.append(f"{name}={value} wanted, {'is ' + env[name] if name in env else 'not set'}")
-    return StackDistance(stack.id, stack.title, diffs, stack.refs, missing, present, getattr(stack, "image_only", None))
+    return StackDistance(stack.id, stack.title, diffs, stack.refs, missing, present, stack.image_only)
 
 
 @dataclass
@@ -249,11 +249,8 @@ def probe_evidence(verified_by: Mapping[str, object] | None, facts: Facts) -> st
 def probes_for_arch(facts: Facts) -> list[tuple[str, dict[str, object]]]:
     """(id, result) of the kernel probes run for the arch under evaluation (or that do not say)."""
     arch = (facts.arch or {}).get("value")
-    out = []
-    for probe_id, result in sorted((facts.kernels or {}).items()):
-        if isinstance(result, dict) and result.get("kind") in PROBE_COMPONENT and result.get("arch") in (None, "", arch):
-            out.append((probe_id, result))
-    return out
+    return [(probe_id, result) for probe_id, result in sorted((facts.kernels or {}).items())
+            if isinstance(result, dict) and result.get("kind") in PROBE_COMPONENT and result.get("arch") in (None, "", arch)]
 
 
 def explains(entry: Entry, probe_id: str, status: str) -> bool:

@@ -1,14 +1,8 @@
 """What every command returns: one typed `Result`, and the vocabulary of output formats.
 
-A command's `run(options)` builds a Result; `sparkdoctor.emit.emit` is the only function that turns it
-into text on stdout or a file. A Result says which command made it, what kind of document it is (its
-JSON `kind`), the document the renderers draw (its class picks its view: sparkdoctor/views/), the exit
-code the process ends with, the errors that decided it and notes for stderr (warnings that never enter
-the document).
-
-Every JSON document sparkdoctor writes starts with the same header (`header()`): the tool's version,
-the envelope's version, the command, the document kind, the exit code and the errors. The document's
-own keys follow, unchanged (consumers that read them keep working). docs/json.md describes each kind.
+A command's `run(options)` builds a Result; `sparkdoctor.emit.emit` is the only function that turns it into text on
+stdout or a file. Every JSON document starts with the same header (`header()`); the document's own keys follow it,
+unchanged, so consumers that read them keep working. docs/json.md describes each kind.
 
 Imports nothing heavy: `check` builds one on its hot path.
 """
@@ -95,10 +89,7 @@ def with_header(result: Result[object], document: dict[str, object]) -> dict[str
     """`document` behind the common header. The document keeps every key and value it had, except that the
     header's `exit_code` and `errors` are the run's (for `check` they are the same values as before)."""
     out = header(result.command, str(document.get("kind", result.kind)), result.exit_code, result.errors)
-    for key, value in document.items():
-        if key in ("exit_code", "errors") and key in out:
-            continue
-        out[key] = value
+    out.update((key, value) for key, value in document.items() if key not in ("exit_code", "errors"))
     return out
 
 

@@ -19,12 +19,7 @@ from sparkdoctor.bench.document import (
 from sparkdoctor.result import Format, Result
 from sparkdoctor.sink import Sink
 from sparkdoctor.views import View
-
-
-def _e(value: object) -> str:
-    """`value` as an f-string writes it, escaped for rich: a name, label, id or figure read from a ledger, recipe or
-    imported file prints as written (`qwen3 [fp8]`, `[/]`), never parsed as markup."""
-    return escape(str(value))
+from sparkdoctor.views.terminal_text import escaped as _e
 
 
 def _f(value: float | None, digits: int = 1, scale: float = 1.0, unit: str = "") -> str:

@@ -20,12 +20,7 @@ from rich.text import Text
 from sparkdoctor.describe import (
     PROSE_CHARS,
     SEVERITY_HEADING,
-    describe_arch,
-    describe_driver,
-    describe_gpus,
-    describe_health,
-    describe_host,
-    describe_target,
+    describe_box,
     kernel_rows,
     plural,
     stack_also_includes,
@@ -154,16 +149,7 @@ def _print_not_known(console: Console, report: Report, ink: Ink, verbose: bool) 
 
 def _header(report: Report, ink: Ink) -> Table:
     facts = report.facts
-    rows: list[tuple[str, object]] = [
-        ("target", describe_target(facts)),
-        ("host", describe_host(facts)),
-        ("GPU", describe_gpus(facts)),
-        ("arch", describe_arch(facts)),
-        ("driver", describe_driver(facts)),
-    ]
-    health = describe_health(facts)
-    if health:
-        rows.append(("health", health))
+    rows: list[tuple[str, object]] = [*describe_box(facts)]
     if facts.packages is None:
         rows.append(("stack", ink.text("unknown (packages not observed)", style="yellow")))
     else:

@@ -23,14 +23,12 @@ if TYPE_CHECKING:
     from sparkdoctor.fix.pipeline import Applied, JournalRow, Pruned, RolledBack
 
 
-
 def plan_lines(plan: Plan) -> list[str]:
     where = f"container {plan.target['container']}: " if plan.target.get("container") else ""
     out = [f"Target: {where}{plan.target['python']}  (installer: {plan.installer})"]
     if not plan.fixes:
         out.append("Nothing to fix: no finding names a fix.")
-    for f in plan.fixes:
-        out.append(f"Fix {f['id']}: {f['title']}  (asked for by: {', '.join(f['findings'])})")
+    out += [f"Fix {f['id']}: {f['title']}  (asked for by: {', '.join(f['findings'])})" for f in plan.fixes]
     if plan.steps:
         out.append("Steps, in order:")
     for i, s in enumerate(plan.steps, 1):
@@ -51,13 +49,11 @@ def plan_lines(plan: Plan) -> list[str]:
         for name, (before, after) in sorted(plan.changes.items()):
             tag = " (reinstalled)" if before == after else ""
             out.append(f"  {name}: {before or '(not installed)'} -> {after or '(removed)'}{tag}")
-    for note in plan.notes:
-        out.append(f"Note: {note}")
+    out += [f"Note: {note}" for note in plan.notes]
     if plan.checks_after:
         probes = f"; probes: {', '.join(plan.probes_after)}" if plan.probes_after else ""
         out.append(f"Checked after: check runs again; expected gone: {', '.join(plan.checks_after)}{probes}")
-    for r in plan.refusals:
-        out.append(f"REFUSED: {r}")
+    out += [f"REFUSED: {r}" for r in plan.refusals]
     return out
 
 
@@ -88,12 +84,9 @@ def rollback_lines(result: RolledBack) -> list[str]:
     out = [result.message]
     v = result.verified or {}
     if result.status == "rolled back":
-        for name, version in sorted((result.restored_packages or {}).items()):
-            out.append(f"  restored {name} {version}")
-        for path in result.restored_files or []:
-            out.append(f"  restored {path}")
-    for note in v.get("notes") or []:
-        out.append(f"Note: {note}")
+        out += [f"  restored {name} {version}" for name, version in sorted((result.restored_packages or {}).items())]
+        out += [f"  restored {path}" for path in result.restored_files or []]
+    out += [f"Note: {note}" for note in v.get("notes") or []]
     if v.get("outside_restored"):
         out.append(f"  compiled again (changed outside the plan): {', '.join(v['outside_restored'])}")
     if v:
@@ -129,8 +122,8 @@ def history_lines(rows: list[JournalRow]) -> list[str]:
 def prune_lines(result: Pruned) -> list[str]:
     out = [f"removed {r['journal']}  ({r['status']})" for r in result.removed]
     out.append(f"Removed {len(result.removed)} journal(s), freed {size_text(result.freed_bytes)}.")
-    for r in result.kept_unsettled:
-        out.append(f"Kept {r.journal} ({r.status}): its apply or rollback did not finish; settle it with `sparkdoctor fix --rollback {r.journal}`")
+    out += [f"Kept {r.journal} ({r.status}): its apply or rollback did not finish; settle it with "
+            f"`sparkdoctor fix --rollback {r.journal}`" for r in result.kept_unsettled]
     return out
 
 

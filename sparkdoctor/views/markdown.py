@@ -16,12 +16,7 @@ from sparkdoctor.describe import (
     PROSE_CHARS,
     SEVERITY_HEADING,
     clip,
-    describe_arch,
-    describe_driver,
-    describe_gpus,
-    describe_health,
-    describe_host,
-    describe_target,
+    describe_box,
     kernel_rows,
     plural,
     stack_also_includes,
@@ -99,15 +94,7 @@ def _fit_notice(_attachment: str) -> list[str]:
 
 def _toolchain(report: Report) -> list[str]:
     facts = report.facts
-    rows = [
-        ("target", describe_target(facts)),
-        ("host", describe_host(facts)),
-        ("GPU", describe_gpus(facts)),
-        ("arch", describe_arch(facts)),
-        ("driver", describe_driver(facts)),
-        *([("health", describe_health(facts))] if describe_health(facts) else []),
-        *tracked_stack(facts),
-    ]
+    rows = [*describe_box(facts), *tracked_stack(facts)]
     joined = []  # rows that join several facts, each clipped on its own
     for t in facts.toolkits or []:
         if t.get("tool") == "ptxas":

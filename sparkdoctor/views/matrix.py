@@ -64,9 +64,8 @@ def sorted_rows(matrix: Matrix) -> list[dict[str, object]]:
     return [entry_row(e) for e in entries] + [stack_row(s) for s in stacks]
 
 
-def list_matrix(matrix: Matrix, console: Console | None = None) -> None:
+def list_matrix(matrix: Matrix, console: Console) -> None:
     entries, stacks = _sorted(matrix)
-    console = console or Console()
     if entries:
         rows = [_entry_cells(e) for e in entries]
         console.print(Text(f"entries ({len(entries)})", style="bold"))
@@ -123,6 +122,7 @@ _LABEL = len("verified by")
 
 
 def _rows(console: Console, rows: list[tuple[str, object]]) -> None:
+    """Label / value rows; a value that is None or an empty string is left out."""
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="dim", no_wrap=True, min_width=_LABEL)
     grid.add_column(overflow="fold")
@@ -188,8 +188,7 @@ def _print_unbroken(console: Console, label: str, lines: list[str], style: str =
         console.print(text, no_wrap=True, overflow="ignore", crop=False)
 
 
-def show_item(item: Entry | Stack, console: Console | None = None) -> None:
-    console = console or Console()
+def show_item(item: Entry | Stack, console: Console) -> None:
     if isinstance(item, Entry):
         _show_entry(item, console)
     else:
@@ -221,16 +220,16 @@ def _show_entry(e: Entry, console: Console) -> None:
         ("withdrawn", e.withdrawn),
         ("summary", Text(e.summary)),
         ("when", when),
-        ("symptoms", Text("\n".join(e.symptoms)) if e.symptoms else None),
+        ("symptoms", "\n".join(e.symptoms)),
         ("what to do", Text(e.remedy)),
-        ("shown to work", Text(e.remedy_shown) if e.remedy_shown else None),
+        ("shown to work", e.remedy_shown),
         ("fix", e.fix),
         ("verified by", verified),
         ("verify", _verify_steps(e)),
         ("file checks", _file_checks(e)),
-        ("unbracketable", Text(e.unbracketable) if e.unbracketable else None),
-        ("reference only", Text(e.reference_only) if e.reference_only else None),
-        ("selected by", Text(", ".join(e.selected_by)) if e.selected_by else None),
+        ("unbracketable", e.unbracketable),
+        ("reference only", e.reference_only),
+        ("selected by", ", ".join(e.selected_by)),
         ("reported", Text(f"{e.reported or '?'}, in the matrix {e.added}") if e.added else None),
         ("last verified", _last_verified(e)),
         ("component", e.component),
@@ -252,9 +251,9 @@ def _show_stack(s: Stack, console: Console) -> None:
         packages.add_row(Text(str(name)), Text(str(spec)))
     _rows(console, [
         ("packages", packages),
-        ("env", Text("\n".join(f"{k}={v}" for k, v in s.env.items())) if s.env else None),
+        ("env", "\n".join(f"{k}={v}" for k, v in s.env.items())),
         ("driver", s.driver),
-        ("notes", Text(s.notes) if s.notes else None),
+        ("notes", s.notes),
         ("component", s.component),
     ])
     _print_unbroken(console, "refs", s.refs)

@@ -177,7 +177,7 @@ def render_sarif(report: Report) -> str:
             rules.append(_rule(e.id, e.title, e.severity, e.remedy, e.refs, e.evidence, e.component, e.summary))
     results: list[dict[str, object]] = []
     default = _stated_artifact(report.facts)
-    for f in [*report.findings]:
+    for f in report.findings:
         if f.id not in seen:  # an engine finding (a failed kernel probe)
             seen.add(f.id)
             rules.append(_rule(f.id, f.title, f.severity, f.remedy, f.refs, f.evidence_level, f.component, f.summary))
@@ -224,22 +224,15 @@ def _norm(name: str) -> str:
 
 
 # ---- recipe check -----------------------------------------------------------------------------------------------
-def render_recipe_sarif(doc: dict[str, Any], matrix: Matrix | None = None) -> str:
-    """`recipe check --format sarif` from its document; `matrix` gives the rules of matrix entries (None: shipped)."""
-    if matrix is None:
-        matrix = load(None)
+def render_recipe_sarif(doc: dict[str, Any], matrix: Matrix) -> str:
+    """`recipe check --format sarif` from its document; `matrix` gives the rules of matrix entries."""
     recipe = doc.get("recipe") or {}
     path = str(recipe.get("path") or recipe.get("name") or "recipe")
     lines = _read_lines(path)
-    rules: list[dict[str, object]] = []
-    seen: set[str] = set()
-    for e in matrix.entries:
-        if not getattr(e, "withdrawn", None):
-            seen.add(e.id)
-            rules.append(_rule(e.id, e.title, e.severity, e.remedy, e.refs, e.evidence, e.component, e.summary))
-    for rule_id, (title, severity) in RECIPE_RULES.items():
-        seen.add(rule_id)
-        rules.append(_rule(rule_id, title, severity, component="recipe"))
+    rules = [_rule(e.id, e.title, e.severity, e.remedy, e.refs, e.evidence, e.component, e.summary)
+             for e in matrix.entries if not getattr(e, "withdrawn", None)]
+    rules += [_rule(rule_id, title, severity, component="recipe") for rule_id, (title, severity) in RECIPE_RULES.items()]
+    seen = {str(rule["id"]) for rule in rules}
     results: list[dict[str, object]] = []
     for f in doc.get("findings") or []:
         kind, _, subject = str(f["id"]).partition(":")
@@ -297,12 +290,11 @@ def _first_line(lines: list[str], needles: list[str]) -> int | None:
 
 # ---- bench and rerun ---------------------------------------------------------------------------------------------
 def render_findings_sarif(findings: list[dict[str, Any]], *, category: str, properties: dict[str, object], exit_code: int,
-                          failure: str | None = None, matrix: Matrix | None = None) -> str:
+                          failure: str | None = None) -> str:
     """Finding records ({"kind", "id", "severity", "title", "evidence", "remedy", "path"}; an A/B's carry `arm`) as
     one SARIF log: `bench` and `rerun` (their run, comparison or failure). A log symptom's rule is its matrix entry's;
     `failure`: the one line of a command that failed (the invocation is then not successful)."""
-    if matrix is None:
-        matrix = load(None)
+    matrix = load(None)
     rules: list[dict[str, object]] = []
     seen: set[str] = set()
     results: list[dict[str, object]] = []

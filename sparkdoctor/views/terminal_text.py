@@ -1,23 +1,22 @@
 """Strings into rich renderables for the console report: bounded, never markup, ASCII where needed.
 
-Every string the console prints goes through Ink.text(): it is clipped (a 25 MB field in a snapshot
-would stall rich's line wrapping for minutes), its control characters escaped (an ESC
-sequence in a snapshot's env value or a server's model name prints as `\x1b[31m`, never reaching the terminal
-raw), made a rich `Text` (so `[bold]` or `[/]` in a package version prints as written instead of being parsed
-as markup), and, when the output stream cannot
-encode Unicode (PYTHONIOENCODING=ascii, an ASCII-only pipe), spelled in ASCII before rich measures
-it, so the layout still fits the width. The caller (cli) decides which: see needs_ascii().
+Every string the console prints goes through Ink.text(): it is clipped (a 25 MB field in a snapshot would stall
+rich's line wrapping for minutes), its control characters escaped (an ESC sequence in a snapshot's env value or a
+server's model name prints as `\x1b[31m`, never reaching the terminal raw), made a rich `Text` (so `[bold]` or `[/]`
+in a package version prints as written instead of being parsed as markup), and, when the output stream cannot encode
+Unicode (PYTHONIOENCODING=ascii, an ASCII-only pipe), spelled in ASCII before rich measures it, so the layout still
+fits the width. The caller (cli) decides which: see needs_ascii().
 """
 
 from __future__ import annotations
 
 from rich.console import Console
+from rich.markup import escape
 from rich.style import Style
 from rich.table import Table
 from rich.text import Text
 
 from sparkdoctor.describe import FACT_CHARS, clip
-from sparkdoctor.sink import escaping  # noqa: F401 (re-exported: the hook every console gets)
 from sparkdoctor.text import shown
 
 # What the report itself writes outside ASCII, and how to say it in ASCII.
@@ -31,6 +30,12 @@ _ASCII_TABLE = str.maketrans(ASCII_SPELLING)
 def to_ascii(text: str) -> str:
     """The report's own symbols spelled out; any other non-ASCII character becomes `?`."""
     return text.translate(_ASCII_TABLE).encode("ascii", "replace").decode("ascii")
+
+
+def escaped(value: object) -> str:
+    """`value` as an f-string writes it, escaped for rich: a name, label, id or figure read from a ledger, recipe,
+    imported file or registry prints as written (`qwen3 [fp8]`, `torch 2.9.0+cu130 [cu13]`, `[/]`), never as markup."""
+    return escape(str(value))
 
 
 def needs_ascii(stream: object) -> bool:

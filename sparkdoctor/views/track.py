@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from sparkdoctor.result import Format, Result
@@ -15,6 +14,7 @@ from sparkdoctor.track.run import NEEDS_EDIT
 from sparkdoctor.track.transitions import probe_lines
 from sparkdoctor.track.update import Updated
 from sparkdoctor.views import View
+from sparkdoctor.views.terminal_text import escaped as _e
 
 
 def _update_console(result: Result[Updated], sink: Sink) -> str:
@@ -57,12 +57,6 @@ def track_markdown(d: dict[str, Any]) -> str:
     cut = "".join(f" {p['left_out']:,} older new release(s) of {p['package']} left out, not checked." for p in d["packages"] if p.get("left_out"))
     out += ["", f"Summary: {summary or 'no entry with a file check on a tracked package'}; {len(d['untracked'])} bounds not followed.{cut}"]
     return "\n".join(out) + "\n"
-
-
-def _e(value: object) -> str:
-    """`value` as an f-string writes it, escaped for rich: a matrix file's text or a registry's (`torch 2.9.0+cu130
-    [cu13]`) prints as written, never parsed as markup."""
-    return escape(str(value))
 
 
 def render_track(d: dict[str, Any], console: Console, verbose: bool = False) -> None:

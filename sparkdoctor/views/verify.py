@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from sparkdoctor.describe import plural
 from sparkdoctor.result import Format, Result
 from sparkdoctor.sink import Sink
 from sparkdoctor.verify.bounds import BoundResult, side_counts
@@ -39,7 +40,7 @@ def render_verify(results: list[InstallResult | FileResult], console: Console, s
         if r.verdict != "confirmed":
             console.print(f"    {escape(r.why)}", soft_wrap=True)
     counts = ", ".join(f"{n} {v}" for v, n in _summary(results).items())
-    console.print(f"{len(results)} entr{'y' if len(results) == 1 else 'ies'} verified in {seconds:.0f}s: {counts}")
+    console.print(f"{plural(len(results), 'entry')} verified in {seconds:.0f}s: {counts}")
 
 
 def _render_installs(r: InstallResult, console: Console) -> None:
@@ -61,8 +62,7 @@ def _render_files(r: FileResult, console: Console) -> None:
             console.print(f"             {escape(line)}", soft_wrap=True)
 
 
-def render_bisect(found: dict[str, Any], console: Console | None = None) -> None:
-    console = console or Console()
+def render_bisect(found: dict[str, Any], console: Console) -> None:
     verdict = found["verdict"]
     console.print(f"[{_STYLE.get(verdict, 'none')}]{escape(verdict.upper()):<12}[/] [bold]{escape(found['id'])}[/]  {escape(found['why'])}", soft_wrap=True)
     for run in found.get("runs", []):
@@ -70,13 +70,12 @@ def render_bisect(found: dict[str, Any], console: Console | None = None) -> None
         console.print(f"    {escape(run['version'])}: {escape(run['error']) if run['error'] else ('claim holds' if held else 'claim does not hold')}", soft_wrap=True)
 
 
-def render_latest(results: list[dict[str, Any]], console: Console | None = None) -> None:
-    console = console or Console()
+def render_latest(results: list[dict[str, Any]], console: Console) -> None:
     for r in results:
         verdict = r["verdict"]
         console.print(f"[{_STYLE.get(verdict, 'none')}]{escape(verdict.upper()):<16}[/] [bold]{escape(r['id'])}[/]  {escape(r['why'])}", soft_wrap=True)
     counts = Counter(r["verdict"] for r in results)
-    console.print(f"{len(results)} entr{'y' if len(results) == 1 else 'ies'} against their newest release: " + escape(", ".join(f"{n} {v}" for v, n in sorted(counts.items()))))
+    console.print(f"{plural(len(results), 'entry')} against their newest release: " + escape(", ".join(f"{n} {v}" for v, n in sorted(counts.items()))))
 
 
 def render_bounds(results: list[BoundResult], console: Console) -> None:
@@ -94,13 +93,13 @@ def render_bounds(results: list[BoundResult], console: Console) -> None:
                   + f"; {sides['bracketed']} of {sides['sides']} bounded sides bracketed{share}")
 
 
-def render_stacks(results: list[StackResult], console: Console | None = None) -> None:
+def render_stacks(results: list[StackResult], console: Console) -> None:
     table = Table()
     for col in ("stack", "python", "verdict", "why"):
         table.add_column(col)
     for r in results:
         table.add_row(escape(r.id), escape(r.python), escape(r.verdict), escape(r.why))
-    (console or Console()).print(table)
+    console.print(table)
 
 
 # ---- the views of `matrix verify`'s modes (sparkdoctor.verify.modes): (Result, Sink) -> the whole document --------
