@@ -28,7 +28,6 @@ _COLUMNS = "id, name, created_at, comparison_id, previous_id, outcome, data_json
 
 def _row(row: tuple) -> Conclusion:
     """A stored conclusion; a row whose data_json is damaged comes back marked (`damaged`), not raised."""
-
     data, damage = decode("data_json", row[6])
     if damage is None:
         damage = shape_problem(data)
@@ -44,8 +43,6 @@ class LedgerReadError(ConclusionError, LedgerError):
 
     exit_code = LedgerError.exit_code
     code = LedgerError.code
-
-    exit_code = LedgerError.exit_code  # ConclusionError's InputError (2) comes first in the MRO: the ledger's 5 wins
 
 
 def _fail(ledger: Ledger, exc: sqlite3.Error) -> ConclusionError:
@@ -71,7 +68,6 @@ def comparison_runs(ledger: Ledger, comparison_id: int) -> dict[str, list[Stored
     except sqlite3.Error as exc:
         raise _fail(ledger, exc) from None
     out: dict[str, list[StoredRun]] = {"A": [], "B": []}
-
     for rid, arm, fp, rhash, bver, workload in rows:
         if arm in out:
             out[arm].append({"id": rid, "fingerprint": fp, "recipe_hash": rhash, "bench_version": bver,
@@ -114,7 +110,7 @@ def record(ledger: Ledger, name: str, comparison: dict[str, Any], arms: dict[str
 
 def latest(ledger: Ledger, name: str | None = None) -> list[Conclusion]:
     """The newest row of every conclusion name (or of the one named), oldest name first."""
-    sql = (f"SELECT {_COLUMNS} FROM conclusions WHERE id IN (SELECT max(id) FROM conclusions GROUP BY name)")
+    sql = f"SELECT {_COLUMNS} FROM conclusions WHERE id IN (SELECT max(id) FROM conclusions GROUP BY name)"
     args: tuple[str, ...] = ()
     if name is not None:
         sql += " AND name = ?"
