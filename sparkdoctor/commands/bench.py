@@ -8,7 +8,6 @@ error class: UsageError (2), a bench failure (4: not launched, reached or measur
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -22,6 +21,7 @@ from sparkdoctor.commands.options import (
     Sets,
     format_option,
     python_option,
+    refuse_bad_seconds,
     verb,
 )
 from sparkdoctor.errors import UsageError
@@ -98,8 +98,7 @@ class BenchCommand:
             raise UsageError(f"--calibrate --pairs {self.pairs}: the launch noise needs 2 pairs or more (3 or more to be useful)")
         if not 0 <= self.min_effect < 1:
             raise UsageError(f"--min-effect {self.min_effect}: give a fraction between 0 and 1")
-        if not (math.isfinite(self.ready_timeout) and self.ready_timeout > 0):  # nan: a wait that never ends
-            raise UsageError(f"--ready-timeout {self.ready_timeout}: give a number of seconds above 0")
+        refuse_bad_seconds("--ready-timeout", self.ready_timeout)
         if self.conclude is not None and (self.vs is None or self.no_store or not self.conclude.strip()):
             raise UsageError("--conclude NAME needs a name and an A/B that is stored: RECIPE --vs RECIPE_B, without --no-store")
         if self.reference and self.vs is not None:
@@ -215,7 +214,6 @@ def wrong_answers(doc: object) -> str | None:
 
     if isinstance(doc, ReproduceDocument):
         doc = doc.run
-
     if isinstance(doc, RunDocument):
         checked = doc.result.correctness or {}
         return "the answers are wrong" if checked.get("verdict") == Verdict.WRONG else None

@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
+import math
 import typing
 from collections.abc import Callable
 from pathlib import Path
@@ -205,6 +206,24 @@ def refuse_bad_constraints(paths: list[Path]) -> None:
         if not c.is_file():
             why = "not a regular file (a device, FIFO, socket or folder); sparkdoctor reads only regular files here"
             raise UsageError(f"--constraints {c}: {why if c.exists() else 'no such file'}")
+
+
+def refuse_bad_seconds(option: str, seconds: float) -> None:
+    """A time limit that is not a finite number above 0 (nan: a wait that never ends): one line, exit 2."""
+    from sparkdoctor.errors import UsageError
+
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise UsageError(f"{option} {seconds}: give a number of seconds above 0")
+
+
+def refuse_bad_arch(arch: str | None) -> None:
+    """--arch that is not a real GPU arch: one line, exit 2, before anything is probed."""
+    from sparkdoctor.arch import real_arch_problem
+    from sparkdoctor.errors import UsageError
+
+    problem = real_arch_problem(arch) if arch is not None else None
+    if problem:
+        raise UsageError(f"--arch {arch!r}: {problem}")
 
 
 def parse_sets(values: list[str] | None) -> dict[str, str]:

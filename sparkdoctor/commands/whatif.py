@@ -22,6 +22,7 @@ from sparkdoctor.commands.options import (
     container_option,
     format_option,
     matrix_option,
+    refuse_bad_arch,
     verb,
 )
 from sparkdoctor.errors import UsageError
@@ -78,12 +79,7 @@ class WhatifCommand:
             check_specs(self.specs, self.allow_url)
         except ResolveError as exc:
             raise UsageError(str(exc)) from None
-        if self.arch is not None:
-            from sparkdoctor.arch import real_arch_problem
-
-            problem = real_arch_problem(self.arch)
-            if problem:
-                raise UsageError(f"--arch {self.arch!r}: {problem}")
+        refuse_bad_arch(self.arch)
         if self.ledger is not None and not self.ledger.exists():
             raise UsageError(f"ledger {self.ledger}: no such file")
         refuse_bad_target_options(self.python, self.container, self.container_python, self.facts_file is not None)
