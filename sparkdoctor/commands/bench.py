@@ -20,6 +20,7 @@ from sparkdoctor.commands.options import (
     Output,
     Sets,
     format_option,
+    parse_sets,
     python_option,
     refuse_bad_seconds,
     verb,
@@ -36,8 +37,6 @@ FORMATS = VIEW.formats
 
 @dataclass
 class BenchCommand:
-    """Everything `bench` is told; the defaults are the command line's."""
-
     recipe: Annotated[Path | None, typer.Argument(help="Recipe to launch and measure (ours, eugr v1 YAML, sparkrun v2 YAML).")] = None
     vs: Annotated[Path | None, typer.Option("--vs", help="Second recipe: A/B, interleaved A B B A ..., ratio B/A with its 95% CI.")] = None
     url: Annotated[str | None, typer.Option("--url", help="Measure a server that is already running (no launch).")] = None
@@ -113,8 +112,6 @@ class BenchCommand:
             why = check_path(self.reference_file, write=self.reference)
             if why:
                 raise UsageError(why)
-        from sparkdoctor.commands.options import parse_sets
-
         parse_sets(self.sets)  # a --set without '=' is one line, exit 2
         if self.url is not None:  # a malformed URL is a usage error (2), not a server that could not be reached (4)
             from sparkdoctor.bench.http import Endpoint, HttpError
@@ -130,7 +127,6 @@ def run(options: BenchCommand) -> Result[BenchDocument]:
     options.refuse_bad_options()
     from sparkdoctor.bench import flow
     from sparkdoctor.bench.correctness import Options as CorrectnessOptions
-    from sparkdoctor.commands.options import parse_sets
 
     given = {"concurrency": options.concurrency, "rounds": options.rounds, "max_tokens": options.max_tokens,
              "prompt_words": options.prompt_words, "warmup": options.warmup, "api": options.api}

@@ -49,8 +49,6 @@ SEVERITIES = ("info", "warn", "error")
 
 @dataclass
 class CheckCommand:
-    """Everything `check` is told; the defaults are the command line's."""
-
     python: Python = None
     container: Container = None
     container_python: ContainerPython = None

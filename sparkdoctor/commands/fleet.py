@@ -24,6 +24,7 @@ from sparkdoctor.commands.options import (
     Sets,
     arch_option,
     format_option,
+    parse_sets,
     refuse_bad_arch,
     refuse_bad_seconds,
     verb,
@@ -99,7 +100,6 @@ def run(options: FleetCommand) -> Result[FleetResult]:
     if options.recipe is not None:  # a bad recipe or model is one line before any node is reached
         import functools
 
-        from sparkdoctor.commands.options import parse_sets
         from sparkdoctor.memory.pernode import judge_fleet, size_launch
 
         memory_judge = functools.partial(judge_fleet, size_launch(options.recipe, parse_sets(options.sets), options.model))

@@ -1,14 +1,12 @@
-"""How a verb's options are declared: once, as the fields of its options dataclass, and the options several verbs
+"""How a verb's options are declared: once, as the fields of its options dataclass (each carries its typer
+metadata: `name: Annotated[type, typer.Option("--name", help=...)] = default`), and the options several verbs
 share: `--format`, the target (`--python`, `--container`, `--container-python`, `--runtime`), `--matrix`,
 `--ledger`, `--arch`, `--output`, `--set`.
 
-Each field carries its typer metadata, `name: Annotated[type, typer.Option("--name", help=...)] = default`;
-`command(Options, body)` makes the typer command whose parameters are those fields and which calls
-`body(Options(**parsed))`; `verb(Options, run, help)`, the command of a verb that writes `run`'s document. A field the command line reads as another type (`--format` as text, `--output` as a
-name) says so with `Parsed`. The factories below return a typer option with one wording of its help text; a
-field that needs another wording puts its own option after the shared alias (the last one counts).
-`format_option` also records what was asked for (sparkdoctor.emit.REQUESTED), so that a command that fails
-before it has a result still answers `--format json` with a JSON document.
+The factories below return a typer option with one wording of its help text; a field that needs another wording
+puts its own option after the shared alias (the last one counts). `format_option` also records what was asked for
+(sparkdoctor.emit.REQUESTED), so that a command that fails before it has a result still answers `--format json`
+with a JSON document.
 """
 
 from __future__ import annotations

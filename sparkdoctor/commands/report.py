@@ -44,8 +44,6 @@ FORMATS = VIEW.formats
 
 @dataclass
 class ReportCommand:
-    """Everything `report` is told; the defaults are the command line's."""
-
     python: Annotated[str | None, typer.Option("--python", help="Interpreter (or venv folder) of the environment to report on. Default: $VIRTUAL_ENV, else this interpreter.")] = None
     facts_file: Annotated[Path | None, typer.Option("--facts", help="Report on a saved snapshot (check --save-facts) instead of probing.")] = None
     fmt: Annotated[Fmt, format_option(*FORMATS, help="github (markdown, long parts folded) | forum (plain text)")] = Format.github

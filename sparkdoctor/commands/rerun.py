@@ -34,8 +34,6 @@ FORMATS = VIEW.formats
 
 @dataclass
 class RerunCommand:
-    """Everything `rerun` is told; the defaults are the command line's."""
-
     names: Annotated[list[str], typer.Argument(help="Only these conclusions (default: every stale one)."), EMPTY] = field(default_factory=list)
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Say what is stale and what changed; measure nothing.")] = False
     fail_on: Annotated[list[str], typer.Option("--fail-on", help="flipped and/or regression: exit 1 when one happened."), EMPTY] = field(default_factory=list)

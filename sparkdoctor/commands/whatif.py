@@ -37,8 +37,6 @@ SEVERITIES = ("error", "warn", "info")
 
 @dataclass
 class WhatifCommand:
-    """Everything `whatif` is told; the defaults are the command line's."""
-
     specs: Annotated[list[str], typer.Argument(help="Requirements to upgrade to, as pip takes them (vllm==0.33.0, 'nvidia-cutlass-dsl[cu13]==4.5.2')."),
                      Parsed(default=...)] = field(default_factory=list)
     python: Annotated[str | None, typer.Option("--python", help="The target's interpreter (default: $VIRTUAL_ENV, then this one).")] = None

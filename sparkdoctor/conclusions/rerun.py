@@ -211,8 +211,7 @@ def measure_workaround(ledger: Ledger, item: dict[str, Any], by_name: dict[str, 
     ref = item.get("measured_by")
     found: list[dict[str, Any]] = []  # what judged the new launches (none when an existing conclusion measures it)
     if ref and ref["conclusion"] in by_name:
-        levels, source = by_name[ref["conclusion"]], f"conclusion {ref['conclusion']}"
-        with_arm = ref["with"]
+        levels, source, with_arm = by_name[ref["conclusion"]], f"conclusion {ref['conclusion']}", ref["with"]
     else:
         arms = {"A": Arm(item["recipe"], item["label"]),
                 "B": Arm(item["recipe"], f"{item['label']} without {item['workaround']}", (item["key"],))}
