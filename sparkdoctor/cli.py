@@ -76,8 +76,6 @@ def main() -> None:
         _fail(exc, str(exc), exc.exit_code)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
-    except SystemExit:
-        raise
     except (KeyboardInterrupt, proc.Interrupted) as exc:
         code, why = proc.interrupted(exc)
         _fail(exc, why, code)

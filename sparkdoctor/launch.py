@@ -32,8 +32,6 @@ def _hold_std_fds() -> None:
 def read_recipe(ref: str) -> tuple[list[str], dict[str, str]] | None:
     """A recipe's command line and env for `recipe check`'s head start (targets/early.py), read through the
     recipes' own reader; None for a file over early.EARLY_RECIPE_BYTES (the ordinary path reads it)."""
-    import os
-
     # PyYAML: ~15 ms, paid only by `recipe check`
     from sparkdoctor.recipes import find, load
 
@@ -52,7 +50,6 @@ def main() -> None:
     _hold_std_fds()
     proc.install_signal_handlers()
     try:
-
         try:
             early.start(sys.argv, read_recipe)  # a live `check` or `recipe check`: its probes and GPU helper start now
         except Exception:  # never let the head start break the CLI: the ordinary path starts what it needs

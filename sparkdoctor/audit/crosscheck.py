@@ -80,13 +80,9 @@ def cross_check(modules: list[Module], quant: QuantConfig) -> list[Disagreement]
 
 def fold(items: list[Disagreement]) -> list[Disagreement]:
     """One line per (kind, name with digits replaced by N): 48 layers' worth of one problem is one line."""
-
     buckets: dict[tuple[str, str], list[Disagreement]] = {}
     for item in items:
         key = (item.kind, re.sub(r"\.\d+(?=\.|$)", ".N", item.module))
         buckets.setdefault(key, []).append(item)
-    out = []
-    for (kind, pattern), group in buckets.items():
-        first = group[0]
-        out.append(Disagreement(kind, pattern if len(group) > 1 else first.module, first.detail, first.source, len(group)))
-    return out
+    return [Disagreement(kind, pattern if len(group) > 1 else group[0].module, group[0].detail, group[0].source, len(group))
+            for (kind, pattern), group in buckets.items()]

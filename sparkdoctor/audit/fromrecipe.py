@@ -105,10 +105,8 @@ def recipe_model(recipe: Recipe, given: str | None) -> str:
     model = recipe.model
     if not model:
         raise AuditError(f"{recipe.source_path}: the recipe names no model; give MODEL")
-
     try:
         return str(resolve_model(model))
     except AuditError as exc:
         raise AuditError(f"recipe {recipe.name}: its model {model} is not on this machine ({exc}); give MODEL (a local folder)") from None
-
 

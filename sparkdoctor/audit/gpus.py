@@ -61,7 +61,6 @@ def by_name(text: str) -> Gpu | None:
 
 def detect() -> tuple[str | None, str | None]:
     """(the first GPU's name, why not) via nvidia-smi, through sparkdoctor.proc with a short timeout."""
-
     try:
         seen = smi_query()
     except (Missing, Failed) as exc:

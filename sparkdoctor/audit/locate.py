@@ -61,9 +61,7 @@ def _snapshot(cache: Path, repo: str, revision: str, ref: str) -> Path:
     model = cache / ("models--" + repo.replace("/", "--"))
     if not model.is_dir():
         raise AuditError(f"{ref}: neither a folder nor a model in the Hugging Face cache {cache} (audit never downloads; fetch it first)")
-    commit = revision
-    if not _COMMIT.fullmatch(revision):
-        commit = _read_ref(model, revision, ref)
+    commit = revision if _COMMIT.fullmatch(revision) else _read_ref(model, revision, ref)
     folder = model / "snapshots" / commit
     if not folder.is_dir():
         raise AuditError(f"{ref}: the cache has no snapshot {commit} of {repo} ({folder})")

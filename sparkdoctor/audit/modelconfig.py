@@ -42,7 +42,7 @@ class ModelShape:
     state_bytes_per_layer: int = 0  # recurrent state a linear/mamba layer reads per decoded token
 
     def count(self, kind: str) -> int:
-        return sum(1 for k in self.layer_kinds if k == kind)
+        return self.layer_kinds.count(kind)
 
 
 def _first(cfg: Mapping[str, object], *names: str) -> object:

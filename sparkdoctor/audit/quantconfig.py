@@ -45,9 +45,7 @@ class QuantConfig:
         return [p for p in self.ignore if matches(p, module, self.match)]
 
     def targets_module(self, module: str) -> bool:
-        if not self.targets:
-            return True
-        return any(t == "Linear" or matches(t, module, "exact-or-re") for t in self.targets)
+        return not self.targets or any(t == "Linear" or matches(t, module, "exact-or-re") for t in self.targets)
 
 
 @functools.lru_cache(maxsize=512)
@@ -182,9 +180,7 @@ def _ct_scheme(group: Mapping[str, object]) -> str:
 def _modelopt(section: object, source: str, field_name: str, *keys: str) -> QuantConfig:
     if not isinstance(section, dict):
         raise AuditError(f"{source}: no quantization object")
-    ignore: list[str] = []
-    for key in keys:
-        ignore += _list(section.get(key), f"{source}: {key}")
+    ignore = [entry for key in keys for entry in _list(section.get(key), f"{source}: {key}")]
     algo = str(section.get("quant_algo") or "?")
     kv = str(section.get("kv_cache_quant_algo") or "").upper()
     return QuantConfig("modelopt", f"{algo} (ModelOpt)", source, field_name, ignore, "fnmatch",

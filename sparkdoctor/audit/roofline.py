@@ -141,17 +141,15 @@ def _kv_dtype(options: AuditOptions, shape: ModelShape, quant: list[QuantConfig]
     return name, float(width)
 
 
-# Every number an option may hold: (flag, value, lowest, highest). The highest keep the arithmetic finite
-# (1e308 GiB times 2**30 is inf, and inf cannot become an int) and are far past any real machine or model.
-def _bounds(options: AuditOptions) -> list[tuple[str, Any, float, float]]:
-    return [("--context", options.context, 0, 2**40), ("--batch", options.batch, 1, 2**20),
-            ("--max-num-seqs", options.max_num_seqs, 1, 2**20), ("--max-model-len", options.max_model_len, 1, 2**40),
-            ("--gpu-memory-utilization", options.gpu_memory_utilization, 1e-9, 1),
-            ("--memory", options.memory_gib, 1e-9, 2**30), ("--bandwidth", options.bandwidth, 1e-9, 1e9)]
-
-
 def _check_options(options: AuditOptions) -> None:
-    for flag, value, low, high in _bounds(options):
+    # Every number an option may hold: (flag, value, lowest, highest). The highest keep the arithmetic finite
+    # (1e308 GiB times 2**30 is inf, and inf cannot become an int) and are far past any real machine or model.
+    bounds: list[tuple[str, Any, float, float]] = [
+        ("--context", options.context, 0, 2**40), ("--batch", options.batch, 1, 2**20),
+        ("--max-num-seqs", options.max_num_seqs, 1, 2**20), ("--max-model-len", options.max_model_len, 1, 2**40),
+        ("--gpu-memory-utilization", options.gpu_memory_utilization, 1e-9, 1),
+        ("--memory", options.memory_gib, 1e-9, 2**30), ("--bandwidth", options.bandwidth, 1e-9, 1e9)]
+    for flag, value, low, high in bounds:
         if value is None and flag in ("--max-model-len", "--memory", "--bandwidth", "--max-num-seqs"):
             continue  # not given: the config's or the GPU's (vLLM's max-num-seqs default is resolved in _fit)
         if value is None or not (isinstance(value, (int, float)) and math.isfinite(value) and low <= value <= high):

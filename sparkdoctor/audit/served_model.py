@@ -32,7 +32,6 @@ def recipe_facts(recipe: Recipe, model: str | None = None) -> dict[str, object]:
 def model_facts(ref: str | None) -> dict[str, Any]:
     """{"ref", "folder", "hybrid", "linear_layers", "mamba_layers", "max_position_embeddings", "max_model_len",
     "type", "architecture", "quant", "head_dim", "error"}: every fact None (and `error` saying why) when the model has no readable local config.json."""
-
     out: dict[str, object] = {"ref": ref, "folder": None, "hybrid": None, "linear_layers": None, "mamba_layers": None,
                            "max_position_embeddings": None, "max_model_len": None, "type": None, "architecture": None,
                            "quant": None, "head_dim": None, "error": None}
@@ -46,16 +45,16 @@ def model_facts(ref: str | None) -> dict[str, Any]:
         return out
     out["folder"] = str(folder)
     try:
-        config = read_json(Path(folder) / "config.json")
-        shape = read_shape(config or {}, Path(folder) / "config.json")
+        config = read_json(Path(folder) / "config.json") or {}
+        shape = read_shape(config, Path(folder) / "config.json")
         tokenizer = read_json(Path(folder) / "tokenizer_config.json", required=False) or {}
     except AuditError as exc:
         out["error"] = str(exc)
         return out
     linear, mamba = shape.count("linear"), shape.count("mamba")
     out.update(hybrid=bool(linear or mamba), linear_layers=linear, mamba_layers=mamba, max_position_embeddings=shape.max_position)
-    out.update(_identity(config or {}, Path(folder)), head_dim=shape.head_dim or None)
-    out["max_model_len"] = _max_model_len(config or {}, shape.max_position, tokenizer)
+    out.update(_identity(config, Path(folder)), head_dim=shape.head_dim or None)
+    out["max_model_len"] = _max_model_len(config, shape.max_position, tokenizer)
     if out["max_model_len"] is None:
         out["error"] = f"{folder}/config.json names no max_position_embeddings: the longest accepted --max-model-len is not known"
     return out
@@ -65,7 +64,6 @@ def _identity(config: dict[str, Any], folder: Path) -> dict[str, object]:
     """type, architecture and quant as vLLM reads them: model_type and architectures[0] of config.json (or of its
     text_config), the quant_method of its quantization_config, ModelOpt's quant_algo (config.json or
     hf_quant_config.json) in lower case ("nvfp4", "fp8"), "none" for an unquantized checkpoint."""
-
     text = config.get("text_config")
     text = text if isinstance(text, dict) else {}
     archs = config.get("architectures") or text.get("architectures")

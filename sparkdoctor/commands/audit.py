@@ -17,6 +17,7 @@ from sparkdoctor.commands.options import (
     Output,
     Timeout,
     format_option,
+    parse_sets,
     verb,
 )
 from sparkdoctor.errors import UsageError
@@ -31,8 +32,6 @@ FORMATS = VIEW.formats
 
 @dataclass
 class AuditCommand:
-    """Everything `audit` is told; the defaults are the command line's."""
-
     model: Annotated[str | None, typer.Argument(help="Checkpoint folder, or a model in the Hugging Face cache: org/name, org/name@revision or a snapshot id (never downloaded). Optional with --recipe: the recipe's model.")] = None
     recipe: Annotated[str | None, typer.Option("--recipe", help="Size the fit as this recipe launches (its --max-model-len, --max-num-seqs, --gpu-memory-utilization, --kv-cache-dtype); options given here win.")] = None
     sets: Annotated[list[str], typer.Option("--set", help="--recipe parameter key=value or env.NAME=value (repeatable)."), EMPTY] = field(default_factory=list)
@@ -86,7 +85,6 @@ def _audit(options: AuditCommand) -> Audit:
     sources: dict[str, str] = {}
     if options.recipe is not None:
         from sparkdoctor.audit.served_model import model_facts
-        from sparkdoctor.commands.options import parse_sets
         from sparkdoctor.recipes import load
 
         loaded = load(options.recipe, parse_sets(options.sets))

@@ -8,7 +8,6 @@ error class: UsageError (2), a bench failure (4: not launched, reached or measur
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -21,7 +20,9 @@ from sparkdoctor.commands.options import (
     Output,
     Sets,
     format_option,
+    parse_sets,
     python_option,
+    refuse_bad_seconds,
     verb,
 )
 from sparkdoctor.errors import UsageError
@@ -36,8 +37,6 @@ FORMATS = VIEW.formats
 
 @dataclass
 class BenchCommand:
-    """Everything `bench` is told; the defaults are the command line's."""
-
     recipe: Annotated[Path | None, typer.Argument(help="Recipe to launch and measure (ours, eugr v1 YAML, sparkrun v2 YAML).")] = None
     vs: Annotated[Path | None, typer.Option("--vs", help="Second recipe: A/B, interleaved A B B A ..., ratio B/A with its 95% CI.")] = None
     url: Annotated[str | None, typer.Option("--url", help="Measure a server that is already running (no launch).")] = None
@@ -98,8 +97,7 @@ class BenchCommand:
             raise UsageError(f"--calibrate --pairs {self.pairs}: the launch noise needs 2 pairs or more (3 or more to be useful)")
         if not 0 <= self.min_effect < 1:
             raise UsageError(f"--min-effect {self.min_effect}: give a fraction between 0 and 1")
-        if not (math.isfinite(self.ready_timeout) and self.ready_timeout > 0):  # nan: a wait that never ends
-            raise UsageError(f"--ready-timeout {self.ready_timeout}: give a number of seconds above 0")
+        refuse_bad_seconds("--ready-timeout", self.ready_timeout)
         if self.conclude is not None and (self.vs is None or self.no_store or not self.conclude.strip()):
             raise UsageError("--conclude NAME needs a name and an A/B that is stored: RECIPE --vs RECIPE_B, without --no-store")
         if self.reference and self.vs is not None:
@@ -114,8 +112,6 @@ class BenchCommand:
             why = check_path(self.reference_file, write=self.reference)
             if why:
                 raise UsageError(why)
-        from sparkdoctor.commands.options import parse_sets
-
         parse_sets(self.sets)  # a --set without '=' is one line, exit 2
         if self.url is not None:  # a malformed URL is a usage error (2), not a server that could not be reached (4)
             from sparkdoctor.bench.http import Endpoint, HttpError
@@ -131,7 +127,6 @@ def run(options: BenchCommand) -> Result[BenchDocument]:
     options.refuse_bad_options()
     from sparkdoctor.bench import flow
     from sparkdoctor.bench.correctness import Options as CorrectnessOptions
-    from sparkdoctor.commands.options import parse_sets
 
     given = {"concurrency": options.concurrency, "rounds": options.rounds, "max_tokens": options.max_tokens,
              "prompt_words": options.prompt_words, "warmup": options.warmup, "api": options.api}
@@ -215,7 +210,6 @@ def wrong_answers(doc: object) -> str | None:
 
     if isinstance(doc, ReproduceDocument):
         doc = doc.run
-
     if isinstance(doc, RunDocument):
         checked = doc.result.correctness or {}
         return "the answers are wrong" if checked.get("verdict") == Verdict.WRONG else None

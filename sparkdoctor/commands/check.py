@@ -7,7 +7,6 @@ was imported, and `run` reuses it when it probes the target the options name.
 from __future__ import annotations
 
 import functools
-import math
 import sys
 import time
 from dataclasses import dataclass, field
@@ -30,7 +29,9 @@ from sparkdoctor.commands.options import (
     format_option,
     output_option,
     output_path,
+    refuse_bad_arch,
     refuse_bad_constraints,
+    refuse_bad_seconds,
     verb,
 )
 from sparkdoctor.errors import UsageError
@@ -48,8 +49,6 @@ SEVERITIES = ("info", "warn", "error")
 
 @dataclass
 class CheckCommand:
-    """Everything `check` is told; the defaults are the command line's."""
-
     python: Python = None
     container: Container = None
     container_python: ContainerPython = None
@@ -75,8 +74,7 @@ class CheckCommand:
         """Every usage error of `check`, before a single probe starts (exit 2, one line)."""
         from sparkdoctor.targets import choose as check_target
 
-        if not (math.isfinite(self.timeout) and self.timeout > 0):
-            raise UsageError(f"--timeout {self.timeout}: give a number of seconds above 0")
+        refuse_bad_seconds("--timeout", self.timeout)
         if self.python is not None and not self.python.strip():
             raise UsageError("--python '': give an interpreter or a venv folder (leave --python out for the default)")
         if self.output is None and sys.stdout is None:
@@ -84,12 +82,7 @@ class CheckCommand:
         Format.parse(self.fmt, FORMATS)
         if self.fail_on is not None and self.fail_on not in SEVERITIES:
             raise UsageError(f"--fail-on {self.fail_on}: choose one of {', '.join(SEVERITIES)}")
-        if self.arch is not None:
-            from sparkdoctor.arch import real_arch_problem
-
-            problem = real_arch_problem(self.arch)
-            if problem:
-                raise UsageError(f"--arch {self.arch!r}: {problem}")
+        refuse_bad_arch(self.arch)
         refuse_bad_constraints(self.constraints)
         check_target.refuse_bad_target_options(self.python, self.container, self.container_python, self.facts_file is not None)
         if self.facts_file is not None and self.python:

@@ -28,8 +28,6 @@ FORMATS = VIEW.formats
 
 @dataclass
 class ConclusionsCommand:
-    """Everything `conclusions` is told; the defaults are the command line's."""
-
     name: Annotated[str | None, typer.Argument(help="Only this conclusion.")] = None
     ledger: Ledger = None
     fmt: Annotated[Fmt, format_option(*FORMATS)] = Format.console

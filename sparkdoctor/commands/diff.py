@@ -22,8 +22,6 @@ FORMATS = VIEW.formats
 
 @dataclass
 class DiffCommand:
-    """Everything `diff` is told."""
-
     a: Annotated[Path, typer.Argument(metavar="A.json", help="A Facts snapshot (check --save-facts): the reference node, or before.")]
     b: Annotated[Path, typer.Argument(metavar="B.json", help="The other snapshot: the second node, or after.")]
     fmt: Annotated[Fmt, format_option(*FORMATS)] = Format.console

@@ -38,8 +38,6 @@ _TOO_BIG = f"more than {MAX_BYTES // (1024 * 1024)} MiB; pass the part of the lo
 
 @dataclass
 class ExplainCommand:
-    """Everything `explain` is told; the defaults are the command line's."""
-
     source: Annotated[str, typer.Argument(metavar="[FILE|-]", help="A log or pasted error text; '-' (default) reads stdin.")] = "-"
     matrix: Annotated[Path | None, matrix_option("Matrix folder or file (default: bundled).")] = None
     fmt: Annotated[Fmt, format_option(*FORMATS)] = Format.console

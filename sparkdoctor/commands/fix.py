@@ -42,8 +42,6 @@ AGE_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
 @dataclass
 class FixCommand:
-    """Everything `fix` is told; the defaults are the command line's."""
-
     journal: Annotated[str | None, typer.Argument(help="With --rollback: the journal id (default: the newest).")] = None
     python: Annotated[str | None, python_option("The target interpreter or venv (default: $VIRTUAL_ENV, else this Python).")] = None
     container: Annotated[str | None, container_option("Fix inside this running container (docker/podman), through the container CLI.")] = None

@@ -9,7 +9,6 @@ With --recipe the launch is also sized and judged on every node's memory: a node
 
 from __future__ import annotations
 
-import math
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +24,9 @@ from sparkdoctor.commands.options import (
     Sets,
     arch_option,
     format_option,
+    parse_sets,
+    refuse_bad_arch,
+    refuse_bad_seconds,
     verb,
 )
 from sparkdoctor.errors import UsageError
@@ -66,8 +68,7 @@ class FleetCommand:
         Format.parse(self.fmt, FORMATS)
         if self.fail_on not in ("info", "warn", "error"):
             raise UsageError(f"--fail-on {self.fail_on}: choose one of info, warn, error")
-        if not (math.isfinite(self.node_timeout) and self.node_timeout > 0):
-            raise UsageError(f"--node-timeout {self.node_timeout}: give a number of seconds above 0")
+        refuse_bad_seconds("--node-timeout", self.node_timeout)
         if self.runtime not in ("docker", "podman"):
             raise UsageError(f"--runtime {self.runtime}: choose docker or podman")
         chosen = [name for name, value in (("--ray", self.ray), ("--hosts", self.hosts),
@@ -79,12 +80,7 @@ class FleetCommand:
             raise UsageError("--ssh-config is for --hosts and --inventory; Ray reaches its nodes itself")
         if self.ssh_config is not None and not self.ssh_config.is_file():
             raise UsageError(f"--ssh-config {self.ssh_config}: no such file")
-        if self.arch is not None:
-            from sparkdoctor.arch import real_arch_problem
-
-            problem = real_arch_problem(self.arch)
-            if problem:
-                raise UsageError(f"--arch {self.arch!r}: {problem}")
+        refuse_bad_arch(self.arch)
         if self.recipe is None and (self.model is not None or self.sets):
             raise UsageError("--model and --set size a launch: give its --recipe FILE too")
 
@@ -104,7 +100,6 @@ def run(options: FleetCommand) -> Result[FleetResult]:
     if options.recipe is not None:  # a bad recipe or model is one line before any node is reached
         import functools
 
-        from sparkdoctor.commands.options import parse_sets
         from sparkdoctor.memory.pernode import judge_fleet, size_launch
 
         memory_judge = functools.partial(judge_fleet, size_launch(options.recipe, parse_sets(options.sets), options.model))

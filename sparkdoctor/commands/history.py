@@ -36,8 +36,6 @@ FORMATS = VIEW.formats
 
 @dataclass
 class HistoryCommand:
-    """Everything `history` is told; the defaults are the command line's."""
-
     run_id: Annotated[int | None, typer.Argument(help="Show this run in full (its levels, toolchain and findings).")] = None
     recipe: Annotated[str | None, typer.Option("--recipe", help="Only runs of this recipe name.")] = None
     compare: Annotated[list[int], typer.Option("--compare", help="Two run ids: --compare A --compare B."), EMPTY] = field(default_factory=list)

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sparkdoctor.bench.history import HistoryPage
+from sparkdoctor.commands.options import output_path
 from sparkdoctor.errors import UsageError
 
 if TYPE_CHECKING:
@@ -20,8 +21,6 @@ if TYPE_CHECKING:
 
 def refuse_bad_name(name: str) -> Path:
     """The file `--html NAME` names, or UsageError (one line) when it cannot become a regular file."""
-    from sparkdoctor.commands.options import output_path
-
     if not name.isprintable():  # a control character or a byte that is not UTF-8: no name to print or put in the page
         from sparkdoctor.text import one_line
 

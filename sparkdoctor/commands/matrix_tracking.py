@@ -52,8 +52,6 @@ def parse_through(values: list[str]) -> dict[str, str]:
 
 @dataclass
 class TrackCommand:
-    """Everything `matrix track` is told; the defaults are the command line's."""
-
     through: Annotated[list[str], typer.Option("--through", metavar="PKG=VERSION", help="Read new releases of PKG up to VERSION (default: the newest).")] = field(default_factory=list)
     matrix: Annotated[Path | None, matrix_option("Matrix folder (default: the installed, else the bundled one).")] = None
     fmt: Annotated[Fmt, format_option(*TRACK_FORMATS)] = Format.console
@@ -106,8 +104,6 @@ def run_track(options: TrackCommand) -> Result[TrackAnswer]:
 
 @dataclass
 class UpdateCommand:
-    """Everything `matrix update` is told."""
-
     source: Annotated[str | None, typer.Argument(help="A git repository (URL or path) or a .tar.gz (path or https URL) holding matrix/*.toml.")] = None
     sha256: Annotated[str | None, typer.Option("--sha256", help="The tarball's sha256 (required for a tarball).")] = None
     commit: Annotated[str | None, typer.Option("--commit", help="The full commit id to install (required for git).")] = None

@@ -29,8 +29,6 @@ KINDS = ("all", "installs", "files")
 
 @dataclass
 class VerifyCommand:
-    """Everything `matrix verify` is told; the defaults are the command line's."""
-
     entry_id: Annotated[str | None, typer.Argument(help="Entry id (default: every entry with a verify or files table).")] = None
     keep: Annotated[bool, typer.Option("--keep", help="Keep the scratch environments (reused by the next run).")] = False
     matrix: Annotated[Path | None, matrix_option("Matrix folder or file (default: bundled).")] = None

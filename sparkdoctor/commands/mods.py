@@ -23,8 +23,6 @@ FORMATS = VIEW.formats
 
 @dataclass
 class ModsCommand:
-    """Everything `mods check` is told; the defaults are the command line's."""
-
     paths: Annotated[list[Path], typer.Argument(help="Mods: a folder (eugr mods/<name>/ with run.sh), *.patch, *.diff, *.py or *.sh.")]
     python: Annotated[str | None, typer.Option("--python", help="Judge against this environment's installed files (default: $VIRTUAL_ENV, else this interpreter).")] = None
     site: Annotated[list[Path], typer.Option("--site", help="Judge against this folder standing for a site-packages folder (repeatable)."), EMPTY] = field(default_factory=list)

@@ -1,14 +1,12 @@
-"""How a verb's options are declared: once, as the fields of its options dataclass, and the options several verbs
+"""How a verb's options are declared: once, as the fields of its options dataclass (each carries its typer
+metadata: `name: Annotated[type, typer.Option("--name", help=...)] = default`), and the options several verbs
 share: `--format`, the target (`--python`, `--container`, `--container-python`, `--runtime`), `--matrix`,
 `--ledger`, `--arch`, `--output`, `--set`.
 
-Each field carries its typer metadata, `name: Annotated[type, typer.Option("--name", help=...)] = default`;
-`command(Options, body)` makes the typer command whose parameters are those fields and which calls
-`body(Options(**parsed))`; `verb(Options, run, help)`, the command of a verb that writes `run`'s document. A field the command line reads as another type (`--format` as text, `--output` as a
-name) says so with `Parsed`. The factories below return a typer option with one wording of its help text; a
-field that needs another wording puts its own option after the shared alias (the last one counts).
-`format_option` also records what was asked for (sparkdoctor.emit.REQUESTED), so that a command that fails
-before it has a result still answers `--format json` with a JSON document.
+The factories below return a typer option with one wording of its help text; a field that needs another wording
+puts its own option after the shared alias (the last one counts). `format_option` also records what was asked for
+(sparkdoctor.emit.REQUESTED), so that a command that fails before it has a result still answers `--format json`
+with a JSON document.
 """
 
 from __future__ import annotations
@@ -16,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
+import math
 import typing
 from collections.abc import Callable
 from pathlib import Path
@@ -205,6 +204,24 @@ def refuse_bad_constraints(paths: list[Path]) -> None:
         if not c.is_file():
             why = "not a regular file (a device, FIFO, socket or folder); sparkdoctor reads only regular files here"
             raise UsageError(f"--constraints {c}: {why if c.exists() else 'no such file'}")
+
+
+def refuse_bad_seconds(option: str, seconds: float) -> None:
+    """A time limit that is not a finite number above 0 (nan: a wait that never ends): one line, exit 2."""
+    from sparkdoctor.errors import UsageError
+
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise UsageError(f"{option} {seconds}: give a number of seconds above 0")
+
+
+def refuse_bad_arch(arch: str | None) -> None:
+    """--arch that is not a real GPU arch: one line, exit 2, before anything is probed."""
+    from sparkdoctor.arch import real_arch_problem
+    from sparkdoctor.errors import UsageError
+
+    problem = real_arch_problem(arch) if arch is not None else None
+    if problem:
+        raise UsageError(f"--arch {arch!r}: {problem}")
 
 
 def parse_sets(values: list[str] | None) -> dict[str, str]:

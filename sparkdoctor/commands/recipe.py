@@ -31,8 +31,6 @@ SHOW_FORMATS = VIEW.formats
 
 @dataclass
 class RecipeShowCommand:
-    """Everything `recipe show` is told; the defaults are the command line's."""
-
     recipe: Recipe
     sets: Sets = field(default_factory=list)
     fmt: Annotated[Fmt, format_option(*SHOW_FORMATS)] = Format.console

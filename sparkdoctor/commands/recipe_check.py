@@ -18,6 +18,7 @@ from sparkdoctor.commands.options import (
     Sets,
     format_option,
     matrix_option,
+    parse_sets,
 )
 from sparkdoctor.conclusions.recipe_check import RecipeCheck
 from sparkdoctor.errors import UsageError
@@ -30,8 +31,6 @@ SEVERITIES = ("info", "warn", "error")
 
 @dataclass
 class RecipeCheckCommand:
-    """Everything `recipe check` is told; the defaults are the command line's."""
-
     recipe: Recipe
     sets: Sets = field(default_factory=list)
     python: Annotated[str | None, typer.Option("--python", help="Interpreter (or venv) of the vLLM to judge against (default: the recipe command's venv, else as check).")] = None
@@ -46,7 +45,6 @@ class RecipeCheckCommand:
 
     def refuse_bad_options(self) -> dict[str, str]:
         """Every usage error of `recipe check` (exit 2, one line); the --set overrides."""
-        from sparkdoctor.commands.options import parse_sets
         from sparkdoctor.targets.choose import refuse_bad_target_options
 
         Format.parse(self.fmt, FORMATS)

@@ -8,7 +8,6 @@ gates CI; 3 when the target could not be probed (the report is still written, wi
 
 from __future__ import annotations
 
-import math
 import operator
 import sys
 import time
@@ -26,6 +25,8 @@ from sparkdoctor.commands.options import (
     arch_option,
     format_option,
     output_option,
+    refuse_bad_arch,
+    refuse_bad_seconds,
     verb,
 )
 from sparkdoctor.errors import UsageError
@@ -43,8 +44,6 @@ FORMATS = VIEW.formats
 
 @dataclass
 class ReportCommand:
-    """Everything `report` is told; the defaults are the command line's."""
-
     python: Annotated[str | None, typer.Option("--python", help="Interpreter (or venv folder) of the environment to report on. Default: $VIRTUAL_ENV, else this interpreter.")] = None
     facts_file: Annotated[Path | None, typer.Option("--facts", help="Report on a saved snapshot (check --save-facts) instead of probing.")] = None
     fmt: Annotated[Fmt, format_option(*FORMATS, help="github (markdown, long parts folded) | forum (plain text)")] = Format.github
@@ -61,14 +60,8 @@ class ReportCommand:
         Format.parse(self.fmt, FORMATS)
         if self.facts_file is not None and self.python:
             raise UsageError("--facts and --python exclude each other: a snapshot is already of one target")
-        if not (math.isfinite(self.timeout) and self.timeout > 0):
-            raise UsageError(f"--timeout {self.timeout}: give a number of seconds above 0")
-        if self.arch is not None:
-            from sparkdoctor.arch import real_arch_problem
-
-            problem = real_arch_problem(self.arch)
-            if problem:
-                raise UsageError(f"--arch {self.arch!r}: {problem}")
+        refuse_bad_seconds("--timeout", self.timeout)
+        refuse_bad_arch(self.arch)
 
 
 def run(options: ReportCommand) -> Result[BugReport]:

@@ -8,7 +8,6 @@ conclusion or workaround could not be re-measured. The JSON `kind` is rerun-plan
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated
@@ -22,6 +21,7 @@ from sparkdoctor.commands.options import (
     Output,
     format_option,
     matrix_option,
+    refuse_bad_seconds,
     verb,
 )
 from sparkdoctor.conclusions.documents import RerunDocument
@@ -34,8 +34,6 @@ FORMATS = VIEW.formats
 
 @dataclass
 class RerunCommand:
-    """Everything `rerun` is told; the defaults are the command line's."""
-
     names: Annotated[list[str], typer.Argument(help="Only these conclusions (default: every stale one)."), EMPTY] = field(default_factory=list)
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Say what is stale and what changed; measure nothing.")] = False
     fail_on: Annotated[list[str], typer.Option("--fail-on", help="flipped and/or regression: exit 1 when one happened."), EMPTY] = field(default_factory=list)
@@ -49,8 +47,7 @@ class RerunCommand:
 
     def refuse_bad_options(self) -> None:
         Format.parse(self.fmt, FORMATS)
-        if not (math.isfinite(self.ready_timeout) and self.ready_timeout > 0):  # nan: a wait that never ends
-            raise UsageError(f"--ready-timeout {self.ready_timeout}: give a number of seconds above 0")
+        refuse_bad_seconds("--ready-timeout", self.ready_timeout)
         self.wanted()
 
     def wanted(self) -> set[str]:

@@ -22,6 +22,7 @@ from sparkdoctor.commands.options import (
     container_option,
     format_option,
     matrix_option,
+    refuse_bad_arch,
     verb,
 )
 from sparkdoctor.errors import UsageError
@@ -36,8 +37,6 @@ SEVERITIES = ("error", "warn", "info")
 
 @dataclass
 class WhatifCommand:
-    """Everything `whatif` is told; the defaults are the command line's."""
-
     specs: Annotated[list[str], typer.Argument(help="Requirements to upgrade to, as pip takes them (vllm==0.33.0, 'nvidia-cutlass-dsl[cu13]==4.5.2')."),
                      Parsed(default=...)] = field(default_factory=list)
     python: Annotated[str | None, typer.Option("--python", help="The target's interpreter (default: $VIRTUAL_ENV, then this one).")] = None
@@ -78,12 +77,7 @@ class WhatifCommand:
             check_specs(self.specs, self.allow_url)
         except ResolveError as exc:
             raise UsageError(str(exc)) from None
-        if self.arch is not None:
-            from sparkdoctor.arch import real_arch_problem
-
-            problem = real_arch_problem(self.arch)
-            if problem:
-                raise UsageError(f"--arch {self.arch!r}: {problem}")
+        refuse_bad_arch(self.arch)
         if self.ledger is not None and not self.ledger.exists():
             raise UsageError(f"ledger {self.ledger}: no such file")
         refuse_bad_target_options(self.python, self.container, self.container_python, self.facts_file is not None)

@@ -82,7 +82,6 @@ class RerunDocument:
     def exit_code(self) -> int:
         """1 when --fail-on's event happened; 4 when a stale conclusion or workaround could not be re-measured (a
         superseded mod is advice, never measured: sparkdoctor does not apply mods, so it does not count)."""
-
         if self.failed:
             return EXIT_RERUN_FAIL_ON
         if self.done is not None and (any(r["outcome"] == "not re-run" for r in self.done.results)

@@ -45,13 +45,9 @@ def _level_outcome(old: dict[str, Any], new: dict[str, Any]) -> str:
 
 def compare_levels(old_levels: list[dict[str, Any]], new_levels: list[dict[str, Any]]) -> dict[str, Any]:
     new_by = {lvl["concurrency"]: lvl for lvl in new_levels}
-    rows = []
-    for old in old_levels:
-        new = new_by.get(old["concurrency"])
-        if new is None:
-            continue
-        rows.append({"concurrency": old["concurrency"], "old": old["ratio"], "new": new["ratio"],
-                     "outcome": _level_outcome(old["ratio"], new["ratio"])})
+    rows = [{"concurrency": old["concurrency"], "old": old["ratio"], "new": new["ratio"],
+             "outcome": _level_outcome(old["ratio"], new["ratio"])}
+            for old in old_levels if (new := new_by.get(old["concurrency"])) is not None]
     overall = max((r["outcome"] for r in rows), key=RANK.__getitem__, default="holds")
     return {"outcome": overall, "levels": rows}
 
@@ -70,7 +66,6 @@ def _rounds(ledger: Ledger, run_ids: list[int]) -> dict[int, list[float]]:
 def arm_change(ledger: Ledger, old_ids: list[int], new_ids: list[int], min_effect: float) -> list[dict[str, Any]]:
     """One recipe's output tok/s, new runs over old runs, per level: ratio, CI, verdict, regression. The rounds
     of each side are resampled (bench's one-pair method), so only a 1.5x change is ever called."""
-
     old, new = _rounds(ledger, old_ids), _rounds(ledger, new_ids)
     rows = []
     for conc in sorted(set(old) & set(new)):

@@ -97,15 +97,13 @@ class EnvTarget:
         return self.inner.run_script(script, args, timeout, {**self.env, **(env or {})})
 
 
-def vllm_flags(target: Target, timeout: float = 60.0, running: Running | None = None) -> dict[str, object] | None:
+def vllm_flags(target: Target, running: Running | None = None) -> dict[str, object] | None:
     """{"vllm": {...} | None, "flags": [...]} from probes/vllm_flags, or None when the probe failed. `running`: the
     probe started earlier (start_vllm_flags), so that it ran beside the target probe."""
-
-    script = probe_entry("vllm_flags")
     if running is None:
         running = start_vllm_flags(target)
     try:
-        return parse_json_probe(target, script, running.result(timeout))
+        return parse_json_probe(target, probe_entry("vllm_flags"), running.result(60.0))
     except TargetError:
         return None
 
@@ -113,22 +111,15 @@ def vllm_flags(target: Target, timeout: float = 60.0, running: Running | None = 
 def start_vllm_flags(target: Target) -> Running:
     """The flags probe, running. A local target's probe keeps each file's flags in sparkdoctor's cache folder, keyed
     by the file's identity (path, size, mtime): a warm run parses nothing (probes/vllm_flags)."""
-
     args: list[str] = []
     if getattr(target, "shares_files", True) and getattr(target, "python", None):
-
         args = flags_probe_args(str(cache_dir()), str(target.python))
     return target.start_script(probe_entry("vllm_flags"), args)
 
 
 def serve_flags(argv: list[str]) -> list[str]:
     """The --flags of a `vllm serve` command line, spelled as vLLM normalises them (- for _)."""
-    out = []
-    for arg in argv:
-        if arg.startswith("--") and len(arg) > 2:
-            name = arg.split("=", 1)[0]
-            out.append("--" + name[2:].replace("_", "-"))
-    return out
+    return ["--" + arg.split("=", 1)[0][2:].replace("_", "-") for arg in argv if arg.startswith("--") and len(arg) > 2]
 
 
 def _finding(kind: str, fid: str, severity: str, title: str, evidence: list[str], remedy: str) -> Finding:
@@ -137,8 +128,8 @@ def _finding(kind: str, fid: str, severity: str, title: str, evidence: list[str]
 
 def _matrix_findings(recipe: Recipe, matrix: Matrix, facts: Facts) -> list[Finding]:
     seen = server_facts(facts, recipe, copied=True)
-    box = _without_recipe_env(facts, recipe)
-
+    box = replace(facts)  # the box's own Facts: the recipe's env vars as this process has them (EnvTarget put them in)
+    box.env = box_env(box.env, recipe.env)
     out = []
     for entry in matrix.entries:
         if ("env" not in entry.when and "env_matches" not in entry.when) or needs_recipe(entry):
@@ -152,7 +143,6 @@ def _matrix_findings(recipe: Recipe, matrix: Matrix, facts: Facts) -> list[Findi
 
 def box_env(env: dict[str, str] | None, names: Iterable[str]) -> dict[str, str]:
     """The box's own env from Facts read through an EnvTarget: the recipe's variables (`names`) as this process has them."""
-
     out = dict(env or {})
     for name in names:
         if name in os.environ:
@@ -162,18 +152,8 @@ def box_env(env: dict[str, str] | None, names: Iterable[str]) -> dict[str, str]:
     return out
 
 
-def _without_recipe_env(facts: Facts, recipe: Recipe) -> Facts:
-    """The box's own Facts: the recipe's env vars as this process has them (EnvTarget put them in). `facts`: an
-    own_copy."""
-
-    box = replace(facts)
-    box.env = box_env(box.env, recipe.env)
-    return box
-
-
 def _setting_findings(recipe: Recipe, matrix: Matrix, facts: Facts, served: Mapping[str, object]) -> list[Finding]:
     """Entries that judge the recipe's values, evaluated on the Facts as its server sees them."""
-
     seen = server_facts(facts, recipe, copied=True)
     seen.recipe = dict(served)
     out = []
@@ -246,7 +226,6 @@ def check(recipe: Recipe, matrix: Matrix, facts: Facts, flags: Mapping[str, obje
           served: Mapping[str, object] | None = None) -> list[Finding]:
     """Every finding, worst first. `served`: the recipe's Facts.recipe (served_model.recipe_facts), read here when None."""
     if served is None:
-
         served = recipe_facts(recipe)
     own = own_copy(facts)  # one copy for every judgement below (they each take a shallow one)
     findings = _matrix_findings(recipe, matrix, own)
@@ -278,7 +257,6 @@ def document(recipe: Recipe, findings: list[Finding], facts: Facts, flags: Mappi
 def memory_preflight(recipe: Recipe, model: str) -> tuple[list[Finding], dict[str, object]]:
     """The memory finding for launching `recipe` with the checkpoint `model` (a folder or a cached hub id) on
     this box now, and the verdict's document (sparkdoctor/memory/). AuditError (one line) for a bad model."""
-
     verdict = preflight(recipe, resolve_model(model))
     return findings(verdict), verdict.to_dict()
 
@@ -298,7 +276,6 @@ def run(recipe_ref: str, overrides: dict[str, str], python: str | None, matrix_p
     interpreter in a running --container, or in a throwaway container of --image) with the recipe's env, and
     judge it; with `model`, also whether the launch fits in the memory free now. Raises RecipeError, MatrixError,
     TargetError with their one line."""
-
     recipe = load(recipe_ref, overrides)
     if image is None:
         return _judge(recipe, matrix_path, python, fail_on, progress, container, container_python, model)
@@ -341,7 +318,6 @@ def _judge(recipe: Recipe, matrix_path: Path | None, python: str | None, fail_on
                             f"--python nor the recipe's command names an environment), so nothing to judge its flags "
                             f"and env against{where}; pass --python PATH of the environment that serves it")
     flags = vllm_flags(target, running=flags_probe)
-
     served = recipe_facts(recipe, model)  # --model: the settings' checks read the same checkpoint as the memory verdict
     findings = check(recipe, matrix, facts, flags, served)
     if any((recipe.extras or {}).get(key) for key in ("mods", "patches")):  # sparkdoctor.mods loads only then
@@ -358,7 +334,6 @@ def _judge(recipe: Recipe, matrix_path: Path | None, python: str | None, fail_on
 
 def _mod_findings(recipe: Recipe, target: EnvTarget, in_container: bool, progress: Callable[[str], None] | None) -> list[Finding]:
     """The recipe's mods judged on the target's files (a container's through its CLI)."""
-
     if not recipe.mods():
         return []
     # sparkdoctor.mods only for a recipe that names mods: recipe check's start-up does not need it

@@ -78,11 +78,10 @@ def plan(ledger: Ledger, matrix: Matrix, toolchains: Toolchains, names: tuple[st
             for j in judge_all(recipe, matrix, facts):
                 if j.status != "stale":
                     continue
-                item = {"recipe": arm.path, "label": recipe.name, "python": status.pythons[arm_name],
-                        "sets": status.conclusion.data.get("sets") or {}, "local": bool(status.conclusion.data.get("local")),
-                        **j.to_dict(),
-                        "measured_by": _measured_by(statuses, recipe, j.workaround.key)}
-                items.append(item)
+                items.append({"recipe": arm.path, "label": recipe.name, "python": status.pythons[arm_name],
+                              "sets": status.conclusion.data.get("sets") or {},
+                              "local": bool(status.conclusion.data.get("local")), **j.to_dict(),
+                              "measured_by": _measured_by(statuses, recipe, j.workaround.key)})
             run = ledger.run(status.conclusion.data["runs"][arm_name][-1]) or {}
             served = (run.get("facts") or {}).get("container") if isinstance(run.get("facts"), dict) else None
             items += _stale_mods(recipe, arm.path, status.pythons[arm_name], status.conclusion.data, served or {})
@@ -94,7 +93,6 @@ def _stale_mods(recipe: Recipe, path: str, python: str, data: dict[str, Any], se
     each citing the file and lines. A recipe served from a container is judged on its image's files (the image
     its runs recorded), a local one on its interpreter's. sparkdoctor launches a recipe's command as it is and
     never applies a mod, so there is no with/without to measure: the advice is to drop it."""
-
     if not recipe.mods():
         return []
     image = (served.get("image") or recipe.container) if getattr(recipe, "container", None) and not data.get("local") else None
@@ -147,7 +145,6 @@ def _measure(arms: dict[str, Arm], data: dict[str, Any], opts: Options) -> dict[
         return flow.bench_ab(recipes["A"], recipes["B"], _bench_options(data, opts)).to_json()
     except flow.Failure as exc:
         if isinstance(exc, StoreFailed):  # the ledger failed, not the measurement: the whole rerun stops, exit 5
-
             raise LedgerReadError(str(exc)) from None
         raise ConclusionError(str(exc), getattr(exc, "findings", None)) from None
 
@@ -182,13 +179,8 @@ def _load_differs(ledger: Ledger, old_ids: list[int], new_ids: list[int]) -> str
     the load each run stored (runs stored before loads were kept: not judged)."""
 
     def indexes(ids: list[int]) -> list[dict[str, float]]:
-        out = []
-        for rid in ids:
-            run = ledger.run(rid)
-            idx = ((run or {}).get("summary") or {}).get("load") or {}
-            if idx.get("index"):
-                out.append(idx["index"])
-        return out
+        loads = [((ledger.run(rid) or {}).get("summary") or {}).get("load") or {} for rid in ids]
+        return [measured["index"] for measured in loads if measured.get("index")]
 
     return load.arms_differ(indexes(old_ids), indexes(new_ids))
 
@@ -219,8 +211,7 @@ def measure_workaround(ledger: Ledger, item: dict[str, Any], by_name: dict[str, 
     ref = item.get("measured_by")
     found: list[dict[str, Any]] = []  # what judged the new launches (none when an existing conclusion measures it)
     if ref and ref["conclusion"] in by_name:
-        levels, source = by_name[ref["conclusion"]], f"conclusion {ref['conclusion']}"
-        with_arm = ref["with"]
+        levels, source, with_arm = by_name[ref["conclusion"]], f"conclusion {ref['conclusion']}", ref["with"]
     else:
         arms = {"A": Arm(item["recipe"], item["label"]),
                 "B": Arm(item["recipe"], f"{item['label']} without {item['workaround']}", (item["key"],))}

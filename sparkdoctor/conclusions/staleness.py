@@ -44,9 +44,7 @@ class Status:
     @property
     def word(self) -> str:
         """What the listing shows: the state, or "flipped" for a fresh one whose last rerun flipped."""
-        if self.state == "fresh" and self.conclusion.outcome == "flipped":
-            return "flipped"
-        return self.state
+        return "flipped" if self.state == "fresh" and self.conclusion.outcome == "flipped" else self.state
 
     def to_dict(self) -> dict[str, object]:
         return {"conclusion": self.conclusion.to_dict(), "state": self.state, "status": self.word,
@@ -57,7 +55,6 @@ class Status:
 def _unreadable(run: dict[str, Any] | None) -> str | None:
     """Why a stored run cannot be judged (None: it can): gone, a damaged column, or Facts this sparkdoctor
     cannot read (a schema it does not know, wrong types)."""
-
     if run is None:
         return "gone"
     if run.get("damaged") or not isinstance(run["facts"], dict):
@@ -126,16 +123,15 @@ def judge(conclusion: Conclusion, ledger: Ledger, toolchains: Toolchains) -> Sta
                 status.state = "stale"
     if status.state == "stale" and not status.changes and not status.reasons:
         status.reasons.append("the fingerprint differs in no field this sparkdoctor names (a newer Facts layout)")
-    if status.state in ("incomparable",):
+    if status.state == "incomparable":
         status.rerunnable = False
     return status
 
 
 def _with_served_model(current: Facts, old_facts: dict[str, Any]) -> Facts:
     """The current Facts with the identity the run's model folder has NOW, when the run recorded one."""
-
-    model = ((old_facts.get("recipe") or {}).get("model") or {})
+    model = (old_facts.get("recipe") or {}).get("model") or {}
     if not model.get("identity") or not model.get("ref"):
         return current
-    now = identity(model["ref"])
-    return dataclasses.replace(current, recipe={**(current.recipe or {}), "model": {"ref": model["ref"], "identity": now}})
+    now = {"ref": model["ref"], "identity": identity(model["ref"])}
+    return dataclasses.replace(current, recipe={**(current.recipe or {}), "model": now})

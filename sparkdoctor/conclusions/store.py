@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TypedDict
@@ -28,7 +29,6 @@ _COLUMNS = "id, name, created_at, comparison_id, previous_id, outcome, data_json
 
 def _row(row: tuple) -> Conclusion:
     """A stored conclusion; a row whose data_json is damaged comes back marked (`damaged`), not raised."""
-
     data, damage = decode("data_json", row[6])
     if damage is None:
         damage = shape_problem(data)
@@ -45,11 +45,13 @@ class LedgerReadError(ConclusionError, LedgerError):
     exit_code = LedgerError.exit_code
     code = LedgerError.code
 
-    exit_code = LedgerError.exit_code  # ConclusionError's InputError (2) comes first in the MRO: the ledger's 5 wins
 
-
-def _fail(ledger: Ledger, exc: sqlite3.Error) -> ConclusionError:
-    return LedgerReadError(f"ledger {ledger.path}: {exc}")
+def _rows(ledger: Ledger, sql: str, args: Sequence[object] = ()) -> list[Any]:
+    """The rows `sql` selects; a ledger that fails (malformed, locked) is a LedgerReadError naming it."""
+    try:
+        return ledger.db.execute(sql, args).fetchall()
+    except sqlite3.Error as exc:
+        raise LedgerReadError(f"ledger {ledger.path}: {exc}") from None
 
 
 class StoredRun(TypedDict):
@@ -64,14 +66,9 @@ class StoredRun(TypedDict):
 
 def comparison_runs(ledger: Ledger, comparison_id: int) -> dict[str, list[StoredRun]]:
     """The stored runs of one A/B, by arm."""
-    try:
-        rows = ledger.db.execute(
-            "SELECT id, arm, fingerprint, recipe_hash, bench_version, workload_json FROM runs "
-            "WHERE comparison_id = ? ORDER BY id", (comparison_id,)).fetchall()
-    except sqlite3.Error as exc:
-        raise _fail(ledger, exc) from None
+    rows = _rows(ledger, "SELECT id, arm, fingerprint, recipe_hash, bench_version, workload_json FROM runs "
+                         "WHERE comparison_id = ? ORDER BY id", (comparison_id,))
     out: dict[str, list[StoredRun]] = {"A": [], "B": []}
-
     for rid, arm, fp, rhash, bver, workload in rows:
         if arm in out:
             out[arm].append({"id": rid, "fingerprint": fp, "recipe_hash": rhash, "bench_version": bver,
@@ -107,42 +104,31 @@ def record(ledger: Ledger, name: str, comparison: dict[str, Any], arms: dict[str
             "INSERT INTO conclusions (name, created_at, comparison_id, previous_id, outcome, data_json) VALUES (?,?,?,?,?,?)",
             (name, now, cid, previous_id, outcome, json.dumps(data, sort_keys=True, default=str)))
     except sqlite3.Error as exc:
-        raise _fail(ledger, exc) from None
+        raise LedgerReadError(f"ledger {ledger.path}: {exc}") from None
     assert cur.lastrowid is not None, "sqlite sets it after an INSERT"
     return Conclusion(cur.lastrowid, name, now, cid, previous_id, outcome, data)
 
 
 def latest(ledger: Ledger, name: str | None = None) -> list[Conclusion]:
     """The newest row of every conclusion name (or of the one named), oldest name first."""
-    sql = (f"SELECT {_COLUMNS} FROM conclusions WHERE id IN (SELECT max(id) FROM conclusions GROUP BY name)")
+    sql = f"SELECT {_COLUMNS} FROM conclusions WHERE id IN (SELECT max(id) FROM conclusions GROUP BY name)"
     args: tuple[str, ...] = ()
     if name is not None:
         sql += " AND name = ?"
         args = (name,)
-    try:
-        rows = ledger.db.execute(sql + " ORDER BY id", args).fetchall()
-    except sqlite3.Error as exc:
-        raise _fail(ledger, exc) from None
-    return [_row(r) for r in rows]
+    return [_row(r) for r in _rows(ledger, sql + " ORDER BY id", args)]
 
 
 def history(ledger: Ledger, name: str) -> list[Conclusion]:
     """Every recording of one conclusion, oldest first."""
-    try:
-        rows = ledger.db.execute(f"SELECT {_COLUMNS} FROM conclusions WHERE name = ? ORDER BY id", (name,)).fetchall()
-    except sqlite3.Error as exc:
-        raise _fail(ledger, exc) from None
-    return [_row(r) for r in rows]
+    return [_row(r) for r in _rows(ledger, f"SELECT {_COLUMNS} FROM conclusions WHERE name = ? ORDER BY id", (name,))]
 
 
 def existing_runs(ledger: Ledger, run_ids: list[int]) -> set[int]:
     if not run_ids:
         return set()
     marks = ",".join("?" * len(run_ids))
-    try:
-        return {r[0] for r in ledger.db.execute(f"SELECT id FROM runs WHERE id IN ({marks})", run_ids)}
-    except sqlite3.Error as exc:
-        raise _fail(ledger, exc) from None
+    return {r[0] for r in _rows(ledger, f"SELECT id FROM runs WHERE id IN ({marks})", run_ids)}
 
 
 def conclude(name: str, comparison: dict[str, Any], path_a: Path, path_b: Path, python: str | None,

@@ -62,7 +62,6 @@ class Toolchains:
 
 def current_image(recorded: Mapping[str, object]) -> dict[str, object]:
     """What the image a run was served from (by its name) is now: its id and content fingerprint, or why not."""
-
     image = str(recorded["image"])
     try:
         engine = recorded.get("engine")
@@ -144,7 +143,6 @@ def _short(value: object) -> str:
 
 def material(facts: Facts | dict[str, object]) -> dict[str, object]:
     """Fingerprint material of a Facts object or of a stored Facts dict."""
-
     if isinstance(facts, dict):
         facts = Facts.from_dict(facts, source="ledger")
     return facts.fingerprint_material()

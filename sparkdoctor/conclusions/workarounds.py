@@ -111,7 +111,6 @@ def own_copy(facts: Facts) -> Facts:
     """A copy of `facts` through the snapshot reader (shapes checked, text scrubbed) that nothing else holds. The
     judgements here replace its env and recipe and change nothing else, so one such copy serves them all
     (`copied=True`: each takes a shallow copy of it instead of its own round trip, 10 ms each)."""
-
     return Facts.from_dict(facts.to_dict(), source="facts")
 
 
@@ -120,16 +119,13 @@ def server_facts(facts: Facts, recipe: Recipe, dropped: Workaround | None = None
     serving condition), with the `dropped` workaround taken out (its env var, or its flag). `copied`: `facts` is
     an own_copy."""
     copy = dataclasses.replace(facts) if copied else own_copy(facts)
-    env = dict(copy.env or {})
-    env.update(recipe.env or {})
+    copy.env = {**(copy.env or {}), **(recipe.env or {})}
     if dropped is not None and dropped.kind == "env":
-        env.pop(dropped.name, None)
-    copy.env = env
+        copy.env.pop(dropped.name, None)
     if getattr(copy, "recipe", None) is None:  # the values the recipe passes, for entries with a serving condition
-
-        flag_dropped = dropped is not None and dropped.kind != "env"
         try:
-            copy.recipe = recipe_facts(without(recipe, [dropped.key]) if dropped is not None and flag_dropped else recipe)
+            copy.recipe = recipe_facts(without(recipe, [dropped.key]) if dropped is not None and dropped.kind != "env"
+                                       else recipe)
         except Exception:  # noqa: BLE001 - a recipe whose values cannot be read leaves those entries unknown
             copy.recipe = None
     return copy
@@ -204,7 +200,6 @@ def without(recipe: Recipe, keys: tuple[str, ...] | list[str]) -> Recipe:
 def load_arm(arm: Arm, sets: dict[str, str] | None = None) -> Recipe:
     """The recipe an arm measured: its file read again (with the --set values it was benched with), its
     dropped workarounds removed."""
-
     try:
         recipe = recipes.load(arm.path, dict(sets or {}))
     except Exception as exc:  # the recipe reader's own one-line error
