@@ -183,12 +183,8 @@ def load_file(path: Path) -> FixDefinition:
     return FixDefinition(ident, doc["title"].strip(), " ".join(doc["summary"].split()), actions, where, packages)
 
 
-def default_dir() -> Path:
-    return data_dir("fixes")
-
-
 def load_all(folder: Path | None = None) -> dict[str, FixDefinition]:
-    root = Path(folder) if folder else default_dir()
+    root = Path(folder) if folder else data_dir("fixes")
     if not root.is_dir():
         raise DefinitionError(f"{root}: no such fixes folder")
     return {d.id: d for d in (load_file(p) for p in sorted(root.glob("*.toml")))}

@@ -27,8 +27,6 @@ if TYPE_CHECKING:
     from sparkdoctor.findings import Report
     from sparkdoctor.targets.interface import Target
 
-RESULT_VERSION = 1
-
 
 @dataclass
 class Planned:
@@ -233,4 +231,4 @@ def prune(keep: int | None, older_than_s: float | None) -> Pruned:
                   kept_unsettled=[_row(j) for j in spared], freed_bytes=sum(j.freed for j in removed))
 
 
-__all__ = ["RESULT_VERSION", "Applied", "FixError", "FixOptions", "apply_and_recheck", "history", "make_plan", "prune", "Pruned", "rollback", "RolledBack"]
+__all__ = ["Applied", "FixError", "FixOptions", "apply_and_recheck", "history", "make_plan", "prune", "Pruned", "rollback", "RolledBack"]

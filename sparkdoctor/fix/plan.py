@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING
 
 from packaging.markers import InvalidMarker
 from packaging.requirements import InvalidRequirement, Requirement
-from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
@@ -392,4 +391,4 @@ def hash_names(findings: list[Finding], definitions: dict[str, FixDefinition]) -
     return names
 
 
-__all__ = ["FixOptions", "build_plan", "hash_names", "wanted_fixes", "SpecifierSet"]
+__all__ = ["FixOptions", "build_plan", "hash_names", "wanted_fixes"]
