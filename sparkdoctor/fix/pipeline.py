@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from sparkdoctor import unsettled
 from sparkdoctor.check import CheckRequest, check
 from sparkdoctor.errors import TargetUnprobeable
+from sparkdoctor.exitcodes import EXIT_FIX_FAILED
 from sparkdoctor.fix import apply as apply_mod
 from sparkdoctor.fix import inventory as inv_mod
 from sparkdoctor.fix import journal as jr
@@ -102,8 +103,6 @@ class Applied:
 
     @property
     def exit_code(self) -> int:
-        from sparkdoctor.exitcodes import EXIT_FIX_FAILED
-
         return EXIT_FIX_FAILED if self.error else int(self.report_after.exit_code())
 
     def to_json(self) -> dict[str, object]:
@@ -142,8 +141,6 @@ class RolledBack:
     @property
     def exit_code(self) -> int:
         """5 when a rollback ran and its verification found differences."""
-        from sparkdoctor.exitcodes import EXIT_FIX_FAILED
-
         return EXIT_FIX_FAILED if self.status == "rolled back" and not (self.verified or {}).get("ok") else 0
 
     def to_json(self) -> dict[str, object]:
