@@ -216,7 +216,6 @@ def _fetch(requirements: list[str], dest: str, run: Callable[[list[str]], proc.P
 
 def _match(requirements: list[str], dest: str) -> dict[str, str | None]:
     """name -> the wheel file in dest for each requirement; None for one that could not be had."""
-
     found: dict[str, str] = {}
     for fname in sorted(os.listdir(dest)):
         try:

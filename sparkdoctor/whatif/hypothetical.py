@@ -115,7 +115,6 @@ def cutedsl_build_after(packages: Mapping[str, Mapping[str, object]], changes: l
 
 def torch_cuda(version_py: str) -> str | None:
     """torch/version.py's `cuda` value: "12.8", or None for a CPU build."""
-
     m = re.search(r"^cuda\s*(?::[^=]*)?=\s*(?:'([^']*)'|\"([^\"]*)\"|None)", version_py, re.MULTILINE)
     if not m:
         raise ValueError("no `cuda = ...` line in torch/version.py")
@@ -173,7 +172,6 @@ class ScratchSite:
 
     def probe(self, name: str, extra_env: dict[str, str] | None = None) -> dict[str, Any]:
         """Run probes/<name>/ with only this folder on its path (-S: no site-packages of any interpreter)."""
-
         env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
         env.update(extra_env or {})
         env["PYTHONPATH"] = str(self.path)
