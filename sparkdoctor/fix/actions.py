@@ -138,11 +138,8 @@ ACTIONS: dict[StepKind, type[StepAction]] = {StepKind.edit: EditFile, StepKind.u
 
 def actions_of(plan: Plan, ctx: Context, inject: Callable[[int, Step], Step] | None = None) -> list[StepAction]:
     """One action per step, in plan order (`inject`: the tests' installer faults, by step number)."""
-    out = []
-    for i, s in enumerate(plan.steps):
-        step = inject(i + 1, s) if inject else s
-        out.append(ACTIONS[step.op](step, ctx))
-    return out
+    steps = [inject(i + 1, s) for i, s in enumerate(plan.steps)] if inject else plan.steps
+    return [ACTIONS[s.op](s, ctx) for s in steps]
 
 
 def _remove_leftovers(ctx: Context, names: list[str]) -> None:

@@ -69,11 +69,9 @@ def _need(cond: bool, label: str, message: str) -> None:
 
 def _names(values: list, label: str, fld: str) -> list[str]:
     _need(bool(values) and all(isinstance(v, str) for v in values), label, f"field '{fld}' must be a non-empty list of package names")
-    out: list[str] = []
     for v in values:
         _need(re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", v) is not None, label, f"field '{fld}' has {v!r}, which is not a package name")
-        out.append(canonicalize_name(v))
-    return out
+    return [canonicalize_name(v) for v in values]
 
 
 def _requirement(text: Any, label: str, fld: str, exact: bool) -> Requirement:
@@ -183,12 +181,8 @@ def load_file(path: Path) -> FixDefinition:
     return FixDefinition(ident, doc["title"].strip(), " ".join(doc["summary"].split()), actions, where, packages)
 
 
-def default_dir() -> Path:
-    return data_dir("fixes")
-
-
 def load_all(folder: Path | None = None) -> dict[str, FixDefinition]:
-    root = Path(folder) if folder else default_dir()
+    root = Path(folder) if folder else data_dir("fixes")
     if not root.is_dir():
         raise DefinitionError(f"{root}: no such fixes folder")
     return {d.id: d for d in (load_file(p) for p in sorted(root.glob("*.toml")))}

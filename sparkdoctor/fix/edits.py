@@ -156,6 +156,5 @@ def add_flag(text: str, flag: str, value: str | None, where: str) -> str:
 
 def line_diff(old: str, new: str) -> list[str]:
     """'- line' / '+ line' for what changed (unified, no context): what the plan shows."""
-
     return [ln.rstrip("\n") for ln in difflib.unified_diff(old.splitlines(), new.splitlines(), lineterm="", n=0)
             if ln[:1] in "+-" and not ln.startswith(("+++", "---"))]

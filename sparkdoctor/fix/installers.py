@@ -141,15 +141,14 @@ class PipInstaller(Installer):
     def describe(self) -> str:
         return f"{self.inventory.python} -m pip"
 
-    def dry_run(self, requirements: list[str], *, force_reinstall: bool = False, no_deps: bool = False,
-                ignore_installed: bool = False, constraints: list[str] | None = None, env: dict[str, str] | None = None,
+    def dry_run(self, requirements: list[str], *, no_deps: bool = False, ignore_installed: bool = False,
+                constraints: list[str] | None = None, env: dict[str, str] | None = None,
                 offline_from: str | None = None) -> Resolution:
         try:
             with self.files.scratch() as tmp:
                 report = f"{tmp}/report.json"
                 args = ["install", "--dry-run", "--quiet", *WHEELS_ONLY, "--report", report, *_constraint_args(self._stage(tmp, constraints))]
-                args += (["--force-reinstall"] if force_reinstall else []) + (["--no-deps"] if no_deps else [])
-                args += ["--ignore-installed"] if ignore_installed else []
+                args += (["--no-deps"] if no_deps else []) + (["--ignore-installed"] if ignore_installed else [])
                 if offline_from:
                     extra, env = self._offline(offline_from, tmp)
                     args += extra
@@ -216,7 +215,6 @@ def _fetch(requirements: list[str], dest: str, run: Callable[[list[str]], proc.P
 
 def _match(requirements: list[str], dest: str) -> dict[str, str | None]:
     """name -> the wheel file in dest for each requirement; None for one that could not be had."""
-
     found: dict[str, str] = {}
     for fname in sorted(os.listdir(dest)):
         try:
@@ -257,11 +255,11 @@ class UvInstaller(Installer):
             raise _fail(what, result, dry_run)
         return result
 
-    def dry_run(self, requirements: list[str], *, force_reinstall: bool = False, no_deps: bool = False,
-                ignore_installed: bool = False, constraints: list[str] | None = None, env: dict[str, str] | None = None,
+    def dry_run(self, requirements: list[str], *, no_deps: bool = False, ignore_installed: bool = False,
+                constraints: list[str] | None = None, env: dict[str, str] | None = None,
                 offline_from: str | None = None) -> Resolution:
         args = ["install", "--dry-run", *WHEELS_ONLY, *_constraint_args(constraints)]
-        args += (["--reinstall"] if force_reinstall or ignore_installed else []) + (["--no-deps"] if no_deps else [])
+        args += (["--reinstall"] if ignore_installed else []) + (["--no-deps"] if no_deps else [])
         if offline_from:
             args += ["--offline", "--no-index", "--find-links", offline_from]
         out = self._uv([*args, "--", *requirements], f"uv dry run of {' '.join(requirements)}", env, dry_run=True)

@@ -127,8 +127,8 @@ class Installer(ABC):
     name: str
 
     @abstractmethod
-    def dry_run(self, requirements: list[str], *, force_reinstall: bool = False, no_deps: bool = False,
-                ignore_installed: bool = False, constraints: list[str] | None = None, env: dict[str, str] | None = None,
+    def dry_run(self, requirements: list[str], *, no_deps: bool = False, ignore_installed: bool = False,
+                constraints: list[str] | None = None, env: dict[str, str] | None = None,
                 offline_from: str | None = None) -> Resolution: ...
 
     @abstractmethod

@@ -8,7 +8,6 @@ registry" (a local version, a direct_url.json), the hashes of files (what a roll
 
 from __future__ import annotations
 
-import hashlib
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -114,17 +113,6 @@ def read(target: Target, hash_names: list[str] | tuple[str, ...] = (), before_ch
         has_pip=bool(data.get("has_pip")), writable=bool(data.get("writable")), purelib=str(data.get("purelib")),
         version=str(data.get("version")), dists=dists, read_only=bool(data.get("read_only")),
     )
-
-
-def sha256_file(path: Path) -> str | None:
-    h = hashlib.sha256()
-    try:
-        with open(path, "rb") as fh:
-            for chunk in iter(lambda: fh.read(1 << 20), b""):
-                h.update(chunk)
-    except OSError:
-        return None
-    return h.hexdigest()
 
 
 def file_hashes(files: FileTransport, inv: Inventory, names: set[str]) -> dict[str, str | None]:

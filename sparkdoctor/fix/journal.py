@@ -245,6 +245,14 @@ def _sha(p: Path) -> str:
     return h.hexdigest()
 
 
+def sha256_file(path: Path) -> str | None:
+    """A file's sha256; None when it cannot be read."""
+    try:
+        return _sha(path)
+    except OSError:
+        return None
+
+
 def load(ident: str | None) -> Journal:
     """A journal by id or path (default: the newest). A half-written one is returned, never trusted:
     its data is empty and status() says so."""
@@ -327,7 +335,6 @@ def prune(keep: int | None, older_than_s: float | None, now: float | None = None
 
 def _created(j: Journal) -> float:
     """When the journal was made: its id starts with the UTC time."""
-
     try:
         return float(calendar.timegm(time.strptime(j.id[:15], "%Y%m%d-%H%M%S")))
     except ValueError:

@@ -57,9 +57,6 @@ class Plan:
     def empty(self) -> bool:
         return not self.steps
 
-    def files(self) -> list[str]:
-        return [s.path for s in self.steps if s.op is StepKind.edit and s.path]
-
     def to_dict(self) -> dict[str, object]:
         return asdict(self)
 

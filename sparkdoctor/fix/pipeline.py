@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from sparkdoctor import unsettled
 from sparkdoctor.check import CheckRequest, check
 from sparkdoctor.errors import TargetUnprobeable
+from sparkdoctor.exitcodes import EXIT_FIX_FAILED
 from sparkdoctor.fix import apply as apply_mod
 from sparkdoctor.fix import inventory as inv_mod
 from sparkdoctor.fix import journal as jr
@@ -26,8 +27,6 @@ from sparkdoctor.targets.files import transport_of
 if TYPE_CHECKING:
     from sparkdoctor.findings import Report
     from sparkdoctor.targets.interface import Target
-
-RESULT_VERSION = 1
 
 
 @dataclass
@@ -104,8 +103,6 @@ class Applied:
 
     @property
     def exit_code(self) -> int:
-        from sparkdoctor.exitcodes import EXIT_FIX_FAILED
-
         return EXIT_FIX_FAILED if self.error else int(self.report_after.exit_code())
 
     def to_json(self) -> dict[str, object]:
@@ -144,8 +141,6 @@ class RolledBack:
     @property
     def exit_code(self) -> int:
         """5 when a rollback ran and its verification found differences."""
-        from sparkdoctor.exitcodes import EXIT_FIX_FAILED
-
         return EXIT_FIX_FAILED if self.status == "rolled back" and not (self.verified or {}).get("ok") else 0
 
     def to_json(self) -> dict[str, object]:
@@ -233,4 +228,4 @@ def prune(keep: int | None, older_than_s: float | None) -> Pruned:
                   kept_unsettled=[_row(j) for j in spared], freed_bytes=sum(j.freed for j in removed))
 
 
-__all__ = ["RESULT_VERSION", "Applied", "FixError", "FixOptions", "apply_and_recheck", "history", "make_plan", "prune", "Pruned", "rollback", "RolledBack"]
+__all__ = ["Applied", "FixError", "FixOptions", "apply_and_recheck", "history", "make_plan", "prune", "Pruned", "rollback", "RolledBack"]

@@ -16,9 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from packaging.markers import InvalidMarker
-from packaging.requirements import InvalidRequirement, Requirement
-from packaging.specifiers import SpecifierSet
+from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
@@ -205,7 +203,7 @@ class Planner:
     # ---- packages -----------------------------------------------------------------------------
     def _dependents(self, family: set[str]) -> list[str]:
         """What the installed dists outside the family require of it, as constraint lines."""
-        lines = []
+        lines: dict[str, None] = {}  # in order, once each
         for dist in self.inv.dists.values():
             if dist.key in family:
                 continue
@@ -214,13 +212,11 @@ class Planner:
                     req = Requirement(text)
                     if req.marker is not None and not req.marker.evaluate({"extra": ""}):
                         continue
-                except (InvalidRequirement, InvalidMarker, Exception):  # noqa: B014 (markers raise odd things)
+                except Exception:  # noqa: BLE001 (an invalid requirement; markers raise odd things)
                     continue
                 if canonicalize_name(req.name) in family and req.specifier:
-                    line = f"{canonicalize_name(req.name)}{req.specifier}"
-                    if line not in lines:
-                        lines.append(line)
-        return lines
+                    lines[f"{canonicalize_name(req.name)}{req.specifier}"] = None
+        return list(lines)
 
     def _family_step(self, key: tuple[str, ...], fam: Family, env: dict[str, str] | None) -> None:
         family = set(key)
@@ -392,4 +388,4 @@ def hash_names(findings: list[Finding], definitions: dict[str, FixDefinition]) -
     return names
 
 
-__all__ = ["FixOptions", "build_plan", "hash_names", "wanted_fixes", "SpecifierSet"]
+__all__ = ["FixOptions", "build_plan", "hash_names", "wanted_fixes"]

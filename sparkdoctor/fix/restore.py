@@ -13,7 +13,6 @@ from sparkdoctor.fix import inventory as inv_mod
 from sparkdoctor.fix import journal as jr
 from sparkdoctor.fix import outside as outside_mod
 from sparkdoctor.fix.interface import FixError, Installer
-from sparkdoctor.fix.inventory import sha256_file
 from sparkdoctor.names import canonicalize_name
 from sparkdoctor.targets.files import FileTransport, hashes
 from sparkdoctor.targets.local import Target
@@ -48,7 +47,7 @@ class Restorer:
                 continue  # a version-1 journal: no size or hash recorded; the dry run below still runs
             if path.stat().st_size != want["size"]:
                 out.append(f"saved wheel {fname} is {path.stat().st_size} bytes, the journal recorded {want['size']}")
-            elif sha256_file(path) != want["sha256"]:
+            elif jr.sha256_file(path) != want["sha256"]:
                 out.append(f"saved wheel {fname} does not have the sha256 the journal recorded")
         if out:
             return out
@@ -72,7 +71,7 @@ class Restorer:
                 if not row.get("copy"):
                     continue
                 copy = self.journal.copy_of(row["copy"])
-                got = sha256_file(copy)
+                got = jr.sha256_file(copy)
                 if got is None:
                     out.append(f"the copy of {row['path']} is missing from the journal")
                 elif row["path"] in before and before[row["path"]] not in (None, got):
@@ -81,7 +80,7 @@ class Restorer:
 
     def _edit_problems(self) -> list[str]:
         return [f"the journal's copy of {r['path']} is missing or damaged" for r in self.data["files"]
-                if r["existed"] and sha256_file(self.journal.copy_of(r["copy"])) != r["sha256"]]
+                if r["existed"] and jr.sha256_file(self.journal.copy_of(r["copy"])) != r["sha256"]]
 
     def prepare(self) -> list[str]:
         """Can this journal restore the target? Sets the mode (wheels, else copies); the problems if not."""
@@ -131,7 +130,7 @@ class Restorer:
         rows = {row["path"]: row for dist_rows in data["dist_files"].values() for row in dist_rows if row.get("copy")}
         now_hashes = hashes(files, list(rows))
         files.import_files([(self.journal.copy_of(r["copy"]), p, r.get("mode")) for p, r in rows.items()
-                            if now_hashes.get(p) != sha256_file(self.journal.copy_of(r["copy"]))])
+                            if now_hashes.get(p) != jr.sha256_file(self.journal.copy_of(r["copy"]))])
         self.boundary("dist-files")
         self.packages_restored = True
 

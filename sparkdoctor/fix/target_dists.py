@@ -61,15 +61,9 @@ def read_text(dist, name):
 
 
 def record_rows(dist):
-    text = read_text(dist, "RECORD")
-    rows = []
-    if not text:
-        return rows
-
-    for row in csv.reader(io.StringIO(text)):
-        if row:
-            rows.append((row[0], row[1] if len(row) > 1 else "", row[2] if len(row) > 2 else ""))
-    return rows
+    """(path, hash, size) of each RECORD row; a hash or size the row lacks is ""."""
+    text = read_text(dist, "RECORD") or ""
+    return [tuple((row + ["", ""])[:3]) for row in csv.reader(io.StringIO(text)) if row]
 
 
 def file_hash(path):
@@ -129,14 +123,9 @@ def drop_overwritten(dists, rows_of):
         for rel, digest, _size in rows:
             owners.setdefault(os.path.normpath(os.path.join(location, rel)), set()).add((key, digest))
     for key, info in dists.items():
-        kept = []
-        for m in info.get("mismatched") or []:
-            others = [k for k, d in owners.get(m.get("full"), ()) if k != key and d == m.get("sha256")]
-            if others:
-                continue
-            kept.append({"path": m["path"], "problem": m["problem"]})
         if "mismatched" in info:
-            info["mismatched"] = kept
+            info["mismatched"] = [{"path": m["path"], "problem": m["problem"]} for m in info["mismatched"]
+                                  if not any(k != key and d == m.get("sha256") for k, d in owners.get(m.get("full"), ()))]
 
 
 def read_only(path):
@@ -161,14 +150,7 @@ def pyvenv_cfg():
 
 
 def main(argv):
-    hash_names = set()
-    i = 0
-    while i < len(argv):
-        if argv[i] == "--hash" and i + 1 < len(argv):
-            hash_names.add(canonical(argv[i + 1]))
-            i += 1
-        i += 1
-
+    hash_names = {canonical(argv[i + 1]) for i in range(len(argv) - 1) if argv[i] == "--hash"}
     purelib = sysconfig.get_paths()["purelib"]
     dists = {}
     rows_of = {}
@@ -187,14 +169,13 @@ def main(argv):
     if hash_names:
         drop_overwritten(dists, rows_of)
     cfg = pyvenv_cfg()
-    has_pip = "pip" in dists
     out = {
         "python": sys.executable,
         "prefix": sys.prefix,
         "base_prefix": getattr(sys, "base_prefix", sys.prefix),
         "is_venv": sys.prefix != getattr(sys, "base_prefix", sys.prefix),
         "uv": bool(cfg and "uv" in cfg),
-        "has_pip": has_pip,
+        "has_pip": "pip" in dists,
         "purelib": purelib,
         "writable": os.access(purelib, os.W_OK),
         "read_only": read_only(purelib),

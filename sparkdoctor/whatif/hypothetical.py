@@ -46,10 +46,8 @@ def hypothetical_facts(facts: Facts, changes: list[Change], reader: Reader | Non
         row = dict(packages.get(c.name) or {"name": c.name})
         for key in [k for k in row if k.startswith("files_") or k in ("integrity", "direct_url", "metadata_error")]:
             row.pop(key)
-        row["version"] = c.new
         # written as released: the files match the new RECORD (a hand mod of today's files is gone)
-        row.update({"integrity": "ok", "files_modified": [], "files_missing": [], "files_unreadable": []})
-        row["predicted"] = True
+        row.update(version=c.new, integrity="ok", files_modified=[], files_missing=[], files_unreadable=[], predicted=True)
         packages[c.name] = row
     new.packages = packages
     torch = next((c for c in changes if c.name == "torch"), None)
@@ -115,7 +113,6 @@ def cutedsl_build_after(packages: Mapping[str, Mapping[str, object]], changes: l
 
 def torch_cuda(version_py: str) -> str | None:
     """torch/version.py's `cuda` value: "12.8", or None for a CPU build."""
-
     m = re.search(r"^cuda\s*(?::[^=]*)?=\s*(?:'([^']*)'|\"([^\"]*)\"|None)", version_py, re.MULTILINE)
     if not m:
         raise ValueError("no `cuda = ...` line in torch/version.py")
@@ -134,8 +131,7 @@ class ScratchSite:
         self.members = 0
 
     def __enter__(self) -> ScratchSite:
-        wheel = self.reader.release(self.change.name, self.change.new)
-        self.wheel = wheel
+        self.wheel = wheel = self.reader.release(self.change.name, self.change.new)
         self.path = (self.reader.root or cache_root()) / "sites" / (wheel.file.sha256 or wheel.file.filename)
         done = self.path / ".complete"
         try:
@@ -173,7 +169,6 @@ class ScratchSite:
 
     def probe(self, name: str, extra_env: dict[str, str] | None = None) -> dict[str, Any]:
         """Run probes/<name>/ with only this folder on its path (-S: no site-packages of any interpreter)."""
-
         env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
         env.update(extra_env or {})
         env["PYTHONPATH"] = str(self.path)

@@ -188,7 +188,6 @@ def compare_recipe(recipe: Recipe, matrix: Matrix, today: Facts, predicted: Fact
                    flags_after: Mapping[str, object] | None) -> RecipeWhatIf:
     """The recipe judged as `recipe check` judges it, on today's and on the predicted Facts: flags the new
     vLLM no longer accepts, env vars it no longer reads, workarounds whose reason goes away (stale)."""
-
     served = recipe_facts(recipe)
     before = {f["id"]: f for f in check(recipe, matrix, today, flags_today, served)}
     after = {f["id"]: f for f in check(recipe, matrix, predicted, flags_after, served)}

@@ -1,11 +1,7 @@
 """`whatif --probe`: compile the CuTe DSL probes with the proposed cutlass-dsl set before it is installed.
 
 A throwaway venv (uv, in a temp folder, removed after) gets the cutlass-dsl distributions of the Facts
-(today's or the predicted ones) at their versions, laid out as pip leaves them (layout_steps): a family at
-different versions, which no resolver would install, is what a `pip install` of one member leaves, so each
-member is written by itself with --no-deps; the libs wheel that would be active (Facts.cutedsl.active_build:
-the one pip writes last, the cu13 and base wheels share their paths) is written last, so the files on disk
-are the predicted ones. Then probes/cutedsl/ compiles its
+(today's or the predicted ones) laid out as pip leaves them (layout_steps). Then probes/cutedsl/ compiles its
 kernels for the arch in that venv: no GPU needed (the DSL takes the arch from the command line).
 
 Per kernel: compiled (ok), refused (the DSL rejected the arch, or ptxas rejected its code), could not run

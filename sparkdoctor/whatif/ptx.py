@@ -143,7 +143,6 @@ def _compile_all(ptxas: str, version: str | None, arch: str, folder: Path) -> li
 
 def release_ptxas(reader: Reader, name: str, version: str, arch: str, tmp: Path) -> list[PtxRow]:
     """Each ptxas of one release of `name`, with the PTX probes compiled by it."""
-
     try:
         wheel = reader.release(name, version)
         members = [m for m in wheel.names if _PTXAS_MEMBER.search(m)]

@@ -77,7 +77,6 @@ def check_specs(specs: list[str], allow_url: bool = False) -> None:
     `--log=PATH` writes a file, `-r FILE` reads one), a path (`./pkg`, `x.tar.gz`), and a URL requirement (`name @
     file:///...`) unless allow_url, and then only a wheel's: pip builds a direct sdist or folder even under
     --only-binary :all:, running its code."""
-
     for spec in specs:
         if spec.startswith("-"):
             raise ResolveError(f"{spec!r}: a requirement cannot start with '-' (whatif takes no pip options in SPEC)")
@@ -126,7 +125,6 @@ def resolve_upgrade(target: Target, python: str, specs: list[str], facts: Facts,
     (inside the container for a container target). A local venv without pip is resolved by sparkdoctor's
     pip for it (`pip --python`, pip >= 22.3), with the same options. `seen`, when given, gets the installer
     and the dependency-conflict lines the dry run printed."""
-
     local = getattr(target, "shares_files", True)
     seen = seen if seen is not None else Resolution()
     seen.installer = f"{python} -m pip"
@@ -135,7 +133,6 @@ def resolve_upgrade(target: Target, python: str, specs: list[str], facts: Facts,
     run: Callable[[list[str], float], ProcResult] = target.run_command
     result = run(dry_run_argv(pip, specs, constraints, no_deps=no_deps), RESOLVE_TIMEOUT)
     if not result.ok and "No module named pip" in (result.stderr or "") and local and is_uv_venv(python):
-
         uv = whatif_probe.uv_binary()
         if uv is not None:
             seen.installer = f"uv pip --python {python}"

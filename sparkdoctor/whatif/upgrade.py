@@ -68,7 +68,6 @@ class UpgradeQuestion:
 def judge_upgrade(q: UpgradeQuestion) -> WhatIf:
     """The upgrade judged. A MatrixError, FactsError, TargetError, TargetUnprobeable, ResolveError, RecipeError or
     LedgerFailure says itself (and its exit code)."""
-
     check_specs(q.specs, q.allow_url)  # before anything runs: no SPEC becomes a pip option
     matrix = load(q.matrix)
     refuse_bad_target_options(q.python, q.container, q.container_python, q.facts_file is not None)
@@ -118,7 +117,6 @@ def _recipe(recipe: Recipe, target: Target, matrix: Matrix, today: Facts, predic
             notes: list[str]) -> RecipeWhatIf:
     """The recipe's findings today and after: vLLM's flags today from the target, after from the new release's files;
     its env vars judged against the capabilities read with the recipe's env (today's probe, the new release's files)."""
-
     flags_today = vllm_flags(target)
     flags_after = flags_today
     vllm = next((c for c in changes if c.name == "vllm"), None)
@@ -134,7 +132,6 @@ def _recipe(recipe: Recipe, target: Target, matrix: Matrix, today: Facts, predic
 def _mods(recipe: Recipe, target: Target, changes: list[Change], notes: list[str]) -> ModsDelta | None:
     """The recipe's mods judged on today's files and on the files the upgrade would install (sparkdoctor.mods):
     which mods the upgrade breaks, and which it makes stale (upstream already)."""
-
     if not recipe.mods():
         return None
     python = getattr(target, "python", None)
@@ -157,7 +154,6 @@ def _mods(recipe: Recipe, target: Target, changes: list[Change], notes: list[str
 def _probe(today: Facts, predicted: Facts, changes: list[Change], python: str) -> ProbeComparison:
     """--probe: the CuTe DSL probes compiled in a throwaway venv with today's and the proposed cutlass-dsl set;
     the PTX probes compiled by each ptxas the upgrade moves (whatif/ptx.py)."""
-
     value = str((predicted.arch or {}).get("value") or "")
     arch = value if value.startswith("sm_") else "sm_121a"  # no GPU and no --arch: the Spark's arch, the DSL needs one
     if any(c.name.startswith("nvidia-cutlass-dsl") for c in changes):
@@ -171,7 +167,6 @@ def _probe(today: Facts, predicted: Facts, changes: list[Change], python: str) -
 
 def _stale(ledger_path: Path | None, python: str, today: Facts, predicted: Facts, notes: list[str]) -> list[StaleConclusion] | None:
     """Conclusions the upgrade would make stale; None (said) when there is no ledger to read."""
-
     path = ledger_path or default_path()
     if not path.exists():
         if ledger_path is not None:
