@@ -46,7 +46,7 @@ class LedgerReadError(ConclusionError, LedgerError):
     code = LedgerError.code
 
 
-def _rows(ledger: Ledger, sql: str, args: Sequence[object] = ()) -> list[Any]:
+def _rows(ledger: Ledger, sql: str, args: Sequence[object] = ()) -> list[tuple]:  # sqlite3 rows, as _row reads them
     """The rows `sql` selects; a ledger that fails (malformed, locked) is a LedgerReadError naming it."""
     try:
         return ledger.db.execute(sql, args).fetchall()

@@ -20,7 +20,6 @@ import shlex
 import time
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any
 
 from sparkdoctor import proc
 from sparkdoctor.fleet import on_node
@@ -142,22 +141,23 @@ class RayTransport:
             found.append(Node(name, python, container, runtime, ray_node_id=n["NodeID"]))
         return found
 
-    def _pinned(self, task: Any, node: Node) -> Any:
-        """`task` as it runs on `node` only."""
+    def _pinned(self, node: Node) -> dict[str, object]:
+        """The options that run a task on `node` only."""
         from ray.util.scheduling_strategies import (
             NodeAffinitySchedulingStrategy,  # the optional extra [fleet]
         )
 
-        strategy = NodeAffinitySchedulingStrategy(node_id=str(node.ray_node_id), soft=False)
-        return task.options(scheduling_strategy=strategy, num_cpus=0, max_retries=0)
+        return {"scheduling_strategy": NodeAffinitySchedulingStrategy(node_id=str(node.ray_node_id), soft=False),
+                "num_cpus": 0, "max_retries": 0}
 
     def start(self, node: Node, script: str, args: list[str], timeout: float) -> proc.Running:
-        ref = self._pinned(self.task, node).remote(script, args, node.python, node.container, node.runtime, timeout)
+        ref = self.task.options(**self._pinned(node)).remote(script, args, node.python, node.container, node.runtime,
+                                                             timeout)
         return _RayRunning([f"ray task on {node.name}"], ref, self.ray)
 
     def command(self, node: Node, argv: list[str], timeout: float) -> proc.ProcResult:
         """`argv` run on the node by a task pinned to it (the node's container CLI reading its image)."""
-        ref = self._pinned(self.command_task, node).remote(list(argv), timeout)
+        ref = self.command_task.options(**self._pinned(node)).remote(list(argv), timeout)
         return _RayRunning(list(argv), ref, self.ray).result(timeout)
 
     def close(self) -> None:
