@@ -195,14 +195,17 @@ def bench_url(url: str, model: str | None, opts: Options) -> RunDocument:
 
 # ---- recipes ----------------------------------------------------------------------------------------
 def _load_recipe(path: Path | Recipe, opts: Options) -> Recipe:
-    if isinstance(path, Recipe):  # an already resolved one (rerun: a recipe without one of its workarounds)
-        return path
     from sparkdoctor.recipes import RecipeError, load
 
-    try:
-        return load(path, opts.sets)
+    try:  # a Recipe: an already resolved one (rerun: a recipe without one of its workarounds)
+        recipe = path if isinstance(path, Recipe) else load(path, opts.sets)
     except RecipeError as exc:
         raise BadBenchInput(str(exc)) from None
+    if recipe.shell:  # split as arguments, `pip install x && vllm serve` asked pip for packages named && and vllm
+        raise BadBenchInput(f"{recipe.source_path}: {recipe.shell} makes the command a shell line; sparkdoctor launches "
+                            "one program with its arguments, never a shell: keep the serve command alone (a step "
+                            "before it belongs in the image or the environment)")
+    return recipe
 
 
 def _target_python(recipe: Recipe, opts: Options) -> str | None:

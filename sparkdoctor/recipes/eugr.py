@@ -54,7 +54,9 @@ def read(doc: Mapping[str, object], path: Path, duplicates: list[str], overrides
             params["tensor_parallel"] = "1"
             sources["param:tensor_parallel"] = "solo launch (run-recipe.py --solo forces 1 unless --tp is given)"
     text = resolve.format_strict(command, params, f"{where}: field 'command'")
-    argv = resolve.split_command(text, f"{where}: field 'command'")
+    argv, shell = resolve.split_command(text, f"{where}: field 'command'")
+    if shell:
+        warnings.append(resolve.shell_line_warning(path.name, "field 'command'", shell))
     if solo:
         argv = _drop_executor_backend(argv)
 
@@ -72,7 +74,7 @@ def read(doc: Mapping[str, object], path: Path, duplicates: list[str], overrides
         name=str(doc["name"]), source_path=str(path), format="eugr-v1", argv=argv, env=env, host=host, port=port,
         model=model, served_model_name=served, workload=resolve.benchy_workload(doc.get("benchmark")), container=str(doc["container"]),
         needs=needs, params=params, sources=sources, warnings=warnings, description=str(doc.get("description") or ""),
-        extras=extras,
+        extras=extras, shell=shell,
     )
 
 

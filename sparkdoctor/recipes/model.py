@@ -58,6 +58,8 @@ class Recipe:
     warnings: things a reader should know that did not stop it (duplicate YAML keys, dropped keys, ...).
     description: the recipe's description, if any.
     extras: format-specific fields kept for display (mods, build_args, benchmark, metadata, runtime).
+    shell: what makes the command a shell line (`'&&'`, `'|'`, `'$('`, "a second line"), which the recipe's own runner
+        hands to a shell; None for one program with its arguments. sparkdoctor launches no shell: bench refuses it.
     """
 
     name: str
@@ -79,6 +81,7 @@ class Recipe:
     warnings: list[str] = field(default_factory=list)
     description: str = ""
     extras: dict[str, Any] = field(default_factory=dict)
+    shell: str | None = None
 
     def mods(self) -> list[str]:
         """The mod paths the recipe names (its `mods` or `patches`), as written."""

@@ -72,14 +72,18 @@ def substitute_lenient(template: str, params: dict[str, str], where: str = "temp
     return text, unresolved
 
 
-def split_command(text: str, where: str) -> list[str]:
+def split_command(text: str, where: str) -> tuple[list[str], str | None]:
     """A shell-style command (a YAML block scalar) into argv: backslash continuations joined, lines that
-    are only a comment dropped, quotes honoured. No shell ever runs it."""
-    lines = []
+    are only a comment dropped, quotes honoured. No shell ever runs it. With it, the operator that makes it a
+    shell line (shell_operator), or "a second line" for lines not joined by a backslash; None for one command."""
+    lines: list[str] = []
+    separated = continued = False
     for line in text.splitlines():
         stripped = line.strip()
         if not stripped or stripped.startswith("#") or stripped == "\\":
             continue
+        separated = separated or bool(lines and not continued)
+        continued = stripped.endswith("\\")
         lines.append(re.sub(r"\\\s*$", "", line.rstrip()))
     line = " ".join(lines)
     try:
@@ -88,36 +92,36 @@ def split_command(text: str, where: str) -> list[str]:
         raise RecipeError(f"{where}: cannot split the command into arguments: {exc}") from None
     if not argv:
         raise RecipeError(f"{where}: the command is empty")
-    refuse_shell_line(line, where)
-    return argv
+    return argv, shell_operator(line) or ("a second line" if separated else None)
 
 
 SHELL_OPERATORS = frozenset({"&&", "||", ";", ";;", "|", "|&", "&", ">", ">>", "<", "<<", "<<<", ">&", "<&", "&>", "(", ")"})
 
 
-def refuse_shell_line(line: str, where: str) -> None:
-    """A command that only a shell runs as written (`pip install x && vllm serve ...`, `| tee`, `> log`, `$(...)`)
-    is refused: sparkdoctor runs one program with its arguments and never a shell, and split as argv such a
-    line runs the wrong program (`pip install x && vllm serve` would ask pip for packages named `&&` and `vllm`).
-    Quoted text (`--chat-template "a && b"`, `'$(x)'`) is an argument and stays."""
-    lex = shlex.shlex(line, posix=False, punctuation_chars=True)
+def shell_operator(line: str) -> str | None:
+    """What makes `line` a shell line (`&&`, `|`, `>`, `$(`, a backquote...): its own runner hands it to a shell
+    (sparkrun and run-recipe.py: `bash -c`); None for one program with its arguments. Quoted text
+    (`--chat-template "a && b"`, `'$(x)'`) is an argument."""
+    lex = shlex.shlex(line, posix=False, punctuation_chars=True)  # quotes kept: a quoted "&&" is not an operator
     lex.whitespace_split = True
     try:
         tokens = list(lex)
     except ValueError:  # quotes shlex.split accepted but the non-POSIX reader does not: no operator to find
-        return
+        return None
     for before, token in zip([""] + tokens, tokens, strict=False):
         if token == "(" and before.endswith("$"):
-            found = "$("
-        elif token in SHELL_OPERATORS:
-            found = token
-        elif not token.startswith("'") and ("$(" in token or "`" in token):
-            found = "$(" if "$(" in token else "`"
-        else:
-            continue
-        raise RecipeError(f"{where}: {found!r} makes the command a shell line; sparkdoctor runs one program with its "
-                          "arguments, never a shell: keep the serve command alone (a step before it belongs in the "
-                          "image or the environment)")
+            return "'$('"
+        if token in SHELL_OPERATORS:
+            return repr(token)
+        if not token.startswith("'") and ("$(" in token or "`" in token):
+            return "'$('" if "$(" in token else "'`'"
+    return None
+
+
+def shell_line_warning(name: str, what: str, operator: str) -> str:
+    return (f"{name}: {what}: {operator} makes it a shell line, which its own runner hands to a shell; sparkdoctor "
+            "starts one program with its arguments and never a shell, so `bench` will not launch it (here it is read "
+            "as arguments)")
 
 
 def apply_overrides(params: dict[str, str], env: dict[str, str], sources: dict[str, str],

