@@ -1,10 +1,13 @@
 """Bind a server command to 127.0.0.1 on a free port: whatever host and port the recipe says, the
 launcher replaces them, so a benchmark never exposes a server on the network and two launches never
-collide on a port."""
+collide on a port. A port is free when it is chosen, not after: listener_of() tells whether what answers on it
+is the launched server."""
 
 from __future__ import annotations
 
+import os
 import socket
+from collections.abc import Iterable
 
 LOCALHOST = "127.0.0.1"
 
@@ -14,6 +17,40 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((LOCALHOST, 0))
         return sock.getsockname()[1]
+
+
+def _listening(port: int) -> set[str]:
+    """The inodes of the TCP sockets listening on `port`, any address (/proc/net/tcp and tcp6; state 0A)."""
+    found: set[str] = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table, encoding="ascii", errors="replace") as fh:
+                rows = [line.split() for line in fh.readlines()[1:]]
+        except OSError:
+            continue
+        found.update(f[9] for f in rows if len(f) > 9 and f[3] == "0A" and f[1].rsplit(":", 1)[-1] == f"{port:04X}")
+    return found
+
+
+def listener_of(port: int, pids: Iterable[int]) -> bool | None:
+    """Whether one of `pids` holds the socket listening on `port`: False when another process does (it took the
+    port between free_port() and the server's bind), None when nothing listens or /proc cannot tell."""
+    inodes = _listening(port)
+    if not inodes:
+        return None
+    for pid in pids:
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                link = os.readlink(f"/proc/{pid}/fd/{fd}")
+            except OSError:
+                continue
+            if link.startswith("socket:[") and link[8:-1] in inodes:
+                return True
+    return False
 
 
 def rebind(argv: list[str], host: str, port: int) -> list[str]:

@@ -32,7 +32,7 @@ from sparkdoctor.matrix.model import Matrix
 from sparkdoctor.matrix.symptoms import HasSymptoms
 from sparkdoctor.recipes.model import Recipe
 from sparkdoctor.serve import container_launch, groups, readiness, reaper, registry
-from sparkdoctor.serve.binding import LOCALHOST, free_port, rebind
+from sparkdoctor.serve.binding import LOCALHOST, free_port, listener_of, rebind
 from sparkdoctor.serve.container_launch import ContainerLaunchError, ContainerServer
 from sparkdoctor.serve.logpump import LogPump
 from sparkdoctor.serve.logscan import Hit
@@ -353,7 +353,7 @@ def _sweep(pump: LogPump) -> None:
 
 def _wait_ready(server: Server, recipe: Recipe, child: LocalServer | ContainerServer, pump: LogPump, timeout: float,
                 say: Callable[[str], None], t0: float) -> None:
-    deadline = t0 + timeout
+    deadline, foreign = t0 + timeout, False
     while True:
         code = child.exited()
         if code is not None:
@@ -362,6 +362,11 @@ def _wait_ready(server: Server, recipe: Recipe, child: LocalServer | ContainerSe
                                            server.log_path), pump, returncode=code)
         left = deadline - time.monotonic()
         path = readiness.ready(server.base_url, recipe.readiness_path, timeout=max(0.2, min(2.0, left)))
+        if path and isinstance(child, LocalServer) and listener_of(server.port, groups.members(child.pgid)) is False:
+            # another program took the port after it was chosen: its 200 is not this server's, which will fail to bind
+            if not foreign:
+                pump.add(f"[sparkdoctor] port {server.port} answers, but not from this server's processes: waiting")
+            foreign, path = True, None
         if path:
             server.ready_after_s = time.monotonic() - t0
             server.ready_path = path

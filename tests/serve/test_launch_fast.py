@@ -272,3 +272,34 @@ def test_a_venv_script_of_its_own_venv_runs_as_it_is(tmp_path):
     with launch(recipe, run_dir=tmp_path / "run", matrix=[], ready_timeout=30, python=python) as s:
         assert s.argv[0] == str(python.parent / "fake-serve")
     assert gone(s.pgid)
+
+
+def test_a_port_another_program_took_after_it_was_chosen_is_not_taken_for_the_server(tmp_path, monkeypatch):
+    """free_port() picks a port nothing listens on, and the server binds it seconds later: in between, another program
+    (here: a stand-in answering every GET with 200; in the suite, another test's server) can take it. Its 200 made
+    the launch 'ready', and bench then measured a server that was not its own (a CI run: "ready after 8.6s" while
+    vLLM was still parsing its arguments, then "cannot connect" once the other server was gone)."""
+    import http.server
+    import importlib
+    import threading
+
+    class Ok(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 (http.server's name)
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    foreign = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Ok)
+    threading.Thread(target=foreign.serve_forever, daemon=True).start()
+    launcher = importlib.import_module("sparkdoctor.serve.launch")  # the package's `launch` is the function
+    monkeypatch.setattr(launcher, "free_port", lambda: foreign.server_address[1])
+    try:
+        with pytest.raises(LaunchError) as err:
+            with launch(fake("ready"), run_dir=tmp_path, matrix=[], ready_timeout=60):
+                pytest.fail("another program's 200 was taken for the launched server's readiness")
+    finally:
+        foreign.shutdown()
+    assert "before it was ready" in str(err.value) and "Address already in use" in str(err.value)
+    assert "answers, but not from this server's processes" in err.value.log_path.read_text()
