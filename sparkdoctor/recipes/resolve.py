@@ -73,19 +73,11 @@ def substitute_lenient(template: str, params: dict[str, str], where: str = "temp
 
 
 def split_command(text: str, where: str) -> tuple[list[str], str | None]:
-    """A shell-style command (a YAML block scalar) into argv: backslash continuations joined, lines that
-    are only a comment dropped, quotes honoured. No shell ever runs it. With it, the operator that makes it a
-    shell line (shell_operator), or "a second line" for lines not joined by a backslash; None for one command."""
-    lines: list[str] = []
-    separated = continued = False
-    for line in text.splitlines():
-        stripped = line.strip()
-        if not stripped or stripped.startswith("#") or stripped == "\\":
-            continue
-        separated = separated or bool(lines and not continued)
-        continued = stripped.endswith("\\")
-        lines.append(re.sub(r"\\\s*$", "", line.rstrip()))
-    line = " ".join(lines)
+    """A shell-style command (a YAML block scalar) into argv: backslash continuations joined, comments dropped,
+    quotes honoured (a quoted argument may span lines, newlines kept). No shell ever runs it. With it, the operator
+    that makes it a shell line (shell_operator), or "a second line" for a line break outside quotes and not escaped
+    by a backslash between two commands; None for one command."""
+    line, separated = _read_lines(text)
     try:
         argv = shlex.split(line)
     except ValueError as exc:
@@ -93,6 +85,38 @@ def split_command(text: str, where: str) -> tuple[list[str], str | None]:
     if not argv:
         raise RecipeError(f"{where}: the command is empty")
     return argv, shell_operator(line) or ("a second line" if separated else None)
+
+
+CONTINUATION = re.compile(r"\\[ \t]*\n")  # trailing blanks after the backslash forgiven (YAML editors leave them)
+
+
+def _read_lines(text: str) -> tuple[str, bool]:
+    """`text` as a shell reads it outside quotes, in one pass: continuations removed, `#` comments (at a word's
+    start) dropped; and whether a line break outside quotes ends a command that another follows."""
+    out: list[str] = []
+    quote = ""
+    words = ended = separated = False  # words: this line has one; ended: a line with words was ended
+    i = 0
+    while i < len(text):
+        c = text[i]
+        if quote != "'" and (m := CONTINUATION.match(text, i)):
+            i = m.end()
+            continue
+        step = 2 if c == "\\" and quote != "'" else 1  # an escaped character (in double quotes too) is kept whole
+        if quote:
+            quote = "" if c == quote else quote
+        elif c == "\n":
+            ended, words = ended or words, False
+        elif c == "#" and (not out or out[-1][-1] in " \t\n"):
+            end = text.find("\n", i)
+            i = len(text) if end < 0 else end
+            continue
+        elif c not in " \t":
+            separated = separated or (ended and not words)
+            words, quote = True, c if c in "'\"" else ""
+        out.append(text[i:i + step])
+        i += step
+    return "".join(out), separated
 
 
 SHELL_OPERATORS = frozenset({"&&", "||", ";", ";;", "|", "|&", "&", ">", ">>", "<", "<<", "<<<", ">&", "<&", "&>", "(", ")"})

@@ -198,6 +198,9 @@ EUGR = 'recipe_version: "1"\nname: r\ncontainer: c\ndefaults:\n  port: 8000\ncom
     ('vllm serve m --port {port} --served-model-name "`id -un`"', "'`'"),
     ("cd /models \\\n  && vllm serve m --port {port}", "'&&'"),
     ("pip install flashinfer-python\n  vllm serve m --port {port}", "a second line"),  # no backslash: two commands
+    # bash: the comment swallows its line's backslash, so the line break ends `vllm serve m` and `--port` runs alone
+    ("vllm serve m \\\n  # --enforce-eager \\\n  --port {port}", "a second line"),
+    ("vllm serve m --hf-overrides '{{\n  \"a\": 1\n  }}'\n  --port {port}", "a second line"),  # the break after the quote
 ])
 def test_a_command_only_a_shell_runs_is_read_and_bench_refuses_to_launch_it(tmp_path, command, operator):
     """sparkdoctor runs argv, never a shell: split as argv, `pip install x && vllm serve m` ran pip with the
@@ -221,11 +224,22 @@ def test_a_command_only_a_shell_runs_is_read_and_bench_refuses_to_launch_it(tmp_
     "vllm serve m --port {port} --chat-template-content-format \"a && b\"",
     "vllm serve m --port {port} --served-model-name 'x;y' --override-generation-config '{{\"a\": \"$(no)\"}}'",
     "vllm serve m --port {port} --hf-overrides '{{\"rope_scaling\": {{\"factor\": 4}}}}'",
-    "vllm serve m \\\n  # a comment line between continued lines\n  --port {port}",
+    "# a comment line before the command\n  vllm serve m \\\n  --port {port}  # a comment after it",
+    "vllm serve m \\\n  --hf-overrides '{{\n    \"rope_scaling\": {{\"factor\": 4}}\n  }}' \\\n  --port {port}",
 ])
 def test_quoted_operators_are_arguments(tmp_path, command):
     recipe = recipes.load(write(tmp_path, "r.yaml", EUGR.format(command)))
     assert recipe.argv[:3] == ["vllm", "serve", "m"] and recipe.shell is None and not recipe.warnings
+    assert "--port" in recipe.argv and "#" not in "".join(recipe.argv)
+
+
+def test_a_quoted_argument_over_several_lines_keeps_its_line_breaks(tmp_path):
+    """bash keeps the line breaks inside quotes; the old reader joined the lines with spaces and took the lines
+    after the first for second commands, so bench refused a recipe its own runner starts."""
+    command = "vllm serve m \\\n  --override-generation-config '{{\n    \"temperature\": 0.6\n  }}' \\\n  --port {port}"
+    recipe = recipes.load(write(tmp_path, "r.yaml", EUGR.format(command)))
+    assert recipe.shell is None and not recipe.warnings
+    assert recipe.argv[3:5] == ["--override-generation-config", '{\n  "temperature": 0.6\n}']
 
 
 def test_a_sparkrun_default_that_a_shell_would_split_is_marked(tmp_path):
