@@ -74,14 +74,14 @@ def _judge_file(pf: PatchedFile, tree: Tree, source: str) -> FileVerdict:
         if pf.is_removed_file:
             return FileVerdict(rel, Verdict.ALREADY_APPLIED, f"{rel} is gone already", source=source)
         return FileVerdict(rel, Verdict.FAILS, f"{rel} is not in {tree.label}", source=source)
-    forward, reverse = _dry_run(str(pf), current, False), _dry_run(str(pf), current, True)
+    forward = _dry_run(str(pf), current, False)
     if forward.ok:
         moved = list(_HUNK_MOVED.finditer(forward.stdout))
         how = "applies cleanly" if not moved else "applies, " + "; ".join(_moved_words(m) for m in moved)
         return FileVerdict(rel, Verdict.APPLIES, how, source=source)
     lines = current.decode("utf-8", "replace").splitlines()
     normed = [_norm(x) for x in lines]  # once per file: every search below is one pass over it
-    if reverse.ok:
+    if _dry_run(str(pf), current, True).ok:  # only when forward fails: a diff that applies needs no second run
         at = _added_lines_present(list(pf), normed)  # where the change stands, when it adds lines
         return FileVerdict(rel, Verdict.ALREADY_APPLIED, "the change is in the file already (the diff reverses cleanly)",
                            lines=at, source=source)
