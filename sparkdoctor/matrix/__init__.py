@@ -10,9 +10,17 @@ Modules, each importing only those above it:
   versions     PEP 440 versions and specifiers, safe against any reported string
   conditions/  the condition vocabulary: one registry, a validator and an evaluator per condition
   verify_table the `verify` table of an entry (installs that `matrix verify` builds)
+  file_checks  the `files` table of an entry (what the released wheels must contain)
+  tracking     the `[tracked]` and `[lockstep]` tables and the rule that ties evidence to bounds
   schema       one entry / one stack checked field by field
+  cache        the parsed matrix kept between runs
   loader       files, TOML, unique ids: the one validation path of every command
   evaluate     entries judged against Facts
+  symptoms     entries found by their symptoms in pasted text or a server log
+  ambiguity    symptoms several entries share, and the conditions that tell them apart
+  explanation  what `explain` found, as a document
+  consistency  what `matrix validate` checks across entries
+  freshness    the releases the matrix is tracked through, against what is installed
 """
 
 from sparkdoctor.matrix.conditions import CONDITIONS
