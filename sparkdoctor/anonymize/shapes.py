@@ -4,7 +4,7 @@ Every scan here is linear in the length of the text (a 1 MB line of base64 or JS
 each pattern is anchored at the start of a run by a look-behind on the run's own characters, so a run is tried
 from one place only, and nothing that was matched is scanned twice by the same pattern.
 
-  pairs      `name=value`, `name: value`, `"name": "value"`, `--flag value`, `?token=value&...`, a pair
+  pairs      `name=value`, `name: value`, `"name": "value"`, `{'name': 'value'}`, `--flag value`, `?token=value&...`, a pair
              inside a pair's value (`error: password=hunter2`): the value of a name that says key, token,
              secret, password, credential or auth is a secret; the value of a name that says host or address
              is a host (unless it is an IP or loopback, which the address scan judges).
@@ -37,9 +37,13 @@ SECRET_SEGMENTS = frozenset({"key", "token", "secret", "password", "passwd", "pa
 SECRET_ENDINGS = ("key", "token", "secret", "password", "passwd")
 ADDRESS_WORD = re.compile(r"(?i)(?:^|[_\-])(?:host(?:name)?|addr(?:ess)?|master|peer|ip)(?:$|[_\-])|^host")
 # A name and its separator, the value not consumed: the scan goes on inside it (a pair in a pair's value).
-NAME_SEP = re.compile(rf"(?<![{NAMECH}])([{NAMECH}]+)(\"?[ \t]*[=:][ \t]*\"?|[ \t]+)")
+# A quote of either kind around the name or the value: JSON's "name": "value", and Python's {'name': 'value'},
+# Namespace(name='value'), NAME='value' in a shell line (vLLM logs its arguments as a Python dict).
+NAME_SEP = re.compile(rf"(?<![{NAMECH}])([{NAMECH}]+)(['\"]?[ \t]*[=:][ \t]*\[?(['\"]?)|[ \t]+(['\"]?))")
 VALUE = re.compile(r"(?!<)[^\s\"',;&<>()\[\]{}]+")
 HOST_VALUE = re.compile(r"(?!<)[^\s\"',;&<>()\[\]{}]{1,300}")
+# A quoted secret value, to its closing quote (spaces and escapes in it too; 256 characters at most: linear).
+QUOTED = {q: re.compile(rf"(?!<)(?:[^{q}\\\n]|\\.){{1,256}}(?={q})") for q in "'\""}
 EMAIL = re.compile(r"(?<![A-Za-z0-9._%+\-])[A-Za-z0-9._%+\-]+@[A-Za-z0-9\-]+(?:\.[A-Za-z0-9\-]+)*\.[A-Za-z]{2,}(?![A-Za-z0-9\-])")
 USER_AT = re.compile(r"(?<![A-Za-z0-9._%+\-/])([A-Za-z_][A-Za-z0-9._\-]*)@(\[?[0-9A-Fa-f:.]+\]?|<ip>|<host>|[A-Za-z][A-Za-z0-9\-]*)(?![A-Za-z0-9.\-@])")
 URL_HOST = re.compile(r"(?i)(?<![a-z0-9+.\-])[a-z][a-z0-9+.\-]*://(?:[^\s/@]*@)?([A-Za-z][A-Za-z0-9\-]*(?:\.[A-Za-z0-9\-]+)*)")
@@ -178,13 +182,16 @@ def scan_pairs(text: str, on_secret: Callable[[str], None], on_host: Callable[[s
         if m.start() < covered:
             continue
         name, sep = m.group(1), m.group(2)
-        if not sep.strip(" \t") and not name.startswith("-"):
+        spaced = not sep.strip(" \t'\"")
+        if spaced and not name.startswith("-"):
             continue  # `word value` is prose; only a --flag takes its value after a space
         secret = secret_name(name)
         if not secret and not ADDRESS_WORD.search(name.lstrip("-")):
             continue  # most names: their value is not even read (it is scanned for pairs of its own)
-        v = (VALUE if secret else HOST_VALUE).match(text, m.end())  # a host value is short: bounded, so linear
-        if v is None or (not sep.strip(" \t") and v.group(0).startswith("-")):
+        quote = m.group(3) or m.group(4)
+        v = (QUOTED[quote].match(text, m.end()) if secret and quote else None) or \
+            (VALUE if secret else HOST_VALUE).match(text, m.end())  # a host value is short: bounded, so linear
+        if v is None or (spaced and v.group(0).startswith("-")):
             continue
         if secret and v.group(0).lower() not in ("bearer", "basic"):
             spans.append(v.span())

@@ -153,6 +153,13 @@ MORE_KINDS = {
                                ["artifactory.acme-corp.com", "acme-corp"]),
     "corporate-host-in-url": ("GET https://gitlab.acme-corp.com/ml/vllm/-/raw/main/x.patch: 403", ["acme-corp"]),
     "user-in-non-home-path": ("cannot open /data/users/jdoe42/models/x: permission denied for jdoe42", ["jdoe42"]),
+    # single quotes: vLLM logs its arguments as a Python dict (`non-default args: {...}`), argparse as a Namespace
+    "python-dict-repr": ("non-default args: {'model': 'm', 'api_key': ['PyDictKey77'], 'hf_token': 'PyDictTok88'}",
+                         ["PyDictKey77", "PyDictTok88"]),
+    "namespace-repr": ("args: Namespace(host=None, api_key='NsApiKey66', port=8000)", ["NsApiKey66"]),
+    "shell-single-quotes": ("launch: HF_TOKEN='ShTok55x' MY_PASSWORD='two words pw' vllm serve m", ["ShTok55x", "two words pw",
+                                                                                                    "words pw"]),
+    "quoted-flag-value": ("serve: vllm serve m --api-key 'quoted key 44' --port 8000", ["quoted key 44", "key 44"]),
 }
 
 
@@ -193,7 +200,8 @@ def test_public_hosts_survive():
 
 
 @pytest.mark.parametrize("chunk", ["a.com ", "a-a.", "x.y.z.com.", "-----END X-----", "a=-----END K-----", "-----BEGIN X-----",
-                                   "mysql ", "mysql -p", "/scratch/", "/u/a", "sig=", "glpat-", "sk_live_", "AAAAAAAA\n"])
+                                   "mysql ", "mysql -p", "/scratch/", "/u/a", "sig=", "glpat-", "sk_live_", "AAAAAAAA\n",
+                                   "key='", "key: '", "--key '", "key=['", "key=\"aaaaaa"])
 def test_the_new_scans_stay_linear(chunk):
     """A hostile 1 MB string of each new shape's pieces is redacted in bounded CPU time (each scan reads a run once)."""
     started = time.process_time()
