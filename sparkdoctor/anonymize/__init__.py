@@ -75,8 +75,8 @@ TOKEN_PATTERNS = [
     re.compile(r"\bxox[abprs]-[A-Za-z0-9\-]{8,}"),
     re.compile(r"\beyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{4,}\.[A-Za-z0-9_\-]*"),  # a JWT
 ]
-# `Bearer abc`, `Authorization: Basic abc`: keep the word, drop what follows.
-AUTH_SCHEME = re.compile(r"(?i)\b(bearer|basic)(\s+|=|:\s*)(?!<)([^\s\"',;]+)")
+# `Bearer abc`, `Authorization: Basic abc`, `Authorization: token abc` (GitHub's API): keep the word, drop what follows.
+AUTH_SCHEME = re.compile(r"(?i)(\b(?:bearer|basic)|\bauthorization[\"']?[ \t]*[:=][ \t]*[\"']?token)(\s+|=|:\s*)(?!<)([^\s\"',;]+)")
 # `password=abc`, `--api-key abc`, `?token=abc&`, `error: password=abc` (a pair in a pair): shapes.scan_pairs.
 # The password runs to the last @ of the next 256 characters: one pasted with a raw / or @ in it
 # (`https://bob:se/cr3t@host`) goes whole. `host:5000/path@sha256:...` is a port, not a password.

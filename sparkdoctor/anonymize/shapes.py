@@ -193,7 +193,7 @@ def scan_pairs(text: str, on_secret: Callable[[str], None], on_host: Callable[[s
             (VALUE if secret else HOST_VALUE).match(text, m.end())  # a host value is short: bounded, so linear
         if v is None or (spaced and v.group(0).startswith("-")):
             continue
-        if secret and v.group(0).lower() not in ("bearer", "basic"):
+        if secret and v.group(0).lower() not in ("bearer", "basic", "token"):  # a scheme: the anonymizer's AUTH_SCHEME
             spans.append(v.span())
             on_secret(v.group(0))
             covered = v.end()

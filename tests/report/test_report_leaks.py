@@ -160,6 +160,8 @@ MORE_KINDS = {
     "shell-single-quotes": ("launch: HF_TOKEN='ShTok55x' MY_PASSWORD='two words pw' vllm serve m", ["ShTok55x", "two words pw",
                                                                                                     "words pw"]),
     "quoted-flag-value": ("serve: vllm serve m --api-key 'quoted key 44' --port 8000", ["quoted key 44", "key 44"]),
+    "authorization-token-scheme": ("GET /repos/x/y: 401 with Authorization: token 0a1b2c3d4e5f6a7b8c9d0e1f2a3b4c5d6e7f8a9b",
+                                   ["0a1b2c3d4e5f6a7b8c9d0e1f2a3b4c5d6e7f8a9b"]),  # GitHub's API scheme; hex, as its old tokens
 }
 
 
@@ -201,7 +203,7 @@ def test_public_hosts_survive():
 
 @pytest.mark.parametrize("chunk", ["a.com ", "a-a.", "x.y.z.com.", "-----END X-----", "a=-----END K-----", "-----BEGIN X-----",
                                    "mysql ", "mysql -p", "/scratch/", "/u/a", "sig=", "glpat-", "sk_live_", "AAAAAAAA\n",
-                                   "key='", "key: '", "--key '", "key=['", "key=\"aaaaaa"])
+                                   "key='", "key: '", "--key '", "key=['", "key=\"aaaaaa", "Authorization: token "])
 def test_the_new_scans_stay_linear(chunk):
     """A hostile 1 MB string of each new shape's pieces is redacted in bounded CPU time (each scan reads a run once)."""
     started = time.process_time()
