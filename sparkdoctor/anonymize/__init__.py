@@ -5,7 +5,8 @@ name, home path, IP (v4 or v6) or MAC address, and no token or key. Two kinds of
 
   - identities learned from the Facts (and, for a live run, from this machine): the user names in
     home paths, the host name fields, the values of secret-named and address-named environment
-    variables. Each is replaced as a whole word wherever it appears, in any field and in findings.
+    variables. Each is replaced as a whole word wherever it appears, in any field and in findings (a host name
+    in any case, as DNS reads it; a user name as learned).
   - shapes that are secret whatever field holds them: Hugging Face (hf_...), OpenAI (sk-...), GitHub
     (ghp_..., github_pat_...), GitLab (glpat-...), Stripe (sk_live_..., rk_live_...), NGC (nvapi-...), AWS
     (AKIA...), Slack (xox?-...) tokens, bearer tokens, credentials in URLs, whole PEM/OpenSSH key blocks (cut ones
@@ -239,10 +240,12 @@ class Redactor:
         return value
 
     def _patterns(self) -> list[tuple[re.Pattern[str], str] | None]:
-        """(pattern, replacement) for learned host names, then user names; strong and weak (see WEAK_NAMES)."""
+        """(pattern, replacement) for learned host names, then user names; strong and weak (see WEAK_NAMES). A strong
+        host name is matched in any case (DNS ignores it: Alice-Spark is ALICE-SPARK); a user name as learned (`Bob`
+        the user, `bob` a word), and a weak host name too (a host called spark must not take `DGX Spark`)."""
         if self._compiled is None:
-            self._compiled = [_words(names, weak, word) for names, word in ((self.hosts, HOST), (self.users, USER))
-                              for weak in (False, True)]
+            self._compiled = [_words(names, weak, word, any_case=word == HOST and not weak)
+                              for names, word in ((self.hosts, HOST), (self.users, USER)) for weak in (False, True)]
         return self._compiled
 
     def _ipv4(self, match: re.Match[str]) -> str:
@@ -317,12 +320,13 @@ def _is_weak(name: str) -> bool:
     return len(name) <= 2 or name.lower() in WEAK_NAMES
 
 
-def _words(names: Iterable[str], weak: bool, word: str) -> tuple[re.Pattern[str], str] | None:
+def _words(names: Iterable[str], weak: bool, word: str, any_case: bool = False) -> tuple[re.Pattern[str], str] | None:
     ordered = sorted({n for n in names if n and _is_weak(n) == weak}, key=len, reverse=True)
     if not ordered:
         return None
     edge = f"{_NAME}/." if weak else _NAME  # a weak name touching a / or a . is a path or a dotted name, not a host
-    return re.compile(rf"(?<![{edge}])(?:{'|'.join(re.escape(n) for n in ordered)})(?![{edge}])"), word
+    flags = re.IGNORECASE if any_case else 0
+    return re.compile(rf"(?<![{edge}])(?:{'|'.join(re.escape(n) for n in ordered)})(?![{edge}])", flags), word
 
 
 def _is_address(text: str) -> bool:

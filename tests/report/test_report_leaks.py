@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, assume, given, settings
 from hypothesis import strategies as st
 
-from sparkdoctor.anonymize import Redactor
+from sparkdoctor.anonymize import Redactor, redactor_for
 from sparkdoctor.facts import Facts
 from sparkdoctor.findings import build_report
 from sparkdoctor.matrix import load
@@ -162,6 +162,9 @@ MORE_KINDS = {
     "quoted-flag-value": ("serve: vllm serve m --api-key 'quoted key 44' --port 8000", ["quoted key 44", "key 44"]),
     "authorization-token-scheme": ("GET /repos/x/y: 401 with Authorization: token 0a1b2c3d4e5f6a7b8c9d0e1f2a3b4c5d6e7f8a9b",
                                    ["0a1b2c3d4e5f6a7b8c9d0e1f2a3b4c5d6e7f8a9b"]),  # GitHub's API scheme; hex, as its old tokens
+    # DNS names ignore case: a host learned as Alice-Spark is the same machine written ALICE-SPARK or alice-spark
+    "host-in-another-case": ("ssh Alice-Spark failed; ALICE-SPARK: no route, ping alice-spark timed out",
+                             ["Alice-Spark", "ALICE-SPARK", "alice-spark"]),
 }
 
 
@@ -209,3 +212,13 @@ def test_the_new_scans_stay_linear(chunk):
     started = time.process_time()
     Redactor().text(chunk * 100_000)
     assert time.process_time() - started < 5, chunk
+
+
+def test_a_host_name_is_matched_in_any_case_a_user_name_as_learned():
+    """Host names are case-insensitive (DNS); a user name is not (`Bob` the user, `bob` a word). A weak host name
+    (a common word: `spark`) keeps its case too, or `DGX Spark` would lose its product name on a host called spark."""
+    r = redactor_for({"host": {"hostname": "Alice-Spark"}, "env": {"USER": "Bob"}})
+    assert r.text("Alice-Spark, ALICE-SPARK and alice-spark.lab") == "<host>, <host> and <host>.lab"
+    assert r.text("Bob and bob") == "<user> and bob"
+    weak = redactor_for({"host": {"hostname": "spark"}})
+    assert weak.text("on spark, a DGX Spark") == "on <host>, a DGX Spark"
