@@ -20,6 +20,7 @@ name, home path, IP (v4 or v6) or MAC address, and no token or key. Two kinds of
 A learned name of two characters or a common word (WEAK_NAMES: a host called `vm`) is replaced only where it
 does not touch a / or a . , so /proc/sys/vm and vm.max_map_count survive a host named vm.
 
+A zero-padded dotted quad (010.001.002.003) is the address it denotes (10.1.2.3), though ipaddress refuses it.
 Loopback and unspecified addresses (127.0.0.1, ::1, 0.0.0.0, ::) are kept: they name no machine and
 say a lot about a bind. A version field (packages.*.version, a ptxas version) never loses an
 IP-shaped value (nvidia-cublas 12.4.5.8 is not an address); the same literal elsewhere is kept too,
@@ -252,9 +253,8 @@ class Redactor:
         text = match.group(0)
         if text in self.versions:
             return text
-        try:
-            address = ipaddress.IPv4Address(text)
-        except ValueError:
+        address = _ipv4_address(text)
+        if address is None:
             return text  # 999.1.1.1: not an address
         return text if address.is_loopback or address.is_unspecified else IP
 
@@ -334,7 +334,17 @@ def _is_address(text: str) -> bool:
         ipaddress.ip_address(text.split("%", 1)[0])
         return True
     except ValueError:
-        return False
+        return _ipv4_address(text) is not None
+
+
+def _ipv4_address(text: str) -> ipaddress.IPv4Address | None:
+    """The IPv4 address a dotted quad denotes, zero-padded parts too (each 1-3 digits, 0-255 without its zeros):
+    Python's ipaddress refuses 010.001.002.003, an address all the same (padded tables and tools print them). Read
+    in decimal; inet_aton reads a padded part in octal, which keeps or hides the same quads (loopback is 127.*)."""
+    parts = text.split(".")
+    if len(parts) != 4 or not all(re.fullmatch(r"[0-9]{1,3}", p) and int(p) <= 255 for p in parts):
+        return None
+    return ipaddress.IPv4Address(".".join(str(int(p)) for p in parts))
 
 
 def _walk(value: object, path: tuple[str, ...]) -> Iterable[tuple[tuple[str, ...], object]]:

@@ -165,6 +165,9 @@ MORE_KINDS = {
     # DNS names ignore case: a host learned as Alice-Spark is the same machine written ALICE-SPARK or alice-spark
     "host-in-another-case": ("ssh Alice-Spark failed; ALICE-SPARK: no route, ping alice-spark timed out",
                              ["Alice-Spark", "ALICE-SPARK", "alice-spark"]),
+    # Python's ipaddress rejects leading zeros; ping and inet_aton read 010.001.002.003 as an address all the same
+    "zero-padded-ipv4": ("bind 010.001.002.003:8000 failed; ssh opsbob@192.168.001.10 refused",
+                         ["010.001.002.003", "192.168.001.10", "opsbob"]),
 }
 
 
@@ -206,7 +209,8 @@ def test_public_hosts_survive():
 
 @pytest.mark.parametrize("chunk", ["a.com ", "a-a.", "x.y.z.com.", "-----END X-----", "a=-----END K-----", "-----BEGIN X-----",
                                    "mysql ", "mysql -p", "/scratch/", "/u/a", "sig=", "glpat-", "sk_live_", "AAAAAAAA\n",
-                                   "key='", "key: '", "--key '", "key=['", "key=\"aaaaaa", "Authorization: token "])
+                                   "key='", "key: '", "--key '", "key=['", "key=\"aaaaaa", "Authorization: token ",
+                                   "010.001.002.003 ", "001."])
 def test_the_new_scans_stay_linear(chunk):
     """A hostile 1 MB string of each new shape's pieces is redacted in bounded CPU time (each scan reads a run once)."""
     started = time.process_time()
@@ -222,3 +226,16 @@ def test_a_host_name_is_matched_in_any_case_a_user_name_as_learned():
     assert r.text("Bob and bob") == "<user> and bob"
     weak = redactor_for({"host": {"hostname": "spark"}})
     assert weak.text("on spark, a DGX Spark") == "on <host>, a DGX Spark"
+
+
+@pytest.mark.parametrize("before, after", [
+    ("peer 010.001.002.003 down", "peer <ip> down"),
+    ("MASTER_ADDR=192.168.001.10:29500", "MASTER_ADDR=<ip>:29500"),
+    ("bob@010.0.0.5 refused", "<user>@<ip> refused"),
+    ("bind 127.000.000.001 and 000.000.000.000", "bind 127.000.000.001 and 000.000.000.000"),  # loopback, unspecified
+    ("999.001.1.1 and 1.2.3.0004", "999.001.1.1 and 1.2.3.0004"),  # no address: a part over 255, or 4 digits
+    ("cuDNN 12.1.0.105", "cuDNN <ip>"),  # unpadded: as before (a version is kept where the Facts name it one)
+])
+def test_a_zero_padded_quad_is_read_as_the_address_it_denotes(before, after):
+    assert Redactor().text(before) == after
+    assert redactor_for({"packages": {"x": {"version": "010.001.002.003"}}}).text("x 010.001.002.003") == "x 010.001.002.003"
