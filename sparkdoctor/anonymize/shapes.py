@@ -8,6 +8,8 @@ from one place only, and nothing that was matched is scanned twice by the same p
              inside a pair's value (`error: password=hunter2`): the value of a name that says key, token,
              secret, password, credential or auth is a secret; the value of a name that says host or address
              is a host (unless it is an IP or loopback, which the address scan judges).
+  encoded    a pair percent-encoded in a URL's parameter (`%3Faccess_token%3Dabc%26page%3D2`): a secret-named
+             value, to the next %26, &, quote or space.
   emails     `someone@example.org`
   user@host  `bob@10.0.0.5`, `bob@spark-2`: the user is replaced, the host learned.
   URL hosts  `http://spark-2:8000/`: a host of one label or a private suffix (.lan, .local, ...) is a
@@ -44,6 +46,10 @@ VALUE = re.compile(r"(?!<)[^\s\"',;&<>()\[\]{}]+")
 HOST_VALUE = re.compile(r"(?!<)[^\s\"',;&<>()\[\]{}]{1,300}")
 # A quoted secret value, to its closing quote (spaces and escapes in it too; 256 characters at most: linear).
 QUOTED = {q: re.compile(rf"(?!<)(?:[^{q}\\\n]|\\.){{1,256}}(?={q})") for q in "'\""}
+# A pair percent-encoded inside a URL's parameter (`?next=%2Fcb%3Faccess_token%3Dabc%26page%3D2`): a name run starts
+# after a %XX escape or a non-name character (so each run is tried once), its `=` is %3D, its value runs to %26, &,
+# a quote or a space.
+ENCODED_PAIR = re.compile(rf"(?:(?<=%[0-9A-Fa-f]{{2}})|(?<![{NAMECH}%]))([{NAMECH}]+)%3[Dd](?!<)((?:[^\s&%\"']|%(?!26))+)")
 EMAIL = re.compile(r"(?<![A-Za-z0-9._%+\-])[A-Za-z0-9._%+\-]+@[A-Za-z0-9\-]+(?:\.[A-Za-z0-9\-]+)*\.[A-Za-z]{2,}(?![A-Za-z0-9\-])")
 USER_AT = re.compile(r"(?<![A-Za-z0-9._%+\-/])([A-Za-z_][A-Za-z0-9._\-]*)@(\[?[0-9A-Fa-f:.]+\]?|<ip>|<host>|[A-Za-z][A-Za-z0-9\-]*)(?![A-Za-z0-9.\-@])")
 URL_HOST = re.compile(r"(?i)(?<![a-z0-9+.\-])[a-z][a-z0-9+.\-]*://(?:[^\s/@]*@)?([A-Za-z][A-Za-z0-9\-]*(?:\.[A-Za-z0-9\-]+)*)")
@@ -204,6 +210,16 @@ def scan_pairs(text: str, on_secret: Callable[[str], None], on_host: Callable[[s
     return spans
 
 
+def encoded_pair_spans(text: str, on_secret: Callable[[str], None]) -> list[tuple[int, int]]:
+    """The spans of secret values in percent-encoded pairs (`access_token%3Dabc`), each handed to on_secret too."""
+    spans = []
+    for m in ENCODED_PAIR.finditer(text):
+        if secret_name(m.group(1)):
+            spans.append(m.span(2))
+            on_secret(m.group(2))
+    return spans
+
+
 def learn_from_text(text: str, on_host: Callable[[str], None],
                     on_secret: Callable[[str], None]) -> None:
     """Identities that text shows by its form: the host of user@host, URL hosts, NCCL's host prefix, host-named pairs,
@@ -221,6 +237,7 @@ def learn_from_text(text: str, on_host: Callable[[str], None],
         if re.search(r"[\d\-]", m.group(1)) and hostish(m.group(1)) and private_host(m.group(1)):
             on_host(m.group(1))
     scan_pairs(text, on_secret, on_host)
+    encoded_pair_spans(text, on_secret)
     for m in KEYLIKE.finditer(text):
         if is_random_secret(m.group(0)):
             on_secret(m.group(0))

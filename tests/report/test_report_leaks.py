@@ -168,6 +168,9 @@ MORE_KINDS = {
     # Python's ipaddress rejects leading zeros; ping and inet_aton read 010.001.002.003 as an address all the same
     "zero-padded-ipv4": ("bind 010.001.002.003:8000 failed; ssh opsbob@192.168.001.10 refused",
                          ["010.001.002.003", "192.168.001.10", "opsbob"]),
+    # a URL inside a URL's parameter (an OAuth redirect) is percent-encoded: its `=` is %3D, its `&` %26
+    "percent-encoded-pair": ("GET /login?next=%2Fcb%3Faccess_token%3Dsecret123%26page%3D2 and state=x%26api_key%3dPctKey456 "
+                             "and u=%3Fsig%3DPctSig789", ["secret123", "PctKey456", "PctSig789"]),
 }
 
 
@@ -210,7 +213,7 @@ def test_public_hosts_survive():
 @pytest.mark.parametrize("chunk", ["a.com ", "a-a.", "x.y.z.com.", "-----END X-----", "a=-----END K-----", "-----BEGIN X-----",
                                    "mysql ", "mysql -p", "/scratch/", "/u/a", "sig=", "glpat-", "sk_live_", "AAAAAAAA\n",
                                    "key='", "key: '", "--key '", "key=['", "key=\"aaaaaa", "Authorization: token ",
-                                   "010.001.002.003 ", "001."])
+                                   "010.001.002.003 ", "001.", "a%3D", "%26a", "a%41", "token%3Da%", "%3Dkey%3D%2"])
 def test_the_new_scans_stay_linear(chunk):
     """A hostile 1 MB string of each new shape's pieces is redacted in bounded CPU time (each scan reads a run once)."""
     started = time.process_time()
@@ -239,3 +242,13 @@ def test_a_host_name_is_matched_in_any_case_a_user_name_as_learned():
 def test_a_zero_padded_quad_is_read_as_the_address_it_denotes(before, after):
     assert Redactor().text(before) == after
     assert redactor_for({"packages": {"x": {"version": "010.001.002.003"}}}).text("x 010.001.002.003") == "x 010.001.002.003"
+
+
+@pytest.mark.parametrize("before, after", [
+    ("next=%2Fcb%3Faccess_token%3Dsecret123%26page%3D2", "next=%2Fcb%3Faccess_token%3D<redacted>%26page%3D2"),
+    ("q=a%26password%3dp%40ss&b=1", "q=a%26password%3d<redacted>&b=1"),
+    ("x=\"token%3Dabc123def\" ok", "x=\"token%3D<redacted>\" ok"),
+    ("max_tokens%3D512%26tokenizer%3Dauto%26page%3D2", "max_tokens%3D512%26tokenizer%3Dauto%26page%3D2"),  # no secret names
+])
+def test_a_percent_encoded_secret_pair_is_redacted(before, after):
+    assert Redactor().text(before) == after
