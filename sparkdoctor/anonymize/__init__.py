@@ -199,6 +199,7 @@ class Redactor:
         out = AUTH_SCHEME.sub(lambda m: f"{m.group(1)}{m.group(2)}{SECRET}", out)
         out = _cut(out, shapes.scan_pairs(out, _ignore, _ignore))
         out = _cut(out, shapes.encoded_pair_spans(out, _ignore))
+        out = _cut(out, shapes.header_spans(out, _ignore))
         out = shapes.KEYLIKE.sub(lambda m: SECRET if shapes.is_random_secret(m.group(0)) else m.group(0), out)
         out = shapes.EMAIL.sub(EMAIL, out)
         out = shapes.USER_AT.sub(_user_at, out)

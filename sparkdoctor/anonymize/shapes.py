@@ -10,6 +10,8 @@ from one place only, and nothing that was matched is scanned twice by the same p
              is a host (unless it is an IP or loopback, which the address scan judges).
   encoded    a pair percent-encoded in a URL's parameter (`%3Faccess_token%3Dabc%26page%3D2`): a secret-named
              value, to the next %26, &, quote or space.
+  headers    `X-Auth-Token abc...`: a secret header in header case with one space for its colon, a token of 8+
+             (a plain word only after an X- header: `Multi-Token Prediction` is prose).
   emails     `someone@example.org`
   user@host  `bob@10.0.0.5`, `bob@spark-2`: the user is replaced, the host learned.
   URL hosts  `http://spark-2:8000/`: a host of one label or a private suffix (.lan, .local, ...) is a
@@ -50,6 +52,10 @@ QUOTED = {q: re.compile(rf"(?!<)(?:[^{q}\\\n]|\\.){{1,256}}(?={q})") for q in "'
 # after a %XX escape or a non-name character (so each run is tried once), its `=` is %3D, its value runs to %26, &,
 # a quote or a space.
 ENCODED_PAIR = re.compile(rf"(?:(?<=%[0-9A-Fa-f]{{2}})|(?<![{NAMECH}%]))([{NAMECH}]+)%3[Dd](?!<)((?:[^\s&%\"']|%(?!26))+)")
+# A header written with one space for its colon (`X-Auth-Token abc...`): a name in header case with a hyphen (prose
+# has `the token is`, `api-key argument`; `Authorization Required` is nginx's 401 page), then a token of 8+.
+HEADER_SPACED = re.compile(r"(?<![A-Za-z0-9_\-])((?:[A-Z][A-Za-z0-9]*-)+[A-Z][A-Za-z0-9]*) (?!<)([A-Za-z0-9_~+/.=\-]{8,})"
+                           r"(?=[\s\"',;)\]}]|$)")
 EMAIL = re.compile(r"(?<![A-Za-z0-9._%+\-])[A-Za-z0-9._%+\-]+@[A-Za-z0-9\-]+(?:\.[A-Za-z0-9\-]+)*\.[A-Za-z]{2,}(?![A-Za-z0-9\-])")
 USER_AT = re.compile(r"(?<![A-Za-z0-9._%+\-/])([A-Za-z_][A-Za-z0-9._\-]*)@(\[?[0-9A-Fa-f:.]+\]?|<ip>|<host>|[A-Za-z][A-Za-z0-9\-]*)(?![A-Za-z0-9.\-@])")
 URL_HOST = re.compile(r"(?i)(?<![a-z0-9+.\-])[a-z][a-z0-9+.\-]*://(?:[^\s/@]*@)?([A-Za-z][A-Za-z0-9\-]*(?:\.[A-Za-z0-9\-]+)*)")
@@ -220,6 +226,20 @@ def encoded_pair_spans(text: str, on_secret: Callable[[str], None]) -> list[tupl
     return spans
 
 
+def header_spans(text: str, on_secret: Callable[[str], None]) -> list[tuple[int, int]]:
+    """The spans of values after a secret header and one space (`X-Auth-Token abc`, `X-Api-Key abc`): the header's
+    last part is a secret name (Token, Key, Secret, Authorization...). A plain word (`Prediction`) is a value only
+    after an X- header: `Multi-Token Prediction` and `Per-Token quantization` are prose; it is not learned either."""
+    spans = []
+    for m in HEADER_SPACED.finditer(text):
+        word = re.fullmatch(r"[A-Za-z][a-z]*", m.group(2)) is not None
+        if secret_name(m.group(1).rsplit("-", 1)[-1]) and (not word or m.group(1)[:2] in ("X-", "x-")):
+            spans.append(m.span(2))
+            if not word:
+                on_secret(m.group(2))
+    return spans
+
+
 def learn_from_text(text: str, on_host: Callable[[str], None],
                     on_secret: Callable[[str], None]) -> None:
     """Identities that text shows by its form: the host of user@host, URL hosts, NCCL's host prefix, host-named pairs,
@@ -238,6 +258,7 @@ def learn_from_text(text: str, on_host: Callable[[str], None],
             on_host(m.group(1))
     scan_pairs(text, on_secret, on_host)
     encoded_pair_spans(text, on_secret)
+    header_spans(text, on_secret)
     for m in KEYLIKE.finditer(text):
         if is_random_secret(m.group(0)):
             on_secret(m.group(0))

@@ -171,6 +171,9 @@ MORE_KINDS = {
     # a URL inside a URL's parameter (an OAuth redirect) is percent-encoded: its `=` is %3D, its `&` %26
     "percent-encoded-pair": ("GET /login?next=%2Fcb%3Faccess_token%3Dsecret123%26page%3D2 and state=x%26api_key%3dPctKey456 "
                              "and u=%3Fsig%3DPctSig789", ["secret123", "PctKey456", "PctSig789"]),
+    # a header written with a space for its colon (a proxy's dump, a header table pasted as text)
+    "header-without-colon": ("upstream sent X-Auth-Token abcdefghijk; retried with X-Api-Key Hk7pQ2vX9m and "
+                             "Proxy-Authorization dXNlcjpwYXNz", ["abcdefghijk", "Hk7pQ2vX9m", "dXNlcjpwYXNz"]),
 }
 
 
@@ -213,7 +216,8 @@ def test_public_hosts_survive():
 @pytest.mark.parametrize("chunk", ["a.com ", "a-a.", "x.y.z.com.", "-----END X-----", "a=-----END K-----", "-----BEGIN X-----",
                                    "mysql ", "mysql -p", "/scratch/", "/u/a", "sig=", "glpat-", "sk_live_", "AAAAAAAA\n",
                                    "key='", "key: '", "--key '", "key=['", "key=\"aaaaaa", "Authorization: token ",
-                                   "010.001.002.003 ", "001.", "a%3D", "%26a", "a%41", "token%3Da%", "%3Dkey%3D%2"])
+                                   "010.001.002.003 ", "001.", "a%3D", "%26a", "a%41", "token%3Da%", "%3Dkey%3D%2",
+                                   "X-Key ", "X-A-", "X-Key abcdefgh:", "X-Key a.B-C", "A-Token abcdefgh "])
 def test_the_new_scans_stay_linear(chunk):
     """A hostile 1 MB string of each new shape's pieces is redacted in bounded CPU time (each scan reads a run once)."""
     started = time.process_time()
@@ -251,4 +255,20 @@ def test_a_zero_padded_quad_is_read_as_the_address_it_denotes(before, after):
     ("max_tokens%3D512%26tokenizer%3Dauto%26page%3D2", "max_tokens%3D512%26tokenizer%3Dauto%26page%3D2"),  # no secret names
 ])
 def test_a_percent_encoded_secret_pair_is_redacted(before, after):
+    assert Redactor().text(before) == after
+
+
+@pytest.mark.parametrize("before, after", [
+    ("X-Auth-Token abcdefghijk", "X-Auth-Token <redacted>"),
+    ("sent X-API-KEY Hk7pQ2vX9m, then X-Goog-Api-Key AIzaSyA-b1c2d3", "sent X-API-KEY <redacted>, then X-Goog-Api-Key <redacted>"),
+    ("GitLab Private-Token glpatxyz12345", "GitLab Private-Token <redacted>"),
+    # prose: no header shape (lower case, no hyphen), a name that is no secret, two spaces, a value under 8 characters
+    ("the token is here", "the token is here"), ("401 Authorization Required", "401 Authorization Required"),
+    ("pass the api-key argument", "pass the api-key argument"), ("X-Token-Count 12345678", "X-Token-Count 12345678"),
+    ("X-Auth-Token missing", "X-Auth-Token missing"), ("X-Api-Key  abcdefghijk", "X-Api-Key  abcdefghijk"),
+    # a plain word after a hyphenated name that is no X- header: vLLM's and papers' compound adjectives
+    ("Multi-Token Prediction enabled", "Multi-Token Prediction enabled"), ("Per-Token quantization", "Per-Token quantization"),
+    ("Api-Key required", "Api-Key required"), ("Next-Token Prediction with Per-Token FP8", "Next-Token Prediction with Per-Token FP8"),
+])
+def test_a_secret_header_with_a_space_for_its_colon_is_redacted(before, after):
     assert Redactor().text(before) == after
