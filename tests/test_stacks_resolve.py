@@ -62,3 +62,32 @@ def test_real_pip_resolves_one_stack_and_refuses_another(tmp_path):
     assert ok.verdict == "resolves" and ok.resolved["packaging"] == "24.1", ok.why
     bad = resolve(stack(tmp_path, packages='"packaging" = "==24.1", "pip-audit" = "==2.7.3", "cyclonedx-python-lib" = "==1.0.0"'))
     assert bad.verdict == "contradicted" and "cyclonedx-python-lib" in bad.why, bad.why
+
+
+PIP_OFFLINE = ("WARNING: Retrying (Retry(total=4, connect=None, read=None, redirect=None, status=None)) after connection "
+               "broken by 'ReadTimeoutError(\"HTTPSConnectionPool(host='pypi.org', port=443): Read timed out. (read "
+               "timeout=15)\")': /simple/packaging/\n"
+               "ERROR: Could not find a version that satisfies the requirement packaging==24.1 (from versions: none)\n"
+               "ERROR: No matching distribution found for packaging==24.1\n")
+
+
+def test_an_index_that_did_not_answer_is_an_error_not_a_contradicted_stack(tmp_path, monkeypatch):
+    """pip that reached no index saw no release and says "No matching distribution found" for one that exists: CI saw
+    a known-good stack of packaging 24.1 'contradicted' on a read timeout. A real conflict stays contradicted."""
+    monkeypatch.setattr(proc, "run", lambda *a, **k: proc.ProcResult(["pip"], 1, "", PIP_OFFLINE, 1.0))
+    r = resolve(stack(tmp_path))
+    assert r.verdict == "error" and r.why.startswith("the package index did not answer: WARNING: Retrying"), r.why
+    conflicted = PIP_OFFLINE + ("ERROR: Cannot install a and b because these package versions have conflicting "
+                                "dependencies.\n\nThe conflict is caused by:\n    a 1 depends on c==1\n    b 1 depends on c==2\n\n")
+    monkeypatch.setattr(proc, "run", lambda *a, **k: proc.ProcResult(["pip"], 1, "", conflicted, 1.0))
+    assert resolve(stack(tmp_path)).verdict == "contradicted"
+
+
+@pytest.mark.slow
+def test_real_pip_against_an_index_that_refuses_is_an_error(tmp_path, monkeypatch):
+    """Real pip, its index a local port nothing listens on (no network: 127.0.0.1 refuses at once)."""
+    monkeypatch.setenv("PIP_INDEX_URL", "http://127.0.0.1:9/simple/")
+    monkeypatch.setenv("PIP_FIND_LINKS", "")
+    monkeypatch.setenv("PIP_RETRIES", "1")
+    r = resolve(stack(tmp_path))
+    assert r.verdict == "error" and "the package index did not answer" in r.why, r.why

@@ -34,6 +34,7 @@ from sparkdoctor.fix.interface import (
 from sparkdoctor.fix.inventory import Inventory
 from sparkdoctor.targets.files import FileError, transport_of
 from sparkdoctor.targets.local import Target
+from sparkdoctor.unreachable import index_unreachable
 
 RUNNER = Path(__file__).with_name("target_pip.py")
 TIMEOUT = float(os.environ.get("SPARKDOCTOR_FIX_INSTALL_TIMEOUT", "1800"))
@@ -50,7 +51,7 @@ def _fail(what: str, result: proc.ProcResult, dry_run: bool = False) -> FixError
     hint = f" ({NO_WHEEL})" if re.search(r"from versions:|no matching distribution|no usable wheels|no wheels", text, re.I) else ""
     if conflict:
         return ResolutionError(f"{what} failed: the requirements conflict: {conflict}{hint}" + ("; nothing was changed" if dry_run else ""))
-    if dry_run and _unreachable(text):
+    if dry_run and index_unreachable(text):
         return UnchangedError(f"{what} failed: the package index cannot be reached ({last[:200]}); nothing was changed")
     last = f"{last[:300]}{hint}"
     if dry_run:  # a dry run changes nothing, whatever made it fail
@@ -87,13 +88,6 @@ def resolution_conflict(text: str) -> str | None:
         found = [ln for ln in body if ln and not ln.startswith(("hint", "help"))]
         return " ".join(found)[:400] if found else "uv found no versions that satisfy every requirement"
     return None
-
-
-def _unreachable(text: str) -> bool:
-    words = ("Could not fetch URL", "NewConnectionError", "Temporary failure in name resolution", "Failed to establish",
-             "Network is unreachable", "Connection refused", "Could not connect", "dns error", "error sending request",
-             "Max retries exceeded", "ConnectTimeout", "Failed to fetch")
-    return any(w in text for w in words)
 
 
 # Wheels only, in the plan's dry run and in the install: pip and uv build a release that has only a source distribution

@@ -6,7 +6,8 @@ registry can install). A stack marked `image_only` (with the reason) is not reso
 run as the image it names, and nothing offers it as a pip target.
 
 Verdicts: resolves (with the versions pip would install) / image-only / contradicted (pip cannot
-install it and it is not marked image_only: its one-line reason) / error (pip could not run).
+install it and it is not marked image_only: its one-line reason) / error (pip could not run, or the package index
+did not answer: then pip saw no release, which says nothing about the stack).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from pathlib import Path
 
 from sparkdoctor import proc
 from sparkdoctor.matrix import Stack
+from sparkdoctor.unreachable import index_unreachable
 from sparkdoctor.verify.venvs import pip_error
 
 RESOLVE_TIMEOUT = 600.0
@@ -72,8 +74,12 @@ def resolve(stack: Stack) -> StackResult:
             return StackResult(stack.id, python, "resolves", f"pip resolves {len(got)} distributions for linux aarch64, CPython {python}: {picked}", got)
         if result.timed_out or result.start_error or result.signal:
             return StackResult(stack.id, python, "error", result.describe_failure())
+        why = conflict(result)
+        unreachable = index_unreachable(f"{result.stderr}\n{result.stdout}")
+        if unreachable and not why.startswith("conflict:"):  # no release seen is no release missing
+            return StackResult(stack.id, python, "error", f"the package index did not answer: {unreachable[:300]}")
         return StackResult(stack.id, python, "contradicted",
-                           f"pip cannot install it for linux aarch64, CPython {python}: {conflict(result)} (mark it image_only, with the reason, or fix its pins)")
+                           f"pip cannot install it for linux aarch64, CPython {python}: {why} (mark it image_only, with the reason, or fix its pins)")
 
 
 def conflict(result: proc.ProcResult) -> str:

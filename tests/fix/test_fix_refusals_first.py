@@ -172,3 +172,15 @@ def test_a_fifo_mark_does_not_hang_check_or_fix(tmp_path):
     assert "fix-unfinished" in findings and str(path) in json.dumps(findings["fix-unfinished"]), res.stdout[-2000:]
     res = sd("fix", "--python", str(python), *SMALL, timeout=90)
     assert res.returncode in (0, 1) and "Target:" in res.stdout, res.stderr
+
+
+def test_a_dry_run_that_reached_no_index_says_so_and_changed_nothing():
+    """pip's retry warnings, then "No matching distribution" for a release that exists: the index did not answer
+    (a read timeout or a reset prints no "Could not fetch URL" at pip's default verbosity, only its retries)."""
+    from sparkdoctor import proc
+    from sparkdoctor.fix.installers import _fail
+    from sparkdoctor.fix.interface import UnchangedError
+    from tests.test_stacks_resolve import PIP_OFFLINE
+
+    err = _fail("the dry run", proc.ProcResult(["pip"], 1, "", PIP_OFFLINE, 1.0), dry_run=True)
+    assert isinstance(err, UnchangedError) and "the package index cannot be reached" in str(err), str(err)
