@@ -110,6 +110,7 @@ class Journal:
     data: dict[str, Any]
     damaged: bool = False  # COMPLETE is there but journal.json is not what it says (history only)
     freed: int = 0  # bytes removed by prune
+    pruned_status: str = ""  # its status when prune removed it (once gone, status() would read "half-written")
 
     @property
     def id(self) -> str:
@@ -324,6 +325,7 @@ def prune(keep: int | None, older_than_s: float | None, now: float | None = None
         if j.damaged or not j.settled():
             spared.append(j)
             continue
+        j.pruned_status = j.status()
         if j.path.is_symlink():  # a journal kept elsewhere: only its link goes, nothing is removed through it
             j.path.unlink()
         else:

@@ -9,6 +9,7 @@ import pytest
 
 from sparkdoctor.fix import journal as jr
 from sparkdoctor.fix.interface import FixError
+from sparkdoctor.fix.pipeline import prune
 
 REAL = Path(__file__).resolve().parents[1] / "data" / "journals" / "uv-apply.json"  # written by `fix --yes`
 
@@ -22,3 +23,18 @@ def test_a_complete_marker_that_is_not_utf8_is_a_damaged_journal(tmp_path, marke
     with pytest.raises(FixError, match="does not match its COMPLETE marker") as info:
         jr.load(str(folder))
     assert "\n" not in str(info.value)
+
+
+def test_prune_reports_the_status_a_journal_had_not_half_written(tmp_path):
+    """`fix --prune` said `removed ID  (half-written)` of every journal it removed, an applied or rolled-back one
+    too: the status was read after the folder was gone. It is the status the journal had."""
+    body = REAL.read_bytes()
+    folder = jr.journals_dir() / "20261126-130950-509260"
+    folder.mkdir(parents=True)
+    (folder / "journal.json").write_bytes(body)
+    (folder / jr.COMPLETE).write_bytes((jr.sha256_bytes(body) + "\n").encode())
+    for marker in (jr.APPLYING, jr.APPLIED, jr.ROLLING_BACK, jr.ROLLED_BACK):
+        (folder / marker).write_text("{}\n")
+    assert [j.status() for j in jr.history()] == ["rolled back"]
+    pruned = prune(0, None)
+    assert not folder.exists() and pruned.removed == [{"journal": folder.name, "status": "rolled back"}]
