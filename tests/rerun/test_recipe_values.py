@@ -220,6 +220,16 @@ def test_a_hub_id_with_no_local_files_is_not_judged_and_says_so(tmp_path, matrix
         assert entry not in found
 
 
+def test_a_model_folder_that_is_not_there_is_not_called_a_hub_id(tmp_path):
+    """A recipe whose model is a folder path (`/models/...`, as the recipe format's own example) that is not on this
+    machine was said to be "a hub id not in the Hugging Face cache": it is a folder that is not there."""
+    from sparkdoctor.audit.served_model import model_facts
+    for ref in (str(tmp_path / "no-such-model"), "./models/tiny", "~/no-such-model"):
+        error = model_facts(ref)["error"]
+        assert "no such folder" in error and "hub id" not in error, error
+    assert "a hub id not in the Hugging Face cache" in model_facts("org/not-cached-anywhere")["error"]
+
+
 def test_a_real_eugr_recipe_judged_from_its_models_cache_snapshot(tmp_path, matrix, monkeypatch):
     """eugr's nemotron-3-nano-nvfp4.yaml leaves --max-num-batched-tokens out; its model (a Nemotron-H hybrid,
     Mamba layers in hybrid_override_pattern) sits in the Hugging Face cache."""
