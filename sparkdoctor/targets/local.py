@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shlex
 import shutil
 import sys
 import threading
@@ -170,7 +171,10 @@ def runs_elsewhere(program: Path, bin_dir: Path) -> str | None:
         return None
     words = head[0][2:].split()
     if words[:1] == ["/bin/sh"] and len(head) > 1 and head[1].startswith("'''exec' "):
-        words = head[1][len("'''exec' "):].split()
+        try:  # a shell line: pip quotes a path with a space in it ("/opt/my venv/bin/python")
+            words = shlex.split(head[1])[1:]
+        except ValueError:
+            return None
     if not words or not os.path.isabs(words[0]) or not os.path.basename(words[0]).startswith("python"):
         return None
     try:
