@@ -224,7 +224,11 @@ def _run_dir(label: str) -> Path:
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
     safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in label)[:60] or "recipe"
     path = state_dir() / "runs" / f"{stamp}-{safe}-{time.monotonic_ns() % 10_000:04d}"
-    path.mkdir(parents=True, exist_ok=True)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # a read-only or full home: the server's log has nowhere to go, so nothing is launched
+        raise RunFailed(f"{label}: cannot make the run folder {path} for the server's log: {exc.strerror or exc}; nothing "
+                        "was launched (SPARKDOCTOR_STATE_DIR names a state folder you can write)") from None
     return path
 
 

@@ -174,3 +174,15 @@ def test_a_one_pair_ab_takes_its_interval_from_a_stored_calibration_of_the_same_
     assert again["levels"][0]["ratio"]["calibration"]["comparison_id"] == cal_id
     console = run("bench", a, "--vs", b, "--pairs", "1", *quick[:-2])
     assert f"from calibration {cal_id}" in console.stdout and "only a 1.5x" not in console.stdout
+
+
+def test_a_state_folder_that_cannot_take_the_run_folder_is_one_line_before_any_launch(run, tmp_path):
+    """The server's log goes to a run folder in the state folder: one that cannot be made there (a read-only home, a
+    file in the way) was an internal error (exit 2, `OSError`). Now it is one line, exit 4, and nothing is launched."""
+    (tmp_path / "state").write_text("a file where the state folder should be\n")
+    r = recipe(tmp_path, "nofolder", "--delay", "0.002")
+    out = run("bench", r, *QUICK, "--no-store", "--format", "json")
+    doc = json.loads(out.stdout)
+    assert out.returncode == EXIT_BENCH_FAILED and doc["errors"][0]["type"] == "RunFailed", out.stderr
+    assert "cannot make the run folder" in out.stderr and "nothing was launched" in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1
