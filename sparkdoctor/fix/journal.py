@@ -217,6 +217,9 @@ def create(header: Mapping[str, object], files: list[tuple[str, str]], dist_file
         shutil.rmtree(path, ignore_errors=True)
         why = str(exc) if isinstance(exc, FileError) else (exc.strerror or str(exc))
         raise UnchangedError(f"the journal could not be written in {root}: {why}; nothing was changed") from None
+    except BaseException:  # Ctrl-C or SIGTERM while it is written: nothing was changed, so no half journal is kept
+        shutil.rmtree(path, ignore_errors=True)
+        raise
     return Journal(path, data)
 
 

@@ -38,3 +38,17 @@ def test_prune_reports_the_status_a_journal_had_not_half_written(tmp_path):
     assert [j.status() for j in jr.history()] == ["rolled back"]
     pruned = prune(0, None)
     assert not folder.exists() and pruned.removed == [{"journal": folder.name, "status": "rolled back"}]
+
+
+def test_an_interrupt_while_the_journal_is_written_leaves_no_half_journal():
+    """Ctrl-C during `fix --yes` while the journal was being written (before anything changed) left a folder that
+    `fix --history` listed as a half-written journal; a failure to write it removed it already. Now both do."""
+    header = {"installer": "pip", "target": {"python": "/x/bin/python"}, "plan": {}}
+
+    def interrupted(name: str) -> None:
+        if name == "journal-dists":
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        jr.create(header, [], {}, lambda folder: {}, interrupted)
+    assert jr.history() == [] and list(jr.journals_dir().iterdir()) == []
