@@ -328,3 +328,20 @@ def test_without_python_and_no_vllm_to_judge_against_it_refuses_with_its_own_exi
     assert p.returncode == EXIT_NO_VLLM == 6, (p.returncode, p.stdout, p.stderr)
     assert p.stdout == "" and p.stderr.count("\n") == 1
     assert "no vLLM in" in p.stderr and "container scitrera/dgx-spark-vllm:latest" in p.stderr and "--python" in p.stderr
+
+
+@pytest.mark.parametrize("body", ["kill -SEGV $$", "exit 0"])
+def test_a_target_that_cannot_be_probed_is_exit_3_never_a_pass(tmp_path, body):
+    """A `--python` that crashes (or is no Python at all) was judged as "vLLM not installed", every entry unknown, exit
+    0: a CI gate (and the sparkrun plugin's) passed on nothing. It is check's exit 3, one line, as in fix and whatif."""
+    from sparkdoctor.exitcodes import EXIT_UNPROBEABLE
+
+    python = tmp_path / "python"
+    python.write_text(f"#!/bin/sh\n{body}\n")
+    python.chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "NO_COLOR")}
+    p = subprocess.run([sys.executable, "-m", "sparkdoctor", "recipe", "check", "tiny-cpu", "--python", str(python), "--format",
+                        "json"], capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
+    assert p.returncode == EXIT_UNPROBEABLE == 3, (p.returncode, p.stdout[-2000:], p.stderr)
+    assert json.loads(p.stdout)["errors"][0]["type"] == "TargetUnprobeable"
+    assert p.stderr.count("\n") == 1 and "the target could not be probed" in p.stderr
