@@ -186,3 +186,17 @@ def test_a_state_folder_that_cannot_take_the_run_folder_is_one_line_before_any_l
     assert out.returncode == EXIT_BENCH_FAILED and doc["errors"][0]["type"] == "RunFailed", out.stderr
     assert "cannot make the run folder" in out.stderr and "nothing was launched" in out.stderr
     assert len(out.stderr.strip().splitlines()) == 1
+
+
+def test_a_python_whose_toolchain_cannot_be_read_is_bad_input_not_a_stored_run(run, tmp_path):
+    """`--python P` where P crashes (or is no Python): the run was measured and stored under the fingerprint of an
+    empty toolchain, the same as a real venv with nothing tracked in it, so it passed for one. It is exit 2 (README:
+    "a --python that is no interpreter"), one line, before anything is launched or sent."""
+    python = tmp_path / "python"
+    python.write_text("#!/bin/sh\nkill -SEGV $$\n")
+    python.chmod(0o755)
+    for args in (["--url", "http://127.0.0.1:9"], [recipe(tmp_path, "unread", "--delay", "0.002")]):
+        out = run("bench", *args, "--python", python, *QUICK, "--format", "json")
+        assert out.returncode == EXIT_USAGE and json.loads(out.stdout)["errors"][0]["type"] == "ToolchainUnreadable", out.stderr
+        assert "could not be read" in out.stderr and "nothing was launched or measured" in out.stderr
+    assert not (tmp_path / "state" / "runs").exists()  # no server launched: no run folder
