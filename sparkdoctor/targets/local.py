@@ -155,6 +155,9 @@ def resolve_python_target(python: str | None) -> PythonTarget:
             candidate = Path(venv) / name
             if candidate.exists():
                 return PythonTarget(str(candidate), "VIRTUAL_ENV")
+        # a venv deleted or moved while its shell still names it: judging sparkdoctor's own venv instead would pass on it
+        raise TargetError(f"$VIRTUAL_ENV {venv}: no bin/python there (a venv deleted or moved?); pass --python, "
+                          "or deactivate it")
     return PythonTarget(sys.executable, "current interpreter")
 
 
