@@ -52,3 +52,37 @@ def test_an_interrupt_while_the_journal_is_written_leaves_no_half_journal():
     with pytest.raises(KeyboardInterrupt):
         jr.create(header, [], {}, lambda folder: {}, interrupted)
     assert jr.history() == [] and list(jr.journals_dir().iterdir()) == []
+
+
+def test_ctrl_c_during_an_apply_is_named_as_such_not_by_a_bare_signal_number(tmp_path):
+    """Ctrl-C mid-apply is rolled back (exit 5), and the output said `FAILED: Interrupted: 2`: the exception's class and
+    the signal's number. It says `FAILED: interrupted (SIGINT)`. Held at the step boundary (SIGSTOP) and sent SIGINT
+    there, so the interrupt lands in the apply on any machine; an env-file-only plan needs no index."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    data = Path(__file__).resolve().parent / "data"
+    venv = tmp_path / "v"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=300)
+    env_file = tmp_path / "vllm.env"
+    env_file.write_text("A=1\nVLLM_NVFP4_GEMM_BACKEND=marlin\n")
+    env = {**os.environ, "SPARKDOCTOR_FIX_STOP_AT": "apply:step-1", "SPARKDOCTOR_CACHE_DIR": str(tmp_path / "cache")}
+    p = subprocess.Popen([sys.executable, "-m", "sparkdoctor", "fix", "--python", str(venv), "--matrix", str(data / "matrix"),
+                          "--fixes", str(data / "fixes"), "--no-kernels", "--env-file", str(env_file), "--yes"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        for _ in range(6000):  # until it holds itself at the boundary (or ends)
+            if p.poll() is not None or open(f"/proc/{p.pid}/stat").read().rsplit(")", 1)[1].split()[0] == "T":
+                break
+            time.sleep(0.05)
+        os.kill(p.pid, signal.SIGINT)
+        os.kill(p.pid, signal.SIGCONT)
+        out, err = p.communicate(timeout=300)
+    finally:
+        p.kill()
+    assert p.returncode == 5, (out, err)
+    assert "FAILED: interrupted (SIGINT)" in out and "Rolled back: nothing changed" in out, out
+    assert env_file.read_text() == "A=1\nVLLM_NVFP4_GEMM_BACKEND=marlin\n"
