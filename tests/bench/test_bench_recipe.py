@@ -200,3 +200,14 @@ def test_a_python_whose_toolchain_cannot_be_read_is_bad_input_not_a_stored_run(r
         assert out.returncode == EXIT_USAGE and json.loads(out.stdout)["errors"][0]["type"] == "ToolchainUnreadable", out.stderr
         assert "could not be read" in out.stderr and "nothing was launched or measured" in out.stderr
     assert not (tmp_path / "state" / "runs").exists()  # no server launched: no run folder
+
+
+def test_an_output_file_that_cannot_be_written_is_refused_before_the_launch(run, tmp_path):
+    """`-o FILE` in a folder that does not exist: bench launched the server, measured and stored the run, and only then
+    said `--output ...: No such file or directory` (exit 2), the document lost. Now it is refused first, as `fix`
+    refuses it: one line, exit 2, no server launched and no run stored."""
+    r = recipe(tmp_path, "nooutput", "--delay", "0.002")
+    out = run("bench", r, *QUICK, "-o", tmp_path / "no-such-folder" / "bench.json")
+    assert out.returncode == EXIT_USAGE and "its folder" in out.stderr and "does not exist" in out.stderr, out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "state" / "runs").exists() and not (tmp_path / "l.sqlite").exists()
