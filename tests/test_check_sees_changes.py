@@ -158,6 +158,21 @@ def test_a_copied_venv_is_said_to_run_another_interpreter(world):
     assert "run another interpreter" not in warned(original)
 
 
+def test_a_copied_venv_whose_first_path_had_a_space_is_seen(tmp_path):
+    """A venv made at a path with a space gets pip's `#!/bin/sh` + `\'\'\'exec' "/path/my venv/bin/python"` scripts
+    (the path quoted): a copy of it was not seen to run the first venv's interpreter (the quoted path was split)."""
+    from sparkdoctor.targets.local import scripts_elsewhere
+
+    first = tmp_path / "my venv é"
+    subprocess.run([sys.executable, "-m", "venv", str(first)], check=True, timeout=300, capture_output=True)
+    assert (first / "bin" / "pip").read_text().startswith("#!/bin/sh\n")
+    copy = tmp_path / "copy"
+    shutil.copytree(first, copy, symlinks=True)
+    assert scripts_elsewhere(str(first / "bin" / "python")) == {}
+    found = scripts_elsewhere(str(copy / "bin" / "python"))
+    assert "pip" in found and Path(found["pip"]).parent == first / "bin", found
+
+
 def test_only_a_venvs_scripts_are_read_for_another_interpreter(tmp_path):
     """A system bin/ (/usr/bin) holds other programs' scripts with interpreters of their own: no word on them."""
     from sparkdoctor.targets.local import scripts_elsewhere

@@ -142,6 +142,33 @@ def test_record_fast_path_reads_the_same_rows_as_the_careful_one():
         assert parse_record(text) == forced[:-1]
 
 
+def test_a_quoted_record_line_without_three_fields_is_no_row(tmp_path):
+    """A RECORD line that starts with a quote but is not three fields (`"vllm/envs.py` cut short) became a one-field
+    row, and `check` said `could not observe: vllm: integrity check failed: IndexError: list index out of range` and
+    left the package's integrity unchecked. Such a line is skipped, as an unquoted one without three fields is."""
+    import json
+    import subprocess
+
+    venv = tmp_path / "v"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=300)
+    site = next(venv.glob("lib/python3*/site-packages"))
+    (site / "vllm").mkdir()
+    (site / "vllm" / "__init__.py").write_text("")
+    info = site / "vllm-0.32.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: vllm\nVersion: 0.32.0\n")
+    (info / "RECORD").write_text('vllm/__init__.py,sha256=47DEQpj8HBSa-_TImW-5JCeuQeRkm5NMpJWZG3hSuFU,0\n"vllm/envs.py\n'
+                                 '"a,b.py",sha256=x,1,extra\nvllm-0.32.0.dist-info/RECORD,,\n')
+    (tmp_path / "config.toml").write_text("")  # the file this module's SPARKDOCTOR_CONFIG names
+    env = {**os.environ, "SPARKDOCTOR_CACHE_DIR": str(tmp_path / "cache")}
+    done = subprocess.run([sys.executable, "-m", "sparkdoctor", "check", "--no-kernels", "--format", "json", "--python",
+                           str(venv / "bin" / "python")], capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode in (0, 1), done.stderr[-2000:] + done.stdout[-2000:]
+    facts = json.loads(done.stdout)["facts"]
+    assert not facts["errors"], facts["errors"]
+    assert facts["packages"]["vllm"]["integrity"] == "ok" and facts["packages"]["vllm"]["files_checked"] == 1
+
+
 def test_json_check_never_loads_rich(tmp_path, monkeypatch):
     """`check --format json` (stderr not a terminal, as in CI) renders without rich: its import
     was ~45 ms of a warm check, and JSON is ASCII on any stream."""

@@ -209,3 +209,21 @@ def test_the_capabilities_collector_when_the_target_probe_could_not_answer_for_i
     else:
         alone = capabilities.run(Context(target=target, facts=Facts(), cache_dir=Path(cache_dir()), use_cache=True))
         assert capabilities.run(ctx) == alone, "read by the capabilities probe on its own"
+
+
+def test_a_virtual_env_that_is_gone_is_exit_3_not_sparkdoctors_own_venv(tmp_path, monkeypatch):
+    """A shell whose venv was deleted still sets $VIRTUAL_ENV: check judged sparkdoctor's own venv instead (the header
+    said "chosen by current interpreter"), so a CI gate passed on the wrong environment. It is one line, exit 3, and
+    no head start is made for it."""
+    import json
+    import os
+    import subprocess
+
+    gone = tmp_path / "deleted-venv"
+    monkeypatch.setenv("VIRTUAL_ENV", str(gone))
+    assert early.plain_check_target(["sparkdoctor", "check"]) is None
+    done = subprocess.run([sys.executable, "-m", "sparkdoctor", "check", "--no-kernels", "--format", "json"],
+                          capture_output=True, text=True, timeout=300, env=dict(os.environ), cwd=tmp_path)
+    assert done.returncode == 3, (done.returncode, done.stderr)
+    assert json.loads(done.stdout)["errors"][0]["type"] == "TargetError"
+    assert done.stderr.count("\n") == 1 and f"$VIRTUAL_ENV {gone}: no bin/python there" in done.stderr

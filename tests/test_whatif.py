@@ -493,3 +493,16 @@ def test_a_target_that_cannot_be_probed_is_exit_3_before_pip_is_asked(tmp_path):
     res = _whatif(str(python), tmp_path, "demo==0.2.0")
     assert res.returncode == 3 and res.stderr.count("\n") == 1, res.stderr
     assert "the target could not be probed" in res.stderr and "exited 1" in res.stderr, res.stderr
+
+
+def test_an_output_file_that_cannot_be_written_is_refused_before_pip_runs(tmp_path):
+    """`whatif SPEC -o FILE` in a folder that does not exist ran pip's dry run (minutes for vLLM) and read the new
+    releases' files before it failed on FILE. It is judged first, as `fix`, `bench` and `rerun` judge it: exit 2, one
+    line (no index here: PIP_NO_INDEX, so nothing is asked of one either way)."""
+    import os
+
+    env = {**os.environ, "PIP_NO_INDEX": "1", "SPARKDOCTOR_CACHE_DIR": str(tmp_path / "cache")}
+    res = subprocess.run([sys.executable, "-m", "sparkdoctor", "whatif", "six==1.17.0", "--python", sys.executable, "-o",
+                          str(tmp_path / "no-such-folder" / "w.json")], capture_output=True, text=True, env=env, timeout=600)
+    assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1, res.stderr
+    assert "--output" in res.stderr and "its folder" in res.stderr and "does not exist" in res.stderr, res.stderr

@@ -103,8 +103,8 @@ def parse_record(text):
         if line.startswith('"'):
             import csv  # rare (a path with a comma or quote): not worth its import on every run
 
-            try:
-                rows.extend(row for row in csv.reader([line]) if row)
+            try:  # a quoted line is a row only with its three fields, as an unquoted one (`"x.py` alone is none)
+                rows.extend(row for row in csv.reader([line]) if len(row) == 3)
             except csv.Error as exc:
                 raise ValueError("RECORD line %d: %s" % (number, exc)) from None
             continue

@@ -41,7 +41,9 @@ def model_facts(ref: str | None) -> dict[str, Any]:
     try:
         folder = resolve_model(ref)
     except AuditError:
-        out["error"] = f"model {ref} has no local files (a hub id not in the Hugging Face cache): its config.json cannot be read"
+        path = ref.startswith(("/", ".", "~"))  # a folder that is not there, not a hub id
+        why = "no such folder" if path else "a hub id not in the Hugging Face cache"
+        out["error"] = f"model {ref} has no local files ({why}): its config.json cannot be read"
         return out
     out["folder"] = str(folder)
     try:

@@ -136,7 +136,14 @@ def _python_target(python: str | None) -> PythonTarget:
 def _toolchain(python: str | None, progress: Progress) -> run.Toolchain:
     target = _python_target(python)
     progress(f"collecting the toolchain facts of {target.python}")
-    return _collect_toolchain(target)
+    toolchain = _collect_toolchain(target)
+    if toolchain.facts.get("packages") is None:  # check's exit 3: stored under it, a run would pass for a real toolchain's
+        found = toolchain.facts.get("errors")
+        errors = [e for e in found if isinstance(e, dict) and e.get("collector") == "target"] if isinstance(found, list) else []
+        why = errors[0].get("error") if errors else "its packages could not be read"
+        raise ToolchainUnreadable(f"the toolchain of {target.python} could not be read ({why}): nothing was launched or "
+                                  "measured")
+    return toolchain
 
 
 def _collect_toolchain(target: Target) -> run.Toolchain:
@@ -156,7 +163,10 @@ def _url_toolchain(url: str, opts: Options, progress: Progress) -> tuple[run.Too
 
     found = behind.serving_process(url)
     if found["python"]:
-        toolchain = _toolchain(found["python"], progress)
+        try:
+            toolchain = _toolchain(found["python"], progress)
+        except ToolchainUnreadable as exc:  # the server's own interpreter, not one the user named: the run is unknown
+            return run.unknown_toolchain(f"{found['why']}: {exc}"), found["pid"]
     elif found["container"]:
         from sparkdoctor.targets.container_inspect import resolve_container_target
         from sparkdoctor.targets.interface import TargetError
@@ -224,7 +234,11 @@ def _run_dir(label: str) -> Path:
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
     safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in label)[:60] or "recipe"
     path = state_dir() / "runs" / f"{stamp}-{safe}-{time.monotonic_ns() % 10_000:04d}"
-    path.mkdir(parents=True, exist_ok=True)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # a read-only or full home: the server's log has nowhere to go, so nothing is launched
+        raise RunFailed(f"{label}: cannot make the run folder {path} for the server's log: {exc.strerror or exc}; nothing "
+                        "was launched (SPARKDOCTOR_STATE_DIR names a state folder you can write)") from None
     return path
 
 

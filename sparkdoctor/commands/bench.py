@@ -83,6 +83,10 @@ class BenchCommand:
             raise UsageError(f"--export {self.export}: its folder does not exist")
         if self.export is not None and (self.export.is_symlink() or self.export.exists()) and not self.export.is_file():
             raise UsageError(f"--export {self.export}: exists and is not a regular file; a cell is written only as one")
+        from sparkdoctor.commands.fix import refuse_unwritable_output
+
+        refuse_unwritable_output(self.output)  # a server launched and measured for minutes, then nowhere to say so
+        refuse_unwritable_output(self.export.expanduser() if self.export is not None else None, "--export")
         if (self.recipe is None) == (self.url is None):
             raise UsageError("give a RECIPE to launch, or --url URL of a running server (not both)")
         if self.vs is not None and self.recipe is None:

@@ -49,6 +49,9 @@ class RerunCommand:
         Format.parse(self.fmt, FORMATS)
         refuse_bad_seconds("--ready-timeout", self.ready_timeout)
         self.wanted()
+        from sparkdoctor.commands.fix import refuse_unwritable_output
+
+        refuse_unwritable_output(self.output)  # before the re-measurements, which may take hours, not after
 
     def wanted(self) -> set[str]:
         """The --fail-on words (repeatable, or comma separated); UsageError for any other word."""

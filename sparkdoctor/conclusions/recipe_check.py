@@ -311,6 +311,10 @@ def _judge(recipe: Recipe, matrix_path: Path | None, python: str | None, fail_on
     flags_probe = start_vllm_flags(target)  # beside the target probe: the two read different files
     matrix = load_matrix(matrix_path)
     facts = collect(CheckRequest(target=target, kernels=False, prestarted=prestarted))
+    if facts.packages is None:  # check's exit 3: a target that hangs, crashes or is no Python has no vLLM to judge by
+        flags_probe.cancel()
+        why = next((e.get("error") for e in facts.errors if isinstance(e, dict) and e.get("collector") == "target"), None)
+        raise TargetUnprobeable(f"the target could not be probed: {why or 'its packages could not be read'}")
     if not chosen and not any((facts.packages or {}).get(name) for name in VLLM_DISTS):
         flags_probe.cancel()
         where = f"; it runs in container {recipe.container}: check inside it (--image)" if recipe.container else ""

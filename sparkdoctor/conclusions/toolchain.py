@@ -56,7 +56,12 @@ class Toolchains:
                 raise ConclusionError(f"target {python}: {exc}") from None
             if self._progress:
                 self._progress(f"collecting the toolchain facts of {python}")
-            self._facts[python] = collect(CheckRequest(target=target, kernels=False))
+            facts = collect(CheckRequest(target=target, kernels=False))
+            if facts.packages is None:  # its fingerprint would be an empty venv's: never "fresh" on what was not seen
+                errors = [e for e in facts.errors if isinstance(e, dict) and e.get("collector") == "target"]
+                raise ConclusionError(f"target {python}: could not be probed: "
+                                      f"{errors[0].get('error') if errors else 'its packages could not be read'}")
+            self._facts[python] = facts
         return self._facts[python]
 
 

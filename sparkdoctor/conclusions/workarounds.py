@@ -202,6 +202,7 @@ def load_arm(arm: Arm, sets: dict[str, str] | None = None) -> Recipe:
     dropped workarounds removed."""
     try:
         recipe = recipes.load(arm.path, dict(sets or {}))
-    except Exception as exc:  # the recipe reader's own one-line error
-        raise ConclusionError(f"recipe {arm.path}: {str(exc) or type(exc).__name__}") from None
+    except Exception as exc:  # the recipe reader's own one-line error, which names the file itself
+        why = str(exc) or type(exc).__name__
+        raise ConclusionError(f"recipe {why}" if why.startswith(f"{arm.path}:") else f"recipe {arm.path}: {why}") from None
     return without(recipe, arm.drop)

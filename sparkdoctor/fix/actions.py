@@ -21,7 +21,13 @@ from packaging.utils import canonicalize_name
 
 from sparkdoctor.fix import inventory as inv_mod
 from sparkdoctor.fix import journal as jr
-from sparkdoctor.fix.interface import Action, FixError, Installer, StepKind
+from sparkdoctor.fix.interface import (
+    Action,
+    FixError,
+    Installer,
+    StepKind,
+    failure_text,
+)
 from sparkdoctor.fix.inventory import Inventory
 from sparkdoctor.fix.model import Plan, Step
 from sparkdoctor.fix.restore import Restorer
@@ -169,7 +175,7 @@ def reverse_all(executed: list[StepAction], record: Callable[[list[dict]], None]
         try:
             a.reverse()
         except (Exception, KeyboardInterrupt) as exc:  # noqa: BLE001 (collected, the next reverse still runs)
-            row.update(ok=False, error=str(exc) if isinstance(exc, FixError) else f"{type(exc).__name__}: {exc}")
+            row.update(ok=False, error=failure_text(exc))
         done.append(row)
         record(done)
     return done

@@ -40,6 +40,7 @@ from sparkdoctor.fix.interface import (
     Refusal,
     StepKind,
     UnchangedError,
+    failure_text,
 )
 from sparkdoctor.fix.inventory import (
     Dist,
@@ -168,14 +169,15 @@ def apply(target: Target, plan: Plan, inventory: Inventory, installer: Installer
             unsettled.clear(key, journal.id)
             step("applied")
         except (Exception, KeyboardInterrupt, proc.Interrupted) as exc:
-            outcome.error = str(exc) if isinstance(exc, FixError) else f"{type(exc).__name__}: {exc}"
+            outcome.error = failure_text(exc)
             try:
                 outcome.verified = _reverse(target, journal, executed, restorer, sides)
                 outcome.rolled_back = True
                 if outcome.verified.get("ok") and journal.has(jr.ROLLED_BACK):
                     unsettled.clear(key, journal.id)
             except (Exception, KeyboardInterrupt, proc.Interrupted) as exc2:
-                raise FixError(f"{outcome.error}; the automatic rollback failed too ({exc2}): run `sparkdoctor fix --rollback {journal.id}`") from None
+                raise FixError(f"{outcome.error}; the automatic rollback failed too ({failure_text(exc2)}): run `sparkdoctor fix "
+                               f"--rollback {journal.id}`") from None
         return outcome
 
 

@@ -9,6 +9,7 @@ that failed and was rolled back.
 
 from __future__ import annotations
 
+import signal
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 
@@ -62,6 +63,20 @@ class FixError(SparkdoctorError):
 
     def __init__(self, message: str):
         super().__init__(one_line(message))
+
+
+def failure_text(exc: BaseException) -> str:
+    """What stopped an action, in words: a FixError's line, `interrupted (SIGINT)` for Ctrl-C or a signal (never the
+    bare signal number), else the exception's type and text."""
+    if isinstance(exc, FixError):
+        return str(exc)
+    signum = getattr(exc, "signum", signal.SIGINT if isinstance(exc, KeyboardInterrupt) else None)
+    if isinstance(signum, int):
+        try:
+            return f"interrupted ({signal.Signals(signum).name})"
+        except ValueError:
+            return f"interrupted (signal {signum})"
+    return f"{type(exc).__name__}: {exc}"
 
 
 class DefinitionError(FixError):

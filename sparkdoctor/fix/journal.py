@@ -110,6 +110,7 @@ class Journal:
     data: dict[str, Any]
     damaged: bool = False  # COMPLETE is there but journal.json is not what it says (history only)
     freed: int = 0  # bytes removed by prune
+    pruned_status: str = ""  # its status when prune removed it (once gone, status() would read "half-written")
 
     @property
     def id(self) -> str:
@@ -216,6 +217,9 @@ def create(header: Mapping[str, object], files: list[tuple[str, str]], dist_file
         shutil.rmtree(path, ignore_errors=True)
         why = str(exc) if isinstance(exc, FileError) else (exc.strerror or str(exc))
         raise UnchangedError(f"the journal could not be written in {root}: {why}; nothing was changed") from None
+    except BaseException:  # Ctrl-C or SIGTERM while it is written: nothing was changed, so no half journal is kept
+        shutil.rmtree(path, ignore_errors=True)
+        raise
     return Journal(path, data)
 
 
@@ -324,6 +328,7 @@ def prune(keep: int | None, older_than_s: float | None, now: float | None = None
         if j.damaged or not j.settled():
             spared.append(j)
             continue
+        j.pruned_status = j.status()
         if j.path.is_symlink():  # a journal kept elsewhere: only its link goes, nothing is removed through it
             j.path.unlink()
         else:

@@ -2,8 +2,8 @@
 
 A name with no path part (e.g. `qwen36-nvfp4-w4a4`) is looked up in the shipped recipes/ folder
 (name, name.toml, name.yaml, name.yml); anything else is a path. `.toml` is sparkdoctor's format; a
-YAML file is eugr v1 when it says `recipe_version: "1"` or carries `build_args`/`mods` (sparkrun's own
-detection rule), else sparkrun v2.
+YAML file is eugr v1 when it says `recipe_version: "1"`, or declares no version and carries `build_args`/`mods`
+(sparkrun's own detection rule), else sparkrun v2.
 """
 
 from __future__ import annotations
@@ -65,7 +65,9 @@ def load(path_or_name: str | Path, overrides: dict[str, str] | None = None) -> R
         if path.suffix not in (".yaml", ".yml"):
             raise RecipeError(f"{path}: not a recipe (name a .toml or .yaml file)")
         raise RecipeError(f"{path}: a recipe is a YAML mapping of fields, not a {type(doc).__name__}")
-    if str(doc.get("recipe_version", "")) == "1" or "build_args" in doc or "mods" in doc:
+    version = str(doc.get("sparkrun_version", doc.get("recipe_version", "")))
+    # `mods`/`build_args` mark an eugr recipe only when no other version is declared: a sparkrun v2 recipe has mods too
+    if version == "1" or (not version and ("build_args" in doc or "mods" in doc)):
 
         return eugr.read(doc, path, duplicates, overrides)
 

@@ -184,7 +184,7 @@ def bind_of(argv: list[str], params: dict[str, str], where: str) -> tuple[str | 
     host = flag_value(argv, "--host") or params.get("host")
     port_text = flag_value(argv, "--port") or params.get("port")
     port = None
-    if port_text is not None:
+    if port_text is not None and not re.fullmatch(r"\{\w+\}", port_text):  # a sparkrun placeholder its launch fills
         try:
             port = int(port_text)
         except ValueError:

@@ -374,8 +374,9 @@ def _wait_ready(server: Server, recipe: Recipe, child: LocalServer | ContainerSe
             say(f"{recipe.name} ready after {server.ready_after_s:.0f}s")
             return
         if time.monotonic() >= deadline:
-            raise server._died_error(f"{recipe.name}: not ready after {timeout:.0f}s (GET {recipe.readiness_path} and "
-                                     f"{readiness.FALLBACK} never answered 200); {_evidence(pump, server.log_path)}",
+            asked = " and ".join(dict.fromkeys((recipe.readiness_path, readiness.FALLBACK)))
+            raise server._died_error(f"{recipe.name}: not ready after {timeout:.0f}s (GET {asked} never answered 200); "
+                                     f"{_evidence(pump, server.log_path)}",
                                      pump, not_ready=True)
         known = f" [known problems so far: {', '.join(dict.fromkeys(h.entry_id for h in pump.hits))}]" if pump.hits else ""
         say(f"starting {recipe.name} ({time.monotonic() - t0:.0f}s){known}: {pump.last_line()[:100]}")

@@ -164,14 +164,16 @@ def _given_python(args: list[str]) -> tuple[bool, str | None]:
     return True, os.path.abspath(python)
 
 
-def _default_python() -> str:
-    """$VIRTUAL_ENV's interpreter, else this one (as targets.local.resolve_python_target)."""
+def _default_python() -> str | None:
+    """$VIRTUAL_ENV's interpreter, else this one (as targets.local.resolve_python_target); None for a $VIRTUAL_ENV with
+    no interpreter, which the ordinary path refuses."""
     venv = os.environ.get("VIRTUAL_ENV")
     if venv:
         for name in ("bin/python", "bin/python3"):
             candidate = os.path.join(venv, name)
             if os.path.exists(candidate):
                 return candidate
+        return None
     return sys.executable
 
 
@@ -185,7 +187,8 @@ def plain_check_target(argv: list[str]) -> tuple[str, bool] | None:
     plain, python = _given_python(args)
     if not plain:
         return None
-    return python or _default_python(), "--no-cache" not in args
+    chosen = python or _default_python()
+    return (chosen, "--no-cache" not in args) if chosen else None
 
 
 RECIPE_VALUE_OPTIONS = ("--python", "--matrix", "--fail-on", "--format", "-f", "--output", "-o", "--model")
@@ -250,7 +253,8 @@ def recipe_check_target(argv: list[str], read_recipe: RecipeReader) -> tuple[str
             python = os.path.abspath(command)
             if not os.path.isfile(python) or not os.access(python, os.X_OK):
                 return None  # the ordinary path says why
-    return python or _default_python(), env
+    chosen = python or _default_python()
+    return (chosen, env) if chosen else None
 
 
 def start(argv: list[str], read_recipe: RecipeReader | None = None) -> None:

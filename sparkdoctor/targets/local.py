@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shlex
 import shutil
 import sys
 import threading
@@ -154,6 +155,9 @@ def resolve_python_target(python: str | None) -> PythonTarget:
             candidate = Path(venv) / name
             if candidate.exists():
                 return PythonTarget(str(candidate), "VIRTUAL_ENV")
+        # a venv deleted or moved while its shell still names it: judging sparkdoctor's own venv instead would pass on it
+        raise TargetError(f"$VIRTUAL_ENV {venv}: no bin/python there (a venv deleted or moved?); pass --python, "
+                          "or deactivate it")
     return PythonTarget(sys.executable, "current interpreter")
 
 
@@ -170,7 +174,10 @@ def runs_elsewhere(program: Path, bin_dir: Path) -> str | None:
         return None
     words = head[0][2:].split()
     if words[:1] == ["/bin/sh"] and len(head) > 1 and head[1].startswith("'''exec' "):
-        words = head[1][len("'''exec' "):].split()
+        try:  # a shell line: pip quotes a path with a space in it ("/opt/my venv/bin/python")
+            words = shlex.split(head[1])[1:]
+        except ValueError:
+            return None
     if not words or not os.path.isabs(words[0]) or not os.path.basename(words[0]).startswith("python"):
         return None
     try:

@@ -174,3 +174,40 @@ def test_a_one_pair_ab_takes_its_interval_from_a_stored_calibration_of_the_same_
     assert again["levels"][0]["ratio"]["calibration"]["comparison_id"] == cal_id
     console = run("bench", a, "--vs", b, "--pairs", "1", *quick[:-2])
     assert f"from calibration {cal_id}" in console.stdout and "only a 1.5x" not in console.stdout
+
+
+def test_a_state_folder_that_cannot_take_the_run_folder_is_one_line_before_any_launch(run, tmp_path):
+    """The server's log goes to a run folder in the state folder: one that cannot be made there (a read-only home, a
+    file in the way) was an internal error (exit 2, `OSError`). Now it is one line, exit 4, and nothing is launched."""
+    (tmp_path / "state").write_text("a file where the state folder should be\n")
+    r = recipe(tmp_path, "nofolder", "--delay", "0.002")
+    out = run("bench", r, *QUICK, "--no-store", "--format", "json")
+    doc = json.loads(out.stdout)
+    assert out.returncode == EXIT_BENCH_FAILED and doc["errors"][0]["type"] == "RunFailed", out.stderr
+    assert "cannot make the run folder" in out.stderr and "nothing was launched" in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1
+
+
+def test_a_python_whose_toolchain_cannot_be_read_is_bad_input_not_a_stored_run(run, tmp_path):
+    """`--python P` where P crashes (or is no Python): the run was measured and stored under the fingerprint of an
+    empty toolchain, the same as a real venv with nothing tracked in it, so it passed for one. It is exit 2 (README:
+    "a --python that is no interpreter"), one line, before anything is launched or sent."""
+    python = tmp_path / "python"
+    python.write_text("#!/bin/sh\nkill -SEGV $$\n")
+    python.chmod(0o755)
+    for args in (["--url", "http://127.0.0.1:9"], [recipe(tmp_path, "unread", "--delay", "0.002")]):
+        out = run("bench", *args, "--python", python, *QUICK, "--format", "json")
+        assert out.returncode == EXIT_USAGE and json.loads(out.stdout)["errors"][0]["type"] == "ToolchainUnreadable", out.stderr
+        assert "could not be read" in out.stderr and "nothing was launched or measured" in out.stderr
+    assert not (tmp_path / "state" / "runs").exists()  # no server launched: no run folder
+
+
+def test_an_output_file_that_cannot_be_written_is_refused_before_the_launch(run, tmp_path):
+    """`-o FILE` in a folder that does not exist: bench launched the server, measured and stored the run, and only then
+    said `--output ...: No such file or directory` (exit 2), the document lost. Now it is refused first, as `fix`
+    refuses it: one line, exit 2, no server launched and no run stored."""
+    r = recipe(tmp_path, "nooutput", "--delay", "0.002")
+    out = run("bench", r, *QUICK, "-o", tmp_path / "no-such-folder" / "bench.json")
+    assert out.returncode == EXIT_USAGE and "its folder" in out.stderr and "does not exist" in out.stderr, out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "state" / "runs").exists() and not (tmp_path / "l.sqlite").exists()

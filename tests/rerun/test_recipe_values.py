@@ -220,6 +220,16 @@ def test_a_hub_id_with_no_local_files_is_not_judged_and_says_so(tmp_path, matrix
         assert entry not in found
 
 
+def test_a_model_folder_that_is_not_there_is_not_called_a_hub_id(tmp_path):
+    """A recipe whose model is a folder path (`/models/...`, as the recipe format's own example) that is not on this
+    machine was said to be "a hub id not in the Hugging Face cache": it is a folder that is not there."""
+    from sparkdoctor.audit.served_model import model_facts
+    for ref in (str(tmp_path / "no-such-model"), "./models/tiny", "~/no-such-model"):
+        error = model_facts(ref)["error"]
+        assert "no such folder" in error and "hub id" not in error, error
+    assert "a hub id not in the Hugging Face cache" in model_facts("org/not-cached-anywhere")["error"]
+
+
 def test_a_real_eugr_recipe_judged_from_its_models_cache_snapshot(tmp_path, matrix, monkeypatch):
     """eugr's nemotron-3-nano-nvfp4.yaml leaves --max-num-batched-tokens out; its model (a Nemotron-H hybrid,
     Mamba layers in hybrid_override_pattern) sits in the Hugging Face cache."""
@@ -318,3 +328,20 @@ def test_without_python_and_no_vllm_to_judge_against_it_refuses_with_its_own_exi
     assert p.returncode == EXIT_NO_VLLM == 6, (p.returncode, p.stdout, p.stderr)
     assert p.stdout == "" and p.stderr.count("\n") == 1
     assert "no vLLM in" in p.stderr and "container scitrera/dgx-spark-vllm:latest" in p.stderr and "--python" in p.stderr
+
+
+@pytest.mark.parametrize("body", ["kill -SEGV $$", "exit 0"])
+def test_a_target_that_cannot_be_probed_is_exit_3_never_a_pass(tmp_path, body):
+    """A `--python` that crashes (or is no Python at all) was judged as "vLLM not installed", every entry unknown, exit
+    0: a CI gate (and the sparkrun plugin's) passed on nothing. It is check's exit 3, one line, as in fix and whatif."""
+    from sparkdoctor.exitcodes import EXIT_UNPROBEABLE
+
+    python = tmp_path / "python"
+    python.write_text(f"#!/bin/sh\n{body}\n")
+    python.chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "NO_COLOR")}
+    p = subprocess.run([sys.executable, "-m", "sparkdoctor", "recipe", "check", "tiny-cpu", "--python", str(python), "--format",
+                        "json"], capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
+    assert p.returncode == EXIT_UNPROBEABLE == 3, (p.returncode, p.stdout[-2000:], p.stderr)
+    assert json.loads(p.stdout)["errors"][0]["type"] == "TargetUnprobeable"
+    assert p.stderr.count("\n") == 1 and "the target could not be probed" in p.stderr

@@ -113,3 +113,27 @@ def test_the_slow_tests_patch_helper_never_writes_through_a_hard_link(tmp_path):
     replace_file(venv_file, b"patched\n")
     assert venv_file.read_bytes() == b"patched\n" and venv_file.stat().st_nlink == 1
     assert shared.read_bytes() == b"original\n" and shared.stat().st_nlink == 1
+
+
+def test_a_target_that_cannot_be_probed_now_makes_its_conclusions_stale_never_fresh(tmp_path):
+    """A conclusion's target whose interpreter now crashes (a broken upgrade) was probed as "nothing installed": on a
+    venv with nothing tracked that is the fingerprint it was measured on, so `conclusions` said fresh. Its toolchain is
+    unknown now: the arm says why, as for a target that is gone (stale, and rerun cannot re-measure it)."""
+    from sparkdoctor.conclusions.model import ConclusionError
+    from sparkdoctor.conclusions.toolchain import Toolchains
+
+    python = tmp_path / "python"
+    python.write_text("#!/bin/sh\nkill -SEGV $$\n")
+    python.chmod(0o755)
+    with pytest.raises(ConclusionError, match="could not be probed: .*SIGSEGV"):
+        Toolchains().facts(str(python))
+    assert Toolchains().facts(sys.executable).packages  # a real interpreter: its Facts
+
+
+def test_an_output_file_that_cannot_be_written_is_refused_before_anything_is_read_or_measured(tmp_path):
+    """`rerun -o FILE` in a folder that does not exist re-measured every stale conclusion (a server launch per arm),
+    stored the runs, and only then failed on FILE. It is judged first, as `fix` and `bench` judge it: here before even
+    the (missing) ledger is opened, exit 2 and not the ledger's 5."""
+    out = _run(tmp_path, "rerun", "--ledger", tmp_path / "none.sqlite", "-o", tmp_path / "no-such-folder" / "r.json", patch=False)
+    assert out.returncode == 2, (out.returncode, out.stderr)
+    assert "its folder" in out.stderr and "does not exist" in out.stderr and len(out.stderr.strip().splitlines()) == 1

@@ -97,3 +97,15 @@ def test_without_drops_the_flag_its_value_and_env(tmp_path):
     assert bare.argv == ["vllm", "serve", "m", "--dtype", "float32"] and bare.env == {} and bare.workarounds == []
     assert bare.name == "r without --enforce-eager --max-num-batched-tokens VLLM_NVFP4_GEMM_BACKEND"
     assert recipe.argv[-3:] == ["--enforce-eager", "--dtype", "float32"]  # the original is untouched
+
+
+def test_an_arm_whose_recipe_is_gone_names_the_file_once(tmp_path):
+    """`rerun` said `arm B cannot be re-run: recipe /x/b.toml: /x/b.toml: no such recipe file`: the reader's line
+    already names the file."""
+    from sparkdoctor.conclusions.model import Arm, ConclusionError
+    from sparkdoctor.conclusions.workarounds import load_arm
+
+    gone = str(tmp_path / "b.toml")
+    with pytest.raises(ConclusionError) as err:
+        load_arm(Arm(gone, "B"))
+    assert str(err.value) == f"recipe {gone}: no such recipe file"

@@ -107,6 +107,15 @@ def test_never_ready_times_out_and_a_child_ignoring_sigterm_is_killed(tmp_path):
     assert time.monotonic() - t0 < 20
 
 
+def test_a_readiness_path_that_is_the_fallback_is_named_once(tmp_path):
+    """A recipe whose readiness_path is /v1/models (a server without /health) that never got ready was said to have
+    left "GET /v1/models and /v1/models" unanswered."""
+    with pytest.raises(LaunchError) as err:
+        with launch(fake("never", readiness_path="/v1/models"), run_dir=tmp_path, matrix=ENTRIES, ready_timeout=1, grace=0.5):
+            pass
+    assert "(GET /v1/models never answered 200)" in str(err.value), str(err.value)
+
+
 def test_server_killed_mid_way_is_a_clear_error(tmp_path):
     with pytest.raises(LaunchError) as err:
         with launch(fake("ready"), run_dir=tmp_path, matrix=[], ready_timeout=30) as s:

@@ -127,6 +127,21 @@ def test_sparkrun_doubled_braces_collapse_and_unknown_defaults_are_dropped(tmp_p
     assert recipes.load(path).argv[-1] == '{"level":3}'
 
 
+def test_the_sparkrun_recipe_of_the_docs_reads_as_sparkrun_reads_it(tmp_path):
+    """docs/sparkrun.md's example, copied verbatim: `recipe_version: "2"` with `mods:` was taken for an eugr v1 recipe
+    ("required field 'name' is missing"; sparkrun names a recipe after its file and reads `mods` as its own), and its
+    `--port {port}`, a placeholder sparkrun's launch fills, was "not a number"."""
+    text = (DATA.parents[2] / "docs" / "sparkrun.md").read_text()
+    example = text.split("```yaml\n", 1)[1].split("```", 1)[0]
+    assert 'recipe_version: "2"' in example and "mods:" in example and "{port}" in example
+    r = recipes.load(write(tmp_path, "qwen3-small.yaml", example))
+    assert r.format == "sparkrun-v2" and r.name == "qwen3-small" and r.extras["mods"] == ["fix-qwen3-tool-parser"]
+    assert r.argv[:3] == ["vllm", "serve", "Qwen/Qwen3-0.6B"] and r.port is None
+    assert any("{port}" in w for w in r.warnings)
+    with pytest.raises(RecipeError, match="recipe_version"):  # no version declared: mods still say eugr, which needs one
+        recipes.load(write(tmp_path, "no-version.yaml", "name: x\ncontainer: c\ncommand: vllm serve m\nmods: [a]\n"))
+
+
 def test_sparkrun_needs_a_model(tmp_path):
     path = write(tmp_path, "nomodel.yaml", "runtime: vllm\ndefaults: {port: 8000}\n")
     with pytest.raises(RecipeError, match=r"nomodel.yaml: required field 'model' is missing"):
