@@ -389,6 +389,49 @@ def test_a_release_with_only_a_source_distribution_is_never_built(tmp_path, targ
         os.chdir(here)
 
 
+def test_a_version_that_does_not_exist_is_no_such_release_not_a_missing_wheel(tmp_path, target):
+    """`whatif six==99.0` said "no release that fits has a wheel ... whatif reads wheels only": no release 99.0
+    exists at all. pip lists the same versions for a release that is an sdist only, so its -vv run (the files it
+    skipped) tells them apart; the wheels message stays for the sdist-only release."""
+    (tmp_path / "wheels" / "demo-0.3.0.tar.gz").write_bytes(b"")  # a release there as a source distribution only
+    res = _whatif(target, tmp_path, "demo==99.0")
+    err = " ".join(res.stderr.split())
+    assert res.returncode == 2 and "demo==99.0: no such release; pip found 2 versions, nearest 0.2.0, newest 0.2.0" in err, err
+    assert "wheel" not in err, err
+    res = _whatif(target, tmp_path, "demo==0.3.0")
+    assert res.returncode == 2 and "demo==0.3.0: no release that fits has a wheel" in " ".join(res.stderr.split()), res.stderr
+
+
+def test_no_such_release_is_read_from_pips_output_and_names_the_nearest_versions(monkeypatch):
+    """pip's output fed as six==99.0 gives it on PyPI (no network): no such release, the nearest and newest versions
+    pip listed; the same output with a skipped sdist of a fitting release keeps the wheels message."""
+    from sparkdoctor.proc import ProcResult
+    from sparkdoctor.whatif import resolve
+
+    listed = "1.0.0, 1.1.0, 1.16.0, 1.17.0"
+    loud = ProcResult([], 1, "", "ERROR: Could not find a version that satisfies the requirement six==99.0 "
+                      f"(from versions: {listed})\nERROR: No matching distribution found for six==99.0\n", 0.1)
+    skipped = ("Skipping link: No sources permitted for six: https://files.example/six-{v}.tar.gz#sha256=ab "
+               "(from https://pypi.org/simple/six/) (requires-python:>=2.7)\n")
+    calls = []
+
+    def fake_run(argv, timeout):
+        calls.append(argv)
+        return ProcResult(argv, 1, "", loud.stderr + ("" if "-vv" not in argv else skipped.format(v="1.17.0")), 0.1)
+
+    class Target:
+        run_command = staticmethod(fake_run)
+
+    with pytest.raises(ResolveError) as err:
+        resolve.resolve_upgrade(Target(), "/venv/bin/python", ["six==99.0"], facts_of("0.1.0"))  # type: ignore[arg-type]
+    assert "six==99.0: no such release; pip found 4 versions, nearest 1.17.0, newest 1.17.0" in str(err.value), err.value
+    assert "wheel" not in str(err.value) and any("-vv" in argv for argv in calls)
+    debug = ProcResult([], 1, "", skipped.format(v="99.0"), 0.1)
+    assert "no release that fits has a wheel" in resolve._no_wheel(loud, debug)
+    assert "nearest 1.1.0, 1.16.0" in resolve._no_wheel(loud.__class__([], 1, "", loud.stderr.replace("99.0", "1.2"), 0.1),
+                                                          ProcResult([], 1, "", "", 0.1))
+
+
 def test_the_console_has_a_header_a_remedy_and_keeps_brackets(tmp_path, target):
     """whatif's console: the target, spec and installer on top; what to do for an introduced finding; a title's
     `[cu13]` printed as written (it is not rich markup)."""

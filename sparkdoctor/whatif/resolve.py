@@ -147,13 +147,14 @@ def resolve_upgrade(target: Target, python: str, specs: list[str], facts: Facts,
     if not result.ok:  # run again without --quiet: pip says which requirements conflict only then
         loud = run(dry_run_argv(pip, specs, constraints, quiet=False, no_deps=no_deps), RESOLVE_TIMEOUT)
         unreachable = None
-        if "from versions: none" in (loud.stderr or "") + (loud.stdout or ""):  # no candidate at all: was it the index?
+        debug = None
+        if _NO_VERSION.search((loud.stderr or "") + "\n" + (loud.stdout or "")):  # was it the index, or a file pip skipped?
             debug = run(dry_run_argv(pip, specs, constraints, quiet=False, no_deps=no_deps, extra=("-vv",)), RESOLVE_TIMEOUT)
             unreachable = _unreachable(debug)
         if unreachable:
             raise ResolveError(f"{' '.join(specs)}: the package index cannot be reached from {python} ({unreachable}): "
                                "nothing is predicted")
-        raise ResolveError(f"{' '.join(specs)} cannot be resolved in {python}: {conflict(loud)}{_no_wheel(loud)}")
+        raise ResolveError(f"{' '.join(specs)} cannot be resolved in {python}: {conflict(loud)}{_no_wheel(loud, debug)}")
     seen.warnings = conflict_lines(result.stderr)
     try:
         doc = json.loads(result.stdout)
@@ -194,16 +195,73 @@ _NO_VERSION = re.compile(r"Could not find a version that satisfies the requireme
                          re.MULTILINE)
 
 
-def _no_wheel(result: proc.ProcResult) -> str:
-    """Why a requirement found no candidate under --only-binary :all:: the release it names has no wheel here
-    (pip lists only the versions with one); whatif never builds a source distribution."""
+def _no_wheel(result: proc.ProcResult, debug: proc.ProcResult | None = None) -> str:
+    """Why a requirement found no candidate under --only-binary :all:. pip lists only the versions with a wheel
+    for this interpreter and platform, so a release that is there as a source distribution only (or as wheels
+    for other platforms) looks like one that does not exist; the `-vv` run (`debug`) tells them apart: pip
+    names every file it skipped there. A release that fits among them: it has no wheel here (whatif never
+    builds a source distribution). None: no such release, with the nearest and newest versions pip listed."""
     found = _NO_VERSION.search((result.stderr or "") + "\n" + (result.stdout or ""))
     if not found:
         return ""
     have = (found.group(2) or "").strip()
-    which = f"releases with one: {have}" if have and have != "none" else "none has one, or no such project"
+    listed = [v.strip() for v in have.split(",") if v.strip() and have != "none"]
+    if listed and debug is not None and not _skipped_release_fits(found.group(1), debug):
+        return f" ({found.group(1)}: no such release; {_nearest(found.group(1), listed)})"
+    which = f"releases with one: {have}" if listed else "none has one, or no such project"
     return (f" ({found.group(1)}: no release that fits has a wheel for this interpreter and platform ({which}); whatif reads "
             "wheels only, it never builds a source distribution, which would run the package's code)")
+
+
+_SKIPPED_FILE = re.compile(r"Skipping link: .*?([^/\s#?]+?)(?:\.whl|\.tar\.gz|\.zip|\.tar\.bz2|\.tgz|\.tar)(?=[#?\s]|$)",
+                           re.MULTILINE)
+
+
+def _skipped_release_fits(spec: str, debug: proc.ProcResult) -> bool:
+    """A file pip skipped (`Skipping link: REASON: URL`, at -vv: a source distribution under --only-binary, a wheel
+    for another platform or Python) is of a release that satisfies `spec`. True when `spec` cannot be read: the
+    caller then keeps the cautious message."""
+    try:
+        req = Requirement(spec)
+    except InvalidRequirement:
+        return True
+    want = canonicalize_name(req.name)
+    for m in _SKIPPED_FILE.finditer((debug.stderr or "") + "\n" + (debug.stdout or "")):
+        stem = m.group(1)
+        parts = stem.split("-")
+        for cut in range(1, len(parts)):  # an sdist's name may hold '-': try each split, name first
+            if canonicalize_name("-".join(parts[:cut])) == want:
+                if req.specifier.contains(parts[cut], prereleases=True):
+                    return True
+                break
+    return False
+
+
+def _nearest(spec: str, listed: list[str]) -> str:
+    """"versions found: N; nearest A, B; newest C" from pip's `(from versions: ...)`, the nearest being those
+    either side of the version a `==` or `~=` names."""
+    from packaging.version import InvalidVersion, Version
+
+    def parse(v: str) -> Version | None:
+        try:
+            return Version(v)
+        except InvalidVersion:
+            return None
+
+    versions = sorted({p for p in (parse(v) for v in listed) if p is not None})
+    if not versions:
+        return f"versions pip found: {clip(', '.join(listed), 200)}"
+    text = f"pip found {len(versions)} version{'s' if len(versions) != 1 else ''}"
+    try:
+        named = [parse(s.version) for s in Requirement(spec).specifier if s.operator in ("==", "~=", "===")]
+    except InvalidRequirement:
+        named = []
+    asked = named[0] if named and named[0] is not None else None
+    if asked is not None:
+        below = [v for v in versions if v < asked][-1:]
+        above = [v for v in versions if v > asked][:1]
+        text += f", nearest {', '.join(str(v) for v in below + above)}"
+    return f"{text}, newest {versions[-1]}"
 
 
 def is_uv_venv(python: str) -> bool:
