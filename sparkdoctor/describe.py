@@ -275,7 +275,7 @@ def summary_line(report) -> str:
     fail-on error → FAIL (exit 1)` (how many findings rest on each evidence level, those with any),
     with `1 kernel probe unverified` and `arch assumed (why)` before the verdict when they apply."""
     c = report.counts()
-    counted = sum(ev.outcome != "withdrawn" for ev in report.evaluations)
+    counted = len(report.judged())  # the JSON summary's `evaluated`
     parts = [
         ", ".join(plural(c.get(s, 0), SEVERITY_HEADING[s]) for s in ("error", "warn", "info")),
         f"{plural(counted, 'entry')} checked, {len(report.unknown)} unknown",

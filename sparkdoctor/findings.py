@@ -166,6 +166,10 @@ class Report:
     def unknown(self) -> list[Evaluation]:
         return [ev for ev in self.evaluations if ev.outcome == "unknown"]
 
+    def judged(self) -> list[Evaluation]:
+        """The entries judged against the Facts: every one but the withdrawn (never evaluated, listed with -v)."""
+        return [ev for ev in self.evaluations if ev.outcome != "withdrawn"]
+
     def counts(self) -> dict[str, int]:
         c = {s: 0 for s in SEVERITIES}
         for f in self.findings:
@@ -210,7 +214,8 @@ class Report:
             "exit_code": self.exit_code(),
             "summary": {
                 **self.counts(),
-                "evaluated": len(self.evaluations),
+                "evaluated": len(self.judged()),  # the console's "N entries checked"
+                "withdrawn": len(self.evaluations) - len(self.judged()),
                 "unknown": len(self.unknown),
                 "ignored": len(self.ignored),
                 "unverified": len(self.unverified),

@@ -195,6 +195,16 @@ def test_console_unknowns_errors_kernels_and_summary(matrix):
     assert flat.strip().endswith("1 error, 1 warning, 1 info · 5 entries checked, 1 unknown · evidence: 3 reported · fail-on error → FAIL (exit 1)")
 
 
+def test_the_json_summary_counts_the_entries_the_console_says_were_checked(matrix):
+    """`check` said "102 entries checked" and its JSON `summary.evaluated` 106: the withdrawn entries (never judged)
+    were counted in the JSON only. Both count the entries judged; `summary.withdrawn` counts the others."""
+    report = report_of("gb10-broken", matrix)
+    summary = report.to_dict()["summary"]
+    assert isinstance(summary, dict)
+    assert f"{summary['evaluated']} entries checked" in squash(console_text(report)), summary
+    assert summary["evaluated"] == 5 and summary["withdrawn"] == 1 == len(report.evaluations) - 5, summary
+
+
 def test_console_fits_100_columns_and_has_no_escape_codes_in_a_pipe(matrix):
     for verbose in (False, True):
         out = console_text(report_of("gb10-broken", matrix), verbose=verbose, width=100)
