@@ -32,3 +32,11 @@ def clip(text: str, limit: int, tail: bool = False) -> str:
     cut = text[:limit]
     space = cut.rfind(" ")
     return (cut[:space] if space > limit // 2 else cut) + " ..."
+
+
+def with_remedy(title: str, remedy: str) -> str:
+    """`title; remedy` on one line, each setting said once: a remedy part `launch with FLAGS` is left out when the
+    title already ends with those FLAGS (a memory verdict's "it fits with FLAGS"); every other part is kept."""
+    parts = [p for p in remedy.split("; ") if p and not (p.startswith("launch with ") and
+                                                          title.endswith(" " + p.removeprefix("launch with ")))]
+    return "; ".join([title, *parts])

@@ -145,6 +145,7 @@ def test_a_launch_that_does_not_fit_in_the_memory_free_now_is_refused_with_the_s
     out = done.stdout + done.stderr
     assert done.returncode == 1, out[-3000:]
     assert (REFUSED + "recipe check: the launch does not fit as written") in out, out[-3000:]
-    assert "launch with --gpu-memory-utilization 0.48 --max-model-len 32768" in out and "[memory-fits-with]" in out
+    assert "it fits with --gpu-memory-utilization 0.48 --max-model-len 32768" in out and "[memory-fits-with]" in out
+    assert "launch with --gpu-memory-utilization" not in out  # the settings said once
     assert "[1/6] Preparing" not in out
     no_network_noise(out)

@@ -124,7 +124,8 @@ def test_the_memory_verdict_refuses_a_launch_that_does_not_fit_now_whatever_fail
                     model=str(model))
     assert refused.refused and len(refused.reasons) == 1, refused.reasons
     assert refused.reasons[0].startswith("recipe check: the launch does not fit as written"), refused.reasons
-    assert "launch with --gpu-memory-utilization 0.48" in refused.reasons[0] and refused.reasons[0].endswith("[memory-fits-with]")
+    assert "it fits with --gpu-memory-utilization 0.48" in refused.reasons[0] and refused.reasons[0].endswith("[memory-fits-with]")
+    assert refused.reasons[0].count("--gpu-memory-utilization 0.48") == 1, refused.reasons  # the settings said once
     roomy = box(tmp_path / "roomy", available_gib=119)
     passed = judge(str(recipe), [], None, Settings(python=toy["python"]), env={**_env(), "SPARKDOCTOR_HOST_ROOT": str(roomy.root)},
                    model=str(model))

@@ -23,6 +23,7 @@ import sys
 from dataclasses import asdict, dataclass, field
 
 from sparkdoctor import proc
+from sparkdoctor.text import with_remedy
 
 SEVERITIES = ("info", "warn", "error")
 RANK = {name: rank for rank, name in enumerate(SEVERITIES)}
@@ -151,13 +152,14 @@ def reasons_of(gate: Gate, done: proc.ProcResult, fail_on: str) -> list[str]:
     if gate.name == "mods check":
         return [f"mods check: mod {m.get('name')} does not apply to {doc.get('target')}: {m.get('detail')}"
                 for m in doc.get("mods") or [] if isinstance(m, dict) and m.get("verdict") == "fails"]
-    return [f"recipe check: {f.get('title')}{_remedy(f)} [{f.get('id')}]" for f in doc.get("findings") or []
+    return [f"recipe check: {_with_remedy(f)} [{f.get('id')}]" for f in doc.get("findings") or []
             if isinstance(f, dict) and (RANK.get(str(f.get("severity")), -1) >= RANK[fail_on] or f.get("id") in WONT_START)]
 
 
-def _remedy(finding: dict[str, object]) -> str:
-    """A memory verdict's remedy (the settings that fit, what holds the rest) beside its title."""
-    return f"; {finding.get('remedy')}" if finding.get("id") in WONT_START and finding.get("remedy") else ""
+def _with_remedy(finding: dict[str, object]) -> str:
+    """A memory verdict's title and its remedy (what holds the rest), the settings that fit said once."""
+    title = str(finding.get("title"))
+    return with_remedy(title, str(finding.get("remedy"))) if finding.get("id") in WONT_START and finding.get("remedy") else title
 
 
 def judge(recipe_file: str, mods: list[str], image: str | None, settings: Settings,

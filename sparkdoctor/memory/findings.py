@@ -15,6 +15,7 @@ from sparkdoctor.memory.have import SERVER_PROCESSES, Have, read_have
 from sparkdoctor.memory.need import launch_need
 from sparkdoctor.memory.verdict import FITS, FITS_WITH, NO_FIT, Verdict, gib, judge
 from sparkdoctor.recipes.model import Recipe
+from sparkdoctor.text import with_remedy
 
 SEVERITY = {FITS: "info", FITS_WITH: "warn", NO_FIT: "error"}
 
@@ -77,4 +78,4 @@ def launch_refusal(verdict: Verdict) -> str | None:
     if verdict.outcome not in (FITS_WITH, NO_FIT):
         return None
     (finding,) = findings(verdict)
-    return f"memory preflight: {finding['title']}; {finding['remedy']} (--force launches it anyway)"
+    return f"memory preflight: {with_remedy(str(finding['title']), str(finding['remedy']))} (--force launches it anyway)"

@@ -71,7 +71,9 @@ def test_bench_refuses_a_launch_that_does_not_fit_unless_forced(tmp_path, qwen3_
     doc = json.loads(p.stdout)
     message = doc["errors"][0]["message"] if isinstance(doc["errors"][0], dict) else doc["errors"][0]
     assert "memory preflight: the launch does not fit as written" in message and "--force launches it anyway" in message
-    assert "--gpu-memory-utilization 0.48" in message
+    assert "it fits with --gpu-memory-utilization 0.48" in message
+    # the settings are said once: the line said "it fits with FLAGS; launch with FLAGS"
+    assert message.count("--gpu-memory-utilization 0.48") == 1 and "launch with" not in message, message
     forced = cli(have.root, "bench", recipe, "--no-store", "--force", "--ready-timeout", "5")
     # forced past the preflight, the launch itself is what fails here (no `vllm` on this PATH)
     assert forced.returncode == 4 and "memory preflight" not in forced.stderr.splitlines()[-1], forced.stderr
