@@ -345,8 +345,7 @@ class Planner:
             plan.refusals.append(f"{self.inv.python} is a system interpreter, not a venv: changing its packages can break the OS's own tools (to allow it: --system)")
         where = "" if self.local else f" in {self.sides['target'].where}"
         if self.inv.read_only:
-            plan.refusals.append(f"{self.inv.purelib}{where} is not writable: it is on a read-only file system "
-                                 "(mount the environment read-write, or fix the image it comes from and recreate the container)")
+            plan.refusals.append(f"{self.inv.purelib}{where} is not writable: it is on a read-only file system ({read_only_remedy(self.local)})")
         elif not self.inv.writable:
             plan.refusals.append(f"{self.inv.purelib}{where} is not writable by this user (run as the owner of the environment)")
         pinned = {canonicalize_name(c.get("name", "")) for c in self.facts.constraints or []}
@@ -356,6 +355,14 @@ class Planner:
                 plan.refusals.append(f"{dist.name} {dist.version} came from {dist.source()}, not the registry: replacing it with a registry wheel changes the build (to allow it: --allow-replace {name})")
             if before and after and name in pinned and name not in self.opts.allow_downgrade and _lower(after, before):
                 plan.refusals.append(f"{name} is pinned in a constraints/requirements file and the plan downgrades it {before} -> {after} (to allow it: --allow-downgrade {name})")
+
+
+def read_only_remedy(local: bool) -> str:
+    """What a user can do about an environment on a read-only file system: a container's comes from its mount or image;
+    a local venv's file system is remounted, or another venv is used."""
+    if not local:
+        return "mount the environment read-write, or fix the image it comes from and recreate the container"
+    return "remount that file system read-write, or make a venv you own on a writable disk and fix that one (--python)"
 
 
 def _lower(after: str, before: str) -> bool:

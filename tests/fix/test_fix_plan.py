@@ -83,6 +83,21 @@ def test_a_system_interpreter_and_an_unwritable_target_are_refused():
     assert plan.refusals == []
 
 
+def test_a_read_only_local_venv_is_not_told_to_recreate_a_container():
+    """`fix --python VENV` on a read-only file system said "...or fix the image it comes from and recreate the
+    container": a container's remedy for a local venv. The remedy fits the target kind."""
+    from dataclasses import replace
+
+    inst = FakeInstaller({n: "4.5.0" for n in CUTE})
+    plan = build_plan([finding("c", "cutlass-dsl-cu13-clean-reinstall")], load_all(), replace(collision_inventory(), read_only=True),
+                      inst, facts(), FixOptions())
+    [refusal] = [r for r in plan.refusals if "read-only file system" in r]
+    assert "container" not in refusal and "remount that file system read-write" in refusal and "venv you own" in refusal, refusal
+    from sparkdoctor.fix.plan import read_only_remedy
+
+    assert "recreate the container" in read_only_remedy(local=False) and "container" not in read_only_remedy(local=True)
+
+
 def test_replacing_a_vendor_build_or_a_local_wheel_is_refused_unless_allowed():
     vendor = inventory(Dist("nvidia-cutlass-dsl", "4.5.0+nv", "/v"), Dist("nvidia-cutlass-dsl-libs-base", "4.5.0", "/v",
                        direct_url={"url": "file:///wheels/base.whl", "archive_info": {}}))
