@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
 
 from sparkdoctor import proc
 from sparkdoctor.errors import SparkdoctorError
@@ -240,7 +241,6 @@ def _skipped_release_fits(spec: str, debug: proc.ProcResult) -> bool:
 def _nearest(spec: str, listed: list[str]) -> str:
     """"versions found: N; nearest A, B; newest C" from pip's `(from versions: ...)`, the nearest being those
     either side of the version a `==` or `~=` names."""
-    from packaging.version import InvalidVersion, Version
 
     def parse(v: str) -> Version | None:
         try:
