@@ -170,6 +170,11 @@ def apply(target: Target, plan: Plan, inventory: Inventory, installer: Installer
             step("applied")
         except (Exception, KeyboardInterrupt, proc.Interrupted) as exc:
             outcome.error = failure_text(exc)
+            if not isinstance(exc, Exception):
+                # a signal (Ctrl-C) may have come between an installer's start and its wait (proc.start's pending
+                # signal, a Running not yet waited on): that installer would go on changing the target beside the
+                # rollback. Every child still running is killed and reaped before the first reverse.
+                proc.stop_all()
             try:
                 outcome.verified = _reverse(target, journal, executed, restorer, sides)
                 outcome.rolled_back = True
