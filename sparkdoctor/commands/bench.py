@@ -23,6 +23,7 @@ from sparkdoctor.commands.options import (
     parse_sets,
     python_option,
     refuse_bad_seconds,
+    refuse_unwritable_output,
     verb,
 )
 from sparkdoctor.errors import UsageError
@@ -83,8 +84,6 @@ class BenchCommand:
             raise UsageError(f"--export {self.export}: its folder does not exist")
         if self.export is not None and (self.export.is_symlink() or self.export.exists()) and not self.export.is_file():
             raise UsageError(f"--export {self.export}: exists and is not a regular file; a cell is written only as one")
-        from sparkdoctor.commands.fix import refuse_unwritable_output
-
         refuse_unwritable_output(self.output)  # a server launched and measured for minutes, then nowhere to say so
         refuse_unwritable_output(self.export.expanduser() if self.export is not None else None, "--export")
         if (self.recipe is None) == (self.url is None):

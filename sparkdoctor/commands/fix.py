@@ -26,6 +26,7 @@ from sparkdoctor.commands.options import (
     matrix_option,
     python_option,
     refuse_bad_constraints,
+    refuse_unwritable_output,
     verb,
 )
 from sparkdoctor.errors import UsageError
@@ -96,29 +97,6 @@ class FixCommand:
     @property
     def chosen(self) -> tuple[str | None, str | None, str | None, str | None]:
         return self.python, self.container, self.container_python, self.runtime
-
-
-def refuse_unwritable_output(output: Path | None, flag: str = "--output") -> None:
-    """`-o FILE` that the document could not be written to, refused before anything is read or changed: emit writes
-    it only after the command ran, and an apply or a rollback that then cannot say what it did (its journal, the
-    undo command) must not have happened. The file is judged as files.write_text judges it (a regular file or a new
-    name, never a folder, FIFO or device); its folder must exist and take a new file (the write is atomic: a
-    temporary file beside it, then a rename)."""
-    import os
-
-    from sparkdoctor.files import OutputError, target_of
-
-    if output is None:
-        return
-    try:
-        folder = target_of(output).parent
-    except OutputError as exc:
-        raise UsageError(f"{flag} {output}: {exc}") from None
-    if not folder.is_dir():
-        why = "is not a folder" if folder.exists() else "does not exist"
-        raise UsageError(f"{flag} {output}: its folder {folder} {why}; nothing was done")
-    if not os.access(folder, os.W_OK | os.X_OK):
-        raise UsageError(f"{flag} {output}: its folder {folder} is not writable; nothing was done")
 
 
 def refuse_unreadable_env_file(path: Path) -> None:

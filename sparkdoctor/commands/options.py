@@ -206,6 +206,30 @@ def refuse_bad_constraints(paths: list[Path]) -> None:
             raise UsageError(f"--constraints {c}: {why if c.exists() else 'no such file'}")
 
 
+def refuse_unwritable_output(output: Path | None, flag: str = "--output") -> None:
+    """`-o FILE` that the document could not be written to, refused before anything is read or changed: emit writes
+    it only after the command ran, and what it ran must not have happened with nowhere to say so (fix's apply or
+    rollback and its undo command, bench's and rerun's measurements, whatif's dry run; `--export` too). The file is judged as files.write_text judges it (a regular file or a new
+    name, never a folder, FIFO or device); its folder must exist and take a new file (the write is atomic: a
+    temporary file beside it, then a rename)."""
+    import os
+
+    from sparkdoctor.errors import UsageError
+    from sparkdoctor.files import OutputError, target_of
+
+    if output is None:
+        return
+    try:
+        folder = target_of(output).parent
+    except OutputError as exc:
+        raise UsageError(f"{flag} {output}: {exc}") from None
+    if not folder.is_dir():
+        why = "is not a folder" if folder.exists() else "does not exist"
+        raise UsageError(f"{flag} {output}: its folder {folder} {why}; nothing was done")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise UsageError(f"{flag} {output}: its folder {folder} is not writable; nothing was done")
+
+
 def refuse_bad_seconds(option: str, seconds: float) -> None:
     """A time limit that is not a finite number above 0 (nan: a wait that never ends): one line, exit 2."""
     from sparkdoctor.errors import UsageError

@@ -22,6 +22,7 @@ from sparkdoctor.commands.options import (
     format_option,
     matrix_option,
     refuse_bad_seconds,
+    refuse_unwritable_output,
     verb,
 )
 from sparkdoctor.conclusions.documents import RerunDocument
@@ -49,8 +50,6 @@ class RerunCommand:
         Format.parse(self.fmt, FORMATS)
         refuse_bad_seconds("--ready-timeout", self.ready_timeout)
         self.wanted()
-        from sparkdoctor.commands.fix import refuse_unwritable_output
-
         refuse_unwritable_output(self.output)  # before the re-measurements, which may take hours, not after
 
     def wanted(self) -> set[str]:

@@ -23,6 +23,7 @@ from sparkdoctor.commands.options import (
     format_option,
     matrix_option,
     refuse_bad_arch,
+    refuse_unwritable_output,
     verb,
 )
 from sparkdoctor.errors import UsageError
@@ -81,8 +82,6 @@ class WhatifCommand:
         if self.ledger is not None and not self.ledger.exists():
             raise UsageError(f"ledger {self.ledger}: no such file")
         refuse_bad_target_options(self.python, self.container, self.container_python, self.facts_file is not None)
-        from sparkdoctor.commands.fix import refuse_unwritable_output
-
         refuse_unwritable_output(self.output)  # before pip's dry run (minutes for vLLM), not after
 
 
