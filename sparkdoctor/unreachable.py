@@ -7,6 +7,8 @@ stack "contradicted", a fix refused for a version the registry has) must first a
 
 from __future__ import annotations
 
+import re
+
 WORDS = ("Could not fetch URL", "NewConnectionError", "Temporary failure in name resolution", "Failed to establish",
          "Network is unreachable", "Connection refused", "Could not connect", "dns error", "error sending request",
          "Max retries exceeded", "ConnectTimeout", "Failed to fetch",
@@ -14,5 +16,8 @@ WORDS = ("Could not fetch URL", "NewConnectionError", "Temporary failure in name
 
 
 def index_unreachable(text: str) -> str | None:
-    """The first line of an installer's output that says an index did not answer, stripped; None if none does."""
+    """The first line of an installer's output that says an index did not answer, stripped; None if none does, or if
+    pip listed the versions it found (`from versions: 1.0, 2.0`): a retry that got through then reached the index."""
+    if re.search(r"\(from versions: (?!none\))", text):
+        return None
     return next((line.strip() for line in text.splitlines() if any(w in line for w in WORDS)), None)

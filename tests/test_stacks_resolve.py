@@ -81,6 +81,10 @@ def test_an_index_that_did_not_answer_is_an_error_not_a_contradicted_stack(tmp_p
                                 "dependencies.\n\nThe conflict is caused by:\n    a 1 depends on c==1\n    b 1 depends on c==2\n\n")
     monkeypatch.setattr(proc, "run", lambda *a, **k: proc.ProcResult(["pip"], 1, "", conflicted, 1.0))
     assert resolve(stack(tmp_path)).verdict == "contradicted"
+    # a retry that got through: pip listed what the index has, so the release is missing indeed
+    listed = PIP_OFFLINE.replace("(from versions: none)", "(from versions: 23.2, 24.0)")
+    monkeypatch.setattr(proc, "run", lambda *a, **k: proc.ProcResult(["pip"], 1, "", listed, 1.0))
+    assert resolve(stack(tmp_path)).verdict == "contradicted"
 
 
 @pytest.mark.slow

@@ -6,7 +6,7 @@ name, home path, IP (v4 or v6) or MAC address, and no token or key. Two kinds of
   - identities learned from the Facts (and, for a live run, from this machine): the user names in
     home paths, the host name fields, the values of secret-named and address-named environment
     variables. Each is replaced as a whole word wherever it appears, in any field and in findings (a host name
-    in any case, as DNS reads it; a user name as learned).
+    in any case, as DNS reads it, when it has a digit or a hyphen; a plain word and a user name as learned).
   - shapes that are secret whatever field holds them: Hugging Face (hf_...), OpenAI (sk-...), GitHub
     (ghp_..., github_pat_...), GitLab (glpat-...), Stripe (sk_live_..., rk_live_...), NGC (nvapi-...), AWS
     (AKIA...), Slack (xox?-...) tokens, bearer tokens, credentials in URLs, whole PEM/OpenSSH key blocks (cut ones
@@ -56,7 +56,8 @@ SYSTEM_USERS = frozenset({"root", "nobody", "ubuntu", "admin", "user", "home", "
 # (/proc/sys/vm, vm.max_map_count): it is replaced only where it does not touch a / or a . (`on vm as bob`).
 WEAK_NAMES = frozenset({"vm", "net", "sys", "dev", "proc", "lib", "bin", "etc", "tmp", "var", "opt", "mnt", "data", "cache",
                         "models", "kernel", "srv", "run", "boot", "media", "share", "src", "build", "python", "cuda", "spark",
-                        "gpu", "node", "server", "main", "test", "work", "lab", "box", "dgx", "nvme", "vllm"})
+                        "gpu", "node", "server", "main", "test", "work", "lab", "box", "dgx", "nvme", "vllm",
+                        "ubuntu", "debian", "linux", "nvidia", "gx10", "gb10"})
 ENV_KEYS = frozenset({"env", "environment"})  # a dict under one of these names holds environment variables
 # Host names too generic to replace in text.
 GENERIC_HOSTS = frozenset({"localhost", "localhost.localdomain", "ip6-localhost", "ip6-loopback", "auto", "none", "local",
@@ -128,7 +129,8 @@ class Redactor:
         self._compiled = None
 
     def learn_secret(self, value: object) -> None:
-        if isinstance(value, str) and len(value) >= 6 and value != SECRET:
+        # a short number is not learned: `stop_token_ids=[151645]` would take every 151645 out of the report
+        if isinstance(value, str) and len(value) >= 6 and value != SECRET and not (value.isdigit() and len(value) < 10):
             self.secrets.add(value)
             self._compiled = None
 
@@ -243,12 +245,15 @@ class Redactor:
         return value
 
     def _patterns(self) -> list[tuple[re.Pattern[str], str] | None]:
-        """(pattern, replacement) for learned host names, then user names; strong and weak (see WEAK_NAMES). A strong
-        host name is matched in any case (DNS ignores it: Alice-Spark is ALICE-SPARK); a user name as learned (`Bob`
-        the user, `bob` a word), and a weak host name too (a host called spark must not take `DGX Spark`)."""
+        """(pattern, replacement) for learned host names, then user names; strong and weak (see WEAK_NAMES). A
+        host-shaped name (a digit or a hyphen: spark-7f3a) is matched in any case, as DNS reads it (Alice-Spark is
+        ALICE-SPARK); a host that is a plain word (alice, workstation), a weak one and a user name as learned (`Bob`
+        the user, `bob` a word; a host called ubuntu must not take `Ubuntu 24.04`)."""
         if self._compiled is None:
-            self._compiled = [_words(names, weak, word, any_case=word == HOST and not weak)
-                              for names, word in ((self.hosts, HOST), (self.users, USER)) for weak in (False, True)]
+            strong = {n for n in self.hosts if not _is_weak(n)}
+            shaped = {n for n in strong if re.search(r"[\d\-]", n)}
+            self._compiled = [_words(shaped, False, HOST, any_case=True), _words(strong - shaped, False, HOST),
+                              _words(self.hosts, True, HOST), _words(self.users, False, USER), _words(self.users, True, USER)]
         return self._compiled
 
     def _ipv4(self, match: re.Match[str]) -> str:

@@ -43,7 +43,7 @@ ADDRESS_WORD = re.compile(r"(?i)(?:^|[_\-])(?:host(?:name)?|addr(?:ess)?|master|
 # A name and its separator, the value not consumed: the scan goes on inside it (a pair in a pair's value).
 # A quote of either kind around the name or the value: JSON's "name": "value", and Python's {'name': 'value'},
 # Namespace(name='value'), NAME='value' in a shell line (vLLM logs its arguments as a Python dict).
-NAME_SEP = re.compile(rf"(?<![{NAMECH}])([{NAMECH}]+)(['\"]?[ \t]*[=:][ \t]*\[?(['\"]?)|[ \t]+(['\"]?))")
+NAME_SEP = re.compile(rf"(?<![{NAMECH}])([{NAMECH}]+)(['\"]?[ \t]*[=:][ \t]*(?:\[(?=['\"]))?(['\"]?)|[ \t]+(['\"]?))")
 VALUE = re.compile(r"(?!<)[^\s\"',;&<>()\[\]{}]+")
 HOST_VALUE = re.compile(r"(?!<)[^\s\"',;&<>()\[\]{}]{1,300}")
 # A quoted secret value, to its closing quote (spaces and escapes in it too; 256 characters at most: linear).
@@ -54,6 +54,7 @@ QUOTED = {q: re.compile(rf"(?!<)(?:[^{q}\\\n]|\\.){{1,256}}(?={q})") for q in "'
 ENCODED_PAIR = re.compile(rf"(?:(?<=%[0-9A-Fa-f]{{2}})|(?<![{NAMECH}%]))([{NAMECH}]+)%3[Dd](?!<)((?:[^\s&%\"']|%(?!26))+)")
 # A header written with one space for its colon (`X-Auth-Token abc...`): a name in header case with a hyphen (prose
 # has `the token is`, `api-key argument`; `Authorization Required` is nginx's 401 page), then a token of 8+.
+CREDENTIAL_HEADERS = ("-authorization", "private-token", "job-token", "deploy-token", "api-key", "access-token")
 HEADER_SPACED = re.compile(r"(?<![A-Za-z0-9_\-])((?:[A-Z][A-Za-z0-9]*-)+[A-Z][A-Za-z0-9]*) (?!<)([A-Za-z0-9_~+/.=\-]{8,})"
                            r"(?=[\s\"',;)\]}]|$)")
 EMAIL = re.compile(r"(?<![A-Za-z0-9._%+\-])[A-Za-z0-9._%+\-]+@[A-Za-z0-9\-]+(?:\.[A-Za-z0-9\-]+)*\.[A-Za-z]{2,}(?![A-Za-z0-9\-])")
@@ -93,8 +94,11 @@ ENTROPY_BITS = 4.3  # per character: random base62/64 of 32-40 characters measur
 
 def secret_name(name: str) -> bool:
     """A name that says its value is a secret: one of its parts (split at _ - . and camelCase) is key, token,
-    secret, password, auth... or ends so (apikey, hftoken). `tokenizer` and `max_tokens` are not."""
-    parts = re.split(r"[_\-.\s]+|(?<=[a-z])(?=[A-Z])", name.strip("-"))
+    secret, password, auth... or ends so (apikey, hftoken). `tokenizer` and `max_tokens` are not, nor a name ending
+    in id or ids: an LLM's `eos_token_id`, `stop_token_ids` and `prompt_token_ids` are numbers of its vocabulary."""
+    parts = [p for p in re.split(r"[_\-.\s]+|(?<=[a-z])(?=[A-Z])", name.strip("-")) if p]
+    if parts and parts[-1].lower() in ("id", "ids"):
+        return False
     return any(p.lower() in SECRET_SEGMENTS or p.lower().endswith(SECRET_ENDINGS) for p in parts if p)
 
 
@@ -228,15 +232,22 @@ def encoded_pair_spans(text: str, on_secret: Callable[[str], None]) -> list[tupl
 
 def header_spans(text: str, on_secret: Callable[[str], None]) -> list[tuple[int, int]]:
     """The spans of values after a secret header and one space (`X-Auth-Token abc`, `X-Api-Key abc`): the header's
-    last part is a secret name (Token, Key, Secret, Authorization...). A plain word (`Prediction`) is a value only
-    after an X- header: `Multi-Token Prediction` and `Per-Token quantization` are prose; it is not learned either."""
+    last part is a secret name (Token, Key, Secret, Authorization...). After an X- header any value of 8+ (a plain
+    word is hidden but not learned), after a credential header's name (Proxy-Authorization, Private-Token) any but
+    a plain word; after another hyphenated name only a token-like value (16+, no `_`, letters and digits):
+    `Multi-Token Prediction` and `Per-Token fp8_e4m3 quantization` are prose."""
     spans = []
     for m in HEADER_SPACED.finditer(text):
-        word = re.fullmatch(r"[A-Za-z][a-z]*", m.group(2)) is not None
-        if secret_name(m.group(1).rsplit("-", 1)[-1]) and (not word or m.group(1)[:2] in ("X-", "x-")):
+        name, value = m.group(1), m.group(2)
+        if not secret_name(name.rsplit("-", 1)[-1]):
+            continue
+        word = re.fullmatch(r"[A-Za-z][a-z]*", value) is not None
+        header = name.lower().endswith(CREDENTIAL_HEADERS)  # a real header's name: any value but a plain word
+        tokenlike = len(value) >= 16 and "_" not in value and bool(re.search(r"\d", value)) and bool(re.search(r"[A-Za-z]", value))
+        if name[:2] in ("X-", "x-") or (header and not word) or tokenlike:
             spans.append(m.span(2))
             if not word:
-                on_secret(m.group(2))
+                on_secret(value)
     return spans
 
 

@@ -87,7 +87,9 @@ def split_command(text: str, where: str) -> tuple[list[str], str | None]:
     return argv, shell_operator(line) or ("a second line" if separated else None)
 
 
-CONTINUATION = re.compile(r"\\[ \t]*\n")  # trailing blanks after the backslash forgiven (YAML editors leave them)
+# trailing blanks after the backslash forgiven (YAML editors leave them); a backslash that ends the text too (YAML's
+# `|-` chomps the last line break: bash reads the command whole)
+CONTINUATION = re.compile(r"\\[ \t]*(?:\n|$)")
 
 
 def _read_lines(text: str) -> tuple[str, bool]:

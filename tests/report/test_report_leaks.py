@@ -233,6 +233,19 @@ def test_a_host_name_is_matched_in_any_case_a_user_name_as_learned():
     assert r.text("Bob and bob") == "<user> and bob"
     weak = redactor_for({"host": {"hostname": "spark"}})
     assert weak.text("on spark, a DGX Spark") == "on <host>, a DGX Spark"
+    # a host named as a plain word keeps that word's other cases: Ubuntu's default host name, a box named after its GPU
+    for host, kept in (("ubuntu", "Ubuntu 24.04.3 LTS"), ("nvidia", "NVIDIA GB10"), ("gx10", "ASUS GX10"),
+                       ("workstation", "Workstation")):
+        assert redactor_for({"host": {"hostname": host}}).text(f"{kept} on {host}") == f"{kept} on <host>", host
+
+
+def test_an_llms_token_ids_are_numbers_not_secrets():
+    """`*_token_id(s)` hold vocabulary numbers: hidden and learned as secrets, every 151645 in the report went."""
+    log = "SamplingParams(n=1, stop_token_ids=[151645]), {'return_tokens_as_token_ids': True, 'eos_token_id': 2}"
+    r = redactor_for({"errors": [{"collector": "serve-log", "error": log}]})
+    assert r.text(log) == log
+    assert r.text("vocab 151645 seed 1516450") == "vocab 151645 seed 1516450"
+    assert r.text("{'hf_token': ['hf-secret-1'], 'api_key': 'k1234567'}") == "{'hf_token': ['<redacted>'], 'api_key': '<redacted>'}"
 
 
 @pytest.mark.parametrize("before, after", [
@@ -261,7 +274,8 @@ def test_a_percent_encoded_secret_pair_is_redacted(before, after):
 @pytest.mark.parametrize("before, after", [
     ("X-Auth-Token abcdefghijk", "X-Auth-Token <redacted>"),
     ("sent X-API-KEY Hk7pQ2vX9m, then X-Goog-Api-Key AIzaSyA-b1c2d3", "sent X-API-KEY <redacted>, then X-Goog-Api-Key <redacted>"),
-    ("GitLab Private-Token glpatxyz12345", "GitLab Private-Token <redacted>"),
+    ("GitLab Private-Token glpatxyz1234567890ab", "GitLab Private-Token <redacted>"),
+    ("Using Per-Token fp8_e4m3 quantization", "Using Per-Token fp8_e4m3 quantization"),  # an identifier: no token
     # prose: no header shape (lower case, no hyphen), a name that is no secret, two spaces, a value under 8 characters
     ("the token is here", "the token is here"), ("401 Authorization Required", "401 Authorization Required"),
     ("pass the api-key argument", "pass the api-key argument"), ("X-Token-Count 12345678", "X-Token-Count 12345678"),

@@ -249,3 +249,11 @@ def test_a_sparkrun_default_that_a_shell_would_split_is_marked(tmp_path):
     recipe = recipes.load(path)
     assert recipe.shell == "';'"
     assert any("the command sparkrun builds from defaults: ';' makes it a shell line" in w for w in recipe.warnings)
+
+
+def test_a_command_whose_last_line_ends_in_a_backslash_reads(tmp_path):
+    """YAML's `|-` chomps the last line break, so a command written with a backslash after its last flag ends in `\\`:
+    bash runs it whole; the quote-aware reader took that backslash for an escape with nothing after it."""
+    text = 'recipe_version: "1"\nname: r\ncontainer: c\ndefaults:\n  port: 8000\ncommand: |-\n  vllm serve m \\\n    --port {port} \\\n'
+    recipe = recipes.load(write(tmp_path, "r.yaml", text))
+    assert recipe.argv[:5] == ["vllm", "serve", "m", "--port", "8000"] and recipe.shell is None
