@@ -173,7 +173,10 @@ def start_daemon(root: Path) -> Daemon:
     argv = [dockerd, "--data-root", str(root / "data"), "--exec-root", str(root / "exec"), "--pidfile", str(root / "dockerd.pid"),
             "-H", f"unix://{socket}", "--bridge=none", "--iptables=false", "--ip6tables=false"]
     log = root / "dockerd.log"
-    running = proc.start(["sh", "-c", 'exec "$@" >"$0" 2>&1', str(log), *argv])
+    # the daemon goes with the worker that started it (SIGTERM: dockerd stops its containers), even a worker killed
+    # before its teardown ran: a run stopped by SIGTERM to its process group left every test dockerd running
+    guard = ["setpriv", "--pdeathsig", "TERM", "--"] if shutil.which("setpriv") else []
+    running = proc.start([*guard, "sh", "-c", 'exec "$@" >"$0" 2>&1', str(log), *argv])
     daemon = Daemon(root, socket, running, before, env={**os.environ, "DOCKER_HOST": f"unix://{socket}"})
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
