@@ -114,7 +114,12 @@ def test_input_reaches_the_child_and_stdout_is_text():
 
 def test_kill_all_kills_every_registered_group(tmp_path):
     pidfile = tmp_path / "grandchild"
-    code = f"import subprocess, time; p = subprocess.Popen(['sleep', '60']); open({str(pidfile)!r}, 'w').write(str(p.pid)); time.sleep(60)"
+    # written whole, then renamed into place: the poking thread must never read a file that exists but is still empty
+    code = (
+        "import os, subprocess, time; p = subprocess.Popen(['sleep', '60']); "
+        f"open({str(pidfile) + '.part'!r}, 'w').write(str(p.pid)); os.rename({str(pidfile) + '.part'!r}, {str(pidfile)!r}); "
+        "time.sleep(60)"
+    )
     script = tmp_path / "run.py"
     # A fresh interpreter: kill_all() closes the registry for good, which this test process must not do.
     script.write_text(
@@ -169,7 +174,12 @@ def test_a_signal_during_a_wait_kills_that_child_before_the_exception_unwinds(tm
     `fix --yes` used to leave the installer running until the entry point's kill_all(), and it finished its
     install after the rollback had removed the package (found by QA: the target ended half-rolled-back)."""
     pidfile = tmp_path / "grandchild"
-    code = f"import subprocess, time; p = subprocess.Popen(['sleep', '60']); open({str(pidfile)!r}, 'w').write(str(p.pid)); time.sleep(60)"
+    # written whole, then renamed into place: the poking thread must never read a file that exists but is still empty
+    code = (
+        "import os, subprocess, time; p = subprocess.Popen(['sleep', '60']); "
+        f"open({str(pidfile) + '.part'!r}, 'w').write(str(p.pid)); os.rename({str(pidfile) + '.part'!r}, {str(pidfile)!r}); "
+        "time.sleep(60)"
+    )
     script = tmp_path / "run.py"
     script.write_text(
         "import os, signal, sys, threading, time\n"
