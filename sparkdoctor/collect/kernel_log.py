@@ -27,6 +27,7 @@ MAX_RECORDS = 50_000  # /dev/kmsg records read at most (the ring buffer holds fa
 MAX_LINE = 2048
 
 _STAMP = re.compile(r"^\s*\[\s*(\d{1,10}\.\d{1,9})\]\s*")  # dmesg: seconds since boot
+_CTIME = re.compile(r"^\s*\[[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4}\]\s*")  # dmesg -T
 _KMSG = re.compile(r"^(\d{1,3}),(\d{1,20}),(\d{1,20}),[^;]*;")  # /dev/kmsg: prio,seq,usec,flags;
 _PATTERNS = [
     ("nvrm-no-memory", re.compile(r"NVRM:.*(?:NV_ERR_NO_MEMORY|Out of memory)")),
@@ -52,14 +53,21 @@ class KernelEvent:
 
 
 def _strip(line: str) -> tuple[str, float | None]:
+    """The kernel's own text and its stamp: a record of /dev/kmsg, or a line of dmesg (`-T` too), journalctl -k (any
+    `-o`) or kern.log, whose "host kernel: " may come before or after a stamp."""
     match = _KMSG.match(line)
     if match:
         return line[match.end():], int(match.group(3)) / 1e6
-    match = _STAMP.match(line)
-    if match:
-        return line[match.end():], float(match.group(1))
-    kernel = line.find("kernel: ")  # journalctl -k: "Nov 28 20:31:21 host kernel: ..."
-    return (line[kernel + 8:] if kernel >= 0 else line), None
+    seconds = None
+    for _ in range(2):  # "[stamp] host kernel: text" (short-monotonic) or "date host kernel: [stamp] text" (kern.log)
+        match = _STAMP.match(line)
+        if match:
+            line, seconds = line[match.end():], float(match.group(1))
+        line = _CTIME.sub("", line, count=1)
+        kernel = line.find("kernel: ", 0, 100)  # journalctl -k: "Nov 28 20:31:21 host kernel: ..."
+        if kernel >= 0:
+            line = line[kernel + 8:]
+    return line, seconds
 
 
 def parse(text: str, since: float | None = None) -> list[KernelEvent]:

@@ -195,3 +195,17 @@ def test_a_launched_server_growing_into_its_cgroup_limit_is_named_from_its_sampl
     real = after_launch(died.value, start)
     assert real is not None and real.cause == "oom-killed" and real.victim is not None
     assert any(e.startswith("memory: the server's resident size rose") for e in real.evidence)
+
+
+@pytest.mark.parametrize("prefix", [
+    "Nov 28 09:00:00 spark-1 kernel: [  394.558841] ",  # /var/log/kern.log (rsyslog keeps the kernel's stamp)
+    "[Sat Nov 28 09:00:00 2026] ",  # dmesg -T
+    "[  394.558841] spark-1 kernel: ",  # journalctl -k -o short-monotonic
+    "2026-11-28T09:00:00.123456+00:00 spark-1 kernel: ",  # journalctl -k -o short-iso, Ubuntu 24.04's kern.log
+])
+def test_a_cgroup_kill_is_counted_apart_whatever_stamp_the_log_puts_before_it(prefix):
+    events = parse(prefix + "Memory cgroup out of memory: Killed process 12026 (python3) total-vm:1kB\n")
+    assert events[0].line.startswith("Memory cgroup out of memory: Killed process 12026")
+    assert counts(events)["oom_kills"] == 0 and counts(events)["oom_kills_cgroup"] == 1
+    pm = classify(prefix + "Memory cgroup out of memory: Killed process 12026 (python3)\n", pids={12026}, returncode=-9)
+    assert pm.avoid.startswith("raise the memory limit of the cgroup")
