@@ -27,6 +27,7 @@ class Context:
     kernels: bool = True
     timeout: float = 20.0  # per collector without its own; subprocesses inside use their own, shorter ones
     deadline: float | None = None  # time.monotonic() by which the whole run must be done
+    budget: str = "the run's time budget, --timeout"  # what set the deadline, as a message names it
     progress: Callable[[str], None] | None = None
     # Raw observations one collector hands to those that need it (e.g. the target's ptxas
     # candidates and pip-config constraint files); not part of Facts.

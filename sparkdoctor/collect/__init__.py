@@ -56,7 +56,7 @@ def run_collectors(ctx: Context, collectors: list[Collector]) -> Facts:
     while pending or running:
         if ctx.deadline is not None and time.monotonic() >= ctx.deadline:
             for name in pending:  # what could not start in time is unknown, and says why
-                facts.add_error(name, "not run: the run's time budget (--timeout) ran out")
+                facts.add_error(name, f"not run: {ctx.budget.replace(', ', ' (', 1)}) ran out")
             pending.clear()
         for name, c in list(pending.items()):
             if all(n in done or n not in names for n in c.needs):
@@ -74,7 +74,7 @@ def run_collectors(ctx: Context, collectors: list[Collector]) -> Facts:
                 done.add(name)
                 facts.timings_ms[name] = round(elapsed * 1000, 1)
                 if t.is_alive():
-                    why = " (the run's time budget, --timeout)" if by_deadline else ""
+                    why = f" ({ctx.budget})" if by_deadline else ""
                     facts.add_error(name, f"timed out after {limit:.3g}s{why}")
                 elif "error" in box:
                     facts.add_error(name, str(box["error"]))

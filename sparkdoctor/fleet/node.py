@@ -97,7 +97,7 @@ def collect_node(transport: Transport, node: Node, timeout: float, arch: str | N
     facts.target = target.describe()
     facts.arch = {"value": arch, "source": "given"} if arch else assumed("GPU detection did not finish")
     ctx = Context(target=target, facts=facts, arch_override=arch, cache_dir=None, use_cache=False, kernels=False,
-                  timeout=timeout, deadline=deadline)
+                  timeout=timeout, deadline=deadline, budget="the node's time, --node-timeout")
     answer = _Answer()
 
     def node_probe(ctx: Context) -> dict[str, object]:

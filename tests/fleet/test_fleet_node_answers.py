@@ -75,3 +75,15 @@ def test_each_node_with_an_odd_answer_is_reported_alone_and_the_rest_judged(node
     assert "'errors'" in by_name["errors-int"]["problem"] and "'time'" in by_name["time-huge"]["problem"]
     assert "gpus[0].index" in by_name["gpu-index-list"]["problem"]
     assert "boot_id" in by_name["boot-id-object"]["problem"]
+
+
+def test_a_node_that_hangs_names_the_flag_that_bounds_it(tmp_path):
+    """--node-timeout, not check's --timeout (fleet check has none): the message names what the user can raise."""
+    from sparkdoctor.fleet.node import collect_node
+    from sparkdoctor.fleet.transport import Node, SshTransport
+
+    config = tmp_path / "ssh_config"
+    config.write_text("Host slow\n  ProxyCommand sleep 30\n")
+    outcome = collect_node(SshTransport(str(config)), Node("slow"), 1.0)
+    assert not outcome.ok and "timed out" in str(outcome.problem)
+    assert "--node-timeout" in str(outcome.problem) and "--timeout)" not in str(outcome.problem)
