@@ -152,3 +152,13 @@ def test_a_recipe_that_leaves_the_port_to_sparkrun_is_judged_not_refused(tmp_pat
         assert not any("could not judge" in r or "is not a number" in r for r in verdict.reasons), verdict.message()
         assert any("does not know --port" in r for r in verdict.reasons), verdict.message()
         assert yaml.safe_load(path.read_text())["defaults"]["port"] == port
+
+
+def test_an_sglang_recipe_is_not_refused_for_flags_vllm_does_not_have(tmp_path, toy):
+    """sparkrun runs `runtime: sglang` recipes; judged against the target's vLLM, SGLang's own `--model-path` was
+    refused as a flag vLLM does not know, so no SGLang recipe could pass the gate."""
+    path = tmp_path / "sglang.yaml"
+    path.write_text('recipe_version: "2"\nmodel: org/toy\nruntime: sglang\n'
+                    "command: python3 -m sglang.launch_server --model-path {model} --tp-size 1\n")
+    verdict = judge(str(path), [], None, Settings(python=toy["python"]), env=_env())
+    assert not any("flag-unknown" in r for r in verdict.reasons), verdict.message()

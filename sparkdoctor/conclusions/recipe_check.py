@@ -34,6 +34,7 @@ from sparkdoctor.facts import Facts
 from sparkdoctor.locations import cache_dir
 from sparkdoctor.matrix import evaluate, needs_recipe
 from sparkdoctor.matrix import load as load_matrix
+from sparkdoctor.matrix.conditions.serving import other_engine
 from sparkdoctor.matrix.model import Matrix
 from sparkdoctor.memory.findings import findings, preflight
 from sparkdoctor.recipes import load
@@ -192,8 +193,8 @@ def _env_findings(recipe: Recipe, facts: Facts, covered: set[str]) -> list[Findi
 
 def _flag_findings(recipe: Recipe, flags: Mapping[str, object] | None) -> list[Finding]:
     vllm = (flags or {}).get("vllm")
-    if flags is None or not isinstance(vllm, dict) or not vllm:
-        return []
+    if flags is None or not isinstance(vllm, dict) or not vllm or other_engine(list(recipe.argv)):
+        return []  # another engine's flags (SGLang's --model-path) are not vLLM's to know
     listed = flags.get("flags")
     known = {str(f) for f in listed} if isinstance(listed, list) else set()
     version = vllm.get("version")
