@@ -162,3 +162,24 @@ def test_an_sglang_recipe_is_not_refused_for_flags_vllm_does_not_have(tmp_path, 
                     "command: python3 -m sglang.launch_server --model-path {model} --tp-size 1\n")
     verdict = judge(str(path), [], None, Settings(python=toy["python"]), env=_env())
     assert not any("flag-unknown" in r for r in verdict.reasons), verdict.message()
+
+
+def test_a_recipe_the_gate_cannot_read_is_named_by_its_own_path_not_the_scratch_copy(tmp_path, toy, monkeypatch):
+    """The gate judges a scratch copy of the recipe as sparkrun resolved it; its "cannot read" line named that copy,
+    a file deleted by the time the user reads the line."""
+    from types import SimpleNamespace
+
+    from sparkdoctor.integrations import sparkrun_plugin
+
+    monkeypatch.setattr(sparkrun_plugin, "say", lambda line: None)
+    data = {"recipe_version": "2", "model": "org/toy", "runtime": "vllm", "command": "vllm serve {model}",
+            "defaults": {"extra": ["a", "b"]}}  # sparkrun takes a list default; sparkdoctor's reader does not
+    recipe = SimpleNamespace(name="listdef", source_path=str(tmp_path / "listdef.yaml"), container=None, mods=[],
+                             model="org/toy", plugin_items={"sparkdoctor": {"python": toy["python"]}},
+                             to_dict=lambda overrides, effective: json.loads(json.dumps(data)))
+    context = SimpleNamespace(plan=SimpleNamespace(recipe=recipe, host_list=[]), options=SimpleNamespace(overrides=None))
+    with pytest.raises(sparkrun_plugin.LaunchRefused) as refused:
+        sparkrun_plugin.preflight(context, None)
+    said = str(refused.value)
+    assert f"could not judge: {tmp_path / 'listdef.yaml'} (as sparkrun resolved it): field 'defaults.extra'" in said, said
+    assert "sparkdoctor-sparkrun-" not in said

@@ -96,6 +96,8 @@ def preflight(context: Any, _receipts: object) -> dict[str, object]:
     with tempfile.TemporaryDirectory(prefix="sparkdoctor-sparkrun-") as folder:
         exported = export_recipe(recipe, getattr(context.options, "overrides", None), Path(folder))
         verdict = judge(str(exported), mods, image, settings, model=model)
+    shown = f"{getattr(recipe, 'source_path', None) or recipe.name} (as sparkrun resolved it)"
+    verdict.reasons = [r.replace(str(exported), shown) for r in verdict.reasons]  # the scratch copy is gone now
     if verdict.refused:
         raise LaunchRefused(verdict.message())
     for reason in verdict.reasons:
