@@ -183,7 +183,8 @@ def run(options: BenchCommand) -> Result[BenchDocument]:
     if wrong and not options.allow_wrong:
         from sparkdoctor.errors import WrongAnswers
 
-        result.fail(WrongAnswers(f"{wrong} (measured and stored; --allow-wrong to exit 0)"))
+        kept = "measured, not stored (--no-store)" if options.no_store else "measured and stored"
+        result.fail(WrongAnswers(f"{wrong} ({kept}; --allow-wrong to exit 0)"))
         result.notes.append(f"bench: {wrong}: exit 1 (--allow-wrong to pass wrong answers)")
     return result
 

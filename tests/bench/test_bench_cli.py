@@ -102,6 +102,20 @@ def test_wrong_answers_fail_the_run_in_every_format_unless_allowed(run, tmp_path
     assert run("bench", "--url", url, "--no-correctness", "--allow-wrong").returncode == EXIT_USAGE
 
 
+
+def test_wrong_answers_under_no_store_do_not_claim_the_run_was_stored(run, tmp_path):
+    """The JSON error of a wrong run said "measured and stored" under --no-store, which stores nothing."""
+    from sparkdoctor.bench import correctness, references
+
+    reference = tmp_path / "reference.json"
+    references.save(reference, [correctness.Answer(p, "a plain answer in words") for p in correctness.PROBES],
+                    {"model": "tiny"})
+    with serve(Style(answer="")) as (url, _):
+        done = run("bench", "--url", url, *QUICK, "--no-store", "--reference-file", reference, "--format", "json")
+    [error] = json.loads(done.stdout)["errors"]
+    assert done.returncode == 1 and error["code"] == "wrong-answers"
+    assert "not stored" in error["message"] and "and stored" not in error["message"], error
+
 def test_unreachable_server_is_one_line_and_stores_nothing(run, tmp_path):
     ledger = tmp_path / "l.sqlite"
     out = run("bench", "--url", "http://127.0.0.1:9", *QUICK, "--ledger", ledger)
