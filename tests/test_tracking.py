@@ -125,6 +125,24 @@ def test_matrix_track_command_writes_json_and_exits_1_on_a_proposal(tmp_path, re
     assert json.loads(out.read_text())["summary"]["no-longer-affected"] == 1
 
 
+
+def test_a_registry_that_cannot_be_listed_is_an_error_entry_and_a_stderr_line(tmp_path, monkeypatch):
+    """Exit 2 came with `errors: []` and nothing on stderr: a CI job saw the code with no reason beside it."""
+    from typer.testing import CliRunner
+
+    from sparkdoctor.cli import app
+
+    monkeypatch.setenv("SPARKDOCTOR_INDEX_URL", "http://127.0.0.1:9/simple")  # nothing listens on the discard port
+    monkeypatch.setenv("SPARKDOCTOR_CACHE_DIR", str(tmp_path / "c"))
+    out = tmp_path / "track.json"
+    res = CliRunner().invoke(app, ["matrix", "track", "--matrix", str(write_matrix(tmp_path, ">=0.2.0")), "--format", "json",
+                                   "-o", str(out)])
+    assert res.exit_code == 2, res.output
+    for doc in (json.loads(res.stdout), json.loads(out.read_text())):
+        [error] = doc["errors"]
+        assert doc["exit_code"] == 2 and error["code"] == "registry" and "could not be listed" in error["message"]
+    assert "matrix track: 1 package(s) could not be listed from the registry: http://127.0.0.1:9/simple/demo/" in res.stderr
+
 def _track_through(tmp_path, registry, through: str):
     """`matrix track --through THROUGH --format json` as a user runs it (a process of its own, no debug tracebacks)."""
     import os

@@ -99,7 +99,14 @@ def run_track(options: TrackCommand) -> Result[TrackAnswer]:
 
         applied, skipped = apply_proposals(answer.document, options.matrix)
         answer.document["applied"], answer.document["not_applied"] = applied, skipped
-    return Result("matrix track", "track", answer, exit_code=answer.exit_code, verbose=options.verbose)
+    result = Result("matrix track", "track", answer, exit_code=answer.exit_code, verbose=options.verbose)
+    unlisted = [p for p in answer.document["packages"] if p.get("error")]
+    if unlisted:  # exit 2 says why, in `errors` and on stderr, as every failing command does
+        from sparkdoctor.released.http import RemoteError
+
+        why = f"{len(unlisted)} package(s) could not be listed from the registry: {unlisted[0]['note']}"
+        result.fail(RemoteError(why)).notes.append(f"matrix track: {why}")
+    return result
 
 
 @dataclass
@@ -147,5 +154,5 @@ def matrix_track(options: TrackCommand) -> None:
 
     result = run_track(options)
     if options.output is not None:
-        emit(Result(result.command, result.kind, result.data, result.exit_code), Format.json, options.output)
+        emit(Result(result.command, result.kind, result.data, result.exit_code, result.errors), Format.json, options.output)
     raise typer.Exit(emit(result, options.fmt))
