@@ -96,7 +96,7 @@ def judge(need: Need, have: Have) -> Verdict:
         verdict.reasons.append(f"inside its {gib(verdict.share_bytes)} the launch needs {gib(verdict.least_bytes)}: "
                                f"weights {gib(need.part('weights'))}, reserve {gib(need.fixed_bytes(seqs) - need.part('weights'))}, "
                                f"one sequence of {length} tokens {gib(need.kv_per_seq(length))}")
-    _propose(verdict, need, pool, usable, util, length, seqs)
+    _propose(verdict, need, pool, usable, length, seqs)
     return verdict
 
 
@@ -121,10 +121,10 @@ def _page_cache_note(verdict: Verdict, share: int | None = None) -> None:
                                 f"cache the kernel must give back while the launch allocates: drop it first ({DROP_CACHES})")
 
 
-def _propose(verdict: Verdict, need: Need, pool: int, usable: int, util: float, length: int, seqs: int) -> None:
+def _propose(verdict: Verdict, need: Need, pool: int, usable: int, length: int, seqs: int) -> None:
     """fits-with (the largest settings that start now) or does-not-fit (by how much)."""
     fixed = need.fixed_kv_bytes is not None
-    share = usable if fixed else min(int(util * pool), int((verdict.largest_utilization or 0) * pool))
+    share = usable if fixed else int((verdict.largest_utilization or 0) * pool)  # the largest share free now (docs/memory.md)
     shortest = min(length, SHORTEST)
     base = need.fixed_bytes(0)
     kv_short = need.kv_per_seq(shortest) + need.block_bytes  # the smallest KV pool that still starts (fixed or not)

@@ -52,6 +52,19 @@ def test_fits_with_a_lower_utilization(tmp_path, qwen3_8b):
     assert "stop pid 4242 (python3)" in finding["remedy"]  # what holds the rest, largest first
 
 
+
+def test_a_share_set_too_small_for_the_weights_is_raised_to_what_is_free(tmp_path, qwen3_8b):
+    """--gpu-memory-utilization 0.12 (14.4 GiB) cannot hold Qwen3-8B's 15.3 GiB of weights; 58.5 GiB is free. The
+    proposal stayed inside the recipe's own share and called the launch "does not fit ... 0.0 GiB more than is free"."""
+    have = box(tmp_path, available_gib=64)
+    need = launch_need(recipe(tmp_path, qwen3_8b, "--gpu-memory-utilization", "0.12", "--max-model-len", "8192"), qwen3_8b,
+                       have.pool_bytes)
+    verdict = judge(need, have)
+    assert need.least() < have.usable_bytes
+    assert verdict.outcome == FITS_WITH and verdict.short_bytes == 0, verdict.reasons
+    assert verdict.settings["gpu_memory_utilization"] == verdict.largest_utilization == 0.48
+    assert verdict.settings["max_model_len"] == 8192
+
 def test_outside_a_cgroup_the_servers_own_processes_count_on_unified_memory(tmp_path, qwen3_8b):
     """On GB10 outside any memory cgroup the server's own processes (Python, torch, vLLM's host side) take from the
     same pool as its share: a launch sized to MemAvailable less the OS reserve (0.5 of 119.7 GiB with 64 GiB
