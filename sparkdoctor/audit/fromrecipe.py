@@ -37,14 +37,23 @@ def vllm_model_len(text: str) -> int | None:
     return None if text.strip() == "-1" or text.strip().lower() == "auto" else vllm_int(text)
 
 
+def vllm_share(text: str) -> float:
+    """--gpu-memory-utilization as vLLM accepts it (CacheConfig: gt=0, le=1); ValueError otherwise (nan, 1.5, 0)."""
+    value = float(text)
+    if not 0 < value <= 1:  # also false for nan
+        raise ValueError(text)
+    return value
+
+
 # option name in AuditOptions -> the vLLM flag a recipe spells it with, and how to read its value
 FLAGS: dict[str, tuple[str, Callable[[str], object]]] = {
     "max_model_len": ("--max-model-len", vllm_model_len),
     "max_num_seqs": ("--max-num-seqs", int),
-    "gpu_memory_utilization": ("--gpu-memory-utilization", float),
+    "gpu_memory_utilization": ("--gpu-memory-utilization", vllm_share),
     "kv_cache_dtype": ("--kv-cache-dtype", str),
 }
-_KINDS = {vllm_model_len: "whole number (or vLLM's 32k / 32K forms, auto)", int: "whole number", float: "number", str: "text"}
+_KINDS = {vllm_model_len: "whole number (or vLLM's 32k / 32K forms, auto)", int: "whole number",
+          vllm_share: "fraction above 0 and at most 1 (vLLM refuses any other)", str: "text"}
 DEFAULTS: dict[str, Any] = {"max_model_len": None, "max_num_seqs": 1, "gpu_memory_utilization": 0.9, "kv_cache_dtype": "auto"}
 # A recipe launches vLLM: what vLLM itself uses when the recipe does not say (max_num_seqs None: its per-GPU
 # default, resolved by the audit once the GPU is known; 0.9 and auto are vLLM's own defaults too).

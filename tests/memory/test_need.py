@@ -74,6 +74,11 @@ def test_kv_per_sequence_counts_whole_blocks(tmp_path, qwen3_8b):
     (("--max-model-len", "1.5K"), "--max-model-len '1.5K' is not a whole number"),  # vLLM: no decimals with K
     (("--kv-cache-dtype", "int3"), "--kv-cache-dtype int3: not one of"),
     (("--speculative-config", "{{bad"), "--speculative-config is not JSON"),
+    # vLLM refuses a share outside (0, 1]: nan ended in an internal error, -1 and 1.5 were judged as shares
+    (("--gpu-memory-utilization", "nan"), "--gpu-memory-utilization 'nan' is not a fraction above 0 and at most 1"),
+    (("--gpu-memory-utilization", "-1"), "--gpu-memory-utilization '-1' is not a fraction above 0 and at most 1"),
+    (("--gpu-memory-utilization", "1.5"), "--gpu-memory-utilization '1.5' is not a fraction above 0 and at most 1"),
+    (("--gpu-memory-utilization", "0"), "--gpu-memory-utilization '0' is not a fraction above 0 and at most 1"),
 ])
 def test_bad_values_are_one_line(tmp_path, qwen3_8b, flags, message):
     from sparkdoctor.audit.errors import AuditError
