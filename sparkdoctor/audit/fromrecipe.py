@@ -107,15 +107,16 @@ def max_model_len_note(recipe_len: int | None, accepted: int | None, source: str
             "vLLM refuses to start with it unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1; the fit below is sized at it anyway")
 
 
-def recipe_model(recipe: Recipe, given: str | None) -> str:
-    """The checkpoint to audit: MODEL when given, else the recipe's model (a local folder or a cached one)."""
+def recipe_model(recipe: Recipe, given: str | None, option: str = "MODEL") -> str:
+    """The checkpoint to audit: MODEL when given, else the recipe's model (a local folder or a cached one); `option`:
+    how the command that asks takes a model, as its errors name it."""
     if given:
         return given
     model = recipe.model
     if not model:
-        raise AuditError(f"{recipe.source_path}: the recipe names no model; give MODEL")
+        raise AuditError(f"{recipe.source_path}: the recipe names no model; give {option}")
     try:
         return str(resolve_model(model))
     except AuditError as exc:
-        raise AuditError(f"recipe {recipe.name}: its model {model} is not on this machine ({exc}); give MODEL (a local folder)") from None
+        raise AuditError(f"recipe {recipe.name}: its model {model} is not on this machine ({exc}); give {option} (a local folder)") from None
 

@@ -117,7 +117,7 @@ def size_launch(recipe_ref: str, overrides: dict[str, str], model: str | None) -
     if not launches_vllm(argv):
         raise NeedError(f"{recipe.source_path}: its command does not start vLLM (vllm serve): the memory a launch needs "
                         "is sized for vLLM only")
-    folder = resolve_model(recipe_model(recipe, model))
+    folder = resolve_model(recipe_model(recipe, model, "--model PATH"))
     need = launch_need(recipe, folder, SPARK_MEMTOTAL)
     checkpoint = load_checkpoint(folder)
     shape = read_shape(checkpoint.config, checkpoint.folder / "config.json")

@@ -193,10 +193,12 @@ def test_the_local_node_through_the_command(tmp_path, qwen3_8b):
     assert "● local fits" in " ".join(go.stdout.split())
 
 
-@pytest.mark.parametrize("case", ["no-recipe", "no-model", "not-vllm", "model-without-recipe"])
+@pytest.mark.parametrize("case", ["no-recipe", "no-model", "not-vllm", "model-without-recipe", "hub-id-not-cached"])
 def test_a_bad_recipe_or_model_is_one_line_before_any_node_is_reached(tmp_path, qwen3_8b, case):
     recipe = {"no-recipe": tmp_path / "nowhere.toml", "no-model": write_recipe(tmp_path, tmp_path / "gone", "-tp", "2"),
               "model-without-recipe": None}.get(case)
+    if case == "hub-id-not-cached":  # the line named audit's positional MODEL, which fleet check has not
+        recipe = write_recipe(tmp_path, "org/not-cached", "-tp", "2")
     if case == "not-vllm":
         recipe = tmp_path / "llama.toml"
         recipe.write_text(f'schema = 1\nname = "llama"\nmodel = "{qwen3_8b}"\ncommand = ["llama-server", "-m", "x.gguf"]\n')
@@ -208,7 +210,7 @@ def test_a_bad_recipe_or_model_is_one_line_before_any_node_is_reached(tmp_path, 
     [line] = done.stderr.strip().splitlines()
     assert "Traceback" not in done.stderr and "not checked" not in done.stdout
     assert {"no-recipe": "nowhere.toml", "no-model": "gone", "not-vllm": "does not start vLLM",
-            "model-without-recipe": "--recipe FILE"}[case] in line
+            "model-without-recipe": "--recipe FILE", "hub-id-not-cached": "give --model PATH (a local folder)"}[case] in line
     if case != "model-without-recipe":
         as_json = cli("--hosts", "spark-unreached.invalid", *args, "--format", "json", root=root)
         assert as_json.returncode == 2 and json.loads(as_json.stdout)["exit_code"] == 2
