@@ -22,6 +22,7 @@ from sparkdoctor.memory.have import LARGE, Have
 from sparkdoctor.memory.need import GIB, Need
 
 FITS, FITS_WITH, NO_FIT, UNKNOWN = "fits", "fits-with", "does-not-fit", "unknown"
+PAGE_CACHE = "clean page cache (reclaimable)"
 SHORTEST = 256  # the shortest --max-model-len proposed: below it a server is of little use
 DROP_CACHES = "sync; echo 3 | sudo tee /proc/sys/vm/drop_caches"
 
@@ -137,7 +138,8 @@ def _propose(verdict: Verdict, need: Need, pool: int, usable: int, length: int, 
         verdict.short_bytes = max(1, least - usable)
         verdict.reasons.append(f"even at --max-num-seqs 1 and --max-model-len {shortest} it needs {gib(least)}, "
                                f"{gib(verdict.short_bytes)} more than is free now")
-        verdict.remedies += [h.remedy for h in verdict.holding if h.bytes >= verdict.short_bytes // 4][:5]
+        # MemAvailable already counts the page cache: dropping it brings nothing nearer (it is said once the rest fits)
+        verdict.remedies += [h.remedy for h in verdict.holding if h.bytes >= verdict.short_bytes // 4 and h.what != PAGE_CACHE][:5]
         return
     if fixed:
         kv = min(int(need.fixed_kv_bytes or 0), share - need.fixed_bytes(seqs2))
@@ -199,7 +201,7 @@ def holdings(have: Have) -> list[Holding]:
                                withheld, "raise the memory limit of the cgroup this runs in (docker run --memory, systemd "
                                          "MemoryMax=) or launch outside it"))
     if have.page_cache_bytes:
-        out.append(Holding("clean page cache (reclaimable)", have.page_cache_bytes, f"drop the page cache: {DROP_CACHES}"))
+        out.append(Holding(PAGE_CACHE, have.page_cache_bytes, f"drop the page cache: {DROP_CACHES}"))
     if have.swap_used_bytes:
         out.append(Holding("swap in use (memory pushed out under pressure)", have.swap_used_bytes,
                            "find what filled memory before the launch; swap on unified memory slows the GPU's host side"))

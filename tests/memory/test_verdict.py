@@ -108,6 +108,17 @@ def test_does_not_fit_says_by_how_much_and_what_holds_the_rest(tmp_path, qwen3_8
     assert "docker rm -f 3f2a9c1b7d4e" in finding["remedy"]
 
 
+
+def test_a_launch_too_big_for_the_box_is_not_told_to_drop_the_page_cache(tmp_path, qwen3_8b):
+    """MemAvailable already counts the clean page cache: on a box with nothing else to stop, "drop the page cache"
+    was the one remedy of a launch that stays as short after it."""
+    have = box(tmp_path, available_gib=12, cached_gib=10)
+    need = launch_need(recipe(tmp_path, qwen3_8b), qwen3_8b, have.pool_bytes)
+    verdict = judge(need, have)
+    assert verdict.outcome == NO_FIT and verdict.short_bytes // 4 < 10 * GIB  # large enough to be named before
+    assert not any("drop the page cache" in r for r in verdict.remedies), verdict.remedies
+    assert "docker rm -f 3f2a9c1b7d4e" in " ".join(verdict.remedies)  # what does hold the rest is still named
+
 def test_a_container_off_the_gpu_is_not_removed_unasked_and_a_small_one_is_not_named(tmp_path, qwen3_8b):
     """A container with no process on the GPU may be any service (a database, a test's `sleep infinity`): the remedy
     asks first instead of telling the user to `docker rm -f` it; one holding next to nothing is not listed."""
