@@ -59,7 +59,9 @@ def findings(verdict: Verdict) -> list[dict[str, object]]:
                                                  f"{verdict.largest_utilization})")
     elif verdict.outcome == FITS_WITH:
         flags = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in verdict.settings.items())
-        title = f"the launch does not fit as written ({gib(verdict.share_bytes)} asked, {gib(verdict.usable_bytes or 0)} free): it fits with {flags}"
+        asked = (f"{gib(verdict.share_bytes)} asked, less than the {gib(verdict.least_bytes)} it needs"
+                 if verdict.least_bytes > verdict.share_bytes else f"{gib(verdict.share_bytes)} asked")
+        title = f"the launch does not fit as written ({asked}, {gib(verdict.usable_bytes or 0)} free): it fits with {flags}"
         remedy = "; ".join(verdict.remedies)
     elif verdict.outcome == NO_FIT:
         title = (f"the launch does not fit now: {gib(verdict.short_bytes)} short even at --max-num-seqs 1 "

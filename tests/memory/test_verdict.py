@@ -64,6 +64,8 @@ def test_a_share_set_too_small_for_the_weights_is_raised_to_what_is_free(tmp_pat
     assert verdict.outcome == FITS_WITH and verdict.short_bytes == 0, verdict.reasons
     assert verdict.settings["gpu_memory_utilization"] == verdict.largest_utilization == 0.48
     assert verdict.settings["max_model_len"] == 8192
+    (finding,) = findings(verdict)  # "14.4 GiB asked, 58.5 GiB free" read as if it fitted: it says why it does not
+    assert "(14.4 GiB asked, less than the 19.7 GiB it needs, 58.5 GiB free)" in finding["title"], finding["title"]
 
 def test_outside_a_cgroup_the_servers_own_processes_count_on_unified_memory(tmp_path, qwen3_8b):
     """On GB10 outside any memory cgroup the server's own processes (Python, torch, vLLM's host side) take from the
