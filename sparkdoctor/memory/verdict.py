@@ -153,8 +153,8 @@ def _propose(verdict: Verdict, need: Need, pool: int, usable: int, length: int, 
     verdict.full_length_seqs = _full_length(need, share, int(seqs2), length2) if not fixed else 0
     flags = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in verdict.settings.items())
     verdict.remedies.append(f"launch with {flags}")
-    verdict.remedies += [h.remedy for h in verdict.holding[:3]]
-    _page_cache_note(verdict, share)
+    verdict.remedies += [h.remedy for h in verdict.holding if h.what != PAGE_CACHE][:3]
+    _page_cache_note(verdict, share)  # the page cache, once and only when the proposal needs it dropped
 
 
 def _longest(need: Need, kv_room: int, length: int) -> int:

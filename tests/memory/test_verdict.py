@@ -143,6 +143,14 @@ def test_page_cache_is_named_as_a_remedy_when_free_memory_is_short(tmp_path, qwe
     assert verdict.outcome == FITS and any("drop_caches" in r for r in verdict.remedies)
 
 
+def test_the_page_cache_is_said_once_in_a_proposal(tmp_path, qwen3_8b):
+    """A proposal said "drop the page cache: sync; echo 3 ..." as a holding, then again as its note."""
+    have = box(tmp_path, available_gib=64, free_gib=4, cached_gib=60)
+    verdict = judge(launch_need(recipe(tmp_path, qwen3_8b), qwen3_8b, have.pool_bytes), have)
+    assert verdict.outcome == FITS_WITH
+    assert "; ".join(verdict.remedies).count("drop_caches") == 1, verdict.remedies
+
+
 def test_a_fixed_kv_pool_is_judged_without_the_share(tmp_path, qwen3_8b):
     have = box(tmp_path, available_gib=23.5)
     fits = judge(launch_need(recipe(tmp_path, qwen3_8b, "--kv-cache-memory-bytes", str(GIB), "--max-model-len", "4096",
