@@ -1,5 +1,5 @@
 """The sparkrun plugin (entry point `sparkdoctor` in group `sparkrun.plugins`, installed with
-`pip install 'sparkdoctor-gb10[sparkrun]'`): before sparkrun launches a recipe that carries a top-level
+`pip install './[sparkrun]'` from a checkout): before sparkrun launches a recipe that carries a top-level
 `sparkdoctor:` item, sparkdoctor's gates (preflight) judge the recipe as sparkrun resolved it, and a failing gate
 refuses the launch with sparkdoctor's one-line reasons.
 
