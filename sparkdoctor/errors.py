@@ -22,6 +22,7 @@ from sparkdoctor.exitcodes import (
     EXIT_LEDGER,
     EXIT_UNPROBEABLE,
     EXIT_USAGE,
+    EXIT_VERIFY_ERROR,
 )
 from sparkdoctor.text import one_line
 
@@ -73,6 +74,13 @@ class BenchFailure(SparkdoctorError):
 
     exit_code = EXIT_BENCH_FAILED
     code = "bench-failed"
+
+
+class VerifyIncomplete(SparkdoctorError):
+    """`matrix verify` could not build, download or probe what it was to prove (exit 2)."""
+
+    exit_code = EXIT_VERIFY_ERROR
+    code = "verify-error"
 
 
 class WrongAnswers(SparkdoctorError):

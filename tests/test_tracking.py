@@ -142,6 +142,11 @@ def test_a_registry_that_cannot_be_listed_is_an_error_entry_and_a_stderr_line(tm
         [error] = doc["errors"]
         assert doc["exit_code"] == 2 and error["code"] == "registry" and "could not be listed" in error["message"]
     assert "matrix track: 1 package(s) could not be listed from the registry: http://127.0.0.1:9/simple/demo/" in res.stderr
+    bounds = CliRunner().invoke(app, ["matrix", "verify", "--bounds", "--matrix", str(write_matrix(tmp_path, ">=0.2.0")),
+                                      "--format", "json"])  # the daily workflow's next step: the same gap
+    [error] = json.loads(bounds.stdout)["errors"]
+    assert bounds.exit_code == 2 and error["code"] == "verify-error" and "demo-gb10: http://127.0.0.1:9/simple/demo/" in error["message"]
+    assert "matrix verify: 1 could not be built, downloaded or probed" in bounds.stderr
 
 def _track_through(tmp_path, registry, through: str):
     """`matrix track --through THROUGH --format json` as a user runs it (a process of its own, no debug tracebacks)."""

@@ -18,7 +18,8 @@ from sparkdoctor.commands.options import (
     matrix_option,
     output_option,
 )
-from sparkdoctor.errors import UsageError
+from sparkdoctor.errors import UsageError, VerifyIncomplete
+from sparkdoctor.exitcodes import EXIT_VERIFY_ERROR
 from sparkdoctor.result import Format, Result
 from sparkdoctor.verify.modes import Answer
 from sparkdoctor.views.verify import VIEW
@@ -69,7 +70,15 @@ def run(options: VerifyCommand) -> Result[Answer]:
         answer, kind = modes.latest(matrix, options.entry_id, options.kind), "verify-latest"
     else:
         answer, kind = modes.entry_checks(matrix, options.entry_id, options.keep, options.kind), "verify"
-    return Result("matrix verify", kind, answer, exit_code=answer.exit_code)
+    result = Result("matrix verify", kind, answer, exit_code=answer.exit_code)
+    if answer.exit_code == EXIT_VERIFY_ERROR:  # exit 2 says why, in `errors` and on stderr
+        doc = answer.to_json()
+        rows = doc.get("bounds") or doc.get("stacks") or doc.get("results") or doc.get("latest") or [doc.get("bisect")]
+        rows = rows if isinstance(rows, list) else []
+        failed = [f"{r.get('id') or 'the bisection'}: {r.get('why')}" for r in rows if isinstance(r, dict) and r.get("verdict") == "error"]
+        why = f"{len(failed)} could not be built, downloaded or probed; the first: {failed[0]}" if failed else "could not build, download or probe"
+        result.fail(VerifyIncomplete(why)).notes.append(f"matrix verify: {why}")
+    return result
 
 
 HELP = """Prove entries: install affected/fixed versions and run the probe; read their released wheels.
