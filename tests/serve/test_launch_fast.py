@@ -220,7 +220,10 @@ def test_a_daemon_the_server_started_outside_its_group_does_not_hang_the_teardow
     import threading
 
     pidfile = tmp_path / "daemon.pid"
-    script = f"(setsid sh -c 'echo $$ > {pidfile}; exec sleep 600' &) ; exec {sys.executable} {FAKE} ready \"$@\""
+    # the pid is written whole and renamed into place, and the server is not torn down before it is there: the
+    # daemon starts beside the server, and a busy machine may run the server's teardown before the daemon's echo
+    script = (f"(setsid sh -c 'echo $$ > {pidfile}.part; mv {pidfile}.part {pidfile}; exec sleep 600' &) ; "
+              f"exec {sys.executable} {FAKE} ready \"$@\"")
     recipe = Recipe(name="fake-daemon", source_path="test", format="sparkdoctor",
                     argv=["sh", "-c", script, "sh", "--host", "0.0.0.0", "--port", "8000"])
     outcome: dict = {}
@@ -228,6 +231,9 @@ def test_a_daemon_the_server_started_outside_its_group_does_not_hang_the_teardow
     def serve() -> None:
         with launch(recipe, run_dir=tmp_path, matrix=[], ready_timeout=30) as s:
             outcome["pgid"] = s.pgid
+            until = time.monotonic() + 60  # a safety net: the daemon writes its pid at once
+            while not pidfile.exists() and time.monotonic() < until:
+                time.sleep(0.05)
         outcome["teardown"] = s.teardown
 
     thread = threading.Thread(target=serve, daemon=True)
