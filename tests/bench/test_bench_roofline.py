@@ -72,23 +72,15 @@ def test_a_recipe_serving_a_local_folder_shows_the_share_of_the_ceiling(run, tmp
 
 
 def test_url_with_model_dir(run, tmp_path, checkpoint):
-    import socket
+    from tests.ports import start_on_a_free_port
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = subprocess.Popen([sys.executable, str(SERVER), "--host", "127.0.0.1", "--port", str(port), *SLOW],
-                              env={**os.environ, "PYTHONPATH": str(REPO)}, start_new_session=True)
+    # waited for until it listens there itself (a port picked free may be taken first; ~30 s of waiting then went
+    # on regardless on a busy machine)
+    server, port = start_on_a_free_port(lambda port: subprocess.Popen(
+        [sys.executable, str(SERVER), "--host", "127.0.0.1", "--port", str(port), *SLOW],
+        env={**os.environ, "PYTHONPATH": str(REPO)}, start_new_session=True))
     try:
         url = f"http://127.0.0.1:{port}"
-        for _ in range(100):
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                import time
-
-                time.sleep(0.1)
         out = run("--url", url, "--model-dir", checkpoint, "--format", "json")
         assert out.returncode == 0, out.stderr
         roof = json.loads(out.stdout)["roofline"]
