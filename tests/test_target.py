@@ -44,7 +44,7 @@ def test_a_dead_interpreter_stops_its_other_scripts_and_starts_none(tmp_path, mo
     first = t.run_script(tmp_path / "first.py", [], timeout=0.5)
     assert first.timed_out
     stopped = long.result(60)  # its own limit is a minute; the dead interpreter ends it now
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 45  # not its minute (the message below says why it ended); room for load
     assert "was stopped: the interpreter does not answer" in stopped.describe_failure()
     late = t.run_script(tmp_path / "late.py", [], timeout=60)
     assert late.start_error and "does not answer" in late.describe_failure()

@@ -104,7 +104,7 @@ def test_never_ready_times_out_and_a_child_ignoring_sigterm_is_killed(tmp_path):
     assert "not ready after 3s" in str(e) and "no known problem matched" in str(e)
     assert e.teardown.signals == ["SIGTERM", "SIGKILL after 1.5s"] and e.teardown.clean
     assert gone(e.teardown.pgid)
-    assert time.monotonic() - t0 < 20
+    assert time.monotonic() - t0 < 120  # its 3 s + 1.5 s, not the fake's 600 s; room for a loaded machine (it was 20)
 
 
 def test_a_readiness_path_that_is_the_fallback_is_named_once(tmp_path):
