@@ -318,3 +318,40 @@ def test_a_port_another_program_took_after_it_was_chosen_is_not_taken_for_the_se
         foreign.shutdown()
     assert "before it was ready" in str(err.value) and "Address already in use" in str(err.value)
     assert "answers, but not from this server's processes" in err.value.log_path.read_text()
+
+
+def test_the_chosen_port_is_one_no_other_programs_bind_0_or_connection_is_handed(tmp_path):
+    """The port is chosen below the kernel's ephemeral range: a port the kernel picked for the launch (bind to port 0)
+    was handed again to another test's server, or to an outgoing connection, before the server bound it, and the
+    launch failed with "Address already in use" (the race above, which CI's parallel workers made real)."""
+    import socket
+
+    from sparkdoctor.serve import binding
+
+    low = binding._ephemeral_low()
+    assert low is not None and low - binding.FIRST_PORT >= binding.TRIES  # Linux's default range is 32768-60999
+    taken = []
+    try:
+        for _ in range(50):
+            port = binding.free_port()
+            assert binding.FIRST_PORT <= port < low
+            sock = socket.socket()
+            sock.bind(("127.0.0.1", port))  # free when it was chosen; held now, so the next choice is another port
+            taken.append(sock)
+        assert len({s.getsockname()[1] for s in taken}) == 50
+    finally:
+        for sock in taken:
+            sock.close()
+
+
+def test_where_the_ephemeral_range_leaves_no_room_or_cannot_be_read_the_kernel_chooses(tmp_path, monkeypatch):
+    from sparkdoctor.serve import binding
+
+    real = binding._ephemeral_low
+    kernel = real()
+    assert kernel is not None
+    for text, low in (("1024\t65535\n", 1024), ("", None), ("garbage", None)):
+        (tmp_path / "range").write_text(text)
+        assert real(str(tmp_path / "range")) == low
+        monkeypatch.setattr(binding, "_ephemeral_low", lambda: real(str(tmp_path / "range")))
+        assert binding.free_port() >= kernel  # bind to port 0: the kernel's own range
