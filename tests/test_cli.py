@@ -397,7 +397,7 @@ def test_a_signal_stops_every_child_and_exits_with_one_line(run, matrix, tmp_pat
                           "--format", "json"],
                          cwd=run.cwd, env=run.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # as from a terminal
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 120  # a safety net: a loaded start alone took ~7 s
     while len(_pids(pids)) < 2 and time.monotonic() < deadline:  # the probe (and its grandchild) are running
         time.sleep(0.05)
     time.sleep(0.5)  # let the CLI get past its imports into the collectors
