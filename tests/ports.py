@@ -44,23 +44,28 @@ def _group_of(pid: int) -> int | None:
     return int(stat[stat.rindex(")") + 2:].split()[2])
 
 
+def _holds(pid: int, wanted: set[str]) -> bool:
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return False
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            if os.readlink(f"/proc/{pid}/fd/{fd}") in wanted:
+                return True
+    return False
+
+
 def owns_listener(pid: int, port: int) -> bool:
     """Whether process `pid`, or a process of the group it leads (a server started in a session of its own that
     listens from a child), holds a socket that listens on `port`."""
     wanted = {f"socket:[{inode}]" for inode in listening_inodes(port)}
     if not wanted:
         return False
-    ours = [pid, *(int(e) for e in os.listdir("/proc") if e.isdigit() and int(e) != pid and _group_of(int(e)) == pid)]
-    for holder in ours:
-        try:
-            fds = os.listdir(f"/proc/{holder}/fd")
-        except OSError:
-            continue
-        for fd in fds:
-            with contextlib.suppress(OSError):
-                if os.readlink(f"/proc/{holder}/fd/{fd}") in wanted:
-                    return True
-    return False
+    if _holds(pid, wanted):
+        return True
+    group = [int(e) for e in os.listdir("/proc") if e.isdigit() and int(e) != pid and _group_of(int(e)) == pid]
+    return any(_holds(member, wanted) for member in group)
 
 
 def start_on_a_free_port(start: Callable[[int], subprocess.Popen], limit_s: float = 120.0,
