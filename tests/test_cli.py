@@ -42,7 +42,7 @@ def run(tmp_path):
     work = tmp_path / "cwd"
     work.mkdir()
 
-    def call(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    def call(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:  # a safety net; a loaded start is ~7 s
         return subprocess.run([sys.executable, "-m", "sparkdoctor", *map(str, args)], cwd=work, env=env,
                               capture_output=True, text=True, timeout=timeout)
 
