@@ -141,7 +141,7 @@ def test_kill_all_kills_every_registered_group(tmp_path):
         "print(r.popen.pid, proc.kill_all(), flush=True)\n"
         "print(proc.start(['true']).start_error)\n"
     )
-    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=30)
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)  # a safety net: three interpreter starts
     lines = out.stdout.split("\n")
     child, killed = map(int, lines[0].split())
     assert killed == 1 and lines[1] == "sparkdoctor is shutting down"
@@ -158,7 +158,7 @@ def test_children_are_killed_at_exit(tmp_path):
         "r = proc.start(['sleep', '60'])\n"
         f"open({str(pidfile)!r}, 'w').write(str(r.popen.pid))\n"
     )
-    subprocess.run([sys.executable, str(script)], timeout=30, check=True)
+    subprocess.run([sys.executable, str(script)], timeout=120, check=True)
     assert _dies(int(pidfile.read_text()))
 
 
