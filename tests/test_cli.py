@@ -42,7 +42,7 @@ def run(tmp_path):
     work = tmp_path / "cwd"
     work.mkdir()
 
-    def call(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    def call(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:  # a safety net; a loaded start is ~7 s
         return subprocess.run([sys.executable, "-m", "sparkdoctor", *map(str, args)], cwd=work, env=env,
                               capture_output=True, text=True, timeout=timeout)
 
@@ -362,6 +362,15 @@ def _pids(path: Path) -> list[int]:
     return [int(x) for x in path.read_text().split()] if path.exists() else []
 
 
+def _left_alive(path: Path, limit_s: float = 60.0) -> list[int]:
+    """The pids in `path` still alive once they had `limit_s` to die: a killed process still has to be scheduled to
+    exit, which a loaded machine can put off past a short sleep. A safety net, far under their `sleep 300`."""
+    until = time.monotonic() + limit_s
+    while (alive := [pid for pid in _pids(path) if _alive(pid)]) and time.monotonic() < until:
+        time.sleep(0.05)
+    return alive
+
+
 @pytest.mark.parametrize("value", ["0", "-1", "nan", "inf", "-inf"])
 def test_timeout_must_be_a_positive_number(run, matrix, value):
     assert_one_line_error(run("check", "--facts", snap("nogpu-clean"), "--matrix", matrix, "--timeout", value), "--timeout")
@@ -372,12 +381,13 @@ def test_timeout_bounds_the_whole_run_and_leaves_no_child(run, matrix, tmp_path)
     started = time.monotonic()
     p = run("check", "--python", python, "--no-kernels", "--matrix", matrix, "--timeout", "2", "-f", "json")
     took = time.monotonic() - started
-    assert took < 12, took  # it used to take 16 s whatever --timeout said (76 s on this target); a loaded start is ~7
+    # it used to take 16 s whatever --timeout said (76 s on this target). The bound only has to tell those apart: a
+    # loaded start alone took ~7 s, so a tight one (it was 12) failed on a busy machine
+    assert took < 45, took
     assert p.returncode == 3, p.stderr
     errors = json.loads(p.stdout)["facts"]["errors"]
     assert any(e["collector"] == "target" and "time budget" in e["error"] for e in errors), errors
-    time.sleep(0.3)
-    assert len(_pids(pids)) >= 2 and not [pid for pid in _pids(pids) if _alive(pid)]
+    assert len(_pids(pids)) >= 2 and not _left_alive(pids)
 
 
 @pytest.mark.parametrize("sig,code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
@@ -387,7 +397,7 @@ def test_a_signal_stops_every_child_and_exits_with_one_line(run, matrix, tmp_pat
                           "--format", "json"],
                          cwd=run.cwd, env=run.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # as from a terminal
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 120  # a safety net: a loaded start alone took ~7 s
     while len(_pids(pids)) < 2 and time.monotonic() < deadline:  # the probe (and its grandchild) are running
         time.sleep(0.05)
     time.sleep(0.5)  # let the CLI get past its imports into the collectors
@@ -401,8 +411,7 @@ def test_a_signal_stops_every_child_and_exits_with_one_line(run, matrix, tmp_pat
     doc = json.loads(out)
     assert doc["exit_code"] == code and doc["errors"] == [
         {"code": "interrupted", "type": doc["errors"][0]["type"], "message": f"interrupted ({sig.name})", "exit_code": code}], doc
-    time.sleep(0.3)
-    assert not [pid for pid in _pids(pids) if _alive(pid)]
+    assert not _left_alive(pids)
 
 
 # ---- where the report goes --------------------------------------------------------------------------
@@ -559,12 +568,11 @@ def test_a_dead_target_interpreter_costs_one_probe_timeout(run, matrix, tmp_path
     python, pids = hanging_python(tmp_path)
     started = time.monotonic()
     p = run("check", "--python", python, "--matrix", matrix, "-f", "json", timeout=120)
-    assert time.monotonic() - started < 40
+    assert time.monotonic() - started < 60  # not the 76 s of every script waiting out its limit; room for a loaded start
     assert p.returncode == 3, p.stderr
     kernels = json.loads(p.stdout)["facts"]["kernels"]
     assert "the interpreter does not answer" in kernels["cutedsl-nvfp4-mma"]["detail"]
-    time.sleep(0.3)
-    assert not [pid for pid in _pids(pids) if _alive(pid)]
+    assert not _left_alive(pids)
 
 
 def test_verbs_load_only_when_called_and_help_lists_them_all():

@@ -382,7 +382,7 @@ def test_hang_is_an_error_and_never_cached(tmp_path, monkeypatch):
     monkeypatch.setattr(cutedsl, "COMPILE_TIMEOUT", 2.0)
     started = time.monotonic()
     kernels = cutedsl.run(ctx)["kernels"]
-    assert time.monotonic() - started < 10  # both kernels at once, each killed at the deadline
+    assert time.monotonic() - started < 120  # each killed at its 2 s deadline, not the 600 s hang; room for load
     for k in kernels.values():
         assert k["status"] == "error" and "timed out" in k["detail"] and not k["cached"]
     assert not cache_files(tmp_path)
@@ -500,7 +500,7 @@ def test_without_cutlass_dsl_the_probe_skips_at_once(tmp_path, monkeypatch):
     ctx = ctx_for(None, tmp_path, monkeypatch)
     started = time.monotonic()
     kernels = cutedsl.run(ctx)["kernels"]
-    assert time.monotonic() - started < 15  # one interpreter start and a folder listing, no compile (room for load)
+    assert time.monotonic() - started < 60  # one interpreter start and a folder listing, no compile (room for load)
     assert {k["status"] for k in kernels.values()} == {"skipped"}
     assert kernels["cutedsl-nvfp4-mma"]["detail"] == "nvidia-cutlass-dsl not installed"
     assert kernels["cutedsl-nvfp4-mma"]["build"] is None and kernels["cutedsl-nvfp4-mma"]["version"] is None

@@ -130,12 +130,13 @@ def test_smi_gets_the_query_arguments(smi_path, no_nvml):
 
 
 def test_smi_hang_times_out_in_about_5s(smi_path, no_nvml):
-    fake_tool(smi_path, "nvidia-smi", "sleep 60")
+    fake_tool(smi_path, "nvidia-smi", "sleep 600")
     start = time.monotonic()
     with pytest.raises(CollectorError) as err:
         gpu.run(make_ctx())
     took = time.monotonic() - start
-    assert 4.5 <= took < 9, took
+    # its 5 s limit, not the 600 s hang; the upper bound (it was 9 s) leaves a loaded machine room to kill and reap it
+    assert 4.5 <= took < 120, took
     assert "timed out after 5" in str(err.value)
     assert "\n" not in str(err.value)
 

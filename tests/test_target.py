@@ -29,8 +29,8 @@ def test_a_slow_script_on_a_live_interpreter_stops_nothing(tmp_path):
     slow = script(tmp_path, "slow.py", "import time; time.sleep(30)\n")
     other = t.start_script(script(tmp_path, "other.py", "import time; time.sleep(1.5); print('done')\n"), [])
     assert t.run_script(slow, [], timeout=0.5).timed_out
-    assert other.result(10).stdout == "done\n"
-    assert t.run_script(script(tmp_path, "later.py", "print('later')\n"), [], timeout=10).stdout == "later\n"
+    assert other.result(60).stdout == "done\n"  # limits that a loaded machine's interpreter start cannot reach
+    assert t.run_script(script(tmp_path, "later.py", "print('later')\n"), [], timeout=60).stdout == "later\n"
 
 
 def test_a_dead_interpreter_stops_its_other_scripts_and_starts_none(tmp_path, monkeypatch):
@@ -44,7 +44,7 @@ def test_a_dead_interpreter_stops_its_other_scripts_and_starts_none(tmp_path, mo
     first = t.run_script(tmp_path / "first.py", [], timeout=0.5)
     assert first.timed_out
     stopped = long.result(60)  # its own limit is a minute; the dead interpreter ends it now
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 45  # not its minute (the message below says why it ended); room for load
     assert "was stopped: the interpreter does not answer" in stopped.describe_failure()
     late = t.run_script(tmp_path / "late.py", [], timeout=60)
     assert late.start_error and "does not answer" in late.describe_failure()

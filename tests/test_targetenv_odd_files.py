@@ -64,7 +64,7 @@ def add_dist(site: Path, name: str, version: str, files: dict[str, bytes] | None
     return info
 
 
-def run_probe(python: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 60) -> dict:
+def run_probe(python: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 120) -> dict:
     done = subprocess.run([str(python), "-B", str(PROBE), "--no-cache", *args], capture_output=True, text=True,
                           timeout=timeout, env={**os.environ, **(env or {})})
     assert done.returncode == 0, done.stderr

@@ -130,11 +130,11 @@ def test_cuda_home_from_target_env(tmp_path):
 
 # ---- misbehaving ptxas: evidence, never fatal ------------------------------------------------------------
 def test_hanging_ptxas_times_out_and_others_still_answer(tmp_path):
-    hang = fake_ptxas(tmp_path / "hang", "sleep 60")
+    hang = fake_ptxas(tmp_path / "hang", "sleep 600")
     good = fake_ptxas(tmp_path / "good", version_and_help("13.0", "13.0.88", ""))
     start = time.monotonic()
     out = toolkits.run(make_ctx(tmp_path, path_env=f"{hang.parent}{os.pathsep}{good.parent}"))
-    assert time.monotonic() - start < 9
+    assert time.monotonic() - start < 120  # its 5 s limit, not the 600 s hang (it was held to 9 s: no room for load)
     assert "timed out after 5" in by_path(out, hang)["error"]
     assert by_path(out, hang)["version"] is None and by_path(out, hang)["sm_121a"] is None
     assert by_path(out, good)["version"] == "13.0.88"

@@ -263,15 +263,12 @@ def test_no_deps_resolves_only_the_named_distributions(tmp_path, target, monkeyp
 
 
 def test_an_index_that_cannot_be_reached_is_one_clear_line_never_no_change(tmp_path, target, monkeypatch):
-    import socket
+    from tests.ports import refused_port
 
-    with socket.socket() as sock:  # a local port nothing listens on once this closes
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    monkeypatch.delenv("PIP_NO_INDEX")
-    monkeypatch.setenv("PIP_INDEX_URL", f"http://127.0.0.1:{port}/simple")
-    monkeypatch.setenv("PIP_RETRIES", "0")
-    with pytest.raises(ResolveError) as err:
+    with refused_port() as port, pytest.raises(ResolveError) as err:  # held, never listening: no server can take it
+        monkeypatch.delenv("PIP_NO_INDEX")
+        monkeypatch.setenv("PIP_INDEX_URL", f"http://127.0.0.1:{port}/simple")
+        monkeypatch.setenv("PIP_RETRIES", "0")
         resolve_upgrade(resolve_python_target(target), target, ["idna==3.8"], facts_of("0.1.0"))
     text = str(err.value)
     assert "the package index cannot be reached" in text and f"127.0.0.1:{port}/simple/idna/" in text, text

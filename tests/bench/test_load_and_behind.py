@@ -5,15 +5,13 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-import pytest
-
 from sparkdoctor.bench import ab, behind, load
+from tests.ports import refused_port, start_on_a_free_port
 
 
 def _burner():
@@ -92,21 +90,12 @@ def test_a_rerun_of_an_uncalled_verdict_is_inconclusive_not_a_flip():
     assert _level_outcome(old, {"verdict": "not called", "ci_low": 0.4, "ci_high": 0.5}) == "inconclusive"
 
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_the_process_behind_a_local_port_and_its_interpreter_are_found(tmp_path):
-    port = _free_port()
-    server = subprocess.Popen([sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1"], cwd=tmp_path,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    # listening there itself, not merely some process on a port that was free a moment ago (tests/ports.py)
+    server, port = start_on_a_free_port(lambda port: subprocess.Popen(
+        [sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1"], cwd=tmp_path,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
     try:
-        for _ in range(100):
-            if behind.listening_inodes(port):
-                break
-            time.sleep(0.1)
         found = behind.serving_process(f"http://127.0.0.1:{port}")
     finally:
         server.kill()
@@ -118,7 +107,8 @@ def test_the_process_behind_a_local_port_and_its_interpreter_are_found(tmp_path)
 def test_a_remote_or_unserved_url_is_toolchain_unknown_with_the_reason():
     assert behind.serving_process("http://192.0.2.1:8000")["python"] is None  # TEST-NET-1: never this machine
     assert "not this machine" in behind.serving_process("http://192.0.2.1:8000")["why"]
-    gone = behind.serving_process(f"http://127.0.0.1:{_free_port()}")
+    with refused_port() as port:
+        gone = behind.serving_process(f"http://127.0.0.1:{port}")
     assert gone["python"] is None and "no process of this user listens" in gone["why"]
 
 
@@ -126,15 +116,9 @@ REPO = Path(__file__).resolve().parents[2]
 SSE = REPO / "tests" / "bench" / "sse_server.py"
 
 
-def _serve(port: int, argv0_env: dict[str, str], python: str) -> subprocess.Popen:
-    server = subprocess.Popen([python, str(SSE), "--port", str(port)], env=argv0_env, cwd=REPO,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    for _ in range(100):
-        if behind.listening_inodes(port):
-            return server
-        time.sleep(0.1)
-    server.kill()
-    pytest.fail("the SSE server did not listen")
+def _serve(argv0_env: dict[str, str], python: str) -> tuple[subprocess.Popen, int]:
+    return start_on_a_free_port(lambda port: subprocess.Popen([python, str(SSE), "--port", str(port)], env=argv0_env,
+                                                              cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
 
 
 def _bench(url: str, tmp_path: Path) -> dict:
@@ -152,8 +136,7 @@ def _bench(url: str, tmp_path: Path) -> dict:
 def test_bench_url_without_python_files_the_run_under_the_serving_process_or_unknown(tmp_path):
     """A server run by a venv's python (argv[0] a path): its toolchain. The same server started as a bare
     `python3` with no venv in its environment: "unknown" with the reason, never sparkdoctor's own venv."""
-    port = _free_port()
-    server = _serve(port, dict(os.environ), sys.executable)
+    server, port = _serve(dict(os.environ), sys.executable)
     try:
         doc = _bench(f"http://127.0.0.1:{port}", tmp_path)
     finally:
@@ -162,8 +145,7 @@ def test_bench_url_without_python_files_the_run_under_the_serving_process_or_unk
     assert doc["fingerprint"] != "unknown" and f"pid {server.pid}" in doc["target"]["found_by"]
     assert doc["load"]["before"]["cpus"] == os.cpu_count() and "index" in doc["load"]
     bare = {"PATH": str(Path(sys.executable).parent) + ":/usr/bin:/bin", "PYTHONPATH": str(REPO)}
-    port = _free_port()
-    server = _serve(port, bare, "python3" if Path(sys.executable).name != "python3" else "python")
+    server, port = _serve(bare, "python3" if Path(sys.executable).name != "python3" else "python")
     try:
         doc = _bench(f"http://127.0.0.1:{port}", tmp_path)
     finally:

@@ -178,7 +178,7 @@ def start_daemon(root: Path) -> Daemon:
     guard = ["setpriv", "--pdeathsig", "TERM", "--"] if shutil.which("setpriv") else []
     running = proc.start([*guard, "sh", "-c", 'exec "$@" >"$0" 2>&1', str(log), *argv])
     daemon = Daemon(root, socket, running, before, env={**os.environ, "DOCKER_HOST": f"unix://{socket}"})
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 120  # a safety net: dockerd answers in seconds, more on a loaded machine
     while time.monotonic() < deadline:
         if running.popen is None or running.popen.poll() is not None:
             tail = log.read_text(errors="replace")[-500:] if log.exists() else ""
@@ -188,4 +188,4 @@ def start_daemon(root: Path) -> Daemon:
             return daemon
         time.sleep(0.3)
     daemon.stop()
-    raise NoRuntime("dockerd did not answer within 60 s")
+    raise NoRuntime("dockerd did not answer within 120 s")

@@ -226,7 +226,7 @@ def _started_cluster(envs: list[dict[str, str]], venvs: list[Path]):
         yield cluster.address, venvs
     finally:
         cluster.shutdown()
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 120  # a safety net: Ray stops its processes in seconds, more under load
         while _session_processes(marker) and time.monotonic() < deadline:
             time.sleep(0.2)
         left = _session_processes(marker)

@@ -20,6 +20,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.ports import owns_listener
+
 APT_TIMEOUT = 600
 ALIAS = "sparkdoctor-fleet-sshd"
 
@@ -115,8 +117,61 @@ def start_sshd(folder: Path, hosts: list[str], binary: str | None = None) -> Ssh
     host_pub = (folder / "host_ed25519.pub").read_text().split()
     (folder / "known_hosts").write_text(f"{ALIAS} {host_pub[0]} {host_pub[1]}\n")
     (folder / "empty_known_hosts").write_text("")
-    port = free_port()
-    (folder / "sshd_config").write_text(f"""\
+    made = False
+    if os.geteuid() == 0 and not os.path.isdir("/run/sshd"):  # privilege separation folder, as the service makes it
+        os.makedirs("/run/sshd", mode=0o755)
+        made = True
+    silent = SilentServer()
+    # `refused` is a port held bound and never listening for the server's life: a port that was merely free a moment
+    # ago may be some other test's listener by the time a test connects there
+    refused = socket.socket()
+    refused.bind(("127.0.0.1", 0))
+    user = getpass.getuser()
+    common = (f"  User {user}\n  IdentityFile {folder / 'id_ed25519'}\n  IdentitiesOnly yes\n  GlobalKnownHostsFile /dev/null\n"
+              f"  HostKeyAlias {ALIAS}\n  LogLevel ERROR\n")
+    # The port sshd is given was free a moment ago: another process (another xdist worker's server) may bind it first.
+    # sshd then exits, "Address already in use", and is started again on another port. It is ready once it listens
+    # there itself, not when something answers on that port.
+    for attempt in range(5):
+        port = free_port()
+        (folder / "sshd_config").write_text(_sshd_config(folder, port))
+        config = "".join(f"Host {h}\n  HostName 127.0.0.1\n  Port {port}\n  UserKnownHostsFile {folder / 'known_hosts'}\n{common}"
+                         for h in hosts)
+        config += f"Host stranger\n  HostName 127.0.0.1\n  Port {port}\n  UserKnownHostsFile {folder / 'empty_known_hosts'}\n{common}"
+        config += (f"Host refused\n  HostName 127.0.0.1\n  Port {refused.getsockname()[1]}\n"
+                   f"  UserKnownHostsFile {folder / 'known_hosts'}\n{common}")
+        config += f"Host hangs\n  HostName 127.0.0.1\n  Port {silent.port}\n  UserKnownHostsFile {folder / 'known_hosts'}\n{common}"
+        (folder / "ssh_config").write_text(config)
+        try:
+            with open(folder / "sshd.log", "wb") as log:
+                process = subprocess.Popen([binary, "-D", "-e", "-f", str(folder / "sshd_config")], stdout=subprocess.DEVNULL,
+                                           stderr=log, start_new_session=True)
+        except OSError as exc:
+            silent.close()
+            refused.close()
+            if made:
+                os.rmdir("/run/sshd")
+            raise NoSshd(f"{binary}: {exc.strerror or exc}") from None
+        server = Sshd(folder, port, folder / "ssh_config", process, made, [silent, refused], binary)
+        deadline = time.monotonic() + 120  # a safety net: sshd listens within a second
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                log_text = (folder / "sshd.log").read_text(errors="replace")
+                if "Address already in use" in log_text and attempt < 4:
+                    break
+                server.stop()
+                raise NoSshd(f"sshd exited {process.returncode}: {log_text[-300:]}")
+            if owns_listener(process.pid, port):
+                return server
+            time.sleep(0.1)
+        else:
+            server.stop()
+            raise NoSshd("sshd did not listen within 120 s")
+    raise AssertionError("unreachable: the last attempt returns or raises")
+
+
+def _sshd_config(folder: Path, port: int) -> str:
+    return f"""\
 Port {port}
 ListenAddress 127.0.0.1
 HostKey {folder / 'host_ed25519'}
@@ -132,39 +187,4 @@ MaxStartups 64:30:128
 MaxSessions 64
 AcceptEnv DOCKER_HOST
 LogLevel ERROR
-""")
-    made = False
-    if os.geteuid() == 0 and not os.path.isdir("/run/sshd"):  # privilege separation folder, as the service makes it
-        os.makedirs("/run/sshd", mode=0o755)
-        made = True
-    silent = SilentServer()
-    user = getpass.getuser()
-    common = (f"  User {user}\n  IdentityFile {folder / 'id_ed25519'}\n  IdentitiesOnly yes\n  GlobalKnownHostsFile /dev/null\n"
-              f"  HostKeyAlias {ALIAS}\n  LogLevel ERROR\n")
-    config = "".join(f"Host {h}\n  HostName 127.0.0.1\n  Port {port}\n  UserKnownHostsFile {folder / 'known_hosts'}\n{common}"
-                     for h in hosts)
-    config += f"Host stranger\n  HostName 127.0.0.1\n  Port {port}\n  UserKnownHostsFile {folder / 'empty_known_hosts'}\n{common}"
-    config += f"Host refused\n  HostName 127.0.0.1\n  Port {free_port()}\n  UserKnownHostsFile {folder / 'known_hosts'}\n{common}"
-    config += f"Host hangs\n  HostName 127.0.0.1\n  Port {silent.port}\n  UserKnownHostsFile {folder / 'known_hosts'}\n{common}"
-    (folder / "ssh_config").write_text(config)
-    try:
-        process = subprocess.Popen([binary, "-D", "-e", "-f", str(folder / "sshd_config")], stdout=subprocess.DEVNULL,
-                                   stderr=open(folder / "sshd.log", "wb"), start_new_session=True)
-    except OSError as exc:
-        silent.close()
-        if made:
-            os.rmdir("/run/sshd")
-        raise NoSshd(f"{binary}: {exc.strerror or exc}") from None
-    server = Sshd(folder, port, folder / "ssh_config", process, made, [silent], binary)
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            server.stop()
-            raise NoSshd(f"sshd exited {process.returncode}: {(folder / 'sshd.log').read_text()[-300:]}")
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return server
-        except OSError:
-            time.sleep(0.1)
-    server.stop()
-    raise NoSshd("sshd did not listen within 20 s")
+"""

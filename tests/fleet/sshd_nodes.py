@@ -66,7 +66,11 @@ def _banner(port: int) -> bool:
 
 
 def start_nodes(daemon: Daemon, folder: Path, specs: list[NodeSpec], timeout: float = 60) -> ContainerNodes:
-    """One container per spec, each with its own sshd; waits until every one greets with its SSH banner."""
+    """One container per spec, each with its own sshd; waits until every one answers on its port with its own host key.
+
+    A port is picked free and handed to the container's sshd, which binds it a second or more later: another process
+    (another xdist worker's server, another test's sshd) may have taken it by then. That node's sshd exits, and the
+    node is started again on another port; a port that answers with some other host key is not the node's."""
     binary = sshd_binary()
     folder.mkdir(parents=True, exist_ok=True)
     _keygen(folder / "id_ed25519")
@@ -76,9 +80,31 @@ def start_nodes(daemon: Daemon, folder: Path, specs: list[NodeSpec], timeout: fl
         mine.mkdir()
         host_keys[spec.name] = _keygen(mine / "host_ed25519")
         (mine / "authorized_keys").write_text((folder / "id_ed25519.pub").read_text())
-        port = ports[spec.name] = free_port()
-        setenv = "".join(f"SetEnv {k}={v}\n" for k, v in spec.login_env.items())
-        (mine / "sshd_config").write_text(f"""\
+        ports[spec.name] = _start_node(daemon, spec, mine, binary)
+    for spec in specs:
+        for _ in range(5):
+            if _node_answers(daemon, spec.name, ports[spec.name], host_keys[spec.name], time.monotonic() + timeout):
+                break
+            daemon.docker("rm", "-f", f"sd-fleet-{spec.name}", timeout=60)
+            ports[spec.name] = _start_node(daemon, spec, folder / spec.name, binary)
+        else:
+            raise RuntimeError(f"the sshd of container node {spec.name} lost its port 5 times")
+        known.append(f"[127.0.0.1]:{ports[spec.name]} {host_keys[spec.name]}\n")
+        config.append(_host(spec.name, ports[spec.name], folder))
+    (folder / "known_hosts").write_text("".join(known))
+    # a name whose port is node 0's while known_hosts holds node 1's key there: what a swapped or spoofed node looks like
+    first, second = specs[0].name, specs[1].name
+    (folder / "impostor_known_hosts").write_text(f"[127.0.0.1]:{ports[first]} {host_keys[second]}\n")
+    config.append(_host("impostor", ports[first], folder, folder / "impostor_known_hosts"))
+    (folder / "ssh_config").write_text("".join(config))
+    return ContainerNodes(folder / "ssh_config", folder / "known_hosts", ports)
+
+
+def _start_node(daemon: Daemon, spec: NodeSpec, mine: Path, binary: str) -> int:
+    """Start the node's container with its sshd on a port picked free; the port."""
+    port = free_port()
+    setenv = "".join(f"SetEnv {k}={v}\n" for k, v in spec.login_env.items())
+    (mine / "sshd_config").write_text(f"""\
 Port {port}
 ListenAddress 127.0.0.1
 HostKey /node/host_ed25519
@@ -92,25 +118,35 @@ StrictModes no
 PermitRootLogin prohibit-password
 LogLevel ERROR
 {setenv}""")
-        mounts = [*daemon.host_mounts(), (str(mine), "/node"), (str(spec.venv.parent.parent), VENV_IN_NODE)]
-        daemon.run_container(f"sd-fleet-{spec.name}", spec.image, mounts, network="host",
-                             command=(binary, "-D", "-e", "-f", "/node/sshd_config"))
-        known.append(f"[127.0.0.1]:{port} {host_keys[spec.name]}\n")
-        config.append(_host(spec.name, port, folder))
-    (folder / "known_hosts").write_text("".join(known))
-    # a name whose port is node 0's while known_hosts holds node 1's key there: what a swapped or spoofed node looks like
-    first, second = specs[0].name, specs[1].name
-    (folder / "impostor_known_hosts").write_text(f"[127.0.0.1]:{ports[first]} {host_keys[second]}\n")
-    config.append(_host("impostor", ports[first], folder, folder / "impostor_known_hosts"))
-    (folder / "ssh_config").write_text("".join(config))
-    deadline = time.monotonic() + timeout
-    for spec in specs:
-        while not _banner(ports[spec.name]):
-            if time.monotonic() > deadline:
-                logs = daemon.docker("logs", f"sd-fleet-{spec.name}", timeout=30)
-                raise RuntimeError(f"the sshd of container node {spec.name} did not answer: {(logs.stdout + logs.stderr)[-500:]}")
-            time.sleep(0.2)
-    return ContainerNodes(folder / "ssh_config", folder / "known_hosts", ports)
+    mounts = [*daemon.host_mounts(), (str(mine), "/node"), (str(spec.venv.parent.parent), VENV_IN_NODE)]
+    daemon.run_container(f"sd-fleet-{spec.name}", spec.image, mounts, network="host",
+                         command=(binary, "-D", "-e", "-f", "/node/sshd_config"))
+    return port
+
+
+def _node_answers(daemon: Daemon, name: str, port: int, host_key: str, until: float) -> bool:
+    """True once `port` answers with the node's own host key; False if the node's container stopped first (its sshd
+    could not bind the port). Past `until` (a safety net, not a verdict on how fast it starts): RuntimeError."""
+    while True:
+        if _banner(port) and host_key in _host_keys(port):
+            return True
+        state = daemon.docker("inspect", "-f", "{{.State.Running}}", f"sd-fleet-{name}", timeout=60)
+        if state.ok and state.stdout.strip() == "false":
+            return False
+        if time.monotonic() > until:
+            logs = daemon.docker("logs", f"sd-fleet-{name}", timeout=30)
+            raise RuntimeError(f"the sshd of container node {name} did not answer: {(logs.stdout + logs.stderr)[-500:]}")
+        time.sleep(0.2)
+
+
+def _host_keys(port: int) -> list[str]:
+    """The host keys the server on `port` offers, each "kind key" (none if it offers none)."""
+    try:
+        scan = subprocess.run(["ssh-keyscan", "-T", "5", "-p", str(port), "127.0.0.1"], capture_output=True, text=True,
+                              timeout=60)
+    except subprocess.TimeoutExpired:
+        return []
+    return [" ".join(line.split()[1:3]) for line in scan.stdout.splitlines() if not line.startswith("#")]
 
 
 def _host(name: str, port: int, folder: Path, known_hosts: Path | None = None) -> str:

@@ -206,12 +206,10 @@ def test_ray_not_installed_is_a_usage_error_naming_the_extra():
 
 
 def test_a_ray_address_nothing_answers_is_one_line_and_exit_3():
-    import socket
+    from tests.ports import refused_port
 
-    with socket.socket() as s:  # a port that was free a moment ago: nothing listens there
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    done = run_cli("--ray", f"127.0.0.1:{port}")
+    with refused_port() as port:  # held, never listening: no other test's server can take it meanwhile
+        done = run_cli("--ray", f"127.0.0.1:{port}")
     assert done.returncode == 3 and "cannot reach the cluster's GCS" in done.stderr and done.stderr.count("\n") == 1, done.stderr
 
 

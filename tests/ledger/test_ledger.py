@@ -118,7 +118,7 @@ def test_sigkill_in_the_middle_of_writing_a_run_leaves_no_half_row(tmp_path):
     try:
         assert child.stdout.readline().strip() == b"half"  # 500 samples written inside the open transaction
         child.send_signal(signal.SIGKILL)
-        child.wait(10)
+        child.wait(60)  # a safety net: a loaded machine may be slow to let it die
     finally:
         if child.poll() is None:
             child.kill()
