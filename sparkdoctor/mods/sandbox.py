@@ -5,7 +5,8 @@ The isolation is bubblewrap (`bwrap`). The script sees only what a mod needs, re
 passwd and group of two lines; never shadow, gshadow, sudoers, ssh host keys, pip.conf or environment).
 /run, /var/run, /tmp, /var/tmp, /root and /home are empty tmpfs: no home, no agent socket, no docker.sock.
 It has no network, its own host name and process tree (everything it forks dies with it), no capabilities,
-a time limit, and a seccomp filter (sparkdoctor.mods.seccomp) that refuses unix sockets, so no socket file
+a time limit, bounded memory in its tmpfs folders and bounded disk in its scratch folder (scratch_watch), and a
+seccomp filter (sparkdoctor.mods.seccomp) that refuses unix sockets, so no socket file
 can be reached even where one is visible. The scratch copy of the site folder is the only writable place,
 mounted at every site path the script names (so a script that edits
 /usr/local/lib/python3.12/dist-packages/vllm/... edits the copy). Without bwrap, or on a machine whose
@@ -29,7 +30,7 @@ from pathlib import Path
 
 from sparkdoctor import proc
 from sparkdoctor.inputs import TooBig, read_bytes
-from sparkdoctor.mods import seccomp
+from sparkdoctor.mods import scratch_watch, seccomp
 from sparkdoctor.mods.model import ModError
 from sparkdoctor.mods.trees import MAX_FILE, Tree
 
@@ -52,6 +53,10 @@ ETC = ("alternatives", "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "nsswitch.co
 LIMITS = "ulimit -v 4194304 && ulimit -f 1048576 && ulimit -c 0 && ulimit -u 1024"
 NOBODY = 65534
 EMPTY = ("/run", "/var/run", "/tmp", "/var/tmp", "/root", "/home")  # tmpfs: sockets, homes, other jobs' files
+# Each tmpfs the sandbox makes (EMPTY, /dev/shm, a system folder a site path is made in) holds at most this much: a
+# tmpfs is memory, unbounded by `ulimit -v`, and by default half the machine's (a Spark's is the GPU's too). /dev
+# itself is read-only.
+TMPFS_BYTES = 256 * 2**20
 
 
 @dataclass
@@ -139,7 +144,7 @@ def _mount_args(target: str, source: Path) -> list[str]:
         anchor = anchor.parent
     if anchor == Path(target) or not _system_path(str(anchor)):
         return ["--bind", str(source), target]
-    args = ["--tmpfs", str(anchor)]
+    args = ["--size", str(TMPFS_BYTES), "--tmpfs", str(anchor)]
     for entry in sorted(os.listdir(anchor)):
         args += _keep(str(anchor / entry))  # a link stays a link: /usr/lib/ssl/private -> /etc/ssl/private shows nothing
     return args + ["--bind", str(source), target]
@@ -199,9 +204,9 @@ def sandbox_argv(scratch: Path, mounts: list[str], seccomp_fd: int, cwd: Path, n
     for folder in sorted(glob.glob("/etc/python3*")):  # Debian's sitecustomize for the system Python
         argv += _keep(folder)
     argv += _identity(scratch)
-    argv += ["--dev", "/dev", "--proc", "/proc"]
+    argv += ["--dev", "/dev", "--size", str(TMPFS_BYTES), "--tmpfs", "/dev/shm", "--remount-ro", "/dev", "--proc", "/proc"]
     for empty in EMPTY:
-        argv += ["--tmpfs", empty]
+        argv += ["--size", str(TMPFS_BYTES), "--tmpfs", empty]
     # the root itself is read-only too: a write to /etc or / fails as it would on the real root
     return [*argv, "--bind", str(scratch), str(scratch), *mounts, "--remount-ro", "/", "--chdir", str(cwd), "--"]
 
@@ -241,7 +246,7 @@ def run_script(argv_in_mod: list[str], mod_dir: Path, texts: list[str], tree: Tr
         argv = [*sandbox_argv(scratch, mounts, bpf.fileno(), work, nobody), "bash", "-c", f'{LIMITS} && exec "$@"', "mod", *argv_in_mod]
         env = {"PATH": "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin", "HOME": str(home), "LANG": "C.UTF-8",
                "PYTHONPATH": sites[0], "PYTHONDONTWRITEBYTECODE": "1"}
-        result = proc.run(argv, timeout=timeout, env=env, pass_fds=(bpf.fileno(),))
+        result = scratch_watch.run(argv, timeout, env, (bpf.fileno(),), scratch)
         after = _digest(site)
     return ScriptRun(
         result,

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from sparkdoctor.mods import Verdict, judge_mod
+from sparkdoctor.mods import Verdict, judge_mod, sandbox, scratch_watch
 from sparkdoctor.mods.trees import SiteTree
 from tests.mods.test_mods_recipe import target_venv
 from tests.mods.test_mods_scripts import EUGR_SITE, folder
@@ -278,3 +278,35 @@ def test_a_file_a_script_names_through_dot_dot_is_never_written_outside_the_scra
     mod = folder(tmp_path, f"cat /usr/local/lib/python3.12/dist-packages/{escape} || true\n")
     judge_mod(mod, AnyTree())
     assert not (tmp_path / "escaped.py").exists() and not list(tmp_path.rglob("escaped.py"))
+
+
+def test_a_script_cannot_fill_the_machines_memory_through_a_tmpfs(tmp_path, tree, monkeypatch):
+    """`ulimit -v` does not count a tmpfs: /tmp, /dev/shm, /run, /home and the rest were each half the machine's
+    memory, so a script writing files there filled it (on a Spark, the GPU's too). Now each is bounded, and /dev
+    itself (a tmpfs as well) is read-only."""
+    monkeypatch.setattr(sandbox, "TMPFS_BYTES", 8 * 2**20)
+    places = ["/tmp", "/dev/shm", "/run", "/home", "/root", "/var/tmp"]
+    lines = "".join(f"head -c 12M /dev/zero > {p}/big 2>/dev/null && echo 'FILLED {p}'\n" for p in places)
+    mod = folder(tmp_path, lines + "{ echo x > /dev/new; } 2>/dev/null && echo 'FILLED /dev'\nexit 0\n")
+    result = judge_mod(mod, tree)
+    assert result.verdict is Verdict.NO_EFFECT, result
+    assert "FILLED" not in json.dumps(result.to_dict()), result
+
+
+def test_a_script_cannot_fill_the_callers_disk_one_file_under_the_limit_after_another(tmp_path, tree, monkeypatch):
+    """`ulimit -f` bounds each file; a script writing file after file into its home (the scratch folder, on the
+    caller's disk) filled the disk in its 60 s. Now the scratch folder is measured while the script runs and the
+    sandbox is stopped once it holds more than scratch_watch.MAX_BYTES; a folder the script made unreadable is
+    measured too."""
+    monkeypatch.setattr(scratch_watch, "MAX_BYTES", 16 * 2**20)
+    run_sh = ('mkdir "$HOME/hid"\nfor i in $(seq 1 400); do head -c 1M /dev/urandom > "$HOME/hid/f$i"; '
+              'chmod 000 "$HOME/hid"; sleep 0.01; chmod 700 "$HOME/hid"; done\nchmod 000 "$HOME/hid"\nsleep 30\nexit 0\n')
+    result = judge_mod(folder(tmp_path, run_sh), tree)
+    assert result.verdict is Verdict.FAILS and "was stopped: wrote more than 16 MiB" in result.detail, result
+
+
+def test_a_script_cannot_fill_the_disks_inodes(tmp_path, tree, monkeypatch):
+    monkeypatch.setattr(scratch_watch, "MAX_ENTRIES", 500)
+    run_sh = 'for i in $(seq 1 2000); do : > "$HOME/f$i"; done\nsleep 30\nexit 0\n'
+    result = judge_mod(folder(tmp_path, run_sh), tree)
+    assert result.verdict is Verdict.FAILS and "more than 500 files" in result.detail, result
