@@ -30,6 +30,7 @@ from sparkdoctor import proc
 from sparkdoctor.facts import Facts
 from sparkdoctor.locations import data_dir
 from sparkdoctor.released import Reader, cache_root
+from sparkdoctor.targets.early import loads_code
 from sparkdoctor.whatif.resolve import Change
 
 PROBED = {"vllm": "vllm", "flashinfer-python": "flashinfer"}  # distribution -> top-level package the probe reads
@@ -168,9 +169,12 @@ class ScratchSite:
         pass
 
     def probe(self, name: str, extra_env: dict[str, str] | None = None) -> dict[str, Any]:
-        """Run probes/<name>/ with only this folder on its path (-S: no site-packages of any interpreter)."""
+        """Run probes/<name>/ with only this folder on its path (-S: no site-packages of any interpreter). Of
+        `extra_env` (a recipe's), what makes an interpreter or the loader run code (PYTHONHOME at a planted
+        encodings package, PYTHONWARNINGS importing a module of the release, LD_PRELOAD) is left out, as for
+        `recipe check`'s probes: the recipe's variables only ever judge capabilities."""
         env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
-        env.update(extra_env or {})
+        env.update({k: v for k, v in (extra_env or {}).items() if not loads_code(k)})
         env["PYTHONPATH"] = str(self.path)
         result = proc.run([sys.executable, "-S", "-B", str(data_dir("probes") / name / "__main__.py")], timeout=PROBE_TIMEOUT, env=env)
         lines = [x for x in (result.stdout or "").splitlines() if x.strip()]
