@@ -120,6 +120,12 @@ def torch_cuda(version_py: str) -> str | None:
     return m.group(1) or m.group(2) or None
 
 
+def laid_out_safely(name: str) -> bool:
+    """A wheel member's name is a path under the site folder: no `..`, `.` or empty part (a wheel's member list is
+    someone else's: `vllm/../../../x.py` was written wherever it pointed, as the user)."""
+    return not any(part in ("", ".", "..") for part in name.split("/"))
+
+
 class ScratchSite:
     """A folder laid out like site-packages holding one new release's Python files (read member by member
     from its released wheel) and a dist-info: what the file-reading probes (capabilities, vllm_flags) need.
@@ -142,7 +148,8 @@ class ScratchSite:
             pass
         except (OSError, ValueError):  # a damaged site (its marker cut short, garbage, a folder): made again
             shutil.rmtree(self.path, ignore_errors=True)
-        wanted = [n for n in wheel.names if n.startswith(self.top + "/") and (n.endswith(".py") or n.endswith(".json"))]
+        wanted = [n for n in wheel.names if n.startswith(self.top + "/") and (n.endswith(".py") or n.endswith(".json"))
+                  and laid_out_safely(n)]
         wheel.prefetch(wanted)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=".site-", dir=self.path.parent))
