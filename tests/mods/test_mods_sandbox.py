@@ -310,3 +310,35 @@ def test_a_script_cannot_fill_the_disks_inodes(tmp_path, tree, monkeypatch):
     run_sh = 'for i in $(seq 1 2000); do : > "$HOME/f$i"; done\nsleep 30\nexit 0\n'
     result = judge_mod(folder(tmp_path, run_sh), tree)
     assert result.verdict is Verdict.FAILS and "more than 500 files" in result.detail, result
+
+
+KEYS = """python3 - <<'PYEOF'
+import ctypes, platform, sys
+libc = ctypes.CDLL(None, use_errno=True)
+keyctl = 219 if platform.machine() == "aarch64" else 250
+found = libc.syscall(keyctl, ctypes.c_long(10), ctypes.c_long(-3), b"user", b"NAME", ctypes.c_long(0))  # KEYCTL_SEARCH
+if found > 0:
+    buf = ctypes.create_string_buffer(64)
+    n = libc.syscall(keyctl, ctypes.c_long(11), ctypes.c_long(found), buf, ctypes.c_long(64))  # KEYCTL_READ
+    sys.exit(7 if n > 0 else 0)
+PYEOF
+"""
+
+
+def test_the_callers_session_keyring_is_not_reachable(tmp_path, tree):
+    """bwrap does not namespace the kernel's keyrings: a script (as `nobody` too) inherited this process's session
+    keyring and read a key put there. Now the keyring calls are refused by the seccomp filter."""
+    import ctypes
+    import platform
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    add_key, keyctl = (217, 219) if platform.machine() == "aarch64" else (248, 250)
+    name = f"sparkdoctor-test-{uuid.uuid4().hex}".encode()
+    key = libc.syscall(add_key, b"user", name, b"PLANTED-KEY", ctypes.c_size_t(11), ctypes.c_long(-3))
+    if key <= 0:
+        pytest.skip(f"no session keyring here (errno {ctypes.get_errno()})")
+    try:
+        result = judge_mod(folder(tmp_path, KEYS.replace("NAME", name.decode())), tree)
+        assert result.verdict is Verdict.NO_EFFECT, result
+    finally:
+        libc.syscall(keyctl, ctypes.c_long(9), ctypes.c_long(key), ctypes.c_long(-3))  # KEYCTL_UNLINK
