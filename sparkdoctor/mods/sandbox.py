@@ -101,19 +101,29 @@ def _digest(root: Path) -> dict[str, str]:
     a script made is stood for by its kind, never opened in a way that blocks."""
 
     out = {}
-    for path in root.rglob("*"):
-        if path.is_symlink() or path.is_dir():
-            continue
-        rel = path.relative_to(root).as_posix()
-        try:
-            size = path.lstat().st_size
-            out[rel] = (f"over {MAX_FILE} bytes: {size} bytes, not read" if size > MAX_FILE
-                        else hashlib.sha256(read_bytes(path, MAX_FILE)).hexdigest())
-        except TooBig:
-            out[rel] = f"grew past {MAX_FILE} bytes while read"
-        except OSError as exc:
-            out[rel] = f"unreadable: {exc.strerror or exc}"
+
+    def unreadable(exc: OSError) -> None:  # a folder past PATH_MAX (a script that `cd`s down) is said, not an error
+        if exc.filename:
+            out[os.path.relpath(os.fsdecode(exc.filename), root)] = f"unreadable: {exc.strerror or exc}"
+
+    for folder, _dirs, names in os.walk(root, onerror=unreadable):
+        for name in names:
+            _digest_file(root, Path(folder) / name, out)
     return out
+
+
+def _digest_file(root: Path, path: Path, out: dict[str, str]) -> None:
+    rel = path.relative_to(root).as_posix()
+    try:
+        if path.is_symlink():
+            return
+        size = path.lstat().st_size
+        out[rel] = (f"over {MAX_FILE} bytes: {size} bytes, not read" if size > MAX_FILE
+                    else hashlib.sha256(read_bytes(path, MAX_FILE)).hexdigest())
+    except TooBig:
+        out[rel] = f"grew past {MAX_FILE} bytes while read"
+    except OSError as exc:
+        out[rel] = f"unreadable: {exc.strerror or exc}"
 
 
 def _system_path(path: str) -> bool:

@@ -4,8 +4,9 @@ The script's scratch folder (its site copy, its own copy of the mod, its home) i
 the sandbox writable. `ulimit -f` bounds each file, not their sum: a script writing one file under the limit after
 another filled the disk in its 60 s. So while it runs, its scratch folder is measured every WATCH_EVERY seconds (the
 blocks its files take, so a sparse file counts for what it holds) and the sandbox is killed the first time the
-folder holds more than MAX_BYTES or more than MAX_ENTRIES names. A folder the script made unreadable is made
-readable to be measured (its files are the caller's, through the sandbox's user namespace).
+folder holds more than MAX_BYTES or more than MAX_ENTRIES names, or folders more than MAX_DEPTH deep. A folder the
+script made unreadable is made readable to be measured (its files are the caller's, through the sandbox's user
+namespace).
 """
 
 from __future__ import annotations
@@ -21,16 +22,28 @@ from sparkdoctor import proc
 
 MAX_BYTES = 2 * 2**30  # two of the 1 GiB files ulimit -f allows; a mod edits a few source files
 MAX_ENTRIES = 100_000
+MAX_DEPTH = 128  # folders in folders: a mod's patches are a few levels deep; each level open costs two descriptors
 WATCH_EVERY = 0.2  # seconds: at a disk's speed, what can be written between two looks is far below MAX_BYTES
 
 
 def over(root: Path) -> str | None:
-    """Why the folder holds too much, or None."""
+    """Why the folder holds too much, or None. Walked through folder descriptors, never by path: a folder deeper than
+    PATH_MAX (made by `cd`-ing down) could not be listed by its path, and what it held went uncounted."""
     size = count = 0
-    stack = [str(root)]
-    while stack:
-        folder = stack.pop()
-        for entry in _entries(folder):
+    try:
+        top = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return None
+    stack = [(top, os.scandir(top))]
+    try:
+        while stack:
+            fd, entries = stack[-1]
+            entry = next(entries, None)
+            if entry is None:
+                entries.close()
+                os.close(fd)
+                stack.pop()
+                continue
             count += 1
             if count > MAX_ENTRIES:
                 return f"made more than {MAX_ENTRIES:,} files and folders in its scratch folder"
@@ -42,21 +55,28 @@ def over(root: Path) -> str | None:
             if size > MAX_BYTES:
                 return f"wrote more than {MAX_BYTES >> 20} MiB into its scratch folder on this machine's disk"
             if stat.S_ISDIR(st.st_mode):
-                stack.append(entry.path)
+                if len(stack) >= MAX_DEPTH:
+                    return f"made folders more than {MAX_DEPTH} deep in its scratch folder"
+                child = _open_folder(fd, entry.name, st.st_mode)
+                if child is not None:
+                    stack.append((child, os.scandir(child)))
+    finally:
+        for fd, entries in stack:
+            entries.close()
+            os.close(fd)
     return None
 
 
-def _entries(folder: str) -> list[os.DirEntry[str]]:
+def _open_folder(parent: int, name: str, mode: int) -> int | None:
     for _ in range(2):
         try:
-            with os.scandir(folder) as it:
-                return list(it)
-        except PermissionError:
+            return os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=parent)
+        except PermissionError:  # a folder the script made unreadable: the caller's own, through the user namespace
             with contextlib.suppress(OSError):
-                os.chmod(folder, stat.S_IMODE(os.lstat(folder).st_mode) | stat.S_IRWXU)
+                os.chmod(name, stat.S_IMODE(mode) | stat.S_IRWXU, dir_fd=parent)
         except OSError:
-            return []
-    return []
+            return None
+    return None
 
 
 def run(argv: list[str], timeout: float, env: dict[str, str], pass_fds: tuple[int, ...], scratch: Path) -> proc.ProcResult:

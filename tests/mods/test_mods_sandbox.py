@@ -342,3 +342,34 @@ def test_the_callers_session_keyring_is_not_reachable(tmp_path, tree):
         assert result.verdict is Verdict.NO_EFFECT, result
     finally:
         libc.syscall(keyctl, ctypes.c_long(9), ctypes.c_long(key), ctypes.c_long(-3))  # KEYCTL_UNLINK
+
+
+DEEP = """cd "$HOME"
+for i in $(seq 1 LEVELS); do d=$(printf 'd%.0s' $(seq 1 100)); mkdir "$d"; cd "$d"; done
+head -c 24M /dev/urandom > big
+sleep 30
+exit 0
+"""
+
+
+def test_what_a_script_writes_past_path_max_is_counted(tmp_path, tree, monkeypatch):
+    """A folder deeper than PATH_MAX (made by `cd`-ing down, 60 levels of 100 characters) could not be listed by its
+    path, so what it held was not counted: 200 MB went past a 64 MiB bound. The scratch folder is now walked through
+    folder descriptors, and nesting deeper than scratch_watch.MAX_DEPTH stops the script too."""
+    monkeypatch.setattr(scratch_watch, "MAX_BYTES", 16 * 2**20)
+    result = judge_mod(folder(tmp_path, DEEP.replace("LEVELS", "60")), tree)
+    assert result.verdict is Verdict.FAILS and "was stopped: wrote more than 16 MiB" in result.detail, result
+    monkeypatch.setattr(scratch_watch, "MAX_DEPTH", 20)
+    result = judge_mod(folder(tmp_path / "again", DEEP.replace("LEVELS", "40")), tree)
+    assert result.verdict is Verdict.FAILS and "more than 20 deep" in result.detail, result
+
+
+def test_a_folder_past_path_max_in_the_site_copy_is_a_verdict_not_an_error(tmp_path, tree):
+    """A script that `cd`s 50 levels of 100 characters down its site copy and writes there: comparing the copy
+    before and after ended `mods check` (and a recipe check) with "File name too long". Now that folder is listed
+    as unreadable and the script's edit is judged."""
+    run_sh = (f'cd {EUGR_SITE}/vllm\nfor i in $(seq 1 50); do d=$(printf "d%.0s" $(seq 1 100)); mkdir "$d"; cd "$d"; done\n'
+              f"echo x > deep.py\nsed -i 's/splits = 4/splits = max(4, n)/' {EUGR_SITE}/vllm/toy.py\n")
+    result = judge_mod(folder(tmp_path, run_sh), tree)
+    assert result.verdict is Verdict.APPLIES, result
+    assert any(f.path == "vllm/toy.py" for f in result.files), result
