@@ -17,6 +17,7 @@ run scripts through run_script() here, and nowhere else.
 
 from __future__ import annotations
 
+import functools
 import glob
 import hashlib
 import os
@@ -77,7 +78,19 @@ def sandbox_available() -> str | None:
         return "no sandbox: bubblewrap (bwrap) is not installed, and a script is never run unisolated"
     if seccomp.program() is None:
         return f"no sandbox: no seccomp filter for this machine ({platform.machine()}), and a script is never run unisolated"
+    if not _sized_tmpfs(shutil.which("bwrap") or "bwrap"):
+        return ("no sandbox: this bubblewrap cannot bound the size of a tmpfs (--size needs bubblewrap 0.7 or later, "
+                "not setuid), and a script is never run with the machine's memory open to it")
     return None
+
+
+@functools.lru_cache(maxsize=4)
+def _sized_tmpfs(bwrap: str) -> bool:
+    """Does this bwrap take --size (0.7+; refused in setuid mode)? A failure for another reason (no user namespaces)
+    is not this one: the script's own run says it."""
+    res = proc.run([bwrap, "--unshare-all", "--ro-bind", "/", "/", "--size", str(TMPFS_BYTES), "--tmpfs", "/tmp", "true"],
+                   timeout=30, max_output=(4096, 4096))
+    return res.ok or "size" not in (res.stderr + res.stdout).lower()
 
 
 def referenced_files(texts: list[str]) -> list[str]:

@@ -373,3 +373,26 @@ def test_a_folder_past_path_max_in_the_site_copy_is_a_verdict_not_an_error(tmp_p
     result = judge_mod(folder(tmp_path, run_sh), tree)
     assert result.verdict is Verdict.APPLIES, result
     assert any(f.path == "vllm/toy.py" for f in result.files), result
+
+
+def test_a_bubblewrap_that_cannot_bound_a_tmpfs_runs_no_script(tmp_path, tree, monkeypatch):
+    """The tmpfs bound needs `--size` (bubblewrap 0.7+, Ubuntu 22.04 has 0.6.1; refused when bwrap is setuid). Such a
+    bwrap failed every script on its unknown option, a "fails" verdict for a mod that was never run. Now no script
+    is run there (cannot-tell, saying why), as without bwrap at all. A stand-in bwrap that refuses --size."""
+    from sparkdoctor.mods import sandbox as sb
+
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    real = shutil.which("bwrap")
+    (fake / "bwrap").write_text(f'#!/bin/sh\nfor a in "$@"; do [ "$a" = --size ] && {{ echo "bwrap: Unknown option --size" >&2; '
+                                f'exit 1; }}; done\nexec {real} "$@"\n')
+    (fake / "bwrap").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake}:{os.environ['PATH']}")
+    clear = getattr(getattr(sb, "_sized_tmpfs", None), "cache_clear", lambda: None)
+    clear()
+    flag = tmp_path / "ran"
+    try:
+        result = judge_mod(folder(tmp_path, f"touch {flag}\n"), tree)
+    finally:
+        clear()
+    assert result.verdict is Verdict.CANNOT_TELL and "--size" in result.detail, result
