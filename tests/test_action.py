@@ -180,3 +180,15 @@ def test_a_target_that_cannot_be_probed_fails_the_job_by_its_gate_not_by_an_empt
     again.env = {k: v for k, v in runner.env.items() if k in ("SPARKDOCTOR_BIN", "SPARKDOCTOR_SARIF_DIR")}
     again.run(skip=("Install sparkdoctor",))
     assert [p.name for p in again.uploaded] == ["check.sarif"] and ("Upload SARIF to code scanning", 0) in again.log
+
+
+def test_a_recipe_line_that_starts_with_a_dash_is_a_recipe_never_an_option(tmp_path):
+    """`recipes:` lines went to `recipe check` as they were: a line `--help` printed the help and exited 0, so the
+    gate passed with no recipe checked. Each line now comes after `--`: a recipe of that name, which is not there
+    (exit 2)."""
+    runner = Runner(tmp_path, {"python": sys.executable, "recipes": "--help\n", "kernels": "false", "upload": "false"})
+    runner.env = {"SPARKDOCTOR_BIN": str(Path(sys.executable).parent / "sparkdoctor"),
+                  "SPARKDOCTOR_SARIF_DIR": str(tmp_path / "sarif")}
+    runner.run(skip=("Install sparkdoctor", "sparkdoctor check"))
+    assert runner.env["SPARKDOCTOR_RECIPE_EXIT"] == "2", runner.env
+    assert runner.outputs["gate"]["exit-code"] == "2"

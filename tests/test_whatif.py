@@ -213,10 +213,12 @@ def test_a_venv_with_its_own_pip_resolves_with_it(tmp_path, monkeypatch):
     subprocess.run([python, "-m", "pip", "install", "-q", "demo==0.1.0"], check=True, timeout=300)
     seen = []
     target = resolve_python_target(python)
-    real = target.run_command
-    monkeypatch.setattr(target, "run_command", lambda argv, timeout, **k: seen.append(argv) or real(argv, timeout, **k))
+    real = target.run_script
+    monkeypatch.setattr(target, "run_script", lambda script, args, timeout, env=None: seen.append((script, args))
+                        or real(script, args, timeout, env))
     [change] = resolve_upgrade(target, python, ["demo==0.2.0"], facts_of("0.1.0"))
-    assert (change.old, change.new) == ("0.1.0", "0.2.0") and seen and seen[0][:3] == [python, "-m", "pip"]
+    assert (change.old, change.new) == ("0.1.0", "0.2.0") and seen
+    assert seen[0][0].name == "target_pip_dry.py" and "--pip-from" not in seen[0][1]  # the target's pip, not ours
 
 
 def test_whatif_run_without_typer(tmp_path, target, monkeypatch):
@@ -417,7 +419,7 @@ def test_no_such_release_is_read_from_pips_output_and_names_the_nearest_versions
         return ProcResult(argv, 1, "", loud.stderr + ("" if "-vv" not in argv else skipped.format(v="1.17.0")), 0.1)
 
     class Target:
-        run_command = staticmethod(fake_run)
+        run_script = staticmethod(lambda script, args, timeout, env=None: fake_run(args, timeout))
 
     with pytest.raises(ResolveError) as err:
         resolve.resolve_upgrade(Target(), "/venv/bin/python", ["six==99.0"], facts_of("0.1.0"))  # type: ignore[arg-type]

@@ -3,6 +3,7 @@ variables (secrets redacted), ptxas binaries inside site-packages, the pip confi
 """
 
 import os
+import re
 import sys
 
 from probe_io import read_head
@@ -26,6 +27,8 @@ ENV_PREFIXES = ("CUTE_DSL_", "TRITON_", "VLLM_")
 
 
 SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL", "AUTH")
+# A URL's password (scheme://user:password@host) in any value: a VLLM_*/TRITON_* URL with credentials in it
+USERINFO = re.compile(r"(://[^/@\s:]*):[^/@\s]*@")
 
 
 MAX_CONFIG_TEXT = 65536
@@ -61,7 +64,7 @@ def relevant_env():
     for name, value in os.environ.items():
         if name in ENV_NAMES or name.startswith(ENV_PREFIXES):
             upper = name.upper()
-            found[name] = "<redacted>" if any(word in upper for word in SECRET_WORDS) else value
+            found[name] = "<redacted>" if any(word in upper for word in SECRET_WORDS) else USERINFO.sub(r"\1:<redacted>@", value)
     return dict(sorted(found.items()))
 
 

@@ -319,8 +319,11 @@ def _judge(recipe: Recipe, matrix_path: Path | None, python: str | None, fail_on
     if not chosen and not any((facts.packages or {}).get(name) for name in VLLM_DISTS):
         flags_probe.cancel()
         where = f"; it runs in container {recipe.container}: check inside it (--image)" if recipe.container else ""
+        first = str(recipe.argv[0]) if recipe.argv else ""
+        relative = (f"; its command's relative path {first} is not followed: it would run a program of the folder "
+                    "recipe check runs in" if os.sep in first and not os.path.isabs(first) else "")
         raise NoVllmToJudge(f"recipe check {recipe.source_path}: no vLLM in {target.python} (used because neither "
-                            f"--python nor the recipe's command names an environment), so nothing to judge its flags "
+                            f"--python nor the recipe's command names an environment{relative}), so nothing to judge its flags "
                             f"and env against{where}; pass --python PATH of the environment that serves it")
     flags = vllm_flags(target, running=flags_probe)
     served = recipe_facts(recipe, model)  # --model: the settings' checks read the same checkpoint as the memory verdict

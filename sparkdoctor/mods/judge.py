@@ -115,6 +115,8 @@ def _judge_script(name: str, path: Path, mod_dir: Path, argv: list[str], texts: 
     files += [FileVerdict(rel, Verdict.APPLIES, "removed by the script", source=source) for rel in run.removed]
     if result.timed_out:
         verdict, detail = Verdict.FAILS, f"{source} hung: {result.describe_failure()}"
+    elif result.stopped:
+        verdict, detail = Verdict.FAILS, f"{source} was stopped: {result.stopped}"
     elif _NETWORK.search(output):
         verdict, detail = Verdict.CANNOT_TELL, f"{source} needs the network (it fetches something at launch)"
     elif (m := _IMPORTS_STACK.search(output)):

@@ -5,7 +5,8 @@ The isolation is bubblewrap (`bwrap`). The script sees only what a mod needs, re
 passwd and group of two lines; never shadow, gshadow, sudoers, ssh host keys, pip.conf or environment).
 /run, /var/run, /tmp, /var/tmp, /root and /home are empty tmpfs: no home, no agent socket, no docker.sock.
 It has no network, its own host name and process tree (everything it forks dies with it), no capabilities,
-a time limit, and a seccomp filter (sparkdoctor.mods.seccomp) that refuses unix sockets, so no socket file
+a time limit, bounded memory in its tmpfs folders and bounded disk in its scratch folder (scratch_watch), and a
+seccomp filter (sparkdoctor.mods.seccomp) that refuses unix sockets, so no socket file
 can be reached even where one is visible. The scratch copy of the site folder is the only writable place,
 mounted at every site path the script names (so a script that edits
 /usr/local/lib/python3.12/dist-packages/vllm/... edits the copy). Without bwrap, or on a machine whose
@@ -16,6 +17,7 @@ run scripts through run_script() here, and nowhere else.
 
 from __future__ import annotations
 
+import functools
 import glob
 import hashlib
 import os
@@ -29,7 +31,7 @@ from pathlib import Path
 
 from sparkdoctor import proc
 from sparkdoctor.inputs import TooBig, read_bytes
-from sparkdoctor.mods import seccomp
+from sparkdoctor.mods import scratch_watch, seccomp
 from sparkdoctor.mods.model import ModError
 from sparkdoctor.mods.trees import MAX_FILE, Tree
 
@@ -52,6 +54,10 @@ ETC = ("alternatives", "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "nsswitch.co
 LIMITS = "ulimit -v 4194304 && ulimit -f 1048576 && ulimit -c 0 && ulimit -u 1024"
 NOBODY = 65534
 EMPTY = ("/run", "/var/run", "/tmp", "/var/tmp", "/root", "/home")  # tmpfs: sockets, homes, other jobs' files
+# Each tmpfs the sandbox makes (EMPTY, /dev/shm, a system folder a site path is made in) holds at most this much: a
+# tmpfs is memory, unbounded by `ulimit -v`, and by default half the machine's (a Spark's is the GPU's too). /dev
+# itself is read-only.
+TMPFS_BYTES = 256 * 2**20
 
 
 @dataclass
@@ -72,7 +78,19 @@ def sandbox_available() -> str | None:
         return "no sandbox: bubblewrap (bwrap) is not installed, and a script is never run unisolated"
     if seccomp.program() is None:
         return f"no sandbox: no seccomp filter for this machine ({platform.machine()}), and a script is never run unisolated"
+    if not _sized_tmpfs(shutil.which("bwrap") or "bwrap"):
+        return ("no sandbox: this bubblewrap cannot bound the size of a tmpfs (--size needs bubblewrap 0.7 or later, "
+                "not setuid), and a script is never run with the machine's memory open to it")
     return None
+
+
+@functools.lru_cache(maxsize=4)
+def _sized_tmpfs(bwrap: str) -> bool:
+    """Does this bwrap take --size (0.7+; refused in setuid mode)? A failure for another reason (no user namespaces)
+    is not this one: the script's own run says it."""
+    res = proc.run([bwrap, "--unshare-all", "--ro-bind", "/", "/", "--size", str(TMPFS_BYTES), "--tmpfs", "/tmp", "true"],
+                   timeout=30, max_output=(4096, 4096))
+    return res.ok or "size" not in (res.stderr + res.stdout).lower()
 
 
 def referenced_files(texts: list[str]) -> list[str]:
@@ -96,19 +114,29 @@ def _digest(root: Path) -> dict[str, str]:
     a script made is stood for by its kind, never opened in a way that blocks."""
 
     out = {}
-    for path in root.rglob("*"):
-        if path.is_symlink() or path.is_dir():
-            continue
-        rel = path.relative_to(root).as_posix()
-        try:
-            size = path.lstat().st_size
-            out[rel] = (f"over {MAX_FILE} bytes: {size} bytes, not read" if size > MAX_FILE
-                        else hashlib.sha256(read_bytes(path, MAX_FILE)).hexdigest())
-        except TooBig:
-            out[rel] = f"grew past {MAX_FILE} bytes while read"
-        except OSError as exc:
-            out[rel] = f"unreadable: {exc.strerror or exc}"
+
+    def unreadable(exc: OSError) -> None:  # a folder past PATH_MAX (a script that `cd`s down) is said, not an error
+        if exc.filename:
+            out[os.path.relpath(os.fsdecode(exc.filename), root)] = f"unreadable: {exc.strerror or exc}"
+
+    for folder, _dirs, names in os.walk(root, onerror=unreadable):
+        for name in names:
+            _digest_file(root, Path(folder) / name, out)
     return out
+
+
+def _digest_file(root: Path, path: Path, out: dict[str, str]) -> None:
+    rel = path.relative_to(root).as_posix()
+    try:
+        if path.is_symlink():
+            return
+        size = path.lstat().st_size
+        out[rel] = (f"over {MAX_FILE} bytes: {size} bytes, not read" if size > MAX_FILE
+                    else hashlib.sha256(read_bytes(path, MAX_FILE)).hexdigest())
+    except TooBig:
+        out[rel] = f"grew past {MAX_FILE} bytes while read"
+    except OSError as exc:
+        out[rel] = f"unreadable: {exc.strerror or exc}"
 
 
 def _system_path(path: str) -> bool:
@@ -139,7 +167,7 @@ def _mount_args(target: str, source: Path) -> list[str]:
         anchor = anchor.parent
     if anchor == Path(target) or not _system_path(str(anchor)):
         return ["--bind", str(source), target]
-    args = ["--tmpfs", str(anchor)]
+    args = ["--size", str(TMPFS_BYTES), "--tmpfs", str(anchor)]
     for entry in sorted(os.listdir(anchor)):
         args += _keep(str(anchor / entry))  # a link stays a link: /usr/lib/ssl/private -> /etc/ssl/private shows nothing
     return args + ["--bind", str(source), target]
@@ -199,9 +227,9 @@ def sandbox_argv(scratch: Path, mounts: list[str], seccomp_fd: int, cwd: Path, n
     for folder in sorted(glob.glob("/etc/python3*")):  # Debian's sitecustomize for the system Python
         argv += _keep(folder)
     argv += _identity(scratch)
-    argv += ["--dev", "/dev", "--proc", "/proc"]
+    argv += ["--dev", "/dev", "--size", str(TMPFS_BYTES), "--tmpfs", "/dev/shm", "--remount-ro", "/dev", "--proc", "/proc"]
     for empty in EMPTY:
-        argv += ["--tmpfs", empty]
+        argv += ["--size", str(TMPFS_BYTES), "--tmpfs", empty]
     # the root itself is read-only too: a write to /etc or / fails as it would on the real root
     return [*argv, "--bind", str(scratch), str(scratch), *mounts, "--remount-ro", "/", "--chdir", str(cwd), "--"]
 
@@ -241,7 +269,7 @@ def run_script(argv_in_mod: list[str], mod_dir: Path, texts: list[str], tree: Tr
         argv = [*sandbox_argv(scratch, mounts, bpf.fileno(), work, nobody), "bash", "-c", f'{LIMITS} && exec "$@"', "mod", *argv_in_mod]
         env = {"PATH": "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin", "HOME": str(home), "LANG": "C.UTF-8",
                "PYTHONPATH": sites[0], "PYTHONDONTWRITEBYTECODE": "1"}
-        result = proc.run(argv, timeout=timeout, env=env, pass_fds=(bpf.fileno(),))
+        result = scratch_watch.run(argv, timeout, env, (bpf.fileno(),), scratch)
         after = _digest(site)
     return ScriptRun(
         result,

@@ -1,4 +1,4 @@
-"""The seccomp filter a mod's script runs under (handed to bubblewrap as `--seccomp FD`): no unix sockets.
+"""The seccomp filter a mod's script runs under (handed to bubblewrap as `--seccomp FD`): no unix sockets, no keyrings.
 
 A network namespace cuts a script off TCP/UDP and abstract unix sockets, but not off a socket *file*: anything
 that can see /var/run/docker.sock, a D-Bus or systemd socket under /run/user, podman's or an ssh agent's can
@@ -9,6 +9,10 @@ connect() to it. The sandbox hides those folders; this filter closes the class w
     pair is connected from birth and the kernel refuses connect() and sendto() with an address on it; a datagram
     pair could be re-pointed at any socket file, so it fails;
   - io_uring_setup/enter/register fail: io_uring makes and connects sockets without these system calls;
+  - add_key, request_key and keyctl fail: the kernel's keyrings are not namespaced by bubblewrap, so a script
+    inherited the caller's session keyring and read its keys (as `nobody` too: a possessor's permission), and
+    request_key's upcall runs /sbin/request-key outside the sandbox (a dns_resolver key looks a name up on the
+    host's network);
   - a system call of another ABI (32-bit on a 64-bit kernel, x32) kills the process: those number their calls
     differently, and i386's socketcall() multiplexes every socket call.
 
@@ -29,9 +33,10 @@ Line = tuple[Any, ...]  # (code, k, jump-if-true label, jump-if-false label) or 
 
 # linux/audit.h, linux/filter.h, linux/seccomp.h
 AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
-SYSCALLS = {  # socket, socketpair, io_uring_setup, io_uring_enter, io_uring_register
-    "x86_64": (41, 53, 425, 426, 427),
-    "aarch64": (198, 199, 425, 426, 427),
+SYSCALLS = {  # socket, socketpair, then refused: io_uring_setup, io_uring_enter, io_uring_register, add_key,
+    # request_key, keyctl
+    "x86_64": (41, 53, 425, 426, 427, 248, 249, 250),
+    "aarch64": (198, 199, 425, 426, 427, 217, 218, 219),
 }
 X32_BIT = 0x40000000
 AF_UNIX, SOCK_STREAM, SOCK_TYPE_MASK = 1, 1, 0xF
@@ -62,7 +67,7 @@ def program(machine: str | None = None) -> bytes | None:
     machine = machine or platform.machine()
     if machine not in AUDIT_ARCH:
         return None
-    socket, socketpair, *uring = SYSCALLS[machine]
+    socket, socketpair, *refused = SYSCALLS[machine]
     lines: list[Line] = [
         (LD_W_ABS, ARCH), (JEQ, AUDIT_ARCH[machine], None, "kill"),
         (LD_W_ABS, NR),
@@ -70,7 +75,7 @@ def program(machine: str | None = None) -> bytes | None:
     if machine == "x86_64":
         lines.append((JSET, X32_BIT, "kill", None))
     lines += [(JEQ, socket, "socket", None), (JEQ, socketpair, "pair", None)]
-    lines += [(JEQ, nr, "deny", None) for nr in uring]
+    lines += [(JEQ, nr, "deny", None) for nr in refused]
     lines += [
         (RET, RET_ALLOW),
         ("label", "socket"), (LD_W_ABS, ARG0), (JEQ, AF_UNIX, "deny", None), (RET, RET_ALLOW),

@@ -4,6 +4,10 @@ One thread per stream (stdout, stderr) reads lines from the pipe, appends them t
 last lines for error messages, and hands each to the symptom matcher (sparkdoctor.serve.logscan). A
 hit is recorded the moment the line is printed, so a server that dies at startup is explained by the
 known problem it printed, not just by its exit code.
+
+What the server prints is kept in the log up to MAX_LOG_BYTES: a server stuck printing a warning in a loop wrote
+to the state folder until the disk was full. Past that, its lines are still scanned and the last ones kept for
+the error message; one line in the log says where it was cut, and sparkdoctor's own notes are still written.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from sparkdoctor.serve.logscan import Hit, match_line
 
 TAIL_LINES = 40
 MAX_LINE_BYTES = 256 * 1024  # a longer "line" (output with no newline) is read in pieces, never all at once
+MAX_LOG_BYTES = 512 * 2**20  # of the server's own output kept in the log file
 
 
 class LogPump:
@@ -30,6 +35,7 @@ class LogPump:
         self.hits: list[Hit] = []
         self.tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
         self.lines = 0
+        self.kept = 0  # bytes of the server's output written to the log
         self._seen: set[tuple[str, str]] = set()
         self._lock = threading.Lock()
         self._file = open(log_path, "a", encoding="utf-8", errors="replace")
@@ -46,20 +52,31 @@ class LogPump:
     def _read(self, stream: IO[bytes]) -> None:
         try:
             for raw in iter(lambda: stream.readline(MAX_LINE_BYTES), b""):
-                self.add(raw.decode("utf-8", errors="replace"))
+                self.add(raw.decode("utf-8", errors="replace"), from_server=True)
         except (OSError, ValueError):
             pass  # the pipe was closed under us at teardown
 
-    def add(self, line: str) -> None:
+    def add(self, line: str, from_server: bool = False) -> None:
         """Record one line of output (also used for sparkdoctor's own notes in the log)."""
         text = line.rstrip("\r\n")
         hits = match_line(text, self.entries) if self.entries else []
         with self._lock:
             self.lines += 1
             self.tail.append(strip_ansi(text))
+            written = text + "\n"
+            if from_server:
+                size = len(written.encode("utf-8", errors="replace"))
+                if self.kept + size > MAX_LOG_BYTES:
+                    cut = self.kept <= MAX_LOG_BYTES
+                    self.kept = MAX_LOG_BYTES + 1
+                    written = (f"[sparkdoctor] the server's output past {MAX_LOG_BYTES >> 20} MiB is not kept here "
+                               "(still scanned for known problems)\n") if cut else ""
+                else:
+                    self.kept += size
             try:
-                self._file.write(text + "\n")
-                self._file.flush()
+                if written:
+                    self._file.write(written)
+                    self._file.flush()
             except (OSError, ValueError):
                 pass
             for hit in hits:

@@ -3,7 +3,7 @@ container's own interpreter (`docker exec -i NAME PYTHON -B -c SOURCE MODE`), so
 installed in the container and nothing stays there but what a fix writes on purpose.
 
 Small operations send one JSON line and read one back. Bulk copies move raw bytes as a tar stream
-through a file on the host (`sh -c 'exec "$@" > FILE'`, and `< FILE` the other way), so a journal
+through a file on the host (written under RLIMIT_FSIZE, and `sh -c 'exec "$@" < FILE'` the other way), so a journal
 of a few hundred MB of libraries costs one exec, not one per file and not base64. Every call goes
 through proc with a timeout, and the script inside stops itself at a deadline of its own (killing
 the container CLI does not stop what it started inside). A container that was removed or stopped
@@ -18,6 +18,8 @@ import io
 import json
 import os
 import shutil
+import signal
+import sys
 import tarfile
 import tempfile
 from collections.abc import Iterator
@@ -32,6 +34,23 @@ from sparkdoctor.targets.files import FileError
 
 SMALL_TIMEOUT = float(os.environ.get("SPARKDOCTOR_FILEOPS_TIMEOUT", "120"))
 BULK_TIMEOUT = float(os.environ.get("SPARKDOCTOR_FILEOPS_BULK_TIMEOUT", "900"))
+
+
+RESERVE = 2**30  # of the journal's disk that a copy out of a container never takes (half the free space, when less)
+# The copy out's stream, written by the container CLI straight into a file: bounded by RLIMIT_FSIZE (the container is
+# someone else's image, and sends what it likes), SIGXFSZ back at its default so the CLI dies at the bound.
+BOUNDED_WRITE = ("import os, resource, signal, sys; n = int(sys.argv[2]); resource.setrlimit(resource.RLIMIT_FSIZE, (n, n)); "
+                 "signal.signal(signal.SIGXFSZ, signal.SIG_DFL); fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | "
+                 "os.O_TRUNC, 0o600); os.dup2(fd, 1); os.close(fd); os.execvp(sys.argv[3], sys.argv[3:])")
+
+
+def export_cap(dest: Path) -> int:
+    """The most bytes a copy out may write into `dest`: its disk's free space, less RESERVE (or half of it)."""
+    try:
+        free = shutil.disk_usage(dest).free
+    except OSError:
+        return RESERVE
+    return max(0, free - min(RESERVE, free // 2))
 
 
 @lru_cache(maxsize=1)
@@ -92,8 +111,12 @@ class ContainerFiles:
         dest = Path(dest)
         with tempfile.TemporaryDirectory(prefix="sparkdoctor-export-", dir=dest) as tmp:
             stream = Path(tmp) / "out.tar"
-            argv = ["sh", "-c", 'exec "$@" > "$0"', str(stream), *self._argv("export", BULK_TIMEOUT)]
+            cap = export_cap(dest)
+            argv = [sys.executable, "-I", "-S", "-c", BOUNDED_WRITE, str(stream), str(cap), *self._argv("export", BULK_TIMEOUT)]
             res = proc.run(argv, timeout=BULK_TIMEOUT, input=json.dumps({"paths": paths}) + "\n")
+            if res.signal == signal.SIGXFSZ or (not res.ok and stream.is_file() and stream.stat().st_size >= cap):
+                raise FileError(f"{self.where}: copying files out: it sent more than {cap:,} bytes (the free space of "
+                                f"{dest} less a reserve): stopped, nothing kept")
             if not res.ok:
                 raise self._failed(res, "copying files out")
             out: dict[str, dict[str, Any]] = {}

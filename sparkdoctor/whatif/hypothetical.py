@@ -30,6 +30,7 @@ from sparkdoctor import proc
 from sparkdoctor.facts import Facts
 from sparkdoctor.locations import data_dir
 from sparkdoctor.released import Reader, cache_root
+from sparkdoctor.targets.early import loads_code
 from sparkdoctor.whatif.resolve import Change
 
 PROBED = {"vllm": "vllm", "flashinfer-python": "flashinfer"}  # distribution -> top-level package the probe reads
@@ -119,6 +120,12 @@ def torch_cuda(version_py: str) -> str | None:
     return m.group(1) or m.group(2) or None
 
 
+def laid_out_safely(name: str) -> bool:
+    """A wheel member's name is a path under the site folder: no `..`, `.` or empty part (a wheel's member list is
+    someone else's: `vllm/../../../x.py` was written wherever it pointed, as the user)."""
+    return not any(part in ("", ".", "..") for part in name.split("/"))
+
+
 class ScratchSite:
     """A folder laid out like site-packages holding one new release's Python files (read member by member
     from its released wheel) and a dist-info: what the file-reading probes (capabilities, vllm_flags) need.
@@ -141,7 +148,8 @@ class ScratchSite:
             pass
         except (OSError, ValueError):  # a damaged site (its marker cut short, garbage, a folder): made again
             shutil.rmtree(self.path, ignore_errors=True)
-        wanted = [n for n in wheel.names if n.startswith(self.top + "/") and (n.endswith(".py") or n.endswith(".json"))]
+        wanted = [n for n in wheel.names if n.startswith(self.top + "/") and (n.endswith(".py") or n.endswith(".json"))
+                  and laid_out_safely(n)]
         wheel.prefetch(wanted)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=".site-", dir=self.path.parent))
@@ -168,9 +176,12 @@ class ScratchSite:
         pass
 
     def probe(self, name: str, extra_env: dict[str, str] | None = None) -> dict[str, Any]:
-        """Run probes/<name>/ with only this folder on its path (-S: no site-packages of any interpreter)."""
+        """Run probes/<name>/ with only this folder on its path (-S: no site-packages of any interpreter). Of
+        `extra_env` (a recipe's), what makes an interpreter or the loader run code (PYTHONHOME at a planted
+        encodings package, PYTHONWARNINGS importing a module of the release, LD_PRELOAD) is left out, as for
+        `recipe check`'s probes: the recipe's variables only ever judge capabilities."""
         env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
-        env.update(extra_env or {})
+        env.update({k: v for k, v in (extra_env or {}).items() if not loads_code(k)})
         env["PYTHONPATH"] = str(self.path)
         result = proc.run([sys.executable, "-S", "-B", str(data_dir("probes") / name / "__main__.py")], timeout=PROBE_TIMEOUT, env=env)
         lines = [x for x in (result.stdout or "").splitlines() if x.strip()]

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import re
 import sys
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -73,6 +72,18 @@ ARCHIVE_SUFFIXES = (".zip", ".whl", ".tar.bz2", ".tbz", ".tar.xz", ".txz", ".tlz
                     ".tgz", ".tar")
 
 
+PIP_DRY = Path(__file__).with_name("target_pip_dry.py")
+
+
+def own_pip_folder() -> Path | None:
+    """The folder holding sparkdoctor's own `pip` package (its site-packages), found without importing pip."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("pip")
+    origin = spec.origin if spec is not None else None
+    return Path(origin).parent.parent if origin else None
+
+
 def check_specs(specs: list[str], allow_url: bool = False) -> None:
     """Refuse, in one line, a SPEC that is no requirement: one starting with '-' (pip would take it as an option:
     `--log=PATH` writes a file, `-r FILE` reads one), a path (`./pkg`, `x.tar.gz`), and a URL requirement (`name @
@@ -129,20 +140,22 @@ def resolve_upgrade(target: Target, python: str, specs: list[str], facts: Facts,
     local = getattr(target, "shares_files", True)
     seen = seen if seen is not None else Resolution()
     seen.installer = f"{python} -m pip"
-    pip = [python, "-m", "pip"]
+    pip: list[str] = []  # the arguments of target_pip_dry.py: pip without site, in the target (see there)
     constraints = constraint_files(facts, local)
-    run: Callable[[list[str], float], ProcResult] = target.run_command
+
+    def run(argv: list[str], timeout: float) -> ProcResult:
+        return target.run_script(PIP_DRY, argv, timeout)
+
     result = run(dry_run_argv(pip, specs, constraints, no_deps=no_deps), RESOLVE_TIMEOUT)
     if not result.ok and "No module named pip" in (result.stderr or "") and local and is_uv_venv(python):
         uv = whatif_probe.uv_binary()
         if uv is not None:
             seen.installer = f"uv pip --python {python}"
             return uv_resolve(uv, python, specs, constraints, facts, no_deps)
-    if not result.ok and "No module named pip" in (result.stderr or "") and local and own_pip():
-        pip = [sys.executable, "-m", "pip", "--python", python]
+    if not result.ok and "No module named pip" in (result.stderr or "") and local and own_pip() and own_pip_folder():
+        pip = ["--pip-from", str(own_pip_folder())]  # sparkdoctor's pip, run by the target's interpreter without site
         seen.installer = f"{sys.executable} -m pip --python {python}"
-        result = proc.run(dry_run_argv(pip, specs, constraints, no_deps=no_deps), timeout=RESOLVE_TIMEOUT)
-        run = lambda argv, timeout: proc.run(argv, timeout=timeout)  # noqa: E731
+        result = run(dry_run_argv(pip, specs, constraints, no_deps=no_deps), RESOLVE_TIMEOUT)
     if result.timed_out or result.start_error or result.signal:
         raise ResolveError(f"pip's dry run did not finish: {result.describe_failure()}")
     if not result.ok:  # run again without --quiet: pip says which requirements conflict only then

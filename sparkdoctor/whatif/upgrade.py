@@ -72,6 +72,7 @@ def judge_upgrade(q: UpgradeQuestion) -> WhatIf:
     matrix = load(q.matrix)
     refuse_bad_target_options(q.python, q.container, q.container_python, q.facts_file is not None)
     target = resolve_target(q.python, q.container, q.container_python)
+    resolver = target  # pip's dry run never gets the recipe's env (a PIP_LOG or an index of its choosing)
     recipe = None
     recipe_env: dict[str, str] = {}
     if q.recipe is not None:
@@ -90,7 +91,7 @@ def judge_upgrade(q: UpgradeQuestion) -> WhatIf:
             raise TargetUnprobeable(f"the target could not be probed: {why or 'its packages could not be read'}")
 
     seen = Resolution()
-    changes = resolve_upgrade(target, interpreter, q.specs, today, q.no_deps, seen)  # a ResolveError carries its exit code (2)
+    changes = resolve_upgrade(resolver, interpreter, q.specs, today, q.no_deps, seen)  # a ResolveError carries its exit code (2)
     notes: list[str] = []
     reader = None
     if q.read:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from sparkdoctor.mods import Verdict, judge_mod
+from sparkdoctor.mods import Verdict, judge_mod, sandbox, scratch_watch
 from sparkdoctor.mods.trees import SiteTree
 from tests.mods.test_mods_recipe import target_venv
 from tests.mods.test_mods_scripts import EUGR_SITE, folder
@@ -278,3 +278,121 @@ def test_a_file_a_script_names_through_dot_dot_is_never_written_outside_the_scra
     mod = folder(tmp_path, f"cat /usr/local/lib/python3.12/dist-packages/{escape} || true\n")
     judge_mod(mod, AnyTree())
     assert not (tmp_path / "escaped.py").exists() and not list(tmp_path.rglob("escaped.py"))
+
+
+def test_a_script_cannot_fill_the_machines_memory_through_a_tmpfs(tmp_path, tree, monkeypatch):
+    """`ulimit -v` does not count a tmpfs: /tmp, /dev/shm, /run, /home and the rest were each half the machine's
+    memory, so a script writing files there filled it (on a Spark, the GPU's too). Now each is bounded, and /dev
+    itself (a tmpfs as well) is read-only."""
+    monkeypatch.setattr(sandbox, "TMPFS_BYTES", 8 * 2**20)
+    places = ["/tmp", "/dev/shm", "/run", "/home", "/root", "/var/tmp"]
+    lines = "".join(f"head -c 12M /dev/zero > {p}/big 2>/dev/null && echo 'FILLED {p}'\n" for p in places)
+    mod = folder(tmp_path, lines + "{ echo x > /dev/new; } 2>/dev/null && echo 'FILLED /dev'\nexit 0\n")
+    result = judge_mod(mod, tree)
+    assert result.verdict is Verdict.NO_EFFECT, result
+    assert "FILLED" not in json.dumps(result.to_dict()), result
+
+
+def test_a_script_cannot_fill_the_callers_disk_one_file_under_the_limit_after_another(tmp_path, tree, monkeypatch):
+    """`ulimit -f` bounds each file; a script writing file after file into its home (the scratch folder, on the
+    caller's disk) filled the disk in its 60 s. Now the scratch folder is measured while the script runs and the
+    sandbox is stopped once it holds more than scratch_watch.MAX_BYTES; a folder the script made unreadable is
+    measured too."""
+    monkeypatch.setattr(scratch_watch, "MAX_BYTES", 16 * 2**20)
+    run_sh = ('mkdir "$HOME/hid"\nfor i in $(seq 1 400); do head -c 1M /dev/urandom > "$HOME/hid/f$i"; '
+              'chmod 000 "$HOME/hid"; sleep 0.01; chmod 700 "$HOME/hid"; done\nchmod 000 "$HOME/hid"\nsleep 30\nexit 0\n')
+    result = judge_mod(folder(tmp_path, run_sh), tree)
+    assert result.verdict is Verdict.FAILS and "was stopped: wrote more than 16 MiB" in result.detail, result
+
+
+def test_a_script_cannot_fill_the_disks_inodes(tmp_path, tree, monkeypatch):
+    monkeypatch.setattr(scratch_watch, "MAX_ENTRIES", 500)
+    run_sh = 'for i in $(seq 1 2000); do : > "$HOME/f$i"; done\nsleep 30\nexit 0\n'
+    result = judge_mod(folder(tmp_path, run_sh), tree)
+    assert result.verdict is Verdict.FAILS and "more than 500 files" in result.detail, result
+
+
+KEYS = """python3 - <<'PYEOF'
+import ctypes, platform, sys
+libc = ctypes.CDLL(None, use_errno=True)
+keyctl = 219 if platform.machine() == "aarch64" else 250
+found = libc.syscall(keyctl, ctypes.c_long(10), ctypes.c_long(-3), b"user", b"NAME", ctypes.c_long(0))  # KEYCTL_SEARCH
+if found > 0:
+    buf = ctypes.create_string_buffer(64)
+    n = libc.syscall(keyctl, ctypes.c_long(11), ctypes.c_long(found), buf, ctypes.c_long(64))  # KEYCTL_READ
+    sys.exit(7 if n > 0 else 0)
+PYEOF
+"""
+
+
+def test_the_callers_session_keyring_is_not_reachable(tmp_path, tree):
+    """bwrap does not namespace the kernel's keyrings: a script (as `nobody` too) inherited this process's session
+    keyring and read a key put there. Now the keyring calls are refused by the seccomp filter."""
+    import ctypes
+    import platform
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    add_key, keyctl = (217, 219) if platform.machine() == "aarch64" else (248, 250)
+    name = f"sparkdoctor-test-{uuid.uuid4().hex}".encode()
+    key = libc.syscall(add_key, b"user", name, b"PLANTED-KEY", ctypes.c_size_t(11), ctypes.c_long(-3))
+    if key <= 0:
+        pytest.skip(f"no session keyring here (errno {ctypes.get_errno()})")
+    try:
+        result = judge_mod(folder(tmp_path, KEYS.replace("NAME", name.decode())), tree)
+        assert result.verdict is Verdict.NO_EFFECT, result
+    finally:
+        libc.syscall(keyctl, ctypes.c_long(9), ctypes.c_long(key), ctypes.c_long(-3))  # KEYCTL_UNLINK
+
+
+DEEP = """cd "$HOME"
+for i in $(seq 1 LEVELS); do d=$(printf 'd%.0s' $(seq 1 100)); mkdir "$d"; cd "$d"; done
+head -c 24M /dev/urandom > big
+sleep 30
+exit 0
+"""
+
+
+def test_what_a_script_writes_past_path_max_is_counted(tmp_path, tree, monkeypatch):
+    """A folder deeper than PATH_MAX (made by `cd`-ing down, 60 levels of 100 characters) could not be listed by its
+    path, so what it held was not counted: 200 MB went past a 64 MiB bound. The scratch folder is now walked through
+    folder descriptors, and nesting deeper than scratch_watch.MAX_DEPTH stops the script too."""
+    monkeypatch.setattr(scratch_watch, "MAX_BYTES", 16 * 2**20)
+    result = judge_mod(folder(tmp_path, DEEP.replace("LEVELS", "60")), tree)
+    assert result.verdict is Verdict.FAILS and "was stopped: wrote more than 16 MiB" in result.detail, result
+    monkeypatch.setattr(scratch_watch, "MAX_DEPTH", 20)
+    result = judge_mod(folder(tmp_path / "again", DEEP.replace("LEVELS", "40")), tree)
+    assert result.verdict is Verdict.FAILS and "more than 20 deep" in result.detail, result
+
+
+def test_a_folder_past_path_max_in_the_site_copy_is_a_verdict_not_an_error(tmp_path, tree):
+    """A script that `cd`s 50 levels of 100 characters down its site copy and writes there: comparing the copy
+    before and after ended `mods check` (and a recipe check) with "File name too long". Now that folder is listed
+    as unreadable and the script's edit is judged."""
+    run_sh = (f'cd {EUGR_SITE}/vllm\nfor i in $(seq 1 50); do d=$(printf "d%.0s" $(seq 1 100)); mkdir "$d"; cd "$d"; done\n'
+              f"echo x > deep.py\nsed -i 's/splits = 4/splits = max(4, n)/' {EUGR_SITE}/vllm/toy.py\n")
+    result = judge_mod(folder(tmp_path, run_sh), tree)
+    assert result.verdict is Verdict.APPLIES, result
+    assert any(f.path == "vllm/toy.py" for f in result.files), result
+
+
+def test_a_bubblewrap_that_cannot_bound_a_tmpfs_runs_no_script(tmp_path, tree, monkeypatch):
+    """The tmpfs bound needs `--size` (bubblewrap 0.7+, Ubuntu 22.04 has 0.6.1; refused when bwrap is setuid). Such a
+    bwrap failed every script on its unknown option, a "fails" verdict for a mod that was never run. Now no script
+    is run there (cannot-tell, saying why), as without bwrap at all. A stand-in bwrap that refuses --size."""
+    from sparkdoctor.mods import sandbox as sb
+
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    real = shutil.which("bwrap")
+    (fake / "bwrap").write_text(f'#!/bin/sh\nfor a in "$@"; do [ "$a" = --size ] && {{ echo "bwrap: Unknown option --size" >&2; '
+                                f'exit 1; }}; done\nexec {real} "$@"\n')
+    (fake / "bwrap").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake}:{os.environ['PATH']}")
+    clear = getattr(getattr(sb, "_sized_tmpfs", None), "cache_clear", lambda: None)
+    clear()
+    flag = tmp_path / "ran"
+    try:
+        result = judge_mod(folder(tmp_path, f"touch {flag}\n"), tree)
+    finally:
+        clear()
+    assert result.verdict is Verdict.CANNOT_TELL and "--size" in result.detail, result

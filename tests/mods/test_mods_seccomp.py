@@ -78,3 +78,16 @@ def test_on_an_unknown_machine_no_script_is_run(tmp_path, monkeypatch, sandbox_t
     result = judge_mod(script, SiteTree([tmp_path / "site"], "site"))
     assert result.verdict is Verdict.CANNOT_TELL and "seccomp" in result.detail
     assert not flag.exists()
+
+
+KEYRING_CALLS = {"x86_64": (248, 249, 250), "aarch64": (217, 218, 219)}  # add_key, request_key, keyctl
+
+
+@pytest.mark.parametrize("machine", ["aarch64", "x86_64"])
+def test_the_filter_refuses_the_keyring_calls(machine):
+    """A script inherited the caller's session keyring and read its keys; request_key's upcall runs outside the
+    sandbox. Checked against the kernel's own numbers, not the module's table."""
+    program = seccomp.program(machine)
+    assert program is not None
+    for nr in KEYRING_CALLS[machine]:
+        assert run(program, seccomp.AUDIT_ARCH[machine], nr) == EPERM

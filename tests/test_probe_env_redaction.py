@@ -1,0 +1,26 @@
+"""The target probe reports the VLLM_*, TRITON_* and CUTE_DSL_* variables it sees, a secret's value redacted by its
+name (KEY, TOKEN, ...). A URL with a password in it (`https://user:pass@host/`) under any other name was reported
+whole, into check's JSON, a snapshot and a report. Now the password part is redacted, the rest kept. The probe's
+own function, run as it runs: the standard library only, in a fresh interpreter."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from sparkdoctor.locations import data_dir
+
+
+def test_a_password_inside_a_url_is_redacted_and_the_rest_kept():
+    probes = data_dir("probes")
+    code = (f"import sys, json; sys.path[:0] = [{str(probes / 'target_env')!r}, {str(probes / 'shared')!r}]; "
+            "import targetenv_system; print(json.dumps(targetenv_system.relevant_env()))")
+    env = {**os.environ, "VLLM_URL": "https://me:PLANTED-PW-1@host.example/x", "TRITON_X": "s3://k:PLANTED-PW-2@b/",
+           "VLLM_PLAIN": "https://host.example/y", "VLLM_API_KEY": "PLANTED-3"}
+    done = subprocess.run([sys.executable, "-S", "-B", "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert "PLANTED" not in json.dumps(seen), seen
+    assert seen["VLLM_URL"] == "https://me:<redacted>@host.example/x" and seen["VLLM_PLAIN"] == "https://host.example/y"
+    assert seen["VLLM_API_KEY"] == "<redacted>"

@@ -1,0 +1,45 @@
+"""whatif promises that no package's code runs. Its dry run ran pip as `python -m pip` in the target (or sparkdoctor's
+pip through `pip --python`, which starts the target's interpreter the same way), with site: every `.pth` import line
+and the sitecustomize.py of the target ran on each whatif. Now pip runs there without site, on the import path site
+would have made (sparkdoctor/whatif/target_pip_dry.py); the answer is the same. A venv with its own pip and one
+without, a local find-links folder, no network."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+from sparkdoctor.facts import Facts
+from sparkdoctor.targets.local import resolve_python_target
+from sparkdoctor.whatif import resolve_upgrade
+from tests.released_server import build_wheel
+
+
+def _plant(venv: Path, canary: Path) -> None:
+    purelib = sysconfig.get_path("purelib", vars={"base": str(venv), "platbase": str(venv)})
+    (Path(purelib) / "aaa_canary.pth").write_text(f"import os; open({str(canary) + '-pth'!r}, 'w').close()\n")
+    (Path(purelib) / "sitecustomize.py").write_text(f"open({str(canary) + '-sitecustomize'!r}, 'w').close()\n")
+
+
+@pytest.mark.parametrize("own_pip", [True, False])
+def test_whatifs_dry_run_runs_no_startup_code_of_the_target(tmp_path, monkeypatch, own_pip):
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    for v in ("0.1.0", "0.2.0"):
+        build_wheel(wheels, "demo", v, {"demo/__init__.py": b""})
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", *([] if own_pip else ["--without-pip"]), str(venv)], check=True, timeout=300)
+    python = str(venv / "bin" / "python")
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(wheels))
+    monkeypatch.setenv("PIP_CONFIG_FILE", "/dev/null")
+    canary = tmp_path / "CANARY"
+    _plant(venv, canary)
+    facts = Facts(packages={"demo": {"name": "demo", "version": "0.1.0"}})
+    [change] = resolve_upgrade(resolve_python_target(python), python, ["demo==0.2.0"], facts)
+    assert change.new == "0.2.0"
+    assert not list(tmp_path.glob("CANARY*")), "the target's .pth import line or sitecustomize.py ran"
