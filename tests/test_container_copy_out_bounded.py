@@ -28,9 +28,32 @@ def test_a_container_that_sends_without_end_fills_no_disk(tmp_path, monkeypatch)
     assert not list(dest.iterdir())
 
 
-def test_the_bound_leaves_a_reserve(tmp_path):
-    cap = container_files.export_cap(tmp_path)
+def test_the_bound_leaves_a_reserve_and_room_to_unpack(tmp_path, monkeypatch):
+    """The stream and the files unpacked from it are on the same disk: together they leave the reserve."""
     import shutil
+    from collections import namedtuple
 
-    free = shutil.disk_usage(tmp_path).free
-    assert 0 < cap < free and free - cap <= container_files.RESERVE
+    usage = namedtuple("usage", "total used free")
+    for free in (100 * 2**30, 3 * 2**30, 2**30, 4096):
+        monkeypatch.setattr(shutil, "disk_usage", lambda _path, free=free: usage(free, 0, free))
+        cap = container_files.export_cap(tmp_path)
+        assert 0 < cap and 2 * cap <= free - min(container_files.RESERVE, free // 2), (free, cap)
+
+
+def test_a_sparse_member_is_not_unpacked_to_the_size_it_claims(tmp_path, monkeypatch):
+    """A GNU sparse member of a few KB in the stream claims any size (64 MiB here, a terabyte as easily): it is not a
+    file the container sent whole, and unpacking it wrote all it claimed."""
+    made = tmp_path / "made"
+    made.mkdir()
+    with open(made / "0", "wb") as fh:
+        fh.truncate(64 * 2**20)
+        fh.seek(0, 2)
+        fh.write(b"x")
+    files = ContainerFiles.__new__(ContainerFiles)
+    files.where = "container hostile"
+    script = f"cd {made} && exec tar --sparse --format=gnu -cf - 0"
+    monkeypatch.setattr(files, "_argv", lambda mode, timeout: ["sh", "-c", script], raising=False)
+    dest = tmp_path / "journal"
+    dest.mkdir()
+    assert files.export(["/x/y.whl"], dest) == {}
+    assert not list(dest.iterdir())

@@ -45,12 +45,13 @@ BOUNDED_WRITE = ("import os, resource, signal, sys; n = int(sys.argv[2]); resour
 
 
 def export_cap(dest: Path) -> int:
-    """The most bytes a copy out may write into `dest`: its disk's free space, less RESERVE (or half of it)."""
+    """The most bytes a copy out's stream may take in `dest`: half its disk's free space less RESERVE (or less half of
+    it), as the files unpacked from the stream take as much again beside it."""
     try:
         free = shutil.disk_usage(dest).free
     except OSError:
-        return RESERVE
-    return max(0, free - min(RESERVE, free // 2))
+        return RESERVE // 2
+    return max(0, free - min(RESERVE, free // 2)) // 2
 
 
 @lru_cache(maxsize=1)
@@ -120,19 +121,28 @@ class ContainerFiles:
             if not res.ok:
                 raise self._failed(res, "copying files out")
             out: dict[str, dict[str, Any]] = {}
+            written: list[str] = []
             try:
                 with tarfile.open(stream, mode="r:") as tar:
                     for member in tar:
+                        # a sparse member of a few KB in the stream unpacks to whatever size it claims: plain files
+                        # only, which unpack to no more than they took in the stream (so twice the cap in all)
+                        if member.issparse() or not member.name.isdigit():
+                            continue
                         src = tar.extractfile(member)
-                        if src is None or not member.name.isdigit():
+                        if src is None:
                             continue
                         target = dest / member.name
+                        written.append(member.name)
                         with open(target, "wb") as fh:
                             shutil.copyfileobj(src, fh, 1 << 20)
                             fh.flush()
                             os.fsync(fh.fileno())
                         out[paths[int(member.name)]] = {"name": member.name, "mode": member.mode}
             except (tarfile.TarError, OSError, IndexError) as exc:
+                for name in written:  # nothing kept: a half copy out is no copy
+                    with contextlib.suppress(OSError):
+                        (dest / name).unlink()
                 raise FileError(f"{self.where}: the copy out is damaged: {exc}") from None
         return out
 
