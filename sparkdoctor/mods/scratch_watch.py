@@ -4,18 +4,24 @@ The script's scratch folder (its site copy, its own copy of the mod, its home) i
 the sandbox writable. `ulimit -f` bounds each file, not their sum: a script writing one file under the limit after
 another filled the disk in its 60 s. So while it runs, its scratch folder is measured every WATCH_EVERY seconds (the
 blocks its files take, so a sparse file counts for what it holds) and the sandbox is killed the first time the
-folder holds more than MAX_BYTES or more than MAX_ENTRIES names, or folders more than MAX_DEPTH deep. A folder the
-script made unreadable is made readable to be measured (its files are the caller's, through the sandbox's user
-namespace).
+folder holds more than MAX_BYTES or more than MAX_ENTRIES names, or folders more than MAX_DEPTH deep. Files it
+deleted but still holds open have no name to measure: the disk's free space falling by more than MAX_HIDDEN beyond
+what its named files hold stops it too (a bound shared with whatever else writes to that disk meanwhile).
+
+A folder the script shut the caller out of (mode 000, as the caller's own user through the sandbox's user namespace)
+cannot be measured and stops the script: it is never made readable, as a chmod by name could be turned, by a
+symlink swapped in between, onto any file the caller owns.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import errno
 import os
 import stat
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 from sparkdoctor import proc
@@ -23,70 +29,95 @@ from sparkdoctor import proc
 MAX_BYTES = 2 * 2**30  # two of the 1 GiB files ulimit -f allows; a mod edits a few source files
 MAX_ENTRIES = 100_000
 MAX_DEPTH = 128  # folders in folders: a mod's patches are a few levels deep; each level open costs two descriptors
+MAX_HIDDEN = 2 * MAX_BYTES  # of free space lost beyond the named files: room for the rest of the machine's writes
 WATCH_EVERY = 0.2  # seconds: at a disk's speed, what can be written between two looks is far below MAX_BYTES
 
 
-def over(root: Path) -> str | None:
-    """Why the folder holds too much, or None. Walked through folder descriptors, never by path: a folder deeper than
-    PATH_MAX (made by `cd`-ing down) could not be listed by its path, and what it held went uncounted."""
+def over(root: Path) -> tuple[str | None, int]:
+    """Why the folder holds too much (or cannot be measured), or None; and the bytes its files hold. Walked through
+    folder descriptors, never by path: a folder deeper than PATH_MAX (made by `cd`-ing down) could not be listed by
+    its path, and what it held went uncounted."""
     size = count = 0
     try:
         top = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
     except OSError:
-        return None
-    stack = [(top, os.scandir(top))]
+        return None, 0
+    stack: list[tuple[int, Iterator[os.DirEntry[str]]]] = []
     try:
+        stack.append((top, os.scandir(top)))
         while stack:
             fd, entries = stack[-1]
             entry = next(entries, None)
             if entry is None:
-                entries.close()
-                os.close(fd)
                 stack.pop()
+                _close(fd, entries)
                 continue
             count += 1
             if count > MAX_ENTRIES:
-                return f"made more than {MAX_ENTRIES:,} files and folders in its scratch folder"
+                return f"made more than {MAX_ENTRIES:,} files and folders in its scratch folder", size
             try:
                 st = entry.stat(follow_symlinks=False)
             except OSError:
                 continue
             size += st.st_blocks * 512
             if size > MAX_BYTES:
-                return f"wrote more than {MAX_BYTES >> 20} MiB into its scratch folder on this machine's disk"
+                return f"wrote more than {MAX_BYTES >> 20} MiB into its scratch folder on this machine's disk", size
             if stat.S_ISDIR(st.st_mode):
                 if len(stack) >= MAX_DEPTH:
-                    return f"made folders more than {MAX_DEPTH} deep in its scratch folder"
-                child = _open_folder(fd, entry.name, st.st_mode)
-                if child is not None:
-                    stack.append((child, os.scandir(child)))
+                    return f"made folders more than {MAX_DEPTH} deep in its scratch folder", size
+                try:
+                    child = os.open(entry.name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+                except OSError as exc:
+                    if isinstance(exc, PermissionError):
+                        return "made a folder in its scratch folder that shuts the caller out, so it cannot be measured", size
+                    if exc.errno in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP):
+                        continue  # gone or swapped for a link since it was listed: the next look sees what is there
+                    raise
+                stack.append((child, _scandir(child)))
+    except OSError as exc:  # out of descriptors, an I/O error: what cannot be measured is not let run on
+        return f"could not be measured in its scratch folder ({exc.strerror or exc})", size
     finally:
         for fd, entries in stack:
-            entries.close()
-            os.close(fd)
-    return None
+            _close(fd, entries)
+    return None, size
 
 
-def _open_folder(parent: int, name: str, mode: int) -> int | None:
-    for _ in range(2):
-        try:
-            return os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=parent)
-        except PermissionError:  # a folder the script made unreadable: the caller's own, through the user namespace
-            with contextlib.suppress(OSError):
-                os.chmod(name, stat.S_IMODE(mode) | stat.S_IRWXU, dir_fd=parent)
-        except OSError:
-            return None
-    return None
+def _scandir(fd: int) -> Iterator[os.DirEntry[str]]:
+    try:
+        return os.scandir(fd)
+    except OSError:
+        os.close(fd)
+        raise
+
+
+def _close(fd: int, entries: Iterator[os.DirEntry[str]]) -> None:
+    with contextlib.suppress(OSError):
+        entries.close()  # type: ignore[attr-defined]
+    with contextlib.suppress(OSError):
+        os.close(fd)
+
+
+def _free(root: Path) -> int | None:
+    try:
+        st = os.statvfs(root)
+    except OSError:
+        return None
+    return st.f_bavail * st.f_frsize
 
 
 def run(argv: list[str], timeout: float, env: dict[str, str], pass_fds: tuple[int, ...], scratch: Path) -> proc.ProcResult:
     """proc.run, the process group killed (and the result saying why) the first time `scratch` holds too much."""
+    start = _free(scratch)
     running = proc.start(argv, env=env, pass_fds=pass_fds)
     done, why = threading.Event(), []
 
     def watch() -> None:
         while not done.wait(WATCH_EVERY):
-            reason = over(scratch)
+            reason, named = over(scratch)
+            now = _free(scratch)
+            if reason is None and start is not None and now is not None and start - now - named > MAX_HIDDEN:
+                reason = (f"took {(start - now) >> 20} MiB of the disk under its scratch folder, more than its files "
+                          "there hold (files deleted while still open count too)")
             if reason:
                 why.append(reason)
                 running.kill()

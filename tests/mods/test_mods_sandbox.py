@@ -10,6 +10,7 @@ import os
 import re
 import shutil
 import socket
+import stat
 import tempfile
 import uuid
 from collections.abc import Iterator
@@ -296,13 +297,44 @@ def test_a_script_cannot_fill_the_machines_memory_through_a_tmpfs(tmp_path, tree
 def test_a_script_cannot_fill_the_callers_disk_one_file_under_the_limit_after_another(tmp_path, tree, monkeypatch):
     """`ulimit -f` bounds each file; a script writing file after file into its home (the scratch folder, on the
     caller's disk) filled the disk in its 60 s. Now the scratch folder is measured while the script runs and the
-    sandbox is stopped once it holds more than scratch_watch.MAX_BYTES; a folder the script made unreadable is
-    measured too."""
+    sandbox is stopped once it holds more than scratch_watch.MAX_BYTES; a folder the script keeps making unreadable
+    does not hide what it holds (from root; another caller stops the script at such a folder, the test below)."""
     monkeypatch.setattr(scratch_watch, "MAX_BYTES", 16 * 2**20)
     run_sh = ('mkdir "$HOME/hid"\nfor i in $(seq 1 400); do head -c 1M /dev/urandom > "$HOME/hid/f$i"; '
               'chmod 000 "$HOME/hid"; sleep 0.01; chmod 700 "$HOME/hid"; done\nchmod 000 "$HOME/hid"\nsleep 30\nexit 0\n')
     result = judge_mod(folder(tmp_path, run_sh), tree)
     assert result.verdict is Verdict.FAILS and "was stopped: wrote more than 16 MiB" in result.detail, result
+
+
+def test_files_deleted_while_held_open_count_too(tmp_path, tree, monkeypatch):
+    """A file deleted while the script holds it open has no name in the scratch folder, and writing through the
+    descriptor filled the disk past every named-file bound. The disk's free space falling beyond what the named files
+    hold stops it."""
+    monkeypatch.setattr(scratch_watch, "MAX_HIDDEN", 16 * 2**20)
+    run_sh = ('exec 3>"$HOME/held"\nrm "$HOME/held"\n'
+              'for i in $(seq 1 1000); do head -c 1M /dev/zero >&3 || break; done\nsleep 30\nexit 0\n')
+    result = judge_mod(folder(tmp_path, run_sh), tree)
+    assert result.verdict is Verdict.FAILS and "files deleted while still open count too" in result.detail, result
+
+
+def test_a_folder_that_shuts_the_caller_out_stops_the_script_and_is_never_chmodded(tmp_path, monkeypatch):
+    """The watcher made such a folder readable with a chmod by name; a script swapping a symlink in at that name
+    turned the chmod onto any file the caller owns (0600 -> 0777). The caller here is root, whom no mode shuts out:
+    the refusal is stood in for at that one name."""
+    root = tmp_path / "scratch"
+    (root / "hid").mkdir(parents=True)
+    (root / "hid").chmod(0o000)
+    real_open = os.open
+
+    def refusing(path, flags, mode=0o777, *, dir_fd=None):
+        if path == "hid":
+            raise PermissionError(13, "Permission denied", path)
+        return real_open(path, flags, mode, dir_fd=dir_fd)
+
+    monkeypatch.setattr(scratch_watch.os, "open", refusing)
+    reason, _size = scratch_watch.over(root)
+    assert reason is not None and "shuts the caller out" in reason, reason
+    assert stat.S_IMODE((root / "hid").stat().st_mode) == 0, "the watcher changed a mode"
 
 
 def test_a_script_cannot_fill_the_disks_inodes(tmp_path, tree, monkeypatch):
@@ -396,3 +428,4 @@ def test_a_bubblewrap_that_cannot_bound_a_tmpfs_runs_no_script(tmp_path, tree, m
     finally:
         clear()
     assert result.verdict is Verdict.CANNOT_TELL and "--size" in result.detail, result
+    assert not flag.exists(), "a script ran"
