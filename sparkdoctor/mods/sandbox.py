@@ -189,7 +189,7 @@ def _as_nobody(scratch: Path) -> list[str]:
     prefix = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--"]
     _chown_tree(scratch, NOBODY)
     probe = proc.run([*prefix, "bwrap", "--unshare-all", "--ro-bind", "/", "/", "--bind", str(scratch), str(scratch),
-                      "true"], timeout=30)
+                      "--size", str(TMPFS_BYTES), "--tmpfs", "/tmp", "true"], timeout=30)  # as the script's run asks
     if probe.returncode == 0:
         return prefix
     _chown_tree(scratch, 0)  # root's again: without capabilities root could not write a copy `nobody` owns
