@@ -14,6 +14,7 @@ LOCALHOST = "127.0.0.1"
 
 
 FIRST_PORT = 20000  # above the ports services ask for by number (Ray's workers take 10002-19999 by default)
+END_PORT = 30000  # below Kubernetes' NodePorts (30000-32767), which kube-proxy answers on 127.0.0.1 with no socket
 TRIES = 32
 
 
@@ -23,10 +24,14 @@ def free_port() -> int:
     The server binds it seconds later. A port the kernel chose (bind to port 0) is one it hands out again to any other
     program's bind to port 0, and to every outgoing connection, in the meantime: on a busy machine (a test suite's
     parallel workers) one of them took it, and the launch failed with "Address already in use". Below that range only
-    a program that asks for that very number can. Where the range starts too low to leave room, the kernel chooses."""
-    low = _ephemeral_low()
-    if low is not None and low - FIRST_PORT >= TRIES:
-        for port in random.sample(range(FIRST_PORT, low), TRIES):
+    a program that asks for that very number can. A port something listens on at any address is passed over, and
+    the range stops below Kubernetes' NodePorts (forwarded by the firewall, so bind() does not see them taken).
+    Where the ephemeral range starts too low to leave room, the kernel chooses."""
+    end = min(_ephemeral_low() or FIRST_PORT, END_PORT)
+    if end - FIRST_PORT >= TRIES:
+        for port in random.sample(range(FIRST_PORT, end), TRIES):
+            if _listening(port):
+                continue
             with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
                 try:
                     sock.bind((LOCALHOST, port))

@@ -334,7 +334,7 @@ def test_the_chosen_port_is_one_no_other_programs_bind_0_or_connection_is_handed
     try:
         for _ in range(50):
             port = binding.free_port()
-            assert binding.FIRST_PORT <= port < low
+            assert binding.FIRST_PORT <= port < min(low, binding.END_PORT)  # below Kubernetes' NodePorts too
             sock = socket.socket()
             sock.bind(("127.0.0.1", port))  # free when it was chosen; held now, so the next choice is another port
             taken.append(sock)
@@ -342,6 +342,32 @@ def test_the_chosen_port_is_one_no_other_programs_bind_0_or_connection_is_handed
     finally:
         for sock in taken:
             sock.close()
+
+
+def test_a_port_something_listens_on_at_another_address_is_passed_over(monkeypatch):
+    """bind() to 127.0.0.1 succeeds beside a listener on 127.0.0.2 (or ::1) at the same port, and a client of
+    `localhost` may reach that one: a port with a listener at any address is not chosen."""
+    import random
+    import socket
+
+    from sparkdoctor.serve import binding
+
+    other = socket.socket()
+    other.bind(("127.0.0.2", 0))
+    other.listen()
+    try:
+        busy = other.getsockname()[1]
+        spare = socket.socket()
+        spare.bind(("127.0.0.1", 0))
+        free = spare.getsockname()[1]
+        spare.close()
+        monkeypatch.setattr(binding, "_ephemeral_low", lambda: 65000)
+        monkeypatch.setattr(binding, "FIRST_PORT", 1024)
+        monkeypatch.setattr(binding, "END_PORT", 65000)
+        monkeypatch.setattr(random, "sample", lambda _range, _k: [busy, free])
+        assert binding.free_port() == free
+    finally:
+        other.close()
 
 
 def test_where_the_ephemeral_range_leaves_no_room_or_cannot_be_read_the_kernel_chooses(tmp_path, monkeypatch):
