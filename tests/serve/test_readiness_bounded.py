@@ -85,8 +85,7 @@ def test_a_server_that_answers_200_is_ready_and_a_404_falls_back():
 
 
 def test_nothing_listening_is_not_ready():
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    sock.close()
-    assert readiness.ready(f"http://127.0.0.1:{port}", "/health", timeout=1.0) is None
+    from tests.ports import refused_port
+
+    with refused_port() as port:  # held, so no other worker's server can start answering there meanwhile
+        assert readiness.ready(f"http://127.0.0.1:{port}", "/health", timeout=1.0) is None
