@@ -18,9 +18,14 @@ def test_a_password_inside_a_url_is_redacted_and_the_rest_kept():
     code = (f"import sys, json; sys.path[:0] = [{str(probes / 'target_env')!r}, {str(probes / 'shared')!r}]; "
             "import targetenv_system; print(json.dumps(targetenv_system.relevant_env()))")
     env = {**os.environ, "VLLM_URL": "https://me:PLANTED-PW-1@host.example/x", "TRITON_X": "s3://k:PLANTED-PW-2@b/",
-           "VLLM_PLAIN": "https://host.example/y", "VLLM_API_KEY": "PLANTED-3"}
+           "VLLM_PLAIN": "https://host.example/y", "VLLM_API_KEY": "PLANTED-3",
+           # a password holding @ or /, a token alone: kept in part or whole by the first pattern
+           "VLLM_AT": "https://me:PLANTED@PW-4@host.example/", "VLLM_SLASH": "https://me:PLANTED/PW-5@host.example/",
+           "VLLM_REPO_URL": "https://PLANTED-PW-6@github.com/org/repo", "VLLM_PIN": "https://host.example/pkg@1.0"}
     done = subprocess.run([sys.executable, "-S", "-B", "-c", code], env=env, capture_output=True, text=True, timeout=60)
     seen = json.loads(done.stdout.strip().splitlines()[-1])
     assert "PLANTED" not in json.dumps(seen), seen
     assert seen["VLLM_URL"] == "https://me:<redacted>@host.example/x" and seen["VLLM_PLAIN"] == "https://host.example/y"
     assert seen["VLLM_API_KEY"] == "<redacted>"
+    assert seen["VLLM_AT"] == seen["VLLM_SLASH"] == "https://me:<redacted>@host.example/"
+    assert seen["VLLM_REPO_URL"] == "https://<redacted>@github.com/org/repo" and seen["VLLM_PIN"] == "https://host.example/pkg@1.0"

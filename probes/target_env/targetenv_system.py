@@ -27,8 +27,14 @@ ENV_PREFIXES = ("CUTE_DSL_", "TRITON_", "VLLM_")
 
 
 SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL", "AUTH")
-# A URL's password (scheme://user:password@host) in any value: a VLLM_*/TRITON_* URL with credentials in it
-USERINFO = re.compile(r"(://[^/@\s:]*):[^/@\s]*@")
+# A URL's credentials in any value (a VLLM_*/TRITON_* URL with them in it): scheme://user:password@host, up to the
+# last @ (a password may hold @ or /), and a token alone (https://TOKEN@host). More is redacted than needed where a
+# port's path holds an @ (host:8000/a@b), never less.
+USERINFO = re.compile(r"://([^\s/@:]*)(:\S*)?@")
+
+
+def _redact_userinfo(match):
+    return "://%s:<redacted>@" % match.group(1) if match.group(2) else "://<redacted>@"
 
 
 MAX_CONFIG_TEXT = 65536
@@ -64,7 +70,7 @@ def relevant_env():
     for name, value in os.environ.items():
         if name in ENV_NAMES or name.startswith(ENV_PREFIXES):
             upper = name.upper()
-            found[name] = "<redacted>" if any(word in upper for word in SECRET_WORDS) else USERINFO.sub(r"\1:<redacted>@", value)
+            found[name] = "<redacted>" if any(word in upper for word in SECRET_WORDS) else USERINFO.sub(_redact_userinfo, value)
     return dict(sorted(found.items()))
 
 
