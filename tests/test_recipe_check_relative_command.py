@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 from sparkdoctor.targets import early
 
@@ -38,10 +37,11 @@ def test_a_recipe_commands_relative_path_never_runs_its_interpreter(tmp_path):
     assert done.returncode != 0 and "relative path tools/bin/vllm is not followed" in done.stderr + done.stdout, done
 
 
-def test_bench_still_follows_it_and_an_absolute_path_is_followed(tmp_path, monkeypatch):
+def test_a_relative_path_is_not_followed_for_bench_either_an_absolute_one_is(tmp_path, monkeypatch):
+    """bench launches in a run folder of its own, where `bin/vllm` names nothing: following it only ran the recipe
+    folder's `bin/python` as the target of bench's toolchain probe and mods gate."""
     monkeypatch.chdir(tmp_path)
     (tmp_path / "bin").mkdir()
     (tmp_path / "bin" / "python").write_text("")
     assert early.python_of_command(["bin/vllm"]) is None
-    assert early.python_of_command(["bin/vllm"], follow_relative=True) == Path("bin/python")
     assert early.python_of_command([str(tmp_path / "bin" / "vllm")]) == tmp_path / "bin" / "python"

@@ -224,7 +224,7 @@ def _target_python(recipe: Recipe, opts: Options) -> str | None:
         return _python_target(opts.python).python  # absolute: the server runs in its own folder
     from sparkdoctor.targets.early import python_of_command
 
-    found = python_of_command([str(a) for a in recipe.argv], follow_relative=True)  # bench runs that command itself
+    found = python_of_command([str(a) for a in recipe.argv])
     return str(found) if found else None
 
 

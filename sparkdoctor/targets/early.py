@@ -309,14 +309,14 @@ def drop(name: str | None = None) -> None:
             early[0].cancel()
 
 
-def python_of_command(argv: list[str], follow_relative: bool = False) -> Path | None:
-    """The interpreter of the venv a command lives in (…/bin/vllm -> …/bin/python), if there is one. A relative
-    path (`tools/bin/vllm`) is followed only with `follow_relative` (bench, which runs that command anyway): it
-    names a file of wherever sparkdoctor runs, often the recipe's own cloned repository, whose `tools/bin/python`
-    `recipe check` would otherwise run as the target's interpreter (a program of the recipe's choosing)."""
+def python_of_command(argv: list[str]) -> Path | None:
+    """The interpreter of the venv a command lives in (…/bin/vllm -> …/bin/python), if there is one. A relative path
+    (`tools/bin/vllm`) is not followed: it names a file of wherever sparkdoctor runs, often the recipe's own cloned
+    repository, whose `tools/bin/python` would run as the target's interpreter (a program of the recipe's choosing);
+    the launch itself runs in a folder of its own, where that path names nothing."""
     if not argv:
         return None
-    if os.sep in argv[0] and not os.path.isabs(argv[0]) and not follow_relative:
+    if os.sep in argv[0] and not os.path.isabs(argv[0]):
         return None
     exe = Path(argv[0])
     if os.sep not in argv[0]:  # a bare name: the one on PATH, as the launcher would run it
