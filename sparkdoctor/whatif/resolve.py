@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -134,9 +133,10 @@ def constraint_files(facts: Facts, local: bool) -> list[str]:
 def resolve_upgrade(target: Target, python: str, specs: list[str], facts: Facts, no_deps: bool = False,
                     seen: Resolution | None = None) -> list[Change]:
     """The distributions the upgrade would install or change, from the target's own pip in a dry run
-    (inside the container for a container target). A local venv without pip is resolved by sparkdoctor's
-    pip for it (`pip --python`, pip >= 22.3), with the same options. `seen`, when given, gets the installer
-    and the dependency-conflict lines the dry run printed."""
+    (inside the container for a container target), run by the target's interpreter without site (whatif/
+    target_pip_dry.py: no .pth line or sitecustomize of the target runs). A local venv without pip is resolved by
+    sparkdoctor's pip, run the same way from its own folder, with the same options. `seen`, when given, gets the
+    installer and the dependency-conflict lines the dry run printed."""
     local = getattr(target, "shares_files", True)
     seen = seen if seen is not None else Resolution()
     seen.installer = f"{python} -m pip"
@@ -154,7 +154,7 @@ def resolve_upgrade(target: Target, python: str, specs: list[str], facts: Facts,
             return uv_resolve(uv, python, specs, constraints, facts, no_deps)
     if not result.ok and "No module named pip" in (result.stderr or "") and local and own_pip() and own_pip_folder():
         pip = ["--pip-from", str(own_pip_folder())]  # sparkdoctor's pip, run by the target's interpreter without site
-        seen.installer = f"{sys.executable} -m pip --python {python}"
+        seen.installer = f"{python} -m pip (sparkdoctor's pip, {own_pip_folder()})"
         result = run(dry_run_argv(pip, specs, constraints, no_deps=no_deps), RESOLVE_TIMEOUT)
     if result.timed_out or result.start_error or result.signal:
         raise ResolveError(f"pip's dry run did not finish: {result.describe_failure()}")
