@@ -655,3 +655,20 @@ def test_real_vllm_venv(tmp_path, vllm032_venv):
     assert ptxas[("triton", "triton", "ptxas-blackwell")] == site + "/triton/backends/nvidia/bin/ptxas-blackwell"
     assert ("triton", "tokenspeed-triton", "ptxas") in ptxas
     assert warm["errors"] == []
+
+
+def test_one_install_with_a_dist_info_and_an_egg_info_of_one_version_is_no_stale_leftover(venv, tmp_path):
+    """Debian's python3-cryptography ships cryptography-38.0.4.dist-info and cryptography.egg-info, both 38.0.4: a
+    container's system python showed 'two metadata folders ... left over from an upgrade' under 'could not observe'.
+    The egg-info is made here as setuptools makes it (`setup.py egg_info`), beside pip's six 1.17.0 dist-info."""
+    project = tmp_path / "six-src"
+    project.mkdir()
+    (project / "setup.py").write_text("from setuptools import setup\nsetup(name='six', version='1.17.0', py_modules=['six'])\n")
+    site = site_of(venv)
+    done = subprocess.run([str(venv), "setup.py", "-q", "egg_info", "--egg-base", str(site)], cwd=project, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0 and (site / "six.egg-info" / "PKG-INFO").is_file(), done.stderr
+    data = probe(venv, "--no-cache")
+    assert not any("six" in line for line in error_lines(data)), error_lines(data)
+    six = data["packages"]["six"]
+    assert six["version"] == "1.17.0" and six["location"] == str(site), six
