@@ -79,6 +79,7 @@ class Inventory:
     version: str
     dists: dict[str, Dist]
     read_only: bool = False  # purelib is on a read-only file system (a container's ro mount, an image layer)
+    externally_managed: bool = False  # PEP 668: the OS marked this interpreter, and pip refuses to change it
 
     def get(self, name: str) -> Dist | None:
         return self.dists.get(canonicalize_name(name))
@@ -112,6 +113,7 @@ def read(target: Target, hash_names: list[str] | tuple[str, ...] = (), before_ch
         python=str(data.get("python")), is_venv=bool(data.get("is_venv")), uv=bool(data.get("uv")),
         has_pip=bool(data.get("has_pip")), writable=bool(data.get("writable")), purelib=str(data.get("purelib")),
         version=str(data.get("version")), dists=dists, read_only=bool(data.get("read_only")),
+        externally_managed=bool(data.get("externally_managed")),
     )
 
 

@@ -135,6 +135,16 @@ def read_only(path):
         return False
 
 
+def externally_managed(is_venv):
+    """PEP 668: the OS marks its interpreter (EXTERNALLY-MANAGED in the stdlib folder; Debian, Ubuntu, DGX OS) and pip
+    refuses to change it, unless PIP_BREAK_SYSTEM_PACKAGES says otherwise. A venv is never marked."""
+    if is_venv or os.environ.get("PIP_BREAK_SYSTEM_PACKAGES", "").lower() in ("1", "true", "yes", "on"):
+        return False
+    import sysconfig
+
+    return os.path.isfile(os.path.join(sysconfig.get_path("stdlib"), "EXTERNALLY-MANAGED"))
+
+
 def pyvenv_cfg():
     path = os.path.join(sys.prefix, "pyvenv.cfg")
     keys = {}
@@ -174,6 +184,7 @@ def main(argv):
         "prefix": sys.prefix,
         "base_prefix": getattr(sys, "base_prefix", sys.prefix),
         "is_venv": sys.prefix != getattr(sys, "base_prefix", sys.prefix),
+        "externally_managed": externally_managed(sys.prefix != getattr(sys, "base_prefix", sys.prefix)),
         "uv": bool(cfg and "uv" in cfg),
         "has_pip": "pip" in dists,
         "purelib": purelib,

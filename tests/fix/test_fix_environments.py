@@ -1,9 +1,11 @@
 """`fix` on environments built the ways Spark users build them, each made for real here: a uv venv (no pip in it)
 driven by a sparkdoctor installed where no uv is (`uv tool install`, `pipx`: uv is not beside its python, and not
-on a `sudo` PATH)."""
+on a `sudo` PATH); the OS's own python3 (Debian, Ubuntu, DGX OS, a container's), which PEP 668 marks
+EXTERNALLY-MANAGED."""
 
 from __future__ import annotations
 
+import glob
 import os
 import sys
 import sysconfig
@@ -11,9 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from sparkdoctor.views.fix import differences
 from tests.fix import scenario
 
-pytestmark = [pytest.mark.slow]
+SYSTEM_PYTHON = "/usr/bin/python3"
 
 
 def elsewhere(tmp_path: Path) -> Path:
@@ -26,6 +29,7 @@ def elsewhere(tmp_path: Path) -> Path:
     return venv / "bin" / "python"
 
 
+@pytest.mark.slow
 def test_a_uv_venv_with_no_uv_on_path_changes_nothing_and_says_what_to_do(tmp_path, wheels):
     target = scenario.make_target(tmp_path, "uv", wheels)
     before = scenario.state(target, [])
@@ -42,3 +46,33 @@ def test_a_uv_venv_with_no_uv_on_path_changes_nothing_and_says_what_to_do(tmp_pa
         assert f"{target} -m ensurepip" in lines[0]
     assert scenario.diff(before, scenario.state(target, [])) == []
     assert not os.path.exists(tmp_path / "state" / "journals") or not os.listdir(tmp_path / "state" / "journals")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not glob.glob("/usr/lib/python3*/EXTERNALLY-MANAGED"), reason="no OS python3 marked by PEP 668 here")
+def test_the_os_python_marked_externally_managed_is_refused_before_anything_even_with_system(tmp_path, wheels):
+    """Before: `--system --yes` planned, started, pip refused ('externally-managed-environment'), pip refused the
+    reverse too, and fix printed 'Rolled back: DIFFERENCES: ' (empty), a fix-unfinished finding and exit 5."""
+    matrix, fixes = tmp_path / "matrix", tmp_path / "fixes"
+    matrix.mkdir()
+    fixes.mkdir()
+    (matrix / "small.toml").write_text('component = "small"\n\n[[entry]]\nid = "small-pip-here"\ntitle = "t"\nseverity = "error"\n'
+                                       'action = "fix"\nfix = "six-exact"\nsummary = "s"\nremedy = "r"\nwhen.packages = { pip = "*" }\n'
+                                       'refs = ["https://pypi.org/project/six/"]\n')
+    (fixes / "six-exact.toml").write_text('schema = 1\nid = "six-exact"\ntitle = "t"\nsummary = "s"\n\n[[action]]\n'
+                                          'kind = "install"\nrequirements = ["six==1.17.0"]\n')
+    state = tmp_path / "state"
+    env = {"SPARKDOCTOR_STATE_DIR": str(state), "PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(wheels), "PIP_BREAK_SYSTEM_PACKAGES": ""}
+    res = scenario.run([sys.executable, "-m", "sparkdoctor", "fix", "--python", SYSTEM_PYTHON, "--no-kernels", "--matrix", str(matrix),
+                        "--fixes", str(fixes), "--system", "--yes"], env=env)
+    lines = [line for line in res.stderr.splitlines() if line.startswith("sparkdoctor: error:")]
+    assert res.returncode == 4, res.stdout + res.stderr
+    assert len(lines) == 1 and "EXTERNALLY-MANAGED" in lines[0] and "PIP_BREAK_SYSTEM_PACKAGES=1" in lines[0], res.stderr
+    assert not (state / "journals").exists() or not os.listdir(state / "journals")
+
+
+def test_a_rollback_whose_reverse_failed_says_which_step_never_an_empty_line():
+    verified = {"ok": False, "packages_differ": [], "files_differ": [],
+                "reverse_errors": ["step 1 (install six==1.17.0): pip uninstall six failed: error: externally-managed-environment"]}
+    assert differences(verified) == verified["reverse_errors"][0]
+    assert differences({"packages_differ": ["six 1.16.0 -> 1.17.0"], "files_differ": ["six.py"]}) == "six 1.16.0 -> 1.17.0; six.py"
