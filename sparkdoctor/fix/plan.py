@@ -4,9 +4,8 @@ target (a file's new text, an installer call), the dry-run resolution, and the r
 Refusals (one line each, with the flag that says yes): a system interpreter (--system; one marked EXTERNALLY-MANAGED
 also needs PIP_BREAK_SYSTEM_PACKAGES=1, as pip does), a target or file that is not writable, replacing a dist that did
 not come from the registry (a +local vendor build, a local wheel, an editable or VCS install: --allow-replace NAME),
-downgrading a package a constraints/requirements file pins (--allow-downgrade NAME). Restoring files from a source
-other than the one they came from is refused with no way to say yes.
-"""
+downgrading a package a constraints/requirements file pins (--allow-downgrade NAME). Restoring files from another source
+than theirs, and replacing a `setup.py develop` checkout (its .egg-link), are refused with no way to say yes."""
 
 from __future__ import annotations
 
@@ -342,8 +341,7 @@ class Planner:
         if not any(s.op.changes_packages for s in plan.steps):
             return
         if self.inv.externally_managed:
-            plan.refusals.append(f"{self.inv.python} is marked EXTERNALLY-MANAGED by the OS (PEP 668): pip refuses to change it; fix a venv "
-                                 "(python3 -m venv --system-site-packages) instead (to allow it: --system with PIP_BREAK_SYSTEM_PACKAGES=1)")
+            plan.refusals.append(f"{self.inv.python} is marked EXTERNALLY-MANAGED by the OS (PEP 668): pip refuses to change it; fix a venv (python3 -m venv --system-site-packages) instead (to allow it: --system with PIP_BREAK_SYSTEM_PACKAGES=1)")
         elif not self.inv.is_venv and not self.opts.system:
             plan.refusals.append(f"{self.inv.python} is a system interpreter, not a venv: changing its packages can break the OS's own tools (to allow it: --system)")
         where = "" if self.local else f" in {self.sides['target'].where}"
@@ -354,7 +352,9 @@ class Planner:
         pinned = {canonicalize_name(c.get("name", "")) for c in self.facts.constraints or []}
         for name, (before, after) in sorted(plan.changes.items()):
             dist = self.inv.get(name)
-            if dist is not None and not dist.from_registry() and name not in self.opts.allow_replace:
+            if dist is not None and (dist.direct_url or {}).get("egg_link"):  # a rollback could not put its .egg-link back
+                plan.refusals.append(f"{dist.name} {dist.version} is a `setup.py develop` checkout ({dist.location}): a rollback could not put its .egg-link back; reinstall it with `pip install -e {dist.location}` first")
+            elif dist is not None and not dist.from_registry() and name not in self.opts.allow_replace:
                 plan.refusals.append(f"{dist.name} {dist.version} came from {dist.source()}, not the registry: replacing it with a registry wheel changes the build (to allow it: --allow-replace {name})")
             if before and after and name in pinned and name not in self.opts.allow_downgrade and _lower(after, before):
                 plan.refusals.append(f"{name} is pinned in a constraints/requirements file and the plan downgrades it {before} -> {after} (to allow it: --allow-downgrade {name})")

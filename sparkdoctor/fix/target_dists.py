@@ -90,7 +90,21 @@ def mismatches(location, rows):
     return out
 
 
-def describe(dist, hash_names):
+def egg_link(name, purelib):
+    """`setup.py develop` (and pip's legacy `install -e`) leaves NAME.egg-link in site-packages and no
+    direct_url.json: the path it names, as pip finds it (the name as given, then with runs of other characters as -)."""
+    for stem in (name, re.sub(r"[^A-Za-z0-9.]+", "-", name)):
+        try:
+            with open(os.path.join(purelib, stem + ".egg-link"), encoding="utf-8") as fh:
+                first = fh.readline(4096).strip()
+        except (OSError, ValueError):
+            continue
+        if first:
+            return first
+    return None
+
+
+def describe(dist, hash_names, purelib):
     name = dist.metadata["Name"] or "?"
     location = str(dist.locate_file(""))
     rows = record_rows(dist)
@@ -100,6 +114,9 @@ def describe(dist, hash_names):
     except ValueError:
         direct = {"unreadable": True}
     info_dir = getattr(dist, "_path", None)
+    linked = None if direct or not str(info_dir or "").endswith(".egg-info") else egg_link(name, purelib)
+    if linked:  # a development checkout: editable, as pip list says
+        direct = {"url": "file://" + os.path.abspath(linked), "dir_info": {"editable": True}, "egg_link": True}
     out = {
         "name": name,
         "version": dist.version,
@@ -140,8 +157,6 @@ def externally_managed(is_venv):
     refuses to change it, unless PIP_BREAK_SYSTEM_PACKAGES says otherwise. A venv is never marked."""
     if is_venv or os.environ.get("PIP_BREAK_SYSTEM_PACKAGES", "").lower() in ("1", "true", "yes", "on"):
         return False
-    import sysconfig
-
     return os.path.isfile(os.path.join(sysconfig.get_path("stdlib"), "EXTERNALLY-MANAGED"))
 
 
@@ -172,7 +187,7 @@ def main(argv):
         if key in dists:  # the first one on sys.path is the one imported
             continue
         try:
-            dists[key], rows = describe(dist, hash_names)
+            dists[key], rows = describe(dist, hash_names, purelib)
             rows_of[key] = (dists[key]["location"], rows)
         except Exception as exc:
             dists[key] = {"name": name, "version": dist.version, "error": "%s: %s" % (type(exc).__name__, exc)}

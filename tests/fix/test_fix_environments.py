@@ -76,3 +76,30 @@ def test_a_rollback_whose_reverse_failed_says_which_step_never_an_empty_line():
                 "reverse_errors": ["step 1 (install six==1.17.0): pip uninstall six failed: error: externally-managed-environment"]}
     assert differences(verified) == verified["reverse_errors"][0]
     assert differences({"packages_differ": ["six 1.16.0 -> 1.17.0"], "files_differ": ["six.py"]}) == "six 1.16.0 -> 1.17.0; six.py"
+
+
+@pytest.mark.slow
+def test_a_setup_py_develop_checkout_is_never_replaced_as_its_rollback_could_not_put_it_back(tmp_path, wheels):
+    """`python setup.py develop` (old vLLM-from-source guides) leaves six.egg-link and an easy-install.pth line, no
+    direct_url.json. Before: the plan took six 1.16.0 for a registry install (no refusal at all); applied, its
+    rollback ended 'DIFFERENCES: six: 1.16.0 -> -', exit 5, six gone from the venv."""
+    venv = tmp_path / "venv"
+    scenario.must([sys.executable, "-m", "venv", str(venv)])
+    python = venv / "bin" / "python"
+    if scenario.run([str(python), "-c", "import setuptools"]).returncode != 0:
+        pytest.skip("this Python's venv brings no setuptools")
+    src = tmp_path / "six-src"
+    src.mkdir()
+    (src / "setup.py").write_text("from setuptools import setup\nsetup(name='six', version='1.16.0', py_modules=['six'])\n")
+    (src / "six.py").write_text("__version__ = '1.16.0'\n")
+    scenario.must([str(python), "setup.py", "-q", "develop"], cwd=str(src))
+    site = next(venv.glob("lib/python*/site-packages"))
+    assert (site / "six.egg-link").is_file()
+    before = scenario.state(python, [])
+    env = {"SPARKDOCTOR_STATE_DIR": str(tmp_path / "state"), "PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(wheels)}
+    res = scenario.fix_cli(python, "--allow-replace", "six", "--yes", env=env)
+    lines = [line for line in res.stderr.splitlines() if line.startswith("sparkdoctor: error:")]
+    assert res.returncode == 4, res.stdout + res.stderr
+    assert len(lines) == 1 and "setup.py develop" in lines[0] and f"pip install -e {src}" in lines[0], res.stderr
+    assert scenario.diff(before, scenario.state(python, [])) == []
+    assert scenario.must([str(python), "-c", "import six; print(six.__file__)"]).stdout.strip() == str(src / "six.py")
