@@ -4,8 +4,9 @@ target (a file's new text, an installer call), the dry-run resolution, and the r
 Refusals (one line each, with the flag that says yes): a system interpreter (--system; one marked EXTERNALLY-MANAGED
 also needs PIP_BREAK_SYSTEM_PACKAGES=1, as pip does), a target or file that is not writable, replacing a dist that did
 not come from the registry (a +local vendor build, a local wheel, an editable or VCS install: --allow-replace NAME),
-downgrading a package a constraints/requirements file pins (--allow-downgrade NAME). Restoring files from another source
-than theirs, and replacing a `setup.py develop` checkout (its .egg-link), are refused with no way to say yes."""
+downgrading a package a constraints/requirements file pins (--allow-downgrade NAME). With no way to say yes: restoring
+files from another source than theirs; replacing a `setup.py develop` checkout (its .egg-link) or a dist whose imported
+copy (a user site's) shadows another where pip writes: a rollback could not put those back."""
 
 from __future__ import annotations
 
@@ -352,8 +353,8 @@ class Planner:
         pinned = {canonicalize_name(c.get("name", "")) for c in self.facts.constraints or []}
         for name, (before, after) in sorted(plan.changes.items()):
             dist = self.inv.get(name)
-            if dist is not None and (dist.direct_url or {}).get("egg_link"):  # a rollback could not put its .egg-link back
-                plan.refusals.append(f"{dist.name} {dist.version} is a `setup.py develop` checkout ({dist.location}): a rollback could not put its .egg-link back; reinstall it with `pip install -e {dist.location}` first")
+            if dist is not None and (why := dist.not_restorable(self.inv.purelib)):
+                plan.refusals.append(why)
             elif dist is not None and not dist.from_registry() and name not in self.opts.allow_replace:
                 plan.refusals.append(f"{dist.name} {dist.version} came from {dist.source()}, not the registry: replacing it with a registry wheel changes the build (to allow it: --allow-replace {name})")
             if before and after and name in pinned and name not in self.opts.allow_downgrade and _lower(after, before):

@@ -184,7 +184,10 @@ def main(argv):
         if not name:
             continue
         key = canonical(name)
-        if key in dists:  # the first one on sys.path is the one imported
+        if key in dists:  # the first one on sys.path is the one imported; another folder's copy is shadowed by it
+            where = str(dist.locate_file(""))
+            if where != dists[key].get("location") and where not in dists[key].setdefault("shadows", []):
+                dists[key]["shadows"].append(where)
             continue
         try:
             dists[key], rows = describe(dist, hash_names, purelib)

@@ -103,3 +103,44 @@ def test_a_setup_py_develop_checkout_is_never_replaced_as_its_rollback_could_not
     assert len(lines) == 1 and "setup.py develop" in lines[0] and f"pip install -e {src}" in lines[0], res.stderr
     assert scenario.diff(before, scenario.state(python, [])) == []
     assert scenario.must([str(python), "-c", "import six; print(six.__file__)"]).stdout.strip() == str(src / "six.py")
+
+
+def interpreter_at(root: Path) -> Path:
+    """A Python that is no venv, with its own empty site-packages, as a pyenv or container python is: this one's binary
+    copied under root/bin (its prefix is found from there) and its standard library linked entry by entry."""
+    real = Path(os.path.realpath(getattr(sys, "_base_executable", sys.executable)))
+    stdlib = Path(sysconfig.get_paths()["stdlib"])
+    lib = root / "lib" / stdlib.name
+    lib.mkdir(parents=True)
+    for entry in stdlib.iterdir():
+        if entry.name != "site-packages":
+            (lib / entry.name).symlink_to(entry)
+    (lib / "site-packages").mkdir()
+    (root / "bin").mkdir()
+    python = root / "bin" / real.name
+    scenario.must(["cp", str(real), str(python)])
+    assert scenario.must([str(python), "-c", "import sys; print(sys.prefix)"]).stdout.strip() == str(root)
+    return python
+
+
+@pytest.mark.slow
+def test_a_user_site_copy_over_the_one_pip_writes_is_refused_before_anything(tmp_path, wheels):
+    """`pip install --user six==1.16.0` over a system six 1.17.0 (pyenv, a container's python): the user site's copy is
+    the one imported. Before: `fix --system --yes` let pip remove the user copy and write over the system one; the
+    rollback put the user copy back and removed the system's, and said '3 packages as before'."""
+    python = interpreter_at(tmp_path / "py")
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {"HOME": str(home), "PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(wheels), "PIP_CONFIG_FILE": "/dev/null",
+           "SPARKDOCTOR_STATE_DIR": str(tmp_path / "state"), "PYTHONUSERBASE": ""}
+    scenario.must([str(python), "-m", "ensurepip"], env=env)
+    scenario.must([str(python), "-m", "pip", "install", "-q", "six==1.17.0"], env=env)
+    scenario.must([str(python), "-m", "pip", "install", "-q", "--user", "six==1.16.0"], env=env)
+    system = next((tmp_path / "py").glob("lib/python*/site-packages"))
+    user = next(home.glob(".local/lib/python*/site-packages"))
+    before = {p: sorted(x.name for x in p.iterdir()) for p in (system, user)}
+    res = scenario.fix_cli(python, "--system", "--yes", env=env)
+    lines = [line for line in res.stderr.splitlines() if line.startswith("sparkdoctor: error:")]
+    assert res.returncode == 4, res.stdout + res.stderr
+    assert len(lines) == 1 and "six is installed twice" in lines[0] and str(user) in lines[0] and str(system) in lines[0], res.stderr
+    assert {p: sorted(x.name for x in p.iterdir()) for p in (system, user)} == before
