@@ -188,12 +188,12 @@ class Planner:
                 continue
             if dist.mismatched is None:
                 raise FixError(f"internal: {name} was not hashed")
+            if not dist.files:  # no RECORD (a repackaged or hand-copied dist): no file can be told edited
+                self.plan.notes.append(f"{fix}: {dist.name} {dist.version} has no RECORD, so which files were edited cannot be told and none is restored; reinstall it with pip install --force-reinstall {dist.name}=={dist.version}")
             if not dist.mismatched:
                 continue
             if not dist.from_registry():
-                self.plan.refusals.append(
-                    f"{dist.name} {dist.version} was installed from {dist.source()}: its files cannot be restored from the registry; "
-                    "reinstall it from that source (rebuild the image, re-run the build, git checkout the edit)")
+                self.plan.refusals.append(f"{dist.name} {dist.version} was installed from {dist.source()}: its files cannot be restored from the registry; reinstall it from that source (rebuild the image, re-run the build, git checkout the edit)")
                 continue
             self.restores[dist.key] = dist.version
             self.why.setdefault("restore:" + dist.key, (fix, why, a.kind))

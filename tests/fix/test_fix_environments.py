@@ -144,3 +144,13 @@ def test_a_user_site_copy_over_the_one_pip_writes_is_refused_before_anything(tmp
     assert res.returncode == 4, res.stdout + res.stderr
     assert len(lines) == 1 and "six is installed twice" in lines[0] and str(user) in lines[0] and str(system) in lines[0], res.stderr
     assert {p: sorted(x.name for x in p.iterdir()) for p in (system, user)} == before
+
+
+@pytest.mark.slow
+def test_restoring_a_dist_with_no_record_says_why_nothing_is_restored(tmp_path, wheels):
+    """A dist-info without RECORD (repackaged, copied by hand, a failed install) whose files were edited. Before: the
+    plan named the fix, listed no step and said nothing of why."""
+    python = scenario.make_target(tmp_path, "pip", wheels)
+    next(python.parent.parent.glob("lib/python*/site-packages/idna-*.dist-info/RECORD")).unlink()
+    res = scenario.fix_cli(python, env={"SPARKDOCTOR_STATE_DIR": str(tmp_path / "state")})
+    assert "idna 3.7 has no RECORD" in res.stdout and "pip install --force-reinstall idna==3.7" in res.stdout, res.stdout + res.stderr
