@@ -1,7 +1,8 @@
 """`fix` on environments built the ways Spark users build them, each made for real here: a uv venv (no pip in it)
 driven by a sparkdoctor installed where no uv is (`uv tool install`, `pipx`: uv is not beside its python, and not
 on a `sudo` PATH); the OS's own python3 (Debian, Ubuntu, DGX OS, a container's), which PEP 668 marks
-EXTERNALLY-MANAGED."""
+EXTERNALLY-MANAGED; a `setup.py develop` checkout; a `pip install --user` copy over a non-venv python's own; a dist
+without RECORD."""
 
 from __future__ import annotations
 
