@@ -29,7 +29,8 @@ EXIT_FIX_FAILED = 5  # the apply failed and was rolled back (or a rollback found
 #                      that stopped or went away half-way, or one whose environment has no pip
 EXIT_FIX_UNCHANGED = 6  # fix stopped before it changed anything: the plan could not be made or resolved (the line
 #                        names the conflicting requirements), the index could not be reached, the journal could not
-#                        be written (a full disk), another fix holds the target's lock
+#                        be written (a full disk), another fix holds the target's lock, a local target has no pip
+#                        and no uv is on PATH
 # Also EXIT_FIX_REFUSED (4): a new fix on a target whose last apply or rollback did not finish (the line names the
 # `fix --rollback ID` that settles it); a rollback from a journal that is not trusted (damaged, lost its COMPLETE
 # marker after its apply started) or whose saved wheels and file copies cannot restore the target: nothing changed.

@@ -655,3 +655,64 @@ def test_real_vllm_venv(tmp_path, vllm032_venv):
     assert ptxas[("triton", "triton", "ptxas-blackwell")] == site + "/triton/backends/nvidia/bin/ptxas-blackwell"
     assert ("triton", "tokenspeed-triton", "ptxas") in ptxas
     assert warm["errors"] == []
+
+
+def test_one_install_with_a_dist_info_and_an_egg_info_of_one_version_is_no_stale_leftover(venv, tmp_path):
+    """Debian's python3-cryptography ships cryptography-38.0.4.dist-info and cryptography.egg-info, both 38.0.4: a
+    container's system python showed 'two metadata folders ... left over from an upgrade' under 'could not observe'.
+    The egg-info is made here as setuptools makes it (`setup.py egg_info`), beside pip's six 1.17.0 dist-info."""
+    project = tmp_path / "six-src"
+    project.mkdir()
+    (project / "setup.py").write_text("from setuptools import setup\nsetup(name='six', version='1.17.0', py_modules=['six'])\n")
+    site = site_of(venv)
+    done = subprocess.run([str(venv), "setup.py", "-q", "egg_info", "--egg-base", str(site)], cwd=project, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0 and (site / "six.egg-info" / "PKG-INFO").is_file(), done.stderr
+    data = probe(venv, "--no-cache")
+    assert not any("six" in line for line in error_lines(data)), error_lines(data)
+    six = data["packages"]["six"]
+    assert six["version"] == "1.17.0" and six["location"] == str(site), six
+
+
+BACKEND = '''
+import base64, hashlib, os, zipfile
+
+NAME, VERSION = "demo_src", "0.1.dev3+g1234abc"
+
+
+def get_requires_for_build_editable(config_settings=None):
+    return []
+
+
+def build_editable(wheel_directory, config_settings=None, metadata_directory=None):
+    info = "%s-%s.dist-info" % (NAME, VERSION)
+    files = {"%s.pth" % NAME: os.path.abspath("src") + "\\n",
+             info + "/METADATA": "Metadata-Version: 2.1\\nName: %s\\nVersion: %s\\n" % (NAME, VERSION),
+             info + "/WHEEL": "Wheel-Version: 1.0\\nGenerator: test\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n"}
+    rows = ["%s,sha256=%s,%d" % (k, base64.urlsafe_b64encode(hashlib.sha256(v.encode()).digest()).rstrip(b"=").decode(), len(v))
+            for k, v in files.items()]
+    name = "%s-%s-py3-none-any.whl" % (NAME, VERSION)
+    with zipfile.ZipFile(os.path.join(wheel_directory, name), "w") as zf:
+        for k, v in files.items():
+            zf.writestr(k, v)
+        zf.writestr(info + "/RECORD", "\\n".join(rows + [info + "/RECORD,,"]) + "\\n")
+    return name
+'''
+
+
+def test_an_editable_install_whose_checkout_is_gone_is_said(venv, tmp_path):
+    """`pip install -e ./checkout` (PEP 660; an in-tree build backend, so no registry), then the checkout moved or
+    deleted, as a vLLM built from source in ~/vllm is: its dist-info stays and `import` fails. Before: integrity ok,
+    no word of it (check said no known problem)."""
+    src = tmp_path / "checkout"
+    (src / "src" / "demo_src").mkdir(parents=True)
+    (src / "src" / "demo_src" / "__init__.py").write_text("")
+    (src / "backend.py").write_text(BACKEND)
+    (src / "pyproject.toml").write_text('[build-system]\nrequires = []\nbuild-backend = "backend"\nbackend-path = ["."]\n')
+    done = subprocess.run([str(venv), "-m", "pip", "install", "-q", "--no-index", "-e", str(src)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    here = probe(venv, "--no-cache", "--track", "demo-src")
+    assert here["packages"]["demo-src"]["direct_url"]["editable"] and not any("demo" in e for e in error_lines(here))
+    src.rename(tmp_path / "moved")
+    lines = [e for e in error_lines(probe(venv, "--no-cache", "--track", "demo-src")) if "demo" in e]
+    assert len(lines) == 1 and f"its editable checkout {src} is gone" in lines[0], lines

@@ -548,3 +548,29 @@ def test_an_output_file_that_cannot_be_written_is_refused_before_pip_runs(tmp_pa
                           str(tmp_path / "no-such-folder" / "w.json")], capture_output=True, text=True, env=env, timeout=600)
     assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1, res.stderr
     assert "--output" in res.stderr and "its folder" in res.stderr and "does not exist" in res.stderr, res.stderr
+
+
+def test_an_upgrade_over_a_vllm_built_here_says_it_replaces_that_build(tmp_path, monkeypatch):
+    """vLLM built from source for sm_121a, installed from its own wheel file (`pip install dist/vllm-*.whl`: its
+    direct_url.json names the file). Before: whatif showed only `vllm: 0.33.1.dev12+g1234abc.cu130 -> 0.33.0`, never
+    that the registry's build would replace the one made here (fix refuses that without --allow-replace)."""
+    import json
+    import os
+
+    built, wheels = tmp_path / "dist", tmp_path / "wheels"
+    built.mkdir()
+    wheels.mkdir()
+    own = build_wheel(built, "vllm", "0.33.1.dev12+g1234abc.cu130", {"vllm/__init__.py": b""})
+    build_wheel(wheels, "vllm", "0.33.0", {"vllm/__init__.py": b""})
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
+    python = str(venv / "bin" / "python")
+    env = {**os.environ, "PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(wheels), "PIP_CONFIG_FILE": "/dev/null",
+           "SPARKDOCTOR_STATE_DIR": str(tmp_path / "state")}
+    subprocess.run([python, "-m", "pip", "install", "-q", str(own)], check=True, timeout=300, env=env)
+    res = subprocess.run([sys.executable, "-m", "sparkdoctor", "whatif", "vllm==0.33.0", "--no-deps", "--python", python, "--no-read",
+                          "--arch", "sm_121a", "-f", "json"], capture_output=True, text=True, env=env, timeout=600)
+    doc = json.loads(res.stdout)
+    assert [(c["from"], c["to"]) for c in doc["changes"]] == [("0.33.1.dev12+g1234abc.cu130", "0.33.0")], res.stderr
+    [note] = [n for n in doc["notes"] if n.startswith("vllm 0.33.1.dev12")]
+    assert f"an install from {own.as_uri()}" in note and "--allow-replace vllm" in note, note

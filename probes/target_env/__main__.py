@@ -94,6 +94,16 @@ def guarded(what, fn, *args):
         return None
 
 
+def editable_checkout(origin):
+    """The folder of an editable install's checkout (PEP 610 file:// URL), or None."""
+    url = origin.get("url") or ""
+    if not origin.get("editable") or not url.startswith("file://"):
+        return None
+    from urllib.parse import unquote
+
+    return unquote(url[len("file://"):])
+
+
 def describe_package(dist, records, cache):
     """One distribution's facts; tracked ones (a record entry, even None) add their integrity."""
     pkg = {"name": dist.name, "version": dist.version, "location": dist.location}
@@ -104,6 +114,10 @@ def describe_package(dist, records, cache):
         origin = direct_url(dist)
         if origin is not None:
             pkg["direct_url"] = origin
+            checkout = editable_checkout(origin)
+            if checkout and not os.path.isdir(checkout):
+                error("%s %s: its editable checkout %s is gone (moved or deleted): importing it fails; reinstall it "
+                      "(pip install -e PATH, from where the checkout is now)" % (dist.name, dist.version, checkout))
     if dist.canonical == "torch":
         pkg.update(torch_build(dist))
     return pkg

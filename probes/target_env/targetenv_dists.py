@@ -120,6 +120,13 @@ def find_distributions(unlisted):
             dist = Dist(name, version, folder, info_dir, is_dist_info)
             dist.metadata_error = metadata_error
             if dist.canonical in here:
+                kept = here[dist.canonical]
+                if kept.version == version:
+                    # one install described twice (Debian's python3-cryptography ships NAME-V.dist-info and
+                    # NAME.egg-info): no leftover; the .dist-info (it has RECORD) is the one read
+                    if is_dist_info and not kept.is_dist_info:
+                        here[dist.canonical] = dist
+                    continue
                 error(
                     "%s: two metadata folders for %s (%s and %s); a stale one is left over from an upgrade"
                     % (folder, name, os.path.basename(here[dist.canonical].info_dir), entry)

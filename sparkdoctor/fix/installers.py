@@ -298,5 +298,8 @@ def for_target(target: Target, inventory: Inventory) -> Installer:
     if (inventory.uv or not inventory.has_pip) and uv:
         return UvInstaller(uv, inventory)
     if not inventory.has_pip:
-        raise FixError(f"{inventory.python} has neither pip nor a uv to drive it: install pip in the target")
+        # nothing was changed: exit 6, as for an index that cannot be reached, never 5 (a failed apply)
+        made_by = " (uv made this venv)" if inventory.uv else ""
+        raise UnchangedError(f"{inventory.python} has no pip, and no uv is on PATH to drive it{made_by}: put uv on PATH, "
+                             f"or add pip with `{inventory.python} -m ensurepip`")
     return PipInstaller(target, inventory)

@@ -37,6 +37,7 @@ class Dist:
     requires: list[str] = field(default_factory=list)
     files: list[str] = field(default_factory=list)
     mismatched: list[dict[str, str]] | None = None
+    shadows: list[str] = field(default_factory=list)  # other folders on sys.path with a copy of it (a user site's over the system's)
 
     @property
     def key(self) -> str:
@@ -57,6 +58,16 @@ class Dist:
         except InvalidVersion:
             return "unparsable version"
         return "registry"
+
+    def not_restorable(self, purelib: str) -> str | None:
+        """Why a rollback could not put this dist back once the installer replaced it (no flag says yes), or None."""
+        if purelib in self.shadows:  # a user site's copy, imported, over the one pip writes to
+            return (f"{self.name} is installed twice: the copy imported is in {self.location}, another in {purelib}, where pip "
+                    "writes; a rollback could put back only the first: remove one copy first")
+        if (self.direct_url or {}).get("egg_link"):  # the .egg-link and the easy-install.pth line are in no RECORD
+            return (f"{self.name} {self.version} is a `setup.py develop` checkout ({self.location}): a rollback could not put "
+                    f"its .egg-link back; reinstall it with `pip install -e {self.location}` first")
+        return None
 
     def from_registry(self) -> bool:
         return self.source() == "registry"
@@ -79,6 +90,7 @@ class Inventory:
     version: str
     dists: dict[str, Dist]
     read_only: bool = False  # purelib is on a read-only file system (a container's ro mount, an image layer)
+    externally_managed: bool = False  # PEP 668: the OS marked this interpreter, and pip refuses to change it
 
     def get(self, name: str) -> Dist | None:
         return self.dists.get(canonicalize_name(name))
@@ -106,12 +118,13 @@ def read(target: Target, hash_names: list[str] | tuple[str, ...] = (), before_ch
         dists[canonicalize_name(key)] = Dist(
             name=raw["name"], version=raw["version"], location=raw.get("location") or "",
             installer=raw.get("installer"), direct_url=raw.get("direct_url"), requires=raw.get("requires") or [],
-            files=raw.get("files") or [], mismatched=raw.get("mismatched"),
+            files=raw.get("files") or [], mismatched=raw.get("mismatched"), shadows=raw.get("shadows") or [],
         )
     return Inventory(
         python=str(data.get("python")), is_venv=bool(data.get("is_venv")), uv=bool(data.get("uv")),
         has_pip=bool(data.get("has_pip")), writable=bool(data.get("writable")), purelib=str(data.get("purelib")),
         version=str(data.get("version")), dists=dists, read_only=bool(data.get("read_only")),
+        externally_managed=bool(data.get("externally_managed")),
     )
 
 

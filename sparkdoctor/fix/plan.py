@@ -1,12 +1,12 @@
 """From check's findings to a Plan: which fixes the findings name, what each action becomes on THIS
 target (a file's new text, an installer call), the dry-run resolution, and the refusals.
 
-Refusals (one line each, with the flag that says yes): a system interpreter (--system), a target
-or file that is not writable, replacing a dist that did not come from the registry (a +local
-vendor build, a local wheel, an editable or VCS install: --allow-replace NAME), downgrading a
-package a constraints/requirements file pins (--allow-downgrade NAME). Restoring files from a
-source other than the one they came from is refused with no way to say yes.
-"""
+Refusals (one line each, with the flag that says yes): a system interpreter (--system; one marked EXTERNALLY-MANAGED
+also needs PIP_BREAK_SYSTEM_PACKAGES=1, as pip does), a target or file that is not writable, replacing a dist that did
+not come from the registry (a +local vendor build, a local wheel, an editable or VCS install: --allow-replace NAME),
+downgrading a package a constraints/requirements file pins (--allow-downgrade NAME). With no way to say yes: restoring
+files from another source than theirs; replacing a `setup.py develop` checkout (its .egg-link) or a dist whose imported
+copy (a user site's) shadows another where pip writes: a rollback could not put those back."""
 
 from __future__ import annotations
 
@@ -188,12 +188,12 @@ class Planner:
                 continue
             if dist.mismatched is None:
                 raise FixError(f"internal: {name} was not hashed")
+            if not dist.files:  # no RECORD (a repackaged or hand-copied dist): no file can be told edited
+                self.plan.notes.append(f"{fix}: {dist.name} {dist.version} has no RECORD, so which files were edited cannot be told and none is restored; reinstall it with pip install --force-reinstall {dist.name}=={dist.version}")
             if not dist.mismatched:
                 continue
             if not dist.from_registry():
-                self.plan.refusals.append(
-                    f"{dist.name} {dist.version} was installed from {dist.source()}: its files cannot be restored from the registry; "
-                    "reinstall it from that source (rebuild the image, re-run the build, git checkout the edit)")
+                self.plan.refusals.append(f"{dist.name} {dist.version} was installed from {dist.source()}: its files cannot be restored from the registry; reinstall it from that source (rebuild the image, re-run the build, git checkout the edit)")
                 continue
             self.restores[dist.key] = dist.version
             self.why.setdefault("restore:" + dist.key, (fix, why, a.kind))
@@ -341,7 +341,9 @@ class Planner:
         plan = self.plan
         if not any(s.op.changes_packages for s in plan.steps):
             return
-        if not self.inv.is_venv and not self.opts.system:
+        if self.inv.externally_managed:
+            plan.refusals.append(f"{self.inv.python} is marked EXTERNALLY-MANAGED by the OS (PEP 668): pip refuses to change it; fix a venv (python3 -m venv --system-site-packages) instead (to allow it: --system with PIP_BREAK_SYSTEM_PACKAGES=1)")
+        elif not self.inv.is_venv and not self.opts.system:
             plan.refusals.append(f"{self.inv.python} is a system interpreter, not a venv: changing its packages can break the OS's own tools (to allow it: --system)")
         where = "" if self.local else f" in {self.sides['target'].where}"
         if self.inv.read_only:
@@ -351,7 +353,9 @@ class Planner:
         pinned = {canonicalize_name(c.get("name", "")) for c in self.facts.constraints or []}
         for name, (before, after) in sorted(plan.changes.items()):
             dist = self.inv.get(name)
-            if dist is not None and not dist.from_registry() and name not in self.opts.allow_replace:
+            if dist is not None and (why := dist.not_restorable(self.inv.purelib)):
+                plan.refusals.append(why)
+            elif dist is not None and not dist.from_registry() and name not in self.opts.allow_replace:
                 plan.refusals.append(f"{dist.name} {dist.version} came from {dist.source()}, not the registry: replacing it with a registry wheel changes the build (to allow it: --allow-replace {name})")
             if before and after and name in pinned and name not in self.opts.allow_downgrade and _lower(after, before):
                 plan.refusals.append(f"{name} is pinned in a constraints/requirements file and the plan downgrades it {before} -> {after} (to allow it: --allow-downgrade {name})")

@@ -90,7 +90,21 @@ def mismatches(location, rows):
     return out
 
 
-def describe(dist, hash_names):
+def egg_link(name, purelib):
+    """`setup.py develop` (and pip's legacy `install -e`) leaves NAME.egg-link in site-packages and no
+    direct_url.json: the path it names, as pip finds it (the name as given, then with runs of other characters as -)."""
+    for stem in (name, re.sub(r"[^A-Za-z0-9.]+", "-", name)):
+        try:
+            with open(os.path.join(purelib, stem + ".egg-link"), encoding="utf-8") as fh:
+                first = fh.readline(4096).strip()
+        except (OSError, ValueError):
+            continue
+        if first:
+            return first
+    return None
+
+
+def describe(dist, hash_names, purelib):
     name = dist.metadata["Name"] or "?"
     location = str(dist.locate_file(""))
     rows = record_rows(dist)
@@ -100,6 +114,9 @@ def describe(dist, hash_names):
     except ValueError:
         direct = {"unreadable": True}
     info_dir = getattr(dist, "_path", None)
+    linked = None if direct or not str(info_dir or "").endswith(".egg-info") else egg_link(name, purelib)
+    if linked:  # a development checkout: editable, as pip list says
+        direct = {"url": "file://" + os.path.abspath(linked), "dir_info": {"editable": True}, "egg_link": True}
     out = {
         "name": name,
         "version": dist.version,
@@ -135,6 +152,14 @@ def read_only(path):
         return False
 
 
+def externally_managed(is_venv):
+    """PEP 668: the OS marks its interpreter (EXTERNALLY-MANAGED in the stdlib folder; Debian, Ubuntu, DGX OS) and pip
+    refuses to change it, unless PIP_BREAK_SYSTEM_PACKAGES says otherwise. A venv is never marked."""
+    if is_venv or os.environ.get("PIP_BREAK_SYSTEM_PACKAGES", "").lower() in ("1", "true", "yes", "on"):
+        return False
+    return os.path.isfile(os.path.join(sysconfig.get_path("stdlib"), "EXTERNALLY-MANAGED"))
+
+
 def pyvenv_cfg():
     path = os.path.join(sys.prefix, "pyvenv.cfg")
     keys = {}
@@ -159,10 +184,13 @@ def main(argv):
         if not name:
             continue
         key = canonical(name)
-        if key in dists:  # the first one on sys.path is the one imported
+        if key in dists:  # the first one on sys.path is the one imported; another folder's copy is shadowed by it
+            where = str(dist.locate_file(""))
+            if where != dists[key].get("location") and where not in dists[key].setdefault("shadows", []):
+                dists[key]["shadows"].append(where)
             continue
         try:
-            dists[key], rows = describe(dist, hash_names)
+            dists[key], rows = describe(dist, hash_names, purelib)
             rows_of[key] = (dists[key]["location"], rows)
         except Exception as exc:
             dists[key] = {"name": name, "version": dist.version, "error": "%s: %s" % (type(exc).__name__, exc)}
@@ -174,6 +202,7 @@ def main(argv):
         "prefix": sys.prefix,
         "base_prefix": getattr(sys, "base_prefix", sys.prefix),
         "is_venv": sys.prefix != getattr(sys, "base_prefix", sys.prefix),
+        "externally_managed": externally_managed(sys.prefix != getattr(sys, "base_prefix", sys.prefix)),
         "uv": bool(cfg and "uv" in cfg),
         "has_pip": "pip" in dists,
         "purelib": purelib,

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sparkdoctor.fix.documents import (
     ApplyDocument,
@@ -69,7 +69,7 @@ def applied_lines(result: Applied) -> list[str]:
             if v.get("ok"):
                 out.append("Rolled back: nothing changed (package set and file bytes verified identical to before the apply)")
             else:
-                out.append("Rolled back: DIFFERENCES: " + "; ".join(v.get("packages_differ", []) + v.get("files_differ", [])))
+                out.append("Rolled back: DIFFERENCES: " + differences(v))
             out += [f"Note: {note}" for note in v.get("notes") or []]
     out.append(f"Findings gone: {', '.join(result.gone) or 'none'}")
     out.append(f"Findings remaining: {', '.join(result.remaining) or 'none'}")
@@ -99,8 +99,14 @@ def rollback_lines(result: RolledBack) -> list[str]:
             if since:
                 out.append("Changed since the apply, not by it (left as they are): " + "; ".join(since))
         else:
-            out.append("DIFFERENCES: " + "; ".join(v.get("packages_differ", []) + v.get("files_differ", [])))
+            out.append("DIFFERENCES: " + differences(v))
     return out
+
+
+def differences(verified: dict[str, Any]) -> str:
+    """What a rollback could not put back: the packages and files that differ, and the steps that failed to reverse
+    (an installer that refused the reverse leaves no difference to list, never an empty line)."""
+    return "; ".join(verified.get("packages_differ", []) + verified.get("files_differ", []) + verified.get("reverse_errors", []))
 
 
 def size_text(n: float) -> str:

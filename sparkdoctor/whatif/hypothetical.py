@@ -45,6 +45,11 @@ def hypothetical_facts(facts: Facts, changes: list[Change], reader: Reader | Non
     packages = dict(new.packages or {})
     for c in changes:
         row = dict(packages.get(c.name) or {"name": c.name})
+        origin = row.get("direct_url")
+        if isinstance(origin, dict) and origin.get("url"):  # PEP 610: a build from source, a local wheel, a VCS checkout
+            how = "an editable install of" if origin.get("editable") else "an install from"
+            notes.append(f"{c.name} {c.old} is {how} {origin['url']}, not the registry's: the upgrade replaces that build with "
+                         f"the registry's {c.new} (fix refuses this without --allow-replace {c.name})")
         for key in [k for k in row if k.startswith("files_") or k in ("integrity", "direct_url", "metadata_error")]:
             row.pop(key)
         # written as released: the files match the new RECORD (a hand mod of today's files is gone)

@@ -1,0 +1,157 @@
+"""`fix` on environments built the ways Spark users build them, each made for real here: a uv venv (no pip in it)
+driven by a sparkdoctor installed where no uv is (`uv tool install`, `pipx`: uv is not beside its python, and not
+on a `sudo` PATH); the OS's own python3 (Debian, Ubuntu, DGX OS, a container's), which PEP 668 marks
+EXTERNALLY-MANAGED; a `setup.py develop` checkout; a `pip install --user` copy over a non-venv python's own; a dist
+without RECORD."""
+
+from __future__ import annotations
+
+import glob
+import os
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+from sparkdoctor.views.fix import differences
+from tests.fix import scenario
+
+SYSTEM_PYTHON = "/usr/bin/python3"
+
+
+def elsewhere(tmp_path: Path) -> Path:
+    """A python that runs this checkout's sparkdoctor with no uv beside it (as a `uv tool install` does): a venv
+    without pip whose .pth names this checkout and the packages sparkdoctor needs."""
+    venv = tmp_path / "tool"
+    scenario.must([sys.executable, "-m", "venv", "--without-pip", str(venv)])
+    site = next(venv.glob("lib/python*/site-packages"))
+    (site / "sparkdoctor.pth").write_text(f"{Path(__file__).parents[2]}\n{sysconfig.get_paths()['purelib']}\n")
+    return venv / "bin" / "python"
+
+
+@pytest.mark.slow
+def test_a_uv_venv_with_no_uv_on_path_changes_nothing_and_says_what_to_do(tmp_path, wheels):
+    target = scenario.make_target(tmp_path, "uv", wheels)
+    before = scenario.state(target, [])
+    tool = elsewhere(tmp_path)
+    env = {"PATH": "/usr/bin:/bin", "SPARKDOCTOR_STATE_DIR": str(tmp_path / "state")}
+    argv = [str(tool), "-m", "sparkdoctor", "fix", "--python", str(target), "--no-kernels", "--matrix", str(scenario.DATA / "matrix"),
+            "--fixes", str(scenario.DATA / "fixes")]
+    for extra in ([], ["--yes"]):
+        res = scenario.run([*argv, *extra], env=env)
+        lines = [line for line in res.stderr.splitlines() if line.startswith("sparkdoctor: error:")]
+        # before: exit 5 (an apply that failed and was rolled back) and "install pip in the target"
+        assert res.returncode == 6, res.stdout + res.stderr
+        assert len(lines) == 1 and "uv made this venv" in lines[0] and "put uv on PATH" in lines[0], res.stderr
+        assert f"{target} -m ensurepip" in lines[0]
+    assert scenario.diff(before, scenario.state(target, [])) == []
+    assert not os.path.exists(tmp_path / "state" / "journals") or not os.listdir(tmp_path / "state" / "journals")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not glob.glob("/usr/lib/python3*/EXTERNALLY-MANAGED"), reason="no OS python3 marked by PEP 668 here")
+def test_the_os_python_marked_externally_managed_is_refused_before_anything_even_with_system(tmp_path, wheels):
+    """Before: `--system --yes` planned, started, pip refused ('externally-managed-environment'), pip refused the
+    reverse too, and fix printed 'Rolled back: DIFFERENCES: ' (empty), a fix-unfinished finding and exit 5."""
+    matrix, fixes = tmp_path / "matrix", tmp_path / "fixes"
+    matrix.mkdir()
+    fixes.mkdir()
+    (matrix / "small.toml").write_text('component = "small"\n\n[[entry]]\nid = "small-pip-here"\ntitle = "t"\nseverity = "error"\n'
+                                       'action = "fix"\nfix = "six-exact"\nsummary = "s"\nremedy = "r"\nwhen.packages = { pip = "*" }\n'
+                                       'refs = ["https://pypi.org/project/six/"]\n')
+    (fixes / "six-exact.toml").write_text('schema = 1\nid = "six-exact"\ntitle = "t"\nsummary = "s"\n\n[[action]]\n'
+                                          'kind = "install"\nrequirements = ["six==1.17.0"]\n')
+    state = tmp_path / "state"
+    env = {"SPARKDOCTOR_STATE_DIR": str(state), "PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(wheels), "PIP_BREAK_SYSTEM_PACKAGES": ""}
+    res = scenario.run([sys.executable, "-m", "sparkdoctor", "fix", "--python", SYSTEM_PYTHON, "--no-kernels", "--matrix", str(matrix),
+                        "--fixes", str(fixes), "--system", "--yes"], env=env)
+    lines = [line for line in res.stderr.splitlines() if line.startswith("sparkdoctor: error:")]
+    assert res.returncode == 4, res.stdout + res.stderr
+    assert len(lines) == 1 and "EXTERNALLY-MANAGED" in lines[0] and "PIP_BREAK_SYSTEM_PACKAGES=1" in lines[0], res.stderr
+    assert not (state / "journals").exists() or not os.listdir(state / "journals")
+
+
+def test_a_rollback_whose_reverse_failed_says_which_step_never_an_empty_line():
+    verified = {"ok": False, "packages_differ": [], "files_differ": [],
+                "reverse_errors": ["step 1 (install six==1.17.0): pip uninstall six failed: error: externally-managed-environment"]}
+    assert differences(verified) == verified["reverse_errors"][0]
+    assert differences({"packages_differ": ["six 1.16.0 -> 1.17.0"], "files_differ": ["six.py"]}) == "six 1.16.0 -> 1.17.0; six.py"
+
+
+@pytest.mark.slow
+def test_a_setup_py_develop_checkout_is_never_replaced_as_its_rollback_could_not_put_it_back(tmp_path, wheels):
+    """`python setup.py develop` (old vLLM-from-source guides) leaves six.egg-link and an easy-install.pth line, no
+    direct_url.json. Before: the plan took six 1.16.0 for a registry install (no refusal at all); applied, its
+    rollback ended 'DIFFERENCES: six: 1.16.0 -> -', exit 5, six gone from the venv."""
+    venv = tmp_path / "venv"
+    scenario.must([sys.executable, "-m", "venv", str(venv)])
+    python = venv / "bin" / "python"
+    if scenario.run([str(python), "-c", "import setuptools"]).returncode != 0:
+        pytest.skip("this Python's venv brings no setuptools")
+    src = tmp_path / "six-src"
+    src.mkdir()
+    (src / "setup.py").write_text("from setuptools import setup\nsetup(name='six', version='1.16.0', py_modules=['six'])\n")
+    (src / "six.py").write_text("__version__ = '1.16.0'\n")
+    scenario.must([str(python), "setup.py", "-q", "develop"], cwd=str(src))
+    site = next(venv.glob("lib/python*/site-packages"))
+    assert (site / "six.egg-link").is_file()
+    before = scenario.state(python, [])
+    env = {"SPARKDOCTOR_STATE_DIR": str(tmp_path / "state"), "PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(wheels)}
+    res = scenario.fix_cli(python, "--allow-replace", "six", "--yes", env=env)
+    lines = [line for line in res.stderr.splitlines() if line.startswith("sparkdoctor: error:")]
+    assert res.returncode == 4, res.stdout + res.stderr
+    assert len(lines) == 1 and "setup.py develop" in lines[0] and f"pip install -e {src}" in lines[0], res.stderr
+    assert scenario.diff(before, scenario.state(python, [])) == []
+    assert scenario.must([str(python), "-c", "import six; print(six.__file__)"]).stdout.strip() == str(src / "six.py")
+
+
+def interpreter_at(root: Path) -> Path:
+    """A Python that is no venv, with its own empty site-packages, as a pyenv or container python is: this one's binary
+    copied under root/bin (its prefix is found from there) and its standard library linked entry by entry."""
+    real = Path(os.path.realpath(getattr(sys, "_base_executable", sys.executable)))
+    stdlib = Path(sysconfig.get_paths()["stdlib"])
+    lib = root / "lib" / stdlib.name
+    lib.mkdir(parents=True)
+    for entry in stdlib.iterdir():
+        if entry.name != "site-packages":
+            (lib / entry.name).symlink_to(entry)
+    (lib / "site-packages").mkdir()
+    (root / "bin").mkdir()
+    python = root / "bin" / real.name
+    scenario.must(["cp", str(real), str(python)])
+    assert scenario.must([str(python), "-c", "import sys; print(sys.prefix)"]).stdout.strip() == str(root)
+    return python
+
+
+@pytest.mark.slow
+def test_a_user_site_copy_over_the_one_pip_writes_is_refused_before_anything(tmp_path, wheels):
+    """`pip install --user six==1.16.0` over a system six 1.17.0 (pyenv, a container's python): the user site's copy is
+    the one imported. Before: `fix --system --yes` let pip remove the user copy and write over the system one; the
+    rollback put the user copy back and removed the system's, and said '3 packages as before'."""
+    python = interpreter_at(tmp_path / "py")
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {"HOME": str(home), "PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(wheels), "PIP_CONFIG_FILE": "/dev/null",
+           "SPARKDOCTOR_STATE_DIR": str(tmp_path / "state"), "PYTHONUSERBASE": ""}
+    scenario.must([str(python), "-m", "ensurepip"], env=env)
+    scenario.must([str(python), "-m", "pip", "install", "-q", "six==1.17.0"], env=env)
+    scenario.must([str(python), "-m", "pip", "install", "-q", "--user", "six==1.16.0"], env=env)
+    system = next((tmp_path / "py").glob("lib/python*/site-packages"))
+    user = next(home.glob(".local/lib/python*/site-packages"))
+    before = {p: sorted(x.name for x in p.iterdir()) for p in (system, user)}
+    res = scenario.fix_cli(python, "--system", "--yes", env=env)
+    lines = [line for line in res.stderr.splitlines() if line.startswith("sparkdoctor: error:")]
+    assert res.returncode == 4, res.stdout + res.stderr
+    assert len(lines) == 1 and "six is installed twice" in lines[0] and str(user) in lines[0] and str(system) in lines[0], res.stderr
+    assert {p: sorted(x.name for x in p.iterdir()) for p in (system, user)} == before
+
+
+@pytest.mark.slow
+def test_restoring_a_dist_with_no_record_says_why_nothing_is_restored(tmp_path, wheels):
+    """A dist-info without RECORD (repackaged, copied by hand, a failed install) whose files were edited. Before: the
+    plan named the fix, listed no step and said nothing of why."""
+    python = scenario.make_target(tmp_path, "pip", wheels)
+    next(python.parent.parent.glob("lib/python*/site-packages/idna-*.dist-info/RECORD")).unlink()
+    res = scenario.fix_cli(python, env={"SPARKDOCTOR_STATE_DIR": str(tmp_path / "state")})
+    assert "idna 3.7 has no RECORD" in res.stdout and "pip install --force-reinstall idna==3.7" in res.stdout, res.stdout + res.stderr
