@@ -6,7 +6,6 @@ without RECORD."""
 
 from __future__ import annotations
 
-import glob
 import os
 import sys
 import sysconfig
@@ -16,8 +15,6 @@ import pytest
 
 from sparkdoctor.views.fix import differences
 from tests.fix import scenario
-
-SYSTEM_PYTHON = "/usr/bin/python3"
 
 
 def elsewhere(tmp_path: Path) -> Path:
@@ -50,10 +47,16 @@ def test_a_uv_venv_with_no_uv_on_path_changes_nothing_and_says_what_to_do(tmp_pa
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not glob.glob("/usr/lib/python3*/EXTERNALLY-MANAGED"), reason="no OS python3 marked by PEP 668 here")
+@pytest.mark.slow
 def test_the_os_python_marked_externally_managed_is_refused_before_anything_even_with_system(tmp_path, wheels):
     """Before: `--system --yes` planned, started, pip refused ('externally-managed-environment'), pip refused the
-    reverse too, and fix printed 'Rolled back: DIFFERENCES: ' (empty), a fix-unfinished finding and exit 5."""
+    reverse too, and fix printed 'Rolled back: DIFFERENCES: ' (empty), a fix-unfinished finding and exit 5. The
+    interpreter is one of the test's own, marked as Debian and Ubuntu mark theirs (the machine's python3 may not be)."""
+    python = interpreter_at(tmp_path / "py")
+    scenario.must([str(python), "-m", "ensurepip"], env={"PIP_NO_INDEX": "1", "PYTHONUSERBASE": str(tmp_path / "user")})
+    stdlib = scenario.must([str(python), "-c", "import sysconfig; print(sysconfig.get_path('stdlib'))"]).stdout.strip()
+    assert stdlib.startswith(str(tmp_path)), stdlib  # its own folder of links, never the machine's standard library
+    (Path(stdlib) / "EXTERNALLY-MANAGED").write_text("[externally-managed]\nError=use a venv\n")
     matrix, fixes = tmp_path / "matrix", tmp_path / "fixes"
     matrix.mkdir()
     fixes.mkdir()
@@ -64,7 +67,7 @@ def test_the_os_python_marked_externally_managed_is_refused_before_anything_even
                                           'kind = "install"\nrequirements = ["six==1.17.0"]\n')
     state = tmp_path / "state"
     env = {"SPARKDOCTOR_STATE_DIR": str(state), "PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(wheels), "PIP_BREAK_SYSTEM_PACKAGES": ""}
-    res = scenario.run([sys.executable, "-m", "sparkdoctor", "fix", "--python", SYSTEM_PYTHON, "--no-kernels", "--matrix", str(matrix),
+    res = scenario.run([sys.executable, "-m", "sparkdoctor", "fix", "--python", str(python), "--no-kernels", "--matrix", str(matrix),
                         "--fixes", str(fixes), "--system", "--yes"], env=env)
     lines = [line for line in res.stderr.splitlines() if line.startswith("sparkdoctor: error:")]
     assert res.returncode == 4, res.stdout + res.stderr
