@@ -125,9 +125,10 @@ class ContainerFiles:
             try:
                 with tarfile.open(stream, mode="r:") as tar:
                     for member in tar:
-                        # a sparse member of a few KB in the stream unpacks to whatever size it claims: plain files
-                        # only, which unpack to no more than they took in the stream (so twice the cap in all)
-                        if member.issparse() or not member.name.isdigit():
+                        # plain files only, which unpack to no more than they took in the stream (so twice the cap
+                        # in all): a sparse member of a few KB unpacks to whatever size it claims, and a link member
+                        # of 512 bytes to a whole copy of the file it names
+                        if not member.isreg() or member.issparse() or not (member.name.isascii() and member.name.isdecimal()):
                             continue
                         src = tar.extractfile(member)
                         if src is None:
@@ -139,7 +140,7 @@ class ContainerFiles:
                             fh.flush()
                             os.fsync(fh.fileno())
                         out[paths[int(member.name)]] = {"name": member.name, "mode": member.mode}
-            except (tarfile.TarError, OSError, IndexError) as exc:
+            except (tarfile.TarError, OSError, IndexError, ValueError) as exc:
                 for name in written:  # nothing kept: a half copy out is no copy
                     with contextlib.suppress(OSError):
                         (dest / name).unlink()
