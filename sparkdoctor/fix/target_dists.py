@@ -185,8 +185,11 @@ def main(argv):
             continue
         key = canonical(name)
         if key in dists:  # the first one on sys.path is the one imported; another folder's copy is shadowed by it
-            where = str(dist.locate_file(""))
-            if where != dists[key].get("location") and where not in dists[key].setdefault("shadows", []):
+            where = os.path.realpath(str(dist.locate_file("")))
+            if where == os.path.realpath(dists[key].get("location") or ""):
+                continue  # one folder by two names (lib64 -> lib on Fedora, RHEL, openSUSE): the same copy
+            where = purelib if where == os.path.realpath(purelib) else where
+            if where not in dists[key].setdefault("shadows", []):
                 dists[key]["shadows"].append(where)
             continue
         try:

@@ -47,7 +47,6 @@ def test_a_uv_venv_with_no_uv_on_path_changes_nothing_and_says_what_to_do(tmp_pa
 
 
 @pytest.mark.slow
-@pytest.mark.slow
 def test_the_os_python_marked_externally_managed_is_refused_before_anything_even_with_system(tmp_path, wheels):
     """Before: `--system --yes` planned, started, pip refused ('externally-managed-environment'), pip refused the
     reverse too, and fix printed 'Rolled back: DIFFERENCES: ' (empty), a fix-unfinished finding and exit 5. The
@@ -56,6 +55,7 @@ def test_the_os_python_marked_externally_managed_is_refused_before_anything_even
     scenario.must([str(python), "-m", "ensurepip"], env={"PIP_NO_INDEX": "1", "PYTHONUSERBASE": str(tmp_path / "user")})
     stdlib = scenario.must([str(python), "-c", "import sysconfig; print(sysconfig.get_path('stdlib'))"]).stdout.strip()
     assert stdlib.startswith(str(tmp_path)), stdlib  # its own folder of links, never the machine's standard library
+    (Path(stdlib) / "EXTERNALLY-MANAGED").unlink(missing_ok=True)  # never written through a link to the OS's own
     (Path(stdlib) / "EXTERNALLY-MANAGED").write_text("[externally-managed]\nError=use a venv\n")
     matrix, fixes = tmp_path / "matrix", tmp_path / "fixes"
     matrix.mkdir()
@@ -117,7 +117,7 @@ def interpreter_at(root: Path) -> Path:
     lib = root / "lib" / stdlib.name
     lib.mkdir(parents=True)
     for entry in stdlib.iterdir():
-        if entry.name != "site-packages":
+        if entry.name not in ("site-packages", "EXTERNALLY-MANAGED"):  # the OS's mark (Debian, Ubuntu) is not linked
             (lib / entry.name).symlink_to(entry)
     (lib / "site-packages").mkdir()
     (root / "bin").mkdir()
@@ -158,3 +158,30 @@ def test_restoring_a_dist_with_no_record_says_why_nothing_is_restored(tmp_path, 
     next(python.parent.parent.glob("lib/python*/site-packages/idna-*.dist-info/RECORD")).unlink()
     res = scenario.fix_cli(python, env={"SPARKDOCTOR_STATE_DIR": str(tmp_path / "state")})
     assert "idna 3.7 has no RECORD" in res.stdout and "pip install --force-reinstall idna==3.7" in res.stdout, res.stdout + res.stderr
+
+
+def test_one_folder_by_two_names_is_no_second_copy(tmp_path):
+    """Fedora, RHEL, UBI and openSUSE venvs put lib64/pythonX.Y/site-packages (a link to lib's) and lib's on sys.path,
+    so every dist is listed twice: the second was taken for a copy shadowed by the first, and every fix was refused
+    as "installed twice". The inventory probe run on such a path (lib64 first, as site makes it there)."""
+    import json
+    import subprocess
+
+    from sparkdoctor.fix.inventory import SCRIPT
+
+    venv = tmp_path / "venv"
+    scenario.must([sys.executable, "-m", "venv", "--without-pip", str(venv)])
+    site = next(venv.glob("lib/python*/site-packages"))
+    info = site / "six-1.16.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: six\nVersion: 1.16.0\n")
+    lib64 = venv / "lib64"
+    if not lib64.exists():
+        lib64.symlink_to("lib")
+    twin = lib64 / site.parent.name / "site-packages"
+    script = SCRIPT
+    code = (f"import runpy, sys; sys.path[:0] = [{str(twin)!r}, {str(site)!r}]; sys.argv = [{str(script)!r}]; "
+            f"runpy.run_path({str(script)!r}, run_name='__main__')")
+    done = subprocess.run([str(venv / "bin" / "python"), "-S", "-c", code], capture_output=True, text=True, timeout=120)
+    six = json.loads(done.stdout.strip().splitlines()[-1])["dists"]["six"]
+    assert not six.get("shadows"), six
