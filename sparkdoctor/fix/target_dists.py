@@ -90,21 +90,35 @@ def mismatches(location, rows):
     return out
 
 
-def egg_link(name, purelib):
-    """`setup.py develop` (and pip's legacy `install -e`) leaves NAME.egg-link in site-packages and no
-    direct_url.json: the path it names, as pip finds it (the name as given, then with runs of other characters as -)."""
-    for stem in (name, re.sub(r"[^A-Za-z0-9.]+", "-", name)):
-        try:
-            with open(os.path.join(purelib, stem + ".egg-link"), encoding="utf-8") as fh:
-                first = fh.readline(4096).strip()
-        except (OSError, ValueError):
-            continue
-        if first:
-            return first
+def egg_link(name, folders):
+    """`setup.py develop` (and pip's legacy `install -e`) leaves NAME.egg-link in site-packages (or the user site, with
+    --user) and no direct_url.json: the path it names, as pip finds it (the name as given, then with runs of other
+    characters as -)."""
+    for folder in folders:
+        for stem in (name, re.sub(r"[^A-Za-z0-9.]+", "-", name)):
+            try:
+                with open(os.path.join(folder, stem + ".egg-link"), encoding="utf-8") as fh:
+                    first = fh.readline(4096).strip()
+            except (OSError, ValueError):
+                continue
+            if first:
+                return first
     return None
 
 
-def describe(dist, hash_names, purelib):
+def link_folders(purelib):
+    """Where pip looks for an .egg-link: site-packages, and the user site where this interpreter reads one (not a venv
+    without the system's site-packages; not with PYTHONNOUSERSITE)."""
+    cfg = pyvenv_cfg()
+    venv = sys.prefix != getattr(sys, "base_prefix", sys.prefix)
+    if os.environ.get("PYTHONNOUSERSITE") or (venv and (cfg or {}).get("include-system-site-packages", "").lower() != "true"):
+        return [purelib]
+    import site
+
+    return [purelib, site.getusersitepackages()]
+
+
+def describe(dist, hash_names, folders):
     name = dist.metadata["Name"] or "?"
     location = str(dist.locate_file(""))
     rows = record_rows(dist)
@@ -114,7 +128,7 @@ def describe(dist, hash_names, purelib):
     except ValueError:
         direct = {"unreadable": True}
     info_dir = getattr(dist, "_path", None)
-    linked = None if direct or not str(info_dir or "").endswith(".egg-info") else egg_link(name, purelib)
+    linked = None if direct or not str(info_dir or "").endswith(".egg-info") else egg_link(name, folders)
     if linked:  # a development checkout: editable, as pip list says
         direct = {"url": "file://" + os.path.abspath(linked), "dir_info": {"editable": True}, "egg_link": True}
     out = {
@@ -177,6 +191,7 @@ def pyvenv_cfg():
 def main(argv):
     hash_names = {canonical(argv[i + 1]) for i in range(len(argv) - 1) if argv[i] == "--hash"}
     purelib = sysconfig.get_paths()["purelib"]
+    folders = link_folders(purelib)
     dists = {}
     rows_of = {}
     for dist in metadata.distributions():
@@ -193,7 +208,7 @@ def main(argv):
                 dists[key]["shadows"].append(where)
             continue
         try:
-            dists[key], rows = describe(dist, hash_names, purelib)
+            dists[key], rows = describe(dist, hash_names, folders)
             rows_of[key] = (dists[key]["location"], rows)
         except Exception as exc:
             dists[key] = {"name": name, "version": dist.version, "error": "%s: %s" % (type(exc).__name__, exc)}

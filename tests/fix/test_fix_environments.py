@@ -185,3 +185,24 @@ def test_one_folder_by_two_names_is_no_second_copy(tmp_path):
     done = subprocess.run([str(venv / "bin" / "python"), "-S", "-c", code], capture_output=True, text=True, timeout=120)
     six = json.loads(done.stdout.strip().splitlines()[-1])["dists"]["six"]
     assert not six.get("shadows"), six
+
+
+def test_an_egg_link_in_the_user_site_is_found_where_pip_finds_it(tmp_path, monkeypatch):
+    """`setup.py develop --user` (and pip's legacy `install --user -e`) leaves the .egg-link in the user site: missed,
+    the checkout was taken for a registry install and replaced, and its rollback could not put it back."""
+    import site
+
+    from sparkdoctor.fix import target_dists
+
+    purelib, user, checkout = tmp_path / "site-packages", tmp_path / "user-site", tmp_path / "six-src"
+    for folder in (purelib, user, checkout):
+        folder.mkdir()
+    (user / "six.egg-link").write_text(f"{checkout}\n.\n")
+    assert target_dists.egg_link("six", [str(purelib), str(user)]) == str(checkout)
+    monkeypatch.setattr(site, "getusersitepackages", lambda: str(user))
+    monkeypatch.delenv("PYTHONNOUSERSITE", raising=False)
+    monkeypatch.setattr(target_dists, "pyvenv_cfg", lambda: None)
+    monkeypatch.setattr(sys, "base_prefix", sys.prefix)  # a system interpreter reads its user site
+    assert target_dists.link_folders(str(purelib)) == [str(purelib), str(user)]
+    monkeypatch.setattr(sys, "base_prefix", "/elsewhere")  # a venv without the system's site-packages does not
+    assert target_dists.link_folders(str(purelib)) == [str(purelib)]
