@@ -5,8 +5,8 @@ the sandbox writable. `ulimit -f` bounds each file, not their sum: a script writ
 another filled the disk in its 60 s. So while it runs, its scratch folder is measured every WATCH_EVERY seconds (the
 blocks its files take, so a sparse file counts for what it holds) and the sandbox is killed the first time the
 folder holds more than MAX_BYTES or more than MAX_ENTRIES names, or folders more than MAX_DEPTH deep. Files it
-deleted but still holds open have no name to measure: the disk's free space falling by more than MAX_HIDDEN beyond
-what its named files hold stops it too (a bound shared with whatever else writes to that disk meanwhile).
+deleted but still holds open have no name in the folder: they are found through the open descriptors of the
+sandbox's processes (/proc/PID/fd, a link whose target ends " (deleted)") and count towards MAX_BYTES too.
 
 A folder the script shut the caller out of (mode 000, as the caller's own user through the sandbox's user namespace)
 cannot be measured and stops the script: it is never made readable, as a chmod by name could be turned, by a
@@ -29,7 +29,6 @@ from sparkdoctor import proc
 MAX_BYTES = 2 * 2**30  # two of the 1 GiB files ulimit -f allows; a mod edits a few source files
 MAX_ENTRIES = 100_000
 MAX_DEPTH = 128  # folders in folders: a mod's patches are a few levels deep; each level open costs two descriptors
-MAX_HIDDEN = 2 * MAX_BYTES  # of free space lost beyond the named files: room for the rest of the machine's writes
 WATCH_EVERY = 0.2  # seconds: at a disk's speed, what can be written between two looks is far below MAX_BYTES
 
 
@@ -40,8 +39,10 @@ def over(root: Path) -> tuple[str | None, int]:
     size = count = 0
     try:
         top = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
-    except OSError:
+    except FileNotFoundError:
         return None, 0
+    except OSError as exc:  # the script shut the caller out of its scratch folder itself (chmod 000)
+        return f"made its scratch folder one that cannot be measured ({exc.strerror or exc})", 0
     stack: list[tuple[int, Iterator[os.DirEntry[str]]]] = []
     try:
         stack.append((top, os.scandir(top)))
@@ -97,27 +98,56 @@ def _close(fd: int, entries: Iterator[os.DirEntry[str]]) -> None:
         os.close(fd)
 
 
-def _free(root: Path) -> int | None:
-    try:
-        st = os.statvfs(root)
-    except OSError:
-        return None
-    return st.f_bavail * st.f_frsize
+def held_deleted(pid: int, device: int) -> int:
+    """Bytes of the files on `device` that pid or a process under it holds open after they were deleted: what a
+    script writes through a descriptor of a file it removed has no name in its folder. Each file is counted once."""
+    children: dict[int, list[int]] = {}
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                with open(f"/proc/{entry.name}/stat", "rb") as fh:
+                    stat_line = fh.read(4096)
+                children.setdefault(int(stat_line[stat_line.rindex(b")") + 2:].split()[1]), []).append(int(entry.name))
+            except (OSError, ValueError, IndexError):
+                continue
+    seen: dict[tuple[int, int], int] = {}
+    todo = [pid]
+    while todo:
+        current = todo.pop()
+        todo += children.get(current, [])
+        try:
+            fds = os.listdir(f"/proc/{current}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                if not os.readlink(f"/proc/{current}/fd/{fd}").endswith(" (deleted)"):
+                    continue
+                st = os.stat(f"/proc/{current}/fd/{fd}")
+            except OSError:
+                continue
+            if st.st_dev == device and stat.S_ISREG(st.st_mode):
+                seen[(st.st_dev, st.st_ino)] = st.st_blocks * 512
+    return sum(seen.values())
 
 
 def run(argv: list[str], timeout: float, env: dict[str, str], pass_fds: tuple[int, ...], scratch: Path) -> proc.ProcResult:
     """proc.run, the process group killed (and the result saying why) the first time `scratch` holds too much."""
-    start = _free(scratch)
+    try:
+        device: int | None = os.stat(scratch).st_dev
+    except OSError:
+        device = None
     running = proc.start(argv, env=env, pass_fds=pass_fds)
     done, why = threading.Event(), []
 
     def watch() -> None:
         while not done.wait(WATCH_EVERY):
             reason, named = over(scratch)
-            now = _free(scratch)
-            if reason is None and start is not None and now is not None and start - now - named > MAX_HIDDEN:
-                reason = (f"took {(start - now) >> 20} MiB of the disk under its scratch folder, more than its files "
-                          "there hold (files deleted while still open count too)")
+            if reason is None and running.popen is not None and device is not None:
+                hidden = held_deleted(running.popen.pid, device)
+                if named + hidden > MAX_BYTES:
+                    reason = (f"wrote more than {MAX_BYTES >> 20} MiB into its scratch folder on this machine's disk "
+                              f"({hidden >> 20} MiB of it in files deleted while still open)")
             if reason:
                 why.append(reason)
                 running.kill()
