@@ -21,7 +21,8 @@ def test_a_password_inside_a_url_is_redacted_and_the_rest_kept():
            "VLLM_PLAIN": "https://host.example/y", "VLLM_API_KEY": "PLANTED-3",
            # a password holding @ or /, a token alone: kept in part or whole by the first pattern
            "VLLM_AT": "https://me:PLANTED@PW-4@host.example/", "VLLM_SLASH": "https://me:PLANTED/PW-5@host.example/",
-           "VLLM_REPO_URL": "https://PLANTED-PW-6@github.com/org/repo", "VLLM_PIN": "https://host.example/pkg@1.0"}
+           "VLLM_REPO_URL": "https://PLANTED-PW-6@github.com/org/repo", "VLLM_PIN": "https://host.example/pkg@1.0",
+           "VLLM_USER_AT": "https://me@corp.example:PLANTED-PW-7@host.example/x"}
     done = subprocess.run([sys.executable, "-S", "-B", "-c", code], env=env, capture_output=True, text=True, timeout=60)
     seen = json.loads(done.stdout.strip().splitlines()[-1])
     assert "PLANTED" not in json.dumps(seen), seen
@@ -29,3 +30,16 @@ def test_a_password_inside_a_url_is_redacted_and_the_rest_kept():
     assert seen["VLLM_API_KEY"] == "<redacted>"
     assert seen["VLLM_AT"] == seen["VLLM_SLASH"] == "https://me:<redacted>@host.example/"
     assert seen["VLLM_REPO_URL"] == "https://<redacted>@github.com/org/repo" and seen["VLLM_PIN"] == "https://host.example/pkg@1.0"
+    assert seen["VLLM_USER_AT"] == "https://me@corp.example:<redacted>@host.example/x"
+
+
+def test_the_redaction_reads_a_long_value_once():
+    """The first pattern backtracked over every `://` of a value: 64 KB of "://:" took 7 s of CPU. Bounded in CPU
+    seconds, not wall time (a busy machine is no failure)."""
+    probes = data_dir("probes")
+    code = (f"import sys, resource; sys.path[:0] = [{str(probes / 'target_env')!r}, {str(probes / 'shared')!r}]; "
+            "import targetenv_system; before = resource.getrusage(resource.RUSAGE_SELF).ru_utime; "
+            "targetenv_system.redact_userinfo('://:' * 32000 + '@'); "
+            "print(resource.getrusage(resource.RUSAGE_SELF).ru_utime - before)")
+    done = subprocess.run([sys.executable, "-S", "-B", "-c", code], capture_output=True, text=True, timeout=120)
+    assert float(done.stdout.strip()) < 1.0, done.stdout + done.stderr

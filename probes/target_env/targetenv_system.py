@@ -3,7 +3,6 @@ variables (secrets redacted), ptxas binaries inside site-packages, the pip confi
 """
 
 import os
-import re
 import sys
 
 from probe_io import read_head
@@ -27,14 +26,31 @@ ENV_PREFIXES = ("CUTE_DSL_", "TRITON_", "VLLM_")
 
 
 SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL", "AUTH")
-# A URL's credentials in any value (a VLLM_*/TRITON_* URL with them in it): scheme://user:password@host, up to the
-# last @ (a password may hold @ or /), and a token alone (https://TOKEN@host). More is redacted than needed where a
-# port's path holds an @ (host:8000/a@b), never less.
-USERINFO = re.compile(r"://([^\s/@:]*)(:\S*)?@")
-
-
-def _redact_userinfo(match):
-    return "://%s:<redacted>@" % match.group(1) if match.group(2) else "://<redacted>@"
+def redact_userinfo(value):
+    """A URL's credentials in any value (a VLLM_*/TRITON_* URL with them in it) redacted, the rest kept:
+    scheme://user:password@host up to the last @ of the URL (a password or a user may hold @ or /), and a token alone
+    (https://TOKEN@host). More is redacted than needed where a port's path holds an @ (host:8000/a@b), never less. One
+    pass: each URL is read once, however many `://` it holds."""
+    out, at = [], 0
+    while True:
+        found = value.find("://", at)
+        if found < 0:
+            return "".join(out) + value[at:]
+        start = found + 3
+        end = start
+        while end < len(value) and not value[end].isspace():
+            end += 1
+        url = value[start:end]
+        last = url.rfind("@")
+        info = url[:last] if last >= 0 else ""
+        user = info.split(":", 1)[0]
+        if last < 0 or "/" in user or (":" not in info and "/" in info):
+            out.append(value[at:end])  # no credentials, or an @ in a path (pkg@1.0)
+        elif ":" in info:
+            out.append(value[at:start] + user + ":<redacted>" + url[last:])
+        else:
+            out.append(value[at:start] + "<redacted>" + url[last:])
+        at = end
 
 
 MAX_CONFIG_TEXT = 65536
@@ -70,7 +86,7 @@ def relevant_env():
     for name, value in os.environ.items():
         if name in ENV_NAMES or name.startswith(ENV_PREFIXES):
             upper = name.upper()
-            found[name] = "<redacted>" if any(word in upper for word in SECRET_WORDS) else USERINFO.sub(_redact_userinfo, value)
+            found[name] = "<redacted>" if any(word in upper for word in SECRET_WORDS) else redact_userinfo(value)
     return dict(sorted(found.items()))
 
 
