@@ -300,6 +300,9 @@ def for_target(target: Target, inventory: Inventory) -> Installer:
     if not inventory.has_pip:
         # nothing was changed: exit 6, as for an index that cannot be reached, never 5 (a failed apply)
         made_by = " (uv made this venv)" if inventory.uv else ""
+        if inventory.externally_managed:  # Debian and Ubuntu disable ensurepip for it, and pip would refuse anyway
+            raise UnchangedError(f"{inventory.python} has no pip and is marked EXTERNALLY-MANAGED by the OS (PEP 668): fix a "
+                                 "venv instead (python3 -m venv --system-site-packages)")
         raise UnchangedError(f"{inventory.python} has no pip, and no uv is on PATH to drive it{made_by}: put uv on PATH, "
                              f"or add pip with `{inventory.python} -m ensurepip`")
     return PipInstaller(target, inventory)

@@ -206,3 +206,19 @@ def test_an_egg_link_in_the_user_site_is_found_where_pip_finds_it(tmp_path, monk
     assert target_dists.link_folders(str(purelib)) == [str(purelib), str(user)]
     monkeypatch.setattr(sys, "base_prefix", "/elsewhere")  # a venv without the system's site-packages does not
     assert target_dists.link_folders(str(purelib)) == [str(purelib)]
+
+
+@pytest.mark.slow
+def test_a_marked_os_python_without_pip_is_told_to_fix_a_venv_not_to_run_ensurepip(tmp_path, wheels):
+    """Ubuntu's python3 without python3-pip (common in containers): fix said to run `-m ensurepip`, which Debian and
+    Ubuntu disable for it, and never named the mark that stops pip there anyway."""
+    python = interpreter_at(tmp_path / "py")
+    stdlib = scenario.must([str(python), "-c", "import sysconfig; print(sysconfig.get_path('stdlib'))"]).stdout.strip()
+    assert stdlib.startswith(str(tmp_path)), stdlib
+    (Path(stdlib) / "EXTERNALLY-MANAGED").write_text("[externally-managed]\nError=use a venv\n")
+    tool = elsewhere(tmp_path)
+    res = scenario.run([str(tool), "-m", "sparkdoctor", "fix", "--python", str(python), "--no-kernels", "--system"],
+                       env={"PATH": "/usr/bin:/bin", "SPARKDOCTOR_STATE_DIR": str(tmp_path / "state"), "PIP_BREAK_SYSTEM_PACKAGES": ""})
+    lines = [line for line in res.stderr.splitlines() if line.startswith("sparkdoctor: error:")]
+    assert res.returncode == 6, res.stdout + res.stderr
+    assert len(lines) == 1 and "EXTERNALLY-MANAGED" in lines[0] and "ensurepip" not in lines[0], res.stderr
