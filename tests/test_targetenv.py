@@ -660,18 +660,22 @@ def test_real_vllm_venv(tmp_path, vllm032_venv):
 def test_one_install_with_a_dist_info_and_an_egg_info_of_one_version_is_no_stale_leftover(venv, tmp_path):
     """Debian's python3-cryptography ships cryptography-38.0.4.dist-info and cryptography.egg-info, both 38.0.4: a
     container's system python showed 'two metadata folders ... left over from an upgrade' under 'could not observe'.
-    The egg-info is made here as setuptools makes it (`setup.py egg_info`), beside pip's six 1.17.0 dist-info."""
-    project = tmp_path / "six-src"
-    project.mkdir()
-    (project / "setup.py").write_text("from setuptools import setup\nsetup(name='six', version='1.17.0', py_modules=['six'])\n")
+    The egg-info is written as setuptools' `egg_info` writes it (no setuptools is needed: Python 3.12's venvs have
+    none), beside pip's six 1.17.0 dist-info. Two .dist-info folders of one version are still a leftover."""
     site = site_of(venv)
-    done = subprocess.run([str(venv), "setup.py", "-q", "egg_info", "--egg-base", str(site)], cwd=project, capture_output=True, text=True,
-                          timeout=120)
-    assert done.returncode == 0 and (site / "six.egg-info" / "PKG-INFO").is_file(), done.stderr
+    egg = site / "six.egg-info"
+    egg.mkdir()
+    (egg / "PKG-INFO").write_text("Metadata-Version: 2.1\nName: six\nVersion: 1.17.0\n")
+    (egg / "top_level.txt").write_text("six\n")
+    (egg / "SOURCES.txt").write_text("setup.py\nsix.py\nsix.egg-info/PKG-INFO\n")
     data = probe(venv, "--no-cache")
     assert not any("six" in line for line in error_lines(data)), error_lines(data)
     six = data["packages"]["six"]
     assert six["version"] == "1.17.0" and six["location"] == str(site), six
+    shutil.rmtree(egg)
+    twin = site / "Six-1.17.0.dist-info"  # a second .dist-info of the same version: a copy left behind, said
+    shutil.copytree(next(site.glob("six-1.17.0.dist-info")), twin)
+    assert any("six" in line and "two metadata folders" in line for line in error_lines(probe(venv, "--no-cache")))
 
 
 BACKEND = '''

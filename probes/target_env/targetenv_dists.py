@@ -121,7 +121,7 @@ def find_distributions(unlisted):
             dist.metadata_error = metadata_error
             if dist.canonical in here:
                 kept = here[dist.canonical]
-                if kept.version == version:
+                if kept.version == version and kept.is_dist_info != is_dist_info:
                     # one install described twice (Debian's python3-cryptography ships NAME-V.dist-info and
                     # NAME.egg-info): no leftover; the .dist-info (it has RECORD) is the one read
                     if is_dist_info and not kept.is_dist_info:
