@@ -1,12 +1,6 @@
 """From check's findings to a Plan: which fixes the findings name, what each action becomes on THIS
-target (a file's new text, an installer call), the dry-run resolution, and the refusals.
-
-Refusals (one line each, with the flag that says yes): a system interpreter (--system; one marked EXTERNALLY-MANAGED
-also needs PIP_BREAK_SYSTEM_PACKAGES=1, as pip does), a target or file that is not writable, replacing a dist that did
-not come from the registry (a +local vendor build, a local wheel, an editable or VCS install: --allow-replace NAME),
-downgrading a package a constraints/requirements file pins (--allow-downgrade NAME). With no way to say yes: restoring
-files from another source than theirs; replacing a `setup.py develop` checkout (its .egg-link) or a dist whose imported
-copy (a user site's) shadows another where pip writes: a rollback could not put those back."""
+target (a file's new text, an installer call), the dry-run resolution, and the refusals (one line each, with the
+flag that says yes where there is one; docs/fix.md lists them)."""
 
 from __future__ import annotations
 
@@ -342,7 +336,9 @@ class Planner:
         if not any(s.op.changes_packages for s in plan.steps):
             return
         if self.inv.externally_managed:
-            plan.refusals.append(f"{self.inv.python} is marked EXTERNALLY-MANAGED by the OS (PEP 668): pip refuses to change it; fix a venv (python3 -m venv --system-site-packages) instead (to allow it: --system with PIP_BREAK_SYSTEM_PACKAGES=1)")
+            plan.refusals.append(f"{self.inv.python} is marked EXTERNALLY-MANAGED by the OS (PEP 668): pip refuses to change "
+                                 "it; fix a venv (python3 -m venv --system-site-packages) instead (to allow it: --system "
+                                 "with PIP_BREAK_SYSTEM_PACKAGES=1)")
         elif not self.inv.is_venv and not self.opts.system:
             plan.refusals.append(f"{self.inv.python} is a system interpreter, not a venv: changing its packages can break the OS's own tools (to allow it: --system)")
         where = "" if self.local else f" in {self.sides['target'].where}"

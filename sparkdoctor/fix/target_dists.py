@@ -169,7 +169,7 @@ def read_only(path):
 def externally_managed(is_venv):
     """PEP 668: the OS marks its interpreter (EXTERNALLY-MANAGED in the stdlib folder; Debian, Ubuntu, DGX OS) and pip
     refuses to change it, unless PIP_BREAK_SYSTEM_PACKAGES says otherwise. A venv is never marked."""
-    if is_venv or os.environ.get("PIP_BREAK_SYSTEM_PACKAGES", "").lower() in ("1", "true", "yes", "on"):
+    if is_venv or os.environ.get("PIP_BREAK_SYSTEM_PACKAGES", "").lower() in ("1", "y", "yes", "t", "true", "on"):
         return False
     return os.path.isfile(os.path.join(sysconfig.get_path("stdlib"), "EXTERNALLY-MANAGED"))
 
