@@ -22,7 +22,11 @@ def test_a_password_inside_a_url_is_redacted_and_the_rest_kept():
            # a password holding @ or /, a token alone: kept in part or whole by the first pattern
            "VLLM_AT": "https://me:PLANTED@PW-4@host.example/", "VLLM_SLASH": "https://me:PLANTED/PW-5@host.example/",
            "VLLM_REPO_URL": "https://PLANTED-PW-6@github.com/org/repo", "VLLM_PIN": "https://host.example/pkg@1.0",
-           "VLLM_USER_AT": "https://me@corp.example:PLANTED-PW-7@host.example/x"}
+           "VLLM_USER_AT": "https://me@corp.example:PLANTED-PW-7@host.example/x",
+           # pip's VCS form with a ref, a token before a port and a path with @, a comma-joined list
+           "VLLM_VCS": "git+https://PLANTED-PW-8@github.com/org/repo.git@v0.9.0",
+           "VLLM_PORT": "https://PLANTED-PW-9@host.example:8443/simple/pkg@1.0",
+           "VLLM_LIST": "https://h1.example/simple,https://u:PLANTED-PW-10@h2.example/simple"}
     done = subprocess.run([sys.executable, "-S", "-B", "-c", code], env=env, capture_output=True, text=True, timeout=60)
     seen = json.loads(done.stdout.strip().splitlines()[-1])
     assert "PLANTED" not in json.dumps(seen), seen
@@ -30,7 +34,10 @@ def test_a_password_inside_a_url_is_redacted_and_the_rest_kept():
     assert seen["VLLM_API_KEY"] == "<redacted>"
     assert seen["VLLM_AT"] == seen["VLLM_SLASH"] == "https://me:<redacted>@host.example/"
     assert seen["VLLM_REPO_URL"] == "https://<redacted>@github.com/org/repo" and seen["VLLM_PIN"] == "https://host.example/pkg@1.0"
-    assert seen["VLLM_USER_AT"] == "https://me@corp.example:<redacted>@host.example/x"
+    assert seen["VLLM_USER_AT"] == "https://<redacted>@host.example/x"
+    assert seen["VLLM_VCS"] == "git+https://<redacted>@github.com/org/repo.git@v0.9.0"
+    assert seen["VLLM_PORT"] == "https://<redacted>@host.example:8443/simple/pkg@1.0"
+    assert seen["VLLM_LIST"] == "https://h1.example/simple,https://u:<redacted>@h2.example/simple"
 
 
 def test_the_redaction_reads_a_long_value_once():

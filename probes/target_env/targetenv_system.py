@@ -27,26 +27,36 @@ ENV_PREFIXES = ("CUTE_DSL_", "TRITON_", "VLLM_")
 
 SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL", "AUTH")
 def redact_userinfo(value):
-    """A URL's credentials in any value (a VLLM_*/TRITON_* URL with them in it) redacted, the rest kept:
-    scheme://user:password@host up to the last @ of the URL (a password or a user may hold @ or /), and a token alone
-    (https://TOKEN@host). More is redacted than needed where a port's path holds an @ (host:8000/a@b), never less. One
-    pass: each URL is read once, however many `://` it holds."""
+    """A URL's credentials in any value (a VLLM_*/TRITON_* URL with them in it) redacted, the rest kept. A URL runs to
+    the next whitespace or the next `://`; its userinfo starts after `://` and ends at its first @ (`TOKEN@host`,
+    `git+https://TOKEN@github.com/o/r.git@v1`), or at a later @ before the path when a password holds @ or / (a
+    colon comes before any /: `user:p@ss@host`, `user:pa/ss@host`). A user holding @ (`me@corp:SECRET@host`) is
+    redacted whole. More is redacted than needed where a port's path holds an @ (`host:8000/a@b`), never less. One
+    pass: each character is read a bounded number of times."""
     out, at = [], 0
     while True:
         found = value.find("://", at)
         if found < 0:
             return "".join(out) + value[at:]
         start = found + 3
+        stop = value.find("://", start)
         end = start
-        while end < len(value) and not value[end].isspace():
+        limit = len(value) if stop < 0 else stop
+        while end < limit and not value[end].isspace():
             end += 1
         url = value[start:end]
-        last = url.rfind("@")
-        info = url[:last] if last >= 0 else ""
-        user = info.split(":", 1)[0]
-        if last < 0 or "/" in user or (":" not in info and "/" in info):
+        first = url.find("@")
+        head = url[:first] if first >= 0 else ""
+        slash, colon = head.find("/"), head.find(":")
+        if first < 0 or (slash >= 0 and not 0 <= colon < slash):
             out.append(value[at:end])  # no credentials, or an @ in a path (pkg@1.0)
-        elif ":" in info:
+            at = end
+            continue
+        path = url.find("/", first)
+        last = url.rfind("@", 0, len(url) if path < 0 else path)
+        info = url[:last]
+        user = info.split(":", 1)[0]
+        if ":" in info and "@" not in user:
             out.append(value[at:start] + user + ":<redacted>" + url[last:])
         else:
             out.append(value[at:start] + "<redacted>" + url[last:])
