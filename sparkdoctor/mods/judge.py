@@ -14,6 +14,7 @@ import os
 import re
 from pathlib import Path
 
+from sparkdoctor.mods import scratch_watch
 from sparkdoctor.mods.diffs import judge_diff_text
 from sparkdoctor.mods.model import (
     FileVerdict,
@@ -115,6 +116,8 @@ def _judge_script(name: str, path: Path, mod_dir: Path, argv: list[str], texts: 
     files += [FileVerdict(rel, Verdict.APPLIES, "removed by the script", source=source) for rel in run.removed]
     if result.timed_out:
         verdict, detail = Verdict.FAILS, f"{source} hung: {result.describe_failure()}"
+    elif result.stopped and result.stopped.startswith(scratch_watch.DISK_FILLED):  # maybe not its doing
+        verdict, detail = Verdict.CANNOT_TELL, f"{source} was stopped: {result.stopped}"
     elif result.stopped:
         verdict, detail = Verdict.FAILS, f"{source} was stopped: {result.stopped}"
     elif _NETWORK.search(output):

@@ -51,7 +51,7 @@ ETC = ("alternatives", "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "nsswitch.co
 # write into its scratch folder on the caller's disk, and no core dumps.
 # The process count (threads too) counts only the sandbox's own user namespace, so a fork bomb stops at it; the
 # kernel exempts root from it, so root's scripts run as `nobody` (NOBODY) where this machine lets them.
-LIMITS = "ulimit -v 4194304 && ulimit -f 1048576 && ulimit -c 0 && ulimit -u 1024"
+LIMITS = "ulimit -v 4194304 && ulimit -f 1048576 && ulimit -c 0 && ulimit -u 1024 && ulimit -n 1024"
 NOBODY = 65534
 EMPTY = ("/run", "/var/run", "/tmp", "/var/tmp", "/root", "/home")  # tmpfs: sockets, homes, other jobs' files
 # Each tmpfs the sandbox makes (EMPTY, /dev/shm, a system folder a site path is made in) holds at most this much: a

@@ -318,6 +318,52 @@ def test_files_deleted_while_held_open_count_too(tmp_path, tree, monkeypatch):
     assert result.verdict is Verdict.FAILS and "in files deleted while still open" in result.detail, result
 
 
+MAPPED = """python3 - <<'PYEOF'
+import ctypes, mmap, os, time
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mmap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+path = os.path.join(os.environ["HOME"], "mapped")
+fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+os.ftruncate(fd, 32 << 20)
+at = libc.mmap(None, 32 << 20, mmap.PROT_READ | mmap.PROT_WRITE, mmap.MAP_SHARED, fd, 0)
+os.close(fd)  # only the mapping holds it now: no descriptor names it
+os.unlink(path)
+ctypes.memset(at, 1, 32 << 20)
+time.sleep(30)
+PYEOF
+exit 0
+"""
+
+
+def test_a_deleted_file_held_only_by_a_mapping_counts_too(tmp_path, tree, monkeypatch):
+    """A file mapped shared, its descriptor closed and its name removed, is in no folder and behind no descriptor:
+    written through the mapping it took the disk unseen. The sandbox's processes' maps name it."""
+    monkeypatch.setattr(scratch_watch, "MAX_BYTES", 16 * 2**20)
+    result = judge_mod(folder(tmp_path, MAPPED), tree)
+    assert result.verdict is Verdict.FAILS and "in files deleted while still open" in result.detail, result
+
+
+def test_processes_whose_files_cannot_be_read_stop_the_script(tmp_path, tree, monkeypatch):
+    """Root without CAP_SYS_PTRACE (a container's default) cannot read the open files of a script running as nobody:
+    they were counted as none. What cannot be measured is not let run on."""
+    def refused(path):
+        raise PermissionError(13, "Permission denied", path)
+
+    monkeypatch.setattr(scratch_watch, "_listdir", refused)
+    result = judge_mod(folder(tmp_path, "sleep 30\nexit 0\n"), tree)
+    assert result.verdict is Verdict.FAILS and "open files cannot be read here" in result.detail, result
+
+
+def test_a_disk_filled_by_something_else_stops_the_script_without_blaming_the_mod(tmp_path, tree, monkeypatch):
+    """The backstop for what no count reaches: the disk's free space falling far beyond what the script can be shown
+    to hold stops it, as cannot-tell (a download beside a mod check is no fault of the mod)."""
+    free = iter([100 * 2**30] + [90 * 2**30] * 10_000)
+    monkeypatch.setattr(scratch_watch, "_free", lambda _root: next(free))
+    result = judge_mod(folder(tmp_path, "sleep 30\nexit 0\n"), tree)
+    assert result.verdict is Verdict.CANNOT_TELL and scratch_watch.DISK_FILLED in result.detail, result
+
+
 def test_a_folder_that_shuts_the_caller_out_stops_the_script_and_is_never_chmodded(tmp_path, monkeypatch):
     """The watcher made such a folder readable with a chmod by name; a script swapping a symlink in at that name
     turned the chmod onto any file the caller owns (0600 -> 0777). The caller here is root, whom no mode shuts out:
