@@ -75,6 +75,9 @@ def test_link_members_are_not_unpacked_to_copies_of_what_they_name(tmp_path, mon
             link = tarfile.TarInfo(str(i))
             link.type, link.linkname = kind, "0"
             tar.addfile(link)
+        alias = tarfile.TarInfo("00")  # a second name for path 0, which left a file behind
+        alias.size = len(body)
+        tar.addfile(alias, io.BytesIO(body))
     files = ContainerFiles.__new__(ContainerFiles)
     files.where = "container hostile"
     monkeypatch.setattr(files, "_argv", lambda mode, timeout: ["cat", str(made)], raising=False)

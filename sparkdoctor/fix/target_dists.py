@@ -111,11 +111,12 @@ def link_folders(purelib):
     without the system's site-packages; not with PYTHONNOUSERSITE)."""
     cfg = pyvenv_cfg()
     venv = sys.prefix != getattr(sys, "base_prefix", sys.prefix)
-    if os.environ.get("PYTHONNOUSERSITE") or (venv and (cfg or {}).get("include-system-site-packages", "").lower() != "true"):
+    if os.environ.get("PYTHONNOUSERSITE") or (venv and (cfg or {}).get("include-system-site-packages", "true").lower() == "false"):
         return [purelib]
-    import site
+    import site  # under -S: only its functions, its main() (and every .pth) never runs
 
-    return [purelib, site.getusersitepackages()]
+    user = site.getusersitepackages()
+    return [purelib, user] if venv else [user, purelib]  # pip's order
 
 
 def describe(dist, hash_names, folders):

@@ -44,6 +44,11 @@ BOUNDED_WRITE = ("import os, resource, signal, sys; n = int(sys.argv[2]); resour
                  "os.O_TRUNC, 0o600); os.dup2(fd, 1); os.close(fd); os.execvp(sys.argv[3], sys.argv[3:])")
 
 
+def _index(name: str) -> int | None:
+    """The path index a member's name is ("0", "1", ...: never "00", "+1" or another digit)."""
+    return int(name) if name.isascii() and name.isdecimal() else None
+
+
 def export_cap(dest: Path) -> int:
     """The most bytes a copy out's stream may take in `dest`: half its disk's free space less RESERVE (or less half of
     it), as the files unpacked from the stream take as much again beside it."""
@@ -128,7 +133,7 @@ class ContainerFiles:
                         # plain files only, which unpack to no more than they took in the stream (so twice the cap
                         # in all): a sparse member of a few KB unpacks to whatever size it claims, and a link member
                         # of 512 bytes to a whole copy of the file it names
-                        if not member.isreg() or member.issparse() or not (member.name.isascii() and member.name.isdecimal()):
+                        if not member.isreg() or member.issparse() or member.name != str(_index(member.name)):
                             continue
                         src = tar.extractfile(member)
                         if src is None:

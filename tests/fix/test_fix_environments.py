@@ -203,9 +203,12 @@ def test_an_egg_link_in_the_user_site_is_found_where_pip_finds_it(tmp_path, monk
     monkeypatch.delenv("PYTHONNOUSERSITE", raising=False)
     monkeypatch.setattr(target_dists, "pyvenv_cfg", lambda: None)
     monkeypatch.setattr(sys, "base_prefix", sys.prefix)  # a system interpreter reads its user site
-    assert target_dists.link_folders(str(purelib)) == [str(purelib), str(user)]
+    assert target_dists.link_folders(str(purelib)) == [str(user), str(purelib)]  # pip looks in the user site first
     monkeypatch.setattr(sys, "base_prefix", "/elsewhere")  # a venv without the system's site-packages does not
+    monkeypatch.setattr(target_dists, "pyvenv_cfg", lambda: {"include-system-site-packages": "false"})
     assert target_dists.link_folders(str(purelib)) == [str(purelib)]
+    monkeypatch.setattr(target_dists, "pyvenv_cfg", lambda: {"include-system-site-packages": "true"})
+    assert target_dists.link_folders(str(purelib)) == [str(purelib), str(user)]
 
 
 @pytest.mark.slow
