@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from sparkdoctor.fix.documents import (
     ApplyDocument,
@@ -103,7 +104,7 @@ def rollback_lines(result: RolledBack) -> list[str]:
     return out
 
 
-def differences(verified: dict[str, Any]) -> str:
+def differences(verified: Mapping[str, list[str]]) -> str:
     """What a rollback could not put back: the packages and files that differ, and the steps that failed to reverse
     (an installer that refused the reverse leaves no difference to list, never an empty line)."""
     return "; ".join(verified.get("packages_differ", []) + verified.get("files_differ", []) + verified.get("reverse_errors", []))
