@@ -17,9 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from sparkdoctor.fix import inventory
+from sparkdoctor.fix import inventory, outside
 from sparkdoctor.targets import early
+from sparkdoctor.targets.container import ContainerTarget
 from sparkdoctor.targets.local import PythonTarget, probe_entry
+from sparkdoctor.whatif.resolve import PIP_DRY
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED = REPO / "probes" / "shared"
@@ -93,14 +95,31 @@ def test_fix_runs_no_pth_import_line_nor_sitecustomize(planted, cli):
     assert json.loads(done.stdout)["command"] == "fix"
 
 
-def test_fix_inventory_sees_path_line_dists_without_site(planted):
+def in_a_container(tmp_path: Path, python: Path) -> ContainerTarget:
+    """A container target whose container CLI runs `exec -i NAME ARGV...` as ARGV on this machine: the payload, its
+    bootstrap and the interpreter's flags travel exactly as into a container, without a daemon."""
+    engine = tmp_path / "engine"
+    engine.write_text('#!/bin/sh\nshift\n[ "$1" = "-i" ] && shift\nshift\nexec "$@"\n')
+    engine.chmod(0o755)
+    return ContainerTarget([str(engine)], "c", str(python), "test")
+
+
+@pytest.mark.parametrize("where", ["local", "container"])
+def test_fix_and_whatif_scripts_see_path_line_dists_without_site(planted, tmp_path, where):
+    """fix's target_dists.py and target_stat.py and whatif's target_pip_dry.py import probe_site.py from the folder
+    sparkdoctor names in -X sparkdoctor_site=FOLDER (probes/shared/ here, the payload's shared/ in a container)."""
     python, markers, extra = planted
     clear(markers)
-    inv = inventory.read(PythonTarget(str(python), "--python"))
-    assert ran(markers) == []
+    target = PythonTarget(str(python), "--python") if where == "local" else in_a_container(tmp_path, python)
+    inv = inventory.read(target)
     dist = inv.get(EXTRA_DIST)
     assert dist is not None and dist.version == "1.2.3" and dist.location == str(extra)
     assert inv.is_venv and inv.has_pip and inv.purelib.startswith(str(python.parent.parent))
+    assert str(extra / "path_line_dist-1.2.3.dist-info" / "METADATA") in outside.snapshot(target, [])
+    listed = target.run_script(PIP_DRY, ["--disable-pip-version-check", "list", "--format", "json"], 120)
+    assert listed.ok, listed.describe_failure()
+    assert EXTRA_DIST in {row["name"] for row in json.loads(listed.stdout)}
+    assert ran(markers) == []
 
 
 @pytest.mark.parametrize("probe, args", [("vllm_flags", []), ("cutedsl", ["--arch", "sm_121a"]), ("capabilities", [])])
@@ -119,8 +138,9 @@ def test_every_target_script_but_pip_starts_without_site():
     source = (SHARED / "probe_site.py").read_text()
     assert f'XOPTION = "{early.SITE_XOPTION}"' in source
     argv = early.script_argv("/py", "/probes/target_env/__main__.py", ["--x"])
-    assert argv == ["/py", "-S", "-B", "-X", "sparkdoctor_site", "/probes/target_env/__main__.py", "--x"]
-    assert "-S" in early.script_argv("/py", "/x/fix/target_dists.py", [])
+    assert argv == ["/py", "-S", "-B", "-X", f"sparkdoctor_site={SHARED}", "/probes/target_env/__main__.py", "--x"]
+    assert early.script_argv("/py", "/x/fix/target_dists.py", [])[1:4] == ["-S", "-B", "-X"]
+    assert early.script_argv("/py", "/x.py", [], shared="/in/there")[4] == "sparkdoctor_site=/in/there"  # a container's
     assert "-S" not in early.script_argv("/py", "/x/fix/target_pip.py", [])  # pip runs as pip runs
     assert ping_argv("/py") == ["/py", "-S", "-B", "-c", "pass"]
 

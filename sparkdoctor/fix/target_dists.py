@@ -7,46 +7,29 @@ into the journal and compare them after a rollback), INSTALLER and direct_url.js
 came from, so nothing is replaced from the wrong source), Requires-Dist (what the installed
 packages demand of a family being reinstalled), and whether the target is a venv, a uv venv, has
 pip, and can be written. With --hash NAME the RECORD hashes of NAME's files are checked too.
-Prints one JSON object on the last line of stdout. sparkdoctor starts it with -S -X sparkdoctor_site as well
-(sparkdoctor/targets/early.py, _rebuild_path below).
+Prints one JSON object on the last line of stdout. sparkdoctor starts it as the probes, with -S -B and
+-X sparkdoctor_site=FOLDER (sparkdoctor/targets/early.py, script_argv): no .pth import line or sitecustomize of the
+target runs, and probe_site.py from FOLDER (probes/shared/, or the container payload's shared/) rebuilds the import
+path site would have made, from files only, before sysconfig or importlib.metadata reads it.
 """
 
+import base64
+import csv
+import hashlib
+import io
+import json
 import os
+import re
 import sys
 
+if "sparkdoctor_site" in getattr(sys, "_xoptions", {}):  # -S -X sparkdoctor_site=FOLDER: probe_site.py's folder
+    sys.path.insert(1, str(sys._xoptions["sparkdoctor_site"]))
+    import probe_site
 
-def _rebuild_path():
-    """Started with -S (sparkdoctor/targets/early.py: no .pth import line or sitecustomize of the target runs): the
-    import path site would have made, from files only, by probes/shared/probe_site.py (beside this package in a
-    checkout, in sparkdoctor/_data/ in a wheel, beside this script in a container's payload). Nothing to do when site ran."""
-    if not sys.flags.no_site or "sparkdoctor_site" not in getattr(sys, "_xoptions", {}):
-        return
-    pkg = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
-    here = os.path.dirname(os.path.realpath(__file__))  # a container's payload carries probe_site.py beside this script
-    for shared in (os.path.join(pkg, "_data", "probes", "shared"), os.path.join(os.path.dirname(pkg), "probes", "shared"), here):
-        if os.path.isfile(os.path.join(shared, "probe_site.py")):
-            sys.path.insert(1, shared)
-            import probe_site
+    probe_site.rebuild()  # before sysconfig or importlib.metadata is imported: both read sys.prefix / sys.path
 
-            probe_site.rebuild()
-            return
-    raise SystemExit("%s: started without site, and no probes/shared/probe_site.py near %s" % (os.path.basename(__file__), pkg))
-
-
-_rebuild_path()  # before sysconfig or importlib.metadata is imported: both read sys.prefix / sys.path
-
-import base64  # noqa: E402
-import csv  # noqa: E402
-import hashlib  # noqa: E402
-import io  # noqa: E402
-import json  # noqa: E402
-import re  # noqa: E402
 import sysconfig  # noqa: E402
-
-if sys.version_info >= (3, 8):
-    from importlib import metadata
-else:  # pragma: no cover (3.7)
-    metadata = None
+from importlib import metadata  # noqa: E402
 
 
 def canonical(name):

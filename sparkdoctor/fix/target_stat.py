@@ -4,43 +4,24 @@
                                                       skipped: {path: [size, mtime_ns]} (null: missing)
     python -B target_stat.py compile PYC ...           rewrite each __pycache__ file from its source
 
-sparkdoctor starts it with -S -X sparkdoctor_site as well (sparkdoctor/targets/early.py, _rebuild_path below).
+sparkdoctor starts it with -S -B -X sparkdoctor_site=FOLDER, as target_dists.py (see there).
 Prints one JSON object on the last line of stdout. Sizes and mtimes only (a stat per file): cheap
 enough to run over a venv of 40,000 files before and after every apply.
 """
 
+import json
 import os
+import py_compile
+import re
 import sys
 
+if "sparkdoctor_site" in getattr(sys, "_xoptions", {}):  # -S -X sparkdoctor_site=FOLDER: probe_site.py's folder
+    sys.path.insert(1, str(sys._xoptions["sparkdoctor_site"]))
+    import probe_site
 
-def _rebuild_path():
-    """Started with -S (sparkdoctor/targets/early.py: no .pth import line or sitecustomize of the target runs): the
-    import path site would have made, from files only, by probes/shared/probe_site.py (beside this package in a
-    checkout, in sparkdoctor/_data/ in a wheel, beside this script in a container's payload). Nothing to do when site ran."""
-    if not sys.flags.no_site or "sparkdoctor_site" not in getattr(sys, "_xoptions", {}):
-        return
-    pkg = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
-    here = os.path.dirname(os.path.realpath(__file__))  # a container's payload carries probe_site.py beside this script
-    for shared in (os.path.join(pkg, "_data", "probes", "shared"), os.path.join(os.path.dirname(pkg), "probes", "shared"), here):
-        if os.path.isfile(os.path.join(shared, "probe_site.py")):
-            sys.path.insert(1, shared)
-            import probe_site
+    probe_site.rebuild()  # before sysconfig or importlib.metadata is imported: both read sys.prefix / sys.path
 
-            probe_site.rebuild()
-            return
-    raise SystemExit("%s: started without site, and no probes/shared/probe_site.py near %s" % (os.path.basename(__file__), pkg))
-
-
-_rebuild_path()  # before sysconfig or importlib.metadata is imported: both read sys.prefix / sys.path
-
-import json  # noqa: E402
-import py_compile  # noqa: E402
-import re  # noqa: E402
-
-if sys.version_info >= (3, 8):
-    from importlib import metadata
-else:  # pragma: no cover (3.7)
-    metadata = None
+from importlib import metadata  # noqa: E402
 
 
 def canonical(name):

@@ -36,7 +36,7 @@ from sparkdoctor.targets.local import Wrapped
 # (start_script): the host stops waiting earlier; this bounds what is left behind in the container.
 DEFAULT_INSIDE_TIMEOUT = 120.0
 MAX_CACHE_BYTES = 5 * 1024 * 1024  # a bigger cache file is not carried (base64 on stderr must fit proc's 8 MiB head)
-TMP = "@@SPARKDOCTOR_TMP@@"  # stands for the probe's temporary folder in the container, in its arguments
+TMP = "@@SPARKDOCTOR_TMP@@"  # stands for the probe's temporary folder in the container, in its arguments and flags
 INSIDE_MARGIN = 2.0  # the host gives up first; the container's own deadline follows shortly after
 MARKER = "sparkdoctor-probe:"
 
@@ -68,7 +68,8 @@ try:
     env = dict(os.environ)
     env.update(head["env"])
     args = [a.replace(head["tmp"], tmp) for a in head["args"]]
-    argv = [sys.executable] + head.get("flags", ["-B"]) + [os.path.join(tmp, head["script"])] + args
+    flags = [a.replace(head["tmp"], tmp) for a in head.get("flags", ["-B"])]
+    argv = [sys.executable] + flags + [os.path.join(tmp, head["script"])] + args
     child = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, start_new_session=True)
     try:
         code = child.wait(timeout=head["timeout"])
@@ -109,7 +110,8 @@ def sibling_folders(folder: Path) -> list[Path]:
 def probe_payload(script: str) -> tuple[str, str]:
     """(the script's path inside the payload, base64 of a zip holding what it needs): a probe folder
     (probes/<name>/) travels with probes/shared/ and the sibling folders its entry script puts on sys.path
-    (vllm_flags reads capabilities/); any other script (fix's) travels with probes/shared/probe_site.py and the probe_io.py it reads with."""
+    (vllm_flags reads capabilities/); any other script (fix's, whatif's) travels with shared/probe_site.py and the
+    probe_io.py it reads with: either way probe_site.py is in the payload's shared/ (start_script names that folder)."""
     path = Path(script)
     root = data_dir("probes")
     buf = io.BytesIO()
@@ -127,7 +129,7 @@ def probe_payload(script: str) -> tuple[str, str]:
         else:
             zf.write(path, path.name)
             for helper in ("probe_site.py", "probe_io.py"):  # it starts with -S too: the path rebuilt from files
-                zf.write(root / "shared" / helper, helper)
+                zf.write(root / "shared" / helper, "shared/" + helper)
             entry = path.name
     return entry, base64.b64encode(buf.getvalue()).decode("ascii")
 
@@ -160,7 +162,8 @@ class ContainerTarget:
         if left is not None:
             limit = min(limit, left)
         args, files, back = self._carry(list(args))
-        flags = early.script_argv("python", entry, [])[1:-1]  # as on the host: no site, the path rebuilt from files
+        # as on the host: no site, the path rebuilt from files by the payload's shared/probe_site.py
+        flags = early.script_argv("python", entry, [], shared=f"{TMP}/shared")[1:-1]
         head = {"script": entry, "args": args, "env": dict(env or {}), "timeout": round(limit + INSIDE_MARGIN, 1),
                 "marker": MARKER, "tmp": TMP, "files": files, "back": sorted(back), "max": MAX_CACHE_BYTES,
                 "flags": flags}

@@ -55,13 +55,18 @@ RAW: dict[str, tuple[proc.Running, dict[str, str]]] = {}
 """What started early: name -> (the running child, the whole environment it runs with)."""
 
 
-def probe_script(name: str) -> str:
-    """probes/<name>/__main__.py, in a wheel (sparkdoctor/_data/) or a checkout (as locations.data_dir)."""
+def probes_folder() -> str:
+    """probes/, in a wheel (sparkdoctor/_data/) or a checkout (as locations.data_dir)."""
     real = os.path.realpath(_PKG)  # locations.data_dir() starts from the resolved package folder
     for folder in (os.path.join(real, "_data", "probes"), os.path.join(os.path.dirname(real), "probes")):
         if os.path.isdir(folder):
-            return os.path.join(folder, name, "__main__.py")
-    return os.path.join(real, "_data", "probes", name, "__main__.py")
+            return folder
+    return os.path.join(real, "_data", "probes")
+
+
+def probe_script(name: str) -> str:
+    """probes/<name>/__main__.py."""
+    return os.path.join(probes_folder(), name, "__main__.py")
 
 
 def default_cache_dir() -> str:
@@ -122,7 +127,9 @@ def probe_env(cache_root: str | None, local: bool) -> dict[str, str] | None:
 
 SITE_XOPTION = "sparkdoctor_site"
 """probes/shared/probe_site.py's XOPTION (a test holds the two equal): the probe rebuilds the import path site would
-have made, from files only."""
+have made, from files only. Its value is the folder holding probe_site.py (probes/shared/): a script outside probes/
+(fix's target_dists.py and target_stat.py, whatif's target_pip_dry.py) imports it from there; a probe finds it beside
+its own folder, so the bare option does for a fleet node's in-memory bundle."""
 NO_SITE = ["-S", "-B"]
 """How the target's interpreter starts for anything sparkdoctor runs in it to read files (a probe, the liveness ping):
 -S, so `site` never runs the target's .pth import lines, sitecustomize.py or usercustomize.py (a package's code: the
@@ -131,12 +138,14 @@ RUNS_SITE = frozenset({"target_pip.py"})
 """The scripts that run the target's own code on purpose, with site as usual: pip (sparkdoctor/fix/target_pip.py)."""
 
 
-def script_argv(python: str, script: str, args: list[str]) -> list[str]:
-    """How a local target runs a script: NO_SITE, and -X SITE_XOPTION so that the probe puts on sys.path, from the
-    files alone, what site would have (probes/shared/probe_site.py); pip's runner runs with site."""
+def script_argv(python: str, script: str, args: list[str], shared: str | None = None) -> list[str]:
+    """How a target runs a script: NO_SITE, and -X SITE_XOPTION=SHARED so that the script puts on sys.path, from the
+    files alone, what site would have (probe_site.py in `shared`: this installation's probes/shared/ unless the
+    script runs elsewhere, as in a container); pip's runner runs with site."""
     if os.path.basename(script) in RUNS_SITE:
         return [python, "-B", script, *args]
-    return [python, *NO_SITE, "-X", SITE_XOPTION, script, *args]
+    folder = shared if shared is not None else os.path.join(probes_folder(), "shared")
+    return [python, *NO_SITE, "-X", f"{SITE_XOPTION}={folder}", script, *args]
 
 
 def gpu_helper_argv(args: list[str]) -> list[str]:
