@@ -39,6 +39,22 @@ def uv() -> str:
     return found
 
 
+SYSTEM_BIN = ("/usr/bin", "/bin")
+
+
+def path_without_uv(tmp_path: Path) -> str:
+    """A PATH for a machine without uv: a folder of links to every program in /usr/bin and /bin but uv and uvx. A plain
+    PATH=/usr/bin:/bin finds a uv installed there, and fix then drives the target with it."""
+    folder = tmp_path / "bin-without-uv"
+    folder.mkdir()
+    for source in SYSTEM_BIN:
+        for name in sorted(os.listdir(source)):
+            if name not in ("uv", "uvx") and not os.path.lexists(folder / name):
+                (folder / name).symlink_to(os.path.join(source, name))
+    assert shutil.which("uv", path=str(folder)) is None
+    return str(folder)
+
+
 def run(argv: list[str], timeout: float = 300, env: dict | None = None, cwd: str | None = None) -> proc.ProcResult:
     full = dict(os.environ)
     full.update(env or {})

@@ -32,7 +32,7 @@ def test_a_uv_venv_with_no_uv_on_path_changes_nothing_and_says_what_to_do(tmp_pa
     target = scenario.make_target(tmp_path, "uv", wheels)
     before = scenario.state(target, [])
     tool = elsewhere(tmp_path)
-    env = {"PATH": "/usr/bin:/bin", "SPARKDOCTOR_STATE_DIR": str(tmp_path / "state")}
+    env = {"PATH": scenario.path_without_uv(tmp_path), "SPARKDOCTOR_STATE_DIR": str(tmp_path / "state")}
     argv = [str(tool), "-m", "sparkdoctor", "fix", "--python", str(target), "--no-kernels", "--matrix", str(scenario.DATA / "matrix"),
             "--fixes", str(scenario.DATA / "fixes")]
     for extra in ([], ["--yes"]):
@@ -221,7 +221,8 @@ def test_a_marked_os_python_without_pip_is_told_to_fix_a_venv_not_to_run_ensurep
     (Path(stdlib) / "EXTERNALLY-MANAGED").write_text("[externally-managed]\nError=use a venv\n")
     tool = elsewhere(tmp_path)
     res = scenario.run([str(tool), "-m", "sparkdoctor", "fix", "--python", str(python), "--no-kernels", "--system"],
-                       env={"PATH": "/usr/bin:/bin", "SPARKDOCTOR_STATE_DIR": str(tmp_path / "state"), "PIP_BREAK_SYSTEM_PACKAGES": ""})
+                       env={"PATH": scenario.path_without_uv(tmp_path), "SPARKDOCTOR_STATE_DIR": str(tmp_path / "state"),
+                            "PIP_BREAK_SYSTEM_PACKAGES": ""})
     lines = [line for line in res.stderr.splitlines() if line.startswith("sparkdoctor: error:")]
     assert res.returncode == 6, res.stdout + res.stderr
     assert len(lines) == 1 and "EXTERNALLY-MANAGED" in lines[0] and "ensurepip" not in lines[0], res.stderr
