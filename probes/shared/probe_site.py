@@ -1,10 +1,11 @@
 """The import path `site` would have made, made again WITHOUT running any of the target's code; standard library only.
 
-sparkdoctor starts a probe under the target's interpreter with `-S -B -X sparkdoctor_site` (sparkdoctor/targets/
-early.py, script_argv): -S, so the `site` module never runs, and with it no `import` line of a .pth file and no
-sitecustomize.py / usercustomize.py (a package's code, which the probes promise never to run: they read files). The
--X option asks for this module's rebuild(): the sys.path entries site would have added, from files only, in site's
-order:
+sparkdoctor starts a probe under the target's interpreter with `-S -B -X sparkdoctor_site=FOLDER` (sparkdoctor/
+targets/early.py, script_argv): -S, so the `site` module never runs, and with it no `import` line of a .pth file and
+no sitecustomize.py / usercustomize.py (a package's code, which the probes promise never to run: they read files). The
+-X option asks for this module's rebuild(), and names the folder this module is in for the scripts outside probes/
+(fix's, whatif's; a probe finds it beside its own folder, and a fleet node's bundle gives the option bare): the
+sys.path entries site would have added, from files only, in site's order:
 
   1. a venv (pyvenv.cfg beside the interpreter or one folder up): sys.prefix and sys.exec_prefix become its folder,
      as site's venv() sets them, and its site-packages come first; include-system-site-packages decides whether the
