@@ -228,14 +228,16 @@ def _verify_applied(target: Target, plan: Plan, journal: jr.Journal, outcome: Ou
             raise FixError(f"the apply changed {len(lost)} file(s) of dists the plan does not name, e.g. {lost[0]}")
 
 
-def rollback(target: Target, journal: jr.Journal, installer: Installer) -> dict[str, object]:
+def rollback(target: Target, journal: jr.Journal, installer_for: Callable[[Inventory], Installer]) -> dict[str, object]:
     """Undo a journal's apply: verify that the journal can restore the target (refuse, changing nothing,
-    if it cannot), then reverse the actions that ran, last first."""
+    if it cannot), then reverse the actions that ran, last first. The target is read once, under its lock (what
+    it has, and with it its installer: `installer_for(inventory)`); nothing is changed before that."""
     record = journal.data["target"]
     key, label = target_key(record), target_label(record)
     sides = sides_of(target)
     with jr.target_lock(key, label), children_die_with_parent():
-        inventory = inv_mod.read(target)
+        inventory = inv_mod.read(target, before_changes=True)
+        installer = installer_for(inventory)
         restorer = Restorer(target, journal, installer, sides, Boundaries("rollback"))
         problems = restorer.prepare()
         if problems:

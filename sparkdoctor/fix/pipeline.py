@@ -170,9 +170,7 @@ def rollback(target_for: Callable[[dict[str, Any]], Target], ident: str | None) 
         return RolledBack(journal.id, "already rolled back", f"journal {journal.id} was already rolled back",
                           verified=journal.marker(jr.ROLLED_BACK))
     target = target_for(journal.data["target"])
-    inventory = inv_mod.read(target, before_changes=True)
-    installer = for_target(target, inventory)
-    verified = apply_mod.rollback(target, journal, installer)
+    verified = apply_mod.rollback(target, journal, lambda inventory: for_target(target, inventory))
     return RolledBack(journal.id, "rolled back", f"journal {journal.id} rolled back", verified=verified,
                       restored_packages=journal.data["touched_before"],
                       restored_files=[r["path"] for r in journal.data["files"]])

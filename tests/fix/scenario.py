@@ -17,6 +17,7 @@ import hashlib
 import json
 import os
 import shutil
+import stat
 import sys
 import tempfile
 from pathlib import Path
@@ -68,11 +69,19 @@ def must(argv: list[str], **kw) -> proc.ProcResult:
 
 
 def wheelhouse(folder: Path) -> Path:
+    """The WHEELS in folder, each fetched once. One `pip download` per round (about 0.7 s of CPU each, mostly pip's
+    start-up), a round holding at most one version of each name (pip refuses two of one name in one call): two
+    rounds for the eight wheels instead of eight calls. Each wheel is then looked for by name and version."""
     folder.mkdir(parents=True, exist_ok=True)
-    for req in WHEELS:
-        name, version = req.split("==")
-        if not list(folder.glob(f"{name}-{version}-*.whl")):
-            must([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:", "-d", str(folder), req])
+    missing = [r for r in WHEELS if not list(folder.glob("{}-{}-*.whl".format(*r.split("=="))))]
+    while missing:
+        round_: dict[str, str] = {}  # name -> requirement: the first missing version of each name
+        for req in missing:
+            round_.setdefault(req.split("==")[0], req)
+        must([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:", "-d", str(folder), *round_.values()])
+        missing = [r for r in missing if r not in round_.values()]
+    absent = [r for r in WHEELS if not list(folder.glob("{}-{}-*.whl".format(*r.split("=="))))]
+    assert not absent, f"pip download left out {absent}"
     return folder
 
 
@@ -118,6 +127,42 @@ def byte_code(python: Path) -> dict[str, tuple[int, int]]:
     """(inode, mtime_ns) of every .pyc in site-packages' own __pycache__ (the top-level modules')."""
     site = next(python.parent.parent.glob("lib/python*/site-packages"))
     return {p.name: (p.stat().st_ino, p.stat().st_mtime_ns) for p in (site / "__pycache__").glob("*.pyc")}
+
+
+Entry = tuple[int, int, bytes | None, str | None]
+
+
+def snapshot(folder: Path, skip: tuple[str, ...] = ()) -> dict[str, Entry]:
+    """Every entry under folder but the top-level names in skip: (mode, mtime_ns, a file's bytes, a link's target)."""
+    out: dict[str, Entry] = {}
+    for p in sorted(folder.rglob("*")):
+        rel = p.relative_to(folder)
+        if rel.parts[0] in skip:
+            continue
+        st = p.lstat()
+        out[str(rel)] = (st.st_mode, st.st_mtime_ns, p.read_bytes() if stat.S_ISREG(st.st_mode) else None,
+                         os.readlink(p) if stat.S_ISLNK(st.st_mode) else None)
+    return out
+
+
+def put_back(folder: Path, snap: dict[str, Entry], skip: tuple[str, ...] = ()) -> None:
+    """folder made again exactly as snapshot() saw it (but the top-level names in skip: left as they are), and checked:
+    every file's bytes, every mode and mtime, every link, nothing more."""
+    for child in folder.iterdir():
+        if child.name not in skip:
+            shutil.rmtree(child) if child.is_dir() and not child.is_symlink() else child.unlink()
+    for rel, (_mode, _mtime, data, link) in sorted(snap.items()):  # a folder before what is in it
+        if link is not None:
+            (folder / rel).symlink_to(link)
+        elif data is None:
+            (folder / rel).mkdir()
+        else:
+            (folder / rel).write_bytes(data)
+    for rel, (mode, mtime, _data, link) in sorted(snap.items(), reverse=True):  # what is in a folder before the folder
+        if link is None:
+            os.chmod(folder / rel, stat.S_IMODE(mode))
+            os.utime(folder / rel, ns=(mtime, mtime))
+    assert snapshot(folder, skip) == snap, f"{folder} was not put back as it was"
 
 
 def files_for(root: Path) -> tuple[Path, Path]:

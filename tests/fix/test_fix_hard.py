@@ -45,6 +45,43 @@ def applied(tmp_path: Path, wheels: Path, kind: str = "pip", fault: str | None =
     return python, env_file, pins, before, scenario.state(python, [env_file, pins]), journal
 
 
+class AppliedOnce:
+    """One target with the full test plan applied, and its state folder (the journal), lent to the tests that only
+    damage or move the journal and are refused (the target untouched), so the apply runs once per module, not once
+    per test. Before each loan the state folder is put back byte for byte (checked), and the target is checked as
+    the apply left it (every dist's files, the edited files, the top-level byte code); a target found otherwise is
+    applied again from scratch, so no test depends on another."""
+
+    def __init__(self, factory: pytest.TempPathFactory, wheels: Path):
+        self.factory, self.wheels = factory, wheels
+        self.made: tuple[Path, tuple, dict[str, scenario.Entry], dict[str, tuple[int, int]]] | None = None
+
+    def lend(self, monkeypatch: pytest.MonkeyPatch) -> tuple:
+        if self.made is not None:
+            root, result, snap, code = self.made
+            monkeypatch.setenv("SPARKDOCTOR_STATE_DIR", str(root / "state"))
+            scenario.put_back(root / "state", snap, skip=("locks",))
+            python, env_file, pins, _before, after, _journal = result
+            if scenario.state(python, [env_file, pins]) == after and scenario.byte_code(python) == code:
+                return result
+        root = self.factory.mktemp("applied-once")
+        monkeypatch.setenv("SPARKDOCTOR_STATE_DIR", str(root / "state"))
+        result = applied(root, self.wheels)
+        self.made = (root, result, scenario.snapshot(root / "state", skip=("locks",)), scenario.byte_code(result[0]))
+        return result
+
+
+@pytest.fixture(scope="module")
+def _applied_once(tmp_path_factory, wheels) -> AppliedOnce:
+    return AppliedOnce(tmp_path_factory, wheels)
+
+
+@pytest.fixture
+def applied_once(_applied_once, monkeypatch) -> tuple:
+    """(python, env file, pins, state before, state after, journal) of the module's one applied target, put back."""
+    return _applied_once.lend(monkeypatch)
+
+
 def one_line(text: str) -> str:
     """The error: one line (the progress lines before it aside)."""
     lines = [ln for ln in text.strip().splitlines() if not ln.startswith("sparkdoctor fix: ")]
@@ -72,8 +109,8 @@ def test_a_damaged_saved_wheel_falls_back_to_the_file_copies(tmp_path, wheels, d
     assert scenario.diff(before, scenario.state(python, [env_file, pins])) == []
 
 
-def test_a_rollback_that_cannot_restore_changes_nothing(tmp_path, wheels):
-    python, env_file, pins, _before, after, journal = applied(tmp_path, wheels)
+def test_a_rollback_that_cannot_restore_changes_nothing(applied_once):
+    python, env_file, pins, _before, after, journal = applied_once
     wheel = next((journal / "wheels").glob("six-1.16.0-*.whl"))
     wheel.write_bytes(b"not a wheel")
     data = json.loads((journal / "journal.json").read_text())
@@ -115,8 +152,8 @@ MUTATIONS = [
 ]
 
 
-def test_a_damaged_journal_is_refused_whole_before_the_first_step(tmp_path, wheels):
-    python, env_file, pins, _before, after, journal = applied(tmp_path, wheels)
+def test_a_damaged_journal_is_refused_whole_before_the_first_step(applied_once):
+    python, env_file, pins, _before, after, journal = applied_once
     good = (journal / "journal.json").read_bytes()
     refused = []
     for field, mutate in MUTATIONS:
@@ -145,8 +182,8 @@ def test_a_damaged_journal_is_refused_whole_before_the_first_step(tmp_path, whee
     assert scenario.diff(after, scenario.state(python, [env_file, pins])) == []
 
 
-def test_an_applied_journal_that_lost_its_complete_marker_does_not_say_nothing_changed(tmp_path, wheels):
-    python, env_file, pins, _before, after, journal = applied(tmp_path, wheels)
+def test_an_applied_journal_that_lost_its_complete_marker_does_not_say_nothing_changed(applied_once):
+    python, env_file, pins, _before, after, journal = applied_once
     (journal / "COMPLETE").unlink()
     back = fix_cli(None, "--rollback", env=OFFLINE)
     assert back.returncode == 4, back.stdout + back.stderr
@@ -417,10 +454,10 @@ def test_history_shows_sizes_and_prune_spares_the_unsettled(tmp_path, wheels):
     assert bad.returncode == 2 and "--older-than 'soon'" in one_line(bad.stderr)
 
 
-def test_prune_removes_the_link_of_a_journal_kept_elsewhere_never_what_it_points_at(tmp_path, wheels):
+def test_prune_removes_the_link_of_a_journal_kept_elsewhere_never_what_it_points_at(tmp_path, applied_once):
     """A journal moved to another disk and linked back into the state dir: `fix --prune` was an internal error
     (rmtree refuses a symbolic link). Now the link goes and the journal where it lies is left whole."""
-    _python, _env_file, _pins, _before, _after, first = applied(tmp_path, wheels)
+    _python, _env_file, _pins, _before, _after, first = applied_once
     elsewhere = tmp_path / "other-disk" / first.name
     elsewhere.parent.mkdir()
     shutil.move(str(first), str(elsewhere))

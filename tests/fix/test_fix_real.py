@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from packaging.utils import canonicalize_name
 
+from sparkdoctor.fix import journal as jr
 from tests import venvs
 from tests.fix import scenario
 
@@ -68,10 +69,13 @@ def test_cu13_collision_fixed_then_rolled_back(tmp_path):
         status, detail, build = probe(python)
         assert (status, build) == ("fail", "libs-base") and "'_mma'" in detail
         before, code, dists = tree(python), scenario.byte_code(python), scenario.state(python, [])["dists"]
-        plan = json.loads(cli("fix", "--python", str(python), "--format", "json").stdout)["plan"]
         res = cli("fix", "--python", str(python), "--yes", "--format", "json")
         body = json.loads(res.stdout)
         assert res.returncode == 0 and body["error"] is None, res.stdout + res.stderr
+        # the plan that was applied, as its journal keeps it (a plan-only run before would make the same plan: it
+        # checked the venv with its kernel probes and ran the dry runs once more for nothing the test asserts)
+        (journal,) = scenario.journals(jr.state_dir())
+        plan = json.loads((journal / "journal.json").read_text())["plan"]
         # (gone may list a finding about this machine too, such as its page cache)
         assert {"cutedsl-450-nvfp4-garbage", "cutedsl-libs-base-tile-crash", "cutedsl-wheel-collision"} <= set(body["gone"])
         assert body["outside_restored"] == [] and "fix-unfinished" not in body["new"]
