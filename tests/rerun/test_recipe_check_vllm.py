@@ -44,6 +44,7 @@ for line in sys.stdin:
     for k, v in saved.items():
         os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
     print(json.dumps([ok, out.getvalue()]), file=answers, flush=True)
+os._exit(0)  # at the end of its questions: threads vLLM or torch started must not keep it alive
 """
 
 
@@ -68,7 +69,7 @@ def ask_vllm(vllm_cpu):
     ask = AskVllm(vllm_cpu)
     yield ask
     ask.proc.stdin.close()  # type: ignore[union-attr]
-    ask.proc.wait(60)
+    assert ask.proc.wait(60) == 0
 
 
 def _check(recipe, python, *args):
