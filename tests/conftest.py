@@ -78,6 +78,7 @@ def pytest_collection_modifyitems(config, items):
         group = workers.group_of(item)
         if group:
             item.add_marker(pytest.mark.xdist_group(group))
+    workers.alone_last(items)  # before xdist's own hook splits the run into units
     if _has_nvidia_gpu():
         return
     skip = pytest.mark.skip(reason="needs an NVIDIA GPU and driver (run on a GPU machine)")

@@ -164,3 +164,16 @@ def test_a_turn_never_had_is_given_up_after_its_wait(tmp_path, first, refused):
         holder.wait(timeout=30)
     with workers.hold(tmp_path, True, wait=30) as had:  # the holder gone, its lock went with it
         assert had is True
+
+
+def test_alone_tests_go_last_and_the_rest_keep_their_order():
+    class Item:
+        def __init__(self, name, alone):
+            self.name, self.alone = name, alone
+
+        def get_closest_marker(self, name):
+            return pytest.mark.alone.mark if name == "alone" and self.alone else None
+
+    items = [Item("a1", True), Item("s1", False), Item("a2", True), Item("s2", False), Item("s3", False)]
+    workers.alone_last(items)
+    assert [i.name for i in items] == ["s1", "s2", "s3", "a1", "a2"]

@@ -61,6 +61,16 @@ def lost_group(item: pytest.Item) -> str | None:
     return None
 
 
+def alone_last(items: list[pytest.Item]) -> None:
+    """Move the `alone` tests after all the others (a stable sort: each group's and module's order is kept). An alone
+    test waits until the tests running on the other workers end, and they start nothing new meanwhile. xdist hands
+    out the biggest groups first, so an alone test at the head of its group (the transformers-serve tests of
+    real-servers) waited behind the fix fault table's 60-160 s tests while a third worker sat at the gate: 150 s of
+    its own and 170 s of the third worker's time in run 29 (docs/evidence/st-rest-2026-11-30.md). Last, an alone test
+    meets the short tests at the end of a group or of the run."""
+    items.sort(key=lambda item: item.get_closest_marker("alone") is not None)
+
+
 @contextlib.contextmanager
 def turn(config: pytest.Config, nodeid: str, alone: bool) -> Iterator[None]:
     """A test's turn to run on an xdist worker: shared with the other workers' tests, or alone. Without xdist

@@ -10,10 +10,11 @@ from typing import TYPE_CHECKING, Any
 
 from sparkdoctor import __version__
 from sparkdoctor.bench import BENCH_VERSION
-from sparkdoctor.bench.measure import Measurement
-from sparkdoctor.bench.server import ServerInfo
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the measurement's and server's types only: importing them brings aiohttp (bench/http.py), a
+    # quarter second of CPU that history, conclusions and rerun's plan paid on every start without a request
+    from sparkdoctor.bench.measure import Measurement
+    from sparkdoctor.bench.server import ServerInfo
     from sparkdoctor.ledger import Ledger, RunRecord
     from sparkdoctor.recipes import Recipe
 
