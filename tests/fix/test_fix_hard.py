@@ -127,6 +127,23 @@ def test_a_rollback_that_cannot_restore_changes_nothing(applied_once):
     record("saved wheel and a file copy damaged, then --rollback", "refused before any change (exit 4): target as it was")
 
 
+def test_a_rollback_whose_target_cannot_be_read_changes_nothing(applied_once):
+    """The rollback reads the target's packages once, under its lock, before its first mark: a target whose
+    interpreter is gone is exit 3, the journal still applied, nothing changed."""
+    python, env_file, pins, _before, after, journal = applied_once
+    away = python.with_name(python.name + ".away")
+    python.rename(away)
+    try:
+        back = fix_cli(None, "--rollback", env=OFFLINE)
+    finally:
+        away.rename(python)
+    assert back.returncode == 3, back.stdout + back.stderr
+    assert str(python) in one_line(back.stderr)
+    assert jr.load(journal.name).status() == "applied"
+    assert scenario.diff(after, scenario.state(python, [env_file, pins])) == [], "refused before anything changed"
+    record("the target's interpreter gone, then --rollback", "refused before any change (exit 3): journal still applied")
+
+
 # ---- 2. a damaged journal is never half-executed ----------------------------------------------------------
 
 

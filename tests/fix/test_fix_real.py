@@ -81,7 +81,7 @@ def test_cu13_collision_fixed_then_rolled_back(tmp_path):
         assert body["outside_restored"] == [] and "fix-unfinished" not in body["new"]
         assert [s["requirements"] for s in plan["steps"] if s["op"] == "restore"] == [["nvidia-cutlass-dsl-libs-cu13==4.5.3"]]
         assert plan["changes"] == {n: ["4.5.0", "4.5.3"] for n in ("nvidia-cutlass-dsl", "nvidia-cutlass-dsl-libs-base", "nvidia-cutlass-dsl-libs-cu13")}
-        assert moved(python, dists) == {n: set(v) for n, v in plan["changes"].items()}, "the dry run named every dist that moved"
+        assert moved(python, dists) == {n: set(v) for n, v in plan["changes"].items()}, "the applied plan named every dist that moved"
         assert scenario.byte_code(python) == code, "the apply deleted or rewrote byte code of dists it does not name"
         assert probe(python)[::2] == ("ok", "libs-cu13")
         back = cli("fix", "--rollback", env=OFFLINE)

