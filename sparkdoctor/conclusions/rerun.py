@@ -68,8 +68,8 @@ def wrong_arms(doc: Mapping[str, object]) -> list[str]:
         return sorted({str(arm) for arm in checked["wrong"] if arm in ("A", "B")})
     levels = doc.get("levels")
     ratios = [lvl.get("ratio") for lvl in levels if isinstance(lvl, dict)] if isinstance(levels, list) else []
-    return sorted({"B" if float(r.get("ratio") or 1) > 1 else "A" for r in ratios
-                   if isinstance(r, dict) and r.get("verdict") == WRONG_ARM})
+    return sorted({"B" if r["ratio"] > 1 else "A" for r in ratios if isinstance(r, dict) and r.get("verdict") == WRONG_ARM
+                   and isinstance(r.get("ratio"), (int, float)) and not isinstance(r["ratio"], bool)})
 
 
 def _hash(recipe: Recipe) -> str:

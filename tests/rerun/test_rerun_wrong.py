@@ -156,3 +156,13 @@ def test_a_conclusion_whose_arms_are_both_right_still_holds(tmp_path, here_facts
         done = pipeline.execute(led, RerunPlan([status], []), pipeline.Options(ledger=ledger, matrix=None))
     (res,) = done.results
     assert res["outcome"] == "holds" and res["wrong"] == [], res
+
+
+def test_the_wrong_arms_of_a_stored_row_are_read_as_someone_elses():
+    """A ledger row is read as someone else's: a field of the wrong shape names no arm, never an exception."""
+    wrong = {"verdict": ab.WRONG_ARM}
+    assert pipeline.wrong_arms({"correctness": {"wrong": ["B", "C", {"x": 1}, None]}}) == ["B"]
+    assert pipeline.wrong_arms({"levels": [{"ratio": {**wrong, "ratio": 2.0}}, {"ratio": {**wrong, "ratio": 0.5}}]}) == ["A", "B"]
+    for junk in ({"correctness": "wrong"}, {"correctness": {"wrong": "B"}, "levels": "x"}, {"levels": [1, None, {"ratio": 3}]},
+                 {"levels": [{"ratio": {**wrong, "ratio": "big"}}, {"ratio": {**wrong, "ratio": True}}, {"ratio": wrong}]}):
+        assert pipeline.wrong_arms(junk) == [], junk
