@@ -73,7 +73,7 @@ class Outcome(Word):
     inconclusive = "inconclusive"  # the arms ran under clearly different machine load: no verdict called
     changed = "changed"
     flipped = "flipped"
-    broken = "broken"  # the faster arm gives wrong answers now (bench/correctness.py): fast and wrong never wins
+    broken = "broken"  # an arm gives wrong answers now (bench/correctness.py): fast and wrong never wins
 
 
 CUTEDSL_KERNELS: dict[str, str] = {"cutedsl-nvfp4-mma": "nvfp4-mma", "cutedsl-nvfp4-mma-tile": "nvfp4-mma-tile",

@@ -142,7 +142,7 @@ def test_rerun_results_and_recipe_check_views_print_what_they_were_given() -> No
     ratio = {"ratio": 2.0, "ci_low": 1.9, "ci_high": 2.1, "verdict": "[fp8]"}
     doc = {"ledger": "l.sqlite", "conclusions": [], "failed": ["conc [/]"],
            "results": [{"name": "conc [/] [fp8]", "outcome": "holds", "old": stmt, "new": stmt, "load_differ": "[bold]busy[/]",
-                        "levels": [{"concurrency": 1, "old": ratio, "new": ratio, "outcome": "[holds]"}],
+                        "wrong": ["[B]"], "levels": [{"concurrency": 1, "old": ratio, "new": ratio, "outcome": "[holds]"}],
                         "arm_changes": {"[b]": [{"concurrency": 1, "old_median": 1.0, "new_median": 2.0, "ratio": ratio,
                                                  "regression": False}]},
                         "changes": [{"text": "vllm [fp8] -> [/]"}]}],
@@ -152,6 +152,7 @@ def test_rerun_results_and_recipe_check_views_print_what_they_were_given() -> No
     assert out[0] == "holds  conc [/] [fp8]", out
     assert "    was: [bold]x[/] is faster than a [fp8]  (runs A [1] B ['[/]'], fingerprint [fp8])" in out
     assert "    c=1: B/A old 2.00x [1.90, 2.10] [fp8]  new 2.00x [1.90, 2.10] [fp8]  -> [holds]" in out
+    assert "    broken: the answers of arm [B] are wrong now (docs/correctness.md): no speed verdict stands on them" in out
     assert "    not called a flip: [bold]busy[/] (rerun on a quiet machine, or --allow-load-difference)" in out
     assert "    arm [b] c=1: 1.0 -> 2.0 tok/s (new/old 2.00x [1.90, 2.10] [fp8])" in out
     assert "    because: vllm [fp8] -> [/]" in out

@@ -5,8 +5,10 @@ Per concurrency level the old and new A/B ratios (B/A, each with its 95% CI) are
            interval excludes the old ratio (else: inconclusive, the new A/B is only less sure);
   changed  the same verdict, but the two CIs do not overlap (the size of the effect moved);
   holds    otherwise;
-  broken   the faster arm's answers are wrong now (bench/correctness.py): fast and wrong never wins.
-The whole conclusion takes its worst level (flipped > changed > holds).
+  broken   an arm's answers are wrong now (bench/correctness.py), the faster arm, the slower one or either arm
+           of a "no difference" (every level: answers are judged per arm): fast and wrong never wins, and a
+           conclusion about a recipe that answers wrong no longer means anything.
+The whole conclusion takes its worst level (broken > flipped > changed > inconclusive > holds).
 
 A regression is one arm (one recipe) measurably slower on the new toolchain than on the old: its
 per-round output tok/s of the new runs against the old runs, with the same conservative verdict bench
@@ -16,6 +18,7 @@ uses for an A/B (the CI wholly below 1 and at least min_effect below).
 from __future__ import annotations
 
 import statistics
+from collections.abc import Sequence
 from typing import Any
 
 from sparkdoctor.bench.stats import rounds_ratio
@@ -43,13 +46,15 @@ def _level_outcome(old: dict[str, Any], new: dict[str, Any]) -> str:
     return "holds"
 
 
-def compare_levels(old_levels: list[dict[str, Any]], new_levels: list[dict[str, Any]]) -> dict[str, Any]:
+def compare_levels(old_levels: list[dict[str, Any]], new_levels: list[dict[str, Any]],
+                   wrong: Sequence[str] = ()) -> dict[str, Any]:
+    """Old levels against new; `wrong`: the arms whose answers the new A/B judged wrong (its correctness.wrong)."""
     new_by = {lvl["concurrency"]: lvl for lvl in new_levels}
     rows = [{"concurrency": old["concurrency"], "old": old["ratio"], "new": new["ratio"],
-             "outcome": _level_outcome(old["ratio"], new["ratio"])}
+             "outcome": "broken" if wrong else _level_outcome(old["ratio"], new["ratio"])}
             for old in old_levels if (new := new_by.get(old["concurrency"])) is not None]
-    overall = max((r["outcome"] for r in rows), key=RANK.__getitem__, default="holds")
-    return {"outcome": overall, "levels": rows}
+    overall = max((r["outcome"] for r in rows), key=RANK.__getitem__, default="broken" if wrong else "holds")
+    return {"outcome": overall, "levels": rows, "wrong": sorted(wrong)}
 
 
 def _rounds(ledger: Ledger, run_ids: list[int]) -> dict[int, list[float]]:

@@ -13,10 +13,10 @@ the evidence, not a second launch). Each workaround measurement is itself stored
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from sparkdoctor.bench import flow, load
 from sparkdoctor.bench.failures import StoreFailed
@@ -24,6 +24,7 @@ from sparkdoctor.bench.run import resolved_recipe
 from sparkdoctor.conclusions import outcome, staleness, store
 from sparkdoctor.conclusions.documents import RerunDone, RerunPlan
 from sparkdoctor.conclusions.model import Arm, ConclusionError
+from sparkdoctor.conclusions.outcome import NOT_CALLED, WRONG_ARM
 from sparkdoctor.conclusions.store import LedgerReadError
 from sparkdoctor.conclusions.toolchain import Toolchains
 from sparkdoctor.conclusions.workarounds import judge_all, load_arm, without
@@ -49,6 +50,26 @@ class Options:
     names: tuple[str, ...] = ()  # only these conclusions (default: all)
     allow_load_difference: bool = False  # call a flip even when old and new runs ran under different machine load
     force: bool = False  # launch even when the memory preflight says a recipe does not fit now
+
+
+class Evidence(NamedTuple):
+    """A measured pair: its A/B levels and the arms whose answers were wrong (bench/correctness.py)."""
+
+    levels: list[dict[str, Any]]
+    wrong: list[str]
+
+
+def wrong_arms(doc: Mapping[str, object]) -> list[str]:
+    """The arms ("A", "B") whose answers were wrong in an A/B document or a stored conclusion: its
+    `correctness.wrong` (bench/ab.py), else, for a conclusion stored before that was kept, the faster arm of each
+    `wrong arm` level (the only wrong arm such a row can name)."""
+    checked = doc.get("correctness")
+    if isinstance(checked, dict) and isinstance(checked.get("wrong"), list):
+        return sorted({str(arm) for arm in checked["wrong"] if arm in ("A", "B")})
+    levels = doc.get("levels")
+    ratios = [lvl.get("ratio") for lvl in levels if isinstance(lvl, dict)] if isinstance(levels, list) else []
+    return sorted({"B" if r["ratio"] > 1 else "A" for r in ratios if isinstance(r, dict) and r.get("verdict") == WRONG_ARM
+                   and isinstance(r.get("ratio"), (int, float)) and not isinstance(r["ratio"], bool)})
 
 
 def _hash(recipe: Recipe) -> str:
@@ -152,11 +173,12 @@ def _measure(arms: dict[str, Arm], data: dict[str, Any], opts: Options) -> dict[
 def rerun_one(ledger: Ledger, status: staleness.Status, opts: Options) -> dict[str, Any]:
     old = status.conclusion
     doc = _measure(old.arms, old.data, opts)
-    compared = outcome.compare_levels(old.data.get("levels") or [], doc.get("levels") or [])
+    compared = outcome.compare_levels(old.data.get("levels") or [], doc.get("levels") or [], wrong_arms(doc))
     runs = store.comparison_runs(ledger, doc["comparison_id"])
     why = _load_differs(ledger, [rid for ids in old.data["runs"].values() for rid in ids],
                         [r["id"] for rs in runs.values() for r in rs])
-    if why and compared["outcome"] != "holds" and not opts.allow_load_difference:
+    # wrong answers are no load artefact: a broken conclusion stays broken whatever the load did
+    if why and compared["outcome"] not in ("holds", "broken") and not opts.allow_load_difference:
         # a busy baseline read as a flip on a quiet machine (or the reverse) is the failure this avoids
         compared = {**compared, "outcome": "inconclusive", "load_differ": f"old and new runs: {why}"}
     arm_changes = {arm: outcome.arm_change(ledger, old.data["runs"][arm], [r["id"] for r in runs[arm]],
@@ -168,6 +190,7 @@ def rerun_one(ledger: Ledger, status: staleness.Status, opts: Options) -> dict[s
                        extra={"sets": old.data.get("sets") or {}, "local": bool(old.data.get("local")), "previous": previous, "compared": compared, "arm_changes": arm_changes,
                               "changes": status.changes})
     return {"name": old.name, "outcome": compared["outcome"], "load_differ": compared.get("load_differ"),
+            "wrong": compared.get("wrong") or [],
             "findings": doc.get("findings") or [],
             "old": previous, "new": new.to_dict(),
             "levels": compared["levels"], "arm_changes": arm_changes, "changes": status.changes,
@@ -200,7 +223,7 @@ def _cost(levels: list[dict[str, Any]], with_arm: str) -> list[dict[str, object]
     return rows
 
 
-def measure_workaround(ledger: Ledger, item: dict[str, Any], by_name: dict[str, Any], opts: Options) -> dict[str, object]:
+def measure_workaround(ledger: Ledger, item: dict[str, Any], by_name: dict[str, Evidence], opts: Options) -> dict[str, object]:
     """What a stale workaround costs: from the conclusion that measures it, else a new A/B (stored). A stale mod
     is not measured (sparkdoctor never applies mods, so it cannot launch with and without one): it is advice."""
     if item.get("kind") == "mod":
@@ -211,7 +234,7 @@ def measure_workaround(ledger: Ledger, item: dict[str, Any], by_name: dict[str, 
     ref = item.get("measured_by")
     found: list[dict[str, Any]] = []  # what judged the new launches (none when an existing conclusion measures it)
     if ref and ref["conclusion"] in by_name:
-        levels, source, with_arm = by_name[ref["conclusion"]], f"conclusion {ref['conclusion']}", ref["with"]
+        (levels, wrong), source, with_arm = by_name[ref["conclusion"]], f"conclusion {ref['conclusion']}", ref["with"]
     else:
         arms = {"A": Arm(item["recipe"], item["label"]),
                 "B": Arm(item["recipe"], f"{item['label']} without {item['workaround']}", (item["key"],))}
@@ -222,17 +245,33 @@ def measure_workaround(ledger: Ledger, item: dict[str, Any], by_name: dict[str, 
         rec = store.record(ledger, name, doc, arms, item.get("python"),
                            extra={"sets": data["sets"], "local": bool(data["local"])})
         levels, source, with_arm = doc.get("levels") or [], f"conclusion {name} (new, comparison {doc['comparison_id']})", "A"
-        by_name[name] = levels
+        wrong = wrong_arms(doc)
+        by_name[name] = Evidence(levels, wrong)
         ref = {"conclusion": rec.name, "with": "A", "without": "B"}
     cost = _cost(levels, with_arm)
+    answers = {"with": with_arm in wrong, "without": ("B" if with_arm == "A" else "A") in wrong}
     return {**item, "measured_by": ref, "source": source, "cost": cost,
-            "advice": _advice(item["workaround"], cost), "findings": found}
+            "wrong": sorted(side for side, bad in answers.items() if bad),
+            "advice": _advice(item["workaround"], cost, answers), "findings": found}
 
 
-def _advice(shown: str, cost: list[dict[str, Any]]) -> str:
+def _advice(shown: str, cost: list[dict[str, Any]], wrong: dict[str, bool]) -> str:
+    """What to do with a stale workaround: answers first (fast and wrong never wins), then speed."""
+    if wrong["with"] and wrong["without"]:
+        return (f"{shown}: answers are wrong with it and without it: speed decides nothing here; "
+                "find why the answers are wrong first")
+    if wrong["without"]:
+        return f"keep {shown}: answers are wrong without it"
+    if wrong["with"]:
+        return f"remove {shown}: answers are wrong with it (the workaround itself breaks them) and right without it"
     if not cost:
         return f"{shown}: not measured"
     head = cost[0]
+    if head["verdict"] == NOT_CALLED:
+        return (f"{shown}: not called ({head['without_over_with']:.2f}x without it): the arms ran under clearly "
+                "different machine load; measure again on a quieter machine")
+    if head["verdict"] == WRONG_ARM:  # a level says an arm is wrong though no arm was named: keep, never remove
+        return f"keep {shown}: an arm's answers are wrong ({head['without_over_with']:.2f}x without it)"
     if head["verdict"] == "faster":
         return (f"remove {shown}: without it the server is {head['without_over_with']:.2f}x as fast "
                 f"(95% CI {head['ci_low']:.2f}-{head['ci_high']:.2f}); it costs "
@@ -244,8 +283,8 @@ def _advice(shown: str, cost: list[dict[str, Any]]) -> str:
 
 def execute(ledger: Ledger, planned: RerunPlan, opts: Options, progress: Progress | None = None) -> RerunDone:
     results: list[dict[str, object]] = []
-    by_name: dict[str, Any] = {s.conclusion.name: s.conclusion.data.get("levels") or [] for s in planned.conclusions
-                               if s.state == "fresh"}
+    by_name: dict[str, Evidence] = {s.conclusion.name: Evidence(s.conclusion.data.get("levels") or [], wrong_arms(s.conclusion.data))
+                                    for s in planned.conclusions if s.state == "fresh"}
     for status in planned.conclusions:
         if status.state != "stale":
             continue
@@ -262,7 +301,7 @@ def execute(ledger: Ledger, planned: RerunPlan, opts: Options, progress: Progres
             results.append({"name": status.conclusion.name, "outcome": "not re-run", "reasons": [str(exc)],
                             **({"findings": exc.findings} if exc.findings else {})})
             continue
-        by_name[status.conclusion.name] = res["new"].get("levels") or []
+        by_name[status.conclusion.name] = Evidence(res["new"].get("levels") or [], res["wrong"])
         results.append(res)
     measured = []
     for item in planned.workarounds:

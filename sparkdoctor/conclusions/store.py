@@ -92,6 +92,7 @@ def record(ledger: Ledger, name: str, comparison: dict[str, Any], arms: dict[str
         "a": arms["A"].to_dict(), "b": arms["B"].to_dict(), "python": python,
         "workload": runs["A"][0]["workload"], "pairs": len(runs["A"]), "min_effect": comparison.get("min_effect"),
         "metric": comparison.get("metric"), "verdict": comparison.get("verdict"), "levels": comparison.get("levels") or [],
+        "correctness": comparison.get("correctness"),  # which arm's answers were wrong (bench/ab.py): rerun's advice
         "runs": {arm: [r["id"] for r in rs] for arm, rs in runs.items()},
         "fingerprints": {arm: rs[-1]["fingerprint"] for arm, rs in runs.items()},
         "recipe_hashes": {arm: rs[-1]["recipe_hash"] for arm, rs in runs.items()},

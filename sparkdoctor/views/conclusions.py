@@ -91,6 +91,9 @@ def results(console: Console, doc: dict[str, Any]) -> None:
         for lvl in res["levels"]:
             console.print(f"    c={_e(lvl['concurrency'])}: B/A old {_ratio(lvl['old'])}  new {_ratio(lvl['new'])}  -> {_e(lvl['outcome'])}",
                           highlight=False)
+        if res.get("wrong"):
+            console.print(f"    broken: the answers of arm {_e(' and '.join(res['wrong']))} are wrong now "
+                          "(docs/correctness.md): no speed verdict stands on them", highlight=False)
         if res.get("load_differ"):
             console.print(f"    not called a flip: {_e(res['load_differ'])} (rerun on a quiet machine, or --allow-load-difference)",
                           highlight=False)
