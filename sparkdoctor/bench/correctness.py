@@ -34,12 +34,13 @@ import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any, TypedDict, TypeVar
 
 from sparkdoctor.bench import references
 from sparkdoctor.bench.http import HttpError, post_json
 from sparkdoctor.bench.references import Answer
 
+T = TypeVar("T")
 __all__ = ["Answer"]  # the stored unit of an answer lives with the storage (bench/references.py); judged here
 
 PROBES = (
@@ -154,25 +155,50 @@ def ask(base_url: str, model: str, prompt: str, vllm: bool, timeout: float = TIM
     if vllm:
         payload.update(logprobs=2, echo=True, return_tokens_as_token_ids=True, ignore_eos=False)
     try:
-        doc = _post(base_url, payload, timeout)
-        choice = doc["choices"][0]
-        text = choice.get("text") or ""
-        answer = Answer(prompt, text)
-        lp = choice.get("logprobs") or None
-        if vllm and lp and isinstance(lp.get("tokens"), list):
-            ids = _ids(lp["tokens"])
-            values = _floats(lp.get("token_logprobs") or [])
-            generated = int((doc.get("usage") or {}).get("completion_tokens") or 0)
-            if ids is not None and 0 < generated <= len(ids) == len(values):
-                answer.prompt_ids, answer.ids = ids[:-generated], ids[-generated:]
-                answer.logprobs = values[-generated:]
-                answer.margins = _margins(lp.get("tokens")[-generated:], (lp.get("top_logprobs") or [])[-generated:])
-                answer.text = text[len(prompt):] if text.startswith(prompt) else text
-        return answer
+        return _read(_post(base_url, payload, timeout), prompt, vllm)
     except HttpError as exc:
         return Answer(prompt, error=str(exc)[:300])
     except (ValueError, KeyError, IndexError, TypeError) as exc:
         return Answer(prompt, error=f"{type(exc).__name__}: {str(exc)[:200]}")
+
+
+def _shaped(value: object, kind: type[T], what: str) -> T | None:
+    """`value` when it is a `kind` or None (JSON null: absent); a ValueError naming `what` otherwise: a server's
+    answer is read as someone else's (`{"choices": ["x"]}` crashed bench after its measurement)."""
+    if value is not None and not isinstance(value, kind):
+        raise ValueError(f"the answer could not be read: {what} is a JSON {type(value).__name__}, not "
+                         f"{'an object' if kind is dict else 'a list' if kind is list else 'text'}")
+    return value
+
+
+def _read(doc: Mapping[str, object], prompt: str, vllm: bool) -> Answer:
+    """One probe's Answer from the server's answer, its shape checked; a ValueError when it cannot be read."""
+    choices = _shaped(doc.get("choices"), list, "choices")
+    if not choices:
+        raise ValueError("the answer could not be read: no choices")
+    choice = _shaped(choices[0], dict, "choices[0]")
+    if choice is None:
+        raise ValueError("the answer could not be read: choices[0] is null")
+    text = _shaped(choice.get("text"), str, "choices[0].text") or ""
+    lp = _shaped(choice.get("logprobs"), dict, "choices[0].logprobs") or {}
+    usage = _shaped(doc.get("usage"), dict, "usage") or {}
+    answer = Answer(prompt, text)
+    if vllm and text.startswith(prompt):  # echo was asked for: the answer is what follows the prompt, with usage or not
+        answer.text = text[len(prompt):]
+    tokens = _shaped(lp.get("tokens"), list, "choices[0].logprobs.tokens")
+    if not (vllm and tokens):
+        return answer
+    ids = _ids(tokens)
+    values = _floats(_shaped(lp.get("token_logprobs"), list, "choices[0].logprobs.token_logprobs") or [])
+    generated = usage.get("completion_tokens")
+    if ids is None or not isinstance(generated, int) or isinstance(generated, bool):
+        return answer
+    if 0 < generated <= len(ids) == len(values):
+        answer.prompt_ids, answer.ids = ids[:-generated], ids[-generated:]
+        answer.logprobs = values[-generated:]
+        tops = _shaped(lp.get("top_logprobs"), list, "choices[0].logprobs.top_logprobs") or []
+        answer.margins = _margins(tokens[-generated:], tops[-generated:])
+    return answer
 
 
 def score(base_url: str, model: str, prompt_ids: list[int], ids: list[int], timeout: float = TIMEOUT) -> list[float] | None:
@@ -300,13 +326,16 @@ def step(base_url: str, model: str, vllm: bool, toolchain_facts: Mapping[str, ob
     started = time.monotonic()
     key = references.key_of(toolchain_facts, model)
     path = Path(options.reference_file) if options.reference_file else references.folder() / f"{key}.json"
-    reference, problem = references.load(path) if not options.mark_reference else (None, None)
+    reference, problem = references.load(path, PROBES) if not options.mark_reference else (None, None)
     answers = probe(base_url, model, vllm, reference)
     if options.mark_reference:
         verdict = Judgement(Verdict.REFERENCE, [f"stored as the reference for {model}"])
         tripped = [f"{a.prompt!r}: {g}" for a in answers if (g := garbage(a))]
         if any(a.error for a in answers):
             verdict = Judgement(Verdict.UNCHECKED, tripped + ["a probe request failed: not stored as a reference"])
+        elif any(not _finite(a.logprobs) or not _finite(a.margins) for a in answers):
+            verdict = Judgement(Verdict.UNCHECKED, tripped + ["NaN or infinite log-probabilities: not stored as a "
+                                                              "reference"])
         else:
             references.save(path, answers, {"model": model, "key": key, "taken_at": time.time()})
             verdict.why += [f"note: the reference itself trips {t}" for t in tripped]
@@ -324,7 +353,18 @@ def step(base_url: str, model: str, vllm: bool, toolchain_facts: Mapping[str, ob
             verdict.why.append(problem)
     verdict.reference = str(path)
     return {**asdict(verdict), "key": key, "seconds": round(time.monotonic() - started, 3),
-            "answers": [a.__dict__ for a in answers]}
+            "answers": [_json_safe(a) for a in answers]}
+
+
+def _finite(values: list[float] | None) -> bool:
+    return all(math.isfinite(v) for v in values or [])
+
+
+def _json_safe(answer: Answer) -> dict[str, object]:
+    """An answer as the run stores and prints it: a server's NaN or infinite number is null (JSON has no NaN;
+    `--format json` printed it), judged before this as garbage all the same."""
+    return {k: [None if isinstance(x, float) and not math.isfinite(x) else x for x in v] if isinstance(v, list) else v
+            for k, v in answer.__dict__.items()}
 
 
 def worst(verdicts: list[str | None]) -> str | None:

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -52,6 +53,8 @@ class Answer:
                 kinds = (int,) if key in ("prompt_ids", "ids") else (int, float)
                 ok = isinstance(value, list) and len(value) <= MAX_TOKENS and all(
                     isinstance(v, kinds) and not isinstance(v, bool) for v in value)
+                if ok and not all(math.isfinite(v) for v in value):  # NaN would reach `--format json` as NaN
+                    raise ValueError(f"answer {key} holds NaN or an infinite number")
             if not ok:
                 raise ValueError(f"answer {key} is not " + ("text" if key in ("text", "error") else
                                                             f"a list of at most {MAX_TOKENS:,} numbers"))
@@ -71,29 +74,36 @@ def folder() -> Path:
     return state_dir() / "references"
 
 
-def check_path(path: Path, write: bool) -> str | None:
+def check_path(path: Path, write: bool, prompts: Sequence[str] = ()) -> str | None:
     """Why `path` cannot be the reference file (None when it can), asked before anything is measured: one to
-    write must name a regular file or nothing (files.target_of: never a device, a FIFO or a folder), one to
-    read must be a regular file (sparkdoctor.inputs: opened without blocking, never /dev/zero or a FIFO)."""
+    write must name a regular file or nothing (files.target_of: never a device, a FIFO or a folder); one to read
+    was named by the user, so it must exist, be a regular file (sparkdoctor.inputs: opened without blocking, never
+    /dev/zero or a FIFO), read as a reference, and hold an answer for each of `prompts` (the current probe set)."""
 
-    try:
-        if write:
+    if write:
+        try:
             files.target_of(path)
-        elif os.path.lexists(path):
-            inputs.open_regular(path).close()
-    except OSError as exc:
-        return f"--reference-file {path}: {exc.strerror or exc}"
-    return None
+        except OSError as exc:
+            return f"--reference-file {path}: {exc.strerror or exc}"
+        return None
+    if not os.path.lexists(path):
+        return (f"--reference-file {path}: no such file (to make one, bench a known-good server with "
+                f"--reference --reference-file {path})")
+    answers, problem = load(path, prompts)
+    return f"--reference-file {problem}" if answers is None else None
 
 
-def load(path: Path) -> tuple[list[Answer] | None, str | None]:
-    """The answers of a reference file, or (None, why) when there is none or it cannot be read."""
+def load(path: Path, prompts: Sequence[str] = ()) -> tuple[list[Answer] | None, str | None]:
+    """The answers of a reference file, or (None, why) when there is none, it cannot be read or it has nothing
+    to score for `prompts` (the current probe set: a reference without an answer for each of them)."""
 
     try:
-        doc = json.loads(inputs.read_text(path, MAX_REFERENCE))  # a regular file only, bounded, never blocking
+        doc = json.loads(inputs.read_text(path, MAX_REFERENCE), parse_constant=_refuse_constant)
+        if not isinstance(doc, dict):
+            return None, f"{path}: unreadable reference (a JSON {type(doc).__name__}, not an object)"
         if doc.get("reference_version") != REFERENCE_VERSION or not isinstance(doc.get("answers"), list):
             return None, f"{path}: not a sparkdoctor correctness reference (version {REFERENCE_VERSION})"
-        return [Answer.from_dict(a) for a in doc["answers"] if isinstance(a, dict)], None
+        answers = [Answer.from_dict(a) for a in doc["answers"] if isinstance(a, dict)]
     except FileNotFoundError:
         return None, None
     except OSError as exc:
@@ -101,6 +111,18 @@ def load(path: Path) -> tuple[list[Answer] | None, str | None]:
     except (ValueError, TypeError, AttributeError, RecursionError) as exc:
         why = str(exc) if isinstance(exc, ValueError) and str(exc).startswith("answer ") else type(exc).__name__
         return None, f"{path}: unreadable reference ({why})"
+    have = {a.prompt for a in answers if a.error is None}
+    missing = [p for p in prompts if p not in have]
+    if missing or not answers:
+        what = ("it holds no answers" if not answers else
+                f"no answer for {len(missing)} of its {len(prompts)} prompts: made for other probes")
+        return None, (f"{path}: the reference has nothing to score for this probe set ({what}); make one by "
+                      f"benching a known-good server with --reference")
+    return answers, None
+
+
+def _refuse_constant(name: str) -> float:
+    raise ValueError(f"answer value {name} is not a finite number")
 
 
 def save(path: Path, answers: list[Answer], meta: Mapping[str, object]) -> None:
@@ -109,4 +131,4 @@ def save(path: Path, answers: list[Answer], meta: Mapping[str, object]) -> None:
 
     path.parent.mkdir(parents=True, exist_ok=True)
     doc = {"reference_version": REFERENCE_VERSION, **meta, "answers": [a.__dict__ for a in answers]}
-    files.write_text(path, json.dumps(doc, indent=1))
+    files.write_text(path, json.dumps(doc, indent=1, allow_nan=False))  # a ValueError: the caller refuses NaN first

@@ -110,9 +110,12 @@ class BenchCommand:
         if self.no_correctness and (self.reference or self.reference_file is not None):
             raise UsageError("--no-correctness sends no probes: it does not go with --reference or --reference-file")
         if self.reference_file is not None:  # refused before anything is launched or measured
+            from sparkdoctor.bench.correctness import PROBES
             from sparkdoctor.bench.references import check_path
 
-            why = check_path(self.reference_file, write=self.reference)
+            # one named to read must exist and hold an answer for each probe: a missing or stale file turned the
+            # gate off (`unchecked`, exit 0) after the whole measurement
+            why = check_path(self.reference_file, write=self.reference, prompts=PROBES)
             if why:
                 raise UsageError(why)
         parse_sets(self.sets)  # a --set without '=' is one line, exit 2

@@ -7,7 +7,8 @@ chunk with empty choices as vLLM, "last" inside the final chunk as transformers 
 `delay` (seconds between tokens; 0 streams as fast as it can), `chunked` (transfer coding or EOF body),
 `reject_vllm_fields` (answer 422 to ignore_eos/min_tokens, as transformers serve does),
 `die_after` (close the connection after N tokens, as a crashed server), `answer` (the text of every
-non-streamed completion, as the correctness gate's probe requests get; None: those get a stream too).
+non-streamed completion, as the correctness gate's probe requests get; None: those get a stream too),
+`completion` (the whole JSON document of every non-streamed completion, before `answer`: a hostile shape).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ class Style:
     stamp: bool = False  # put the send time (time.perf_counter(), one clock for all processes here) in each chunk
     model: str = "tiny"
     answer: str | None = None
+    completion: Any = None
     requests: list[dict[str, Any]] = field(default_factory=list)
     generated: int = 0
 
@@ -111,6 +113,8 @@ class _Handler:
         s.requests.append(req)
         if s.reject_vllm_fields and ({"ignore_eos", "min_tokens"} & set(req)):
             return self.plain(writer, 422, {"detail": "unknown field ignore_eos"})
+        if s.completion is not None and req.get("stream") is False:
+            return self.plain(writer, 200, s.completion)
         if s.answer is not None and req.get("stream") is False:
             return self.plain(writer, 200, {"id": "x", "object": "text_completion", "model": s.model,
                                             "choices": [{"index": 0, "text": s.answer, "finish_reason": "length"}]})
