@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 from collections import Counter
 
-from sparkdoctor.diff import RISKY, compare
+from sparkdoctor.diff import BENIGN, RISKY, compare
 from sparkdoctor.facts import Facts
 from sparkdoctor.fleet import rules
 from sparkdoctor.fleet.drift import Drift
@@ -52,8 +52,12 @@ def _check_fields(named: list[tuple[str, Facts]]) -> list[Drift]:
             row.values[name] = d.b
             if d.verdict == RISKY:
                 row.verdict, row.why = RISKY, why
+    used = rules.nccl_links(named)
     for row in rows.values():
         row.values = {n: row.values.get(n, row.values[ref_name]) for n, _ in named}
+        link = row.key.split(" ")[1] if row.area == "host_health" and row.key.startswith("link ") else None
+        if link and used is not None and row.verdict == RISKY and not used(link):
+            row.verdict, row.why = BENIGN, rules.UNUSED_LINK
     return [settle(row) for row in rows.values()]
 
 

@@ -135,6 +135,41 @@ def memory_headroom(named: list[tuple[str, Facts]]) -> Drift | None:
                  majority=None, has_majority=False, odd=low)
 
 
+UNUSED_LINK = ("a physical link NCCL does not use: no node's RDMA device sits on it and no node's "
+               "NCCL_SOCKET_IFNAME names it (a management port, Wi-Fi)")
+
+
+def socket_ifname_named(spec: str, name: str) -> bool:
+    """Whether NCCL_SOCKET_IFNAME selects interface `name` (NCCL's syntax: comma list of prefixes, `^`
+    excludes, `=` exact names)."""
+    exclude, exact = spec.startswith("^"), False
+    body = spec[1:] if exclude else spec
+    if body.startswith("="):
+        exact, body = True, body[1:]
+    hit = any(name == item if exact else name.startswith(item) for item in filter(None, (x.strip() for x in body.split(","))))
+    return not hit if exclude else hit
+
+
+def nccl_links(named: list[tuple[str, Facts]]) -> Callable[[str], bool] | None:
+    """Whether NCCL may run on an interface of these nodes: the netdev of an RDMA port of any node, or one
+    any node's NCCL_SOCKET_IFNAME names. None when a node sent no fabric facts (nothing can be ruled out)."""
+    netdevs: set[str] = set()
+    specs: set[str] = set()
+    for _, facts in named:
+        fab = (facts.fleet or {}).get("fabric")
+        if not isinstance(fab, dict):
+            return None
+        for dev in fab.get("rdma") or []:
+            for port in (dev.get("ports") or []) if isinstance(dev, dict) else []:
+                if isinstance(port, dict) and port.get("netdev"):
+                    netdevs.add(str(port["netdev"]))
+        entry = (fab.get("nccl") or {}).get("NCCL_SOCKET_IFNAME")
+        spec = entry.get("value") if isinstance(entry, dict) else (facts.env or {}).get("NCCL_SOCKET_IFNAME")
+        if spec:
+            specs.add(str(spec))
+    return lambda name: name in netdevs or "/" in name or any(socket_ifname_named(s, name) for s in specs)
+
+
 def up_subnets(facts: Facts) -> dict[str, str]:
     """{link: IPv4 subnet} of the node's physical links that are up and addressed."""
     links = (facts.host_health or {}).get("links") or []
@@ -142,4 +177,4 @@ def up_subnets(facts: Facts) -> dict[str, str]:
             if isinstance(x, dict) and x.get("subnet") and x.get("physical") and str(x.get("state")).lower() == "up"}
 
 
-__all__ = ["BENIGN", "RISKY", "Rule", "FLEET_RULES", "FLEET_RULES_PER_KEY", "memory_headroom", "up_subnets"]
+__all__ = ["BENIGN", "RISKY", "Rule", "FLEET_RULES", "FLEET_RULES_PER_KEY", "memory_headroom", "nccl_links", "socket_ifname_named", "up_subnets"]

@@ -1,0 +1,67 @@
+"""A healthy fleet is GO: differences a launch does not ride on (a container's veth on one node, a management
+port's speed, a RoCE GID index NCCL picks itself) are listed as benign and never refuse it; the ones it does
+ride on (a fabric link's MTU, an interface NCCL_SOCKET_IFNAME names, a pinned NCCL_IB_GID_INDEX) still do."""
+
+from __future__ import annotations
+
+from sparkdoctor import matrix
+from sparkdoctor.fleet import FleetOptions, FleetResult, judge
+from sparkdoctor.fleet.compare import compare_nodes
+from sparkdoctor.fleet.node import NodeOutcome
+from sparkdoctor.fleet.transport import Node
+from tests.fleet.fabric_trees import pair
+from tests.fleet.test_fabric import read
+from tests.fleet.test_fleet_compare import fleet_facts
+
+CX = {"name": "enp1s0f1np1", "kind": "net", "state": "up", "mtu": 9000, "speed_mbps": 200000, "physical": True}
+MGMT = {"name": "enP7s7", "kind": "net", "state": "up", "mtu": 1500, "physical": True}
+
+
+def _pair(tmp_path, links: dict[str, list[dict]], envs: dict[str, dict[str, str]] | None = None):
+    sparks = pair()
+    for spark in sparks:
+        spark.env.update((envs or {}).get(spark.name, {}))
+    fabrics = read(tmp_path, sparks)
+    named = []
+    for name, fab in fabrics.items():
+        facts = fleet_facts(name)
+        facts.fleet["fabric"] = fab
+        facts.host_health = {**(facts.host_health or {}), "links": links[name]}
+        named.append((name, facts))
+    return named
+
+
+def _gate(named) -> FleetResult:
+    reports, drifts, notes, topo, found = judge(named, matrix.load(), FleetOptions())
+    return FleetResult("ssh", [NodeOutcome(Node(n), f) for n, f in named], reports, drifts, notes, 1.0, "error", topo, found)
+
+
+def test_a_container_on_one_node_and_a_slower_management_port_are_benign(tmp_path):
+    veth = {"name": "veth3f2a1b0", "kind": "net", "state": "up", "mtu": 1500, "physical": False}
+    docker0 = {"name": "docker0", "kind": "net", "state": "up", "mtu": 1500, "physical": False}
+    wifi = {"name": "wlP9s9", "kind": "net", "state": "up", "mtu": 1500, "physical": True}
+    named = _pair(tmp_path, {"spark-1": [CX, {**MGMT, "speed_mbps": 10000}, docker0, veth, wifi],
+                             "spark-2": [CX, {**MGMT, "speed_mbps": 1000}, {**docker0, "state": "down"}]})
+    drifts = {d.label: d for d in compare_nodes(named)}
+    for label in ("host_health: link veth3f2a1b0", "host_health: link docker0 state",
+                  "host_health: link enP7s7 speed_mbps", "host_health: link wlP9s9"):
+        assert drifts[label].verdict == "benign", drifts[label]  # listed in the document, not a refusal
+    assert "virtual interface" in drifts["host_health: link veth3f2a1b0"].why
+    assert "NCCL does not use" in drifts["host_health: link enP7s7 speed_mbps"].why
+    result = _gate(named)
+    assert result.risky == [] and result.exit_code() == 0, result.risky
+
+
+def test_a_fabric_link_or_the_socket_interface_differing_is_still_risky(tmp_path):
+    named = _pair(tmp_path, {"spark-1": [CX, {**MGMT, "speed_mbps": 10000}],
+                             "spark-2": [{**CX, "mtu": 1500}, {**MGMT, "speed_mbps": 1000}]},
+                  envs={"spark-1": {"NCCL_SOCKET_IFNAME": "enP7"}, "spark-2": {"NCCL_SOCKET_IFNAME": "enP7"}})
+    drifts = {d.label: d for d in compare_nodes(named)}
+    assert drifts["host_health: link enp1s0f1np1 mtu"].verdict == "risky"  # the RDMA netdev
+    assert drifts["host_health: link enP7s7 speed_mbps"].verdict == "risky"  # NCCL_SOCKET_IFNAME=enP7 names it
+    assert _gate(named).exit_code() == 1
+    # a node that sent no fabric facts: nothing can be ruled out
+    for _, facts in named:
+        facts.fleet.pop("fabric")
+        facts.env = {}
+    assert {d.label: d for d in compare_nodes(named)}["host_health: link enP7s7 speed_mbps"].verdict == "risky"
