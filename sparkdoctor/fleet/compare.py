@@ -69,10 +69,16 @@ def _fleet_fields(named: list[tuple[str, Facts]]) -> list[Drift]:
             drifts.append(settle(Drift(rule.area, rule.key, rule.verdict, rule.why, values)))
     for per_key in rules.FLEET_RULES_PER_KEY:
         keyed = {name: per_key.read(facts.fleet or {}, facts) for name, facts in named}
-        for key in sorted({k for per in keyed.values() for k in per}):
+        keys = {k for per in keyed.values() for k in per}
+        if per_key.shared_only:
+            keys = {k for k in keys if all(k in per for per in keyed.values())}
+        verdict, why = per_key.verdict, per_key.why
+        if per_key.pinned_by and not rules.pinned(named, per_key.pinned_by):
+            verdict, why = BENIGN, rules.UNPINNED.format(per_key.pinned_by)
+        for key in sorted(keys):
             values = {name: per.get(key) for name, per in keyed.items()}
             if len(set(values.values())) > 1:
-                drifts.append(settle(Drift(per_key.area, f"{per_key.key} {key}", per_key.verdict, per_key.why, values)))
+                drifts.append(settle(Drift(per_key.area, f"{per_key.key} {key}", verdict, why, values)))
     low = rules.memory_headroom(named)
     if low is not None:
         drifts.append(low)

@@ -65,3 +65,34 @@ def test_a_fabric_link_or_the_socket_interface_differing_is_still_risky(tmp_path
         facts.fleet.pop("fabric")
         facts.env = {}
     assert {d.label: d for d in compare_nodes(named)}["host_health: link enP7s7 speed_mbps"].verdict == "risky"
+
+
+def _gids(tmp_path, gids: dict[str, dict[str, int]], env: dict[str, str] | None = None):
+    named = _pair(tmp_path, {"spark-1": [CX], "spark-2": [CX]},
+                  envs={name: dict(env or {}) for name in gids})
+    for name, facts in named:
+        facts.fleet["roce_v2_gid_index"] = gids[name]
+        facts.env = {**(facts.env or {}), **(env or {})}
+    return named
+
+
+def test_a_gid_index_that_differs_is_benign_while_nccl_picks_it_and_refuses_when_pinned(tmp_path):
+    """"4 on the head and 3 on the worker" (multinode-roce-gid-index-hardcoded) breaks only a pinned
+    NCCL_IB_GID_INDEX; unset, NCCL picks each device's RoCE v2 IPv4 GID itself."""
+    four_three = {"spark-1": {"enp1s0f1np1": 4}, "spark-2": {"enp1s0f1np1": 3}}
+    named = _gids(tmp_path / "unset", four_three)
+    [drift] = [d for d in compare_nodes(named) if d.area == "links"]
+    assert drift.verdict == "benign" and "unset on every node" in drift.why
+    assert _gate(named).exit_code() == 0
+    named = _gids(tmp_path / "pinned", four_three, env={"NCCL_IB_GID_INDEX": "3"})
+    [drift] = [d for d in compare_nodes(named) if d.area == "links"]
+    assert drift.verdict == "risky" and drift.values == {"spark-1": "4", "spark-2": "3"}
+    result = _gate(named)
+    assert result.exit_code() == 1
+    assert any(f.id == "multinode-roce-gid-index-hardcoded" for r in result.reports.values() for f in r.findings)
+
+
+def test_a_pair_cabled_port_0_to_port_1_compares_no_gid_index(tmp_path):
+    named = _gids(tmp_path, {"spark-1": {"enp1s0f0np0": 3}, "spark-2": {"enp1s0f1np1": 3}},
+                  env={"NCCL_IB_GID_INDEX": "3"})
+    assert [d for d in compare_nodes(named) if d.area == "links"] == []
