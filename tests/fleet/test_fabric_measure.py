@@ -326,7 +326,7 @@ def _shell_stand_in(folder: Path, name: str, body: str) -> None:
     # the client could not reach its server, mpirun could not start its ranks
     ("echo \"Couldn't connect to 192.168.100.11:18515\" >&2; exit 1",
      "echo 'mpirun was unable to launch the specified application' >&2; exit 1", ["ib_write_bw", "all_reduce_perf"]),
-])
+], ids=["wrong-results", "no-connection"])
 def test_a_failed_or_wrong_measurement_refuses_the_launch(tmp_path, ib_body, mpirun_body, failed):
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()

@@ -96,3 +96,22 @@ def test_a_pair_cabled_port_0_to_port_1_compares_no_gid_index(tmp_path):
     named = _gids(tmp_path, {"spark-1": {"enp1s0f0np0": 3}, "spark-2": {"enp1s0f1np1": 3}},
                   env={"NCCL_IB_GID_INDEX": "3"})
     assert [d for d in compare_nodes(named) if d.area == "links"] == []
+
+
+def test_a_node_whose_serving_stack_could_not_be_probed_is_exit_3_with_the_collectors_error():
+    """Not "NO-GO: 0 risky difference(s)" and exit 1: the node was not checked (the exit table's 3), and its line
+    says why."""
+    from rich.console import Console
+
+    from sparkdoctor.views.fleet import render_console
+
+    good, blind = fleet_facts("spark-1"), fleet_facts("spark-2")
+    blind.packages = None
+    blind.errors = [{"collector": "target", "error": "the target probe printed no JSON: not json"}]
+    result = _gate([("spark-1", good), ("spark-2", blind)])
+    assert result.unprobed == ["spark-2"] and result.exit_code() == 3 and result.verdict() == "no-go: node down"
+    console = Console(record=True, width=300, color_system=None)
+    render_console(result, console)
+    text = console.export_text()
+    assert "spark-2  not checked: its serving stack could not be probed: target: the target probe printed no JSON" in text
+    assert "NO-GO: 1 node(s) could not be checked" in text and "(exit 3)" in text
