@@ -4,6 +4,8 @@ ride on (a fabric link's MTU, an interface NCCL_SOCKET_IFNAME names, a pinned NC
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from sparkdoctor import matrix
 from sparkdoctor.fleet import FleetOptions, FleetResult, judge
 from sparkdoctor.fleet.compare import compare_nodes
@@ -115,3 +117,36 @@ def test_a_node_whose_serving_stack_could_not_be_probed_is_exit_3_with_the_colle
     text = console.export_text()
     assert "spark-2  not checked: its serving stack could not be probed: target: the target probe printed no JSON" in text
     assert "NO-GO: 1 node(s) could not be checked" in text and "(exit 3)" in text
+
+
+def test_progress_text_naming_a_nodes_netdev_is_never_markup():
+    """`measuring spark-1:eth[/x] <-> ...` raised rich's MarkupError out of the spinner on a terminal."""
+    import io
+
+    from rich.console import Console
+
+    from sparkdoctor.commands.fleet import progress_to
+
+    status = Console(file=io.StringIO(), force_terminal=False).status("fleet check…")
+    progress_to(status)("measuring spark-1:eth[/x] <-> spark-2:eth[bold] (1/1)…")
+    assert str(status.renderable.text) == "measuring spark-1:eth[/x] <-> spark-2:eth[bold] (1/1)…"
+
+
+def test_a_node_answering_nan_or_infinity_is_refused_before_any_json_document():
+    """Python's json writes and reads NaN and Infinity; no strict JSON reader does (--format json carried them)."""
+    import json
+    import sys
+
+    import pytest
+
+    from sparkdoctor.fleet.toolparse import parse_ib_write_bw
+    from sparkdoctor.proc import ProcResult
+    from sparkdoctor.targets.local import PythonTarget, TargetError, parse_json_probe
+
+    target = PythonTarget(sys.executable, "--python")
+    for text in ('{"cma": {"total_kib": Infinity}}', '{"fabric": {"note": NaN}}', '{"x": -Infinity}', '{"x": 1e999}'):
+        with pytest.raises(TargetError, match="non-finite number"):
+            parse_json_probe(target, Path("fleet_node"), ProcResult(["p"], 0, text, "", 0.1))
+    assert parse_json_probe(target, Path("p"), ProcResult(["p"], 0, json.dumps({"x": 1.5}), "", 0.1)) == {"x": 1.5}
+    row = " 65536      1000           nan                  inf                   0.0\n"
+    assert parse_ib_write_bw(" #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]\n" + row).average_gbps is None
