@@ -327,7 +327,8 @@ def _shell_stand_in(folder: Path, name: str, body: str) -> None:
     ("echo \"Couldn't connect to 192.168.100.11:18515\" >&2; exit 1",
      "echo 'mpirun was unable to launch the specified application' >&2; exit 1", ["ib_write_bw", "all_reduce_perf"]),
 ], ids=["wrong-results", "no-connection"])
-def test_a_failed_or_wrong_measurement_refuses_the_launch(tmp_path, ib_body, mpirun_body, failed):
+def test_a_failed_or_wrong_measurement_refuses_the_launch(tmp_path, ib_body, mpirun_body, failed, monkeypatch):
+    monkeypatch.setattr("sparkdoctor.fleet.measure.SERVER_HEAD_START", 0.0)  # the stand-ins need no listening server
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     _shell_stand_in(bin_dir, "ib_write_bw", ib_body)
@@ -344,9 +345,10 @@ def test_a_failed_or_wrong_measurement_refuses_the_launch(tmp_path, ib_body, mpi
     assert entry.severity == "error" and any(found[0].setting in e for e in entry.evidence)
 
 
-def test_a_login_shell_saying_command_not_found_is_not_an_absent_tool(tmp_path):
+def test_a_login_shell_saying_command_not_found_is_not_an_absent_tool(tmp_path, monkeypatch):
     """A login shell printing "bash: conda: command not found" on stderr of every command: the tools ran, and
     their numbers are read; a tool that really is missing is still absent (exit 127, or its own name)."""
+    monkeypatch.setattr("sparkdoctor.fleet.measure.SERVER_HEAD_START", 0.0)
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     noise = "echo 'bash: conda: command not found' >&2; echo 'ls: /opt/x: No such file or directory' >&2"
