@@ -137,8 +137,9 @@ def _address(fab: fabric.Fabric, netdev: str, subnet: str) -> str | None:
 
 def ib_write_bw(transport: Transport, nodes: dict[str, Node], fabrics: dict[str, fabric.Fabric], link: fabric.Link,
                 port: int) -> Measurement:
-    """One rail: ib_write_bw's server on the link's first end, its client on the second."""
-    server, client = link.ends[0], link.ends[1]
+    """One rail: ib_write_bw's server on the link's first end, its client on the first end of another node (both
+    twins of a port on one subnet give a link of four ends, two on each node: never a node measuring itself)."""
+    server, client = _ends(link)
     a, b = _rail(fabrics[server.node], server.netdev), _rail(fabrics[client.node], client.netdev)
     address = _address(fabrics[server.node], server.netdev, link.subnet)
     if a is None or b is None or address is None:
@@ -162,6 +163,11 @@ def ib_write_bw(transport: Transport, nodes: dict[str, Node], fabrics: dict[str,
         return Measurement("ib_write_bw", client.node, link.label, "failed", None, rated, setting,
                            done.describe_failure()[:300])
     return from_ib_write_bw(done.stdout, client.node, link.label, rated, setting)
+
+
+def _ends(link: fabric.Link) -> tuple[fabric.End, fabric.End]:
+    server = link.ends[0]
+    return server, next((e for e in link.ends if e.node != server.node), link.ends[-1])
 
 
 def all_reduce(transport: Transport, nodes: list[Node], fabrics: dict[str, fabric.Fabric], topo: fabric.Topology) -> Measurement:
@@ -211,7 +217,7 @@ def measure_links(transport: Transport, nodes: list[Node], named: list[tuple[str
     for i, link in enumerate(topo.links):
         say(f"measuring {link.label} with ib_write_bw ({i + 1}/{len(topo.links)})…")
         out.append(_guarded(partial(ib_write_bw, transport, by_name, fabrics, link, IB_PORT + i),
-                            "ib_write_bw", link.ends[1].node, link.label))
+                            "ib_write_bw", _ends(link)[1].node, link.label))
     if topo.links and len(by_name) > 1:
         say(f"all_reduce_perf over {len(by_name)} nodes…")
         out.append(_guarded(partial(all_reduce, transport, list(by_name.values()), fabrics, topo),

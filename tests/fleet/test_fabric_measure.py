@@ -366,3 +366,28 @@ def test_a_login_shell_saying_command_not_found_is_not_an_absent_tool(tmp_path, 
     _shell_stand_in(bin_dir, "mpirun", "echo 'bash: mpirun: command not found' >&2; exit 1")
     [*_, ar] = measure_links(LocalTransport(bin_dir), [Node(n) for n, _ in named], named)
     assert ar.status == "absent"
+
+
+def test_both_twins_on_one_subnet_measure_between_the_nodes_not_within_one(tmp_path, monkeypatch):
+    """Both twins of each Spark's port addressed on one /24: one link of four ends, two per node. ib_write_bw's
+    server and client ran on the same node (a loopback measurement of nothing)."""
+    monkeypatch.setattr("sparkdoctor.fleet.measure.SERVER_HEAD_START", 0.0)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    stand_in(bin_dir, "ib_write_bw", "ib_write_bw_healthy.txt")
+    stand_in(bin_dir, "mpirun", "all_reduce_perf_pair.txt")
+    fabrics = read(tmp_path / "trees", pair())
+    for i, fab in enumerate(fabrics.values()):  # address the second twin on the same subnet
+        twin = fab["netdevs"]["enP2p1s0f1np1"]
+        twin.update(state="up", addrs=[f"192.168.100.{21 + i}/24"], subnets=["192.168.100.0/24"])
+        for dev in fab["rdma"]:
+            for port in dev["ports"]:
+                if port.get("netdev") == "enP2p1s0f1np1":
+                    port["gids"] = [{"index": 3, "gid": "x", "type": "RoCE v2", "ndev": "enP2p1s0f1np1",
+                                     "ipv4": f"192.168.100.{21 + i}"}]
+    named = _named(fabrics)
+    transport = LocalTransport(bin_dir)
+    measured = measure_links(transport, [Node(n) for n, _ in named], named)
+    ib = [node for node, argv in transport.calls if argv[0] == "ib_write_bw"]
+    assert sorted(ib) == ["spark-1", "spark-2"], transport.calls
+    assert measured[0].status == "measured"
