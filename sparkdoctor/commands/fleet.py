@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
+from rich.markup import escape
 
 from sparkdoctor.commands.options import (
     Fmt,
@@ -35,6 +36,10 @@ from sparkdoctor.result import Format, Result
 from sparkdoctor.views.fleet import VIEW
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from rich.status import Status
+
     from sparkdoctor.fleet.transport import Node
 
 FORMATS = VIEW.formats
@@ -112,11 +117,16 @@ def run(options: FleetCommand) -> Result[FleetResult]:
         from rich.console import Console
 
         with Console(stderr=True).status("fleet check…", spinner="dots") as status:
-            run_options.progress = status.update
+            run_options.progress = progress_to(status)
             found = fleet.run(run_options)
     else:
         found = fleet.run(run_options)
     return Result("fleet check", "fleet", found, exit_code=found.exit_code(), verbose=options.verbose)
+
+
+def progress_to(status: Status) -> Callable[[str], None]:
+    """status.update with the text as it is: a node's names (a netdev `eth[/x]`) are never rich markup."""
+    return lambda text: status.update(escape(text))
 
 
 def register(app: typer.Typer) -> None:

@@ -29,6 +29,7 @@ from sparkdoctor.facts import Facts, is_tracked
 
 NOT_COMPARED = frozenset({"schema", "taken_at", "timings_ms", "tool", "errors"})
 MAX_LEAVES = 5000  # per generic field: a hostile snapshot can hold millions
+VIRTUAL = "a virtual interface (a container's veth, a bridge, docker0): no cable between the nodes runs on it"
 
 
 @dataclass
@@ -255,13 +256,16 @@ def _host_health(area: str, ha: dict, hb: dict) -> list[Difference]:
     links_b = {text_of(x.get("name")): x for x in hb.get("links") or [] if isinstance(x, dict)}
     for name in sorted(set(links_a) | set(links_b)):
         a, b = links_a.get(name), links_b.get(name)
+        virtual = all(x.get("physical") is False for x in (a, b) if x is not None)
         if a is None or b is None:
-            out += _diff(area, f"link {name}", "present" if a else None, "present" if b else None, RISKY,
-                         "interface names must be identical on every node (NCCL_SOCKET_IFNAME, NCCL_IB_HCA)")
+            out += _diff(area, f"link {name}", "present" if a else None, "present" if b else None,
+                         *((BENIGN, VIRTUAL) if virtual else
+                           (RISKY, "interface names must be identical on every node (NCCL_SOCKET_IFNAME, NCCL_IB_HCA)")))
             continue
         for key in ("state", "mtu", "speed_mbps", "rate"):
-            out += _diff(area, f"link {name} {key}", a.get(key), b.get(key), RISKY,
-                         "the nodes' links differ: NCCL runs at the slower one, or not at all")
+            out += _diff(area, f"link {name} {key}", a.get(key), b.get(key),
+                         *((BENIGN, VIRTUAL) if virtual else
+                           (RISKY, "the nodes' links differ: NCCL runs at the slower one, or not at all")))
     gpus_a = {g.get("index"): g for g in ha.get("gpus") or [] if isinstance(g, dict)}
     gpus_b = {g.get("index"): g for g in hb.get("gpus") or [] if isinstance(g, dict)}
     for index in sorted(set(gpus_a) & set(gpus_b), key=text_of):

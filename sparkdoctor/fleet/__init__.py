@@ -109,12 +109,17 @@ class FleetResult:
     def risky(self) -> list[Drift]:
         return [d for d in self.drifts if d.verdict == "risky"]
 
+    @property
+    def unprobed(self) -> list[str]:
+        """Nodes that answered, but whose serving stack could not be probed (no packages observed)."""
+        return [name for name, r in self.reports.items() if not r.probed()]
+
     def exit_code(self) -> int:
-        if self.down or not self.reports:
+        if self.down or not self.reports or self.unprobed:  # a node not checked: never "0 risky differences"
             return EXIT_FLEET_NODE_DOWN
         if self.memory is not None and self.memory.blocking():
             return EXIT_FLEET_REFUSE
-        if self.risky or any(r.failing() or not r.probed() for r in self.reports.values()):
+        if self.risky or any(r.failing() for r in self.reports.values()):
             return EXIT_FLEET_REFUSE
         return EXIT_FLEET_GO
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 from collections import Counter
 
-from sparkdoctor.diff import RISKY, compare
+from sparkdoctor.diff import BENIGN, RISKY, compare
 from sparkdoctor.facts import Facts
 from sparkdoctor.fleet import rules
 from sparkdoctor.fleet.drift import Drift
@@ -52,8 +52,12 @@ def _check_fields(named: list[tuple[str, Facts]]) -> list[Drift]:
             row.values[name] = d.b
             if d.verdict == RISKY:
                 row.verdict, row.why = RISKY, why
+    used = rules.nccl_links(named)
     for row in rows.values():
         row.values = {n: row.values.get(n, row.values[ref_name]) for n, _ in named}
+        link = row.key.split(" ")[1] if row.area == "host_health" and row.key.startswith("link ") else None
+        if link and used is not None and row.verdict == RISKY and not used(link):
+            row.verdict, row.why = BENIGN, rules.UNUSED_LINK
     return [settle(row) for row in rows.values()]
 
 
@@ -65,10 +69,16 @@ def _fleet_fields(named: list[tuple[str, Facts]]) -> list[Drift]:
             drifts.append(settle(Drift(rule.area, rule.key, rule.verdict, rule.why, values)))
     for per_key in rules.FLEET_RULES_PER_KEY:
         keyed = {name: per_key.read(facts.fleet or {}, facts) for name, facts in named}
-        for key in sorted({k for per in keyed.values() for k in per}):
+        keys = {k for per in keyed.values() for k in per}
+        if per_key.shared_only:
+            keys = {k for k in keys if all(k in per for per in keyed.values())}
+        verdict, why = per_key.verdict, per_key.why
+        if per_key.pinned_by and not rules.pinned(named, per_key.pinned_by):
+            verdict, why = BENIGN, rules.UNPINNED.format(per_key.pinned_by)
+        for key in sorted(keys):
             values = {name: per.get(key) for name, per in keyed.items()}
             if len(set(values.values())) > 1:
-                drifts.append(settle(Drift(per_key.area, f"{per_key.key} {key}", per_key.verdict, per_key.why, values)))
+                drifts.append(settle(Drift(per_key.area, f"{per_key.key} {key}", verdict, why, values)))
     low = rules.memory_headroom(named)
     if low is not None:
         drifts.append(low)

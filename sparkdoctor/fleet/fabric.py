@@ -24,6 +24,7 @@ RING_ROUTING = "ring-routing"
 MTU = "mtu-mismatch"
 RAIL_DEGRADED = "rail-degraded"
 RAIL_SLOW = "rail-slow"  # measured (fleet/measure.py)
+MEASURE_FAILED = "measure-failed"  # measured and failed: no result, wrong results, no connection
 
 RULES = {  # rule -> (what it checks, its source); matrix/multinode.toml has the entry of each
     HCA_TWIN: ("NCCL_IB_HCA names every up RoCE device of the node (both twins of a port)",
@@ -37,6 +38,8 @@ RULES = {  # rule -> (what it checks, its source); matrix/multinode.toml has the
                     "https://github.com/NVIDIA/dgx-spark-playbooks/pull/108"),
     RAIL_SLOW: ("a measured rail reaches a fair part of its rated speed (fleet check --measure)",
                 "https://github.com/NVIDIA/dgx-spark-playbooks/pull/108"),
+    MEASURE_FAILED: ("a measurement asked for ran and gave a result, with no #wrong result (fleet check --measure)",
+                     "https://github.com/NVIDIA/dgx-spark-playbooks/issues/102"),
 }
 
 

@@ -9,7 +9,8 @@ against the link's rated speed (the port rate the two ends report).
                 rated speed is known for NVLink, PCIe or C2C between them)
 
 A tool that is not installed on a node is a Measurement with status "absent": reported, never fatal, and
-never a finding. A rail below FAIR_SHARE of its rated speed is a rail-slow fabric finding.
+never a finding. A rail below FAIR_SHARE of its rated speed is a rail-slow fabric finding; a measurement that
+failed (no result, `#wrong` results, a tool that could not connect or exited non-zero) is a measure-failed one.
 """
 
 from __future__ import annotations
@@ -54,6 +55,9 @@ class Measurement:
             and self.gbps < FAIR_SHARE * float(self.rated_gbps or 0)
 
     def findings(self) -> list[fabric.FabricFinding]:
+        if self.status == "failed":  # no number, or a wrong one: never "measured, all fine"
+            return [fabric.FabricFinding(fabric.MEASURE_FAILED, self.node, self.link, self.setting or self.tool,
+                                         f"{self.tool} failed: {self.detail}")]
         if not self.slow():
             return []
         return [fabric.FabricFinding(fabric.RAIL_SLOW, self.node, self.link, self.setting,
@@ -64,9 +68,20 @@ class Measurement:
         return {**asdict(self), "slow": self.slow()}
 
 
-def _absent(result: proc.ProcResult) -> bool:
-    text = f"{result.start_error or ''} {result.stderr or ''}"
-    return result.returncode == 127 or "No such file" in text or "not found" in text
+def _absent(result: proc.ProcResult, tools: tuple[str, ...]) -> bool:
+    """The tool itself is not installed: the run failed, and the shell said so (exit 127), or the command could
+    not start for a missing file, or the message names one of `tools` as not found. A login shell's unrelated
+    "bash: conda: command not found" on a run that succeeded or failed otherwise is not absence."""
+    if result.ok:
+        return False
+    if result.returncode == 127:
+        return True
+    start = result.start_error or ""
+    if "No such file" in start or "FileNotFoundError" in start or "not found" in start:
+        return True
+    text = f"{start}\n{result.stderr or ''}"
+    return any(re.search(rf"(?<![\w.-]){re.escape(tool)}: (command not found|not found|No such file)|"
+                         rf"command not found: {re.escape(tool)}\b", text) for tool in tools)
 
 
 def from_ib_write_bw(text: str, node: str, link: str, rated: float | None, setting: str) -> Measurement:
@@ -122,8 +137,9 @@ def _address(fab: fabric.Fabric, netdev: str, subnet: str) -> str | None:
 
 def ib_write_bw(transport: Transport, nodes: dict[str, Node], fabrics: dict[str, fabric.Fabric], link: fabric.Link,
                 port: int) -> Measurement:
-    """One rail: ib_write_bw's server on the link's first end, its client on the second."""
-    server, client = link.ends[0], link.ends[1]
+    """One rail: ib_write_bw's server on the link's first end, its client on the first end of another node (both
+    twins of a port on one subnet give a link of four ends, two on each node: never a node measuring itself)."""
+    server, client = _ends(link)
     a, b = _rail(fabrics[server.node], server.netdev), _rail(fabrics[client.node], client.netdev)
     address = _address(fabrics[server.node], server.netdev, link.subnet)
     if a is None or b is None or address is None:
@@ -140,13 +156,18 @@ def ib_write_bw(transport: Transport, nodes: dict[str, Node], fabrics: dict[str,
         done = transport.command(nodes[client.node], client_argv, IB_TIMEOUT)
         served = serving.result()
     for result, where in ((done, client.node), (served, server.node)):
-        if _absent(result):
+        if _absent(result, ("ib_write_bw",)):
             return Measurement("ib_write_bw", where, link.label, "absent", None, rated, setting,
                                f"ib_write_bw is not installed on {where} (perftest)")
     if not done.ok:
         return Measurement("ib_write_bw", client.node, link.label, "failed", None, rated, setting,
                            done.describe_failure()[:300])
     return from_ib_write_bw(done.stdout, client.node, link.label, rated, setting)
+
+
+def _ends(link: fabric.Link) -> tuple[fabric.End, fabric.End]:
+    server = link.ends[0]
+    return server, next((e for e in link.ends if e.node != server.node), link.ends[-1])
 
 
 def all_reduce(transport: Transport, nodes: list[Node], fabrics: dict[str, fabric.Fabric], topo: fabric.Topology) -> Measurement:
@@ -174,7 +195,7 @@ def all_reduce_in_node(transport: Transport, node: Node, gpus: int) -> Measureme
 def _all_reduce_on(transport: Transport, node: Node, argv: list[str], link: str, rated: float | None, tools: str) -> Measurement:
     done = transport.command(node, argv, ALLREDUCE_TIMEOUT)
     setting = " ".join(argv)
-    if _absent(done):
+    if _absent(done, ("mpirun", "all_reduce_perf")):
         return Measurement("all_reduce_perf", node.name, link, "absent", None, rated, setting,
                            f"{tools} is not installed on {node.name}")
     if not done.ok:
@@ -196,7 +217,7 @@ def measure_links(transport: Transport, nodes: list[Node], named: list[tuple[str
     for i, link in enumerate(topo.links):
         say(f"measuring {link.label} with ib_write_bw ({i + 1}/{len(topo.links)})…")
         out.append(_guarded(partial(ib_write_bw, transport, by_name, fabrics, link, IB_PORT + i),
-                            "ib_write_bw", link.ends[1].node, link.label))
+                            "ib_write_bw", _ends(link)[1].node, link.label))
     if topo.links and len(by_name) > 1:
         say(f"all_reduce_perf over {len(by_name)} nodes…")
         out.append(_guarded(partial(all_reduce, transport, list(by_name.values()), fabrics, topo),

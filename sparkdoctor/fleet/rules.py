@@ -27,6 +27,8 @@ class Rule(Generic[T]):
     verdict: str
     why: str
     read: Callable[[Mapping[str, object], Facts], T]  # a node's value: str | None, or {key: value} (FLEET_RULES_PER_KEY)
+    shared_only: bool = False  # FLEET_RULES_PER_KEY: only the keys every node has (a port cabled on one node only)
+    pinned_by: str | None = None  # risky only where a node sets this NCCL variable; else benign, why UNPINNED
 
 
 def _nccl_loaded(fleet: Mapping[str, object], _: Facts) -> str | None:
@@ -111,7 +113,7 @@ FLEET_RULES: tuple[Rule[str | None], ...] = (
 
 FLEET_RULES_PER_KEY: tuple[Rule[dict[str, str]], ...] = (
     Rule("links", "RoCE v2 GID index of", RISKY, "the RoCE v2 GID index of a port differs between hosts: one "
-         "NCCL_IB_GID_INDEX cannot be right on every node", _gid_indexes),
+         "NCCL_IB_GID_INDEX cannot be right on every node", _gid_indexes, shared_only=True, pinned_by="NCCL_IB_GID_INDEX"),
     Rule("gpu", "max graphics clock of", RISKY, "another clock ceiling: the slowest node paces every collective", _max_clocks),
 )
 
@@ -135,6 +137,55 @@ def memory_headroom(named: list[tuple[str, Facts]]) -> Drift | None:
                  majority=None, has_majority=False, odd=low)
 
 
+UNUSED_LINK = ("a physical link NCCL does not use: no node's RDMA device sits on it and no node's "
+               "NCCL_SOCKET_IFNAME names it (a management port, Wi-Fi)")
+
+
+UNPINNED = "{} is unset on every node: NCCL picks the RoCE v2 IPv4 GID of each device itself"
+
+
+def pinned(named: list[tuple[str, Facts]], variable: str) -> bool:
+    """Whether any node sets an NCCL variable: in its environment, or where its fabric facts found it
+    (/etc/nccl.conf, ~/.nccl.conf)."""
+    for _, facts in named:
+        fab = (facts.fleet or {}).get("fabric")
+        nccl = fab.get("nccl") if isinstance(fab, dict) else None
+        if (facts.env or {}).get(variable) is not None or (isinstance(nccl, dict) and isinstance(nccl.get(variable), dict)):
+            return True
+    return False
+
+
+def socket_ifname_named(spec: str, name: str) -> bool:
+    """Whether NCCL_SOCKET_IFNAME selects interface `name` (NCCL's syntax: comma list of prefixes, `^`
+    excludes, `=` exact names)."""
+    exclude, exact = spec.startswith("^"), False
+    body = spec[1:] if exclude else spec
+    if body.startswith("="):
+        exact, body = True, body[1:]
+    hit = any(name == item if exact else name.startswith(item) for item in filter(None, (x.strip() for x in body.split(","))))
+    return not hit if exclude else hit
+
+
+def nccl_links(named: list[tuple[str, Facts]]) -> Callable[[str], bool] | None:
+    """Whether NCCL may run on an interface of these nodes: the netdev of an RDMA port of any node, or one
+    any node's NCCL_SOCKET_IFNAME names. None when a node sent no fabric facts (nothing can be ruled out)."""
+    netdevs: set[str] = set()
+    specs: set[str] = set()
+    for _, facts in named:
+        fab = (facts.fleet or {}).get("fabric")
+        if not isinstance(fab, dict):
+            return None
+        for dev in fab.get("rdma") or []:
+            for port in (dev.get("ports") or []) if isinstance(dev, dict) else []:
+                if isinstance(port, dict) and port.get("netdev"):
+                    netdevs.add(str(port["netdev"]))
+        entry = (fab.get("nccl") or {}).get("NCCL_SOCKET_IFNAME")
+        spec = entry.get("value") if isinstance(entry, dict) else (facts.env or {}).get("NCCL_SOCKET_IFNAME")
+        if spec:
+            specs.add(str(spec))
+    return lambda name: name in netdevs or "/" in name or any(socket_ifname_named(s, name) for s in specs)
+
+
 def up_subnets(facts: Facts) -> dict[str, str]:
     """{link: IPv4 subnet} of the node's physical links that are up and addressed."""
     links = (facts.host_health or {}).get("links") or []
@@ -142,4 +193,4 @@ def up_subnets(facts: Facts) -> dict[str, str]:
             if isinstance(x, dict) and x.get("subnet") and x.get("physical") and str(x.get("state")).lower() == "up"}
 
 
-__all__ = ["BENIGN", "RISKY", "Rule", "FLEET_RULES", "FLEET_RULES_PER_KEY", "memory_headroom", "up_subnets"]
+__all__ = ["BENIGN", "RISKY", "Rule", "FLEET_RULES", "FLEET_RULES_PER_KEY", "memory_headroom", "nccl_links", "pinned", "socket_ifname_named", "up_subnets"]

@@ -6,6 +6,7 @@ show_gids output to check that the probe sees what those tools see.)
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from typing import TypedDict
@@ -105,7 +106,9 @@ def _int(text: object) -> int | None:
 
 
 def _float(text: object) -> float | None:
+    """A finite number, or None: a tool's (or a node's) "nan" or "inf" is no measurement."""
     try:
-        return float(str(text).strip())
+        value = float(str(text).strip())
     except (TypeError, ValueError):
         return None
+    return value if math.isfinite(value) else None

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.markup import escape
 
+from sparkdoctor.describe import clip
 from sparkdoctor.fleet import FleetResult
 from sparkdoctor.result import Format
 from sparkdoctor.views import View
@@ -60,6 +61,10 @@ def render_console(result: FleetResult, console: Console, verbose: bool = False)
             console.print(f"  [bold red]✖ {name}[/]  not checked: {escape(outcome.problem or 'no answer')}")
             continue
         report = result.reports[outcome.node.name]
+        if not report.probed():
+            why = "; ".join(f"{clip(e.get('collector'))}: {clip(e.get('error'))}" for e in report.facts.errors) or "installed packages unknown"
+            console.print(f"  [bold red]✖ {name}[/]  not checked: its serving stack could not be probed: {escape(why)}")
+            continue
         counts = report.counts()
         style = "bold red" if report.failing() else "green"
         console.print(f"  [{style}]● {name}[/]  {counts['error']} error, {counts['warn']} warn, {counts['info']} info "
@@ -92,8 +97,8 @@ def render_console(result: FleetResult, console: Console, verbose: bool = False)
            f"{sum(1 for r in result.reports.values() if r.failing())} node(s) with findings at or above "
            f"{escape(str(result.fail_on))}" + (f", the launch as written does not fit on {escape(', '.join(result.memory.blocking()))}"
                                   if result.memory is not None and result.memory.blocking() else "") + " (exit 1)",
-        3: f"[bold red]NO-GO[/]: {len(result.down)} node(s) could not be checked; {len(result.risky)} risky "
-           f"difference(s) among the {len(result.reports)} that answered (exit 3)",
+        3: f"[bold red]NO-GO[/]: {len(result.down) + len(result.unprobed)} node(s) could not be checked; "
+           f"{len(result.risky)} risky difference(s) among the {len(result.reports)} that answered (exit 3)",
     }[result.exit_code()]
     console.print(verdict)
 

@@ -67,5 +67,6 @@ MULTINODE_CASES: dict[str, tuple[dict, dict]] = {
            ("multinode-fabric-mtu-mismatch", "mtu-mismatch", "ring-routing"),
            ("multinode-fabric-rail-degraded", "rail-degraded", "rail-slow"),
            ("multinode-fabric-rail-slow", "rail-slow", "rail-degraded"),
+           ("multinode-fabric-measure-failed", "measure-failed", "rail-slow"),
        )},  # each fires on its own rule's row only (fleet/fabric.py names the rows)
 }

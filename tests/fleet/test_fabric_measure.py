@@ -311,3 +311,83 @@ def test_a_nodes_answers_never_become_options_of_the_tools_measure_runs(tmp_path
     transport = LocalTransport(bin_dir)
     measure_links(transport, [Node(n) for n, _ in named], named)
     assert not any("--hostile" in argv for _, argv in transport.calls), transport.calls
+
+
+def _shell_stand_in(folder: Path, name: str, body: str) -> None:
+    script = folder / name
+    script.write_text(f"#!/bin/sh\n{body}\n")
+    script.chmod(0o755)
+
+
+@pytest.mark.parametrize("ib_body,mpirun_body,failed", [
+    # all_reduce_perf counted #wrong results: the collective returned corrupt sums (docs: any #wrong fails it)
+    (f"exec /bin/cat '{DATA / 'ib_write_bw_healthy.txt'}'", f"exec /bin/cat '{DATA / 'all_reduce_perf_wrong.txt'}'",
+     ["all_reduce_perf"]),
+    # the client could not reach its server, mpirun could not start its ranks
+    ("echo \"Couldn't connect to 192.168.100.11:18515\" >&2; exit 1",
+     "echo 'mpirun was unable to launch the specified application' >&2; exit 1", ["ib_write_bw", "all_reduce_perf"]),
+], ids=["wrong-results", "no-connection"])
+def test_a_failed_or_wrong_measurement_refuses_the_launch(tmp_path, ib_body, mpirun_body, failed, monkeypatch):
+    monkeypatch.setattr("sparkdoctor.fleet.measure.SERVER_HEAD_START", 0.0)  # the stand-ins need no listening server
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    _shell_stand_in(bin_dir, "ib_write_bw", ib_body)
+    _shell_stand_in(bin_dir, "mpirun", mpirun_body)
+    named = _named(read(tmp_path / "trees", pair()))
+    measured = measure_links(LocalTransport(bin_dir), [Node(n) for n, _ in named], named)
+    assert sorted(m.tool for m in measured if m.status == "failed") == sorted(failed), measured
+    result = _gate(named, measured)
+    assert result.exit_code() == 1
+    found = [f for f in result.fabric if f.rule == "measure-failed"]
+    assert sorted(f.detail.split(" ")[0] for f in found) == sorted(failed)
+    report = result.reports[found[0].node]
+    [entry] = [f for f in report.findings if f.id == "multinode-fabric-measure-failed"]
+    assert entry.severity == "error" and any(found[0].setting in e for e in entry.evidence)
+
+
+def test_a_login_shell_saying_command_not_found_is_not_an_absent_tool(tmp_path, monkeypatch):
+    """A login shell printing "bash: conda: command not found" on stderr of every command: the tools ran, and
+    their numbers are read; a tool that really is missing is still absent (exit 127, or its own name)."""
+    monkeypatch.setattr("sparkdoctor.fleet.measure.SERVER_HEAD_START", 0.0)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    noise = "echo 'bash: conda: command not found' >&2; echo 'ls: /opt/x: No such file or directory' >&2"
+    _shell_stand_in(bin_dir, "ib_write_bw", f"{noise}; exec /bin/cat '{DATA / 'ib_write_bw_healthy.txt'}'")
+    _shell_stand_in(bin_dir, "mpirun", f"{noise}; exec /bin/cat '{DATA / 'all_reduce_perf_pair.txt'}'")
+    named = _named(read(tmp_path / "trees", pair()))
+    measured = measure_links(LocalTransport(bin_dir), [Node(n) for n, _ in named], named)
+    assert [(m.tool, m.status) for m in measured] == [("ib_write_bw", "measured"), ("all_reduce_perf", "measured")]
+    assert measured[0].gbps == 92.54 and _gate(named, measured).exit_code() == 0
+    # failing for another reason with the same noise: failed (a finding), not absent
+    _shell_stand_in(bin_dir, "mpirun", f"{noise}; exit 1")
+    [*_, ar] = measure_links(LocalTransport(bin_dir), [Node(n) for n, _ in named], named)
+    assert ar.status == "failed"
+    # the tool's own name said missing by a login shell on the node: absent
+    _shell_stand_in(bin_dir, "mpirun", "echo 'bash: mpirun: command not found' >&2; exit 1")
+    [*_, ar] = measure_links(LocalTransport(bin_dir), [Node(n) for n, _ in named], named)
+    assert ar.status == "absent"
+
+
+def test_both_twins_on_one_subnet_measure_between_the_nodes_not_within_one(tmp_path, monkeypatch):
+    """Both twins of each Spark's port addressed on one /24: one link of four ends, two per node. ib_write_bw's
+    server and client ran on the same node (a loopback measurement of nothing)."""
+    monkeypatch.setattr("sparkdoctor.fleet.measure.SERVER_HEAD_START", 0.0)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    stand_in(bin_dir, "ib_write_bw", "ib_write_bw_healthy.txt")
+    stand_in(bin_dir, "mpirun", "all_reduce_perf_pair.txt")
+    fabrics = read(tmp_path / "trees", pair())
+    for i, fab in enumerate(fabrics.values()):  # address the second twin on the same subnet
+        twin = fab["netdevs"]["enP2p1s0f1np1"]
+        twin.update(state="up", addrs=[f"192.168.100.{21 + i}/24"], subnets=["192.168.100.0/24"])
+        for dev in fab["rdma"]:
+            for port in dev["ports"]:
+                if port.get("netdev") == "enP2p1s0f1np1":
+                    port["gids"] = [{"index": 3, "gid": "x", "type": "RoCE v2", "ndev": "enP2p1s0f1np1",
+                                     "ipv4": f"192.168.100.{21 + i}"}]
+    named = _named(fabrics)
+    transport = LocalTransport(bin_dir)
+    measured = measure_links(transport, [Node(n) for n, _ in named], named)
+    ib = [node for node, argv in transport.calls if argv[0] == "ib_write_bw"]
+    assert sorted(ib) == ["spark-1", "spark-2"], transport.calls
+    assert measured[0].status == "measured"

@@ -116,17 +116,22 @@ def test_the_fabric_facts_travel_over_ssh_and_gate_the_launch(sshd, node_venvs, 
         done = fleet("--inventory", inventory(tmp_path / case / "fleet.toml", rows), "--ssh-config", str(sshd.config),
                      "--format", "json", *measure)
         doc = json.loads(done.stdout)
+        failed = [m for m in doc["fabric"]["measured"] if m["status"] == "failed"]
+        if failed:  # a tool installed here that fails on the fixture's devices: a measure-failed finding refuses it
+            code = 1
+            assert {(m["node"], m["link"]) for m in failed} == {(f["node"], f["link"]) for f in doc["fabric"]["findings"]
+                                                                if f["rule"] == "measure-failed"}
         assert done.returncode == code, (done.stderr, doc["fabric"], [(n["name"], [f["id"] for f in n.get("findings") or []])
                                                                     for n in doc["nodes"]])
         assert doc["fabric"]["topology"]["kind"] == "pair"
         assert doc["fabric"]["topology"]["links"] == ["fleet-0:enp1s0f1np1 <-> fleet-1:enp1s0f1np1 (192.168.100.0/24)"]
         if measure:  # the tools run on the nodes over ssh; where they are missing (or fail on a fixture's devices) it is
-            # reported and the gate still goes
+            # reported: an absent tool never stops the gate, a failed one does (above)
             assert [m["tool"] for m in doc["fabric"]["measured"]] == ["ib_write_bw", "all_reduce_perf"]
             assert all(m["status"] in ("absent", "failed") and not m["slow"] for m in doc["fabric"]["measured"])
         node1 = next(n for n in doc["nodes"] if n["name"] == "fleet-1")
         assert node1["facts"]["fleet"]["fabric"]["nccl"]["NCCL_IB_HCA"]["source"] == "environment"
-        if code:
+        if case == "twin":
             [finding] = doc["fabric"]["findings"]
             assert finding == {"rule": "hca-twin", "node": "fleet-1", "link": "roceP2p1s0f1 port 1 (enP2p1s0f1np1)",
                                "setting": "NCCL_IB_HCA=rocep1s0f1 (environment)", "detail": finding["detail"]}
