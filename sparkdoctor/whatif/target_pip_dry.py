@@ -8,13 +8,12 @@ from files only (probe_site.py in SHARED, as for fix's target_dists.py), and pip
 starts the target's interpreter with site). Standard library only, Python 3.8+.
 """
 
+import os
 import sys
 
 if "sparkdoctor_site" in getattr(sys, "_xoptions", {}):  # -S -X sparkdoctor_site=FOLDER: probe_site.py's folder
-    folder = sys._xoptions["sparkdoctor_site"]  # True when given bare: a relative "True" would be the cwd's folder
-    if not (isinstance(folder, str) and folder.startswith("/")):
-        sys.exit("-X sparkdoctor_site needs the absolute folder of probe_site.py")
-    sys.path.insert(1, folder)
+    # under "/": a relative value (a bare option is True) never names a folder of the current one
+    sys.path.insert(1, os.path.join("/", str(sys._xoptions["sparkdoctor_site"])))
     import probe_site
 
     probe_site.rebuild()  # before pip is imported: it reads sys.prefix / sys.path
