@@ -39,7 +39,7 @@ RULES = {  # rule -> (what it checks, its source); matrix/multinode.toml has the
     RAIL_SLOW: ("a measured rail reaches a fair part of its rated speed (fleet check --measure)",
                 "https://github.com/NVIDIA/dgx-spark-playbooks/pull/108"),
     MEASURE_FAILED: ("a measurement asked for ran and gave a result, with no #wrong result (fleet check --measure)",
-                     "https://github.com/NVIDIA/dgx-spark-playbooks/issues/102"),
+                     "https://github.com/NVIDIA/nccl/issues/1184"),
 }
 
 
