@@ -20,7 +20,7 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from types import FrameType
 
@@ -140,12 +140,14 @@ def kill_all() -> int:
     return len(alive)
 
 
-def stop_all() -> int:
-    """Kill the process group of every child still registered and reap it, new children still allowed; the count
-    killed. For what must not run beside a child nobody reads any more (fix's automatic rollback after a signal)."""
+def stop_all(keep: Collection[int] = ()) -> int:
+    """Kill the process group of every child still registered, but those in `keep` (what was running before the work
+    that wants this began: a library caller's own daemons), and reap it, new children still allowed; the count killed.
+    For what must not run beside a child nobody reads any more (fix's automatic rollback after a signal)."""
     with _live_lock:
-        alive = list(_live.values())
-        _live.clear()
+        alive = [p for pid, p in _live.items() if pid not in keep]
+        for popen in alive:
+            del _live[popen.pid]
     for popen in alive:
         _kill_group(popen)
         with contextlib.suppress(subprocess.TimeoutExpired):

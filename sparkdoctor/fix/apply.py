@@ -135,6 +135,7 @@ def apply(target: Target, plan: Plan, inventory: Inventory, installer: Installer
     sides = sides_of(target)
     header = _header(target, plan, inventory, installer)
     key, label = target_key(header["target"]), target_label(header["target"])
+    running_before = set(proc.live_pids())  # not the apply's to stop (a caller's own children, in-process)
     with jr.target_lock(key, label), children_die_with_parent():
         stuck = jr.unfinished_for(key, target_key)
         if stuck:
@@ -173,8 +174,8 @@ def apply(target: Target, plan: Plan, inventory: Inventory, installer: Installer
             if not isinstance(exc, Exception):
                 # a signal (Ctrl-C) may have come between an installer's start and its wait (proc.start's pending
                 # signal, a Running not yet waited on): that installer would go on changing the target beside the
-                # rollback. Every child still running is killed and reaped before the first reverse.
-                proc.stop_all()
+                # rollback. Every child started since the apply began is killed and reaped before the first reverse.
+                proc.stop_all(keep=running_before)
             try:
                 outcome.verified = _reverse(target, journal, executed, restorer, sides)
                 outcome.rolled_back = True

@@ -20,6 +20,7 @@ import os
 import shutil
 import signal
 import socket
+import stat
 import sys
 import time
 from collections.abc import Callable, Mapping
@@ -186,6 +187,22 @@ def _sweep_local(doc: dict[str, object], grace: float) -> str | None:
     return f"process group {doc.get('pgid')} ({doc.get('program') or 'server'}, {len(pids)} process(es)): {how}"
 
 
+def _remove_ipc_dirs(doc: dict[str, object]) -> None:
+    """The private socket folder (launch.py's sd-ipc-*) the dead supervisor's cleanup would have removed: only that
+    shape of cleanup, a real folder of this user's; nothing from the record is ever run."""
+    cleanup = doc.get("cleanup")
+    for argv in cleanup if isinstance(cleanup, list) else []:
+        if not (isinstance(argv, list) and len(argv) == 4 and argv[:3] == ["rm", "-rf", "--"] and isinstance(argv[3], str)):
+            continue
+        path = Path(argv[3])
+        try:
+            st = path.lstat()
+        except OSError:
+            continue
+        if path.is_absolute() and path.name.startswith("sd-ipc-") and stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid():
+            shutil.rmtree(path, ignore_errors=True)
+
+
 # ---- containers ---------------------------------------------------------------------------------------------------
 def _sweep_container(doc: dict[str, object]) -> tuple[str | None, bool]:
     """(what was removed, whether the record can go)."""
@@ -240,6 +257,8 @@ def sweep(folder: Path | None = None, grace: float = SWEEP_GRACE_S) -> list[str]
         else:
             what = _sweep_local(doc, grace)
             drop = not ours(doc)
+            if drop:
+                _remove_ipc_dirs(doc)
         if what:
             done.append(what)
         if drop:

@@ -39,6 +39,7 @@ def test_ctrl_c_to_the_process_group_as_the_installer_starts_is_rolled_back_whol
     once = tmp_path / "sigint-sent"
     armed: list[str] = []  # the boundary after which the next child started sends the SIGINT
     alive_at_rollback: list[list[int]] = []
+    other_tests: set[int] = set()  # children this worker's other tests keep running (a session's dockerd)
     real_preexec = pdeath._preexec
 
     def preexec_with_sigint(parent: int):
@@ -63,7 +64,7 @@ def test_ctrl_c_to_the_process_group_as_the_installer_starts_is_rolled_back_whol
             if self.phase == "apply" and name.startswith("step-5"):  # install six==1.17.0: pip is the next child
                 armed.append(name)
             if self.phase == "auto-rollback" and name == "start":
-                alive_at_rollback.append([pid for pid in proc.live_pids() if _running(pid)])
+                alive_at_rollback.append([pid for pid in proc.live_pids() if _running(pid) and pid not in other_tests])
             super().__call__(name)
 
     monkeypatch.setattr(pdeath, "_preexec", preexec_with_sigint)
@@ -73,14 +74,19 @@ def test_ctrl_c_to_the_process_group_as_the_installer_starts_is_rolled_back_whol
     planned = make_plan(request, FixOptions(env_file=t.env_file))
     assert [s.op.value for s in planned.plan.steps][4] == "install" and not planned.plan.refusals, planned.plan.steps
     saved = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    # a child the caller started before the apply (in-process, as a test session's dockerd is): not the apply's to stop
+    other_tests.update(proc.live_pids())
+    theirs = proc.start(["sleep", "600"])
     try:
         proc.install_signal_handlers()
         result = apply_and_recheck(request, planned)
+        assert theirs.popen is not None and theirs.popen.poll() is None, "the caller's own child was killed by the rollback"
     finally:
+        theirs.cancel()
         for sig, handler in saved.items():
             signal.signal(sig, handler)
     assert once.exists(), "the installer's child never sent the SIGINT"
-    assert alive_at_rollback == [[]], f"the interrupted installer still ran when the rollback started: {alive_at_rollback}"
+    assert alive_at_rollback == [[theirs.popen.pid]], f"the interrupted installer still ran when the rollback started: {alive_at_rollback}"
     assert result.error == "interrupted (SIGINT)", result.error
     assert result.rolled_back and result.rollback_verified and result.rollback_verified["ok"], result.rollback_verified
     found = scenario.journals(jr.state_dir())

@@ -156,7 +156,7 @@ def test_a_script_cannot_take_the_machines_memory_or_disk(tmp_path, tree):
     assert result.verdict is Verdict.NO_EFFECT, result
 
 
-FORKS = """python3 - <<'EOF'
+FORKS = """python3 - {marker} <<'EOF'
 import os, sys, time
 n = 0
 try:
@@ -176,9 +176,10 @@ def test_a_fork_bomb_stops_at_the_process_count(tmp_path, tree):
     """A fork bomb in a mod ran until the time limit: the kernel exempts root from RLIMIT_NPROC, and the suite (like
     many a container) runs as root. Now a root caller's script runs as `nobody` (still root inside), so the count
     binds; the forks stop at 1,024 processes with EAGAIN and everything forked dies with the sandbox."""
-    result = judge_mod(folder(tmp_path, "set -e\n" + FORKS), tree)
+    marker = f"sparkdoctor-fork-bomb-{uuid.uuid4().hex}"  # this test's forks, no other `python3 -`
+    result = judge_mod(folder(tmp_path, "set -e\n" + FORKS.format(marker=marker)), tree)
     assert result.verdict is Verdict.NO_EFFECT, result
-    left = [p for p in Path("/proc").iterdir() if p.name.isdigit() and _cmdline(p).startswith("python3 -")]
+    left = [p for p in Path("/proc").iterdir() if p.name.isdigit() and _cmdline(p).startswith(f"python3 - {marker}")]
     assert not left, left
 
 

@@ -143,10 +143,13 @@ def test_what_outlives_its_supervisor_is_swept_at_the_next_launch(tmp_path, monk
         time.sleep(1.0)
         left = members(pgid)
         assert pid in left, "with its supervisor SIGKILLed the server is orphaned: the case the sweep is for"
+        ipc = [Path(argv[3]) for argv in rec["cleanup"] if argv[:3] == ["rm", "-rf", "--"]]
+        assert len(ipc) == 1 and ipc[0].is_dir(), rec["cleanup"]  # the private socket folder nobody removed
         swept = registry.sweep(state / "servers", grace=2)
         assert len(swept) == 1 and f"process group {pgid}" in swept[0]
         wait_for(lambda: members(pgid) == [], what="the orphaned group swept")  # LIMIT_S: a safety net, not 10 s
         assert records(state) == []
+        assert not ipc[0].exists(), "the dead supervisor's socket folder was left in the temporary folder"
     finally:
         p.kill()
         for q in members(pgid):
@@ -164,8 +167,14 @@ def test_the_sweep_never_kills_a_pid_that_is_not_the_recorded_process(tmp_path):
         recycled = {"record_version": 1, "kind": "local", "token": "t0k", "pgid": other.pid, "owner": dead_owner,
                     "supervisor": {"pid": other.pid, "start": str(int(real) - 5)},  # same pid, an earlier process
                     "server": {"pid": other.pid, "start": str(int(real) - 3)}}
+        # a record's cleanup is never run: of it only a private socket folder (sd-ipc-*) of this user is removed
+        keep = [tmp_path / "precious", tmp_path / "sd-ipc-link"]
+        keep[0].mkdir()
+        keep[1].symlink_to(keep[0])
+        recycled["cleanup"] = [["rm", "-rf", "--", str(p)] for p in keep] + [["sh", "-c", f"rm -rf {keep[0]}"]]
         (folder / "recycled.json").write_text(json.dumps(recycled))
         assert registry.sweep(folder, grace=1) == []
+        assert all(p.exists() for p in keep)
         assert other.poll() is None, "a recycled pid was killed"
         assert not (folder / "recycled.json").exists()  # nothing of that launch is alive: the record goes
         # the positive control: the same process, recorded with its own start time, IS swept
