@@ -143,6 +143,7 @@ class Daemon:
             except subprocess.TimeoutExpired:
                 pass
         self.popen_running.cancel()  # kills the process group (its containerd too) and reaps it
+        _kill_shims(self.root)  # a daemon killed before it stopped its containers leaves their shims running
         for line in reversed(Path("/proc/self/mounts").read_text().splitlines()):
             where = line.split()[1]
             if where.startswith(str(self.root)):
@@ -151,6 +152,30 @@ class Daemon:
         if "docker0" in after["links"] and "docker0" not in self.before["links"]:
             proc.run(["ip", "link", "del", "docker0"], timeout=20)
         shutil.rmtree(self.root, ignore_errors=True)
+
+
+def _kill_shims(root: Path) -> None:
+    """SIGKILL each containerd shim serving this daemon (its command line names the daemon's root) and what runs
+    under it: a container's init is its pid namespace's first process, so everything in the container goes with it."""
+    parents: dict[int, int] = {}
+    shims = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        parents[int(entry.name)] = int(stat[stat.rfind(")") + 2:].split()[1])
+        if b"containerd-shim" in cmdline and str(root).encode() in cmdline:
+            shims.append(int(entry.name))
+    for shim in shims:
+        for pid in [p for p, parent in parents.items() if parent == shim] + [shim]:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
 
 
 def short_root(prefix: str) -> Path:

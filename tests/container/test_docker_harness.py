@@ -49,3 +49,44 @@ def test_a_killed_worker_takes_its_dockerd_with_it():
             if line.split()[1].startswith(root):
                 proc.run(["umount", "-l", line.split()[1]], timeout=20)
         subprocess.run(["rm", "-rf", root], timeout=120)
+
+
+def test_a_daemon_killed_under_its_containers_leaves_none_running():
+    """A dockerd SIGKILLed before it stopped its containers (by a test's stray group kill, the OOM killer) left their
+    containerd shims and the containers' processes running after the session (3-9 `sleep infinity` per full run):
+    stop() kills what is still served from the daemon's root."""
+    from tests.container.docker_daemon import short_root, start_daemon
+
+    daemon = start_daemon(short_root("sd-dockerd-"))
+    try:
+        image = daemon.import_skeleton("sparkdoctor-skeleton:harness")
+        daemon.run_container("harness-c0", image, daemon.host_mounts())
+        assert _served_from(daemon.root), "the container's shim was not found by the daemon's root"
+        os.killpg(os.getpgid(daemon.pid), signal.SIGKILL)  # the daemon and its containerd, not the shims
+        assert _served_from(daemon.root), "the shim went with the daemon: nothing here to clean up"
+    finally:
+        daemon.stop()
+    assert _served_from(daemon.root) == []
+
+
+def _served_from(root: Path) -> list[int]:
+    """Live shims serving `root`'s containers, and their children."""
+    shims = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit() and _alive(int(p.name))
+             and b"containerd-shim" in _cmdline(p) and str(root).encode() in _cmdline(p)]
+    children = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit() and _alive(int(p.name)) and _parent(p) in shims]
+    return shims + children
+
+
+def _cmdline(p: Path) -> bytes:
+    try:
+        return (p / "cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
+def _parent(p: Path) -> int:
+    try:
+        stat = (p / "stat").read_text()
+    except OSError:
+        return -1
+    return int(stat[stat.rfind(")") + 2:].split()[1])
