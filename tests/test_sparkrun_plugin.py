@@ -80,6 +80,9 @@ def sparkrun(tmp_path_factory) -> SimpleNamespace:
         "defaults:\n  port: 8000\n  max_model_len: 32768\n"
         "command: vllm serve {model} --port {port} --max-model-len {max_model_len}\n"
         f"sparkdoctor:\n  python: {vllm}\n")
+    for name, item in (("off", "false"), ("relative", "\n  python: venv/bin/python")):
+        recipes[name] = root / f"{name}.yaml"
+        recipes[name].write_text(recipes["clean"].read_text().split("sparkdoctor:")[0] + f"sparkdoctor: {item}\n")
     return SimpleNamespace(python=python, cli=python.parent / "sparkrun", env=env, root=root, recipes=recipes)
 
 
@@ -104,6 +107,34 @@ def test_sparkruns_loader_finds_the_installed_plugin_and_loads_it_only_when_sele
     row = next(r for r in json.loads(fresh.stdout)["inventory"] if r["name"] == "sparkdoctor")
     assert row["loaded"] is False and row["selected"] is False, row
     assert not any(key == "sparkdoctor" for key, _, _ in json.loads(fresh.stdout)["items"])
+
+
+def test_the_context_the_step_reads_is_the_one_sparkrun_passes(sparkrun):
+    """The step reads context.plan.recipe, context.plan.host_list and context.options.overrides (and the tests' fakes
+    stand for them): the names of real sparkrun 0.4.2's ExecutionContext (core/execution.py), RunPlan and RunOptions
+    (api/_models.py)."""
+    names = ("from dataclasses import fields\nfrom sparkrun.core.execution import ExecutionContext\n"
+             "from sparkrun.api._models import RunOptions, RunPlan\n"
+             "print([[f.name for f in fields(c)] for c in (ExecutionContext, RunPlan, RunOptions)])")
+    done = run([sparkrun.python, "-c", names], sparkrun.env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    context, plan, options = json.loads(done.stdout.replace("'", '"'))
+    assert context == ["options", "plan", "sctx"] and {"recipe", "host_list"} <= set(plan) and "overrides" in options
+
+
+def test_sparkdoctor_false_launches_without_the_gate_and_says_so(sparkrun):
+    done = launch(sparkrun, "off")
+    out = done.stdout + done.stderr
+    assert "sparkdoctor: gate turned off by the recipe off (sparkdoctor: false): nothing judged" in out, out[-3000:]
+    assert "[1/6] Preparing" in out and "[3/6] Distributing resources" in out, out[-3000:]
+    assert "refused the launch" not in out and "could not parse" not in out
+
+
+def test_a_relative_python_is_a_recipe_error_before_anything_is_prepared(sparkrun):
+    done = launch(sparkrun, "relative")
+    out = done.stdout + done.stderr
+    assert done.returncode != 0 and "sparkdoctor.python: 'venv/bin/python' is a relative path" in out, out[-3000:]
+    assert "[1/6] Preparing" not in out and "judging" not in out
 
 
 def test_a_launch_whose_gate_fails_is_refused_before_sparkrun_prepares_anything(sparkrun):

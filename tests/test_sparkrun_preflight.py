@@ -36,7 +36,7 @@ def test_the_item_is_true_or_a_mapping_and_a_bad_one_is_one_line():
     for bad, said in (({"fail_on": "fatal"}, "sparkdoctor.fail_on: 'fatal'"), ({"allow": "yes"}, "sparkdoctor.allow"),
                       ({"timeout": 0}, "sparkdoctor.timeout"), ({"timeout": True}, "sparkdoctor.timeout"),
                       ({"python": ""}, "sparkdoctor.python"), ({"pyhton": "/x"}, "unknown key 'pyhton'"),
-                      ("yes", "expected `true` or a mapping")):
+                      ("yes", "expected `true`, `false` (the gate off) or a mapping")):
         with pytest.raises(SettingsError) as err:
             Settings.parse(bad)
         assert said in str(err.value) and "\n" not in str(err.value)
@@ -183,3 +183,55 @@ def test_a_recipe_the_gate_cannot_read_is_named_by_its_own_path_not_the_scratch_
     said = str(refused.value)
     assert f"could not judge: {tmp_path / 'listdef.yaml'} (as sparkrun resolved it): field 'defaults.extra'" in said, said
     assert "sparkdoctor-sparkrun-" not in said
+
+
+def _context(item: object, **recipe: object) -> object:
+    """sparkrun 0.4.2's ExecutionContext as the step sees it (core/execution.py: options, plan, sctx; the plan an
+    api/_models.py RunPlan whose host_list names the hosts the workload runs on)."""
+    from types import SimpleNamespace
+
+    fields = {"name": "r", "source_path": "/recipes/r.yaml", "container": None, "mods": [], "model": "org/toy",
+              "plugin_items": {"sparkdoctor": item}, **recipe}
+    return SimpleNamespace(plan=SimpleNamespace(recipe=SimpleNamespace(**fields), host_list=("localhost",)),
+                           options=SimpleNamespace(overrides={}))
+
+
+def test_sparkdoctor_false_turns_the_gate_off_for_that_recipe_and_says_so_in_one_line(monkeypatch):
+    """`sparkdoctor: false` (the user turning the gate off for one recipe) was refused as a malformed item ("expected
+    `true` or a mapping ... got bool"), so the recipe could not launch at all; and sparkrun's export of the item
+    (`value or True`) would have written a `false` back as `true`."""
+    from sparkdoctor.integrations import sparkrun_plugin as plugin
+
+    said: list[str] = []
+    monkeypatch.setattr(plugin, "say", said.append)
+    monkeypatch.setattr(plugin, "judge", lambda *a, **k: pytest.fail("a gate ran though the recipe turned it off"))
+    item = plugin.parse_item(False, None)  # type: ignore[arg-type]  # sparkrun's Recipe: not read for false
+    assert plugin.validate_item(item, None) == [] and plugin.export_item(item, None) is False  # type: ignore[arg-type]
+    receipt = plugin.preflight(_context(item, name="off"), {})
+    assert said == ["sparkdoctor: gate turned off by the recipe off (sparkdoctor: false): nothing judged"]
+    assert receipt == {"reasons": [], "gates": [], "allowed": False, "off": True}
+    on = plugin.parse_item(True, None)  # type: ignore[arg-type]
+    assert on == {} and plugin.export_item(on, None) is True  # type: ignore[arg-type]
+
+
+def test_a_relative_python_is_refused_in_one_line_not_resolved_against_the_working_folder(tmp_path, monkeypatch):
+    """A relative `python:` was passed on as it was, so `recipe check` ran whatever that path named under sparkrun's
+    working folder: a cloned recipe repository, launched from its own folder, could name an interpreter of its own.
+    The documentation promises no folder it is relative to, so a relative path is refused (a recipe error in
+    sparkrun, before any launch); `~/...` is the user's home and stays allowed."""
+    from sparkdoctor.integrations import sparkrun_plugin as plugin
+
+    marker = tmp_path / "ran"
+    (tmp_path / "venv" / "bin").mkdir(parents=True)
+    fake = tmp_path / "venv" / "bin" / "python"
+    fake.write_text(f"#!/bin/sh\ntouch {marker}\nexit 1\n")
+    fake.chmod(0o755)
+    monkeypatch.chdir(tmp_path)
+    for relative in ("venv/bin/python", "./venv/bin/python", "venv"):
+        with pytest.raises(SettingsError) as err:
+            plugin.parse_item({"python": relative}, None)  # type: ignore[arg-type]
+        said = str(err.value)
+        assert said.startswith(f"sparkdoctor.python: {relative!r} is a relative path") and "\n" not in said, said
+    assert not marker.exists()
+    home = Settings.parse({"python": "~/vllm/bin/python"})
+    assert home.python == str(Path.home() / "vllm" / "bin" / "python")

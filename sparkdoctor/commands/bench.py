@@ -96,6 +96,9 @@ class BenchCommand:
             raise UsageError(f"--pairs {self.pairs}: give 1 or more")
         if self.calibrate and (self.recipe is None or self.vs is not None or self.conclude is not None):
             raise UsageError("--calibrate measures one RECIPE against itself: no --vs, --url or --conclude")
+        if self.calibrate and self.reference:  # every A/A arm stored its answers as the reference, each over the last
+            raise UsageError("--calibrate measures launch noise, --reference marks one run's answers as good: bench "
+                             "the recipe alone with --reference, then --calibrate it")
         if self.calibrate and self.pairs < 2:
             raise UsageError(f"--calibrate --pairs {self.pairs}: the launch noise needs 2 pairs or more (3 or more to be useful)")
         if not 0 <= self.min_effect < 1:

@@ -40,13 +40,14 @@ class SettingsError(ValueError):
 
 @dataclass(frozen=True)
 class Settings:
-    """The recipe's `sparkdoctor:` item: `true`, or a mapping of KEYS."""
+    """The recipe's `sparkdoctor:` item: `true`, or a mapping of KEYS (`false`, the gate off, is the plugin's to
+    honour: sparkrun_plugin.parse_item)."""
 
     fail_on: str = "error"
     """The lowest severity that refuses the launch (as `recipe check --fail-on`)."""
     python: str | None = None
-    """The interpreter (or venv) of the vLLM to judge against; default: the recipe's container image, else as
-    `recipe check` chooses."""
+    """The interpreter (or venv) of the vLLM to judge against, an absolute path (or ~/...); default: the recipe's
+    container image, else as `recipe check` chooses."""
     allow: bool = False
     """Print the reasons and launch anyway."""
     timeout: float = DEFAULT_TIMEOUT
@@ -57,7 +58,8 @@ class Settings:
         if value is True or value is None:
             return cls()
         if not isinstance(value, dict):
-            raise SettingsError("sparkdoctor: expected `true` or a mapping with fail_on, python, allow, timeout; "
+            raise SettingsError("sparkdoctor: expected `true`, `false` (the gate off) or a mapping with fail_on, python, allow, "
+                                "timeout; "
                                 f"got {type(value).__name__}")
         unknown = sorted(str(k) for k in value if k not in KEYS)
         if unknown:
@@ -68,6 +70,11 @@ class Settings:
         python = value.get("python")
         if python is not None and (not isinstance(python, str) or not python.strip()):
             raise SettingsError("sparkdoctor.python: expected the path of an interpreter or a venv")
+        if python is not None and not os.path.isabs(os.path.expanduser(python)):
+            # relative to what? sparkrun's working folder is not the recipe's choice (a cloned recipe repository could
+            # name an interpreter of its own there): only an interpreter the user names outright is run
+            raise SettingsError(f"sparkdoctor.python: {python!r} is a relative path: name the interpreter (or venv) by "
+                                "an absolute path or one under ~/")
         allow = value.get("allow", False)
         if not isinstance(allow, bool):
             raise SettingsError("sparkdoctor.allow: expected true or false")

@@ -34,28 +34,31 @@ SPARKRUN_PORT = 8000
 # Keys the exported recipe keeps out of `recipe check`: this item, and the mods (judged by `mods check`, against
 # the same target, so that one failing mod is one reason).
 NOT_FOR_RECIPE_CHECK = (ITEM, "mods")
+OFF = False  # `sparkdoctor: false`: the recipe turns the gate off (the launch goes on, one line says so)
 
 
 class LaunchRefused(RuntimeError):
     """A gate failed: sparkrun prints "launch preparation failed: " + this one line and launches nothing."""
 
 
-def parse_item(value: object, recipe: Recipe) -> dict[str, object]:
-    """The item as the recipe writes it, checked (a malformed item is a recipe error, one line)."""
+def parse_item(value: object, recipe: Recipe) -> dict[str, object] | bool:
+    """The item as the recipe writes it, checked (a malformed item is a recipe error, one line); `false` (the user
+    turning the gate off for this recipe) is kept as False: the step then says so and judges nothing."""
 
-    return Settings.parse(value).to_dict()
+    return OFF if value is OFF else Settings.parse(value).to_dict()
 
 
 def validate_item(value: object, recipe: Recipe) -> list[str]:
     try:
-        Settings.parse(value)
+        parse_item(value, recipe)
     except SettingsError as exc:
         return [str(exc)]
     return []
 
 
 def export_item(value: object, recipe: Recipe) -> object:
-    return value or True
+    """As sparkrun writes the item back: `true` for the defaults, `false` kept (not turned back on)."""
+    return value if value is OFF else (value or True)
 
 
 def register(v: object) -> None:
@@ -82,7 +85,11 @@ def preflight(context: Any, _receipts: object) -> dict[str, object]:
     """The preparation step: judge the recipe sparkrun is about to launch; raise LaunchRefused to stop it."""
 
     recipe = context.plan.recipe
-    settings = Settings.parse(recipe.plugin_items.get(ITEM))
+    item = recipe.plugin_items.get(ITEM)
+    if item is OFF:
+        say(f"sparkdoctor: gate turned off by the recipe {recipe.name} (sparkdoctor: false): nothing judged")
+        return {"reasons": [], "gates": [], "allowed": False, "off": True}
+    settings = Settings.parse(item)
     mods, unresolved = resolve_mods(recipe)
     image = str(recipe.container or "") or None
     model, why_not = memory_model(recipe, getattr(context.plan, "host_list", None))

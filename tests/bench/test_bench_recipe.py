@@ -211,3 +211,17 @@ def test_an_output_file_that_cannot_be_written_is_refused_before_the_launch(run,
     assert out.returncode == EXIT_USAGE and "its folder" in out.stderr and "does not exist" in out.stderr, out.stderr
     assert len(out.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "state" / "runs").exists() and not (tmp_path / "l.sqlite").exists()
+
+
+def test_calibrate_with_reference_is_refused_before_anything_is_launched(run, tmp_path):
+    """--calibrate launches one recipe against itself (an A/A) and --reference marks one run's answers as good:
+    together every arm of the A/A stored its answers as the reference, each over the last. Refused like --vs with --reference (exit 2, one
+    line), before the recipe is launched (its server would leave the marker)."""
+    marker = tmp_path / "launched"
+    path = recipe(tmp_path, "aa-ref", "--delay", "0.002")
+    path.write_text(path.read_text().replace(f'"{SERVER}"', f'"-c", "open({str(marker)!r}, \'w\')"'))
+    assert "open(" in path.read_text()
+    out = run("bench", path, "--calibrate", "--pairs", "2", "--reference", *QUICK)
+    assert out.returncode == EXIT_USAGE and out.stderr.count("\n") == 1, out.stderr
+    assert "--calibrate" in out.stderr and "--reference" in out.stderr, out.stderr
+    assert not marker.exists()
