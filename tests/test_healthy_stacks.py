@@ -46,8 +46,9 @@ BOXES: list[tuple[str, str | None, int, tuple[str, ...], dict[str, str]]] = [
     ("vllm-0.32.0", "gpt-oss-120b", 2, GOOD_FLAGS, dict([CG_ESTIMATE])),
     # the same recipe with vLLM's default utilization: the warning is true for it
     ("vllm-0.33.0", "gpt-oss-120b", 1, (), dict([CG_ESTIMATE, MEM_UTIL])),
-    # sized by bytes: the estimate no longer sizes the cache, nothing to say
-    ("vllm-0.33.0", "gpt-oss-120b", 1, ("--kv-cache-memory-bytes", "60G"), {}),
+    # sized by bytes: the estimate no longer sizes the cache, but vLLM's startup check still reads the default 0.9
+    ("vllm-0.33.0", "gpt-oss-120b", 1, ("--kv-cache-memory-bytes", "60G"), dict([MEM_UTIL])),
+    ("vllm-0.33.0", "gpt-oss-120b", 1, ("--kv-cache-memory-bytes", "60G", *GOOD_FLAGS), {}),
     # SGLang 0.5.23 with its own pins: nothing on one box; vLLM's flag entries say nothing about an SGLang launch
     ("sglang-0.5.23", None, 1, (), {}),
     ("sglang-0.5.23", "qwen3.6-35b-a3b-nvfp4", 1, ("--mem-fraction-static", "0.8"), {}),

@@ -13,7 +13,7 @@ from typing import Any
 
 from sparkdoctor.audit.errors import AuditError
 from sparkdoctor.audit.locate import resolve_model
-from sparkdoctor.recipes.model import Recipe
+from sparkdoctor.recipes.model import Recipe, vllm_spelling
 
 _SIZED = re.compile(r"(\d+(?:\.\d+)?)([kKmMgGtT])")
 
@@ -65,7 +65,7 @@ def flag_values(argv: list[str]) -> dict[str, str]:
     by_flag = {flag: name for name, (flag, _) in FLAGS.items()}
     found: dict[str, str] = {}
     for i, arg in enumerate(argv):
-        flag, eq, value = arg.partition("=")
+        flag, eq, value = vllm_spelling(arg).partition("=")
         if flag not in by_flag:
             continue
         if not eq:

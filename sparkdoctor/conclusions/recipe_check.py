@@ -36,7 +36,8 @@ from sparkdoctor.matrix import evaluate, needs_recipe
 from sparkdoctor.matrix import load as load_matrix
 from sparkdoctor.matrix.conditions.serving import other_engine
 from sparkdoctor.matrix.model import Matrix
-from sparkdoctor.memory.findings import findings, preflight
+from sparkdoctor.memory.findings import findings, preflight, unsized
+from sparkdoctor.memory.need import Unsized, launches_vllm
 from sparkdoctor.recipes import load
 from sparkdoctor.recipes.model import Recipe
 from sparkdoctor.targets.choose import (
@@ -258,7 +259,13 @@ def document(recipe: Recipe, findings: list[Finding], facts: Facts, flags: Mappi
 def memory_preflight(recipe: Recipe, model: str) -> tuple[list[Finding], dict[str, object]]:
     """The memory finding for launching `recipe` with the checkpoint `model` (a folder or a cached hub id) on
     this box now, and the verdict's document (sparkdoctor/memory/). AuditError (one line) for a bad model."""
-    verdict = preflight(recipe, resolve_model(model))
+    if not launches_vllm(recipe.argv):
+        why = "the command does not start vLLM, whose rules the verdict sizes by"
+        return unsized(why), {"outcome": "unknown", "reasons": [why]}
+    try:
+        verdict = preflight(recipe, resolve_model(model))
+    except Unsized as exc:
+        return unsized(str(exc)), {"outcome": "unknown", "reasons": [str(exc)]}
     return findings(verdict), verdict.to_dict()
 
 

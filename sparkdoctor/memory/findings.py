@@ -75,6 +75,12 @@ def findings(verdict: Verdict) -> list[dict[str, object]]:
              "evidence": evidence(verdict), "remedy": remedy}]
 
 
+def unsized(why: str) -> list[dict[str, object]]:
+    """The finding for a launch the verdict does not size (another server than vLLM, settings from a --config file)."""
+    return [{"kind": "memory", "id": "memory-unknown", "severity": "info", "title": f"the launch's memory was not judged: {why}",
+             "evidence": [why], "remedy": "Size it by hand, or write the sizing flags on the command line for vLLM."}]
+
+
 def launch_refusal(verdict: Verdict) -> str | None:
     """One line saying why a launch is not started (it does not fit now as written), or None to go ahead."""
     if verdict.outcome not in (FITS_WITH, NO_FIT):

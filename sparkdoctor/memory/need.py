@@ -30,7 +30,7 @@ from sparkdoctor.audit.fromrecipe import recipe_settings, vllm_int
 from sparkdoctor.audit.modelconfig import DTYPE_BYTES, ModelShape, read_shape
 from sparkdoctor.audit.roofline import vllm_default_max_num_seqs
 from sparkdoctor.audit.served_model import model_facts
-from sparkdoctor.recipes.model import Recipe, flag_value
+from sparkdoctor.recipes.model import Recipe, flag_value, vllm_spelling
 
 GIB = 2**30
 BLOCK = 16  # vLLM's default KV block size in tokens (CacheConfig.DEFAULT_BLOCK_SIZE): a sequence holds whole blocks
@@ -46,6 +46,11 @@ class NeedError(AuditError):
     """The launch cannot be sized: a flag value that is not a number, a model with no readable headers."""
 
     code = "memory-need"
+
+
+class Unsized(NeedError):
+    """The launch is not sized by design (its settings come from where the verdict does not read): not an error of
+    the input, `memory-unknown`."""
 
 
 @dataclass(frozen=True)
@@ -129,7 +134,11 @@ def launch_need(recipe: Recipe, model_folder: str | Path, total_bytes: int, gpu_
     """The launch `recipe` describes, sized for the checkpoint in `model_folder`; `total_bytes` and
     `gpu_name` choose vLLM's defaults (max_num_seqs, max_num_batched_tokens) as vLLM would on that GPU."""
 
-    argv = [str(a) for a in recipe.argv]
+    argv = [vllm_spelling(str(a)) for a in recipe.argv]
+    config_file = flag_value(argv, "--config")
+    if config_file is not None:
+        raise Unsized(f"{recipe.source_path}: the command passes --config {config_file}: vLLM takes settings from that file "
+                        "that the memory verdict does not read, so the launch is not sized")
     checkpoint = load_checkpoint(Path(model_folder))
     shape = read_shape(checkpoint.config, checkpoint.folder / "config.json")
     values, sources = recipe_settings(recipe, {})
@@ -153,11 +162,23 @@ def launch_need(recipe: Recipe, model_folder: str | Path, total_bytes: int, gpu_
     settings["enforce_eager"] = Setting(eager, f"recipe {recipe.name} (--enforce-eager)" if eager else "vLLM default (CUDA graphs on)")
     dtype = flag_value(argv, "--dtype") or "auto"
     settings["dtype"] = Setting(dtype, f"recipe {recipe.name} (--dtype {dtype})" if dtype != "auto" else "vLLM default (the checkpoint's dtype)")
+    if dtype == "auto" and shape.dtype_bytes == 4:
+        # vLLM's auto downcasts a float32 checkpoint to the platform's first 16-bit type (config/model.py
+        # _resolve_auto_dtype: bfloat16 on CUDA): weights and KV cache are 2 bytes a value
+        dtype = "bfloat16"
+        settings["dtype"] = Setting("auto", "vLLM default: the float32 checkpoint is cast to bfloat16 (_resolve_auto_dtype)")
     spec = _speculative(recipe, argv)
     act_bytes = DTYPE_BYTES.get(dtype, shape.dtype_bytes) if dtype != "auto" else shape.dtype_bytes
     kv_bytes = _kv_dtype_bytes(str(settings["kv_cache_dtype"].value), act_bytes)
     per_position = (shape.kv_latent or 2 * shape.kv_heads * shape.head_dim) * kv_bytes
     full, sliding = shape.count("attention"), shape.count("sliding")
+    if (full or sliding) and per_position <= 0:
+        raise NeedError(f"{checkpoint.folder}/config.json: attention layers with no KV heads or a head size of 0: the KV cache "
+                        "cannot be sized")
+    for name in ("max_model_len", "max_num_seqs"):
+        value = settings[name].value
+        if not isinstance(value, int) or value < 1:
+            raise NeedError(f"{recipe.source_path}: --{name.replace('_', '-')} {value!r} must be a whole number of at least 1")
     block = _int_flag(recipe, argv, "--block-size", BLOCK, "vLLM default (16; an attention backend may choose larger "
                       "and logs 'Setting kv cache block size to N')")
     settings["block_size"] = block

@@ -37,7 +37,7 @@ from sparkdoctor.memory.verdict import (
     gib,
     judge,
 )
-from sparkdoctor.recipes.model import Recipe
+from sparkdoctor.recipes.model import Recipe, vllm_spelling
 
 # vLLM's batch defaults depend on the GPU's memory (70 GiB or more); the need is sized once, as on a GB10
 # (MemTotal 119.7 GiB): every node of a Spark fleet is one
@@ -129,7 +129,7 @@ def size_launch(recipe_ref: str, overrides: dict[str, str], model: str | None) -
 def _size(recipe: Recipe, argv: list[str], flags: tuple[str, ...]) -> int:
     """The last of `flags` in argv (vLLM's argparse: the last one wins), 1 when unset."""
     raw = None
-    for i, arg in enumerate(argv):
+    for i, arg in enumerate(vllm_spelling(a) for a in argv):
         for flag in flags:
             if arg == flag and i + 1 < len(argv):
                 raw = argv[i + 1]

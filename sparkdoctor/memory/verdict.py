@@ -80,13 +80,19 @@ def judge(need: Need, have: Have) -> Verdict:
     inside = verdict.least_bytes <= verdict.share_bytes
     if fixed and need.kv_per_seq(length) + need.block_bytes > (need.fixed_kv_bytes or 0):  # vLLM's check: one sequence
         inside = False
-    free = verdict.share_bytes <= usable
+    # vLLM's start check (v1/worker/utils.py request_memory) asks for utilization x total free, with a fixed pool too
+    asked = int(util * pool) > usable
+    free = verdict.share_bytes <= usable and not asked
     if inside and free:
         verdict.outcome = FITS
         verdict.full_length_seqs = _full_length(need, verdict.share_bytes, seqs, length)
         _page_cache_note(verdict)
         return verdict
-    if not free:
+    if fixed and asked:
+        verdict.reasons.append(f"vLLM checks at start that --gpu-memory-utilization {util:g} of {gib(pool)} "
+                               f"({gib(int(util * pool))}) is free, --kv-cache-memory-bytes or not, and {gib(usable)} is free "
+                               f"now ({_free_words(have)}): vLLM refuses to start")
+    elif not free:
         verdict.reasons.append(f"the launch asks for {gib(verdict.share_bytes)} "
                                + ("(weights, reserve and its fixed KV pool)" if fixed else f"({util:g} of {gib(pool)})")
                                + f" and {gib(usable)} is free now ({_free_words(have)})")
@@ -144,7 +150,9 @@ def _propose(verdict: Verdict, need: Need, pool: int, usable: int, length: int, 
     if fixed:
         kv = min(int(need.fixed_kv_bytes or 0), share - need.fixed_bytes(seqs2))
         length2 = _longest(need, kv, length)
-        verdict.settings = {"kv_cache_memory_bytes": kv, "max_model_len": length2, "max_num_seqs": int(seqs2)}
+        util2 = min(float(need.setting("gpu_memory_utilization")), verdict.largest_utilization or 0.0)
+        verdict.settings = {"gpu_memory_utilization": util2, "kv_cache_memory_bytes": kv, "max_model_len": length2,
+                            "max_num_seqs": int(seqs2)}
     else:
         length2 = _longest(need, share - need.fixed_bytes(seqs2), length)
         verdict.settings = {"gpu_memory_utilization": round(share / pool, 2), "max_model_len": length2, "max_num_seqs": int(seqs2)}

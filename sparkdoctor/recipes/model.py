@@ -132,10 +132,20 @@ def recipe_from_dict(doc: Mapping[str, object]) -> Recipe:
     return recipe
 
 
+def vllm_spelling(arg: str) -> str:
+    """`--max_model_len[=V]` as vLLM's FlexibleArgumentParser reads it, `--max-model-len[=V]`: underscores in an
+    option's name are dashes (its value is left as it is); anything else unchanged."""
+    if not arg.startswith("--"):
+        return arg
+    name, eq, value = arg.partition("=")
+    return "--" + name[2:].replace("_", "-") + eq + value
+
+
 def flag_value(argv: list[str], flag: str) -> str | None:
-    """The value of the last `flag VALUE` or `flag=VALUE` in argv (vLLM's argparse: the last one wins)."""
+    """The value of the last `flag VALUE` or `flag=VALUE` in argv (vLLM's argparse: the last one wins; `--flag_name`
+    is `--flag-name`)."""
     found = None
-    for i, arg in enumerate(argv):
+    for i, arg in enumerate(vllm_spelling(a) for a in argv):
         if arg == flag and i + 1 < len(argv):
             found = argv[i + 1]
         elif arg.startswith(flag + "="):

@@ -192,3 +192,22 @@ def test_rerun_sarif_names_the_preflight_that_refused_a_re_measurement(tmp_path,
     assert run["automationDetails"]["id"] == "sparkdoctor/rerun/"
     assert [(r["ruleId"], r["properties"]["arm"]) for r in results] == [("memory-fits-with", "a-vs-b")]
     assert results[0]["message"]["text"].startswith("a-vs-b: the launch does not fit as written")
+
+
+def test_recipe_check_does_not_size_what_it_cannot_by_vllms_rules(tmp_path, qwen3_8b):
+    """An SGLang recipe was sized by vLLM's rules and told to launch with --gpu-memory-utilization, a flag SGLang
+    does not take; a vLLM recipe reading its settings from --config FILE was judged at vLLM's defaults. Both are
+    `memory-unknown` now, saying why (bench already left a server that is not vLLM unjudged)."""
+    have = box(tmp_path, available_gib=64)
+    sglang = tmp_path / "sglang.toml"
+    command = json.dumps(["python3", "-m", "sglang.launch_server", "--model-path", str(qwen3_8b), "--mem-fraction-static", "0.3"])
+    sglang.write_text(f'schema = 1\nname = "sgl"\nmodel = {json.dumps(str(qwen3_8b))}\ncommand = {command}\n')
+    (tmp_path / "serve.yaml").write_text("max-model-len: 200000\n")
+    configured = write_recipe(tmp_path, qwen3_8b, "--config", str(tmp_path / "serve.yaml"), name="configured")
+    for recipe, why in ((sglang, "the command does not start vLLM"), (configured, "passes --config")):
+        p = cli(have.root, "recipe", "check", recipe, "--python", sys.executable, "--model", qwen3_8b, "--format", "json")
+        assert p.returncode == 0, p.stderr
+        doc = json.loads(p.stdout)
+        (found,) = [f for f in doc["findings"] if f["kind"] == "memory"]
+        assert found["id"] == "memory-unknown" and why in found["title"], found
+        assert doc["memory"]["outcome"] == "unknown" and "--gpu-memory-utilization" not in json.dumps(found)

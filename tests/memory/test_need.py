@@ -115,3 +115,60 @@ def test_max_model_len_auto_is_judged_at_the_models_own_length(tmp_path, qwen3_8
         need = launch_need(recipe(tmp_path, qwen3_8b, "--max-model-len", spelled), qwen3_8b, GB10_TOTAL)
         assert need.setting("max_model_len") == 40960
         assert "vLLM fits the length to the memory" in need.settings["max_model_len"].source
+
+
+def test_underscored_flags_are_read_as_vllm_reads_them(tmp_path, qwen3_8b):
+    """vLLM's FlexibleArgumentParser takes `--max_model_len` for `--max-model-len`. A recipe spelled that way was judged
+    at vLLM's defaults (0.9 and the model's own length), so a launch asking for 0.95 was "fits"."""
+    spelled = launch_need(recipe(tmp_path, qwen3_8b, "--max_model_len", "8192", "--gpu_memory_utilization=0.95",
+                                 "--max_num_seqs", "4", "--enforce_eager", "--kv_cache_memory_bytes", "2G"), qwen3_8b, GB10_TOTAL)
+    assert spelled.setting("max_model_len") == 8192 and spelled.setting("gpu_memory_utilization") == 0.95
+    assert spelled.setting("max_num_seqs") == 4 and spelled.setting("enforce_eager") is True
+    assert spelled.fixed_kv_bytes == 2 * GIB
+
+
+def test_settings_from_a_config_file_are_not_sized_and_say_so(tmp_path, qwen3_8b):
+    from sparkdoctor.memory.need import Unsized
+
+    (tmp_path / "serve.yaml").write_text("max-model-len: 200000\n")
+    with pytest.raises(Unsized, match="passes --config .*serve.yaml: vLLM takes settings from that file"):
+        launch_need(recipe(tmp_path, qwen3_8b, "--config", str(tmp_path / "serve.yaml")), qwen3_8b, GB10_TOTAL)
+
+
+@pytest.mark.parametrize("flags, message", [
+    (("--max-model-len", "-5"), "--max-model-len -5 must be a whole number of at least 1"),
+    (("--max-model-len", "0"), "--max-model-len 0 must be a whole number of at least 1"),
+    (("--max-num-seqs", "-100000"), "--max-num-seqs -100000 must be a whole number of at least 1"),
+])
+def test_lengths_and_counts_below_one_are_refused(tmp_path, qwen3_8b, flags, message):
+    """They were "fits; 0 sequence(s) of -5 tokens"."""
+    with pytest.raises(NeedError, match=message):
+        launch_need(recipe(tmp_path, qwen3_8b, *flags), qwen3_8b, GB10_TOTAL)
+
+
+def test_a_model_with_attention_but_no_kv_heads_is_not_sized(tmp_path, qwen3_8b):
+    broken = tmp_path / "no-heads"
+    broken.mkdir()
+    for f in qwen3_8b.iterdir():
+        (broken / f.name).symlink_to(f)
+    config = json.loads((qwen3_8b / "config.json").read_text())
+    (broken / "config.json").unlink()
+    (broken / "config.json").write_text(json.dumps({**config, "head_dim": 0}))
+    with pytest.raises(NeedError, match="no KV heads or a head size of 0"):
+        launch_need(recipe(tmp_path, broken), broken, GB10_TOTAL)
+
+
+def test_a_float32_checkpoint_is_sized_at_vllms_bfloat16(tmp_path, qwen3_8b):
+    """vLLM's --dtype auto casts a float32 checkpoint to bfloat16 on CUDA (config/model.py _resolve_auto_dtype):
+    its KV cache was sized at 4 bytes a value, half the sequences that fit."""
+    f32 = tmp_path / "f32"
+    f32.mkdir()
+    for f in qwen3_8b.iterdir():
+        (f32 / f.name).symlink_to(f)
+    config = json.loads((qwen3_8b / "config.json").read_text())
+    (f32 / "config.json").unlink()
+    (f32 / "config.json").write_text(json.dumps({**config, "torch_dtype": "float32"}))
+    bf16 = launch_need(recipe(tmp_path, qwen3_8b), qwen3_8b, GB10_TOTAL)
+    cast = launch_need(recipe(tmp_path, f32, name="f32"), f32, GB10_TOTAL)
+    assert cast.kv_bytes_per_token == bf16.kv_bytes_per_token
+    assert "cast to bfloat16" in cast.settings["dtype"].source

@@ -154,13 +154,30 @@ def test_the_page_cache_is_said_once_in_a_proposal(tmp_path, qwen3_8b):
 def test_a_fixed_kv_pool_is_judged_without_the_share(tmp_path, qwen3_8b):
     have = box(tmp_path, available_gib=23.5)
     fits = judge(launch_need(recipe(tmp_path, qwen3_8b, "--kv-cache-memory-bytes", str(GIB), "--max-model-len", "4096",
-                                    "--max-num-seqs", "4", "--enforce-eager"),
+                                    "--max-num-seqs", "4", "--enforce-eager", "--gpu-memory-utilization", "0.1"),
                              qwen3_8b, have.pool_bytes), have)
     assert fits.outcome == FITS and fits.share_bytes == fits.least_bytes
     big = judge(launch_need(recipe(tmp_path, qwen3_8b, "--kv-cache-memory-bytes", str(8 * GIB), "--max-model-len", "4096",
-                                   "--max-num-seqs", "4", "--enforce-eager"),
+                                   "--max-num-seqs", "4", "--enforce-eager", "--gpu-memory-utilization", "0.1"),
                             qwen3_8b, have.pool_bytes), have)
     assert big.outcome == FITS_WITH and big.settings["kv_cache_memory_bytes"] < 8 * GIB
+
+
+def test_a_fixed_kv_pool_still_needs_its_utilization_free_at_start(tmp_path, qwen3_8b):
+    """vLLM's worker checks that --gpu-memory-utilization of the total is free before anything else
+    (v1/worker/utils.py request_memory), --kv-cache-memory-bytes or not. A 1 GiB pool at the default 0.9 on a box
+    with 23.5 GiB available was "fits": vLLM refuses that start ("Free memory on device ... is less than desired
+    GPU memory utilization")."""
+    have = box(tmp_path, available_gib=23.5)
+    verdict = judge(launch_need(recipe(tmp_path, qwen3_8b, "--kv-cache-memory-bytes", str(GIB), "--max-model-len", "4096",
+                                       "--max-num-seqs", "4", "--enforce-eager"), qwen3_8b, have.pool_bytes), have)
+    assert verdict.outcome == FITS_WITH, verdict.reasons
+    assert "vLLM checks at start that --gpu-memory-utilization 0.9" in verdict.reasons[0] and "refuses to start" in verdict.reasons[0]
+    util = verdict.settings["gpu_memory_utilization"]
+    assert util == verdict.largest_utilization and int(util * have.pool_bytes) <= have.usable_bytes
+    assert verdict.settings["kv_cache_memory_bytes"] == GIB  # the pool the recipe asked for still fits
+    (finding,) = findings(verdict)
+    assert f"--gpu-memory-utilization {util} --kv-cache-memory-bytes {GIB}" in finding["title"]
 
 
 def test_unknown_memory_is_not_a_verdict(tmp_path, qwen3_8b):
@@ -179,4 +196,5 @@ def test_a_fixed_pool_too_small_for_one_sequence_gets_a_shorter_context(tmp_path
     verdict = judge(need, have)
     assert verdict.outcome == FITS_WITH and "vLLM refuses to start" in verdict.reasons[0]
     # 3,000 tokens hold 187 whole 16-token blocks; vLLM keeps one back: 186 blocks, 2,976 tokens
-    assert verdict.settings == {"kv_cache_memory_bytes": pool, "max_model_len": 2976, "max_num_seqs": 4}
+    assert verdict.settings == {"gpu_memory_utilization": 0.48, "kv_cache_memory_bytes": pool, "max_model_len": 2976,
+                                "max_num_seqs": 4}
