@@ -311,28 +311,43 @@ def cgroup_limit(pid: int, root: Path | None = None) -> int | None:
 
 
 def cgroup_room(pid: int, root: Path | None = None) -> tuple[int | None, int | None]:
-    """(the limit, what the cgroup uses now: memory.current / memory.usage_in_bytes less its page cache) of process
-    `pid`'s memory cgroup; (None, None) without a limit."""
+    """(the limit, what the cgroup uses now: memory.current / memory.usage_in_bytes less its reclaimable page cache)
+    of the memory cgroup that binds process `pid`: its own or an ancestor's (a systemd slice's MemoryMax binds every
+    unit under it), whichever leaves the least room; (None, None) without a limit."""
     root = host_root() if root is None else Path(root)
+    total = (meminfo(root) or {}).get("total_kib")
+    best: tuple[int, int | None] | None = None
     for line in (_small(root / "proc" / str(pid) / "cgroup") or "").splitlines():
         _, controllers, path = (line.split(":", 2) + ["", ""])[:3]
         if controllers == "":
-            folder, name = root / "sys" / "fs" / "cgroup" / path.lstrip("/"), "memory.max"
+            base, name = root / "sys" / "fs" / "cgroup", "memory.max"
         elif "memory" in controllers.split(","):
-            folder, name = root / "sys" / "fs" / "cgroup" / "memory" / path.lstrip("/"), "memory.limit_in_bytes"
+            base, name = root / "sys" / "fs" / "cgroup" / "memory", "memory.limit_in_bytes"
         else:
             continue
-        text = (_small(folder / name) or "").strip()
-        total = (meminfo(root) or {}).get("total_kib")
-        if text.isdigit() and (not isinstance(total, int) or int(text) < total * KIB):
+        parts = [p for p in path.split("/") if p and p not in (".", "..")]
+        for depth in range(len(parts), -1, -1):  # the process's own cgroup first, then each ancestor
+            folder = base.joinpath(*parts[:depth])
+            text = (_small(folder / name) or "").strip()
+            if not text.isdigit() or (isinstance(total, int) and int(text) >= total * KIB):
+                continue
             used = _cgroup_memory(folder)
-            return int(text), None if used is None else max(0, used - _cgroup_file_cache(folder))
+            used = None if used is None else max(0, used - _cgroup_file_cache(folder))
+            if best is None or int(text) - (used or 0) < best[0] - (best[1] or 0):
+                best = (int(text), used)
+        if best is not None:
+            return best
     return None, None
 
 
 def _cgroup_file_cache(folder: Path) -> int:
-    """The page cache a cgroup's usage counts (memory.stat: v2 `file`, v1 `total_cache`): the kernel reclaims it
-    before the cgroup's OOM killer acts, so it is room, as the box's page cache is in MemAvailable."""
+    """The page cache a cgroup's usage counts that the kernel can reclaim (memory.stat: v2 `file`, v1 `total_cache`,
+    each less its shmem: tmpfs and /dev/shm pages are counted as file but only go when their files are removed). It is
+    reclaimed before the cgroup's OOM killer acts, so it is room, as the box's page cache is in MemAvailable."""
     stat = dict(line.split(None, 1) for line in (_small(folder / "memory.stat") or "").splitlines() if " " in line)
-    value = (stat.get("file") or stat.get("total_cache") or "0").strip()
-    return int(value) if value.isdigit() else 0
+
+    def number(*keys: str) -> int:
+        value = next((stat[k].strip() for k in keys if k in stat), "0")
+        return int(value) if value.isdigit() else 0
+
+    return max(0, number("file", "total_cache") - number("shmem", "total_shmem"))

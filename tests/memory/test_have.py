@@ -145,3 +145,59 @@ def test_a_cgroups_page_cache_is_room_not_use(tmp_path):
     (group / "memory.current").write_text(f"{62 * GIB}\n")
     (group / "memory.stat").write_text(f"anon {2 * GIB}\nfile {60 * GIB}\nkernel 1000\n")
     assert cgroup_room(77, tmp_path) == (64 * GIB, 2 * GIB)
+
+
+def _tree(tmp_path, cgroup_line: str, groups: dict[str, dict[str, str]]):
+    (tmp_path / "proc" / "77").mkdir(parents=True)
+    (tmp_path / "proc" / "meminfo").write_text("MemTotal: 131072000 kB\nMemAvailable: 100000000 kB\n")
+    (tmp_path / "proc" / "77" / "cgroup").write_text(cgroup_line)
+    for rel, files in groups.items():
+        folder = tmp_path / "sys" / "fs" / "cgroup" / rel
+        folder.mkdir(parents=True, exist_ok=True)
+        for name, text in files.items():
+            (folder / name).write_text(text)
+
+
+def test_an_ancestors_limit_binds_when_it_leaves_less_room(tmp_path):
+    """A user session under user-1000.slice (systemd MemoryMax=8G on the slice, none on the scope): only the leaf's
+    memory.max was read, so the 8 GiB limit was never seen and the preflight judged against the whole box."""
+    from sparkdoctor.memory.have import cgroup_room
+
+    _tree(tmp_path, "0::/user.slice/user-1000.slice/session-3.scope\n", {
+        "user.slice": {"memory.max": "max\n", "memory.current": f"{20 * GIB}\n"},
+        "user.slice/user-1000.slice": {"memory.max": f"{8 * GIB}\n", "memory.current": f"{3 * GIB}\n",
+                                       "memory.stat": f"anon {3 * GIB}\nfile 0\n"},
+        "user.slice/user-1000.slice/session-3.scope": {"memory.max": "max\n", "memory.current": f"{GIB}\n"}})
+    assert cgroup_room(77, tmp_path) == (8 * GIB, 3 * GIB)
+    # a leaf limit that leaves less room than its parent's is the one that binds
+    (tmp_path / "sys/fs/cgroup/user.slice/user-1000.slice/session-3.scope/memory.max").write_text(f"{2 * GIB}\n")
+    assert cgroup_room(77, tmp_path) == (2 * GIB, GIB)
+
+
+def test_shared_memory_in_a_cgroup_is_not_room(tmp_path):
+    """v2's memory.stat `file` counts tmpfs and /dev/shm pages (`shmem`), which the kernel cannot reclaim while their
+    files exist: a 16 GiB container with 1 GiB of anonymous memory and 10 GiB in /dev/shm had 13.5 GiB of room; 4."""
+    from sparkdoctor.memory.have import cgroup_room
+
+    _tree(tmp_path, "0::/system.slice/docker-abc.scope\n", {"system.slice/docker-abc.scope": {
+        "memory.max": f"{16 * GIB}\n", "memory.current": f"{11 * GIB}\n", "memory.stat": f"anon {GIB}\nfile {10 * GIB}\nshmem {10 * GIB}\n"}})
+    assert cgroup_room(77, tmp_path) == (16 * GIB, 11 * GIB)
+
+
+def test_a_real_parent_cgroups_limit_binds_a_process_in_an_unlimited_child():
+    """The real kernel's layout: a process in a child cgroup with no limit of its own, under a parent limited to
+    512 MiB (a systemd slice's MemoryMax), is bounded by the parent's limit."""
+    from sparkdoctor.memory.have import cgroup_room
+    from tests.memory.cgroups import limited
+
+    with limited(512 * 2**20) as group:
+        inner = group / "unit"
+        inner.mkdir()
+        sleeper = subprocess.Popen(["sleep", "60"], preexec_fn=lambda: (inner / "cgroup.procs").write_text(str(os.getpid())))
+        try:
+            limit, used = cgroup_room(sleeper.pid, Path("/"))
+        finally:
+            sleeper.kill()
+            sleeper.wait(timeout=30)
+            inner.rmdir()
+    assert limit == 512 * 2**20 and used is not None and 0 <= used < limit
