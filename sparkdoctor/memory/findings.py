@@ -51,7 +51,7 @@ def evidence(verdict: Verdict) -> list[str]:
 def findings(verdict: Verdict) -> list[dict[str, object]]:
     """One finding for the verdict."""
     need = verdict.need
-    length = need.setting("max_model_len")
+    length = verdict.max_model_len or need.setting("max_model_len")
     if verdict.outcome == FITS:
         title = (f"the launch fits now: {gib(verdict.share_bytes)} asked, {gib(verdict.usable_bytes or 0)} free; "
                  f"{verdict.full_length_seqs} sequence(s) of {length} tokens fit in the KV pool at once")

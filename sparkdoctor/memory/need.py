@@ -84,6 +84,7 @@ class Need:
     fixed_kv_bytes: int | None = None  # --kv-cache-memory-bytes: the pool is this, not the share's rest
     block_size: int = BLOCK  # tokens a KV block holds
     notes: list[str] = field(default_factory=list)
+    auto_length: bool = False  # --max-model-len auto / -1: vLLM fits the length to its KV pool (max_model_len: the model's)
 
     def setting(self, name: str) -> Any:
         return self.settings[name].value
@@ -100,7 +101,13 @@ class Need:
     def kv_per_seq(self, max_model_len: int) -> int:
         """KV bytes one sequence of `max_model_len` tokens holds, in whole blocks, plus its recurrent state."""
         tokens = math.ceil(max_model_len / self.block_size) * self.block_size
-        sliding = min(tokens, self.sliding_window or tokens)
+        sliding = tokens
+        if self.sliding_window:
+            # vLLM's SlidingWindowSpec.max_memory_usage_bytes: a prefill chunk of --max-num-batched-tokens is attended
+            # to beside the window, and one block more for a window that does not start on a block's edge
+            chunk = int(self.settings["max_num_batched_tokens"].value) if "max_num_batched_tokens" in self.settings else 1
+            window = min(self.sliding_window - 1 + chunk, max_model_len)
+            sliding = (math.ceil(window / self.block_size) + 1) * self.block_size
         return int(self.kv_bytes_per_token * tokens + self.sliding_bytes_per_token * sliding) + self.state_bytes_per_seq
 
     def fixed_bytes(self, max_num_seqs: int) -> int:
@@ -187,6 +194,7 @@ def launch_need(recipe: Recipe, model_folder: str | Path, total_bytes: int, gpu_
                 int(bytemodel.state_bytes_per_token(shape)), block_size=int(block.value))
     if not shape.sliding_window and sliding:
         need.kv_bytes_per_token += per_position * sliding
+    need.auto_length = values["max_model_len"] is None and sources["max_model_len"].startswith("recipe ")
     need.parts.append(_weights(checkpoint, shape, dtype, spec.mtp))
     fixed = _int_flag(recipe, argv, "--kv-cache-memory-bytes", None, "")
     length, seqs = need.setting("max_model_len"), need.setting("max_num_seqs")

@@ -45,6 +45,7 @@ class Verdict:
     short_bytes: int = 0  # how much more is needed (does-not-fit; or the share over what is free)
     largest_utilization: float | None = None  # the largest --gpu-memory-utilization that fits now
     full_length_seqs: int = 0  # sequences of --max-model-len the KV pool holds at once
+    max_model_len: int | None = None  # the length judged: the recipe's, or what vLLM fits `auto` to in this share
     settings: dict[str, float] = field(default_factory=dict)  # fits-with: the flags to launch with (ints but the utilization)
     holding: list[Holding] = field(default_factory=list)
     reasons: list[str] = field(default_factory=list)
@@ -54,6 +55,7 @@ class Verdict:
         return {"outcome": self.outcome, "share_bytes": self.share_bytes, "least_bytes": self.least_bytes,
                 "usable_bytes": self.usable_bytes, "short_bytes": self.short_bytes,
                 "largest_gpu_memory_utilization": self.largest_utilization, "full_length_seqs": self.full_length_seqs,
+                "max_model_len": self.max_model_len,
                 "settings": dict(self.settings), "holding": [vars(h) for h in self.holding],
                 "reasons": list(self.reasons), "remedies": list(self.remedies),
                 "need": self.need.to_dict(), "have": self.have.to_dict()}
@@ -77,6 +79,16 @@ def judge(need: Need, have: Have) -> Verdict:
     fixed = need.fixed_kv_bytes is not None
     verdict.share_bytes = verdict.least_bytes if fixed else int(util * pool)
     verdict.largest_utilization = min(1.0, math.floor(usable / pool * 100) / 100)
+    if need.auto_length:  # vLLM fits the length to its KV pool; it fails only when not one block fits
+        room = need.fixed_kv_bytes if fixed else verdict.share_bytes - need.fixed_bytes(seqs)
+        fitted = _longest(need, room or 0, length)
+        if fitted >= need.block_size:
+            if fitted < length:
+                verdict.reasons.append(f"--max-model-len auto: vLLM fits the length to its KV pool, {fitted} tokens here "
+                                       f"(the model's own is {length})")
+            length = fitted
+            verdict.least_bytes = need.least(max_model_len=fitted)
+    verdict.max_model_len = length
     inside = verdict.least_bytes <= verdict.share_bytes
     if fixed and need.kv_per_seq(length) + need.block_bytes > (need.fixed_kv_bytes or 0):  # vLLM's check: one sequence
         inside = False

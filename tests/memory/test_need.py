@@ -172,3 +172,43 @@ def test_a_float32_checkpoint_is_sized_at_vllms_bfloat16(tmp_path, qwen3_8b):
     cast = launch_need(recipe(tmp_path, f32, name="f32"), f32, GB10_TOTAL)
     assert cast.kv_bytes_per_token == bf16.kv_bytes_per_token
     assert "cast to bfloat16" in cast.settings["dtype"].source
+
+
+def test_sliding_window_layers_hold_the_window_and_a_prefill_chunk_as_vllm_sizes_them(tmp_path):
+    """gpt-oss-20b: 12 full-attention layers and 12 of a 128-token window, 2,048 bytes a token a layer. vLLM sizes a
+    sliding layer's sequence at cdiv(min(window - 1 + --max-num-batched-tokens, --max-model-len), block) + 1 blocks
+    (SlidingWindowSpec.max_memory_usage_bytes): a prefill chunk is attended beside the window. It was sized at the
+    window alone (128 tokens), 1.9 GiB short of what vLLM asks for one 8,192-token sequence here."""
+    from tests.audit import builders
+
+    model = builders.gpt_oss_20b(tmp_path / "gpt-oss-20b")
+    need = launch_need(recipe(tmp_path, model, "--max-model-len", "8192"), model, GB10_TOTAL)
+    assert need.setting("max_num_batched_tokens") == 8192
+    window_tokens = (-(-min(128 - 1 + 8192, 8192) // 16) + 1) * 16  # 513 blocks
+    assert need.kv_per_seq(8192) == 12 * 2048 * 8192 + 12 * 2048 * window_tokens
+    small = launch_need(recipe(tmp_path, model, "--max-model-len", "8192", "--max-num-batched-tokens", "256", name="small"), model,
+                        GB10_TOTAL)
+    assert small.kv_per_seq(8192) == 12 * 2048 * 8192 + 12 * 2048 * (-(-(128 - 1 + 256) // 16) + 1) * 16
+
+
+def test_an_auto_length_is_fitted_to_the_share_as_vllm_fits_it(tmp_path, qwen3_8b):
+    """--max-model-len auto: vLLM fits the length to its KV pool and fails only when not one block fits
+    (_auto_fit_max_model_len). It was judged at the model's own length and refused ("23.9 GiB asked, less than the
+    24.2 GiB it needs") although vLLM starts with a shorter length."""
+    from sparkdoctor.memory.findings import findings
+    from sparkdoctor.memory.verdict import FITS, judge
+    from tests.memory.test_verdict import box
+
+    have = box(tmp_path, available_gib=64)
+    need = launch_need(recipe(tmp_path, qwen3_8b, "--max-model-len", "auto", "--gpu-memory-utilization", "0.2"), qwen3_8b,
+                       have.pool_bytes)
+    assert need.auto_length and need.setting("max_model_len") == 40960
+    verdict = judge(need, have)
+    assert verdict.outcome == FITS, verdict.reasons
+    assert 0 < verdict.max_model_len < 40960 and verdict.max_model_len % 16 == 0
+    assert need.least(max_model_len=verdict.max_model_len) <= verdict.share_bytes < need.least(max_model_len=verdict.max_model_len + 16)
+    assert f"sequence(s) of {verdict.max_model_len} tokens" in findings(verdict)[0]["title"]
+    # the same length written out is not fitted: vLLM refuses it
+    written = judge(launch_need(recipe(tmp_path, qwen3_8b, "--max-model-len", "40960", "--gpu-memory-utilization", "0.2",
+                                       name="written"), qwen3_8b, have.pool_bytes), have)
+    assert written.outcome != FITS

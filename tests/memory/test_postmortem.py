@@ -209,3 +209,19 @@ def test_a_cgroup_kill_is_counted_apart_whatever_stamp_the_log_puts_before_it(pr
     assert counts(events)["oom_kills"] == 0 and counts(events)["oom_kills_cgroup"] == 1
     pm = classify(prefix + "Memory cgroup out of memory: Killed process 12026 (python3)\n", pids={12026}, returncode=-9)
     assert pm.avoid.startswith("raise the memory limit of the cgroup")
+
+
+def test_the_launch_window_is_read_on_the_kernel_logs_own_clock(tmp_path, monkeypatch):
+    """The kernel stamps its log with a clock that stops during suspend (as CLOCK_MONOTONIC); /proc/uptime counts
+    suspended time. On a box suspended for 10 minutes since boot, a launch's window read from /proc/uptime began
+    600 s after the kernel's stamps of its own OOM kill, and the post-mortem said "crash ... nothing pointing at
+    memory". The window now starts on the monotonic clock (a fixture host root keeps its /proc/uptime)."""
+    import time
+
+    monkeypatch.setattr(time, "clock_gettime", lambda clock: 300.0 if clock == time.CLOCK_MONOTONIC else 900.0)
+    assert uptime(Path("/")) == 300.0
+    (tmp_path / "proc").mkdir()
+    (tmp_path / "proc" / "uptime").write_text("900.00 1700.00\n")
+    assert uptime(tmp_path) == 900.0
+    kill = "6,1234,305000000,-;Out of memory: Killed process 4242 (python3) total-vm:75220kB, anon-rss:65280kB\n"
+    assert classify(kill, ["x"], since=uptime(Path("/")), pids={4242}, returncode=-9).cause == "oom-killed"
