@@ -25,6 +25,11 @@ def preflight(recipe: Recipe, model_folder: str | Path, have: Have | None = None
     have = read_have() if have is None else have
     gpu = "NVIDIA GB10" if have.unified else "NVIDIA GPU"
     need = launch_need(recipe, model_folder, have.pool_bytes or 0, gpu)
+    if recipe.container and have.limit_bytes is not None:
+        # the server starts in its runtime's cgroup (docker's, podman's), not in this process's: its limit does not bind
+        need.notes.append(f"the server runs in a container of image {recipe.container}, in its runtime's cgroup: the memory "
+                          f"limit of the cgroup this runs in ({gib(have.limit_bytes)}) does not bound it")
+        have.limit_bytes = have.limit_used_bytes = None
     return judge(need, have)
 
 

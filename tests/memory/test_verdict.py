@@ -198,3 +198,25 @@ def test_a_fixed_pool_too_small_for_one_sequence_gets_a_shorter_context(tmp_path
     # 3,000 tokens hold 187 whole 16-token blocks; vLLM keeps one back: 186 blocks, 2,976 tokens
     assert verdict.settings == {"gpu_memory_utilization": 0.48, "kv_cache_memory_bytes": pool, "max_model_len": 2976,
                                 "max_num_seqs": 4}
+
+
+def test_a_container_recipe_is_not_bounded_by_this_processs_cgroup(tmp_path, qwen3_8b):
+    """sparkdoctor in a cgroup limited to 8 GiB (a container, a systemd unit) launching a container recipe: the
+    server starts in docker's cgroup, not in sparkdoctor's, and was refused as if the 8 GiB bound it."""
+    from sparkdoctor.memory.findings import preflight
+    from sparkdoctor.recipes import load
+
+    path = tmp_path / "in-a-container.toml"
+    path.write_text(f'schema = 1\nname = "c"\nmodel = {json.dumps(str(qwen3_8b))}\ncontainer = "vllm/vllm-openai:v0.33.0"\n'
+                    f'command = {json.dumps(["vllm", "serve", str(qwen3_8b), "--max-model-len", "8192", "--gpu-memory-utilization", "0.4"])}\n')
+    local = tmp_path / "local.toml"
+    local.write_text(path.read_text().replace('container = "vllm/vllm-openai:v0.33.0"\n', ""))
+    verdicts = {}
+    for file in (path, local):
+        have = box(tmp_path / file.stem, available_gib=100)
+        have.limit_bytes, have.limit_used_bytes = 8 * GIB, GIB
+        verdicts[file.stem] = preflight(load(file), qwen3_8b, have)
+    assert verdicts["local"].outcome != FITS and verdicts["local"].usable_bytes < 8 * GIB
+    contained = verdicts["in-a-container"]
+    assert contained.outcome == FITS and contained.usable_bytes > 50 * GIB, contained.reasons
+    assert any("in its runtime's cgroup" in n for n in contained.need.notes)
