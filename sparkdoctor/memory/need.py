@@ -39,6 +39,7 @@ FLOAT_DTYPES = {"F16": 2, "BF16": 2, "F32": 4, "F64": 8}
 # N secs, took X GiB", "Memory profiling takes ... non_torch_memory ..."); the post-mortem reads those lines.
 CUDA_GRAPHS_ESTIMATE = 1 * GIB
 CUDA_CONTEXT_ESTIMATE = GIB // 2
+OUTSIDE = ("cpu-offload", "kv-offload")  # parts in host memory, outside the share
 SAMPLER_COPIES = 2  # the warm-up's float32 logits and the probabilities computed from them
 
 
@@ -112,8 +113,14 @@ class Need:
 
     def fixed_bytes(self, max_num_seqs: int) -> int:
         """Weights and the reserve, at `max_num_seqs` (the sampler's warm-up grows with it)."""
-        others = sum(p.bytes for p in self.parts if p.name not in ("kv-cache", "sampler"))
+        others = sum(p.bytes for p in self.parts if p.name not in ("kv-cache", "sampler", *OUTSIDE))
         return others + self.sampler_bytes_per_seq * max_num_seqs
+
+    @property
+    def outside_bytes(self) -> int:
+        """Host memory the launch takes outside its share (offloaded weights, the KV offloading buffer): on unified
+        memory it comes from the same pool."""
+        return sum(p.bytes for p in self.parts if p.name in OUTSIDE)
 
     def least(self, max_model_len: int | None = None, max_num_seqs: int | None = None) -> int:
         """The smallest memory vLLM starts in: weights, reserve and one full-length sequence (or the fixed pool)."""
@@ -196,6 +203,7 @@ def launch_need(recipe: Recipe, model_folder: str | Path, total_bytes: int, gpu_
         need.kv_bytes_per_token += per_position * sliding
     need.auto_length = values["max_model_len"] is None and sources["max_model_len"].startswith("recipe ")
     need.parts.append(_weights(checkpoint, shape, dtype, spec.mtp))
+    _offload(need, recipe, argv)
     fixed = _int_flag(recipe, argv, "--kv-cache-memory-bytes", None, "")
     length, seqs = need.setting("max_model_len"), need.setting("max_num_seqs")
     if fixed.value is not None:
@@ -227,6 +235,30 @@ def _int_flag(recipe: Recipe, argv: list[str], flag: str, default: int | None, d
     if value < 1:
         raise NeedError(f"{recipe.source_path}: {flag} {raw!r} must be at least 1")
     return Setting(value, f"recipe {recipe.name} ({flag} {raw})")
+
+
+def _offload(need: Need, recipe: Recipe, argv: list[str]) -> None:
+    """--cpu-offload-gb (weights kept in pinned host memory, up to that many GiB: vllm/model_executor/offloader) and
+    --kv-offloading-size (a host buffer for KV blocks, GiB): outside the share, the weights inside it that much less."""
+    for flag, name, what in (("--cpu-offload-gb", "cpu-offload", "weights kept in host memory"),
+                             ("--kv-offloading-size", "kv-offload", "the KV offloading buffer in host memory")):
+        raw = flag_value(argv, flag)
+        if raw is None:
+            continue
+        try:
+            value = float(raw)
+        except ValueError:
+            value = math.nan
+        if not math.isfinite(value) or value < 0:
+            raise NeedError(f"{recipe.source_path}: {flag} {raw[:40]!r} is not a number of GiB of at least 0")
+        size = int(value * GIB)
+        if name == "cpu-offload":
+            weights = next(p for p in need.parts if p.name == "weights")
+            size = min(size, weights.bytes)
+            need.parts[need.parts.index(weights)] = Part("weights", weights.bytes - size, weights.how,
+                                                         f"{weights.source}; {size / GIB:.1f} GiB of it offloaded ({flag} {raw})")
+        if size:
+            need.parts.append(Part(name, size, "exact", f"{flag} {raw}: {what}, outside the share"))
 
 
 def _kv_dtype_bytes(name: str, act_bytes: int) -> float:

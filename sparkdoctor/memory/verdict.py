@@ -19,7 +19,7 @@ import math
 from dataclasses import dataclass, field
 
 from sparkdoctor.memory.have import LARGE, Have
-from sparkdoctor.memory.need import GIB, Need
+from sparkdoctor.memory.need import GIB, OUTSIDE, Need
 
 FITS, FITS_WITH, NO_FIT, UNKNOWN = "fits", "fits-with", "does-not-fit", "unknown"
 PAGE_CACHE = "clean page cache (reclaimable)"
@@ -74,6 +74,12 @@ def judge(need: Need, have: Have) -> Verdict:
         verdict.reasons.append("the memory of this box is unknown (no MemTotal and MemAvailable, no NVML answer): "
                                + "; ".join(have.errors or ["nothing to judge against"]))
         return verdict
+    if have.unified and need.outside_bytes:  # offloaded to "host" memory: on one pool, taken before the share
+        usable = max(0, usable - need.outside_bytes)
+        verdict.usable_bytes = usable
+        verdict.reasons.append(f"{gib(need.outside_bytes)} of host memory outside the share ("
+                               + ", ".join(p.source.split(":")[0] for p in need.parts if p.name in OUTSIDE)
+                               + "): on unified memory the same pool, so the share has that much less")
     util = float(need.setting("gpu_memory_utilization"))
     length, seqs = int(need.setting("max_model_len")), int(need.setting("max_num_seqs"))
     fixed = need.fixed_kv_bytes is not None

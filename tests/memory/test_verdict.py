@@ -220,3 +220,20 @@ def test_a_container_recipe_is_not_bounded_by_this_processs_cgroup(tmp_path, qwe
     contained = verdicts["in-a-container"]
     assert contained.outcome == FITS and contained.usable_bytes > 50 * GIB, contained.reasons
     assert any("in its runtime's cgroup" in n for n in contained.need.notes)
+
+
+def test_memory_offloaded_to_the_host_comes_from_the_same_pool_on_unified_memory(tmp_path, qwen3_8b):
+    """--cpu-offload-gb keeps weights in pinned host memory outside the share, --kv-offloading-size a host buffer for
+    KV blocks: on GB10 both are the same memory. A 0.45 share (53.9 GiB) with 10 GiB offloaded on a box with 58.5 GiB
+    usable was "fits": it takes 63.9 GiB."""
+    have = box(tmp_path, available_gib=64)
+    plain = judge(launch_need(recipe(tmp_path, qwen3_8b, "--gpu-memory-utilization", "0.45", "--max-model-len", "8192"),
+                              qwen3_8b, have.pool_bytes), have)
+    assert plain.outcome == FITS
+    need = launch_need(recipe(tmp_path, qwen3_8b, "--gpu-memory-utilization", "0.45", "--max-model-len", "8192",
+                              "--cpu-offload-gb", "8", "--kv-offloading-size", "2", name="offload"), qwen3_8b, have.pool_bytes)
+    assert need.outside_bytes == 10 * GIB and need.part("weights") == plain.need.part("weights") - 8 * GIB
+    verdict = judge(need, have)
+    assert verdict.outcome == FITS_WITH and verdict.usable_bytes == have.usable_bytes - 10 * GIB
+    assert "10.0 GiB of host memory outside the share (--cpu-offload-gb 8, --kv-offloading-size 2)" in verdict.reasons[0]
+    assert int(verdict.settings["gpu_memory_utilization"] * have.pool_bytes) <= have.usable_bytes - 10 * GIB
