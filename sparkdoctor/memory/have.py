@@ -84,8 +84,9 @@ class Have:
     others: list[Holder] = field(default_factory=list)  # the largest processes not on the GPU (unified: same pool)
     containers: list[ContainerMemory] = field(default_factory=list)
     nvml: str = "not asked"  # answered | memory not supported (N/A) | no NVML | failed: ... | not asked
-    gpu_total_bytes: int | None = None  # NVML's, on a GPU with its own memory
+    gpu_total_bytes: int | None = None  # NVML's, on a GPU with its own memory (all visible GPUs together)
     gpu_used_bytes: int | None = None
+    gpu_devices: list[tuple[int, int]] = field(default_factory=list)  # (total, used) of each visible GPU, in CUDA's order
     unified: bool = True  # GPU and CPU share one pool (GB10, and a CPU-only box)
     # The memory cgroup sparkdoctor runs in (a container's --memory, a systemd unit's MemoryMax): a server it
     # launches starts in it too, so on unified memory its room bounds what is usable. None: no limit, or not live.
@@ -116,7 +117,7 @@ class Have:
         """What a launch's share may take now: the box's usable memory, within the room of the cgroup it starts in
         (whose limit counts the server's own processes too)."""
         usable = self.box_usable_bytes
-        if usable is not None and self.limit_bytes is not None:
+        if usable is not None and self.limit_bytes is not None and self.unified:  # a GPU's own memory is no cgroup's
             usable = min(usable, max(0, self.limit_bytes - (self.limit_used_bytes or 0) - SERVER_PROCESSES))
         return usable
 
@@ -243,12 +244,13 @@ def _merge_nvml(have: Have, gpus: list[dict[str, Any]], root: Path) -> None:
         return
     by_pid = {h.pid: h for h in have.holders}
     supported = False
-    for gpu in gpus:
+    for gpu in _visible(gpus):
         total, used = gpu.get("memory_total_mib"), gpu.get("memory_used_mib")
         if isinstance(total, int) and isinstance(used, int):
             supported = True
             have.gpu_total_bytes = (have.gpu_total_bytes or 0) + total * 2**20
             have.gpu_used_bytes = (have.gpu_used_bytes or 0) + used * 2**20
+            have.gpu_devices.append((total * 2**20, used * 2**20))
         for p in gpu.get("processes") or []:
             pid = p.get("pid") if isinstance(p, dict) else None
             if not isinstance(pid, int):
@@ -264,6 +266,15 @@ def _merge_nvml(have: Have, gpus: list[dict[str, Any]], root: Path) -> None:
     have.holders = list(by_pid.values())
     have.nvml = "answered" if supported else "memory not supported (N/A, as on GB10): /proc is the source"
     have.unified = not supported or any("GB10" in str(g.get("name", "")) for g in gpus)
+
+
+def _visible(gpus: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The GPUs a launch from here sees, in CUDA's order: CUDA_VISIBLE_DEVICES when it lists NVML indices (UUIDs and
+    MIG names are left as NVML lists them)."""
+    wanted = os.environ.get("CUDA_VISIBLE_DEVICES", "").replace(" ", "")
+    if not wanted or not all(part.isdigit() for part in wanted.split(",")):
+        return gpus
+    return [gpus[int(i)] for i in wanted.split(",") if int(i) < len(gpus)]
 
 
 def _cgroup_memory(folder: Path) -> int | None:

@@ -86,6 +86,7 @@ class Need:
     block_size: int = BLOCK  # tokens a KV block holds
     notes: list[str] = field(default_factory=list)
     auto_length: bool = False  # --max-model-len auto / -1: vLLM fits the length to its KV pool (max_model_len: the model's)
+    ranks: int = 1  # --tensor-parallel-size x --pipeline-parallel-size: the GPUs the launch takes
 
     def setting(self, name: str) -> Any:
         return self.settings[name].value
@@ -204,6 +205,7 @@ def launch_need(recipe: Recipe, model_folder: str | Path, total_bytes: int, gpu_
     need.auto_length = values["max_model_len"] is None and sources["max_model_len"].startswith("recipe ")
     need.parts.append(_weights(checkpoint, shape, dtype, spec.mtp))
     _offload(need, recipe, argv)
+    need.ranks = parallel_size(recipe, argv, ("--tensor-parallel-size", "-tp")) * parallel_size(recipe, argv, ("--pipeline-parallel-size", "-pp"))
     fixed = _int_flag(recipe, argv, "--kv-cache-memory-bytes", None, "")
     length, seqs = need.setting("max_model_len"), need.setting("max_num_seqs")
     if fixed.value is not None:
@@ -235,6 +237,22 @@ def _int_flag(recipe: Recipe, argv: list[str], flag: str, default: int | None, d
     if value < 1:
         raise NeedError(f"{recipe.source_path}: {flag} {raw!r} must be at least 1")
     return Setting(value, f"recipe {recipe.name} ({flag} {raw})")
+
+
+def parallel_size(recipe: Recipe, argv: list[str], flags: tuple[str, ...]) -> int:
+    """The last of `flags` in argv (vLLM's argparse: the last one wins), 1 when unset."""
+    raw = None
+    for i, arg in enumerate(vllm_spelling(a) for a in argv):
+        for flag in flags:
+            if arg == flag and i + 1 < len(argv):
+                raw = argv[i + 1]
+            elif arg.startswith(flag + "="):
+                raw = arg[len(flag) + 1:]
+    if raw is None:
+        return 1
+    if not raw.isdigit() or not 1 <= int(raw) <= 1024:
+        raise NeedError(f"{recipe.source_path}: {flags[0]} {raw[:40]!r} is not a whole number from 1 to 1024")
+    return int(raw)
 
 
 def _offload(need: Need, recipe: Recipe, argv: list[str]) -> None:

@@ -27,7 +27,14 @@ from typing import Any
 
 from sparkdoctor.facts import Facts
 from sparkdoctor.memory.have import ContainerMemory, Have, Holder, kib_bytes
-from sparkdoctor.memory.need import Need, NeedError, Part, Setting, launches_vllm
+from sparkdoctor.memory.need import (
+    Need,
+    NeedError,
+    Part,
+    Setting,
+    launches_vllm,
+    parallel_size,
+)
 from sparkdoctor.memory.verdict import (
     FITS,
     FITS_WITH,
@@ -37,7 +44,6 @@ from sparkdoctor.memory.verdict import (
     gib,
     judge,
 )
-from sparkdoctor.recipes.model import Recipe, vllm_spelling
 
 # vLLM's batch defaults depend on the GPU's memory (70 GiB or more); the need is sized once, as on a GB10
 # (MemTotal 119.7 GiB): every node of a Spark fleet is one
@@ -121,25 +127,9 @@ def size_launch(recipe_ref: str, overrides: dict[str, str], model: str | None) -
     need = launch_need(recipe, folder, SPARK_MEMTOTAL)
     checkpoint = load_checkpoint(folder)
     shape = read_shape(checkpoint.config, checkpoint.folder / "config.json")
-    tp = _size(recipe, argv, ("--tensor-parallel-size", "-tp"))
-    pp = _size(recipe, argv, ("--pipeline-parallel-size", "-pp"))
+    tp = parallel_size(recipe, argv, ("--tensor-parallel-size", "-tp"))
+    pp = parallel_size(recipe, argv, ("--pipeline-parallel-size", "-pp"))
     return Launch(recipe.name, str(checkpoint.folder), need, tp, pp, shape.layers, shape.kv_heads, bool(shape.kv_latent))
-
-
-def _size(recipe: Recipe, argv: list[str], flags: tuple[str, ...]) -> int:
-    """The last of `flags` in argv (vLLM's argparse: the last one wins), 1 when unset."""
-    raw = None
-    for i, arg in enumerate(vllm_spelling(a) for a in argv):
-        for flag in flags:
-            if arg == flag and i + 1 < len(argv):
-                raw = argv[i + 1]
-            elif arg.startswith(flag + "="):
-                raw = arg[len(flag) + 1:]
-    if raw is None:
-        return 1
-    if not raw.isdigit() or not 1 <= int(raw) <= 1024:
-        raise NeedError(f"{recipe.source_path}: {flags[0]} {raw[:40]!r} is not a whole number from 1 to 1024")
-    return int(raw)
 
 
 def per_node(launch: Launch, nodes: int) -> tuple[Need, int, list[str]]:

@@ -74,6 +74,15 @@ def judge(need: Need, have: Have) -> Verdict:
         verdict.reasons.append("the memory of this box is unknown (no MemTotal and MemAvailable, no NVML answer): "
                                + "; ".join(have.errors or ["nothing to judge against"]))
         return verdict
+    if not have.unified and have.gpu_devices:  # vLLM's ranks each take one GPU, in order, each its share of it
+        ranks = min(need.ranks, len(have.gpu_devices))
+        taken = have.gpu_devices[:ranks]
+        pool, usable = ranks * min(t for t, _ in taken), ranks * min(t - u for t, u in taken)
+        verdict.usable_bytes = usable
+        if len(have.gpu_devices) > 1 or need.ranks > 1:
+            verdict.reasons.append(f"judged on {ranks} of the {len(have.gpu_devices)} visible GPU(s), one a rank (tensor x pipeline "
+                                   f"parallel {need.ranks}), as the tightest of them: {gib(pool // ranks)} each, "
+                                   f"{gib(usable // ranks)} free")
     if have.unified and need.outside_bytes:  # offloaded to "host" memory: on one pool, taken before the share
         usable = max(0, usable - need.outside_bytes)
         verdict.usable_bytes = usable

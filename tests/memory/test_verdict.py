@@ -237,3 +237,38 @@ def test_memory_offloaded_to_the_host_comes_from_the_same_pool_on_unified_memory
     assert verdict.outcome == FITS_WITH and verdict.usable_bytes == have.usable_bytes - 10 * GIB
     assert "10.0 GiB of host memory outside the share (--cpu-offload-gb 8, --kv-offloading-size 2)" in verdict.reasons[0]
     assert int(verdict.settings["gpu_memory_utilization"] * have.pool_bytes) <= have.usable_bytes - 10 * GIB
+
+
+def _h200s(used_mib: list[int]) -> list[dict]:
+    """Eight H200s as NVML reads them (the GB10 answer's shape, with the memory a discrete GPU reports)."""
+    base = gb10_nvml()[0]
+    return [{**base, "index": i, "name": "NVIDIA H200", "memory_total_mib": 143_771, "memory_used_mib": used, "processes": []}
+            for i, used in enumerate(used_mib)]
+
+
+def test_discrete_gpus_are_judged_one_a_rank_not_summed(tmp_path, qwen3_8b, monkeypatch):
+    """On eight H200s the pool was their sum (1,123 GiB): a tensor-parallel-1 launch whose one sequence needs more than
+    one GPU has was "fits". vLLM's rank takes one GPU, its share of that GPU; with --tensor-parallel-size 2, two."""
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    root = busy_gb10(tmp_path)
+    have = read_have(root, nvml=_h200s([0] * 8))
+    assert not have.unified and len(have.gpu_devices) == 8
+    big = ("--max-model-len", "32768", "--kv-cache-memory-bytes", "150G")  # more than one GPU has, less than eight
+    one = judge(launch_need(recipe(tmp_path, qwen3_8b, *big), qwen3_8b, have.pool_bytes, "NVIDIA H200"), have)
+    assert one.outcome != FITS and one.usable_bytes == 143_771 * 2**20, one.reasons
+    assert "judged on 1 of the 8 visible GPU(s)" in " ".join(one.reasons)
+    short = judge(launch_need(recipe(tmp_path, qwen3_8b, "--max-model-len", "32768", name="short"), qwen3_8b, have.pool_bytes,
+                              "NVIDIA H200"), have)
+    assert short.outcome == FITS and short.share_bytes == int(0.9 * 143_771 * 2**20)
+    two = judge(launch_need(recipe(tmp_path, qwen3_8b, "--max-model-len", "32768", "-tp", "2", name="two"), qwen3_8b,
+                            have.pool_bytes, "NVIDIA H200"), have)
+    assert two.outcome == FITS and two.share_bytes == int(0.9 * 2 * 143_771 * 2**20)
+    # the GPU the launch sees first is the one judged: CUDA_VISIBLE_DEVICES=3 names a GPU another job fills
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3")
+    busy = read_have(root, nvml=_h200s([0, 0, 0, 140_000, 0, 0, 0, 0]))
+    assert busy.gpu_devices == [(143_771 * 2**20, 140_000 * 2**20)]
+    assert judge(launch_need(recipe(tmp_path, qwen3_8b, "--max-model-len", "32768", name="busy"), qwen3_8b, busy.pool_bytes,
+                             "NVIDIA H200"), busy).outcome == NO_FIT
+    # a GPU's own memory is no cgroup's: a host memory limit does not shrink it
+    busy.limit_bytes, busy.limit_used_bytes = 8 * GIB, 0
+    assert busy.usable_bytes == (143_771 - 140_000) * 2**20
