@@ -8,6 +8,8 @@ against the link's rated speed (the port rate the two ends report).
                 each node of several GPUs, over its own GPUs (one process, -g N): reported, not judged (no
                 rated speed is known for NVLink, PCIe or C2C between them)
 
+Every command runs under the node's own `timeout -k GRACE SECONDS` (coreutils): when its time is up the node stops it
+(and what it started), not only the ssh here that carried it; a node without `timeout` runs nothing (absent, said so).
 A tool that is not installed on a node is a Measurement with status "absent": reported, never fatal, and
 never a finding. A rail below FAIR_SHARE of its rated speed is a rail-slow fabric finding; a measurement that
 failed (no result, `#wrong` results, a tool that could not connect or exited non-zero) is a measure-failed one.
@@ -27,7 +29,7 @@ from sparkdoctor import proc
 from sparkdoctor.facts import Facts
 from sparkdoctor.fleet import fabric
 from sparkdoctor.fleet.toolparse import parse_all_reduce_perf, parse_ib_write_bw
-from sparkdoctor.fleet.transport import Node, Transport
+from sparkdoctor.fleet.transport import SSH_CONNECT_TIMEOUT, Node, Transport
 
 FAIR_SHARE = 0.25  # 13 Gb/s on a 200 Gb/s rail (PR #108) and 3 GB/s busbw (#102) are far below it
 IB_SECONDS = 3
@@ -37,6 +39,7 @@ SERVER_HEAD_START = 1.0  # the client connects once the server listens
 ALLREDUCE_MIN_BYTES = 8 << 20
 ALLREDUCE_MAX_BYTES = 1 << 30
 ALLREDUCE_TIMEOUT = 180.0
+GRACE = 5  # seconds from `timeout`'s TERM to its KILL on the node
 
 
 @dataclass
@@ -82,6 +85,55 @@ def _absent(result: proc.ProcResult, tools: tuple[str, ...]) -> bool:
     text = f"{start}\n{result.stderr or ''}"
     return any(re.search(rf"(?<![\w.-]){re.escape(tool)}: (command not found|not found|No such file)|"
                          rf"command not found: {re.escape(tool)}\b", text) for tool in tools)
+
+
+_NO_TIMEOUT = re.compile(r"(?<![\w.-])timeout: (command not found|not found|No such file)|command not found: timeout\b")
+_UNRESOLVED = re.compile(r"Could not resolve hostname ([^\s:]+)[^\n]*")
+_BANNER = re.compile(r"^[-=*\s]*$")
+
+
+def on_node(argv: list[str], seconds: float) -> tuple[list[str], float, int]:
+    """(argv under the node's `timeout -k GRACE N`, the local limit, N): N is `seconds`, or less where the run's
+    deadline is nearer; the local limit adds the grace and ssh's connect time, so the node stops the command (and
+    whatever it started: timeout signals its process group) before the ssh here is given up on."""
+    left = proc.time_left()
+    seconds = seconds if left is None else min(seconds, left - GRACE - SSH_CONNECT_TIMEOUT)
+    limit = max(1, int(seconds))
+    return ["timeout", "-k", str(GRACE), str(limit), *argv], float(limit + GRACE + SSH_CONNECT_TIMEOUT), limit
+
+
+def _bounded(transport: Transport, node: Node, argv: list[str], seconds: float) -> tuple[proc.ProcResult, int]:
+    wrapped, local, limit = on_node(argv, seconds)
+    return transport.command(node, wrapped, local), limit
+
+
+def _missing(result: proc.ProcResult, tools: tuple[str, ...], absent: str, node: str) -> str | None:
+    """Why nothing was measured on `node` because something is not installed there (`absent`: the tools), or None."""
+    if result.ok:
+        return None
+    if (result.start_error and result.argv[:1] == ["timeout"]) or (
+            result.returncode == 127 and _NO_TIMEOUT.search(result.stderr or "")):
+        return (f"`timeout` (coreutils) is not installed on {node}: nothing is started there that could outlive the "
+                "measurement (install coreutils)")
+    return absent if _absent(result, tools) else None
+
+
+def _failure(result: proc.ProcResult, limit: int, node: str) -> str:
+    """One line: why a measurement command that ran gave nothing to read."""
+    name = result.argv[4] if result.argv[:1] == ["timeout"] and len(result.argv) > 4 else "?"
+    if result.returncode in (124, 137) and not result.timed_out:  # timeout's own codes: TERM, then KILL
+        return f"{name} ran past its {limit} s limit on {node} and was stopped there (timeout)"
+    said = f"{result.stderr or ''}\n{result.stdout or ''}"
+    unresolved = _UNRESOLVED.search(said)
+    if name == "mpirun" and unresolved:
+        host = unresolved.group(1)
+        return (f"mpirun on {node} cannot start a rank on host {host}: the name does not resolve on {node} "
+                f"({unresolved.group(0).strip()[:120]}); name that node by its address, or add it to {node}'s /etc/hosts")
+    if result.returncode is not None and result.returncode > 0:
+        lines = [ln.strip() for ln in said.splitlines() if not _BANNER.match(ln)]
+        if lines:
+            return f"{name} exited {result.returncode}: {lines[0][:300]}"
+    return result.describe_failure()[:300]
 
 
 def from_ib_write_bw(text: str, node: str, link: str, rated: float | None, setting: str) -> Measurement:
@@ -151,17 +203,17 @@ def ib_write_bw(transport: Transport, nodes: dict[str, Node], fabrics: dict[str,
     client_argv = ["ib_write_bw", "-d", b[0], "-i", str(b[1]), "-x", str(b[2]), *common, address]
     setting = " ".join(client_argv)
     with ThreadPoolExecutor(max_workers=1) as pool:
-        serving = pool.submit(transport.command, nodes[server.node], server_argv, IB_TIMEOUT)
+        serving = pool.submit(_bounded, transport, nodes[server.node], server_argv, IB_TIMEOUT)
         time.sleep(SERVER_HEAD_START)
-        done = transport.command(nodes[client.node], client_argv, IB_TIMEOUT)
-        served = serving.result()
+        done, limit = _bounded(transport, nodes[client.node], client_argv, IB_TIMEOUT)
+        served, _ = serving.result()
     for result, where in ((done, client.node), (served, server.node)):
-        if _absent(result, ("ib_write_bw",)):
-            return Measurement("ib_write_bw", where, link.label, "absent", None, rated, setting,
-                               f"ib_write_bw is not installed on {where} (perftest)")
+        if (missing := _missing(result, ("ib_write_bw",), f"ib_write_bw is not installed on {where} (perftest)",
+                                   where)) is not None:
+            return Measurement("ib_write_bw", where, link.label, "absent", None, rated, setting, missing)
     if not done.ok:
         return Measurement("ib_write_bw", client.node, link.label, "failed", None, rated, setting,
-                           done.describe_failure()[:300])
+                           _failure(done, limit, client.node))
     return from_ib_write_bw(done.stdout, client.node, link.label, rated, setting)
 
 
@@ -193,14 +245,14 @@ def all_reduce_in_node(transport: Transport, node: Node, gpus: int) -> Measureme
 
 
 def _all_reduce_on(transport: Transport, node: Node, argv: list[str], link: str, rated: float | None, tools: str) -> Measurement:
-    done = transport.command(node, argv, ALLREDUCE_TIMEOUT)
+    done, limit = _bounded(transport, node, argv, ALLREDUCE_TIMEOUT)
     setting = " ".join(argv)
-    if _absent(done, ("mpirun", "all_reduce_perf")):
-        return Measurement("all_reduce_perf", node.name, link, "absent", None, rated, setting,
-                           f"{tools} is not installed on {node.name}")
+    if (missing := _missing(done, ("mpirun", "all_reduce_perf"), f"{tools} is not installed on {node.name}",
+                                   node.name)) is not None:
+        return Measurement("all_reduce_perf", node.name, link, "absent", None, rated, setting, missing)
     if not done.ok:
         return Measurement("all_reduce_perf", node.name, link, "failed", None, rated, setting,
-                           done.describe_failure()[:300])
+                           _failure(done, limit, node.name))
     return from_all_reduce(done.stdout, node.name, link, rated, setting)
 
 
