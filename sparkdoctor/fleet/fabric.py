@@ -13,7 +13,7 @@ each rule comes from.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import TypedDict
 
 from sparkdoctor.facts import Facts
@@ -125,6 +125,20 @@ class Topology:
     kind: str  # single | pair | triangle | ring | switch | partial | none
     links: list[Link]
     switches: list[str]  # subnets with more than two nodes
+    switched: list[Link] = field(default_factory=list)  # every end on each of those subnets
+
+    def pairs(self) -> list[Link]:
+        """What carries traffic between two nodes: each link, and on each switched subnet the first node's end
+        with each other node's (every node's rail measured against the first node's)."""
+        star = []
+        for subnet in self.switched:
+            first = subnet.ends[0]
+            seen = {first.node}
+            for end in subnet.ends[1:]:
+                if end.node not in seen:
+                    seen.add(end.node)
+                    star.append(Link(subnet.subnet, (first, end)))
+        return self.links + star
 
     def to_dict(self) -> TopologyDict:
         return {"kind": self.kind, "links": [lk.label for lk in self.links], "switched_subnets": self.switches}
@@ -179,14 +193,15 @@ def topology(fabrics: dict[str, Fabric]) -> Topology:
                 continue
             for subnet in info.get("subnets") or []:
                 by_subnet.setdefault(subnet, []).append(End(node, netdev, tuple(devices[netdev])))
-    links, switches = [], []
+    links, switches, switched = [], [], []
     for subnet, ends in sorted(by_subnet.items()):
         nodes = {e.node for e in ends}
         if len(nodes) == 2:
             links.append(Link(subnet, tuple(ends)))
         elif len(nodes) > 2:
             switches.append(subnet)
-    return Topology(_shape(set(fabrics), links, switches), links, switches)
+            switched.append(Link(subnet, tuple(ends)))
+    return Topology(_shape(set(fabrics), links, switches), links, switches, switched)
 
 
 def _shape(nodes: set[str], links: list[Link], switches: list[str]) -> str:

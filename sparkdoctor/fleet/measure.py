@@ -1,8 +1,9 @@
 """`fleet check --measure`: each link's bandwidth measured with the tools users already run, parsed and judged
 against the link's rated speed (the port rate the two ends report).
 
-  ib_write_bw   per rail: the server on one end of each link, the client on the other, over the addressed
-                RDMA device and its RoCE v2 IPv4 GID, IB_SECONDS long, each side within IB_TIMEOUT
+  ib_write_bw   per rail: the server on one end of each link, the client on the other (on a switched subnet: the
+                first node's end against each other node's), over the addressed RDMA device and its RoCE v2
+                IPv4 GID, IB_SECONDS long, each side within IB_TIMEOUT
   all_reduce_perf  nccl-tests over every node (mpirun from the first node), 8 MiB to ALLREDUCE_MAX_BYTES:
                 never the 16 GB size that exhausts a Spark's unified memory (dgx-spark-playbooks#102); and on
                 each node of several GPUs, over its own GPUs (one process, -g N): reported, not judged (no
@@ -227,10 +228,10 @@ def all_reduce(transport: Transport, nodes: list[Node], fabrics: dict[str, fabri
     hosts = []
     for node in nodes:
         fab = fabrics.get(node.name) or {}
-        mine = [(e.netdev, lk.subnet) for lk in topo.links for e in lk.ends if e.node == node.name]
+        mine = [(e.netdev, lk.subnet) for lk in topo.pairs() for e in lk.ends if e.node == node.name]
         address = next((a for a in (_address(fab, nd, sn) for nd, sn in mine) if a), None)
         hosts.append(f"{address or node.name.rpartition('@')[2]}:1")
-    rates = [r for lk in topo.links for e in lk.ends if (r := _rail(fabrics[e.node], e.netdev)) is not None]
+    rates = [r for lk in topo.pairs() for e in lk.ends if (r := _rail(fabrics[e.node], e.netdev)) is not None]
     rated = min((r[3] for r in rates), default=0.0) or None
     argv = ["mpirun", "--allow-run-as-root", "-np", str(len(nodes)), "-H", ",".join(hosts), "all_reduce_perf",
             "-b", str(ALLREDUCE_MIN_BYTES), "-e", str(ALLREDUCE_MAX_BYTES), "-f", "2", "-g", "1"]
@@ -258,19 +259,20 @@ def _all_reduce_on(transport: Transport, node: Node, argv: list[str], link: str,
 
 def measure_links(transport: Transport, nodes: list[Node], named: list[tuple[str, Facts]],
                   progress: Callable[[str], None] | None = None) -> list[Measurement]:
-    """Every link's rail, one after another (two tests on one wire would halve each other), then one
-    all-reduce over all nodes, then one over the GPUs of each node that has several. Never raises: what could
-    not be measured is a Measurement that says why."""
+    """Every link's rail, and on a switch each node's against the first node's, one after another (two tests on
+    one wire would halve each other), then one all-reduce over all nodes, then one over the GPUs of each node that
+    has several. Never raises: what could not be measured is a Measurement that says why."""
     fabrics = fabric.of(named)
     by_name = {n.name: n for n in nodes if n.name in fabrics}
     topo = fabric.topology(fabrics)
     say = progress or (lambda _: None)
     out = []
-    for i, link in enumerate(topo.links):
-        say(f"measuring {link.label} with ib_write_bw ({i + 1}/{len(topo.links)})…")
+    pairs = topo.pairs()  # on a switch: every node against the first
+    for i, link in enumerate(pairs):
+        say(f"measuring {link.label} with ib_write_bw ({i + 1}/{len(pairs)})…")
         out.append(_guarded(partial(ib_write_bw, transport, by_name, fabrics, link, IB_PORT + i),
                             "ib_write_bw", _ends(link)[1].node, link.label))
-    if topo.links and len(by_name) > 1:
+    if pairs and len(by_name) > 1:
         say(f"all_reduce_perf over {len(by_name)} nodes…")
         out.append(_guarded(partial(all_reduce, transport, list(by_name.values()), fabrics, topo),
                             "all_reduce_perf", next(iter(by_name)), "all nodes"))
