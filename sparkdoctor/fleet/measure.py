@@ -119,9 +119,8 @@ def _missing(result: proc.ProcResult, tools: tuple[str, ...], absent: str, node:
     return absent if _absent(result, tools) else None
 
 
-def _failure(result: proc.ProcResult, limit: int, node: str) -> str:
-    """One line: why a measurement command that ran gave nothing to read."""
-    name = result.argv[4] if result.argv[:1] == ["timeout"] and len(result.argv) > 4 else "?"
+def _failure(result: proc.ProcResult, name: str, limit: int, node: str) -> str:
+    """One line: why the measurement command `name` ran and gave nothing to read."""
     if result.returncode in (124, 137) and not result.timed_out:  # timeout's own codes: TERM, then KILL
         return f"{name} ran past its {limit} s limit on {node} and was stopped there (timeout)"
     said = f"{result.stderr or ''}\n{result.stdout or ''}"
@@ -214,7 +213,7 @@ def ib_write_bw(transport: Transport, nodes: dict[str, Node], fabrics: dict[str,
             return Measurement("ib_write_bw", where, link.label, "absent", None, rated, setting, missing)
     if not done.ok:
         return Measurement("ib_write_bw", client.node, link.label, "failed", None, rated, setting,
-                           _failure(done, limit, client.node))
+                           _failure(done, "ib_write_bw", limit, client.node))
     return from_ib_write_bw(done.stdout, client.node, link.label, rated, setting)
 
 
@@ -253,7 +252,7 @@ def _all_reduce_on(transport: Transport, node: Node, argv: list[str], link: str,
         return Measurement("all_reduce_perf", node.name, link, "absent", None, rated, setting, missing)
     if not done.ok:
         return Measurement("all_reduce_perf", node.name, link, "failed", None, rated, setting,
-                           _failure(done, limit, node.name))
+                           _failure(done, argv[0], limit, node.name))
     return from_all_reduce(done.stdout, node.name, link, rated, setting)
 
 

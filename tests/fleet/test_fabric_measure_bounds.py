@@ -84,8 +84,8 @@ def test_a_measurement_over_ssh_leaves_no_process_on_the_node_after_its_time(ssh
             if _alive(pid):
                 os.kill(pid, signal.SIGKILL)
     assert [(m.tool, m.status) for m in measured] == [("ib_write_bw", "failed"), ("all_reduce_perf", "failed")]
-    assert "ran past its 2 s limit on fleet-1 and was stopped there" in measured[0].detail, measured[0].detail
-    assert "ran past its 2 s limit on fleet-0 and was stopped there" in measured[1].detail, measured[1].detail
+    assert measured[0].detail == "ib_write_bw ran past its 2 s limit on fleet-1 and was stopped there (timeout)"
+    assert measured[1].detail == "mpirun ran past its 2 s limit on fleet-0 and was stopped there (timeout)"
     assert measured[0].setting.startswith("ib_write_bw ")  # the tool's own command line, as a user runs it
 
 
