@@ -9,8 +9,9 @@ against the link's rated speed (the port rate the two ends report).
                 each node of several GPUs, over its own GPUs (one process, -g N): reported, not judged (no
                 rated speed is known for NVLink, PCIe or C2C between them)
 
-Every command runs under the node's own `timeout -k GRACE SECONDS` (coreutils): when its time is up the node stops it
-(and what it started), not only the ssh here that carried it; a node without `timeout` runs nothing (absent, said so).
+Every command runs under the node's own `timeout -k GRACE SECONDS` (coreutils) in a session of its own (setsid,
+util-linux), swept when it ends: when its time is up the node stops it and all it started, not only the ssh here that
+carried it; a node without `timeout` or `setsid` runs nothing (absent, said so).
 A tool that is not installed on a node is a Measurement with status "absent": reported, never fatal, and
 never a finding. A rail below FAIR_SHARE of its rated speed is a rail-slow fabric finding; a measurement that
 failed (no result, `#wrong` results, a tool that could not connect or exited non-zero) is a measure-failed one.
@@ -88,19 +89,28 @@ def _absent(result: proc.ProcResult, tools: tuple[str, ...]) -> bool:
                          rf"command not found: {re.escape(tool)}\b", text) for tool in tools)
 
 
-_NO_TIMEOUT = re.compile(r"(?<![\w.-])timeout: (command not found|not found|No such file)|command not found: timeout\b")
+_NOT_THERE = re.compile(r"(?<![\w.-])(timeout|setsid): (command not found|not found|No such file)|"
+                       r"command not found: (timeout|setsid)\b")
+_PACKAGE = {"timeout": "coreutils", "setsid": "util-linux"}
 _UNRESOLVED = re.compile(r"Could not resolve hostname ([^\s:]+)[^\n]*")
 _BANNER = re.compile(r"^[-=*\s]*$")
+# Run by `setsid -w sh -c SWEEP sh GRACE SECONDS TOOL ARGS...` on the node: the tool under timeout, in a session of its
+# own; then every process still in that session is killed (mpirun starts its ssh children in process groups of their
+# own, out of reach of timeout's signal to its group). $$ is the session's leader: its id is the session's.
+SWEEP = ('g=$1; shift; timeout -k "$g" "$@"; rc=$?; for f in /proc/[0-9]*/stat; do p=${f#/proc/}; p=${p%/stat}; '
+         '[ "$p" = "$$" ] && continue; read -r l < "$f" 2>/dev/null || continue; set -- ${l##*) }; '
+         '[ "$4" = "$$" ] && kill -KILL "$p" 2>/dev/null; done; exit $rc')
 
 
 def on_node(argv: list[str], seconds: float) -> tuple[list[str], float, int]:
-    """(argv under the node's `timeout -k GRACE N`, the local limit, N): N is `seconds`, or less where the run's
-    deadline is nearer; the local limit adds the grace and ssh's connect time, so the node stops the command (and
-    whatever it started: timeout signals its process group) before the ssh here is given up on."""
+    """(argv under the node's `timeout -k GRACE N` in a session of its own, swept when it ends; the local limit; N):
+    N is `seconds`, or less where the run's deadline is nearer; the local limit adds the grace and ssh's connect
+    time, so the node stops the command and all it started before the ssh here is given up on."""
     left = proc.time_left()
     seconds = seconds if left is None else min(seconds, left - GRACE - SSH_CONNECT_TIMEOUT)
     limit = max(1, int(seconds))
-    return ["timeout", "-k", str(GRACE), str(limit), *argv], float(limit + GRACE + SSH_CONNECT_TIMEOUT), limit
+    wrapped = ["setsid", "-w", "sh", "-c", SWEEP, "sh", str(GRACE), str(limit), *argv]
+    return wrapped, float(limit + GRACE + SSH_CONNECT_TIMEOUT), limit
 
 
 def _bounded(transport: Transport, node: Node, argv: list[str], seconds: float) -> tuple[proc.ProcResult, int]:
@@ -112,10 +122,12 @@ def _missing(result: proc.ProcResult, tools: tuple[str, ...], absent: str, node:
     """Why nothing was measured on `node` because something is not installed there (`absent`: the tools), or None."""
     if result.ok:
         return None
-    if (result.start_error and result.argv[:1] == ["timeout"]) or (
-            result.returncode == 127 and _NO_TIMEOUT.search(result.stderr or "")):
-        return (f"`timeout` (coreutils) is not installed on {node}: nothing is started there that could outlive the "
-                "measurement (install coreutils)")
+    found = _NOT_THERE.search(result.stderr or "") if result.returncode == 127 else None
+    name = "setsid" if result.start_error and result.argv[:1] == ["setsid"] else (
+        (found.group(1) or found.group(3)) if found else None)
+    if name:
+        return (f"`{name}` ({_PACKAGE[name]}) is not installed on {node}: nothing is started there that could outlive "
+                f"the measurement (install {_PACKAGE[name]})")
     return absent if _absent(result, tools) else None
 
 

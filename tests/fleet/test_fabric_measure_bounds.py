@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import os
 import shlex
+import shutil
 import signal
+import sys
 from pathlib import Path
 
 import pytest
@@ -45,12 +47,17 @@ def _alive(pid: int) -> bool:
         return False
 
 
+SETPGID = "import os, sys; os.setpgid(0, 0); os.execvp(sys.argv[1], sys.argv[1:])"
+
+
 def _stuck_tools(folder: Path, pids: Path) -> None:
-    """ib_write_bw and mpirun that hang (a server no client reaches; ranks that never start), each writing its pid."""
+    """ib_write_bw and mpirun that hang (a server no client reaches; ranks that never start), each writing its pid;
+    mpirun first starts a child in a process group of its own, as Open MPI starts its ssh children."""
     folder.mkdir(parents=True, exist_ok=True)
-    for name in ("ib_write_bw", "mpirun"):
+    child = f"{shlex.quote(sys.executable)} -c {shlex.quote(SETPGID)} sleep 120 &\necho $! >> '{pids}'\n"
+    for name, first in (("ib_write_bw", ""), ("mpirun", child)):
         script = folder / name
-        script.write_text(f"#!/bin/sh\necho $$ >> '{pids}'\nexec sleep 120\n")
+        script.write_text(f"#!/bin/sh\n{first}echo $$ >> '{pids}'\nexec sleep 120\n")
         script.chmod(0o755)
 
 
@@ -63,8 +70,9 @@ def _two_nodes(tmp_path: Path, hosts: tuple[str, str]):
 @pytest.mark.slow
 def test_a_measurement_over_ssh_leaves_no_process_on_the_node_after_its_time(sshd, tmp_path, monkeypatch):
     """ib_write_bw's server and client and mpirun hang on the node: each is gone from the node when measure_links
-    returns, stopped there by `timeout` (before: ssh was killed here, and the node's processes kept running, a
-    server holding its port for the next run)."""
+    returns, stopped there by `timeout`, and so is mpirun's child in a process group of its own, killed with the
+    command's session (before: ssh was killed here, and the node's processes kept running, a server holding its port
+    for the next run)."""
     monkeypatch.setattr(measure, "IB_TIMEOUT", 2.0)
     monkeypatch.setattr(measure, "ALLREDUCE_TIMEOUT", 2.0)
     monkeypatch.setattr(measure, "GRACE", 1)
@@ -76,7 +84,7 @@ def test_a_measurement_over_ssh_leaves_no_process_on_the_node_after_its_time(ssh
     try:
         measured = measure_links(transport, [Node(n) for n, _ in named], named)
         started = [int(p) for p in pids.read_text().split()]
-        assert len(started) == 3, started  # the server, the client, mpirun
+        assert len(started) == 4, started  # the server, the client, mpirun and its child
         left = [p for p in started if _alive(p)]
         assert left == [], f"processes of the measurement still running on the node: {left}"
     finally:
@@ -90,22 +98,28 @@ def test_a_measurement_over_ssh_leaves_no_process_on_the_node_after_its_time(ssh
 
 
 @pytest.mark.slow
-def test_a_node_without_timeout_is_named_and_nothing_is_started_there(sshd, tmp_path, monkeypatch):
-    """A node whose shell finds no `timeout`: one line saying so, naming the node; the tool itself never ran."""
+def test_a_node_without_timeout_or_setsid_is_named_and_nothing_is_started_there(sshd, tmp_path, monkeypatch):
+    """A node whose shell finds no `timeout` (or no `setsid`): one line saying so, naming the node; the tool itself
+    never ran."""
     monkeypatch.setattr(measure, "SERVER_HEAD_START", 0.0)
     pids = tmp_path / "pids"
     _stuck_tools(tmp_path / "bin", pids)
+    base = tmp_path / "base"  # sh and setsid, no coreutils
+    base.mkdir()
+    for tool in ("sh", "setsid"):
+        (base / tool).symlink_to(shutil.which(tool) or f"/usr/bin/{tool}")
     named = _two_nodes(tmp_path, ("fleet-0", "fleet-1"))
-    transport = PathSsh(str(sshd.config), str(tmp_path / "bin"))  # no /usr/bin: no coreutils
-    measured = measure_links(transport, [Node(n) for n, _ in named], named)
-    assert not pids.exists()
-    assert [(m.tool, m.status) for m in measured] == [("ib_write_bw", "absent"), ("all_reduce_perf", "absent")]
-    assert "`timeout` (coreutils) is not installed on fleet-1" in measured[0].detail, measured[0].detail
-    assert "`timeout` (coreutils) is not installed on fleet-0" in measured[1].detail, measured[1].detail
+    for path, missing in ((f"{tmp_path / 'bin'}:{base}", "`timeout` (coreutils)"), (str(tmp_path / "bin"), "`setsid` (util-linux)")):
+        measured = measure_links(PathSsh(str(sshd.config), path), [Node(n) for n, _ in named], named)
+        assert not pids.exists()
+        assert [(m.tool, m.status) for m in measured] == [("ib_write_bw", "absent"), ("all_reduce_perf", "absent")]
+        assert f"{missing} is not installed on fleet-1" in measured[0].detail, measured[0].detail
+        assert f"{missing} is not installed on fleet-0" in measured[1].detail, measured[1].detail
 
 
 def test_every_measurement_command_runs_under_the_nodes_timeout(tmp_path, monkeypatch):
-    """The command lines handed to the transport: `timeout -k GRACE SECONDS tool ...`, SECONDS the measurement's own
+    """The command lines handed to the transport: `setsid -w sh -c SWEEP sh GRACE SECONDS tool ...` (the tool under
+    `timeout -k GRACE SECONDS`, in a session of its own that is swept when it ends), SECONDS the measurement's own
     limit (or what the run's deadline leaves), the local limit longer by the grace and ssh's connect time."""
     monkeypatch.setattr(measure, "SERVER_HEAD_START", 0.0)
     calls: list[tuple[list[str], float]] = []
@@ -119,9 +133,9 @@ def test_every_measurement_command_runs_under_the_nodes_timeout(tmp_path, monkey
     bin_dir.mkdir()
     named = _named(read(tmp_path / "trees", pair()))
     measure_links(Recording(bin_dir), [Node(n) for n, _ in named], named)
-    assert [argv[:5] for argv, _ in calls] == [["timeout", "-k", str(measure.GRACE), "30", "ib_write_bw"]] * 2 + [
-        ["timeout", "-k", str(measure.GRACE), "180", "mpirun"]]
-    assert all(limit > float(argv[3]) + measure.GRACE for argv, limit in calls)
+    wrapper = ["setsid", "-w", "sh", "-c", measure.SWEEP, "sh", str(measure.GRACE)]
+    assert [argv[:9] for argv, _ in calls] == [[*wrapper, "30", "ib_write_bw"]] * 2 + [[*wrapper, "180", "mpirun"]]
+    assert all(limit > float(argv[7]) + measure.GRACE for argv, limit in calls)
 
 
 def test_a_local_node_without_timeout_is_said_in_one_line(tmp_path):
