@@ -98,7 +98,7 @@ _BANNER = re.compile(r"^[-=*\s]*$")
 # own; then every process still in that session is killed (mpirun starts its ssh children in process groups of their
 # own, out of reach of timeout's signal to its group). $$ is the session's leader: its id is the session's.
 SWEEP = ('g=$1; shift; timeout -k "$g" "$@"; rc=$?; for f in /proc/[0-9]*/stat; do p=${f#/proc/}; p=${p%/stat}; '
-         '[ "$p" = "$$" ] && continue; read -r l < "$f" 2>/dev/null || continue; set -- ${l##*) }; '
+         '[ "$p" = "$$" ] && continue; read -r l 2>/dev/null < "$f" || continue; set -- ${l##*) }; '
          '[ "$4" = "$$" ] && kill -KILL "$p" 2>/dev/null; done; exit $rc')
 
 
