@@ -89,11 +89,11 @@ jit_cache_wanted  # unused variable (sparkdoctor/facts.py)
 jit_cache  # unused variable (sparkdoctor/facts.py)
 # TypedDict keys of the fleet document's fabric.topology, a node's fabric answer and nccl-tests' rows, read and
 # written by .get("...") and subscript
-switched_subnets  # unused variable (sparkdoctor/fleet/fabric.py)
-ndev  # unused variable (sparkdoctor/fleet/fabric.py)
-ipv4  # unused variable (sparkdoctor/fleet/fabric.py)
-rate_gbps  # unused variable (sparkdoctor/fleet/fabric.py)
-link_layer  # unused variable (sparkdoctor/fleet/fabric.py)
+switched_subnets  # unused variable (sparkdoctor/fleet/topology.py)
+ndev  # unused variable (sparkdoctor/fleet/topology.py)
+ipv4  # unused variable (sparkdoctor/fleet/topology.py)
+rate_gbps  # unused variable (sparkdoctor/fleet/topology.py)
+link_layer  # unused variable (sparkdoctor/fleet/topology.py)
 busbw_gbs  # unused variable (sparkdoctor/fleet/toolparse.py)
 algbw_gbs  # unused variable (sparkdoctor/fleet/toolparse.py)
 # module-level __getattr__ (PEP 562): Python calls it to load sparkdoctor.targets submodules on first use

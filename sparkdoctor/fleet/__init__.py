@@ -7,9 +7,10 @@ Modules, each importing only those above it:
   transport  ssh (the user's own client and config) and Ray (tasks pinned per node)
   target     a node as a check Target
   node       one node's Facts: check's collectors plus the node probe (probes/fleet_node/)
+  topology   the fabric's shape: links and switched subnets from the subnets, a node's LAN-only ports
+  fabric     the RDMA fabric judged across nodes: topology, NCCL_IB_HCA, GID index, ring routing, MTU, rails
   rules      verdicts for the fleet-only node facts
   compare    N-way comparison: majority value, odd nodes
-  fabric     the RDMA fabric judged across nodes: topology, NCCL_IB_HCA, GID index, ring routing, MTU, rails
   measure    --measure: per-rail ib_write_bw and nccl-tests all_reduce_perf, parsed and judged
   inventory  --hosts and inventory files
   run        options -> FleetResult (this module)

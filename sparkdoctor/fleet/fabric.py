@@ -1,8 +1,8 @@
 """The fabric gate: the nodes' RDMA links judged together, from each node's fabric facts (the node probe's
 "fabric" answer, probes/fleet_node/fleetnode_fabric.py).
 
-The topology comes from the subnets: a subnet with exactly two nodes on it is one cable (a link), one with
-more is a switch. Two nodes on links: a pair; three nodes each cabled to the two others: a triangle; four
+The topology comes from the subnets (topology.py): a subnet with exactly two nodes on it is one cable (a link),
+one with more is a switch. Two nodes on links: a pair; three nodes each cabled to the two others: a triangle; four
 or more nodes each cabled to exactly two neighbours in one cycle: a switchless ring.
 
 Each rule yields FabricFinding rows that name the node, the link and the setting; the matrix entries of
@@ -14,9 +14,18 @@ each rule comes from.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import TypedDict
 
 from sparkdoctor.facts import Facts
+from sparkdoctor.fleet.topology import (
+    Device,
+    End,
+    Fabric,
+    Link,
+    Port,
+    Topology,
+    lan_only,
+    topology,
+)
 
 HCA_TWIN = "hca-twin"
 GID_INDEX = "gid-index"
@@ -58,78 +67,6 @@ class FabricFinding:
         return asdict(self)
 
 
-# The fabric facts as clean() leaves them: the keys the rules read, every list and table of the right kind; the
-# values a node sent in them are unchecked (object).
-class Gid(TypedDict, total=False):
-    index: object
-    gid: object
-    type: object
-    ndev: object
-    ipv4: object
-
-
-class Port(TypedDict, total=False):
-    port: object
-    state: object
-    rate: object
-    rate_gbps: object
-    link_layer: object
-    netdev: object
-    gids: list[Gid]
-
-
-class Device(TypedDict, total=False):
-    device: object
-    pci: dict[str, object]
-    ports: list[Port]
-
-
-class Netdev(TypedDict, total=False):
-    state: object
-    mtu: object
-    addrs: list[str]
-    subnets: list[str]
-
-
-class Fabric(TypedDict, total=False):
-    rdma: list[Device]
-    netdevs: dict[str, Netdev]
-    nccl: dict[str, dict[str, object]]
-
-
-@dataclass(frozen=True)
-class End:
-    node: str
-    netdev: str
-    devices: tuple[str, ...]  # the RDMA devices on this netdev
-
-
-@dataclass(frozen=True)
-class Link:
-    subnet: str
-    ends: tuple[End, ...]
-
-    @property
-    def label(self) -> str:
-        return " <-> ".join(f"{e.node}:{e.netdev}" for e in self.ends) + f" ({self.subnet})"
-
-
-class TopologyDict(TypedDict):
-    kind: str
-    links: list[str]
-    switched_subnets: list[str]
-
-
-@dataclass
-class Topology:
-    kind: str  # single | pair | triangle | ring | switch | partial | none
-    links: list[Link]
-    switches: list[str]  # subnets with more than two nodes
-
-    def to_dict(self) -> TopologyDict:
-        return {"kind": self.kind, "links": [lk.label for lk in self.links], "switched_subnets": self.switches}
-
-
 def clean(raw: object) -> dict[str, object] | None:
     """A node's fabric answer with every part of the wrong shape dropped (a node's JSON is input: the rules
     below read dicts of dicts and lists of dicts only), or None when it is not a fabric answer at all."""
@@ -158,66 +95,6 @@ def of(named: list[tuple[str, Facts]]) -> dict[str, Fabric]:
     """{node: fabric facts} of the nodes whose probe sent them (node.apply_node put them through clean())."""
     fleets = {name: facts.fleet or {} for name, facts in named}
     return {name: fleet["fabric"] for name, fleet in fleets.items() if isinstance(fleet.get("fabric"), dict)}
-
-
-def _netdev_devices(fab: Fabric) -> dict[str, list[str]]:
-    found: dict[str, list[str]] = {}
-    for dev in fab.get("rdma") or []:
-        for port in dev.get("ports") or []:
-            if port.get("netdev"):
-                found.setdefault(str(port["netdev"]), []).append(str(dev.get("device")))
-    return found
-
-
-def topology(fabrics: dict[str, Fabric]) -> Topology:
-    """Links and the shape of the fabric from the subnets of every node's up, addressed RDMA netdevs."""
-    by_subnet: dict[str, list[End]] = {}
-    for node, fab in fabrics.items():
-        devices = _netdev_devices(fab)
-        for netdev, info in sorted((fab.get("netdevs") or {}).items()):
-            if netdev not in devices or str(info.get("state")).lower() != "up":
-                continue
-            for subnet in info.get("subnets") or []:
-                by_subnet.setdefault(subnet, []).append(End(node, netdev, tuple(devices[netdev])))
-    links, switches = [], []
-    for subnet, ends in sorted(by_subnet.items()):
-        nodes = {e.node for e in ends}
-        if len(nodes) == 2:
-            links.append(Link(subnet, tuple(ends)))
-        elif len(nodes) > 2:
-            switches.append(subnet)
-    return Topology(_shape(set(fabrics), links, switches), links, switches)
-
-
-def _shape(nodes: set[str], links: list[Link], switches: list[str]) -> str:
-    if switches:
-        return "switch"
-    if len(nodes) < 2:
-        return "single"
-    if not links:
-        return "none"
-    neighbours: dict[str, set[str]] = {n: set() for n in nodes}
-    for link in links:
-        a, b = sorted({e.node for e in link.ends})
-        neighbours[a].add(b)
-        neighbours[b].add(a)
-    if len(nodes) == 2:
-        return "pair" if all(neighbours.values()) else "partial"
-    if not all(len(v) == 2 for v in neighbours.values()):
-        return "partial"
-    start = min(nodes)  # every node of degree 2: one cycle through all of them, or several
-    seen, prev, here = {start}, None, start
-    while True:
-        step = next(iter(sorted(neighbours[here] - {prev}))) if prev else min(neighbours[here])
-        if step == start:
-            break
-        if step in seen:
-            return "partial"
-        seen.add(step)
-        prev, here = here, step
-    if seen != nodes:
-        return "partial"
-    return "triangle" if len(nodes) == 3 else "ring"
 
 
 def _setting(fab: Fabric, key: str) -> tuple[str | None, str]:
@@ -252,11 +129,12 @@ def _name(dev: Device, port: Port) -> str:
     return f"{dev.get('device')} port {port.get('port')} ({port.get('netdev') or 'no netdev'})"
 
 
-def check_hca(node: str, fab: Fabric) -> list[FabricFinding]:
+def check_hca(node: str, fab: Fabric, topo: Topology | None = None) -> list[FabricFinding]:
     value, setting = _setting(fab, "NCCL_IB_HCA")
     if value is None:
         return []  # NCCL uses every device
-    up = _up_roce(fab)
+    lan = lan_only(fab, topo) if topo is not None else set()
+    up = [(d, p) for d, p in _up_roce(fab) if str(p.get("netdev")) not in lan]  # a LAN port left out is meant
     missing = [(d, p) for d, p in up if not hca_named(value, str(d.get("device")), p.get("port"))]
     if len(missing) == len(up) and up:
         why = "names none of the node's up RoCE devices: NCCL finds no IB device and falls back to TCP sockets"
@@ -371,10 +249,10 @@ def judge(fabrics: dict[str, Fabric]) -> tuple[Topology, list[FabricFinding]]:
         return topo, []  # one node has no fabric to judge (the matrix entries need two nodes too)
     found: list[FabricFinding] = []
     for node, fab in fabrics.items():
-        found += check_hca(node, fab) + check_gid(node, fab) + check_ring(node, fab, topo)
+        found += check_hca(node, fab, topo) + check_gid(node, fab) + check_ring(node, fab, topo)
     for link in topo.links:
         found += check_link(link, fabrics)
     return topo, found + check_pcie(fabrics, topo)
 
 
-__all__ = ["RULES", "FabricFinding", "Link", "Topology", "judge", "topology", "hca_named"]
+__all__ = ["RULES", "End", "Fabric", "FabricFinding", "Link", "Topology", "judge", "topology", "hca_named"]

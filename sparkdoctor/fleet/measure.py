@@ -1,13 +1,17 @@
 """`fleet check --measure`: each link's bandwidth measured with the tools users already run, parsed and judged
 against the link's rated speed (the port rate the two ends report).
 
-  ib_write_bw   per rail: the server on one end of each link, the client on the other, over the addressed
-                RDMA device and its RoCE v2 IPv4 GID, IB_SECONDS long, each side within IB_TIMEOUT
+  ib_write_bw   per rail: the server on one end of each link, the client on the other (on a switched subnet: the
+                first node's end against each other node's), over the addressed RDMA device and its RoCE v2
+                IPv4 GID, IB_SECONDS long, each side within IB_TIMEOUT
   all_reduce_perf  nccl-tests over every node (mpirun from the first node), 8 MiB to ALLREDUCE_MAX_BYTES:
                 never the 16 GB size that exhausts a Spark's unified memory (dgx-spark-playbooks#102); and on
                 each node of several GPUs, over its own GPUs (one process, -g N): reported, not judged (no
                 rated speed is known for NVLink, PCIe or C2C between them)
 
+Every command runs under the node's own `timeout -k GRACE SECONDS` (coreutils) in a session of its own (setsid,
+util-linux), swept when it ends: when its time is up the node stops it and all it started, not only the ssh here that
+carried it; a node without `timeout` or `setsid` runs nothing (absent, said so).
 A tool that is not installed on a node is a Measurement with status "absent": reported, never fatal, and
 never a finding. A rail below FAIR_SHARE of its rated speed is a rail-slow fabric finding; a measurement that
 failed (no result, `#wrong` results, a tool that could not connect or exited non-zero) is a measure-failed one.
@@ -27,7 +31,7 @@ from sparkdoctor import proc
 from sparkdoctor.facts import Facts
 from sparkdoctor.fleet import fabric
 from sparkdoctor.fleet.toolparse import parse_all_reduce_perf, parse_ib_write_bw
-from sparkdoctor.fleet.transport import Node, Transport
+from sparkdoctor.fleet.transport import SSH_CONNECT_TIMEOUT, Node, Transport
 
 FAIR_SHARE = 0.25  # 13 Gb/s on a 200 Gb/s rail (PR #108) and 3 GB/s busbw (#102) are far below it
 IB_SECONDS = 3
@@ -37,6 +41,7 @@ SERVER_HEAD_START = 1.0  # the client connects once the server listens
 ALLREDUCE_MIN_BYTES = 8 << 20
 ALLREDUCE_MAX_BYTES = 1 << 30
 ALLREDUCE_TIMEOUT = 180.0
+GRACE = 5  # seconds from `timeout`'s TERM to its KILL on the node
 
 
 @dataclass
@@ -82,6 +87,65 @@ def _absent(result: proc.ProcResult, tools: tuple[str, ...]) -> bool:
     text = f"{start}\n{result.stderr or ''}"
     return any(re.search(rf"(?<![\w.-]){re.escape(tool)}: (command not found|not found|No such file)|"
                          rf"command not found: {re.escape(tool)}\b", text) for tool in tools)
+
+
+_NOT_THERE = re.compile(r"(?<![\w.-])(timeout|setsid): (command not found|not found|No such file)|"
+                       r"command not found: (timeout|setsid)\b")
+_PACKAGE = {"timeout": "coreutils", "setsid": "util-linux"}
+_UNRESOLVED = re.compile(r"Could not resolve hostname ([^\s:]+)[^\n]*")
+_BANNER = re.compile(r"^[-=*\s]*$")
+# Run by `setsid -w sh -c SWEEP sh GRACE SECONDS TOOL ARGS...` on the node: the tool under timeout, in a session of its
+# own; then every process still in that session is killed (mpirun starts its ssh children in process groups of their
+# own, out of reach of timeout's signal to its group). $$ is the session's leader: its id is the session's.
+SWEEP = ('g=$1; shift; timeout -k "$g" "$@"; rc=$?; for f in /proc/[0-9]*/stat; do p=${f#/proc/}; p=${p%/stat}; '
+         '[ "$p" = "$$" ] && continue; read -r l 2>/dev/null < "$f" || continue; set -- ${l##*) }; '
+         '[ "$4" = "$$" ] && kill -KILL "$p" 2>/dev/null; done; exit $rc')
+
+
+def on_node(argv: list[str], seconds: float) -> tuple[list[str], float, int]:
+    """(argv under the node's `timeout -k GRACE N` in a session of its own, swept when it ends; the local limit; N):
+    N is `seconds`, or less where the run's deadline is nearer; the local limit adds the grace and ssh's connect
+    time, so the node stops the command and all it started before the ssh here is given up on."""
+    left = proc.time_left()
+    seconds = seconds if left is None else min(seconds, left - GRACE - SSH_CONNECT_TIMEOUT)
+    limit = max(1, int(seconds))
+    wrapped = ["setsid", "-w", "sh", "-c", SWEEP, "sh", str(GRACE), str(limit), *argv]
+    return wrapped, float(limit + GRACE + SSH_CONNECT_TIMEOUT), limit
+
+
+def _bounded(transport: Transport, node: Node, argv: list[str], seconds: float) -> tuple[proc.ProcResult, int]:
+    wrapped, local, limit = on_node(argv, seconds)
+    return transport.command(node, wrapped, local), limit
+
+
+def _missing(result: proc.ProcResult, tools: tuple[str, ...], absent: str, node: str) -> str | None:
+    """Why nothing was measured on `node` because something is not installed there (`absent`: the tools), or None."""
+    if result.ok:
+        return None
+    found = _NOT_THERE.search(result.stderr or "") if result.returncode == 127 else None
+    name = "setsid" if result.start_error and result.argv[:1] == ["setsid"] else (
+        (found.group(1) or found.group(3)) if found else None)
+    if name:
+        return (f"`{name}` ({_PACKAGE[name]}) is not installed on {node}: nothing is started there that could outlive "
+                f"the measurement (install {_PACKAGE[name]})")
+    return absent if _absent(result, tools) else None
+
+
+def _failure(result: proc.ProcResult, name: str, limit: int, node: str) -> str:
+    """One line: why the measurement command `name` ran and gave nothing to read."""
+    if result.returncode in (124, 137) and not result.timed_out:  # timeout's own codes: TERM, then KILL
+        return f"{name} ran past its {limit} s limit on {node} and was stopped there (timeout)"
+    said = f"{result.stderr or ''}\n{result.stdout or ''}"
+    unresolved = _UNRESOLVED.search(said)
+    if name == "mpirun" and unresolved:
+        host = unresolved.group(1)
+        return (f"mpirun on {node} cannot start a rank on host {host}: the name does not resolve on {node} "
+                f"({unresolved.group(0).strip()[:120]}); name that node by its address, or add it to {node}'s /etc/hosts")
+    if result.returncode is not None and result.returncode > 0:
+        lines = [ln.strip() for ln in said.splitlines() if not _BANNER.match(ln)]
+        if lines:
+            return f"{name} exited {result.returncode}: {lines[0][:300]}"
+    return result.describe_failure()[:300]
 
 
 def from_ib_write_bw(text: str, node: str, link: str, rated: float | None, setting: str) -> Measurement:
@@ -151,17 +215,17 @@ def ib_write_bw(transport: Transport, nodes: dict[str, Node], fabrics: dict[str,
     client_argv = ["ib_write_bw", "-d", b[0], "-i", str(b[1]), "-x", str(b[2]), *common, address]
     setting = " ".join(client_argv)
     with ThreadPoolExecutor(max_workers=1) as pool:
-        serving = pool.submit(transport.command, nodes[server.node], server_argv, IB_TIMEOUT)
+        serving = pool.submit(_bounded, transport, nodes[server.node], server_argv, IB_TIMEOUT)
         time.sleep(SERVER_HEAD_START)
-        done = transport.command(nodes[client.node], client_argv, IB_TIMEOUT)
-        served = serving.result()
+        done, limit = _bounded(transport, nodes[client.node], client_argv, IB_TIMEOUT)
+        served, _ = serving.result()
     for result, where in ((done, client.node), (served, server.node)):
-        if _absent(result, ("ib_write_bw",)):
-            return Measurement("ib_write_bw", where, link.label, "absent", None, rated, setting,
-                               f"ib_write_bw is not installed on {where} (perftest)")
+        if (missing := _missing(result, ("ib_write_bw",), f"ib_write_bw is not installed on {where} (perftest)",
+                                   where)) is not None:
+            return Measurement("ib_write_bw", where, link.label, "absent", None, rated, setting, missing)
     if not done.ok:
         return Measurement("ib_write_bw", client.node, link.label, "failed", None, rated, setting,
-                           done.describe_failure()[:300])
+                           _failure(done, "ib_write_bw", limit, client.node))
     return from_ib_write_bw(done.stdout, client.node, link.label, rated, setting)
 
 
@@ -175,10 +239,10 @@ def all_reduce(transport: Transport, nodes: list[Node], fabrics: dict[str, fabri
     hosts = []
     for node in nodes:
         fab = fabrics.get(node.name) or {}
-        mine = [(e.netdev, lk.subnet) for lk in topo.links for e in lk.ends if e.node == node.name]
+        mine = [(e.netdev, lk.subnet) for lk in topo.pairs() for e in lk.ends if e.node == node.name]
         address = next((a for a in (_address(fab, nd, sn) for nd, sn in mine) if a), None)
         hosts.append(f"{address or node.name.rpartition('@')[2]}:1")
-    rates = [r for lk in topo.links for e in lk.ends if (r := _rail(fabrics[e.node], e.netdev)) is not None]
+    rates = [r for lk in topo.pairs() for e in lk.ends if (r := _rail(fabrics[e.node], e.netdev)) is not None]
     rated = min((r[3] for r in rates), default=0.0) or None
     argv = ["mpirun", "--allow-run-as-root", "-np", str(len(nodes)), "-H", ",".join(hosts), "all_reduce_perf",
             "-b", str(ALLREDUCE_MIN_BYTES), "-e", str(ALLREDUCE_MAX_BYTES), "-f", "2", "-g", "1"]
@@ -193,32 +257,33 @@ def all_reduce_in_node(transport: Transport, node: Node, gpus: int) -> Measureme
 
 
 def _all_reduce_on(transport: Transport, node: Node, argv: list[str], link: str, rated: float | None, tools: str) -> Measurement:
-    done = transport.command(node, argv, ALLREDUCE_TIMEOUT)
+    done, limit = _bounded(transport, node, argv, ALLREDUCE_TIMEOUT)
     setting = " ".join(argv)
-    if _absent(done, ("mpirun", "all_reduce_perf")):
-        return Measurement("all_reduce_perf", node.name, link, "absent", None, rated, setting,
-                           f"{tools} is not installed on {node.name}")
+    if (missing := _missing(done, ("mpirun", "all_reduce_perf"), f"{tools} is not installed on {node.name}",
+                                   node.name)) is not None:
+        return Measurement("all_reduce_perf", node.name, link, "absent", None, rated, setting, missing)
     if not done.ok:
         return Measurement("all_reduce_perf", node.name, link, "failed", None, rated, setting,
-                           done.describe_failure()[:300])
+                           _failure(done, argv[0], limit, node.name))
     return from_all_reduce(done.stdout, node.name, link, rated, setting)
 
 
 def measure_links(transport: Transport, nodes: list[Node], named: list[tuple[str, Facts]],
                   progress: Callable[[str], None] | None = None) -> list[Measurement]:
-    """Every link's rail, one after another (two tests on one wire would halve each other), then one
-    all-reduce over all nodes, then one over the GPUs of each node that has several. Never raises: what could
-    not be measured is a Measurement that says why."""
+    """Every link's rail, and on a switch each node's against the first node's, one after another (two tests on
+    one wire would halve each other), then one all-reduce over all nodes, then one over the GPUs of each node that
+    has several. Never raises: what could not be measured is a Measurement that says why."""
     fabrics = fabric.of(named)
     by_name = {n.name: n for n in nodes if n.name in fabrics}
     topo = fabric.topology(fabrics)
     say = progress or (lambda _: None)
     out = []
-    for i, link in enumerate(topo.links):
-        say(f"measuring {link.label} with ib_write_bw ({i + 1}/{len(topo.links)})…")
+    pairs = topo.pairs()  # on a switch: every node against the first
+    for i, link in enumerate(pairs):
+        say(f"measuring {link.label} with ib_write_bw ({i + 1}/{len(pairs)})…")
         out.append(_guarded(partial(ib_write_bw, transport, by_name, fabrics, link, IB_PORT + i),
                             "ib_write_bw", _ends(link)[1].node, link.label))
-    if topo.links and len(by_name) > 1:
+    if pairs and len(by_name) > 1:
         say(f"all_reduce_perf over {len(by_name)} nodes…")
         out.append(_guarded(partial(all_reduce, transport, list(by_name.values()), fabrics, topo),
                             "all_reduce_perf", next(iter(by_name)), "all nodes"))

@@ -12,6 +12,7 @@ from typing import Generic, TypeVar
 from sparkdoctor.diff import BENIGN, RISKY
 from sparkdoctor.facts import Facts
 from sparkdoctor.fleet.drift import Drift
+from sparkdoctor.fleet.fabric import hca_named
 
 MEMORY_SPREAD_GIB = 8.0  # less free memory than the roomiest node by more than this: that node decides what fits
 CLOCK_STEP_S = 2.0
@@ -137,8 +138,8 @@ def memory_headroom(named: list[tuple[str, Facts]]) -> Drift | None:
                  majority=None, has_majority=False, odd=low)
 
 
-UNUSED_LINK = ("a physical link NCCL does not use: no node's RDMA device sits on it and no node's "
-               "NCCL_SOCKET_IFNAME names it (a management port, Wi-Fi)")
+UNUSED_LINK = ("a physical link NCCL does not use: no RDMA device a node's NCCL_IB_HCA selects sits on it and no "
+               "node's NCCL_SOCKET_IFNAME names it (a management port, Wi-Fi)")
 
 
 UNPINNED = "{} is unset on every node: NCCL picks the RoCE v2 IPv4 GID of each device itself"
@@ -166,23 +167,33 @@ def socket_ifname_named(spec: str, name: str) -> bool:
     return not hit if exclude else hit
 
 
+def _nccl_setting(fab: dict[str, object], facts: Facts, key: str) -> str | None:
+    """An NCCL variable in force on a node: where its fabric facts found it (environment, nccl.conf), else its env."""
+    nccl = fab.get("nccl")
+    entry = nccl.get(key) if isinstance(nccl, dict) else None
+    spec = entry.get("value") if isinstance(entry, dict) else (facts.env or {}).get(key)
+    return None if spec is None else str(spec)
+
+
 def nccl_links(named: list[tuple[str, Facts]]) -> Callable[[str], bool] | None:
-    """Whether NCCL may run on an interface of these nodes: the netdev of an RDMA port of any node, or one
-    any node's NCCL_SOCKET_IFNAME names. None when a node sent no fabric facts (nothing can be ruled out)."""
+    """Whether NCCL may run on an interface of these nodes: the netdev of an RDMA port that some node's NCCL_IB_HCA
+    selects (unset, it selects every device), or one any node's NCCL_SOCKET_IFNAME names. A ConnectX port on the LAN
+    that NCCL_IB_HCA leaves out is not. None when a node sent no fabric facts (nothing can be ruled out)."""
     netdevs: set[str] = set()
     specs: set[str] = set()
     for _, facts in named:
         fab = (facts.fleet or {}).get("fabric")
         if not isinstance(fab, dict):
             return None
+        hca = _nccl_setting(fab, facts, "NCCL_IB_HCA")
         for dev in fab.get("rdma") or []:
             for port in (dev.get("ports") or []) if isinstance(dev, dict) else []:
-                if isinstance(port, dict) and port.get("netdev"):
+                if isinstance(port, dict) and port.get("netdev") and (
+                        hca is None or hca_named(hca, str(dev.get("device")), port.get("port"))):
                     netdevs.add(str(port["netdev"]))
-        entry = (fab.get("nccl") or {}).get("NCCL_SOCKET_IFNAME")
-        spec = entry.get("value") if isinstance(entry, dict) else (facts.env or {}).get("NCCL_SOCKET_IFNAME")
+        spec = _nccl_setting(fab, facts, "NCCL_SOCKET_IFNAME")
         if spec:
-            specs.add(str(spec))
+            specs.add(spec)
     return lambda name: name in netdevs or "/" in name or any(socket_ifname_named(s, name) for s in specs)
 
 

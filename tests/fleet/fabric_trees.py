@@ -124,3 +124,13 @@ def ring(n: int = 4, **overrides: dict) -> list[Spark]:
         for key, value in overrides.get(node.name, {}).items():
             setattr(node, key, value)
     return nodes
+
+
+def switched(n: int = 3, **overrides: dict) -> list[Spark]:
+    """n Sparks on one switch: every p1 on 192.168.100.0/24, both twins named: correct unless overridden."""
+    hca = {"NCCL_IB_HCA": "rocep1s0f1,roceP2p1s0f1"}
+    nodes = [Spark(f"spark-{i + 1}", {"p1": f"192.168.100.{11 + i}/24"}, env=dict(hca)) for i in range(n)]
+    for node in nodes:
+        for key, value in overrides.get(node.name, {}).items():
+            setattr(node, key, value)
+    return nodes

@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import shutil
 import socket
 import sys
 from pathlib import Path
@@ -24,6 +25,7 @@ from sparkdoctor.fleet.measure import (
     from_all_reduce,
     from_ib_write_bw,
     measure_links,
+    on_node,
 )
 from sparkdoctor.fleet.node import NodeOutcome
 from sparkdoctor.fleet.toolparse import parse_all_reduce_perf, parse_ib_write_bw
@@ -122,11 +124,15 @@ class LocalTransport:
 
     kind = "local"
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, coreutils: bool = True):
         self.path, self.calls = path, []
+        for tool in ("setsid", "sh", "timeout") if coreutils else ("setsid", "sh"):  # what a measurement runs under
+            if not (path / tool).exists():
+                (path / tool).symlink_to(shutil.which(tool) or f"/usr/bin/{tool}")
 
     def command(self, node: Node, argv: list[str], timeout: float):
-        self.calls.append((node.name, argv))
+        wrapper = len(on_node([], 1)[0])
+        self.calls.append((node.name, argv[wrapper:] if argv[:1] == ["setsid"] else argv))  # the tool's own command line
         return run(argv, timeout=timeout, env={"PATH": str(self.path)})
 
 

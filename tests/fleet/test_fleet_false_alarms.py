@@ -150,3 +150,56 @@ def test_a_node_answering_nan_or_infinity_is_refused_before_any_json_document():
     assert parse_json_probe(target, Path("p"), ProcResult(["p"], 0, json.dumps({"x": 1.5}), "", 0.1)) == {"x": 1.5}
     row = " 65536      1000           nan                  inf                   0.0\n"
     assert parse_ib_write_bw(" #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]\n" + row).average_gbps is None
+
+
+LAN = {"name": "enp1s0f0np0", "kind": "net", "state": "up", "mtu": 1500, "speed_mbps": 200000, "physical": True,
+       "subnet": "10.20.0.0/24"}
+
+
+def _lan_port(tmp_path, hca: str | None, ifname: str | None = None):
+    """A healthy pair whose spark-1 also has its other ConnectX port (p0, an RDMA device like every CX-7 port) up on
+    the office LAN, 10.20.0.0/24, a subnet no other node has: a management port, not a fabric link."""
+    sparks = pair()
+    sparks[0].ports["p0"] = "10.20.0.5/24"
+    for spark in sparks:
+        spark.env.pop("NCCL_IB_HCA")
+        spark.env.update({"NCCL_IB_HCA": hca} if hca else {})
+        spark.env.update({"NCCL_SOCKET_IFNAME": ifname} if ifname else {})
+    named = []
+    for name, fab in read(tmp_path, sparks).items():
+        facts = fleet_facts(name)
+        facts.fleet["fabric"] = fab
+        facts.host_health = {**(facts.host_health or {}), "links": [CX, LAN] if name == "spark-1" else [CX]}
+        named.append((name, facts))
+    return named
+
+
+def test_a_lan_only_port_of_one_node_is_benign_when_nccl_ib_hca_leaves_it_out(tmp_path):
+    """Before: hca-twin on rocep1s0f0 and its twin ("up but not named: NCCL leaves it idle") and the LAN link risky
+    (an RDMA device's netdev), NO-GO, though NCCL_IB_HCA names both twins of the fabric port and leaves the LAN port
+    out on purpose."""
+    named = _lan_port(tmp_path, "rocep1s0f1,roceP2p1s0f1")
+    result = _gate(named)
+    assert [f for f in result.fabric if f.rule == "hca-twin"] == [], result.fabric
+    [drift] = [d for d in result.drifts if d.label == "host_health: link enp1s0f0np0"]
+    assert drift.verdict == "benign" and "NCCL does not use" in drift.why
+    assert result.exit_code() == 0, (result.risky, result.fabric)
+    assert [f.id for f in result.reports["spark-1"].findings if f.id.startswith("multinode-link")] == [
+        "multinode-link-unpaired"]  # still said (a warning): a port on a subnet no other node has
+
+
+def test_a_lan_port_nccl_is_told_to_use_is_still_risky(tmp_path):
+    # NCCL_IB_HCA unset: NCCL uses every active RDMA device, the LAN port too
+    assert [d.verdict for d in _gate(_lan_port(tmp_path / "unset", None)).drifts
+            if d.label == "host_health: link enp1s0f0np0"] == ["risky"]
+    # NCCL_IB_HCA names it
+    result = _gate(_lan_port(tmp_path / "hca", "rocep1s0f0,rocep1s0f1,roceP2p1s0f1"))
+    assert [d.verdict for d in result.drifts if d.label == "host_health: link enp1s0f0np0"] == ["risky"]
+    assert result.exit_code() == 1
+    # NCCL_SOCKET_IFNAME names it
+    result = _gate(_lan_port(tmp_path / "ifname", "rocep1s0f1,roceP2p1s0f1", ifname="enp1s0f0"))
+    assert [d.verdict for d in result.drifts if d.label == "host_health: link enp1s0f0np0"] == ["risky"]
+    # the fabric port's own twin left out of NCCL_IB_HCA is still the one-twin finding, LAN port or not
+    result = _gate(_lan_port(tmp_path / "twin", "rocep1s0f1"))
+    assert sorted((f.node, f.link) for f in result.fabric if f.rule == "hca-twin") == [
+        (node, "roceP2p1s0f1 port 1 (enP2p1s0f1np1)") for node in ("spark-1", "spark-2")]
