@@ -20,7 +20,7 @@ import os
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from sparkdoctor.collect import gpu_health
 from sparkdoctor.collect.host_health import memory as meminfo
@@ -67,6 +67,9 @@ class ContainerMemory:
     def leftover(self) -> bool:
         """Memory held with no process on the GPU: what a container whose server died keeps."""
         return not self.holds_gpu
+
+
+_GPU = TypeVar("_GPU")  # one NVML reading: only its place in the list is read here
 
 
 @dataclass
@@ -268,7 +271,7 @@ def _merge_nvml(have: Have, gpus: list[dict[str, Any]], root: Path) -> None:
     have.unified = not supported or any("GB10" in str(g.get("name", "")) for g in gpus)
 
 
-def _visible(gpus: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _visible(gpus: list[_GPU]) -> list[_GPU]:
     """The GPUs a launch from here sees, in CUDA's order: CUDA_VISIBLE_DEVICES when it lists NVML indices (UUIDs and
     MIG names are left as NVML lists them)."""
     wanted = os.environ.get("CUDA_VISIBLE_DEVICES", "").replace(" ", "")
