@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime, timezone
 from pathlib import Path
@@ -236,7 +237,8 @@ class Facts:
                                                          if decides_speed(name)}) else {}),
             "cutedsl_build": (self.cutedsl or {}).get("active_build"),
             "ptxas": sorted(((t.get("version"), tuple(t.get("used_by") or ())) for t in (self.toolkits or [])), key=_none_first),
-            "env": {k: v for k, v in sorted((self.env or {}).items()) if k in FINGERPRINT_ENV or k.startswith("VLLM_")},
+            "env": {k: v for k, v in sorted((self.env or {}).items())
+                    if k in FINGERPRINT_ENV or (k.startswith("VLLM_") and not _PER_NODE.search(k))},
             # only for a container: snapshots of plain venvs keep the fingerprint they always had
             **({"image": self.container.get("fingerprint")} if self.container else {}),
             # the checkpoint served (config + safetensors header digest; bench/model_identity.py), for a run only
@@ -252,6 +254,9 @@ class Facts:
 # integrity-checked against their RECORD.
 TRACKED_PREFIXES = ("torch", "triton", "vllm", "flashinfer", "nvidia-cutlass-dsl", "cuda-python", "cuda-bindings", "quack-kernels", "b12x")
 
+# A node's own address and ports (VLLM_HOST_IP, VLLM_PORT, VLLM_DP_MASTER_IP, ..._HOST): not the toolchain, and in a
+# shared report's fingerprint a few thousand guesses away from the address the report replaced
+_PER_NODE = re.compile(r"(HOST|ADDR|_IP$|_IP_|PORT)")
 FINGERPRINT_ENV = frozenset({"CUTE_DSL_ARCH", "TORCH_CUDA_ARCH_LIST", "FLASHINFER_CUDA_ARCH_LIST", "TRITON_PTXAS_PATH",
                              "TRITON_PTXAS_BLACKWELL_PATH", "TRITON_OVERRIDE_ARCH", "CUDA_HOME", "PYTORCH_CUDA_ALLOC_CONF"})
 

@@ -66,11 +66,13 @@ def _cut(lines: list[str], keep: int, attachment: str) -> list[str]:
     return [*out, *note, *(["</details>", ""] * max(0, opened))]  # a fold cut open is closed again
 
 
-def attachment_name(output: str | None, fmt: str, fingerprint: str) -> str:
-    """Beside the report: `report.md` -> `report.full.md`; on stdout: `sparkdoctor-report-<fingerprint>.full.md`
-    (.txt for the forum form) in the current folder."""
+def attachment_name(output: str | None, fmt: str, taken_at: str) -> str:
+    """Beside the report: `report.md` -> `report.full.md`; on stdout: `sparkdoctor-report-<when the snapshot was
+    taken>.full.md` (.txt for the forum form) in the current folder. Not the fingerprint: the name is posted with the
+    report, and a fingerprint can give back what the report anonymized."""
     suffix = ".md" if fmt == "github" else ".txt"
     if output:
         path = Path(output)
         return str(path.with_name(f"{path.stem}.full{path.suffix or suffix}"))
-    return f"sparkdoctor-report-{fingerprint[:12]}.full{suffix}"
+    stamp = "".join(c for c in taken_at if c.isdigit())[:14] or "snapshot"
+    return f"sparkdoctor-report-{stamp}.full{suffix}"

@@ -73,7 +73,7 @@ def run(options: ReportCommand) -> Result[BugReport]:
     options.refuse_bad_options()
     judged = _check(options).report
     output = str(options.output) if options.output is not None else None
-    attachment = Path(attachment_name(output, options.fmt.value, judged.facts.fingerprint()))
+    attachment = Path(attachment_name(output, options.fmt.value, judged.facts.taken_at or ""))
     report = BugReport(judged, attachment, redact=options.redact, local=options.facts_file is None)
     report.text(Format(options.fmt).value)
     result = Result("report", "bug-report", report)

@@ -21,6 +21,7 @@ from sparkdoctor.anonymize import (  # noqa: F401 (re-exported)
 )
 from sparkdoctor.facts import Facts
 from sparkdoctor.fit import FORUM_LIMIT, GITHUB_LIMIT, Block, fit, join
+from sparkdoctor.report import judgement
 from sparkdoctor.report.forum import forum_blocks, forum_notice, forum_stub
 from sparkdoctor.report.github import github_blocks, github_notice, github_stub
 
@@ -59,7 +60,7 @@ def build_bug_report_fitted(report: Report, fmt: str, attachment: str, redact: b
 def _blocks(report: Report, fmt: str, redact: bool, local: bool) -> tuple[list[Block], Callable[[Block, str], list[str]], Callable[[str], list[str]]]:
     if fmt not in REPORT_FORMATS:
         raise ValueError(f"unknown report format {fmt!r}")
-    redactor = redactor_for(report.facts.to_dict(), enabled=redact, local=local)
+    redactor = redactor_for(judgement.clipped(report.facts.to_dict()), enabled=redact, local=local)
     shown = redacted_facts(report.facts, redactor) if redact else report.facts
     if fmt == "github":
 

@@ -51,6 +51,10 @@ def folded(summary: str, body: list[str]) -> list[str]:
     return ["<details>", f"<summary>{summary}</summary>", "", *body, "", "</details>", ""]
 
 
+def _fingerprint(shown: str) -> str:
+    return shown if shown == judgement.WITHHELD else f"`{shown}`"
+
+
 def github_blocks(report: Report, facts: Facts, r: Redactor) -> list[Block]:
     """The report as blocks (sparkdoctor/fit.py): the verdict, box and findings are essential, the folded parts detail."""
     tool = facts.tool or {}
@@ -60,7 +64,7 @@ def github_blocks(report: Report, facts: Facts, r: Redactor) -> list[Block]:
         f"**{md(judgement.verdict_line(report, r))}**",
         "",
         f"sparkdoctor {md(clip(tool.get('version', '?'), 100))} · taken {md(clip(facts.taken_at, 100))} · "
-        f"fingerprint `{report.facts.fingerprint()}`",  # of the real Facts: the one `check` prints
+        f"fingerprint {_fingerprint(judgement.shown_fingerprint(report.facts, r))}",  # the one `check` prints, or withheld
         "",
     ]
     blocks = [Block("head", head, essential=True), Block("box", _box_table(facts), essential=True),

@@ -8,6 +8,8 @@ a probe finding's title is made from probe output).
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -22,7 +24,39 @@ from sparkdoctor.describe import (
 )
 
 if TYPE_CHECKING:
+    from sparkdoctor.facts import Facts
     from sparkdoctor.findings import Report
+
+
+def shown_fingerprint(facts: Facts, redactor: Redactor) -> str:
+    """The fingerprint as an anonymized document may show it: the real one (the one `check` prints) when none of the
+    values it is a hash of was replaced; else withheld, since a hash of a few guessable values (an address, a user
+    name in a path) gives them back to whoever tries them. A value longer than any shown is not read whole: withheld."""
+    material = json.loads(json.dumps(facts.fingerprint_material(), default=list))
+    if not redactor.enabled:
+        return facts.fingerprint()
+    if _clip(material) == material and redactor.data(material) == material:
+        return facts.fingerprint()
+    return WITHHELD
+
+
+def clipped(data: Mapping[str, object], limit: int = PROSE_CHARS) -> dict[str, object]:
+    """`data` with every string cut to `limit` characters: what a report shows of it at most, and so all its Redactor
+    needs to learn from (learning from a 25 MB field took 15 s)."""
+    return {k: _clip(v, limit) for k, v in data.items()}
+
+
+def _clip(data: object, limit: int = PROSE_CHARS) -> object:
+    if isinstance(data, str):
+        return data[:limit]
+    if isinstance(data, dict):
+        return {k: _clip(v, limit) for k, v in data.items()}
+    if isinstance(data, list | tuple):
+        return [_clip(v, limit) for v in data]
+    return data
+
+
+WITHHELD = "withheld (it is a hash of values this report replaced)"
 
 
 @dataclass

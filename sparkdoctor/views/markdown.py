@@ -1,4 +1,4 @@
-"""`--format markdown`: a report to paste into a bug report or a forum post.
+"""`--format markdown`: a report to paste into a bug report or a forum post, anonymized as `sparkdoctor report` is.
 
 GitHub-flavoured: a toolchain table, the findings with evidence and links, what could not be
 evaluated or observed, the kernel probes, and the Facts snapshot folded into <details> so a
@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
+from sparkdoctor.anonymize import REDACTED_NOTE, redactor_for
 from sparkdoctor.describe import (
     FACT_CHARS,
     PROSE_CHARS,
@@ -26,6 +27,7 @@ from sparkdoctor.describe import (
 )
 from sparkdoctor.fit import GITHUB_LIMIT, Block, fit
 from sparkdoctor.report.github import SNAPSHOT_CHARS, bounded
+from sparkdoctor.report.judgement import WITHHELD, clipped, shown_fingerprint
 
 if TYPE_CHECKING:
     from sparkdoctor.findings import Report
@@ -61,19 +63,26 @@ def _mark(value: object) -> str:
 
 
 def render_markdown(report: Report) -> str:
+    """Anonymized as `sparkdoctor report` anonymizes (it is pasted where others read it): this machine's and the
+    snapshot's user and host names, addresses, home paths and secrets replaced in every line."""
     facts = report.facts
     tool = facts.tool or {}
+    redactor = redactor_for(clipped(facts.to_dict()), local=True)
+    shown = shown_fingerprint(facts, redactor)
     out: list[str] = [
         "## sparkdoctor report",
         "",
         f"**{summary_line(report)}**",
         "",
-        f"sparkdoctor {_text(tool.get('version', '?'))} · snapshot taken {_text(facts.taken_at)} · fingerprint {_code(facts.fingerprint())}",
+        f"sparkdoctor {_text(tool.get('version', '?'))} · snapshot taken {_text(facts.taken_at)} · fingerprint "
+        + (shown if shown == WITHHELD else _code(shown)),
+        "",
+        f"<sub>{REDACTED_NOTE}</sub>",
         "",
     ]
     blocks = [Block("head", out, essential=True)]
     for section in (_toolchain, _findings, _not_known, _kernels, _nearest_stack, _snapshot):
-        lines = section(report)
+        lines = [redactor.text(line) for line in section(report)]
         title = lines[0].lstrip("#").strip() if lines and lines[0].startswith("#") else "Facts snapshot"
         blocks.append(Block(title, lines, essential=section in (_toolchain, _findings)))
     text, _ = fit(blocks, GITHUB_LIMIT, "", _left_out, _fit_notice)  # a GitHub issue body holds 65,536 characters

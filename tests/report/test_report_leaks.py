@@ -286,3 +286,43 @@ def test_a_percent_encoded_secret_pair_is_redacted(before, after):
 ])
 def test_a_secret_header_with_a_space_for_its_colon_is_redacted(before, after):
     assert Redactor().text(before) == after
+
+
+def test_the_fingerprint_gives_back_nothing_a_report_replaced():
+    """The report printed the real fingerprint, a hash of values it had replaced (VLLM_* values, CUDA_HOME): hashing
+    candidate users and addresses into it gave them back (5 names x 256 addresses recovered `zoe` and `.77`). It is
+    shown only when no value it covers was replaced, and the attachment is named by when the snapshot was taken."""
+    from sparkdoctor.fit import attachment_name
+
+    args = ("zoe", "spark-b7e2", "192.168.1.77", "fe80::1:2", "58:1b:2c:3d:4e:5f",
+            {"hf": "hf_" + "a" * 34, "sk": "sk-proj-" + "b" * 40, "gh": "ghp_" + "c" * 36, "bearer": "d" * 30, "secret": "e" * 20})
+    planted = planted_facts(*args)
+    for fmt in REPORT_FORMATS:
+        text = render(planted, fmt)
+        assert planted.fingerprint() not in text and "withheld (it is a hash of values this report replaced)" in text, fmt
+    clean = gb10_facts(packages={"triton": "3.5.1"})
+    for fmt in REPORT_FORMATS:
+        assert clean.fingerprint() in render(clean, fmt), fmt  # nothing it covers was replaced: the one `check` prints
+    name = attachment_name(None, "github", planted.taken_at)
+    assert planted.fingerprint()[:12] not in name and name.startswith("sparkdoctor-report-2") and name.endswith(".full.md")
+
+
+def test_a_nodes_own_address_is_not_part_of_the_toolchains_fingerprint():
+    """VLLM_HOST_IP (and the other per-node addresses and ports) decide nothing about the toolchain: two nodes of one
+    stack had two fingerprints, and `history --html` listed an address change as a toolchain change."""
+    a = gb10_facts(packages={"triton": "3.5.1"}, env={"VLLM_HOST_IP": "10.0.0.1", "VLLM_PORT": "8000", "VLLM_DP_MASTER_IP": "10.0.0.1"})
+    b = gb10_facts(packages={"triton": "3.5.1"}, env={"VLLM_HOST_IP": "10.0.0.2", "VLLM_PORT": "8001", "VLLM_DP_MASTER_IP": "10.0.0.9"})
+    assert a.fingerprint() == b.fingerprint()
+    c = gb10_facts(packages={"triton": "3.5.1"}, env={"VLLM_HOST_IP": "10.0.0.1", "VLLM_USE_V1": "0"})
+    assert c.fingerprint() != a.fingerprint()  # a VLLM_ setting still is
+
+
+def test_check_markdown_is_anonymized_as_the_report_is():
+    """`check --format markdown` is offered to paste into an issue, and printed every value as found."""
+    from sparkdoctor.views.markdown import render_markdown
+
+    args = ("zoe", "spark-b7e2", "192.168.1.77", "fe80::1:2", "58:1b:2c:3d:4e:5f",
+            {"hf": "hf_" + "a" * 34, "sk": "sk-proj-" + "b" * 40, "gh": "ghp_" + "c" * 36, "bearer": "d" * 30, "secret": "e" * 20})
+    text = render_markdown(build_report(planted_facts(*args), MATRIX))
+    assert leaked(text, *args) == []
+    assert "<user>" in text and "Anonymized by sparkdoctor" in text
