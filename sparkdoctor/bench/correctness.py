@@ -318,6 +318,7 @@ class Options:
     enabled: bool = True
     mark_reference: bool = False       # --reference: this run becomes the reference for its model
     reference_file: str | None = None  # --reference-file: compare with (or, with --reference, write) this file
+    reference: list[Answer] | None = None  # --reference-file's answers, read once and checked before the run
 
 
 def step(base_url: str, model: str, vllm: bool, toolchain_facts: Mapping[str, object], options: Options) -> dict[str, object]:
@@ -326,7 +327,8 @@ def step(base_url: str, model: str, vllm: bool, toolchain_facts: Mapping[str, ob
     started = time.monotonic()
     key = references.key_of(toolchain_facts, model)
     path = Path(options.reference_file) if options.reference_file else references.folder() / f"{key}.json"
-    reference, problem = references.load(path, PROBES) if not options.mark_reference else (None, None)
+    reference, problem = (None, None) if options.mark_reference else (options.reference, None) \
+        if options.reference is not None else references.load(path, PROBES)
     answers = probe(base_url, model, vllm, reference)
     if options.mark_reference:
         verdict = Judgement(Verdict.REFERENCE, [f"stored as the reference for {model}"])
