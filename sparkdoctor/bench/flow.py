@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
-from sparkdoctor.bench import ab, body, gates, run
+from sparkdoctor.bench import ab, body, gates, run, served
 from sparkdoctor.bench.document import ComparisonDocument, RunDocument
 from sparkdoctor.bench.failures import (
     BadBenchInput,
@@ -196,7 +196,8 @@ def bench_url(url: str, model: str | None, opts: Options) -> RunDocument:
         if opts.model_dir is not None and toolchain.fingerprint != run.UNKNOWN:
             toolchain = run.with_model(toolchain, str(opts.model_dir))
         checked = _check_answers(url, m.model, info, toolchain, opts.correctness, progress)
-    result = run.RunResult({"name": None, "url": url, "model": m.model}, info, m, toolchain,
+        config = served.read(url, m.model, info.version, info.is_vllm)  # its flags are no recipe's: asked of it
+    result = run.RunResult({"name": None, "url": url, "model": m.model, "served": config}, info, m, toolchain,
                            load=load_record(before, after), correctness=checked)
     if opts.model_dir is not None:
         _roofline(result, str(opts.model_dir), None)

@@ -67,6 +67,13 @@ def render_run(console: Console, run: dict[str, Any]) -> None:
                       + f"  (run {_e(run.get('run_id') or 'not stored')})")
     _load_lines(console, run.get("load"))
     _memory_line(console, run.get("memory"))
+    served = recipe.get("served")
+    if isinstance(served, dict):  # --url: the server's configuration is what it says of itself (bench/served.py)
+        rev = served.get("revision") or {}
+        console.print(f"server configuration (as the server says it) {_e(served.get('fingerprint'))}; model revision "
+                      f"{_e(rev.get('commit') or 'unknown')}" + (f" (from {_e(rev['source'])})" if rev.get("source") else ""))
+        for why in served.get("unknown") or []:
+            console.print(f"  [yellow]not known[/yellow]: {escape(str(why))}")
     box = run.get("container")
     if box:  # served from a container: the number belongs to that image
         console.print(f"container image {box.get('image')} ({box.get('engine')}): id {str(box.get('image_id'))[:19]}, "
