@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
@@ -366,7 +366,8 @@ def bench_ab(path_a: Path | Recipe, path_b: Path | Recipe, opts: Options) -> Com
             got: dict[str, list[dict[str, Any]]] = {"A": [], "B": []}  # each arm's run summaries, in order
             for index, arm in enumerate(order):
                 progress(f"arm {index + 1}/{2 * opts.pairs}: {arm} ({labels[arm]})")
-                result = _launch_and_measure(recipes[arm], workload, toolchains[arm], opts, progress, arm)
+                arm_opts = replace(opts, correctness=ab.against_a(opts.correctness, arm, got["A"]))  # B vs A's answers
+                result = _launch_and_measure(recipes[arm], workload, toolchains[arm], arm_opts, progress, arm)
                 _store(ledger, result, comparison_id)
                 for f in run.finding_records(result):
                     judged.setdefault((arm, f["id"]), {"arm": arm, **f})

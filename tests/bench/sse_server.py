@@ -189,7 +189,7 @@ def serve(style: Style | None = None) -> Iterator[tuple[str, Style]]:
 
 def main(argv: list[str]) -> None:
     """Run as a server process (what a test recipe's command starts):
-    sse_server.py [--host H] [--port P] [--delay S] [--generic] [--model NAME] [--exit-after N]
+    sse_server.py [--host H] [--port P] [--delay S] [--generic] [--model NAME] [--exit-after N] [--completion FILE]
     --exit-after N: the whole process exits (status 7) when request N+1 arrives, as a crashing server.
     --hold-mib N: the first request makes it take N MiB more (written, so resident) and keep them, as a server
     whose memory grows under load."""
@@ -206,10 +206,12 @@ def main(argv: list[str]) -> None:
     ap.add_argument("--exit-after", type=int, default=None)
     ap.add_argument("--stamp", action="store_true")
     ap.add_argument("--hold-mib", type=int, default=0)
+    ap.add_argument("--completion", default=None)  # a JSON file: the answer to every non-streamed completion (Style.completion)
     ap.add_argument("--kv-cache-dtype", default="auto")  # accepted and ignored, as recipes for vLLM pass it (bench roofline tests)
     args = ap.parse_args(argv)
     style = Style(vllm=not args.generic, usage="last" if args.generic else "separate", done=not args.generic,
-                  delay=args.delay, model=args.model, stamp=args.stamp)
+                  delay=args.delay, model=args.model, stamp=args.stamp,
+                  completion=json.loads(open(args.completion).read()) if args.completion else None)
     handler = _Handler(style)
     if args.exit_after is not None:
         original = handler.handle
