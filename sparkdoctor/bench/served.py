@@ -31,6 +31,7 @@ from sparkdoctor.bench.prometheus import parse
 
 MAX_TEXT = 16_384  # one string kept from a server's answer (vLLM's engine configuration line is about 2 KB)
 TIMEOUT = 5.0
+INFO_TIMEOUT = 30.0  # /server_info first collects the server's environment (vLLM's collect_env: `pip list`, ...)
 CACHE_INFO = "vllm:cache_config_info"
 MEASURED_AT_START = frozenset({"engine", "num_gpu_blocks", "num_cpu_blocks", "kv_cache_size_tokens",
                                "kv_cache_max_concurrency"})  # follow the memory free at start, not a flag
@@ -59,9 +60,9 @@ def _text(value: object) -> str | None:
     return value[:MAX_TEXT] if isinstance(value, str) else None
 
 
-async def _get(url: str, path: str) -> tuple[int, bytes] | None:
+async def _get(url: str, path: str, timeout: float = TIMEOUT) -> tuple[int, bytes] | None:
     try:
-        return await get(url, path, TIMEOUT)
+        return await get(url, path, timeout)
     except HttpError:
         return None
 
@@ -133,23 +134,30 @@ def read(url: str, model: str, version: str | None, vllm: bool) -> Served:
     """What the server at `url` says of its configuration for `model` (never raises: what it does not say is named
     in `unknown`)."""
 
-    async def go() -> tuple[object, object, tuple[int, bytes] | None]:
-        models, info, metrics = await asyncio.gather(_get(url, "/v1/models"), _get(url, "/server_info"),
+    Answer = tuple[int, bytes] | None
+
+    async def go() -> tuple[object, Answer, Answer]:
+        models, info, metrics = await asyncio.gather(_get(url, "/v1/models"), _get(url, "/server_info", INFO_TIMEOUT),
                                                      _get(url, "/metrics"))
-        return _json(models), _json(info), metrics
+        return _json(models), info, metrics
 
     models, info, metrics = asyncio.run(go())
     entry = _model_entry(models, model)
-    engine = _text(info.get("vllm_config")) if isinstance(info, dict) else None
+    said = _json(info)
+    engine = _text(said.get("vllm_config")) if isinstance(said, dict) else None
     cache = _cache_config(metrics)
     root = entry.get("root") if entry else None
     revision = _revision(engine, root if isinstance(root, str) else None)
     unknown = []
     if entry is None:
         unknown.append(f"the model's entry: /v1/models does not list {model!r}")
-    if engine is None:
-        unknown.append("the server's engine arguments: it does not serve them (vLLM does at /server_info when started "
-                       "with VLLM_SERVER_DEV_MODE=1)" if vllm else "the server's flags: it is not vLLM, which says them")
+    if engine is None and not vllm:
+        unknown.append("the server's flags: it is not vLLM, which says them")
+    elif engine is None:
+        how = ("it does not serve them (vLLM does at /server_info when started with VLLM_SERVER_DEV_MODE=1)"
+               if info is not None and info[0] == 404 else f"/server_info answered HTTP {info[0]}, not them"
+               if info is not None else f"/server_info did not answer within {INFO_TIMEOUT:.0f} s")
+        unknown.append(f"the server's engine arguments: {how}")
     if cache is None and vllm:
         unknown.append(f"the KV cache settings: /metrics has no {CACHE_INFO}")
     if revision["commit"] is None:

