@@ -294,19 +294,19 @@ def against(base_url: str, model: str, answers: list[Answer], theirs: list[Answe
     (its greedy tokens teacher-forced here, within TOLERANCE), so an A/B that changes the answers is seen. Which arm
     is right is not known: `same` or `differ`, never `wrong`. A prompt the arms tokenize differently (other
     tokenizers) is not compared. {"against_a": judgement} (bench/ab.py sums it up over B's runs)."""
+    if any(a.error for a in answers):  # unchecked: this arm's probe requests failed, nothing to score on it
+        return {"against_a": asdict(judge(answers, theirs)) | {"reference": "arm A's answers"}}
     mine = {a.prompt: a for a in answers}
     scored, skipped = [], []
     for ref in theirs:
         answer = mine.get(ref.prompt)
-        if answer is None or answer.error or ref.error or not ref.ids or ref.prompt_ids is None:
+        if answer is None or ref.error or not ref.ids or ref.prompt_ids is None:
             continue
         if answer.prompt_ids is not None and answer.prompt_ids != ref.prompt_ids:
             skipped.append(ref.prompt)
             continue
         scored.append(replace(answer, scored=score(base_url, model, ref.prompt_ids, ref.ids)))
-    if any(a.error for a in answers):
-        judged = judge(answers, theirs)  # unchecked: this arm's probe requests failed
-    elif not scored:
+    if not scored:
         judged = Judgement(Verdict.UNSCORED, ["arm A's answers carry no token ids to score (not vLLM, or its probes "
                                               "failed), or the arms tokenize every prompt differently"])
     else:

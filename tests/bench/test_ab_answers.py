@@ -60,6 +60,14 @@ def test_prompts_the_arms_tokenize_otherwise_are_not_compared(tmp_path):
     assert other["verdict"] == c.Verdict.UNSCORED and "tokenize it differently" in other["why"][-1], other
 
 
+def test_b_whose_probes_fail_is_unchecked_and_scores_nothing(tmp_path):
+    theirs = _a_answers(tmp_path)
+    with serve(Style(completion={"choices": ["x"]})) as (url, style):
+        other = c.step(url, "tiny", True, {}, c.Options(reference_file=str(tmp_path / "none.json"), against=theirs))
+    assert other["against_a"]["verdict"] == c.Verdict.UNCHECKED, other["against_a"]
+    assert not any(isinstance(r.get("prompt"), list) for r in style.requests)  # no scoring request was sent
+
+
 def test_with_a_reference_b_is_judged_by_it_alone(tmp_path):
     theirs = _a_answers(tmp_path)
     ref = tmp_path / "ref.json"
