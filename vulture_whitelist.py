@@ -96,5 +96,6 @@ rate_gbps  # unused variable (sparkdoctor/fleet/topology.py)
 link_layer  # unused variable (sparkdoctor/fleet/topology.py)
 busbw_gbs  # unused variable (sparkdoctor/fleet/toolparse.py)
 algbw_gbs  # unused variable (sparkdoctor/fleet/toolparse.py)
+cache_config  # unused variable (sparkdoctor/bench/served.py): a TypedDict key, written in a dict literal
 # module-level __getattr__ (PEP 562): Python calls it to load sparkdoctor.targets submodules on first use
 __getattr__  # unused function (sparkdoctor/targets/__init__.py)

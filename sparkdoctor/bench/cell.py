@@ -59,11 +59,14 @@ def _material(facts: Mapping[str, object]) -> dict[str, object] | None:
 
 
 def config_material(cell: Mapping[str, object]) -> dict[str, object]:
-    """What defines a cell: the same material is the same configuration, whatever its numbers."""
-    return {"toolchain": dig(cell, ("toolchain", "fingerprint")),
-            "model": {"name": dig(cell, ("model", "name")), "identity": dig(cell, ("model", "identity", "sha256"))},
-            "recipe": dig(cell, ("recipe", "fingerprint")), "workload": cell.get("workload"),
-            "bench_version": cell.get("bench_version")}
+    """What defines a cell: the same material is the same configuration, whatever its numbers. A --url run's
+    server configuration (bench/served.py) is in it when the cell has one (a cell exported before keeps its hash)."""
+    material = {"toolchain": dig(cell, ("toolchain", "fingerprint")),
+                "model": {"name": dig(cell, ("model", "name")), "identity": dig(cell, ("model", "identity", "sha256"))},
+                "recipe": dig(cell, ("recipe", "fingerprint")), "workload": cell.get("workload"),
+                "bench_version": cell.get("bench_version")}
+    served = dig(cell, ("recipe", "served", "fingerprint"))
+    return {**material, "served": served} if served is not None else material
 
 
 def config_hash(cell: Mapping[str, object]) -> str:
@@ -237,8 +240,7 @@ def differences(there: Mapping[str, object], here: Mapping[str, object]) -> list
         rows.append({"group": "toolchain", "key": "toolchain", "there": dig(there, ("toolchain", "fingerprint")),
                      "here": dig(here, ("toolchain", "fingerprint"))})
     rows += _changed("model", there, here, lambda c: {k: dig(c, ("model", k)) for k in ("name", "identity")})
-    rows += _changed("recipe", there, here,
-                     lambda c: {k: dig(c, ("recipe", k)) for k in _recipe_keys(table(c["recipe"]))})
+    rows += _changed("recipe", there, here, _recipe_settings)
     rows += _changed("workload", there, here, lambda c: c["workload"])
     rows += _load_rows(there, here)
     if there.get("bench_version") != here.get("bench_version"):
@@ -247,10 +249,15 @@ def differences(there: Mapping[str, object], here: Mapping[str, object]) -> list
     return rows
 
 
-def _recipe_keys(recipe: Mapping[str, object]) -> tuple[str, ...]:
-    """A `--url` run's recipe is its URL and the model it asked for: the model is the model group's, the URL's port
-    is no setting of the configuration."""
-    return tuple(k for k in RECIPE_KEYS if k != "model") if "url" in recipe else RECIPE_KEYS
+def _recipe_settings(cell: Mapping[str, object]) -> dict[str, object]:
+    """A `--url` run's recipe is its URL, the model it asked for and what the server says of its configuration
+    (bench/served.py, less its fingerprint and what it could not tell): the model is the model group's, the URL's
+    port is no setting of the configuration."""
+    recipe = table(cell["recipe"])
+    if "url" not in recipe:
+        return {k: recipe.get(k) for k in RECIPE_KEYS}
+    served = {k: v for k, v in table(recipe.get("served")).items() if k not in ("fingerprint", "unknown")}
+    return {**{k: recipe.get(k) for k in RECIPE_KEYS if k != "model"}, **({"served": served} if served else {})}
 
 
 def _load_rows(there: Mapping[str, object], here: Mapping[str, object]) -> list[dict[str, object]]:

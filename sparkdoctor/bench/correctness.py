@@ -32,15 +32,15 @@ import json
 import math
 import time
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, TypedDict, TypeVar
+from typing import Any, TypedDict
 
 from sparkdoctor.bench import references
+from sparkdoctor.bench.answers import floats, read
 from sparkdoctor.bench.http import HttpError, post_json
 from sparkdoctor.bench.references import Answer
 
-T = TypeVar("T")
 __all__ = ["Answer"]  # the stored unit of an answer lives with the storage (bench/references.py); judged here
 
 PROBES = (
@@ -101,38 +101,6 @@ def _post(base_url: str, payload: Mapping[str, object], timeout: float) -> dict[
     return doc
 
 
-def _ids(tokens: list[object]) -> list[int] | None:
-    """vLLM's `return_tokens_as_token_ids` gives "token_id:123"; anything else: no ids."""
-    out = []
-    for t in tokens:
-        if not isinstance(t, str) or not t.startswith("token_id:"):
-            return None
-        try:
-            out.append(int(t.split(":", 1)[1]))
-        except ValueError:
-            return None
-    return out
-
-
-def _margins(tokens: list[object], tops: list[object]) -> list[float] | None:
-    """Each chosen token's log-probability minus the best other one's, from vLLM's `top_logprobs` (None: not given)."""
-    if len(tops) != len(tokens):
-        return None
-    out = []
-    for token, top in zip(tokens, tops, strict=True):
-        if not isinstance(top, dict) or token not in top or len(top) < 2:
-            return None
-        try:
-            chosen = float(top[token])
-            other = max(float(v) for k, v in top.items() if k != token)
-        except (TypeError, ValueError):
-            return None
-        if not (math.isfinite(chosen) and math.isfinite(other)):
-            return None
-        out.append(chosen - other)
-    return out
-
-
 def prompt_margin(reference: Answer | None) -> float | None:
     """The mean margin of a reference answer's greedy tokens over their runner-ups (None: not known)."""
     margins = (reference.margins or []) if reference else []
@@ -144,10 +112,6 @@ def undecisive(reference: list[Answer], tolerance: float = TOLERANCE) -> list[st
     return [r.prompt for r in reference if (m := prompt_margin(r)) is not None and m <= tolerance]
 
 
-def _floats(values: list[Any]) -> list[float]:
-    return [float("nan") if v is None else float(v) for v in values]
-
-
 def ask(base_url: str, model: str, prompt: str, vllm: bool, timeout: float = TIMEOUT) -> Answer:
     """The greedy answer to one probe (with ids and log-probabilities where the server is vLLM)."""
     payload: dict[str, object] = {"model": model, "prompt": prompt, "max_tokens": MAX_TOKENS, "temperature": 0,
@@ -155,50 +119,11 @@ def ask(base_url: str, model: str, prompt: str, vllm: bool, timeout: float = TIM
     if vllm:
         payload.update(logprobs=2, echo=True, return_tokens_as_token_ids=True, ignore_eos=False)
     try:
-        return _read(_post(base_url, payload, timeout), prompt, vllm)
+        return read(_post(base_url, payload, timeout), prompt, vllm)
     except HttpError as exc:
         return Answer(prompt, error=str(exc)[:300])
     except (ValueError, KeyError, IndexError, TypeError) as exc:
         return Answer(prompt, error=f"{type(exc).__name__}: {str(exc)[:200]}")
-
-
-def _shaped(value: object, kind: type[T], what: str) -> T | None:
-    """`value` when it is a `kind` or None (JSON null: absent); a ValueError naming `what` otherwise: a server's
-    answer is read as someone else's (`{"choices": ["x"]}` crashed bench after its measurement)."""
-    if value is not None and not isinstance(value, kind):
-        raise ValueError(f"the answer could not be read: {what} is a JSON {type(value).__name__}, not "
-                         f"{'an object' if kind is dict else 'a list' if kind is list else 'text'}")
-    return value
-
-
-def _read(doc: Mapping[str, object], prompt: str, vllm: bool) -> Answer:
-    """One probe's Answer from the server's answer, its shape checked; a ValueError when it cannot be read."""
-    choices = _shaped(doc.get("choices"), list, "choices")
-    if not choices:
-        raise ValueError("the answer could not be read: no choices")
-    choice = _shaped(choices[0], dict, "choices[0]")
-    if choice is None:
-        raise ValueError("the answer could not be read: choices[0] is null")
-    text = _shaped(choice.get("text"), str, "choices[0].text") or ""
-    lp = _shaped(choice.get("logprobs"), dict, "choices[0].logprobs") or {}
-    usage = _shaped(doc.get("usage"), dict, "usage") or {}
-    answer = Answer(prompt, text)
-    if vllm and text.startswith(prompt):  # echo was asked for: the answer is what follows the prompt, with usage or not
-        answer.text = text[len(prompt):]
-    tokens = _shaped(lp.get("tokens"), list, "choices[0].logprobs.tokens")
-    if not (vllm and tokens):
-        return answer
-    ids = _ids(tokens)
-    values = _floats(_shaped(lp.get("token_logprobs"), list, "choices[0].logprobs.token_logprobs") or [])
-    generated = usage.get("completion_tokens")
-    if ids is None or not isinstance(generated, int) or isinstance(generated, bool):
-        return answer
-    if 0 < generated <= len(ids) == len(values):
-        answer.prompt_ids, answer.ids = ids[:-generated], ids[-generated:]
-        answer.logprobs = values[-generated:]
-        tops = _shaped(lp.get("top_logprobs"), list, "choices[0].logprobs.top_logprobs") or []
-        answer.margins = _margins(tokens[-generated:], tops[-generated:])
-    return answer
 
 
 def score(base_url: str, model: str, prompt_ids: list[int], ids: list[int], timeout: float = TIMEOUT) -> list[float] | None:
@@ -207,7 +132,7 @@ def score(base_url: str, model: str, prompt_ids: list[int], ids: list[int], time
                "logprobs": 1, "echo": True, "return_tokens_as_token_ids": True, "stream": False}
     try:
         doc = _post(base_url, payload, timeout)
-        values = _floats(doc["choices"][0]["logprobs"]["token_logprobs"])
+        values = floats(doc["choices"][0]["logprobs"]["token_logprobs"])
     except (HttpError, ValueError, KeyError, IndexError, TypeError):
         return None
     want = len(prompt_ids) + len(ids)
@@ -318,6 +243,8 @@ class Options:
     enabled: bool = True
     mark_reference: bool = False       # --reference: this run becomes the reference for its model
     reference_file: str | None = None  # --reference-file: compare with (or, with --reference, write) this file
+    reference: list[Answer] | None = None  # --reference-file's answers, read once and checked before the run
+    against: list[Answer] | None = None  # an A/B's B run: arm A's answers, scored here when there is no reference
 
 
 def step(base_url: str, model: str, vllm: bool, toolchain_facts: Mapping[str, object], options: Options) -> dict[str, object]:
@@ -326,7 +253,8 @@ def step(base_url: str, model: str, vllm: bool, toolchain_facts: Mapping[str, ob
     started = time.monotonic()
     key = references.key_of(toolchain_facts, model)
     path = Path(options.reference_file) if options.reference_file else references.folder() / f"{key}.json"
-    reference, problem = references.load(path, PROBES) if not options.mark_reference else (None, None)
+    reference, problem = (None, None) if options.mark_reference else (options.reference, None) \
+        if options.reference is not None else references.load(path, PROBES)
     answers = probe(base_url, model, vllm, reference)
     if options.mark_reference:
         verdict = Judgement(Verdict.REFERENCE, [f"stored as the reference for {model}"])
@@ -352,8 +280,42 @@ def step(base_url: str, model: str, vllm: bool, toolchain_facts: Mapping[str, ob
         if problem:
             verdict.why.append(problem)
     verdict.reference = str(path)
-    return {**asdict(verdict), "key": key, "seconds": round(time.monotonic() - started, 3),
+    other = against(base_url, model, answers, options.against) if reference is None and options.against else {}
+    return {**asdict(verdict), **other, "key": key, "seconds": round(time.monotonic() - started, 3),
             "answers": [_json_safe(a) for a in answers]}
+
+
+SAME, DIFFER = "same", "differ"  # B's answers against A's: within the tolerance of A's, or not
+_AS_OTHER_ARM = {Verdict.CORRECT: SAME, Verdict.WRONG: DIFFER}
+
+
+def against(base_url: str, model: str, answers: list[Answer], theirs: list[Answer]) -> dict[str, object]:
+    """An A/B without a reference: how far this arm's answers are from the other arm's, scored as a reference is
+    (its greedy tokens teacher-forced here, within TOLERANCE), so an A/B that changes the answers is seen. Which arm
+    is right is not known: `same` or `differ`, never `wrong`. A prompt the arms tokenize differently (other
+    tokenizers) is not compared. {"against_a": judgement} (bench/ab.py sums it up over B's runs)."""
+    if any(a.error for a in answers):  # unchecked: this arm's probe requests failed, nothing to score on it
+        return {"against_a": asdict(judge(answers, theirs)) | {"reference": "arm A's answers"}}
+    mine = {a.prompt: a for a in answers}
+    scored, skipped = [], []
+    for ref in theirs:
+        answer = mine.get(ref.prompt)
+        if answer is None or ref.error or not ref.ids or ref.prompt_ids is None:
+            continue
+        if answer.prompt_ids is not None and answer.prompt_ids != ref.prompt_ids:
+            skipped.append(ref.prompt)
+            continue
+        scored.append(replace(answer, scored=score(base_url, model, ref.prompt_ids, ref.ids)))
+    if not scored:
+        judged = Judgement(Verdict.UNSCORED, ["arm A's answers carry no token ids to score (not vLLM, or its probes "
+                                              "failed), or the arms tokenize every prompt differently"])
+    else:
+        judged = judge(scored, [r for r in theirs if r.prompt in {a.prompt for a in scored}])
+    judged.verdict = _AS_OTHER_ARM.get(judged.verdict, judged.verdict)
+    judged.why = [w.replace("the reference's tokens", "arm A's tokens").replace("the reference", "arm A")
+                  for w in judged.why] + [f"{p!r}: the arms tokenize it differently: not compared" for p in skipped]
+    judged.reference = "arm A's answers (greedy, the same probes)"
+    return {"against_a": asdict(judged)}
 
 
 def _finite(values: list[float] | None) -> bool:

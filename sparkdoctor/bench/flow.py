@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
-from sparkdoctor.bench import ab, body, gates, run
+from sparkdoctor.bench import ab, body, gates, run, served
 from sparkdoctor.bench.document import ComparisonDocument, RunDocument
 from sparkdoctor.bench.failures import (
     BadBenchInput,
@@ -196,7 +196,8 @@ def bench_url(url: str, model: str | None, opts: Options) -> RunDocument:
         if opts.model_dir is not None and toolchain.fingerprint != run.UNKNOWN:
             toolchain = run.with_model(toolchain, str(opts.model_dir))
         checked = _check_answers(url, m.model, info, toolchain, opts.correctness, progress)
-    result = run.RunResult({"name": None, "url": url, "model": m.model}, info, m, toolchain,
+        config = served.read(url, m.model, info.version, info.is_vllm)  # its flags are no recipe's: asked of it
+    result = run.RunResult({"name": None, "url": url, "model": m.model, "served": config}, info, m, toolchain,
                            load=load_record(before, after), correctness=checked)
     if opts.model_dir is not None:
         _roofline(result, str(opts.model_dir), None)
@@ -365,7 +366,8 @@ def bench_ab(path_a: Path | Recipe, path_b: Path | Recipe, opts: Options) -> Com
             got: dict[str, list[dict[str, Any]]] = {"A": [], "B": []}  # each arm's run summaries, in order
             for index, arm in enumerate(order):
                 progress(f"arm {index + 1}/{2 * opts.pairs}: {arm} ({labels[arm]})")
-                result = _launch_and_measure(recipes[arm], workload, toolchains[arm], opts, progress, arm)
+                arm_opts = replace(opts, correctness=ab.against_a(opts.correctness, arm, got["A"]))  # B vs A's answers
+                result = _launch_and_measure(recipes[arm], workload, toolchains[arm], arm_opts, progress, arm)
                 _store(ledger, result, comparison_id)
                 for f in run.finding_records(result):
                     judged.setdefault((arm, f["id"]), {"arm": arm, **f})

@@ -74,23 +74,25 @@ def folder() -> Path:
     return state_dir() / "references"
 
 
-def check_path(path: Path, write: bool, prompts: Sequence[str] = ()) -> str | None:
-    """Why `path` cannot be the reference file (None when it can), asked before anything is measured: one to
-    write must name a regular file or nothing (files.target_of: never a device, a FIFO or a folder); one to read
-    was named by the user, so it must exist, be a regular file (sparkdoctor.inputs: opened without blocking, never
-    /dev/zero or a FIFO), read as a reference, and hold an answer for each of `prompts` (the current probe set)."""
+def check_path(path: Path, write: bool, prompts: Sequence[str] = ()) -> tuple[list[Answer] | None, str | None]:
+    """(the reference's answers, None), or (None, why `path` cannot be the reference file), asked before anything
+    is measured: one to write must name a regular file or nothing (files.target_of: never a device, a FIFO or a
+    folder; no answers); one to read was named by the user, so it must exist, be a regular file (sparkdoctor.inputs:
+    opened without blocking, never /dev/zero or a FIFO), read as a reference, and hold an answer for each of
+    `prompts` (the current probe set). The answers read here are the ones the run is judged against: the file is
+    read once (read again when scoring, a file replaced in between was scored unvalidated)."""
 
     if write:
         try:
             files.target_of(path)
         except OSError as exc:
-            return f"--reference-file {path}: {exc.strerror or exc}"
-        return None
+            return None, f"--reference-file {path}: {exc.strerror or exc}"
+        return None, None
     if not os.path.lexists(path):
-        return (f"--reference-file {path}: no such file (to make one, bench a known-good server with "
-                f"--reference --reference-file {path})")
+        return None, (f"--reference-file {path}: no such file (to make one, bench a known-good server with "
+                      f"--reference --reference-file {path})")
     answers, problem = load(path, prompts)
-    return f"--reference-file {problem}" if answers is None else None
+    return (answers, None) if answers is not None else (None, f"--reference-file {problem}")
 
 
 def load(path: Path, prompts: Sequence[str] = ()) -> tuple[list[Answer] | None, str | None]:

@@ -32,6 +32,7 @@ from sparkdoctor.views.bench import VIEW
 
 if TYPE_CHECKING:
     from sparkdoctor.bench.document import BenchDocument
+    from sparkdoctor.bench.references import Answer
 
 FORMATS = VIEW.formats
 
@@ -112,15 +113,6 @@ class BenchCommand:
             raise UsageError("--allow-wrong lets wrong answers pass: it does not go with --no-correctness, which sends no probes")
         if self.no_correctness and (self.reference or self.reference_file is not None):
             raise UsageError("--no-correctness sends no probes: it does not go with --reference or --reference-file")
-        if self.reference_file is not None:  # refused before anything is launched or measured
-            from sparkdoctor.bench.correctness import PROBES
-            from sparkdoctor.bench.references import check_path
-
-            # one named to read must exist and hold an answer for each probe: a missing or stale file turned the
-            # gate off (`unchecked`, exit 0) after the whole measurement
-            why = check_path(self.reference_file, write=self.reference, prompts=PROBES)
-            if why:
-                raise UsageError(why)
         parse_sets(self.sets)  # a --set without '=' is one line, exit 2
         if self.url is not None:  # a malformed URL is a usage error (2), not a server that could not be reached (4)
             from sparkdoctor.bench.http import Endpoint, HttpError
@@ -131,9 +123,26 @@ class BenchCommand:
                 raise UsageError(f"--url {exc}") from None
 
 
+def named_reference(options: BenchCommand) -> list[Answer] | None:
+    """--reference-file's answers, read once and checked before anything is launched or measured: the ones the run
+    is judged by (read again when scoring, a file replaced in between was scored unvalidated). One named to read
+    must exist and hold an answer for each probe: a missing or stale file turned the gate off (`unchecked`, exit 0)
+    after the whole measurement. A usage error (exit 2) otherwise; None without the option or with --reference."""
+    if options.reference_file is None:
+        return None
+    from sparkdoctor.bench.correctness import PROBES
+    from sparkdoctor.bench.references import check_path
+
+    answers, why = check_path(options.reference_file, write=options.reference, prompts=PROBES)
+    if why:
+        raise UsageError(why)
+    return answers
+
+
 def run(options: BenchCommand) -> Result[BenchDocument]:
     """Measure what the options name and return its document (a run, a comparison or a calibration)."""
     options.refuse_bad_options()
+    reference = named_reference(options)
     from sparkdoctor.bench import flow
     from sparkdoctor.bench.correctness import Options as CorrectnessOptions
 
@@ -152,7 +161,8 @@ def run(options: BenchCommand) -> Result[BenchDocument]:
                         model_dir=options.model_dir, runtime=options.runtime,
                         allow_load_difference=options.allow_load_difference, force=options.force,
                         correctness=CorrectnessOptions(not options.no_correctness, options.reference,
-                                                       str(options.reference_file) if options.reference_file else None))
+                                                       str(options.reference_file) if options.reference_file else None,
+                                                       reference))
     doc: BenchDocument
     unrecorded: Exception | None = None
     if options.url is not None:  # a flow.Failure carries its exit code

@@ -94,11 +94,15 @@ def levels_problem(summary: Mapping[str, object]) -> str | None:
 
 def recipe_hash(recipe: Mapping[str, object]) -> str:
     """What identifies a recipe for comparison: the recipe's own fingerprint (its argv less the host and
-    port the launcher replaces, env, model), else a hash of argv, env, model and url (not its name)."""
+    port the launcher replaces, env, model), else a hash of argv, env, model and url (not its name), and for a
+    --url run the fingerprint of what the server says of its configuration."""
     fingerprint = recipe.get("fingerprint")
     if isinstance(fingerprint, str):
         return fingerprint
     material = {k: recipe.get(k) for k in ("argv", "env", "model", "url")}
+    served = recipe.get("served")
+    if isinstance(served, dict) and served.get("fingerprint") is not None:  # --url: the configuration the server says
+        material["served"] = served["fingerprint"]  # (bench/served.py); absent from runs stored before: hashes kept
     return hashlib.sha256(_dump(material).encode()).hexdigest()[:16]
 
 

@@ -67,6 +67,13 @@ def render_run(console: Console, run: dict[str, Any]) -> None:
                       + f"  (run {_e(run.get('run_id') or 'not stored')})")
     _load_lines(console, run.get("load"))
     _memory_line(console, run.get("memory"))
+    served = recipe.get("served")
+    if isinstance(served, dict):  # --url: the server's configuration is what it says of itself (bench/served.py)
+        rev = served.get("revision") or {}
+        console.print(f"server configuration (as the server says it) {_e(served.get('fingerprint'))}; model revision "
+                      f"{_e(rev.get('commit') or 'unknown')}" + (f" (from {_e(rev['source'])})" if rev.get("source") else ""))
+        for why in served.get("unknown") or []:
+            console.print(f"  [yellow]not known[/yellow]: {escape(str(why))}")
     box = run.get("container")
     if box:  # served from a container: the number belongs to that image
         console.print(f"container image {box.get('image')} ({box.get('engine')}): id {str(box.get('image_id'))[:19]}, "
@@ -120,6 +127,20 @@ def _answers_line(console: Console, checked: dict[str, Any] | None) -> None:
         console.print(f"  {escape(str(why))}")
 
 
+def _other_arm_line(console: Console, other: object) -> None:
+    """An A/B without a reference: how far B's answers are from A's (bench/ab.py b_vs_a)."""
+    if not isinstance(other, dict):
+        return
+    largest = other.get("largest_mean_abs_dlogprob")
+    how = (f"; largest mean |Δ logprob| {largest:.3f} nats/token (tolerance {other.get('tolerance')})"
+           if isinstance(largest, (int, float)) else "")
+    style = "yellow" if other.get("verdict") == "differ" else "white"
+    console.print(f"[bold]answers of B against A's[/bold] (no reference: A's greedy tokens scored on B): "
+                  f"[{style}]{_e(other.get('verdict'))}[/]{escape(how)}")
+    for why in other.get("why") or []:
+        console.print(f"  {escape(str(why))}")
+
+
 def _load_lines(console: Console, load: dict[str, Any] | None) -> None:
     if not load:
         return
@@ -163,6 +184,7 @@ def render_comparison(console: Console, comp: dict[str, Any]) -> None:
             console.print(f"conc {_e(lvl['concurrency'])}: one pair: the restart-to-restart noise is not measured, so only a "
                           "1.5x difference is called and only its direction: the interval is the rounds' alone and backs "
                           "no magnitude; 3 or more pairs, or `bench RECIPE --calibrate` first, measure that noise")
+    _other_arm_line(console, (comp.get("correctness") or {}).get("b_vs_a"))
     load = comp.get("load") or {}
     for why in load.get("busy") or []:
         console.print(f"[yellow]warning: busy machine[/yellow] during a run: {escape(why)}")

@@ -8,7 +8,8 @@ chunk with empty choices as vLLM, "last" inside the final chunk as transformers 
 `reject_vllm_fields` (answer 422 to ignore_eos/min_tokens, as transformers serve does),
 `die_after` (close the connection after N tokens, as a crashed server), `answer` (the text of every
 non-streamed completion, as the correctness gate's probe requests get; None: those get a stream too),
-`completion` (the whole JSON document of every non-streamed completion, before `answer`: a hostile shape).
+`completion` (the whole JSON document of every non-streamed completion, before `answer`: a hostile shape),
+`server_info`, `cache_config`, `root`, `max_model_len` (what a vLLM server says of its own configuration).
 """
 
 from __future__ import annotations
@@ -39,6 +40,10 @@ class Style:
     model: str = "tiny"
     answer: str | None = None
     completion: Any = None
+    server_info: str | None = None  # vLLM's /server_info vllm_config (VLLM_SERVER_DEV_MODE=1); None: 404
+    cache_config: dict[str, str] | None = None  # the labels of vllm:cache_config_info on /metrics
+    root: str | None = None  # /v1/models' root (vLLM: the path or hub id it loaded) and max_model_len
+    max_model_len: int | None = None
     requests: list[dict[str, Any]] = field(default_factory=list)
     generated: int = 0
 
@@ -99,12 +104,18 @@ class _Handler:
         s = self.style
         if method == "GET":
             if path == "/v1/models":
-                return self.plain(writer, 200, {"object": "list", "data": [{"id": s.model, "object": "model"}]})
+                card = {"id": s.model, "object": "model", "root": s.root, "max_model_len": s.max_model_len}
+                return self.plain(writer, 200, {"object": "list", "data": [{k: v for k, v in card.items() if v is not None}]})
+            if path == "/server_info" and s.vllm and s.server_info is not None:
+                return self.plain(writer, 200, {"vllm_config": s.server_info, "vllm_env": {}, "system_env": {}})
             if path == "/version" and s.vllm:
                 return self.plain(writer, 200, {"version": "0.32.0"})
             if path == "/metrics" and s.vllm:
                 text = (f"# TYPE vllm:generation_tokens_total counter\nvllm:generation_tokens_total{{model_name=\"{s.model}\"}} "
                         f"{float(s.generated)}\n")
+                if s.cache_config is not None:
+                    labels = ",".join(f'{k}="{v}"' for k, v in s.cache_config.items())
+                    text += f"# TYPE vllm:cache_config_info gauge\nvllm:cache_config_info{{{labels}}} 1.0\n"
                 return self.plain(writer, 200, text)
             if path == "/health":
                 return self.plain(writer, 200, {})
@@ -178,7 +189,7 @@ def serve(style: Style | None = None) -> Iterator[tuple[str, Style]]:
 
 def main(argv: list[str]) -> None:
     """Run as a server process (what a test recipe's command starts):
-    sse_server.py [--host H] [--port P] [--delay S] [--generic] [--model NAME] [--exit-after N]
+    sse_server.py [--host H] [--port P] [--delay S] [--generic] [--model NAME] [--exit-after N] [--completion FILE]
     --exit-after N: the whole process exits (status 7) when request N+1 arrives, as a crashing server.
     --hold-mib N: the first request makes it take N MiB more (written, so resident) and keep them, as a server
     whose memory grows under load."""
@@ -195,10 +206,12 @@ def main(argv: list[str]) -> None:
     ap.add_argument("--exit-after", type=int, default=None)
     ap.add_argument("--stamp", action="store_true")
     ap.add_argument("--hold-mib", type=int, default=0)
+    ap.add_argument("--completion", default=None)  # a JSON file: the answer to every non-streamed completion (Style.completion)
     ap.add_argument("--kv-cache-dtype", default="auto")  # accepted and ignored, as recipes for vLLM pass it (bench roofline tests)
     args = ap.parse_args(argv)
     style = Style(vllm=not args.generic, usage="last" if args.generic else "separate", done=not args.generic,
-                  delay=args.delay, model=args.model, stamp=args.stamp)
+                  delay=args.delay, model=args.model, stamp=args.stamp,
+                  completion=json.loads(open(args.completion).read()) if args.completion else None)
     handler = _Handler(style)
     if args.exit_after is not None:
         original = handler.handle

@@ -11,6 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from sparkdoctor.bench import answers
 from sparkdoctor.bench import correctness as c
 from sparkdoctor.bench.correctness import Answer, Verdict
 
@@ -179,12 +180,12 @@ def test_one_decisive_prompt_is_enough_to_judge_and_each_row_says_which_are():
 
 
 def test_margins_come_only_from_a_whole_top_logprobs_list():
-    assert c._margins(["token_id:5", "token_id:6"], [{"token_id:5": -0.1, "token_id:7": -0.6},
+    assert answers._margins(["token_id:5", "token_id:6"], [{"token_id:5": -0.1, "token_id:7": -0.6},
                                                      {"token_id:6": -1.0, "token_id:8": -1.5}]) == pytest.approx([0.5, 0.5])
-    assert c._margins(["token_id:5"], [{"token_id:5": -0.1}]) is None           # no runner-up given
-    assert c._margins(["token_id:5"], [None]) is None
-    assert c._margins(["token_id:5", "token_id:6"], [{"token_id:5": -0.1, "x": -1}]) is None  # not one per token
-    assert c._margins(["token_id:5"], [{"token_id:5": "nan", "x": -1}]) is None
+    assert answers._margins(["token_id:5"], [{"token_id:5": -0.1}]) is None           # no runner-up given
+    assert answers._margins(["token_id:5"], [None]) is None
+    assert answers._margins(["token_id:5", "token_id:6"], [{"token_id:5": -0.1, "x": -1}]) is None  # not one per token
+    assert answers._margins(["token_id:5"], [{"token_id:5": "nan", "x": -1}]) is None
 
 
 def test_a_server_that_cannot_be_reached_is_unchecked_not_a_crash():

@@ -57,8 +57,9 @@ def test_a_named_reference_that_cannot_judge_is_a_usage_error_before_anything_ru
 def test_a_named_reference_that_judges_and_one_to_write_still_pass(tmp_path):
     path = tmp_path / "ref.json"
     path.write_text(json.dumps({"reference_version": 1, "answers": [_good(p) for p in c.PROBES]}))
-    assert references.check_path(path, write=False, prompts=c.PROBES) is None
-    assert references.check_path(tmp_path / "new.json", write=True, prompts=c.PROBES) is None  # --reference writes it
+    answers, why = references.check_path(path, write=False, prompts=c.PROBES)
+    assert why is None and [a.prompt for a in answers or []] == list(c.PROBES)
+    assert references.check_path(tmp_path / "new.json", write=True, prompts=c.PROBES) == (None, None)  # --reference writes it
 
 
 def test_a_stale_reference_at_the_default_place_is_unchecked_with_its_reason(tmp_path, monkeypatch):

