@@ -89,7 +89,13 @@ HOME_PATH = re.compile(r"(/home/|/Users/|/var/home/|/export/home/)([^/\s\"'`<>:]
 USER_DIR = re.compile(r"(/(?:users?|people|scratch|homes|home\d+|u)/)([A-Za-z_][A-Za-z0-9_.\-]{0,31})(?=[/\s\"'`:]|$)")
 USER_ENV = frozenset({"USER", "LOGNAME", "USERNAME", "SUDO_USER"})  # environment variables that name the user
 MAC_ADDRESS = re.compile(rf"(?<![{_W}:\-])(?:[0-9A-Fa-f]{{2}}([:\-]))(?:[0-9A-Fa-f]{{2}}\1){{4,18}}[0-9A-Fa-f]{{2}}(?![{_W}:\-])")
-IPV4 = re.compile(rf"(?<![{_W}.])(?:\d{{1,3}}\.){{3}}\d{{1,3}}(?![{_W}]|\.\d)")
+IPV4 = re.compile(rf"(?<![A-Za-z0-9.])(?:\d{{1,3}}\.){{3}}\d{{1,3}}(?![{_W}]|\.\d)")  # after `_` only a private one
+IPV4_DASHED = re.compile(r"(?<![A-Za-z0-9_.\-])ip-(\d{1,3})-(\d{1,3})-(\d{1,3})-(\d{1,3})(?![A-Za-z0-9_\-])")  # a cloud host name
+# An IPv6 address right after `name:` (NCCL's `enp1s0f0np0:fe80::...%enp1s0f0np0`, `addr:2001:db8::1`): the scan above
+# will not start inside a word; this one does, and the address must parse
+IPV6_AFTER_NAME = re.compile(rf"(?<=[{_W}]:)[0-9A-Fa-f]{{0,4}}:[0-9A-Fa-f:.]*:[0-9A-Fa-f:.]*(?:%[{_W}]+)?(?![{_W}:])")
+# A JWT whose first and last parts were learned as keys: what is left between them is its claims
+JOINED_SECRET = re.compile(r"<redacted>(?:\.[A-Za-z0-9_=-]+)+\.<redacted>")
 # Runs of hex digits, colons and dots (linear to scan); those with two colons that parse are addresses.
 IPV6_CANDIDATE = re.compile(rf"(?<![{_W}:.])[0-9A-Fa-f:.]+(?:%[{_W}]+)?(?![{_W}:])")
 
@@ -199,6 +205,7 @@ class Redactor:
         for pattern in TOKEN_PATTERNS:
             out = pattern.sub(SECRET, out)
         out = AUTH_SCHEME.sub(lambda m: f"{m.group(1)}{m.group(2)}{SECRET}", out)
+        out = JOINED_SECRET.sub(SECRET, out)
         out = _cut(out, shapes.scan_pairs(out, _ignore, _ignore))
         out = _cut(out, shapes.encoded_pair_spans(out, _ignore))
         out = _cut(out, shapes.header_spans(out, _ignore))
@@ -215,8 +222,10 @@ class Redactor:
                 out = found[0].sub(found[1], out)
         out = MAC_ADDRESS.sub(MAC, out)
         out = IPV6_CANDIDATE.sub(self._ipv6, out)
+        out = IPV6_AFTER_NAME.sub(self._ipv6, out)
         if not is_version:
             out = IPV4.sub(self._ipv4, out)
+            out = IPV4_DASHED.sub(lambda m: HOST if _ipv4_address(".".join(m.groups())) is not None else m.group(0), out)
         return out
 
     def data(self, value: object, path: tuple[str, ...] = ()) -> Any:
@@ -263,6 +272,8 @@ class Redactor:
         address = _ipv4_address(text)
         if address is None:
             return text  # 999.1.1.1: not an address
+        if match.start() and match.string[match.start() - 1] == "_" and not address.is_private:
+            return text  # `libcudnn_9.1.0.70` is a version; `ib_192.168.100.12` names a node
         return text if address.is_loopback or address.is_unspecified else IP
 
     def _ipv6(self, match: re.Match[str]) -> str:
@@ -308,7 +319,7 @@ def _user_at(match: re.Match[str]) -> str:
     bare = host.strip("[]")
     if bare.count(":") == 1:
         bare = bare.split(":", 1)[0]  # 10.0.0.5:22
-    if host in (IP, HOST) or _is_address(bare):
+    if host in (IP, HOST) or _is_address(bare) or host.lower() == "localhost":
         return f"{USER}@{host}"  # the address itself is the IP scan's
     if shapes.hostish(host):
         return f"{USER}@{HOST}"

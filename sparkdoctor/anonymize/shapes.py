@@ -84,7 +84,10 @@ KEYLIKE = re.compile(r"(?<![A-Za-z0-9_+/\-])[A-Za-z0-9_+\-][A-Za-z0-9_+/\-]{31,}
 _SSH_OPTION = r"[ \t]+(?:-[46AaCfGgKkMNnqsTtVvXxYy]+|-[BbcDEeFIiJLlmOoPpQRSWw][ \t]*[^\s]{1,256})"
 HOST_AFTER = re.compile(rf"(?i)(?<![A-Za-z0-9_\-])(?:ssh(?:{_SSH_OPTION}){{0,16}}|scp|rsync|ping|host|hostname|node|peer)"
                         r"[ \t]+([A-Za-z][A-Za-z0-9\-]*(?:\.[A-Za-z0-9\-]+)*)")
-NCCL_HOST = re.compile(r"(?m)^([A-Za-z][A-Za-z0-9\-]*):\d+:\d+ \[\d+\]")
+# NCCL's `host:pid:tid [rank]` prefix, at a line's start or after the `(RayWorkerWrapper pid=...)` prefix vLLM and Ray add
+NCCL_HOST = re.compile(r"(?m)(?:^|\)[ \t]+)([A-Za-z][A-Za-z0-9\-]*):\d+:\d+ \[\d+\]")
+# scp/rsync's `HOST:/path` and `HOST:~/path`: a name with a digit or a hyphen (a machine's, not `C:` or `http:`)
+HOST_PATH = re.compile(r"(?<![A-Za-z0-9_./:@\-])(?!(?i:utf|iso|ucs)-)([A-Za-z][A-Za-z0-9\-]*[0-9\-][A-Za-z0-9\-]*):(?=[/~])(?!//)")
 NOT_HOSTS = frozenset({"localhost", "true", "false", "none", "null", "auto", "any", "all", "default", "local", "host", "<host>",
                        "<ip>", "unix", "file", "http", "https", "tcp", "udp"})
 WORDISH = re.compile(r"[a-z]{3,}|[A-Z]{4,}|\d{3,}")
@@ -264,6 +267,9 @@ def learn_from_text(text: str, on_host: Callable[[str], None],
             on_host(m.group(1))
     for m in NCCL_HOST.finditer(text):
         on_host(m.group(1))
+    for m in HOST_PATH.finditer(text):
+        if hostish(m.group(1)) and private_host(m.group(1)):
+            on_host(m.group(1))
     for m in HOST_AFTER.finditer(text):
         if re.search(r"[\d\-]", m.group(1)) and hostish(m.group(1)) and private_host(m.group(1)):
             on_host(m.group(1))

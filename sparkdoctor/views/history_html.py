@@ -53,14 +53,14 @@ def decode_figure(tl: Timeline) -> dict[str, object]:
     traces = []
     for recipe in sorted({r["recipe"] for r in tl.runs}):
         runs = [r for r in tl.runs if r["recipe"] == recipe and r["tps"] is not None]
-        traces.append({"type": "scatter", "mode": "lines+markers", "name": recipe, "x": [r["created_at"] for r in runs],
+        traces.append({"type": "scatter", "mode": "lines+markers", "name": _esc(recipe), "x": [r["created_at"] for r in runs],
                        "y": [r["tps"] for r in runs], "marker": {"size": 5},
-                       "text": [f"run {r['id']} · toolchain {str(r['fingerprint'])[:12]}" + (f" · arm {r['arm']}" if r["arm"] else "")
+                       "text": [_esc(f"run {r['id']} · toolchain {str(r['fingerprint'])[:12]}" + (f" · arm {r['arm']}" if r["arm"] else ""))
                                 for r in runs], "hoverinfo": "x+y+text+name"})
     marked = [c for c in tl.changes if c["tps"] is not None]
     traces.append({"type": "scatter", "mode": "markers", "name": "toolchain changed", "x": [c["created_at"] for c in marked],
                    "y": [c["tps"] for c in marked], "marker": {"symbol": "x", "size": 11, "color": "black"},
-                   "text": [f"{c['recipe']}, run {c['run']}: " + "<br>".join(_esc(w) for w in c["what"][:8]) for c in marked],
+                   "text": [_esc(f"{c['recipe']}, run {c['run']}: ") + "<br>".join(_esc(w) for w in c["what"][:8]) for c in marked],
                    "hoverinfo": "x+text"})
     return {"data": traces, "layout": {"title": {"text": "Decode tok/s per stream (each run's headline), per recipe"},
                                        "xaxis": {"title": {"text": "run time (UTC)"}},
@@ -75,23 +75,23 @@ def correctness_figure(tl: Timeline) -> dict[str, object]:
     traces = []
     for verdict in [*known, *other]:
         runs = [r for r in tl.runs if r["correctness"] == verdict]
-        traces.append({"type": "scatter", "mode": "markers", "name": verdict, "x": [r["created_at"] for r in runs],
-                       "y": [verdict] * len(runs), "marker": {"size": 6, "color": VERDICT_COLOURS.get(verdict, "#9467bd")},
-                       "text": [f"run {r['id']} · {r['recipe']}" for r in runs], "hoverinfo": "x+text+name"})
+        traces.append({"type": "scatter", "mode": "markers", "name": _esc(verdict), "x": [r["created_at"] for r in runs],
+                       "y": [_esc(verdict)] * len(runs), "marker": {"size": 6, "color": VERDICT_COLOURS.get(verdict, "#9467bd")},
+                       "text": [_esc(f"run {r['id']} · {r['recipe']}") for r in runs], "hoverinfo": "x+text+name"})
     return {"data": traces, "layout": {"title": {"text": "Correctness of the answers (the correctness gate), per run"},
                                        "yaxis": {"type": "category", "categoryorder": "array",
-                                                 "categoryarray": [*VERDICTS, *other]}, "height": 300,
+                                                 "categoryarray": [*VERDICTS, *map(_esc, other)]}, "height": 300,
                                        "showlegend": False}}
 
 
 def ratio_figure(tl: Timeline) -> dict[str, object]:
     cs = tl.comparisons
-    labels = [f"#{c['id']} c={c['concurrency']}" for c in cs]
+    labels = [_esc(f"#{c['id']} c={c['concurrency']}") for c in cs]
     trace = {"type": "scatter", "mode": "markers", "name": "B/A", "x": labels, "y": [c["ratio"] for c in cs],
              "error_y": {"type": "data", "symmetric": False,
                          "array": [(c["high"] - c["ratio"]) if isinstance(c["high"], (int, float)) else 0 for c in cs],
                          "arrayminus": [(c["ratio"] - c["low"]) if isinstance(c["low"], (int, float)) else 0 for c in cs]},
-             "text": [f"{c['a']} vs {c['b']}: {c['verdict']} ({c['created_at']})" for c in cs], "hoverinfo": "y+text"}
+             "text": [_esc(f"{c['a']} vs {c['b']}: {c['verdict']} ({c['created_at']})") for c in cs], "hoverinfo": "y+text"}
     return {"data": [trace], "layout": {"title": {"text": "A/B comparisons: decode ratio B/A with its confidence interval"},
                                         "yaxis": {"title": {"text": "B/A"}}, "height": 420,
                                         "shapes": [{"type": "line", "xref": "paper", "x0": 0, "x1": 1, "y0": 1, "y1": 1,
@@ -120,6 +120,8 @@ def render_page(tl: Timeline, findings: list[Finding], ledger_path: str) -> str:
         f"<h1>sparkdoctor history</h1><p>Ledger {_esc(ledger_path)}: {len(tl.runs):,} runs ({n_tps:,} with a decode "
         f"headline), {len(tl.changes):,} toolchain changes, {len(tl.comparisons):,} A/B levels, "
         f"{len(tl.conclusions):,} conclusion records" + (f", {tl.damaged} damaged rows left out" if tl.damaged else "") + ".</p>",
+        "<p class='none'>Not anonymized: paths, addresses and names are as the ledger stores them. To share, send what "
+        "<code>sparkdoctor report</code> writes.</p>",
         plots[0],
         "<h2>Toolchain changes</h2>", _table(["run", "recipe", "when", "what changed (fingerprint material)"], changes, "changes"),
         plots[1] if n_checked else "<h2>Correctness</h2><p class='none'>no run was checked by the correctness gate</p>",

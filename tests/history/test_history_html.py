@@ -135,3 +135,23 @@ def test_a_damaged_row_is_left_out_and_counted(tmp_path):
     assert p.returncode == 0, p.stderr
     page = (tmp_path / "h.html").read_text()
     assert "1 damaged rows left out" in page and '"runs": 29' in page
+
+
+def test_markup_in_a_recipe_name_is_text_in_the_plots():
+    """plotly renders a subset of HTML in trace names and hover text (`<a href>`, `<span style>`): a recipe, an arm or
+    a verdict named with markup put a link into the page's legend. Every such string is escaped now."""
+    from sparkdoctor.ledger.timeline import Timeline
+    from sparkdoctor.views.history_html import (
+        correctness_figure,
+        decode_figure,
+        ratio_figure,
+    )
+
+    evil = "<a href='https://example.invalid/x'>click</a><span style='font-size:99px'>big</span>"
+    tl = Timeline(runs=[{"id": 1, "recipe": evil, "created_at": "2026-11-30T00:00:00", "fingerprint": "f" * 16, "tps": 10.0,
+                         "comparison": None, "arm": evil, "correctness": evil}],
+                  changes=[{"recipe": evil, "run": 1, "created_at": "2026-11-30T00:00:00", "tps": 10.0, "what": [evil]}],
+                  comparisons=[{"id": 1, "created_at": "2026-11-30", "a": evil, "b": evil, "status": "ok", "concurrency": evil,
+                                "ratio": 1.0, "low": 0.9, "high": 1.1, "verdict": evil}])
+    figures = json.dumps([decode_figure(tl), correctness_figure(tl), ratio_figure(tl)])
+    assert "<a " not in figures and "<span" not in figures and "&lt;a href=" in figures

@@ -326,3 +326,29 @@ def test_check_markdown_is_anonymized_as_the_report_is():
     text = render_markdown(build_report(planted_facts(*args), MATRIX))
     assert leaked(text, *args) == []
     assert "<user>" in text and "Anonymized by sparkdoctor" in text
+
+
+@pytest.mark.parametrize("text, gone, kept", [
+    # a JWT whose first and last parts were learned as keys kept its claims between them ({"sub":"alice@acme.io"})
+    ('curl -H "Authorization: Bearer eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJhbGljZUBhY21lLmlvIn0.'
+     'SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c"', "eyJzdWIiOiJhbGljZUBhY21lLmlvIn0", "Bearer <redacted>"),
+    # NCCL's IPv6 line: the EUI-64 address gives the NIC's MAC away
+    ("NCCL INFO NET/Socket : Using [0]enp1s0f0np0:fe80::5a1b:2cff:fe3d:4e5f%enp1s0f0np0<0>", "5a1b:2cff", "enp1s0f0np0:<ip>"),
+    ("addr:2001:db8:85a3::8a2e:370:7334", "8a2e", "addr:<ip>"),
+    ("nccl_debug_10.0.0.7.log ib_192.168.100.12 libcudnn_9.1.0.70", "192.168.100", "libcudnn_9.1.0.70"),
+    ("resolved ip-192-168-100-13 first", "192-168-100-13", "resolved <host> first"),
+    # a peer's name after vLLM/Ray's prefix, and scp/rsync's HOST:/path
+    ("(RayWorkerWrapper pid=4242, ip=10.0.0.2) spark-b7e2:4242:4242 [0] NCCL INFO x", "spark-b7e2", "<host>:4242:4242"),
+    ("scp -r /opt/models/qwen spark-c9:/opt/models/ and rsync -av ./ckpt gx10-peer2:/data/ckpt", "gx10-peer2", "<host>:/opt/models/"),
+    ("judy@localhost", "judy", "<user>@localhost"),
+])
+def test_more_forms_of_names_and_addresses_are_redacted(text, gone, kept):
+    r = redactor_for({"errors": [{"collector": "x", "error": text}]})
+    out = r.text(text)
+    assert gone not in out and kept in out, out
+
+
+def test_words_with_colons_and_versions_after_an_underscore_are_not_addresses():
+    r = redactor_for({"errors": [{"collector": "x", "error": "utf-8:/x"}]})
+    for text in ("time 12:30:45 ok", "std::vector<int> a::b::c", "utf-8:/x and sm_121a:/x", "libcudnn_9.1.0.70", "C:/Users"):
+        assert r.text(text) == text
