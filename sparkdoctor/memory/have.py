@@ -100,6 +100,11 @@ class Have:
     errors: list[str] = field(default_factory=list)
 
     @property
+    def has_gpu(self) -> bool:
+        """NVML answered for a GPU (its memory, or N/A as GB10's): vLLM runs its GPU worker here, not its CPU one."""
+        return self.nvml.startswith(("answered", "memory not supported"))
+
+    @property
     def server_processes_bytes(self) -> int:
         """What the server's own processes take from the pool its share comes from: SERVER_PROCESSES on unified
         memory (GB10, a CPU-only box), none from a GPU's own memory."""

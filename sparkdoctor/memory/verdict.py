@@ -107,8 +107,9 @@ def judge(need: Need, have: Have) -> Verdict:
     inside = verdict.least_bytes <= verdict.share_bytes
     if fixed and need.kv_per_seq(length) + need.block_bytes > (need.fixed_kv_bytes or 0):  # vLLM's check: one sequence
         inside = False
-    # vLLM's start check (v1/worker/utils.py request_memory) asks for utilization x total free, with a fixed pool too
-    asked = int(util * pool) > usable
+    # vLLM's GPU worker checks utilization x total against free memory at start (v1/worker/utils.py request_memory),
+    # with a fixed pool too; its CPU worker (a box without a GPU) skips the check when the pool is fixed
+    asked = int(util * pool) > usable and (not fixed or have.has_gpu)
     free = verdict.share_bytes <= usable and not asked
     if inside and free:
         verdict.outcome = FITS

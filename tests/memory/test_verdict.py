@@ -272,3 +272,14 @@ def test_discrete_gpus_are_judged_one_a_rank_not_summed(tmp_path, qwen3_8b, monk
     # a GPU's own memory is no cgroup's: a host memory limit does not shrink it
     busy.limit_bytes, busy.limit_used_bytes = 8 * GIB, 0
     assert busy.usable_bytes == (143_771 - 140_000) * 2**20
+
+
+def test_a_fixed_pool_on_a_box_without_a_gpu_is_not_held_to_the_utilization(tmp_path, qwen3_8b):
+    """vLLM's CPU worker skips the utilization check when --kv-cache-memory-bytes is set (v1/worker/cpu_worker.py),
+    its GPU worker does not: a CPU-only box (no NVML) is judged by the pool alone."""
+    root = box(tmp_path, available_gib=23.5).root
+    cpu_only = read_have(root, nvml=[])
+    assert not cpu_only.has_gpu and cpu_only.unified
+    verdict = judge(launch_need(recipe(tmp_path, qwen3_8b, "--kv-cache-memory-bytes", str(GIB), "--max-model-len", "4096",
+                                       "--max-num-seqs", "4", "--enforce-eager"), qwen3_8b, cpu_only.pool_bytes), cpu_only)
+    assert verdict.outcome == FITS, verdict.reasons
