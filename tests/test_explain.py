@@ -210,3 +210,15 @@ def test_multi_node_candidates_are_decided_by_fleet_check():
     [amb] = doc["ambiguous"]
     assert amb["decide_with"] == "sparkdoctor fleet check"
     assert "`sparkdoctor fleet check`" in run(str(DATA / "nccl-watchdog-two-sparks.log")).stdout.decode()
+
+
+def test_a_huge_matched_line_is_cut_in_json_and_its_length_said():
+    """A 5 MB line holding a symptom came back whole in `--format json` (the console cut it to 300 characters)."""
+    from sparkdoctor.matrix import load
+    from sparkdoctor.matrix.symptoms import LINE_CHARS, match_text
+
+    entries = load(None).entries
+    symptom = next(s for e in entries for s in e.symptoms if len(s) > 20)
+    (found, *_rest) = [m for m in match_text("x" * 5_000_000 + " " + symptom + "\n", entries) if m.symptom == symptom]
+    doc = found.to_dict()
+    assert len(doc["line"]) == LINE_CHARS and doc["line_chars"] == 5_000_001 + len(symptom)

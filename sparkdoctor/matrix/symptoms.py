@@ -68,7 +68,11 @@ class SymptomMatch:
         e = self.entry
         return {"id": e.id, "title": e.title, "severity": e.severity, "action": e.action, "evidence": e.evidence,
                 "component": e.component, "remedy": e.remedy, "refs": e.refs, "fix": e.fix, "symptom": self.symptom,
-                "match": self.how, "line_no": self.line_no, "line": self.line, "count": self.count}
+                "match": self.how, "line_no": self.line_no, "line": self.line[:LINE_CHARS], "line_chars": len(self.line),
+                "count": self.count}
+
+
+LINE_CHARS = 4000  # of a matched line in JSON (the console shows 300): a 5 MB line was returned whole
 
 
 def strip_ansi(text: str) -> str:
@@ -129,9 +133,12 @@ def match_text(text: str, entries: Iterable[Entry]) -> list[SymptomMatch]:
     clean = [strip_ansi(x) for x in lines]
     norms = [normalise(x) for x in clean]
     whole = "".join(norms)
+    whole_clean = "\n".join(clean)
     results: dict[str, SymptomMatch] = {}
     for entry, symptom, sym_norm in _symptoms(entries):
-        exact = [i for i, x in enumerate(lines) if symptom in x or symptom in clean[i]]
+        # the lines are walked only for a symptom the whole text holds (one scan in C, not one Python step a line)
+        present = symptom in text or symptom in whole_clean
+        exact = [i for i, x in enumerate(lines) if symptom in x or symptom in clean[i]] if present else []
         if exact:
             _keep(results, SymptomMatch(entry, symptom, "exact", exact[0] + 1, clean[exact[0]].strip(), len(exact)))
             continue
