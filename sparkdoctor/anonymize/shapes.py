@@ -76,6 +76,11 @@ PEM_EDGE = re.compile(r"-{4,5} ?(BEGIN|END) [A-Z0-9 ]{1,40}?-{4,5}")
 _B64_TAIL = re.compile(r"(?:[A-Za-z0-9+/]{8,}={0,2}|[A-Za-z0-9+/]+={1,2})\s*$")
 MYSQL = re.compile(r"(?<![\w-])(?:mysql(?:dump|admin|import|check|show|pump|sh)?|mariadb(?:-dump|-admin)?)(?![\w-])")
 GLUED_P = re.compile(r"(?<=\s)-p(?![\s-])('[^']*'|\"[^\"]*\"|[^\s;|&]+)")
+# A password or key given as the next word: `docker|podman|nerdctl|helm login ... -p|--password X`, `sshpass -p X`,
+# `wandb login KEY`, `huggingface-cli login --token X` (that flag is secret-named already)
+LOGIN_PASSWORD = re.compile(r"(?<![\w-])(?:(?:docker|podman|nerdctl|helm)[ \t]+(?:registry[ \t]+)?login\b[^\n;|&]{0,300}?"
+                            r"(?:-p|--password)|sshpass[ \t]+-p)(?:[ \t]+|=)('[^']*'|\"[^\"]*\"|[^\s;|&]+)")
+WANDB_LOGIN = re.compile(r"(?<![\w-])wandb[ \t]+login(?:[ \t]+--?[A-Za-z-]+)*[ \t]+([^\s;|&-][^\s;|&]*)")
 # curl's and wget's user:password (`curl -u bob:hunter2`, `--user=bob:hunter2`, `--proxy-user bob:hunter2`)
 USER_PASSWORD = re.compile(r"(?<![\w-])(?:-u|-U|--user|--proxy-user)(?:[ \t]+|=)?['\"]?[^\s:'\"]+:([^\s'\"]+)")
 KEYLIKE = re.compile(r"(?<![A-Za-z0-9_+/\-])[A-Za-z0-9_+\-][A-Za-z0-9_+/\-]{31,}={0,2}(?![A-Za-z0-9_+/=\-])")
@@ -180,6 +185,7 @@ def cli_password_spans(text: str) -> list[tuple[int, int]]:
         if (p := GLUED_P.search(text, m.end(), scanned)):
             spans.append(p.span(1))
     kept: list[tuple[int, int]] = []
+    spans += [m.span(1) for pattern in (LOGIN_PASSWORD, WANDB_LOGIN) for m in pattern.finditer(text)]
     for span in sorted(spans + [m.span(1) for m in USER_PASSWORD.finditer(text)]):
         if not kept or span[0] >= kept[-1][1]:  # one cut per character
             kept.append(span)

@@ -352,3 +352,20 @@ def test_words_with_colons_and_versions_after_an_underscore_are_not_addresses():
     r = redactor_for({"errors": [{"collector": "x", "error": "utf-8:/x"}]})
     for text in ("time 12:30:45 ok", "std::vector<int> a::b::c", "utf-8:/x and sm_121a:/x", "libcudnn_9.1.0.70", "C:/Users"):
         assert r.text(text) == text
+
+
+@pytest.mark.parametrize("text, secret", [
+    ("docker login nvcr.io -u '$oauthtoken' -p MyPlainPassw0rd", "MyPlainPassw0rd"),
+    ("podman login -u bob --password 'two words' registry.local", "two words"),
+    ("docker login --password=abc123 x", "abc123"),
+    ("sshpass -p Hunter2Pass ssh peer", "Hunter2Pass"),
+    ("wandb login --relogin 0123456789abcdef0123456789abcdef01234567", "0123456789abcdef0123456789abcdef01234567"),
+])
+def test_a_password_given_to_a_login_command_is_redacted(text, secret):
+    out = Redactor().text(text)
+    assert secret not in out and "<redacted>" in out, out
+
+
+def test_other_programs_dash_p_is_left_alone():
+    for text in ("docker run -p 8000:8000 img", "patch -p1 < x", "wandb login", "ssh -p 2222 host"):
+        assert "<redacted>" not in Redactor().text(text), text
