@@ -84,9 +84,9 @@ AUTH_SCHEME = re.compile(r"(?i)(\b(?:bearer|basic)|\bauthorization[\"']?[ \t]*[:
 # The password runs to the last @ of the next 256 characters: one pasted with a raw / or @ in it
 # (`https://bob:se/cr3t@host`) goes whole. `host:5000/path@sha256:...` is a port, not a password.
 URL_CREDENTIALS = re.compile(r"(?i)(?<![a-z0-9+.\-])([a-z][a-z0-9+.\-]*://)[^\s/@:]+(?::(?!\d{1,5}/)[^\s\"'<>]{0,256})?@")
-HOME_PATH = re.compile(r"(/home/|/Users/|/var/home/|/export/home/)([^/\s\"'`<>:]+)")
+HOME_PATH = re.compile(r"(/home/|/Users/|/var/home/|/export/home/|/media/|/run/media/)([^/\s\"'`<>:]+)")
 # A per-user folder outside the homes: /scratch/NAME, /data/users/NAME, /lustre/people/NAME, /u/NAME.
-USER_DIR = re.compile(r"(/(?:users?|people|scratch|homes|home\d+|u)/)([A-Za-z_][A-Za-z0-9_.\-]{0,31})(?=[/\s\"'`:]|$)")
+USER_DIR = re.compile(r"(/(?:users?|people|scratch|homes|home\d+|u)/|(?<![\w~/.-])~(?!root[/\s]))([A-Za-z_][A-Za-z0-9_.\-]{0,31})(?=[/\s\"'`:]|$)")
 USER_ENV = frozenset({"USER", "LOGNAME", "USERNAME", "SUDO_USER"})  # environment variables that name the user
 MAC_ADDRESS = re.compile(rf"(?<![{_W}:\-])(?:[0-9A-Fa-f]{{2}}([:\-]))(?:[0-9A-Fa-f]{{2}}\1){{4,18}}[0-9A-Fa-f]{{2}}(?![{_W}:\-])")
 IPV4 = re.compile(rf"(?<![A-Za-z0-9.])(?:\d{{1,3}}\.){{3}}\d{{1,3}}(?![{_W}]|\.\d)")  # after `_` only a private one

@@ -369,3 +369,13 @@ def test_a_password_given_to_a_login_command_is_redacted(text, secret):
 def test_other_programs_dash_p_is_left_alone():
     for text in ("docker run -p 8000:8000 img", "patch -p1 < x", "wandb login", "ssh -p 2222 host"):
         assert "<redacted>" not in Redactor().text(text), text
+
+
+def test_a_user_named_by_tilde_or_by_a_mounted_drive_is_learned_and_replaced():
+    """`~oscar/.cache` and the folders Ubuntu mounts drives under (/media/NAME, /run/media/NAME) kept the name in a
+    report made from a snapshot (a live report learns the local user)."""
+    texts = ["cache in ~oscar/.cache/hf", "model on /media/carol/disk/m", "/run/media/dave/usb/x"]
+    r = redactor_for({"errors": [{"collector": "x", "error": t} for t in texts]})
+    out = " ".join(r.text(t) for t in [*texts, "oscar carol dave"])
+    assert not {"oscar", "carol", "dave"} & set(re.findall(r"\w+", out)), out
+    assert r.text("cd ~/x, ~root/.bashrc") == "cd ~/x, ~root/.bashrc"
