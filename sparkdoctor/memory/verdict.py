@@ -179,8 +179,9 @@ def _propose(verdict: Verdict, need: Need, pool: int, usable: int, length: int, 
         kv = min(int(need.fixed_kv_bytes or 0), share - need.fixed_bytes(seqs2))
         length2 = _longest(need, kv, length)
         util2 = min(float(need.setting("gpu_memory_utilization")), verdict.largest_utilization or 0.0)
-        verdict.settings = {"gpu_memory_utilization": util2, "kv_cache_memory_bytes": kv, "max_model_len": length2,
-                            "max_num_seqs": int(seqs2)}
+        # the utilization beside a fixed pool only where vLLM's GPU worker checks it (its CPU worker does not)
+        verdict.settings = {**({"gpu_memory_utilization": util2} if verdict.have.has_gpu else {}), "kv_cache_memory_bytes": kv,
+                            "max_model_len": length2, "max_num_seqs": int(seqs2)}
     else:
         length2 = _longest(need, share - need.fixed_bytes(seqs2), length)
         verdict.settings = {"gpu_memory_utilization": round(share / pool, 2), "max_model_len": length2, "max_num_seqs": int(seqs2)}
