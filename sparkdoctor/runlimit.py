@@ -65,11 +65,15 @@ def run_limit(seconds: float, what: str) -> Iterator[None]:
     outer_left, outer_interval = signal.getitimer(signal.ITIMER_REAL)
     outer_at = start + outer_left if outer_left else None
 
+    outer_fired = False
+
     def alarm(signum, frame):
+        nonlocal outer_fired
         now = time.monotonic()
         if now >= deadline - 0.001:
             raise OutOfTime(message)
         if outer_at is not None and now >= outer_at - 0.001:
+            outer_fired = True
             _rearm(deadline, None)
             if callable(previous):
                 previous(signum, frame)  # the outer guard's turn (it usually raises)
@@ -84,8 +88,12 @@ def run_limit(seconds: float, what: str) -> Iterator[None]:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
         proc.set_deadline(None)
-        if outer_at is not None:  # give the outer timer back what it had left
+        if outer_at is not None and not outer_fired:  # give the outer timer back what it had left
             signal.setitimer(signal.ITIMER_REAL, max(0.001, outer_at - time.monotonic()), outer_interval)
+        elif outer_fired and outer_interval:  # it had its turn; a repeating one goes on repeating
+            signal.setitimer(signal.ITIMER_REAL, outer_interval, outer_interval)
+        # a one-shot outer timer that had its turn stays spent: armed again it fired a second time (under load, after
+        # the caller had already handled the first)
 
 
 def _rearm(deadline: float, outer_at: float | None) -> None:
