@@ -147,13 +147,7 @@ def test_lengths_and_counts_below_one_are_refused(tmp_path, qwen3_8b, flags, mes
 
 
 def test_a_model_with_attention_but_no_kv_heads_is_not_sized(tmp_path, qwen3_8b):
-    broken = tmp_path / "no-heads"
-    broken.mkdir()
-    for f in qwen3_8b.iterdir():
-        (broken / f.name).symlink_to(f)
-    config = json.loads((qwen3_8b / "config.json").read_text())
-    (broken / "config.json").unlink()
-    (broken / "config.json").write_text(json.dumps({**config, "head_dim": 0}))
+    broken = _with_config(tmp_path / "no-heads", qwen3_8b, head_dim=0)
     with pytest.raises(NeedError, match="no KV heads or a head size of 0"):
         launch_need(recipe(tmp_path, broken), broken, GB10_TOTAL)
 
@@ -161,13 +155,7 @@ def test_a_model_with_attention_but_no_kv_heads_is_not_sized(tmp_path, qwen3_8b)
 def test_a_float32_checkpoint_is_sized_at_vllms_bfloat16(tmp_path, qwen3_8b):
     """vLLM's --dtype auto casts a float32 checkpoint to bfloat16 on CUDA (config/model.py _resolve_auto_dtype):
     its KV cache was sized at 4 bytes a value, half the sequences that fit."""
-    f32 = tmp_path / "f32"
-    f32.mkdir()
-    for f in qwen3_8b.iterdir():
-        (f32 / f.name).symlink_to(f)
-    config = json.loads((qwen3_8b / "config.json").read_text())
-    (f32 / "config.json").unlink()
-    (f32 / "config.json").write_text(json.dumps({**config, "torch_dtype": "float32"}))
+    f32 = _with_config(tmp_path / "f32", qwen3_8b, torch_dtype="float32")
     bf16 = launch_need(recipe(tmp_path, qwen3_8b), qwen3_8b, GB10_TOTAL)
     cast = launch_need(recipe(tmp_path, f32, name="f32"), f32, GB10_TOTAL)
     assert cast.kv_bytes_per_token == bf16.kv_bytes_per_token
@@ -212,3 +200,13 @@ def test_an_auto_length_is_fitted_to_the_share_as_vllm_fits_it(tmp_path, qwen3_8
     written = judge(launch_need(recipe(tmp_path, qwen3_8b, "--max-model-len", "40960", "--gpu-memory-utilization", "0.2",
                                        name="written"), qwen3_8b, have.pool_bytes), have)
     assert written.outcome != FITS
+
+
+def _with_config(folder, model, **changes):
+    """`model`'s shards (linked) under `folder`, with its config.json changed by `changes`."""
+    folder.mkdir()
+    for f in model.iterdir():
+        if f.name != "config.json":
+            (folder / f.name).symlink_to(f)
+    (folder / "config.json").write_text(json.dumps({**json.loads((model / "config.json").read_text()), **changes}))
+    return folder
