@@ -93,7 +93,8 @@ IPV4 = re.compile(rf"(?<![A-Za-z0-9.])(?:\d{{1,3}}\.){{3}}\d{{1,3}}(?![{_W}]|\.\
 IPV4_DASHED = re.compile(r"(?<![A-Za-z0-9_.\-])ip-(\d{1,3})-(\d{1,3})-(\d{1,3})-(\d{1,3})(?![A-Za-z0-9_\-])")  # a cloud host name
 # An IPv6 address right after `name:` (NCCL's `enp1s0f0np0:fe80::...%enp1s0f0np0`, `addr:2001:db8::1`): the scan above
 # will not start inside a word; this one does, and the address must parse
-IPV6_AFTER_NAME = re.compile(rf"(?<=[{_W}]:)[0-9A-Fa-f]{{0,4}}:[0-9A-Fa-f:.]*:[0-9A-Fa-f:.]*(?:%[{_W}]+)?(?![{_W}:])")
+# (one start a run, one run of address characters: linear; whether it parses is the callback's)
+IPV6_AFTER_NAME = re.compile(rf"(?<![{_W}:.])([{_W}]+:)([0-9A-Fa-f:.]+(?:%[{_W}]+)?)(?![{_W}:])")
 # A JWT whose first and last parts were learned as keys: what is left between them is its claims
 JOINED_SECRET = re.compile(r"<redacted>(?:\.[A-Za-z0-9_=-]+)+\.<redacted>")
 # Runs of hex digits, colons and dots (linear to scan); those with two colons that parse are addresses.
@@ -222,7 +223,7 @@ class Redactor:
                 out = found[0].sub(found[1], out)
         out = MAC_ADDRESS.sub(MAC, out)
         out = IPV6_CANDIDATE.sub(self._ipv6, out)
-        out = IPV6_AFTER_NAME.sub(self._ipv6, out)
+        out = IPV6_AFTER_NAME.sub(lambda m: m.group(1) + self._ipv6_text(m.group(2)), out)
         if not is_version:
             out = IPV4.sub(self._ipv4, out)
             out = IPV4_DASHED.sub(lambda m: HOST if _ipv4_address(".".join(m.groups())) is not None else m.group(0), out)
@@ -277,7 +278,9 @@ class Redactor:
         return text if address.is_loopback or address.is_unspecified else IP
 
     def _ipv6(self, match: re.Match[str]) -> str:
-        text = match.group(0)
+        return self._ipv6_text(match.group(0))
+
+    def _ipv6_text(self, text: str) -> str:
         core = text.rstrip(".")  # `... from fe80::1.` ends a sentence
         tail = text[len(core):]
         if core.split("%", 1)[0].count(":") < 2:

@@ -80,7 +80,7 @@ GLUED_P = re.compile(r"(?<=\s)-p(?![\s-])('[^']*'|\"[^\"]*\"|[^\s;|&]+)")
 # `wandb login KEY`, `huggingface-cli login --token X` (that flag is secret-named already)
 LOGIN_PASSWORD = re.compile(r"(?<![\w-])(?:(?:docker|podman|nerdctl|helm)[ \t]+(?:registry[ \t]+)?login\b[^\n;|&]{0,300}?"
                             r"(?:-p|--password)|sshpass[ \t]+-p)(?:[ \t]+|=)('[^']*'|\"[^\"]*\"|[^\s;|&]+)")
-WANDB_LOGIN = re.compile(r"(?<![\w-])wandb[ \t]+login(?:[ \t]+--?[A-Za-z-]+)*[ \t]+([^\s;|&-][^\s;|&]*)")
+WANDB_LOGIN = re.compile(r"(?<![\w-])wandb[ \t]+login(?:[ \t]+-[-A-Za-z]+)*[ \t]+([^\s;|&-][^\s;|&]*)")
 # curl's and wget's user:password (`curl -u bob:hunter2`, `--user=bob:hunter2`, `--proxy-user bob:hunter2`)
 USER_PASSWORD = re.compile(r"(?<![\w-])(?:-u|-U|--user|--proxy-user)(?:[ \t]+|=)?['\"]?[^\s:'\"]+:([^\s'\"]+)")
 KEYLIKE = re.compile(r"(?<![A-Za-z0-9_+/\-])[A-Za-z0-9_+\-][A-Za-z0-9_+/\-]{31,}={0,2}(?![A-Za-z0-9_+/=\-])")
@@ -92,7 +92,8 @@ HOST_AFTER = re.compile(rf"(?i)(?<![A-Za-z0-9_\-])(?:ssh(?:{_SSH_OPTION}){{0,16}
 # NCCL's `host:pid:tid [rank]` prefix, at a line's start or after the `(RayWorkerWrapper pid=...)` prefix vLLM and Ray add
 NCCL_HOST = re.compile(r"(?m)(?:^|\)[ \t]+)([A-Za-z][A-Za-z0-9\-]*):\d+:\d+ \[\d+\]")
 # scp/rsync's `HOST:/path` and `HOST:~/path`: a name with a digit or a hyphen (a machine's, not `C:` or `http:`)
-HOST_PATH = re.compile(r"(?<![A-Za-z0-9_./:@\-])(?!(?i:utf|iso|ucs)-)([A-Za-z][A-Za-z0-9\-]*[0-9\-][A-Za-z0-9\-]*):(?=[/~])(?!//)")
+# (one name run, then `:`: linear; the digit or hyphen is checked on the match)
+HOST_PATH = re.compile(r"(?<![A-Za-z0-9_./:@\-])(?!(?i:utf|iso|ucs)-)([A-Za-z][A-Za-z0-9\-]*):(?=[/~])(?!//)")
 NOT_HOSTS = frozenset({"localhost", "true", "false", "none", "null", "auto", "any", "all", "default", "local", "host", "<host>",
                        "<ip>", "unix", "file", "http", "https", "tcp", "udp"})
 WORDISH = re.compile(r"[a-z]{3,}|[A-Z]{4,}|\d{3,}")
@@ -274,7 +275,7 @@ def learn_from_text(text: str, on_host: Callable[[str], None],
     for m in NCCL_HOST.finditer(text):
         on_host(m.group(1))
     for m in HOST_PATH.finditer(text):
-        if hostish(m.group(1)) and private_host(m.group(1)):
+        if re.search(r"[\d\-]", m.group(1)) and hostish(m.group(1)) and private_host(m.group(1)):
             on_host(m.group(1))
     for m in HOST_AFTER.finditer(text):
         if re.search(r"[\d\-]", m.group(1)) and hostish(m.group(1)) and private_host(m.group(1)):
