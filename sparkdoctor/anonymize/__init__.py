@@ -85,6 +85,8 @@ AUTH_SCHEME = re.compile(r"(?i)(\b(?:bearer|basic)|\bauthorization[\"']?[ \t]*[:
 # (`https://bob:se/cr3t@host`) goes whole. `host:5000/path@sha256:...` is a port, not a password.
 URL_CREDENTIALS = re.compile(r"(?i)(?<![a-z0-9+.\-])([a-z][a-z0-9+.\-]*://)[^\s/@:]+(?::(?!\d{1,5}/)[^\s\"'<>]{0,256})?@")
 HOME_PATH = re.compile(r"(/home/|/Users/|/var/home/|/export/home/|/media/|/run/media/)([^/\s\"'`<>:]+)")
+# The same path percent-encoded, as a URL or a file:// link carries it: %2Fhome%2Fbob
+HOME_PATH_ENCODED = re.compile(r"((?i:%2F)(?:home|Users|media)(?i:%2F))([A-Za-z0-9_.\-]+)")
 # A per-user folder outside the homes: /scratch/NAME, /data/users/NAME, /lustre/people/NAME, /u/NAME.
 USER_DIR = re.compile(r"(/(?:users?|people|scratch|homes|home\d+|u)/|(?<![\w~/.-])~(?!root[/\s]))([A-Za-z_][A-Za-z0-9_.\-]{0,31})(?=[/\s\"'`:]|$)")
 USER_ENV = frozenset({"USER", "LOGNAME", "USERNAME", "SUDO_USER"})  # environment variables that name the user
@@ -166,7 +168,7 @@ class Redactor:
                 if path and path[-1] in VERSION_KEYS:
                     self.versions.add(value)
                     continue
-                for match in (*HOME_PATH.finditer(value), *USER_DIR.finditer(value)):
+                for match in (*HOME_PATH.finditer(value), *HOME_PATH_ENCODED.finditer(value), *USER_DIR.finditer(value)):
                     self.learn_user(match.group(2))
                 shapes.learn_from_text(value, self.learn_host, self.learn_secret)
             elif isinstance(value, list):
@@ -216,7 +218,7 @@ class Redactor:
         out = shapes.URL_HOST.sub(_url_host, out)
         if not is_version:
             out = shapes.FQDN.sub(lambda m: HOST if shapes.fqdn_host(m.group(1)) else m.group(0), out)
-        for path in (HOME_PATH, USER_DIR):
+        for path in (HOME_PATH, HOME_PATH_ENCODED, USER_DIR):
             out = path.sub(lambda m: m.group(1) + (m.group(2) if m.group(2).startswith("<") else USER), out)
         for found in self._patterns():
             if found is not None:

@@ -59,7 +59,8 @@ HEADER_SPACED = re.compile(r"(?<![A-Za-z0-9_\-])((?:[A-Z][A-Za-z0-9]*-)+[A-Z][A-
                            r"(?=[\s\"',;)\]}]|$)")
 EMAIL = re.compile(r"(?<![A-Za-z0-9._%+\-])[A-Za-z0-9._%+\-]+@[A-Za-z0-9\-]+(?:\.[A-Za-z0-9\-]+)*\.[A-Za-z]{2,}(?![A-Za-z0-9\-])")
 USER_AT = re.compile(r"(?<![A-Za-z0-9._%+\-/])([A-Za-z_][A-Za-z0-9._\-]*)@(\[?[0-9A-Fa-f:.]+\]?|<ip>|<host>|[A-Za-z][A-Za-z0-9\-]*)(?![A-Za-z0-9.\-@])")
-URL_HOST = re.compile(r"(?i)(?<![a-z0-9+.\-])[a-z][a-z0-9+.\-]*://(?:[^\s/@]*@)?([A-Za-z][A-Za-z0-9\-]*(?:\.[A-Za-z0-9\-]+)*)")
+# A URL's host, after its user-info if any (`http://admin:pw@10.0.0.9/`: admin is a user, not the host)
+URL_HOST = re.compile(r"(?i)(?<![a-z0-9+.\-])[a-z][a-z0-9+.\-]*://(?:[^\s/@]*@|(?![^\s/@]*@))([A-Za-z][A-Za-z0-9\-]*(?:\.[A-Za-z0-9\-]+)*)")
 PRIVATE_SUFFIXES = (".lan", ".local", ".internal", ".home", ".localdomain", ".corp", ".intranet", ".cluster", ".private")
 # The public services a GB10 report names (package indexes, code and model hosts, NVIDIA's docs, forum and
 # registry): kept. Exact names: a subdomain of one (an in-house gitlab.nvidia.com) is some employer's machine.

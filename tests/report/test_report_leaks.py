@@ -220,7 +220,7 @@ def test_public_hosts_survive():
                                    "X-Key ", "X-A-", "X-Key abcdefgh:", "X-Key a.B-C", "A-Token abcdefgh ",
                                    # an address after `name:`, scp's HOST:/path, login passwords (2,000 `a:` took 85 s)
                                    "a:", "a1", "a-", "wandb login --a", " --a", " -", "docker login -x ", "<redacted>.a",
-                                   "ip-1-2-3-", "~a"])
+                                   "ip-1-2-3-", "~a", "a://a:", "%2Fhome%2Fa"])
 def test_the_new_scans_stay_linear(chunk):
     """A hostile 1 MB string of each new shape's pieces is learned from and redacted in bounded CPU time (each scan
     reads a run once)."""
@@ -383,3 +383,21 @@ def test_a_user_named_by_tilde_or_by_a_mounted_drive_is_learned_and_replaced():
     out = " ".join(r.text(t) for t in [*texts, "oscar carol dave"])
     assert not {"oscar", "carol", "dave"} & set(re.findall(r"\w+", out)), out
     assert r.text("cd ~/x, ~root/.bashrc") == "cd ~/x, ~root/.bashrc"
+
+
+def test_a_percent_encoded_home_path_is_learned_and_replaced():
+    """A file:// link or a query string carries the home path percent-encoded (`%2Fhome%2Fbobby`): the user
+    name was kept, there and wherever else it stood."""
+    texts = ["opened file%3A%2F%2F%2Fhome%2Fbobby%2Fmodels", "GET /load?path=%2fUsers%2ferin%2fx.gguf"]
+    r = redactor_for({"errors": [{"collector": "x", "error": t} for t in texts]})
+    out = " ".join(r.text(t) for t in [*texts, "bobby erin"])
+    assert not {"bobby", "erin"} & set(re.findall(r"[a-z]+", out)), out
+
+
+def test_the_user_in_a_urls_user_info_is_not_learned_as_a_host():
+    """`http://admin:pw@10.0.0.9/` taught `admin` as a host name, so every later "admin" became <host>; the
+    password still goes and the address too."""
+    r = redactor_for({"errors": [{"collector": "x", "error": "GET http://admin:pw@10.0.0.9/v1 failed"}]})
+    assert "admin" not in r.hosts
+    assert r.text("the admin page at http://admin:pw@10.0.0.9/v1") == "the admin page at http://<redacted>@<ip>/v1"
+    assert "spark-7" in redactor_for({"errors": [{"collector": "x", "error": "http://bob@spark-7:8000/"}]}).hosts
