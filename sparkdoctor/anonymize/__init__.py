@@ -102,6 +102,7 @@ JOINED_SECRET = re.compile(r"<redacted>(?:\.[A-Za-z0-9_=-]+)+\.<redacted>")
 # Runs of hex digits, colons and dots (linear to scan); those with two colons that parse are addresses.
 IPV6_CANDIDATE = re.compile(rf"(?<![{_W}:.])[0-9A-Fa-f:.]+(?:%[{_W}]+)?(?![{_W}:])")
 
+LONG_SECRET = 256  # a learned secret longer than this is replaced as a string (compiling a 1 MB one took seconds)
 KEY_WITH_DATA = re.compile(r"[/.:@\s]")
 
 # Facts paths whose strings are versions: never read as IPv4 addresses.
@@ -118,6 +119,7 @@ class Redactor:
     versions: set[str] = field(default_factory=set)
     enabled: bool = True
     _compiled: list[tuple[re.Pattern[str], str] | None] | None = None
+    _long_secrets: list[str] = field(default_factory=list)
 
     # ---- learning -------------------------------------------------------------------------------
     def learn_user(self, name: object) -> None:
@@ -201,8 +203,11 @@ class Redactor:
         if not self.enabled or not isinstance(value, str) or not value:
             return value
         out = _cut(value, shapes.pem_spans(value))  # first: a key's lines must not be taken apart by other scans
-        for secret in sorted(self.secrets, key=len, reverse=True):
+        secrets = self._patterns()[0]
+        for secret in self._long_secrets:
             out = out.replace(secret, SECRET)
+        if secrets is not None:
+            out = secrets[0].sub(SECRET, out)
         out = _cut(out, shapes.cli_password_spans(out))
         out = URL_CREDENTIALS.sub(lambda m: f"{m.group(1)}{SECRET}@", out)
         for pattern in TOKEN_PATTERNS:
@@ -220,7 +225,7 @@ class Redactor:
             out = shapes.FQDN.sub(lambda m: HOST if shapes.fqdn_host(m.group(1)) else m.group(0), out)
         for path in (HOME_PATH, HOME_PATH_ENCODED, USER_DIR):
             out = path.sub(lambda m: m.group(1) + (m.group(2) if m.group(2).startswith("<") else USER), out)
-        for found in self._patterns():
+        for found in self._patterns()[1:]:
             if found is not None:
                 out = found[0].sub(found[1], out)
         out = MAC_ADDRESS.sub(MAC, out)
@@ -257,14 +262,17 @@ class Redactor:
         return value
 
     def _patterns(self) -> list[tuple[re.Pattern[str], str] | None]:
-        """(pattern, replacement) for learned host names, then user names; strong and weak (see WEAK_NAMES). A
+        """(pattern, replacement) for learned secrets, host names, then user names; strong and weak (see WEAK_NAMES). A
         host-shaped name (a digit or a hyphen: spark-7f3a) is matched in any case, as DNS reads it (Alice-Spark is
         ALICE-SPARK); a host that is a plain word (alice, workstation), a weak one and a user name as learned (`Bob`
         the user, `bob` a word; a host called ubuntu must not take `Ubuntu 24.04`)."""
         if self._compiled is None:
             strong = {n for n in self.hosts if not _is_weak(n)}
             shaped = {n for n in strong if re.search(r"[\d\-]", n)}
-            self._compiled = [_words(shaped, False, HOST, any_case=True), _words(strong - shaped, False, HOST),
+            short = [s for s in self.secrets if len(s) <= LONG_SECRET]
+            self._long_secrets = sorted(self.secrets.difference(short), key=len, reverse=True)
+            secrets = (re.compile(shapes.alternation(short)), SECRET) if short else None
+            self._compiled = [secrets, _words(shaped, False, HOST, any_case=True), _words(strong - shaped, False, HOST),
                               _words(self.hosts, True, HOST), _words(self.users, False, USER), _words(self.users, True, USER)]
         return self._compiled
 
@@ -344,12 +352,12 @@ def _is_weak(name: str) -> bool:
 
 
 def _words(names: Iterable[str], weak: bool, word: str, any_case: bool = False) -> tuple[re.Pattern[str], str] | None:
-    ordered = sorted({n for n in names if n and _is_weak(n) == weak}, key=len, reverse=True)
-    if not ordered:
+    chosen = {n.lower() if any_case else n for n in names if n and _is_weak(n) == weak}
+    if not chosen:
         return None
     edge = f"{_NAME}/." if weak else _NAME  # a weak name touching a / or a . is a path or a dotted name, not a host
     flags = re.IGNORECASE if any_case else 0
-    return re.compile(rf"(?<![{edge}])(?:{'|'.join(re.escape(n) for n in ordered)})(?![{edge}])", flags), word
+    return re.compile(rf"(?<![{edge}])(?:{shapes.alternation(chosen)})(?![{edge}])", flags), word
 
 
 def _is_address(text: str) -> bool:

@@ -30,9 +30,10 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
 import re
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 NAMECH = r"A-Za-z0-9_\-"
 SECRET_SEGMENTS = frozenset({"key", "token", "secret", "password", "passwd", "pass", "pwd", "pw", "credential", "credentials", "auth",
@@ -302,3 +303,37 @@ def argv_secrets(items: list[object]) -> list[str]:
                 and secret_name(flag) and value and not value.startswith("-")):
             out.append(value)
     return out
+
+
+
+
+_TRIE_DEPTH = 200  # branch points on one path; deeper (`a`, `aa`, `aaa`, ... by the hundred) is a plain alternation
+
+
+class _TooDeep(Exception):
+    pass
+
+
+def alternation(words: Iterable[str]) -> str:
+    """A regex for any of `words`, the longest that matches first, laid out as a trie (a radix tree: each run that
+    words share is written once): the engine follows one branch a character, not every word at every position
+    (8,000 learned names were 12 s of redaction; 4x the names, 16x the time)."""
+    chosen = sorted(set(words))
+    try:
+        return _radix(chosen, 0)
+    except _TooDeep:
+        return "|".join(re.escape(w) for w in sorted(chosen, key=len, reverse=True))
+
+
+def _radix(words: list[str], depth: int) -> str:
+    """`words` sorted and distinct ("" first, when one of them ends here)."""
+    if depth > _TRIE_DEPTH:
+        raise _TooDeep
+    ends = words[0] == ""
+    parts = []
+    for _, grouped in itertools.groupby(words[1:] if ends else words, key=lambda w: w[0]):
+        group = list(grouped)
+        shared = os.path.commonprefix(group)
+        parts.append(re.escape(shared) + _radix([w[len(shared):] for w in group], depth + 1))
+    body = parts[0] if len(parts) == 1 else f"(?:{'|'.join(parts)})" if parts else ""
+    return f"(?:{body})?" if ends and body else body
