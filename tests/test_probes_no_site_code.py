@@ -122,6 +122,28 @@ def test_fix_and_whatif_scripts_see_path_line_dists_without_site(planted, tmp_pa
     assert ran(markers) == []
 
 
+@pytest.mark.parametrize("where", ["local", "container"])
+def test_mods_reads_the_site_folders_without_running_site_code(planted, tmp_path, cli, where):
+    """`mods check --python` (and `--container`, `recipe check` on a recipe with mods, what-if's upgraded tree) asked
+    the interpreter for its site folders with -I alone, which still runs site: the .pth line and sitecustomize.py
+    ran, twice. The folders are the venv's all the same, found without site, and the mod is judged against them."""
+    python, markers, extra = planted
+    clear(markers)
+    site = next(python.parent.parent.glob("lib/python*/site-packages"))
+    (site / "modpkg").mkdir(exist_ok=True)
+    (site / "modpkg" / "x.py").write_text("a = 1\nb = 2\nc = 3\n")
+    diff = tmp_path / "m.diff"
+    diff.write_text("--- a/modpkg/x.py\n+++ b/modpkg/x.py\n@@ -1,3 +1,3 @@\n a = 1\n-b = 2\n+b = 5\n c = 3\n")
+    if where == "local":
+        done = cli("mods", "check", str(diff), "--python", str(python), "--format", "json")
+        assert json.loads(done.stdout)["counts"] == {"applies": 1}, done.stdout + done.stderr
+    else:
+        from sparkdoctor.mods.trees import ContainerTree
+
+        assert ContainerTree(in_a_container(tmp_path, python)).dirs() == [str(site)]
+    assert ran(markers) == []
+
+
 @pytest.mark.parametrize("script", [inventory.SCRIPT, outside.SCRIPT, PIP_DRY], ids=lambda p: p.name)
 @pytest.mark.parametrize("flag", ["sparkdoctor_site", "sparkdoctor_site=True"])
 def test_a_script_given_no_absolute_folder_imports_nothing_from_the_current_one(tmp_path, script, flag):

@@ -69,7 +69,7 @@ def resolve_tree(options: ModsOptions) -> Tree:
     if options.releases:
         return ReleaseTree([parse_release(spec) for spec in options.releases])
     if options.site:
-        return SiteTree(list(options.site), " + ".join(str(s) for s in options.site))
+        return SiteTree(list(options.site), " + ".join(str(s) for s in options.site), confined=True)
     from sparkdoctor.mods.trees import this_python
 
     return venv_tree(options.python or _default_python() or this_python())

@@ -8,6 +8,7 @@ here ever writes to a target.
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 from dataclasses import dataclass, field
@@ -20,6 +21,7 @@ from sparkdoctor import proc
 from sparkdoctor.inputs import TooBig, UnreadableInput, read_bytes
 from sparkdoctor.mods.model import ModError, Verdict
 from sparkdoctor.released import Reader, RemoteError
+from sparkdoctor.released.http import TooLarge
 from sparkdoctor.targets.interface import FileError, FileTransport
 from sparkdoctor.text import one_line
 
@@ -94,21 +96,45 @@ def read_regular(path: Path) -> bytes | None:
         raise ModError(f"{path}: cannot read: {exc.strerror or exc}") from None
 
 
+# The interpreter's site folders, asked without `site` (-S: no .pth import line, no sitecustomize.py runs; a package's
+# code never runs when sparkdoctor only reads files). Without site a venv's interpreter starts at its base prefix
+# (before 3.11 always), so the venv is found as site's venv() finds it: pyvenv.cfg beside the interpreter or one up.
+SITE_FOLDERS_ARGV = ["-S", "-I", "-B", "-c", (
+    "import json,os,sys\n"
+    "d=os.path.dirname(os.path.abspath(sys.executable))\n"
+    "for v in (d,os.path.dirname(d)):\n"
+    " if os.path.isfile(os.path.join(v,'pyvenv.cfg')):\n"
+    "  sys.prefix=sys.exec_prefix=v;break\n"
+    "import sysconfig\n"  # after: Debian's reads the prefix as it is imported
+    "p=sysconfig.get_paths(vars={'base':sys.prefix,'platbase':sys.exec_prefix})\n"
+    "print(json.dumps([p['purelib'],p['platlib']]))")]
+
+
 @dataclass
 class SiteTree:
-    """Site folders on this machine: a venv's, or a folder standing for one (an unpacked image layer)."""
+    """Site folders on this machine: a venv's, or a folder standing for one (an unpacked image layer: `confined`, its
+    links are the image's, so one that leaves the folder names a file of the image, never one of this machine)."""
 
     dirs: list[Path]
     label: str
+    confined: bool = False
 
     def read(self, rel: str) -> bytes | None:
         if rel.startswith("/") or ".." in rel.split("/") or not rel:
             return None
         for folder in self.dirs:
+            if self.confined and not _inside(folder, folder / rel):
+                why = "is a link out of the site folder (in an image it names the image's file, not this machine's)"
+                raise NotPatchable(f"{folder / rel}: {why}", why, Verdict.CANNOT_TELL)
             data = read_regular(folder / rel)
             if data is not None:
                 return data
         return None
+
+
+def _inside(folder: Path, path: Path) -> bool:
+    root = os.path.realpath(folder)
+    return os.path.commonpath([root, os.path.realpath(path)]) == root
 
 
 def venv_tree(python: str) -> SiteTree:
@@ -117,8 +143,7 @@ def venv_tree(python: str) -> SiteTree:
     from sparkdoctor.targets.local import resolve_python_target
 
     python = resolve_python_target(python).python
-    code = "import json,sysconfig;p=sysconfig.get_paths();print(json.dumps([p['purelib'],p['platlib']]))"
-    result = proc.run([python, "-I", "-c", code], timeout=PROBE_TIMEOUT)
+    result = proc.run([python, *SITE_FOLDERS_ARGV], timeout=PROBE_TIMEOUT)
     if not result.ok:
         raise ModError(f"--python {python}: {result.describe_failure()}")
     try:
@@ -143,8 +168,7 @@ class ContainerTree:
 
     def dirs(self) -> list[str]:
         if self._dirs is None:
-            code = "import json,sysconfig;p=sysconfig.get_paths();print(json.dumps([p['purelib'],p['platlib']]))"
-            result = self.target.run_command([self.target.python, "-I", "-c", code], timeout=PROBE_TIMEOUT)
+            result = self.target.run_command([self.target.python, *SITE_FOLDERS_ARGV], timeout=PROBE_TIMEOUT)
             if not result.ok:
                 raise ModError(f"{self.label}: {result.describe_failure()}: {(result.stderr or '').strip()[-200:]}")
             try:
@@ -198,12 +222,12 @@ class ReleaseTree:
                 wheel = self._reader.release(name, version)
                 if rel not in set(wheel.names):
                     continue
-                data: bytes = wheel.read(rel)
+                data: bytes = wheel.read(rel, MAX_FILE)
+            except TooLarge as exc:  # judged by the size the wheel declares, before the member is fetched
+                why = f"is {exc.size} bytes, too large for a file a mod edits"
+                raise NotPatchable(f"{rel}: {why}", why, Verdict.CANNOT_TELL) from None
             except RemoteError as exc:
                 raise ModError(f"{name}=={version}: {exc}") from None
-            if len(data) > MAX_FILE:
-                why = f"is {len(data)} bytes, too large for a file a mod edits"
-                raise NotPatchable(f"{rel}: {why}", why, Verdict.CANNOT_TELL)
             return data
         return None
 

@@ -5,6 +5,7 @@ the whole run stopped on `cannot read: is a directory` before). Each is one file
 
 from __future__ import annotations
 
+import json
 import random
 import subprocess
 import sys
@@ -159,3 +160,28 @@ def test_the_cli_judges_a_diff_naming_a_folder_and_goes_on_to_the_next_mod(tmp_p
     doc = json.loads(done.stdout)
     assert doc["counts"] == {"fails": 1, "applies": 1}, doc["counts"]
     assert "is a directory" in doc["mods"][0]["files"][0]["detail"]
+
+
+def test_a_link_out_of_a_site_folder_is_not_read_on_this_machine(tmp_path):
+    """`--site` is a folder standing for an image's site folder: its links are the image's. One that left the folder
+    was read on this machine, and a diff whose context did not match quoted the host file's first line (an SSH
+    key's) in the verdict. It cannot be told now; a link that stays inside the folder is read as before."""
+    tree = site(tmp_path, BEFORE)
+    secret = tmp_path / "secret" / "id_ed25519"
+    secret.parent.mkdir()
+    secret.write_text("b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAE\n" + BEFORE)
+    toy = tree.dirs[0] / "vllm" / "toy.py"
+    toy.unlink()
+    toy.symlink_to(secret)
+    diff = write(tmp_path, "leak.patch", make_diff(BEFORE, AFTER))
+    done = subprocess.run([sys.executable, "-m", "sparkdoctor", "mods", "check", str(diff), "--site",
+                           str(tree.dirs[0]), "-f", "json"], capture_output=True, text=True, timeout=120,
+                          env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}, cwd=tmp_path)
+    assert "b3BlbnNzaC1rZXkt" not in done.stdout + done.stderr
+    [found] = json.loads(done.stdout)["mods"][0]["files"]
+    assert found["verdict"] == "cannot-tell" and "link out of the site folder" in found["detail"], found
+    inside = tree.dirs[0] / "vllm" / "real_toy.py"
+    inside.write_text(BEFORE)
+    toy.unlink()
+    toy.symlink_to("real_toy.py")
+    assert [f.verdict for f in judge_diff_text(make_diff(BEFORE, AFTER), tree, "ok.patch")] == [Verdict.APPLIES]
