@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
 from sparkdoctor.released import Index, Reader
 from sparkdoctor.released.http import Client
 from tests.released_server import Registry, build_sdist
@@ -60,3 +62,33 @@ def test_bounds_says_what_it_read_per_bound_and_in_all(tmp_path):
     assert doc["requests"] == sum(b["requests"] for b in doc["bounds"]) > 0
     last = warm.stdout.strip().splitlines()[-1]
     assert last.startswith(f"read {warm_sent / 1e6:.1f} MB from the registry in ") and " requests, " in last, warm.stdout
+
+
+def test_a_deflated_bomb_in_a_wheel_is_refused_by_its_declared_size_before_a_byte_is_fetched(tmp_path, monkeypatch):
+    """A member of 64 MiB of one repeated line deflates to ~64 kB: it was fetched, inflated whole into memory and
+    written to the cache, then judged too large (a 2.7 MB wheel held 600 MiB). The central directory's size is
+    judged first now: nothing of it is fetched or cached, and `mods check --release` says "too large"."""
+    from sparkdoctor.mods import Verdict
+    from sparkdoctor.mods.trees import MAX_FILE, NotPatchable, ReleaseTree
+    from sparkdoctor.released.http import TooLarge
+    from sparkdoctor.released.wheel import member_path
+    from tests.released_server import build_wheel
+
+    bomb = b"a = 1\n" * ((64 << 20) // 6)
+    wheel = build_wheel(tmp_path, "demo", "1.0", {"demo/x.py": bomb, "demo/ok.py": b"b = 2\n"})
+    with Registry() as reg:
+        reg.add("demo", wheel)
+        client = Client(timeout=30)
+        remote = Reader(index=Index(client, reg.url), root=tmp_path / "cache").release("demo", "1.0")
+        assert remote.read("demo/ok.py") == b"b = 2\n"
+        before = client.bytes_read
+        with pytest.raises(TooLarge, match="over the") as refused:
+            remote.read("demo/x.py", MAX_FILE)
+        assert refused.value.size == len(bomb)
+        assert client.bytes_read - before < 64 << 10  # not the member's 60 kB of deflate, nor its 64 MiB
+        assert not member_path(remote.dir, "demo/x.py").exists()
+        monkeypatch.setenv("SPARKDOCTOR_INDEX_URL", reg.url)
+        monkeypatch.setenv("SPARKDOCTOR_CACHE_DIR", str(tmp_path / "cache2"))
+        with pytest.raises(NotPatchable) as judged:
+            ReleaseTree([("demo", "1.0")]).read("demo/x.py")
+        assert judged.value.verdict is Verdict.CANNOT_TELL and f"is {len(bomb)} bytes, too large" in judged.value.why

@@ -52,7 +52,11 @@ class RemoteError(SparkdoctorError):
 
 
 class TooLarge(RemoteError):
-    """An answer longer than the reader's limit (nothing past the limit was read)."""
+    """An answer longer than the reader's limit (nothing past the limit was read); `size` when it was said."""
+
+    def __init__(self, message: str, size: int | None = None) -> None:
+        super().__init__(message)
+        self.size = size
 
 
 class RangeUnsupported(RemoteError):
