@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import os
 import re
 import shutil
 import subprocess
@@ -195,3 +196,37 @@ def test_an_installed_matrix_that_no_longer_loads_falls_back_to_the_bundled_one_
     m = load()
     assert m.source.startswith("bundled (the installed matrix does not load:") and "schema" in m.source
     assert m.get("new-entry-from-update") is None
+
+
+def test_a_git_source_is_bounded_in_size_and_installs_the_bytes_committed(tmp_path, data_home, monkeypatch):
+    """A clone took the whole source with no byte cap (150 MB of other files landed in TMPDIR; a remote one could fill
+    the disk within git's 300 s); and a matrix file's bytes were read as text, so a byte that is not UTF-8 was
+    installed as U+FFFD where the commit has it (the tarball path refuses such a file)."""
+    from sparkdoctor.track import sources
+
+    repo, _ = make_repo(tmp_path)
+    (repo / "big.bin").write_bytes(os.urandom(3 * 1024 * 1024))  # random: git cannot compress it
+    git("add", "-A", cwd=repo)
+    git("-c", "user.name=t", "-c", "user.email=t@e", "commit", "-qm", "big", cwd=repo)
+    commit = git("rev-parse", "HEAD", cwd=repo)
+    monkeypatch.setattr(sources, "MAX_CLONE", 2 * 1024 * 1024)
+    with pytest.raises(UpdateError, match="the clone passed 2 MiB; refusing the source"):
+        update_matrix(str(repo), commit=commit)
+    assert not data_home.exists() or not any(data_home.rglob("*.toml"))
+    monkeypatch.setattr(sources, "MAX_CLONE", 64 * 1024 * 1024)
+    driver = repo / "matrix" / "driver.toml"
+    driver.write_bytes(driver.read_bytes() + b"# \xff not utf-8\n")
+    git("-c", "user.name=t", "-c", "user.email=t@e", "commit", "-qam", "odd byte", cwd=repo)
+    with pytest.raises(UpdateError, match="driver.toml is not UTF-8 text"):
+        update_matrix(str(repo), commit=git("rev-parse", "HEAD", cwd=repo))
+    assert load().source == "bundled"
+
+
+def test_a_data_folder_that_cannot_hold_a_matrix_is_one_line_before_anything_is_fetched(tmp_path, monkeypatch):
+    """SPARKDOCTOR_DATA_DIR naming a file was an internal error (NotADirectoryError), after the whole source was
+    cloned: it is refused first, with the folder and the reason."""
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    monkeypatch.setenv("SPARKDOCTOR_DATA_DIR", str(afile))
+    with pytest.raises(UpdateError, match=r"matrix/versions: cannot make the matrix folder: Not a directory; nothing changed"):
+        update_matrix(str(tmp_path / "no-such-repo"), commit="0" * 40)  # the source is never reached

@@ -451,6 +451,9 @@ def test_track_rechecks_a_backport_uploaded_after_the_tracked_release(tmp_path):
         # the matrix tracked on a day after the backport: it was seen then, nothing new
         (folder / "tracking.toml").write_text('component = "tracking"\ntracked_on = "2026-07-09"\n[tracked]\ndemo = "0.4.0"\n')
         assert track(load(folder), reader_for(reg, tmp_path)).packages[0]["releases"] == []
+        # tracked on the backport's own day (a morning run; it was uploaded later that day): still re-checked
+        (folder / "tracking.toml").write_text('component = "tracking"\ntracked_on = "2026-07-08"\n[tracked]\ndemo = "0.4.0"\n')
+        assert track(load(folder), reader_for(reg, tmp_path)).packages[0]["backports"] == ["0.2.1"]
         # --since reaches back before it
         again = track(load(folder), reader_for(reg, tmp_path), since="2026-07-01")
         assert again.packages[0]["releases"] == ["0.2.1"] and any(p["field"] == "tracked_on" for p in again.proposals)

@@ -86,8 +86,9 @@ class TrackResult:
 
 
 def _uploaded_after(reader: object, package: str, since: str, on: str | None) -> tuple[set[str], dict[str, str]]:
-    """Versions not above `since` that were uploaded after the matrix was tracked (`on`, a date), or, with no
-    date, after `since` itself was uploaded: backports of an older line (cutlass-dsl 4.5.3 after 4.6.0)."""
+    """Versions not above `since` that were uploaded on or after the day the matrix was tracked (`on`, a date), or,
+    with no date, after `since` itself was uploaded: backports of an older line (cutlass-dsl 4.5.3 after 4.6.0). The
+    day itself counts: a run at 06:00 proposes that day, and a backport uploaded at 15:00 was otherwise never seen."""
     try:
         times = reader.upload_times(package) if hasattr(reader, "upload_times") else {}
     except RemoteError:
@@ -95,7 +96,7 @@ def _uploaded_after(reader: object, package: str, since: str, on: str | None) ->
     after = on or times.get(str(Version(since)), "")[:10]
     if not after:
         return set(), times
-    return {v for v, t in times.items() if t[:10] > after and Version(v) <= Version(since)}, times
+    return {v for v, t in times.items() if (t[:10] >= after if on else t[:10] > after) and Version(v) <= Version(since)}, times
 
 
 def _new_releases(reader: Reader, package: str, since: str, through: str | None, on: str | None = None) -> dict[str, Any]:

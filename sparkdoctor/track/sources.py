@@ -6,7 +6,9 @@ commit. Only `matrix/*.toml` is taken, nothing from the source is run, and every
   * a tarball is read as a stream, one member at a time, and refused whole at MAX_MEMBERS members or
     MAX_EXPANDED bytes expanded (a gzip bomb is stopped while it expands, not after), at a link, a device
     or a path out of its folder, and when its matrix files sit under more than one top folder;
-  * a git blob is sized before it is read, and one over MAX_FILE is refused (never cut short).
+  * a git clone is killed once its folder passes MAX_CLONE bytes (a source's other files would fill the disk);
+  * a git blob is sized before it is read, and one over MAX_FILE is refused (never cut short); its bytes are
+    checked against the blob's id, so what is installed is what was committed.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import os
 import re
 import shutil
 import tarfile
+import threading
 from pathlib import PurePosixPath
 
 from sparkdoctor import proc
@@ -35,6 +38,7 @@ MAX_TARBALL = 64 * 1024 * 1024  # the tarball as fetched (compressed)
 MAX_EXPANDED = 256 * 1024 * 1024  # what it expands to, headers included
 MAX_MEMBERS = 20_000
 MAX_FILE = 4 * 1024 * 1024  # one matrix file
+MAX_CLONE = 256 * 1024 * 1024  # a git source as cloned (a matrix repository is a few MB; this one's is 8 MB packed)
 TARBALL = (".tar.gz", ".tgz", ".tar")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _COMMIT = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
@@ -144,9 +148,28 @@ def tarball(source: str, sha256: str | None) -> tuple[dict[str, bytes], str]:
     return from_tarball(data, source), got
 
 
-def _git(args: list[str], label: str) -> str:
+def _git(args: list[str], label: str, watch: str | None = None) -> str:
+    """git, bounded in time; with `watch`, also killed once that folder passes MAX_CLONE bytes."""
     env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "GIT_ALLOW_PROTOCOL": "file:git:http:https:ssh", "GIT_CONFIG_NOSYSTEM": "1"}
-    result = proc.run(["git", "-c", "core.hooksPath=/dev/null", "-c", "protocol.ext.allow=never", *args], timeout=GIT_TIMEOUT, env=env)
+    running = proc.start(["git", "-c", "core.hooksPath=/dev/null", "-c", "protocol.ext.allow=never", *args], env=env)
+    done, over = threading.Event(), threading.Event()
+
+    def watch_size() -> None:
+        while watch is not None and not done.wait(0.2):
+            if _disk_use(watch) > MAX_CLONE:
+                over.set()
+                running.kill()
+                return
+
+    watcher = threading.Thread(target=watch_size, daemon=True)
+    watcher.start()
+    try:
+        result = running.result(GIT_TIMEOUT)
+    finally:
+        done.set()
+        watcher.join()
+    if over.is_set() or (watch is not None and _disk_use(watch) > MAX_CLONE):  # also one done between two looks
+        raise UpdateError(f"{label}: the clone passed {MAX_CLONE // (1024 * 1024)} MiB; refusing the source (nothing changed)")
     if not result.ok:
         lines = [x.strip() for x in (result.stderr or result.stdout or "").splitlines() if x.strip()]
         # git's reason is its first "fatal:"/"error:" line; what follows is advice ("Please make sure ...")
@@ -162,7 +185,7 @@ def from_git(source: str, commit: str | None) -> tuple[dict[str, bytes], str]:
     tmp = scratch(GIT_SCRATCH)  # named by pid: one left by a SIGKILLed update goes at the next
     try:
         repo = str(tmp / "repo")
-        _git(["clone", "--quiet", "--bare", "--no-hardlinks", "--", source, repo], source)  # a source is never an option
+        _git(["clone", "--quiet", "--bare", "--no-hardlinks", "--", source, repo], source, watch=repo)  # never an option
         found = proc.run(["git", "-C", repo, "rev-parse", "--verify", "--quiet", f"{commit}^{{commit}}"], timeout=GIT_TIMEOUT)
         if not found.ok or found.stdout.strip() != commit:
             raise UpdateError(f"{source}: commit {commit} is not in the repository")
@@ -189,4 +212,19 @@ def _blob(repo: str, blob: str, path: str, source: str) -> bytes:
     result = proc.run(["git", "-C", repo, "cat-file", "blob", blob], timeout=GIT_TIMEOUT, max_output=(MAX_FILE + 1, 1024))
     if not result.ok:
         raise UpdateError(f"{source}: cannot read {path}: {result.describe_failure()}")
-    return result.stdout.encode("utf-8")
+    data = result.stdout.encode("utf-8")  # read as UTF-8 text with \n line ends: checked against the blob's id
+    if hashlib.new("sha256" if len(blob) == 64 else "sha1", b"blob %d\0" % len(data) + data).hexdigest() != blob:
+        raise UpdateError(f"{source}: {path} is not UTF-8 text with \\n line ends as committed; refusing it")
+    return data
+
+
+def _disk_use(folder: str) -> int:
+    """Bytes a folder's files hold on disk (what a clone has written so far)."""
+    total = 0
+    for root, _dirs, names in os.walk(folder):
+        for name in names:
+            try:
+                total += os.lstat(os.path.join(root, name)).st_blocks * 512
+            except OSError:  # git renames and removes its temporary files as it goes
+                pass
+    return total

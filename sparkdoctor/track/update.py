@@ -108,6 +108,12 @@ class Updated:
 
 
 def update_matrix(source: str, sha256: str | None = None, commit: str | None = None) -> dict[str, Any]:
+    root = _root()
+    versions = root / "versions"
+    try:  # before anything is fetched: a data folder that cannot hold a matrix is one line, not a traceback
+        versions.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UpdateError(f"{versions}: cannot make the matrix folder: {exc.strerror or exc}; nothing changed") from None
     if source.lower().endswith(TARBALL):
         if commit:
             raise UpdateError(f"{source}: a tarball is pinned with --sha256, not --commit")
@@ -121,12 +127,12 @@ def update_matrix(source: str, sha256: str | None = None, commit: str | None = N
         files, pin = from_git(source, commit)
     if not files:
         raise UpdateError(f"{source}: no matrix/*.toml files in it; nothing changed")
-    root = _root()
-    versions = root / "versions"
-    versions.mkdir(parents=True, exist_ok=True)
     with _locked(root):
         _stale_staging(root)
-        return _install(root, versions, source, files, pin, "sha256" if sha256 else "commit")
+        try:
+            return _install(root, versions, source, files, pin, "sha256" if sha256 else "commit")
+        except OSError as exc:  # a full or read-only disk: the staging folder went, the matrix in use is untouched
+            raise UpdateError(f"{exc.filename or root}: cannot install the matrix: {exc.strerror or exc}") from None
 
 
 @contextlib.contextmanager
