@@ -105,6 +105,8 @@ def read_bytes(path: Path | str, max_bytes: int | None = None, stream: bool = Fa
     fd, st = _open(Path(path))
     try:
         if stat.S_ISREG(st.st_mode):
+            if max_bytes is not None and st.st_size > max_bytes:  # said before a byte is read (a 20 GB sparse file)
+                raise TooBig(max_bytes)
             _blocking(fd)
             return _read_all(fd, max_bytes)
         if stat.S_ISFIFO(st.st_mode) and stream:

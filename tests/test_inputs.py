@@ -203,3 +203,24 @@ def test_a_snapshot_file_larger_than_a_snapshot_is_refused_not_read_whole(tmp_pa
     argv = [a.format(big=big, snap=snap) for a in args]
     p = subprocess.run([sys.executable, "-m", "sparkdoctor", *argv], capture_output=True, text=True, timeout=300, cwd=root)
     assert p.returncode == 2 and p.stderr.count("\n") == 1 and "larger than 256 MiB" in p.stderr, p.stderr
+
+
+def test_a_regular_file_over_the_limit_is_refused_by_its_size_before_a_byte_is_read(tmp_path):
+    """A sparse 20 GB file as `history --import` read 256 MiB (4 s, 289 MB of memory) before it was refused: a regular
+    file says its size, so the refusal comes first. A file within the limit is read as before."""
+    import time
+
+    from sparkdoctor.inputs import TooBig, read_bytes
+
+    big = tmp_path / "sparse.json"
+    with open(big, "wb") as f:
+        f.truncate(20 * 1024**3)
+    started = time.process_time()
+    with pytest.raises(TooBig):
+        read_bytes(big, 256 * 1024**2)
+    assert time.process_time() - started < 0.5  # reading 256 MiB of zeros took seconds of CPU
+    small = tmp_path / "small.json"
+    small.write_bytes(b"{}")
+    assert read_bytes(small, 2) == b"{}"
+    with pytest.raises(TooBig):
+        read_bytes(small, 1)
