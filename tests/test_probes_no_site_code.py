@@ -191,6 +191,25 @@ print(json.dumps({{"path": [p for p in sys.path[1:] if p != {shared!r}], "prefix
 """
 
 
+def test_a_standard_module_name_in_the_cutlass_dsl_folder_never_runs(tmp_path, cli):
+    """nvidia-cutlass-dsl's .pth puts its dsl_packages folder first on the path, before the standard library: a
+    base64.py planted there ran when the probe imported base64, and `check` said PASS. The rebuild puts the folder
+    after the standard library (still before every site folder)."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "v")], check=True, timeout=120)
+    site = next((tmp_path / "v").glob("lib/python*/site-packages"))
+    dsl = site / "nvidia_cutlass_dsl" / "dsl_packages"
+    (dsl / "cutlass").mkdir(parents=True)
+    (site / "nvidia_cutlass_dsl_packages.pth").write_text(
+        "import sys, os, nvidia_cutlass_dsl; sys.path.insert(0, os.path.join(nvidia_cutlass_dsl.__path__[0], 'dsl_packages'))")
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    for name in ("base64", "json", "re", "subprocess", "tempfile", "zipfile", "csv", "email", "hashlib", "shutil"):
+        (dsl / f"{name}.py").write_text(f"open({str(markers / name)!r}, 'w').close()\n")
+    done = cli("check", "--no-kernels", "--python", str(tmp_path / "v" / "bin" / "python"), "--format", "json")
+    assert json.loads(done.stdout)["command"] == "check", done.stderr
+    assert ran(markers) == []
+
+
 def test_rebuilt_path_is_the_one_site_makes(tmp_path):
     """Path lines (absolute, relative, missing, repeated), comments, nvidia-cutlass-dsl 4.6+'s import line (its effect
     computed from the folders) and a venv's prefix: the same sys.path and sys.prefix as site, and the other import
@@ -212,9 +231,15 @@ def test_rebuilt_path_is_the_one_site_makes(tmp_path):
                                           env=env).stdout)
     rebuilt = json.loads(subprocess.run([str(python), "-S", "-B", "-X", "sparkdoctor_site", str(script)],
                                         capture_output=True, text=True, check=True, env=env).stdout)
-    assert rebuilt["path"] == with_site["path"] and rebuilt["prefix"] == with_site["prefix"] == str(tmp_path / "v")
     dsl = str(site / "nvidia_cutlass_dsl" / "dsl_packages")
-    assert rebuilt["path"][0] == dsl and str(tmp_path / "abs") in rebuilt["path"] and str(site / "rel") in rebuilt["path"]
+    # site puts the DSL's folder first; the rebuild puts it after the standard library, before every site folder
+    # (twice: site reads a venv's .pth files twice)
+    assert with_site["path"][:2] == [dsl, dsl]
+    rest = with_site["path"][2:]
+    first_site = rest.index(str(site))
+    assert rebuilt["path"] == [*rest[:first_site], dsl, dsl, *rest[first_site:]]
+    assert rebuilt["prefix"] == with_site["prefix"] == str(tmp_path / "v")
+    assert str(tmp_path / "abs") in rebuilt["path"] and str(site / "rel") in rebuilt["path"]
     # (listed twice: site reads a venv's .pth files twice, its venv() and then its prefixes)
     assert with_site["skipped"] == [] and set(rebuilt["skipped"]) == {"import os; os.environ.setdefault('NOBODY_READS_THIS', '1')"}
     # -S alone (whatif's scratch sites: only PYTHONPATH on purpose) rebuilds nothing

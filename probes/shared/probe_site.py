@@ -20,7 +20,8 @@ site skips them): a line that names a folder (relative to the .pth's folder) tha
 blank lines are skipped, and an `import` line is NOT run. The one exception is nvidia-cutlass-dsl 4.6+'s
 nvidia_cutlass_dsl_packages.pth, whose line puts nvidia_cutlass_dsl/dsl_packages first (where `import cutlass`
 finds the DSL): its effect is computed here from the folders (nvidia_cutlass_dsl is a namespace package in those
-wheels: importing it runs nothing) and the folder put first, so the probes still see the compiler `import cutlass`
+wheels: importing it runs nothing) and the folder put before every site folder (after the standard library, not
+before it as site puts it: a file there named like a standard module must not run in the probe), so the probes still see the compiler `import cutlass`
 would load. Every other import line is listed in SKIPPED: an import-hook editable install
 (`__editable___NAME_finder.install()`) is not put on the path, and the probes find such a package through its
 finder's mapping, read as text (probes/capabilities/capabilities_files.py).
@@ -63,7 +64,10 @@ def rebuild():
         return
     _DONE.append(True)
     known = _remove_duplicates()
-    front = _own_entries()
+    # Where cutlass-dsl's folder goes: site puts it first, before the standard library, so a file of that folder named
+    # like a standard module (base64.py) would run when the probe imports that module. Right after the interpreter's
+    # own entries, it still comes before every site folder (what it is for: `import cutlass` finds the DSL's).
+    front = len(sys.path)
     system_site, user_site = True, None
     venv = _venv()
     if venv is not None:
@@ -109,19 +113,6 @@ def _remove_duplicates():
             known.add(case)
     sys.path[:] = kept
     return known
-
-
-def _own_entries():
-    """How many of sys.path's first entries are the probe's own folders (its script's folder, probes/<name>/): site
-    ran before they were put there, so its sys.path.insert(0, ...) lands after them."""
-    probes = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    count = 0
-    for i, entry in enumerate(sys.path):
-        folder = os.path.abspath(entry or os.getcwd())
-        if not (i == 0 or os.path.dirname(folder) == probes):
-            break
-        count += 1
-    return count
 
 
 def _venv():
