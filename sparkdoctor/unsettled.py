@@ -26,7 +26,12 @@ def _folder() -> Path:
 
 
 def _path(target_key: str) -> Path:
-    return _folder() / (hashlib.sha256(target_key.encode()).hexdigest()[:16] + ".json")
+    return _folder() / (key_digest(target_key) + ".json")
+
+
+def key_digest(target_key: str) -> str:
+    """A target key's file name part (a path that is not UTF-8 keeps its bytes, as the file system gave them)."""
+    return hashlib.sha256(os.fsencode(target_key)).hexdigest()[:16]
 
 
 def mark(target_key: str, label: str, journal: str, doing: str) -> None:
@@ -103,8 +108,19 @@ def _running(found: Mapping[str, object]) -> bool:
 
 
 def local_key(python: str) -> str:
-    """A local interpreter's key: its folder resolved, its own name kept (a venv's bin/python is a
-    link to the base interpreter: resolving it whole would make every venv of one Python one target)."""
+    """A local interpreter's key: the environment it runs, so that a venv's bin/python, python3 and python3.11 are
+    one target (one lock, one mark): the venv's folder (pyvenv.cfg beside the interpreter's folder or in it, as site
+    finds it; resolving the interpreter would make every venv of one Python one target), else the interpreter
+    resolved (/usr/bin/python3 is /usr/bin/python3.11)."""
+    folder = os.path.realpath(os.path.dirname(os.path.abspath(python)))
+    for venv in (os.path.dirname(folder), folder):
+        if os.path.isfile(os.path.join(venv, "pyvenv.cfg")):
+            return venv
+    return os.path.realpath(python)
+
+
+def _named_key(python: str) -> str:
+    """The key marks were written under before they named the environment (the interpreter's folder and name)."""
     return os.path.join(os.path.realpath(os.path.dirname(os.path.abspath(python))), os.path.basename(python))
 
 
@@ -126,4 +142,6 @@ def for_target(desc: Mapping[str, object]) -> dict[str, object] | None:
                 return data
         return None
     python = desc.get("python")
-    return read(local_key(python)) if isinstance(python, str) and python else None  # one stat, one small read
+    if not isinstance(python, str) or not python:
+        return None
+    return read(local_key(python)) or read(_named_key(python))  # a stat or two, one small read
