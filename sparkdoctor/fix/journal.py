@@ -41,11 +41,15 @@ from sparkdoctor.fix.interface import (
     UnchangedError,
 )
 from sparkdoctor.fix.journal_schema import validate
+from sparkdoctor.inputs import read_bytes, read_text
 from sparkdoctor.locations import state_dir
 from sparkdoctor.targets.fileops import fsync_dir
 from sparkdoctor.targets.files import FileError, FileTransport, LocalFiles
+from sparkdoctor.unsettled import key_digest
 
 JOURNAL_VERSION = 2
+MAX_JOURNAL = 256 * 1024 * 1024  # journal.json and its outside-files record (one row a file of the target)
+MAX_MARKER = 64 * 1024  # a state marker or COMPLETE: one small JSON object or a hash
 COMPLETE, APPLYING, APPLIED, ROLLING_BACK, ROLLED_BACK = "COMPLETE", "applying", "applied", "rolling-back", "rolled-back"
 
 
@@ -84,8 +88,7 @@ def sha256_bytes(data: bytes) -> str:
 def target_lock(target_key: str, label: str) -> Iterator[None]:
     """One fix or rollback per target (inventory.target_key) at a time; a second one is refused at once."""
     folder = state_dir() / "locks"
-    key = hashlib.sha256(target_key.encode()).hexdigest()[:16]
-    path = folder / f"{key}.lock"
+    path = folder / f"{key_digest(target_key)}.lock"
     try:
         folder.mkdir(parents=True, exist_ok=True)
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)  # an empty file: nothing to flush on a full disk
@@ -124,9 +127,10 @@ class Journal:
         write_bytes(self.path / marker, (json.dumps(body, indent=1) + "\n").encode())
 
     def marker(self, marker: str) -> dict[str, object] | None:
-        try:
-            return json.loads((self.path / marker).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+        try:  # a regular file only, never waited on (a FIFO in its place hung fix), a small one
+            found: dict[str, object] = json.loads(read_text(self.path / marker, MAX_MARKER))
+            return found
+        except (OSError, ValueError, RecursionError):
             return None
 
     def status(self) -> str:
@@ -163,7 +167,7 @@ class Journal:
         if not meta:
             return None
         try:
-            body = (self.path / meta["file"]).read_bytes()
+            body = read_bytes(self.path / meta["file"], MAX_JOURNAL)
         except OSError as exc:
             raise JournalError(f"{self.path}/{meta['file']}: cannot read: {exc.strerror or exc}") from None
         if sha256_bytes(body) != meta["sha256"]:
@@ -263,21 +267,22 @@ def load(ident: str | None) -> Journal:
     root = journals_dir()
     if ident:
         path = Path(ident) if os.sep in ident else root / ident
-    else:
+    else:  # the last apply: the newest journal that changed the target (a newer planned or half-written one did not)
         found = history()
         if not found:
             raise NoSuchJournal(f"no fix journals in {root}: nothing to roll back")
-        path = found[0].path
+        changed = [j for j in found if j.damaged or j.status() not in ("planned", "half-written")]
+        path = (changed or found)[0].path
     if not path.is_dir() or not is_journal(path):
         raise NoSuchJournal(f"{path}: no such fix journal (see sparkdoctor fix --history)")
     journal = Journal(path, {})
     if not journal.has(COMPLETE):
         return journal
-    try:
-        body = (path / "journal.json").read_bytes()
-        want = (path / COMPLETE).read_bytes().decode("utf-8", "replace").strip()  # not UTF-8: matches no hash
-    except OSError as exc:
-        raise FixError(f"{path}: cannot read the journal: {exc.strerror or exc}") from None
+    try:  # regular files only, never waited on, bounded (sparkdoctor.inputs)
+        body = read_bytes(path / "journal.json", MAX_JOURNAL)
+        want = read_bytes(path / COMPLETE, MAX_MARKER).decode("utf-8", "replace").strip()  # not UTF-8: matches no hash
+    except OSError as exc:  # damaged: exit 4, as a journal that does not match its marker
+        raise JournalError(f"{path}: cannot read the journal: {exc.strerror or exc}; not trusted") from None
     if sha256_bytes(body) != want:
         raise JournalError(f"{path}/journal.json does not match its COMPLETE marker: the journal is damaged; not trusted")
     try:

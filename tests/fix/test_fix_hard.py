@@ -213,6 +213,42 @@ def test_an_applied_journal_that_lost_its_complete_marker_does_not_say_nothing_c
     record("COMPLETE marker deleted after apply, then --rollback", "refused (exit 4), says the target may be half-changed")
 
 
+@pytest.mark.parametrize("what", ["fifo", "folder"])
+def test_a_journal_file_that_is_no_regular_file_is_refused_at_once(applied_once, what):
+    """journal.json (or COMPLETE, or a state marker) as a FIFO hung `fix --history`, `--rollback` and even a plan
+    until something wrote into it; a folder in its place was exit 5 ("the apply failed"), not 4 (damaged)."""
+    python, env_file, pins, _before, after, journal = applied_once
+    (journal / "journal.json").unlink()
+    if what == "fifo":
+        os.mkfifo(journal / "journal.json")
+    else:
+        (journal / "journal.json").mkdir()
+    back = fix_cli(None, "--rollback", env=OFFLINE, timeout=120)
+    assert not back.timed_out and back.returncode == 4, back.stdout + back.stderr
+    assert "cannot read the journal" in one_line(back.stderr)
+    listed = fix_cli(None, "--history", env=OFFLINE, timeout=120)
+    assert not listed.timed_out and listed.returncode == 0 and "damaged" in listed.stdout, listed.stdout + listed.stderr
+    assert scenario.diff(after, scenario.state(python, [env_file, pins])) == []
+    record(f"journal.json a {what}, then --rollback and --history", "refused at once (exit 4), listed as damaged")
+
+
+def test_a_rollback_without_an_id_undoes_the_last_apply_past_newer_journals_that_changed_nothing(applied_once):
+    """A SIGKILL while a journal is made leaves a half-written one (copies/ and wheels/, nothing else), and a refused
+    verify leaves a planned one: either, newest, made `fix --rollback` say "nothing was changed" and exit 0 while the
+    apply before it stayed applied."""
+    python, env_file, pins, before, _after, journal = applied_once
+    for name in ("29991231-000000-aaaaaa", "29991231-000001-bbbbbb"):
+        newer = journal.parent / name
+        (newer / "copies").mkdir(parents=True)
+        (newer / "wheels").mkdir()
+    back = fix_cli(None, "--rollback", env=OFFLINE)
+    assert back.returncode == 0 and journal.name in back.stdout + back.stderr, back.stdout + back.stderr
+    assert scenario.diff(before, scenario.state(python, [env_file, pins])) == []
+    assert jr.load(journal.name).status() == "rolled back"
+    for name in ("29991231-000000-aaaaaa", "29991231-000001-bbbbbb"):
+        shutil.rmtree(journal.parent / name)
+
+
 # ---- 4. an interrupted fix is visible; its children die with it -------------------------------------------
 
 CHILD = textwrap.dedent("""

@@ -43,9 +43,10 @@ def error(p: subprocess.CompletedProcess, code: int, *needles: str) -> None:
 def test_target_keys_and_labels():
     local = {"kind": "python", "python": sys.executable}
     ctr = {"kind": "container", "container": "vllm_node", "python": "/opt/venv/bin/python", "image_id": "sha256:ab"}
-    # the folder resolved, the name kept: two venvs of one base interpreter are two targets (their bin/python
-    # links both resolve to it)
-    assert target_key(local) == os.path.join(os.path.realpath(os.path.dirname(sys.executable)), os.path.basename(sys.executable))
+    # the environment: a venv's folder (as Python itself says: sys.prefix), else the interpreter resolved; two venvs
+    # of one base interpreter are two targets (their bin/python links both resolve to it)
+    venv = sys.prefix != sys.base_prefix
+    assert target_key(local) == os.path.realpath(sys.prefix if venv else sys.executable)
     assert target_key({"kind": "python", "python": "/a/v1/bin/python"}) != target_key({"kind": "python", "python": "/a/v2/bin/python"})
     assert target_key(ctr) == "container:vllm_node:/opt/venv/bin/python"  # never resolved against this machine's files
     assert target_label(ctr) == "container vllm_node: /opt/venv/bin/python" and target_label(local) == sys.executable
