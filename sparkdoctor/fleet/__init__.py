@@ -118,9 +118,8 @@ class FleetResult:
     def exit_code(self) -> int:
         if self.down or not self.reports or self.unprobed:  # a node not checked: never "0 risky differences"
             return EXIT_FLEET_NODE_DOWN
-        if self.memory is not None and self.memory.blocking():
-            return EXIT_FLEET_REFUSE
-        if self.risky or any(r.failing() for r in self.reports.values()):
+        blocked = self.memory is not None and self.memory.blocking()  # the launch does not fit on a node as written
+        if blocked or self.risky or any(r.failing() for r in self.reports.values()):
             return EXIT_FLEET_REFUSE
         return EXIT_FLEET_GO
 

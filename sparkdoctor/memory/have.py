@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -267,7 +267,7 @@ def _merge_nvml(have: Have, gpus: list[dict[str, Any]], root: Path) -> None:
             gpu_bytes = used_mib * 2**20 if isinstance(used_mib, int) else None
             known = by_pid.get(pid)
             if known is not None:
-                by_pid[pid] = Holder(known.pid, known.name, known.rss_bytes, known.devices, gpu_bytes, known.container)
+                by_pid[pid] = replace(known, gpu_bytes=gpu_bytes)
             else:
                 name, rss = _status(root, pid)
                 by_pid[pid] = Holder(pid, p.get("name") or name, rss, [], gpu_bytes, _container_of(root, pid))
@@ -323,16 +323,11 @@ def sample(pids: set[int], root: Path | None = None) -> tuple[int | None, int | 
     return (available * KIB if isinstance(available, int) else None), (sum(rss) if rss else None)
 
 
-def cgroup_limit(pid: int, root: Path | None = None) -> int | None:
-    """The memory limit of the cgroup process `pid` is in (cgroup v2 memory.max, v1 memory.limit_in_bytes), or None:
-    no limit, no memory controller, a process gone. A v1 "no limit" is a huge number: anything past MemTotal is none."""
-    return cgroup_room(pid, root)[0]
-
-
 def cgroup_room(pid: int, root: Path | None = None) -> tuple[int | None, int | None]:
     """(the limit, what the cgroup uses now: memory.current / memory.usage_in_bytes less its reclaimable page cache)
     of the memory cgroup that binds process `pid`: its own or an ancestor's (a systemd slice's MemoryMax binds every
-    unit under it), whichever leaves the least room; (None, None) without a limit."""
+    unit under it), whichever leaves the least room; (None, None) without a limit (no memory controller, a process
+    gone; a v1 "no limit" is a huge number: anything past MemTotal is none)."""
     root = host_root() if root is None else Path(root)
     total = (meminfo(root) or {}).get("total_kib")
     best: tuple[int, int | None] | None = None

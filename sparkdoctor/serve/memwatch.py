@@ -66,11 +66,11 @@ class MemoryWatch:
                 return
 
     def sample(self) -> None:
-        from sparkdoctor.memory.have import cgroup_limit, sample
+        from sparkdoctor.memory.have import cgroup_room, sample
 
         live = set(groups.members(self.pgid))
         available, rss = sample(live, LIVE)  # the server runs here: this machine's /proc, whatever host root is set
-        limit = cgroup_limit(self.pid, LIVE) if self.pid in live else None
+        limit = cgroup_room(self.pid, LIVE)[0] if self.pid in live else None
         t = round(time.monotonic() - self.t0, 2)
         with self._lock:
             self._pids.update(live)

@@ -62,7 +62,7 @@ def bracket(entry: Entry, package: str, spec: str, reader: Reader, tracking: Tra
             log: Log | None = None) -> BoundResult:
     """One bound of one entry, bracketed (or not) on the released files."""
     out = BoundResult(entry.id, package, spec, "not-bracketed", "")
-    table = table_for(entry, tracking.family(package)) if entry.files else None
+    table = table_for(entry, tracking.family(package))
     if table is None and entry.unbracketable:
         out.why = f"unbracketable (the entry says): {entry.unbracketable}"
         return out

@@ -135,10 +135,6 @@ class UnionFiles:
                 part.close()
 
 
-def run_checks(checks: tuple[FileCheck, ...], files: Members) -> list[tuple[FileCheck, bool]]:
-    return [(c, check_holds(c, files)) for c in checks]
-
-
 def check_holds(check: FileCheck, files: Members) -> bool:
     members = [n for n in files.names if fnmatch.fnmatchcase(n, check.path)]
     if check.kind == "exists":
@@ -175,7 +171,7 @@ def checks_on(table: FilesTable, version: str, role: str, log: Log | None = None
         parts += [WheelFiles(wheel(other, version)) for other in table.also if version in released_versions(other)]
         files = UnionFiles(parts) if len(parts) > 1 else parts[0]
         try:
-            run.results = run_checks(table.checks, files)
+            run.results = [(c, check_holds(c, files)) for c in table.checks]
             run.evidence = [f"{name}: cubins {', '.join(archs) or 'none'} ({FAMILY_CAVEAT})" for name, archs in files.cubin_listings.items()]
         finally:
             files.close()
@@ -232,7 +228,7 @@ def remote_run(reader: Reader, package: str, checks: tuple[FileCheck, ...], vers
         for part in parts:  # libraries are streamed, as far as their checks need (sparkdoctor.released.elf)
             part.wheel.prefetch(sorted({n for c in checks if c.kind != "exists" for n in part.names if _glob(c.path, n) and not is_library(n)}))
         files = UnionFiles(parts) if len(parts) > 1 else parts[0]
-        run.results = run_checks(checks, files)  # the same interface as WheelFiles
+        run.results = [(c, check_holds(c, files)) for c in checks]  # the same interface as WheelFiles
         run.evidence = [reader.picked(p, version, dist) for p in read]
         run.evidence += [line for part in parts for line in part.evidence()]
         unmatched = [c.label for c in checks if c.kind != "exists" and not any(_glob(c.path, n) for n in files.names)]
@@ -249,11 +245,6 @@ def _glob(pattern: str, name: str) -> bool:
 def tables_of(entry: Entry) -> tuple[FilesTable, ...]:
     """Every files table of the entry (one per package it reads)."""
     return parse_files_tables(entry.files, f"{entry.file}: entry {entry.id}")
-
-
-def table_of(entry: Entry) -> FilesTable:
-    """The entry's first files table (the one bisect and latest follow)."""
-    return tables_of(entry)[0]
 
 
 def table_for(entry: Entry, family: set[str] | frozenset[str]) -> FilesTable | None:
@@ -289,7 +280,7 @@ def verify_files(entry: Entry, log: Log | None = None) -> FileResult:
 def bisect(entry: Entry, log: Log | None = None, versions: tuple[str, ...] | None = None) -> dict[str, object]:
     """Find where the entry's claim stops holding between its newest affected and oldest fixed
     version (binary search over the released versions), and compare it with the entry's bound."""
-    table = table_of(entry)
+    table = tables_of(entry)[0]  # the first files table: the one bisect and latest follow
     if not table.fixed:
         return {"id": entry.id, "verdict": "error", "why": "the files table lists no fixed version to bisect towards"}
     released = list(versions or released_versions(table.package))
@@ -338,7 +329,7 @@ def bisect(entry: Entry, log: Log | None = None, versions: tuple[str, ...] | Non
 
 def latest(entry: Entry, log: Log | None = None) -> dict[str, object]:
     """Run the entry's file checks on the newest release: does the entry's range still describe it?"""
-    table = table_of(entry)
+    table = tables_of(entry)[0]
     try:
         newest = released_versions(table.package)[-1]
     except (WheelError, IndexError) as exc:

@@ -135,18 +135,17 @@ class WhatIf:
 
     def gate(self, fail_on: str = "error") -> bool:
         """Does the upgrade introduce a finding (of the box, of the recipe or of its mods) at or above fail_on?"""
-        severities = [f.severity for f in self.introduced]
-        if self.recipe is not None:
-            severities += [f.severity for f in self.recipe.introduced]
-            severities += [str(f["severity"]) for f in (self.recipe.mods.introduced if self.recipe.mods else [])]
-        return any(SEVERITY.get(s, 0) >= SEVERITY[fail_on] for s in severities)
+        return self._reaches("introduced", fail_on)
 
     def remaining(self, fail_on: str = "error") -> bool:
         """Is a finding at or above fail_on still there after the upgrade (unchanged: of the box, of the recipe, of its mods)?"""
-        severities = [f.severity for f in self.unchanged]
+        return self._reaches("unchanged", fail_on)
+
+    def _reaches(self, rows: str, fail_on: str) -> bool:
+        severities = [f.severity for f in getattr(self, rows)]
         if self.recipe is not None:
-            severities += [f.severity for f in self.recipe.unchanged]
-            severities += [str(f["severity"]) for f in (self.recipe.mods.unchanged if self.recipe.mods else [])]
+            severities += [f.severity for f in getattr(self.recipe, rows)]
+            severities += [str(f["severity"]) for f in (getattr(self.recipe.mods, rows) if self.recipe.mods else [])]
         return any(SEVERITY.get(s, 0) >= SEVERITY[fail_on] for s in severities)
 
     def to_json(self) -> dict[str, object]:

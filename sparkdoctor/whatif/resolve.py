@@ -160,12 +160,10 @@ def resolve_upgrade(target: Target, python: str, specs: list[str], facts: Facts,
         raise ResolveError(f"pip's dry run did not finish: {result.describe_failure()}")
     if not result.ok:  # run again without --quiet: pip says which requirements conflict only then
         loud = run(dry_run_argv(pip, specs, constraints, quiet=False, no_deps=no_deps), RESOLVE_TIMEOUT)
-        unreachable = None
         debug = None
         if _NO_VERSION.search((loud.stderr or "") + "\n" + (loud.stdout or "")):  # was it the index, or a file pip skipped?
             debug = run(dry_run_argv(pip, specs, constraints, quiet=False, no_deps=no_deps, extra=("-vv",)), RESOLVE_TIMEOUT)
-            unreachable = _unreachable(debug)
-        if unreachable:
+        if debug is not None and (unreachable := _unreachable(debug)):
             raise ResolveError(f"{' '.join(specs)}: the package index cannot be reached from {python} ({unreachable}): "
                                "nothing is predicted")
         raise ResolveError(f"{' '.join(specs)} cannot be resolved in {python}: {conflict(loud)}{_no_wheel(loud, debug)}")
