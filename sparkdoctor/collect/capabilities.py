@@ -12,10 +12,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from sparkdoctor.collect import Collector, CollectorError, Context
-from sparkdoctor.targets.early import CAPABILITIES
+from sparkdoctor.targets.early import CAPABILITIES, capabilities_cache_file
 from sparkdoctor.targets.local import TargetError, parse_json_probe, probe_entry
 from sparkdoctor.targets.probe import PROBE as TARGET_PROBE
-from sparkdoctor.targets.probe import Prestarted, capabilities_cache_file, probe_env
+from sparkdoctor.targets.probe import Prestarted, probe_env
 
 PROBE_TIMEOUT = 15.0
 TARGET_TIMEOUT = 15.0  # the target probe's own limit (collect/targetenv.py)
@@ -59,7 +59,8 @@ def _from_target_probe(ctx: Context, early: Prestarted) -> dict[str, object] | N
 
 def cache_file(ctx: Context) -> Path | None:
     who = str((ctx.target.describe() or {}).get("python") or ctx.target.describe())
-    return capabilities_cache_file(Path(ctx.cache_dir) if ctx.cache_dir is not None else None, who, ctx.use_cache)
+    path = capabilities_cache_file(None if ctx.cache_dir is None else str(ctx.cache_dir), who, ctx.use_cache)
+    return None if path is None else Path(path)
 
 
 # Reads installed files only: runs beside the target probe (for a local check, inside its process).

@@ -14,6 +14,7 @@ as FILE:LINE in facts.errors and reading goes on.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shlex
@@ -195,15 +196,13 @@ def _name_from_location(location: str) -> tuple[str | None, str | None]:
         raise BadLine(f"not a URL: {exc}") from None
     egg = re.search(r"(?:^|&)egg=([^&]+)", parts.fragment)
     filename = unquote(os.path.basename(parts.path if _URL_RE.match(location) else location))
-    try:
+    with contextlib.suppress(InvalidWheelFilename, InvalidSdistFilename):
         if filename.endswith(".whl"):
             name, version, _, _ = parse_wheel_filename(filename)
             return str(name), str(version)
         if filename.lower().endswith(_ARCHIVES):
             name, version = parse_sdist_filename(filename)
             return str(name), str(version)
-    except (InvalidWheelFilename, InvalidSdistFilename):
-        pass
     if egg:
         return egg.group(1).split("[")[0], None
     return None, None

@@ -14,6 +14,7 @@ sparkdoctor. The answers are raw (compute capability, not arch): the parent inte
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import json
 import sys
@@ -67,18 +68,14 @@ def _session(nv: ModuleType, read: Callable[[ModuleType], dict[str, object]],
     except nv.NVMLError as exc:
         return {"failed": f"NVML: {_nvml_error(exc)}"}
     finally:
-        try:
+        with contextlib.suppress(nv.NVMLError):
             nv.nvmlShutdown()
-        except nv.NVMLError:
-            pass
 
 
 def _read(nv: ModuleType) -> dict[str, object]:
     driver: dict[str, object] = {"version": _text(nv.nvmlSystemGetDriverVersion())}
-    try:
+    with contextlib.suppress(nv.NVMLError):  # libcuda may still tell it
         driver["cuda_encoded"] = int(nv.nvmlSystemGetCudaDriverVersion())
-    except nv.NVMLError:
-        pass  # libcuda may still tell it
     gpus = []
     for index in range(nv.nvmlDeviceGetCount()):
         handle = nv.nvmlDeviceGetHandleByIndex(index)

@@ -7,6 +7,7 @@ what is in the container is the container's, what is under it is the host's.
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 from sparkdoctor.collect.hostroot import host_root
@@ -15,12 +16,9 @@ from sparkdoctor.collect.hostroot import host_root
 def local_host() -> dict[str, object]:
     uname = os.uname()
     host: dict[str, object] = {"os": None, "machine": uname.machine, "kernel": uname.release}
-    try:
-        with open(host_root() / "etc" / "os-release", encoding="utf-8", errors="replace") as fh:
-            for line in fh.read(64 * 1024).splitlines():
-                if line.startswith("PRETTY_NAME="):
-                    host["os"] = line.split("=", 1)[1].strip().strip("\"'")
-                    break
-    except OSError:
-        pass
+    with contextlib.suppress(OSError), open(host_root() / "etc" / "os-release", encoding="utf-8", errors="replace") as fh:
+        for line in fh.read(64 * 1024).splitlines():
+            if line.startswith("PRETTY_NAME="):
+                host["os"] = line.split("=", 1)[1].strip().strip("\"'")
+                break
     return host

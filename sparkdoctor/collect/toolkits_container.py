@@ -32,7 +32,7 @@ from sparkdoctor.collect.toolkits import (
     parse_version,
 )
 from sparkdoctor.kernels import assemble, tools, verdict
-from sparkdoctor.kernels.assemble import Job, job_key, new_record
+from sparkdoctor.kernels.assemble import Job
 from sparkdoctor.kernels.cache import Cache
 from sparkdoctor.kernels.collector import compile_arch, selected_probes, target_arch
 from sparkdoctor.kernels.cubin import cubin_problem
@@ -203,28 +203,17 @@ def run_kernels(ctx: Context) -> dict[str, object]:
         arch, arch_note = compile_arch(probe, arch_value)
         notes[probe.id] = (arch_note, "home") if arch_note else (note, source)
         for rank, tool in enumerate(tools.preferred(usable, arch)):
-            job = Job(probe, tool, arch, "target", primary=rank == 0)
-            job.record = new_record(job)
-            jobs.append(job)
+            jobs.append(Job(probe, tool, arch, "target", primary=rank == 0))
     hung: set[str] = set()
     lock = threading.Lock()
     runner = container_runner(ctx.target)
     # ctx.cache_dir is this container image's own folder (container_inspect.cache_root_for)
     cache = Cache(Path(ctx.cache_dir) / "kernels" if ctx.cache_dir else None, read=ctx.use_cache)
-    pending = []
-    for job in jobs:
-        job.key = job_key(job)
-        hit = cache.get(job.key)
-        if hit is None:
-            pending.append(job)
-        else:
-            job.record.update(hit[0], cached=True)
+    pending = cache.lookup(jobs)
     with tempfile.TemporaryDirectory(prefix="sparkdoctor-kernels-") as workdir:
         with ThreadPoolExecutor(max_workers=4) as pool:
             list(pool.map(lambda j: assemble.compile_job(j, Path(workdir), hung, lock, runner), pending))
-    for job in pending:
-        if job.cacheable:
-            cache.put(job.key, job.record, job.cubin)
+    cache.store(pending)
     for job in jobs:
         if job.record["compiled"]:
             job.record["sass"] = "SASS not read: compiled inside the container (the disassembler is the host's)"

@@ -14,18 +14,10 @@ One module per job, imported in this order (each only from those before it):
   verdict    one probe's status and detail from its runs
   collector  the plan and the wiring: the COLLECTOR `check` runs
 
-Each .ptx file opens with a comment block of TOML (`// key = value`) that describes the probe:
-  id, title, instruction   what is probed
-  family                   arch bases the probe is about (["sm_120", "sm_121"])
-  home_arch                what to compile for when the target is outside the family
-  needs_suffix             the instruction exists only on arch-specific (a) / family (f) targets
-  always                   part of every check (false: only when the target is in the family)
-  sass                     regex the disassembly must match
-  entry, threads, params   the kernel, its one-block launch, its pointer parameters in order
-  inputs, reference        fp_reference functions: the input bytes, and the expected outputs
-The source contains `.target @ARCH@`; the arch is put in at compile time, and `.version` is raised
-to the first PTX ISA that knows that arch (8.7 for sm_120a, 8.8 for sm_121a): a probe written for
-8.7 then still assembles for sm_120a with CUDA 12.8.
+Each .ptx file opens with a TOML header in `//` comments (the fields: probes/kernels/README.md, "Writing a
+probe"; checked by probes.parse_probe). Its `.target @ARCH@` gets the arch at compile time, and `.version` is
+raised to the first PTX ISA that knows that arch: a probe written for 8.7 then still assembles for sm_120a with
+CUDA 12.8.
 
 Results are cached by (the ptxas binary's realpath, size, mtime and version, and every wrapper
 script's realpath, size, mtime and bytes; probe source; arch; disassembler); a GPU run additionally

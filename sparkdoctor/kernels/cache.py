@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from sparkdoctor.files import write_cache_entry
-from sparkdoctor.kernels.assemble import CACHE_VERSION
+from sparkdoctor.kernels.assemble import CACHE_VERSION, Job, job_key, new_record
 
 
 class Cache:
@@ -36,3 +36,20 @@ class Cache:
             return
         body = {"v": CACHE_VERSION, "key": key, "record": {k: v for k, v in record.items() if k != "cached"}}
         write_cache_entry(self.root / f"{key}.json", json.dumps(body).encode())
+
+    def lookup(self, jobs: list[Job]) -> list[Job]:
+        """Key each job and give it a fresh record, filled from the cache where it answers; the jobs it does not."""
+        pending = []
+        for job in jobs:
+            job.key, job.record = job_key(job), new_record(job)
+            hit = self.get(job.key)
+            if hit is None:
+                pending.append(job)
+            else:
+                job.record.update(hit[0], cached=True)
+        return pending
+
+    def store(self, jobs: list[Job]) -> None:
+        for job in jobs:
+            if job.cacheable:
+                self.put(job.key, job.record, job.cubin)

@@ -14,7 +14,7 @@ from pathlib import Path
 from sparkdoctor.arch import ARCH_RE, arch_base, settle
 from sparkdoctor.collector import Collector, Context
 from sparkdoctor.kernels import assemble, gpu_run, sass, tools, verdict
-from sparkdoctor.kernels.assemble import Job, job_key, new_record
+from sparkdoctor.kernels.assemble import Job
 from sparkdoctor.kernels.cache import Cache
 from sparkdoctor.kernels.probes import Probe, load_probes
 
@@ -77,15 +77,7 @@ def run(ctx: Context) -> dict[str, object]:
 
     jobs, arch_notes = _plan(ctx, probes, usable, target, source, target_note)
     cache = Cache(ctx.cache_dir / "kernels" if ctx.cache_dir else None, read=ctx.use_cache)
-    pending = []
-    for job in jobs:
-        job.key = job_key(job)
-        job.record = new_record(job)
-        hit = cache.get(job.key)
-        if hit is None:
-            pending.append(job)
-        else:
-            job.record.update(hit[0], cached=True)
+    pending = cache.lookup(jobs)
 
     needs_gpu = any(j.purpose == "target" and gpu_run.matching_gpu(ctx.facts.gpus, j.arch) for j in jobs)
     folder = tempfile.TemporaryDirectory(prefix="sparkdoctor-kernels-") if pending or needs_gpu else nullcontext()
@@ -93,9 +85,7 @@ def run(ctx: Context) -> dict[str, object]:
         workdir = Path(name) if name else None
         if pending and workdir is not None:
             _compile_phase(pending, workdir)
-            for job in pending:
-                if job.cacheable:
-                    cache.put(job.key, job.record, job.cubin)
+            cache.store(pending)
         gpu_run.gpu_phase(jobs, ctx, cache, workdir)
     return {"kernels": {p.id: verdict.entry(p, [j.record for j in jobs if j.probe is p], *arch_notes[p.id]) for p in probes}}
 

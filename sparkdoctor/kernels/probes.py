@@ -108,13 +108,9 @@ def parse_probe(path: Path) -> Probe:
             parse_arch(arch)
         except ValueError as exc:
             raise ProbeError(f"{path}: {exc}") from None
-    return Probe(
-        id=meta["id"], title=meta["title"], instruction=meta["instruction"], family=tuple(meta["family"]),
-        home_arch=meta["home_arch"], needs_suffix=meta["needs_suffix"], always=meta["always"], sass=meta["sass"],
-        entry=meta["entry"], threads=meta["threads"], params=tuple(meta["params"]), inputs=meta["inputs"],
-        reference=meta["reference"], path=path, source=source,
-        sha256=hashlib.sha256(source.encode()).hexdigest(),
-    )
+    fields = {name: meta[name] for name in _FIELDS}
+    fields.update(family=tuple(meta["family"]), params=tuple(meta["params"]))
+    return Probe(**fields, path=path, source=source, sha256=hashlib.sha256(source.encode()).hexdigest())
 
 
 def load_probes(folder: Path | None = None) -> list[Probe]:

@@ -11,6 +11,7 @@ matrix file is reported on every run; a cache that cannot be read or written is 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import pickle
@@ -54,19 +55,15 @@ def cached(root: Path, fixes: Path | None, extra: tuple, build: Callable[[], Mat
         path = locations.cache_dir() / "matrix" / f"{key[:32]}.pickle"
     except OSError:
         return build()
-    try:
+    with contextlib.suppress(Exception):  # missing, half-written by another sparkdoctor, or from another version: rebuild
         with open(path, "rb") as fh:
             stored_key, matrix = pickle.load(fh)
         if stored_key == key and isinstance(matrix, Matrix):
             return matrix
-    except Exception:  # missing, half-written by another sparkdoctor, or from another version: rebuild
-        pass
     matrix = build()
-    try:
+    with contextlib.suppress(OSError):
         for old in path.parent.glob("*.pickle"):  # one matrix per key shape is plenty; keep the folder small
             if old != path:
                 old.unlink(missing_ok=True)
-    except OSError:
-        pass
     write_cache_entry(path, pickle.dumps((key, matrix), protocol=pickle.HIGHEST_PROTOCOL))
     return matrix

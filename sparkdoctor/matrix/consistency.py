@@ -25,23 +25,17 @@ from packaging.version import InvalidVersion, Version
 
 from sparkdoctor.matrix.file_checks import parse_files_tables
 from sparkdoctor.matrix.model import Entry, Matrix
+from sparkdoctor.matrix.versions import spec
 from sparkdoctor.patterns import search
 
 BREAKING = ("warn", "error")
 
 
-def _spec(text: str) -> SpecifierSet | None:
-    try:
-        return SpecifierSet("" if text.strip() == "*" else text)
-    except InvalidSpecifier:
-        return None
-
-
 def _candidates(specs: list[SpecifierSet]) -> list[Version]:
     """Versions that stand for every interval the specifiers can cut: each bound, just above it, and 0."""
     out = [Version("0")]
-    for spec in specs:
-        for s in spec:
+    for specifier in specs:
+        for s in specifier:
             try:
                 v = Version(s.version.rstrip(".*").rstrip("."))
             except InvalidVersion:
@@ -52,10 +46,11 @@ def _candidates(specs: list[SpecifierSet]) -> list[Version]:
 
 def ranges_overlap(a: str, b: str) -> bool:
     """Can one version satisfy both specifiers? (An unreadable one counts as overlapping.)"""
-    sa, sb = _spec(a), _spec(b)
-    if sa is None or sb is None:
+    try:
+        sa, sb = spec(a), spec(b)
+    except InvalidSpecifier:
         return True
-    return any(sa.contains(v, prereleases=True) and sb.contains(v, prereleases=True) for v in _candidates([sa, sb]))
+    return any(v in sa and v in sb for v in _candidates([sa, sb]))
 
 
 def _as_set(value: object) -> set[str]:

@@ -121,34 +121,13 @@ def entry_from(raw: dict, index: int, component: str, where: str, probes: frozen
     evidence = _check_evidence(raw, label)
     _check_unbracketable(raw, evidence, label)
     _check_last_verified(raw.get("last_verified"), label)
-    return Entry(
-        id=raw["id"],
-        title=_prose(raw["title"]),
-        severity=raw["severity"],
-        action=raw["action"],
-        summary=_prose(raw["summary"]),
-        remedy=_prose(raw["remedy"]),
-        when=raw["when"],
-        refs=raw["refs"],
-        component=component,
-        file=where,
-        symptoms=raw.get("symptoms", []),
-        verified_by=vb,
-        fix=raw.get("fix"),
-        withdrawn=raw.get("withdrawn"),
-        verify=raw.get("verify"),
-        evidence=evidence,
-        files=raw.get("files"),
-        last_verified=raw.get("last_verified"),
-        justifies=list(raw.get("justifies", [])),
-        explains_probes=list(raw.get("explains_probes", [])),
-        unbracketable=_prose(raw["unbracketable"]) if raw.get("unbracketable") else None,
-        reference_only=_prose(raw["reference_only"]) if raw.get("reference_only") else None,
-        selected_by=list(raw.get("selected_by", [])),
-        reported=raw.get("reported"),
-        added=raw.get("added"),
-        remedy_shown=_prose(raw["remedy_shown"]) if raw.get("remedy_shown") else None,
-    )
+    # the optional ones left out keep Entry's defaults
+    fields = {name: raw[name] for name in ("id", "severity", "action", "when", "refs", "fix", "withdrawn", "verify", "files",
+                                           "last_verified", "reported", "added") if name in raw}
+    fields.update({name: _prose(raw[name]) for name in ("title", "summary", "remedy")})
+    fields.update({name: _prose(raw[name]) if raw.get(name) else None for name in ("unbracketable", "reference_only", "remedy_shown")})
+    fields.update({name: list(raw.get(name, [])) for name in ("symptoms", "justifies", "explains_probes", "selected_by")})
+    return Entry(**fields, component=component, file=where, verified_by=vb, evidence=evidence)
 
 
 def _check_unbracketable(raw: dict, evidence: str, label: str) -> None:
@@ -229,16 +208,6 @@ def stack_from(raw: dict, index: int, component: str, where: str) -> Stack:
     if "image_only" in raw and not raw["image_only"].strip():
         raise MatrixError(f"{label}: field 'image_only' must say why the stack exists only as an image (which image)")
     _check_refs(raw["refs"], label)
-    return Stack(
-        id=raw["id"],
-        title=raw["title"],
-        packages=raw["packages"],
-        refs=raw["refs"],
-        component=component,
-        file=where,
-        env=raw.get("env", {}),
-        driver=raw.get("driver"),
-        notes=raw.get("notes", ""),
-        python=raw.get("python"),
-        image_only=raw.get("image_only"),
-    )
+    fields = {name: raw[name] for name in ("id", "title", "packages", "refs", "driver", "python", "image_only", "env", "notes")
+              if name in raw}  # the optional ones left out keep Stack's defaults
+    return Stack(**fields, component=component, file=where)

@@ -15,6 +15,7 @@ deadline). Finding the container, its image and its interpreter lives in targets
 from __future__ import annotations
 
 import base64
+import contextlib
 import functools
 import glob
 import io
@@ -188,11 +189,9 @@ class ContainerTarget:
             # the file and its sidecars (FILE.files beside a hash cache FILE)
             siblings = sorted(path.parent.glob(f"{glob.escape(path.name)}.*")) if path.parent.is_dir() else []
             for one in [path, *siblings]:
-                try:
+                with contextlib.suppress(OSError):  # an unreadable cache is a cold run, never a failure
                     if one.is_file() and one.stat().st_size <= MAX_CACHE_BYTES:
                         files[key + one.name[len(path.name):]] = base64.b64encode(one.read_bytes()).decode("ascii")
-                except OSError:
-                    pass  # an unreadable cache is a cold run, never a failure
         return args, files, back
 
     def run_script(self, script: Path, args: list[str], timeout: float, env: dict[str, str] | None = None) -> proc.ProcResult:
@@ -244,8 +243,7 @@ def translate(res: proc.ProcResult, back: dict[str, Path] | None = None) -> proc
 
 def _bring_back(path: Path, data: str) -> None:
     """A probe's cache file (JSON text), back from the container: written atomically; a bad copy is dropped."""
-    try:
+    # UnicodeDecodeError and binascii.Error are ValueErrors; a bad copy costs the next run its cache, nothing else
+    with contextlib.suppress(ValueError, OSError, OutputError):
         path.parent.mkdir(parents=True, exist_ok=True)
         write_text(path, base64.b64decode(data, validate=True).decode("utf-8"))
-    except (ValueError, OSError, OutputError):  # UnicodeDecodeError and binascii.Error are ValueErrors
-        pass  # costs the next run its cache, nothing else

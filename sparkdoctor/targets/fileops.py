@@ -11,6 +11,7 @@ file in the target is always either its old bytes or its new ones. Errors are on
 """
 
 import base64
+import contextlib
 import hashlib
 import json
 import os
@@ -108,10 +109,8 @@ def write(path, data, mode=None):
         raise OpError("%s: cannot write: %s" % (path, _why(exc)))
     finally:
         if tmp is not None:
-            try:
+            with contextlib.suppress(OSError):
                 os.unlink(tmp)
-            except OSError:
-                pass
 
 
 def fsync_dir(folder):
@@ -120,12 +119,9 @@ def fsync_dir(folder):
         fd = os.open(folder, os.O_RDONLY)
     except OSError:
         return
-    try:
+    with contextlib.suppress(OSError):
         os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+    os.close(fd)
 
 
 def remove(paths, prune=False):
@@ -149,7 +145,7 @@ def remove(paths, prune=False):
 
 
 def _prune(folder):
-    try:
+    with contextlib.suppress(OSError):
         names = os.listdir(folder)
         cache = os.path.join(folder, "__pycache__")
         if names != ["__pycache__"] and names:
@@ -157,8 +153,6 @@ def _prune(folder):
         if names and os.path.isdir(cache) and all(n.endswith(".pyc") for n in os.listdir(cache)):
             shutil.rmtree(cache)
         os.rmdir(folder)  # only if now empty
-    except OSError:
-        pass
 
 
 def listdir(path):

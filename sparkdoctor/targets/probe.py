@@ -81,9 +81,3 @@ def prestart(target: Target, cache_root: Path | None, use_cache: bool, capabilit
         args = early.with_capabilities(args, python, _root(cache_root), use_cache)
     running = target.start_script(probe_entry(PROBE), args, env=probe_env(target, cache_root))
     return Prestarted(Shared(running) if both else running, warning, python, use_cache, both)
-
-
-def capabilities_cache_file(cache_root: Path | None, python: str, use_cache: bool) -> Path | None:
-    """early.capabilities_cache_file, as a Path."""
-    path = early.capabilities_cache_file(_root(cache_root), python, use_cache)
-    return None if path is None else Path(path)
