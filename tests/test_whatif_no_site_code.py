@@ -1,7 +1,7 @@
 """whatif promises that no package's code runs. Its dry run ran pip as `python -m pip` in the target (or sparkdoctor's
 pip through `pip --python`, which starts the target's interpreter the same way), with site: every `.pth` import line
 and the sitecustomize.py of the target ran on each whatif. Now pip runs there without site, on the import path site
-would have made (sparkdoctor/whatif/target_pip_dry.py); the answer is the same. A venv with its own pip and one
+would have made (sparkdoctor/targets/target_pip_dry.py); the answer is the same. A venv with its own pip and one
 without, a local find-links folder, no network."""
 
 from __future__ import annotations

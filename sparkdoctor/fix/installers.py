@@ -32,6 +32,7 @@ from sparkdoctor.fix.interface import (
     UnchangedError,
 )
 from sparkdoctor.fix.inventory import Inventory
+from sparkdoctor.targets.early import PIP_NO_SITE
 from sparkdoctor.targets.files import FileError, transport_of
 from sparkdoctor.targets.local import Target
 from sparkdoctor.unreachable import index_unreachable
@@ -120,7 +121,10 @@ class PipInstaller(Installer):
 
     def _pip(self, args: list[str], what: str, env: dict[str, str] | None = None, dry_run: bool = False) -> proc.ProcResult:
         base = ["--disable-pip-version-check", "--no-input"]
-        result = self.target.run_script(RUNNER, [args[0], *base, *args[1:]], TIMEOUT, env=env)
+        # only the install itself runs pip as `python -m pip` does, with site (a package's install may need its .pth
+        # lines); a dry run, a download, a list run pip without site: no package code runs while a plan is made
+        installs = args[0] in ("install", "uninstall") and "--dry-run" not in args
+        result = self.target.run_script(RUNNER if installs else Path(PIP_NO_SITE), [args[0], *base, *args[1:]], TIMEOUT, env=env)
         if not result.ok:
             raise _fail(what, result, dry_run)
         return result

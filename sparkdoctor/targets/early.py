@@ -49,6 +49,8 @@ at this budget, reports the rest as unverified and goes on from the cache next t
 losing every package fact to the timeout."""
 
 _PKG = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # sparkdoctor/
+PIP_NO_SITE = os.path.join(_PKG, "targets", "target_pip_dry.py")
+"""pip without site (its module doc says how): whatif's dry runs and every pip call of fix's but the install itself."""
 TARGET, CAPABILITIES, GPU = "target_env", "capabilities", "gpu"
 
 RAW: dict[str, tuple[proc.Running, dict[str, str]]] = {}
@@ -128,7 +130,7 @@ def probe_env(cache_root: str | None, local: bool) -> dict[str, str] | None:
 SITE_XOPTION = "sparkdoctor_site"
 """probes/shared/probe_site.py's XOPTION (a test holds the two equal): the probe rebuilds the import path site would
 have made, from files only. Its value is the folder holding probe_site.py (probes/shared/): a script outside probes/
-(fix's target_dists.py and target_stat.py, whatif's target_pip_dry.py) imports it from there; a probe finds it beside
+(fix's target_dists.py and target_stat.py, target_pip_dry.py) imports it from there; a probe finds it beside
 its own folder, so the bare option does for a fleet node's in-memory bundle."""
 NO_SITE = ["-S", "-B"]
 """How the target's interpreter starts for anything sparkdoctor runs in it to read files (a probe, the liveness ping):

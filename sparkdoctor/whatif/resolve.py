@@ -22,6 +22,7 @@ from sparkdoctor.errors import SparkdoctorError
 from sparkdoctor.exitcodes import EXIT_USAGE
 from sparkdoctor.facts import Facts
 from sparkdoctor.proc import ProcResult
+from sparkdoctor.targets.early import PIP_NO_SITE
 from sparkdoctor.targets.interface import Target
 from sparkdoctor.text import clip
 from sparkdoctor.verify.stacks import conflict
@@ -71,7 +72,7 @@ ARCHIVE_SUFFIXES = (".zip", ".whl", ".tar.bz2", ".tbz", ".tar.xz", ".txz", ".tlz
                     ".tgz", ".tar")
 
 
-PIP_DRY = Path(__file__).with_name("target_pip_dry.py")
+PIP_DRY = Path(PIP_NO_SITE)
 
 
 def own_pip_folder() -> Path | None:

@@ -249,6 +249,24 @@ def test_a_rollback_without_an_id_undoes_the_last_apply_past_newer_journals_that
         shutil.rmtree(journal.parent / name)
 
 
+def test_a_plan_runs_no_package_code_of_the_target(tmp_path, wheels):
+    """The plan's pip dry run started pip with site: the target's .pth import lines and sitecustomize.py ran while
+    "Dry run: nothing was changed" was printed. Only the install itself runs pip with site now."""
+    python = scenario.make_target(tmp_path, "pip", wheels)
+    site = next(python.parent.parent.glob("lib/python*/site-packages"))
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    (site / "zz_evil.pth").write_text(f"import os; open(os.path.join({str(markers)!r}, 'PTH_%d' % os.getpid()), 'w').close()\n")
+    (site / "sitecustomize.py").write_text(f"import os\nopen(os.path.join({str(markers)!r}, 'SC_%d' % os.getpid()), 'w').close()\n")
+    plan = fix_cli(python, "--format", "json")
+    doc = as_json(plan)
+    assert plan.returncode == 1 and doc["mode"] == "plan" and doc["plan"]["steps"], plan.stdout + plan.stderr
+    assert "planning with pip (dry-run resolution)" in plan.stderr
+    assert sorted(os.listdir(markers)) == []
+    (site / "zz_evil.pth").unlink()
+    (site / "sitecustomize.py").unlink()
+
+
 # ---- 4. an interrupted fix is visible; its children die with it -------------------------------------------
 
 CHILD = textwrap.dedent("""

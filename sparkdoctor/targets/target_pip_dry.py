@@ -1,4 +1,4 @@
-"""Run by the TARGET's interpreter for whatif's dry run: `python -S -B -X sparkdoctor_site=SHARED target_pip_dry.py
+"""Run by the TARGET's interpreter for whatif's dry run and fix's pip calls that install nothing: `python -S -B -X sparkdoctor_site=SHARED target_pip_dry.py
 [--pip-from FOLDER] ARGS...` is `python -m pip ARGS...` without `site`.
 
 whatif promises that no package's code runs. pip run as `python -m pip` starts with site, so every `.pth` import line
