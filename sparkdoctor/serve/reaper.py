@@ -39,7 +39,7 @@ from typing import NamedTuple
 
 from sparkdoctor import proc
 from sparkdoctor.serve.groups import Escaped, Teardown
-from sparkdoctor.serve.supervisor import TOKEN_ENV
+from sparkdoctor.serve.supervisor import TOKEN_ENV, stat_of
 
 PR_SET_CHILD_SUBREAPER = 36
 GRACE_S = 5.0  # SIGTERM to SIGKILL for a process found outside the group (the group already had its grace)
@@ -103,14 +103,9 @@ def _children() -> list[Child]:
     except OSError:
         return []
     for name in names:
-        try:
-            stat = (PROC / name / "stat").read_text()
-        except OSError:
-            continue  # gone while we looked
-        # pid (comm) state ppid ...: comm may hold spaces and parentheses, so split after the last ')'.
-        fields = stat[stat.rfind(")") + 2:].split()
+        comm, fields = stat_of(name) or ("", [])  # nothing: gone while we looked
         if len(fields) >= 20 and int(fields[1]) == me:
-            found.append(Child(int(name), fields[0], int(fields[2]), int(fields[19]), stat[stat.find("(") + 1:stat.rfind(")")]))
+            found.append(Child(int(name), fields[0], int(fields[2]), int(fields[19]), comm))
     return found
 
 

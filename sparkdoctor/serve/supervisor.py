@@ -41,27 +41,28 @@ class _Woken(Exception):
     """The parent-death signal arrived."""
 
 
-def start_time(pid: int) -> str | None:
-    """Field 22 of /proc/PID/stat (start time in clock ticks since boot): with the pid, a process's identity."""
+def stat_of(pid: int | str) -> tuple[str, list[str]] | None:
+    """(comm, the fields after it) of /proc/PID/stat: comm may hold spaces and parentheses, so the fields are split
+    after the last ')' (field 3, the state, is the first of them). None when the process is gone."""
     try:
         with open(f"/proc/{pid}/stat") as f:
             stat = f.read()
     except OSError:
         return None
-    return stat[stat.rfind(")") + 2:].split()[19]
+    return stat[stat.find("(") + 1:stat.rfind(")")], stat[stat.rfind(")") + 2:].split()
+
+
+def start_time(pid: int) -> str | None:
+    """Field 22 of /proc/PID/stat (start time in clock ticks since boot): with the pid, a process's identity."""
+    found = stat_of(pid)
+    return found[1][19] if found else None
 
 
 def group_members(pgid: int) -> list[int]:
+    """Pids of live (non-zombie) processes whose process group is pgid, read from /proc."""
     found = []
     for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        fields = stat[stat.rfind(")") + 2:].split()
+        fields = (stat_of(name) or ("", []))[1] if name.isdigit() else []
         if len(fields) >= 3 and fields[0] != "Z" and int(fields[2]) == pgid:
             found.append(int(name))
     return found
