@@ -39,7 +39,7 @@ from typing import NamedTuple
 
 from sparkdoctor import proc
 from sparkdoctor.serve.groups import Escaped, Teardown
-from sparkdoctor.serve.supervisor import TOKEN_ENV, stat_of
+from sparkdoctor.serve.supervisor import stat_of, token_of
 
 PR_SET_CHILD_SUBREAPER = 36
 GRACE_S = 5.0  # SIGTERM to SIGKILL for a process found outside the group (the group already had its grace)
@@ -109,19 +109,6 @@ def _children() -> list[Child]:
     return found
 
 
-def _token(pid: int) -> str | None:
-    """The launch token in the environment of `pid`; None when it has none (or it cannot be read)."""
-    try:
-        data = (PROC / str(pid) / "environ").read_bytes()
-    except OSError:
-        return None
-    prefix = f"{TOKEN_ENV}=".encode()
-    for item in data.split(b"\0"):
-        if item.startswith(prefix):
-            return item[len(prefix):].decode(errors="replace")
-    return None
-
-
 def _command(pid: int, comm: str) -> str:
     try:
         argv = (PROC / str(pid) / "cmdline").read_bytes().rstrip(b"\0").split(b"\0")
@@ -160,7 +147,7 @@ class _Search:
     def _ours(self, child: Child) -> bool:
         if self.floor is not None and child.start < self.floor:
             return False
-        carried = _token(child.pid) if child.state != "Z" else None
+        carried = token_of(child.pid) if child.state != "Z" else None
         return carried == self.token if carried is not None else self.alone
 
     def look(self, sig: int, how: str) -> int:

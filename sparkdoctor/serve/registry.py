@@ -31,7 +31,7 @@ from sparkdoctor import proc
 from sparkdoctor.files import write_text
 from sparkdoctor.locations import state_dir
 from sparkdoctor.serve import supervisor
-from sparkdoctor.serve.supervisor import TOKEN_ENV, start_time, stat_of
+from sparkdoctor.serve.supervisor import start_time, stat_of, token_of
 from sparkdoctor.targets.container_inspect import CLI_ENV, RUNTIME_ENV
 
 SWEEP_GRACE_S = 5.0
@@ -106,14 +106,6 @@ def read(path: Path) -> dict[str, object] | None:
 
 
 # ---- local process groups -------------------------------------------------------------------------------------------
-def _environ_has(pid: int, token: str) -> bool:
-    try:
-        data = Path(f"/proc/{pid}/environ").read_bytes()
-    except OSError:
-        return False
-    return f"{TOKEN_ENV}={token}".encode() in data.split(b"\0")
-
-
 def _belongs(pid: int, doc: dict[str, object]) -> bool:
     """Whether live `pid` provably belongs to the launch `doc` records (see the module's rule)."""
     sup = doc.get("supervisor")
@@ -128,7 +120,7 @@ def _belongs(pid: int, doc: dict[str, object]) -> bool:
         return False
     known = {(p.get("pid"), str(p.get("start"))) for p in (sup, doc.get("server") or {}) if isinstance(p, dict)}
     token = str(doc.get("token") or "")
-    return (pid, fields[19]) in known or bool(token and _environ_has(pid, token))
+    return (pid, fields[19]) in known or bool(token and token_of(pid) == token)
 
 
 def ours(doc: dict[str, object]) -> list[int]:

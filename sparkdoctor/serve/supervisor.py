@@ -58,6 +58,18 @@ def start_time(pid: int) -> str | None:
     return found[1][19] if found else None
 
 
+def token_of(pid: int) -> str | None:
+    """The launch token in the environment of `pid`; None when it has none (or it cannot be read)."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    prefix = f"{TOKEN_ENV}=".encode()
+    return next((item[len(prefix):].decode(errors="replace") for item in data.split(b"\0") if item.startswith(prefix)),
+                None)
+
+
 def group_members(pgid: int) -> list[int]:
     """Pids of live (non-zombie) processes whose process group is pgid, read from /proc."""
     found = []
