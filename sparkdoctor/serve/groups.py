@@ -10,6 +10,7 @@ serve/reaper.py; the Teardown here reports it too (`escaped`).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -108,10 +109,8 @@ def terminate(pgid: int, leader: subprocess.Popen[bytes] | None = None, grace: f
                 report.signals.append(f"SIGKILL after {grace:g}s")
             _wait_gone(pgid, leader, time.monotonic() + kill_wait)
     if leader is not None:
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             leader.wait(timeout=max(0.1, kill_wait))
-        except subprocess.TimeoutExpired:
-            pass
         report.leader_exit = leader.returncode
     report.left = members(pgid)
     report.seconds = time.monotonic() - start

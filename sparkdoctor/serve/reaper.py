@@ -28,6 +28,7 @@ podman's conmon) and go with `stop`/`rm`: the flag is never set for a container 
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import signal
@@ -119,10 +120,8 @@ def _command(pid: int, comm: str) -> str:
 
 
 def _kill(pid: int, sig: int) -> None:
-    try:
+    with contextlib.suppress(OSError):  # it ended meanwhile: the reap below sees it
         os.kill(pid, sig)
-    except OSError:
-        pass  # it ended meanwhile: the reap below sees it
 
 
 def _reap(pid: int) -> bool:

@@ -15,6 +15,7 @@ only removed when its owner label is the record's.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -83,18 +84,14 @@ def record_path(run_id: str) -> Path | None:
 
 def write(path: Path | None, doc: Mapping[str, object]) -> None:
     if path is not None:
-        try:
+        with contextlib.suppress(OSError):
             write_text(path, json.dumps(doc) + "\n")
-        except OSError:
-            pass
 
 
 def forget(path: Path | None) -> None:
     if path is not None:
-        try:
+        with contextlib.suppress(OSError):
             path.unlink()
-        except OSError:
-            pass
 
 
 def read(path: Path) -> dict[str, object] | None:

@@ -24,6 +24,7 @@ sweep at the next launch finds it through the record).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ctypes
 import json
 import os
@@ -81,11 +82,9 @@ def group_members(pgid: int) -> list[int]:
 
 
 def _say(text: str) -> None:
-    try:
+    with contextlib.suppress(OSError, ValueError):  # the pipe's reader was sparkdoctor, which may be gone
         sys.stderr.write(f"[sparkdoctor supervisor] {text}\n")
         sys.stderr.flush()
-    except (OSError, ValueError):
-        pass  # the pipe's reader was sparkdoctor, which may be gone
 
 
 def _write_record(path: str, doc: dict) -> None:
@@ -101,11 +100,9 @@ def _write_record(path: str, doc: dict) -> None:
 
 
 def _arm_parent_death_signal() -> None:
-    try:
+    with contextlib.suppress(OSError, AttributeError):  # not Linux: getppid() polling alone
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGUSR1, 0, 0, 0)
-    except (OSError, AttributeError):
-        pass  # not Linux: getppid() polling alone
 
 
 def _owner_gone(owner: int) -> bool:
@@ -126,10 +123,8 @@ def _stop_group(pgid: int, grace: float, cleanup: list[list[str]]) -> None:
         return
     until = time.monotonic() + grace
     while time.monotonic() < until:
-        try:
+        with contextlib.suppress(ChildProcessError):
             os.waitpid(-1, os.WNOHANG)  # reap the server, or it stays a zombie... which group_members skips anyway
-        except ChildProcessError:
-            pass
         if not [p for p in group_members(pgid) if p != me]:
             return
         time.sleep(0.1)
@@ -139,10 +134,8 @@ def _stop_group(pgid: int, grace: float, cleanup: list[list[str]]) -> None:
 def _exit_like(code: int) -> None:
     if code < 0:
         sig = -code
-        try:
+        with contextlib.suppress(OSError, ValueError):
             signal.signal(sig, signal.SIG_DFL)
-        except (OSError, ValueError):
-            pass
         os.kill(os.getpid(), sig)
         time.sleep(1)
         os._exit(128 + sig)
