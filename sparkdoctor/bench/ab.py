@@ -26,6 +26,7 @@ from sparkdoctor.bench.stats import (
     pooled_rounds_ratio,
     rounds_ratio,
 )
+from sparkdoctor.ledger.compare import table
 
 METRIC = "output_tps"
 
@@ -136,10 +137,6 @@ def correctness_check(a_runs: Sequence[dict[str, Any]], b_runs: Sequence[dict[st
     return {"A": arms["A"], "B": arms["B"], "wrong": sorted(wrong), "b_vs_a": b_vs_a(b_runs)}
 
 
-def _table(value: object) -> Mapping[str, object]:
-    return value if isinstance(value, dict) else {}
-
-
 def _list(value: object) -> list[object]:
     return value if isinstance(value, list) else []
 
@@ -148,13 +145,13 @@ def b_vs_a(b_runs: Sequence[Mapping[str, object]]) -> dict[str, object] | None:
     """Without a reference, how far B's answers are from A's over B's runs (bench/correctness.py `against`): `differ`
     when any B run's are, `same` when all are within the tolerance, else the first other word; None when no B run
     was scored against A (a reference judged them, or no probes were sent)."""
-    judged = [_table(j) for r in b_runs if isinstance(j := _table(r.get("correctness")).get("against_a"), dict)]
+    judged = [table(j) for r in b_runs if isinstance(j := table(r.get("correctness")).get("against_a"), dict)]
     if not judged:
         return None
     verdicts = [j.get("verdict") for j in judged]
     verdict = DIFFER if DIFFER in verdicts else SAME if all(v == SAME for v in verdicts) else \
         next(v for v in verdicts if v != SAME)
-    rows = [_table(row) for j in judged for row in _list(j.get("per_prompt"))]
+    rows = [table(row) for j in judged for row in _list(j.get("per_prompt"))]
     distances = [d for row in rows if isinstance(d := row.get("mean_abs_dlogprob"), (int, float))]
     why = [w for j in judged for w in _list(j.get("why"))]
     return {"verdict": verdict, "runs": verdicts, "largest_mean_abs_dlogprob": max(distances, default=None),
@@ -165,7 +162,7 @@ def against_a(options: Options | None, arm: str, a_runs: Sequence[Mapping[str, o
     """The correctness options of an arm's run: a B run after an A run also scores A's answers (first run's), so
     an A/B without a reference still shows when B answers otherwise. A's answers that cannot be read back (NaN
     stored as null) are not used."""
-    answers = _table(a_runs[0].get("correctness")).get("answers") if arm == "B" and a_runs else None
+    answers = table(a_runs[0].get("correctness")).get("answers") if arm == "B" and a_runs else None
     if not isinstance(answers, list):
         return options
     try:

@@ -1,7 +1,7 @@
 """What serves a local URL: the process listening on its port, and the toolchain that process runs.
 
 `bench --url` without --python must not file a run under sparkdoctor's own venv. For a server on this
-machine the listening socket is found in /proc/net/tcp and tcp6 (state 0A, LISTEN), its inode in some
+machine the listening socket is found in /proc/net/tcp and tcp6 (serve/binding.py), its inode in some
 process's /proc/PID/fd, and that process tells the toolchain: its interpreter (argv[0] when it is a path
 to a Python, else the venv of its script, else $VIRTUAL_ENV), or, when its cgroup names a container, that
 container. Anything else (a remote host, a socket owned by another user, docker-proxy in front of a
@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import TypedDict
 from urllib.parse import urlsplit
 
+from sparkdoctor.serve.binding import holds, listening_inodes
 from sparkdoctor.targets.early import python_of_command
 
-LISTEN = "0A"
 CONTAINER_ID = re.compile(r"(?:docker|containerd|libpod|crio)[-/:]?([0-9a-f]{64})")
 
 
@@ -44,48 +44,6 @@ def is_local(host: str) -> bool:
         return True
     except OSError:
         return False
-
-
-def listening_inodes(port: int, root: Path = Path("/proc")) -> set[int]:
-    """Inodes of the LISTEN sockets on `port` (any address), from /proc/net/tcp and tcp6."""
-    found: set[int] = set()
-    for name in ("tcp", "tcp6"):
-        try:
-            lines = (root / "net" / name).read_text().splitlines()[1:]
-        except OSError:
-            continue
-        for line in lines:
-            fields = line.split()
-            if len(fields) < 10 or fields[3] != LISTEN:
-                continue
-            try:
-                if int(fields[1].rsplit(":", 1)[1], 16) == port:
-                    found.add(int(fields[9]))
-            except (IndexError, ValueError):
-                continue
-    return found
-
-
-def pids_of(inodes: set[int], root: Path = Path("/proc")) -> list[int]:
-    """Processes holding one of these socket inodes (only those this user may read)."""
-    wanted = {f"socket:[{i}]" for i in inodes if i}
-    out = []
-    for entry in os.scandir(root):
-        if not entry.name.isdigit():
-            continue
-        try:
-            fds = os.scandir(f"{entry.path}/fd")
-        except OSError:
-            continue
-        with fds:
-            for fd in fds:
-                try:
-                    if os.readlink(fd.path) in wanted:
-                        out.append(int(entry.name))
-                        break
-                except OSError:
-                    continue
-    return sorted(out)
 
 
 def _python_of(pid: int, root: Path) -> tuple[str | None, str]:
@@ -136,7 +94,8 @@ def serving_process(url: str, root: Path = Path("/proc")) -> Serving:
     if not is_local(host):
         out["why"] = f"{host} is not this machine: its toolchain cannot be read from here (give --python)"
         return out
-    pids = pids_of(listening_inodes(port, root), root)
+    inodes = listening_inodes(port, root)
+    pids = sorted(int(e.name) for e in os.scandir(root) if e.name.isdigit() and holds(int(e.name), inodes, root))
     if not pids:
         out["why"] = (f"no process of this user listens on port {port} (another user's, or a container's port "
                       "published without a proxy): give --python")

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from sparkdoctor.collect import gpu_health, host_health
+from sparkdoctor.serve.supervisor import stat_of
 
 WINDOW_S = 0.5
 TOP = 5
@@ -51,14 +52,10 @@ def _cpu_times() -> dict[int, tuple[str, int, int]]:
     """pid -> (name, utime+stime in ticks, rss pages) for every readable process."""
     out: dict[int, tuple[str, int, int]] = {}
     for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
+        found = stat_of(entry.name) if entry.name.isdigit() else None
+        if found is None:
             continue
-        try:
-            raw = Path(f"/proc/{entry.name}/stat").read_text()
-        except OSError:
-            continue
-        name = raw[raw.find("(") + 1:raw.rfind(")")]
-        fields = raw[raw.rfind(")") + 2:].split()
+        name, fields = found
         try:
             out[int(entry.name)] = (name, int(fields[11]) + int(fields[12]), int(fields[21]))
         except (IndexError, ValueError):

@@ -7,6 +7,7 @@ ignore_eos make other servers refuse the request).
 
 from __future__ import annotations
 
+import contextlib
 import json
 from dataclasses import dataclass, field
 
@@ -51,12 +52,10 @@ async def detect(url: str, timeout: float = 5.0) -> ServerInfo:
     version = await _json(url, "/version", timeout)
     if isinstance(version, dict) and isinstance(version.get("version"), str):
         info.kind, info.version, info.detected_by = "vllm", version["version"], "/version"
-    try:
+    with contextlib.suppress(HttpError):
         m_status, m_body = await get(url, "/metrics", timeout)
         if m_status == 200 and b"vllm:" in m_body:
             info.metrics = True
             if info.kind != "vllm":
                 info.kind, info.detected_by = "vllm", "/metrics (vllm:* series)"
-    except HttpError:
-        pass
     return info

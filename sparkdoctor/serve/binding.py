@@ -5,10 +5,12 @@ is the launched server."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import socket
 from collections.abc import Iterable
+from pathlib import Path
 
 LOCALHOST = "127.0.0.1"
 
@@ -30,7 +32,7 @@ def free_port() -> int:
     end = min(_ephemeral_low() or FIRST_PORT, END_PORT)
     if end - FIRST_PORT >= TRIES:
         for port in random.sample(range(FIRST_PORT, end), TRIES):
-            if _listening(port):
+            if listening_inodes(port):
                 continue
             with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
                 try:
@@ -52,38 +54,46 @@ def _ephemeral_low(path: str = "/proc/sys/net/ipv4/ip_local_port_range") -> int 
         return None
 
 
-def _listening(port: int) -> set[str]:
-    """The inodes of the TCP sockets listening on `port`, any address (/proc/net/tcp and tcp6; state 0A)."""
-    found: set[str] = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+def listening_inodes(port: int, root: Path = Path("/proc")) -> set[int]:
+    """Inodes of the LISTEN sockets (state 0A) on `port` (any address), from /proc/net/tcp and tcp6."""
+    found: set[int] = set()
+    for name in ("tcp", "tcp6"):
         try:
-            with open(table, encoding="ascii", errors="replace") as fh:
-                rows = [line.split() for line in fh.readlines()[1:]]
+            lines = (root / "net" / name).read_text().splitlines()[1:]
         except OSError:
             continue
-        found.update(f[9] for f in rows if len(f) > 9 and f[3] == "0A" and f[1].rsplit(":", 1)[-1] == f"{port:04X}")
+        for line in lines:
+            fields = line.split()
+            if len(fields) < 10 or fields[3] != "0A":
+                continue
+            try:
+                if int(fields[1].rsplit(":", 1)[1], 16) == port:
+                    found.add(int(fields[9]))
+            except (IndexError, ValueError):
+                continue
     return found
+
+
+def holds(pid: int, inodes: set[int], root: Path = Path("/proc")) -> bool:
+    """Whether process `pid` holds one of these socket inodes (False when its fds cannot be read: another user's)."""
+    wanted = {f"socket:[{i}]" for i in inodes if i}
+    try:
+        fds = os.scandir(root / str(pid) / "fd")
+    except OSError:
+        return False
+    with fds:
+        for fd in fds:
+            with contextlib.suppress(OSError):
+                if os.readlink(fd.path) in wanted:
+                    return True
+    return False
 
 
 def listener_of(port: int, pids: Iterable[int]) -> bool | None:
     """Whether one of `pids` holds the socket listening on `port`: False when another process does (it took the
     port between free_port() and the server's bind), None when nothing listens or /proc cannot tell."""
-    inodes = _listening(port)
-    if not inodes:
-        return None
-    for pid in pids:
-        try:
-            fds = os.listdir(f"/proc/{pid}/fd")
-        except OSError:
-            continue
-        for fd in fds:
-            try:
-                link = os.readlink(f"/proc/{pid}/fd/{fd}")
-            except OSError:
-                continue
-            if link.startswith("socket:[") and link[8:-1] in inodes:
-                return True
-    return False
+    inodes = listening_inodes(port)
+    return any(holds(pid, inodes) for pid in pids) if inodes else None
 
 
 def rebind(argv: list[str], host: str, port: int) -> list[str]:

@@ -10,35 +10,19 @@ serve/reaper.py; the Teardown here reports it too (`escaped`).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 
-PROC = Path("/proc")
+from sparkdoctor.serve.supervisor import group_members
 
 
 def members(pgid: int) -> list[int]:
     """Pids of live (non-zombie) processes whose process group is pgid, read from /proc."""
-    found: list[int] = []
-    try:
-        entries = list(PROC.iterdir())
-    except OSError:
-        return found
-    for entry in entries:
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue  # gone while we looked
-        # pid (comm) state ppid pgrp ...: comm may hold spaces and parentheses, so split after the last ')'.
-        fields = stat[stat.rfind(")") + 2:].split()
-        if len(fields) >= 3 and fields[0] != "Z" and int(fields[2]) == pgid:
-            found.append(int(entry.name))
-    return sorted(found)
+    return sorted(group_members(pgid))
 
 
 @dataclass
@@ -125,10 +109,8 @@ def terminate(pgid: int, leader: subprocess.Popen[bytes] | None = None, grace: f
                 report.signals.append(f"SIGKILL after {grace:g}s")
             _wait_gone(pgid, leader, time.monotonic() + kill_wait)
     if leader is not None:
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             leader.wait(timeout=max(0.1, kill_wait))
-        except subprocess.TimeoutExpired:
-            pass
         report.leader_exit = leader.returncode
     report.left = members(pgid)
     report.seconds = time.monotonic() - start

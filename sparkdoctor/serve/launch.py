@@ -385,7 +385,5 @@ def _wait_ready(server: Server, recipe: Recipe, child: LocalServer | ContainerSe
 
 def _write_launch(run_dir: Path, server: Server) -> None:
     doc = {"launch_version": 1, **server.to_dict(), "recipe": server.recipe.to_dict()}
-    try:
+    with contextlib.suppress(OSError):  # a record for people; the launch itself does not depend on it
         write_text(run_dir / "launch.json", json.dumps(doc, indent=1) + "\n")
-    except OSError:
-        pass  # a record for people; the launch itself does not depend on it

@@ -13,6 +13,7 @@ the error message; one line in the log says where it was cut, and sparkdoctor's 
 from __future__ import annotations
 
 import collections
+import contextlib
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -50,11 +51,9 @@ class LogPump:
             self._threads.append(thread)
 
     def _read(self, stream: IO[bytes]) -> None:
-        try:
+        with contextlib.suppress(OSError, ValueError):  # the pipe was closed under us at teardown
             for raw in iter(lambda: stream.readline(MAX_LINE_BYTES), b""):
                 self.add(raw.decode("utf-8", errors="replace"), from_server=True)
-        except (OSError, ValueError):
-            pass  # the pipe was closed under us at teardown
 
     def add(self, line: str, from_server: bool = False) -> None:
         """Record one line of output (also used for sparkdoctor's own notes in the log)."""
@@ -73,12 +72,10 @@ class LogPump:
                                "(still scanned for known problems)\n") if cut else ""
                 else:
                     self.kept += size
-            try:
+            with contextlib.suppress(OSError, ValueError):
                 if written:
                     self._file.write(written)
                     self._file.flush()
-            except (OSError, ValueError):
-                pass
             for hit in hits:
                 if (hit.entry_id, hit.symptom) not in self._seen:
                     self._seen.add((hit.entry_id, hit.symptom))
@@ -104,7 +101,5 @@ class LogPump:
 
     def close(self) -> None:
         with self._lock:
-            try:
+            with contextlib.suppress(OSError):
                 self._file.close()
-            except OSError:
-                pass

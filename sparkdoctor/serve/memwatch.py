@@ -12,6 +12,7 @@ A server in a container is not sampled here (its processes are not in the launch
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from pathlib import Path
@@ -53,10 +54,8 @@ class MemoryWatch:
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join(5.0)
-        try:
+        with contextlib.suppress(Exception):  # as in _run: the teardown that follows must happen
             self.sample()
-        except Exception:  # noqa: BLE001 - as in _run: the teardown that follows must happen
-            pass
 
     def _run(self) -> None:
         while not self._stop.wait(self.every):

@@ -28,6 +28,7 @@ podman's conmon) and go with `stop`/`rm`: the flag is never set for a container 
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import signal
@@ -39,7 +40,7 @@ from typing import NamedTuple
 
 from sparkdoctor import proc
 from sparkdoctor.serve.groups import Escaped, Teardown
-from sparkdoctor.serve.supervisor import TOKEN_ENV
+from sparkdoctor.serve.supervisor import stat_of, token_of
 
 PR_SET_CHILD_SUBREAPER = 36
 GRACE_S = 5.0  # SIGTERM to SIGKILL for a process found outside the group (the group already had its grace)
@@ -103,28 +104,10 @@ def _children() -> list[Child]:
     except OSError:
         return []
     for name in names:
-        try:
-            stat = (PROC / name / "stat").read_text()
-        except OSError:
-            continue  # gone while we looked
-        # pid (comm) state ppid ...: comm may hold spaces and parentheses, so split after the last ')'.
-        fields = stat[stat.rfind(")") + 2:].split()
+        comm, fields = stat_of(name) or ("", [])  # nothing: gone while we looked
         if len(fields) >= 20 and int(fields[1]) == me:
-            found.append(Child(int(name), fields[0], int(fields[2]), int(fields[19]), stat[stat.find("(") + 1:stat.rfind(")")]))
+            found.append(Child(int(name), fields[0], int(fields[2]), int(fields[19]), comm))
     return found
-
-
-def _token(pid: int) -> str | None:
-    """The launch token in the environment of `pid`; None when it has none (or it cannot be read)."""
-    try:
-        data = (PROC / str(pid) / "environ").read_bytes()
-    except OSError:
-        return None
-    prefix = f"{TOKEN_ENV}=".encode()
-    for item in data.split(b"\0"):
-        if item.startswith(prefix):
-            return item[len(prefix):].decode(errors="replace")
-    return None
 
 
 def _command(pid: int, comm: str) -> str:
@@ -137,10 +120,8 @@ def _command(pid: int, comm: str) -> str:
 
 
 def _kill(pid: int, sig: int) -> None:
-    try:
+    with contextlib.suppress(OSError):  # it ended meanwhile: the reap below sees it
         os.kill(pid, sig)
-    except OSError:
-        pass  # it ended meanwhile: the reap below sees it
 
 
 def _reap(pid: int) -> bool:
@@ -165,7 +146,7 @@ class _Search:
     def _ours(self, child: Child) -> bool:
         if self.floor is not None and child.start < self.floor:
             return False
-        carried = _token(child.pid) if child.state != "Z" else None
+        carried = token_of(child.pid) if child.state != "Z" else None
         return carried == self.token if carried is not None else self.alone
 
     def look(self, sig: int, how: str) -> int:

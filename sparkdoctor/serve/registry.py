@@ -15,6 +15,7 @@ only removed when its owner label is the record's.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -31,7 +32,7 @@ from sparkdoctor import proc
 from sparkdoctor.files import write_text
 from sparkdoctor.locations import state_dir
 from sparkdoctor.serve import supervisor
-from sparkdoctor.serve.supervisor import TOKEN_ENV, start_time
+from sparkdoctor.serve.supervisor import start_time, stat_of, token_of
 from sparkdoctor.targets.container_inspect import CLI_ENV, RUNTIME_ENV
 
 SWEEP_GRACE_S = 5.0
@@ -83,18 +84,14 @@ def record_path(run_id: str) -> Path | None:
 
 def write(path: Path | None, doc: Mapping[str, object]) -> None:
     if path is not None:
-        try:
+        with contextlib.suppress(OSError):
             write_text(path, json.dumps(doc) + "\n")
-        except OSError:
-            pass
 
 
 def forget(path: Path | None) -> None:
     if path is not None:
-        try:
+        with contextlib.suppress(OSError):
             path.unlink()
-        except OSError:
-            pass
 
 
 def read(path: Path) -> dict[str, object] | None:
@@ -106,26 +103,6 @@ def read(path: Path) -> dict[str, object] | None:
 
 
 # ---- local process groups -------------------------------------------------------------------------------------------
-def _environ_has(pid: int, token: str) -> bool:
-    try:
-        data = Path(f"/proc/{pid}/environ").read_bytes()
-    except OSError:
-        return False
-    return f"{TOKEN_ENV}={token}".encode() in data.split(b"\0")
-
-
-def _stat(pid: int) -> tuple[int, int] | None:
-    """(process group, start time) of a live, non-zombie pid."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = stat[stat.rfind(")") + 2:].split()
-    if len(fields) < 20 or fields[0] == "Z":
-        return None
-    return int(fields[2]), int(fields[19])
-
-
 def _belongs(pid: int, doc: dict[str, object]) -> bool:
     """Whether live `pid` provably belongs to the launch `doc` records (see the module's rule)."""
     sup = doc.get("supervisor")
@@ -135,12 +112,12 @@ def _belongs(pid: int, doc: dict[str, object]) -> bool:
         floor = int(str(sup.get("start")))
     except (TypeError, ValueError):
         return False
-    stat = _stat(pid)
-    if stat is None or stat[1] < floor:
+    fields = (stat_of(pid) or ("", []))[1]
+    if len(fields) < 20 or fields[0] == "Z" or int(fields[19]) < floor:  # gone, or a zombie, or started before
         return False
     known = {(p.get("pid"), str(p.get("start"))) for p in (sup, doc.get("server") or {}) if isinstance(p, dict)}
     token = str(doc.get("token") or "")
-    return (pid, str(stat[1])) in known or bool(token and _environ_has(pid, token))
+    return (pid, fields[19]) in known or bool(token and token_of(pid) == token)
 
 
 def ours(doc: dict[str, object]) -> list[int]:

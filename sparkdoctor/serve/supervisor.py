@@ -24,6 +24,7 @@ sweep at the next launch finds it through the record).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ctypes
 import json
 import os
@@ -41,38 +42,49 @@ class _Woken(Exception):
     """The parent-death signal arrived."""
 
 
-def start_time(pid: int) -> str | None:
-    """Field 22 of /proc/PID/stat (start time in clock ticks since boot): with the pid, a process's identity."""
+def stat_of(pid: int | str) -> tuple[str, list[str]] | None:
+    """(comm, the fields after it) of /proc/PID/stat: comm may hold spaces and parentheses, so the fields are split
+    after the last ')' (field 3, the state, is the first of them). None when the process is gone."""
     try:
         with open(f"/proc/{pid}/stat") as f:
             stat = f.read()
     except OSError:
         return None
-    return stat[stat.rfind(")") + 2:].split()[19]
+    return stat[stat.find("(") + 1:stat.rfind(")")], stat[stat.rfind(")") + 2:].split()
+
+
+def start_time(pid: int) -> str | None:
+    """Field 22 of /proc/PID/stat (start time in clock ticks since boot): with the pid, a process's identity."""
+    found = stat_of(pid)
+    return found[1][19] if found else None
+
+
+def token_of(pid: int) -> str | None:
+    """The launch token in the environment of `pid`; None when it has none (or it cannot be read)."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    prefix = f"{TOKEN_ENV}=".encode()
+    return next((item[len(prefix):].decode(errors="replace") for item in data.split(b"\0") if item.startswith(prefix)),
+                None)
 
 
 def group_members(pgid: int) -> list[int]:
+    """Pids of live (non-zombie) processes whose process group is pgid, read from /proc."""
     found = []
     for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        fields = stat[stat.rfind(")") + 2:].split()
+        fields = (stat_of(name) or ("", []))[1] if name.isdigit() else []
         if len(fields) >= 3 and fields[0] != "Z" and int(fields[2]) == pgid:
             found.append(int(name))
     return found
 
 
 def _say(text: str) -> None:
-    try:
+    with contextlib.suppress(OSError, ValueError):  # the pipe's reader was sparkdoctor, which may be gone
         sys.stderr.write(f"[sparkdoctor supervisor] {text}\n")
         sys.stderr.flush()
-    except (OSError, ValueError):
-        pass  # the pipe's reader was sparkdoctor, which may be gone
 
 
 def _write_record(path: str, doc: dict) -> None:
@@ -88,11 +100,9 @@ def _write_record(path: str, doc: dict) -> None:
 
 
 def _arm_parent_death_signal() -> None:
-    try:
+    with contextlib.suppress(OSError, AttributeError):  # not Linux: getppid() polling alone
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGUSR1, 0, 0, 0)
-    except (OSError, AttributeError):
-        pass  # not Linux: getppid() polling alone
 
 
 def _owner_gone(owner: int) -> bool:
@@ -113,10 +123,8 @@ def _stop_group(pgid: int, grace: float, cleanup: list[list[str]]) -> None:
         return
     until = time.monotonic() + grace
     while time.monotonic() < until:
-        try:
+        with contextlib.suppress(ChildProcessError):
             os.waitpid(-1, os.WNOHANG)  # reap the server, or it stays a zombie... which group_members skips anyway
-        except ChildProcessError:
-            pass
         if not [p for p in group_members(pgid) if p != me]:
             return
         time.sleep(0.1)
@@ -126,10 +134,8 @@ def _stop_group(pgid: int, grace: float, cleanup: list[list[str]]) -> None:
 def _exit_like(code: int) -> None:
     if code < 0:
         sig = -code
-        try:
+        with contextlib.suppress(OSError, ValueError):
             signal.signal(sig, signal.SIG_DFL)
-        except (OSError, ValueError):
-            pass
         os.kill(os.getpid(), sig)
         time.sleep(1)
         os._exit(128 + sig)
