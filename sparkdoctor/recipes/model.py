@@ -83,6 +83,12 @@ class Recipe:
     extras: dict[str, Any] = field(default_factory=dict)
     shell: str | None = None
 
+    def __post_init__(self) -> None:
+        # an image reference never starts with "-": one that does would be read by the container CLI as its option
+        if self.container is not None and self.container.lstrip().startswith("-"):
+            raise RecipeError(f"{self.source_path}: container {self.container[:80]!r} is not an image name (it reads as "
+                              "an option of the container CLI)")
+
     def mods(self) -> list[str]:
         """The mod paths the recipe names (its `mods` or `patches`), as written."""
         out: list[str] = []

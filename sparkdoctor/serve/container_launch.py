@@ -157,7 +157,7 @@ def _fail(res: proc.ProcResult, what: str) -> str:
 def image_record(cli: list[str], image: str) -> dict[str, object]:
     """The image's inspect record; ContainerLaunchError (never a pull) when it is not here."""
     engine = engine_of(cli)
-    res = _call(cli, ["image", "inspect", image])
+    res = _call(cli, ["image", "inspect", "--", image])
     if not res.ok:
         text = (res.stderr + res.stdout).lower()
         if not res.timed_out and ("no such" in text or "not known" in text or "not found" in text):

@@ -257,3 +257,14 @@ def test_a_command_whose_last_line_ends_in_a_backslash_reads(tmp_path):
     text = 'recipe_version: "1"\nname: r\ncontainer: c\ndefaults:\n  port: 8000\ncommand: |-\n  vllm serve m \\\n    --port {port} \\\n'
     recipe = recipes.load(write(tmp_path, "r.yaml", text))
     assert recipe.argv[:5] == ["vllm", "serve", "m", "--port", "8000"] and recipe.shell is None
+
+
+@pytest.mark.parametrize("fmt, text", [
+    ("eugr", "recipe_version: '1'\nname: x\ncontainer: '--privileged'\nmodel: m\ncommand: vllm serve m\n"),
+    ("sparkrun", "name: x\nmodel: m\ncontainer: ' -v=/:/host'\ncommand: vllm serve m\n"),
+])
+def test_a_container_that_reads_as_an_option_is_refused(tmp_path, fmt, text):
+    """`container: --privileged` was accepted and reached `docker image inspect` as its option (the inspect failed,
+    so the launch went no further): an image name never starts with "-"."""
+    with pytest.raises(RecipeError, match="is not an image name"):
+        recipes.load(write(tmp_path, f"{fmt}.yaml", text))
