@@ -45,6 +45,29 @@ def transports(container_target):
 
 
 @pytest.mark.parametrize("kind", ["local", "container"])
+def test_a_write_keeps_the_owner_and_writes_through_a_link(tmp_path, container, kind):
+    """fix's edit of an env file owned by another user left it root's (that user could no longer read it), and an
+    env file that is a link was replaced by a regular file while the file the server reads kept the stale line;
+    rollback wrote the same way."""
+    files = transports(container)[kind]
+    owned = tmp_path / "owned.env"
+    owned.write_bytes(b"A=1\n")
+    owned.chmod(0o600)
+    os.chown(owned, 65534, 65534)  # nobody (the tests run as root, as CI does)
+    files.write(str(owned), b"A=2\n")
+    st = owned.stat()
+    assert owned.read_bytes() == b"A=2\n" and (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (65534, 65534, 0o600)
+    real = tmp_path / "real" / "server.env"
+    real.parent.mkdir()
+    real.write_bytes(b"STALE=1\n")
+    link = tmp_path / "link.env"
+    link.symlink_to(real)
+    files.write(str(link), b"FRESH=1\n")
+    assert link.is_symlink() and real.read_bytes() == b"FRESH=1\n"
+    assert sorted(os.listdir(real.parent)) == ["server.env"]  # no temporary left
+
+
+@pytest.mark.parametrize("kind", ["local", "container"])
 def test_info_read_write_keep_bytes_and_mode(tmp_path, container, kind):
     files = transports(container)[kind]
     f = tmp_path / "pins.txt"

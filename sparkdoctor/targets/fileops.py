@@ -88,19 +88,25 @@ def read(path):
 
 
 def write(path, data, mode=None):
-    """Replace path with data atomically; the mode is kept (or given); parent folders are made."""
+    """Replace path with data atomically; the mode and owner are kept (or the mode given); parent folders are made.
+    A link is written through: the file it names is replaced and the link stays (the server reads that file)."""
+    path = os.path.realpath(path) if os.path.islink(path) else path
     folder = os.path.dirname(path) or "."
     tmp = None
     try:
         if not os.path.isdir(folder):
             os.makedirs(folder)
-        if mode is None and os.path.exists(path):
-            mode = stat.S_IMODE(os.stat(path).st_mode)
+        old = os.stat(path) if os.path.exists(path) else None
+        if mode is None and old is not None:
+            mode = stat.S_IMODE(old.st_mode)
         fd, tmp = tempfile.mkstemp(dir=folder, prefix="." + os.path.basename(path) + ".", suffix=".tmp")
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
+        if old is not None and (old.st_uid, old.st_gid) != (os.geteuid(), os.getegid()):
+            with contextlib.suppress(PermissionError):  # root keeps the owner; anyone else cannot give a file away
+                os.chown(tmp, old.st_uid, old.st_gid)
         os.chmod(tmp, 0o644 if mode is None else mode)
         os.replace(tmp, path)
         tmp = None
