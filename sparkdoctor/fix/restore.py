@@ -7,6 +7,7 @@ copies of the dists' files are intact; if neither, nothing is touched and the re
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 
 from sparkdoctor.fix import inventory as inv_mod
@@ -79,8 +80,22 @@ class Restorer:
         return out
 
     def _edit_problems(self) -> list[str]:
-        return [f"the journal's copy of {r['path']} is missing or damaged" for r in self.data["files"]
-                if r["existed"] and jr.sha256_file(self.journal.copy_of(r["copy"])) != r["sha256"]]
+        out = [f"the journal's copy of {r['path']} is missing or damaged" for r in self.data["files"]
+               if r["existed"] and jr.sha256_file(self.journal.copy_of(r["copy"])) != r["sha256"]]
+        # An edited file that is neither as it was before the apply nor as the apply left it was changed since, by
+        # someone else: restoring the copy would destroy those edits (an HF_TOKEN line added to the env file).
+        left = {(st.get("path"), st.get("side", "target")): hashlib.sha256(st["new_text"].encode("utf-8")).hexdigest()
+                for st in self.data["plan"].get("steps", []) if st.get("op") == "edit" and st.get("new_text") is not None}
+        for r in self.data["files"]:
+            side = r.get("side", "target")
+            if (r["path"], side) in left:
+                now = hashes(self.sides[side], [r["path"]]).get(r["path"])
+                if now not in (r["sha256"] if r["existed"] else None, left[(r["path"], side)]):
+                    out.append(f"{r['path']} was changed since the apply, not by it: rolling back would lose those "
+                               f"changes (save them, put back its copy {self.journal.copy_of(r['copy'])} by hand or "
+                               "undo them, then roll back)" if r["existed"] else
+                               f"{r['path']} was changed since the apply made it: save it aside, then roll back")
+        return out
 
     def prepare(self) -> list[str]:
         """Can this journal restore the target? Sets the mode (wheels, else copies); the problems if not."""

@@ -267,6 +267,21 @@ def test_a_plan_runs_no_package_code_of_the_target(tmp_path, wheels):
     (site / "sitecustomize.py").unlink()
 
 
+def test_a_rollback_never_destroys_edits_made_to_a_file_after_the_apply(applied_once):
+    """The apply edited the env file; the user then added a line to it. `fix --rollback` put the journal's copy back
+    and said "verified byte for byte": the added line was gone. It refuses now (exit 4), nothing changed."""
+    python, env_file, pins, _before, after, _journal = applied_once
+    edited = env_file.read_bytes()
+    env_file.write_bytes(edited + b"HF_TOKEN=added-after-the-apply\n")
+    back = fix_cli(None, "--rollback", env=OFFLINE)
+    assert back.returncode == 4, back.stdout + back.stderr
+    assert "was changed since the apply, not by it" in one_line(back.stderr)
+    assert env_file.read_bytes().endswith(b"HF_TOKEN=added-after-the-apply\n")
+    env_file.write_bytes(edited)
+    assert scenario.diff(after, scenario.state(python, [env_file, pins])) == [], "nothing else was touched"
+    record("an edited file changed again after the apply, then --rollback", "refused (exit 4): the new edits kept")
+
+
 # ---- 4. an interrupted fix is visible; its children die with it -------------------------------------------
 
 CHILD = textwrap.dedent("""
