@@ -140,6 +140,15 @@ def apply(target: Target, plan: Plan, inventory: Inventory, installer: Installer
         stuck = jr.unfinished_for(key, target_key)
         if stuck:
             raise Refusal(f"journal {stuck.id} of this target stopped mid-apply: run `sparkdoctor fix --rollback {stuck.id}` first")
+        # The plan was made before the lock: another fix (or a pip) may have changed the target since. Judged again
+        # under the lock, and the journal's "before" taken from what is there now.
+        now = inv_mod.read(target, before_changes=True)
+        if now.package_set() != inventory.package_set():
+            was, got = inventory.package_set(), now.package_set()
+            moved = [f"{k} {was.get(k) or '-'} -> {got.get(k) or '-'}" for k in sorted(set(was) | set(got)) if was.get(k) != got.get(k)]
+            raise UnchangedError(f"the target changed since the plan was made ({', '.join(moved[:3])}"
+                                 f"{', ...' if len(moved) > 3 else ''}): run the fix again; nothing was changed")
+        header = _header(target, plan, inventory, installer)
         step("locked")
         edited = [(s.path, s.side) for s in plan.steps if s.op is StepKind.edit and s.path]
         outside = outside_mod.snapshot(target, plan.touched) if any(s.op.changes_packages for s in plan.steps) else None

@@ -99,3 +99,31 @@ def _running(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
     except OSError:
         return False
+
+
+def test_a_target_changed_between_the_plan_and_the_lock_is_refused(tmp_path, built, monkeypatch):  # noqa: F811
+    """The plan is made before the lock is taken: a fix that finished in between (six upgraded) left the second one
+    applying a plan for a target that was no more, which failed and wedged the target ("rollback interrupted",
+    every later rollback refused). The target is read again under the lock now: refused, nothing changed."""
+    from sparkdoctor.check import CheckRequest
+    from sparkdoctor.fix.envfile import EnvFileTarget
+    from sparkdoctor.fix.interface import UnchangedError
+    from sparkdoctor.fix.pipeline import apply_and_recheck, make_plan
+    from sparkdoctor.fix.plan import FixOptions
+    from sparkdoctor.targets.local import resolve_python_target
+
+    monkeypatch.setenv("SPARKDOCTOR_STATE_DIR", str(tmp_path / "state"))
+    t = Target(tmp_path / "case", *built)
+    monkeypatch.setenv("PIP_CONSTRAINT", str(t.pins))
+    target = EnvFileTarget(resolve_python_target(str(t.python)), t.env_file)
+    request = CheckRequest(target=target, matrix=t.data / "matrix", fixes=t.data / "fixes", kernels=False)
+    planned = make_plan(request, FixOptions(env_file=t.env_file))
+    assert planned.plan.steps and not planned.plan.refusals
+    site = next(Path(t.python).parent.parent.glob("lib/python*/site-packages"))
+    late = site / "late_arrival-1.0.dist-info"  # what another fix or a pip left while this one planned
+    late.mkdir()
+    (late / "METADATA").write_text("Metadata-Version: 2.1\nName: late-arrival\nVersion: 1.0\n")
+    (late / "RECORD").write_text("late_arrival-1.0.dist-info/METADATA,,\n")
+    with pytest.raises(UnchangedError, match=r"the target changed since the plan was made \(late-arrival - -> 1.0\)"):
+        apply_and_recheck(request, planned)
+    assert scenario.journals(jr.state_dir()) == []
