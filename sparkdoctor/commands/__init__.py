@@ -13,12 +13,15 @@ dataclass (commands/options.py makes the typer command of them). A command modul
 from __future__ import annotations
 
 import importlib
+import itertools
 from typing import Any
 
 import typer
 from typer.core import (
     TyperGroup,  # typer vendors click (typer._click): no click import here
 )
+
+from sparkdoctor.errors import UsageError
 
 # Module names under sparkdoctor.commands, in the order their commands appear in --help.
 VERBS: list[str] = [
@@ -59,4 +62,36 @@ class LazyVerbs(TyperGroup):
         if command is None and name in VERBS:
             command = load_verb(name)
             self.add_command(command, name)
+        return command if command is None else options_take_no_options(command)
+
+
+def options_take_no_options(command: Any) -> Any:
+    """click gives a value option the next word whatever it is: `fix --rollback --python --format json` made
+    `--format` the interpreter and `json` the journal, `fix -o --yes` wrote a file named `--yes`. A value option
+    followed by another option of the same command is one line now (exit 2); `--python=-odd` still passes a value
+    that starts with "-". Applied to a group's commands too (`matrix verify`)."""
+    if getattr(command, "_sparkdoctor_checked", False):
         return command
+    parse = command.parse_args
+
+    def parse_args(ctx: Any, args: list[str]) -> Any:
+        takes, names = set(), set()
+        for param in command.params:
+            if getattr(param, "param_type_name", "") == "option":
+                names.update([*param.opts, *param.secondary_opts])
+                if not param.is_flag and not param.count and param.nargs == 1:
+                    takes.update(param.opts)
+        for word, following in itertools.pairwise(args):
+            if word == "--":
+                break
+            if word in takes and following.split("=", 1)[0] in names:
+                spelled = f"{word}=VALUE" if word.startswith("--") else f"{word}VALUE"
+                raise UsageError(f"{word} needs a value, not the option {following} (a value that starts with '-': "
+                                 f"{spelled})")
+        return parse(ctx, args)
+
+    command.parse_args = parse_args
+    command._sparkdoctor_checked = True
+    for sub in (getattr(command, "commands", None) or {}).values():
+        options_take_no_options(sub)
+    return command
