@@ -70,7 +70,7 @@ class Restorer:
             for row in self.data["dist_files"].get(name, []):
                 if not row.get("copy"):
                     continue
-                copy = self.journal.copy_of(row["copy"])
+                copy = self.journal.path / row["copy"]
                 got = jr.sha256_file(copy)
                 if got is None:
                     out.append(f"the copy of {row['path']} is missing from the journal")
@@ -80,7 +80,7 @@ class Restorer:
 
     def _edit_problems(self) -> list[str]:
         return [f"the journal's copy of {r['path']} is missing or damaged" for r in self.data["files"]
-                if r["existed"] and jr.sha256_file(self.journal.copy_of(r["copy"])) != r["sha256"]]
+                if r["existed"] and jr.sha256_file(self.journal.path / r["copy"]) != r["sha256"]]
 
     def prepare(self) -> list[str]:
         """Can this journal restore the target? Sets the mode (wheels, else copies); the problems if not."""
@@ -129,8 +129,8 @@ class Restorer:
         self.boundary("reinstalled")
         rows = {row["path"]: row for dist_rows in data["dist_files"].values() for row in dist_rows if row.get("copy")}
         now_hashes = hashes(files, list(rows))
-        files.import_files([(self.journal.copy_of(r["copy"]), p, r.get("mode")) for p, r in rows.items()
-                            if now_hashes.get(p) != jr.sha256_file(self.journal.copy_of(r["copy"]))])
+        files.import_files([(self.journal.path / r["copy"], p, r.get("mode")) for p, r in rows.items()
+                            if now_hashes.get(p) != jr.sha256_file(self.journal.path / r["copy"])])
         self.boundary("dist-files")
         self.packages_restored = True
 
@@ -152,7 +152,7 @@ class Restorer:
             files = self.sides[side]
             now = hashes(files, [path]).get(path)
             if r["existed"] and now != r["sha256"]:
-                files.import_files([(self.journal.copy_of(r["copy"]), path, r.get("mode"))])
+                files.import_files([(self.journal.path / r["copy"], path, r.get("mode"))])
             elif not r["existed"] and now is not None:
                 files.remove([path])
 
