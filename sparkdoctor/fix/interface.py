@@ -127,13 +127,9 @@ class NoSuchJournal(FixError):
 
 @dataclass
 class Resolution:
-    """What an installer's dry run says one call would do: name -> version after; removed names."""
+    """What an installer's dry run says one call would do: name -> version after."""
 
     installs: dict[str, str] = field(default_factory=dict)
-    removes: dict[str, str] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, object]:
-        return {"installs": dict(sorted(self.installs.items())), "removes": dict(sorted(self.removes.items()))}
 
 
 class Installer(ABC):
