@@ -17,7 +17,6 @@ from sparkdoctor.commands.options import (
     Parsed,
     command,
     format_option,
-    matrix_option,
     verb,
 )
 from sparkdoctor.errors import UsageError
@@ -35,7 +34,7 @@ MATRIX_HELP = "Matrix folder or file (default: bundled)."
 class MatrixCommand:
     """What `matrix list` is told; `matrix show` and `matrix validate` are told a little more."""
 
-    matrix: Annotated[Path | None, matrix_option(MATRIX_HELP)] = None
+    matrix: Annotated[Path | None, typer.Option("--matrix", help=MATRIX_HELP)] = None
     fmt: Annotated[Fmt, format_option(*FORMATS)] = Format.console
     item_id: str | None = None
 
