@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import sys
+from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -182,11 +183,9 @@ def _plan_or_apply(options: FixCommand) -> Result[FixDocument]:
 
 
 def _progress(message: str) -> None:
-    try:
+    with suppress(OSError, ValueError, AttributeError):  # a full or closed stderr: progress is lost, not the outcome
         sys.stderr.write(f"sparkdoctor fix: {message} ...\n")
         sys.stderr.flush()
-    except (OSError, ValueError, AttributeError):  # a full or closed stderr: progress is lost, not the outcome
-        pass
 
 
 def _target(chosen: tuple[str | None, str | None, str | None, str | None], env_file: Path | None) -> Any:
