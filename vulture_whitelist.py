@@ -6,12 +6,6 @@ dead code is deleted, not listed.
 """
 # ruff: noqa
 
-# Typer commands, registered by decorator
-matrix_list  # unused function (sparkdoctor/commands/matrix.py)
-matrix_show  # unused function (sparkdoctor/commands/matrix.py)
-matrix_validate  # unused function (sparkdoctor/commands/matrix.py)
-matrix_verify  # unused function (sparkdoctor/commands/matrix.py)
-
 # File-object protocol: zipfile and tarfile call these on a remote file
 _.readable  # unused method (sparkdoctor/released/rangefile.py)
 _.seekable  # unused method (sparkdoctor/released/rangefile.py)

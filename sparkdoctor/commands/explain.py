@@ -23,7 +23,6 @@ from sparkdoctor.commands.options import (
     Output,
     Timeout,
     format_option,
-    matrix_option,
     verb,
 )
 from sparkdoctor.errors import InputError, UsageError
@@ -39,7 +38,7 @@ _TOO_BIG = f"more than {MAX_BYTES // (1024 * 1024)} MiB; pass the part of the lo
 @dataclass
 class ExplainCommand:
     source: Annotated[str, typer.Argument(metavar="[FILE|-]", help="A log or pasted error text; '-' (default) reads stdin.")] = "-"
-    matrix: Annotated[Path | None, matrix_option("Matrix folder or file (default: bundled).")] = None
+    matrix: Annotated[Path | None, typer.Option("--matrix", help="Matrix folder or file (default: bundled).")] = None
     fmt: Annotated[Fmt, format_option(*FORMATS)] = Format.console
     output: Output = None
     timeout: Timeout = DEFAULT_TIMEOUT

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import sys
+from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -20,11 +21,7 @@ from sparkdoctor.commands.options import (
     Fmt,
     Output,
     Runtime,
-    arch_option,
-    container_option,
     format_option,
-    matrix_option,
-    python_option,
     refuse_bad_constraints,
     refuse_unwritable_output,
     verb,
@@ -44,8 +41,8 @@ AGE_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 @dataclass
 class FixCommand:
     journal: Annotated[str | None, typer.Argument(help="With --rollback: the journal id (default: the newest).")] = None
-    python: Annotated[str | None, python_option("The target interpreter or venv (default: $VIRTUAL_ENV, else this Python).")] = None
-    container: Annotated[str | None, container_option("Fix inside this running container (docker/podman), through the container CLI.")] = None
+    python: Annotated[str | None, typer.Option("--python", help="The target interpreter or venv (default: $VIRTUAL_ENV, else this Python).")] = None
+    container: Annotated[str | None, typer.Option("--container", metavar="NAME", help="Fix inside this running container (docker/podman), through the container CLI.")] = None
     container_python: ContainerPython = None
     runtime: Runtime = None
     yes: Annotated[bool, typer.Option("--yes", help="Apply the plan (journal first), then check again.")] = False
@@ -63,8 +60,8 @@ class FixCommand:
     allow_replace: Annotated[list[str], typer.Option("--allow-replace", help="Allow replacing this non-registry dist (repeatable).")] = field(default_factory=list)
     allow_downgrade: Annotated[list[str], typer.Option("--allow-downgrade", help="Allow downgrading this pinned package (repeatable).")] = field(default_factory=list)
     kernels: Annotated[bool, typer.Option("--kernels/--no-kernels", help="Run the kernel compile probes in the checks.")] = True
-    arch: Annotated[str | None, arch_option("Evaluate as this GPU arch (as check).")] = None
-    matrix: Annotated[Path | None, matrix_option("A matrix folder or file instead of the bundled one.")] = None
+    arch: Annotated[str | None, typer.Option("--arch", help="Evaluate as this GPU arch (as check).")] = None
+    matrix: Annotated[Path | None, typer.Option("--matrix", help="A matrix folder or file instead of the bundled one.")] = None
     fixes: Annotated[Path | None, typer.Option("--fixes", help="A fixes folder instead of the bundled one.")] = None
 
     def refuse_bad_options(self) -> None:
@@ -186,11 +183,9 @@ def _plan_or_apply(options: FixCommand) -> Result[FixDocument]:
 
 
 def _progress(message: str) -> None:
-    try:
+    with suppress(OSError, ValueError, AttributeError):  # a full or closed stderr: progress is lost, not the outcome
         sys.stderr.write(f"sparkdoctor fix: {message} ...\n")
         sys.stderr.flush()
-    except (OSError, ValueError, AttributeError):  # a full or closed stderr: progress is lost, not the outcome
-        pass
 
 
 def _target(chosen: tuple[str | None, str | None, str | None, str | None], env_file: Path | None) -> Any:

@@ -23,7 +23,6 @@ from sparkdoctor.commands.options import (
     Matrix,
     Output,
     Sets,
-    arch_option,
     format_option,
     parse_sets,
     refuse_bad_arch,
@@ -55,7 +54,7 @@ class FleetCommand:
     container: Annotated[str | None, typer.Option("--container", metavar="NAME", help="Probe inside this running container on every node.")] = None
     runtime: Annotated[str, typer.Option("--runtime", help="Container CLI on the nodes: docker or podman.")] = "docker"
     node_timeout: Annotated[float, typer.Option("--node-timeout", help="Seconds each node may take; a node past it is reported, the rest go on.")] = 60.0
-    arch: Annotated[str | None, arch_option("Judge every node as this GPU arch (default: detected per node).")] = None
+    arch: Annotated[str | None, typer.Option("--arch", help="Judge every node as this GPU arch (default: detected per node).")] = None
     fail_on: Annotated[str, typer.Option("--fail-on", help="Lowest severity of a node's finding that refuses the launch: info | warn | error.")] = "error"
     ignore: Ignore = field(default_factory=list)
     matrix: Matrix = None

@@ -15,9 +15,7 @@ import typer
 from sparkdoctor.commands.options import (
     Fmt,
     Parsed,
-    command,
     format_option,
-    matrix_option,
     verb,
 )
 from sparkdoctor.errors import UsageError
@@ -35,9 +33,10 @@ MATRIX_HELP = "Matrix folder or file (default: bundled)."
 class MatrixCommand:
     """What `matrix list` is told; `matrix show` and `matrix validate` are told a little more."""
 
-    matrix: Annotated[Path | None, matrix_option(MATRIX_HELP)] = None
+    matrix: Annotated[Path | None, typer.Option("--matrix", help=MATRIX_HELP)] = None
     fmt: Annotated[Fmt, format_option(*FORMATS)] = Format.console
     item_id: str | None = None
+    output: Path | None = None  # no option: list, show and validate write to stdout
 
 
 @dataclass
@@ -117,29 +116,9 @@ def register(app: typer.Typer) -> None:
     matrix_app = typer.Typer(help="List, show, validate and verify the knowledge base.", no_args_is_help=True)
     app.add_typer(matrix_app, name="matrix")
     matrix_tracking.register(matrix_app)
-    matrix_app.command("list")(command(MatrixCommand, matrix_list))
-    matrix_app.command("show")(command(ShowCommand, matrix_show))
-    matrix_app.command("validate")(command(ValidateCommand, matrix_validate))
+    matrix_app.command("list")(verb(MatrixCommand, run_list, "List every entry and known-good stack."))
+    matrix_app.command("show")(verb(ShowCommand, run_show, "Show one entry (or stack) in full."))
+    matrix_app.command("validate")(verb(ValidateCommand, lambda options: run_validate(options, options.bounds_doc), """
+        Check matrix files against the schema, probe ids and verify tables, then across entries (remedies that
+        another entry says break; `checked` entries that bracket nothing). Exit 1: a problem across entries."""))
     matrix_app.command("verify")(verb(matrix_verify.VerifyCommand, matrix_verify.run, matrix_verify.HELP))
-
-
-def matrix_list(options: MatrixCommand) -> None:
-    """List every entry and known-good stack."""
-    _emit(run_list(options), options.fmt)
-
-
-def matrix_show(options: MatrixCommand) -> None:
-    """Show one entry (or stack) in full."""
-    _emit(run_show(options), options.fmt)
-
-
-def matrix_validate(options: ValidateCommand) -> None:
-    """Check matrix files against the schema, probe ids and verify tables, then across entries (remedies that
-    another entry says break; `checked` entries that bracket nothing). Exit 1: a problem across entries."""
-    _emit(run_validate(options, options.bounds_doc), options.fmt)
-
-
-def _emit(result: Result[object], fmt: str) -> None:
-    from sparkdoctor.emit import emit
-
-    raise typer.Exit(emit(result, fmt))

@@ -18,7 +18,6 @@ from sparkdoctor.commands.options import (
     Output,
     command,
     format_option,
-    matrix_option,
     output_option,
     verb,
 )
@@ -53,7 +52,7 @@ def parse_through(values: list[str]) -> dict[str, str]:
 @dataclass
 class TrackCommand:
     through: Annotated[list[str], typer.Option("--through", metavar="PKG=VERSION", help="Read new releases of PKG up to VERSION (default: the newest).")] = field(default_factory=list)
-    matrix: Annotated[Path | None, matrix_option("Matrix folder (default: the installed, else the bundled one).")] = None
+    matrix: Annotated[Path | None, typer.Option("--matrix", help="Matrix folder (default: the installed, else the bundled one).")] = None
     fmt: Annotated[Fmt, format_option(*TRACK_FORMATS)] = Format.console
     output: Annotated[Output, output_option("Also write the JSON document to this file (atomically), whatever --format prints.")] = None
     platform: Annotated[str, typer.Option("--platform", help="Whose wheels to read: linux-aarch64 | linux-x86_64")] = "linux-aarch64"

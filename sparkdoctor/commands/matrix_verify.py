@@ -15,7 +15,6 @@ from sparkdoctor.commands.options import (
     Fmt,
     Output,
     format_option,
-    matrix_option,
     output_option,
 )
 from sparkdoctor.errors import UsageError, VerifyIncomplete
@@ -32,7 +31,7 @@ KINDS = ("all", "installs", "files")
 class VerifyCommand:
     entry_id: Annotated[str | None, typer.Argument(help="Entry id (default: every entry with a verify or files table).")] = None
     keep: Annotated[bool, typer.Option("--keep", help="Keep the scratch environments (reused by the next run).")] = False
-    matrix: Annotated[Path | None, matrix_option("Matrix folder or file (default: bundled).")] = None
+    matrix: Annotated[Path | None, typer.Option("--matrix", help="Matrix folder or file (default: bundled).")] = None
     fmt: Annotated[Fmt, format_option(*FORMATS)] = Format.console
     kind: Annotated[str, typer.Option("--kind", help="all | installs (probe in scratch venvs) | files (released wheels).")] = "all"
     bisect: Annotated[str | None, typer.Option("--bisect", metavar="ENTRY", help="Walk the released versions to find where ENTRY's file checks stop holding.")] = None

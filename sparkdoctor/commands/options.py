@@ -73,23 +73,6 @@ def format_option(*formats: Format, help: str | None = None) -> Any:
     return typer.Option("--format", "-f", help=help or " | ".join(f.value for f in allowed), callback=callback)
 
 
-def python_option(help: str = PYTHON_HELP) -> Any:
-    return typer.Option("--python", help=help)
-
-
-def container_option(help: str = "A running container (docker or podman) whose serving stack to use; the GPU, driver "
-                                  "and health are the host's.") -> Any:
-    return typer.Option("--container", metavar="NAME", help=help)
-
-
-def matrix_option(help: str = MATRIX_HELP) -> Any:
-    return typer.Option("--matrix", help=help)
-
-
-def arch_option(help: str = ARCH_HELP) -> Any:
-    return typer.Option("--arch", help=help)
-
-
 def output_option(help: str = "Write the document here (atomically) instead of stdout.") -> Any:
     """Read as text, not Path (`Output`): typer turns '' into Path('.'), and '' deserves its own answer (output_path)."""
     return typer.Option("--output", "-o", metavar="PATH", help=help)
@@ -118,14 +101,15 @@ def output_path(option: str, name: str | None) -> Path | None:
 
 EMPTY = Parsed(make=_listed, default=None)  # a repeatable option given no value: None on the command line, [] here
 Fmt = Annotated[Format, Parsed(str)]  # the callback of format_option makes the Format: its error names the choices
-Python = Annotated[str | None, python_option()]
-Container = Annotated[str | None, container_option()]
+Python = Annotated[str | None, typer.Option("--python", help=PYTHON_HELP)]
+Container = Annotated[str | None, typer.Option("--container", metavar="NAME", help=(
+    "A running container (docker or podman) whose serving stack to use; the GPU, driver and health are the host's."))]
 ContainerPython = Annotated[str | None, typer.Option("--container-python", metavar="PATH", help=(
     "The interpreter inside the container (default: the one holding vLLM, else the container's python3)."))]
 Runtime = Annotated[str | None, typer.Option("--runtime", help=RUNTIME_HELP)]
-Matrix = Annotated[Path | None, matrix_option()]
+Matrix = Annotated[Path | None, typer.Option("--matrix", help=MATRIX_HELP)]
 Ledger = Annotated[Path | None, typer.Option("--ledger", help=LEDGER_HELP)]
-Arch = Annotated[str | None, arch_option()]
+Arch = Annotated[str | None, typer.Option("--arch", help=ARCH_HELP)]
 Recipe = Annotated[str, typer.Argument(help="A recipe file (.toml, .yaml) or the name of a shipped recipe.")]
 Sets = Annotated[list[str], typer.Option("--set", help="Override a parameter: key=value, or env.NAME=value (repeatable)."),
                  EMPTY]

@@ -17,7 +17,6 @@ from sparkdoctor.commands.options import (
     Recipe,
     Sets,
     format_option,
-    matrix_option,
     parse_sets,
 )
 from sparkdoctor.conclusions.recipe_check import RecipeCheck
@@ -34,7 +33,7 @@ class RecipeCheckCommand:
     recipe: Recipe
     sets: Sets = field(default_factory=list)
     python: Annotated[str | None, typer.Option("--python", help="Interpreter (or venv) of the vLLM to judge against (default: the recipe command's venv, else as check).")] = None
-    matrix: Annotated[Path | None, matrix_option("Matrix folder or file (default: bundled).")] = None
+    matrix: Annotated[Path | None, typer.Option("--matrix", help="Matrix folder or file (default: bundled).")] = None
     fail_on: Annotated[str, typer.Option("--fail-on", help="Lowest severity that fails: info | warn | error.")] = "error"
     fmt: Annotated[Fmt, format_option(*FORMATS)] = Format.console
     output: Output = None

@@ -22,7 +22,6 @@ from sparkdoctor.commands.options import (
     Matrix,
     Output,
     Parsed,
-    arch_option,
     format_option,
     output_option,
     refuse_bad_arch,
@@ -50,7 +49,7 @@ class ReportCommand:
     output: Annotated[Output, output_option("Write the report here (atomically) instead of stdout.")] = None
     redact: Annotated[bool, typer.Option("--no-redact", help="Keep user and host names, home paths, addresses and tokens (default: anonymized)."),
                       Parsed(make=operator.not_, default=False)] = True
-    arch: Annotated[str | None, arch_option("Evaluate as if the target ran on this GPU arch (e.g. sm_121a).")] = None
+    arch: Annotated[str | None, typer.Option("--arch", help="Evaluate as if the target ran on this GPU arch (e.g. sm_121a).")] = None
     kernels: Annotated[bool, typer.Option("--kernels/--no-kernels", help="Run the kernel compile probes (live target only).")] = True
     matrix: Matrix = None
     timeout: Annotated[float, typer.Option("--timeout", help="Seconds probing the live target may take.")] = DEFAULT_TIMEOUT

@@ -20,7 +20,6 @@ from sparkdoctor.commands.options import (
     Ledger,
     Output,
     format_option,
-    matrix_option,
     refuse_bad_seconds,
     refuse_unwritable_output,
     verb,
@@ -39,7 +38,7 @@ class RerunCommand:
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Say what is stale and what changed; measure nothing.")] = False
     fail_on: Annotated[list[str], typer.Option("--fail-on", help="flipped and/or regression: exit 1 when one happened."), EMPTY] = field(default_factory=list)
     ledger: Ledger = None
-    matrix: Annotated[Path | None, matrix_option("Matrix folder or file that judges workarounds (default: bundled).")] = None
+    matrix: Annotated[Path | None, typer.Option("--matrix", help="Matrix folder or file that judges workarounds (default: bundled).")] = None
     ready_timeout: Annotated[float, typer.Option("--ready-timeout", help="Seconds to wait for each launched server.")] = 600.0
     fmt: Annotated[Fmt, format_option(*FORMATS)] = Format.console
     output: Output = None

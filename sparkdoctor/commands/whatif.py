@@ -18,10 +18,7 @@ from sparkdoctor.commands.options import (
     Fmt,
     Output,
     Parsed,
-    arch_option,
-    container_option,
     format_option,
-    matrix_option,
     refuse_bad_arch,
     refuse_unwritable_output,
     verb,
@@ -41,11 +38,11 @@ class WhatifCommand:
     specs: Annotated[list[str], typer.Argument(help="Requirements to upgrade to, as pip takes them (vllm==0.33.0, 'nvidia-cutlass-dsl[cu13]==4.5.2')."),
                      Parsed(default=...)] = field(default_factory=list)
     python: Annotated[str | None, typer.Option("--python", help="The target's interpreter (default: $VIRTUAL_ENV, then this one).")] = None
-    container: Annotated[str | None, container_option("A running container whose environment to judge (its own pip resolves).")] = None
+    container: Annotated[str | None, typer.Option("--container", metavar="NAME", help="A running container whose environment to judge (its own pip resolves).")] = None
     container_python: ContainerPython = None
     facts_file: Annotated[Path | None, typer.Option("--facts", help="Today's Facts from a snapshot instead of probing the target.")] = None
-    matrix: Annotated[Path | None, matrix_option("Matrix folder or file (default: installed, else bundled).")] = None
-    arch: Annotated[str | None, arch_option("Judge as if on this GPU arch (e.g. sm_121a).")] = None
+    matrix: Annotated[Path | None, typer.Option("--matrix", help="Matrix folder or file (default: installed, else bundled).")] = None
+    arch: Annotated[str | None, typer.Option("--arch", help="Judge as if on this GPU arch (e.g. sm_121a).")] = None
     fail_on: Annotated[str, typer.Option("--fail-on", help="Exit 1 when the upgrade introduces a finding at or above: error | warn | info")] = "error"
     read: Annotated[bool, typer.Option("--no-read", help="Do not read the new releases' files (capabilities stay today's, said)."),
                     Parsed(make=operator.not_, default=False)] = True

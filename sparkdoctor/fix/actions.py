@@ -1,4 +1,4 @@
-"""The plan's steps as Action objects (interface.Action: verify / execute / reverse), and the
+"""The plan's steps as Action objects (StepAction: verify / execute / reverse), and the
 transaction that runs them, as conda's link.py does: every action's verify() runs before the first
 change and returns its problems; then execute() in order; on any failure or interrupt, reverse() of
 the executed ones (and the one that was executing) in reverse order, each reverse's error collected,
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -22,7 +23,6 @@ from packaging.utils import canonicalize_name
 from sparkdoctor.fix import inventory as inv_mod
 from sparkdoctor.fix import journal as jr
 from sparkdoctor.fix.interface import (
-    Action,
     FixError,
     Installer,
     StepKind,
@@ -45,13 +45,31 @@ class Context:
     restorer: Restorer
 
 
-class StepAction(Action):
+class StepAction(ABC):
+    """One planned change, with conda's contract (core/path_actions.py), called in this order:
+
+    verify()  before ANY action executes: returns the problems (never raises), so every problem of
+              every action is known before the first change;
+    execute() makes the change;
+    reverse() only for an action that executed (or was executing) when a later one failed: puts back
+              what the journal recorded. Reversal runs in reverse order; its errors are collected.
+    describe() is what the plan shows."""
+
     def __init__(self, step: Step, ctx: Context):
         self.step, self.ctx = step, ctx
-        self.op, self.why = step.op, step.why
+        self.op, self.why = step.op, step.why  # why: the finding ids that ask for it
 
     def describe(self) -> str:
         return f"{self.op} {self.step.path or ' '.join(self.step.names or self.step.requirements)}"
+
+    @abstractmethod
+    def verify(self) -> list[str]: ...
+
+    @abstractmethod
+    def execute(self) -> None: ...
+
+    @abstractmethod
+    def reverse(self) -> None: ...
 
 
 class EditFile(StepAction):

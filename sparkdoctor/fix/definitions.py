@@ -56,9 +56,7 @@ class ActionSpec:
 class FixDefinition:
     id: str
     title: str
-    summary: str
     actions: list[ActionSpec]
-    file: str
     packages: set[str] = field(default_factory=set)  # every package any action may touch
 
 
@@ -177,8 +175,7 @@ def load_file(path: Path) -> FixDefinition:
     raw_actions = doc.get("action")
     _need(isinstance(raw_actions, list) and bool(raw_actions), where, "field 'action' needs at least one [[action]]")
     actions = [action_from(raw, i, where) for i, raw in enumerate(raw_actions)]
-    packages = set().union(*(touched_packages(a) for a in actions))
-    return FixDefinition(ident, doc["title"].strip(), " ".join(doc["summary"].split()), actions, where, packages)
+    return FixDefinition(ident, doc["title"].strip(), actions, set().union(*(touched_packages(a) for a in actions)))
 
 
 def load_all(folder: Path | None = None) -> dict[str, FixDefinition]:

@@ -160,11 +160,7 @@ class PipInstaller(Installer):
         res = Resolution()
         for item in data.get("install") or []:
             meta = item.get("metadata") or {}
-            name, version = canonicalize_name(meta.get("name", "?")), str(meta.get("version", "?"))
-            have = self.inventory.get(name)
-            res.installs[name] = version
-            if have is not None:
-                res.removes[name] = have.version
+            res.installs[canonicalize_name(meta.get("name", "?"))] = str(meta.get("version", "?"))
         return res
 
     def install(self, requirements: list[str], *, force_reinstall: bool = False, no_deps: bool = False,
@@ -264,10 +260,9 @@ class UvInstaller(Installer):
         res = Resolution()
         for line in (out.stderr + "\n" + out.stdout).splitlines():
             line = line.strip()
-            if line[:2] in ("+ ", "- ") and "==" in line:
+            if line.startswith("+ ") and "==" in line:  # "- name==version": what the call would remove
                 name, version = line[2:].split("==", 1)
-                name, version = canonicalize_name(name.strip()), version.strip().split()[0]
-                (res.installs if line[0] == "+" else res.removes)[name] = version
+                res.installs[canonicalize_name(name.strip())] = version.strip().split()[0]
         return res
 
     def install(self, requirements: list[str], *, force_reinstall: bool = False, no_deps: bool = False,

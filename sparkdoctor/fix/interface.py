@@ -1,5 +1,5 @@
-"""The shapes every stage of `fix` shares: its errors (each carrying its exit code), and the two
-interfaces (Installer, Action).
+"""The shapes every stage of `fix` shares: its errors (each carrying its exit code), and the Installer
+interface.
 
 A FixError is one line for the user. Its class says what happened to the target, and so which exit
 code it gets (sparkdoctor/exitcodes.py): UnchangedError (6) and its kin changed nothing; a Refusal
@@ -127,13 +127,9 @@ class NoSuchJournal(FixError):
 
 @dataclass
 class Resolution:
-    """What an installer's dry run says one call would do: name -> version after; removed names."""
+    """What an installer's dry run says one call would do: name -> version after."""
 
     installs: dict[str, str] = field(default_factory=dict)
-    removes: dict[str, str] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, object]:
-        return {"installs": dict(sorted(self.installs.items())), "removes": dict(sorted(self.removes.items()))}
 
 
 class Installer(ABC):
@@ -159,29 +155,3 @@ class Installer(ABC):
     def describe(self) -> str:
         """The installer as the plan names it (pip with its version, uv, a container's pip)."""
         return self.name
-
-
-class Action(ABC):
-    """One planned change, with conda's contract (core/path_actions.py), called in this order:
-
-    verify()  before ANY action executes: returns the problems (never raises), so every problem of
-              every action is known before the first change;
-    execute() makes the change;
-    reverse() only for an action that executed (or was executing) when a later one failed: puts back
-              what the journal recorded. Reversal runs in reverse order; its errors are collected.
-    describe() is what the plan shows."""
-
-    op: StepKind
-    why: list[str]  # the finding ids that ask for it
-
-    @abstractmethod
-    def describe(self) -> str: ...
-
-    @abstractmethod
-    def verify(self) -> list[str]: ...
-
-    @abstractmethod
-    def execute(self) -> None: ...
-
-    @abstractmethod
-    def reverse(self) -> None: ...

@@ -29,7 +29,7 @@ import secrets
 import shutil
 import time
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -57,26 +57,21 @@ def journals_dir() -> Path:
     return state_dir() / "journals"
 
 
-def write_bytes(path: Path, data: bytes, mode: int | None = None) -> None:
-    """Replace path with data atomically (temp + fsync + rename); the mode is kept or given."""
-    path = Path(path)
+def write_bytes(path: Path, data: bytes) -> None:
+    """Replace path with data atomically (temp + fsync + rename); the mode is kept."""
     tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
     try:
         with open(tmp, "wb") as fh:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
-        if mode is None and path.exists():
-            mode = path.stat().st_mode & 0o7777
-        if mode is not None:
-            os.chmod(tmp, mode)
+        if path.exists():
+            os.chmod(tmp, path.stat().st_mode & 0o7777)
         os.replace(tmp, path)
         fsync_dir(path.parent)
     except BaseException:
-        try:
+        with suppress(OSError):
             os.unlink(tmp)
-        except OSError:
-            pass
         raise
 
 
@@ -143,18 +138,13 @@ class Journal:
                 return {APPLYING: "interrupted", APPLIED: "applied", ROLLING_BACK: "rollback interrupted", ROLLED_BACK: "rolled back"}[m]
         return "planned"
 
-    def copy_of(self, rel: str) -> Path:
-        return self.path / rel
-
     def size(self) -> int:
         """Bytes on disk (the saved wheels are most of it)."""
         total = 0
         for root, _dirs, names in os.walk(self.path):
             for n in names:
-                try:
+                with suppress(OSError):
                     total += os.lstat(os.path.join(root, n)).st_size
-                except OSError:
-                    pass
         return total
 
     def settled(self) -> bool:

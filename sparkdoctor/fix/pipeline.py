@@ -7,7 +7,7 @@ what fix plans from is exactly what check reports.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from sparkdoctor import unsettled
@@ -188,8 +188,7 @@ class JournalRow:
     bytes: int
 
     def to_json(self) -> dict[str, object]:
-        return {"journal": self.journal, "status": self.status, "created": self.created, "target": self.target,
-                "fixes": self.fixes, "bytes": self.bytes}
+        return asdict(self)
 
 
 def _row(j: jr.Journal) -> JournalRow:
@@ -212,8 +211,7 @@ class Pruned:
     freed_bytes: int
 
     def to_json(self) -> dict[str, object]:
-        return {"removed": self.removed, "kept_unsettled": [r.to_json() for r in self.kept_unsettled],
-                "freed_bytes": self.freed_bytes}
+        return asdict(self)  # kept_unsettled: each row as JournalRow.to_json writes it
 
 
 def prune(keep: int | None, older_than_s: float | None) -> Pruned:

@@ -71,7 +71,7 @@ class Restorer:
             for row in self.data["dist_files"].get(name, []):
                 if not row.get("copy"):
                     continue
-                copy = self.journal.copy_of(row["copy"])
+                copy = self.journal.path / row["copy"]
                 got = jr.sha256_file(copy)
                 if got is None:
                     out.append(f"the copy of {row['path']} is missing from the journal")
@@ -81,7 +81,7 @@ class Restorer:
 
     def _edit_problems(self) -> list[str]:
         out = [f"the journal's copy of {r['path']} is missing or damaged" for r in self.data["files"]
-               if r["existed"] and jr.sha256_file(self.journal.copy_of(r["copy"])) != r["sha256"]]
+               if r["existed"] and jr.sha256_file((self.journal.path / r["copy"])) != r["sha256"]]
         # An edited file that is neither as it was before the apply nor as the apply left it was changed since, by
         # someone else: restoring the copy would destroy those edits (an HF_TOKEN line added to the env file).
         left = {(st.get("path"), st.get("side", "target")): hashlib.sha256(st["new_text"].encode("utf-8")).hexdigest()
@@ -92,7 +92,7 @@ class Restorer:
                 now = hashes(self.sides[side], [r["path"]]).get(r["path"])
                 if now not in (r["sha256"] if r["existed"] else None, left[(r["path"], side)]):
                     out.append(f"{r['path']} was changed since the apply, not by it: rolling back would lose those "
-                               f"changes (save them, put back its copy {self.journal.copy_of(r['copy'])} by hand or "
+                               f"changes (save them, put back its copy {self.journal.path / r['copy']} by hand or "
                                "undo them, then roll back)" if r["existed"] else
                                f"{r['path']} was changed since the apply made it: save it aside, then roll back")
         return out
@@ -144,8 +144,8 @@ class Restorer:
         self.boundary("reinstalled")
         rows = {row["path"]: row for dist_rows in data["dist_files"].values() for row in dist_rows if row.get("copy")}
         now_hashes = hashes(files, list(rows))
-        files.import_files([(self.journal.copy_of(r["copy"]), p, r.get("mode")) for p, r in rows.items()
-                            if now_hashes.get(p) != jr.sha256_file(self.journal.copy_of(r["copy"]))])
+        files.import_files([(self.journal.path / r["copy"], p, r.get("mode")) for p, r in rows.items()
+                            if now_hashes.get(p) != jr.sha256_file(self.journal.path / r["copy"])])
         self.boundary("dist-files")
         self.packages_restored = True
 
@@ -167,7 +167,7 @@ class Restorer:
             files = self.sides[side]
             now = hashes(files, [path]).get(path)
             if r["existed"] and now != r["sha256"]:
-                files.import_files([(self.journal.copy_of(r["copy"]), path, r.get("mode"))])
+                files.import_files([(self.journal.path / r["copy"], path, r.get("mode"))])
             elif not r["existed"] and now is not None:
                 files.remove([path])
 
