@@ -27,10 +27,6 @@ _STYLE = {"confirmed": "green", "contradicted": "bold red", "error": "yellow", "
           "range-must-grow": "bold red"}
 
 
-def _summary(results: list[InstallResult | FileResult]) -> dict[str, int]:
-    return {v: sum(1 for r in results if r.verdict == v) for v in VERDICTS}
-
-
 def render_verify(results: list[InstallResult | FileResult], console: Console, seconds: float) -> None:
     for r in results:
         if isinstance(r, FileResult):
@@ -39,7 +35,7 @@ def render_verify(results: list[InstallResult | FileResult], console: Console, s
             _render_installs(r, console)
         if r.verdict != "confirmed":
             console.print(f"    {escape(r.why)}", soft_wrap=True)
-    counts = ", ".join(f"{n} {v}" for v, n in _summary(results).items())
+    counts = ", ".join(f"{sum(1 for r in results if r.verdict == v)} {v}" for v in VERDICTS)
     console.print(f"{plural(len(results), 'entry')} verified in {seconds:.0f}s: {counts}")
 
 
