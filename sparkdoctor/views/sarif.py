@@ -34,6 +34,7 @@ from sparkdoctor import __version__
 from sparkdoctor.exitcodes import EXIT_FINDINGS, EXIT_OK
 from sparkdoctor.matrix import load
 from sparkdoctor.matrix.model import Entry, Matrix
+from sparkdoctor.names import canonicalize_name
 
 if TYPE_CHECKING:
     from sparkdoctor.facts import Facts
@@ -204,11 +205,11 @@ def _stated_artifact(facts: Facts) -> str:
 def _check_location(f: Finding, facts: Facts, default: str) -> tuple[Location, str]:
     """(the location, the subject) of a check finding: a constraints line, a modified file, or the stated artifact."""
     text = " ".join(str(e) for e in f.evidence)
-    names = {_norm(f.component)} if f.component else set()
+    names = {canonicalize_name(f.component)} if f.component else set()
     for c in facts.constraints or []:
         if not isinstance(c, dict) or not c.get("file"):
             continue
-        name = _norm(str(c.get("name") or ""))
+        name = canonicalize_name(str(c.get("name") or ""))
         if name and (name in names or re.search(rf"(?<![\w-]){re.escape(str(c.get('name')))}(?![\w-])", text, re.IGNORECASE)):
             number = c.get("line")
             line = number if isinstance(number, int) and number > 0 else None
@@ -218,10 +219,6 @@ def _check_location(f: Finding, facts: Facts, default: str) -> tuple[Location, s
             if isinstance(rel, str) and rel and rel in text and pkg.get("location"):
                 return _artifact(os.path.join(str(pkg["location"]), rel)), f"{pkg_name}/{rel}"
     return _artifact(default), f.component or ""
-
-
-def _norm(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 # ---- recipe check -----------------------------------------------------------------------------------------------
