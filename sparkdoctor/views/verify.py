@@ -120,14 +120,11 @@ def _bounds_console(result: Result[Bounds], sink: Sink) -> str:
     return sink.capture(show)
 
 
-def _stacks_console(result: Result[Stacks], sink: Sink) -> str:
-    return sink.capture(lambda console: render_stacks(result.data.results, console))
-
-
 VIEW = View(EntryChecks, {Format.console: _checks_console, Format.json: _json})
 View(Bisection, {Format.console: lambda result, sink: sink.capture(lambda console: render_bisect(result.data.found, console)),
                  Format.json: _json})
 View(Latest, {Format.console: lambda result, sink: sink.capture(lambda console: render_latest(result.data.results, console)),
               Format.json: _json})
 View(Bounds, {Format.console: _bounds_console, Format.json: _json})
-View(Stacks, {Format.console: _stacks_console, Format.json: _json})
+View(Stacks, {Format.console: lambda result, sink: sink.capture(lambda console: render_stacks(result.data.results, console)),
+              Format.json: _json})
