@@ -116,26 +116,24 @@ def what_changed(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[Change]
             add(f"packages.{name}.files_modified", fa, fb, f"{name}: file now modified (differs from its RECORD): {', '.join(came)}")
         if ca != cb:
             add(f"packages.{name}.cuda", ca, cb, f"{name} CUDA build {ca} -> {cb}")
-    env_a, env_b = old.get("env") or {}, new.get("env") or {}
-    for name in sorted(set(env_a) | set(env_b)):
-        a, b = env_a.get(name), env_b.get(name)
-        if a != b:
-            text = f"env {name} unset (was {a})" if b is None else f"env {name} set to {b}" if a is None else f"env {name} {a} -> {b}"
-            add(f"env.{name}", a, b, text)
-    sp_a, sp_b = old.get("speed_packages") or {}, new.get("speed_packages") or {}
-    for name in sorted(set(sp_a) | set(sp_b)):
-        a, b = sp_a.get(name), sp_b.get(name)
-        if a != b:
-            add(f"speed_packages.{name}", a, b, f"{name} {a or 'absent'} -> {b or 'absent'}")
+    for name, a, b in _differing(old.get("env") or {}, new.get("env") or {}):
+        text = f"env {name} unset (was {a})" if b is None else f"env {name} set to {b}" if a is None else f"env {name} {a} -> {b}"
+        add(f"env.{name}", a, b, text)
+    for name, a, b in _differing(old.get("speed_packages") or {}, new.get("speed_packages") or {}):
+        add(f"speed_packages.{name}", a, b, f"{name} {a or 'absent'} -> {b or 'absent'}")
     ma, mb = old.get("model") or {}, new.get("model") or {}
     if ma.get("sha256") != mb.get("sha256"):
         add("model", ma.get("sha256"), mb.get("sha256"), f"model checkpoint changed (config + safetensors headers "
             f"{ma.get('sha256') or 'unknown'} -> {mb.get('sha256') or 'unknown'})")
-    for key in sorted((set(old) | set(new)) - {"packages", "env", "speed_packages", "model"}):
-        a, b = old.get(key), new.get(key)
-        if a != b:
-            add(key, a, b, f"{key.replace('_', ' ')} {_short(a)} -> {_short(b)}")
+    for key, a, b in _differing(old, new, skip={"packages", "env", "speed_packages", "model"}):
+        add(key, a, b, f"{key.replace('_', ' ')} {_short(a)} -> {_short(b)}")
     return rows
+
+
+def _differing(old: Mapping[str, object], new: Mapping[str, object], skip: frozenset[str] | set[str] = frozenset()
+               ) -> list[tuple[str, object, object]]:
+    """(key, old value, new value) for every key whose value differs, in key order."""
+    return [(k, old.get(k), new.get(k)) for k in sorted((set(old) | set(new)) - skip) if old.get(k) != new.get(k)]
 
 
 def _short(value: object) -> str:

@@ -92,6 +92,18 @@ def _diff(area: str, key: str, va: object, vb: object, verdict: str, why: str) -
     return [Difference(area, key, _show(va), _show(vb), verdict, why)]
 
 
+def _keyed(area: str, ma: dict, mb: dict, judge: Callable[[str], tuple[str, str]],
+           value: Callable[[object], object] = lambda v: v) -> list[Difference]:
+    """One difference per key of either mapping that differs (as `value` reads it), judged by `judge(key)`."""
+    return [d for key in sorted(set(ma) | set(mb))
+            for d in _diff(area, key, value(ma.get(key)), value(mb.get(key)), *judge(key))]
+
+
+def _leafwise(area: str, va: object, vb: object, judge: Callable[[str], tuple[str, str]]) -> list[Difference]:
+    """One difference per leaf path of either side that differs, judged by `judge(path)`."""
+    return [d for key, a, b in _leaf_pairs(va, vb) for d in _diff(area, key, a, b, *judge(key))]
+
+
 def _packages(area: str, pa: dict, pb: dict) -> list[Difference]:
     out: list[Difference] = []
     for name in sorted(set(pa) | set(pb)):
@@ -157,21 +169,12 @@ def _toolkits(area: str, ta: list, tb: list) -> list[Difference]:
 
 
 def _env(area: str, ea: dict, eb: dict) -> list[Difference]:
-    out: list[Difference] = []
-    for name in sorted(set(ea) | set(eb)):
-        verdict, why = env_verdict(name)
-        out += _diff(area, name, ea.get(name), eb.get(name), verdict, why)
-    return out
+    return _keyed(area, ea, eb, env_verdict)
 
 
 def _kernels(area: str, ka: dict, kb: dict) -> list[Difference]:
-    out: list[Difference] = []
-    for probe in sorted(set(ka) | set(kb)):
-        a, b = ka.get(probe), kb.get(probe)
-        sa = a.get("status") if isinstance(a, dict) else (None if a is None else text_of(a))
-        sb = b.get("status") if isinstance(b, dict) else (None if b is None else text_of(b))
-        out += _diff(area, probe, sa, sb, RISKY, "the kernel probe ends differently: the toolchains compile differently")
-    return out
+    return _keyed(area, ka, kb, lambda _: (RISKY, "the kernel probe ends differently: the toolchains compile differently"),
+                  lambda k: k.get("status") if isinstance(k, dict) else (None if k is None else text_of(k)))
 
 
 def _target(area: str, ta: dict, tb: dict) -> list[Difference]:
@@ -187,16 +190,12 @@ def _target(area: str, ta: dict, tb: dict) -> list[Difference]:
     return out
 
 
+HOST_KEYS = {"machine": (RISKY, "another CPU architecture"),
+             "kernel": (BENIGN, "another kernel (ConnectX and GPU drivers ride on it: worth aligning)")}
+
+
 def _host(area: str, ha: dict, hb: dict) -> list[Difference]:
-    out: list[Difference] = []
-    for key, va, vb in _leaf_pairs(ha, hb):
-        if key == "machine":
-            out += _diff(area, key, va, vb, RISKY, "another CPU architecture")
-        elif key == "kernel":
-            out += _diff(area, key, va, vb, BENIGN, "another kernel (ConnectX and GPU drivers ride on it: worth aligning)")
-        else:
-            out += _diff(area, key, va, vb, BENIGN, "a host reading, not the serving stack")
-    return out
+    return _leafwise(area, ha, hb, lambda key: HOST_KEYS.get(key, (BENIGN, "a host reading, not the serving stack")))
 
 
 def _arch(area: str, aa: dict, ab: dict) -> list[Difference]:
@@ -218,34 +217,23 @@ def _constraints(area: str, ca: list, cb: list) -> list[Difference]:
                 found.setdefault(text_of(row.get("name")), []).append(text_of(row.get("requirement") or row.get("specifier") or ""))
         return {k: sorted(v) for k, v in found.items()}
 
-    pa, pb = pins(ca), pins(cb)
-    out: list[Difference] = []
-    for name in sorted(set(pa) | set(pb)):
-        out += _diff(area, name, pa.get(name), pb.get(name), BENIGN, "a pin in a constraints file, not what is installed")
-    return out
+    return _keyed(area, pins(ca), pins(cb), lambda _: (BENIGN, "a pin in a constraints file, not what is installed"))
 
 
 def _capabilities(area: str, ca: dict, cb: dict) -> list[Difference]:
-    out: list[Difference] = []
-    for key in sorted(set(ca) | set(cb)):
-        a, b = ca.get(key), cb.get(key)
-        va = a.get("value") if isinstance(a, dict) else a
-        vb = b.get("value") if isinstance(b, dict) else b
-        out += _diff(area, key, va, vb, BENIGN, "read from the installed files: follows the package versions above")
-    return out
+    return _keyed(area, ca, cb, lambda _: (BENIGN, "read from the installed files: follows the package versions above"),
+                  lambda c: c.get("value") if isinstance(c, dict) else c)
+
+
+OTHER_IMAGE = (RISKY, "another image content: eugr's launcher refuses two nodes like this")
+CONTAINER_KEYS = {"fingerprint": OTHER_IMAGE, "platform": OTHER_IMAGE,
+                  "runtime": (RISKY, "another container runtime: one node may run the image without the GPU")}
 
 
 def _container(area: str, ca: dict, cb: dict) -> list[Difference]:
     """The image record of a container target: its content fingerprint decides."""
-    out: list[Difference] = []
-    for key, va, vb in _leaf_pairs(ca, cb):
-        if key in ("fingerprint", "platform"):
-            out += _diff(area, key, va, vb, RISKY, "another image content: eugr's launcher refuses two nodes like this")
-        elif key == "runtime":
-            out += _diff(area, key, va, vb, RISKY, "another container runtime: one node may run the image without the GPU")
-        else:
-            out += _diff(area, key, va, vb, BENIGN, "ids, names and digests differ between stores; the fingerprint decides")
-    return out
+    return _leafwise(area, ca, cb, lambda key: CONTAINER_KEYS.get(
+        key, (BENIGN, "ids, names and digests differ between stores; the fingerprint decides")))
 
 
 def _host_health(area: str, ha: dict, hb: dict) -> list[Difference]:
@@ -286,12 +274,8 @@ def _host_health(area: str, ha: dict, hb: dict) -> list[Difference]:
 
 
 def _generic(area: str, va: object, vb: object) -> list[Difference]:
-    out: list[Difference] = []
-    for key, a, b in _leaf_pairs(va, vb):
-        risky = "fingerprint" in key.lower()
-        out += _diff(area, key, a, b, RISKY if risky else BENIGN,
-                     "a content fingerprint" if risky else f"a {area} reading, not the serving stack")
-    return out
+    return _leafwise(area, va, vb, lambda key: (RISKY, "a content fingerprint") if "fingerprint" in key.lower()
+                     else (BENIGN, f"a {area} reading, not the serving stack"))
 
 
 def _leaf_pairs(va: object, vb: object) -> list[tuple[str, object, object]]:

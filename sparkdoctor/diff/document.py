@@ -12,13 +12,6 @@ from sparkdoctor.facts import Facts
 DIFF_VERSION = 1
 
 
-def overall(comparison: Comparison) -> str:
-    """risky | benign (differences, none risky) | same."""
-    if comparison.risky:
-        return "risky"
-    return "benign" if comparison.differences else "same"
-
-
 @dataclass(frozen=True)
 class Side:
     """One snapshot as the diff names it."""
@@ -52,7 +45,10 @@ class DiffDocument:
 
     @property
     def verdict(self) -> str:
-        return overall(self.comparison)
+        """risky | benign (differences, none risky) | same."""
+        if self.comparison.risky:
+            return "risky"
+        return "benign" if self.comparison.differences else "same"
 
     @property
     def exit_code(self) -> int:

@@ -13,12 +13,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from sparkdoctor.anonymize import (  # noqa: F401 (re-exported)
-    NOT_REDACTED_NOTE,
-    REDACTED_NOTE,
-    Redactor,
-    redactor_for,
-)
+from sparkdoctor.anonymize import Redactor, redactor_for
 from sparkdoctor.facts import Facts
 from sparkdoctor.fit import FORUM_LIMIT, GITHUB_LIMIT, Block, fit, join
 from sparkdoctor.report import judgement
@@ -29,7 +24,6 @@ if TYPE_CHECKING:
     from sparkdoctor.findings import Report
 
 REPORT_FORMATS = ("github", "forum")
-
 
 
 def redacted_facts(facts: Facts, redactor: Redactor) -> Facts:
@@ -63,7 +57,5 @@ def _blocks(report: Report, fmt: str, redact: bool, local: bool) -> tuple[list[B
     redactor = redactor_for(judgement.clipped(report.facts.to_dict()), enabled=redact, local=local)
     shown = redacted_facts(report.facts, redactor) if redact else report.facts
     if fmt == "github":
-
         return github_blocks(report, shown, redactor), github_stub, github_notice
-
     return forum_blocks(report, shown, redactor), forum_stub, forum_notice

@@ -5,21 +5,15 @@ from __future__ import annotations
 from typing import Any
 
 from rich.console import Console
-from rich.markup import escape
 
 from sparkdoctor.conclusions.documents import ConclusionsDocument
 from sparkdoctor.result import Format
 from sparkdoctor.views import View
+from sparkdoctor.views.terminal_text import escaped as _e
 
 STYLE = {"fresh": "green", "stale": "yellow", "flipped": "bold red", "broken": "red", "incomparable": "magenta",
          "holds": "green", "changed": "yellow", "not re-run": "red", "needed": "green", "unknown": "dim",
          "error": "red", "warn": "yellow", "info": "dim"}
-
-
-def _e(value: object) -> str:
-    """`value` as an f-string writes it, escaped for rich: a conclusion's name, statement or arm label, a recipe's path,
-    a finding's title (from the ledger, a recipe, the matrix) prints as written (`[fp8]`, `[/]`), never as markup."""
-    return escape(str(value))
 
 
 def _ratio(r: dict[str, Any] | None) -> str:

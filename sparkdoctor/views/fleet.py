@@ -124,6 +124,9 @@ def _v(value: object) -> str:
 
 def render_memory(fit: FleetFit, console: Console, verbose: bool = False) -> None:
     """`--recipe`: the need per node, each node's verdict with what holds its memory, and the one proposal."""
+    # imported here: a fleet check without --recipe loads no memory rules
+    from sparkdoctor.memory.verdict import gib
+
     console.print(f"memory: {escape(fit.summary())}")
     for rule in fit.rules[1:] if verbose else []:
         console.print(f"  [dim]{escape(rule)}[/]")
@@ -148,10 +151,6 @@ def render_memory(fit: FleetFit, console: Console, verbose: bool = False) -> Non
         console.print(f"  proposal for every node: launch with {escape(_flags(fit.proposal))}  [dim]({escape(decided)}{checked})[/]")
     elif any(v.outcome == "does-not-fit" for v in fit.verdicts.values()):
         console.print("  [bold red]no setting fits on every node[/]: free memory on the node(s) above first")
-
-
-def gib(n: float) -> str:
-    return f"{n / 2**30:.1f} GiB"
 
 
 def _flags(settings: Mapping[str, object]) -> str:

@@ -15,7 +15,7 @@ import sys
 import xml.etree.ElementTree as ET
 from typing import Any
 
-from sparkdoctor.conclusions.recipe_check import RecipeCheck
+from sparkdoctor.conclusions.recipe_check import SEVERITY_RANK, RecipeCheck
 from sparkdoctor.describe import clip
 from sparkdoctor.matrix import load
 from sparkdoctor.result import Format, Result
@@ -24,12 +24,9 @@ from sparkdoctor.views import View
 from sparkdoctor.views.conclusions import recipe_check
 from sparkdoctor.views.junit import FINDING_CHARS, _clean, document
 from sparkdoctor.views.sarif import render_recipe_sarif
-from sparkdoctor.vocab import Severity
 
 CONSOLE_WIDTH = 160
 """Columns of the console table when stdout is not a terminal (a CI log): wide enough for an evidence line."""
-
-SEVERITY_RANK = {s.value: s.rank for s in Severity}  # info 0, warn 1, error 2
 
 
 def _text(f: dict[str, Any]) -> str:

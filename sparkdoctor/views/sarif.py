@@ -34,6 +34,7 @@ from sparkdoctor import __version__
 from sparkdoctor.exitcodes import EXIT_FINDINGS, EXIT_OK
 from sparkdoctor.matrix import load
 from sparkdoctor.matrix.model import Entry, Matrix
+from sparkdoctor.names import canonicalize_name
 
 if TYPE_CHECKING:
     from sparkdoctor.facts import Facts
@@ -130,10 +131,13 @@ def _artifact(path: str, line: int | None = None) -> Location:
     return {"physicalLocation": loc}
 
 
-def _fingerprint(rule_id: str, subject: str, location: Location) -> dict[str, str]:
+def _result(rule_id: str, severity: str, message: dict[str, str], location: Location, subject: str,
+            properties: dict[str, object]) -> dict[str, object]:
+    """One result; its fingerprint hashes the rule, the subject and the artifact (never a line or a version)."""
     uri = location["physicalLocation"]["artifactLocation"]["uri"]
     digest = hashlib.sha256(f"{rule_id}\0{subject}\0{uri}".encode()).hexdigest()
-    return {FINGERPRINT: digest}
+    return {"ruleId": rule_id, "level": LEVEL.get(severity, "warning"), "message": message, "locations": [location],
+            "partialFingerprints": {FINGERPRINT: digest}, "properties": properties}
 
 
 def _log(rules: list[dict[str, object]], results: list[dict[str, object]], exit_code: int, properties: Mapping[str, object],
@@ -182,10 +186,8 @@ def render_sarif(report: Report) -> str:
             seen.add(f.id)
             rules.append(_rule(f.id, f.title, f.severity, f.remedy, f.refs, f.evidence_level, f.component, f.summary))
         location, subject = _check_location(f, report.facts, default)
-        results.append({"ruleId": f.id, "level": LEVEL.get(f.severity, "warning"),
-                        "message": _message(f.title, f.evidence, f.remedy), "locations": [location],
-                        "partialFingerprints": _fingerprint(f.id, subject, location),
-                        "properties": {"evidence-level": f.evidence_level, "component": f.component}})
+        results.append(_result(f.id, f.severity, _message(f.title, f.evidence, f.remedy), location, subject,
+                               {"evidence-level": f.evidence_level, "component": f.component}))
     props = {"fingerprint": report.facts.fingerprint(), "verdict": report.verdict(), "fail_on": report.fail_on,
              "target": default}
     return _log(rules, results, report.exit_code(), props, "check")
@@ -203,11 +205,11 @@ def _stated_artifact(facts: Facts) -> str:
 def _check_location(f: Finding, facts: Facts, default: str) -> tuple[Location, str]:
     """(the location, the subject) of a check finding: a constraints line, a modified file, or the stated artifact."""
     text = " ".join(str(e) for e in f.evidence)
-    names = {_norm(f.component)} if f.component else set()
+    names = {canonicalize_name(f.component)} if f.component else set()
     for c in facts.constraints or []:
         if not isinstance(c, dict) or not c.get("file"):
             continue
-        name = _norm(str(c.get("name") or ""))
+        name = canonicalize_name(str(c.get("name") or ""))
         if name and (name in names or re.search(rf"(?<![\w-]){re.escape(str(c.get('name')))}(?![\w-])", text, re.IGNORECASE)):
             number = c.get("line")
             line = number if isinstance(number, int) and number > 0 else None
@@ -217,10 +219,6 @@ def _check_location(f: Finding, facts: Facts, default: str) -> tuple[Location, s
             if isinstance(rel, str) and rel and rel in text and pkg.get("location"):
                 return _artifact(os.path.join(str(pkg["location"]), rel)), f"{pkg_name}/{rel}"
     return _artifact(default), f.component or ""
-
-
-def _norm(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 # ---- recipe check -----------------------------------------------------------------------------------------------
@@ -244,11 +242,10 @@ def render_recipe_sarif(doc: dict[str, Any], matrix: Matrix) -> str:
         needles = _needles(subject, entry, f.get("evidence") or [])
         line = _first_line(lines, needles)
         location = _artifact(path, line)
-        results.append({"ruleId": rule_id, "level": LEVEL.get(str(f.get("severity")), "warning"),
-                        "message": _message(str(f.get("title") or rule_id), [str(e) for e in f.get("evidence") or []],
-                                            str(f.get("remedy") or "")),
-                        "locations": [location], "partialFingerprints": _fingerprint(rule_id, subject or rule_id, location),
-                        "properties": {"kind": f.get("kind"), **({"subject": subject} if subject else {})}})
+        message = _message(str(f.get("title") or rule_id), [str(e) for e in f.get("evidence") or []],
+                           str(f.get("remedy") or ""))
+        results.append(_result(rule_id, str(f.get("severity")), message, location, subject or rule_id,
+                               {"kind": f.get("kind"), **({"subject": subject} if subject else {})}))
 
     exit_code = EXIT_FINDINGS if doc.get("failed") else EXIT_OK
     props = {"recipe": recipe.get("name"), "recipe_fingerprint": recipe.get("fingerprint"), "fingerprint": doc.get("fingerprint"),
@@ -316,9 +313,8 @@ def render_findings_sarif(findings: list[dict[str, Any]], *, category: str, prop
         location = _artifact(path, _first_line(_read_lines(path), _needles("", None, [*evidence, remedy])))
         arm = f.get("arm")
         title = f"{arm}: {f.get('title')}" if arm else str(f.get("title") or rule_id)
-        results.append({"ruleId": rule_id, "level": LEVEL.get(severity, "warning"), "message": _message(title, evidence, remedy),
-                        "locations": [location], "partialFingerprints": _fingerprint(rule_id, str(arm or ""), location),
-                        "properties": {"kind": f.get("kind"), **({"arm": arm} if arm else {})}})
+        results.append(_result(rule_id, severity, _message(title, evidence, remedy), location, str(arm or ""),
+                               {"kind": f.get("kind"), **({"arm": arm} if arm else {})}))
     safe = re.sub(r"[^A-Za-z0-9._/-]+", "-", category)
     return _log(rules, results, exit_code, properties, safe, failure)
 

@@ -27,10 +27,6 @@ _STYLE = {"confirmed": "green", "contradicted": "bold red", "error": "yellow", "
           "range-must-grow": "bold red"}
 
 
-def _summary(results: list[InstallResult | FileResult]) -> dict[str, int]:
-    return {v: sum(1 for r in results if r.verdict == v) for v in VERDICTS}
-
-
 def render_verify(results: list[InstallResult | FileResult], console: Console, seconds: float) -> None:
     for r in results:
         if isinstance(r, FileResult):
@@ -39,7 +35,7 @@ def render_verify(results: list[InstallResult | FileResult], console: Console, s
             _render_installs(r, console)
         if r.verdict != "confirmed":
             console.print(f"    {escape(r.why)}", soft_wrap=True)
-    counts = ", ".join(f"{n} {v}" for v, n in _summary(results).items())
+    counts = ", ".join(f"{sum(1 for r in results if r.verdict == v)} {v}" for v in VERDICTS)
     console.print(f"{plural(len(results), 'entry')} verified in {seconds:.0f}s: {counts}")
 
 
@@ -124,14 +120,11 @@ def _bounds_console(result: Result[Bounds], sink: Sink) -> str:
     return sink.capture(show)
 
 
-def _stacks_console(result: Result[Stacks], sink: Sink) -> str:
-    return sink.capture(lambda console: render_stacks(result.data.results, console))
-
-
 VIEW = View(EntryChecks, {Format.console: _checks_console, Format.json: _json})
 View(Bisection, {Format.console: lambda result, sink: sink.capture(lambda console: render_bisect(result.data.found, console)),
                  Format.json: _json})
 View(Latest, {Format.console: lambda result, sink: sink.capture(lambda console: render_latest(result.data.results, console)),
               Format.json: _json})
 View(Bounds, {Format.console: _bounds_console, Format.json: _json})
-View(Stacks, {Format.console: _stacks_console, Format.json: _json})
+View(Stacks, {Format.console: lambda result, sink: sink.capture(lambda console: render_stacks(result.data.results, console)),
+              Format.json: _json})
