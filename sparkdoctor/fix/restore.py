@@ -81,7 +81,7 @@ class Restorer:
 
     def _edit_problems(self) -> list[str]:
         out = [f"the journal's copy of {r['path']} is missing or damaged" for r in self.data["files"]
-               if r["existed"] and jr.sha256_file((self.journal.path / r["copy"])) != r["sha256"]]
+               if r["existed"] and jr.sha256_file(self.journal.path / r["copy"]) != r["sha256"]]
         # An edited file that is neither as it was before the apply nor as the apply left it was changed since, by
         # someone else: restoring the copy would destroy those edits (an HF_TOKEN line added to the env file).
         left = {(st.get("path"), st.get("side", "target")): hashlib.sha256(st["new_text"].encode("utf-8")).hexdigest()
