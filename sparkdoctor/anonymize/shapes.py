@@ -305,8 +305,6 @@ def argv_secrets(items: list[object]) -> list[str]:
     return out
 
 
-
-
 _TRIE_DEPTH = 200  # branch points on one path; deeper (`a`, `aa`, `aaa`, ... by the hundred) is a plain alternation
 
 
