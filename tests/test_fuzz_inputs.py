@@ -162,6 +162,7 @@ def damage_ledger(path: Path, damages: list[tuple]) -> None:
                 else:
                     fh.truncate(at)
             continue
+        db = None
         try:
             db = sqlite3.connect(path, isolation_level=None)
             if kind == "column":
@@ -173,9 +174,13 @@ def damage_ledger(path: Path, damages: list[tuple]) -> None:
                 db.execute(f"PRAGMA {damage[1]} = {damage[2]}")
             else:
                 db.execute(f"DELETE FROM {damage[1]} WHERE rowid = ?", (damage[2],))
-            db.close()
         except (sqlite3.Error, OverflowError, UnicodeEncodeError):
             pass  # an earlier damage made the file unwritable: what is left is the input
+        finally:
+            # closed now, never by the collector later: closing the last connection checkpoints and deletes the
+            # -wal file, which once happened between the next example's glob and its unlink
+            if db is not None:
+                db.close()
 
 
 def read_ledger(path: Path) -> None:
@@ -209,8 +214,8 @@ def read_ledger(path: Path) -> None:
 def test_ledger_files(work, damages):
     template, _ = stores.template_ledger()
     path = work / "ledger.sqlite"
-    for leftover in work.glob("ledger.sqlite*"):
-        leftover.unlink()
+    for leftover in list(work.glob("ledger.sqlite*")):
+        leftover.unlink(missing_ok=True)
     shutil.copyfile(template, path)
     damage_ledger(path, damages)
     with judged("ledger"):
