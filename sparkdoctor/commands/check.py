@@ -34,7 +34,7 @@ from sparkdoctor.commands.options import (
     refuse_bad_seconds,
     verb,
 )
-from sparkdoctor.errors import UsageError
+from sparkdoctor.errors import TargetUnprobeable, UsageError
 from sparkdoctor.findings import Report
 from sparkdoctor.result import Format, Result
 from sparkdoctor.views.check import VIEW
@@ -120,8 +120,13 @@ def run(options: CheckCommand) -> Result[Report]:
                                use_cache=not options.no_cache, deadline=deadline, prestarted=prestarted,
                                fail_on=fail_on, ignore=list(options.ignore), config=config, save_facts=options.save_facts)
         outcome = _check_with_progress(request)
-        return Result("check", "report", outcome.report, exit_code=outcome.report.exit_code(), notes=outcome.notes,
-                      verbose=options.verbose)
+        result = Result("check", "report", outcome.report, exit_code=outcome.report.exit_code(), notes=outcome.notes,
+                        verbose=options.verbose)
+        why = outcome.report.unprobed_why()
+        if why is not None:  # exit 3: the reason in the JSON `errors` and on stderr, whatever the format
+            result.fail(TargetUnprobeable(f"the target could not be probed: {why}"))
+            result.notes.append(f"the target could not be probed (exit 3): {why}")
+        return result
     finally:  # the budget is this run's: a caller in the same process (tests, a library) is not bound by it
         proc.set_deadline(None)
 

@@ -190,7 +190,9 @@ def render_sarif(report: Report) -> str:
                                {"evidence-level": f.evidence_level, "component": f.component}))
     props = {"fingerprint": report.facts.fingerprint(), "verdict": report.verdict(), "fail_on": report.fail_on,
              "target": default}
-    return _log(rules, results, report.exit_code(), props, "check")
+    why = report.unprobed_why()  # a run that could not look at the target is no clean analysis (exit 3)
+    return _log(rules, results, report.exit_code(), props, "check",
+                None if why is None else f"the target could not be probed: {why}")
 
 
 def _stated_artifact(facts: Facts) -> str:

@@ -1,0 +1,78 @@
+"""`check` as a CI gate: what each outcome tells a pipeline besides its exit code (the review of 2026-11-30).
+
+Each test failed on the code before its fix: an unprobeable target (exit 3) was a SARIF log of a successful run
+with no result, a JSON document whose `errors` was empty and nothing on stderr; `--save-facts` beside `--facts`
+wrote nothing and exited 0; a config file with 100,000 unknown ids printed 100,000 warnings.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from tests.test_render import FACTS_DIR, write_matrix
+
+REPO = Path(__file__).resolve().parent.parent
+SCHEMA = REPO / "tests" / "data" / "sarif" / "sarif-schema-2.1.0.json"
+UNPROBED = FACTS_DIR / "unprobed.json"  # its packages could not be read: a probe of env.py that timed out
+
+
+@pytest.fixture
+def run(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SPARKDOCTOR_", "FORCE_COLOR", "NO_COLOR"))}
+    user_config = tmp_path / "empty.toml"
+    user_config.write_text("")
+    env.update(PYTHONPATH=str(REPO), SPARKDOCTOR_CONFIG=str(user_config), SPARKDOCTOR_CACHE_DIR=str(tmp_path / "cache"),
+               SPARKDOCTOR_STATE_DIR=str(tmp_path / "state"))
+    work = tmp_path / "cwd"
+    work.mkdir()
+
+    def call(*args: object) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "sparkdoctor", *map(str, args)], cwd=work, env=env,
+                              capture_output=True, text=True, timeout=120)
+
+    return call
+
+
+@pytest.fixture
+def matrix(tmp_path) -> Path:
+    return write_matrix(tmp_path / "matrix")
+
+
+def test_unprobeable_json_names_why_in_errors_and_on_stderr(run, matrix):
+    p = run("check", "--facts", UNPROBED, "--matrix", matrix, "--format", "json")
+    assert p.returncode == 3, p.stderr
+    doc = json.loads(p.stdout)
+    assert doc["exit_code"] == 3 and doc["summary"]["verdict"] == "unprobeable"
+    assert [(e["code"], e["exit_code"]) for e in doc["errors"]] == [("unprobeable", 3)], doc["errors"]
+    assert "timed out after 20 s" in doc["errors"][0]["message"]
+    lines = p.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("sparkdoctor: warning: the target could not be probed (exit 3): "), p.stderr
+    assert "timed out after 20 s" in lines[0]
+
+
+def test_unprobeable_sarif_is_no_successful_analysis(run, matrix):
+    """A log of a run that could not look at the target must not read as a clean analysis (code scanning would take
+    its empty results as every alert fixed)."""
+    p = run("check", "--facts", UNPROBED, "--matrix", matrix, "--format", "sarif")
+    assert p.returncode == 3, p.stderr
+    log = json.loads(p.stdout)
+    jsonschema.validate(log, json.loads(SCHEMA.read_text()))
+    invocation = log["runs"][0]["invocations"][0]
+    assert invocation["executionSuccessful"] is False and invocation["exitCode"] == 3
+    notes = invocation["toolExecutionNotifications"]
+    assert notes[0]["level"] == "error" and "timed out after 20 s" in notes[0]["message"]["text"]
+
+
+def test_a_probed_target_is_still_a_successful_analysis(run, matrix):
+    p = run("check", "--facts", FACTS_DIR / "nogpu-clean.json", "--matrix", matrix, "--format", "sarif")
+    assert p.returncode == 0, p.stderr
+    invocation = json.loads(p.stdout)["runs"][0]["invocations"][0]
+    assert invocation == {"executionSuccessful": True, "exitCode": 0}
+    assert p.stderr == ""
