@@ -76,3 +76,26 @@ def test_a_probed_target_is_still_a_successful_analysis(run, matrix):
     invocation = json.loads(p.stdout)["runs"][0]["invocations"][0]
     assert invocation == {"executionSuccessful": True, "exitCode": 0}
     assert p.stderr == ""
+
+
+def test_save_facts_beside_facts_is_refused_not_ignored(run, matrix, tmp_path):
+    """It wrote nothing and exited 0: a later step that reads the file found none."""
+    saved = tmp_path / "saved.json"
+    p = run("check", "--facts", FACTS_DIR / "nogpu-clean.json", "--matrix", matrix, "--save-facts", saved, "--format", "json")
+    assert p.returncode == 2, (p.returncode, p.stderr)
+    assert json.loads(p.stdout)["errors"][0]["code"] == "usage"
+    lines = p.stderr.splitlines()
+    assert len(lines) == 1 and "--save-facts" in lines[0] and "--facts" in lines[0], p.stderr
+    assert not saved.exists()
+
+
+def test_unknown_ids_in_a_config_are_a_bounded_warning(run, matrix, tmp_path):
+    """100,000 ids no entry has were 100,000 lines on stderr (a 5 MB id, a 5 MB line): a file from a pull request's
+    checkout could bury the CI log."""
+    config = tmp_path / "many.toml"
+    config.write_text("[check]\nignore = [" + ",".join(f'"no-such-{i}"' for i in range(100_000)) + f', "{"x" * 5_000_000}"]\n')
+    p = run("check", "--facts", FACTS_DIR / "nogpu-clean.json", "--matrix", matrix, "--config", config, "--ignore", "nope")
+    assert p.returncode == 0, p.stderr
+    lines = p.stderr.splitlines()
+    assert len(lines) == 7 and all(len(line) < 1_000 for line in lines), (len(lines), max(map(len, lines)))
+    assert "'nope'" in p.stderr and "no-such-0" in p.stderr and "99,996 more ids" in lines[-1]

@@ -87,6 +87,8 @@ class CheckCommand:
         check_target.refuse_bad_target_options(self.python, self.container, self.container_python, self.facts_file is not None)
         if self.facts_file is not None and self.python:
             raise UsageError("--facts and --python exclude each other: a snapshot is already of one target")
+        if self.facts_file is not None and self.save_facts is not None:  # it wrote nothing, silently
+            raise UsageError("--save-facts and --facts exclude each other: the snapshot is already a file (copy it)")
 
 
 def run(options: CheckCommand) -> Result[Report]:
