@@ -78,15 +78,19 @@ def test_a_probed_target_is_still_a_successful_analysis(run, matrix):
     assert p.stderr == ""
 
 
-def test_save_facts_beside_facts_is_refused_not_ignored(run, matrix, tmp_path):
-    """It wrote nothing and exited 0: a later step that reads the file found none."""
-    saved = tmp_path / "saved.json"
-    p = run("check", "--facts", FACTS_DIR / "nogpu-clean.json", "--matrix", matrix, "--save-facts", saved, "--format", "json")
+@pytest.mark.parametrize("option", ["--save-facts", "--constraints"])
+def test_an_option_a_snapshot_cannot_honour_is_refused_not_ignored(run, matrix, tmp_path, option):
+    """--save-facts wrote nothing and exited 0 (a later step that read the file found none); --constraints was not
+    read at all (a pin it holds was never judged, and the gate passed)."""
+    named = tmp_path / "named.txt"
+    if option == "--constraints":
+        named.write_text("nvidia-cutlass-dsl==4.4.2\n")
+    p = run("check", "--facts", FACTS_DIR / "nogpu-clean.json", "--matrix", matrix, option, named, "--format", "json")
     assert p.returncode == 2, (p.returncode, p.stderr)
     assert json.loads(p.stdout)["errors"][0]["code"] == "usage"
     lines = p.stderr.splitlines()
-    assert len(lines) == 1 and "--save-facts" in lines[0] and "--facts" in lines[0], p.stderr
-    assert not saved.exists()
+    assert len(lines) == 1 and option in lines[0] and "--facts" in lines[0], p.stderr
+    assert named.exists() == (option == "--constraints")
 
 
 def test_unknown_ids_in_a_config_are_a_bounded_warning(run, matrix, tmp_path):

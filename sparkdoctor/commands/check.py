@@ -89,6 +89,9 @@ class CheckCommand:
             raise UsageError("--facts and --python exclude each other: a snapshot is already of one target")
         if self.facts_file is not None and self.save_facts is not None:  # it wrote nothing, silently
             raise UsageError("--save-facts and --facts exclude each other: the snapshot is already a file (copy it)")
+        if self.facts_file is not None and self.constraints:  # a snapshot holds the pins read when it was taken
+            raise UsageError("--constraints and --facts exclude each other: a snapshot holds the pins read when it was "
+                             "taken (pass --constraints when you take it)")
 
 
 def run(options: CheckCommand) -> Result[Report]:
