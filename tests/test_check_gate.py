@@ -103,3 +103,20 @@ def test_unknown_ids_in_a_config_are_a_bounded_warning(run, matrix, tmp_path):
     lines = p.stderr.splitlines()
     assert len(lines) == 7 and all(len(line) < 1_000 for line in lines), (len(lines), max(map(len, lines)))
     assert "'nope'" in p.stderr and "no-such-0" in p.stderr and "99,996 more ids" in lines[-1]
+
+
+@pytest.mark.parametrize("option", ["--config", "--matrix"])
+def test_a_huge_toml_file_is_refused_before_it_is_read(run, tmp_path, option):
+    """A 1 GiB sparse config or matrix file was read whole: 2 GB of memory and 6 s of CPU before 'not valid TOML'.
+    A snapshot already stopped at its size."""
+    import resource
+
+    huge = tmp_path / "huge.toml"
+    with huge.open("wb") as f:
+        f.truncate(1 << 30)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    p = run("check", "--facts", FACTS_DIR / "nogpu-clean.json", option, huge, "--format", "json")
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    assert p.returncode == 2, p.stderr
+    assert len(p.stderr.splitlines()) == 1 and "larger than" in p.stderr, p.stderr
+    assert (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime) < 3, "read the whole file"
