@@ -120,3 +120,19 @@ def test_a_huge_toml_file_is_refused_before_it_is_read(run, tmp_path, option):
     assert p.returncode == 2, p.stderr
     assert len(p.stderr.splitlines()) == 1 and "larger than" in p.stderr, p.stderr
     assert (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime) < 3, "read the whole file"
+
+
+def test_a_line_break_from_the_box_cannot_open_a_code_fence_in_markdown(run, tmp_path):
+    """An env value (or path) with a line break put '```' at the start of a line of the evidence list: a code fence
+    that swallowed the rest of the pasted report (remedies, kernel probes) up to the snapshot's fence."""
+    facts = json.loads((FACTS_DIR / "nogpu-clean.json").read_text())
+    facts["packages"]["nvidia-cutlass-dsl"] = {"name": "nvidia-cutlass-dsl", "version": "4.5.0", "location": "/x"}
+    facts["env"] = {**(facts.get("env") or {}), "CUTE_DSL_ARCH": "sm_120a\n```\n# not a heading"}
+    snapshot = tmp_path / "facts.json"
+    snapshot.write_text(json.dumps(facts))
+    p = run("check", "--facts", snapshot, "--arch", "sm_121a", "--format", "markdown")
+    assert p.returncode == 1, p.stderr
+    assert "cutedsl-arch-mismatch" in p.stdout
+    fences = [line for line in p.stdout.splitlines() if line.startswith(("```", "~~~", "#"))]
+    assert [f for f in fences if f.startswith(("```", "~~~"))] == ["````json", "````"], fences
+    assert "# not a heading" not in fences
