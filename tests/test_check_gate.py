@@ -50,7 +50,7 @@ def test_unprobeable_json_names_why_in_errors_and_on_stderr(run, matrix):
     assert p.returncode == 3, p.stderr
     doc = json.loads(p.stdout)
     assert doc["exit_code"] == 3 and doc["summary"]["verdict"] == "unprobeable"
-    assert [(e["code"], e["exit_code"]) for e in doc["errors"]] == [("unprobeable", 3)], doc["errors"]
+    assert [(e["code"], e["exit_code"]) for e in doc["errors"]] == [("target", 3)], doc["errors"]
     assert "timed out after 20 s" in doc["errors"][0]["message"]
     lines = p.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("sparkdoctor: warning: the target could not be probed (exit 3): "), p.stderr

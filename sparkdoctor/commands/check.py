@@ -34,7 +34,7 @@ from sparkdoctor.commands.options import (
     refuse_bad_seconds,
     verb,
 )
-from sparkdoctor.errors import TargetUnprobeable, UsageError
+from sparkdoctor.errors import UsageError
 from sparkdoctor.findings import Report
 from sparkdoctor.result import Format, Result
 from sparkdoctor.views.check import VIEW
@@ -128,8 +128,10 @@ def run(options: CheckCommand) -> Result[Report]:
         result = Result("check", "report", outcome.report, exit_code=outcome.report.exit_code(), notes=outcome.notes,
                         verbose=options.verbose)
         why = outcome.report.unprobed_why()
-        if why is not None:  # exit 3: the reason in the JSON `errors` and on stderr, whatever the format
-            result.fail(TargetUnprobeable(f"the target could not be probed: {why}"))
+        if why is not None:  # exit 3: the reason in the JSON `errors` (code "target", as a missing --python) and on stderr
+            from sparkdoctor.targets.interface import TargetError
+
+            result.fail(TargetError(f"the target could not be probed: {why}"))
             result.notes.append(f"the target could not be probed (exit 3): {why}")
         return result
     finally:  # the budget is this run's: a caller in the same process (tests, a library) is not bound by it
