@@ -83,7 +83,7 @@ def check(request: CheckRequest) -> CheckOutcome:
     by_config = [i for i in report.ignored if i in cfg.ignore]
     if by_config:  # the file that silenced findings, named wherever the count is shown
         notes.append(f"{cfg.path} ignored {len(by_config)}: "
-                     + ", ".join(f"{i} ({cfg.ignore[i]})" if cfg.ignore[i] else i for i in by_config))
+                     + ", ".join(f"{i} ({clip(cfg.ignore[i], 200)})" if cfg.ignore[i] else i for i in by_config))
     return CheckOutcome(facts, matrix, report, notes)
 
 

@@ -136,3 +136,14 @@ def test_a_line_break_from_the_box_cannot_open_a_code_fence_in_markdown(run, tmp
     fences = [line for line in p.stdout.splitlines() if line.startswith(("```", "~~~", "#"))]
     assert [f for f in fences if f.startswith(("```", "~~~"))] == ["````json", "````"], fences
     assert "# not a heading" not in fences
+
+
+def test_a_huge_ignore_reason_is_clipped_on_stderr(run, matrix, tmp_path):
+    """The line that names what a config ignored carried each reason whole: a 5 MB reason, a 5 MB line."""
+    config = tmp_path / "reason.toml"
+    config.write_text(f'[check]\nignore = [{{ id = "cutedsl-libs-base-mma", reason = "{"r" * 5_000_000}" }}]\n')
+    p = run("check", "--facts", FACTS_DIR / "gb10-broken.json", "--matrix", matrix, "--config", config)
+    assert p.returncode == 0, p.stderr[:300]
+    lines = p.stderr.splitlines()
+    assert len(lines) == 1 and "ignored 1: cutedsl-libs-base-mma (rrr" in lines[0], p.stderr[:300]
+    assert len(lines[0]) < 1_000, len(lines[0])
