@@ -147,3 +147,21 @@ def test_a_huge_ignore_reason_is_clipped_on_stderr(run, matrix, tmp_path):
     lines = p.stderr.splitlines()
     assert len(lines) == 1 and "ignored 1: cutedsl-libs-base-mma (rrr" in lines[0], p.stderr[:300]
     assert len(lines[0]) < 1_000, len(lines[0])
+
+
+def test_sarif_from_a_deleted_working_folder_is_a_log_not_an_internal_error(run, tmp_path):
+    """The log's SRCROOT is the working folder: a step whose folder was removed under it got exit 2, "internal error:
+    FileNotFoundError", where every other format gave the verdict."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SPARKDOCTOR_")}
+    env.update(PYTHONPATH=str(REPO), SPARKDOCTOR_CONFIG=str(tmp_path / "none.toml"), SPARKDOCTOR_CACHE_DIR=str(tmp_path / "c"))
+    (tmp_path / "none.toml").write_text("")
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    script = 'cd "$1" && rmdir "$1" && shift && exec "$@"'
+    p = subprocess.run(["sh", "-c", script, "sh", str(gone), sys.executable, "-m", "sparkdoctor", "check", "--facts",
+                        str(FACTS_DIR / "gb10-broken.json"), "--format", "sarif"],
+                       capture_output=True, text=True, timeout=120, env=env)
+    assert p.returncode == 1, p.stderr
+    log = json.loads(p.stdout)
+    jsonschema.validate(log, json.loads(SCHEMA.read_text()))
+    assert log["runs"][0]["results"] and "originalUriBaseIds" not in log["runs"][0]
