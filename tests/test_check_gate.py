@@ -165,3 +165,23 @@ def test_sarif_from_a_deleted_working_folder_is_a_log_not_an_internal_error(run,
     log = json.loads(p.stdout)
     jsonschema.validate(log, json.loads(SCHEMA.read_text()))
     assert log["runs"][0]["results"] and "originalUriBaseIds" not in log["runs"][0]
+
+
+@pytest.mark.parametrize("payload", [
+    {"packages": {"nvidia-cutlass-dsl": {"name": "nvidia-cutlass-dsl", "version": "4.5.0", "integrity": 5,
+                                         "files_modified": [1, {"a": 2}]}}},
+    {"packages": {"vllm": {"name": "vllm", "version": ["0.22.0"]}}},
+    {"packages": {}, "target": "a string", "host": 7, "env": {"CUTE_DSL_ARCH": 5}},
+])
+def test_a_target_answering_json_of_the_wrong_shape_is_unprobeable(run, matrix, tmp_path, payload):
+    """An interpreter that exits 0 with a JSON object of the wrong shape (a .pth line can print one last): the first
+    payload was exit 2, "internal error: TypeError: '<' not supported between instances of 'dict' and 'int'"."""
+    python = tmp_path / "bin" / "python"
+    python.parent.mkdir()
+    python.write_text(f"#!/bin/sh\ncat <<'EOF'\n{json.dumps(payload)}\nEOF\n")
+    python.chmod(0o755)
+    for fmt in ("json", "sarif"):
+        p = run("check", "--python", python, "--no-kernels", "--matrix", matrix, "--arch", "sm_121a", "--format", fmt)
+        assert p.returncode == 3, (fmt, p.stderr)
+        assert "internal error" not in p.stderr and len(p.stderr.splitlines()) == 1, p.stderr
+        assert "probe target_env printed" in p.stderr, p.stderr
