@@ -185,3 +185,20 @@ def test_a_target_answering_json_of_the_wrong_shape_is_unprobeable(run, matrix, 
         assert p.returncode == 3, (fmt, p.stderr)
         assert "internal error" not in p.stderr and len(p.stderr.splitlines()) == 1, p.stderr
         assert "probe target_env printed" in p.stderr, p.stderr
+
+
+@pytest.mark.parametrize("package", ["vllm", "nvidia-cutlass-dsl", "torch", "flashinfer-python"])
+def test_a_version_of_thousands_of_digits_from_a_live_target_is_judged_not_an_internal_error(package):
+    """A venv whose vllm METADATA says `Version: 1.<5,000 nines>` (the live probe reports it as read): check exited
+    2, "internal error: ValueError: Exceeds the limit (4300 digits) for integer string conversion", where the
+    matrix's freshness compared it with the version it is tracked through (and for nvidia-cutlass-dsl, where the
+    family's versions were compared)."""
+    from sparkdoctor.findings import build_report
+    from sparkdoctor.matrix import load
+    from tests.gb10 import gb10_facts
+
+    facts = gb10_facts()
+    facts.packages[package] = {**(facts.packages.get(package) or {"name": package}), "version": "1." + "9" * 5000}
+    report = build_report(facts, load(None))
+    assert report.exit_code() in (0, 1)
+    json.dumps(report.to_dict())
