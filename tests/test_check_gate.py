@@ -1,8 +1,9 @@
 """`check` as a CI gate: what each outcome tells a pipeline besides its exit code (the review of 2026-11-30).
 
-Each test failed on the code before its fix: an unprobeable target (exit 3) was a SARIF log of a successful run
-with no result, a JSON document whose `errors` was empty and nothing on stderr; `--save-facts` beside `--facts`
-wrote nothing and exited 0; a config file with 100,000 unknown ids printed 100,000 warnings.
+Each defect's test failed on the code before its fix (docs/evidence/revgate-2026-11-30.md has the table): an
+unprobeable target (exit 3) was a SARIF log of a successful run with no result, a JSON document whose `errors` was
+empty and nothing on stderr; `--save-facts` or `--constraints` beside `--facts` did nothing and the verdict's exit
+code came back; oversized config and matrix files were read whole; a target's odd answers were internal errors.
 """
 
 from __future__ import annotations
