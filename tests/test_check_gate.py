@@ -186,6 +186,9 @@ def test_a_target_answering_json_of_the_wrong_shape_is_unprobeable(run, matrix, 
         assert p.returncode == 3, (fmt, p.stderr)
         assert "internal error" not in p.stderr and len(p.stderr.splitlines()) == 1, p.stderr
         assert "probe target_env printed" in p.stderr, p.stderr
+        if fmt == "sarif":  # the notification is the stderr line's reason: one line, control characters escaped
+            text = json.loads(p.stdout)["runs"][0]["invocations"][0]["toolExecutionNotifications"][0]["message"]["text"]
+            assert text.isprintable() and "probe target_env printed" in text, text
 
 
 @pytest.mark.parametrize("package", ["vllm", "nvidia-cutlass-dsl", "torch", "flashinfer-python"])
