@@ -17,6 +17,7 @@ from sparkdoctor.arch import assumed
 from sparkdoctor.collect import Collector, Context, run_collectors
 from sparkdoctor.facts import Facts
 from sparkdoctor.locations import cache_dir
+from sparkdoctor.text import clip
 
 if TYPE_CHECKING:
     from sparkdoctor.config import Config
@@ -82,7 +83,7 @@ def check(request: CheckRequest) -> CheckOutcome:
     by_config = [i for i in report.ignored if i in cfg.ignore]
     if by_config:  # the file that silenced findings, named wherever the count is shown
         notes.append(f"{cfg.path} ignored {len(by_config)}: "
-                     + ", ".join(f"{i} ({cfg.ignore[i]})" if cfg.ignore[i] else i for i in by_config))
+                     + ", ".join(f"{i} ({clip(cfg.ignore[i], 200)})" if cfg.ignore[i] else i for i in by_config))
     return CheckOutcome(facts, matrix, report, notes)
 
 
@@ -96,14 +97,22 @@ def collect(request: CheckRequest) -> Facts:
     return apply_arch_override(request.facts, request.arch)
 
 
+SHOWN_UNKNOWN = 5  # unknown ignore ids named one per line, per source; the rest counted
+
+
 def _unknown_ignores(matrix: Matrix, ignore: Sequence[str], cfg: Config) -> list[str]:
     """An ignore that names no entry ignores nothing: say so (a warning, not an error, so a config shared by
     boxes on different matrix versions keeps working). probe-<id> findings come from the engine, not the
     matrix, and are always accepted."""
     known = {e.id for e in matrix.entries}
-    return [f"{source} {entry_id!r}: no matrix entry has this id; it ignores nothing (see `sparkdoctor matrix list`)"
-            for source, ids in (("--ignore", ignore), (f"{cfg.path}: ignore", cfg.ignore)) for entry_id in ids
-            if entry_id not in known and not entry_id.startswith("probe-")]
+    notes = []
+    for source, ids in (("--ignore", ignore), (f"{cfg.path}: ignore", cfg.ignore)):
+        unknown = [i for i in ids if i not in known and not i.startswith("probe-")]
+        notes += [f"{source} {clip(entry_id, 100)!r}: no matrix entry has this id; it ignores nothing (see `sparkdoctor "
+                  "matrix list`)" for entry_id in unknown[:SHOWN_UNKNOWN]]
+        if len(unknown) > SHOWN_UNKNOWN:  # a file that names thousands must not bury the log
+            notes.append(f"{source}: {len(unknown) - SHOWN_UNKNOWN:,} more ids that no matrix entry has; they ignore nothing")
+    return notes
 
 
 def _copied_venv(target: Target | None) -> list[str]:

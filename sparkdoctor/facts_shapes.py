@@ -133,11 +133,12 @@ FIELD_SHAPES: dict[str, object] = {
 }
 
 
-def check_field(name: str, value: object) -> None:
-    """ShapeError naming the path of the first part of `value` that is not FIELD_SHAPES[name]."""
+def check_field(name: str, value: object, lengths: bool = True) -> None:
+    """ShapeError naming the path of the first part of `value` that is not FIELD_SHAPES[name]; lengths=False checks
+    the types alone (a live probe's readings: a real METADATA may hold a version of thousands of digits)."""
     shape = FIELD_SHAPES.get(name)
     if shape is not None and value is not None:
-        check_value(value, shape, name)
+        check_value(value, shape, name, lengths)
 
 
 def _type_name(value: object) -> str:
@@ -165,19 +166,19 @@ def _want(shape: object) -> str:
     return str(shape)
 
 
-def check_value(value: object, shape: object, path: str) -> None:
+def check_value(value: object, shape: object, path: str, lengths: bool = True) -> None:
     """ShapeError naming the path of the first part of `value` that is not `shape` (also for other documents of
     this module's shapes: a fleet node's answer)."""
     if shape is ANY:
         return
     if isinstance(shape, Opt):
         if value is not None:
-            check_value(value, shape.inner, path)
+            check_value(value, shape.inner, path, lengths)
         return
     if isinstance(shape, Str):
         if not isinstance(value, str):
             raise ShapeError(f"field '{path}' should be {shape.name}, got {_type_name(value)}")
-        if len(value) > shape.max_len:
+        if lengths and len(value) > shape.max_len:
             raise ShapeError(f"field '{path}' has {len(value):,} characters, more than the {shape.max_len:,} a real one has")
         return
     if isinstance(shape, Finite):
@@ -204,19 +205,19 @@ def check_value(value: object, shape: object, path: str) -> None:
                 raise ShapeError(f"field '{path}' needs a {key!r}")
         for key, inner in shape.items():
             if not key.startswith("!") and key in value:
-                check_value(value[key], inner, f"{path}.{key}")
+                check_value(value[key], inner, f"{path}.{key}", lengths)
         return
     if isinstance(shape, MapOf):
         if not isinstance(value, dict):
             raise ShapeError(f"field '{path}' should be an object, got {_type_name(value)}")
         for key, item in value.items():
-            check_value(item, shape.value, f"{path}.{str(key)[:100]}")
+            check_value(item, shape.value, f"{path}.{str(key)[:100]}", lengths)
         return
     if isinstance(shape, ListOf):
         if not isinstance(value, list):
             raise ShapeError(f"field '{path}' should be a list, got {_type_name(value)}")
         for i, item in enumerate(value):
-            check_value(item, shape.item, f"{path}[{i}]")
+            check_value(item, shape.item, f"{path}[{i}]", lengths)
         return
     types = shape if isinstance(shape, tuple) else (shape,)
     if isinstance(value, bool) and bool not in types:  # JSON true is not a number here

@@ -30,6 +30,7 @@ from sparkdoctor.matrix import (
     version_in,
 )
 from sparkdoctor.matrix.freshness import knowledge
+from sparkdoctor.text import clip, one_line
 from sparkdoctor.vocab import Verdict
 
 REPORT_SCHEMA = 1
@@ -190,6 +191,14 @@ class Report:
     def probed(self) -> bool:
         """False when nothing about the target's packages could be observed."""
         return self.facts.packages is not None
+
+    def unprobed_why(self) -> str | None:
+        """Why the target could not be probed (what each collector could not observe, clipped, control characters
+        escaped), or None when it was: one wording for the JSON `errors`, the stderr line and the SARIF notification."""
+        if self.probed():
+            return None
+        return one_line("; ".join(f"{clip(str(e.get('collector')), 40)}: {clip(str(e.get('error')), 300)}"
+                                  for e in self.facts.errors if isinstance(e, dict)) or "installed packages unknown")
 
     def exit_code(self) -> int:
         if not self.probed():

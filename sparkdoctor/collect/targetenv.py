@@ -59,6 +59,9 @@ def run(ctx: Context) -> dict[str, object]:
     packages = data.get("packages")
     if not isinstance(packages, dict):
         raise CollectorError(f"probe {PROBE} reported no package list")
+    for key in ("target", "host"):
+        if not isinstance(data.get(key) or {}, dict):
+            raise CollectorError(f"probe {PROBE} printed JSON of the wrong shape: field {key!r} is no object")
 
     for item in data.get("errors") or []:
         if isinstance(item, dict) and item.get("error"):
@@ -80,7 +83,7 @@ def run(ctx: Context) -> dict[str, object]:
     if not getattr(ctx.target, "shares_files", True):  # a container: its OS is the target's, the host is ours
         target["os"] = (host or {}).get("os") if isinstance(host, dict) else None
         host = local_host()
-    return {
+    found = {
         "target": target,
         "host": host,
         "packages": None if unlisted else {name: _package(pkg) for name, pkg in packages.items() if isinstance(pkg, dict)},
@@ -88,6 +91,21 @@ def run(ctx: Context) -> dict[str, object]:
         "flashinfer_kernels": data.get("flashinfer_kernels") if isinstance(data.get("flashinfer_kernels"), dict) else None,
         "env": data.get("env") if isinstance(data.get("env"), dict) else None,
     }
+    _refuse_wrong_shapes(found)
+    return found
+
+
+def _refuse_wrong_shapes(found: Mapping[str, object]) -> None:
+    """The shapes a snapshot must have (sparkdoctor/facts_shapes.py), asked of what the target printed: an interpreter
+    that exits 0 with a JSON object of another shape (a .pth file can print a last line) is a target that could not be
+    probed (exit 3), not an internal error further on."""
+    from sparkdoctor.facts_shapes import ShapeError, check_field
+
+    for key, value in found.items():
+        try:
+            check_field(key, value, lengths=False)  # a huge version from a real METADATA is judged, as before
+        except ShapeError as exc:
+            raise CollectorError(f"probe {PROBE} printed JSON of the wrong shape: {exc}") from None
 
 
 def _package(pkg: Mapping[str, object]) -> dict[str, object]:

@@ -87,6 +87,11 @@ class CheckCommand:
         check_target.refuse_bad_target_options(self.python, self.container, self.container_python, self.facts_file is not None)
         if self.facts_file is not None and self.python:
             raise UsageError("--facts and --python exclude each other: a snapshot is already of one target")
+        if self.facts_file is not None and self.save_facts is not None:  # it wrote nothing, silently
+            raise UsageError("--save-facts and --facts exclude each other: the snapshot is already a file (copy it)")
+        if self.facts_file is not None and self.constraints:  # a snapshot holds the pins read when it was taken
+            raise UsageError("--constraints and --facts exclude each other: a snapshot holds the pins read when it was "
+                             "taken (pass --constraints when you take it)")
 
 
 def run(options: CheckCommand) -> Result[Report]:
@@ -120,8 +125,15 @@ def run(options: CheckCommand) -> Result[Report]:
                                use_cache=not options.no_cache, deadline=deadline, prestarted=prestarted,
                                fail_on=fail_on, ignore=list(options.ignore), config=config, save_facts=options.save_facts)
         outcome = _check_with_progress(request)
-        return Result("check", "report", outcome.report, exit_code=outcome.report.exit_code(), notes=outcome.notes,
-                      verbose=options.verbose)
+        result = Result("check", "report", outcome.report, exit_code=outcome.report.exit_code(), notes=outcome.notes,
+                        verbose=options.verbose)
+        why = outcome.report.unprobed_why()
+        if why is not None:  # exit 3: the reason in the JSON `errors` (code "target", as a missing --python) and on stderr
+            from sparkdoctor.targets.interface import TargetError
+
+            result.fail(TargetError(f"the target could not be probed: {why}"))
+            result.notes.append(f"the target could not be probed (exit 3): {why}")
+        return result
     finally:  # the budget is this run's: a caller in the same process (tests, a library) is not bound by it
         proc.set_deadline(None)
 

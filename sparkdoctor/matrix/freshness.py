@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from sparkdoctor.facts import Facts
 from sparkdoctor.matrix.model import Matrix
@@ -30,7 +30,7 @@ def knowledge(matrix: Matrix, facts: Facts) -> dict[str, object]:
             heads = [Version(v) for head, family in tracking.lockstep.items() if package in family
                      for v in [tracking.tracked.get(head)] if v]
             newer = Version(installed.split("+")[0]) > max([Version(through), *heads])
-        except InvalidVersion:
+        except ValueError:  # InvalidVersion, or int() past the digit limit (a METADATA's 5,000-digit version)
             continue
         if newer:
             out["newer"].append({"package": package, "installed": installed, "tracked": through})

@@ -68,11 +68,15 @@ def _ptx_probe_ids() -> set[str]:
     return ids
 
 
+TOML_BYTES = 16 * 1024 * 1024  # a matrix file or a config: the largest matrix file is under 100 kB; a 1 GiB sparse one
+#                                 was read whole (2 GB of memory) before it was found not to be TOML
+
+
 def read_toml(path: Path, error: type[Exception] = MatrixError) -> dict:
     """A TOML file as a dict, or `error` with one line naming the file (shared with the config)."""
     tomllib = _tomllib()
     try:  # a regular file only: a FIFO or device is refused, never waited on
-        return tomllib.loads(read_text(path))
+        return tomllib.loads(read_text(path, TOML_BYTES))
     except OSError as exc:
         raise error(f"{path}: cannot read: {exc.strerror or exc}") from None
     except tomllib.TOMLDecodeError as exc:

@@ -36,9 +36,9 @@ CELL_CHARS = PROSE_CHARS  # a cell or line that joins several facts, each clippe
 
 
 def _text(text: object, limit: int = FACT_CHARS) -> str:
-    """Prose from the box or the matrix, clipped: keep `code spans`, but stop `*` from starting
-    emphasis and `<name>` from vanishing as an HTML tag."""
-    parts = clip(text, limit).split("`")
+    """Prose from the box or the matrix, clipped, on one line (a line break from the box could start a code fence
+    or a heading): keep `code spans`, but stop `*` from starting emphasis and `<name>` from vanishing as an HTML tag."""
+    parts = " ".join(clip(text, limit).splitlines()).split("`")
     for i in range(0, len(parts), 2):  # even parts are outside code spans
         parts[i] = parts[i].replace("*", "\\*").replace("<", "\\<")
     return "`".join(parts)

@@ -115,14 +115,26 @@ def _pascal(rule_id: str) -> str:
     return "".join(p[:1].upper() + p[1:] for p in re.split(r"[^A-Za-z0-9]+", rule_id) if p) or "Finding"
 
 
+def _cwd() -> Path | None:
+    """The working folder, SRCROOT; None when it was removed under the run (no path is relative to it then)."""
+    try:
+        return Path.cwd()
+    except OSError:
+        return None
+
+
 def _artifact(path: str, line: int | None = None) -> Location:
     """A physicalLocation: relative to SRCROOT (the current folder) when under it, else an absolute URI."""
+    cwd = _cwd()
     if path.startswith("container:"):
         loc: PhysicalLocation = {"artifactLocation": {"uri": quote(path, safe=":/@")}}
+    elif cwd is None:
+        p = Path(path)
+        loc = {"artifactLocation": {"uri": p.as_uri() if p.is_absolute() else quote(p.as_posix())}}
     else:
         p = Path(os.path.abspath(path))
         try:
-            rel = p.relative_to(Path.cwd())
+            rel = p.relative_to(cwd)
             loc = {"artifactLocation": {"uri": quote(rel.as_posix()), "uriBaseId": "SRCROOT"}}
         except ValueError:
             loc = {"artifactLocation": {"uri": p.as_uri()}}
@@ -148,7 +160,7 @@ def _log(rules: list[dict[str, object]], results: list[dict[str, object]], exit_
     run = {
         "tool": {"driver": {"name": "sparkdoctor", "version": __version__, "semanticVersion": __version__,
                             "rules": rules}},
-        "originalUriBaseIds": {"SRCROOT": {"uri": Path.cwd().as_uri() + "/"}},
+        **({"originalUriBaseIds": {"SRCROOT": {"uri": cwd.as_uri() + "/"}}} if (cwd := _cwd()) is not None else {}),
         "invocations": [{"executionSuccessful": failure is None, "exitCode": exit_code,
                          **({"toolExecutionNotifications": [{"level": "error", "message": {"text": _clip(failure)}}]}
                             if failure is not None else {})}],
@@ -190,7 +202,9 @@ def render_sarif(report: Report) -> str:
                                {"evidence-level": f.evidence_level, "component": f.component}))
     props = {"fingerprint": report.facts.fingerprint(), "verdict": report.verdict(), "fail_on": report.fail_on,
              "target": default}
-    return _log(rules, results, report.exit_code(), props, "check")
+    why = report.unprobed_why()  # a run that could not look at the target is no clean analysis (exit 3)
+    return _log(rules, results, report.exit_code(), props, "check",
+                None if why is None else f"the target could not be probed: {why}")
 
 
 def _stated_artifact(facts: Facts) -> str:

@@ -7,7 +7,7 @@ import fnmatch
 import re
 from collections.abc import Mapping
 
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from sparkdoctor.facts import Facts
 from sparkdoctor.flashinfer_kernels import STATUSES, state
@@ -55,7 +55,7 @@ def eval_not_installed(value: object, facts: Facts) -> list[Check]:
 def _same_version(a: str, b: str) -> bool:
     try:
         return Version(a) == Version(b)
-    except InvalidVersion:
+    except ValueError:  # InvalidVersion, or int() past the digit limit (a METADATA's 5,000-digit version)
         return a == b
 
 
