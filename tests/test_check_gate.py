@@ -94,6 +94,16 @@ def test_an_option_a_snapshot_cannot_honour_is_refused_not_ignored(run, matrix, 
     assert named.exists() == (option == "--constraints")
 
 
+def test_runtime_without_a_container_is_refused_not_ignored(run, matrix):
+    """--runtime names the CLI of --container; alone it was accepted and did nothing."""
+    p = run("check", "--facts", FACTS_DIR / "nogpu-clean.json", "--matrix", matrix, "--runtime", "podman",
+            "--format", "json")
+    assert p.returncode == 2, (p.returncode, p.stderr)
+    assert json.loads(p.stdout)["errors"][0]["code"] == "usage"
+    lines = p.stderr.splitlines()
+    assert len(lines) == 1 and "--runtime" in lines[0] and "--container" in lines[0], p.stderr
+
+
 def test_unknown_ids_in_a_config_are_a_bounded_warning(run, matrix, tmp_path):
     """100,000 ids no entry has were 100,000 lines on stderr (a 5 MB id, a 5 MB line): a file from a pull request's
     checkout could bury the CI log."""

@@ -85,6 +85,8 @@ class CheckCommand:
         refuse_bad_arch(self.arch)
         refuse_bad_constraints(self.constraints)
         check_target.refuse_bad_target_options(self.python, self.container, self.container_python, self.facts_file is not None)
+        if self.runtime is not None and self.container is None:  # it was accepted and did nothing
+            raise UsageError("--runtime needs --container: it names the CLI that runs the container")
         if self.facts_file is not None and self.python:
             raise UsageError("--facts and --python exclude each other: a snapshot is already of one target")
         if self.facts_file is not None and self.save_facts is not None:  # it wrote nothing, silently
