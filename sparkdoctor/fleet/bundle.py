@@ -3,7 +3,9 @@
 Nothing is installed or written on a node: the probe's modules (probes/<name>/*.py and probes/shared/*.py)
 travel inside the script, compressed, and an import hook serves them from memory. The probe's
 __main__.py then runs as __main__ with its usual argv. Standard library only on the node's side, and
-Python 3.8+ (the bootstrap avoids newer syntax), as for every probe.
+Python 3.8+ (the bootstrap avoids newer syntax), as for every probe. Both scripts first take the working folder
+off sys.path, where `python3 -` puts it (an ssh login's home, a Ray worker's job folder): a json.py or subprocess.py
+there would otherwise run in place of the standard module (`-P` would do it, from Python 3.11 only).
 """
 
 from __future__ import annotations
@@ -17,7 +19,10 @@ from pathlib import Path
 from sparkdoctor.locations import data_dir
 
 BOOTSTRAP = '''\
-import base64, importlib.machinery, json, sys, zlib
+import sys
+if sys.path and sys.path[0] == "":  # `python3 -` put the working folder first: a ~/json.py must not run here
+    del sys.path[0]
+import base64, importlib.machinery, json, zlib
 _SOURCES = json.loads(zlib.decompress(base64.b64decode({blob!r})).decode("utf-8"))
 _NAME = {name!r}
 
@@ -64,7 +69,10 @@ def probe_of(script: Path) -> str:
 
 
 MULTI = '''\
-import json, subprocess, sys, threading, time
+import sys
+if sys.path and sys.path[0] == "":  # `python3 -` put the working folder first: a ~/json.py must not run here
+    del sys.path[0]
+import json, subprocess, threading, time
 _JOBS = json.loads({jobs!r})
 _LIMIT = {limit!r}
 _OUT = [None] * len(_JOBS)
