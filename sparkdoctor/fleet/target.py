@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import threading
 import time
 from pathlib import Path
@@ -83,7 +84,8 @@ def _parts(stdout: str, count: int) -> tuple[list[dict[str, object]] | None, flo
         return None, None
     assert isinstance(data, dict)
     when = data.get("time")
-    return parts, float(when) if isinstance(when, (int, float)) and not isinstance(when, bool) else None
+    clock = float(when) if isinstance(when, (int, float)) and not isinstance(when, bool) else None
+    return parts, clock if clock is not None and math.isfinite(clock) else None  # NaN: no clock, strict JSON
 
 
 class _BatchPart(proc.Running):

@@ -87,3 +87,33 @@ def test_a_node_that_hangs_names_the_flag_that_bounds_it(tmp_path):
     outcome = collect_node(SshTransport(str(config)), Node("slow"), 1.0)
     assert not outcome.ok and "timed out" in str(outcome.problem)
     assert "--node-timeout" in str(outcome.problem) and "--timeout)" not in str(outcome.problem)
+
+
+NODE_CLOCK = """#!{python}
+import subprocess, sys
+done = subprocess.run([{real!r}, *sys.argv[1:]], stdin=sys.stdin, capture_output=True, text=True)
+line = done.stdout.strip().splitlines()[-1]
+sys.stdout.write(line.replace('"time": ', '"time": {value}, "was": ') + "\\n")
+"""
+
+
+@pytest.mark.parametrize("value", ["NaN", "-Infinity", "1e999"])
+def test_a_node_clock_that_is_no_number_is_unknown_and_the_json_stays_strict(nodes, tmp_path, monkeypatch, value):
+    """The batch's own line carries the node's clock (facts.fleet.clock_skew_s): NaN or Infinity there went into the
+    node's facts (instead of the node probe's own
+    clock), and `fleet check --format json` printed `"clock_skew_s": NaN`, which strict JSON readers refuse."""
+    from sparkdoctor.fleet.node import collect_node
+    from sparkdoctor.fleet.transport import Node, SshTransport
+
+    inventory, shim_dir = nodes
+    real = next(line.split('"')[1] for line in inventory.read_text().splitlines() if line.startswith("python"))
+    python = tmp_path / "python-clock"
+    python.write_text(NODE_CLOCK.format(python=sys.executable, real=real, value=value))
+    python.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{shim_dir}:{os.environ['PATH']}")
+    outcome = collect_node(SshTransport(), Node("clock", python=str(python)), 120.0, "sm_121a")
+    assert outcome.ok, outcome.problem
+    assert outcome.facts is not None and outcome.facts.fleet is not None
+    skew = outcome.facts.fleet["clock_skew_s"]  # the node probe's own clock then, a number its answer's shape checked
+    assert isinstance(skew, float) and abs(skew) < 60, skew
+    json.dumps(outcome.facts.to_dict(), allow_nan=False)
