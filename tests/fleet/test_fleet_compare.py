@@ -134,10 +134,25 @@ def test_settle_counts_none_as_a_value():
     ("a,,b", "an empty host name"),
     ("-oProxyCommand=x", "not an ssh destination"),
     ("a,a", "named twice"),
+    ("root@spark-1:2222", "whole text up as a host name; give the host .* its port in your ssh config"),
+    ("spark-1:22", "whole text up as a host name"),
+    ("[::1]:22", "whole text up as a host name"),
+    ("root@[10.0.0.1]", "whole text up as a host name"),
+    ("ssh://root@spark-1:2222", "ssh:// address is not taken here"),
 ])
 def test_hosts_refused_with_one_line(text, problem):
     with pytest.raises(InventoryError, match=problem):
         parse_hosts(text, None, None, "docker")
+
+
+def test_a_host_with_a_port_is_refused_where_it_is_written_not_left_to_fail_on_every_run():
+    """ssh takes no `host:port` (nor `[address]`): such a node used to be sent to ssh and fail each run with "Could not
+    resolve hostname spark-1:2222" (exit 3, the gate closed for a typo). A bare IPv6 address is a destination; a
+    container name ending in a line break is not a name (`$` matched before it)."""
+    assert [n.name for n in parse_hosts("::1,fe80::1%eth0,root@2001:db8::1,spark-1", None, None, "docker")] == [
+        "::1", "fe80::1%eth0", "root@2001:db8::1", "spark-1"]
+    with pytest.raises(InventoryError, match="not a container name"):
+        parse_hosts("spark-1", None, "vllm\n", "docker")
 
 
 def test_inventory_files(tmp_path):
