@@ -55,6 +55,7 @@ MEMORY_HOLDERS = {"holders": ListOf(_PROCESS), "others": ListOf(_PROCESS), "erro
                   "containers": ListOf({"id": TEXT, "cgroup": Opt(TEXT), "bytes": int, "pids": Opt(ListOf(int)),
                                         "!required": ("id", "bytes")})}
 MAX_ROWS = 4096  # processes or containers read from a node's holders
+MAX_DEPTH = 32  # of lists and objects in a node probe's answer: its own nest 5 deep
 
 # The node probe's answer as apply_node reads it (probes/fleet_node/): a node is user input, so its answer is
 # checked like a --facts snapshot, here before it is read and as Facts after (facts_shapes.py).
@@ -133,6 +134,8 @@ def collect_node(transport: Transport, node: Node, timeout: float, arch: str | N
         apply_node(facts, raw, answer.received or time.time(), arch)
         for name, value in facts.to_dict().items():  # what the node's probes put in: the shapes of a snapshot
             check_field(name, value)
+    except RecursionError:  # nested within MAX_DEPTH, yet too deep for the stack left here
+        return NodeOutcome(node, None, "answered a report of the wrong shape: nested too deeply", seconds)
     except ShapeError as exc:
         return NodeOutcome(node, None, _short(f"answered a report of the wrong shape: {exc}"), seconds)
     if target.batch is not None and target.batch.clock is not None and facts.fleet is not None:  # the batch's own clock
@@ -142,9 +145,25 @@ def collect_node(transport: Transport, node: Node, timeout: float, arch: str | N
 
 def check_answer(raw: Mapping[str, object]) -> None:
     """ShapeError for the first field of the node probe's answer that apply_node cannot read (null: not known)."""
+    for key, value in raw.items():  # first: Python's own recursion (asdict, the comparison, a renderer) would end the
+        if _depth(value) > MAX_DEPTH:  # whole fleet check on it, not this node's
+            raise ShapeError(f"'{str(key)[:40]}': nested deeper than {MAX_DEPTH} levels")
     for key, shape in NODE_ANSWER.items():
         if raw.get(key) is not None:
             check_value(raw[key], shape, key)
+
+
+def _depth(value: object) -> int:
+    """How deep lists and objects nest in `value`, counted without recursion (stops past MAX_DEPTH)."""
+    deepest, stack = 0, [(value, 0)]
+    while stack and deepest <= MAX_DEPTH:
+        item, depth = stack.pop()
+        deepest = max(deepest, depth)
+        if isinstance(item, dict):
+            stack.extend((v, depth + 1) for v in item.values())
+        elif isinstance(item, list):
+            stack.extend((v, depth + 1) for v in item)
+    return deepest
 
 
 def _container(transport: Transport, node: Node, deadline: float) -> dict[str, object]:

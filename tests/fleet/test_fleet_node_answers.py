@@ -8,6 +8,7 @@ field of the node probe's answer as a hostile node would.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
@@ -23,6 +24,9 @@ ODD_ANSWERS = {  # node name -> (field of the node probe's answer, what the node
     "time-huge": ("time", 10**400),
     "gpu-index-list": ("gpus", [{"index": [0], "name": "NVIDIA GB10", "cc": "12.1"}]),
     "boot-id-object": ("node", {"hostname": "spark", "boot_id": {"id": 1}}),
+    # nested 900 deep: parsed, then Python's recursion in Facts.to_dict ended the whole fleet check (internal error, exit 2)
+    "host-deep": ("host", {"kernel": "6.17.0", "extra": functools.reduce(lambda v, _: [v], range(900), "x")}),
+    "fabric-deep": ("fabric", {"netdevs": functools.reduce(lambda v, _: {"a": v}, range(900), {})}),
 }
 
 TAMPER = """#!{python}
@@ -75,6 +79,8 @@ def test_each_node_with_an_odd_answer_is_reported_alone_and_the_rest_judged(node
     assert "'errors'" in by_name["errors-int"]["problem"] and "'time'" in by_name["time-huge"]["problem"]
     assert "gpus[0].index" in by_name["gpu-index-list"]["problem"]
     assert "boot_id" in by_name["boot-id-object"]["problem"]
+    assert "'host': nested deeper than 32" in by_name["host-deep"]["problem"]
+    assert "'fabric': nested deeper than 32" in by_name["fabric-deep"]["problem"]
 
 
 def test_a_node_that_hangs_names_the_flag_that_bounds_it(tmp_path):
