@@ -3,6 +3,7 @@ the inventory and the command's usage errors; Ray never imported on check's path
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
@@ -266,3 +267,24 @@ def test_a_ray_address_that_is_no_address_is_one_line_before_ray_is_imported(add
     with pytest.raises(FleetError, match="not a Ray address") as info:
         _connect(FleetOptions(ray_address=address))
     assert info.value.exit_code == 2 and "\n" not in str(info.value) and "\x1b" not in str(info.value)
+
+
+def test_the_console_lists_at_most_max_shown_differences_and_says_how_many_more():
+    """Every risky difference was drawn, one rich line each: a node with 50,000 odd env variables took 28 s of CPU
+    to draw. The console stops at MAX_SHOWN and counts the rest; the JSON keeps them all."""
+    from rich.console import Console
+
+    from sparkdoctor.views.fleet import MAX_SHOWN, fleet_dict, render_console
+
+    named = [("a", gb10_facts()), ("b", gb10_facts())]
+    reports = {n: build_report(f, matrix.load()) for n, f in named}
+    drifts = [settle(Drift("env", f"NCCL_X{i}", "risky", "must match", {"a": None, "b": "v"}))
+              for i in range(MAX_SHOWN + 50)]
+    outcomes = [NodeOutcome(Node(n), f) for n, f in named]
+    result = FleetResult("ssh", outcomes, reports, drifts, [], 1.0, "error")
+    console = Console(width=200, record=True, file=io.StringIO())
+    render_console(result, console)
+    text = console.export_text()
+    assert text.count("risky   env") == MAX_SHOWN
+    assert f"... and 50 more difference(s) ({MAX_SHOWN + 50:,} risky in all): --format json lists every one" in text
+    assert len(fleet_dict(result)["differences"]) == MAX_SHOWN + 50

@@ -27,6 +27,8 @@ ODD_ANSWERS = {  # node name -> (field of the node probe's answer, what the node
     # nested 900 deep: parsed, then Python's recursion in Facts.to_dict ended the whole fleet check (internal error, exit 2)
     "host-deep": ("host", {"kernel": "6.17.0", "extra": functools.reduce(lambda v, _: [v], range(900), "x")}),
     "fabric-deep": ("fabric", {"netdevs": functools.reduce(lambda v, _: {"a": v}, range(900), {})}),
+    # 25,000 variables: as many risky drift rows, drawn one by one (50,000 took 28 s of CPU on the console)
+    "env-wide": ("env", {f"NCCL_X{i}": "v" for i in range(25_000)}),
 }
 
 TAMPER = """#!{python}
@@ -81,6 +83,7 @@ def test_each_node_with_an_odd_answer_is_reported_alone_and_the_rest_judged(node
     assert "boot_id" in by_name["boot-id-object"]["problem"]
     assert "'host': nested deeper than 32" in by_name["host-deep"]["problem"]
     assert "'fabric': nested deeper than 32" in by_name["fabric-deep"]["problem"]
+    assert "'env': a list or object of 25,000 entries (at most 20,000)" in by_name["env-wide"]["problem"]
 
 
 def test_a_node_that_hangs_names_the_flag_that_bounds_it(tmp_path):
