@@ -77,7 +77,7 @@ def _parts(stdout: str, count: int) -> tuple[list[dict[str, object]] | None, flo
     lines = stdout.strip().splitlines()
     try:
         data = json.loads(lines[-1]) if lines else None
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or arrays in arrays thousands deep: each probe says so
         return None, None
     parts = data.get("sparkdoctor_multi") if isinstance(data, dict) else None
     if not isinstance(parts, list) or len(parts) != count or not all(isinstance(p, dict) for p in parts):

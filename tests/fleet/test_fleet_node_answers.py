@@ -126,3 +126,18 @@ def test_a_node_clock_that_is_no_number_is_unknown_and_the_json_stays_strict(nod
     skew = outcome.facts.fleet["clock_skew_s"]  # the node probe's own clock then, a number its answer's shape checked
     assert isinstance(skew, float) and abs(skew) < 60, skew
     json.dumps(outcome.facts.to_dict(), allow_nan=False)
+
+
+def test_a_node_answering_arrays_thousands_deep_is_said_to_print_no_json(nodes, tmp_path, monkeypatch):
+    """json.loads raises RecursionError there, which is no ValueError: the node's line was Python's own words
+    ("RecursionError: maximum recursion depth exceeded while decoding a JSON array from a unicode string")."""
+    from sparkdoctor.fleet.node import collect_node
+    from sparkdoctor.fleet.transport import Node, SshTransport
+
+    python = tmp_path / "python-deep"
+    python.write_text("#!/bin/sh\ncat >/dev/null\nexec python3 -c 'print(\"[\" * 100000)'\n")
+    python.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{nodes[1]}:{os.environ['PATH']}")
+    outcome = collect_node(SshTransport(), Node("deep", python=str(python)), 60.0, "sm_121a")
+    assert not outcome.ok and str(outcome.problem).startswith("printed no JSON: [[["), outcome.problem
+    assert "Recursion" not in str(outcome.problem)
