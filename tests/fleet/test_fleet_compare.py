@@ -288,3 +288,20 @@ def test_the_console_lists_at_most_max_shown_differences_and_says_how_many_more(
     assert text.count("risky   env") == MAX_SHOWN
     assert f"... and 50 more difference(s) ({MAX_SHOWN + 50:,} risky in all): --format json lists every one" in text
     assert len(fleet_dict(result)["differences"]) == MAX_SHOWN + 50
+
+
+def test_a_node_whose_target_probe_failed_is_not_a_risky_difference_of_absent_values():
+    """Its Facts.target holds only how it was reached (fleet/target.py's describe()): compared as it was, every key the
+    target probe would have read was "(absent)" on that node, risky rows naming it beside its real line (its serving
+    stack could not be probed, exit 3), wherever it stood in the inventory."""
+    for order in (("a", "b", "c"), ("c", "a", "b")):
+        named = [(n, gb10_facts()) for n in order]
+        for name, facts in named:
+            facts.target = {**(facts.target or {}), "kind": "ssh", "chosen_by": "fleet", "node": name}
+        [unprobed] = [f for n, f in named if n == "c"]
+        unprobed.packages, unprobed.target = None, {"kind": "ssh", "python": "x", "chosen_by": "fleet", "node": "c"}
+        drifts = compare_nodes(named)
+        assert not [d for d in drifts if d.area == "target" and "c" in d.values], [d.to_dict() for d in drifts]
+        assert not [d for d in drifts if d.verdict == "risky"], [d.to_dict() for d in drifts]
+        [node] = [d for d in drifts if d.key == "node"]  # the probed ones are still compared
+        assert set(node.values) == {"a", "b"}
