@@ -115,6 +115,10 @@ def load_inventory(path: Path, python: str | None, container: str | None, runtim
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise InventoryError(f"{path}: not valid TOML: {exc}") from None
+    except RecursionError:  # arrays or tables inside each other thousands deep
+        raise InventoryError(f"{path}: not usable TOML: nested too deeply") from None
+    except ValueError as exc:  # tomllib's int() of a number past Python's 4,300-digit limit
+        raise InventoryError(f"{path}: not usable TOML: {str(exc).splitlines()[0][:120]}") from None
     defaults = _table(data.get("defaults", {}), f"{path}: [defaults]")
     rows = data.get("node")
     if not isinstance(rows, list) or not rows:
