@@ -16,6 +16,7 @@ import zlib
 from functools import lru_cache
 from pathlib import Path
 
+from sparkdoctor.fleet import on_node
 from sparkdoctor.locations import data_dir
 
 BOOTSTRAP = '''\
@@ -105,4 +106,4 @@ def multi_bundle(jobs: list[tuple[str, list[str]]], limit: float) -> str:
     as they run locally) and prints all their outputs as one JSON line: one ssh session or one Ray task per
     node instead of one per probe."""
     payload = json.dumps([[bundle(name), list(args)] for name, args in jobs])
-    return MULTI.format(jobs=payload, limit=float(limit))
+    return MULTI.format(jobs=payload, limit=min(float(limit), on_node.MAX_WAIT))

@@ -182,3 +182,14 @@ def test_a_module_in_the_nodes_working_folder_never_runs_in_the_probes(node_venv
         if script is batch:
             answer = json.loads(answer["sparkdoctor_multi"][0]["stdout"].strip().splitlines()[-1])
         assert answer["probe"] == "fleet_node"
+
+
+def test_a_node_limit_of_years_still_runs_the_probes_there(node_venv):
+    """`--node-timeout 1e8` (a user's "no limit"): the batch's subprocess.run(timeout=1e8) on the node raised
+    OverflowError in each thread, every part came back null, and every node read "answered something that is not the
+    node probe's report". The node's own limit is kept within what its waits can take."""
+    done = subprocess.run([str(node_venv), *NODE_FLAGS, "-"], input=multi_bundle([("fleet_node", [])], 1e8),
+                          capture_output=True, text=True, timeout=120)
+    part = json.loads(done.stdout.strip().splitlines()[-1])["sparkdoctor_multi"][0]
+    assert part is not None and part["returncode"] == 0, done.stderr[-2000:]
+    assert json.loads(part["stdout"].strip().splitlines()[-1])["probe"] == "fleet_node"
