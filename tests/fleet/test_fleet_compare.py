@@ -195,6 +195,8 @@ def run_cli(*args):
     (("--hosts", "a", "--format", "xml"), "--format xml"),
     (("--hosts", "a", "--node-timeout", "0"), "--node-timeout"),
     (("--hosts", "a,-x"), "not an ssh destination"),
+    (("--hosts", "a", "--ssh-config", "/dev/null"), "--ssh-config /dev/null: not a regular file"),  # was "no such file"
+    (("--hosts", "a", "--ssh-config", "/nonexistent/c"), "--ssh-config /nonexistent/c: no such file"),
 ])
 def test_usage_errors_are_one_line_and_exit_2(args, words):
     done = run_cli(*args)
