@@ -18,6 +18,7 @@ from sparkdoctor.fleet.transport import Node, Transport
 from sparkdoctor.targets.local import TargetError
 
 DEFAULT_PYTHON = "the node's default python"
+PART = "the probe on the node"  # what failed when a probe of the batch did ("ssh exited 1" sent users to ssh)
 
 
 class _UntilDeadline(proc.Running):
@@ -67,9 +68,11 @@ class _Batch:
             return whole
         item = self.parts[index]
         if item.get("start_error"):
-            return dataclasses.replace(whole, returncode=None, stdout="", stderr="", start_error=str(item["start_error"]))
-        code = item.get("returncode")
-        return dataclasses.replace(whole, returncode=code if isinstance(code, int) else None, stdout=str(item.get("stdout") or ""),
+            return dataclasses.replace(whole, argv=[PART], returncode=None, stdout="", stderr="",
+                                       start_error=str(item["start_error"]))
+        code = item.get("returncode")  # the probe's own status: ssh ran, the node's interpreter exited so
+        return dataclasses.replace(whole, argv=[PART], returncode=code if isinstance(code, int) else None,
+                                   stdout=str(item.get("stdout") or ""),
                                    stderr=str(item.get("stderr") or ""), timed_out=bool(item.get("timed_out")))
 
 

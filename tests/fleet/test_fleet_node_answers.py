@@ -141,3 +141,32 @@ def test_a_node_answering_arrays_thousands_deep_is_said_to_print_no_json(nodes, 
     outcome = collect_node(SshTransport(), Node("deep", python=str(python)), 60.0, "sm_121a")
     assert not outcome.ok and str(outcome.problem).startswith("printed no JSON: [[["), outcome.problem
     assert "Recursion" not in str(outcome.problem)
+
+
+PROBE_FAILS = """#!{python}
+import json, subprocess, sys
+done = subprocess.run([{real!r}, *sys.argv[1:]], stdin=sys.stdin, capture_output=True, text=True)
+whole = json.loads(done.stdout.strip().splitlines()[-1])
+for part in whole["sparkdoctor_multi"]:
+    if '"fleet_node"' not in part["stdout"]:
+        part.update(returncode=1, stdout="", stderr="boom")
+sys.stdout.write(json.dumps(whole) + "\\n")
+"""
+
+
+def test_a_probe_that_failed_on_the_node_is_not_said_to_be_ssh(nodes, tmp_path, monkeypatch):
+    """ssh ran and the node answered; one probe of the batch exited 1 there. Its line read "ssh exited 1: boom", which
+    sends a user to their ssh setup; the node's line now names the probe on the node."""
+    from sparkdoctor.fleet.node import collect_node
+    from sparkdoctor.fleet.transport import Node, SshTransport
+
+    inventory, shim_dir = nodes
+    real = next(line.split('"')[1] for line in inventory.read_text().splitlines() if line.startswith("python"))
+    python = tmp_path / "python-fails"
+    python.write_text(PROBE_FAILS.format(python=sys.executable, real=real))
+    python.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{shim_dir}:{os.environ['PATH']}")
+    outcome = collect_node(SshTransport(), Node("fails", python=str(python)), 120.0, "sm_121a")
+    assert outcome.facts is not None and outcome.facts.packages is None
+    [target] = [e["error"] for e in outcome.facts.errors if e["collector"] == "target"]
+    assert "the probe on the node exited 1: boom" in target and "ssh exited" not in target, target
