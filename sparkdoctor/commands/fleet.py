@@ -82,8 +82,9 @@ class FleetCommand:
                              + (f" (got {' and '.join(chosen)})" if chosen else ""))
         if self.ssh_config is not None and self.ray is not None:
             raise UsageError("--ssh-config is for --hosts and --inventory; Ray reaches its nodes itself")
-        if self.ssh_config is not None and not self.ssh_config.is_file():
-            raise UsageError(f"--ssh-config {self.ssh_config}: no such file")
+        if self.ssh_config is not None and not self.ssh_config.is_file():  # a FIFO would hold every ssh until its limit
+            why = "not a regular file" if self.ssh_config.exists() else "no such file"
+            raise UsageError(f"--ssh-config {self.ssh_config}: {why}")
         refuse_bad_arch(self.arch)
         if self.recipe is None and (self.model is not None or self.sets):
             raise UsageError("--model and --set size a launch: give its --recipe FILE too")

@@ -2,8 +2,8 @@
 all nodes compared N-way; the exit code is the pre-launch gate.
 
 Modules, each importing only those above it:
-  bundle     a probe folder as one script for a node's stdin (nothing installed on nodes)
   on_node    the body of a Ray task (standard library only, sent by value)
+  bundle     a probe folder as one script for a node's stdin (nothing installed on nodes)
   transport  ssh (the user's own client and config) and Ray (tasks pinned per node)
   target     a node as a check Target
   node       one node's Facts: check's collectors plus the node probe (probes/fleet_node/)

@@ -3,7 +3,9 @@
 Nothing is installed or written on a node: the probe's modules (probes/<name>/*.py and probes/shared/*.py)
 travel inside the script, compressed, and an import hook serves them from memory. The probe's
 __main__.py then runs as __main__ with its usual argv. Standard library only on the node's side, and
-Python 3.8+ (the bootstrap avoids newer syntax), as for every probe.
+Python 3.8+ (the bootstrap avoids newer syntax), as for every probe. Both scripts first take the working folder
+off sys.path, where `python3 -` puts it (an ssh login's home, a Ray worker's job folder): a json.py or subprocess.py
+there would otherwise run in place of the standard module (`-P` would do it, from Python 3.11 only).
 """
 
 from __future__ import annotations
@@ -14,10 +16,14 @@ import zlib
 from functools import lru_cache
 from pathlib import Path
 
+from sparkdoctor.fleet import on_node
 from sparkdoctor.locations import data_dir
 
 BOOTSTRAP = '''\
-import base64, importlib.machinery, json, sys, zlib
+import sys
+if sys.path and sys.path[0] == "":  # `python3 -` put the working folder first: a ~/json.py must not run here
+    del sys.path[0]
+import base64, importlib.machinery, json, zlib
 _SOURCES = json.loads(zlib.decompress(base64.b64decode({blob!r})).decode("utf-8"))
 _NAME = {name!r}
 
@@ -64,7 +70,10 @@ def probe_of(script: Path) -> str:
 
 
 MULTI = '''\
-import json, subprocess, sys, threading, time
+import sys
+if sys.path and sys.path[0] == "":  # `python3 -` put the working folder first: a ~/json.py must not run here
+    del sys.path[0]
+import json, subprocess, threading, time
 _JOBS = json.loads({jobs!r})
 _LIMIT = {limit!r}
 _OUT = [None] * len(_JOBS)
@@ -97,4 +106,4 @@ def multi_bundle(jobs: list[tuple[str, list[str]]], limit: float) -> str:
     as they run locally) and prints all their outputs as one JSON line: one ssh session or one Ray task per
     node instead of one per probe."""
     payload = json.dumps([[bundle(name), list(args)] for name, args in jobs])
-    return MULTI.format(jobs=payload, limit=float(limit))
+    return MULTI.format(jobs=payload, limit=min(float(limit), on_node.MAX_WAIT))

@@ -39,12 +39,23 @@ def compare_nodes(named: list[tuple[str, Facts]]) -> list[Drift]:
     return sorted(found, key=lambda d: (d.verdict != RISKY, d.area, d.key))
 
 
+def _bare(facts: Facts) -> Facts:
+    """What diff compares of a node: not its fleet facts, nor its target when the target probe did not answer (its
+    interpreter and version were never read: not observed, rather than absent)."""
+    return dataclasses.replace(facts, fleet=None, target=facts.target if facts.packages is not None else None)
+
+
 def _check_fields(named: list[tuple[str, Facts]]) -> list[Drift]:
-    ref_name, ref = named[0]
-    bare_ref = dataclasses.replace(ref, fleet=None)
+    ref_name, ref = next(((n, f) for n, f in named if f.packages is not None), named[0])  # a node that was probed
+    bare_ref = _bare(ref)
     rows: dict[tuple[str, str], Drift] = {}  # values: the reference's, then each node's where it differs
-    for name, facts in named[1:]:
-        for d in compare(bare_ref, dataclasses.replace(facts, fleet=None)).differences:
+    unseen: dict[str, set[str]] = {}  # node -> the areas it did not observe (a probe that failed there)
+    for name, facts in named:
+        if name == ref_name:
+            continue
+        compared = compare(bare_ref, _bare(facts))
+        unseen[name] = {u["area"] for u in compared.not_compared if u["why"].endswith("in B")}
+        for d in compared.differences:
             if (d.area, d.key) in rules.OVERRIDDEN:
                 continue
             why = d.why.split("; ", 1)[1] if d.why.startswith("not installed in ") and "; " in d.why else d.why  # A/B words
@@ -54,7 +65,7 @@ def _check_fields(named: list[tuple[str, Facts]]) -> list[Drift]:
                 row.verdict, row.why = RISKY, why
     used = rules.nccl_links(named)
     for row in rows.values():
-        row.values = {n: row.values.get(n, row.values[ref_name]) for n, _ in named}
+        row.values = {n: row.values.get(n, row.values[ref_name]) for n, _ in named if row.area not in unseen.get(n, ())}
         link = row.key.split(" ")[1] if row.area == "host_health" and row.key.startswith("link ") else None
         if link and used is not None and row.verdict == RISKY and not used(link):
             row.verdict, row.why = BENIGN, rules.UNUSED_LINK

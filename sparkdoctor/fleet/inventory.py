@@ -41,6 +41,9 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 HOST_RE = re.compile(r"^[A-Za-z0-9_.@%:\[\]-]+$")
+# host:port, [address] and [address]:port: ssh takes none of them as a destination ("Could not resolve hostname");
+# a bare IPv6 address (two or more colons) is one
+HOST_PORT_RE = re.compile(r"^(?:[^:]*:\d*|.*\[.*\].*)$")
 CONTAINER_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")  # docker's own rule for names; ids are hex
 NODE_KEYS = {"host", "python", "container", "runtime"}
 RUNTIMES = ("docker", "podman")
@@ -63,13 +66,18 @@ def check_host(host: str, where: str) -> str:
         raise InventoryError(f"{where}: a host name of {len(host):,} characters (at most {MAX_HOST_CHARS})")
     if not host:
         raise InventoryError(f"{where}: an empty host name")
-    if host.startswith("-") or not HOST_RE.match(host):
+    if HOST_PORT_RE.match(host) or host.startswith("ssh://"):
+        why = ("an ssh:// address is not taken here" if host.startswith("ssh://") else
+               "ssh would look that whole text up as a host name")
+        raise InventoryError(f"{where}: {host[:80]!r}: {why}; give the host (or user@host) and its port in your ssh "
+                             "config (Host NAME, Port N; --ssh-config FILE)")
+    if host.startswith("-") or not HOST_RE.fullmatch(host):
         raise InventoryError(f"{where}: {host[:80]!r} is not an ssh destination (a host name, alias or user@host)")
     return host
 
 
 def check_container(name: str | None, where: str) -> str | None:
-    if name is not None and not CONTAINER_RE.match(name):
+    if name is not None and not CONTAINER_RE.fullmatch(name):
         raise InventoryError(f"{where}: {name[:80]!r} is not a container name or id")
     return name
 
@@ -107,6 +115,10 @@ def load_inventory(path: Path, python: str | None, container: str | None, runtim
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise InventoryError(f"{path}: not valid TOML: {exc}") from None
+    except RecursionError:  # arrays or tables inside each other thousands deep
+        raise InventoryError(f"{path}: not usable TOML: nested too deeply") from None
+    except ValueError as exc:  # tomllib's int() of a number past Python's 4,300-digit limit
+        raise InventoryError(f"{path}: not usable TOML: {str(exc).splitlines()[0][:120]}") from None
     defaults = _table(data.get("defaults", {}), f"{path}: [defaults]")
     rows = data.get("node")
     if not isinstance(rows, list) or not rows:
@@ -155,7 +167,7 @@ def sparkrun_hosts(path: Path) -> list[str]:
     if not isinstance(data, dict) or not isinstance(data.get("hosts"), list) or not data["hosts"]:
         raise InventoryError(f"{path}.hosts: a sparkrun cluster definition lists its hosts (hosts: [a, b])")
     user = data.get("user")
-    if user is not None and (not isinstance(user, str) or not HOST_RE.match(user) or "@" in user or user.startswith("-")):
+    if user is not None and (not isinstance(user, str) or not HOST_RE.fullmatch(user) or "@" in user or user.startswith("-")):
         raise InventoryError(f"{path}.user: {str(user)[:80]!r} is not an ssh user name")
     hosts = []
     for i, host in enumerate(data["hosts"]):

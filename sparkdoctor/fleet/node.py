@@ -8,6 +8,7 @@ on stdout) is not judged: its outcome is one line naming it.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import platform
 import time
@@ -55,6 +56,8 @@ MEMORY_HOLDERS = {"holders": ListOf(_PROCESS), "others": ListOf(_PROCESS), "erro
                   "containers": ListOf({"id": TEXT, "cgroup": Opt(TEXT), "bytes": int, "pids": Opt(ListOf(int)),
                                         "!required": ("id", "bytes")})}
 MAX_ROWS = 4096  # processes or containers read from a node's holders
+MAX_DEPTH = 32  # of lists and objects in a node probe's answer: its own nest 5 deep
+MAX_WIDTH = 20_000  # entries of one list or object there: a venv's packages are hundreds, the kernel log 2,000 lines
 
 # The node probe's answer as apply_node reads it (probes/fleet_node/): a node is user input, so its answer is
 # checked like a --facts snapshot, here before it is read and as Facts after (facts_shapes.py).
@@ -131,8 +134,12 @@ def collect_node(transport: Transport, node: Node, timeout: float, arch: str | N
     try:
         check_answer(raw)
         apply_node(facts, raw, answer.received or time.time(), arch)
+        for column in dataclasses.fields(facts):  # and what check's own probes sent (packages, env, capabilities)
+            bounded(column.name, getattr(facts, column.name))
         for name, value in facts.to_dict().items():  # what the node's probes put in: the shapes of a snapshot
             check_field(name, value)
+    except RecursionError:  # nested within MAX_DEPTH, yet too deep for the stack left here
+        return NodeOutcome(node, None, "answered a report of the wrong shape: nested too deeply", seconds)
     except ShapeError as exc:
         return NodeOutcome(node, None, _short(f"answered a report of the wrong shape: {exc}"), seconds)
     if target.batch is not None and target.batch.clock is not None and facts.fleet is not None:  # the batch's own clock
@@ -142,9 +149,27 @@ def collect_node(transport: Transport, node: Node, timeout: float, arch: str | N
 
 def check_answer(raw: Mapping[str, object]) -> None:
     """ShapeError for the first field of the node probe's answer that apply_node cannot read (null: not known)."""
+    for key, value in raw.items():  # first: Python's own recursion (asdict, the comparison, a renderer) would end the
+        bounded(str(key), value)  # whole fleet check on it, not this node's
     for key, shape in NODE_ANSWER.items():
         if raw.get(key) is not None:
             check_value(raw[key], shape, key)
+
+
+def bounded(where: str, value: object) -> None:
+    """ShapeError when lists and objects in `value` nest deeper than MAX_DEPTH or one holds more than MAX_WIDTH
+    entries (each drift row a node's env variable adds costs the whole run), walked without recursion."""
+    stack = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise ShapeError(f"'{where[:40]}': nested deeper than {MAX_DEPTH} levels")
+        if isinstance(item, (dict, list)) and len(item) > MAX_WIDTH:
+            raise ShapeError(f"'{where[:40]}': a list or object of {len(item):,} entries (at most {MAX_WIDTH:,})")
+        if isinstance(item, dict):
+            stack.extend((v, depth + 1) for v in item.values())
+        elif isinstance(item, list):
+            stack.extend((v, depth + 1) for v in item)
 
 
 def _container(transport: Transport, node: Node, deadline: float) -> dict[str, object]:

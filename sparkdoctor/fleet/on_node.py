@@ -9,6 +9,7 @@ import sys
 import time
 
 MAX_OUTPUT = 16 << 20
+MAX_WAIT = 1e6  # seconds: a longer wait overflows poll()'s milliseconds (--node-timeout 1e8: OverflowError, no answer)
 # How a node's interpreter starts a probe bundle: -S, so site never runs the node's .pth import lines or
 # sitecustomize.py; the probe rebuilds the path site would have made from files (probes/shared/probe_site.py, carried
 # in the bundle). transport.py and bundle.MULTI start it so too; early.SITE_XOPTION is the option's name.
@@ -54,7 +55,7 @@ def _run(argv, stdin, timeout, chosen):
         out["seconds"] = time.monotonic() - started
         return out
     try:
-        stdout, stderr = proc.communicate(stdin, timeout=timeout)
+        stdout, stderr = proc.communicate(stdin, timeout=min(timeout, MAX_WAIT))
         out["returncode"] = proc.returncode
     except subprocess.TimeoutExpired:
         try:

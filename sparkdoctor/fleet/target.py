@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import threading
 import time
 from pathlib import Path
@@ -17,6 +18,7 @@ from sparkdoctor.fleet.transport import Node, Transport
 from sparkdoctor.targets.local import TargetError
 
 DEFAULT_PYTHON = "the node's default python"
+PART = "the probe on the node"  # what failed when a probe of the batch did ("ssh exited 1" sent users to ssh)
 
 
 class _UntilDeadline(proc.Running):
@@ -66,9 +68,11 @@ class _Batch:
             return whole
         item = self.parts[index]
         if item.get("start_error"):
-            return dataclasses.replace(whole, returncode=None, stdout="", stderr="", start_error=str(item["start_error"]))
-        code = item.get("returncode")
-        return dataclasses.replace(whole, returncode=code if isinstance(code, int) else None, stdout=str(item.get("stdout") or ""),
+            return dataclasses.replace(whole, argv=[PART], returncode=None, stdout="", stderr="",
+                                       start_error=str(item["start_error"]))
+        code = item.get("returncode")  # the probe's own status: ssh ran, the node's interpreter exited so
+        return dataclasses.replace(whole, argv=[PART], returncode=code if isinstance(code, int) else None,
+                                   stdout=str(item.get("stdout") or ""),
                                    stderr=str(item.get("stderr") or ""), timed_out=bool(item.get("timed_out")))
 
 
@@ -76,14 +80,15 @@ def _parts(stdout: str, count: int) -> tuple[list[dict[str, object]] | None, flo
     lines = stdout.strip().splitlines()
     try:
         data = json.loads(lines[-1]) if lines else None
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or arrays in arrays thousands deep: each probe says so
         return None, None
     parts = data.get("sparkdoctor_multi") if isinstance(data, dict) else None
     if not isinstance(parts, list) or len(parts) != count or not all(isinstance(p, dict) for p in parts):
         return None, None
     assert isinstance(data, dict)
     when = data.get("time")
-    return parts, float(when) if isinstance(when, (int, float)) and not isinstance(when, bool) else None
+    clock = float(when) if isinstance(when, (int, float)) and not isinstance(when, bool) else None
+    return parts, clock if clock is not None and math.isfinite(clock) else None  # NaN: no clock, strict JSON
 
 
 class _BatchPart(proc.Running):

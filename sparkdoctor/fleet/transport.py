@@ -15,6 +15,7 @@ Ray: `ray` is imported here only, when --ray is given; the task body is on_node.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import shlex
 import time
@@ -25,6 +26,9 @@ from sparkdoctor import proc
 from sparkdoctor.fleet import on_node
 
 SSH_CONNECT_TIMEOUT = 10
+# `sh -c BOUNDED sh SECONDS COMMAND...` on a node: COMMAND under coreutils' timeout (TERM at SECONDS, KILL 5 s later),
+# or as it is where the node has no `timeout`
+BOUNDED = 's=$1; shift; if command -v timeout >/dev/null 2>&1; then exec timeout -k 5 "$s" "$@"; fi; exec "$@"'
 LOCAL = "local"  # the node that is this machine: no ssh
 
 
@@ -65,8 +69,13 @@ class SshTransport:
         return ["sh", "-c", 'exec "${VIRTUAL_ENV:+$VIRTUAL_ENV/bin/}python3" -S -B -X sparkdoctor_site - "$@"', "sparkdoctor", *args]
 
     def start(self, node: Node, script: str, args: list[str], timeout: float) -> proc.Running:
-        """`script` (a bundle, bundle.py) read by the node's serving interpreter on stdin."""
-        return proc.start(self.argv(node, self.remote_argv(node, args)), input=script)
+        """`script` (a bundle, bundle.py) read by the node's serving interpreter on stdin, under the node's own
+        `timeout` where it has one: at the limit ssh is killed here, and sshd (no pty) signals nothing, so an
+        interpreter hung on the node (a stalled disk, a wrapper that waits) would run there on and on."""
+        remote = self.remote_argv(node, args)
+        if node.name != LOCAL:  # this machine's own children are killed by proc at the limit
+            remote = ["sh", "-c", BOUNDED, "sh", str(math.ceil(timeout)), *remote]
+        return proc.start(self.argv(node, remote), input=script)
 
     def command(self, node: Node, argv: list[str], timeout: float) -> proc.ProcResult:
         return proc.run(self.argv(node, argv), timeout=timeout)

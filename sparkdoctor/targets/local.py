@@ -266,7 +266,7 @@ def parse_json_probe(target: Target, script: Path, result: proc.ProcResult) -> d
         data = json.loads(lines[-1], parse_constant=_non_finite, parse_float=_finite_float) if lines else None
     except NonFinite as exc:  # NaN, Infinity, 1e999: no reading a report can carry (--format json is strict)
         raise TargetError(f"probe {name} printed JSON with a non-finite number: {exc}") from None
-    except ValueError:  # also a number past int()'s digit limit
+    except (ValueError, RecursionError):  # also a number past int()'s digit limit; arrays in arrays thousands deep
         data = None
     if data is None:
         first = (lines or ["no output"])[-1][:200]

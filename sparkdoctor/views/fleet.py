@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from sparkdoctor.memory.pernode import FleetFit
 
 FLEET_VERSION = 1
+MAX_SHOWN = 200  # differences listed on the console: a node answering 100,000 env variables took minutes to draw
 
 
 def fleet_dict(result: FleetResult, verbose: bool = False) -> dict[str, object]:
@@ -72,7 +73,8 @@ def render_console(result: FleetResult, console: Console, verbose: bool = False)
         for finding in report.findings:
             if verbose or finding in report.failing() or finding.id.startswith("multinode-"):
                 console.print(f"      {escape('[' + finding.severity + ']')} {escape(finding.id)}: {escape(finding.title)}")
-    shown = result.drifts if verbose else result.risky
+    listed = result.drifts if verbose else result.risky
+    shown = listed[:MAX_SHOWN]
     if shown:
         console.print()
     for d in shown:
@@ -84,6 +86,9 @@ def render_console(result: FleetResult, console: Console, verbose: bool = False)
             line = "no majority: " + ", ".join(f"{n} {_v(v)}" for n, v in d.values.items() if n in d.odd)
         console.print(f"[{style}]{mark}[/]  {escape(d.area)}  [bold]{escape(d.key)}[/]  {escape(line)}")
         console.print(f"           [dim]{escape(d.why)}[/]")
+    if len(listed) > len(shown):
+        console.print(f"... and {len(listed) - len(shown):,} more difference(s) ({len(result.risky):,} risky in all): "
+                      "--format json lists every one")
     _render_fabric(result, console, verbose)
     if result.memory is not None:
         render_memory(result.memory, console, verbose)

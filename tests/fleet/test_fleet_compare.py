@@ -3,6 +3,7 @@ the inventory and the command's usage errors; Ray never imported on check's path
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
@@ -134,10 +135,25 @@ def test_settle_counts_none_as_a_value():
     ("a,,b", "an empty host name"),
     ("-oProxyCommand=x", "not an ssh destination"),
     ("a,a", "named twice"),
+    ("root@spark-1:2222", "whole text up as a host name; give the host .* its port in your ssh config"),
+    ("spark-1:22", "whole text up as a host name"),
+    ("[::1]:22", "whole text up as a host name"),
+    ("root@[10.0.0.1]", "whole text up as a host name"),
+    ("ssh://root@spark-1:2222", "ssh:// address is not taken here"),
 ])
 def test_hosts_refused_with_one_line(text, problem):
     with pytest.raises(InventoryError, match=problem):
         parse_hosts(text, None, None, "docker")
+
+
+def test_a_host_with_a_port_is_refused_where_it_is_written_not_left_to_fail_on_every_run():
+    """ssh takes no `host:port` (nor `[address]`): such a node used to be sent to ssh and fail each run with "Could not
+    resolve hostname spark-1:2222" (exit 3, the gate closed for a typo). A bare IPv6 address is a destination; a
+    container name ending in a line break is not a name (`$` matched before it)."""
+    assert [n.name for n in parse_hosts("::1,fe80::1%eth0,root@2001:db8::1,spark-1", None, None, "docker")] == [
+        "::1", "fe80::1%eth0", "root@2001:db8::1", "spark-1"]
+    with pytest.raises(InventoryError, match="not a container name"):
+        parse_hosts("spark-1", None, "vllm\n", "docker")
 
 
 def test_inventory_files(tmp_path):
@@ -179,6 +195,8 @@ def run_cli(*args):
     (("--hosts", "a", "--format", "xml"), "--format xml"),
     (("--hosts", "a", "--node-timeout", "0"), "--node-timeout"),
     (("--hosts", "a,-x"), "not an ssh destination"),
+    (("--hosts", "a", "--ssh-config", "/dev/null"), "--ssh-config /dev/null: not a regular file"),  # was "no such file"
+    (("--hosts", "a", "--ssh-config", "/nonexistent/c"), "--ssh-config /nonexistent/c: no such file"),
 ])
 def test_usage_errors_are_one_line_and_exit_2(args, words):
     done = run_cli(*args)
@@ -251,3 +269,41 @@ def test_a_ray_address_that_is_no_address_is_one_line_before_ray_is_imported(add
     with pytest.raises(FleetError, match="not a Ray address") as info:
         _connect(FleetOptions(ray_address=address))
     assert info.value.exit_code == 2 and "\n" not in str(info.value) and "\x1b" not in str(info.value)
+
+
+def test_the_console_lists_at_most_max_shown_differences_and_says_how_many_more():
+    """Every risky difference was drawn, one rich line each: a node with 50,000 odd env variables took 28 s of CPU
+    to draw. The console stops at MAX_SHOWN and counts the rest; the JSON keeps them all."""
+    from rich.console import Console
+
+    from sparkdoctor.views.fleet import MAX_SHOWN, fleet_dict, render_console
+
+    named = [("a", gb10_facts()), ("b", gb10_facts())]
+    reports = {n: build_report(f, matrix.load()) for n, f in named}
+    drifts = [settle(Drift("env", f"NCCL_X{i}", "risky", "must match", {"a": None, "b": "v"}))
+              for i in range(MAX_SHOWN + 50)]
+    outcomes = [NodeOutcome(Node(n), f) for n, f in named]
+    result = FleetResult("ssh", outcomes, reports, drifts, [], 1.0, "error")
+    console = Console(width=200, record=True, file=io.StringIO())
+    render_console(result, console)
+    text = console.export_text()
+    assert text.count("risky   env") == MAX_SHOWN
+    assert f"... and 50 more difference(s) ({MAX_SHOWN + 50:,} risky in all): --format json lists every one" in text
+    assert len(fleet_dict(result)["differences"]) == MAX_SHOWN + 50
+
+
+def test_a_node_whose_target_probe_failed_is_not_a_risky_difference_of_absent_values():
+    """Its Facts.target holds only how it was reached (fleet/target.py's describe()): compared as it was, every key the
+    target probe would have read was "(absent)" on that node, risky rows naming it beside its real line (its serving
+    stack could not be probed, exit 3), wherever it stood in the inventory."""
+    for order in (("a", "b", "c"), ("c", "a", "b")):
+        named = [(n, gb10_facts()) for n in order]
+        for name, facts in named:
+            facts.target = {**(facts.target or {}), "kind": "ssh", "chosen_by": "fleet", "node": name}
+        [unprobed] = [f for n, f in named if n == "c"]
+        unprobed.packages, unprobed.target = None, {"kind": "ssh", "python": "x", "chosen_by": "fleet", "node": "c"}
+        drifts = compare_nodes(named)
+        assert not [d for d in drifts if d.area == "target" and "c" in d.values], [d.to_dict() for d in drifts]
+        assert not [d for d in drifts if d.verdict == "risky"], [d.to_dict() for d in drifts]
+        [node] = [d for d in drifts if d.key == "node"]  # the probed ones are still compared
+        assert set(node.values) == {"a", "b"}

@@ -8,6 +8,7 @@ field of the node probe's answer as a hostile node would.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
@@ -23,6 +24,11 @@ ODD_ANSWERS = {  # node name -> (field of the node probe's answer, what the node
     "time-huge": ("time", 10**400),
     "gpu-index-list": ("gpus", [{"index": [0], "name": "NVIDIA GB10", "cc": "12.1"}]),
     "boot-id-object": ("node", {"hostname": "spark", "boot_id": {"id": 1}}),
+    # nested 900 deep: parsed, then Python's recursion in Facts.to_dict ended the whole fleet check (internal error, exit 2)
+    "host-deep": ("host", {"kernel": "6.17.0", "extra": functools.reduce(lambda v, _: [v], range(900), "x")}),
+    "fabric-deep": ("fabric", {"netdevs": functools.reduce(lambda v, _: {"a": v}, range(900), {})}),
+    # 25,000 variables: as many risky drift rows, drawn one by one (50,000 took 28 s of CPU on the console)
+    "env-wide": ("env", {f"NCCL_X{i}": "v" for i in range(25_000)}),
 }
 
 TAMPER = """#!{python}
@@ -75,6 +81,9 @@ def test_each_node_with_an_odd_answer_is_reported_alone_and_the_rest_judged(node
     assert "'errors'" in by_name["errors-int"]["problem"] and "'time'" in by_name["time-huge"]["problem"]
     assert "gpus[0].index" in by_name["gpu-index-list"]["problem"]
     assert "boot_id" in by_name["boot-id-object"]["problem"]
+    assert "'host': nested deeper than 32" in by_name["host-deep"]["problem"]
+    assert "'fabric': nested deeper than 32" in by_name["fabric-deep"]["problem"]
+    assert "'env': a list or object of 25,000 entries (at most 20,000)" in by_name["env-wide"]["problem"]
 
 
 def test_a_node_that_hangs_names_the_flag_that_bounds_it(tmp_path):
@@ -87,3 +96,77 @@ def test_a_node_that_hangs_names_the_flag_that_bounds_it(tmp_path):
     outcome = collect_node(SshTransport(str(config)), Node("slow"), 1.0)
     assert not outcome.ok and "timed out" in str(outcome.problem)
     assert "--node-timeout" in str(outcome.problem) and "--timeout)" not in str(outcome.problem)
+
+
+NODE_CLOCK = """#!{python}
+import subprocess, sys
+done = subprocess.run([{real!r}, *sys.argv[1:]], stdin=sys.stdin, capture_output=True, text=True)
+line = done.stdout.strip().splitlines()[-1]
+sys.stdout.write(line.replace('"time": ', '"time": {value}, "was": ') + "\\n")
+"""
+
+
+@pytest.mark.parametrize("value", ["NaN", "-Infinity", "1e999"])
+def test_a_node_clock_that_is_no_number_is_unknown_and_the_json_stays_strict(nodes, tmp_path, monkeypatch, value):
+    """The batch's own line carries the node's clock (facts.fleet.clock_skew_s): NaN or Infinity there went into the
+    node's facts (instead of the node probe's own
+    clock), and `fleet check --format json` printed `"clock_skew_s": NaN`, which strict JSON readers refuse."""
+    from sparkdoctor.fleet.node import collect_node
+    from sparkdoctor.fleet.transport import Node, SshTransport
+
+    inventory, shim_dir = nodes
+    real = next(line.split('"')[1] for line in inventory.read_text().splitlines() if line.startswith("python"))
+    python = tmp_path / "python-clock"
+    python.write_text(NODE_CLOCK.format(python=sys.executable, real=real, value=value))
+    python.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{shim_dir}:{os.environ['PATH']}")
+    outcome = collect_node(SshTransport(), Node("clock", python=str(python)), 120.0, "sm_121a")
+    assert outcome.ok, outcome.problem
+    assert outcome.facts is not None and outcome.facts.fleet is not None
+    skew = outcome.facts.fleet["clock_skew_s"]  # the node probe's own clock then, a number its answer's shape checked
+    assert isinstance(skew, float) and abs(skew) < 60, skew
+    json.dumps(outcome.facts.to_dict(), allow_nan=False)
+
+
+def test_a_node_answering_arrays_thousands_deep_is_said_to_print_no_json(nodes, tmp_path, monkeypatch):
+    """json.loads raises RecursionError there, which is no ValueError: the node's line was Python's own words
+    ("RecursionError: maximum recursion depth exceeded while decoding a JSON array from a unicode string")."""
+    from sparkdoctor.fleet.node import collect_node
+    from sparkdoctor.fleet.transport import Node, SshTransport
+
+    python = tmp_path / "python-deep"
+    python.write_text("#!/bin/sh\ncat >/dev/null\nexec python3 -c 'print(\"[\" * 100000)'\n")
+    python.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{nodes[1]}:{os.environ['PATH']}")
+    outcome = collect_node(SshTransport(), Node("deep", python=str(python)), 60.0, "sm_121a")
+    assert not outcome.ok and str(outcome.problem).startswith("printed no JSON: [[["), outcome.problem
+    assert "Recursion" not in str(outcome.problem)
+
+
+PROBE_FAILS = """#!{python}
+import json, subprocess, sys
+done = subprocess.run([{real!r}, *sys.argv[1:]], stdin=sys.stdin, capture_output=True, text=True)
+whole = json.loads(done.stdout.strip().splitlines()[-1])
+for part in whole["sparkdoctor_multi"]:
+    if '"fleet_node"' not in part["stdout"]:
+        part.update(returncode=1, stdout="", stderr="boom")
+sys.stdout.write(json.dumps(whole) + "\\n")
+"""
+
+
+def test_a_probe_that_failed_on_the_node_is_not_said_to_be_ssh(nodes, tmp_path, monkeypatch):
+    """ssh ran and the node answered; one probe of the batch exited 1 there. Its line read "ssh exited 1: boom", which
+    sends a user to their ssh setup; the node's line now names the probe on the node."""
+    from sparkdoctor.fleet.node import collect_node
+    from sparkdoctor.fleet.transport import Node, SshTransport
+
+    inventory, shim_dir = nodes
+    real = next(line.split('"')[1] for line in inventory.read_text().splitlines() if line.startswith("python"))
+    python = tmp_path / "python-fails"
+    python.write_text(PROBE_FAILS.format(python=sys.executable, real=real))
+    python.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{shim_dir}:{os.environ['PATH']}")
+    outcome = collect_node(SshTransport(), Node("fails", python=str(python)), 120.0, "sm_121a")
+    assert outcome.facts is not None and outcome.facts.packages is None
+    [target] = [e["error"] for e in outcome.facts.errors if e["collector"] == "target"]
+    assert "the probe on the node exited 1: boom" in target and "ssh exited" not in target, target

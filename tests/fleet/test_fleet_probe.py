@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from sparkdoctor.fleet.bundle import MULTI, bundle
+from sparkdoctor.fleet.bundle import MULTI, bundle, multi_bundle
 from sparkdoctor.fleet.on_node import NODE_FLAGS
 from sparkdoctor.fleet.transport import Node, SshTransport
 from sparkdoctor.locations import data_dir
@@ -161,3 +161,35 @@ def test_a_node_runs_no_pth_import_line_nor_sitecustomize_and_every_start_says_s
         assert argv[argv.index("-"):][:1] == ["-"] and argv[argv.index("-") - 4:argv.index("-")] == NODE_FLAGS, argv
     assert "-S -B -X sparkdoctor_site -" in " ".join(SshTransport().remote_argv(Node("n"), ["x"]))
     assert '"-S", "-B", "-X", "sparkdoctor_site", "-"' in MULTI
+
+
+def test_a_module_in_the_nodes_working_folder_never_runs_in_the_probes(node_venv, tmp_path):
+    """`python3 -` puts its working folder first on sys.path, and an ssh login starts in the user's home (a Ray worker
+    in its job's folder): a json.py or subprocess.py there (a user's scratch file, or one planted) ran in place of the
+    standard module as the bundle started, and broke the node's answer. Both scripts a node is sent leave it out."""
+    marker = tmp_path / "ran"
+    home = tmp_path / "home"
+    home.mkdir()
+    for module in ("json", "subprocess", "base64", "zlib", "os", "re", "struct", "hashlib", "platform", "threading"):
+        (home / f"{module}.py").write_text(f"open({str(marker)!r}, 'a').write('{module} ')\n")
+    batch = multi_bundle([("fleet_node", [])], 60)
+    for script in (bundle("fleet_node"), batch):
+        done = subprocess.run([str(node_venv), *NODE_FLAGS, "-"], input=script, capture_output=True, text=True, timeout=120,
+                              cwd=home)
+        assert not marker.exists(), marker.read_text()
+        assert done.returncode == 0, done.stderr[-2000:]
+        answer = json.loads(done.stdout.strip().splitlines()[-1])
+        if script is batch:
+            answer = json.loads(answer["sparkdoctor_multi"][0]["stdout"].strip().splitlines()[-1])
+        assert answer["probe"] == "fleet_node"
+
+
+def test_a_node_limit_of_years_still_runs_the_probes_there(node_venv):
+    """`--node-timeout 1e8` (a user's "no limit"): the batch's subprocess.run(timeout=1e8) on the node raised
+    OverflowError in each thread, every part came back null, and every node read "answered something that is not the
+    node probe's report". The node's own limit is kept within what its waits can take."""
+    done = subprocess.run([str(node_venv), *NODE_FLAGS, "-"], input=multi_bundle([("fleet_node", [])], 1e8),
+                          capture_output=True, text=True, timeout=120)
+    part = json.loads(done.stdout.strip().splitlines()[-1])["sparkdoctor_multi"][0]
+    assert part is not None and part["returncode"] == 0, done.stderr[-2000:]
+    assert json.loads(part["stdout"].strip().splitlines()[-1])["probe"] == "fleet_node"

@@ -196,3 +196,38 @@ def test_the_launch_is_judged_on_each_nodes_memory_over_ssh(sshd, node_venvs, tm
     assert held[0].startswith(f"container {LEAKED[:12]}") and held[1].startswith("pid 4242 (vllm)")
     assert memory["proposal"]["gpu_memory_utilization"] == 0.48 and memory["decided_by"] == {"gpu_memory_utilization": "fleet-1"}
     assert memory["proposal_fits"] is True
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(") ", 1)[1][:1] != "Z"
+    except OSError:
+        return False
+
+
+def test_an_interpreter_hung_on_the_node_is_stopped_there_after_the_nodes_time(sshd, tmp_path):
+    """At --node-timeout ssh is killed here, and sshd (no pty) signals nothing: a node's interpreter that hangs before
+    it reads a byte (a stalled disk, a wrapper that waits) ran on there after the run ended, one more for every run.
+    The node's own `timeout` now stops it (TERM at the node's time, KILL 5 s later)."""
+    from sparkdoctor.fleet.node import collect_node
+    from sparkdoctor.fleet.transport import Node, SshTransport
+
+    pids = tmp_path / "pids"
+    hung = tmp_path / "hung-python"
+    hung.write_text(f"#!/bin/sh\necho $$ >> '{pids}'\nexec sleep 120\n")
+    hung.chmod(0o755)
+    outcome = collect_node(SshTransport(str(sshd.config)), Node("fleet-0", python=str(hung)), 2.0, "sm_121a")
+    assert not outcome.ok and "timed out" in str(outcome.problem), outcome.problem
+    started = [int(p) for p in pids.read_text().split()]
+    assert started
+    try:
+        for _ in range(600):  # the node stops it at 2 s (+5 s to KILL); 60 s is the bound of "never"
+            if not any(_alive(pid) for pid in started):
+                break
+            time.sleep(0.1)
+        assert not [pid for pid in started if _alive(pid)], "the hung interpreter still runs on the node"
+    finally:
+        for pid in started:
+            if _alive(pid):
+                os.kill(pid, 9)

@@ -77,6 +77,10 @@ def test_eugr_cluster_nodes_is_an_inventory(tmp_path):
     ("x.env", "ETH_IF=enp1s0f1np1\n", "no CLUSTER_NODES"),
     ("x.env", "CLUSTER_NODES=\n", "CLUSTER_NODES is empty"),
     ("x.env", "CLUSTER_NODES=a;rm -rf /\n", "not an ssh destination"),
+    # tomllib raises RecursionError and ValueError past its own errors: each was an internal error
+    ("f.toml", "x = " + "[" * 100_000 + "]" * 100_000 + "\n[[node]]\nhost = 'a'\n", "not usable TOML: nested too deeply"),
+    ("f.toml", "x = " + "{a=" * 5_000 + "1" + "}" * 5_000 + "\n", "not usable TOML: nested too deeply"),
+    ("f.toml", "x = " + "9" * 5_000 + "\n[[node]]\nhost = 'a'\n", "not usable TOML: Exceeds the limit"),
 ])
 def test_bad_cluster_files_are_one_line(tmp_path, name, content, words):
     path = tmp_path / name
