@@ -31,7 +31,7 @@ from sparkdoctor.matrix.model import Matrix
 from sparkdoctor.matrix.symptoms import HasSymptoms
 from sparkdoctor.recipes.model import Recipe
 from sparkdoctor.serve import container_launch, groups, readiness, reaper, registry
-from sparkdoctor.serve.binding import LOCALHOST, free_port, listener_of, rebind
+from sparkdoctor.serve.binding import LOCALHOST, exposed, free_port, listener_of, rebind
 from sparkdoctor.serve.container_launch import ContainerLaunchError, ContainerServer
 from sparkdoctor.serve.ending import died, evidence
 from sparkdoctor.serve.logpump import LogPump
@@ -370,6 +370,11 @@ def _wait_ready(server: Server, recipe: Recipe, child: LocalServer | ContainerSe
             if not foreign:
                 pump.add(f"[sparkdoctor] port {server.port} answers, but not from this server's processes: waiting")
             foreign, path = True, None
+        wide = exposed(server.port, groups.members(child.pgid)) if path and isinstance(child, LocalServer) else []
+        if wide:  # a command that ignored --host: it would answer other machines while it is measured
+            raise server._died_error(f"{recipe.name}: the server listens on {' and '.join(wide)} port {server.port}, not "
+                                     f"on {LOCALHOST} only (its command ignored --host {LOCALHOST}): not measured; "
+                                     f"{evidence(pump, server.log_path)}", pump)
         if path:
             server.ready_after_s = time.monotonic() - t0
             server.ready_path = path
