@@ -94,7 +94,10 @@ def _post(base_url: str, payload: Mapping[str, object], timeout: float) -> dict[
     status, body = run(post_json(base_url, "/v1/completions", payload, timeout, MAX_ANSWER_BYTES))
     if status != 200:
         raise HttpError(f"POST /v1/completions answered HTTP {status}: {body[:300].decode('utf-8', 'replace').strip()}")
-    doc = json.loads(body.decode("utf-8", "replace"))
+    try:
+        doc = json.loads(body.decode("utf-8", "replace"))
+    except RecursionError:
+        raise ValueError("the answer is JSON nested too deep to read") from None
     if not isinstance(doc, dict):
         raise ValueError("the answer is not a JSON object")
     return doc
