@@ -365,12 +365,14 @@ def _wait_ready(server: Server, recipe: Recipe, child: LocalServer | ContainerSe
                                            server.log_path), pump, returncode=code)
         left = deadline - time.monotonic()
         path = readiness.ready(server.base_url, recipe.readiness_path, timeout=max(0.2, min(2.0, left)))
-        if path and isinstance(child, LocalServer) and listener_of(server.port, groups.members(child.pgid)) is False:
+        # its processes: the group, and the server itself should it have left it (setsid)
+        ours = [*groups.members(child.pgid), child.pid] if path and isinstance(child, LocalServer) else []
+        if ours and listener_of(server.port, ours) is False:
             # another program took the port after it was chosen: its 200 is not this server's, which will fail to bind
             if not foreign:
                 pump.add(f"[sparkdoctor] port {server.port} answers, but not from this server's processes: waiting")
             foreign, path = True, None
-        wide = exposed(server.port, groups.members(child.pgid)) if path and isinstance(child, LocalServer) else []
+        wide = exposed(server.port, ours) if path and ours else []
         if wide:  # a command that ignored --host: it would answer other machines while it is measured
             raise server._died_error(f"{recipe.name}: the server listens on {' and '.join(wide)} port {server.port}, not "
                                      f"on {LOCALHOST} only (its command ignored --host {LOCALHOST}): not measured; "

@@ -57,3 +57,16 @@ def test_a_server_listening_beyond_loopback_is_not_measured_and_its_group_is_gon
     message = str(raised.value)
     assert "listens on 127.0.0.1 port" in message and "ignored --host 127.0.0.1" in message and "\n" not in message
     assert raised.value.teardown is not None and members(raised.value.teardown.pgid) == []
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_a_server_that_left_its_group_is_still_known_as_the_servers_listener(tmp_path):
+    """A server that calls setsid itself leaves the supervisor's group: its 200 was taken for another program's (the
+    port 'answers, but not from this server's processes') until the ready timeout. It is the recorded server."""
+    leave = f"import os, sys; os.setsid(); os.execv(sys.executable, [sys.executable, {str(FAKE)!r}, *sys.argv[1:]])"
+    recipe = Recipe(name="setsid", source_path="test", format="sparkdoctor",
+                    argv=[sys.executable, "-c", leave, "ready", "--host", "0.0.0.0", "--port", "8000"])
+    with launch(recipe, run_dir=tmp_path, matrix=[], ready_timeout=30, grace=1) as server:
+        assert members(server.pgid) and server.pid not in members(server.pgid)  # it did leave the group
+    assert server.teardown is not None and server.teardown.clean
+    assert server.pid in [e.pid for e in server.teardown.escaped]  # and it was stopped all the same (its worker too)
