@@ -320,7 +320,7 @@ def launch(recipe: Recipe, *, run_dir: Path, matrix: Matrix | Sequence[HasSympto
             raise LaunchError(f"{recipe.name}: could not take the server down: {server.teardown.describe()}",
                               log_tail=server.log_tail(), findings=server.findings, log_path=log_path,
                               teardown=server.teardown)
-        if late is not None and error is None:
+        if late is not None and not isinstance(error, (KeyboardInterrupt, proc.Interrupted)):  # else that one goes on
             raise late
 
 
